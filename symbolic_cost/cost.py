@@ -1,0 +1,220 @@
+"""Cost of one operation, and Collective, one communication it needs.
+
+Both are immutable records of exact SymPy expressions.  A ``Cost`` counts
+FLOPs and bytes, never TFLOP or GB: units belong to tables and reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Mapping
+
+from sympy import Expr, Float, Integer, sympify
+
+KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "p2p")
+PASSES = ("fwd", "bwd")
+ENGINES = ("matrix", "vector")
+
+
+def exact(value, name: str = "value") -> Expr:
+    """Return ``value`` as an exact SymPy expression, or raise ``ValueError``.
+
+    Integral floats such as ``4096.0`` are accepted as integers; any other
+    float is refused, because a float inside a formula silently turns every
+    later result into an approximation.
+
+    >>> exact(3), exact(4096.0)
+    (3, 4096)
+    >>> exact(0.5, "es")
+    Traceback (most recent call last):
+    ...
+    ValueError: es must be exact (an int, a fractions.Fraction, a SymPy Rational or a symbol), got the float 0.5; write Rational(1, 2) instead
+    """
+    if isinstance(value, float):
+        if value.is_integer():
+            return Integer(int(value))
+        raise ValueError(
+            f"{name} must be exact (an int, a fractions.Fraction, a SymPy Rational "
+            f"or a symbol), got the float {value!r}; write Rational({_fraction(value)}) instead")
+    try:
+        expr = sympify(value)
+    except Exception as error:  # SymPy raises several types here
+        raise ValueError(f"{name} must be a number or a SymPy expression, got {value!r}") from error
+    if expr.has(Float):
+        raise ValueError(f"{name} must be exact, got {expr} which contains a float")
+    return expr
+
+
+def _fraction(value: float) -> str:
+    from fractions import Fraction
+    frac = Fraction(value).limit_denominator(10**6)
+    return f"{frac.numerator}, {frac.denominator}"
+
+
+def ring_share(kind: str, group) -> Expr:
+    """Fraction of the full tensor each device sends in a ring collective.
+
+    For a tensor of ``V`` bytes spread over ``n`` devices a ring allgather,
+    reduce-scatter or all-to-all moves ``(n-1)/n * V`` out of every device; a
+    ring allreduce is a reduce-scatter followed by an allgather, ``2(n-1)/n * V``;
+    a point-to-point send moves the whole tensor.
+
+    >>> from sympy import Symbol
+    >>> n = Symbol("n", positive=True, integer=True)
+    >>> ring_share("allreduce", n).factor()
+    2*(n - 1)/n
+    >>> ring_share("allgather", 1)
+    0
+    """
+    n = sympify(group)
+    if kind in ("allgather", "reducescatter", "alltoall"):
+        return (n - 1) / n
+    if kind == "allreduce":
+        return 2 * (n - 1) / n
+    if kind == "p2p":
+        return Integer(1)
+    raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One communication: ``kind`` over ``group`` devices in pass ``pass_``.
+
+    The logical tensor has ``elements`` values of ``element_bytes`` each (the
+    gathered result, or the tensor being reduced).  ``volume`` is the byte
+    count the conventions report: the ring share per device by default, the
+    whole tensor for the LBNL 2024 preset.  Time models use ``ring_bytes``,
+    which does not depend on the reporting convention.
+    """
+
+    kind: str
+    elements: Expr
+    element_bytes: Expr
+    group: Expr
+    pass_: str
+    volume: Expr
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.pass_ not in PASSES:
+            raise ValueError(f"collective pass must be 'fwd' or 'bwd', got {self.pass_!r}")
+        for name in ("elements", "element_bytes", "group", "volume"):
+            object.__setattr__(self, name, exact(getattr(self, name), name))
+
+    @property
+    def tensor_bytes(self) -> Expr:
+        return self.elements * self.element_bytes
+
+    @property
+    def ring_bytes(self) -> Expr:
+        """Bytes each device sends in a ring implementation."""
+        return ring_share(self.kind, self.group) * self.tensor_bytes
+
+    @property
+    def reduction_flops(self) -> Expr:
+        """Adds each device performs: a reduce-scatter or allreduce of ``N``
+        elements over ``n`` devices sums ``(n-1)/n * N`` of them on every device."""
+        if self.kind in ("reducescatter", "allreduce"):
+            return (self.group - 1) / self.group * self.elements
+        return Integer(0)
+
+    def subs(self, values: Mapping) -> "Collective":
+        return replace(self, **{name: getattr(self, name).subs(values)
+                                for name in ("elements", "element_bytes", "group", "volume")})
+
+
+EXPRESSION_FIELDS = ("flops_fwd", "flops_bwd", "act_in", "act_in_other", "act_out",
+                     "act_buffer", "weights", "weight_grads", "act_grads", "mem_fwd", "mem_bwd")
+"""The exact-expression fields of a Cost, in the order tables show them."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one operation costs on one device.
+
+    ============== ==========================================================
+    field          meaning
+    ============== ==========================================================
+    flops_fwd      floating-point operations of the forward pass
+    flops_bwd      floating-point operations of the backward pass
+    act_in         bytes of the main input activation
+    act_in_other   bytes of a second input (K for QK^T, V for AV, a mask)
+    act_out        bytes of the output activation
+    act_buffer     bytes kept from forward for backward
+    weights        bytes of parameters
+    weight_grads   bytes of parameter gradients
+    act_grads      bytes of activation gradients read and written in backward
+    mem_fwd        bytes moved to and from memory in the forward pass
+    mem_bwd        bytes moved to and from memory in the backward pass
+    collectives    the communications this operation needs
+    engine         ``"matrix"`` (tensor cores) or ``"vector"`` units
+    ============== ==========================================================
+    """
+
+    name: str
+    engine: str
+    flops_fwd: Expr
+    flops_bwd: Expr
+    act_in: Expr
+    act_in_other: Expr
+    act_out: Expr
+    act_buffer: Expr
+    weights: Expr
+    weight_grads: Expr
+    act_grads: Expr
+    mem_fwd: Expr
+    mem_bwd: Expr
+    collectives: tuple[Collective, ...] = field(default=())
+
+    def __post_init__(self):
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be 'matrix' or 'vector', got {self.engine!r}")
+        for name in EXPRESSION_FIELDS:
+            object.__setattr__(self, name, exact(getattr(self, name), name))
+        object.__setattr__(self, "collectives", tuple(self.collectives))
+
+    def fields(self) -> dict[str, Expr]:
+        """The expression fields as a name -> expression dict."""
+        return {name: getattr(self, name) for name in EXPRESSION_FIELDS}
+
+    def subs(self, values: Mapping) -> "Cost":
+        """Substitute ``values`` (symbol -> number or expression) everywhere."""
+        changed = {name: expr.subs(values) for name, expr in self.fields().items()}
+        return replace(self, collectives=tuple(c.subs(values) for c in self.collectives), **changed)
+
+    def renamed(self, name: str) -> "Cost":
+        return replace(self, name=name)
+
+    def plus(self, **extra) -> "Cost":
+        """A copy with ``extra`` added to the named fields and collectives appended.
+
+        >>> from symbolic_cost.layers import gelu
+        >>> gelu(1, 2, 3).plus(flops_fwd=1).flops_fwd
+        7
+        """
+        collectives = tuple(extra.pop("collectives", ()))
+        changed = {name: getattr(self, name) + exact(value, name) for name, value in extra.items()}
+        return replace(self, collectives=self.collectives + collectives, **changed)
+
+
+def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, act_buffer,
+              act_grads, act_in_other=0, weights=0, weight_grads=0, bwd_reads_weights=True,
+              collectives=()) -> Cost:
+    """Build a Cost whose memory traffic follows the common rule.
+
+    Forward reads every input and the weights and writes the output:
+    ``mem_fwd = act_in + act_in_other + act_out + weights``.
+    Backward reads the saved buffer (and the weights, unless
+    ``bwd_reads_weights`` is false), reads and writes the activation gradients
+    and writes the weight gradients:
+    ``mem_bwd = act_buffer + act_grads + weight_grads (+ weights)``.
+    """
+    mem_fwd = exact(act_in) + exact(act_in_other) + exact(act_out) + exact(weights)
+    mem_bwd = exact(act_buffer) + exact(act_grads) + exact(weight_grads)
+    if bwd_reads_weights:
+        mem_bwd += exact(weights)
+    return Cost(name=name, engine=engine, flops_fwd=flops_fwd, flops_bwd=flops_bwd,
+                act_in=act_in, act_in_other=act_in_other, act_out=act_out, act_buffer=act_buffer,
+                weights=weights, weight_grads=weight_grads, act_grads=act_grads,
+                mem_fwd=mem_fwd, mem_bwd=mem_bwd, collectives=collectives)

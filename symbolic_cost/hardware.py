@@ -1,0 +1,165 @@
+"""Systems and the per-operation time model.
+
+A ``System`` holds throughputs in FLOP/s, bandwidths in bytes/s, latencies
+in seconds and capacity in bytes, all exact (or symbols).  Times are
+expressions in seconds; tables convert to ms.
+
+Per operation and pass::
+
+    t_comp  = flops / (matrix or vector FLOP/s)      t_mem = bytes moved / HBM bandwidth
+    t       = max(t_comp, t_mem)                      (roofline)
+    t_comm  = sum of the pass's collective times
+    t_total = t + t_comm    (or max(t, t_comm) with ``overlap_comm``)
+
+Collective time, with bandwidth ``B`` and latency ``a`` of the link the group
+uses (NVLink when the group fits in one NVLink domain, else InfiniBand):
+
+* ``"alpha-beta"`` (default), a ring: ``steps * a + ring_bytes / B`` where a
+  reduce-scatter, allgather or all-to-all takes ``n - 1`` steps and moves
+  ``(n-1)/n`` of the tensor, an allreduce ``2(n - 1)`` steps and ``2(n-1)/n``,
+  a p2p send 1 step and the whole tensor.
+* ``"bandwidth"`` (LBNL 2024): ``volume / B``; kind, group and latency ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from sympy import Expr, Integer, Max, Piecewise, Rational, sympify
+
+from . import conventions as conv
+from .cost import Collective, Cost, exact
+
+TERA, GIGA, MICRO = Integer(10) ** 12, Integer(10) ** 9, Rational(1, 10**6)
+
+
+@dataclass(frozen=True)
+class System:
+    """One accelerator and its links.
+
+    ``nvlink_size`` is the number of devices that share an NVLink domain;
+    bandwidths are per device and direction as the vendors quote them.
+    """
+
+    name: str
+    matrix_flops: Expr       # FLOP/s on matrix units (dense, 16-bit)
+    vector_flops: Expr       # FLOP/s on vector units (16-bit)
+    hbm_bandwidth: Expr      # bytes/s
+    nvlink_bandwidth: Expr   # bytes/s per device
+    ib_bandwidth: Expr       # bytes/s per device
+    nvlink_size: Expr        # devices per NVLink domain
+    nvlink_latency: Expr = 2 * MICRO   # s per ring step (assumed, order of NCCL's)
+    ib_latency: Expr = 5 * MICRO       # s per ring step (assumed)
+    hbm_capacity: Expr = 0             # bytes; 0 when not stated
+
+    def __post_init__(self):
+        for item in fields(self)[1:]:
+            value = exact(getattr(self, item.name), item.name)
+            if value.is_number and (value < 0 or (value == 0 and not item.name.endswith(("latency", "capacity")))):
+                raise ValueError(f"system {self.name}: {item.name} must be positive, got {value}")
+            object.__setattr__(self, item.name, value)
+
+    def but(self, **changes) -> "System":
+        known = {item.name for item in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ValueError(f"unknown system field(s): {', '.join(sorted(unknown))}; "
+                             f"fields: {', '.join(sorted(known - {'name'}))}")
+        return replace(self, **changes)
+
+
+SYSTEMS = {
+    # The numbers of seed 003 (LBNL, Perlmutter: 4 x A100-40GB per node).
+    "a100-perlmutter": System("a100-perlmutter", 312 * TERA, 78 * TERA, 1555 * GIGA,
+                              600 * GIGA, 100 * GIGA, 4, hbm_capacity=40 * GIGA),
+    # DGX A100 80GB: 8 GPUs on NVSwitch, one 200 Gb/s HDR NIC per GPU.
+    "a100": System("a100", 312 * TERA, 78 * TERA, 2039 * GIGA, 600 * GIGA, 25 * GIGA, 8,
+                   hbm_capacity=80 * GIGA),
+    # DGX H100 (SXM): 989.4 TFLOP/s dense bf16, 8 GPUs, one 400 Gb/s NDR NIC per GPU.
+    "h100": System("h100", Rational("989.4") * TERA, Rational("133.8") * TERA, 3350 * GIGA,
+                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA),
+    # H200 (SXM): H100 compute, 141 GB HBM3e at 4.8 TB/s.
+    "h200": System("h200", Rational("989.4") * TERA, Rational("133.8") * TERA, 4800 * GIGA,
+                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA),
+}
+
+
+def get_system(name: str | System) -> System:
+    """Look up a system preset by name (a ``System`` passes through)."""
+    if isinstance(name, System):
+        return name
+    try:
+        return SYSTEMS[name]
+    except KeyError:
+        raise ValueError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
+
+
+def _on_link(group, system: System, nvlink, ib):
+    """``nvlink`` if a group of ``group`` devices fits one NVLink domain, else ``ib``."""
+    fits = sympify(group) <= system.nvlink_size
+    if fits in (True, False):
+        return nvlink if fits else ib
+    return Piecewise((nvlink, fits), (ib, True))
+
+
+def topology(group, system: System) -> str:
+    """The link a group uses, as tables print it.
+
+    >>> topology(4, SYSTEMS["a100-perlmutter"]), topology(8, SYSTEMS["a100-perlmutter"])
+    ('nvlink', 'ib')
+    """
+    fits = sympify(group) <= system.nvlink_size
+    if fits in (True, False):
+        return "nvlink" if fits else "ib"
+    return f"nvlink if {group} <= {system.nvlink_size} else ib"
+
+
+def ring_steps(kind: str, group) -> Expr:
+    """Latency steps of a ring collective over ``group`` devices."""
+    n = sympify(group)
+    return {"allreduce": 2 * (n - 1), "p2p": Integer(1)}.get(kind, n - 1)
+
+
+def comm_time(c: Collective, system: System, conventions=conv.DEFAULT) -> Expr:
+    """Seconds one collective takes (see the module docstring for both models).
+
+    >>> from symbolic_cost.cost import Collective
+    >>> ag = Collective("allgather", 10**9, 2, 4, "fwd", volume=2 * 10**9)
+    >>> comm_time(ag, SYSTEMS["a100-perlmutter"], conv.LBNL_2024)
+    1/300
+    >>> comm_time(ag, SYSTEMS["a100-perlmutter"].but(nvlink_latency=0))
+    1/400
+    """
+    bandwidth = _on_link(c.group, system, system.nvlink_bandwidth, system.ib_bandwidth)
+    if conv.get(conventions).comm_time == "bandwidth":
+        return c.volume / bandwidth
+    latency = _on_link(c.group, system, system.nvlink_latency, system.ib_latency)
+    return ring_steps(c.kind, c.group) * latency + c.ring_bytes / bandwidth
+
+
+TIME_FIELDS = ("t_comp_fwd", "t_mem_fwd", "t_comp_bwd", "t_mem_bwd", "intensity", "t_fwd", "t_bwd",
+               "t_comm_fwd", "t_comm_bwd", "t_total_fwd", "t_total_bwd",
+               "frac_t_comm_fwd", "frac_t_comm_bwd")
+"""Time columns of a table, in seconds (``intensity`` and fractions are ratios)."""
+
+
+def times(cost: Cost, system: System, conventions=conv.DEFAULT) -> dict[str, Expr]:
+    """The time model for one operation: every ``TIME_FIELDS`` entry as an expression.
+
+    ``intensity`` is ``t_comp_fwd / t_mem_fwd`` (a ratio of times, as in LBNL 2024;
+    above 1 the forward pass is compute bound).
+    """
+    system, conventions = get_system(system), conv.get(conventions)
+    flops_rate = system.matrix_flops if cost.engine == "matrix" else system.vector_flops
+    t = {}
+    for pass_ in ("fwd", "bwd"):
+        t[f"t_comp_{pass_}"] = getattr(cost, f"flops_{pass_}") / flops_rate
+        t[f"t_mem_{pass_}"] = getattr(cost, f"mem_{pass_}") / system.hbm_bandwidth
+        t[f"t_{pass_}"] = Max(t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"])
+        t[f"t_comm_{pass_}"] = sum((comm_time(c, system, conventions)
+                                    for c in cost.collectives if c.pass_ == pass_), Integer(0))
+        combine = Max if conventions.overlap_comm else (lambda x, y: x + y)
+        t[f"t_total_{pass_}"] = combine(t[f"t_{pass_}"], t[f"t_comm_{pass_}"])
+        t[f"frac_t_comm_{pass_}"] = t[f"t_comm_{pass_}"] / t[f"t_total_{pass_}"]
+    t["intensity"] = t["t_comp_fwd"] / t["t_mem_fwd"]
+    return {name: t[name] for name in TIME_FIELDS}

@@ -1,0 +1,101 @@
+"""Matrix products: linear layers, attention logits ``QK^T`` and ``AV``.
+
+All three run on matrix (tensor-core) units.  The forward/backward counts
+follow from ``matmul_flops`` applied to each product the pass computes.
+"""
+
+from __future__ import annotations
+
+from sympy import Expr
+
+from .. import conventions as conv
+from ..cost import Cost, exact, make_cost
+
+
+def matmul_flops(m, k, n, conventions=conv.DEFAULT) -> Expr:
+    """FLOPs of one ``(m, k) x (k, n)`` product.
+
+    Each of the ``m*n`` outputs takes ``k`` multiplies and ``k - 1`` adds, so the
+    exact count is ``m*n*(2k - 1)``; the ``"2mnk"`` convention (PyTorch's
+    counter, most papers) counts ``2*m*n*k``.
+
+    >>> from symbolic_cost.symbols import b, e
+    >>> matmul_flops(b, e, 3)
+    3*b*(2*e - 1)
+    >>> matmul_flops(b, e, 3, conv.DEFAULT.but(matmul_flops="2mnk"))
+    6*b*e
+    """
+    m, k, n = exact(m, "m"), exact(k, "k"), exact(n, "n")
+    if conv.get(conventions).matmul_flops == "2mnk":
+        return 2 * m * n * k
+    return m * n * (2 * k - 1)
+
+
+def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linear") -> Cost:
+    """``Y = X W (+ B)``: ``X (b, l, e)``, ``W (e, f)``, ``B (f)``, ``Y (b, l, f)``.
+
+    Forward: the product ``(b*l, e) x (e, f)`` plus ``b*l*f`` bias adds.
+    Backward: ``dX = dY W^T``, a ``(b*l, f) x (f, e)`` product; ``dW = X^T dY``,
+    an ``(e, b*l) x (b*l, f)`` product; ``dB``: ``b*l*f`` adds of ``dY`` rows
+    into the bias gradient.  Keeps ``X`` for backward.  Gradients read ``dY``
+    and write ``dX``: ``(b*l*e + b*l*f)`` elements.
+
+    >>> from symbolic_cost.symbols import b, l, e, f
+    >>> linear(b, l, e, f).flops_fwd.factor()
+    2*b*e*f*l
+    >>> linear(b, l, e, f, bias=False).flops_fwd
+    b*f*l*(2*e - 1)
+    """
+    b, l, e, f, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (e, "e"), (f, "f"), (es, "es")))
+    tokens = b * l
+    bias_adds = tokens * f if bias else 0
+    weights = (e * f + (f if bias else 0)) * es
+    return make_cost(
+        name, "matrix",
+        flops_fwd=matmul_flops(tokens, e, f, conventions) + bias_adds,
+        flops_bwd=(matmul_flops(tokens, f, e, conventions)
+                   + matmul_flops(e, tokens, f, conventions) + bias_adds),
+        act_in=tokens * e * es, act_out=tokens * f * es, act_buffer=tokens * e * es,
+        weights=weights, weight_grads=weights, act_grads=(tokens * e + tokens * f) * es)
+
+
+def logits(b, l, q, h, *, es=2, conventions=conv.DEFAULT, name="logits") -> Cost:
+    """``A = Q K^T``: ``Q, K (b, h, l, q)``, ``A (b, h, l, l)``; ``q`` is the head dim.
+
+    Forward: ``b*h`` products ``(l, q) x (q, l)``.  Backward: ``dQ = dA K`` and
+    ``dK = dA^T Q``, each ``b*h`` products ``(l, l) x (l, q)``.  Keeps ``Q`` and
+    ``K``; gradients touch ``dQ``, ``dK`` and ``dA``.  The ``1/sqrt(q)`` scale
+    is assumed folded into ``Q`` (not counted).
+    """
+    b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
+    heads = b * h
+    qk = heads * l * q
+    scores = heads * l * l
+    return make_cost(
+        name, "matrix",
+        flops_fwd=heads * matmul_flops(l, q, l, conventions),
+        flops_bwd=2 * heads * matmul_flops(l, l, q, conventions),
+        act_in=qk * es, act_in_other=qk * es, act_out=scores * es, act_buffer=2 * qk * es,
+        act_grads=(2 * qk + scores) * es)
+
+
+def attend(b, l, q, h, *, es=2, conventions=conv.DEFAULT, name="attend") -> Cost:
+    """``Y = A V``: ``A (b, h, l, l)``, ``V (b, h, l, q)``, ``Y (b, h, l, q)``.
+
+    Forward: ``b*h`` products ``(l, l) x (l, q)``.  Backward: ``dA = dY V^T``,
+    ``b*h`` products ``(l, q) x (q, l)``; ``dV = A^T dY``, ``b*h`` products
+    ``(l, l) x (l, q)``.  Keeps ``A`` and ``V``.  Gradients touch ``dA``, ``dV``
+    and ``dY``; the LBNL 2024 quirk (``attend_grad_both_operands=False``) counts
+    only one of ``dV``, ``dY``.
+    """
+    b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
+    heads = b * h
+    values = heads * l * q
+    scores = heads * l * l
+    value_grads = 2 if conv.get(conventions).attend_grad_both_operands else 1
+    return make_cost(
+        name, "matrix",
+        flops_fwd=heads * matmul_flops(l, l, q, conventions),
+        flops_bwd=heads * (matmul_flops(l, q, l, conventions) + matmul_flops(l, l, q, conventions)),
+        act_in=scores * es, act_in_other=values * es, act_out=values * es,
+        act_buffer=(scores + values) * es, act_grads=(value_grads * values + scores) * es)

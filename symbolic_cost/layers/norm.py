@@ -1,0 +1,30 @@
+"""Normalisation layers."""
+
+from __future__ import annotations
+
+from .. import conventions as conv
+from ..cost import Cost, exact, make_cost
+
+
+def layer_norm(b, l, e, *, es=2, conventions=conv.DEFAULT, name="layer_norm") -> Cost:
+    """Layer norm over the last axis of ``X (b, l, e)`` with ``gamma, beta (e)``.
+
+    Per element (``n = b*l*e``), forward: mean 2, variance 3, normalise 2,
+    affine 2, so ``9n`` FLOPs.  Backward: ``dgamma``/``dbeta`` 4 per element,
+    ``dX`` 5 per element plus ``4(e - 1)`` adds per row for its two row sums,
+    so ``13n - 4*b*l``.  Keeps ``X`` and, by default, the per-row mean and
+    ``1/std`` (``2*b*l`` elements, ``layer_norm_keeps_stats``).
+
+    >>> from symbolic_cost.symbols import b, l, e
+    >>> layer_norm(b, l, e).flops_bwd.expand()
+    13*b*e*l - 4*b*l
+    """
+    b, l, e, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (e, "e"), (es, "es")))
+    conventions = conv.get(conventions)
+    n = b * l * e
+    stats = 2 * b * l * es if conventions.layer_norm_keeps_stats else 0
+    return make_cost(
+        name, "vector", flops_fwd=9 * n, flops_bwd=4 * n + 5 * n + 4 * b * l * (e - 1),
+        act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
+        weights=2 * e * es, weight_grads=2 * e * es, act_grads=2 * n * es,
+        bwd_reads_weights=conventions.layer_norm_bwd_reads_weights)

@@ -1,0 +1,68 @@
+"""Element-wise operations on vector units: softmax, dropout, GELU."""
+
+from __future__ import annotations
+
+from .. import conventions as conv
+from ..cost import Cost, exact, make_cost
+
+
+def _grad_elements(n, conventions):
+    """Gradient elements a pointwise backward touches: read ``dY``, write ``dX``
+    (the LBNL 2024 primitives count one of the two)."""
+    return 2 * n if conv.get(conventions).pointwise_grad_both else n
+
+
+def softmax(b, l, h, *, es=2, conventions=conv.DEFAULT, name="softmax") -> Cost:
+    """Row softmax of the scores ``A (b, h, l, l)`` over the last axis.
+
+    With ``n = b*h*l*l`` elements and ``b*h*l`` rows of length ``l``:
+    forward is an exp and a multiply (by the reciprocal row sum) per element
+    plus ``l - 1`` adds per row sum: ``2n + b*h*l*(l - 1)``.
+    Backward ``dX = Y * (dY - sum(dY * Y))``: a multiply, the row sums, a
+    subtract and a multiply: ``3n + b*h*l*(l - 1)``.  Keeps ``Y``.
+
+    >>> from symbolic_cost.symbols import b, l, h
+    >>> softmax(b, l, h).flops_fwd.factor()
+    b*h*l*(3*l - 1)
+    """
+    b, l, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (h, "h"), (es, "es")))
+    n = b * h * l * l
+    row_sums = b * h * l * (l - 1)
+    return make_cost(
+        name, "vector", flops_fwd=2 * n + row_sums, flops_bwd=3 * n + row_sums,
+        act_in=n * es, act_out=n * es, act_buffer=n * es, act_grads=2 * n * es)
+
+
+def dropout(b, l, x, *, es=2, ms=1, conventions=conv.DEFAULT, name="dropout") -> Cost:
+    """Dropout on a ``(b, l, x)`` tensor with a stored mask of ``ms``-byte elements.
+
+    ``n = b*l*x``.  Forward and backward each multiply by the (pre-scaled)
+    mask: ``n`` FLOPs.  The mask is the second input and the only thing kept.
+    For attention probabilities pass ``x = h*l``.
+
+    >>> from symbolic_cost.symbols import b, l, e
+    >>> dropout(b, l, e).act_buffer
+    b*e*l
+    """
+    b, l, x, es, ms = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (x, "x"), (es, "es"), (ms, "ms")))
+    n = b * l * x
+    return make_cost(
+        name, "vector", flops_fwd=n, flops_bwd=n,
+        act_in=n * es, act_in_other=n * ms, act_out=n * es, act_buffer=n * ms,
+        act_grads=_grad_elements(n, conventions) * es)
+
+
+def gelu(b, l, x, *, es=2, conventions=conv.DEFAULT, name="act") -> Cost:
+    """GELU (any element-wise non-linearity) on ``(b, l, x)``, counted as one
+    FLOP per element each way (the LBNL 2024 convention).  Keeps the input.
+
+    >>> from symbolic_cost.symbols import b, l, f
+    >>> gelu(b, l, f).flops_bwd
+    b*f*l
+    """
+    b, l, x, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (x, "x"), (es, "es")))
+    n = b * l * x
+    return make_cost(
+        name, "vector", flops_fwd=n, flops_bwd=n,
+        act_in=n * es, act_out=n * es, act_buffer=n * es,
+        act_grads=_grad_elements(n, conventions) * es)

@@ -1,0 +1,52 @@
+"""The canonical symbols of symbolic_cost.
+
+Every dimension is a SymPy symbol declared positive and integer, so SymPy can
+simplify ``(m1 - 1)/m1`` or ``sqrt(l**2)`` the way a reader expects.  Element
+sizes are positive but not necessarily integer (a 4-bit value is ``1/2`` byte).
+
+========== ============ ==================================================
+Python     printed as   meaning
+========== ============ ==================================================
+``b``      b            batch size (sequences per step on one replica)
+``l``      l            sequence length (tokens per sequence)
+``e``      e            embedding (hidden) dimension
+``f``      f            MLP hidden dimension (usually ``4*e``)
+``h``      h            attention heads; head dimension is ``e/h``
+``m1``     m_1          tensor-parallel degree (1-D, Megatron style)
+``s1``     s_1          sequence-parallel degree (shards ``l`` outside the
+                        tensor-parallel region)
+``n_layers`` n_layers   depth: number of transformer layers
+``es``     es           bytes per activation / weight element (2 for fp16)
+``ms``     ms           bytes per dropout-mask element (1 for a byte mask)
+========== ============ ==================================================
+
+>>> from symbolic_cost.symbols import e, h
+>>> (e / h).is_positive
+True
+"""
+
+from sympy import Symbol
+
+_DIM = dict(positive=True, integer=True)
+
+b = Symbol("b", **_DIM)
+l = Symbol("l", **_DIM)  # noqa: E741  (the field's name for sequence length)
+e = Symbol("e", **_DIM)
+f = Symbol("f", **_DIM)
+h = Symbol("h", **_DIM)
+m1 = Symbol("m1", **_DIM)
+s1 = Symbol("s1", **_DIM)
+n_layers = Symbol("n_layers", **_DIM)
+es = Symbol("es", positive=True)
+ms = Symbol("ms", positive=True)
+
+DIMENSIONS = (b, l, e, f, h, m1, s1)
+"""The model and parallelism symbols every block is written in."""
+
+ALL = DIMENSIONS + (n_layers, es, ms)
+
+BY_NAME = {str(s): s for s in ALL}
+"""Look up a symbol by the name a user types (``--set m1=4``)."""
+
+__all__ = ["b", "l", "e", "f", "h", "m1", "s1", "n_layers", "es", "ms",
+           "DIMENSIONS", "ALL", "BY_NAME"]
