@@ -128,13 +128,13 @@ def _entry_norm(name, b, l, e, s, es, conventions) -> Cost:
     return _with(norm, _collective("allgather", b * l * e, es, s, "fwd", conventions), conventions)
 
 
-def _exit_dropout(name, b, l, e, s, es, ms, conventions) -> Cost:
+def _exit_dropout(name, b, l, e, s, es, es_mask, conventions) -> Cost:
     """Dropout on the sequence shard; its backward allgathers the output gradient."""
-    drop = dropout(b, l / s, e, es=es, ms=ms, conventions=conventions, name=name)
+    drop = dropout(b, l / s, e, es=es, es_mask=es_mask, conventions=conventions, name=name)
     return _with(drop, _collective("allgather", b * l * e, es, s, "bwd", conventions), conventions)
 
 
-def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, es=2, ms=1, conventions=conv.DEFAULT) -> Block:
+def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
     """The transformer MLP: ``dropout(fc2(dropout(gelu(fc1(norm(x))))))`` on one device.
 
     ``fc1 (e -> f)`` is split by columns and ``fc2 (f -> e)`` by rows over
@@ -148,7 +148,7 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, es=2, ms=1, conventions=conv.DEFAU
     dims = dict(b=b, l=l, e=e, f=f, m1=m1, s1=s1)
     _check(dims)
     b, l, e, f, m1, s1 = dims.values()
-    es, ms = exact(es, "es"), exact(ms, "ms")
+    es, es_mask = exact(es, "es"), exact(es_mask, "es_mask")
     s = _sequence_degree(m1, s1, conventions)
     if conventions.sequence_shard == "m1":
         divides(dims, "m1", "l")
@@ -160,15 +160,15 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, es=2, ms=1, conventions=conv.DEFAU
         _with(linear(b, l, e, f / m1, bias=bias, name="fc1", **kw),
               _reduce_to_shards(tokens, es, m1, s, "bwd", conventions), conventions),
         gelu(b, l, f / m1, name="act", **kw),
-        dropout(b, l, f / m1, ms=ms, name="dpr1", **kw),
+        dropout(b, l, f / m1, es_mask=es_mask, name="dpr1", **kw),
         _with(linear(b, l, f / m1, e, bias=bias, name="fc2", **kw),
               _reduce_to_shards(tokens, es, m1, s, "fwd", conventions), conventions),
-        _exit_dropout("dpr2", b, l, e, s, es, ms, conventions),
+        _exit_dropout("dpr2", b, l, e, s, es, es_mask, conventions),
     ]
     return Block("mlp", tuple(rows), dims)
 
 
-def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, ms=1,
+def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, es_mask=1,
               conventions=conv.DEFAULT) -> Block:
     """Multi-head self-attention on one device, heads split over ``m1`` devices.
 
@@ -185,7 +185,7 @@ def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, ms=
     dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1)
     _check(dims)
     b, l, e, h, m1, s1 = dims.values()
-    es, ms = exact(es, "es"), exact(ms, "ms")
+    es, es_mask = exact(es, "es"), exact(es_mask, "es_mask")
     s = _sequence_degree(m1, s1, conventions)
     if conventions.sequence_shard == "m1":
         divides(dims, "m1", "l")
@@ -197,11 +197,11 @@ def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, ms=
               _reduce_to_shards(tokens, es, m1, s, "bwd", conventions), conventions),
         logits(b, l, q, heads, **kw),
         softmax(b, l, heads, **kw),
-        dropout(b, l, l * heads, ms=ms, name="dropout_softmax", **kw),
+        dropout(b, l, l * heads, es_mask=es_mask, name="dropout_softmax", **kw),
         attend(b, l, q, heads, **kw),
         _with(linear(b, l, e / m1, e, bias=out_bias, name="v_proj", **kw),
               _reduce_to_shards(tokens, es, m1, s, "fwd", conventions), conventions),
-        _exit_dropout("dropout", b, l, e, s, es, ms, conventions),
+        _exit_dropout("dropout", b, l, e, s, es, es_mask, conventions),
     ]
     if conventions.norm_placement == "attention":
         rows.append(_entry_norm("layer_norm_2", b, l, e, s, es, conventions))

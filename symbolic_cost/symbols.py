@@ -17,7 +17,7 @@ Python     printed as   meaning
                         tensor-parallel region)
 ``n_layers`` n_layers   depth: number of transformer layers
 ``es``     es           bytes per activation / weight element (2 for fp16)
-``ms``     ms           bytes per dropout-mask element (1 for a byte mask)
+``es_mask`` es_mask    bytes per dropout-mask element (1 for a byte mask)
 ========== ============ ==================================================
 
 >>> from symbolic_cost.symbols import e, h
@@ -38,15 +38,15 @@ m1 = Symbol("m1", **_DIM)
 s1 = Symbol("s1", **_DIM)
 n_layers = Symbol("n_layers", **_DIM)
 es = Symbol("es", positive=True)
-ms = Symbol("ms", positive=True)
+es_mask = Symbol("es_mask", positive=True)
 
 DIMENSIONS = (b, l, e, f, h, m1, s1)
 """The model and parallelism symbols every block is written in."""
 
-ALL = DIMENSIONS + (n_layers, es, ms)
+ALL = DIMENSIONS + (n_layers, es, es_mask)
 
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
 
-__all__ = ["b", "l", "e", "f", "h", "m1", "s1", "n_layers", "es", "ms",
+__all__ = ["b", "l", "e", "f", "h", "m1", "s1", "n_layers", "es", "es_mask",
            "DIMENSIONS", "ALL", "BY_NAME"]

@@ -33,8 +33,8 @@ def softmax(b, l, h, *, es=2, conventions=conv.DEFAULT, name="softmax") -> Cost:
         act_in=n * es, act_out=n * es, act_buffer=n * es, act_grads=2 * n * es)
 
 
-def dropout(b, l, x, *, es=2, ms=1, conventions=conv.DEFAULT, name="dropout") -> Cost:
-    """Dropout on a ``(b, l, x)`` tensor with a stored mask of ``ms``-byte elements.
+def dropout(b, l, x, *, es=2, es_mask=1, conventions=conv.DEFAULT, name="dropout") -> Cost:
+    """Dropout on a ``(b, l, x)`` tensor with a stored mask of ``es_mask``-byte elements.
 
     ``n = b*l*x``.  Forward and backward each multiply by the (pre-scaled)
     mask: ``n`` FLOPs.  The mask is the second input and the only thing kept.
@@ -44,11 +44,11 @@ def dropout(b, l, x, *, es=2, ms=1, conventions=conv.DEFAULT, name="dropout") ->
     >>> dropout(b, l, e).act_buffer
     b*e*l
     """
-    b, l, x, es, ms = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (x, "x"), (es, "es"), (ms, "ms")))
+    b, l, x, es, es_mask = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (x, "x"), (es, "es"), (es_mask, "es_mask")))
     n = b * l * x
     return make_cost(
         name, "vector", flops_fwd=n, flops_bwd=n,
-        act_in=n * es, act_in_other=n * ms, act_out=n * es, act_buffer=n * ms,
+        act_in=n * es, act_in_other=n * es_mask, act_out=n * es, act_buffer=n * es_mask,
         act_grads=_grad_elements(n, conventions) * es)
 
 
