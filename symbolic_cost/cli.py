@@ -95,15 +95,20 @@ def _cmd_table(args) -> int:
 
 
 def _field_expr(block, field: str, row: str | None, system, conventions):
+    """A field summed over the block's rows (or of one row): a Cost field, its table
+    name, ``comm_fwd``/``comm_bwd`` (reported collective volume) or a time column."""
     field = COST_COLUMNS.get(field, field)
     rows = [block[row]] if row else list(block)
     if field in EXPRESSION_FIELDS:
         return sum((getattr(r, field) for r in rows), Integer(0))
+    if field in ("comm_fwd", "comm_bwd"):
+        return sum((c.volume for r in rows for c in r.collectives if c.pass_ == field[-3:]),
+                   Integer(0))
     if field in TIME_FIELDS:
         if not row and field not in _ADDITIVE_TIMES:
             raise ValueError(f"--field {field} is a ratio; choose one row with --row")
         return sum((times(r, system, conventions)[field] for r in rows), Integer(0))
-    known = list(EXPRESSION_FIELDS) + list(COST_COLUMNS) + list(TIME_FIELDS)
+    known = dict.fromkeys([*EXPRESSION_FIELDS, *COST_COLUMNS, "comm_fwd", "comm_bwd", *TIME_FIELDS])
     raise ValueError(f"unknown --field {field!r}; known: {', '.join(known)}")
 
 

@@ -4,21 +4,21 @@ Every dimension is a SymPy symbol declared positive and integer, so SymPy can
 simplify ``(m1 - 1)/m1`` or ``sqrt(l**2)`` the way a reader expects.  Element
 sizes are positive but not necessarily integer (a 4-bit value is ``1/2`` byte).
 
-========== ============ ==================================================
-Python     printed as   meaning
-========== ============ ==================================================
-``b``      b            batch size (sequences per step on one replica)
-``l``      l            sequence length (tokens per sequence)
-``e``      e            embedding (hidden) dimension
-``f``      f            MLP hidden dimension (usually ``4*e``)
-``h``      h            attention heads; head dimension is ``e/h``
-``m1``     m_1          tensor-parallel degree (1-D, Megatron style)
-``s1``     s_1          sequence-parallel degree (shards ``l`` outside the
-                        tensor-parallel region)
-``n_layers`` n_layers   depth: number of transformer layers
-``es``     es           bytes per activation / weight element (2 for fp16)
-``es_mask`` es_mask    bytes per dropout-mask element (1 for a byte mask)
-========== ============ ==================================================
+============ ============ ==================================================
+Python       printed as   meaning
+============ ============ ==================================================
+``b``        b            batch size (sequences per step on one replica)
+``l``        l            sequence length (tokens per sequence)
+``e``        e            embedding (hidden) dimension
+``f``        f            MLP hidden dimension (usually ``4*e``)
+``h``        h            attention heads; head dimension is ``e/h``
+``m1``       m_1          tensor-parallel degree (1-D, Megatron style)
+``s1``       s_1          sequence-parallel degree (shards ``l`` outside the
+                          tensor-parallel region; divides ``m1``)
+``n_layers`` n_layers     depth: number of transformer layers
+``es``       es           bytes per activation / weight element (2 for fp16)
+``es_mask``  es_mask      bytes per dropout-mask element (1 for a byte mask)
+============ ============ ==================================================
 
 >>> from symbolic_cost.symbols import e, h
 >>> (e / h).is_positive
