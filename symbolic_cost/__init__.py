@@ -7,9 +7,10 @@
 """
 
 from . import conventions, symbols
-from .blocks import Block, attention, mlp
+from .blocks import Block, attention, mlp, transformer_layer
 from .conventions import Conventions
 from .cost import Collective, Cost
 
-__all__ = ["Block", "Collective", "Conventions", "Cost", "attention", "conventions", "mlp", "symbols"]
+__all__ = ["Block", "Collective", "Conventions", "Cost", "attention", "conventions", "mlp", "symbols",
+           "transformer_layer"]
 __version__ = "0.1.0"

@@ -30,6 +30,7 @@ from sympy import Expr, Piecewise, sympify
 from . import conventions as conv
 from .checks import divides, positive_dims
 from .cost import EXPRESSION_FIELDS, Collective, Cost, exact, ring_share
+from .symbols import resolve_names
 from .layers import attend, dropout, gelu, layer_norm, linear, logits, softmax
 
 
@@ -69,7 +70,7 @@ class Block:
 
     def subs(self, values: Mapping) -> "Block":
         """Substitute numbers or expressions, re-checking the dimension rules."""
-        values = {sympify(k): exact(v, str(k)) for k, v in values.items()}
+        values = {k: exact(v, str(k)) for k, v in resolve_names(values).items()}
         dims = {name: sympify(value).subs(values) for name, value in self.dims.items()}
         _check(dims)
         return replace(self, rows=tuple(row.subs(values) for row in self.rows), dims=dims)
@@ -208,4 +209,18 @@ def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, es_
     return Block("attention", tuple(rows), dims)
 
 
-BUILDERS = {"mlp": mlp, "attention": attention}
+def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, bias=True, qkv_bias=True, es=2, es_mask=1,
+                      conventions=conv.DEFAULT) -> Block:
+    """One transformer layer: the attention rows, then the MLP rows.
+
+    >>> from symbolic_cost.symbols import b, l, e, h
+    >>> len(transformer_layer(b, l, e, 4 * e, h))
+    14
+    """
+    common = dict(es=es, es_mask=es_mask, conventions=conventions)
+    first = attention(b, l, e, h, m1, s1, qkv_bias=qkv_bias, out_bias=bias, **common)
+    second = mlp(b, l, e, f, m1, s1, bias=bias, **common)
+    return Block("layer", first.rows + second.rows, {**first.dims, **second.dims})
+
+
+BUILDERS = {"mlp": mlp, "attention": attention, "layer": transformer_layer}

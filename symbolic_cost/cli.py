@@ -68,6 +68,8 @@ def build(block: str, values: dict, conventions, bias: bool, qkv_bias: bool):
                   es=get(S.es), es_mask=get(S.es_mask), conventions=conventions)
     if block == "mlp":
         return BUILDERS["mlp"](f=get(S.f), bias=bias, **common)
+    if block == "layer":
+        return BUILDERS["layer"](f=get(S.f), h=get(S.h), bias=bias, qkv_bias=qkv_bias, **common)
     return BUILDERS["attention"](h=get(S.h), qkv_bias=qkv_bias, out_bias=bias, **common)
 
 

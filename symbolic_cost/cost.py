@@ -179,7 +179,9 @@ class Cost:
         return {name: getattr(self, name) for name in EXPRESSION_FIELDS}
 
     def subs(self, values: Mapping) -> "Cost":
-        """Substitute ``values`` (symbol -> number or expression) everywhere."""
+        """Substitute ``values`` (symbol or name -> number or expression) everywhere."""
+        from .symbols import resolve_names
+        values = resolve_names(values)
         changed = {name: expr.subs(values) for name, expr in self.fields().items()}
         return replace(self, collectives=tuple(c.subs(values) for c in self.collectives), **changed)
 

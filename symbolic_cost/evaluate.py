@@ -17,6 +17,7 @@ from sympy import Expr, Integer, Rational, sympify
 from . import conventions as conv
 from .blocks import Block
 from .cost import Cost
+from .symbols import resolve_names
 from .hardware import TIME_FIELDS, System, get_system, times, topology
 
 COST_COLUMNS = {
@@ -140,6 +141,4 @@ def totals_table(block: Block, system: System | str = "a100", conventions=conv.D
 
 def substitute(expr, values: Mapping):
     """Substitute ``values`` (symbol or name -> number) into an expression."""
-    from .symbols import BY_NAME
-    return sympify(expr).subs({BY_NAME.get(k, k) if isinstance(k, str) else k: v
-                               for k, v in values.items()})
+    return sympify(expr).subs(resolve_names(values))

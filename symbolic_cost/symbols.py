@@ -48,5 +48,26 @@ ALL = DIMENSIONS + (n_layers, es, es_mask)
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
 
-__all__ = ["b", "l", "e", "f", "h", "m1", "s1", "n_layers", "es", "es_mask",
+
+
+def resolve_names(values) -> dict:
+    """Turn ``{"m1": 4}`` or ``{m1: 4}`` into ``{m1: 4}`` with the canonical symbols.
+
+    A name must be one of ours: a plain ``Symbol("m1")`` lacks our assumptions
+    and would silently fail to substitute.
+
+    >>> resolve_names({"m1": 4, l: 2048})
+    {m1: 4, l: 2048}
+    """
+    out = {}
+    for key, value in values.items():
+        if isinstance(key, str):
+            if key not in BY_NAME:
+                raise ValueError(f"unknown symbol name {key!r}; known: {', '.join(BY_NAME)}")
+            key = BY_NAME[key]
+        out[key] = value
+    return out
+
+
+__all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "n_layers", "es", "es_mask",
            "DIMENSIONS", "ALL", "BY_NAME"]

@@ -47,3 +47,11 @@ def test_structure_decides_divisibility_with_symbols():
     attention(b, l, 128 * h, h)               # e = 128 h: h divides e for every h
     with pytest.raises(ValueError, match="h must divide e"):
         attention(b, l, 2 * h + 1, 2 * h)     # odd over even: never integral
+
+
+def test_substitution_by_name_uses_our_symbols():
+    by_name = mlp(b, l, e, f, m1, s1).subs({"m1": 4, "s1": 4, "f": 64, "l": 8})
+    by_symbol = mlp(b, l, e, f, m1, s1).subs({m1: 4, s1: 4, f: 64, l: 8})
+    assert by_name == by_symbol and not by_name.total("flops_fwd").has(m1)
+    with pytest.raises(ValueError, match="unknown symbol name 'heads'"):
+        mlp(b, l, e, f).subs({"heads": 4})
