@@ -30,17 +30,19 @@ from sympy import Expr, Piecewise, sympify
 from . import conventions as conv
 from .checks import divides, positive_dims
 from .cost import EXPRESSION_FIELDS, Collective, Cost, exact, ring_share
-from .symbols import resolve_names
 from .layers import attend, dropout, gelu, layer_norm, linear, logits, softmax
+from .symbols import resolve_names
 
 
 @dataclass(frozen=True)
 class Block:
-    """An ordered, named list of per-device Costs and the dimensions they were built from."""
+    """An ordered, named list of per-device Costs, the dimensions they were built
+    from and the conventions they were counted with."""
 
     name: str
     rows: tuple[Cost, ...]
     dims: dict
+    conventions: conv.Conventions = conv.DEFAULT
 
     def __iter__(self) -> Iterator[Cost]:
         return iter(self.rows)
@@ -72,67 +74,95 @@ class Block:
         """Substitute numbers or expressions, re-checking the dimension rules."""
         values = {k: exact(v, str(k)) for k, v in resolve_names(values).items()}
         dims = {name: sympify(value).subs(values) for name, value in self.dims.items()}
-        _check(dims)
+        _check(dims, self.conventions)
         return replace(self, rows=tuple(row.subs(values) for row in self.rows), dims=dims)
 
 
-def _check(dims: dict) -> None:
+def _check(dims: dict, conventions: conv.Conventions) -> None:
     """The rules every block shares, applied to whichever dimensions it has."""
     dims.update(positive_dims(**dims))
     rules = [("h", "e", ""), ("m1", "h", ""), ("m1", "f", ""), ("s1", "l", ""),
              ("s1", "m1", "sequence shards live inside the tensor-parallel group")]
+    if conventions.sequence_shard == "m1":
+        rules.append(("m1", "l", "these conventions shard the sequence by m1"))
     for divisor, dividend, why in rules:
         if divisor in dims and dividend in dims:
             divides(dims, divisor, dividend, why)
 
 
-def _sequence_degree(m1, s1, conventions) -> Expr:
-    """The degree that shards ``l`` outside the tensor region (LBNL 2024 ties it to ``m1``)."""
-    return m1 if conventions.sequence_shard == "m1" else s1
+@dataclass(frozen=True)
+class _Layout:
+    """What every row of a block shares: batch, sequence, width, degrees, sizes."""
 
+    b: Expr
+    l: Expr
+    e: Expr
+    m1: Expr
+    s: Expr            # degree that shards l outside the tensor region
+    es: Expr
+    es_mask: Expr
+    conventions: conv.Conventions
 
-def _collective(kind, elements, es, group, pass_, conventions) -> list[Collective]:
-    """One collective as the conventions report it; none when the group is one device."""
-    if group == 1:
-        return []
-    tensor_bytes = elements * es
-    if conventions.collective_volume == "ring":
-        volume = ring_share(kind, group) * tensor_bytes
-    elif group.is_number:
-        volume = tensor_bytes
-    else:  # the whole tensor moves only if there is someone to move it to
-        volume = Piecewise((tensor_bytes, group > 1), (0, True))
-    return [Collective(kind=kind, elements=elements, element_bytes=es, group=group,
-                       pass_=pass_, volume=volume)]
+    @classmethod
+    def of(cls, dims: dict, es, es_mask, conventions) -> "_Layout":
+        conventions = conv.get(conventions)
+        _check(dims, conventions)
+        # the LBNL 2024 code ties sequence sharding to the tensor degree
+        s = dims["m1"] if conventions.sequence_shard == "m1" else dims["s1"]
+        return cls(dims["b"], dims["l"], dims["e"], dims["m1"], s, exact(es, "es"),
+                   exact(es_mask, "es_mask"), conventions)
 
+    @property
+    def kw(self) -> dict:
+        return dict(es=self.es, conventions=self.conventions)
 
-def _reduce_to_shards(elements, es, m1, s, pass_, conventions) -> list[Collective]:
-    """Sum ``m1`` partial results and leave each device its ``l/s`` sequence shard."""
-    if s == 1:
-        return _collective("allreduce", elements, es, m1, pass_, conventions)
-    return (_collective("reducescatter", elements, es, m1, pass_, conventions)
-            + _collective("allgather", elements / s, es, m1 / s, pass_, conventions))
+    def collective(self, kind, elements, group, pass_) -> list[Collective]:
+        """One collective as the conventions report it; none when the group is one device."""
+        if group == 1:
+            return []
+        tensor_bytes = elements * self.es
+        if self.conventions.collective_volume == "ring":
+            volume = ring_share(kind, group) * tensor_bytes
+        elif group.is_number:
+            volume = tensor_bytes
+        else:  # the whole tensor moves only if there is someone to move it to
+            volume = Piecewise((tensor_bytes, group > 1), (0, True))
+        return [Collective(kind=kind, elements=elements, element_bytes=self.es, group=group,
+                           pass_=pass_, volume=volume)]
 
+    def reduce_to_shards(self, pass_) -> list[Collective]:
+        """Sum the ``m1`` partial ``(b, l, e)`` results; leave each device its ``l/s`` shard."""
+        n = self.b * self.l * self.e
+        if self.s == 1:
+            return self.collective("allreduce", n, self.m1, pass_)
+        return (self.collective("reducescatter", n, self.m1, pass_)
+                + self.collective("allgather", n / self.s, self.m1 / self.s, pass_))
 
-def _with(cost: Cost, collectives: list[Collective], conventions) -> Cost:
-    """Attach collectives and, if the conventions say so, their reduction FLOPs."""
-    extra = {"flops_fwd": 0, "flops_bwd": 0}
-    if conventions.reduction_flops:
-        for c in collectives:
-            extra[f"flops_{c.pass_}"] += c.reduction_flops
-    return cost.plus(collectives=collectives, **extra)
+    def attach(self, cost: Cost, collectives: list[Collective]) -> Cost:
+        """Attach collectives and, if the conventions say so, their reduction FLOPs."""
+        extra = {"flops_fwd": 0, "flops_bwd": 0}
+        if self.conventions.reduction_flops:
+            for c in collectives:
+                extra[f"flops_{c.pass_}"] += c.reduction_flops
+        return cost.plus(collectives=collectives, **extra)
 
+    def entering(self, cost: Cost) -> Cost:
+        """The first matmul of the tensor region: backward reduces its input gradient."""
+        return self.attach(cost, self.reduce_to_shards("bwd"))
 
-def _entry_norm(name, b, l, e, s, es, conventions) -> Cost:
-    """Layer norm on the sequence shard, then the allgather into the tensor region."""
-    norm = layer_norm(b, l / s, e, es=es, conventions=conventions, name=name)
-    return _with(norm, _collective("allgather", b * l * e, es, s, "fwd", conventions), conventions)
+    def leaving(self, cost: Cost) -> Cost:
+        """The last matmul of the tensor region: forward reduces its partial output."""
+        return self.attach(cost, self.reduce_to_shards("fwd"))
 
+    def norm(self, name: str) -> Cost:
+        """Layer norm on the sequence shard, then the allgather into the tensor region."""
+        cost = layer_norm(self.b, self.l / self.s, self.e, name=name, **self.kw)
+        return self.attach(cost, self.collective("allgather", self.b * self.l * self.e, self.s, "fwd"))
 
-def _exit_dropout(name, b, l, e, s, es, es_mask, conventions) -> Cost:
-    """Dropout on the sequence shard; its backward allgathers the output gradient."""
-    drop = dropout(b, l / s, e, es=es, es_mask=es_mask, conventions=conventions, name=name)
-    return _with(drop, _collective("allgather", b * l * e, es, s, "bwd", conventions), conventions)
+    def closing_dropout(self, name: str) -> Cost:
+        """Dropout on the sequence shard; its backward allgathers the output gradient."""
+        cost = dropout(self.b, self.l / self.s, self.e, es_mask=self.es_mask, name=name, **self.kw)
+        return self.attach(cost, self.collective("allgather", self.b * self.l * self.e, self.s, "bwd"))
 
 
 def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
@@ -145,28 +175,18 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, es=2, es_mask=1, conventions=conv.
     >>> mlp(b, l, e, f).names
     ['layer_norm_2', 'fc1', 'act', 'dpr1', 'fc2', 'dpr2']
     """
-    conventions = conv.get(conventions)
     dims = dict(b=b, l=l, e=e, f=f, m1=m1, s1=s1)
-    _check(dims)
-    b, l, e, f, m1, s1 = dims.values()
-    es, es_mask = exact(es, "es"), exact(es_mask, "es_mask")
-    s = _sequence_degree(m1, s1, conventions)
-    if conventions.sequence_shard == "m1":
-        divides(dims, "m1", "l")
-    tokens = b * l * e
-    kw = dict(es=es, conventions=conventions)
-    rows = [] if conventions.norm_placement == "attention" else [
-        _entry_norm("layer_norm_2", b, l, e, s, es, conventions)]
+    at = _Layout.of(dims, es, es_mask, conventions)
+    b, l, e, f, m1 = dims["b"], dims["l"], dims["e"], dims["f"], dims["m1"]
+    rows = [] if at.conventions.norm_placement == "attention" else [at.norm("layer_norm_2")]
     rows += [
-        _with(linear(b, l, e, f / m1, bias=bias, name="fc1", **kw),
-              _reduce_to_shards(tokens, es, m1, s, "bwd", conventions), conventions),
-        gelu(b, l, f / m1, name="act", **kw),
-        dropout(b, l, f / m1, es_mask=es_mask, name="dpr1", **kw),
-        _with(linear(b, l, f / m1, e, bias=bias, name="fc2", **kw),
-              _reduce_to_shards(tokens, es, m1, s, "fwd", conventions), conventions),
-        _exit_dropout("dpr2", b, l, e, s, es, es_mask, conventions),
+        at.entering(linear(b, l, e, f / m1, bias=bias, name="fc1", **at.kw)),
+        gelu(b, l, f / m1, name="act", **at.kw),
+        dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw),
+        at.leaving(linear(b, l, f / m1, e, bias=bias, name="fc2", **at.kw)),
+        at.closing_dropout("dpr2"),
     ]
-    return Block("mlp", tuple(rows), dims)
+    return Block("mlp", tuple(rows), dims, at.conventions)
 
 
 def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, es_mask=1,
@@ -182,31 +202,23 @@ def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, es_
     >>> attention(b, l, e, h).total("flops_fwd").expand().coeff(l**2)
     4*b*e + 3*b*h
     """
-    conventions = conv.get(conventions)
     dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1)
-    _check(dims)
-    b, l, e, h, m1, s1 = dims.values()
-    es, es_mask = exact(es, "es"), exact(es_mask, "es_mask")
-    s = _sequence_degree(m1, s1, conventions)
-    if conventions.sequence_shard == "m1":
-        divides(dims, "m1", "l")
-    tokens, q, heads = b * l * e, e / h, h / m1
-    kw = dict(es=es, conventions=conventions)
+    at = _Layout.of(dims, es, es_mask, conventions)
+    b, l, e, m1 = dims["b"], dims["l"], dims["e"], dims["m1"]
+    q, heads = e / dims["h"], dims["h"] / m1
     rows = [
-        _entry_norm("layer_norm_1", b, l, e, s, es, conventions),
-        _with(linear(b, l, e, 3 * e / m1, bias=qkv_bias, name="qkv_proj", **kw),
-              _reduce_to_shards(tokens, es, m1, s, "bwd", conventions), conventions),
-        logits(b, l, q, heads, **kw),
-        softmax(b, l, heads, **kw),
-        dropout(b, l, l * heads, es_mask=es_mask, name="dropout_softmax", **kw),
-        attend(b, l, q, heads, **kw),
-        _with(linear(b, l, e / m1, e, bias=out_bias, name="v_proj", **kw),
-              _reduce_to_shards(tokens, es, m1, s, "fwd", conventions), conventions),
-        _exit_dropout("dropout", b, l, e, s, es, es_mask, conventions),
+        at.norm("layer_norm_1"),
+        at.entering(linear(b, l, e, 3 * e / m1, bias=qkv_bias, name="qkv_proj", **at.kw)),
+        logits(b, l, q, heads, **at.kw),
+        softmax(b, l, heads, **at.kw),
+        dropout(b, l, l * heads, es_mask=at.es_mask, name="dropout_softmax", **at.kw),
+        attend(b, l, q, heads, **at.kw),
+        at.leaving(linear(b, l, e / m1, e, bias=out_bias, name="v_proj", **at.kw)),
+        at.closing_dropout("dropout"),
     ]
-    if conventions.norm_placement == "attention":
-        rows.append(_entry_norm("layer_norm_2", b, l, e, s, es, conventions))
-    return Block("attention", tuple(rows), dims)
+    if at.conventions.norm_placement == "attention":
+        rows.append(at.norm("layer_norm_2"))
+    return Block("attention", tuple(rows), dims, at.conventions)
 
 
 def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, bias=True, qkv_bias=True, es=2, es_mask=1,
@@ -220,7 +232,7 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, bias=True, qkv_bias=True, es
     common = dict(es=es, es_mask=es_mask, conventions=conventions)
     first = attention(b, l, e, h, m1, s1, qkv_bias=qkv_bias, out_bias=bias, **common)
     second = mlp(b, l, e, f, m1, s1, bias=bias, **common)
-    return Block("layer", first.rows + second.rows, {**first.dims, **second.dims})
+    return Block("layer", first.rows + second.rows, {**first.dims, **second.dims}, first.conventions)
 
 
 BUILDERS = {"mlp": mlp, "attention": attention, "layer": transformer_layer}
