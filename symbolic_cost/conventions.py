@@ -82,7 +82,7 @@ LBNL_2024 = Conventions(
     reduction_flops=False,        # added only in a later commit than the printout
     norm_placement="attention",   # SA holds layer_norm_1 and layer_norm_2; MLP none
     comm_time="bandwidth",        # time = volume / link bandwidth, kind ignored
-    # quirks of the 0ecb63e primitives (seed003_formulas.md section 6 lists the later fixes)
+    # quirks of the primitives at 0ecb63e; upstream fixed them in 5a89ee8 (2024-02-02)
     pointwise_grad_both=False,
     attend_grad_both_operands=False,
     layer_norm_keeps_stats=False,

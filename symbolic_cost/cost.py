@@ -6,7 +6,7 @@ FLOPs and bytes, never TFLOP or GB: units belong to tables and reports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from sympy import Expr, Float, Integer, sympify
@@ -184,9 +184,6 @@ class Cost:
         values = resolve_names(values)
         changed = {name: expr.subs(values) for name, expr in self.fields().items()}
         return replace(self, collectives=tuple(c.subs(values) for c in self.collectives), **changed)
-
-    def renamed(self, name: str) -> "Cost":
-        return replace(self, name=name)
 
     def plus(self, **extra) -> "Cost":
         """A copy with ``extra`` added to the named fields and collectives appended.

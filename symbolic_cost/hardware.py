@@ -55,7 +55,8 @@ class System:
     def __post_init__(self):
         for item in fields(self)[1:]:
             value = exact(getattr(self, item.name), item.name)
-            if value.is_number and (value < 0 or (value == 0 and not item.name.endswith(("latency", "capacity")))):
+            may_be_zero = item.name.endswith(("latency", "capacity"))
+            if value.is_number and (value < 0 or (value == 0 and not may_be_zero)):
                 raise ValueError(f"system {self.name}: {item.name} must be positive, got {value}")
             object.__setattr__(self, item.name, value)
 
@@ -94,10 +95,17 @@ def get_system(name: str | System) -> System:
         raise ValueError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
 
 
-def _on_link(group, system: System, nvlink, ib):
-    """``nvlink`` if a group of ``group`` devices fits one NVLink domain, else ``ib``."""
+def _fits(group, system: System):
+    """Whether ``group`` devices fit one NVLink domain: True, False or, with
+    symbols, the undecided relation."""
     fits = sympify(group) <= system.nvlink_size
-    if fits in (True, False):
+    return bool(fits) if fits in (True, False) else fits
+
+
+def _on_link(group, system: System, nvlink, ib):
+    """``nvlink`` if the group fits one NVLink domain, else ``ib``."""
+    fits = _fits(group, system)
+    if isinstance(fits, bool):
         return nvlink if fits else ib
     return Piecewise((nvlink, fits), (ib, True))
 
@@ -108,10 +116,10 @@ def topology(group, system: System) -> str:
     >>> topology(4, SYSTEMS["a100-perlmutter"]), topology(8, SYSTEMS["a100-perlmutter"])
     ('nvlink', 'ib')
     """
-    fits = sympify(group) <= system.nvlink_size
-    if fits in (True, False):
+    fits = _fits(group, system)
+    if isinstance(fits, bool):
         return "nvlink" if fits else "ib"
-    return f"nvlink if {group} <= {system.nvlink_size} else ib"
+    return f"nvlink if {fits} else ib"
 
 
 def ring_steps(kind: str, group) -> Expr:
