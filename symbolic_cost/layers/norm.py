@@ -1,4 +1,9 @@
-"""Normalisation layers."""
+"""Normalisation layers.
+
+Layer-norm counts (9 FLOPs per element forward, ``13n - 4bl`` backward) are
+the LBNL 2024 primitives' (arXiv 2410.00273); the stored statistics follow
+their later fix (commit 5a89ee8) unless ``layer_norm_keeps_stats`` is off.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""Element-wise operations on vector units: softmax, dropout, GELU."""
+"""Element-wise operations on vector units: softmax, dropout, GELU.
+
+The per-element counts are those of the LBNL 2024 primitives
+(transformer-perf-estimates, arXiv 2410.00273), derived there from the
+arithmetic of each kernel; the backward-gradient traffic follows their
+later fix (commit 5a89ee8) unless ``pointwise_grad_both`` is off.
+"""
 
 from __future__ import annotations
 
