@@ -30,7 +30,7 @@ from sympy import Expr, Piecewise, sympify
 from . import conventions as conv
 from .checks import divides, positive_dims
 from .cost import EXPRESSION_FIELDS, Collective, Cost, exact, ring_share
-from .layers import attend, dropout, gelu, layer_norm, linear, logits, softmax
+from .layers import attend, dropout, flash_attention, gelu, layer_norm, linear, logits, softmax
 from .symbols import resolve_names
 
 
@@ -69,6 +69,17 @@ class Block:
     @property
     def collectives(self) -> list[Collective]:
         return [c for row in self.rows for c in row.collectives]
+
+    def to_frame(self, fields=EXPRESSION_FIELDS):
+        """A pandas DataFrame of the rows' expressions (one row per operation)."""
+        import pandas as pd
+        return pd.DataFrame([{"operation": r.name, **{f: getattr(r, f) for f in fields}}
+                             for r in self.rows])
+
+    def _repr_latex_(self) -> str:
+        """Jupyter shows a Block as a LaTeX table of its main formulas."""
+        from .latex import formula_table
+        return formula_table(self)
 
     def subs(self, values: Mapping) -> "Block":
         """Substitute numbers or expressions, re-checking the dimension rules."""
@@ -189,14 +200,15 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, es=2, es_mask=1, conventions=conv.
     return Block("mlp", tuple(rows), dims, at.conventions)
 
 
-def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, es_mask=1,
-              conventions=conv.DEFAULT) -> Block:
+def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, flash=False, es=2,
+              es_mask=1, conventions=conv.DEFAULT) -> Block:
     """Multi-head self-attention on one device, heads split over ``m1`` devices.
 
     Rows: ``layer_norm_1`` -> ``qkv_proj (e -> 3e/m1)`` -> ``logits`` ->
     ``softmax`` -> ``dropout_softmax`` -> ``attend`` -> ``v_proj (e/m1 -> e)``
     -> ``dropout`` (and ``layer_norm_2`` when ``norm_placement="attention"``).
-    Head dimension ``q = e/h``; each device holds ``h/m1`` heads.
+    Head dimension ``q = e/h``; each device holds ``h/m1`` heads.  With
+    ``flash=True`` one ``flash_attention`` row replaces ``logits`` to ``attend``.
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> attention(b, l, e, h).total("flops_fwd").expand().coeff(l**2)
@@ -206,13 +218,15 @@ def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, es_
     at = _Layout.of(dims, es, es_mask, conventions)
     b, l, e, m1 = dims["b"], dims["l"], dims["e"], dims["m1"]
     q, heads = e / dims["h"], dims["h"] / m1
-    rows = [
-        at.norm("layer_norm_1"),
-        at.entering(linear(b, l, e, 3 * e / m1, bias=qkv_bias, name="qkv_proj", **at.kw)),
+    core = [flash_attention(b, l, q, heads, **at.kw)] if flash else [
         logits(b, l, q, heads, **at.kw),
         softmax(b, l, heads, **at.kw),
         dropout(b, l, l * heads, es_mask=at.es_mask, name="dropout_softmax", **at.kw),
-        attend(b, l, q, heads, **at.kw),
+        attend(b, l, q, heads, **at.kw)]
+    rows = [
+        at.norm("layer_norm_1"),
+        at.entering(linear(b, l, e, 3 * e / m1, bias=qkv_bias, name="qkv_proj", **at.kw)),
+        *core,
         at.leaving(linear(b, l, e / m1, e, bias=out_bias, name="v_proj", **at.kw)),
         at.closing_dropout("dropout"),
     ]
@@ -221,8 +235,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, es=2, es_
     return Block("attention", tuple(rows), dims, at.conventions)
 
 
-def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, bias=True, qkv_bias=True, es=2, es_mask=1,
-                      conventions=conv.DEFAULT) -> Block:
+def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, bias=True, qkv_bias=True, flash=False, es=2,
+                      es_mask=1, conventions=conv.DEFAULT) -> Block:
     """One transformer layer: the attention rows, then the MLP rows.
 
     >>> from symbolic_cost.symbols import b, l, e, h
@@ -230,7 +244,7 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, bias=True, qkv_bias=True, es
     14
     """
     common = dict(es=es, es_mask=es_mask, conventions=conventions)
-    first = attention(b, l, e, h, m1, s1, qkv_bias=qkv_bias, out_bias=bias, **common)
+    first = attention(b, l, e, h, m1, s1, qkv_bias=qkv_bias, out_bias=bias, flash=flash, **common)
     second = mlp(b, l, e, f, m1, s1, bias=bias, **common)
     return Block("layer", first.rows + second.rows, {**first.dims, **second.dims}, first.conventions)
 

@@ -185,6 +185,13 @@ class Cost:
         changed = {name: expr.subs(values) for name, expr in self.fields().items()}
         return replace(self, collectives=tuple(c.subs(values) for c in self.collectives), **changed)
 
+    def _repr_latex_(self) -> str:
+        """Jupyter shows a Cost as an aligned list of its formulas."""
+        from .latex import latex
+        lines = [r"\mathrm{%s} &= %s" % (name.replace("_", r"\_"), latex(value))
+                 for name, value in self.fields().items()]
+        return r"$\begin{aligned}" + r" \\ ".join(lines) + r"\end{aligned}$"
+
     def plus(self, **extra) -> "Cost":
         """A copy with ``extra`` added to the named fields and collectives appended.
 

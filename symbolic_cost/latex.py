@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+from sympy import Mul, Poly, PolynomialError, expand, factor_terms, fraction, together
 from sympy import latex as _sympy_latex, sympify
 
 from . import symbols as S
@@ -47,3 +48,65 @@ def tabular(frame: pd.DataFrame) -> str:
     spec = "l" + "r" * (len(frame.columns) - 1)
     return "\n".join([rf"\begin{{tabular}}{{{spec}}}", r"\hline", header + r" \\", r"\hline",
                       *body, r"\hline", r"\end{tabular}"])
+
+
+def common_monomial(expr):
+    """The largest monomial (in the dimension symbols) dividing every term of the numerator.
+
+    >>> from symbolic_cost.symbols import b, l, e, h
+    >>> common_monomial(34*b*l*e + 5*b*h*l**2)
+    b*l
+    """
+    numerator, _ = fraction(together(sympify(expr)))
+    symbols = sorted(numerator.free_symbols & set(S.DIMENSIONS + (S.n_layers,)), key=str)
+    if not symbols:
+        return sympify(1)
+    try:
+        terms = Poly(expand(numerator), *symbols).monoms()
+    except PolynomialError:
+        return sympify(1)
+    powers = [min(m[i] for m in terms) for i in range(len(symbols))]
+    return Mul(*(s**p for s, p in zip(symbols, powers)))
+
+
+def paper_form(expr, by=None):
+    """``expr`` as ``by * (rest)``, the way papers write costs.
+
+    ``by`` defaults to the common monomial; pass ``b*l*e`` to get
+    Korthikanti-style ``b l e (34 + 5 h l / e)``.
+
+    >>> from symbolic_cost.symbols import b, l, e, h
+    >>> latex(paper_form(34*b*l*e + 5*b*h*l**2, by=b*l*e))
+    'b e l \\left(34 + \\frac{5 h l}{e}\\right)'
+    """
+    expr = sympify(expr)
+    by = common_monomial(expr) if by is None else sympify(by)
+    if by == 1:
+        return expand(expr) if expr.is_polynomial() else factor_terms(expr)
+    rest = expand(expr / by)
+    if rest.is_number or rest.is_Mul or rest.is_Pow or rest.is_Symbol:
+        return rest * by
+    return Mul(by, rest, evaluate=False)
+
+
+def formula_frame(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None):
+    """A DataFrame of formulas: one row per operation, one column per field."""
+    rows = [{"operation": row.name, **{f: paper_form(getattr(row, f), by) for f in fields}}
+            for row in block]
+    rows.append({"operation": "total", **{f: paper_form(block.total(f), by) for f in fields}})
+    return pd.DataFrame(rows, columns=["operation", *fields])
+
+
+def formula_table(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None) -> str:
+    """A whole block as a LaTeX ``tabular`` of formulas (rows = operations)."""
+    return tabular(formula_frame(block, fields, by))
+
+
+def formula_markdown(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None) -> str:
+    """The same table in Markdown with inline ``$...$`` math."""
+    frame = formula_frame(block, fields, by)
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    for row in frame.itertuples(index=False):
+        cells = [row[0]] + [f"${latex(v)}$" for v in row[1:]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

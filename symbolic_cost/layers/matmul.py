@@ -101,3 +101,27 @@ def attend(b, l, q, h, *, es=2, conventions=conv.DEFAULT, name="attend") -> Cost
         flops_bwd=heads * (matmul_flops(l, q, l, conventions) + matmul_flops(l, l, q, conventions)),
         act_in=scores * es, act_in_other=values * es, act_out=values * es,
         act_buffer=(scores + values) * es, act_grads=(value_grads * values + scores) * es)
+
+
+def flash_attention(b, l, q, h, *, es=2, conventions=conv.DEFAULT, name="flash_attention") -> Cost:
+    """Fused ``softmax(Q K^T) V`` with dropout (FlashAttention): no ``(l, l)`` tensor is stored.
+
+    ``Q, K, V, O (b, h, l, q)``; keeps ``Q, K, V, O`` and the row log-sum-exp
+    ``(b, h, l)``.  Forward does the arithmetic of ``logits``, ``softmax``,
+    ``dropout`` and ``attend``; backward recomputes the scores, the softmax and
+    the dropout mask (their forward again) and then does the backward of all
+    four.  Gradients touch ``dQ, dK, dV, dO``.
+    """
+    from .pointwise import dropout, softmax  # the counts live with the unfused primitives
+    b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
+    parts = [logits(b, l, q, h, es=es, conventions=conventions),
+             softmax(b, l, h, es=es, conventions=conventions),
+             dropout(b, l, l * h, es=es, conventions=conventions),
+             attend(b, l, q, h, es=es, conventions=conventions)]
+    recompute = sum(p.flops_fwd for p in parts[:3])
+    head = b * h * l * q * es
+    return make_cost(
+        name, "matrix",
+        flops_fwd=sum(p.flops_fwd for p in parts), flops_bwd=recompute + sum(p.flops_bwd for p in parts),
+        act_in=head, act_in_other=2 * head, act_out=head, act_buffer=4 * head + b * h * l * es,
+        act_grads=4 * head)
