@@ -70,14 +70,14 @@ def common_monomial(expr):
 
 
 def paper_form(expr, by=None):
-    """``expr`` as ``by * (rest)``, the way papers write costs.
+    r"""``expr`` as ``by * (rest)``, the way papers write costs.
 
     ``by`` defaults to the common monomial; pass ``b*l*e`` to get
     Korthikanti-style ``b l e (34 + 5 h l / e)``.
 
     >>> from symbolic_cost.symbols import b, l, e, h
-    >>> latex(paper_form(34*b*l*e + 5*b*h*l**2, by=b*l*e))
-    'b e l \\left(34 + \\frac{5 h l}{e}\\right)'
+    >>> print(latex(paper_form(34*b*l*e + 5*b*h*l**2, by=b*l*e)))
+    b e l \left(34 + \frac{5 h l}{e}\right)
     """
     expr = sympify(expr)
     by = common_monomial(expr) if by is None else sympify(by)
