@@ -204,3 +204,25 @@ def _positive_root(slope, x, start):
     except (ValueError, ZeroDivisionError, TypeError):
         return None
     return root if root.is_real and root > 0 else None
+
+
+def valid_values(block, x, upto: int) -> list[int]:
+    """The values ``1..upto`` of ``x`` that the block's rules accept (``m1`` dividing
+    ``h`` and ``f``, ``s1`` dividing ``l`` and ``m1``, ...).
+
+    >>> from symbolic_cost import attention
+    >>> from symbolic_cost.symbols import m1
+    >>> valid_values(attention(1, 2048, 768, 12, m1, 1), m1, 16)
+    [1, 2, 3, 4, 6, 12]
+    >>> valid_values(attention(1, 2048, 768, 12, m1, m1), m1, 16)   # s1 = m1 must divide l too
+    [1, 2, 4]
+    """
+    (x,) = _symbols(x)
+    good = []
+    for value in range(1, upto + 1):
+        try:
+            block.subs({x: value})
+        except ValueError:
+            continue
+        good.append(value)
+    return good

@@ -15,13 +15,18 @@ from . import symbols as S
 from .blocks import BUILDERS
 from .cost import EXPRESSION_FIELDS
 from .evaluate import COST_COLUMNS, comm_fraction, table, totals_table
-from .hardware import SYSTEMS, TIME_FIELDS, get_system, times
-from .latex import latex, tabular
+from . import analysis
+from .hardware import SYSTEMS, TIME_FIELDS, get_system, step_time, times
+from .latex import latex, paper_form, tabular
 
 SEED_CONFIG = {S.b: 1, S.l: 2048, S.e: 12288, S.f: 4 * S.e, S.h: 96, S.m1: 4, S.s1: S.m1,
                S.n_layers: 96, S.es: 2, S.es_mask: 1}
 """Default configuration of ``table``: the GPT-3-scale layer of the LBNL 2024 tables,
 with Megatron's sequence parallelism ``s1 = m1``."""
+
+FORMULA_CONFIG = {S.es: 2, S.es_mask: 1}
+"""Default of ``formula``, ``crossover``: every dimension symbolic, 2-byte values and
+1-byte masks (``--set es=es`` keeps element sizes symbolic too)."""
 
 _ADDITIVE_TIMES = [name for name in TIME_FIELDS if name != "intensity" and not name.startswith("frac")]
 
@@ -61,7 +66,7 @@ def resolve(base: dict, sets: list[str]) -> dict:
     return values
 
 
-def build(block: str, values: dict, conventions, bias: bool, qkv_bias: bool):
+def build(block: str, values: dict, conventions, bias: bool, qkv_bias: bool, flash: bool = False):
     """A block from a value map; symbols without a value stay symbols."""
     get = lambda s: values.get(s, s)  # noqa: E731
     common = dict(b=get(S.b), l=get(S.l), e=get(S.e), m1=get(S.m1), s1=get(S.s1),
@@ -69,14 +74,20 @@ def build(block: str, values: dict, conventions, bias: bool, qkv_bias: bool):
     if block == "mlp":
         return BUILDERS["mlp"](f=get(S.f), bias=bias, **common)
     if block == "layer":
-        return BUILDERS["layer"](f=get(S.f), h=get(S.h), bias=bias, qkv_bias=qkv_bias, **common)
-    return BUILDERS["attention"](h=get(S.h), qkv_bias=qkv_bias, out_bias=bias, **common)
+        return BUILDERS["layer"](f=get(S.f), h=get(S.h), bias=bias, qkv_bias=qkv_bias, flash=flash,
+                                 **common)
+    return BUILDERS["attention"](h=get(S.h), qkv_bias=qkv_bias, out_bias=bias, flash=flash, **common)
+
+
+def _build(args, values):
+    return build(args.block, values, conv.get(args.conventions), not args.no_bias,
+                 not args.no_qkv_bias, args.flash)
 
 
 def _cmd_table(args) -> int:
     values = resolve(SEED_CONFIG, args.set)
     conventions = conv.get(args.conventions)
-    block = build(args.block, values, conventions, not args.no_bias, not args.no_qkv_bias)
+    block = _build(args, values)
     frame = table(block, args.system, conventions)
     if args.format == "csv":
         print(frame.to_csv(index=False), end="")
@@ -98,7 +109,8 @@ def _cmd_table(args) -> int:
 
 def _field_expr(block, field: str, row: str | None, system, conventions):
     """A field summed over the block's rows (or of one row): a Cost field, its table
-    name, ``comm_fwd``/``comm_bwd`` (reported collective volume) or a time column."""
+    name, ``comm_fwd``/``comm_bwd`` (reported collective volume), a time column, or
+    ``time`` (forward plus backward seconds, the quantity ``optimize`` minimises)."""
     field = COST_COLUMNS.get(field, field)
     rows = [block[row]] if row else list(block)
     if field in EXPRESSION_FIELDS:
@@ -106,23 +118,86 @@ def _field_expr(block, field: str, row: str | None, system, conventions):
     if field in ("comm_fwd", "comm_bwd"):
         return sum((c.volume for r in rows for c in r.collectives if c.pass_ == field[-3:]),
                    Integer(0))
+    if field == "time":
+        return step_time(rows, system, conventions)
     if field in TIME_FIELDS:
         if not row and field not in _ADDITIVE_TIMES:
             raise ValueError(f"--field {field} is a ratio; choose one row with --row")
         return sum((times(r, system, conventions)[field] for r in rows), Integer(0))
-    known = dict.fromkeys([*EXPRESSION_FIELDS, *COST_COLUMNS, "comm_fwd", "comm_bwd", *TIME_FIELDS])
+    known = dict.fromkeys([*EXPRESSION_FIELDS, *COST_COLUMNS, "comm_fwd", "comm_bwd", "time",
+                           *TIME_FIELDS])
     raise ValueError(f"unknown --field {field!r}; known: {', '.join(known)}")
 
 
+def _show(expr, args) -> None:
+    print(latex(expr) if args.latex else expr)
+
+
 def _cmd_formula(args) -> int:
-    values = resolve({}, args.set)
+    values = resolve(FORMULA_CONFIG, args.set)
     conventions = conv.get(args.conventions)
-    block = build(args.block, values, conventions, not args.no_bias, not args.no_qkv_bias)
+    block = _build(args, values)
     if args.row:
         block[args.row]  # a clear KeyError message for an unknown row
-    expr = _field_expr(block, args.field, args.row, get_system(args.system), conventions)
-    expr = simplify(expr)
-    print(latex(expr) if args.latex else expr)
+    expr = simplify(_field_expr(block, args.field, args.row, get_system(args.system), conventions))
+    at = dict(parse_set(text) for text in args.at)
+    if args.leading:
+        lead, rest = analysis.leading_terms(expr, args.leading.split(","), with_remainder=True)
+        _show(lead, args)
+        if args.remainder:
+            _show(rest, args)
+        return 0
+    if args.diff:
+        expr = analysis.derivative(expr, args.diff)
+    if args.elasticity:
+        expr = analysis.elasticity(expr, args.elasticity)
+    if at:
+        expr = simplify(expr.subs(at))
+    if args.by:
+        expr = paper_form(expr, parse_set(f"b={args.by}")[1])
+    _show(expr, args)
+    if expr.is_number and not expr.is_Integer:
+        print(f"= {float(expr):.6g}")
+    return 0
+
+
+def _cmd_crossover(args) -> int:
+    values = resolve(FORMULA_CONFIG, args.set)
+    conventions = conv.get(args.conventions)
+    system = get_system(args.system)
+    sides = []
+    for name in (args.a, args.b):
+        args.block = name
+        sides.append(_field_expr(_build(args, values), args.field, None, system, conventions))
+    root = analysis.crossover(*sides, args.solve_for)
+    print(f"{args.a} {args.field} = {args.b} {args.field} at {args.solve_for} =")
+    _show(root, args)
+    if root.is_number:
+        print(f"= {float(root):.6g}")
+    return 0
+
+
+def _cmd_optimize(args) -> int:
+    over = S.BY_NAME.get(args.over)
+    if over is None:
+        raise ValueError(f"--over: unknown name {args.over!r}; known: {', '.join(S.BY_NAME)}")
+    values = resolve(SEED_CONFIG, args.set + [f"{over}={over}"])
+    conventions = conv.get(args.conventions)
+    block = _build(args, values)
+    expr = _field_expr(block, args.field, None, get_system(args.system), conventions)
+    candidates = analysis.valid_values(block, over, args.max)
+    found = analysis.optimum(expr, over, candidates)
+    print(f"minimise {args.field} of {args.block} over {over} (system {args.system})")
+    for value in candidates:
+        mark = "  <- best" if value == found.best else ""
+        print(f"  {over} = {value:>4}: {float(found.values[value]):.6g}{mark}")
+    print(f"d/d{over} on the branch active at {over} = {found.best}:")
+    _show(found.derivative, args)
+    if found.relaxed is None:
+        print(f"relaxed: no interior minimum on that branch")
+    else:
+        region = "same branch" if found.same_region else "outside that branch (e.g. past the NVLink domain)"
+        print(f"relaxed optimum {over} = {found.relaxed} = {float(found.relaxed):.6g} ({region})")
     return 0
 
 
@@ -139,14 +214,16 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="symbolic-cost", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def block_options(p):
-        p.add_argument("--block", choices=sorted(BUILDERS), default="mlp")
+    def block_options(p, with_block=True, default_block="mlp"):
+        if with_block:
+            p.add_argument("--block", choices=sorted(BUILDERS), default=default_block)
         p.add_argument("--conventions", default="default", help=f"one of {', '.join(conv.PRESETS)}")
         p.add_argument("--system", default="a100", help=f"one of {', '.join(SYSTEMS)}")
         p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                        help=f"fix a symbol ({', '.join(S.BY_NAME)}); values may be formulas")
         p.add_argument("--no-bias", action="store_true", help="linear layers without bias")
         p.add_argument("--no-qkv-bias", action="store_true", help="QKV projection without bias")
+        p.add_argument("--flash", action="store_true", help="fused flash attention (no l^2 kept)")
 
     p = sub.add_parser("table", help="per-row table for one configuration")
     block_options(p)
@@ -157,8 +234,32 @@ def _parser() -> argparse.ArgumentParser:
     block_options(p)
     p.add_argument("--field", default="flops_fwd")
     p.add_argument("--row", help="one row instead of the block total")
+    p.add_argument("--leading", metavar="SYMBOLS", help="leading terms as these (comma-separated) grow")
+    p.add_argument("--remainder", action="store_true", help="with --leading: also the exact rest")
+    p.add_argument("--diff", metavar="SYMBOL", help="derivative with respect to SYMBOL")
+    p.add_argument("--elasticity", metavar="SYMBOL", help="d log C / d log SYMBOL")
+    p.add_argument("--at", action="append", default=[], metavar="NAME=VALUE",
+                   help="evaluate the result at a point")
+    p.add_argument("--by", metavar="MONOMIAL", help="factor out MONOMIAL, e.g. b*l*e")
     p.add_argument("--latex", action="store_true")
     p.set_defaults(run=_cmd_formula)
+
+    p = sub.add_parser("crossover", help="where two blocks' costs are equal")
+    block_options(p, with_block=False)
+    p.add_argument("--a", choices=sorted(BUILDERS), default="attention")
+    p.add_argument("--b", choices=sorted(BUILDERS), default="mlp")
+    p.add_argument("--field", default="flops_fwd")
+    p.add_argument("--for", dest="solve_for", default="l", metavar="SYMBOL")
+    p.add_argument("--latex", action="store_true")
+    p.set_defaults(run=_cmd_crossover)
+
+    p = sub.add_parser("optimize", help="the parallel degree that minimises a block's time")
+    block_options(p, default_block="layer")
+    p.add_argument("--over", default="m1", metavar="SYMBOL")
+    p.add_argument("--field", default="time")
+    p.add_argument("--max", type=int, default=64, help="largest degree tried (default 64)")
+    p.add_argument("--latex", action="store_true")
+    p.set_defaults(run=_cmd_optimize)
 
     p = sub.add_parser("reproduce", help="recompute reproduced tables and rewrite their reports")
     p.add_argument("names", nargs="*", help=f"default: all ({', '.join(reproduce.names())})")

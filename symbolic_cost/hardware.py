@@ -171,3 +171,11 @@ def times(cost: Cost, system: System, conventions=conv.DEFAULT) -> dict[str, Exp
         t[f"frac_t_comm_{pass_}"] = t[f"t_comm_{pass_}"] / t[f"t_total_{pass_}"]
     t["intensity"] = t["t_comp_fwd"] / t["t_mem_fwd"]
     return {name: t[name] for name in TIME_FIELDS}
+
+
+def step_time(costs, system: System | str, conventions=conv.DEFAULT, passes=("fwd", "bwd")) -> Expr:
+    """Seconds for ``costs`` (a Block or any Costs) in the given passes: the sum of
+    each row's ``t_total``, forward plus backward by default."""
+    system, conventions = get_system(system), conv.get(conventions)
+    return sum((times(cost, system, conventions)[f"t_total_{p}"] for cost in costs for p in passes),
+               Integer(0))
