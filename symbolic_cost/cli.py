@@ -210,6 +210,17 @@ def _cmd_reproduce(args) -> int:
     return 1 if failed else 0
 
 
+def _cmd_report(args) -> int:
+    try:
+        import matplotlib  # noqa: F401  (checked here so the message is ours)
+    except ImportError:
+        raise ValueError("the report's plots need matplotlib: "
+                         "python -m pip install 'symbolic_cost[report]'") from None
+    from .report import generate
+    generate(Path(args.out), small=args.small)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="symbolic-cost", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -265,6 +276,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help=f"default: all ({', '.join(reproduce.names())})")
     p.add_argument("--reports", default="reports", help="folder for the reports (default: reports)")
     p.set_defaults(run=_cmd_reproduce)
+
+    p = sub.add_parser("report", help="regenerate every report: tables, formula sheets, plots")
+    p.add_argument("--out", default="reports", help="folder (default: reports)")
+    p.add_argument("--small", action="store_true", help="one model, few points (for CI)")
+    p.set_defaults(run=_cmd_report)
     return parser
 
 

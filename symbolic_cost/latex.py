@@ -16,14 +16,17 @@ SYMBOL_NAMES = {
 }
 
 
-def latex(expr) -> str:
+def latex(expr, mul_symbol=None) -> str:
     """LaTeX of an expression with ``m1`` as ``m_{1}``, ``s1`` as ``s_{1}``.
+
+    ``mul_symbol="dot"`` writes products with ``\\cdot``: longer, but a LaTeX
+    parser reads it back unambiguously.
 
     >>> from symbolic_cost.symbols import b, l, e, m1
     >>> latex(2 * b * l * e / m1)
     '\\\\frac{2 b e l}{m_{1}}'
     """
-    return _sympy_latex(sympify(expr), symbol_names=SYMBOL_NAMES)
+    return _sympy_latex(sympify(expr), symbol_names=SYMBOL_NAMES, mul_symbol=mul_symbol)
 
 
 def _escape(text: str) -> str:
