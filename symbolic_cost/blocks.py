@@ -101,6 +101,22 @@ def _check(dims: dict, conventions: conv.Conventions) -> None:
             divides(dims, divisor, dividend, why)
 
 
+def collective(kind, elements, es, group, pass_, conventions, repeats=1) -> list[Collective]:
+    """One collective as the conventions report it; none when the group is one device."""
+    group, elements, repeats = sympify(group), sympify(elements), sympify(repeats)
+    if group == 1:
+        return []
+    tensor_bytes = repeats * elements * es
+    if conventions.collective_volume == "ring":
+        volume = ring_share(kind, group) * tensor_bytes
+    elif group.is_number:
+        volume = tensor_bytes
+    else:  # the whole tensor moves only if there is someone to move it to
+        volume = Piecewise((tensor_bytes, group > 1), (0, True))
+    return [Collective(kind=kind, elements=elements, element_bytes=es, group=group,
+                       pass_=pass_, volume=volume, repeats=repeats)]
+
+
 @dataclass(frozen=True)
 class _Layout:
     """What every row of a block shares: batch, sequence, width, degrees, sizes."""
@@ -128,18 +144,7 @@ class _Layout:
         return dict(es=self.es, conventions=self.conventions)
 
     def collective(self, kind, elements, group, pass_) -> list[Collective]:
-        """One collective as the conventions report it; none when the group is one device."""
-        if group == 1:
-            return []
-        tensor_bytes = elements * self.es
-        if self.conventions.collective_volume == "ring":
-            volume = ring_share(kind, group) * tensor_bytes
-        elif group.is_number:
-            volume = tensor_bytes
-        else:  # the whole tensor moves only if there is someone to move it to
-            volume = Piecewise((tensor_bytes, group > 1), (0, True))
-        return [Collective(kind=kind, elements=elements, element_bytes=self.es, group=group,
-                           pass_=pass_, volume=volume)]
+        return collective(kind, elements, self.es, group, pass_, self.conventions)
 
     def reduce_to_shards(self, pass_) -> list[Collective]:
         """Sum the ``m1`` partial ``(b, l, e)`` results; leave each device its ``l/s`` shard."""

@@ -17,8 +17,9 @@ field                           default        alternatives
                                                add no FLOPs
 ``norm_placement``              ``"pre"``      ``"attention"``: the attention block also
                                                holds the MLP's norm; the MLP has none
-``comm_time``                   ``"alpha-beta"`` ``"bandwidth"``: ``volume / bandwidth``,
-                                               kind and group ignored
+``comm_time``                   ``"alpha-beta"`` ``"hierarchical"``: two-level across NVLink
+                                               domains; ``"bandwidth"``: ``volume /
+                                               bandwidth``, kind and group ignored
 ``overlap_comm``                ``False``      ``True``: time is ``max(compute, comm)``
 ``pointwise_grad_both``         ``True``       ``False``: GELU and dropout backward touch
                                                only one ``(b,l,x)`` gradient
@@ -38,7 +39,7 @@ _CHOICES = {
     "sequence_shard": ("s1", "m1"),
     "collective_volume": ("ring", "tensor"),
     "norm_placement": ("pre", "attention"),
-    "comm_time": ("alpha-beta", "bandwidth"),
+    "comm_time": ("alpha-beta", "hierarchical", "bandwidth"),
 }
 
 

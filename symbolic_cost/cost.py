@@ -84,7 +84,9 @@ class Collective:
     gathered result, or the tensor being reduced).  ``volume`` is the byte
     count the conventions report: the ring share per device by default, the
     whole tensor for the LBNL 2024 preset.  Time models use ``ring_bytes``,
-    which does not depend on the reporting convention.
+    which does not depend on the reporting convention.  ``repeats`` counts
+    identical collectives run one after another (ring attention passes K and
+    V ``c - 1`` times); ``volume`` covers all of them.
     """
 
     kind: str
@@ -93,13 +95,14 @@ class Collective:
     group: Expr
     pass_: str
     volume: Expr
+    repeats: Expr = Integer(1)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.pass_ not in PASSES:
             raise ValueError(f"collective pass must be 'fwd' or 'bwd', got {self.pass_!r}")
-        for name in ("elements", "element_bytes", "group", "volume"):
+        for name in ("elements", "element_bytes", "group", "volume", "repeats"):
             object.__setattr__(self, name, exact(getattr(self, name), name))
 
     @property
@@ -108,20 +111,20 @@ class Collective:
 
     @property
     def ring_bytes(self) -> Expr:
-        """Bytes each device sends in a ring implementation."""
-        return ring_share(self.kind, self.group) * self.tensor_bytes
+        """Bytes each device sends in a ring implementation, over all repeats."""
+        return self.repeats * ring_share(self.kind, self.group) * self.tensor_bytes
 
     @property
     def reduction_flops(self) -> Expr:
         """Adds each device performs: a reduce-scatter or allreduce of ``N``
         elements over ``n`` devices sums ``(n-1)/n * N`` of them on every device."""
         if self.kind in ("reducescatter", "allreduce"):
-            return (self.group - 1) / self.group * self.elements
+            return self.repeats * (self.group - 1) / self.group * self.elements
         return Integer(0)
 
     def subs(self, values: Mapping) -> "Collective":
-        return replace(self, **{name: getattr(self, name).subs(values)
-                                for name in ("elements", "element_bytes", "group", "volume")})
+        return replace(self, **{name: getattr(self, name).subs(values) for name in
+                                ("elements", "element_bytes", "group", "volume", "repeats")})
 
 
 EXPRESSION_FIELDS = ("flops_fwd", "flops_bwd", "act_in", "act_in_other", "act_out",

@@ -18,6 +18,8 @@ uses (NVLink when the group fits in one NVLink domain, else InfiniBand):
   reduce-scatter, allgather or all-to-all takes ``n - 1`` steps and moves
   ``(n-1)/n`` of the tensor, an allreduce ``2(n - 1)`` steps and ``2(n-1)/n``,
   a p2p send 1 step and the whole tensor.
+* ``"hierarchical"``: the ring within one NVLink domain; a group spanning
+  domains runs the two-level algorithms of ``collectives.hierarchical_time``.
 * ``"bandwidth"`` (LBNL 2024): ``volume / B``; kind, group and latency ignored.
 """
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, fields, replace
 from sympy import Expr, Integer, Max, Piecewise, Rational, sympify
 
 from . import conventions as conv
+from . import collectives
 from .cost import Collective, Cost, exact
 
 TERA, GIGA, MICRO = Integer(10) ** 12, Integer(10) ** 9, Rational(1, 10**6)
@@ -122,14 +125,8 @@ def topology(group, system: System) -> str:
     return f"nvlink if {fits} else ib"
 
 
-def ring_steps(kind: str, group) -> Expr:
-    """Latency steps of a ring collective over ``group`` devices."""
-    n = sympify(group)
-    return {"allreduce": 2 * (n - 1), "p2p": Integer(1)}.get(kind, n - 1)
-
-
 def comm_time(c: Collective, system: System, conventions=conv.DEFAULT) -> Expr:
-    """Seconds one collective takes (see the module docstring for both models).
+    """Seconds one collective (all its repeats) takes; see the module docstring.
 
     >>> from symbolic_cost.cost import Collective
     >>> ag = Collective("allgather", 10**9, 2, 4, "fwd", volume=2 * 10**9)
@@ -138,11 +135,19 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT) -> Expr:
     >>> comm_time(ag, SYSTEMS["a100-perlmutter"].but(nvlink_latency=0))
     1/400
     """
+    model = conv.get(conventions).comm_time
     bandwidth = _on_link(c.group, system, system.nvlink_bandwidth, system.ib_bandwidth)
-    if conv.get(conventions).comm_time == "bandwidth":
+    if model == "bandwidth":
         return c.volume / bandwidth
     latency = _on_link(c.group, system, system.nvlink_latency, system.ib_latency)
-    return ring_steps(c.kind, c.group) * latency + c.ring_bytes / bandwidth
+    flat = collectives.time(c.kind, c.group, c.tensor_bytes, bandwidth, latency)
+    if model == "hierarchical":
+        nvlink = (system.nvlink_bandwidth, system.nvlink_latency)
+        ib = (system.ib_bandwidth, system.ib_latency)
+        spread = collectives.hierarchical_time(c.kind, c.group, system.nvlink_size,
+                                               c.tensor_bytes, nvlink, ib)
+        flat = _on_link(c.group, system, flat, spread)
+    return c.repeats * flat
 
 
 TIME_FIELDS = ("t_comp_fwd", "t_mem_fwd", "t_comp_bwd", "t_mem_bwd", "intensity", "t_fwd", "t_bwd",

@@ -15,6 +15,7 @@ Python       printed as   meaning
 ``m1``       m_1          tensor-parallel degree (1-D, Megatron style)
 ``s1``       s_1          sequence-parallel degree (shards ``l`` outside the
                           tensor-parallel region; divides ``m1``)
+``c``        c            context-parallel degree (ring attention)
 ``n_layers`` n_layers     depth: number of transformer layers
 ``es``       es           bytes per activation / weight element (2 for fp16)
 ``es_mask``  es_mask      bytes per dropout-mask element (1 for a byte mask)
@@ -36,6 +37,7 @@ f = Symbol("f", **_DIM)
 h = Symbol("h", **_DIM)
 m1 = Symbol("m1", **_DIM)
 s1 = Symbol("s1", **_DIM)
+c = Symbol("c", **_DIM)
 n_layers = Symbol("n_layers", **_DIM)
 es = Symbol("es", positive=True)
 es_mask = Symbol("es_mask", positive=True)
@@ -43,7 +45,7 @@ es_mask = Symbol("es_mask", positive=True)
 DIMENSIONS = (b, l, e, f, h, m1, s1)
 """The model and parallelism symbols every block is written in."""
 
-ALL = DIMENSIONS + (n_layers, es, es_mask)
+ALL = DIMENSIONS + (c, n_layers, es, es_mask)
 
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
@@ -69,5 +71,5 @@ def resolve_names(values) -> dict:
     return out
 
 
-__all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "n_layers", "es", "es_mask",
+__all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "c", "n_layers", "es", "es_mask",
            "DIMENSIONS", "ALL", "BY_NAME"]

@@ -61,67 +61,76 @@ def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linea
         weights=weights, weight_grads=weights, act_grads=(tokens * e + tokens * f) * es)
 
 
-def logits(b, l, q, h, *, es=2, conventions=conv.DEFAULT, name="logits") -> Cost:
-    """``A = Q K^T``: ``Q, K (b, h, l, q)``, ``A (b, h, l, l)``; ``q`` is the head dim.
+def _kv_length(l, l_kv):
+    return exact(l, "l") if l_kv is None else exact(l_kv, "l_kv")
 
-    Forward: ``b*h`` products ``(l, q) x (q, l)``.  Backward: ``dQ = dA K`` and
-    ``dK = dA^T Q``, each ``b*h`` products ``(l, l) x (l, q)``.  Keeps ``Q`` and
-    ``K``; gradients touch ``dQ``, ``dK`` and ``dA``.  The ``1/sqrt(q)`` scale
-    is assumed folded into ``Q`` (not counted).
+
+def logits(b, l, q, h, *, l_kv=None, es=2, conventions=conv.DEFAULT, name="logits") -> Cost:
+    """``A = Q K^T``: ``Q (b, h, l, q)``, ``K (b, h, l_kv, q)``, ``A (b, h, l, l_kv)``.
+
+    ``q`` is the head dim; ``l_kv`` (default ``l``) the number of keys.
+    Forward: ``b*h`` products ``(l, q) x (q, l_kv)``.  Backward: ``dQ = dA K``,
+    ``b*h`` products ``(l, l_kv) x (l_kv, q)``, and ``dK = dA^T Q``, ``b*h``
+    products ``(l_kv, l) x (l, q)``.  Keeps ``Q`` and ``K``; gradients touch
+    ``dQ``, ``dK`` and ``dA``.  The ``1/sqrt(q)`` scale is assumed folded into
+    ``Q`` (not counted).
     """
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
+    keys = _kv_length(l, l_kv)
     heads = b * h
-    qk = heads * l * q
-    scores = heads * l * l
+    queries, kv = heads * l * q, heads * keys * q
+    scores = heads * l * keys
     return make_cost(
         name, "matrix",
-        flops_fwd=heads * matmul_flops(l, q, l, conventions),
-        flops_bwd=2 * heads * matmul_flops(l, l, q, conventions),
-        act_in=qk * es, act_in_other=qk * es, act_out=scores * es, act_buffer=2 * qk * es,
-        act_grads=(2 * qk + scores) * es)
+        flops_fwd=heads * matmul_flops(l, q, keys, conventions),
+        flops_bwd=heads * (matmul_flops(l, keys, q, conventions) + matmul_flops(keys, l, q, conventions)),
+        act_in=queries * es, act_in_other=kv * es, act_out=scores * es,
+        act_buffer=(queries + kv) * es, act_grads=(queries + kv + scores) * es)
 
 
-def attend(b, l, q, h, *, es=2, conventions=conv.DEFAULT, name="attend") -> Cost:
-    """``Y = A V``: ``A (b, h, l, l)``, ``V (b, h, l, q)``, ``Y (b, h, l, q)``.
+def attend(b, l, q, h, *, l_kv=None, es=2, conventions=conv.DEFAULT, name="attend") -> Cost:
+    """``Y = A V``: ``A (b, h, l, l_kv)``, ``V (b, h, l_kv, q)``, ``Y (b, h, l, q)``.
 
-    Forward: ``b*h`` products ``(l, l) x (l, q)``.  Backward: ``dA = dY V^T``,
-    ``b*h`` products ``(l, q) x (q, l)``; ``dV = A^T dY``, ``b*h`` products
-    ``(l, l) x (l, q)``.  Keeps ``A`` and ``V``.  Gradients touch ``dA``, ``dV``
-    and ``dY``; the LBNL 2024 quirk (``attend_grad_both_operands=False``) counts
-    only one of ``dV``, ``dY``.
+    Forward: ``b*h`` products ``(l, l_kv) x (l_kv, q)``.  Backward: ``dA = dY V^T``,
+    ``b*h`` products ``(l, q) x (q, l_kv)``; ``dV = A^T dY``, ``b*h`` products
+    ``(l_kv, l) x (l, q)``.  Keeps ``A`` and ``V``.  Gradients touch ``dA``,
+    ``dV`` and ``dY``; the LBNL 2024 quirk (``attend_grad_both_operands=False``)
+    leaves out ``dY``.
     """
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
+    keys = _kv_length(l, l_kv)
     heads = b * h
-    values = heads * l * q
-    scores = heads * l * l
-    value_grads = 2 if conv.get(conventions).attend_grad_both_operands else 1
+    outputs, values = heads * l * q, heads * keys * q
+    scores = heads * l * keys
+    incoming = outputs if conv.get(conventions).attend_grad_both_operands else 0
     return make_cost(
         name, "matrix",
-        flops_fwd=heads * matmul_flops(l, l, q, conventions),
-        flops_bwd=heads * (matmul_flops(l, q, l, conventions) + matmul_flops(l, l, q, conventions)),
-        act_in=scores * es, act_in_other=values * es, act_out=values * es,
-        act_buffer=(scores + values) * es, act_grads=(value_grads * values + scores) * es)
+        flops_fwd=heads * matmul_flops(l, keys, q, conventions),
+        flops_bwd=heads * (matmul_flops(l, q, keys, conventions) + matmul_flops(keys, l, q, conventions)),
+        act_in=scores * es, act_in_other=values * es, act_out=outputs * es,
+        act_buffer=(scores + values) * es, act_grads=(scores + values + incoming) * es)
 
 
-def flash_attention(b, l, q, h, *, es=2, conventions=conv.DEFAULT, name="flash_attention") -> Cost:
-    """Fused ``softmax(Q K^T) V`` with dropout (FlashAttention): no ``(l, l)`` tensor is stored.
+def flash_attention(b, l, q, h, *, l_kv=None, es=2, conventions=conv.DEFAULT,
+                    name="flash_attention") -> Cost:
+    """Fused ``softmax(Q K^T) V`` with dropout (FlashAttention): no ``(l, l_kv)`` tensor is stored.
 
-    ``Q, K, V, O (b, h, l, q)``; keeps ``Q, K, V, O`` and the row log-sum-exp
-    ``(b, h, l)``.  Forward does the arithmetic of ``logits``, ``softmax``,
+    ``Q, O (b, h, l, q)``, ``K, V (b, h, l_kv, q)``; keeps ``Q, K, V, O`` and the
+    row log-sum-exp ``(b, h, l)``.  Forward does the arithmetic of ``logits``, ``softmax``,
     ``dropout`` and ``attend``; backward recomputes the scores, the softmax and
     the dropout mask (their forward again) and then does the backward of all
     four.  Gradients touch ``dQ, dK, dV, dO``.
     """
     from .pointwise import dropout, softmax  # the counts live with the unfused primitives
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
-    parts = [logits(b, l, q, h, es=es, conventions=conventions),
-             softmax(b, l, h, es=es, conventions=conventions),
-             dropout(b, l, l * h, es=es, conventions=conventions),
-             attend(b, l, q, h, es=es, conventions=conventions)]
+    keys = _kv_length(l, l_kv)
+    kw = dict(es=es, conventions=conventions)
+    parts = [logits(b, l, q, h, l_kv=keys, **kw), softmax(b, l, h, l_kv=keys, **kw),
+             dropout(b, l, keys * h, **kw), attend(b, l, q, h, l_kv=keys, **kw)]
     recompute = sum(p.flops_fwd for p in parts[:3])
-    head = b * h * l * q * es
+    queries, kv = b * h * l * q * es, b * h * keys * q * es
     return make_cost(
         name, "matrix",
         flops_fwd=sum(p.flops_fwd for p in parts), flops_bwd=recompute + sum(p.flops_bwd for p in parts),
-        act_in=head, act_in_other=2 * head, act_out=head, act_buffer=4 * head + b * h * l * es,
-        act_grads=4 * head)
+        act_in=queries, act_in_other=2 * kv, act_out=queries,
+        act_buffer=2 * queries + 2 * kv + b * h * l * es, act_grads=2 * queries + 2 * kv)

@@ -18,12 +18,13 @@ def _grad_elements(n, conventions):
     return 2 * n if conv.get(conventions).pointwise_grad_both else n
 
 
-def softmax(b, l, h, *, es=2, conventions=conv.DEFAULT, name="softmax") -> Cost:
-    """Row softmax of the scores ``A (b, h, l, l)`` over the last axis.
+def softmax(b, l, h, *, l_kv=None, es=2, conventions=conv.DEFAULT, name="softmax") -> Cost:
+    """Row softmax of the scores ``A (b, h, l, l_kv)`` over the last axis (``l_kv`` keys,
+    default ``l``).
 
-    With ``n = b*h*l*l`` elements and ``b*h*l`` rows of length ``l``:
+    With ``n = b*h*l*l_kv`` elements and ``b*h*l`` rows of length ``l_kv``:
     forward is an exp and a multiply (by the reciprocal row sum) per element
-    plus ``l - 1`` adds per row sum: ``2n + b*h*l*(l - 1)``.
+    plus ``l_kv - 1`` adds per row sum: ``2n + b*h*l*(l_kv - 1)``.
     Backward ``dX = Y * (dY - sum(dY * Y))``: a multiply, the row sums, a
     subtract and a multiply: ``3n + b*h*l*(l - 1)``.  Keeps ``Y``.
 
@@ -32,8 +33,9 @@ def softmax(b, l, h, *, es=2, conventions=conv.DEFAULT, name="softmax") -> Cost:
     b*h*l*(3*l - 1)
     """
     b, l, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (h, "h"), (es, "es")))
-    n = b * h * l * l
-    row_sums = b * h * l * (l - 1)
+    keys = l if l_kv is None else exact(l_kv, "l_kv")
+    n = b * h * l * keys
+    row_sums = b * h * l * (keys - 1)
     return make_cost(
         name, "vector", flops_fwd=2 * n + row_sums, flops_bwd=3 * n + row_sums,
         act_in=n * es, act_out=n * es, act_buffer=n * es, act_grads=2 * n * es)

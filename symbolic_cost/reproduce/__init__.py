@@ -51,6 +51,6 @@ def run(name: str, reports: Path) -> tuple[int, int]:
     return sum(cell.match for cell in cells), len(cells)
 
 
-from . import lbnl_2024  # noqa: E402  (the registry needs Cell defined first)
+from . import lbnl_2024, ulysses_prefill  # noqa: E402  (the registry needs Cell defined first)
 
-_REGISTRY = {"lbnl-2024": lbnl_2024}
+_REGISTRY = {"lbnl-2024": lbnl_2024, "ulysses-prefill": ulysses_prefill}
