@@ -16,7 +16,7 @@ from .blocks import BUILDERS
 from .cost import EXPRESSION_FIELDS
 from .evaluate import COST_COLUMNS, comm_fraction, table, totals_table
 from . import analysis
-from .hardware import SYSTEMS, TIME_FIELDS, get_system, step_time, times
+from .hardware import SYSTEMS, TIME_FIELDS, comm_time, get_system, step_time, times
 from .latex import latex, paper_form, tabular
 
 SEED_CONFIG = {S.b: 1, S.l: 2048, S.e: 12288, S.f: 4 * S.e, S.h: 96, S.m1: 4, S.s1: S.m1,
@@ -210,6 +210,39 @@ def _cmd_reproduce(args) -> int:
     return 1 if failed else 0
 
 
+def _cmd_scheme(args) -> int:
+    from .sequence import megatron_sp, ring_attention, ulysses
+    values = resolve({**FORMULA_CONFIG, S.m1: 1}, args.set)
+    get = lambda sym: values.get(sym, sym)  # noqa: E731
+    conventions = conv.get(args.conventions)
+    dims = dict(b=get(S.b), l=get(S.l), e=get(S.e), h=get(S.h), es=get(S.es), conventions=conventions)
+    if args.scheme == "ulysses":
+        scheme = ulysses(s1=get(S.s1), m1=get(S.m1), flash=args.flash, es_mask=get(S.es_mask), **dims)
+    elif args.scheme == "ring-attention":
+        scheme = ring_attention(c=get(S.c), m1=get(S.m1), causal=not args.no_causal,
+                                balanced=not args.contiguous, **dims)
+    else:
+        scheme = megatron_sp(m1=get(S.m1), flash=args.flash, es_mask=get(S.es_mask), **dims)
+    system = get_system(args.system)
+    show = lambda x: latex(x) if args.latex else str(simplify(x))  # noqa: E731
+    print(f"{scheme.name} over {scheme.degree} devices; per device unless noted")
+    print("tensors (shape; bytes):")
+    for t in scheme.tensors:
+        print(f"  {t.name}: ({', '.join(map(str, t.shape))}); {show(t.bytes)}")
+    for pass_ in ("fwd", "bwd"):
+        print(f"flops_{pass_}: {show(scheme.flops(pass_))}; summed over devices: "
+              f"{show(scheme.degree * scheme.flops(pass_))}")
+    print(f"activations kept: {show(scheme.block.total('act_buffer'))}")
+    print(f"weights: {show(scheme.block.total('weights'))}")
+    print("collectives (kind, group, pass, row: volume; time on " + args.system + "):")
+    for row in scheme.block:
+        for c in row.collectives:
+            repeat = f" x{c.repeats}" if c.repeats != 1 else ""
+            print(f"  {c.kind}{repeat}, {c.group}, {c.pass_}, {row.name}: {show(c.volume)}; "
+                  f"{show(comm_time(c, system, conventions))}")
+    return 0
+
+
 def _cmd_report(args) -> int:
     try:
         import matplotlib  # noqa: F401  (checked here so the message is ours)
@@ -276,6 +309,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help=f"default: all ({', '.join(reproduce.names())})")
     p.add_argument("--reports", default="reports", help="folder for the reports (default: reports)")
     p.set_defaults(run=_cmd_reproduce)
+
+    p = sub.add_parser("scheme", help="a sequence-parallel scheme: shapes, FLOPs, memory, collectives")
+    p.add_argument("--scheme", choices=["megatron-sp", "ulysses", "ring-attention"], default="ulysses")
+    p.add_argument("--conventions", default="default", help=f"one of {', '.join(conv.PRESETS)}")
+    p.add_argument("--system", default="h100", help=f"one of {', '.join(SYSTEMS)}")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="fix a symbol; m1 defaults to 1 (no tensor parallelism)")
+    p.add_argument("--flash", action="store_true", help="fused attention (Ulysses, Megatron SP)")
+    p.add_argument("--no-causal", action="store_true", help="ring attention without a causal mask")
+    p.add_argument("--contiguous", action="store_true", help="ring attention without zig-zag balancing")
+    p.add_argument("--latex", action="store_true")
+    p.set_defaults(run=_cmd_scheme)
 
     p = sub.add_parser("report", help="regenerate every report: tables, formula sheets, plots")
     p.add_argument("--out", default="reports", help="folder (default: reports)")

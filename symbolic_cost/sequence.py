@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr, Integer, sympify
+from sympy import Expr, Integer, Rational, sympify
 
 from . import conventions as conv
 from .blocks import Block, attention, collective
@@ -169,9 +169,11 @@ def ring_attention(b, l, e, h, c, m1=1, *, causal=True, balanced=True, es=2,
     ``l/c`` tokens; K and V chunks go round the ring in ``c - 1`` p2p steps while
     blockwise (flash) attention runs.  Backward sends K, V and their gradients.
 
-    Causal work per device is ``(l/c) x l_kv`` scores with ``l_kv = l`` (not
-    causal), ``l/2`` (causal, zig-zag load balancing: every device alike) or
-    ``l - l/(2c)`` (causal, contiguous chunks: the last device, the busiest).
+    Work per device is ``(l/c) x l_kv`` scores, ``l_kv`` being the mean number
+    of keys a query sees: ``l`` without a causal mask; with one, a query at
+    position ``t`` sees ``t + 1`` keys, so ``(l + 1)/2`` for every device under
+    zig-zag balancing (chunks ``i`` and ``2c-1-i`` of ``2c``) and
+    ``l - l/(2c) + 1/2`` for the last, busiest device with contiguous chunks.
 
     >>> from symbolic_cost.symbols import b, l, e, h, c
     >>> ring_attention(b, l, e, h, c).volume("fwd")
@@ -186,7 +188,7 @@ def ring_attention(b, l, e, h, c, m1=1, *, causal=True, balanced=True, es=2,
     b, l, e, h, c, m1 = d.values()
     es = exact(es, "es")
     q, local, heads = e / h, l / c, h / m1
-    keys = l if not causal else (l / 2 if balanced else l - l / (2 * c))
+    keys = l if not causal else ((l + 1) / 2 if balanced else l - l / (2 * c) + Rational(1, 2))
     kw = dict(es=es, conventions=conventions)
     chunk = b * local * e / m1                     # K (or V) of one device
     ring = lambda n, pass_: collective("p2p", n * chunk, es, c, pass_, conventions, repeats=c - 1)  # noqa: E731
@@ -201,3 +203,52 @@ def ring_attention(b, l, e, h, c, m1=1, *, causal=True, balanced=True, es=2,
     tensors = [Tensor("input", (("b", b), ("l/c", local), ("e", e)), es),
                *(Tensor(n, per_head, es) for n in ("q", "k", "v", "k in flight", "v in flight", "o"))]
     return Scheme("ring-attention", c, block, tuple(tensors), weights_replicated=True)
+
+
+def layer_volumes(b, l, e, f, h, degree, *, es=2, conventions=conv.DEFAULT) -> dict:
+    """Bytes one device sends per transformer layer, ``{scheme: (forward, backward)}``,
+    with all ``degree`` devices on one sequence.
+
+    Megatron SP counts the attention and MLP collectives; Ulysses and ring
+    attention leave the MLP token-sharded with replicated weights, so it
+    communicates nothing per layer (its weight gradients are reduced once per
+    step, like data parallelism).
+
+    >>> from symbolic_cost.symbols import b, l, e, f, h, s1
+    >>> layer_volumes(b, l, e, f, h, s1)["ulysses"][0]
+    8*b*e*l*(s1 - 1)/s1**2
+    """
+    from .blocks import transformer_layer
+    megatron = transformer_layer(b, l, e, f, h, degree, degree, es=es, conventions=conventions)
+    sent = lambda blk, p: sum((c.volume for c in blk.collectives if c.pass_ == p), Integer(0))  # noqa: E731
+    out = {"megatron-sp": (sent(megatron, "fwd"), sent(megatron, "bwd"))}
+    for name, scheme in (("ulysses", ulysses(b, l, e, h, degree, es=es, conventions=conventions)),
+                         ("ring-attention", ring_attention(b, l, e, h, degree, causal=False, es=es,
+                                                          conventions=conventions))):
+        out[name] = (scheme.volume("fwd"), scheme.volume("bwd"))
+    return out
+
+
+def sequence_shard(l: int, degree: int, rank: int, zigzag: bool = False) -> list[tuple[int, int]]:
+    """Token ranges ``[start, stop)`` that device ``rank`` of ``degree`` holds: one contiguous
+    chunk, or with ``zigzag`` chunks ``rank`` and ``2*degree - 1 - rank`` of ``2*degree``.
+
+    >>> sequence_shard(16, 4, 1), sequence_shard(16, 4, 1, zigzag=True)
+    ([(4, 8)], [(2, 4), (12, 14)])
+    """
+    if not 0 <= rank < degree:
+        raise ValueError(f"rank must be in [0, {degree}), got {rank}")
+    parts = 2 * degree if zigzag else degree
+    if l % parts:
+        raise ValueError(f"{parts} must divide l (got l={l})")
+    size = l // parts
+    chunks = [rank, parts - 1 - rank] if zigzag else [rank]
+    return [(i * size, (i + 1) * size) for i in chunks]
+
+
+def head_shard(h: int, degree: int, rank: int) -> tuple[int, int]:
+    """Heads ``[start, stop)`` that device ``rank`` holds once Ulysses scatters heads."""
+    if h % degree:
+        raise ValueError(f"s1 must divide h (got s1={degree}, h={h})")
+    size = h // degree
+    return rank * size, (rank + 1) * size

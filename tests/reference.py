@@ -93,28 +93,49 @@ def linear(b, l, k, n, bias, es, flags):
               saved=[(X, es)], params=params, grads=[(X, es), (Y, es)])
 
 
-def logits(b, l, q, h, es, flags):
-    Q = (b, h, l, q)
-    A = (b, h, l, l)
-    return Op(products_fwd=[(b * h, l, q, l)], products_bwd=[(b * h, l, l, q), (b * h, l, l, q)],
-              inputs=[(Q, es)], other=[(Q, es)], outputs=[(A, es)], saved=[(Q, es), (Q, es)],
-              grads=[(Q, es), (Q, es), (A, es)])
+def logits(b, l, q, h, es, flags, l_kv=None):
+    k = l if l_kv is None else l_kv
+    Q, K, A = (b, h, l, q), (b, h, k, q), (b, h, l, k)
+    return Op(products_fwd=[(b * h, l, q, k)], products_bwd=[(b * h, l, k, q), (b * h, k, l, q)],
+              inputs=[(Q, es)], other=[(K, es)], outputs=[(A, es)], saved=[(Q, es), (K, es)],
+              grads=[(Q, es), (K, es), (A, es)])
 
 
-def attend(b, l, q, h, es, flags):
-    A, V = (b, h, l, l), (b, h, l, q)
-    grads = [(A, es), (V, es)] + ([(V, es)] if flags.attend_both else [])
-    return Op(products_fwd=[(b * h, l, l, q)], products_bwd=[(b * h, l, q, l), (b * h, l, l, q)],
-              inputs=[(A, es)], other=[(V, es)], outputs=[(V, es)], saved=[(A, es), (V, es)],
+def attend(b, l, q, h, es, flags, l_kv=None):
+    k = l if l_kv is None else l_kv
+    A, V, Y = (b, h, l, k), (b, h, k, q), (b, h, l, q)
+    grads = [(A, es), (V, es)] + ([(Y, es)] if flags.attend_both else [])
+    return Op(products_fwd=[(b * h, l, k, q)], products_bwd=[(b * h, l, q, k), (b * h, k, l, q)],
+              inputs=[(A, es)], other=[(V, es)], outputs=[(Y, es)], saved=[(A, es), (V, es)],
               grads=grads)
 
 
-def softmax(b, l, h, es, flags):
-    A = (b, h, l, l)
+def softmax(b, l, h, es, flags, l_kv=None):
+    k = l if l_kv is None else l_kv
+    A = (b, h, l, k)
     n, rows = math.prod(A), b * h * l
-    row_sum = rows * (l - 1)
+    row_sum = rows * (k - 1)
     return Op(pointwise_fwd=2 * n + row_sum, pointwise_bwd=3 * n + row_sum, inputs=[(A, es)],
               outputs=[(A, es)], saved=[(A, es)], grads=[(A, es), (A, es)])
+
+
+def flash(b, l, q, h, es, flags, l_kv=None):
+    """Fused attention: the arithmetic of logits, softmax, dropout and attend; backward
+    redoes the first three forward; keeps Q, K, V, O and the row log-sum-exp."""
+    k = l if l_kv is None else l_kv
+    parts = [logits(b, l, q, h, es, flags, k), softmax(b, l, h, es, flags, k),
+             pointwise(b, l, k * h, es, flags, 1), attend(b, l, q, h, es, flags, k)]
+    Q, KV, lse = (b, h, l, q), (b, h, k, q), (b, h, l)
+    recompute = Op(products_fwd=[], products_bwd=parts[0].products_fwd,
+                   pointwise_bwd=parts[1].pointwise_fwd + parts[2].pointwise_fwd)
+    ops = parts + [recompute]
+    return Op(products_fwd=sum((p.products_fwd for p in parts), []),
+              products_bwd=sum((p.products_bwd for p in ops), []),
+              pointwise_fwd=sum(p.pointwise_fwd for p in parts),
+              pointwise_bwd=sum(p.pointwise_bwd for p in ops),
+              inputs=[(Q, es)], other=[(KV, es), (KV, es)], outputs=[(Q, es)],
+              saved=[(Q, es), (KV, es), (KV, es), (Q, es), (lse, es)],
+              grads=[(Q, es), (KV, es), (KV, es), (Q, es)])
 
 
 def pointwise(b, l, x, es, flags, mask_bytes=None):

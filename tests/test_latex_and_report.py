@@ -72,9 +72,12 @@ def test_library_does_not_import_matplotlib():
 def test_report_command_small(tmp_path, capsys):
     assert main(["report", "--out", str(tmp_path), "--small"]) == 0
     names = {p.name for p in tmp_path.iterdir()}
-    assert {"lbnl-2024.md", "formulas.md", "formulas.tex", "analysis.md", "gpt-2-small.png"} <= names
+    assert {"lbnl-2024.md", "ulysses-prefill.md", "formulas.md", "formulas.tex", "analysis.md",
+            "sequence-parallel.md", "gpt-2-small.png"} <= names
     assert (tmp_path / "gpt-2-small.png").read_bytes()[:4] == b"\x89PNG"
-    assert "lbnl-2024: matched 454/454" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "lbnl-2024: matched 454/454" in out and "ulysses-prefill: matched 95/95" in out
+    assert "when $s_1 > 2$" in (tmp_path / "sequence-parallel.md").read_text()
 
 
 def test_cli_analysis_commands(capsys):

@@ -8,8 +8,9 @@ from hypothesis import given, strategies as st
 import reference as ref
 from symbolic_cost import attention, conventions as conv, mlp
 from symbolic_cost.cost import EXPRESSION_FIELDS
-from symbolic_cost.layers import attend, dropout, gelu, layer_norm, linear, logits, softmax
-from symbolic_cost.symbols import b, e, es, es_mask, f, h, l, m1, s1
+from symbolic_cost.layers import (attend, dropout, flash_attention, gelu, layer_norm, linear, logits,
+                                  softmax)
+from symbolic_cost.symbols import b, c, e, es, es_mask, f, h, l, m1, s1
 
 CASES = {
     "default": (conv.DEFAULT, ref.Flags()),
@@ -28,7 +29,8 @@ def configs(draw, seq_by_m1=False):
     head_dim = draw(st.integers(1, 3))
     tp = draw(st.sampled_from(divisors(heads)))
     sp = draw(st.sampled_from(divisors(tp)))
-    return {b: draw(st.integers(1, 3)), l: (tp if seq_by_m1 else sp) * draw(st.integers(1, 3)),
+    return {c: draw(st.integers(1, 5)),
+            b: draw(st.integers(1, 3)), l: (tp if seq_by_m1 else sp) * draw(st.integers(1, 3)),
             e: heads * head_dim, f: tp * draw(st.integers(1, 6)), h: heads, m1: tp, s1: sp,
             es: draw(st.sampled_from([1, 2, 4, Fraction(1, 2)])), es_mask: draw(st.sampled_from([1, 2]))}
 
@@ -38,32 +40,43 @@ def assert_fields(cost, expected: dict, where: str):
         assert cost.__getattribute__(name) == expected[name], f"{where}: {name}"
 
 
-def _primitives(c):
+def _primitives(cv):
     """Each primitive built symbolically, paired with its reference at values v."""
     return [
-        (linear(b, l, e, f, bias=True, es=es, conventions=c),
+        (linear(b, l, e, f, bias=True, es=es, conventions=cv),
          lambda v, F: ref.linear(v[b], v[l], v[e], v[f], True, v[es], F)),
-        (linear(b, l, e, f, bias=False, es=es, conventions=c),
+        (linear(b, l, e, f, bias=False, es=es, conventions=cv),
          lambda v, F: ref.linear(v[b], v[l], v[e], v[f], False, v[es], F)),
-        (logits(b, l, e, h, es=es, conventions=c),
+        (logits(b, l, e, h, es=es, conventions=cv),
          lambda v, F: ref.logits(v[b], v[l], v[e], v[h], v[es], F)),
-        (attend(b, l, e, h, es=es, conventions=c),
+        (attend(b, l, e, h, es=es, conventions=cv),
          lambda v, F: ref.attend(v[b], v[l], v[e], v[h], v[es], F)),
-        (softmax(b, l, h, es=es, conventions=c),
+        (softmax(b, l, h, es=es, conventions=cv),
          lambda v, F: ref.softmax(v[b], v[l], v[h], v[es], F)),
-        (dropout(b, l, f, es=es, es_mask=es_mask, conventions=c),
+        (dropout(b, l, f, es=es, es_mask=es_mask, conventions=cv),
          lambda v, F: ref.pointwise(v[b], v[l], v[f], v[es], F, v[es_mask])),
-        (gelu(b, l, f, es=es, conventions=c),
+        (gelu(b, l, f, es=es, conventions=cv),
          lambda v, F: ref.pointwise(v[b], v[l], v[f], v[es], F)),
-        (layer_norm(b, l, e, es=es, conventions=c),
+        (layer_norm(b, l, e, es=es, conventions=cv),
          lambda v, F: ref.layer_norm(v[b], v[l], v[e], v[es], F)),
+        # rectangular scores: l queries against c keys (ring attention's blocks)
+        (logits(b, l, e, h, l_kv=c, es=es, conventions=cv),
+         lambda v, F: ref.logits(v[b], v[l], v[e], v[h], v[es], F, v[c])),
+        (attend(b, l, e, h, l_kv=c, es=es, conventions=cv),
+         lambda v, F: ref.attend(v[b], v[l], v[e], v[h], v[es], F, v[c])),
+        (softmax(b, l, h, l_kv=c, es=es, conventions=cv),
+         lambda v, F: ref.softmax(v[b], v[l], v[h], v[es], F, v[c])),
+        (flash_attention(b, l, e, h, es=es, conventions=cv),
+         lambda v, F: ref.flash(v[b], v[l], v[e], v[h], v[es], F)),
+        (flash_attention(b, l, e, h, l_kv=c, es=es, conventions=cv),
+         lambda v, F: ref.flash(v[b], v[l], v[e], v[h], v[es], F, v[c])),
     ]
 
 
-PRIMITIVES = {name: _primitives(c) for name, (c, _) in CASES.items()}
-BLOCKS = {name: (mlp(b, l, e, f, m1, s1, es=es, es_mask=es_mask, conventions=c),
-                 attention(b, l, e, h, m1, s1, qkv_bias=False, es=es, es_mask=es_mask, conventions=c))
-          for name, (c, _) in CASES.items()}
+PRIMITIVES = {name: _primitives(cv) for name, (cv, _) in CASES.items()}
+BLOCKS = {name: (mlp(b, l, e, f, m1, s1, es=es, es_mask=es_mask, conventions=cv),
+                 attention(b, l, e, h, m1, s1, qkv_bias=False, es=es, es_mask=es_mask, conventions=cv))
+          for name, (cv, _) in CASES.items()}
 
 
 @pytest.mark.parametrize("case", CASES)
