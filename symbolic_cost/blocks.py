@@ -30,7 +30,8 @@ from sympy import Expr, Piecewise, sympify
 from . import conventions as conv
 from .checks import divides, positive_dims
 from .cost import EXPRESSION_FIELDS, Collective, Cost, exact, ring_share
-from .layers import attend, dropout, flash_attention, gelu, layer_norm, linear, logits, softmax
+from .layers import (add, attend, dropout, flash_attention, gated, gelu, layer_norm, linear, logits,
+                     rms_norm, rotary, softmax)
 from .symbols import resolve_names
 
 
@@ -93,7 +94,9 @@ def _check(dims: dict, conventions: conv.Conventions) -> None:
     """The rules every block shares, applied to whichever dimensions it has."""
     dims.update(positive_dims(**dims))
     rules = [("h", "e", ""), ("m1", "h", ""), ("m1", "f", ""), ("s1", "l", ""),
-             ("s1", "m1", "sequence shards live inside the tensor-parallel group")]
+             ("s1", "m1", "sequence shards live inside the tensor-parallel group"),
+             ("kv_heads", "h", "each key/value head serves a whole group of query heads"),
+             ("m1", "kv_heads", "each device needs whole key/value heads")]
     if conventions.sequence_shard == "m1":
         rules.append(("m1", "l", "these conventions shard the sequence by m1"))
     for divisor, dividend, why in rules:
@@ -170,22 +173,35 @@ class _Layout:
         """The last matmul of the tensor region: forward reduces its partial output."""
         return self.attach(cost, self.reduce_to_shards("fwd"))
 
-    def norm(self, name: str) -> Cost:
-        """Layer norm on the sequence shard, then the allgather into the tensor region."""
-        cost = layer_norm(self.b, self.l / self.s, self.e, name=name, **self.kw)
+    def norm(self, name: str, kind: str = "layer") -> Cost:
+        """Layer (or RMS) norm on the sequence shard, then the allgather into the tensor region."""
+        if kind not in NORMS:
+            raise ValueError(f"norm must be one of {', '.join(NORMS)}, got {kind!r}")
+        cost = NORMS[kind](self.b, self.l / self.s, self.e, name=name, **self.kw)
         return self.attach(cost, self.collective("allgather", self.b * self.l * self.e, self.s, "fwd"))
 
-    def closing_dropout(self, name: str) -> Cost:
-        """Dropout on the sequence shard; its backward allgathers the output gradient."""
-        cost = dropout(self.b, self.l / self.s, self.e, es_mask=self.es_mask, name=name, **self.kw)
+    def closing_dropout(self, name: str, keep: bool = True) -> Cost:
+        """Dropout on the sequence shard (or, for models without dropout, the residual add);
+        its backward allgathers the output gradient."""
+        if keep:
+            cost = dropout(self.b, self.l / self.s, self.e, es_mask=self.es_mask, name=name, **self.kw)
+        else:
+            cost = add(self.b, self.l / self.s, self.e, name="residual", es=self.es)
         return self.attach(cost, self.collective("allgather", self.b * self.l * self.e, self.s, "bwd"))
 
 
-def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
+NORMS = {"layer": layer_norm, "rms": rms_norm}
+
+
+def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, norm="layer", es=2,
+        es_mask=1, conventions=conv.DEFAULT) -> Block:
     """The transformer MLP: ``dropout(fc2(dropout(gelu(fc1(norm(x))))))`` on one device.
 
     ``fc1 (e -> f)`` is split by columns and ``fc2 (f -> e)`` by rows over
     ``m1`` devices; the norm and the last dropout run on ``l/s1`` tokens.
+    ``gated_act`` makes ``fc1`` produce a gate and a value (``e -> 2f``) for
+    SwiGLU/GeGLU; ``dropouts=False`` drops both dropouts (the last row is then
+    the residual add); ``norm="rms"`` uses RMS norm.
 
     >>> from symbolic_cost.symbols import b, l, e, f
     >>> mlp(b, l, e, f).names
@@ -194,19 +210,21 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, es=2, es_mask=1, conventions=conv.
     dims = dict(b=b, l=l, e=e, f=f, m1=m1, s1=s1)
     at = _Layout.of(dims, es, es_mask, conventions)
     b, l, e, f, m1 = dims["b"], dims["l"], dims["e"], dims["f"], dims["m1"]
-    rows = [] if at.conventions.norm_placement == "attention" else [at.norm("layer_norm_2")]
+    rows = [] if at.conventions.norm_placement == "attention" else [at.norm(f"{norm}_norm_2", norm)]
+    width = 2 * f / m1 if gated_act else f / m1
     rows += [
-        at.entering(linear(b, l, e, f / m1, bias=bias, name="fc1", **at.kw)),
-        gelu(b, l, f / m1, name="act", **at.kw),
-        dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw),
+        at.entering(linear(b, l, e, width, bias=bias, name="fc1", **at.kw)),
+        (gated if gated_act else gelu)(b, l, f / m1, name="act", **at.kw),
+        *([dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw)] if dropouts else []),
         at.leaving(linear(b, l, f / m1, e, bias=bias, name="fc2", **at.kw)),
-        at.closing_dropout("dpr2"),
+        at.closing_dropout("dpr2", dropouts),
     ]
     return Block("mlp", tuple(rows), dims, at.conventions)
 
 
-def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, flash=False, es=2,
-              es_mask=1, conventions=conv.DEFAULT) -> Block:
+def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, qkv_bias=True, out_bias=True, flash=False,
+              rotary_pos=False, causal=False, dropouts=True, norm="layer", es=2, es_mask=1,
+              conventions=conv.DEFAULT) -> Block:
     """Multi-head self-attention on one device, heads split over ``m1`` devices.
 
     Rows: ``layer_norm_1`` -> ``qkv_proj (e -> 3e/m1)`` -> ``logits`` ->
@@ -214,43 +232,53 @@ def attention(b, l, e, h, m1=1, s1=1, *, qkv_bias=True, out_bias=True, flash=Fal
     -> ``dropout`` (and ``layer_norm_2`` when ``norm_placement="attention"``).
     Head dimension ``q = e/h``; each device holds ``h/m1`` heads.  With
     ``flash=True`` one ``flash_attention`` row replaces ``logits`` to ``attend``.
+    ``kv_heads`` (grouped-query attention; 1 is multi-query) shrinks K and V;
+    ``rotary_pos`` adds a ``rotary`` row on Q and K; ``causal`` matters for the
+    FLOPs under ``causal_flops="exact"``; ``dropouts=False`` and ``norm="rms"``
+    as in ``mlp``.
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> attention(b, l, e, h).total("flops_fwd").expand().coeff(l**2)
     4*b*e + 3*b*h
     """
-    dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1)
+    dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1, **({} if kv_heads is None else {"kv_heads": kv_heads}))
     at = _Layout.of(dims, es, es_mask, conventions)
     b, l, e, m1 = dims["b"], dims["l"], dims["e"], dims["m1"]
     q, heads = e / dims["h"], dims["h"] / m1
-    core = [flash_attention(b, l, q, heads, **at.kw)] if flash else [
-        logits(b, l, q, heads, **at.kw),
-        softmax(b, l, heads, **at.kw),
-        dropout(b, l, l * heads, es_mask=at.es_mask, name="dropout_softmax", **at.kw),
-        attend(b, l, q, heads, **at.kw)]
+    kv = dims.get("kv_heads", dims["h"]) / m1
+    grouped = dict(kv_heads=kv, causal=causal, **at.kw)
+    core = [flash_attention(b, l, q, heads, **grouped)] if flash else [
+        logits(b, l, q, heads, **grouped),
+        softmax(b, l, heads, causal=causal, **at.kw),
+        *([dropout(b, l, l * heads, es_mask=at.es_mask, name="dropout_softmax", **at.kw)]
+          if dropouts else []),
+        attend(b, l, q, heads, **grouped)]
     rows = [
-        at.norm("layer_norm_1"),
-        at.entering(linear(b, l, e, 3 * e / m1, bias=qkv_bias, name="qkv_proj", **at.kw)),
+        at.norm(f"{norm}_norm_1", norm),
+        at.entering(linear(b, l, e, (heads + 2 * kv) * q, bias=qkv_bias, name="qkv_proj", **at.kw)),
+        *([rotary(b, l, heads + kv, q, es=at.es)] if rotary_pos else []),
         *core,
         at.leaving(linear(b, l, e / m1, e, bias=out_bias, name="v_proj", **at.kw)),
-        at.closing_dropout("dropout"),
+        at.closing_dropout("dropout", dropouts),
     ]
     if at.conventions.norm_placement == "attention":
-        rows.append(at.norm("layer_norm_2"))
+        rows.append(at.norm(f"{norm}_norm_2", norm))
     return Block("attention", tuple(rows), dims, at.conventions)
 
 
-def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, bias=True, qkv_bias=True, flash=False, es=2,
-                      es_mask=1, conventions=conv.DEFAULT) -> Block:
-    """One transformer layer: the attention rows, then the MLP rows.
+def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qkv_bias=True,
+                      flash=False, rotary_pos=False, causal=False, gated_act=False, dropouts=True,
+                      norm="layer", es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
+    """One transformer layer: the attention rows, then the MLP rows (options as there).
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> len(transformer_layer(b, l, e, 4 * e, h))
     14
     """
-    common = dict(es=es, es_mask=es_mask, conventions=conventions)
-    first = attention(b, l, e, h, m1, s1, qkv_bias=qkv_bias, out_bias=bias, flash=flash, **common)
-    second = mlp(b, l, e, f, m1, s1, bias=bias, **common)
+    common = dict(es=es, es_mask=es_mask, conventions=conventions, dropouts=dropouts, norm=norm)
+    first = attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias,
+                      flash=flash, rotary_pos=rotary_pos, causal=causal, **common)
+    second = mlp(b, l, e, f, m1, s1, bias=bias, gated_act=gated_act, **common)
     return Block("layer", first.rows + second.rows, {**first.dims, **second.dims}, first.conventions)
 
 

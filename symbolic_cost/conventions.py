@@ -21,6 +21,10 @@ field                           default        alternatives
                                                domains; ``"bandwidth"``: ``volume /
                                                bandwidth``, kind and group ignored
 ``overlap_comm``                ``False``      ``True``: time is ``max(compute, comm)``
+``causal_flops``                ``"full"``     ``"exact"``: causal attention counts only the
+                                               ``l(l+1)/2`` key <= query scores
+``mixed_precision``             ``"zero"``     ``"megatron"``: bytes per parameter of
+                                               Megatron's optimizer (see ``model``)
 ``pointwise_grad_both``         ``True``       ``False``: GELU and dropout backward touch
                                                only one ``(b,l,x)`` gradient
 ``attend_grad_both_operands``   ``True``       ``False``: ``AV`` backward counts ``dV`` but
@@ -40,6 +44,8 @@ _CHOICES = {
     "collective_volume": ("ring", "tensor"),
     "norm_placement": ("pre", "attention"),
     "comm_time": ("alpha-beta", "hierarchical", "bandwidth"),
+    "causal_flops": ("full", "exact"),
+    "mixed_precision": ("zero", "megatron"),
 }
 
 
@@ -54,6 +60,8 @@ class Conventions:
     norm_placement: str = "pre"
     comm_time: str = "alpha-beta"
     overlap_comm: bool = False
+    causal_flops: str = "full"
+    mixed_precision: str = "zero"
     pointwise_grad_both: bool = True
     attend_grad_both_operands: bool = True
     layer_norm_keeps_stats: bool = True

@@ -65,54 +65,77 @@ def _kv_length(l, l_kv):
     return exact(l, "l") if l_kv is None else exact(l_kv, "l_kv")
 
 
-def logits(b, l, q, h, *, l_kv=None, es=2, conventions=conv.DEFAULT, name="logits") -> Cost:
-    """``A = Q K^T``: ``Q (b, h, l, q)``, ``K (b, h, l_kv, q)``, ``A (b, h, l, l_kv)``.
+def scored_keys(l, keys, causal, conventions):
+    """Keys per query that the FLOP count covers: all of them, or with a causal mask and
+    ``causal_flops="exact"`` the mean ``(l + 1)/2`` of a query at position ``t`` seeing ``t + 1``."""
+    if causal and conv.get(conventions).causal_flops == "exact":
+        if keys != l:
+            raise ValueError("causal counting needs square scores (l_kv = l)")
+        return (l + 1) / 2
+    return keys
+
+
+def _kv(h, kv_heads):
+    return exact(h, "h") if kv_heads is None else exact(kv_heads, "kv_heads")
+
+
+def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventions=conv.DEFAULT,
+           name="logits") -> Cost:
+    """``A = Q K^T``: ``Q (b, h, l, q)``, ``K (b, kv, l_kv, q)``, ``A (b, h, l, l_kv)``.
 
     ``q`` is the head dim; ``l_kv`` (default ``l``) the number of keys.
     Forward: ``b*h`` products ``(l, q) x (q, l_kv)``.  Backward: ``dQ = dA K``,
     ``b*h`` products ``(l, l_kv) x (l_kv, q)``, and ``dK = dA^T Q``, ``b*h``
     products ``(l_kv, l) x (l, q)``.  Keeps ``Q`` and ``K``; gradients touch
     ``dQ``, ``dK`` and ``dA``.  The ``1/sqrt(q)`` scale is assumed folded into
-    ``Q`` (not counted).
+    ``Q`` (not counted).  With grouped-query attention (``kv_heads`` < ``h``)
+    each K head serves ``h/kv`` query heads: K is smaller and backward sums
+    the groups' ``dK``, ``b (h - kv) l_kv q`` adds.  ``causal`` only matters
+    for the FLOPs under ``causal_flops="exact"``.
     """
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
-    keys = _kv_length(l, l_kv)
+    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
+    counted = scored_keys(l, keys, causal, conventions)
     heads = b * h
-    queries, kv = heads * l * q, heads * keys * q
+    queries, kv = heads * l * q, b * groups * keys * q
     scores = heads * l * keys
     return make_cost(
         name, "matrix",
-        flops_fwd=heads * matmul_flops(l, q, keys, conventions),
-        flops_bwd=heads * (matmul_flops(l, keys, q, conventions) + matmul_flops(keys, l, q, conventions)),
+        flops_fwd=heads * matmul_flops(l, q, counted, conventions),
+        flops_bwd=(heads * (matmul_flops(l, counted, q, conventions) + matmul_flops(counted, l, q, conventions))
+                   + b * (h - groups) * keys * q),
         act_in=queries * es, act_in_other=kv * es, act_out=scores * es,
         act_buffer=(queries + kv) * es, act_grads=(queries + kv + scores) * es)
 
 
-def attend(b, l, q, h, *, l_kv=None, es=2, conventions=conv.DEFAULT, name="attend") -> Cost:
-    """``Y = A V``: ``A (b, h, l, l_kv)``, ``V (b, h, l_kv, q)``, ``Y (b, h, l, q)``.
+def attend(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventions=conv.DEFAULT,
+           name="attend") -> Cost:
+    """``Y = A V``: ``A (b, h, l, l_kv)``, ``V (b, kv, l_kv, q)``, ``Y (b, h, l, q)``.
 
     Forward: ``b*h`` products ``(l, l_kv) x (l_kv, q)``.  Backward: ``dA = dY V^T``,
     ``b*h`` products ``(l, q) x (q, l_kv)``; ``dV = A^T dY``, ``b*h`` products
     ``(l_kv, l) x (l, q)``.  Keeps ``A`` and ``V``.  Gradients touch ``dA``,
     ``dV`` and ``dY``; the LBNL 2024 quirk (``attend_grad_both_operands=False``)
-    leaves out ``dY``.
+    leaves out ``dY``.  Grouped-query attention as in ``logits`` (the group sum is of ``dV``).
     """
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
-    keys = _kv_length(l, l_kv)
+    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
+    counted = scored_keys(l, keys, causal, conventions)
     heads = b * h
-    outputs, values = heads * l * q, heads * keys * q
+    outputs, values = heads * l * q, b * groups * keys * q
     scores = heads * l * keys
     incoming = outputs if conv.get(conventions).attend_grad_both_operands else 0
     return make_cost(
         name, "matrix",
-        flops_fwd=heads * matmul_flops(l, keys, q, conventions),
-        flops_bwd=heads * (matmul_flops(l, q, keys, conventions) + matmul_flops(keys, l, q, conventions)),
+        flops_fwd=heads * matmul_flops(l, counted, q, conventions),
+        flops_bwd=(heads * (matmul_flops(l, q, counted, conventions) + matmul_flops(counted, l, q, conventions))
+                   + b * (h - groups) * keys * q),
         act_in=scores * es, act_in_other=values * es, act_out=outputs * es,
         act_buffer=(scores + values) * es, act_grads=(scores + values + incoming) * es)
 
 
-def flash_attention(b, l, q, h, *, l_kv=None, es=2, conventions=conv.DEFAULT,
-                    name="flash_attention") -> Cost:
+def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2,
+                    conventions=conv.DEFAULT, name="flash_attention") -> Cost:
     """Fused ``softmax(Q K^T) V`` with dropout (FlashAttention): no ``(l, l_kv)`` tensor is stored.
 
     ``Q, O (b, h, l, q)``, ``K, V (b, h, l_kv, q)``; keeps ``Q, K, V, O`` and the
@@ -123,12 +146,14 @@ def flash_attention(b, l, q, h, *, l_kv=None, es=2, conventions=conv.DEFAULT,
     """
     from .pointwise import dropout, softmax  # the counts live with the unfused primitives
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
-    keys = _kv_length(l, l_kv)
+    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
+    counted = scored_keys(l, keys, causal, conventions)
     kw = dict(es=es, conventions=conventions)
-    parts = [logits(b, l, q, h, l_kv=keys, **kw), softmax(b, l, h, l_kv=keys, **kw),
-             dropout(b, l, keys * h, **kw), attend(b, l, q, h, l_kv=keys, **kw)]
+    grouped = dict(l_kv=keys, kv_heads=groups, causal=causal, **kw)
+    parts = [logits(b, l, q, h, **grouped), softmax(b, l, h, l_kv=keys, causal=causal, **kw),
+             dropout(b, l, counted * h, **kw), attend(b, l, q, h, **grouped)]
     recompute = sum(p.flops_fwd for p in parts[:3])
-    queries, kv = b * h * l * q * es, b * h * keys * q * es
+    queries, kv = b * h * l * q * es, b * groups * keys * q * es
     return make_cost(
         name, "matrix",
         flops_fwd=sum(p.flops_fwd for p in parts), flops_bwd=recompute + sum(p.flops_bwd for p in parts),

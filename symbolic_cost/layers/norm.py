@@ -33,3 +33,23 @@ def layer_norm(b, l, e, *, es=2, conventions=conv.DEFAULT, name="layer_norm") ->
         act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
         weights=2 * e * es, weight_grads=2 * e * es, act_grads=2 * n * es,
         bwd_reads_weights=conventions.layer_norm_bwd_reads_weights)
+
+
+def rms_norm(b, l, e, *, es=2, conventions=conv.DEFAULT, name="rms_norm") -> Cost:
+    """RMS norm over the last axis of ``X (b, l, e)`` with a gain ``g (e)`` (LLaMA).
+
+    ``n = b*l*e``, ``r = b*l`` rows.  Forward: square ``n``, row sums
+    ``r(e-1)``, mean and reciprocal root ``2r``, normalise ``n``, gain ``n``:
+    ``3n + r(e+1)``.  Backward: ``dg`` (multiply and sum over tokens) ``2n``;
+    ``dX = rstd (g dY - x_hat mean(g dY x_hat))``: ``5n + r(e-1)``.  Keeps ``X``
+    and, by default, ``1/rms`` per row.
+    """
+    b, l, e, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (e, "e"), (es, "es")))
+    conventions = conv.get(conventions)
+    n, rows = b * l * e, b * l
+    stats = rows * es if conventions.layer_norm_keeps_stats else 0
+    return make_cost(
+        name, "vector", flops_fwd=3 * n + rows * (e + 1), flops_bwd=7 * n + rows * (e - 1),
+        act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
+        weights=e * es, weight_grads=e * es, act_grads=2 * n * es,
+        bwd_reads_weights=conventions.layer_norm_bwd_reads_weights)

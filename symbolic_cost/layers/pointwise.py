@@ -18,7 +18,7 @@ def _grad_elements(n, conventions):
     return 2 * n if conv.get(conventions).pointwise_grad_both else n
 
 
-def softmax(b, l, h, *, l_kv=None, es=2, conventions=conv.DEFAULT, name="softmax") -> Cost:
+def softmax(b, l, h, *, l_kv=None, causal=False, es=2, conventions=conv.DEFAULT, name="softmax") -> Cost:
     """Row softmax of the scores ``A (b, h, l, l_kv)`` over the last axis (``l_kv`` keys,
     default ``l``).
 
@@ -26,18 +26,21 @@ def softmax(b, l, h, *, l_kv=None, es=2, conventions=conv.DEFAULT, name="softmax
     forward is an exp and a multiply (by the reciprocal row sum) per element
     plus ``l_kv - 1`` adds per row sum: ``2n + b*h*l*(l_kv - 1)``.
     Backward ``dX = Y * (dY - sum(dY * Y))``: a multiply, the row sums, a
-    subtract and a multiply: ``3n + b*h*l*(l - 1)``.  Keeps ``Y``.
+    subtract and a multiply: ``3n + b*h*l*(l - 1)``.  Keeps ``Y``.  With
+    ``causal`` and ``causal_flops="exact"`` the FLOPs cover the unmasked half.
 
     >>> from symbolic_cost.symbols import b, l, h
     >>> softmax(b, l, h).flops_fwd.factor()
     b*h*l*(3*l - 1)
     """
     b, l, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (h, "h"), (es, "es")))
+    from .matmul import scored_keys
     keys = l if l_kv is None else exact(l_kv, "l_kv")
-    n = b * h * l * keys
-    row_sums = b * h * l * (keys - 1)
+    counted = scored_keys(l, keys, causal, conventions)
+    n, scored = b * h * l * keys, b * h * l * counted
+    row_sums = b * h * l * (counted - 1)
     return make_cost(
-        name, "vector", flops_fwd=2 * n + row_sums, flops_bwd=3 * n + row_sums,
+        name, "vector", flops_fwd=2 * scored + row_sums, flops_bwd=3 * scored + row_sums,
         act_in=n * es, act_out=n * es, act_buffer=n * es, act_grads=2 * n * es)
 
 
@@ -74,3 +77,39 @@ def gelu(b, l, x, *, es=2, conventions=conv.DEFAULT, name="act") -> Cost:
         name, "vector", flops_fwd=n, flops_bwd=n,
         act_in=n * es, act_out=n * es, act_buffer=n * es,
         act_grads=_grad_elements(n, conventions) * es)
+
+
+def gated(b, l, f, *, es=2, conventions=conv.DEFAULT, name="act") -> Cost:
+    """Gated activation (SwiGLU ``silu(G) * U``, GeGLU ``gelu(G) * U``): ``G, U (b, l, f)``.
+
+    ``n = b*l*f``.  Forward: the non-linearity (one FLOP per element, as for
+    GELU) and the product: ``2n``.  Backward: ``dU = dY act(G)``, ``dG = dY U
+    act'(G)``: ``3n``.  Keeps ``G`` and ``U``; gradients read ``dY`` and write
+    ``dG``, ``dU``.
+    """
+    b, l, f, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (f, "f"), (es, "es")))
+    n = b * l * f
+    return make_cost(name, "vector", flops_fwd=2 * n, flops_bwd=3 * n, act_in=2 * n * es,
+                     act_out=n * es, act_buffer=2 * n * es, act_grads=3 * n * es)
+
+
+def rotary(b, l, heads, q, *, es=2, name="rotary") -> Cost:
+    """Rotary position embedding of ``heads`` heads of ``(b, l, q)``: ``x cos + rot(x) sin``.
+
+    ``n = b*l*heads*q``; 2 multiplies and an add per element each way (the
+    backward rotates by minus the angle): ``3n``.  No parameters; nothing kept
+    (the angles are recomputed from positions).
+    """
+    b, l, heads, q, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (heads, "heads"), (q, "q"), (es, "es")))
+    n = b * l * heads * q
+    return make_cost(name, "vector", flops_fwd=3 * n, flops_bwd=3 * n, act_in=n * es,
+                     act_out=n * es, act_buffer=0, act_grads=2 * n * es)
+
+
+def add(b, l, x, *, es=2, name="add") -> Cost:
+    """Element-wise sum of two ``(b, l, x)`` tensors (residual, position embedding):
+    ``b*l*x`` adds forward; the backward passes ``dY`` to both inputs unchanged."""
+    b, l, x, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (x, "x"), (es, "es")))
+    n = b * l * x
+    return make_cost(name, "vector", flops_fwd=n, flops_bwd=0, act_in=n * es, act_in_other=n * es,
+                     act_out=n * es, act_buffer=0, act_grads=n * es)
