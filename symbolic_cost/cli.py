@@ -243,6 +243,67 @@ def _cmd_scheme(args) -> int:
     return 0
 
 
+def _number(expr):
+    """JSON value of an expression: an int, a float, or the formula as a string."""
+    expr = simplify(sympify(expr))
+    if expr.is_Integer:
+        return int(expr)
+    return float(expr) if expr.is_number else str(expr)
+
+
+def _summary(args):
+    from . import hf
+    from .model import Training, model_cost
+    arch = hf.load(args.hf_config) if args.hf_config else hf.preset(args.preset)
+    default_l = arch.context if arch.context else 2048
+    base = {S.b: 1, S.l: default_l, S.m1: 1, S.s1: 1, S.d: 1, S.p: 1, S.n_micro: 1}
+    values = resolve(base, args.set)
+    training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
+                        p=values[S.p], micro_batches=values[S.n_micro], precision=args.precision,
+                        zero=args.zero, distributed_optimizer=args.distributed_optimizer,
+                        recompute=args.recompute, flash=args.flash)
+    conventions = conv.get(args.conventions)
+    return arch, training, model_cost(arch, training, conventions), conventions
+
+
+def _cmd_summary(args) -> int:
+    import json
+    arch, training, cost, conventions = _summary(args)
+    system = get_system(args.system)
+    fields = ["parameters", "parameters_per_device", "flops_fwd", "flops_bwd", "flops_recompute",
+              "model_flops_fwd", "model_flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes",
+              "activation_bytes", "memory_bytes", "bubble"]
+    report = {name: _number(getattr(cost, name)) for name in fields}
+    report["collectives"] = [
+        {"dimension": dim, "kind": c.kind, "group": _number(c.group), "pass": c.pass_,
+         "count": _number(c.repeats), "volume_bytes": _number(c.volume),
+         "time_s": _number(comm_time(c, system, conventions))} for dim, c in cost.collectives]
+    if args.json:
+        print(json.dumps({"model": arch.name, **report}, indent=1))
+        return 0
+    gib = lambda x: f"{x / 2**30:.3f} GiB" if isinstance(x, (int, float)) else x  # noqa: E731
+    tf = lambda x: f"{x / 1e12:.3f} TFLOP" if isinstance(x, (int, float)) else x  # noqa: E731
+    t = training
+    print(f"{arch.name}: b={t.b} l={t.l} m1={t.m1} s1={t.s1} d={t.d} p={t.p} micro-batches="
+          f"{t.micro_batches} {t.precision} zero={t.zero} recompute={t.recompute} flash={t.flash}")
+    print(f"parameters: {report['parameters']:,}" if isinstance(report["parameters"], int)
+          else f"parameters: {report['parameters']}")
+    print(f"parameters per device: {report['parameters_per_device']}")
+    print("FLOPs per iteration, busiest device: forward {}, backward {}, recompute {}".format(
+        tf(report["flops_fwd"]), tf(report["flops_bwd"]), tf(report["flops_recompute"])))
+    print("model FLOPs per iteration (all devices): forward {}, backward {}".format(
+        tf(report["model_flops_fwd"]), tf(report["model_flops_bwd"])))
+    print("memory per device: weights {}, gradients {}, optimizer {}, activations {}; total {}".format(
+        *(gib(report[k]) for k in ("weight_bytes", "gradient_bytes", "optimizer_bytes",
+                                    "activation_bytes", "memory_bytes"))))
+    print(f"pipeline bubble: {report['bubble']}")
+    print(f"collectives per iteration on the busiest device (times on {args.system}):")
+    for c in report["collectives"]:
+        print(f"  {c['dimension']:8} {c['kind']:13} group {c['group']} {c['pass']} x{c['count']}: "
+              f"{gib(c['volume_bytes'])}, {c['time_s']} s")
+    return 0
+
+
 def _cmd_report(args) -> int:
     try:
         import matplotlib  # noqa: F401  (checked here so the message is ours)
@@ -321,6 +382,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--contiguous", action="store_true", help="ring attention without zig-zag balancing")
     p.add_argument("--latex", action="store_true")
     p.set_defaults(run=_cmd_scheme)
+
+    p = sub.add_parser("summary", help="whole-model totals for one configuration")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--preset", help="gpt2, gpt3-175b, bert-base-uncased, llama-2-7b, mistral-7b")
+    source.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="b, l, m1, s1, d, p, n_micro (defaults: 1, the model's context or 2048, 1...)")
+    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="bf16")
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0)
+    p.add_argument("--distributed-optimizer", action="store_true")
+    p.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
+    p.add_argument("--flash", action="store_true")
+    p.add_argument("--conventions", default="default", help=f"one of {', '.join(conv.PRESETS)}")
+    p.add_argument("--system", default="h100", help=f"one of {', '.join(SYSTEMS)}")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_summary)
 
     p = sub.add_parser("report", help="regenerate every report: tables, formula sheets, plots")
     p.add_argument("--out", default="reports", help="folder (default: reports)")

@@ -16,6 +16,10 @@ Python       printed as   meaning
 ``s1``       s_1          sequence-parallel degree (shards ``l`` outside the
                           tensor-parallel region; divides ``m1``)
 ``c``        c            context-parallel degree (ring attention)
+``d``        d            data-parallel degree
+``p``        p            pipeline-parallel degree (stages)
+``n_micro``  n_micro      micro-batches per step and pipeline (gradient accumulation)
+``v``        v            vocabulary (padded)
 ``n_layers`` n_layers     depth: number of transformer layers
 ``es``       es           bytes per activation / weight element (2 for fp16)
 ``es_mask``  es_mask      bytes per dropout-mask element (1 for a byte mask)
@@ -38,6 +42,10 @@ h = Symbol("h", **_DIM)
 m1 = Symbol("m1", **_DIM)
 s1 = Symbol("s1", **_DIM)
 c = Symbol("c", **_DIM)
+d = Symbol("d", **_DIM)
+p = Symbol("p", **_DIM)
+n_micro = Symbol("n_micro", **_DIM)
+v = Symbol("v", **_DIM)
 n_layers = Symbol("n_layers", **_DIM)
 es = Symbol("es", positive=True)
 es_mask = Symbol("es_mask", positive=True)
@@ -45,7 +53,7 @@ es_mask = Symbol("es_mask", positive=True)
 DIMENSIONS = (b, l, e, f, h, m1, s1)
 """The model and parallelism symbols every block is written in."""
 
-ALL = DIMENSIONS + (c, n_layers, es, es_mask)
+ALL = DIMENSIONS + (c, d, p, n_micro, v, n_layers, es, es_mask)
 
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
@@ -71,5 +79,5 @@ def resolve_names(values) -> dict:
     return out
 
 
-__all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "c", "n_layers", "es", "es_mask",
+__all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "c", "d", "p", "n_micro", "v", "n_layers", "es", "es_mask",
            "DIMENSIONS", "ALL", "BY_NAME"]
