@@ -217,7 +217,8 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     params = lambda blk: blk.total("weights") / es  # noqa: E731  (weights in elements)
     whole = _blocks(arch, t, 1, 1, 1, conventions)        # 1-byte elements: weights = parameters
     parameters = whole[0].total("weights") + depth * whole[1].total("weights") + whole[2].total("weights")
-    tied_copy = params(start) if arch.tied and arch.lm_head else 0   # the last stage's copy when p > 1
+    # the last stage keeps its own copy of a tied word embedding when p > 1
+    tied_copy = start["word_embeddings"].weights / es if arch.tied and arch.lm_head else 0
     per_device = _per_stage(p, params(start), params(end), depth * params(layer), tied_copy)
     stage = lambda field: _per_stage(p, start.total(field), end.total(field), depth * layer.total(field))  # noqa: E731
     recompute = _recompute_flops(layer, t.recompute) * depth / p * n
@@ -273,3 +274,20 @@ def _collectives(cost: ModelCost, depth, p, d, n, s1, es, es_w, es_g, convention
         else:                                                # updated shards gathered after the step
             out.append(dp("allgather", es_w, "bwd"))
     return out
+
+
+def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=conv.DEFAULT) -> Expr:
+    """Parameters on one device of pipeline stage ``stage`` (0-based) of ``p``: its
+    ``n_layers/p`` layers, the embedding on the first stage, the head on the last
+    (with its own copy of a tied embedding when the two stages differ)."""
+    if not 0 <= stage < p:
+        raise ValueError(f"stage must be in [0, {p}), got {stage}")
+    start, layer, end = _blocks(arch, Training(), m1, 1, 1, conventions)
+    total = exact(arch.n_layers, "n_layers") / p * layer.total("weights")
+    if stage == 0:
+        total += start.total("weights")
+    if stage == p - 1:
+        total += end.total("weights")
+        if p > 1 and arch.tied and arch.lm_head:
+            total += start["word_embeddings"].weights
+    return total

@@ -1,0 +1,133 @@
+"""Whole models: parameter counts derived by hand from the configs, properties, bad configs."""
+
+import json
+
+import pytest
+from hypothesis import given, strategies as st
+from sympy import simplify
+
+from symbolic_cost import analysis, conventions as conv
+from symbolic_cost import symbols as S
+from symbolic_cost.cli import main
+from symbolic_cost.hf import from_config, load, preset
+from symbolic_cost.model import Architecture, Training, model_cost, stage_parameters
+
+
+def _config(name):
+    from importlib import resources
+    return json.loads(resources.files("symbolic_cost").joinpath("configs", f"{name}.json").read_text())
+
+
+def test_gpt2_parameters_by_hand():
+    c = _config("gpt2")
+    e, v, n, L = c["n_embd"], c["vocab_size"], c["n_positions"], c["n_layer"]
+    layer = (2 * e) + (e * 3 * e + 3 * e) + (e * e + e) + (2 * e) + (e * 4 * e + 4 * e) + (4 * e * e + e)
+    assert model_cost(preset("gpt2"), Training(b=1, l=8)).parameters == v * e + n * e + L * layer + 2 * e
+    assert v * e + n * e + L * layer + 2 * e == 124_439_808          # as published for GPT-2 small
+
+
+def test_bert_base_parameters_by_hand():
+    c = _config("bert-base-uncased")
+    e, f, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    embeddings = (c["vocab_size"] + c["max_position_embeddings"] + c["type_vocab_size"]) * e + 2 * e
+    layer = 4 * (e * e + e) + 2 * e + (e * f + f) + (f * e + e) + 2 * e
+    pooler = e * e + e
+    assert model_cost(preset("bert-base-uncased"), Training(b=1, l=8)).parameters == \
+        embeddings + L * layer + pooler == 109_482_240                 # seed 004: 109.48 M
+
+
+@pytest.mark.parametrize("name, published", [("llama-2-7b", 6_738_415_616), ("mistral-7b", 7_241_732_096)])
+def test_llama_family_parameters_by_hand(name, published):
+    c = _config(name)
+    e, f, L, h = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"]
+    kv_width = c["num_key_value_heads"] * (e // h)
+    layer = e * e + 2 * e * kv_width + e * e + 3 * e * f + 2 * e       # q, k, v, o; gate, up, down; 2 RMS
+    total = 2 * c["vocab_size"] * e + L * layer + e                    # untied embedding and head
+    assert model_cost(preset(name), Training(b=1, l=8)).parameters == total == published
+
+
+def test_parameters_do_not_depend_on_batch_or_sequence():
+    arch = Architecture("x", S.n_layers, S.e, S.h, S.f, S.v, positions=1024)
+    params = model_cost(arch, Training(b=S.b, l=S.l)).parameters
+    assert not params.free_symbols & {S.b, S.l}
+
+
+def test_tied_embeddings_count_once():
+    tied = Architecture("x", S.n_layers, S.e, S.h, S.f, S.v)
+    untied = Architecture("x", S.n_layers, S.e, S.h, S.f, S.v, tied=False)
+    assert simplify(model_cost(untied).parameters - model_cost(tied).parameters - S.v * S.e) == 0
+
+
+@given(d=st.integers(1, 64), name=st.sampled_from(["gpt2", "llama-2-7b", "bert-base-uncased"]),
+       precision=st.sampled_from(["fp32", "fp16", "bf16"]))
+def test_zero3_model_state_is_the_unsharded_state_over_d(d, name, precision):
+    plain = model_cost(preset(name), Training(b=1, l=128, precision=precision))
+    zero3 = model_cost(preset(name), Training(b=1, l=128, d=d, zero=3, precision=precision))
+    state = lambda c: c.weight_bytes + c.gradient_bytes + c.optimizer_bytes  # noqa: E731
+    assert state(zero3) * d == state(plain)
+    assert zero3.activation_bytes == plain.activation_bytes
+
+
+@given(p=st.integers(1, 6), name=st.sampled_from(["gpt2", "llama-2-7b", "mistral-7b"]))
+def test_pipeline_stages_add_up_to_the_model(p, name):
+    arch = preset(name)
+    stages = sum(stage_parameters(arch, p, i) for i in range(p))
+    copy = arch.vocab * arch.e if (p > 1 and arch.tied) else 0          # the last stage's tied copy
+    assert stages == model_cost(arch, Training(b=1, l=8)).parameters + copy
+
+
+def test_model_flops_leading_order_by_hand():
+    """2mnk, f = 4e, tied head: per token forward 24 L e^2 + 4 L l e + 2 e v (Kaplan et al. 2020,
+    plus the attention scores), backward twice that."""
+    arch = Architecture("x", S.n_layers, S.e, S.h, 4 * S.e, S.v, rotary=True)
+    cost = model_cost(arch, Training(b=1, l=S.l), conv.DEFAULT.but(matmul_flops="2mnk"))
+    per_token = cost.model_flops_fwd / S.l
+    assert simplify(analysis.leading_terms(per_token, [S.e, S.l, S.v])
+                    - (24 * S.n_layers * S.e**2 + 4 * S.n_layers * S.l * S.e + 2 * S.e * S.v)) == 0
+
+
+def test_zero_stages_shard_what_they_say():
+    base = Training(b=1, l=128, d=8)
+    costs = {z: model_cost(preset("gpt2"), Training(b=1, l=128, d=8, zero=z)) for z in (0, 1, 2, 3)}
+    assert costs[1].optimizer_bytes * 8 == costs[0].optimizer_bytes
+    assert costs[1].gradient_bytes == costs[0].gradient_bytes
+    assert costs[2].gradient_bytes * 8 == costs[0].gradient_bytes
+    assert costs[3].weight_bytes * 8 == costs[0].weight_bytes == model_cost(preset("gpt2"), base).weight_bytes
+    kinds = lambda z: [(c.kind, c.pass_) for dim, c in costs[z].collectives if dim == "data"]  # noqa: E731
+    assert kinds(0) == [("allreduce", "bwd")]
+    assert kinds(3) == [("reducescatter", "bwd"), ("allgather", "fwd"), ("allgather", "bwd")]
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12}, "missing key 'vocab_size'"),
+    ({"model_type": "gpt2", "n_embd": 768, "n_head": 10, "n_layer": 12, "vocab_size": 9, "n_positions": 8},
+     "n_head=10 does not divide n_embd=768"),
+    ({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 5,
+      "num_hidden_layers": 2, "intermediate_size": 8, "vocab_size": 8}, "num_key_value_heads=5 does not divide"),
+    ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 0,
+      "intermediate_size": 8, "vocab_size": 8}, "num_hidden_layers must be a positive integer, got 0"),
+    ({"model_type": "t5"}, "model_type 't5' is not supported"),
+    ({"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 1, "vocab_size": 9, "n_positions": 8,
+      "activation_function": "relu"}, "activation_function 'relu' is not a GELU"),
+])
+def test_bad_configs(config, message):
+    with pytest.raises(ValueError) as error:
+        from_config(config)
+    assert message in str(error.value)
+
+
+def test_summary_command_on_configs(tmp_path, capsys):
+    for name in ("gpt2", "llama-2-7b"):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(_config(name)))
+        assert main(["summary", "--hf-config", str(path), "--json", "--set", "d=8", "--zero", "1"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        for key in ("parameters", "flops_fwd", "flops_bwd", "weight_bytes", "gradient_bytes",
+                    "optimizer_bytes", "activation_bytes", "collectives"):
+            assert key in out
+        assert out["parameters"] == model_cost(load(path)).parameters
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert main(["summary", "--hf-config", str(bad)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert main(["summary", "--preset", "gpt5"]) == 2
