@@ -255,7 +255,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, qkv_bias=True, out_bias=
         attend(b, l, q, heads, **grouped)]
     rows = [
         at.norm(f"{norm}_norm_1", norm),
-        at.entering(linear(b, l, e, (heads + 2 * kv) * q, bias=qkv_bias, name="qkv_proj", **at.kw)),
+        at.entering(linear(b, l, e, (heads + 2 * kv) * q, name="qkv_proj", **at.kw,
+                           bias=(e / m1 if qkv_bias and at.conventions.qkv_bias_elements == "e" else qkv_bias))),
         *([rotary(b, l, heads + kv, q, es=at.es)] if rotary_pos else []),
         *core,
         at.leaving(linear(b, l, e / m1, e, bias=out_bias, name="v_proj", **at.kw)),

@@ -25,6 +25,8 @@ field                           default        alternatives
                                                ``l(l+1)/2`` key <= query scores
 ``mixed_precision``             ``"zero"``     ``"megatron"``: bytes per parameter of
                                                Megatron's optimizer (see ``model``)
+``qkv_bias_elements``           ``"3e"``       ``"e"``: the fused QKV bias stored as ``e``
+                                               elements (Megatron training-info quirk)
 ``pointwise_grad_both``         ``True``       ``False``: GELU and dropout backward touch
                                                only one ``(b,l,x)`` gradient
 ``attend_grad_both_operands``   ``True``       ``False``: ``AV`` backward counts ``dV`` but
@@ -46,6 +48,7 @@ _CHOICES = {
     "comm_time": ("alpha-beta", "hierarchical", "bandwidth"),
     "causal_flops": ("full", "exact"),
     "mixed_precision": ("zero", "megatron"),
+    "qkv_bias_elements": ("3e", "e"),
 }
 
 
@@ -62,6 +65,7 @@ class Conventions:
     overlap_comm: bool = False
     causal_flops: str = "full"
     mixed_precision: str = "zero"
+    qkv_bias_elements: str = "3e"
     pointwise_grad_both: bool = True
     attend_grad_both_operands: bool = True
     layer_norm_keeps_stats: bool = True
@@ -100,7 +104,12 @@ LBNL_2024 = Conventions(
 """The LBNL transformer-perf-estimates notebook (arXiv 2410.00273) as printed in
 seed 003: commit 0ecb63e of ShashankSubramanian/transformer-perf-estimates."""
 
-PRESETS = {"default": DEFAULT, "lbnl-2024": LBNL_2024}
+MEGATRON_TRAINING_INFO = Conventions(mixed_precision="megatron", qkv_bias_elements="e",
+                                     collective_volume="tensor")
+"""Megatron-LM's ``tools/get_training_info`` (seed 000): Megatron's bytes per parameter,
+its quirk of a QKV bias of ``e`` elements, and volumes as whole tensors."""
+
+PRESETS = {"default": DEFAULT, "lbnl-2024": LBNL_2024, "megatron-training-info": MEGATRON_TRAINING_INFO}
 
 
 def get(name: str | Conventions) -> Conventions:

@@ -40,7 +40,9 @@ def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linea
     Backward: ``dX = dY W^T``, a ``(b*l, f) x (f, e)`` product; ``dW = X^T dY``,
     an ``(e, b*l) x (b*l, f)`` product; ``dB``: ``b*l*f`` adds of ``dY`` rows
     into the bias gradient.  Keeps ``X`` for backward.  Gradients read ``dY``
-    and write ``dX``: ``(b*l*e + b*l*f)`` elements.
+    and write ``dX``: ``(b*l*e + b*l*f)`` elements.  ``bias`` may also give the
+    number of bias elements to store (Megatron's training-info tool counts the
+    fused QKV bias as ``e`` rather than ``3e``: its ``qkv_bias_elements`` quirk).
 
     >>> from symbolic_cost.symbols import b, l, e, f
     >>> linear(b, l, e, f).flops_fwd.factor()
@@ -51,7 +53,8 @@ def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linea
     b, l, e, f, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (e, "e"), (f, "f"), (es, "es")))
     tokens = b * l
     bias_adds = tokens * f if bias else 0
-    weights = (e * f + (f if bias else 0)) * es
+    bias_elements = (f if bias is True else exact(bias, "bias")) if bias else 0
+    weights = (e * f + bias_elements) * es
     return make_cost(
         name, "matrix",
         flops_fwd=matmul_flops(tokens, e, f, conventions) + bias_adds,

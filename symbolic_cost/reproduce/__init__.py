@@ -51,6 +51,7 @@ def run(name: str, reports: Path) -> tuple[int, int]:
     return sum(cell.match for cell in cells), len(cells)
 
 
-from . import lbnl_2024, ulysses_prefill  # noqa: E402  (the registry needs Cell defined first)
+from . import lbnl_2024, megatron_training_info, ulysses_prefill  # noqa: E402  (needs Cell first)
 
-_REGISTRY = {"lbnl-2024": lbnl_2024, "ulysses-prefill": ulysses_prefill}
+_REGISTRY = {"lbnl-2024": lbnl_2024, "ulysses-prefill": ulysses_prefill,
+             "megatron-training-info": megatron_training_info}
