@@ -304,6 +304,15 @@ def _cmd_summary(args) -> int:
     return 0
 
 
+def _cmd_profile(args) -> int:
+    """MACs are counted as ``mnk`` per product (the ``2mnk`` convention, halved)."""
+    from .profile import model_tree, render
+    args.conventions = conv.get(args.conventions).but(matmul_flops="2mnk")
+    _, _, cost, _ = _summary(args)
+    print(render(model_tree(cost), args.depth, args.top))
+    return 0
+
+
 def _cmd_report(args) -> int:
     try:
         import matplotlib  # noqa: F401  (checked here so the message is ours)
@@ -398,6 +407,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--system", default="h100", help=f"one of {', '.join(SYSTEMS)}")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_cmd_summary)
+    p = sub.add_parser("profile", parents=[], help="the model as a module tree: params, MACs, shares")
+    for action in sub.choices["summary"]._actions[1:]:
+        if action.dest not in ("json",):
+            p._add_action(action)
+    p.add_argument("--depth", type=int, default=-1, help="deepest level shown (default: all)")
+    p.add_argument("--top", type=int, default=3, help="modules listed per depth (default 3)")
+    p.set_defaults(run=_cmd_profile)
 
     p = sub.add_parser("report", help="regenerate every report: tables, formula sheets, plots")
     p.add_argument("--out", default="reports", help="folder (default: reports)")
@@ -410,6 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
+    except BrokenPipeError:            # output piped into `head` and closed: not an error
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ValueError, KeyError) as error:
         message = error.args[0] if error.args else str(error)
         print(f"symbolic-cost: error: {message}", file=sys.stderr)
