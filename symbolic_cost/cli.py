@@ -274,9 +274,12 @@ def _cmd_summary(args) -> int:
               "model_flops_fwd", "model_flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes",
               "activation_bytes", "memory_bytes", "bubble"]
     report = {name: _number(getattr(cost, name)) for name in fields}
+    from .model import cluster_volume, world_size
+    report["world_size"] = _number(world_size(training))
     report["collectives"] = [
         {"dimension": dim, "kind": c.kind, "group": _number(c.group), "pass": c.pass_,
          "count": _number(c.repeats), "volume_bytes": _number(c.volume),
+         "cluster_volume_bytes": _number(cluster_volume(cost, dim, c)),
          "time_s": _number(comm_time(c, system, conventions))} for dim, c in cost.collectives]
     if args.json:
         print(json.dumps({"model": arch.name, **report}, indent=1))
@@ -297,10 +300,11 @@ def _cmd_summary(args) -> int:
         *(gib(report[k]) for k in ("weight_bytes", "gradient_bytes", "optimizer_bytes",
                                     "activation_bytes", "memory_bytes"))))
     print(f"pipeline bubble: {report['bubble']}")
-    print(f"collectives per iteration on the busiest device (times on {args.system}):")
+    print(f"collectives per iteration: busiest device (time on {args.system}); "
+          f"whole job of {report['world_size']} devices")
     for c in report["collectives"]:
         print(f"  {c['dimension']:8} {c['kind']:13} group {c['group']} {c['pass']} x{c['count']}: "
-              f"{gib(c['volume_bytes'])}, {c['time_s']} s")
+              f"{gib(c['volume_bytes'])}, {c['time_s']} s; job {gib(c['cluster_volume_bytes'])}")
     return 0
 
 

@@ -291,3 +291,19 @@ def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=c
         if p > 1 and arch.tied and arch.lm_head:
             total += start["word_embeddings"].weights
     return total
+
+
+def world_size(training: Training) -> Expr:
+    """Devices in the job: ``m1 x d x p`` (sequence shards live inside the tensor group)."""
+    return exact(training.m1, "m1") * exact(training.d, "d") * exact(training.p, "p")
+
+
+def cluster_volume(cost: ModelCost, dimension: str, collective: Collective) -> Expr:
+    """Bytes a collective of the busiest device moves summed over the whole job: tensor
+    and data collectives run on every device alike; pipeline sends cross ``p - 1`` of
+    every ``p`` stage boundaries (the busiest device is an interior stage)."""
+    world = world_size(cost.training)
+    if dimension == "pipeline":
+        p = exact(cost.training.p, "p")
+        return collective.volume * world * (p - 1) / p
+    return collective.volume * world

@@ -131,3 +131,15 @@ def test_summary_command_on_configs(tmp_path, capsys):
     assert main(["summary", "--hf-config", str(bad)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
     assert main(["summary", "--preset", "gpt5"]) == 2
+
+
+def test_cluster_volume_by_hand():
+    """A 2-stage pipeline on 2 x 4 devices: one boundary, one send each way per micro-batch,
+    replicated over m1 = 2 and d = 2: 4 x 2 x n x (b l e / s1 x 2 bytes)."""
+    from symbolic_cost.model import cluster_volume
+    t = Training(b=1, l=128, m1=2, d=2, p=2, micro_batches=3)
+    cost = model_cost(preset("gpt2"), t)
+    pipe = [c for dim, c in cost.collectives if dim == "pipeline"]
+    boundary = 1 * 128 * 768 * 2
+    assert [c.volume for c in pipe] == [3 * boundary, 3 * boundary]
+    assert sum(cluster_volume(cost, "pipeline", c) for c in pipe) == 2 * 2 * 2 * 3 * boundary
