@@ -252,7 +252,9 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, qkv_bias=True, out_bias=
         softmax(b, l, heads, causal=causal, **at.kw),
         *([dropout(b, l, l * heads, es_mask=at.es_mask, name="dropout_softmax", **at.kw)]
           if dropouts else []),
-        attend(b, l, q, heads, **grouped)]
+        # without dropout, AV keeps the very tensor softmax keeps: hold it once
+        attend(b, l, q, heads, **grouped).plus(
+            act_buffer=0 if dropouts else -dims["b"] * heads * l * l * at.es)]
     rows = [
         at.norm(f"{norm}_norm_1", norm),
         at.entering(linear(b, l, e, (heads + 2 * kv) * q, name="qkv_proj", **at.kw,

@@ -103,6 +103,7 @@ class Training:
     distributed_optimizer: bool = False
     recompute: str = "none"
     flash: bool = False
+    mask_bytes: Expr = 1         # dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -152,7 +153,7 @@ class ModelCost:
 
 def _blocks(arch: Architecture, t: Training, m1, s1, es, conventions):
     vocab = arch.padded_vocab(m1)
-    kw = dict(es=es, conventions=conventions)
+    kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
     layer = transformer_layer(
         t.b, t.l, arch.e, arch.f, arch.h, m1, s1, kv_heads=arch.kv_heads, bias=arch.bias,
         qkv_bias=arch.qkv_bias, flash=t.flash, rotary_pos=arch.rotary, causal=arch.causal,

@@ -84,13 +84,14 @@ def gated(b, l, f, *, es=2, conventions=conv.DEFAULT, name="act") -> Cost:
 
     ``n = b*l*f``.  Forward: the non-linearity (one FLOP per element, as for
     GELU) and the product: ``2n``.  Backward: ``dU = dY act(G)``, ``dG = dY U
-    act'(G)``: ``3n``.  Keeps ``G`` and ``U``; gradients read ``dY`` and write
-    ``dG``, ``dU``.
+    act'(G)``: ``3n``.  Keeps ``G``, ``U`` and ``act(G)`` (the product's
+    backward needs it; PyTorch keeps all three, as does Megatron's traced
+    ``4 s b f``); gradients read ``dY`` and write ``dG``, ``dU``.
     """
     b, l, f, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (f, "f"), (es, "es")))
     n = b * l * f
     return make_cost(name, "vector", flops_fwd=2 * n, flops_bwd=3 * n, act_in=2 * n * es,
-                     act_out=n * es, act_buffer=2 * n * es, act_grads=3 * n * es)
+                     act_out=n * es, act_buffer=3 * n * es, act_grads=3 * n * es)
 
 
 def rotary(b, l, heads, q, *, es=2, name="rotary") -> Cost:
