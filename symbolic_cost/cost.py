@@ -86,7 +86,10 @@ class Collective:
     whole tensor for the LBNL 2024 preset.  Time models use ``ring_bytes``,
     which does not depend on the reporting convention.  ``repeats`` counts
     identical collectives run one after another (ring attention passes K and
-    V ``c - 1`` times); ``volume`` covers all of them.
+    V ``c - 1`` times); ``volume`` covers all of them.  ``stride`` is the rank
+    distance between members (Megatron orders ranks tensor first, then data,
+    then pipeline: a data-parallel group has stride ``m1``), so the group
+    spans ``group x stride`` consecutive devices, which decides its link.
     """
 
     kind: str
@@ -96,14 +99,20 @@ class Collective:
     pass_: str
     volume: Expr
     repeats: Expr = Integer(1)
+    stride: Expr = Integer(1)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.pass_ not in PASSES:
             raise ValueError(f"collective pass must be 'fwd' or 'bwd', got {self.pass_!r}")
-        for name in ("elements", "element_bytes", "group", "volume", "repeats"):
+        for name in ("elements", "element_bytes", "group", "volume", "repeats", "stride"):
             object.__setattr__(self, name, exact(getattr(self, name), name))
+
+    @property
+    def span(self) -> Expr:
+        """Consecutive devices the group spans."""
+        return self.group * self.stride
 
     @property
     def tensor_bytes(self) -> Expr:
@@ -124,7 +133,7 @@ class Collective:
 
     def subs(self, values: Mapping) -> "Collective":
         return replace(self, **{name: getattr(self, name).subs(values) for name in
-                                ("elements", "element_bytes", "group", "volume", "repeats")})
+                                ("elements", "element_bytes", "group", "volume", "repeats", "stride")})
 
 
 EXPRESSION_FIELDS = ("flops_fwd", "flops_bwd", "act_in", "act_in_other", "act_out",

@@ -136,17 +136,17 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT) -> Expr:
     1/400
     """
     model = conv.get(conventions).comm_time
-    bandwidth = _on_link(c.group, system, system.nvlink_bandwidth, system.ib_bandwidth)
+    bandwidth = _on_link(c.span, system, system.nvlink_bandwidth, system.ib_bandwidth)
     if model == "bandwidth":
         return c.volume / bandwidth
-    latency = _on_link(c.group, system, system.nvlink_latency, system.ib_latency)
+    latency = _on_link(c.span, system, system.nvlink_latency, system.ib_latency)
     flat = collectives.time(c.kind, c.group, c.tensor_bytes, bandwidth, latency)
     if model == "hierarchical":
         nvlink = (system.nvlink_bandwidth, system.nvlink_latency)
         ib = (system.ib_bandwidth, system.ib_latency)
         spread = collectives.hierarchical_time(c.kind, c.group, system.nvlink_size,
                                                c.tensor_bytes, nvlink, ib)
-        flat = _on_link(c.group, system, flat, spread)
+        flat = _on_link(c.span, system, flat, spread)
     return c.repeats * flat
 
 

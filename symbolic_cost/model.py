@@ -254,8 +254,9 @@ def _collectives(cost: ModelCost, depth, p, d, n, s1, es, es_w, es_g, convention
     if p != 1:
         boundary = t.b * t.l / s1 * cost.architecture.e
         for pass_ in ("fwd", "bwd"):
+            # neighbouring stages are m1 d ranks apart
             out.append(("pipeline", Collective("p2p", boundary, es, 2, pass_, volume=n * boundary * es,
-                                               repeats=n)))
+                                               repeats=n, stride=exact(t.m1, "m1") * d)))
     if d != 1:
         params = cost.parameters_per_device
         sharded = t.zero >= 1 or t.distributed_optimizer
@@ -263,7 +264,9 @@ def _collectives(cost: ModelCost, depth, p, d, n, s1, es, es_w, es_g, convention
             volume = repeats * ring_share(kind, d) * params * nbytes
             if conventions.collective_volume == "tensor":
                 volume = repeats * params * nbytes
-            return ("data", Collective(kind, params, nbytes, d, pass_, volume=volume, repeats=repeats))
+            # data-parallel members are m1 ranks apart
+            return ("data", Collective(kind, params, nbytes, d, pass_, volume=volume, repeats=repeats,
+                                       stride=exact(t.m1, "m1")))
         if not sharded:
             out.append(dp("allreduce", es_g, "bwd"))          # DDP: once per step
             return out
