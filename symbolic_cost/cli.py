@@ -317,6 +317,69 @@ def _cmd_profile(args) -> int:
     return 0
 
 
+SWEEP_FIELDS = ("parameters", "flops_fwd", "flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes",
+                "activation_bytes", "memory_bytes", "total", "compute", "tensor_comm", "bubble",
+                "pipeline_comm", "data_comm")
+
+
+def _parse_grid(text: str):
+    name, sep, values = text.partition("=")
+    if not sep or name.strip() not in ("b", "l", "m1", "s1", "d", "p", "n_micro"):
+        raise ValueError(f"--grid expects NAME=V1,V2,... with NAME one of b, l, m1, s1, d, p, n_micro; got {text!r}")
+    try:
+        return name.strip(), [float(v) for v in values.split(",")]
+    except ValueError:
+        raise ValueError(f"--grid {name}: values must be numbers, got {values!r}") from None
+
+
+def _cmd_sweep(args) -> int:
+    from . import hf
+    from .model import Training, model_cost, step_time_breakdown
+    from .sweep import sweep
+    grid = dict(_parse_grid(g) for g in args.grid)
+    arch = hf.load(args.hf_config) if args.hf_config else hf.preset(args.preset)
+    fixed = {S.b: 1, S.l: arch.context or 2048, S.m1: 1, S.s1: 1, S.d: 1, S.p: 1, S.n_micro: 1}
+    fixed.update(parse_set(t) for t in args.set)
+    value = lambda sym: sym if str(sym) in grid else fixed[sym]  # noqa: E731
+    training = Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d),
+                        p=value(S.p), micro_batches=value(S.n_micro), precision=args.precision,
+                        zero=args.zero, recompute=args.recompute, flash=args.flash)
+    conventions = conv.get(args.conventions)
+    cost = model_cost(arch, training, conventions)
+    exprs = {name: getattr(cost, name) for name in SWEEP_FIELDS[:8]}
+    exprs.update(step_time_breakdown(cost, args.system, conventions))
+    fields = args.field.split(",") if args.field else list(SWEEP_FIELDS)
+    unknown = [f for f in fields if f not in exprs]
+    if unknown:
+        raise ValueError(f"--field: unknown {', '.join(unknown)}; known: {', '.join(SWEEP_FIELDS)}")
+    names = {**S.BY_NAME, **exprs}
+    constraints = []
+    for text in args.where:
+        try:
+            constraints.append(parse_expr(text, local_dict=names))
+        except Exception:
+            raise ValueError(f"--where: cannot read {text!r} (e.g. 'memory_bytes <= 80e9')") from None
+    result = sweep({f: exprs[f] for f in fields}, grid=grid, constraints=constraints, chunk_size=args.chunk,
+                   out=args.out, progress=args.progress)
+    if args.out is None:
+        print(result.to_csv(index=False), end="")
+    return 0
+
+
+def _cmd_search(args) -> int:
+    from . import hf
+    from .search import search
+    arch = hf.load(args.hf_config) if args.hf_config else hf.preset(args.preset)
+    found = search(arch, args.devices, args.system, global_batch=args.global_batch,
+                   seq=args.seq or arch.context or 2048, top=args.top, zero=args.zero, flash=not args.no_flash,
+                   conventions=conv.get(args.conventions))
+    print(f"{arch.name} on {args.devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
+          f"best {len(found.best)} by step time (s), memory in GB")
+    table = found.best.assign(memory=found.best["memory"] / 1e9)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    return 0
+
+
 def _cmd_report(args) -> int:
     try:
         import matplotlib  # noqa: F401  (checked here so the message is ours)
@@ -418,6 +481,41 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=-1, help="deepest level shown (default: all)")
     p.add_argument("--top", type=int, default=3, help="modules listed per depth (default 3)")
     p.set_defaults(run=_cmd_profile)
+
+    p = sub.add_parser("sweep", help="whole-model totals over a grid of configurations, to CSV")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--preset")
+    source.add_argument("--hf-config", metavar="PATH")
+    p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...", required=True,
+                   help="a swept symbol (b, l, m1, s1, d, p, n_micro) and its values; repeatable")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="fixed values")
+    p.add_argument("--field", help=f"comma-separated outputs (default all: {', '.join(SWEEP_FIELDS)})")
+    p.add_argument("--where", action="append", default=[], metavar="EXPR",
+                   help="keep rows where EXPR holds, e.g. 'memory_bytes <= 80e9' or 'Eq(Mod(96, m1), 0)'")
+    p.add_argument("--out", help="write to a .csv or .parquet file instead of stdout")
+    p.add_argument("--chunk", type=int, default=1_000_000, help="configurations per chunk")
+    p.add_argument("--progress", action="store_true", help="report progress on stderr")
+    p.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="bf16")
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0)
+    p.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
+    p.add_argument("--flash", action="store_true")
+    p.add_argument("--conventions", default="default")
+    p.add_argument("--system", default="h100")
+    p.set_defaults(run=_cmd_sweep)
+
+    p = sub.add_parser("search", help="the fastest parallel layouts that fit in memory")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--preset")
+    source.add_argument("--hf-config", metavar="PATH")
+    p.add_argument("--devices", type=int, required=True)
+    p.add_argument("--system", default="h100")
+    p.add_argument("--global-batch", type=int, default=1024, help="sequences per step (default 1024)")
+    p.add_argument("--seq", type=int, help="sequence length (default: the model's context)")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=1)
+    p.add_argument("--no-flash", action="store_true")
+    p.add_argument("--conventions", default="default")
+    p.set_defaults(run=_cmd_search)
 
     p = sub.add_parser("report", help="regenerate every report: tables, formula sheets, plots")
     p.add_argument("--out", default="reports", help="folder (default: reports)")

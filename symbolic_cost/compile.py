@@ -21,9 +21,10 @@ from sympy import Function, Max, Min, Symbol, lambdify, sympify
 from .symbols import resolve_names
 
 _CACHE: dict = {}
-BLOCK = 16384
-"""Configurations evaluated at a time: small enough that the temporaries of ~1000
-operations stay in cache (measured 7x faster than one pass over a million rows)."""
+BLOCK = 8192
+"""Configurations evaluated at a time: small enough that the temporaries of thousands of
+operations stay in cache (measured on a whole GPT-3 model: 2.9e6/s at 8192 rows a block,
+2.3e6/s at 16384, 0.5e6/s in one pass over a million rows)."""
 _MAXIMUM, _MINIMUM = Function("elementwise_max"), Function("elementwise_min")
 _MODULES = [{"elementwise_max": lambda *a: reduce(np.maximum, a),
              "elementwise_min": lambda *a: reduce(np.minimum, a)}, "numpy"]

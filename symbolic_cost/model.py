@@ -253,10 +253,11 @@ def _collectives(cost: ModelCost, depth, p, d, n, s1, es, es_w, es_g, convention
             out.append(("tensor", replace(c, repeats=c.repeats * repeat, volume=c.volume * repeat)))
     if p != 1:
         boundary = t.b * t.l / s1 * cost.architecture.e
+        sends = n * Min(p - 1, 1)          # none when one stage (p may be a symbol)
         for pass_ in ("fwd", "bwd"):
             # neighbouring stages are m1 d ranks apart
-            out.append(("pipeline", Collective("p2p", boundary, es, 2, pass_, volume=n * boundary * es,
-                                               repeats=n, stride=exact(t.m1, "m1") * d)))
+            out.append(("pipeline", Collective("p2p", boundary, es, 2, pass_, volume=sends * boundary * es,
+                                               repeats=sends, stride=exact(t.m1, "m1") * d)))
     if d != 1:
         params = cost.parameters_per_device
         sharded = t.zero >= 1 or t.distributed_optimizer

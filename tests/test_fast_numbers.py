@@ -1,0 +1,109 @@
+"""Compiled evaluation, sweeps and layout search against slow exact evaluation."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+from sympy import Eq, Max, Mod, Piecewise
+
+from symbolic_cost import symbols as S
+from symbolic_cost.compile import compile_exprs
+from symbolic_cost.hf import preset
+from symbolic_cost.model import Training, model_cost, step_time_breakdown
+from symbolic_cost.search import layouts, search
+from symbolic_cost.sweep import sweep
+
+SYMBOLIC = Training(b=S.b, l=S.l, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro, zero=1)
+COST = model_cost(preset("gpt2"), SYMBOLIC)
+EXPRS = {"parameters": COST.parameters, "memory": COST.memory_bytes,
+         "flops": COST.model_flops_fwd + COST.model_flops_bwd, **step_time_breakdown(COST, "h100")}
+INTEGER_FIELDS = ("parameters", "memory", "flops")
+
+
+@st.composite
+def configs(draw):
+    m1 = draw(st.sampled_from([1, 2, 3, 4, 6, 12]))
+    return {S.b: draw(st.integers(1, 8)), S.l: draw(st.sampled_from([128, 256, 1024])) * m1, S.m1: m1,
+            S.s1: draw(st.sampled_from([1, m1])), S.d: draw(st.integers(1, 64)),
+            S.p: draw(st.sampled_from([1, 2, 3, 4, 6, 12])), S.n_micro: draw(st.integers(1, 64))}
+
+
+@settings(max_examples=40, deadline=None)
+@given(config=configs())
+def test_compiled_equals_subs(config):
+    compiled = compile_exprs(EXPRS)(config)
+    for name, expr in EXPRS.items():
+        exact = expr.subs(config)
+        if name in INTEGER_FIELDS and exact.is_Integer and abs(int(exact)) < 2**53:
+            assert compiled[name] == int(exact), name
+        else:
+            assert compiled[name] == pytest.approx(float(exact), rel=1e-12), name
+
+
+def test_compile_is_cached_and_vectorised():
+    first = compile_exprs(EXPRS)
+    assert compile_exprs(dict(EXPRS)) is first                       # the second call is a lookup
+    grid = {"b": np.arange(1, 40001) % 8 + 1, "l": 1024, "m1": 2, "s1": 2, "d": 8, "p": 2, "n_micro": 16}
+    out = first(grid)                                                # more rows than one block
+    one = first({**grid, "b": int(grid["b"][2])})
+    assert out["total"].shape == (40000,) and out["total"][2] == one["total"]
+
+
+def test_max_and_piecewise_broadcast_with_scalars():
+    f = compile_exprs({"m": Max(S.b, 3), "p": Piecewise((S.b, S.b > 2), (0, True))})
+    got = f({"b": [1, 5]})
+    assert list(got["m"]) == [3, 5] and list(got["p"]) == [0, 5]
+
+
+def test_chunked_and_unchunked_sweeps_agree(tmp_path):
+    grid = {"b": [1, 2, 4], "m1": [1, 2, 4], "d": [1, 8], "l": [512, 1024], "s1": [1], "p": [1, 2], "n_micro": [8]}
+    whole = sweep(EXPRS, grid=grid, chunk_size=10**6)
+    pieces = sweep(EXPRS, grid=grid, chunk_size=7)
+    pd.testing.assert_frame_equal(whole, pieces)
+    assert len(whole) == 3 * 3 * 2 * 2 * 2
+    written = sweep(EXPRS, grid=grid, chunk_size=5, out=tmp_path / "grid.csv")
+    pd.testing.assert_frame_equal(pd.read_csv(written), whole)
+    table = whole[list(grid)]
+    pd.testing.assert_frame_equal(sweep(EXPRS, table=table, chunk_size=4)[list(EXPRS)], whole[list(EXPRS)])
+
+
+def test_constraints_drop_exactly_the_invalid_rows():
+    grid = {"b": [1, 2, 3], "m1": [1, 2, 3, 4, 5, 6], "h": [12]}
+    kept = sweep({"work": S.b * S.h / S.m1}, grid=grid, constraints=[Eq(Mod(S.h, S.m1), 0), S.b <= 2])
+    expected = [(b, m) for b in (1, 2, 3) for m in range(1, 7) if 12 % m == 0 and b <= 2]
+    assert list(zip(kept["b"].astype(int), kept["m1"].astype(int))) == expected
+
+
+def test_sweep_errors():
+    with pytest.raises(ValueError, match="exactly one of grid= or table="):
+        sweep(EXPRS)
+    with pytest.raises(ValueError, match="must end in .csv or .parquet"):
+        sweep({"x": S.b}, grid={"b": [1]}, out="result.txt")
+
+
+def test_search_best_is_the_brute_force_best():
+    arch = preset("gpt2")
+    found = search(arch, 8, "h100", global_batch=32, seq=1024, top=3, micro_batch_sizes=(1, 2))
+    # brute force: build every valid layout with numbers and time it exactly, one by one
+    times = []
+    for row in layouts(arch, 8, 32, 1024, micro_batch_sizes=(1, 2), recompute=("none", "full")).itertuples():
+        training = Training(b=row.b, l=1024, m1=row.m1, s1=row.s1, d=row.d, p=row.p, micro_batches=row.n_micro,
+                            zero=1, recompute=row.recompute, flash=True)
+        cost = model_cost(arch, training)
+        if float(cost.memory_bytes) <= 80e9:
+            times.append((float(step_time_breakdown(cost, "h100")["total"]), row))
+    best_time, best = min(times, key=lambda t: t[0])
+    top = found.best.iloc[0]
+    assert top["total"] == pytest.approx(best_time, rel=1e-12)
+    assert (top["m1"], top["s1"], top["d"], top["p"], top["b"]) == (best.m1, best.s1, best.d, best.p, best.b)
+    assert found.fitting == len(times)
+
+
+def test_search_and_sweep_commands(capsys):
+    from symbolic_cost.cli import main
+    assert main(["search", "--preset", "gpt2", "--devices", "4", "--global-batch", "16", "--top", "2"]) == 0
+    assert "gpt2 on 4 x h100" in capsys.readouterr().out
+    assert main(["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--field", "memory_bytes",
+                 "--where", "memory_bytes <= 3e9"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "b,memory_bytes"
+    assert main(["sweep", "--preset", "gpt2", "--grid", "q=1"]) == 2
