@@ -122,3 +122,28 @@ class _Writer:
     def close(self) -> None:
         if self.parquet is not None:
             self.parquet.close()
+
+
+def sweep_dask(exprs: Mapping, grid: Mapping, constraints=(), chunk_size=1_000_000):
+    """The same sweep as a lazy ``dask.dataframe.DataFrame``, one partition per chunk, for
+    a cluster (``pip install 'symbolic_cost[dask]'``): nothing runs until ``.compute()``,
+    ``.to_parquet()`` and friends; each partition compiles (cached) and evaluates its own
+    index range of the grid, so no configuration list is ever built in one place."""
+    try:
+        import dask
+        import dask.dataframe as dd
+    except ImportError:
+        raise ValueError("sweep_dask needs dask: python -m pip install 'symbolic_cost[dask]'") from None
+    total = grid_size(grid)
+    columns = [str(k) for k in resolve_names(grid)] + list(exprs)
+
+    def part(start: int, stop: int) -> pd.DataFrame:
+        names = list(grid)
+        shape = tuple(len(grid[n]) for n in names)
+        index = np.unravel_index(np.arange(start, stop), shape)
+        table = pd.DataFrame({n: np.asarray(grid[n], dtype=np.float64)[i] for n, i in zip(names, index)})
+        return sweep(exprs, table=table, constraints=constraints, chunk_size=stop - start)[columns]
+
+    meta = pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+    parts = [dask.delayed(part)(start, min(start + chunk_size, total)) for start in range(0, total, chunk_size)]
+    return dd.from_delayed(parts, meta=meta)

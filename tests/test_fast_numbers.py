@@ -107,3 +107,13 @@ def test_search_and_sweep_commands(capsys):
                  "--where", "memory_bytes <= 3e9"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "b,memory_bytes"
     assert main(["sweep", "--preset", "gpt2", "--grid", "q=1"]) == 2
+
+
+def test_dask_sweep_equals_the_local_sweep():
+    pytest.importorskip("dask.dataframe")
+    from symbolic_cost.sweep import sweep_dask
+    grid = {"b": [1, 2, 4], "m1": [1, 2, 4], "d": [1, 8], "l": [512, 1024], "s1": [1], "p": [1, 2], "n_micro": [8]}
+    lazy = sweep_dask(EXPRS, grid, constraints=[S.b <= 2], chunk_size=5)
+    assert lazy.npartitions == 15                       # 72 configurations in chunks of 5
+    local = sweep(EXPRS, grid=grid, constraints=[S.b <= 2])
+    pd.testing.assert_frame_equal(lazy.compute().reset_index(drop=True), local)
