@@ -28,12 +28,12 @@ def configs(draw):
             S.p: draw(st.sampled_from([1, 2, 3, 4, 6, 12])), S.n_micro: draw(st.integers(1, 64))}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(config=configs())
 def test_compiled_equals_subs(config):
     compiled = compile_exprs(EXPRS)(config)
     for name, expr in EXPRS.items():
-        exact = expr.subs(config)
+        exact = expr.xreplace(config)          # exact substitution, as subs, without its overhead
         if name in INTEGER_FIELDS and exact.is_Integer and abs(int(exact)) < 2**53:
             assert compiled[name] == int(exact), name
         else:
