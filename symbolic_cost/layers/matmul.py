@@ -82,6 +82,20 @@ def _kv(h, kv_heads):
     return exact(h, "h") if kv_heads is None else exact(kv_heads, "kv_heads")
 
 
+def _scores(b, l, q, h, l_kv, kv_heads, causal, es, conventions):
+    """Exact sizes shared by ``logits`` and ``attend``: ``(b, l, q, h, es, keys, kv heads,
+    keys counted in FLOPs, b*h, query-side elements, key/value elements, score elements)``."""
+    b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
+    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
+    return (b, l, q, h, es, keys, groups, scored_keys(l, keys, causal, conventions), b * h,
+            b * h * l * q, b * groups * keys * q, b * h * l * keys)
+
+
+def _group_sum(b, h, groups, keys, q):
+    """Adds that sum the ``h/kv`` query heads' gradients into each key (or value) head."""
+    return b * (h - groups) * keys * q
+
+
 def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventions=conv.DEFAULT,
            name="logits") -> Cost:
     """``A = Q K^T``: ``Q (b, h, l, q)``, ``K (b, kv, l_kv, q)``, ``A (b, h, l, l_kv)``.
@@ -96,17 +110,13 @@ def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventi
     the groups' ``dK``, ``b (h - kv) l_kv q`` adds.  ``causal`` only matters
     for the FLOPs under ``causal_flops="exact"``.
     """
-    b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
-    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
-    counted = scored_keys(l, keys, causal, conventions)
-    heads = b * h
-    queries, kv = heads * l * q, b * groups * keys * q
-    scores = heads * l * keys
+    b, l, q, h, es, keys, groups, counted, heads, queries, kv, scores = _scores(
+        b, l, q, h, l_kv, kv_heads, causal, es, conventions)
     return make_cost(
         name, "matrix",
         flops_fwd=heads * matmul_flops(l, q, counted, conventions),
         flops_bwd=(heads * (matmul_flops(l, counted, q, conventions) + matmul_flops(counted, l, q, conventions))
-                   + b * (h - groups) * keys * q),
+                   + _group_sum(b, h, groups, keys, q)),
         act_in=queries * es, act_in_other=kv * es, act_out=scores * es,
         act_buffer=(queries + kv) * es, act_grads=(queries + kv + scores) * es)
 
@@ -121,18 +131,14 @@ def attend(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventi
     ``dV`` and ``dY``; the LBNL 2024 quirk (``attend_grad_both_operands=False``)
     leaves out ``dY``.  Grouped-query attention as in ``logits`` (the group sum is of ``dV``).
     """
-    b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
-    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
-    counted = scored_keys(l, keys, causal, conventions)
-    heads = b * h
-    outputs, values = heads * l * q, b * groups * keys * q
-    scores = heads * l * keys
+    b, l, q, h, es, keys, groups, counted, heads, outputs, values, scores = _scores(
+        b, l, q, h, l_kv, kv_heads, causal, es, conventions)
     incoming = outputs if conv.get(conventions).attend_grad_both_operands else 0
     return make_cost(
         name, "matrix",
         flops_fwd=heads * matmul_flops(l, counted, q, conventions),
         flops_bwd=(heads * (matmul_flops(l, q, counted, conventions) + matmul_flops(counted, l, q, conventions))
-                   + b * (h - groups) * keys * q),
+                   + _group_sum(b, h, groups, keys, q)),
         act_in=scores * es, act_in_other=values * es, act_out=outputs * es,
         act_buffer=(scores + values) * es, act_grads=(scores + values + incoming) * es)
 
