@@ -251,13 +251,21 @@ def _number(expr):
     return float(expr) if expr.is_number else str(expr)
 
 
-def _summary(args):
+def _architecture(args):
+    """The model of ``--preset`` or ``--hf-config``."""
     from . import hf
+    return hf.load(args.hf_config) if args.hf_config else hf.preset(args.preset)
+
+
+def _training_defaults(arch) -> dict:
+    """One sequence of the model's context (or 2048) on one device."""
+    return {S.b: 1, S.l: arch.context or 2048, S.m1: 1, S.s1: 1, S.d: 1, S.p: 1, S.n_micro: 1}
+
+
+def _summary(args):
     from .model import Training, model_cost
-    arch = hf.load(args.hf_config) if args.hf_config else hf.preset(args.preset)
-    default_l = arch.context if arch.context else 2048
-    base = {S.b: 1, S.l: default_l, S.m1: 1, S.s1: 1, S.d: 1, S.p: 1, S.n_micro: 1}
-    values = resolve(base, args.set)
+    arch = _architecture(args)
+    values = resolve(_training_defaults(arch), args.set)
     training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
                         p=values[S.p], micro_batches=values[S.n_micro], precision=args.precision,
                         zero=args.zero, distributed_optimizer=args.distributed_optimizer,
@@ -333,12 +341,11 @@ def _parse_grid(text: str):
 
 
 def _cmd_sweep(args) -> int:
-    from . import hf
     from .model import Training, model_cost, step_time_breakdown
     from .sweep import sweep
     grid = dict(_parse_grid(g) for g in args.grid)
-    arch = hf.load(args.hf_config) if args.hf_config else hf.preset(args.preset)
-    fixed = {S.b: 1, S.l: arch.context or 2048, S.m1: 1, S.s1: 1, S.d: 1, S.p: 1, S.n_micro: 1}
+    arch = _architecture(args)
+    fixed = _training_defaults(arch)
     fixed.update(parse_set(t) for t in args.set)
     value = lambda sym: sym if str(sym) in grid else fixed[sym]  # noqa: E731
     training = Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d),
@@ -367,9 +374,8 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_search(args) -> int:
-    from . import hf
     from .search import search
-    arch = hf.load(args.hf_config) if args.hf_config else hf.preset(args.preset)
+    arch = _architecture(args)
     found = search(arch, args.devices, args.system, global_batch=args.global_batch,
                    seq=args.seq or arch.context or 2048, top=args.top, zero=args.zero, flash=not args.no_flash,
                    conventions=conv.get(args.conventions))

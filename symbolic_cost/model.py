@@ -114,6 +114,11 @@ class Training:
             raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
 
 
+def element_bytes(precision: str) -> int:
+    """Bytes of one activation (and weight) element: 4 in fp32, 2 in fp16 or bf16."""
+    return 4 if precision == "fp32" else 2
+
+
 def bytes_per_parameter(precision: str, conventions=conv.DEFAULT) -> tuple[int, int, int]:
     """(weights, gradients, optimizer) bytes per parameter; see the module docstring."""
     if precision == "fp32":
@@ -212,7 +217,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     m1, s1, d, p, n = (exact(x, name) for x, name in ((t.m1, "m1"), (t.s1, "s1"), (t.d, "d"), (t.p, "p"),
                                                       (t.micro_batches, "micro_batches")))
     es_w, es_g, es_o = bytes_per_parameter(t.precision, conventions)
-    es = 4 if t.precision == "fp32" else 2
+    es = element_bytes(t.precision)
     start, layer, end = _blocks(arch, t, m1, s1, es, conventions)
     depth = exact(arch.n_layers, "n_layers")
     params = lambda blk: blk.total("weights") / es  # noqa: E731  (weights in elements)

@@ -149,7 +149,8 @@ def megatron_gpt2(arch, b, l) -> Module:
 def model_tree(cost) -> Module:
     """Any ``model_cost`` result as a tree: embedding, the layers, the head; each row a
     module whose MACs are half its FLOPs when it is a matrix product."""
-    es = 4 if cost.training.precision == "fp32" else 2
+    from .model import element_bytes
+    es = element_bytes(cost.training.precision)
 
     def rows(blk):
         return [Module(r.name, r.name, params=r.weights / es,
