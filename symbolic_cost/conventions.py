@@ -33,6 +33,17 @@ field                           default        alternatives
                                                not the incoming ``dY``
 ``layer_norm_keeps_stats``      ``True``       ``False``: mean and 1/std are not stored
 ``layer_norm_bwd_reads_weights`` ``True``      ``False``: backward traffic omits gamma, beta
+``kernel_time``                 ``"roofline"`` ``"tiled"``: each kernel's time from tiled GEMM
+                                               traffic, memory latency and launch overhead
+                                               (DeepFlow; see ``kernels``)
+``gemm_output_overhead``        ``False``      ``True``: a tiled GEMM also costs
+                                               ``15 + 5 ceil(k/X)`` operations per output
+``lstm_grad_accumulate_bytes``  ``True``       ``False``: the LSTM weight-gradient sum's
+                                               traffic is counted in elements (DeepFlow quirk)
+``lstm_softmax_weight_rows``    ``"input"``    ``"projection"``: softmax weight memory uses
+                                               ``Pj + 1`` rows even without a projection
+``lstm_count_disabled_projection`` ``False``   ``True``: a disabled projection still counts
+                                               in parameters and memory (DeepFlow quirk)
 =============================== ============== ===========================================
 """
 
@@ -49,6 +60,8 @@ _CHOICES = {
     "causal_flops": ("full", "exact"),
     "mixed_precision": ("zero", "megatron"),
     "qkv_bias_elements": ("3e", "e"),
+    "kernel_time": ("roofline", "tiled"),
+    "lstm_softmax_weight_rows": ("input", "projection"),
 }
 
 
@@ -70,6 +83,11 @@ class Conventions:
     attend_grad_both_operands: bool = True
     layer_norm_keeps_stats: bool = True
     layer_norm_bwd_reads_weights: bool = True
+    kernel_time: str = "roofline"
+    gemm_output_overhead: bool = False
+    lstm_grad_accumulate_bytes: bool = True
+    lstm_softmax_weight_rows: str = "input"
+    lstm_count_disabled_projection: bool = False
 
     def __post_init__(self):
         for item in fields(self):
@@ -109,7 +127,17 @@ MEGATRON_TRAINING_INFO = Conventions(mixed_precision="megatron", qkv_bias_elemen
 """Megatron-LM's ``tools/get_training_info`` (seed 000): Megatron's bytes per parameter,
 its quirk of a QKV bias of ``e`` elements, and volumes as whole tensors."""
 
-PRESETS = {"default": DEFAULT, "lbnl-2024": LBNL_2024, "megatron-training-info": MEGATRON_TRAINING_INFO}
+DEEPFLOW_2019 = Conventions(
+    matmul_flops="2mnk", kernel_time="tiled", gemm_output_overhead=True,
+    # quirks of perf.py at e6a5da02d1d6, visible in seed 002's numbers
+    lstm_grad_accumulate_bytes=False, lstm_softmax_weight_rows="projection",
+    lstm_count_disabled_projection=True,
+)
+"""DeepFlow's LSTM performance model (arXiv 2211.03309) as it printed seed 002:
+``perf.py`` of nanocad-lab/DeepFlow at commit e6a5da02d1d6 (2019)."""
+
+PRESETS = {"default": DEFAULT, "lbnl-2024": LBNL_2024, "megatron-training-info": MEGATRON_TRAINING_INFO,
+           "deepflow-2019": DEEPFLOW_2019}
 
 
 def get(name: str | Conventions) -> Conventions:

@@ -136,6 +136,34 @@ class Collective:
                                 ("elements", "element_bytes", "group", "volume", "repeats", "stride")})
 
 
+@dataclass(frozen=True)
+class Gemm:
+    """``count`` matrix products ``(m, k) x (k, n)`` that one operation runs in pass ``pass_``
+    (``count = b*h`` for the batched products of attention), of ``element_bytes`` values.
+
+    Only the kernel-level time model (``kernel_time="tiled"``) reads these
+    shapes: the tiled traffic of a product depends on them, not only on its FLOPs.
+    """
+
+    pass_: str
+    m: Expr
+    k: Expr
+    n: Expr
+    count: Expr = Integer(1)
+    element_bytes: Expr = Integer(2)
+
+    _SIZES = ("m", "k", "n", "count", "element_bytes")
+
+    def __post_init__(self):
+        if self.pass_ not in PASSES:
+            raise ValueError(f"gemm pass must be 'fwd' or 'bwd', got {self.pass_!r}")
+        for name in self._SIZES:
+            object.__setattr__(self, name, exact(getattr(self, name), name))
+
+    def subs(self, values: Mapping) -> "Gemm":
+        return replace(self, **{name: getattr(self, name).subs(values) for name in self._SIZES})
+
+
 EXPRESSION_FIELDS = ("flops_fwd", "flops_bwd", "act_in", "act_in_other", "act_out",
                      "act_buffer", "weights", "weight_grads", "act_grads", "mem_fwd", "mem_bwd")
 """The exact-expression fields of a Cost, in the order tables show them."""
@@ -160,6 +188,7 @@ class Cost:
     mem_fwd        bytes moved to and from memory in the forward pass
     mem_bwd        bytes moved to and from memory in the backward pass
     collectives    the communications this operation needs
+    gemms          its matrix products (shapes for the tiled kernel model)
     engine         ``"matrix"`` (tensor cores) or ``"vector"`` units
     ============== ==========================================================
     """
@@ -178,6 +207,7 @@ class Cost:
     mem_fwd: Expr
     mem_bwd: Expr
     collectives: tuple[Collective, ...] = field(default=())
+    gemms: tuple[Gemm, ...] = field(default=())
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -185,6 +215,7 @@ class Cost:
         for name in EXPRESSION_FIELDS:
             object.__setattr__(self, name, exact(getattr(self, name), name))
         object.__setattr__(self, "collectives", tuple(self.collectives))
+        object.__setattr__(self, "gemms", tuple(self.gemms))
 
     def fields(self) -> dict[str, Expr]:
         """The expression fields as a name -> expression dict."""
@@ -195,7 +226,8 @@ class Cost:
         from .symbols import resolve_names
         values = resolve_names(values)
         changed = {name: expr.subs(values) for name, expr in self.fields().items()}
-        return replace(self, collectives=tuple(c.subs(values) for c in self.collectives), **changed)
+        return replace(self, collectives=tuple(c.subs(values) for c in self.collectives),
+                       gemms=tuple(g.subs(values) for g in self.gemms), **changed)
 
     def _repr_latex_(self) -> str:
         """Jupyter shows a Cost as an aligned list of its formulas."""
@@ -218,7 +250,7 @@ class Cost:
 
 def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, act_buffer,
               act_grads, act_in_other=0, weights=0, weight_grads=0, bwd_reads_weights=True,
-              collectives=()) -> Cost:
+              collectives=(), gemms=()) -> Cost:
     """Build a Cost whose memory traffic follows the common rule.
 
     Forward reads every input and the weights and writes the output:
@@ -235,4 +267,4 @@ def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, 
     return Cost(name=name, engine=engine, flops_fwd=flops_fwd, flops_bwd=flops_bwd,
                 act_in=act_in, act_in_other=act_in_other, act_out=act_out, act_buffer=act_buffer,
                 weights=weights, weight_grads=weight_grads, act_grads=act_grads,
-                mem_fwd=mem_fwd, mem_bwd=mem_bwd, collectives=collectives)
+                mem_fwd=mem_fwd, mem_bwd=mem_bwd, collectives=collectives, gemms=gemms)

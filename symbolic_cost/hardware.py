@@ -30,7 +30,7 @@ from dataclasses import dataclass, fields, replace
 from sympy import Expr, Integer, Max, Piecewise, Rational, sympify
 
 from . import conventions as conv
-from . import collectives
+from . import collectives, kernels
 from .cost import Collective, Cost, exact
 
 TERA, GIGA, MICRO = Integer(10) ** 12, Integer(10) ** 9, Rational(1, 10**6)
@@ -41,7 +41,12 @@ class System:
     """One accelerator and its links.
 
     ``nvlink_size`` is the number of devices that share an NVLink domain;
-    bandwidths are per device and direction as the vendors quote them.
+    bandwidths are per device and direction as the vendors quote them.  The
+    memory-hierarchy fields (``l2_*``, ``shared_memory_capacity`` summed over
+    the chip, ``memory_latency``, ``launch_overhead``) feed only the kernel-level
+    model (``kernel_time="tiled"``, see ``kernels``).  A field that may be 0
+    means "not stated" (capacities, latencies) or "no such link" (bandwidths of
+    links, L2).
     """
 
     name: str
@@ -54,12 +59,18 @@ class System:
     nvlink_latency: Expr = 2 * MICRO   # s per ring step (assumed, order of NCCL's)
     ib_latency: Expr = 5 * MICRO       # s per ring step (assumed)
     hbm_capacity: Expr = 0             # bytes; 0 when not stated
+    l2_bandwidth: Expr = 0             # bytes/s
+    l2_capacity: Expr = 0              # bytes
+    shared_memory_capacity: Expr = 0   # bytes, all SMs together
+    memory_latency: Expr = 0           # s added to a memory-bound kernel
+    launch_overhead: Expr = 0          # s per kernel launch
+
+    _REQUIRED = ("matrix_flops", "vector_flops", "hbm_bandwidth", "nvlink_size")
 
     def __post_init__(self):
         for item in fields(self)[1:]:
             value = exact(getattr(self, item.name), item.name)
-            may_be_zero = item.name.endswith(("latency", "capacity"))
-            if value.is_number and (value < 0 or (value == 0 and not may_be_zero)):
+            if value.is_number and (value < 0 or (value == 0 and item.name in self._REQUIRED)):
                 raise ValueError(f"system {self.name}: {item.name} must be positive, got {value}")
             object.__setattr__(self, item.name, value)
 
@@ -71,20 +82,39 @@ class System:
                              f"fields: {', '.join(sorted(known - {'name'}))}")
         return replace(self, **changes)
 
+    def require(self, purpose: str, *names: str) -> None:
+        """Raise a ``ValueError`` if a field ``purpose`` needs is stated as 0."""
+        for name in names:
+            if getattr(self, name) == 0:
+                raise ValueError(f"system {self.name}: {purpose} needs {name}, which is 0 (not stated); "
+                                 f"set it with .but({name}=...)")
+
+
+KIB, MIB = Integer(2) ** 10, Integer(2) ** 20
+
+_AMPERE_CHIP = dict(
+    l2_capacity=40 * MIB, shared_memory_capacity=108 * 164 * KIB,   # 108 SMs x 164 KiB
+    l2_bandwidth=5120 * Rational(141, 100) * GIGA,   # 5120 B/clock at 1.41 GHz (whitepaper)
+    memory_latency=Rational(1, 2) * MICRO,           # assumed, order of a DRAM round trip
+    launch_overhead=4 * MICRO)                        # assumed, order of a CUDA launch
+_HOPPER_CHIP = dict(
+    l2_capacity=50 * MIB, shared_memory_capacity=132 * 228 * KIB,   # 132 SMs x 228 KiB
+    l2_bandwidth=5120 * Rational(198, 100) * GIGA,   # 5120 B/clock at 1.98 GHz (assumed)
+    memory_latency=Rational(1, 2) * MICRO, launch_overhead=4 * MICRO)
 
 SYSTEMS = {
     # The numbers of seed 003 (LBNL, Perlmutter: 4 x A100-40GB per node).
     "a100-perlmutter": System("a100-perlmutter", 312 * TERA, 78 * TERA, 1555 * GIGA,
-                              600 * GIGA, 100 * GIGA, 4, hbm_capacity=40 * GIGA),
+                              600 * GIGA, 100 * GIGA, 4, hbm_capacity=40 * GIGA, **_AMPERE_CHIP),
     # DGX A100 80GB: 8 GPUs on NVSwitch, one 200 Gb/s HDR NIC per GPU.
     "a100": System("a100", 312 * TERA, 78 * TERA, 2039 * GIGA, 600 * GIGA, 25 * GIGA, 8,
-                   hbm_capacity=80 * GIGA),
+                   hbm_capacity=80 * GIGA, **_AMPERE_CHIP),
     # DGX H100 (SXM): 989.4 TFLOP/s dense bf16, 8 GPUs, one 400 Gb/s NDR NIC per GPU.
     "h100": System("h100", Rational("989.4") * TERA, Rational("133.8") * TERA, 3350 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA),
+                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA, **_HOPPER_CHIP),
     # H200 (SXM): H100 compute, 141 GB HBM3e at 4.8 TB/s.
     "h200": System("h200", Rational("989.4") * TERA, Rational("133.8") * TERA, 4800 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA),
+                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA, **_HOPPER_CHIP),
 }
 
 
@@ -137,6 +167,11 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT) -> Expr:
     """
     model = conv.get(conventions).comm_time
     bandwidth = _on_link(c.span, system, system.nvlink_bandwidth, system.ib_bandwidth)
+    if bandwidth == 0:
+        if c.group == 1:
+            return Integer(0)   # a group of one moves nothing
+        raise ValueError(f"system {system.name} has no link for a {c.kind} over {c.group} devices "
+                         f"(its bandwidth is 0)")
     if model == "bandwidth":
         return c.volume / bandwidth
     latency = _on_link(c.span, system, system.nvlink_latency, system.ib_latency)
@@ -160,15 +195,20 @@ def times(cost: Cost, system: System, conventions=conv.DEFAULT) -> dict[str, Exp
     """The time model for one operation: every ``TIME_FIELDS`` entry as an expression.
 
     ``intensity`` is ``t_comp_fwd / t_mem_fwd`` (a ratio of times, as in LBNL 2024;
-    above 1 the forward pass is compute bound).
+    above 1 the forward pass is compute bound).  With ``kernel_time="tiled"``,
+    ``t_mem`` and ``t`` come from ``kernels.pass_times`` (tiled GEMM traffic,
+    memory latency, launch overhead) instead of ``mem / B_hbm`` and the max.
     """
     system, conventions = get_system(system), conv.get(conventions)
     flops_rate = system.matrix_flops if cost.engine == "matrix" else system.vector_flops
     t = {}
     for pass_ in ("fwd", "bwd"):
         t[f"t_comp_{pass_}"] = getattr(cost, f"flops_{pass_}") / flops_rate
-        t[f"t_mem_{pass_}"] = getattr(cost, f"mem_{pass_}") / system.hbm_bandwidth
-        t[f"t_{pass_}"] = Max(t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"])
+        if conventions.kernel_time == "tiled":
+            t[f"t_mem_{pass_}"], t[f"t_{pass_}"] = kernels.pass_times(cost, pass_, system, conventions)
+        else:
+            t[f"t_mem_{pass_}"] = getattr(cost, f"mem_{pass_}") / system.hbm_bandwidth
+            t[f"t_{pass_}"] = Max(t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"])
         t[f"t_comm_{pass_}"] = sum((comm_time(c, system, conventions)
                                     for c in cost.collectives if c.pass_ == pass_), Integer(0))
         combine = Max if conventions.overlap_comm else (lambda x, y: x + y)

@@ -8,10 +8,10 @@ LBNL 2024 primitives (arXiv 2410.00273), the usual chain-rule accounting.
 
 from __future__ import annotations
 
-from sympy import Expr
+from sympy import Expr, Integer
 
 from .. import conventions as conv
-from ..cost import Cost, exact, make_cost
+from ..cost import Cost, Gemm, exact, make_cost
 
 
 def matmul_flops(m, k, n, conventions=conv.DEFAULT) -> Expr:
@@ -31,6 +31,18 @@ def matmul_flops(m, k, n, conventions=conv.DEFAULT) -> Expr:
     if conv.get(conventions).matmul_flops == "2mnk":
         return 2 * m * n * k
     return m * n * (2 * k - 1)
+
+
+def _products(fwd, bwd, es, count=1) -> tuple[Gemm, ...]:
+    """The shapes ``(m, k, n)`` of one operation's forward and backward products, as ``Gemm``."""
+    return tuple(Gemm(pass_, *shape, count=count, element_bytes=es) for pass_, shapes in (("fwd", fwd), ("bwd", bwd))
+                 for shape in shapes)
+
+
+def product_flops(gemms, pass_: str, conventions=conv.DEFAULT) -> Expr:
+    """FLOPs of the products ``gemms`` runs in ``pass_`` (``matmul_flops`` each, times its count)."""
+    return sum((g.count * matmul_flops(g.m, g.k, g.n, conventions) for g in gemms if g.pass_ == pass_),
+               Integer(0))
 
 
 def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linear") -> Cost:
@@ -55,13 +67,13 @@ def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linea
     bias_adds = tokens * f if bias else 0
     bias_elements = (f if bias is True else exact(bias, "bias")) if bias else 0
     weights = (e * f + bias_elements) * es
+    gemms = _products([(tokens, e, f)], [(tokens, f, e), (e, tokens, f)], es)
     return make_cost(
         name, "matrix",
-        flops_fwd=matmul_flops(tokens, e, f, conventions) + bias_adds,
-        flops_bwd=(matmul_flops(tokens, f, e, conventions)
-                   + matmul_flops(e, tokens, f, conventions) + bias_adds),
+        flops_fwd=product_flops(gemms, "fwd", conventions) + bias_adds,
+        flops_bwd=product_flops(gemms, "bwd", conventions) + bias_adds,
         act_in=tokens * e * es, act_out=tokens * f * es, act_buffer=tokens * e * es,
-        weights=weights, weight_grads=weights, act_grads=(tokens * e + tokens * f) * es)
+        weights=weights, weight_grads=weights, act_grads=(tokens * e + tokens * f) * es, gemms=gemms)
 
 
 def _kv_length(l, l_kv):
@@ -112,13 +124,13 @@ def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventi
     """
     b, l, q, h, es, keys, groups, counted, heads, queries, kv, scores = _scores(
         b, l, q, h, l_kv, kv_heads, causal, es, conventions)
+    gemms = _products([(l, q, counted)], [(l, counted, q), (counted, l, q)], es, heads)
     return make_cost(
         name, "matrix",
-        flops_fwd=heads * matmul_flops(l, q, counted, conventions),
-        flops_bwd=(heads * (matmul_flops(l, counted, q, conventions) + matmul_flops(counted, l, q, conventions))
-                   + _group_sum(b, h, groups, keys, q)),
+        flops_fwd=product_flops(gemms, "fwd", conventions),
+        flops_bwd=product_flops(gemms, "bwd", conventions) + _group_sum(b, h, groups, keys, q),
         act_in=queries * es, act_in_other=kv * es, act_out=scores * es,
-        act_buffer=(queries + kv) * es, act_grads=(queries + kv + scores) * es)
+        act_buffer=(queries + kv) * es, act_grads=(queries + kv + scores) * es, gemms=gemms)
 
 
 def attend(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventions=conv.DEFAULT,
@@ -134,13 +146,13 @@ def attend(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventi
     b, l, q, h, es, keys, groups, counted, heads, outputs, values, scores = _scores(
         b, l, q, h, l_kv, kv_heads, causal, es, conventions)
     incoming = outputs if conv.get(conventions).attend_grad_both_operands else 0
+    gemms = _products([(l, counted, q)], [(l, q, counted), (counted, l, q)], es, heads)
     return make_cost(
         name, "matrix",
-        flops_fwd=heads * matmul_flops(l, counted, q, conventions),
-        flops_bwd=(heads * (matmul_flops(l, q, counted, conventions) + matmul_flops(counted, l, q, conventions))
-                   + _group_sum(b, h, groups, keys, q)),
+        flops_fwd=product_flops(gemms, "fwd", conventions),
+        flops_bwd=product_flops(gemms, "bwd", conventions) + _group_sum(b, h, groups, keys, q),
         act_in=scores * es, act_in_other=values * es, act_out=outputs * es,
-        act_buffer=(scores + values) * es, act_grads=(scores + values + incoming) * es)
+        act_buffer=(scores + values) * es, act_grads=(scores + values + incoming) * es, gemms=gemms)
 
 
 def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2,
