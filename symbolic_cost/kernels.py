@@ -67,7 +67,7 @@ class Reloads(NamedTuple):
     c: Expr   # the (m, n) output
 
 
-def _when(condition, then, otherwise):
+def choose(condition, then, otherwise):
     """``then`` or ``otherwise`` if ``condition`` is decided, else a Piecewise.
 
     Conditions here never contain a Piecewise: SymPy folds those, which takes
@@ -161,7 +161,7 @@ def roofline(kernel: Kernel, system) -> Expr:
     (``flops/dram`` below the inflection point ``peak/B_hbm``), then traffic plus
     ``memory_latency``; otherwise ``flops/peak``."""
     memory_bound, memory, compute = _roofline_cases(kernel, system)
-    return _when(memory_bound, memory, compute)
+    return choose(memory_bound, memory, compute)
 
 
 def kernel_time(kernel: Kernel, system) -> Expr:
@@ -213,7 +213,7 @@ def gemm(m, k, n, system, conventions=conv.DEFAULT, element_bytes=2, count=1, na
     """
     original, transposed = gemm_orientations(m, k, n, system, conventions, element_bytes, count, name)
     keep = _keeps_original(original, transposed, system)
-    return Kernel(name, *(_when(keep, getattr(original, f), getattr(transposed, f))
+    return Kernel(name, *(choose(keep, getattr(original, f), getattr(transposed, f))
                           for f in ("flops", "dram_bytes", "l2_bytes")))
 
 
@@ -222,8 +222,8 @@ def product_times(g: Gemm, system, conventions=conv.DEFAULT, name="gemm") -> tup
     original, transposed = gemm_orientations(g.m, g.k, g.n, system, conventions, g.element_bytes,
                                              g.count, name)
     keep = _keeps_original(original, transposed, system)
-    return (_when(keep, memory_time(original, system), memory_time(transposed, system)),
-            _when(keep, kernel_time(original, system), kernel_time(transposed, system)))
+    return (choose(keep, memory_time(original, system), memory_time(transposed, system)),
+            choose(keep, kernel_time(original, system), kernel_time(transposed, system)))
 
 
 def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tuple[Expr, Expr]:

@@ -51,8 +51,8 @@ def run(name: str, reports: Path) -> tuple[int, int]:
     return sum(cell.match for cell in cells), len(cells)
 
 
-from . import (deepspeed_profiler, lbnl_2024, megatron_training_info,  # noqa: E402  (needs Cell)
-               ulysses_prefill)
+from . import (deepflow_lstm, deepspeed_profiler, lbnl_2024,  # noqa: E402  (needs Cell)
+               megatron_training_info, ulysses_prefill)
 
 _REGISTRY = {"lbnl-2024": lbnl_2024, "ulysses-prefill": ulysses_prefill,
-             "megatron-training-info": megatron_training_info, "deepspeed-profiler": deepspeed_profiler}
+             "megatron-training-info": megatron_training_info, "deepspeed-profiler": deepspeed_profiler, "deepflow-lstm": deepflow_lstm}
