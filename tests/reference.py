@@ -276,3 +276,26 @@ def attention(b, l, e, h, m1, s1, es, es_mask, flags, qkv_bias=True):
     if flags.norm_in_attention:
         rows.append(_norm_row("layer_norm_2", b, l, e, s, es, flags))
     return dict(rows)
+
+
+def tile_walk_loads(m: int, k: int, n: int, tile: int) -> tuple[int, int, int]:
+    """Elements of A (m, k), B (k, n) and C (m, n) moved by a blocked matmul loop.
+
+    The loop walks output tiles row by row; for each it streams the k blocks,
+    loading an A tile unless it is the one already resident (one A tile fits
+    beside the streamed B tile and the output tile) and always loading the B
+    tile; each output tile is written once.
+    """
+    a = b = c = 0
+    resident = None
+    for i in range(0, m, tile):
+        rows = min(tile, m - i)
+        for j in range(0, n, tile):
+            cols = min(tile, n - j)
+            for kk in range(0, k, tile):
+                depth = min(tile, k - kk)
+                if resident != (i, kk):
+                    a, resident = a + rows * depth, (i, kk)
+                b += depth * cols
+            c += rows * cols
+    return a, b, c
