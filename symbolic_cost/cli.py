@@ -386,6 +386,29 @@ def _cmd_search(args) -> int:
     return 0
 
 
+def _cmd_lstm(args) -> int:
+    from .lstm import LSTM, memory, memory_overflow, parameters, stage_times, step_time
+    conventions = conv.get(args.conventions)
+    if args.system == "deepflow-seed-002":
+        from .reproduce.deepflow_lstm import SYSTEM as system
+    else:
+        system = get_system(args.system)
+    model = LSTM(batch=args.batch, steps=args.steps, hidden=args.hidden, vocab=args.vocab, layers=args.layers,
+                 gates=args.gates, projection=args.projection, projected=args.projected,
+                 element_bytes=args.element_bytes, dp=args.dp, lp=args.lp, hlp=args.hlp)
+    print(f"LSTM language model on {system.name}: {float(parameters(model, conventions)) / 1e9:.4g} billion "
+          f"parameters, step time {float(step_time(model, system, conventions)):.6g} s")
+    print("stage times (s):")
+    for name, value in stage_times(model, system, conventions).items():
+        print(f"  {name:<16} {float(value):.6g}")
+    print("memory per data shard (GiB): weights, activations, pointwise")
+    for part, kinds in memory(model, conventions).items():
+        print(f"  {part:<16} " + ", ".join(f"{float(v) / 2**30:.4g}" for v in kinds.values()))
+    if system.hbm_capacity != 0:
+        print(f"memory overflow (needed / capacity): {float(memory_overflow(model, system, conventions)):.4g}")
+    return 0
+
+
 def _cmd_report(args) -> int:
     try:
         import matplotlib  # noqa: F401  (checked here so the message is ours)
@@ -411,6 +434,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--no-bias", action="store_true", help="linear layers without bias")
         p.add_argument("--no-qkv-bias", action="store_true", help="QKV projection without bias")
         p.add_argument("--flash", action="store_true", help="fused flash attention (no l^2 kept)")
+        p.add_argument("--kernel-time", choices=["roofline", "tiled"],
+                       help="override the conventions' time model: tiled GEMM traffic, latency, launches")
 
     p = sub.add_parser("table", help="per-row table for one configuration")
     block_options(p)
@@ -523,6 +548,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--conventions", default="default")
     p.set_defaults(run=_cmd_search)
 
+    p = sub.add_parser("lstm", help="an LSTM language model on the kernel-level time model (DeepFlow)")
+    for name, default in (("batch", 512), ("steps", 20), ("hidden", 19968), ("vocab", 800000), ("layers", 2),
+                          ("gates", 4), ("projection", 2048), ("element-bytes", 4), ("dp", 1), ("lp", 1), ("hlp", 1)):
+        p.add_argument(f"--{name}", type=int, default=default, help=f"default {default}")
+    p.add_argument("--projected", action="store_true", help="run the projection layer (width --projection)")
+    p.add_argument("--conventions", default="deepflow-2019", help=f"one of {', '.join(conv.PRESETS)}")
+    p.add_argument("--system", default="deepflow-seed-002",
+                   help=f"deepflow-seed-002 (the power-budget chip of seed 002) or one of {', '.join(SYSTEMS)}")
+    p.set_defaults(run=_cmd_lstm)
+
     p = sub.add_parser("report", help="regenerate every report: tables, formula sheets, plots")
     p.add_argument("--out", default="reports", help="folder (default: reports)")
     p.add_argument("--small", action="store_true", help="one model, few points (for CI)")
@@ -533,6 +568,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if getattr(args, "kernel_time", None):
+            args.conventions = conv.get(args.conventions).but(kernel_time=args.kernel_time)
         return args.run(args)
     except BrokenPipeError:            # output piped into `head` and closed: not an error
         import os

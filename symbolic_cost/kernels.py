@@ -33,7 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from sympy import And, Expr, Integer, Min, Not, Or, Piecewise, ceiling, floor, log
+from sympy import (And, Expr, GreaterThan, Heaviside, Integer, LessThan, Min, Not, Or, Piecewise, ceiling,
+                   floor, log)
 
 from . import conventions as conv
 from .cost import Cost, Gemm, exact
@@ -70,12 +71,18 @@ class Reloads(NamedTuple):
 def choose(condition, then, otherwise):
     """``then`` or ``otherwise`` if ``condition`` is decided, else a Piecewise.
 
-    Conditions here never contain a Piecewise: SymPy folds those, which takes
-    seconds per GEMM.  Hence the indicator in ``reloads`` and the explicit
-    cases in ``_keeps_original``.
+    A condition that contains a Piecewise makes SymPy fold it into boolean
+    cases, which takes minutes on a whole model's times; a non-strict
+    comparison ``x >= y`` of that kind becomes ``H(x - y)`` instead, with the
+    Heaviside step ``H(0) = 1``.  The conditions of this module are written
+    without Piecewise (the indicator in ``reloads``, the cases of
+    ``_keeps_original``).
     """
     if condition in (True, False):
         return then if condition else otherwise
+    if condition.has(Piecewise) and isinstance(condition, (GreaterThan, LessThan)):
+        step = Heaviside(condition.gts - condition.lts, 1)
+        return step * then + (1 - step) * otherwise
     return Piecewise((then, condition), (otherwise, True))
 
 

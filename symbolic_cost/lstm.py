@@ -39,8 +39,8 @@ from sympy import Expr, Integer, Rational, ceiling, floor
 from . import collectives
 from . import conventions as conv
 from .checks import positive_dims
-from .cost import exact
-from .kernels import Kernel, choose, gemm, kernel_time, roofline
+from .cost import Gemm, exact
+from .kernels import Kernel, choose, gemm, kernel_time, product_times, roofline
 from .symbols import b, e, l, n_layers, v
 
 
@@ -182,9 +182,14 @@ def update_time(weights: str, m: LSTM, system) -> Expr:
 def stage_times(m: LSTM, system, conventions=conv.DEFAULT) -> dict[str, Expr]:
     """Seconds of every stage in ``STAGES`` and of the three updates (``update_<weights>``).
     The embedding backward adds an allreduce of its ``B S D`` gradient rows."""
-    kernels = all_kernels(m, system, conventions)
-    out = {stage: sum((kernel_time(kernels[k], system) for k in names), Integer(0))
-           for stage, names in STAGES.items()}
+    shapes, others = products(m), pointwise(m, conventions)
+
+    def seconds(name):   # a GEMM's time is the faster orientation's (no Piecewise inside a condition)
+        if name in shapes:
+            return product_times(Gemm("fwd", *shapes[name], element_bytes=m.element_bytes), system, conventions)[1]
+        return kernel_time(others[name], system)
+
+    out = {stage: sum((seconds(k) for k in names), Integer(0)) for stage, names in STAGES.items()}
     rows = m.mini_batch * m.steps * m.hidden
     out["embedding_bwd"] += allreduce_time(rows, m, system)
     out.update({f"update_{w}": update_time(w, m, system) for w in weight_elements(m)})
@@ -219,7 +224,8 @@ def recurrent_time(cf, cb, r, w, layers, steps, hlp) -> Expr:
     pipelined = choose(cb >= r, m1 * cb + w * (hlp - 1) + r, m2 * cb + group * r)
     transfer_bound = choose(cb >= r, layers * cb + transfers + r,
                             (layers - group + 1) * cb + transfers + group * r)
-    return choose(w <= cf * group, m1 * cf + w * (hlp - 1) + pipelined,
+    hidden = w == 0 or (w <= cf * group)   # times are never negative: no transfer is always hidden
+    return choose(hidden, m1 * cf + w * (hlp - 1) + pipelined,
                   choose(w >= cb * group, layers * cf + transfers + transfer_bound,
                          layers * cf + transfers + pipelined))
 
