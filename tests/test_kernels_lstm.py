@@ -178,3 +178,20 @@ def test_power_budget_builds_the_seed_chip_by_hand():
     assert chip.hbm_bandwidth == Fraction(7776, 100) / Fraction(48, 10**12) * Fraction(7, 10)
     assert chip.hbm_capacity == Fraction(162 * 10**10, 225) * 4
     assert system_from_power("x", PowerBudget(**printed.POWER), TECH).ib_bandwidth == 0
+
+
+def test_a_symbolic_lstm_evaluates_to_the_seed_time():
+    """The step time with batch and steps symbolic, at the seed's values, is the printed 302.88817584 s."""
+    from dataclasses import replace
+    from symbolic_cost.lstm import step_time
+    symbolic = step_time(replace(deepflow_lstm.MODEL, batch=b, steps=l), deepflow_lstm.SYSTEM, conv.DEEPFLOW_2019)
+    assert symbolic.free_symbols == {b, l}
+    assert f"{float(symbolic.xreplace({b: 512, l: 20})):.8f}" == "302.88817584"
+
+
+def test_lstm_and_kernel_time_commands(capsys):
+    assert main(["lstm"]) == 0
+    out = capsys.readouterr().out
+    assert "38.37 billion parameters, step time 302.888 s" in out
+    assert main(["table", "--kernel-time", "tiled", "--system", "h100"]) == 0
+    assert "kernel_time='tiled'" in capsys.readouterr().out
