@@ -76,6 +76,18 @@ def ring_share(kind: str, group) -> Expr:
     raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, got {kind!r}")
 
 
+def _exact_sizes(record, what: str) -> None:
+    """Check a record's pass and make its ``_SIZES`` fields exact expressions."""
+    if record.pass_ not in PASSES:
+        raise ValueError(f"{what} pass must be 'fwd' or 'bwd', got {record.pass_!r}")
+    for name in record._SIZES:
+        object.__setattr__(record, name, exact(getattr(record, name), name))
+
+
+def _subs_sizes(record, values: Mapping):
+    return replace(record, **{name: getattr(record, name).subs(values) for name in record._SIZES})
+
+
 @dataclass(frozen=True)
 class Collective:
     """One communication: ``kind`` over ``group`` devices in pass ``pass_``.
@@ -101,13 +113,12 @@ class Collective:
     repeats: Expr = Integer(1)
     stride: Expr = Integer(1)
 
+    _SIZES = ("elements", "element_bytes", "group", "volume", "repeats", "stride")
+
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
-        if self.pass_ not in PASSES:
-            raise ValueError(f"collective pass must be 'fwd' or 'bwd', got {self.pass_!r}")
-        for name in ("elements", "element_bytes", "group", "volume", "repeats", "stride"):
-            object.__setattr__(self, name, exact(getattr(self, name), name))
+        _exact_sizes(self, "collective")
 
     @property
     def span(self) -> Expr:
@@ -132,8 +143,7 @@ class Collective:
         return Integer(0)
 
     def subs(self, values: Mapping) -> "Collective":
-        return replace(self, **{name: getattr(self, name).subs(values) for name in
-                                ("elements", "element_bytes", "group", "volume", "repeats", "stride")})
+        return _subs_sizes(self, values)
 
 
 @dataclass(frozen=True)
@@ -155,13 +165,10 @@ class Gemm:
     _SIZES = ("m", "k", "n", "count", "element_bytes")
 
     def __post_init__(self):
-        if self.pass_ not in PASSES:
-            raise ValueError(f"gemm pass must be 'fwd' or 'bwd', got {self.pass_!r}")
-        for name in self._SIZES:
-            object.__setattr__(self, name, exact(getattr(self, name), name))
+        _exact_sizes(self, "gemm")
 
     def subs(self, values: Mapping) -> "Gemm":
-        return replace(self, **{name: getattr(self, name).subs(values) for name in self._SIZES})
+        return _subs_sizes(self, values)
 
 
 EXPRESSION_FIELDS = ("flops_fwd", "flops_bwd", "act_in", "act_in_other", "act_out",

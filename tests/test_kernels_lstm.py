@@ -195,3 +195,25 @@ def test_lstm_and_kernel_time_commands(capsys):
     assert "38.37 billion parameters, step time 302.888 s" in out
     assert main(["table", "--kernel-time", "tiled", "--system", "h100"]) == 0
     assert "kernel_time='tiled'" in capsys.readouterr().out
+
+
+_SYMBOLIC_LSTM = {}
+
+
+def _symbolic_step_time():
+    from symbolic_cost.lstm import step_time
+    if not _SYMBOLIC_LSTM:
+        model = LSTM(layers=3, hlp=3, lp=2)   # batch, steps, hidden, vocab symbolic; transfers between groups
+        _SYMBOLIC_LSTM["t"] = step_time(model, SYSTEMS["h100"], conv.DEEPFLOW_2019)
+    return _SYMBOLIC_LSTM["t"]
+
+
+@settings(max_examples=25)
+@given(st.integers(1, 4096), st.integers(1, 64), st.integers(1, 8192), st.integers(2, 10**6))
+def test_symbolic_lstm_step_time_equals_the_numeric_model(batch, steps, hidden, vocab):
+    """Every Piecewise and Heaviside choice of the symbolic step time lands where the numeric
+    model's decided comparisons do."""
+    from symbolic_cost.lstm import step_time
+    from symbolic_cost.symbols import v
+    numeric = step_time(LSTM(batch, steps, hidden, vocab, layers=3, hlp=3, lp=2), SYSTEMS["h100"], conv.DEEPFLOW_2019)
+    assert _symbolic_step_time().xreplace({b: batch, l: steps, e: hidden, v: vocab}) == numeric
