@@ -25,8 +25,9 @@ from . import deepflow_lstm_printed as printed
 TITLE = "Seed 002: DeepFlow (2019), LSTM language model on a chip derived from a power budget"
 CONVENTIONS = conv.DEEPFLOW_2019
 PREAMBLE = f"""
-Model: {printed.CONFIG}. Chip: TDP split {printed.POWER}, launch overhead 37 us, memory latency
-50 ns, derate 0.7; conventions `deepflow-2019`. Units as printed: FLOPs and bytes as integers,
+Model: {", ".join(f"{k} {v}" for k, v in printed.CONFIG.items())}.
+Chip: {", ".join(f"{k} {float(v):g}" for k, v in printed.POWER.items())} (TDP in W, the rest shares of
+it), launch overhead 37 us, memory latency 50 ns, derate 0.7; conventions `deepflow-2019`. Units as printed: FLOPs and bytes as integers,
 seconds, GiB (2^30) for memory, Tflops (10^12) and GB/s (2^30) before the derate, TB/s (2^40), MB (2^20).
 Rule: an integer must be equal; a number printed with 12 or more decimals (Python's float
 repr) must agree to a relative 1e-12 (DeepFlow summed in floats, we in exact rationals); any other
