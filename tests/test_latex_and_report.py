@@ -73,11 +73,12 @@ def test_report_command_small(tmp_path, capsys):
     assert main(["report", "--out", str(tmp_path), "--small"]) == 0
     names = {p.name for p in tmp_path.iterdir()}
     assert {"lbnl-2024.md", "ulysses-prefill.md", "formulas.md", "formulas.tex", "analysis.md",
-            "sequence-parallel.md", "gpt-2-small.png"} <= names
+            "sequence-parallel.md", "kernel-model.md", "gpt-2-small.png"} <= names
     assert (tmp_path / "gpt-2-small.png").read_bytes()[:4] == b"\x89PNG"
     out = capsys.readouterr().out
     assert "lbnl-2024: matched 454/454" in out and "ulysses-prefill: matched 95/95" in out
     assert "when $s_1 > 2$" in (tmp_path / "sequence-parallel.md").read_text()
+    assert "Step time 302.888176 s" in (tmp_path / "kernel-model.md").read_text()   # seed 002, rounded
 
 
 def test_cli_analysis_commands(capsys):
