@@ -217,3 +217,16 @@ def test_symbolic_lstm_step_time_equals_the_numeric_model(batch, steps, hidden, 
     from symbolic_cost.symbols import v
     numeric = step_time(LSTM(batch, steps, hidden, vocab, layers=3, hlp=3, lp=2), SYSTEMS["h100"], conv.DEEPFLOW_2019)
     assert _symbolic_step_time().xreplace({b: batch, l: steps, e: hidden, v: vocab}) == numeric
+
+
+def test_data_parallel_allreduce_by_hand():
+    """Ring allreduce of 1e9 fp32 gradients over dp = 2 on a toy chip (IB 10 GB/s, 1 us per step):
+    transfers 2 (dp - 1)(4e9 / 2 / 1e10 + 1e-6) s; one reduction kernel of 5e8 adds moving
+    3 * 4 * 5e8 bytes at 1 TB/s, memory bound, plus a 10 us launch."""
+    from symbolic_cost.lstm import allreduce_time
+    chip = System("toy", 10**12, 10**12, 10**12, 10**11, 10**10, 1, ib_latency=Rational(1, 10**6),
+                  launch_overhead=Rational(1, 10**5))
+    model = LSTM(1, 1, 1, 1, 1, dp=2)
+    expected = 2 * (Fraction(4 * 10**9, 2 * 10**10) + Fraction(1, 10**6)) + Fraction(6 * 10**9, 10**12) + Fraction(1, 10**5)
+    assert allreduce_time(10**9, model, chip) == expected
+    assert allreduce_time(10**9, LSTM(1, 1, 1, 1, 1), chip) == 0
