@@ -6,10 +6,12 @@
 4*b*l
 """
 
-from . import conventions, symbols
-from .blocks import Block, attention, mlp, transformer_layer
-from .conventions import Conventions
-from .cost import Collective, Cost
+from symbolic_cost import conventions
+from symbolic_cost import symbols
+from symbolic_cost.blocks import Block, attention, mlp, transformer_layer
+from symbolic_cost.conventions import Conventions
+from symbolic_cost.cost import Collective, Cost
+from symbolic_cost import tools  # noqa: F401  (registers every tool's conventions preset)
 
 __all__ = ["Block", "Collective", "Conventions", "Cost", "attention", "conventions", "mlp", "symbols",
            "transformer_layer"]

@@ -1,5 +1,7 @@
+"""``python -m symbolic_cost``: the command line."""
+
 import sys
 
-from .cli import main
+from symbolic_cost.cli import main
 
 sys.exit(main())

@@ -107,37 +107,16 @@ class Conventions:
 
 DEFAULT = Conventions()
 
-LBNL_2024 = Conventions(
-    sequence_shard="m1",          # the printed tables come from code with l // m1
-    collective_volume="tensor",   # volumes are the full b*l*e tensor, no (n-1)/n
-    reduction_flops=False,        # added only in a later commit than the printout
-    norm_placement="attention",   # SA holds layer_norm_1 and layer_norm_2; MLP none
-    comm_time="bandwidth",        # time = volume / link bandwidth, kind ignored
-    # quirks of the primitives at 0ecb63e; upstream fixed them in 5a89ee8 (2024-02-02)
-    pointwise_grad_both=False,
-    attend_grad_both_operands=False,
-    layer_norm_keeps_stats=False,
-    layer_norm_bwd_reads_weights=False,
-)
-"""The LBNL transformer-perf-estimates notebook (arXiv 2410.00273) as printed in
-seed 003: commit 0ecb63e of ShashankSubramanian/transformer-perf-estimates."""
+PRESETS = {"default": DEFAULT}
+"""Every named preset; each reproduced tool registers its own (``symbolic_cost.tools``)."""
 
-MEGATRON_TRAINING_INFO = Conventions(mixed_precision="megatron", qkv_bias_elements="e",
-                                     collective_volume="tensor")
-"""Megatron-LM's ``tools/get_training_info`` (seed 000): Megatron's bytes per parameter,
-its quirk of a QKV bias of ``e`` elements, and volumes as whole tensors."""
 
-DEEPFLOW_2019 = Conventions(
-    matmul_flops="2mnk", kernel_time="tiled", gemm_output_overhead=True,
-    # quirks of perf.py at e6a5da02d1d6, visible in seed 002's numbers
-    lstm_grad_accumulate_bytes=False, lstm_softmax_weight_rows="projection",
-    lstm_count_disabled_projection=True,
-)
-"""DeepFlow's LSTM performance model (arXiv 2211.03309) as it printed seed 002:
-``perf.py`` of nanocad-lab/DeepFlow at commit e6a5da02d1d6 (2019)."""
-
-PRESETS = {"default": DEFAULT, "lbnl-2024": LBNL_2024, "megatron-training-info": MEGATRON_TRAINING_INFO,
-           "deepflow-2019": DEEPFLOW_2019}
+def register(name: str, conventions: Conventions) -> Conventions:
+    """Make ``conventions`` available as ``get(name)`` (and ``--conventions name``)."""
+    if not isinstance(conventions, Conventions):
+        raise ValueError(f"preset {name!r} must be a Conventions value, got {conventions!r}")
+    PRESETS[name] = conventions
+    return conventions
 
 
 def get(name: str | Conventions) -> Conventions:

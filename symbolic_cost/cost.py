@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from sympy import Expr, Float, Integer, sympify
+from sympy import Expr, Float, Integer, Piecewise, sympify
 
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "p2p")
 PASSES = ("fwd", "bwd")
@@ -145,6 +145,36 @@ class Collective:
     def subs(self, values: Mapping) -> "Collective":
         return _subs_sizes(self, values)
 
+    def repeated(self, times) -> "Collective":
+        """The same collective run ``times`` times as often (volume scales with it)."""
+        return replace(self, repeats=self.repeats * times, volume=self.volume * times)
+
+
+def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=1) -> list[Collective]:
+    """One collective with the volume the conventions report; none when the group is one device.
+
+    This is the one volume rule of the package: ``collective_volume="ring"`` reports
+    what one device sends in a ring, ``repeats x ring_share(kind, n) x elements x es``;
+    ``"tensor"`` reports the whole tensor ``repeats x elements x es`` (zero when a
+    symbolic group turns out to be one device).
+
+    >>> from symbolic_cost.conventions import DEFAULT
+    >>> [c.volume for c in collective("allreduce", 100, 2, 4, "fwd", DEFAULT)]
+    [300]
+    """
+    group, elements, repeats = sympify(group), sympify(elements), sympify(repeats)
+    if group == 1:
+        return []
+    tensor_bytes = repeats * elements * es
+    if conventions.collective_volume == "ring":
+        volume = ring_share(kind, group) * tensor_bytes
+    elif group.is_number:
+        volume = tensor_bytes
+    else:  # the whole tensor moves only if there is someone to move it to
+        volume = Piecewise((tensor_bytes, group > 1), (0, True))
+    return [Collective(kind=kind, elements=elements, element_bytes=es, group=group, pass_=pass_,
+                       volume=volume, repeats=repeats, stride=stride)]
+
 
 @dataclass(frozen=True)
 class Gemm:
@@ -230,7 +260,7 @@ class Cost:
 
     def subs(self, values: Mapping) -> "Cost":
         """Substitute ``values`` (symbol or name -> number or expression) everywhere."""
-        from .symbols import resolve_names
+        from symbolic_cost.symbols import resolve_names
         values = resolve_names(values)
         changed = {name: expr.subs(values) for name, expr in self.fields().items()}
         return replace(self, collectives=tuple(c.subs(values) for c in self.collectives),
@@ -238,7 +268,7 @@ class Cost:
 
     def _repr_latex_(self) -> str:
         """Jupyter shows a Cost as an aligned list of its formulas."""
-        from .latex import latex
+        from symbolic_cost.analysis.latex import latex
         lines = [r"\mathrm{%s} &= %s" % (name.replace("_", r"\_"), latex(value))
                  for name, value in self.fields().items()]
         return r"$\begin{aligned}" + r" \\ ".join(lines) + r"\end{aligned}$"
@@ -246,7 +276,7 @@ class Cost:
     def plus(self, **extra) -> "Cost":
         """A copy with ``extra`` added to the named fields and collectives appended.
 
-        >>> from symbolic_cost.layers import gelu
+        >>> from symbolic_cost.ops import gelu
         >>> gelu(1, 2, 3).plus(flops_fwd=1).flops_fwd
         7
         """

@@ -4,7 +4,7 @@ import pytest
 from sympy import Rational
 
 from symbolic_cost import attention, conventions as conv, mlp
-from symbolic_cost.hardware import SYSTEMS, get_system
+from symbolic_cost.timing.hardware import SYSTEMS, get_system
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1
 
 CASES = [

@@ -7,11 +7,12 @@ from hypothesis import given, settings, strategies as st
 from sympy import Eq, Max, Mod, Piecewise
 
 from symbolic_cost import symbols as S
-from symbolic_cost.compile import compile_exprs
-from symbolic_cost.hf import preset
-from symbolic_cost.model import Training, model_cost, step_time_breakdown
-from symbolic_cost.search import layouts, search
-from symbolic_cost.sweep import sweep
+from symbolic_cost.numeric.compile import compile_exprs
+from symbolic_cost.models.config import preset
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.timing.step import step_time_breakdown
+from symbolic_cost.numeric.search import layouts, search
+from symbolic_cost.numeric.sweep import sweep
 
 SYMBOLIC = Training(b=S.b, l=S.l, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro, zero=1)
 COST = model_cost(preset("gpt2"), SYMBOLIC)
@@ -111,7 +112,7 @@ def test_search_and_sweep_commands(capsys):
 
 def test_dask_sweep_equals_the_local_sweep():
     pytest.importorskip("dask.dataframe")
-    from symbolic_cost.sweep import sweep_dask
+    from symbolic_cost.numeric.sweep import sweep_dask
     grid = {"b": [1, 2, 4], "m1": [1, 2, 4], "d": [1, 8], "l": [512, 1024], "s1": [1], "p": [1, 2], "n_micro": [8]}
     lazy = sweep_dask(EXPRS, grid, constraints=[S.b <= 2], chunk_size=5)
     assert lazy.npartitions == 15                       # 72 configurations in chunks of 5

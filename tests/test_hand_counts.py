@@ -4,7 +4,7 @@ from sympy import Rational, simplify, symbols
 
 from symbolic_cost import attention, conventions as conv, mlp
 from symbolic_cost.cost import Collective, ring_share
-from symbolic_cost.hardware import SYSTEMS, comm_time, times
+from symbolic_cost.timing.hardware import SYSTEMS, comm_time, times
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1
 
 TWO_MNK = conv.DEFAULT.but(matmul_flops="2mnk")
@@ -38,7 +38,7 @@ def test_seed_reference_values():
     assert (a["v_proj"].flops_fwd, a["v_proj"].flops_bwd) == (154618822656, 309218770944)
     assert (a["layer_norm_1"].flops_fwd, a["layer_norm_1"].flops_bwd) == (56623104, 81786880)
     assert [c.volume for c in m.collectives] == [50331648] * 3
-    t = times(m["fc1"], SYSTEMS["a100-perlmutter"], conv.LBNL_2024)
+    t = times(m["fc1"], SYSTEMS["a100-perlmutter"], conv.get("lbnl-2024"))
     assert round(float(t["t_comp_fwd"]) * 1000, 6) == 1.982293
     assert t["t_comm_bwd"] * 1000 == Rational("0.08388608")
 
@@ -60,7 +60,7 @@ def test_alpha_beta_times_by_hand():
     assert comm_time(allgather_16, system) == 15 * Rational(5, 10**6) + Rational(15, 16) / 25
     # the LBNL model ignores the kind and the group: reported volume over bandwidth
     assert comm_time(Collective("allreduce", gb, 1, 8, "fwd", volume=gb), system,
-                     conv.LBNL_2024) == Rational(1, 600)
+                     conv.get("lbnl-2024")) == Rational(1, 600)
 
 
 def test_overlap_takes_the_longer_of_compute_and_comm():

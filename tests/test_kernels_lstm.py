@@ -18,12 +18,12 @@ from sympy import Rational
 from reference import tile_walk_loads
 from symbolic_cost import conventions as conv
 from symbolic_cost.cli import main
-from symbolic_cost.hardware import SYSTEMS, System, comm_time, times
+from symbolic_cost.timing.hardware import SYSTEMS, System, comm_time, times
 from symbolic_cost.cost import Collective
-from symbolic_cost.kernels import gemm, gemm_orientations, kernel_time, tile_edge, tiled_traffic
-from symbolic_cost.layers import linear
-from symbolic_cost.lstm import LSTM, parameters, recurrent_time
-from symbolic_cost.power import PowerBudget, Technology, system_from_power
+from symbolic_cost.timing.kernels import gemm, gemm_orientations, kernel_time, tile_edge, tiled_traffic
+from symbolic_cost.ops import linear
+from symbolic_cost.tools.lstm import LSTM, parameters, recurrent_time
+from symbolic_cost.timing.power import PowerBudget, Technology, system_from_power
 from symbolic_cost.reproduce import deepflow_lstm
 from symbolic_cost.reproduce import deepflow_lstm_printed as printed
 from symbolic_cost.symbols import b, e, f, l
@@ -57,7 +57,7 @@ def test_seed_002_hand_counts_from_the_reference_note():
     assert by_label["Cf GEMM_flop"] == 512 * 79872 * (2 * 39936 + 115)
     assert by_label["Embedding_mem"] == 2 * 512 * 19968 * 20 * 4
     V, D, L, G, Pj = 800_000, 19_968, 2, 4, 2048
-    assert parameters(deepflow_lstm.MODEL, conv.DEEPFLOW_2019) == V * D + L * (2 * D + 1) * G * D + D * Pj + (D + 1) * V
+    assert parameters(deepflow_lstm.MODEL, conv.get("deepflow-2019")) == V * D + L * (2 * D + 1) * G * D + D * Pj + (D + 1) * V
     # the default conventions drop the disabled projection
     assert parameters(deepflow_lstm.MODEL) == V * D + L * (2 * D + 1) * G * D + (D + 1) * V
 
@@ -183,8 +183,8 @@ def test_power_budget_builds_the_seed_chip_by_hand():
 def test_a_symbolic_lstm_evaluates_to_the_seed_time():
     """The step time with batch and steps symbolic, at the seed's values, is the printed 302.88817584 s."""
     from dataclasses import replace
-    from symbolic_cost.lstm import step_time
-    symbolic = step_time(replace(deepflow_lstm.MODEL, batch=b, steps=l), deepflow_lstm.SYSTEM, conv.DEEPFLOW_2019)
+    from symbolic_cost.tools.lstm import step_time
+    symbolic = step_time(replace(deepflow_lstm.MODEL, batch=b, steps=l), deepflow_lstm.SYSTEM, conv.get("deepflow-2019"))
     assert symbolic.free_symbols == {b, l}
     assert f"{float(symbolic.xreplace({b: 512, l: 20})):.8f}" == "302.88817584"
 
@@ -201,10 +201,10 @@ _SYMBOLIC_LSTM = {}
 
 
 def _symbolic_step_time():
-    from symbolic_cost.lstm import step_time
+    from symbolic_cost.tools.lstm import step_time
     if not _SYMBOLIC_LSTM:
         model = LSTM(layers=3, hlp=3, lp=2)   # batch, steps, hidden, vocab symbolic; transfers between groups
-        _SYMBOLIC_LSTM["t"] = step_time(model, SYSTEMS["h100"], conv.DEEPFLOW_2019)
+        _SYMBOLIC_LSTM["t"] = step_time(model, SYSTEMS["h100"], conv.get("deepflow-2019"))
     return _SYMBOLIC_LSTM["t"]
 
 
@@ -213,9 +213,9 @@ def _symbolic_step_time():
 def test_symbolic_lstm_step_time_equals_the_numeric_model(batch, steps, hidden, vocab):
     """Every Piecewise and Heaviside choice of the symbolic step time lands where the numeric
     model's decided comparisons do."""
-    from symbolic_cost.lstm import step_time
+    from symbolic_cost.tools.lstm import step_time
     from symbolic_cost.symbols import v
-    numeric = step_time(LSTM(batch, steps, hidden, vocab, layers=3, hlp=3, lp=2), SYSTEMS["h100"], conv.DEEPFLOW_2019)
+    numeric = step_time(LSTM(batch, steps, hidden, vocab, layers=3, hlp=3, lp=2), SYSTEMS["h100"], conv.get("deepflow-2019"))
     assert _symbolic_step_time().xreplace({b: batch, l: steps, e: hidden, v: vocab}) == numeric
 
 
@@ -223,7 +223,7 @@ def test_data_parallel_allreduce_by_hand():
     """Ring allreduce of 1e9 fp32 gradients over dp = 2 on a toy chip (IB 10 GB/s, 1 us per step):
     transfers 2 (dp - 1)(4e9 / 2 / 1e10 + 1e-6) s; one reduction kernel of 5e8 adds moving
     3 * 4 * 5e8 bytes at 1 TB/s, memory bound, plus a 10 us launch."""
-    from symbolic_cost.lstm import allreduce_time
+    from symbolic_cost.tools.lstm import allreduce_time
     chip = System("toy", 10**12, 10**12, 10**12, 10**11, 10**10, 1, ib_latency=Rational(1, 10**6),
                   launch_overhead=Rational(1, 10**5))
     model = LSTM(1, 1, 1, 1, 1, dp=2)

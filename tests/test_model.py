@@ -6,16 +6,17 @@ import pytest
 from hypothesis import given, strategies as st
 from sympy import simplify
 
-from symbolic_cost import analysis, conventions as conv
+from symbolic_cost import analysis
+from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.cli import main
-from symbolic_cost.hf import from_config, load, preset
-from symbolic_cost.model import Architecture, Training, model_cost, stage_parameters
+from symbolic_cost.models.config import from_config, load, preset
+from symbolic_cost.models import Architecture, Training, model_cost, stage_parameters
 
 
 def _config(name):
     from importlib import resources
-    return json.loads(resources.files("symbolic_cost").joinpath("configs", f"{name}.json").read_text())
+    return json.loads(resources.files("symbolic_cost.models").joinpath("configs", f"{name}.json").read_text())
 
 
 def test_gpt2_parameters_by_hand():
@@ -136,7 +137,7 @@ def test_summary_command_on_configs(tmp_path, capsys):
 def test_cluster_volume_by_hand():
     """A 2-stage pipeline on 2 x 4 devices: one boundary, one send each way per micro-batch,
     replicated over m1 = 2 and d = 2: 4 x 2 x n x (b l e / s1 x 2 bytes)."""
-    from symbolic_cost.model import cluster_volume
+    from symbolic_cost.models import cluster_volume
     t = Training(b=1, l=128, m1=2, d=2, p=2, micro_batches=3)
     cost = model_cost(preset("gpt2"), t)
     pipe = [c for dim, c in cost.collectives if dim == "pipeline"]

@@ -10,8 +10,8 @@ from sympy import simplify  # noqa: E402
 
 from symbolic_cost import attention, conventions as conv, mlp  # noqa: E402
 from symbolic_cost import symbols as S  # noqa: E402
-from symbolic_cost.model import Architecture, Training, model_cost  # noqa: E402
-from symbolic_cost.validation import (BERT, GPT, MLP, Attention, count_flops,  # noqa: E402
+from symbolic_cost.models import Architecture, Training, model_cost  # noqa: E402
+from torch_reference import (BERT, GPT, MLP, Attention, count_flops,  # noqa: E402
                                       parameter_count, saved_bytes)
 
 # PyTorch counts a product as 2mnk and no reduction adds of our collectives; fp32 (4 bytes);

@@ -8,13 +8,13 @@ from hypothesis import given, strategies as st
 import reference as ref
 from symbolic_cost import attention, conventions as conv, mlp
 from symbolic_cost.cost import EXPRESSION_FIELDS
-from symbolic_cost.layers import (attend, dropout, flash_attention, gelu, layer_norm, linear, logits,
+from symbolic_cost.ops import (attend, dropout, flash_attention, gelu, layer_norm, linear, logits,
                                   softmax)
 from symbolic_cost.symbols import b, c, e, es, es_mask, f, h, l, m1, s1
 
 CASES = {
     "default": (conv.DEFAULT, ref.Flags()),
-    "lbnl-2024": (conv.LBNL_2024, ref.LBNL),
+    "lbnl-2024": (conv.get("lbnl-2024"), ref.LBNL),
     "2mnk": (conv.DEFAULT.but(matmul_flops="2mnk"), ref.Flags(two_mnk=True)),
 }
 

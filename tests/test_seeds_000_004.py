@@ -2,10 +2,10 @@
 
 import pytest
 
-from symbolic_cost import megatron_info as mi
+from symbolic_cost.tools import megatron_info as mi
 from symbolic_cost.cli import main
-from symbolic_cost.hf import preset
-from symbolic_cost.profile import Module, aggregate, hf_bert, macs_text, params_text
+from symbolic_cost.models.config import preset
+from symbolic_cost.tools.deepspeed_profiler import Module, aggregate, hf_bert, macs_text, params_text
 from symbolic_cost.reproduce import deepspeed_profiler, megatron_training_info
 
 

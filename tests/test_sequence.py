@@ -5,10 +5,11 @@ import pytest
 from hypothesis import given, strategies as st
 from sympy import Rational, simplify
 
-from symbolic_cost import collectives, conventions as conv
+from symbolic_cost.parallel import collectives
+from symbolic_cost import conventions as conv
 from symbolic_cost.cli import main
 from symbolic_cost.reproduce import ulysses_prefill
-from symbolic_cost.sequence import (head_shard, layer_volumes, megatron_sp, ring_attention,
+from symbolic_cost.parallel.sequence import (head_shard, layer_volumes, megatron_sp, ring_attention,
                                     sequence_shard, ulysses)
 from symbolic_cost.symbols import b, e, f, h, l, s1
 
@@ -152,7 +153,7 @@ def test_collective_traffic_and_times_by_hand():
 
 def test_hierarchical_convention_changes_only_groups_beyond_a_domain():
     from symbolic_cost.blocks import mlp
-    from symbolic_cost.hardware import step_time
+    from symbolic_cost.timing.hardware import step_time
     flat, two_level = conv.DEFAULT, conv.DEFAULT.but(comm_time="hierarchical")
     small, big = mlp(1, 4096, 4096, 16384, 8, 8), mlp(1, 4096, 4096, 16384, 32, 32)
     assert step_time(small, "h100", flat) == step_time(small, "h100", two_level)

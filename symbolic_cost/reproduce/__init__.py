@@ -1,7 +1,8 @@
 """Reproductions of published tables: one module per table, a common report format.
 
 Each reproduction returns a list of ``Cell`` (printed value, our value, match);
-``run`` writes ``reports/<name>.md`` and returns (matched, total).
+``run`` writes ``reports/<name>.md`` and returns an ``Outcome`` whose ``line`` is
+what ``symbolic-cost reproduce`` prints.
 """
 
 from __future__ import annotations
@@ -41,17 +42,34 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
-def run(name: str, reports: Path) -> tuple[int, int]:
-    """Run one reproduction, write its report, return (matched, total)."""
+@dataclass(frozen=True)
+class Outcome:
+    """How one reproduction went: cells matched out of cells compared."""
+
+    name: str
+    matched: int
+    total: int
+
+    @property
+    def ok(self) -> bool:
+        return self.matched == self.total
+
+    @property
+    def line(self) -> str:
+        return f"{self.name}: matched {self.matched}/{self.total}"
+
+
+def run(name: str, reports: Path) -> Outcome:
+    """Run one reproduction, write its report, return its ``Outcome``."""
     if name not in _REGISTRY:
         raise ValueError(f"unknown reproduction {name!r}; known: {', '.join(_REGISTRY)}")
     module = _REGISTRY[name]
     cells = module.compare()
     write_report(reports / f"{name}.md", module.TITLE, module.PREAMBLE, cells)
-    return sum(cell.match for cell in cells), len(cells)
+    return Outcome(name, sum(cell.match for cell in cells), len(cells))
 
 
-from . import (deepflow_lstm, deepspeed_profiler, lbnl_2024,  # noqa: E402  (needs Cell)
+from symbolic_cost.reproduce import (deepflow_lstm, deepspeed_profiler, lbnl_2024,  # noqa: E402  (needs Cell)
                megatron_training_info, ulysses_prefill)
 
 _REGISTRY = {"lbnl-2024": lbnl_2024, "ulysses-prefill": ulysses_prefill,

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from sympy import Integer
 
-from .. import conventions as conv
-from ..kernels import gemm_orientations, kernel_time, reloads, roofline, tiles
-from ..lstm import (LSTM, all_kernels, apply_gradient, gradient_clip, memory, memory_overflow, parameters,
+from symbolic_cost import conventions as conv
+from symbolic_cost.timing.kernels import gemm_orientations, kernel_time, reloads, roofline, tiles
+from symbolic_cost.tools.lstm import (LSTM, all_kernels, apply_gradient, gradient_clip, memory, memory_overflow, parameters,
                     products, stage_times, step_time, time_per_step, weight_elements)
-from ..power import PowerBudget, Technology, peak_dram_bandwidth, system_from_power
-from . import Cell
-from . import deepflow_lstm_printed as printed
+from symbolic_cost.timing.power import PowerBudget, Technology, peak_dram_bandwidth, system_from_power
+from symbolic_cost.reproduce import Cell
+from symbolic_cost.reproduce import deepflow_lstm_printed as printed
 
 TITLE = "Seed 002: DeepFlow (2019), LSTM language model on a chip derived from a power budget"
-CONVENTIONS = conv.DEEPFLOW_2019
+CONVENTIONS = conv.get("deepflow-2019")
 PREAMBLE = f"""
 Model: {", ".join(f"{k} {v}" for k, v in printed.CONFIG.items())}.
 Chip: {", ".join(f"{k} {float(v):g}" for k, v in printed.POWER.items())} (TDP in W, the rest shares of

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 
-from ..hf import preset
-from ..model import Architecture
-from ..profile import aggregate, flops_text, hf_bert, macs_text, megatron_gpt2, params_text
-from . import Cell
-from . import deepspeed_profiler_printed as printed
+from symbolic_cost.models.config import preset
+from symbolic_cost.models import Architecture
+from symbolic_cost.tools.deepspeed_profiler import aggregate, flops_text, hf_bert, macs_text, megatron_gpt2, params_text
+from symbolic_cost.reproduce import Cell
+from symbolic_cost.reproduce import deepspeed_profiler_printed as printed
 
 TITLE = "Seed 004: DeepSpeed flops profiler, BERT-base and Megatron-LM GPT-2 examples"
 BERT_TOKENS = (4, 128)

@@ -15,15 +15,15 @@ import math
 
 import pandas as pd
 
-from .. import conventions as conv
-from ..blocks import attention, mlp
-from ..evaluate import comm_fraction, table, totals_table
-from . import Cell
-from . import lbnl_2024_printed as printed
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks import attention, mlp
+from symbolic_cost.numeric.tables import comm_fraction, table, totals_table
+from symbolic_cost.reproduce import Cell
+from symbolic_cost.reproduce import lbnl_2024_printed as printed
 
 TITLE = "Seed 003: LBNL transformer-perf-estimates, MLP and SA per-layer tables"
 SYSTEM = "a100-perlmutter"
-CONVENTIONS = conv.LBNL_2024
+CONVENTIONS = conv.get("lbnl-2024")
 PREAMBLE = f"""
 Configuration: b={printed.CONFIG['b']}, l={printed.CONFIG['l']}, e={printed.CONFIG['e']},
 f={printed.CONFIG['f']}, h={printed.CONFIG['h']}, m1={printed.CONFIG['m1']},

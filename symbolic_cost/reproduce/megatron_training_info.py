@@ -11,10 +11,10 @@ Python's ``round`` as the tool prints.
 
 from __future__ import annotations
 
-from .. import conventions as conv
-from .. import megatron_info as mi
-from ..model import Architecture, Training, model_cost
-from . import Cell
+from symbolic_cost import conventions as conv
+from symbolic_cost.tools import megatron_info as mi
+from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.reproduce import Cell
 
 TITLE = "Seed 000: Megatron-LM get_training_info (GPT, 36 layers, hidden 1280, fp16, 2-way DP)"
 CONFIG = dict(layers=36, hidden=1280, vocab=50257, seq=1024, micro_batch=4, data=2, accumulation=2,
@@ -97,7 +97,7 @@ def ours() -> dict:
                         positions=c["seq"], mlp="swiglu", final_norm=False, vocab_multiple=128)
     training = Training(b=c["micro_batch"], l=c["seq"], d=c["data"], micro_batches=c["accumulation"],
                         precision="fp16", distributed_optimizer=True, flash=True)
-    cost = model_cost(arch, training, conv.MEGATRON_TRAINING_INFO)
+    cost = model_cost(arch, training, conv.get("megatron-training-info"))
     s, b, h, f, v = c["seq"], c["micro_batch"], c["hidden"], arch.f, arch.padded_vocab()
     act = lambda module: 2 * mi.module_elements(module, s, b, h, f)  # noqa: E731  (2-byte elements)
     layer, emb = cost.layer, cost.embedding

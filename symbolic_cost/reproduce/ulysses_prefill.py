@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import re
 
-from .. import conventions as conv
-from ..blocks import mlp
-from ..sequence import Tensor, ulysses
-from . import Cell
-from . import ulysses_prefill_printed as printed
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks import mlp
+from symbolic_cost.parallel.sequence import Tensor, ulysses
+from symbolic_cost.reproduce import Cell
+from symbolic_cost.reproduce import ulysses_prefill_printed as printed
 
 TITLE = "Seed 001: PyComm Ulysses prefill (sfc-gh-mhidayetoglu/PyComm prefill.py)"
-CONVENTIONS = conv.DEFAULT.but(matmul_flops="2mnk")
+CONVENTIONS = conv.get("pycomm-prefill")
 WORKSPACE_BYTES = 32 * 2**20
 """cuBLAS workspace on Hopper, allocated by the first GEMM and counted by the allocator."""
 TRANSIENT_BYTES = 9_500_000

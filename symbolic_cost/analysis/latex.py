@@ -1,0 +1,115 @@
+"""LaTeX for formulas and tables, with symbols typeset as papers write them."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from sympy import Mul, Poly, PolynomialError, expand, factor_terms, fraction, together
+from sympy import latex as _sympy_latex, sympify
+
+from symbolic_cost import symbols as S
+
+SYMBOL_NAMES = {
+    S.m1: "m_{1}", S.s1: "s_{1}", S.n_layers: r"n_{\mathrm{layers}}",
+    S.es: r"\mathrm{es}", S.es_mask: r"\mathrm{es}_{\mathrm{mask}}",
+}
+
+
+def latex(expr, mul_symbol=None) -> str:
+    """LaTeX of an expression with ``m1`` as ``m_{1}``, ``s1`` as ``s_{1}``.
+
+    ``mul_symbol="dot"`` writes products with ``\\cdot``: longer, but a LaTeX
+    parser reads it back unambiguously.
+
+    >>> from symbolic_cost.symbols import b, l, e, m1
+    >>> latex(2 * b * l * e / m1)
+    '\\\\frac{2 b e l}{m_{1}}'
+    """
+    return _sympy_latex(sympify(expr), symbol_names=SYMBOL_NAMES, mul_symbol=mul_symbol)
+
+
+def _escape(text: str) -> str:
+    return str(text).replace("_", r"\_")
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, str):
+        return _escape(value)
+    return f"${latex(value)}$"
+
+
+def tabular(frame: pd.DataFrame) -> str:
+    """A ``tabular`` environment of a DataFrame: numbers to 6 significant
+    digits, expressions as inline math, text escaped."""
+    header = " & ".join(_escape(column) for column in frame.columns)
+    body = [" & ".join(_cell(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    spec = "l" + "r" * (len(frame.columns) - 1)
+    return "\n".join([rf"\begin{{tabular}}{{{spec}}}", r"\hline", header + r" \\", r"\hline",
+                      *body, r"\hline", r"\end{tabular}"])
+
+
+def common_monomial(expr):
+    """The largest monomial (in the dimension symbols) dividing every term of the numerator.
+
+    >>> from symbolic_cost.symbols import b, l, e, h
+    >>> common_monomial(34*b*l*e + 5*b*h*l**2)
+    b*l
+    """
+    numerator, _ = fraction(together(sympify(expr)))
+    symbols = sorted(numerator.free_symbols & set(S.DIMENSIONS + (S.n_layers,)), key=str)
+    if not symbols:
+        return sympify(1)
+    try:
+        terms = Poly(expand(numerator), *symbols).monoms()
+    except PolynomialError:
+        return sympify(1)
+    powers = [min(m[i] for m in terms) for i in range(len(symbols))]
+    return Mul(*(s**p for s, p in zip(symbols, powers)))
+
+
+def paper_form(expr, by=None):
+    r"""``expr`` as ``by * (rest)``, the way papers write costs.
+
+    ``by`` defaults to the common monomial; pass ``b*l*e`` to get
+    Korthikanti-style ``b l e (34 + 5 h l / e)``.
+
+    >>> from symbolic_cost.symbols import b, l, e, h
+    >>> print(latex(paper_form(34*b*l*e + 5*b*h*l**2, by=b*l*e)))
+    b e l \left(34 + \frac{5 h l}{e}\right)
+    """
+    expr = sympify(expr)
+    by = common_monomial(expr) if by is None else sympify(by)
+    if by == 1:
+        return expand(expr) if expr.is_polynomial() else factor_terms(expr)
+    rest = expand(expr / by)
+    if rest.is_number or rest.is_Mul or rest.is_Pow or rest.is_Symbol:
+        return rest * by
+    return Mul(by, rest, evaluate=False)
+
+
+def formula_frame(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None):
+    """A DataFrame of formulas: one row per operation, one column per field."""
+    rows = [{"operation": row.name, **{f: paper_form(getattr(row, f), by) for f in fields}}
+            for row in block]
+    rows.append({"operation": "total", **{f: paper_form(block.total(f), by) for f in fields}})
+    return pd.DataFrame(rows, columns=["operation", *fields])
+
+
+def formula_table(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None) -> str:
+    """A whole block as a LaTeX ``tabular`` of formulas (rows = operations)."""
+    return tabular(formula_frame(block, fields, by))
+
+
+def formula_markdown(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None) -> str:
+    """The same table in Markdown with inline ``$...$`` math."""
+    frame = formula_frame(block, fields, by)
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    for row in frame.itertuples(index=False):
+        cells = [row[0]] + [f"${latex(v)}$" for v in row[1:]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,228 @@
+"""Scaling analysis: the questions a formula answers and a calculator cannot.
+
+* ``leading_terms``: the dominant part of a cost as one symbol, or several
+  together, grow; the exact remainder on request.
+* ``derivative`` and ``elasticity`` (``d log C / d log x``): how fast a cost grows.
+* ``crossover``: where two costs are equal, solved for one symbol.
+* ``optimum``: the degree that minimises a cost, relaxed to a real number
+  (with the derivative that proves it) and restricted to valid degrees.
+* ``share`` and ``limit``: ratios such as attention's part of the FLOPs.
+
+Time expressions contain ``Max`` (roofline) and ``Piecewise`` (NVLink or
+InfiniBand).  ``smooth_at`` replaces each by the branch active at a point, so
+the calculus happens inside one smooth region; ``optimum`` reports whether its
+answer stays in that region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Symbol, diff,
+                   expand, fraction, limit as _limit, nsolve, oo, simplify, solve, sympify, together)
+
+from symbolic_cost.symbols import resolve_names
+
+
+def _real(x: Symbol) -> Symbol:
+    """A positive real stand-in for ``x``: dimensions are integers, but a relaxed
+    optimum or a crossover is a real number, and SymPy drops non-integer roots
+    of an integer symbol."""
+    return Dummy(x.name, positive=True, real=True)
+
+
+def _solve_positive(expr, x) -> list:
+    r = _real(x)
+    roots = solve(sympify(expr).subs(x, r), r)
+    return [root.subs(r, x) for root in roots
+            if root.is_positive is not False and root.is_real is not False and root != 0]
+
+
+def _symbols(grow) -> list[Symbol]:
+    if isinstance(grow, (str, Symbol)):
+        grow = [grow]
+    return list(resolve_names({s: None for s in grow}))
+
+
+def leading_terms(expr, grow, *, with_remainder: bool = False):
+    """Terms of highest degree as the symbols in ``grow`` grow together.
+
+    Every symbol in ``grow`` is scaled by ``t`` and the coefficient of the top
+    power of ``t`` is kept (for a ratio: top of numerator over top of denominator).
+
+    >>> from symbolic_cost.symbols import b, l, e
+    >>> leading_terms(24*b*l*e**2 + 4*b*l**2*e + 10*b*l*e, [e, l])
+    24*b*e**2*l + 4*b*e*l**2
+    >>> leading_terms(24*b*l*e**2 + 4*b*l**2*e + 10*b*l*e, l, with_remainder=True)
+    (4*b*e*l**2, 24*b*e**2*l + 10*b*e*l)
+    """
+    expr = sympify(expr)
+    t = Dummy("t", positive=True)
+    scaled = together(expr.subs({s: t * s for s in _symbols(grow)}, simultaneous=True))
+    numerator, denominator = fraction(scaled)
+    try:
+        top = Poly(expand(numerator), t).LC() / Poly(expand(denominator), t).LC()
+    except PolynomialError:
+        raise ValueError("leading_terms needs a polynomial or ratio of polynomials in "
+                         f"{', '.join(map(str, _symbols(grow)))}; got {expr}") from None
+    tidy = lambda v: expand(v) if v.is_polynomial() else simplify(v)  # noqa: E731
+    top = tidy(top)
+    return (top, tidy(expr - top)) if with_remainder else top
+
+
+def derivative(expr, x) -> Expr:
+    """``dC/dx``, simplified."""
+    (x,) = _symbols(x)
+    return simplify(diff(sympify(expr), x))
+
+
+def elasticity(expr, x, at: dict | None = None) -> Expr:
+    """``d log C / d log x = x C'/C``: a cost growing like ``x**k`` has elasticity ``k``.
+
+    >>> from symbolic_cost.symbols import l, e
+    >>> elasticity(4*l**2*e + 24*l*e**2, l)
+    2*(3*e + l)/(6*e + l)
+    """
+    (x,) = _symbols(x)
+    expr = sympify(expr)
+    value = simplify(x * diff(expr, x) / expr)
+    return simplify(value.subs(resolve_names(at))) if at else value
+
+
+def crossover(a, b, x) -> Expr:
+    """The positive ``x`` at which ``a == b``.
+
+    Dimensions are positive symbols, so the roots SymPy can rule out are
+    dropped; if more than one could be meaningful they are all named in the error.
+
+    >>> from symbolic_cost.symbols import l, e
+    >>> crossover(4*l**2*e, 24*l*e**2, l)
+    6*e
+    """
+    (x,) = _symbols(x)
+    roots = _solve_positive(sympify(a) - sympify(b), x)
+    if len(roots) != 1:
+        found = ", ".join(map(str, roots)) or "none"
+        raise ValueError(f"expected one positive crossover in {x}; found {found}")
+    return simplify(roots[0])
+
+
+def share(part, whole) -> Expr:
+    """``part / whole``, simplified (e.g. attention's share of a layer's FLOPs)."""
+    return simplify(sympify(part) / sympify(whole))
+
+
+def limit(expr, x, to=oo) -> Expr:
+    """The limit of ``expr`` as ``x`` goes to ``to`` (infinity by default)."""
+    (x,) = _symbols(x)
+    return simplify(_limit(sympify(expr), x, to))
+
+
+def smooth_at(expr, point: dict) -> Expr:
+    """``expr`` with every ``Max``, ``Min`` and ``Piecewise`` replaced by the branch
+    active at ``point`` (which must fix every free symbol of the branch tests).
+
+    >>> from symbolic_cost.symbols import m1
+    >>> smooth_at(Max(1/m1, m1/16), {m1: 2})
+    1/m1
+    """
+    point = resolve_names(point)
+    expr = sympify(expr)
+    if isinstance(expr, (Max, Min)):
+        pick = max if isinstance(expr, Max) else min
+        branch = pick(expr.args, key=lambda arg: float(arg.subs(point)))
+        return smooth_at(branch, point)
+    if isinstance(expr, Piecewise):
+        for branch, condition in expr.args:
+            if bool(condition.subs(point)):
+                return smooth_at(branch, point)
+        raise ValueError(f"no branch of {expr} holds at {point}")
+    if expr.args:
+        return expr.func(*(smooth_at(arg, point) for arg in expr.args))
+    return expr
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """The answer of ``optimum``.
+
+    ``best`` is the candidate with the smallest value (exact); ``relaxed`` the
+    real minimiser of the smooth branch active at ``best`` (a root of
+    ``derivative``, positive curvature ``second`` there), ``None`` if the
+    branch has no interior minimum; ``same_region`` tells whether ``relaxed``
+    lies where the same branches are active.
+    """
+
+    symbol: Symbol
+    best: Expr
+    values: dict = field(repr=False)
+    smooth: Expr = field(repr=False)
+    derivative: Expr = field(repr=False)
+    relaxed: Expr | None
+    second: Expr | None = field(repr=False)
+    same_region: bool | None
+
+
+def optimum(expr, x, candidates) -> Optimum:
+    """Minimise ``expr`` over ``x``: exactly over ``candidates`` and relaxed to reals.
+
+    >>> from symbolic_cost.symbols import m1
+    >>> found = optimum(64/m1 + m1, m1, [1, 2, 4, 8, 16])
+    >>> found.best, found.relaxed, found.derivative
+    (8, 8, 1 - 64/m1**2)
+    """
+    (x,) = _symbols(x)
+    expr = sympify(expr)
+    candidates = [sympify(c) for c in candidates]
+    if not candidates:
+        raise ValueError(f"optimum over {x} needs at least one candidate value")
+    values = {c: simplify(expr.subs(x, c)) for c in candidates}
+    if any(not v.is_number for v in values.values()):
+        raise ValueError(f"optimum over {x}: fix every other symbol first "
+                         f"(free: {', '.join(sorted(map(str, expr.free_symbols - {x})))})")
+    best = min(candidates, key=lambda c: values[c])
+    smooth = smooth_at(expr, {x: best})
+    slope = simplify(diff(smooth, x))
+    relaxed = _positive_root(slope, x, best)
+    second = simplify(diff(smooth, x, 2).subs(x, relaxed)) if relaxed is not None else None
+    if second is not None and not second.is_positive:
+        relaxed = second = None
+    same = None if relaxed is None else smooth_at(expr, {x: relaxed}) == smooth
+    return Optimum(x, best, values, smooth, slope, relaxed, second, same)
+
+
+def _positive_root(slope, x, start):
+    """The positive root of ``slope`` nearest ``start``: exact if SymPy solves it."""
+    try:
+        roots = [r for r in _solve_positive(slope, x) if r.is_number]
+    except NotImplementedError:
+        roots = []
+    if roots:
+        return min(roots, key=lambda r: abs(float(r) - float(start)))
+    try:
+        root = nsolve(slope, x, float(start))
+    except (ValueError, ZeroDivisionError, TypeError):
+        return None
+    return root if root.is_real and root > 0 else None
+
+
+def valid_values(block, x, upto: int) -> list[int]:
+    """The values ``1..upto`` of ``x`` that the block's rules accept (``m1`` dividing
+    ``h`` and ``f``, ``s1`` dividing ``l`` and ``m1``, ...).
+
+    >>> from symbolic_cost import attention
+    >>> from symbolic_cost.symbols import m1
+    >>> valid_values(attention(1, 2048, 768, 12, m1, 1), m1, 16)
+    [1, 2, 3, 4, 6, 12]
+    >>> valid_values(attention(1, 2048, 768, 12, m1, m1), m1, 16)   # s1 = m1 must divide l too
+    [1, 2, 4]
+    """
+    (x,) = _symbols(x)
+    good = []
+    for value in range(1, upto + 1):
+        try:
+            block.subs({x: value})
+        except ValueError:
+            continue
+        good.append(value)
+    return good

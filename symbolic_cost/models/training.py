@@ -1,0 +1,66 @@
+"""``Training``: how a model is trained (batch, sequence, degrees, precision, sharding,
+recomputation), and the precision rule: bytes per element and per parameter.
+
+Bytes per parameter (weights, gradients, optimizer) by ``mixed_precision``:
+
+============ ====== ============================ =================================
+precision    fp32   fp16 / bf16, ``"zero"``      ``"megatron"``
+============ ====== ============================ =================================
+bytes        4,4,8  2, 2, 12 (Rajbhandari et al. fp16: 2, 2, 16 (fp32 main grads
+                    2020: fp32 master + 2 Adam   inside the optimizer); bf16: 2,
+                    moments)                     4, 12 (grads accumulate in fp32)
+============ ====== ============================ =================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Expr
+
+from symbolic_cost import conventions as conv
+from symbolic_cost import symbols as S
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Training:
+    """How the model is trained: micro-batch ``b``, sequence ``l``, degrees, memory policy."""
+
+    b: Expr = S.b
+    l: Expr = S.l
+    m1: Expr = 1
+    s1: Expr = 1
+    d: Expr = 1
+    p: Expr = 1
+    micro_batches: Expr = 1
+    precision: str = "bf16"
+    zero: int = 0
+    distributed_optimizer: bool = False
+    recompute: str = "none"
+    flash: bool = False
+    mask_bytes: Expr = 1         # dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats)
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.zero not in (0, 1, 2, 3):
+            raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+
+
+def element_bytes(precision: str) -> int:
+    """Bytes of one activation (and weight) element: 4 in fp32, 2 in fp16 or bf16."""
+    return 4 if precision == "fp32" else 2
+
+
+def bytes_per_parameter(precision: str, conventions=conv.DEFAULT) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer) bytes per parameter; see the module docstring."""
+    if precision == "fp32":
+        return 4, 4, 8
+    if conv.get(conventions).mixed_precision == "megatron":
+        return (2, 2, 16) if precision == "fp16" else (2, 4, 12)
+    return 2, 2, 12

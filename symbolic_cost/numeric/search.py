@@ -1,0 +1,85 @@
+"""Search of parallel layouts: which ``(m1, s1, d, p, b, micro-batches, recompute)`` trains a
+model fastest on ``N`` devices, among those that fit in memory.
+
+The model is built once per recomputation policy with the degrees as
+symbols; its step time (``model.step_time_breakdown``) and memory are
+compiled once and evaluated on every valid layout at the same time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from symbolic_cost import conventions as conv
+from symbolic_cost import symbols as S
+from symbolic_cost.numeric.compile import compile_exprs
+from symbolic_cost.timing.hardware import get_system
+from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.timing.step import step_time_breakdown
+
+PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "total")
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
+            micro_batch_sizes=(1, 2, 4, 8), recompute=("none", "selective", "full")) -> pd.DataFrame:
+    """Every layout whose degrees divide what they split: ``m1`` the heads, key/value heads and
+    MLP width; ``p`` the layers; ``s1`` (1 or ``m1``) the sequence; ``b d`` the global batch."""
+    kv = arch.kv_heads or arch.h
+    rows = []
+    for m1 in _divisors(devices):
+        if arch.h % m1 or kv % m1 or arch.f % m1:
+            continue
+        for p in _divisors(devices // m1):
+            if arch.n_layers % p:
+                continue
+            d = devices // (m1 * p)
+            for s1 in sorted({1, m1}):
+                if seq % s1:
+                    continue
+                for b in micro_batch_sizes:
+                    if global_batch % (b * d):
+                        continue
+                    for policy in recompute:
+                        rows.append((m1, s1, d, p, b, global_batch // (b * d), policy))
+    return pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "b", "n_micro", "recompute"])
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    evaluated: int
+    fitting: int
+    best: pd.DataFrame
+
+
+def search(arch: Architecture, devices: int, system="h100", global_batch: int = 1024, seq: int = 2048,
+           top: int = 10, zero: int = 1, flash: bool = True, precision: str = "bf16",
+           conventions=conv.DEFAULT, **choices) -> SearchResult:
+    """The ``top`` fastest layouts that fit in the system's memory, with their time breakdown."""
+    system = get_system(system)
+    if not system.hbm_capacity:
+        raise ValueError(f"system {system.name} states no memory capacity to fit layouts into")
+    if flash and "recompute" not in choices:    # flash keeps no attention core: selective = none
+        choices["recompute"] = ("none", "full")
+    table = layouts(arch, devices, global_batch, seq, **choices)
+    if table.empty:
+        raise ValueError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}")
+    frames = []
+    for policy, group in table.groupby("recompute", sort=False):
+        training = Training(b=S.b, l=seq, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro,
+                            precision=precision, zero=zero, recompute=policy, flash=flash)
+        cost = model_cost(arch, training, conventions)
+        parts = step_time_breakdown(cost, system, conventions)
+        compiled = compile_exprs({**{k: parts[k] for k in PARTS}, "memory": cost.memory_bytes},
+                                 symbols=[S.b, S.m1, S.s1, S.d, S.p, S.n_micro])
+        values = compiled({k: group[k].to_numpy() for k in ("b", "m1", "s1", "d", "p", "n_micro")})
+        frames.append(group.assign(**values))
+    every = pd.concat(frames, ignore_index=True)
+    fits = every[every["memory"] <= float(system.hbm_capacity)]
+    return SearchResult(len(every), len(fits), fits.sort_values("total").head(top).reset_index(drop=True))

@@ -1,0 +1,149 @@
+"""Design-space sweeps: evaluate compiled expressions over a grid or a table of configurations.
+
+``sweep`` walks a cartesian grid (``{name: [values]}``) or a table (DataFrame
+or CSV path) in chunks of ``chunk_size`` rows, so memory stays bounded for
+any number of configurations; drops the rows that break a constraint (SymPy
+relations such as ``Eq(Mod(h, m1), 0)`` or ``memory <= capacity``, compiled
+with the rest); reports progress on long runs; and returns a DataFrame or
+appends to a CSV or Parquet file.  On several machines, run the same chunks
+with Dask (``pip install dask``): every chunk is independent.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+from sympy import Piecewise, sympify
+
+from symbolic_cost.numeric.compile import compile_exprs
+from symbolic_cost.symbols import resolve_names
+
+
+def _grid_chunks(grid: Mapping, chunk_size: int) -> Iterator[dict]:
+    names = list(grid)
+    axes = [np.asarray(grid[n], dtype=np.float64) for n in names]
+    shape = tuple(len(a) for a in axes)
+    total = int(np.prod(shape)) if shape else 1
+    for start in range(0, total, chunk_size):
+        index = np.unravel_index(np.arange(start, min(start + chunk_size, total)), shape)
+        yield {n: axis[i] for n, axis, i in zip(names, axes, index)}
+
+
+def _table_chunks(table, chunk_size: int) -> Iterator[dict]:
+    frames = pd.read_csv(table, chunksize=chunk_size) if isinstance(table, (str, Path)) else \
+        (table.iloc[i:i + chunk_size] for i in range(0, len(table), chunk_size))
+    for frame in frames:
+        yield {c: frame[c].to_numpy(dtype=np.float64) for c in frame.columns}
+
+
+def grid_size(grid: Mapping) -> int:
+    return int(np.prod([len(v) for v in grid.values()])) if grid else 1
+
+
+def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(), chunk_size=1_000_000,
+          out=None, progress: bool | Callable[[str], None] = False) -> pd.DataFrame | Path:
+    """Evaluate ``{name: expression}`` on every configuration; see the module docstring.
+
+    >>> from sympy import Eq, Mod
+    >>> from symbolic_cost.symbols import b, h, m1
+    >>> sweep({"work": 2 * b / m1}, grid={"b": [1, 2], "m1": [1, 2, 3], "h": [4]},
+    ...       constraints=[Eq(Mod(h, m1), 0)])
+         b   m1    h  work
+    0  1.0  1.0  4.0   2.0
+    1  1.0  2.0  4.0   1.0
+    2  2.0  1.0  4.0   4.0
+    3  2.0  2.0  4.0   2.0
+    """
+    if (grid is None) == (table is None):
+        raise ValueError("sweep needs exactly one of grid= or table=")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}")
+    keep = {f"_keep{i}": Piecewise((1, sympify(c)), (0, True)) for i, c in enumerate(constraints)}
+    inputs = [str(k) for k in resolve_names(grid)] if grid is not None else None
+    compiled = compile_exprs({**exprs, **keep},
+                             symbols=None if grid is None else [s for s in resolve_names(grid)])
+    chunks = _grid_chunks(grid, chunk_size) if grid is not None else _table_chunks(table, chunk_size)
+    total = grid_size(grid) if grid is not None else None
+    say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress else None
+    writer = _Writer(Path(out)) if out else None
+    frames, done, start = [], 0, time.perf_counter()
+    for chunk in chunks:
+        values = {k: v for k, v in chunk.items() if k in {str(s) for s in compiled.symbols}}
+        results = compiled(values)
+        mask = np.ones(len(next(iter(chunk.values()))), dtype=bool)
+        for name in keep:
+            mask &= results.pop(name) > 0.5
+        frame = pd.DataFrame({**chunk, **results})[mask]
+        if inputs is not None:
+            frame = frame[inputs + list(exprs)]
+        done += len(mask)
+        if writer is None:
+            frames.append(frame)
+        else:
+            writer.write(frame)
+        if say:
+            rate = done / max(time.perf_counter() - start, 1e-9)
+            share = f" ({done / total:.0%})" if total else ""
+            say(f"sweep: {done:,}{'/' + format(total, ',') if total else ''} configurations{share}, "
+                f"{rate:,.0f}/s")
+    if writer is not None:
+        writer.close()
+        return writer.path
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(exprs))
+
+
+class _Writer:
+    """Appends chunks to a CSV or Parquet file (Parquet needs pyarrow)."""
+
+    def __init__(self, path: Path):
+        if path.suffix not in (".csv", ".parquet"):
+            raise ValueError(f"sweep output must end in .csv or .parquet, got {path.name!r}")
+        self.path, self.parquet, self.first = path, None, True
+
+    def write(self, frame: pd.DataFrame) -> None:
+        if self.path.suffix == ".csv":
+            frame.to_csv(self.path, mode="w" if self.first else "a", header=self.first, index=False)
+        else:
+            try:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+            except ImportError:
+                raise ValueError("Parquet output needs pyarrow: python -m pip install pyarrow") from None
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            self.parquet = self.parquet or pq.ParquetWriter(self.path, table.schema)
+            self.parquet.write_table(table)
+        self.first = False
+
+    def close(self) -> None:
+        if self.parquet is not None:
+            self.parquet.close()
+
+
+def sweep_dask(exprs: Mapping, grid: Mapping, constraints=(), chunk_size=1_000_000):
+    """The same sweep as a lazy ``dask.dataframe.DataFrame``, one partition per chunk, for
+    a cluster (``pip install 'symbolic_cost[dask]'``): nothing runs until ``.compute()``,
+    ``.to_parquet()`` and friends; each partition compiles (cached) and evaluates its own
+    index range of the grid, so no configuration list is ever built in one place."""
+    try:
+        import dask
+        import dask.dataframe as dd
+    except ImportError:
+        raise ValueError("sweep_dask needs dask: python -m pip install 'symbolic_cost[dask]'") from None
+    total = grid_size(grid)
+    columns = [str(k) for k in resolve_names(grid)] + list(exprs)
+
+    def part(start: int, stop: int) -> pd.DataFrame:
+        names = list(grid)
+        shape = tuple(len(grid[n]) for n in names)
+        index = np.unravel_index(np.arange(start, stop), shape)
+        table = pd.DataFrame({n: np.asarray(grid[n], dtype=np.float64)[i] for n, i in zip(names, index)})
+        return sweep(exprs, table=table, constraints=constraints, chunk_size=stop - start)[columns]
+
+    meta = pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+    parts = [dask.delayed(part)(start, min(start + chunk_size, total)) for start in range(0, total, chunk_size)]
+    return dd.from_delayed(parts, meta=meta)

@@ -1,0 +1,61 @@
+"""The attention core, ``softmax(Q K^T) V``, assembled once: unfused rows or one fused kernel.
+
+Every attention layout (plain, grouped-query, flash, Ulysses, ring) takes its
+core from here, so the order of the operations and what they keep are
+written in one place.
+"""
+
+from __future__ import annotations
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.cost import Cost, exact, make_cost
+from symbolic_cost.ops.matmul import _kv, _kv_length, attend, logits, scored_keys
+from symbolic_cost.ops.pointwise import dropout, softmax
+
+
+def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, dropouts=True, fused=False,
+                   es=2, es_mask=1, conventions=conv.DEFAULT) -> list[Cost]:
+    """The unfused core on one device: ``logits -> softmax -> dropout_softmax -> attend``.
+
+    ``Q (b, h, l, q)``, ``K, V (b, kv, l_kv, q)``, scores ``(b, h, l, l_kv)``.
+    The dropout covers every score of the stored ``(l, l_kv)`` tensor; with
+    ``fused`` (the arithmetic inside a flash kernel) only the scores the kernel
+    computes (``scored_keys``).  Without dropout, ``attend`` keeps the very
+    tensor ``softmax`` keeps, so it is held once.
+
+    >>> from symbolic_cost.symbols import b, l, h
+    >>> [row.name for row in attention_core(b, l, 64, h)]
+    ['logits', 'softmax', 'dropout_softmax', 'attend']
+    """
+    keys = _kv_length(l, l_kv)
+    kw = dict(es=es, conventions=conventions)
+    grouped = dict(l_kv=keys, kv_heads=kv_heads, causal=causal, **kw)
+    rows = [logits(b, l, q, h, **grouped), softmax(b, l, h, l_kv=keys, causal=causal, **kw)]
+    if dropouts:
+        width = scored_keys(exact(l, "l"), keys, causal, conventions) if fused else keys
+        rows.append(dropout(b, l, width * exact(h, "h"), es_mask=es_mask, name="dropout_softmax", **kw))
+    av = attend(b, l, q, h, **grouped)
+    return rows + [av if dropouts else av.plus(act_buffer=-rows[1].act_buffer)]
+
+
+def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2,
+                    conventions=conv.DEFAULT, name="flash_attention") -> Cost:
+    """Fused ``softmax(Q K^T) V`` with dropout (FlashAttention): no ``(l, l_kv)`` tensor is stored.
+
+    ``Q, O (b, h, l, q)``, ``K, V (b, h, l_kv, q)``; keeps ``Q, K, V, O`` and the
+    row log-sum-exp ``(b, h, l)``.  Forward does the arithmetic of ``logits``, ``softmax``,
+    ``dropout`` and ``attend`` (``attention_core``); backward recomputes the scores, the
+    softmax and the dropout mask (their forward again) and then does the backward of all
+    four.  Gradients touch ``dQ, dK, dV, dO``.
+    """
+    b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
+    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
+    parts = attention_core(b, l, q, h, l_kv=keys, kv_heads=groups, causal=causal, fused=True, es=es,
+                           conventions=conventions)
+    recompute = sum(p.flops_fwd for p in parts[:3])
+    queries, kv = b * h * l * q * es, b * groups * keys * q * es
+    return make_cost(
+        name, "matrix",
+        flops_fwd=sum(p.flops_fwd for p in parts), flops_bwd=recompute + sum(p.flops_bwd for p in parts),
+        act_in=queries, act_in_other=2 * kv, act_out=queries,
+        act_buffer=2 * queries + 2 * kv + b * h * l * es, act_grads=2 * queries + 2 * kv)

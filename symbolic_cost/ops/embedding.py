@@ -1,0 +1,39 @@
+"""Embedding lookups and the language-model loss."""
+
+from __future__ import annotations
+
+from symbolic_cost.cost import Cost, exact, make_cost
+
+
+def embedding(b, l, rows, e, *, es=2, name="embedding") -> Cost:
+    """Table lookup ``Y[i, t] = W[ids[i, t]]``: ``W (rows, e)``, ``Y (b, l, e)``.
+
+    Forward moves data and does no arithmetic.  Backward scatter-adds ``dY``
+    into ``dW``: ``b*l*e`` adds.  Keeps only the token ids (integers, not
+    counted).  ``rows`` is the (padded) vocabulary or the number of positions.
+
+    >>> from symbolic_cost.symbols import b, l, e
+    >>> embedding(b, l, 50304, e).weights
+    100608*e
+    """
+    b, l, rows, e, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (rows, "rows"), (e, "e"), (es, "es")))
+    n = b * l * e
+    table = rows * e * es
+    return make_cost(name, "vector", flops_fwd=0, flops_bwd=n, act_in=0, act_out=n * es,
+                     act_buffer=0, weights=table, weight_grads=table, act_grads=n * es)
+
+
+def cross_entropy(b, l, v, *, es=2, name="loss") -> Cost:
+    """Mean cross-entropy of logits ``Z (b, l, v)`` against target ids.
+
+    With ``n = b*l*v`` and ``r = b*l`` rows, forward: row max ``r(v-1)``,
+    subtract ``n``, exp ``n``, row sum ``r(v-1)``, log, pick the target and
+    the mean ``3r``: ``2n + 2r(v-1) + 3r``.  Backward ``softmax(Z) - onehot``
+    scaled by ``1/r``: subtract and exp again ``2n``, the one-hot ``r``, the
+    scale ``n``: ``3n + r``.  Keeps the logits.
+    """
+    b, l, v, es = (exact(x, n) for x, n in ((b, "b"), (l, "l"), (v, "v"), (es, "es")))
+    rows, n = b * l, b * l * v
+    return make_cost(name, "vector", flops_fwd=2 * n + 2 * rows * (v - 1) + 3 * rows,
+                     flops_bwd=3 * n + rows, act_in=n * es, act_out=0, act_buffer=n * es,
+                     act_grads=n * es)

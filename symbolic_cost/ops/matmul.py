@@ -1,0 +1,155 @@
+"""Matrix products: linear layers, attention logits ``QK^T`` and ``AV``.
+
+All three run on matrix (tensor-core) units.  The forward/backward counts
+follow from ``matmul_flops`` applied to each product the pass computes; the
+set of products, the saved tensors and the gradient traffic are those of the
+LBNL 2024 primitives (arXiv 2410.00273), the usual chain-rule accounting.
+"""
+
+from __future__ import annotations
+
+from sympy import Expr, Integer
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.cost import Cost, Gemm, exact, make_cost
+
+
+def matmul_flops(m, k, n, conventions=conv.DEFAULT) -> Expr:
+    """FLOPs of one ``(m, k) x (k, n)`` product.
+
+    Each of the ``m*n`` outputs takes ``k`` multiplies and ``k - 1`` adds, so the
+    exact count is ``m*n*(2k - 1)``; the ``"2mnk"`` convention (PyTorch's
+    counter, most papers) counts ``2*m*n*k``.
+
+    >>> from symbolic_cost.symbols import b, e
+    >>> matmul_flops(b, e, 3)
+    3*b*(2*e - 1)
+    >>> matmul_flops(b, e, 3, conv.DEFAULT.but(matmul_flops="2mnk"))
+    6*b*e
+    """
+    m, k, n = exact(m, "m"), exact(k, "k"), exact(n, "n")
+    if conv.get(conventions).matmul_flops == "2mnk":
+        return 2 * m * n * k
+    return m * n * (2 * k - 1)
+
+
+def _products(fwd, bwd, es, count=1) -> tuple[Gemm, ...]:
+    """The shapes ``(m, k, n)`` of one operation's forward and backward products, as ``Gemm``."""
+    return tuple(Gemm(pass_, *shape, count=count, element_bytes=es) for pass_, shapes in (("fwd", fwd), ("bwd", bwd))
+                 for shape in shapes)
+
+
+def product_flops(gemms, pass_: str, conventions=conv.DEFAULT) -> Expr:
+    """FLOPs of the products ``gemms`` runs in ``pass_`` (``matmul_flops`` each, times its count)."""
+    return sum((g.count * matmul_flops(g.m, g.k, g.n, conventions) for g in gemms if g.pass_ == pass_),
+               Integer(0))
+
+
+def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linear") -> Cost:
+    """``Y = X W (+ B)``: ``X (b, l, e)``, ``W (e, f)``, ``B (f)``, ``Y (b, l, f)``.
+
+    Forward: the product ``(b*l, e) x (e, f)`` plus ``b*l*f`` bias adds.
+    Backward: ``dX = dY W^T``, a ``(b*l, f) x (f, e)`` product; ``dW = X^T dY``,
+    an ``(e, b*l) x (b*l, f)`` product; ``dB``: ``b*l*f`` adds of ``dY`` rows
+    into the bias gradient.  Keeps ``X`` for backward.  Gradients read ``dY``
+    and write ``dX``: ``(b*l*e + b*l*f)`` elements.  ``bias`` may also give the
+    number of bias elements to store (Megatron's training-info tool counts the
+    fused QKV bias as ``e`` rather than ``3e``: its ``qkv_bias_elements`` quirk).
+
+    >>> from symbolic_cost.symbols import b, l, e, f
+    >>> linear(b, l, e, f).flops_fwd.factor()
+    2*b*e*f*l
+    >>> linear(b, l, e, f, bias=False).flops_fwd
+    b*f*l*(2*e - 1)
+    """
+    b, l, e, f, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (e, "e"), (f, "f"), (es, "es")))
+    tokens = b * l
+    bias_adds = tokens * f if bias else 0
+    bias_elements = (f if bias is True else exact(bias, "bias")) if bias else 0
+    weights = (e * f + bias_elements) * es
+    gemms = _products([(tokens, e, f)], [(tokens, f, e), (e, tokens, f)], es)
+    return make_cost(
+        name, "matrix",
+        flops_fwd=product_flops(gemms, "fwd", conventions) + bias_adds,
+        flops_bwd=product_flops(gemms, "bwd", conventions) + bias_adds,
+        act_in=tokens * e * es, act_out=tokens * f * es, act_buffer=tokens * e * es,
+        weights=weights, weight_grads=weights, act_grads=(tokens * e + tokens * f) * es, gemms=gemms)
+
+
+def _kv_length(l, l_kv):
+    return exact(l, "l") if l_kv is None else exact(l_kv, "l_kv")
+
+
+def scored_keys(l, keys, causal, conventions):
+    """Keys per query that the FLOP count covers: all of them, or with a causal mask and
+    ``causal_flops="exact"`` the mean ``(l + 1)/2`` of a query at position ``t`` seeing ``t + 1``."""
+    if causal and conv.get(conventions).causal_flops == "exact":
+        if keys != l:
+            raise ValueError("causal counting needs square scores (l_kv = l)")
+        return (l + 1) / 2
+    return keys
+
+
+def _kv(h, kv_heads):
+    return exact(h, "h") if kv_heads is None else exact(kv_heads, "kv_heads")
+
+
+def _scores(b, l, q, h, l_kv, kv_heads, causal, es, conventions):
+    """Exact sizes shared by ``logits`` and ``attend``: ``(b, l, q, h, es, keys, kv heads,
+    keys counted in FLOPs, b*h, query-side elements, key/value elements, score elements)``."""
+    b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
+    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
+    return (b, l, q, h, es, keys, groups, scored_keys(l, keys, causal, conventions), b * h,
+            b * h * l * q, b * groups * keys * q, b * h * l * keys)
+
+
+def _group_sum(b, h, groups, keys, q):
+    """Adds that sum the ``h/kv`` query heads' gradients into each key (or value) head."""
+    return b * (h - groups) * keys * q
+
+
+def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventions=conv.DEFAULT,
+           name="logits") -> Cost:
+    """``A = Q K^T``: ``Q (b, h, l, q)``, ``K (b, kv, l_kv, q)``, ``A (b, h, l, l_kv)``.
+
+    ``q`` is the head dim; ``l_kv`` (default ``l``) the number of keys.
+    Forward: ``b*h`` products ``(l, q) x (q, l_kv)``.  Backward: ``dQ = dA K``,
+    ``b*h`` products ``(l, l_kv) x (l_kv, q)``, and ``dK = dA^T Q``, ``b*h``
+    products ``(l_kv, l) x (l, q)``.  Keeps ``Q`` and ``K``; gradients touch
+    ``dQ``, ``dK`` and ``dA``.  The ``1/sqrt(q)`` scale is assumed folded into
+    ``Q`` (not counted).  With grouped-query attention (``kv_heads`` < ``h``)
+    each K head serves ``h/kv`` query heads: K is smaller and backward sums
+    the groups' ``dK``, ``b (h - kv) l_kv q`` adds.  ``causal`` only matters
+    for the FLOPs under ``causal_flops="exact"``.
+    """
+    b, l, q, h, es, keys, groups, counted, heads, queries, kv, scores = _scores(
+        b, l, q, h, l_kv, kv_heads, causal, es, conventions)
+    gemms = _products([(l, q, counted)], [(l, counted, q), (counted, l, q)], es, heads)
+    return make_cost(
+        name, "matrix",
+        flops_fwd=product_flops(gemms, "fwd", conventions),
+        flops_bwd=product_flops(gemms, "bwd", conventions) + _group_sum(b, h, groups, keys, q),
+        act_in=queries * es, act_in_other=kv * es, act_out=scores * es,
+        act_buffer=(queries + kv) * es, act_grads=(queries + kv + scores) * es, gemms=gemms)
+
+
+def attend(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventions=conv.DEFAULT,
+           name="attend") -> Cost:
+    """``Y = A V``: ``A (b, h, l, l_kv)``, ``V (b, kv, l_kv, q)``, ``Y (b, h, l, q)``.
+
+    Forward: ``b*h`` products ``(l, l_kv) x (l_kv, q)``.  Backward: ``dA = dY V^T``,
+    ``b*h`` products ``(l, q) x (q, l_kv)``; ``dV = A^T dY``, ``b*h`` products
+    ``(l_kv, l) x (l, q)``.  Keeps ``A`` and ``V``.  Gradients touch ``dA``,
+    ``dV`` and ``dY``; the LBNL 2024 quirk (``attend_grad_both_operands=False``)
+    leaves out ``dY``.  Grouped-query attention as in ``logits`` (the group sum is of ``dV``).
+    """
+    b, l, q, h, es, keys, groups, counted, heads, outputs, values, scores = _scores(
+        b, l, q, h, l_kv, kv_heads, causal, es, conventions)
+    incoming = outputs if conv.get(conventions).attend_grad_both_operands else 0
+    gemms = _products([(l, counted, q)], [(l, q, counted), (counted, l, q)], es, heads)
+    return make_cost(
+        name, "matrix",
+        flops_fwd=product_flops(gemms, "fwd", conventions),
+        flops_bwd=product_flops(gemms, "bwd", conventions) + _group_sum(b, h, groups, keys, q),
+        act_in=scores * es, act_in_other=values * es, act_out=outputs * es,
+        act_buffer=(scores + values) * es, act_grads=(scores + values + incoming) * es, gemms=gemms)

@@ -1,0 +1,55 @@
+"""Normalisation layers.
+
+Layer-norm counts (9 FLOPs per element forward, ``13n - 4bl`` backward) are
+the LBNL 2024 primitives' (arXiv 2410.00273); the stored statistics follow
+their later fix (commit 5a89ee8) unless ``layer_norm_keeps_stats`` is off.
+"""
+
+from __future__ import annotations
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.cost import Cost, exact, make_cost
+
+
+def layer_norm(b, l, e, *, es=2, conventions=conv.DEFAULT, name="layer_norm") -> Cost:
+    """Layer norm over the last axis of ``X (b, l, e)`` with ``gamma, beta (e)``.
+
+    Per element (``n = b*l*e``), forward: mean 2, variance 3, normalise 2,
+    affine 2, so ``9n`` FLOPs.  Backward: ``dgamma``/``dbeta`` 4 per element,
+    ``dX`` 5 per element plus ``4(e - 1)`` adds per row for its two row sums,
+    so ``13n - 4*b*l``.  Keeps ``X`` and, by default, the per-row mean and
+    ``1/std`` (``2*b*l`` elements, ``layer_norm_keeps_stats``).
+
+    >>> from symbolic_cost.symbols import b, l, e
+    >>> layer_norm(b, l, e).flops_bwd.expand()
+    13*b*e*l - 4*b*l
+    """
+    b, l, e, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (e, "e"), (es, "es")))
+    conventions = conv.get(conventions)
+    n = b * l * e
+    stats = 2 * b * l * es if conventions.layer_norm_keeps_stats else 0
+    return make_cost(
+        name, "vector", flops_fwd=9 * n, flops_bwd=4 * n + 5 * n + 4 * b * l * (e - 1),
+        act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
+        weights=2 * e * es, weight_grads=2 * e * es, act_grads=2 * n * es,
+        bwd_reads_weights=conventions.layer_norm_bwd_reads_weights)
+
+
+def rms_norm(b, l, e, *, es=2, conventions=conv.DEFAULT, name="rms_norm") -> Cost:
+    """RMS norm over the last axis of ``X (b, l, e)`` with a gain ``g (e)`` (LLaMA).
+
+    ``n = b*l*e``, ``r = b*l`` rows.  Forward: square ``n``, row sums
+    ``r(e-1)``, mean and reciprocal root ``2r``, normalise ``n``, gain ``n``:
+    ``3n + r(e+1)``.  Backward: ``dg`` (multiply and sum over tokens) ``2n``;
+    ``dX = rstd (g dY - x_hat mean(g dY x_hat))``: ``5n + r(e-1)``.  Keeps ``X``
+    and, by default, ``1/rms`` per row.
+    """
+    b, l, e, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (e, "e"), (es, "es")))
+    conventions = conv.get(conventions)
+    n, rows = b * l * e, b * l
+    stats = rows * es if conventions.layer_norm_keeps_stats else 0
+    return make_cost(
+        name, "vector", flops_fwd=3 * n + rows * (e + 1), flops_bwd=7 * n + rows * (e - 1),
+        act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
+        weights=e * es, weight_grads=e * es, act_grads=2 * n * es,
+        bwd_reads_weights=conventions.layer_norm_bwd_reads_weights)

@@ -1,0 +1,118 @@
+"""Collectives as expressions: what one device sends and receives, and how long it takes.
+
+For ``n`` devices and a tensor of ``V`` bytes (the gathered result of an
+allgather, the input of a reduce-scatter or allreduce, the buffer each
+device holds for an all-to-all, the message of a p2p send or a broadcast):
+
+============== ============ ================== ================== =====================
+kind           algorithm    sent per device    received           latency steps
+============== ============ ================== ================== =====================
+allgather      ring         (n-1)/n V          (n-1)/n V          n - 1
+reducescatter  ring         (n-1)/n V          (n-1)/n V          n - 1
+allreduce      ring         2(n-1)/n V         2(n-1)/n V         2(n - 1)
+allreduce      tree         2(n-1)/n V         2(n-1)/n V         2 log2 n
+alltoall       pairwise     (n-1)/n V          (n-1)/n V          n - 1
+p2p            -            V                  V                  1
+broadcast      tree         V                  V                  log2 n
+============== ============ ================== ================== =====================
+
+The tree allreduce is the bandwidth-optimal logarithmic one (recursive
+halving then doubling, Rabenseifner 2004; NCCL's double binary tree has the
+same bandwidth term): the ring's bytes in ``2 log2 n`` steps.  Time is
+``steps * alpha + sent / B`` (links are full duplex, so sending and
+receiving overlap).  ``hierarchical_time`` splits a group that spans
+NVLink domains of ``k`` devices into the phases NCCL uses across nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Expr, Integer, Max, log, sympify
+
+from symbolic_cost.cost import KINDS, ring_share
+
+ALGORITHMS = ("ring", "tree")
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes one device sends and receives, and the sequential message rounds."""
+
+    sent: Expr
+    received: Expr
+    steps: Expr
+
+
+def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
+    """Per-device traffic of one collective (see the module table).
+
+    >>> from sympy import Symbol
+    >>> n, V = Symbol("n", positive=True, integer=True), Symbol("V", positive=True)
+    >>> traffic("allgather", n, V)
+    Traffic(sent=V*(n - 1)/n, received=V*(n - 1)/n, steps=n - 1)
+    >>> traffic("allreduce", 8, 1, "tree").steps
+    6
+    """
+    if kind not in KINDS + ("broadcast",):
+        raise ValueError(f"collective kind must be one of {', '.join(KINDS + ('broadcast',))}, "
+                         f"got {kind!r}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    n, volume = sympify(n), sympify(tensor_bytes)
+    if kind == "broadcast":
+        return Traffic(volume, volume, _log2(n))
+    moved = ring_share(kind, n) * volume
+    if kind == "allreduce":
+        steps = 2 * _log2(n) if algorithm == "tree" else 2 * (n - 1)
+    else:
+        steps = Integer(1) if kind == "p2p" else n - 1
+    return Traffic(moved, moved, steps)
+
+
+def _log2(n) -> Expr:
+    """``log2 n``, exact for powers of two and rounded up for other numbers."""
+    n = sympify(n)
+    if n.is_number:
+        return Integer((int(n) - 1).bit_length())
+    return log(n, 2)
+
+
+def time(kind: str, n, tensor_bytes, bandwidth, latency, algorithm: str = "ring") -> Expr:
+    """``steps * latency + sent / bandwidth`` seconds on one kind of link.
+
+    >>> time("allreduce", 4, 8 * 10**9, 100 * 10**9, 0)
+    3/25
+    """
+    moved = traffic(kind, n, tensor_bytes, algorithm)
+    return moved.steps * sympify(latency) + moved.sent / sympify(bandwidth)
+
+
+def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple) -> Expr:
+    """Seconds for a group of ``n`` devices spread over NVLink domains of ``k``
+    (``nvlink`` and ``ib`` are ``(bandwidth, latency)`` pairs; ``k`` divides ``n``).
+
+    * reduce-scatter: within each domain over ``V``, then across the ``n/k``
+      domains over the ``V/k`` each device now holds; allgather is the mirror
+      image; allreduce is both.
+    * all-to-all: the ``(k-1)/n`` of the buffer bound for the same domain goes
+      over NVLink while the ``(n-k)/n`` bound elsewhere goes over InfiniBand,
+      at the same time.
+    * p2p and broadcast cross InfiniBand.
+
+    >>> # 2 x (7/8 of 16 GB at 100 GB/s) + 2 x (1/2 of 2 GB at 10 GB/s) = 0.28 + 0.2 s
+    >>> hierarchical_time("allreduce", 16, 8, 16 * 10**9, (10**11, 0), (10**10, 0))
+    12/25
+    """
+    n, k, volume = sympify(n), sympify(k), sympify(tensor_bytes)
+    if kind in ("p2p", "broadcast"):
+        return time(kind, n, volume, *ib)
+    if kind == "alltoall":
+        near = (k - 1) / n * volume / nvlink[0] + (k - 1) * nvlink[1]
+        far = (n - k) / n * volume / ib[0] + (n / k - 1) * ib[1]
+        return Max(near, far)
+    inside = time("reducescatter", k, volume, *nvlink)
+    across = time("reducescatter", n / k, volume / k, *ib)
+    if kind == "allreduce":
+        return 2 * inside + 2 * across
+    return inside + across

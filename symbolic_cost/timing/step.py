@@ -1,0 +1,48 @@
+"""Step time of a whole model: seconds per iteration on the busiest device, by part."""
+
+from __future__ import annotations
+
+from sympy import Expr, Integer
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.cost import exact
+from symbolic_cost.models import ModelCost
+from symbolic_cost.models.memory import recomputed_rows
+from symbolic_cost.parallel.pipeline import per_stage
+from symbolic_cost.timing.hardware import comm_time, get_system, times
+
+
+def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> dict[str, Expr]:
+    """Seconds per iteration on the busiest device, by part (1F1B pipeline, equal stages):
+
+    * ``compute``: micro-batches x the stage's roofline times (forward, backward, recompute);
+    * ``tensor_comm``: micro-batches x the stage's tensor/sequence collectives;
+    * ``bubble``: ``(p - 1)`` more micro-batch slots of the stage, idle or warming up;
+    * ``pipeline_comm``: the stage's p2p sends; ``data_comm``: the gradient and
+      parameter collectives of data parallelism (not overlapped);
+    * ``total``: their sum.
+    """
+    system, conventions = get_system(system), conv.get(conventions)
+    t = cost.training
+    p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
+    depth = exact(cost.architecture.n_layers, "n_layers")
+
+    def parts(blk, rows=None):
+        rows = [blk[r] for r in rows] if rows is not None else list(blk)
+        compute = sum((times(r, system, conventions)[k] for r in rows for k in ("t_fwd", "t_bwd")), Integer(0))
+        comm = sum((times(r, system, conventions)[k] for r in rows for k in ("t_comm_fwd", "t_comm_bwd")),
+                   Integer(0))
+        return compute, comm
+
+    (s_comp, s_comm), (l_comp, l_comm), (e_comp, e_comm) = parts(cost.embedding), parts(cost.layer), parts(cost.head)
+    redo = sum((times(cost.layer[r], system, conventions)["t_fwd"]
+                for r in recomputed_rows(cost.layer, t.recompute)), Integer(0))
+    compute = per_stage(p, s_comp, e_comp, depth * (l_comp + redo))
+    tensor = per_stage(p, s_comm, e_comm, depth * l_comm)
+    per_micro = compute + tensor
+    by_dim = lambda dim: sum((comm_time(c, system, conventions) for d_, c in cost.collectives if d_ == dim),  # noqa: E731
+                             Integer(0))
+    out = {"compute": n * compute, "tensor_comm": n * tensor, "bubble": (p - 1) * per_micro,
+           "pipeline_comm": by_dim("pipeline"), "data_comm": by_dim("data")}
+    out["total"] = sum(out.values(), Integer(0))
+    return out

@@ -1,0 +1,101 @@
+"""The package layout: data flows one way, no import cycles, one concern per (short) module."""
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost"
+
+# Each module may import only from its own layer or a layer above it (earlier in this list).
+LAYERS = [
+    {"symbols", "conventions", "cost", "checks"},
+    {"ops"}, {"blocks"}, {"parallel"}, {"models"}, {"analysis"}, {"timing"}, {"numeric"},
+    {"tools"}, {"reproduce"}, {"report"}, {"cli"},
+]
+RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+# Jupyter rendering may import a formatter lazily from below (inside the method that renders).
+LAZY_RENDERING = {("cost", "analysis"), ("blocks", "analysis")}
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        yield ".".join(p for p in parts if p != "__init__"), path
+
+
+def _imports(path):
+    """(imported module, imported at module level?) for every import of the package."""
+    tree = ast.parse(path.read_text())
+    top = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("symbolic_cost"):
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            yield from ((n, id(node) in top) for n in [node.module] + names)
+        elif isinstance(node, ast.Import):
+            yield from ((a.name, id(node) in top) for a in node.names if a.name.startswith("symbolic_cost"))
+
+
+def _layer(module: str):
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_module_is_in_a_layer():
+    unknown = {_layer(m) for m, _ in _modules()} - set(RANK) - {None, "__main__"}
+    assert not unknown, f"modules outside the layer map: {unknown}"
+
+
+def test_no_module_imports_from_below():
+    known = {m for m, _ in _modules()}
+    upward = []
+    for module, path in _modules():
+        here = _layer(module)
+        if here not in RANK:
+            continue       # the package's own __init__ and __main__ gather everything
+        for target, _ in _imports(path):
+            if target not in known:
+                continue   # a name imported from a module, checked through its module
+            there = _layer(target)
+            if there in RANK and RANK[there] > RANK[here] and (here, there) not in LAZY_RENDERING:
+                upward.append(f"{module} imports {target}")
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycles():
+    known = {m for m, _ in _modules()}
+    graph = {m: {t for t, top in _imports(p) if top and t in known and t != m} for m, p in _modules()}
+    # a package's __init__ importing its own submodules is how packages work, not a cycle
+    graph = {m: {t for t in deps if not t.startswith(m + ".")} for m, deps in graph.items()}
+    state, cycles = {}, []
+
+    def visit(node, trail):
+        state[node] = "open"
+        for nxt in graph[node]:
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(trail[trail.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = "done"
+
+    for module in graph:
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(cycles)
+
+
+@pytest.mark.parametrize("module,path", [(m, p) for m, p in _modules()])
+def test_module_opens_with_a_docstring(module, path):
+    assert ast.get_docstring(ast.parse(path.read_text())), f"{module} has no docstring saying what it owns"
+
+
+def test_modules_stay_short():
+    long = [f"{m}: {sum(1 for _ in p.open())} lines" for m, p in _modules()
+            if sum(1 for _ in p.open()) > 320 and ".cli" not in m and not m.endswith("_printed")]
+    assert not long, "\n".join(long)
+
+
+def test_the_torch_reference_is_not_shipped():
+    assert not (PACKAGE / "validation.py").exists()
+    for module, path in _modules():
+        assert not any(t.startswith("torch") for t, _ in _imports(path)), module
