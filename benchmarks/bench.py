@@ -24,14 +24,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import sympy  # noqa: E402
 
-from symbolic_cost import compile as compiled_mod  # noqa: E402
+from symbolic_cost.numeric import compile as compiled_mod  # noqa: E402
 from symbolic_cost import symbols as S  # noqa: E402
 from symbolic_cost.blocks import transformer_layer  # noqa: E402
-from symbolic_cost.compile import compile_exprs  # noqa: E402
-from symbolic_cost.hardware import SYSTEMS, step_time  # noqa: E402
-from symbolic_cost.hf import preset  # noqa: E402
-from symbolic_cost.model import Training, model_cost, step_time_breakdown  # noqa: E402
-from symbolic_cost.search import search  # noqa: E402
+from symbolic_cost.numeric.compile import compile_exprs  # noqa: E402
+from symbolic_cost.timing.hardware import SYSTEMS, step_time  # noqa: E402
+from symbolic_cost.models.config import preset  # noqa: E402
+from symbolic_cost.models import Training, model_cost  # noqa: E402
+from symbolic_cost.timing.step import step_time_breakdown
+from symbolic_cost.numeric.search import search  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(0)
