@@ -12,7 +12,8 @@ Per operation and pass::
     t_total = t + t_comm    (or max(t, t_comm) with ``overlap_comm``)
 
 Collective time, with bandwidth ``B`` and latency ``a`` of the link the group
-uses (NVLink when the group fits in one NVLink domain, else InfiniBand):
+uses (NVLink when the group fits in one NVLink domain, else InfiniBand, unless
+``comm_time``'s ``link`` pins one):
 
 * ``"alpha-beta"`` (default), a ring: ``steps * a + ring_bytes / B`` where a
   reduce-scatter, allgather or all-to-all takes ``n - 1`` steps and moves
@@ -156,8 +157,28 @@ def topology(group, system: System) -> str:
     return f"nvlink if {fits} else ib"
 
 
-def comm_time(c: Collective, system: System, conventions=conv.DEFAULT) -> Expr:
+LINKS = ("nvlink", "ib")
+"""Links a collective may be pinned to (``comm_time``'s ``link``)."""
+
+
+def _link(c: Collective, system: System, link: str | None) -> tuple[Expr, Expr]:
+    """``(bandwidth, latency)`` of the link ``c`` runs on: ``link`` when given
+    (``"nvlink"`` or ``"ib"``), else chosen by the group's span."""
+    if link is None:
+        return (_on_link(c.span, system, system.nvlink_bandwidth, system.ib_bandwidth),
+                _on_link(c.span, system, system.nvlink_latency, system.ib_latency))
+    if link not in LINKS:
+        raise ValueError(f"link must be one of {', '.join(LINKS)} or None (chosen by the group's span), "
+                         f"got {link!r}")
+    return getattr(system, f"{link}_bandwidth"), getattr(system, f"{link}_latency")
+
+
+def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str | None = None) -> Expr:
     """Seconds one collective (all its repeats) takes; see the module docstring.
+
+    ``link`` pins the collective to ``"nvlink"`` or ``"ib"`` whatever its span
+    (a pinned group runs the flat algorithm on that link, also under
+    ``"hierarchical"``); by default the span chooses.
 
     >>> from symbolic_cost.cost import Collective
     >>> ag = Collective("allgather", 10**9, 2, 4, "fwd", volume=2 * 10**9)
@@ -165,19 +186,20 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT) -> Expr:
     1/300
     >>> comm_time(ag, SYSTEMS["a100-perlmutter"].but(nvlink_latency=0))
     1/400
+    >>> comm_time(ag, SYSTEMS["a100-perlmutter"].but(ib_latency=0), link="ib")   # 3/4 of 2 GB at 100 GB/s
+    3/200
     """
     model = conv.get(conventions).comm_time
-    bandwidth = _on_link(c.span, system, system.nvlink_bandwidth, system.ib_bandwidth)
+    bandwidth, latency = _link(c, system, link)
     if bandwidth == 0:
         if c.group == 1:
             return Integer(0)   # a group of one moves nothing
-        raise ValueError(f"system {system.name} has no link for a {c.kind} over {c.group} devices "
-                         f"(its bandwidth is 0)")
+        raise ValueError(f"system {system.name} has no {link + ' ' if link else ''}link for a {c.kind} "
+                         f"over {c.group} devices (its bandwidth is 0)")
     if model == "bandwidth":
         return c.volume / bandwidth
-    latency = _on_link(c.span, system, system.nvlink_latency, system.ib_latency)
     flat = collectives.time(c.kind, c.group, c.tensor_bytes, bandwidth, latency)
-    if model == "hierarchical":
+    if model == "hierarchical" and link is None:
         nvlink = (system.nvlink_bandwidth, system.nvlink_latency)
         ib = (system.ib_bandwidth, system.ib_latency)
         spread = collectives.hierarchical_time(c.kind, c.group, system.nvlink_size,

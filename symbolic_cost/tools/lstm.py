@@ -27,7 +27,8 @@ embedding fwd/bwd                        0 (a gather)                           
 
 An update of ``n`` weights clips the gradient (``4n`` FLOPs, ``3 es n``
 bytes) and applies it (``3n`` FLOPs, ``7 es n`` bytes), both fused (no
-launch), after a ring allreduce over ``dp`` replicas.
+launch), after a ring allreduce over ``dp`` replicas.  Data- and layer-parallel
+transfers are ``hardware.comm_time`` of their collective, pinned to InfiniBand.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from dataclasses import dataclass, fields
 
 from sympy import Expr, Integer, Rational, ceiling, floor
 
-from symbolic_cost.parallel import collectives
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import positive_dims
-from symbolic_cost.cost import Gemm, exact
+from symbolic_cost.cost import Gemm, collective, exact
+from symbolic_cost.timing.hardware import comm_time
 from symbolic_cost.timing.kernels import Kernel, choose, gemm, kernel_time, product_times, roofline
 from symbolic_cost.symbols import b, e, l, n_layers, v
 
@@ -158,24 +159,33 @@ def apply_gradient(n, es) -> Kernel:
     return Kernel("apply_gradient", 3 * n, 7 * es * n, launches=0, engine="vector")
 
 
-def allreduce_time(elements, m: LSTM, system) -> Expr:
-    """Seconds of a ring allreduce of ``elements`` gradients over the ``dp`` replicas: the
-    transfers (``collectives.time``) and ``dp - 1`` reduction kernels of ``elements/dp``
-    adds each (DeepFlow's: ``3 es`` bytes per add, one launch)."""
-    p = m.dp
-    if p == 1:
+LINK = "ib"
+"""The link of every data- and layer-parallel transfer: DeepFlow sends them over the
+inter-node link (InfiniBand) whatever the group's size."""
+
+LAYER_TRANSFER_TIME = "bandwidth"
+"""DeepFlow times a hidden-state send between layer groups by bandwidth alone (no latency)."""
+
+
+def allreduce_time(elements, m: LSTM, system, conventions=conv.DEFAULT, *, link=LINK) -> Expr:
+    """Seconds of the data-parallel allreduce of ``elements`` gradients over the ``dp``
+    replicas: ``hardware.comm_time`` of that allreduce pinned to ``link`` (a ring:
+    ``2(dp-1)`` latencies and ``2(dp-1)/dp`` of the bytes by default), and ``dp - 1``
+    reduction kernels of ``elements/dp`` adds each (DeepFlow's: ``3 es`` bytes per add,
+    one launch)."""
+    conventions = conv.get(conventions)
+    found = collective("allreduce", elements, m.element_bytes, m.dp, "bwd", conventions)
+    if not found:   # one replica
         return Integer(0)
-    system.require("a data-parallel allreduce", "ib_bandwidth")
-    share = elements / p
+    share = elements / m.dp
     reduce = Kernel("reduce", share, 3 * m.element_bytes * share, engine="vector")
-    return (collectives.time("allreduce", p, m.element_bytes * elements, system.ib_bandwidth, system.ib_latency)
-            + (p - 1) * kernel_time(reduce, system))
+    return comm_time(found[0], system, conventions, link=link) + (m.dp - 1) * kernel_time(reduce, system)
 
 
-def update_time(weights: str, m: LSTM, system) -> Expr:
+def update_time(weights: str, m: LSTM, system, conventions=conv.DEFAULT) -> Expr:
     """Allreduce, clip and apply for one weight group of ``weight_elements``."""
     n, es = weight_elements(m)[weights], m.element_bytes
-    return (allreduce_time(n, m, system) + roofline(gradient_clip(n, es), system)
+    return (allreduce_time(n, m, system, conventions) + roofline(gradient_clip(n, es), system)
             + roofline(apply_gradient(n, es), system))
 
 
@@ -191,18 +201,20 @@ def stage_times(m: LSTM, system, conventions=conv.DEFAULT) -> dict[str, Expr]:
 
     out = {stage: sum((seconds(k) for k in names), Integer(0)) for stage, names in STAGES.items()}
     rows = m.mini_batch * m.steps * m.hidden
-    out["embedding_bwd"] += allreduce_time(rows, m, system)
-    out.update({f"update_{w}": update_time(w, m, system) for w in weight_elements(m)})
+    out["embedding_bwd"] += allreduce_time(rows, m, system, conventions)
+    out.update({f"update_{w}": update_time(w, m, system, conventions) for w in weight_elements(m)})
     return out
 
 
-def layer_transfer_time(m: LSTM, system) -> Expr:
+def layer_transfer_time(m: LSTM, system, conventions=conv.DEFAULT) -> Expr:
     """``W``: seconds to pass one step's hidden state ``(B, D)`` to the next layer's
-    device when layers are spread (``lp > 1``), else 0."""
+    device when layers are spread (``lp > 1``), else 0: ``hardware.comm_time`` of that
+    p2p send on ``LINK`` under the ``LAYER_TRANSFER_TIME`` model, ``es B D / B_ib``."""
     if m.lp == 1:
         return Integer(0)
-    system.require("layer parallelism", "ib_bandwidth")
-    return m.element_bytes * m.mini_batch * m.hidden / system.ib_bandwidth
+    conventions = conv.get(conventions).but(comm_time=LAYER_TRANSFER_TIME)
+    send, = collective("p2p", m.mini_batch * m.hidden, m.element_bytes, 2, "fwd", conventions)
+    return comm_time(send, system, conventions, link=LINK)
 
 
 def recurrent_time(cf, cb, r, w, layers, steps, hlp) -> Expr:
@@ -239,7 +251,7 @@ def step_time(m: LSTM, system, conventions=conv.DEFAULT) -> Expr:
     if m.projected:
         total += t["projection_fwd"] + t["projection_bwd"] + t["update_projection"]
     return total + recurrent_time(t["cell_fwd"], t["cell_bwd"], t["update_hidden"],
-                                  layer_transfer_time(m, system), m.layers, m.steps, m.hlp)
+                                  layer_transfer_time(m, system, conventions), m.layers, m.steps, m.hlp)
 
 
 def _counts_projection(m: LSTM, conventions) -> bool:
