@@ -36,6 +36,15 @@ field                           default        alternatives
 ``kernel_time``                 ``"roofline"`` ``"tiled"``: each kernel's time from tiled GEMM
                                                traffic, memory latency and launch overhead
                                                (DeepFlow; see ``kernels``)
+``mlp_activation_dropout``      ``True``       ``False``: no dropout after the MLP activation
+                                               (GPT-2, BERT, Llama, Megatron-LM have none)
+``sequence_parallel_inputs``    ``"gathered"`` ``"shard"``: under sequence parallelism the
+                                               first matmul of the tensor region keeps its
+                                               ``l/s1`` input shard and allgathers it again
+                                               in backward (Megatron-LM)
+``deallocate_pipeline_outputs`` ``True``       ``False``: a pipeline stage keeps the data of
+                                               the output it sent for every micro-batch in
+                                               flight (Megatron-LM frees it)
 ``gemm_output_overhead``        ``False``      ``True``: a tiled GEMM also costs
                                                ``15 + 5 ceil(k/X)`` operations per output
 ``lstm_grad_accumulate_bytes``  ``True``       ``False``: the LSTM weight-gradient sum's
@@ -61,6 +70,7 @@ _CHOICES = {
     "mixed_precision": ("zero", "megatron"),
     "qkv_bias_elements": ("3e", "e"),
     "kernel_time": ("roofline", "tiled"),
+    "sequence_parallel_inputs": ("gathered", "shard"),
     "lstm_softmax_weight_rows": ("input", "projection"),
 }
 
@@ -84,6 +94,9 @@ class Conventions:
     layer_norm_keeps_stats: bool = True
     layer_norm_bwd_reads_weights: bool = True
     kernel_time: str = "roofline"
+    mlp_activation_dropout: bool = True
+    sequence_parallel_inputs: str = "gathered"
+    deallocate_pipeline_outputs: bool = True
     gemm_output_overhead: bool = False
     lstm_grad_accumulate_bytes: bool = True
     lstm_softmax_weight_rows: str = "input"

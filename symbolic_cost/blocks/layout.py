@@ -81,8 +81,16 @@ class Layout:
         return cost.plus(collectives=collectives, **extra)
 
     def entering(self, cost: Cost) -> Cost:
-        """The first matmul of the tensor region: backward reduces its input gradient."""
-        return self.attach(cost, self.reduce_to_shards("bwd"))
+        """The first matmul of the tensor region: backward reduces its input gradient.
+
+        With ``sequence_parallel_inputs="shard"`` (Megatron-LM) the matmul keeps only
+        the ``l/s`` sequence shard of its input, ``1/s`` of what it would keep, and
+        allgathers it again in backward to form its weight gradient."""
+        collectives = self.reduce_to_shards("bwd")
+        if self.conventions.sequence_parallel_inputs == "shard" and self.s != 1:
+            cost = cost.plus(act_buffer=-cost.act_buffer * (1 - 1 / self.s))
+            collectives = self.collective("allgather", self.b * self.l * self.e, self.s, "bwd") + collectives
+        return self.attach(cost, collectives)
 
     def leaving(self, cost: Cost) -> Cost:
         """The last matmul of the tensor region: forward reduces its partial output."""

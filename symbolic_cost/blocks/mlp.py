@@ -7,15 +7,17 @@ from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import Layout
 from symbolic_cost.ops import dropout, gated, gelu, linear
 
-def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, norm="layer", es=2,
-        es_mask=1, conventions=conv.DEFAULT) -> Block:
+def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, activation_dropout=None,
+        norm="layer", es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
     """The transformer MLP: ``dropout(fc2(dropout(gelu(fc1(norm(x))))))`` on one device.
 
     ``fc1 (e -> f)`` is split by columns and ``fc2 (f -> e)`` by rows over
     ``m1`` devices; the norm and the last dropout run on ``l/s1`` tokens.
     ``gated_act`` makes ``fc1`` produce a gate and a value (``e -> 2f``) for
     SwiGLU/GeGLU; ``dropouts=False`` drops both dropouts (the last row is then
-    the residual add); ``norm="rms"`` uses RMS norm.
+    the residual add); ``activation_dropout`` says whether a dropout (``dpr1``)
+    follows the activation (default: the ``mlp_activation_dropout`` convention);
+    ``norm="rms"`` uses RMS norm.
 
     >>> from symbolic_cost.symbols import b, l, e, f
     >>> mlp(b, l, e, f).names
@@ -26,10 +28,11 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, no
     b, l, e, f, m1 = dims["b"], dims["l"], dims["e"], dims["f"], dims["m1"]
     rows = [] if at.conventions.norm_placement == "attention" else [at.norm(f"{norm}_norm_2", norm)]
     width = 2 * f / m1 if gated_act else f / m1
+    after_act = at.conventions.mlp_activation_dropout if activation_dropout is None else activation_dropout
     rows += [
         at.entering(linear(b, l, e, width, bias=bias, name="fc1", **at.kw)),
         (gated if gated_act else gelu)(b, l, f / m1, name="act", **at.kw),
-        *([dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw)] if dropouts else []),
+        *([dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw)] if dropouts and after_act else []),
         at.leaving(linear(b, l, f / m1, e, bias=bias, name="fc2", **at.kw)),
         at.closing_dropout("dpr2", dropouts),
     ]

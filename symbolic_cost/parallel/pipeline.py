@@ -1,7 +1,27 @@
-"""Pipeline parallelism over ``p`` stages (1F1B, equal stages): what the busiest stage holds,
-how many micro-batches it keeps in flight, the bubble, and the sends between stages."""
+"""Pipeline parallelism over ``p`` ranks: schedules (GPipe, 1F1B, interleaved 1F1B), what each
+rank keeps in flight, the bubble, what the busiest stage holds, and the sends between stages.
+
+A schedule runs ``n`` micro-batches through ``p`` ranks; with ``v`` model chunks per rank
+(interleaved 1F1B, Narayanan et al. 2021) each rank holds ``v`` chunks of ``L/(p v)`` layers.
+
+============== ======================================== ===================================
+schedule       micro-batches in flight on rank ``r``     bubble (idle share of the step)
+               (in units of the rank's whole layers)
+============== ======================================== ===================================
+GPipe          ``n``                                    ``(p - 1) / (n + p - 1)``
+1F1B           ``min(p - r, n)``                        ``(p - 1) / (n + p - 1)``
+interleaved    ``min(2(p - r - 1) + (v - 1) p + 1,      ``(p - 1) / (v n + p - 1)``
+               n v) / v``  (chunks of ``1/v``)
+============== ======================================== ===================================
+
+The interleaved count is Megatron-LM's warm-up (``2(p - r - 1) + (v - 1) p`` chunk forwards)
+plus the one forward of the steady state before the first backward; on rank 0 it is
+``p (1 + (p - 1)/(p v))`` micro-batches, Korthikanti et al. 2022's interleaving factor.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from sympy import Eq, Expr, Max, Min, Piecewise, sympify
 
@@ -21,14 +41,55 @@ def per_stage(p, first, last, layers, last_copy=0) -> Expr:
     return many if p.is_number else Piecewise((one, Eq(p, 1)), (many, True))
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """A pipeline schedule: ``"gpipe"``, ``"1f1b"`` or ``"interleaved"`` with ``v`` chunks per rank."""
+
+    name: str
+    v: int = 1
+
+    def __post_init__(self):
+        if self.name not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.name!r}")
+        if not (isinstance(self.v, int) and self.v >= 1) or (self.name == "interleaved") != (self.v > 1):
+            raise ValueError(f"virtual stages v must be an integer > 1 for the interleaved schedule and 1 "
+                             f"otherwise, got v={self.v!r} for {self.name}")
+
+    def in_flight(self, p, n, rank=0) -> Expr:
+        """Micro-batches' worth of rank ``rank``'s layers whose activations it holds at its peak.
+
+        >>> ONE_F_ONE_B.in_flight(4, 8), interleaved(2).in_flight(4, 8)
+        (4, 11/2)
+        """
+        p, n, rank = sympify(p), sympify(n), sympify(rank)
+        if self.name == "gpipe":
+            return n
+        if self.name == "1f1b":
+            return Min(p - rank, n)
+        return Min(2 * (p - rank - 1) + (self.v - 1) * p + 1, n * self.v) / self.v
+
+    def bubble(self, p, n) -> Expr:
+        """Idle share of a step: ``(p - 1)/(n + p - 1)``, or ``(p - 1)/(v n + p - 1)`` interleaved."""
+        return (sympify(p) - 1) / (self.v * sympify(n) + p - 1)
+
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+GPIPE, ONE_F_ONE_B = Schedule("gpipe"), Schedule("1f1b")
+
+
+def interleaved(v: int) -> Schedule:
+    """Megatron-LM's interleaved 1F1B with ``v`` model chunks per rank."""
+    return Schedule("interleaved", v)
+
+
 def in_flight(p, micro_batches) -> Expr:
     """Micro-batches whose activations the first stage holds at once under 1F1B: ``min(p, n)``."""
-    return Min(p, micro_batches)
+    return ONE_F_ONE_B.in_flight(p, micro_batches)
 
 
 def bubble(p, micro_batches) -> Expr:
     """Idle fraction of a 1F1B step: ``(p - 1) / (n + p - 1)``."""
-    return (p - 1) / (micro_batches + p - 1)
+    return ONE_F_ONE_B.bubble(p, micro_batches)
 
 
 def stage_sends(boundary_elements, es, p, micro_batches, stride, conventions) -> list[Collective]:
