@@ -3,14 +3,17 @@ flops-profiler view), aggregated per depth.
 
 A ``Module`` holds its own parameters, MACs and FLOPs (what it computes that
 no child does, e.g. the ``QK^T`` of a self-attention module) and its
-children; totals add up the subtree.  MACs of a product are half its
-``2mnk`` FLOPs, taken from the primitives.
+children; totals add up the subtree.  Every tree is a view of the blocks
+(``models.model_blocks`` with 1-byte elements, so a row's ``weights`` are its
+parameters): a module takes its parameters and MACs from the row it stands
+for, never from a count of its own.  ``macs`` of a row is the
+multiply-accumulates of its forward products, half their ``2mnk`` FLOPs.
 
 ``model_tree`` draws any ``model_cost`` result with our counts.  The
 ``hf_bert`` and ``megatron_gpt2`` trees follow the module layouts and
 counting rules of DeepSpeed's profiler (seed 004), whose rules are:
 
-* ``Linear``: MACs ``tokens x in x out``, FLOPs twice that (bias not counted);
+* ``Linear``: MACs of its product, FLOPs twice that (bias not counted);
 * functional ``matmul`` (``QK^T``, ``AV``): MACs of the product;
 * functional ``softmax``: ``numel`` FLOPs; a fused softmax *module* (Megatron's
   ``FusedScaleMaskSoftmax``) books ``numel`` as MACs;
@@ -26,7 +29,9 @@ from dataclasses import dataclass, field
 from sympy import Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.ops import linear, logits, attend
+from symbolic_cost.cost import Cost
+from symbolic_cost.models import Training, element_bytes, model_blocks
+from symbolic_cost.ops.matmul import product_flops
 
 PRESET = conv.register("deepspeed-profiler", conv.DEFAULT.but(matmul_flops="2mnk"))
 """The profiler counts a multiply-add as one MAC and reports 2 FLOPs per MAC: ``2mnk``."""
@@ -52,17 +57,38 @@ class Module:
             yield from child.walk(depth + 1)
 
 
-def linear_macs(tokens, n_in, n_out) -> Expr:
-    return linear(1, tokens, n_in, n_out, bias=False, conventions=PRESET).flops_fwd / 2
+def macs(row: Cost) -> Expr:
+    """Multiply-accumulates of a row's forward products: ``count x m x k x n`` each, half
+    their ``2mnk`` FLOPs (``product_flops`` under ``PRESET``); bias adds and pointwise work
+    are none."""
+    return product_flops(row.gemms, "fwd", PRESET) / 2
 
 
-def Linear(name, tokens, n_in, n_out, bias=True, kind="Linear") -> Module:
-    macs = linear_macs(tokens, n_in, n_out)
-    return Module(name, kind, params=n_in * n_out + (n_out if bias else 0), macs=macs, flops=2 * macs)
+def numel(row: Cost) -> Expr:
+    """Elements of a row's output (the rows of a 1-byte view: ``act_out`` counts elements)."""
+    return row.act_out
 
 
-def LayerNorm(name, numel, width, kind="LayerNorm", flops=True) -> Module:
-    return Module(name, kind, params=2 * width, flops=5 * numel if flops else 0)
+def view_blocks(arch, b, l):
+    """The embedding, one layer and the head of ``arch`` at ``b x l`` tokens on one
+    device, under ``PRESET`` with 1-byte elements: ``weights`` are parameters."""
+    return model_blocks(arch, Training(b=b, l=l), 1, 1, 1, PRESET)
+
+
+def _linear(name, row: Cost, kind="Linear", share=1) -> Module:
+    """A linear module standing for ``share`` of block row ``row``: its parameters and
+    MACs, FLOPs twice the MACs."""
+    count = macs(row) * share
+    return Module(name, kind, params=row.weights * share, macs=count, flops=2 * count)
+
+
+def _norm(name, row: Cost, kind="LayerNorm", flops=True) -> Module:
+    """A layer-norm module standing for ``row``: its parameters, ``5 numel`` FLOPs (or none)."""
+    return Module(name, kind, params=row.weights, flops=5 * numel(row) if flops else 0)
+
+
+def _embedding(name, row: Cost, kind="Embedding") -> Module:
+    return Module(name, kind, params=row.weights)
 
 
 def leaf(name, kind, params=0) -> Module:
@@ -79,35 +105,38 @@ def aggregate(root: Module, depth: int, what: str) -> list[tuple[str, Expr]]:
 
 
 def hf_bert(arch, b, l) -> Module:
-    """Hugging Face ``BertModel`` as DeepSpeed's profiler sees it."""
-    e, f, h, tokens = arch.e, arch.f, arch.h, b * l
-    q, numel = e // h, tokens * e
+    """Hugging Face ``BertModel`` as DeepSpeed's profiler sees it: query, key and value
+    are a third each of the block's ``qkv_proj``; the self-attention module's own MACs
+    are ``logits`` and ``attend``, its FLOPs twice those plus the softmax's ``numel``."""
+    if arch.kv_heads not in (None, arch.h):
+        raise ValueError(f"hf_bert: kv_heads must equal h (BERT has one key and value head per query head), "
+                         f"got kv_heads {arch.kv_heads} with h {arch.h}")
+    start, block, end = view_blocks(arch, b, l)
 
     def layer(i):
-        scores = b * h * l * l
-        self_attn = Module("self", "BertSelfAttention",
-                           macs=(logits(b, l, q, h, conventions=PRESET).flops_fwd
-                                 + attend(b, l, q, h, conventions=PRESET).flops_fwd) / 2,
-                           flops=0, children=[Linear(n, tokens, e, e) for n in ("query", "key", "value")]
-                           + [leaf("dropout", "Dropout")])
-        self_attn.flops = 2 * self_attn.macs + scores                     # matmuls and softmax
-        def out(name, kind, n_in):
-            return Module(name, kind, children=[Linear("dense", tokens, n_in, e), LayerNorm("LayerNorm", numel, e),
+        own = macs(block["logits"]) + macs(block["attend"])
+        self_attn = Module("self", "BertSelfAttention", macs=own, flops=2 * own + numel(block["softmax"]),
+                           children=[_linear(n, block["qkv_proj"], share=Integer(1) / 3)
+                                     for n in ("query", "key", "value")] + [leaf("dropout", "Dropout")])
+
+        def out(name, kind, dense, norm):
+            return Module(name, kind, children=[_linear("dense", block[dense]), _norm("LayerNorm", block[norm]),
                                                 leaf("dropout", "Dropout")])
         return Module(str(i), "BertLayer", children=[
-            Module("attention", "BertAttention", children=[self_attn, out("output", "BertSelfOutput", e)]),
+            Module("attention", "BertAttention",
+                   children=[self_attn, out("output", "BertSelfOutput", "v_proj", "layer_norm_1")]),
             Module("intermediate", "BertIntermediate",
-                   children=[Linear("dense", tokens, e, f), leaf("intermediate_act_fn", "GELUActivation")]),
-            out("output", "BertOutput", f)])
+                   children=[_linear("dense", block["fc1"]), leaf("intermediate_act_fn", "GELUActivation")]),
+            out("output", "BertOutput", "fc2", "layer_norm_2")])
 
     embeddings = Module("embeddings", "BertEmbeddings", children=[
-        leaf("word_embeddings", "Embedding", arch.vocab * e),
-        leaf("position_embeddings", "Embedding", arch.positions * e),
-        leaf("token_type_embeddings", "Embedding", arch.token_types * e),
-        LayerNorm("LayerNorm", numel, e), leaf("dropout", "Dropout")])
+        *(_embedding(name, start[name]) for name in ("word_embeddings", "position_embeddings",
+                                                      "token_type_embeddings")),
+        _norm("LayerNorm", start["embedding_layer_norm"]), leaf("dropout", "Dropout")])
     encoder = Module("encoder", "BertEncoder", children=[
         Module("layer", "ModuleList", children=[layer(i) for i in range(arch.n_layers)])])
-    pooler = Module("pooler", "BertPooler", children=[Linear("dense", b, e, e), leaf("activation", "Tanh")])
+    pooler = Module("pooler", "BertPooler", children=[_linear("dense", end["pooler_dense"]),
+                                                      leaf("activation", "Tanh")])
     return Module("", "BertModel", children=[embeddings, encoder, pooler])
 
 
@@ -116,41 +145,41 @@ def megatron_gpt2(arch, b, l) -> Module:
     (``ParallelTransformerLayerPart1``: norm and attention; ``Part2``: norm and MLP).
     Attention's batched matmuls are not counted (that profiler did not patch them); the
     fused softmax books ``numel`` MACs; the LM head is a functional product of the model."""
-    e, f, h, tokens = arch.e, arch.f, arch.h, b * l
-    vocab = arch.padded_vocab()
+    start, block, end = view_blocks(arch, b, l)
 
     def part1(i):
-        scores = b * h * l * l
+        scores = numel(block["softmax"])
         softmax = Module("scale_mask_softmax", "FusedScaleMaskSoftmax", macs=scores, flops=2 * scores)
         return Module(str(2 * i), "ParallelTransformerLayerPart1", children=[
-            LayerNorm("input_layernorm", tokens * e, e, kind="FusedLayerNorm", flops=False),
+            _norm("input_layernorm", block["layer_norm_1"], kind="FusedLayerNorm", flops=False),
             Module("attention", "ParallelSelfAttention", children=[
-                Linear("query_key_value", tokens, e, 3 * e, kind="ColumnParallelLinear"), softmax,
-                leaf("attention_dropout", "Dropout"), Linear("dense", tokens, e, e, kind="RowParallelLinear")])])
+                _linear("query_key_value", block["qkv_proj"], kind="ColumnParallelLinear"), softmax,
+                leaf("attention_dropout", "Dropout"), _linear("dense", block["v_proj"], kind="RowParallelLinear")])])
 
     def part2(i):
         return Module(str(2 * i + 1), "ParallelTransformerLayerPart2", children=[
-            LayerNorm("post_attention_layernorm", tokens * e, e, kind="FusedLayerNorm", flops=False),
+            _norm("post_attention_layernorm", block["layer_norm_2"], kind="FusedLayerNorm", flops=False),
             Module("mlp", "ParallelMLP", children=[
-                Linear("dense_h_to_4h", tokens, e, f, kind="ColumnParallelLinear"),
-                Linear("dense_4h_to_h", tokens, f, e, kind="RowParallelLinear")])])
+                _linear("dense_h_to_4h", block["fc1"], kind="ColumnParallelLinear"),
+                _linear("dense_4h_to_h", block["fc2"], kind="RowParallelLinear")])])
 
     layers = [m for i in range(arch.n_layers) for m in (part1(i), part2(i))]
     transformer = Module("transformer", "ParallelTransformer", children=[
         Module("layers", "ModuleList", children=layers),
-        LayerNorm("final_layernorm", tokens * e, e, kind="FusedLayerNorm", flops=False)])
+        _norm("final_layernorm", end["final_layer_norm"], kind="FusedLayerNorm", flops=False)])
     embedding = Module("embedding", "Embedding", children=[
-        leaf("word_embeddings", "VocabParallelEmbedding", vocab * e),
-        leaf("position_embeddings", "Embedding", arch.positions * e), leaf("embedding_dropout", "Dropout")])
-    head = linear_macs(tokens, e, vocab)
+        _embedding("word_embeddings", start["word_embeddings"], "VocabParallelEmbedding"),
+        _embedding("position_embeddings", start["position_embeddings"]), leaf("embedding_dropout", "Dropout")])
+    head = macs(end["lm_head"])
     return Module("", "GPT2Model", macs=head, flops=2 * head, children=[
         Module("language_model", "TransformerLanguageModel", children=[embedding, transformer])])
 
 
 def model_tree(cost) -> Module:
     """Any ``model_cost`` result as a tree: embedding, the layers, the head; each row a
-    module whose MACs are half its FLOPs when it is a matrix product."""
-    from symbolic_cost.models import element_bytes
+    module with its parameters (``weights`` over the element bytes) and forward FLOPs,
+    and, when it is a matrix row, half its FLOPs as MACs (the ``profile`` command's view:
+    unlike ``macs``, it keeps the bias adds and a fused attention kernel's pointwise work)."""
     es = element_bytes(cost.training.precision)
 
     def rows(blk):
