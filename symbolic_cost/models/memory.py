@@ -1,8 +1,22 @@
 """Activation memory a layer keeps for backward, and the work recomputation redoes.
 
-``recompute="full"`` keeps only each layer's input and redoes its forward;
-``"selective"`` (Korthikanti et al. 2022) drops the attention core
-(``CORE_ROWS``), keeps Q, K, V instead and redoes the core in backward.
+Per micro-batch, for the ``k`` layers of one pipeline stage:
+
+============== ============================================= =================================
+``recompute``  kept                                          forward redone in backward
+============== ============================================= =================================
+none           ``k x`` every row's ``act_buffer``            nothing
+selective      the attention core (``CORE_ROWS``) dropped,   the core (Korthikanti et al.
+               Q, K, V kept instead                          2022)
+activation     the activation's output (``fc2``'s input)     the activation (and ``dpr1``)
+               dropped
+full, uniform  the input of every group of ``N`` layers:     every layer
+               ``k/N x`` the layer input
+full, block    the inputs of the first ``N`` layers, all of  ``N`` layers
+               the other ``k - N``
+============== ============================================= =================================
+
+``N`` is ``Training.recompute_layers`` (Megatron-LM's ``--recompute-num-layers``).
 """
 
 from __future__ import annotations
@@ -13,28 +27,55 @@ from symbolic_cost.blocks import Block
 
 CORE_ROWS = ("logits", "softmax", "dropout_softmax", "attend")
 """Rows selective recomputation drops (Korthikanti et al. 2022) and redoes in backward."""
+ACTIVATION_ROWS = ("act", "dpr1")
+"""Rows activation recomputation redoes to rebuild the input of ``fc2``."""
 
 
 def recomputed_rows(layer: Block, recompute: str) -> list[str]:
-    """Names of the rows whose forward runs again in backward."""
+    """Names of the rows whose forward runs again in backward, in a recomputed layer."""
     if recompute == "full":
         return layer.names
-    if recompute == "selective":
-        return [r for r in CORE_ROWS if r in layer.names]
-    return []
+    rows = {"selective": CORE_ROWS, "activation": ACTIVATION_ROWS}.get(recompute, ())
+    return [r for r in rows if r in layer.names]
 
 
 def kept_bytes(layer: Block, recompute: str, tokens_bytes) -> Expr:
-    """Activation bytes one layer keeps for backward under a recomputation policy."""
+    """Activation bytes one layer keeps for backward under a recomputation policy
+    (``full``: the layer's input, ``tokens_bytes``, as one group of one layer)."""
     if recompute == "full":
         return tokens_bytes                                    # only the layer's input
     kept = layer.total("act_buffer")
     if recompute == "selective" and any(r.name in CORE_ROWS for r in layer):
         core = sum(layer[r].act_buffer for r in CORE_ROWS if r in layer.names)
         kept = kept - core + layer["qkv_proj"].act_out         # keep Q, K, V to redo the core
+    if recompute == "activation" and "fc2" in layer.names:
+        kept = kept - layer["fc2"].act_buffer                 # rebuilt from the activation's input
     return kept
 
 
+def stage_kept_bytes(layer: Block, training, layers, tokens_bytes) -> Expr:
+    """Bytes the ``layers`` layers of one stage keep for one micro-batch (see the table)."""
+    if training.recompute != "full":
+        return layers * kept_bytes(layer, training.recompute, tokens_bytes)
+    group = training.recompute_layers
+    if training.recompute_method == "uniform":
+        return layers / group * tokens_bytes
+    return group * tokens_bytes + (layers - group) * kept_bytes(layer, "none", tokens_bytes)
+
+
 def recompute_flops(layer: Block, recompute: str) -> Expr:
-    """FLOPs one layer redoes in backward."""
+    """FLOPs one recomputed layer redoes in backward."""
     return sum((layer[r].flops_fwd for r in recomputed_rows(layer, recompute)), Integer(0))
+
+
+def redone_layers(training, layers) -> Expr:
+    """Layers of a stage whose forward runs again in backward: all ``layers``, or under full
+    recomputation with ``recompute_method="block"`` the first ``recompute_layers``."""
+    if training.recompute == "full" and training.recompute_method == "block":
+        return training.recompute_layers
+    return layers
+
+
+def stage_recompute_flops(layer: Block, training, layers) -> Expr:
+    """FLOPs the ``layers`` layers of one stage redo in backward for one micro-batch."""
+    return redone_layers(training, layers) * recompute_flops(layer, training.recompute)

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from sympy import Expr
+from sympy import Eq, Expr, Max, Piecewise
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block, embedding_block, head_block, transformer_layer
 from symbolic_cost.cost import Collective, exact
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.memory import kept_bytes, recompute_flops
+from symbolic_cost.models.memory import redone_layers, stage_kept_bytes, stage_recompute_flops
 from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
-from symbolic_cost.parallel.pipeline import bubble, in_flight, per_stage, stage_sends
+from symbolic_cost.parallel.pipeline import per_stage, stage_sends
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
 
 
@@ -105,22 +105,23 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     parameters = whole[0].total("weights") + depth * whole[1].total("weights") + whole[2].total("weights")
     per_device = per_stage(p, params(start), params(end), depth * params(layer), tied_copy(arch, start) / es)
     stage = lambda field: per_stage(p, start.total(field), end.total(field), depth * layer.total(field))  # noqa: E731
+    schedule = _check_schedule(t, depth, p, n)
     tokens_bytes = t.b * t.l / s1 * arch.e * es
-    kept = kept_bytes(layer, t.recompute, tokens_bytes)
-    activations = in_flight(p, n) * (depth / p * kept + start.total("act_buffer")) + end.total("act_buffer")
+    kept = stage_kept_bytes(layer, t, depth / p, tokens_bytes)
+    activations = schedule.in_flight(p, n) * (kept + start.total("act_buffer")) + end.total("act_buffer")
     one = model_blocks(arch, t, 1, 1, es, conventions)     # the model on one device: its own FLOPs
     model = lambda f: n * d * (one[0].total(f) + depth * one[1].total(f) + one[2].total(f))  # noqa: E731
     cost = ModelCost(
         architecture=arch, training=t, embedding=start, layer=layer, head=end,
         parameters=parameters, parameters_per_device=per_device,
         flops_fwd=n * stage("flops_fwd"), flops_bwd=n * stage("flops_bwd"),
-        flops_recompute=recompute_flops(layer, t.recompute) * depth / p * n,
+        flops_recompute=stage_recompute_flops(layer, t, depth / p) * n,
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
         weight_bytes=per_device * es_w / shard_degree("weights", t.zero, d, t.distributed_optimizer),
         gradient_bytes=per_device * es_g / shard_degree("gradients", t.zero, d, t.distributed_optimizer),
         optimizer_bytes=per_device * es_o / shard_degree("optimizer", t.zero, d, t.distributed_optimizer),
         activation_bytes=activations,
-        bubble=bubble(p, n))
+        bubble=schedule.bubble(p, n))
     return replace(cost, collectives=tuple(_collectives(cost, depth, es, es_w, es_g, conventions)))
 
 
@@ -129,17 +130,81 @@ def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions):
     t = cost.training
     m1, s1, d, p, n = _degrees(t)
     out = []
+    redone = redone_layers(t, depth / p) if t.recompute == "full" else 0
     for blk, times in ((cost.layer, depth / p), (cost.embedding, 1), (cost.head, 1)):
         for c in blk.collectives:
-            redo = 2 if (t.recompute == "full" and blk is cost.layer and c.pass_ == "fwd") else 1
-            out.append(("tensor", c.repeated(times * n * redo)))
-    if p != 1:   # neighbouring stages are m1 d ranks apart
+            again = redone if (blk is cost.layer and c.pass_ == "fwd") else 0   # full recompute redoes them
+            out.append(("tensor", c.repeated(n * (times + again))))
+    if p != 1:   # neighbouring stages are m1 d ranks apart; each of the v chunks sends
         boundary = t.b * t.l / s1 * cost.architecture.e
-        out += [("pipeline", c) for c in stage_sends(boundary, es, p, n, m1 * d, conventions)]
+        sends = stage_sends(boundary, es, p, n * t.virtual_stages, m1 * d, conventions)
+        out += [("pipeline", c) for c in sends]
     if d != 1:   # data-parallel members are m1 ranks apart
         out += [("data", c) for c in data_parallel_collectives(
             cost.parameters_per_device, es_w, es_g, d, t.zero, t.distributed_optimizer, n, m1, conventions)]
     return out
+
+
+def _rank_activations(cost: ModelCost, held, first, last) -> Expr:
+    """Activation bytes of a pipeline rank holding ``held`` micro-batches' worth of its layers,
+    with the embedding if it is the ``first`` rank and the head if it is the ``last``."""
+    t, layer = cost.training, cost.layer
+    depth, p = exact(cost.architecture.n_layers, "n_layers"), exact(t.p, "p")
+    es = element_bytes(t.precision)
+    tokens_bytes = t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * es
+    per_micro = stage_kept_bytes(layer, t, depth / p, tokens_bytes)
+    if first:
+        per_micro += cost.embedding.total("act_buffer")
+    if not last and not layer.conventions.deallocate_pipeline_outputs:
+        per_micro += tokens_bytes                  # the output it sent, kept until its backward
+    return held * per_micro + (held * cost.head.total("act_buffer") if last else 0)
+
+
+def rank_activation_bytes(cost: ModelCost, rank: int) -> Expr:
+    """Activation bytes pipeline rank ``rank`` (0-based, numbers only) keeps at its peak:
+    its in-flight micro-batches (``Schedule.in_flight``) x its layers' kept bytes, plus the
+    embedding's on the first rank, the head's (logits, loss) on the last, and the outputs
+    it sent when they are not deallocated.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> cost = model_cost(preset("gpt2"), Training(b=1, l=1024, p=4, micro_batches=8))
+    >>> [rank_activation_bytes(cost, r) > 0 for r in range(4)]
+    [True, True, True, True]
+    """
+    p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
+    if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
+        raise ValueError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
+    held = cost.training.pipeline_schedule().in_flight(p, n, rank)
+    return _rank_activations(cost, held, rank == 0, rank == p - 1)
+
+
+def busiest_activation_bytes(cost: ModelCost) -> Expr:
+    """The largest ``rank_activation_bytes`` over the ranks, for any ``p``: the first or the last
+    rank (a middle rank holds no more micro-batches than the first and neither end)."""
+    p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
+    schedule = cost.training.pipeline_schedule()
+    one = _rank_activations(cost, schedule.in_flight(1, n), True, True)
+    if p == 1:
+        return one
+    many = Max(_rank_activations(cost, schedule.in_flight(p, n, 0), True, False),
+               _rank_activations(cost, schedule.in_flight(p, n, p - 1), False, True))
+    return many if p.is_number else Piecewise((one, Eq(p, 1)), (many, True))
+
+
+def _check_schedule(t: Training, depth, p, n):
+    """The schedule, refusing layouts it cannot run (when the numbers are known)."""
+    schedule = t.pipeline_schedule()
+    rules = [("recompute_layers", t.recompute_layers, depth / p, "a stage's layers")]
+    if schedule.name == "interleaved":
+        rules += [("p", p, n, "micro_batches (Megatron-LM's interleaved schedule)"),
+                  ("p x virtual_stages", p * schedule.v, depth, "n_layers")]
+    for name, divisor, dividend, what in rules:
+        if t.recompute != "full" and name == "recompute_layers":
+            continue
+        ratio = dividend / divisor
+        if ratio.is_integer is False or (ratio.is_number and ratio < 1):
+            raise ValueError(f"{name} must divide {what} (got {divisor} and {dividend})")
+    return schedule
 
 
 def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=conv.DEFAULT) -> Expr:

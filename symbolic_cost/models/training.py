@@ -20,9 +20,11 @@ from sympy import Expr
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
+from symbolic_cost.parallel.pipeline import Schedule
 
 PRECISIONS = ("fp32", "fp16", "bf16")
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "activation", "full")
+RECOMPUTE_METHODS = ("uniform", "block")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,11 @@ class Training:
     zero: int = 0
     distributed_optimizer: bool = False
     recompute: str = "none"
+    recompute_method: str = "uniform"   # full recomputation: "uniform" groups or the first "block" layers
+    recompute_layers: Expr = 1   # full: layers per checkpointed group (uniform) or recomputed (block)
+    schedule: str = "1f1b"       # pipeline schedule: "gpipe", "1f1b", "interleaved"
+    virtual_stages: int = 1      # model chunks per pipeline rank (interleaved only)
+    loss_precision: str | None = None   # precision of the logits the loss keeps (None: as activations)
     flash: bool = False
     mask_bytes: Expr = 1         # dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats)
 
@@ -50,6 +57,17 @@ class Training:
             raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        if self.recompute_method not in RECOMPUTE_METHODS:
+            raise ValueError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
+                             f"got {self.recompute_method!r}")
+        if self.loss_precision not in (None,) + PRECISIONS:
+            raise ValueError(f"loss_precision must be one of {', '.join(PRECISIONS)} (or None), "
+                             f"got {self.loss_precision!r}")
+        self.pipeline_schedule()     # refuses an unknown schedule or a bad number of virtual stages
+
+    def pipeline_schedule(self) -> Schedule:
+        """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
+        return Schedule(self.schedule, self.virtual_stages)
 
 
 def element_bytes(precision: str) -> int:
