@@ -10,6 +10,8 @@ PRESET = Conventions(
     reduction_flops=False,        # added only in a later commit than the printout
     norm_placement="attention",   # SA holds layer_norm_1 and layer_norm_2; MLP none
     comm_time="bandwidth",        # time = volume / link bandwidth, kind ignored
+    mlp_activation_dropout=True,  # its MLP has a dropout after the GELU (dpr1)
+    sequence_parallel_inputs="gathered",   # fc1 and the QKV projection keep their gathered input
     # quirks of the primitives at 0ecb63e; upstream fixed them in 5a89ee8 (2024-02-02)
     pointwise_grad_both=False,
     attend_grad_both_operands=False,
