@@ -1,0 +1,160 @@
+"""Activation memory as Megatron-LM keeps it, against Korthikanti et al. 2022 ("Reducing
+Activation Recomputation in Large Transformer Models"): Table 2's six regimes, the first
+pipeline stage with the interleaving factor, and the recomputation variants by hand.
+
+The paper writes ``s`` sequence, ``b`` batch, ``h`` hidden, ``a`` heads, ``t`` tensor degree,
+``p`` pipeline degree, ``L`` layers, 16-bit activations and 1-byte dropout masks, a GELU MLP
+of ``4h`` and LayerNorm statistics left out.  Our names: ``l``, ``b``, ``e``, ``h`` (heads),
+``m1`` (= ``s1`` under sequence parallelism).
+"""
+
+import pytest
+from sympy import Rational, simplify, symbols
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks import mlp, transformer_layer
+from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.models.memory import kept_bytes
+from symbolic_cost.models.totals import busiest_activation_bytes, rank_activation_bytes
+from symbolic_cost.parallel.pipeline import GPIPE, ONE_F_ONE_B, interleaved
+from symbolic_cost.symbols import b, e, h, l, m1
+
+MEGATRON = conv.DEFAULT.but(mlp_activation_dropout=False, sequence_parallel_inputs="shard")
+PAPER = MEGATRON.but(layer_norm_keeps_stats=False)     # the paper ignores LayerNorm statistics
+t = m1
+
+
+def _layer(m, s, conventions=PAPER):
+    return transformer_layer(b, l, e, 4 * e, h, m, s, conventions=conventions)
+
+
+def _kept(m, s, recompute="none", conventions=PAPER):
+    return kept_bytes(_layer(m, s, conventions), recompute, 2 * b * l * e / s)
+
+
+# Table 2 of the paper, per layer (bytes); s b h = l b e, a s / h = h l / e
+TABLE_2 = {
+    "no parallelism": ((1, 1, "none"), l * b * e * (34 + 5 * h * l / e)),
+    "tensor": ((t, 1, "none"), l * b * e * (10 + 24 / t + 5 * h * l / (e * t))),
+    "tensor + sequence": ((t, t, "none"), l * b * e / t * (34 + 5 * h * l / e)),
+    "tensor + selective": ((t, 1, "selective"), l * b * e * (10 + 24 / t)),
+    "tensor + sequence + selective": ((t, t, "selective"), l * b * e * 34 / t),
+}
+
+
+@pytest.mark.parametrize("regime", TABLE_2)
+def test_table_2_per_layer_activations(regime):
+    (m, s, recompute), paper = TABLE_2[regime]
+    assert simplify(_kept(m, s, recompute) - paper) == 0
+
+
+def test_table_2_full_recomputation_keeps_the_layer_input():
+    """``2sbh`` per layer (``2sbh/t`` with sequence parallelism): the difference that one more
+    layer makes to the whole model's activations."""
+    for m, s in ((1, 1), (4, 1), (4, 4)):
+        def total(layers):
+            arch = Architecture("gpt", layers, 1024, 16, 4096, 1000)
+            return model_cost(arch, Training(b=2, l=512, m1=m, s1=s, recompute="full"), PAPER).activation_bytes
+        assert total(3) - total(2) == 2 * 512 * 2 * 1024 // s
+
+
+def test_layer_norm_statistics_are_the_only_difference_from_the_paper():
+    """Each of the two norms keeps a mean and a reciprocal deviation per token (2 bytes each)."""
+    for m, s in ((1, 1), (t, 1), (t, t)):
+        assert simplify(_kept(m, s, conventions=MEGATRON) - _kept(m, s) - 2 * 2 * 2 * b * l / s) == 0
+
+
+def test_the_mlp_keeps_19_sbh_without_a_dropout_after_the_activation():
+    """fc1 input 2sbh, GELU input 8sbh, fc2 input 8sbh, dropout mask sbh (the paper's 19sbh);
+    the LBNL layout's extra dropout adds a 4sbh mask."""
+    rows = mlp(b, l, e, 4 * e, conventions=PAPER)
+    assert "dpr1" not in rows.names
+    assert rows.total("act_buffer") - rows["layer_norm_2"].act_buffer == 19 * l * b * e
+    lbnl = mlp(b, l, e, 4 * e, conventions="lbnl-2024")
+    assert lbnl["dpr1"].act_buffer == 4 * l * b * e
+
+
+def test_sequence_parallel_inputs_are_gathered_again_in_backward():
+    """Megatron-LM keeps the l/t shard of the QKV and fc1 inputs and allgathers it in backward:
+    one more backward allgather of ``b l e`` over ``t`` for each of the two."""
+    def backward_allgathers(conventions):
+        return [c for c in _layer(t, t, conventions).collectives if c.kind == "allgather" and c.pass_ == "bwd"]
+    gathered = backward_allgathers(PAPER.but(sequence_parallel_inputs="gathered"))
+    again = backward_allgathers(PAPER)
+    assert len(again) - len(gathered) == 2
+    assert all(c.elements == b * l * e and c.group == t for c in again)
+
+
+def test_first_stage_with_the_interleaving_factor():
+    """Korthikanti et al. §4.2.3: the first stage keeps ``(s b h L / t) 34`` bytes with 1F1B
+    (L/p layers x p micro-batches), times ``1 + (p - 1)/(p v)`` interleaved (selective
+    recomputation and sequence parallelism; the embedding's own bytes aside)."""
+    layers, width, heads, seq, batch, tp, p = 16, 1024, 16, 512, 2, 4, 4
+    arch = Architecture("gpt", layers, width, heads, 4 * width, 51200)
+    for schedule, v in (("1f1b", 1), ("interleaved", 2), ("interleaved", 4)):
+        training = Training(b=batch, l=seq, m1=tp, s1=tp, p=p, micro_batches=8, recompute="selective",
+                            schedule=schedule, virtual_stages=v)
+        cost = model_cost(arch, training, PAPER)
+        held = training.pipeline_schedule().in_flight(p, 8, 0)
+        layers_only = rank_activation_bytes(cost, 0) - held * cost.embedding.total("act_buffer")
+        factor = 1 + Rational(p - 1, p * v) if v > 1 else 1
+        assert layers_only == Rational(seq * batch * width * layers * 34, tp) * factor
+
+
+def test_schedules_by_hand():
+    p_, n_ = symbols("p n", positive=True, integer=True)
+    assert [ONE_F_ONE_B.in_flight(4, 8, r) for r in range(4)] == [4, 3, 2, 1]
+    assert ONE_F_ONE_B.in_flight(4, 2, 0) == 2 and GPIPE.in_flight(4, 8, 3) == 8
+    # Megatron's warm-up on rank r: 2(p - r - 1) + (v - 1)p chunk forwards, plus one
+    assert [interleaved(2).in_flight(4, 8, r) for r in range(4)] == [Rational(11, 2), 9 / Rational(2), 7 / Rational(2),
+                                                                     Rational(5, 2)]
+    assert ONE_F_ONE_B.bubble(p_, n_) == (p_ - 1) / (n_ + p_ - 1)
+    assert simplify(interleaved(3).bubble(p_, n_) - (p_ - 1) / (3 * n_ + p_ - 1)) == 0
+
+
+def test_recomputation_variants_by_hand():
+    """Activation-only drops fc2's input (8 s b h / t bytes for a 4h GELU MLP); full with the
+    block method keeps N layer inputs and the other layers whole."""
+    full, act = _kept(t, t), _kept(t, t, "activation")
+    assert simplify(full - act - 8 * l * b * e / t) == 0
+    arch = Architecture("gpt", 8, 512, 8, 2048, 1000)
+    base = dict(b=1, l=256, p=2, micro_batches=4)
+    none = model_cost(arch, Training(**base), PAPER)
+    block = model_cost(arch, Training(**base, recompute="full", recompute_method="block", recompute_layers=1), PAPER)
+    uniform = model_cost(arch, Training(**base, recompute="full", recompute_method="uniform",
+                                        recompute_layers=2), PAPER)
+    one_layer = none.layer.total("act_buffer")
+    layer_input = 256 * 512 * 2
+    # rank 0 holds min(p, n) = 2 micro-batches of its 4 layers
+    assert rank_activation_bytes(none, 0) - rank_activation_bytes(block, 0) == 2 * (one_layer - layer_input)
+    assert rank_activation_bytes(none, 0) - rank_activation_bytes(uniform, 0) == 2 * (4 * one_layer - 2 * layer_input)
+    assert block.flops_recompute == 4 * 1 * none.layer.total("flops_fwd")     # n x N layers
+    assert uniform.flops_recompute == 4 * 4 * none.layer.total("flops_fwd")   # n x all 4 layers
+
+
+def test_per_rank_memory_and_the_busiest_rank():
+    arch = Architecture("gpt", 8, 512, 8, 2048, 50000)
+    cost = model_cost(arch, Training(b=1, l=256, p=4, micro_batches=8), PAPER)
+    ranks = [rank_activation_bytes(cost, r) for r in range(4)]
+    layers = 2 * cost.layer.total("act_buffer")
+    emb, head = cost.embedding.total("act_buffer"), cost.head.total("act_buffer")
+    assert ranks == [4 * (layers + emb), 3 * layers, 2 * layers, layers + head]
+    assert busiest_activation_bytes(cost) == max(ranks)
+    kept = model_cost(arch, Training(b=1, l=256, p=4, micro_batches=8),
+                      PAPER.but(deallocate_pipeline_outputs=False))
+    assert rank_activation_bytes(kept, 1) - ranks[1] == 3 * 256 * 512 * 2   # 3 outputs in flight
+    assert rank_activation_bytes(kept, 3) == ranks[3]                          # the last sends none
+
+
+def test_bad_schedules_are_refused():
+    arch = Architecture("gpt", 8, 512, 8, 2048, 1000)
+    with pytest.raises(ValueError, match="virtual stages"):
+        Training(schedule="interleaved", virtual_stages=1)
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        Training(schedule="zigzag")
+    with pytest.raises(ValueError, match="p must divide micro_batches"):
+        model_cost(arch, Training(p=4, micro_batches=6, schedule="interleaved", virtual_stages=2))
+    with pytest.raises(ValueError, match="recompute_layers must divide"):
+        model_cost(arch, Training(p=2, recompute="full", recompute_layers=3))
+    with pytest.raises(ValueError, match="rank must be an integer"):
+        rank_activation_bytes(model_cost(arch, Training(p=2)), 2)
