@@ -16,14 +16,13 @@ from symbolic_cost.symbols import b, e, f, h, l, s1
 
 def test_every_printed_number_of_seed_001_matches():
     cells = ulysses_prefill.compare()
-    assert len(cells) == 95 and [c for c in cells if not c.match] == []
+    assert len(cells) == 94 and [c for c in cells if not c.match] == []
 
 
-def test_seed_001_comparison_can_fail(monkeypatch):
+def test_seed_001_comparison_can_fail():
     """Under the exact count QK^T loses h*N^2 and QKV 3*N*d FLOPs: visible at 2 decimals
     (117.96 -> 117.50, 96.64 -> 96.63); AV and the output projection lose too little to show."""
-    monkeypatch.setattr(ulysses_prefill, "CONVENTIONS", conv.DEFAULT)
-    assert {c.row for c in ulysses_prefill.compare() if not c.match} == {"qkv_proj", "logits"}
+    assert {c.row for c in ulysses_prefill.compare(conventions=conv.DEFAULT) if not c.match} == {"qkv_proj", "logits"}
 
 
 def test_seed_001_transient_interval():
@@ -181,8 +180,9 @@ def test_bad_degrees(make, message):
 
 def test_reproduce_both(tmp_path, capsys):
     assert main(["reproduce", "lbnl-2024", "ulysses-prefill", "--reports", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.splitlines() == ["lbnl-2024: matched 454/454",
-                                                    "ulysses-prefill: matched 95/95"]
+    assert capsys.readouterr().out.splitlines() == [   # distinct counts: tests/test_reproduce_honesty.py
+        "lbnl-2024: matched 454/454 (127 distinct numeric values)",
+        "ulysses-prefill: matched 94/94 (27 distinct numeric values)"]
 
 
 def test_scheme_command(capsys):

@@ -1,13 +1,21 @@
 """Reproductions of published tables: one module per table, a common report format.
 
-Each reproduction returns a list of ``Cell`` (printed value, our value, match);
-``run`` writes ``reports/<name>.md`` and returns an ``Outcome`` whose ``line`` is
-what ``symbolic-cost reproduce`` prints.
+Each reproduction has ``compare(conventions=CONVENTIONS)`` returning a list of
+``Cell`` (printed value, our value, match) under its tool's preset or any other
+conventions (a cell that cannot be computed under them is a mismatch, never an
+error); ``run`` writes ``reports/<name>.md`` and returns an ``Outcome`` whose
+``line`` is what ``symbolic-cost reproduce`` prints.
+
+Next to ``matched X/Y`` both print how many *distinct numeric values* the Y
+printed cells hold (``distinct_numbers``), so that a table of repeated zeros
+does not read as hundreds of independent checks.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 
@@ -23,11 +31,52 @@ class Cell:
     match: bool
 
 
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_UNIT = re.compile(r"\s*[A-Za-z%]+")
+
+
+def printed_number(text: str) -> Decimal | None:
+    """The number a printed cell shows, or ``None`` when it is not one number.
+
+    A number is an optional sign, digits (optionally grouped by commas in threes),
+    optional decimals and exponent, optionally followed by one unit word
+    (``MB``, ``GMACs``, ``M``, ``%``), which is dropped.  Blanks, ``-``, words and
+    lists (``3750, 16384``, ``[n0_g0 n0_g1]``) are not numbers.
+
+    >>> printed_number("771,106,304"), printed_number("44.7 GMACs"), printed_number("2.5e-05")
+    (Decimal('771106304'), Decimal('44.7'), Decimal('0.000025'))
+    >>> printed_number(""), printed_number("-"), printed_number("3750, 16384"), printed_number("nvlink")
+    (None, None, None, None)
+    """
+    text = text.strip()
+    number = _NUMBER.match(text).group(0)
+    rest = text[len(number):]
+    if not any(ch.isdigit() for ch in number.split("e")[0].split("E")[0]):
+        return None
+    if rest and not _UNIT.fullmatch(rest):
+        return None
+    return Decimal(number.replace(",", "")).normalize()
+
+
+def distinct_numbers(cells: list[Cell]) -> int:
+    """How many different numbers the printed cells show: cells whose printed text is a
+    number (``printed_number``), each value counted once across all tables of the
+    reproduction; equal values are one value whatever their printed form or unit
+    (``0``, ``0.0`` and ``0.00 MB`` count once)."""
+    return len({value for value in map(printed_number, (c.printed for c in cells)) if value is not None})
+
+
+def summary(matched: int, total: int, distinct: int) -> str:
+    """``matched X/Y (N distinct numeric values)``."""
+    return f"matched {matched}/{total} ({distinct} distinct numeric values)"
+
+
 def write_report(path: Path, title: str, preamble: str, cells: list[Cell]) -> None:
     """A Markdown report: a summary line, then every cell grouped by table."""
     matched = sum(cell.match for cell in cells)
     lines = [f"# {title}", "", preamble.strip(), "",
-             f"**matched {matched}/{len(cells)}** (regenerate: `symbolic-cost reproduce`)", ""]
+             f"**{summary(matched, len(cells), distinct_numbers(cells))}** "
+             "(regenerate: `symbolic-cost reproduce`)", ""]
     for table in dict.fromkeys(cell.table for cell in cells):
         lines += [f"## {table}", "", "| row | column | printed | ours | match |",
                   "|---|---|---|---|---|"]
@@ -39,16 +88,26 @@ def write_report(path: Path, title: str, preamble: str, cells: list[Cell]) -> No
 
 
 def names() -> list[str]:
+    """The registered reproductions, in the order ``symbolic-cost reproduce`` runs them."""
     return list(_REGISTRY)
+
+
+def module(name: str):
+    """The reproduction module registered as ``name``."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown reproduction {name!r}; known: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one reproduction went: cells matched out of cells compared."""
+    """How one reproduction went: cells matched out of cells compared, and how many
+    distinct numeric values the compared printed cells hold."""
 
     name: str
     matched: int
     total: int
+    distinct: int
 
     @property
     def ok(self) -> bool:
@@ -56,21 +115,20 @@ class Outcome:
 
     @property
     def line(self) -> str:
-        return f"{self.name}: matched {self.matched}/{self.total}"
+        return f"{self.name}: {summary(self.matched, self.total, self.distinct)}"
 
 
 def run(name: str, reports: Path) -> Outcome:
-    """Run one reproduction, write its report, return its ``Outcome``."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown reproduction {name!r}; known: {', '.join(_REGISTRY)}")
-    module = _REGISTRY[name]
-    cells = module.compare()
-    write_report(reports / f"{name}.md", module.TITLE, module.PREAMBLE, cells)
-    return Outcome(name, sum(cell.match for cell in cells), len(cells))
+    """Run one reproduction under its tool's preset, write its report, return its ``Outcome``."""
+    reproduction = module(name)
+    cells = reproduction.compare()
+    write_report(reports / f"{name}.md", reproduction.TITLE, reproduction.PREAMBLE, cells)
+    return Outcome(name, sum(cell.match for cell in cells), len(cells), distinct_numbers(cells))
 
 
 from symbolic_cost.reproduce import (deepflow_lstm, deepspeed_profiler, lbnl_2024,  # noqa: E402  (needs Cell)
-               megatron_training_info, ulysses_prefill)
+                                     megatron_training_info, ulysses_prefill)
 
 _REGISTRY = {"lbnl-2024": lbnl_2024, "ulysses-prefill": ulysses_prefill,
-             "megatron-training-info": megatron_training_info, "deepspeed-profiler": deepspeed_profiler, "deepflow-lstm": deepflow_lstm}
+             "megatron-training-info": megatron_training_info, "deepspeed-profiler": deepspeed_profiler,
+             "deepflow-lstm": deepflow_lstm}

@@ -7,7 +7,8 @@ kernel's FLOPs, bytes and time, the reload factors of both orientations of
 every GEMM, and each roofline's inflection point and intensity.  This module
 walks the kernels in the order ``perf.py`` printed them and pairs each
 printed number with ours; the formulas all live in ``lstm``, ``kernels`` and
-``power``.
+``power``.  Under other conventions a printed quantity we do not have (the
+memory of a projection that is not counted) is a ``(missing)`` mismatch.
 """
 
 from __future__ import annotations
@@ -75,14 +76,14 @@ def _roofline_lines(kernel) -> list[tuple[str, object]]:
     return [("inflection_point", SYSTEM.matrix_flops / SYSTEM.hbm_bandwidth), ("comp_int", kernel.intensity)]
 
 
-def _gemm_lines(name: str, kernel) -> list[tuple[str, object]]:
+def _gemm_lines(name: str, kernel, conventions) -> list[tuple[str, object]]:
     m, k, n = products(MODEL)[name]
     lines = []
     for shape in ((m, k, n), (n, k, m)):
         for level, tile in zip(("gmem", "l2mem"), tiles(SYSTEM, MODEL.element_bytes)):
             r = reloads(*shape, tile)
             lines += [(f"{level} reload_AB", r.a), (f"{level} reload_AC", r.c), (f"{level} reload_BC", r.b)]
-    for orientation in gemm_orientations(m, k, n, SYSTEM, CONVENTIONS, MODEL.element_bytes):
+    for orientation in gemm_orientations(m, k, n, SYSTEM, conventions, MODEL.element_bytes):
         lines += _roofline_lines(orientation)
     label = _GEMMS[name]
     return lines + [(f"{label} GEMM_flop", kernel.flops), ("GEMM_gmem", kernel.dram_bytes),
@@ -106,9 +107,10 @@ def _update_lines(weights: str) -> list[tuple[str, object]]:
 
 
 def _memory_lines(parts) -> tuple[list, list]:
+    """Memory by part and by kind in GiB; a part the conventions do not count is ``None``."""
     gib = Integer(2) ** 30
     total = sum(sum(kinds.values()) for kinds in parts.values()) / gib
-    by_part = [("Total Memory", total)] + [(f"{p.title()} Memory", sum(parts[p].values()) / gib)
+    by_part = [("Total Memory", total)] + [(f"{p.title()} Memory", sum(parts[p].values()) / gib if p in parts else None)
                                            for p in ("embedding", "hidden", "softmax", "projection")]
     by_kind = [("Total Memory", total)] + [(f"{label} Memory", sum(kinds[kind] for kinds in parts.values()) / gib)
                                            for kind, label in (("weights", "Weight"), ("activations", "Activation"),
@@ -116,38 +118,39 @@ def _memory_lines(parts) -> tuple[list, list]:
     return by_part, by_kind
 
 
-def ours() -> list[tuple[str, object]]:
-    """Our values, labelled and ordered as ``perf.py`` printed them."""
-    kernels = all_kernels(MODEL, SYSTEM, CONVENTIONS)
+def ours(conventions=CONVENTIONS) -> list[tuple[str, object]]:
+    """Our values under ``conventions``, labelled and ordered as ``perf.py`` printed them
+    (``None`` where the conventions leave a printed quantity out)."""
+    kernels = all_kernels(MODEL, SYSTEM, conventions)
     lines = []
     for name in _PRINT_ORDER:
         if name.startswith("update:"):
             lines += _update_lines(name.split(":")[1])
         elif name in _GEMMS:
-            lines += _gemm_lines(name, kernels[name])
+            lines += _gemm_lines(name, kernels[name], conventions)
         else:
             lines += _pointwise_lines(name, kernels[name])
     embedding = kernels["embedding"].dram_bytes
     lines += [("Embedding_mem", embedding), ("(gr) Embedding_mem", embedding)]
-    t = stage_times(MODEL, SYSTEM, CONVENTIONS)
+    t = stage_times(MODEL, SYSTEM, conventions)
     lines += [("Cf", t["cell_fwd"]), ("Cb", t["cell_bwd"]), ("R", t["update_hidden"]),
               ("softmax_f", t["softmax_fwd"]), ("softmax_b", t["softmax_bwd"]),
               ("embedding_f", t["embedding_fwd"]), ("embedding_b", t["embedding_bwd"]),
               ("projection_f", t["projection_fwd"]), ("projection_b", t["projection_bwd"]),
-              ("#Parameters", parameters(MODEL, CONVENTIONS) / 10**9)]
+              ("#Parameters", parameters(MODEL, conventions) / 10**9)]
     gib, derate = Integer(2) ** 30, printed.DERATE
     lines += [("Throughput", SYSTEM.matrix_flops / derate / 10**12),
               ("Memory Bandwidth", peak_dram_bandwidth(BUDGET, TECHNOLOGY) / gib),
               ("Memory Size", SYSTEM.hbm_capacity / gib), ("L2 Bandwidth", SYSTEM.l2_bandwidth / 2**40),
               ("L2 Size", SYSTEM.l2_capacity / 2**20), ("Shared Memory Size", SYSTEM.shared_memory_capacity / 2**20),
               ("Interconnection Bandwidth", SYSTEM.ib_bandwidth / gib)]
-    by_part, by_kind = _memory_lines(memory(MODEL, CONVENTIONS))
+    by_part, by_kind = _memory_lines(memory(MODEL, conventions))
     overflow = [("Memory Overflow Rate (Total Memory Required per Data Shard / Memory capacity per node)",
-                 memory_overflow(MODEL, SYSTEM, CONVENTIONS))]
+                 memory_overflow(MODEL, SYSTEM, conventions))]
     # the "per Model Shard" block repeats the same values: every kernel-parallel degree is 1
     lines += by_part + by_kind + overflow + by_part + overflow + by_kind
     budget = printed.BUDGET
-    lines += [("Time", step_time(MODEL, SYSTEM, CONVENTIONS)),
+    lines += [("Time", step_time(MODEL, SYSTEM, conventions)),
               ("time_per_step", time_per_step(budget["budget_seconds"], budget["tokens"], budget["batch"],
                                               MODEL.steps, budget["epochs"]))]
     return lines
@@ -174,12 +177,13 @@ def _show(text: str, value) -> str:
     return repr(float(value)) if decimals >= 12 else f"{float(value):.{decimals}f}"
 
 
-def compare() -> list[Cell]:
-    """Every printed number of seed 002 against ours, in printed order."""
-    seen, mine = parse(printed.SUMMARY), ours()
+def compare(conventions=CONVENTIONS) -> list[Cell]:
+    """Every printed number of seed 002 against ours (271 cells), in printed order, under
+    ``conventions``."""
+    seen, mine = parse(printed.SUMMARY), ours(conventions)
     cells = []
     for i, (label, text) in enumerate(seen):
-        have = i < len(mine) and mine[i][0] == label
+        have = i < len(mine) and mine[i][0] == label and mine[i][1] is not None
         value = mine[i][1] if have else None
         cells.append(Cell("summary.txt", str(i + 1), label, text,
                           _show(text, value) if have else "(missing)", have and _same(text, value)))

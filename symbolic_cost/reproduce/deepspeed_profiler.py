@@ -9,7 +9,8 @@ captions, found by the numbers: the BERT profile is of 4 sequences of 128
 tokens (at batch 1 its MACs would be 11.17 G, not 44.7 G), and the Megatron
 example's MACs are of 4 sequences of 1024 tokens although its summary says
 "batch size per device: 1024".  The Megatron example's parameter counts are
-ZeRO-3 placeholders (1 per partitioned tensor) and are not compared.
+ZeRO-3 placeholders (1 per partitioned tensor) and are not compared.  Under
+other conventions a printed module we do not have is a ``(missing)`` mismatch.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import re
 
 from symbolic_cost.models.config import preset
 from symbolic_cost.models import Architecture
-from symbolic_cost.tools.deepspeed_profiler import aggregate, flops_text, hf_bert, macs_text, megatron_gpt2, params_text
+from symbolic_cost.tools.deepspeed_profiler import (PRESET, aggregate, flops_text, hf_bert, macs_text, megatron_gpt2,
+                                                    params_text)
 from symbolic_cost.reproduce import Cell
 from symbolic_cost.reproduce import deepspeed_profiler_printed as printed
 
 TITLE = "Seed 004: DeepSpeed flops profiler, BERT-base and Megatron-LM GPT-2 examples"
+CONVENTIONS = PRESET
 BERT_TOKENS = (4, 128)
 MEGATRON = dict(layers=12, hidden=8192, heads=32, seq=1024, batch=4, vocab=50257)
 PREAMBLE = """
@@ -53,9 +56,12 @@ def _printed_modules(text: str):
 
 
 def _module(root, path):
+    """The module at ``path`` below ``root``, or ``None`` when our tree has no such module."""
     node = root
     for name in path[1:]:
-        node = next(c for c in node.children if c.name == name)
+        node = next((c for c in node.children if c.name == name), None)
+        if node is None:
+            return None
     return node
 
 
@@ -65,9 +71,12 @@ def _tree_cells(table, root, text, with_params=True):
     for path, kind, params, params_pct, macs, macs_pct in _printed_modules(text):
         m = _module(root, path)
         label = ".".join(p for p in path if p) or kind
-        p, k = float(m.total("params")), float(m.total("macs"))
-        ours = {"params": params_text(p), "% params": f"{p / total_params:.2%}"[:-1],
-                "MACs": macs_text(k), "% MACs": f"{k / total_macs:.2%}"[:-1]}
+        if m is None:
+            ours = dict.fromkeys(("params", "% params", "MACs", "% MACs"), "(missing)")
+        else:
+            p, k = float(m.total("params")), float(m.total("macs"))
+            ours = {"params": params_text(p), "% params": f"{p / total_params:.2%}"[:-1],
+                    "MACs": macs_text(k), "% MACs": f"{k / total_macs:.2%}"[:-1]}
         seen = {"params": params, "% params": params_pct, "MACs": macs, "% MACs": macs_pct}
         for column in (["params", "% params"] if with_params else []) + ["MACs", "% MACs"]:
             cells.append(Cell(table, label, column, seen[column], ours[column], seen[column] == ours[column]))
@@ -91,11 +100,13 @@ def _line(text, label):
     return re.search(rf"{re.escape(label)}:\s+(.+)", text).group(1).strip()
 
 
-def compare() -> list[Cell]:
-    bert = hf_bert(preset("bert-base-uncased"), *BERT_TOKENS)
+def compare(conventions=CONVENTIONS) -> list[Cell]:
+    """Every compared number of seed 004 against ours (219 cells), under ``conventions``."""
+    bert = hf_bert(preset("bert-base-uncased"), *BERT_TOKENS, conventions=conventions)
     c = MEGATRON
     gpt = megatron_gpt2(Architecture("gpt2-megatron", c["layers"], c["hidden"], c["heads"], 4 * c["hidden"],
-                                     c["vocab"], positions=c["seq"], vocab_multiple=128), c["batch"], c["seq"])
+                                     c["vocab"], positions=c["seq"], vocab_multiple=128), c["batch"], c["seq"],
+                        conventions=conventions)
     cells = []
     summary = [("BERT", bert, printed.BERT, [
         ("params per device", params_text(bert.total("params"))),

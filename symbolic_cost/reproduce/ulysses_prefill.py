@@ -6,8 +6,10 @@ convention, FLOPs summed over the 16 GPUs as the script prints them.  The
 allocator readings are modelled as the live-tensor sum (which tensors are
 live at each print is the script's allocation order, recorded below) plus an
 explicit overhead: the 32 MiB cuBLAS workspace once a GEMM has run, and for
-peaks a transient of ``TRANSIENT_BYTES``, the one fitted constant.  The
-report also gives the whole interval of transients that fits every reading.
+peaks a transient of ``TRANSIENT_BYTES``, the one fitted constant.  The fitted
+constant is not a printed number, so it is not a compared cell; the report's
+preamble gives the whole interval of transients that fits every reading
+(``admissible_transients``).
 """
 
 from __future__ import annotations
@@ -52,32 +54,25 @@ LIVE = [  # (overhead after a GEMM?, live tensors) at each allocator print, in o
 """Peak readings during attention; then the MLP prints ``current`` and the (unreset) peak."""
 MLP_CURRENT = ["output", "input_", "W1", "W2", "inter"]
 
-PREAMBLE = f"""
-Configuration: N={printed.CONFIG['N']}, d={printed.CONFIG['d']}, h={printed.CONFIG['h']},
-d'={printed.CONFIG['d_ff']}, L={printed.CONFIG['layers']}, TP={printed.CONFIG['TP']},
-DP={printed.CONFIG['DP']}, bf16; Ulysses over all P = 16 GPUs with replicated weights; the MLP
-as `mlp(1, N/DP, d, d', m1=TP)`. FLOPs use `2mnk`, summed over the 16 GPUs. Sizes in decimal
-MB/GB, 2 decimals, as printed. Allocator readings: live tensors + {WORKSPACE_BYTES} B workspace
-(after the first GEMM) + a fitted transient of {TRANSIENT_BYTES} B at peaks.
-"""
 
 
-def tensors() -> dict[str, Tensor]:
-    """Every tensor the seed prints, built by the library (batch dimension of 1 dropped)."""
+def tensors(conventions=CONVENTIONS) -> tuple[dict[str, Tensor], object]:
+    """Every tensor the seed prints, built by the library (batch dimension of 1 dropped),
+    and the Ulysses scheme.  The MLP's tensors take their extents from the bytes its
+    costs count (``input_``: ``act_in`` of ``fc1`` over ``d`` elements per token), so
+    a convention that counts other bytes shows as other shapes."""
     c = printed.CONFIG
     p = c["TP"] * c["DP"]
-    scheme = ulysses(1, c["N"], c["d"], c["h"], p, es=c["bytes"], conventions=CONVENTIONS)
+    scheme = ulysses(1, c["N"], c["d"], c["h"], p, es=c["bytes"], conventions=conventions)
     found = {t.name: _drop_batch(t) for t in scheme.tensors}
-    block = mlp(1, c["N"] // c["DP"], c["d"], c["d_ff"], c["TP"], bias=False, es=c["bytes"])
-    fc1, d, f_tp = block["fc1"], block.dims["e"], block.dims["f"] / block.dims["m1"]
-    tokens = block.dims["l"]
-    found["input_"] = Tensor("input_", (("N/DP", tokens), ("d", d)), c["bytes"])
-    found["W1"] = Tensor("W1", (("L", c["layers"]), ("d", d), ("d'/TP", f_tp)), c["bytes"])
-    found["W2"] = Tensor("W2", (("L", c["layers"]), ("d'/TP", f_tp), ("d", d)), c["bytes"])
-    found["inter"] = Tensor("inter", (("N/DP", tokens), ("d'/TP", f_tp)), c["bytes"])
-    # the shapes above must carry exactly the bytes the MLP's costs count
-    assert found["input_"].bytes == fc1.act_in and found["inter"].bytes == fc1.act_out
-    assert found["W1"].bytes == c["layers"] * fc1.weights
+    block = mlp(1, c["N"] // c["DP"], c["d"], c["d_ff"], c["TP"], bias=False, es=c["bytes"],
+                conventions=conventions)
+    fc1, fc2, d, es = block["fc1"], block["fc2"], block.dims["e"], c["bytes"]
+    tokens = fc1.act_in / (d * es)
+    found["input_"] = Tensor("input_", (("N/DP", tokens), ("d", d)), es)
+    found["W1"] = Tensor("W1", (("L", c["layers"]), ("d", d), ("d'/TP", fc1.weights / (d * es))), es)
+    found["W2"] = Tensor("W2", (("L", c["layers"]), ("d'/TP", fc2.weights / (d * es)), ("d", d)), es)
+    found["inter"] = Tensor("inter", (("N/DP", tokens), ("d'/TP", fc1.act_out / (tokens * es))), es)
     return found, scheme
 
 
@@ -113,8 +108,9 @@ def admissible_transients(found: dict, printed_gb: list[float]) -> tuple[float, 
     return lo, hi
 
 
-def compare() -> list[Cell]:
-    found, scheme = tensors()
+def compare(conventions=CONVENTIONS) -> list[Cell]:
+    """Every printed number of seed 001 against ours (94 cells), under ``conventions``."""
+    found, scheme = tensors(conventions)
     lines = printed.LINES.strip().splitlines()
     cells = []
     heads = found["q_ gathered"].shape[0]
@@ -144,12 +140,30 @@ def compare() -> list[Cell]:
         ours = f"{float(scheme.degree * scheme.block[row].flops_fwd) / 1e12:.2f}"
         cells.append(Cell("FLOPs (sum over GPUs)", row, "TFLOPs", value, ours, value == ours))
     memory_lines = [x for x in lines if "memory allocation" in x]
-    printed_gb = [float(x.split()[-2]) for x in memory_lines]
     for line, ours in zip(memory_lines, readings(found), strict=True):
         value = line.split()[-2]
         cells.append(Cell("allocator", line.split(":")[0], "GB", value, f"{ours:.2f}",
                           value == f"{ours:.2f}"))
-    lo, hi = admissible_transients(found, printed_gb)
-    cells.append(Cell("allocator", "one transient fits all peaks", "interval (MB)",
-                      "non-empty", f"[{lo / 1e6:.2f}, {hi / 1e6:.2f}]", lo <= TRANSIENT_BYTES <= hi))
     return cells
+
+
+def _preamble() -> str:
+    """The configuration, the units and the allocator model, with the interval of
+    transients that fits every printed post-GEMM peak (information, not a cell)."""
+    c = printed.CONFIG
+    found, _ = tensors()
+    peaks = [float(x.split()[-2]) for x in printed.LINES.splitlines() if "memory allocation" in x]
+    lo, hi = admissible_transients(found, peaks)
+    return f"""
+Configuration: N={c['N']}, d={c['d']}, h={c['h']},
+d'={c['d_ff']}, L={c['layers']}, TP={c['TP']},
+DP={c['DP']}, bf16; Ulysses over all P = 16 GPUs with replicated weights; the MLP
+as `mlp(1, N/DP, d, d', m1=TP)`. FLOPs use `2mnk`, summed over the 16 GPUs. Sizes in decimal
+MB/GB, 2 decimals, as printed. Allocator readings: live tensors + {WORKSPACE_BYTES} B workspace
+(after the first GEMM) + a fitted transient of {TRANSIENT_BYTES} B at peaks.
+The fitted transient is not a printed number and is not compared: every transient in
+[{lo / 1e6:.2f}, {hi / 1e6:.2f}] MB reproduces all nine post-GEMM peaks.
+"""
+
+
+PREAMBLE = _preamble()

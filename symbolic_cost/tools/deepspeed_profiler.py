@@ -25,6 +25,7 @@ counting rules of DeepSpeed's profiler (seed 004), whose rules are:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from sympy import Expr, Integer, sympify
 
@@ -57,11 +58,11 @@ class Module:
             yield from child.walk(depth + 1)
 
 
-def macs(row: Cost) -> Expr:
+def macs(row: Cost, conventions=PRESET) -> Expr:
     """Multiply-accumulates of a row's forward products: ``count x m x k x n`` each, half
-    their ``2mnk`` FLOPs (``product_flops`` under ``PRESET``); bias adds and pointwise work
-    are none."""
-    return product_flops(row.gemms, "fwd", PRESET) / 2
+    their ``2mnk`` FLOPs (``product_flops`` under ``conventions``, the tool's ``PRESET``
+    unless another is given); bias adds and pointwise work are none."""
+    return product_flops(row.gemms, "fwd", conventions) / 2
 
 
 def numel(row: Cost) -> Expr:
@@ -69,16 +70,16 @@ def numel(row: Cost) -> Expr:
     return row.act_out
 
 
-def view_blocks(arch, b, l):
+def view_blocks(arch, b, l, conventions=PRESET):
     """The embedding, one layer and the head of ``arch`` at ``b x l`` tokens on one
-    device, under ``PRESET`` with 1-byte elements: ``weights`` are parameters."""
-    return model_blocks(arch, Training(b=b, l=l), 1, 1, 1, PRESET)
+    device, under ``conventions`` (``PRESET``) with 1-byte elements: ``weights`` are parameters."""
+    return model_blocks(arch, Training(b=b, l=l), 1, 1, 1, conventions)
 
 
-def _linear(name, row: Cost, kind="Linear", share=1) -> Module:
+def _linear(name, row: Cost, kind="Linear", share=1, conventions=PRESET) -> Module:
     """A linear module standing for ``share`` of block row ``row``: its parameters and
     MACs, FLOPs twice the MACs."""
-    count = macs(row) * share
+    count = macs(row, conventions) * share
     return Module(name, kind, params=row.weights * share, macs=count, flops=2 * count)
 
 
@@ -104,29 +105,30 @@ def aggregate(root: Module, depth: int, what: str) -> list[tuple[str, Expr]]:
     return sorted(sums.items(), key=lambda kv: -float(kv[1]))
 
 
-def hf_bert(arch, b, l) -> Module:
+def hf_bert(arch, b, l, conventions=PRESET) -> Module:
     """Hugging Face ``BertModel`` as DeepSpeed's profiler sees it: query, key and value
     are a third each of the block's ``qkv_proj``; the self-attention module's own MACs
     are ``logits`` and ``attend``, its FLOPs twice those plus the softmax's ``numel``."""
     if arch.kv_heads not in (None, arch.h):
         raise ValueError(f"hf_bert: kv_heads must equal h (BERT has one key and value head per query head), "
                          f"got kv_heads {arch.kv_heads} with h {arch.h}")
-    start, block, end = view_blocks(arch, b, l)
+    start, block, end = view_blocks(arch, b, l, conventions)
+    linear = partial(_linear, conventions=conventions)
 
     def layer(i):
-        own = macs(block["logits"]) + macs(block["attend"])
+        own = macs(block["logits"], conventions) + macs(block["attend"], conventions)
         self_attn = Module("self", "BertSelfAttention", macs=own, flops=2 * own + numel(block["softmax"]),
-                           children=[_linear(n, block["qkv_proj"], share=Integer(1) / 3)
+                           children=[linear(n, block["qkv_proj"], share=Integer(1) / 3)
                                      for n in ("query", "key", "value")] + [leaf("dropout", "Dropout")])
 
         def out(name, kind, dense, norm):
-            return Module(name, kind, children=[_linear("dense", block[dense]), _norm("LayerNorm", block[norm]),
+            return Module(name, kind, children=[linear("dense", block[dense]), _norm("LayerNorm", block[norm]),
                                                 leaf("dropout", "Dropout")])
         return Module(str(i), "BertLayer", children=[
             Module("attention", "BertAttention",
                    children=[self_attn, out("output", "BertSelfOutput", "v_proj", "layer_norm_1")]),
             Module("intermediate", "BertIntermediate",
-                   children=[_linear("dense", block["fc1"]), leaf("intermediate_act_fn", "GELUActivation")]),
+                   children=[linear("dense", block["fc1"]), leaf("intermediate_act_fn", "GELUActivation")]),
             out("output", "BertOutput", "fc2", "layer_norm_2")])
 
     embeddings = Module("embeddings", "BertEmbeddings", children=[
@@ -135,17 +137,18 @@ def hf_bert(arch, b, l) -> Module:
         _norm("LayerNorm", start["embedding_layer_norm"]), leaf("dropout", "Dropout")])
     encoder = Module("encoder", "BertEncoder", children=[
         Module("layer", "ModuleList", children=[layer(i) for i in range(arch.n_layers)])])
-    pooler = Module("pooler", "BertPooler", children=[_linear("dense", end["pooler_dense"]),
+    pooler = Module("pooler", "BertPooler", children=[linear("dense", end["pooler_dense"]),
                                                       leaf("activation", "Tanh")])
     return Module("", "BertModel", children=[embeddings, encoder, pooler])
 
 
-def megatron_gpt2(arch, b, l) -> Module:
+def megatron_gpt2(arch, b, l, conventions=PRESET) -> Module:
     """The Megatron-LM GPT-2 of DeepSpeed's example, each layer split in two modules
     (``ParallelTransformerLayerPart1``: norm and attention; ``Part2``: norm and MLP).
     Attention's batched matmuls are not counted (that profiler did not patch them); the
     fused softmax books ``numel`` MACs; the LM head is a functional product of the model."""
-    start, block, end = view_blocks(arch, b, l)
+    start, block, end = view_blocks(arch, b, l, conventions)
+    linear = partial(_linear, conventions=conventions)
 
     def part1(i):
         scores = numel(block["softmax"])
@@ -153,15 +156,15 @@ def megatron_gpt2(arch, b, l) -> Module:
         return Module(str(2 * i), "ParallelTransformerLayerPart1", children=[
             _norm("input_layernorm", block["layer_norm_1"], kind="FusedLayerNorm", flops=False),
             Module("attention", "ParallelSelfAttention", children=[
-                _linear("query_key_value", block["qkv_proj"], kind="ColumnParallelLinear"), softmax,
-                leaf("attention_dropout", "Dropout"), _linear("dense", block["v_proj"], kind="RowParallelLinear")])])
+                linear("query_key_value", block["qkv_proj"], kind="ColumnParallelLinear"), softmax,
+                leaf("attention_dropout", "Dropout"), linear("dense", block["v_proj"], kind="RowParallelLinear")])])
 
     def part2(i):
         return Module(str(2 * i + 1), "ParallelTransformerLayerPart2", children=[
             _norm("post_attention_layernorm", block["layer_norm_2"], kind="FusedLayerNorm", flops=False),
             Module("mlp", "ParallelMLP", children=[
-                _linear("dense_h_to_4h", block["fc1"], kind="ColumnParallelLinear"),
-                _linear("dense_4h_to_h", block["fc2"], kind="RowParallelLinear")])])
+                linear("dense_h_to_4h", block["fc1"], kind="ColumnParallelLinear"),
+                linear("dense_4h_to_h", block["fc2"], kind="RowParallelLinear")])])
 
     layers = [m for i in range(arch.n_layers) for m in (part1(i), part2(i))]
     transformer = Module("transformer", "ParallelTransformer", children=[
@@ -170,7 +173,7 @@ def megatron_gpt2(arch, b, l) -> Module:
     embedding = Module("embedding", "Embedding", children=[
         _embedding("word_embeddings", start["word_embeddings"], "VocabParallelEmbedding"),
         _embedding("position_embeddings", start["position_embeddings"]), leaf("embedding_dropout", "Dropout")])
-    head = macs(end["lm_head"])
+    head = macs(end["lm_head"], conventions)
     return Module("", "GPT2Model", macs=head, flops=2 * head, children=[
         Module("language_model", "TransformerLanguageModel", children=[embedding, transformer])])
 
@@ -195,29 +198,26 @@ def model_tree(cost) -> Module:
 
 # ---------------------------------------------------------------- DeepSpeed's number formats
 
-def params_text(n) -> str:
+def _scaled(n, units, unit_one: str) -> str:
+    """DeepSpeed's number format: ``n`` in the largest of ``units`` (``(power of ten,
+    suffix)``, largest first) that fits, rounded to 2 decimals; else the integer."""
     n = float(n)
-    if n // 10**6 > 0:
-        return f"{round(n / 10**6, 2)} M"
-    if n // 10**3 > 0:
-        return f"{round(n / 10**3, 2)} k"
-    return str(int(n))
+    for power, unit in units:
+        if n // 10**power > 0:
+            return f"{round(n / 10**power, 2)} {unit}"
+    return f"{int(n)}{unit_one}"
+
+
+def params_text(n) -> str:
+    return _scaled(n, ((6, "M"), (3, "k")), "")
 
 
 def macs_text(n) -> str:
-    n = float(n)
-    for power, unit in ((9, "GMACs"), (6, "MMACs"), (3, "KMACs")):
-        if n // 10**power > 0:
-            return f"{round(n / 10**power, 2)} {unit}"
-    return f"{int(n)} MACs"
+    return _scaled(n, ((9, "GMACs"), (6, "MMACs"), (3, "KMACs")), " MACs")
 
 
 def flops_text(n) -> str:
-    n = float(n)
-    for power, unit in ((9, "G"), (6, "M"), (3, "K")):
-        if n // 10**power > 0:
-            return f"{round(n / 10**power, 2)} {unit}"
-    return str(int(n))
+    return _scaled(n, ((9, "G"), (6, "M"), (3, "K")), "")
 
 
 def render(root: Module, max_depth: int = -1, top: int = 3) -> str:

@@ -1,7 +1,7 @@
 """The accounting of Megatron-LM's ``tools/get_training_info`` (seed 000), as formulas.
 
 Parameters, bytes per parameter and data-parallel traffic come from
-``model.model_cost`` under the ``megatron-training-info`` conventions.  What
+``models.model_cost`` under the ``megatron-training-info`` conventions.  What
 this module adds is the tool's own memory model, which is not a per-operation
 count: activation coefficients that its README says were measured by tracing
 ``cudaMalloc``/``cudaFree`` (flash attention, SwiGLU, micro-batch ``b``,
@@ -85,6 +85,15 @@ def peak_elements(params_per_gpu, activations_gpu, s, b, v, t, d, precision: str
     if precision == "fp16":
         return Max(P * (1 + 1 + Rational(2) / d + 2), P * (1 + 1 + Rational(8) / d) + A + 2 * logits)
     return Max(P * (1 + 1 + Rational(1) / d + 1), P * (1 + 1 + Rational(2) / d) + A + 2 * logits)
+
+
+PEAK_ELEMENT_BYTES = 2
+"""The tool's peak rule counts in 2-byte elements whatever the precision."""
+
+
+def peak_bytes(params_per_gpu, activations_gpu, s, b, v, t, d, precision: str) -> Expr:
+    """The tool's peak in bytes: ``peak_elements`` of ``PEAK_ELEMENT_BYTES`` bytes each."""
+    return PEAK_ELEMENT_BYTES * peak_elements(params_per_gpu, activations_gpu, s, b, v, t, d, precision)
 
 
 def swiglu_ffn(hidden: int) -> int:
