@@ -6,17 +6,21 @@ from symbolic_cost import analysis
 from symbolic_cost import symbols as S
 from symbolic_cost.analysis.latex import latex
 from symbolic_cost.ops import flash_attention
-from symbolic_cost.parallel.sequence import layer_volumes
+from symbolic_cost.parallel.sequence import layer_volumes, ring_attention
 from symbolic_cost.timing.hardware import get_system
 
 
 def ring_overlap_length(system="h100"):
-    """The ``l`` at which one ring-attention step's forward compute equals its K, V transfer,
-    as a formula in the matrix rate ``F`` and link bandwidth ``B``."""
+    """The ``l`` at which one ring-attention step's forward compute (flash attention of the
+    ``l/c`` local queries against one ``l/c`` chunk of keys) equals the transfer of one K, V
+    chunk (one of the ring's forward sends, ``parallel.sequence.ring_attention``), as a
+    formula in the matrix rate ``F`` and link bandwidth ``B``."""
     F, B = S.Symbol("F", positive=True), S.Symbol("B", positive=True)
     b, l, e, h, c = S.b, S.l, S.e, S.h, S.c
     step = flash_attention(b, l / c, e / h, h, l_kv=l / c)
-    return analysis.crossover(step.flops_fwd / F, 2 * b * (l / c) * e * 2 / B, l), F, B
+    ring = ring_attention(b, l, e, h, c, causal=False).block["ring_flash_attention"]
+    send, = (s for s in ring.collectives if s.pass_ == "fwd")
+    return analysis.crossover(step.flops_fwd / F, send.tensor_bytes / B, l), F, B
 
 
 def sequence_markdown(system="h100", width=8192, heads=64, ffn=28672, degree=8,

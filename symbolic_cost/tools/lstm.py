@@ -106,7 +106,7 @@ def products(m: LSTM) -> dict[str, tuple[Expr, Expr, Expr]]:
 def pointwise(m: LSTM, conventions=conv.DEFAULT) -> dict[str, Kernel]:
     """The non-GEMM kernels by name (module table)."""
     B, D, G, S, V, es = m.mini_batch, m.hidden, m.gates, m.steps, m.vocab, m.element_bytes
-    accumulate = 2 * D * G * D   # weight-gradient elements summed over time steps
+    accumulate = weight_elements(m)["hidden"]   # weight-gradient elements summed over time steps
     accumulate_bytes = 3 * accumulate * (es if conv.get(conventions).lstm_grad_accumulate_bytes else 1)
     vector = dict(engine="vector")
     return {
@@ -159,20 +159,14 @@ def apply_gradient(n, es) -> Kernel:
     return Kernel("apply_gradient", 3 * n, 7 * es * n, launches=0, engine="vector")
 
 
-LINK = "ib"
-"""The link of every data- and layer-parallel transfer: DeepFlow sends them over the
-inter-node link (InfiniBand) whatever the group's size."""
-
-LAYER_TRANSFER_TIME = "bandwidth"
-"""DeepFlow times a hidden-state send between layer groups by bandwidth alone (no latency)."""
+LINK = "ib"   # DeepFlow sends data- and layer-parallel traffic over InfiniBand, whatever the group
+LAYER_TRANSFER_TIME = "bandwidth"   # and times a hidden-state send by bandwidth alone (no latency)
 
 
 def allreduce_time(elements, m: LSTM, system, conventions=conv.DEFAULT, *, link=LINK) -> Expr:
-    """Seconds of the data-parallel allreduce of ``elements`` gradients over the ``dp``
-    replicas: ``hardware.comm_time`` of that allreduce pinned to ``link`` (a ring:
-    ``2(dp-1)`` latencies and ``2(dp-1)/dp`` of the bytes by default), and ``dp - 1``
-    reduction kernels of ``elements/dp`` adds each (DeepFlow's: ``3 es`` bytes per add,
-    one launch)."""
+    """Seconds of the allreduce of ``elements`` gradients over the ``dp`` replicas:
+    ``hardware.comm_time`` of it on ``link`` (a ring by default), and ``dp - 1`` reduction
+    kernels of ``elements/dp`` adds each (DeepFlow's: ``3 es`` bytes per add, one launch)."""
     conventions = conv.get(conventions)
     found = collective("allreduce", elements, m.element_bytes, m.dp, "bwd", conventions)
     if not found:   # one replica
@@ -258,6 +252,17 @@ def _counts_projection(m: LSTM, conventions) -> bool:
     return m.projected or conv.get(conventions).lstm_count_disabled_projection
 
 
+def _weight_parts(m: LSTM, conventions, softmax_rows, projection_bias) -> dict[str, Expr]:
+    """Weights by part, in elements: embedding ``V D``, hidden ``L (2D + 1) G D`` (gates with
+    bias), softmax ``(rows + 1) V`` (with bias), projection ``(D + bias) Pj`` when counted."""
+    D, V, Pj = m.hidden, m.vocab, m.projection
+    parts = {"embedding": V * D, "hidden": m.layers * (2 * D + 1) * m.gates * D,
+             "softmax": (softmax_rows + 1) * V, "projection": (D + projection_bias) * Pj}
+    if not _counts_projection(m, conventions):
+        del parts["projection"]
+    return parts
+
+
 def parameters(m: LSTM, conventions=conv.DEFAULT) -> Expr:
     """``V D + L (2D + 1) G D + D Pj + (K + 1) V``: embedding, gates with bias,
     projection (without bias), softmax with bias.
@@ -265,9 +270,7 @@ def parameters(m: LSTM, conventions=conv.DEFAULT) -> Expr:
     >>> parameters(LSTM(batch=1, steps=1, hidden=2, vocab=10, layers=1))   # 20 + 40 + 30
     90
     """
-    D, V = m.hidden, m.vocab
-    total = V * D + m.layers * (2 * D + 1) * m.gates * D + (m.softmax_input + 1) * V
-    return total + (D * m.projection if _counts_projection(m, conventions) else 0)
+    return sum(_weight_parts(m, conventions, m.softmax_input, 0).values(), Integer(0))
 
 
 MEMORY_KINDS = ("weights", "activations", "pointwise")
@@ -280,20 +283,16 @@ def memory(m: LSTM, conventions=conv.DEFAULT) -> dict[str, dict[str, Expr]]:
     * embedding: weights ``V D``, activations ``B S D``;
     * hidden: weights ``L (2D + 1) G D``, activations ``L S B 2D``, pointwise ``9 L S B D``;
     * softmax: weights ``(K + 1) V``, activations ``B S V``, pointwise ``2 B S V + B S``;
-    * projection: weights ``(D + 1) Pj``, activations and pointwise ``B S Pj``.
+    * projection: weights ``(D + 1) Pj`` (a bias ``parameters`` leaves out), activations
+      and pointwise ``B S Pj``.  Softmax weight rows: see ``lstm_softmax_weight_rows``.
     """
-    B, D, G, L, S, V, Pj = (m.mini_batch, m.hidden, m.gates, m.layers, m.steps, m.vocab, m.projection)
+    B, D, L, S, V, Pj = (m.mini_batch, m.hidden, m.layers, m.steps, m.vocab, m.projection)
     rows = Pj if conv.get(conventions).lstm_softmax_weight_rows == "projection" else m.softmax_input
-    parts = {
-        "embedding": (V * D, B * S * D, 0),
-        "hidden": (L * (2 * D + 1) * G * D, L * S * B * 2 * D, 9 * L * S * B * D),
-        "softmax": ((rows + 1) * V, B * S * V, 2 * B * S * V + B * S),
-        "projection": ((D + 1) * Pj, B * S * Pj, B * S * Pj),
-    }
-    if not _counts_projection(m, conventions):
-        del parts["projection"]
+    others = {"embedding": (B * S * D, 0), "hidden": (L * S * B * 2 * D, 9 * L * S * B * D),
+              "softmax": (B * S * V, 2 * B * S * V + B * S), "projection": (B * S * Pj, B * S * Pj)}
     es = m.element_bytes
-    return {part: {kind: es * n for kind, n in zip(MEMORY_KINDS, sizes)} for part, sizes in parts.items()}
+    return {part: dict(zip(MEMORY_KINDS, (es * n for n in (weights, *others[part]))))
+            for part, weights in _weight_parts(m, conventions, rows, 1).items()}
 
 
 def memory_overflow(m: LSTM, system, conventions=conv.DEFAULT) -> Expr:

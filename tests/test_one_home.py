@@ -1,0 +1,351 @@
+"""One home per rule: each test fails if a second copy of a rule drifts from the first.
+
+The expected values are written here from each rule's definition (or counted by
+hand), never read back from the function that owns the rule.
+"""
+
+import ast
+import pathlib
+from fractions import Fraction
+
+import pytest
+from sympy import Integer, Rational, simplify
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks import attention, embedding_block, head_block, mlp, transformer_layer
+from symbolic_cost.checks import MODEL_RULES
+from symbolic_cost.cost import Collective
+from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.models.config import preset
+from symbolic_cost.ops import attention_core, flash_attention
+from symbolic_cost.parallel.sequence import megatron_sp, ring_attention, ulysses
+from symbolic_cost.symbols import b, e, f, h, l, m1, s1
+from symbolic_cost.timing.hardware import SYSTEMS, System, comm_time
+from symbolic_cost.timing.kernels import Kernel, kernel_time
+from symbolic_cost.timing.step import step_time_breakdown
+from symbolic_cost.tools import deepspeed_profiler as ds
+from symbolic_cost.tools import lstm
+
+RING, TENSOR = conv.DEFAULT, conv.DEFAULT.but(collective_volume="tensor")
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost"
+
+
+# ---------------------------------------------------------------- the collective volume rule
+
+def expected_volume(c: Collective, conventions) -> object:
+    """The volume rule from its definition: a ring moves (n-1)/n of the tensor per device for
+    allgather, reduce-scatter and all-to-all, 2(n-1)/n for allreduce, all of it for p2p;
+    ``"tensor"`` reports the whole tensor.  Times the repeats."""
+    n = c.group
+    share = {"allgather": (n - 1) / n, "reducescatter": (n - 1) / n, "alltoall": (n - 1) / n,
+             "allreduce": 2 * (n - 1) / n, "p2p": Integer(1)}[c.kind]
+    whole = c.repeats * c.elements * c.element_bytes
+    return share * whole if conventions.collective_volume == "ring" else whole
+
+
+def _block_cases(conventions, dims):
+    B, L, E, F, H, M, S = dims
+    kw = dict(conventions=conventions)
+    return {
+        "mlp": mlp(B, L, E, F, M, S, **kw),
+        "mlp gated": mlp(B, L, E, F, M, 1, gated_act=True, **kw),
+        "attention": attention(B, L, E, H, M, S, **kw),
+        "attention flash": attention(B, L, E, H, M, S, flash=True, **kw),
+        "attention GQA": attention(B, L, E, H, M, S, kv_heads=M, **kw),
+        "layer": transformer_layer(B, L, E, F, H, M, S, **kw),
+        "layer flash GQA": transformer_layer(B, L, E, F, H, M, 1, flash=True, kv_heads=M, **kw),
+        "embedding": embedding_block(B, L, E, 1024, M, S, positions=L, **kw),
+        "head": head_block(B, L, E, 1024, M, S, **kw),
+    }
+
+
+NUMERIC = (2, 64, 128, 512, 8, 4, 2)
+
+
+@pytest.mark.parametrize("conventions", [RING, TENSOR], ids=["ring", "tensor"])
+def test_every_block_collective_has_the_rule_volume(conventions):
+    kinds = set()
+    for name, block in _block_cases(conventions, NUMERIC).items():
+        assert block.collectives, f"{name} has no collective to check"
+        for c in block.collectives:
+            kinds.add(c.kind)
+            assert c.volume == expected_volume(c, conventions), (name, c)
+    assert {"allgather", "reducescatter", "allreduce"} <= kinds
+
+
+def test_symbolic_block_collectives_have_the_ring_volume():
+    for name, block in _block_cases(RING, (b, l, e, f, h, m1, s1)).items():
+        for c in block.collectives:
+            assert simplify(c.volume - expected_volume(c, RING)) == 0, (name, c)
+
+
+@pytest.mark.parametrize("conventions", [RING, TENSOR], ids=["ring", "tensor"])
+@pytest.mark.parametrize("zero, distributed", [(0, False), (0, True), (1, False), (2, False), (3, False)])
+def test_every_model_collective_has_the_rule_volume(conventions, zero, distributed):
+    training = Training(b=2, l=128, m1=2, s1=2, d=4, p=2, micro_batches=4, zero=zero,
+                        distributed_optimizer=distributed)
+    cost = model_cost(preset("gpt2"), training, conventions)
+    dims = {dim for dim, _ in cost.collectives}
+    assert dims == {"tensor", "pipeline", "data"}
+    for dim, c in cost.collectives:
+        assert c.volume == expected_volume(c, conventions), (dim, c)
+
+
+@pytest.mark.parametrize("conventions", [RING, TENSOR], ids=["ring", "tensor"])
+def test_every_sequence_scheme_collective_has_the_rule_volume(conventions):
+    schemes = {"megatron-sp": megatron_sp(2, 64, 128, 8, 4, conventions=conventions),
+               "ulysses": ulysses(2, 64, 128, 8, 4, conventions=conventions),
+               "ulysses with m1": ulysses(2, 64, 128, 8, 2, m1=2, flash=True, conventions=conventions),
+               "ring": ring_attention(2, 64, 128, 8, 4, conventions=conventions),
+               "ring with m1": ring_attention(2, 64, 128, 8, 4, m1=2, causal=False, conventions=conventions)}
+    kinds = set()
+    for name, scheme in schemes.items():
+        assert scheme.block.collectives, name
+        for c in scheme.block.collectives:
+            kinds.add(c.kind)
+            assert c.volume == expected_volume(c, conventions), (name, c)
+    assert {"alltoall", "p2p", "allgather", "reducescatter"} <= kinds
+
+
+# ---------------------------------------------------------------- the attention core
+
+def _fields(cost):
+    return cost.fields()
+
+
+def _same_rows(rows, core):
+    assert [r.name for r in rows] == [c.name for c in core]
+    for row, want in zip(rows, core):
+        assert _fields(row) == _fields(want), row.name
+
+
+CORE = ("logits", "softmax", "dropout_softmax", "attend")
+
+
+@pytest.mark.parametrize("options", [dict(), dict(kv_heads=2), dict(causal=True), dict(dropouts=False)],
+                         ids=["plain", "gqa", "causal", "no-dropout"])
+def test_attention_block_core_is_attention_core(options):
+    exact = conv.DEFAULT.but(causal_flops="exact")
+    block = attention(2, 64, 128, 8, 2, 2, conventions=exact, **options)
+    kv = options.get("kv_heads")
+    core = attention_core(2, 64, 16, 4, kv_heads=None if kv is None else kv // 2,
+                          causal=options.get("causal", False), dropouts=options.get("dropouts", True),
+                          conventions=exact)
+    _same_rows([row for row in block if row.name in CORE], core)
+
+
+def test_flash_rows_are_flash_attention():
+    block = attention(2, 64, 128, 8, 2, 1, flash=True, kv_heads=2)
+    assert _fields(block["flash_attention"]) == _fields(flash_attention(2, 64, 16, 4, kv_heads=1))
+
+
+def test_ulysses_and_ring_cores():
+    plain = ulysses(2, 64, 128, 8, 4)
+    _same_rows([row for row in plain.block if row.name in CORE], attention_core(2, 64, 16, 2))
+    fused = ulysses(2, 64, 128, 8, 2, m1=2, flash=True)
+    assert _fields(fused.block["flash_attention"]) == _fields(flash_attention(2, 64, 16, 2))
+    ring = ring_attention(2, 64, 128, 8, 4, causal=False)
+    assert _fields(ring.block["ring_flash_attention"]) == _fields(flash_attention(2, 16, 16, 8, l_kv=64))
+    # causal, zig-zag balanced: every query sees (l + 1)/2 keys on average
+    ring = ring_attention(2, 64, 128, 8, 4, causal=True)
+    assert _fields(ring.block["ring_flash_attention"]) == _fields(
+        flash_attention(2, 16, 16, 8, l_kv=Rational(65, 2)))
+
+
+def test_flash_flops_by_hand():
+    """b = h = 1, l = 4, q = 2, exact products.  Forward: QK^T 16 outputs x 3 = 48; softmax
+    2 x 16 + 4 x 3 = 44; dropout 16; AV 8 outputs x 7 = 56: 164.  Backward: dQ, dK 56 + 56;
+    softmax 3 x 16 + 12 = 60; dropout 16; dA 16 x 3 = 48, dV 56: 292, plus the recomputed
+    forward of scores, softmax and dropout (108): 400."""
+    flash = flash_attention(1, 4, 2, 1)
+    assert (flash.flops_fwd, flash.flops_bwd) == (164, 400)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(kv_heads=2), dict(l_kv=32), dict(causal=True)],
+                         ids=["plain", "gqa", "cross", "causal"])
+def test_flash_flops_are_the_core_forward_recompute_and_backward(options):
+    exact = conv.DEFAULT.but(causal_flops="exact")
+    flash = flash_attention(2, 32, 16, 4, conventions=exact, **options)
+    core = attention_core(2, 32, 16, 4, fused=True, conventions=exact, **options)
+    forward = sum(r.flops_fwd for r in core)
+    recompute = sum(r.flops_fwd for r in core if r.name != "attend")
+    assert flash.flops_fwd == forward
+    assert flash.flops_bwd == recompute + sum(r.flops_bwd for r in core)
+
+
+# ---------------------------------------------------------------- communication time
+
+TOY = System("toy", 10**12, 10**12, 10**12, 10**11, 10**10, 8, nvlink_latency=Rational(1, 10**7),
+             ib_latency=Rational(1, 10**6), launch_overhead=Rational(1, 10**5))
+
+
+def test_lstm_allreduce_is_comm_time_on_infiniband():
+    """dp = 4 fits TOY's NVLink domain of 8, but DeepFlow sends over InfiniBand: the LSTM's
+    transfer is ``comm_time`` of the allreduce pinned to ``ib``."""
+    model, n = lstm.LSTM(1, 1, 1, 1, 1, dp=4), 10**9
+    reduce = Kernel("reduce", Fraction(n, 4), 3 * 4 * Fraction(n, 4), engine="vector")
+    transfer = lstm.allreduce_time(n, model, TOY) - 3 * kernel_time(reduce, TOY)
+    c = Collective("allreduce", n, 4, 4, "bwd", volume=6 * 10**9)
+    assert transfer == comm_time(c, TOY, link="ib")
+    assert transfer != comm_time(c, TOY)          # the span alone would choose NVLink
+    # by hand: 2 (dp - 1) steps of 1 us; 2 (dp - 1)/dp of 4e9 bytes at 10 GB/s; three
+    # reduction kernels of 2.5e8 adds moving 3e9 bytes at 1 TB/s, memory bound, plus a launch
+    by_hand = 6 * Fraction(1, 10**6) + Fraction(6 * 10**9, 10**10) + 3 * (Fraction(3 * 10**9, 10**12)
+                                                                         + Fraction(1, 10**5))
+    assert lstm.allreduce_time(n, model, TOY) == by_hand
+
+
+def test_lstm_layer_transfer_is_comm_time_by_bandwidth():
+    """One (B, D) hidden state of fp32 values over InfiniBand, no latency: 4 B D / B_ib."""
+    model = lstm.LSTM(8, 1, 1024, 1, 2, lp=2)
+    assert lstm.layer_transfer_time(model, TOY) == Fraction(4 * 8 * 1024, 10**10)
+    send = Collective("p2p", 8 * 1024, 4, 2, "fwd", volume=4 * 8 * 1024)
+    assert lstm.layer_transfer_time(model, TOY) == comm_time(send, TOY, conv.DEFAULT.but(comm_time="bandwidth"),
+                                                             link="ib")
+
+
+def test_comm_time_link_names_are_checked():
+    c = Collective("allreduce", 10, 2, 4, "bwd", volume=10)
+    with pytest.raises(ValueError, match="link must be one of nvlink, ib"):
+        comm_time(c, TOY, link="pcie")
+    with pytest.raises(ValueError, match="has no ib link for a allreduce over 4 devices"):
+        comm_time(c, TOY.but(ib_bandwidth=0), link="ib")
+
+
+# ---------------------------------------------------------------- divisibility rules
+
+GOOD = dict(b=2, l=16, e=64, f=256, h=8, m1=4, s1=2, kv_heads=4)
+BREAK = {("h", "e"): dict(e=60), ("m1", "h"): dict(m1=3), ("m1", "f"): dict(f=254), ("s1", "l"): dict(l=15),
+         ("s1", "m1"): dict(s1=8), ("kv_heads", "h"): dict(kv_heads=3), ("m1", "kv_heads"): dict(kv_heads=2)}
+
+
+def _model(d):
+    arch = Architecture("toy", 2, d["e"], d["h"], d["f"], 1000, kv_heads=d["kv_heads"], positions=d["l"])
+    return model_cost(arch, Training(b=d["b"], l=d["l"], m1=d["m1"], s1=d["s1"]))
+
+
+BUILDERS = {   # builder, the dimensions of MODEL_RULES it takes
+    "mlp": (lambda d: mlp(d["b"], d["l"], d["e"], d["f"], d["m1"], d["s1"]), "b l e f m1 s1"),
+    "attention": (lambda d: attention(d["b"], d["l"], d["e"], d["h"], d["m1"], d["s1"], kv_heads=d["kv_heads"]),
+                  "b l e h m1 s1 kv_heads"),
+    "layer": (lambda d: transformer_layer(d["b"], d["l"], d["e"], d["f"], d["h"], d["m1"], d["s1"],
+                                          kv_heads=d["kv_heads"]), "b l e f h m1 s1 kv_heads"),
+    # Ulysses' s1 and ring attention's c are sequence degrees outside any tensor group: (s1, m1) is not theirs
+    "ulysses": (lambda d: ulysses(d["b"], d["l"], d["e"], d["h"], d["s1"], m1=d["m1"]), "b l e h m1"),
+    "ring": (lambda d: ring_attention(d["b"], d["l"], d["e"], d["h"], d["s1"], m1=d["m1"]), "b e h m1"),
+    "model_cost": (_model, "b l e f h m1 s1 kv_heads"),
+}
+
+
+def test_good_dimensions_build():
+    for name, (build, _) in BUILDERS.items():
+        build(GOOD)
+
+
+@pytest.mark.parametrize("rule", MODEL_RULES, ids=lambda r: f"{r[0]}|{r[1]}")
+def test_each_divisibility_rule_is_enforced_alike(rule):
+    divisor, dividend = rule
+    dims = {**GOOD, **BREAK[rule]}
+    message = f"{divisor} must divide {dividend} (got {divisor}={dims[divisor]}, {dividend}={dims[dividend]})"
+    seen = {}
+    for name, (build, takes) in BUILDERS.items():
+        if not {divisor, dividend} <= set(takes.split()):
+            continue
+        with pytest.raises(ValueError) as raised:
+            build(dims)
+        seen[name] = str(raised.value)
+    assert seen, f"no builder takes both {divisor} and {dividend}"
+    assert all(text.startswith(message) for text in seen.values()), seen
+    assert len(set(seen.values())) == 1, seen
+
+
+# ---------------------------------------------------------------- parameter trees
+
+def test_bert_tree_parameters_by_hand():
+    """BERT-base with its pooler: embeddings (30522 + 512 + 2) x 768 and a norm 2 x 768;
+    12 layers of 4 e^2 + 4e (attention) + 2 e f + f + e (MLP) + 4e (two norms); the
+    pooler e^2 + e: 109,482,240."""
+    e_, f_ = 768, 3072
+    layer = 4 * e_ * e_ + 4 * e_ + 2 * e_ * f_ + f_ + e_ + 4 * e_
+    by_hand = (30522 + 512 + 2) * e_ + 2 * e_ + 12 * layer + e_ * e_ + e_
+    assert by_hand == 109_482_240
+    bert = preset("bert-base-uncased")
+    assert ds.hf_bert(bert, 4, 128).total("params") == model_cost(bert).parameters == by_hand
+
+
+def test_gpt2_trees_parameters_by_hand():
+    """GPT-2: (50257 + 1024) x 768 embeddings, 12 layers as BERT's, a final norm; the head is
+    tied: 124,439,808."""
+    e_, f_ = 768, 3072
+    layer = 4 * e_ * e_ + 4 * e_ + 2 * e_ * f_ + f_ + e_ + 4 * e_
+    by_hand = (50257 + 1024) * e_ + 12 * layer + 2 * e_
+    assert by_hand == 124_439_808
+    gpt2 = preset("gpt2")
+    cost = model_cost(gpt2, Training(b=4, l=128))
+    assert ds.model_tree(cost).total("params") == cost.parameters == by_hand
+    megatron = Architecture("gpt2-megatron", 12, 768, 12, 3072, 50257, positions=1024)
+    assert ds.megatron_gpt2(megatron, 4, 128).total("params") == by_hand
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert-base-uncased", "llama-2-7b", "mistral-7b"])
+def test_every_tree_totals_the_model_parameters(name):
+    arch = preset(name)
+    cost = model_cost(arch, Training(b=1, l=64, precision="fp32"))
+    assert ds.model_tree(cost).total("params") == cost.parameters
+    if name == "bert-base-uncased":
+        assert ds.hf_bert(arch, 1, 64).total("params") == cost.parameters
+
+
+def test_megatron_tree_totals_the_model_parameters():
+    arch = Architecture("gpt2-megatron", 2, 256, 4, 1024, 50257, positions=128, vocab_multiple=128)
+    assert ds.megatron_gpt2(arch, 2, 128).total("params") == model_cost(arch).parameters
+
+
+def test_bert_tree_macs_are_the_products():
+    """Per layer and token: Q, K, V and the output e^2 each, the MLP 2 e f; per sequence and
+    head: QK^T and AV l^2 q each; the pooler e^2 per sequence."""
+    B, L, E, F, H = 2, 16, 64, 256, 4
+    arch = Architecture("bert-toy", 3, E, H, F, 100, positions=L, token_types=2, causal=False,
+                        embedding_norm=True, final_norm=False, lm_head=False, pooler=True, tied=False)
+    per_layer = B * L * (4 * E * E + 2 * E * F) + 2 * B * H * L * L * (E // H)
+    assert ds.hf_bert(arch, B, L).total("macs") == 3 * per_layer + B * E * E
+
+
+# ---------------------------------------------------------------- LSTM weights, pipeline bubble, report
+
+def test_lstm_memory_weights_are_the_parameters():
+    """Memory counts the parameters, plus a projection bias of Pj (DeepFlow's memory rule)."""
+    model = lstm.LSTM(4, 3, 32, 100, 2, projection=16, projected=True)
+    weights = sum(kinds["weights"] for kinds in lstm.memory(model).values())
+    assert weights == model.element_bytes * (lstm.parameters(model) + 16)
+    # by hand: 100 x 32 + 2 x 65 x 4 x 32 + 32 x 16 + 17 x 100
+    assert lstm.parameters(model) == 3200 + 16640 + 512 + 1700
+
+
+@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2)])
+def test_step_time_bubble_is_the_schedule_bubble(schedule, v):
+    """The step-time breakdown's idle share equals the schedule's bubble ``(p - 1)/(v n + p - 1)``."""
+    training = Training(b=1, l=128, p=2, micro_batches=4, schedule=schedule, virtual_stages=v)
+    cost = model_cost(preset("gpt2"), training)
+    t = step_time_breakdown(cost, "h100")
+    busy = t["compute"] + t["tensor_comm"]
+    assert simplify(t["bubble"] / (busy + t["bubble"]) - cost.bubble) == 0
+    assert cost.bubble == Rational(1, v * 4 + 1)
+
+
+def test_report_takes_reproductions_only_in_generate():
+    """Report modules other than ``generate``'s ``__init__`` import no reproduction."""
+    for path in sorted((PACKAGE / "report").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("symbolic_cost.reproduce"), (path.name, node.module)
+
+
+def test_kernel_report_shows_the_case_it_is_given():
+    from symbolic_cost.report.kernel_model import LSTMCase, kernel_markdown
+    from symbolic_cost.report.scaling import LayerShape
+    case = LSTMCase("A toy LSTM", lstm.LSTM(8, 4, 64, 1000, 2), SYSTEMS["h100"], "deepflow-2019", "n/a")
+    text = kernel_markdown(case, shape=LayerShape("tiny", 64, 8, 256, 32))
+    assert "## A toy LSTM" in text and "(printed: n/a)" in text and "Seed 002" not in text
