@@ -190,7 +190,7 @@ def test_a_symbolic_lstm_evaluates_to_the_seed_time():
 
 
 def test_lstm_and_kernel_time_commands(capsys):
-    assert main(["lstm"]) == 0
+    assert main(["lstm", "--from", "deepflow-lstm"]) == 0     # the seed's model, chip and conventions, named
     out = capsys.readouterr().out
     assert "38.37 billion parameters, step time 302.888 s" in out
     assert main(["table", "--kernel-time", "tiled", "--system", "h100"]) == 0

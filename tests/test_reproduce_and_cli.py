@@ -48,8 +48,9 @@ def test_formula_latex_uses_paper_symbols(capsys):
 
 
 def test_table_formats(capsys):
-    common = ["table", "--block", "attention", "--conventions", "lbnl-2024", "--system",
-              "a100-perlmutter", "--no-qkv-bias"]
+    # the seed's configuration, named: the GPT-3 175B layer with m1 = 4, its conventions and system
+    common = ["table", "--preset", "gpt3-175b", "--set", "m1=4", "--block", "attention", "--conventions",
+              "lbnl-2024", "--system", "a100-perlmutter", "--no-qkv-bias"]
     assert main(common + ["--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["layer"] for r in rows][:2] == ["layer_norm_1", "qkv_proj"]

@@ -53,20 +53,40 @@ class Units:
     seconds: Expr
     labels: tuple[str, str, str]
 
+    def per(self, kind: str | None) -> tuple[Expr, str]:
+        """Divisor and label of a quantity: ``"flops"``, ``"bytes"``, ``"seconds"``, or
+        ``None`` for counts and ratios (``(1, "")``)."""
+        if kind is None:
+            return Integer(1), ""
+        index = ("flops", "bytes", "seconds").index(kind)
+        return (self.flops, self.bytes, self.seconds)[index], self.labels[index]
+
     def divisor(self, column: str) -> Expr:
-        if column in _FLOPS:
-            return self.flops
-        if column in _TIMES:
-            return self.seconds
-        if column in COST_COLUMNS or column in ("comm_fwd", "comm_bwd"):
-            return self.bytes
-        return Integer(1)
+        return self.per(column_kind(column))[0]
+
+    def label(self, column: str) -> str:
+        """The unit a column is printed in (``""`` for text, counts and ratios)."""
+        return self.per(column_kind(column))[1]
+
+
+def column_kind(column: str) -> str | None:
+    """What a table column measures: ``"flops"``, ``"bytes"``, ``"seconds"`` or ``None``."""
+    if column in _FLOPS:
+        return "flops"
+    if column in _TIMES:
+        return "seconds"
+    if column in COST_COLUMNS or column in ("comm_fwd", "comm_bwd"):
+        return "bytes"
+    return None
 
 
 UNITS = {
     "lbnl": Units(Integer(10) ** 12, Integer(10) ** 9, Rational(1, 1000), ("TFLOP", "GB", "ms")),
     "si": Units(Integer(1), Integer(1), Integer(1), ("FLOP", "B", "s")),
+    "gib": Units(Integer(10) ** 12, Integer(2) ** 30, Integer(1), ("TFLOP", "GiB", "s")),
 }
+"""Unit presets: the LBNL notebook's (its reproduction prints these), base SI units, and
+the command line's default (TFLOP, GiB = 2^30 bytes, seconds)."""
 
 
 def row_expressions(cost: Cost, system: System | str, conventions=conv.DEFAULT) -> dict:

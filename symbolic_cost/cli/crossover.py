@@ -1,0 +1,42 @@
+"""Where two blocks cost the same: the value of one symbol at which their fields are equal."""
+
+from __future__ import annotations
+
+from symbolic_cost import analysis
+from symbolic_cost.blocks import BUILDERS
+from symbolic_cost.cli import options
+from symbolic_cost.cli.formula import field, show
+from symbolic_cost.cli.values import architecture, block_values, build_block, conventions, field_expr
+from symbolic_cost.timing.hardware import get_system
+
+EXAMPLES = [
+    "symbolic-cost crossover --set f=4*e m1=1 s1=1",
+    "symbolic-cost crossover --set f=4*e m1=1 s1=1 e=4096 h=32 --field act_buffer",
+]
+
+
+def add_arguments(parser) -> None:
+    options.model(parser, default=None)
+    options.settings(parser)
+    options.precision(parser)
+    options.block(parser, default=None)
+    options.counting(parser)
+    options.option(parser, "--a", choices=sorted(BUILDERS), default="attention", help="first block")
+    options.option(parser, "--b", choices=sorted(BUILDERS), default="mlp", help="second block")
+    field(parser, "flops_fwd")
+    options.option(parser, "--for", dest="solve_for", default="l", metavar="SYMBOL", help="solve for SYMBOL")
+    options.latex(parser)
+
+
+def run(args) -> int:
+    arch = architecture(args)
+    values = block_values(args, arch)
+    system, chosen = get_system(args.system), conventions(args)
+    sides = [field_expr(build_block(args, values, arch, name), args.field, None, system, chosen)
+             for name in (args.a, args.b)]
+    root = analysis.crossover(*sides, args.solve_for)
+    print(f"{args.a} {args.field} = {args.b} {args.field} at {args.solve_for} =")
+    show(root, args)
+    if root.is_number:
+        print(f"= {float(root):.6g}")
+    return 0

@@ -1,0 +1,77 @@
+"""One field of a block as an exact, simplified formula (FLOPs, bytes or seconds).
+
+Without a model every dimension is a symbol; ``--set`` fixes some, ``--preset``
+fixes the model's and the training defaults.
+"""
+
+from __future__ import annotations
+
+from sympy import simplify
+
+from symbolic_cost import analysis
+from symbolic_cost.analysis.latex import latex, paper_form
+from symbolic_cost.cli import options
+from symbolic_cost.cli.values import (FIELDS, architecture, block_values, build_block, conventions, field_expr,
+                                      field_type, parse_set)
+from symbolic_cost.timing.hardware import get_system
+
+EXAMPLES = [
+    "symbolic-cost formula --block mlp --field flops_fwd --set m1=1 s1=1",
+    "symbolic-cost formula --block layer --set f=4*e m1=1 s1=1 --leading e,l --remainder",
+    "symbolic-cost formula --block attention --field act_buffer --set m1=1 s1=1 --elasticity l --at l=4096",
+]
+
+
+def field(parser, default: str):
+    """``--field``: one of ``values.FIELDS``."""
+    options.option(parser, "--field", type=field_type, choices=FIELDS, default=default, metavar="FIELD",
+                   help="what to compute, one of: %(choices)s")
+
+
+def add_arguments(parser) -> None:
+    options.model(parser, default=None)
+    options.settings(parser)
+    options.precision(parser)
+    options.block(parser)
+    options.counting(parser)
+    field(parser, "flops_fwd")
+    options.option(parser, "--row", help="one row instead of the block total")
+    options.option(parser, "--leading", metavar="SYMBOLS", help="leading terms as these (comma-separated) grow")
+    options.option(parser, "--remainder", action="store_true", help="with --leading: also the exact rest")
+    options.option(parser, "--diff", metavar="SYMBOL", help="derivative with respect to SYMBOL")
+    options.option(parser, "--elasticity", metavar="SYMBOL", help="d log C / d log SYMBOL")
+    options.pairs(parser, "--at", "evaluate the result at a point: NAME=VALUE pairs")
+    options.option(parser, "--by", metavar="MONOMIAL", help="factor out MONOMIAL, e.g. b*l*e")
+    options.latex(parser)
+
+
+def show(expr, args) -> None:
+    """Print a formula, as LaTeX with ``--latex``."""
+    print(latex(expr) if args.latex else expr)
+
+
+def run(args) -> int:
+    arch = architecture(args)
+    block = build_block(args, block_values(args, arch), arch)
+    if args.row:
+        block[args.row]  # a clear KeyError message for an unknown row
+    expr = simplify(field_expr(block, args.field, args.row, get_system(args.system), conventions(args)))
+    at = dict(parse_set(text) for text in args.at)
+    if args.leading:
+        lead, rest = analysis.leading_terms(expr, args.leading.split(","), with_remainder=True)
+        show(lead, args)
+        if args.remainder:
+            show(rest, args)
+        return 0
+    if args.diff:
+        expr = analysis.derivative(expr, args.diff)
+    if args.elasticity:
+        expr = analysis.elasticity(expr, args.elasticity)
+    if at:
+        expr = simplify(expr.subs(at))
+    if args.by:
+        expr = paper_form(expr, parse_set(f"b={args.by}")[1])
+    show(expr, args)
+    if expr.is_number and not expr.is_Integer:
+        print(f"= {float(expr):.6g}")
+    return 0

@@ -1,0 +1,56 @@
+"""The parallel degree that minimises a block's cost (by default its step time), exactly
+over the valid degrees and relaxed to reals."""
+
+from __future__ import annotations
+
+from symbolic_cost import analysis
+from symbolic_cost import symbols as S
+from symbolic_cost.cli import options
+from symbolic_cost.cli.formula import field, show
+from symbolic_cost.cli.values import architecture, block_values, build_block, conventions, field_expr, field_kind
+from symbolic_cost.numeric.tables import UNITS
+from symbolic_cost.timing.hardware import get_system
+
+EXAMPLES = [
+    "symbolic-cost optimize --set s1=m1",
+    "symbolic-cost optimize --preset llama-2-7b --over m1 --max 32 --system a100",
+]
+
+
+def add_arguments(parser) -> None:
+    options.model(parser)
+    options.settings(parser)
+    options.precision(parser)
+    options.block(parser, default="layer")
+    options.counting(parser)
+    options.units(parser)
+    options.option(parser, "--over", default="m1", metavar="SYMBOL", help="the degree to choose")
+    field(parser, "time")
+    options.option(parser, "--max", type=int, default=64, help="largest degree tried")
+    options.latex(parser)
+
+
+def run(args) -> int:
+    over = S.BY_NAME.get(args.over)
+    if over is None:
+        raise ValueError(f"--over: unknown name {args.over!r}; known: {', '.join(S.BY_NAME)}")
+    arch = architecture(args)
+    args.set = [*args.set, f"{over}={over}"]
+    block = build_block(args, block_values(args, arch), arch)
+    expr = field_expr(block, args.field, None, get_system(args.system), conventions(args))
+    candidates = analysis.valid_values(block, over, args.max)
+    found = analysis.optimum(expr, over, candidates)
+    divisor, label = UNITS[args.units].per(field_kind(args.field))
+    unit = f" ({label})" if label else ""
+    print(f"minimise {args.field}{unit} of {args.block} of {arch.name} over {over} (system {args.system})")
+    for value in candidates:
+        mark = "  <- best" if value == found.best else ""
+        print(f"  {over} = {value:>4}: {float(found.values[value] / divisor):.6g}{mark}")
+    print(f"d/d{over} on the branch active at {over} = {found.best}:")
+    show(found.derivative, args)
+    if found.relaxed is None:
+        print("relaxed: no interior minimum on that branch")
+    else:
+        region = "same branch" if found.same_region else "outside that branch (e.g. past the NVLink domain)"
+        print(f"relaxed optimum {over} = {found.relaxed} = {float(found.relaxed):.6g} ({region})")
+    return 0

@@ -1,0 +1,154 @@
+"""The command line's parser and the option groups several commands share, each declared once.
+
+A command module calls the groups it needs (``model``, ``settings``, ``training``,
+``counting``, ``block``, ``units``, ``latex``) and adds its own options with
+``option``, which appends ``(default: ...)`` to the help of every option that has
+a default.  The shared defaults are the plain, physical ones: the ``default``
+conventions, an H100 system, and the training defaults of ``models.Training``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks import BUILDERS
+from symbolic_cost.models.config import PRESETS as MODELS
+from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, Training
+from symbolic_cost.numeric.tables import UNITS
+from symbolic_cost.timing.hardware import SYSTEMS
+
+PLAIN = Training()
+"""Plain training (no sharding, no recomputation, bf16): the source of the training defaults."""
+
+SYSTEM = "h100"
+CONVENTIONS = "default"
+MODEL = "gpt3-175b"
+UNIT = "gib"
+"""Defaults of ``--system``, ``--conventions``, ``--preset`` and ``--units``."""
+
+
+class UsageError(Exception):
+    """A command line argparse refused; ``main`` prints it as one line and exits 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors raise ``UsageError`` instead of printing usage."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
+class Given(argparse.Action):
+    """Store the value and note that it was given, so that ``given`` can tell an explicit
+    choice from the default (a starting point such as ``lstm --from`` yields to it)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"given_{self.dest}", True)
+
+
+def given(args, dest: str) -> bool:
+    """Whether option ``dest`` (declared with ``action=Given``) was on the command line."""
+    return getattr(args, f"given_{dest}", False)
+
+
+def option(parser, *flags, **kw):
+    """``parser.add_argument`` that shows the default in the help (when there is one)."""
+    action = parser.add_argument(*flags, **kw)
+    shown = action.default not in (None, [], argparse.SUPPRESS) and kw.get("action") != "store_true"
+    if shown and action.help and "%(default)" not in action.help and "(default" not in action.help:
+        action.help += " (default: %(default)s)"
+    return action
+
+
+def command(sub, module) -> argparse.ArgumentParser:
+    """The subcommand of ``module``: named after it, described by its docstring's first
+    paragraph, with its ``EXAMPLES`` as the epilog and its ``add_arguments`` options."""
+    name = module.__name__.rsplit(".", 1)[-1]
+    summary = " ".join(module.__doc__.strip().split("\n\n")[0].split())
+    parser = sub.add_parser(name, help=summary, description=summary,
+                            epilog="examples:\n" + "\n".join(f"  {line}" for line in module.EXAMPLES),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(parser)
+    parser.set_defaults(run=module.run)
+    return parser
+
+
+def pairs(parser, flag: str, help: str):
+    """A ``NAME=VALUE`` option taking several pairs after one flag, or repeated flags."""
+    return option(parser, flag, action="extend", nargs="+", default=[], metavar="NAME=VALUE", help=help)
+
+
+def settings(parser, help: str = "fix symbols: NAME=VALUE pairs, several after one --set or repeated; "
+                                  "values may be formulas (f=4*e)"):
+    """``--set``: values of the symbols (``symbols.BY_NAME``)."""
+    return pairs(parser, "--set", help)
+
+
+def model(parser, default: str | None = MODEL):
+    """``--preset`` or ``--hf-config``: the model whose dimensions are used."""
+    group = parser.add_argument_group("model")
+    source = group.add_mutually_exclusive_group()
+    text = "a bundled model" if default else "a bundled model (default: none, every dimension a symbol)"
+    option(source, "--preset", choices=MODELS, default=default, help=text)
+    option(source, "--hf-config", metavar="PATH", help="a Hugging Face config.json instead of --preset")
+
+
+def precision(parser):
+    """``--precision``: bytes per element (``models.training.element_bytes``)."""
+    option(parser, "--precision", choices=PRECISIONS, default=PLAIN.precision,
+           help="number format of weights and activations")
+
+
+def flash(parser):
+    """``--flash`` / ``--no-flash``: fused attention that keeps no ``l^2`` scores."""
+    option(parser, "--flash", action=argparse.BooleanOptionalAction, default=PLAIN.flash,
+           help="fused flash attention (keeps no l^2 scores)")
+
+
+def training(parser, distributed_optimizer: bool = True, recompute: bool = True):
+    """How the model is trained: precision, ZeRO stage, recomputation, flash attention
+    (a command that chooses some of these itself leaves them out)."""
+    group = parser.add_argument_group("training")
+    precision(group)
+    option(group, "--zero", type=int, choices=[0, 1, 2, 3], default=PLAIN.zero, help="ZeRO stage")
+    if distributed_optimizer:
+        option(group, "--distributed-optimizer", action="store_true", default=PLAIN.distributed_optimizer,
+               help="shard the optimizer state over data parallelism (Megatron)")
+    if recompute:
+        option(group, "--recompute", choices=RECOMPUTE, default=PLAIN.recompute,
+               help="activation recomputation")
+    flash(group)
+
+
+def counting(parser, conventions: str = CONVENTIONS, kernel_time: bool = True):
+    """``--conventions``, ``--system`` (and ``--kernel-time``): how to count and on what."""
+    group = parser.add_argument_group("counting")
+    option(group, "--conventions", action=Given, choices=list(conv.PRESETS), default=conventions,
+           help="counting conventions (a preset)")
+    option(group, "--system", action=Given, choices=list(SYSTEMS), default=SYSTEM, help="the hardware")
+    if kernel_time:
+        option(group, "--kernel-time", choices=["roofline", "tiled"],
+               help="override the conventions' time model: tiled GEMM traffic, latency, launches")
+
+
+def block(parser, default: str | None = "mlp"):
+    """``--block`` and the block's switches (bias, flash attention)."""
+    group = parser.add_argument_group("block")
+    if default:
+        option(group, "--block", choices=sorted(BUILDERS), default=default, help="which block")
+    option(group, "--no-bias", action="store_true", help="linear layers without bias")
+    option(group, "--no-qkv-bias", action="store_true", help="QKV projection without bias")
+    flash(group)
+
+
+def units(parser):
+    """``--units``: what FLOPs, bytes and seconds are printed in (``numeric.tables.UNITS``)."""
+    option(parser, "--units", choices=list(UNITS), default=UNIT,
+           help=f"printed units: {'; '.join(f'{k}: ' + ', '.join(u.labels) for k, u in UNITS.items())}")
+
+
+def latex(parser):
+    """``--latex``: formulas as LaTeX."""
+    option(parser, "--latex", action="store_true", help="print formulas as LaTeX")

@@ -1,0 +1,36 @@
+"""The model as a module tree, as DeepSpeed's flops profiler prints it: parameters, MACs and
+their shares per module, and the top modules per depth.
+
+MACs are half the FLOPs of a product counted as ``2mnk``: the default conventions
+here are the ``deepspeed-profiler`` preset (shown in ``--help``); another
+``--conventions`` is used as given.
+"""
+
+from __future__ import annotations
+
+from symbolic_cost.cli import options
+from symbolic_cost.cli.summary import SETTABLE, whole_model
+from symbolic_cost.tools.deepspeed_profiler import model_tree, render
+
+EXAMPLES = [
+    "symbolic-cost profile --preset gpt2 --set b=4 l=128 --depth 2",
+    "symbolic-cost profile --preset bert-base-uncased --set b=4 l=128 --top 5",
+]
+
+CONVENTIONS = "deepspeed-profiler"
+"""The registered preset whose ``2mnk`` products make whole MACs (``tools.deepspeed_profiler``)."""
+
+
+def add_arguments(parser) -> None:
+    options.model(parser)
+    options.settings(parser, help=SETTABLE)
+    options.training(parser)
+    options.counting(parser, conventions=CONVENTIONS)
+    options.option(parser, "--depth", type=int, default=-1, help="deepest level shown (-1: all)")
+    options.option(parser, "--top", type=int, default=3, help="modules listed per depth")
+
+
+def run(args) -> int:
+    _, _, cost, _ = whole_model(args)
+    print(render(model_tree(cost), args.depth, args.top))
+    return 0

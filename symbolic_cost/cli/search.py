@@ -1,0 +1,42 @@
+"""The fastest parallel layouts of a model on N devices that fit in memory, with their step
+time by part."""
+
+from __future__ import annotations
+
+from symbolic_cost.cli import options
+from symbolic_cost.cli.values import architecture, conventions, sequence_length
+from symbolic_cost.numeric.search import PARTS, search
+from symbolic_cost.numeric.tables import UNITS
+
+EXAMPLES = [
+    "symbolic-cost search --preset gpt2 --devices 8 --global-batch 64",
+    "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --zero 1 --flash",
+]
+
+
+def add_arguments(parser) -> None:
+    options.model(parser)
+    options.option(parser, "--devices", type=int, required=True, help="number of devices")
+    options.option(parser, "--global-batch", type=int, default=1024, help="sequences per step")
+    options.option(parser, "--seq", type=int,
+                   help="sequence length (default: the model's context, 2048 if it states none)")
+    options.option(parser, "--top", type=int, default=10, help="layouts listed")
+    options.training(parser, distributed_optimizer=False, recompute=False)
+    options.counting(parser)
+    options.units(parser)
+
+
+def run(args) -> int:
+    arch = architecture(args)
+    found = search(arch, args.devices, args.system, global_batch=args.global_batch,
+                   seq=args.seq or sequence_length(arch), top=args.top, zero=args.zero, flash=args.flash,
+                   precision=args.precision, conventions=conventions(args))
+    print(f"{arch.name} on {args.devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
+          f"best {len(found.best)} by step time")
+    seconds, time_unit = UNITS[args.units].per("seconds")
+    size, size_unit = UNITS[args.units].per("bytes")
+    scaled = found.best.assign(**{part: found.best[part] / float(seconds) for part in PARTS},
+                               memory=found.best["memory"] / float(size))
+    names = {part: f"{part} ({time_unit})" for part in PARTS} | {"memory": f"memory ({size_unit})"}
+    print(scaled.rename(columns=names).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    return 0

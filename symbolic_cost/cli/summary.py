@@ -1,0 +1,99 @@
+"""Whole-model totals for one configuration: parameters, FLOPs, memory by category, the
+step time by part, and every collective, on the busiest device."""
+
+from __future__ import annotations
+
+import json
+
+from symbolic_cost import symbols as S
+from symbolic_cost.cli import options
+from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, number, resolve,
+                                      training_values)
+from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
+from symbolic_cost.timing.hardware import comm_time, get_system
+from symbolic_cost.timing.step import step_time_breakdown
+
+FIELDS = ("parameters", "parameters_per_device", "flops_fwd", "flops_bwd", "flops_recompute", "model_flops_fwd",
+          "model_flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes",
+          "memory_bytes", "bubble")
+"""The ``ModelCost`` totals reported (FLOPs, bytes; ``bubble`` is a fraction)."""
+
+MEMORY = ("weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes", "memory_bytes")
+
+EXAMPLES = [
+    "symbolic-cost summary --preset gpt2 --set b=8 d=8 --zero 1",
+    "symbolic-cost summary --preset llama-2-7b --set m1=8 s1=8 d=16 p=4 n_micro=32 --zero 1 --flash",
+    "symbolic-cost summary --hf-config path/to/config.json --set b=2 d=8 --json",
+]
+
+SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))
+            + " (defaults: b=1, l=the model's context (2048 if it states none), every degree 1)")
+
+
+def add_arguments(parser) -> None:
+    options.model(parser)
+    options.settings(parser, help=SETTABLE)
+    options.training(parser)
+    options.counting(parser)
+    options.units(parser)
+    options.option(parser, "--json", action="store_true",
+                   help="JSON in FLOPs, bytes and seconds (names say which) instead of text")
+
+
+def whole_model(args):
+    """The model, its training, its ``model_cost`` and the conventions, from the options."""
+    arch = architecture(args)
+    values = resolve(training_values(arch), args.set, allowed=TRAINING_SYMBOLS)
+    training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
+                        p=values[S.p], micro_batches=values[S.n_micro], precision=args.precision,
+                        zero=args.zero, distributed_optimizer=args.distributed_optimizer,
+                        recompute=args.recompute, flash=args.flash)
+    chosen = conventions(args)
+    return arch, training, model_cost(arch, training, chosen), chosen
+
+
+def report(args) -> tuple[dict, Training]:
+    """Every number the command prints (FLOPs, bytes and seconds), and the training."""
+    arch, training, cost, chosen = whole_model(args)
+    system = get_system(args.system)
+    out = {"model": arch.name, **{name: number(getattr(cost, name)) for name in FIELDS}}
+    out["step_time_s"] = {part: number(value) for part, value in step_time_breakdown(cost, system, chosen).items()}
+    out["world_size"] = number(world_size(training))
+    out["collectives"] = [
+        {"dimension": dim, "kind": c.kind, "group": number(c.group), "pass": c.pass_,
+         "count": number(c.repeats), "volume_bytes": number(c.volume),
+         "cluster_volume_bytes": number(cluster_volume(cost, dim, c)),
+         "time_s": number(comm_time(c, system, chosen))} for dim, c in cost.collectives]
+    return out, training
+
+
+def run(args) -> int:
+    out, t = report(args)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    flops = lambda name: amount(out[name], "flops", args.units)  # noqa: E731
+    size = lambda value: amount(value, "bytes", args.units)  # noqa: E731
+    seconds = lambda value: amount(value, "seconds", args.units)  # noqa: E731
+    print(f"{out['model']}: b={t.b} l={t.l} m1={t.m1} s1={t.s1} d={t.d} p={t.p} micro-batches="
+          f"{t.micro_batches} {t.precision} zero={t.zero} recompute={t.recompute} flash={t.flash}")
+    parameters = out["parameters"]
+    print(f"parameters: {parameters:,}" if isinstance(parameters, int) else f"parameters: {parameters}")
+    print(f"parameters per device: {out['parameters_per_device']}")
+    print(f"FLOPs per iteration, busiest device: forward {flops('flops_fwd')}, backward {flops('flops_bwd')}, "
+          f"recompute {flops('flops_recompute')}")
+    print(f"model FLOPs per iteration (all devices): forward {flops('model_flops_fwd')}, "
+          f"backward {flops('model_flops_bwd')}")
+    print("memory per device: weights {}, gradients {}, optimizer {}, activations {}; total {}".format(
+        *(size(out[name]) for name in MEMORY)))
+    steps = out["step_time_s"]
+    print(f"step time per iteration on {args.system}: "
+          + ", ".join(f"{part} {seconds(value)}" for part, value in steps.items() if part != "total")
+          + f"; total {seconds(steps['total'])}")
+    print(f"pipeline bubble (fraction): {out['bubble']}")
+    print(f"collectives per iteration: busiest device (time on {args.system}); "
+          f"whole job of {out['world_size']} devices")
+    for c in out["collectives"]:
+        print(f"  {c['dimension']:8} {c['kind']:13} group {c['group']} {c['pass']} x{c['count']}: "
+              f"{size(c['volume_bytes'])}, {seconds(c['time_s'])}; job {size(c['cluster_volume_bytes'])}")
+    return 0

@@ -1,0 +1,234 @@
+"""The command line: help, shared options and their defaults, units, multi-pair --set, the
+summary's step-time breakdown, one-line errors, and no seed in ``symbolic_cost/cli``."""
+
+import json
+import math
+import pathlib
+import re
+import shlex
+
+import pytest
+
+from symbolic_cost import conventions as conv
+from symbolic_cost import reproduce
+from symbolic_cost.cli import COMMANDS, build_parser, main
+from symbolic_cost.cli.options import UsageError
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.config import preset
+from symbolic_cost.timing.step import step_time_breakdown
+
+CLI = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost" / "cli"
+NAMES = [module.__name__.rsplit(".", 1)[-1] for module in COMMANDS]
+MINIMAL = {"search": ["--devices", "8"], "sweep": ["--grid", "b=1"]}   # their required options
+
+
+@pytest.fixture(autouse=True)
+def _wide(monkeypatch):
+    """Help text unwrapped (argparse wraps at the terminal's width, also at hyphens)."""
+    monkeypatch.setenv("COLUMNS", "10000")
+
+
+def _help(name, capsys):
+    assert main([name, "--help"]) == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def _defaults(name):
+    """The parsed defaults of a command (its minimal valid command line)."""
+    args = vars(build_parser().parse_args([name, *MINIMAL.get(name, [])]))
+    return {k: v for k, v in args.items() if k not in ("run", "command") and not k.startswith("given_")}
+
+
+def test_every_command_is_listed():
+    assert NAMES == ["table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile",
+                     "sweep", "search", "lstm", "report"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_help_has_a_description_examples_and_the_defaults(name, capsys):
+    module = COMMANDS[NAMES.index(name)]
+    text = _help(name, capsys)
+    description = " ".join(module.__doc__.strip().split("\n\n")[0].split())
+    assert description in text
+    assert "examples:" in text and f"symbolic-cost {name} " in text.split("examples:")[1]
+    for example in module.EXAMPLES:                  # every example is a valid command line
+        words = shlex.split(example)
+        assert words[:2] == ["symbolic-cost", name]
+        build_parser().parse_args(words[1:])
+    given = {flag.lstrip("-").replace("-", "_") for flag in MINIMAL.get(name, [])}
+    for dest, value in _defaults(name).items():
+        if value not in (None, False, []) and not isinstance(value, list) and dest not in given:
+            assert f"(default: {value})" in text, f"{name} --{dest}: default {value!r} not shown"
+
+
+def test_field_lists_the_valid_fields_and_each_one_works(capsys):
+    from symbolic_cost.cost import EXPRESSION_FIELDS
+    from symbolic_cost.numeric.tables import COST_COLUMNS
+    from symbolic_cost.timing.hardware import TIME_FIELDS
+    text = _help("formula", capsys)
+    listed = text.split("one of: ")[1].split(" (default")[0].split(", ")
+    expected = [*EXPRESSION_FIELDS, *COST_COLUMNS, "comm_fwd", "comm_bwd", "time", *TIME_FIELDS]
+    assert listed == list(dict.fromkeys(expected))
+    ratios = {"intensity", "frac_t_comm_fwd", "frac_t_comm_bwd"}
+    for field in listed:
+        row = ["--row", "fc1"] if field in ratios else []
+        assert main(["formula", "--preset", "gpt2", "--field", field, *row]) == 0, field
+        capsys.readouterr()
+    assert main(["formula", "--field", "flops"]) == 2
+    assert "unknown --field 'flops'" in capsys.readouterr().err
+    sweep_fields = _help("sweep", capsys).split("any of: ")[1].split(" (default")[0].split(", ")
+    assert sweep_fields == ["parameters", "flops_fwd", "flops_bwd", "weight_bytes", "gradient_bytes",
+                            "optimizer_bytes", "activation_bytes", "memory_bytes", "total", "compute",
+                            "tensor_comm", "bubble", "pipeline_comm", "data_comm"]
+
+
+def test_several_pairs_after_one_set_equal_repeated_flags(capsys):
+    one = build_parser().parse_args(["formula", "--set", "m1=1", "s1=1", "f=4*e", "--at", "e=8", "l=4"])
+    repeated = build_parser().parse_args(["formula", "--set", "m1=1", "--set", "s1=1", "--set", "f=4*e",
+                                          "--at", "e=8", "--at", "l=4"])
+    assert one.set == repeated.set == ["m1=1", "s1=1", "f=4*e"] and one.at == repeated.at == ["e=8", "l=4"]
+    printed = []
+    for words in (["--set", "m1=1", "s1=1", "f=4*e", "--at", "e=8", "l=4"],
+                  ["--set", "m1=1", "--set", "s1=1", "--set", "f=4*e", "--at", "e=8", "--at", "l=4"]):
+        assert main(["formula", "--block", "mlp", *words]) == 0
+        printed.append(capsys.readouterr().out)
+    # 2 b l (2 e f + 5 e + f) at e = 8, f = 32, l = 4: 8 b (512 + 40 + 32)
+    assert printed[0] == printed[1] == "4672*b\n"
+
+
+def test_defaults_are_the_same_across_commands():
+    plain = Training()
+    expected = {"system": "h100", "conventions": "default", "precision": plain.precision, "zero": plain.zero,
+                "recompute": plain.recompute, "flash": plain.flash, "units": "gib"}
+    seen = {key: {} for key in expected}
+    for name in NAMES:
+        for key, value in _defaults(name).items():
+            if key in seen:
+                seen[key][name] = value
+    # profile counts MACs: its default is the registered deepspeed-profiler preset, shown in its help
+    assert seen["conventions"].pop("profile") in conv.PRESETS
+    for key, value in expected.items():
+        assert set(seen[key].values()) == {value}, (key, seen[key])
+    assert len(seen["system"]) >= 9 and len(seen["precision"]) >= 9
+    presets = {name: _defaults(name)["preset"] for name in NAMES if "preset" in _defaults(name)}
+    assert set(presets.values()) - {None} == {"gpt3-175b"}     # formula, crossover: symbolic unless given
+
+
+def test_sequence_length_follows_the_model(capsys, tmp_path):
+    assert main(["summary", "--preset", "gpt2"]) == 0       # GPT-2: n_positions 1024
+    assert " l=1024 " in capsys.readouterr().out
+    assert main(["table", "--preset", "gpt2"]) == 0
+    assert " l=1024," in capsys.readouterr().out
+    config = tmp_path / "tiny.json"                          # no context length stated: 2048
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+                                  "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100,
+                                  "max_position_embeddings": None}))
+    assert main(["summary", "--hf-config", str(config)]) == 0
+    assert " l=2048 " in capsys.readouterr().out
+    assert main(["table", "--hf-config", str(config)]) == 0
+    assert " l=2048," in capsys.readouterr().out
+
+
+def test_table_units_are_in_every_header(capsys):
+    # the GPT-3 175B MLP at b = 1, l = 2048, m1 = 1: fc1 is a (2048 x 12288)(12288 x 49152) product with bias
+    fc1_flops = 2 * 2048 * 12288 * 49152
+    fc1_weight_bytes = 2 * (12288 * 49152 + 49152)
+    assert main(["table", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0].split(",")
+    assert header[:3] == ["layer", "flops_fwd (TFLOP)", "activation_in_mem (GiB)"]
+    assert "t_fwd (s)" in header and "comm_fwd (GiB)" in header and "weights_mem (GiB)" in header
+    fc1 = dict(zip(header, next(line for line in lines if line.startswith("fc1,")).split(",")))
+    assert math.isclose(float(fc1["flops_fwd (TFLOP)"]), fc1_flops / 1e12, rel_tol=1e-12)
+    assert math.isclose(float(fc1["weights_mem (GiB)"]), fc1_weight_bytes / 2**30, rel_tol=1e-12)
+    assert main(["table", "--format", "csv", "--units", "si"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    fc1 = dict(zip(lines[0].split(","), next(line for line in lines if line.startswith("fc1,")).split(",")))
+    assert float(fc1["flops_fwd (FLOP)"]) == fc1_flops and float(fc1["weights_mem (B)"]) == fc1_weight_bytes
+    assert main(["table"]) == 0
+    text = capsys.readouterr().out
+    assert "units TFLOP, GiB, s" in text and "flops_fwd (TFLOP)" in text and "t_total_fwd (s)" in text
+
+
+def test_summary_prints_the_step_time_breakdown(capsys):
+    settings = ["--preset", "gpt2", "--set", "b=2", "l=128", "d=2", "p=2", "n_micro=4"]
+    cost = model_cost(preset("gpt2"), Training(b=2, l=128, d=2, p=2, micro_batches=4))
+    expected = {k: float(v) for k, v in step_time_breakdown(cost, "h100").items()}
+    assert main(["summary", *settings, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    parts = report["step_time_s"]
+    assert list(parts) == ["compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "total"]
+    for part, value in expected.items():
+        assert math.isclose(parts[part], value, rel_tol=1e-12), part
+    # by hand: the parts add up; 1F1B with p = 2 idles (p - 1) slots of one micro-batch (n = 4)
+    assert math.isclose(parts["total"], sum(v for k, v in parts.items() if k != "total"), rel_tol=1e-12)
+    assert math.isclose(parts["bubble"], (parts["compute"] + parts["tensor_comm"]) / 4, rel_tol=1e-12)
+    assert parts["data_comm"] > 0 and parts["pipeline_comm"] > 0 and parts["tensor_comm"] == 0
+    assert main(["summary", *settings]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    memory = next(i for i, line in enumerate(lines) if line.startswith("memory per device"))
+    step = lines[memory + 1]                          # the breakdown next to the memory
+    assert step.startswith("step time per iteration on h100: ")
+    for part, value in expected.items():
+        printed = re.search(rf"\b{part} ([0-9.e+-]+) s\b", step)
+        assert printed and math.isclose(float(printed.group(1)), value, rel_tol=1e-3), part
+
+
+def test_profile_default_conventions_are_shown_and_an_explicit_choice_is_honoured(capsys):
+    assert "(default: deepspeed-profiler)" in _help("profile", capsys)
+    outputs = []
+    for extra in ([], ["--conventions", "default"]):
+        assert main(["profile", "--preset", "gpt2", "--set", "b=1", "l=8", "--depth", "1", *extra]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] != outputs[1]      # exact products (mn(2k-1)) make fewer MACs than 2mnk
+
+
+def test_lstm_takes_a_named_starting_point_and_explicit_options(capsys):
+    sizes = ["--batch", "8", "--steps", "4", "--hidden", "1000", "--vocab", "1000", "--layers", "2"]
+    assert main(["lstm", *sizes]) == 0
+    out = capsys.readouterr().out
+    # by hand: embedding V D = 10^6, cells L (2D + 1) G D = 2 x 2001 x 4 x 1000, softmax (D + 1) V = 1001 x 1000
+    assert out.startswith("LSTM language model on h100: 0.01801 billion parameters")
+    assert "stage times (s):" in out and "memory per data shard (GiB)" in out
+    named = [name for name in reproduce.names() if main(["lstm", "--from", name]) == 0]
+    assert len(named) == 1                       # one reproduction defines an LSTM model
+    capsys.readouterr()
+    assert main(["lstm", "--from", named[0], "--system", "h100"]) == 0      # an explicit option wins
+    assert capsys.readouterr().out.startswith("LSTM language model on h100: ")
+
+
+@pytest.mark.parametrize("argv,named", [
+    (["table", "--system", "tpu"], "--system"),
+    (["table", "--set", "q=3"], "unknown name 'q'"),
+    (["table", "--set", "m1"], "--set expects name=value"),
+    (["formula", "--field", "nope"], "--field"),
+    (["summary", "--set", "e=3"], "--set e"),
+    (["summary", "--zero", "4"], "--zero"),
+    (["sweep", "--grid", "q=1"], "--grid"),
+    (["lstm"], "--batch"),
+    (["table", "--units", "furlongs"], "--units"),
+    (["table", "--bogus"], "--bogus"),
+])
+def test_bad_input_is_one_line_and_status_2(argv, named, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert "\n" not in err and named in err and "Traceback" not in err and not captured.out
+
+
+def test_parser_errors_do_not_exit():
+    with pytest.raises(UsageError):
+        build_parser().parse_args(["table", "--format", "yaml"])
+
+
+def test_no_seed_and_no_private_argparse_in_cli():
+    """Seeds are named only through registries (conventions presets, the reproductions)."""
+    text = {path.name: path.read_text() for path in CLI.glob("*.py")}
+    forbidden = ["lbnl", "seed", "deepflow", "perlmutter", "pycomm", "prefill", "training-info",
+                 "training_info", "symbolic_cost.reproduce."]
+    forbidden += [name for name in reproduce.names() if name not in conv.PRESETS]
+    for name, source in text.items():
+        for word in forbidden:
+            assert word not in source.lower(), f"cli/{name} mentions {word!r}"
+        assert not re.search(r"\._[A-Za-z]", source), f"cli/{name} uses a private attribute"
+    assert "deepspeed-profiler" not in "".join(s for n, s in text.items() if n != "profile.py")
