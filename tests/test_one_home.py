@@ -215,8 +215,17 @@ def test_comm_time_link_names_are_checked():
 # ---------------------------------------------------------------- divisibility rules
 
 GOOD = dict(b=2, l=16, e=64, f=256, h=8, m1=4, s1=2, kv_heads=4)
-BREAK = {("h", "e"): dict(e=60), ("m1", "h"): dict(m1=3), ("m1", "f"): dict(f=254), ("s1", "l"): dict(l=15),
-         ("s1", "m1"): dict(s1=8), ("kv_heads", "h"): dict(kv_heads=3), ("m1", "kv_heads"): dict(kv_heads=2)}
+BREAK = {   # each breaks exactly one rule, so the order in which a builder checks does not matter
+    ("h", "e"): dict(e=60), ("m1", "h"): dict(h=2, kv_heads=None), ("m1", "f"): dict(f=254),
+    ("s1", "l"): dict(l=15), ("s1", "m1"): dict(s1=8), ("kv_heads", "h"): dict(kv_heads=12),
+    ("m1", "kv_heads"): dict(kv_heads=2)}
+
+
+def test_each_broken_dimension_breaks_one_rule():
+    for rule, change in BREAK.items():
+        dims = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+        broken = [(x, y) for x, y in MODEL_RULES if x in dims and y in dims and dims[y] % dims[x]]
+        assert broken == [rule], (rule, broken)
 
 
 def _model(d):
