@@ -23,6 +23,9 @@ field                           default        alternatives
 ``overlap_comm``                ``False``      ``True``: time is ``max(compute, comm)``
 ``causal_flops``                ``"full"``     ``"exact"``: causal attention counts only the
                                                ``l(l+1)/2`` key <= query scores
+``window_count``                ``"windowed"`` ``"dense"``: sliding-window attention computes
+                                               and stores every score, then masks (eager
+                                               attention) instead of ``min(w, l)`` per query
 ``mixed_precision``             ``"zero"``     ``"megatron"``: bytes per parameter of
                                                Megatron's optimizer (see ``model``)
 ``qkv_bias_elements``           ``"3e"``       ``"e"``: the fused QKV bias stored as ``e``
@@ -67,6 +70,7 @@ _CHOICES = {
     "norm_placement": ("pre", "attention"),
     "comm_time": ("alpha-beta", "hierarchical", "bandwidth"),
     "causal_flops": ("full", "exact"),
+    "window_count": ("windowed", "dense"),
     "mixed_precision": ("zero", "megatron"),
     "qkv_bias_elements": ("3e", "e"),
     "kernel_time": ("roofline", "tiled"),
@@ -87,6 +91,7 @@ class Conventions:
     comm_time: str = "alpha-beta"
     overlap_comm: bool = False
     causal_flops: str = "full"
+    window_count: str = "windowed"
     mixed_precision: str = "zero"
     qkv_bias_elements: str = "3e"
     pointwise_grad_both: bool = True

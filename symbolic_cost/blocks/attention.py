@@ -1,48 +1,115 @@
-"""The self-attention block: every attention variant's projections around one core."""
+"""The attention block (self- or cross-attention): every attention variant's projections around one core."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
-from symbolic_cost.blocks.layout import Layout
+from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.ops import attention_core, flash_attention, linear, rotary
+from symbolic_cost.ops.matmul import stored_keys
+from symbolic_cost.ops.scores import score_bias as bias_row, softcap as softcap_row
 
-def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, qkv_bias=True, out_bias=True, flash=False,
-              rotary_pos=False, causal=False, dropouts=True, norm="layer", es=2, es_mask=1,
-              conventions=conv.DEFAULT) -> Block:
-    """Multi-head self-attention on one device, heads split over ``m1`` devices.
+SCORE_BIASES = (None, "alibi", "relative")
+QK_NORMS = (None, "head", "projection")
 
-    Rows: ``layer_norm_1`` -> ``qkv_proj (e -> 3e/m1)`` -> ``logits`` ->
-    ``softmax`` -> ``dropout_softmax`` -> ``attend`` -> ``v_proj (e/m1 -> e)``
+
+def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_dim=None, qkv_bias=True,
+              out_bias=True, flash=False, rotary_pos=False, rotary_dim=None, qk_norm=None, window=None,
+              score_bias=None, softcap=False, causal=False, cross=False, dropouts=True, norm="layer",
+              post_norm=False, branch=False, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
+    """Multi-head attention on one device, heads split over ``m1`` devices.
+
+    Rows: ``layer_norm_1`` -> ``qkv_proj (e -> (h + 2 kv) q / m1)`` -> ``logits`` ->
+    ``softmax`` -> ``dropout_softmax`` -> ``attend`` -> ``v_proj ((h/m1) q -> e)``
     -> ``dropout`` (and ``layer_norm_2`` when ``norm_placement="attention"``).
-    Head dimension ``q = e/h``; each device holds ``h/m1`` heads.  With
-    ``flash=True`` one ``flash_attention`` row replaces ``logits`` to ``attend``.
-    ``kv_heads`` (grouped-query attention; 1 is multi-query) shrinks K and V;
-    ``rotary_pos`` adds a ``rotary`` row on Q and K; ``causal`` matters for the
-    FLOPs under ``causal_flops="exact"``; ``dropouts=False`` and ``norm="rms"``
-    as in ``mlp``.
+    Each device holds ``h/m1`` query heads and ``kv/m1`` key/value heads.
+
+    * ``head_dim`` (default ``e/h``) is the query/key head size ``q``, ``v_head_dim``
+      (default ``q``) the value head size; ``kv_heads`` (grouped-query attention; 1 is
+      multi-query) shrinks K and V.
+    * ``qkv_bias`` biases the fused Q, K, V projection, ``out_bias`` the output projection.
+    * ``flash=True``: one ``flash_attention`` row replaces ``logits`` to ``attend``.
+    * ``rotary_pos`` adds a ``rotary`` row on Q and K over ``rotary_dim`` of each head's
+      ``q`` dims (partial rotary; default all); ``qk_norm="head"`` normalises each query and
+      key head over its ``q`` dims (``q_norm``, ``k_norm``: Qwen3, Gemma 3, Phi),
+      ``"projection"`` the whole Q and K projections (OLMo 2; the row statistics are then
+      allreduced over ``m1``), with the block's ``norm`` kind.
+    * ``window``: sliding-window attention of ``window`` keys (``ops.matmul.stored_keys``).
+    * ``score_bias``: ``"alibi"`` adds a fixed bias to the scores, ``"relative"`` a learned
+      one (T5; its table belongs to the model, ``ends.relative_bias``); ``softcap`` caps the
+      scores with ``tanh`` (Gemma 2).
+    * ``cross``: cross-attention (T5's decoder): ``q_proj`` on this stream, ``kv_proj`` on
+      the encoder output of ``l`` tokens (allgathered like a norm output); rows ``cross_*``.
+    * ``post_norm`` adds a norm of the output on the sequence shard (Gemma 2 and 3's
+      four norms per layer); ``branch=True`` leaves the output projection unreduced and
+      drops the closing row (a parallel block sums and reduces both branches once).
+    * ``causal`` matters for the FLOPs under ``causal_flops="exact"``; ``dropouts=False``
+      and ``norm`` (a kind of ``ops.norm.NORMS``) as in ``mlp``.
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> attention(b, l, e, h).total("flops_fwd").expand().coeff(l**2)
     4*b*e + 3*b*h
     """
-    dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1, **({} if kv_heads is None else {"kv_heads": kv_heads}))
+    if score_bias not in SCORE_BIASES or qk_norm not in QK_NORMS:
+        raise ValueError(f"score_bias must be one of {SCORE_BIASES} and qk_norm one of {QK_NORMS}, "
+                         f"got {score_bias!r}, {qk_norm!r}")
+    dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1, **{k: v for k, v in (("kv_heads", kv_heads),
+                ("head_dim", head_dim), ("v_head_dim", v_head_dim), ("window", window)) if v is not None})
     at = Layout.of(dims, es, es_mask, conventions)
     b, l, e, m1 = dims["b"], dims["l"], dims["e"], dims["m1"]
-    q, heads = e / dims["h"], dims["h"] / m1
-    kv = dims.get("kv_heads", dims["h"]) / m1
-    grouped = dict(kv_heads=kv, causal=causal, **at.kw)
-    core = ([flash_attention(b, l, q, heads, **grouped)] if flash else
-            attention_core(b, l, q, heads, dropouts=dropouts, es_mask=at.es_mask, **grouped))
-    rows = [
-        at.norm(f"{norm}_norm_1", norm),
-        at.entering(linear(b, l, e, (heads + 2 * kv) * q, name="qkv_proj", **at.kw,
-                           bias=(e / m1 if qkv_bias and at.conventions.qkv_bias_elements == "e" else qkv_bias))),
-        *([rotary(b, l, heads + kv, q, es=at.es)] if rotary_pos else []),
-        *core,
-        at.leaving(linear(b, l, e / m1, e, bias=out_bias, name="v_proj", **at.kw)),
-        at.closing_dropout("dropout", dropouts),
-    ]
+    q = dims.get("head_dim", e / dims["h"])
+    v = dims.get("v_head_dim", q)
+    heads, kv = dims["h"] / m1, dims.get("kv_heads", dims["h"]) / m1
+    rows = [at.norm(f"{norm}_norm_1", norm)]
+    rows += _projections(at, q, v, heads, kv, qkv_bias, cross)
+    rows += _qk_norms(at, qk_norm, norm, q, heads, kv)
+    if rotary_pos:
+        rows.append(rotary(b, l, heads + kv, q if rotary_dim is None else rotary_dim, es=at.es))
+    scores = heads * stored_keys(l, dims.get("window"), at.conventions)
+    score_ops = ([bias_row(b, l, scores, learned=score_bias == "relative", es=at.es)] if score_bias else []) + \
+        ([softcap_row(b, l, scores, es=at.es, name="score_softcap")] if softcap else [])
+    grouped = dict(kv_heads=kv, v_dim=v, causal=causal, window=dims.get("window"), score_ops=score_ops, **at.kw)
+    rows += ([flash_attention(b, l, q, heads, **grouped)] if flash else
+             attention_core(b, l, q, heads, dropouts=dropouts, es_mask=at.es_mask, **grouped))
+    out = linear(b, l, heads * v, e, bias=out_bias, name="v_proj", **at.kw)
+    rows.append(out if branch else at.leaving(out))
+    if post_norm:
+        rows.append(NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_attention", **at.kw))
+    if not branch:
+        rows.append(at.closing_dropout("dropout", dropouts))
     if at.conventions.norm_placement == "attention":
         rows.append(at.norm(f"{norm}_norm_2", norm))
-    return Block("attention", tuple(rows), dims, at.conventions)
+    if cross:
+        rows = [replace(row, name=f"cross_{row.name}") for row in rows]
+    return Block("cross_attention" if cross else "attention", tuple(rows), dims, at.conventions)
+
+
+def _projections(at: Layout, q, v, heads, kv, qkv_bias, cross):
+    """The fused ``qkv_proj``, or for cross-attention ``q_proj`` on this stream and ``kv_proj``
+    on the encoder output (which enters the tensor region like a norm output)."""
+    b, l, e, m1 = at.b, at.l, at.e, at.m1
+    quirk = at.conventions.qkv_bias_elements == "e"         # Megatron training-info stores e, not 3e
+    if not cross:
+        width = (heads + 2 * kv) * q if v == q else heads * q + kv * (q + v)
+        return [at.entering(linear(b, l, e, width, name="qkv_proj", **at.kw,
+                                   bias=(e / m1 if qkv_bias and quirk else qkv_bias)))]
+    gathered = at.collective("allgather", b * l * e, at.s, "fwd")
+    return [at.entering(linear(b, l, e, heads * q, bias=qkv_bias, name="q_proj", **at.kw)),
+            at.attach(at.entering(linear(b, l, e, kv * (q + v), bias=qkv_bias, name="kv_proj", **at.kw)),
+                      gathered)]
+
+
+def _qk_norms(at: Layout, qk_norm, kind, q, heads, kv):
+    """``q_norm`` and ``k_norm``: per head over ``q`` dims (weights ``q`` each), or over the
+    whole projections (weights ``(h/m1) q`` and ``(kv/m1) q``, row statistics allreduced)."""
+    if qk_norm is None:
+        return []
+    b, l = at.b, at.l
+    if qk_norm == "head":
+        return [NORMS[kind](b, l * width, q, name=name, **at.kw) for name, width in (("q_norm", heads), ("k_norm", kv))]
+    stats = (2 if kind.startswith("layer") else 1) * b * l
+    return [at.attach(NORMS[kind](b, l, width * q, name=name, **at.kw),
+                      at.collective("allreduce", stats, at.m1, "fwd") + at.collective("allreduce", stats, at.m1, "bwd"))
+            for name, width in (("q_norm", heads), ("k_norm", kv))]

@@ -70,6 +70,9 @@ class Block:
 
 def check_dims(dims: dict, conventions: conv.Conventions) -> None:
     """Apply the layer rules (``checks.MODEL_RULES``) to whichever dimensions ``dims`` has,
-    making them exact in place; presets that shard ``l`` by ``m1`` also need ``m1 | l``."""
+    making them exact in place; presets that shard ``l`` by ``m1`` also need ``m1 | l``; a
+    head size of its own (``head_dim``) frees ``e`` from being a multiple of ``h``."""
     rules = MODEL_RULES + ((("m1", "l"),) if conventions.sequence_shard == "m1" else ())
+    if "head_dim" in dims:
+        rules = tuple(rule for rule in rules if rule != ("h", "e"))
     dims.update(check_rules(dims, rules))

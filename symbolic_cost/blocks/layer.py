@@ -1,23 +1,64 @@
-"""One transformer layer: attention then MLP."""
+"""One transformer layer: attention then MLP (sequential), or both on one input (parallel)."""
 
 from __future__ import annotations
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.attention import attention
 from symbolic_cost.blocks.block import Block
+from symbolic_cost.blocks.layout import Layout
 from symbolic_cost.blocks.mlp import mlp
+from symbolic_cost.ops import add
 
-def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qkv_bias=True,
+NORMS_PER_LAYER = {False: (2, 4), True: (1, 2)}
+"""Norms a layer may have: sequential 2 (pre- or post-norm) or 4 (Gemma 2 and 3's sandwich);
+parallel 1 (GPT-J, Falcon-7B, Phi) or 2 (GPT-NeoX, Falcon-40B)."""
+
+
+def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qkv_bias=True, mlp_bias=None,
                       flash=False, rotary_pos=False, causal=False, gated_act=False, dropouts=True,
-                      norm="layer", es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
-    """One transformer layer: the attention rows, then the MLP rows (options as there).
+                      activation_dropout=None, norm="layer", norms=2, parallel=False, cross=False, es=2,
+                      es_mask=1, conventions=conv.DEFAULT, **attention_options) -> Block:
+    """One transformer layer.
+
+    Sequential (default): the attention rows, then (with ``cross``, T5's decoder) the
+    cross-attention rows ``cross_*``, then the MLP rows; ``norms=4`` adds a norm after each
+    of the two (Gemma 2 and 3).  ``parallel``: ``y = x + attention(n1(x)) + mlp(n2(x))``
+    (GPT-J, GPT-NeoX, Falcon, Phi): with ``norms=1`` both branches read the one norm's
+    output (``n2 = n1``: one allgather in, one reduction of the input gradient); the two
+    partial outputs are summed (``branch_sum``) and reduced once, then the residual add.
+    With dropouts each branch keeps its own closing dropout (so its own reduction).
+
+    ``bias`` biases the attention output projection and, unless ``mlp_bias`` says
+    otherwise, the MLP; ``qkv_bias`` the Q, K, V projection.  Other keywords
+    (``head_dim``, ``v_head_dim``, ``rotary_dim``, ``qk_norm``, ``window``, ``score_bias``,
+    ``softcap``) go to ``attention``; the rest as in ``attention`` and ``mlp``.
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> len(transformer_layer(b, l, e, 4 * e, h))
     14
+    >>> transformer_layer(b, l, e, 4 * e, h, parallel=True, norms=1, dropouts=False).names[-3:]
+    ['fc2', 'branch_sum', 'residual']
     """
+    if norms not in NORMS_PER_LAYER[bool(parallel)]:
+        raise ValueError(f"norms must be one of {NORMS_PER_LAYER[bool(parallel)]} for a "
+                         f"{'parallel' if parallel else 'sequential'} layer, got {norms!r}")
     common = dict(es=es, es_mask=es_mask, conventions=conventions, dropouts=dropouts, norm=norm)
-    first = attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias,
-                      flash=flash, rotary_pos=rotary_pos, causal=causal, **common)
-    second = mlp(b, l, e, f, m1, s1, bias=bias, gated_act=gated_act, **common)
-    return Block("layer", first.rows + second.rows, {**first.dims, **second.dims}, first.conventions)
+    joined = parallel and not dropouts            # branches summed before one reduction
+    first = attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias, flash=flash,
+                      rotary_pos=rotary_pos, causal=causal, post_norm=norms == 4, branch=joined,
+                      **attention_options, **common)
+    blocks = [first]
+    if cross:
+        blocks.append(attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias,
+                                flash=flash, cross=True, **{k: v for k, v in attention_options.items()
+                                                            if k in ("head_dim", "v_head_dim")}, **common))
+    blocks.append(mlp(b, l, e, f, m1, s1, bias=bias if mlp_bias is None else mlp_bias, gated_act=gated_act,
+                      activation_dropout=activation_dropout, post_norm=norms == 4,
+                      shared_input=parallel and norms == 1, branch=joined, **common))
+    rows = tuple(row for blk in blocks for row in blk.rows)
+    dims = {k: v for blk in blocks for k, v in blk.dims.items()}
+    if joined:
+        at = Layout.of(dict(dims), es, es_mask, conventions)
+        rows += (at.leaving(add(at.b, at.l, at.e, name="branch_sum", es=at.es)),
+                 at.closing_dropout("residual", False))
+    return Block("layer", rows, dims, first.conventions)

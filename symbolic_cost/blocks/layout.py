@@ -29,9 +29,8 @@ from sympy import Expr
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import check_dims
 from symbolic_cost.cost import Collective, Cost, collective, exact
-from symbolic_cost.ops import add, dropout, layer_norm, rms_norm
-
-NORMS = {"layer": layer_norm, "rms": rms_norm}
+from symbolic_cost.ops import add, dropout
+from symbolic_cost.ops.norm import NORMS
 
 @dataclass(frozen=True)
 

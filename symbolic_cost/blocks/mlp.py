@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
-from symbolic_cost.blocks.layout import Layout
+from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.ops import dropout, gated, gelu, linear
 
 def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, activation_dropout=None,
-        norm="layer", es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
+        norm="layer", post_norm=False, shared_input=False, branch=False, es=2, es_mask=1,
+        conventions=conv.DEFAULT) -> Block:
     """The transformer MLP: ``dropout(fc2(dropout(gelu(fc1(norm(x))))))`` on one device.
 
     ``fc1 (e -> f)`` is split by columns and ``fc2 (f -> e)`` by rows over
@@ -17,7 +18,11 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, ac
     SwiGLU/GeGLU; ``dropouts=False`` drops both dropouts (the last row is then
     the residual add); ``activation_dropout`` says whether a dropout (``dpr1``)
     follows the activation (default: the ``mlp_activation_dropout`` convention);
-    ``norm="rms"`` uses RMS norm.
+    ``norm="rms"`` uses RMS norm (any kind of ``ops.norm.NORMS``).  Parallel blocks
+    (``layer.parallel_layer``): ``shared_input`` takes the attention branch's norm output
+    (no norm row; the input gradient joins the attention's before its one reduction),
+    ``branch`` leaves ``fc2`` unreduced and drops the closing row.  ``post_norm`` adds a
+    norm of the output on the sequence shard (Gemma 2 and 3).
 
     >>> from symbolic_cost.symbols import b, l, e, f
     >>> mlp(b, l, e, f).names
@@ -26,14 +31,21 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, ac
     dims = dict(b=b, l=l, e=e, f=f, m1=m1, s1=s1)
     at = Layout.of(dims, es, es_mask, conventions)
     b, l, e, f, m1 = dims["b"], dims["l"], dims["e"], dims["f"], dims["m1"]
-    rows = [] if at.conventions.norm_placement == "attention" else [at.norm(f"{norm}_norm_2", norm)]
+    own_norm = at.conventions.norm_placement != "attention" and not shared_input
+    rows = [at.norm(f"{norm}_norm_2", norm)] if own_norm else []
     width = 2 * f / m1 if gated_act else f / m1
     after_act = at.conventions.mlp_activation_dropout if activation_dropout is None else activation_dropout
     rows += [
-        at.entering(linear(b, l, e, width, bias=bias, name="fc1", **at.kw)),
+        (_same if shared_input else at.entering)(linear(b, l, e, width, bias=bias, name="fc1", **at.kw)),
         (gated if gated_act else gelu)(b, l, f / m1, name="act", **at.kw),
         *([dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw)] if dropouts and after_act else []),
-        at.leaving(linear(b, l, f / m1, e, bias=bias, name="fc2", **at.kw)),
-        at.closing_dropout("dpr2", dropouts),
+        (_same if branch else at.leaving)(linear(b, l, f / m1, e, bias=bias, name="fc2", **at.kw)),
+        *([NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_mlp", **at.kw)] if post_norm else []),
+        *([] if branch else [at.closing_dropout("dpr2", dropouts)]),
     ]
     return Block("mlp", tuple(rows), dims, at.conventions)
+
+
+def _same(cost):
+    """A row that joins no collective (inside a parallel block's shared region)."""
+    return cost

@@ -1,4 +1,38 @@
-"""``Architecture``: what the network is (sizes and the choices that change its cost)."""
+"""``Architecture``: what the network is (sizes and the choices that change its cost).
+
+Every choice is a named field; ``models.stack`` turns it into blocks.
+
+====================== ======================================================================
+field                  meaning (default)
+====================== ======================================================================
+``n_layers, e, h, f``  layers, width, query heads, MLP width; ``vocab`` the vocabulary
+``kv_heads``           key/value heads (``None``: ``h``; 1 is multi-query)
+``head_dim``           query/key head size (``None``: ``e/h``); ``v_head_dim`` the value
+                       head size (``None``: ``head_dim``)
+``positions``          rows of a learned position table (0: none); ``token_types`` BERT's
+``mlp``                ``gelu``, ``relu``, ``silu`` (one activation) or ``swiglu``,
+                       ``geglu``, ``reglu`` (gated: ``fc1`` is ``e -> 2f``)
+``norm``               a kind of ``ops.norm.NORMS``: ``layer``, ``layer_nobias``,
+                       ``layer_noaffine``, ``rms``, ``rms_noaffine``
+``norms``              norms per layer: 2; 4 (Gemma 2, 3: after each sublayer too); a
+                       ``parallel`` layer has 1 (GPT-J, Falcon-7B, Phi) or 2 (GPT-NeoX)
+``parallel``           attention and MLP read the same input and are summed
+``rotary``             rotary positions on ``rotary_dim`` dims of each head (``None``: all)
+``qk_norm``            ``None``, ``"head"`` (Qwen3, Gemma 3, Phi), ``"projection"`` (OLMo 2)
+``qkv_bias``           biases on Q, K, V; ``bias`` on the output projection and (unless
+                       ``mlp_bias`` says otherwise) the MLP
+``window``             sliding-window size of ``windowed_layers`` layers (``None``: all)
+``score_bias``         ``None``, ``"alibi"`` (BLOOM, Falcon), ``"relative"`` (T5, with
+                       ``relative_buckets`` rows per head)
+``softcap``            ``tanh`` cap on attention scores; ``logit_softcap`` on the logits
+``tied``               LM head shares the word table; ``head_bias``: the LM head has a bias
+``embedding_projection`` OPT's ``word_embed_proj_dim`` when it differs from ``e``
+``task``               ``""`` (LM head or base model), ``masked_lm``, ``pretraining``,
+                       ``classification`` (``num_labels``, ``classifier``: ``blocks.heads``)
+``decoder_layers``     encoder-decoder (T5): ``n_layers`` encoder layers, then this many
+                       decoder layers with cross-attention
+====================== ======================================================================
+"""
 
 from __future__ import annotations
 
@@ -6,10 +40,16 @@ from dataclasses import dataclass
 
 from sympy import Expr, ceiling, sympify
 
+from symbolic_cost.blocks.heads import CLASSIFIERS, TASKS
+from symbolic_cost.blocks.layer import NORMS_PER_LAYER
+from symbolic_cost.ops.norm import NORMS
+
+PLAIN_MLPS, GATED_MLPS = ("gelu", "relu", "silu"), ("swiglu", "geglu", "reglu")
+
 
 @dataclass(frozen=True)
 class Architecture:
-    """A transformer: sizes and the choices that change its cost."""
+    """A transformer: sizes and the choices that change its cost (see the module docstring)."""
 
     name: str
     n_layers: Expr
@@ -20,8 +60,8 @@ class Architecture:
     kv_heads: Expr | None = None
     positions: Expr = 0          # rows of a learned position table (0: none, e.g. rotary)
     token_types: Expr = 0        # BERT segment embeddings
-    mlp: str = "gelu"            # "gelu", "swiglu", "geglu"
-    norm: str = "layer"          # "layer", "rms"
+    mlp: str = "gelu"
+    norm: str = "layer"
     rotary: bool = False
     tied: bool = True
     qkv_bias: bool = True
@@ -34,12 +74,55 @@ class Architecture:
     pooler: bool = False
     vocab_multiple: int = 1      # Megatron pads the vocabulary to a multiple of this x m1
     context: Expr = 0            # the context length the model was trained for (0: not stated)
+    head_dim: Expr | None = None
+    v_head_dim: Expr | None = None
+    mlp_bias: bool | None = None
+    activation_dropout: bool | None = None   # None: the mlp_activation_dropout convention
+    rotary_dim: Expr | None = None
+    qk_norm: str | None = None
+    norms: int = 2
+    parallel: bool = False
+    window: Expr | None = None
+    windowed_layers: Expr | None = None
+    score_bias: str | None = None
+    relative_buckets: Expr = 0
+    softcap: bool = False
+    logit_softcap: bool = False
+    head_bias: bool = False
+    embedding_projection: Expr | None = None
+    task: str = ""
+    num_labels: Expr = 2
+    classifier: str = "pooled"
+    decoder_layers: Expr = 0
 
     def __post_init__(self):
-        for name, allowed in (("mlp", ("gelu", "swiglu", "geglu")), ("norm", ("layer", "rms"))):
+        for name, allowed in (("mlp", PLAIN_MLPS + GATED_MLPS), ("norm", tuple(NORMS)), ("task", TASKS),
+                              ("classifier", CLASSIFIERS), ("qk_norm", (None, "head", "projection")),
+                              ("score_bias", (None, "alibi", "relative")),
+                              ("norms", NORMS_PER_LAYER[bool(self.parallel)])):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"architecture {self.name}: {name} must be one of "
-                                 f"{', '.join(allowed)}, got {getattr(self, name)!r}")
+                                 f"{', '.join(map(str, allowed))}, got {getattr(self, name)!r}")
+        if self.task and (self.lm_head or self.pooler):
+            raise ValueError(f"architecture {self.name}: a task head ({self.task}) replaces the LM head "
+                             f"and the pooler (set lm_head=False, pooler=False)")
+        if (self.score_bias == "relative") != (sympify(self.relative_buckets) != 0):
+            raise ValueError(f"architecture {self.name}: relative_buckets must be set exactly when "
+                             f"score_bias is 'relative'")
+        if self.windowed_layers is not None and self.window is None:
+            raise ValueError(f"architecture {self.name}: windowed_layers needs a window")
+        extra = sympify(self.n_layers) - sympify(0 if self.windowed_layers is None else self.windowed_layers)
+        if extra.is_negative:
+            raise ValueError(f"architecture {self.name}: windowed_layers must not exceed n_layers")
+
+    @property
+    def gated(self) -> bool:
+        """Whether the MLP is gated (``fc1`` makes a gate and a value)."""
+        return self.mlp in GATED_MLPS
+
+    @property
+    def encoder_decoder(self) -> bool:
+        return sympify(self.decoder_layers) != 0
 
     def padded_vocab(self, m1=1) -> Expr:
         """Vocabulary rounded up to a multiple of ``vocab_multiple * m1`` (numbers only)."""

@@ -1,5 +1,6 @@
-"""Whole-model totals: ``model_cost`` composes the embedding, ``n_layers`` transformer layers
-and the head into parameters, FLOPs, memory by category and collectives per iteration.
+"""Whole-model totals: ``model_cost`` composes the blocks of ``models.stack`` (the embedding,
+the groups of transformer layers, the head) into parameters, FLOPs, memory by category and
+collectives per iteration.
 
 Memory categories per device (bytes):
 
@@ -20,10 +21,11 @@ from dataclasses import dataclass, field, replace
 from sympy import Eq, Expr, Max, Piecewise
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.blocks import Block, embedding_block, head_block, transformer_layer
+from symbolic_cost.blocks import Block
 from symbolic_cost.cost import Collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.memory import redone_layers, stage_kept_bytes, stage_recompute_flops
+from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
 from symbolic_cost.parallel.pipeline import per_stage, stage_sends
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
@@ -51,6 +53,14 @@ class ModelCost:
     activation_bytes: Expr
     bubble: Expr
     collectives: tuple = field(default=())   # (dimension, Collective) pairs per iteration
+    stack: tuple = field(default=())         # (Block, count) for every block in model order
+
+    @property
+    def blocks(self) -> tuple:
+        """``(block, count)`` for every block of the model in order (``models.stack``): the
+        embedding, each group of identical layers, the head (T5: also the encoder's end and
+        the decoder's start).  ``layer`` is the first layer group's block."""
+        return self.stack
 
     @property
     def memory_bytes(self) -> Expr:
@@ -58,19 +68,20 @@ class ModelCost:
 
 
 def model_blocks(arch: Architecture, t: Training, m1, s1, es, conventions) -> tuple[Block, Block, Block]:
-    """The embedding, one transformer layer and the head of ``arch`` on one device."""
-    vocab = arch.padded_vocab(m1)
-    kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
-    layer = transformer_layer(
-        t.b, t.l, arch.e, arch.f, arch.h, m1, s1, kv_heads=arch.kv_heads, bias=arch.bias,
-        qkv_bias=arch.qkv_bias, flash=t.flash, rotary_pos=arch.rotary, causal=arch.causal,
-        gated_act=arch.mlp != "gelu", dropouts=arch.dropouts, norm=arch.norm, **kw)
-    start = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, positions=arch.positions,
-                            token_types=arch.token_types, dropouts=arch.dropouts,
-                            norm=arch.norm if arch.embedding_norm else None, **kw)
-    end = head_block(t.b, t.l, arch.e, vocab, m1, s1, tied=arch.tied, loss=arch.lm_head,
-                     final_norm=arch.norm if arch.final_norm else None, pooler=arch.pooler, **kw)
-    return start, layer, end
+    """The embedding, the first layer (group's) block and the head of ``arch`` on one device
+    (every block: ``models.stack.model_stack``)."""
+    stack = model_stack(arch, t, m1, s1, es, conventions)
+    return stack[0][0], stack[1][0], stack[-1][0]
+
+
+def _middle(stack, field: str) -> Expr:
+    """A field summed over every block between the embedding and the head, times its count."""
+    return sum((count * blk.total(field) for blk, count in stack[1:-1]), exact(0))
+
+
+def _stage_kept(stack, t: Training, p, tokens_bytes) -> Expr:
+    """Bytes one stage's share (``1/p``) of each layer group keeps for one micro-batch."""
+    return sum((stage_kept_bytes(blk, t, count / p, tokens_bytes) for blk, count in stack[1:-1]), exact(0))
 
 
 def tied_copy(arch: Architecture, start: Block) -> Expr:
@@ -98,24 +109,26 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     m1, s1, d, p, n = _degrees(t)
     es_w, es_g, es_o = bytes_per_parameter(t.precision, conventions)
     es = element_bytes(t.precision)
-    start, layer, end = model_blocks(arch, t, m1, s1, es, conventions)
-    depth = exact(arch.n_layers, "n_layers")
-    params = lambda blk: blk.total("weights") / es  # noqa: E731  (weights in elements)
-    whole = model_blocks(arch, t, 1, 1, 1, conventions)        # 1-byte elements: weights = parameters
-    parameters = whole[0].total("weights") + depth * whole[1].total("weights") + whole[2].total("weights")
-    per_device = per_stage(p, params(start), params(end), depth * params(layer), tied_copy(arch, start) / es)
-    stage = lambda field: per_stage(p, start.total(field), end.total(field), depth * layer.total(field))  # noqa: E731
+    stack = model_stack(arch, t, m1, s1, es, conventions)
+    (start, _), (layer, _), (end, _) = stack[0], stack[1], stack[-1]
+    depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
+    whole = model_stack(arch, t, 1, 1, 1, conventions)        # 1-byte elements: weights = parameters
+    parameters = sum((count * blk.total("weights") for blk, count in whole), exact(0))
+    stage = lambda field: per_stage(p, start.total(field), end.total(field), _middle(stack, field))  # noqa: E731
+    per_device = per_stage(p, start.total("weights") / es, end.total("weights") / es,
+                           _middle(stack, "weights") / es, tied_copy(arch, start) / es)
     schedule = _check_schedule(t, depth, p, n)
     tokens_bytes = t.b * t.l / s1 * arch.e * es
-    kept = stage_kept_bytes(layer, t, depth / p, tokens_bytes)
+    kept = _stage_kept(stack, t, p, tokens_bytes)
     activations = schedule.in_flight(p, n) * (kept + start.total("act_buffer")) + end.total("act_buffer")
-    one = model_blocks(arch, t, 1, 1, es, conventions)     # the model on one device: its own FLOPs
-    model = lambda f: n * d * (one[0].total(f) + depth * one[1].total(f) + one[2].total(f))  # noqa: E731
+    one = model_stack(arch, t, 1, 1, es, conventions)     # the model on one device: its own FLOPs
+    model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731
     cost = ModelCost(
-        architecture=arch, training=t, embedding=start, layer=layer, head=end,
+        architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
         parameters=parameters, parameters_per_device=per_device,
         flops_fwd=n * stage("flops_fwd"), flops_bwd=n * stage("flops_bwd"),
-        flops_recompute=stage_recompute_flops(layer, t, depth / p) * n,
+        flops_recompute=n * sum((stage_recompute_flops(blk, t, count / p) for blk, count in stack[1:-1]),
+                                exact(0)),
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
         weight_bytes=per_device * es_w / shard_degree("weights", t.zero, d, t.distributed_optimizer),
         gradient_bytes=per_device * es_g / shard_degree("gradients", t.zero, d, t.distributed_optimizer),
@@ -130,10 +143,13 @@ def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions):
     t = cost.training
     m1, s1, d, p, n = _degrees(t)
     out = []
-    redone = redone_layers(t, depth / p) if t.recompute == "full" else 0
-    for blk, times in ((cost.layer, depth / p), (cost.embedding, 1), (cost.head, 1)):
+    last = len(cost.stack) - 1
+    for i, (blk, count) in enumerate(cost.stack):
+        end = i in (0, last)                  # the embedding and the head run once per micro-batch
+        times = count if end else count / p
+        redone = redone_layers(t, times) if t.recompute == "full" and not end else 0
         for c in blk.collectives:
-            again = redone if (blk is cost.layer and c.pass_ == "fwd") else 0   # full recompute redoes them
+            again = redone if c.pass_ == "fwd" else 0   # full recompute redoes them
             out.append(("tensor", c.repeated(n * (times + again))))
     if p != 1:   # neighbouring stages are m1 d ranks apart; each of the v chunks sends
         boundary = t.b * t.l / s1 * cost.architecture.e
@@ -149,10 +165,10 @@ def _rank_activations(cost: ModelCost, held, first, last) -> Expr:
     """Activation bytes of a pipeline rank holding ``held`` micro-batches' worth of its layers,
     with the embedding if it is the ``first`` rank and the head if it is the ``last``."""
     t, layer = cost.training, cost.layer
-    depth, p = exact(cost.architecture.n_layers, "n_layers"), exact(t.p, "p")
+    p = exact(t.p, "p")
     es = element_bytes(t.precision)
     tokens_bytes = t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * es
-    per_micro = stage_kept_bytes(layer, t, depth / p, tokens_bytes)
+    per_micro = _stage_kept(cost.stack, t, p, tokens_bytes)
     if first:
         per_micro += cost.embedding.total("act_buffer")
     if not last and not layer.conventions.deallocate_pipeline_outputs:
@@ -213,8 +229,9 @@ def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=c
     (with its own copy of a tied embedding when the two stages differ)."""
     if not 0 <= stage < p:
         raise ValueError(f"stage must be in [0, {p}), got {stage}")
-    start, layer, end = model_blocks(arch, Training(), m1, 1, 1, conventions)
-    total = exact(arch.n_layers, "n_layers") / p * layer.total("weights")
+    stack = model_stack(arch, Training(), m1, 1, 1, conventions)
+    start, end = stack[0][0], stack[-1][0]
+    total = _middle(stack, "weights") / p
     if stage == 0:
         total += start.total("weights")
     if stage == p - 1:

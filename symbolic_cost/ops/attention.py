@@ -9,19 +9,23 @@ from __future__ import annotations
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, exact, make_cost
-from symbolic_cost.ops.matmul import _kv, _kv_length, attend, logits, scored_keys
+from symbolic_cost.ops.matmul import _kv, _kv_length, attend, logits, scored_keys, stored_keys
 from symbolic_cost.ops.pointwise import dropout, softmax
 
 
-def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, dropouts=True, fused=False,
-                   es=2, es_mask=1, conventions=conv.DEFAULT) -> list[Cost]:
+def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=False, window=None,
+                   score_ops=(), dropouts=True, fused=False, es=2, es_mask=1,
+                   conventions=conv.DEFAULT) -> list[Cost]:
     """The unfused core on one device: ``logits -> softmax -> dropout_softmax -> attend``.
 
     ``Q (b, h, l, q)``, ``K, V (b, kv, l_kv, q)``, scores ``(b, h, l, l_kv)``.
     The dropout covers every score of the stored ``(l, l_kv)`` tensor; with
     ``fused`` (the arithmetic inside a flash kernel) only the scores the kernel
     computes (``scored_keys``).  Without dropout, ``attend`` keeps the very
-    tensor ``softmax`` keeps, so it is held once.
+    tensor ``softmax`` keeps, so it is held once.  A sliding ``window`` bounds the scores
+    per query (``stored_keys``) in every row.  ``v_dim`` (default ``q``) is the value head
+    size (``V (b, kv, l_kv, v_dim)``); ``score_ops`` are element-wise rows on the scores
+    (a position bias, a soft cap) that run between ``logits`` and ``softmax``.
 
     >>> from symbolic_cost.symbols import b, l, h
     >>> [row.name for row in attention_core(b, l, 64, h)]
@@ -29,33 +33,38 @@ def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, dropou
     """
     keys = _kv_length(l, l_kv)
     kw = dict(es=es, conventions=conventions)
-    grouped = dict(l_kv=keys, kv_heads=kv_heads, causal=causal, **kw)
-    rows = [logits(b, l, q, h, **grouped), softmax(b, l, h, l_kv=keys, causal=causal, **kw)]
+    grouped = dict(l_kv=keys, kv_heads=kv_heads, causal=causal, window=window, **kw)
+    rows = [logits(b, l, q, h, **grouped), *score_ops,
+            softmax(b, l, h, l_kv=keys, causal=causal, window=window, **kw)]
     if dropouts:
-        width = scored_keys(exact(l, "l"), keys, causal, conventions) if fused else keys
+        width = (scored_keys(exact(l, "l"), keys, causal, conventions, window) if fused
+                 else stored_keys(keys, window, conventions))
         rows.append(dropout(b, l, width * exact(h, "h"), es_mask=es_mask, name="dropout_softmax", **kw))
-    av = attend(b, l, q, h, **grouped)
-    return rows + [av if dropouts else av.plus(act_buffer=-rows[1].act_buffer)]
+    av = attend(b, l, q if v_dim is None else v_dim, h, **grouped)
+    return rows + [av if dropouts else av.plus(act_buffer=-rows[1 + len(score_ops)].act_buffer)]
 
 
-def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2,
-                    conventions=conv.DEFAULT, name="flash_attention") -> Cost:
+def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=False, window=None,
+                    score_ops=(), es=2, conventions=conv.DEFAULT, name="flash_attention") -> Cost:
     """Fused ``softmax(Q K^T) V`` with dropout (FlashAttention): no ``(l, l_kv)`` tensor is stored.
 
     ``Q, O (b, h, l, q)``, ``K, V (b, h, l_kv, q)``; keeps ``Q, K, V, O`` and the
     row log-sum-exp ``(b, h, l)``.  Forward does the arithmetic of ``logits``, ``softmax``,
     ``dropout`` and ``attend`` (``attention_core``); backward recomputes the scores, the
     softmax and the dropout mask (their forward again) and then does the backward of all
-    four.  Gradients touch ``dQ, dK, dV, dO``.
+    four.  Gradients touch ``dQ, dK, dV, dO``.  A sliding ``window`` bounds the scores each
+    query computes (``scored_keys``); what is kept does not change.  ``v_dim`` and
+    ``score_ops`` (done inside the kernel, and again in backward) as in ``attention_core``.
     """
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
     keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
-    parts = attention_core(b, l, q, h, l_kv=keys, kv_heads=groups, causal=causal, fused=True, es=es,
-                           conventions=conventions)
-    recompute = sum(p.flops_fwd for p in parts[:3])
-    queries, kv = b * h * l * q * es, b * groups * keys * q * es
+    v = q if v_dim is None else exact(v_dim, "v_dim")
+    parts = attention_core(b, l, q, h, l_kv=keys, kv_heads=groups, v_dim=v, causal=causal, window=window,
+                           score_ops=score_ops, fused=True, es=es, conventions=conventions)
+    recompute = sum(p.flops_fwd for p in parts[:-1])          # everything before attend
+    queries, out, kv = b * h * l * q * es, b * h * l * v * es, b * groups * keys * (q + v) * es
     return make_cost(
         name, "matrix",
         flops_fwd=sum(p.flops_fwd for p in parts), flops_bwd=recompute + sum(p.flops_bwd for p in parts),
-        act_in=queries, act_in_other=2 * kv, act_out=queries,
-        act_buffer=2 * queries + 2 * kv + b * h * l * es, act_grads=2 * queries + 2 * kv)
+        act_in=queries, act_in_other=kv, act_out=out,
+        act_buffer=queries + out + kv + b * h * l * es, act_grads=queries + out + kv)

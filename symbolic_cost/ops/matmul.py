@@ -8,7 +8,7 @@ LBNL 2024 primitives (arXiv 2410.00273), the usual chain-rule accounting.
 
 from __future__ import annotations
 
-from sympy import Expr, Integer
+from sympy import Expr, Integer, Min
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact, make_cost
@@ -80,27 +80,40 @@ def _kv_length(l, l_kv):
     return exact(l, "l") if l_kv is None else exact(l_kv, "l_kv")
 
 
-def scored_keys(l, keys, causal, conventions):
-    """Keys per query that the FLOP count covers: all of them, or with a causal mask and
-    ``causal_flops="exact"`` the mean ``(l + 1)/2`` of a query at position ``t`` seeing ``t + 1``."""
+def stored_keys(keys, window, conventions):
+    """Keys per query whose scores a kernel computes and stores: all ``keys``; with a sliding
+    ``window`` of ``w`` keys and ``window_count="windowed"`` (a windowed kernel) ``min(w, keys)``;
+    ``window_count="dense"`` counts all of them (eager attention scores every key, then masks)."""
+    if window is None or conv.get(conventions).window_count == "dense":
+        return keys
+    return Min(exact(window, "window"), keys)
+
+
+def scored_keys(l, keys, causal, conventions, window=None):
+    """Keys per query that the FLOP count covers: ``stored_keys``, or with a causal mask and
+    ``causal_flops="exact"`` the mean ``(l + 1)/2`` of a query at position ``t`` seeing ``t + 1``;
+    in a causal window of ``k = min(w, l)`` keys, query ``t`` sees ``min(t + 1, k)``: the mean
+    is ``k - k(k - 1)/(2l)``."""
+    counted = stored_keys(keys, window, conventions)
     if causal and conv.get(conventions).causal_flops == "exact":
         if keys != l:
             raise ValueError("causal counting needs square scores (l_kv = l)")
-        return (l + 1) / 2
-    return keys
+        return (l + 1) / 2 if counted == keys else counted - counted * (counted - 1) / (2 * l)
+    return counted
 
 
 def _kv(h, kv_heads):
     return exact(h, "h") if kv_heads is None else exact(kv_heads, "kv_heads")
 
 
-def _scores(b, l, q, h, l_kv, kv_heads, causal, es, conventions):
+def _scores(b, l, q, h, l_kv, kv_heads, causal, es, conventions, window=None):
     """Exact sizes shared by ``logits`` and ``attend``: ``(b, l, q, h, es, keys, kv heads,
-    keys counted in FLOPs, b*h, query-side elements, key/value elements, score elements)``."""
+    keys counted in FLOPs, b*h, query-side elements, key/value elements, score elements)``;
+    a sliding ``window`` bounds the scores per query (``stored_keys``)."""
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
     keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
-    return (b, l, q, h, es, keys, groups, scored_keys(l, keys, causal, conventions), b * h,
-            b * h * l * q, b * groups * keys * q, b * h * l * keys)
+    return (b, l, q, h, es, keys, groups, scored_keys(l, keys, causal, conventions, window), b * h,
+            b * h * l * q, b * groups * keys * q, b * h * l * stored_keys(keys, window, conventions))
 
 
 def _group_sum(b, h, groups, keys, q):
@@ -108,8 +121,8 @@ def _group_sum(b, h, groups, keys, q):
     return b * (h - groups) * keys * q
 
 
-def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventions=conv.DEFAULT,
-           name="logits") -> Cost:
+def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, window=None, es=2,
+           conventions=conv.DEFAULT, name="logits") -> Cost:
     """``A = Q K^T``: ``Q (b, h, l, q)``, ``K (b, kv, l_kv, q)``, ``A (b, h, l, l_kv)``.
 
     ``q`` is the head dim; ``l_kv`` (default ``l``) the number of keys.
@@ -120,10 +133,11 @@ def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventi
     ``Q`` (not counted).  With grouped-query attention (``kv_heads`` < ``h``)
     each K head serves ``h/kv`` query heads: K is smaller and backward sums
     the groups' ``dK``, ``b (h - kv) l_kv q`` adds.  ``causal`` only matters
-    for the FLOPs under ``causal_flops="exact"``.
+    for the FLOPs under ``causal_flops="exact"``.  A sliding ``window`` of ``w`` keys computes
+    and stores at most ``w`` scores per query (``stored_keys``).
     """
     b, l, q, h, es, keys, groups, counted, heads, queries, kv, scores = _scores(
-        b, l, q, h, l_kv, kv_heads, causal, es, conventions)
+        b, l, q, h, l_kv, kv_heads, causal, es, conventions, window)
     gemms = _products([(l, q, counted)], [(l, counted, q), (counted, l, q)], es, heads)
     return make_cost(
         name, "matrix",
@@ -133,18 +147,18 @@ def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventi
         act_buffer=(queries + kv) * es, act_grads=(queries + kv + scores) * es, gemms=gemms)
 
 
-def attend(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, es=2, conventions=conv.DEFAULT,
-           name="attend") -> Cost:
+def attend(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, window=None, es=2,
+           conventions=conv.DEFAULT, name="attend") -> Cost:
     """``Y = A V``: ``A (b, h, l, l_kv)``, ``V (b, kv, l_kv, q)``, ``Y (b, h, l, q)``.
 
     Forward: ``b*h`` products ``(l, l_kv) x (l_kv, q)``.  Backward: ``dA = dY V^T``,
     ``b*h`` products ``(l, q) x (q, l_kv)``; ``dV = A^T dY``, ``b*h`` products
     ``(l_kv, l) x (l, q)``.  Keeps ``A`` and ``V``.  Gradients touch ``dA``,
     ``dV`` and ``dY``; the LBNL 2024 quirk (``attend_grad_both_operands=False``)
-    leaves out ``dY``.  Grouped-query attention as in ``logits`` (the group sum is of ``dV``).
+    leaves out ``dY``.  Grouped-query attention and ``window`` as in ``logits`` (the group sum is of ``dV``).
     """
     b, l, q, h, es, keys, groups, counted, heads, outputs, values, scores = _scores(
-        b, l, q, h, l_kv, kv_heads, causal, es, conventions)
+        b, l, q, h, l_kv, kv_heads, causal, es, conventions, window)
     incoming = outputs if conv.get(conventions).attend_grad_both_operands else 0
     gemms = _products([(l, counted, q)], [(l, q, counted), (counted, l, q)], es, heads)
     return make_cost(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, exact, make_cost
-from symbolic_cost.ops.matmul import scored_keys
+from symbolic_cost.ops.matmul import scored_keys, stored_keys
 
 
 def _grad_elements(n, conventions):
@@ -19,7 +19,8 @@ def _grad_elements(n, conventions):
     return 2 * n if conv.get(conventions).pointwise_grad_both else n
 
 
-def softmax(b, l, h, *, l_kv=None, causal=False, es=2, conventions=conv.DEFAULT, name="softmax") -> Cost:
+def softmax(b, l, h, *, l_kv=None, causal=False, window=None, es=2, conventions=conv.DEFAULT,
+            name="softmax") -> Cost:
     """Row softmax of the scores ``A (b, h, l, l_kv)`` over the last axis (``l_kv`` keys,
     default ``l``).
 
@@ -28,7 +29,8 @@ def softmax(b, l, h, *, l_kv=None, causal=False, es=2, conventions=conv.DEFAULT,
     plus ``l_kv - 1`` adds per row sum: ``2n + b*h*l*(l_kv - 1)``.
     Backward ``dX = Y * (dY - sum(dY * Y))``: a multiply, the row sums, a
     subtract and a multiply: ``3n + b*h*l*(l - 1)``.  Keeps ``Y``.  With
-    ``causal`` and ``causal_flops="exact"`` the FLOPs cover the unmasked half.
+    ``causal`` and ``causal_flops="exact"`` the FLOPs cover the unmasked half; a sliding
+    ``window`` bounds the stored and counted scores per query (``stored_keys``).
 
     >>> from symbolic_cost.symbols import b, l, h
     >>> softmax(b, l, h).flops_fwd.factor()
@@ -36,8 +38,8 @@ def softmax(b, l, h, *, l_kv=None, causal=False, es=2, conventions=conv.DEFAULT,
     """
     b, l, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (h, "h"), (es, "es")))
     keys = l if l_kv is None else exact(l_kv, "l_kv")
-    counted = scored_keys(l, keys, causal, conventions)
-    n, scored = b * h * l * keys, b * h * l * counted
+    counted = scored_keys(l, keys, causal, conventions, window)
+    n, scored = b * h * l * stored_keys(keys, window, conventions), b * h * l * counted
     row_sums = b * h * l * (counted - 1)
     return make_cost(
         name, "vector", flops_fwd=2 * scored + row_sums, flops_bwd=3 * scored + row_sums,

@@ -1,0 +1,88 @@
+"""Output heads: the (vocabulary-parallel) LM head and loss, BERT's pooler, masked-LM and
+pre-training heads, and sequence-classification heads.
+
+Every head returns rows on one device.  The LM head and the masked-LM decoder split the
+vocabulary over ``m1`` (Megatron-LM); the small heads (pooler, transform, classifiers) are
+replicated on every device of the tensor group.  Row names follow Hugging Face's modules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from symbolic_cost.blocks.layout import NORMS, Layout
+from symbolic_cost.cost import Cost, exact
+from symbolic_cost.ops import cross_entropy, dropout, gelu, linear
+from symbolic_cost.ops.scores import softcap as softcap_row
+
+TASKS = ("", "masked_lm", "pretraining", "classification")
+CLASSIFIERS = ("pooled", "dense", "score")
+"""Sequence classifiers: on BERT's pooler output (``pooled``), RoBERTa's ``dense -> tanh ->
+out_proj`` on the first token (``dense``), a decoder's ``score`` projection of every token
+(the last token's logits are the prediction)."""
+
+
+def lm_rows(at: Layout, width, vocab, *, tied=True, bias=False, softcap=False, name="lm_head") -> list[Cost]:
+    """``width -> vocab`` logits split by vocabulary over ``m1`` (no weight matrix of its own
+    when tied to the word embedding; a bias stays its own), an optional ``tanh`` soft cap, and
+    the cross-entropy loss, whose vocabulary-parallel form allreduces a max, a sum and the
+    target logit per token."""
+    b, l, m1 = at.b, at.l, at.m1
+    head = at.entering(linear(b, l, width, vocab / m1, bias=bias, name=name, **at.kw))
+    if tied:
+        table = width * vocab / m1 * at.es
+        head = replace(head, weights=head.weights - table, weight_grads=head.weight_grads - table,
+                       mem_fwd=head.mem_fwd - table, mem_bwd=head.mem_bwd - table)
+    caps = [softcap_row(b, l, vocab / m1, es=at.es, name="logit_softcap")] if softcap else []
+    stats = at.collective("allreduce", 3 * b * l, m1, "fwd")
+    return [head, *caps, at.attach(cross_entropy(b, l, vocab / m1, es=at.es), stats)]
+
+
+def pooler_rows(at: Layout) -> list[Cost]:
+    """BERT's pooler: ``linear (e -> e)`` on the first token of each sequence, then ``tanh``."""
+    return [linear(at.b, 1, at.e, at.e, name="pooler_dense", **at.kw),
+            gelu(at.b, 1, at.e, name="pooler_activation", **at.kw)]
+
+
+def task_rows(at: Layout, task, vocab, *, num_labels=2, classifier="pooled", norm="layer", dropouts=True,
+              tied=True) -> list[Cost]:
+    """The rows of a task head after the last layer (``TASKS``):
+
+    * ``masked_lm``: BERT's transform ``linear (e -> e)``, activation and norm on every token,
+      then the decoder (``lm_rows``, tied, with a bias of ``vocab``) and the loss;
+    * ``pretraining``: the pooler, the masked-LM head, and next-sentence prediction
+      (``linear (e -> 2)`` on the pooled token, its loss);
+    * ``classification``: ``num_labels`` classes by ``classifier`` (``CLASSIFIERS``), with a
+      dropout before each classifier projection when ``dropouts``; its loss on one row per
+      sequence.
+    """
+    if task not in TASKS or classifier not in CLASSIFIERS:
+        raise ValueError(f"task must be one of {TASKS} and classifier one of {CLASSIFIERS}, "
+                         f"got {task!r}, {classifier!r}")
+    b, l, e = at.b, at.l, at.e
+    if task in ("masked_lm", "pretraining"):
+        mlm = [linear(b, l, e, e, name="transform_dense", **at.kw), gelu(b, l, e, name="transform_act", **at.kw),
+               NORMS[norm](b, l, e, name=f"transform_{norm}_norm", **at.kw),
+               *lm_rows(at, e, vocab, tied=tied, bias=True, name="decoder")]
+        if task == "masked_lm":
+            return mlm
+        nsp = [linear(b, 1, e, 2, name="seq_relationship", **at.kw), cross_entropy(b, 1, 2, es=at.es, name="nsp_loss")]
+        return pooler_rows(at) + mlm + nsp
+    if task == "classification":
+        return _classifier(at, exact(num_labels, "num_labels"), classifier, dropouts)
+    return []
+
+
+def _classifier(at: Layout, labels, classifier, dropouts) -> list[Cost]:
+    """A sequence classifier and its loss (see ``CLASSIFIERS``)."""
+    b, l, e = at.b, at.l, at.e
+    drop = lambda name: [dropout(b, 1, e, es_mask=at.es_mask, name=name, **at.kw)] if dropouts else []  # noqa: E731
+    if classifier == "score":
+        rows = [linear(b, l, e, labels, bias=False, name="score", **at.kw)]
+    elif classifier == "pooled":
+        rows = pooler_rows(at) + drop("classifier_dropout") + [linear(b, 1, e, labels, name="classifier", **at.kw)]
+    else:
+        rows = drop("classifier_dropout_1") + [linear(b, 1, e, e, name="classifier_dense", **at.kw),
+                                               gelu(b, 1, e, name="classifier_activation", **at.kw)] + \
+            drop("classifier_dropout_2") + [linear(b, 1, e, labels, name="out_proj", **at.kw)]
+    return rows + [cross_entropy(b, 1, labels, es=at.es, name="classification_loss")]

@@ -1,0 +1,73 @@
+"""The blocks of a whole model, in order, each with how many times it occurs.
+
+A decoder (or encoder) is ``embedding, layers..., head``; its layers come in groups of
+identical ones (full and sliding-window attention).  An encoder-decoder (T5) is
+``embedding, encoder layers, encoder_end, decoder_start, decoder layers, head``; the
+decoder's start reads the encoder's word table (no weights of its own).  Both stacks use
+the training sequence length ``l``.
+"""
+
+from __future__ import annotations
+
+from sympy import Expr, sympify
+
+from symbolic_cost.blocks import Block, embedding_block, head_block, transformer_layer
+from symbolic_cost.blocks.ends import stack_end
+from symbolic_cost.models.architecture import Architecture
+
+
+def model_stack(arch: Architecture, t, m1, s1, es, conventions) -> tuple[tuple[Block, Expr], ...]:
+    """``(block, count)`` for every block of ``arch`` on one device, in model order; the first
+    is the embedding, the last the head, every other one is a layer group (or, for T5, the
+    encoder's end and the decoder's start)."""
+    kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
+    vocab = arch.padded_vocab(m1)
+    relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
+    start = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, positions=arch.positions,
+                            token_types=arch.token_types, dropouts=arch.dropouts,
+                            norm=arch.norm if arch.embedding_norm else None,
+                            projection=arch.embedding_projection, relative=relative, **kw)
+    end = head_block(t.b, t.l, arch.e, vocab, m1, s1, tied=arch.tied, loss=arch.lm_head,
+                     final_norm=arch.norm if arch.final_norm else None, pooler=arch.pooler,
+                     head_bias=arch.head_bias, projection=arch.embedding_projection, softcap=arch.logit_softcap,
+                     final_dropout=arch.encoder_decoder and arch.dropouts, task=arch.task,
+                     num_labels=arch.num_labels, classifier=arch.classifier, norm=arch.norm,
+                     dropouts=arch.dropouts, **kw)
+    if not arch.encoder_decoder:
+        return ((start, sympify(1)), *layer_groups(arch, t, m1, s1, kw), (end, sympify(1)))
+    encoder = transformer_layer(**_layer_options(arch, t, m1, s1, causal=False), **kw)
+    decoder = transformer_layer(**_layer_options(arch, t, m1, s1, cross=True), **kw)
+    closing = stack_end(t.b, t.l, arch.e, m1, s1, norm=arch.norm, dropouts=arch.dropouts, **kw)
+    second = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, dropouts=arch.dropouts, shared=True,
+                             relative=relative, name="decoder_start", **kw)
+    one = sympify(1)
+    return ((start, one), (encoder, sympify(arch.n_layers)), (closing, one), (second, one),
+            (decoder, sympify(arch.decoder_layers)), (end, one))
+
+
+def layer_groups(arch: Architecture, t, m1, s1, kw) -> list[tuple[Block, Expr]]:
+    """The layers as ``(block, count)`` groups: sliding-window layers and full ones; layers
+    that cost the same (a dense-counted window) are one group."""
+    depth = sympify(arch.n_layers)
+    if arch.window is None:
+        return [(transformer_layer(**_layer_options(arch, t, m1, s1), **kw), depth)]
+    windowed = depth if arch.windowed_layers is None else sympify(arch.windowed_layers)
+    groups = [(transformer_layer(**_layer_options(arch, t, m1, s1, window=arch.window), **kw), windowed)]
+    if windowed != depth:
+        full = transformer_layer(**_layer_options(arch, t, m1, s1), **kw)
+        if full.rows == groups[0][0].rows:
+            return [(full, depth)]
+        groups.append((full, depth - windowed))
+    return groups
+
+
+def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, window=None) -> dict:
+    """The keywords of ``transformer_layer`` for one layer of ``arch``."""
+    optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim,
+                    qk_norm=arch.qk_norm, window=window, score_bias=arch.score_bias)
+    return dict(b=t.b, l=t.l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
+                bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
+                rotary_pos=arch.rotary, causal=arch.causal if causal is None else causal, gated_act=arch.gated,
+                dropouts=arch.dropouts, activation_dropout=arch.activation_dropout, norm=arch.norm,
+                norms=arch.norms, parallel=arch.parallel, cross=cross, softcap=arch.softcap,
+                **{k: v for k, v in optional.items() if v is not None})

@@ -1,0 +1,44 @@
+"""Element-wise work on attention scores and logits: position biases (ALiBi, T5's relative bias)
+and the ``tanh`` soft cap (Gemma 2).
+
+Both act on a ``(b, l, x)`` tensor: for attention scores ``x = h * keys`` (the stored keys
+per query, ``ops.matmul.stored_keys``), for the LM logits ``x = vocab``.
+"""
+
+from __future__ import annotations
+
+from symbolic_cost.cost import Cost, exact, make_cost
+
+
+def score_bias(b, l, x, *, learned=False, es=2, name="position_bias") -> Cost:
+    """``S + B``: a bias ``B (l, x)`` shared by the batch added to the scores ``S (b, l, x)``.
+
+    ``n = b*l*x``.  Forward: ``n`` adds.  Backward passes ``dS`` through unchanged; a
+    ``learned`` bias (T5's relative attention bias) also sums ``dS`` over the batch into
+    ``dB``: ``(b - 1) l x`` adds, and writes ``dB``.  ALiBi's bias is fixed (not learned).
+    Nothing is kept.  The bias is the second input.
+
+    >>> from symbolic_cost.symbols import b, l, h
+    >>> score_bias(b, l, h * l, learned=True).flops_bwd
+    h*l**2*(b - 1)
+    """
+    b, l, x, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (x, "x"), (es, "es")))
+    n, bias = b * l * x, l * x
+    return make_cost(name, "vector", flops_fwd=n, flops_bwd=(b - 1) * bias if learned else 0,
+                     act_in=n * es, act_in_other=bias * es, act_out=n * es, act_buffer=0,
+                     act_grads=(n + (bias if learned else 0)) * es)
+
+
+def softcap(b, l, x, *, es=2, name="softcap") -> Cost:
+    """Soft cap ``Y = c tanh(X / c)`` on ``X (b, l, x)`` (Gemma 2's attention and final logits).
+
+    ``n = b*l*x``.  Forward: divide, ``tanh``, multiply: ``3n``.  Backward
+    ``dX = dY (1 - tanh^2)``: square, subtract, multiply: ``3n``.  Keeps ``tanh(X / c)``.
+
+    >>> softcap(2, 3, 5).flops_fwd
+    90
+    """
+    b, l, x, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (x, "x"), (es, "es")))
+    n = b * l * x
+    return make_cost(name, "vector", flops_fwd=3 * n, flops_bwd=3 * n, act_in=n * es, act_out=n * es,
+                     act_buffer=n * es, act_grads=2 * n * es)

@@ -1,0 +1,193 @@
+"""Dense model families (issue 13): each architecture feature by hand counts, and config loading
+(defaults, every key accounted for, refusals naming the key).
+
+Expected values are counted here from the shapes of the modules (as the Hugging Face model code
+builds them) or enumerated, never read back from the library."""
+
+import copy
+import json
+from importlib import resources
+
+import pytest
+from sympy import Min, Symbol
+
+from symbolic_cost import conventions as conv
+from symbolic_cost import symbols as S
+from symbolic_cost.blocks import attention, transformer_layer
+from symbolic_cost.models import Architecture, Training, model_cost
+
+DENSE = conv.DEFAULT.but(window_count="dense")
+
+
+def _params(arch):
+    return model_cost(arch, Training(b=1, l=8)).parameters
+
+
+def _arch(**fields):
+    base = dict(name="x", n_layers=2, e=64, h=4, f=256, vocab=100, tied=False, dropouts=False)
+    return Architecture(**{**base, **fields})
+
+
+def _llama_layer(e, f, h, kv, hd, qkv_bias=0, out_bias=0, mlp_bias=0, norms=2, qk=0):
+    """A Llama-style layer counted from its modules: q, k, v, o, gate, up, down, RMS norms."""
+    attn = e * h * hd + 2 * e * kv * hd + h * hd * e + qkv_bias * (h + 2 * kv) * hd + out_bias * e
+    return attn + 3 * e * f + mlp_bias * (2 * f + e) + norms * e + qk
+
+
+# --- 1. head_dim, multi-query, biases, norms, partial rotary, tied heads, positions ---------
+
+def test_head_dim_apart_from_e_over_h_mistral_nemo():
+    """Mistral-NeMo-12B: 5120 wide, 32 heads of 128 (not 160): 12.25 B as published."""
+    v, e, L, f, h, kv, hd = 131072, 5120, 40, 14336, 32, 8, 128
+    arch = Architecture("nemo", L, e, h, f, v, kv_heads=kv, head_dim=hd, mlp="swiglu", norm="rms",
+                        rotary=True, tied=False, qkv_bias=False, bias=False, dropouts=False)
+    assert _params(arch) == 2 * v * e + L * _llama_layer(e, f, h, kv, hd) + e == 12_247_782_400
+
+
+def test_value_head_size_apart_from_query_key():
+    block = attention(1, 8, 64, 4, head_dim=16, v_head_dim=8, qkv_bias=False, out_bias=False, dropouts=False)
+    assert block["qkv_proj"].weights / 2 == 64 * (4 * 16 + 4 * 16 + 4 * 8)
+    assert block["v_proj"].weights / 2 == 4 * 8 * 64
+    assert block["attend"].act_out / 2 == 4 * 8 * 8           # (b, h, l, v_head_dim)
+
+
+def test_multi_query_attention_has_one_key_value_head():
+    e, h, q = 64, 4, 16
+    block = attention(1, 8, e, h, kv_heads=1, qkv_bias=False, out_bias=False)
+    assert block["qkv_proj"].weights / 2 == e * (h * q + 2 * q)
+    assert block["logits"].act_in_other / 2 == 8 * q           # one K head of (l, q)
+
+
+@pytest.mark.parametrize("qkv_bias, bias, mlp_bias", [(True, True, True), (True, False, False),
+                                                      (False, False, True), (True, True, False)])
+def test_bias_variants(qkv_bias, bias, mlp_bias):
+    """Qwen2 biases only q, k, v; Llama's attention_bias biases q, k, v and o; mlp_bias the MLP."""
+    e, f, h, kv = 64, 256, 4, 2
+    arch = _arch(kv_heads=kv, mlp="swiglu", norm="rms", final_norm=False, qkv_bias=qkv_bias, bias=bias,
+                 mlp_bias=mlp_bias, n_layers=1)
+    layer = _llama_layer(e, f, h, kv, e // h, qkv_bias=qkv_bias, out_bias=bias, mlp_bias=mlp_bias)
+    assert _params(arch) == 2 * 100 * e + layer
+
+
+@pytest.mark.parametrize("norm, per_norm", [("layer", 2), ("layer_nobias", 1), ("layer_noaffine", 0),
+                                            ("rms", 1), ("rms_noaffine", 0)])
+def test_norm_kinds_parameters(norm, per_norm):
+    e = 64
+    with_norms, without = _arch(norm=norm), _arch(norm=norm, final_norm=False)
+    assert _params(with_norms) - _params(without) == per_norm * e          # the final norm
+    layer = transformer_layer(1, 8, e, 256, 4, norm=norm, bias=False, qkv_bias=False)
+    assert layer.total("weights") / 2 == 4 * e * e + 2 * e * 256 + 2 * per_norm * e
+
+
+def test_bias_free_layer_norm_flops_by_element():
+    from symbolic_cost.ops.norm import layer_norm
+    n = 2 * 3 * 5
+    full, free = layer_norm(2, 3, 5), layer_norm(2, 3, 5, bias=False)
+    assert full.flops_fwd - free.flops_fwd == n and full.flops_bwd - free.flops_bwd == 2 * n
+
+
+@pytest.mark.parametrize("qk_norm, extra", [("head", 2 * 16), ("projection", (4 + 2) * 16)])
+def test_query_key_norms(qk_norm, extra):
+    """Qwen3 / Gemma 3: one RMS weight per head size for q and k; OLMo 2: over the projections."""
+    plain = attention(1, 8, 64, 4, kv_heads=2, norm="rms", qkv_bias=False, out_bias=False)
+    normed = attention(1, 8, 64, 4, kv_heads=2, norm="rms", qkv_bias=False, out_bias=False, qk_norm=qk_norm)
+    assert (normed.total("weights") - plain.total("weights")) / 2 == extra
+    assert normed.names[2:4] == ["q_norm", "k_norm"]
+
+
+def test_projection_qk_norm_reduces_its_statistics_over_the_tensor_group():
+    block = attention(1, 8, 64, 4, 2, kv_heads=2, norm="rms", qk_norm="projection")
+    kinds = [(c.kind, c.pass_, c.elements) for c in block["q_norm"].collectives]
+    assert kinds == [("allreduce", "fwd", 8), ("allreduce", "bwd", 8)]
+
+
+def test_partial_rotary_rotates_a_fraction_of_each_head():
+    """GPT-NeoX: rotary_pct 0.25 of 64 dims: 16 dims of every q and k head, 3 FLOPs each."""
+    b, l, h, e = 2, 8, 4, 256
+    block = attention(b, l, e, h, rotary_pos=True, rotary_dim=16)
+    assert block["rotary"].flops_fwd == 3 * b * l * (h + h) * 16
+
+
+def test_tied_head_and_learned_positions():
+    v, e = 100, 64
+    tied, untied = _arch(tied=True), _arch(tied=False)
+    assert _params(untied) - _params(tied) == v * e
+    assert _params(_arch(positions=2050)) - _params(_arch()) == 2050 * e
+
+
+# --- 2. parallel attention and MLP ------------------------------------------------------
+
+def test_parallel_block_parameters_gpt_j():
+    """GPT-J layer: q, k, v, out without bias, fc_in and fc_out with bias, one LayerNorm."""
+    e, f, h = 64, 256, 4
+    layer = transformer_layer(1, 8, e, f, h, parallel=True, norms=1, qkv_bias=False, mlp_bias=True, bias=False,
+                              dropouts=False)
+    assert layer.total("weights") / 2 == 4 * e * e + (e * f + f) + (f * e + e) + 2 * e
+
+
+def test_parallel_block_collectives_one_reduction_each_way():
+    """Both branches read one gathered input and their partial outputs are summed first:
+    one allreduce of (b, l, e) forward (the sum) and one backward (the input gradient)."""
+    b, l, e, m1 = 2, 8, 64, 4
+    layer = transformer_layer(b, l, e, 256, 4, m1, parallel=True, norms=1, dropouts=False)
+    assert sorted((c.kind, c.pass_, c.elements) for c in layer.collectives) == \
+        [("allreduce", "bwd", b * l * e), ("allreduce", "fwd", b * l * e)]
+    sequential = transformer_layer(b, l, e, 256, 4, m1, dropouts=False)
+    assert len(sequential.collectives) == 4
+
+
+def test_parallel_block_with_two_norms_gathers_each_branch_input():
+    layer = transformer_layer(2, 8, 64, 256, 4, 4, 4, parallel=True, norms=2, dropouts=False)
+    gathers = [c for c in layer.collectives if c.kind == "allgather" and c.pass_ == "fwd"]
+    assert len(gathers) == 2 + 0                   # one per norm output (s1 = m1: no extra gather)
+    with pytest.raises(ValueError, match="norms must be one of"):
+        transformer_layer(2, 8, 64, 256, 4, parallel=True, norms=4)
+
+
+def test_sandwich_norms_gemma2():
+    layer = transformer_layer(1, 8, 64, 256, 4, norm="rms", norms=4, gated_act=True, bias=False,
+                              qkv_bias=False, dropouts=False)
+    assert [n for n in layer.names if "norm" in n] == ["rms_norm_1", "rms_norm_post_attention", "rms_norm_2",
+                                                        "rms_norm_post_mlp"]
+
+
+# --- 3. sliding windows -----------------------------------------------------------------
+
+def _scores_by_enumeration(l, w, causal):
+    """Count (query, key) pairs a windowed kernel scores by walking every query."""
+    return sum(min(t + 1, w) if causal else min(w, l) for t in range(l))
+
+
+@pytest.mark.parametrize("l, w", [(8, 3), (8, 8), (5, 9)])
+def test_window_scores_by_enumeration(l, w):
+    h, q = 2, 4
+    for causal_flops in ("full", "exact"):
+        conventions = conv.DEFAULT.but(causal_flops=causal_flops)
+        block = attention(1, l, h * q, h, window=w, causal=True, dropouts=False, conventions=conventions)
+        pairs = _scores_by_enumeration(l, w, causal_flops == "exact")
+        assert block["logits"].flops_fwd == h * pairs * (2 * q - 1)
+        assert block["softmax"].act_buffer == 2 * h * l * min(w, l)      # the band is stored
+    dense = attention(1, l, h * q, h, window=w, causal=True, conventions=DENSE)
+    assert dense["logits"].flops_fwd == h * l * l * (2 * q - 1)
+
+
+def test_window_is_symbolic():
+    w = Symbol("w", positive=True, integer=True)
+    block = attention(S.b, S.l, S.e, S.h, window=w)
+    assert block["softmax"].act_buffer == 2 * S.b * S.h * S.l * Min(S.l, w)
+    full = attention(S.b, S.l, S.e, S.h)["logits"].flops_fwd
+    assert block["logits"].flops_fwd.subs({w: 4, S.l: 16}) == full.subs(S.l, 16) / 4     # 4 of 16 keys
+    assert block["logits"].flops_fwd.subs({w: 32, S.l: 16}) == full.subs(S.l, 16)        # window >= l
+
+
+def test_alternating_windows_gemma2():
+    """Half the layers windowed: the model's FLOPs are half windowed, half full layers."""
+    base = dict(mlp="geglu", norm="rms", norms=4, window=4, qkv_bias=False, bias=False, n_layers=4)
+    training = Training(b=1, l=16)
+    every = model_cost(_arch(**base), training)
+    half = model_cost(_arch(**base, windowed_layers=2), training)
+    none = model_cost(_arch(**{k: v for k, v in base.items() if k != "window"}), training)
+    assert 2 * half.flops_fwd == every.flops_fwd + none.flops_fwd
+    assert [count for _, count in half.blocks] == [1, 2, 2, 1]
+    dense = model_cost(_arch(**base, windowed_layers=2), training, DENSE)
+    assert [count for _, count in dense.blocks] == [1, 4, 1] and dense.flops_fwd == none.flops_fwd
