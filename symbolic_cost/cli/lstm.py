@@ -18,7 +18,8 @@ from symbolic_cost.numeric.tables import UNITS
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.tools.lstm import LSTM, memory, memory_overflow, parameters, stage_times, step_time
 
-SIZES = ("batch", "steps", "hidden", "vocab", "layers")
+SIZES = {"batch": "sequences per step", "steps": "time steps per sequence", "hidden": "hidden size D",
+         "vocab": "vocabulary V", "layers": "LSTM layers L"}
 """Sizes without a default: given, or taken from ``--from``."""
 
 _PLAIN = {item.name: item.default for item in fields(LSTM)}
@@ -46,8 +47,8 @@ def add_arguments(parser) -> None:
                    help="start from the model, system and conventions of a reproduction: "
                         + (", ".join(named) or "none defines an LSTM model"))
     group = parser.add_argument_group("model (sizes: required unless --from)")
-    for name in SIZES:
-        options.option(group, f"--{name}", type=int, help=f"the model's {name}")
+    for name, text in SIZES.items():
+        options.option(group, f"--{name}", type=int, help=text)
     for name, text in (("gates", "gates per cell"), ("projection", "projection width Pj"),
                        ("element-bytes", "bytes per element"), ("dp", "data-parallel replicas"),
                        ("lp", "devices the layers are placed on"), ("hlp", "layer groups pipelined over steps")):

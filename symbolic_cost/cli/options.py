@@ -126,7 +126,7 @@ def counting(parser, conventions: str = CONVENTIONS, kernel_time: bool = True):
     """``--conventions``, ``--system`` (and ``--kernel-time``): how to count and on what."""
     group = parser.add_argument_group("counting")
     option(group, "--conventions", action=Given, choices=list(conv.PRESETS), default=conventions,
-           help="counting conventions (a preset)")
+           help="counting conventions preset")
     option(group, "--system", action=Given, choices=list(SYSTEMS), default=SYSTEM, help="the hardware")
     if kernel_time:
         option(group, "--kernel-time", choices=["roofline", "tiled"],
