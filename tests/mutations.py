@@ -1,0 +1,161 @@
+"""One-line mutations of the model layer that the tests must kill.
+
+Each mutation replaces one line, found by a text anchor that must occur exactly once, in a
+temporary copy of ``symbolic_cost/`` (never in the working tree), then runs
+``tests/test_simulations.py`` and ``tests/test_model.py`` against the copy in a subprocess;
+the mutation is killed when they fail.  The first five are the mutations that survived the
+whole suite before issue 15; the others guard the expressions added with it.
+
+Run from the repository root (``tests/test_mutations.py`` runs the same in the suite)::
+
+    python tests/mutations.py            # every mutation, two at a time
+    python tests/mutations.py -j 1 bubble zero3-allgathers
+
+It prints one line per mutation and exits with 1 if one survives or an anchor is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ("tests/test_simulations.py", "tests/test_model.py")
+NO_SHRINK = """
+from hypothesis import Phase, settings as _settings
+_settings.register_profile("mutations", max_examples=60, deadline=None, database=None,
+                           phases=[Phase.explicit, Phase.reuse, Phase.generate])
+"""
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """Replace ``anchor`` (exactly one occurrence in ``path``) by ``replacement``."""
+
+    name: str
+    path: str
+    anchor: str
+    replacement: str
+    required: bool = True        # one of the five that survived before issue 15
+
+    def apply(self, root: Path) -> None:
+        """Mutate the copy under ``root``; ``ValueError`` if the anchor is missing or repeated."""
+        file = root / self.path
+        text = file.read_text()
+        count = text.count(self.anchor)
+        if count != 1:
+            raise ValueError(f"mutation {self.name}: anchor found {count} times in {self.path} "
+                             f"(expected once): {self.anchor!r}")
+        file.write_text(text.replace(self.anchor, self.replacement))
+
+
+PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/zero.py"
+TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
+MUTATIONS = (
+    Mutation("bubble", PIPELINE, "(self.v * sympify(n) + p - 1)", "(self.v * sympify(n))"),
+    Mutation("1f1b-in-flight", PIPELINE, "return Min(p - rank, n)", "return p - rank"),
+    Mutation("full-recompute-collectives", TOTALS, "again = redone if", "again = 0 if"),
+    Mutation("zero3-allgathers", ZERO, 'dp("allgather", weight_bytes, "fwd", micro_batches)',
+             'dp("allgather", weight_bytes, "fwd")'),
+    Mutation("selective-keeps-qkv", MEMORY, 'kept - core + layer["qkv_proj"].act_out', "kept - core"),
+    Mutation("zero3-backward-allgathers", ZERO, 'dp("allgather", weight_bytes, "bwd", micro_batches)',
+             'dp("allgather", weight_bytes, "bwd")', required=False),
+    Mutation("interleaved-in-flight", PIPELINE, "(self.v - 1) * p + 1, n * self.v)",
+             "(self.v - 1) * p, n * self.v)", required=False),
+    Mutation("zero2-reduce-scatters", ZERO, "repeats=micro_batches if zero >= 2 else 1", "repeats=1",
+             required=False),
+    Mutation("distributed-optimizer", ZERO, 'or (state == "optimizer" and distributed_optimizer)', "",
+             required=False),
+    Mutation("uniform-groups", MEMORY, "return layers / group * tokens_bytes", "return layers * tokens_bytes",
+             required=False),
+    Mutation("block-redone-layers", MEMORY, "return training.recompute_layers", "return layers", required=False),
+    Mutation("sends-per-chunk", TOTALS, "p, n * t.virtual_stages,", "p, n,", required=False),
+)
+
+
+def _copy(tmp: Path) -> Path:
+    """The package, the tests and pyproject.toml copied under ``tmp``, with a hypothesis profile
+    that reports the first failing example without shrinking it."""
+    ignore = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
+    for name in ("symbolic_cost", "tests"):
+        shutil.copytree(ROOT / name, tmp / name, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", tmp / "pyproject.toml")
+    with open(tmp / "tests" / "conftest.py", "a") as conftest:
+        conftest.write(NO_SHRINK)
+    return tmp
+
+
+def run_tests(root: Path) -> subprocess.CompletedProcess:
+    """The tests against the package under ``root`` (first on ``sys.path``), stopping at the first failure."""
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    check = "import symbolic_cost, sys; sys.exit(not symbolic_cost.__file__.startswith(sys.argv[1]))"
+    if subprocess.run([sys.executable, "-c", check, str(root)], cwd=root, env=env).returncode:
+        raise RuntimeError(f"the copy under {root} is not the package the tests import")
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header",
+               "--hypothesis-profile=mutations", *TESTS]
+    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+
+
+def _last_failure(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith("FAILED")]
+    return lines[0].removeprefix("FAILED ") if lines else output.strip().splitlines()[-1]
+
+
+def check(mutation: Mutation | None) -> tuple[bool, str]:
+    """(killed, what failed) for one mutation; for ``None`` (the unmutated copy): (failed, output)."""
+    with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
+        root = _copy(Path(tmp))
+        if mutation is not None:
+            mutation.apply(root)
+        result = run_tests(root)
+    return result.returncode != 0, _last_failure(result.stdout + result.stderr)
+
+
+def run(mutations=MUTATIONS, jobs=2) -> dict:
+    """Check the unmutated copy passes, then every mutation: ``{name: (killed, what failed)}``.
+    Every anchor is checked against the working tree first, so a missing one fails at once."""
+    for mutation in mutations:
+        with tempfile.TemporaryDirectory() as tmp:
+            target = Path(tmp) / mutation.path
+            target.parent.mkdir(parents=True)
+            shutil.copy(ROOT / mutation.path, target)
+            mutation.apply(Path(tmp))
+    failed, output = check(None)
+    if failed:
+        raise RuntimeError(f"the tests fail without any mutation, so no mutation can be judged: {output}")
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return dict(zip((m.name for m in mutations), pool.map(check, mutations)))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="mutations to run (default: all): "
+                        + ", ".join(m.name for m in MUTATIONS))
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="mutations run at once (default 2)")
+    args = parser.parse_args(argv)
+    unknown = set(args.names) - {m.name for m in MUTATIONS}
+    if unknown:
+        parser.error(f"unknown mutation(s): {', '.join(sorted(unknown))}")
+    chosen = [m for m in MUTATIONS if not args.names or m.name in args.names]
+    try:
+        results = run(chosen, args.jobs)
+    except (ValueError, RuntimeError) as error:
+        print(error, file=sys.stderr)
+        return 1
+    for name, (killed, failure) in results.items():
+        print(f"{'killed  ' if killed else 'SURVIVED'} {name:28} {failure if killed else ''}")
+    survivors = [name for name, (killed, _) in results.items() if not killed]
+    print(f"{len(results) - len(survivors)} of {len(results)} mutations killed"
+          + (f"; survived: {', '.join(survivors)}" if survivors else ""))
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""The mutation check (``tests/mutations.py``): every one-line mutation of the model layer it lists
+makes ``tests/test_simulations.py`` or ``tests/test_model.py`` fail.
+
+About a minute and a half on two cores (each mutation runs the two files against a mutated copy
+of the package in a subprocess); deselect with ``-k "not mutation"``, or run the script alone:
+``python tests/mutations.py``.
+"""
+
+import pytest
+
+import mutations
+
+
+def test_the_five_mutations_of_the_issue_are_listed():
+    required = [m.name for m in mutations.MUTATIONS if m.required]
+    assert required == ["bubble", "1f1b-in-flight", "full-recompute-collectives", "zero3-allgathers",
+                        "selective-keeps-qkv"]
+
+
+def test_a_missing_anchor_is_refused(tmp_path):
+    (tmp_path / "x.py").write_text("a = 1\na = 1\n")
+    for anchor, count in (("b = 2", 0), ("a = 1", 2)):
+        with pytest.raises(ValueError, match=f"anchor found {count} times in x.py"):
+            mutations.Mutation("m", "x.py", anchor, "").apply(tmp_path)
+
+
+def test_every_mutation_is_killed_and_the_working_tree_is_untouched():
+    def sources():
+        return {m.path: (mutations.ROOT / m.path).read_text() for m in mutations.MUTATIONS}
+    before = sources()
+    results = mutations.run(mutations.MUTATIONS, jobs=2)
+    assert sources() == before
+    survivors = [name for name, (killed, _) in results.items() if not killed]
+    assert not survivors, f"mutations the tests do not catch: {', '.join(survivors)}"
