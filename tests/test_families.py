@@ -191,3 +191,139 @@ def test_alternating_windows_gemma2():
     assert [count for _, count in half.blocks] == [1, 2, 2, 1]
     dense = model_cost(_arch(**base, windowed_layers=2), training, DENSE)
     assert [count for _, count in dense.blocks] == [1, 4, 1] and dense.flops_fwd == none.flops_fwd
+
+
+# --- 4. config loading: the config class's defaults, every key accounted for, refusals -------
+
+def _load(**config):
+    from symbolic_cost.models.config import from_config
+    return from_config(config)
+
+
+def _neox_20b_by_hand():
+    """GPT-NeoX-20B (GPTNeoXConfig's defaults): biased fused qkv and dense, biased MLP, two
+    LayerNorms a layer, an untied head: 20,554,567,680 as published."""
+    e, f, v, L = 6144, 24576, 50432, 44
+    layer = (3 * e * e + 3 * e) + (e * e + e) + (e * f + f) + (f * e + e) + 4 * e
+    return 2 * v * e + L * layer + 2 * e
+
+
+@pytest.mark.parametrize("model_type, published", [
+    ("gpt2", 124_439_808), ("llama", 6_738_415_616), ("mistral", 7_241_732_096), ("t5", 60_506_624),
+    ("bert", 109_482_240), ("gpt_neox", _neox_20b_by_hand()), ("gemma2", 2_614_341_888)])
+def test_missing_keys_take_the_config_class_defaults(model_type, published):
+    """Each class's defaults are a published model: GPT-2 small, Llama-2-7B, Mistral-7B, t5-small,
+    bert-base (base model and pooler), GPT-NeoX-20B, Gemma-2-2B."""
+    assert _params(_load(model_type=model_type)) == published
+
+
+def test_mistral_defaults_to_a_window_on_every_layer():
+    arch = _load(model_type="mistral")
+    assert (arch.window, arch.windowed_layers) == (4096, 32)
+    assert _load(model_type="mistral", sliding_window=None).window is None
+
+
+@pytest.mark.parametrize("config, count", [
+    (dict(model_type="gemma2", num_hidden_layers=26), 13),                 # every other layer
+    (dict(model_type="gemma3_text", num_hidden_layers=26), 26 - 26 // 6),  # five of every six
+    (dict(model_type="gemma3_text", num_hidden_layers=12, sliding_window_pattern=4), 9),
+    (dict(model_type="qwen2", num_hidden_layers=8, use_sliding_window=True, max_window_layers=3), 5),
+    (dict(model_type="qwen2", num_hidden_layers=3, use_sliding_window=True,
+          layer_types=["sliding_attention", "full_attention", "sliding_attention"]), 2)])
+def test_sliding_window_layer_patterns(config, count):
+    assert _load(**config).windowed_layers == count
+
+
+def test_qwen2_without_use_sliding_window_has_no_window():
+    assert _load(model_type="qwen2", sliding_window=4096).window is None
+
+
+@pytest.mark.parametrize("name, published", [
+    ("BertForMaskedLM", 109_514_298), ("BertForPreTraining", 110_106_428),
+    ("BertForSequenceClassification", 109_483_778), ("BertModel", 109_482_240)])
+def test_bert_heads_named_by_architectures(name, published):
+    """bert-base-uncased with each head, as Hugging Face reports them: the masked-LM transform
+    (768 x 768 + 768, LayerNorm 2 x 768) and decoder bias (30522) on a tied decoder; NSP
+    768 x 2 + 2 on top of the pooler; a 2-class classifier on the pooler."""
+    assert _params(_load(model_type="bert", architectures=[name])) == published
+
+
+def test_classification_heads_by_hand():
+    e, v = 768, 50265
+    labels = {"0": "negative", "1": "neutral", "2": "positive"}
+    roberta = _load(model_type="roberta", architectures=["RobertaForSequenceClassification"], id2label=labels,
+                    max_position_embeddings=514, type_vocab_size=1)
+    masked = _load(model_type="roberta", architectures=["RobertaForMaskedLM"], max_position_embeddings=514,
+                   type_vocab_size=1)
+    # RoBERTa's classifier: dense (e x e + e) and out_proj (e x 3 + 3); the masked-LM head:
+    # dense (e x e + e), LayerNorm (2e), a decoder bias (v) on the tied table
+    assert _params(roberta) - _params(masked) == (e * e + e + 3 * e + 3) - (e * e + e + 2 * e + v)
+    llama = _load(model_type="llama", architectures=["LlamaForSequenceClassification"])
+    assert _params(_load(model_type="llama")) - _params(llama) == 32000 * 4096 - 2 * 4096   # score: e x 2
+
+
+def test_encoder_decoder_blocks_t5():
+    cost = model_cost(_load(model_type="t5"), Training(b=1, l=8))
+    assert [(blk.name, count) for blk, count in cost.blocks] == [
+        ("embedding", 1), ("layer", 6), ("encoder_end", 1), ("decoder_start", 1), ("layer", 6), ("head", 1)]
+    decoder = cost.blocks[4][0]
+    assert {"cross_q_proj", "cross_kv_proj", "cross_logits"} <= set(decoder.names)
+    assert cost.blocks[3][0]["word_embeddings"].weights == 0           # the encoder's table, shared
+
+
+def test_t5_untied_head_counts_its_own_table():
+    tied, untied = _load(model_type="t5"), _load(model_type="t5", tie_word_embeddings=False)
+    assert _params(untied) - _params(tied) == 32128 * 512
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(model_type="llama", tie_word_embeddings="false"), "tie_word_embeddings must be true or false, got 'false'"),
+    (dict(model_type="llama", attention_bias=1), "attention_bias must be true or false, got 1"),
+    (dict(model_type="llama", num_hidden_layers=True), "num_hidden_layers must be a positive integer, got True"),
+    (dict(model_type="llama", hidden_size=4096.0), "hidden_size must be a positive integer"),
+    (dict(model_type="llama", attention_dropout="0.1"), "attention_dropout must be a non-negative number"),
+    (dict(model_type="llama", num_experts=8), "unknown key 'num_experts'"),
+    (dict(model_type="llama", rope_scaling={"rope_type": "linear", "factor": 2.0, "scale": 1}),
+     "unknown key rope_scaling.scale"),
+    (dict(model_type="qwen2", num_hidden_layers=2, use_sliding_window=True, layer_types=["full_attention"]),
+     "layer_types must list 2"),
+    (dict(model_type="bert", architectures=["BertForTokenClassification"]), "this head is not supported"),
+    (dict(model_type="bert", position_embedding_type="relative_key"), "position_embedding_type='relative_key'"),
+    (dict(model_type="falcon", multi_query=False, num_kv_heads=8), "num_kv_heads=8 needs new_decoder_architecture"),
+    (dict(model_type="opt", layerdrop=0.1), "layerdrop=0.1 is not supported"),
+    (dict(model_type="gpt2", add_cross_attention=True), "add_cross_attention=True is not supported"),
+    (dict(model_type="t5", feed_forward_proj="gated-gelu-new"), "feed_forward_proj must be ACT or gated-ACT"),
+    (dict(model_type="gemma2", use_bidirectional_attention=True), "use_bidirectional_attention=True"),
+    (dict(model_type="mistral", num_attention_heads=32, num_key_value_heads=5), "num_key_value_heads=5 does not divide"),
+    ("not a dict", "model_type None is not supported"),
+])
+def test_refusals_name_the_key(config, message):
+    from symbolic_cost.models.config import from_config
+    with pytest.raises(ValueError) as error:
+        from_config(config if isinstance(config, dict) else config)
+    assert message in str(error.value)
+
+
+def test_keys_that_do_not_change_the_cost_are_accepted():
+    plain = _load(model_type="llama")
+    noisy = _load(model_type="llama", bos_token_id=1, eos_token_id=[2, 3], torch_dtype="bfloat16",
+                  initializer_range=0.01, rms_norm_eps=1e-5, rope_theta=5e5, pretraining_tp=2,
+                  rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+                  architectures=["LlamaForCausalLM"], transformers_version="4.45.0", use_cache=True)
+    assert _params(noisy) == _params(plain)
+
+
+def test_partial_rotary_from_the_config():
+    """GPT-NeoX's rotary_pct (0.25 of 64 = 16 dims), Phi's partial_rotary_factor (0.4 of 80 = 32),
+    a rope_parameters entry winning over the top-level key (as transformers' standardisation does)."""
+    assert _load(model_type="gpt_neox", hidden_size=1024, num_attention_heads=16).rotary_dim == 16
+    assert _load(model_type="phi", hidden_size=2560, num_attention_heads=32, partial_rotary_factor=0.4).rotary_dim == 32
+    assert _load(model_type="phi", hidden_size=2560, num_attention_heads=32, partial_rotary_factor=0.4,
+                 rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.5}).rotary_dim == 40
+
+
+def test_dropout_probabilities_switch_the_dropouts():
+    assert _load(model_type="llama").dropouts is False
+    assert _load(model_type="llama", attention_dropout=0.1).dropouts is True
+    assert _load(model_type="gpt2", resid_pdrop=0, embd_pdrop=0, attn_pdrop=0.0).dropouts is False

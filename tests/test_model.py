@@ -100,16 +100,16 @@ def test_zero_stages_shard_what_they_say():
 
 
 @pytest.mark.parametrize("config, message", [
-    ({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12}, "missing key 'vocab_size'"),
+    ({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "moe_layers": 4}, "unknown key 'moe_layers'"),
     ({"model_type": "gpt2", "n_embd": 768, "n_head": 10, "n_layer": 12, "vocab_size": 9, "n_positions": 8},
      "n_head=10 does not divide n_embd=768"),
     ({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 5,
       "num_hidden_layers": 2, "intermediate_size": 8, "vocab_size": 8}, "num_key_value_heads=5 does not divide"),
     ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 0,
       "intermediate_size": 8, "vocab_size": 8}, "num_hidden_layers must be a positive integer, got 0"),
-    ({"model_type": "t5"}, "model_type 't5' is not supported"),
+    ({"model_type": "mixtral"}, "model_type 'mixtral' is not supported"),
     ({"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 1, "vocab_size": 9, "n_positions": 8,
-      "activation_function": "relu"}, "activation_function 'relu' is not a GELU"),
+      "activation_function": "softmax"}, "activation_function must be one of"),
 ])
 def test_bad_configs(config, message):
     with pytest.raises(ValueError) as error:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
-from symbolic_cost.ops import attention_core, flash_attention, linear, rotary
+from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
 from symbolic_cost.ops.matmul import stored_keys
 from symbolic_cost.ops.scores import score_bias as bias_row, softcap as softcap_row
 
@@ -17,7 +17,7 @@ QK_NORMS = (None, "head", "projection")
 
 def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_dim=None, qkv_bias=True,
               out_bias=True, flash=False, rotary_pos=False, rotary_dim=None, qk_norm=None, window=None,
-              score_bias=None, softcap=False, causal=False, cross=False, dropouts=True, norm="layer",
+              score_bias=None, softcap=False, clip_qkv=False, causal=False, cross=False, dropouts=True, norm="layer",
               post_norm=False, branch=False, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
     """Multi-head attention on one device, heads split over ``m1`` devices.
 
@@ -29,7 +29,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     * ``head_dim`` (default ``e/h``) is the query/key head size ``q``, ``v_head_dim``
       (default ``q``) the value head size; ``kv_heads`` (grouped-query attention; 1 is
       multi-query) shrinks K and V.
-    * ``qkv_bias`` biases the fused Q, K, V projection, ``out_bias`` the output projection.
+    * ``qkv_bias`` biases the fused Q, K, V projection, ``out_bias`` the output projection;
+      ``clip_qkv`` clamps its output element-wise (OLMo; ``qkv_clip``, one FLOP an element).
     * ``flash=True``: one ``flash_attention`` row replaces ``logits`` to ``attend``.
     * ``rotary_pos`` adds a ``rotary`` row on Q and K over ``rotary_dim`` of each head's
       ``q`` dims (partial rotary; default all); ``qk_norm="head"`` normalises each query and
@@ -64,6 +65,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     heads, kv = dims["h"] / m1, dims.get("kv_heads", dims["h"]) / m1
     rows = [at.norm(f"{norm}_norm_1", norm)]
     rows += _projections(at, q, v, heads, kv, qkv_bias, cross)
+    if clip_qkv:
+        rows.append(gelu(b, l, heads * q + kv * (q + v), name="qkv_clip", **at.kw))
     rows += _qk_norms(at, qk_norm, norm, q, heads, kv)
     if rotary_pos:
         rows.append(rotary(b, l, heads + kv, q if rotary_dim is None else rotary_dim, es=at.es))

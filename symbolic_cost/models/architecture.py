@@ -20,7 +20,7 @@ field                  meaning (default)
 ``rotary``             rotary positions on ``rotary_dim`` dims of each head (``None``: all)
 ``qk_norm``            ``None``, ``"head"`` (Qwen3, Gemma 3, Phi), ``"projection"`` (OLMo 2)
 ``qkv_bias``           biases on Q, K, V; ``bias`` on the output projection and (unless
-                       ``mlp_bias`` says otherwise) the MLP
+                       ``mlp_bias`` says otherwise) the MLP; ``clip_qkv``: Q, K, V clamped
 ``window``             sliding-window size of ``windowed_layers`` layers (``None``: all)
 ``score_bias``         ``None``, ``"alibi"`` (BLOOM, Falcon), ``"relative"`` (T5, with
                        ``relative_buckets`` rows per head)
@@ -80,6 +80,7 @@ class Architecture:
     activation_dropout: bool | None = None   # None: the mlp_activation_dropout convention
     rotary_dim: Expr | None = None
     qk_norm: str | None = None
+    clip_qkv: bool = False
     norms: int = 2
     parallel: bool = False
     window: Expr | None = None

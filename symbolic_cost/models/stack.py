@@ -69,5 +69,5 @@ def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, w
                 bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
                 rotary_pos=arch.rotary, causal=arch.causal if causal is None else causal, gated_act=arch.gated,
                 dropouts=arch.dropouts, activation_dropout=arch.activation_dropout, norm=arch.norm,
-                norms=arch.norms, parallel=arch.parallel, cross=cross, softcap=arch.softcap,
+                norms=arch.norms, parallel=arch.parallel, cross=cross, softcap=arch.softcap, clip_qkv=arch.clip_qkv,
                 **{k: v for k, v in optional.items() if v is not None})

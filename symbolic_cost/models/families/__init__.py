@@ -1,0 +1,24 @@
+"""The model families a ``config.json`` may name (``model_type``), one reader each.
+
+=============== ===============================================================================
+group           ``model_type``
+=============== ===============================================================================
+``decoders``    ``gpt2``, ``gpt_neox``, ``gptj``, ``opt``, ``bloom``, ``falcon``, ``phi``, ``starcoder2``
+``llama``       ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``, ``gemma3_text``,
+                ``phi3``, ``olmo``
+``encoders``    ``bert``, ``roberta``, ``t5``
+=============== ===============================================================================
+
+A reader takes a ``keys.Keys`` and a name and returns an ``Architecture``; ``keys`` holds what
+all of them share (typed values, the keys that never change the cost, the head that
+``architectures`` names, sliding-window layer patterns).
+"""
+
+from symbolic_cost.models.families.decoders import FAMILIES as _DECODERS
+from symbolic_cost.models.families.encoders import FAMILIES as _ENCODERS
+from symbolic_cost.models.families.keys import Keys
+from symbolic_cost.models.families.llama import FAMILIES as _LLAMA
+
+FAMILIES = {**_DECODERS, **_LLAMA, **_ENCODERS}
+
+__all__ = ["FAMILIES", "Keys"]

@@ -1,0 +1,244 @@
+"""Reading one ``config.json`` strictly: every key is read, or declared not to change the cost,
+or refused by name; every value has the type its ``transformers`` config class gives it.
+
+``Keys`` hands out typed values with that class's defaults and remembers what it read;
+``Keys.done`` refuses whatever was neither read nor declared.  ``COMMON`` lists the keys of
+every ``PreTrainedConfig`` (and of generation, tokenizers, the hub) that never change the cost
+of training the model.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+MISSING = object()
+
+COMMON = frozenset("""
+    model_type transformers_version architectures _name_or_path name_or_path torch_dtype dtype
+    _commit_hash _attn_implementation attn_implementation _attn_implementation_autoset
+    use_cache bos_token_id eos_token_id pad_token_id sep_token_id cls_token_id mask_token_id
+    unk_token_id decoder_start_token_id forced_bos_token_id forced_eos_token_id suppress_tokens
+    begin_suppress_tokens tokenizer_class initializer_range init_std initializer_factor
+    output_hidden_states output_attentions output_scores return_dict return_dict_in_generate
+    torchscript pruned_heads chunk_size_feed_forward id2label label2id num_labels problem_type
+    finetuning_task task_specific_params prefix max_length min_length do_sample early_stopping
+    num_beams num_beam_groups diversity_penalty temperature top_k top_p typical_p
+    repetition_penalty length_penalty no_repeat_ngram_size encoder_no_repeat_ngram_size
+    bad_words_ids num_return_sequences remove_invalid_values exponential_decay_length_penalty
+    tf_legacy_loss use_bfloat16 tie_encoder_decoder cross_attention_hidden_size
+    gradient_checkpointing auto_map custom_pipelines keys_to_ignore_at_inference
+""".split())
+"""Keys no family's cost depends on (identifiers, initialisation, output and generation
+switches, label names: the number of labels is read from ``id2label`` where a task needs it)."""
+
+ROPE_KEYS = frozenset("""
+    rope_type type rope_theta factor original_max_position_embeddings low_freq_factor
+    high_freq_factor short_factor long_factor beta_fast beta_slow mscale mscale_all_dim
+    attention_factor truncate short_mscale long_mscale partial_rotary_factor
+""".split())
+"""Keys of ``rope_parameters`` / ``rope_scaling``: only ``partial_rotary_factor`` changes the
+cost (the frequencies and their scaling are computed once, outside the layers)."""
+
+PLAIN_ACTIVATIONS = frozenset("""
+    gelu gelu_new gelu_fast gelu_pytorch_tanh gelu_python gelu_accurate gelu_10 quick_gelu
+    relu relu2 relu6 leaky_relu silu swish mish tanh sigmoid
+""".split())
+"""Element-wise activations, each counted one FLOP per element (``ops.gelu``)."""
+
+
+class Keys:
+    """The keys of one parsed ``config.json`` as the family ``family`` reads them."""
+
+    def __init__(self, config, family: str):
+        if not isinstance(config, dict):
+            raise ValueError(f"config.json must be a JSON object, got {type(config).__name__}")
+        self.config, self.family, self.used = config, family, set(COMMON)
+
+    def error(self, message: str) -> ValueError:
+        return ValueError(f"config.json ({self.family}): {message}")
+
+    def _raw(self, key, default, nullable):
+        self.used.add(key)
+        if key not in self.config or (self.config[key] is None and default is not MISSING and not nullable):
+            if default is MISSING:
+                raise self.error(f"missing key {key!r}")
+            return default
+        return self.config[key]
+
+    def int(self, key, default=MISSING, *, nullable=False, zero=False):
+        """A positive integer (``zero``: or 0); ``None`` when ``nullable`` and null (or absent
+        with a ``None`` default)."""
+        value = self._raw(key, default, nullable)
+        if value is None and nullable:
+            return None
+        if type(value) is not int or value < 0 or (value == 0 and not zero):
+            raise self.error(f"{key} must be a {'non-negative' if zero else 'positive'} integer, got {value!r}")
+        return value
+
+    def flag(self, key, default=MISSING):
+        """A boolean (JSON ``true``/``false``; null takes the default)."""
+        value = self._raw(key, default, False)
+        if type(value) is not bool:
+            raise self.error(f"{key} must be true or false, got {value!r}")
+        return value
+
+    def text(self, key, default=MISSING, choices=None):
+        """A string, one of ``choices`` when given."""
+        value = self._raw(key, default, False)
+        if not isinstance(value, str) or (choices is not None and value not in choices):
+            allowed = f"one of {', '.join(sorted(choices))}" if choices is not None else "a string"
+            raise self.error(f"{key} must be {allowed}, got {value!r}")
+        return value
+
+    def number(self, key, default=MISSING, *, nullable=False):
+        """A non-negative number as an exact ``Fraction`` (``0.1`` is ``1/10``, as written)."""
+        value = self._raw(key, default, nullable)
+        if value is None and nullable:
+            return None
+        if type(value) not in (int, float) or value < 0:
+            raise self.error(f"{key} must be a non-negative number, got {value!r}")
+        return Fraction(str(value))
+
+    def dropouts(self, *keys_and_defaults) -> bool:
+        """Whether any of the dropout probabilities ``(key, default), ...`` is nonzero (every
+        dropout of the model is then counted; the blocks place them all together)."""
+        values = [self.number(key, default, nullable=True) for key, default in keys_and_defaults]
+        return any(value not in (None, 0) for value in values)
+
+    def known(self, *keys):
+        """Declare keys that do not change the cost (their values are not checked)."""
+        self.used.update(keys)
+
+    def refuse_if(self, key, bad, why, default=MISSING):
+        """Refuse a value of ``key`` for which ``bad(value)`` holds: the family cannot count it."""
+        value = self._raw(key, default, True)
+        if bad(value):
+            raise self.error(f"{key}={value!r} is not supported ({why})")
+
+    def rotary_fraction(self, default, *top_level):
+        """The rotated share of each head: ``partial_rotary_factor`` of ``rope_parameters`` (or
+        the legacy ``rope_scaling``), else the first of the ``top_level`` keys, else ``default``.
+        Unknown keys inside the rope dictionaries are refused by their path."""
+        found = None
+        for key in ("rope_parameters", "rope_scaling"):
+            rope = self._raw(key, None, True)
+            if rope is None:
+                continue
+            if not isinstance(rope, dict):
+                raise self.error(f"{key} must be an object, got {rope!r}")
+            nested = all(isinstance(v, dict) for v in rope.values()) and rope
+            for part, params in (rope.items() if nested else [(None, rope)]):
+                for name in params:
+                    if name not in ROPE_KEYS:
+                        raise self.error(f"unknown key {key}.{f'{part}.' if part else ''}{name}")
+                if "partial_rotary_factor" in params and found is None:
+                    found = self._fraction(f"{key}.partial_rotary_factor", params["partial_rotary_factor"])
+        for key in top_level:
+            value = self.number(key, None, nullable=True)
+            if found is None and value is not None:
+                found = value
+        fraction = Fraction(default) if found is None else found
+        if not 0 < fraction <= 1:
+            raise self.error(f"partial_rotary_factor must be in (0, 1], got {fraction}")
+        return fraction
+
+    def _fraction(self, key, value):
+        if type(value) not in (int, float):
+            raise self.error(f"{key} must be a number, got {value!r}")
+        return Fraction(str(value))
+
+    def activation(self, key, default=MISSING) -> str:
+        """An element-wise activation name (``PLAIN_ACTIVATIONS``)."""
+        return self.text(key, default, PLAIN_ACTIVATIONS)
+
+    def done(self):
+        """Refuse every key that was neither read nor declared, naming them."""
+        unknown = sorted(set(self.config) - self.used)
+        if unknown:
+            raise self.error(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: "
+                             f"it may change the cost, and this family does not read it")
+
+
+def plain_mlp(activation: str) -> str:
+    """``Architecture.mlp`` of an ungated MLP with this activation."""
+    if activation.startswith("relu") or activation == "leaky_relu":
+        return "relu"
+    return "silu" if activation in ("silu", "swish") else "gelu"
+
+
+def gated_mlp(activation: str) -> str:
+    """``Architecture.mlp`` of a gated MLP (gate and value) with this activation."""
+    return {"relu": "reglu", "silu": "swiglu", "gelu": "geglu"}[plain_mlp(activation)]
+
+
+def rotary_dim(head_dim: int, fraction: Fraction) -> int:
+    """Rotated dims per head, as ``int(head_dim * factor)`` in the model code."""
+    return int(head_dim * fraction)
+
+
+def num_labels(k: Keys) -> int:
+    """Classes of a classification head: the length of ``id2label``, else ``num_labels``, else 2."""
+    labels = k.config.get("id2label")
+    if isinstance(labels, dict) and labels:
+        return len(labels)
+    value = k.config.get("num_labels", 2)
+    if type(value) is not int or value < 1:
+        raise k.error(f"num_labels must be a positive integer, got {value!r}")
+    return value
+
+
+LM_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+
+
+def head_fields(k: Keys, *, encoder=False, classifier="score") -> dict:
+    """``Architecture`` fields of the head the config's ``architectures`` names: an LM head
+    (decoders, and the default without ``architectures``), the base model (``...Model``; BERT's
+    and RoBERTa's with their pooler, also the default without ``architectures``), a masked-LM
+    or pre-training head (encoders) or a sequence classifier.  Any other head is refused."""
+    names = k.config.get("architectures")
+    base = dict(lm_head=False, pooler=True) if encoder else {}
+    if names is None:
+        return base
+    if not (isinstance(names, list) and len(names) == 1 and isinstance(names[0], str)):
+        raise k.error(f"architectures must name one model class, got {names!r}")
+    name = names[0]
+    task = dict(lm_head=False, pooler=False)
+    if name.endswith("ForSequenceClassification"):
+        return dict(task, task="classification", classifier=classifier, num_labels=num_labels(k))
+    if encoder and name.endswith("ForMaskedLM"):
+        return dict(task, task="masked_lm")
+    if encoder and name.endswith("ForPreTraining"):
+        return dict(task, task="pretraining")
+    if not encoder and name.endswith(LM_SUFFIXES):
+        return {}
+    if name.endswith("Model") and "For" not in name and "Head" not in name:
+        return dict(lm_head=False, pooler=encoder)
+    raise k.error(f"architectures {name!r}: this head is not supported (supported: "
+                  f"{'ForMaskedLM, ForPreTraining' if encoder else ', '.join(LM_SUFFIXES)}, "
+                  f"ForSequenceClassification, the base Model)")
+
+
+def check_heads(k: Keys, e, h, kv, head_dim, names=("hidden_size", "num_attention_heads", "num_key_value_heads")):
+    """Without a head size of its own, ``h`` must divide ``e``; ``kv`` must divide ``h``."""
+    hidden, heads, kv_name = names
+    if head_dim is None and e % h:
+        raise k.error(f"{heads}={h} does not divide {hidden}={e}")
+    if kv is not None and h % kv:
+        raise k.error(f"{kv_name}={kv} does not divide {heads}={h}")
+
+
+def window_fields(k: Keys, depth: int, window, default_sliding) -> dict:
+    """``Architecture`` fields of sliding-window attention: the window and how many of the
+    ``depth`` layers use it, counted from ``layer_types`` when given, else
+    ``default_sliding(depth)`` (the config class's pattern)."""
+    kinds = k._raw("layer_types", None, True)
+    if kinds is None:
+        sliding = default_sliding(depth) if window is not None else 0
+    else:
+        allowed = ("full_attention", "sliding_attention")
+        if not (isinstance(kinds, list) and len(kinds) == depth and all(x in allowed for x in kinds)):
+            raise k.error(f"layer_types must list {depth} of {', '.join(allowed)}, got {kinds!r}")
+        sliding = kinds.count("sliding_attention")
+    if sliding and window is None:
+        raise k.error("layer_types names sliding_attention layers but sliding_window is null")
+    return dict(window=window, windowed_layers=sliding) if sliding else {}

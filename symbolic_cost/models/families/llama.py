@@ -1,0 +1,156 @@
+"""Llama-style decoders: ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``,
+``gemma3_text``, ``phi3``, ``olmo`` (RMS or parameter-free norms, gated MLP, rotary positions,
+grouped K/V, a head size of their own).
+
+Each reads the keys of its ``transformers`` config class with that class's defaults
+(``transformers`` 5.23) and the module shapes of its model code.  Not counted: Gemma's
+``sqrt(e)`` embedding scale and its ``(1 + w)`` norm gain (element-wise, a few FLOPs per token).
+"""
+
+from __future__ import annotations
+
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.families.keys import (Keys, check_heads, gated_mlp, head_fields, rotary_dim,
+                                                window_fields)
+
+LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+             num_attention_heads=32, head_dim=None, hidden_act="silu", max_position_embeddings=2048,
+             tie_word_embeddings=False)
+
+
+def _core(k: Keys, name: str, defaults: dict, act_key="hidden_act", **fields) -> Architecture:
+    """The shared reading: sizes, heads, head size, gated activation, tied head, rotary share,
+    the head the ``architectures`` names; ``fields`` are the family's own choices."""
+    d = {**LLAMA, **defaults}
+    e, h = k.int("hidden_size", d["hidden_size"]), k.int("num_attention_heads", d["num_attention_heads"])
+    kv = k.int("num_key_value_heads", d.get("num_key_value_heads"), nullable=True) or h
+    hd = k.int("head_dim", d["head_dim"], nullable=True)
+    check_heads(k, e, h, kv, hd)
+    k.known("rms_norm_eps", "rope_theta", "initializer_range")
+    part = rotary_dim(hd or e // h, k.rotary_fraction(1, *d.get("rotary_keys", ())))
+    fields.setdefault("dropouts", k.dropouts(("attention_dropout", 0)))
+    return Architecture(name, k.int("num_hidden_layers", d["num_hidden_layers"]), e, h,
+                        k.int("intermediate_size", d["intermediate_size"]), k.int("vocab_size", d["vocab_size"]),
+                        kv_heads=kv, head_dim=hd, mlp=gated_mlp(k.activation(act_key, d["hidden_act"])),
+                        norm=fields.pop("norm", "rms"), rotary=True, rotary_dim=part,
+                        tied=k.flag("tie_word_embeddings", d["tie_word_embeddings"]),
+                        context=k.int("max_position_embeddings", d["max_position_embeddings"]),
+                        **fields, **head_fields(k))
+
+
+def _biases(k: Keys) -> dict:
+    """``attention_bias``: biases on q, k, v and o (the MLP has none)."""
+    attention = k.flag("attention_bias", False)
+    return dict(qkv_bias=attention, bias=attention, mlp_bias=False)
+
+
+def llama(k: Keys, name: str) -> Architecture:
+    """Llama: q, k, v, o biased by ``attention_bias``, the MLP by ``mlp_bias``."""
+    k.known("pretraining_tp")                  # slices the same products
+    return _core(k, name, {}, **{**_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
+
+
+def mistral(k: Keys, name: str) -> Architecture:
+    """Mistral: no biases; ``sliding_window`` (default 4096) on every layer."""
+    k.known("layer_types")                      # the Mistral model code ignores it
+    depth = k.int("num_hidden_layers", 32)
+    window = k.int("sliding_window", 4096, nullable=True)
+    fields = dict(window=window, windowed_layers=depth) if window else {}
+    return _core(k, name, dict(intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=4096 * 32),
+                 qkv_bias=False, bias=False, **fields)
+
+
+def _qwen_window(k: Keys, depth: int) -> dict:
+    """Qwen2/3: ``sliding_window`` only with ``use_sliding_window``, on the layers from
+    ``max_window_layers`` on (or as ``layer_types`` lists them)."""
+    use = k.flag("use_sliding_window", False)
+    window = k.int("sliding_window", 4096, nullable=True)
+    start = k.int("max_window_layers", 28, zero=True)
+    return window_fields(k, depth, window if use else None, lambda n: max(0, n - start))
+
+
+def qwen2(k: Keys, name: str) -> Architecture:
+    """Qwen2 (2.5): q, k, v biased, o and the MLP not."""
+    k.known("use_mrope")
+    depth = k.int("num_hidden_layers", 32)
+    return _core(k, name, dict(vocab_size=151936, intermediate_size=22016, num_key_value_heads=32,
+                               max_position_embeddings=32768), qkv_bias=True, bias=False, **_qwen_window(k, depth))
+
+
+def qwen3(k: Keys, name: str) -> Architecture:
+    """Qwen3: head size 128 by default, per-head q/k RMS norms, ``attention_bias`` on q, k, v, o."""
+    depth = k.int("num_hidden_layers", 32)
+    attention = k.flag("attention_bias", False)
+    return _core(k, name, dict(vocab_size=151936, intermediate_size=22016, num_key_value_heads=32, head_dim=128,
+                               max_position_embeddings=32768), qkv_bias=attention, bias=attention, mlp_bias=False,
+                 qk_norm="head", **_qwen_window(k, depth))
+
+
+GEMMA = dict(vocab_size=256000, hidden_size=3072, intermediate_size=24576, num_hidden_layers=28,
+             num_attention_heads=16, num_key_value_heads=16, head_dim=256, hidden_act="gelu_pytorch_tanh",
+             max_position_embeddings=8192, tie_word_embeddings=True)
+
+
+def gemma(k: Keys, name: str) -> Architecture:
+    """Gemma: GeGLU, head size 256, tied head; bidirectional with ``use_bidirectional_attention``."""
+    k.known("hidden_activation")                # Gemma 1 reads hidden_act
+    causal = not k.flag("use_bidirectional_attention", False)
+    return _core(k, name, GEMMA, causal=causal, **_biases(k))
+
+
+def _gemma_window(k: Keys, depth: int, pattern: int) -> dict:
+    """Gemma 2 and 3: ``sliding_window`` on every layer but each ``pattern``-th (``layer_types``)."""
+    k.refuse_if("use_bidirectional_attention", bool, "a bidirectional window", None)
+    k.known("query_pre_attn_scalar", "cache_implementation", "hidden_act", "rope_local_base_freq")
+    window = k.int("sliding_window", 4096, nullable=True)
+    return window_fields(k, depth, window, lambda n: n - n // pattern)
+
+
+def gemma2(k: Keys, name: str) -> Architecture:
+    """Gemma 2: four norms a layer, alternating sliding-window and global layers, ``tanh`` caps
+    on the attention scores (``attn_logit_softcapping``) and the logits."""
+    depth = k.int("num_hidden_layers", 26)
+    caps = dict(softcap=k.number("attn_logit_softcapping", 50.0, nullable=True) is not None,
+                logit_softcap=k.number("final_logit_softcapping", 30.0, nullable=True) is not None)
+    defaults = dict(GEMMA, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
+                    num_key_value_heads=4)
+    return _core(k, name, defaults, act_key="hidden_activation", norms=4, **caps, **_biases(k),
+                 **_gemma_window(k, depth, 2))
+
+
+def gemma3_text(k: Keys, name: str) -> Architecture:
+    """Gemma 3 (text): Gemma 2 with per-head q/k norms, a global layer every
+    ``sliding_window_pattern`` (6) layers, no caps by default."""
+    depth = k.int("num_hidden_layers", 26)
+    pattern = k.int("sliding_window_pattern", 6)
+    caps = dict(softcap=k.number("attn_logit_softcapping", None, nullable=True) is not None,
+                logit_softcap=k.number("final_logit_softcapping", None, nullable=True) is not None)
+    defaults = dict(GEMMA, vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                    num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=131072)
+    return _core(k, name, defaults, act_key="hidden_activation", norms=4, qk_norm="head", **caps, **_biases(k),
+                 **_gemma_window(k, depth, pattern))
+
+
+def phi3(k: Keys, name: str) -> Architecture:
+    """Phi-3: fused ``qkv_proj`` and ``gate_up_proj`` without biases, rotary on
+    ``partial_rotary_factor`` of each head, ``sliding_window`` on every layer when set."""
+    k.refuse_if("attention_bias", bool, "Phi-3's projections have no bias", False)
+    k.known("original_max_position_embeddings")
+    depth = k.int("num_hidden_layers", 32)
+    window = k.int("sliding_window", None, nullable=True)
+    fields = dict(window=window, windowed_layers=depth) if window else {}
+    dropouts = k.dropouts(("resid_pdrop", 0), ("embd_pdrop", 0), ("attention_dropout", 0))
+    return _core(k, name, dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, max_position_embeddings=4096,
+                               rotary_keys=("partial_rotary_factor",)),
+                 qkv_bias=False, bias=False, dropouts=dropouts, **fields)
+
+
+def olmo(k: Keys, name: str) -> Architecture:
+    """OLMo: LayerNorm without parameters, ``attention_bias`` on q, k, v, o, and ``clip_qkv``
+    (an element-wise clamp of Q, K, V)."""
+    clip = k.number("clip_qkv", None, nullable=True) is not None
+    return _core(k, name, dict(vocab_size=50304), norm="layer_noaffine", clip_qkv=clip, **_biases(k))
+
+
+FAMILIES = {"llama": llama, "mistral": mistral, "qwen2": qwen2, "qwen3": qwen3, "gemma": gemma, "gemma2": gemma2,
+            "gemma3_text": gemma3_text, "phi3": phi3, "olmo": olmo}
