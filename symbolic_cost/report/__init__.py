@@ -7,6 +7,8 @@
   (``sequence``),
 * ``kernel-model.md``: the roofline against the kernel-level (tiled) model, per row and by size,
   and seed 002's LSTM stages (``kernel_model``; the seed's configuration is passed in here),
+* ``memory.md``: activation bytes per layer, the library against Korthikanti et al. 2022 and
+  PyTorch autograd's saved tensors (``memory``; the PyTorch numbers are data, ``memory_measured``),
 * ``<model>.png``: FLOPs, memory and time against ``l`` and ``m1``, crossovers marked (``plots``).
 
 Plots need matplotlib (``pip install 'symbolic_cost[report]'``); it is imported
@@ -22,6 +24,7 @@ from typing import Callable
 from symbolic_cost import reproduce
 from symbolic_cost.report.formulas import formula_sheet
 from symbolic_cost.report.kernel_model import LSTMCase, kernel_markdown
+from symbolic_cost.report.memory import memory_markdown
 from symbolic_cost.report.plots import plot, plot_name
 from symbolic_cost.report.scaling import SHAPES, analysis_markdown
 from symbolic_cost.report.sequence import sequence_markdown
@@ -61,6 +64,8 @@ def generate(out: Path, small: bool = False, progress: Callable[[str], None] = p
     progress("sequence parallelism: sequence-parallel.md")
     _write(out / "kernel-model.md", kernel_markdown(seed_002_lstm()), written)
     progress("kernel-level model: kernel-model.md")
+    _write(out / "memory.md", memory_markdown(), written)
+    progress("activation memory against Korthikanti et al. and PyTorch: memory.md")
     for shape in shapes:
         path = out / plot_name(shape)
         plot(shape, path, points=12 if small else 60)
