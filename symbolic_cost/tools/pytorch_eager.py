@@ -105,7 +105,8 @@ class Term:
 
 def training(b, l, precision="fp32", device="cpu") -> Training:
     """An eager run of ``b`` sequences of ``l`` tokens: dropout masks of ``element_bytes(precision)``
-    on the CPU (a noise tensor of the activation's dtype), 1 byte on CUDA (a bool mask)."""
+    on the CPU (a noise tensor of the activation's dtype, measured), 1 byte on CUDA (the bool
+    mask of PyTorch's fused ``native_dropout``; not measured here)."""
     if device not in DEVICES:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
     mask = element_bytes(precision) if device == "cpu" else 1
