@@ -323,7 +323,37 @@ def test_partial_rotary_from_the_config():
                  rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.5}).rotary_dim == 40
 
 
-def test_dropout_probabilities_switch_the_dropouts():
-    assert _load(model_type="llama").dropouts is False
-    assert _load(model_type="llama", attention_dropout=0.1).dropouts is True
-    assert _load(model_type="gpt2", resid_pdrop=0, embd_pdrop=0, attn_pdrop=0.0).dropouts is False
+def test_dropout_probabilities_switch_each_site():
+    sites = lambda a: (a.dropouts, a.attention_dropout, a.embedding_dropout)  # noqa: E731
+    assert sites(_load(model_type="llama")) == (False, False, False)
+    assert sites(_load(model_type="llama", attention_dropout=0.1)) == (False, True, False)
+    assert sites(_load(model_type="gpt2", resid_pdrop=0, embd_pdrop=0, attn_pdrop=0.0)) == (False, False, False)
+    assert sites(_load(model_type="phi", resid_pdrop=0.1)) == (True, False, False)        # phi-2
+    assert sites(_load(model_type="bloom", hidden_dropout=0.1)) == (True, False, False)   # no embedding dropout
+
+
+def test_attention_probability_dropout_alone():
+    """Only the probabilities' dropout: its mask (b h l l bytes) is kept, no closing dropout."""
+    b, l, h = 2, 8, 4
+    arch = _arch(attention_dropout=True, n_layers=1)
+    layer = model_cost(arch, Training(b=b, l=l)).layer
+    assert layer["dropout_softmax"].act_buffer == b * h * l * l
+    assert "dropout" not in layer.names and "residual" in layer.names
+
+
+def test_every_key_of_each_config_class_is_accounted_for():
+    """The whole ``config.json`` that each ``transformers`` config class writes with its defaults
+    loads (no key of the class is unknown), and its parameter count is the ``numel`` of the model
+    ``transformers`` builds from it (on the meta device)."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from symbolic_cost.models.config import from_config
+    from symbolic_cost.models.families import FAMILIES
+    for model_type in FAMILIES:
+        config = transformers.AutoConfig.for_model(model_type)
+        arch = from_config(json.loads(config.to_json_string(use_diff=False)), model_type)
+        auto = (transformers.AutoModel if model_type in ("bert", "roberta") else
+                transformers.AutoModelForSeq2SeqLM if model_type == "t5" else transformers.AutoModelForCausalLM)
+        with torch.device("meta"):
+            model = auto.from_config(config)
+        assert _params(arch) == sum(p.numel() for p in model.parameters()), model_type

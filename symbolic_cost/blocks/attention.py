@@ -17,7 +17,8 @@ QK_NORMS = (None, "head", "projection")
 
 def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_dim=None, qkv_bias=True,
               out_bias=True, flash=False, rotary_pos=False, rotary_dim=None, qk_norm=None, window=None,
-              score_bias=None, softcap=False, clip_qkv=False, causal=False, cross=False, dropouts=True, norm="layer",
+              score_bias=None, softcap=False, clip_qkv=False, causal=False, cross=False, dropouts=True,
+              score_dropout=None, norm="layer",
               post_norm=False, branch=False, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
     """Multi-head attention on one device, heads split over ``m1`` devices.
 
@@ -47,7 +48,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
       four norms per layer); ``branch=True`` leaves the output projection unreduced and
       drops the closing row (a parallel block sums and reduces both branches once).
     * ``causal`` matters for the FLOPs under ``causal_flops="exact"``; ``dropouts=False``
-      and ``norm`` (a kind of ``ops.norm.NORMS``) as in ``mlp``.
+      and ``norm`` (a kind of ``ops.norm.NORMS``) as in ``mlp``; ``score_dropout`` (default
+      ``dropouts``) is the dropout of the attention probabilities alone.
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> attention(b, l, e, h).total("flops_fwd").expand().coeff(l**2)
@@ -75,7 +77,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
         ([softcap_row(b, l, scores, es=at.es, name="score_softcap")] if softcap else [])
     grouped = dict(kv_heads=kv, v_dim=v, causal=causal, window=dims.get("window"), score_ops=score_ops, **at.kw)
     rows += ([flash_attention(b, l, q, heads, **grouped)] if flash else
-             attention_core(b, l, q, heads, dropouts=dropouts, es_mask=at.es_mask, **grouped))
+             attention_core(b, l, q, heads, dropouts=dropouts if score_dropout is None else score_dropout,
+                            es_mask=at.es_mask, **grouped))
     out = linear(b, l, heads * v, e, bias=out_bias, name="v_proj", **at.kw)
     rows.append(out if branch else at.leaving(out))
     if post_norm:

@@ -29,13 +29,16 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qk
     With dropouts each branch keeps its own closing dropout (so its own reduction).
 
     ``bias`` biases the attention output projection and, unless ``mlp_bias`` says
-    otherwise, the MLP; ``qkv_bias`` the Q, K, V projection.  Other keywords
+    otherwise, the MLP; ``qkv_bias`` the Q, K, V projection.  ``dropouts`` are the closing
+    (residual) dropouts and, unless ``score_dropout`` or ``activation_dropout`` say otherwise,
+    those of the attention probabilities and after the activation.  Other keywords
     (``head_dim``, ``v_head_dim``, ``rotary_dim``, ``qk_norm``, ``window``, ``score_bias``,
-    ``softcap``) go to ``attention``; the rest as in ``attention`` and ``mlp``.
+    ``softcap``, ``clip_qkv``, ``score_dropout``) go to ``attention``; the rest as in
+    ``attention`` and ``mlp``.
 
     >>> from symbolic_cost.symbols import b, l, e, h
-    >>> len(transformer_layer(b, l, e, 4 * e, h))
-    14
+    >>> transformer_layer(b, l, e, 4 * e, h).names[:4]
+    ['layer_norm_1', 'qkv_proj', 'logits', 'softmax']
     >>> transformer_layer(b, l, e, 4 * e, h, parallel=True, norms=1, dropouts=False).names[-3:]
     ['fc2', 'branch_sum', 'residual']
     """
@@ -51,7 +54,8 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qk
     if cross:
         blocks.append(attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias,
                                 flash=flash, cross=True, **{k: v for k, v in attention_options.items()
-                                                            if k in ("head_dim", "v_head_dim")}, **common))
+                                                            if k in ("head_dim", "v_head_dim", "score_dropout")},
+                                **common))
     blocks.append(mlp(b, l, e, f, m1, s1, bias=bias if mlp_bias is None else mlp_bias, gated_act=gated_act,
                       activation_dropout=activation_dropout, post_norm=norms == 4,
                       shared_input=parallel and norms == 1, branch=joined, **common))

@@ -25,6 +25,9 @@ field                  meaning (default)
 ``score_bias``         ``None``, ``"alibi"`` (BLOOM, Falcon), ``"relative"`` (T5, with
                        ``relative_buckets`` rows per head)
 ``softcap``            ``tanh`` cap on attention scores; ``logit_softcap`` on the logits
+``dropouts``           the residual dropouts and, unless ``attention_dropout``,
+                       ``embedding_dropout`` or ``activation_dropout`` say otherwise, those
+                       of the attention probabilities, the embeddings, after the activation
 ``tied``               LM head shares the word table; ``head_bias``: the LM head has a bias
 ``embedding_projection`` OPT's ``word_embed_proj_dim`` when it differs from ``e``
 ``task``               ``""`` (LM head or base model), ``masked_lm``, ``pretraining``,
@@ -78,6 +81,8 @@ class Architecture:
     v_head_dim: Expr | None = None
     mlp_bias: bool | None = None
     activation_dropout: bool | None = None   # None: the mlp_activation_dropout convention
+    attention_dropout: bool | None = None    # None: dropouts
+    embedding_dropout: bool | None = None    # None: dropouts
     rotary_dim: Expr | None = None
     qk_norm: str | None = None
     clip_qkv: bool = False

@@ -40,6 +40,8 @@ def from_config(config: dict, name: str = "model") -> Architecture:
         raise ValueError(f"config.json: model_type {family!r} is not supported; "
                          f"supported: {', '.join(FAMILIES)}")
     keys = Keys(config, family)
+    if family != "t5":
+        keys.refuse_if("is_encoder_decoder", lambda x: x is True, "an encoder-decoder of this family", False)
     arch = FAMILIES[family](keys, name)
     keys.done()
     return arch

@@ -24,7 +24,7 @@ def model_stack(arch: Architecture, t, m1, s1, es, conventions) -> tuple[tuple[B
     vocab = arch.padded_vocab(m1)
     relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
     start = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, positions=arch.positions,
-                            token_types=arch.token_types, dropouts=arch.dropouts,
+                            token_types=arch.token_types, dropouts=_embedding_dropout(arch),
                             norm=arch.norm if arch.embedding_norm else None,
                             projection=arch.embedding_projection, relative=relative, **kw)
     end = head_block(t.b, t.l, arch.e, vocab, m1, s1, tied=arch.tied, loss=arch.lm_head,
@@ -38,7 +38,7 @@ def model_stack(arch: Architecture, t, m1, s1, es, conventions) -> tuple[tuple[B
     encoder = transformer_layer(**_layer_options(arch, t, m1, s1, causal=False), **kw)
     decoder = transformer_layer(**_layer_options(arch, t, m1, s1, cross=True), **kw)
     closing = stack_end(t.b, t.l, arch.e, m1, s1, norm=arch.norm, dropouts=arch.dropouts, **kw)
-    second = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, dropouts=arch.dropouts, shared=True,
+    second = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, dropouts=_embedding_dropout(arch), shared=True,
                              relative=relative, name="decoder_start", **kw)
     one = sympify(1)
     return ((start, one), (encoder, sympify(arch.n_layers)), (closing, one), (second, one),
@@ -64,10 +64,15 @@ def layer_groups(arch: Architecture, t, m1, s1, kw) -> list[tuple[Block, Expr]]:
 def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, window=None) -> dict:
     """The keywords of ``transformer_layer`` for one layer of ``arch``."""
     optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim,
-                    qk_norm=arch.qk_norm, window=window, score_bias=arch.score_bias)
+                    qk_norm=arch.qk_norm, window=window, score_bias=arch.score_bias,
+                    score_dropout=arch.attention_dropout)
     return dict(b=t.b, l=t.l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
                 bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
                 rotary_pos=arch.rotary, causal=arch.causal if causal is None else causal, gated_act=arch.gated,
                 dropouts=arch.dropouts, activation_dropout=arch.activation_dropout, norm=arch.norm,
                 norms=arch.norms, parallel=arch.parallel, cross=cross, softcap=arch.softcap, clip_qkv=arch.clip_qkv,
                 **{k: v for k, v in optional.items() if v is not None})
+
+
+def _embedding_dropout(arch: Architecture) -> bool:
+    return arch.dropouts if arch.embedding_dropout is None else arch.embedding_dropout

@@ -27,7 +27,7 @@ def gpt2(k: Keys, name: str) -> Architecture:
     return Architecture(name, L, e, h, k.int("n_inner", None, nullable=True) or 4 * e, k.int("vocab_size", 50257),
                         positions=positions, mlp=plain_mlp(k.activation("activation_function", "gelu_new")),
                         tied=k.flag("tie_word_embeddings", True), context=positions,
-                        dropouts=k.dropouts(("resid_pdrop", 0.1), ("embd_pdrop", 0.1), ("attn_pdrop", 0.1)),
+                        **k.dropout_fields([("resid_pdrop", 0.1)], [("attn_pdrop", 0.1)], [("embd_pdrop", 0.1)]),
                         **head_fields(k))
 
 
@@ -44,7 +44,8 @@ def gpt_neox(k: Keys, name: str) -> Architecture:
                         rotary=True, rotary_dim=rotary_dim(e // h, k.rotary_fraction("0.25", "rotary_pct")),
                         tied=k.flag("tie_word_embeddings", False), qkv_bias=bias, bias=bias, mlp_bias=True,
                         parallel=parallel, norms=2,
-                        dropouts=k.dropouts(("hidden_dropout", 0), ("attention_dropout", 0)),
+                        **k.dropout_fields([("hidden_dropout", 0)], [("attention_dropout", 0)],
+                                           [("hidden_dropout", 0)]),
                         context=k.int("max_position_embeddings", 2048), **head_fields(k))
 
 
@@ -59,7 +60,7 @@ def gptj(k: Keys, name: str) -> Architecture:
                         k.int("vocab_size", 50400), mlp=plain_mlp(k.activation("activation_function", "gelu_new")),
                         rotary=True, rotary_dim=part, tied=k.flag("tie_word_embeddings", False), qkv_bias=False,
                         bias=False, mlp_bias=True, parallel=True, norms=1, head_bias=True,
-                        dropouts=k.dropouts(("resid_pdrop", 0), ("embd_pdrop", 0), ("attn_pdrop", 0)),
+                        **k.dropout_fields([("resid_pdrop", 0)], [("attn_pdrop", 0)], [("embd_pdrop", 0)]),
                         context=k.int("n_positions", 2048), **head_fields(k))
 
 
@@ -80,7 +81,8 @@ def opt(k: Keys, name: str) -> Architecture:
                         positions=positions + 2, mlp=plain_mlp(k.activation("activation_function", "relu")),
                         norm=norm, tied=k.flag("tie_word_embeddings", True), qkv_bias=bias, bias=bias,
                         final_norm=final, embedding_projection=None if projection in (None, e) else projection,
-                        dropouts=k.dropouts(("dropout", 0.1), ("attention_dropout", 0)), context=positions,
+                        **k.dropout_fields([("dropout", 0.1)], [("attention_dropout", 0)], [("dropout", 0.1)]),
+                        context=positions,
                         **head_fields(k))
 
 
@@ -95,7 +97,7 @@ def bloom(k: Keys, name: str) -> Architecture:
             "skip_bias_add", "skip_bias_add_qkv", "n_inner", "n_embed", "seq_length")
     return Architecture(name, k.int("n_layer", 2), e, h, 4 * e, k.int("vocab_size", 250880), mlp="gelu",
                         score_bias="alibi", embedding_norm=True, tied=k.flag("tie_word_embeddings", True),
-                        dropouts=k.dropouts(("hidden_dropout", 0), ("attention_dropout", 0)), **head_fields(k))
+                        **k.dropout_fields([("hidden_dropout", 0)], [("attention_dropout", 0)]), **head_fields(k))
 
 
 def falcon(k: Keys, name: str) -> Architecture:
@@ -125,7 +127,7 @@ def falcon(k: Keys, name: str) -> Architecture:
                         k.int("vocab_size", 65024), kv_heads=kv, mlp=plain_mlp(k.activation("activation", "gelu")),
                         rotary=not alibi, rotary_dim=part, score_bias="alibi" if alibi else None, tied=k.flag("tie_word_embeddings", True),
                         qkv_bias=bias, bias=bias, parallel=parallel, norms=norms,
-                        dropouts=k.dropouts(("hidden_dropout", 0), ("attention_dropout", 0)),
+                        **k.dropout_fields([("hidden_dropout", 0)], [("attention_dropout", 0)]),
                         context=k.int("max_position_embeddings", 2048), **head_fields(k))
 
 
@@ -143,7 +145,7 @@ def phi(k: Keys, name: str) -> Architecture:
                         rotary_dim=rotary_dim(hd or e // h, k.rotary_fraction("0.5", "partial_rotary_factor")),
                         qk_norm="head" if k.flag("qk_layernorm", False) else None,
                         tied=k.flag("tie_word_embeddings", False), parallel=True, norms=1, head_bias=True,
-                        dropouts=k.dropouts(("resid_pdrop", 0), ("embd_pdrop", 0), ("attention_dropout", 0)),
+                        **k.dropout_fields([("resid_pdrop", 0)], [("attention_dropout", 0)], [("embd_pdrop", 0)]),
                         context=k.int("max_position_embeddings", 2048), **head_fields(k))
 
 
@@ -163,7 +165,8 @@ def starcoder2(k: Keys, name: str) -> Architecture:
                         rotary_dim=part,
                         tied=k.flag("tie_word_embeddings", True), qkv_bias=bias, bias=bias,
                         **window_fields(k, L, window, lambda depth: depth),
-                        dropouts=k.dropouts(("attention_dropout", 0), ("residual_dropout", 0), ("embedding_dropout", 0)),
+                        **k.dropout_fields([("residual_dropout", 0)], [("attention_dropout", 0)],
+                                           [("embedding_dropout", 0)]),
                         context=k.int("max_position_embeddings", 4096), **head_fields(k))
 
 

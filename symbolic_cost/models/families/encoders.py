@@ -21,13 +21,13 @@ def _bert_like(k: Keys, name: str, defaults: dict, classifier: str) -> Architect
         k.refuse_if(key, bool, "a decoder with cross-attention", False)
     k.known("layer_norm_eps", "gradient_checkpointing")
     positions = k.int("max_position_embeddings", 512)
-    dropouts = k.dropouts(("hidden_dropout_prob", 0.1), ("attention_probs_dropout_prob", 0.1),
-                          ("classifier_dropout", None))
+    hidden = [("hidden_dropout_prob", 0.1), ("classifier_dropout", None)]
+    dropouts = k.dropout_fields(hidden, [("attention_probs_dropout_prob", 0.1)], hidden)
     return Architecture(name, k.int("num_hidden_layers", 12), e, h, k.int("intermediate_size", 3072),
                         k.int("vocab_size", defaults["vocab_size"]), positions=positions,
                         token_types=k.int("type_vocab_size", 2, zero=True),
                         mlp=plain_mlp(k.activation("hidden_act", "gelu")), causal=False, embedding_norm=True,
-                        final_norm=False, tied=k.flag("tie_word_embeddings", True), dropouts=dropouts,
+                        final_norm=False, tied=k.flag("tie_word_embeddings", True), **dropouts,
                         context=positions, **{"lm_head": False, **head_fields(k, encoder=True, classifier=classifier)})
 
 
@@ -59,7 +59,7 @@ def t5(k: Keys, name: str) -> Architecture:
     if not k.flag("is_encoder_decoder", True):
         raise k.error("is_encoder_decoder=false (an encoder or decoder alone) is not supported")
     k.known("layer_norm_epsilon", "relative_attention_max_distance", "dense_act_fn", "is_gated_act", "n_positions",
-            "output_past", "is_decoder", "classifier_dropout")
+            "output_past", "is_decoder", "classifier_dropout", "scale_decoder_outputs")
     layers = k.int("num_layers", 6)
     fields = head_fields(k)
     if fields:

@@ -100,10 +100,16 @@ class Keys:
         return Fraction(str(value))
 
     def dropouts(self, *keys_and_defaults) -> bool:
-        """Whether any of the dropout probabilities ``(key, default), ...`` is nonzero (every
-        dropout of the model is then counted; the blocks place them all together)."""
+        """Whether any of the dropout probabilities ``(key, default), ...`` is nonzero."""
         values = [self.number(key, default, nullable=True) for key, default in keys_and_defaults]
         return any(value not in (None, 0) for value in values)
+
+    def dropout_fields(self, residual=(), attention=(), embedding=()) -> dict:
+        """``Architecture`` dropout fields from the probabilities that govern each site:
+        ``(key, default)`` pairs for the residual (closing) dropouts, those of the attention
+        probabilities and of the embeddings; a site with no key has no dropout."""
+        return dict(dropouts=self.dropouts(*residual), attention_dropout=self.dropouts(*attention),
+                    embedding_dropout=self.dropouts(*embedding))
 
     def known(self, *keys):
         """Declare keys that do not change the cost (their values are not checked)."""

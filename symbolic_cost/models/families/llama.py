@@ -28,7 +28,8 @@ def _core(k: Keys, name: str, defaults: dict, act_key="hidden_act", **fields) ->
     check_heads(k, e, h, kv, hd)
     k.known("rms_norm_eps", "rope_theta", "initializer_range")
     part = rotary_dim(hd or e // h, k.rotary_fraction(1, *d.get("rotary_keys", ())))
-    fields.setdefault("dropouts", k.dropouts(("attention_dropout", 0)))
+    for site, value in k.dropout_fields(attention=[("attention_dropout", 0)]).items():
+        fields.setdefault(site, value)
     return Architecture(name, k.int("num_hidden_layers", d["num_hidden_layers"]), e, h,
                         k.int("intermediate_size", d["intermediate_size"]), k.int("vocab_size", d["vocab_size"]),
                         kv_heads=kv, head_dim=hd, mlp=gated_mlp(k.activation(act_key, d["hidden_act"])),
@@ -122,7 +123,7 @@ def gemma3_text(k: Keys, name: str) -> Architecture:
     """Gemma 3 (text): Gemma 2 with per-head q/k norms, a global layer every
     ``sliding_window_pattern`` (6) layers, no caps by default."""
     depth = k.int("num_hidden_layers", 26)
-    pattern = k.int("sliding_window_pattern", 6)
+    pattern = k.int("sliding_window_pattern", k.int("_sliding_window_pattern", 6))
     caps = dict(softcap=k.number("attn_logit_softcapping", None, nullable=True) is not None,
                 logit_softcap=k.number("final_logit_softcapping", None, nullable=True) is not None)
     defaults = dict(GEMMA, vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
@@ -139,10 +140,10 @@ def phi3(k: Keys, name: str) -> Architecture:
     depth = k.int("num_hidden_layers", 32)
     window = k.int("sliding_window", None, nullable=True)
     fields = dict(window=window, windowed_layers=depth) if window else {}
-    dropouts = k.dropouts(("resid_pdrop", 0), ("embd_pdrop", 0), ("attention_dropout", 0))
+    dropouts = k.dropout_fields([("resid_pdrop", 0)], [("attention_dropout", 0)], [("embd_pdrop", 0)])
     return _core(k, name, dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, max_position_embeddings=4096,
                                rotary_keys=("partial_rotary_factor",)),
-                 qkv_bias=False, bias=False, dropouts=dropouts, **fields)
+                 qkv_bias=False, bias=False, **dropouts, **fields)
 
 
 def olmo(k: Keys, name: str) -> Architecture:
