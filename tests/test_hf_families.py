@@ -51,7 +51,7 @@ DEPTH_KEYS = ("n_layer", "num_hidden_layers", "num_layers", "num_decoder_layers"
 TORCH = conv.DEFAULT.but(matmul_flops="2mnk", reduction_flops=False)
 EXACT = TORCH.but(causal_flops="exact")
 # eager attention: every score of a sliding window too, masked afterwards
-EAGER = TORCH.but(window_count="dense") if hasattr(TORCH, "window_count") else TORCH
+EAGER = TORCH.but(window_count="dense")
 ENCODERS = {"bert", "roberta"}       # model_types whose attention is bidirectional
 SHORT, LONG = (2, 96), (1, 8192)     # (b, l); the long one is cut to the model's position table
 
@@ -188,9 +188,7 @@ def library(config: dict, name: str, b: int, l: int, conventions):
 
 def rows(cost):
     """Every row of the model, once per time it runs (``ModelCost.blocks``: ``(block, count)``)."""
-    stack = getattr(cost, "blocks", None) or ((cost.embedding, 1), (cost.layer, cost.architecture.n_layers),
-                                              (cost.head, 1))
-    return [row for block, count in stack for row in list(block) * int(count)]
+    return [row for block, count in cost.blocks for row in list(block) * int(count)]
 
 
 def products(cost, pass_: str) -> int:
