@@ -4,9 +4,7 @@
 Expected values are counted here from the shapes of the modules (as the Hugging Face model code
 builds them) or enumerated, never read back from the library."""
 
-import copy
 import json
-from importlib import resources
 
 import pytest
 from sympy import Min, Symbol
