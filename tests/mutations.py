@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
-_settings.register_profile("mutations", max_examples=60, deadline=None, database=None,
+_settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
                            phases=[Phase.explicit, Phase.reuse, Phase.generate])
 """
 

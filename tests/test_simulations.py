@@ -65,6 +65,7 @@ def schedules(draw, max_p=6):
 @example(case=("1f1b", 4, 8, 1), backward=1)
 @example(case=("1f1b", 2, 5, 1), backward=2)
 @example(case=("1f1b", 5, 2, 1), backward=1)
+@example(case=("interleaved", 4, 8, 2), backward=1)
 def test_schedules_are_the_simulated_timelines(case, backward):
     """Per rank: the peak activations held (in micro-batches through the rank's layers, model
     chunks / v) and the idle share of the step (forward one slot, backward one or two)."""
@@ -121,6 +122,7 @@ def _pipelined(case, k, heads, m1, recompute, conventions=conv.DEFAULT):
 @given(case=schedules(max_p=4), k=st.integers(1, 2), heads=st.sampled_from([1, 2, 4]), m1=st.sampled_from([1, 2]))
 @example(case=("1f1b", 2, 3, 1), k=1, heads=2, m1=1)
 @example(case=("1f1b", 3, 8, 1), k=1, heads=2, m1=2)
+@example(case=("interleaved", 2, 4, 2), k=1, heads=2, m1=1)
 def test_model_activations_hold_the_simulated_peak(case, k, heads, m1):
     """Full recomputation frees all but each layer's input: on each rank the saving is its peak
     micro-batches (chunks / v) x its ``L/p`` layers x what one layer no longer keeps.  The bubble is the simulated idle share, and each rank sends
@@ -182,6 +184,8 @@ def _by_kind(comms):
 
 @given(d=st.integers(1, 64), stage=st.integers(0, 3), dist=st.booleans(),
        precision=st.sampled_from(["fp32", "fp16", "bf16"]))
+@example(d=4, stage=0, dist=True, precision="bf16")
+@example(d=8, stage=3, dist=False, precision="fp32")
 def test_zero_bytes_per_rank_are_the_simulated_shards(d, stage, dist, precision):
     cost = model_cost(preset("gpt2"), Training(b=1, l=8, d=d, zero=stage, distributed_optimizer=dist,
                                                precision=precision))
@@ -342,6 +346,7 @@ def test_simulated_partial_recomputation(n_layers, k, method):
 @given(p=st.sampled_from([1, 2]), per_stage=st.integers(1, 4), k=st.integers(1, 4),
        method=st.sampled_from(["uniform", "block"]), n=st.integers(1, 3), conventions=CONVENTIONS)
 @example(p=1, per_stage=4, k=2, method="uniform", n=1, conventions=conv.DEFAULT)
+@example(p=2, per_stage=2, k=1, method="block", n=3, conventions=MEGATRON)
 def test_partial_recomputation_is_the_simulated_stage(p, per_stage, k, method, n, conventions):
     """Full recomputation of ``k`` layers (Megatron-LM's ``--recompute-method`` and
     ``--recompute-num-layers``) on the first stage's ``L/p`` layers."""
