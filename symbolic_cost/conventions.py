@@ -39,12 +39,18 @@ field                           default        alternatives
 ``kernel_time``                 ``"roofline"`` ``"tiled"``: each kernel's time from tiled GEMM
                                                traffic, memory latency and launch overhead
                                                (DeepFlow; see ``kernels``)
-``mlp_activation_dropout``      ``True``       ``False``: no dropout after the MLP activation
-                                               (GPT-2, BERT, Llama, Megatron-LM have none)
-``sequence_parallel_inputs``    ``"gathered"`` ``"shard"``: under sequence parallelism the
-                                               first matmul of the tensor region keeps its
-                                               ``l/s1`` input shard and allgathers it again
-                                               in backward (Megatron-LM)
+``mlp_activation_dropout``      ``False``      ``True``: a dropout follows the MLP activation
+                                               (the LBNL 2024 layout; GPT-2, BERT, Llama and
+                                               Megatron-LM have none)
+``sequence_parallel_inputs``    ``"shard"``    under sequence parallelism the first matmul of
+                                               the tensor region keeps its ``l/s1`` input
+                                               shard and allgathers it again in backward
+                                               (Megatron-LM); ``"gathered"``: it keeps the
+                                               gathered ``l`` (the LBNL 2024 code)
+``loss_precision``              ``"fp32"``     the loss keeps its logits in fp32 (Megatron-LM
+                                               without ``--fp16-lm-cross-entropy``; Hugging
+                                               Face's loss upcasts too); ``"activations"``:
+                                               in the activations' precision
 ``deallocate_pipeline_outputs`` ``True``       ``False``: a pipeline stage keeps the data of
                                                the output it sent for every micro-batch in
                                                flight (Megatron-LM frees it)
@@ -74,7 +80,8 @@ _CHOICES = {
     "mixed_precision": ("zero", "megatron"),
     "qkv_bias_elements": ("3e", "e"),
     "kernel_time": ("roofline", "tiled"),
-    "sequence_parallel_inputs": ("gathered", "shard"),
+    "sequence_parallel_inputs": ("shard", "gathered"),
+    "loss_precision": ("fp32", "activations"),
     "lstm_softmax_weight_rows": ("input", "projection"),
 }
 
@@ -99,8 +106,9 @@ class Conventions:
     layer_norm_keeps_stats: bool = True
     layer_norm_bwd_reads_weights: bool = True
     kernel_time: str = "roofline"
-    mlp_activation_dropout: bool = True
-    sequence_parallel_inputs: str = "gathered"
+    mlp_activation_dropout: bool = False
+    sequence_parallel_inputs: str = "shard"
+    loss_precision: str = "fp32"
     deallocate_pipeline_outputs: bool = True
     gemm_output_overhead: bool = False
     lstm_grad_accumulate_bytes: bool = True

@@ -27,10 +27,13 @@ class Flags:
     full_volume: bool = False       # LBNL: report whole tensors
     reduction_adds: bool = True
     norm_in_attention: bool = False
+    act_dropout: bool = False       # LBNL: a dropout after the MLP activation
+    shard_inputs: bool = True       # Megatron: the entering matmul keeps its sequence shard
 
 
 LBNL = Flags(grad_both=False, attend_both=False, ln_stats=False, ln_bwd_reads_params=False,
-             seq_by_m1=True, full_volume=True, reduction_adds=False, norm_in_attention=True)
+             seq_by_m1=True, full_volume=True, reduction_adds=False, norm_in_attention=True,
+             act_dropout=True, shard_inputs=False)
 
 
 def dot_ops(k: int, two_mnk: bool) -> int:
@@ -232,6 +235,20 @@ def _row(name, op, flags, comms=()):
     return name, values
 
 
+def _entering_row(name, b, l, e, n, bias, es, m1, s, flags):
+    """The first matmul of the tensor region: its input gradient is summed over m1 and
+    re-sharded; keeping only the l/s shard of its input (Megatron), it gathers it again
+    in backward before forming dW (so backward still reads the whole gathered input)."""
+    comms = reduce_to_shards(b * l * e, es, m1, s, "bwd", flags)
+    shard = flags.shard_inputs and s > 1
+    if shard:
+        comms = [comm("allgather", s, b * l * e, es, "bwd", flags)] + comms
+    name, values = _row(name, linear(b, l, e, n, bias, es, flags), flags, comms)
+    if shard:
+        values["act_buffer"] = nbytes([((b, l // s, e), es)])
+    return name, values
+
+
 def _norm_row(name, b, l, e, s, es, flags):
     return _row(name, layer_norm(b, l // s, e, es, flags), flags,
                 [comm("allgather", s, b * l * e, es, "fwd", flags)])
@@ -247,10 +264,9 @@ def mlp(b, l, e, f, m1, s1, es, es_mask, flags, bias=True):
     n = b * l * e
     rows = [] if flags.norm_in_attention else [_norm_row("layer_norm_2", b, l, e, s, es, flags)]
     rows += [
-        _row("fc1", linear(b, l, e, f // m1, bias, es, flags), flags,
-             reduce_to_shards(n, es, m1, s, "bwd", flags)),
+        _entering_row("fc1", b, l, e, f // m1, bias, es, m1, s, flags),
         _row("act", pointwise(b, l, f // m1, es, flags), flags),
-        _row("dpr1", pointwise(b, l, f // m1, es, flags, es_mask), flags),
+        *([_row("dpr1", pointwise(b, l, f // m1, es, flags, es_mask), flags)] if flags.act_dropout else []),
         _row("fc2", linear(b, l, f // m1, e, bias, es, flags), flags,
              reduce_to_shards(n, es, m1, s, "fwd", flags)),
         _dropout_row("dpr2", b, l, e, s, es, es_mask, flags),
@@ -263,8 +279,7 @@ def attention(b, l, e, h, m1, s1, es, es_mask, flags, qkv_bias=True):
     n, q, hd = b * l * e, e // h, h // m1
     rows = [
         _norm_row("layer_norm_1", b, l, e, s, es, flags),
-        _row("qkv_proj", linear(b, l, e, 3 * e // m1, qkv_bias, es, flags), flags,
-             reduce_to_shards(n, es, m1, s, "bwd", flags)),
+        _entering_row("qkv_proj", b, l, e, 3 * e // m1, qkv_bias, es, m1, s, flags),
         _row("logits", logits(b, l, q, hd, es, flags), flags),
         _row("softmax", softmax(b, l, hd, es, flags), flags),
         _row("dropout_softmax", pointwise(b, l, l * hd, es, flags, es_mask), flags),

@@ -92,8 +92,8 @@ def test_several_pairs_after_one_set_equal_repeated_flags(capsys):
                   ["--set", "m1=1", "--set", "s1=1", "--set", "f=4*e", "--at", "e=8", "--at", "l=4"]):
         assert main(["formula", "--block", "mlp", *words]) == 0
         printed.append(capsys.readouterr().out)
-    # 2 b l (2 e f + 5 e + f) at e = 8, f = 32, l = 4: 8 b (512 + 40 + 32)
-    assert printed[0] == printed[1] == "4672*b\n"
+    # b l (4 e f + 10 e + f) at e = 8, f = 32, l = 4: 4 b (1024 + 80 + 32)
+    assert printed[0] == printed[1] == "4544*b\n"
 
 
 def test_defaults_are_the_same_across_commands():
@@ -167,7 +167,8 @@ def test_summary_prints_the_step_time_breakdown(capsys):
     assert main(["summary", *settings]) == 0
     lines = capsys.readouterr().out.splitlines()
     memory = next(i for i, line in enumerate(lines) if line.startswith("memory per device"))
-    step = lines[memory + 1]                          # the breakdown next to the memory
+    assert lines[memory + 1].startswith("activations per pipeline rank: 0: ")
+    step = lines[memory + 2]                          # the breakdown next to the memory
     assert step.startswith("step time per iteration on h100: ")
     for part, value in expected.items():
         printed = re.search(rf"\b{part} ([0-9.e+-]+) s\b", step)

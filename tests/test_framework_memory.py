@@ -158,3 +158,16 @@ def test_bad_schedules_are_refused():
         model_cost(arch, Training(p=2, recompute="full", recompute_layers=3))
     with pytest.raises(ValueError, match="rank must be an integer"):
         rank_activation_bytes(model_cost(arch, Training(p=2)), 2)
+
+
+def test_summary_prints_memory_per_rank(capsys):
+    import json
+
+    from symbolic_cost.cli import main
+    assert main(["summary", "--preset", "gpt2", "--set", "p=4", "n_micro=8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    per_rank = out["activation_bytes_per_rank"]
+    assert len(per_rank) == 4 and max(per_rank) == out["activation_bytes"]
+    assert per_rank[0] > per_rank[1] > per_rank[2]        # 1F1B: p - r micro-batches in flight
+    assert main(["summary", "--preset", "gpt2", "--set", "p=4", "n_micro=8"]) == 0
+    assert "activations per pipeline rank: 0: " in capsys.readouterr().out

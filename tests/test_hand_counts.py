@@ -11,9 +11,11 @@ TWO_MNK = conv.DEFAULT.but(matmul_flops="2mnk")
 
 
 def test_mlp_forward_flops_by_hand():
-    # norm 9ble; fc1 blf(2e-1) + blf bias; gelu blf; dropout blf; fc2 ble(2f-1) + ble; dropout ble
-    hand = 9*b*l*e + 2*b*l*e*f + b*l*f + b*l*f + 2*b*l*e*f + b*l*e
+    # norm 9ble; fc1 blf(2e-1) + blf bias; gelu blf; fc2 ble(2f-1) + ble; dropout ble
+    hand = 9*b*l*e + 2*b*l*e*f + b*l*f + 2*b*l*e*f + b*l*e
     assert simplify(mlp(b, l, e, f).total("flops_fwd") - hand) == 0
+    # the LBNL layout's dropout after the GELU multiplies b l f more elements by its mask
+    assert simplify(mlp(b, l, e, f, activation_dropout=True).total("flops_fwd") - hand - b*l*f) == 0
 
 
 def test_layer_forward_flops_leading_terms_2mnk():
@@ -21,9 +23,9 @@ def test_layer_forward_flops_leading_terms_2mnk():
     layer = (mlp(b, l, e, 4 * e, bias=False, conventions=TWO_MNK).total("flops_fwd")
              + attention(b, l, e, h, qkv_bias=False, out_bias=False,
                          conventions=TWO_MNK).total("flops_fwd"))
-    # lower terms by hand: norms 18ble, gelu+dropout 8ble, dropouts 2ble,
+    # lower terms by hand: norms 18ble, gelu 4ble, dropouts 2ble,
     # softmax 2bhl^2 + bhl(l-1), attention dropout bhl^2
-    lower = 18*b*l*e + 8*b*l*e + 2*b*l*e + 2*b*h*l**2 + b*h*l*(l - 1) + b*h*l**2
+    lower = 18*b*l*e + 4*b*l*e + 2*b*l*e + 2*b*h*l**2 + b*h*l*(l - 1) + b*h*l**2
     assert simplify(layer - (24*b*l*e**2 + 4*b*l**2*e + lower)) == 0
 
 
@@ -73,14 +75,17 @@ def test_overlap_takes_the_longer_of_compute_and_comm():
 
 def test_megatron_sequence_parallel_volumes():
     """s1 = m1: the MLP moves one allgather and one reduce-scatter of b l e each way
-    (Korthikanti et al. 2022), each (m1-1)/m1 of the tensor per device, 2 bytes/elem."""
-    block = mlp(b, l, e, f, m1, m1)
-    for pass_ in ("fwd", "bwd"):
-        kinds = sorted(c.kind for c in block.collectives if c.pass_ == pass_
-                       if simplify(c.volume) != 0)
-        assert kinds == ["allgather", "reducescatter"]
-        volume = sum(c.volume for c in block.collectives if c.pass_ == pass_)
-        assert simplify(volume - 2 * 2 * b * l * e * (m1 - 1) / m1) == 0
+    (Korthikanti et al. 2022), each (m1-1)/m1 of the tensor per device, 2 bytes/elem;
+    Megatron-LM's backward also allgathers again the fc1 input shard it kept."""
+    moved = 2 * b * l * e * (m1 - 1) / m1
+    for inputs, extra in (("gathered", 0), ("shard", 1)):
+        block = mlp(b, l, e, f, m1, m1, conventions=conv.DEFAULT.but(sequence_parallel_inputs=inputs))
+        for pass_, again in (("fwd", 0), ("bwd", extra)):
+            kinds = sorted(c.kind for c in block.collectives if c.pass_ == pass_
+                           if simplify(c.volume) != 0)
+            assert kinds == ["allgather"] * (1 + again) + ["reducescatter"]
+            volume = sum(c.volume for c in block.collectives if c.pass_ == pass_)
+            assert simplify(volume - (2 + again) * moved) == 0
 
 
 def test_plain_tensor_parallel_is_one_allreduce_each_way():
@@ -91,8 +96,13 @@ def test_plain_tensor_parallel_is_one_allreduce_each_way():
 
 def test_sequence_parallelism_moves_no_more_than_tensor_parallelism():
     """Korthikanti et al. 2022: allgather + reduce-scatter move what one allreduce moves,
-    so a block's volume per pass is 2 b l e es (m1-1)/m1 whatever s1 is (es = 2 here)."""
-    block = mlp(b, l, e, f, m1, s1)
+    so a block's volume per pass is 2 b l e es (m1-1)/m1 whatever s1 is (es = 2 here),
+    when the gathered input is kept; keeping only its shard (Megatron-LM) costs one more
+    allgather over s1 in backward, 2 b l e (s1-1)/s1."""
+    gathered = mlp(b, l, e, f, m1, s1, conventions=conv.DEFAULT.but(sequence_parallel_inputs="gathered"))
+    shard = mlp(b, l, e, f, m1, s1)
     for pass_ in ("fwd", "bwd"):
-        volume = sum(c.volume for c in block.collectives if c.pass_ == pass_)
+        volume = sum(c.volume for c in gathered.collectives if c.pass_ == pass_)
         assert simplify(volume - 2 * 2 * b * l * e * (m1 - 1) / m1) == 0
+        extra = sum(c.volume for c in shard.collectives if c.pass_ == pass_) - volume
+        assert simplify(extra - (2 * b * l * e * (s1 - 1) / s1 if pass_ == "bwd" else 0)) == 0

@@ -8,7 +8,7 @@ from symbolic_cost.symbols import b, e, f, h, l, m1, s1
 
 # traffic (mem_fwd, mem_bwd) also reads weights, so it is affine in b, not linear
 SCALING = ["act_in", "act_in_other", "act_out", "act_buffer", "act_grads"]
-TP_ROWS = {"mlp": ["fc1", "act", "dpr1", "fc2"],
+TP_ROWS = {"mlp": ["fc1", "act", "fc2"],
            "attention": ["qkv_proj", "logits", "softmax", "dropout_softmax", "attend", "v_proj"]}
 
 

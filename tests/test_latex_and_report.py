@@ -87,7 +87,7 @@ def test_cli_analysis_commands(capsys):
     assert simplify(_parse(capsys.readouterr().out) - (24*b*e**2*l + 4*b*e*l**2)) == 0
     assert main(["crossover", "--set", "f=4*e", "--set", "m1=1", "--set", "s1=1"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert simplify(_parse(out[1]) - (8*e**2 + 9*e + h) / (4*e + 3*h)) == 0
+    assert simplify(_parse(out[1]) - (8*e**2 + 5*e + h) / (4*e + 3*h)) == 0
     assert main(["formula", "--block", "attention", "--field", "act_buffer", "--set", "m1=1",
                  "--set", "s1=1", "--elasticity", "l", "--flash"]) == 0
     assert capsys.readouterr().out.strip() == "1"

@@ -37,7 +37,8 @@ def test_formula_prints_the_mlp_forward_flops(capsys):
                  "--set", "s1=1"]) == 0
     printed = sympify(capsys.readouterr().out, locals=BY_NAME)
     b, l, e, f = (BY_NAME[n] for n in "blef")
-    assert simplify(printed - 2 * b * l * (2 * e * f + 5 * e + f)) == 0
+    # norm 9e, fc1 2ef + f (bias), GELU f, fc2 2ef + e, dropout e per token
+    assert simplify(printed - b * l * (4 * e * f + 10 * e + f)) == 0
 
 
 def test_formula_latex_uses_paper_symbols(capsys):

@@ -34,7 +34,7 @@ DIFFERENCES = {
 
 
 class MLP(nn.Module):
-    """``dropout(fc2(dropout(act(fc1(norm(x))))))`` with ``f/m1`` hidden units on this device."""
+    """``dropout(fc2(act(fc1(norm(x)))))`` with ``f/m1`` hidden units on this device."""
 
     def __init__(self, e, f, m1=1, gated=False, norm="layer", p=0.1, bias=True):
         super().__init__()
@@ -49,7 +49,7 @@ class MLP(nn.Module):
             gate, up = y.chunk(2, dim=-1)
             y = F.silu(gate) * up
         else:
-            y = F.dropout(F.gelu(y), self.p, self.training)
+            y = F.gelu(y)                # no dropout after the activation (GPT-2, BERT, Megatron-LM)
         y = self.fc2(y)
         return F.dropout(y, self.p, self.training) if self.p else y
 

@@ -35,7 +35,8 @@ def lm_rows(at: Layout, width, vocab, *, tied=True, bias=False, softcap=False, n
                        mem_fwd=head.mem_fwd - table, mem_bwd=head.mem_bwd - table)
     caps = [softcap_row(b, l, vocab / m1, es=at.es, name="logit_softcap")] if softcap else []
     stats = at.collective("allreduce", 3 * b * l, m1, "fwd")
-    return [head, *caps, at.attach(cross_entropy(b, l, vocab / m1, es=at.es), stats)]
+    loss_es = 4 if at.conventions.loss_precision == "fp32" else at.es     # the loss's own logits
+    return [head, *caps, at.attach(cross_entropy(b, l, vocab / m1, es=loss_es), stats)]
 
 
 def pooler_rows(at: Layout) -> list[Cost]:

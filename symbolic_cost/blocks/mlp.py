@@ -26,7 +26,7 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, ac
 
     >>> from symbolic_cost.symbols import b, l, e, f
     >>> mlp(b, l, e, f).names
-    ['layer_norm_2', 'fc1', 'act', 'dpr1', 'fc2', 'dpr2']
+    ['layer_norm_2', 'fc1', 'act', 'fc2', 'dpr2']
     """
     dims = dict(b=b, l=l, e=e, f=f, m1=m1, s1=s1)
     at = Layout.of(dims, es, es_mask, conventions)

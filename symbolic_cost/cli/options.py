@@ -14,7 +14,8 @@ import argparse
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
-from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, Training
+from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, Training
+from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.numeric.tables import UNITS
 from symbolic_cost.timing.hardware import SYSTEMS
 
@@ -119,7 +120,21 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
     if recompute:
         option(group, "--recompute", choices=RECOMPUTE, default=PLAIN.recompute,
                help="activation recomputation")
+        option(group, "--recompute-method", choices=RECOMPUTE_METHODS, default=PLAIN.recompute_method,
+               help="full recomputation: checkpoint every group of N layers, or the first N of a stage")
+        option(group, "--recompute-layers", type=int, default=PLAIN.recompute_layers,
+               help="N for --recompute-method")
+        option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule, help="pipeline schedule")
+        option(group, "--virtual-stages", type=int, default=PLAIN.virtual_stages,
+               help="model chunks per pipeline rank (interleaved schedule)")
     flash(group)
+
+
+def training_policy(args) -> dict:
+    """The ``Training`` fields the training options set (those a command offers)."""
+    names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
+             "schedule", "virtual_stages", "flash")
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
 def counting(parser, conventions: str = CONVENTIONS, kernel_time: bool = True):

@@ -10,6 +10,7 @@ from symbolic_cost.cli import options
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, number, resolve,
                                       training_values)
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
+from symbolic_cost.models.totals import rank_activation_bytes
 from symbolic_cost.timing.hardware import comm_time, get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -45,9 +46,7 @@ def whole_model(args):
     arch = architecture(args)
     values = resolve(training_values(arch), args.set, allowed=TRAINING_SYMBOLS)
     training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
-                        p=values[S.p], micro_batches=values[S.n_micro], precision=args.precision,
-                        zero=args.zero, distributed_optimizer=args.distributed_optimizer,
-                        recompute=args.recompute, flash=args.flash)
+                        p=values[S.p], micro_batches=values[S.n_micro], **options.training_policy(args))
     chosen = conventions(args)
     return arch, training, model_cost(arch, training, chosen), chosen
 
@@ -59,6 +58,8 @@ def report(args) -> tuple[dict, Training]:
     out = {"model": arch.name, **{name: number(getattr(cost, name)) for name in FIELDS}}
     out["step_time_s"] = {part: number(value) for part, value in step_time_breakdown(cost, system, chosen).items()}
     out["world_size"] = number(world_size(training))
+    if isinstance(out["activation_bytes"], (int, float)) and number(training.p) != 1:
+        out["activation_bytes_per_rank"] = [number(rank_activation_bytes(cost, r)) for r in range(int(training.p))]
     out["collectives"] = [
         {"dimension": dim, "kind": c.kind, "group": number(c.group), "pass": c.pass_,
          "count": number(c.repeats), "volume_bytes": number(c.volume),
@@ -76,7 +77,8 @@ def run(args) -> int:
     size = lambda value: amount(value, "bytes", args.units)  # noqa: E731
     seconds = lambda value: amount(value, "seconds", args.units)  # noqa: E731
     print(f"{out['model']}: b={t.b} l={t.l} m1={t.m1} s1={t.s1} d={t.d} p={t.p} micro-batches="
-          f"{t.micro_batches} {t.precision} zero={t.zero} recompute={t.recompute} flash={t.flash}")
+          f"{t.micro_batches} {t.precision} zero={t.zero} recompute={t.recompute} schedule={t.schedule} "
+          f"flash={t.flash}")
     parameters = out["parameters"]
     print(f"parameters: {parameters:,}" if isinstance(parameters, int) else f"parameters: {parameters}")
     print(f"parameters per device: {out['parameters_per_device']}")
@@ -86,6 +88,9 @@ def run(args) -> int:
           f"backward {flops('model_flops_bwd')}")
     print("memory per device: weights {}, gradients {}, optimizer {}, activations {}; total {}".format(
         *(size(out[name]) for name in MEMORY)))
+    if "activation_bytes_per_rank" in out:
+        print("activations per pipeline rank: " + ", ".join(
+            f"{rank}: {size(value)}" for rank, value in enumerate(out["activation_bytes_per_rank"])))
     steps = out["step_time_s"]
     print(f"step time per iteration on {args.system}: "
           + ", ".join(f"{part} {seconds(value)}" for part, value in steps.items() if part != "total")

@@ -79,9 +79,7 @@ def run(args) -> int:
     fixed = resolve(training_values(arch), args.set, allowed=TRAINING_SYMBOLS)
     value = lambda sym: sym if str(sym) in grid else fixed[sym]  # noqa: E731
     training = Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d),
-                        p=value(S.p), micro_batches=value(S.n_micro), precision=args.precision,
-                        zero=args.zero, distributed_optimizer=args.distributed_optimizer,
-                        recompute=args.recompute, flash=args.flash)
+                        p=value(S.p), micro_batches=value(S.n_micro), **options.training_policy(args))
     chosen = conventions(args)
     cost = model_cost(arch, training, chosen)
     exprs = {name: getattr(cost, name) for name in TOTALS}

@@ -9,11 +9,11 @@ none           ``k x`` every row's ``act_buffer``            nothing
 selective      the attention core (``CORE_ROWS``) dropped,   the core (Korthikanti et al.
                Q, K, V kept instead                          2022)
 activation     the activation's output (``fc2``'s input)     the activation (and ``dpr1``)
-               dropped
+               dropped (and ``dpr1``'s mask)
 full, uniform  the input of every group of ``N`` layers:     every layer
                ``k/N x`` the layer input
-full, block    the inputs of the first ``N`` layers, all of  ``N`` layers
-               the other ``k - N``
+full, block    the inputs of the first ``N <= k`` layers,    ``N`` layers
+               all of the other ``k - N``
 ============== ============================================= =================================
 
 ``N`` is ``Training.recompute_layers`` (Megatron-LM's ``--recompute-num-layers``).
@@ -49,7 +49,9 @@ def kept_bytes(layer: Block, recompute: str, tokens_bytes) -> Expr:
         core = sum(layer[r].act_buffer for r in CORE_ROWS if r in layer.names)
         kept = kept - core + layer["qkv_proj"].act_out         # keep Q, K, V to redo the core
     if recompute == "activation" and "fc2" in layer.names:
-        kept = kept - layer["fc2"].act_buffer                 # rebuilt from the activation's input
+        # fc2's input is rebuilt from the activation's input; a dropout between them draws its
+        # mask again from the saved random state (torch.utils.checkpoint), so it keeps none
+        kept = kept - sum(layer[r].act_buffer for r in ("dpr1", "fc2") if r in layer.names)
     return kept
 
 

@@ -9,8 +9,10 @@ weights          parameters on the device x bytes per weight (ZeRO-3: / d)
 gradients        parameters x bytes per gradient (ZeRO-2, 3: / d)
 optimizer        parameters x optimizer bytes (ZeRO-1, 2, 3 and Megatron's
                  distributed optimizer: / d)
-activations      what the busiest stage keeps for backward: micro-batches in
-                 flight (``p`` under 1F1B) x its layers' kept activations
+activations      what the busiest pipeline rank keeps for backward: its micro-batches
+                 in flight (``Schedule.in_flight``) x its layers' kept activations,
+                 with the embedding's on the first rank and the head's on the last
+                 (``rank_activation_bytes``)
 ================ ===============================================================
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from sympy import Eq, Expr, Max, Piecewise
+from sympy import Eq, Expr, Integer, Max, Min, Piecewise
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
@@ -87,7 +89,7 @@ def _stage_kept(stack, t: Training, p, tokens_bytes) -> Expr:
 def tied_copy(arch: Architecture, start: Block) -> Expr:
     """Weights the last pipeline stage holds only when it is not the first: its own copy of a
     tied word embedding (the word table only)."""
-    return start["word_embeddings"].weights if arch.tied and arch.lm_head else 0
+    return start["word_embeddings"].weights if arch.tied and arch.lm_head else Integer(0)
 
 
 def _degrees(t: Training):
@@ -118,9 +120,6 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     per_device = per_stage(p, start.total("weights") / es, end.total("weights") / es,
                            _middle(stack, "weights") / es, tied_copy(arch, start) / es)
     schedule = _check_schedule(t, depth, p, n)
-    tokens_bytes = t.b * t.l / s1 * arch.e * es
-    kept = _stage_kept(stack, t, p, tokens_bytes)
-    activations = schedule.in_flight(p, n) * (kept + start.total("act_buffer")) + end.total("act_buffer")
     one = model_stack(arch, t, 1, 1, es, conventions)     # the model on one device: its own FLOPs
     model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731
     cost = ModelCost(
@@ -133,8 +132,9 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         weight_bytes=per_device * es_w / shard_degree("weights", t.zero, d, t.distributed_optimizer),
         gradient_bytes=per_device * es_g / shard_degree("gradients", t.zero, d, t.distributed_optimizer),
         optimizer_bytes=per_device * es_o / shard_degree("optimizer", t.zero, d, t.distributed_optimizer),
-        activation_bytes=activations,
+        activation_bytes=Integer(0),          # the busiest rank's, set below
         bubble=schedule.bubble(p, n))
+    cost = replace(cost, activation_bytes=busiest_activation_bytes(cost))
     return replace(cost, collectives=tuple(_collectives(cost, depth, es, es_w, es_g, conventions)))
 
 
@@ -171,9 +171,20 @@ def _rank_activations(cost: ModelCost, held, first, last) -> Expr:
     per_micro = _stage_kept(cost.stack, t, p, tokens_bytes)
     if first:
         per_micro += cost.embedding.total("act_buffer")
-    if not last and not layer.conventions.deallocate_pipeline_outputs:
-        per_micro += tokens_bytes                  # the output it sent, kept until its backward
-    return held * per_micro + (held * cost.head.total("act_buffer") if last else 0)
+    kept = held * per_micro + (held * cost.head.total("act_buffer") if last else 0)
+    if layer.conventions.deallocate_pipeline_outputs or (first and last):
+        return kept
+    return kept + _outputs_sent(held, t.virtual_stages, p, exact(t.micro_batches, "micro_batches"), last) * tokens_bytes
+
+
+def _outputs_sent(held, v, p, n, last) -> Expr:
+    """Outputs a rank has sent and still keeps at its peak when they are not deallocated: one
+    per model chunk in flight (``held x v``), except that the last rank's last chunk sends
+    none: with ``v`` chunks it keeps those of its first ``v - 1``, ``(v - 1) p``, plus one more
+    once a second round of micro-batches overlaps the first (``n > p``)."""
+    if not last:
+        return held * v
+    return Min(held * v, (v - 1) * p + Min(n - p, 1)) if v > 1 else Integer(0)
 
 
 def rank_activation_bytes(cost: ModelCost, rank: int) -> Expr:
@@ -211,6 +222,12 @@ def _check_schedule(t: Training, depth, p, n):
     """The schedule, refusing layouts it cannot run (when the numbers are known)."""
     schedule = t.pipeline_schedule()
     rules = [("recompute_layers", t.recompute_layers, depth / p, "a stage's layers")]
+    if t.recompute == "full" and t.recompute_method == "block":     # the first N layers of a stage
+        ratio = depth / p / t.recompute_layers
+        if ratio.is_number and ratio < 1:
+            raise ValueError(f"recompute_layers must be at most a stage's layers "
+                             f"(got {t.recompute_layers} and {depth / p})")
+        rules = []
     if schedule.name == "interleaved":
         rules += [("p", p, n, "micro_batches (Megatron-LM's interleaved schedule)"),
                   ("p x virtual_stages", p * schedule.v, depth, "n_layers")]

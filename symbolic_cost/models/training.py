@@ -46,7 +46,6 @@ class Training:
     recompute_layers: Expr = 1   # full: layers per checkpointed group (uniform) or recomputed (block)
     schedule: str = "1f1b"       # pipeline schedule: "gpipe", "1f1b", "interleaved"
     virtual_stages: int = 1      # model chunks per pipeline rank (interleaved only)
-    loss_precision: str | None = None   # precision of the logits the loss keeps (None: as activations)
     flash: bool = False
     mask_bytes: Expr = 1         # dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats)
 
@@ -60,9 +59,6 @@ class Training:
         if self.recompute_method not in RECOMPUTE_METHODS:
             raise ValueError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
                              f"got {self.recompute_method!r}")
-        if self.loss_precision not in (None,) + PRECISIONS:
-            raise ValueError(f"loss_precision must be one of {', '.join(PRECISIONS)} (or None), "
-                             f"got {self.loss_precision!r}")
         self.pipeline_schedule()     # refuses an unknown schedule or a bad number of virtual stages
 
     def pipeline_schedule(self) -> Schedule:

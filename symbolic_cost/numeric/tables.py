@@ -128,7 +128,7 @@ def table(block: Block, system: System | str = "a100", conventions=conv.DEFAULT,
     >>> from symbolic_cost import mlp
     >>> t = table(mlp(1, 2048, 12288, 4 * 12288, 4, 4))
     >>> list(t["layer"])
-    ['layer_norm_2', 'fc1', 'act', 'dpr1', 'fc2', 'dpr2']
+    ['layer_norm_2', 'fc1', 'act', 'fc2', 'dpr2']
     """
     units = UNITS[units] if isinstance(units, str) else units
     rows = [{column: to_value(expr, column, units)
