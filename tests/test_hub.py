@@ -101,3 +101,16 @@ def test_without_the_client_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)      # import huggingface_hub fails
     with pytest.raises(ValueError, match=r"pip install 'symbolic_cost\[hub\]'"):
         hub.load(MODEL)
+
+
+def test_summary_takes_a_model_id_from_the_cache(cache):
+    """``symbolic-cost summary --hf-model ID`` in a subprocess that sees only the hub's own settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache))
+    run = lambda *words: subprocess.run([sys.executable, "-m", "symbolic_cost", "summary", *words],  # noqa: E731
+                                        env=env, capture_output=True, text=True, timeout=120)
+    done = run("--hf-model", MODEL, "--set", "l=4096")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Llama-2-7b-hf: ") and f"parameters: {LLAMA_2_7B:,}" in done.stdout
+    absent = run("--hf-model", "org/absent")
+    assert absent.returncode == 2 and absent.stderr.count("\n") == 1 and "org/absent" in absent.stderr

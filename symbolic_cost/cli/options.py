@@ -88,12 +88,16 @@ def settings(parser, help: str = "fix symbols: NAME=VALUE pairs, several after o
 
 
 def model(parser, default: str | None = MODEL):
-    """``--preset`` or ``--hf-config``: the model whose dimensions are used."""
+    """``--preset``, ``--hf-config`` or ``--hf-model``: the model whose dimensions are used."""
     group = parser.add_argument_group("model")
     source = group.add_mutually_exclusive_group()
     text = "a bundled model" if default else "a bundled model (default: none, every dimension a symbol)"
     option(source, "--preset", choices=MODELS, default=default, help=text)
     option(source, "--hf-config", metavar="PATH", help="a Hugging Face config.json instead of --preset")
+    option(source, "--hf-model", metavar="ID",
+           help="a Hugging Face model id (e.g. meta-llama/Llama-2-7b-hf): its config.json through the hub "
+                "client's cache (pip install 'symbolic_cost[hub]'; HF_HUB_OFFLINE=1 reads the cache only)")
+    option(group, "--revision", help="with --hf-model: a branch, tag or commit")
 
 
 def precision(parser):

@@ -18,6 +18,7 @@ from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.cli.options import PLAIN
 from symbolic_cost.cost import EXPRESSION_FIELDS
 from symbolic_cost.models import config as hf
+from symbolic_cost.models import hub
 from symbolic_cost.models.training import element_bytes
 from symbolic_cost.numeric.tables import COST_COLUMNS, UNITS, column_kind
 from symbolic_cost.timing.hardware import TIME_FIELDS, step_time, times
@@ -90,9 +91,11 @@ def resolve(base: dict, sets: list[str], allowed=None) -> dict:
 
 
 def architecture(args):
-    """The model of ``--hf-config`` or ``--preset`` (``None`` when neither is given)."""
+    """The model of ``--hf-config``, ``--hf-model`` or ``--preset`` (``None`` when none is given)."""
     if getattr(args, "hf_config", None):
         return hf.load(args.hf_config)
+    if getattr(args, "hf_model", None):
+        return hub.load(args.hf_model, revision=args.revision)
     return hf.preset(args.preset) if getattr(args, "preset", None) else None
 
 
