@@ -151,16 +151,8 @@ def measure(config: dict, b: int, l: int, seed: int = 0) -> dict:
     auto = transformers.AutoModel if config["model_type"] == "bert" else transformers.AutoModelForCausalLM
     model = auto.from_config(hf, attn_implementation="eager").float().train()
     ids = torch.randint(0, hf.vocab_size, (b, l))
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    kept = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in params:
-            kept[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    from torch_reference import saved_storages
+    with saved_storages(model.parameters()) as kept:
         out = model(input_ids=ids) if config["model_type"] == "bert" else model(input_ids=ids, labels=ids)
     root = out.pooler_output if config["model_type"] == "bert" else out.loss
     labels = _saved_by(root.grad_fn, torch)

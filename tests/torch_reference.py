@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -138,8 +140,17 @@ def count_flops(module: nn.Module, *inputs) -> tuple[int, int]:
 
 def saved_bytes(module: nn.Module, *inputs) -> int:
     """Bytes autograd keeps for backward: unique storages, parameters left out."""
+    with saved_storages(module.parameters()) as kept:
+        module(*inputs)
+    return sum(kept.values())
+
+
+@contextmanager
+def saved_storages(parameters):
+    """Inside the block, ``{storage address: bytes}`` of every storage autograd saves for
+    backward, each counted once, the storages of ``parameters`` left out."""
     kept = {}
-    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    params = {p.untyped_storage().data_ptr() for p in parameters}
 
     def pack(tensor):
         storage = tensor.untyped_storage()
@@ -148,8 +159,7 @@ def saved_bytes(module: nn.Module, *inputs) -> int:
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        module(*inputs)
-    return sum(kept.values())
+        yield kept
 
 
 def parameter_count(module: nn.Module) -> int:
