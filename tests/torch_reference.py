@@ -17,7 +17,6 @@ tests assert the difference exactly.
 from __future__ import annotations
 
 import math
-
 from contextlib import contextmanager
 
 import torch
