@@ -144,3 +144,22 @@ def test_cluster_volume_by_hand():
     boundary = 1 * 128 * 768 * 2
     assert [c.volume for c in pipe] == [3 * boundary, 3 * boundary]
     assert sum(cluster_volume(cost, "pipeline", c) for c in pipe) == 2 * 2 * 2 * 3 * boundary
+
+
+def test_step_time_sums_every_layer_group():
+    """A model whose layers differ (half of them sliding-window, as Gemma 2) spends, per
+    micro-batch, each group's time times its count: replacing the windowed group by full
+    layers changes the compute by (number windowed) x (full layer - windowed layer)."""
+    from dataclasses import replace
+
+    from symbolic_cost.timing.hardware import times
+    from symbolic_cost.timing.step import step_time_breakdown
+    base = Architecture("alt", 4, 256, 4, 1024, 1000, window=64, windowed_layers=2)
+    full = replace(base, window=None, windowed_layers=None)
+    t = Training(b=1, l=512)
+    alt, dense = model_cost(base, t), model_cost(full, t)
+    (windowed, two), (whole, _) = alt.stack[1], alt.stack[2]
+    assert two == 2 and windowed.rows != whole.rows
+    seconds = lambda blk: sum(times(r, "h100")["t_fwd"] + times(r, "h100")["t_bwd"] for r in blk)  # noqa: E731
+    difference = step_time_breakdown(dense, "h100")["compute"] - step_time_breakdown(alt, "h100")["compute"]
+    assert difference == 2 * (seconds(whole) - seconds(windowed)) != 0

@@ -28,20 +28,20 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     system, conventions = get_system(system), conv.get(conventions)
     t = cost.training
     p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
-    depth = exact(cost.architecture.n_layers, "n_layers")
 
-    def parts(blk, rows=None):
-        rows = [blk[r] for r in rows] if rows is not None else list(blk)
-        compute = sum((times(r, system, conventions)[k] for r in rows for k in ("t_fwd", "t_bwd")), Integer(0))
-        comm = sum((times(r, system, conventions)[k] for r in rows for k in ("t_comm_fwd", "t_comm_bwd")),
-                   Integer(0))
-        return compute, comm
+    def parts(rows, passes=("fwd", "bwd")):
+        """(compute, communication) seconds of some rows over some passes."""
+        seconds = [times(r, system, conventions) for r in rows]
+        return tuple(sum((s[f"{kind}{p_}"] for s in seconds for p_ in passes), Integer(0))
+                     for kind in ("t_", "t_comm_"))
 
-    (s_comp, s_comm), (l_comp, l_comm), (e_comp, e_comm) = parts(cost.embedding), parts(cost.layer), parts(cost.head)
-    redone = [times(cost.layer[r], system, conventions) for r in recomputed_rows(cost.layer, t.recompute)]
-    layers = redone_layers(t, depth / p)            # of the stage, each redoing ``redone``
-    compute = per_stage(p, s_comp, e_comp, depth * l_comp) + layers * sum((r["t_fwd"] for r in redone), Integer(0))
-    tensor = per_stage(p, s_comm, e_comm, depth * l_comm) + layers * sum((r["t_comm_fwd"] for r in redone), Integer(0))
+    middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
+    start, end = parts(cost.embedding), parts(cost.head)
+    groups = [(count, parts(blk), parts([blk[r] for r in recomputed_rows(blk, t.recompute)], ("fwd",)),
+               redone_layers(t, count / p)) for blk, count in middle]
+    # each group's recomputed layers of the stage redo their forward (and its collectives)
+    compute, tensor = (per_stage(p, start[i], end[i], sum((c * whole[i] for c, whole, _, _ in groups), Integer(0)))
+                       + sum((k * redo[i] for _, _, redo, k in groups), Integer(0)) for i in (0, 1))
     per_micro = compute + tensor
     by_dim = lambda dim: sum((comm_time(c, system, conventions) for d_, c in cost.collectives if d_ == dim),  # noqa: E731
                              Integer(0))
