@@ -171,3 +171,24 @@ def test_summary_prints_memory_per_rank(capsys):
     assert per_rank[0] > per_rank[1] > per_rank[2]        # 1F1B: p - r micro-batches in flight
     assert main(["summary", "--preset", "gpt2", "--set", "p=4", "n_micro=8"]) == 0
     assert "activations per pipeline rank: 0: " in capsys.readouterr().out
+
+
+def test_uneven_first_and_last_stages():
+    """Megatron-LM's --decoder-first/last-pipeline-num-layers: the given counts on the end ranks,
+    the other layers split evenly; memory and parameters per rank follow the counts."""
+    from symbolic_cost.parallel.pipeline import stage_layers
+    assert stage_layers(30, 4, first=6) == (6, 8, 8)
+    assert stage_layers(32, 4, first=5, last=3) == (5, 12, 3)
+    with pytest.raises(ValueError, match="split evenly"):
+        stage_layers(31, 4, first=6)
+    arch = Architecture("gpt", 26, 256, 4, 1024, 1000)
+    cost = model_cost(arch, Training(b=1, l=128, p=4, micro_batches=8, first_stage_layers=2), PAPER)
+    layer = cost.layer.total("act_buffer")
+    emb, head = cost.embedding.total("act_buffer"), cost.head.total("act_buffer")
+    ranks = [rank_activation_bytes(cost, r) for r in range(4)]
+    assert ranks == [4 * (2 * layer + emb), 3 * 8 * layer, 2 * 8 * layer, 8 * layer + head]
+    assert cost.activation_bytes == ranks[1] == max(ranks)           # the second rank is the busiest
+    weights = lambda blk: blk.total("weights") / 2                    # noqa: E731  (bf16 elements)
+    tied = cost.embedding["word_embeddings"].weights / 2
+    assert cost.parameters_per_device == max(weights(cost.embedding) + 2 * weights(cost.layer),
+                                             weights(cost.head) + tied + 8 * weights(cost.layer))

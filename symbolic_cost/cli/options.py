@@ -131,13 +131,16 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
         option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule, help="pipeline schedule")
         option(group, "--virtual-stages", type=int, default=PLAIN.virtual_stages,
                help="model chunks per pipeline rank (interleaved schedule)")
+        option(group, "--first-stage-layers", type=int, help="layers on the first pipeline rank "
+               "(default: an even split; the other layers split evenly)")
+        option(group, "--last-stage-layers", type=int, help="layers on the last pipeline rank")
     flash(group)
 
 
 def training_policy(args) -> dict:
     """The ``Training`` fields the training options set (those a command offers)."""
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
-             "schedule", "virtual_stages", "flash")
+             "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "flash")
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 

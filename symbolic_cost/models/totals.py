@@ -29,7 +29,7 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.memory import redone_layers, stage_kept_bytes, stage_recompute_flops
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
-from symbolic_cost.parallel.pipeline import per_stage, stage_sends
+from symbolic_cost.parallel.pipeline import per_stage, stage_layers, stage_sends
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
 
 
@@ -81,9 +81,26 @@ def _middle(stack, field: str) -> Expr:
     return sum((count * blk.total(field) for blk, count in stack[1:-1]), exact(0))
 
 
-def _stage_kept(stack, t: Training, p, tokens_bytes) -> Expr:
-    """Bytes one stage's share (``1/p``) of each layer group keeps for one micro-batch."""
-    return sum((stage_kept_bytes(blk, t, count / p, tokens_bytes) for blk, count in stack[1:-1]), exact(0))
+def _stage_kept(stack, t: Training, share, tokens_bytes) -> Expr:
+    """Bytes one rank's ``share`` (``1/p`` of the layers, or its fraction of uneven stages)
+    of each layer group keeps for one micro-batch."""
+    return sum((stage_kept_bytes(blk, t, count * share, tokens_bytes) for blk, count in stack[1:-1]), exact(0))
+
+
+def layer_shares(t: Training, stack, depth, p):
+    """The fractions of the layers on the first, a middle and the last pipeline rank:
+    ``1/p`` each, or those of ``first_stage_layers`` / ``last_stage_layers``."""
+    if t.first_stage_layers is None and t.last_stage_layers is None:
+        return (1 / p,) * 3
+    if len(stack) != 3:
+        raise ValueError("first_stage_layers and last_stage_layers need a model of one kind of layer")
+    return tuple(x / depth for x in stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers))
+
+
+def _busiest_share(t: Training, stack, depth, p):
+    """The largest fraction of the layers on one rank (numbers, or ``1/p``)."""
+    shares = layer_shares(t, stack, depth, p)
+    return shares[0] if len(set(shares)) == 1 else max(shares)
 
 
 def tied_copy(arch: Architecture, start: Block) -> Expr:
@@ -116,9 +133,12 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
     whole = model_stack(arch, t, 1, 1, 1, conventions)        # 1-byte elements: weights = parameters
     parameters = sum((count * blk.total("weights") for blk, count in whole), exact(0))
-    stage = lambda field: per_stage(p, start.total(field), end.total(field), _middle(stack, field))  # noqa: E731
+    shares = layer_shares(t, stack, depth, p)
+    uneven = None if len(set(shares)) == 1 else shares
+    stage = lambda field: per_stage(p, start.total(field), end.total(field), _middle(stack, field),  # noqa: E731
+                                    shares=uneven)
     per_device = per_stage(p, start.total("weights") / es, end.total("weights") / es,
-                           _middle(stack, "weights") / es, tied_copy(arch, start) / es)
+                           _middle(stack, "weights") / es, tied_copy(arch, start) / es, shares=uneven)
     schedule = _check_schedule(t, depth, p, n)
     one = model_stack(arch, t, 1, 1, es, conventions)     # the model on one device: its own FLOPs
     model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731
@@ -126,8 +146,8 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
         parameters=parameters, parameters_per_device=per_device,
         flops_fwd=n * stage("flops_fwd"), flops_bwd=n * stage("flops_bwd"),
-        flops_recompute=n * sum((stage_recompute_flops(blk, t, count / p) for blk, count in stack[1:-1]),
-                                exact(0)),
+        flops_recompute=n * sum((stage_recompute_flops(blk, t, count * _busiest_share(t, stack, depth, p))
+                                 for blk, count in stack[1:-1]), exact(0)),
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
         weight_bytes=per_device * es_w / shard_degree("weights", t.zero, d, t.distributed_optimizer),
         gradient_bytes=per_device * es_g / shard_degree("gradients", t.zero, d, t.distributed_optimizer),
@@ -146,7 +166,7 @@ def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions):
     last = len(cost.stack) - 1
     for i, (blk, count) in enumerate(cost.stack):
         end = i in (0, last)                  # the embedding and the head run once per micro-batch
-        times = count if end else count / p
+        times = count if end else count * _busiest_share(t, cost.stack, depth, p)
         redone = redone_layers(t, times) if t.recompute == "full" and not end else 0
         for c in blk.collectives:
             again = redone if c.pass_ == "fwd" else 0   # full recompute redoes them
@@ -168,7 +188,9 @@ def _rank_activations(cost: ModelCost, held, first, last) -> Expr:
     p = exact(t.p, "p")
     es = element_bytes(t.precision)
     tokens_bytes = t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * es
-    per_micro = _stage_kept(cost.stack, t, p, tokens_bytes)
+    depth = sum((count for _, count in cost.stack[1:-1]), exact(0))
+    share = layer_shares(t, cost.stack, depth, p)[0 if first else 2 if last else 1]
+    per_micro = _stage_kept(cost.stack, t, share, tokens_bytes)
     if first:
         per_micro += cost.embedding.total("act_buffer")
     kept = held * per_micro + (held * cost.head.total("act_buffer") if last else 0)
@@ -207,14 +229,19 @@ def rank_activation_bytes(cost: ModelCost, rank: int) -> Expr:
 
 def busiest_activation_bytes(cost: ModelCost) -> Expr:
     """The largest ``rank_activation_bytes`` over the ranks, for any ``p``: the first or the last
-    rank (a middle rank holds no more micro-batches than the first and neither end)."""
+    rank (a middle rank holds no more micro-batches than the first and neither end), or with
+    uneven stages also the second (the middle rank with the most in flight)."""
     p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
     schedule = cost.training.pipeline_schedule()
     one = _rank_activations(cost, schedule.in_flight(1, n), True, True)
     if p == 1:
         return one
-    many = Max(_rank_activations(cost, schedule.in_flight(p, n, 0), True, False),
-               _rank_activations(cost, schedule.in_flight(p, n, p - 1), False, True))
+    ranks = [_rank_activations(cost, schedule.in_flight(p, n, 0), True, False),
+             _rank_activations(cost, schedule.in_flight(p, n, p - 1), False, True)]
+    t = cost.training
+    if (t.first_stage_layers, t.last_stage_layers) != (None, None) and p > 2:
+        ranks.append(_rank_activations(cost, schedule.in_flight(p, n, 1), False, False))
+    many = Max(*ranks)
     return many if p.is_number else Piecewise((one, Eq(p, 1)), (many, True))
 
 

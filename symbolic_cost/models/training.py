@@ -46,6 +46,8 @@ class Training:
     recompute_layers: Expr = 1   # full: layers per checkpointed group (uniform) or recomputed (block)
     schedule: str = "1f1b"       # pipeline schedule: "gpipe", "1f1b", "interleaved"
     virtual_stages: int = 1      # model chunks per pipeline rank (interleaved only)
+    first_stage_layers: Expr | None = None   # layers on the first pipeline rank (None: an even split)
+    last_stage_layers: Expr | None = None    # layers on the last pipeline rank (None: an even split)
     flash: bool = False
     mask_bytes: Expr = 1         # dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats)
 

@@ -28,15 +28,43 @@ from sympy import Eq, Expr, Max, Min, Piecewise, sympify
 from symbolic_cost.cost import Collective, collective
 
 
-def per_stage(p, first, last, layers, last_copy=0) -> Expr:
+def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
+    """Layers on the first rank, on each middle rank and on the last rank: ``depth/p`` each,
+    or Megatron-LM's ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-...`` with
+    the other layers split evenly over the other ranks (numbers only).
+
+    >>> stage_layers(32, 4), stage_layers(30, 4, first=6)
+    ((8, 8, 8), (6, 8, 8))
+    """
+    depth, p = sympify(depth), sympify(p)
+    if first is None and last is None:
+        return depth / p, depth / p, depth / p
+    given = [x for x in (first, last) if x is not None]
+    if not (p.is_number and depth.is_number and p >= len(given) and all(sympify(x).is_number for x in given)):
+        raise ValueError(f"uneven pipeline stages need numbers: p={p}, n_layers={depth}, first={first}, last={last}")
+    others, rest = p - len(given), depth - sum(given)
+    share = rest / others if others else sympify(0)
+    if not (share.is_integer and share >= (1 if others else 0) and rest >= 0 and all(x >= 1 for x in given)):
+        raise ValueError(f"first_stage_layers={first} and last_stage_layers={last} must leave "
+                         f"n_layers={depth} - their sum to split evenly, at least one layer each, "
+                         f"over the other {others} of p={p} ranks")
+    return (sympify(first) if first is not None else share, share,
+            sympify(last) if last is not None else share)
+
+
+def per_stage(p, first, last, layers, last_copy=0, shares=None) -> Expr:
     """A field on the busiest pipeline stage: everything when ``p = 1``; otherwise the
     layers of one stage plus the larger of the first stage's and the last stage's ends
     (``last_copy``: what the last stage holds only when it is not the first, such as
-    its copy of a tied embedding)."""
+    its copy of a tied embedding).  ``shares``: the fractions of ``layers`` on the first,
+    a middle and the last rank when the stages are uneven (``stage_layers``)."""
     p = sympify(p)
     one = first + last + layers
     if p == 1:
         return one
+    if shares is not None:
+        a, m, z = shares
+        return Max(first + a * layers, last + last_copy + z * layers, *([m * layers] if p > 2 else []))
     many = Max(first, last + last_copy) + layers / p
     return many if p.is_number else Piecewise((one, Eq(p, 1)), (many, True))
 
