@@ -23,6 +23,10 @@ Python       printed as   meaning
 ``n_layers`` n_layers     depth: number of transformer layers
 ``es``       es           bytes per activation / weight element (2 for fp16)
 ``es_mask``  es_mask      bytes per dropout-mask element (1 for a byte mask)
+``l_in``     l_in         inference: prompt tokens per sequence (prefill)
+``l_out``    l_out        inference: tokens generated per sequence
+``l_ctx``    l_ctx        inference: tokens already cached at a decode step
+``B``        B            inference: tokens per page of a paged KV cache
 ============ ============ ==================================================
 
 >>> from symbolic_cost.symbols import e, h
@@ -49,11 +53,15 @@ v = Symbol("v", **_DIM)
 n_layers = Symbol("n_layers", **_DIM)
 es = Symbol("es", positive=True)
 es_mask = Symbol("es_mask", positive=True)
+l_in = Symbol("l_in", **_DIM)
+l_out = Symbol("l_out", **_DIM)
+l_ctx = Symbol("l_ctx", **_DIM)
+B = Symbol("B", **_DIM)
 
 DIMENSIONS = (b, l, e, f, h, m1, s1)
 """The model and parallelism symbols every block is written in."""
 
-ALL = DIMENSIONS + (c, d, p, n_micro, v, n_layers, es, es_mask)
+ALL = DIMENSIONS + (c, d, p, n_micro, v, n_layers, es, es_mask, l_in, l_out, l_ctx, B)
 
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
@@ -80,4 +88,4 @@ def resolve_names(values) -> dict:
 
 
 __all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "c", "d", "p", "n_micro", "v", "n_layers", "es", "es_mask",
-           "DIMENSIONS", "ALL", "BY_NAME"]
+           "l_in", "l_out", "l_ctx", "B", "DIMENSIONS", "ALL", "BY_NAME"]

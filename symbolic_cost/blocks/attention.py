@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from symbolic_cost import conventions as conv
+from symbolic_cost.checks import positive_dims
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
@@ -18,7 +19,7 @@ QK_NORMS = (None, "head", "projection")
 def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_dim=None, qkv_bias=True,
               out_bias=True, flash=False, rotary_pos=False, rotary_dim=None, qk_norm=None, window=None,
               score_bias=None, softcap=False, clip_qkv=False, causal=False, cross=False, dropouts=True,
-              score_dropout=None, norm="layer",
+              score_dropout=None, norm="layer", keys=None,
               post_norm=False, branch=False, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
     """Multi-head attention on one device, heads split over ``m1`` devices.
 
@@ -50,6 +51,9 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     * ``causal`` matters for the FLOPs under ``causal_flops="exact"``; ``dropouts=False``
       and ``norm`` (a kind of ``ops.norm.NORMS``) as in ``mlp``; ``score_dropout`` (default
       ``dropouts``) is the dropout of the attention probabilities alone.
+    * ``keys`` (default ``l``): the keys each query attends, when they are not the block's own
+      ``l`` tokens: decoding one token over a cache (``inference.phases``), or cross-attention
+      over an encoder output of another length (``kv_proj`` then reads ``keys`` tokens).
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> attention(b, l, e, h).total("flops_fwd").expand().coeff(l**2)
@@ -65,17 +69,19 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     q = dims.get("head_dim", e / dims["h"])
     v = dims.get("v_head_dim", q)
     heads, kv = dims["h"] / m1, dims.get("kv_heads", dims["h"]) / m1
+    keys = l if keys is None else positive_dims(keys=keys)["keys"]
     rows = [at.norm(f"{norm}_norm_1", norm)]
-    rows += _projections(at, q, v, heads, kv, qkv_bias, cross)
+    rows += _projections(at, q, v, heads, kv, qkv_bias, cross, keys)
     if clip_qkv:
         rows.append(gelu(b, l, heads * q + kv * (q + v), name="qkv_clip", **at.kw))
     rows += _qk_norms(at, qk_norm, norm, q, heads, kv)
     if rotary_pos:
         rows.append(rotary(b, l, heads + kv, q if rotary_dim is None else rotary_dim, es=at.es))
-    scores = heads * stored_keys(l, dims.get("window"), at.conventions)
+    scores = heads * stored_keys(keys, dims.get("window"), at.conventions)
     score_ops = ([bias_row(b, l, scores, learned=score_bias == "relative", es=at.es)] if score_bias else []) + \
         ([softcap_row(b, l, scores, es=at.es, name="score_softcap")] if softcap else [])
-    grouped = dict(kv_heads=kv, v_dim=v, causal=causal, window=dims.get("window"), score_ops=score_ops, **at.kw)
+    grouped = dict(l_kv=keys, kv_heads=kv, v_dim=v, causal=causal, window=dims.get("window"), score_ops=score_ops,
+                   **at.kw)
     rows += ([flash_attention(b, l, q, heads, **grouped)] if flash else
              attention_core(b, l, q, heads, dropouts=dropouts if score_dropout is None else score_dropout,
                             es_mask=at.es_mask, **grouped))
@@ -92,18 +98,18 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     return Block("cross_attention" if cross else "attention", tuple(rows), dims, at.conventions)
 
 
-def _projections(at: Layout, q, v, heads, kv, qkv_bias, cross):
+def _projections(at: Layout, q, v, heads, kv, qkv_bias, cross, keys):
     """The fused ``qkv_proj``, or for cross-attention ``q_proj`` on this stream and ``kv_proj``
-    on the encoder output (which enters the tensor region like a norm output)."""
+    on the encoder output of ``keys`` tokens (which enters the tensor region like a norm output)."""
     b, l, e, m1 = at.b, at.l, at.e, at.m1
     quirk = at.conventions.qkv_bias_elements == "e"         # Megatron training-info stores e, not 3e
     if not cross:
         width = (heads + 2 * kv) * q if v == q else heads * q + kv * (q + v)
         return [at.entering(linear(b, l, e, width, name="qkv_proj", **at.kw,
                                    bias=(e / m1 if qkv_bias and quirk else qkv_bias)))]
-    gathered = at.collective("allgather", b * l * e, at.s, "fwd")
+    gathered = at.collective("allgather", b * keys * e, at.s, "fwd")
     return [at.entering(linear(b, l, e, heads * q, bias=qkv_bias, name="q_proj", **at.kw)),
-            at.attach(at.entering(linear(b, l, e, kv * (q + v), bias=qkv_bias, name="kv_proj", **at.kw)),
+            at.attach(at.entering(linear(b, keys, e, kv * (q + v), bias=qkv_bias, name="kv_proj", **at.kw)),
                       gathered)]
 
 

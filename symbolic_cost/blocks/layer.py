@@ -17,15 +17,16 @@ parallel 1 (GPT-J, Falcon-7B, Phi) or 2 (GPT-NeoX, Falcon-40B)."""
 def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qkv_bias=True, mlp_bias=None,
                       flash=False, rotary_pos=False, causal=False, gated_act=False, dropouts=True,
                       activation_dropout=None, norm="layer", norms=2, parallel=False, cross=False, es=2,
-                      es_mask=1, conventions=conv.DEFAULT, **attention_options) -> Block:
+                      es_mask=1, conventions=conv.DEFAULT, cross_keys=None, **attention_options) -> Block:
     """One transformer layer.
 
     Sequential (default): the attention rows, then (with ``cross``, T5's decoder) the
-    cross-attention rows ``cross_*``, then the MLP rows; ``norms=4`` adds a norm after each
-    of the two (Gemma 2 and 3).  ``parallel``: ``y = x + attention(n1(x)) + mlp(n2(x))``
-    (GPT-J, GPT-NeoX, Falcon, Phi): with ``norms=1`` both branches read the one norm's
-    output (``n2 = n1``: one allgather in, one reduction of the input gradient); the two
-    partial outputs are summed (``branch_sum``) and reduced once, then the residual add.
+    cross-attention rows ``cross_*`` (over ``cross_keys`` encoder tokens, default ``l``), then
+    the MLP rows; ``norms=4`` adds a norm after each of the two (Gemma 2 and 3).
+    ``parallel``: ``y = x + attention(n1(x)) + mlp(n2(x))`` (GPT-J, GPT-NeoX, Falcon, Phi):
+    with ``norms=1`` both branches read the one norm's output (``n2 = n1``: one allgather in,
+    one reduction of the input gradient); the two partial outputs are summed (``branch_sum``)
+    and reduced once, then the residual add.
     With dropouts each branch keeps its own closing dropout (so its own reduction).
 
     ``bias`` biases the attention output projection and, unless ``mlp_bias`` says
@@ -53,8 +54,9 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qk
     blocks = [first]
     if cross:
         blocks.append(attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias,
-                                flash=flash, cross=True, **{k: v for k, v in attention_options.items()
-                                                            if k in ("head_dim", "v_head_dim", "score_dropout")},
+                                flash=flash, cross=True, keys=cross_keys,
+                                **{k: v for k, v in attention_options.items()
+                                   if k in ("head_dim", "v_head_dim", "score_dropout")},
                                 **common))
     blocks.append(mlp(b, l, e, f, m1, s1, bias=bias if mlp_bias is None else mlp_bias, gated_act=gated_act,
                       activation_dropout=activation_dropout, post_norm=norms == 4,
