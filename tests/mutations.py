@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ("tests/test_simulations.py", "tests/test_model.py")
+TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -77,6 +77,13 @@ MUTATIONS = (
              required=False),
     Mutation("block-redone-layers", MEMORY, "return training.recompute_layers", "return layers", required=False),
     Mutation("sends-per-chunk", TOTALS, "p, n * t.virtual_stages,", "p, n,", required=False),
+    Mutation("sequence-parallel-input-shard", "symbolic_cost/blocks/layout.py",
+             "cost.plus(act_buffer=-cost.act_buffer * (1 - 1 / self.s))", "cost", required=False),
+    Mutation("outputs-per-chunk", TOTALS, "        return held * v\n", "        return held\n", required=False),
+    Mutation("uneven-middle-rank", TOTALS, "!= (None, None) and p > 2:", "!= (None, None) and p > 99:",
+             required=False),
+    Mutation("activation-recompute-drops-fc2-input", MEMORY, 'for r in ("dpr1", "fc2")', 'for r in ("dpr1",)',
+             required=False),
 )
 
 

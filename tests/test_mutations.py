@@ -1,5 +1,5 @@
 """The mutation check (``tests/mutations.py``): every one-line mutation of the model layer it lists
-makes ``tests/test_simulations.py`` or ``tests/test_model.py`` fail.
+makes ``tests/test_simulations.py``, ``tests/test_model.py`` or ``tests/test_framework_memory.py`` fail.
 
 About a minute and a half on two cores (each mutation runs the two files against a mutated copy
 of the package in a subprocess); deselect with ``-k "not mutation"``, or run the script alone:
