@@ -1,56 +1,223 @@
-"""Input checks that name the argument and the rule it broke.
+"""The one validation layer: the library's own error (``InputError``, a ``ValueError``, and
+``InputTypeError``, also a ``TypeError``) and the rules every entrance applies, each naming the
+argument and the rule it broke.
 
-A check that SymPy cannot decide (``m1`` divides ``f`` while both are
-symbols) is skipped here and made again when numbers are substituted
-(``Block.subs``).
+========================= ==========================================================
+rule                      function
+========================= ==========================================================
+exact, finite expression  ``exact``: ints, ``Fraction``, SymPy values; integral floats;
+                          never a string, a boolean, ``None``, NaN or infinity
+positive integer size     ``positive_dims`` (decidable cases), ``count`` (plain ints)
+positive element size     ``positive``
+value of a symbol         ``fits``: what the symbol's assumptions promise
+divisibility              ``divides``, ``check_rules`` (``MODEL_RULES``), ``grid_rules``
+boolean, choice           ``flag``, ``choice``
+output file or folder     ``output_file``, ``output_folder``
+========================= ==========================================================
+
+A check that SymPy cannot decide (``m1`` divides ``f`` while both are symbols) is skipped
+here and made again when numbers are substituted (``Block.subs``).  This module imports
+nothing from the package, so every other module may use it.
 """
 
 from __future__ import annotations
 
-from sympy import Expr, sympify
+import itertools
+import math
+from fractions import Fraction
+from pathlib import Path
 
-from symbolic_cost.cost import exact
+from sympy import Expr, Float, Integer, Symbol, nan, oo, sympify, zoo
+from sympy.core.sympify import SympifyError
+
+
+class InputError(ValueError):
+    """Bad input: the message names the argument (also kept as ``argument``) and the rule."""
+
+    def __init__(self, message: str, argument: str | None = None):
+        super().__init__(message)
+        self.argument = argument
+
+
+class InputTypeError(InputError, TypeError):
+    """Input of the wrong type: a string, a boolean or ``None`` where a number belongs, ..."""
+
+
+def shown(value, limit: int = 60) -> str:
+    """``repr(value)`` for a message, cut to ``limit`` characters; never fails."""
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _type_error(name: str, value, wanted: str) -> InputTypeError:
+    kind = {bool: "the boolean", str: "the string", type(None): ""}.get(type(value), f"the {type(value).__name__}")
+    return InputTypeError(f"{name} must be {wanted}, got {kind + ' ' if kind else ''}{shown(value)}", name)
+
+
+def exact(value, name: str = "value") -> Expr:
+    """``value`` as an exact, finite SymPy expression, or ``InputError`` naming ``name``.
+
+    Integral floats such as ``4096.0`` are accepted as integers; any other float is refused,
+    because a float inside a formula silently turns every later result into an approximation.
+    Text is never parsed here: read it with ``symbolic_cost.reader.read``.
+
+    >>> exact(3), exact(4096.0)
+    (3, 4096)
+    >>> exact(0.5, "es")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: es must be exact (an int, a fractions.Fraction, a SymPy Rational or a symbol), got the float 0.5; write Rational(1, 2) instead
+    >>> exact("b", "b")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputTypeError: b must be a number or a SymPy expression, got the string 'b'; read text with symbolic_cost.reader.read
+    """
+    wanted = "a number or a SymPy expression"
+    if isinstance(value, (bool, str)) or value is None:
+        hint = "; read text with symbolic_cost.reader.read" if isinstance(value, str) else ""
+        raise InputTypeError(str(_type_error(name, value, wanted)) + hint, name)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(f"{name} must be finite, got {value}", name)
+        if value.is_integer():
+            return Integer(int(value))
+        fraction = Fraction(value).limit_denominator(10**6)
+        raise InputError(
+            f"{name} must be exact (an int, a fractions.Fraction, a SymPy Rational "
+            f"or a symbol), got the float {value!r}; write Rational({fraction.numerator}, "
+            f"{fraction.denominator}) instead", name)
+    try:
+        expr = sympify(value, strict=True)
+    except (SympifyError, TypeError, ValueError):
+        raise _type_error(name, value, wanted) from None
+    if not isinstance(expr, Expr):
+        raise _type_error(name, value, wanted)
+    if expr.has(Float):
+        raise InputError(f"{name} must be exact, got {expr} which contains a float", name)
+    if expr.has(nan, zoo, oo, -oo):
+        raise InputError(f"{name} must be finite, got {expr}", name)
+    if expr.is_real is False:
+        raise InputError(f"{name} must be a real number, got {expr}", name)
+    return expr
+
+
+def _integer(value, name: str, nonnegative: bool = False) -> Expr:
+    """One size: exact, and a positive (or non-negative) integer as far as SymPy can tell."""
+    expr = exact(value, name)
+    sign = expr.is_nonnegative if nonnegative else expr.is_positive
+    if (expr.is_number and not (expr.is_integer and sign)) or sign is False or expr.is_integer is False:
+        raise InputError(f"{name} must be a {'non-negative' if nonnegative else 'positive'} integer, "
+                         f"got {expr}", name)
+    return expr
 
 
 def positive_dims(**dims) -> dict[str, Expr]:
-    """Return the dimensions as exact expressions, refusing decidable non-positive
-    or non-integer values.
+    """The dimensions as exact expressions, refusing decidable non-positive or non-integer values.
 
     >>> positive_dims(b=2, l=0)
     Traceback (most recent call last):
     ...
-    ValueError: l must be a positive integer, got 0
+    symbolic_cost.checks.InputError: l must be a positive integer, got 0
     """
-    out = {}
-    for name, value in dims.items():
-        expr = exact(value, name)
-        if expr.is_number and not (expr.is_integer and expr.is_positive):
-            raise ValueError(f"{name} must be a positive integer, got {expr}")
-        if expr.is_positive is False or expr.is_integer is False:
-            raise ValueError(f"{name} must be a positive integer, got {expr}")
-        out[name] = expr
-    return out
+    return {name: _integer(value, name) for name, value in dims.items()}
 
 
-def divides(dims: dict[str, Expr], divisor: str, dividend: str, why: str = "") -> None:
+def counts(**dims) -> dict[str, Expr]:
+    """Like ``positive_dims`` for numbers that may be zero (rows of a position table, ...).
+
+    >>> counts(positions=0, token_types=-1)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: token_types must be a non-negative integer, got -1
+    """
+    return {name: _integer(value, name, nonnegative=True) for name, value in dims.items()}
+
+
+def positive(value, name: str) -> Expr:
+    """An element size (bytes per value): exact, finite and positive, not necessarily integral
+    (a 4-bit value is ``1/2`` byte).
+
+    >>> positive(-2, "es")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: es must be positive, got -2
+    """
+    expr = exact(value, name)
+    if expr.is_positive is False or (expr.is_number and not expr.is_positive):
+        raise InputError(f"{name} must be positive, got {expr}", name)
+    return expr
+
+
+def fits(symbol: Symbol, value, name: str | None = None) -> Expr:
+    """``value`` checked against what ``symbol`` promises (positive, integer), as far as it is
+    decidable; new symbols of ``symbols.py`` are checked by their own assumptions.
+
+    >>> from sympy import Symbol
+    >>> fits(Symbol("b", positive=True, integer=True), Integer(3) / 2)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: b must be a positive integer, got 3/2
+    """
+    name = name or str(symbol)
+    if symbol.is_integer:
+        return _integer(value, name, nonnegative=not symbol.is_positive)
+    return positive(value, name) if symbol.is_positive else exact(value, name)
+
+
+def count(value, name: str, minimum: int = 1, maximum: int | None = None) -> int:
+    """A plain Python ``int`` (not a boolean) in ``[minimum, maximum]``: a number of devices,
+    of rows to list, of layers to show.
+
+    >>> count(0, "devices")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: devices must be an integer >= 1, got 0
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _type_error(name, value, "an integer")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum:,}" if maximum is not None else f">= {minimum}"
+        raise InputError(f"{name} must be an integer {bound}, got {value}", name)
+    return value
+
+
+def flag(value, name: str) -> bool:
+    """A boolean that is a boolean (``1`` or ``"false"`` is refused)."""
+    if not isinstance(value, bool):
+        raise _type_error(name, value, "True or False")
+    return value
+
+
+def choice(value, name: str, allowed) -> object:
+    """One of ``allowed`` (compared by equality and type, so ``True`` is not ``1``)."""
+    if not any(value == a and type(value) is type(a) for a in allowed):
+        raise InputError(f"{name} must be one of {', '.join(map(str, allowed))}, got {shown(value)}", name)
+    return value
+
+
+def divides(dims: dict, divisor: str, dividend: str, why: str = "") -> None:
     """Raise unless ``dims[divisor]`` divides ``dims[dividend]`` (when decidable).
 
     >>> divides({"h": 3, "e": 100}, "h", "e")
     Traceback (most recent call last):
     ...
-    ValueError: h must divide e (got h=3, e=100)
+    symbolic_cost.checks.InputError: h must divide e (got h=3, e=100)
     """
     ratio = sympify(dims[dividend]) / sympify(dims[divisor])
     if ratio.is_integer is False:
         reason = f"; {why}" if why else ""
-        raise ValueError(f"{divisor} must divide {dividend} "
-                         f"(got {divisor}={dims[divisor]}, {dividend}={dims[dividend]}){reason}")
+        raise InputError(f"{divisor} must divide {dividend} "
+                         f"(got {divisor}={dims[divisor]}, {dividend}={dims[dividend]}){reason}", divisor)
 
 
 WHY = {
     ("s1", "m1"): "sequence shards live inside the tensor-parallel group",
     ("kv_heads", "h"): "each key/value head serves a whole group of query heads",
     ("m1", "kv_heads"): "each device needs whole key/value heads",
+    ("p", "n_layers"): "each pipeline stage holds whole layers",
 }
 """The reason printed with a broken divisibility rule (none needed for the obvious ones)."""
 
@@ -66,10 +233,61 @@ def check_rules(dims: dict[str, Expr], rules=MODEL_RULES) -> dict[str, Expr]:
     >>> check_rules(dict(e=64, h=8, m1=3))
     Traceback (most recent call last):
     ...
-    ValueError: m1 must divide h (got m1=3, h=8)
+    symbolic_cost.checks.InputError: m1 must divide h (got m1=3, h=8)
     """
     dims = positive_dims(**dims)
     for divisor, dividend in rules:
         if divisor in dims and dividend in dims:
             divides(dims, divisor, dividend, WHY.get((divisor, dividend), ""))
     return dims
+
+
+def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") -> None:
+    """Apply ``rules`` to every combination of the ``grid`` values (``{symbol: [ints]}``) that
+    ``dims`` (``{name: expression}``) depend on; a rule is tried on the product of the axes
+    it involves only, never on the whole grid.
+
+    >>> from sympy import Symbol
+    >>> m1 = Symbol("m1", positive=True, integer=True)
+    >>> grid_rules({"h": 12, "m1": m1}, {m1: [1, 2, 5]}, rules=[("m1", "h")])
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: --grid: m1 must divide h (got m1=5, h=12)
+    """
+    for divisor, dividend in rules:
+        if divisor not in dims or dividend not in dims:
+            continue
+        pair = {divisor: sympify(dims[divisor]), dividend: sympify(dims[dividend])}
+        axes = [s for s in grid if any(expr.has(s) for expr in pair.values())]
+        for point in itertools.product(*(grid[s] for s in axes)):
+            at = dict(zip(axes, map(Integer, point)))
+            values = {name: expr.subs(at) for name, expr in pair.items()}
+            try:
+                divides(values, divisor, dividend, WHY.get((divisor, dividend), ""))
+            except InputError as error:
+                raise InputError(f"{what}: {error}", what) from None
+
+
+def output_file(path, name: str, overwrite: bool = False, suffixes=None) -> Path:
+    """A file to write: its folder exists, it is not a folder, it ends in one of ``suffixes``,
+    and it does not exist yet unless ``overwrite``."""
+    path = Path(path)
+    if suffixes and path.suffix not in suffixes:
+        raise InputError(f"{name} must end in {' or '.join(suffixes)}, got {path.name!r}", name)
+    if path.is_dir():
+        raise InputError(f"{name} {str(path)!r} is a folder; give a file name", name)
+    if not path.parent.is_dir():
+        raise InputError(f"{name}: no folder {str(path.parent)!r} to write {path.name!r} into", name)
+    if path.exists() and not overwrite:
+        raise InputError(f"{name} {str(path)!r} exists; remove it or ask to overwrite it", name)
+    return path
+
+
+def output_folder(path, name: str) -> Path:
+    """A folder to write into: an existing folder, or a new one inside an existing folder."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{name} {str(path)!r} is a file, not a folder", name)
+    if not path.exists() and not path.parent.is_dir():
+        raise InputError(f"{name}: no folder {str(path.parent)!r} to create {path.name!r} in", name)
+    return path

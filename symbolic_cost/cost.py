@@ -9,46 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from sympy import Expr, Float, Integer, Piecewise, sympify
+from sympy import Expr, Integer, Piecewise, sympify
+
+from symbolic_cost.checks import exact  # noqa: F401  (the exactness rule, here where Costs use it)
 
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "p2p")
 PASSES = ("fwd", "bwd")
 ENGINES = ("matrix", "vector")
-
-
-def exact(value, name: str = "value") -> Expr:
-    """Return ``value`` as an exact SymPy expression, or raise ``ValueError``.
-
-    Integral floats such as ``4096.0`` are accepted as integers; any other
-    float is refused, because a float inside a formula silently turns every
-    later result into an approximation.
-
-    >>> exact(3), exact(4096.0)
-    (3, 4096)
-    >>> exact(0.5, "es")
-    Traceback (most recent call last):
-    ...
-    ValueError: es must be exact (an int, a fractions.Fraction, a SymPy Rational or a symbol), got the float 0.5; write Rational(1, 2) instead
-    """
-    if isinstance(value, float):
-        if value.is_integer():
-            return Integer(int(value))
-        raise ValueError(
-            f"{name} must be exact (an int, a fractions.Fraction, a SymPy Rational "
-            f"or a symbol), got the float {value!r}; write Rational({_fraction(value)}) instead")
-    try:
-        expr = sympify(value)
-    except Exception as error:  # SymPy raises several types here
-        raise ValueError(f"{name} must be a number or a SymPy expression, got {value!r}") from error
-    if expr.has(Float):
-        raise ValueError(f"{name} must be exact, got {expr} which contains a float")
-    return expr
-
-
-def _fraction(value: float) -> str:
-    from fractions import Fraction
-    frac = Fraction(value).limit_denominator(10**6)
-    return f"{frac.numerator}, {frac.denominator}"
 
 
 def ring_share(kind: str, group) -> Expr:

@@ -36,6 +36,8 @@ True
 
 from sympy import Symbol
 
+from symbolic_cost.checks import InputError
+
 _DIM = dict(positive=True, integer=True)
 
 b = Symbol("b", **_DIM)
@@ -81,7 +83,7 @@ def resolve_names(values) -> dict:
     for key, value in values.items():
         if isinstance(key, str):
             if key not in BY_NAME:
-                raise ValueError(f"unknown symbol name {key!r}; known: {', '.join(BY_NAME)}")
+                raise InputError(f"unknown symbol name {key!r}; known: {', '.join(BY_NAME)}", str(key))
             key = BY_NAME[key]
         out[key] = value
     return out

@@ -28,7 +28,8 @@ from sympy import Expr
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import check_dims
-from symbolic_cost.cost import Collective, Cost, collective, exact
+from symbolic_cost.checks import positive
+from symbolic_cost.cost import Collective, Cost, collective
 from symbolic_cost.ops import add, dropout
 from symbolic_cost.ops.norm import NORMS
 
@@ -53,8 +54,8 @@ class Layout:
         check_dims(dims, conventions)
         # the LBNL 2024 code ties sequence sharding to the tensor degree
         s = dims["m1"] if conventions.sequence_shard == "m1" else dims["s1"]
-        return cls(dims["b"], dims["l"], dims["e"], dims["m1"], s, exact(es, "es"),
-                   exact(es_mask, "es_mask"), conventions)
+        return cls(dims["b"], dims["l"], dims["e"], dims["m1"], s, positive(es, "es"),
+                   positive(es_mask, "es_mask"), conventions)
 
     @property
     def kw(self) -> dict:

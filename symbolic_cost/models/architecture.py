@@ -39,15 +39,40 @@ field                  meaning (default)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from sympy import Expr, ceiling, sympify
 
 from symbolic_cost.blocks.heads import CLASSIFIERS, TASKS
+from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown
 from symbolic_cost.blocks.layer import NORMS_PER_LAYER
 from symbolic_cost.ops.norm import NORMS
 
 PLAIN_MLPS, GATED_MLPS = ("gelu", "relu", "silu"), ("swiglu", "geglu", "reglu")
+
+SIZES = ("n_layers", "e", "h", "f", "vocab", "num_labels", "vocab_multiple", "norms")
+OPTIONAL_SIZES = ("kv_heads", "head_dim", "v_head_dim", "rotary_dim", "window", "windowed_layers",
+                  "embedding_projection")
+COUNTS = ("positions", "token_types", "context", "relative_buckets", "decoder_layers")
+"""Positive integers; positive integers or ``None``; non-negative integers.  Every field
+declared ``bool`` (or ``bool | None``) must be a boolean (or ``None``)."""
+
+
+def check_sizes(arch) -> None:
+    """Refuse sizes that are not (positive) integers, booleans that are not booleans, a name
+    that is not text, and heads that do not divide what they split (``checks.check_rules``)."""
+    if not isinstance(arch.name, str):
+        raise InputTypeError(f"name must be text, got {shown(arch.name)}", "name")
+    sizes = {k: getattr(arch, k) for k in SIZES}
+    sizes.update({k: getattr(arch, k) for k in OPTIONAL_SIZES if getattr(arch, k) is not None})
+    positive_dims(**sizes)
+    counts(**{k: getattr(arch, k) for k in COUNTS})
+    for item in fields(arch):
+        value = getattr(arch, item.name)
+        if item.type == "bool" or (item.type == "bool | None" and value is not None):
+            flag(value, item.name)
+    dims = {k: sizes[k] for k in ("e", "h", "kv_heads") if k in sizes}
+    check_rules(dims, rules=(("kv_heads", "h"),) + ((("h", "e"),) if arch.head_dim is None else ()))
 
 
 @dataclass(frozen=True)
@@ -102,6 +127,10 @@ class Architecture:
     decoder_layers: Expr = 0
 
     def __post_init__(self):
+        try:
+            check_sizes(self)
+        except InputError as error:
+            raise type(error)(f"architecture {shown(self.name)}: {error}", error.argument) from None
         for name, allowed in (("mlp", PLAIN_MLPS + GATED_MLPS), ("norm", tuple(NORMS)), ("task", TASKS),
                               ("classifier", CLASSIFIERS), ("qk_norm", (None, "head", "projection")),
                               ("score_bias", (None, "alibi", "relative")),
