@@ -27,10 +27,10 @@ from symbolic_cost.blocks import Block
 from symbolic_cost.cost import Collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.memory import redone_layers, stage_kept_bytes, stage_recompute_flops
+from symbolic_cost.models.recipes import data_collectives, recipe_stack, state_bytes, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
 from symbolic_cost.parallel.pipeline import per_stage, stage_layers, stage_sends
-from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,10 @@ class ModelCost:
     bubble: Expr
     collectives: tuple = field(default=())   # (dimension, Collective) pairs per iteration
     stack: tuple = field(default=())         # (Block, count) for every block in model order
+    trainable_parameters: Expr = None        # the whole model's (LoRA: the adapters'); None: parameters
+    host_bytes: Expr = Integer(0)            # offloaded state in host memory, per device
+    host_to_device: Expr = Integer(0)        # offload traffic per step, bytes per device
+    device_to_host: Expr = Integer(0)
 
     @property
     def blocks(self) -> tuple:
@@ -126,12 +130,12 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     conventions = conv.get(conventions)
     t = training
     m1, s1, d, p, n = _degrees(t)
-    es_w, es_g, es_o = bytes_per_parameter(t.precision, conventions)
+    es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     es = element_bytes(t.precision)
-    stack = model_stack(arch, t, m1, s1, es, conventions)
+    stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions), t, es, conventions)
     (start, _), (layer, _), (end, _) = stack[0], stack[1], stack[-1]
     depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
-    whole = model_stack(arch, t, 1, 1, 1, conventions)        # 1-byte elements: weights = parameters
+    whole = recipe_stack(model_stack(arch, t, 1, 1, 1, conventions), t, 1, conventions)   # 1-byte: weights = parameters
     parameters = sum((count * blk.total("weights") for blk, count in whole), exact(0))
     shares = layer_shares(t, stack, depth, p)
     uneven = None if len(set(shares)) == 1 else shares
@@ -140,7 +144,10 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     per_device = per_stage(p, start.total("weights") / es, end.total("weights") / es,
                            _middle(stack, "weights") / es, tied_copy(arch, start) / es, shares=uneven)
     schedule = _check_schedule(t, depth, p, n)
-    one = model_stack(arch, t, 1, 1, es, conventions)     # the model on one device: its own FLOPs
+    one = recipe_stack(model_stack(arch, t, 1, 1, es, conventions), t, es, conventions)   # one device: its FLOPs
+    on_stage = lambda of, copy=0: per_stage(p, of(start), of(end), sum((c * of(b) for b, c in stack[1:-1]),  # noqa: E731
+                                                                         exact(0)), copy, shares=uneven)
+    states = state_bytes(t, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
     model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731
     cost = ModelCost(
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
@@ -149,16 +156,16 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         flops_recompute=n * sum((stage_recompute_flops(blk, t, count * _busiest_share(t, stack, depth, p))
                                  for blk, count in stack[1:-1]), exact(0)),
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
-        weight_bytes=per_device * es_w / shard_degree("weights", t.zero, d, t.distributed_optimizer),
-        gradient_bytes=per_device * es_g / shard_degree("gradients", t.zero, d, t.distributed_optimizer),
-        optimizer_bytes=per_device * es_o / shard_degree("optimizer", t.zero, d, t.distributed_optimizer),
+        **{k: states[k] for k in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "host_bytes",
+                                  "host_to_device", "device_to_host")},
+        trainable_parameters=sum((count * trainable(blk, 1, t.lora) for blk, count in whole), exact(0)),
         activation_bytes=Integer(0),          # the busiest rank's, set below
         bubble=schedule.bubble(p, n))
     cost = replace(cost, activation_bytes=busiest_activation_bytes(cost))
-    return replace(cost, collectives=tuple(_collectives(cost, depth, es, es_w, es_g, conventions)))
+    return replace(cost, collectives=tuple(_collectives(cost, depth, es, es_w, es_g, conventions, states)))
 
 
-def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions):
+def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions, states):
     """Every collective of one iteration on the busiest device, with its dimension."""
     t = cost.training
     m1, s1, d, p, n = _degrees(t)
@@ -176,8 +183,8 @@ def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions):
         sends = stage_sends(boundary, es, p, n * t.virtual_stages, m1 * d, conventions)
         out += [("pipeline", c) for c in sends]
     if d != 1:   # data-parallel members are m1 ranks apart
-        out += [("data", c) for c in data_parallel_collectives(
-            cost.parameters_per_device, es_w, es_g, d, t.zero, t.distributed_optimizer, n, m1, conventions)]
+        out += [("data", c) for c in data_collectives(t, cost.parameters_per_device, states, es_w, es_g, d, n, m1,
+                                                      conventions)]
     return out
 
 
@@ -299,4 +306,3 @@ def cluster_volume(cost: ModelCost, dimension: str, collective: Collective) -> E
         p = exact(cost.training.p, "p")
         return collective.volume * world * (p - 1) / p
     return collective.volume * world
-

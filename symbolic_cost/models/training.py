@@ -1,15 +1,10 @@
 """``Training``: how a model is trained (batch, sequence, degrees, precision, sharding,
-recomputation), and the precision rule: bytes per element and per parameter.
+recomputation, and the recipe: optimizer, master weights, FP8, offload, LoRA), and the
+precision rule: bytes per element and per parameter.
 
-Bytes per parameter (weights, gradients, optimizer) by ``mixed_precision``:
-
-============ ====== ============================ =================================
-precision    fp32   fp16 / bf16, ``"zero"``      ``"megatron"``
-============ ====== ============================ =================================
-bytes        4,4,8  2, 2, 12 (Rajbhandari et al. fp16: 2, 2, 16 (fp32 main grads
-                    2020: fp32 master + 2 Adam   inside the optimizer); bf16: 2,
-                    moments)                     4, 12 (grads accumulate in fp32)
-============ ====== ============================ =================================
+Bytes per parameter (weights, gradients, optimizer) by precision, ``mixed_precision`` and
+optimizer: ``models.optimizers`` (Adam: fp32 4, 4, 8; fp16 / bf16 under ``"zero"`` 2, 2, 12,
+Rajbhandari et al. 2020; under ``"megatron"`` fp16 2, 2, 16 and bf16 2, 4, 12).
 """
 
 from __future__ import annotations
@@ -18,9 +13,13 @@ from dataclasses import dataclass
 
 from sympy import Expr
 
-from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
+from symbolic_cost.models.lora import LoRA
+from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
+from symbolic_cost.models.recipes import check_offload
 from symbolic_cost.parallel.pipeline import Schedule
+
+__all__ = ["Training", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 RECOMPUTE = ("none", "selective", "activation", "full")
@@ -50,6 +49,11 @@ class Training:
     last_stage_layers: Expr | None = None    # layers on the last pipeline rank (None: an even split)
     flash: bool = False
     mask_bytes: Expr = 1         # dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats)
+    optimizer: str = "adam"      # models.optimizers.OPTIMIZERS
+    master_weights: bool = True  # 16-bit training keeps an fp32 master copy in the optimizer
+    fp8: str | None = None       # an FP8 recipe of models.optimizers.FP8_RECIPES
+    offload: str = "none"        # "optimizer" or "parameters" to the host (models.recipes)
+    lora: LoRA | None = None     # adapters over a frozen base (models.lora)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -62,6 +66,12 @@ class Training:
             raise ValueError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
                              f"got {self.recompute_method!r}")
         self.pipeline_schedule()     # refuses an unknown schedule or a bad number of virtual stages
+        check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8)
+        check_offload(self.offload, self.zero)
+        if self.lora is not None and not isinstance(self.lora, LoRA):
+            raise ValueError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}")
+        if self.lora is not None and self.fp8 is not None:
+            raise ValueError("fp8 with lora is not modelled: choose one of them")
 
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
@@ -72,11 +82,3 @@ def element_bytes(precision: str) -> int:
     """Bytes of one activation (and weight) element: 4 in fp32, 2 in fp16 or bf16."""
     return 4 if precision == "fp32" else 2
 
-
-def bytes_per_parameter(precision: str, conventions=conv.DEFAULT) -> tuple[int, int, int]:
-    """(weights, gradients, optimizer) bytes per parameter; see the module docstring."""
-    if precision == "fp32":
-        return 4, 4, 8
-    if conv.get(conventions).mixed_precision == "megatron":
-        return (2, 2, 16) if precision == "fp16" else (2, 4, 12)
-    return 2, 2, 12

@@ -1,0 +1,212 @@
+"""LoRA and QLoRA (Hu et al. 2021; Dettmers et al. 2023): a frozen base with trainable
+low-rank adapters, as a value (``LoRA``) and as the blocks it changes (``adapt_stack``).
+
+An adapter of rank ``r`` on a linear layer ``in -> out`` adds ``h = s x (X A) B`` to the
+layer's output, with ``A (in, r)``, ``B (r, out)`` and the scale ``s = alpha / r``
+(``peft``'s ``LoraLayer``; ``lora_dropout = 0``, its default, so ``A`` reads ``X`` itself).
+Per adapted layer and ``t = b l`` tokens:
+
+=============== ================================================================================
+parameters      ``r (in + out)``, trainable; the base's weights frozen
+forward         the products ``(t, in) x (in, r)`` and ``(t, r) x (r, out)``; ``t out`` multiplies
+                by ``s`` and ``t out`` adds into the base output
+backward        ``dB = Z^T (s dY)``: ``(r, t) x (t, out)``; ``dZ = (s dY) B^T``: ``(t, out) x
+                (out, r)``; ``dA = X^T dZ``: ``(in, t) x (t, r)``; ``dX += dZ A^T``: ``(t, r) x
+                (r, in)`` and ``t in`` adds; ``t out`` multiplies by ``s``
+kept            ``X`` (once per base layer, however many of its slices are adapted: the same
+                tensor) and each adapter's ``Z = X A`` (``t r``)
+=============== ================================================================================
+
+A frozen linear layer computes only ``dX = dY W^T`` in backward: no weight-gradient product,
+no bias gradient, and it keeps no input (PyTorch saves ``X`` only for ``dW``); a frozen
+embedding has no backward at all.  Frozen norms keep their inputs (the gradient flows
+through them to earlier adapters); their ``gamma``/``beta`` reductions stay in the count
+(``b l e`` adds each, an over-count the library accepts), and so do the first layer's
+operations before its first adapter, which PyTorch would not record.
+
+Targets name slices of the library's fused products (``TARGETS``): ``q``, ``k``, ``v`` and
+``qkv`` of ``qkv_proj``; ``o`` (the output projection, row ``v_proj``); ``gate``, ``up`` and
+``gate_up`` of ``fc1`` (gated MLPs; ``up`` is all of ``fc1`` otherwise); ``down`` (``fc2``).
+Llama's ``q_proj``, ..., ``down_proj`` are ``q, k, v, o, gate, up, down``; GPT-2's ``c_attn``
+is ``qkv``, ``c_fc`` is ``up``, its two ``c_proj`` are ``o`` and ``down``.
+
+The frozen base is stored in ``base`` precision (``BASES``), bytes per weight element of the
+transformer layers' products; embeddings, norms, biases and the head stay 16-bit, as
+``bitsandbytes`` leaves them:
+
+=========== =============================================================================
+``16-bit``  the training precision's element (2 bytes in bf16)
+``int8``    LLM.int8 (Dettmers et al. 2022): 1 byte plus an fp32 scale per output row,
+            ``1 + 4/in``
+``nf4``     QLoRA's 4-bit NormalFloat with an fp32 absmax per block of 64: ``1/2 + 4/64``;
+            with double quantisation the absmax is 8-bit per block and has an fp32 scale
+            per 256 blocks: ``1/2 + 1/64 + 4/(64 x 256)`` (QLoRA Sec. 3: 0.5 + 0.127 bits
+            of scales per parameter); blocks assumed full
+=========== =============================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sympy import Expr, Integer, Rational
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks import Block
+from symbolic_cost.cost import Cost, Gemm, exact, make_cost
+from symbolic_cost.ops.matmul import product_flops
+
+TARGETS = ("q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down")
+BASES = ("16-bit", "int8", "nf4")
+LINEAR_ROWS = ("qkv_proj", "v_proj", "fc1", "fc2")
+"""The transformer layer's linear products (``v_proj`` is the output projection)."""
+_ROW = {"q": "qkv_proj", "k": "qkv_proj", "v": "qkv_proj", "qkv": "qkv_proj", "o": "v_proj",
+        "gate": "fc1", "up": "fc1", "gate_up": "fc1", "down": "fc2"}
+
+
+@dataclass(frozen=True)
+class LoRA:
+    """Adapters of rank ``rank`` on ``targets`` over a frozen base stored as ``base``
+    (``nf4`` with ``double_quant`` is QLoRA)."""
+
+    rank: Expr = 8
+    targets: tuple = ("q", "v")
+    base: str = "16-bit"
+    double_quant: bool = True
+
+    def __post_init__(self):
+        rank = exact(self.rank, "lora rank")
+        if rank.is_number and not (rank.is_integer and rank > 0):
+            raise ValueError(f"lora rank must be a positive integer, got {self.rank!r}")
+        object.__setattr__(self, "rank", rank)
+        targets = tuple(self.targets)
+        unknown = [t for t in targets if t not in TARGETS]
+        if unknown or not targets:
+            raise ValueError(f"lora targets must be a non-empty list of {', '.join(TARGETS)}; "
+                             f"unknown: {', '.join(map(repr, unknown)) or 'none given'}")
+        if len(set(targets)) != len(targets) or _overlap(targets):
+            raise ValueError(f"lora targets must not adapt a slice twice (qkv covers q, k, v; gate_up "
+                             f"covers gate, up), got {', '.join(targets)}")
+        if self.base not in BASES:
+            raise ValueError(f"lora base must be one of {', '.join(BASES)}, got {self.base!r}")
+        object.__setattr__(self, "targets", targets)
+
+    def base_bytes(self, es, fan_in) -> Expr:
+        """Bytes per frozen weight element of a product with ``fan_in`` inputs (module table)."""
+        if self.base == "16-bit":
+            return exact(es, "es")
+        if self.base == "int8":
+            return 1 + 4 / exact(fan_in, "fan_in")
+        scales = Rational(1, 64) + Rational(4, 64 * 256) if self.double_quant else Rational(4, 64)
+        return Rational(1, 2) + scales
+
+
+def _overlap(targets) -> bool:
+    return ("qkv" in targets and {"q", "k", "v"} & set(targets)) or \
+        ("gate_up" in targets and {"gate", "up"} & set(targets))
+
+
+def is_linear(row: Cost) -> bool:
+    """Whether ``row`` multiplies by a weight matrix (a weight-gradient product in backward)."""
+    return row.engine == "matrix" and (row.name in LINEAR_ROWS or row.name == "lm_head" or
+                                       (row.weights != 0 and len(row.gemms) == 3))
+
+
+def weight_matrix(row: Cost) -> tuple[Expr, Expr]:
+    """``(in, out)`` of a linear row's weight: its forward product's ``k`` and ``n``."""
+    fwd = next(g for g in row.gemms if g.pass_ == "fwd")
+    return fwd.k, fwd.n
+
+
+def frozen(row: Cost, conventions=conv.DEFAULT) -> Cost:
+    """``row`` with its weights frozen: a linear keeps no input and skips ``dW`` (and ``dB``);
+    an embedding has no backward; any other row writes no weight gradient."""
+    if is_linear(row):
+        kept = tuple(g for i, g in enumerate(row.gemms) if not (g.pass_ == "bwd" and i == len(row.gemms) - 1))
+        return replace(row, gemms=kept, flops_bwd=product_flops(kept, "bwd", conventions),
+                       act_buffer=Integer(0), weight_grads=Integer(0), mem_bwd=row.act_grads + row.weights)
+    if row.name.endswith("embeddings") and row.weights != 0:
+        return replace(row, flops_bwd=Integer(0), act_buffer=Integer(0), weight_grads=Integer(0),
+                       act_grads=Integer(0), mem_bwd=Integer(0))
+    return replace(row, weight_grads=Integer(0), mem_bwd=row.mem_bwd - row.weight_grads)
+
+
+def slices(layer: Block, row: str, targets) -> list[tuple[Expr, Expr]]:
+    """``(in, out)`` of each adapter ``targets`` puts on ``row`` of ``layer``."""
+    if row not in layer.names:
+        return []
+    fan_in, fan_out = weight_matrix(layer[row])
+    dims = layer.dims
+    head = dims.get("head_dim", dims["e"] / dims["h"]) if "h" in dims else None
+    gated = row == "fc1" and "f" in dims and fan_out == 2 * dims["f"]
+    size = {"qkv": fan_out, "o": fan_out, "down": fan_out, "gate_up": fan_out,
+            "up": fan_out / 2 if gated else fan_out, "gate": fan_out / 2}
+    if head is not None:
+        kv = dims.get("kv_heads", dims["h"])
+        size.update(q=dims["h"] * head, k=kv * head, v=fan_out - dims["h"] * head - kv * head)
+    out = []
+    for target in targets:
+        if _ROW[target] != row:
+            continue
+        if target in ("gate", "gate_up") and not gated:
+            raise ValueError(f"lora target {target!r} needs a gated MLP (fc1 makes a gate and a value)")
+        out.append((fan_in, size[target]))
+    return out
+
+
+def adapter(name: str, b, l, pairs, r, es, conventions) -> Cost:
+    """The adapters ``pairs`` (``(in, out)`` each) of one base row, reading one input ``X``."""
+    tokens, r = exact(b, "b") * exact(l, "l"), exact(r, "r")
+    fan_in = pairs[0][0]
+    fwd = [(tokens, i, r) for i, _ in pairs] + [(tokens, r, o) for _, o in pairs]
+    bwd = [shape for i, o in pairs for shape in ((r, tokens, o), (tokens, o, r), (i, tokens, r), (tokens, r, i))]
+    gemms = tuple(Gemm(p, *shape, element_bytes=es) for p, shapes in (("fwd", fwd), ("bwd", bwd)) for shape in shapes)
+    outs = sum(o for _, o in pairs)
+    weights = sum(r * (i + o) for i, o in pairs) * es
+    return make_cost(
+        f"{name}.lora", "matrix",
+        flops_fwd=product_flops(gemms, "fwd", conventions) + 2 * tokens * outs,
+        flops_bwd=product_flops(gemms, "bwd", conventions) + tokens * outs + len(pairs) * tokens * fan_in,
+        act_in=tokens * fan_in * es, act_out=tokens * outs * es,
+        act_buffer=(tokens * fan_in + len(pairs) * tokens * r) * es,
+        act_grads=(tokens * outs + len(pairs) * tokens * fan_in) * es,
+        weights=weights, weight_grads=weights, gemms=gemms)
+
+
+def adapt_layer(layer: Block, lora: LoRA, es, conventions) -> tuple[Block, bool]:
+    """A transformer layer with every row frozen and each adapted row followed by its
+    adapters; and whether any target was found in it."""
+    rows, found = [], False
+    for row in layer:
+        rows.append(frozen(row, conventions))
+        pairs = slices(layer, row.name, lora.targets) if row.name in LINEAR_ROWS else []
+        if pairs:
+            found = True
+            rows.append(adapter(row.name, layer.dims["b"], layer.dims["l"], pairs, lora.rank, es, conventions))
+    return replace(layer, rows=tuple(rows)), found
+
+
+def adapt_stack(stack, lora: LoRA, es, conventions):
+    """The model's ``(block, count)`` stack under LoRA: the ends frozen, every layer group
+    adapted (``adapt_layer``); refuses targets no layer has."""
+    conventions = conv.get(conventions)
+    dims = stack[0][0].dims
+    if dims.get("m1", 1) != 1 or dims.get("s1", 1) != 1:
+        raise ValueError("lora needs m1 = 1 and s1 = 1: adapters under tensor or sequence parallelism "
+                         "are not modelled")
+    out, found = [], False
+    for i, (blk, count) in enumerate(stack):
+        if 0 < i < len(stack) - 1 and any(r.name in LINEAR_ROWS for r in blk):
+            blk, hit = adapt_layer(blk, lora, es, conventions)
+            found = found or hit
+        else:
+            blk = replace(blk, rows=tuple(frozen(r, conventions) for r in blk))
+        out.append((blk, count))
+    if not found:
+        raise ValueError(f"lora targets {', '.join(lora.targets)} match no product of the model's layers")
+    return tuple(out)
+
+
+def is_adapter(row: Cost) -> bool:
+    """Whether ``row`` is a LoRA adapter (its weights are the trainable parameters)."""
+    return row.name.endswith(".lora")

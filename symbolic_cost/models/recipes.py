@@ -1,0 +1,191 @@
+"""Training recipes on the whole model: FP8 and LoRA applied to the blocks, the model state
+per device (trainable and frozen parameters, optimizer, FP8 copies and scales), and CPU
+offload of the optimizer state (and the parameters) with its host-device traffic.
+
+Model state per device, ``P`` the device's parameters, ``T`` its trainable ones (``P``
+without LoRA, the adapters with it), ``G`` the elements of its layers' weight matrices,
+``(w, g, o)`` from ``optimizers.bytes_per_parameter``, ``es`` the 16-bit element:
+
+============ ====================================================================================
+weights      ``T w + (P - T) es`` (LoRA's frozen base: ``G`` at ``LoRA.base_bytes``), FP8
+             ``delayed``: ``+ G`` (the cached FP8 copies), ``fp8-params``: ``- G (w - 1)``;
+             FP8 scales ``Fp8Recipe.scale_bytes`` per product; ZeRO-3: ``/ d``
+gradients    ``T g`` (ZeRO-2, 3: ``/ d``)
+optimizer    ``T o`` plus Adafactor's ``4 x factored_elements`` (ZeRO-1, 2, 3: ``/ d``)
+============ ====================================================================================
+
+Offload (ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity, Rajbhandari et al. 2021) moves the
+sharded state to the host's memory and the optimizer step to the CPU:
+
+============== ====================== ================================ ===========================
+``offload``    on the host (per       host -> device per step          device -> host per step
+               device)
+============== ====================== ================================ ===========================
+``optimizer``  the optimizer shard;   the updated weights' shard       the gradient shard, every
+               the gradient shard     ``T w / d``                      micro-batch under ZeRO-2/3
+               under ZeRO-2, 3                                         (accumulated on the host),
+                                                                       once under ZeRO-1
+``parameters`` also the weight shard  the weight shard in forward and  as ``optimizer``
+(ZeRO-3 only)  (device: none)         backward of every micro-batch
+============== ====================== ================================ ===========================
+
+The device keeps no gradient shard under ZeRO-2/3 offload (the reduce buckets in flight are
+not counted); the host's gradient is in the gradients' precision (the paper's ``2M`` fp16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sympy import Expr, Integer, sympify
+
+from symbolic_cost.cost import collective
+from symbolic_cost.models.lora import LINEAR_ROWS, adapt_stack, is_adapter, is_linear, weight_matrix
+from symbolic_cost.models.optimizers import bytes_per_parameter, factored_state_bytes, get_fp8
+from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
+
+OFFLOAD = ("none", "optimizer", "parameters")
+
+
+def check_offload(offload: str, zero: int) -> None:
+    """Offload needs the state ZeRO shards: the optimizer from ZeRO-1, the parameters ZeRO-3."""
+    if offload not in OFFLOAD:
+        raise ValueError(f"offload must be one of {', '.join(OFFLOAD)}, got {offload!r}")
+    if offload == "optimizer" and zero < 1:
+        raise ValueError("offload='optimizer' needs ZeRO (zero >= 1): ZeRO-Offload moves each rank's "
+                         "optimizer shard to the host")
+    if offload == "parameters" and zero != 3:
+        raise ValueError("offload='parameters' needs ZeRO-3 (zero=3): only sharded parameters are "
+                         "fetched from the host on use")
+
+
+def recipe_stack(stack, t, es, conventions):
+    """The model's blocks under ``t``'s recipe: FP8 products keep their inputs in 1 byte;
+    LoRA freezes the base and adds the adapters (``lora.adapt_stack``)."""
+    if get_fp8(t.fp8) is not None:
+        stack = tuple((_fp8_layer(blk, es) if 0 < i < len(stack) - 1 else blk, count)
+                      for i, (blk, count) in enumerate(stack))
+    if t.lora is not None:
+        stack = adapt_stack(stack, t.lora, es, conventions)
+    return stack
+
+
+def _fp8_layer(blk, es):
+    """A layer whose linear products keep their input in FP8: ``act_buffer / es``."""
+    def row(r):
+        if r.name not in LINEAR_ROWS:
+            return r
+        kept = r.act_buffer / es
+        return replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept)
+    return replace(blk, rows=tuple(row(r) for r in blk))
+
+
+def matrix_elements(blk) -> Expr:
+    """Elements of the weight matrices of a layer's linear products (biases excluded): the
+    tensors FP8 and QLoRA store in fewer bits."""
+    return sum((_product(weight_matrix(r)) for r in blk if r.name in LINEAR_ROWS), Integer(0))
+
+
+def fp8_products(blk) -> Expr:
+    """Linear products of a layer (each has its own FP8 scales)."""
+    return Integer(sum(1 for r in blk if r.name in LINEAR_ROWS))
+
+
+def _product(pair):
+    return pair[0] * pair[1]
+
+
+def trainable(blk, es, lora) -> Expr:
+    """Trainable parameters of a block: its adapters' under LoRA, else all its weights."""
+    rows = [r for r in blk if is_adapter(r)] if lora is not None else list(blk)
+    return sum((r.weights for r in rows), Integer(0)) / es
+
+
+def factored_elements(blk, es, lora) -> Expr:
+    """Adafactor's second-moment elements of a block's trainable parameters: ``r + c`` for
+    each ``r x c`` weight matrix (the forward products' ``k x n``; an embedding table is
+    ``(elements / e) x e``), every element of the vectors (biases, norms)."""
+    total = Integer(0)
+    for r in blk:
+        if r.weights == 0 or (lora is not None and not is_adapter(r)):
+            continue
+        elements = r.weights / es
+        if r.gemms and (is_linear(r) or is_adapter(r)):
+            pairs = [(g.k, g.n) for g in r.gemms if g.pass_ == "fwd"]
+            total += sum(k + n for k, n in pairs) + elements - sum(k * n for k, n in pairs)
+        elif r.name.endswith("embeddings"):
+            e = blk.dims["e"]
+            total += elements / e + e
+        else:
+            total += elements
+    return total
+
+
+def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
+    """The model state of the busiest device and what offload puts on the host; see the
+    module docstring.  ``on_stage(of, copy)`` sums ``of(block)`` over the busiest stage's
+    blocks (and ``copy`` on a last stage that is not the first); ``tied`` is that stage's copy
+    of a tied table (parameters, an ``(tied / e) x e`` matrix)."""
+    d, n = sympify(t.d), sympify(t.micro_batches)
+    w, g, o = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
+    whole = t.lora is None and tied != 0         # the last stage's copy of a tied table is trained
+    train = on_stage(lambda blk: trainable(blk, es, t.lora), tied if whole else 0)
+    matrices = on_stage(matrix_elements)
+    weights = train * w + (per_device - train) * es
+    if t.lora is not None:
+        weights += on_stage(lambda blk: _quantised(blk, t.lora, es))
+    fp8 = get_fp8(t.fp8)
+    if fp8 is not None:
+        weights += (matrices if fp8.weight_copy else -matrices * (w - 1)) + on_stage(fp8_products) * fp8.scale_bytes()
+    factored = on_stage(lambda blk: factored_elements(blk, es, t.lora), tied / e + e if whole else 0)
+    optimizer = train * o + factored * factored_state_bytes(t.optimizer)
+    shard = {s: shard_degree(s, t.zero, d, t.distributed_optimizer) for s in ("weights", "gradients", "optimizer")}
+    out = dict(weight_bytes=weights / shard["weights"], gradient_bytes=train * g / shard["gradients"],
+               optimizer_bytes=optimizer / shard["optimizer"], trainable_per_device=train,
+               frozen_bytes=weights - train * w,
+               host_bytes=Integer(0), host_to_device=Integer(0), device_to_host=Integer(0))
+    return _offloaded(out, t, train * w / d, train * g / d, n) if t.offload != "none" else out
+
+
+def _quantised(blk, lora, es) -> Expr:
+    """Bytes a quantised base saves (negative) against 16-bit, over a layer's matrices."""
+    if lora.base == "16-bit":
+        return Integer(0)
+    return sum(((lora.base_bytes(es, k) - es) * k * n for k, n in
+                (weight_matrix(r) for r in blk if r.name in LINEAR_ROWS and not is_adapter(r))), Integer(0))
+
+
+def _offloaded(out: dict, t, weight_shard, grad_shard, n) -> dict:
+    """Move the offloaded state to the host and count the host-device traffic."""
+    out = dict(out)
+    out["host_bytes"] = out["optimizer_bytes"]
+    out["optimizer_bytes"] = Integer(0)
+    out["device_to_host"] = grad_shard * (n if t.zero >= 2 else 1)
+    if t.zero >= 2:
+        out["host_bytes"] += out["gradient_bytes"]
+        out["gradient_bytes"] = Integer(0)
+    else:
+        out["host_bytes"] += grad_shard
+    if t.offload == "parameters":
+        out["host_bytes"] += out["weight_bytes"]
+        out["host_to_device"] = 2 * n * out["weight_bytes"]
+        out["weight_bytes"] = Integer(0)
+    else:
+        out["host_to_device"] = weight_shard
+    return out
+
+
+def data_collectives(t, per_device, states: dict, es_w, es_g, d, n, stride, conventions) -> list:
+    """The data-parallel collectives of one step: ``zero.data_parallel_collectives`` over the
+    trainable parameters; under LoRA with ZeRO-3 the frozen base's shards are gathered too,
+    in their stored bytes, in forward and backward of every micro-batch."""
+    train = states["trainable_per_device"]
+    if t.lora is None:
+        return data_parallel_collectives(per_device, es_w, es_g, d, t.zero, t.distributed_optimizer, n, stride,
+                                         conventions)
+    out = data_parallel_collectives(train, es_w, es_g, d, t.zero, t.distributed_optimizer, n, stride, conventions)
+    if t.zero == 3:
+        base = states["frozen_bytes"]          # the frozen base's bytes on the stage
+        for pass_ in ("fwd", "bwd"):
+            out += collective("allgather", base, 1, d, pass_, conventions, repeats=n, stride=stride)
+    return out
