@@ -13,7 +13,7 @@ from sympy import Expr, Integer, Piecewise, sympify
 
 from symbolic_cost.checks import exact  # noqa: F401  (the exactness rule, here where Costs use it)
 
-KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "p2p")
+KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "p2p", "broadcast", "reduce")
 PASSES = ("fwd", "bwd")
 ENGINES = ("matrix", "vector")
 
@@ -24,7 +24,10 @@ def ring_share(kind: str, group) -> Expr:
     For a tensor of ``V`` bytes spread over ``n`` devices a ring allgather,
     reduce-scatter or all-to-all moves ``(n-1)/n * V`` out of every device; a
     ring allreduce is a reduce-scatter followed by an allgather, ``2(n-1)/n * V``;
-    a point-to-point send moves the whole tensor.
+    a point-to-point send moves the whole tensor.  A broadcast or reduce of ``V``
+    runs as a chain through the group (pipelined): every member but one forwards
+    ``V``, so ``(n-1)/n * V`` per device on average, and exactly that on every
+    device when the root takes turns over the group (SUMMA's panel broadcasts).
 
     >>> from sympy import Symbol
     >>> n = Symbol("n", positive=True, integer=True)
@@ -34,7 +37,7 @@ def ring_share(kind: str, group) -> Expr:
     0
     """
     n = sympify(group)
-    if kind in ("allgather", "reducescatter", "alltoall"):
+    if kind in ("allgather", "reducescatter", "alltoall", "broadcast", "reduce"):
         return (n - 1) / n
     if kind == "allreduce":
         return 2 * (n - 1) / n
@@ -103,9 +106,10 @@ class Collective:
 
     @property
     def reduction_flops(self) -> Expr:
-        """Adds each device performs: a reduce-scatter or allreduce of ``N``
-        elements over ``n`` devices sums ``(n-1)/n * N`` of them on every device."""
-        if self.kind in ("reducescatter", "allreduce"):
+        """Adds each device performs: a reduce-scatter, allreduce or reduce of ``N``
+        elements over ``n`` devices sums ``(n-1)/n * N`` of them on every device
+        (a reduce: on average, exactly when the root takes turns)."""
+        if self.kind in ("reducescatter", "allreduce", "reduce"):
             return self.repeats * (self.group - 1) / self.group * self.elements
         return Integer(0)
 

@@ -33,6 +33,16 @@ from symbolic_cost.cost import Collective, Cost, collective
 from symbolic_cost.ops import add, dropout
 from symbolic_cost.ops.norm import NORMS
 
+def attach(cost: Cost, collectives: list[Collective], conventions: conv.Conventions) -> Cost:
+    """``cost`` with ``collectives`` attached and, if the conventions count them
+    (``reduction_flops``), the adds of their reductions in the pass they run in."""
+    extra = {"flops_fwd": 0, "flops_bwd": 0}
+    if conventions.reduction_flops:
+        for c in collectives:
+            extra[f"flops_{c.pass_}"] += c.reduction_flops
+    return cost.plus(collectives=collectives, **extra)
+
+
 @dataclass(frozen=True)
 
 
@@ -74,11 +84,7 @@ class Layout:
 
     def attach(self, cost: Cost, collectives: list[Collective]) -> Cost:
         """Attach collectives and, if the conventions say so, their reduction FLOPs."""
-        extra = {"flops_fwd": 0, "flops_bwd": 0}
-        if self.conventions.reduction_flops:
-            for c in collectives:
-                extra[f"flops_{c.pass_}"] += c.reduction_flops
-        return cost.plus(collectives=collectives, **extra)
+        return attach(cost, collectives, self.conventions)
 
     def entering(self, cost: Cost) -> Cost:
         """The first matmul of the tensor region: backward reduces its input gradient.

@@ -2,7 +2,7 @@
 
 For ``n`` devices and a tensor of ``V`` bytes (the gathered result of an
 allgather, the input of a reduce-scatter or allreduce, the buffer each
-device holds for an all-to-all, the message of a p2p send or a broadcast):
+device holds for an all-to-all, the message of a p2p send, a broadcast or a reduce):
 
 ============== ============ ================== ================== =====================
 kind           algorithm    sent per device    received           latency steps
@@ -14,6 +14,7 @@ allreduce      tree         2(n-1)/n V         2(n-1)/n V         2 log2 n
 alltoall       pairwise     (n-1)/n V          (n-1)/n V          n - 1
 p2p            -            V                  V                  1
 broadcast      tree         V                  V                  log2 n
+reduce         tree         V                  V                  log2 n
 ============== ============ ================== ================== =====================
 
 The tree allreduce is the bandwidth-optimal logarithmic one (recursive
@@ -54,13 +55,13 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
     >>> traffic("allreduce", 8, 1, "tree").steps
     6
     """
-    if kind not in KINDS + ("broadcast",):
-        raise ValueError(f"collective kind must be one of {', '.join(KINDS + ('broadcast',))}, "
+    if kind not in KINDS:
+        raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, "
                          f"got {kind!r}")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     n, volume = sympify(n), sympify(tensor_bytes)
-    if kind == "broadcast":
+    if kind in ("broadcast", "reduce"):       # the root sends (receives) V
         return Traffic(volume, volume, _log2(n))
     moved = ring_share(kind, n) * volume
     if kind == "allreduce":
@@ -98,14 +99,14 @@ def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple) -
     * all-to-all: the ``(k-1)/n`` of the buffer bound for the same domain goes
       over NVLink while the ``(n-k)/n`` bound elsewhere goes over InfiniBand,
       at the same time.
-    * p2p and broadcast cross InfiniBand.
+    * p2p, broadcast and reduce cross InfiniBand.
 
     >>> # 2 x (7/8 of 16 GB at 100 GB/s) + 2 x (1/2 of 2 GB at 10 GB/s) = 0.28 + 0.2 s
     >>> hierarchical_time("allreduce", 16, 8, 16 * 10**9, (10**11, 0), (10**10, 0))
     12/25
     """
     n, k, volume = sympify(n), sympify(k), sympify(tensor_bytes)
-    if kind in ("p2p", "broadcast"):
+    if kind in ("p2p", "broadcast", "reduce"):
         return time(kind, n, volume, *ib)
     if kind == "alltoall":
         near = (k - 1) / n * volume / nvlink[0] + (k - 1) * nvlink[1]
