@@ -10,7 +10,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost"
 # Each module may import only from its own layer or a layer above it (earlier in this list).
 LAYERS = [
     {"symbols", "conventions", "cost", "checks", "reader"},
-    {"ops"}, {"blocks"}, {"parallel"}, {"models"}, {"analysis"}, {"timing"}, {"numeric"},
+    {"ops"}, {"blocks"}, {"parallel"}, {"models"}, {"analysis"}, {"timing"}, {"numeric"}, {"inference"},
     {"tools"}, {"reproduce"}, {"report"}, {"cli"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

@@ -1,0 +1,212 @@
+"""The KV cache as expressions: what each attention layer keeps per token, per sequence and for
+the batch; the formats its elements are stored in; paged allocation in blocks of ``B`` tokens.
+
+Per layer, a cache holds a key of ``k`` and a value of ``v`` elements for each of its ``kv``
+key/value heads and each token it keeps (``kv = h`` multi-head, ``1 < kv < h`` grouped-query,
+``kv = 1`` multi-query attention; ``kv/m1`` heads on each of ``m1`` tensor-parallel devices):
+
+========== =========================== ==================================================
+layers     tokens kept per sequence    source
+========== =========================== ==================================================
+full       ``T``, every token so far   transformers' ``DynamicLayer``
+sliding    ``min(T, w - 1)``           the next query attends ``w`` keys, itself included:
+                                       ``DynamicSlidingWindowLayer`` keeps ``w - 1``
+cross      ``l_enc``, the encoder's    the decoder's cross-attention (T5), computed once
+           output                      at the first decoder step
+========== =========================== ==================================================
+
+Bytes of ``n`` elements in ``tensors`` cache tensors (a K or a V of one layer each) in a format
+(``KVFormat``): ``n bits/8 + (n/g) s_g + tensors s_t``, with a scale of ``s_g`` bytes per group
+of ``g`` elements and ``s_t`` bytes per tensor.  Paged allocation rounds every sequence's
+tokens of every layer up to whole pages: ``ceil(T/B) B`` tokens (vLLM's PagedAttention, Kwon
+et al. 2023); the difference is the waste.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Expr, Integer, Min, ceiling, sympify
+
+from symbolic_cost.checks import positive_dims
+from symbolic_cost.cost import exact
+from symbolic_cost.models.architecture import Architecture
+
+
+@dataclass(frozen=True)
+class KVFormat:
+    """How cache elements are stored: ``bits`` each, plus ``group_bytes`` of scale (and zero
+    point) per ``group`` elements (0: no groups) and ``tensor_bytes`` per cache tensor."""
+
+    name: str
+    bits: Expr
+    group: Expr = 0
+    group_bytes: Expr = 0
+    tensor_bytes: Expr = 0
+
+    def __post_init__(self):
+        for name in ("bits", "group", "group_bytes", "tensor_bytes"):
+            value = exact(getattr(self, name), name)
+            if value.is_negative or (name == "bits" and value.is_zero):
+                raise ValueError(f"KV format {self.name}: {name} must be positive, got {value}")
+            object.__setattr__(self, name, value)
+        if (self.group == 0) != (self.group_bytes == 0):
+            raise ValueError(f"KV format {self.name}: group and group_bytes go together, got "
+                             f"group={self.group}, group_bytes={self.group_bytes}")
+
+    @property
+    def element_bytes(self) -> Expr:
+        """Bytes per element, its share of the group scales included: ``bits/8 + s_g/g``."""
+        return self.bits / 8 + (self.group_bytes / self.group if self.group != 0 else 0)
+
+    def bytes(self, elements, tensors=0) -> Expr:
+        """``elements`` stored in ``tensors`` cache tensors: ``n bits/8 + (n/g) s_g + tensors s_t``."""
+        return exact(elements, "elements") * self.element_bytes + exact(tensors, "tensors") * self.tensor_bytes
+
+
+KV_FORMATS = {
+    "fp32": KVFormat("fp32", 32),
+    "bf16": KVFormat("bf16", 16),
+    "fp16": KVFormat("fp16", 16),
+    # e4m3 with one fp32 scale per K or V tensor of a layer (transformers' QuantizedCache("fp8"),
+    # vLLM's k_scale and v_scale)
+    "fp8": KVFormat("fp8", 8, tensor_bytes=4),
+    # one fp32 scale per tensor, as fp8 (TensorRT-LLM's int8 KV cache)
+    "int8": KVFormat("int8", 8, tensor_bytes=4),
+    # groups of 64 elements with an fp16 scale and an fp16 zero point (KIVI, Liu et al. 2024;
+    # transformers' QuantizedCache q_group_size=64; its residual of recent unquantised tokens
+    # is not counted)
+    "int4": KVFormat("int4", 4, group=64, group_bytes=4),
+}
+"""The named KV-cache formats (``--kv-dtype``)."""
+
+
+def kv_format(fmt) -> KVFormat:
+    """A format by name (``KV_FORMATS``); a ``KVFormat`` passes through.
+
+    >>> kv_format("int4").element_bytes
+    9/16
+    >>> kv_format("fp4")
+    Traceback (most recent call last):
+    ...
+    ValueError: kv_dtype must be one of fp32, bf16, fp16, fp8, int8, int4 (or a KVFormat), got 'fp4'
+    """
+    if isinstance(fmt, KVFormat):
+        return fmt
+    if fmt not in KV_FORMATS:
+        raise ValueError(f"kv_dtype must be one of {', '.join(KV_FORMATS)} (or a KVFormat), got {fmt!r}")
+    return KV_FORMATS[fmt]
+
+
+KINDS = ("full", "sliding", "cross")
+
+
+@dataclass(frozen=True)
+class CacheGroup:
+    """``layers`` attention layers that cache alike (``kind``, one of ``KINDS``), each holding
+    ``heads`` key/value heads (on one device) with keys of ``k_dim`` and values of ``v_dim``
+    elements per token; ``window`` for sliding layers."""
+
+    kind: str
+    layers: Expr
+    heads: Expr
+    k_dim: Expr
+    v_dim: Expr
+    window: Expr | None = None
+
+    @property
+    def per_token(self) -> Expr:
+        """Elements one token adds to one layer: ``kv (k + v)``."""
+        return self.heads * (self.k_dim + self.v_dim)
+
+    def held(self, tokens, encoder) -> Expr:
+        """Tokens one sequence keeps in one layer: ``T``, ``min(T, w - 1)`` or ``l_enc``."""
+        if self.kind == "cross":
+            return exact(encoder, "encoder tokens")
+        if self.kind == "sliding":
+            return Min(exact(tokens, "tokens"), self.window - 1)
+        return exact(tokens, "tokens")
+
+
+def cache_groups(arch: Architecture, m1=1) -> tuple[CacheGroup, ...]:
+    """The cached attention layers of ``arch`` with ``kv/m1`` heads on each device: a
+    decoder's full and sliding-window layers, or an encoder-decoder's decoder self-attention
+    and cross-attention layers (its encoder caches nothing).
+
+    >>> from symbolic_cost.models.config import preset
+    >>> [(g.kind, g.layers, g.per_token) for g in cache_groups(preset("llama-2-7b"))]
+    [('full', 32, 8192)]
+    """
+    if not (arch.causal or arch.encoder_decoder):
+        raise ValueError(f"{arch.name} is a bidirectional encoder: it generates nothing and keeps no KV cache")
+    heads = exact(arch.h if arch.kv_heads is None else arch.kv_heads, "kv_heads") / exact(m1, "m1")
+    k_dim = exact(arch.e / sympify(arch.h) if arch.head_dim is None else arch.head_dim, "head_dim")
+    v_dim = k_dim if arch.v_head_dim is None else exact(arch.v_head_dim, "v_head_dim")
+    shape = dict(heads=heads, k_dim=k_dim, v_dim=v_dim)
+    if arch.encoder_decoder:
+        depth = exact(arch.decoder_layers, "decoder_layers")
+        return CacheGroup("full", depth, **shape), CacheGroup("cross", depth, **shape)
+    depth = exact(arch.n_layers, "n_layers")
+    if arch.window is None:
+        return (CacheGroup("full", depth, **shape),)
+    sliding = depth if arch.windowed_layers is None else exact(arch.windowed_layers, "windowed_layers")
+    groups = (CacheGroup("sliding", sliding, window=exact(arch.window, "window"), **shape),)
+    return groups + ((CacheGroup("full", depth - sliding, **shape),) if depth != sliding else ())
+
+
+def paged(tokens, page) -> Expr:
+    """Tokens a sequence's pages hold: ``ceil(T/B) B`` (``page=None``: exactly ``T``)."""
+    if page is None:
+        return exact(tokens, "tokens")
+    page = positive_dims(page=page)["page"]
+    return ceiling(exact(tokens, "tokens") / page) * page
+
+
+def kv_elements(groups, b, tokens, encoder=0, page=None, p=1) -> Expr:
+    """Elements the batch keeps on one device: ``b sum_layers paged(held) kv (k + v) / p``
+    (a pipeline stage holds ``1/p`` of the layers)."""
+    b, p = exact(b, "b"), exact(p, "p")
+    return sum((b * g.layers / p * paged(g.held(tokens, encoder), page) * g.per_token for g in groups),
+               Integer(0))
+
+
+def kv_cache_bytes(arch: Architecture, b, tokens, *, encoder=0, m1=1, p=1, kv_dtype="bf16", page=None) -> Expr:
+    """Bytes of the KV cache on one device: ``b`` sequences with ``tokens`` tokens each so far
+    (and an encoder output of ``encoder`` tokens for cross-attention), ``kv/m1`` heads per
+    layer, ``1/p`` of the layers, in format ``kv_dtype`` (``KV_FORMATS``), paged in ``page``
+    tokens when given; the per-tensor scales: one K and one V per layer.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> from symbolic_cost.symbols import b, l_ctx
+    >>> kv_cache_bytes(preset("llama-2-7b"), b, l_ctx)      # 2 x 32 layers x 4096 x 2 bytes
+    524288*b*l_ctx
+    """
+    fmt = kv_format(kv_dtype)
+    groups = cache_groups(arch, m1)
+    tensors = 2 * sum((g.layers for g in groups), Integer(0)) / exact(p, "p")
+    return fmt.bytes(kv_elements(groups, b, tokens, encoder, page, p), tensors)
+
+
+def kv_bytes_per_token(arch: Architecture, *, m1=1, kv_dtype="bf16") -> Expr:
+    """Bytes one more token of one sequence adds to the cache while no window is full: every
+    self-attention layer's ``kv (k + v)`` elements (cross-attention caches the encoder once).
+
+    >>> from symbolic_cost.models.config import preset
+    >>> kv_bytes_per_token(preset("llama-2-7b")) / 2**10       # 512 KiB per token in bf16
+    512
+    """
+    groups = [g for g in cache_groups(arch, m1) if g.kind != "cross"]
+    return kv_format(kv_dtype).bytes(sum((g.layers * g.per_token for g in groups), Integer(0)))
+
+
+def paging_waste(arch: Architecture, b, tokens, page, *, encoder=0, m1=1, p=1, kv_dtype="bf16") -> Expr:
+    """Bytes paged allocation adds to the cache: the unused tail of every sequence's last page
+    in every layer, ``b sum_layers (ceil(T/B) B - T) kv (k + v)`` at the format's bytes."""
+    fmt = kv_format(kv_dtype)
+    groups = cache_groups(arch, m1)
+    extra = kv_elements(groups, b, tokens, encoder, page, p) - kv_elements(groups, b, tokens, encoder, None, p)
+    return fmt.bytes(extra)
+
+
+__all__ = ["KVFormat", "KV_FORMATS", "kv_format", "CacheGroup", "cache_groups", "paged", "kv_elements",
+           "kv_cache_bytes", "kv_bytes_per_token", "paging_waste"]

@@ -1,0 +1,214 @@
+"""Prefill and decode as the library's blocks, and each phase's totals on the latency path.
+
+* **prefill**: the forward pass over the prompt, ``models.stack.model_stack`` at ``l = l_in``
+  (an encoder-decoder: its encoder over ``l_in`` tokens, its decoder over the one start token
+  with cross-attention over the ``l_in`` encoder tokens, whose keys and values it computes
+  once), ending in the generation head;
+* **decode**: one token per sequence, the blocks at ``l = 1`` with every self-attention over
+  the ``l_ctx`` cached tokens and its own (``keys = l_ctx + 1``; a sliding window reads at most
+  ``w``, ``ops.matmul.stored_keys``), cross-attention over the cached encoder output without
+  its key/value projection, the cached keys and values read at the cache format's bytes.
+
+The generation head: the final norm (and OPT's ``project_out``) on every token, then the LM
+head on the last token of each sequence only (transformers' ``logits_to_keep=1``), no loss;
+under ``m1`` the vocabulary shards of those logits are allgathered for sampling (Megatron-LM).
+Inference runs in evaluation mode: every dropout is off.  A decode step's one query sits at
+the newest position, so the causal mask keeps every cached key, and the cache holds only a
+sliding window's keys: decode counts with ``causal_flops="full"`` and
+``window_count="windowed"`` whatever the conventions say of the prefill.
+
+A phase's totals add its blocks as they run one after another: with ``p`` pipeline stages that
+is one device of each stage (each holding ``1/m1`` of every layer), plus the ``p - 1`` sends of
+the hidden states between stages.  No backward, no optimizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sympy import Expr, Integer, Max
+
+from symbolic_cost import conventions as conv
+from symbolic_cost import symbols as S
+from symbolic_cost.blocks import Block, transformer_layer
+from symbolic_cost.cost import Collective, collective, exact
+from symbolic_cost.inference.serving import Serving, check_context, check_generative
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.stack import _layer_options, layer_groups, model_stack
+from symbolic_cost.models.training import Training
+from symbolic_cost.ops import embedding
+
+CACHE_READS = ("logits", "attend", "flash_attention")
+"""The rows whose second input is the cached keys or values (also as ``cross_*``)."""
+
+
+def evaluation(arch: Architecture) -> Architecture:
+    """``arch`` as it runs in inference: a generative model with every dropout off."""
+    check_generative(arch)
+    return replace(arch, dropouts=False, attention_dropout=False, embedding_dropout=False, activation_dropout=False)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase (``"prefill"`` or ``"decode"``): its ``(block, count)`` groups in model order on
+    the latency path, the ``tokens`` per sequence whose hidden states (``width`` wide) it carries
+    (the prompt's ``l_in``, or the one new token), and the pipeline sends."""
+
+    name: str
+    stack: tuple
+    serving: Serving
+    tokens: Expr
+    width: Expr
+    sends: tuple[Collective, ...] = ()
+
+    def total(self, field: str) -> Expr:
+        """A ``Cost`` field summed over every block times its count (``flops_fwd``, ``mem_fwd``, ...)."""
+        return sum((count * blk.total(field) for blk, count in self.stack), Integer(0))
+
+    def rows(self):
+        """``(row, count)`` for every row of the phase."""
+        return [(row, count) for blk, count in self.stack for row in blk]
+
+    @property
+    def layer(self) -> Block:
+        """The first transformer layer group's block (per-layer costs)."""
+        return self.stack[1][0]
+
+    @property
+    def flops(self) -> Expr:
+        return self.total("flops_fwd")
+
+    @property
+    def matrix_flops(self) -> Expr:
+        """FLOPs on matrix units (the products, with their bias adds and reductions)."""
+        return sum((n * r.flops_fwd for r, n in self.rows() if r.engine == "matrix"), Integer(0))
+
+    @property
+    def bytes_moved(self) -> Expr:
+        """Bytes read and written: every row's ``mem_fwd`` (its inputs, output and weights)."""
+        return self.total("mem_fwd")
+
+    @property
+    def weight_bytes_read(self) -> Expr:
+        """The weights each step reads once: ``sum weights``."""
+        return self.total("weights")
+
+    @property
+    def cache_bytes_read(self) -> Expr:
+        """Bytes of cached keys and values the phase reads (decode; 0 for the prefill)."""
+        if self.name != "decode":
+            return Integer(0)
+        return sum((n * r.act_in_other for r, n in self.rows() if _reads_cache(r.name)), Integer(0))
+
+    @property
+    def working_bytes(self) -> Expr:
+        """Activations alive at the peak: the hidden states ``b T e`` the layers pass on, and the
+        largest input plus output of any one operation (what an eager run allocates at once)."""
+        s = self.serving
+        peak = Max(*(r.act_in + r.act_out for r, _ in self.rows()))
+        return s.b * self.tokens * self.width * s.es + peak
+
+    @property
+    def collectives(self) -> list[tuple[Collective, Expr]]:
+        """``(collective, count)``: every forward collective of the blocks, then the sends."""
+        out = [(c, count) for blk, count in self.stack for c in blk.collectives if c.pass_ == "fwd"]
+        return out + [(c, Integer(1)) for c in self.sends]
+
+
+def _reads_cache(name: str) -> bool:
+    return name.removeprefix("cross_") in CACHE_READS
+
+
+def _stack(arch: Architecture, s: Serving, l, conventions) -> tuple:
+    return model_stack(arch, Training(b=s.b, l=l, flash=s.flash), s.m1, 1, s.es, conventions)
+
+
+def _head(prompt: Block, last: Block, s: Serving, vocab, conventions) -> Block:
+    """The generation head: ``prompt``'s rows before the LM head (final norm, ``project_out``),
+    then ``last``'s (the head at one token) from the LM head on without the loss, the LM head
+    allgathering the ``b x vocab`` logits over ``m1``."""
+    rows = list(prompt.rows[:prompt.names.index("lm_head")])
+    lm = [r for r in last.rows[last.names.index("lm_head"):] if r.name != "loss"]
+    lm[0] = lm[0].plus(collectives=collective("allgather", s.b * vocab, s.es, s.m1, "fwd", conventions))
+    return Block("head", tuple(rows + lm), prompt.dims, prompt.conventions)
+
+
+def _sends(arch: Architecture, s: Serving, tokens, conventions) -> tuple[Collective, ...]:
+    """The hidden states ``b T e`` cross ``p - 1`` stage boundaries, ``m1`` ranks apart, in turn."""
+    return tuple(collective("p2p", s.b * tokens * arch.e, s.es, 2, "fwd", conventions, repeats=s.p - 1,
+                            stride=s.m1)) if s.p != 1 else ()
+
+
+def _check(arch: Architecture, s: Serving) -> Architecture:
+    check_context(arch, s)
+    if arch.encoder_decoder and s.p != 1:
+        raise ValueError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)")
+    return evaluation(arch)
+
+
+def prefill(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT) -> Phase:
+    """The prefill of ``b`` prompts of ``l_in`` tokens (see the module docstring).
+
+    >>> from symbolic_cost.models.config import preset
+    >>> phase = prefill(preset("gpt2"), Serving(b=1, l_in=8, l_out=2))
+    >>> phase.stack[-1][0].names
+    ['final_layer_norm', 'lm_head']
+    """
+    conventions = conv.get(conventions)
+    inference = _check(arch, s)
+    vocab = arch.padded_vocab(s.m1)
+    prompt, one = _stack(inference, s, s.l_in, conventions), _stack(inference, s, 1, conventions)
+    head = (_head(prompt[-1][0], one[-1][0], s, vocab, conventions), Integer(1))
+    if not arch.encoder_decoder:
+        return Phase("prefill", prompt[:-1] + (head,), s, s.l_in, arch.e, _sends(arch, s, s.l_in, conventions))
+    kw = dict(es=s.es, es_mask=1, conventions=conventions)
+    options = _layer_options(inference, Training(b=s.b, l=1, flash=s.flash), s.m1, 1, cross=True)
+    decoder = transformer_layer(**options, cross_keys=s.l_in, **kw)
+    stack = prompt[:3] + (one[3], (decoder, exact(arch.decoder_layers, "decoder_layers")), head)
+    return Phase("prefill", stack, s, s.l_in, arch.e)
+
+
+def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, conventions=conv.DEFAULT) -> Phase:
+    """One decode step: ``b`` sequences, one token each, over ``l_ctx`` cached tokens.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> step = decode(preset("llama-2-7b"), Serving(b=1, l_in=8, l_out=2), l_ctx=8)
+    >>> step.layer["logits"].flops_fwd            # 32 heads x (1, 128) x (128, 9)
+    73440
+    """
+    conventions = conv.get(conventions)
+    inference = _check(arch, s)
+    l_ctx = exact(l_ctx, "l_ctx")
+    one = _stack(inference, s, 1, conventions)
+    head = (_head(one[-1][0], one[-1][0], s, arch.padded_vocab(s.m1), conventions), Integer(1))
+    step = conventions.but(causal_flops="full", window_count="windowed")
+    kw = dict(es=s.es, es_mask=1, conventions=step, keys=l_ctx + 1)
+    t = Training(b=s.b, l=1, flash=s.flash)
+    if not arch.encoder_decoder:
+        layers = tuple(layer_groups(inference, t, s.m1, 1, kw))
+        stack = (one[0], *((_cached(blk, s), count) for blk, count in layers), head)
+        return Phase("decode", stack, s, Integer(1), arch.e, _sends(arch, s, 1, conventions))
+    layer = transformer_layer(**_layer_options(inference, t, s.m1, 1, cross=True), cross_keys=s.l_in, **kw)
+    layer = replace(layer, rows=tuple(r for r in layer.rows if r.name != "cross_kv_proj"))
+    start = _relative_lookups(one[3][0], arch, s, l_ctx + 1)
+    return Phase("decode", ((start, Integer(1)), (_cached(layer, s), exact(arch.decoder_layers, "decoder_layers")),
+                            head), s, Integer(1), arch.e)
+
+
+def _cached(block: Block, s: Serving) -> Block:
+    """The block with its cached keys and values read at the cache format's bytes per element:
+    ``act_in_other`` (and ``mem_fwd``) of the rows that read them scaled by ``es_kv / es``."""
+    scale = s.kv.element_bytes / s.es - 1
+    rows = tuple(r.plus(act_in_other=r.act_in_other * scale, mem_fwd=r.act_in_other * scale)
+                 if _reads_cache(r.name) else r for r in block.rows)
+    return replace(block, rows=rows)
+
+
+def _relative_lookups(start: Block, arch: Architecture, s: Serving, keys) -> Block:
+    """T5's decoder start with its relative-bias lookups for the one query against ``keys`` keys
+    (``(1, keys)`` pairs; the training stack looks up ``l x l``)."""
+    if "relative_attention_bias" not in start.names:
+        return start
+    rows = tuple(embedding(1, keys, arch.relative_buckets, exact(arch.h, "h") / s.m1, es=s.es,
+                           name=r.name) if r.name == "relative_attention_bias" else r for r in start.rows)
+    return replace(start, rows=rows)

@@ -1,0 +1,124 @@
+"""``Serving``: how a model is served (batch, prompt and output lengths, degrees, number formats,
+paging), the checks it must pass against the model, and the token counts of generation.
+
+Generation as transformers' ``generate`` runs it: the prefill feeds the prompt (an
+encoder-decoder's encoder reads the prompt and its decoder one start token) and yields the
+first token; each of the ``l_out - 1`` decode steps then feeds the last token and yields the
+next.  The decoder's cache holds ``P`` tokens after the prefill (``P = l_in``, or 1 for an
+encoder-decoder), ``P + j - 1`` before decode step ``j`` and ``P + l_out - 1`` at the end (the
+last token generated is never fed back).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Expr, sympify
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import positive_dims
+from symbolic_cost.inference.kv_cache import KVFormat, kv_format
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.training import PRECISIONS, element_bytes
+
+
+@dataclass(frozen=True)
+class Serving:
+    """``b`` sequences of ``l_in`` prompt tokens each generating ``l_out`` tokens, on ``m1``
+    tensor-parallel devices times ``p`` pipeline stages, ``d`` replicas; weights and
+    activations in ``precision``, the cache in ``kv_dtype`` (``None``: the precision; a name
+    of ``kv_cache.KV_FORMATS`` or a ``KVFormat``) paged in ``page`` tokens (``None``:
+    contiguous); ``flash`` attention; ``allow_long`` lets the tokens exceed the model's context."""
+
+    b: Expr = S.b
+    l_in: Expr = S.l_in
+    l_out: Expr = S.l_out
+    m1: Expr = 1
+    p: Expr = 1
+    d: Expr = 1
+    precision: str = "bf16"
+    kv_dtype: str | KVFormat | None = None
+    page: Expr | None = None
+    flash: bool = False
+    allow_long: bool = False
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        self.kv                                   # refuses an unknown kv_dtype
+        sizes = dict(b=self.b, l_in=self.l_in, l_out=self.l_out, m1=self.m1, p=self.p, d=self.d)
+        if self.page is not None:
+            sizes["page"] = self.page
+        for name, value in positive_dims(**sizes).items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def kv(self) -> KVFormat:
+        """The cache's format."""
+        return kv_format(self.precision if self.kv_dtype is None else self.kv_dtype)
+
+    @property
+    def es(self) -> int:
+        """Bytes of a weight or activation element (``models.training.element_bytes``)."""
+        return element_bytes(self.precision)
+
+    @property
+    def replica_devices(self) -> Expr:
+        """Devices of one replica: ``m1 p``."""
+        return self.m1 * self.p
+
+    @property
+    def job_devices(self) -> Expr:
+        """Devices of the job: ``m1 p d``."""
+        return self.m1 * self.p * self.d
+
+
+def prompt_tokens(arch: Architecture, s: Serving) -> Expr:
+    """``P``: decoder tokens the prefill feeds, ``l_in`` (an encoder-decoder: its start token, 1)."""
+    return sympify(1) if arch.encoder_decoder else s.l_in
+
+
+def encoder_tokens(arch: Architecture, s: Serving) -> Expr:
+    """Tokens of the encoder output cross-attention reads: ``l_in`` (0 without an encoder)."""
+    return s.l_in if arch.encoder_decoder else sympify(0)
+
+
+def cached_before(arch: Architecture, s: Serving, step) -> Expr:
+    """Decoder tokens in the cache before decode step ``step`` (1 to ``l_out - 1``): ``P + step - 1``."""
+    return prompt_tokens(arch, s) + sympify(step) - 1
+
+
+def final_tokens(arch: Architecture, s: Serving) -> Expr:
+    """Decoder tokens in the cache when generation ends: ``P + l_out - 1``."""
+    return prompt_tokens(arch, s) + s.l_out - 1
+
+
+def mean_context(arch: Architecture, s: Serving) -> Expr:
+    """The mean of ``cached_before`` over the ``l_out - 1`` decode steps: ``P + (l_out - 2)/2``."""
+    return prompt_tokens(arch, s) + (s.l_out - 2) / sympify(2)
+
+
+def check_context(arch: Architecture, s: Serving) -> None:
+    """Refuse (unless ``allow_long``) more tokens than the model's context (``Architecture.context``,
+    when stated): ``l_in + l_out - 1`` through a decoder; ``l_in`` through an encoder and
+    ``l_out`` through its decoder."""
+    limit = sympify(arch.context)
+    if s.allow_long or limit == 0:
+        return
+    if arch.encoder_decoder:
+        spans = (("l_in", s.l_in), ("l_out", s.l_out))
+    else:
+        spans = (("l_in + l_out - 1", s.l_in + s.l_out - 1),)
+    for text, tokens in spans:
+        if tokens.is_number and limit.is_number and tokens > limit:
+            raise ValueError(f"{text} = {tokens} tokens exceed the context of {arch.name} ({limit} tokens); "
+                             f"allow_long=True (--allow-long) goes beyond it")
+
+
+def check_generative(arch: Architecture) -> None:
+    """Refuse a model that does not generate: a bidirectional encoder, or one without an LM head."""
+    if not (arch.causal or arch.encoder_decoder):
+        raise ValueError(f"{arch.name} is a bidirectional encoder: it has no decode phase and keeps no KV cache")
+    if not arch.lm_head or arch.task:
+        raise ValueError(f"{arch.name} has no language-model head (task {arch.task or 'base model'!r}): "
+                         f"inference generates tokens with one")

@@ -1,0 +1,183 @@
+"""Serving time and throughput as expressions: roofline time per phase, time to first token,
+time per output token, tokens per second, memory per device, the largest batch that fits and
+the batch where decode turns compute-bound.
+
+Roofline per phase on a ``timing.hardware.System`` (``roofline="phase"``, the default)::
+
+    t_compute = matrix FLOPs / matrix FLOP/s + other FLOPs / vector FLOP/s
+    t_memory  = bytes moved / HBM bandwidth      (weights once per step, the cache, activations)
+    t         = max(t_compute, t_memory) + t_comm           (max of the two with overlap_comm)
+
+``roofline="operation"`` sums each operation's own roofline instead (``timing.hardware.times``,
+also under ``kernel_time="tiled"``).  The phase's collectives take ``timing.hardware.comm_time``.
+
+* TTFT: the prefill's time.  TPOT: one decode step over the mean context of the generation
+  (``serving.mean_context``); generation takes ``TTFT + (l_out - 1) TPOT``, exactly so when a
+  step's time is linear in its context (full attention, one side of the roofline).
+* Tokens per second: ``b / TPOT`` per replica while decoding, ``/ (m1 p)`` per device,
+  ``x d`` for the job; end to end ``b l_out / (TTFT + (l_out - 1) TPOT)``.
+* Memory per device at the end of generation: weights (the busiest pipeline stage), the KV
+  cache of ``P + l_out - 1`` tokens (``kv_cache``), and the larger working set of the two phases.
+* The largest batch: ``floor((capacity - fixed) / per_sequence)``, memory being ``fixed +
+  b per_sequence``; the crossover batch: ``t_compute(b) = t_memory(b)`` of a decode step,
+  ``b* = (m_0 - c_0) / (c_1 - m_1)`` for times ``c_0 + b c_1`` and ``m_0 + b m_1``; a value that
+  is not positive means the step stays memory-bound at every batch (the cache's bytes grow with
+  the batch as fast as its FLOPs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sympy import Expr, Integer, Max, floor
+
+from symbolic_cost import conventions as conv
+from symbolic_cost import symbols as S
+from symbolic_cost.inference.kv_cache import kv_cache_bytes
+from symbolic_cost.inference.phases import Phase, decode, prefill
+from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens, mean_context
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.totals import tied_copy
+from symbolic_cost.parallel.pipeline import per_stage
+from symbolic_cost.timing.hardware import comm_time, get_system, step_time
+
+ROOFLINES = ("phase", "operation")
+
+
+def phase_time(phase: Phase, system, conventions=conv.DEFAULT, roofline: str = "phase") -> dict[str, Expr]:
+    """Seconds of one phase: ``compute``, ``memory``, ``comm`` and ``total`` (see the module docstring)."""
+    if roofline not in ROOFLINES:
+        raise ValueError(f"roofline must be one of {', '.join(ROOFLINES)}, got {roofline!r}")
+    system, conventions = get_system(system), conv.get(conventions)
+    matrix = phase.matrix_flops
+    compute = matrix / system.matrix_flops + (phase.flops - matrix) / system.vector_flops
+    memory = phase.bytes_moved / system.hbm_bandwidth
+    comm = sum((n * comm_time(c, system, conventions) for c, n in phase.collectives), Integer(0))
+    if roofline == "phase":
+        run = Max(compute, memory)
+    else:       # each operation's roofline; its collectives are the comm term
+        run = sum((n * (step_time([row], system, conventions, ("fwd",))
+                        - sum((comm_time(c, system, conventions) for c in row.collectives if c.pass_ == "fwd"),
+                              Integer(0))) for row, n in phase.rows()), Integer(0))
+    total = Max(run, comm) if conventions.overlap_comm else run + comm
+    return {"compute": compute, "memory": memory, "comm": comm, "total": total}
+
+
+@dataclass(frozen=True)
+class InferenceCost:
+    """Every serving number of one configuration as expressions (bytes, seconds, tokens/s)."""
+
+    architecture: Architecture
+    serving: Serving
+    prefill: Phase
+    decode: Phase
+    prefill_time: dict
+    decode_time: dict
+    weight_bytes: Expr
+    kv_cache_bytes: Expr
+    activation_bytes: Expr
+
+    @property
+    def memory_bytes(self) -> Expr:
+        return self.weight_bytes + self.kv_cache_bytes + self.activation_bytes
+
+    @property
+    def ttft(self) -> Expr:
+        """Time to first token (s): the prefill."""
+        return self.prefill_time["total"]
+
+    @property
+    def tpot(self) -> Expr:
+        """Time per output token (s): one decode step over the mean context."""
+        return self.decode_time["total"]
+
+    @property
+    def generation_time(self) -> Expr:
+        """Seconds for the whole request: ``TTFT + (l_out - 1) TPOT``."""
+        return self.ttft + (self.serving.l_out - 1) * self.tpot
+
+    @property
+    def tokens_per_second(self) -> Expr:
+        """Decode tokens per second of one replica: ``b / TPOT``."""
+        return self.serving.b / self.tpot
+
+    @property
+    def tokens_per_second_per_device(self) -> Expr:
+        return self.tokens_per_second / self.serving.replica_devices
+
+    @property
+    def tokens_per_second_per_job(self) -> Expr:
+        return self.tokens_per_second * self.serving.d
+
+    @property
+    def end_to_end_tokens_per_second(self) -> Expr:
+        """Generated tokens per second of one replica, prefill included: ``b l_out / generation_time``."""
+        return self.serving.b * self.serving.l_out / self.generation_time
+
+
+def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
+                   roofline: str = "phase", l_ctx=None) -> InferenceCost:
+    """The serving numbers of ``arch`` under ``serving`` on ``system``; the decode step runs over
+    ``l_ctx`` cached tokens (default: the mean context of the generation).
+
+    >>> from symbolic_cost.models.config import preset
+    >>> cost = inference_cost(preset("llama-2-7b"), Serving(b=1, l_in=512, l_out=128))
+    >>> cost.decode_time["memory"] > cost.decode_time["compute"]    # decode is bandwidth-bound
+    True
+    """
+    conventions = conv.get(conventions)
+    first = prefill(arch, serving, conventions)
+    step = decode(arch, serving, mean_context(arch, serving) if l_ctx is None else l_ctx, conventions)
+    last = decode(arch, serving, final_tokens(arch, serving), conventions)
+    cache = kv_cache_bytes(arch, serving.b, final_tokens(arch, serving), encoder=encoder_tokens(arch, serving),
+                           m1=serving.m1, p=serving.p, kv_dtype=serving.kv, page=serving.page)
+    return InferenceCost(arch, serving, first, step, phase_time(first, system, conventions, roofline),
+                         phase_time(step, system, conventions, roofline), _weights(arch, first), cache,
+                         Max(first.working_bytes, last.working_bytes))
+
+
+def _weights(arch: Architecture, phase: Phase) -> Expr:
+    """Weight bytes on the busiest device (``parallel.pipeline.per_stage``): one stage's share of
+    the layers and the larger end, the last stage with its own copy of a tied word table."""
+    stack, p = phase.stack, phase.serving.p
+    middle = sum((n * blk.total("weights") for blk, n in stack[1:-1]), Integer(0))
+    copy = tied_copy(arch, stack[0][0]) if p != 1 else 0
+    return per_stage(p, stack[0][0].total("weights"), stack[-1][0].total("weights"), middle, copy)
+
+
+def _affine(expr: Expr, b) -> tuple[Expr, Expr]:
+    """``(a_0, a_1)`` of an expression ``a_0 + b a_1`` in the batch."""
+    zero = expr.subs(b, 0)
+    return zero, expr.subs(b, 1) - zero
+
+
+def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT) -> Expr:
+    """The most sequences that fit one device's memory (``System.hbm_capacity``) at the end of
+    generation: ``floor((capacity - fixed) / per_sequence)``.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> max_batch(preset("llama-2-7b"), Serving(l_in=4000, l_out=96))      # 80 GB, 2 GiB of cache each
+    31
+    """
+    system = get_system(system)
+    system.require("the largest batch", "hbm_capacity")
+    cost = inference_cost(arch, replace(serving, b=S.b), system, conventions)
+    fixed, per_sequence = _affine(cost.memory_bytes, S.b)
+    return floor((system.hbm_capacity - fixed) / per_sequence)
+
+
+def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
+                    l_ctx=None) -> Expr:
+    """The batch where a decode step over ``l_ctx`` cached tokens (default: the mean context)
+    turns compute-bound: ``t_compute(b) = t_memory(b)``, ``(m_0 - c_0) / (c_1 - m_1)``; not
+    positive: memory-bound at every batch.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> from sympy import floor
+    >>> floor(crossover_batch(preset("llama-2-7b"), Serving(l_in=1, l_out=2)))     # short context
+    291
+    """
+    cost = inference_cost(arch, replace(serving, b=S.b), system, conventions, l_ctx=l_ctx)
+    c0, c1 = _affine(cost.decode_time["compute"], S.b)
+    m0, m1 = _affine(cost.decode_time["memory"], S.b)
+    return (m0 - c0) / (c1 - m1)
