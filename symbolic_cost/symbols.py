@@ -27,6 +27,10 @@ Python       printed as   meaning
 ``l_out``    l_out        inference: tokens generated per sequence
 ``l_ctx``    l_ctx        inference: tokens already cached at a decode step
 ``B``        B            inference: tokens per page of a paged KV cache
+``ep``       ep           expert-parallel degree: ranks the routed experts of an
+                          MoE layer are split over (``blocks.moe``)
+``etp``      etp          expert tensor-parallel degree: ranks each expert's
+                          width is split over (Megatron-LM's default: ``m1``)
 ``m2``       m_2          2-D tensor parallelism (SUMMA): the grid is ``m1 x m2``
                           (``m1`` rows split the batch, ``m2`` columns the width)
 ``mq``       mq           side of the square grid of 2.5-D (``mq x mq x md``) and
@@ -64,6 +68,8 @@ l_in = Symbol("l_in", **_DIM)
 l_out = Symbol("l_out", **_DIM)
 l_ctx = Symbol("l_ctx", **_DIM)
 B = Symbol("B", **_DIM)
+ep = Symbol("ep", **_DIM)
+etp = Symbol("etp", **_DIM)
 m2 = Symbol("m2", **_DIM)
 mq = Symbol("mq", **_DIM)
 md = Symbol("md", **_DIM)
@@ -72,6 +78,8 @@ DIMENSIONS = (b, l, e, f, h, m1, s1)
 """The model and parallelism symbols every block is written in."""
 
 ALL = DIMENSIONS + (c, d, p, n_micro, v, n_layers, es, es_mask, l_in, l_out, l_ctx, B, m2, mq, md)
+
+ALL = ALL + (ep, etp)   # the degrees of mixture-of-experts layers
 
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
@@ -98,4 +106,4 @@ def resolve_names(values) -> dict:
 
 
 __all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "c", "d", "p", "n_micro", "v", "n_layers", "es", "es_mask",
-           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "DIMENSIONS", "ALL", "BY_NAME"]
+           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "ep", "etp", "DIMENSIONS", "ALL", "BY_NAME"]

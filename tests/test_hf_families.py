@@ -24,6 +24,16 @@ model and asserted exactly:
 * transformers 5 ties every T5 head to the embedding (``T5Config`` forces ``tie_word_embeddings``)
   while untied checkpoints (flan-t5) publish their own ``lm_head``: the library counts it.
 
+Mixture-of-experts models (issue 14: Mixtral, Qwen-MoE, DeepSeek-V2/V3) run their experts with
+``transformers``' ``batched_mm`` implementation, the only one that runs on the meta device: every
+(token, chosen expert) pair goes through its expert's two products, so the products do not
+depend on which experts the router picks (on the meta device it picks none in particular) and
+equal those of the library's token-balanced, dropless count exactly.  Their depth is the
+smallest that holds every kind of layer the full model has (DeepSeek-V3: three dense layers,
+then an MoE one), read from the modules of the full-depth model, and their parameters are
+counted on the full-depth model itself.  Latent attention multiplies queries and keys of
+``qk_head_dim`` but values of ``v_head_dim``.
+
 Families the library does not load yet are strict ``xfail``: when one lands the case passes,
 strict-xfail fails, and the mark must go.  Skipped without torch or transformers (CI pins both).
 """
@@ -53,6 +63,7 @@ EXACT = TORCH.but(causal_flops="exact")
 # eager attention: every score of a sliding window too, masked afterwards
 EAGER = TORCH.but(window_count="dense")
 ENCODERS = {"bert", "roberta"}       # model_types whose attention is bidirectional
+MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"}   # layers of two kinds
 SHORT, LONG = (2, 96), (1, 8192)     # (b, l); the long one is cut to the model's position table
 
 # What the library does not do yet: strict xfail, so each mark must go when it lands.  Every
@@ -82,7 +93,12 @@ def hf_config(config: dict):
 
 def depth_of(config: dict) -> int:
     """Two layers, or up to the first layer whose attention differs from the first one's
-    (Gemma 3: five sliding-window layers, then a global one)."""
+    (Gemma 3: five sliding-window layers, then a global one); for MoE models, up to the first
+    layer of each kind (attention and MLP module) of the full-depth model."""
+    if config["model_type"] in MOE:
+        kinds = [(type(layer.mlp).__name__, getattr(layer.self_attn, "sliding_window", None))
+                 for layer in hf_model(config).model.layers]
+        return max(2, max(kinds.index(kind) for kind in set(kinds)) + 1)
     kinds = getattr(hf_config(config), "layer_types", None) or []
     changes = [i for i, kind in enumerate(kinds) if kind != kinds[0]]
     return max(2, changes[0] + 1 if changes else 0)
@@ -100,7 +116,7 @@ def hf_model(config: dict, device="meta"):
     """The model class the config names, built (not loaded) with eager attention."""
     cls = getattr(transformers, config["architectures"][0])
     with torch.device(device):
-        return cls._from_config(hf_config(config), attn_implementation="eager")
+        return cls._from_config(hf_config(config), attn_implementation="eager", experts_implementation="batched_mm")
 
 
 def parameters(model) -> int:
@@ -162,9 +178,11 @@ def allowed_pairs(kind: str, l_q: int, l_k: int, window: int | None) -> int:
 
 
 def attention_modules(hf, depth: int, l: int):
-    """(kind, window, heads, key/value heads, head dim, query length, key length) per attention."""
+    """(kind, window, heads, key/value heads, (query/key, value) head dims, query length, key
+    length) per attention."""
     heads = hf.num_attention_heads
     dim = getattr(hf, "head_dim", None) or getattr(hf, "d_kv", None) or hf.hidden_size // heads
+    dims = (hf.qk_head_dim, hf.v_head_dim) if hasattr(hf, "kv_lora_rank") else (dim, dim)
     if hf.model_type == "falcon":       # multi-query unless the new decoder architecture
         kv = hf.num_kv_heads if hf.new_decoder_architecture or not hf.multi_query else 1
     else:
@@ -177,7 +195,7 @@ def attention_modules(hf, depth: int, l: int):
         window = getattr(hf, "sliding_window", None)
         kinds = getattr(hf, "layer_types", None) or ["sliding_attention" if window else "full_attention"] * depth
         one = [("sliding", window) if kind == "sliding_attention" else ("causal", None) for kind in kinds]
-    return [(kind, window, heads, kv, dim, l, l) for kind, window in one]
+    return [(kind, window, heads, kv, dims, l, l) for kind, window in one]
 
 
 # --- the library side -----------------------------------------------------------------------
@@ -220,6 +238,8 @@ def test_parameters(name, check):
     one, two = (parameters(hf_model(scaled(config, d))) for d in (1, 2))
     layers = next(config[key] for key in DEPTH_KEYS if key in config)
     published = one + (layers - 1) * (two - one)
+    if config["model_type"] in MOE:                     # layers of two kinds: count them all
+        published = parameters(hf_model(config))
     assert library(config, name, 1, 8, TORCH).parameters == published + untied_t5_head(config)
 
 
@@ -232,16 +252,16 @@ def test_matrix_flops(name, check):
     l = min(l, positions(model.config) or l)
     forward, backward, bias_adds = counted(model, b, l)
     attention = attention_modules(model.config, depth, l)
-    # eager attention multiplies every pair: 2d for Q K^T and 2d for A V forward, twice that backward
-    masked = sum(b * h * (lq * lk - allowed_pairs(kind, lq, lk, w)) * 4 * d
-                 for kind, w, h, kv, d, lq, lk in attention)
+    # eager attention multiplies every pair: 2 d_qk for Q K^T and 2 d_v for A V forward, twice that backward
+    masked = sum(b * h * (lq * lk - allowed_pairs(kind, lq, lk, w)) * 2 * (dq + dv)
+                 for kind, w, h, kv, (dq, dv), lq, lk in attention)
     exact = library(scaled(config, depth), name, b, l, EXACT)
     assert (products(exact, "fwd"), products(exact, "bwd")) == (forward - masked, backward - 2 * masked)
 
     eager = library(scaled(config, depth), name, b, l, EAGER)
     assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
     # by design: the library's matrix rows also count bias adds, and the grouped-query sums
-    group_sums = sum(2 * b * (h - kv) * lk * d for kind, w, h, kv, d, lq, lk in attention if kind != "cross")
+    group_sums = sum(b * (h - kv) * lk * (dq + dv) for kind, w, h, kv, (dq, dv), lq, lk in attention if kind != "cross")
     windowed = library(scaled(config, depth), name, b, l, TORCH)
     assert matrix_rows(windowed, "fwd") - products(windowed, "fwd") == bias_adds
     assert matrix_rows(windowed, "bwd") - products(windowed, "bwd") == bias_adds + group_sums
@@ -250,7 +270,8 @@ def test_matrix_flops(name, check):
 # --- the oracle's own assumption: which pairs each family's mask keeps ----------------------
 
 TINY = dict(hidden_size=40, num_attention_heads=4, intermediate_size=48, n_inner=48, ffn_dim=48, d_ff=48,
-            head_dim=10, d_kv=10, rotary_dim=4, num_key_value_heads=2, num_kv_heads=2)
+            head_dim=10, d_kv=10, rotary_dim=4, num_key_value_heads=2, num_kv_heads=2, moe_intermediate_size=24,
+            shared_expert_intermediate_size=24)
 
 
 def tiny(config: dict) -> dict:
@@ -265,6 +286,8 @@ def tiny(config: dict) -> dict:
         out["word_embed_proj_dim"] = 40 if config["word_embed_proj_dim"] == config["hidden_size"] else 24
     if out.get("sliding_window"):
         out["sliding_window"] = 3
+    if "kv_lora_rank" in out:              # latent attention: keys and values for every head
+        out["num_key_value_heads"] = out["num_attention_heads"]
     return scaled(out, depth_of(config))
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.attention import attention
 from symbolic_cost.blocks.block import Block
+from symbolic_cost.blocks.latent_attention import latent_attention
 from symbolic_cost.blocks.layout import Layout
 from symbolic_cost.blocks.mlp import mlp
+from symbolic_cost.blocks.moe import moe as moe_block
 from symbolic_cost.ops import add
 
 NORMS_PER_LAYER = {False: (2, 4), True: (1, 2)}
@@ -17,7 +19,8 @@ parallel 1 (GPT-J, Falcon-7B, Phi) or 2 (GPT-NeoX, Falcon-40B)."""
 def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qkv_bias=True, mlp_bias=None,
                       flash=False, rotary_pos=False, causal=False, gated_act=False, dropouts=True,
                       activation_dropout=None, norm="layer", norms=2, parallel=False, cross=False, es=2,
-                      es_mask=1, conventions=conv.DEFAULT, cross_keys=None, **attention_options) -> Block:
+                      es_mask=1, conventions=conv.DEFAULT, cross_keys=None, latent=None, moe=None, experts=None,
+                      **attention_options) -> Block:
     """One transformer layer.
 
     Sequential (default): the attention rows, then (with ``cross``, T5's decoder) the
@@ -35,7 +38,10 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qk
     those of the attention probabilities and after the activation.  Other keywords
     (``head_dim``, ``v_head_dim``, ``rotary_dim``, ``qk_norm``, ``window``, ``score_bias``,
     ``softcap``, ``clip_qkv``, ``score_dropout``) go to ``attention``; the rest as in
-    ``attention`` and ``mlp``.
+    ``attention`` and ``mlp``.  ``latent`` (a ``latent_attention.Latent``) makes the attention
+    multi-head latent attention; ``moe`` (a ``moe.MoE``) replaces the MLP by a mixture of
+    experts, with ``experts`` the keywords of ``moe.moe`` (``ep``, ``etp``, ``capacity_factor``,
+    ``imbalance``); neither in a parallel layer.
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> transformer_layer(b, l, e, 4 * e, h).names[:4]
@@ -46,11 +52,18 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qk
     if norms not in NORMS_PER_LAYER[bool(parallel)]:
         raise ValueError(f"norms must be one of {NORMS_PER_LAYER[bool(parallel)]} for a "
                          f"{'parallel' if parallel else 'sequential'} layer, got {norms!r}")
+    if parallel and (latent is not None or moe is not None):
+        raise ValueError("a parallel layer has neither latent attention nor a mixture of experts")
     common = dict(es=es, es_mask=es_mask, conventions=conventions, dropouts=dropouts, norm=norm)
     joined = parallel and not dropouts            # branches summed before one reduction
-    first = attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias, flash=flash,
-                      rotary_pos=rotary_pos, causal=causal, post_norm=norms == 4, branch=joined,
-                      **attention_options, **common)
+    if latent is not None:
+        first = latent_attention(b, l, e, h, latent, m1, s1, bias=bias, flash=flash, causal=causal,
+                                 post_norm=norms == 4, score_dropout=attention_options.get("score_dropout"),
+                                 **common)
+    else:
+        first = attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias, flash=flash,
+                          rotary_pos=rotary_pos, causal=causal, post_norm=norms == 4, branch=joined,
+                          **attention_options, **common)
     blocks = [first]
     if cross:
         blocks.append(attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias,
@@ -58,9 +71,13 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qk
                                 **{k: v for k, v in attention_options.items()
                                    if k in ("head_dim", "v_head_dim", "score_dropout")},
                                 **common))
-    blocks.append(mlp(b, l, e, f, m1, s1, bias=bias if mlp_bias is None else mlp_bias, gated_act=gated_act,
-                      activation_dropout=activation_dropout, post_norm=norms == 4,
-                      shared_input=parallel and norms == 1, branch=joined, **common))
+    if moe is not None:
+        blocks.append(moe_block(b, l, e, moe, m1, s1, gated_act=gated_act, bias=bool(mlp_bias), **(experts or {}),
+                                **common))
+    else:
+        blocks.append(mlp(b, l, e, f, m1, s1, bias=bias if mlp_bias is None else mlp_bias, gated_act=gated_act,
+                          activation_dropout=activation_dropout, post_norm=norms == 4,
+                          shared_input=parallel and norms == 1, branch=joined, **common))
     rows = tuple(row for blk in blocks for row in blk.rows)
     dims = {k: v for blk in blocks for k, v in blk.dims.items()}
     if joined:

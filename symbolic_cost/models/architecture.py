@@ -34,6 +34,10 @@ field                  meaning (default)
                        ``classification`` (``num_labels``, ``classifier``: ``blocks.heads``)
 ``decoder_layers``     encoder-decoder (T5): ``n_layers`` encoder layers, then this many
                        decoder layers with cross-attention
+``moe``                a mixture of experts (``blocks.moe.MoE``) in the layers it names
+                       (``None``: every MLP dense)
+``latent``             multi-head latent attention (``blocks.latent_attention.Latent``;
+                       DeepSeek-V2, V3) instead of ``h`` query and ``kv_heads`` K/V heads
 ====================== ======================================================================
 """
 
@@ -44,6 +48,8 @@ from dataclasses import dataclass, fields
 from sympy import Expr, ceiling, sympify
 
 from symbolic_cost.blocks.heads import CLASSIFIERS, TASKS
+from symbolic_cost.blocks.latent_attention import Latent
+from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown
 from symbolic_cost.blocks.layer import NORMS_PER_LAYER
 from symbolic_cost.ops.norm import NORMS
@@ -125,6 +131,8 @@ class Architecture:
     num_labels: Expr = 2
     classifier: str = "pooled"
     decoder_layers: Expr = 0
+    moe: MoE | None = None
+    latent: Latent | None = None
 
     def __post_init__(self):
         try:
@@ -149,6 +157,12 @@ class Architecture:
         extra = sympify(self.n_layers) - sympify(0 if self.windowed_layers is None else self.windowed_layers)
         if extra.is_negative:
             raise ValueError(f"architecture {self.name}: windowed_layers must not exceed n_layers")
+        if (self.moe is not None or self.latent is not None) and (self.parallel or self.encoder_decoder):
+            raise ValueError(f"architecture {self.name}: experts and latent attention are modelled in "
+                             f"sequential decoder layers only")
+        if self.latent is not None and sympify(self.kv_heads or self.h) != sympify(self.h):
+            raise ValueError(f"architecture {self.name}: latent attention makes keys and values for every "
+                             f"head (kv_heads must be h, got {self.kv_heads})")
 
     @property
     def gated(self) -> bool:

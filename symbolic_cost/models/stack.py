@@ -1,7 +1,7 @@
 """The blocks of a whole model, in order, each with how many times it occurs.
 
 A decoder (or encoder) is ``embedding, layers..., head``; its layers come in groups of
-identical ones (full and sliding-window attention).  An encoder-decoder (T5) is
+identical ones (full and sliding-window attention; dense and mixture-of-experts MLPs).  An encoder-decoder (T5) is
 ``embedding, encoder layers, encoder_end, decoder_start, decoder layers, head``; the
 decoder's start reads the encoder's word table (no weights of its own).  Both stacks use
 the training sequence length ``l``.
@@ -16,11 +16,14 @@ from symbolic_cost.blocks.ends import stack_end
 from symbolic_cost.models.architecture import Architecture
 
 
-def model_stack(arch: Architecture, t, m1, s1, es, conventions) -> tuple[tuple[Block, Expr], ...]:
+def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1) -> tuple[tuple[Block, Expr], ...]:
     """``(block, count)`` for every block of ``arch`` on one device, in model order; the first
     is the embedding, the last the head, every other one is a layer group (or, for T5, the
-    encoder's end and the decoder's start)."""
+    encoder's end and the decoder's start).  ``ep`` and ``etp`` are the expert-parallel and
+    expert tensor-parallel degrees of the MoE layers (``blocks.moe``)."""
     kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
+    experts = dict(ep=ep, etp=etp, capacity_factor=getattr(t, "capacity_factor", None),
+                   imbalance=getattr(t, "expert_imbalance", 1))
     vocab = arch.padded_vocab(m1)
     relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
     start = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, positions=arch.positions,
@@ -34,7 +37,7 @@ def model_stack(arch: Architecture, t, m1, s1, es, conventions) -> tuple[tuple[B
                      num_labels=arch.num_labels, classifier=arch.classifier, norm=arch.norm,
                      dropouts=arch.dropouts, **kw)
     if not arch.encoder_decoder:
-        return ((start, sympify(1)), *layer_groups(arch, t, m1, s1, kw), (end, sympify(1)))
+        return ((start, sympify(1)), *layer_groups(arch, t, m1, s1, kw, experts), (end, sympify(1)))
     encoder = transformer_layer(**_layer_options(arch, t, m1, s1, causal=False), **kw)
     decoder = transformer_layer(**_layer_options(arch, t, m1, s1, cross=True), **kw)
     closing = stack_end(t.b, t.l, arch.e, m1, s1, norm=arch.norm, dropouts=arch.dropouts, **kw)
@@ -45,27 +48,42 @@ def model_stack(arch: Architecture, t, m1, s1, es, conventions) -> tuple[tuple[B
             (decoder, sympify(arch.decoder_layers)), (end, one))
 
 
-def layer_groups(arch: Architecture, t, m1, s1, kw) -> list[tuple[Block, Expr]]:
-    """The layers as ``(block, count)`` groups: sliding-window layers and full ones; layers
-    that cost the same (a dense-counted window) are one group."""
+def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None) -> list[tuple[Block, Expr]]:
+    """The layers as ``(block, count)`` groups: sliding-window layers and full ones, dense MLPs
+    (first) and mixtures of experts; layers that cost the same (a dense-counted window) are
+    one group.  Sliding windows on some layers and experts on some others are refused: which
+    window layer is an MoE layer is not recorded."""
     depth = sympify(arch.n_layers)
-    if arch.window is None:
-        return [(transformer_layer(**_layer_options(arch, t, m1, s1), **kw), depth)]
     windowed = depth if arch.windowed_layers is None else sympify(arch.windowed_layers)
-    groups = [(transformer_layer(**_layer_options(arch, t, m1, s1, window=arch.window), **kw), windowed)]
-    if windowed != depth:
-        full = transformer_layer(**_layer_options(arch, t, m1, s1), **kw)
-        if full.rows == groups[0][0].rows:
-            return [(full, depth)]
-        groups.append((full, depth - windowed))
+    kinds = ((arch.window, windowed), (None, depth - windowed)) if arch.window is not None else ((None, depth),)
+    attentions = [(window, n) for window, n in kinds if n != 0]
+    routed = arch.moe.layers(depth) if arch.moe is not None else sympify(0)
+    mlps = [(moe, n) for moe, n in ((None, depth - routed), (arch.moe, routed)) if n != 0]
+    if len(attentions) > 1 and len(mlps) > 1:
+        raise ValueError(f"architecture {arch.name}: sliding windows on some layers and experts on some "
+                         f"others cannot be placed (which window layer is an MoE layer is not recorded)")
+    groups = []
+    for window, n in attentions:
+        for moe, m in mlps:
+            options = _layer_options(arch, t, m1, s1, window=window, moe=moe, experts=experts)
+            block = transformer_layer(**options, **kw)
+            same = [i for i, (other, _) in enumerate(groups) if other.rows == block.rows]
+            count = m if len(mlps) > 1 else n
+            if same:
+                groups[same[0]] = (block, groups[same[0]][1] + count)
+            else:
+                groups.append((block, count))
     return groups
 
 
-def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, window=None) -> dict:
-    """The keywords of ``transformer_layer`` for one layer of ``arch``."""
+def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, window=None, moe=None,
+                   experts=None) -> dict:
+    """The keywords of ``transformer_layer`` for one layer of ``arch`` (``moe``: an MoE layer
+    with the expert-parallel keywords ``experts``)."""
     optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim,
                     qk_norm=arch.qk_norm, window=window, score_bias=arch.score_bias,
-                    score_dropout=arch.attention_dropout)
+                    score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe,
+                    experts=experts if moe is not None else None)
     return dict(b=t.b, l=t.l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
                 bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
                 rotary_pos=arch.rotary, causal=arch.causal if causal is None else causal, gated_act=arch.gated,

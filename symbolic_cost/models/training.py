@@ -17,6 +17,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
 from symbolic_cost.models.recipes import check_offload
+from symbolic_cost.blocks.moe import check_expert_training
 from symbolic_cost.parallel.pipeline import Schedule
 
 __all__ = ["Training", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
@@ -49,6 +50,10 @@ class Training:
     last_stage_layers: Expr | None = None    # layers on the last pipeline rank (None: an even split)
     flash: bool = False
     mask_bytes: Expr = 1         # dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats)
+    ep: Expr = 1                 # expert-parallel degree of MoE layers (blocks.moe)
+    etp: Expr | None = None      # expert tensor-parallel degree (None: m1, as Megatron-LM)
+    capacity_factor: Expr | None = None   # expert capacity factor (None: dropless)
+    expert_imbalance: Expr = 1   # routed rows of the busiest expert-parallel rank over the mean
     optimizer: str = "adam"      # models.optimizers.OPTIMIZERS
     master_weights: bool = True  # 16-bit training keeps an fp32 master copy in the optimizer
     fp8: str | None = None       # an FP8 recipe of models.optimizers.FP8_RECIPES
@@ -66,6 +71,7 @@ class Training:
             raise ValueError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
                              f"got {self.recompute_method!r}")
         self.pipeline_schedule()     # refuses an unknown schedule or a bad number of virtual stages
+        check_expert_training(self.ep, self.etp, self.capacity_factor, self.expert_imbalance)
         check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8)
         check_offload(self.offload, self.zero)
         if self.lora is not None and not isinstance(self.lora, LoRA):
@@ -81,4 +87,3 @@ class Training:
 def element_bytes(precision: str) -> int:
     """Bytes of one activation (and weight) element: 4 in fp32, 2 in fp16 or bf16."""
     return 4 if precision == "fp32" else 2
-

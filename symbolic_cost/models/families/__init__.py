@@ -7,6 +7,7 @@ group           ``model_type``
 ``llama``       ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``, ``gemma3_text``,
                 ``phi3``, ``olmo``
 ``encoders``    ``bert``, ``roberta``, ``t5``
+``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``deepseek_v2``, ``deepseek_v3``
 =============== ===============================================================================
 
 A reader takes a ``keys.Keys`` and a name and returns an ``Architecture``; ``keys`` holds what
@@ -18,7 +19,8 @@ from symbolic_cost.models.families.decoders import FAMILIES as _DECODERS
 from symbolic_cost.models.families.encoders import FAMILIES as _ENCODERS
 from symbolic_cost.models.families.keys import Keys
 from symbolic_cost.models.families.llama import FAMILIES as _LLAMA
+from symbolic_cost.models.families.moe import FAMILIES as _MOE
 
-FAMILIES = {**_DECODERS, **_LLAMA, **_ENCODERS}
+FAMILIES = {**_DECODERS, **_LLAMA, **_ENCODERS, **_MOE}
 
 __all__ = ["FAMILIES", "Keys"]

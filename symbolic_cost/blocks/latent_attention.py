@@ -1,0 +1,118 @@
+"""Multi-head latent attention (DeepSeek-V2 and V3): queries and keys/values through low-rank
+latents, each head's query/key split into a part without and a part with rotary positions.
+
+Per token (``h`` heads, ``d_n`` no-rotary and ``d_r`` rotary dims per query/key head, ``d_v``
+per value head, latent ranks ``r_q`` and ``r_kv``)::
+
+    q  = W_qb norm(W_qa x)              (r_q = None: q = W_q x)       h (d_n + d_r)
+    c, k_r = W_kva x                    c: r_kv, k_r: d_r (one rotary key shared by all heads)
+    k_n, v = W_kvb norm(c)              h d_n and h d_v
+    y  = W_o attention(q, [k_n, k_r], v)
+
+The latent ``c`` and the rotary key ``k_r`` are all a layer caches per token
+(``latent_cache_elements``).  Tensor parallelism splits the heads over ``m1``: the
+up-projections ``W_qb``, ``W_kvb`` and ``W_o`` by heads; the down-projections ``W_qa`` and
+``W_kva`` and the latent norms are replicated on every tensor rank, on the gathered sequence
+(the hidden states enter the tensor region as for every attention; gathering the smaller
+latents instead is not modelled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Expr
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks.block import Block
+from symbolic_cost.blocks.layout import NORMS, Layout
+from symbolic_cost.cost import exact
+from symbolic_cost.ops import attention_core, flash_attention, linear, rotary
+
+
+@dataclass(frozen=True)
+class Latent:
+    """The sizes of multi-head latent attention: ``kv_rank`` (``r_kv``), ``q_rank`` (``r_q``;
+    ``None``: a full-rank query projection), ``nope_dim`` (``d_n``), ``rope_dim`` (``d_r``),
+    ``v_dim`` (``d_v``)."""
+
+    kv_rank: Expr
+    rope_dim: Expr
+    nope_dim: Expr
+    v_dim: Expr
+    q_rank: Expr | None = None
+
+    @property
+    def qk_dim(self) -> Expr:
+        """The query/key head size ``d_n + d_r``."""
+        return exact(self.nope_dim, "nope_dim") + exact(self.rope_dim, "rope_dim")
+
+
+def latent_cache_elements(latent: Latent) -> Expr:
+    """Elements one layer caches per token for inference: the latent and the rotary key,
+    ``r_kv + d_r`` (576 for DeepSeek-V2 and V3, where full keys and values would be
+    ``h (d_n + d_r + d_v)``).
+
+    >>> latent_cache_elements(Latent(kv_rank=512, rope_dim=64, nope_dim=128, v_dim=128))
+    576
+    """
+    return exact(latent.kv_rank, "kv_rank") + exact(latent.rope_dim, "rope_dim")
+
+
+def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, flash=False, causal=True,
+                     dropouts=True, score_dropout=None, norm="rms", post_norm=False, es=2, es_mask=1,
+                     conventions=conv.DEFAULT) -> Block:
+    """Multi-head latent attention on one device, heads split over ``m1`` (module docstring).
+
+    Rows: ``{norm}_norm_1``, ``q_a_proj``, ``q_a_norm``, ``q_b_proj`` (or ``q_proj``),
+    ``kv_a_proj``, ``kv_a_norm``, ``kv_b_proj``, ``rotary`` (the ``h/m1`` query heads and the
+    shared key, ``d_r`` dims each), the core (``logits`` ... ``attend``, or ``flash_attention``),
+    ``v_proj`` (the output projection, as the library names it), the closing dropout.  ``bias``
+    biases the two down-projections and the output (DeepSeek's ``attention_bias``).  The
+    down-projections read one input: the first keeps it, ``kv_a_proj`` keeps nothing.
+
+    >>> block = latent_attention(1, 8, 2048, 16, Latent(512, 64, 128, 128))
+    >>> block.total("weights") / 2 == 2048 * 16 * 192 + 2048 * 576 + 512 + 512 * 16 * 256 + 16 * 128 * 2048 + 2048
+    True
+    """
+    dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1, head_dim=latent.qk_dim, v_head_dim=latent.v_dim)
+    at = Layout.of(dims, es, es_mask, conventions)
+    b, l, e, heads = at.b, at.l, at.e, dims["h"] / at.m1
+    qk, v, rope = dims["head_dim"], dims["v_head_dim"], exact(latent.rope_dim, "rope_dim")
+    kv_rank = exact(latent.kv_rank, "kv_rank")
+    rows = [at.norm(f"{norm}_norm_1", norm)]
+    if latent.q_rank is None:
+        rows.append(at.entering(linear(b, l, e, heads * qk, bias=False, name="q_proj", **at.kw)))
+    else:
+        q_rank = exact(latent.q_rank, "q_rank")
+        rows += [at.entering(linear(b, l, e, q_rank, bias=bias, name="q_a_proj", **at.kw)),
+                 NORMS[norm](b, l, q_rank, name="q_a_norm", **at.kw),
+                 linear(b, l, q_rank, heads * qk, bias=False, name="q_b_proj", **at.kw)]
+    down = linear(b, l, e, kv_rank + rope, bias=bias, name="kv_a_proj", **at.kw)
+    rows += [down.plus(act_buffer=-down.act_buffer),
+             NORMS[norm](b, l, kv_rank, name="kv_a_norm", **at.kw),
+             linear(b, l, kv_rank, heads * (qk - rope + v), bias=False, name="kv_b_proj", **at.kw),
+             rotary(b, l, heads + 1, rope, es=at.es)]
+    core = dict(kv_heads=heads, v_dim=v, causal=causal, **at.kw)
+    rows += ([flash_attention(b, l, qk, heads, **core)] if flash else
+             attention_core(b, l, qk, heads, dropouts=dropouts if score_dropout is None else score_dropout,
+                            es_mask=at.es_mask, **core))
+    rows.append(at.leaving(linear(b, l, heads * v, e, bias=bias, name="v_proj", **at.kw)))
+    if post_norm:
+        rows.append(NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_attention", **at.kw))
+    rows.append(at.closing_dropout("dropout", dropouts))
+    if at.conventions.norm_placement == "attention":
+        rows.append(at.norm(f"{norm}_norm_2", norm))
+    return Block("latent_attention", tuple(rows), dims, at.conventions)
+
+
+def core_input_bytes(layer: Block) -> Expr:
+    """Bytes of Q, K and V entering the attention core of a layer (what selective
+    recomputation keeps to redo the core): the fused ``qkv_proj``'s output, or for latent
+    attention the queries, the keys and values ``kv_b_proj`` makes, and the rotary key shared
+    by the heads (one of the ``h/m1 + 1`` heads the ``rotary`` row reads)."""
+    if "qkv_proj" in layer.names:
+        return layer["qkv_proj"].act_out
+    query = layer["q_b_proj" if "q_b_proj" in layer.names else "q_proj"].act_out
+    shared_key = layer["rotary"].act_in / (layer.dims["h"] / layer.dims["m1"] + 1)
+    return query + layer["kv_b_proj"].act_out + shared_key

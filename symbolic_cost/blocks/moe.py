@@ -1,0 +1,222 @@
+"""The mixture-of-experts block: a router sends each token to ``k`` of ``E`` routed experts
+(and every token through the shared experts), under tensor, sequence and expert parallelism.
+
+Layout (Megatron-LM's all-to-all token dispatcher, with its "parallel folding" of the expert
+grid onto the tensor and data-parallel ranks)::
+
+    (b, l/s, e) --router, top-k--> permute --A2A over ep--> [AG over etp] --> experts
+    (b, l/s, e) <--combine---- unpermute <--A2A over ep--- [RS over etp] <---
+
+* Each device routes the ``t = b l / s`` tokens of its sequence shard; with tensor parallelism
+  the layer needs sequence parallelism (``s1 = m1``, as Megatron-LM requires), so no token is
+  routed twice.
+* The ``E`` experts are split over ``ep`` ranks (``E/ep`` each, ranks ``etp`` apart); each
+  expert's width ``f_x`` is split over ``etp`` ranks (expert tensor parallelism, adjacent ranks).
+  The all-to-all (``dispatch``) sends every routed copy to the rank of its expert; the ``etp``
+  ranks of an expert then allgather their tokens and reduce-scatter the outputs; the reverse
+  all-to-all (``combine``) brings them home.  Backward runs the mirror images (an all-to-all
+  for each all-to-all, a reduce-scatter for the allgather and the reverse).
+* The router and the shared experts' gate are replicated (computed on the local shard); the
+  shared experts are a tensor-parallel MLP of width ``f_s`` (allgather in, reduce-scatter out).
+* Routing is token-balanced by default: the busiest rank receives ``t k`` rows.  ``imbalance``
+  names how many times the mean its experts receive (``1 <= imbalance <= ep``; one rank holds
+  every expert when ``ep = 1``).  A ``capacity_factor`` ``C`` pads (or drops) every expert's
+  rows from every rank to ``ceil(C t k / E)`` (GShard, Switch; Megatron-LM's
+  ``--moe-expert-capacity-factor`` with ``--moe-pad-expert-input-to-capacity``); ``None`` is
+  dropless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks.block import Block
+from symbolic_cost.blocks.layout import NORMS, Layout
+from symbolic_cost.checks import check_rules
+from symbolic_cost.cost import collective, exact
+from symbolic_cost.ops import add, gated, gelu, linear
+from symbolic_cost.ops.routing import ROUTERS, combine, grouped_linear, permute, router_probabilities, topk_weights
+
+EXPERT_ROWS = ("expert_fc1", "expert_fc2")
+"""Rows whose weights are routed experts (sharded over expert data parallelism)."""
+EXPERT_COMM_ROWS = ("dispatch", "combine")
+"""Rows that carry the expert-parallel collectives."""
+MOE_RULES = (("ep", "experts"), ("etp", "expert_f"), ("m1", "shared_f"))
+"""``(divisor, dividend)``: whole experts per rank, whole expert slices, whole shared slices."""
+
+
+@dataclass(frozen=True)
+class MoE:
+    """A mixture-of-experts MLP: ``experts`` routed experts of width ``expert_f``, ``top_k`` per
+    token, shared experts of total width ``shared_f`` (0: none) with an optional sigmoid gate
+    (Qwen-MoE), the router's scores (``ROUTERS``) and whether the chosen weights are
+    renormalised (``normalise``) or scaled by a constant (``scale``).
+
+    Which layers are MoE: layer ``i`` (0-based) is when ``i >= first_dense``,
+    ``i % every == phase`` and ``i`` is not in ``dense_layers``; the others are dense MLPs.
+    """
+
+    experts: Expr
+    top_k: Expr
+    expert_f: Expr
+    shared_f: Expr = 0
+    shared_gate: bool = False
+    router: str = "softmax"
+    normalise: bool = False
+    scale: bool = False
+    first_dense: Expr = 0
+    every: int = 1
+    phase: int = 0
+    dense_layers: tuple = ()
+
+    def __post_init__(self):
+        if self.router not in ROUTERS:
+            raise ValueError(f"moe router must be one of {', '.join(ROUTERS)}, got {self.router!r}")
+        if not (isinstance(self.every, int) and self.every >= 1 and 0 <= self.phase < self.every):
+            raise ValueError(f"moe every must be a positive integer and 0 <= phase < every, "
+                             f"got every={self.every!r}, phase={self.phase!r}")
+        k, experts = exact(self.top_k, "top_k"), exact(self.experts, "experts")
+        if (experts - k).is_negative:
+            raise ValueError(f"moe top_k must be at most experts, got top_k={k}, experts={experts}")
+
+    def layers(self, depth) -> Expr:
+        """How many of the first ``depth`` layers are MoE layers.
+
+        >>> MoE(64, 6, 1408, first_dense=1).layers(27), MoE(8, 2, 64, every=2, phase=1).layers(5)
+        (26, 2)
+        """
+        depth, first = exact(depth, "n_layers"), exact(self.first_dense, "first_dense")
+        if depth.is_number and first.is_number:
+            return sympify(sum(1 for i in range(int(first), int(depth))
+                               if i % self.every == self.phase and i not in self.dense_layers))
+        count = floor((depth - 1 - self.phase) / self.every) - floor((first - 1 - self.phase) / self.every)
+        return count - sum(1 for i in self.dense_layers if i >= first and i % self.every == self.phase)
+
+    def expert_parameters(self, e, gated_act=True) -> Expr:
+        """Parameters of one routed expert: ``fc1`` (``e -> 2 f_x`` gated, else ``f_x``) and
+        ``fc2`` (``f_x -> e``), no biases."""
+        return (3 if gated_act else 2) * exact(e, "e") * exact(self.expert_f, "expert_f")
+
+
+def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> Expr:
+    """Token rows the experts of the busiest expert-parallel rank receive from its ``ep`` group
+    (each rank routing ``tokens``): ``E ceil(C t k / E)`` with a capacity factor ``C``; dropless,
+    ``imbalance x t k`` (exactly ``t k`` when one rank holds every expert).
+
+    >>> routed_rows(100, 8, 2), routed_rows(100, 8, 2, 4, imbalance=2), routed_rows(100, 8, 2, capacity_factor=1)
+    (200, 400, 200)
+    """
+    tokens, experts, k = exact(tokens, "tokens"), exact(experts, "experts"), exact(k, "top_k")
+    if capacity_factor is not None:
+        return experts * ceiling(exact(capacity_factor, "capacity_factor") * tokens * k / experts)
+    ep, load = exact(ep, "ep"), exact(imbalance, "imbalance")
+    if load.is_number and ep.is_number and not 1 <= load <= ep:
+        raise ValueError(f"imbalance must be between 1 and ep (the busiest rank receives at most every "
+                         f"routed token of its group), got imbalance={load}, ep={ep}")
+    if ep == 1 or load == 1:
+        return tokens * k
+    return tokens * k * (load if ep.is_number else Piecewise((1, Eq(ep, 1)), (load, True)))
+
+
+def moe(b, l, e, spec: MoE, m1=1, s1=1, *, ep=1, etp=1, capacity_factor=None, imbalance=1, gated_act=True,
+        bias=False, dropouts=True, norm="rms", es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
+    """The MoE block on the busiest device (see the module docstring for the layout).
+
+    Rows: ``{norm}_norm_2``, ``router (e -> E)``, ``router_probs``, ``router_topk``,
+    ``dispatch``, ``expert_fc1``, ``expert_act``, ``expert_fc2`` (``E/ep`` experts of width
+    ``f_x/etp`` on ``etp`` x the rows received), ``combine``; with shared experts
+    ``shared_fc1``, ``shared_act``, ``shared_fc2`` (``bias`` on these three), then (Qwen-MoE)
+    ``shared_gate``, ``shared_gate_act``, ``shared_gate_scale``, and ``moe_sum``; then the
+    closing dropout (or residual add).
+
+    >>> from symbolic_cost.symbols import b, l, e
+    >>> block = moe(b, l, e, MoE(8, 2, 14336), ep=8)
+    >>> block["expert_fc1"].weights / 2 == e * 2 * 14336     # one expert a rank, gated
+    True
+    """
+    dims = dict(b=b, l=l, e=e, m1=m1, s1=s1, ep=ep, etp=etp, experts=spec.experts, top_k=spec.top_k,
+                expert_f=spec.expert_f, **({"shared_f": spec.shared_f} if sympify(spec.shared_f) != 0 else {}))
+    at = Layout.of(dims, es, es_mask, conventions)
+    dims.update(check_rules(dims, MOE_RULES))
+    _needs_sequence_parallel(at)
+    tokens, k, experts = at.b * at.l / at.s, dims["top_k"], dims["experts"]
+    ep, etp, width = dims["ep"], dims["etp"], dims["expert_f"] / dims["etp"]
+    received = routed_rows(tokens, experts, k, ep, capacity_factor, imbalance)
+    sent = tokens * k if capacity_factor is None else received
+    rows = _norm(at, norm, "shared_f" in dims) + [
+             linear(at.b, at.l / at.s, at.e, experts, bias=False, name="router", **at.kw),
+             router_probabilities(tokens, experts, kind=spec.router, **at.kw),
+             topk_weights(tokens, k, normalise=spec.normalise, scale=spec.scale, es=at.es)]
+    exchange = _exchange(at, received * at.e, ep, etp)
+    rows.append(at.attach(permute(tokens, k, at.e, sent, es=at.es), exchange["dispatch"]))
+    rows += [grouped_linear(etp * received, at.e, (2 if gated_act else 1) * width, experts / ep,
+                            name="expert_fc1", **at.kw),
+             (gated if gated_act else gelu)(1, etp * received, width, name="expert_act", **at.kw),
+             grouped_linear(etp * received, width, at.e, experts / ep, name="expert_fc2", **at.kw),
+             at.attach(combine(tokens, k, at.e, es=at.es), exchange["combine"])]
+    if "shared_f" in dims:
+        rows += _shared(at, dims["shared_f"], spec.shared_gate, gated_act, bias)
+    rows.append(at.closing_dropout("dpr2", dropouts))
+    return Block("moe", tuple(rows), dims, at.conventions)
+
+
+def _needs_sequence_parallel(at: Layout) -> None:
+    """Megatron-LM: MoE with tensor parallelism needs sequence parallelism (``s1 = m1``)."""
+    if at.m1 != 1 and (at.m1 - at.s).is_number and at.m1 != at.s:
+        raise ValueError(f"s1 must equal m1 in a mixture-of-experts layer under tensor parallelism "
+                         f"(got m1={at.m1}, s1={at.s}): each device routes its own sequence shard, "
+                         f"as Megatron-LM requires sequence parallelism with MoE")
+
+
+def _norm(at: Layout, kind: str, shared: bool):
+    """The layer's norm on the sequence shard; the allgather into the tensor region only
+    feeds shared experts (the router works on the shard).  None under ``norm_placement=
+    "attention"``: the attention block holds it."""
+    if at.conventions.norm_placement == "attention":
+        return []
+    name = f"{kind}_norm_2"
+    return [at.norm(name, kind) if shared else NORMS[kind](at.b, at.l / at.s, at.e, name=name, **at.kw)]
+
+
+def _exchange(at: Layout, elements, ep, etp) -> dict:
+    """The expert-parallel collectives of ``dispatch`` and ``combine``: all-to-all of the
+    busiest rank's ``elements`` over ``ep`` ranks ``etp`` apart; allgather (reduce-scatter) of
+    the ``etp`` ranks' rows over adjacent ranks; backward the mirror images."""
+    def a2a(pass_):
+        return collective("alltoall", elements, at.es, ep, pass_, at.conventions, stride=etp)
+
+    def etp_group(kind, pass_):
+        return collective(kind, etp * elements, at.es, etp, pass_, at.conventions)
+    return {"dispatch": a2a("fwd") + etp_group("allgather", "fwd") + etp_group("reducescatter", "bwd") + a2a("bwd"),
+            "combine": etp_group("reducescatter", "fwd") + a2a("fwd") + a2a("bwd") + etp_group("allgather", "bwd")}
+
+
+def _shared(at: Layout, width, gate: bool, gated_act: bool, bias):
+    """Shared experts as one tensor-parallel MLP of ``width`` (split over ``m1``), an optional
+    sigmoid gate per token (Qwen-MoE: ``linear (e -> 1)``, sigmoid, scale), the sum with the
+    routed output."""
+    b, l, e, m1, tokens = at.b, at.l, at.e, at.m1, at.l / at.s
+    rows = [at.entering(linear(b, l, e, (2 if gated_act else 1) * width / m1, bias=bias, name="shared_fc1", **at.kw)),
+            (gated if gated_act else gelu)(b, l, width / m1, name="shared_act", **at.kw),
+            at.leaving(linear(b, l, width / m1, e, bias=bias, name="shared_fc2", **at.kw))]
+    if gate:
+        rows += [linear(b, tokens, e, 1, bias=False, name="shared_gate", **at.kw),
+                 gelu(b, tokens, 1, name="shared_gate_act", **at.kw),
+                 combine(b * tokens, 1, e, es=at.es, name="shared_gate_scale")]
+    return rows + [add(b, tokens, e, name="moe_sum", es=at.es)]
+
+
+def check_expert_training(ep, etp, capacity_factor, imbalance) -> None:
+    """Refuse expert-parallel settings that cannot be: degrees that are not positive integers,
+    a capacity factor that is not positive, an imbalance below 1 (the busiest rank receives at
+    least the mean)."""
+    check_rules(dict(ep=ep, **({} if etp is None else {"etp": etp})), ())
+    factor = None if capacity_factor is None else exact(capacity_factor, "capacity_factor")
+    if factor is not None and factor.is_positive is False:
+        raise ValueError(f"capacity_factor must be positive (or None: dropless), got {factor}")
+    load = exact(imbalance, "expert_imbalance")
+    if load.is_number and load < 1:
+        raise ValueError(f"expert_imbalance must be at least 1 (the busiest rank's rows over the mean), got {load}")

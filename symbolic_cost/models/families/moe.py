@@ -1,0 +1,175 @@
+"""Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe`` (Llama-style attention)
+and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent attention), as ``transformers`` 5.23
+builds them.
+
+* The experts: ``num_local_experts`` / ``num_experts`` / ``n_routed_experts`` of width
+  ``moe_intermediate_size`` (Mixtral: ``intermediate_size``), ``num_experts_per_tok`` per token,
+  gated by ``hidden_act``; shared experts: Qwen2-MoE's one of ``shared_expert_intermediate_size``
+  behind a sigmoid gate, DeepSeek's ``n_shared_experts x moe_intermediate_size``.
+* Which layers: Qwen's layer ``i`` is MoE when ``(i + 1) % decoder_sparse_step == 0`` and
+  ``i`` is not in ``mlp_only_layers``; DeepSeek's from ``first_k_dense_replace`` on (the
+  ``transformers`` model code places one on every later layer, so a ``moe_layer_freq`` other
+  than 1 is refused); the other layers are dense MLPs of ``intermediate_size``.
+* Router: Mixtral renormalises the chosen weights, Qwen when ``norm_topk_prob``, DeepSeek-V3
+  when ``norm_topk_prob`` (V2's model code never does); DeepSeek scales them by
+  ``routed_scaling_factor`` (when not 1); V3 scores with a sigmoid.
+
+Not counted (declared): the auxiliary balance loss (``router_aux_loss_coef``,
+``aux_loss_alpha``, ``seq_aux``, ``output_router_logits``: element-wise on the router's
+scores), how experts are chosen (``topk_method``, ``n_group``, ``topk_group``: comparisons),
+the published expert-parallel size (``ep_size``: the degree is the user's ``ep``), DeepSeek-V3's
+multi-token-prediction module (``num_nextn_predict_layers``: ``transformers`` builds none) and the
+published checkpoint's FP8 storage (``quantization_config``: the training precision is chosen
+apart).
+"""
+
+from __future__ import annotations
+
+from symbolic_cost.blocks.latent_attention import Latent
+from symbolic_cost.blocks.moe import MoE
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.families.keys import Keys, gated_mlp, head_fields, window_fields
+from symbolic_cost.models.families.llama import _core
+
+AUX_LOSS = ("router_aux_loss_coef", "output_router_logits", "aux_loss_alpha", "seq_aux")
+
+
+def _experts_list(k: Keys, key: str) -> tuple:
+    """``mlp_only_layers``: layer indices, as a list of non-negative integers (null: none)."""
+    value = k._raw(key, None, True)
+    if value is None:
+        return ()
+    if not (isinstance(value, list) and all(type(i) is int and i >= 0 for i in value)):
+        raise k.error(f"{key} must be a list of layer indices, got {value!r}")
+    return tuple(value)
+
+
+def _top_k(k: Keys, default) -> int:
+    """``num_experts_per_tok``; null is refused (the model cannot route)."""
+    value = k.int("num_experts_per_tok", default, nullable=True)
+    if value is None:
+        raise k.error("num_experts_per_tok is null: the model routes no token (set the experts per token)")
+    return value
+
+
+def mixtral(k: Keys, name: str) -> Architecture:
+    """Mixtral: Mistral's attention (no biases, ``sliding_window`` on every layer when set) and
+    ``num_local_experts`` gated experts of ``intermediate_size`` on every layer, top-k
+    renormalised; ``router_jitter_noise`` other than 0 is refused (not counted)."""
+    k.refuse_if("router_jitter_noise", lambda x: x not in (None, 0, 0.0), "input jitter is not counted", 0)
+    k.known(*AUX_LOSS)
+    depth = k.int("num_hidden_layers", 32)
+    experts = k.int("num_local_experts", k.int("num_experts", 8))
+    window = k.int("sliding_window", None, nullable=True)
+    moe = MoE(experts, _top_k(k, 2), k.int("intermediate_size", 14336), normalise=True)
+    fields = dict(window=window, windowed_layers=depth) if window else {}
+    return _core(k, name, dict(intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=4096 * 32),
+                 qkv_bias=False, bias=False, mlp_bias=False, moe=moe, **fields)
+
+
+def _qwen_moe(k: Keys, experts: int, width: int, top_k: int, shared: int, gate: bool) -> MoE | None:
+    """The Qwen MoE layers (none with 0 experts): every ``decoder_sparse_step``-th layer but
+    those of ``mlp_only_layers``; ``width``, ``top_k`` are the class's defaults."""
+    step = k.int("decoder_sparse_step", 1)
+    dense = _experts_list(k, "mlp_only_layers")
+    k.known(*AUX_LOSS)
+    width, top_k, normalise = k.int("moe_intermediate_size", width), _top_k(k, top_k), k.flag("norm_topk_prob", False)
+    if experts == 0:
+        return None
+    return MoE(experts, top_k, width, shared_f=shared, shared_gate=gate, normalise=normalise, every=step,
+               phase=step - 1, dense_layers=dense)
+
+
+def qwen2_moe(k: Keys, name: str) -> Architecture:
+    """Qwen2-MoE (Qwen1.5-MoE): Qwen2's attention (``qkv_bias`` on q, k, v), 60 experts of 1408
+    and a gated shared expert of ``shared_expert_intermediate_size`` by default; with
+    ``use_sliding_window`` a window on the even layers below ``max_window_layers``."""
+    depth = k.int("num_hidden_layers", 24)
+    use = k.flag("use_sliding_window", False)
+    window = k.int("sliding_window", 4096, nullable=True, zero=True)
+    start = k.int("max_window_layers", 28, zero=True)
+    windows = window_fields(k, depth, window if use and window else None, lambda n: (min(n, start) + 1) // 2)
+    moe = _qwen_moe(k, k.int("num_experts", 60, zero=True), 1408, 4,
+                    k.int("shared_expert_intermediate_size", 5632), True)
+    return _core(k, name, dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+                               num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=32768),
+                 qkv_bias=k.flag("qkv_bias", True), bias=False, mlp_bias=False, moe=moe, **windows)
+
+
+def qwen3_moe(k: Keys, name: str) -> Architecture:
+    """Qwen3-MoE: Qwen3's attention (per-head q/k RMS norms, ``attention_bias``, ``head_dim``
+    when given), 128 experts of 768, 8 a token, no shared expert by default; ``sliding_window``
+    on every layer with ``use_sliding_window``.  ``max_window_layers`` is not read by its code."""
+    depth = k.int("num_hidden_layers", 24)
+    use = k.flag("use_sliding_window", False)
+    window = k.int("sliding_window", 4096, nullable=True)
+    k.known("max_window_layers")
+    fields = dict(window=window, windowed_layers=depth) if use and window else {}
+    experts = k.int("num_local_experts", k.int("num_experts", 128, zero=True), zero=True)
+    attention = k.flag("attention_bias", False)
+    return _core(k, name, dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
+                               num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=32768),
+                 qkv_bias=attention, bias=attention, mlp_bias=False, qk_norm="head",
+                 moe=_qwen_moe(k, experts, 768, 8, 0, False),
+                 **fields)
+
+
+DEEPSEEK_KNOWN = ("rms_norm_eps", "rope_theta", "pretraining_tp", "head_dim", "qk_head_dim", "topk_method", "n_group",
+                  "topk_group", "ep_size", "rope_interleave") + AUX_LOSS
+
+
+def _deepseek(k: Keys, name: str, defaults: dict, scoring: str, normalise: bool) -> Architecture:
+    """The DeepSeek reading: sizes, latent attention, the MoE layers from ``first_k_dense_replace``."""
+    k.known(*DEEPSEEK_KNOWN)
+    k.refuse_if("moe_layer_freq", lambda x: x not in (None, 1), "transformers places an MoE layer on every "
+                "layer from first_k_dense_replace", 1)
+    k.refuse_if("scoring_func", lambda x: x not in (None, scoring), f"the model code scores with a {scoring}", None)
+    e, h = k.int("hidden_size", defaults["hidden_size"]), k.int("num_attention_heads", defaults["num_attention_heads"])
+    kv = k.int("num_key_value_heads", defaults.get("num_key_value_heads"), nullable=True)
+    if kv not in (None, h):
+        raise k.error(f"num_key_value_heads={kv} must equal num_attention_heads={h}: latent attention makes "
+                      f"keys and values for every head")
+    k.rotary_fraction(1)                                  # checks the rope keys (no partial rotary)
+    latent = Latent(k.int("kv_lora_rank", 512), k.int("qk_rope_head_dim", 64), k.int("qk_nope_head_dim", 128),
+                    k.int("v_head_dim", 128), k.int("q_lora_rank", 1536, nullable=True))
+    scale = k.number("routed_scaling_factor", defaults["routed_scaling_factor"]) != 1
+    expert_f = k.int("moe_intermediate_size", defaults["moe_intermediate_size"])
+    moe = MoE(k.int("n_routed_experts", defaults["n_routed_experts"]), _top_k(k, defaults["num_experts_per_tok"]),
+              expert_f, shared_f=k.int("n_shared_experts", defaults["n_shared_experts"], zero=True) * expert_f,
+              router=scoring, normalise=normalise, scale=scale,
+              first_dense=k.int("first_k_dense_replace", defaults["first_k_dense_replace"], zero=True))
+    bias = k.flag("attention_bias", False)
+    return Architecture(name, k.int("num_hidden_layers", defaults["num_hidden_layers"]), e, h,
+                        k.int("intermediate_size", defaults["intermediate_size"]),
+                        k.int("vocab_size", defaults["vocab_size"]), mlp=gated_mlp(k.activation("hidden_act", "silu")),
+                        norm="rms", rotary=True, tied=k.flag("tie_word_embeddings", False), qkv_bias=bias, bias=bias,
+                        mlp_bias=defaults.get("mlp_bias", False) and k.flag("mlp_bias", False),
+                        context=k.int("max_position_embeddings", defaults["max_position_embeddings"]),
+                        **k.dropout_fields(attention=[("attention_dropout", 0)]), moe=moe, latent=latent,
+                        **head_fields(k))
+
+
+def deepseek_v2(k: Keys, name: str) -> Architecture:
+    """DeepSeek-V2: latent attention, a softmax router (top-k not renormalised by the model
+    code; ``norm_topk_prob`` is not read), ``mlp_bias`` on the dense and shared MLPs."""
+    k.known("norm_topk_prob")
+    return _deepseek(k, name, dict(vocab_size=102400, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                                   num_attention_heads=32, max_position_embeddings=2048, moe_intermediate_size=1407,
+                                   n_routed_experts=64, n_shared_experts=2, num_experts_per_tok=None,
+                                   first_k_dense_replace=0, routed_scaling_factor=1.0, mlp_bias=True),
+                     "softmax", normalise=False)
+
+
+def deepseek_v3(k: Keys, name: str) -> Architecture:
+    """DeepSeek-V3: latent attention, a sigmoid router with group-limited selection, the chosen
+    weights renormalised (``norm_topk_prob``) and scaled, the first 3 layers dense by default."""
+    k.known("num_nextn_predict_layers", "num_mtp_layers", "quantization_config")
+    return _deepseek(k, name, dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, num_hidden_layers=61,
+                                   num_attention_heads=128, num_key_value_heads=128, max_position_embeddings=4096,
+                                   moe_intermediate_size=2048, n_routed_experts=256, n_shared_experts=1,
+                                   num_experts_per_tok=8, first_k_dense_replace=3, routed_scaling_factor=2.5),
+                     "sigmoid", normalise=k.flag("norm_topk_prob", True))
+
+
+FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "deepseek_v2": deepseek_v2,
+            "deepseek_v3": deepseek_v3}

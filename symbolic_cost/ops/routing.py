@@ -1,0 +1,98 @@
+"""Routing primitives of a mixture-of-experts layer: the router's probabilities and top-k
+weights, the copy of each token to its experts (``permute``) and back (``combine``), and the
+experts' products grouped over several weight matrices (``grouped_linear``).
+
+``t`` is the number of tokens a device routes, ``E`` the routed experts, ``k`` the experts
+each token goes to.  Choosing the top ``k`` of ``E`` scores compares and moves values; it
+does no floating-point arithmetic and counts no FLOPs here.
+"""
+
+from __future__ import annotations
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.cost import Cost, exact, make_cost
+from symbolic_cost.ops.matmul import linear
+from symbolic_cost.ops.pointwise import gelu, softmax
+
+ROUTERS = ("softmax", "sigmoid")
+"""How a router turns its ``E`` logits per token into scores: a softmax over the experts
+(Mixtral, Qwen-MoE, DeepSeek-V2) or an element-wise sigmoid (DeepSeek-V3)."""
+
+
+def router_probabilities(tokens, experts, *, kind="softmax", es=2, conventions=conv.DEFAULT,
+                         name="router_probs") -> Cost:
+    """Scores of ``tokens`` rows of ``experts`` logits: ``ops.softmax`` over each row, or
+    ``ops.gelu``'s one FLOP per element each way for a sigmoid.  Keeps its output or input.
+
+    >>> router_probabilities(4, 8).flops_fwd       # 2 x 32 + 4 rows x 7 adds
+    92
+    """
+    if kind not in ROUTERS:
+        raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {kind!r}")
+    if kind == "softmax":
+        return softmax(1, tokens, 1, l_kv=experts, es=es, conventions=conventions, name=name)
+    return gelu(1, tokens, experts, es=es, conventions=conventions, name=name)
+
+
+def topk_weights(tokens, k, *, normalise=False, scale=False, es=2, name="router_topk") -> Cost:
+    """The ``k`` chosen scores of each token, renormalised to sum to one (``normalise``:
+    ``k - 1`` adds and ``k`` divides forward; backward ``dx_j = (dy_j - sum_i dy_i y_i) / S``,
+    ``4k - 1`` per token) and multiplied by a constant (``scale``: ``k`` multiplies each way).
+    Keeps the ``t k`` chosen weights.
+
+    >>> topk_weights(10, 2, normalise=True, scale=True).flops_bwd     # 10 x (7 + 2)
+    90
+    """
+    tokens, k, es = exact(tokens, "tokens"), exact(k, "k"), exact(es, "es")
+    fwd = (2 * k - 1 if normalise else 0) + (k if scale else 0)
+    bwd = (4 * k - 1 if normalise else 0) + (k if scale else 0)
+    n = tokens * k
+    return make_cost(name, "vector", flops_fwd=tokens * fwd, flops_bwd=tokens * bwd, act_in=n * es,
+                     act_out=n * es, act_buffer=n * es, act_grads=2 * n * es)
+
+
+def permute(tokens, k, width, rows=None, *, es=2, name="dispatch") -> Cost:
+    """Copy each of ``tokens`` rows of ``width`` values to its ``k`` experts, grouped by expert:
+    ``rows`` buffer rows out (default ``t k``; more when padded to a capacity).  No arithmetic
+    forward; backward sums the ``k`` gradient copies of each token, ``t (k - 1) width`` adds.
+    Keeps nothing (the routing indices are small and not counted).
+
+    >>> permute(6, 2, 4).flops_bwd
+    24
+    """
+    tokens, k, width, es = exact(tokens, "tokens"), exact(k, "k"), exact(width, "width"), exact(es, "es")
+    rows = tokens * k if rows is None else exact(rows, "rows")
+    return make_cost(name, "vector", flops_fwd=0, flops_bwd=tokens * (k - 1) * width, act_in=tokens * width * es,
+                     act_out=rows * width * es, act_buffer=0, act_grads=(rows + tokens) * width * es)
+
+
+def combine(tokens, k, width, *, es=2, name="combine") -> Cost:
+    """``y = sum_j w_j x_j``: each token's ``k`` expert outputs of ``width`` values weighted by
+    its routing weights and summed: ``t k width`` multiplies and ``t (k - 1) width`` adds.
+    Backward ``dx_j = w_j dy`` (``t k width``) and ``dw_j = <dy, x_j>`` (``t k (2 width - 1)``).
+    Keeps the expert outputs and the weights.  With ``k = 1`` it is a gate scaling a branch
+    (Qwen-MoE's shared expert).
+
+    >>> combine(1, 2, 3).flops_fwd, combine(1, 2, 3).flops_bwd
+    (9, 16)
+    """
+    tokens, k, width, es = exact(tokens, "tokens"), exact(k, "k"), exact(width, "width"), exact(es, "es")
+    copies = tokens * k * width
+    return make_cost(name, "vector", flops_fwd=tokens * width * (2 * k - 1), flops_bwd=tokens * k * (3 * width - 1),
+                     act_in=copies * es, act_in_other=tokens * k * es, act_out=tokens * width * es,
+                     act_buffer=(copies + tokens * k) * es, act_grads=(copies + tokens * width + tokens * k) * es)
+
+
+def grouped_linear(rows, e_in, e_out, groups, *, es=2, conventions=conv.DEFAULT, name="expert_fc1") -> Cost:
+    """``rows`` token rows through ``groups`` weight matrices ``(e_in, e_out)`` without bias,
+    each row through one of them (a grouped GEMM): the FLOPs, saved input and gradient traffic
+    of ``ops.linear`` over all the rows, and the weights of every group.
+
+    >>> grouped_linear(10, 4, 3, 5).weights            # 5 x 4 x 3 x 2 bytes
+    120
+    """
+    one = linear(1, rows, e_in, e_out, bias=False, es=es, conventions=conventions, name=name)
+    weights = exact(groups, "groups") * exact(e_in, "e_in") * exact(e_out, "e_out") * exact(es, "es")
+    return make_cost(name, "matrix", flops_fwd=one.flops_fwd, flops_bwd=one.flops_bwd, act_in=one.act_in,
+                     act_out=one.act_out, act_buffer=one.act_buffer, act_grads=one.act_grads, weights=weights,
+                     weight_grads=weights, gemms=one.gemms)
