@@ -48,7 +48,11 @@ class System:
     the chip, ``memory_latency``, ``launch_overhead``) feed only the kernel-level
     model (``kernel_time="tiled"``, see ``kernels``).  A field that may be 0
     means "not stated" (capacities, latencies) or "no such link" (bandwidths of
-    links, L2).
+    links, L2).  ``host_bandwidth`` is the device's link to its host's memory, which
+    offloaded state crosses (``timing.host``): PCIe Gen4 x16 on A100 boards, 32 GB/s per
+    direction (half the datasheet's 64 GB/s both ways), PCIe Gen5 x16 on H100/H200 SXM,
+    64 GB/s (128 GB/s both ways); a Grace Hopper's NVLink-C2C is 450 GB/s per direction
+    (900 GB/s both ways): ``.but(host_bandwidth=450 * GIGA)``.
     """
 
     name: str
@@ -66,6 +70,7 @@ class System:
     shared_memory_capacity: Expr = 0   # bytes, all SMs together
     memory_latency: Expr = 0           # s added to a memory-bound kernel
     launch_overhead: Expr = 0          # s per kernel launch
+    host_bandwidth: Expr = 0           # bytes/s per device and direction to host memory (PCIe, NVLink-C2C)
 
     _REQUIRED = ("matrix_flops", "vector_flops", "hbm_bandwidth", "nvlink_size")
 
@@ -107,16 +112,17 @@ _HOPPER_CHIP = dict(
 SYSTEMS = {
     # The numbers of seed 003 (LBNL, Perlmutter: 4 x A100-40GB per node).
     "a100-perlmutter": System("a100-perlmutter", 312 * TERA, 78 * TERA, 1555 * GIGA,
-                              600 * GIGA, 100 * GIGA, 4, hbm_capacity=40 * GIGA, **_AMPERE_CHIP),
+                              600 * GIGA, 100 * GIGA, 4, hbm_capacity=40 * GIGA, host_bandwidth=32 * GIGA,
+                              **_AMPERE_CHIP),
     # DGX A100 80GB: 8 GPUs on NVSwitch, one 200 Gb/s HDR NIC per GPU.
     "a100": System("a100", 312 * TERA, 78 * TERA, 2039 * GIGA, 600 * GIGA, 25 * GIGA, 8,
-                   hbm_capacity=80 * GIGA, **_AMPERE_CHIP),
+                   hbm_capacity=80 * GIGA, host_bandwidth=32 * GIGA, **_AMPERE_CHIP),
     # DGX H100 (SXM): 989.4 TFLOP/s dense bf16, 8 GPUs, one 400 Gb/s NDR NIC per GPU.
     "h100": System("h100", Rational("989.4") * TERA, Rational("133.8") * TERA, 3350 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA, **_HOPPER_CHIP),
+                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA, host_bandwidth=64 * GIGA, **_HOPPER_CHIP),
     # H200 (SXM): H100 compute, 141 GB HBM3e at 4.8 TB/s.
     "h200": System("h200", Rational("989.4") * TERA, Rational("133.8") * TERA, 4800 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA, **_HOPPER_CHIP),
+                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA, host_bandwidth=64 * GIGA, **_HOPPER_CHIP),
 }
 
 

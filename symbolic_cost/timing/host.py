@@ -1,0 +1,42 @@
+"""Offload traffic on the host link: seconds per step and host memory per node.
+
+An offloaded step moves ``ModelCost.device_to_host`` bytes (gradient shards) and
+``host_to_device`` bytes (updated or fetched weight shards) per device over
+``System.host_bandwidth`` (PCIe or NVLink-C2C, per direction).  The two directions run
+at different moments of the step (gradients during backward, weights after the
+optimizer step or on use), so their times add::
+
+    t_host = (device_to_host + host_to_device) / host_bandwidth
+
+Each node's host holds the offloaded state of its devices: ``host_bytes x`` devices per
+node, taken as the NVLink domain (``System.nvlink_size``: 8 on a DGX, 4 on Perlmutter).
+"""
+
+from __future__ import annotations
+
+from sympy import Expr, Integer, Min
+
+from symbolic_cost.models import ModelCost, world_size
+from symbolic_cost.timing.hardware import System, get_system
+
+
+def host_traffic(cost: ModelCost) -> Expr:
+    """Bytes one device moves to and from its host per step."""
+    return cost.device_to_host + cost.host_to_device
+
+
+def host_time(cost: ModelCost, system: System | str) -> Expr:
+    """Seconds per step on the host link (see the module docstring); 0 without offload."""
+    system = get_system(system)
+    traffic = host_traffic(cost)
+    if traffic == 0:
+        return Integer(0)
+    system.require("offload traffic", "host_bandwidth")
+    return traffic / system.host_bandwidth
+
+
+def host_bytes_per_node(cost: ModelCost, system: System | str) -> Expr:
+    """Host memory the offloaded state takes on one node: per device x devices per node
+    (the job's devices when it is smaller than a node)."""
+    system = get_system(system)
+    return cost.host_bytes * Min(system.nvlink_size, world_size(cost.training))

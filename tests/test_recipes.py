@@ -1,0 +1,196 @@
+"""Training recipes by hand: optimizers and master weights, FP8, CPU offload and its host
+traffic, LoRA/QLoRA storage, and the refusals.  Every expected value is counted here from the
+GPT-2 / Llama shapes (``e``, ``f``, ``L``, ``V``, positions ``P``) and the sources' rules."""
+
+import pytest
+from sympy import Rational
+
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.config import preset
+from symbolic_cost.models.lora import LoRA
+from symbolic_cost.models.optimizers import bytes_per_parameter
+from symbolic_cost.timing.hardware import SYSTEMS
+from symbolic_cost.timing.host import host_time
+
+GPT2 = preset("gpt2")
+L, E, F, V, P = 12, 768, 3072, 50257, 1024
+PARAMS = (V + P) * E + L * (4 * E * E + 2 * E * F + 9 * E + F) + 2 * E     # 124,439,808
+MATRICES = L * (4 * E * E + 2 * E * F)                                      # the layers' weight matrices
+
+
+def _cost(**kw):
+    return model_cost(GPT2, Training(b=1, l=1024, **kw))
+
+
+def test_gpt2_parameters_by_hand():
+    assert _cost().parameters == PARAMS == 124439808
+
+
+@pytest.mark.parametrize("precision, optimizer, master, expected", [
+    ("bf16", "adam", True, (2, 2, 12)),            # fp32 master 4 + two fp32 moments 8
+    ("fp32", "adam", True, (4, 4, 8)),
+    ("bf16", "sgd", True, (2, 2, 8)),              # master 4 + momentum 4
+    ("bf16", "adam", False, (2, 2, 4)),            # pure bf16: two bf16 moments
+    ("bf16", "adafactor", True, (2, 2, 4)),        # the master only; the factored moment apart
+    ("bf16", "adam-8bit", True, (2, 2, 4 + 2 * (1 + Rational(4, 2048)))),
+])
+def test_bytes_per_parameter(precision, optimizer, master, expected):
+    assert bytes_per_parameter(precision, optimizer=optimizer, master_weights=master) == expected
+
+
+def test_optimizer_bytes_follow_the_rule():
+    assert _cost(optimizer="sgd").optimizer_bytes == 8 * PARAMS
+    assert _cost(optimizer="adam", master_weights=False).optimizer_bytes == 4 * PARAMS
+    assert _cost(optimizer="adam-8bit").optimizer_bytes == (6 + Rational(1, 256)) * PARAMS
+
+
+def test_adafactor_factored_second_moment_by_hand():
+    """Rows plus columns of every matrix (the word and position tables, QKV e x 3e, the output
+    e x e, fc1 e x f, fc2 f x e) and every vector (biases 3e, e, f, e; two norms of 2e; the
+    final norm), fp32; plus the fp32 master."""
+    layer = (E + 3 * E) + (E + E) + (E + F) + (F + E) + (3 * E + E + F + E) + 4 * E
+    factored = (V + E) + (P + E) + L * layer + 2 * E
+    assert _cost(optimizer="adafactor").optimizer_bytes == 4 * PARAMS + 4 * factored
+
+
+def test_fp8_delayed_scaling_by_hand():
+    """Transformer Engine's delayed scaling: a 1-byte copy of each layer matrix, 3 scaled
+    tensors x (scale, inverse, 1024 amax values) x 4 bytes per product (4 per layer), and each
+    product's kept input in 1 byte instead of 2 (QKV, output, fc1 read e, e, e, f wide rows)."""
+    plain, fp8 = _cost(), _cost(fp8="delayed")
+    assert fp8.weight_bytes - plain.weight_bytes == MATRICES + 4 * L * 3 * (2 + 1024) * 4
+    assert plain.activation_bytes - fp8.activation_bytes == L * 1024 * (3 * E + F) * 1
+    params = _cost(fp8="fp8-params")
+    assert plain.weight_bytes - params.weight_bytes == MATRICES * (2 - 1) - 4 * L * 3 * 1026 * 4
+    assert fp8.optimizer_bytes == plain.optimizer_bytes and fp8.gradient_bytes == plain.gradient_bytes
+
+
+def test_zero_offload_paper_counts():
+    """Ren et al. 2021 (ZeRO-Offload), one device, M parameters: the GPU keeps the fp16
+    parameters (2M); the host the fp32 master and two moments (12M) and the fp16 gradients
+    (2M); per step 2M of gradients go down and 2M of parameters come up."""
+    cost = _cost(zero=2, offload="optimizer")
+    assert (cost.weight_bytes, cost.gradient_bytes, cost.optimizer_bytes) == (2 * PARAMS, 0, 0)
+    assert cost.host_bytes == 14 * PARAMS
+    assert (cost.device_to_host, cost.host_to_device) == (2 * PARAMS, 2 * PARAMS)
+
+
+@pytest.mark.parametrize("zero, n", [(1, 4), (2, 4), (3, 4)])
+def test_offload_shards_and_traffic_by_hand(zero, n):
+    """d = 8 ranks, n micro-batches: each rank's optimizer shard (12M/8) lives on the host;
+    ZeRO-2/3 send the gradient shard (2M/8) down every micro-batch and keep none, ZeRO-1 keeps
+    the full gradient and sends its shard once; the updated weight shard comes up once."""
+    d = 8
+    cost = _cost(d=d, zero=zero, micro_batches=n, offload="optimizer")
+    assert cost.optimizer_bytes == 0
+    assert cost.gradient_bytes == (0 if zero >= 2 else 2 * PARAMS)
+    assert cost.host_bytes == Rational(12 * PARAMS, d) + Rational(2 * PARAMS, d)
+    assert cost.device_to_host == Rational(2 * PARAMS, d) * (n if zero >= 2 else 1)
+    assert cost.host_to_device == Rational(2 * PARAMS, d)
+    assert cost.weight_bytes == Rational(2 * PARAMS, d if zero == 3 else 1)
+
+
+def test_parameter_offload_by_hand():
+    """ZeRO-3 with the parameters offloaded too: nothing of the model state on the device;
+    the weight shard is fetched for forward and backward of each micro-batch."""
+    d, n = 4, 3
+    cost = _cost(d=d, zero=3, micro_batches=n, offload="parameters")
+    assert (cost.weight_bytes, cost.gradient_bytes, cost.optimizer_bytes) == (0, 0, 0)
+    assert cost.host_bytes == Rational(16 * PARAMS, d)
+    assert cost.host_to_device == 2 * n * Rational(2 * PARAMS, d)
+    assert cost.device_to_host == n * Rational(2 * PARAMS, d)
+
+
+def test_host_time_on_the_pcie_link():
+    """H100 SXM: PCIe Gen5 x16, 64 GB/s per direction; both directions in turn."""
+    cost = _cost(zero=2, offload="optimizer")
+    assert host_time(cost, SYSTEMS["h100"]) == Rational(4 * PARAMS, 64 * 10**9)
+    assert host_time(_cost(), SYSTEMS["h100"]) == 0
+
+
+def test_lora_on_llama_by_hand():
+    """Llama-2-7B, r = 8 on q and v: 32 layers x 2 adapters x 8 (4096 + 4096) trainable (the
+    count peft prints); gradients and Adam state for those only; frozen weights in bf16."""
+    arch = preset("llama-2-7b")
+    base = model_cost(arch, Training(b=1, l=512))
+    cost = model_cost(arch, Training(b=1, l=512, lora=LoRA(8, ("q", "v"))))
+    trainable = 32 * 2 * 8 * (4096 + 4096)
+    assert cost.trainable_parameters == trainable == 4194304
+    assert cost.parameters == base.parameters + trainable
+    assert (cost.gradient_bytes, cost.optimizer_bytes) == (2 * trainable, 12 * trainable)
+    assert cost.weight_bytes == 2 * cost.parameters
+
+
+def test_lora_flops_and_activations_by_hand():
+    """One adapted q on GPT-2 (c_attn's q slice), r = 4, t = b l tokens, exact products
+    m n (2k - 1): the adapter's forward and backward, and a frozen base with no dW, no dB."""
+    b, l, r = 1, 64, 4
+    t = b * l
+    mm = lambda m, k, n: m * n * (2 * k - 1)  # noqa: E731
+    base = model_cost(GPT2, Training(b=b, l=l))
+    cost = model_cost(GPT2, Training(b=b, l=l, lora=LoRA(r, ("q",))))
+    adapter = cost.layer["qkv_proj.lora"]
+    assert adapter.flops_fwd == mm(t, E, r) + mm(t, r, E) + 2 * t * E
+    assert adapter.flops_bwd == mm(r, t, E) + mm(t, E, r) + mm(E, t, r) + mm(t, r, E) + t * E + t * E
+    assert adapter.act_buffer == (t * E + t * r) * 2          # X once, Z = X A
+    for row in ("qkv_proj", "v_proj", "fc1", "fc2"):
+        frozen, full = cost.layer[row], base.layer[row]
+        k, n = full.gemms[0].k, full.gemms[0].n
+        assert frozen.flops_bwd == mm(t, n, k)                   # dX only
+        assert frozen.act_buffer == 0 and frozen.weight_grads == 0
+    assert cost.embedding["word_embeddings"].flops_bwd == 0
+
+
+def test_qlora_storage_by_hand():
+    """QLoRA on Llama-2-7B: the layers' matrices in NF4 with double quantisation, 1/2 +
+    1/64 + 4/(64 x 256) bytes each (0.127 bits of scales per parameter, as the paper prints);
+    the embedding, head and norms in bf16; the adapters in bf16."""
+    arch = preset("llama-2-7b")
+    e, f, L_, V_ = 4096, 11008, 32, 32000
+    matrices = L_ * (4 * e * e + 3 * e * f)
+    cost = model_cost(arch, Training(b=1, l=512, lora=LoRA(16, ("q", "k", "v", "o", "gate", "up", "down"),
+                                                             base="nf4")))
+    scale_bits = 8 * (Rational(1, 64) + Rational(4, 64 * 256))
+    assert round(float(scale_bits), 3) == 0.127
+    others = 2 * V_ * e + (2 * L_ + 1) * e
+    trainable = L_ * 16 * (4 * (e + e) + 2 * (e + f) + (f + e))
+    assert cost.trainable_parameters == trainable
+    assert cost.weight_bytes == matrices * (Rational(1, 2) + scale_bits / 8) + 2 * others + 2 * trainable
+    nodq = model_cost(arch, Training(b=1, l=512, lora=LoRA(16, ("q",), base="nf4", double_quant=False)))
+    int8 = model_cost(arch, Training(b=1, l=512, lora=LoRA(16, ("q",), base="int8")))
+    adapters = L_ * 16 * (e + e)
+    assert nodq.weight_bytes == matrices * (Rational(1, 2) + Rational(4, 64)) + 2 * others + 2 * adapters
+    rows = L_ * (e * 3 * e + e * e + e * 2 * f + f * e)        # int8: one fp32 scale per output column
+    outputs = L_ * (3 * e + e + 2 * f + e)
+    assert int8.weight_bytes == rows + 4 * outputs + 2 * others + 2 * adapters
+
+
+def test_lora_zero3_gathers_the_frozen_base_and_reduces_only_adapters():
+    d, n = 8, 2
+    cost = model_cost(GPT2, Training(b=1, l=64, d=d, zero=3, micro_batches=n, lora=LoRA(8, ("qkv",))))
+    trainable = L * 8 * (E + 3 * E)
+    data = [c for dim, c in cost.collectives if dim == "data"]
+    reduce = [c for c in data if c.kind == "reducescatter"]
+    assert [c.elements for c in reduce] == [trainable]
+    frozen = [c for c in data if c.kind == "allgather" and c.element_bytes == 1]
+    assert [c.elements for c in frozen] == [2 * PARAMS] * 2 and all(c.repeats == n for c in frozen)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: LoRA(0), "lora rank must be a positive integer"),
+    (lambda: LoRA(8, ("q_proj",)), "unknown: 'q_proj'"),
+    (lambda: LoRA(8, ("qkv", "q")), "must not adapt a slice twice"),
+    (lambda: LoRA(8, base="nf8"), "lora base must be one of"),
+    (lambda: Training(offload="optimizer"), "offload='optimizer' needs ZeRO"),
+    (lambda: Training(zero=2, offload="parameters"), "needs ZeRO-3"),
+    (lambda: Training(optimizer="lion"), "optimizer must be one of"),
+    (lambda: Training(fp8="e4m3"), "fp8 must be one of"),
+    (lambda: Training(precision="fp32", fp8="delayed"), "fp8 needs 16-bit training"),
+    (lambda: Training(fp8="fp8-params", master_weights=False), "needs master_weights"),
+    (lambda: model_cost(GPT2, Training(b=1, l=8, lora=LoRA(8, ("gate",)))), "needs a gated MLP"),
+    (lambda: model_cost(GPT2, Training(b=1, l=8, m1=2, lora=LoRA(8))), "lora needs m1 = 1"),
+])
+def test_bad_recipes_are_refused(make, message):
+    with pytest.raises(ValueError) as error:
+        make()
+    assert message in str(error.value)
