@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, Max
+from sympy import Expr, Integer, Max, Rational
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks import Block, transformer_layer
 from symbolic_cost.cost import Collective, collective, exact
-from symbolic_cost.inference.serving import Serving, check_context, check_generative
+from symbolic_cost.inference.serving import Serving, check_context, check_generative, prompt_tokens
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.stack import _layer_options, layer_groups, model_stack
 from symbolic_cost.models.training import Training
@@ -140,10 +140,11 @@ def _sends(arch: Architecture, s: Serving, tokens, conventions) -> tuple[Collect
 
 
 def _check(arch: Architecture, s: Serving) -> Architecture:
+    inference = evaluation(arch)
     check_context(arch, s)
     if arch.encoder_decoder and s.p != 1:
         raise ValueError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)")
-    return evaluation(arch)
+    return inference
 
 
 def prefill(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT) -> Phase:
@@ -193,6 +194,20 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
     start = _relative_lookups(one[3][0], arch, s, l_ctx + 1)
     return Phase("decode", ((start, Integer(1)), (_cached(layer, s), exact(arch.decoder_layers, "decoder_layers")),
                             head), s, Integer(1), arch.e)
+
+
+def mean_decode(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT) -> Phase:
+    """The mean of the ``l_out - 1`` decode steps of a generation, over ``P`` to ``P + l_out - 2``
+    cached tokens (``serving``): the first and the last step at half weight each, which is the
+    mean of every step for costs linear in the context (full attention; a sliding window that
+    stays full or never fills).  With ``l_out = 1`` (no step): the step over ``P`` that would
+    come next.  A symbolic ``l_out`` is taken to be at least 2."""
+    first = decode(arch, s, prompt_tokens(arch, s), conventions)
+    if s.l_out == 1:
+        return first
+    last = decode(arch, s, prompt_tokens(arch, s) + s.l_out - 2, conventions)
+    half = Rational(1, 2)
+    return replace(first, stack=tuple((blk, count * half) for blk, count in first.stack + last.stack))
 
 
 def _cached(block: Block, s: Serving) -> Block:

@@ -11,9 +11,10 @@ Roofline per phase on a ``timing.hardware.System`` (``roofline="phase"``, the de
 ``roofline="operation"`` sums each operation's own roofline instead (``timing.hardware.times``,
 also under ``kernel_time="tiled"``).  The phase's collectives take ``timing.hardware.comm_time``.
 
-* TTFT: the prefill's time.  TPOT: one decode step over the mean context of the generation
-  (``serving.mean_context``); generation takes ``TTFT + (l_out - 1) TPOT``, exactly so when a
-  step's time is linear in its context (full attention, one side of the roofline).
+* TTFT: the prefill's time.  TPOT: the mean decode step of the generation
+  (``phases.mean_decode``: its first and last steps at half weight); generation takes
+  ``TTFT + (l_out - 1) TPOT``, exactly so when a step's costs are linear in its context and
+  every step sits on the same side of the roofline.
 * Tokens per second: ``b / TPOT`` per replica while decoding, ``/ (m1 p)`` per device,
   ``x d`` for the job; end to end ``b l_out / (TTFT + (l_out - 1) TPOT)``.
 * Memory per device at the end of generation: weights (the busiest pipeline stage), the KV
@@ -34,8 +35,8 @@ from sympy import Expr, Integer, Max, floor
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
-from symbolic_cost.inference.phases import Phase, decode, prefill
-from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens, mean_context
+from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill
+from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.totals import tied_copy
 from symbolic_cost.parallel.pipeline import per_stage
@@ -115,10 +116,35 @@ class InferenceCost:
         return self.serving.b * self.serving.l_out / self.generation_time
 
 
+FIELDS = ("weight_bytes", "kv_cache_bytes", "activation_bytes", "memory_bytes", "prefill_flops", "prefill_bytes",
+          "prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "ttft_s", "decode_flops", "decode_bytes",
+          "decode_weight_bytes", "decode_cache_bytes", "decode_compute_s", "decode_memory_s", "decode_comm_s",
+          "tpot_s", "generation_s", "tokens_per_s", "tokens_per_s_per_device", "tokens_per_s_per_job",
+          "end_to_end_tokens_per_s")
+"""The serving numbers ``fields`` names: bytes per device, FLOPs and bytes moved of the prefill
+and of a decode step, seconds (``_s``), tokens per second."""
+
+
+def fields(cost: InferenceCost) -> dict[str, Expr]:
+    """Every ``FIELDS`` entry of ``cost`` as an expression."""
+    out = {name: getattr(cost, name) for name in ("weight_bytes", "kv_cache_bytes", "activation_bytes",
+                                                  "memory_bytes")}
+    for name, phase, time in (("prefill", cost.prefill, cost.prefill_time), ("decode", cost.decode, cost.decode_time)):
+        out.update({f"{name}_flops": phase.flops, f"{name}_bytes": phase.bytes_moved})
+        if name == "decode":
+            out.update(decode_weight_bytes=phase.weight_bytes_read, decode_cache_bytes=phase.cache_bytes_read)
+        out.update({f"{name}_{part}_s": time[part] for part in ("compute", "memory", "comm")})
+    out.update(ttft_s=cost.ttft, tpot_s=cost.tpot, generation_s=cost.generation_time,
+               tokens_per_s=cost.tokens_per_second, tokens_per_s_per_device=cost.tokens_per_second_per_device,
+               tokens_per_s_per_job=cost.tokens_per_second_per_job,
+               end_to_end_tokens_per_s=cost.end_to_end_tokens_per_second)
+    return {name: out[name] for name in FIELDS}
+
+
 def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
                    roofline: str = "phase", l_ctx=None) -> InferenceCost:
     """The serving numbers of ``arch`` under ``serving`` on ``system``; the decode step runs over
-    ``l_ctx`` cached tokens (default: the mean context of the generation).
+    ``l_ctx`` cached tokens (default: the mean step of the generation, ``phases.mean_decode``).
 
     >>> from symbolic_cost.models.config import preset
     >>> cost = inference_cost(preset("llama-2-7b"), Serving(b=1, l_in=512, l_out=128))
@@ -127,13 +153,12 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
     """
     conventions = conv.get(conventions)
     first = prefill(arch, serving, conventions)
-    step = decode(arch, serving, mean_context(arch, serving) if l_ctx is None else l_ctx, conventions)
-    last = decode(arch, serving, final_tokens(arch, serving), conventions)
+    step = mean_decode(arch, serving, conventions) if l_ctx is None else decode(arch, serving, l_ctx, conventions)
     cache = kv_cache_bytes(arch, serving.b, final_tokens(arch, serving), encoder=encoder_tokens(arch, serving),
                            m1=serving.m1, p=serving.p, kv_dtype=serving.kv, page=serving.page)
     return InferenceCost(arch, serving, first, step, phase_time(first, system, conventions, roofline),
                          phase_time(step, system, conventions, roofline), _weights(arch, first), cache,
-                         Max(first.working_bytes, last.working_bytes))
+                         Max(first.working_bytes, step.working_bytes))
 
 
 def _weights(arch: Architecture, phase: Phase) -> Expr:
@@ -156,8 +181,10 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
     generation: ``floor((capacity - fixed) / per_sequence)``.
 
     >>> from symbolic_cost.models.config import preset
-    >>> max_batch(preset("llama-2-7b"), Serving(l_in=4000, l_out=96))      # 80 GB, 2 GiB of cache each
-    31
+    >>> llama = preset("llama-2-7b")          # 13.5 GB of weights; 2 GiB of bf16 cache a sequence
+    >>> max_batch(llama, Serving(l_in=4000, l_out=96, flash=True)), max_batch(llama, Serving(
+    ...     l_in=4000, l_out=96, flash=True, kv_dtype="fp8"))
+    (27, 48)
     """
     system = get_system(system)
     system.require("the largest batch", "hbm_capacity")
@@ -168,14 +195,17 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
 
 def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
                     l_ctx=None) -> Expr:
-    """The batch where a decode step over ``l_ctx`` cached tokens (default: the mean context)
+    """The batch where a decode step over ``l_ctx`` cached tokens (default: the mean step)
     turns compute-bound: ``t_compute(b) = t_memory(b)``, ``(m_0 - c_0) / (c_1 - m_1)``; not
     positive: memory-bound at every batch.
 
     >>> from symbolic_cost.models.config import preset
     >>> from sympy import floor
-    >>> floor(crossover_batch(preset("llama-2-7b"), Serving(l_in=1, l_out=2)))     # short context
-    291
+    >>> llama = preset("llama-2-7b")     # the ridge: 989.4 TFLOP/s / 3.35 TB/s = 295 FLOP per byte
+    >>> floor(crossover_batch(llama, Serving(l_in=1, l_out=2)))    # unfused activations add bytes
+    406
+    >>> crossover_batch(llama, Serving(l_in=1000, l_out=2)) < 0    # 0.5 MiB of cache a token
+    True
     """
     cost = inference_cost(arch, replace(serving, b=S.b), system, conventions, l_ctx=l_ctx)
     c0, c1 = _affine(cost.decode_time["compute"], S.b)

@@ -1,0 +1,173 @@
+"""Serving a model: memory per device (weights, KV cache, activations), prefill and decode time,
+TTFT, TPOT, throughput, the largest batch that fits and the batch where decode turns
+compute-bound.
+
+Without ``--field`` the serving symbols take their ``--set`` values or the defaults (b=1,
+l_in=512, l_out=128, one device; the mean decode step of the generation).  ``--field`` prints
+fields as exact formulas in whichever of ``b, l_in, l_out`` are not set (``--set l_ctx=l_ctx``
+asks for one decode step over a symbolic context, ``--set B=B`` for symbolic pages);
+``--grid`` evaluates them over a grid of values, as CSV in base units.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from sympy import simplify
+
+from symbolic_cost import symbols as S
+from symbolic_cost.cli import options
+from symbolic_cost.cli.values import amount, architecture, conventions, number, resolve
+from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
+from symbolic_cost.inference.throughput import (FIELDS, ROOFLINES, crossover_batch, fields, inference_cost,
+                                                max_batch)
+from symbolic_cost.numeric.sweep import sweep
+from symbolic_cost.timing.hardware import get_system
+
+SERVING_SYMBOLS = (S.b, S.l_in, S.l_out, S.l_ctx, S.m1, S.p, S.d, S.B)
+DEFAULTS = {S.b: 1, S.l_in: 512, S.l_out: 128, S.m1: 1, S.p: 1, S.d: 1}
+"""The serving defaults (``l_ctx``: the mean context of the generation; ``B``: no paging)."""
+
+EXTRA = ("max_batch", "crossover_batch", "kv_bytes_per_token")
+ALL_FIELDS = FIELDS + EXTRA
+"""What ``--field`` may name: ``inference.throughput.FIELDS``, the largest batch that fits, the
+crossover batch and the cache's bytes per token."""
+
+EXAMPLES = [
+    "symbolic-cost inference --preset llama-2-7b --set b=8 l_in=2048 l_out=256 --system h100",
+    "symbolic-cost inference --preset llama-2-7b --set b=32 l_in=4000 l_out=96 m1=2 --kv-dtype fp8 --set B=16",
+    "symbolic-cost inference --preset mistral-7b --field kv_cache_bytes,tpot_s --set l_out=1",
+    "symbolic-cost inference --preset llama-2-7b --grid b=1,8,64 l_in=512,4096 --field tpot_s,tokens_per_s",
+]
+
+
+def fields_type(text: str) -> list[str]:
+    """``--field``'s check: comma-separated names of ``ALL_FIELDS``."""
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in ALL_FIELDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; known: {', '.join(ALL_FIELDS)}")
+    return names
+
+
+def grid_type(text: str) -> tuple[str, list[float]]:
+    """``--grid``'s check: ``NAME=V1,V2,...`` with NAME one of ``b, l_in, l_out, l_ctx, B``."""
+    name, sep, values = text.partition("=")
+    known = ("b", "l_in", "l_out", "l_ctx", "B")
+    if not sep or name.strip() not in known:
+        raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {', '.join(known)}; got {text!r}")
+    try:
+        return name.strip(), [float(v) for v in values.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: values must be numbers, got {values!r}") from None
+
+
+def add_arguments(parser) -> None:
+    options.model(parser, default="llama-2-7b")
+    options.settings(parser, help="NAME=VALUE pairs for b, l_in, l_out, l_ctx (the decode step's cached tokens), "
+                                  "m1, p, d (replicas) and B (tokens per KV-cache page) (defaults: b=1, l_in=512, "
+                                  "l_out=128, every degree 1, no paging; without l_ctx the mean decode step)")
+    group = parser.add_argument_group("serving")
+    options.precision(group)
+    options.option(group, "--kv-dtype", choices=list(KV_FORMATS),
+                   help="format of the KV cache (default: --precision's)")
+    options.flash(group)
+    options.option(group, "--roofline", choices=ROOFLINES, default=ROOFLINES[0],
+                   help="one roofline for the whole phase, or one per operation")
+    options.option(group, "--allow-long", action="store_true",
+                   help="allow more tokens than the model's context")
+    options.counting(parser)
+    options.units(parser)
+    options.option(parser, "--field", type=fields_type, metavar="F1,F2,...",
+                   help="print these as formulas (or, with --grid, as CSV columns): " + ", ".join(ALL_FIELDS))
+    options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", metavar="NAME=V1,V2,...",
+                   help="evaluate --field over these values of b, l_in, l_out, l_ctx, B, as CSV")
+    options.option(parser, "--json", action="store_true", help="JSON in bytes, FLOPs and seconds instead of text")
+
+
+def configuration(args, keep=()):
+    """The model, the ``Serving`` value and the decode step's ``l_ctx`` (``None``: the mean
+    step) from the options; the symbols in ``keep`` stay symbols unless set."""
+    arch = architecture(args)
+    base = {k: v for k, v in DEFAULTS.items() if k not in keep}
+    values = resolve(base, args.set, allowed=SERVING_SYMBOLS)
+    value = lambda symbol: values.get(symbol, symbol)  # noqa: E731
+    page = values.get(S.B, S.B if S.B in keep else None)
+    serving = Serving(b=value(S.b), l_in=value(S.l_in), l_out=value(S.l_out), m1=value(S.m1), p=value(S.p),
+                      d=value(S.d), precision=args.precision, kv_dtype=args.kv_dtype, page=page, flash=args.flash,
+                      allow_long=args.allow_long)
+    return arch, serving, values.get(S.l_ctx, S.l_ctx if S.l_ctx in keep else None)
+
+
+def expressions(args, names, keep=()) -> dict:
+    """``{field: expression}`` for ``names``."""
+    arch, serving, l_ctx = configuration(args, keep)
+    chosen, system = conventions(args), get_system(args.system)
+    out = {}
+    if set(names) & set(FIELDS):
+        out.update(fields(inference_cost(arch, serving, system, chosen, args.roofline, l_ctx)))
+    if "max_batch" in names:
+        out["max_batch"] = max_batch(arch, serving, system, chosen)
+    if "crossover_batch" in names:
+        out["crossover_batch"] = crossover_batch(arch, serving, system, chosen, l_ctx)
+    if "kv_bytes_per_token" in names:
+        out["kv_bytes_per_token"] = kv_bytes_per_token(arch, m1=serving.m1, kv_dtype=serving.kv)
+    return {name: out[name] for name in names}
+
+
+def kind(field: str) -> str | None:
+    """What a field measures, for ``--units``."""
+    if field.endswith("_bytes") or field == "kv_bytes_per_token":
+        return "bytes"
+    return {"flops": "flops", "s": "seconds"}.get(field.rsplit("_", 1)[-1])
+
+
+def run(args) -> int:
+    if args.grid:
+        grid = dict(args.grid)
+        names = args.field or ["ttft_s", "tpot_s", "tokens_per_s", "memory_bytes"]
+        keep = tuple(S.BY_NAME[name] for name in grid)
+        result = sweep(expressions(args, names, keep), grid=grid)
+        print(result.to_csv(index=False), end="")
+        return 0
+    if args.field:
+        keep = (S.b, S.l_in, S.l_out)
+        for name, expr in expressions(args, args.field, keep).items():
+            print(f"{name} = {simplify(expr)}")
+        return 0
+    return report(args)
+
+
+def report(args) -> int:
+    """The text (or ``--json``) report of one configuration."""
+    out = {name: number(value) for name, value in expressions(args, ALL_FIELDS).items()}
+    arch, s, l_ctx = configuration(args)
+    if args.json:
+        print(json.dumps({"model": arch.name, **out}, indent=1))
+        return 0
+    size = lambda name: amount(out[name], "bytes", args.units)  # noqa: E731
+    flops = lambda name: amount(out[name], "flops", args.units)  # noqa: E731
+    seconds = lambda name: amount(out[name], "seconds", args.units)  # noqa: E731
+    kv = s.kv.name
+    print(f"{arch.name}: b={s.b} l_in={s.l_in} l_out={s.l_out} m1={s.m1} p={s.p} d={s.d} {s.precision}, "
+          f"KV cache {kv}{f' in pages of {s.page} tokens' if s.page is not None else ''}, on {args.system}")
+    capacity = get_system(args.system).hbm_capacity
+    print(f"memory per device: weights {size('weight_bytes')}, KV cache {size('kv_cache_bytes')} "
+          f"({out['kv_bytes_per_token'] / 2**10:.4g} KiB per token), activations {size('activation_bytes')}; total "
+          f"{size('memory_bytes')} of {amount(capacity, 'bytes', args.units)}")
+    print(f"prefill: {flops('prefill_flops')}, {size('prefill_bytes')} moved; compute {seconds('prefill_compute_s')}, "
+          f"memory {seconds('prefill_memory_s')}, comm {seconds('prefill_comm_s')}: TTFT {seconds('ttft_s')}")
+    context = "mean decode step" if l_ctx is None else f"decode step over l_ctx={l_ctx}"
+    print(f"{context}: {flops('decode_flops')}, {size('decode_bytes')} moved (weights "
+          f"{size('decode_weight_bytes')}, KV cache {size('decode_cache_bytes')}); compute "
+          f"{seconds('decode_compute_s')}, memory {seconds('decode_memory_s')}, comm {seconds('decode_comm_s')}: "
+          f"TPOT {seconds('tpot_s')}")
+    print(f"generation: {seconds('generation_s')}; tokens/s while decoding: {out['tokens_per_s']:.6g} per replica, "
+          f"{out['tokens_per_s_per_device']:.6g} per device, {out['tokens_per_s_per_job']:.6g} per job; end to "
+          f"end {out['end_to_end_tokens_per_s']:.6g} per replica")
+    crossover = out["crossover_batch"]
+    turns = f"b = {crossover:.6g}" if crossover > 0 else "never (the cache's bytes grow with b as fast as its FLOPs)"
+    print(f"largest batch that fits: {out['max_batch']}; decode turns compute-bound at {turns}")
+    return 0
+
