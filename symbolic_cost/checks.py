@@ -225,6 +225,9 @@ MODEL_RULES = (("h", "e"), ("m1", "h"), ("m1", "f"), ("s1", "l"), ("s1", "m1"), 
                ("m1", "kv_heads"))
 """``(divisor, dividend)`` rules of a transformer layer under 1-D tensor and sequence parallelism."""
 
+PIPELINE_RULES = (("p", "n_layers"),)
+"""Pipeline stages of an even split hold whole layers."""
+
 
 def check_rules(dims: dict[str, Expr], rules=MODEL_RULES) -> dict[str, Expr]:
     """Make ``dims`` positive and exact, then apply every ``(divisor, dividend)`` rule whose
@@ -244,28 +247,33 @@ def check_rules(dims: dict[str, Expr], rules=MODEL_RULES) -> dict[str, Expr]:
 
 def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") -> None:
     """Apply ``rules`` to every combination of the ``grid`` values (``{symbol: [ints]}``) that
-    ``dims`` (``{name: expression}``) depend on; a rule is tried on the product of the axes
-    it involves only, never on the whole grid.
+    ``dims`` (``{name: expression}``) depend on, and make each of those sizes a positive
+    integer; a rule is tried on the product of the axes it involves only, never on the whole grid.
 
     >>> from sympy import Symbol
     >>> m1 = Symbol("m1", positive=True, integer=True)
     >>> grid_rules({"h": 12, "m1": m1}, {m1: [1, 2, 5]}, rules=[("m1", "h")])
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: --grid: m1 must divide h (got m1=5, h=12)
+    symbolic_cost.checks.InputError: --grid: m1 must divide h (got m1=5, h=12) at m1=5
     """
-    for divisor, dividend in rules:
-        if divisor not in dims or dividend not in dims:
-            continue
-        pair = {divisor: sympify(dims[divisor]), dividend: sympify(dims[dividend])}
-        axes = [s for s in grid if any(expr.has(s) for expr in pair.values())]
+    tests = [((name,), None) for name in dims] + [((a, b), (a, b)) for a, b in rules if a in dims and b in dims]
+    for names, rule in tests:
+        exprs = {name: sympify(dims[name]) for name in names}
+        axes = [s for s in grid if any(expr.has(s) for expr in exprs.values())]
+        if not axes:
+            continue                      # no swept symbol: checked where the numbers are used
         for point in itertools.product(*(grid[s] for s in axes)):
             at = dict(zip(axes, map(Integer, point)))
-            values = {name: expr.subs(at) for name, expr in pair.items()}
+            values = {name: expr.subs(at) for name, expr in exprs.items()}
             try:
-                divides(values, divisor, dividend, WHY.get((divisor, dividend), ""))
+                if rule is None:
+                    positive_dims(**values)
+                else:
+                    divides(values, *rule, WHY.get(rule, ""))
             except InputError as error:
-                raise InputError(f"{what}: {error}", what) from None
+                shown_at = ", ".join(f"{s}={v}" for s, v in at.items())
+                raise InputError(f"{what}: {error} at {shown_at}", what) from None
 
 
 def output_file(path, name: str, overwrite: bool = False, suffixes=None) -> Path:

@@ -43,7 +43,7 @@ from symbolic_cost.checks import InputError
 MAX_LENGTH = 1000
 """Longest text read (characters)."""
 
-MAX_DIGITS = 60
+MAX_DIGITS = 30
 """Largest number in any step of a reading, in decimal digits (a dimension is never near it)."""
 
 MAX_EXPONENT = 64

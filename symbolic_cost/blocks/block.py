@@ -72,7 +72,10 @@ def check_dims(dims: dict, conventions: conv.Conventions) -> None:
     """Apply the layer rules (``checks.MODEL_RULES``) to whichever dimensions ``dims`` has,
     making them exact in place; presets that shard ``l`` by ``m1`` also need ``m1 | l``; a
     head size of its own (``head_dim``) frees ``e`` from being a multiple of ``h``."""
+    dims.update(check_rules(dims, layer_rules(conventions, "head_dim" in dims)))
+
+
+def layer_rules(conventions: conv.Conventions, head_dim: bool = False) -> tuple:
+    """The ``(divisor, dividend)`` rules ``check_dims`` applies (also to sweep grids)."""
     rules = MODEL_RULES + ((("m1", "l"),) if conventions.sequence_shard == "m1" else ())
-    if "head_dim" in dims:
-        rules = tuple(rule for rule in rules if rule != ("h", "e"))
-    dims.update(check_rules(dims, rules))
+    return tuple(rule for rule in rules if rule != ("h", "e")) if head_dim else rules

@@ -31,8 +31,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+REPORT = "this is a bug in symbolic_cost, not in your input: please report it with the command line"
+"""Where an unexpected internal error asks to be reported."""
+
+
+def one_line(text: str) -> str:
+    """A message on one line (a SymPy or argparse message may span several)."""
+    return " ".join(str(text).split())
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; the exit status: 0, 1 (a reproduction mismatched) or 2 (bad input)."""
+    """Run the command line; the exit status: 0, 1 (a reproduction mismatched), 2 (bad input:
+    one line on stderr naming the argument and the rule) or 3 (an internal error: one line
+    and a request to report it).  Never a traceback."""
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
@@ -42,12 +53,19 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except UsageError as error:
-        print(error.args[0], file=sys.stderr)
+        print(one_line(error.args[0]), file=sys.stderr)
         return 2
-    except (ValueError, KeyError) as error:
+    except (ValueError, KeyError) as error:      # checks.InputError and the library's other refusals
         message = error.args[0] if error.args else str(error)
-        print(f"symbolic-cost: error: {message}", file=sys.stderr)
+        print(f"symbolic-cost: error: {one_line(message)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("symbolic-cost: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:          # a bug of ours, not of the input
+        print(f"symbolic-cost: internal error: {type(error).__name__}: {one_line(error)[:300]}; {REPORT}",
+              file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ from symbolic_cost import analysis
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.cli import options
 from symbolic_cost.cli.formula import field, show
-from symbolic_cost.cli.values import architecture, block_values, build_block, conventions, field_expr
+from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, field_expr, honour_blocks,
+                                      present, symbol_names)
 from symbolic_cost.timing.hardware import get_system
 
 EXAMPLES = [
@@ -30,11 +31,14 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     arch = architecture(args)
+    (solve_for,) = symbol_names(args.solve_for, "--for")
+    honour_blocks(args, arch, args.a, args.b)
     values = block_values(args, arch)
     system, chosen = get_system(args.system), conventions(args)
     sides = [field_expr(build_block(args, values, arch, name), args.field, None, system, chosen)
              for name in (args.a, args.b)]
-    root = analysis.crossover(*sides, args.solve_for)
+    present(sides[0] - sides[1], [solve_for], "--for")
+    root = analysis.crossover(*sides, solve_for)
     print(f"{args.a} {args.field} = {args.b} {args.field} at {args.solve_for} =")
     show(root, args)
     if root.is_number:

@@ -11,8 +11,10 @@ from sympy import simplify
 from symbolic_cost import analysis
 from symbolic_cost.analysis.latex import latex, paper_form
 from symbolic_cost.cli import options
-from symbolic_cost.cli.values import (FIELDS, architecture, block_values, build_block, conventions, field_expr,
-                                      field_type, parse_set)
+from symbolic_cost.cli.values import (FIELDS, architecture, assignments, block_values, build_block, conventions,
+                                      field_expr, field_type, honour_blocks, present, symbol_names)
+from symbolic_cost.checks import InputError
+from symbolic_cost.reader import read
 from symbolic_cost.timing.hardware import get_system
 
 EXAMPLES = [
@@ -50,15 +52,31 @@ def show(expr, args) -> None:
     print(latex(expr) if args.latex else expr)
 
 
+def refuse_combinations(args) -> None:
+    """``--leading`` prints leading terms and nothing else; ``--remainder`` needs it."""
+    if args.remainder and not args.leading:
+        raise InputError("--remainder applies to --leading only; it would be ignored", "--remainder")
+    others = [flag for flag, value in (("--at", args.at), ("--diff", args.diff), ("--elasticity", args.elasticity),
+                                       ("--by", args.by)) if value]
+    if args.leading and others:
+        raise InputError(f"--leading cannot be combined with {', '.join(others)}; it would ignore them", "--leading")
+
+
 def run(args) -> int:
+    refuse_combinations(args)
     arch = architecture(args)
+    honour_blocks(args, arch, args.block)
     block = build_block(args, block_values(args, arch), arch)
     if args.row:
         block[args.row]  # a clear KeyError message for an unknown row
     expr = simplify(field_expr(block, args.field, args.row, get_system(args.system), conventions(args)))
-    at = dict(parse_set(text) for text in args.at)
+    at = assignments(args.at, "--at")
+    for option, names in (("--leading", args.leading), ("--diff", args.diff), ("--elasticity", args.elasticity)):
+        if names:
+            present(expr, symbol_names(names, option), option)
+    present(expr, at, "--at")
     if args.leading:
-        lead, rest = analysis.leading_terms(expr, args.leading.split(","), with_remainder=True)
+        lead, rest = analysis.leading_terms(expr, symbol_names(args.leading, "--leading"), with_remainder=True)
         show(lead, args)
         if args.remainder:
             show(rest, args)
@@ -70,7 +88,10 @@ def run(args) -> int:
     if at:
         expr = simplify(expr.subs(at))
     if args.by:
-        expr = paper_form(expr, parse_set(f"b={args.by}")[1])
+        by = read(args.by, argument="--by")
+        if by == 0:
+            raise InputError("--by must not be 0", "--by")
+        expr = paper_form(expr, by)
     show(expr, args)
     if expr.is_number and not expr.is_Integer:
         print(f"= {float(expr):.6g}")

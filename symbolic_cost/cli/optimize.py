@@ -4,10 +4,11 @@ over the valid degrees and relaxed to reals."""
 from __future__ import annotations
 
 from symbolic_cost import analysis
-from symbolic_cost import symbols as S
 from symbolic_cost.cli import options
 from symbolic_cost.cli.formula import field, show
-from symbolic_cost.cli.values import architecture, block_values, build_block, conventions, field_expr, field_kind
+from symbolic_cost.checks import InputError
+from symbolic_cost.cli.values import (architecture, assignments, block_values, build_block, conventions, field_expr,
+                                      field_kind, honour_blocks, symbol_names)
 from symbolic_cost.numeric.tables import UNITS
 from symbolic_cost.timing.hardware import get_system
 
@@ -31,10 +32,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    over = S.BY_NAME.get(args.over)
-    if over is None:
-        raise ValueError(f"--over: unknown name {args.over!r}; known: {', '.join(S.BY_NAME)}")
+    (over,) = symbol_names(args.over, "--over")
+    if over in assignments(args.set):
+        raise InputError(f"--set {over}: --over {over} chooses it; give it one way", "--set")
     arch = architecture(args)
+    if over not in honour_blocks(args, arch, args.block):
+        raise InputError(f"--over {over}: the {args.block} block does not depend on {over}", "--over")
     args.set = [*args.set, f"{over}={over}"]
     block = build_block(args, block_values(args, arch), arch)
     expr = field_expr(block, args.field, None, get_system(args.system), conventions(args))

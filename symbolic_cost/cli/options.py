@@ -33,8 +33,33 @@ class UsageError(Exception):
     """A command line argparse refused; ``main`` prints it as one line and exits 2."""
 
 
+MAX_INTEGER = 2**53
+"""Largest integer an option takes (the largest a float holds exactly)."""
+
+
+def integer(minimum: int = 1):
+    """An option type: an integer from ``minimum`` to ``MAX_INTEGER``.  ``type=int`` means
+    ``integer(1)`` in every ``Parser`` (a size, a count, a degree), so a new integer option
+    is checked without code of its own; an option that takes 0 or -1 says so."""
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expects an integer, got {text!r}") from None
+        if not minimum <= value <= MAX_INTEGER:
+            raise argparse.ArgumentTypeError(f"must be an integer from {minimum} to 2**53, got {value}")
+        return value
+    read.__name__ = f"integer >= {minimum}"
+    return read
+
+
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors raise ``UsageError`` instead of printing usage."""
+    """An ``ArgumentParser`` whose errors raise ``UsageError`` instead of printing usage, and
+    whose ``type=int`` options take positive integers (``integer``)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.register("type", int, integer(1))
 
     def error(self, message):
         raise UsageError(f"{self.prog}: error: {message}")
@@ -117,7 +142,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
     (a command that chooses some of these itself leaves them out)."""
     group = parser.add_argument_group("training")
     precision(group)
-    option(group, "--zero", type=int, choices=[0, 1, 2, 3], default=PLAIN.zero, help="ZeRO stage")
+    option(group, "--zero", type=integer(0), choices=[0, 1, 2, 3], default=PLAIN.zero, help="ZeRO stage")
     if distributed_optimizer:
         option(group, "--distributed-optimizer", action="store_true", default=PLAIN.distributed_optimizer,
                help="shard the optimizer state over data parallelism (Megatron)")

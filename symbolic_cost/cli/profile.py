@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
     options.settings(parser, help=SETTABLE)
     options.training(parser)
     options.counting(parser, conventions=CONVENTIONS)
-    options.option(parser, "--depth", type=int, default=-1, help="deepest level shown (-1: all)")
+    options.option(parser, "--depth", type=options.integer(-1), default=-1, help="deepest level shown (-1: all)")
     options.option(parser, "--top", type=int, default=3, help="modules listed per depth")
 
 

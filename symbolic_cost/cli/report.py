@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from symbolic_cost.checks import output_folder
 from symbolic_cost.cli import options
 
 EXAMPLES = [
@@ -19,8 +20,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    out = output_folder(args.out, "--out")
     if importlib.util.find_spec("matplotlib") is None:      # checked here so the message is ours
         raise ValueError("the report's plots need matplotlib: python -m pip install 'symbolic_cost[report]'")
     from symbolic_cost.report import generate
-    generate(Path(args.out), small=args.small)
+    generate(Path(out), small=args.small)
     return 0

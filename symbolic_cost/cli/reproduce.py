@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from symbolic_cost import reproduce
+from symbolic_cost.checks import output_folder
 from symbolic_cost.cli import options
 
 EXAMPLES = [
@@ -20,9 +21,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    reports = output_folder(args.reports, "--reports")
     failed = False
     for name in args.names or reproduce.names():
-        outcome = reproduce.run(name, Path(args.reports))
+        outcome = reproduce.run(name, Path(reports))
         print(outcome.line)
         failed |= not outcome.ok
     return 1 if failed else 0

@@ -11,7 +11,8 @@ from sympy import simplify
 from symbolic_cost import symbols as S
 from symbolic_cost.analysis.latex import latex
 from symbolic_cost.cli import options
-from symbolic_cost.cli.values import block_values, conventions
+from symbolic_cost.checks import InputError
+from symbolic_cost.cli.values import block_values, conventions, honour, symbols_of
 from symbolic_cost.parallel.sequence import megatron_sp, ring_attention, ulysses
 from symbolic_cost.timing.hardware import comm_time, get_system
 
@@ -35,9 +36,9 @@ def add_arguments(parser) -> None:
     options.latex(parser)
 
 
-def build(args):
-    """The scheme of ``--scheme`` with the values of ``--set``."""
-    values = block_values(args, None, base={S.m1: 1})
+def build(args, values: dict | None = None):
+    """The scheme of ``--scheme`` with the values of ``--set`` (or of ``values``)."""
+    values = block_values(args, None, base={S.m1: 1}) if values is None else values
     get = lambda sym: values.get(sym, sym)  # noqa: E731
     dims = dict(b=get(S.b), l=get(S.l), e=get(S.e), h=get(S.h), es=get(S.es), conventions=conventions(args))
     if args.scheme == "ulysses":
@@ -48,7 +49,22 @@ def build(args):
     return megatron_sp(m1=get(S.m1), flash=args.flash, es_mask=get(S.es_mask), **dims)
 
 
+def refuse_ignored(args) -> None:
+    """Options one scheme cannot honour: ``--no-causal`` and ``--contiguous`` are ring attention's,
+    ``--flash`` the others' (ring attention counts its own blockwise kernel); a ``--set`` of a
+    symbol the scheme does not depend on."""
+    ring = args.scheme == "ring-attention"
+    for flag, on in (("--no-causal", args.no_causal and not ring), ("--contiguous", args.contiguous and not ring),
+                     ("--flash", args.flash and ring)):
+        if on:
+            raise InputError(f"{flag} does not apply to --scheme {args.scheme}; it would be ignored", flag)
+    symbolic = build(args, {})
+    honour(args, symbols_of(symbolic.block) | {t for x in symbolic.tensors for t in x.bytes.free_symbols},
+           f"--scheme {args.scheme}")
+
+
 def run(args) -> int:
+    refuse_ignored(args)
     scheme = build(args)
     system, chosen = get_system(args.system), conventions(args)
     show = lambda x: latex(x) if args.latex else str(simplify(x))  # noqa: E731

@@ -69,6 +69,8 @@ def report(args) -> tuple[dict, Training]:
 
 
 def run(args) -> int:
+    if args.json and args.units != options.UNIT:
+        raise ValueError("--units does not apply to --json (JSON is in FLOPs, bytes and seconds); it would be ignored")
     out, t = report(args)
     if args.json:
         print(json.dumps(out, indent=1))

@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 
 from symbolic_cost import symbols as S
+from symbolic_cost.blocks.block import layer_rules
+from symbolic_cost.checks import PIPELINE_RULES, InputError, fits, grid_rules, output_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.summary import SETTABLE
-from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, conventions, parse_condition, resolve,
-                                      training_values)
+from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, numbers_needed,
+                                      parse_condition, resolve, training_values)
 from symbolic_cost.models import Training, model_cost
-from symbolic_cost.numeric.sweep import sweep
+from symbolic_cost.numeric.sweep import grid_size, sweep
+from symbolic_cost.reader import read_number
 from symbolic_cost.timing.step import step_time_breakdown
 
 TOTALS = ("parameters", "flops_fwd", "flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes",
@@ -39,16 +42,40 @@ def fields_type(text: str) -> list[str]:
     return names
 
 
-def grid_type(text: str) -> tuple[str, list[float]]:
-    """``--grid``'s check: ``NAME=V1,V2,...`` with NAME in ``TRAINING_SYMBOLS``."""
+MAX_ROWS = 10**8
+"""Most configurations one sweep evaluates (about two minutes); split a larger grid, or use
+``numeric.sweep.sweep_dask`` on a cluster."""
+
+
+def grid_type(text: str) -> tuple[str, list[int]]:
+    """``--grid``'s check: ``NAME=V1,V2,...`` with NAME in ``TRAINING_SYMBOLS``, each value a
+    number the safe reader reads and the symbol admits (a positive integer)."""
     name, sep, values = text.partition("=")
-    known = ", ".join(map(str, TRAINING_SYMBOLS))
-    if not sep or name.strip() not in map(str, TRAINING_SYMBOLS):
+    name, known = name.strip(), ", ".join(map(str, TRAINING_SYMBOLS))
+    if not sep or name not in map(str, TRAINING_SYMBOLS):
         raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {known}; got {text!r}")
     try:
-        return name.strip(), [float(v) for v in values.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{name}: values must be numbers, got {values!r}") from None
+        read = [fits(S.BY_NAME[name], read_number(v, argument=name), name) for v in values.split(",")]
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return name, [int(v) for v in read]
+
+
+def grid_values(pairs, given: dict) -> dict:
+    """``--grid`` as ``{symbol: values}``: each name once, none also given by ``--set``, and at
+    most ``MAX_ROWS`` configurations in all."""
+    grid = {}
+    for name, values in pairs:
+        symbol = S.BY_NAME[name]
+        if symbol in grid:
+            raise InputError(f"--grid {name}: given twice; give each name once (V1,V2,... in one pair)", "--grid")
+        if symbol in given:
+            raise InputError(f"--set {name}: {name} is swept by --grid; give it one way", "--set")
+        grid[symbol] = values
+    if grid_size(grid) > MAX_ROWS:
+        raise InputError(f"--grid: {grid_size(grid):,} configurations, more than {MAX_ROWS:,}; split the grid "
+                         f"(or use numeric.sweep.sweep_dask on a cluster)", "--grid")
+    return grid
 
 
 def add_arguments(parser) -> None:
@@ -61,7 +88,8 @@ def add_arguments(parser) -> None:
                    help="comma-separated outputs, any of: " + ", ".join(SWEEP_FIELDS) + " (default: all)")
     options.option(parser, "--where", action="append", default=[], metavar="EXPR",
                    help="keep rows where EXPR holds, e.g. 'memory_bytes <= 80e9' or 'Eq(Mod(96, m1), 0)'")
-    options.option(parser, "--out", help="write to a .csv or .parquet file instead of stdout")
+    options.option(parser, "--out", help="write to a new .csv or .parquet file instead of stdout")
+    options.option(parser, "--overwrite", action="store_true", help="with --out: replace an existing file")
     options.option(parser, "--chunk", type=int, default=1_000_000, help="configurations per chunk")
     options.option(parser, "--progress", action="store_true", help="report progress on stderr")
     options.training(parser)
@@ -73,19 +101,41 @@ def column(field: str) -> str:
     return f"{field}_s" if field in TIMES else field
 
 
+def check_grid(arch, fixed: dict, grid: dict, chosen) -> None:
+    """Every grid point obeys the layer rules (``blocks.block.layer_rules``) and the pipeline's
+    (``checks.PIPELINE_RULES``): ``m1 | h``, ``s1 | m1``, ``p | n_layers``, ...; sizes that follow a
+    swept symbol (``--set s1=m1/2``) stay positive integers."""
+    get = lambda sym: fixed.get(sym, sym)  # noqa: E731
+    dims = dict(e=arch.e, h=arch.h, f=arch.f, kv_heads=arch.kv_heads or arch.h,
+                n_layers=arch.n_layers + arch.decoder_layers,
+                **{str(s): get(s) for s in TRAINING_SYMBOLS})
+    grid_rules(dims, grid, layer_rules(chosen, arch.head_dim is not None) + PIPELINE_RULES)
+
+
 def run(args) -> int:
-    grid = dict(args.grid)
+    if args.overwrite and not args.out:
+        raise InputError("--overwrite applies to --out only; it would be ignored", "--overwrite")
+    if args.out:
+        output_file(args.out, "--out", overwrite=args.overwrite, suffixes=(".csv", ".parquet"))
+    grid = grid_values(args.grid, assignments(args.set, allowed=TRAINING_SYMBOLS))
     arch = architecture(args)
-    fixed = resolve(training_values(arch), args.set, allowed=TRAINING_SYMBOLS)
-    value = lambda sym: sym if str(sym) in grid else fixed[sym]  # noqa: E731
+    base = {k: v for k, v in training_values(arch).items() if k not in grid}
+    fixed = resolve(base, args.set, allowed=TRAINING_SYMBOLS)
+    value = lambda sym: fixed.get(sym, sym)  # noqa: E731
+    chosen = conventions(args)
+    check_grid(arch, fixed, grid, chosen)
     training = Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d),
                         p=value(S.p), micro_batches=value(S.n_micro), **options.training_policy(args))
-    chosen = conventions(args)
     cost = model_cost(arch, training, chosen)
     exprs = {name: getattr(cost, name) for name in TOTALS}
     exprs.update(step_time_breakdown(cost, args.system, chosen))
-    constraints = [parse_condition(text, exprs) for text in args.where]
-    result = sweep({column(f): exprs[f] for f in args.field}, grid=grid, constraints=constraints,
+    model = {S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers, S.v: arch.vocab}
+    names = {**{str(k): v for k, v in {**model, **fixed}.items()}, **exprs}
+    constraints = [parse_condition(text, names) for text in args.where]
+    chosen_exprs = {column(f): exprs[f] for f in args.field}
+    used = set().union(*(x.free_symbols for x in [*chosen_exprs.values(), *constraints]))
+    numbers_needed(dict.fromkeys(grid, 1), used, "sweep (every symbol swept or set)")
+    result = sweep(chosen_exprs, grid={str(k): v for k, v in grid.items()}, constraints=constraints,
                    chunk_size=args.chunk, out=args.out, progress=args.progress)
     if args.out is None:
         print(result.to_csv(index=False), end="")

@@ -10,7 +10,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.analysis.latex import tabular
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, conventions_text,
-                                      header)
+                                      header, honour_blocks, numbers_needed)
 from symbolic_cost.numeric.tables import UNITS, comm_fraction, table, totals_table
 
 EXAMPLES = [
@@ -34,6 +34,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     arch = architecture(args)
     values = block_values(args, arch)
+    numbers_needed(values, honour_blocks(args, arch, args.block, also=[S.n_layers]), "table")
     chosen = conventions(args)
     block = build_block(args, values, arch)
     frame = table(block, args.system, chosen, UNITS[args.units])

@@ -1,26 +1,29 @@
 """What the options mean: ``--set`` values, the model and its default configuration, the
 block a block command builds, the fields it can report, and numbers in the chosen units.
 
-``parse_set`` (a ``NAME=VALUE`` pair) and ``parse_condition`` (a ``--where``
-condition) are the only places the command line reads an expression.
+Every formula typed on the command line (``--set``, ``--at``, ``--by``, ``--where``) is
+read by the safe reader (``symbolic_cost.reader``), never evaluated as Python.  Options a
+command cannot honour are refused, never ignored (``honour``).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 
 from sympy import Integer, simplify, sympify
-from sympy.parsing.sympy_parser import parse_expr, rationalize, standard_transformations
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks import BUILDERS
+from symbolic_cost.checks import InputError, fits
 from symbolic_cost.cli.options import PLAIN
 from symbolic_cost.cost import EXPRESSION_FIELDS
 from symbolic_cost.models import config as hf
 from symbolic_cost.models import hub
 from symbolic_cost.models.training import element_bytes
 from symbolic_cost.numeric.tables import COST_COLUMNS, UNITS, column_kind
+from symbolic_cost.reader import read
 from symbolic_cost.timing.hardware import TIME_FIELDS, step_time, times
 
 DEFAULT_SEQUENCE = 2048
@@ -37,29 +40,43 @@ FIELDS = tuple(dict.fromkeys([*EXPRESSION_FIELDS, *COST_COLUMNS, "comm_fwd", "co
 _RATIOS = {name for name in TIME_FIELDS if column_kind(name) is None}
 
 
-def parse_set(text: str) -> tuple:
-    """``"e=4096"`` -> ``(e, 4096)``; decimals become exact Rationals.
+def parse_set(text: str, option: str = "--set") -> tuple:
+    """``"e=4096"`` -> ``(e, 4096)``: a symbol's name and a value the safe reader reads
+    (decimals exact), checked against what the symbol promises (``checks.fits``).
 
     >>> parse_set("f=4*e")
     (f, 4*e)
     >>> parse_set("es=0.5")
     (es, 1/2)
+    >>> parse_set("b=0")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: --set b must be a positive integer, got 0
     """
     name, sep, value = text.partition("=")
     name = name.strip()
     if not sep or not value.strip():
-        raise ValueError(f"--set expects name=value, got {text!r}")
+        raise InputError(f"{option} expects name=value, got {text!r}", option)
     if name not in S.BY_NAME:
-        raise ValueError(f"--set: unknown name {name!r}; known: {', '.join(S.BY_NAME)}")
-    try:
-        expr = parse_expr(value, local_dict=dict(S.BY_NAME),
-                          transformations=standard_transformations + (rationalize,))
-    except Exception:
-        raise ValueError(f"--set {name}: cannot read {value!r} as a number or formula") from None
-    unknown = sympify(expr).free_symbols - set(S.ALL)
-    if unknown:
-        raise ValueError(f"--set {name}: unknown name(s) {', '.join(map(str, unknown))} in {value!r}")
-    return S.BY_NAME[name], expr
+        raise InputError(f"{option}: unknown name {name!r}; known: {', '.join(S.BY_NAME)}", option)
+    symbol = S.BY_NAME[name]
+    return symbol, fits(symbol, read(value, argument=f"{option} {name}"), f"{option} {name}")
+
+
+def assignments(texts: list[str], option: str = "--set", allowed=None) -> dict:
+    """``NAME=VALUE`` pairs as ``{symbol: value}``; a name given twice is refused, and so is
+    one outside ``allowed`` (when given)."""
+    given = {}
+    for text in texts:
+        symbol, value = parse_set(text, option)
+        if allowed is not None and symbol not in allowed:
+            raise InputError(f"{option} {symbol}: not settable here; settable: {', '.join(map(str, allowed))} "
+                             f"(the model fixes the rest)", option)
+        if symbol in given:
+            raise InputError(f"{option} {symbol}: given twice ({symbol}={given[symbol]} and {symbol}={value}); "
+                             f"give each name once", option)
+        given[symbol] = value
+    return given
 
 
 def parse_condition(text: str, names: dict):
@@ -69,29 +86,115 @@ def parse_condition(text: str, names: dict):
     >>> parse_condition("work <= 8", {"work": 2 * b})
     2*b <= 8
     """
-    try:
-        return parse_expr(text, local_dict={**S.BY_NAME, **names})
-    except Exception:
-        raise ValueError(f"--where: cannot read {text!r} (e.g. 'memory_bytes <= 80e9')") from None
+    return read(text, argument="--where", names=names, condition=True)
 
 
-def resolve(base: dict, sets: list[str], allowed=None) -> dict:
+def substituted(values: dict, option: str = "--set") -> dict:
+    """Each value with the values it refers to put in, once (``f = 4*e`` follows ``e``).
+    ``x = x`` keeps ``x`` a symbol; a value that refers back to itself (``b = 2*b``, or ``b = l``
+    with ``l = b``) is refused."""
+    done, trail = {}, []
+
+    def visit(key):
+        if key in done:
+            return done[key]
+        if key in trail:
+            loop = trail[trail.index(key):]
+            said = ", ".join(f"{k}={values[k]}" for k in loop)
+            what = "refers to itself" if len(loop) == 1 else "refer to each other"
+            raise InputError(f"{option} {loop[0]}: {said} {what}; give a number or other names", option)
+        trail.append(key)
+        value = sympify(values[key])
+        refs = [] if value == key else [s for s in value.free_symbols if s in values]
+        done[key] = value.subs({s: visit(s) for s in refs}, simultaneous=True) if refs else value
+        trail.pop()
+        return done[key]
+
+    return {key: visit(key) for key in values}
+
+
+def resolve(base: dict, sets: list[str], allowed=None, option: str = "--set") -> dict:
     """Apply ``--set`` overrides to ``base`` and resolve values that refer to others
-    (``f = 4*e`` follows ``--set e=...``); ``allowed`` limits which symbols may be set."""
-    values = dict(base)
-    for text in sets:
-        symbol, value = parse_set(text)
-        if allowed is not None and symbol not in allowed:
-            raise ValueError(f"--set {symbol}: not settable here; settable: {', '.join(map(str, allowed))} "
-                             f"(the model fixes the rest)")
-        values[symbol] = value
-    for _ in range(len(values)):
-        values = {k: sympify(v).subs(values) for k, v in values.items()}
+    (``substituted``); ``allowed`` limits which symbols may be set.  A set value is checked
+    again once resolved (``f=e/3`` with ``e=4096`` is not an integer)."""
+    given = assignments(sets, option, allowed)
+    values = substituted({**base, **given}, option)
+    for symbol in given:
+        fits(symbol, values[symbol], f"{option} {symbol}")
     return values
+
+
+def symbol_names(text: str, option: str) -> list:
+    """Comma-separated symbol names (``--leading e,l``, ``--diff l``) as symbols."""
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in S.BY_NAME]
+    if unknown or not names:
+        raise InputError(f"{option}: unknown name(s) {', '.join(map(repr, unknown))}; known: "
+                         f"{', '.join(S.BY_NAME)}", option)
+    return [S.BY_NAME[name] for name in names]
+
+
+def symbols_of(*blocks) -> set:
+    """Every symbol the rows, collectives and dimensions of ``blocks`` depend on."""
+    found = set()
+    for block in blocks:
+        for row in block:
+            for name in EXPRESSION_FIELDS:
+                found |= getattr(row, name).free_symbols
+            for c in row.collectives:
+                found |= c.volume.free_symbols | c.group.free_symbols
+        for value in block.dims.values():
+            found |= sympify(value).free_symbols
+    return found
+
+
+def honour(args, used: set, what: str, attention: bool = True) -> None:
+    """Refuse what ``what`` (say ``"the mlp block"``) cannot honour: a ``--set`` of a symbol
+    outside ``used``, and ``--flash`` or ``--no-qkv-bias`` without an attention block."""
+    for symbol in assignments(args.set):
+        if symbol not in used:
+            raise InputError(f"--set {symbol}: {what} does not depend on {symbol}; it would be ignored", "--set")
+    if not attention:
+        for flag, on in (("--flash", getattr(args, "flash", False)), ("--no-qkv-bias", getattr(args, "no_qkv_bias", False))):
+            if on:
+                raise InputError(f"{flag}: {what} has no attention; it would be ignored", flag)
+
+
+def block_symbols(args, arch, *names) -> set:
+    """The symbols the blocks ``names`` depend on, built with every dimension a symbol."""
+    return symbols_of(*(build_block(args, {}, arch, name) for name in names))
+
+
+def honour_blocks(args, arch, *names, also=()) -> set:
+    """``honour`` for a command that builds the blocks ``names`` (and reads ``also``); returns
+    the symbols they depend on."""
+    what = f"the {' and '.join(dict.fromkeys(names))} block{'s' if len(set(names)) > 1 else ''}"
+    used = block_symbols(args, arch, *names) | set(also)
+    honour(args, used, what, attention=any(name != "mlp" for name in names))
+    return used
+
+
+def present(expr, symbols, option: str) -> None:
+    """Refuse symbols (``--at``, ``--diff``, ...) the formula does not contain: the model or
+    ``--set`` fixed them, or the field never depends on them."""
+    missing = [str(s) for s in symbols if s not in sympify(expr).free_symbols]
+    if missing:
+        raise InputError(f"{option} {missing[0]}: the formula has no {missing[0]} (the model or --set fixed "
+                         f"it, or the field does not depend on it); it would be ignored", option)
+
+
+def numbers_needed(values: dict, used: set, command: str) -> None:
+    """Refuse a symbol ``used`` that a numeric command (``command``) has no number for."""
+    missing = sorted(str(s) for s in used if not sympify(values.get(s, s)).is_number)
+    if missing:
+        raise InputError(f"{command} needs numbers; {', '.join(missing)} has none (a symbol stays a symbol only "
+                         f"in formula commands): --set {missing[0]}=VALUE", "--set")
 
 
 def architecture(args):
     """The model of ``--hf-config``, ``--hf-model`` or ``--preset`` (``None`` when none is given)."""
+    if getattr(args, "revision", None) and not getattr(args, "hf_model", None):
+        raise InputError("--revision applies to --hf-model only; it would be ignored", "--revision")
     if getattr(args, "hf_config", None):
         return hf.load(args.hf_config)
     if getattr(args, "hf_model", None):
@@ -198,14 +301,21 @@ def number(expr):
     expr = simplify(sympify(expr))
     if expr.is_Integer:
         return int(expr)
-    return float(expr) if expr.is_number else str(expr)
+    return finite(float(expr)) if expr.is_number else str(expr)
+
+
+def finite(value: float) -> float:
+    """``value``, refused when the inputs made it overflow a float (or NaN)."""
+    if not math.isfinite(value):
+        raise InputError(f"a result is {value} in floating point: the inputs are too large to print", "--set")
+    return value
 
 
 def amount(value, kind: str | None, units: str, digits: int = 4) -> str:
     """``value`` (FLOPs, bytes or seconds; a number or a formula) as text in ``units``."""
     divisor, label = UNITS[units].per(kind)
     scaled = sympify(value) / divisor
-    text = f"{float(scaled):.{digits}g}" if scaled.is_number else str(simplify(scaled))
+    text = f"{finite(float(scaled)):.{digits}g}" if scaled.is_number else str(simplify(scaled))
     return f"{text} {label}".rstrip()
 
 

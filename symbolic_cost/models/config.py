@@ -21,6 +21,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
+from symbolic_cost.checks import InputError, InputTypeError, shown
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families import FAMILIES, Keys
 
@@ -35,8 +36,11 @@ def from_config(config: dict, name: str = "model") -> Architecture:
     >>> arch.head_dim, arch.kv_heads, arch.window
     (128, 8, None)
     """
-    family = config.get("model_type") if isinstance(config, dict) else None
-    if family not in FAMILIES:
+    if not isinstance(config, dict):
+        raise InputTypeError(f"config.json must be a JSON object, got {type(config).__name__} "
+                             f"{shown(config)}", "config.json")
+    family = config.get("model_type")
+    if not isinstance(family, str) or family not in FAMILIES:
         raise ValueError(f"config.json: model_type {family!r} is not supported; "
                          f"supported: {', '.join(FAMILIES)}")
     keys = Keys(config, family)
@@ -54,6 +58,12 @@ def load(path) -> Architecture:
         config = json.loads(path.read_text())
     except FileNotFoundError:
         raise ValueError(f"--hf-config: no such file {str(path)!r}") from None
+    except IsADirectoryError:
+        raise InputError(f"--hf-config: {str(path)!r} is a folder; give its config.json", "--hf-config") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"--hf-config: cannot read {str(path)!r} ({type(error).__name__})", "--hf-config") from None
+    except RecursionError:
+        raise InputError(f"--hf-config: {path.name} is nested too deeply to be a config.json", "--hf-config") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"--hf-config: {path.name} is not valid JSON ({error.msg}, line {error.lineno})") from None
     return from_config(config, path.stem)

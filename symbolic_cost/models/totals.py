@@ -24,6 +24,7 @@ from sympy import Eq, Expr, Integer, Max, Min, Piecewise
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
+from symbolic_cost.checks import PIPELINE_RULES, check_rules
 from symbolic_cost.cost import Collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.memory import redone_layers, stage_kept_bytes, stage_recompute_flops
@@ -262,6 +263,8 @@ def _check_schedule(t: Training, depth, p, n):
             raise ValueError(f"recompute_layers must be at most a stage's layers "
                              f"(got {t.recompute_layers} and {depth / p})")
         rules = []
+    if t.first_stage_layers is None and t.last_stage_layers is None:     # an even split: whole layers
+        check_rules(dict(p=p, n_layers=depth), PIPELINE_RULES)
     if schedule.name == "interleaved":
         rules += [("p", p, n, "micro_batches (Megatron-LM's interleaved schedule)"),
                   ("p x virtual_stages", p * schedule.v, depth, "n_layers")]

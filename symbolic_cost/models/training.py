@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sympy import Expr
 
 from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError, choice, flag, positive, positive_dims
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
 from symbolic_cost.models.recipes import check_offload
@@ -61,6 +62,16 @@ class Training:
     lora: LoRA | None = None     # adapters over a frozen base (models.lora)
 
     def __post_init__(self):
+        uneven = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers") if getattr(self, k) is not None}
+        positive_dims(b=self.b, l=self.l, m1=self.m1, s1=self.s1, d=self.d, p=self.p, micro_batches=self.micro_batches,
+                      recompute_layers=self.recompute_layers, **uneven)
+        positive(self.mask_bytes, "mask_bytes")
+        choice(self.zero, "zero", (0, 1, 2, 3))
+        for name in ("distributed_optimizer", "flash", "master_weights"):
+            flag(getattr(self, name), name)
+        if self.recompute != "full" and (self.recompute_method, self.recompute_layers) != ("uniform", 1):
+            raise InputError("recompute_method and recompute_layers apply to recompute='full' only, got "
+                             f"recompute={self.recompute!r}", "recompute_layers")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.zero not in (0, 1, 2, 3):

@@ -15,6 +15,7 @@ import pandas as pd
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
+from symbolic_cost.checks import count
 from symbolic_cost.numeric.compile import compile_exprs
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.models import Architecture, Training, model_cost
@@ -22,9 +23,13 @@ from symbolic_cost.timing.step import step_time_breakdown
 
 PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "total")
 
+MAX_DEVICES = 2**20
+"""Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""
+
 
 def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
+    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
 
 
 def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
@@ -62,6 +67,9 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
            top: int = 10, zero: int = 1, flash: bool = True, precision: str = "bf16",
            conventions=conv.DEFAULT, **choices) -> SearchResult:
     """The ``top`` fastest layouts that fit in the system's memory, with their time breakdown."""
+    count(devices, "devices", maximum=MAX_DEVICES)
+    for name, value in (("global_batch", global_batch), ("seq", seq), ("top", top)):
+        count(value, name)
     system = get_system(system)
     if not system.hbm_capacity:
         raise ValueError(f"system {system.name} states no memory capacity to fit layouts into")

@@ -20,7 +20,9 @@ import numpy as np
 import pandas as pd
 from sympy import Piecewise, sympify
 
+from symbolic_cost.checks import InputError, InputTypeError
 from symbolic_cost.numeric.compile import compile_exprs
+from symbolic_cost.reader import read
 from symbolic_cost.symbols import resolve_names
 
 
@@ -39,6 +41,26 @@ def _table_chunks(table, chunk_size: int) -> Iterator[dict]:
         (table.iloc[i:i + chunk_size] for i in range(0, len(table), chunk_size))
     for frame in frames:
         yield {c: frame[c].to_numpy(dtype=np.float64) for c in frame.columns}
+
+
+def check_grid(grid: Mapping) -> None:
+    """Each axis of a grid: a non-empty list of finite numbers that its symbol admits (positive;
+    integral for an integer symbol)."""
+    for symbol, values in resolve_names(grid).items():
+        try:
+            axis = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputTypeError(f"grid {symbol} must be a list of numbers, got {values!r}", str(symbol)) from None
+        if axis.ndim != 1 or axis.size == 0:
+            raise InputError(f"grid {symbol} must be a non-empty list of numbers, got {values!r}", str(symbol))
+        bad = ~np.isfinite(axis)
+        if getattr(symbol, "is_positive", False):
+            bad |= ~(axis > 0)
+        if getattr(symbol, "is_integer", False):
+            bad |= axis != np.round(axis)
+        if bad.any():
+            kind = "positive integers" if symbol.is_integer else "positive numbers" if symbol.is_positive else "finite"
+            raise InputError(f"grid {symbol} must be {kind}, got {axis[bad][0]}", str(symbol))
 
 
 def grid_size(grid: Mapping) -> int:
@@ -61,8 +83,12 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     """
     if (grid is None) == (table is None):
         raise ValueError("sweep needs exactly one of grid= or table=")
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}", "chunk_size")
+    if grid is not None:
+        check_grid(grid)
+    constraints = [read(c, argument="constraints", names={str(k): v for k, v in exprs.items()}, condition=True)
+                   if isinstance(c, str) else c for c in constraints]
     keep = {f"_keep{i}": Piecewise((1, sympify(c)), (0, True)) for i, c in enumerate(constraints)}
     inputs = [str(k) for k in resolve_names(grid)] if grid is not None else None
     compiled = compile_exprs({**exprs, **keep},

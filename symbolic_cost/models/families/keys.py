@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from symbolic_cost.checks import shown
+
 MISSING = object()
 
 COMMON = frozenset("""
@@ -72,7 +74,9 @@ class Keys:
         if value is None and nullable:
             return None
         if type(value) is not int or value < 0 or (value == 0 and not zero):
-            raise self.error(f"{key} must be a {'non-negative' if zero else 'positive'} integer, got {value!r}")
+            raise self.error(f"{key} must be a {'non-negative' if zero else 'positive'} integer, got {shown(value)}")
+        if value > 2**53:
+            raise self.error(f"{key} must be at most 2**53 (a size a float holds exactly), got {shown(value)}")
         return value
 
     def flag(self, key, default=MISSING):
@@ -95,8 +99,8 @@ class Keys:
         value = self._raw(key, default, nullable)
         if value is None and nullable:
             return None
-        if type(value) not in (int, float) or value < 0:
-            raise self.error(f"{key} must be a non-negative number, got {value!r}")
+        if type(value) not in (int, float) or not value >= 0 or value == float("inf"):
+            raise self.error(f"{key} must be a non-negative number, got {shown(value)}")
         return Fraction(str(value))
 
     def dropouts(self, *keys_and_defaults) -> bool:
@@ -149,8 +153,8 @@ class Keys:
         return fraction
 
     def _fraction(self, key, value):
-        if type(value) not in (int, float):
-            raise self.error(f"{key} must be a number, got {value!r}")
+        if type(value) not in (int, float) or value != value or abs(value) == float("inf"):
+            raise self.error(f"{key} must be a finite number, got {shown(value)}")
         return Fraction(str(value))
 
     def activation(self, key, default=MISSING) -> str:
