@@ -194,3 +194,23 @@ def test_bad_recipes_are_refused(make, message):
     with pytest.raises(ValueError) as error:
         make()
     assert message in str(error.value)
+
+
+def test_summary_command_prints_the_recipe(capsys):
+    """The JSON fields of a LoRA + ZeRO-3 + offload run and MFU/HFU at a given step time:
+    MFU is the model FLOPs over (time x devices x the H100's 989.4 TFLOP/s)."""
+    import json
+    from symbolic_cost.cli import main
+    args = ["summary", "--preset", "gpt2", "--set", "b=2", "l=128", "d=4", "--zero", "3", "--offload",
+            "optimizer", "--lora-rank", "8", "--lora-targets", "qkv,down", "--step-time", "0.5", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trainable_parameters"] == L * 8 * ((E + 3 * E) + (F + E))
+    assert out["host"]["bytes_per_node"] == pytest.approx(4 * out["host"]["bytes_per_device"])
+    assert out["utilisation"]["mfu"] == pytest.approx(
+        (out["model_flops_fwd"] + out["model_flops_bwd"]) / (0.5 * 4 * 989.4e12))
+    assert main(["summary", "--preset", "gpt2", "--offload", "optimizer"]) == 2
+    assert "needs ZeRO" in capsys.readouterr().err
+    assert main(["summary", "--preset", "gpt2", "--lora-rank", "4", "--lora-targets", "q_proj"]) == 2
+    assert "unknown: 'q_proj'" in capsys.readouterr().err
+    assert main(["summary", "--preset", "gpt2", "--lora-rank", "0"]) == 2

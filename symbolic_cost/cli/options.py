@@ -199,3 +199,36 @@ def units(parser):
 def latex(parser):
     """``--latex``: formulas as LaTeX."""
     option(parser, "--latex", action="store_true", help="print formulas as LaTeX")
+
+
+def recipe(parser):
+    """The training recipe: optimizer, master weights, FP8, offload, LoRA (``models.optimizers``,
+    ``models.recipes``, ``models.lora``)."""
+    from symbolic_cost.models.lora import BASES, TARGETS
+    from symbolic_cost.models.optimizers import FP8_RECIPES, OPTIMIZERS
+    from symbolic_cost.models.recipes import OFFLOAD
+    group = parser.add_argument_group("recipe")
+    option(group, "--optimizer", choices=list(OPTIMIZERS), default=PLAIN.optimizer, help="the optimizer's state")
+    option(group, "--no-master-weights", dest="master_weights", action="store_false",
+           help="16-bit training without an fp32 master copy (states in the parameters' precision)")
+    option(group, "--fp8", choices=list(FP8_RECIPES), help="FP8 products of the layers (default: none)")
+    option(group, "--offload", choices=list(OFFLOAD), default=PLAIN.offload,
+           help="move the optimizer state (and the parameters, ZeRO-3) to host memory")
+    option(group, "--lora-rank", type=int, help="LoRA adapters of this rank over a frozen base (default: none)")
+    option(group, "--lora-targets", default="q,v", help=f"comma-separated LoRA targets of {', '.join(TARGETS)}")
+    option(group, "--lora-base", choices=BASES, default="16-bit", help="storage of the frozen base (nf4: QLoRA)")
+    option(group, "--no-double-quant", dest="double_quant", action="store_false",
+           help="nf4 without QLoRA's double quantisation of the block scales")
+
+
+def recipe_policy(args) -> dict:
+    """The ``Training`` fields the recipe options set."""
+    from symbolic_cost.models.lora import LoRA
+    if not hasattr(args, "optimizer"):
+        return {}
+    lora = None
+    if args.lora_rank is not None:
+        lora = LoRA(args.lora_rank, tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()),
+                    args.lora_base, args.double_quant)
+    return dict(optimizer=args.optimizer, master_weights=args.master_weights, fp8=args.fp8, offload=args.offload,
+                lora=lora)

@@ -11,7 +11,9 @@ from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, co
                                       training_values)
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
 from symbolic_cost.models.totals import rank_activation_bytes
+from symbolic_cost.models.utilisation import hfu, mfu
 from symbolic_cost.timing.hardware import comm_time, get_system
+from symbolic_cost.timing.host import host_bytes_per_node, host_time
 from symbolic_cost.timing.step import step_time_breakdown
 
 FIELDS = ("parameters", "parameters_per_device", "flops_fwd", "flops_bwd", "flops_recompute", "model_flops_fwd",
@@ -25,6 +27,8 @@ EXAMPLES = [
     "symbolic-cost summary --preset gpt2 --set b=8 d=8 --zero 1",
     "symbolic-cost summary --preset llama-2-7b --set m1=8 s1=8 d=16 p=4 n_micro=32 --zero 1 --flash",
     "symbolic-cost summary --hf-config path/to/config.json --set b=2 d=8 --json",
+    "symbolic-cost summary --preset llama-2-7b --set d=8 --zero 3 --offload optimizer --lora-rank 16 --lora-base nf4",
+    "symbolic-cost summary --preset gpt3-175b --set m1=8 s1=8 p=16 d=8 n_micro=64 --step-time 12.5",
 ]
 
 SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))
@@ -35,8 +39,11 @@ def add_arguments(parser) -> None:
     options.model(parser)
     options.settings(parser, help=SETTABLE)
     options.training(parser)
+    options.recipe(parser)
     options.counting(parser)
     options.units(parser)
+    options.option(parser, "--step-time", metavar="SECONDS",
+                   help="a measured step time: print MFU and HFU (decimal seconds, read exactly)")
     options.option(parser, "--json", action="store_true",
                    help="JSON in FLOPs, bytes and seconds (names say which) instead of text")
 
@@ -46,7 +53,8 @@ def whole_model(args):
     arch = architecture(args)
     values = resolve(training_values(arch), args.set, allowed=TRAINING_SYMBOLS)
     training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
-                        p=values[S.p], micro_batches=values[S.n_micro], **options.training_policy(args))
+                        p=values[S.p], micro_batches=values[S.n_micro], **options.training_policy(args),
+                        **options.recipe_policy(args))
     chosen = conventions(args)
     return arch, training, model_cost(arch, training, chosen), chosen
 
@@ -58,6 +66,17 @@ def report(args) -> tuple[dict, Training]:
     out = {"model": arch.name, **{name: number(getattr(cost, name)) for name in FIELDS}}
     out["step_time_s"] = {part: number(value) for part, value in step_time_breakdown(cost, system, chosen).items()}
     out["world_size"] = number(world_size(training))
+    out["trainable_parameters"] = number(cost.trainable_parameters)
+    if training.offload != "none":
+        out["host"] = {"bytes_per_device": number(cost.host_bytes),
+                       "bytes_per_node": number(host_bytes_per_node(cost, system)),
+                       "device_to_host_bytes": number(cost.device_to_host),
+                       "host_to_device_bytes": number(cost.host_to_device),
+                       "time_s": number(host_time(cost, system))}
+    if getattr(args, "step_time", None) is not None:
+        out["utilisation"] = {name: number(f(cost, args.step_time, system, only=only))
+                              for name, f, only in (("mfu", mfu, "all"), ("hfu", hfu, "all"),
+                                                    ("mfu_matrix", mfu, "matrix"), ("hfu_matrix", hfu, "matrix"))}
     if isinstance(out["activation_bytes"], (int, float)) and number(training.p) != 1:
         out["activation_bytes_per_rank"] = [number(rank_activation_bytes(cost, r)) for r in range(int(training.p))]
     out["collectives"] = [
@@ -84,12 +103,21 @@ def run(args) -> int:
     parameters = out["parameters"]
     print(f"parameters: {parameters:,}" if isinstance(parameters, int) else f"parameters: {parameters}")
     print(f"parameters per device: {out['parameters_per_device']}")
+    if t.lora is not None or t.optimizer != "adam" or t.fp8 or t.offload != "none" or not t.master_weights:
+        print(f"recipe: optimizer={t.optimizer} master_weights={t.master_weights} fp8={t.fp8} offload={t.offload}"
+              + (f" lora rank {t.lora.rank} on {','.join(t.lora.targets)}, base {t.lora.base}; trainable "
+                 f"parameters {out['trainable_parameters']:,}" if t.lora is not None else ""))
     print(f"FLOPs per iteration, busiest device: forward {flops('flops_fwd')}, backward {flops('flops_bwd')}, "
           f"recompute {flops('flops_recompute')}")
     print(f"model FLOPs per iteration (all devices): forward {flops('model_flops_fwd')}, "
           f"backward {flops('model_flops_bwd')}")
     print("memory per device: weights {}, gradients {}, optimizer {}, activations {}; total {}".format(
         *(size(out[name]) for name in MEMORY)))
+    if "host" in out:
+        host = out["host"]
+        print(f"host memory (offload): {size(host['bytes_per_device'])} per device, {size(host['bytes_per_node'])} "
+              f"per node; per step {size(host['device_to_host_bytes'])} down, {size(host['host_to_device_bytes'])} "
+              f"up, {seconds(host['time_s'])} on the host link")
     if "activation_bytes_per_rank" in out:
         print("activations per pipeline rank: " + ", ".join(
             f"{rank}: {size(value)}" for rank, value in enumerate(out["activation_bytes_per_rank"])))
@@ -98,6 +126,10 @@ def run(args) -> int:
           + ", ".join(f"{part} {seconds(value)}" for part, value in steps.items() if part != "total")
           + f"; total {seconds(steps['total'])}")
     print(f"pipeline bubble (fraction): {out['bubble']}")
+    if "utilisation" in out:
+        u = {k: f"{100 * v:.1f}%" if isinstance(v, float) else str(v) for k, v in out["utilisation"].items()}
+        print(f"utilisation at {args.step_time} s per step on {args.system}: MFU {u['mfu']}, HFU {u['hfu']} "
+              f"(matrix products only: MFU {u['mfu_matrix']}, HFU {u['hfu_matrix']})")
     print(f"collectives per iteration: busiest device (time on {args.system}); "
           f"whole job of {out['world_size']} devices")
     for c in out["collectives"]:
