@@ -107,7 +107,7 @@ def test_zero_stages_shard_what_they_say():
       "num_hidden_layers": 2, "intermediate_size": 8, "vocab_size": 8}, "num_key_value_heads=5 does not divide"),
     ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 0,
       "intermediate_size": 8, "vocab_size": 8}, "num_hidden_layers must be a positive integer, got 0"),
-    ({"model_type": "mixtral"}, "model_type 'mixtral' is not supported"),
+    ({"model_type": "mamba"}, "model_type 'mamba' is not supported"),
     ({"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 1, "vocab_size": 9, "n_positions": 8,
       "activation_function": "softmax"}, "activation_function must be one of"),
 ])

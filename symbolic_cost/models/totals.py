@@ -27,6 +27,8 @@ from symbolic_cost.blocks import Block
 from symbolic_cost.checks import PIPELINE_RULES, check_rules
 from symbolic_cost.cost import Collective, exact
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
+                                          expert_degrees, split_state_bytes)
 from symbolic_cost.models.memory import redone_layers, stage_kept_bytes, stage_recompute_flops
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, state_bytes, trainable
 from symbolic_cost.models.stack import model_stack
@@ -61,6 +63,8 @@ class ModelCost:
     host_bytes: Expr = Integer(0)            # offloaded state in host memory, per device
     host_to_device: Expr = Integer(0)        # offload traffic per step, bytes per device
     device_to_host: Expr = Integer(0)
+    active_parameters: Expr = None           # parameters a token goes through (MoE: k of E experts)
+    expert_parameters_per_device: Expr = Integer(0)   # routed experts' (sharded over edp, models.experts)
 
     @property
     def blocks(self) -> tuple:
@@ -133,7 +137,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     m1, s1, d, p, n = _degrees(t)
     es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     es = element_bytes(t.precision)
-    stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions), t, es, conventions)
+    stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions, *expert_degrees(t, m1)), t, es, conventions)
     (start, _), (layer, _), (end, _) = stack[0], stack[1], stack[-1]
     depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
     whole = recipe_stack(model_stack(arch, t, 1, 1, 1, conventions), t, 1, conventions)   # 1-byte: weights = parameters
@@ -148,7 +152,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     one = recipe_stack(model_stack(arch, t, 1, 1, es, conventions), t, es, conventions)   # one device: its FLOPs
     on_stage = lambda of, copy=0: per_stage(p, of(start), of(end), sum((c * of(b) for b, c in stack[1:-1]),  # noqa: E731
                                                                          exact(0)), copy, shares=uneven)
-    states = state_bytes(t, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
+    states = split_state_bytes(t, m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
     model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731
     cost = ModelCost(
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
@@ -160,6 +164,8 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         **{k: states[k] for k in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "host_bytes",
                                   "host_to_device", "device_to_host")},
         trainable_parameters=sum((count * trainable(blk, 1, t.lora) for blk, count in whole), exact(0)),
+        active_parameters=active_parameters(whole, parameters),
+        expert_parameters_per_device=states["expert_parameters_per_device"],
         activation_bytes=Integer(0),          # the busiest rank's, set below
         bubble=schedule.bubble(p, n))
     cost = replace(cost, activation_bytes=busiest_activation_bytes(cost))
@@ -176,16 +182,18 @@ def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions, states):
         end = i in (0, last)                  # the embedding and the head run once per micro-batch
         times = count if end else count * _busiest_share(t, cost.stack, depth, p)
         redone = redone_layers(t, times) if t.recompute == "full" and not end else 0
-        for c in blk.collectives:
-            again = redone if c.pass_ == "fwd" else 0   # full recompute redoes them
-            out.append(("tensor", c.repeated(n * (times + again))))
+        for row in blk:
+            for c in row.collectives:
+                again = redone if c.pass_ == "fwd" else 0   # full recompute redoes them
+                out.append((block_dimension(row), c.repeated(n * (times + again))))
     if p != 1:   # neighbouring stages are m1 d ranks apart; each of the v chunks sends
         boundary = t.b * t.l / s1 * cost.architecture.e
         sends = stage_sends(boundary, es, p, n * t.virtual_stages, m1 * d, conventions)
         out += [("pipeline", c) for c in sends]
+    dense, dense_states = dense_state(states, cost.parameters_per_device)
     if d != 1:   # data-parallel members are m1 ranks apart
-        out += [("data", c) for c in data_collectives(t, cost.parameters_per_device, states, es_w, es_g, d, n, m1,
-                                                      conventions)]
+        out += [("data", c) for c in data_collectives(t, dense, dense_states, es_w, es_g, d, n, m1, conventions)]
+    out += [("expert_data", c) for c in expert_data_collectives(t, m1, states, es_w, es_g, n, conventions)]
     return out
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from sympy import Expr, Integer, Max, Piecewise, Rational, sympify
+from sympy import Expr, Integer, Max, Piecewise, Rational, floor, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.parallel import collectives
@@ -208,8 +208,10 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
     if model == "hierarchical" and link is None:
         nvlink = (system.nvlink_bandwidth, system.nvlink_latency)
         ib = (system.ib_bandwidth, system.ib_latency)
-        spread = collectives.hierarchical_time(c.kind, c.group, system.nvlink_size,
-                                               c.tensor_bytes, nvlink, ib)
+        # members of the group in one NVLink domain: a group of stride s holds nvlink_size / s of its
+        # ranks in each domain (an expert-parallel group ``etp`` apart, a data-parallel one ``m1``)
+        members = Max(1, floor(system.nvlink_size / c.stride))
+        spread = collectives.hierarchical_time(c.kind, c.group, members, c.tensor_bytes, nvlink, ib)
         flat = _on_link(c.span, system, flat, spread)
     return c.repeats * flat
 

@@ -23,7 +23,9 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     * ``bubble``: ``(p - 1)/v`` more micro-batch slots of the stage, idle or warming up
       (``v`` chunks per rank under the interleaved schedule, else 1);
     * ``pipeline_comm``: the stage's p2p sends; ``data_comm``: the gradient and
-      parameter collectives of data parallelism (not overlapped);
+      parameter collectives of data parallelism, and of expert data parallelism for
+      the routed experts (not overlapped); the all-to-alls of MoE layers are block
+      collectives, in ``tensor_comm``;
     * ``total``: their sum.
     """
     system, conventions = get_system(system), conv.get(conventions)
@@ -52,6 +54,6 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
                              Integer(0))
     idle_slots = (p - 1) / t.virtual_stages         # interleaving shrinks the warm-up by v
     out = {"compute": n * compute, "tensor_comm": n * tensor, "bubble": idle_slots * per_micro,
-           "pipeline_comm": by_dim("pipeline"), "data_comm": by_dim("data")}
+           "pipeline_comm": by_dim("pipeline"), "data_comm": by_dim("data") + by_dim("expert_data")}
     out["total"] = sum(out.values(), Integer(0))
     return out
