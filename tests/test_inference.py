@@ -1,0 +1,252 @@
+"""Inference (issue 19): the KV cache, prefill and decode, time and throughput against hand counts
+from published model shapes, KV caching's own identity, and the roofline's definitions.
+
+The transformers oracle (cache tensors and FlopCounterMode on real generation) is
+``test_inference_hf.py``; these checks need neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sympy import Integer, Rational, ceiling, simplify
+
+from symbolic_cost import conventions as conv
+from symbolic_cost import symbols as S
+from symbolic_cost.inference import (KVFormat, Serving, decode, kv_bytes_per_token, kv_cache_bytes, kv_format,
+                                     paging_waste, prefill)
+from symbolic_cost.inference.phases import mean_decode
+from symbolic_cost.inference.serving import cached_before, final_tokens
+from symbolic_cost.inference.throughput import crossover_batch, inference_cost, max_batch, phase_time
+from symbolic_cost.models.config import from_config, preset
+from symbolic_cost.timing.hardware import SYSTEMS
+
+HF = Path(__file__).parent / "hf_configs"
+GIB = 2**30
+TORCH = conv.DEFAULT.but(matmul_flops="2mnk", reduction_flops=False)
+
+
+def published(name: str):
+    return from_config(json.loads((HF / f"{name}.json").read_text()), name)
+
+
+# Llama 3 70B as published (config.json of meta-llama/Meta-Llama-3.1-70B)
+LLAMA_3_70B = from_config(dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=8192,
+                               num_attention_heads=64, num_key_value_heads=8, num_hidden_layers=80,
+                               intermediate_size=28672, vocab_size=128256, max_position_embeddings=131072),
+                          "llama-3-70b")
+
+
+# --- the cache: sizes of published models by hand --------------------------------------------
+
+def test_llama_3_70b_at_128k_context_and_batch_32_takes_1280_gib():
+    # 80 layers x (K + V) x 8 heads x 128 dims x 2 bytes = 320 KiB a token
+    assert kv_bytes_per_token(LLAMA_3_70B) == 80 * 2 * 8 * 128 * 2 == 320 * 2**10
+    assert kv_cache_bytes(LLAMA_3_70B, 32, 131072) == 320 * 2**10 * 131072 * 32 == 1280 * GIB
+
+
+def test_multi_head_multi_query_and_grouped_query_per_token():
+    assert kv_bytes_per_token(preset("llama-2-7b")) == 32 * 2 * 32 * 128 * 2          # MHA: 512 KiB
+    assert kv_bytes_per_token(published("falcon-7b")) == 32 * 2 * 1 * 64 * 2         # MQA: one K/V head
+    assert kv_bytes_per_token(published("Mistral-7B-v0.1")) == 32 * 2 * 8 * 128 * 2  # GQA: 8 of 32 heads
+
+
+def test_sliding_window_layers_keep_the_window_less_one_token():
+    mistral = published("Mistral-7B-v0.1")              # window 4096 on all 32 layers
+    per_layer_token = 2 * 8 * 128 * 2
+    assert kv_cache_bytes(mistral, 1, 1000) == 32 * 1000 * per_layer_token
+    assert kv_cache_bytes(mistral, 1, 32768) == 32 * 4095 * per_layer_token
+    gemma = published("gemma-2-2b")                     # 13 sliding (4096) and 13 full layers, 4 x 256
+    per_layer_token = 2 * 4 * 256 * 2
+    assert kv_cache_bytes(gemma, 2, 8192) == 2 * (13 * 4095 + 13 * 8192) * per_layer_token
+
+
+def test_cross_attention_caches_the_encoder_output_in_every_decoder_layer():
+    t5 = published("flan-t5-small")                     # 8 decoder layers, 6 heads of 64
+    assert kv_cache_bytes(t5, 3, 20, encoder=100, kv_dtype="fp32") == 3 * 8 * (20 + 100) * 2 * 6 * 64 * 4
+    assert kv_bytes_per_token(t5) == 8 * 2 * 6 * 64 * 2                     # the decoder's own tokens
+
+
+def test_formats_per_element_and_their_scales():
+    llama = preset("llama-2-7b")
+    elements = 32 * 2 * 4096 * 10
+    assert kv_cache_bytes(llama, 1, 10, kv_dtype="fp8") == elements + 2 * 32 * 4     # one fp32 scale a tensor
+    assert kv_cache_bytes(llama, 1, 10, kv_dtype="int4") == elements // 2 + elements // 64 * 4
+    assert kv_cache_bytes(llama, 1, 10, kv_dtype="fp32") == 2 * kv_cache_bytes(llama, 1, 10)
+    custom = KVFormat("int2-g32", 2, group=32, group_bytes=2)
+    assert kv_cache_bytes(llama, 1, 10, kv_dtype=custom) == elements // 4 + elements // 32 * 2
+
+
+def test_paged_allocation_rounds_up_to_whole_pages():
+    llama = preset("llama-2-7b")
+    per_token = kv_bytes_per_token(llama)
+    assert kv_cache_bytes(llama, 4, 17, page=16) == 4 * 32 * per_token
+    assert paging_waste(llama, 4, 17, 16) == 4 * 15 * per_token
+    assert paging_waste(llama, 4, 32, 16) == 0
+    assert kv_cache_bytes(llama, S.b, S.l_ctx, page=S.B) == S.b * S.B * ceiling(S.l_ctx / S.B) * per_token
+
+
+def test_tensor_and_pipeline_parallelism_split_the_cache():
+    llama = preset("llama-2-7b")
+    whole = kv_cache_bytes(llama, 8, 1024)
+    assert kv_cache_bytes(llama, 8, 1024, m1=4, p=2) == whole / 8
+    with pytest.raises(ValueError, match="m1 must divide kv_heads"):
+        inference_cost(published("Mistral-7B-v0.1"), Serving(b=1, l_in=8, l_out=2, m1=16))
+
+
+# --- prefill and decode ------------------------------------------------------------------------
+
+def products(phase) -> Integer:
+    """Forward matrix products of a phase, ``2mnk`` each, over the transformer layers only."""
+    return sum((n * 2 * g.m * g.n * g.k * g.count for blk, n in phase.stack[1:-1] for r in blk for g in r.gemms
+                if g.pass_ == "fwd"), Integer(0))
+
+
+@pytest.mark.parametrize("name", ["Llama-3.2-1B", "gemma-2-2b", "gpt2"])
+def test_a_decode_step_does_the_work_one_more_prompt_token_adds(name):
+    """KV caching's identity: a prefill of ``n + 1`` tokens minus one of ``n`` (every layer,
+    causal pairs counted exactly) is the decode step over ``n`` cached tokens."""
+    arch = published(name)
+    exact = TORCH.but(causal_flops="exact")
+    for n in (7, 5000 if arch.window is not None else 300):
+        more, fewer = (prefill(arch, Serving(b=2, l_in=k, l_out=1, allow_long=True), exact) for k in (n + 1, n))
+        step = decode(arch, Serving(b=2, l_in=n, l_out=2, allow_long=True), n, exact)
+        assert products(more) - products(fewer) == products(step)
+
+
+def test_a_decode_layer_by_hand():
+    """Llama 2 7B, one token over 99 cached ones, 2mnk: Q, K, V, O (4 e^2), the gated MLP
+    (3 e f), and Q K^T and A V over 100 keys (2 x 2 e keys)."""
+    e, f, keys = 4096, 11008, 100
+    step = decode(preset("llama-2-7b"), Serving(b=1, l_in=50, l_out=100), 99, TORCH)
+    assert sum(g.count * 2 * g.m * g.n * g.k for r in step.layer for g in r.gemms if g.pass_ == "fwd") == \
+        2 * (4 * e * e + 3 * e * f) + 2 * 2 * e * keys
+    assert step.cache_bytes_read == 32 * 2 * e * keys * 2
+    assert step.weight_bytes_read == 2 * 6738415616       # every parameter once (published count)
+
+
+def test_the_generation_head_runs_the_lm_head_on_the_last_token_only():
+    gpt2 = preset("gpt2")
+    head = prefill(gpt2, Serving(b=3, l_in=100, l_out=2), TORCH).stack[-1][0]
+    assert head.names == ["final_layer_norm", "lm_head"]
+    assert head["final_layer_norm"].act_in == 3 * 100 * 768 * 2
+    assert head["lm_head"].flops_fwd == 2 * 3 * 768 * 50257
+
+
+def test_the_cache_is_read_at_its_format():
+    llama = preset("llama-2-7b")
+    bf16, fp8 = (decode(llama, Serving(b=4, l_in=8, l_out=2, kv_dtype=k), 999) for k in ("bf16", "fp8"))
+    assert bf16.cache_bytes_read == 4 * 32 * 2 * 4096 * 1000 * 2 == 2 * fp8.cache_bytes_read
+    assert bf16.bytes_moved - fp8.bytes_moved == fp8.cache_bytes_read
+
+
+def test_tensor_parallel_decode_reduces_twice_a_layer_and_gathers_the_logits():
+    step = decode(preset("llama-2-7b"), Serving(b=4, l_in=8, l_out=2, m1=2), 10)
+    kinds = [(c.kind, c.elements, n) for c, n in step.collectives]
+    # the vocabulary-parallel embedding sums its partial lookups; attention and MLP reduce their
+    # outputs in each of the 32 layers; the logits' vocabulary shards are gathered for sampling
+    assert kinds == [("allreduce", 4 * 4096, 1), ("allreduce", 4 * 4096, 32), ("allreduce", 4 * 4096, 32),
+                     ("allgather", 4 * 32000, 1)]
+
+
+def test_the_mean_step_is_the_mean_of_every_step_for_full_attention():
+    llama, s = preset("llama-2-7b"), Serving(b=2, l_in=100, l_out=9)
+    steps = [decode(llama, s, cached_before(llama, s, j)) for j in range(1, 9)]
+    mean = mean_decode(llama, s)
+    for field in ("flops", "bytes_moved", "cache_bytes_read"):
+        assert getattr(mean, field) == sum(getattr(x, field) for x in steps) / 8
+    times = [phase_time(x, "h100")["total"] for x in steps]
+    assert simplify(inference_cost(llama, s).generation_time - phase_time(prefill(llama, s), "h100")["total"]
+                    - sum(times)) == 0
+
+
+# --- time, memory and the two batches --------------------------------------------------------
+
+def test_decode_is_bandwidth_bound_at_small_batch_and_the_bytes_per_token_show():
+    cost = inference_cost(preset("llama-2-7b"), Serving(b=1, l_in=512, l_out=128))
+    h100 = SYSTEMS["h100"]
+    assert cost.decode_time["total"] == cost.decode_time["memory"] == cost.decode.bytes_moved / h100.hbm_bandwidth
+    symbolic = inference_cost(preset("llama-2-7b"), Serving(b=S.b, l_in=S.l_in, l_out=2))
+    # each cached token costs a sequence 512 KiB of cache read, and in each of the 32 layers its
+    # 32 heads' scores (2 bytes) written by Q K^T, read and written by softmax, read by A V
+    assert symbolic.decode.bytes_moved.expand().coeff(S.l_in).coeff(S.b) == 2**19 + 32 * 32 * 2 * 4
+
+
+def test_the_crossover_batch_is_where_compute_meets_memory():
+    llama, s = preset("llama-2-7b"), Serving(l_in=1, l_out=2)
+    star = crossover_batch(llama, s)
+    t = inference_cost(llama, Serving(b=S.b, l_in=1, l_out=2)).decode_time
+    assert simplify((t["compute"] - t["memory"]).subs(S.b, star)) == 0
+    assert (t["compute"] - t["memory"]).subs(S.b, ceiling(star)) > 0 > (t["compute"] - t["memory"]).subs(S.b, 1)
+    assert crossover_batch(llama, Serving(l_in=1000, l_out=2)) < 0      # long context: never compute-bound
+
+
+def test_the_largest_batch_fits_and_one_more_does_not():
+    llama = preset("llama-2-7b")
+    for s in (Serving(l_in=4000, l_out=96, flash=True), Serving(l_in=1000, l_out=24, kv_dtype="fp8", page=16)):
+        n = max_batch(llama, s)
+        fits = lambda b: inference_cost(llama, Serving(**{**s.__dict__, "b": b})).memory_bytes  # noqa: E731
+        assert fits(n) <= SYSTEMS["h100"].hbm_capacity < fits(n + 1)
+
+
+def test_weights_on_the_busiest_pipeline_stage():
+    gpt2 = preset("gpt2")                              # 124,439,808 parameters, tied head
+    one = inference_cost(gpt2, Serving(b=1, l_in=8, l_out=2)).weight_bytes
+    assert one == 124439808 * 2
+    two = inference_cost(gpt2, Serving(b=1, l_in=8, l_out=2, p=2)).weight_bytes
+    table = 50257 * 768 * 2                            # the last stage's own copy of the word table
+    layers = 124439808 * 2 - table - 1024 * 768 * 2 - 2 * 768 * 2     # less both tables, the final norm
+    assert two == layers // 2 + max(table + 1024 * 768 * 2, 2 * 768 * 2 + table)
+
+
+def test_throughput_per_device_and_per_job():
+    cost = inference_cost(preset("llama-2-7b"), Serving(b=8, l_in=128, l_out=32, m1=2, p=2, d=3))
+    assert cost.tokens_per_second == 8 / cost.tpot
+    assert cost.tokens_per_second_per_device == cost.tokens_per_second / 4
+    assert cost.tokens_per_second_per_job == 3 * cost.tokens_per_second
+    assert cost.end_to_end_tokens_per_second == 8 * 32 / (cost.ttft + 31 * cost.tpot)
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(b=0), "b must be a positive integer, got 0"),
+    (dict(l_in=0), "l_in must be a positive integer, got 0"),
+    (dict(kv_dtype="fp4"), "kv_dtype must be one of fp32, bf16, fp16, fp8, int8, int4"),
+    (dict(precision="fp64"), "precision must be one of"),
+    (dict(page=0), "page must be a positive integer"),
+])
+def test_bad_serving_values_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Serving(**kwargs)
+
+
+def test_context_beyond_the_model_is_refused_unless_allowed():
+    with pytest.raises(ValueError, match=r"l_in \+ l_out - 1 = 4196 tokens exceed the context of llama-2-7b"):
+        prefill(preset("llama-2-7b"), Serving(b=1, l_in=4000, l_out=197))
+    assert prefill(preset("llama-2-7b"), Serving(b=1, l_in=4000, l_out=197, allow_long=True)).tokens == 4000
+
+
+def test_models_that_do_not_generate_are_refused():
+    with pytest.raises(ValueError, match="bidirectional encoder"):
+        prefill(preset("bert-base-uncased"), Serving(b=1, l_in=8, l_out=2))
+    with pytest.raises(ValueError, match="bidirectional encoder"):
+        kv_cache_bytes(preset("bert-base-uncased"), 1, 8)
+    classifier = published("twitter-roberta-base-sentiment-latest")
+    with pytest.raises(ValueError, match="bidirectional encoder|no language-model head"):
+        decode(classifier, Serving(b=1, l_in=8, l_out=2), 8)
+    with pytest.raises(ValueError, match="pipeline stages of an encoder-decoder"):
+        prefill(published("t5-small"), Serving(b=1, l_in=8, l_out=2, p=2))
+    with pytest.raises(ValueError, match="roofline must be one of"):
+        phase_time(prefill(preset("gpt2"), Serving(b=1, l_in=8, l_out=2)), "h100", roofline="kernel")
+    with pytest.raises(ValueError, match="KV format q: group and group_bytes go together"):
+        KVFormat("q", 4, group=64)
+    assert kv_format("bf16").element_bytes == 2 and kv_format(KVFormat("x", 12)).element_bytes == Rational(3, 2)
+
+
+def test_final_tokens_count_the_last_token_out_once():
+    llama, t5 = preset("llama-2-7b"), published("t5-small")
+    assert final_tokens(llama, Serving(l_in=10, l_out=4)) == 13      # the 4th token is never fed back
+    assert final_tokens(t5, Serving(l_in=10, l_out=4)) == 4          # the start token and 3 fed back
