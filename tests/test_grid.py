@@ -1,0 +1,314 @@
+"""2-D (SUMMA), 2.5-D and 3-D tensor parallelism (``parallel.grid``, ``grid_linear``,
+``grid_blocks``) against the step-by-step simulation of ``tests/simulate_grid.py`` over
+hypothesis-drawn grids and shapes, the Colossal-AI documentation's O(.) forms as limits of the
+exact expressions, and the errors of bad grids.
+
+Counted as the simulation counts: exact matmul FLOPs (``m n (2k - 1)``), reductions' adds
+included, ring (and chain) volumes per device, one-byte elements.
+"""
+
+from math import gcd
+
+import pytest
+from hypothesis import example, given, settings, strategies as st
+from sympy import Symbol, limit, oo, simplify
+
+import simulate_grid as sim
+from symbolic_cost import conventions as conv
+from symbolic_cost import symbols as S
+from symbolic_cost.blocks import mlp
+from symbolic_cost.checks import InputError
+from symbolic_cost.parallel.grid import check_grid, grid_for, make_grid, symbolic_grid
+from symbolic_cost.parallel.grid_blocks import grid_attention, grid_layer, grid_mlp
+from symbolic_cost.parallel.grid_linear import grid_linear
+
+EXACT = conv.DEFAULT       # exact matmuls, ring volumes, reduction adds counted
+
+
+def library_grid(kind, degrees, panel=None):
+    if kind == "2d":
+        return make_grid("2d", m1=degrees["rows"], m2=degrees["cols"], panel=panel)
+    if kind == "2.5d":
+        return make_grid("2.5d", mq=degrees["q"], md=degrees["depth"], panel=panel)
+    return make_grid("3d", mq=degrees["q"])
+
+
+@st.composite
+def grids(draw, max_side=3):
+    """A grid kind and its degrees: 2-D ``rows x cols``, 2.5-D ``q x q x depth``, 3-D ``q^3``."""
+    kind = draw(st.sampled_from(["2d", "2.5d", "3d"]))
+    if kind == "2d":
+        return kind, dict(rows=draw(st.integers(1, max_side)), cols=draw(st.integers(1, max_side)))
+    if kind == "2.5d":
+        return kind, dict(q=draw(st.integers(1, 2)), depth=draw(st.integers(1, 3)))
+    return kind, dict(q=draw(st.integers(1, 2)))
+
+
+def devices(kind, degrees):
+    return {"2d": lambda: degrees["rows"] * degrees["cols"], "2.5d": lambda: degrees["q"] ** 2 * degrees["depth"],
+            "3d": lambda: degrees["q"] ** 3}[kind]()
+
+
+def sides(kind, degrees):
+    """(rows, cols) of the activations' split."""
+    cols = degrees.get("cols", degrees.get("q"))
+    return devices(kind, degrees) // cols, cols
+
+
+def draw_panel(draw, kind, degrees, widths):
+    """A SUMMA panel dividing every block width of ``widths`` (None: the default)."""
+    if kind == "3d" or draw(st.booleans()):
+        return None
+    r = degrees.get("rows", degrees.get("q"))
+    c = degrees.get("cols", degrees.get("q"))
+    common = 0
+    for k in widths:
+        common = gcd(common, gcd(k // r, k // c))
+    return draw(st.sampled_from([w for w in range(1, common + 1) if common % w == 0]))
+
+
+def volume(cost, pass_):
+    return sum(c.volume for c in cost.collectives if c.pass_ == pass_)
+
+
+def uniform(mesh, counter, pass_, rows=None):
+    """The one value every device of the mesh has (the library describes any device)."""
+    values = {d.total(counter, pass_, rows) for d in mesh.devices}
+    assert len(values) == 1, values
+    return values.pop()
+
+
+def stored(mesh, row, what):
+    values = {d.stored[row, what] for d in mesh.devices}
+    assert len(values) == 1, values
+    return values.pop()
+
+
+# ----------------------------------------------------------------------------- one linear layer
+
+@st.composite
+def linear_cases(draw):
+    kind, degrees = draw(grids())
+    base = devices(kind, degrees)
+    tokens, k, n = (base * draw(st.integers(1, 2)) for _ in range(3))
+    flip = kind == "3d" and draw(st.booleans())
+    return kind, degrees, tokens, k, n, draw_panel(draw, kind, degrees, [k]), flip
+
+
+@settings(max_examples=60, deadline=None)
+@given(linear_cases())
+@example(("2d", dict(rows=2, cols=3), 12, 12, 6, 1, False))       # one column per panel
+@example(("2d", dict(rows=3, cols=1), 6, 6, 3, None, False))      # a column of devices
+@example(("2.5d", dict(q=2, depth=3), 24, 24, 12, 3, False))
+@example(("3d", dict(q=3), 27, 27, 54, None, True))
+def test_linear_equals_the_simulation(case):
+    kind, degrees, tokens, k, n, panel, flip = case
+    mesh = sim.run_linear(kind, degrees, tokens, k, n, panel=_same_panel(kind, degrees, panel, [k]), flip=flip)
+    cost = grid_linear(library_grid(kind, degrees, panel), tokens, k, n, flip=flip, es=1, conventions=EXACT)
+    for pass_ in sim.PASSES:
+        assert uniform(mesh, "flops", pass_) == getattr(cost, f"flops_{pass_}")
+        assert uniform(mesh, "sent", pass_) == volume(cost, pass_)
+        assert uniform(mesh, "received", pass_) == volume(cost, pass_)
+    assert [stored(mesh, "linear", w) for w in ("x", "w", "y", "kept")] == \
+        [cost.act_in, cost.weights, cost.act_out, cost.act_buffer]
+
+
+def sides_of_weights(kind, degrees):
+    """(rows, cols) a SUMMA weight is split over."""
+    if kind == "2d":
+        return degrees["rows"], degrees["cols"]
+    return degrees["q"], degrees["q"]
+
+
+def _lcm(a, b):
+    return a * b // gcd(a, b)
+
+
+def test_summa_by_hand():
+    """2 x 2 grid, X (4, 4), W (4, 4), one panel per block, two steps: in each row one device
+    sends its X panel (2 x 2) to the other, in each column one its W panel, so over the two
+    steps every device sends 4 + 4 elements in forward; backward again, plus one partial dX and
+    one partial dW panel to their owners (4 + 4), plus the ring allreduce of the bias gradient's
+    2 elements over the 2 devices of a column (1 + 1)."""
+    cost = grid_linear(make_grid("2d", m1=2, m2=2), 4, 4, 4, es=1, conventions=EXACT)
+    assert (volume(cost, "fwd"), volume(cost, "bwd")) == (4 + 4, 4 + 4 + 4 + 4 + 1 + 1)
+    assert cost.flops_fwd == 2 * 2 * (2 * 4 - 1) + 2 * 2     # (2, 4) x (4, 2) plus the bias
+    assert cost.weights == 2 * 2 + 2 and cost.act_buffer == 2 * 2
+
+
+# ----------------------------------------------------------------------------- blocks
+
+@st.composite
+def mlp_cases(draw):
+    kind, degrees = draw(grids(max_side=2))
+    base = devices(kind, degrees)
+    rows, cols = sides(kind, degrees)
+    b, l = rows * draw(st.integers(1, 2)), cols * draw(st.integers(1, 2))
+    e, f = base * draw(st.integers(1, 2)), base * draw(st.integers(1, 3))
+    return kind, degrees, b, l, e, f, draw_panel(draw, kind, degrees, [e, f])
+
+
+def compare_block(mesh, block, rows):
+    """Per row: FLOPs of the matrix rows, elements sent and received in each pass; the weights."""
+    for pass_ in sim.PASSES:
+        for name in rows:
+            sent = volume(block[name], pass_)
+            assert uniform(mesh, "sent", pass_, [name]) == sent, (name, pass_)
+            assert uniform(mesh, "received", pass_, [name]) == sent, (name, pass_)
+            if block[name].engine == "matrix":
+                assert uniform(mesh, "flops", pass_, [name]) == getattr(block[name], f"flops_{pass_}"), (name, pass_)
+        assert uniform(mesh, "sent", pass_) == volume_of(block, pass_)
+    weights = {sum(v for (_, what), v in d.stored.items() if what == "w") for d in mesh.devices}
+    assert weights == {block.total("weights")}
+
+
+def volume_of(block, pass_):
+    return sum(c.volume for c in block.collectives if c.pass_ == pass_)
+
+
+@settings(max_examples=40, deadline=None)
+@given(mlp_cases())
+@example(("2d", dict(rows=2, cols=2), 2, 2, 4, 8, 1))
+@example(("2.5d", dict(q=2, depth=2), 4, 2, 8, 16, None))
+@example(("3d", dict(q=2), 4, 2, 8, 16, None))
+def test_mlp_equals_the_simulation(case):
+    kind, degrees, b, l, e, f, panel = case
+    panel = _same_panel(kind, degrees, panel, [e, f])
+    mesh = sim.run_mlp(kind, degrees, b, l, e, f, panel=panel)
+    block = grid_mlp(b, l, e, f, library_grid(kind, degrees, panel), es=1, conventions=EXACT)
+    compare_block(mesh, block, ["layer_norm_2", "fc1", "fc2"])
+
+
+def _same_panel(kind, degrees, panel, widths):
+    """The panel the simulation uses: the drawn one, or one that divides every product's
+    blocks (the library's default for a single product, ``k / lcm(rows, cols)``)."""
+    if kind == "3d" or panel:
+        return panel
+    r, c = sides_of_weights(kind, degrees)
+    common = 0
+    for k in widths:
+        common = gcd(common, k // _lcm(r, c))
+    return common
+
+
+@st.composite
+def attention_cases(draw):
+    kind, degrees = draw(grids(max_side=2))
+    base = devices(kind, degrees)
+    rows, cols = sides(kind, degrees)
+    kv = cols * draw(st.integers(1, 2))
+    h = kv * draw(st.integers(1, 2))
+    q = base * draw(st.integers(1, 2))
+    b, l = rows * draw(st.integers(1, 2)), cols * draw(st.integers(1, 2))
+    return kind, degrees, b, l, h * q, h, kv, None
+
+
+@settings(max_examples=40, deadline=None)
+@given(attention_cases())
+@example(("2d", dict(rows=1, cols=2), 2, 2, 8, 4, 2, None))
+@example(("3d", dict(q=2), 4, 2, 16, 4, 2, None))
+def test_attention_equals_the_simulation(case):
+    kind, degrees, b, l, e, h, kv, panel = case
+    panel = _same_panel(kind, degrees, panel, [e, (h + 2 * kv) * (e // h)])
+    mesh = sim.run_attention(kind, degrees, b, l, e, h, kv, panel=panel)
+    block = grid_attention(b, l, e, h, library_grid(kind, degrees, panel), kv_heads=kv, es=1, conventions=EXACT)
+    compare_block(mesh, block, ["layer_norm_1", "qkv_proj", "logits", "attend", "v_proj"])
+
+
+def test_layer_is_attention_then_mlp():
+    grid = make_grid("2d", m1=2, m2=4)
+    layer = grid_layer(4, 8, 64, 256, 8, grid, gated_act=True, flash=True)
+    parts = grid_attention(4, 8, 64, 8, grid, flash=True).rows + grid_mlp(4, 8, 64, 256, grid, gated_act=True).rows
+    assert layer.rows == parts
+
+
+def test_block_rows_work_on_local_blocks():
+    """Every row but the linear layers works on ``(b/rows, l, width/cols)``."""
+    grid = make_grid("2.5d", mq=2, md=2)
+    block = grid_mlp(8, 16, 64, 256, grid, es=1)
+    assert block["act"].act_in == 8 // 4 * 16 * 256 // 2
+    assert block["dpr2"].act_in == 8 // 4 * 16 * 64 // 2
+    assert not block["act"].collectives and not block["dpr2"].collectives
+
+
+# ----------------------------------------------------------------------------- O(.) forms
+
+N_SIDE = Symbol("n", positive=True, integer=True)
+
+
+def _comm(cost):
+    return sum(c.volume for c in cost.collectives)
+
+
+def test_colossal_ai_orders_of_communication():
+    """Colossal-AI's tables (docs/source/en/features/*D_tensor_parallel.md) for ``Y = X A`` with
+    ``X``, ``A`` ``n x n`` (``N = n^2``), per device, forward and backward, in their units:
+    1-D ``2(P-1)/P`` of ``N``; 2-D ``6(q-1)/q`` and 2.5-D ``3(q-1)(d+1)/(dq)`` of ``N/q``; 3-D
+    ``6(q-1)/q^3`` of ``N``; each the limit of the exact count as ``n`` grows (the bias
+    gradient's allreduce is of lower order).  2.5-D also allreduces ``dA`` over the depth,
+    ``2(d-1)/(dq)`` more, which vanishes against the form as ``q`` grows."""
+    n, q, d, p = N_SIDE, S.mq, S.md, Symbol("P", positive=True, integer=True)
+    whole = n ** 2
+    one_d = mlp(1, n, n, n, p, conventions=EXACT, es=1)
+    per_linear = (volume(one_d, "fwd") + volume(one_d, "bwd")) / 2
+    assert simplify(limit(per_linear / whole, n, oo) - 2 * (p - 1) / p) == 0
+    two = _comm(grid_linear(make_grid("2d", m1=q, m2=q), n, n, n, es=1))
+    assert simplify(limit(two / (whole / q), n, oo) - 6 * (q - 1) / q) == 0
+    half = _comm(grid_linear(make_grid("2.5d", mq=q, md=d), n, n, n, es=1))
+    form = 3 * (q - 1) * (d + 1) / (d * q)
+    assert simplify(limit(half / (whole / q), n, oo) - form - 2 * (d - 1) / (d * q)) == 0
+    assert simplify(limit(limit(half / (whole / q), n, oo) / form, q, oo)) == 1
+    three = _comm(grid_linear(make_grid("3d", mq=q), n, n, n, es=1))
+    assert simplify(limit(three / whole, n, oo) - 6 * (q - 1) / q ** 3) == 0
+
+
+def test_colossal_ai_orders_of_computation_and_memory():
+    """Computation ``1/q^2`` (2-D), ``1/(d q^2)`` (2.5-D), ``1/q^3`` (3-D) of the whole product;
+    parameters ``1/q^2``, ``1/q^2``, ``1/q^3``; activations ``1/q^2``, ``1/(d q^2)``, ``1/q^3``."""
+    n, q, d = N_SIDE, S.mq, S.md
+    whole = grid_linear(make_grid("2d", m1=1, m2=1), n, n, n, es=1)
+    for grid, share, params in ((make_grid("2d", m1=q, m2=q), q ** 2, q ** 2),
+                                (make_grid("2.5d", mq=q, md=d), d * q ** 2, q ** 2),
+                                (make_grid("3d", mq=q), q ** 3, q ** 3)):
+        cost = grid_linear(grid, n, n, n, es=1)
+        assert limit(cost.flops_fwd * share / whole.flops_fwd, n, oo) == 1
+        assert limit(cost.weights * params / whole.weights, n, oo) == 1
+        assert simplify(cost.act_in * share - whole.act_in) == 0
+
+
+# ----------------------------------------------------------------------------- bad grids
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: check_grid(dict(b=4, e=64, h=8), make_grid("2d", m1=3, m2=2)), "m1 must divide b"),
+    (lambda: check_grid(dict(b=4, e=64, h=6), make_grid("2d", m1=2, m2=4)), "m2 must divide h"),
+    (lambda: check_grid(dict(b=8, e=64, h=8), make_grid("2.5d", mq=2, md=3)), "md*mq must divide b"),
+    (lambda: check_grid(dict(b=8, e=18, h=6), make_grid("3d", mq=2)), "mq^2 must divide e"),
+    (lambda: grid_for("3d", 12), "cube number of devices"),
+    (lambda: grid_for("2d", 8), "square number of devices"),
+    (lambda: grid_for("2.5d", 12, depth=2), "square number of devices times the depth"),
+    (lambda: make_grid("3d", mq=2, md=2), "a 3d grid takes mq only"),
+    (lambda: make_grid("2d", m1=2), "missing m2"),
+    (lambda: make_grid("3d", mq=2, panel=4), "2d and 2.5d grids only"),
+    (lambda: make_grid("4d", mq=2), "must be one of"),
+    (lambda: make_grid("2d", m1=0, m2=2), "m1 must be a positive integer"),
+    (lambda: grid_linear(make_grid("2d", m1=2, m2=2, panel=3), 4, 8, 8), "panel must divide"),
+    (lambda: grid_linear(make_grid("2d", m1=2, m2=3), 4, 8, 9), "must split evenly"),
+    (lambda: grid_mlp(8, 16, 64, 256, symbolic_grid("3d")).subs({S.mq: 3}), "mq^2 must divide b"),
+])
+def test_bad_grids_say_which_rule(make, message):
+    with pytest.raises(InputError, match=message.replace("*", r"\*").replace("^", r"\^")):
+        make()
+
+
+def test_no_communication_on_one_device():
+    for kind, degrees in (("2d", dict(rows=1, cols=1)), ("2.5d", dict(q=1, depth=1)), ("3d", dict(q=1))):
+        block = grid_mlp(2, 4, 8, 16, library_grid(kind, degrees))
+        assert block.collectives == []
+
+
+def test_the_rank_order_decides_the_link():
+    """A 2-D grid's rows are neighbours by default; the order given puts the columns inside."""
+    inner = grid_linear(make_grid("2d", m1=4, m2=8), 32, 64, 64)
+    outer = grid_linear(make_grid("2d", m1=4, m2=8, order=("rows", "cols")), 32, 64, 64)
+    assert [c.stride for c in inner.collectives][:2] == [1, 8]
+    assert [c.stride for c in outer.collectives][:2] == [4, 1]
