@@ -225,7 +225,7 @@ def test_parser_errors_do_not_exit():
 def test_no_seed_and_no_private_argparse_in_cli():
     """Seeds are named only through registries (conventions presets, the reproductions)."""
     text = {path.name: path.read_text() for path in CLI.glob("*.py")}
-    forbidden = ["lbnl", "seed", "deepflow", "perlmutter", "pycomm", "prefill", "training-info",
+    forbidden = ["lbnl", "seed", "deepflow", "perlmutter", "pycomm", "ulysses-prefill", "ulysses_prefill", "training-info",
                  "training_info", "symbolic_cost.reproduce."]
     forbidden += [name for name in reproduce.names() if name not in conv.PRESETS]
     for name, source in text.items():
