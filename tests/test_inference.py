@@ -250,3 +250,12 @@ def test_final_tokens_count_the_last_token_out_once():
     llama, t5 = preset("llama-2-7b"), published("t5-small")
     assert final_tokens(llama, Serving(l_in=10, l_out=4)) == 13      # the 4th token is never fed back
     assert final_tokens(t5, Serving(l_in=10, l_out=4)) == 4          # the start token and 3 fed back
+
+
+def test_the_report_tables_the_cache_of_its_models():
+    from symbolic_cost.report.inference import _kv_table, models
+    rows = _kv_table(models())
+    # Llama 3.1 70B: 320 KiB a token; 4k, 32k, 128k tokens; 32 x 128k in bf16 and fp8 (GiB)
+    assert "| llama-3.1-70b | GQA, 8 of 64 heads | 320 | 1.25 | 10 | 40 | 1280 | 640 |" in rows
+    # Mistral 7B v0.1 keeps 4095 tokens a layer: 4095 x 128 KiB
+    assert f"| mistral-7b-v0.1 | GQA, 8 of 32 heads, window 4096 | 128 | {4095 * 128 / 2**20:.4g} |" in rows[3]

@@ -9,10 +9,12 @@
   and seed 002's LSTM stages (``kernel_model``; the seed's configuration is passed in here),
 * ``memory.md``: activation bytes per layer, the library against Korthikanti et al. 2022 and
   PyTorch autograd's saved tensors (``memory``; the PyTorch numbers are data, ``memory_measured``),
+* ``inference.md``, ``kv-cache.png``, ``decode-throughput.png``: the KV cache of a few public models,
+  decode throughput against the batch, the crossover and largest batches per system (``inference``),
 * ``<model>.png``: FLOPs, memory and time against ``l`` and ``m1``, crossovers marked (``plots``).
 
 Plots need matplotlib (``pip install 'symbolic_cost[report]'``); it is imported
-inside ``plots.plot`` and nowhere else in the library.
+inside ``plots.plot`` and ``inference.plot_inference``, nowhere else in the library.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Callable
 from symbolic_cost import reproduce
 from symbolic_cost.report.formulas import formula_sheet
 from symbolic_cost.report.kernel_model import LSTMCase, kernel_markdown
+from symbolic_cost.report.inference import inference_markdown, plot_inference
 from symbolic_cost.report.memory import memory_markdown
 from symbolic_cost.report.plots import plot, plot_name
 from symbolic_cost.report.scaling import SHAPES, analysis_markdown
@@ -66,6 +69,9 @@ def generate(out: Path, small: bool = False, progress: Callable[[str], None] = p
     progress("kernel-level model: kernel-model.md")
     _write(out / "memory.md", memory_markdown(), written)
     progress("activation memory against Korthikanti et al. and PyTorch: memory.md")
+    _write(out / "inference.md", inference_markdown(), written)
+    written += plot_inference(out, points=12 if small else 40)
+    progress("inference: inference.md, kv-cache.png, decode-throughput.png")
     for shape in shapes:
         path = out / plot_name(shape)
         plot(shape, path, points=12 if small else 60)
