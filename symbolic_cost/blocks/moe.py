@@ -113,11 +113,11 @@ def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> 
     if capacity_factor is not None:
         return experts * ceiling(exact(capacity_factor, "capacity_factor") * tokens * k / experts)
     ep, load = exact(ep, "ep"), exact(imbalance, "imbalance")
+    if ep == 1 or load == 1:
+        return tokens * k
     if load.is_number and ep.is_number and not 1 <= load <= ep:
         raise ValueError(f"imbalance must be between 1 and ep (the busiest rank receives at most every "
                          f"routed token of its group), got imbalance={load}, ep={ep}")
-    if ep == 1 or load == 1:
-        return tokens * k
     return tokens * k * (load if ep.is_number else Piecewise((1, Eq(ep, 1)), (load, True)))
 
 

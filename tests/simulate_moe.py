@@ -1,0 +1,127 @@
+"""A step-by-step simulation of one mixture-of-experts layer under tensor, sequence, data and
+expert parallelism: tokens routed to experts on ``ep x etp x edp`` ranks, the dispatch and the
+combine, and what each rank sends, receives, computes and stores.
+
+Plain Python on integers and Fractions, written from Megatron-LM's description of its MoE
+"parallel folding" and all-to-all token dispatcher (nothing here imports symbolic_cost);
+``tests/test_moe.py`` holds the library's expressions against it.
+
+* ``m1 d`` ranks (one pipeline stage): rank ``r`` is tensor rank ``r % m1`` of data replica
+  ``r // m1`` and holds the ``t = b l / m1`` tokens of its sequence shard (sequence parallelism).
+  The same ranks form the expert grid: expert-tensor rank ``r % etp``, expert rank
+  ``(r // etp) % ep``, expert-data rank ``r // (etp ep)``.
+* Expert ``x`` lives on expert rank ``x // (E / ep)``; each of its ``etp`` slices holds
+  ``f / etp`` of its width on the rank of that expert-tensor index.
+* Each token picks ``k`` experts (a router function); each rank packs, for every expert, the
+  rows routed to it (with a capacity, exactly ``ceil(C t k / E)`` rows: padded or dropped) and
+  sends each pack to the rank of its expert in its expert group (the all-to-all); the ranks of
+  an expert-tensor group then allgather their packs (a ring), run the expert slices, and
+  reduce-scatter the outputs (a ring); the reverse all-to-all sends each row home.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+
+def balanced(rank: int, token: int, experts: int, k: int) -> list[int]:
+    """Token ``i`` goes to experts ``i k, ..., i k + k - 1`` (mod ``E``): with ``E | t k`` every
+    expert receives the same number of rows from every rank."""
+    return [(token * k + j) % experts for j in range(k)]
+
+
+def seeded(seed: int):
+    """A router drawing ``k`` distinct experts per token at random (reproducibly)."""
+    def route(rank: int, token: int, experts: int, k: int) -> list[int]:
+        return random.Random(f"{seed}-{rank}-{token}").sample(range(experts), k)
+    return route
+
+
+@dataclass
+class Rank:
+    """What one rank did and holds in the layer's forward pass (elements, not bytes)."""
+
+    sent: dict = field(default_factory=dict)        # phase -> elements sent to other ranks
+    received: dict = field(default_factory=dict)    # phase -> elements received from other ranks
+    rows: int = 0                                   # rows through this rank's expert slices
+    expert_parameters: int = 0
+    optimizer_shard: Fraction = Fraction(0)         # expert parameters whose optimizer state it keeps
+
+
+def _add(table: dict, phase: str, amount: int) -> None:
+    table[phase] = table.get(phase, 0) + amount
+
+
+def _ring(ranks: list[int], blocks: dict, width: int, phase: str, out: dict, reduce=False) -> None:
+    """A ring over ``ranks``: at step ``s`` rank ``i`` sends block ``i - s`` to rank ``i + 1``
+    (an allgather: each rank starts with its own block), or partial sums of block ``i - s - 1``
+    (a reduce-scatter: each rank ends with its own block summed)."""
+    n = len(ranks)
+    for step in range(n - 1):
+        for i, rank in enumerate(ranks):
+            block = blocks[ranks[(i - step - (1 if reduce else 0)) % n]] * width
+            _add(out[rank].sent, phase, block)
+            _add(out[ranks[(i + 1) % n]].received, phase, block)
+
+
+def moe_layer(m1, d, ep, etp, experts, k, b, l, e, f, *, gated=True, capacity=None, router=balanced,
+              zero=0, distributed_optimizer=False) -> dict[int, Rank]:
+    """Simulate one MoE layer's forward pass on every rank; see the module docstring.
+
+    Phases: ``dispatch`` (the all-to-all out), ``gather`` (allgather over ``etp``),
+    ``scatter`` (reduce-scatter over ``etp``), ``combine`` (the all-to-all home).  The
+    optimizer shard follows ZeRO (stage >= 1) or the distributed optimizer over the ``edp``
+    ranks that hold the same expert slices.
+    """
+    world = m1 * d
+    assert world % (ep * etp) == 0 and experts % ep == 0 and f % etp == 0 and l % m1 == 0
+    edp, local = world // (ep * etp), experts // ep
+    tokens = b * l // m1
+    grid = {r: (r % etp, (r // etp) % ep, r // (etp * ep)) for r in range(world)}
+    rank_of = {coords: r for r, coords in grid.items()}
+    out = {r: Rank() for r in range(world)}
+    packs = {}                                       # (source, destination) -> rows
+    for r in range(world):
+        per_expert = [0] * experts
+        for i in range(tokens):
+            chosen = router(r, i, experts, k)
+            assert len(set(chosen)) == k
+            for x in chosen:
+                per_expert[x] += 1
+        if capacity is not None:
+            per_expert = [math.ceil(capacity * tokens * k / experts)] * experts   # padded or dropped
+        j, _, q = grid[r]
+        for x, rows in enumerate(per_expert):
+            target = rank_of[(j, x // local, q)]
+            packs[(r, target)] = packs.get((r, target), 0) + rows
+    for (source, target), rows in packs.items():
+        if source != target:
+            _add(out[source].sent, "dispatch", rows * e)
+            _add(out[target].received, "dispatch", rows * e)
+            _add(out[target].sent, "combine", rows * e)          # the same rows go home
+            _add(out[source].received, "combine", rows * e)
+    held = {r: sum(rows for (_, target), rows in packs.items() if target == r) for r in range(world)}
+    for r in range(world):
+        _, x_rank, q = grid[r]
+        group = [rank_of[(j, x_rank, q)] for j in range(etp)]
+        if r == group[0]:
+            _ring(group, held, e, "gather", out)
+            _ring(group, held, e, "scatter", out, reduce=True)
+        out[r].rows = sum(held[g] for g in group)
+    width = f // etp
+    for r in range(world):
+        slices = [(x, grid[r][0]) for x in range(experts) if x // local == grid[r][1]]
+        out[r].expert_parameters = sum(e * (2 if gated else 1) * width + width * e for _ in slices)
+        sharded = zero >= 1 or distributed_optimizer
+        out[r].optimizer_shard = Fraction(out[r].expert_parameters, edp if sharded else 1)
+    return out
+
+
+def expert_flops(rank: Rank, e, f, etp, gated=True) -> int:
+    """Matrix FLOPs (``2 m n k``) of a rank's expert slices in forward: ``fc1`` and ``fc2`` on
+    every row it holds after the allgather."""
+    width = f // etp
+    return rank.rows * (2 * e * (2 if gated else 1) * width + 2 * width * e)

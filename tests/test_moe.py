@@ -1,0 +1,227 @@
+"""Mixture of experts, expert parallelism and latent attention: the library against the routing
+simulation (``tests/simulate_moe.py``) over hypothesis-drawn layouts, and against hand counts
+and published numbers.
+
+Dense parameters are counted by hand from the layer's tensors; their ZeRO shards come from the
+ZeRO simulation of ``tests/simulate.py``; the routed experts' from the routing simulation.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import example, given, settings, strategies as st
+from sympy import Rational, Symbol
+
+import simulate_moe as sim
+from simulate import zero_step
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks.latent_attention import Latent, latent_attention, latent_cache_elements
+from symbolic_cost.blocks.moe import MoE, moe, routed_rows
+from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.models.experts import alltoall_bytes
+from symbolic_cost.parallel.expert import expert_data_degree
+from symbolic_cost.timing.hardware import SYSTEMS, comm_time
+
+TORCH = conv.DEFAULT.but(matmul_flops="2mnk", reduction_flops=False)
+BYTES = (2, 2, 12)           # bf16 weights, gradients, optimizer (ZeRO's mixed precision)
+
+
+def divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+@st.composite
+def layouts(draw):
+    """``m1 x d`` ranks, an expert grid that folds onto them, ``E | t k`` (balanced routing)."""
+    m1, d = draw(st.sampled_from([1, 2, 4])), draw(st.integers(1, 3))
+    ep = draw(st.sampled_from(divisors(m1 * d)))
+    etp = draw(st.sampled_from(divisors(m1 * d // ep)))
+    experts = ep * draw(st.integers(1, 3))
+    k = draw(st.integers(1, experts))
+    h = m1 * draw(st.integers(1, 2))
+    return dict(m1=m1, d=d, ep=ep, etp=etp, experts=experts, k=k, b=draw(st.integers(1, 2)),
+                l=m1 * experts * draw(st.integers(1, 2)), h=h, e=h * draw(st.integers(1, 3)),
+                f=etp * draw(st.integers(1, 3)), zero=draw(st.integers(0, 3)), dist=draw(st.booleans()))
+
+
+def toy(x: dict, capacity=None, imbalance=1, conventions=conv.DEFAULT, n=1):
+    """One MoE layer (RMS norms, rotary, no biases, untied head) under the layout ``x``."""
+    arch = Architecture("toy", 1, x["e"], x["h"], x["m1"], 8 * x["m1"], mlp="swiglu", norm="rms", rotary=True,
+                        tied=False, qkv_bias=False, bias=False, dropouts=False, moe=MoE(x["experts"], x["k"], x["f"]))
+    training = Training(b=x["b"], l=x["l"], m1=x["m1"], s1=x["m1"], d=x["d"], ep=x["ep"], etp=x["etp"],
+                        zero=x["zero"], distributed_optimizer=x["dist"], micro_batches=n, capacity_factor=capacity,
+                        expert_imbalance=imbalance)
+    return model_cost(arch, training, conventions)
+
+
+def dense_parameters(x: dict) -> int:
+    """Parameters per rank without the routed experts, by hand: the word table and the head
+    split by vocabulary (``8 m1`` rows), the final norm; the layer's two RMS norms, Q, K, V and
+    the output projection split by heads, the router replicated."""
+    e, m1 = x["e"], x["m1"]
+    return 2 * 8 * e + e + 2 * e + 4 * e * e // m1 + x["experts"] * e
+
+
+def simulate(x: dict, **kw):
+    return sim.moe_layer(x["m1"], x["d"], x["ep"], x["etp"], x["experts"], x["k"], x["b"], x["l"], x["e"], x["f"],
+                         zero=x["zero"], distributed_optimizer=x["dist"], **kw)
+
+
+def booked(block, row: str) -> dict:
+    """``(kind, pass) -> volume`` of a row's collectives."""
+    out = {}
+    for c in block[row].collectives:
+        out[(c.kind, c.pass_)] = out.get((c.kind, c.pass_), 0) + c.volume
+    return out
+
+
+# ------------------------------------------------------------------ the routing simulation
+
+@settings(max_examples=40, deadline=None)
+@given(x=layouts())
+@example(x=dict(m1=2, d=4, ep=4, etp=2, experts=8, k=2, b=1, l=32, h=2, e=4, f=4, zero=1, dist=False))
+@example(x=dict(m1=1, d=2, ep=2, etp=1, experts=2, k=2, b=2, l=2, h=1, e=2, f=1, zero=3, dist=False))
+@example(x=dict(m1=4, d=1, ep=1, etp=4, experts=3, k=1, b=1, l=12, h=4, e=4, f=4, zero=0, dist=True))
+def test_dispatch_and_combine_are_the_simulated_ones(x):
+    """Elements each rank sends and receives in the all-to-alls and the expert-tensor rings,
+    forward and (the mirror images) backward, as the library books them (ring volumes)."""
+    ranks = simulate(x)
+    layer = toy(x).blocks[1][0]
+    dispatch, combine = booked(layer, "dispatch"), booked(layer, "combine")
+    phases = {"dispatch": (dispatch, "alltoall"), "gather": (dispatch, "allgather"),
+              "scatter": (combine, "reducescatter"), "combine": (combine, "alltoall")}
+    for rank in ranks.values():
+        for phase, (table, kind) in phases.items():
+            assert rank.sent.get(phase, 0) == rank.received.get(phase, 0)
+            assert table.get((kind, "fwd"), 0) == 2 * rank.sent.get(phase, 0), phase      # bf16
+        # backward: an all-to-all for each all-to-all, a reduce-scatter for the allgather and back
+        assert dispatch.get(("alltoall", "bwd"), 0) == 2 * rank.sent.get("dispatch", 0)
+        assert dispatch.get(("reducescatter", "bwd"), 0) == 2 * rank.sent.get("gather", 0)
+        assert combine.get(("allgather", "bwd"), 0) == 2 * rank.sent.get("scatter", 0)
+        assert combine.get(("alltoall", "bwd"), 0) == 2 * rank.sent.get("combine", 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(x=layouts())
+@example(x=dict(m1=2, d=3, ep=3, etp=2, experts=6, k=4, b=2, l=12, h=2, e=4, f=2, zero=2, dist=False))
+def test_expert_rows_parameters_and_states_are_the_simulated_ones(x):
+    """Rows through each rank's experts (their FLOPs), expert parameters per rank, and the
+    weights, gradients and optimizer state per rank: dense by hand and the ZeRO simulation
+    over ``d``, experts from the routing simulation over ``edp``."""
+    ranks = simulate(x)
+    cost = toy(x, conventions=TORCH)
+    layer = cost.blocks[1][0]
+    edp = x["m1"] * x["d"] // (x["ep"] * x["etp"])
+    assert expert_data_degree(x["m1"], x["d"], x["ep"], x["etp"]) == edp
+    for rank in ranks.values():
+        assert layer["expert_fc1"].flops_fwd + layer["expert_fc2"].flops_fwd == sim.expert_flops(
+            rank, x["e"], x["f"], x["etp"])
+        assert (layer["expert_fc1"].weights + layer["expert_fc2"].weights) / 2 == rank.expert_parameters
+        assert cost.expert_parameters_per_device == rank.expert_parameters
+    dense, _ = zero_step(dense_parameters(x), x["d"], x["zero"], x["dist"], 1, BYTES)
+    experts, _ = zero_step(ranks[0].expert_parameters, edp, x["zero"], x["dist"], 1, BYTES)
+    assert cost.parameters_per_device == dense_parameters(x) + ranks[0].expert_parameters
+    for state, field in (("weights", "weight_bytes"), ("gradients", "gradient_bytes"),
+                         ("optimizer", "optimizer_bytes")):
+        assert getattr(cost, field) == dense[state][0] + experts[state][0], state
+    assert all(rank.optimizer_shard * 12 == experts["optimizer"][0] for rank in ranks.values())
+
+
+@settings(max_examples=25, deadline=None)
+@given(x=layouts(), capacity=st.sampled_from([Fraction(1, 2), Fraction(1), Fraction(5, 4), Fraction(2)]))
+def test_capacity_pads_or_drops_to_the_simulated_rows(x, capacity):
+    """With a capacity factor every rank sends ``ceil(C t k / E)`` rows to every expert."""
+    ranks = simulate(x, capacity=capacity)
+    layer = toy(x, capacity=capacity, conventions=TORCH).blocks[1][0]
+    for rank in ranks.values():
+        assert booked(layer, "dispatch").get(("alltoall", "fwd"), 0) == 2 * rank.sent.get("dispatch", 0)
+        assert layer["expert_fc1"].flops_fwd + layer["expert_fc2"].flops_fwd == sim.expert_flops(
+            rank, x["e"], x["f"], x["etp"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(x=layouts(), seed=st.integers(0, 10**6))
+def test_imbalance_names_the_busiest_ranks_rows(x, seed):
+    """Random routing: with the imbalance measured as the busiest expert-tensor group's rows
+    over the balanced ones, the library's rows (and FLOPs) are those of the busiest rank."""
+    ranks = simulate(x, router=sim.seeded(seed))
+    t, k = x["b"] * x["l"] // x["m1"], x["k"]
+    busiest = max(rank.rows for rank in ranks.values())
+    imbalance = Rational(busiest, x["etp"] * t * k)
+    layer = toy(x, imbalance=imbalance, conventions=TORCH).blocks[1][0]
+    assert layer["expert_fc1"].flops_fwd + layer["expert_fc2"].flops_fwd == max(
+        sim.expert_flops(rank, x["e"], x["f"], x["etp"]) for rank in ranks.values())
+
+
+def test_alltoall_per_step_is_layers_micro_batches_and_both_passes():
+    x = dict(m1=2, d=4, ep=4, etp=1, experts=8, k=2, b=1, l=32, h=2, e=4, f=4, zero=1, dist=False)
+    ranks = simulate(x)
+    per_layer = (ranks[0].sent["dispatch"] + ranks[0].sent["combine"]) * 2          # bf16
+    assert alltoall_bytes(toy(x, n=3)) == 3 * 2 * per_layer                          # 3 micro-batches, fwd + bwd
+
+
+# ------------------------------------------------------------------ hand counts and published numbers
+
+def test_routed_rows_by_hand():
+    assert routed_rows(100, 8, 2) == 200
+    assert routed_rows(100, 8, 2, ep=4, imbalance=Rational(3, 2)) == 300
+    assert routed_rows(100, 8, 2, ep=1, imbalance=2) == 200          # one rank holds every expert
+    assert routed_rows(100, 8, 2, capacity_factor=Rational(5, 4)) == 8 * 32   # ceil(31.25) per expert
+    ep = Symbol("ep", positive=True, integer=True)
+    assert routed_rows(10, 8, 2, ep=ep, imbalance=2).subs(ep, 1) == 20
+    with pytest.raises(ValueError, match="imbalance must be between 1 and ep"):
+        routed_rows(100, 8, 2, ep=2, imbalance=3)
+
+
+@pytest.mark.parametrize("name, total, active", [
+    # Mixtral: 2 of 8 experts of 3 x 4096 x 14336 in each of 32 layers (12.9 B active, Mistral AI)
+    ("Mixtral-8x7B-v0.1", 46_702_792_704, 46_702_792_704 - 32 * 6 * 3 * 4096 * 14336),
+    # DeepSeek-V2-Lite: 6 of 64 experts of 3 x 2048 x 1408 in 26 layers (15.7 B, 2.4 B active)
+    ("DeepSeek-V2-Lite", 15_706_484_224, 15_706_484_224 - 26 * 58 * 3 * 2048 * 1408),
+    # Qwen3-30B-A3B: 8 of 128 experts of 3 x 2048 x 768 in 48 layers (30.5 B, 3.3 B active)
+    ("Qwen3-30B-A3B", 30_532_122_624, 30_532_122_624 - 48 * 120 * 3 * 2048 * 768),
+])
+def test_total_and_active_parameters(name, total, active):
+    import json
+    from pathlib import Path
+
+    from symbolic_cost.models.config import from_config
+    config = json.loads((Path(__file__).parent / "hf_configs" / f"{name}.json").read_text())
+    cost = model_cost(from_config(config, name), Training(b=1, l=128))
+    assert (cost.parameters, cost.active_parameters) == (total, active)
+
+
+def test_latent_attention_parameters_and_cache_by_hand():
+    """DeepSeek-V3's attention: q 7168 -> 1536 -> 128 x 192, kv 7168 -> 512 + 64, 512 -> 128 x 256,
+    out 128 x 128 -> 7168, two latent norms; it caches 512 + 64 elements a token and layer."""
+    latent = Latent(kv_rank=512, rope_dim=64, nope_dim=128, v_dim=128, q_rank=1536)
+    block = latent_attention(1, 16, 7168, 128, latent, es=1)
+    by_hand = (7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256
+               + 128 * 128 * 7168 + 7168)
+    assert block.total("weights") == by_hand
+    assert latent_cache_elements(latent) == 576
+    split = latent_attention(1, 16, 7168, 128, latent, m1=8, es=1)
+    assert split["q_b_proj"].weights * 8 == block["q_b_proj"].weights
+    assert split["kv_a_proj"].weights == block["kv_a_proj"].weights          # replicated down-projection
+
+
+def test_moe_needs_sequence_parallelism_under_tensor_parallelism():
+    with pytest.raises(ValueError, match="s1 must equal m1"):
+        moe(1, 8, 16, MoE(4, 2, 8), m1=2, s1=1)
+    with pytest.raises(ValueError, match="ep must divide experts"):
+        moe(1, 8, 16, MoE(4, 2, 8), ep=3)
+    with pytest.raises(ValueError, match="must divide m1 x d"):
+        expert_data_degree(2, 2, 8, 1)
+
+
+def test_two_tier_alltoall_crosses_the_slow_link_with_the_ranks_outside_the_domain():
+    """An all-to-all over 16 expert ranks 2 apart on 8-GPU NVLink domains: 4 members share a
+    domain, so 3/16 of the buffer stays on NVLink and 12/16 crosses InfiniBand, concurrently."""
+    x = dict(m1=2, d=16, ep=16, etp=2, experts=16, k=2, b=1, l=32, h=2, e=4, f=4, zero=0, dist=False)
+    a2a = next(c for c in toy(x).blocks[1][0]["dispatch"].collectives if c.kind == "alltoall")
+    system = SYSTEMS["h100"].but(nvlink_latency=0, ib_latency=0)
+    two_level = comm_time(a2a, system, conv.DEFAULT.but(comm_time="hierarchical"))
+    V = a2a.tensor_bytes
+    assert two_level == max(Rational(3, 16) * V / system.nvlink_bandwidth, Rational(12, 16) * V / system.ib_bandwidth)
