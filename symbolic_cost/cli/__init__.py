@@ -12,11 +12,12 @@ import argparse
 import os
 import sys
 
-from symbolic_cost.cli import (crossover, formula, lstm, optimize, profile, report, reproduce, scheme, search,
-                               summary, sweep, table)
+from symbolic_cost.cli import (crossover, formula, inference, lstm, optimize, profile, report, reproduce, scheme,
+                               search, summary, sweep, table)
 from symbolic_cost.cli.options import Parser, UsageError, command
 
-COMMANDS = (table, formula, crossover, optimize, reproduce, scheme, summary, profile, sweep, search, lstm, report)
+COMMANDS = (table, formula, crossover, optimize, reproduce, scheme, summary, profile, sweep, search, inference, lstm,
+            report)
 """The subcommands, in the order ``--help`` lists them."""
 
 
