@@ -41,7 +41,7 @@ def _defaults(name):
 
 def test_every_command_is_listed():
     assert NAMES == ["table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile",
-                     "sweep", "search", "lstm", "report"]
+                     "sweep", "search", "inference", "lstm", "report"]
 
 
 @pytest.mark.parametrize("name", NAMES)

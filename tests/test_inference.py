@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from sympy import Integer, Rational, ceiling, simplify
+from sympy.parsing.sympy_parser import parse_expr
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
@@ -259,3 +260,46 @@ def test_the_report_tables_the_cache_of_its_models():
     assert "| llama-3.1-70b | GQA, 8 of 64 heads | 320 | 1.25 | 10 | 40 | 1280 | 640 |" in rows
     # Mistral 7B v0.1 keeps 4095 tokens a layer: 4095 x 128 KiB
     assert f"| mistral-7b-v0.1 | GQA, 8 of 32 heads, window 4096 | 128 | {4095 * 128 / 2**20:.4g} |" in rows[4]
+
+
+# --- the command line --------------------------------------------------------------------------
+
+def test_inference_command_reports_memory_times_and_throughput(capsys):
+    from symbolic_cost.cli import main
+    assert main(["inference", "--preset", "llama-2-7b", "--set", "b=1", "l_in=512", "l_out=128"]) == 0
+    out = capsys.readouterr().out
+    # 512 + 127 tokens x 512 KiB = 319.5 MiB; 6,738,415,616 parameters x 2 bytes
+    assert f"KV cache {639 * 2**19 / 2**30:.4g} GiB (512 KiB per token)" in out
+    assert f"weights {6738415616 * 2 / 2**30:.4g} GiB" in out
+    assert "TTFT" in out and "TPOT" in out and "largest batch that fits: " in out
+    assert main(["inference", "--preset", "llama-2-7b", "--set", "b=4", "l_in=100", "l_out=11", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kv_cache_bytes"] == 4 * 110 * 2**19 and report["kv_bytes_per_token"] == 2**19
+
+
+def test_inference_command_prints_formulas_and_sweeps(capsys):
+    from symbolic_cost.cli import main
+    assert main(["inference", "--preset", "llama-2-7b", "--field", "kv_cache_bytes"]) == 0
+    name, _, formula = capsys.readouterr().out.strip().partition(" = ")
+    assert name == "kv_cache_bytes"
+    assert simplify(parse_expr(formula, local_dict=S.BY_NAME) - 2**19 * S.b * (S.l_in + S.l_out - 1)) == 0
+    assert main(["inference", "--preset", "llama-2-7b", "--grid", "b=1,2,4", "--field", "kv_cache_bytes",
+                 "--set", "l_in=10", "l_out=1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "b,kv_cache_bytes" and [float(x.split(",")[1]) for x in lines[1:]] == \
+        [n * 10 * 2**19 for n in (1, 2, 4)]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--set", "b=0"], "b must be a positive integer"),
+    (["--preset", "llama-2-7b", "--set", "l_in=4000", "l_out=200"], "exceed the context of llama-2-7b"),
+    (["--kv-dtype", "fp4"], "invalid choice: 'fp4'"),
+    (["--field", "flops"], "unknown flops"),
+    (["--set", "e=8"], "not settable here"),
+    (["--preset", "bert-base-uncased"], "bidirectional encoder"),
+])
+def test_inference_command_refuses_bad_input_in_one_line(argv, message, capsys):
+    from symbolic_cost.cli import main
+    assert main(["inference", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -64,7 +64,7 @@ def grid_type(text: str) -> tuple[str, list[float]]:
 
 
 def add_arguments(parser) -> None:
-    options.model(parser, default="llama-2-7b")
+    options.model(parser)
     options.settings(parser, help="NAME=VALUE pairs for b, l_in, l_out, l_ctx (the decode step's cached tokens), "
                                   "m1, p, d (replicas) and B (tokens per KV-cache page) (defaults: b=1, l_in=512, "
                                   "l_out=128, every degree 1, no paging; without l_ctx the mean decode step)")
@@ -168,6 +168,7 @@ def report(args) -> int:
           f"end {out['end_to_end_tokens_per_s']:.6g} per replica")
     crossover = out["crossover_batch"]
     turns = f"b = {crossover:.6g}" if crossover > 0 else "never (the cache's bytes grow with b as fast as its FLOPs)"
-    print(f"largest batch that fits: {out['max_batch']}; decode turns compute-bound at {turns}")
+    most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
+    print(f"largest batch that fits: {most}; decode turns compute-bound at {turns}")
     return 0
 
