@@ -225,3 +225,32 @@ def test_two_tier_alltoall_crosses_the_slow_link_with_the_ranks_outside_the_doma
     two_level = comm_time(a2a, system, conv.DEFAULT.but(comm_time="hierarchical"))
     V = a2a.tensor_bytes
     assert two_level == max(Rational(3, 16) * V / system.nvlink_bandwidth, Rational(12, 16) * V / system.ib_bandwidth)
+
+
+# ------------------------------------------------------------------ the command line
+
+def test_cli_summary_sweep_and_search_handle_experts(capsys):
+    import json
+    from pathlib import Path
+
+    from symbolic_cost.cli import main
+    path = str(Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
+    layout = ["--set", "l=4096", "m1=2", "s1=2", "d=32", "ep=8", "etp=1", "--zero", "1"]
+    assert main(["summary", "--hf-config", path, *layout, "--json"]) == 0
+    experts = json.loads(capsys.readouterr().out)["experts"]
+    assert (experts["routed"], experts["per_token"], experts["ep"], experts["edp"]) == (8, 2, 8, 8)
+    assert experts["active_parameters"] == 46_702_792_704 - 32 * 6 * 3 * 4096 * 14336
+    # per layer and pass: 2048 tokens x 2 copies x 4096 x 2 bytes, 7/8 of it leaving the rank, twice
+    assert experts["alltoall_bytes"] == 32 * 2 * 2 * (2048 * 2 * 4096 * 2 * 7 // 8)
+    assert main(["summary", "--hf-config", path, *layout]) == 0
+    assert "all-to-all per iteration, busiest device: 3.5 GiB sent in 128 all-to-alls" in capsys.readouterr().out
+    assert main(["sweep", "--hf-config", path, "--set", "l=4096", "m1=2", "s1=2", "d=32", "etp=1",
+                 "--grid", "ep=1,8", "--field", "alltoall_bytes"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["1.0,0.0", f"8.0,{float(experts['alltoall_bytes'])}"]
+    assert main(["sweep", "--hf-config", path, "--set", "l=4096", "m1=2", "d=32", "etp=1", "--grid", "ep=8",
+                 "s1=1,2"]) == 2
+    assert "m1 must divide s1 (got m1=2, s1=1)" in capsys.readouterr().err
+    assert main(["search", "--hf-config", path, "--devices", "16", "--global-batch", "64", "--seq", "1024",
+                 "--top", "3"]) == 0
+    header = capsys.readouterr().out.splitlines()[1].split()
+    assert header[:6] == ["m1", "s1", "d", "p", "ep", "etp"]

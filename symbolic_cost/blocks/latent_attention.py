@@ -61,7 +61,7 @@ def latent_cache_elements(latent: Latent) -> Expr:
 
 def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, flash=False, causal=True,
                      dropouts=True, score_dropout=None, norm="rms", post_norm=False, es=2, es_mask=1,
-                     conventions=conv.DEFAULT) -> Block:
+                     conventions=conv.DEFAULT, keys=None) -> Block:
     """Multi-head latent attention on one device, heads split over ``m1`` (module docstring).
 
     Rows: ``{norm}_norm_1``, ``q_a_proj``, ``q_a_norm``, ``q_b_proj`` (or ``q_proj``),
@@ -69,7 +69,9 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, flas
     shared key, ``d_r`` dims each), the core (``logits`` ... ``attend``, or ``flash_attention``),
     ``v_proj`` (the output projection, as the library names it), the closing dropout.  ``bias``
     biases the two down-projections and the output (DeepSeek's ``attention_bias``).  The
-    down-projections read one input: the first keeps it, ``kv_a_proj`` keeps nothing.
+    down-projections read one input: the first keeps it, ``kv_a_proj`` keeps nothing.  ``keys``
+    (default ``l``): the keys and values each query attends when they are not the ``l`` new
+    tokens' (decoding over a cache of decompressed keys and values, ``attention.attention``).
 
     >>> block = latent_attention(1, 8, 2048, 16, Latent(512, 64, 128, 128))
     >>> block.total("weights") / 2 == 2048 * 16 * 192 + 2048 * 576 + 512 + 512 * 16 * 256 + 16 * 128 * 2048 + 2048
@@ -93,7 +95,7 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, flas
              NORMS[norm](b, l, kv_rank, name="kv_a_norm", **at.kw),
              linear(b, l, kv_rank, heads * (qk - rope + v), bias=False, name="kv_b_proj", **at.kw),
              rotary(b, l, heads + 1, rope, es=at.es)]
-    core = dict(kv_heads=heads, v_dim=v, causal=causal, **at.kw)
+    core = dict(l_kv=keys, kv_heads=heads, v_dim=v, causal=causal, **at.kw)
     rows += ([flash_attention(b, l, qk, heads, **core)] if flash else
              attention_core(b, l, qk, heads, dropouts=dropouts if score_dropout is None else score_dropout,
                             es_mask=at.es_mask, **core))

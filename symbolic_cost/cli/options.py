@@ -10,6 +10,7 @@ conventions, an H100 system, and the training defaults of ``models.Training``.
 from __future__ import annotations
 
 import argparse
+from fractions import Fraction
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import BUILDERS
@@ -162,10 +163,21 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
     flash(group)
 
 
+def experts(parser):
+    """``--capacity-factor``, ``--expert-imbalance``: how tokens reach the experts of an MoE model
+    (``blocks.moe``; the degrees ``ep`` and ``etp`` are set with ``--set``)."""
+    group = parser.add_argument_group("mixture of experts")
+    option(group, "--capacity-factor", type=Fraction, metavar="C",
+           help="pad or drop every expert's rows from each rank to ceil(C t k / E) (default: dropless)")
+    option(group, "--expert-imbalance", type=Fraction, default=Fraction(PLAIN.expert_imbalance), metavar="X",
+           help="rows the busiest expert-parallel rank receives over the mean (1: token-balanced routing)")
+
+
 def training_policy(args) -> dict:
     """The ``Training`` fields the training options set (those a command offers)."""
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
-             "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "flash")
+             "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "flash", "capacity_factor",
+             "expert_imbalance")
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 

@@ -10,7 +10,9 @@ from symbolic_cost.cli import options
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, number, resolve,
                                       training_values)
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
+from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
 from symbolic_cost.models.totals import rank_activation_bytes
+from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.models.utilisation import hfu, mfu
 from symbolic_cost.timing.hardware import comm_time, get_system
 from symbolic_cost.timing.host import host_bytes_per_node, host_time
@@ -29,10 +31,11 @@ EXAMPLES = [
     "symbolic-cost summary --hf-config path/to/config.json --set b=2 d=8 --json",
     "symbolic-cost summary --preset llama-2-7b --set d=8 --zero 3 --offload optimizer --lora-rank 16 --lora-base nf4",
     "symbolic-cost summary --preset gpt3-175b --set m1=8 s1=8 p=16 d=8 n_micro=64 --step-time 12.5",
+    "symbolic-cost summary --hf-config Mixtral-8x7B/config.json --set l=4096 m1=2 s1=2 d=32 ep=8 etp=1 --zero 1",
 ]
 
 SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))
-            + " (defaults: b=1, l=the model's context (2048 if it states none), every degree 1)")
+            + " (defaults: b=1, l=the model's context (2048 if it states none), every degree 1 but etp=m1)")
 
 
 def add_arguments(parser) -> None:
@@ -40,6 +43,7 @@ def add_arguments(parser) -> None:
     options.settings(parser, help=SETTABLE)
     options.training(parser)
     options.recipe(parser)
+    options.experts(parser)
     options.counting(parser)
     options.units(parser)
     options.option(parser, "--step-time", metavar="SECONDS",
@@ -53,7 +57,8 @@ def whole_model(args):
     arch = architecture(args)
     values = resolve(training_values(arch), args.set, allowed=TRAINING_SYMBOLS)
     training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
-                        p=values[S.p], micro_batches=values[S.n_micro], **options.training_policy(args),
+                        p=values[S.p], micro_batches=values[S.n_micro], ep=values[S.ep], etp=values[S.etp],
+                        **options.training_policy(args),
                         **options.recipe_policy(args))
     chosen = conventions(args)
     return arch, training, model_cost(arch, training, chosen), chosen
@@ -67,6 +72,8 @@ def report(args) -> tuple[dict, Training]:
     out["step_time_s"] = {part: number(value) for part, value in step_time_breakdown(cost, system, chosen).items()}
     out["world_size"] = number(world_size(training))
     out["trainable_parameters"] = number(cost.trainable_parameters)
+    if arch.moe is not None:
+        out["experts"] = experts_report(cost, system, chosen)
     if training.offload != "none":
         out["host"] = {"bytes_per_device": number(cost.host_bytes),
                        "bytes_per_node": number(host_bytes_per_node(cost, system)),
@@ -87,6 +94,33 @@ def report(args) -> tuple[dict, Training]:
     return out, training
 
 
+def experts_report(cost, system, chosen) -> dict:
+    """The numbers of a mixture of experts: its layout, total and active parameters, the model
+    FLOPs per token, the routed experts on the busiest device and its all-to-alls per step."""
+    t, moe = cost.training, cost.architecture.moe
+    ep, etp = expert_degrees(t, t.m1)
+    tokens = t.micro_batches * t.d * t.b * t.l
+    alltoalls = [c for dim, c in cost.collectives if dim == "expert" and c.kind == "alltoall"]
+    return {"routed": number(moe.experts), "per_token": number(moe.top_k), "shared_width": number(moe.shared_f),
+            "ep": number(ep), "etp": number(etp), "edp": number(expert_data_degree(t.m1, t.d, ep, etp)),
+            "active_parameters": number(cost.active_parameters),
+            "expert_parameters_per_device": number(cost.expert_parameters_per_device),
+            "flops_per_token": number((cost.model_flops_fwd + cost.model_flops_bwd) / tokens),
+            "alltoall_bytes": number(alltoall_bytes(cost)), "alltoall_count": number(sum(c.repeats for c in alltoalls)),
+            "alltoall_time_s": number(sum(comm_time(c, system, chosen) for c in alltoalls))}
+
+
+def print_experts(x: dict, args, size, seconds) -> None:
+    """The lines ``summary`` prints for a mixture of experts."""
+    whole = lambda value: f"{value:,}" if isinstance(value, int) else str(value)  # noqa: E731
+    print(f"experts: {x['routed']} routed, {x['per_token']} per token, shared width {x['shared_width']}; "
+          f"ep={x['ep']} etp={x['etp']} edp={x['edp']}; active parameters per token {whole(x['active_parameters'])}; "
+          f"routed-expert parameters per device {whole(x['expert_parameters_per_device'])}")
+    print(f"model FLOPs per token (forward + backward): {amount(x['flops_per_token'], 'flops', args.units)}")
+    print(f"all-to-all per iteration, busiest device: {size(x['alltoall_bytes'])} sent in {x['alltoall_count']} "
+          f"all-to-alls, {seconds(x['alltoall_time_s'])} on {args.system}")
+
+
 def run(args) -> int:
     if args.json and args.units != options.UNIT:
         raise ValueError("--units does not apply to --json (JSON is in FLOPs, bytes and seconds); it would be ignored")
@@ -103,6 +137,8 @@ def run(args) -> int:
     parameters = out["parameters"]
     print(f"parameters: {parameters:,}" if isinstance(parameters, int) else f"parameters: {parameters}")
     print(f"parameters per device: {out['parameters_per_device']}")
+    if "experts" in out:
+        print_experts(out["experts"], args, size, seconds)
     if t.lora is not None or t.optimizer != "adam" or t.fp8 or t.offload != "none" or not t.master_weights:
         print(f"recipe: optimizer={t.optimizer} master_weights={t.master_weights} fp8={t.fp8} offload={t.offload}"
               + (f" lora rank {t.lora.rank} on {','.join(t.lora.targets)}, base {t.lora.base}; trainable "

@@ -15,7 +15,9 @@ from symbolic_cost.cli import options
 from symbolic_cost.cli.summary import SETTABLE
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, numbers_needed,
                                       parse_condition, resolve, training_values)
+from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.numeric.sweep import grid_size, sweep
 from symbolic_cost.reader import read_number
 from symbolic_cost.timing.step import step_time_breakdown
@@ -23,13 +25,18 @@ from symbolic_cost.timing.step import step_time_breakdown
 TOTALS = ("parameters", "flops_fwd", "flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes",
           "activation_bytes", "memory_bytes")
 TIMES = ("total", "compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm")
-SWEEP_FIELDS = TOTALS + TIMES
-"""What ``--field`` may name: ``ModelCost`` totals and the parts of ``step_time_breakdown``."""
+EXPERTS = ("active_parameters", "alltoall_bytes")
+DEFAULT_FIELDS = TOTALS + TIMES
+SWEEP_FIELDS = DEFAULT_FIELDS + EXPERTS
+"""What ``--field`` may name: ``ModelCost`` totals, the parts of ``step_time_breakdown``, and for
+mixtures of experts the active parameters and the all-to-all bytes of a step (not by default)."""
 
 EXAMPLES = [
     "symbolic-cost sweep --preset gpt2 --grid b=1,2,4,8 --grid m1=1,2,4 --field memory_bytes,total",
     "symbolic-cost sweep --preset gpt2 --grid b=1,2,4,8 l=512,1024,2048 --where 'memory_bytes <= 80e9' "
     "--out sweep.csv --progress",
+    "symbolic-cost sweep --hf-config Mixtral-8x7B/config.json --set l=4096 m1=2 s1=2 d=32 etp=1 --grid ep=1,2,4,8 "
+    "--field memory_bytes,alltoall_bytes,total",
 ]
 
 
@@ -81,11 +88,12 @@ def grid_values(pairs, given: dict) -> dict:
 def add_arguments(parser) -> None:
     options.model(parser)
     options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", required=True,
-                   metavar="NAME=V1,V2,...", help="swept symbols (b, l, m1, s1, d, p, n_micro) and their "
+                   metavar="NAME=V1,V2,...", help="swept symbols (b, l, m1, s1, d, p, n_micro, ep, etp) and their "
                    "values; several after one --grid or repeated")
     options.settings(parser, help=SETTABLE)
-    options.option(parser, "--field", type=fields_type, default=list(SWEEP_FIELDS), metavar="F1,F2,...",
-                   help="comma-separated outputs, any of: " + ", ".join(SWEEP_FIELDS) + " (default: all)")
+    options.option(parser, "--field", type=fields_type, default=list(DEFAULT_FIELDS), metavar="F1,F2,...",
+                   help="comma-separated outputs, any of: " + ", ".join(SWEEP_FIELDS) + " (default: all but "
+                   + ", ".join(EXPERTS) + ")")
     options.option(parser, "--where", action="append", default=[], metavar="EXPR",
                    help="keep rows where EXPR holds, e.g. 'memory_bytes <= 80e9' or 'Eq(Mod(96, m1), 0)'")
     options.option(parser, "--out", help="write to a new .csv or .parquet file instead of stdout")
@@ -93,6 +101,7 @@ def add_arguments(parser) -> None:
     options.option(parser, "--chunk", type=int, default=1_000_000, help="configurations per chunk")
     options.option(parser, "--progress", action="store_true", help="report progress on stderr")
     options.training(parser)
+    options.experts(parser)
     options.counting(parser)
 
 
@@ -109,7 +118,12 @@ def check_grid(arch, fixed: dict, grid: dict, chosen) -> None:
     dims = dict(e=arch.e, h=arch.h, f=arch.f, kv_heads=arch.kv_heads or arch.h,
                 n_layers=arch.n_layers + arch.decoder_layers,
                 **{str(s): get(s) for s in TRAINING_SYMBOLS})
-    grid_rules(dims, grid, layer_rules(chosen, arch.head_dim is not None) + PIPELINE_RULES)
+    rules = layer_rules(chosen, arch.head_dim is not None) + PIPELINE_RULES
+    if arch.moe is not None:      # whole experts and slices, an expert grid that folds, s1 = m1 (blocks.moe)
+        dims.update({"experts": arch.moe.experts, "expert_f": arch.moe.expert_f, "ep x etp": get(S.ep) * get(S.etp),
+                     "m1 x d": get(S.m1) * get(S.d)}, **({"shared_f": arch.moe.shared_f} if arch.moe.shared_f else {}))
+        rules += MOE_RULES + (("ep x etp", "m1 x d"), ("m1", "s1"))
+    grid_rules(dims, grid, rules)
 
 
 def run(args) -> int:
@@ -125,9 +139,11 @@ def run(args) -> int:
     chosen = conventions(args)
     check_grid(arch, fixed, grid, chosen)
     training = Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d),
-                        p=value(S.p), micro_batches=value(S.n_micro), **options.training_policy(args))
+                        p=value(S.p), micro_batches=value(S.n_micro), ep=value(S.ep), etp=value(S.etp),
+                        **options.training_policy(args))
     cost = model_cost(arch, training, chosen)
     exprs = {name: getattr(cost, name) for name in TOTALS}
+    exprs.update(active_parameters=cost.active_parameters, alltoall_bytes=alltoall_bytes(cost))
     exprs.update(step_time_breakdown(cost, args.system, chosen))
     model = {S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers, S.v: arch.vocab}
     names = {**{str(k): v for k, v in {**model, **fixed}.items()}, **exprs}

@@ -32,28 +32,42 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // k for k in small]))
 
 
+def expert_layouts(arch: Architecture, m1: int, d: int) -> list[tuple[int, int]]:
+    """``(ep, etp)`` of a mixture of experts on ``m1 x d`` ranks: ``ep`` whole experts a rank,
+    ``etp`` 1 or ``m1`` whole slices of each expert, ``ep etp`` folding onto the ranks
+    (``parallel.expert``); ``(1, 1)`` for a dense model."""
+    if arch.moe is None:
+        return [(1, 1)]
+    experts, width = int(arch.moe.experts), int(arch.moe.expert_f)
+    return [(ep, etp) for ep in _divisors(m1 * d) if experts % ep == 0 for etp in sorted({1, m1})
+            if (m1 * d) % (ep * etp) == 0 and width % etp == 0]
+
+
 def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
             micro_batch_sizes=(1, 2, 4, 8), recompute=("none", "selective", "full")) -> pd.DataFrame:
     """Every layout whose degrees divide what they split: ``m1`` the heads, key/value heads and
-    MLP width; ``p`` the layers; ``s1`` (1 or ``m1``) the sequence; ``b d`` the global batch."""
+    MLP width; ``p`` the layers; ``s1`` (1 or ``m1``; ``m1`` with experts) the sequence; ``b d``
+    the global batch; with experts ``ep`` and ``etp`` (``expert_layouts``, columns only then)."""
     kv = arch.kv_heads or arch.h
+    shared = int(arch.moe.shared_f) if arch.moe is not None else 0
     rows = []
     for m1 in _divisors(devices):
-        if arch.h % m1 or kv % m1 or arch.f % m1:
+        if arch.h % m1 or kv % m1 or arch.f % m1 or shared % m1:
             continue
         for p in _divisors(devices // m1):
             if arch.n_layers % p:
                 continue
             d = devices // (m1 * p)
-            for s1 in sorted({1, m1}):
+            for s1 in (sorted({1, m1}) if arch.moe is None else [m1]):
                 if seq % s1:
                     continue
-                for b in micro_batch_sizes:
+                for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d) for b in micro_batch_sizes):
                     if global_batch % (b * d):
                         continue
                     for policy in recompute:
-                        rows.append((m1, s1, d, p, b, global_batch // (b * d), policy))
-    return pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "b", "n_micro", "recompute"])
+                        rows.append((m1, s1, d, p, ep, etp, b, global_batch // (b * d), policy))
+    table = pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "ep", "etp", "b", "n_micro", "recompute"])
+    return table if arch.moe is not None else table.drop(columns=["ep", "etp"])
 
 
 @dataclass(frozen=True)
@@ -79,14 +93,15 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
     if table.empty:
         raise ValueError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}")
     frames = []
+    degrees = [S.b, S.m1, S.s1, S.d, S.p, S.n_micro] + ([S.ep, S.etp] if arch.moe is not None else [])
+    experts = dict(ep=S.ep, etp=S.etp) if arch.moe is not None else {}
     for policy, group in table.groupby("recompute", sort=False):
         training = Training(b=S.b, l=seq, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro,
-                            precision=precision, zero=zero, recompute=policy, flash=flash)
+                            precision=precision, zero=zero, recompute=policy, flash=flash, **experts)
         cost = model_cost(arch, training, conventions)
         parts = step_time_breakdown(cost, system, conventions)
-        compiled = compile_exprs({**{k: parts[k] for k in PARTS}, "memory": cost.memory_bytes},
-                                 symbols=[S.b, S.m1, S.s1, S.d, S.p, S.n_micro])
-        values = compiled({k: group[k].to_numpy() for k in ("b", "m1", "s1", "d", "p", "n_micro")})
+        compiled = compile_exprs({**{k: parts[k] for k in PARTS}, "memory": cost.memory_bytes}, symbols=degrees)
+        values = compiled({str(k): group[str(k)].to_numpy() for k in degrees})
         frames.append(group.assign(**values))
     every = pd.concat(frames, ignore_index=True)
     fits = every[every["memory"] <= float(system.hbm_capacity)]
