@@ -7,6 +7,7 @@ Counted as the simulation counts: exact matmul FLOPs (``m n (2k - 1)``), reducti
 included, ring (and chain) volumes per device, one-byte elements.
 """
 
+from dataclasses import replace
 from math import gcd
 
 import pytest
@@ -312,3 +313,73 @@ def test_the_rank_order_decides_the_link():
     outer = grid_linear(make_grid("2d", m1=4, m2=8, order=("rows", "cols")), 32, 64, 64)
     assert [c.stride for c in inner.collectives][:2] == [1, 8]
     assert [c.stride for c in outer.collectives][:2] == [4, 1]
+
+
+# ----------------------------------------------------------------------------- command line, model, search
+
+def test_table_on_a_grid(capsys):
+    """``table --tensor 2d`` prints the grid MLP's rows: its numbers are the library's."""
+    from symbolic_cost.cli import main
+    assert main(["table", "--block", "mlp", "--tensor", "2d", "--set", "m1=2", "m2=4", "b=4", "--units", "si",
+                 "--format", "json"]) == 0
+    rows = {r["layer"]: r for r in __import__("json").loads(capsys.readouterr().out)}
+    block = grid_mlp(4, 2048, 12288, 49152, make_grid("2d", m1=2, m2=4))      # gpt3-175b, the default
+    assert rows["fc1"]["flops_fwd"] == float(block["fc1"].flops_fwd)
+    assert rows["fc2"]["comm_bwd"] == float(volume(block["fc2"], "bwd"))
+    assert rows["fc1"]["comm_fwd_type"] == "broadcast+broadcast"
+
+
+def test_formula_on_a_grid_and_bad_grids_on_the_command_line(capsys):
+    from symbolic_cost.cli import main
+    assert main(["formula", "--block", "mlp", "--tensor", "3d", "--field", "weights", "--set", "f=4*e", "es=1"]) == 0
+    assert capsys.readouterr().out.split("\n")[0].replace(" ", "") == "e*(8*e+7*mq**2)/mq**3"
+    assert main(["table", "--block", "mlp", "--tensor", "2d", "--set", "m1=3", "m2=2"]) == 2
+    assert "m1 must divide b" in capsys.readouterr().err
+    assert main(["table", "--block", "mlp", "--tensor", "2d", "--set", "m1=2", "m2=2", "b=2", "--panel", "5"]) == 2
+    assert "panel must divide" in capsys.readouterr().err
+
+
+def test_a_model_on_a_grid():
+    """Parameters and the model's own FLOPs do not depend on the layout; the grid's layers and the
+    two all-to-alls between the ends' layout and the grid's are among the tensor collectives."""
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.grid_stack import on_grid
+    arch, plain = preset("gpt2"), Training(b=8, l=1024, d=2, p=2, micro_batches=4)
+    one_d = model_cost(arch, plain)
+    grid = model_cost(arch, on_grid(plain, make_grid("3d", mq=2)))
+    assert grid.parameters == one_d.parameters and grid.model_flops_fwd == one_d.model_flops_fwd
+    kinds = {c.kind for dim, c in grid.collectives if dim == "tensor"}
+    assert {"allgather", "reducescatter", "alltoall"} <= kinds
+    assert [r.name for r in grid.embedding][-1] == "to_grid" and grid.head.names[0] == "from_grid"
+    assert grid.flops_fwd < one_d.flops_fwd          # 8 tensor-parallel devices share the work
+
+
+def test_search_on_grids_equals_the_model_at_numbers():
+    """The search compiles the grid model with its degrees as symbols (the panel of a square grid
+    included); each row equals the model built with the numbers."""
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.grid_stack import on_grid
+    from symbolic_cost.numeric.search import GRIDS, search
+    from symbolic_cost.timing.step import step_time_breakdown
+    arch = replace(preset("gpt2"), vocab=64 * 786)   # no padding (numbers pad, symbols do not)
+    found = search(arch, 64, global_batch=64, seq=1024, tensor=("2d", "2.5d", "3d"), top=400)
+    assert set(found.best["tensor"]) == {"2d", "2.5d", "3d"}
+    for row in found.best.groupby("tensor").head(2).itertuples():
+        sides = [int(x) for x in row.grid.split("x")]
+        plain = Training(b=row.b, l=1024, d=row.d, p=row.p, micro_batches=row.n_micro, recompute=row.recompute,
+                         zero=1, flash=True)
+        cost = model_cost(arch, on_grid(plain, GRIDS[row.tensor](sides[0], sides[-1])))
+        assert float(step_time_breakdown(cost, "h100")["total"]) == pytest.approx(row.total, rel=1e-9)
+        assert float(cost.memory_bytes) == pytest.approx(row.memory, rel=1e-9)
+
+
+def test_search_of_one_d_is_unchanged_by_the_grids():
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.numeric.search import search
+    arch = preset("gpt2")
+    alone = search(arch, 8, global_batch=64, seq=1024, top=5).best
+    mixed = search(arch, 8, global_batch=64, seq=1024, top=500, tensor=("1d", "2d")).best
+    ones = mixed[mixed["tensor"] == "1d"].drop(columns=["tensor", "grid"]).head(5).reset_index(drop=True)
+    assert ones[list(alone.columns)].astype(alone.dtypes.to_dict()).equals(alone)

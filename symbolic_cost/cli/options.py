@@ -16,6 +16,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, Training
+from symbolic_cost.parallel.grid import KINDS as TENSOR_LAYOUTS
 from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.numeric.tables import UNITS
 from symbolic_cost.timing.hardware import SYSTEMS
@@ -200,6 +201,18 @@ def block(parser, default: str | None = "mlp"):
     option(group, "--no-bias", action="store_true", help="linear layers without bias")
     option(group, "--no-qkv-bias", action="store_true", help="QKV projection without bias")
     flash(group)
+    tensor(group)
+
+
+def tensor(parser):
+    """``--tensor``, ``--panel``, ``--grid-order``: the tensor-parallel layout (``parallel.grid``)."""
+    option(parser, "--tensor", choices=TENSOR_LAYOUTS, default="1d",
+           help="tensor parallelism: 1d (Megatron, over m1), 2d (SUMMA on an m1 x m2 grid), 2.5d (mq x mq x md), "
+                "3d (mq x mq x mq); the degrees with --set")
+    option(parser, "--panel", type=int, help="SUMMA's panel width on a 2d or 2.5d grid (default: one block)")
+    option(parser, "--grid-order", metavar="AXES",
+           help="a grid's axes in rank order, innermost (neighbouring ranks) first: rows,cols or cols,rows "
+                "(2d); cols,rows,depth ... (2.5d); j,k,i ... (3d) (default: the activations' axes innermost)")
 
 
 def units(parser):

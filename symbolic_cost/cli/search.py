@@ -11,6 +11,7 @@ from symbolic_cost.numeric.tables import UNITS
 EXAMPLES = [
     "symbolic-cost search --preset gpt2 --devices 8 --global-batch 64",
     "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --zero 1 --flash",
+    "symbolic-cost search --preset gpt2 --devices 64 --global-batch 512 --tensor 1d 2d 2.5d 3d",
 ]
 
 
@@ -21,6 +22,9 @@ def add_arguments(parser) -> None:
     options.option(parser, "--seq", type=int,
                    help="sequence length (default: the model's context, 2048 if it states none)")
     options.option(parser, "--top", type=int, default=10, help="layouts listed")
+    options.option(parser, "--tensor", nargs="+", choices=options.TENSOR_LAYOUTS, default=["1d"],
+                   help="tensor layouts to consider: 1d (Megatron, m1) and the grids 2d (square mq x mq), "
+                        "2.5d (mq x mq x md), 3d (mq x mq x mq)")
     options.training(parser, distributed_optimizer=False, recompute=False)
     options.counting(parser)
     options.units(parser)
@@ -30,7 +34,7 @@ def run(args) -> int:
     arch = architecture(args)
     found = search(arch, args.devices, args.system, global_batch=args.global_batch,
                    seq=args.seq or sequence_length(arch), top=args.top, zero=args.zero, flash=args.flash,
-                   precision=args.precision, conventions=conventions(args))
+                   precision=args.precision, conventions=conventions(args), tensor=tuple(args.tensor))
     print(f"{arch.name} on {args.devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
           f"best {len(found.best)} by step time")
     seconds, time_unit = UNITS[args.units].per("seconds")

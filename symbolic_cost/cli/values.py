@@ -22,6 +22,8 @@ from symbolic_cost.cost import EXPRESSION_FIELDS
 from symbolic_cost.models import config as hf
 from symbolic_cost.models import hub
 from symbolic_cost.models.training import element_bytes
+from symbolic_cost.parallel.grid import DEGREES, make_grid
+from symbolic_cost.parallel.grid_blocks import GRID_BUILDERS
 from symbolic_cost.numeric.tables import COST_COLUMNS, UNITS, column_kind
 from symbolic_cost.reader import read
 from symbolic_cost.timing.hardware import TIME_FIELDS, step_time, times
@@ -252,13 +254,31 @@ def build_block(args, values: dict, arch, name: str | None = None):
                   es_mask=get(S.es_mask), conventions=conventions(args), dropouts=structure.get("dropouts", True),
                   norm=structure.get("norm", "layer"))
     attention = {k: structure[k] for k in ("kv_heads", "rotary_pos", "causal") if k in structure}
+    builders = BUILDERS
+    if getattr(args, "tensor", "1d") != "1d":
+        builders = tensor_grid_builders(args, values, common)
     if name == "mlp":
-        return BUILDERS["mlp"](f=get(S.f), bias=bias, gated_act=structure.get("gated_act", False), **common)
+        return builders["mlp"](f=get(S.f), bias=bias, gated_act=structure.get("gated_act", False), **common)
     if name == "layer":
-        return BUILDERS["layer"](f=get(S.f), h=get(S.h), bias=bias, qkv_bias=qkv_bias, flash=args.flash,
+        return builders["layer"](f=get(S.f), h=get(S.h), bias=bias, qkv_bias=qkv_bias, flash=args.flash,
                                  gated_act=structure.get("gated_act", False), **attention, **common)
-    return BUILDERS["attention"](h=get(S.h), qkv_bias=qkv_bias, out_bias=bias, flash=args.flash,
+    return builders["attention"](h=get(S.h), qkv_bias=qkv_bias, out_bias=bias, flash=args.flash,
                                  **attention, **common)
+
+
+def tensor_grid_builders(args, values: dict, common: dict) -> dict:
+    """The block builders on ``--tensor``'s grid (``parallel.grid_blocks``), its degrees from
+    ``values`` (symbols when unset); takes ``m1`` and ``s1`` out of ``common``: a grid splits
+    every activation already, so ``s1`` must be 1."""
+    s1 = common.pop("s1")
+    common.pop("m1")
+    if sympify(s1).is_number and s1 != 1:
+        raise InputError(f"--tensor {args.tensor}: s1 must be 1 (a grid splits every activation already), got s1={s1}",
+                         "s1")
+    degrees = {name: values.get(S.BY_NAME[name], S.BY_NAME[name]) for name in DEGREES[args.tensor]}
+    order = tuple(args.grid_order.split(",")) if getattr(args, "grid_order", None) else None
+    grid = make_grid(args.tensor, order=order, panel=getattr(args, "panel", None), **degrees)
+    return {name: (lambda build: lambda **kw: build(grid=grid, **kw))(build) for name, build in GRID_BUILDERS.items()}
 
 
 def field_type(text: str) -> str:

@@ -14,13 +14,15 @@ from sympy import Expr, sympify
 from symbolic_cost.blocks import Block, embedding_block, head_block, transformer_layer
 from symbolic_cost.blocks.ends import stack_end
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.grid_stack import grid_stack
 
 
-def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1) -> tuple[tuple[Block, Expr], ...]:
+def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1, grid=None) -> tuple[tuple[Block, Expr], ...]:
     """``(block, count)`` for every block of ``arch`` on one device, in model order; the first
     is the embedding, the last the head, every other one is a layer group (or, for T5, the
     encoder's end and the decoder's start).  ``ep`` and ``etp`` are the expert-parallel and
-    expert tensor-parallel degrees of the MoE layers (``blocks.moe``)."""
+    expert tensor-parallel degrees of the MoE layers (``blocks.moe``); with a tensor ``grid`` the
+    layers run on it and ``m1 = s1`` are its devices (``models.grid_stack``)."""
     kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
     experts = dict(ep=ep, etp=etp, capacity_factor=getattr(t, "capacity_factor", None),
                    imbalance=getattr(t, "expert_imbalance", 1))
@@ -36,6 +38,8 @@ def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1) -> 
                      final_dropout=arch.encoder_decoder and arch.dropouts, task=arch.task,
                      num_labels=arch.num_labels, classifier=arch.classifier, norm=arch.norm,
                      dropouts=arch.dropouts, **kw)
+    if grid is not None:
+        return grid_stack(arch, t, grid, start, end, kw)
     if not arch.encoder_decoder:
         return ((start, sympify(1)), *layer_groups(arch, t, m1, s1, kw, experts), (end, sympify(1)))
     encoder = transformer_layer(**_layer_options(arch, t, m1, s1, causal=False), **kw)

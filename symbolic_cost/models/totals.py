@@ -137,7 +137,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     m1, s1, d, p, n = _degrees(t)
     es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     es = element_bytes(t.precision)
-    stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions, *expert_degrees(t, m1)), t, es, conventions)
+    stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions, *expert_degrees(t, m1), t.tensor), t, es, conventions)
     (start, _), (layer, _), (end, _) = stack[0], stack[1], stack[-1]
     depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
     whole = recipe_stack(model_stack(arch, t, 1, 1, 1, conventions), t, 1, conventions)   # 1-byte: weights = parameters

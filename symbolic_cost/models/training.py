@@ -60,6 +60,7 @@ class Training:
     fp8: str | None = None       # an FP8 recipe of models.optimizers.FP8_RECIPES
     offload: str = "none"        # "optimizer" or "parameters" to the host (models.recipes)
     lora: LoRA | None = None     # adapters over a frozen base (models.lora)
+    tensor: object = None        # a 2-D/2.5-D/3-D tensor grid (parallel.grid; set with models.grid_stack.on_grid)
 
     def __post_init__(self):
         uneven = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers") if getattr(self, k) is not None}

@@ -226,6 +226,6 @@ def panels(grid: Grid, k, name: str) -> Expr:
         return exact(k, name) / lcm(r, c)
     for split, side in ((r, "rows"), (c, "cols")):
         if (exact(k, name) / split / grid.panel).is_integer is False:
-            raise InputError(f"panel must divide {name}'s block width {name}/{side} "
-                             f"(got panel={grid.panel}, {name}={k}, {side}={split})")
+            raise InputError(f"panel must divide the block widths k/rows and k/cols of {name}'s product over "
+                             f"k={k} (got panel={grid.panel}, {side}={split})", "panel")
     return grid.panel
