@@ -128,6 +128,27 @@ def test_a_decode_layer_by_hand():
     assert step.weight_bytes_read == 2 * 6738415616       # every parameter once (published count)
 
 
+def test_latent_attention_decodes_in_three_forms_by_hand():
+    """DeepSeek-V3 (128 heads, r_kv 512, d_r 64, d_n 128, d_v 128), one token over 99 cached:
+    absorbed, the heads attend the 576-wide latent (one key head, values its first 512) where
+    the decompressed form attends 192-wide keys and 128-wide values per head, and the absorbed
+    q and o products hold kv_b_proj's weights; recompute up-projects the 99 cached latents again."""
+    v3 = published("DeepSeek-V3")
+    keys, h, r = 100, 128, 512
+    forms = {form: decode(v3, Serving(b=1, l_in=50, l_out=60, mla=form), 99, TORCH) for form in
+             ("absorbed", "recompute", "decompressed")}
+    flops = {form: products(step) / 61 for form, step in forms.items()}        # per layer
+    assert flops["absorbed"] - flops["decompressed"] == 2 * h * keys * ((576 + 512) - (192 + 128))
+    assert flops["recompute"] - flops["decompressed"] == 2 * (keys - 1) * r * h * (128 + 128)
+    assert forms["absorbed"].cache_bytes_read == 61 * keys * 576 * 2
+    assert forms["recompute"].cache_bytes_read == 61 * keys * 512 * 2      # the latents kv_b_proj reads
+    assert forms["decompressed"].cache_bytes_read == 61 * keys * h * (192 + 128) * 2
+    weights = {form: step.weight_bytes_read for form, step in forms.items()}
+    assert weights["absorbed"] == weights["recompute"] == weights["decompressed"]
+    assert kv_bytes_per_token(v3) == 61 * 576 * 2 and kv_bytes_per_token(v3, m1=8) == 61 * 576 * 2
+    assert kv_bytes_per_token(v3, mla="decompressed", m1=8) == 61 * 16 * 320 * 2
+
+
 def test_the_generation_head_runs_the_lm_head_on_the_last_token_only():
     gpt2 = preset("gpt2")
     head = prefill(gpt2, Serving(b=3, l_in=100, l_out=2), TORCH).stack[-1][0]

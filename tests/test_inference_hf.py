@@ -2,8 +2,12 @@
 
 Small configs of each attention kind the library caches (multi-head: GPT-2; grouped-query:
 Llama; multi-query: Falcon; sliding windows on every layer: Mistral; alternating sliding and
-full layers: Gemma 2; cross-attention: T5) are built on the CPU with eager attention and run
+full layers: Gemma 2; cross-attention: T5; multi-head latent attention: DeepSeek-V3) are built on the CPU with eager attention and run
 through ``generate`` (greedy, a fixed number of new tokens).  Compared exactly:
+
+Latent attention (DeepSeek-V3, with its mixture of experts) runs as transformers runs it: the
+latent and the rotary key cached, every cached latent up-projected again at each step
+(``mla="recompute"``; the experts through ``batched_mm``, every routed pair once).
 
 * the KV cache: the bytes of every tensor the returned cache holds (``numel x element_size``)
   against ``kv_cache_bytes`` at the generation's final token count, in fp32, in bf16, and with
@@ -48,6 +52,12 @@ CASES = {
     "gemma2-alternating": dict(model_type="gemma2", architectures=["Gemma2ForCausalLM"], sliding_window=3, **TINY),
     "t5-cross": dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=40, num_heads=4,
                      d_kv=10, d_ff=48, num_layers=2, num_decoder_layers=2, vocab_size=64, decoder_start_token_id=0),
+    "deepseek-v3-latent": dict(model_type="deepseek_v3", architectures=["DeepseekV3ForCausalLM"], hidden_size=40,
+                               num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=2, vocab_size=64,
+                               intermediate_size=48, moe_intermediate_size=16, n_routed_experts=4,
+                               num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=12,
+                               q_lora_rank=20, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=8, n_group=1,
+                               topk_group=1, max_position_embeddings=64),
 }
 B, L_IN, L_OUT = 2, 5, 4          # the prompt is longer than the sliding windows of 3 keys
 EAGER = conv.DEFAULT.but(matmul_flops="2mnk", reduction_flops=False, window_count="dense")
@@ -57,7 +67,8 @@ def hf_model(config: dict, dtype=torch.float32):
     values = dict(config)
     hf = transformers.AutoConfig.for_model(values.pop("model_type"), **values)
     torch.manual_seed(0)
-    model = getattr(transformers, config["architectures"][0])._from_config(hf, attn_implementation="eager")
+    model = getattr(transformers, config["architectures"][0])._from_config(
+        hf, attn_implementation="eager", experts_implementation="batched_mm")
     return model.to(dtype).eval()
 
 
@@ -115,14 +126,16 @@ def products(phase) -> int:
 
 
 def serving(precision="fp32", kv_dtype=None) -> Serving:
-    return Serving(b=B, l_in=L_IN, l_out=L_OUT, precision=precision, kv_dtype=kv_dtype)
+    """The generation of ``generate``; latent attention as transformers runs it (``"recompute"``)."""
+    return Serving(b=B, l_in=L_IN, l_out=L_OUT, precision=precision, kv_dtype=kv_dtype, mla="recompute")
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_kv_cache_bytes_equal_the_tensors_transformers_allocates(name):
     arch, s = from_config(CASES[name], name), serving()
     cache, _ = generate(hf_model(CASES[name]))
-    expected = kv_cache_bytes(arch, B, final_tokens(arch, s), encoder=encoder_tokens(arch, s), kv_dtype="fp32")
+    expected = kv_cache_bytes(arch, B, final_tokens(arch, s), encoder=encoder_tokens(arch, s), kv_dtype="fp32",
+                              mla=s.mla)
     assert cache_bytes(cache) == expected
 
 
@@ -151,3 +164,13 @@ def test_fp8_cache_is_one_byte_an_element_and_a_scale_per_tensor():
     s = serving("fp32", "fp8")
     elements = B * final_tokens(arch, s) * 2 * 2 * 2 * 10
     assert cache_bytes(cache) == kv_cache_bytes(arch, B, final_tokens(arch, s), kv_dtype="fp8") == elements + 2 * 2 * 4
+
+
+def test_latent_attention_caches_the_latent_and_the_rotary_key():
+    """By design: transformers' DeepSeek cache is the library's latent cache (``r_kv + d_r`` a
+    token); decompressed keys and values would take ``h (d_n + d_r + d_v)``."""
+    arch = from_config(CASES["deepseek-v3-latent"], "deepseek-v3-latent")
+    cache, _ = generate(hf_model(CASES["deepseek-v3-latent"]))
+    tokens = final_tokens(arch, serving())
+    assert cache_bytes(cache) == B * tokens * 2 * (12 + 4) * 4 == kv_cache_bytes(arch, B, tokens, kv_dtype="fp32")
+    assert kv_cache_bytes(arch, B, tokens, kv_dtype="fp32", mla="decompressed") == B * tokens * 2 * 4 * (10 + 8) * 4

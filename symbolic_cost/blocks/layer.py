@@ -59,7 +59,7 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qk
     if latent is not None:
         first = latent_attention(b, l, e, h, latent, m1, s1, bias=bias, flash=flash, causal=causal,
                                  post_norm=norms == 4, score_dropout=attention_options.get("score_dropout"),
-                                 **common)
+                                 keys=attention_options.get("keys"), **common)
     else:
         first = attention(b, l, e, h, m1, s1, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias, flash=flash,
                           rotary_pos=rotary_pos, causal=causal, post_norm=norms == 4, branch=joined,

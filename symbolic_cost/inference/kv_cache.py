@@ -13,7 +13,16 @@ sliding    ``min(T, w - 1)``           the next query attends ``w`` keys, itself
                                        ``DynamicSlidingWindowLayer`` keeps ``w - 1``
 cross      ``l_enc``, the encoder's    the decoder's cross-attention (T5), computed once
            output                      at the first decoder step
+latent     ``T``                       multi-head latent attention (DeepSeek-V2, V3): the
+                                       latent and the rotary key, ``r_kv + d_r`` elements a
+                                       token, the same on every tensor-parallel device
 ========== =========================== ==================================================
+
+Multi-head latent attention (``mla``, ``MLA_FORMS``) caches its compressed latent, decoding in
+the absorbed form (``"absorbed"``: DeepSeek's inference, vLLM, SGLang) or up-projecting every
+cached latent again at each step (``"recompute"``: transformers 5.23); or it caches the
+decompressed keys and values of every head (``"decompressed"``: ``h/m1`` heads of keys of
+``d_n + d_r`` and values of ``d_v`` elements).
 
 Bytes of ``n`` elements in ``tensors`` cache tensors (a K or a V of one layer each) in a format
 (``KVFormat``): ``n bits/8 + (n/g) s_g + tensors s_t``, with a scale of ``s_g`` bytes per group
@@ -28,6 +37,7 @@ from dataclasses import dataclass
 
 from sympy import Expr, Integer, Min, ceiling, sympify
 
+from symbolic_cost.blocks.latent_attention import latent_cache_elements
 from symbolic_cost.checks import positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.models.architecture import Architecture
@@ -98,7 +108,8 @@ def kv_format(fmt) -> KVFormat:
     return KV_FORMATS[fmt]
 
 
-KINDS = ("full", "sliding", "cross")
+KINDS = ("full", "sliding", "cross", "latent")
+MLA_FORMS = ("absorbed", "recompute", "decompressed")
 
 
 @dataclass(frozen=True)
@@ -119,8 +130,13 @@ class CacheGroup:
         """Elements one token adds to one layer: ``kv (k + v)``."""
         return self.heads * (self.k_dim + self.v_dim)
 
+    @property
+    def tensors(self) -> Expr:
+        """Cache tensors a layer keeps (each with its own per-tensor scale): K and V, or one latent."""
+        return self.layers * (1 if self.kind == "latent" else 2)
+
     def held(self, tokens, encoder) -> Expr:
-        """Tokens one sequence keeps in one layer: ``T``, ``min(T, w - 1)`` or ``l_enc``."""
+        """Tokens one sequence keeps in one layer: ``T`` (full, latent), ``min(T, w - 1)`` or ``l_enc``."""
         if self.kind == "cross":
             return exact(encoder, "encoder tokens")
         if self.kind == "sliding":
@@ -128,10 +144,11 @@ class CacheGroup:
         return exact(tokens, "tokens")
 
 
-def cache_groups(arch: Architecture, m1=1) -> tuple[CacheGroup, ...]:
+def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, ...]:
     """The cached attention layers of ``arch`` with ``kv/m1`` heads on each device: a
     decoder's full and sliding-window layers, or an encoder-decoder's decoder self-attention
-    and cross-attention layers (its encoder caches nothing).
+    and cross-attention layers (its encoder caches nothing); multi-head latent attention's
+    latent (or, ``mla="decompressed"``, its keys and values per head).
 
     >>> from symbolic_cost.models.config import preset
     >>> [(g.kind, g.layers, g.per_token) for g in cache_groups(preset("llama-2-7b"))]
@@ -139,6 +156,10 @@ def cache_groups(arch: Architecture, m1=1) -> tuple[CacheGroup, ...]:
     """
     if not (arch.causal or arch.encoder_decoder):
         raise ValueError(f"{arch.name} is a bidirectional encoder: it generates nothing and keeps no KV cache")
+    if mla not in MLA_FORMS:
+        raise ValueError(f"mla must be one of {', '.join(MLA_FORMS)}, got {mla!r}")
+    if arch.latent is not None:
+        return (_latent_group(arch, m1, mla),)
     heads = exact(arch.h if arch.kv_heads is None else arch.kv_heads, "kv_heads") / exact(m1, "m1")
     k_dim = exact(arch.e / sympify(arch.h) if arch.head_dim is None else arch.head_dim, "head_dim")
     v_dim = k_dim if arch.v_head_dim is None else exact(arch.v_head_dim, "v_head_dim")
@@ -152,6 +173,16 @@ def cache_groups(arch: Architecture, m1=1) -> tuple[CacheGroup, ...]:
     sliding = depth if arch.windowed_layers is None else exact(arch.windowed_layers, "windowed_layers")
     groups = (CacheGroup("sliding", sliding, window=exact(arch.window, "window"), **shape),)
     return groups + ((CacheGroup("full", depth - sliding, **shape),) if depth != sliding else ())
+
+
+def _latent_group(arch: Architecture, m1, mla) -> CacheGroup:
+    """Every layer of multi-head latent attention: ``r_kv + d_r`` elements a token on every
+    device (``blocks.latent_attention.latent_cache_elements``), or decompressed, ``h/m1`` heads of
+    keys of ``d_n + d_r`` and values of ``d_v``."""
+    depth, latent = exact(arch.n_layers, "n_layers"), arch.latent
+    if mla != "decompressed":
+        return CacheGroup("latent", depth, Integer(1), latent_cache_elements(latent), Integer(0))
+    return CacheGroup("full", depth, exact(arch.h, "h") / exact(m1, "m1"), latent.qk_dim, exact(latent.v_dim, "v_dim"))
 
 
 def paged(tokens, page) -> Expr:
@@ -170,11 +201,13 @@ def kv_elements(groups, b, tokens, encoder=0, page=None, p=1) -> Expr:
                Integer(0))
 
 
-def kv_cache_bytes(arch: Architecture, b, tokens, *, encoder=0, m1=1, p=1, kv_dtype="bf16", page=None) -> Expr:
+def kv_cache_bytes(arch: Architecture, b, tokens, *, encoder=0, m1=1, p=1, kv_dtype="bf16", page=None,
+                   mla="absorbed") -> Expr:
     """Bytes of the KV cache on one device: ``b`` sequences with ``tokens`` tokens each so far
     (and an encoder output of ``encoder`` tokens for cross-attention), ``kv/m1`` heads per
     layer, ``1/p`` of the layers, in format ``kv_dtype`` (``KV_FORMATS``), paged in ``page``
-    tokens when given; the per-tensor scales: one K and one V per layer.
+    tokens when given; the per-tensor scales: one K and one V per layer, one per latent
+    (``mla``: ``cache_groups``).
 
     >>> from symbolic_cost.models.config import preset
     >>> from symbolic_cost.symbols import b, l_ctx
@@ -182,12 +215,12 @@ def kv_cache_bytes(arch: Architecture, b, tokens, *, encoder=0, m1=1, p=1, kv_dt
     524288*b*l_ctx
     """
     fmt = kv_format(kv_dtype)
-    groups = cache_groups(arch, m1)
-    tensors = 2 * sum((g.layers for g in groups), Integer(0)) / exact(p, "p")
+    groups = cache_groups(arch, m1, mla)
+    tensors = sum((g.tensors for g in groups), Integer(0)) / exact(p, "p")
     return fmt.bytes(kv_elements(groups, b, tokens, encoder, page, p), tensors)
 
 
-def kv_bytes_per_token(arch: Architecture, *, m1=1, kv_dtype="bf16") -> Expr:
+def kv_bytes_per_token(arch: Architecture, *, m1=1, kv_dtype="bf16", mla="absorbed") -> Expr:
     """Bytes one more token of one sequence adds to the cache while no window is full: every
     self-attention layer's ``kv (k + v)`` elements (cross-attention caches the encoder once).
 
@@ -195,18 +228,19 @@ def kv_bytes_per_token(arch: Architecture, *, m1=1, kv_dtype="bf16") -> Expr:
     >>> kv_bytes_per_token(preset("llama-2-7b")) / 2**10       # 512 KiB per token in bf16
     512
     """
-    groups = [g for g in cache_groups(arch, m1) if g.kind != "cross"]
+    groups = [g for g in cache_groups(arch, m1, mla) if g.kind != "cross"]
     return kv_format(kv_dtype).bytes(sum((g.layers * g.per_token for g in groups), Integer(0)))
 
 
-def paging_waste(arch: Architecture, b, tokens, page, *, encoder=0, m1=1, p=1, kv_dtype="bf16") -> Expr:
+def paging_waste(arch: Architecture, b, tokens, page, *, encoder=0, m1=1, p=1, kv_dtype="bf16",
+                 mla="absorbed") -> Expr:
     """Bytes paged allocation adds to the cache: the unused tail of every sequence's last page
     in every layer, ``b sum_layers (ceil(T/B) B - T) kv (k + v)`` at the format's bytes."""
     fmt = kv_format(kv_dtype)
-    groups = cache_groups(arch, m1)
+    groups = cache_groups(arch, m1, mla)
     extra = kv_elements(groups, b, tokens, encoder, page, p) - kv_elements(groups, b, tokens, encoder, None, p)
     return fmt.bytes(extra)
 
 
 __all__ = ["KVFormat", "KV_FORMATS", "kv_format", "CacheGroup", "cache_groups", "paged", "kv_elements",
-           "kv_cache_bytes", "kv_bytes_per_token", "paging_waste"]
+           "kv_cache_bytes", "kv_bytes_per_token", "paging_waste", "MLA_FORMS"]

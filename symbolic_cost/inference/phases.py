@@ -7,7 +7,9 @@
 * **decode**: one token per sequence, the blocks at ``l = 1`` with every self-attention over
   the ``l_ctx`` cached tokens and its own (``keys = l_ctx + 1``; a sliding window reads at most
   ``w``, ``ops.matmul.stored_keys``), cross-attention over the cached encoder output without
-  its key/value projection, the cached keys and values read at the cache format's bytes.
+  its key/value projection, the cached keys and values read at the cache format's bytes;
+  multi-head latent attention in the form ``Serving.mla`` names (``latent``: absorbed over the
+  compressed cache by default).
 
 The generation head: the final norm (and OPT's ``project_out``) on every token, then the LM
 head on the last token of each sequence only (transformers' ``logits_to_keep=1``), no loss;
@@ -32,14 +34,16 @@ from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks import Block, transformer_layer
 from symbolic_cost.cost import Collective, collective, exact
+from symbolic_cost.inference.latent import decode_layers
 from symbolic_cost.inference.serving import Serving, check_context, check_generative, prompt_tokens
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.stack import _layer_options, layer_groups, model_stack
 from symbolic_cost.models.training import Training
 from symbolic_cost.ops import embedding
 
-CACHE_READS = ("logits", "attend", "flash_attention")
-"""The rows whose second input is the cached keys or values (also as ``cross_*``)."""
+CACHE_READS = {name: "act_in_other" for name in ("logits", "attend", "flash_attention")}
+"""The rows that read the cache in a decode step, and the field holding the bytes they read: the
+keys and values are the second input of the attention core (also as ``cross_*``)."""
 
 
 def evaluation(arch: Architecture) -> Architecture:
@@ -60,6 +64,7 @@ class Phase:
     tokens: Expr
     width: Expr
     sends: tuple[Collective, ...] = ()
+    reads: tuple = ()
 
     def total(self, field: str) -> Expr:
         """A ``Cost`` field summed over every block times its count (``flops_fwd``, ``mem_fwd``, ...)."""
@@ -96,9 +101,9 @@ class Phase:
     @property
     def cache_bytes_read(self) -> Expr:
         """Bytes of cached keys and values the phase reads (decode; 0 for the prefill)."""
-        if self.name != "decode":
-            return Integer(0)
-        return sum((n * r.act_in_other for r, n in self.rows() if _reads_cache(r.name)), Integer(0))
+        reads = dict(self.reads)
+        return sum((n * getattr(r, reads[_base(r.name)]) for r, n in self.rows() if _base(r.name) in reads),
+                   Integer(0))
 
     @property
     def working_bytes(self) -> Expr:
@@ -115,8 +120,9 @@ class Phase:
         return out + [(c, Integer(1)) for c in self.sends]
 
 
-def _reads_cache(name: str) -> bool:
-    return name.removeprefix("cross_") in CACHE_READS
+def _base(name: str) -> str:
+    """A row's name without the ``cross_`` of cross-attention."""
+    return name.removeprefix("cross_")
 
 
 def _stack(arch: Architecture, s: Serving, l, conventions) -> tuple:
@@ -186,14 +192,20 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
     kw = dict(es=s.es, es_mask=1, conventions=step, keys=l_ctx + 1)
     t = Training(b=s.b, l=1, flash=s.flash)
     if not arch.encoder_decoder:
-        layers = tuple(layer_groups(inference, t, s.m1, 1, kw))
-        stack = (one[0], *((_cached(blk, s), count) for blk, count in layers), head)
-        return Phase("decode", stack, s, Integer(1), arch.e, _sends(arch, s, 1, conventions))
+        layers, reads = layer_groups(inference, t, s.m1, 1, kw), None
+        if arch.latent is not None:
+            layers, reads = decode_layers(layers, arch.latent, s.mla, l_ctx + 1, flash=s.flash, es=s.es,
+                                          conventions=step)
+        reads = tuple((reads or CACHE_READS).items())
+        stack = (one[0], *((_cached(blk, s, reads), count) for blk, count in layers), head)
+        return Phase("decode", stack, s, Integer(1), arch.e, _sends(arch, s, 1, conventions), reads)
     layer = transformer_layer(**_layer_options(inference, t, s.m1, 1, cross=True), cross_keys=s.l_in, **kw)
     layer = replace(layer, rows=tuple(r for r in layer.rows if r.name != "cross_kv_proj"))
     start = _relative_lookups(one[3][0], arch, s, l_ctx + 1)
-    return Phase("decode", ((start, Integer(1)), (_cached(layer, s), exact(arch.decoder_layers, "decoder_layers")),
-                            head), s, Integer(1), arch.e)
+    reads = tuple(CACHE_READS.items())
+    return Phase("decode", ((start, Integer(1)), (_cached(layer, s, reads), exact(arch.decoder_layers,
+                                                                                   "decoder_layers")),
+                            head), s, Integer(1), arch.e, (), reads)
 
 
 def mean_decode(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT) -> Phase:
@@ -210,13 +222,16 @@ def mean_decode(arch: Architecture, s: Serving = Serving(), conventions=conv.DEF
     return replace(first, stack=tuple((blk, count * half) for blk, count in first.stack + last.stack))
 
 
-def _cached(block: Block, s: Serving) -> Block:
-    """The block with its cached keys and values read at the cache format's bytes per element:
-    ``act_in_other`` (and ``mem_fwd``) of the rows that read them scaled by ``es_kv / es``."""
-    scale = s.kv.element_bytes / s.es - 1
-    rows = tuple(r.plus(act_in_other=r.act_in_other * scale, mem_fwd=r.act_in_other * scale)
-                 if _reads_cache(r.name) else r for r in block.rows)
-    return replace(block, rows=rows)
+def _cached(block: Block, s: Serving, reads) -> Block:
+    """The block with the cache read at its format's bytes per element: the field of ``reads``
+    (and ``mem_fwd``) of the rows that read it scaled by ``es_kv / es``."""
+    reads, scale = dict(reads), s.kv.element_bytes / s.es - 1
+
+    def at_format(row):
+        extra = getattr(row, reads[_base(row.name)]) * scale
+        return row.plus(**{reads[_base(row.name)]: extra, "mem_fwd": extra})
+
+    return replace(block, rows=tuple(at_format(r) if _base(r.name) in reads else r for r in block.rows))
 
 
 def _relative_lookups(start: Block, arch: Architecture, s: Serving, keys) -> Block:

@@ -17,7 +17,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import positive_dims
-from symbolic_cost.inference.kv_cache import KVFormat, kv_format
+from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, kv_format
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.training import PRECISIONS, element_bytes
 
@@ -28,7 +28,9 @@ class Serving:
     tensor-parallel devices times ``p`` pipeline stages, ``d`` replicas; weights and
     activations in ``precision``, the cache in ``kv_dtype`` (``None``: the precision; a name
     of ``kv_cache.KV_FORMATS`` or a ``KVFormat``) paged in ``page`` tokens (``None``:
-    contiguous); ``flash`` attention; ``allow_long`` lets the tokens exceed the model's context."""
+    contiguous); ``flash`` attention; ``allow_long`` lets the tokens exceed the model's context;
+    ``mla``: how multi-head latent attention caches and decodes (``kv_cache.MLA_FORMS``:
+    ``"absorbed"``, ``"recompute"`` as transformers does, ``"decompressed"``; ``latent``)."""
 
     b: Expr = S.b
     l_in: Expr = S.l_in
@@ -41,8 +43,11 @@ class Serving:
     page: Expr | None = None
     flash: bool = False
     allow_long: bool = False
+    mla: str = "absorbed"
 
     def __post_init__(self):
+        if self.mla not in MLA_FORMS:
+            raise ValueError(f"mla must be one of {', '.join(MLA_FORMS)}, got {self.mla!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         self.kv                                   # refuses an unknown kv_dtype

@@ -155,7 +155,8 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
     first = prefill(arch, serving, conventions)
     step = mean_decode(arch, serving, conventions) if l_ctx is None else decode(arch, serving, l_ctx, conventions)
     cache = kv_cache_bytes(arch, serving.b, final_tokens(arch, serving), encoder=encoder_tokens(arch, serving),
-                           m1=serving.m1, p=serving.p, kv_dtype=serving.kv, page=serving.page)
+                           m1=serving.m1, p=serving.p, kv_dtype=serving.kv, page=serving.page,
+                           mla=serving.mla)
     return InferenceCost(arch, serving, first, step, phase_time(first, system, conventions, roofline),
                          phase_time(step, system, conventions, roofline), _weights(arch, first), cache,
                          Max(first.working_bytes, step.working_bytes))
