@@ -64,7 +64,7 @@ MUTATIONS = (
     Mutation("full-recompute-collectives", TOTALS, "again = redone if", "again = 0 if"),
     Mutation("zero3-allgathers", ZERO, 'dp("allgather", weight_bytes, "fwd", micro_batches)',
              'dp("allgather", weight_bytes, "fwd")'),
-    Mutation("selective-keeps-qkv", MEMORY, 'kept - core + layer["qkv_proj"].act_out', "kept - core"),
+    Mutation("selective-keeps-qkv", MEMORY, "kept - core + core_input_bytes(layer)", "kept - core"),
     Mutation("zero3-backward-allgathers", ZERO, 'dp("allgather", weight_bytes, "bwd", micro_batches)',
              'dp("allgather", weight_bytes, "bwd")', required=False),
     Mutation("interleaved-in-flight", PIPELINE, "(self.v - 1) * p + 1, n * self.v)",

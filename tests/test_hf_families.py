@@ -267,6 +267,45 @@ def test_matrix_flops(name, check):
     assert matrix_rows(windowed, "bwd") - products(windowed, "bwd") == bias_adds + group_sums
 
 
+# --- MoE: the experts' products under a routing the test fixes --------------------------------
+
+def fixed_router(gate):
+    """Wrap a router so that token ``i`` goes to experts ``i k, ..., i k + k - 1`` (mod ``E``):
+    its own products and weights run as before, only the chosen experts are replaced."""
+    forward = gate.forward
+
+    def routed(hidden_states):
+        logits, weights, indices = forward(hidden_states)
+        tokens, k = indices.shape
+        experts = logits.shape[-1]
+        chosen = (torch.arange(tokens)[:, None] * k + torch.arange(k)[None, :]) % experts
+        return logits, weights, chosen.to(indices.dtype)
+    gate.forward = routed
+
+
+@pytest.mark.parametrize("name", [name for name in CONFIGS if CONFIGS[name]["model_type"] in MOE])
+def test_experts_under_a_fixed_router(name):
+    """The eager expert loop of ``transformers`` (each expert on the tokens routed to it) on the
+    CPU, at toy widths, with a fixed router: forward and backward products equal the library's."""
+    torch.manual_seed(0)
+    config = tiny(CONFIGS[name])
+    cls = getattr(transformers, config["architectures"][0])
+    model = cls._from_config(hf_config(config), attn_implementation="eager", experts_implementation="eager")
+    gates = [module.gate for module in model.modules() if hasattr(module, "gate") and hasattr(module, "experts")]
+    assert gates
+    for gate in gates:
+        fixed_router(gate)
+    b, l = 2, 8
+    inputs = batch(model, b, l, device="cpu")
+    with FlopCounterMode(display=False) as forward:
+        loss = model(**inputs).loss
+    with FlopCounterMode(display=False) as backward:
+        loss.backward()
+    eager = library(config, name, b, l, EAGER)
+    assert (products(eager, "fwd"), products(eager, "bwd")) == (forward.get_total_flops(),
+                                                                backward.get_total_flops())
+
+
 # --- the oracle's own assumption: which pairs each family's mask keeps ----------------------
 
 TINY = dict(hidden_size=40, num_attention_heads=4, intermediate_size=48, n_inner=48, ffn_dim=48, d_ff=48,

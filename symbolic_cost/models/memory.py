@@ -24,6 +24,7 @@ from __future__ import annotations
 from sympy import Expr, Integer
 
 from symbolic_cost.blocks import Block
+from symbolic_cost.blocks.latent_attention import core_input_bytes
 
 CORE_ROWS = ("logits", "softmax", "dropout_softmax", "attend")
 """Rows selective recomputation drops (Korthikanti et al. 2022) and redoes in backward."""
@@ -47,7 +48,7 @@ def kept_bytes(layer: Block, recompute: str, tokens_bytes) -> Expr:
     kept = layer.total("act_buffer")
     if recompute == "selective" and any(r.name in CORE_ROWS for r in layer):
         core = sum(layer[r].act_buffer for r in CORE_ROWS if r in layer.names)
-        kept = kept - core + layer["qkv_proj"].act_out         # keep Q, K, V to redo the core
+        kept = kept - core + core_input_bytes(layer)          # keep Q, K, V to redo the core
     if recompute == "activation" and "fc2" in layer.names:
         # fc2's input is rebuilt from the activation's input; a dropout between them draws its
         # mask again from the saved random state (torch.utils.checkpoint), so it keeps none
