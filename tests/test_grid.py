@@ -383,3 +383,25 @@ def test_search_of_one_d_is_unchanged_by_the_grids():
     mixed = search(arch, 8, global_batch=64, seq=1024, top=500, tensor=("1d", "2d")).best
     ones = mixed[mixed["tensor"] == "1d"].drop(columns=["tensor", "grid"]).head(5).reset_index(drop=True)
     assert ones[list(alone.columns)].astype(alone.dtypes.to_dict()).equals(alone)
+
+
+def test_report_crossovers_hold_on_built_layers():
+    """Just above the solved micro-batch the grid layer sends less than 1-D on as many devices, and
+    at half of it more (both layers built with numbers)."""
+    import math
+    from symbolic_cost.blocks import transformer_layer
+    from symbolic_cost.report.grids import GPT3, crossovers, grids_markdown
+    _, solved = crossovers()
+    e, h, l = GPT3["e"], GPT3["h"], GPT3["l"]
+    for (name, value), q in zip(solved, (4, 2)):
+        bound = float(value.subs({S.e: e, S.l: l, S.mq: q}))
+        grid = make_grid("2d", m1=q, m2=q) if name.startswith("2-D") else make_grid("3d", mq=q)
+        for b, grid_wins in ((math.ceil(bound / grid.rows + 1) * grid.rows, True),
+                             (max(grid.rows, math.floor(bound / 2 / grid.rows) * grid.rows), False)):
+            if not grid_wins and b >= bound:
+                continue
+            mine = _comm(grid_layer(b, l, e, 4 * e, h, grid))
+            theirs = _comm(transformer_layer(b, l, e, 4 * e, h, grid.devices, grid.devices))
+            assert (mine < theirs) == grid_wins, (name, b)
+    text = grids_markdown(device_counts=(8,))
+    assert "| 8 | 3d 2x2x2 |" in text and "| 8 | 2.5d 2x2x2 |" in text and "| 8 | 1d |" in text

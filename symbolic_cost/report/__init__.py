@@ -5,6 +5,8 @@
 * ``analysis.md``: the scaling questions answered for a few well-known layer shapes (``scaling``),
 * ``sequence-parallel.md``: Megatron SP, Ulysses and ring attention compared, with crossovers
   (``sequence``),
+* ``tensor-grids.md``: 1-D, 2-D, 2.5-D and 3-D tensor parallelism on a GPT-3-sized layer, with
+  crossovers (``grids``),
 * ``kernel-model.md``: the roofline against the kernel-level (tiled) model, per row and by size,
   and seed 002's LSTM stages (``kernel_model``; the seed's configuration is passed in here),
 * ``memory.md``: activation bytes per layer, the library against Korthikanti et al. 2022 and
@@ -25,6 +27,7 @@ from typing import Callable
 
 from symbolic_cost import reproduce
 from symbolic_cost.report.formulas import formula_sheet
+from symbolic_cost.report.grids import grids_markdown
 from symbolic_cost.report.kernel_model import LSTMCase, kernel_markdown
 from symbolic_cost.report.inference import inference_markdown, plot_inference
 from symbolic_cost.report.memory import memory_markdown
@@ -65,6 +68,8 @@ def generate(out: Path, small: bool = False, progress: Callable[[str], None] = p
     progress("analysis: analysis.md")
     _write(out / "sequence-parallel.md", sequence_markdown(), written)
     progress("sequence parallelism: sequence-parallel.md")
+    _write(out / "tensor-grids.md", grids_markdown(), written)
+    progress("tensor grids: tensor-grids.md")
     _write(out / "kernel-model.md", kernel_markdown(seed_002_lstm()), written)
     progress("kernel-level model: kernel-model.md")
     _write(out / "memory.md", memory_markdown(), written)
