@@ -274,3 +274,15 @@ def test_selective_recomputation_keeps_the_latent_attention_core_inputs():
     core = sum(count * (sum(blk[r].act_buffer for r in CORE_ROWS if r in blk.names) - core_input_bytes(blk))
                for blk, count in kept["none"].blocks[1:-1])
     assert kept["none"].activation_bytes - kept["selective"].activation_bytes == core
+
+
+def test_stage_parameters_of_an_moe_model_under_tensor_parallelism():
+    """Pipeline stages of Mixtral (32 layers, 4 stages) on 2 tensor ranks: the experts split by
+    ``etp = m1`` like every other weight matrix, the stages add up to the model's parameters."""
+    from symbolic_cost.models.config import from_config
+    from symbolic_cost.models.totals import stage_parameters
+    mixtral = from_config({"model_type": "mixtral", "sliding_window": None})
+    stages = [stage_parameters(mixtral, 4, stage) for stage in range(4)]
+    assert sum(stages) == model_cost(mixtral, Training(b=1, l=8)).parameters
+    split = [stage_parameters(mixtral, 4, stage, m1=2) for stage in range(4)]
+    assert split[1] * 2 == stages[1] + 8 * (2 + 8) * 4096    # a middle stage: all halves but 2 norms, the router

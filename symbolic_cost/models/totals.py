@@ -291,7 +291,7 @@ def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=c
     (with its own copy of a tied embedding when the two stages differ)."""
     if not 0 <= stage < p:
         raise ValueError(f"stage must be in [0, {p}), got {stage}")
-    stack = model_stack(arch, Training(), m1, 1, 1, conventions)
+    stack = model_stack(arch, Training(), m1, m1, 1, conventions, 1, m1)   # any s1; experts: etp = m1, ep = 1
     start, end = stack[0][0], stack[-1][0]
     total = _middle(stack, "weights") / p
     if stage == 0:

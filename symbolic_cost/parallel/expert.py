@@ -16,17 +16,18 @@ expert data     ``edp = m1 d/(ep etp)`` the same expert slices: their       ``et
 =============== ====================== =================================== ===============
 
 The routed experts' weights, gradients and optimizer states follow ``parallel.zero`` with
-``edp`` in place of ``d``; every other parameter (attention, norms, router, shared experts,
-embeddings) with ``d``.  The all-to-all of each MoE layer is in its block (``blocks.moe``).
+``edp`` in place of ``d``, their gradient collectives too, ``ep etp`` ranks apart; every other
+parameter (attention, norms, router, shared experts, embeddings) with ``d``
+(``models.experts`` applies the training recipe to each part).  The all-to-alls of each MoE
+layer are in its block (``blocks.moe``).
 """
 
 from __future__ import annotations
 
-from sympy import Expr, sympify
+from sympy import Expr
 
 from symbolic_cost.checks import divides
-from symbolic_cost.cost import Collective, exact
-from symbolic_cost.parallel.zero import STATES, data_parallel_collectives, shard_degree
+from symbolic_cost.cost import exact
 
 
 def expert_data_degree(m1, d, ep, etp) -> Expr:
@@ -40,23 +41,3 @@ def expert_data_degree(m1, d, ep, etp) -> Expr:
     divides({"ep x etp": grid, "m1 x d": ranks}, "ep x etp", "m1 x d",
             "the expert grid folds onto the tensor and data-parallel ranks of a stage")
     return ranks / grid
-
-
-def expert_state_bytes(parameters, per_parameter, zero: int, edp, distributed_optimizer=False) -> dict:
-    """Bytes of each model state (``parallel.zero.STATES``) of ``parameters`` routed-expert
-    parameters on a device, ``per_parameter`` bytes each (weights, gradients, optimizer), with
-    ZeRO or the distributed optimizer sharding over the ``edp`` expert replicas.
-
-    >>> expert_state_bytes(1000, (2, 2, 12), 1, 4)
-    {'weights': 2000, 'gradients': 2000, 'optimizer': 3000}
-    """
-    return {state: sympify(parameters) * size / shard_degree(state, zero, edp, distributed_optimizer)
-            for state, size in zip(STATES, per_parameter)}
-
-
-def expert_collectives(parameters, weight_bytes, grad_bytes, edp, zero, distributed_optimizer, micro_batches,
-                       ep, etp, conventions) -> list[Collective]:
-    """The expert-data-parallel collectives of one step: those of ``parallel.zero`` for the
-    routed experts' ``parameters`` over ``edp`` replicas ``ep etp`` ranks apart."""
-    return data_parallel_collectives(parameters, weight_bytes, grad_bytes, edp, zero, distributed_optimizer,
-                                     micro_batches, exact(ep, "ep") * exact(etp, "etp"), conventions)
