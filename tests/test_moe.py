@@ -286,3 +286,22 @@ def test_stage_parameters_of_an_moe_model_under_tensor_parallelism():
     assert sum(stages) == model_cost(mixtral, Training(b=1, l=8)).parameters
     split = [stage_parameters(mixtral, 4, stage, m1=2) for stage in range(4)]
     assert split[1] * 2 == stages[1] + 8 * (2 + 8) * 4096    # a middle stage: all halves but 2 norms, the router
+
+
+@pytest.mark.parametrize("volume", ["ring", "tensor"])
+def test_every_collective_of_an_moe_model_and_latent_attention_has_the_rule_volume(volume):
+    """The one volume rule, from its definition: a ring moves ``(n-1)/n`` of the tensor per device
+    for allgather, reduce-scatter and all-to-all, ``2(n-1)/n`` for allreduce; ``"tensor"`` reports
+    the whole tensor; times the repeats."""
+    conventions = conv.DEFAULT.but(collective_volume=volume)
+    x = dict(m1=2, d=8, ep=4, etp=2, experts=8, k=2, b=1, l=32, h=2, e=4, f=4, zero=1, dist=False)
+    cost = toy(x, conventions=conventions, n=2)
+    latent = latent_attention(2, 64, 128, 8, Latent(64, 16, 32, 32, 48), m1=4, s1=2, conventions=conventions)
+    collectives = cost.collectives + tuple(("latent", c) for c in latent.collectives)
+    assert {dim for dim, _ in collectives} == {"tensor", "expert", "expert_data", "data", "latent"}
+    for dim, c in collectives:
+        n = c.group
+        share = {"allgather": (n - 1) / n, "reducescatter": (n - 1) / n, "alltoall": (n - 1) / n,
+                 "allreduce": 2 * (n - 1) / n}[c.kind]
+        whole = c.repeats * c.elements * c.element_bytes
+        assert c.volume == (share * whole if volume == "ring" else whole), (dim, c)
