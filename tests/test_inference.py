@@ -149,6 +149,22 @@ def test_latent_attention_decodes_in_three_forms_by_hand():
     assert kv_bytes_per_token(v3, mla="decompressed", m1=8) == 61 * 16 * 320 * 2
 
 
+def test_a_decode_step_reads_the_experts_its_tokens_reach():
+    """Mixtral 8x7B (32 layers, 8 experts of 3 x 4096 x 14336, top 2): one token reads 2 of 8
+    experts; two tokens miss an expert with probability (6/8)^2; all prompt tokens reach all."""
+    mixtral = published("Mixtral-8x7B-v0.1")
+    experts = 32 * 8 * 3 * 4096 * 14336 * 2
+    one = decode(mixtral, Serving(b=1, l_in=8, l_out=2), 8)
+    assert one.weight_bytes_read == one.total("weights") - experts + experts // 4
+    two = decode(mixtral, Serving(b=2, l_in=8, l_out=2), 8)
+    assert two.weight_bytes_read == two.total("weights") - experts * Rational(9, 16)
+    assert prefill(mixtral, Serving(b=1, l_in=512, l_out=2)).expert_share == 1 - Rational(3, 4) ** 512
+    # expert parallelism over 8 replicas: one expert a layer on each device, 8 tokens routed to it
+    spread = inference_cost(mixtral, Serving(b=1, l_in=8, l_out=2, ep=8, d=8))
+    assert spread.decode.expert_share == 1 - Rational(3, 4) ** 8
+    assert spread.weight_bytes == inference_cost(mixtral, Serving(b=1, l_in=8, l_out=2)).weight_bytes - experts * 7 // 8
+
+
 def test_the_generation_head_runs_the_lm_head_on_the_last_token_only():
     gpt2 = preset("gpt2")
     head = prefill(gpt2, Serving(b=3, l_in=100, l_out=2), TORCH).stack[-1][0]
@@ -261,6 +277,14 @@ def test_models_that_do_not_generate_are_refused():
         decode(classifier, Serving(b=1, l_in=8, l_out=2), 8)
     with pytest.raises(ValueError, match="pipeline stages of an encoder-decoder"):
         prefill(published("t5-small"), Serving(b=1, l_in=8, l_out=2, p=2))
+    with pytest.raises(ValueError, match="ep and etp split experts, and llama-2-7b has none"):
+        prefill(preset("llama-2-7b"), Serving(b=1, l_in=8, l_out=2, ep=2, d=2))
+    with pytest.raises(ValueError, match="mixture of experts needs sequence parallelism"):
+        decode(published("Mixtral-8x7B-v0.1"), Serving(b=1, l_in=8, l_out=2, m1=2), 8)
+    with pytest.raises(ValueError, match="ep x etp must divide m1 x d"):
+        Serving(ep=4, d=2)
+    with pytest.raises(ValueError, match="not affine in the batch"):
+        crossover_batch(published("Mixtral-8x7B-v0.1"), Serving(l_in=8, l_out=2))
     with pytest.raises(ValueError, match="roofline must be one of"):
         phase_time(prefill(preset("gpt2"), Serving(b=1, l_in=8, l_out=2)), "h100", roofline="kernel")
     with pytest.raises(ValueError, match="KV format q: group and group_bytes go together"):
@@ -324,3 +348,15 @@ def test_inference_command_refuses_bad_input_in_one_line(argv, message, capsys):
     assert main(["inference", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_inference_command_serves_experts_and_latent_attention(capsys):
+    from symbolic_cost.cli import main
+    config = str(HF / "DeepSeek-V3.json")
+    assert main(["inference", "--hf-config", config, "--set", "ep=64", "d=64", "--kv-dtype", "fp8",
+                 "--field", "kv_bytes_per_token"]) == 0
+    assert capsys.readouterr().out.strip() == f"kv_bytes_per_token = {61 * 576}"     # one byte an element
+    assert main(["inference", "--hf-config", config, "--set", "ep=64", "d=64", "b=16"]) == 0
+    assert "decode turns compute-bound at (not solved" in capsys.readouterr().out
+    assert main(["inference", "--hf-config", config, "--mla", "decompressed", "--field", "kv_bytes_per_token"]) == 0
+    assert capsys.readouterr().out.strip() == f"kv_bytes_per_token = {61 * 128 * (192 + 128) * 2}"

@@ -1,8 +1,9 @@
 """Inference against Hugging Face ``transformers`` generating for real: the oracle of issue 19.
 
 Small configs of each attention kind the library caches (multi-head: GPT-2; grouped-query:
-Llama; multi-query: Falcon; sliding windows on every layer: Mistral; alternating sliding and
-full layers: Gemma 2; cross-attention: T5; multi-head latent attention: DeepSeek-V3) are built on the CPU with eager attention and run
+Llama, and with experts, Mixtral; multi-query: Falcon; sliding windows on every layer: Mistral;
+alternating sliding and full layers: Gemma 2; cross-attention: T5; multi-head latent
+attention: DeepSeek-V3) are built on the CPU with eager attention and run
 through ``generate`` (greedy, a fixed number of new tokens).  Compared exactly:
 
 Latent attention (DeepSeek-V3, with its mixture of experts) runs as transformers runs it: the
@@ -50,6 +51,8 @@ CASES = {
                        num_hidden_layers=2, vocab_size=64),
     "mistral-sliding": dict(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=3, **TINY),
     "gemma2-alternating": dict(model_type="gemma2", architectures=["Gemma2ForCausalLM"], sliding_window=3, **TINY),
+    "mixtral-moe": dict(model_type="mixtral", architectures=["MixtralForCausalLM"], num_local_experts=4,
+                        num_experts_per_tok=2, max_position_embeddings=64, **TINY),
     "t5-cross": dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=40, num_heads=4,
                      d_kv=10, d_ff=48, num_layers=2, num_decoder_layers=2, vocab_size=64, decoder_start_token_id=0),
     "deepseek-v3-latent": dict(model_type="deepseek_v3", architectures=["DeepseekV3ForCausalLM"], hidden_size=40,

@@ -20,13 +20,14 @@ from symbolic_cost import symbols as S
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import amount, architecture, conventions, number, resolve
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
+from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.throughput import (FIELDS, ROOFLINES, crossover_batch, fields, inference_cost,
                                                 max_batch)
 from symbolic_cost.numeric.sweep import sweep
 from symbolic_cost.timing.hardware import get_system
 
-SERVING_SYMBOLS = (S.b, S.l_in, S.l_out, S.l_ctx, S.m1, S.p, S.d, S.B)
-DEFAULTS = {S.b: 1, S.l_in: 512, S.l_out: 128, S.m1: 1, S.p: 1, S.d: 1}
+SERVING_SYMBOLS = (S.b, S.l_in, S.l_out, S.l_ctx, S.m1, S.p, S.d, S.ep, S.etp, S.B)
+DEFAULTS = {S.b: 1, S.l_in: 512, S.l_out: 128, S.m1: 1, S.p: 1, S.d: 1, S.ep: 1, S.etp: 1}
 """The serving defaults (``l_ctx``: the mean context of the generation; ``B``: no paging)."""
 
 EXTRA = ("max_batch", "crossover_batch", "kv_bytes_per_token")
@@ -66,13 +67,17 @@ def grid_type(text: str) -> tuple[str, list[float]]:
 def add_arguments(parser) -> None:
     options.model(parser)
     options.settings(parser, help="NAME=VALUE pairs for b, l_in, l_out, l_ctx (the decode step's cached tokens), "
-                                  "m1, p, d (replicas) and B (tokens per KV-cache page) (defaults: b=1, l_in=512, "
-                                  "l_out=128, every degree 1, no paging; without l_ctx the mean decode step)")
+                                  "m1, p, d (replicas), ep and etp (expert parallelism) and B (tokens per KV-cache page) "
+                                  "(defaults: b=1, l_in=512, l_out=128, every degree 1, no paging; without l_ctx the "
+                                  "mean decode step)")
     group = parser.add_argument_group("serving")
     options.precision(group)
     options.option(group, "--kv-dtype", choices=list(KV_FORMATS),
                    help="format of the KV cache (default: --precision's)")
     options.flash(group)
+    options.option(group, "--mla", choices=MLA_FORMS, default=MLA_FORMS[0],
+                   help="multi-head latent attention: the latent cache decoded absorbed, or up-projected again "
+                        "at each step (transformers), or decompressed keys and values cached")
     options.option(group, "--roofline", choices=ROOFLINES, default=ROOFLINES[0],
                    help="one roofline for the whole phase, or one per operation")
     options.option(group, "--allow-long", action="store_true",
@@ -95,8 +100,8 @@ def configuration(args, keep=()):
     value = lambda symbol: values.get(symbol, symbol)  # noqa: E731
     page = values.get(S.B, S.B if S.B in keep else None)
     serving = Serving(b=value(S.b), l_in=value(S.l_in), l_out=value(S.l_out), m1=value(S.m1), p=value(S.p),
-                      d=value(S.d), precision=args.precision, kv_dtype=args.kv_dtype, page=page, flash=args.flash,
-                      allow_long=args.allow_long)
+                      d=value(S.d), ep=value(S.ep), etp=value(S.etp), precision=args.precision,
+                      kv_dtype=args.kv_dtype, page=page, flash=args.flash, allow_long=args.allow_long, mla=args.mla)
     return arch, serving, values.get(S.l_ctx, S.l_ctx if S.l_ctx in keep else None)
 
 
@@ -112,7 +117,7 @@ def expressions(args, names, keep=()) -> dict:
     if "crossover_batch" in names:
         out["crossover_batch"] = crossover_batch(arch, serving, system, chosen, l_ctx)
     if "kv_bytes_per_token" in names:
-        out["kv_bytes_per_token"] = kv_bytes_per_token(arch, m1=serving.m1, kv_dtype=serving.kv)
+        out["kv_bytes_per_token"] = kv_bytes_per_token(arch, m1=serving.m1, kv_dtype=serving.kv, mla=serving.mla)
     return {name: out[name] for name in names}
 
 
@@ -141,8 +146,9 @@ def run(args) -> int:
 
 def report(args) -> int:
     """The text (or ``--json``) report of one configuration."""
-    out = {name: number(value) for name, value in expressions(args, ALL_FIELDS).items()}
     arch, s, l_ctx = configuration(args)
+    names = [name for name in ALL_FIELDS if arch.moe is None or name != "crossover_batch"]
+    out = {name: number(value) for name, value in expressions(args, names).items()}
     if args.json:
         print(json.dumps({"model": arch.name, **out}, indent=1))
         return 0
@@ -166,8 +172,10 @@ def report(args) -> int:
     print(f"generation: {seconds('generation_s')}; tokens/s while decoding: {out['tokens_per_s']:.6g} per replica, "
           f"{out['tokens_per_s_per_device']:.6g} per device, {out['tokens_per_s_per_job']:.6g} per job; end to "
           f"end {out['end_to_end_tokens_per_s']:.6g} per replica")
-    crossover = out["crossover_batch"]
-    turns = f"b = {crossover:.6g}" if crossover > 0 else "never (the cache's bytes grow with b as fast as its FLOPs)"
+    crossover = out.get("crossover_batch")
+    turns = f"b = {crossover:.6g}" if crossover is not None and crossover > 0 else \
+        "never (the cache's bytes grow with b as fast as its FLOPs)" if crossover is not None else \
+        "(not solved: the experts a step reads grow with b; see --grid)"
     most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
     print(f"largest batch that fits: {most}; decode turns compute-bound at {turns}")
     return 0

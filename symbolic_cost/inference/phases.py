@@ -9,7 +9,8 @@
   ``w``, ``ops.matmul.stored_keys``), cross-attention over the cached encoder output without
   its key/value projection, the cached keys and values read at the cache format's bytes;
   multi-head latent attention in the form ``Serving.mla`` names (``latent``: absorbed over the
-  compressed cache by default).
+  compressed cache by default).  A mixture of experts reads the routed experts its tokens reach (``experts``),
+  in both phases.
 
 The generation head: the final norm (and OPT's ``project_out``) on every token, then the LM
 head on the last token of each sequence only (transformers' ``logits_to_keep=1``), no loss;
@@ -35,7 +36,10 @@ from symbolic_cost import symbols as S
 from symbolic_cost.blocks import Block, transformer_layer
 from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.inference.latent import decode_layers
-from symbolic_cost.inference.serving import Serving, check_context, check_generative, prompt_tokens
+from symbolic_cost.blocks.moe import EXPERT_ROWS
+from symbolic_cost.inference.experts import routed_reads, touched_share
+from symbolic_cost.inference.serving import (Serving, check_context, check_experts, check_generative,
+                                             prompt_tokens)
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.stack import _layer_options, layer_groups, model_stack
 from symbolic_cost.models.training import Training
@@ -56,7 +60,8 @@ def evaluation(arch: Architecture) -> Architecture:
 class Phase:
     """One phase (``"prefill"`` or ``"decode"``): its ``(block, count)`` groups in model order on
     the latency path, the ``tokens`` per sequence whose hidden states (``width`` wide) it carries
-    (the prompt's ``l_in``, or the one new token), and the pipeline sends."""
+    (the prompt's ``l_in``, or the one new token), the pipeline sends, the rows that read the
+    cache (``reads``: name and field) and the share of routed experts a step reads."""
 
     name: str
     stack: tuple
@@ -65,6 +70,7 @@ class Phase:
     width: Expr
     sends: tuple[Collective, ...] = ()
     reads: tuple = ()
+    expert_share: Expr = Integer(1)
 
     def total(self, field: str) -> Expr:
         """A ``Cost`` field summed over every block times its count (``flops_fwd``, ``mem_fwd``, ...)."""
@@ -95,8 +101,10 @@ class Phase:
 
     @property
     def weight_bytes_read(self) -> Expr:
-        """The weights each step reads once: ``sum weights``."""
-        return self.total("weights")
+        """The weights a step reads, each once: all of them, but only the ``expert_share`` of the
+        routed experts' (``experts.touched_share``)."""
+        routed = sum((n * r.weights for r, n in self.rows() if r.name in EXPERT_ROWS), Integer(0))
+        return self.total("weights") - routed * (1 - self.expert_share)
 
     @property
     def cache_bytes_read(self) -> Expr:
@@ -126,7 +134,17 @@ def _base(name: str) -> str:
 
 
 def _stack(arch: Architecture, s: Serving, l, conventions) -> tuple:
-    return model_stack(arch, Training(b=s.b, l=l, flash=s.flash), s.m1, 1, s.es, conventions)
+    return model_stack(arch, Training(b=s.b, l=l, flash=s.flash), s.m1, 1, s.es, conventions, ep=s.ep, etp=s.etp)
+
+
+def _routed(stack, arch: Architecture, s: Serving, tokens) -> dict:
+    """The ``stack`` (and ``expert_share``) of a phase whose layer groups read the routed experts
+    their ``ep b tokens`` tokens reach (``experts.routed_reads``); dense models as they are."""
+    if arch.moe is None:
+        return dict(stack=tuple(stack))
+    routed = s.ep * s.b * tokens
+    return dict(stack=(stack[0], *((routed_reads(blk, arch.moe, routed), n) for blk, n in stack[1:-1]), stack[-1]),
+                expert_share=touched_share(arch.moe, routed))
 
 
 def _head(prompt: Block, last: Block, s: Serving, vocab, conventions) -> Block:
@@ -148,6 +166,7 @@ def _sends(arch: Architecture, s: Serving, tokens, conventions) -> tuple[Collect
 def _check(arch: Architecture, s: Serving) -> Architecture:
     inference = evaluation(arch)
     check_context(arch, s)
+    check_experts(arch, s)
     if arch.encoder_decoder and s.p != 1:
         raise ValueError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)")
     return inference
@@ -167,7 +186,8 @@ def prefill(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT
     prompt, one = _stack(inference, s, s.l_in, conventions), _stack(inference, s, 1, conventions)
     head = (_head(prompt[-1][0], one[-1][0], s, vocab, conventions), Integer(1))
     if not arch.encoder_decoder:
-        return Phase("prefill", prompt[:-1] + (head,), s, s.l_in, arch.e, _sends(arch, s, s.l_in, conventions))
+        return Phase("prefill", serving=s, tokens=s.l_in, width=arch.e, sends=_sends(arch, s, s.l_in, conventions),
+                     **_routed(prompt[:-1] + (head,), arch, s, s.l_in))
     kw = dict(es=s.es, es_mask=1, conventions=conventions)
     options = _layer_options(inference, Training(b=s.b, l=1, flash=s.flash), s.m1, 1, cross=True)
     decoder = transformer_layer(**options, cross_keys=s.l_in, **kw)
@@ -192,13 +212,15 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
     kw = dict(es=s.es, es_mask=1, conventions=step, keys=l_ctx + 1)
     t = Training(b=s.b, l=1, flash=s.flash)
     if not arch.encoder_decoder:
-        layers, reads = layer_groups(inference, t, s.m1, 1, kw), None
+        experts = dict(ep=s.ep, etp=s.etp, capacity_factor=None, imbalance=1)
+        layers, reads = layer_groups(inference, t, s.m1, 1, kw, experts), None
         if arch.latent is not None:
             layers, reads = decode_layers(layers, arch.latent, s.mla, l_ctx + 1, flash=s.flash, es=s.es,
                                           conventions=step)
         reads = tuple((reads or CACHE_READS).items())
         stack = (one[0], *((_cached(blk, s, reads), count) for blk, count in layers), head)
-        return Phase("decode", stack, s, Integer(1), arch.e, _sends(arch, s, 1, conventions), reads)
+        return Phase("decode", serving=s, tokens=Integer(1), width=arch.e, sends=_sends(arch, s, 1, conventions),
+                     reads=reads, **_routed(stack, arch, s, 1))
     layer = transformer_layer(**_layer_options(inference, t, s.m1, 1, cross=True), cross_keys=s.l_in, **kw)
     layer = replace(layer, rows=tuple(r for r in layer.rows if r.name != "cross_kv_proj"))
     start = _relative_lookups(one[3][0], arch, s, l_ctx + 1)

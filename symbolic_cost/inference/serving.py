@@ -25,7 +25,9 @@ from symbolic_cost.models.training import PRECISIONS, element_bytes
 @dataclass(frozen=True)
 class Serving:
     """``b`` sequences of ``l_in`` prompt tokens each generating ``l_out`` tokens, on ``m1``
-    tensor-parallel devices times ``p`` pipeline stages, ``d`` replicas; weights and
+    tensor-parallel devices times ``p`` pipeline stages, ``d`` replicas (a mixture of experts
+    splits its experts over ``ep`` of the ``m1 d`` ranks of a stage and each expert over
+    ``etp``, as in training: ``blocks.moe``); weights and
     activations in ``precision``, the cache in ``kv_dtype`` (``None``: the precision; a name
     of ``kv_cache.KV_FORMATS`` or a ``KVFormat``) paged in ``page`` tokens (``None``:
     contiguous); ``flash`` attention; ``allow_long`` lets the tokens exceed the model's context;
@@ -38,6 +40,8 @@ class Serving:
     m1: Expr = 1
     p: Expr = 1
     d: Expr = 1
+    ep: Expr = 1
+    etp: Expr = 1
     precision: str = "bf16"
     kv_dtype: str | KVFormat | None = None
     page: Expr | None = None
@@ -51,11 +55,16 @@ class Serving:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         self.kv                                   # refuses an unknown kv_dtype
-        sizes = dict(b=self.b, l_in=self.l_in, l_out=self.l_out, m1=self.m1, p=self.p, d=self.d)
+        sizes = dict(b=self.b, l_in=self.l_in, l_out=self.l_out, m1=self.m1, p=self.p, d=self.d, ep=self.ep,
+                     etp=self.etp)
         if self.page is not None:
             sizes["page"] = self.page
         for name, value in positive_dims(**sizes).items():
             object.__setattr__(self, name, value)
+        ranks = self.m1 * self.d / (self.ep * self.etp)
+        if ranks.is_integer is False:
+            raise ValueError(f"ep x etp must divide m1 x d (the expert ranks are a stage's tensor and replica ranks), "
+                             f"got ep={self.ep}, etp={self.etp}, m1={self.m1}, d={self.d}")
 
     @property
     def kv(self) -> KVFormat:
@@ -118,6 +127,17 @@ def check_context(arch: Architecture, s: Serving) -> None:
         if tokens.is_number and limit.is_number and tokens > limit:
             raise ValueError(f"{text} = {tokens} tokens exceed the context of {arch.name} ({limit} tokens); "
                              f"allow_long=True (--allow-long) goes beyond it")
+
+
+def check_experts(arch: Architecture, s: Serving) -> None:
+    """Refuse expert parallelism without experts, and tensor parallelism with them: the MoE block
+    routes each device's sequence shard (``s1 = m1``), and one decoded token has no shards."""
+    if arch.moe is None and (s.ep != 1 or s.etp != 1):
+        raise ValueError(f"ep and etp split experts, and {arch.name} has none (got ep={s.ep}, etp={s.etp})")
+    if arch.moe is not None and s.m1 != 1:
+        raise ValueError(f"m1={s.m1}: {arch.name}'s mixture of experts needs sequence parallelism under tensor "
+                         f"parallelism, which one decoded token cannot be split by; serve its experts with ep "
+                         f"(and etp) over replicas instead (m1=1, d >= ep)")
 
 
 def check_generative(arch: Architecture) -> None:

@@ -171,10 +171,15 @@ def _weights(arch: Architecture, phase: Phase) -> Expr:
     return per_stage(p, stack[0][0].total("weights"), stack[-1][0].total("weights"), middle, copy)
 
 
-def _affine(expr: Expr, b) -> tuple[Expr, Expr]:
-    """``(a_0, a_1)`` of an expression ``a_0 + b a_1`` in the batch."""
+def _affine(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
+    """``(a_0, a_1)`` of an expression ``a_0 + b a_1`` in the batch; refused when it is not one
+    (a mixture of experts reads more experts as the batch grows)."""
     zero = expr.subs(b, 0)
-    return zero, expr.subs(b, 1) - zero
+    one = expr.subs(b, 1) - zero
+    if (expr.subs(b, 2) - zero - 2 * one).equals(0) is False:
+        raise ValueError(f"{what} is not affine in the batch b (a mixture of experts reads the experts its "
+                         f"tokens reach): solve it from the expressions of inference_cost with b symbolic")
+    return zero, one
 
 
 def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT) -> Expr:
@@ -190,7 +195,7 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
     system = get_system(system)
     system.require("the largest batch", "hbm_capacity")
     cost = inference_cost(arch, replace(serving, b=S.b), system, conventions)
-    fixed, per_sequence = _affine(cost.memory_bytes, S.b)
+    fixed, per_sequence = _affine(cost.memory_bytes, S.b, "the memory per device")
     return floor((system.hbm_capacity - fixed) / per_sequence)
 
 
@@ -209,6 +214,6 @@ def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h1
     True
     """
     cost = inference_cost(arch, replace(serving, b=S.b), system, conventions, l_ctx=l_ctx)
-    c0, c1 = _affine(cost.decode_time["compute"], S.b)
-    m0, m1 = _affine(cost.decode_time["memory"], S.b)
+    c0, c1 = _affine(cost.decode_time["compute"], S.b, "a decode step's compute time")
+    m0, m1 = _affine(cost.decode_time["memory"], S.b, "a decode step's memory time")
     return (m0 - c0) / (c1 - m1)
