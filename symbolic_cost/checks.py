@@ -76,6 +76,8 @@ def exact(value, name: str = "value") -> Expr:
     symbolic_cost.checks.InputTypeError: b must be a number or a SymPy expression, got the string 'b'; read text with symbolic_cost.reader.read
     """
     wanted = "a number or a SymPy expression"
+    if isinstance(value, complex):
+        raise InputTypeError(f"{name} must be a real number, got the complex {value!r}", name)
     if isinstance(value, (bool, str)) or value is None:
         hint = "; read text with symbolic_cost.reader.read" if isinstance(value, str) else ""
         raise InputTypeError(str(_type_error(name, value, wanted)) + hint, name)
@@ -255,7 +257,7 @@ def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") 
     >>> grid_rules({"h": 12, "m1": m1}, {m1: [1, 2, 5]}, rules=[("m1", "h")])
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: --grid: m1 must divide h (got m1=5, h=12) at m1=5
+    symbolic_cost.checks.InputError: --grid at m1=5: m1 must divide h (got m1=5, h=12)
     """
     tests = [((name,), None) for name in dims] + [((a, b), (a, b)) for a, b in rules if a in dims and b in dims]
     for names, rule in tests:
@@ -273,7 +275,7 @@ def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") 
                     divides(values, *rule, WHY.get(rule, ""))
             except InputError as error:
                 shown_at = ", ".join(f"{s}={v}" for s, v in at.items())
-                raise InputError(f"{what}: {error} at {shown_at}", what) from None
+                raise InputError(f"{what} at {shown_at}: {error}", what) from None
 
 
 def output_file(path, name: str, overwrite: bool = False, suffixes=None) -> Path:

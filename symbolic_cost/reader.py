@@ -19,6 +19,7 @@ finite real numbers (``1/0``, ``log(0)``, ``(-1)**(1/2)``).
 
 >>> read("4*e + l/2")
 4*e + l/2
+>>> from sympy import Symbol
 >>> read("memory <= 80e9 and m1 < 8", names={"memory": Symbol("memory")}, condition=True)
 (memory <= 80000000000) & (m1 < 8)
 >>> read("__import__('os')")
@@ -33,8 +34,8 @@ import ast
 import json
 from fractions import Fraction
 
-from sympy import (And, Eq, Expr, Ge, Gt, Integer, Le, Lt, Max, Min, Mod, Ne, Not, Or, Rational, Symbol,
-                   ceiling, floor, log, nan, oo, sqrt, zoo)
+from sympy import (And, Eq, Expr, Ge, Gt, Integer, Le, Lt, Max, Min, Mod, Ne, Not, Or, Rational, ceiling, floor,
+                   log, nan, oo, sqrt, zoo)
 from sympy.logic.boolalg import Boolean
 
 from symbolic_cost import symbols as S
@@ -209,6 +210,8 @@ class _Reader:
     def name(self, node: ast.Name):
         if node.id in self.names:
             return self.names[node.id]
+        if node.id.lower() in ("nan", "inf", "infinity", "oo", "zoo"):
+            raise _Refused(f"{node.id} is not a finite number", node)
         if node.id in FUNCTIONS or node.id in CONDITIONS:
             raise _Refused(f"{node.id} is a function: call it, e.g. {node.id}(a, b)", node)
         raise _Refused(f"unknown name {node.id!r}", node)

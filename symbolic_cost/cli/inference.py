@@ -18,7 +18,8 @@ from sympy import simplify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.cli import options
-from symbolic_cost.cli.values import amount, architecture, conventions, number, resolve
+from symbolic_cost.cli.values import (amount, architecture, assignments, conventions, grid_option, grid_values, number,
+                                      resolve)
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.throughput import (FIELDS, ROOFLINES, crossover_batch, fields, inference_cost,
@@ -52,16 +53,9 @@ def fields_type(text: str) -> list[str]:
     return names
 
 
-def grid_type(text: str) -> tuple[str, list[float]]:
-    """``--grid``'s check: ``NAME=V1,V2,...`` with NAME one of ``b, l_in, l_out, l_ctx, B``."""
-    name, sep, values = text.partition("=")
-    known = ("b", "l_in", "l_out", "l_ctx", "B")
-    if not sep or name.strip() not in known:
-        raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {', '.join(known)}; got {text!r}")
-    try:
-        return name.strip(), [float(v) for v in values.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{name}: values must be numbers, got {values!r}") from None
+grid_type = grid_option((S.b, S.l_in, S.l_out, S.l_ctx, S.B))
+"""``--grid``'s check: ``NAME=V1,V2,...`` with NAME one of ``b, l_in, l_out, l_ctx, B``, read by the
+safe reader (``values.grid_option``)."""
 
 
 def add_arguments(parser) -> None:
@@ -130,7 +124,7 @@ def kind(field: str) -> str | None:
 
 def run(args) -> int:
     if args.grid:
-        grid = dict(args.grid)
+        grid = {str(k): v for k, v in grid_values(args.grid, assignments(args.set)).items()}
         names = args.field or ["ttft_s", "tpot_s", "tokens_per_s", "memory_bytes"]
         keep = tuple(S.BY_NAME[name] for name in grid)
         result = sweep(expressions(args, names, keep), grid=grid)

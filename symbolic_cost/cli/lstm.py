@@ -66,6 +66,9 @@ def setup(args):
     given = {item.name: getattr(args, item.name) for item in fields(LSTM)
              if item.name != "projected" and getattr(args, item.name) is not None}
     model = replace(model, **given, projected=args.projected or model.projected)
+    if "projection" in given and not model.projected:
+        raise ValueError("--projection needs --projected (or a --from model with a projection layer); "
+                         "it would be ignored")
     missing = [f"--{name}" for name in SIZES if not getattr(model, name).is_number]
     if missing:
         raise ValueError(f"lstm: {', '.join(missing)} required (or --from NAME)")

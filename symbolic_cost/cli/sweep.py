@@ -10,16 +10,15 @@ import argparse
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.block import layer_rules
-from symbolic_cost.checks import PIPELINE_RULES, InputError, fits, grid_rules, output_file
+from symbolic_cost.checks import PIPELINE_RULES, InputError, grid_rules, output_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.summary import SETTABLE
-from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, numbers_needed,
-                                      parse_condition, resolve, training_values)
+from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, grid_option,
+                                      grid_values, numbers_needed, parse_condition, resolve, training_values)
 from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.experts import alltoall_bytes
-from symbolic_cost.numeric.sweep import grid_size, sweep
-from symbolic_cost.reader import read_number
+from symbolic_cost.numeric.sweep import sweep
 from symbolic_cost.timing.step import step_time_breakdown
 
 TOTALS = ("parameters", "flops_fwd", "flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes",
@@ -49,40 +48,8 @@ def fields_type(text: str) -> list[str]:
     return names
 
 
-MAX_ROWS = 10**8
-"""Most configurations one sweep evaluates (about two minutes); split a larger grid, or use
-``numeric.sweep.sweep_dask`` on a cluster."""
-
-
-def grid_type(text: str) -> tuple[str, list[int]]:
-    """``--grid``'s check: ``NAME=V1,V2,...`` with NAME in ``TRAINING_SYMBOLS``, each value a
-    number the safe reader reads and the symbol admits (a positive integer)."""
-    name, sep, values = text.partition("=")
-    name, known = name.strip(), ", ".join(map(str, TRAINING_SYMBOLS))
-    if not sep or name not in map(str, TRAINING_SYMBOLS):
-        raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {known}; got {text!r}")
-    try:
-        read = [fits(S.BY_NAME[name], read_number(v, argument=name), name) for v in values.split(",")]
-    except InputError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return name, [int(v) for v in read]
-
-
-def grid_values(pairs, given: dict) -> dict:
-    """``--grid`` as ``{symbol: values}``: each name once, none also given by ``--set``, and at
-    most ``MAX_ROWS`` configurations in all."""
-    grid = {}
-    for name, values in pairs:
-        symbol = S.BY_NAME[name]
-        if symbol in grid:
-            raise InputError(f"--grid {name}: given twice; give each name once (V1,V2,... in one pair)", "--grid")
-        if symbol in given:
-            raise InputError(f"--set {name}: {name} is swept by --grid; give it one way", "--set")
-        grid[symbol] = values
-    if grid_size(grid) > MAX_ROWS:
-        raise InputError(f"--grid: {grid_size(grid):,} configurations, more than {MAX_ROWS:,}; split the grid "
-                         f"(or use numeric.sweep.sweep_dask on a cluster)", "--grid")
-    return grid
+grid_type = grid_option(TRAINING_SYMBOLS)
+"""``--grid``'s check: ``NAME=V1,V2,...`` with NAME in ``TRAINING_SYMBOLS`` (``values.grid_option``)."""
 
 
 def add_arguments(parser) -> None:

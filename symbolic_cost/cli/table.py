@@ -52,7 +52,7 @@ def run(args) -> int:
         print(f"{args.block} of {arch.name}: " + ", ".join(f"{k}={values[k]}" for k in shown))
         print(f"conventions {conventions_text(args)}, system {args.system}; units "
               + ", ".join(UNITS[args.units].labels) + "\n")
-        print(headed.to_string(index=False, float_format=lambda x: f"{x:.6f}"))
+        print(headed.to_string(index=False, float_format=lambda x: f"{x:.6f}", na_rep="-"))   # "-": no collective
         print(f"\nsum x depth ({depth}):")
         sums = totals_table(block, args.system, chosen, depth, UNITS[args.units])
         print(sums.rename(index=lambda column: header(column, args.units)).to_string(

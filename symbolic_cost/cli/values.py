@@ -25,7 +25,7 @@ from symbolic_cost.models.training import element_bytes
 from symbolic_cost.parallel.grid import DEGREES, make_grid
 from symbolic_cost.parallel.grid_blocks import GRID_BUILDERS
 from symbolic_cost.numeric.tables import COST_COLUMNS, UNITS, column_kind
-from symbolic_cost.reader import read
+from symbolic_cost.reader import read, read_number
 from symbolic_cost.timing.hardware import TIME_FIELDS, step_time, times
 
 DEFAULT_SEQUENCE = 2048
@@ -73,7 +73,8 @@ def assignments(texts: list[str], option: str = "--set", allowed=None) -> dict:
         symbol, value = parse_set(text, option)
         if allowed is not None and symbol not in allowed:
             raise InputError(f"{option} {symbol}: not settable here; settable: {', '.join(map(str, allowed))} "
-                             f"(the model fixes the rest)", option)
+                             f"(the model fixes the rest: to change it, pass your own config.json with --hf-config)",
+                             option)
         if symbol in given:
             raise InputError(f"{option} {symbol}: given twice ({symbol}={given[symbol]} and {symbol}={value}); "
                              f"give each name once", option)
@@ -124,6 +125,47 @@ def resolve(base: dict, sets: list[str], allowed=None, option: str = "--set") ->
     for symbol in given:
         fits(symbol, values[symbol], f"{option} {symbol}")
     return values
+
+
+MAX_GRID = 10**8
+"""Most configurations one ``--grid`` may describe (a sweep of about two minutes); split a
+larger grid, or use ``numeric.sweep.sweep_dask`` on a cluster."""
+
+
+def grid_option(allowed, option: str = "--grid"):
+    """An argparse type for ``NAME=V1,V2,...`` with NAME one of ``allowed``: each value a number
+    the safe reader reads and the symbol admits (``checks.fits``); returns ``(name, values)``."""
+    known = ", ".join(map(str, allowed))
+
+    def grid_type(text: str) -> tuple[str, list]:
+        name, sep, values = text.partition("=")
+        name = name.strip()
+        if not sep or name not in map(str, allowed):
+            raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {known}; got {text!r}")
+        try:
+            read = [fits(S.BY_NAME[name], read_number(v, argument=name), name) for v in values.split(",")]
+        except InputError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return name, [int(v) if v.is_Integer else v for v in read]
+    return grid_type
+
+
+def grid_values(pairs, given: dict, option: str = "--grid") -> dict:
+    """``--grid`` pairs as ``{symbol: values}``: each name once, none also given by ``--set``
+    (``given``), and at most ``MAX_GRID`` configurations in all."""
+    grid = {}
+    for name, values in pairs:
+        symbol = S.BY_NAME[name]
+        if symbol in grid:
+            raise InputError(f"{option} {name}: given twice; give each name once (V1,V2,... in one pair)", option)
+        if symbol in given:
+            raise InputError(f"--set {name}: {name} is swept by {option}; give it one way", "--set")
+        grid[symbol] = values
+    size = math.prod(len(values) for values in grid.values())
+    if size > MAX_GRID:
+        raise InputError(f"{option}: {size:,} configurations, more than {MAX_GRID:,}; split the grid "
+                         f"(or use numeric.sweep.sweep_dask on a cluster)", option)
+    return grid
 
 
 def symbol_names(text: str, option: str) -> list:

@@ -50,7 +50,7 @@ from sympy import Expr, ceiling, sympify
 from symbolic_cost.blocks.heads import CLASSIFIERS, TASKS
 from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.blocks.moe import MoE
-from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown
+from symbolic_cost.checks import InputTypeError, check_rules, counts, flag, positive_dims, shown
 from symbolic_cost.blocks.layer import NORMS_PER_LAYER
 from symbolic_cost.ops.norm import NORMS
 
@@ -135,10 +135,7 @@ class Architecture:
     latent: Latent | None = None
 
     def __post_init__(self):
-        try:
-            check_sizes(self)
-        except InputError as error:
-            raise type(error)(f"architecture {shown(self.name)}: {error}", error.argument) from None
+        check_sizes(self)            # the same message as every other entrance of the same rule
         for name, allowed in (("mlp", PLAIN_MLPS + GATED_MLPS), ("norm", tuple(NORMS)), ("task", TASKS),
                               ("classifier", CLASSIFIERS), ("qk_norm", (None, "head", "projection")),
                               ("score_bias", (None, "alibi", "relative")),

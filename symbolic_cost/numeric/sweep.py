@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from sympy import Piecewise, sympify
 
-from symbolic_cost.checks import InputError, InputTypeError
+from symbolic_cost.checks import InputError, InputTypeError, output_file
 from symbolic_cost.numeric.compile import compile_exprs
 from symbolic_cost.reader import read
 from symbolic_cost.symbols import resolve_names
@@ -96,7 +96,7 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     chunks = _grid_chunks(grid, chunk_size) if grid is not None else _table_chunks(table, chunk_size)
     total = grid_size(grid) if grid is not None else None
     say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress else None
-    writer = _Writer(Path(out)) if out else None
+    writer = _Writer(output_file(out, "out", overwrite=True, suffixes=(".csv", ".parquet"))) if out else None
     frames, done, start = [], 0, time.perf_counter()
     for chunk in chunks:
         values = {k: v for k, v in chunk.items() if k in {str(s) for s in compiled.symbols}}
