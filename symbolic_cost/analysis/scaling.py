@@ -33,7 +33,11 @@ def _real(x: Symbol) -> Symbol:
 
 def _solve_positive(expr, x) -> list:
     r = _real(x)
-    roots = solve(sympify(expr).subs(x, r), r)
+    try:
+        roots = solve(sympify(expr).subs(x, r), r)
+    except NotImplementedError:       # SymPy has no closed form (Max, Piecewise, mixed powers)
+        raise ValueError(f"no closed-form solution in {x}: SymPy cannot solve it (a time field has Max and "
+                         f"Piecewise; try a FLOPs or bytes field, or fix more symbols)") from None
     return [root.subs(r, x) for root in roots
             if root.is_positive is not False and root.is_real is not False and root != 0]
 
