@@ -405,3 +405,21 @@ def test_report_crossovers_hold_on_built_layers():
             assert (mine < theirs) == grid_wins, (name, b)
     text = grids_markdown(device_counts=(8,))
     assert "| 8 | 3d 2x2x2 |" in text and "| 8 | 2.5d 2x2x2 |" in text and "| 8 | 1d |" in text
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["2d", "2.5d", "3d"]), st.integers(1, 4), st.integers(1, 4), st.sampled_from(["h100", "a100"]))
+def test_symbols_then_numbers_equal_numbers(kind, first, second, system):
+    """A grid layer built with its degrees as symbols, then given numbers, equals the layer built
+    with the numbers: every field, and its time (the default panel, ``Lcm``, and broadcasts on
+    one device included)."""
+    from symbolic_cost.cost import EXPRESSION_FIELDS
+    from symbolic_cost.timing.hardware import step_time
+    if kind != "2d":
+        first, second = min(first, 2), min(second, 3)
+    at = {"2d": {S.m1: first, S.m2: second}, "2.5d": {S.mq: first, S.md: second}, "3d": {S.mq: first}}[kind]
+    symbolic = grid_layer(12, 8, 96, 384, 12, symbolic_grid(kind), kv_heads=12)
+    numbers = grid_layer(12, 8, 96, 384, 12, symbolic_grid(kind).subs(at), kv_heads=12)
+    for field in EXPRESSION_FIELDS:
+        assert symbolic.total(field).subs(at) == numbers.total(field), field
+    assert float(step_time(symbolic, system).subs(at)) == pytest.approx(float(step_time(numbers, system)), rel=1e-12)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Symbol, diff,
-                   expand, fraction, limit as _limit, nsolve, oo, simplify, solve, sympify, together)
+                   expand, fraction, limit as _limit, log, nsolve, oo, simplify, solve, sympify, together)
 
 from symbolic_cost.symbols import resolve_names
 
@@ -186,7 +186,8 @@ def optimum(expr, x, candidates) -> Optimum:
                          f"(free: {', '.join(sorted(map(str, expr.free_symbols - {x})))})")
     best = min(candidates, key=lambda c: values[c])
     smooth = smooth_at(expr, {x: best})
-    slope = simplify(diff(smooth, x))
+    slope = diff(smooth, x)
+    slope = slope if slope.has(log) else simplify(slope)      # a tree's log2(n) steps: no exact root
     relaxed = _positive_root(slope, x, best)
     second = simplify(diff(smooth, x, 2).subs(x, relaxed)) if relaxed is not None else None
     if second is not None and not second.is_positive:
@@ -197,8 +198,8 @@ def optimum(expr, x, candidates) -> Optimum:
 
 def _positive_root(slope, x, start):
     """The positive root of ``slope`` nearest ``start``: exact if SymPy solves it."""
-    try:
-        roots = [r for r in _solve_positive(slope, x) if r.is_number]
+    try:   # an equation with log(x) (a tree collective's steps) is left to nsolve: solve may not end
+        roots = [] if slope.has(log) else [r for r in _solve_positive(slope, x) if r.is_number]
     except NotImplementedError:
         roots = []
     if roots:

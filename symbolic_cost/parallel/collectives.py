@@ -15,6 +15,7 @@ alltoall       pairwise     (n-1)/n V          (n-1)/n V          n - 1
 p2p            -            V                  V                  1
 broadcast      tree         V                  V                  log2 n
 reduce         tree         V                  V                  log2 n
+reduce         tree         V                  V                  log2 n
 ============== ============ ================== ================== =====================
 
 The tree allreduce is the bandwidth-optimal logarithmic one (recursive
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr, Integer, Max, log, sympify
+from sympy import Expr, Function, Integer, Max, Min, log, sympify
 
 from symbolic_cost.cost import KINDS, ring_share
 
@@ -61,8 +62,8 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     n, volume = sympify(n), sympify(tensor_bytes)
-    if kind in ("broadcast", "reduce"):       # the root sends (receives) V
-        return Traffic(volume, volume, _log2(n))
+    if kind in ("broadcast", "reduce"):       # the root sends (receives) V; nothing with one device
+        return Traffic(Min(n - 1, 1) * volume, Min(n - 1, 1) * volume, _log2(n))
     moved = ring_share(kind, n) * volume
     if kind == "allreduce":
         steps = 2 * _log2(n) if algorithm == "tree" else 2 * (n - 1)
@@ -71,12 +72,35 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
     return Traffic(moved, moved, steps)
 
 
+class Log2(Function):
+    """``log2 n`` rounded up: the rounds of a tree over ``n`` devices (a number as soon as ``n``
+    is one).  Relaxed to reals (a derivative, a numeric root) it is ``log2 n``.
+
+    >>> from sympy import Symbol
+    >>> n = Symbol("n", positive=True, integer=True)
+    >>> Log2(n).subs(n, 5), Log2(n).diff(n)
+    (3, 1/(n*log(2)))
+    """
+
+    @classmethod
+    def eval(cls, n):
+        if n.is_Integer:
+            return Integer((int(n) - 1).bit_length())
+        return None
+
+    def fdiff(self, argindex=1):
+        return 1 / (self.args[0] * log(2))
+
+    def _numpycode(self, printer):
+        return f"numpy.ceil(numpy.log2({printer._print(self.args[0])}))"
+
+    def _mpmathcode(self, printer):
+        return f"(log({printer._print(self.args[0])})/log(2))"
+
+
 def _log2(n) -> Expr:
-    """``log2 n``, exact for powers of two and rounded up for other numbers."""
-    n = sympify(n)
-    if n.is_number:
-        return Integer((int(n) - 1).bit_length())
-    return log(n, 2)
+    """``log2 n``, exact for powers of two and rounded up for other numbers (``Log2``)."""
+    return Log2(sympify(n))
 
 
 def time(kind: str, n, tensor_bytes, bandwidth, latency, algorithm: str = "ring") -> Expr:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr, Integer, integer_nthroot, lcm, sympify
+from sympy import Expr, Function, Integer, ilcm, integer_nthroot, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, divides, positive_dims
@@ -118,7 +118,7 @@ def make_grid(kind: str, *, m1=None, m2=None, mq=None, md=None, order=None, pane
     symbolic_cost.checks.InputError: a 3d grid takes mq only (a cube mq x mq x mq); got m1=4
     """
     if kind not in AXES:
-        raise InputError(f"tensor grid must be one of {', '.join(AXES)}, got {kind!r}")
+        raise InputError(f"tensor grid must be one of {', '.join(AXES)}, got {kind!r}", "kind")
     given = {name: value for name, value in dict(m1=m1, m2=m2, mq=mq, md=md).items() if value is not None}
     wanted = DEGREES[kind]
     shape = {"2d": "rows m1 x columns m2", "2.5d": "a square mq x mq, md deep", "3d": "a cube mq x mq x mq"}[kind]
@@ -126,16 +126,16 @@ def make_grid(kind: str, *, m1=None, m2=None, mq=None, md=None, order=None, pane
     if extra or missing:
         wrong = "; ".join(filter(None, [f"got {', '.join(f'{k}={given[k]}' for k in sorted(extra))}" if extra else "",
                                         f"missing {', '.join(missing)}" if missing else ""]))
-        raise InputError(f"a {kind} grid takes {' and '.join(wanted)} only ({shape}); {wrong}")
+        raise InputError(f"a {kind} grid takes {' and '.join(wanted)} only ({shape}); {wrong}", "kind")
     degrees = positive_dims(**given)
     sizes = {"2d": (("rows", degrees.get("m1")), ("cols", degrees.get("m2"))),
              "2.5d": (("rows", degrees.get("mq")), ("cols", degrees.get("mq")), ("depth", degrees.get("md"))),
              "3d": tuple((axis, degrees.get("mq")) for axis in AXES["3d"])}[kind]
     order = tuple(order or ORDER[kind])
     if sorted(order) != sorted(AXES[kind]):
-        raise InputError(f"order must list the axes {', '.join(AXES[kind])} once each, got {order}")
+        raise InputError(f"order must list the axes {', '.join(AXES[kind])} once each, got {order}", "order")
     if panel is not None and kind == "3d":
-        raise InputError("panel is SUMMA's panel width: 2d and 2.5d grids only")
+        raise InputError("panel is SUMMA's panel width: 2d and 2.5d grids only", "panel")
     return Grid(kind, sizes, order, None if panel is None else positive_dims(panel=panel)["panel"])
 
 
@@ -156,11 +156,11 @@ def grid_for(kind: str, devices: int, depth: int = 1) -> Grid:
     symbolic_cost.checks.InputError: a 3d grid needs a cube number of devices (mq x mq x mq), got 12
     """
     if kind not in AXES:
-        raise InputError(f"tensor grid must be one of {', '.join(AXES)}, got {kind!r}")
+        raise InputError(f"tensor grid must be one of {', '.join(AXES)}, got {kind!r}", "kind")
     power = 3 if kind == "3d" else 2
     if kind == "2.5d":
         if depth < 1 or devices % depth:
-            raise InputError(f"the 2.5d depth md={depth} must divide the {devices} devices")
+            raise InputError(f"the 2.5d depth md={depth} must divide the {devices} devices", "md")
         devices //= depth
     side, exact_root = integer_nthroot(devices, power)
     if not exact_root:
@@ -168,7 +168,7 @@ def grid_for(kind: str, devices: int, depth: int = 1) -> Grid:
         extra = f" times the depth md={depth}" if kind == "2.5d" else ""
         shape = "mq x mq x mq" if power == 3 else ("mq x mq x md" if kind == "2.5d" else "m1 x m2 with m1 = m2")
         raise InputError(f"a {kind} grid needs {what} number of devices{extra} ({shape}), "
-                         f"got {devices * (depth if kind == '2.5d' else 1)}")
+                         f"got {devices * (depth if kind == '2.5d' else 1)}", "devices")
     degrees = {"2d": dict(m1=side, m2=side), "2.5d": dict(mq=side, md=depth), "3d": dict(mq=side)}[kind]
     return make_grid(kind, **degrees)
 
@@ -217,13 +217,50 @@ def check_grid(dims: dict, grid: Grid) -> dict:
     return dims
 
 
+class Lcm(Function):
+    """``lcm(a, b)`` of two degrees: exact once both are integers (or equal), left as it is
+    before (SymPy's ``lcm`` of two symbols is their product, which numbers with a common factor
+    substituted later would keep).  Relaxed to reals, for a derivative or a numeric root, it is
+    ``a b`` (coprime values).
+
+    >>> from symbolic_cost.symbols import m1, m2
+    >>> Lcm(m1, m2).subs({m1: 4, m2: 6}), Lcm(m1, m1)
+    (12, m1)
+    """
+
+    @classmethod
+    def eval(cls, a, b):
+        if a.is_Integer and b.is_Integer:
+            return Integer(ilcm(int(a), int(b)))
+        if a == b:
+            return a
+        return None
+
+    def _eval_is_integer(self):
+        return True
+
+    def _eval_is_positive(self):
+        return True
+
+    def fdiff(self, argindex=1):
+        return self.args[2 - argindex]
+
+    def _numpycode(self, printer):
+        a, b = (printer._print(x) for x in self.args)
+        return f"numpy.lcm(numpy.asarray({a}).astype(numpy.int64), numpy.asarray({b}).astype(numpy.int64))"
+
+    def _mpmathcode(self, printer):
+        a, b = (printer._print(x) for x in self.args)
+        return f"(({a})*({b}))"
+
+
 def panels(grid: Grid, k, name: str) -> Expr:
     """SUMMA's panel width for a product over ``k`` (2-D, 2.5-D): the grid's ``panel``, which
     must divide both block widths ``k/rows`` and ``k/cols`` of the product, or by default
-    ``k / lcm(rows, cols)`` (one block when the grid is square)."""
+    ``k / Lcm(rows, cols)`` (one block when the grid is square)."""
     r, c = grid.size("rows"), grid.size("cols")
     if grid.panel is None:
-        return exact(k, name) / lcm(r, c)
+        return exact(k, name) / Lcm(r, c)
     for split, side in ((r, "rows"), (c, "cols")):
         if (exact(k, name) / split / grid.panel).is_integer is False:
             raise InputError(f"panel must divide the block widths k/rows and k/cols of {name}'s product over "

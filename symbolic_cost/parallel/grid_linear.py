@@ -65,7 +65,8 @@ def _check_blocks(grid: Grid, tokens, k, n, name) -> None:
     for value, split, what in ((tokens, r, "tokens"), (k, c, f"{name}'s input width k"),
                                (k, w_rows, f"{name}'s weight rows k"), (n, c, f"{name}'s output width n")):
         if (value / split).is_integer is False:
-            raise InputError(f"{what}={value} must split evenly over {split} devices of the {grid.kind} grid")
+            raise InputError(f"{what}={value} must split evenly over {split} devices of the {grid.kind} grid",
+                             what.split()[-1])
 
 
 def _summa(grid: Grid, tokens, k, n, bias, flip, es, conventions, name):
