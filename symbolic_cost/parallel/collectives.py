@@ -15,7 +15,6 @@ alltoall       pairwise     (n-1)/n V          (n-1)/n V          n - 1
 p2p            -            V                  V                  1
 broadcast      tree         V                  V                  log2 n
 reduce         tree         V                  V                  log2 n
-reduce         tree         V                  V                  log2 n
 ============== ============ ================== ================== =====================
 
 The tree allreduce is the bandwidth-optimal logarithmic one (recursive
