@@ -58,6 +58,7 @@ class Mutation:
 
 PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/zero.py"
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
+RANKS = "symbolic_cost/models/ranks.py"
 MUTATIONS = (
     Mutation("bubble", PIPELINE, "(self.v * sympify(n) + p - 1)", "(self.v * sympify(n))"),
     Mutation("1f1b-in-flight", PIPELINE, "return Min(p - rank, n)", "return p - rank"),
@@ -79,8 +80,8 @@ MUTATIONS = (
     Mutation("sends-per-chunk", TOTALS, "p, n * t.virtual_stages,", "p, n,", required=False),
     Mutation("sequence-parallel-input-shard", "symbolic_cost/blocks/layout.py",
              "cost.plus(act_buffer=-cost.act_buffer * (1 - 1 / self.s))", "cost", required=False),
-    Mutation("outputs-per-chunk", TOTALS, "        return held * v\n", "        return held\n", required=False),
-    Mutation("uneven-middle-rank", TOTALS, "!= (None, None) and p > 2:", "!= (None, None) and p > 99:",
+    Mutation("outputs-per-chunk", RANKS, "        return held * v\n", "        return held\n", required=False),
+    Mutation("uneven-middle-rank", RANKS, "!= (None, None) and p > 2:", "!= (None, None) and p > 99:",
              required=False),
     Mutation("activation-recompute-drops-fc2-input", MEMORY, 'for r in ("dpr1", "fc2")', 'for r in ("dpr1",)',
              required=False),

@@ -15,7 +15,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import mlp, transformer_layer
 from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.memory import kept_bytes
-from symbolic_cost.models.totals import busiest_activation_bytes, rank_activation_bytes
+from symbolic_cost.models.ranks import busiest_activation_bytes, rank_activation_bytes
 from symbolic_cost.parallel.pipeline import GPIPE, ONE_F_ONE_B, interleaved
 from symbolic_cost.symbols import b, e, h, l, m1
 

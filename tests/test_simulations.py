@@ -21,7 +21,7 @@ import simulate as sim
 from symbolic_cost import conventions as conv
 from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.config import preset
-from symbolic_cost.models.totals import rank_activation_bytes
+from symbolic_cost.models.ranks import rank_activation_bytes
 from symbolic_cost.parallel import pipeline, zero
 
 GPT2 = 124_439_808                      # GPT-2 small's published parameter count

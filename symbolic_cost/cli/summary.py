@@ -11,7 +11,7 @@ from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, co
                                       training_values)
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
 from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
-from symbolic_cost.models.totals import rank_activation_bytes
+from symbolic_cost.models.ranks import rank_activation_bytes
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.models.utilisation import hfu, mfu
 from symbolic_cost.timing.hardware import comm_time, get_system

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from sympy import Eq, Expr, Integer, Max, Min, Piecewise
+from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
@@ -29,11 +29,12 @@ from symbolic_cost.cost import Collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
-from symbolic_cost.models.memory import redone_layers, stage_kept_bytes, stage_recompute_flops
-from symbolic_cost.models.recipes import data_collectives, recipe_stack, state_bytes, trainable
+from symbolic_cost.models.memory import redone_layers, stage_recompute_flops
+from symbolic_cost.models.ranks import busiest_activation_bytes, busiest_share, layer_shares
+from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
-from symbolic_cost.parallel.pipeline import per_stage, stage_layers, stage_sends
+from symbolic_cost.parallel.pipeline import per_stage, stage_sends
 
 
 @dataclass(frozen=True)
@@ -90,28 +91,6 @@ def _middle(stack, field: str) -> Expr:
     return sum((count * blk.total(field) for blk, count in stack[1:-1]), exact(0))
 
 
-def _stage_kept(stack, t: Training, share, tokens_bytes) -> Expr:
-    """Bytes one rank's ``share`` (``1/p`` of the layers, or its fraction of uneven stages)
-    of each layer group keeps for one micro-batch."""
-    return sum((stage_kept_bytes(blk, t, count * share, tokens_bytes) for blk, count in stack[1:-1]), exact(0))
-
-
-def layer_shares(t: Training, stack, depth, p):
-    """The fractions of the layers on the first, a middle and the last pipeline rank:
-    ``1/p`` each, or those of ``first_stage_layers`` / ``last_stage_layers``."""
-    if t.first_stage_layers is None and t.last_stage_layers is None:
-        return (1 / p,) * 3
-    if len(stack) != 3:
-        raise ValueError("first_stage_layers and last_stage_layers need a model of one kind of layer")
-    return tuple(x / depth for x in stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers))
-
-
-def _busiest_share(t: Training, stack, depth, p):
-    """The largest fraction of the layers on one rank (numbers, or ``1/p``)."""
-    shares = layer_shares(t, stack, depth, p)
-    return shares[0] if len(set(shares)) == 1 else max(shares)
-
-
 def tied_copy(arch: Architecture, start: Block) -> Expr:
     """Weights the last pipeline stage holds only when it is not the first: its own copy of a
     tied word embedding (the word table only)."""
@@ -158,7 +137,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
         parameters=parameters, parameters_per_device=per_device,
         flops_fwd=n * stage("flops_fwd"), flops_bwd=n * stage("flops_bwd"),
-        flops_recompute=n * sum((stage_recompute_flops(blk, t, count * _busiest_share(t, stack, depth, p))
+        flops_recompute=n * sum((stage_recompute_flops(blk, t, count * busiest_share(t, stack, depth, p))
                                  for blk, count in stack[1:-1]), exact(0)),
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
         **{k: states[k] for k in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "host_bytes",
@@ -180,7 +159,7 @@ def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions, states):
     last = len(cost.stack) - 1
     for i, (blk, count) in enumerate(cost.stack):
         end = i in (0, last)                  # the embedding and the head run once per micro-batch
-        times = count if end else count * _busiest_share(t, cost.stack, depth, p)
+        times = count if end else count * busiest_share(t, cost.stack, depth, p)
         redone = redone_layers(t, times) if t.recompute == "full" and not end else 0
         for row in blk:
             for c in row.collectives:
@@ -195,70 +174,6 @@ def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions, states):
         out += [("data", c) for c in data_collectives(t, dense, dense_states, es_w, es_g, d, n, m1, conventions)]
     out += [("expert_data", c) for c in expert_data_collectives(t, m1, states, es_w, es_g, n, conventions)]
     return out
-
-
-def _rank_activations(cost: ModelCost, held, first, last) -> Expr:
-    """Activation bytes of a pipeline rank holding ``held`` micro-batches' worth of its layers,
-    with the embedding if it is the ``first`` rank and the head if it is the ``last``."""
-    t, layer = cost.training, cost.layer
-    p = exact(t.p, "p")
-    es = element_bytes(t.precision)
-    tokens_bytes = t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * es
-    depth = sum((count for _, count in cost.stack[1:-1]), exact(0))
-    share = layer_shares(t, cost.stack, depth, p)[0 if first else 2 if last else 1]
-    per_micro = _stage_kept(cost.stack, t, share, tokens_bytes)
-    if first:
-        per_micro += cost.embedding.total("act_buffer")
-    kept = held * per_micro + (held * cost.head.total("act_buffer") if last else 0)
-    if layer.conventions.deallocate_pipeline_outputs or (first and last):
-        return kept
-    return kept + _outputs_sent(held, t.virtual_stages, p, exact(t.micro_batches, "micro_batches"), last) * tokens_bytes
-
-
-def _outputs_sent(held, v, p, n, last) -> Expr:
-    """Outputs a rank has sent and still keeps at its peak when they are not deallocated: one
-    per model chunk in flight (``held x v``), except that the last rank's last chunk sends
-    none: with ``v`` chunks it keeps those of its first ``v - 1``, ``(v - 1) p``, plus one more
-    once a second round of micro-batches overlaps the first (``n > p``)."""
-    if not last:
-        return held * v
-    return Min(held * v, (v - 1) * p + Min(n - p, 1)) if v > 1 else Integer(0)
-
-
-def rank_activation_bytes(cost: ModelCost, rank: int) -> Expr:
-    """Activation bytes pipeline rank ``rank`` (0-based, numbers only) keeps at its peak:
-    its in-flight micro-batches (``Schedule.in_flight``) x its layers' kept bytes, plus the
-    embedding's on the first rank, the head's (logits, loss) on the last, and the outputs
-    it sent when they are not deallocated.
-
-    >>> from symbolic_cost.models.config import preset
-    >>> cost = model_cost(preset("gpt2"), Training(b=1, l=1024, p=4, micro_batches=8))
-    >>> [rank_activation_bytes(cost, r) > 0 for r in range(4)]
-    [True, True, True, True]
-    """
-    p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
-    if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
-        raise ValueError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
-    held = cost.training.pipeline_schedule().in_flight(p, n, rank)
-    return _rank_activations(cost, held, rank == 0, rank == p - 1)
-
-
-def busiest_activation_bytes(cost: ModelCost) -> Expr:
-    """The largest ``rank_activation_bytes`` over the ranks, for any ``p``: the first or the last
-    rank (a middle rank holds no more micro-batches than the first and neither end), or with
-    uneven stages also the second (the middle rank with the most in flight)."""
-    p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
-    schedule = cost.training.pipeline_schedule()
-    one = _rank_activations(cost, schedule.in_flight(1, n), True, True)
-    if p == 1:
-        return one
-    ranks = [_rank_activations(cost, schedule.in_flight(p, n, 0), True, False),
-             _rank_activations(cost, schedule.in_flight(p, n, p - 1), False, True)]
-    t = cost.training
-    if (t.first_stage_layers, t.last_stage_layers) != (None, None) and p > 2:
-        ranks.append(_rank_activations(cost, schedule.in_flight(p, n, 1), False, False))
-    many = Max(*ranks)
-    return many if p.is_number else Piecewise((one, Eq(p, 1)), (many, True))
 
 
 def _check_schedule(t: Training, depth, p, n):

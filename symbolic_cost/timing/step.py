@@ -7,7 +7,7 @@ from sympy import Expr, Integer
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import exact
 from symbolic_cost.models import ModelCost
-from symbolic_cost.models.totals import layer_shares
+from symbolic_cost.models.ranks import layer_shares
 from symbolic_cost.models.memory import recomputed_rows, redone_layers
 from symbolic_cost.parallel.pipeline import per_stage
 from symbolic_cost.timing.hardware import comm_time, get_system, times
