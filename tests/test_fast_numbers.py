@@ -118,3 +118,15 @@ def test_dask_sweep_equals_the_local_sweep():
     assert lazy.npartitions == 15                       # 72 configurations in chunks of 5
     local = sweep(EXPRS, grid=grid, constraints=[S.b <= 2])
     pd.testing.assert_frame_equal(lazy.compute().reset_index(drop=True), local)
+
+
+def test_symbolic_tensor_degree_pads_the_vocabulary_as_numbers_do():
+    """GPT-2's 50,257 rows are padded to a multiple of m1 (whole rows per device): a model built
+    with a symbolic m1 and then given numbers equals the model built with those numbers."""
+    arch = preset("gpt2")
+    symbolic = model_cost(arch, Training(b=1, l=1024, m1=S.m1))
+    for m in (1, 2, 3, 4):
+        numeric = model_cost(arch, Training(b=1, l=1024, m1=m))
+        for field in ("weight_bytes", "activation_bytes", "flops_fwd"):
+            assert getattr(symbolic, field).subs(S.m1, m) == getattr(numeric, field), (field, m)
+    assert arch.padded_vocab(S.m1).subs(S.m1, 4) == arch.padded_vocab(4) == 50260   # 4 x 12,565 rows

@@ -171,8 +171,11 @@ class Architecture:
         return sympify(self.decoder_layers) != 0
 
     def padded_vocab(self, m1=1) -> Expr:
-        """Vocabulary rounded up to a multiple of ``vocab_multiple * m1`` (numbers only)."""
+        """Vocabulary rounded up to a multiple of ``vocab_multiple * m1`` (Megatron-LM pads it so
+        that each of the ``m1`` devices holds whole rows).  A given vocabulary is padded even for a
+        symbolic ``m1`` (``ceiling(v/(k m1)) k m1``, exact once ``m1`` is a number); a symbolic
+        vocabulary stands for the padded one."""
         vocab, unit = sympify(self.vocab), sympify(self.vocab_multiple) * sympify(m1)
-        if vocab.is_number and unit.is_number:
+        if vocab.is_number:
             return ceiling(vocab / unit) * unit
         return vocab
