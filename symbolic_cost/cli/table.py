@@ -17,7 +17,7 @@ EXAMPLES = [
     "symbolic-cost table --block attention --set l=8192 m1=8",
     "symbolic-cost table --preset llama-2-7b --block layer --set m1=8 s1=8 --format csv",
     "symbolic-cost table --block mlp --units si --format json",
-    "symbolic-cost table --block mlp --tensor 2d --set m1=4 m2=2",
+    "symbolic-cost table --block mlp --tensor 2d --set m1=4 m2=2 b=8",
 ]
 
 
