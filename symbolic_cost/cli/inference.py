@@ -11,7 +11,6 @@ asks for one decode step over a symbolic context, ``--set B=B`` for symbolic pag
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from sympy import simplify
@@ -44,15 +43,6 @@ EXAMPLES = [
 ]
 
 
-def fields_type(text: str) -> list[str]:
-    """``--field``'s check: comma-separated names of ``ALL_FIELDS``."""
-    names = [name.strip() for name in text.split(",")]
-    unknown = [name for name in names if name not in ALL_FIELDS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; known: {', '.join(ALL_FIELDS)}")
-    return names
-
-
 grid_type = grid_option((S.b, S.l_in, S.l_out, S.l_ctx, S.B))
 """``--grid``'s check: ``NAME=V1,V2,...`` with NAME one of ``b, l_in, l_out, l_ctx, B``, read by the
 safe reader (``values.grid_option``)."""
@@ -78,7 +68,7 @@ def add_arguments(parser) -> None:
                    help="allow more tokens than the model's context")
     options.counting(parser)
     options.units(parser)
-    options.option(parser, "--field", type=fields_type, metavar="F1,F2,...",
+    options.option(parser, "--field", type=options.field_list(ALL_FIELDS), metavar="F1,F2,...",
                    help="print these as formulas (or, with --grid, as CSV columns): " + ", ".join(ALL_FIELDS))
     options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", metavar="NAME=V1,V2,...",
                    help="evaluate --field over these values of b, l_in, l_out, l_ctx, B, as CSV")

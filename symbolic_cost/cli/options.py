@@ -257,3 +257,14 @@ def recipe_policy(args) -> dict:
                     args.lora_base, args.double_quant)
     return dict(optimizer=args.optimizer, master_weights=args.master_weights, fp8=args.fp8, offload=args.offload,
                 lora=lora)
+
+
+def field_list(known):
+    """An option type reading comma-separated names, each one of ``known``."""
+    def names(text: str) -> list[str]:
+        chosen = [name.strip() for name in text.split(",")]
+        unknown = [name for name in chosen if name not in known]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; known: {', '.join(known)}")
+        return chosen
+    return names

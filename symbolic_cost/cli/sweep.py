@@ -6,7 +6,6 @@ Values are in base units, which the column names state: ``*_bytes`` in bytes,
 
 from __future__ import annotations
 
-import argparse
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.block import layer_rules
@@ -39,15 +38,6 @@ EXAMPLES = [
 ]
 
 
-def fields_type(text: str) -> list[str]:
-    """``--field``'s check: comma-separated names from ``SWEEP_FIELDS``."""
-    names = [name.strip() for name in text.split(",")]
-    unknown = [name for name in names if name not in SWEEP_FIELDS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; known: {', '.join(SWEEP_FIELDS)}")
-    return names
-
-
 grid_type = grid_option(TRAINING_SYMBOLS)
 """``--grid``'s check: ``NAME=V1,V2,...`` with NAME in ``TRAINING_SYMBOLS`` (``values.grid_option``)."""
 
@@ -58,7 +48,7 @@ def add_arguments(parser) -> None:
                    metavar="NAME=V1,V2,...", help="swept symbols (b, l, m1, s1, d, p, n_micro, ep, etp) and their "
                    "values; several after one --grid or repeated")
     options.settings(parser, help=SETTABLE)
-    options.option(parser, "--field", type=fields_type, default=list(DEFAULT_FIELDS), metavar="F1,F2,...",
+    options.option(parser, "--field", type=options.field_list(SWEEP_FIELDS), default=list(DEFAULT_FIELDS), metavar="F1,F2,...",
                    help="comma-separated outputs, any of: " + ", ".join(SWEEP_FIELDS) + " (default: all but "
                    + ", ".join(EXPERTS) + ")")
     options.option(parser, "--where", action="append", default=[], metavar="EXPR",
