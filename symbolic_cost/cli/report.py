@@ -10,7 +10,7 @@ from symbolic_cost.cli import options
 
 EXAMPLES = [
     "symbolic-cost report",
-    "symbolic-cost report --out /tmp/reports --small",
+    "symbolic-cost report --out my-reports --small",
 ]
 
 

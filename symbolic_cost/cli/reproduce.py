@@ -10,7 +10,7 @@ from symbolic_cost.cli import options
 
 EXAMPLES = [
     "symbolic-cost reproduce",
-    f"symbolic-cost reproduce {reproduce.names()[0]} --reports /tmp/reports",
+    f"symbolic-cost reproduce {reproduce.names()[0]} --reports my-reports",
 ]
 
 

@@ -81,11 +81,12 @@ class Log2(Function):
     (3, 1/(n*log(2)))
     """
 
-    @classmethod
-    def eval(cls, n):
+    def _at_integer(cls, n):
         if n.is_Integer:
             return Integer((int(n) - 1).bit_length())
         return None
+
+    eval = classmethod(_at_integer)   # SymPy's hook for a Function's value at its arguments (no text)
 
     def fdiff(self, argindex=1):
         return 1 / (self.args[0] * log(2))

@@ -228,13 +228,14 @@ class Lcm(Function):
     (12, m1)
     """
 
-    @classmethod
-    def eval(cls, a, b):
+    def _at_integers(cls, a, b):
         if a.is_Integer and b.is_Integer:
             return Integer(ilcm(int(a), int(b)))
         if a == b:
             return a
         return None
+
+    eval = classmethod(_at_integers)   # SymPy's hook for a Function's value at its arguments (no text)
 
     def _eval_is_integer(self):
         return True
