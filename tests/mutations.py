@@ -61,7 +61,7 @@ TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.
 RANKS = "symbolic_cost/models/ranks.py"
 MUTATIONS = (
     Mutation("bubble", PIPELINE, "(self.v * sympify(n) + p - 1)", "(self.v * sympify(n))"),
-    Mutation("1f1b-in-flight", PIPELINE, "return Min(p - rank, n)", "return p - rank"),
+    Mutation("1f1b-in-flight", PIPELINE, "return minimum(p - rank, n)", "return p - rank"),
     Mutation("full-recompute-collectives", TOTALS, "again = redone if", "again = 0 if"),
     Mutation("zero3-allgathers", ZERO, 'dp("allgather", weight_bytes, "fwd", micro_batches)',
              'dp("allgather", weight_bytes, "fwd")'),

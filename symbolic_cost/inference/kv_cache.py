@@ -35,11 +35,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr, Integer, Min, ceiling, sympify
+from sympy import Expr, Integer, ceiling, sympify
 
 from symbolic_cost.blocks.latent_attention import latent_cache_elements
 from symbolic_cost.checks import positive_dims
 from symbolic_cost.cost import exact
+from symbolic_cost.extrema import minimum
 from symbolic_cost.models.architecture import Architecture
 
 
@@ -140,7 +141,7 @@ class CacheGroup:
         if self.kind == "cross":
             return exact(encoder, "encoder tokens")
         if self.kind == "sliding":
-            return Min(exact(tokens, "tokens"), self.window - 1)
+            return minimum(exact(tokens, "tokens"), self.window - 1)
         return exact(tokens, "tokens")
 
 

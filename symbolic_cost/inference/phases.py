@@ -29,12 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, Max, Rational
+from sympy import Expr, Integer, Rational
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks import Block, transformer_layer
 from symbolic_cost.cost import Collective, collective, exact
+from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.latent import decode_layers
 from symbolic_cost.blocks.moe import EXPERT_ROWS
 from symbolic_cost.inference.experts import routed_reads, touched_share
@@ -118,7 +119,7 @@ class Phase:
         """Activations alive at the peak: the hidden states ``b T e`` the layers pass on, and the
         largest input plus output of any one operation (what an eager run allocates at once)."""
         s = self.serving
-        peak = Max(*(r.act_in + r.act_out for r, _ in self.rows()))
+        peak = maximum(*(r.act_in + r.act_out for r, _ in self.rows()))
         return s.b * self.tokens * self.width * s.es + peak
 
     @property

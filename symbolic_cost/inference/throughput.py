@@ -30,10 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, Max, floor
+from sympy import Expr, Integer, floor
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
+from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill
 from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens
@@ -55,12 +56,12 @@ def phase_time(phase: Phase, system, conventions=conv.DEFAULT, roofline: str = "
     memory = phase.bytes_moved / system.hbm_bandwidth
     comm = sum((n * comm_time(c, system, conventions) for c, n in phase.collectives), Integer(0))
     if roofline == "phase":
-        run = Max(compute, memory)
+        run = maximum(compute, memory)
     else:       # each operation's roofline; its collectives are the comm term
         run = sum((n * (step_time([row], system, conventions, ("fwd",))
                         - sum((comm_time(c, system, conventions) for c in row.collectives if c.pass_ == "fwd"),
                               Integer(0))) for row, n in phase.rows()), Integer(0))
-    total = Max(run, comm) if conventions.overlap_comm else run + comm
+    total = maximum(run, comm) if conventions.overlap_comm else run + comm
     return {"compute": compute, "memory": memory, "comm": comm, "total": total}
 
 
@@ -159,7 +160,7 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
                            mla=serving.mla)
     return InferenceCost(arch, serving, first, step, phase_time(first, system, conventions, roofline),
                          phase_time(step, system, conventions, roofline), _weights(arch, first), cache,
-                         Max(first.working_bytes, step.working_bytes))
+                         maximum(first.working_bytes, step.working_bytes))
 
 
 def _weights(arch: Architecture, phase: Phase) -> Expr:

@@ -5,9 +5,10 @@ micro-batches it keeps in flight under its schedule, and the activation bytes th
 
 from __future__ import annotations
 
-from sympy import Eq, Expr, Integer, Max, Min, Piecewise
+from sympy import Eq, Expr, Integer, Piecewise
 
 from symbolic_cost.cost import exact
+from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.memory import stage_kept_bytes
 from symbolic_cost.models.training import Training, element_bytes
 from symbolic_cost.parallel.pipeline import stage_layers
@@ -60,7 +61,7 @@ def _outputs_sent(held, v, p, n, last) -> Expr:
     once a second round of micro-batches overlaps the first (``n > p``)."""
     if not last:
         return held * v
-    return Min(held * v, (v - 1) * p + Min(n - p, 1)) if v > 1 else Integer(0)
+    return minimum(held * v, (v - 1) * p + minimum(n - p, 1)) if v > 1 else Integer(0)
 
 
 def rank_activation_bytes(cost, rank: int) -> Expr:
@@ -96,5 +97,5 @@ def busiest_activation_bytes(cost) -> Expr:
     t = cost.training
     if (t.first_stage_layers, t.last_stage_layers) != (None, None) and p > 2:
         ranks.append(_rank_activations(cost, schedule.in_flight(p, n, 1), False, False))
-    many = Max(*ranks)
+    many = maximum(*ranks)
     return many if p.is_number else Piecewise((one, Eq(p, 1)), (many, True))

@@ -8,10 +8,11 @@ LBNL 2024 primitives (arXiv 2410.00273), the usual chain-rule accounting.
 
 from __future__ import annotations
 
-from sympy import Expr, Integer, Min
+from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact, make_cost
+from symbolic_cost.extrema import minimum
 
 
 def matmul_flops(m, k, n, conventions=conv.DEFAULT) -> Expr:
@@ -86,7 +87,7 @@ def stored_keys(keys, window, conventions):
     ``window_count="dense"`` counts all of them (eager attention scores every key, then masks)."""
     if window is None or conv.get(conventions).window_count == "dense":
         return keys
-    return Min(exact(window, "window"), keys)
+    return minimum(exact(window, "window"), keys)
 
 
 def scored_keys(l, keys, causal, conventions, window=None):

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr, Function, Integer, Max, Min, log, sympify
+from sympy import Expr, Function, Integer, log, sympify
 
 from symbolic_cost.cost import KINDS, ring_share
+from symbolic_cost.extrema import maximum, minimum
 
 ALGORITHMS = ("ring", "tree")
 
@@ -62,7 +63,7 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     n, volume = sympify(n), sympify(tensor_bytes)
     if kind in ("broadcast", "reduce"):       # the root sends (receives) V; nothing with one device
-        return Traffic(Min(n - 1, 1) * volume, Min(n - 1, 1) * volume, _log2(n))
+        return Traffic(minimum(n - 1, 1) * volume, minimum(n - 1, 1) * volume, _log2(n))
     moved = ring_share(kind, n) * volume
     if kind == "allreduce":
         steps = 2 * _log2(n) if algorithm == "tree" else 2 * (n - 1)
@@ -135,7 +136,7 @@ def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple) -
     if kind == "alltoall":
         near = (k - 1) / n * volume / nvlink[0] + (k - 1) * nvlink[1]
         far = (n - k) / n * volume / ib[0] + (n / k - 1) * ib[1]
-        return Max(near, far)
+        return maximum(near, far)
     inside = time("reducescatter", k, volume, *nvlink)
     across = time("reducescatter", n / k, volume / k, *ib)
     if kind == "allreduce":

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Eq, Expr, Max, Min, Piecewise, sympify
+from sympy import Eq, Expr, Piecewise, sympify
 
 from symbolic_cost.cost import Collective, collective
+from symbolic_cost.extrema import maximum, minimum
 
 
 def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
@@ -64,8 +65,8 @@ def per_stage(p, first, last, layers, last_copy=0, shares=None) -> Expr:
         return one
     if shares is not None:
         a, m, z = shares
-        return Max(first + a * layers, last + last_copy + z * layers, *([m * layers] if p > 2 else []))
-    many = Max(first, last + last_copy) + layers / p
+        return maximum(first + a * layers, last + last_copy + z * layers, *([m * layers] if p > 2 else []))
+    many = maximum(first, last + last_copy) + layers / p
     return many if p.is_number else Piecewise((one, Eq(p, 1)), (many, True))
 
 
@@ -93,8 +94,8 @@ class Schedule:
         if self.name == "gpipe":
             return n
         if self.name == "1f1b":
-            return Min(p - rank, n)
-        return Min(2 * (p - rank - 1) + (self.v - 1) * p + 1, n * self.v) / self.v
+            return minimum(p - rank, n)
+        return minimum(2 * (p - rank - 1) + (self.v - 1) * p + 1, n * self.v) / self.v
 
     def bubble(self, p, n) -> Expr:
         """Idle share of a step: ``(p - 1)/(n + p - 1)``, or ``(p - 1)/(v n + p - 1)`` interleaved."""
@@ -124,6 +125,6 @@ def stage_sends(boundary_elements, es, p, micro_batches, stride, conventions) ->
     """The activation (forward) and gradient (backward) sends of one stage per step:
     one p2p of the ``boundary_elements`` per micro-batch, none when there is one stage;
     neighbouring stages are ``stride`` ranks apart."""
-    sends = micro_batches * Min(sympify(p) - 1, 1)
+    sends = micro_batches * minimum(sympify(p) - 1, 1)
     return [c for pass_ in ("fwd", "bwd")
             for c in collective("p2p", boundary_elements, es, 2, pass_, conventions, repeats=sends, stride=stride)]

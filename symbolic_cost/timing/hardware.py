@@ -28,9 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from sympy import Expr, Integer, Max, Piecewise, Rational, floor, sympify
+from sympy import Expr, Integer, Piecewise, Rational, floor, sympify
 
 from symbolic_cost import conventions as conv
+from symbolic_cost.extrema import maximum
 from symbolic_cost.parallel import collectives
 from symbolic_cost.timing import kernels
 from symbolic_cost.cost import Collective, Cost, exact
@@ -210,7 +211,7 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
         ib = (system.ib_bandwidth, system.ib_latency)
         # members of the group in one NVLink domain: a group of stride s holds nvlink_size / s of its
         # ranks in each domain (an expert-parallel group ``etp`` apart, a data-parallel one ``m1``)
-        members = Max(1, floor(system.nvlink_size / c.stride))
+        members = maximum(1, floor(system.nvlink_size / c.stride))
         spread = collectives.hierarchical_time(c.kind, c.group, members, c.tensor_bytes, nvlink, ib)
         flat = _on_link(c.span, system, flat, spread)
     return c.repeats * flat
@@ -239,10 +240,10 @@ def times(cost: Cost, system: System, conventions=conv.DEFAULT) -> dict[str, Exp
             t[f"t_mem_{pass_}"], t[f"t_{pass_}"] = kernels.pass_times(cost, pass_, system, conventions)
         else:
             t[f"t_mem_{pass_}"] = getattr(cost, f"mem_{pass_}") / system.hbm_bandwidth
-            t[f"t_{pass_}"] = Max(t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"])
+            t[f"t_{pass_}"] = maximum(t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"])
         t[f"t_comm_{pass_}"] = sum((comm_time(c, system, conventions)
                                     for c in cost.collectives if c.pass_ == pass_), Integer(0))
-        combine = Max if conventions.overlap_comm else (lambda x, y: x + y)
+        combine = maximum if conventions.overlap_comm else (lambda x, y: x + y)
         t[f"t_total_{pass_}"] = combine(t[f"t_{pass_}"], t[f"t_comm_{pass_}"])
         t[f"frac_t_comm_{pass_}"] = t[f"t_comm_{pass_}"] / t[f"t_total_{pass_}"]
     t["intensity"] = t["t_comp_fwd"] / t["t_mem_fwd"]

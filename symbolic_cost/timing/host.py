@@ -14,8 +14,9 @@ node, taken as the NVLink domain (``System.nvlink_size``: 8 on a DGX, 4 on Perlm
 
 from __future__ import annotations
 
-from sympy import Expr, Integer, Min
+from sympy import Expr, Integer
 
+from symbolic_cost.extrema import minimum
 from symbolic_cost.models import ModelCost, world_size
 from symbolic_cost.timing.hardware import System, get_system
 
@@ -39,4 +40,4 @@ def host_bytes_per_node(cost: ModelCost, system: System | str) -> Expr:
     """Host memory the offloaded state takes on one node: per device x devices per node
     (the job's devices when it is smaller than a node)."""
     system = get_system(system)
-    return cost.host_bytes * Min(system.nvlink_size, world_size(cost.training))
+    return cost.host_bytes * minimum(system.nvlink_size, world_size(cost.training))

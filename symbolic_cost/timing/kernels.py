@@ -33,11 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from sympy import (And, Expr, GreaterThan, Heaviside, Integer, LessThan, Min, Not, Or, Piecewise, ceiling,
+from sympy import (And, Expr, GreaterThan, Heaviside, Integer, LessThan, Not, Or, Piecewise, ceiling,
                    floor, log)
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact
+from symbolic_cost.extrema import minimum
 from symbolic_cost.ops.matmul import matmul_flops, product_flops
 
 
@@ -99,7 +100,7 @@ def reloads(m, k, n, tile) -> Reloads:
     Reloads(a=1, b=78, c=1)
     """
     m, k, n, tile = (exact(x, name) for x, name in ((m, "m"), (k, "k"), (n, "n"), (tile, "tile")))
-    k_exceeds_tile = Min(1, ceiling(k / tile) - 1)
+    k_exceeds_tile = minimum(1, ceiling(k / tile) - 1)
     return Reloads(1 + (ceiling(n / tile) - 1) * k_exceeds_tile, ceiling(m / tile), Integer(1))
 
 

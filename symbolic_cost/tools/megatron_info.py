@@ -26,9 +26,10 @@ logits and loss          ``9/2 s b v`` (whole model only)
 
 from __future__ import annotations
 
-from sympy import Expr, Max, Rational, sympify
+from sympy import Expr, Rational, sympify
 
 from symbolic_cost.conventions import Conventions, register
+from symbolic_cost.extrema import maximum
 
 PRESET = register("megatron-training-info", Conventions(
     mixed_precision="megatron", qkv_bias_elements="e", collective_volume="tensor"))
@@ -81,10 +82,10 @@ def peak_elements(params_per_gpu, activations_gpu, s, b, v, t, d, precision: str
     elements (fp32 counts as 2 elements of 2 bytes)."""
     P, A, logits = sympify(params_per_gpu), sympify(activations_gpu), sympify(s * b * v) / t
     if precision == "bf16":
-        return Max(P * (1 + 2 + Rational(2) / d + 2), P * (1 + 2 + Rational(6) / d) + A + 5 * logits)
+        return maximum(P * (1 + 2 + Rational(2) / d + 2), P * (1 + 2 + Rational(6) / d) + A + 5 * logits)
     if precision == "fp16":
-        return Max(P * (1 + 1 + Rational(2) / d + 2), P * (1 + 1 + Rational(8) / d) + A + 2 * logits)
-    return Max(P * (1 + 1 + Rational(1) / d + 1), P * (1 + 1 + Rational(2) / d) + A + 2 * logits)
+        return maximum(P * (1 + 1 + Rational(2) / d + 2), P * (1 + 1 + Rational(8) / d) + A + 2 * logits)
+    return maximum(P * (1 + 1 + Rational(1) / d + 1), P * (1 + 1 + Rational(2) / d) + A + 2 * logits)
 
 
 PEAK_ELEMENT_BYTES = 2

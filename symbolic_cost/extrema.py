@@ -1,0 +1,114 @@
+"""``Max`` and ``Min`` built without SymPy's assumption queries.
+
+SymPy's ``Max(x, y)`` tries to prove ``x >= y`` or ``y >= x`` from the
+symbols' assumptions before it settles for an unevaluated ``Max``.  For the
+arguments of a cost (compute time against memory time, the first pipeline
+stage against the last) neither is provable, and the attempt costs
+milliseconds a pair: it was 80 % of building a whole model with symbolic
+degrees.  ``maximum`` and ``minimum`` decide only what is cheap to decide:
+
+* numbers are compared exactly and only the largest (smallest) is kept;
+* nested extrema of the same kind are flattened and repeated arguments merged;
+* an argument is dropped when its difference from another has a sign that the
+  structure shows (``sign``): a number, or, as written or expanded, a sum whose
+  terms all have one sign since each is a number times powers, ceilings and
+  extrema of positive symbols (``2*b*l - b*l`` is ``b*l >= 0``; an integer
+  degree is at least 1, so ``m1 - 1 >= 0``).
+
+Everything else stays an unevaluated ``Max``/``Min``; substituting numbers
+evaluates it as usual.
+
+>>> from symbolic_cost.symbols import b, l
+>>> maximum(b * l, 2 * b * l, 3)
+Max(3, 2*b*l)
+>>> minimum(4, 7), maximum(b, minimum(b, l)), maximum(b, maximum(l, b))
+(4, Max(b, Min(b, l)), Max(b, l))
+"""
+
+from __future__ import annotations
+
+from sympy import Add, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, expand_mul, floor, sympify
+
+
+def maximum(*args) -> Expr:
+    """The largest of ``args``, as an exact number or an unevaluated ``Max``."""
+    return _extremum(Max, 1, args)
+
+
+def minimum(*args) -> Expr:
+    """The smallest of ``args``, as an exact number or an unevaluated ``Min``."""
+    return _extremum(Min, -1, args)
+
+
+def _extremum(kind, direction: int, args) -> Expr:
+    if not args:
+        raise ValueError(f"{kind.__name__} needs at least one argument")
+    flat = []
+    for arg in map(sympify, args):
+        for part in (arg.args if isinstance(arg, kind) else (arg,)):
+            if part not in flat:
+                flat.append(part)
+    numbers = [a for a in flat if a.is_Number]
+    rest = [a for a in flat if not a.is_Number]
+    if numbers:
+        rest.insert(0, max(numbers) if direction > 0 else min(numbers))
+    kept = []
+    for arg in rest:
+        if any(sign(other - arg) == direction for other in kept):
+            continue                        # an argument kept already is at least as extreme
+        kept = [k for k in kept if sign(arg - k) != direction] + [arg]
+    return kept[0] if len(kept) == 1 else kind(*kept, evaluate=False)
+
+
+def sign(expr) -> int | None:
+    """``1`` where ``expr >= 0`` and ``-1`` where ``expr <= 0`` for every positive value of its
+    symbols, as far as ``lower_bound`` sees it on ``expr`` or on its expansion; ``None`` when
+    undecided.
+
+    >>> from symbolic_cost.symbols import b, l
+    >>> sign(2 * b * l - b * l), sign(b - l), sign(-3 / b), sign(b * (2 * l + 1) - 2 * b * l)
+    (1, None, -1, 1)
+    """
+    expr = sympify(expr)
+    for form in (expr, expand_mul(expr)):
+        for direction in (1, -1):
+            bound = lower_bound(direction * form)
+            if bound is not None and bound >= 0:
+                return direction
+    return None
+
+
+def lower_bound(expr):
+    """A number ``L`` with ``expr >= L`` for every positive value of its symbols (integer ones
+    at least 1), read off the expression's structure; ``None`` where it is not that simple.
+
+    >>> from symbolic_cost.symbols import b, m1
+    >>> lower_bound(3 * b * (m1 - 1) + 2), lower_bound(b - m1)
+    (2, None)
+    """
+    if expr.is_Number:
+        return expr
+    if expr.is_Symbol:
+        return (1 if expr.is_integer else 0) if expr.is_positive else None
+    if isinstance(expr, (Add, Min, Piecewise)):
+        parts = [lower_bound(a) for a in _operands(expr)]
+        return None if None in parts else (sum(parts) if expr.is_Add else min(parts))
+    if isinstance(expr, Max):
+        parts = [x for x in map(lower_bound, expr.args) if x is not None]
+        return max(parts) if parts else None
+    if isinstance(expr, Mul):
+        parts = [lower_bound(a) for a in expr.args]
+        return None if None in parts or any(x < 0 for x in parts) else Mul(*parts)
+    if isinstance(expr, Pow) and expr.exp.is_Number:
+        base = lower_bound(expr.base)
+        if base is None or base < 0:
+            return None
+        return base ** expr.exp if expr.exp.is_Integer and expr.exp > 0 else Integer(0)
+    if isinstance(expr, (ceiling, floor)):
+        inner = lower_bound(expr.args[0])
+        return None if inner is None else type(expr)(inner)
+    return None
+
+
+def _operands(expr):
+    return [e for e, _ in expr.args] if isinstance(expr, Piecewise) else expr.args
