@@ -1,33 +1,67 @@
-"""Compiled evaluation: a set of expressions becomes one numpy function, once.
+"""Compiled evaluation: a set of expressions becomes one fused kernel, once.
 
-``compile_exprs`` applies common-subexpression elimination and ``lambdify``
-(numpy), maps ``Max``/``Min`` to element-wise ``numpy.maximum``/``minimum``
-so that scalars and arrays broadcast, and caches the result per expression
-set: the second call with the same expressions costs a dictionary lookup.
-Inputs are broadcast float64 arrays; outputs come back as arrays or as a
-pandas DataFrame with one row per configuration.
+``compile_exprs`` turns ``{name: expression}`` into a function of arrays, on
+one of two backends:
+
+* ``"llvm"``: symengine's LLVM ``Lambdify`` (``pip install symbolic_cost[fast]``):
+  the whole set, after common-subexpression elimination, is one machine-code
+  loop over the configurations; nothing is allocated per operation.
+* ``"numpy"``: SymPy's ``lambdify`` with CSE, ``Max``/``Min`` printed as
+  ``numpy.maximum``/``minimum`` (element-wise, so scalars and arrays broadcast)
+  and ``Piecewise`` as ``numpy.select``; evaluated in blocks of ``BLOCK`` rows
+  so that the temporaries stay in cache.
+
+The default is ``"llvm"`` where symengine is installed and the set converts
+(``Mod`` and the library's own functions are rewritten first), ``"numpy"``
+otherwise; the environment variable ``SYMBOLIC_COST_BACKEND`` pins one.  Both
+give the same numbers (``tests/test_backends.py`` checks every expression set
+the library builds).  Compiled kernels are kept in memory per expression set
+and on disk (``numeric.kernel_cache``), so a second process skips the
+compilation.  Inputs are broadcast float64 arrays; outputs come back as arrays
+or as a pandas DataFrame with one row per configuration.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from functools import reduce
 from typing import Mapping
 
 import numpy as np
-import pandas as pd
-from sympy import Function, Max, Min, Symbol, lambdify, sympify
+from sympy import Mod, Symbol, ceiling, floor, lambdify, log, sympify
+from sympy.printing.numpy import NumPyPrinter
 
+from symbolic_cost.numeric import kernel_cache
+from symbolic_cost.parallel.collectives import Log2
 from symbolic_cost.symbols import resolve_names
 
-_CACHE: dict = {}
+BACKENDS = ("llvm", "numpy")
 BLOCK = 8192
-"""Configurations evaluated at a time: small enough that the temporaries of thousands of
-operations stay in cache (measured on a whole GPT-3 model: 2.9e6/s at 8192 rows a block,
-2.3e6/s at 16384, 0.5e6/s in one pass over a million rows)."""
-_MAXIMUM, _MINIMUM = Function("elementwise_max"), Function("elementwise_min")
-_MODULES = [{"elementwise_max": lambda *a: reduce(np.maximum, a),
-             "elementwise_min": lambda *a: reduce(np.minimum, a)}, "numpy"]
+"""Configurations the numpy backend evaluates at a time: small enough that the temporaries
+of thousands of operations stay in cache (measured on a whole GPT-3 model: 2.9e6/s at 8192
+rows a block, 2.3e6/s at 16384, 0.5e6/s in one pass over a million rows)."""
+LLVM_BLOCK = 32768
+"""Configurations the LLVM kernel reads at a time through one reused input buffer (a fresh
+input matrix for millions of rows costs more in page faults than the kernel itself)."""
+_MEMORY: dict = {}
+
+
+def default_backend() -> str:
+    """``SYMBOLIC_COST_BACKEND`` if set, else ``"llvm"`` where symengine imports, else ``"numpy"``."""
+    pinned = os.environ.get("SYMBOLIC_COST_BACKEND")
+    if pinned:
+        if pinned not in BACKENDS:
+            raise ValueError(f"SYMBOLIC_COST_BACKEND must be one of {', '.join(BACKENDS)}, got {pinned!r}")
+        return pinned
+    return "llvm" if _symengine() is not None else "numpy"
+
+
+def _symengine():
+    try:
+        import symengine
+    except ImportError:
+        return None
+    return symengine
 
 
 @dataclass(frozen=True)
@@ -37,6 +71,7 @@ class Compiled:
     names: tuple[str, ...]
     symbols: tuple[Symbol, ...]
     function: object
+    backend: str
 
     def __call__(self, values: Mapping) -> dict[str, np.ndarray]:
         values = resolve_names(values)
@@ -44,32 +79,47 @@ class Compiled:
         if missing:
             raise ValueError(f"compiled expressions need values for {', '.join(missing)}")
         arrays = np.broadcast_arrays(*(np.asarray(values[s], dtype=np.float64) for s in self.symbols)) \
-            if self.symbols else []
-        shape = arrays[0].shape if arrays else ()
+            if self.symbols else [np.zeros(())]
+        shape = arrays[0].shape
         flat = [a.ravel() for a in arrays]
-        size = flat[0].size if flat else 1
-        out = {name: np.empty(size) for name in self.names}
-        for start in range(0, size, BLOCK):
-            part = [a[start:start + BLOCK] for a in flat]
-            for name, result in zip(self.names, self.function(*part)):
-                out[name][start:start + BLOCK] = result
-        return {name: values_.reshape(shape) for name, values_ in out.items()}
+        out = self._llvm(flat) if self.backend == "llvm" else self._numpy(flat)
+        return {name: column.reshape(shape) for name, column in zip(self.names, out)}
 
-    def frame(self, values: Mapping) -> pd.DataFrame:
+    def _numpy(self, flat) -> list[np.ndarray]:
+        size = flat[0].size
+        out = [np.empty(size) for _ in self.names]
+        for start in range(0, size, BLOCK):
+            part = [a[start:start + BLOCK] for a in flat] if self.symbols else []
+            for column, result in zip(out, self.function(*part)):
+                column[start:start + BLOCK] = result
+        return out
+
+    def _llvm(self, flat) -> list[np.ndarray]:
+        """Rows through the kernel a block at a time; the outputs are the columns of one
+        ``(rows, outputs)`` array, written by the kernel in place."""
+        size, width = flat[0].size, max(len(self.symbols), 1)
+        results = np.empty((size, len(self.names)))
+        inputs = np.zeros((min(size, LLVM_BLOCK), width))
+        for start in range(0, size, LLVM_BLOCK):
+            rows = min(LLVM_BLOCK, size - start)
+            for j, column in enumerate(flat if self.symbols else []):
+                inputs[:rows, j] = column[start:start + rows]
+            self.function(inputs[:rows], out=results[start:start + rows])
+        return [results[:, i] for i in range(len(self.names))]
+
+    def frame(self, values: Mapping):
         """Inputs and outputs as a DataFrame, one row per configuration."""
+        import pandas as pd
         out = self(values)
         inputs = {str(k): np.broadcast_to(np.asarray(v, dtype=np.float64), next(iter(out.values())).shape)
                   for k, v in resolve_names(values).items()}
         return pd.DataFrame({**inputs, **out})
 
 
-def _elementwise(expr):
-    return expr.replace(Max, lambda *a: _MAXIMUM(*a)).replace(Min, lambda *a: _MINIMUM(*a))
-
-
-def compile_exprs(exprs: Mapping[str, object], symbols=None) -> Compiled:
+def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None = None) -> Compiled:
     """Compile ``{name: expression}`` over ``symbols`` (default: every free symbol, by name).
 
+    >>> from sympy import Max
     >>> from symbolic_cost.symbols import b, l
     >>> f = compile_exprs({"tokens": b * l, "bigger": Max(b, l)})
     >>> f({"b": [1, 2], "l": 3})["bigger"]
@@ -80,8 +130,65 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None) -> Compiled:
     if symbols is None:
         symbols = sorted(set().union(*(v.free_symbols for v in values)), key=str)
     symbols = tuple(resolve_names({s: None for s in symbols}))
-    key = (names, values, symbols)
-    if key not in _CACHE:
-        function = lambdify(symbols, [_elementwise(v) for v in values], modules=_MODULES, cse=True)
-        _CACHE[key] = Compiled(names, symbols, function)
-    return _CACHE[key]
+    backend = backend or default_backend()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    key = (names, values, symbols, backend)
+    if key not in _MEMORY:
+        _MEMORY[key] = _build(names, values, symbols, backend)
+    return _MEMORY[key]
+
+
+def _build(names, values, symbols, backend) -> Compiled:
+    if backend == "llvm":
+        function = _llvm_kernel(values, symbols)
+        if function is not None:
+            return Compiled(names, symbols, function, "llvm")
+    return Compiled(names, symbols, _numpy_kernel(values, symbols), "numpy")
+
+
+class _Printer(NumPyPrinter):
+    """NumPy code with ``Max``/``Min`` as nested element-wise ``maximum``/``minimum``."""
+
+    def _print_Max(self, expr):
+        return self._nested("numpy.maximum", expr.args)
+
+    def _print_Min(self, expr):
+        return self._nested("numpy.minimum", expr.args)
+
+    def _nested(self, function, args):
+        code = self._print(args[0])
+        for arg in args[1:]:
+            code = f"{function}({code}, {self._print(arg)})"
+        return code
+
+
+def _numpy_kernel(values, symbols):
+    def make():
+        return lambdify(symbols, list(values), modules="numpy", printer=_Printer, cse=True)
+    return kernel_cache.numpy_kernel(make, values, symbols)
+
+
+def _llvm_kernel(values, symbols):
+    """symengine's LLVM kernel of ``values``, or ``None`` when symengine is missing or cannot
+    express the set (then the numpy backend runs)."""
+    se = _symengine()
+    if se is None:
+        return None
+    try:
+        converted = [se.sympify(_portable(v)) for v in values]
+        arguments = [se.sympify(s) for s in symbols]
+
+        def make():
+            return se.Lambdify(arguments, converted, backend="llvm", cse=True)
+        return kernel_cache.llvm_kernel(make, converted, arguments)
+    except (RuntimeError, TypeError, NotImplementedError, AttributeError):
+        return None
+
+
+def _portable(expr):
+    """``expr`` with the functions LLVM lacks written in ones it has: ``Mod(a, n)`` as
+    ``a - n floor(a/n)``, ``Log2(n)`` (``ceil(log2 n)``) with ``log``; exact up to n = 2^28."""
+    swaps = {m: m.args[0] - m.args[1] * floor(m.args[0] / m.args[1]) for m in expr.atoms(Mod)}
+    swaps.update({t: ceiling(log(t.args[0]) / log(2)) for t in expr.atoms(Log2)})
+    return expr.xreplace(swaps) if swaps else expr

@@ -1,0 +1,111 @@
+"""Compiled kernels on disk, so that a second process skips the compilation.
+
+A kernel is filed under the SHA-256 of its backend, the versions of the
+compilers, its argument names and the text of its expressions: a changed
+formula is a new key, never a stale kernel.  The numpy backend stores the
+generated Python source (``<key>.py``, loaded as a module); the LLVM backend
+stores symengine's pickled ``Lambdify`` (``<key>.pickle``).
+
+Where: ``SYMBOLIC_COST_CACHE`` if set (``off`` disables the cache), else the
+platform's user cache directory (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux,
+``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows) under
+``symbolic_cost``.  A cache that cannot be read or written is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import os
+import pickle
+import sys
+from pathlib import Path
+
+import numpy
+import sympy
+
+FORMAT = 1
+"""Bumped whenever the code a backend generates changes."""
+
+
+def cache_dir() -> Path | None:
+    """The directory kernels are kept in, or ``None`` when the cache is off."""
+    chosen = os.environ.get("SYMBOLIC_COST_CACHE")
+    if chosen:
+        return None if chosen.lower() in ("off", "0", "false", "no") else Path(chosen)
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    elif os.name == "nt":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "symbolic_cost"
+
+
+def key(backend: str, texts, arguments) -> str:
+    """The file name of a kernel: a hash of everything its code depends on."""
+    digest = hashlib.sha256()
+    for part in (backend, FORMAT, sympy.__version__, numpy.__version__, _symengine_version(),
+                 *map(str, arguments), "|", *texts):
+        digest.update(str(part).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _symengine_version() -> str:
+    module = sys.modules.get("symengine")
+    return getattr(module, "__version__", "")
+
+
+def numpy_kernel(make, values, symbols):
+    """The numpy kernel of ``values``: loaded from its source on disk, or made by ``make()``
+    and its source written there."""
+    path = _path(key("numpy", map(sympy.srepr, values), symbols), ".py")
+    if path is not None and path.exists():
+        try:
+            return _load_source(path)
+        except Exception:               # a damaged file: compile again
+            pass
+    function = make()
+    if path is not None:
+        _write(path, ("import numpy\n\n" + inspect.getsource(function)).encode())
+    return function
+
+
+def llvm_kernel(make, converted, arguments):
+    """The LLVM kernel of the symengine expressions ``converted``: unpickled from disk, or
+    made by ``make()`` and pickled there."""
+    path = _path(key("llvm", map(str, converted), arguments), ".pickle")
+    if path is not None and path.exists():
+        try:
+            return pickle.loads(path.read_bytes())
+        except Exception:
+            pass
+    function = make()
+    if path is not None:
+        _write(path, pickle.dumps(function))
+    return function
+
+
+def _path(name: str, suffix: str) -> Path | None:
+    folder = cache_dir()
+    return None if folder is None else folder / f"kernel_{name}{suffix}"
+
+
+def _load_source(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._lambdifygenerated
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically; a cache that cannot be written is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    except OSError:
+        pass

@@ -1,0 +1,124 @@
+"""The two compile backends give the same numbers on every expression set the library compiles,
+and compiled kernels come back from the disk cache.
+
+The sets are recorded from the library's own entry points (layout search over 1-D and 2-D tensor
+layouts for dense, grouped-query, mixture-of-experts and latent-attention models; sweeps with
+constraints; the inference report's curves), then evaluated by both backends at the same random
+points.
+"""
+
+import importlib
+import pathlib
+
+import numpy as np
+import pytest
+from sympy import Eq, Mod
+
+from symbolic_cost import symbols as S
+from symbolic_cost.models.config import load, preset
+from symbolic_cost.numeric import compile as compiled
+from symbolic_cost.numeric import kernel_cache
+from symbolic_cost.numeric.search import search
+from symbolic_cost.numeric.sweep import sweep
+
+pytest.importorskip("symengine")
+CONFIGS = pathlib.Path(__file__).parent / "hf_configs"
+RNG = np.random.default_rng(7)
+
+
+def _record(monkeypatch) -> list:
+    sets, original = [], compiled.compile_exprs
+
+    def recording(exprs, symbols=None, backend=None):
+        sets.append((dict(exprs), symbols))
+        return original(exprs, symbols, backend)
+    for module in ("symbolic_cost.numeric.search", "symbolic_cost.numeric.sweep", "symbolic_cost.report.inference"):
+        monkeypatch.setattr(importlib.import_module(module), "compile_exprs", recording)
+    return sets
+
+
+@pytest.fixture(scope="module")
+def library_sets():
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        sets = _record(monkeypatch)
+        search(preset("gpt2"), 16, "h100", global_batch=64, seq=1024, tensor=("1d", "2d"))
+        for name in ("Llama-3.2-1B", "Mixtral-8x7B-v0.1", "DeepSeek-V2-Lite"):
+            search(load(CONFIGS / f"{name}.json"), 64, "h100", global_batch=128, seq=2048)
+        sweep({"work": 2 * S.b * S.l / S.m1}, grid={"b": [1, 2], "l": [64], "m1": [1, 2, 3], "h": [12]},
+              constraints=[Eq(Mod(S.h, S.m1), 0), "work <= 100"])
+        from symbolic_cost.report.inference import _curves
+        _curves(preset("llama-2-7b"), 2, 256, "h100")
+    return sets
+
+
+def _points(symbols, rows=257):
+    return {str(s): RNG.choice([1, 2, 3, 4, 8, 16, 64, 1024], rows).astype(float) for s in symbols}
+
+
+def test_every_recorded_set_gives_the_same_numbers_on_both_backends(library_sets):
+    assert len(library_sets) >= 10
+    backends_seen = set()
+    for exprs, symbols in library_sets:
+        fast = compiled.compile_exprs(exprs, symbols, backend="llvm")
+        slow = compiled.compile_exprs(exprs, symbols, backend="numpy")
+        backends_seen.add(fast.backend)
+        values = _points(fast.symbols)
+        got, want = fast(values), slow(values)
+        for name in exprs:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=0, equal_nan=True, err_msg=name)
+    assert backends_seen == {"llvm"}           # every set converts: none fell back to numpy
+
+
+def test_a_kernel_comes_back_from_disk_without_compiling(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
+    exprs = {"t": S.b * S.l / 8 + Mod(S.b, 3), "m": S.b ** 2}
+    for backend in ("numpy", "llvm"):
+        compiled._MEMORY.clear()
+        first = compiled.compile_exprs(exprs, backend=backend)
+        compiled._MEMORY.clear()                       # a new process: only the disk remembers
+        monkeypatch.setattr(compiled, "lambdify", _refuse)
+        monkeypatch.setattr(compiled._symengine(), "Lambdify", _refuse)
+        again = compiled.compile_exprs(exprs, backend=backend)
+        monkeypatch.undo()
+        monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
+        assert again is not first and again({"b": [4, 5], "l": 8})["t"].tolist() == [5.0, 7.0]
+    assert len(list(tmp_path.glob("kernel_*.py"))) == 1 and len(list(tmp_path.glob("kernel_*.pickle"))) == 1
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("compiled again although the kernel is on disk")
+
+
+def test_a_damaged_kernel_is_compiled_again_and_an_off_cache_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
+    compiled._MEMORY.clear()
+    compiled.compile_exprs({"x": S.b + 11}, backend="numpy")
+    (damaged,) = tmp_path.glob("kernel_*.py")
+    damaged.write_text("this is not python")
+    compiled._MEMORY.clear()
+    assert compiled.compile_exprs({"x": S.b + 11}, backend="numpy")({"b": 1})["x"] == 12
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
+    assert kernel_cache.cache_dir() is None
+    compiled._MEMORY.clear()
+    compiled.compile_exprs({"x": S.b + 12})
+    assert len(list(tmp_path.iterdir())) == 1
+
+
+def test_the_backend_is_chosen_by_environment_and_checked(monkeypatch):
+    monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "numpy")
+    assert compiled.default_backend() == "numpy"
+    monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "fortran")
+    with pytest.raises(ValueError, match="SYMBOLIC_COST_BACKEND must be one of llvm, numpy"):
+        compiled.default_backend()
+    with pytest.raises(ValueError, match="backend must be one of"):
+        compiled.compile_exprs({"x": S.b}, backend="cuda")
+
+
+def test_functions_llvm_lacks_are_rewritten_exactly():
+    from symbolic_cost.parallel.collectives import Log2
+    n = np.arange(1, 2**16 + 1, dtype=float)
+    fast = compiled.compile_exprs({"rounds": Log2(S.m1), "left": Mod(S.b, S.m1)}, backend="llvm")
+    got = fast({"m1": n, "b": 1000})
+    assert fast.backend == "llvm"
+    assert got["rounds"].tolist() == [(k - 1).bit_length() for k in range(1, 2**16 + 1)]
+    assert got["left"].tolist() == [1000 % k for k in range(1, 2**16 + 1)]
