@@ -164,10 +164,14 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, ep=1, etp=1, capacity_factor=None, im
 
 
 def _needs_sequence_parallel(at: Layout) -> None:
+    check_sequence_parallel(at.m1, at.s)
+
+
+def check_sequence_parallel(m1, s1) -> None:
     """Megatron-LM: MoE with tensor parallelism needs sequence parallelism (``s1 = m1``)."""
-    if at.m1 != 1 and (at.m1 - at.s).is_number and at.m1 != at.s:
+    if m1 != 1 and (m1 - s1).is_number and m1 != s1:
         raise ValueError(f"s1 must equal m1 in a mixture-of-experts layer under tensor parallelism "
-                         f"(got m1={at.m1}, s1={at.s}): each device routes its own sequence shard, "
+                         f"(got m1={m1}, s1={s1}): each device routes its own sequence shard, "
                          f"as Megatron-LM requires sequence parallelism with MoE")
 
 

@@ -1,0 +1,220 @@
+"""Exact numbers for one configuration at a time, without ``subs`` on the expression tree.
+
+``exact_function`` compiles an expression set once into plain Python over
+integers and ``fractions.Fraction`` (common subexpressions computed once,
+rational constants built once, ``Max``/``Min`` as ``max``/``min``, ceilings,
+floors and ``Log2`` on exact numbers); calling it with exact values returns
+SymPy ``Integer``/``Rational`` results equal to substituting them, in well
+under a millisecond for a whole model.  Only what is irrational by nature
+(a ``log`` or a fractional power) comes back as a float.
+
+``model_function`` does this for a whole model: the model is built once with
+the batch, sequence and parallel degrees as symbols, and each call checks the
+numbers with the same rules ``model_cost`` applies before evaluating.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Mapping
+
+from sympy import Expr, Float, Integer, Rational, Symbol, lambdify, sympify
+from sympy.printing.pycode import PythonCodePrinter
+
+from symbolic_cost.checks import InputTypeError
+from symbolic_cost.symbols import resolve_names
+
+_MEMORY: dict = {}
+
+
+def _log2(n):
+    """``ceil(log2 n)`` exactly for an integer ``n`` (``parallel.collectives.Log2``)."""
+    if isinstance(n, int) or (isinstance(n, Fraction) and n.denominator == 1):
+        return (int(n) - 1).bit_length()
+    return math.ceil(math.log2(n))
+
+
+def _inverse(x, power: int):
+    return Fraction(1, x) ** power
+
+
+NAMESPACE = {"math": math, "_inverse": _inverse, "_log2": _log2}
+"""What the generated code calls besides Python's built-ins."""
+
+
+class _Printer(PythonCodePrinter):
+    """Python over ints and Fractions: rationals become named constants, ``x**-k`` a Fraction."""
+
+    def __init__(self, settings=None):
+        super().__init__(settings)
+        self.constants: dict[str, Fraction] = {}
+
+    def _print_Rational(self, expr):
+        name = f"_q{len(self.constants)}"
+        self.constants[name] = Fraction(int(expr.p), int(expr.q))
+        return name
+
+    def _print_Integer(self, expr):
+        return str(int(expr))
+
+    def _print_Mul(self, expr):
+        return "*".join(f"({self._print(factor)})" for factor in expr.args)   # no float '/'
+
+    def _print_Pow(self, expr, rational=False):
+        if expr.exp.is_Integer and expr.exp < 0:
+            return f"_inverse({self._print(expr.base)}, {-int(expr.exp)})"
+        if expr.exp.is_Integer:
+            return f"({self._print(expr.base)})**{int(expr.exp)}"
+        return super()._print_Pow(expr, rational)
+
+    def _print_Max(self, expr):
+        return f"max({', '.join(map(self._print, expr.args))})"
+
+    def _print_Min(self, expr):
+        return f"min({', '.join(map(self._print, expr.args))})"
+
+    def _print_ceiling(self, expr):
+        return f"math.ceil({self._print(expr.args[0])})"
+
+    def _print_floor(self, expr):
+        return f"math.floor({self._print(expr.args[0])})"
+
+    def _print_Log2(self, expr):
+        return f"_log2({self._print(expr.args[0])})"
+
+
+@dataclass(frozen=True)
+class Exact:
+    """An expression set compiled for exact evaluation: call it with exact values for ``symbols``."""
+
+    names: tuple[str, ...]
+    symbols: tuple[Symbol, ...]
+    function: object
+
+    def __call__(self, values: Mapping) -> dict[str, Expr]:
+        values = resolve_names(values)
+        missing = [str(s) for s in self.symbols if s not in values]
+        if missing:
+            raise ValueError(f"exact evaluation needs values for {', '.join(missing)}")
+        numbers = [_exact_number(values[s], str(s)) for s in self.symbols]
+        return {name: _sympy_number(v) for name, v in zip(self.names, self.function(*numbers))}
+
+
+def _exact_number(value, name: str):
+    if isinstance(value, bool) or not isinstance(value, (int, Fraction, Integer, Rational)):
+        raise InputTypeError(f"{name} must be an exact number (an int, a Fraction or a SymPy Rational) "
+                             f"for exact evaluation, got {value!r}", name)
+    if isinstance(value, Rational):
+        return int(value) if value.is_Integer else Fraction(int(value.p), int(value.q))
+    return value
+
+
+def _sympy_number(value) -> Expr:
+    if isinstance(value, bool):
+        return Integer(value)
+    if isinstance(value, int):
+        return Integer(value)
+    if isinstance(value, Fraction):
+        return Rational(value.numerator, value.denominator)
+    return Float(value)
+
+
+def exact_function(exprs: Mapping[str, object], symbols=None) -> Exact:
+    """Compile ``{name: expression}`` for exact evaluation over ``symbols`` (default: every free
+    symbol, by name); cached per expression set.
+
+    >>> from sympy import Max
+    >>> from symbolic_cost.symbols import b, l
+    >>> f = exact_function({"share": Max(b, l) / 3, "tokens": b * l})
+    >>> f({"b": 2, "l": 5})
+    {'share': 5/3, 'tokens': 10}
+    """
+    names = tuple(exprs)
+    values = tuple(sympify(exprs[n]) for n in names)
+    if symbols is None:
+        symbols = sorted(set().union(*(v.free_symbols for v in values)), key=str)
+    symbols = tuple(resolve_names({s: None for s in symbols}))
+    key = (names, values, symbols)
+    if key not in _MEMORY:
+        printer = _Printer({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": False})
+        function = lambdify(symbols, list(values), modules=[dict(NAMESPACE)], printer=printer, cse=True)
+        function.__globals__.update(printer.constants)     # the rational constants, built once
+        _MEMORY[key] = Exact(names, symbols, function)
+    return _MEMORY[key]
+
+
+DEGREES = ("b", "l", "m1", "s1", "d", "p", "n_micro")
+FIELDS = ("parameters", "parameters_per_device", "flops_fwd", "flops_bwd", "flops_recompute",
+          "model_flops_fwd", "model_flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes",
+          "activation_bytes", "memory_bytes", "bubble")
+"""The ``ModelCost`` totals ``model_function`` returns, besides the step time by part (``step_*``)."""
+
+
+def model_function(arch, system="h100", conventions=None, **policy):
+    """``evaluate(b=..., l=..., m1=..., s1=..., d=..., p=..., n_micro=...)`` (and ``ep``, ``etp``
+    for a mixture of experts): exact ``FIELDS`` and step time by part (``step_compute`` ...
+    ``step_total``) of ``arch`` trained with ``policy`` (``Training``'s other fields: ``zero``,
+    ``recompute``, ``flash``, ``precision`` ...) on ``system``, equal to ``model_cost`` with those
+    numbers.  The model is built and compiled once; each call checks the numbers with the rules
+    ``model_cost`` applies (``check_numbers``) and evaluates.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> evaluate = model_function(preset("gpt2"), zero=1)
+    >>> evaluate(b=8, l=1024, d=4)["parameters"]
+    124439808
+    """
+    from symbolic_cost import conventions as conv
+    from symbolic_cost import symbols as S
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.timing.step import step_time_breakdown
+    chosen = conv.get(conventions or conv.DEFAULT)
+    names = DEGREES + (("ep", "etp") if arch.moe is not None else ())
+    symbolic = {n: S.BY_NAME[n] for n in names}
+    template = Training(**_training_degrees(symbolic), **policy)
+    cost = model_cost(arch, template, chosen)
+    exprs = {**{f: getattr(cost, f) for f in FIELDS},
+             **{f"step_{k}": v for k, v in step_time_breakdown(cost, system, chosen).items()}}
+    function = exact_function(exprs, [symbolic[n] for n in names])
+    defaults = {"b": 1, "l": arch.context or 2048, "m1": 1, "s1": 1, "d": 1, "p": 1, "n_micro": 1, "ep": 1}
+
+    def evaluate(**values):
+        unknown = set(values) - set(names)
+        if unknown:
+            raise TypeError(f"model_function takes {', '.join(names)}, got {', '.join(sorted(unknown))}")
+        chosen_values = {**{n: defaults.get(n) for n in names}, **values}
+        if "etp" in names and chosen_values["etp"] is None:
+            chosen_values["etp"] = chosen_values["m1"]       # Megatron-LM's default, as Training's
+        check_numbers(arch, Training(**_training_degrees(chosen_values), **policy))
+        return function(chosen_values)
+    return evaluate
+
+
+def _training_degrees(values: Mapping) -> dict:
+    out = {k: values[k] for k in ("b", "l", "m1", "s1", "d", "p")}
+    out["micro_batches"] = values["n_micro"]
+    out.update({k: values[k] for k in ("ep", "etp") if k in values})
+    return out
+
+
+def check_numbers(arch, training) -> None:
+    """The rules ``model_cost`` applies to the numbers of a training: the layer's divisibility
+    rules (``checks.MODEL_RULES``), the pipeline's (whole layers a stage, the schedule's), and
+    the expert grid's (``parallel.expert``, ``blocks.moe``)."""
+    from symbolic_cost.checks import MODEL_RULES, check_rules, exact
+    from symbolic_cost.models.totals import _check_schedule
+    t = training
+    heads = dict(e=arch.e, h=arch.h, f=arch.f, kv_heads=arch.kv_heads or arch.h) if arch.head_dim is None \
+        else dict(h=arch.h, f=arch.f, kv_heads=arch.kv_heads or arch.h)
+    check_rules(dict(**heads, l=t.l, m1=t.m1, s1=t.s1), MODEL_RULES)
+    _check_schedule(t, exact(arch.n_layers + arch.decoder_layers), exact(t.p), exact(t.micro_batches))
+    if arch.moe is not None:
+        from symbolic_cost.blocks.moe import check_sequence_parallel
+        from symbolic_cost.models.experts import expert_degrees
+        from symbolic_cost.parallel.expert import expert_data_degree
+        ep, etp = expert_degrees(t, t.m1)
+        expert_data_degree(t.m1, t.d, ep, etp)
+        check_sequence_parallel(exact(t.m1), exact(t.s1))
+        check_rules(dict(ep=ep, experts=arch.moe.experts, etp=etp, expert_f=arch.moe.expert_f),
+                    (("ep", "experts"), ("etp", "expert_f")))

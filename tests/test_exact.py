@@ -1,0 +1,70 @@
+"""``numeric.exact``: one configuration at a time, exactly, against a model built with the numbers."""
+
+import pathlib
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from sympy import Rational
+
+from symbolic_cost.checks import InputTypeError
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.config import load, preset
+from symbolic_cost.numeric.exact import FIELDS, exact_function, model_function
+from symbolic_cost.symbols import b, l, m1
+from symbolic_cost.timing.step import step_time_breakdown
+
+CONFIGS = pathlib.Path(__file__).parent / "hf_configs"
+MODELS = {"gpt2": preset("gpt2"), "llama-gqa": load(CONFIGS / "Llama-3.2-1B.json"),
+          "mixtral": load(CONFIGS / "Mixtral-8x7B-v0.1.json"), "t5": load(CONFIGS / "t5-small.json")}
+POLICIES = [dict(zero=1, flash=True), dict(zero=3, recompute="selective"), dict(zero=0, recompute="full"),
+            dict(zero=2, schedule="interleaved", virtual_stages=2)]
+EVALUATORS = {}
+
+
+def _evaluator(model, index):
+    if (model, index) not in EVALUATORS:
+        EVALUATORS[model, index] = model_function(MODELS[model], "h100", **POLICIES[index])
+    return EVALUATORS[model, index]
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(sorted(MODELS)), index=st.integers(0, len(POLICIES) - 1),
+       values=st.fixed_dictionaries({"b": st.integers(1, 4), "l": st.sampled_from([256, 512, 768]),
+                                     "m1": st.sampled_from([1, 2, 3, 4, 8]), "s1": st.sampled_from([1, 2, 4]),
+                                     "d": st.sampled_from([1, 2, 3, 8]), "p": st.sampled_from([1, 2, 3, 4]),
+                                     "n_micro": st.sampled_from([1, 2, 4, 8])}),
+       experts=st.fixed_dictionaries({"ep": st.sampled_from([1, 2, 4, 3]), "etp": st.sampled_from([1, 2])}))
+def test_model_function_equals_a_model_built_with_the_numbers(model, index, values, experts):
+    arch = MODELS[model]
+    if arch.moe is not None:
+        values.update(experts)
+    training = dict(b=values["b"], l=values["l"], m1=values["m1"], s1=values["s1"], d=values["d"], p=values["p"],
+                    micro_batches=values["n_micro"], **{k: values[k] for k in ("ep", "etp") if k in values})
+    try:
+        cost = model_cost(arch, Training(**training, **POLICIES[index]))
+        want = {**{f: getattr(cost, f) for f in FIELDS},
+                **{f"step_{k}": v for k, v in step_time_breakdown(cost, "h100").items()}}
+    except ValueError as refused:
+        with pytest.raises(ValueError):
+            _evaluator(model, index)(**values)
+        return
+    got = _evaluator(model, index)(**values)
+    assert got == want, {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+
+
+def test_exact_values_in_and_out():
+    f = exact_function({"x": b * l / 3 + m1 ** -2})
+    assert f({"b": 2, "l": Rational(1, 2), "m1": Fraction(1, 3)})["x"] == Rational(1, 3) + 9
+    with pytest.raises(InputTypeError, match="b must be an exact number"):
+        f({"b": 2.0, "l": 1, "m1": 1})
+    with pytest.raises(ValueError, match="needs values for m1"):
+        f({"b": 2, "l": 1})
+
+
+def test_model_function_refuses_unknown_names_and_bad_numbers():
+    evaluate = model_function(preset("gpt2"))
+    with pytest.raises(TypeError, match="got ep"):
+        evaluate(ep=2)
+    with pytest.raises(ValueError, match="m1 must divide h"):
+        evaluate(m1=5)
