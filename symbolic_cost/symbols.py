@@ -36,6 +36,10 @@ Python       printed as   meaning
 ``mq``       mq           side of the square grid of 2.5-D (``mq x mq x md``) and
                           of the cube of 3-D (``mq x mq x mq``) tensor parallelism
 ``md``       md           depth of the 2.5-D grid (copies of the ``mq x mq`` layer)
+``vp``       vp           model chunks per pipeline rank of the interleaved
+                          schedule (Megatron-LM's virtual pipeline stages)
+``n_rec``    n_rec        layers of each pipeline stage whose forward is redone
+                          (full recomputation of the first ``n_rec``, "block")
 ============ ============ ==================================================
 
 >>> from symbolic_cost.symbols import e, h
@@ -73,6 +77,8 @@ etp = Symbol("etp", **_DIM)
 m2 = Symbol("m2", **_DIM)
 mq = Symbol("mq", **_DIM)
 md = Symbol("md", **_DIM)
+vp = Symbol("vp", **_DIM)
+n_rec = Symbol("n_rec", **_DIM)
 
 DIMENSIONS = (b, l, e, f, h, m1, s1)
 """The model and parallelism symbols every block is written in."""
@@ -80,6 +86,8 @@ DIMENSIONS = (b, l, e, f, h, m1, s1)
 ALL = DIMENSIONS + (c, d, p, n_micro, v, n_layers, es, es_mask, l_in, l_out, l_ctx, B, m2, mq, md)
 
 ALL = ALL + (ep, etp)   # the degrees of mixture-of-experts layers
+
+ALL = ALL + (vp, n_rec)   # the pipeline schedule's chunks and the recomputed layers (numeric.search)
 
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
@@ -106,4 +114,4 @@ def resolve_names(values) -> dict:
 
 
 __all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "c", "d", "p", "n_micro", "v", "n_layers", "es", "es_mask",
-           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "ep", "etp", "DIMENSIONS", "ALL", "BY_NAME"]
+           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "ep", "etp", "vp", "n_rec", "DIMENSIONS", "ALL", "BY_NAME"]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import architecture, conventions, sequence_length
-from symbolic_cost.numeric.search import PARTS, search
+from symbolic_cost.numeric.search import PARTS, SPACE, search
 from symbolic_cost.numeric.tables import UNITS
 
 EXAMPLES = [
     "symbolic-cost search --preset gpt2 --devices 8 --global-batch 64",
     "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --zero 1 --flash",
     "symbolic-cost search --preset gpt2 --devices 64 --global-batch 512 --tensor 1d 2d 2.5d 3d",
+    "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --everything --progress",
 ]
 
 
@@ -25,6 +26,16 @@ def add_arguments(parser) -> None:
     options.option(parser, "--tensor", nargs="+", choices=options.TENSOR_LAYOUTS, default=["1d"],
                    help="tensor layouts to consider: 1d (Megatron, m1) and the grids 2d (square mq x mq), "
                         "2.5d (mq x mq x md), 3d (mq x mq x mq)")
+    options.option(parser, "--everything", action="store_true",
+                   help="search every choice the library expresses (numeric.search.SPACE): ZeRO 0-3, optimizer "
+                        "and parameter offload, GPipe, 1F1B and interleaved schedules with every chunk count, "
+                        "selective, activation and full recomputation of the first 1..all layers of a stage, "
+                        "every micro-batch size and every sequence-parallel degree dividing m1")
+    options.option(parser, "--progress", action="store_true", help="report each compiled kernel on stderr")
+    options.option(parser, "--workers", type=options.integer(1), default=1,
+                   help="processes the kernels are split over")
+    options.option(parser, "--dask", action="store_true",
+                   help="run the kernels as Dask tasks (on the active Dask scheduler or cluster)")
     options.training(parser, distributed_optimizer=False, recompute=False)
     options.counting(parser)
     options.units(parser)
@@ -32,9 +43,11 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     arch = architecture(args)
+    space = dict(SPACE) if args.everything else dict(zero=args.zero)
     found = search(arch, args.devices, args.system, global_batch=args.global_batch,
-                   seq=args.seq or sequence_length(arch), top=args.top, zero=args.zero, flash=args.flash,
-                   precision=args.precision, conventions=conventions(args), tensor=tuple(args.tensor))
+                   seq=args.seq or sequence_length(arch), top=args.top, flash=args.flash,
+                   precision=args.precision, conventions=conventions(args), tensor=tuple(args.tensor),
+                   progress=args.progress, workers=args.workers, dask=args.dask, **space)
     print(f"{arch.name} on {args.devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
           f"best {len(found.best)} by step time")
     seconds, time_unit = UNITS[args.units].per("seconds")

@@ -61,7 +61,7 @@ def _outputs_sent(held, v, p, n, last) -> Expr:
     once a second round of micro-batches overlaps the first (``n > p``)."""
     if not last:
         return held * v
-    return minimum(held * v, (v - 1) * p + minimum(n - p, 1)) if v > 1 else Integer(0)
+    return minimum(held * v, (v - 1) * p + minimum(n - p, 1)) if v != 1 else Integer(0)
 
 
 def rank_activation_bytes(cost, rank: int) -> Expr:

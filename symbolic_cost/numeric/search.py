@@ -1,15 +1,24 @@
-"""Search of parallel layouts: which ``(m1, s1, d, p, b, micro-batches, recompute)`` trains a
-model fastest on ``N`` devices, among those that fit in memory.
+"""Search of parallel layouts: which degrees, micro-batch and memory policy train a model
+fastest on ``N`` devices, among those that fit in memory.
 
-The model is built once per recomputation policy with the degrees as
-symbols; its step time (``model.step_time_breakdown``) and memory are
-compiled once and evaluated on every valid layout at the same time.  With ``tensor`` the
-search also considers tensor grids (``GRIDS``: square 2-D ``mq x mq``, 2.5-D ``mq x mq x md``,
-3-D ``mq^3``; ``grid_layouts``), whose ``m1 = s1`` are the grid's devices (``models.grid_stack``).
+The degrees ``m1, s1, d, p``, the micro-batch ``b`` and micro-batches ``n_micro`` (with
+experts ``ep, etp``), the interleaved schedule's chunks per rank ``vp`` and the layers a
+stage recomputes ``n_rec`` are symbols: the model is built once per discrete choice that
+changes its formulas (a ``Variant``: recomputation, ZeRO stage, offload, schedule), its step
+time (``timing.step.step_time_breakdown``) and memory compiled into one kernel, and every
+layout of that variant evaluated at once.  ``SPACE`` spans everything the library can
+express (Calculon's search space: tensor, pipeline, data degrees, micro-batch,
+interleaving, recomputation, sequence parallelism, optimizer sharding, offload); the
+defaults search a smaller one.  With ``tensor`` the search also considers tensor grids
+(``layouts.GRIDS``), whose ``m1 = s1`` are the grid's devices (``models.grid_stack``).
+Variants can run in worker processes (``workers``) or as Dask tasks (``dask=True``).
 """
 
 from __future__ import annotations
 
+import itertools
+import sys
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,12 +27,11 @@ import pandas as pd
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import count
-from symbolic_cost.numeric.compile import compile_exprs
-from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.models import Architecture, Training, model_cost
-from symbolic_cost.checks import InputError
-from symbolic_cost.models.grid_stack import on_grid, unsupported
-from symbolic_cost.parallel.grid import check_grid, make_grid
+from symbolic_cost.models.grid_stack import on_grid
+from symbolic_cost.numeric.compile import compile_exprs
+from symbolic_cost.numeric.layouts import GRIDS, by_stage, grid_layouts, layouts, virtual_stages
+from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
 PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "total")
@@ -31,48 +39,63 @@ PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "tota
 MAX_DEVICES = 2**20
 """Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""
 
-
-def _divisors(n: int) -> list[int]:
-    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
-    return sorted(set(small + [n // k for k in small]))
-
-
-def expert_layouts(arch: Architecture, m1: int, d: int) -> list[tuple[int, int]]:
-    """``(ep, etp)`` of a mixture of experts on ``m1 x d`` ranks: ``ep`` whole experts a rank,
-    ``etp`` 1 or ``m1`` whole slices of each expert, ``ep etp`` folding onto the ranks
-    (``parallel.expert``); ``(1, 1)`` for a dense model."""
-    if arch.moe is None:
-        return [(1, 1)]
-    experts, width = int(arch.moe.experts), int(arch.moe.expert_f)
-    return [(ep, etp) for ep in _divisors(m1 * d) if experts % ep == 0 for etp in sorted({1, m1})
-            if (m1 * d) % (ep * etp) == 0 and width % etp == 0]
+SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), schedules=("gpipe", "1f1b", "interleaved"),
+             recompute=("none", "selective", "activation", "full"), recompute_layers="all", micro_batch_sizes="all",
+             sequence="all")
+"""Every choice ``search`` can vary: pass ``**SPACE`` for the whole space."""
 
 
-def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
-            micro_batch_sizes=(1, 2, 4, 8), recompute=("none", "selective", "full")) -> pd.DataFrame:
-    """Every layout whose degrees divide what they split: ``m1`` the heads, key/value heads and
-    MLP width; ``p`` the layers; ``s1`` (1 or ``m1``; ``m1`` with experts) the sequence; ``b d``
-    the global batch; with experts ``ep`` and ``etp`` (``expert_layouts``, columns only then)."""
-    kv = arch.kv_heads or arch.h
-    shared = int(arch.moe.shared_f) if arch.moe is not None else 0
-    rows = []
-    for m1 in _divisors(devices):
-        if arch.h % m1 or kv % m1 or arch.f % m1 or shared % m1:
-            continue
-        for p in _divisors(devices // m1):
-            if arch.n_layers % p:
-                continue
-            d = devices // (m1 * p)
-            for s1 in (sorted({1, m1}) if arch.moe is None else [m1]):
-                if seq % s1:
-                    continue
-                for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d) for b in micro_batch_sizes):
-                    if global_batch % (b * d):
-                        continue
-                    for policy in recompute:
-                        rows.append((m1, s1, d, p, ep, etp, b, global_batch // (b * d), policy))
-    table = pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "ep", "etp", "b", "n_micro", "recompute"])
-    return table if arch.moe is not None else table.drop(columns=["ep", "etp"])
+@dataclass(frozen=True)
+class Variant:
+    """The discrete choices one compiled kernel covers."""
+
+    recompute: str
+    zero: int
+    offload: str
+    schedule: str
+
+    def training(self, seq, experts: bool, **fixed) -> Training:
+        """The training with every layout choice a symbol: ``vp`` chunks when interleaved, the
+        first ``n_rec`` layers of a stage recomputed under full recomputation."""
+        extra = dict(ep=S.ep, etp=S.etp) if experts else {}
+        if self.schedule == "interleaved":
+            extra.update(schedule="interleaved", virtual_stages=S.vp)
+        elif self.schedule == "gpipe":
+            extra.update(schedule="gpipe")
+        if self.recompute == "full":
+            extra.update(recompute_method="block", recompute_layers=S.n_rec)
+        return Training(b=S.b, l=seq, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro,
+                        recompute=self.recompute, zero=self.zero, offload=self.offload, **extra, **fixed)
+
+    def symbols(self, experts: bool) -> list[str]:
+        return (["b", "m1", "s1", "d", "p", "n_micro"] + (["ep", "etp"] if experts else [])
+                + (["vp"] if self.schedule == "interleaved" else []) + (["n_rec"] if self.recompute == "full" else []))
+
+
+def variants(zero=(1,), offload=("none",), schedules=("1f1b",), recompute=("none", "full")) -> list[Variant]:
+    """Every combination the recipe allows: offloading the optimizer needs ZeRO, offloading the
+    parameters ZeRO-3 (``models.recipes.check_offload``)."""
+    return [Variant(r, z, o, s) for r, z, o, s in itertools.product(recompute, zero, offload, schedules)
+            if o == "none" or (o == "optimizer" and z >= 1) or (o == "parameters" and z == 3)]
+
+
+def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_layers="full") -> pd.DataFrame:
+    """The layouts of ``base`` (``layouts.layouts``) a variant runs: interleaved ones with ``p > 1``,
+    ``n_micro`` a multiple of ``p`` and each ``vp`` of ``layouts.virtual_stages``; under full
+    recomputation each ``n_rec`` from 1 to a stage's layers (``recompute_layers="all"``) or all
+    of them (``"full"``, Megatron-LM's uniform recomputation of every layer)."""
+    rows = base[base["recompute"] == variant.recompute]
+    if variant.schedule == "interleaved":
+        rows = by_stage(rows[(rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)], "vp",
+                        lambda p: virtual_stages(depth, p))
+    else:
+        rows = rows.assign(vp=1)
+    if variant.recompute == "full":
+        rows = by_stage(rows, "n_rec", lambda p: range(1, depth // p + 1) if recompute_layers == "all"
+                        else [depth // p])
+    else:
+        rows = rows.assign(n_rec=0)
+    return rows.assign(zero=variant.zero, offload=variant.offload, schedule=variant.schedule)
 
 
 @dataclass(frozen=True)
@@ -82,96 +105,104 @@ class SearchResult:
     best: pd.DataFrame
 
 
+def _best(rows: pd.DataFrame, values: dict, capacity: float, top: int):
+    """(rows, fitting rows, the ``top`` fastest fitting rows with their ``values``)."""
+    fits = np.flatnonzero(values["memory"] <= capacity)
+    order = fits[np.argsort(values["total"][fits], kind="stable")[:top]]
+    best = rows.iloc[order].assign(**{k: np.asarray(v)[order] for k, v in values.items()})
+    return len(rows), len(fits), best
+
+
+def run_variant(task) -> tuple[int, int, pd.DataFrame]:
+    """Build, compile and evaluate one variant on its layouts (a task of ``search``)."""
+    arch, variant, base, seq, system, conventions, fixed, recompute_layers, top = task
+    rows = variant_rows(base, variant, arch.n_layers + arch.decoder_layers, recompute_layers)
+    if rows.empty:
+        return 0, 0, rows
+    experts = arch.moe is not None
+    cost = model_cost(arch, variant.training(seq, experts, **fixed), conventions)
+    parts = step_time_breakdown(cost, system, conventions)
+    names = variant.symbols(experts)
+    compiled = compile_exprs({**{k: parts[k] for k in PARTS}, "memory": cost.memory_bytes},
+                             symbols=[S.BY_NAME[k] for k in names])
+    values = compiled({k: rows[k].to_numpy() for k in names})
+    return _best(rows, values, float(system.hbm_capacity), top)
+
+
 def search(arch: Architecture, devices: int, system="h100", global_batch: int = 1024, seq: int = 2048,
-           top: int = 10, zero: int = 1, flash: bool = True, precision: str = "bf16",
-           conventions=conv.DEFAULT, tensor=("1d",), **choices) -> SearchResult:
-    """The ``top`` fastest layouts that fit in the system's memory, with their time breakdown."""
+           top: int = 10, zero=1, flash: bool = True, precision: str = "bf16", conventions=conv.DEFAULT,
+           tensor=("1d",), micro_batch_sizes=(1, 2, 4, 8), recompute=None, offload=("none",),
+           schedules=("1f1b",), recompute_layers="full", sequence="ends", progress=False, workers: int = 1,
+           dask: bool = False) -> SearchResult:
+    """The ``top`` fastest layouts that fit in the system's memory, with their time breakdown.
+
+    ``zero`` is a stage or a tuple of stages; ``recompute`` defaults to none and full (and
+    selective without ``flash``, which keeps no attention core); ``**SPACE`` searches everything.
+    """
     count(devices, "devices", maximum=MAX_DEVICES)
-    for name, value in (("global_batch", global_batch), ("seq", seq), ("top", top)):
+    for name, value in (("global_batch", global_batch), ("seq", seq), ("top", top), ("workers", workers)):
         count(value, name)
     system = get_system(system)
     if not system.hbm_capacity:
         raise ValueError(f"system {system.name} states no memory capacity to fit layouts into")
-    if flash and "recompute" not in choices:    # flash keeps no attention core: selective = none
-        choices["recompute"] = ("none", "full")
-    table = layouts(arch, devices, global_batch, seq, **choices)
-    table = table if "1d" in tensor else table.iloc[:0]
-    grids = grid_layouts(arch, devices, global_batch, seq, tensor, **choices)
-    if table.empty and grids.empty:
+    zeros = (zero,) if isinstance(zero, int) else tuple(zero)
+    recompute = recompute or (("none", "full") if flash else ("none", "selective", "full"))
+    if flash:                               # flash keeps no attention core: selective = none
+        recompute = tuple(r for r in recompute if r != "selective")
+    base = layouts(arch, devices, global_batch, seq, micro_batch_sizes, recompute, sequence) if "1d" in tensor \
+        else pd.DataFrame()
+    grids = grid_layouts(arch, devices, global_batch, seq, tensor, micro_batch_sizes, recompute)
+    if base.empty and grids.empty:
         raise ValueError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}")
-    frames = []
-    degrees = [S.b, S.m1, S.s1, S.d, S.p, S.n_micro] + ([S.ep, S.etp] if arch.moe is not None else [])
-    experts = dict(ep=S.ep, etp=S.etp) if arch.moe is not None else {}
-    for policy, group in table.groupby("recompute", sort=False):
-        training = Training(b=S.b, l=seq, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro,
-                            precision=precision, zero=zero, recompute=policy, flash=flash, **experts)
-        cost = model_cost(arch, training, conventions)
-        parts = step_time_breakdown(cost, system, conventions)
-        compiled = compile_exprs({**{k: parts[k] for k in PARTS}, "memory": cost.memory_bytes}, symbols=degrees)
-        values = compiled({str(k): group[str(k)].to_numpy() for k in degrees})
-        frames.append(group.assign(**values))
+    fixed = dict(precision=precision, flash=flash)
+    tasks = [(arch, v, base, seq, system, conventions, fixed, recompute_layers, top)
+             for v in variants(zeros, offload, schedules, recompute)] if not base.empty else []
+    results = list(_run_all(tasks, progress, workers, dask))
     if not grids.empty:
-        frames = [f.assign(tensor="1d", grid="") for f in frames] + grid_frames(
-            arch, grids, seq, system, conventions, precision=precision, zero=zero, flash=flash)
-    every = pd.concat(frames, ignore_index=True)
-    fits = every[every["memory"] <= float(system.hbm_capacity)]
-    return SearchResult(len(every), len(fits), fits.sort_values("total").head(top).reset_index(drop=True))
+        results = [(n, k, f.assign(tensor="1d", grid="")) for n, k, f in results]
+        results += [grid_frames(arch, grids, seq, system, conventions, top, zero=z, **fixed) for z in zeros]
+    every = pd.concat([f for _, _, f in results], ignore_index=True)
+    best = every.sort_values("total", kind="stable").head(top).reset_index(drop=True)
+    return SearchResult(sum(n for n, _, _ in results), sum(k for _, k, _ in results), best)
 
 
-GRIDS = {"2d": lambda q, depth: make_grid("2d", m1=q, m2=q), "2.5d": lambda q, depth: make_grid("2.5d", mq=q, md=depth),
-         "3d": lambda q, depth: make_grid("3d", mq=q)}
-"""The grids ``search`` considers by side ``mq`` and depth ``md``: square 2-D grids (as Optimus)."""
+def _run_all(tasks, progress, workers: int, dask: bool):
+    """Each task's result, in order: in this process, in ``workers`` processes, or as Dask tasks."""
+    say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress else None
+    if dask:
+        import dask as dask_
+        results = dask_.compute(*[dask_.delayed(run_variant)(t) for t in tasks])
+    elif workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(workers) as pool:
+            results = list(pool.map(run_variant, tasks))
+    else:
+        results = map(run_variant, tasks)
+    start, done = time.perf_counter(), 0
+    for i, result in enumerate(results, 1):
+        done += result[0]
+        if say:
+            say(f"search: {i}/{len(tasks)} kernels, {done:,} layouts, {time.perf_counter() - start:.1f} s")
+        yield result
 
 
-def grid_layouts(arch: Architecture, devices: int, global_batch: int, seq: int, tensor=("1d",),
-                 micro_batch_sizes=(1, 2, 4, 8), recompute=("none", "selective", "full")) -> pd.DataFrame:
-    """The layouts on the grids of ``tensor`` (``GRIDS``) with more than one device: ``m1 = s1``
-    the grid's devices (dividing the sequence), ``p`` the layers, ``b d`` the global batch, and the
-    grid's rules (``parallel.grid.check_grid``) met by the model and the micro-batch ``b``;
-    columns as ``layouts`` plus ``tensor``, ``mq``, ``md``.  None for a model the grid layer does
-    not model (``models.grid_stack.unsupported``)."""
-    unknown = set(tensor) - {"1d", *GRIDS}
-    if unknown:
-        raise InputError(f"tensor must name layouts among 1d, {', '.join(GRIDS)}, got {sorted(unknown)}", "tensor")
-    rows = []
-    for kind in [k for k in GRIDS if k in tensor and not unsupported(arch)]:
-        power = 3 if kind == "3d" else 2
-        for q in range(2, int(round(devices ** (1 / power))) + 1):
-            depths = _divisors(devices // q ** power)[1:] if kind == "2.5d" and devices % q ** power == 0 else [1]
-            for grid, depth in ((GRIDS[kind](q, depth), depth) for depth in depths):
-                if devices % grid.devices or seq % grid.devices:
-                    continue
-                for p in (p for p in _divisors(devices // grid.devices) if arch.n_layers % p == 0):
-                    d = devices // (grid.devices * p)
-                    rows += [(grid.devices, grid.devices, d, p, b, global_batch // (b * d), policy, kind, q, depth)
-                             for b in micro_batch_sizes if global_batch % (b * d) == 0 and _meets(arch, grid, b)
-                             for policy in recompute]
-    return pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "b", "n_micro", "recompute", "tensor", "mq", "md"])
-
-
-def _meets(arch: Architecture, grid, b) -> bool:
-    """Whether micro-batches of ``b`` sequences of ``arch`` split evenly over ``grid``."""
-    try:
-        check_grid(dict(b=b, e=arch.e, f=arch.f, h=arch.h, kv_heads=arch.kv_heads or arch.h), grid)
-    except InputError:
-        return False
-    return True
-
-
-def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, conventions, **training) -> list:
-    """Step time by part and memory of every layout of ``grids``: the model built once per grid
-    kind and recomputation policy with ``b, mq, md, d, p, n_micro`` as symbols, compiled, evaluated;
-    ``grid`` names each grid (``mq x mq``, ``mq x mq x md``, ``mq^3``)."""
-    frames = []
+def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, conventions, top, zero=1, **training):
+    """Step time by part and memory of the layouts of ``grids``: the model built once per grid
+    kind and recomputation policy with ``b, mq, md, d, p, n_micro`` as symbols, compiled,
+    evaluated; ``grid`` names each grid (``mq x mq``, ``mq x mq x md``, ``mq^3``).  Returns
+    (layouts, fitting layouts, the ``top`` fastest fitting) as ``run_variant``."""
+    results = []
     symbols = ["b", "mq", "md", "d", "p", "n_micro"]
+    depth = arch.n_layers + arch.decoder_layers
     for (kind, policy), group in grids.groupby(["tensor", "recompute"], sort=False):
-        plain = Training(b=S.b, l=seq, d=S.d, p=S.p, micro_batches=S.n_micro, recompute=policy, **training)
+        plain = Training(b=S.b, l=seq, d=S.d, p=S.p, micro_batches=S.n_micro, recompute=policy, zero=zero, **training)
         cost = model_cost(arch, on_grid(plain, GRIDS[kind](S.mq, S.md)), conventions)
         parts = step_time_breakdown(cost, system, conventions)
         compiled = compile_exprs({**{k: parts[k] for k in PARTS}, "memory": cost.memory_bytes},
                                  symbols=[S.BY_NAME[k] for k in symbols])
-        names = [f"{q}x{q}" + {"2d": "", "2.5d": f"x{depth}", "3d": f"x{q}"}[kind]
-                 for q, depth in zip(group["mq"], group["md"])]
-        frames.append(group.assign(grid=names, **compiled({k: group[k].to_numpy() for k in symbols}))
-                      .drop(columns=["mq", "md"]))
-    return frames
+        names = [f"{q}x{q}" + {"2d": "", "2.5d": f"x{d}", "3d": f"x{q}"}[kind] for q, d in zip(group["mq"], group["md"])]
+        rows = group.assign(grid=names, vp=1, n_rec=np.where(policy == "full", depth // group["p"], 0), zero=zero,
+                            offload="none", schedule="1f1b")
+        results.append(_best(rows, compiled({k: group[k].to_numpy() for k in symbols}), float(system.hbm_capacity), top))
+    frames = [f.drop(columns=["mq", "md"]) for _, _, f in results]
+    return sum(n for n, _, _ in results), sum(k for _, k, _ in results), pd.concat(frames, ignore_index=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Eq, Expr, Piecewise, sympify
+from sympy import Eq, Expr, Piecewise, Symbol, sympify
 
 from symbolic_cost.cost import Collective, collective
 from symbolic_cost.extrema import maximum, minimum
@@ -75,14 +75,17 @@ class Schedule:
     """A pipeline schedule: ``"gpipe"``, ``"1f1b"`` or ``"interleaved"`` with ``v`` chunks per rank."""
 
     name: str
-    v: int = 1
+    v: int | Symbol = 1
 
     def __post_init__(self):
         if self.name not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.name!r}")
-        if not (isinstance(self.v, int) and self.v >= 1) or (self.name == "interleaved") != (self.v > 1):
-            raise ValueError(f"virtual stages v must be an integer > 1 for the interleaved schedule and 1 "
-                             f"otherwise, got v={self.v!r} for {self.name}")
+        whole = isinstance(self.v, int) and not isinstance(self.v, bool) and self.v >= 1
+        symbolic = isinstance(self.v, Symbol) and self.v.is_integer and self.v.is_positive
+        interleaved = self.name == "interleaved"
+        if not ((whole and interleaved == (self.v > 1)) or (symbolic and interleaved)):
+            raise ValueError(f"virtual stages v must be an integer > 1 (or a positive integer symbol) for the "
+                             f"interleaved schedule and 1 otherwise, got v={self.v!r} for {self.name}")
 
     def in_flight(self, p, n, rank=0) -> Expr:
         """Micro-batches' worth of rank ``rank``'s layers whose activations it holds at its peak.

@@ -232,6 +232,20 @@ def times(cost: Cost, system: System, conventions=conv.DEFAULT) -> dict[str, Exp
     memory latency, launch overhead) instead of ``mem / B_hbm`` and the max.
     """
     system, conventions = get_system(system), conv.get(conventions)
+    key = (cost, system, conventions)
+    if key not in _TIMES:
+        if len(_TIMES) >= 4096:
+            _TIMES.pop(next(iter(_TIMES)))
+        _TIMES[key] = _row_times(cost, system, conventions)
+    return dict(_TIMES[key])
+
+
+_TIMES: dict = {}
+"""The time model of the last rows asked for: a search asks again for every ZeRO stage,
+schedule and offload it compares, with the same rows."""
+
+
+def _row_times(cost: Cost, system: System, conventions) -> dict[str, Expr]:
     flops_rate = system.matrix_flops if cost.engine == "matrix" else system.vector_flops
     t = {}
     for pass_ in ("fwd", "bwd"):

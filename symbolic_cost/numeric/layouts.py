@@ -1,0 +1,138 @@
+"""The layouts a search compares: which degrees divide what they split.
+
+``layouts`` lists the 1-D layouts ``(m1, s1, d, p, b, n_micro)`` (with ``ep, etp`` for a
+mixture of experts) of a model on ``N`` devices; ``expand`` multiplies them by the discrete
+choices of ``numeric.search`` (ZeRO stage, offload, schedule with its virtual stages,
+recomputation with the layers it redoes); ``grid_layouts`` lists the layouts on 2-D, 2.5-D
+and 3-D tensor grids.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.models import Architecture
+from symbolic_cost.models.grid_stack import unsupported
+from symbolic_cost.parallel.grid import check_grid, make_grid
+
+
+def _divisors(n: int) -> list[int]:
+    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
+
+
+def expert_layouts(arch: Architecture, m1: int, d: int) -> list[tuple[int, int]]:
+    """``(ep, etp)`` of a mixture of experts on ``m1 x d`` ranks: ``ep`` whole experts a rank,
+    ``etp`` 1 or ``m1`` whole slices of each expert, ``ep etp`` folding onto the ranks
+    (``parallel.expert``); ``(1, 1)`` for a dense model."""
+    if arch.moe is None:
+        return [(1, 1)]
+    experts, width = int(arch.moe.experts), int(arch.moe.expert_f)
+    return [(ep, etp) for ep in _divisors(m1 * d) if experts % ep == 0 for etp in sorted({1, m1})
+            if (m1 * d) % (ep * etp) == 0 and width % etp == 0]
+
+
+def micro_batches(sizes, global_batch: int, d: int) -> list[int]:
+    """The micro-batch sizes ``b`` of ``sizes`` (``"all"``: every one) with ``b d`` dividing the
+    global batch."""
+    if global_batch % d:
+        return []
+    return _divisors(global_batch // d) if sizes == "all" else [b for b in sizes if global_batch % (b * d) == 0]
+
+
+def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
+            micro_batch_sizes=(1, 2, 4, 8), recompute=("none", "selective", "full"), sequence="ends") -> pd.DataFrame:
+    """Every layout whose degrees divide what they split: ``m1`` the heads, key/value heads and
+    MLP width; ``p`` the layers; ``s1`` the sequence (``sequence="ends"``: 1 or ``m1``, as
+    Megatron-LM; ``"all"``: every divisor of ``m1``; ``m1`` with experts); ``b d`` the global
+    batch (``micro_batch_sizes``, or ``"all"``); with experts ``ep`` and ``etp``
+    (``expert_layouts``, columns only then)."""
+    if sequence not in ("ends", "all"):
+        raise InputError(f"sequence must be 'ends' (s1 = 1 or m1) or 'all' (every divisor of m1), got {sequence!r}",
+                         "sequence")
+    kv = arch.kv_heads or arch.h
+    shared = int(arch.moe.shared_f) if arch.moe is not None else 0
+    rows = []
+    for m1 in _divisors(devices):
+        if arch.h % m1 or kv % m1 or arch.f % m1 or shared % m1:
+            continue
+        for p in _divisors(devices // m1):
+            if arch.n_layers % p:
+                continue
+            d = devices // (m1 * p)
+            for s1 in ([m1] if arch.moe is not None else _divisors(m1) if sequence == "all" else sorted({1, m1})):
+                if seq % s1:
+                    continue
+                for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d)
+                                     for b in micro_batches(micro_batch_sizes, global_batch, d)):
+                    for policy in recompute:
+                        rows.append((m1, s1, d, p, ep, etp, b, global_batch // (b * d), policy))
+    table = pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "ep", "etp", "b", "n_micro", "recompute"])
+    return table if arch.moe is not None else table.drop(columns=["ep", "etp"])
+
+
+def by_stage(table: pd.DataFrame, column: str, options) -> pd.DataFrame:
+    """``table`` with one row per value of ``column`` among ``options(p)`` (a list that depends on
+    the row's pipeline degree only): rows with no option are dropped.
+
+    >>> by_stage(pd.DataFrame({"p": [1, 2, 4]}), "n_rec", lambda p: list(range(1, 4 // p)))
+       p  n_rec
+    0  1      1
+    1  1      2
+    2  1      3
+    3  2      1
+    """
+    parts = []
+    for p, rows in table.groupby("p", sort=False):
+        values = np.asarray(options(int(p)), dtype=np.int64)
+        if values.size:
+            parts.append(rows.iloc[np.repeat(np.arange(len(rows)), values.size)].assign(
+                **{column: np.tile(values, len(rows))}))
+    return pd.concat(parts, ignore_index=True) if parts else table.iloc[:0].assign(**{column: []})
+
+
+def virtual_stages(depth: int, p: int) -> list[int]:
+    """Chunks ``vp >= 2`` a rank of the interleaved schedule can hold: ``p vp`` divides the layers."""
+    return [v for v in _divisors(depth // p) if v >= 2] if p > 1 and depth % p == 0 else []
+
+
+GRIDS = {"2d": lambda q, depth: make_grid("2d", m1=q, m2=q), "2.5d": lambda q, depth: make_grid("2.5d", mq=q, md=depth),
+         "3d": lambda q, depth: make_grid("3d", mq=q)}
+"""The grids ``search`` considers by side ``mq`` and depth ``md``: square 2-D grids (as Optimus)."""
+
+
+def grid_layouts(arch: Architecture, devices: int, global_batch: int, seq: int, tensor=("1d",),
+                 micro_batch_sizes=(1, 2, 4, 8), recompute=("none", "selective", "full")) -> pd.DataFrame:
+    """The layouts on the grids of ``tensor`` (``GRIDS``) with more than one device: ``m1 = s1``
+    the grid's devices (dividing the sequence), ``p`` the layers, ``b d`` the global batch, and the
+    grid's rules (``parallel.grid.check_grid``) met by the model and the micro-batch ``b``;
+    columns as ``layouts`` plus ``tensor``, ``mq``, ``md``.  None for a model the grid layer does
+    not model (``models.grid_stack.unsupported``)."""
+    unknown = set(tensor) - {"1d", *GRIDS}
+    if unknown:
+        raise InputError(f"tensor must name layouts among 1d, {', '.join(GRIDS)}, got {sorted(unknown)}", "tensor")
+    rows = []
+    for kind in [k for k in GRIDS if k in tensor and not unsupported(arch)]:
+        power = 3 if kind == "3d" else 2
+        for q in range(2, int(round(devices ** (1 / power))) + 1):
+            depths = _divisors(devices // q ** power)[1:] if kind == "2.5d" and devices % q ** power == 0 else [1]
+            for grid, depth in ((GRIDS[kind](q, depth), depth) for depth in depths):
+                if devices % grid.devices or seq % grid.devices:
+                    continue
+                for p in (p for p in _divisors(devices // grid.devices) if arch.n_layers % p == 0):
+                    d = devices // (grid.devices * p)
+                    rows += [(grid.devices, grid.devices, d, p, b, global_batch // (b * d), policy, kind, q, depth)
+                             for b in micro_batches(micro_batch_sizes, global_batch, d) if _meets(arch, grid, b)
+                             for policy in recompute]
+    return pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "b", "n_micro", "recompute", "tensor", "mq", "md"])
+
+
+def _meets(arch: Architecture, grid, b) -> bool:
+    """Whether micro-batches of ``b`` sequences of ``arch`` split evenly over ``grid``."""
+    try:
+        check_grid(dict(b=b, e=arch.e, f=arch.f, h=arch.h, kv_heads=arch.kv_heads or arch.h), grid)
+    except InputError:
+        return False
+    return True
