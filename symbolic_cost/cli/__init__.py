@@ -9,27 +9,39 @@ command's description), ``EXAMPLES``, ``add_arguments(parser)`` and
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
-from symbolic_cost.cli import (crossover, formula, inference, lstm, optimize, profile, report, reproduce, scheme,
-                               search, summary, sweep, table)
 from symbolic_cost.cli.options import Parser, UsageError, command
 
-COMMANDS = (table, formula, crossover, optimize, reproduce, scheme, summary, profile, sweep, search, inference, lstm,
-            report)
-"""The subcommands, in the order ``--help`` lists them."""
+NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
+         "inference", "lstm", "report")
+"""The subcommands, in the order ``--help`` lists them; each is the module ``cli.NAME``."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``symbolic-cost`` parser with every subcommand."""
+def __getattr__(name):
+    if name == "COMMANDS":          # every command's module, imported when asked for
+        return tuple(importlib.import_module(f"symbolic_cost.cli.{n}") for n in NAMES)
+    raise AttributeError(name)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``symbolic-cost`` parser with every subcommand, or with ``only`` that one: a call
+    imports the modules of the command it runs and no other (pandas, plotting)."""
     parser = Parser(prog="symbolic-cost", description="The cost of training a transformer (FLOPs, memory, "
                     "communication, time) as exact formulas, tables and reproductions.",
                     epilog="symbolic-cost COMMAND --help describes a command, its defaults and examples")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMANDS:
-        command(sub, module)
+    for name in NAMES if only is None else (only,):
+        command(sub, importlib.import_module(f"symbolic_cost.cli.{name}"))
     return parser
+
+
+def _chosen(argv) -> str | None:
+    """The command of a command line, when its first word names one."""
+    words = sys.argv[1:] if argv is None else argv
+    return words[0] if words and words[0] in NAMES else None
 
 
 REPORT = "this is a bug in symbolic_cost, not in your input: please report it with the command line"
@@ -46,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     one line on stderr naming the argument and the rule) or 3 (an internal error: one line
     and a request to report it).  Never a traceback."""
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(_chosen(argv)).parse_args(argv)
         return args.run(args)
     except SystemExit as done:          # --help
         return done.code if isinstance(done.code, int) else 0

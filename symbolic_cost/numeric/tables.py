@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-import pandas as pd
 from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
@@ -122,7 +121,7 @@ def to_value(expr, column: str, units: Units):
 
 
 def table(block: Block, system: System | str = "a100", conventions=conv.DEFAULT,
-          units: Units | str = "lbnl") -> pd.DataFrame:
+          units: Units | str = "lbnl") -> "pandas.DataFrame":
     """The per-row table of a block: the 31 LBNL columns (see ``COLUMNS``).
 
     >>> from symbolic_cost import mlp
@@ -134,6 +133,7 @@ def table(block: Block, system: System | str = "a100", conventions=conv.DEFAULT,
     rows = [{column: to_value(expr, column, units)
              for column, expr in row_expressions(cost, system, conventions).items()}
             for cost in block]
+    import pandas as pd              # on use: a command line that prints no table never loads pandas
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -152,10 +152,11 @@ def comm_fraction(block: Block, system: System | str = "a100", conventions=conv.
 
 
 def totals_table(block: Block, system: System | str = "a100", conventions=conv.DEFAULT,
-                 depth=1, units: Units | str = "lbnl") -> pd.Series:
+                 depth=1, units: Units | str = "lbnl") -> "pandas.Series":
     """``totals`` converted to ``units`` as a pandas Series (the notebook's display)."""
     units = UNITS[units] if isinstance(units, str) else units
     sums = totals(block, system, conventions, depth)
+    import pandas as pd
     return pd.Series({column: to_value(expr, column, units) for column, expr in sums.items()})
 
 
