@@ -27,7 +27,7 @@ import math
 from fractions import Fraction
 from pathlib import Path
 
-from sympy import Expr, Float, Integer, Symbol, nan, oo, sympify, zoo
+from sympy import Expr, Float, I, Integer, Symbol, nan, oo, sympify, zoo
 from sympy.core.sympify import SympifyError
 
 
@@ -76,6 +76,8 @@ def exact(value, name: str = "value") -> Expr:
     symbolic_cost.checks.InputTypeError: b must be a number or a SymPy expression, got the string 'b'; read text with symbolic_cost.reader.read
     """
     wanted = "a number or a SymPy expression"
+    if type(value) is int:                   # the common case, with nothing to check
+        return Integer(value)
     if isinstance(value, complex):
         raise InputTypeError(f"{name} must be a real number, got the complex {value!r}", name)
     if isinstance(value, (bool, str)) or value is None:
@@ -97,11 +99,15 @@ def exact(value, name: str = "value") -> Expr:
         raise _type_error(name, value, wanted) from None
     if not isinstance(expr, Expr):
         raise _type_error(name, value, wanted)
-    if expr.has(Float):
+    if expr.is_Rational or expr.is_Symbol and expr.is_real:
+        return expr                           # nothing inside to check
+    found = expr.atoms(Float, *map(type, (nan, zoo, oo, -oo, I)))
+    if any(isinstance(a, Float) for a in found):
         raise InputError(f"{name} must be exact, got {expr} which contains a float", name)
-    if expr.has(nan, zoo, oo, -oo):
+    if found - {I}:
         raise InputError(f"{name} must be finite, got {expr}", name)
-    if expr.is_real is False:
+    # real symbols and no imaginary unit make a real expression: ask SymPy only otherwise
+    if (I in found or any(s.is_real is not True for s in expr.free_symbols)) and expr.is_real is False:
         raise InputError(f"{name} must be a real number, got {expr}", name)
     return expr
 

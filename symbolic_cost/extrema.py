@@ -27,6 +27,8 @@ Max(3, 2*b*l)
 
 from __future__ import annotations
 
+import math
+
 from sympy import Add, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, expand_mul, floor, sympify
 
 
@@ -54,9 +56,16 @@ def _extremum(kind, direction: int, args) -> Expr:
         rest.insert(0, max(numbers) if direction > 0 else min(numbers))
     kept = []
     for arg in rest:
-        if any(sign(other - arg) == direction for other in kept):
-            continue                        # an argument kept already is at least as extreme
-        kept = [k for k in kept if sign(arg - k) != direction] + [arg]
+        survivors = []
+        for other in kept:
+            order = sign(arg - other)         # one comparison per pair
+            if order == -direction:           # ``other`` is at least as extreme: drop ``arg``
+                survivors = None
+                break
+            if order != direction:            # undecided: keep ``other``
+                survivors.append(other)
+        if survivors is not None:
+            kept = survivors + [arg]
     return kept[0] if len(kept) == 1 else kind(*kept, evaluate=False)
 
 
@@ -70,11 +79,49 @@ def sign(expr) -> int | None:
     (1, None, -1, 1)
     """
     expr = sympify(expr)
-    for form in (expr, expand_mul(expr)):
-        for direction in (1, -1):
-            bound = lower_bound(direction * form)
-            if bound is not None and bound >= 0:
-                return direction
+    for form in (expr, None):
+        if form is None:
+            if _changes_sign(expr):
+                return None                   # no bound can hold: skip the expansion
+            form = expand_mul(expr)
+        low = lower_bound(form)
+        if low is not None and low >= 0:
+            return 1
+        high = upper_bound(form)
+        if high is not None and high <= 0:
+            return -1
+    return None
+
+
+def _changes_sign(expr) -> bool:
+    """Whether ``expr`` is positive at one point and negative at another (all its symbols 1, or
+    all 2**20): then it has no sign, and proving one is wasted work."""
+    values = [_float_at(expr, x) for x in (1.0, 2.0**20)]
+    return None not in values and values[0] * values[1] < 0
+
+
+_FLOAT = {Add: sum, Mul: math.prod, Max: max, Min: min}
+
+
+def _float_at(expr, x: float):
+    """``expr`` in floats with every symbol ``x`` (``None`` for what it does not know): a
+    quick look, no SymPy arithmetic, so ``(31/32)**(32768*b)`` costs nothing."""
+    try:
+        if expr.is_Number:
+            return float(expr)
+        if expr.is_Symbol:
+            return x
+        if type(expr) in _FLOAT:
+            parts = [_float_at(a, x) for a in expr.args]
+            return None if None in parts else _FLOAT[type(expr)](parts)
+        if isinstance(expr, Pow):
+            base, power = _float_at(expr.base, x), _float_at(expr.exp, x)
+            return None if base is None or power is None else float(base ** power)
+        if isinstance(expr, (ceiling, floor)):
+            inner = _float_at(expr.args[0], x)
+            return None if inner is None else float((math.ceil if isinstance(expr, ceiling) else math.floor)(inner))
+    except (OverflowError, ZeroDivisionError, TypeError, ValueError):
+        return None
     return None
 
 
@@ -107,6 +154,28 @@ def lower_bound(expr):
     if isinstance(expr, (ceiling, floor)):
         inner = lower_bound(expr.args[0])
         return None if inner is None else type(expr)(inner)
+    return None
+
+
+def upper_bound(expr):
+    """A number ``U`` with ``expr <= U`` for every positive value of its symbols, where the
+    structure shows one: a number, a sum of such, a negative number times factors whose
+    ``lower_bound`` is not negative; ``None`` otherwise.
+
+    >>> from symbolic_cost.symbols import b, m1
+    >>> upper_bound(1 - 3 * b * m1), upper_bound(b - m1)
+    (-2, None)
+    """
+    if expr.is_Number:
+        return expr
+    if isinstance(expr, Add):
+        parts = [upper_bound(a) for a in expr.args]
+        return None if None in parts else sum(parts)
+    if isinstance(expr, Mul):
+        coefficient, rest = expr.as_coeff_Mul()
+        if coefficient < 0:
+            low = lower_bound(rest)
+            return None if low is None or low < 0 else coefficient * low
     return None
 
 

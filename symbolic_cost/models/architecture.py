@@ -176,6 +176,6 @@ class Architecture:
         symbolic ``m1`` (``ceiling(v/(k m1)) k m1``, exact once ``m1`` is a number); a symbolic
         vocabulary stands for the padded one."""
         vocab, unit = sympify(self.vocab), sympify(self.vocab_multiple) * sympify(m1)
-        if vocab.is_number:
-            return ceiling(vocab / unit) * unit
+        if vocab.is_number:      # unevaluated for a symbolic unit: SymPy cannot round it yet anyway
+            return ceiling(vocab / unit, evaluate=unit.is_number) * unit
         return vocab
