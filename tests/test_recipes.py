@@ -108,6 +108,16 @@ def test_host_time_on_the_pcie_link():
     assert host_time(_cost(), SYSTEMS["h100"]) == 0
 
 
+def test_offload_traffic_is_a_step_time_part():
+    """The offloaded step is the same step plus its host-link seconds, not overlapped."""
+    from symbolic_cost.timing.step import step_time_breakdown
+    plain = step_time_breakdown(_cost(d=4, zero=2), "h100")
+    offloaded = step_time_breakdown(_cost(d=4, zero=2, offload="optimizer"), "h100")
+    assert "host_comm" not in plain
+    assert offloaded["host_comm"] == Rational(4 * PARAMS, 4 * 64 * 10**9)     # gradients down, weights up
+    assert offloaded["total"] - plain["total"] == offloaded["host_comm"]
+
+
 def test_lora_on_llama_by_hand():
     """Llama-2-7B, r = 8 on q and v: 32 layers x 2 adapters x 8 (4096 + 4096) trainable (the
     count peft prints); gradients and Adam state for those only; frozen weights in bf16."""

@@ -34,7 +34,8 @@ from symbolic_cost.numeric.layouts import GRIDS, by_stage, grid_layouts, layouts
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
-PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "total")
+PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host_comm", "total")
+"""The step-time parts a search reports (``host_comm`` is 0 without offload)."""
 
 MAX_DEVICES = 2**20
 """Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""
@@ -123,7 +124,7 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     cost = model_cost(arch, variant.training(seq, experts, **fixed), conventions)
     parts = step_time_breakdown(cost, system, conventions)
     names = variant.symbols(experts)
-    compiled = compile_exprs({**{k: parts[k] for k in PARTS}, "memory": cost.memory_bytes},
+    compiled = compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": cost.memory_bytes},
                              symbols=[S.BY_NAME[k] for k in names])
     values = compiled({k: rows[k].to_numpy() for k in names})
     return _best(rows, values, float(system.hbm_capacity), top)
@@ -198,7 +199,7 @@ def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, convention
         plain = Training(b=S.b, l=seq, d=S.d, p=S.p, micro_batches=S.n_micro, recompute=policy, zero=zero, **training)
         cost = model_cost(arch, on_grid(plain, GRIDS[kind](S.mq, S.md)), conventions)
         parts = step_time_breakdown(cost, system, conventions)
-        compiled = compile_exprs({**{k: parts[k] for k in PARTS}, "memory": cost.memory_bytes},
+        compiled = compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": cost.memory_bytes},
                                  symbols=[S.BY_NAME[k] for k in symbols])
         names = [f"{q}x{q}" + {"2d": "", "2.5d": f"x{d}", "3d": f"x{q}"}[kind] for q, d in zip(group["mq"], group["md"])]
         rows = group.assign(grid=names, vp=1, n_rec=np.where(policy == "full", depth // group["p"], 0), zero=zero,

@@ -11,6 +11,7 @@ from symbolic_cost.models.ranks import layer_shares
 from symbolic_cost.models.memory import recomputed_rows, redone_layers
 from symbolic_cost.parallel.pipeline import per_stage
 from symbolic_cost.timing.hardware import comm_time, get_system, times
+from symbolic_cost.timing.host import host_time
 
 
 def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> dict[str, Expr]:
@@ -26,6 +27,9 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       parameter collectives of data parallelism, and of expert data parallelism for
       the routed experts (not overlapped); the all-to-alls of MoE layers are block
       collectives, in ``tensor_comm``;
+    * ``host_comm`` (only when the training offloads): the offload traffic on the host link
+      (``timing.host.host_time``), not overlapped with the rest (an upper bound: DeepSpeed
+      overlaps part of it with backward; the host's optimizer step itself is not modelled);
     * ``total``: their sum.
     """
     system, conventions = get_system(system), conv.get(conventions)
@@ -55,5 +59,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     idle_slots = (p - 1) / t.virtual_stages         # interleaving shrinks the warm-up by v
     out = {"compute": n * compute, "tensor_comm": n * tensor, "bubble": idle_slots * per_micro,
            "pipeline_comm": by_dim("pipeline"), "data_comm": by_dim("data") + by_dim("expert_data")}
+    if t.offload != "none":
+        out["host_comm"] = host_time(cost, system)
     out["total"] = sum(out.values(), Integer(0))
     return out
