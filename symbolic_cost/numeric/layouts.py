@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, count
 from symbolic_cost.models import Architecture
 from symbolic_cost.models.grid_stack import unsupported
 from symbolic_cost.parallel.grid import check_grid, make_grid
@@ -49,6 +49,11 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
     Megatron-LM; ``"all"``: every divisor of ``m1``; ``m1`` with experts); ``b d`` the global
     batch (``micro_batch_sizes``, or ``"all"``); with experts ``ep`` and ``etp``
     (``expert_layouts``, columns only then)."""
+    if isinstance(micro_batch_sizes, str) and micro_batch_sizes != "all":
+        raise InputError(f"micro_batch_sizes must be 'all' or a list of sizes, got {micro_batch_sizes!r}",
+                         "micro_batch_sizes")
+    for size in () if micro_batch_sizes == "all" else micro_batch_sizes:
+        count(size, "micro_batch_sizes")
     if sequence not in ("ends", "all"):
         raise InputError(f"sequence must be 'ends' (s1 = 1 or m1) or 'all' (every divisor of m1), got {sequence!r}",
                          "sequence")

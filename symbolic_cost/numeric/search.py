@@ -26,8 +26,10 @@ import pandas as pd
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import count
-from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.checks import InputError, choice, count
+from symbolic_cost.models import RECOMPUTE, Architecture, Training, model_cost
+from symbolic_cost.models.recipes import OFFLOAD, check_offload
+from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.models.grid_stack import on_grid
 from symbolic_cost.numeric.compile import compile_exprs
 from symbolic_cost.numeric.layouts import GRIDS, by_stage, grid_layouts, layouts, virtual_stages
@@ -74,10 +76,22 @@ class Variant:
 
 
 def variants(zero=(1,), offload=("none",), schedules=("1f1b",), recompute=("none", "full")) -> list[Variant]:
-    """Every combination the recipe allows: offloading the optimizer needs ZeRO, offloading the
-    parameters ZeRO-3 (``models.recipes.check_offload``)."""
+    """Every combination the recipe allows (offloading the optimizer needs ZeRO, offloading the
+    parameters ZeRO-3: ``models.recipes.check_offload``); each choice checked first."""
+    for name, values, allowed in (("zero", zero, (0, 1, 2, 3)), ("offload", offload, OFFLOAD),
+                                  ("schedules", schedules, SCHEDULES), ("recompute", recompute, RECOMPUTE)):
+        for value in values:
+            choice(value, name, allowed)
     return [Variant(r, z, o, s) for r, z, o, s in itertools.product(recompute, zero, offload, schedules)
-            if o == "none" or (o == "optimizer" and z >= 1) or (o == "parameters" and z == 3)]
+            if _allowed(o, z)]
+
+
+def _allowed(offload: str, zero: int) -> bool:
+    try:
+        check_offload(offload, zero)
+    except ValueError:
+        return False
+    return True
 
 
 def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_layers="full") -> pd.DataFrame:
@@ -147,6 +161,9 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
     if not system.hbm_capacity:
         raise ValueError(f"system {system.name} states no memory capacity to fit layouts into")
     zeros = (zero,) if isinstance(zero, int) else tuple(zero)
+    if recompute_layers not in ("full", "all"):
+        raise InputError(f"recompute_layers must be 'full' (every layer of a stage) or 'all' (1 to all of "
+                         f"them), got {recompute_layers!r}", "recompute_layers")
     recompute = recompute or (("none", "full") if flash else ("none", "selective", "full"))
     if flash:                               # flash keeps no attention core: selective = none
         recompute = tuple(r for r in recompute if r != "selective")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from sympy import Expr, Integer, Rational, sympify
 
@@ -18,6 +18,9 @@ from symbolic_cost.blocks import Block
 from symbolic_cost.cost import Cost
 from symbolic_cost.symbols import resolve_names
 from symbolic_cost.timing.hardware import TIME_FIELDS, System, get_system, times, topology
+
+if TYPE_CHECKING:
+    import pandas
 
 COST_COLUMNS = {
     "flops_fwd": "flops_fwd", "activation_in_mem": "act_in",
