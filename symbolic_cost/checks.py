@@ -226,6 +226,8 @@ WHY = {
     ("kv_heads", "h"): "each key/value head serves a whole group of query heads",
     ("m1", "kv_heads"): "each device needs whole key/value heads",
     ("p", "n_layers"): "each pipeline stage holds whole layers",
+    ("p", "micro_batches"): "Megatron-LM's interleaved schedule runs the micro-batches in rounds of p",
+    ("p x virtual_stages", "n_layers"): "each of a rank's virtual_stages chunks holds whole layers",
 }
 """The reason printed with a broken divisibility rule (none needed for the obvious ones)."""
 
@@ -235,6 +237,9 @@ MODEL_RULES = (("h", "e"), ("m1", "h"), ("m1", "f"), ("s1", "l"), ("s1", "m1"), 
 
 PIPELINE_RULES = (("p", "n_layers"),)
 """Pipeline stages of an even split hold whole layers."""
+
+INTERLEAVED_RULES = (("p", "micro_batches"), ("p x virtual_stages", "n_layers"))
+"""The interleaved schedule's: micro-batches in whole rounds of ``p``, whole layers in each chunk."""
 
 
 def check_rules(dims: dict[str, Expr], rules=MODEL_RULES) -> dict[str, Expr]:

@@ -78,6 +78,10 @@ CLI = [
     ("sweep --preset gpt2 --grid m1=5", "m1 must divide h"),
     ("sweep --preset gpt2 --grid m1=2 s1=4", "s1 must divide m1"),
     ("sweep --preset gpt2 --grid p=5", "p must divide n_layers"),
+    ("sweep --preset gpt2 --schedule interleaved --virtual-stages 3 --grid p=2,4 n_micro=4,6",
+     "at p=4, n_micro=6: p must divide micro_batches"),
+    ("sweep --preset gpt2 --schedule interleaved --virtual-stages 4 --grid p=2,4 n_micro=4",
+     "at p=2: p x virtual_stages must divide n_layers"),
     ("sweep --preset gpt2 --grid b=1 --grid b=2", "--grid b"),
     ("sweep --preset gpt2 --grid b=1,2 --set b=4", "--set b"),
     # issue 17: search

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.block import layer_rules
-from symbolic_cost.checks import PIPELINE_RULES, InputError, grid_rules, output_file
+from symbolic_cost.checks import INTERLEAVED_RULES, PIPELINE_RULES, InputError, grid_rules, output_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.summary import SETTABLE
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, grid_option,
@@ -67,15 +67,19 @@ def column(field: str) -> str:
     return f"{field}_s" if field in TIMES else field
 
 
-def check_grid(arch, fixed: dict, grid: dict, chosen) -> None:
-    """Every grid point obeys the layer rules (``blocks.block.layer_rules``) and the pipeline's
-    (``checks.PIPELINE_RULES``): ``m1 | h``, ``s1 | m1``, ``p | n_layers``, ...; sizes that follow a
-    swept symbol (``--set s1=m1/2``) stay positive integers."""
+def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
+    """Every grid point obeys the layer rules (``blocks.block.layer_rules``), the pipeline's
+    (``checks.PIPELINE_RULES``) and the interleaved schedule's (``checks.INTERLEAVED_RULES``):
+    ``m1 | h``, ``s1 | m1``, ``p | n_layers``, ...; sizes that follow a swept symbol
+    (``--set s1=m1/2``) stay positive integers."""
     get = lambda sym: fixed.get(sym, sym)  # noqa: E731
     dims = dict(e=arch.e, h=arch.h, f=arch.f, kv_heads=arch.kv_heads or arch.h,
                 n_layers=arch.n_layers + arch.decoder_layers,
                 **{str(s): get(s) for s in TRAINING_SYMBOLS})
     rules = layer_rules(chosen, arch.head_dim is not None) + PIPELINE_RULES
+    if policy.get("schedule") == "interleaved":    # rounds of p micro-batches, whole layers a chunk
+        dims.update({"micro_batches": get(S.n_micro), "p x virtual_stages": get(S.p) * policy["virtual_stages"]})
+        rules += INTERLEAVED_RULES
     if arch.moe is not None:      # whole experts and slices, an expert grid that folds, s1 = m1 (blocks.moe)
         dims.update({"experts": arch.moe.experts, "expert_f": arch.moe.expert_f, "ep x etp": get(S.ep) * get(S.etp),
                      "m1 x d": get(S.m1) * get(S.d)}, **({"shared_f": arch.moe.shared_f} if arch.moe.shared_f else {}))
@@ -94,7 +98,7 @@ def run(args) -> int:
     fixed = resolve(base, args.set, allowed=TRAINING_SYMBOLS)
     value = lambda sym: fixed.get(sym, sym)  # noqa: E731
     chosen = conventions(args)
-    check_grid(arch, fixed, grid, chosen)
+    check_grid(arch, fixed, grid, chosen, options.training_policy(args))
     training = Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d),
                         p=value(S.p), micro_batches=value(S.n_micro), ep=value(S.ep), etp=value(S.etp),
                         **options.training_policy(args))

@@ -24,7 +24,7 @@ from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
-from symbolic_cost.checks import PIPELINE_RULES, check_rules
+from symbolic_cost.checks import INTERLEAVED_RULES, PIPELINE_RULES, check_rules
 from symbolic_cost.cost import Collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
@@ -189,8 +189,8 @@ def _check_schedule(t: Training, depth, p, n):
     if t.first_stage_layers is None and t.last_stage_layers is None:     # an even split: whole layers
         check_rules(dict(p=p, n_layers=depth), PIPELINE_RULES)
     if schedule.name == "interleaved":
-        rules += [("p", p, n, "micro_batches (Megatron-LM's interleaved schedule)"),
-                  ("p x virtual_stages", p * schedule.v, depth, "n_layers")]
+        check_rules({"p": p, "micro_batches": n, "p x virtual_stages": p * schedule.v, "n_layers": depth},
+                    INTERLEAVED_RULES)
     for name, divisor, dividend, what in rules:
         if t.recompute != "full" and name == "recompute_layers":
             continue
