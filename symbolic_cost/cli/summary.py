@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 
 from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
-from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, number, resolve,
+from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, number, resolve, tensor_grid,
                                       training_values)
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
 from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
+from symbolic_cost.models.grid_stack import on_grid
 from symbolic_cost.models.ranks import rank_activation_bytes
 from symbolic_cost.parallel.expert import expert_data_degree
+from symbolic_cost.parallel.grid import DEGREES
 from symbolic_cost.models.utilisation import hfu, mfu
 from symbolic_cost.timing.hardware import comm_time, get_system
 from symbolic_cost.timing.host import host_bytes_per_node, host_time
@@ -32,6 +35,7 @@ EXAMPLES = [
     "symbolic-cost summary --preset llama-2-7b --set d=8 --zero 3 --offload optimizer --lora-rank 16 --lora-base nf4",
     "symbolic-cost summary --preset gpt3-175b --set m1=8 s1=8 p=16 d=8 n_micro=64 --step-time 12.5",
     "symbolic-cost summary --hf-config Mixtral-8x7B/config.json --set l=4096 m1=2 s1=2 d=32 ep=8 etp=1 --zero 1",
+    "symbolic-cost summary --preset gpt3-175b --tensor 2.5d --set mq=4 md=2 b=8 p=8 d=4 n_micro=16 --flash",
 ]
 
 SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))
@@ -45,6 +49,7 @@ def add_arguments(parser) -> None:
     options.recipe(parser)
     options.experts(parser)
     options.counting(parser)
+    options.tensor(parser)
     options.units(parser)
     options.option(parser, "--step-time", metavar="SECONDS",
                    help="a measured step time: print MFU and HFU (decimal seconds, read exactly)")
@@ -53,13 +58,21 @@ def add_arguments(parser) -> None:
 
 
 def whole_model(args):
-    """The model, its training, its ``model_cost`` and the conventions, from the options."""
+    """The model, its training, its ``model_cost`` and the conventions, from the options; with
+    ``--tensor`` on a grid the layers run on it (``models.grid_stack``), its degrees from ``--set``."""
     arch = architecture(args)
-    values = resolve(training_values(arch), args.set, allowed=TRAINING_SYMBOLS)
+    layout = getattr(args, "tensor", "1d")
+    allowed = TRAINING_SYMBOLS + tuple(S.BY_NAME[n] for n in DEGREES.get(layout, ()) if n != "m1")
+    values = resolve(training_values(arch), args.set, allowed=allowed)
     training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
                         p=values[S.p], micro_batches=values[S.n_micro], ep=values[S.ep], etp=values[S.etp],
                         **options.training_policy(args),
                         **options.recipe_policy(args))
+    if layout != "1d":
+        if values[S.s1] != 1:
+            raise InputError(f"--tensor {layout}: s1 is the grid's devices (a grid splits every activation "
+                             f"already); leave it unset, got s1={values[S.s1]}", "s1")
+        training = on_grid(training, tensor_grid(args, values))
     chosen = conventions(args)
     return arch, training, model_cost(arch, training, chosen), chosen
 
@@ -131,7 +144,8 @@ def run(args) -> int:
     flops = lambda name: amount(out[name], "flops", args.units)  # noqa: E731
     size = lambda value: amount(value, "bytes", args.units)  # noqa: E731
     seconds = lambda value: amount(value, "seconds", args.units)  # noqa: E731
-    print(f"{out['model']}: b={t.b} l={t.l} m1={t.m1} s1={t.s1} d={t.d} p={t.p} micro-batches="
+    tensor = f"m1={t.m1} s1={t.s1}" if t.tensor is None else f"tensor={t.tensor.kind} grid of {t.tensor.devices}"
+    print(f"{out['model']}: b={t.b} l={t.l} {tensor} d={t.d} p={t.p} micro-batches="
           f"{t.micro_batches} {t.precision} zero={t.zero} recompute={t.recompute} schedule={t.schedule} "
           f"flash={t.flash}")
     parameters = out["parameters"]

@@ -317,10 +317,16 @@ def tensor_grid_builders(args, values: dict, common: dict) -> dict:
     if sympify(s1).is_number and s1 != 1:
         raise InputError(f"--tensor {args.tensor}: s1 must be 1 (a grid splits every activation already), got s1={s1}",
                          "s1")
+    grid = tensor_grid(args, values)
+    return {name: (lambda build: lambda **kw: build(grid=grid, **kw))(build) for name, build in GRID_BUILDERS.items()}
+
+
+def tensor_grid(args, values: dict):
+    """``--tensor``'s grid (``parallel.grid.make_grid``): its degrees from ``values`` (symbols
+    when unset), ``--grid-order`` and ``--panel``."""
     degrees = {name: values.get(S.BY_NAME[name], S.BY_NAME[name]) for name in DEGREES[args.tensor]}
     order = tuple(args.grid_order.split(",")) if getattr(args, "grid_order", None) else None
-    grid = make_grid(args.tensor, order=order, panel=getattr(args, "panel", None), **degrees)
-    return {name: (lambda build: lambda **kw: build(grid=grid, **kw))(build) for name, build in GRID_BUILDERS.items()}
+    return make_grid(args.tensor, order=order, panel=getattr(args, "panel", None), **degrees)
 
 
 def field_type(text: str) -> str:
