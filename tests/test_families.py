@@ -357,3 +357,18 @@ def test_every_key_of_each_config_class_is_accounted_for():
         with torch.device("meta"):
             model = auto.from_config(config)
         assert _params(arch) == sum(p.numel() for p in model.parameters()), model_type
+
+
+@pytest.mark.parametrize("name", ["gemma-2-2b", "DeepSeek-V2-Lite", "t5-small", "Qwen3-30B-A3B"])
+def test_profile_tree_holds_every_layer_group(name):
+    """The ``profile`` tree lists every layer of every group (sliding-window and full, dense and
+    MoE, T5's encoder and decoder): its parameters add up to the model's."""
+    import pathlib
+    from symbolic_cost.models.config import load
+    from symbolic_cost.tools.deepspeed_profiler import model_tree
+    arch = load(pathlib.Path(__file__).parent / "hf_configs" / f"{name}.json")
+    cost = model_cost(arch, Training(b=1, l=128))
+    tree = model_tree(cost)
+    layers = tree.children[1].children
+    assert len(layers) == sum(int(count) for _, count in cost.stack[1:-1])
+    assert tree.total("params") == cost.parameters

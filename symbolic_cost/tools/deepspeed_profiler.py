@@ -179,7 +179,9 @@ def megatron_gpt2(arch, b, l, conventions=PRESET) -> Module:
 
 
 def model_tree(cost) -> Module:
-    """Any ``model_cost`` result as a tree: embedding, the layers, the head; each row a
+    """Any ``model_cost`` result as a tree: embedding, the layers of every layer group (sliding
+    window and full, dense and mixture of experts, T5's encoder, its ends and decoder), the
+    head; each row a
     module with its parameters (``weights`` over the element bytes) and forward FLOPs,
     and, when it is a matrix row, half its FLOPs as MACs (the ``profile`` command's view:
     unlike ``macs``, it keeps the bias adds and a fused attention kernel's pointwise work)."""
@@ -188,11 +190,12 @@ def model_tree(cost) -> Module:
     def rows(blk):
         return [Module(r.name, r.name, params=r.weights / es,
                        macs=r.flops_fwd / 2 if r.engine == "matrix" else 0, flops=r.flops_fwd) for r in blk]
-    depth = int(cost.architecture.n_layers)
+    groups = [(blk, int(count)) for blk, count in cost.stack[1:-1]]    # every layer group, in model order
+    layers = [Module(str(i), blk.name, children=rows(blk))
+              for i, blk in enumerate(blk for blk, count in groups for _ in range(count))]
     return Module("", cost.architecture.name, children=[
         Module("embedding", "embedding", children=rows(cost.embedding)),
-        Module("layers", "ModuleList", children=[Module(str(i), "layer", children=rows(cost.layer))
-                                                 for i in range(depth)]),
+        Module("layers", "ModuleList", children=layers),
         Module("head", "head", children=rows(cost.head))])
 
 
