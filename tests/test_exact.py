@@ -45,7 +45,7 @@ def test_model_function_equals_a_model_built_with_the_numbers(model, index, valu
         cost = model_cost(arch, Training(**training, **POLICIES[index]))
         want = {**{f: getattr(cost, f) for f in FIELDS},
                 **{f"step_{k}": v for k, v in step_time_breakdown(cost, "h100").items()}}
-    except ValueError as refused:
+    except ValueError:
         with pytest.raises(ValueError):
             _evaluator(model, index)(**values)
         return
