@@ -31,6 +31,7 @@ import numpy as np
 from sympy import Mod, Symbol, ceiling, floor, lambdify, log, sympify
 from sympy.printing.numpy import NumPyPrinter
 
+from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import kernel_cache
 from symbolic_cost.parallel.collectives import Log2
 from symbolic_cost.symbols import resolve_names
@@ -51,7 +52,8 @@ def default_backend() -> str:
     pinned = os.environ.get("SYMBOLIC_COST_BACKEND")
     if pinned:
         if pinned not in BACKENDS:
-            raise ValueError(f"SYMBOLIC_COST_BACKEND must be one of {', '.join(BACKENDS)}, got {pinned!r}")
+            raise InputError(f"SYMBOLIC_COST_BACKEND must be one of {', '.join(BACKENDS)}, got {pinned!r}",
+                             "SYMBOLIC_COST_BACKEND")
         return pinned
     return "llvm" if _symengine() is not None else "numpy"
 
@@ -77,7 +79,7 @@ class Compiled:
         values = resolve_names(values)
         missing = [str(s) for s in self.symbols if s not in values]
         if missing:
-            raise ValueError(f"compiled expressions need values for {', '.join(missing)}")
+            raise InputError(f"compiled expressions need values for {', '.join(missing)}", missing[0])
         arrays = np.broadcast_arrays(*(np.asarray(values[s], dtype=np.float64) for s in self.symbols)) \
             if self.symbols else [np.zeros(())]
         shape = arrays[0].shape
@@ -132,7 +134,7 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
     symbols = tuple(resolve_names({s: None for s in symbols}))
     backend = backend or default_backend()
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}", "backend")
     key = (names, values, symbols, backend)
     if key not in _MEMORY:
         _MEMORY[key] = _build(names, values, symbols, backend)

@@ -23,7 +23,7 @@ from typing import Mapping
 from sympy import Expr, Float, Integer, Rational, Symbol, lambdify, sympify
 from sympy.printing.pycode import PythonCodePrinter
 
-from symbolic_cost.checks import InputTypeError
+from symbolic_cost.checks import InputError, InputTypeError
 from symbolic_cost.symbols import resolve_names
 
 _MEMORY: dict = {}
@@ -97,7 +97,7 @@ class Exact:
         values = resolve_names(values)
         missing = [str(s) for s in self.symbols if s not in values]
         if missing:
-            raise ValueError(f"exact evaluation needs values for {', '.join(missing)}")
+            raise InputError(f"exact evaluation needs values for {', '.join(missing)}", missing[0])
         numbers = [_exact_number(values[s], str(s)) for s in self.symbols]
         return {name: _sympy_number(v) for name, v in zip(self.names, self.function(*numbers))}
 

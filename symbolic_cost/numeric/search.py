@@ -159,7 +159,7 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
         count(value, name)
     system = get_system(system)
     if not system.hbm_capacity:
-        raise ValueError(f"system {system.name} states no memory capacity to fit layouts into")
+        raise InputError(f"system {system.name} states no memory capacity to fit layouts into", "system")
     zeros = (zero,) if isinstance(zero, int) else tuple(zero)
     if recompute_layers not in ("full", "all"):
         raise InputError(f"recompute_layers must be 'full' (every layer of a stage) or 'all' (1 to all of "
@@ -171,7 +171,8 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
         else pd.DataFrame()
     grids = grid_layouts(arch, devices, global_batch, seq, tensor, micro_batch_sizes, recompute)
     if base.empty and grids.empty:
-        raise ValueError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}")
+        raise InputError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}",
+                         "devices")
     fixed = dict(precision=precision, flash=flash)
     tasks = [(arch, v, base, seq, system, conventions, fixed, recompute_layers, top)
              for v in variants(zeros, offload, schedules, recompute)] if not base.empty else []
