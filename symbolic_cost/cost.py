@@ -198,6 +198,8 @@ class Cost:
     collectives    the communications this operation needs
     gemms          its matrix products (shapes for the tiled kernel model)
     engine         ``"matrix"`` (tensor cores) or ``"vector"`` units
+    fp8            its products read FP8 inputs (an FP8 recipe): timed at the
+                   system's FP8 rate (``System.fp8_flops``) where it has one
     ============== ==========================================================
     """
 
@@ -216,6 +218,7 @@ class Cost:
     mem_bwd: Expr
     collectives: tuple[Collective, ...] = field(default=())
     gemms: tuple[Gemm, ...] = field(default=())
+    fp8: bool = False
 
     def __post_init__(self):
         if self.engine not in ENGINES:

@@ -108,6 +108,22 @@ def test_host_time_on_the_pcie_link():
     assert host_time(_cost(), SYSTEMS["h100"]) == 0
 
 
+def test_fp8_products_run_at_the_fp8_rate():
+    """H100 SXM: 1978.9 TFLOP/s dense FP8 against 989.4 bf16 (NVIDIA's datasheet).  Under an FP8
+    recipe the layer's linear products compute at the FP8 rate in both passes; nothing else moves."""
+    from symbolic_cost.timing.hardware import times
+    plain, fp8 = _cost(), _cost(fp8="delayed")
+    for before, after in zip(plain.layer, fp8.layer):
+        got = times(after, SYSTEMS["h100"])
+        if after.name in ("qkv_proj", "v_proj", "fc1", "fc2"):
+            assert got["t_comp_fwd"] == after.flops_fwd / Rational("1978.9e12")
+            assert got["t_comp_bwd"] == after.flops_bwd / Rational("1978.9e12")
+        else:
+            assert got == times(before, SYSTEMS["h100"])
+    a100 = times(fp8.layer["fc1"], SYSTEMS["a100"])        # no FP8 units: the 16-bit rate
+    assert a100["t_comp_fwd"] == fp8.layer["fc1"].flops_fwd / SYSTEMS["a100"].matrix_flops
+
+
 def test_offload_traffic_is_a_step_time_part():
     """The offloaded step is the same step plus its host-link seconds, not overlapped."""
     from symbolic_cost.timing.step import step_time_breakdown

@@ -71,12 +71,13 @@ def recipe_stack(stack, t, es, conventions):
 
 
 def _fp8_layer(blk, es):
-    """A layer whose linear products keep their input in FP8: ``act_buffer / es``."""
+    """A layer whose linear products keep their input in FP8 (``act_buffer / es``) and run on
+    FP8 tensor cores in both passes (``Cost.fp8``; E4M3 forward, E5M2 gradients)."""
     def row(r):
         if r.name not in LINEAR_ROWS:
             return r
         kept = r.act_buffer / es
-        return replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept)
+        return replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept, fp8=True)
     return replace(blk, rows=tuple(row(r) for r in blk))
 
 

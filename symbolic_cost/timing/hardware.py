@@ -72,6 +72,7 @@ class System:
     memory_latency: Expr = 0           # s added to a memory-bound kernel
     launch_overhead: Expr = 0          # s per kernel launch
     host_bandwidth: Expr = 0           # bytes/s per device and direction to host memory (PCIe, NVLink-C2C)
+    fp8_flops: Expr = 0                # FLOP/s of dense FP8 products on matrix units; 0: none (matrix_flops)
 
     _REQUIRED = ("matrix_flops", "vector_flops", "hbm_bandwidth", "nvlink_size")
 
@@ -118,12 +119,14 @@ SYSTEMS = {
     # DGX A100 80GB: 8 GPUs on NVSwitch, one 200 Gb/s HDR NIC per GPU.
     "a100": System("a100", 312 * TERA, 78 * TERA, 2039 * GIGA, 600 * GIGA, 25 * GIGA, 8,
                    hbm_capacity=80 * GIGA, host_bandwidth=32 * GIGA, **_AMPERE_CHIP),
-    # DGX H100 (SXM): 989.4 TFLOP/s dense bf16, 8 GPUs, one 400 Gb/s NDR NIC per GPU.
+    # DGX H100 (SXM): 989.4 TFLOP/s dense bf16 (1978.9 FP8), 8 GPUs, one 400 Gb/s NDR NIC per GPU.
     "h100": System("h100", Rational("989.4") * TERA, Rational("133.8") * TERA, 3350 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA, host_bandwidth=64 * GIGA, **_HOPPER_CHIP),
+                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA, host_bandwidth=64 * GIGA,
+                   fp8_flops=Rational("1978.9") * TERA, **_HOPPER_CHIP),
     # H200 (SXM): H100 compute, 141 GB HBM3e at 4.8 TB/s.
     "h200": System("h200", Rational("989.4") * TERA, Rational("133.8") * TERA, 4800 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA, host_bandwidth=64 * GIGA, **_HOPPER_CHIP),
+                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA, host_bandwidth=64 * GIGA,
+                   fp8_flops=Rational("1978.9") * TERA, **_HOPPER_CHIP),
 }
 
 
@@ -247,6 +250,8 @@ schedule and offload it compares, with the same rows."""
 
 def _row_times(cost: Cost, system: System, conventions) -> dict[str, Expr]:
     flops_rate = system.matrix_flops if cost.engine == "matrix" else system.vector_flops
+    if cost.fp8 and system.fp8_flops:      # an FP8 recipe's products, on FP8 tensor cores
+        flops_rate = system.fp8_flops
     t = {}
     for pass_ in ("fwd", "bwd"):
         t[f"t_comp_{pass_}"] = getattr(cost, f"flops_{pass_}") / flops_rate
