@@ -127,7 +127,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
                                     shares=uneven)
     per_device = per_stage(p, start.total("weights") / es, end.total("weights") / es,
                            _middle(stack, "weights") / es, tied_copy(arch, start) / es, shares=uneven)
-    schedule = _check_schedule(t, depth, p, n)
+    schedule = check_schedule(t, depth, p, n)
     one = recipe_stack(model_stack(arch, t, 1, 1, es, conventions), t, es, conventions)   # one device: its FLOPs
     on_stage = lambda of, copy=0: per_stage(p, of(start), of(end), sum((c * of(b) for b, c in stack[1:-1]),  # noqa: E731
                                                                          exact(0)), copy, shares=uneven)
@@ -176,7 +176,7 @@ def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions, states):
     return out
 
 
-def _check_schedule(t: Training, depth, p, n):
+def check_schedule(t: Training, depth, p, n):
     """The schedule, refusing layouts it cannot run (when the numbers are known)."""
     schedule = t.pipeline_schedule()
     rules = [("recompute_layers", t.recompute_layers, depth / p, "a stage's layers")]

@@ -23,8 +23,16 @@ from typing import Mapping
 from sympy import Expr, Float, Integer, Rational, Symbol, lambdify, sympify
 from sympy.printing.pycode import PythonCodePrinter
 
-from symbolic_cost.checks import InputError, InputTypeError
+from symbolic_cost import conventions as conv
+from symbolic_cost import symbols as S
+from symbolic_cost.blocks.moe import check_sequence_parallel
+from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.experts import expert_degrees
+from symbolic_cost.models.totals import check_schedule
+from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.symbols import resolve_names
+from symbolic_cost.timing.step import step_time_breakdown
 
 _MEMORY: dict = {}
 
@@ -165,10 +173,6 @@ def model_function(arch, system="h100", conventions=None, **policy):
     >>> evaluate(b=8, l=1024, d=4)["parameters"]
     124439808
     """
-    from symbolic_cost import conventions as conv
-    from symbolic_cost import symbols as S
-    from symbolic_cost.models import Training, model_cost
-    from symbolic_cost.timing.step import step_time_breakdown
     chosen = conv.get(conventions or conv.DEFAULT)
     names = DEGREES + (("ep", "etp") if arch.moe is not None else ())
     symbolic = {n: S.BY_NAME[n] for n in names}
@@ -202,17 +206,12 @@ def check_numbers(arch, training) -> None:
     """The rules ``model_cost`` applies to the numbers of a training: the layer's divisibility
     rules (``checks.MODEL_RULES``), the pipeline's (whole layers a stage, the schedule's), and
     the expert grid's (``parallel.expert``, ``blocks.moe``)."""
-    from symbolic_cost.checks import MODEL_RULES, check_rules, exact
-    from symbolic_cost.models.totals import _check_schedule
     t = training
     heads = dict(e=arch.e, h=arch.h, f=arch.f, kv_heads=arch.kv_heads or arch.h) if arch.head_dim is None \
         else dict(h=arch.h, f=arch.f, kv_heads=arch.kv_heads or arch.h)
     check_rules(dict(**heads, l=t.l, m1=t.m1, s1=t.s1), MODEL_RULES)
-    _check_schedule(t, exact(arch.n_layers + arch.decoder_layers), exact(t.p), exact(t.micro_batches))
+    check_schedule(t, exact(arch.n_layers + arch.decoder_layers), exact(t.p), exact(t.micro_batches))
     if arch.moe is not None:
-        from symbolic_cost.blocks.moe import check_sequence_parallel
-        from symbolic_cost.models.experts import expert_degrees
-        from symbolic_cost.parallel.expert import expert_data_degree
         ep, etp = expert_degrees(t, t.m1)
         expert_data_degree(t.m1, t.d, ep, etp)
         check_sequence_parallel(exact(t.m1), exact(t.s1))
