@@ -125,3 +125,32 @@ def expert_flops(rank: Rank, e, f, etp, gated=True) -> int:
     every row it holds after the allgather."""
     width = f // etp
     return rank.rows * (2 * e * (2 if gated else 1) * width + 2 * width * e)
+
+
+def replicated_layer(m1, ep, etp, experts, k, b, l, e, f, *, gated=True, capacity=None, router=balanced) -> dict:
+    """Simulate one MoE layer served on ``m1`` tensor ranks without sequence parallelism (vLLM's
+    fused MoE): every rank holds the same ``t = b l`` tokens and routes them alike; rank ``r``
+    holds slice ``r % etp`` of the experts of expert rank ``r // etp`` (``ep etp = m1``), picks
+    the rows routed to them (a capacity pads or drops every expert to ``ceil(C t k / E)``),
+    runs its slices, and the ``m1`` partial outputs ``(t, e)`` are summed by a ring allreduce
+    (a reduce-scatter, then an allgather, of ``m1`` equal chunks).  Returns ``{rank: Rank}``."""
+    assert ep * etp == m1 and experts % ep == 0 and f % etp == 0 and (b * l * e) % m1 == 0
+    tokens, local = b * l, experts // ep
+    per_expert = [0] * experts
+    for i in range(tokens):
+        chosen = router(0, i, experts, k)                 # the same choice on every rank
+        assert len(set(chosen)) == k
+        for x in chosen:
+            per_expert[x] += 1
+    if capacity is not None:
+        per_expert = [math.ceil(capacity * tokens * k / experts)] * experts
+    out = {r: Rank() for r in range(m1)}
+    width = f // etp
+    for r, rank in out.items():
+        mine = range((r // etp) * local, (r // etp + 1) * local)
+        rank.rows = sum(per_expert[x] for x in mine)
+        rank.expert_parameters = local * (e * (2 if gated else 1) * width + width * e)
+    chunk = {r: tokens * e // m1 for r in range(m1)}
+    _ring(list(range(m1)), chunk, 1, "reduce", out, reduce=True)
+    _ring(list(range(m1)), chunk, 1, "reduce", out)
+    return out

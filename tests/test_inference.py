@@ -165,6 +165,24 @@ def test_a_decode_step_reads_the_experts_its_tokens_reach():
     assert spread.weight_bytes == inference_cost(mixtral, Serving(b=1, l_in=8, l_out=2)).weight_bytes - experts * 7 // 8
 
 
+def test_experts_served_under_tensor_parallelism_are_split_over_the_tensor_ranks():
+    """Mixtral 8x7B on 4 tensor ranks (vLLM): every expert sliced 4 ways by default (etp = m1),
+    or 2 whole experts a rank with ep = 4; the same bytes per rank either way.  One token a
+    step: each layer allreduces the attention output and the summed expert outputs, 4096
+    bf16 values each, 2 (4 - 1)/4 of them sent per rank (ring)."""
+    mixtral = published("Mixtral-8x7B-v0.1")
+    experts = 32 * 8 * 3 * 4096 * 14336 * 2
+    whole = decode(mixtral, Serving(b=1, l_in=8, l_out=2), 8)
+    for serving in (Serving(b=1, l_in=8, l_out=2, m1=4), Serving(b=1, l_in=8, l_out=2, m1=4, ep=4)):
+        step = decode(mixtral, serving, 8)
+        layer = step.layer
+        assert 32 * (layer["expert_fc1"].weights + layer["expert_fc2"].weights) == experts // 4
+        reduced = [(r.name, c.volume) for r in layer.rows for c in r.collectives if c.pass_ == "fwd" and c.volume]
+        assert reduced == [("v_proj", 12288), ("combine", 12288)]     # v_proj: the output projection
+        # one token reaches 2 of the 8 experts, whichever rank holds them
+        assert step.expert_share == whole.expert_share == Rational(1, 4)
+
+
 def test_the_generation_head_runs_the_lm_head_on_the_last_token_only():
     gpt2 = preset("gpt2")
     head = prefill(gpt2, Serving(b=3, l_in=100, l_out=2), TORCH).stack[-1][0]
@@ -279,8 +297,10 @@ def test_models_that_do_not_generate_are_refused():
         prefill(published("t5-small"), Serving(b=1, l_in=8, l_out=2, p=2))
     with pytest.raises(ValueError, match="ep and etp split experts, and llama-2-7b has none"):
         prefill(preset("llama-2-7b"), Serving(b=1, l_in=8, l_out=2, ep=2, d=2))
-    with pytest.raises(ValueError, match="mixture of experts needs sequence parallelism"):
-        decode(published("Mixtral-8x7B-v0.1"), Serving(b=1, l_in=8, l_out=2, m1=2), 8)
+    with pytest.raises(ValueError, match="ep x etp must equal m1 for Mixtral-8x7B-v0.1 under tensor"):
+        decode(published("Mixtral-8x7B-v0.1"), Serving(b=1, l_in=8, l_out=2, m1=4, ep=2, etp=1), 8)
+    with pytest.raises(ValueError, match="ep must divide m1 under tensor parallelism"):
+        Serving(m1=4, ep=3)
     with pytest.raises(ValueError, match="ep x etp must divide m1 x d"):
         Serving(ep=4, d=2)
     with pytest.raises(ValueError, match="not affine in the batch"):

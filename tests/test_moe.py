@@ -305,3 +305,49 @@ def test_every_collective_of_an_moe_model_and_latent_attention_has_the_rule_volu
                  "allreduce": 2 * (n - 1) / n}[c.kind]
         whole = c.repeats * c.elements * c.element_bytes
         assert c.volume == (share * whole if volume == "ring" else whole), (dim, c)
+
+
+@st.composite
+def serving_layouts(draw):
+    """``m1`` tensor ranks sharing their tokens, the expert grid ``ep x etp = m1``."""
+    m1 = draw(st.sampled_from([1, 2, 4, 8]))
+    ep = draw(st.sampled_from(divisors(m1)))
+    experts = ep * draw(st.integers(1, 3))
+    return dict(m1=m1, ep=ep, etp=m1 // ep, experts=experts, k=draw(st.integers(1, experts)),
+                b=draw(st.integers(1, 3)), l=experts * draw(st.integers(1, 3)), e=m1 * draw(st.integers(1, 3)),
+                f=(m1 // ep) * draw(st.integers(1, 3)), shared=draw(st.sampled_from([0, 2 * m1])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(x=serving_layouts(), capacity=st.sampled_from([None, Fraction(1, 2), Fraction(5, 4)]))
+@example(x=dict(m1=4, ep=2, etp=2, experts=4, k=2, b=1, l=4, e=4, f=2, shared=8), capacity=None)
+def test_replicated_tokens_under_tensor_parallelism_are_the_simulated_ones(x, capacity):
+    """Serving without sequence parallelism: rows, expert parameters and the one allreduce of the
+    partial outputs per rank (shared experts summed in before it), against the simulation."""
+    ranks = sim.replicated_layer(x["m1"], x["ep"], x["etp"], x["experts"], x["k"], x["b"], x["l"], x["e"], x["f"],
+                                 capacity=capacity)
+    spec = MoE(x["experts"], x["k"], x["f"], shared_f=x["shared"])
+    layer = moe(x["b"], x["l"], x["e"], spec, x["m1"], 1, ep=x["ep"], etp=x["etp"], capacity_factor=capacity,
+                conventions=TORCH, replicated=True)
+    fwd = {}
+    for row in layer.rows:
+        for c in row.collectives:
+            if c.pass_ == "fwd" and c.volume != 0:
+                fwd[(row.name, c.kind)] = c.volume
+    reducing = "moe_sum" if x["shared"] else "combine"
+    for rank in ranks.values():
+        assert layer["expert_fc1"].flops_fwd + layer["expert_fc2"].flops_fwd == sim.expert_flops(
+            rank, x["e"], x["f"], x["etp"])
+        assert (layer["expert_fc1"].weights + layer["expert_fc2"].weights) / 2 == rank.expert_parameters
+        expected = {(reducing, "allreduce"): 2 * rank.sent["reduce"]} if x["m1"] > 1 else {}
+        assert fwd == expected
+
+
+def test_replicated_tokens_need_the_expert_grid_to_be_the_tensor_group():
+    spec = MoE(8, 2, 64)
+    with pytest.raises(ValueError, match="ep x etp must equal m1 when the tensor ranks share their tokens"):
+        moe(1, 4, 8, spec, 4, 1, ep=2, etp=1, replicated=True)
+    with pytest.raises(ValueError, match="s1 must be 1 when every tensor rank routes the same tokens"):
+        moe(1, 4, 8, spec, 4, 4, ep=4, replicated=True)
+    with pytest.raises(ValueError, match="s1 must equal m1 in a mixture-of-experts layer"):
+        moe(1, 4, 8, spec, 4, 1, ep=4)                # training: Megatron-LM needs sequence parallelism

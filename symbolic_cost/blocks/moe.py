@@ -24,6 +24,15 @@ grid onto the tensor and data-parallel ranks)::
   rows from every rank to ``ceil(C t k / E)`` (GShard, Switch; Megatron-LM's
   ``--moe-expert-capacity-factor`` with ``--moe-pad-expert-input-to-capacity``); ``None`` is
   dropless.
+
+Serving under plain tensor parallelism (``replicated=True``, vLLM's fused MoE with or without
+its expert parallelism): no sequence parallelism, so every one of the ``m1`` ranks holds the
+same ``t = b l`` tokens and routes them alike.  The expert grid is the tensor group
+(``ep etp = m1``); each rank picks, without any exchange, the rows routed to its ``E/ep``
+experts (``t k / ep`` balanced, ``imbalance`` times that on the busiest rank, or
+``E/ep ceil(C t k / E)`` with a capacity), runs its ``f_x/etp`` slices on them, and the
+partial outputs of the ``m1`` ranks are summed by one allreduce of ``(b, l, e)`` (together
+with the shared experts' partial output, when there are any), as a tensor-parallel MLP's.
 """
 
 from __future__ import annotations
@@ -122,7 +131,8 @@ def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> 
 
 
 def moe(b, l, e, spec: MoE, m1=1, s1=1, *, ep=1, etp=1, capacity_factor=None, imbalance=1, gated_act=True,
-        bias=False, dropouts=True, norm="rms", es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
+        bias=False, dropouts=True, norm="rms", es=2, es_mask=1, conventions=conv.DEFAULT,
+        replicated=False) -> Block:
     """The MoE block on the busiest device (see the module docstring for the layout).
 
     Rows: ``{norm}_norm_2``, ``router (e -> E)``, ``router_probs``, ``router_topk``,
@@ -130,7 +140,8 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, ep=1, etp=1, capacity_factor=None, im
     ``f_x/etp`` on ``etp`` x the rows received), ``combine``; with shared experts
     ``shared_fc1``, ``shared_act``, ``shared_fc2`` (``bias`` on these three), then (Qwen-MoE)
     ``shared_gate``, ``shared_gate_act``, ``shared_gate_scale``, and ``moe_sum``; then the
-    closing dropout (or residual add).
+    closing dropout (or residual add).  ``replicated``: every tensor rank holds the same tokens
+    (serving without sequence parallelism; the module docstring).
 
     >>> from symbolic_cost.symbols import b, l, e
     >>> block = moe(b, l, e, MoE(8, 2, 14336), ep=8)
@@ -141,30 +152,46 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, ep=1, etp=1, capacity_factor=None, im
                 expert_f=spec.expert_f, **({"shared_f": spec.shared_f} if sympify(spec.shared_f) != 0 else {}))
     at = Layout.of(dims, es, es_mask, conventions)
     dims.update(check_rules(dims, MOE_RULES))
-    _needs_sequence_parallel(at)
     tokens, k, experts = at.b * at.l / at.s, dims["top_k"], dims["experts"]
     ep, etp, width = dims["ep"], dims["etp"], dims["expert_f"] / dims["etp"]
     received = routed_rows(tokens, experts, k, ep, capacity_factor, imbalance)
-    sent = tokens * k if capacity_factor is None else received
+    if replicated:
+        _check_replicated(at, ep, etp)
+        received = through = received / ep
+        exchange = {"dispatch": at.reduce_to_shards("bwd"),
+                    "combine": [] if "shared_f" in dims else at.reduce_to_shards("fwd")}
+    else:
+        _needs_sequence_parallel(at)
+        through, exchange = etp * received, _exchange(at, received * at.e, ep, etp)
+    sent = tokens * k if capacity_factor is None and not replicated else received
     rows = _norm(at, norm, "shared_f" in dims) + [
              linear(at.b, at.l / at.s, at.e, experts, bias=False, name="router", **at.kw),
              router_probabilities(tokens, experts, kind=spec.router, **at.kw),
              topk_weights(tokens, k, normalise=spec.normalise, scale=spec.scale, es=at.es)]
-    exchange = _exchange(at, received * at.e, ep, etp)
     rows.append(at.attach(permute(tokens, k, at.e, sent, es=at.es), exchange["dispatch"]))
-    rows += [grouped_linear(etp * received, at.e, (2 if gated_act else 1) * width, experts / ep,
+    rows += [grouped_linear(through, at.e, (2 if gated_act else 1) * width, experts / ep,
                             name="expert_fc1", **at.kw),
-             (gated if gated_act else gelu)(1, etp * received, width, name="expert_act", **at.kw),
-             grouped_linear(etp * received, width, at.e, experts / ep, name="expert_fc2", **at.kw),
+             (gated if gated_act else gelu)(1, through, width, name="expert_act", **at.kw),
+             grouped_linear(through, width, at.e, experts / ep, name="expert_fc2", **at.kw),
              at.attach(combine(tokens, k, at.e, es=at.es), exchange["combine"])]
     if "shared_f" in dims:
-        rows += _shared(at, dims["shared_f"], spec.shared_gate, gated_act, bias)
+        rows += _shared(at, dims["shared_f"], spec.shared_gate, gated_act, bias, replicated)
     rows.append(at.closing_dropout("dpr2", dropouts))
     return Block("moe", tuple(rows), dims, at.conventions)
 
 
 def _needs_sequence_parallel(at: Layout) -> None:
     check_sequence_parallel(at.m1, at.s)
+
+
+def _check_replicated(at: Layout, ep, etp) -> None:
+    """Replicated tokens: no sequence shards, and the expert grid is the tensor group."""
+    if at.s != 1:
+        raise ValueError(f"s1 must be 1 when every tensor rank routes the same tokens (replicated), got s1={at.s}")
+    if (ep * etp - at.m1).is_number and ep * etp != at.m1:
+        raise ValueError(f"ep x etp must equal m1 when the tensor ranks share their tokens (serving without "
+                         f"sequence parallelism: the experts are split over the tensor group), "
+                         f"got ep={ep}, etp={etp}, m1={at.m1}")
 
 
 def check_sequence_parallel(m1, s1) -> None:
@@ -198,19 +225,22 @@ def _exchange(at: Layout, elements, ep, etp) -> dict:
             "combine": etp_group("reducescatter", "fwd") + a2a("fwd") + a2a("bwd") + etp_group("allgather", "bwd")}
 
 
-def _shared(at: Layout, width, gate: bool, gated_act: bool, bias):
+def _shared(at: Layout, width, gate: bool, gated_act: bool, bias, replicated=False):
     """Shared experts as one tensor-parallel MLP of ``width`` (split over ``m1``), an optional
     sigmoid gate per token (Qwen-MoE: ``linear (e -> 1)``, sigmoid, scale), the sum with the
-    routed output."""
+    routed output; with ``replicated`` tokens the sum of the two partial outputs is reduced once."""
     b, l, e, m1, tokens = at.b, at.l, at.e, at.m1, at.l / at.s
-    rows = [at.entering(linear(b, l, e, (2 if gated_act else 1) * width / m1, bias=bias, name="shared_fc1", **at.kw)),
+    fc1 = linear(b, l, e, (2 if gated_act else 1) * width / m1, bias=bias, name="shared_fc1", **at.kw)
+    fc2 = linear(b, l, width / m1, e, bias=bias, name="shared_fc2", **at.kw)
+    rows = [fc1 if replicated else at.entering(fc1),
             (gated if gated_act else gelu)(b, l, width / m1, name="shared_act", **at.kw),
-            at.leaving(linear(b, l, width / m1, e, bias=bias, name="shared_fc2", **at.kw))]
+            fc2 if replicated else at.leaving(fc2)]
     if gate:
         rows += [linear(b, tokens, e, 1, bias=False, name="shared_gate", **at.kw),
                  gelu(b, tokens, 1, name="shared_gate_act", **at.kw),
                  combine(b * tokens, 1, e, es=at.es, name="shared_gate_scale")]
-    return rows + [add(b, tokens, e, name="moe_sum", es=at.es)]
+    total = add(b, tokens, e, name="moe_sum", es=at.es)
+    return rows + [at.leaving(total) if replicated else total]
 
 
 def check_expert_training(ep, etp, capacity_factor, imbalance) -> None:

@@ -27,8 +27,9 @@ from symbolic_cost.numeric.sweep import sweep
 from symbolic_cost.timing.hardware import get_system
 
 SERVING_SYMBOLS = (S.b, S.l_in, S.l_out, S.l_ctx, S.m1, S.p, S.d, S.ep, S.etp, S.B)
-DEFAULTS = {S.b: 1, S.l_in: 512, S.l_out: 128, S.m1: 1, S.p: 1, S.d: 1, S.ep: 1, S.etp: 1}
-"""The serving defaults (``l_ctx``: the mean context of the generation; ``B``: no paging)."""
+DEFAULTS = {S.b: 1, S.l_in: 512, S.l_out: 128, S.m1: 1, S.p: 1, S.d: 1, S.ep: 1}
+"""The serving defaults (``l_ctx``: the mean context of the generation; ``B``: no paging;
+``etp``: ``m1/ep``, ``Serving``'s)."""
 
 EXTRA = ("max_batch", "crossover_batch", "kv_bytes_per_token")
 ALL_FIELDS = FIELDS + EXTRA
@@ -52,8 +53,8 @@ def add_arguments(parser) -> None:
     options.model(parser)
     options.settings(parser, help="NAME=VALUE pairs for b, l_in, l_out, l_ctx (the decode step's cached tokens), "
                                   "m1, p, d (replicas), ep and etp (expert parallelism) and B (tokens per KV-cache page) "
-                                  "(defaults: b=1, l_in=512, l_out=128, every degree 1, no paging; without l_ctx the "
-                                  "mean decode step)")
+                                  "(defaults: b=1, l_in=512, l_out=128, every degree 1 but etp=m1/ep, no paging; "
+                                  "without l_ctx the mean decode step)")
     group = parser.add_argument_group("serving")
     options.precision(group)
     options.option(group, "--kv-dtype", choices=list(KV_FORMATS),
@@ -84,7 +85,7 @@ def configuration(args, keep=()):
     value = lambda symbol: values.get(symbol, symbol)  # noqa: E731
     page = values.get(S.B, S.B if S.B in keep else None)
     serving = Serving(b=value(S.b), l_in=value(S.l_in), l_out=value(S.l_out), m1=value(S.m1), p=value(S.p),
-                      d=value(S.d), ep=value(S.ep), etp=value(S.etp), precision=args.precision,
+                      d=value(S.d), ep=value(S.ep), etp=values.get(S.etp, S.etp if S.etp in keep else None), precision=args.precision,
                       kv_dtype=args.kv_dtype, page=page, flash=args.flash, allow_long=args.allow_long, mla=args.mla)
     return arch, serving, values.get(S.l_ctx, S.l_ctx if S.l_ctx in keep else None)
 

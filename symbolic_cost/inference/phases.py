@@ -135,15 +135,17 @@ def _base(name: str) -> str:
 
 
 def _stack(arch: Architecture, s: Serving, l, conventions) -> tuple:
-    return model_stack(arch, Training(b=s.b, l=l, flash=s.flash), s.m1, 1, s.es, conventions, ep=s.ep, etp=s.etp)
+    return model_stack(arch, Training(b=s.b, l=l, flash=s.flash), s.m1, 1, s.es, conventions, ep=s.ep, etp=s.expert_tensor,
+                       replicated=s.replicated_experts)
 
 
 def _routed(stack, arch: Architecture, s: Serving, tokens) -> dict:
     """The ``stack`` (and ``expert_share``) of a phase whose layer groups read the routed experts
-    their ``ep b tokens`` tokens reach (``experts.routed_reads``); dense models as they are."""
+    their ``ep b tokens`` tokens reach (``experts.routed_reads``; ``b tokens`` when the tensor
+    ranks share their tokens); dense models as they are."""
     if arch.moe is None:
         return dict(stack=tuple(stack))
-    routed = s.ep * s.b * tokens
+    routed = (1 if s.replicated_experts else s.ep) * s.b * tokens
     return dict(stack=(stack[0], *((routed_reads(blk, arch.moe, routed), n) for blk, n in stack[1:-1]), stack[-1]),
                 expert_share=touched_share(arch.moe, routed))
 
@@ -213,7 +215,7 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
     kw = dict(es=s.es, es_mask=1, conventions=step, keys=l_ctx + 1)
     t = Training(b=s.b, l=1, flash=s.flash)
     if not arch.encoder_decoder:
-        experts = dict(ep=s.ep, etp=s.etp, capacity_factor=None, imbalance=1)
+        experts = dict(ep=s.ep, etp=s.expert_tensor, capacity_factor=None, imbalance=1, replicated=s.replicated_experts)
         layers, reads = layer_groups(inference, t, s.m1, 1, kw, experts), None
         if arch.latent is not None:
             layers, reads = decode_layers(layers, arch.latent, s.mla, l_ctx + 1, flash=s.flash, es=s.es,

@@ -27,7 +27,9 @@ class Serving:
     """``b`` sequences of ``l_in`` prompt tokens each generating ``l_out`` tokens, on ``m1``
     tensor-parallel devices times ``p`` pipeline stages, ``d`` replicas (a mixture of experts
     splits its experts over ``ep`` of the ``m1 d`` ranks of a stage and each expert over
-    ``etp``, as in training: ``blocks.moe``); weights and
+    ``etp``, as in training: ``blocks.moe``; under ``m1`` the tensor ranks share their tokens
+    and the expert grid is the tensor group, ``ep etp = m1``, so ``etp`` defaults to ``m1/ep``
+    as vLLM slices every expert over its tensor ranks); weights and
     activations in ``precision``, the cache in ``kv_dtype`` (``None``: the precision; a name
     of ``kv_cache.KV_FORMATS`` or a ``KVFormat``) paged in ``page`` tokens (``None``:
     contiguous); ``flash`` attention; ``allow_long`` lets the tokens exceed the model's context;
@@ -41,7 +43,7 @@ class Serving:
     p: Expr = 1
     d: Expr = 1
     ep: Expr = 1
-    etp: Expr = 1
+    etp: Expr | None = None
     precision: str = "bf16"
     kv_dtype: str | KVFormat | None = None
     page: Expr | None = None
@@ -55,21 +57,38 @@ class Serving:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         self.kv                                   # refuses an unknown kv_dtype
-        sizes = dict(b=self.b, l_in=self.l_in, l_out=self.l_out, m1=self.m1, p=self.p, d=self.d, ep=self.ep,
-                     etp=self.etp)
+        sizes = dict(b=self.b, l_in=self.l_in, l_out=self.l_out, m1=self.m1, p=self.p, d=self.d, ep=self.ep)
         if self.page is not None:
             sizes["page"] = self.page
         for name, value in positive_dims(**sizes).items():
             object.__setattr__(self, name, value)
-        ranks = self.m1 * self.d / (self.ep * self.etp)
+        if self.etp is None and self.m1 != 1 and (self.m1 / self.ep).is_integer is False:
+            raise ValueError(f"ep must divide m1 under tensor parallelism (the tensor ranks split the experts "
+                             f"ep x etp = m1 ways), got ep={self.ep}, m1={self.m1}")
+        if self.etp is not None:
+            object.__setattr__(self, "etp", positive_dims(etp=self.etp)["etp"])
+        ranks = self.m1 * self.d / (self.ep * self.expert_tensor)
         if ranks.is_integer is False:
             raise ValueError(f"ep x etp must divide m1 x d (the expert ranks are a stage's tensor and replica ranks), "
-                             f"got ep={self.ep}, etp={self.etp}, m1={self.m1}, d={self.d}")
+                             f"got ep={self.ep}, etp={self.expert_tensor}, m1={self.m1}, d={self.d}")
+
+    @property
+    def expert_tensor(self) -> Expr:
+        """The expert tensor-parallel degree: ``etp``, by default ``m1/ep`` (1 without ``m1``)."""
+        if self.etp is not None:
+            return self.etp
+        return sympify(1) if self.m1 == 1 else self.m1 / self.ep
 
     @property
     def kv(self) -> KVFormat:
         """The cache's format."""
         return kv_format(self.precision if self.kv_dtype is None else self.kv_dtype)
+
+    @property
+    def replicated_experts(self) -> bool:
+        """Whether the tensor ranks route the same tokens (``m1 != 1``: no sequence parallelism
+        in serving; ``blocks.moe`` with ``replicated=True``)."""
+        return self.m1 != 1
 
     @property
     def es(self) -> int:
@@ -130,14 +149,16 @@ def check_context(arch: Architecture, s: Serving) -> None:
 
 
 def check_experts(arch: Architecture, s: Serving) -> None:
-    """Refuse expert parallelism without experts, and tensor parallelism with them: the MoE block
-    routes each device's sequence shard (``s1 = m1``), and one decoded token has no shards."""
-    if arch.moe is None and (s.ep != 1 or s.etp != 1):
+    """Refuse expert parallelism without experts, and, under tensor parallelism, an expert grid
+    other than the tensor group: the ``m1`` ranks share their tokens (one decoded token has no
+    sequence shards), so their experts are split ``ep etp = m1`` ways among them."""
+    if arch.moe is None and (s.ep != 1 or s.etp not in (None, 1)):
         raise ValueError(f"ep and etp split experts, and {arch.name} has none (got ep={s.ep}, etp={s.etp})")
-    if arch.moe is not None and s.m1 != 1:
-        raise ValueError(f"m1={s.m1}: {arch.name}'s mixture of experts needs sequence parallelism under tensor "
-                         f"parallelism, which one decoded token cannot be split by; serve its experts with ep "
-                         f"(and etp) over replicas instead (m1=1, d >= ep)")
+    grid = s.ep * s.expert_tensor
+    if arch.moe is not None and s.m1 != 1 and (grid - s.m1).is_number and grid != s.m1:
+        raise ValueError(f"ep x etp must equal m1 for {arch.name} under tensor parallelism (the m1 ranks share "
+                         f"their tokens and split the experts among them: etp=m1 slices every expert, ep=m1 "
+                         f"spreads whole experts), got ep={s.ep}, etp={s.expert_tensor}, m1={s.m1}")
 
 
 def check_generative(arch: Architecture) -> None:

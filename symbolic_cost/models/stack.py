@@ -24,31 +24,33 @@ _STACKS: dict = {}
 _KEPT = 64
 
 
-def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1, grid=None) -> tuple[tuple[Block, Expr], ...]:
+def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1, grid=None,
+                replicated=False) -> tuple[tuple[Block, Expr], ...]:
     """``(block, count)`` for every block of ``arch`` on one device, in model order; the first
     is the embedding, the last the head, every other one is a layer group (or, for T5, the
     encoder's end and the decoder's start).  ``ep`` and ``etp`` are the expert-parallel and
-    expert tensor-parallel degrees of the MoE layers (``blocks.moe``); with a tensor ``grid`` the
+    expert tensor-parallel degrees of the MoE layers (``blocks.moe``; ``replicated``: the tensor
+    ranks share their tokens, as in serving without sequence parallelism); with a tensor ``grid`` the
     layers run on it and ``m1 = s1`` are its devices (``models.grid_stack``).  The last
     ``_KEPT`` stacks are remembered (a layout search builds the same stack for every ZeRO
     stage, schedule and offload it compares)."""
-    key = (arch, *(getattr(t, name, None) for name in READS), m1, s1, es, conventions, ep, etp, grid)
+    key = (arch, *(getattr(t, name, None) for name in READS), m1, s1, es, conventions, ep, etp, grid, replicated)
     try:
         return _STACKS[key]
     except TypeError:                        # an unhashable part: build without remembering
-        return _build_stack(arch, t, m1, s1, es, conventions, ep, etp, grid)
+        return _build_stack(arch, t, m1, s1, es, conventions, ep, etp, grid, replicated)
     except KeyError:
         pass
     if len(_STACKS) >= _KEPT:
         _STACKS.pop(next(iter(_STACKS)))
-    stack = _STACKS[key] = _build_stack(arch, t, m1, s1, es, conventions, ep, etp, grid)
+    stack = _STACKS[key] = _build_stack(arch, t, m1, s1, es, conventions, ep, etp, grid, replicated)
     return stack
 
 
-def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid):
+def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, replicated=False):
     kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
     experts = dict(ep=ep, etp=etp, capacity_factor=getattr(t, "capacity_factor", None),
-                   imbalance=getattr(t, "expert_imbalance", 1))
+                   imbalance=getattr(t, "expert_imbalance", 1), replicated=replicated)
     vocab = arch.padded_vocab(m1)
     relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
     start = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, positions=arch.positions,
