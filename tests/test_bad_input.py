@@ -300,6 +300,12 @@ CLI = [
     ("lstm --from nope", "--from"),
     ("lstm --batch 4 --steps 2 --hidden 64 --vocab 100 --layers 2 --projection 8", "--projection"),
     ("reproduce nope", "nope"),
+    ("formula --block mlp --field flops_fwd --system a100", "--system"),
+    ("formula --block mlp --field weights --kernel-time tiled", "--kernel-time"),
+    ("crossover --set f=4*e m1=1 s1=1 --field act_buffer --system h200", "--system"),
+    ("optimize --preset gpt2 --field flops_fwd --system a100", "--system"),
+    ("inference --hf-config {hf}/Mixtral-8x7B-v0.1.json --set m1=4 ep=2 etp=1", "ep x etp must equal m1"),
+    ("inference --hf-config {hf}/Mixtral-8x7B-v0.1.json --set m1=4 ep=3", "ep must divide m1"),
     ("reproduce --reports {tmp}/missing/deeper", "--reports"),
     ("report --out {tmp}/missing/deeper", "--out"),
     ("nope", "nope"),
@@ -338,7 +344,8 @@ def run_cli(argv, capsys):
 @pytest.mark.parametrize("line, named", CLI, ids=[line[:70] for line, _ in CLI])
 def test_cli_refuses_with_one_line_naming_the_argument(line, named, places, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "10000")
-    argv = shlex.split(line.replace("{cfg}", places["cfg"]).replace("{tmp}", places["tmp"]))
+    line = line.replace("{cfg}", places["cfg"]).replace("{tmp}", places["tmp"])
+    argv = shlex.split(line.replace("{hf}", str(pathlib.Path(__file__).parent / "hf_configs")))
     status, out, err = run_cli(argv, capsys)
     assert status == 2, (status, out[:300], err)
     assert err.count("\n") == 1 and "Traceback" not in err, err

@@ -6,8 +6,8 @@ from symbolic_cost import analysis
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.cli import options
 from symbolic_cost.cli.formula import field, show
-from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, field_expr, honour_blocks,
-                                      present, symbol_names)
+from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, field_expr,
+                                      honour_blocks, honour_system, present, symbol_names)
 from symbolic_cost.timing.hardware import get_system
 
 EXAMPLES = [
@@ -30,6 +30,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    honour_system(args, args.field)
     arch = architecture(args)
     (solve_for,) = symbol_names(args.solve_for, "--for")
     honour_blocks(args, arch, args.a, args.b)

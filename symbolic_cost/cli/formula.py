@@ -12,7 +12,8 @@ from symbolic_cost import analysis
 from symbolic_cost.analysis.latex import latex, paper_form
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import (FIELDS, architecture, assignments, block_values, build_block, conventions,
-                                      field_expr, field_type, honour_blocks, present, symbol_names)
+                                      field_expr, field_type, honour_blocks, honour_system, present,
+                                      symbol_names)
 from symbolic_cost.checks import InputError
 from symbolic_cost.reader import read
 from symbolic_cost.timing.hardware import get_system
@@ -64,6 +65,7 @@ def refuse_combinations(args) -> None:
 
 def run(args) -> int:
     refuse_combinations(args)
+    honour_system(args, args.field)
     arch = architecture(args)
     honour_blocks(args, arch, args.block)
     block = build_block(args, block_values(args, arch), arch)

@@ -17,7 +17,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.checks import InputError, fits
-from symbolic_cost.cli.options import PLAIN
+from symbolic_cost.cli.options import PLAIN, given as on_command_line
 from symbolic_cost.cost import EXPRESSION_FIELDS
 from symbolic_cost.models import config as hf
 from symbolic_cost.models import hub
@@ -216,6 +216,16 @@ def honour_blocks(args, arch, *names, also=()) -> set:
     used = block_symbols(args, arch, *names) | set(also)
     honour(args, used, what, attention=any(name != "mlp" for name in names))
     return used
+
+
+def honour_system(args, *fields: str) -> None:
+    """Refuse ``--system`` and ``--kernel-time`` when none of ``fields`` is a time (or a ratio
+    of times): counts of FLOPs and bytes do not depend on the hardware, so they would be ignored."""
+    timed = any(f == "time" or COST_COLUMNS.get(f, f) in TIME_FIELDS for f in fields)
+    for flag, used in (("--system", on_command_line(args, "system")), ("--kernel-time", getattr(args, "kernel_time", None))):
+        if used and not timed:
+            raise InputError(f"{flag} applies to time fields only (FLOPs and bytes do not depend on the "
+                             f"hardware); it would be ignored", flag)
 
 
 def present(expr, symbols, option: str) -> None:
