@@ -69,6 +69,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from symbolic_cost.checks import InputError
+
 _CHOICES = {
     "matmul_flops": ("exact", "2mnk"),
     "sequence_shard": ("s1", "m1"),
@@ -120,14 +122,14 @@ class Conventions:
             value = getattr(self, item.name)
             allowed = _CHOICES.get(item.name, (True, False))
             if value not in allowed or type(value) is not type(allowed[0]):
-                raise ValueError(f"conventions field {item.name} must be one of "
+                raise InputError(f"conventions field {item.name} must be one of "
                                  f"{', '.join(map(repr, allowed))}, got {value!r}")
 
     def but(self, **changes) -> "Conventions":
         """A copy with some fields changed: ``DEFAULT.but(matmul_flops="2mnk")``."""
         unknown = set(changes) - {item.name for item in fields(self)}
         if unknown:
-            raise ValueError(f"unknown conventions field(s): {', '.join(sorted(unknown))}")
+            raise InputError(f"unknown conventions field(s): {', '.join(sorted(unknown))}")
         return replace(self, **changes)
 
 
@@ -140,7 +142,7 @@ PRESETS = {"default": DEFAULT}
 def register(name: str, conventions: Conventions) -> Conventions:
     """Make ``conventions`` available as ``get(name)`` (and ``--conventions name``)."""
     if not isinstance(conventions, Conventions):
-        raise ValueError(f"preset {name!r} must be a Conventions value, got {conventions!r}")
+        raise InputError(f"preset {name!r} must be a Conventions value, got {conventions!r}")
     PRESETS[name] = conventions
     return conventions
 
@@ -152,4 +154,4 @@ def get(name: str | Conventions) -> Conventions:
     try:
         return PRESETS[name]
     except KeyError:
-        raise ValueError(f"unknown conventions {name!r}; known: {', '.join(PRESETS)}") from None
+        raise InputError(f"unknown conventions {name!r}; known: {', '.join(PRESETS)}") from None

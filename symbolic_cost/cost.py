@@ -11,7 +11,7 @@ from typing import Mapping
 
 from sympy import Expr, Integer, Piecewise, sympify
 
-from symbolic_cost.checks import exact  # noqa: F401  (the exactness rule, here where Costs use it)
+from symbolic_cost.checks import InputError, exact  # noqa: F401  (the exactness rule, here where Costs use it)
 
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "p2p", "broadcast", "reduce")
 PASSES = ("fwd", "bwd")
@@ -43,13 +43,13 @@ def ring_share(kind: str, group) -> Expr:
         return 2 * (n - 1) / n
     if kind == "p2p":
         return Integer(1)
-    raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    raise InputError(f"collective kind must be one of {', '.join(KINDS)}, got {kind!r}")
 
 
 def _exact_sizes(record, what: str) -> None:
     """Check a record's pass and make its ``_SIZES`` fields exact expressions."""
     if record.pass_ not in PASSES:
-        raise ValueError(f"{what} pass must be 'fwd' or 'bwd', got {record.pass_!r}")
+        raise InputError(f"{what} pass must be 'fwd' or 'bwd', got {record.pass_!r}")
     for name in record._SIZES:
         object.__setattr__(record, name, exact(getattr(record, name), name))
 
@@ -87,7 +87,7 @@ class Collective:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+            raise InputError(f"collective kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         _exact_sizes(self, "collective")
 
     @property
@@ -222,7 +222,7 @@ class Cost:
 
     def __post_init__(self):
         if self.engine not in ENGINES:
-            raise ValueError(f"engine must be 'matrix' or 'vector', got {self.engine!r}")
+            raise InputError(f"engine must be 'matrix' or 'vector', got {self.engine!r}")
         for name in EXPRESSION_FIELDS:
             object.__setattr__(self, name, exact(getattr(self, name), name))
         object.__setattr__(self, "collectives", tuple(self.collectives))

@@ -31,6 +31,8 @@ import math
 
 from sympy import Add, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, expand_mul, floor, sympify
 
+from symbolic_cost.checks import InputError
+
 
 def maximum(*args) -> Expr:
     """The largest of ``args``, as an exact number or an unevaluated ``Max``."""
@@ -44,7 +46,7 @@ def minimum(*args) -> Expr:
 
 def _extremum(kind, direction: int, args) -> Expr:
     if not args:
-        raise ValueError(f"{kind.__name__} needs at least one argument")
+        raise InputError(f"{kind.__name__} needs at least one argument")
     flat = []
     for arg in map(sympify, args):
         for part in (arg.args if isinstance(arg, kind) else (arg,)):

@@ -660,6 +660,17 @@ def test_no_eval_exec_or_parse_expr_in_the_package():
     assert not found, "\n".join(found)
 
 
+def test_every_refusal_in_the_package_is_the_librarys_own_error():
+    """A refusal raises ``checks.InputError`` (a ``ValueError``) or ``InputTypeError``, so a
+    caller can tell bad input from a bug by its type; a plain ``ValueError`` or ``TypeError``
+    is not raised anywhere in the package (``KeyError`` stays for unknown row names)."""
+    found = [f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}"
+             for path in PACKAGE.rglob("*.py")
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if re.search(r"raise (ValueError|TypeError)\(", line)]
+    assert not found, "\n".join(found)
+
+
 # ---------------------------------------------------------------------------------------------
 # Hypothesis: random command lines and config files end in status 0 or 2, never a traceback,
 # never a negative or non-finite number.

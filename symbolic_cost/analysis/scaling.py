@@ -22,6 +22,7 @@ from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Symb
                    expand, fraction, limit as _limit, log, nsolve, oo, simplify, solve, sympify, together)
 
 from symbolic_cost.symbols import resolve_names
+from symbolic_cost.checks import InputError
 
 
 def _real(x: Symbol) -> Symbol:
@@ -36,7 +37,7 @@ def _solve_positive(expr, x) -> list:
     try:
         roots = solve(sympify(expr).subs(x, r), r)
     except NotImplementedError:       # SymPy has no closed form (Max, Piecewise, mixed powers)
-        raise ValueError(f"no closed-form solution in {x}: SymPy cannot solve it (a time field has Max and "
+        raise InputError(f"no closed-form solution in {x}: SymPy cannot solve it (a time field has Max and "
                          f"Piecewise; try a FLOPs or bytes field, or fix more symbols)") from None
     return [root.subs(r, x) for root in roots
             if root.is_positive is not False and root.is_real is not False and root != 0]
@@ -67,7 +68,7 @@ def leading_terms(expr, grow, *, with_remainder: bool = False):
     try:
         top = Poly(expand(numerator), t).LC() / Poly(expand(denominator), t).LC()
     except PolynomialError:
-        raise ValueError("leading_terms needs a polynomial or ratio of polynomials in "
+        raise InputError("leading_terms needs a polynomial or ratio of polynomials in "
                          f"{', '.join(map(str, _symbols(grow)))}; got {expr}") from None
     tidy = lambda v: expand(v) if v.is_polynomial() else simplify(v)  # noqa: E731
     top = tidy(top)
@@ -107,7 +108,7 @@ def crossover(a, b, x) -> Expr:
     roots = _solve_positive(sympify(a) - sympify(b), x)
     if len(roots) != 1:
         found = ", ".join(map(str, roots)) or "none"
-        raise ValueError(f"expected one positive crossover in {x}; found {found}")
+        raise InputError(f"expected one positive crossover in {x}; found {found}")
     return simplify(roots[0])
 
 
@@ -140,7 +141,7 @@ def smooth_at(expr, point: dict) -> Expr:
         for branch, condition in expr.args:
             if bool(condition.subs(point)):
                 return smooth_at(branch, point)
-        raise ValueError(f"no branch of {expr} holds at {point}")
+        raise InputError(f"no branch of {expr} holds at {point}")
     if expr.args:
         return expr.func(*(smooth_at(arg, point) for arg in expr.args))
     return expr
@@ -179,10 +180,10 @@ def optimum(expr, x, candidates) -> Optimum:
     expr = sympify(expr)
     candidates = [sympify(c) for c in candidates]
     if not candidates:
-        raise ValueError(f"optimum over {x} needs at least one candidate value")
+        raise InputError(f"optimum over {x} needs at least one candidate value")
     values = {c: simplify(expr.subs(x, c)) for c in candidates}
     if any(not v.is_number for v in values.values()):
-        raise ValueError(f"optimum over {x}: fix every other symbol first "
+        raise InputError(f"optimum over {x}: fix every other symbol first "
                          f"(free: {', '.join(sorted(map(str, expr.free_symbols - {x})))})")
     best = min(candidates, key=lambda c: values[c])
     smooth = smooth_at(expr, {x: best})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import positive_dims
+from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
@@ -60,7 +60,7 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     4*b*e + 3*b*h
     """
     if score_bias not in SCORE_BIASES or qk_norm not in QK_NORMS:
-        raise ValueError(f"score_bias must be one of {SCORE_BIASES} and qk_norm one of {QK_NORMS}, "
+        raise InputError(f"score_bias must be one of {SCORE_BIASES} and qk_norm one of {QK_NORMS}, "
                          f"got {score_bias!r}, {qk_norm!r}")
     dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1, **{k: v for k, v in (("kv_heads", kv_heads),
                 ("head_dim", head_dim), ("v_head_dim", v_head_dim), ("window", window)) if v is not None})

@@ -8,7 +8,7 @@ from typing import Iterator, Mapping
 from sympy import Expr, sympify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import MODEL_RULES, check_rules
+from symbolic_cost.checks import InputError, MODEL_RULES, check_rules
 from symbolic_cost.cost import EXPRESSION_FIELDS, Collective, Cost, exact
 from symbolic_cost.symbols import resolve_names
 
@@ -43,7 +43,7 @@ class Block:
     def total(self, field: str) -> Expr:
         """Sum of one field over all rows, e.g. ``block.total("flops_fwd")``."""
         if field not in EXPRESSION_FIELDS:
-            raise ValueError(f"unknown field {field!r}; fields: {', '.join(EXPRESSION_FIELDS)}")
+            raise InputError(f"unknown field {field!r}; fields: {', '.join(EXPRESSION_FIELDS)}")
         return sum((getattr(row, field) for row in self.rows), sympify(0))
 
     @property

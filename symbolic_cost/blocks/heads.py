@@ -14,6 +14,7 @@ from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.cost import Cost, exact
 from symbolic_cost.ops import cross_entropy, dropout, gelu, linear
 from symbolic_cost.ops.scores import softcap as softcap_row
+from symbolic_cost.checks import InputError
 
 TASKS = ("", "masked_lm", "pretraining", "classification")
 CLASSIFIERS = ("pooled", "dense", "score")
@@ -58,7 +59,7 @@ def task_rows(at: Layout, task, vocab, *, num_labels=2, classifier="pooled", nor
       sequence.
     """
     if task not in TASKS or classifier not in CLASSIFIERS:
-        raise ValueError(f"task must be one of {TASKS} and classifier one of {CLASSIFIERS}, "
+        raise InputError(f"task must be one of {TASKS} and classifier one of {CLASSIFIERS}, "
                          f"got {task!r}, {classifier!r}")
     b, l, e = at.b, at.l, at.e
     if task in ("masked_lm", "pretraining"):

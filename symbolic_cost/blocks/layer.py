@@ -10,6 +10,7 @@ from symbolic_cost.blocks.layout import Layout
 from symbolic_cost.blocks.mlp import mlp
 from symbolic_cost.blocks.moe import moe as moe_block
 from symbolic_cost.ops import add
+from symbolic_cost.checks import InputError
 
 NORMS_PER_LAYER = {False: (2, 4), True: (1, 2)}
 """Norms a layer may have: sequential 2 (pre- or post-norm) or 4 (Gemma 2 and 3's sandwich);
@@ -50,10 +51,10 @@ def transformer_layer(b, l, e, f, h, m1=1, s1=1, *, kv_heads=None, bias=True, qk
     ['fc2', 'branch_sum', 'residual']
     """
     if norms not in NORMS_PER_LAYER[bool(parallel)]:
-        raise ValueError(f"norms must be one of {NORMS_PER_LAYER[bool(parallel)]} for a "
+        raise InputError(f"norms must be one of {NORMS_PER_LAYER[bool(parallel)]} for a "
                          f"{'parallel' if parallel else 'sequential'} layer, got {norms!r}")
     if parallel and (latent is not None or moe is not None):
-        raise ValueError("a parallel layer has neither latent attention nor a mixture of experts")
+        raise InputError("a parallel layer has neither latent attention nor a mixture of experts")
     common = dict(es=es, es_mask=es_mask, conventions=conventions, dropouts=dropouts, norm=norm)
     joined = parallel and not dropouts            # branches summed before one reduction
     if latent is not None:

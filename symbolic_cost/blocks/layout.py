@@ -28,7 +28,7 @@ from sympy import Expr
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import check_dims
-from symbolic_cost.checks import positive
+from symbolic_cost.checks import InputError, positive
 from symbolic_cost.cost import Collective, Cost, collective
 from symbolic_cost.ops import add, dropout
 from symbolic_cost.ops.norm import NORMS
@@ -105,7 +105,7 @@ class Layout:
     def norm(self, name: str, kind: str = "layer") -> Cost:
         """Layer (or RMS) norm on the sequence shard, then the allgather into the tensor region."""
         if kind not in NORMS:
-            raise ValueError(f"norm must be one of {', '.join(NORMS)}, got {kind!r}")
+            raise InputError(f"norm must be one of {', '.join(NORMS)}, got {kind!r}")
         cost = NORMS[kind](self.b, self.l / self.s, self.e, name=name, **self.kw)
         return self.attach(cost, self.collective("allgather", self.b * self.l * self.e, self.s, "fwd"))
 

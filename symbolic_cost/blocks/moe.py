@@ -44,7 +44,7 @@ from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
-from symbolic_cost.checks import check_rules
+from symbolic_cost.checks import InputError, check_rules
 from symbolic_cost.cost import collective, exact
 from symbolic_cost.ops import add, gated, gelu, linear
 from symbolic_cost.ops.routing import ROUTERS, combine, grouped_linear, permute, router_probabilities, topk_weights
@@ -83,13 +83,13 @@ class MoE:
 
     def __post_init__(self):
         if self.router not in ROUTERS:
-            raise ValueError(f"moe router must be one of {', '.join(ROUTERS)}, got {self.router!r}")
+            raise InputError(f"moe router must be one of {', '.join(ROUTERS)}, got {self.router!r}")
         if not (isinstance(self.every, int) and self.every >= 1 and 0 <= self.phase < self.every):
-            raise ValueError(f"moe every must be a positive integer and 0 <= phase < every, "
+            raise InputError(f"moe every must be a positive integer and 0 <= phase < every, "
                              f"got every={self.every!r}, phase={self.phase!r}")
         k, experts = exact(self.top_k, "top_k"), exact(self.experts, "experts")
         if (experts - k).is_negative:
-            raise ValueError(f"moe top_k must be at most experts, got top_k={k}, experts={experts}")
+            raise InputError(f"moe top_k must be at most experts, got top_k={k}, experts={experts}")
 
     def layers(self, depth) -> Expr:
         """How many of the first ``depth`` layers are MoE layers.
@@ -125,7 +125,7 @@ def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> 
     if ep == 1 or load == 1:
         return tokens * k
     if load.is_number and ep.is_number and not 1 <= load <= ep:
-        raise ValueError(f"imbalance must be between 1 and ep (the busiest rank receives at most every "
+        raise InputError(f"imbalance must be between 1 and ep (the busiest rank receives at most every "
                          f"routed token of its group), got imbalance={load}, ep={ep}")
     return tokens * k * (load if ep.is_number else Piecewise((1, Eq(ep, 1)), (load, True)))
 
@@ -187,9 +187,9 @@ def _needs_sequence_parallel(at: Layout) -> None:
 def _check_replicated(at: Layout, ep, etp) -> None:
     """Replicated tokens: no sequence shards, and the expert grid is the tensor group."""
     if at.s != 1:
-        raise ValueError(f"s1 must be 1 when every tensor rank routes the same tokens (replicated), got s1={at.s}")
+        raise InputError(f"s1 must be 1 when every tensor rank routes the same tokens (replicated), got s1={at.s}")
     if (ep * etp - at.m1).is_number and ep * etp != at.m1:
-        raise ValueError(f"ep x etp must equal m1 when the tensor ranks share their tokens (serving without "
+        raise InputError(f"ep x etp must equal m1 when the tensor ranks share their tokens (serving without "
                          f"sequence parallelism: the experts are split over the tensor group), "
                          f"got ep={ep}, etp={etp}, m1={at.m1}")
 
@@ -197,7 +197,7 @@ def _check_replicated(at: Layout, ep, etp) -> None:
 def check_sequence_parallel(m1, s1) -> None:
     """Megatron-LM: MoE with tensor parallelism needs sequence parallelism (``s1 = m1``)."""
     if m1 != 1 and (m1 - s1).is_number and m1 != s1:
-        raise ValueError(f"s1 must equal m1 in a mixture-of-experts layer under tensor parallelism "
+        raise InputError(f"s1 must equal m1 in a mixture-of-experts layer under tensor parallelism "
                          f"(got m1={m1}, s1={s1}): each device routes its own sequence shard, "
                          f"as Megatron-LM requires sequence parallelism with MoE")
 
@@ -250,7 +250,7 @@ def check_expert_training(ep, etp, capacity_factor, imbalance) -> None:
     check_rules(dict(ep=ep, **({} if etp is None else {"etp": etp})), ())
     factor = None if capacity_factor is None else exact(capacity_factor, "capacity_factor")
     if factor is not None and factor.is_positive is False:
-        raise ValueError(f"capacity_factor must be positive (or None: dropless), got {factor}")
+        raise InputError(f"capacity_factor must be positive (or None: dropless), got {factor}")
     load = exact(imbalance, "expert_imbalance")
     if load.is_number and load < 1:
-        raise ValueError(f"expert_imbalance must be at least 1 (the busiest rank's rows over the mean), got {load}")
+        raise InputError(f"expert_imbalance must be at least 1 (the busiest rank's rows over the mean), got {load}")

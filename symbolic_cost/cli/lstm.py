@@ -17,6 +17,7 @@ from symbolic_cost.cli.values import amount
 from symbolic_cost.numeric.tables import UNITS
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.tools.lstm import LSTM, memory, memory_overflow, parameters, stage_times, step_time
+from symbolic_cost.checks import InputError
 
 SIZES = {"batch": "sequences per step", "steps": "time steps per sequence", "hidden": "hidden size D",
          "vocab": "vocabulary V", "layers": "LSTM layers L"}
@@ -67,11 +68,11 @@ def setup(args):
              if item.name != "projected" and getattr(args, item.name) is not None}
     model = replace(model, **given, projected=args.projected or model.projected)
     if "projection" in given and not model.projected:
-        raise ValueError("--projection needs --projected (or a --from model with a projection layer); "
+        raise InputError("--projection needs --projected (or a --from model with a projection layer); "
                          "it would be ignored")
     missing = [f"--{name}" for name in SIZES if not getattr(model, name).is_number]
     if missing:
-        raise ValueError(f"lstm: {', '.join(missing)} required (or --from NAME)")
+        raise InputError(f"lstm: {', '.join(missing)} required (or --from NAME)")
     system = source.SYSTEM if source and not options.given(args, "system") else get_system(args.system)
     chosen = source.CONVENTIONS if source and not options.given(args, "conventions") else conv.get(args.conventions)
     return model, system, chosen.but(kernel_time=args.kernel_time) if args.kernel_time else chosen

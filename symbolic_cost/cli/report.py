@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from symbolic_cost.checks import output_folder
+from symbolic_cost.checks import InputError, output_folder
 from symbolic_cost.cli import options
 
 EXAMPLES = [
@@ -22,7 +22,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     out = output_folder(args.out, "--out")
     if importlib.util.find_spec("matplotlib") is None:      # checked here so the message is ours
-        raise ValueError("the report's plots need matplotlib: python -m pip install 'symbolic_cost[report]'")
+        raise InputError("the report's plots need matplotlib: python -m pip install 'symbolic_cost[report]'")
     from symbolic_cost.report import generate
     generate(Path(out), small=args.small)
     return 0

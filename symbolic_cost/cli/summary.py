@@ -136,7 +136,7 @@ def print_experts(x: dict, args, size, seconds) -> None:
 
 def run(args) -> int:
     if args.json and args.units != options.UNIT:
-        raise ValueError("--units does not apply to --json (JSON is in FLOPs, bytes and seconds); it would be ignored")
+        raise InputError("--units does not apply to --json (JSON is in FLOPs, bytes and seconds); it would be ignored")
     out, t = report(args)
     if args.json:
         print(json.dumps(out, indent=1))

@@ -360,9 +360,9 @@ def field_expr(block, field: str, row: str | None, system, conventions):
         return step_time(rows, system, conventions)
     if field in TIME_FIELDS:
         if not row and field in _RATIOS:
-            raise ValueError(f"--field {field} is a ratio; choose one row with --row")
+            raise InputError(f"--field {field} is a ratio; choose one row with --row")
         return sum((times(r, system, conventions)[field] for r in rows), Integer(0))
-    raise ValueError(f"unknown --field {field!r}; known: {', '.join(FIELDS)}")
+    raise InputError(f"unknown --field {field!r}; known: {', '.join(FIELDS)}")
 
 
 def field_kind(field: str) -> str | None:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from sympy import Expr, Integer, ceiling, sympify
 
 from symbolic_cost.blocks.latent_attention import latent_cache_elements
-from symbolic_cost.checks import positive_dims
+from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import minimum
 from symbolic_cost.models.architecture import Architecture
@@ -59,10 +59,10 @@ class KVFormat:
         for name in ("bits", "group", "group_bytes", "tensor_bytes"):
             value = exact(getattr(self, name), name)
             if value.is_negative or (name == "bits" and value.is_zero):
-                raise ValueError(f"KV format {self.name}: {name} must be positive, got {value}")
+                raise InputError(f"KV format {self.name}: {name} must be positive, got {value}")
             object.__setattr__(self, name, value)
         if (self.group == 0) != (self.group_bytes == 0):
-            raise ValueError(f"KV format {self.name}: group and group_bytes go together, got "
+            raise InputError(f"KV format {self.name}: group and group_bytes go together, got "
                              f"group={self.group}, group_bytes={self.group_bytes}")
 
     @property
@@ -100,12 +100,12 @@ def kv_format(fmt) -> KVFormat:
     >>> kv_format("fp4")
     Traceback (most recent call last):
     ...
-    ValueError: kv_dtype must be one of fp32, bf16, fp16, fp8, int8, int4 (or a KVFormat), got 'fp4'
+    symbolic_cost.checks.InputError: kv_dtype must be one of fp32, bf16, fp16, fp8, int8, int4 (or a KVFormat), got 'fp4'
     """
     if isinstance(fmt, KVFormat):
         return fmt
     if fmt not in KV_FORMATS:
-        raise ValueError(f"kv_dtype must be one of {', '.join(KV_FORMATS)} (or a KVFormat), got {fmt!r}")
+        raise InputError(f"kv_dtype must be one of {', '.join(KV_FORMATS)} (or a KVFormat), got {fmt!r}")
     return KV_FORMATS[fmt]
 
 
@@ -156,9 +156,9 @@ def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, 
     [('full', 32, 8192)]
     """
     if not (arch.causal or arch.encoder_decoder):
-        raise ValueError(f"{arch.name} is a bidirectional encoder: it generates nothing and keeps no KV cache")
+        raise InputError(f"{arch.name} is a bidirectional encoder: it generates nothing and keeps no KV cache")
     if mla not in MLA_FORMS:
-        raise ValueError(f"mla must be one of {', '.join(MLA_FORMS)}, got {mla!r}")
+        raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {mla!r}")
     if arch.latent is not None:
         return (_latent_group(arch, m1, mla),)
     heads = exact(arch.h if arch.kv_heads is None else arch.kv_heads, "kv_heads") / exact(m1, "m1")

@@ -45,6 +45,7 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.stack import _layer_options, layer_groups, model_stack
 from symbolic_cost.models.training import Training
 from symbolic_cost.ops import embedding
+from symbolic_cost.checks import InputError
 
 CACHE_READS = {name: "act_in_other" for name in ("logits", "attend", "flash_attention")}
 """The rows that read the cache in a decode step, and the field holding the bytes they read: the
@@ -171,7 +172,7 @@ def _check(arch: Architecture, s: Serving) -> Architecture:
     check_context(arch, s)
     check_experts(arch, s)
     if arch.encoder_decoder and s.p != 1:
-        raise ValueError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)")
+        raise InputError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)")
     return inference
 
 

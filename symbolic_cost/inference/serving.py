@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import positive_dims
+from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, kv_format
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.training import PRECISIONS, element_bytes
@@ -53,9 +53,9 @@ class Serving:
 
     def __post_init__(self):
         if self.mla not in MLA_FORMS:
-            raise ValueError(f"mla must be one of {', '.join(MLA_FORMS)}, got {self.mla!r}")
+            raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {self.mla!r}")
         if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         self.kv                                   # refuses an unknown kv_dtype
         sizes = dict(b=self.b, l_in=self.l_in, l_out=self.l_out, m1=self.m1, p=self.p, d=self.d, ep=self.ep)
         if self.page is not None:
@@ -63,13 +63,13 @@ class Serving:
         for name, value in positive_dims(**sizes).items():
             object.__setattr__(self, name, value)
         if self.etp is None and self.m1 != 1 and (self.m1 / self.ep).is_integer is False:
-            raise ValueError(f"ep must divide m1 under tensor parallelism (the tensor ranks split the experts "
+            raise InputError(f"ep must divide m1 under tensor parallelism (the tensor ranks split the experts "
                              f"ep x etp = m1 ways), got ep={self.ep}, m1={self.m1}")
         if self.etp is not None:
             object.__setattr__(self, "etp", positive_dims(etp=self.etp)["etp"])
         ranks = self.m1 * self.d / (self.ep * self.expert_tensor)
         if ranks.is_integer is False:
-            raise ValueError(f"ep x etp must divide m1 x d (the expert ranks are a stage's tensor and replica ranks), "
+            raise InputError(f"ep x etp must divide m1 x d (the expert ranks are a stage's tensor and replica ranks), "
                              f"got ep={self.ep}, etp={self.expert_tensor}, m1={self.m1}, d={self.d}")
 
     @property
@@ -144,7 +144,7 @@ def check_context(arch: Architecture, s: Serving) -> None:
         spans = (("l_in + l_out - 1", s.l_in + s.l_out - 1),)
     for text, tokens in spans:
         if tokens.is_number and limit.is_number and tokens > limit:
-            raise ValueError(f"{text} = {tokens} tokens exceed the context of {arch.name} ({limit} tokens); "
+            raise InputError(f"{text} = {tokens} tokens exceed the context of {arch.name} ({limit} tokens); "
                              f"allow_long=True (--allow-long) goes beyond it")
 
 
@@ -153,10 +153,10 @@ def check_experts(arch: Architecture, s: Serving) -> None:
     other than the tensor group: the ``m1`` ranks share their tokens (one decoded token has no
     sequence shards), so their experts are split ``ep etp = m1`` ways among them."""
     if arch.moe is None and (s.ep != 1 or s.etp not in (None, 1)):
-        raise ValueError(f"ep and etp split experts, and {arch.name} has none (got ep={s.ep}, etp={s.etp})")
+        raise InputError(f"ep and etp split experts, and {arch.name} has none (got ep={s.ep}, etp={s.etp})")
     grid = s.ep * s.expert_tensor
     if arch.moe is not None and s.m1 != 1 and (grid - s.m1).is_number and grid != s.m1:
-        raise ValueError(f"ep x etp must equal m1 for {arch.name} under tensor parallelism (the m1 ranks share "
+        raise InputError(f"ep x etp must equal m1 for {arch.name} under tensor parallelism (the m1 ranks share "
                          f"their tokens and split the experts among them: etp=m1 slices every expert, ep=m1 "
                          f"spreads whole experts), got ep={s.ep}, etp={s.expert_tensor}, m1={s.m1}")
 
@@ -164,7 +164,7 @@ def check_experts(arch: Architecture, s: Serving) -> None:
 def check_generative(arch: Architecture) -> None:
     """Refuse a model that does not generate: a bidirectional encoder, or one without an LM head."""
     if not (arch.causal or arch.encoder_decoder):
-        raise ValueError(f"{arch.name} is a bidirectional encoder: it has no decode phase and keeps no KV cache")
+        raise InputError(f"{arch.name} is a bidirectional encoder: it has no decode phase and keeps no KV cache")
     if not arch.lm_head or arch.task:
-        raise ValueError(f"{arch.name} has no language-model head (task {arch.task or 'base model'!r}): "
+        raise InputError(f"{arch.name} has no language-model head (task {arch.task or 'base model'!r}): "
                          f"inference generates tokens with one")

@@ -42,6 +42,7 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.totals import tied_copy
 from symbolic_cost.parallel.pipeline import per_stage
 from symbolic_cost.timing.hardware import comm_time, get_system, step_time
+from symbolic_cost.checks import InputError
 
 ROOFLINES = ("phase", "operation")
 
@@ -49,7 +50,7 @@ ROOFLINES = ("phase", "operation")
 def phase_time(phase: Phase, system, conventions=conv.DEFAULT, roofline: str = "phase") -> dict[str, Expr]:
     """Seconds of one phase: ``compute``, ``memory``, ``comm`` and ``total`` (see the module docstring)."""
     if roofline not in ROOFLINES:
-        raise ValueError(f"roofline must be one of {', '.join(ROOFLINES)}, got {roofline!r}")
+        raise InputError(f"roofline must be one of {', '.join(ROOFLINES)}, got {roofline!r}")
     system, conventions = get_system(system), conv.get(conventions)
     matrix = phase.matrix_flops
     compute = matrix / system.matrix_flops + (phase.flops - matrix) / system.vector_flops
@@ -178,7 +179,7 @@ def _affine(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
     zero = expr.subs(b, 0)
     one = expr.subs(b, 1) - zero
     if (expr.subs(b, 2) - zero - 2 * one).equals(0) is False:
-        raise ValueError(f"{what} is not affine in the batch b (a mixture of experts reads the experts its "
+        raise InputError(f"{what} is not affine in the batch b (a mixture of experts reads the experts its "
                          f"tokens reach): solve it from the expressions of inference_cost with b symbolic")
     return zero, one
 

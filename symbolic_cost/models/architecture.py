@@ -50,7 +50,7 @@ from sympy import Expr, ceiling, sympify
 from symbolic_cost.blocks.heads import CLASSIFIERS, TASKS
 from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.blocks.moe import MoE
-from symbolic_cost.checks import InputTypeError, check_rules, counts, flag, positive_dims, shown
+from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown
 from symbolic_cost.blocks.layer import NORMS_PER_LAYER
 from symbolic_cost.ops.norm import NORMS
 
@@ -141,24 +141,24 @@ class Architecture:
                               ("score_bias", (None, "alibi", "relative")),
                               ("norms", NORMS_PER_LAYER[bool(self.parallel)])):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"architecture {self.name}: {name} must be one of "
+                raise InputError(f"architecture {self.name}: {name} must be one of "
                                  f"{', '.join(map(str, allowed))}, got {getattr(self, name)!r}")
         if self.task and (self.lm_head or self.pooler):
-            raise ValueError(f"architecture {self.name}: a task head ({self.task}) replaces the LM head "
+            raise InputError(f"architecture {self.name}: a task head ({self.task}) replaces the LM head "
                              f"and the pooler (set lm_head=False, pooler=False)")
         if (self.score_bias == "relative") != (sympify(self.relative_buckets) != 0):
-            raise ValueError(f"architecture {self.name}: relative_buckets must be set exactly when "
+            raise InputError(f"architecture {self.name}: relative_buckets must be set exactly when "
                              f"score_bias is 'relative'")
         if self.windowed_layers is not None and self.window is None:
-            raise ValueError(f"architecture {self.name}: windowed_layers needs a window")
+            raise InputError(f"architecture {self.name}: windowed_layers needs a window")
         extra = sympify(self.n_layers) - sympify(0 if self.windowed_layers is None else self.windowed_layers)
         if extra.is_negative:
-            raise ValueError(f"architecture {self.name}: windowed_layers must not exceed n_layers")
+            raise InputError(f"architecture {self.name}: windowed_layers must not exceed n_layers")
         if (self.moe is not None or self.latent is not None) and (self.parallel or self.encoder_decoder):
-            raise ValueError(f"architecture {self.name}: experts and latent attention are modelled in "
+            raise InputError(f"architecture {self.name}: experts and latent attention are modelled in "
                              f"sequential decoder layers only")
         if self.latent is not None and sympify(self.kv_heads or self.h) != sympify(self.h):
-            raise ValueError(f"architecture {self.name}: latent attention makes keys and values for every "
+            raise InputError(f"architecture {self.name}: latent attention makes keys and values for every "
                              f"head (kv_heads must be h, got {self.kv_heads})")
 
     @property

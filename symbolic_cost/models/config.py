@@ -41,7 +41,7 @@ def from_config(config: dict, name: str = "model") -> Architecture:
                              f"{shown(config)}", "config.json")
     family = config.get("model_type")
     if not isinstance(family, str) or family not in FAMILIES:
-        raise ValueError(f"config.json: model_type {family!r} is not supported; "
+        raise InputError(f"config.json: model_type {family!r} is not supported; "
                          f"supported: {', '.join(FAMILIES)}")
     keys = Keys(config, family)
     if family != "t5":
@@ -57,7 +57,7 @@ def load(path) -> Architecture:
     try:
         config = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"--hf-config: no such file {str(path)!r}") from None
+        raise InputError(f"--hf-config: no such file {str(path)!r}") from None
     except IsADirectoryError:
         raise InputError(f"--hf-config: {str(path)!r} is a folder; give its config.json", "--hf-config") from None
     except (OSError, UnicodeDecodeError) as error:
@@ -65,13 +65,13 @@ def load(path) -> Architecture:
     except RecursionError:
         raise InputError(f"--hf-config: {path.name} is nested too deeply to be a config.json", "--hf-config") from None
     except json.JSONDecodeError as error:
-        raise ValueError(f"--hf-config: {path.name} is not valid JSON ({error.msg}, line {error.lineno})") from None
+        raise InputError(f"--hf-config: {path.name} is not valid JSON ({error.msg}, line {error.lineno})") from None
     return from_config(config, path.stem)
 
 
 def preset(name: str) -> Architecture:
     """A bundled model: ``gpt2``, ``gpt3-175b``, ``bert-base-uncased``, ``llama-2-7b``, ``mistral-7b``."""
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        raise InputError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
     text = resources.files("symbolic_cost.models").joinpath("configs", f"{name}.json").read_text()
     return from_config(json.loads(text), name)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config
+from symbolic_cost.checks import InputError
 
 INSTALL = "pip install 'symbolic_cost[hub]'"
 
@@ -34,7 +35,7 @@ def _client():
     try:
         from huggingface_hub import constants, errors, hf_hub_download
     except ImportError:
-        raise ValueError(f"--hf-model needs the Hugging Face hub client (huggingface_hub): {INSTALL}, "
+        raise InputError(f"--hf-model needs the Hugging Face hub client (huggingface_hub): {INSTALL}, "
                          f"or pass the model's config.json with --hf-config") from None
     return hf_hub_download, constants, errors
 
@@ -46,29 +47,29 @@ def config_file(model_id: str, revision: str | None = None, cache_dir=None, offl
     the cache only.  Every failure is a ``ValueError`` naming the model id and the reason.
     """
     if not isinstance(model_id, str) or not model_id.strip():
-        raise ValueError(f"--hf-model must be a model id such as 'meta-llama/Llama-2-7b-hf', got {model_id!r}")
+        raise InputError(f"--hf-model must be a model id such as 'meta-llama/Llama-2-7b-hf', got {model_id!r}")
     download, constants, errors = _client()
     where = model_id + (f" (revision {revision})" if revision else "")
     try:
         return Path(download(model_id, "config.json", revision=revision, cache_dir=cache_dir,
                              local_files_only=bool(offline)))
     except errors.HFValidationError as error:
-        raise ValueError(f"--hf-model {model_id!r} is not a valid model id: {error}") from None
+        raise InputError(f"--hf-model {model_id!r} is not a valid model id: {error}") from None
     except errors.LocalEntryNotFoundError:
         cache = cache_dir or constants.HF_HUB_CACHE
         mode = "offline mode is on" if offline or constants.HF_HUB_OFFLINE else "the hub could not be reached"
-        raise ValueError(f"--hf-model {where}: config.json is not in the hub cache {str(cache)!r} and {mode}; "
+        raise InputError(f"--hf-model {where}: config.json is not in the hub cache {str(cache)!r} and {mode}; "
                          f"fetch it once online, or pass the file with --hf-config") from None
     except errors.GatedRepoError:
-        raise ValueError(f"--hf-model {where} is gated: accept its licence on the hub, then log in "
+        raise InputError(f"--hf-model {where} is gated: accept its licence on the hub, then log in "
                          f"(hf auth login) or set HF_TOKEN") from None
     except errors.RepositoryNotFoundError:
-        raise ValueError(f"--hf-model {where}: no such model on the hub (or it is private: log in "
+        raise InputError(f"--hf-model {where}: no such model on the hub (or it is private: log in "
                          f"or set HF_TOKEN)") from None
     except errors.RevisionNotFoundError:
-        raise ValueError(f"--hf-model {model_id}: no revision {revision!r} on the hub") from None
+        raise InputError(f"--hf-model {model_id}: no revision {revision!r} on the hub") from None
     except errors.EntryNotFoundError:
-        raise ValueError(f"--hf-model {where} has no config.json") from None
+        raise InputError(f"--hf-model {where} has no config.json") from None
 
 
 def fetch_config(model_id: str, revision: str | None = None, cache_dir=None, offline: bool | None = None) -> dict:
@@ -77,10 +78,10 @@ def fetch_config(model_id: str, revision: str | None = None, cache_dir=None, off
     try:
         config = json.loads(path.read_text())
     except json.JSONDecodeError as error:
-        raise ValueError(f"--hf-model {model_id}: its config.json is not valid JSON "
+        raise InputError(f"--hf-model {model_id}: its config.json is not valid JSON "
                          f"({error.msg}, line {error.lineno})") from None
     if not isinstance(config, dict):
-        raise ValueError(f"--hf-model {model_id}: its config.json is not a JSON object")
+        raise InputError(f"--hf-model {model_id}: its config.json is not a JSON object")
     return config
 
 

@@ -55,6 +55,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
 from symbolic_cost.cost import Cost, Gemm, exact, make_cost
 from symbolic_cost.ops.matmul import product_flops
+from symbolic_cost.checks import InputError
 
 TARGETS = ("q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down")
 BASES = ("16-bit", "int8", "nf4")
@@ -77,18 +78,18 @@ class LoRA:
     def __post_init__(self):
         rank = exact(self.rank, "lora rank")
         if rank.is_number and not (rank.is_integer and rank > 0):
-            raise ValueError(f"lora rank must be a positive integer, got {self.rank!r}")
+            raise InputError(f"lora rank must be a positive integer, got {self.rank!r}")
         object.__setattr__(self, "rank", rank)
         targets = tuple(self.targets)
         unknown = [t for t in targets if t not in TARGETS]
         if unknown or not targets:
-            raise ValueError(f"lora targets must be a non-empty list of {', '.join(TARGETS)}; "
+            raise InputError(f"lora targets must be a non-empty list of {', '.join(TARGETS)}; "
                              f"unknown: {', '.join(map(repr, unknown)) or 'none given'}")
         if len(set(targets)) != len(targets) or _overlap(targets):
-            raise ValueError(f"lora targets must not adapt a slice twice (qkv covers q, k, v; gate_up "
+            raise InputError(f"lora targets must not adapt a slice twice (qkv covers q, k, v; gate_up "
                              f"covers gate, up), got {', '.join(targets)}")
         if self.base not in BASES:
-            raise ValueError(f"lora base must be one of {', '.join(BASES)}, got {self.base!r}")
+            raise InputError(f"lora base must be one of {', '.join(BASES)}, got {self.base!r}")
         object.__setattr__(self, "targets", targets)
 
     def base_bytes(self, es, fan_in) -> Expr:
@@ -149,7 +150,7 @@ def slices(layer: Block, row: str, targets) -> list[tuple[Expr, Expr]]:
         if _ROW[target] != row:
             continue
         if target in ("gate", "gate_up") and not gated:
-            raise ValueError(f"lora target {target!r} needs a gated MLP (fc1 makes a gate and a value)")
+            raise InputError(f"lora target {target!r} needs a gated MLP (fc1 makes a gate and a value)")
         out.append((fan_in, size[target]))
     return out
 
@@ -192,7 +193,7 @@ def adapt_stack(stack, lora: LoRA, es, conventions):
     conventions = conv.get(conventions)
     dims = stack[0][0].dims
     if dims.get("m1", 1) != 1 or dims.get("s1", 1) != 1:
-        raise ValueError("lora needs m1 = 1 and s1 = 1: adapters under tensor or sequence parallelism "
+        raise InputError("lora needs m1 = 1 and s1 = 1: adapters under tensor or sequence parallelism "
                          "are not modelled")
     out, found = [], False
     for i, (blk, count) in enumerate(stack):
@@ -203,7 +204,7 @@ def adapt_stack(stack, lora: LoRA, es, conventions):
             blk = replace(blk, rows=tuple(frozen(r, conventions) for r in blk))
         out.append((blk, count))
     if not found:
-        raise ValueError(f"lora targets {', '.join(lora.targets)} match no product of the model's layers")
+        raise InputError(f"lora targets {', '.join(lora.targets)} match no product of the model's layers")
     return tuple(out)
 
 

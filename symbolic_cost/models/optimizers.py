@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
+from symbolic_cost.checks import InputError
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def get_optimizer(name: str) -> Optimizer:
     try:
         return OPTIMIZERS[name]
     except KeyError:
-        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}") from None
+        raise InputError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}") from None
 
 
 def get_fp8(name: str | None) -> Fp8Recipe | None:
@@ -112,7 +113,7 @@ def get_fp8(name: str | None) -> Fp8Recipe | None:
     try:
         return FP8_RECIPES[name]
     except KeyError:
-        raise ValueError(f"fp8 must be one of {', '.join(FP8_RECIPES)} or None, got {name!r}") from None
+        raise InputError(f"fp8 must be one of {', '.join(FP8_RECIPES)} or None, got {name!r}") from None
 
 
 def check_recipe(precision: str, optimizer: str, master_weights: bool, fp8: str | None,
@@ -121,13 +122,13 @@ def check_recipe(precision: str, optimizer: str, master_weights: bool, fp8: str 
     get_optimizer(optimizer)
     recipe = get_fp8(fp8)
     if recipe and precision == "fp32":
-        raise ValueError("fp8 needs 16-bit training (precision bf16 or fp16): its products' other "
+        raise InputError("fp8 needs 16-bit training (precision bf16 or fp16): its products' other "
                          "tensors stay 16-bit")
     if recipe and recipe.primary_weights and not master_weights:
-        raise ValueError("fp8='fp8-params' needs master_weights: the fp32 master is the only high-"
+        raise InputError("fp8='fp8-params' needs master_weights: the fp32 master is the only high-"
                          "precision copy of the weights")
     if not master_weights and conv.get(conventions).mixed_precision == "megatron":
-        raise ValueError("master_weights=False is not a Megatron-LM optimizer (it always keeps fp32 "
+        raise InputError("master_weights=False is not a Megatron-LM optimizer (it always keeps fp32 "
                          "main parameters); use the 'zero' mixed_precision convention")
 
 

@@ -12,6 +12,7 @@ from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.memory import stage_kept_bytes
 from symbolic_cost.models.training import Training, element_bytes
 from symbolic_cost.parallel.pipeline import stage_layers
+from symbolic_cost.checks import InputError
 
 
 def stage_kept(stack, t: Training, share, tokens_bytes) -> Expr:
@@ -26,7 +27,7 @@ def layer_shares(t: Training, stack, depth, p):
     if t.first_stage_layers is None and t.last_stage_layers is None:
         return (1 / p,) * 3
     if len(stack) != 3:
-        raise ValueError("first_stage_layers and last_stage_layers need a model of one kind of layer")
+        raise InputError("first_stage_layers and last_stage_layers need a model of one kind of layer")
     return tuple(x / depth for x in stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers))
 
 
@@ -78,7 +79,7 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
     """
     p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
     if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
-        raise ValueError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
+        raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
     held = cost.training.pipeline_schedule().in_flight(p, n, rank)
     return _rank_activations(cost, held, rank == 0, rank == p - 1)
 

@@ -43,6 +43,7 @@ from symbolic_cost.cost import collective
 from symbolic_cost.models.lora import LINEAR_ROWS, adapt_stack, is_adapter, is_linear, weight_matrix
 from symbolic_cost.models.optimizers import bytes_per_parameter, factored_state_bytes, get_fp8
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
+from symbolic_cost.checks import InputError
 
 OFFLOAD = ("none", "optimizer", "parameters")
 
@@ -50,12 +51,12 @@ OFFLOAD = ("none", "optimizer", "parameters")
 def check_offload(offload: str, zero: int) -> None:
     """Offload needs the state ZeRO shards: the optimizer from ZeRO-1, the parameters ZeRO-3."""
     if offload not in OFFLOAD:
-        raise ValueError(f"offload must be one of {', '.join(OFFLOAD)}, got {offload!r}")
+        raise InputError(f"offload must be one of {', '.join(OFFLOAD)}, got {offload!r}")
     if offload == "optimizer" and zero < 1:
-        raise ValueError("offload='optimizer' needs ZeRO (zero >= 1): ZeRO-Offload moves each rank's "
+        raise InputError("offload='optimizer' needs ZeRO (zero >= 1): ZeRO-Offload moves each rank's "
                          "optimizer shard to the host")
     if offload == "parameters" and zero != 3:
-        raise ValueError("offload='parameters' needs ZeRO-3 (zero=3): only sharded parameters are "
+        raise InputError("offload='parameters' needs ZeRO-3 (zero=3): only sharded parameters are "
                          "fetched from the host on use")
 
 

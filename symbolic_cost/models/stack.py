@@ -15,6 +15,7 @@ from symbolic_cost.blocks import Block, embedding_block, head_block, transformer
 from symbolic_cost.blocks.ends import stack_end
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.grid_stack import grid_stack
+from symbolic_cost.checks import InputError
 
 
 READS = ("b", "l", "mask_bytes", "flash", "capacity_factor", "expert_imbalance")
@@ -89,7 +90,7 @@ def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None) -> list[tuple[
     routed = arch.moe.layers(depth) if arch.moe is not None else sympify(0)
     mlps = [(moe, n) for moe, n in ((None, depth - routed), (arch.moe, routed)) if n != 0]
     if len(attentions) > 1 and len(mlps) > 1:
-        raise ValueError(f"architecture {arch.name}: sliding windows on some layers and experts on some "
+        raise InputError(f"architecture {arch.name}: sliding windows on some layers and experts on some "
                          f"others cannot be placed (which window layer is an MoE layer is not recorded)")
     groups = []
     for window, n in attentions:

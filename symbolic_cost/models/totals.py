@@ -24,7 +24,7 @@ from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
-from symbolic_cost.checks import INTERLEAVED_RULES, PIPELINE_RULES, check_rules
+from symbolic_cost.checks import InputError, INTERLEAVED_RULES, PIPELINE_RULES, check_rules
 from symbolic_cost.cost import Collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
@@ -183,7 +183,7 @@ def check_schedule(t: Training, depth, p, n):
     if t.recompute == "full" and t.recompute_method == "block":     # the first N layers of a stage
         ratio = depth / p / t.recompute_layers
         if ratio.is_number and ratio < 1:
-            raise ValueError(f"recompute_layers must be at most a stage's layers "
+            raise InputError(f"recompute_layers must be at most a stage's layers "
                              f"(got {t.recompute_layers} and {depth / p})")
         rules = []
     if t.first_stage_layers is None and t.last_stage_layers is None:     # an even split: whole layers
@@ -196,7 +196,7 @@ def check_schedule(t: Training, depth, p, n):
             continue
         ratio = dividend / divisor
         if ratio.is_integer is False or (ratio.is_number and ratio < 1):
-            raise ValueError(f"{name} must divide {what} (got {divisor} and {dividend})")
+            raise InputError(f"{name} must divide {what} (got {divisor} and {dividend})")
     return schedule
 
 
@@ -205,7 +205,7 @@ def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=c
     ``n_layers/p`` layers, the embedding on the first stage, the head on the last
     (with its own copy of a tied embedding when the two stages differ)."""
     if not 0 <= stage < p:
-        raise ValueError(f"stage must be in [0, {p}), got {stage}")
+        raise InputError(f"stage must be in [0, {p}), got {stage}")
     stack = model_stack(arch, Training(), m1, m1, 1, conventions, 1, m1)   # any s1; experts: etp = m1, ep = 1
     start, end = stack[0][0], stack[-1][0]
     total = _middle(stack, "weights") / p

@@ -74,22 +74,22 @@ class Training:
             raise InputError("recompute_method and recompute_layers apply to recompute='full' only, got "
                              f"recompute={self.recompute!r}", "recompute_layers")
         if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.zero not in (0, 1, 2, 3):
-            raise ValueError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
+            raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.recompute not in RECOMPUTE:
-            raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+            raise InputError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         if self.recompute_method not in RECOMPUTE_METHODS:
-            raise ValueError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
+            raise InputError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
                              f"got {self.recompute_method!r}")
         self.pipeline_schedule()     # refuses an unknown schedule or a bad number of virtual stages
         check_expert_training(self.ep, self.etp, self.capacity_factor, self.expert_imbalance)
         check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8)
         check_offload(self.offload, self.zero)
         if self.lora is not None and not isinstance(self.lora, LoRA):
-            raise ValueError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}")
+            raise InputError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}")
         if self.lora is not None and self.fp8 is not None:
-            raise ValueError("fp8 with lora is not modelled: choose one of them")
+            raise InputError("fp8 with lora is not modelled: choose one of them")
 
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""

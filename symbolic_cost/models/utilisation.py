@@ -28,6 +28,7 @@ from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.totals import ModelCost, world_size
 from symbolic_cost.models.training import element_bytes
 from symbolic_cost.ops.matmul import product_flops
+from symbolic_cost.checks import InputError
 
 ONLY = ("all", "matrix")
 ACCOUNTING = ("library", "korthikanti-eq8")
@@ -35,7 +36,7 @@ ACCOUNTING = ("library", "korthikanti-eq8")
 
 def _choice(value, name, allowed):
     if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
 
 def _row_flops(row, pass_, only, conventions) -> Expr:
@@ -97,7 +98,7 @@ def seconds(step_time) -> Expr:
     """A step time as an exact number of seconds (``"1.10"`` reads as ``11/10``)."""
     value = Rational(step_time) if isinstance(step_time, str) else exact(step_time, "step_time")
     if value.is_number and value <= 0:
-        raise ValueError(f"step_time must be positive seconds, got {step_time!r}")
+        raise InputError(f"step_time must be positive seconds, got {step_time!r}")
     return value
 
 

@@ -186,7 +186,8 @@ def model_function(arch, system="h100", conventions=None, **policy):
     def evaluate(**values):
         unknown = set(values) - set(names)
         if unknown:
-            raise TypeError(f"model_function takes {', '.join(names)}, got {', '.join(sorted(unknown))}")
+            raise InputTypeError(f"model_function takes {', '.join(names)}, got {', '.join(sorted(unknown))}",
+                                 sorted(unknown)[0])
         chosen_values = {**{n: defaults.get(n) for n in names}, **values}
         if "etp" in names and chosen_values["etp"] is None:
             chosen_values["etp"] = chosen_values["m1"]       # Megatron-LM's default, as Training's

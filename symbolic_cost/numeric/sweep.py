@@ -82,7 +82,7 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     3  2.0  2.0  4.0   2.0
     """
     if (grid is None) == (table is None):
-        raise ValueError("sweep needs exactly one of grid= or table=")
+        raise InputError("sweep needs exactly one of grid= or table=")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}", "chunk_size")
     if grid is not None:
@@ -128,7 +128,7 @@ class _Writer:
 
     def __init__(self, path: Path):
         if path.suffix not in (".csv", ".parquet"):
-            raise ValueError(f"sweep output must end in .csv or .parquet, got {path.name!r}")
+            raise InputError(f"sweep output must end in .csv or .parquet, got {path.name!r}")
         self.path, self.parquet, self.first = path, None, True
 
     def write(self, frame: pd.DataFrame) -> None:
@@ -139,7 +139,7 @@ class _Writer:
                 import pyarrow as pa
                 import pyarrow.parquet as pq
             except ImportError:
-                raise ValueError("Parquet output needs pyarrow: python -m pip install pyarrow") from None
+                raise InputError("Parquet output needs pyarrow: python -m pip install pyarrow") from None
             table = pa.Table.from_pandas(frame, preserve_index=False)
             self.parquet = self.parquet or pq.ParquetWriter(self.path, table.schema)
             self.parquet.write_table(table)
@@ -159,7 +159,7 @@ def sweep_dask(exprs: Mapping, grid: Mapping, constraints=(), chunk_size=1_000_0
         import dask
         import dask.dataframe as dd
     except ImportError:
-        raise ValueError("sweep_dask needs dask: python -m pip install 'symbolic_cost[dask]'") from None
+        raise InputError("sweep_dask needs dask: python -m pip install 'symbolic_cost[dask]'") from None
     total = grid_size(grid)
     columns = [str(k) for k in resolve_names(grid)] + list(exprs)
 

@@ -13,6 +13,7 @@ from sympy import Expr, Integer
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact, make_cost
 from symbolic_cost.extrema import minimum
+from symbolic_cost.checks import InputError
 
 
 def matmul_flops(m, k, n, conventions=conv.DEFAULT) -> Expr:
@@ -98,7 +99,7 @@ def scored_keys(l, keys, causal, conventions, window=None):
     counted = stored_keys(keys, window, conventions)
     if causal and conv.get(conventions).causal_flops == "exact":
         if keys != l:
-            raise ValueError("causal counting needs square scores (l_kv = l)")
+            raise InputError("causal counting needs square scores (l_kv = l)")
         return (l + 1) / 2 if counted == keys else counted - counted * (counted - 1) / (2 * l)
     return counted
 

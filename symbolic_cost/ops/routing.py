@@ -13,6 +13,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, exact, make_cost
 from symbolic_cost.ops.matmul import linear
 from symbolic_cost.ops.pointwise import gelu, softmax
+from symbolic_cost.checks import InputError
 
 ROUTERS = ("softmax", "sigmoid")
 """How a router turns its ``E`` logits per token into scores: a softmax over the experts
@@ -28,7 +29,7 @@ def router_probabilities(tokens, experts, *, kind="softmax", es=2, conventions=c
     92
     """
     if kind not in ROUTERS:
-        raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {kind!r}")
+        raise InputError(f"router must be one of {', '.join(ROUTERS)}, got {kind!r}")
     if kind == "softmax":
         return softmax(1, tokens, 1, l_kv=experts, es=es, conventions=conventions, name=name)
     return gelu(1, tokens, experts, es=es, conventions=conventions, name=name)

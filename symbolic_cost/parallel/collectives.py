@@ -33,6 +33,7 @@ from sympy import Expr, Function, Integer, log, sympify
 
 from symbolic_cost.cost import KINDS, ring_share
 from symbolic_cost.extrema import maximum, minimum
+from symbolic_cost.checks import InputError
 
 ALGORITHMS = ("ring", "tree")
 
@@ -57,10 +58,10 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
     6
     """
     if kind not in KINDS:
-        raise ValueError(f"collective kind must be one of {', '.join(KINDS)}, "
+        raise InputError(f"collective kind must be one of {', '.join(KINDS)}, "
                          f"got {kind!r}")
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+        raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     n, volume = sympify(n), sympify(tensor_bytes)
     if kind in ("broadcast", "reduce"):       # the root sends (receives) V; nothing with one device
         return Traffic(minimum(n - 1, 1) * volume, minimum(n - 1, 1) * volume, _log2(n))

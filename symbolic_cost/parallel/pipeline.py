@@ -27,6 +27,7 @@ from sympy import Eq, Expr, Piecewise, Symbol, sympify
 
 from symbolic_cost.cost import Collective, collective
 from symbolic_cost.extrema import maximum, minimum
+from symbolic_cost.checks import InputError
 
 
 def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
@@ -42,11 +43,11 @@ def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
         return depth / p, depth / p, depth / p
     given = [x for x in (first, last) if x is not None]
     if not (p.is_number and depth.is_number and p >= len(given) and all(sympify(x).is_number for x in given)):
-        raise ValueError(f"uneven pipeline stages need numbers: p={p}, n_layers={depth}, first={first}, last={last}")
+        raise InputError(f"uneven pipeline stages need numbers: p={p}, n_layers={depth}, first={first}, last={last}")
     others, rest = p - len(given), depth - sum(given)
     share = rest / others if others else sympify(0)
     if not (share.is_integer and share >= (1 if others else 0) and rest >= 0 and all(x >= 1 for x in given)):
-        raise ValueError(f"first_stage_layers={first} and last_stage_layers={last} must leave "
+        raise InputError(f"first_stage_layers={first} and last_stage_layers={last} must leave "
                          f"n_layers={depth} - their sum to split evenly, at least one layer each, "
                          f"over the other {others} of p={p} ranks")
     return (sympify(first) if first is not None else share, share,
@@ -79,12 +80,12 @@ class Schedule:
 
     def __post_init__(self):
         if self.name not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.name!r}")
+            raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.name!r}")
         whole = isinstance(self.v, int) and not isinstance(self.v, bool) and self.v >= 1
         symbolic = isinstance(self.v, Symbol) and self.v.is_integer and self.v.is_positive
         interleaved = self.name == "interleaved"
         if not ((whole and interleaved == (self.v > 1)) or (symbolic and interleaved)):
-            raise ValueError(f"virtual stages v must be an integer > 1 (or a positive integer symbol) for the "
+            raise InputError(f"virtual stages v must be an integer > 1 (or a positive integer symbol) for the "
                              f"interleaved schedule and 1 otherwise, got v={self.v!r} for {self.name}")
 
     def in_flight(self, p, n, rank=0) -> Expr:

@@ -26,7 +26,7 @@ from sympy import Expr, Integer, Rational, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block, attention, transformer_layer
 from symbolic_cost.cost import collective
-from symbolic_cost.checks import check_rules, divides
+from symbolic_cost.checks import InputError, check_rules, divides
 from symbolic_cost.cost import exact
 from symbolic_cost.ops import attention_core, flash_attention, linear
 
@@ -226,10 +226,10 @@ def sequence_shard(l: int, degree: int, rank: int, zigzag: bool = False) -> list
     ([(4, 8)], [(2, 4), (12, 14)])
     """
     if not 0 <= rank < degree:
-        raise ValueError(f"rank must be in [0, {degree}), got {rank}")
+        raise InputError(f"rank must be in [0, {degree}), got {rank}")
     parts = 2 * degree if zigzag else degree
     if l % parts:
-        raise ValueError(f"{parts} must divide l (got l={l})")
+        raise InputError(f"{parts} must divide l (got l={l})")
     size = l // parts
     chunks = [rank, parts - 1 - rank] if zigzag else [rank]
     return [(i * size, (i + 1) * size) for i in chunks]
@@ -238,6 +238,6 @@ def sequence_shard(l: int, degree: int, rank: int, zigzag: bool = False) -> list
 def head_shard(h: int, degree: int, rank: int) -> tuple[int, int]:
     """Heads ``[start, stop)`` that device ``rank`` holds once Ulysses scatters heads."""
     if h % degree:
-        raise ValueError(f"s1 must divide h (got s1={degree}, h={h})")
+        raise InputError(f"s1 must divide h (got s1={degree}, h={h})")
     size = h // degree
     return rank * size, (rank + 1) * size

@@ -18,6 +18,7 @@ from __future__ import annotations
 from sympy import Expr
 
 from symbolic_cost.cost import Collective, collective
+from symbolic_cost.checks import InputError
 
 STATES = ("weights", "gradients", "optimizer")
 
@@ -29,7 +30,7 @@ def shard_degree(state: str, zero: int, d, distributed_optimizer: bool = False) 
     (8, 1)
     """
     if state not in STATES:
-        raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+        raise InputError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     first = {"weights": 3, "gradients": 2, "optimizer": 1}[state]
     sharded = zero >= first or (state == "optimizer" and distributed_optimizer)
     return d if sharded else 1

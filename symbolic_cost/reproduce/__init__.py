@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from symbolic_cost.checks import InputError
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -95,7 +97,7 @@ def names() -> list[str]:
 def module(name: str):
     """The reproduction module registered as ``name``."""
     if name not in _REGISTRY:
-        raise ValueError(f"unknown reproduction {name!r}; known: {', '.join(_REGISTRY)}")
+        raise InputError(f"unknown reproduction {name!r}; known: {', '.join(_REGISTRY)}")
     return _REGISTRY[name]
 
 

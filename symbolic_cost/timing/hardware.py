@@ -35,6 +35,7 @@ from symbolic_cost.extrema import maximum
 from symbolic_cost.parallel import collectives
 from symbolic_cost.timing import kernels
 from symbolic_cost.cost import Collective, Cost, exact
+from symbolic_cost.checks import InputError
 
 TERA, GIGA, MICRO = Integer(10) ** 12, Integer(10) ** 9, Rational(1, 10**6)
 
@@ -80,14 +81,14 @@ class System:
         for item in fields(self)[1:]:
             value = exact(getattr(self, item.name), item.name)
             if value.is_number and (value < 0 or (value == 0 and item.name in self._REQUIRED)):
-                raise ValueError(f"system {self.name}: {item.name} must be positive, got {value}")
+                raise InputError(f"system {self.name}: {item.name} must be positive, got {value}")
             object.__setattr__(self, item.name, value)
 
     def but(self, **changes) -> "System":
         known = {item.name for item in fields(self)}
         unknown = set(changes) - known
         if unknown:
-            raise ValueError(f"unknown system field(s): {', '.join(sorted(unknown))}; "
+            raise InputError(f"unknown system field(s): {', '.join(sorted(unknown))}; "
                              f"fields: {', '.join(sorted(known - {'name'}))}")
         return replace(self, **changes)
 
@@ -95,7 +96,7 @@ class System:
         """Raise a ``ValueError`` if a field ``purpose`` needs is stated as 0."""
         for name in names:
             if getattr(self, name) == 0:
-                raise ValueError(f"system {self.name}: {purpose} needs {name}, which is 0 (not stated); "
+                raise InputError(f"system {self.name}: {purpose} needs {name}, which is 0 (not stated); "
                                  f"set it with .but({name}=...)")
 
 
@@ -137,7 +138,7 @@ def get_system(name: str | System) -> System:
     try:
         return SYSTEMS[name]
     except KeyError:
-        raise ValueError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
+        raise InputError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
 
 
 def _fits(group, system: System):
@@ -178,7 +179,7 @@ def _link(c: Collective, system: System, link: str | None) -> tuple[Expr, Expr]:
         return (_on_link(c.span, system, system.nvlink_bandwidth, system.ib_bandwidth),
                 _on_link(c.span, system, system.nvlink_latency, system.ib_latency))
     if link not in LINKS:
-        raise ValueError(f"link must be one of {', '.join(LINKS)} or None (chosen by the group's span), "
+        raise InputError(f"link must be one of {', '.join(LINKS)} or None (chosen by the group's span), "
                          f"got {link!r}")
     return getattr(system, f"{link}_bandwidth"), getattr(system, f"{link}_latency")
 
@@ -204,7 +205,7 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
     if bandwidth == 0:
         if c.group == 1:
             return Integer(0)   # a group of one moves nothing
-        raise ValueError(f"system {system.name} has no {link + ' ' if link else ''}link for a {c.kind} "
+        raise InputError(f"system {system.name} has no {link + ' ' if link else ''}link for a {c.kind} "
                          f"over {c.group} devices (its bandwidth is 0)")
     if model == "bandwidth":
         return c.volume / bandwidth

@@ -40,6 +40,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact
 from symbolic_cost.extrema import minimum
 from symbolic_cost.ops.matmul import matmul_flops, product_flops
+from symbolic_cost.checks import InputError
 
 
 def tile_edge(capacity, element_bytes, operands=3) -> Expr:
@@ -55,7 +56,7 @@ def tile_edge(capacity, element_bytes, operands=3) -> Expr:
     if not tiles.is_number:
         return 2 ** floor(log(tiles, 2) / 2)
     if tiles < 1:
-        raise ValueError(f"capacity {capacity} B holds no {operands} tiles of one {element_bytes}-byte value")
+        raise InputError(f"capacity {capacity} B holds no {operands} tiles of one {element_bytes}-byte value")
     edge = Integer(1)
     while (2 * edge) ** 2 <= tiles:   # exact integer walk: no float log at powers of two
         edge *= 2

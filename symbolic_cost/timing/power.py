@@ -24,6 +24,7 @@ from sympy import Expr, Integer, Rational
 
 from symbolic_cost.cost import exact
 from symbolic_cost.timing.hardware import System
+from symbolic_cost.checks import InputError
 
 
 def _exact_fields(record, positive=(), unit_interval=()):
@@ -31,9 +32,9 @@ def _exact_fields(record, positive=(), unit_interval=()):
         value = exact(getattr(record, item.name), item.name)
         if value.is_number:
             if item.name in positive and not value > 0:
-                raise ValueError(f"{item.name} must be positive, got {value}")
+                raise InputError(f"{item.name} must be positive, got {value}")
             if item.name in unit_interval and not 0 <= value <= 1:
-                raise ValueError(f"{item.name} must lie in [0, 1], got {value}")
+                raise InputError(f"{item.name} must lie in [0, 1], got {value}")
         object.__setattr__(record, item.name, value)
 
 
@@ -74,7 +75,7 @@ class PowerBudget:
                       unit_interval=shares + ("compute_derate", "dram_derate"))
         spent = sum(getattr(self, name) for name in shares)
         if spent.is_number and spent > 1:
-            raise ValueError(f"power shares must sum to at most 1, got {spent} "
+            raise InputError(f"power shares must sum to at most 1, got {spent} "
                              f"({' + '.join(str(getattr(self, n)) for n in shares)})")
 
     def watts(self, share: str) -> Expr:

@@ -33,6 +33,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost
 from symbolic_cost.models import Training, element_bytes, model_blocks
 from symbolic_cost.ops.matmul import product_flops
+from symbolic_cost.checks import InputError
 
 PRESET = conv.register("deepspeed-profiler", conv.DEFAULT.but(matmul_flops="2mnk"))
 """The profiler counts a multiply-add as one MAC and reports 2 FLOPs per MAC: ``2mnk``."""
@@ -110,7 +111,7 @@ def hf_bert(arch, b, l, conventions=PRESET) -> Module:
     are a third each of the block's ``qkv_proj``; the self-attention module's own MACs
     are ``logits`` and ``attend``, its FLOPs twice those plus the softmax's ``numel``."""
     if arch.kv_heads not in (None, arch.h):
-        raise ValueError(f"hf_bert: kv_heads must equal h (BERT has one key and value head per query head), "
+        raise InputError(f"hf_bert: kv_heads must equal h (BERT has one key and value head per query head), "
                          f"got kv_heads {arch.kv_heads} with h {arch.h}")
     start, block, end = view_blocks(arch, b, l, conventions)
     linear = partial(_linear, conventions=conventions)

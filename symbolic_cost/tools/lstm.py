@@ -38,7 +38,7 @@ from dataclasses import dataclass, fields
 from sympy import Expr, Integer, Rational, ceiling, floor
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import positive_dims
+from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.cost import Gemm, collective, exact
 from symbolic_cost.timing.hardware import comm_time
 from symbolic_cost.timing.kernels import Kernel, choose, gemm, kernel_time, product_times, roofline
@@ -76,7 +76,7 @@ class LSTM:
         object.__setattr__(self, "element_bytes", exact(self.element_bytes, "element_bytes"))
         projection = exact(self.projection, "projection")
         if self.projected and projection.is_number and not projection > 0:
-            raise ValueError(f"projection must be a positive width when projected, got {projection}")
+            raise InputError(f"projection must be a positive width when projected, got {projection}")
         object.__setattr__(self, "projection", projection)
 
     @property

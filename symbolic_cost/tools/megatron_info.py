@@ -30,6 +30,7 @@ from sympy import Expr, Rational, sympify
 
 from symbolic_cost.conventions import Conventions, register
 from symbolic_cost.extrema import maximum
+from symbolic_cost.checks import InputError
 
 PRESET = register("megatron-training-info", Conventions(
     mixed_precision="megatron", qkv_bias_elements="e", collective_volume="tensor"))
@@ -57,7 +58,7 @@ TRACED = {
 def module_elements(module: str, s, b, h, f) -> Expr:
     """Activation elements the tool books for one module."""
     if module not in TRACED:
-        raise ValueError(f"unknown module {module!r}; known: {', '.join(TRACED)}")
+        raise InputError(f"unknown module {module!r}; known: {', '.join(TRACED)}")
     per_h, per_f = TRACED[module]
     return sympify(per_h) * s * b * h + per_f * s * b * f
 

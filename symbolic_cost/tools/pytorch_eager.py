@@ -74,6 +74,7 @@ from symbolic_cost.conventions import DEFAULT, register
 from symbolic_cost.models import Training, element_bytes, model_cost
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config
+from symbolic_cost.checks import InputError
 
 PRESET = register("pytorch-eager", DEFAULT.but(
     mlp_activation_dropout=False,   # GPT-2, BERT, Llama: fc2 reads the activation directly
@@ -108,7 +109,7 @@ def training(b, l, precision="fp32", device="cpu") -> Training:
     on the CPU (a noise tensor of the activation's dtype, measured), 1 byte on CUDA (the bool
     mask of PyTorch's fused ``native_dropout``; not measured here)."""
     if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+        raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
     mask = element_bytes(precision) if device == "cpu" else 1
     return Training(b=b, l=l, precision=precision, mask_bytes=mask)
 
@@ -131,7 +132,7 @@ def hf_terms(config: dict, b, l, es) -> list[Term]:
     of the module docstring); an unknown ``model_type`` is a ``ValueError``."""
     family = config.get("model_type")
     if family not in _FAMILIES:
-        raise ValueError(f"config.json: model_type {family!r} has no measured Hugging Face terms; "
+        raise InputError(f"config.json: model_type {family!r} has no measured Hugging Face terms; "
                          f"measured: {', '.join(_FAMILIES)}")
     return _FAMILIES[family](config, from_config(config), sympify(b), sympify(l), sympify(es))
 

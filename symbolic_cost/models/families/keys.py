@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from symbolic_cost.checks import shown
+from symbolic_cost.checks import InputError, shown
 
 MISSING = object()
 
@@ -53,7 +53,7 @@ class Keys:
 
     def __init__(self, config, family: str):
         if not isinstance(config, dict):
-            raise ValueError(f"config.json must be a JSON object, got {type(config).__name__}")
+            raise InputError(f"config.json must be a JSON object, got {type(config).__name__}")
         self.config, self.family, self.used = config, family, set(COMMON)
 
     def error(self, message: str) -> ValueError:
