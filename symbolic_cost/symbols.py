@@ -23,6 +23,8 @@ Python       printed as   meaning
 ``n_layers`` n_layers     depth: number of transformer layers
 ``es``       es           bytes per activation / weight element (2 for fp16)
 ``es_mask``  es_mask      bytes per dropout-mask element (1 for a byte mask)
+``l_dec``    l_dec        decoder tokens per sequence of an encoder-decoder
+                          (T5's targets; the encoder reads ``l``)
 ``l_in``     l_in         inference: prompt tokens per sequence (prefill)
 ``l_out``    l_out        inference: tokens generated per sequence
 ``l_ctx``    l_ctx        inference: tokens already cached at a decode step
@@ -79,6 +81,7 @@ mq = Symbol("mq", **_DIM)
 md = Symbol("md", **_DIM)
 vp = Symbol("vp", **_DIM)
 n_rec = Symbol("n_rec", **_DIM)
+l_dec = Symbol("l_dec", **_DIM)
 
 DIMENSIONS = (b, l, e, f, h, m1, s1)
 """The model and parallelism symbols every block is written in."""
@@ -88,6 +91,8 @@ ALL = DIMENSIONS + (c, d, p, n_micro, v, n_layers, es, es_mask, l_in, l_out, l_c
 ALL = ALL + (ep, etp)   # the degrees of mixture-of-experts layers
 
 ALL = ALL + (vp, n_rec)   # the pipeline schedule's chunks and the recomputed layers (numeric.search)
+
+ALL = ALL + (l_dec,)   # an encoder-decoder's decoder length
 
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
@@ -114,4 +119,4 @@ def resolve_names(values) -> dict:
 
 
 __all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "c", "d", "p", "n_micro", "v", "n_layers", "es", "es_mask",
-           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "ep", "etp", "vp", "n_rec", "DIMENSIONS", "ALL", "BY_NAME"]
+           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "ep", "etp", "vp", "n_rec", "l_dec", "DIMENSIONS", "ALL", "BY_NAME"]

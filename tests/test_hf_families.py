@@ -267,6 +267,26 @@ def test_matrix_flops(name, check):
     assert matrix_rows(windowed, "bwd") - products(windowed, "bwd") == bias_adds + group_sums
 
 
+@pytest.mark.parametrize("name", [name for name in CONFIGS if CONFIGS[name]["model_type"] == "t5"])
+@pytest.mark.parametrize("l, l_dec", [(96, 24), (32, 80)])
+def test_encoder_decoder_with_its_own_decoder_length(name, l, l_dec):
+    """T5 reads ``l`` tokens and predicts ``l_dec`` (span corruption: 512 in, 114 out): the
+    decoder's self-attention is ``l_dec x l_dec``, its cross-attention ``l_dec x l``, its
+    head and loss over ``l_dec`` tokens.  Eager products, forward and backward, exactly."""
+    config = scaled(CONFIGS[name], 2)
+    model = hf_model(config)
+    b = 2
+    ids = torch.zeros(b, l, dtype=torch.long, device="meta")
+    targets = torch.zeros(b, l_dec, dtype=torch.long, device="meta")
+    with FlopCounterMode(display=False) as forward:
+        loss = model(input_ids=ids, labels=targets).loss
+    with FlopCounterMode(display=False) as backward:
+        loss.backward()
+    cost = model_cost(from_config(config, name), Training(b=b, l=l, l_dec=l_dec, precision="fp32"), EAGER)
+    assert (products(cost, "fwd"), products(cost, "bwd")) == (forward.get_total_flops(), backward.get_total_flops())
+    assert cost.parameters == parameters(model) + untied_t5_head(config)
+
+
 # --- MoE: the experts' products under a routing the test fixes --------------------------------
 
 def fixed_router(gate):

@@ -31,8 +31,9 @@ from symbolic_cost.timing.hardware import TIME_FIELDS, step_time, times
 DEFAULT_SEQUENCE = 2048
 """Sequence length of a model that states no context length."""
 
-TRAINING_SYMBOLS = (S.b, S.l, S.m1, S.s1, S.d, S.p, S.n_micro, S.ep, S.etp)
-"""What ``--set`` may fix for a whole model (the model fixes the rest)."""
+TRAINING_SYMBOLS = (S.b, S.l, S.m1, S.s1, S.d, S.p, S.n_micro, S.ep, S.etp, S.l_dec)
+"""What ``--set`` may fix for a whole model (the model fixes the rest; ``l_dec``: an
+encoder-decoder's decoder length, ``l`` unless set)."""
 
 FIELDS = tuple(dict.fromkeys([*EXPRESSION_FIELDS, *COST_COLUMNS, "comm_fwd", "comm_bwd", "time",
                               *TIME_FIELDS]))

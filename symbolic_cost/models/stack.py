@@ -18,7 +18,7 @@ from symbolic_cost.models.grid_stack import grid_stack
 from symbolic_cost.checks import InputError
 
 
-READS = ("b", "l", "mask_bytes", "flash", "capacity_factor", "expert_imbalance")
+READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance")
 """The ``Training`` fields the blocks depend on: stacks that agree on these (and on the
 degrees) are the same, whatever the memory policy, ZeRO stage, schedule or offload."""
 _STACKS: dict = {}
@@ -58,7 +58,7 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
                             token_types=arch.token_types, dropouts=_embedding_dropout(arch),
                             norm=arch.norm if arch.embedding_norm else None,
                             projection=arch.embedding_projection, relative=relative, **kw)
-    end = head_block(t.b, t.l, arch.e, vocab, m1, s1, tied=arch.tied, loss=arch.lm_head,
+    end = head_block(t.b, _decoder_tokens(arch, t), arch.e, vocab, m1, s1, tied=arch.tied, loss=arch.lm_head,
                      final_norm=arch.norm if arch.final_norm else None, pooler=arch.pooler,
                      head_bias=arch.head_bias, projection=arch.embedding_projection, softcap=arch.logit_softcap,
                      final_dropout=arch.encoder_decoder and arch.dropouts, task=arch.task,
@@ -69,9 +69,10 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
     if not arch.encoder_decoder:
         return ((start, sympify(1)), *layer_groups(arch, t, m1, s1, kw, experts), (end, sympify(1)))
     encoder = transformer_layer(**_layer_options(arch, t, m1, s1, causal=False), **kw)
-    decoder = transformer_layer(**_layer_options(arch, t, m1, s1, cross=True), **kw)
+    l_dec = _decoder_tokens(arch, t)
+    decoder = transformer_layer(**_layer_options(arch, t, m1, s1, cross=True, l=l_dec), cross_keys=t.l, **kw)
     closing = stack_end(t.b, t.l, arch.e, m1, s1, norm=arch.norm, dropouts=arch.dropouts, **kw)
-    second = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, dropouts=_embedding_dropout(arch), shared=True,
+    second = embedding_block(t.b, l_dec, arch.e, vocab, m1, s1, dropouts=_embedding_dropout(arch), shared=True,
                              relative=relative, name="decoder_start", **kw)
     one = sympify(1)
     return ((start, one), (encoder, sympify(arch.n_layers)), (closing, one), (second, one),
@@ -106,15 +107,25 @@ def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None) -> list[tuple[
     return groups
 
 
+def _decoder_tokens(arch: Architecture, t):
+    """Tokens per sequence through the decoder: ``t.l_dec`` for an encoder-decoder (default
+    ``l``); a decoder-only model is its decoder, over ``l``."""
+    l_dec = getattr(t, "l_dec", None)
+    if l_dec is not None and not arch.encoder_decoder:
+        raise InputError(f"l_dec is the decoder length of an encoder-decoder, and {arch.name} is not one "
+                         f"(its sequence length is l)", "l_dec")
+    return t.l if l_dec is None else l_dec
+
+
 def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, window=None, moe=None,
-                   experts=None) -> dict:
+                   experts=None, l=None) -> dict:
     """The keywords of ``transformer_layer`` for one layer of ``arch`` (``moe``: an MoE layer
-    with the expert-parallel keywords ``experts``)."""
+    with the expert-parallel keywords ``experts``) over ``l`` tokens (default ``t.l``)."""
     optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim,
                     qk_norm=arch.qk_norm, window=window, score_bias=arch.score_bias,
                     score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe,
                     experts=experts if moe is not None else None)
-    return dict(b=t.b, l=t.l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
+    return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
                 bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
                 rotary_pos=arch.rotary, causal=arch.causal if causal is None else causal, gated_act=arch.gated,
                 dropouts=arch.dropouts, activation_dropout=arch.activation_dropout, norm=arch.norm,

@@ -114,6 +114,9 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     conventions = conv.get(conventions)
     t = training
     m1, s1, d, p, n = _degrees(t)
+    if t.l_dec is not None and p != 1:
+        raise InputError("l_dec with pipeline stages is not modelled (which stage sends the encoder's output "
+                         "beside the decoder's is not recorded); use p=1 or leave l_dec to l", "l_dec")
     es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     es = element_bytes(t.precision)
     stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions, *expert_degrees(t, m1), t.tensor), t, es, conventions)

@@ -34,6 +34,7 @@ class Training:
 
     b: Expr = S.b
     l: Expr = S.l
+    l_dec: Expr | None = None    # an encoder-decoder's decoder tokens per sequence (None: l)
     m1: Expr = 1
     s1: Expr = 1
     d: Expr = 1
@@ -63,7 +64,8 @@ class Training:
     tensor: object = None        # a 2-D/2.5-D/3-D tensor grid (parallel.grid; set with models.grid_stack.on_grid)
 
     def __post_init__(self):
-        uneven = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers") if getattr(self, k) is not None}
+        uneven = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers", "l_dec")
+                  if getattr(self, k) is not None}
         positive_dims(b=self.b, l=self.l, m1=self.m1, s1=self.s1, d=self.d, p=self.p, micro_batches=self.micro_batches,
                       recompute_layers=self.recompute_layers, **uneven)
         positive(self.mask_bytes, "mask_bytes")
@@ -90,6 +92,11 @@ class Training:
             raise InputError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}")
         if self.lora is not None and self.fp8 is not None:
             raise InputError("fp8 with lora is not modelled: choose one of them")
+
+    @property
+    def decoder_tokens(self) -> Expr:
+        """Tokens per sequence through an encoder-decoder's decoder: ``l_dec``, or ``l``."""
+        return self.l if self.l_dec is None else self.l_dec
 
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
