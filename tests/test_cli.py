@@ -234,3 +234,38 @@ def test_no_seed_and_no_private_argparse_in_cli():
             assert word not in source.lower(), f"cli/{name} mentions {word!r}"
         assert not re.search(r"\._[A-Za-z]", source), f"cli/{name} uses a private attribute"
     assert "deepspeed-profiler" not in "".join(s for n, s in text.items() if n != "profile.py")
+
+
+HF = pathlib.Path(__file__).parent / "hf_configs"
+
+
+def test_block_commands_build_the_models_own_layer(capsys):
+    """Mistral-NeMo's head_dim 128 (not 5120/32 = 160): Q, K, V of 32 + 2 x 8 heads of 128 over
+    5120 inputs, the output projection 4096 -> 5120, one RMS norm, in bf16 (by hand)."""
+    nemo = str(HF / "Mistral-Nemo-Base-2407.json")
+    assert main(["formula", "--hf-config", nemo, "--block", "attention", "--field", "weights",
+                 "--row", "qkv_proj", "--set", "m1=1", "s1=1"]) == 0
+    assert capsys.readouterr().out.split()[0] == str(5120 * 48 * 128 * 2)
+    assert main(["formula", "--hf-config", nemo, "--block", "attention", "--field", "weights",
+                 "--set", "m1=1", "s1=1"]) == 0
+    assert capsys.readouterr().out.split()[0] == str((5120 * 48 * 128 + 4096 * 5120 + 5120) * 2)
+
+
+def test_table_shows_each_layer_group_with_its_count(capsys):
+    """Gemma 2 2B alternates 13 sliding-window layers (4096 keys) with 13 global ones: at l = 8192
+    a query's scores are (2 x 256 - 1) FLOPs for each of 4096 or 8192 keys, 8 heads; the MLPs
+    of the two kinds are alike, one group of 26."""
+    gemma = str(HF / "gemma-2-2b.json")
+    pairs = {1: 8192 * 4096, 2: 8192 * 8192}
+    for group, keys in pairs.items():
+        assert main(["table", "--hf-config", gemma, "--block", "attention", "--layer-group", str(group),
+                     "--units", "si", "--format", "csv"]) == 0
+        rows = {line.split(",")[0]: line.split(",") for line in capsys.readouterr().out.splitlines()}
+        assert float(rows["logits"][1]) == 511 * 8 * keys
+    assert main(["table", "--hf-config", gemma, "--block", "attention", "--layer-group", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "(layer group 2 of 2: 13 layers)" in out and "sum x the layers of group 2 of 2 (13)" in out
+    assert main(["table", "--hf-config", gemma, "--block", "mlp"]) == 0
+    assert "sum x depth (26)" in capsys.readouterr().out
+    assert main(["table", "--hf-config", gemma, "--block", "mlp", "--layer-group", "2"]) == 2
+    assert "--layer-group 2: gemma-2-2b has 1 layer group" in capsys.readouterr().err

@@ -198,6 +198,9 @@ def block(parser, default: str | None = "mlp"):
     group = parser.add_argument_group("block")
     if default:
         option(group, "--block", choices=sorted(BUILDERS), default=default, help="which block")
+    option(group, "--layer-group", type=int, metavar="N",
+           help="with a model: which group of identical layers (in model order, as profile lists them; "
+                "e.g. Gemma 2's sliding-window and global layers, DeepSeek's dense and MoE layers) (default: 1)")
     option(group, "--no-bias", action="store_true", help="linear layers without bias")
     option(group, "--no-qkv-bias", action="store_true", help="QKV projection without bias")
     flash(group)

@@ -10,7 +10,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.analysis.latex import tabular
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, conventions_text,
-                                      header, honour_blocks, numbers_needed)
+                                      header, honour_blocks, model_block, numbers_needed)
 from symbolic_cost.numeric.tables import UNITS, comm_fraction, table, totals_table
 
 EXAMPLES = [
@@ -38,6 +38,12 @@ def run(args) -> int:
     numbers_needed(values, honour_blocks(args, arch, args.block, also=[S.n_layers]), "table")
     chosen = conventions(args)
     block = build_block(args, values, arch)
+    depth, where, group = values[S.n_layers], "depth", ""
+    if args.tensor == "1d":                  # the model's own layer: one group of its layers
+        _, depth, groups = model_block(args, values, arch, args.block)
+        if groups > 1:
+            where = f"the layers of group {args.layer_group or 1} of {groups}"
+            group = f" (layer group {args.layer_group or 1} of {groups}: {depth} layers)"
     frame = table(block, args.system, chosen, UNITS[args.units])
     headed = frame.rename(columns=lambda column: header(column, args.units))
     if args.format == "csv":
@@ -47,13 +53,12 @@ def run(args) -> int:
     elif args.format == "latex":
         print(tabular(headed))
     else:
-        depth = values[S.n_layers]
         shown = sorted(values, key=lambda symbol: S.ALL.index(symbol) if symbol in S.ALL else len(S.ALL))
-        print(f"{args.block} of {arch.name}: " + ", ".join(f"{k}={values[k]}" for k in shown))
+        print(f"{args.block} of {arch.name}{group}: " + ", ".join(f"{k}={values[k]}" for k in shown))
         print(f"conventions {conventions_text(args)}, system {args.system}; units "
               + ", ".join(UNITS[args.units].labels) + "\n")
         print(headed.to_string(index=False, float_format=lambda x: f"{x:.6f}", na_rep="-"))   # "-": no collective
-        print(f"\nsum x depth ({depth}):")
+        print(f"\nsum x {where} ({depth}):")
         sums = totals_table(block, args.system, chosen, depth, UNITS[args.units])
         print(sums.rename(index=lambda column: header(column, args.units)).to_string(
             float_format=lambda x: f"{x:.6f}"))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
+from types import SimpleNamespace
 
 from sympy import Integer, simplify, sympify
 
@@ -275,6 +277,8 @@ def block_values(args, arch, base: dict | None = None) -> dict:
     if arch is not None:
         values.update({S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers})
         values.update({k: v for k, v in training_values(arch).items() if k in (S.b, S.l, S.m1, S.s1)})
+        if arch.moe is not None:
+            values[S.ep] = PLAIN.ep
     return resolve(values, args.set)
 
 
@@ -293,9 +297,16 @@ def conventions_text(args) -> str:
 
 def build_block(args, values: dict, arch, name: str | None = None):
     """The block ``name`` (default ``--block``) from a value map; symbols without a value stay
-    symbols.  A model contributes its structure (gates, grouped heads, norm, rotary, ...)."""
+    symbols.  With a model (and no ``--tensor`` grid) it is that part of the model's own layer,
+    of the layer group ``--layer-group`` picks (``model_block``); without one, the plain
+    builder with ``--no-bias`` and ``--no-qkv-bias``."""
     get = lambda s: values.get(s, s)  # noqa: E731
     name = name or args.block
+    if arch is not None and getattr(args, "tensor", "1d") == "1d":
+        return model_block(args, values, arch, name)[0]
+    if getattr(args, "layer_group", None):
+        raise InputError("--layer-group picks a group of a model's layers: it needs a model (--preset, --hf-config) "
+                         "and the 1d layout; it would be ignored", "--layer-group")
     structure = {}
     bias = qkv_bias = True
     if arch is not None:
@@ -317,6 +328,30 @@ def build_block(args, values: dict, arch, name: str | None = None):
                                  gated_act=structure.get("gated_act", False), **attention, **common)
     return builders["attention"](h=get(S.h), qkv_bias=qkv_bias, out_bias=bias, flash=args.flash,
                                  **attention, **common)
+
+
+def model_block(args, values: dict, arch, name: str):
+    """``(block, count, groups)``: the part ``name`` (``layer``, ``attention``, ``mlp``: the MLP
+    or the mixture of experts) of the model's layer group ``--layer-group`` (1-based, in model
+    order: ``models.stack.group_options``), the layers in that group and how many groups there
+    are.  ``--set`` may change ``e``, ``f``, ``h``; ``--no-bias`` and ``--no-qkv-bias`` drop
+    the model's biases; a mixture of experts takes ``ep`` and ``etp`` (default ``m1``)."""
+    from symbolic_cost.models.stack import layer_groups     # the model layer, on demand
+    get = lambda s: values.get(s, s)  # noqa: E731
+    no_bias = getattr(args, "no_bias", False)
+    model = replace(arch, e=get(S.e), f=get(S.f), h=get(S.h), bias=arch.bias and not no_bias,
+                    mlp_bias=False if no_bias else arch.mlp_bias,
+                    qkv_bias=arch.qkv_bias and not getattr(args, "no_qkv_bias", False))
+    t = SimpleNamespace(b=get(S.b), l=get(S.l), flash=getattr(args, "flash", False), l_dec=None)
+    kw = dict(es=get(S.es), es_mask=get(S.es_mask), conventions=conventions(args))
+    experts = dict(ep=get(S.ep), etp=values.get(S.etp, get(S.m1))) if arch.moe is not None else None
+    groups = layer_groups(model, t, get(S.m1), get(S.s1), kw, experts, part=name)
+    chosen = getattr(args, "layer_group", None) or 1
+    if chosen > len(groups):
+        raise InputError(f"--layer-group {chosen}: {arch.name} has {len(groups)} layer group"
+                         f"{'s' if len(groups) > 1 else ''} (profile lists them)", "--layer-group")
+    block, count = groups[chosen - 1]
+    return block, count, len(groups)
 
 
 def tensor_grid_builders(args, values: dict, common: dict) -> dict:

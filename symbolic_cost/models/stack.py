@@ -68,22 +68,39 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
         return grid_stack(arch, t, grid, start, end, kw)
     if not arch.encoder_decoder:
         return ((start, sympify(1)), *layer_groups(arch, t, m1, s1, kw, experts), (end, sympify(1)))
-    encoder = transformer_layer(**_layer_options(arch, t, m1, s1, causal=False), **kw)
+    (encoder, n_encoder), (decoder, n_decoder) = layer_groups(arch, t, m1, s1, kw, experts)
     l_dec = _decoder_tokens(arch, t)
-    decoder = transformer_layer(**_layer_options(arch, t, m1, s1, cross=True, l=l_dec), cross_keys=t.l, **kw)
     closing = stack_end(t.b, t.l, arch.e, m1, s1, norm=arch.norm, dropouts=arch.dropouts, **kw)
     second = embedding_block(t.b, l_dec, arch.e, vocab, m1, s1, dropouts=_embedding_dropout(arch), shared=True,
                              relative=relative, name="decoder_start", **kw)
     one = sympify(1)
-    return ((start, one), (encoder, sympify(arch.n_layers)), (closing, one), (second, one),
-            (decoder, sympify(arch.decoder_layers)), (end, one))
+    return ((start, one), (encoder, n_encoder), (closing, one), (second, one), (decoder, n_decoder), (end, one))
 
 
-def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None) -> list[tuple[Block, Expr]]:
-    """The layers as ``(block, count)`` groups: sliding-window layers and full ones, dense MLPs
-    (first) and mixtures of experts; layers that cost the same (a dense-counted window) are
-    one group.  Sliding windows on some layers and experts on some others are refused: which
-    window layer is an MoE layer is not recorded."""
+def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None, part="layer") -> list[tuple[Block, Expr]]:
+    """The layers as ``(block, count)`` groups (``group_options``), each the whole layer or
+    the ``part`` of it ``blocks.transformer_layer`` names; groups whose blocks cost the same
+    (a dense-counted window; the MLPs of full and windowed layers) are one."""
+    groups = []
+    for options, count in group_options(arch, t, m1, s1, experts):
+        block = transformer_layer(**options, part=part, **kw)
+        same = [i for i, (other, _) in enumerate(groups) if other.rows == block.rows]
+        if same:
+            groups[same[0]] = (groups[same[0]][0], groups[same[0]][1] + count)
+        else:
+            groups.append((block, count))
+    return groups
+
+
+def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dict, Expr]]:
+    """``(transformer_layer keywords, count)`` of each kind of layer, in model order: sliding-
+    window layers and full ones, dense MLPs (first) and mixtures of experts; a T5's encoder
+    and decoder layers.  Sliding windows on some layers and experts on some others are
+    refused: which window layer is an MoE layer is not recorded."""
+    if arch.encoder_decoder:
+        decoder = dict(_layer_options(arch, t, m1, s1, cross=True, l=_decoder_tokens(arch, t)), cross_keys=t.l)
+        return [(_layer_options(arch, t, m1, s1, causal=False), sympify(arch.n_layers)),
+                (decoder, sympify(arch.decoder_layers))]
     depth = sympify(arch.n_layers)
     windowed = depth if arch.windowed_layers is None else sympify(arch.windowed_layers)
     kinds = ((arch.window, windowed), (None, depth - windowed)) if arch.window is not None else ((None, depth),)
@@ -93,18 +110,8 @@ def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None) -> list[tuple[
     if len(attentions) > 1 and len(mlps) > 1:
         raise InputError(f"architecture {arch.name}: sliding windows on some layers and experts on some "
                          f"others cannot be placed (which window layer is an MoE layer is not recorded)")
-    groups = []
-    for window, n in attentions:
-        for moe, m in mlps:
-            options = _layer_options(arch, t, m1, s1, window=window, moe=moe, experts=experts)
-            block = transformer_layer(**options, **kw)
-            same = [i for i, (other, _) in enumerate(groups) if other.rows == block.rows]
-            count = m if len(mlps) > 1 else n
-            if same:
-                groups[same[0]] = (block, groups[same[0]][1] + count)
-            else:
-                groups.append((block, count))
-    return groups
+    return [(_layer_options(arch, t, m1, s1, window=window, moe=moe, experts=experts), m if len(mlps) > 1 else n)
+            for window, n in attentions for moe, m in mlps]
 
 
 def _decoder_tokens(arch: Architecture, t):
