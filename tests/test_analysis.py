@@ -5,8 +5,8 @@ from hypothesis import given, strategies as st
 from sympy import Max, Rational, simplify, sqrt
 
 from symbolic_cost import analysis, attention, mlp, transformer_layer
-from symbolic_cost.timing.hardware import SYSTEMS, step_time
-from symbolic_cost.symbols import b, e, f, h, l, m1
+from symbolic_cost.timing.hardware import step_time
+from symbolic_cost.symbols import b, e, h, l, m1
 
 
 def test_layer_leading_terms_by_hand():

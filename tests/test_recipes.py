@@ -167,6 +167,27 @@ def test_lora_flops_and_activations_by_hand():
     assert cost.embedding["word_embeddings"].flops_bwd == 0
 
 
+def test_lora_under_tensor_parallelism_by_hand():
+    """Llama-2-7B on 2 tensor ranks, r = 8 on q, v, o, down, as peft's Megatron-LM layer splits
+    them: q and v (column-parallel) keep A (4096, 8) whole and B (8, 2048) split, and sum the
+    gradient of Z = X A, 16 tokens x 8, over the ranks in backward; o and down (row-parallel)
+    split A by its input, (2048, 8) and (5504, 8), sum Z in forward, and keep B (8, 4096) whole.
+    The products per rank, exact m n (2k - 1): A, B, then the scale and the add."""
+    arch, t, r = preset("llama-2-7b"), 16, 8
+    mm = lambda m, k, n: m * n * (2 * k - 1)  # noqa: E731
+    cost = model_cost(arch, Training(b=1, l=t, m1=2, lora=LoRA(r, ("q", "v", "o", "down"))))
+    qv, o, down = (cost.layer[f"{row}.lora"] for row in ("qkv_proj", "v_proj", "fc2"))
+    assert qv.weights == 2 * 2 * (4096 * r + r * 2048)                  # bf16, two adapters
+    assert o.weights == 2 * (2048 * r + r * 4096) and down.weights == 2 * (5504 * r + r * 4096)
+    ring = lambda elements: 2 * elements * 2 * (2 - 1) // 2  # noqa: E731  (bf16, allreduce over 2)
+    assert [(c.kind, c.pass_, c.volume) for c in qv.collectives] == [("allreduce", "bwd", ring(2 * t * r))]
+    assert [(c.kind, c.pass_, c.volume) for c in o.collectives] == [("allreduce", "fwd", ring(t * r))]
+    # the allreduce of Z adds (m1 - 1)/m1 of its t r values on each rank (reduction_flops)
+    assert o.flops_fwd == mm(t, 2048, r) + t * r // 2 + mm(t, r, 4096) + 2 * t * 4096
+    assert qv.flops_fwd == 2 * (mm(t, 4096, r) + mm(t, r, 2048) + 2 * t * 2048)
+    assert cost.trainable_parameters == 32 * r * (2 * (4096 + 4096) + (4096 + 4096) + (11008 + 4096))
+
+
 def test_qlora_storage_by_hand():
     """QLoRA on Llama-2-7B: the layers' matrices in NF4 with double quantisation, 1/2 +
     1/64 + 4/(64 x 256) bytes each (0.127 bits of scales per parameter, as the paper prints);
@@ -214,7 +235,7 @@ def test_lora_zero3_gathers_the_frozen_base_and_reduces_only_adapters():
     (lambda: Training(precision="fp32", fp8="delayed"), "fp8 needs 16-bit training"),
     (lambda: Training(fp8="fp8-params", master_weights=False), "needs master_weights"),
     (lambda: model_cost(GPT2, Training(b=1, l=8, lora=LoRA(8, ("gate",)))), "needs a gated MLP"),
-    (lambda: model_cost(GPT2, Training(b=1, l=8, m1=2, lora=LoRA(8))), "lora needs m1 = 1"),
+    (lambda: model_cost(GPT2, Training(b=1, l=8, m1=2, s1=2, lora=LoRA(8))), "lora needs s1 = 1"),
 ])
 def test_bad_recipes_are_refused(make, message):
     with pytest.raises(ValueError) as error:

@@ -17,6 +17,14 @@ kept            ``X`` (once per base layer, however many of its slices are adapt
                 tensor) and each adapter's ``Z = X A`` (``t r``)
 =============== ================================================================================
 
+Under tensor parallelism (``m1``, without sequence parallelism) the adapters follow ``peft``'s
+Megatron-LM layer (``LoraParallelLinear``): on a column-parallel product (``q, k, v, qkv, gate,
+up, gate_up``, whose output is split) ``A`` is whole on every rank and ``B`` is split by its
+output, ``(r, out/m1)``, and backward sums the ``m1`` partial gradients of ``Z`` (an allreduce
+of ``t r`` values); on a row-parallel product (``o, down``, whose input is split) ``A`` is
+split by its input, ``(in/m1, r)``, forward sums the ``m1`` partial ``Z`` (an allreduce of
+``t r``) and ``B`` is whole on every rank.  The table above holds per rank with those shapes.
+
 A frozen linear layer computes only ``dX = dY W^T`` in backward: no weight-gradient product,
 no bias gradient, and it keeps no input (PyTorch saves ``X`` only for ``dW``); a frozen
 embedding has no backward at all.  Frozen norms keep their inputs (the gradient flows
@@ -53,7 +61,8 @@ from sympy import Expr, Integer, Rational
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
-from symbolic_cost.cost import Cost, Gemm, exact, make_cost
+from symbolic_cost.blocks.layout import attach
+from symbolic_cost.cost import Cost, Gemm, collective, exact, make_cost
 from symbolic_cost.ops.matmul import product_flops
 from symbolic_cost.checks import InputError
 
@@ -61,6 +70,8 @@ TARGETS = ("q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down")
 BASES = ("16-bit", "int8", "nf4")
 LINEAR_ROWS = ("qkv_proj", "v_proj", "fc1", "fc2")
 """The transformer layer's linear products (``v_proj`` is the output projection)."""
+ROW_PARALLEL = ("v_proj", "fc2")
+"""The products whose input is split under tensor parallelism (the others split their output)."""
 _ROW = {"q": "qkv_proj", "k": "qkv_proj", "v": "qkv_proj", "qkv": "qkv_proj", "o": "v_proj",
         "gate": "fc1", "up": "fc1", "gate_up": "fc1", "down": "fc2"}
 
@@ -133,18 +144,21 @@ def frozen(row: Cost, conventions=conv.DEFAULT) -> Cost:
 
 
 def slices(layer: Block, row: str, targets) -> list[tuple[Expr, Expr]]:
-    """``(in, out)`` of each adapter ``targets`` puts on ``row`` of ``layer``."""
+    """``(in, out)`` on one rank of the product each adapter ``targets`` puts on ``row`` of
+    ``layer`` (under ``m1``: the output of a column-parallel product split, the input of a
+    row-parallel one)."""
     if row not in layer.names:
         return []
     fan_in, fan_out = weight_matrix(layer[row])
     dims = layer.dims
+    m1 = dims.get("m1", 1)
     head = dims.get("head_dim", dims["e"] / dims["h"]) if "h" in dims else None
-    gated = row == "fc1" and "f" in dims and fan_out == 2 * dims["f"]
+    gated = row == "fc1" and "f" in dims and fan_out == 2 * dims["f"] / m1
     size = {"qkv": fan_out, "o": fan_out, "down": fan_out, "gate_up": fan_out,
             "up": fan_out / 2 if gated else fan_out, "gate": fan_out / 2}
     if head is not None:
-        kv = dims.get("kv_heads", dims["h"])
-        size.update(q=dims["h"] * head, k=kv * head, v=fan_out - dims["h"] * head - kv * head)
+        q, k = dims["h"] * head / m1, dims.get("kv_heads", dims["h"]) * head / m1
+        size.update(q=q, k=k, v=fan_out - q - k)
     out = []
     for target in targets:
         if _ROW[target] != row:
@@ -155,23 +169,28 @@ def slices(layer: Block, row: str, targets) -> list[tuple[Expr, Expr]]:
     return out
 
 
-def adapter(name: str, b, l, pairs, r, es, conventions) -> Cost:
-    """The adapters ``pairs`` (``(in, out)`` each) of one base row, reading one input ``X``."""
+def adapter(name: str, b, l, pairs, r, es, conventions, m1=1) -> Cost:
+    """The adapters ``pairs`` (``(in, out)`` of the base product on one rank) of one base row,
+    reading one input ``X``; under ``m1`` each sums its ``t r`` partial ``Z`` (or their
+    gradients) over the ranks: forward after a row-parallel ``A``, backward before a
+    column-parallel ``B`` (module docstring)."""
     tokens, r = exact(b, "b") * exact(l, "l"), exact(r, "r")
     fan_in = pairs[0][0]
+    split = "fwd" if name in ROW_PARALLEL else "bwd"
+    reduced = collective("allreduce", len(pairs) * tokens * r, es, m1, split, conventions)
     fwd = [(tokens, i, r) for i, _ in pairs] + [(tokens, r, o) for _, o in pairs]
     bwd = [shape for i, o in pairs for shape in ((r, tokens, o), (tokens, o, r), (i, tokens, r), (tokens, r, i))]
     gemms = tuple(Gemm(p, *shape, element_bytes=es) for p, shapes in (("fwd", fwd), ("bwd", bwd)) for shape in shapes)
     outs = sum(o for _, o in pairs)
     weights = sum(r * (i + o) for i, o in pairs) * es
-    return make_cost(
+    return attach(make_cost(
         f"{name}.lora", "matrix",
         flops_fwd=product_flops(gemms, "fwd", conventions) + 2 * tokens * outs,
         flops_bwd=product_flops(gemms, "bwd", conventions) + tokens * outs + len(pairs) * tokens * fan_in,
         act_in=tokens * fan_in * es, act_out=tokens * outs * es,
         act_buffer=(tokens * fan_in + len(pairs) * tokens * r) * es,
         act_grads=(tokens * outs + len(pairs) * tokens * fan_in) * es,
-        weights=weights, weight_grads=weights, gemms=gemms)
+        weights=weights, weight_grads=weights, gemms=gemms), reduced, conventions)
 
 
 def adapt_layer(layer: Block, lora: LoRA, es, conventions) -> tuple[Block, bool]:
@@ -183,7 +202,8 @@ def adapt_layer(layer: Block, lora: LoRA, es, conventions) -> tuple[Block, bool]
         pairs = slices(layer, row.name, lora.targets) if row.name in LINEAR_ROWS else []
         if pairs:
             found = True
-            rows.append(adapter(row.name, layer.dims["b"], layer.dims["l"], pairs, lora.rank, es, conventions))
+            rows.append(adapter(row.name, layer.dims["b"], layer.dims["l"], pairs, lora.rank, es, conventions,
+                                layer.dims.get("m1", 1)))
     return replace(layer, rows=tuple(rows)), found
 
 
@@ -192,9 +212,9 @@ def adapt_stack(stack, lora: LoRA, es, conventions):
     adapted (``adapt_layer``); refuses targets no layer has."""
     conventions = conv.get(conventions)
     dims = stack[0][0].dims
-    if dims.get("m1", 1) != 1 or dims.get("s1", 1) != 1:
-        raise InputError("lora needs m1 = 1 and s1 = 1: adapters under tensor or sequence parallelism "
-                         "are not modelled")
+    if dims.get("s1", 1) != 1:
+        raise InputError(f"lora needs s1 = 1: adapters under sequence parallelism are not modelled (peft's "
+                         f"Megatron-LM adapters read the whole sequence), got s1={dims['s1']}", "s1")
     out, found = [], False
     for i, (blk, count) in enumerate(stack):
         if 0 < i < len(stack) - 1 and any(r.name in LINEAR_ROWS for r in blk):
