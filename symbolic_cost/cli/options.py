@@ -150,7 +150,8 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
                help="shard the optimizer state over data parallelism (Megatron)")
     if recompute:
         option(group, "--recompute", choices=RECOMPUTE, default=PLAIN.recompute,
-               help="activation recomputation")
+               help="activation recomputation: selective (the attention core), activation (every activation "
+                    "function: the MLP's, the experts' as Megatron-LM's moe_act), full (whole layers)")
         option(group, "--recompute-method", choices=RECOMPUTE_METHODS, default=PLAIN.recompute_method,
                help="full recomputation: checkpoint every group of N layers, or the first N of a stage")
         option(group, "--recompute-layers", type=int, default=PLAIN.recompute_layers,

@@ -8,7 +8,8 @@ Per micro-batch, for the ``k`` layers of one pipeline stage:
 none           ``k x`` every row's ``act_buffer``            nothing
 selective      the attention core (``CORE_ROWS``) dropped,   the core (Korthikanti et al.
                Q, K, V kept instead                          2022)
-activation     the activation's output (``fc2``'s input)     the activation (and ``dpr1``)
+activation     each activation's output (the input of        the activations (and ``dpr1``)
+               ``fc2``, ``expert_fc2``, ``shared_fc2``)
                dropped (and ``dpr1``'s mask)
 full, uniform  the input of every group of ``N`` layers:     every layer
                ``k/N x`` the layer input
@@ -17,6 +18,9 @@ full, block    the inputs of the first ``N <= k`` layers,    ``N`` layers
 ============== ============================================= =================================
 
 ``N`` is ``Training.recompute_layers`` (Megatron-LM's ``--recompute-num-layers``).
+``activation`` redoes every activation function of the layer: on a mixture of experts the
+routed experts' (Megatron-LM's ``--recompute-modules moe_act``) and the shared experts', each
+rebuilding its second product's input.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from symbolic_cost.blocks.latent_attention import core_input_bytes
 
 CORE_ROWS = ("logits", "softmax", "dropout_softmax", "attend")
 """Rows selective recomputation drops (Korthikanti et al. 2022) and redoes in backward."""
-ACTIVATION_ROWS = ("act", "dpr1")
-"""Rows activation recomputation redoes to rebuild the input of ``fc2``."""
+ACTIVATION_ROWS = ("act", "dpr1", "expert_act", "shared_act")
+"""Rows activation recomputation redoes to rebuild the input of ``fc2`` (and of the experts')."""
+REBUILT_INPUTS = ("dpr1", "fc2", "expert_fc2", "shared_fc2")
+"""Rows whose kept input activation recomputation drops (``dpr1``: its mask, drawn again)."""
 
 
 def recomputed_rows(layer: Block, recompute: str) -> list[str]:
@@ -49,10 +55,10 @@ def kept_bytes(layer: Block, recompute: str, tokens_bytes) -> Expr:
     if recompute == "selective" and any(r.name in CORE_ROWS for r in layer):
         core = sum(layer[r].act_buffer for r in CORE_ROWS if r in layer.names)
         kept = kept - core + core_input_bytes(layer)          # keep Q, K, V to redo the core
-    if recompute == "activation" and "fc2" in layer.names:
+    if recompute == "activation":
         # fc2's input is rebuilt from the activation's input; a dropout between them draws its
         # mask again from the saved random state (torch.utils.checkpoint), so it keeps none
-        kept = kept - sum(layer[r].act_buffer for r in ("dpr1", "fc2") if r in layer.names)
+        kept = kept - sum(layer[r].act_buffer for r in REBUILT_INPUTS if r in layer.names)
     return kept
 
 
