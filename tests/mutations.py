@@ -83,8 +83,10 @@ MUTATIONS = (
     Mutation("outputs-per-chunk", RANKS, "        return held * v\n", "        return held\n", required=False),
     Mutation("uneven-middle-rank", RANKS, "!= (None, None) and p > 2:", "!= (None, None) and p > 99:",
              required=False),
-    Mutation("activation-recompute-drops-fc2-input", MEMORY, 'for r in ("dpr1", "fc2")', 'for r in ("dpr1",)',
-             required=False),
+    Mutation("activation-recompute-drops-fc2-input", MEMORY, 'REBUILT_INPUTS = ("dpr1", "fc2", ',
+             'REBUILT_INPUTS = ("dpr1", ', required=False),
+    Mutation("activation-recompute-drops-expert-fc2-input", MEMORY, '"fc2", "expert_fc2", "shared_fc2")',
+             '"fc2", "shared_fc2")', required=False),
 )
 
 

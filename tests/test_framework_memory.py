@@ -13,6 +13,7 @@ from sympy import Rational, simplify, symbols
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import mlp, transformer_layer
+from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.memory import kept_bytes
 from symbolic_cost.models.ranks import busiest_activation_bytes, rank_activation_bytes
@@ -192,3 +193,16 @@ def test_uneven_first_and_last_stages():
     tied = cost.embedding["word_embeddings"].weights / 2
     assert cost.parameters_per_device == max(weights(cost.embedding) + 2 * weights(cost.layer),
                                              weights(cost.head) + tied + 8 * weights(cost.layer))
+
+
+def test_activation_recomputation_redoes_the_experts_activations():
+    """Megatron-LM's ``moe_act`` (and the shared experts' activation): per layer the input of
+    ``expert_fc2``, t k rows of f_x values (dropless, one device), and of ``shared_fc2``, t rows
+    of f_s, are dropped and rebuilt by the gated activations again, 2 FLOPs an element."""
+    b, l, e, h, experts, k, f_x, f_s = 2, 16, 32, 4, 8, 2, 24, 48
+    arch = Architecture("toy", 3, e, h, 64, 128, mlp="swiglu", norm="rms", rotary=True, tied=False, qkv_bias=False,
+                        bias=False, dropouts=False, moe=MoE(experts, k, f_x, shared_f=f_s))
+    none, act = (model_cost(arch, Training(b=b, l=l, recompute=policy)) for policy in ("none", "activation"))
+    t = b * l
+    assert none.activation_bytes - act.activation_bytes == 3 * (t * k * f_x + t * f_s) * 2      # bf16
+    assert act.flops_recompute == 3 * (2 * t * k * f_x + 2 * t * f_s)

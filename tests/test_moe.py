@@ -352,15 +352,3 @@ def test_replicated_tokens_need_the_expert_grid_to_be_the_tensor_group():
     with pytest.raises(ValueError, match="s1 must equal m1 in a mixture-of-experts layer"):
         moe(1, 4, 8, spec, 4, 1, ep=4)                # training: Megatron-LM needs sequence parallelism
 
-
-def test_activation_recomputation_redoes_the_experts_activations():
-    """Megatron-LM's ``moe_act`` (and the shared experts' activation): per layer the input of
-    ``expert_fc2``, t k rows of f_x values (dropless, one device), and of ``shared_fc2``, t rows
-    of f_s, are dropped and rebuilt by the gated activations again, 2 FLOPs an element."""
-    b, l, e, h, experts, k, f_x, f_s = 2, 16, 32, 4, 8, 2, 24, 48
-    arch = Architecture("toy", 3, e, h, 64, 128, mlp="swiglu", norm="rms", rotary=True, tied=False, qkv_bias=False,
-                        bias=False, dropouts=False, moe=MoE(experts, k, f_x, shared_f=f_s))
-    none, act = (model_cost(arch, Training(b=b, l=l, recompute=policy)) for policy in ("none", "activation"))
-    t = b * l
-    assert none.activation_bytes - act.activation_bytes == 3 * (t * k * f_x + t * f_s) * 2      # bf16
-    assert act.flops_recompute == 3 * (2 * t * k * f_x + 2 * t * f_s)
