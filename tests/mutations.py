@@ -85,6 +85,9 @@ MUTATIONS = (
              required=False),
     Mutation("activation-recompute-drops-fc2-input", MEMORY, 'REBUILT_INPUTS = ("dpr1", "fc2", ',
              'REBUILT_INPUTS = ("dpr1", ', required=False),
+    Mutation("layers-placed-in-order", RANKS, "for layers in rank_layers(t, len(kinds), int(p), len(groups) > 1)]",
+             "for layers in reversed(rank_layers(t, len(kinds), int(p), len(groups) > 1))]", required=False),
+    Mutation("placed-ends", RANKS, "(first if is_first else 0)", "(first if is_last else 0)", required=False),
     Mutation("activation-recompute-drops-expert-fc2-input", MEMORY, '"fc2", "expert_fc2", "shared_fc2")',
              '"fc2", "shared_fc2")', required=False),
 )

@@ -14,7 +14,7 @@ from sympy import Rational, simplify, symbols
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import mlp, transformer_layer
 from symbolic_cost.blocks.moe import MoE
-from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.models import Architecture, Training, model_cost, stage_parameters
 from symbolic_cost.models.memory import kept_bytes
 from symbolic_cost.models.ranks import busiest_activation_bytes, rank_activation_bytes
 from symbolic_cost.parallel.pipeline import GPIPE, ONE_F_ONE_B, interleaved
@@ -206,3 +206,46 @@ def test_activation_recomputation_redoes_the_experts_activations():
     t = b * l
     assert none.activation_bytes - act.activation_bytes == 3 * (t * k * f_x + t * f_s) * 2      # bf16
     assert act.flops_recompute == 3 * (2 * t * k * f_x + 2 * t * f_s)
+
+
+def _dense_first(depth, first_dense=2):
+    """A toy DeepSeek: ``first_dense`` dense SwiGLU layers, then MoE layers (8 experts of 16)."""
+    return Architecture("toy", depth, 32, 4, 64, 100, mlp="swiglu", norm="rms", rotary=True, tied=False,
+                        qkv_bias=False, bias=False, dropouts=False, moe=MoE(8, 2, 16, first_dense=first_dense))
+
+
+def test_dense_layers_sit_on_the_first_stages():
+    """Megatron-LM places layers in order, so DeepSeek's dense layers are all on the first
+    stage: 6 layers on 3 ranks are 2 dense | 2 MoE | 2 MoE; with 7 and first_stage_layers=1,
+    1 dense | 1 dense + 2 MoE | 3 MoE.  Parameters by hand: a dense layer 4 e^2 + 2 e + 3 e f,
+    an MoE layer 4 e^2 + 2 e + E e (router) + E 3 e f_x; the word table V e on rank 0, the
+    final norm and the untied head e + V e on the last."""
+    e, f, experts, f_x, vocab = 32, 64, 8, 16, 100
+    dense, moe = 4 * e * e + 2 * e + 3 * e * f, 4 * e * e + 2 * e + experts * e + experts * 3 * e * f_x
+    start, end = vocab * e, e + vocab * e
+    for depth, extra, ranks in ((6, {}, [start + 2 * dense, 2 * moe, 2 * moe + end]),
+                                (7, {"first_stage_layers": 1}, [start + dense, dense + 2 * moe, 3 * moe + end])):
+        cost = model_cost(_dense_first(depth), Training(b=1, l=8, p=3, micro_batches=4, **extra))
+        assert cost.parameters_per_device == max(ranks)
+        assert cost.weight_bytes == 2 * max(ranks)                         # bf16
+        if not extra:
+            assert [stage_parameters(_dense_first(depth), 3, s) for s in range(3)] == ranks
+    # the even split with the dense layers spread alike is the closed form in p
+    cost = model_cost(_dense_first(6, first_dense=0), Training(b=1, l=8, p=3))
+    assert cost.parameters_per_device == max(start, end) + 2 * moe
+
+
+def test_each_rank_keeps_its_own_layers_activations():
+    """1F1B on 3 ranks (rank r holds 3 - r micro-batches): rank 0 keeps the embedding's and two
+    dense layers', rank 1 two MoE layers', rank 2 two MoE layers' and the head's, each times
+    its micro-batches in flight (outputs deallocated); the busiest is their largest."""
+    arch = _dense_first(6)
+    training = Training(b=1, l=8, p=3, micro_batches=4)
+    chosen = conv.DEFAULT.but(deallocate_pipeline_outputs=True)
+    cost = model_cost(arch, training, chosen)
+    dense_layer, moe_layer = (blk for blk, _ in cost.stack[1:-1])
+    kept = [3 * (cost.embedding.total("act_buffer") + 2 * dense_layer.total("act_buffer")),
+            2 * 2 * moe_layer.total("act_buffer"),
+            1 * (2 * moe_layer.total("act_buffer") + cost.head.total("act_buffer"))]
+    assert [rank_activation_bytes(cost, r) for r in range(3)] == kept
+    assert cost.activation_bytes == max(kept)

@@ -99,10 +99,17 @@ class MoE:
         """
         depth, first = exact(depth, "n_layers"), exact(self.first_dense, "first_dense")
         if depth.is_number and first.is_number:
-            return sympify(sum(1 for i in range(int(first), int(depth))
-                               if i % self.every == self.phase and i not in self.dense_layers))
+            return sympify(sum(1 for i in range(int(depth)) if self.is_moe(i)))
         count = floor((depth - 1 - self.phase) / self.every) - floor((first - 1 - self.phase) / self.every)
         return count - sum(1 for i in self.dense_layers if i >= first and i % self.every == self.phase)
+
+    def is_moe(self, i: int) -> bool:
+        """Whether layer ``i`` (0-based) is an MoE layer (numbers only; see the class docstring).
+
+        >>> [MoE(8, 2, 64, first_dense=1, every=2).is_moe(i) for i in range(4)]
+        [False, False, True, False]
+        """
+        return i >= self.first_dense and i % self.every == self.phase and i not in self.dense_layers
 
     def expert_parameters(self, e, gated_act=True) -> Expr:
         """Parameters of one routed expert: ``fc1`` (``e -> 2 f_x`` gated, else ``f_x``) and

@@ -5,48 +5,133 @@ micro-batches it keeps in flight under its schedule, and the activation bytes th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sympy import Eq, Expr, Integer, Piecewise
 
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.memory import stage_kept_bytes
 from symbolic_cost.models.training import Training, element_bytes
-from symbolic_cost.parallel.pipeline import stage_layers
+from symbolic_cost.models.stack import layer_kinds
+from symbolic_cost.parallel.pipeline import per_stage, stage_layers
 from symbolic_cost.checks import InputError
 
 
-def stage_kept(stack, t: Training, share, tokens_bytes) -> Expr:
-    """Bytes one rank's ``share`` (``1/p`` of the layers, or its fraction of uneven stages)
-    of each layer group keeps for one micro-batch."""
-    return sum((stage_kept_bytes(blk, t, count * share, tokens_bytes) for blk, count in stack[1:-1]), exact(0))
+def stage_kept(stack, t: Training, counts, tokens_bytes) -> Expr:
+    """Bytes one rank's ``counts`` layers of each layer group (``stack[1:-1]``) keep for one
+    micro-batch."""
+    return sum((stage_kept_bytes(blk, t, c, tokens_bytes) for (blk, _), c in zip(stack[1:-1], counts)), exact(0))
 
 
-def layer_shares(t: Training, stack, depth, p):
-    """The fractions of the layers on the first, a middle and the last pipeline rank:
-    ``1/p`` each, or those of ``first_stage_layers`` / ``last_stage_layers``."""
-    if t.first_stage_layers is None and t.last_stage_layers is None:
-        return (1 / p,) * 3
-    if len(stack) != 3:
-        raise InputError("first_stage_layers and last_stage_layers need a model of one kind of layer")
-    return tuple(x / depth for x in stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers))
+@dataclass(frozen=True)
+class Placement:
+    """Which of the model's layers each pipeline rank holds (Megatron-LM places them in order:
+    the first ``n_layers/p`` on rank 0, ...; with ``virtual_stages`` chunks, chunk ``c`` of
+    ``n_layers/(p v)`` layers on rank ``c mod p``; uneven first and last stages as
+    ``parallel.pipeline.stage_layers``).
+
+    ``groups``: the layers of each layer group of the stack; ``rows``: ``(rank, first, last,
+    counts)`` for each distinct kind of rank, the lowest-numbered of each (it holds the most
+    micro-batches in flight), ``counts`` its layers of each group, and ``every`` the counts of
+    every rank; both ``None`` when every rank holds ``1/p`` of every group (the even split's
+    closed form, symbolic in ``p``).
+    """
+
+    p: Expr
+    groups: tuple
+    rows: tuple | None = None
+    every: tuple | None = None        # the counts of every rank, when enumerated
+
+    def ranks(self) -> tuple:
+        """The ranks that can be the busiest (``rows``; an even split: the first and the last)."""
+        if self.rows is not None:
+            return self.rows
+        even = tuple(c / self.p for c in self.groups)
+        return (0, True, False, even), (self.p - 1, False, True, even)
+
+    def worst(self, value, one) -> Expr:
+        """The largest ``value(rank, first, last, counts)`` over ``ranks``; ``one`` when ``p = 1``
+        (a Piecewise on ``p = 1`` for a symbolic ``p``)."""
+        if self.p == 1:
+            return one
+        many = maximum(*(value(*row) for row in self.ranks()))
+        return many if self.p.is_number else Piecewise((one, Eq(self.p, 1)), (many, True))
+
+    def busiest(self, first, last, per_layer, last_copy=0) -> Expr:
+        """A field on the busiest rank: ``first`` on rank 0, ``last`` (and ``last_copy``, what
+        only a last rank that is not the first holds) on rank ``p - 1``, ``per_layer[g]`` for
+        each layer of group ``g`` (``parallel.pipeline.per_stage`` for an even split)."""
+        if self.rows is None:
+            return per_stage(self.p, first, last, sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)),
+                             last_copy)
+        return self.worst(lambda _, is_first, is_last, counts: (first if is_first else 0)
+                          + (last + last_copy if is_last else 0) + sum(c * v for c, v in zip(counts, per_layer)),
+                          first + last + sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)))
+
+    def most(self, group: int) -> Expr:
+        """The most layers of ``group`` any rank holds (``count/p`` for an even split)."""
+        if self.rows is None:
+            return self.groups[group] / self.p
+        return max(counts[group] for *_, counts in self.rows)
+
+    def counts(self, rank: int) -> tuple:
+        """The layers of each group rank ``rank`` holds."""
+        return tuple(c / self.p for c in self.groups) if self.every is None else self.every[rank]
 
 
-def busiest_share(t: Training, stack, depth, p):
-    """The largest fraction of the layers on one rank (numbers, or ``1/p``)."""
-    shares = layer_shares(t, stack, depth, p)
-    return shares[0] if len(set(shares)) == 1 else max(shares)
+def placement(arch, t: Training, stack, p) -> Placement:
+    """Where ``arch``'s layers sit on ``p`` pipeline ranks (``Placement``): enumerated when the
+    ranks differ (uneven stages, or layer groups not spread evenly, as DeepSeek's dense layers
+    before its experts), the even split's closed form otherwise."""
+    p = exact(p, "p")
+    groups = tuple(count for _, count in stack[1:-1])
+    uneven = (t.first_stage_layers, t.last_stage_layers) != (None, None)
+    kinds = layer_kinds(arch)
+    if p == 1 or not p.is_number or not (uneven or (len(groups) > 1 and kinds is not None)):
+        return Placement(p, groups)
+    if kinds is None:
+        raise InputError("first_stage_layers and last_stage_layers need a model whose layers' kinds are "
+                         "recorded (one kind of layer, or dense and MoE layers)", "first_stage_layers")
+    every = [tuple(sum(1 for i in layers if kinds[i] == g) for g in range(len(groups)))
+             for layers in rank_layers(t, len(kinds), int(p), len(groups) > 1)]
+    if not uneven and all(c == tuple(n / p for n in groups) for c in every):
+        return Placement(p, groups)
+    rows, seen = [], set()
+    for r, counts in enumerate(every):
+        kind = (r == 0, r == p - 1, counts)
+        if kind not in seen:
+            seen.add(kind)
+            rows.append((r, *kind))
+    return Placement(p, groups, tuple(rows), tuple(every))
 
 
-def _rank_activations(cost, held, first, last) -> Expr:
-    """Activation bytes of a pipeline rank holding ``held`` micro-batches' worth of its layers,
-    with the embedding if it is the ``first`` rank and the head if it is the ``last``."""
+def rank_layers(t: Training, depth: int, p: int, several: bool) -> list[range | list]:
+    """The indices of the layers on each rank (see ``Placement``); ``several``: the model has
+    more than one kind of layer (uneven stages with virtual ones are then refused: which chunk
+    holds which layer is not recorded)."""
+    v = t.virtual_stages
+    if (t.first_stage_layers, t.last_stage_layers) != (None, None):
+        if v != 1 and several:
+            raise InputError("first_stage_layers and last_stage_layers with virtual stages need a model of one "
+                             "kind of layer", "first_stage_layers")
+        first, middle, last = (int(x) for x in stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers))
+        sizes = [first] + [middle] * (p - 2) + [last] if p > 1 else [depth]
+        bounds = [sum(sizes[:r]) for r in range(p + 1)]
+        return [range(bounds[r], bounds[r + 1]) for r in range(p)]
+    chunk = depth // (p * v)
+    return [[i for c in range(r, p * v, p) for i in range(c * chunk, (c + 1) * chunk)] for r in range(p)]
+
+
+def _rank_activations(cost, held, first, last, counts) -> Expr:
+    """Activation bytes of a pipeline rank holding ``held`` micro-batches' worth of its layers
+    (``counts`` of each group), with the embedding if it is the ``first`` rank and the head if
+    it is the ``last``."""
     t, layer = cost.training, cost.layer
     p = exact(t.p, "p")
     es = element_bytes(t.precision)
     tokens_bytes = t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * es
-    depth = sum((count for _, count in cost.stack[1:-1]), exact(0))
-    share = layer_shares(t, cost.stack, depth, p)[0 if first else 2 if last else 1]
-    per_micro = stage_kept(cost.stack, t, share, tokens_bytes)
+    per_micro = stage_kept(cost.stack, t, counts, tokens_bytes)
     if first:
         per_micro += cost.embedding.total("act_buffer")
     kept = held * per_micro + (held * cost.head.total("act_buffer") if last else 0)
@@ -81,22 +166,21 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
     if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
         raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
     held = cost.training.pipeline_schedule().in_flight(p, n, rank)
-    return _rank_activations(cost, held, rank == 0, rank == p - 1)
+    counts = cost_placement(cost).counts(rank)
+    return _rank_activations(cost, held, rank == 0, rank == p - 1, counts)
 
 
 def busiest_activation_bytes(cost) -> Expr:
-    """The largest ``rank_activation_bytes`` over the ranks, for any ``p``: the first or the last
-    rank (a middle rank holds no more micro-batches than the first and neither end), or with
-    uneven stages also the second (the middle rank with the most in flight)."""
+    """The largest ``rank_activation_bytes`` over the ranks that can be the busiest
+    (``Placement.ranks``: an even split's first and last rank, a middle rank holding no more
+    micro-batches than the first and neither end; else the lowest-numbered rank of each kind)."""
     p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
-    schedule = cost.training.pipeline_schedule()
-    one = _rank_activations(cost, schedule.in_flight(1, n), True, True)
-    if p == 1:
-        return one
-    ranks = [_rank_activations(cost, schedule.in_flight(p, n, 0), True, False),
-             _rank_activations(cost, schedule.in_flight(p, n, p - 1), False, True)]
-    t = cost.training
-    if (t.first_stage_layers, t.last_stage_layers) != (None, None) and p > 2:
-        ranks.append(_rank_activations(cost, schedule.in_flight(p, n, 1), False, False))
-    many = maximum(*ranks)
-    return many if p.is_number else Piecewise((one, Eq(p, 1)), (many, True))
+    schedule, place = cost.training.pipeline_schedule(), cost_placement(cost)
+    one = _rank_activations(cost, schedule.in_flight(1, n), True, True, place.groups)
+    return place.worst(lambda rank, first, last, counts: _rank_activations(
+        cost, schedule.in_flight(p, n, rank), first, last, counts), one)
+
+
+def cost_placement(cost) -> Placement:
+    """The ``Placement`` of a ``ModelCost``'s layers."""
+    return placement(cost.architecture, cost.training, cost.stack, cost.training.p)

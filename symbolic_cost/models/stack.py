@@ -114,6 +114,30 @@ def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dic
             for window, n in attentions for moe, m in mlps]
 
 
+def layer_kinds(arch: Architecture) -> tuple[int, ...] | None:
+    """The group of each layer in layer order (its index among ``layer_groups``'s), where the
+    model records it: one kind of layer, or dense and mixture-of-experts layers
+    (``MoE.is_moe``: the dense group first).  ``None`` for windows on only some layers (which
+    ones is not recorded), an encoder-decoder, or a symbolic depth or ``first_dense``.
+
+    >>> from symbolic_cost.blocks.moe import MoE
+    >>> layer_kinds(Architecture("toy", 4, 64, 4, 256, 100, moe=MoE(8, 2, 64, first_dense=1)))
+    (0, 1, 1, 1)
+    """
+    depth = sympify(arch.n_layers)
+    if arch.encoder_decoder or not depth.is_number:
+        return None
+    if arch.window is not None and arch.windowed_layers is not None and sympify(arch.windowed_layers) not in (0, depth):
+        return None
+    if arch.moe is None:
+        return (0,) * int(depth)
+    if not sympify(arch.moe.first_dense).is_number:
+        return None
+    routed = [arch.moe.is_moe(i) for i in range(int(depth))]
+    dense = not all(routed)
+    return tuple(int(dense and r) for r in routed)
+
+
 def _decoder_tokens(arch: Architecture, t):
     """Tokens per sequence through the decoder: ``t.l_dec`` for an encoder-decoder (default
     ``l``); a decoder-only model is its decoder, over ``l``."""

@@ -30,11 +30,11 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
 from symbolic_cost.models.memory import redone_layers, stage_recompute_flops
-from symbolic_cost.models.ranks import busiest_activation_bytes, busiest_share, layer_shares
+from symbolic_cost.models.ranks import busiest_activation_bytes, cost_placement, placement
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
-from symbolic_cost.parallel.pipeline import per_stage, stage_sends
+from symbolic_cost.parallel.pipeline import stage_sends
 
 
 @dataclass(frozen=True)
@@ -124,24 +124,23 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
     whole = recipe_stack(model_stack(arch, t, 1, 1, 1, conventions), t, 1, conventions)   # 1-byte: weights = parameters
     parameters = sum((count * blk.total("weights") for blk, count in whole), exact(0))
-    shares = layer_shares(t, stack, depth, p)
-    uneven = None if len(set(shares)) == 1 else shares
-    stage = lambda field: per_stage(p, start.total(field), end.total(field), _middle(stack, field),  # noqa: E731
-                                    shares=uneven)
-    per_device = per_stage(p, start.total("weights") / es, end.total("weights") / es,
-                           _middle(stack, "weights") / es, tied_copy(arch, start) / es, shares=uneven)
+    place = placement(arch, t, stack, p)
+    layers = stack[1:-1]
+    stage = lambda field: place.busiest(start.total(field), end.total(field),  # noqa: E731
+                                        [blk.total(field) for blk, _ in layers])
+    per_device = place.busiest(start.total("weights") / es, end.total("weights") / es,
+                               [blk.total("weights") / es for blk, _ in layers], tied_copy(arch, start) / es)
     schedule = check_schedule(t, depth, p, n)
     one = recipe_stack(model_stack(arch, t, 1, 1, es, conventions), t, es, conventions)   # one device: its FLOPs
-    on_stage = lambda of, copy=0: per_stage(p, of(start), of(end), sum((c * of(b) for b, c in stack[1:-1]),  # noqa: E731
-                                                                         exact(0)), copy, shares=uneven)
+    on_stage = lambda of, copy=0: place.busiest(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
     states = split_state_bytes(t, m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
     model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731
     cost = ModelCost(
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
         parameters=parameters, parameters_per_device=per_device,
         flops_fwd=n * stage("flops_fwd"), flops_bwd=n * stage("flops_bwd"),
-        flops_recompute=n * sum((stage_recompute_flops(blk, t, count * busiest_share(t, stack, depth, p))
-                                 for blk, count in stack[1:-1]), exact(0)),
+        flops_recompute=n * sum((stage_recompute_flops(blk, t, place.most(g)) for g, (blk, _) in enumerate(layers)),
+                                exact(0)),
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
         **{k: states[k] for k in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "host_bytes",
                                   "host_to_device", "device_to_host")},
@@ -151,18 +150,20 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         activation_bytes=Integer(0),          # the busiest rank's, set below
         bubble=schedule.bubble(p, n))
     cost = replace(cost, activation_bytes=busiest_activation_bytes(cost))
-    return replace(cost, collectives=tuple(_collectives(cost, depth, es, es_w, es_g, conventions, states)))
+    return replace(cost, collectives=tuple(_collectives(cost, es, es_w, es_g, conventions, states)))
 
 
-def _collectives(cost: ModelCost, depth, es, es_w, es_g, conventions, states):
-    """Every collective of one iteration on the busiest device, with its dimension."""
+def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
+    """Every collective of one iteration on the busiest device, with its dimension; each layer
+    group's as often as the rank holding the most layers of that group runs them
+    (``Placement.most``: a bound when the groups' busiest ranks differ)."""
     t = cost.training
     m1, s1, d, p, n = _degrees(t)
     out = []
-    last = len(cost.stack) - 1
+    last, place = len(cost.stack) - 1, cost_placement(cost)
     for i, (blk, count) in enumerate(cost.stack):
         end = i in (0, last)                  # the embedding and the head run once per micro-batch
-        times = count if end else count * busiest_share(t, cost.stack, depth, p)
+        times = count if end else place.most(i - 1)
         redone = redone_layers(t, times) if t.recompute == "full" and not end else 0
         for row in blk:
             for c in row.collectives:
@@ -204,14 +205,16 @@ def check_schedule(t: Training, depth, p, n):
 
 
 def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=conv.DEFAULT) -> Expr:
-    """Parameters on one device of pipeline stage ``stage`` (0-based) of ``p``: its
-    ``n_layers/p`` layers, the embedding on the first stage, the head on the last
-    (with its own copy of a tied embedding when the two stages differ)."""
+    """Parameters on one device of pipeline stage ``stage`` (0-based) of ``p``: its layers
+    (``models.ranks.Placement``: ``n_layers/p`` of them, DeepSeek's dense ones on the first
+    stages), the embedding on the first stage, the head on the last (with its own copy of a
+    tied embedding when the two stages differ)."""
     if not 0 <= stage < p:
         raise InputError(f"stage must be in [0, {p}), got {stage}")
     stack = model_stack(arch, Training(), m1, m1, 1, conventions, 1, m1)   # any s1; experts: etp = m1, ep = 1
     start, end = stack[0][0], stack[-1][0]
-    total = _middle(stack, "weights") / p
+    counts = placement(arch, Training(p=p), stack, p).counts(stage)
+    total = sum((c * blk.total("weights") for c, (blk, _) in zip(counts, stack[1:-1])), exact(0))
     if stage == 0:
         total += start.total("weights")
     if stage == p - 1:

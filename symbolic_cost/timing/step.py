@@ -7,15 +7,15 @@ from sympy import Expr, Integer
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import exact
 from symbolic_cost.models import ModelCost
-from symbolic_cost.models.ranks import layer_shares
+from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_rows, redone_layers
-from symbolic_cost.parallel.pipeline import per_stage
 from symbolic_cost.timing.hardware import comm_time, get_system, times
 from symbolic_cost.timing.host import host_time
 
 
 def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> dict[str, Expr]:
-    """Seconds per iteration on the busiest device, by part (equal stages):
+    """Seconds per iteration on the busiest device, by part (the busiest rank of
+    ``models.ranks.Placement``):
 
     * ``compute``: micro-batches x the stage's roofline times (forward, backward, and the
       forward its recomputed layers redo);
@@ -44,15 +44,12 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
 
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
     start, end = parts(cost.embedding), parts(cost.head)
-    depth = sum((count for _, count in middle), Integer(0))
-    shares = layer_shares(t, cost.stack, depth, p)
-    uneven, busiest = (None, shares[0]) if len(set(shares)) == 1 else (shares, max(shares))
-    groups = [(count, parts(blk), parts([blk[r] for r in recomputed_rows(blk, t.recompute)], ("fwd",)),
-               redone_layers(t, count * busiest)) for blk, count in middle]
+    place = cost_placement(cost)
+    groups = [(parts(blk), parts([blk[r] for r in recomputed_rows(blk, t.recompute)], ("fwd",)),
+               redone_layers(t, place.most(g))) for g, (blk, _) in enumerate(middle)]
     # each group's recomputed layers of the stage redo their forward (and its collectives)
-    compute, tensor = (per_stage(p, start[i], end[i], sum((c * whole[i] for c, whole, _, _ in groups), Integer(0)),
-                                 shares=uneven)
-                       + sum((k * redo[i] for _, _, redo, k in groups), Integer(0)) for i in (0, 1))
+    compute, tensor = (place.busiest(start[i], end[i], [whole[i] for whole, _, _ in groups])
+                       + sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))
     per_micro = compute + tensor
     by_dim = lambda dim: sum((comm_time(c, system, conventions) for d_, c in cost.collectives if d_ == dim),  # noqa: E731
                              Integer(0))
