@@ -301,6 +301,8 @@ CLI = [
     ("lstm --batch 4 --steps 2 --hidden 64 --vocab 100 --layers 2 --projection 8", "--projection"),
     ("reproduce nope", "nope"),
     ("summary --preset gpt2 --set l_dec=114", "l_dec is the decoder length of an encoder-decoder"),
+    ("summary --preset gpt2 --no-mtp", "--no-mtp: gpt2 has no multi-token-prediction modules"),
+    ("sweep --preset gpt2 --grid b=1,2 --no-mtp", "--no-mtp"),
     ("summary --hf-config {hf}/t5-small.json --set l_dec=0", "l_dec"),
     ("summary --hf-config {hf}/t5-small.json --set l_dec=64 p=2", "l_dec with pipeline stages"),
     ("formula --block mlp --field flops_fwd --system a100", "--system"),

@@ -18,7 +18,8 @@ DENSE = conv.DEFAULT.but(window_count="dense")
 
 
 def _params(arch):
-    return model_cost(arch, Training(b=1, l=8)).parameters
+    """Parameters as transformers builds the model (no multi-token-prediction module)."""
+    return model_cost(arch, Training(b=1, l=8, mtp=False)).parameters
 
 
 def _arch(**fields):

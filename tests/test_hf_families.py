@@ -201,7 +201,9 @@ def attention_modules(hf, depth: int, l: int):
 # --- the library side -----------------------------------------------------------------------
 
 def library(config: dict, name: str, b: int, l: int, conventions):
-    return model_cost(from_config(config, name), Training(b=b, l=l, precision="fp32"), conventions)
+    """The library's model as ``transformers`` builds it: without DeepSeek-V3's
+    multi-token-prediction module (training runs it; ``test_multi_token_prediction_...``)."""
+    return model_cost(from_config(config, name), Training(b=b, l=l, precision="fp32", mtp=False), conventions)
 
 
 def rows(cost):
@@ -285,6 +287,24 @@ def test_encoder_decoder_with_its_own_decoder_length(name, l, l_dec):
     cost = model_cost(from_config(config, name), Training(b=b, l=l, l_dec=l_dec, precision="fp32"), EAGER)
     assert (products(cost, "fwd"), products(cost, "bwd")) == (forward.get_total_flops(), backward.get_total_flops())
     assert cost.parameters == parameters(model) + untied_t5_head(config)
+
+
+def test_multi_token_prediction_is_one_more_layer_with_its_projection_and_norms():
+    """DeepSeek-V3 trains one MTP module (``num_nextn_predict_layers``) that transformers does
+    not build: its parameters are those of the model's last decoder layer as transformers
+    builds it (an MoE layer), the 2e x e projection and three norms of e; its forward products
+    one more such layer, the projection of t tokens and the shared head's t x e x V logits."""
+    config = scaled(CONFIGS["DeepSeek-V3"], 4)
+    e, vocab, b, l = config["hidden_size"], config["vocab_size"], 1, 8
+    layer = sum(p.numel() for p in hf_model(config).model.layers[-1].parameters())
+    arch = from_config(config, "DeepSeek-V3")
+    with_mtp, without = (model_cost(arch, Training(b=b, l=l, precision="fp32", mtp=m), EAGER) for m in (True, False))
+    assert arch.mtp_layers == 1
+    assert with_mtp.parameters - without.parameters == layer + 2 * e * e + 3 * e
+    moe_layer = without.stack[-2][0]
+    extra = sum(2 * g.m * g.n * g.k * g.count for r in moe_layer for g in r.gemms if g.pass_ == "fwd")
+    t = b * l
+    assert products(with_mtp, "fwd") - products(without, "fwd") == extra + 2 * t * 2 * e * e + 2 * t * e * vocab
 
 
 # --- MoE: the experts' products under a routing the test fixes --------------------------------

@@ -173,13 +173,15 @@ def experts(parser):
            help="pad or drop every expert's rows from each rank to ceil(C t k / E) (default: dropless)")
     option(group, "--expert-imbalance", type=Fraction, default=Fraction(PLAIN.expert_imbalance), metavar="X",
            help="rows the busiest expert-parallel rank receives over the mean (1: token-balanced routing)")
+    option(group, "--no-mtp", dest="mtp", action="store_false",
+           help="leave out the model's multi-token-prediction modules (DeepSeek-V3's; trained by default)")
 
 
 def training_policy(args) -> dict:
     """The ``Training`` fields the training options set (those a command offers)."""
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "flash", "capacity_factor",
-             "expert_imbalance")
+             "expert_imbalance", "mtp")
     return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 

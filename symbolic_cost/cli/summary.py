@@ -4,12 +4,13 @@ step time by part, and every collective, on the busiest device."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
-from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, number, resolve, tensor_grid,
-                                      training_values)
+from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, honour_mtp, number, resolve,
+                                      tensor_grid, training_values)
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
 from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
 from symbolic_cost.models.grid_stack import on_grid
@@ -62,6 +63,7 @@ def whole_model(args):
     """The model, its training, its ``model_cost`` and the conventions, from the options; with
     ``--tensor`` on a grid the layers run on it (``models.grid_stack``), its degrees from ``--set``."""
     arch = architecture(args)
+    honour_mtp(args, arch)
     layout = getattr(args, "tensor", "1d")
     allowed = TRAINING_SYMBOLS + tuple(S.BY_NAME[n] for n in DEGREES.get(layout, ()) if n != "m1")
     values = resolve(training_values(arch), args.set, allowed=allowed)
@@ -85,6 +87,9 @@ def report(args) -> tuple[dict, Training]:
     out["step_time_s"] = {part: number(value) for part, value in step_time_breakdown(cost, system, chosen).items()}
     out["world_size"] = number(world_size(training))
     out["trainable_parameters"] = number(cost.trainable_parameters)
+    if training.mtp and arch.mtp_layers:
+        main = model_cost(arch, replace(training, mtp=False), chosen).parameters
+        out["mtp_parameters"] = number(cost.parameters - main)
     if arch.moe is not None:
         out["experts"] = experts_report(cost, system, chosen)
     if training.offload != "none":
@@ -150,7 +155,9 @@ def run(args) -> int:
           f"{t.micro_batches} {t.precision} zero={t.zero} recompute={t.recompute} schedule={t.schedule} "
           f"flash={t.flash}")
     parameters = out["parameters"]
-    print(f"parameters: {parameters:,}" if isinstance(parameters, int) else f"parameters: {parameters}")
+    mtp = (f" ({out['mtp_parameters']:,} of them in the multi-token-prediction modules; --no-mtp leaves them "
+           f"out)" if "mtp_parameters" in out else "")
+    print(f"parameters: {parameters:,}{mtp}" if isinstance(parameters, int) else f"parameters: {parameters}{mtp}")
     print(f"parameters per device: {out['parameters_per_device']}")
     if "experts" in out:
         print_experts(out["experts"], args, size, seconds)

@@ -12,7 +12,7 @@ from symbolic_cost.blocks.block import layer_rules
 from symbolic_cost.checks import INTERLEAVED_RULES, PIPELINE_RULES, InputError, grid_rules, output_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.summary import SETTABLE
-from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, grid_option,
+from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, grid_option, honour_mtp,
                                       grid_values, numbers_needed, parse_condition, resolve, training_values)
 from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.models import Training, model_cost
@@ -94,6 +94,7 @@ def run(args) -> int:
         output_file(args.out, "--out", overwrite=args.overwrite, suffixes=(".csv", ".parquet"))
     grid = grid_values(args.grid, assignments(args.set, allowed=TRAINING_SYMBOLS))
     arch = architecture(args)
+    honour_mtp(args, arch)
     base = {k: v for k, v in training_values(arch).items() if k not in grid}
     fixed = resolve(base, args.set, allowed=TRAINING_SYMBOLS)
     value = lambda sym: fixed.get(sym, sym)  # noqa: E731

@@ -221,6 +221,13 @@ def honour_blocks(args, arch, *names, also=()) -> set:
     return used
 
 
+def honour_mtp(args, arch) -> None:
+    """Refuse ``--no-mtp`` for a model without multi-token-prediction modules (it would be ignored)."""
+    if getattr(args, "mtp", True) is False and not arch.mtp_layers:
+        raise InputError(f"--no-mtp: {arch.name} has no multi-token-prediction modules; it would be ignored",
+                         "--no-mtp")
+
+
 def honour_system(args, *fields: str) -> None:
     """Refuse ``--system`` and ``--kernel-time`` when none of ``fields`` is a time (or a ratio
     of times): counts of FLOPs and bytes do not depend on the hardware, so they would be ignored."""

@@ -136,8 +136,8 @@ def _base(name: str) -> str:
 
 
 def _stack(arch: Architecture, s: Serving, l, conventions) -> tuple:
-    return model_stack(arch, Training(b=s.b, l=l, flash=s.flash), s.m1, 1, s.es, conventions, ep=s.ep, etp=s.expert_tensor,
-                       replicated=s.replicated_experts)
+    return model_stack(arch, Training(b=s.b, l=l, flash=s.flash, mtp=False), s.m1, 1, s.es, conventions, ep=s.ep,
+                       etp=s.expert_tensor, replicated=s.replicated_experts)
 
 
 def _routed(stack, arch: Architecture, s: Serving, tokens) -> dict:

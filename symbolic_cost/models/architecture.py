@@ -38,6 +38,8 @@ field                  meaning (default)
                        (``None``: every MLP dense)
 ``latent``             multi-head latent attention (``blocks.latent_attention.Latent``;
                        DeepSeek-V2, V3) instead of ``h`` query and ``kv_heads`` K/V heads
+``mtp_layers``         DeepSeek-V3's multi-token-prediction modules (``blocks.mtp``), each
+                       one more layer like the last; trained unless ``Training.mtp`` is off
 ====================== ======================================================================
 """
 
@@ -59,7 +61,7 @@ PLAIN_MLPS, GATED_MLPS = ("gelu", "relu", "silu"), ("swiglu", "geglu", "reglu")
 SIZES = ("n_layers", "e", "h", "f", "vocab", "num_labels", "vocab_multiple", "norms")
 OPTIONAL_SIZES = ("kv_heads", "head_dim", "v_head_dim", "rotary_dim", "window", "windowed_layers",
                   "embedding_projection")
-COUNTS = ("positions", "token_types", "context", "relative_buckets", "decoder_layers")
+COUNTS = ("positions", "token_types", "context", "relative_buckets", "decoder_layers", "mtp_layers")
 """Positive integers; positive integers or ``None``; non-negative integers.  Every field
 declared ``bool`` (or ``bool | None``) must be a boolean (or ``None``)."""
 
@@ -133,6 +135,7 @@ class Architecture:
     decoder_layers: Expr = 0
     moe: MoE | None = None
     latent: Latent | None = None
+    mtp_layers: Expr = 0
 
     def __post_init__(self):
         check_sizes(self)            # the same message as every other entrance of the same rule

@@ -77,10 +77,11 @@ def dense_state(states: dict, per_device) -> tuple[Expr, dict]:
     return per_device - states["expert_parameters_per_device"], states["parts"][0]
 
 
-def active_parameters(whole, parameters) -> Expr:
+def active_parameters(whole, parameters, moe=None) -> Expr:
     """Parameters one token goes through: all of them but, in each MoE layer, the ``E - k``
     routed experts it is not sent to (``whole``: the model's blocks on one device, 1-byte
-    elements, so weights are parameters).
+    elements, so weights are parameters; ``moe``: the model's ``MoE``, for expert rows in a
+    block of other kind, as the multi-token-prediction layer in the head's).
 
     >>> from symbolic_cost.models.config import from_config
     >>> from symbolic_cost.models import Training, model_cost
@@ -88,9 +89,10 @@ def active_parameters(whole, parameters) -> Expr:
     >>> model_cost(from_config(mixtral), Training(b=1, l=4096)).active_parameters   # 12.9 B of 46.7 B
     12879925248
     """
-    idle = sum((count * (blk.dims["experts"] - blk.dims["top_k"]) / blk.dims["experts"]
-                * experts_only(blk).total("weights") for blk, count in whole[1:-1] if "experts" in blk.dims),
-               Integer(0))
+    if moe is None:
+        return parameters
+    idle = (1 - exact(moe.top_k, "top_k") / exact(moe.experts, "experts")) * sum(
+        (count * experts_only(blk).total("weights") for blk, count in whole), Integer(0))
     return parameters - idle
 
 

@@ -9,16 +9,19 @@ the training sequence length ``l``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sympy import Expr, sympify
 
 from symbolic_cost.blocks import Block, embedding_block, head_block, transformer_layer
 from symbolic_cost.blocks.ends import stack_end
+from symbolic_cost.blocks.mtp import mtp_rows
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.grid_stack import grid_stack
 from symbolic_cost.checks import InputError
 
 
-READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance")
+READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "mtp")
 """The ``Training`` fields the blocks depend on: stacks that agree on these (and on the
 degrees) are the same, whatever the memory policy, ZeRO stage, schedule or offload."""
 _STACKS: dict = {}
@@ -64,9 +67,18 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
                      final_dropout=arch.encoder_decoder and arch.dropouts, task=arch.task,
                      num_labels=arch.num_labels, classifier=arch.classifier, norm=arch.norm,
                      dropouts=arch.dropouts, **kw)
+    mtp = sympify(arch.mtp_layers) if getattr(t, "mtp", False) else sympify(0)
     if grid is not None:
+        if mtp != 0:
+            raise InputError(f"{arch.name}'s multi-token-prediction modules on a tensor grid are not modelled "
+                             f"(Training(mtp=False) leaves them out)", "mtp")
         return grid_stack(arch, t, grid, start, end, kw)
     if not arch.encoder_decoder:
+        if mtp != 0:      # on the last stage, with the head (Megatron-LM)
+            options, _ = group_options(arch, t, m1, s1, experts)[-1]
+            module = mtp_rows(t.b, t.l, arch.e, vocab, transformer_layer(**options, **kw), m1, s1, norm=arch.norm,
+                              **kw)
+            end = replace(end, rows=end.rows + module * int(mtp))
         return ((start, sympify(1)), *layer_groups(arch, t, m1, s1, kw, experts), (end, sympify(1)))
     (encoder, n_encoder), (decoder, n_decoder) = layer_groups(arch, t, m1, s1, kw, experts)
     l_dec = _decoder_tokens(arch, t)

@@ -145,7 +145,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         **{k: states[k] for k in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "host_bytes",
                                   "host_to_device", "device_to_host")},
         trainable_parameters=sum((count * trainable(blk, 1, t.lora) for blk, count in whole), exact(0)),
-        active_parameters=active_parameters(whole, parameters),
+        active_parameters=active_parameters(whole, parameters, arch.moe),
         expert_parameters_per_device=states["expert_parameters_per_device"],
         activation_bytes=Integer(0),          # the busiest rank's, set below
         bubble=schedule.bubble(p, n))

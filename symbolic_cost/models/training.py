@@ -61,6 +61,7 @@ class Training:
     fp8: str | None = None       # an FP8 recipe of models.optimizers.FP8_RECIPES
     offload: str = "none"        # "optimizer" or "parameters" to the host (models.recipes)
     lora: LoRA | None = None     # adapters over a frozen base (models.lora)
+    mtp: bool = True             # train the model's multi-token-prediction modules (blocks.mtp), if any
     tensor: object = None        # a 2-D/2.5-D/3-D tensor grid (parallel.grid; set with models.grid_stack.on_grid)
 
     def __post_init__(self):
@@ -70,7 +71,7 @@ class Training:
                       recompute_layers=self.recompute_layers, **uneven)
         positive(self.mask_bytes, "mask_bytes")
         choice(self.zero, "zero", (0, 1, 2, 3))
-        for name in ("distributed_optimizer", "flash", "master_weights"):
+        for name in ("distributed_optimizer", "flash", "master_weights", "mtp"):
             flag(getattr(self, name), name)
         if self.recompute != "full" and (self.recompute_method, self.recompute_layers) != ("uniform", 1):
             raise InputError("recompute_method and recompute_layers apply to recompute='full' only, got "

@@ -17,13 +17,16 @@ builds them.
 Not counted (declared): the auxiliary balance loss (``router_aux_loss_coef``,
 ``aux_loss_alpha``, ``seq_aux``, ``output_router_logits``: element-wise on the router's
 scores), how experts are chosen (``topk_method``, ``n_group``, ``topk_group``: comparisons),
-the published expert-parallel size (``ep_size``: the degree is the user's ``ep``), DeepSeek-V3's
-multi-token-prediction module (``num_nextn_predict_layers``: ``transformers`` builds none) and the
+the published expert-parallel size (``ep_size``: the degree is the user's ``ep``) and the
 published checkpoint's FP8 storage (``quantization_config``: the training precision is chosen
-apart).
+apart).  DeepSeek-V3's multi-token-prediction modules (``num_nextn_predict_layers``) are read
+into ``Architecture.mtp_layers``: training runs them (``blocks.mtp``), ``transformers`` builds
+none, so its parameter count is the model's without them (``Training(mtp=False)``).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.blocks.moe import MoE
@@ -163,12 +166,13 @@ def deepseek_v2(k: Keys, name: str) -> Architecture:
 def deepseek_v3(k: Keys, name: str) -> Architecture:
     """DeepSeek-V3: latent attention, a sigmoid router with group-limited selection, the chosen
     weights renormalised (``norm_topk_prob``) and scaled, the first 3 layers dense by default."""
-    k.known("num_nextn_predict_layers", "num_mtp_layers", "quantization_config")
-    return _deepseek(k, name, dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, num_hidden_layers=61,
+    k.known("num_mtp_layers", "quantization_config")
+    mtp = k.int("num_nextn_predict_layers", 0, zero=True)
+    return replace(_deepseek(k, name, dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, num_hidden_layers=61,
                                    num_attention_heads=128, num_key_value_heads=128, max_position_embeddings=4096,
                                    moe_intermediate_size=2048, n_routed_experts=256, n_shared_experts=1,
                                    num_experts_per_tok=8, first_k_dense_replace=3, routed_scaling_factor=2.5),
-                     "sigmoid", normalise=k.flag("norm_topk_prob", True))
+                             "sigmoid", normalise=k.flag("norm_topk_prob", True)), mtp_layers=mtp)
 
 
 FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "deepseek_v2": deepseek_v2,
