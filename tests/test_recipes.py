@@ -124,6 +124,24 @@ def test_fp8_products_run_at_the_fp8_rate():
     assert a100["t_comp_fwd"] == fp8.layer["fc1"].flops_fwd / SYSTEMS["a100"].matrix_flops
 
 
+def test_fp8_products_run_at_the_fp8_rate_in_the_tiled_kernel_model():
+    """The kernel-level model times each product as one tiled GEMM kernel: a compute-bound
+    product (16384 tokens through 4096 x 4096, about 1800 FLOPs per DRAM byte, far above the
+    H100's 591 at FP8) takes its FLOPs at 1978.9 TFLOP/s plus one launch under an FP8 recipe,
+    at 989.4 in 16 bits."""
+    from dataclasses import replace
+    from symbolic_cost import conventions as conv
+    from symbolic_cost.ops import linear
+    from symbolic_cost.timing.kernels import pass_times
+    tiled, h100 = conv.DEFAULT.but(kernel_time="tiled", matmul_flops="2mnk"), SYSTEMS["h100"]
+    plain = linear(1, 16384, 4096, 4096, bias=False, conventions=tiled)
+    flops = 2 * 16384 * 4096 * 4096
+    assert plain.flops_fwd == flops
+    assert pass_times(replace(plain, fp8=True), "fwd", h100, tiled)[1] == flops / Rational("1978.9e12") \
+        + h100.launch_overhead
+    assert pass_times(plain, "fwd", h100, tiled)[1] == flops / Rational("989.4e12") + h100.launch_overhead
+
+
 def test_offload_traffic_is_a_step_time_part():
     """The offloaded step is the same step plus its host-link seconds, not overlapped."""
     from symbolic_cost.timing.step import step_time_breakdown

@@ -148,7 +148,11 @@ class Kernel:
 
 
 def _peak(system, engine: str) -> Expr:
-    return system.matrix_flops if engine == "matrix" else system.vector_flops
+    """FLOP/s of an engine: ``"matrix"``, ``"fp8"`` (FP8 products on the matrix units, at the
+    system's FP8 rate where it has one) or the vector units."""
+    if engine == "fp8" and system.fp8_flops:
+        return system.fp8_flops
+    return system.matrix_flops if engine in ("matrix", "fp8") else system.vector_flops
 
 
 def memory_time(kernel: Kernel, system) -> Expr:
@@ -188,7 +192,7 @@ def tiles(system, element_bytes) -> tuple[Expr, Expr]:
 
 
 def gemm_orientations(m, k, n, system, conventions=conv.DEFAULT, element_bytes=2, count=1,
-                      name="gemm") -> tuple[Kernel, Kernel]:
+                      name="gemm", engine="matrix") -> tuple[Kernel, Kernel]:
     """The kernels of ``count`` products ``(m, k) x (k, n)`` as written and transposed
     (``(n, k) x (k, m)``): same FLOPs, different tiled traffic."""
     conventions = conv.get(conventions)
@@ -198,7 +202,7 @@ def gemm_orientations(m, k, n, system, conventions=conv.DEFAULT, element_bytes=2
         flops += output_overhead(m, k, n, x2)
     count = exact(count, "count")
     return tuple(Kernel(name, count * flops, count * tiled_traffic(rows, k, cols, x1, element_bytes),
-                        count * tiled_traffic(rows, k, cols, x2, element_bytes))
+                        count * tiled_traffic(rows, k, cols, x2, element_bytes), engine=engine)
                  for rows, cols in ((m, n), (n, m)))
 
 
@@ -212,9 +216,9 @@ def _keeps_original(original: Kernel, transposed: Kernel, system):
               And(Not(bound_o), bound_t, compute <= memory_t), And(Not(bound_o), Not(bound_t)))
 
 
-def _choice(m, k, n, system, conventions, element_bytes, count, name):
+def _choice(m, k, n, system, conventions, element_bytes, count, name, engine="matrix"):
     """Both orientations and the condition that keeps the original."""
-    original, transposed = gemm_orientations(m, k, n, system, conventions, element_bytes, count, name)
+    original, transposed = gemm_orientations(m, k, n, system, conventions, element_bytes, count, name, engine)
     return original, transposed, _keeps_original(original, transposed, system)
 
 
@@ -231,11 +235,11 @@ def gemm(m, k, n, system, conventions=conv.DEFAULT, element_bytes=2, count=1, na
                           for f in ("flops", "dram_bytes", "l2_bytes")))
 
 
-def product_times(g: Gemm, system, conventions=conv.DEFAULT, name="gemm") -> tuple[Expr, Expr]:
+def product_times(g: Gemm, system, conventions=conv.DEFAULT, name="gemm", engine="matrix") -> tuple[Expr, Expr]:
     """``(t_mem, t)`` of one ``Gemm`` record in its faster orientation: traffic time and kernel time.
     Times of the two orientations are chosen directly (not through ``gemm``'s chosen fields), so
     no condition ends up inside a roofline's condition."""
-    original, transposed, keep = _choice(g.m, g.k, g.n, system, conventions, g.element_bytes, g.count, name)
+    original, transposed, keep = _choice(g.m, g.k, g.n, system, conventions, g.element_bytes, g.count, name, engine)
     return (choose(keep, memory_time(original, system), memory_time(transposed, system)),
             choose(keep, kernel_time(original, system), kernel_time(transposed, system)))
 
@@ -246,12 +250,14 @@ def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tupl
     A row with matrix products runs one tiled GEMM kernel per product; its other
     FLOPs (bias adds, grouped-query sums) are fused into them and add
     ``rest / peak``.  A row without products is one kernel moving ``mem_<pass>``.
+    An FP8 recipe's products (``Cost.fp8``) run at the system's FP8 rate.
     """
     flops, moved = getattr(cost, f"flops_{pass_}"), getattr(cost, f"mem_{pass_}")
     products = [g for g in cost.gemms if g.pass_ == pass_]
+    engine = "fp8" if cost.fp8 and cost.engine == "matrix" else cost.engine
     if not products:
-        kernel = Kernel(cost.name, flops, moved, engine=cost.engine)
+        kernel = Kernel(cost.name, flops, moved, engine=engine)
         return memory_time(kernel, system), kernel_time(kernel, system)
-    rest = (flops - product_flops(products, pass_, conventions)) / _peak(system, cost.engine)
-    each = [product_times(g, system, conventions, cost.name) for g in products]
+    rest = (flops - product_flops(products, pass_, conventions)) / _peak(system, engine)
+    each = [product_times(g, system, conventions, cost.name, engine) for g in products]
     return sum((m for m, _ in each), Integer(0)), sum((t for _, t in each), rest)
