@@ -375,6 +375,25 @@ def test_search_on_grids_equals_the_model_at_numbers():
         assert float(cost.memory_bytes) == pytest.approx(row.memory, rel=1e-9)
 
 
+def test_search_tries_rectangular_two_d_grids():
+    """SUMMA runs on any rows x cols grid: on 16 devices GPT-2 (12 heads) fits 2x2, 2x4, 4x2, 4x4
+    and 8x2 (cols must divide the heads: not 2x8); a 4x2 row equals the model built on it."""
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.grid_stack import on_grid
+    from symbolic_cost.numeric.search import search
+    from symbolic_cost.parallel.grid import make_grid
+    from symbolic_cost.timing.step import step_time_breakdown
+    arch = replace(preset("gpt2"), vocab=64 * 786)
+    found = search(arch, 16, global_batch=64, seq=1024, tensor=("2d",), top=400).best
+    assert set(found["grid"]) == {"2x2", "2x4", "4x2", "4x4", "8x2"}
+    row = found[found["grid"] == "4x2"].iloc[0]
+    plain = Training(b=int(row.b), l=1024, d=int(row.d), p=int(row.p), micro_batches=int(row.n_micro),
+                     recompute=row.recompute, zero=1, flash=True)
+    cost = model_cost(arch, on_grid(plain, make_grid("2d", m1=4, m2=2)))
+    assert float(step_time_breakdown(cost, "h100")["total"]) == pytest.approx(row.total, rel=1e-9)
+
+
 def test_search_of_one_d_is_unchanged_by_the_grids():
     from symbolic_cost.models.config import preset
     from symbolic_cost.numeric.search import search

@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
                    help="sequence length (default: the model's context, 2048 if it states none)")
     options.option(parser, "--top", type=int, default=10, help="layouts listed")
     options.option(parser, "--tensor", nargs="+", choices=options.TENSOR_LAYOUTS, default=["1d"],
-                   help="tensor layouts to consider: 1d (Megatron, m1) and the grids 2d (square mq x mq), "
+                   help="tensor layouts to consider: 1d (Megatron, m1) and the grids 2d (rows x cols), "
                         "2.5d (mq x mq x md), 3d (mq x mq x mq)")
     options.option(parser, "--everything", action="store_true",
                    help="search every choice the library expresses (numeric.search.SPACE): ZeRO 0-3, optimizer "

@@ -103,14 +103,15 @@ def virtual_stages(depth: int, p: int) -> list[int]:
     return [v for v in _divisors(depth // p) if v >= 2] if p > 1 and depth % p == 0 else []
 
 
-GRIDS = {"2d": lambda q, depth: make_grid("2d", m1=q, m2=q), "2.5d": lambda q, depth: make_grid("2.5d", mq=q, md=depth),
-         "3d": lambda q, depth: make_grid("3d", mq=q)}
-"""The grids ``search`` considers by side ``mq`` and depth ``md``: square 2-D grids (as Optimus)."""
+GRIDS = {"2d": lambda rows, cols: make_grid("2d", m1=rows, m2=cols),
+         "2.5d": lambda q, depth: make_grid("2.5d", mq=q, md=depth), "3d": lambda q, depth: make_grid("3d", mq=q)}
+"""The grids ``search`` considers by two degrees (``mq``, ``md`` in its kernels): 2-D grids of
+``rows x cols`` (SUMMA, square or not), 2.5-D of side ``mq`` and depth ``md``, 3-D cubes."""
 
 
 def grid_layouts(arch: Architecture, devices: int, global_batch: int, seq: int, tensor=("1d",),
                  micro_batch_sizes=(1, 2, 4, 8), recompute=("none", "selective", "full")) -> pd.DataFrame:
-    """The layouts on the grids of ``tensor`` (``GRIDS``) with more than one device: ``m1 = s1``
+    """The layouts on the grids of ``tensor`` (``GRIDS``, ``_grid_degrees``): ``m1 = s1``
     the grid's devices (dividing the sequence), ``p`` the layers, ``b d`` the global batch, and the
     grid's rules (``parallel.grid.check_grid``) met by the model and the micro-batch ``b``;
     columns as ``layouts`` plus ``tensor``, ``mq``, ``md``.  None for a model the grid layer does
@@ -120,18 +121,29 @@ def grid_layouts(arch: Architecture, devices: int, global_batch: int, seq: int, 
         raise InputError(f"tensor must name layouts among 1d, {', '.join(GRIDS)}, got {sorted(unknown)}", "tensor")
     rows = []
     for kind in [k for k in GRIDS if k in tensor and not unsupported(arch)]:
-        power = 3 if kind == "3d" else 2
-        for q in range(2, int(round(devices ** (1 / power))) + 1):
-            depths = _divisors(devices // q ** power)[1:] if kind == "2.5d" and devices % q ** power == 0 else [1]
-            for grid, depth in ((GRIDS[kind](q, depth), depth) for depth in depths):
-                if devices % grid.devices or seq % grid.devices:
-                    continue
-                for p in (p for p in _divisors(devices // grid.devices) if arch.n_layers % p == 0):
-                    d = devices // (grid.devices * p)
-                    rows += [(grid.devices, grid.devices, d, p, b, global_batch // (b * d), policy, kind, q, depth)
-                             for b in micro_batches(micro_batch_sizes, global_batch, d) if _meets(arch, grid, b)
-                             for policy in recompute]
+        for q, depth in _grid_degrees(kind, devices):
+            grid = GRIDS[kind](q, depth)
+            if devices % grid.devices or seq % grid.devices:
+                continue
+            for p in (p for p in _divisors(devices // grid.devices) if arch.n_layers % p == 0):
+                d = devices // (grid.devices * p)
+                rows += [(grid.devices, grid.devices, d, p, b, global_batch // (b * d), policy, kind, q, depth)
+                         for b in micro_batches(micro_batch_sizes, global_batch, d) if _meets(arch, grid, b)
+                         for policy in recompute]
     return pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "b", "n_micro", "recompute", "tensor", "mq", "md"])
+
+
+def _grid_degrees(kind: str, devices: int) -> list[tuple[int, int]]:
+    """The two degrees of each grid of ``kind`` on at most ``devices`` devices (``GRIDS``): every
+    ``rows x cols`` with both at least 2 for 2-D; every side ``q >= 2`` (and depth dividing
+    what is left, beyond 1) for 2.5-D; every side for 3-D."""
+    if kind == "2d":
+        return [(r, c) for r in range(2, devices // 2 + 1) for c in range(2, devices // r + 1)]
+    power = 3 if kind == "3d" else 2
+    sides = range(2, int(round(devices ** (1 / power))) + 1)
+    if kind == "3d":
+        return [(q, 1) for q in sides]
+    return [(q, depth) for q in sides if devices % q ** 2 == 0 for depth in _divisors(devices // q ** 2)[1:]]
 
 
 def _meets(arch: Architecture, grid, b) -> bool:

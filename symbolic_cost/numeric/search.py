@@ -208,7 +208,7 @@ def _run_all(tasks, progress, workers: int, dask: bool):
 def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, conventions, top, zero=1, **training):
     """Step time by part and memory of the layouts of ``grids``: the model built once per grid
     kind and recomputation policy with ``b, mq, md, d, p, n_micro`` as symbols, compiled,
-    evaluated; ``grid`` names each grid (``mq x mq``, ``mq x mq x md``, ``mq^3``).  Returns
+    evaluated; ``grid`` names each grid (``rows x cols``, ``mq x mq x md``, ``mq x mq x mq``).  Returns
     (layouts, fitting layouts, the ``top`` fastest fitting) as ``run_variant``."""
     results = []
     symbols = ["b", "mq", "md", "d", "p", "n_micro"]
@@ -219,7 +219,8 @@ def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, convention
         parts = step_time_breakdown(cost, system, conventions)
         compiled = compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": cost.memory_bytes},
                                  symbols=[S.BY_NAME[k] for k in symbols])
-        names = [f"{q}x{q}" + {"2d": "", "2.5d": f"x{d}", "3d": f"x{q}"}[kind] for q, d in zip(group["mq"], group["md"])]
+        names = [{"2d": f"{q}x{d}", "2.5d": f"{q}x{q}x{d}", "3d": f"{q}x{q}x{q}"}[kind]
+                 for q, d in zip(group["mq"], group["md"])]
         rows = group.assign(grid=names, vp=1, n_rec=np.where(policy == "full", depth // group["p"], 0), zero=zero,
                             offload="none", schedule="1f1b")
         results.append(_best(rows, compiled({k: group[k].to_numpy() for k in symbols}), float(system.hbm_capacity), top))
