@@ -394,6 +394,30 @@ def test_search_tries_rectangular_two_d_grids():
     assert float(step_time_breakdown(cost, "h100")["total"]) == pytest.approx(row.total, rel=1e-9)
 
 
+def test_search_varies_the_grids_over_zero_offload_and_schedule():
+    """Grid layouts take every ZeRO stage, offload and non-interleaved schedule the search is
+    given (optimizer offload needs ZeRO); a ZeRO-3 optimizer-offload GPipe row on a 2x2 grid
+    equals the model built with them."""
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.grid_stack import on_grid
+    from symbolic_cost.numeric.search import search
+    from symbolic_cost.parallel.grid import make_grid
+    from symbolic_cost.timing.step import step_time_breakdown
+    arch = replace(preset("gpt2"), vocab=64 * 786)
+    found = search(arch, 4, global_batch=16, seq=1024, tensor=("2d",), zero=(0, 3), offload=("none", "optimizer"),
+                   schedules=("gpipe", "1f1b", "interleaved"), top=10_000).best
+    assert set(zip(found["zero"], found["offload"])) == {(0, "none"), (3, "none"), (3, "optimizer")}
+    assert set(found["schedule"]) == {"gpipe", "1f1b"}
+    row = found[(found["offload"] == "optimizer") & (found["schedule"] == "gpipe")].iloc[0]
+    plain = Training(b=int(row.b), l=1024, d=int(row.d), p=int(row.p), micro_batches=int(row.n_micro),
+                     recompute=row.recompute, zero=3, offload="optimizer", schedule="gpipe", flash=True)
+    cost = model_cost(arch, on_grid(plain, make_grid("2d", m1=2, m2=2)))
+    breakdown = step_time_breakdown(cost, "h100")
+    assert float(breakdown["total"]) == pytest.approx(row.total, rel=1e-9)
+    assert float(breakdown["host_comm"]) == pytest.approx(row.host_comm, rel=1e-9) and row.host_comm > 0
+
+
 def test_search_of_one_d_is_unchanged_by_the_grids():
     from symbolic_cost.models.config import preset
     from symbolic_cost.numeric.search import search
