@@ -269,3 +269,13 @@ def test_table_shows_each_layer_group_with_its_count(capsys):
     assert "sum x depth (26)" in capsys.readouterr().out
     assert main(["table", "--hf-config", gemma, "--block", "mlp", "--layer-group", "2"]) == 2
     assert "--layer-group 2: gemma-2-2b has 1 layer group" in capsys.readouterr().err
+
+
+def test_profile_shows_each_run_of_identical_layers(capsys):
+    """DeepSeek-V2-Lite: one dense layer, then 26 MoE layers; the tree prints layer 0, layer 1
+    and '(2..26): layer as above', not the dense layer 'as above' for all 27."""
+    assert main(["profile", "--hf-config", str(HF / "DeepSeek-V2-Lite.json"), "--depth", "2"]) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    layers = lines[lines.index(next(x for x in lines if x.startswith("layers"))) + 1:][:3]
+    assert [x.split(":")[0] for x in layers] == ["0 (layer)", "1 (layer)", "(2..26)"]
+    assert layers[0] != layers[1].replace("1 (layer)", "0 (layer)")        # different parameters

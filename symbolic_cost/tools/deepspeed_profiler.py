@@ -32,6 +32,7 @@ from sympy import Expr, Integer, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost
 from symbolic_cost.models import Training, element_bytes, model_blocks
+from symbolic_cost.models.stack import layer_kinds
 from symbolic_cost.ops.matmul import product_flops
 from symbolic_cost.checks import InputError
 
@@ -181,8 +182,9 @@ def megatron_gpt2(arch, b, l, conventions=PRESET) -> Module:
 
 def model_tree(cost) -> Module:
     """Any ``model_cost`` result as a tree: embedding, the layers of every layer group (sliding
-    window and full, dense and mixture of experts, T5's encoder, its ends and decoder), the
-    head; each row a
+    window and full, dense and mixture of experts, T5's encoder, its ends and decoder; in the
+    model's order where it records which layer is which, ``models.stack.layer_kinds``, else
+    group by group), the head; each row a
     module with its parameters (``weights`` over the element bytes) and forward FLOPs,
     and, when it is a matrix row, half its FLOPs as MACs (the ``profile`` command's view:
     unlike ``macs``, it keeps the bias adds and a fused attention kernel's pointwise work)."""
@@ -192,8 +194,12 @@ def model_tree(cost) -> Module:
         return [Module(r.name, r.name, params=r.weights / es,
                        macs=r.flops_fwd / 2 if r.engine == "matrix" else 0, flops=r.flops_fwd) for r in blk]
     groups = [(blk, int(count)) for blk, count in cost.stack[1:-1]]    # every layer group, in model order
-    layers = [Module(str(i), blk.name, children=rows(blk))
-              for i, blk in enumerate(blk for blk, count in groups for _ in range(count))]
+    kinds = layer_kinds(cost.architecture)
+    if kinds is not None and len(set(kinds)) == len(groups):      # the layers in the model's own order
+        order = [groups[k][0] for k in kinds]
+    else:                                                         # group by group
+        order = [blk for blk, count in groups for _ in range(count)]
+    layers = [Module(str(i), blk.name, children=rows(blk)) for i, blk in enumerate(order)]
     return Module("", cost.architecture.name, children=[
         Module("embedding", "embedding", children=rows(cost.embedding)),
         Module("layers", "ModuleList", children=layers),
@@ -224,6 +230,20 @@ def flops_text(n) -> str:
     return _scaled(n, ((9, "G"), (6, "M"), (3, "K")), "")
 
 
+def _runs(children: list) -> list[list]:
+    """Consecutive children that are the same module (kind, and their rows' names, parameters
+    and MACs): a run of three or more prints once, then ``(first..last): as above``."""
+    def same(c):
+        return c.kind, tuple((g.name, g.params, g.macs) for g in c.children), c.params, c.macs
+    runs = []
+    for child in children:
+        if runs and same(runs[-1][0]) == same(child):
+            runs[-1].append(child)
+        else:
+            runs.append([child])
+    return runs
+
+
 def render(root: Module, max_depth: int = -1, top: int = 3) -> str:
     """The tree with parameters, MACs and their shares, then the top modules per depth."""
     params, macs = float(root.total("params")), float(root.total("macs"))
@@ -235,12 +255,11 @@ def render(root: Module, max_depth: int = -1, top: int = 3) -> str:
         p, k = float(m.total("params")), float(m.total("macs"))
         lines.append(f"{'  ' * depth}{m.name or m.kind} ({m.kind}): {params_text(p)}, "
                      f"{p / params if params else 0:.2%} params, {macs_text(k)}, {k / macs if macs else 0:.2%} MACs")
-        repeated = len(m.children) > 2 and len({c.kind for c in m.children}) == 1
-        for child in (m.children[:1] if repeated else m.children):
-            show(child, depth + 1)
-        if repeated:
-            lines.append(f"{'  ' * (depth + 1)}({m.children[1].name}..{m.children[-1].name}): "
-                         f"{m.children[0].kind} as above")
+        for run in _runs(m.children):
+            for child in (run[:1] if len(run) > 2 else run):
+                show(child, depth + 1)
+            if len(run) > 2:
+                lines.append(f"{'  ' * (depth + 1)}({run[1].name}..{run[-1].name}): {run[0].kind} as above")
     show(root, 0)
     depths = max(d for d, _ in root.walk())
     lines.append("")
