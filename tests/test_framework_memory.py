@@ -230,6 +230,10 @@ def test_dense_layers_sit_on_the_first_stages():
         assert cost.weight_bytes == 2 * max(ranks)                         # bf16
         if not extra:
             assert [stage_parameters(_dense_first(depth), 3, s) for s in range(3)] == ranks
+    # interleaved, 2 chunks of 2 layers a rank: chunks 0 and 2 (layers 0-1 dense, 4-5) on rank 0
+    interleaved = model_cost(_dense_first(8), Training(b=1, l=8, p=2, micro_batches=4, schedule="interleaved",
+                                                       virtual_stages=2))
+    assert interleaved.parameters_per_device == max(start + 2 * dense + 2 * moe, 4 * moe + end)
     # the even split with the dense layers spread alike is the closed form in p
     cost = model_cost(_dense_first(6, first_dense=0), Training(b=1, l=8, p=3))
     assert cost.parameters_per_device == max(start, end) + 2 * moe
