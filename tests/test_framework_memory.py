@@ -253,3 +253,22 @@ def test_each_rank_keeps_its_own_layers_activations():
             1 * (2 * moe_layer.total("act_buffer") + cost.head.total("act_buffer"))]
     assert [rank_activation_bytes(cost, r) for r in range(3)] == kept
     assert cost.activation_bytes == max(kept)
+
+
+def test_window_pattern_places_the_global_layers():
+    """Gemma 3 1B (its config.json): five sliding-window layers, then a global one (layers 5, 11,
+    17 and 23 of 26). On 13 ranks of two layers, ranks 2, 5, 8 and 11 hold a global layer, and
+    the busiest forward is the larger of the first rank's (embedding and two windowed layers),
+    a rank with a global layer and the last rank's (two windowed layers and the head)."""
+    import json
+    from pathlib import Path
+    from symbolic_cost.models.config import from_config
+    from symbolic_cost.models.ranks import cost_placement
+    config = json.loads((Path(__file__).parent / "hf_configs" / "gemma-3-1b-pt.json").read_text())
+    cost = model_cost(from_config(config), Training(b=1, l=8192, p=13, micro_batches=16))
+    place = cost_placement(cost)
+    assert [r for r in range(13) if place.counts(r)[1]] == [2, 5, 8, 11]
+    windowed, full = (blk.total("flops_fwd") for blk, _ in cost.stack[1:-1])
+    start, end = cost.embedding.total("flops_fwd"), cost.head.total("flops_fwd")
+    assert full > windowed
+    assert cost.flops_fwd == 16 * max(start + 2 * windowed, windowed + full, 2 * windowed + end)

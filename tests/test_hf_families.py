@@ -388,3 +388,19 @@ def test_masks_keep_the_pairs_the_oracle_assumes(name):
         depth = depth_of(config)
         expected = expected[:depth] + expected[depth::2] + expected[depth + 1::2]
     assert [int(m[0].ne(0).sum()) for m in maps] == expected
+
+
+@pytest.mark.parametrize("model_type, settings", [
+    ("gemma2", {}), ("gemma3_text", {}), ("gemma3_text", {"num_hidden_layers": 14}),
+    ("qwen2", {"use_sliding_window": True, "max_window_layers": 5, "num_hidden_layers": 9}),
+    ("qwen2_moe", {"use_sliding_window": True, "max_window_layers": 5, "num_hidden_layers": 9}),
+])
+def test_window_pattern_is_the_config_classs_layer_types(model_type, settings):
+    """Which layers slide: the library's ``window_pattern`` equals the ``layer_types`` that the
+    transformers config class derives by default (a config without ``layer_types``)."""
+    cls = transformers.CONFIG_MAPPING[model_type]
+    expected = tuple(kind == "sliding_attention" for kind in cls(**settings).layer_types)
+    config = {"model_type": model_type, **settings}
+    arch = from_config(config, model_type)
+    assert 0 < sum(expected) < len(expected)
+    assert arch.window_pattern == expected

@@ -21,7 +21,8 @@ field                  meaning (default)
 ``qk_norm``            ``None``, ``"head"`` (Qwen3, Gemma 3, Phi), ``"projection"`` (OLMo 2)
 ``qkv_bias``           biases on Q, K, V; ``bias`` on the output projection and (unless
                        ``mlp_bias`` says otherwise) the MLP; ``clip_qkv``: Q, K, V clamped
-``window``             sliding-window size of ``windowed_layers`` layers (``None``: all)
+``window``             sliding-window size of ``windowed_layers`` layers (``None``: all);
+                       ``window_pattern``: which layers, one boolean each, where known
 ``score_bias``         ``None``, ``"alibi"`` (BLOOM, Falcon), ``"relative"`` (T5, with
                        ``relative_buckets`` rows per head)
 ``softcap``            ``tanh`` cap on attention scores; ``logit_softcap`` on the logits
@@ -123,6 +124,7 @@ class Architecture:
     parallel: bool = False
     window: Expr | None = None
     windowed_layers: Expr | None = None
+    window_pattern: tuple | None = None
     score_bias: str | None = None
     relative_buckets: Expr = 0
     softcap: bool = False
@@ -154,6 +156,12 @@ class Architecture:
                              f"score_bias is 'relative'")
         if self.windowed_layers is not None and self.window is None:
             raise InputError(f"architecture {self.name}: windowed_layers needs a window")
+        pattern = self.window_pattern
+        if pattern is not None and not (isinstance(pattern, tuple) and all(isinstance(x, bool) for x in pattern)
+                                        and sympify(len(pattern)) == sympify(self.n_layers)
+                                        and sympify(sum(pattern)) == sympify(self.windowed_layers)):
+            raise InputError(f"architecture {self.name}: window_pattern must be one boolean per layer, as many "
+                             f"true as windowed_layers", "window_pattern")
         extra = sympify(self.n_layers) - sympify(0 if self.windowed_layers is None else self.windowed_layers)
         if extra.is_negative:
             raise InputError(f"architecture {self.name}: windowed_layers must not exceed n_layers")

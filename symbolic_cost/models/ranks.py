@@ -88,6 +88,8 @@ def placement(arch, t: Training, stack, p) -> Placement:
     groups = tuple(count for _, count in stack[1:-1])
     uneven = (t.first_stage_layers, t.last_stage_layers) != (None, None)
     kinds = layer_kinds(arch)
+    if kinds is not None and max(kinds) + 1 != len(groups):      # kinds that cost the same: one group
+        kinds = (0,) * len(kinds) if len(groups) == 1 else None
     if p == 1 or not p.is_number or not (uneven or (len(groups) > 1 and kinds is not None)):
         return Placement(p, groups)
     if kinds is None:

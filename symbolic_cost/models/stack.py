@@ -128,9 +128,10 @@ def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dic
 
 def layer_kinds(arch: Architecture) -> tuple[int, ...] | None:
     """The group of each layer in layer order (its index among ``layer_groups``'s), where the
-    model records it: one kind of layer, or dense and mixture-of-experts layers
-    (``MoE.is_moe``: the dense group first).  ``None`` for windows on only some layers (which
-    ones is not recorded), an encoder-decoder, or a symbolic depth or ``first_dense``.
+    model records it: one kind of layer, windowed and full layers (``window_pattern``: the
+    windowed group first), or dense and mixture-of-experts layers (``MoE.is_moe``: the dense
+    group first).  ``None`` for windows on some layers without their pattern, an
+    encoder-decoder, or a symbolic depth or ``first_dense``.
 
     >>> from symbolic_cost.blocks.moe import MoE
     >>> layer_kinds(Architecture("toy", 4, 64, 4, 256, 100, moe=MoE(8, 2, 64, first_dense=1)))
@@ -140,7 +141,9 @@ def layer_kinds(arch: Architecture) -> tuple[int, ...] | None:
     if arch.encoder_decoder or not depth.is_number:
         return None
     if arch.window is not None and arch.windowed_layers is not None and sympify(arch.windowed_layers) not in (0, depth):
-        return None
+        if arch.window_pattern is None or arch.moe is not None:
+            return None
+        return tuple(0 if windowed else 1 for windowed in arch.window_pattern)
     if arch.moe is None:
         return (0,) * int(depth)
     if not sympify(arch.moe.first_dense).is_number:

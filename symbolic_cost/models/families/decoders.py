@@ -164,7 +164,7 @@ def starcoder2(k: Keys, name: str) -> Architecture:
                         head_dim=hd, mlp=plain_mlp(k.activation("hidden_act", "gelu_pytorch_tanh")), rotary=True,
                         rotary_dim=part,
                         tied=k.flag("tie_word_embeddings", True), qkv_bias=bias, bias=bias,
-                        **window_fields(k, L, window, lambda depth: depth),
+                        **window_fields(k, L, window, lambda i: True),
                         **k.dropout_fields([("residual_dropout", 0)], [("attention_dropout", 0)],
                                            [("embedding_dropout", 0)]),
                         context=k.int("max_position_embeddings", 4096), **head_fields(k))

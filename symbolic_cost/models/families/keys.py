@@ -238,17 +238,21 @@ def check_heads(k: Keys, e, h, kv, head_dim, names=("hidden_size", "num_attentio
 
 
 def window_fields(k: Keys, depth: int, window, default_sliding) -> dict:
-    """``Architecture`` fields of sliding-window attention: the window and how many of the
-    ``depth`` layers use it, counted from ``layer_types`` when given, else
-    ``default_sliding(depth)`` (the config class's pattern)."""
+    """``Architecture`` fields of sliding-window attention: the window, how many of the
+    ``depth`` layers use it and which (``window_pattern``, when some do not), from
+    ``layer_types`` when given, else ``default_sliding(i)`` for layer ``i`` (the config
+    class's pattern)."""
     kinds = k._raw("layer_types", None, True)
     if kinds is None:
-        sliding = default_sliding(depth) if window is not None else 0
+        pattern = tuple(bool(default_sliding(i)) and window is not None for i in range(depth))
     else:
         allowed = ("full_attention", "sliding_attention")
         if not (isinstance(kinds, list) and len(kinds) == depth and all(x in allowed for x in kinds)):
             raise k.error(f"layer_types must list {depth} of {', '.join(allowed)}, got {kinds!r}")
-        sliding = kinds.count("sliding_attention")
+        pattern = tuple(x == "sliding_attention" for x in kinds)
+    sliding = sum(pattern)
     if sliding and window is None:
         raise k.error("layer_types names sliding_attention layers but sliding_window is null")
-    return dict(window=window, windowed_layers=sliding) if sliding else {}
+    if not sliding:
+        return {}
+    return dict(window=window, windowed_layers=sliding, **({"window_pattern": pattern} if sliding < depth else {}))

@@ -67,7 +67,7 @@ def _qwen_window(k: Keys, depth: int) -> dict:
     use = k.flag("use_sliding_window", False)
     window = k.int("sliding_window", 4096, nullable=True)
     start = k.int("max_window_layers", 28, zero=True)
-    return window_fields(k, depth, window if use else None, lambda n: max(0, n - start))
+    return window_fields(k, depth, window if use else None, lambda i: i >= start)
 
 
 def qwen2(k: Keys, name: str) -> Architecture:
@@ -104,7 +104,7 @@ def _gemma_window(k: Keys, depth: int, pattern: int) -> dict:
     k.refuse_if("use_bidirectional_attention", bool, "a bidirectional window", None)
     k.known("query_pre_attn_scalar", "cache_implementation", "hidden_act", "rope_local_base_freq")
     window = k.int("sliding_window", 4096, nullable=True)
-    return window_fields(k, depth, window, lambda n: n - n // pattern)
+    return window_fields(k, depth, window, lambda i: (i + 1) % pattern != 0)
 
 
 def gemma2(k: Keys, name: str) -> Architecture:

@@ -91,7 +91,7 @@ def qwen2_moe(k: Keys, name: str) -> Architecture:
     use = k.flag("use_sliding_window", False)
     window = k.int("sliding_window", 4096, nullable=True, zero=True)
     start = k.int("max_window_layers", 28, zero=True)
-    windows = window_fields(k, depth, window if use and window else None, lambda n: (min(n, start) + 1) // 2)
+    windows = window_fields(k, depth, window if use and window else None, lambda i: i < start and i % 2 == 0)
     moe = _qwen_moe(k, k.int("num_experts", 60, zero=True), 1408, 4,
                     k.int("shared_expert_intermediate_size", 5632), True)
     return _core(k, name, dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
