@@ -4,7 +4,7 @@ import pathlib
 from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 from sympy import Rational
 
 from symbolic_cost.checks import InputTypeError
@@ -16,7 +16,9 @@ from symbolic_cost.timing.step import step_time_breakdown
 
 CONFIGS = pathlib.Path(__file__).parent / "hf_configs"
 MODELS = {"gpt2": preset("gpt2"), "llama-gqa": load(CONFIGS / "Llama-3.2-1B.json"),
-          "mixtral": load(CONFIGS / "Mixtral-8x7B-v0.1.json"), "t5": load(CONFIGS / "t5-small.json")}
+          "mixtral": load(CONFIGS / "Mixtral-8x7B-v0.1.json"), "t5": load(CONFIGS / "t5-small.json"),
+          # the layers a pipeline rank holds depend on p: a dense layer first, a global layer every sixth
+          "deepseek-lite": load(CONFIGS / "DeepSeek-V2-Lite.json"), "gemma3": load(CONFIGS / "gemma-3-1b-pt.json")}
 POLICIES = [dict(zero=1, flash=True), dict(zero=3, recompute="selective"), dict(zero=0, recompute="full"),
             dict(zero=2, schedule="interleaved", virtual_stages=2)]
 EVALUATORS = {}
@@ -28,13 +30,16 @@ def _evaluator(model, index):
     return EVALUATORS[model, index]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(model=st.sampled_from(sorted(MODELS)), index=st.integers(0, len(POLICIES) - 1),
        values=st.fixed_dictionaries({"b": st.integers(1, 4), "l": st.sampled_from([256, 512, 768]),
                                      "m1": st.sampled_from([1, 2, 3, 4, 8]), "s1": st.sampled_from([1, 2, 4]),
                                      "d": st.sampled_from([1, 2, 3, 8]), "p": st.sampled_from([1, 2, 3, 4]),
                                      "n_micro": st.sampled_from([1, 2, 4, 8])}),
        experts=st.fixed_dictionaries({"ep": st.sampled_from([1, 2, 4, 3]), "etp": st.sampled_from([1, 2])}))
+@example(model="deepseek-lite", index=0, values=dict(b=1, l=512, m1=1, s1=1, d=2, p=3, n_micro=4),
+         experts=dict(ep=2, etp=1))
+@example(model="gemma3", index=0, values=dict(b=2, l=512, m1=1, s1=1, d=1, p=13, n_micro=16), experts=dict(ep=1, etp=1))
 def test_model_function_equals_a_model_built_with_the_numbers(model, index, values, experts):
     arch = MODELS[model]
     if arch.moe is not None:

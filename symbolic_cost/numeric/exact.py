@@ -26,6 +26,7 @@ from sympy.printing.pycode import PythonCodePrinter
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import check_sequence_parallel
+from symbolic_cost.models.stack import layer_kinds
 from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.experts import expert_degrees
@@ -166,7 +167,9 @@ def model_function(arch, system="h100", conventions=None, **policy):
     ``step_total``) of ``arch`` trained with ``policy`` (``Training``'s other fields: ``zero``,
     ``recompute``, ``flash``, ``precision`` ...) on ``system``, equal to ``model_cost`` with those
     numbers.  The model is built and compiled once; each call checks the numbers with the rules
-    ``model_cost`` applies (``check_numbers``) and evaluates.
+    ``model_cost`` applies (``check_numbers``) and evaluates.  Where which layers a pipeline
+    rank holds depends on ``p`` (dense and MoE layers, global and windowed ones, uneven
+    stages: ``models.ranks.Placement``) the model is built once for each ``p`` asked for.
 
     >>> from symbolic_cost.models.config import preset
     >>> evaluate = model_function(preset("gpt2"), zero=1)
@@ -176,11 +179,25 @@ def model_function(arch, system="h100", conventions=None, **policy):
     chosen = conv.get(conventions or conv.DEFAULT)
     names = DEGREES + (("ep", "etp") if arch.moe is not None else ())
     symbolic = {n: S.BY_NAME[n] for n in names}
-    template = Training(**_training_degrees(symbolic), **policy)
-    cost = model_cost(arch, template, chosen)
-    exprs = {**{f: getattr(cost, f) for f in FIELDS},
-             **{f"step_{k}": v for k, v in step_time_breakdown(cost, system, chosen).items()}}
-    function = exact_function(exprs, [symbolic[n] for n in names])
+    kinds = layer_kinds(arch)
+    by_stage = (kinds is not None and len(set(kinds)) > 1) or any(
+        policy.get(k) is not None for k in ("first_stage_layers", "last_stage_layers"))
+    functions = {}
+
+    def function_for(p):
+        """The compiled totals, with ``p`` a symbol, or (``by_stage``: which layers a rank holds
+        depends on ``p``, ``models.ranks.Placement``) built for each ``p`` asked for."""
+        key = p if by_stage else None
+        if key not in functions:
+            degrees = {**symbolic, "p": p} if by_stage else symbolic
+            cost = model_cost(arch, Training(**_training_degrees(degrees), **policy), chosen)
+            exprs = {**{f: getattr(cost, f) for f in FIELDS},
+                     **{f"step_{k}": v for k, v in step_time_breakdown(cost, system, chosen).items()}}
+            functions[key] = exact_function(exprs, [symbolic[n] for n in names if n != "p" or not by_stage])
+        return functions[key]
+
+    if not by_stage:
+        function_for(None)
     defaults = {"b": 1, "l": arch.context or 2048, "m1": 1, "s1": 1, "d": 1, "p": 1, "n_micro": 1, "ep": 1}
 
     def evaluate(**values):
@@ -192,7 +209,7 @@ def model_function(arch, system="h100", conventions=None, **policy):
         if "etp" in names and chosen_values["etp"] is None:
             chosen_values["etp"] = chosen_values["m1"]       # Megatron-LM's default, as Training's
         check_numbers(arch, Training(**_training_degrees(chosen_values), **policy))
-        return function(chosen_values)
+        return function_for(chosen_values["p"])(chosen_values)
     return evaluate
 
 
