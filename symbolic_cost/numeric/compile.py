@@ -191,6 +191,7 @@ def _llvm_kernel(values, symbols):
 def _portable(expr):
     """``expr`` with the functions LLVM lacks written in ones it has: ``Mod(a, n)`` as
     ``a - n floor(a/n)``, ``Log2(n)`` (``ceil(log2 n)``) with ``log``; exact up to n = 2^28."""
+    expr = sympify(expr)          # a plain number (a part that is 0) as well
     swaps = {a: a.args[0] - a.args[1] * floor(a.args[0] / a.args[1]) if isinstance(a, Mod)
              else ceiling(log(a.args[0]) / log(2)) for a in expr.atoms(Mod, Log2)}
     return expr.xreplace(swaps) if swaps else expr

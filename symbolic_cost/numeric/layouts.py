@@ -135,10 +135,12 @@ def grid_layouts(arch: Architecture, devices: int, global_batch: int, seq: int, 
 
 def _grid_degrees(kind: str, devices: int) -> list[tuple[int, int]]:
     """The two degrees of each grid of ``kind`` on at most ``devices`` devices (``GRIDS``): every
-    ``rows x cols`` with both at least 2 for 2-D; every side ``q >= 2`` (and depth dividing
-    what is left, beyond 1) for 2.5-D; every side for 3-D."""
+    ``rows x cols`` with both at least 2 and one dividing the other for 2-D (so that SUMMA's
+    ``lcm(rows, cols)`` panels are the larger side, ``numeric.search.grid_frames``); every side
+    ``q >= 2`` (and depth dividing what is left, beyond 1) for 2.5-D; every side for 3-D."""
     if kind == "2d":
-        return [(r, c) for r in range(2, devices // 2 + 1) for c in range(2, devices // r + 1)]
+        return [(r, c) for r in range(2, devices // 2 + 1) for c in range(2, devices // r + 1)
+                if r % c == 0 or c % r == 0]
     power = 3 if kind == "3d" else 2
     sides = range(2, int(round(devices ** (1 / power))) + 1)
     if kind == "3d":

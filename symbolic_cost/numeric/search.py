@@ -23,12 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from sympy import Max, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, choice, count
 from symbolic_cost.models import RECOMPUTE, Architecture, Training, model_cost
 from symbolic_cost.models.recipes import OFFLOAD, check_offload
+from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.models.grid_stack import on_grid
 from symbolic_cost.numeric.compile import compile_exprs
@@ -222,8 +224,10 @@ def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, convention
                          offload=offload, schedule=schedule, **training)
         cost = model_cost(arch, on_grid(plain, GRIDS[kind](S.mq, S.md)), conventions)
         parts = step_time_breakdown(cost, system, conventions)
-        compiled = compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": cost.memory_bytes},
-                                 symbols=[S.BY_NAME[k] for k in symbols])
+        exprs = {**{k: parts.get(k, 0) for k in PARTS}, "memory": cost.memory_bytes}
+        if kind == "2d":         # one side divides the other (layouts._grid_degrees): lcm is the larger
+            exprs = {k: sympify(v).replace(Lcm, Max) for k, v in exprs.items()}
+        compiled = compile_exprs(exprs, symbols=[S.BY_NAME[k] for k in symbols])
         names = [{"2d": f"{q}x{d}", "2.5d": f"{q}x{q}x{d}", "3d": f"{q}x{q}x{q}"}[kind]
                  for q, d in zip(group["mq"], group["md"])]
         rows = group.assign(grid=names, vp=1, n_rec=np.where(policy == "full", depth // group["p"], 0), zero=zero,
