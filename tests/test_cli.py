@@ -14,7 +14,7 @@ from symbolic_cost import reproduce
 from symbolic_cost.cli import COMMANDS, build_parser, main
 from symbolic_cost.cli.options import UsageError
 from symbolic_cost.models import Training, model_cost
-from symbolic_cost.models.config import preset
+from symbolic_cost.models.config import load as load_config, preset
 from symbolic_cost.timing.step import step_time_breakdown
 
 CLI = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost" / "cli"
@@ -279,3 +279,16 @@ def test_profile_shows_each_run_of_identical_layers(capsys):
     layers = lines[lines.index(next(x for x in lines if x.startswith("layers"))) + 1:][:3]
     assert [x.split(":")[0] for x in layers] == ["0 (layer)", "1 (layer)", "(2..26)"]
     assert layers[0] != layers[1].replace("1 (layer)", "0 (layer)")        # different parameters
+
+
+def test_sweep_over_p_places_the_layers_of_each_p(capsys):
+    """DeepSeek-V2-Lite's dense first layer sits on the first rank, so the busiest rank's
+    weights and activations depend on p beyond 1/p: a sweep over p equals model_cost at each p."""
+    arch_file = str(HF / "DeepSeek-V2-Lite.json")
+    assert main(["sweep", "--hf-config", arch_file, "--set", "l=4096", "n_micro=9", "b=1", "--grid", "p=1,3,9",
+                 "--field", "weight_bytes,activation_bytes"]) == 0
+    rows = [line.split(",") for line in capsys.readouterr().out.split()[1:]]
+    arch = load_config(arch_file)
+    for p, weights, activations in rows:
+        cost = model_cost(arch, Training(b=1, l=4096, p=int(float(p)), micro_batches=9))
+        assert (float(weights), float(activations)) == (float(cost.weight_bytes), float(cost.activation_bytes))

@@ -16,6 +16,7 @@ from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignment
                                       grid_values, numbers_needed, parse_condition, resolve, training_values)
 from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.numeric.sweep import sweep
 from symbolic_cost.timing.step import step_time_breakdown
@@ -97,9 +98,28 @@ def run(args) -> int:
     honour_mtp(args, arch)
     base = {k: v for k, v in training_values(arch).items() if k not in grid}
     fixed = resolve(base, args.set, allowed=TRAINING_SYMBOLS)
-    value = lambda sym: fixed.get(sym, sym)  # noqa: E731
     chosen = conventions(args)
     check_grid(arch, fixed, grid, chosen, options.training_policy(args))
+    if S.p in grid and placed_by_p(arch, options.training_policy(args)):
+        # which layers a rank holds depends on p (models.ranks.Placement): one build per p
+        import pandas as pd
+        frames = [_sweep(args, arch, {**fixed, S.p: p}, {**grid, S.p: [p]}, chosen, None) for p in grid[S.p]]
+        result = pd.concat(frames, ignore_index=True)
+        if args.out and args.out.endswith(".csv"):
+            result.to_csv(args.out, index=False)
+        elif args.out:
+            result.to_parquet(args.out)
+    else:
+        result = _sweep(args, arch, fixed, grid, chosen, args.out)
+    if args.out is None:
+        print(result.to_csv(index=False), end="")
+    return 0
+
+
+def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
+    """Build the model with ``fixed`` values and the swept symbols, then evaluate ``--field`` over
+    ``grid`` (``numeric.sweep.sweep``): the result, or the file ``out`` written."""
+    value = lambda sym: fixed.get(sym, sym)  # noqa: E731
     training = Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d),
                         p=value(S.p), micro_batches=value(S.n_micro), ep=value(S.ep), etp=value(S.etp),
                         l_dec=value(S.l_dec) if S.l_dec in {**fixed, **grid} else None,
@@ -115,7 +135,5 @@ def run(args) -> int:
     used = set().union(*(x.free_symbols for x in [*chosen_exprs.values(), *constraints]))
     numbers_needed(dict.fromkeys(grid, 1), used, "sweep (every symbol swept or set)")
     result = sweep(chosen_exprs, grid={str(k): v for k, v in grid.items()}, constraints=constraints,
-                   chunk_size=args.chunk, out=args.out, progress=args.progress)
-    if args.out is None:
-        print(result.to_csv(index=False), end="")
-    return 0
+                   chunk_size=args.chunk, out=out, progress=args.progress)
+    return result

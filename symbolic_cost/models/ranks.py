@@ -80,6 +80,15 @@ class Placement:
         return tuple(c / self.p for c in self.groups) if self.every is None else self.every[rank]
 
 
+def placed_by_p(arch, policy: dict) -> bool:
+    """Whether the layers a rank holds depend on ``p`` beyond ``1/p`` of each group: layers of
+    several recorded kinds (``models.stack.layer_kinds``), or uneven first and last stages in
+    the ``Training`` fields ``policy``."""
+    kinds = layer_kinds(arch)
+    return (kinds is not None and len(set(kinds)) > 1) or any(
+        policy.get(k) is not None for k in ("first_stage_layers", "last_stage_layers"))
+
+
 def placement(arch, t: Training, stack, p) -> Placement:
     """Where ``arch``'s layers sit on ``p`` pipeline ranks (``Placement``): enumerated when the
     ranks differ (uneven stages, or layer groups not spread evenly, as DeepSeek's dense layers

@@ -26,7 +26,7 @@ from sympy.printing.pycode import PythonCodePrinter
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import check_sequence_parallel
-from symbolic_cost.models.stack import layer_kinds
+from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.experts import expert_degrees
@@ -179,9 +179,7 @@ def model_function(arch, system="h100", conventions=None, **policy):
     chosen = conv.get(conventions or conv.DEFAULT)
     names = DEGREES + (("ep", "etp") if arch.moe is not None else ())
     symbolic = {n: S.BY_NAME[n] for n in names}
-    kinds = layer_kinds(arch)
-    by_stage = (kinds is not None and len(set(kinds)) > 1) or any(
-        policy.get(k) is not None for k in ("first_stage_layers", "last_stage_layers"))
+    by_stage = placed_by_p(arch, policy)
     functions = {}
 
     def function_for(p):
