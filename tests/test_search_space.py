@@ -70,6 +70,30 @@ def test_every_kind_of_kernel_equals_models_built_with_the_numbers():
             assert float(step_time_breakdown(cost, system)["total"]) == pytest.approx(row.total, rel=1e-12), (variant, row)
 
 
+def test_kernels_of_a_model_placed_by_p_equal_models_built_with_the_numbers():
+    """DeepSeek-V2-Lite (a dense layer, then 26 MoE layers) on 27 devices: its busiest rank
+    depends on p, so the search compiles once per p (and vp); every kind of kernel's rows equal
+    model_cost with the numbers."""
+    from symbolic_cost.models.config import load
+    import pathlib
+    arch = load(pathlib.Path(__file__).parent / "hf_configs" / "DeepSeek-V2-Lite.json")
+    system = get_system("h100")
+    base = layouts(arch, 27, 54, 2048, (1, 2), ("none", "full"))
+    assert set(base["p"]) == {1, 3, 9, 27}
+    for variant in variants((1,), ("none",), ("1f1b", "interleaved"), ("none", "full")):
+        task = (arch, variant, base, 2048, system, conv.DEFAULT, dict(precision="bf16", flash=True), "full", 10**9)
+        _, _, rows = run_variant(task)
+        for row in rows[rows["p"] > 1].groupby("p").head(1).itertuples():
+            training = Training(b=row.b, l=2048, m1=row.m1, s1=row.s1, d=row.d, p=row.p, micro_batches=row.n_micro,
+                                ep=row.ep, etp=row.etp, recompute=row.recompute, zero=1, flash=True,
+                                schedule=row.schedule, virtual_stages=int(row.vp),
+                                **(dict(recompute_method="block", recompute_layers=int(row.n_rec))
+                                   if row.recompute == "full" else {}))
+            cost = model_cost(arch, training)
+            assert float(cost.memory_bytes) == pytest.approx(row.memory, rel=1e-12), (variant, row)
+            assert float(step_time_breakdown(cost, system)["total"]) == pytest.approx(row.total, rel=1e-12)
+
+
 def test_processes_and_dask_give_the_same_answer():
     pytest.importorskip("dask")
     alone = search(GPT2, 8, "h100", global_batch=32, seq=SEQ, top=5, zero=(1, 3))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, choice, count
 from symbolic_cost.models import RECOMPUTE, Architecture, Training, model_cost
+from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.recipes import OFFLOAD, check_offload
 from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.parallel.pipeline import SCHEDULES
@@ -131,15 +132,31 @@ def _best(rows: pd.DataFrame, values: dict, capacity: float, top: int):
 
 
 def run_variant(task) -> tuple[int, int, pd.DataFrame]:
-    """Build, compile and evaluate one variant on its layouts (a task of ``search``)."""
+    """Build, compile and evaluate one variant on its layouts (a task of ``search``); once per
+    ``p`` (and ``vp``) where the layers a rank holds depend on it (``models.ranks.placed_by_p``)."""
     arch, variant, base, seq, system, conventions, fixed, recompute_layers, top = task
     rows = variant_rows(base, variant, arch.n_layers + arch.decoder_layers, recompute_layers)
     if rows.empty:
         return 0, 0, rows
+    if not placed_by_p(arch, fixed):
+        return _evaluate(arch, variant, rows, seq, system, conventions, fixed, top)
+    results = [_evaluate(arch, variant, group, seq, system, conventions, fixed, top, int(p), int(vp))
+               for (p, vp), group in rows.groupby(["p", "vp"], sort=False)]
+    best = pd.concat([b for _, _, b in results]).sort_values("total", kind="stable").head(top)
+    return sum(n for n, _, _ in results), sum(k for _, k, _ in results), best
+
+
+def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top, p=None, vp=None):
+    """Step time and memory of ``rows`` under ``variant``, the model compiled with the layout's
+    degrees as symbols (``p`` and ``vp`` numbers when given)."""
     experts = arch.moe is not None
-    cost = model_cost(arch, variant.training(seq, experts, **fixed), conventions)
-    parts = step_time_breakdown(cost, system, conventions)
+    training = variant.training(seq, experts, **fixed)
     names = variant.symbols(experts)
+    if p is not None:
+        training = replace(training, p=p, **({"virtual_stages": vp} if variant.schedule == "interleaved" else {}))
+        names = [n for n in names if n not in ("p", "vp")]
+    cost = model_cost(arch, training, conventions)
+    parts = step_time_breakdown(cost, system, conventions)
     compiled = compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": cost.memory_bytes},
                              symbols=[S.BY_NAME[k] for k in names])
     values = compiled({k: rows[k].to_numpy() for k in names})
