@@ -142,14 +142,20 @@ def test_fp8_products_run_at_the_fp8_rate_in_the_tiled_kernel_model():
     assert pass_times(plain, "fwd", h100, tiled)[1] == flops / Rational("989.4e12") + h100.launch_overhead
 
 
-def test_offload_traffic_is_a_step_time_part():
-    """The offloaded step is the same step plus its host-link seconds, not overlapped."""
+def test_offload_traffic_and_the_host_optimizer_step_are_step_time_parts():
+    """The offloaded step is the same step plus its host-link seconds and the optimizer step on
+    the host, not overlapped.  On 4 devices of a DGX H100 node (two Xeon 8480C: 2 x 8 channels
+    of DDR5-4800, 614.4 GB/s), each holding per parameter of its quarter 12 bytes of fp32
+    master and Adam moments and a 2-byte bf16 gradient: the step reads and writes them (28
+    bytes), the gradient arriving is written (2) and the bf16 weight leaving read (2), all four
+    devices' shards at once."""
     from symbolic_cost.timing.step import step_time_breakdown
     plain = step_time_breakdown(_cost(d=4, zero=2), "h100")
     offloaded = step_time_breakdown(_cost(d=4, zero=2, offload="optimizer"), "h100")
-    assert "host_comm" not in plain
+    assert "host_comm" not in plain and "host_step" not in plain
     assert offloaded["host_comm"] == Rational(4 * PARAMS, 4 * 64 * 10**9)     # gradients down, weights up
-    assert offloaded["total"] - plain["total"] == offloaded["host_comm"]
+    assert offloaded["host_step"] == Rational(4 * (28 + 2 + 2) * PARAMS, 4 * 2 * 8 * 4800 * 10**6 * 8)
+    assert offloaded["total"] - plain["total"] == offloaded["host_comm"] + offloaded["host_step"]
 
 
 def test_lora_on_llama_by_hand():

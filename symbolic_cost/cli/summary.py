@@ -19,7 +19,7 @@ from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.parallel.grid import DEGREES
 from symbolic_cost.models.utilisation import hfu, mfu
 from symbolic_cost.timing.hardware import comm_time, get_system
-from symbolic_cost.timing.host import host_bytes_per_node, host_time
+from symbolic_cost.timing.host import host_bytes_per_node, host_step_time, host_time
 from symbolic_cost.timing.step import step_time_breakdown
 
 FIELDS = ("parameters", "parameters_per_device", "flops_fwd", "flops_bwd", "flops_recompute", "model_flops_fwd",
@@ -97,7 +97,8 @@ def report(args) -> tuple[dict, Training]:
                        "bytes_per_node": number(host_bytes_per_node(cost, system)),
                        "device_to_host_bytes": number(cost.device_to_host),
                        "host_to_device_bytes": number(cost.host_to_device),
-                       "time_s": number(host_time(cost, system))}
+                       "time_s": number(host_time(cost, system)),
+                       "step_s": number(host_step_time(cost, system))}
     if getattr(args, "step_time", None) is not None:
         out["utilisation"] = {name: number(f(cost, args.step_time, system, only=only))
                               for name, f, only in (("mfu", mfu, "all"), ("hfu", hfu, "all"),
@@ -175,7 +176,8 @@ def run(args) -> int:
         host = out["host"]
         print(f"host memory (offload): {size(host['bytes_per_device'])} per device, {size(host['bytes_per_node'])} "
               f"per node; per step {size(host['device_to_host_bytes'])} down, {size(host['host_to_device_bytes'])} "
-              f"up, {seconds(host['time_s'])} on the host link")
+              f"up, {seconds(host['time_s'])} on the host link; optimizer step on the host "
+              f"{seconds(host['step_s'])}")
     if "activation_bytes_per_rank" in out:
         print("activations per pipeline rank: " + ", ".join(
             f"{rank}: {size(value)}" for rank, value in enumerate(out["activation_bytes_per_rank"])))

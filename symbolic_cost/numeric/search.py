@@ -39,8 +39,8 @@ from symbolic_cost.numeric.layouts import GRIDS, by_stage, grid_layouts, layouts
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
-PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host_comm", "total")
-"""The step-time parts a search reports (``host_comm`` is 0 without offload)."""
+PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host_comm", "host_step", "total")
+"""The step-time parts a search reports (``host_comm`` and ``host_step`` are 0 without offload)."""
 
 MAX_DEVICES = 2**20
 """Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""

@@ -54,7 +54,12 @@ class System:
     offloaded state crosses (``timing.host``): PCIe Gen4 x16 on A100 boards, 32 GB/s per
     direction (half the datasheet's 64 GB/s both ways), PCIe Gen5 x16 on H100/H200 SXM,
     64 GB/s (128 GB/s both ways); a Grace Hopper's NVLink-C2C is 450 GB/s per direction
-    (900 GB/s both ways): ``.but(host_bandwidth=450 * GIGA)``.
+    (900 GB/s both ways): ``.but(host_bandwidth=450 * GIGA)``.  ``host_memory_bandwidth`` is a
+    node's host memory (all its sockets), which an offloaded optimizer step streams
+    (``timing.host.host_step_time``): 8 channels of DDR5-4800 per Xeon 8480C, two per DGX
+    H100 / HGX H200 node (614.4 GB/s); 8 of DDR4-3200 per EPYC 7742, two per DGX A100
+    (409.6 GB/s), one EPYC 7763 per Perlmutter GPU node (204.8 GB/s): channels x transfers/s x
+    8 bytes, the vendors' peak.
     """
 
     name: str
@@ -74,6 +79,7 @@ class System:
     launch_overhead: Expr = 0          # s per kernel launch
     host_bandwidth: Expr = 0           # bytes/s per device and direction to host memory (PCIe, NVLink-C2C)
     fp8_flops: Expr = 0                # FLOP/s of dense FP8 products on matrix units; 0: none (matrix_flops)
+    host_memory_bandwidth: Expr = 0    # bytes/s of a node's host memory (all sockets); 0: not stated
 
     _REQUIRED = ("matrix_flops", "vector_flops", "hbm_bandwidth", "nvlink_size")
 
@@ -112,22 +118,26 @@ _HOPPER_CHIP = dict(
     l2_bandwidth=5120 * Rational(198, 100) * GIGA,   # 5120 B/clock at 1.98 GHz (assumed)
     memory_latency=Rational(1, 2) * MICRO, launch_overhead=4 * MICRO)
 
+_DDR4_3200, _DDR5_4800 = 8 * 3200 * 10**6 * 8, 8 * 4800 * 10**6 * 8
+"""Peak bytes/s of one socket's 8 memory channels (channels x transfers/s x 8 bytes)."""
+
 SYSTEMS = {
     # The numbers of seed 003 (LBNL, Perlmutter: 4 x A100-40GB per node).
     "a100-perlmutter": System("a100-perlmutter", 312 * TERA, 78 * TERA, 1555 * GIGA,
                               600 * GIGA, 100 * GIGA, 4, hbm_capacity=40 * GIGA, host_bandwidth=32 * GIGA,
-                              **_AMPERE_CHIP),
+                              host_memory_bandwidth=_DDR4_3200, **_AMPERE_CHIP),
     # DGX A100 80GB: 8 GPUs on NVSwitch, one 200 Gb/s HDR NIC per GPU.
     "a100": System("a100", 312 * TERA, 78 * TERA, 2039 * GIGA, 600 * GIGA, 25 * GIGA, 8,
-                   hbm_capacity=80 * GIGA, host_bandwidth=32 * GIGA, **_AMPERE_CHIP),
+                   hbm_capacity=80 * GIGA, host_bandwidth=32 * GIGA, host_memory_bandwidth=2 * _DDR4_3200,
+                   **_AMPERE_CHIP),
     # DGX H100 (SXM): 989.4 TFLOP/s dense bf16 (1978.9 FP8), 8 GPUs, one 400 Gb/s NDR NIC per GPU.
     "h100": System("h100", Rational("989.4") * TERA, Rational("133.8") * TERA, 3350 * GIGA,
                    900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA, host_bandwidth=64 * GIGA,
-                   fp8_flops=Rational("1978.9") * TERA, **_HOPPER_CHIP),
+                   fp8_flops=Rational("1978.9") * TERA, host_memory_bandwidth=2 * _DDR5_4800, **_HOPPER_CHIP),
     # H200 (SXM): H100 compute, 141 GB HBM3e at 4.8 TB/s.
     "h200": System("h200", Rational("989.4") * TERA, Rational("133.8") * TERA, 4800 * GIGA,
                    900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA, host_bandwidth=64 * GIGA,
-                   fp8_flops=Rational("1978.9") * TERA, **_HOPPER_CHIP),
+                   fp8_flops=Rational("1978.9") * TERA, host_memory_bandwidth=2 * _DDR5_4800, **_HOPPER_CHIP),
 }
 
 

@@ -10,6 +10,16 @@ optimizer step or on use), so their times add::
 
 Each node's host holds the offloaded state of its devices: ``host_bytes x`` devices per
 node, taken as the NVLink domain (``System.nvlink_size``: 8 on a DGX, 4 on Perlmutter).
+
+The optimizer step then runs on the host (DeepSpeed's CPU Adam), streaming its state through
+host memory: every offloaded byte (the optimizer shard, the gradient buffer, the weights when
+they live there) read and written once, plus the transfers themselves (the gradients arriving
+are written, the weights leaving are read), for every device of the node at once over the
+node's ``System.host_memory_bandwidth``::
+
+    t_step = (2 host_bytes + device_to_host + host_to_device) x devices per node / B_host_memory
+
+(memory bound: Adam's dozen FLOPs per parameter take a fraction of the time on a node's cores).
 """
 
 from __future__ import annotations
@@ -34,6 +44,16 @@ def host_time(cost: ModelCost, system: System | str) -> Expr:
         return Integer(0)
     system.require("offload traffic", "host_bandwidth")
     return traffic / system.host_bandwidth
+
+
+def host_step_time(cost: ModelCost, system: System | str) -> Expr:
+    """Seconds of the optimizer step on the host (see the module docstring); 0 without offload."""
+    system = get_system(system)
+    if cost.host_bytes == 0:
+        return Integer(0)
+    system.require("the optimizer step on the host", "host_memory_bandwidth")
+    streamed = 2 * cost.host_bytes + host_traffic(cost)
+    return streamed * minimum(system.nvlink_size, world_size(cost.training)) / system.host_memory_bandwidth
 
 
 def host_bytes_per_node(cost: ModelCost, system: System | str) -> Expr:

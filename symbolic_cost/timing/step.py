@@ -10,7 +10,7 @@ from symbolic_cost.models import ModelCost
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_rows, redone_layers
 from symbolic_cost.timing.hardware import comm_time, get_system, times
-from symbolic_cost.timing.host import host_time
+from symbolic_cost.timing.host import host_step_time, host_time
 
 
 def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> dict[str, Expr]:
@@ -27,9 +27,10 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       parameter collectives of data parallelism, and of expert data parallelism for
       the routed experts (not overlapped); the all-to-alls of MoE layers are block
       collectives, in ``tensor_comm``;
-    * ``host_comm`` (only when the training offloads): the offload traffic on the host link
-      (``timing.host.host_time``), not overlapped with the rest (an upper bound: DeepSpeed
-      overlaps part of it with backward; the host's optimizer step itself is not modelled);
+    * ``host_comm`` and ``host_step`` (only when the training offloads): the offload traffic
+      on the host link (``timing.host.host_time``) and the optimizer step on the host
+      (``timing.host.host_step_time``), not overlapped with the rest (an upper bound: DeepSpeed
+      overlaps part of the traffic with backward);
     * ``total``: their sum.
     """
     system, conventions = get_system(system), conv.get(conventions)
@@ -58,5 +59,6 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
            "pipeline_comm": by_dim("pipeline"), "data_comm": by_dim("data") + by_dim("expert_data")}
     if t.offload != "none":
         out["host_comm"] = host_time(cost, system)
+        out["host_step"] = host_step_time(cost, system)
     out["total"] = sum(out.values(), Integer(0))
     return out
