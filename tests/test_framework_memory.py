@@ -16,7 +16,7 @@ from symbolic_cost.blocks import mlp, transformer_layer
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.models import Architecture, Training, model_cost, stage_parameters
 from symbolic_cost.models.memory import kept_bytes
-from symbolic_cost.models.ranks import busiest_activation_bytes, rank_activation_bytes
+from symbolic_cost.models.ranks import busiest_activation_bytes, rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.pipeline import GPIPE, ONE_F_ONE_B, interleaved
 from symbolic_cost.symbols import b, e, h, l, m1
 
@@ -227,6 +227,7 @@ def test_dense_layers_sit_on_the_first_stages():
                                 (7, {"first_stage_layers": 1}, [start + dense, dense + 2 * moe, 3 * moe + end])):
         cost = model_cost(_dense_first(depth), Training(b=1, l=8, p=3, micro_batches=4, **extra))
         assert cost.parameters_per_device == max(ranks)
+        assert [rank_parameters(cost, r) for r in range(3)] == ranks
         assert cost.weight_bytes == 2 * max(ranks)                         # bf16
         if not extra:
             assert [stage_parameters(_dense_first(depth), 3, s) for s in range(3)] == ranks

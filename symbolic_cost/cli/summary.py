@@ -14,7 +14,7 @@ from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, co
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
 from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
 from symbolic_cost.models.grid_stack import on_grid
-from symbolic_cost.models.ranks import rank_activation_bytes
+from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.parallel.grid import DEGREES
 from symbolic_cost.models.utilisation import hfu, mfu
@@ -105,6 +105,7 @@ def report(args) -> tuple[dict, Training]:
                                                     ("mfu_matrix", mfu, "matrix"), ("hfu_matrix", hfu, "matrix"))}
     if isinstance(out["activation_bytes"], (int, float)) and number(training.p) != 1:
         out["activation_bytes_per_rank"] = [number(rank_activation_bytes(cost, r)) for r in range(int(training.p))]
+        out["parameters_per_rank"] = [number(rank_parameters(cost, r)) for r in range(int(training.p))]
     out["collectives"] = [
         {"dimension": dim, "kind": c.kind, "group": number(c.group), "pass": c.pass_,
          "count": number(c.repeats), "volume_bytes": number(c.volume),
@@ -181,6 +182,8 @@ def run(args) -> int:
     if "activation_bytes_per_rank" in out:
         print("activations per pipeline rank: " + ", ".join(
             f"{rank}: {size(value)}" for rank, value in enumerate(out["activation_bytes_per_rank"])))
+        print("parameters per device of each pipeline rank: " + ", ".join(
+            f"{rank}: {value:,}" for rank, value in enumerate(out["parameters_per_rank"])))
     steps = out["step_time_s"]
     print(f"step time per iteration on {args.system}: "
           + ", ".join(f"{part} {seconds(value)}" for part, value in steps.items() if part != "total")

@@ -181,6 +181,23 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
     return _rank_activations(cost, held, rank == 0, rank == p - 1, counts)
 
 
+def rank_parameters(cost, rank: int) -> Expr:
+    """Parameters on one device of pipeline rank ``rank`` (0-based, numbers only): its layers
+    (``Placement.counts``), the embedding on the first rank, the head on the last (with its own
+    copy of a tied word table when the two differ); ``ModelCost.parameters_per_device`` is the
+    largest.  1-byte weights over the element size, as ``model_cost`` counts them."""
+    p = exact(cost.training.p, "p")
+    if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
+        raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
+    es = element_bytes(cost.training.precision)
+    counts = cost_placement(cost).counts(rank)
+    layers = sum((c * blk.total("weights") for c, (blk, _) in zip(counts, cost.stack[1:-1])), exact(0))
+    ends = (cost.embedding.total("weights") if rank == 0 else 0) + (cost.head.total("weights") if rank == p - 1 else 0)
+    copy = cost.embedding["word_embeddings"].weights if (cost.architecture.tied and cost.architecture.lm_head
+                                                         and rank == p - 1 and p > 1) else 0
+    return (layers + ends + copy) / es
+
+
 def busiest_activation_bytes(cost) -> Expr:
     """The largest ``rank_activation_bytes`` over the ranks that can be the busiest
     (``Placement.ranks``: an even split's first and last rank, a middle rank holding no more
