@@ -24,6 +24,10 @@ output, ``(r, out/m1)``, and backward sums the ``m1`` partial gradients of ``Z``
 of ``t r`` values); on a row-parallel product (``o, down``, whose input is split) ``A`` is
 split by its input, ``(in/m1, r)``, forward sums the ``m1`` partial ``Z`` (an allreduce of
 ``t r``) and ``B`` is whole on every rank.  The table above holds per rank with those shapes.
+With sequence parallelism (Megatron-LM's ``s1 = m1``, whose parallel layers the adapters are)
+a column-parallel ``A`` reads the rank's ``t/s1`` tokens and its ``Z`` is allgathered for ``B``
+(backward: reduce-scattered), and a row-parallel ``A``'s ``Z`` is reduce-scattered to the
+shard where ``B`` runs (backward: allgathered).
 
 A frozen linear layer computes only ``dX = dY W^T`` in backward: no weight-gradient product,
 no bias gradient, and it keeps no input (PyTorch saves ``X`` only for ``dW``); a frozen
@@ -61,8 +65,8 @@ from sympy import Expr, Integer, Rational
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
-from symbolic_cost.blocks.layout import attach
-from symbolic_cost.cost import Cost, Gemm, collective, exact, make_cost
+from symbolic_cost.blocks.layout import Layout, attach
+from symbolic_cost.cost import Cost, Gemm, exact, make_cost
 from symbolic_cost.ops.matmul import product_flops
 from symbolic_cost.checks import InputError
 
@@ -169,28 +173,42 @@ def slices(layer: Block, row: str, targets) -> list[tuple[Expr, Expr]]:
     return out
 
 
-def adapter(name: str, b, l, pairs, r, es, conventions, m1=1) -> Cost:
+def adapter(name: str, b, l, pairs, r, es, conventions, m1=1, s1=1) -> Cost:
     """The adapters ``pairs`` (``(in, out)`` of the base product on one rank) of one base row,
-    reading one input ``X``; under ``m1`` each sums its ``t r`` partial ``Z`` (or their
-    gradients) over the ranks: forward after a row-parallel ``A``, backward before a
-    column-parallel ``B`` (module docstring)."""
+    reading one input ``X`` (module docstring).  Under ``m1`` the ``t r`` values of each ``Z``
+    cross the tensor region as the layer's activations do (``blocks.layout``): a
+    column-parallel ``A`` reads the ``t/s1`` tokens of the sequence shard and its ``Z`` is
+    allgathered for ``B`` (backward: its gradient reduced back to the shards); a row-parallel
+    ``A``'s partial ``Z`` is reduced to the shards for ``B`` (backward: allgathered).  With
+    ``s1 = 1`` both are one allreduce, in backward and in forward."""
     tokens, r = exact(b, "b") * exact(l, "l"), exact(r, "r")
+    at = Layout(exact(b, "b"), exact(l, "l"), len(pairs) * r, exact(m1, "m1"), _shards(m1, s1, conventions),
+                exact(es, "es"), 1, conventions)
+    if name in ROW_PARALLEL:     # A on every token, B on the shard
+        rows_a, rows_b = tokens, tokens / at.s
+        reduced = at.reduce_to_shards("fwd") + at.collective("allgather", tokens * at.e, at.s, "bwd")
+    else:                        # A on the shard, B on every token
+        rows_a, rows_b = tokens / at.s, tokens
+        reduced = at.collective("allgather", tokens * at.e, at.s, "fwd") + at.reduce_to_shards("bwd")
     fan_in = pairs[0][0]
-    split = "fwd" if name in ROW_PARALLEL else "bwd"
-    reduced = collective("allreduce", len(pairs) * tokens * r, es, m1, split, conventions)
-    fwd = [(tokens, i, r) for i, _ in pairs] + [(tokens, r, o) for _, o in pairs]
-    bwd = [shape for i, o in pairs for shape in ((r, tokens, o), (tokens, o, r), (i, tokens, r), (tokens, r, i))]
+    fwd = [(rows_a, i, r) for i, _ in pairs] + [(rows_b, r, o) for _, o in pairs]
+    bwd = [shape for i, o in pairs for shape in ((r, rows_b, o), (rows_b, o, r), (i, rows_a, r), (rows_a, r, i))]
     gemms = tuple(Gemm(p, *shape, element_bytes=es) for p, shapes in (("fwd", fwd), ("bwd", bwd)) for shape in shapes)
     outs = sum(o for _, o in pairs)
     weights = sum(r * (i + o) for i, o in pairs) * es
     return attach(make_cost(
         f"{name}.lora", "matrix",
-        flops_fwd=product_flops(gemms, "fwd", conventions) + 2 * tokens * outs,
-        flops_bwd=product_flops(gemms, "bwd", conventions) + tokens * outs + len(pairs) * tokens * fan_in,
-        act_in=tokens * fan_in * es, act_out=tokens * outs * es,
-        act_buffer=(tokens * fan_in + len(pairs) * tokens * r) * es,
-        act_grads=(tokens * outs + len(pairs) * tokens * fan_in) * es,
+        flops_fwd=product_flops(gemms, "fwd", conventions) + 2 * rows_b * outs,
+        flops_bwd=product_flops(gemms, "bwd", conventions) + rows_b * outs + len(pairs) * rows_a * fan_in,
+        act_in=rows_a * fan_in * es, act_out=rows_b * outs * es,
+        act_buffer=(rows_a * fan_in + len(pairs) * rows_b * r) * es,
+        act_grads=(rows_b * outs + len(pairs) * rows_a * fan_in) * es,
         weights=weights, weight_grads=weights, gemms=gemms), reduced, conventions)
+
+
+def _shards(m1, s1, conventions):
+    """The degree that shards the sequence outside the tensor region (``blocks.layout``)."""
+    return exact(m1, "m1") if conv.get(conventions).sequence_shard == "m1" else exact(s1, "s1")
 
 
 def adapt_layer(layer: Block, lora: LoRA, es, conventions) -> tuple[Block, bool]:
@@ -203,7 +221,7 @@ def adapt_layer(layer: Block, lora: LoRA, es, conventions) -> tuple[Block, bool]
         if pairs:
             found = True
             rows.append(adapter(row.name, layer.dims["b"], layer.dims["l"], pairs, lora.rank, es, conventions,
-                                layer.dims.get("m1", 1)))
+                                layer.dims.get("m1", 1), layer.dims.get("s1", 1)))
     return replace(layer, rows=tuple(rows)), found
 
 
@@ -211,10 +229,6 @@ def adapt_stack(stack, lora: LoRA, es, conventions):
     """The model's ``(block, count)`` stack under LoRA: the ends frozen, every layer group
     adapted (``adapt_layer``); refuses targets no layer has."""
     conventions = conv.get(conventions)
-    dims = stack[0][0].dims
-    if dims.get("s1", 1) != 1:
-        raise InputError(f"lora needs s1 = 1: adapters under sequence parallelism are not modelled (peft's "
-                         f"Megatron-LM adapters read the whole sequence), got s1={dims['s1']}", "s1")
     out, found = [], False
     for i, (blk, count) in enumerate(stack):
         if 0 < i < len(stack) - 1 and any(r.name in LINEAR_ROWS for r in blk):
