@@ -395,9 +395,10 @@ def test_search_tries_rectangular_two_d_grids():
 
 
 def test_search_varies_the_grids_over_zero_offload_and_schedule():
-    """Grid layouts take every ZeRO stage, offload and non-interleaved schedule the search is
-    given (optimizer offload needs ZeRO); a ZeRO-3 optimizer-offload GPipe row on a 2x2 grid
-    equals the model built with them."""
+    """Grid layouts take every ZeRO stage, offload and schedule the search is given (optimizer
+    offload needs ZeRO; interleaving each number of chunks a stage's layers allow); a ZeRO-3
+    optimizer-offload GPipe row and an interleaved one on a 2x2 grid equal the model built
+    with them."""
     from symbolic_cost.models import Training, model_cost
     from symbolic_cost.models.config import preset
     from symbolic_cost.models.grid_stack import on_grid
@@ -405,17 +406,23 @@ def test_search_varies_the_grids_over_zero_offload_and_schedule():
     from symbolic_cost.parallel.grid import make_grid
     from symbolic_cost.timing.step import step_time_breakdown
     arch = replace(preset("gpt2"), vocab=64 * 786)
-    found = search(arch, 4, global_batch=16, seq=1024, tensor=("2d",), zero=(0, 3), offload=("none", "optimizer"),
+    found = search(arch, 8, global_batch=16, seq=1024, tensor=("2d",), zero=(0, 3), offload=("none", "optimizer"),
                    schedules=("gpipe", "1f1b", "interleaved"), top=10_000).best
     assert set(zip(found["zero"], found["offload"])) == {(0, "none"), (3, "none"), (3, "optimizer")}
-    assert set(found["schedule"]) == {"gpipe", "1f1b"}
-    row = found[(found["offload"] == "optimizer") & (found["schedule"] == "gpipe")].iloc[0]
-    plain = Training(b=int(row.b), l=1024, d=int(row.d), p=int(row.p), micro_batches=int(row.n_micro),
-                     recompute=row.recompute, zero=3, offload="optimizer", schedule="gpipe", flash=True)
-    cost = model_cost(arch, on_grid(plain, make_grid("2d", m1=2, m2=2)))
-    breakdown = step_time_breakdown(cost, "h100")
-    assert float(breakdown["total"]) == pytest.approx(row.total, rel=1e-9)
-    assert float(breakdown["host_comm"]) == pytest.approx(row.host_comm, rel=1e-9) and row.host_comm > 0
+    assert set(found["schedule"]) == {"gpipe", "1f1b", "interleaved"}
+    assert set(found[found["schedule"] == "interleaved"]["vp"]) == {2, 3, 6}      # 12 layers, 2 stages
+    for chosen in ((found["offload"] == "optimizer") & (found["schedule"] == "gpipe"),
+                   (found["schedule"] == "interleaved") & (found["grid"] == "2x2")):
+        row = found[chosen].iloc[0]
+        plain = Training(b=int(row.b), l=1024, d=int(row.d), p=int(row.p), micro_batches=int(row.n_micro),
+                         recompute=row.recompute, zero=int(row.zero), offload=row.offload, schedule=row.schedule,
+                         virtual_stages=int(row.vp), flash=True)
+        sides = [int(x) for x in row.grid.split("x")]
+        cost = model_cost(arch, on_grid(plain, make_grid("2d", m1=sides[0], m2=sides[1])))
+        breakdown = step_time_breakdown(cost, "h100")
+        assert float(breakdown["total"]) == pytest.approx(row.total, rel=1e-9)
+        assert float(cost.memory_bytes) == pytest.approx(row.memory, rel=1e-9)
+        assert float(breakdown.get("host_comm", 0)) == pytest.approx(row.host_comm, rel=1e-9)
 
 
 def test_search_of_one_d_is_unchanged_by_the_grids():

@@ -199,8 +199,7 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
     if not grids.empty:
         results = [(n, k, f.assign(tensor="1d", grid="")) for n, k, f in results]
         results += [grid_frames(arch, grids, seq, system, conventions, top, zero=z, offload=o, schedule=s, **fixed)
-                    for z, o, s in itertools.product(zeros, offload, schedules)
-                    if s != "interleaved" and _allowed(o, z)]
+                    for z, o, s in itertools.product(zeros, offload, schedules) if _allowed(o, z)]
     every = pd.concat([f for _, _, f in results], ignore_index=True)
     best = every.sort_values("total", kind="stable").head(top).reset_index(drop=True)
     return SearchResult(sum(n for n, _, _ in results), sum(k for _, k, _ in results), best)
@@ -229,16 +228,24 @@ def _run_all(tasks, progress, workers: int, dask: bool):
 def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, conventions, top, zero=1, offload="none",
                 schedule="1f1b", **training):
     """Step time by part and memory of the layouts of ``grids`` under one ZeRO stage, offload and
-    schedule (``gpipe`` or ``1f1b``: the grids take no virtual stages): the model built once per
-    grid kind and recomputation policy with ``b, mq, md, d, p, n_micro`` as symbols, compiled,
+    schedule (``interleaved``: each ``vp`` of ``layouts.virtual_stages`` where ``p > 1`` and
+    ``p`` divides ``n_micro``, as ``variant_rows``): the model built once per grid kind and
+    recomputation policy with ``b, mq, md, d, p, n_micro`` (and ``vp``) as symbols, compiled,
     evaluated; ``grid`` names each grid (``rows x cols``, ``mq x mq x md``, ``mq x mq x mq``).  Returns
     (layouts, fitting layouts, the ``top`` fastest fitting) as ``run_variant``."""
     results = []
-    symbols = ["b", "mq", "md", "d", "p", "n_micro"]
+    interleaved = schedule == "interleaved"
+    symbols = ["b", "mq", "md", "d", "p", "n_micro"] + (["vp"] if interleaved else [])
     depth = arch.n_layers + arch.decoder_layers
     for (kind, policy), group in grids.groupby(["tensor", "recompute"], sort=False):
+        if interleaved:
+            group = by_stage(group[(group["p"] > 1) & (group["n_micro"] % group["p"] == 0)], "vp",
+                             lambda p: virtual_stages(depth, p))
+            if group.empty:
+                continue
+        chunks = dict(virtual_stages=S.vp) if interleaved else {}
         plain = Training(b=S.b, l=seq, d=S.d, p=S.p, micro_batches=S.n_micro, recompute=policy, zero=zero,
-                         offload=offload, schedule=schedule, **training)
+                         offload=offload, schedule=schedule, **chunks, **training)
         cost = model_cost(arch, on_grid(plain, GRIDS[kind](S.mq, S.md)), conventions)
         parts = step_time_breakdown(cost, system, conventions)
         exprs = {**{k: parts.get(k, 0) for k in PARTS}, "memory": cost.memory_bytes}
@@ -247,8 +254,10 @@ def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, convention
         compiled = compile_exprs(exprs, symbols=[S.BY_NAME[k] for k in symbols])
         names = [{"2d": f"{q}x{d}", "2.5d": f"{q}x{q}x{d}", "3d": f"{q}x{q}x{q}"}[kind]
                  for q, d in zip(group["mq"], group["md"])]
-        rows = group.assign(grid=names, vp=1, n_rec=np.where(policy == "full", depth // group["p"], 0), zero=zero,
-                            offload=offload, schedule=schedule)
+        rows = group.assign(grid=names, n_rec=np.where(policy == "full", depth // group["p"], 0), zero=zero,
+                            offload=offload, schedule=schedule, **({} if interleaved else {"vp": 1}))
         results.append(_best(rows, compiled({k: group[k].to_numpy() for k in symbols}), float(system.hbm_capacity), top))
+    if not results:
+        return 0, 0, pd.DataFrame()
     frames = [f.drop(columns=["mq", "md"]) for _, _, f in results]
     return sum(n for n, _, _ in results), sum(k for _, k, _ in results), pd.concat(frames, ignore_index=True)
