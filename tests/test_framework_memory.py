@@ -273,3 +273,16 @@ def test_window_pattern_places_the_global_layers():
     start, end = cost.embedding.total("flops_fwd"), cost.head.total("flops_fwd")
     assert full > windowed
     assert cost.flops_fwd == 16 * max(start + 2 * windowed, windowed + full, 2 * windowed + end)
+
+
+def test_recomputation_groups_divide_every_uneven_stage():
+    """7 layers as 1 | 3 | 3: whole stages although 7/3 is not, so uniform recomputation of
+    single layers runs; groups of 3 do not fit the first stage's one layer."""
+    arch = _dense_first(7)
+    model_cost(arch, Training(b=1, l=8, p=3, micro_batches=4, first_stage_layers=1, recompute="full"))
+    with pytest.raises(ValueError, match=r"recompute_layers must divide a stage's layers \(got 3 and 1\)"):
+        model_cost(arch, Training(b=1, l=8, p=3, micro_batches=4, first_stage_layers=1, recompute="full",
+                                  recompute_layers=3))
+    with pytest.raises(ValueError, match=r"recompute_layers must be at most a stage's layers \(got 2 and 1\)"):
+        model_cost(arch, Training(b=1, l=8, p=3, micro_batches=4, first_stage_layers=1, recompute="full",
+                                  recompute_method="block", recompute_layers=2))

@@ -34,7 +34,7 @@ from symbolic_cost.models.ranks import busiest_activation_bytes, cost_placement,
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
-from symbolic_cost.parallel.pipeline import stage_sends
+from symbolic_cost.parallel.pipeline import stage_layers, stage_sends
 
 
 @dataclass(frozen=True)
@@ -183,12 +183,16 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
 def check_schedule(t: Training, depth, p, n):
     """The schedule, refusing layouts it cannot run (when the numbers are known)."""
     schedule = t.pipeline_schedule()
-    rules = [("recompute_layers", t.recompute_layers, depth / p, "a stage's layers")]
+    uneven = (t.first_stage_layers, t.last_stage_layers) != (None, None)
+    stages = sorted(set(stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers)), key=str) if uneven \
+        else [depth / p]
+    rules = [("recompute_layers", t.recompute_layers, layers, "a stage's layers") for layers in stages]
     if t.recompute == "full" and t.recompute_method == "block":     # the first N layers of a stage
-        ratio = depth / p / t.recompute_layers
-        if ratio.is_number and ratio < 1:
-            raise InputError(f"recompute_layers must be at most a stage's layers "
-                             f"(got {t.recompute_layers} and {depth / p})")
+        for layers in stages:
+            ratio = layers / t.recompute_layers
+            if ratio.is_number and ratio < 1:
+                raise InputError(f"recompute_layers must be at most a stage's layers "
+                                 f"(got {t.recompute_layers} and {layers})")
         rules = []
     if t.first_stage_layers is None and t.last_stage_layers is None:     # an even split: whole layers
         check_rules(dict(p=p, n_layers=depth), PIPELINE_RULES)
