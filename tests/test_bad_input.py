@@ -699,13 +699,15 @@ def _commands():
     preset = st.sampled_from(["gpt2", "bert-base-uncased", "llama-2-7b"])
     training = st.lists(st.sampled_from([["--zero", "1"], ["--zero", "3"], ["--flash"], ["--recompute", "full"],
                                          ["--recompute", "selective"], ["--precision", "fp32"],
-                                         ["--distributed-optimizer"], ["--schedule", "gpipe"]]),
+                                         ["--distributed-optimizer"], ["--schedule", "gpipe"], ["--no-mtp"],
+                                         ["--first-stage-layers", "3"], ["--recompute", "activation"]]),
                         max_size=2).map(lambda parts: [w for part in parts for w in part])
     summary = st.tuples(preset, sets, training, st.booleans()).map(
         lambda t: ["summary", "--preset", t[0], *t[1], *t[2], *(["--json"] if t[3] else [])])
     table = st.tuples(preset, st.sampled_from(["mlp", "attention", "layer"]), sets,
-                      st.sampled_from(["text", "csv", "json"])).map(
-        lambda t: ["table", "--preset", t[0], "--block", t[1], *t[2], "--format", t[3]])
+                      st.sampled_from(["text", "csv", "json"]), st.sampled_from([[], ["--layer-group", "1"],
+                                                                                  ["--layer-group", "2"]])).map(
+        lambda t: ["table", "--preset", t[0], "--block", t[1], *t[2], "--format", t[3], *t[4]])
     grid = st.tuples(st.sampled_from(["b", "l", "m1", "s1", "d", "p", "n_micro", "e", "q"]),
                      st.lists(st.sampled_from(WORDS[:12] + ["x", "nan"]), min_size=1, max_size=3)).map(
         lambda g: f"{g[0]}={','.join(g[1])}")
