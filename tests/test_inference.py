@@ -380,3 +380,23 @@ def test_inference_command_serves_experts_and_latent_attention(capsys):
     assert "decode turns compute-bound at (not solved" in capsys.readouterr().out
     assert main(["inference", "--hf-config", config, "--mla", "decompressed", "--field", "kv_bytes_per_token"]) == 0
     assert capsys.readouterr().out.strip() == f"kv_bytes_per_token = {61 * 128 * (192 + 128) * 2}"
+
+
+def test_the_busiest_pipeline_stage_holds_a_global_layers_cache():
+    """Gemma 3 1B: one global layer in six (layers 5, 11, 17, 23), the others keep a window of
+    512 keys (511 cached).  On 13 stages of two layers, a stage with a global layer keeps
+    32,768 + 511 tokens of one head of 256 + 256 in bf16 for a 32k context; on 2 stages each
+    holds two global layers, half the model's cache."""
+    gemma = published("gemma-3-1b-pt")
+    assert kv_cache_bytes(gemma, 1, 32768, p=13) == (32768 + 511) * (256 + 256) * 2
+    assert kv_cache_bytes(gemma, 1, 32768, p=2) == kv_cache_bytes(gemma, 1, 32768) / 2
+
+
+def test_served_weights_per_device_follow_the_pipeline_placement():
+    """DeepSeek-V2-Lite on 3 stages: its dense layer sits on the first, so the busiest device
+    is the last (9 MoE layers and the head), as in training: the same bytes per device."""
+    from symbolic_cost.models import Training, model_cost
+    lite = published("DeepSeek-V2-Lite")
+    served = inference_cost(lite, Serving(b=1, l_in=128, l_out=8, p=3), "h100").weight_bytes
+    assert served == model_cost(lite, Training(b=1, l=128, p=3)).weight_bytes
+    assert served > inference_cost(lite, Serving(b=1, l_in=128, l_out=8), "h100").weight_bytes / 3

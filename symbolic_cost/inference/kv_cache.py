@@ -33,14 +33,14 @@ et al. 2023); the difference is the waste.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sympy import Expr, Integer, ceiling, sympify
 
 from symbolic_cost.blocks.latent_attention import latent_cache_elements
 from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.cost import exact
-from symbolic_cost.extrema import minimum
+from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.architecture import Architecture
 
 
@@ -216,9 +216,22 @@ def kv_cache_bytes(arch: Architecture, b, tokens, *, encoder=0, m1=1, p=1, kv_dt
     524288*b*l_ctx
     """
     fmt = kv_format(kv_dtype)
-    groups = cache_groups(arch, m1, mla)
-    tensors = sum((g.tensors for g in groups), Integer(0)) / exact(p, "p")
-    return fmt.bytes(kv_elements(groups, b, tokens, encoder, page, p), tensors)
+    return on_busiest_stage(arch, cache_groups(arch, m1, mla), p, lambda groups, share: fmt.bytes(
+        kv_elements(groups, b, tokens, encoder, page, share), sum((g.tensors for g in groups), Integer(0)) / share))
+
+
+def on_busiest_stage(arch: Architecture, groups, p, value) -> Expr:
+    """``value(groups, p)``: one pipeline stage's ``1/p`` of every cache group; where the stages
+    hold different numbers of windowed and global layers (``Architecture.window_pattern``,
+    ``p`` a number dividing the layers) the largest ``value(stage_groups, 1)`` over the stages."""
+    p = exact(p, "p")
+    pattern, kinds = arch.window_pattern, {g.kind for g in groups}
+    if pattern is None or not p.is_number or p == 1 or len(pattern) % int(p) or kinds != {"sliding", "full"}:
+        return value(groups, p)
+    size = len(pattern) // int(p)
+    stages = {sum(pattern[r * size:(r + 1) * size]) for r in range(int(p))}
+    return maximum(*(value(tuple(replace(g, layers=Integer(w if g.kind == "sliding" else size - w)) for g in groups),
+                           Integer(1)) for w in sorted(stages)))
 
 
 def kv_bytes_per_token(arch: Architecture, *, m1=1, kv_dtype="bf16", mla="absorbed") -> Expr:
@@ -238,9 +251,8 @@ def paging_waste(arch: Architecture, b, tokens, page, *, encoder=0, m1=1, p=1, k
     """Bytes paged allocation adds to the cache: the unused tail of every sequence's last page
     in every layer, ``b sum_layers (ceil(T/B) B - T) kv (k + v)`` at the format's bytes."""
     fmt = kv_format(kv_dtype)
-    groups = cache_groups(arch, m1, mla)
-    extra = kv_elements(groups, b, tokens, encoder, page, p) - kv_elements(groups, b, tokens, encoder, None, p)
-    return fmt.bytes(extra)
+    return on_busiest_stage(arch, cache_groups(arch, m1, mla), p, lambda groups, share: fmt.bytes(
+        kv_elements(groups, b, tokens, encoder, page, share) - kv_elements(groups, b, tokens, encoder, None, share)))
 
 
 __all__ = ["KVFormat", "KV_FORMATS", "kv_format", "CacheGroup", "cache_groups", "paged", "kv_elements",

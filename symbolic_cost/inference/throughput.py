@@ -40,7 +40,8 @@ from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill
 from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.totals import tied_copy
-from symbolic_cost.parallel.pipeline import per_stage
+from symbolic_cost.models.ranks import placement
+from symbolic_cost.models.training import Training
 from symbolic_cost.timing.hardware import comm_time, get_system, step_time
 from symbolic_cost.checks import InputError
 
@@ -165,12 +166,13 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
 
 
 def _weights(arch: Architecture, phase: Phase) -> Expr:
-    """Weight bytes on the busiest device (``parallel.pipeline.per_stage``): one stage's share of
-    the layers and the larger end, the last stage with its own copy of a tied word table."""
+    """Weight bytes on the busiest device (``models.ranks.Placement``): a stage's layers and its
+    end, the last stage with its own copy of a tied word table."""
     stack, p = phase.stack, phase.serving.p
-    middle = sum((n * blk.total("weights") for blk, n in stack[1:-1]), Integer(0))
     copy = tied_copy(arch, stack[0][0]) if p != 1 else 0
-    return per_stage(p, stack[0][0].total("weights"), stack[-1][0].total("weights"), middle, copy)
+    return placement(arch, Training(p=p), stack, p).busiest(
+        stack[0][0].total("weights"), stack[-1][0].total("weights"), [blk.total("weights") for blk, _ in stack[1:-1]],
+        copy)
 
 
 def _affine(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
