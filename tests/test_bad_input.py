@@ -304,7 +304,6 @@ CLI = [
     ("summary --preset gpt2 --no-mtp", "--no-mtp: gpt2 has no multi-token-prediction modules"),
     ("sweep --preset gpt2 --grid b=1,2 --no-mtp", "--no-mtp"),
     ("summary --hf-config {hf}/t5-small.json --set l_dec=0", "l_dec"),
-    ("summary --hf-config {hf}/t5-small.json --set l_dec=64 p=2", "l_dec with pipeline stages"),
     ("formula --block mlp --field flops_fwd --system a100", "--system"),
     ("formula --block mlp --layer-group 2", "--layer-group"),
     ("table --hf-config {hf}/gemma-2-2b.json --block attention --layer-group 3", "--layer-group 3"),

@@ -404,3 +404,25 @@ def test_window_pattern_is_the_config_classs_layer_types(model_type, settings):
     arch = from_config(config, model_type)
     assert 0 < sum(expected) < len(expected)
     assert arch.window_pattern == expected
+
+
+@pytest.mark.parametrize("name", [name for name in CONFIGS if CONFIGS[name]["model_type"] == "t5"])
+def test_encoder_decoder_pipeline_stages_hold_the_encoder_then_the_decoder(name):
+    """A T5 on two pipeline stages (Megatron-LM places layers in order): the first holds the word
+    table, the encoder's layers and its final norm; the second the decoder's layers, its final
+    norm and the head (an untied checkpoint's own lm_head, or its own copy of the tied word
+    table), as transformers builds those parts."""
+    from symbolic_cost.models.ranks import rank_parameters
+    config = CONFIGS[name]
+    model = hf_model(config)
+    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+    table = model.shared.weight.numel()
+    first = table + count(model.encoder.block) + count(model.encoder.final_layer_norm)
+    last = count(model.decoder.block) + count(model.decoder.final_layer_norm) + (untied_t5_head(config) or table)
+    cost = model_cost(from_config(config, name), Training(b=1, l=64, l_dec=16, p=2, micro_batches=4,
+                                                          precision="fp32"))
+    assert [rank_parameters(cost, r) for r in range(2)] == [first, last]
+    assert cost.parameters_per_device == max(first, last)
+    # the decoder stage receives the encoder's 64 tokens with the decoder's 16, each of width e
+    sends = [c for dimension, c in cost.collectives if dimension == "pipeline"]
+    assert [c.elements for c in sends] == [(64 + 16) * config["d_model"]] * 2

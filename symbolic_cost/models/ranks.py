@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Eq, Expr, Integer, Piecewise
+from sympy import Eq, Expr, Integer, Piecewise, sympify
 
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
@@ -20,8 +20,25 @@ from symbolic_cost.checks import InputError
 
 def stage_kept(stack, t: Training, counts, tokens_bytes) -> Expr:
     """Bytes one rank's ``counts`` layers of each layer group (``stack[1:-1]``) keep for one
-    micro-batch."""
-    return sum((stage_kept_bytes(blk, t, c, tokens_bytes) for (blk, _), c in zip(stack[1:-1], counts)), exact(0))
+    micro-batch; ``tokens_bytes`` of a layer's input (a T5 decoder layer's: its own ``l_dec``
+    tokens, ``layer_input_bytes``)."""
+    return sum((stage_kept_bytes(blk, t, c, layer_input_bytes(blk, tokens_bytes, t.l))
+                for (blk, _), c in zip(stack[1:-1], counts)), exact(0))
+
+
+def layer_input_bytes(block, tokens_bytes, l) -> Expr:
+    """Bytes of a layer's input: ``tokens_bytes`` of ``l`` tokens, scaled to the block's own
+    sequence (a T5 decoder over ``l_dec`` tokens)."""
+    return tokens_bytes * block.dims["l"] / l if "l" in block.dims else tokens_bytes
+
+
+def boundary_elements(cost) -> Expr:
+    """Elements one micro-batch sends across a pipeline stage boundary on one device: the hidden
+    states ``b l/s1 e``; an encoder-decoder's decoder stages send the encoder's output with the
+    decoder's hidden states, ``b (l + l_dec)/s1 e`` (Megatron-LM), the larger."""
+    t, arch = cost.training, cost.architecture
+    tokens = t.l + t.decoder_tokens if arch.encoder_decoder else t.l
+    return t.b * tokens / exact(t.s1, "s1") * arch.e
 
 
 @dataclass(frozen=True)
@@ -82,30 +99,48 @@ class Placement:
 
 def placed_by_p(arch, policy: dict) -> bool:
     """Whether the layers a rank holds depend on ``p`` beyond ``1/p`` of each group: layers of
-    several recorded kinds (``models.stack.layer_kinds``), or uneven first and last stages in
-    the ``Training`` fields ``policy``."""
-    kinds = layer_kinds(arch)
-    return (kinds is not None and len(set(kinds)) > 1) or any(
+    several recorded kinds (``units``), or uneven first and last stages in the ``Training``
+    fields ``policy``."""
+    kinds = units(arch)
+    return (kinds is not None and len({g for g, _ in kinds}) > 1) or any(
         policy.get(k) is not None for k in ("first_stage_layers", "last_stage_layers"))
+
+
+def units(arch) -> list[tuple[int, int]] | None:
+    """``(group, layer)`` for every unit the stack's middle blocks count, in model order: each
+    layer in its group (``models.stack.layer_kinds``); an encoder-decoder's encoder layers,
+    its encoder end with the last of them, its decoder start with the first decoder layer,
+    then the decoder layers (the four middle blocks of ``models.stack.model_stack``).  ``None``
+    where the model does not record which layer is which."""
+    kinds = layer_kinds(arch)
+    if kinds is not None:
+        return [(g, i) for i, g in enumerate(kinds)]
+    encoder, decoder = sympify(arch.n_layers), sympify(arch.decoder_layers)
+    if not (arch.encoder_decoder and encoder.is_number and decoder.is_number):
+        return None
+    n, m = int(encoder), int(decoder)
+    return [(0, i) for i in range(n)] + [(1, n - 1), (2, n)] + [(3, n + j) for j in range(m)]
 
 
 def placement(arch, t: Training, stack, p) -> Placement:
     """Where ``arch``'s layers sit on ``p`` pipeline ranks (``Placement``): enumerated when the
-    ranks differ (uneven stages, or layer groups not spread evenly, as DeepSeek's dense layers
-    before its experts), the even split's closed form otherwise."""
+    ranks differ (uneven stages, layer groups not spread evenly, as DeepSeek's dense layers
+    before its experts or a T5's encoder before its decoder), the even split's closed form
+    otherwise."""
     p = exact(p, "p")
     groups = tuple(count for _, count in stack[1:-1])
     uneven = (t.first_stage_layers, t.last_stage_layers) != (None, None)
-    kinds = layer_kinds(arch)
-    if kinds is not None and max(kinds) + 1 != len(groups):      # kinds that cost the same: one group
-        kinds = (0,) * len(kinds) if len(groups) == 1 else None
+    kinds = units(arch)
+    if kinds is not None and max(g for g, _ in kinds) + 1 != len(groups):   # kinds that cost the same: one group
+        kinds = [(0, i) for _, i in kinds] if len(groups) == 1 else None
     if p == 1 or not p.is_number or not (uneven or (len(groups) > 1 and kinds is not None)):
         return Placement(p, groups)
     if kinds is None:
         raise InputError("first_stage_layers and last_stage_layers need a model whose layers' kinds are "
                          "recorded (one kind of layer, or dense and MoE layers)", "first_stage_layers")
-    every = [tuple(sum(1 for i in layers if kinds[i] == g) for g in range(len(groups)))
-             for layers in rank_layers(t, len(kinds), int(p), len(groups) > 1)]
+    depth = max(i for _, i in kinds) + 1
+    every = [tuple(sum(1 for g2, i in kinds if g2 == g and i in held) for g in range(len(groups)))
+             for held in map(set, rank_layers(t, depth, int(p), len(groups) > 1))]
     if not uneven and all(c == tuple(n / p for n in groups) for c in every):
         return Placement(p, groups)
     rows, seen = [], set()
@@ -143,12 +178,13 @@ def _rank_activations(cost, held, first, last, counts) -> Expr:
     es = element_bytes(t.precision)
     tokens_bytes = t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * es
     per_micro = stage_kept(cost.stack, t, counts, tokens_bytes)
+    sent = boundary_elements(cost) * es
     if first:
         per_micro += cost.embedding.total("act_buffer")
     kept = held * per_micro + (held * cost.head.total("act_buffer") if last else 0)
     if layer.conventions.deallocate_pipeline_outputs or (first and last):
         return kept
-    return kept + _outputs_sent(held, t.virtual_stages, p, exact(t.micro_batches, "micro_batches"), last) * tokens_bytes
+    return kept + _outputs_sent(held, t.virtual_stages, p, exact(t.micro_batches, "micro_batches"), last) * sent
 
 
 def _outputs_sent(held, v, p, n, last) -> Expr:

@@ -30,7 +30,7 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
 from symbolic_cost.models.memory import redone_layers, stage_recompute_flops
-from symbolic_cost.models.ranks import busiest_activation_bytes, cost_placement, placement
+from symbolic_cost.models.ranks import boundary_elements, busiest_activation_bytes, cost_placement, placement
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
@@ -114,9 +114,6 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     conventions = conv.get(conventions)
     t = training
     m1, s1, d, p, n = _degrees(t)
-    if t.l_dec is not None and p != 1:
-        raise InputError("l_dec with pipeline stages is not modelled (which stage sends the encoder's output "
-                         "beside the decoder's is not recorded); use p=1 or leave l_dec to l", "l_dec")
     es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     es = element_bytes(t.precision)
     stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions, *expert_degrees(t, m1), t.tensor), t, es, conventions)
@@ -170,8 +167,7 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
                 again = redone if c.pass_ == "fwd" else 0   # full recompute redoes them
                 out.append((block_dimension(row), c.repeated(n * (times + again))))
     if p != 1:   # neighbouring stages are m1 d ranks apart; each of the v chunks sends
-        boundary = t.b * t.l / s1 * cost.architecture.e
-        sends = stage_sends(boundary, es, p, n * t.virtual_stages, m1 * d, conventions)
+        sends = stage_sends(boundary_elements(cost), es, p, n * t.virtual_stages, m1 * d, conventions)
         out += [("pipeline", c) for c in sends]
     dense, dense_states = dense_state(states, cost.parameters_per_device)
     if d != 1:   # data-parallel members are m1 ranks apart
