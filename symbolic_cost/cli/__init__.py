@@ -53,6 +53,15 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _flag(error, argv) -> str:
+    """`` (--flag-name)`` when the refused argument (``InputError.argument``, a ``Training`` field
+    such as ``first_stage_layers``) came from that option of the command line, else nothing."""
+    argument = getattr(error, "argument", None)
+    flag = f"--{argument.replace('_', '-')}" if isinstance(argument, str) and not argument.startswith("-") else None
+    words = sys.argv[1:] if argv is None else argv
+    return f" ({flag})" if flag and flag in words and flag not in str(error) else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status: 0, 1 (a reproduction mismatched), 2 (bad input:
     one line on stderr naming the argument and the rule) or 3 (an internal error: one line
@@ -70,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (ValueError, KeyError) as error:      # checks.InputError and the library's other refusals
         message = error.args[0] if error.args else str(error)
-        print(f"symbolic-cost: error: {one_line(message)}", file=sys.stderr)
+        print(f"symbolic-cost: error: {one_line(message)}{_flag(error, argv)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("symbolic-cost: interrupted", file=sys.stderr)

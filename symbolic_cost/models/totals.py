@@ -188,7 +188,7 @@ def check_schedule(t: Training, depth, p, n):
             ratio = layers / t.recompute_layers
             if ratio.is_number and ratio < 1:
                 raise InputError(f"recompute_layers must be at most a stage's layers "
-                                 f"(got {t.recompute_layers} and {layers})")
+                                 f"(got {t.recompute_layers} and {layers})", "recompute_layers")
         rules = []
     if t.first_stage_layers is None and t.last_stage_layers is None:     # an even split: whole layers
         check_rules(dict(p=p, n_layers=depth), PIPELINE_RULES)
@@ -200,7 +200,7 @@ def check_schedule(t: Training, depth, p, n):
             continue
         ratio = dividend / divisor
         if ratio.is_integer is False or (ratio.is_number and ratio < 1):
-            raise InputError(f"{name} must divide {what} (got {divisor} and {dividend})")
+            raise InputError(f"{name} must divide {what} (got {divisor} and {dividend})", name)
     return schedule
 
 

@@ -43,13 +43,15 @@ def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
         return depth / p, depth / p, depth / p
     given = [x for x in (first, last) if x is not None]
     if not (p.is_number and depth.is_number and p >= len(given) and all(sympify(x).is_number for x in given)):
-        raise InputError(f"uneven pipeline stages need numbers: p={p}, n_layers={depth}, first={first}, last={last}")
+        raise InputError(f"uneven pipeline stages need numbers: p={p}, n_layers={depth}, first={first}, last={last}",
+                         "first_stage_layers" if first is not None else "last_stage_layers")
     others, rest = p - len(given), depth - sum(given)
     share = rest / others if others else sympify(0)
     if not (share.is_integer and share >= (1 if others else 0) and rest >= 0 and all(x >= 1 for x in given)):
         raise InputError(f"first_stage_layers={first} and last_stage_layers={last} must leave "
                          f"n_layers={depth} - their sum to split evenly, at least one layer each, "
-                         f"over the other {others} of p={p} ranks")
+                         f"over the other {others} of p={p} ranks",
+                         "first_stage_layers" if first is not None else "last_stage_layers")
     return (sympify(first) if first is not None else share, share,
             sympify(last) if last is not None else share)
 
