@@ -136,8 +136,9 @@ def placement(arch, t: Training, stack, p) -> Placement:
     if p == 1 or not p.is_number or not (uneven or (len(groups) > 1 and kinds is not None)):
         return Placement(p, groups)
     if kinds is None:
-        raise InputError("first_stage_layers and last_stage_layers need a model whose layers' kinds are "
-                         "recorded (one kind of layer, or dense and MoE layers)", "first_stage_layers")
+        raise InputError("first_stage_layers and last_stage_layers need a model that records which layer is "
+                         "which (one kind of layer, dense and MoE layers, a window_pattern, an encoder-decoder)",
+                         "first_stage_layers")
     depth = max(i for _, i in kinds) + 1
     every = [tuple(sum(1 for g2, i in kinds if g2 == g and i in held) for g in range(len(groups)))
              for held in map(set, rank_layers(t, depth, int(p), len(groups) > 1))]
