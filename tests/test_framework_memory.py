@@ -286,3 +286,13 @@ def test_recomputation_groups_divide_every_uneven_stage():
     with pytest.raises(ValueError, match=r"recompute_layers must be at most a stage's layers \(got 2 and 1\)"):
         model_cost(arch, Training(b=1, l=8, p=3, micro_batches=4, first_stage_layers=1, recompute="full",
                                   recompute_method="block", recompute_layers=2))
+
+
+def test_uneven_stages_need_to_know_which_layer_is_which():
+    """Windows on 2 of 4 layers without saying which (no window_pattern): uneven stages refused."""
+    arch = Architecture("w", 4, 32, 4, 64, 100, window=8, windowed_layers=2, dropouts=False)
+    with pytest.raises(ValueError, match="need a model that records which layer is which"):
+        model_cost(arch, Training(b=1, l=16, p=2, micro_batches=2, first_stage_layers=1))
+    with_pattern = Architecture("w", 4, 32, 4, 64, 100, window=8, windowed_layers=2, dropouts=False,
+                                window_pattern=(True, False, True, False))
+    model_cost(with_pattern, Training(b=1, l=16, p=2, micro_batches=2, first_stage_layers=1))
