@@ -39,8 +39,7 @@ from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill
 from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.totals import tied_copy
-from symbolic_cost.models.ranks import placement
+from symbolic_cost.models.ranks import placement, tied_copy
 from symbolic_cost.models.training import Training
 from symbolic_cost.timing.hardware import comm_time, get_system, step_time
 from symbolic_cost.checks import InputError

@@ -75,15 +75,20 @@ class Placement:
         many = maximum(*(value(*row) for row in self.ranks()))
         return many if self.p.is_number else Piecewise((one, Eq(self.p, 1)), (many, True))
 
+    def holds(self, rank, first, last, per_layer, last_copy=0) -> Expr:
+        """A field on rank ``rank``: ``first`` on rank 0, ``last`` (and ``last_copy``, what only a
+        last rank that is not the first holds) on rank ``p - 1``, ``per_layer[g]`` for each of
+        its layers of group ``g`` (``counts``)."""
+        is_first, is_last = rank == 0, rank == self.p - 1
+        return ((first if is_first else 0) + (last if is_last else 0) + (last_copy if is_last and not is_first else 0)
+                + sum((c * v for c, v in zip(self.counts(rank), per_layer)), exact(0)))
+
     def busiest(self, first, last, per_layer, last_copy=0) -> Expr:
-        """A field on the busiest rank: ``first`` on rank 0, ``last`` (and ``last_copy``, what
-        only a last rank that is not the first holds) on rank ``p - 1``, ``per_layer[g]`` for
-        each layer of group ``g`` (``parallel.pipeline.per_stage`` for an even split)."""
+        """``holds`` on the busiest rank (``parallel.pipeline.per_stage`` for an even split)."""
         if self.rows is None:
             return per_stage(self.p, first, last, sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)),
                              last_copy)
-        return self.worst(lambda _, is_first, is_last, counts: (first if is_first else 0)
-                          + (last + last_copy if is_last else 0) + sum(c * v for c, v in zip(counts, per_layer)),
+        return self.worst(lambda rank, *_: self.holds(rank, first, last, per_layer, last_copy),
                           first + last + sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)))
 
     def most(self, group: int) -> Expr:
@@ -218,6 +223,12 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
     return _rank_activations(cost, held, rank == 0, rank == p - 1, counts)
 
 
+def tied_copy(arch, start) -> Expr:
+    """Weights the last pipeline stage holds only when it is not the first: its own copy of a
+    tied word embedding (the word table only; ``start`` is the embedding block)."""
+    return start["word_embeddings"].weights if arch.tied and arch.lm_head else Integer(0)
+
+
 def rank_parameters(cost, rank: int) -> Expr:
     """Parameters on one device of pipeline rank ``rank`` (0-based, numbers only): its layers
     (``Placement.counts``), the embedding on the first rank, the head on the last (with its own
@@ -227,12 +238,10 @@ def rank_parameters(cost, rank: int) -> Expr:
     if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
         raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
     es = element_bytes(cost.training.precision)
-    counts = cost_placement(cost).counts(rank)
-    layers = sum((c * blk.total("weights") for c, (blk, _) in zip(counts, cost.stack[1:-1])), exact(0))
-    ends = (cost.embedding.total("weights") if rank == 0 else 0) + (cost.head.total("weights") if rank == p - 1 else 0)
-    copy = cost.embedding["word_embeddings"].weights if (cost.architecture.tied and cost.architecture.lm_head
-                                                         and rank == p - 1 and p > 1) else 0
-    return (layers + ends + copy) / es
+    weights = lambda blk: blk.total("weights") / es  # noqa: E731
+    return cost_placement(cost).holds(rank, weights(cost.embedding), weights(cost.head),
+                                      [weights(blk) for blk, _ in cost.stack[1:-1]],
+                                      tied_copy(cost.architecture, cost.embedding) / es)
 
 
 def busiest_activation_bytes(cost) -> Expr:

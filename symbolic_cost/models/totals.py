@@ -30,7 +30,8 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
 from symbolic_cost.models.memory import redone_layers, stage_recompute_flops
-from symbolic_cost.models.ranks import boundary_elements, busiest_activation_bytes, cost_placement, placement
+from symbolic_cost.models.ranks import (boundary_elements, busiest_activation_bytes, cost_placement, placement,
+                                        tied_copy)
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
@@ -89,12 +90,6 @@ def model_blocks(arch: Architecture, t: Training, m1, s1, es, conventions) -> tu
 def _middle(stack, field: str) -> Expr:
     """A field summed over every block between the embedding and the head, times its count."""
     return sum((count * blk.total(field) for blk, count in stack[1:-1]), exact(0))
-
-
-def tied_copy(arch: Architecture, start: Block) -> Expr:
-    """Weights the last pipeline stage holds only when it is not the first: its own copy of a
-    tied word embedding (the word table only)."""
-    return start["word_embeddings"].weights if arch.tied and arch.lm_head else Integer(0)
 
 
 def _degrees(t: Training):
@@ -213,15 +208,9 @@ def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=c
         raise InputError(f"stage must be in [0, {p}), got {stage}")
     stack = model_stack(arch, Training(), m1, m1, 1, conventions, 1, m1)   # any s1; experts: etp = m1, ep = 1
     start, end = stack[0][0], stack[-1][0]
-    counts = placement(arch, Training(p=p), stack, p).counts(stage)
-    total = sum((c * blk.total("weights") for c, (blk, _) in zip(counts, stack[1:-1])), exact(0))
-    if stage == 0:
-        total += start.total("weights")
-    if stage == p - 1:
-        total += end.total("weights")
-        if p > 1:
-            total += tied_copy(arch, start)
-    return total
+    return placement(arch, Training(p=p), stack, p).holds(stage, start.total("weights"), end.total("weights"),
+                                                          [blk.total("weights") for blk, _ in stack[1:-1]],
+                                                          tied_copy(arch, start))
 
 
 def world_size(training: Training) -> Expr:
