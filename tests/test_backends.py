@@ -122,3 +122,22 @@ def test_functions_llvm_lacks_are_rewritten_exactly():
     assert fast.backend == "llvm"
     assert got["rounds"].tolist() == [(k - 1).bit_length() for k in range(1, 2**16 + 1)]
     assert got["left"].tolist() == [1000 % k for k in range(1, 2**16 + 1)]
+
+
+def test_max_min_and_constant_choices_compile_without_branches_to_the_same_numbers():
+    """The LLVM kernel writes ``Max``/``Min`` as selects and a choice between two constants as
+    indicator arithmetic; ties, signs, exact constants and an infinite arm (which must keep its
+    branch: ``inf * 0`` is NaN) all come out as Python computes them."""
+    from sympy import Max, Min, Piecewise, Rational, oo
+    exprs = {"max": Max(S.b - 3, S.l - 3, 2 - S.m1), "min": Min(S.b, S.l, 5),
+             "third": Piecewise((Rational(1, 3), S.m1 <= 4), (Rational(1, 7), True)),
+             "capped": Piecewise((oo, Eq(S.m1, 1)), (S.b, True))}
+    fast = compiled.compile_exprs(exprs, backend="llvm")
+    assert fast.backend == "llvm"
+    rows = [(b, l, m) for b in range(1, 7) for l in range(1, 7) for m in (1, 2, 4, 8)]
+    b, l, m = (np.array(c, dtype=float) for c in zip(*rows))
+    got = fast({"b": b, "l": l, "m1": m})
+    assert got["max"].tolist() == [max(b - 3, l - 3, 2 - m) for b, l, m in rows]
+    assert got["min"].tolist() == [min(b, l, 5) for b, l, m in rows]
+    assert got["third"].tolist() == [1 / 3 if m <= 4 else 1 / 7 for b, l, m in rows]
+    assert got["capped"].tolist() == [float("inf") if m == 1 else b for b, l, m in rows]
