@@ -63,7 +63,7 @@ EXACT = TORCH.but(causal_flops="exact")
 # eager attention: every score of a sliding window too, masked afterwards
 EAGER = TORCH.but(window_count="dense")
 ENCODERS = {"bert", "roberta"}       # model_types whose attention is bidirectional
-MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"}   # layers of two kinds
+MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3"}   # layers of two kinds
 SHORT, LONG = (2, 96), (1, 8192)     # (b, l); the long one is cut to the model's position table
 
 # What the library does not do yet: strict xfail, so each mark must go when it lands.  Every
@@ -394,6 +394,7 @@ def test_masks_keep_the_pairs_the_oracle_assumes(name):
     ("gemma2", {}), ("gemma3_text", {}), ("gemma3_text", {"num_hidden_layers": 14}),
     ("qwen2", {"use_sliding_window": True, "max_window_layers": 5, "num_hidden_layers": 9}),
     ("qwen2_moe", {"use_sliding_window": True, "max_window_layers": 5, "num_hidden_layers": 9}),
+    ("olmo3", {}), ("olmo3", {"num_hidden_layers": 10}),
 ])
 def test_window_pattern_is_the_config_classs_layer_types(model_type, settings):
     """Which layers slide: the library's ``window_pattern`` equals the ``layer_types`` that the

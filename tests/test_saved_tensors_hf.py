@@ -13,7 +13,8 @@ difference is written here by hand from the models' code and asserted exactly:
 * BERT: token-type ids are one ``(1, l)`` row; position ids are a slice of the
   ``(1, P)`` buffer, which they pin whole; the pooler's ``hidden[:, 0]`` pins the whole last
   hidden state;
-* Llama: ``LlamaRMSNorm`` keeps the normalised ``x`` too (``b l e`` per norm); the rotary
+* Llama: ``LlamaRMSNorm`` keeps the normalised ``x`` too (``b l e`` per norm; OLMo 2's norms of
+  the whole Q and K projections as well, ``b l (h + kv) q``); the rotary
   ``cos`` and ``sin`` (``(1, l, q)`` each, once per model); ``repeat_kv`` copies K and V to
   every query head before the matmul.
 
@@ -57,6 +58,8 @@ def _hand_terms(config, b, l):
     q, kv = e // h, config.get("num_key_value_heads", h)
     expanded = 0 if b == kv == 1 else 2 * b * (h - kv) * l * q * FP32    # repeat_kv (a view for b = kv = 1)
     per_layer = 2 * b * l * e * FP32 + expanded                          # x_hat of 2 norms
+    if family == "olmo2":                                                # and of q_norm, k_norm
+        per_layer += b * l * (h + kv) * q * FP32
     return layers * per_layer + b * l * e * FP32 + 2 * l * q * FP32 + 8 * b * l + _targets(b, l) + FP32
 
 
@@ -212,6 +215,18 @@ def test_llama_saved_tensors(b, l, h, q, layers, f, groups):
     config = dict(model_type="llama", hidden_size=h * groups * q, num_attention_heads=h * groups,
                   num_key_value_heads=h, num_hidden_layers=layers, intermediate_size=f, vocab_size=11,
                   max_position_embeddings=8)
+    assert _saved(config, b, l) == _library(config, b, l) + _hand_terms(config, b, l)
+
+
+@settings(max_examples=15, deadline=None)
+@given(**SHAPES, f=st.integers(1, 9), groups=st.integers(1, 3))
+def test_olmo2_saved_tensors(b, l, h, q, layers, f, groups):
+    """OLMo 2 normalises each sublayer's output, not its input: the same bytes as a pre-norm
+    layer with norms of the whole Q and K projections."""
+    q = 2 * q
+    config = dict(model_type="olmo2", hidden_size=h * groups * q, num_attention_heads=h * groups,
+                  num_key_value_heads=h, num_hidden_layers=layers, intermediate_size=f, vocab_size=11,
+                  max_position_embeddings=8, eos_token_id=None, pad_token_id=None)
     assert _saved(config, b, l) == _library(config, b, l) + _hand_terms(config, b, l)
 
 

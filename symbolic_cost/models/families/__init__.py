@@ -5,9 +5,9 @@ group           ``model_type``
 =============== ===============================================================================
 ``decoders``    ``gpt2``, ``gpt_neox``, ``gptj``, ``opt``, ``bloom``, ``falcon``, ``phi``, ``starcoder2``
 ``llama``       ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``, ``gemma3_text``,
-                ``phi3``, ``olmo``
+                ``phi3``, ``olmo``, ``olmo2``, ``olmo3``
 ``encoders``    ``bert``, ``roberta``, ``t5``
-``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``deepseek_v2``, ``deepseek_v3``
+``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``deepseek_v2``, ``deepseek_v3``
 =============== ===============================================================================
 
 A reader takes a ``keys.Keys`` and a name and returns an ``Architecture``; ``keys`` holds what

@@ -1,6 +1,6 @@
 """Llama-style decoders: ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``,
-``gemma3_text``, ``phi3``, ``olmo`` (RMS or parameter-free norms, gated MLP, rotary positions,
-grouped K/V, a head size of their own).
+``gemma3_text``, ``phi3``, ``olmo``, ``olmo2``, ``olmo3`` (RMS or parameter-free norms, gated
+MLP, rotary positions, grouped K/V, a head size of their own).
 
 Each reads the keys of its ``transformers`` config class with that class's defaults
 (``transformers`` 5.23) and the module shapes of its model code.  Not counted: Gemma's
@@ -153,5 +153,22 @@ def olmo(k: Keys, name: str) -> Architecture:
     return _core(k, name, dict(vocab_size=50304), norm="layer_noaffine", clip_qkv=clip, **_biases(k))
 
 
+def olmo2(k: Keys, name: str) -> Architecture:
+    """OLMo 2: RMS norms of the whole Q and K projections (``q_norm``, ``k_norm``), and each
+    sublayer's output normalised before the residual add instead of its input.  That moves
+    the two norms of a layer but not their shapes: each runs on ``(b, l/s1, e)`` and keeps
+    one such tensor, so the layer costs what a pre-norm layer with the same norms costs."""
+    return _core(k, name, dict(vocab_size=50304), qk_norm="projection", **_biases(k))
+
+
+def olmo3(k: Keys, name: str) -> Architecture:
+    """OLMo 3: OLMo 2 with ``sliding_window`` (4096) on three layers of every four
+    (``layer_types``)."""
+    depth = k.int("num_hidden_layers", 32)
+    window = k.int("sliding_window", 4096, nullable=True)
+    return _core(k, name, dict(vocab_size=50304), qk_norm="projection", **_biases(k),
+                 **window_fields(k, depth, window, lambda i: (i + 1) % 4 != 0))
+
+
 FAMILIES = {"llama": llama, "mistral": mistral, "qwen2": qwen2, "qwen3": qwen3, "gemma": gemma, "gemma2": gemma2,
-            "gemma3_text": gemma3_text, "phi3": phi3, "olmo": olmo}
+            "gemma3_text": gemma3_text, "phi3": phi3, "olmo": olmo, "olmo2": olmo2, "olmo3": olmo3}

@@ -1,4 +1,4 @@
-"""Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe`` (Llama-style attention)
+"""Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe`` (Llama-style attention)
 and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent attention), as ``transformers`` 5.23
 builds them.
 
@@ -117,6 +117,20 @@ def qwen3_moe(k: Keys, name: str) -> Architecture:
                  **fields)
 
 
+def olmoe(k: Keys, name: str) -> Architecture:
+    """OLMoE: OLMo 2's norms of the whole Q and K projections before the attention (pre-norm
+    layers), ``clip_qkv``, and ``num_experts`` (64) gated experts of ``intermediate_size`` on
+    every layer, 8 a token, renormalised with ``norm_topk_prob``."""
+    k.known(*AUX_LOSS)
+    moe = MoE(k.int("num_local_experts", k.int("num_experts", 64)), _top_k(k, 8), k.int("intermediate_size", 2048),
+              normalise=k.flag("norm_topk_prob", False))
+    clip = k.number("clip_qkv", None, nullable=True) is not None
+    return _core(k, name, dict(vocab_size=50304, hidden_size=2048, intermediate_size=2048, num_hidden_layers=16,
+                               num_attention_heads=16, max_position_embeddings=4096),
+                 qk_norm="projection", clip_qkv=clip, qkv_bias=k.flag("attention_bias", False),
+                 bias=k.flag("attention_bias", False), mlp_bias=False, moe=moe)
+
+
 DEEPSEEK_KNOWN = ("rms_norm_eps", "rope_theta", "pretraining_tp", "head_dim", "qk_head_dim", "topk_method", "n_group",
                   "topk_group", "ep_size", "rope_interleave") + AUX_LOSS
 
@@ -175,5 +189,5 @@ def deepseek_v3(k: Keys, name: str) -> Architecture:
                              "sigmoid", normalise=k.flag("norm_topk_prob", True)), mtp_layers=mtp)
 
 
-FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "deepseek_v2": deepseek_v2,
-            "deepseek_v3": deepseek_v3}
+FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe,
+            "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
