@@ -316,6 +316,8 @@ CLI = [
     ("optimize --preset gpt2 --field flops_fwd --system a100", "--system"),
     ("inference --hf-config {hf}/Mixtral-8x7B-v0.1.json --set m1=4 ep=2 etp=1", "ep x etp must equal m1"),
     ("inference --hf-config {hf}/Mixtral-8x7B-v0.1.json --set m1=4 ep=3", "ep must divide m1"),
+    ("search --hf-config {hf}/gpt-oss-20b.json --devices 64 --global-batch 128 --tensor 2d",
+     "a tensor grid does not model head_dim, rotary_dim, window, sinks, moe; add 1d to tensor (--tensor)"),
     ("reproduce --reports {tmp}/missing/deeper", "--reports"),
     ("report --out {tmp}/missing/deeper", "--out"),
     ("nope", "nope"),

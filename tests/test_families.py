@@ -100,6 +100,19 @@ def test_projection_qk_norm_reduces_its_statistics_over_the_tensor_group():
     assert kinds == [("allreduce", "fwd", 8), ("allreduce", "bwd", 8)]
 
 
+def test_attention_sinks_one_logit_per_head_split_over_the_tensor_group():
+    """GPT-OSS: 64 heads on 2 ranks hold 32 sink logits each; every one of the b l queries of a
+    head adds its sink's exponential to the row sum (2 FLOPs); eager attention keeps the sink
+    column of the probabilities, flash attention nothing more."""
+    b, l, e, h = 2, 8, 128, 64
+    plain = attention(b, l, e, h, 2, qkv_bias=False, out_bias=False)
+    eager = attention(b, l, e, h, 2, qkv_bias=False, out_bias=False, sinks=True)
+    flash = attention(b, l, e, h, 2, qkv_bias=False, out_bias=False, sinks=True, flash=True)
+    assert (eager.total("weights") - plain.total("weights")) / 2 == 32
+    assert eager.total("flops_fwd") - plain.total("flops_fwd") == 2 * b * l * 32
+    assert eager["attention_sinks"].act_buffer / 2 == b * l * 32 and flash["attention_sinks"].act_buffer == 0
+
+
 def test_partial_rotary_rotates_a_fraction_of_each_head():
     """GPT-NeoX: rotary_pct 0.25 of 64 dims: 16 dims of every q and k head, 3 FLOPs each."""
     b, l, h, e = 2, 8, 4, 256

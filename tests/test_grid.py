@@ -491,3 +491,15 @@ def test_summary_runs_a_whole_model_on_a_grid(capsys):
     assert printed["step_time_s"]["total"] == pytest.approx(float(step_time_breakdown(cost, "h100")["total"]))
     assert main(["summary", "--preset", "gpt2", "--tensor", "2d", "--set", "m1=2", "m2=2", "s1=2"]) == 2
     assert "s1 is the grid's devices" in capsys.readouterr().err
+
+
+def test_a_grid_refuses_attention_sinks_by_name():
+    """The grid layer has no sink row: a model with sinks is refused, never counted without them."""
+    from symbolic_cost.checks import InputError
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.grid_stack import on_grid
+    from symbolic_cost.parallel.grid import make_grid
+    arch = replace(preset("gpt2"), sinks=True)
+    with pytest.raises(InputError, match="does not model sinks"):
+        model_cost(arch, on_grid(Training(b=1, l=1024), make_grid("2d", m1=2, m2=2)))

@@ -18,7 +18,9 @@ model and asserted exactly:
   of ``w`` keys per query with sliding-window attention: ``allowed_pairs``), checked against the
   attention probabilities of small real models;
 * ``FlopCounterMode`` counts no bias add; the library counts ``b l n`` forward and ``b l n``
-  backward (``dB``) for each biased product (read from the model with forward hooks);
+  backward (``dB``) for each biased product (read from the model with forward hooks: the
+  output of each biased linear module, GPT-OSS's router logits, and its experts' routed rows
+  times the widths of their two biases);
 * grouped-query attention: the counter sees the K and V heads expanded to every query head; the
   library counts the sum of the ``h/kv`` query heads' ``dK`` and ``dV``, ``2 b (h - kv) l d``;
 * transformers 5 ties every T5 head to the embedding (``T5Config`` forces ``tie_word_embeddings``)
@@ -63,7 +65,7 @@ EXACT = TORCH.but(causal_flops="exact")
 # eager attention: every score of a sliding window too, masked afterwards
 EAGER = TORCH.but(window_count="dense")
 ENCODERS = {"bert", "roberta"}       # model_types whose attention is bidirectional
-MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3"}   # layers of two kinds
+MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3"}   # layers of two kinds
 SHORT, LONG = (2, 96), (1, 8192)     # (b, l); the long one is cut to the model's position table
 
 # What the library does not do yet: strict xfail, so each mark must go when it lands.  Every
@@ -146,8 +148,20 @@ def counted(model, b: int, l: int):
         if getattr(module, "bias", None) is not None:
             adds.append(out.numel())
 
+    def router_hook(module, args, out):                  # GPT-OSS: F.linear with a bias
+        if getattr(module, "bias", None) is not None:
+            adds.append(out[0].numel())
+
+    def experts_hook(module, args, out):                 # GPT-OSS: each routed (token, expert) row
+        adds.append(args[1].numel() * (module.gate_up_proj_bias.shape[-1] + module.down_proj_bias.shape[-1]))
+
     linears = (torch.nn.Linear, transformers.pytorch_utils.Conv1D)
     handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, linears)]
+    for m in model.modules():
+        if hasattr(m, "experts") and hasattr(m, "router"):
+            handles.append(m.router.register_forward_hook(router_hook))
+        if hasattr(m, "gate_up_proj_bias"):
+            handles.append(m.register_forward_hook(experts_hook))
     try:
         with FlopCounterMode(display=False) as forward:
             loss = model(**batch(model, b, l)).loss
@@ -331,7 +345,8 @@ def test_experts_under_a_fixed_router(name):
     config = tiny(CONFIGS[name])
     cls = getattr(transformers, config["architectures"][0])
     model = cls._from_config(hf_config(config), attn_implementation="eager", experts_implementation="eager")
-    gates = [module.gate for module in model.modules() if hasattr(module, "gate") and hasattr(module, "experts")]
+    gates = [getattr(module, "gate", None) or module.router for module in model.modules()
+             if hasattr(module, "experts") and (hasattr(module, "gate") or hasattr(module, "router"))]
     assert gates
     for gate in gates:
         fixed_router(gate)

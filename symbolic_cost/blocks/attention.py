@@ -10,7 +10,7 @@ from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
 from symbolic_cost.ops.matmul import stored_keys
-from symbolic_cost.ops.scores import score_bias as bias_row, softcap as softcap_row
+from symbolic_cost.ops.scores import attention_sinks, score_bias as bias_row, softcap as softcap_row
 
 SCORE_BIASES = (None, "alibi", "relative")
 QK_NORMS = (None, "head", "projection")
@@ -18,7 +18,8 @@ QK_NORMS = (None, "head", "projection")
 
 def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_dim=None, qkv_bias=True,
               out_bias=True, flash=False, rotary_pos=False, rotary_dim=None, qk_norm=None, window=None,
-              score_bias=None, softcap=False, clip_qkv=False, causal=False, cross=False, dropouts=True,
+              score_bias=None, softcap=False, sinks=False, clip_qkv=False, causal=False, cross=False,
+              dropouts=True,
               score_dropout=None, norm="layer", keys=None,
               post_norm=False, branch=False, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
     """Multi-head attention on one device, heads split over ``m1`` devices.
@@ -42,7 +43,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     * ``window``: sliding-window attention of ``window`` keys (``ops.matmul.stored_keys``).
     * ``score_bias``: ``"alibi"`` adds a fixed bias to the scores, ``"relative"`` a learned
       one (T5; its table belongs to the model, ``ends.relative_bias``); ``softcap`` caps the
-      scores with ``tanh`` (Gemma 2).
+      scores with ``tanh`` (Gemma 2); ``sinks`` gives each head a learned sink logit
+      (``attention_sinks``: GPT-OSS).
     * ``cross``: cross-attention (T5's decoder): ``q_proj`` on this stream, ``kv_proj`` on
       the encoder output of ``l`` tokens (allgathered like a norm output); rows ``cross_*``.
     * ``post_norm`` adds a norm of the output on the sequence shard (Gemma 2 and 3's
@@ -85,6 +87,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     rows += ([flash_attention(b, l, q, heads, **grouped)] if flash else
              attention_core(b, l, q, heads, dropouts=dropouts if score_dropout is None else score_dropout,
                             es_mask=at.es_mask, **grouped))
+    if sinks:
+        rows.append(attention_sinks(b, l, heads, flash=flash, es=at.es))
     out = linear(b, l, heads * v, e, bias=out_bias, name="v_proj", **at.kw)
     rows.append(out if branch else at.leaving(out))
     if post_norm:

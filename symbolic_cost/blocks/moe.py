@@ -62,7 +62,8 @@ class MoE:
     """A mixture-of-experts MLP: ``experts`` routed experts of width ``expert_f``, ``top_k`` per
     token, shared experts of total width ``shared_f`` (0: none) with an optional sigmoid gate
     (Qwen-MoE), the router's scores (``ROUTERS``) and whether the chosen weights are
-    renormalised (``normalise``) or scaled by a constant (``scale``).
+    renormalised (``normalise``) or scaled by a constant (``scale``); ``router_bias`` and
+    ``expert_bias`` put biases on the router and on both products of every expert (GPT-OSS).
 
     Which layers are MoE: layer ``i`` (0-based) is when ``i >= first_dense``,
     ``i % every == phase`` and ``i`` is not in ``dense_layers``; the others are dense MLPs.
@@ -80,6 +81,8 @@ class MoE:
     every: int = 1
     phase: int = 0
     dense_layers: tuple = ()
+    router_bias: bool = False
+    expert_bias: bool = False
 
     def __post_init__(self):
         if self.router not in ROUTERS:
@@ -110,11 +113,6 @@ class MoE:
         [False, False, True, False]
         """
         return i >= self.first_dense and i % self.every == self.phase and i not in self.dense_layers
-
-    def expert_parameters(self, e, gated_act=True) -> Expr:
-        """Parameters of one routed expert: ``fc1`` (``e -> 2 f_x`` gated, else ``f_x``) and
-        ``fc2`` (``f_x -> e``), no biases."""
-        return (3 if gated_act else 2) * exact(e, "e") * exact(self.expert_f, "expert_f")
 
 
 def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> Expr:
@@ -172,14 +170,14 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, ep=1, etp=1, capacity_factor=None, im
         through, exchange = etp * received, _exchange(at, received * at.e, ep, etp)
     sent = tokens * k if capacity_factor is None and not replicated else received
     rows = _norm(at, norm, "shared_f" in dims) + [
-             linear(at.b, at.l / at.s, at.e, experts, bias=False, name="router", **at.kw),
-             router_probabilities(tokens, experts, kind=spec.router, **at.kw),
+             linear(at.b, at.l / at.s, at.e, experts, bias=spec.router_bias, name="router", **at.kw),
+             router_probabilities(tokens, experts, kind=spec.router, top_k=k, **at.kw),
              topk_weights(tokens, k, normalise=spec.normalise, scale=spec.scale, es=at.es)]
     rows.append(at.attach(permute(tokens, k, at.e, sent, es=at.es), exchange["dispatch"]))
-    rows += [grouped_linear(through, at.e, (2 if gated_act else 1) * width, experts / ep,
+    rows += [grouped_linear(through, at.e, (2 if gated_act else 1) * width, experts / ep, bias=spec.expert_bias,
                             name="expert_fc1", **at.kw),
              (gated if gated_act else gelu)(1, through, width, name="expert_act", **at.kw),
-             grouped_linear(through, width, at.e, experts / ep, name="expert_fc2", **at.kw),
+             grouped_linear(through, width, at.e, experts / ep, bias=spec.expert_bias, name="expert_fc2", **at.kw),
              at.attach(combine(tokens, k, at.e, es=at.es), exchange["combine"])]
     if "shared_f" in dims:
         rows += _shared(at, dims["shared_f"], spec.shared_gate, gated_act, bias, replicated)

@@ -26,6 +26,7 @@ field                  meaning (default)
 ``score_bias``         ``None``, ``"alibi"`` (BLOOM, Falcon), ``"relative"`` (T5, with
                        ``relative_buckets`` rows per head)
 ``softcap``            ``tanh`` cap on attention scores; ``logit_softcap`` on the logits
+``sinks``              a learned sink logit per attention head (GPT-OSS)
 ``dropouts``           the residual dropouts and, unless ``attention_dropout``,
                        ``embedding_dropout`` or ``activation_dropout`` say otherwise, those
                        of the attention probabilities, the embeddings, after the activation
@@ -128,6 +129,7 @@ class Architecture:
     score_bias: str | None = None
     relative_buckets: Expr = 0
     softcap: bool = False
+    sinks: bool = False
     logit_softcap: bool = False
     head_bias: bool = False
     embedding_projection: Expr | None = None

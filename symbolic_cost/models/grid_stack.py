@@ -25,7 +25,7 @@ from symbolic_cost.parallel.grid import Grid
 from symbolic_cost.parallel.grid_blocks import grid_layer
 
 UNSUPPORTED = ("head_dim", "v_head_dim", "rotary_dim", "qk_norm", "clip_qkv", "parallel", "window", "score_bias",
-               "softcap", "moe", "latent")
+               "softcap", "sinks", "moe", "latent")
 """Architecture features the grid layer does not model (refused by name)."""
 
 

@@ -169,7 +169,7 @@ def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, w
     with the expert-parallel keywords ``experts``) over ``l`` tokens (default ``t.l``)."""
     optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim,
                     qk_norm=arch.qk_norm, window=window, score_bias=arch.score_bias,
-                    score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe,
+                    score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe, sinks=arch.sinks or None,
                     experts=experts if moe is not None else None)
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
                 bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,

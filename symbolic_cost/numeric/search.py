@@ -33,7 +33,7 @@ from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.recipes import OFFLOAD, check_offload
 from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.parallel.pipeline import SCHEDULES
-from symbolic_cost.models.grid_stack import on_grid
+from symbolic_cost.models.grid_stack import on_grid, unsupported
 from symbolic_cost.numeric.compile import compile_exprs
 from symbolic_cost.numeric.layouts import GRIDS, by_stage, grid_layouts, layouts, virtual_stages
 from symbolic_cost.timing.hardware import get_system
@@ -190,6 +190,10 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
         else pd.DataFrame()
     grids = grid_layouts(arch, devices, global_batch, seq, tensor, micro_batch_sizes, recompute)
     if base.empty and grids.empty:
+        refused = unsupported(arch)
+        if "1d" not in tensor and refused:
+            raise InputError(f"no valid layout of {arch.name}: a tensor grid does not model "
+                             f"{', '.join(refused)}; add 1d to tensor", "tensor")
         raise InputError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}",
                          "devices")
     fixed = dict(precision=precision, flash=flash)

@@ -15,24 +15,29 @@ from symbolic_cost.ops.matmul import linear
 from symbolic_cost.ops.pointwise import gelu, softmax
 from symbolic_cost.checks import InputError
 
-ROUTERS = ("softmax", "sigmoid")
+ROUTERS = ("softmax", "sigmoid", "topk_softmax")
 """How a router turns its ``E`` logits per token into scores: a softmax over the experts
-(Mixtral, Qwen-MoE, DeepSeek-V2) or an element-wise sigmoid (DeepSeek-V3)."""
+(Mixtral, Qwen-MoE, DeepSeek-V2), an element-wise sigmoid (DeepSeek-V3), or a softmax over
+the ``k`` largest logits only, after choosing them (GPT-OSS)."""
 
 
-def router_probabilities(tokens, experts, *, kind="softmax", es=2, conventions=conv.DEFAULT,
+def router_probabilities(tokens, experts, *, kind="softmax", top_k=None, es=2, conventions=conv.DEFAULT,
                          name="router_probs") -> Cost:
-    """Scores of ``tokens`` rows of ``experts`` logits: ``ops.softmax`` over each row, or
-    ``ops.gelu``'s one FLOP per element each way for a sigmoid.  Keeps its output or input.
+    """Scores of ``tokens`` rows of ``experts`` logits: ``ops.softmax`` over each row (over
+    its ``top_k`` chosen logits for ``topk_softmax``), or ``ops.gelu``'s one FLOP per element
+    each way for a sigmoid.  Keeps its output or input.
 
     >>> router_probabilities(4, 8).flops_fwd       # 2 x 32 + 4 rows x 7 adds
     92
+    >>> router_probabilities(4, 8, kind="topk_softmax", top_k=2).flops_fwd     # 2 x 8 + 4 x 1
+    20
     """
     if kind not in ROUTERS:
         raise InputError(f"router must be one of {', '.join(ROUTERS)}, got {kind!r}")
-    if kind == "softmax":
-        return softmax(1, tokens, 1, l_kv=experts, es=es, conventions=conventions, name=name)
-    return gelu(1, tokens, experts, es=es, conventions=conventions, name=name)
+    if kind == "sigmoid":
+        return gelu(1, tokens, experts, es=es, conventions=conventions, name=name)
+    width = top_k if kind == "topk_softmax" else experts
+    return softmax(1, tokens, 1, l_kv=width, es=es, conventions=conventions, name=name)
 
 
 def topk_weights(tokens, k, *, normalise=False, scale=False, es=2, name="router_topk") -> Cost:
@@ -84,16 +89,19 @@ def combine(tokens, k, width, *, es=2, name="combine") -> Cost:
                      act_buffer=(copies + tokens * k) * es, act_grads=(copies + tokens * width + tokens * k) * es)
 
 
-def grouped_linear(rows, e_in, e_out, groups, *, es=2, conventions=conv.DEFAULT, name="expert_fc1") -> Cost:
-    """``rows`` token rows through ``groups`` weight matrices ``(e_in, e_out)`` without bias,
-    each row through one of them (a grouped GEMM): the FLOPs, saved input and gradient traffic
-    of ``ops.linear`` over all the rows, and the weights of every group.
+def grouped_linear(rows, e_in, e_out, groups, *, bias=False, es=2, conventions=conv.DEFAULT,
+                   name="expert_fc1") -> Cost:
+    """``rows`` token rows through ``groups`` weight matrices ``(e_in, e_out)``, each with an
+    ``e_out`` bias when ``bias`` (GPT-OSS's experts), each row through one of them (a grouped
+    GEMM): the FLOPs, saved input and gradient traffic of ``ops.linear`` over all the rows, and
+    the weights of every group.
 
-    >>> grouped_linear(10, 4, 3, 5).weights            # 5 x 4 x 3 x 2 bytes
-    120
+    >>> grouped_linear(10, 4, 3, 5).weights, grouped_linear(10, 4, 3, 5, bias=True).weights
+    (120, 150)
     """
-    one = linear(1, rows, e_in, e_out, bias=False, es=es, conventions=conventions, name=name)
-    weights = exact(groups, "groups") * exact(e_in, "e_in") * exact(e_out, "e_out") * exact(es, "es")
+    one = linear(1, rows, e_in, e_out, bias=bias, es=es, conventions=conventions, name=name)
+    per_group = exact(e_in, "e_in") * exact(e_out, "e_out") + (exact(e_out, "e_out") if bias else 0)
+    weights = exact(groups, "groups") * per_group * exact(es, "es")
     return make_cost(name, "matrix", flops_fwd=one.flops_fwd, flops_bwd=one.flops_bwd, act_in=one.act_in,
                      act_out=one.act_out, act_buffer=one.act_buffer, act_grads=one.act_grads, weights=weights,
                      weight_grads=weights, gemms=one.gemms)

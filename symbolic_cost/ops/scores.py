@@ -1,5 +1,5 @@
-"""Element-wise work on attention scores and logits: position biases (ALiBi, T5's relative bias)
-and the ``tanh`` soft cap (Gemma 2).
+"""Element-wise work on attention scores and logits: position biases (ALiBi, T5's relative bias),
+the ``tanh`` soft cap (Gemma 2) and learned attention sinks (GPT-OSS).
 
 Both act on a ``(b, l, x)`` tensor: for attention scores ``x = h * keys`` (the stored keys
 per query, ``ops.matmul.stored_keys``), for the LM logits ``x = vocab``.
@@ -42,3 +42,25 @@ def softcap(b, l, x, *, es=2, name="softcap") -> Cost:
     n = b * l * x
     return make_cost(name, "vector", flops_fwd=3 * n, flops_bwd=3 * n, act_in=n * es, act_out=n * es,
                      act_buffer=n * es, act_grads=2 * n * es)
+
+
+def attention_sinks(b, l, heads, *, flash=False, es=2, name="attention_sinks") -> Cost:
+    """A learned sink logit per head (GPT-OSS): one more column of every softmax row, which
+    takes probability and gives no value.  ``(b, heads, l)`` softmax rows.
+
+    ``n = b*l*heads``.  Forward: the sink's exponential (less the row maximum) and its add to
+    the row's sum: ``2n``.  Backward: the sink's probability times the row's ``<dP, P>``
+    (which the softmax backward forms anyway), summed over ``b`` and ``l`` into the ``heads``
+    gradients: ``2n``.  Weights: ``heads`` logits (split with the heads over ``m1``).  Keeps the
+    sink column of the probabilities (``n``; eager attention keeps the ``l + 1``-wide softmax
+    output), nothing under flash attention (the sink enters the row's log-sum-exp, kept
+    already).
+
+    >>> attention_sinks(2, 3, 4).flops_fwd, attention_sinks(2, 3, 4).weights
+    (48, 8)
+    """
+    b, l, heads, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (heads, "heads"), (es, "es")))
+    n = b * l * heads
+    return make_cost(name, "vector", flops_fwd=2 * n, flops_bwd=2 * n, act_in=n * es, act_out=n * es,
+                     act_buffer=0 if flash else n * es, act_grads=n * es, weights=heads * es,
+                     weight_grads=heads * es)

@@ -1,6 +1,6 @@
-"""Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe`` (Llama-style attention)
-and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent attention), as ``transformers`` 5.23
-builds them.
+"""Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``
+(Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent attention), as
+``transformers`` 5.23 builds them.
 
 * The experts: ``num_local_experts`` / ``num_experts`` / ``n_routed_experts`` of width
   ``moe_intermediate_size`` (Mixtral: ``intermediate_size``), ``num_experts_per_tok`` per token,
@@ -131,6 +131,30 @@ def olmoe(k: Keys, name: str) -> Architecture:
                  bias=k.flag("attention_bias", False), mlp_bias=False, moe=moe)
 
 
+def gpt_oss(k: Keys, name: str) -> Architecture:
+    """GPT-OSS: grouped-query attention with biases on q, k, v, o (``attention_bias``), a
+    learned sink logit per head, a 128-key window on every other layer (``layer_types``), and
+    ``num_local_experts`` (128) experts of ``intermediate_size`` on every layer, 4 a token, with
+    biases on the router and on both products of every expert; the router takes a softmax of
+    the 4 largest logits.  The experts' activation is a SwiGLU with its gate and value clamped
+    (``swiglu_limit``), the gate scaled (``swiglu_alpha``) and 1 added to the value: counted as
+    a SwiGLU (the clamps compare; the scale and the add are two more FLOPs an element, not
+    counted).  ``experts_per_token`` and ``initial_context_length`` (written by OpenAI's own
+    code) are not read by ``transformers``."""
+    k.known(*AUX_LOSS, "swiglu_alpha", "swiglu_limit", "quantization_config", "experts_per_token",
+            "initial_context_length")
+    depth = k.int("num_hidden_layers", 36)
+    window = k.int("sliding_window", 128, nullable=True)
+    moe = MoE(k.int("num_local_experts", 128), _top_k(k, 4), k.int("intermediate_size", 2880), router="topk_softmax",
+              router_bias=True, expert_bias=True)
+    attention = k.flag("attention_bias", True)
+    return _core(k, name, dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
+                               num_attention_heads=64, num_key_value_heads=8, head_dim=64,
+                               max_position_embeddings=131072),
+                 qkv_bias=attention, bias=attention, mlp_bias=False, moe=moe, sinks=True,
+                 **window_fields(k, depth, window, lambda i: i % 2 == 0))
+
+
 DEEPSEEK_KNOWN = ("rms_norm_eps", "rope_theta", "pretraining_tp", "head_dim", "qk_head_dim", "topk_method", "n_group",
                   "topk_group", "ep_size", "rope_interleave") + AUX_LOSS
 
@@ -189,5 +213,5 @@ def deepseek_v3(k: Keys, name: str) -> Architecture:
                              "sigmoid", normalise=k.flag("norm_topk_prob", True)), mtp_layers=mtp)
 
 
-FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe,
+FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "gpt_oss": gpt_oss,
             "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
