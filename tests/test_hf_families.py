@@ -65,7 +65,7 @@ EXACT = TORCH.but(causal_flops="exact")
 # eager attention: every score of a sliding window too, masked afterwards
 EAGER = TORCH.but(window_count="dense")
 ENCODERS = {"bert", "roberta"}       # model_types whose attention is bidirectional
-MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_v2", "deepseek_v3"}   # layers of two kinds
+MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "glm4_moe", "deepseek_v2", "deepseek_v3"}   # layers of two kinds
 SHORT, LONG = (2, 96), (1, 8192)     # (b, l); the long one is cut to the model's position table
 
 # What the library does not do yet: strict xfail, so each mark must go when it lands.  Every

@@ -7,7 +7,8 @@ group           ``model_type``
 ``llama``       ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``, ``gemma3_text``,
                 ``phi3``, ``olmo``, ``olmo2``, ``olmo3``
 ``encoders``    ``bert``, ``roberta``, ``t5``
-``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``, ``deepseek_v2``, ``deepseek_v3``
+``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``, ``glm4_moe``,
+                ``deepseek_v2``, ``deepseek_v3``
 =============== ===============================================================================
 
 A reader takes a ``keys.Keys`` and a name and returns an ``Architecture``; ``keys`` holds what

@@ -19,15 +19,16 @@ LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hi
 
 
 def _core(k: Keys, name: str, defaults: dict, act_key="hidden_act", **fields) -> Architecture:
-    """The shared reading: sizes, heads, head size, gated activation, tied head, rotary share,
-    the head the ``architectures`` names; ``fields`` are the family's own choices."""
+    """The shared reading: sizes, heads, head size, gated activation, tied head, rotary share
+    (``rotary_share`` by default, or the first of ``rotary_keys``), the head the
+    ``architectures`` names; ``fields`` are the family's own choices."""
     d = {**LLAMA, **defaults}
     e, h = k.int("hidden_size", d["hidden_size"]), k.int("num_attention_heads", d["num_attention_heads"])
     kv = k.int("num_key_value_heads", d.get("num_key_value_heads"), nullable=True) or h
     hd = k.int("head_dim", d["head_dim"], nullable=True)
     check_heads(k, e, h, kv, hd)
     k.known("rms_norm_eps", "rope_theta", "initializer_range")
-    part = rotary_dim(hd or e // h, k.rotary_fraction(1, *d.get("rotary_keys", ())))
+    part = rotary_dim(hd or e // h, k.rotary_fraction(d.get("rotary_share", 1), *d.get("rotary_keys", ())))
     for site, value in k.dropout_fields(attention=[("attention_dropout", 0)]).items():
         fields.setdefault(site, value)
     return Architecture(name, k.int("num_hidden_layers", d["num_hidden_layers"]), e, h,

@@ -1,6 +1,6 @@
-"""Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``
-(Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent attention), as
-``transformers`` 5.23 builds them.
+"""Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``,
+``glm4_moe`` (Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent
+attention), as ``transformers`` 5.23 builds them.
 
 * The experts: ``num_local_experts`` / ``num_experts`` / ``n_routed_experts`` of width
   ``moe_intermediate_size`` (Mixtral: ``intermediate_size``), ``num_experts_per_tok`` per token,
@@ -27,6 +27,7 @@ none, so its parameter count is the model's without them (``Training(mtp=False)`
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.blocks.moe import MoE
@@ -155,6 +156,30 @@ def gpt_oss(k: Keys, name: str) -> Architecture:
                  **window_fields(k, depth, window, lambda i: i % 2 == 0))
 
 
+def glm4_moe(k: Keys, name: str) -> Architecture:
+    """GLM-4.5: grouped-query attention (``head_dim``), biases on q, k, v only
+    (``attention_bias``), per-head q/k RMS norms with ``use_qk_norm``, rotary positions on
+    ``partial_rotary_factor`` (half) of each head; DeepSeek-V3's experts: a sigmoid router
+    (its ``e_score_correction_bias`` is a buffer, not a parameter), ``n_routed_experts`` of
+    ``moe_intermediate_size`` and ``n_shared_experts`` shared ones from layer
+    ``first_k_dense_replace`` on, the chosen weights renormalised (``norm_topk_prob``) and
+    scaled; ``num_nextn_predict_layers`` multi-token-prediction modules like DeepSeek-V3's
+    (the published checkpoints hold them; ``transformers`` builds none)."""
+    k.known(*AUX_LOSS, "n_group", "topk_group")
+    mtp = k.int("num_nextn_predict_layers", k.int("num_mtp_layers", 1, zero=True), zero=True)
+    expert_f = k.int("moe_intermediate_size", 1408)
+    moe = MoE(k.int("n_routed_experts", 128), _top_k(k, 8), expert_f,
+              shared_f=k.int("n_shared_experts", 1, zero=True) * expert_f, router="sigmoid",
+              normalise=k.flag("norm_topk_prob", True), scale=k.number("routed_scaling_factor", 1.0) != 1,
+              first_dense=k.int("first_k_dense_replace", 1, zero=True))
+    arch = _core(k, name, dict(vocab_size=151552, intermediate_size=10944, num_hidden_layers=46, num_attention_heads=96,
+                               num_key_value_heads=8, max_position_embeddings=131072,
+                               rotary_keys=("partial_rotary_factor",), rotary_share=Fraction(1, 2)),
+                 qkv_bias=k.flag("attention_bias", False), bias=False, mlp_bias=False,
+                 qk_norm="head" if k.flag("use_qk_norm", False) else None, moe=moe)
+    return replace(arch, mtp_layers=mtp)
+
+
 DEEPSEEK_KNOWN = ("rms_norm_eps", "rope_theta", "pretraining_tp", "head_dim", "qk_head_dim", "topk_method", "n_group",
                   "topk_group", "ep_size", "rope_interleave") + AUX_LOSS
 
@@ -214,4 +239,4 @@ def deepseek_v3(k: Keys, name: str) -> Architecture:
 
 
 FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "gpt_oss": gpt_oss,
-            "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
+            "glm4_moe": glm4_moe, "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
