@@ -164,7 +164,8 @@ def glm4_moe(k: Keys, name: str) -> Architecture:
     ``moe_intermediate_size`` and ``n_shared_experts`` shared ones from layer
     ``first_k_dense_replace`` on, the chosen weights renormalised (``norm_topk_prob``) and
     scaled; ``num_nextn_predict_layers`` multi-token-prediction modules like DeepSeek-V3's
-    (the published checkpoints hold them; ``transformers`` builds none)."""
+    (the published checkpoints hold them; ``transformers`` builds none).  Without ``head_dim``
+    a head has ``hidden_size // num_attention_heads`` dims, as the model code reads it."""
     k.known(*AUX_LOSS, "n_group", "topk_group")
     mtp = k.int("num_nextn_predict_layers", k.int("num_mtp_layers", 1, zero=True), zero=True)
     expert_f = k.int("moe_intermediate_size", 1408)
@@ -172,8 +173,9 @@ def glm4_moe(k: Keys, name: str) -> Architecture:
               shared_f=k.int("n_shared_experts", 1, zero=True) * expert_f, router="sigmoid",
               normalise=k.flag("norm_topk_prob", True), scale=k.number("routed_scaling_factor", 1.0) != 1,
               first_dense=k.int("first_k_dense_replace", 1, zero=True))
+    e, h = k.int("hidden_size", 4096), k.int("num_attention_heads", 96)
     arch = _core(k, name, dict(vocab_size=151552, intermediate_size=10944, num_hidden_layers=46, num_attention_heads=96,
-                               num_key_value_heads=8, max_position_embeddings=131072,
+                               num_key_value_heads=8, max_position_embeddings=131072, head_dim=e // h,
                                rotary_keys=("partial_rotary_factor",), rotary_share=Fraction(1, 2)),
                  qkv_bias=k.flag("attention_bias", False), bias=False, mlp_bias=False,
                  qk_norm="head" if k.flag("use_qk_norm", False) else None, moe=moe)
