@@ -65,7 +65,8 @@ EXACT = TORCH.but(causal_flops="exact")
 # eager attention: every score of a sliding window too, masked afterwards
 EAGER = TORCH.but(window_count="dense")
 ENCODERS = {"bert", "roberta"}       # model_types whose attention is bidirectional
-MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "glm4_moe", "deepseek_v2", "deepseek_v3"}   # layers of two kinds
+MOE = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss", "glm4_moe", "granitemoe", "deepseek_v2",
+       "deepseek_v3"}   # layers of two kinds
 SHORT, LONG = (2, 96), (1, 8192)     # (b, l); the long one is cut to the model's position table
 
 # What the library does not do yet: strict xfail, so each mark must go when it lands.  Every
@@ -98,7 +99,8 @@ def depth_of(config: dict) -> int:
     (Gemma 3: five sliding-window layers, then a global one); for MoE models, up to the first
     layer of each kind (attention and MLP module) of the full-depth model."""
     if config["model_type"] in MOE:
-        kinds = [(type(layer.mlp).__name__, getattr(layer.self_attn, "sliding_window", None))
+        kinds = [(type(getattr(layer, "mlp", None) or layer.block_sparse_moe).__name__,   # Granite: block_sparse_moe
+                  getattr(layer.self_attn, "sliding_window", None))
                  for layer in hf_model(config).model.layers]
         return max(2, max(kinds.index(kind) for kind in set(kinds)) + 1)
     kinds = getattr(hf_config(config), "layer_types", None) or []
@@ -442,3 +444,17 @@ def test_encoder_decoder_pipeline_stages_hold_the_encoder_then_the_decoder(name)
     # the decoder stage receives the encoder's 64 tokens with the decoder's 16, each of width e
     sends = [c for dimension, c in cost.collectives if dimension == "pipeline"]
     assert [c.elements for c in sends] == [(64 + 16) * config["d_model"]] * 2
+
+
+def test_granite_shared_expert_beside_the_routed_ones():
+    """``granitemoeshared``: Granite MoE with a shared gated expert (``shared_intermediate_size``)
+    summed with the routed output: parameters and forward and backward products equal those of
+    the model ``transformers`` builds (no such checkpoint is among the published configs here)."""
+    config = scaled(dict(CONFIGS["granite-3.1-3b-a800m-instruct"], model_type="granitemoeshared",
+                         architectures=["GraniteMoeSharedForCausalLM"], shared_intermediate_size=1024), 2)
+    model = hf_model(config)
+    plain = library(dict(config, shared_intermediate_size=0), "plain", 1, 8, TORCH).parameters
+    assert library(config, "shared", 1, 8, TORCH).parameters == parameters(model) == plain + 2 * 3 * 1536 * 1024
+    forward, backward, _ = counted(model, *SHORT)
+    eager = library(config, "shared", *SHORT, EAGER)
+    assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)

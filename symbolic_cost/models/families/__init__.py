@@ -5,10 +5,10 @@ group           ``model_type``
 =============== ===============================================================================
 ``decoders``    ``gpt2``, ``gpt_neox``, ``gptj``, ``opt``, ``bloom``, ``falcon``, ``phi``, ``starcoder2``
 ``llama``       ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``, ``gemma3_text``,
-                ``phi3``, ``olmo``, ``olmo2``, ``olmo3``
+                ``phi3``, ``olmo``, ``olmo2``, ``olmo3``, ``granite``
 ``encoders``    ``bert``, ``roberta``, ``t5``
 ``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``, ``glm4_moe``,
-                ``deepseek_v2``, ``deepseek_v3``
+                ``granitemoe``, ``granitemoeshared``, ``deepseek_v2``, ``deepseek_v3``
 =============== ===============================================================================
 
 A reader takes a ``keys.Keys`` and a name and returns an ``Architecture``; ``keys`` holds what

@@ -1,6 +1,6 @@
 """Llama-style decoders: ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``,
-``gemma3_text``, ``phi3``, ``olmo``, ``olmo2``, ``olmo3`` (RMS or parameter-free norms, gated
-MLP, rotary positions, grouped K/V, a head size of their own).
+``gemma3_text``, ``phi3``, ``olmo``, ``olmo2``, ``olmo3``, ``granite`` (RMS or parameter-free
+norms, gated MLP, rotary positions, grouped K/V, a head size of their own).
 
 Each reads the keys of its ``transformers`` config class with that class's defaults
 (``transformers`` 5.23) and the module shapes of its model code.  Not counted: Gemma's
@@ -49,6 +49,17 @@ def _biases(k: Keys) -> dict:
 def llama(k: Keys, name: str) -> Architecture:
     """Llama: q, k, v, o biased by ``attention_bias``, the MLP by ``mlp_bias``."""
     k.known("pretraining_tp")                  # slices the same products
+    return _core(k, name, {}, **{**_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
+
+
+GRANITE_SCALES = ("embedding_multiplier", "logits_scaling", "residual_multiplier", "attention_multiplier")
+"""Granite's scalar multipliers of the embeddings, the logits, each residual branch and the
+attention scores (instead of ``1/sqrt(d)``): element-wise scalings, not counted."""
+
+
+def granite(k: Keys, name: str) -> Architecture:
+    """Granite (3.x): Llama with ``GRANITE_SCALES``."""
+    k.known(*GRANITE_SCALES)
     return _core(k, name, {}, **{**_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
 
 
@@ -172,4 +183,5 @@ def olmo3(k: Keys, name: str) -> Architecture:
 
 
 FAMILIES = {"llama": llama, "mistral": mistral, "qwen2": qwen2, "qwen3": qwen3, "gemma": gemma, "gemma2": gemma2,
-            "gemma3_text": gemma3_text, "phi3": phi3, "olmo": olmo, "olmo2": olmo2, "olmo3": olmo3}
+            "gemma3_text": gemma3_text, "phi3": phi3, "olmo": olmo, "olmo2": olmo2, "olmo3": olmo3,
+            "granite": granite}

@@ -1,5 +1,5 @@
 """Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``,
-``glm4_moe`` (Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent
+``glm4_moe``, ``granitemoe``, ``granitemoeshared`` (Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent
 attention), as ``transformers`` 5.23 builds them.
 
 * The experts: ``num_local_experts`` / ``num_experts`` / ``n_routed_experts`` of width
@@ -33,7 +33,7 @@ from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families.keys import Keys, gated_mlp, head_fields, window_fields
-from symbolic_cost.models.families.llama import _core
+from symbolic_cost.models.families.llama import GRANITE_SCALES, _biases, _core
 
 AUX_LOSS = ("router_aux_loss_coef", "output_router_logits", "aux_loss_alpha", "seq_aux")
 
@@ -182,6 +182,26 @@ def glm4_moe(k: Keys, name: str) -> Architecture:
     return replace(arch, mtp_layers=mtp)
 
 
+def granitemoe(k: Keys, name: str) -> Architecture:
+    """Granite MoE (3.x): Granite's attention and scalings (``GRANITE_SCALES``) with
+    ``num_local_experts`` gated experts of ``intermediate_size`` on every layer, the router
+    taking a softmax of its ``num_experts_per_tok`` largest logits."""
+    return _granite_moe(k, name, 0)
+
+
+def granitemoeshared(k: Keys, name: str) -> Architecture:
+    """Granite MoE with a shared gated expert of ``shared_intermediate_size`` (0: none),
+    added to the routed output without a gate."""
+    return _granite_moe(k, name, k.int("shared_intermediate_size", 0, zero=True))
+
+
+def _granite_moe(k: Keys, name: str, shared) -> Architecture:
+    k.known(*AUX_LOSS, *GRANITE_SCALES)
+    moe = MoE(k.int("num_local_experts", 8), _top_k(k, 2), k.int("intermediate_size", 11008), shared_f=shared,
+              router="topk_softmax")
+    return _core(k, name, {}, **_biases(k), moe=moe)
+
+
 DEEPSEEK_KNOWN = ("rms_norm_eps", "rope_theta", "pretraining_tp", "head_dim", "qk_head_dim", "topk_method", "n_group",
                   "topk_group", "ep_size", "rope_interleave") + AUX_LOSS
 
@@ -241,4 +261,5 @@ def deepseek_v3(k: Keys, name: str) -> Architecture:
 
 
 FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "gpt_oss": gpt_oss,
-            "glm4_moe": glm4_moe, "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
+            "glm4_moe": glm4_moe, "granitemoe": granitemoe, "granitemoeshared": granitemoeshared,
+            "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
