@@ -458,3 +458,35 @@ def test_granite_shared_expert_beside_the_routed_ones():
     forward, backward, _ = counted(model, *SHORT)
     eager = library(config, "shared", *SHORT, EAGER)
     assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
+
+
+@pytest.mark.parametrize("window", [4096, None])
+def test_exaone4_rotates_what_its_attention_rotates(window):
+    """EXAONE 4's global layers take no rotary positions when the model has windows (its
+    attention rotates ``if sliding_window is None or is_sliding``): the library's layer groups,
+    in layer order, rotate exactly the layers the ``transformers`` modules do."""
+    from symbolic_cost.models.stack import group_options, layer_kinds
+    config = scaled(dict(CONFIGS["EXAONE-4.0-32B"], sliding_window=window), 8)
+    if window is None:
+        config["layer_types"] = ["full_attention"] * 8
+    attentions = [layer.self_attn for layer in hf_model(config).model.layers]
+    expected = [a.sliding_window is None or a.is_sliding for a in attentions]
+    arch = from_config(config)
+    groups = group_options(arch, Training(b=1, l=64), 1, 1)
+    kinds = layer_kinds(arch) or (0,) * 8
+    assert [groups[kind][0]["rotary_pos"] for kind in kinds] == expected
+    assert (False in expected) == (window is not None)
+
+
+def test_arcee_ungated_relu2_mlp():
+    """``arcee``: an ungated MLP (``up_proj``, ``down_proj``): parameters and forward and
+    backward products equal those of the model ``transformers`` builds from a small config."""
+    config = dict(model_type="arcee", architectures=["ArceeForCausalLM"], hidden_size=64, num_attention_heads=4,
+                  num_key_value_heads=2, intermediate_size=96, num_hidden_layers=2, vocab_size=128,
+                  max_position_embeddings=64, pad_token_id=0, bos_token_id=0, eos_token_id=0)
+    model = hf_model(config)
+    assert library(config, "arcee", 1, 8, TORCH).parameters == parameters(model)
+    forward, backward, _ = counted(model, 2, 32)
+    eager = library(config, "arcee", 2, 32, EAGER)
+    assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
+    assert from_config(config).mlp == "relu"

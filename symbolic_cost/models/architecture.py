@@ -17,7 +17,9 @@ field                  meaning (default)
 ``norms``              norms per layer: 2; 4 (Gemma 2, 3: after each sublayer too); a
                        ``parallel`` layer has 1 (GPT-J, Falcon-7B, Phi) or 2 (GPT-NeoX)
 ``parallel``           attention and MLP read the same input and are summed
-``rotary``             rotary positions on ``rotary_dim`` dims of each head (``None``: all)
+``rotary``             rotary positions on ``rotary_dim`` dims of each head (``None``: all);
+                       ``nope_full_layers``: not on the full-attention layers of a model
+                       with sliding windows (EXAONE 4's global layers)
 ``qk_norm``            ``None``, ``"head"`` (Qwen3, Gemma 3, Phi), ``"projection"`` (OLMo 2)
 ``qkv_bias``           biases on Q, K, V; ``bias`` on the output projection and (unless
                        ``mlp_bias`` says otherwise) the MLP; ``clip_qkv``: Q, K, V clamped
@@ -101,6 +103,7 @@ class Architecture:
     mlp: str = "gelu"
     norm: str = "layer"
     rotary: bool = False
+    nope_full_layers: bool = False
     tied: bool = True
     qkv_bias: bool = True
     bias: bool = True

@@ -173,7 +173,8 @@ def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, w
                     experts=experts if moe is not None else None)
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
                 bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
-                rotary_pos=arch.rotary, causal=arch.causal if causal is None else causal, gated_act=arch.gated,
+                rotary_pos=arch.rotary and not (arch.nope_full_layers and window is None and arch.window is not None),
+                causal=arch.causal if causal is None else causal, gated_act=arch.gated,
                 dropouts=arch.dropouts, activation_dropout=arch.activation_dropout, norm=arch.norm,
                 norms=arch.norms, parallel=arch.parallel, cross=cross, softcap=arch.softcap, clip_qkv=arch.clip_qkv,
                 **{k: v for k, v in optional.items() if v is not None})

@@ -1,6 +1,7 @@
 """Llama-style decoders: ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``,
-``gemma3_text``, ``phi3``, ``olmo``, ``olmo2``, ``olmo3``, ``granite`` (RMS or parameter-free
-norms, gated MLP, rotary positions, grouped K/V, a head size of their own).
+``gemma3_text``, ``phi3``, ``olmo``, ``olmo2``, ``olmo3``, ``granite``, ``seed_oss``, ``ernie4_5``,
+``exaone4``, ``arcee`` (RMS or parameter-free norms, gated MLP, rotary positions, grouped K/V, a
+head size of their own).
 
 Each reads the keys of its ``transformers`` config class with that class's defaults
 (``transformers`` 5.23) and the module shapes of its model code.  Not counted: Gemma's
@@ -10,7 +11,7 @@ Each reads the keys of its ``transformers`` config class with that class's defau
 from __future__ import annotations
 
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.families.keys import (Keys, check_heads, gated_mlp, head_fields, rotary_dim,
+from symbolic_cost.models.families.keys import (Keys, check_heads, gated_mlp, head_fields, plain_mlp, rotary_dim,
                                                 window_fields)
 
 LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
@@ -19,7 +20,8 @@ LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hi
 
 
 def _core(k: Keys, name: str, defaults: dict, act_key="hidden_act", **fields) -> Architecture:
-    """The shared reading: sizes, heads, head size, gated activation, tied head, rotary share
+    """The shared reading: sizes, heads, head size, gated activation (``gated``: true by
+    default), tied head, rotary share
     (``rotary_share`` by default, or the first of ``rotary_keys``), the head the
     ``architectures`` names; ``fields`` are the family's own choices."""
     d = {**LLAMA, **defaults}
@@ -33,7 +35,8 @@ def _core(k: Keys, name: str, defaults: dict, act_key="hidden_act", **fields) ->
         fields.setdefault(site, value)
     return Architecture(name, k.int("num_hidden_layers", d["num_hidden_layers"]), e, h,
                         k.int("intermediate_size", d["intermediate_size"]), k.int("vocab_size", d["vocab_size"]),
-                        kv_heads=kv, head_dim=hd, mlp=gated_mlp(k.activation(act_key, d["hidden_act"])),
+                        kv_heads=kv, head_dim=hd, mlp=(gated_mlp if d.get("gated", True) else plain_mlp)(
+                            k.activation(act_key, d["hidden_act"])),
                         norm=fields.pop("norm", "rms"), rotary=True, rotary_dim=part,
                         tied=k.flag("tie_word_embeddings", d["tie_word_embeddings"]),
                         context=k.int("max_position_embeddings", d["max_position_embeddings"]),
@@ -182,6 +185,50 @@ def olmo3(k: Keys, name: str) -> Architecture:
                  **window_fields(k, depth, window, lambda i: (i + 1) % 4 != 0))
 
 
+def seed_oss(k: Keys, name: str) -> Architecture:
+    """Seed-OSS: biases on q, k, v (``attention_bias``) and on o apart (``attention_out_bias``),
+    ``head_dim`` 128, and dropouts that its config class turns on: ``residual_dropout`` after
+    the output projection and the MLP, ``attention_dropout`` on the probabilities."""
+    k.known("pretraining_tp")
+    dropouts = k.dropout_fields([("residual_dropout", 0.1)], [("attention_dropout", 0.1)])
+    return _core(k, name, dict(vocab_size=155136, intermediate_size=27648, num_hidden_layers=64, num_attention_heads=80,
+                               num_key_value_heads=8, head_dim=128, max_position_embeddings=524288),
+                 qkv_bias=k.flag("attention_bias", True), bias=k.flag("attention_out_bias", False),
+                 mlp_bias=k.flag("mlp_bias", False), **dropouts)
+
+
+def ernie4_5(k: Keys, name: str) -> Architecture:
+    """ERNIE 4.5 (dense): ``use_bias`` on every projection of attention and MLP, ``head_dim``
+    128, a tied head by default."""
+    bias = k.flag("use_bias", False)
+    return _core(k, name, dict(vocab_size=103424, hidden_size=1024, intermediate_size=3072, num_hidden_layers=18,
+                               num_attention_heads=16, num_key_value_heads=2, head_dim=128,
+                               max_position_embeddings=131072, tie_word_embeddings=True),
+                 qkv_bias=bias, bias=bias, mlp_bias=bias)
+
+
+def exaone4(k: Keys, name: str) -> Architecture:
+    """EXAONE 4: OLMo 2's norms of each sublayer's output with per-head q/k RMS norms; with a
+    ``sliding_window``, windows on the layers ``layer_types`` names (the config class: all but
+    every ``sliding_window_pattern``-th) and no rotary positions on the others (global NoPE)."""
+    depth = k.int("num_hidden_layers", 32)
+    window = k.int("sliding_window", 4096, nullable=True)
+    period = k._raw("sliding_window_pattern", 4, True)
+    if window is not None and k._raw("layer_types", None, True) is None and not (type(period) is int and period > 0):
+        raise k.error(f"sliding_window_pattern must be a positive integer without layer_types, got {period!r}")
+    windows = window_fields(k, depth, window, lambda i: (i + 1) % period != 0)
+    return _core(k, name, dict(vocab_size=102400, intermediate_size=16384, num_key_value_heads=32), qkv_bias=False,
+                 bias=False, mlp_bias=False, qk_norm="head", nope_full_layers=bool(windows), **windows)
+
+
+def arcee(k: Keys, name: str) -> Architecture:
+    """Arcee (AFM): an ungated MLP (``up_proj``, ``down_proj``) with ReLU² (``relu2``), counted
+    one FLOP an element as every activation; ``attention_bias``, ``mlp_bias``."""
+    return _core(k, name, dict(hidden_size=2560, intermediate_size=18432, hidden_act="relu2",
+                               max_position_embeddings=4096, gated=False),
+                 **{**_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
+
+
 FAMILIES = {"llama": llama, "mistral": mistral, "qwen2": qwen2, "qwen3": qwen3, "gemma": gemma, "gemma2": gemma2,
             "gemma3_text": gemma3_text, "phi3": phi3, "olmo": olmo, "olmo2": olmo2, "olmo3": olmo3,
-            "granite": granite}
+            "granite": granite, "seed_oss": seed_oss, "ernie4_5": ernie4_5, "exaone4": exaone4, "arcee": arcee}
