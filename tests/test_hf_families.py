@@ -490,3 +490,28 @@ def test_arcee_ungated_relu2_mlp():
     eager = library(config, "arcee", 2, 32, EAGER)
     assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
     assert from_config(config).mlp == "relu"
+
+
+def test_windows_on_some_layers_and_experts_on_others_placed_per_layer():
+    """Qwen2-MoE with windows on its even layers below ``max_window_layers`` and experts on every
+    second layer: the library records each layer's (window, experts) as the ``transformers``
+    modules are built, and on 3 pipeline ranks each rank holds the parameters of its own
+    layers (with the embedding first and the head last)."""
+    from symbolic_cost.models.ranks import rank_parameters
+    from symbolic_cost.models.stack import layer_keys
+    config = dict(model_type="qwen2_moe", architectures=["Qwen2MoeForCausalLM"], hidden_size=64,
+                  num_attention_heads=4, num_key_value_heads=2, intermediate_size=96, moe_intermediate_size=32,
+                  shared_expert_intermediate_size=48, num_experts=4, num_experts_per_tok=2, num_hidden_layers=9,
+                  vocab_size=128, max_position_embeddings=64, use_sliding_window=True, sliding_window=8,
+                  max_window_layers=5, decoder_sparse_step=2)
+    model = hf_model(config)
+    layers = model.model.layers
+    expected = [(getattr(layer.self_attn, "sliding_window", None) is not None,
+                 type(layer.mlp).__name__ == "Qwen2MoeSparseMoeBlock") for layer in layers]
+    arch = from_config(config)
+    assert layer_keys(arch) == expected and len(set(expected)) == 3
+    cost = model_cost(arch, Training(b=1, l=16, p=3, micro_batches=3, precision="fp32"))
+    ends = [parameters(model.model.embed_tokens), parameters(model.model.norm) + parameters(model.lm_head)]
+    for rank in range(3):
+        held = sum(parameters(layer) for layer in layers[3 * rank:3 * rank + 3])
+        assert rank_parameters(cost, rank) == held + (ends[0] if rank == 0 else 0) + (ends[1] if rank == 2 else 0)

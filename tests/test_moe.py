@@ -352,3 +352,17 @@ def test_replicated_tokens_need_the_expert_grid_to_be_the_tensor_group():
     with pytest.raises(ValueError, match="s1 must equal m1 in a mixture-of-experts layer"):
         moe(1, 4, 8, spec, 4, 1, ep=4)                # training: Megatron-LM needs sequence parallelism
 
+
+
+def test_windows_on_some_layers_and_experts_on_others_need_the_window_pattern():
+    """Without ``window_pattern`` nothing says which window layer is an MoE layer: refused;
+    with it each (window, experts) combination is its own group of layers."""
+    from symbolic_cost.models import Architecture, Training, model_cost
+    from symbolic_cost.checks import InputError
+    moe = MoE(4, 2, 32, first_dense=1)
+    bare = Architecture("toy", 4, 64, 4, 128, 100, window=8, windowed_layers=2, moe=moe)
+    with pytest.raises(InputError, match="which window layer is an MoE layer"):
+        model_cost(bare, Training(b=1, l=16))
+    known = Architecture("toy", 4, 64, 4, 128, 100, window=8, windowed_layers=2, moe=moe,
+                         window_pattern=(True, False, True, False))
+    assert [int(n) for _, n in model_cost(known, Training(b=1, l=16)).blocks[1:-1]] == [1, 1, 2]

@@ -107,8 +107,9 @@ def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None, part="layer") 
 def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dict, Expr]]:
     """``(transformer_layer keywords, count)`` of each kind of layer, in model order: sliding-
     window layers and full ones, dense MLPs (first) and mixtures of experts; a T5's encoder
-    and decoder layers.  Sliding windows on some layers and experts on some others are
-    refused: which window layer is an MoE layer is not recorded."""
+    and decoder layers.  Windows on some layers and experts on some others are counted per
+    combination from the layers' records (``layer_keys``), and refused where the model does
+    not record which window layer is an MoE layer."""
     if arch.encoder_decoder:
         decoder = dict(_layer_options(arch, t, m1, s1, cross=True, l=_decoder_tokens(arch, t)), cross_keys=t.l)
         return [(_layer_options(arch, t, m1, s1, causal=False), sympify(arch.n_layers)),
@@ -120,37 +121,54 @@ def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dic
     routed = arch.moe.layers(depth) if arch.moe is not None else sympify(0)
     mlps = [(moe, n) for moe, n in ((None, depth - routed), (arch.moe, routed)) if n != 0]
     if len(attentions) > 1 and len(mlps) > 1:
-        raise InputError(f"architecture {arch.name}: sliding windows on some layers and experts on some "
-                         f"others cannot be placed (which window layer is an MoE layer is not recorded)")
+        keys = layer_keys(arch)
+        if keys is None:
+            raise InputError(f"architecture {arch.name}: sliding windows on some layers and experts on some "
+                             f"others cannot be placed (which window layer is an MoE layer is not recorded)")
+        return [(_layer_options(arch, t, m1, s1, window=arch.window if windowed_ else None,
+                                moe=arch.moe if routed_ else None, experts=experts), sympify(keys.count(key)))
+                for key in _ordered(keys) for windowed_, routed_ in [key]]
     return [(_layer_options(arch, t, m1, s1, window=window, moe=moe, experts=experts), m if len(mlps) > 1 else n)
             for window, n in attentions for moe, m in mlps]
 
 
+def layer_keys(arch: Architecture) -> list[tuple[bool, bool]] | None:
+    """``(windowed, MoE)`` of each layer in layer order, where the model records them
+    (``window_pattern``, ``MoE.is_moe``); ``None`` for windows on some layers without their
+    pattern, an encoder-decoder, or a symbolic depth or ``first_dense``."""
+    depth = sympify(arch.n_layers)
+    if arch.encoder_decoder or not depth.is_number:
+        return None
+    n = int(depth)
+    some = arch.window is not None and arch.windowed_layers is not None and sympify(arch.windowed_layers) not in (0, depth)
+    if some and arch.window_pattern is None:
+        return None
+    windows = arch.window_pattern if some else (arch.window is not None and arch.windowed_layers != 0,) * n
+    if arch.moe is not None and not sympify(arch.moe.first_dense).is_number:
+        return None
+    routed = [arch.moe is not None and arch.moe.is_moe(i) for i in range(n)]
+    return list(zip(windows, routed))
+
+
+def _ordered(keys) -> list[tuple[bool, bool]]:
+    """The kinds among ``keys`` in ``group_options``'s order: windowed first, dense first."""
+    return sorted(set(keys), key=lambda key: (not key[0], key[1]))
+
+
 def layer_kinds(arch: Architecture) -> tuple[int, ...] | None:
     """The group of each layer in layer order (its index among ``layer_groups``'s), where the
-    model records it: one kind of layer, windowed and full layers (``window_pattern``: the
-    windowed group first), or dense and mixture-of-experts layers (``MoE.is_moe``: the dense
-    group first).  ``None`` for windows on some layers without their pattern, an
-    encoder-decoder, or a symbolic depth or ``first_dense``.
+    model records it (``layer_keys``): windowed before full layers, dense before
+    mixture-of-experts layers.
 
     >>> from symbolic_cost.blocks.moe import MoE
     >>> layer_kinds(Architecture("toy", 4, 64, 4, 256, 100, moe=MoE(8, 2, 64, first_dense=1)))
     (0, 1, 1, 1)
     """
-    depth = sympify(arch.n_layers)
-    if arch.encoder_decoder or not depth.is_number:
+    keys = layer_keys(arch)
+    if keys is None:
         return None
-    if arch.window is not None and arch.windowed_layers is not None and sympify(arch.windowed_layers) not in (0, depth):
-        if arch.window_pattern is None or arch.moe is not None:
-            return None
-        return tuple(0 if windowed else 1 for windowed in arch.window_pattern)
-    if arch.moe is None:
-        return (0,) * int(depth)
-    if not sympify(arch.moe.first_dense).is_number:
-        return None
-    routed = [arch.moe.is_moe(i) for i in range(int(depth))]
-    dense = not all(routed)
-    return tuple(int(dense and r) for r in routed)
+    order = _ordered(keys)
+    return tuple(order.index(key) for key in keys)
 
 
 def _decoder_tokens(arch: Architecture, t):
