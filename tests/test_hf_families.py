@@ -96,7 +96,8 @@ def hf_config(config: dict):
 
 def depth_of(config: dict) -> int:
     """Two layers, or up to the first layer whose attention differs from the first one's
-    (Gemma 3: five sliding-window layers, then a global one); for MoE models, up to the first
+    (Gemma 3: five sliding-window layers, then a global one; SmolLM3: three rotating layers,
+    then one without rotary positions); for MoE models, up to the first
     layer of each kind (attention and MLP module) of the full-depth model."""
     if config["model_type"] in MOE:
         kinds = [(type(getattr(layer, "mlp", None) or layer.block_sparse_moe).__name__,   # Granite: block_sparse_moe
@@ -104,6 +105,8 @@ def depth_of(config: dict) -> int:
                  for layer in hf_model(config).model.layers]
         return max(2, max(kinds.index(kind) for kind in set(kinds)) + 1)
     kinds = getattr(hf_config(config), "layer_types", None) or []
+    if "no_rope_layers" in config:                       # SmolLM3: layers without rotary positions too
+        kinds = list(zip(kinds, config["no_rope_layers"]))
     changes = [i for i, kind in enumerate(kinds) if kind != kinds[0]]
     return max(2, changes[0] + 1 if changes else 0)
 
@@ -111,8 +114,9 @@ def depth_of(config: dict) -> int:
 def scaled(config: dict, depth: int) -> dict:
     """The same config with ``depth`` layers (encoder and decoder alike)."""
     out = {key: (depth if key in DEPTH_KEYS else value) for key, value in config.items()}
-    if "layer_types" in out:
-        out["layer_types"] = out["layer_types"][:depth]
+    for key in ("layer_types", "no_rope_layers"):       # one entry per layer
+        if key in out:
+            out[key] = out[key][:depth]
     return out
 
 
@@ -509,9 +513,22 @@ def test_windows_on_some_layers_and_experts_on_others_placed_per_layer():
     expected = [(getattr(layer.self_attn, "sliding_window", None) is not None,
                  type(layer.mlp).__name__ == "Qwen2MoeSparseMoeBlock") for layer in layers]
     arch = from_config(config)
-    assert layer_keys(arch) == expected and len(set(expected)) == 3
+    assert [key[:2] for key in layer_keys(arch)] == expected and len(set(expected)) == 3
     cost = model_cost(arch, Training(b=1, l=16, p=3, micro_batches=3, precision="fp32"))
     ends = [parameters(model.model.embed_tokens), parameters(model.model.norm) + parameters(model.lm_head)]
     for rank in range(3):
         held = sum(parameters(layer) for layer in layers[3 * rank:3 * rank + 3])
         assert rank_parameters(cost, rank) == held + (ends[0] if rank == 0 else 0) + (ends[1] if rank == 2 else 0)
+
+
+def test_smollm3_rotates_what_its_attention_rotates():
+    """SmolLM3's layers without rotary positions (``no_rope_layers``): the library's layer
+    groups, in layer order, rotate exactly the layers whose ``transformers`` modules do
+    (``use_rope``), and only those have a ``rotary`` row."""
+    from symbolic_cost.models.stack import layer_kinds, layer_groups
+    config = scaled(CONFIGS["SmolLM3-3B"], 8)
+    expected = [bool(layer.self_attn.use_rope) for layer in hf_model(config).model.layers]
+    arch = from_config(config)
+    groups = layer_groups(arch, Training(b=1, l=64), 1, 1, {})
+    assert [("rotary" in groups[kind][0].names) for kind in layer_kinds(arch)] == expected
+    assert expected.count(False) == 2

@@ -18,8 +18,8 @@ field                  meaning (default)
                        ``parallel`` layer has 1 (GPT-J, Falcon-7B, Phi) or 2 (GPT-NeoX)
 ``parallel``           attention and MLP read the same input and are summed
 ``rotary``             rotary positions on ``rotary_dim`` dims of each head (``None``: all);
-                       ``nope_full_layers``: not on the full-attention layers of a model
-                       with sliding windows (EXAONE 4's global layers)
+                       ``rope_pattern``: which layers rotate, one boolean each (``None``:
+                       all; SmolLM3's and EXAONE 4's layers without positions, NoPE)
 ``qk_norm``            ``None``, ``"head"`` (Qwen3, Gemma 3, Phi), ``"projection"`` (OLMo 2)
 ``qkv_bias``           biases on Q, K, V; ``bias`` on the output projection and (unless
                        ``mlp_bias`` says otherwise) the MLP; ``clip_qkv``: Q, K, V clamped
@@ -103,7 +103,7 @@ class Architecture:
     mlp: str = "gelu"
     norm: str = "layer"
     rotary: bool = False
-    nope_full_layers: bool = False
+    rope_pattern: tuple | None = None
     tied: bool = True
     qkv_bias: bool = True
     bias: bool = True
@@ -167,6 +167,11 @@ class Architecture:
                                         and sympify(sum(pattern)) == sympify(self.windowed_layers)):
             raise InputError(f"architecture {self.name}: window_pattern must be one boolean per layer, as many "
                              f"true as windowed_layers", "window_pattern")
+        rope = self.rope_pattern
+        if rope is not None and not (self.rotary and isinstance(rope, tuple) and all(isinstance(x, bool) for x in rope)
+                                     and sympify(len(rope)) == sympify(self.n_layers)):
+            raise InputError(f"architecture {self.name}: rope_pattern must be one boolean per layer of a model with "
+                             f"rotary positions", "rope_pattern")
         extra = sympify(self.n_layers) - sympify(0 if self.windowed_layers is None else self.windowed_layers)
         if extra.is_negative:
             raise InputError(f"architecture {self.name}: windowed_layers must not exceed n_layers")

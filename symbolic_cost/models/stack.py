@@ -107,9 +107,10 @@ def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None, part="layer") 
 def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dict, Expr]]:
     """``(transformer_layer keywords, count)`` of each kind of layer, in model order: sliding-
     window layers and full ones, dense MLPs (first) and mixtures of experts; a T5's encoder
-    and decoder layers.  Windows on some layers and experts on some others are counted per
-    combination from the layers' records (``layer_keys``), and refused where the model does
-    not record which window layer is an MoE layer."""
+    and decoder layers.  Windows on some layers and experts on some others, or rotary positions
+    on some layers only, are counted per combination from the layers' records
+    (``layer_keys``), and refused where the model does not record which window layer is an MoE
+    layer."""
     if arch.encoder_decoder:
         decoder = dict(_layer_options(arch, t, m1, s1, cross=True, l=_decoder_tokens(arch, t)), cross_keys=t.l)
         return [(_layer_options(arch, t, m1, s1, causal=False), sympify(arch.n_layers)),
@@ -120,22 +121,22 @@ def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dic
     attentions = [(window, n) for window, n in kinds if n != 0]
     routed = arch.moe.layers(depth) if arch.moe is not None else sympify(0)
     mlps = [(moe, n) for moe, n in ((None, depth - routed), (arch.moe, routed)) if n != 0]
-    if len(attentions) > 1 and len(mlps) > 1:
+    if (len(attentions) > 1 and len(mlps) > 1) or _some(arch.rope_pattern):
         keys = layer_keys(arch)
         if keys is None:
             raise InputError(f"architecture {arch.name}: sliding windows on some layers and experts on some "
                              f"others cannot be placed (which window layer is an MoE layer is not recorded)")
         return [(_layer_options(arch, t, m1, s1, window=arch.window if windowed_ else None,
-                                moe=arch.moe if routed_ else None, experts=experts), sympify(keys.count(key)))
-                for key in _ordered(keys) for windowed_, routed_ in [key]]
+                                moe=arch.moe if routed_ else None, experts=experts, rotary=rotates),
+                 sympify(keys.count(key))) for key in _ordered(keys) for windowed_, routed_, rotates in [key]]
     return [(_layer_options(arch, t, m1, s1, window=window, moe=moe, experts=experts), m if len(mlps) > 1 else n)
             for window, n in attentions for moe, m in mlps]
 
 
-def layer_keys(arch: Architecture) -> list[tuple[bool, bool]] | None:
-    """``(windowed, MoE)`` of each layer in layer order, where the model records them
-    (``window_pattern``, ``MoE.is_moe``); ``None`` for windows on some layers without their
-    pattern, an encoder-decoder, or a symbolic depth or ``first_dense``."""
+def layer_keys(arch: Architecture) -> list[tuple[bool, bool, bool]] | None:
+    """``(windowed, MoE, rotates)`` of each layer in layer order, where the model records them
+    (``window_pattern``, ``MoE.is_moe``, ``rope_pattern``); ``None`` for windows on some layers
+    without their pattern, an encoder-decoder, or a symbolic depth or ``first_dense``."""
     depth = sympify(arch.n_layers)
     if arch.encoder_decoder or not depth.is_number:
         return None
@@ -147,12 +148,17 @@ def layer_keys(arch: Architecture) -> list[tuple[bool, bool]] | None:
     if arch.moe is not None and not sympify(arch.moe.first_dense).is_number:
         return None
     routed = [arch.moe is not None and arch.moe.is_moe(i) for i in range(n)]
-    return list(zip(windows, routed))
+    return list(zip(windows, routed, arch.rope_pattern or (True,) * n))
 
 
-def _ordered(keys) -> list[tuple[bool, bool]]:
-    """The kinds among ``keys`` in ``group_options``'s order: windowed first, dense first."""
-    return sorted(set(keys), key=lambda key: (not key[0], key[1]))
+def _some(pattern) -> bool:
+    """Whether a per-layer pattern holds both values."""
+    return pattern is not None and len(set(pattern)) > 1
+
+
+def _ordered(keys) -> list[tuple[bool, bool, bool]]:
+    """The kinds among ``keys`` in ``group_options``'s order: windowed, dense, rotating first."""
+    return sorted(set(keys), key=lambda key: (not key[0], key[1], not key[2]))
 
 
 def layer_kinds(arch: Architecture) -> tuple[int, ...] | None:
@@ -182,17 +188,17 @@ def _decoder_tokens(arch: Architecture, t):
 
 
 def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, window=None, moe=None,
-                   experts=None, l=None) -> dict:
+                   experts=None, l=None, rotary=True) -> dict:
     """The keywords of ``transformer_layer`` for one layer of ``arch`` (``moe``: an MoE layer
-    with the expert-parallel keywords ``experts``) over ``l`` tokens (default ``t.l``)."""
+    with the expert-parallel keywords ``experts``; ``rotary``: it rotates, when the model does)
+    over ``l`` tokens (default ``t.l``)."""
     optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim,
                     qk_norm=arch.qk_norm, window=window, score_bias=arch.score_bias,
                     score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe, sinks=arch.sinks or None,
                     experts=experts if moe is not None else None)
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
                 bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
-                rotary_pos=arch.rotary and not (arch.nope_full_layers and window is None and arch.window is not None),
-                causal=arch.causal if causal is None else causal, gated_act=arch.gated,
+                rotary_pos=arch.rotary and rotary, causal=arch.causal if causal is None else causal, gated_act=arch.gated,
                 dropouts=arch.dropouts, activation_dropout=arch.activation_dropout, norm=arch.norm,
                 norms=arch.norms, parallel=arch.parallel, cross=cross, softcap=arch.softcap, clip_qkv=arch.clip_qkv,
                 **{k: v for k, v in optional.items() if v is not None})

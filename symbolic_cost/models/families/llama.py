@@ -1,6 +1,6 @@
 """Llama-style decoders: ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``,
 ``gemma3_text``, ``phi3``, ``olmo``, ``olmo2``, ``olmo3``, ``granite``, ``seed_oss``, ``ernie4_5``,
-``exaone4``, ``arcee`` (RMS or parameter-free norms, gated MLP, rotary positions, grouped K/V, a
+``exaone4``, ``smollm3``, ``arcee`` (RMS or parameter-free norms, gated MLP, rotary positions, grouped K/V, a
 head size of their own).
 
 Each reads the keys of its ``transformers`` config class with that class's defaults
@@ -218,7 +218,33 @@ def exaone4(k: Keys, name: str) -> Architecture:
         raise k.error(f"sliding_window_pattern must be a positive integer without layer_types, got {period!r}")
     windows = window_fields(k, depth, window, lambda i: (i + 1) % period != 0)
     return _core(k, name, dict(vocab_size=102400, intermediate_size=16384, num_key_value_heads=32), qkv_bias=False,
-                 bias=False, mlp_bias=False, qk_norm="head", nope_full_layers=bool(windows), **windows)
+                 bias=False, mlp_bias=False, qk_norm="head", rope_pattern=windows.get("window_pattern"), **windows)
+
+
+def smollm3(k: Keys, name: str) -> Architecture:
+    """SmolLM3: Llama without rotary positions on every ``no_rope_layer_interval``-th layer
+    (``no_rope_layers``: 1 where a layer rotates, 0 where it does not); with
+    ``use_sliding_window``, windows on the layers ``layer_types`` names (by default those
+    without rotary positions).  ``max_window_layers`` and ``pretraining_tp`` in published
+    configs are not read by its model code."""
+    k.known("max_window_layers", "pretraining_tp")
+    depth = k.int("num_hidden_layers", 36)
+    interval = k.int("no_rope_layer_interval", 4)
+    listed = k._raw("no_rope_layers", None, True)
+    if listed is None:
+        listed = [int((i + 1) % interval != 0) for i in range(depth)]
+    if not (isinstance(listed, list) and len(listed) == depth and all(type(x) is int and x in (0, 1) for x in listed)):
+        raise k.error(f"no_rope_layers must list {depth} values of 0 or 1, got {listed!r}")
+    rotates = tuple(x == 1 for x in listed)
+    window = k.int("sliding_window", None, nullable=True) if k.flag("use_sliding_window", False) else None
+    if window is None:
+        k.known("sliding_window", "layer_types")       # the model code ignores them without use_sliding_window
+    windows = window_fields(k, depth, window, lambda i: not rotates[i])
+    return _core(k, name, dict(vocab_size=128256, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+                               num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=32768,
+                               tie_word_embeddings=True),
+                 **{**_biases(k), "mlp_bias": k.flag("mlp_bias", False)},
+                 rope_pattern=None if all(rotates) else rotates, **windows)
 
 
 def arcee(k: Keys, name: str) -> Architecture:
@@ -231,4 +257,5 @@ def arcee(k: Keys, name: str) -> Architecture:
 
 FAMILIES = {"llama": llama, "mistral": mistral, "qwen2": qwen2, "qwen3": qwen3, "gemma": gemma, "gemma2": gemma2,
             "gemma3_text": gemma3_text, "phi3": phi3, "olmo": olmo, "olmo2": olmo2, "olmo3": olmo3,
-            "granite": granite, "seed_oss": seed_oss, "ernie4_5": ernie4_5, "exaone4": exaone4, "arcee": arcee}
+            "granite": granite, "seed_oss": seed_oss, "ernie4_5": ernie4_5, "exaone4": exaone4, "smollm3": smollm3,
+            "arcee": arcee}
