@@ -9,11 +9,11 @@ from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
-from symbolic_cost.ops.matmul import stored_keys
+from symbolic_cost.ops.matmul import Chunk, stored_keys
 from symbolic_cost.ops.scores import attention_sinks, score_bias as bias_row, softcap as softcap_row
 
 SCORE_BIASES = (None, "alibi", "relative")
-QK_NORMS = (None, "head", "projection")
+QK_NORMS = (None, "head", "projection", "l2")
 
 
 def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_dim=None, qkv_bias=True,
@@ -37,10 +37,12 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     * ``flash=True``: one ``flash_attention`` row replaces ``logits`` to ``attend``.
     * ``rotary_pos`` adds a ``rotary`` row on Q and K over ``rotary_dim`` of each head's
       ``q`` dims (partial rotary; default all); ``qk_norm="head"`` normalises each query and
-      key head over its ``q`` dims (``q_norm``, ``k_norm``: Qwen3, Gemma 3, Phi),
+      key head over its ``q`` dims (``q_norm``, ``k_norm``: Qwen3, Gemma 3, Phi; ``"l2"``
+      without weights: Llama 4),
       ``"projection"`` the whole Q and K projections (OLMo 2; the row statistics are then
       allreduced over ``m1``), with the block's ``norm`` kind.
-    * ``window``: sliding-window attention of ``window`` keys (``ops.matmul.stored_keys``).
+    * ``window``: sliding-window attention of ``window`` keys (``ops.matmul.stored_keys``), or
+      a ``ops.matmul.Chunk``: attention within aligned chunks (Llama 4).
     * ``score_bias``: ``"alibi"`` adds a fixed bias to the scores, ``"relative"`` a learned
       one (T5; its table belongs to the model, ``ends.relative_bias``); ``softcap`` caps the
       scores with ``tanh`` (Gemma 2); ``sinks`` gives each head a learned sink logit
@@ -64,9 +66,11 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     if score_bias not in SCORE_BIASES or qk_norm not in QK_NORMS:
         raise InputError(f"score_bias must be one of {SCORE_BIASES} and qk_norm one of {QK_NORMS}, "
                          f"got {score_bias!r}, {qk_norm!r}")
+    span = window.size if isinstance(window, Chunk) else window
     dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1, **{k: v for k, v in (("kv_heads", kv_heads),
-                ("head_dim", head_dim), ("v_head_dim", v_head_dim), ("window", window)) if v is not None})
+                ("head_dim", head_dim), ("v_head_dim", v_head_dim), ("window", span)) if v is not None})
     at = Layout.of(dims, es, es_mask, conventions)
+    window = Chunk(dims["window"]) if isinstance(window, Chunk) else dims.get("window")
     b, l, e, m1 = dims["b"], dims["l"], dims["e"], dims["m1"]
     q = dims.get("head_dim", e / dims["h"])
     v = dims.get("v_head_dim", q)
@@ -79,10 +83,10 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     rows += _qk_norms(at, qk_norm, norm, q, heads, kv)
     if rotary_pos:
         rows.append(rotary(b, l, heads + kv, q if rotary_dim is None else rotary_dim, es=at.es))
-    scores = heads * stored_keys(keys, dims.get("window"), at.conventions)
+    scores = heads * stored_keys(keys, window, at.conventions)
     score_ops = ([bias_row(b, l, scores, learned=score_bias == "relative", es=at.es)] if score_bias else []) + \
         ([softcap_row(b, l, scores, es=at.es, name="score_softcap")] if softcap else [])
-    grouped = dict(l_kv=keys, kv_heads=kv, v_dim=v, causal=causal, window=dims.get("window"), score_ops=score_ops,
+    grouped = dict(l_kv=keys, kv_heads=kv, v_dim=v, causal=causal, window=window, score_ops=score_ops,
                    **at.kw)
     rows += ([flash_attention(b, l, q, heads, **grouped)] if flash else
              attention_core(b, l, q, heads, dropouts=dropouts if score_dropout is None else score_dropout,
@@ -118,12 +122,14 @@ def _projections(at: Layout, q, v, heads, kv, qkv_bias, cross, keys):
 
 
 def _qk_norms(at: Layout, qk_norm, kind, q, heads, kv):
-    """``q_norm`` and ``k_norm``: per head over ``q`` dims (weights ``q`` each), or over the
-    whole projections (weights ``(h/m1) q`` and ``(kv/m1) q``, row statistics allreduced)."""
+    """``q_norm`` and ``k_norm``: per head over ``q`` dims (weights ``q`` each; ``"l2"``: an RMS
+    norm without weights, Llama 4), or over the whole projections (weights ``(h/m1) q`` and
+    ``(kv/m1) q``, row statistics allreduced)."""
     if qk_norm is None:
         return []
     b, l = at.b, at.l
-    if qk_norm == "head":
+    if qk_norm in ("head", "l2"):
+        kind = "rms_noaffine" if qk_norm == "l2" else kind
         return [NORMS[kind](b, l * width, q, name=name, **at.kw) for name, width in (("q_norm", heads), ("k_norm", kv))]
     stats = (2 if kind.startswith("layer") else 1) * b * l
     return [at.attach(NORMS[kind](b, l, width * q, name=name, **at.kw),

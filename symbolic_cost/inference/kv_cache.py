@@ -169,6 +169,9 @@ def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, 
         depth = exact(arch.decoder_layers, "decoder_layers")
         return CacheGroup("full", depth, **shape), CacheGroup("cross", depth, **shape)
     depth = exact(arch.n_layers, "n_layers")
+    if arch.chunked:
+        raise InputError(f"architecture {arch.name}: serving chunked attention (the cache of the current chunk "
+                         f"only) is not modelled; its training costs are")
     if arch.window is None:
         return (CacheGroup("full", depth, **shape),)
     sliding = depth if arch.windowed_layers is None else exact(arch.windowed_layers, "windowed_layers")

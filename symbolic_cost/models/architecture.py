@@ -20,10 +20,13 @@ field                  meaning (default)
 ``rotary``             rotary positions on ``rotary_dim`` dims of each head (``None``: all);
                        ``rope_pattern``: which layers rotate, one boolean each (``None``:
                        all; SmolLM3's and EXAONE 4's layers without positions, NoPE)
-``qk_norm``            ``None``, ``"head"`` (Qwen3, Gemma 3, Phi), ``"projection"`` (OLMo 2)
+``qk_norm``            ``None``, ``"head"`` (Qwen3, Gemma 3, Phi), ``"projection"`` (OLMo 2),
+                       ``"l2"`` (Llama 4: per head without weights, on the layers that rotate)
 ``qkv_bias``           biases on Q, K, V; ``bias`` on the output projection and (unless
                        ``mlp_bias`` says otherwise) the MLP; ``clip_qkv``: Q, K, V clamped
 ``window``             sliding-window size of ``windowed_layers`` layers (``None``: all);
+                       ``chunked``: the window is a chunk (attention within aligned blocks of
+                       ``window`` tokens, Llama 4);
                        ``window_pattern``: which layers, one boolean each, where known
 ``score_bias``         ``None``, ``"alibi"`` (BLOOM, Falcon), ``"relative"`` (T5, with
                        ``relative_buckets`` rows per head)
@@ -129,6 +132,7 @@ class Architecture:
     window: Expr | None = None
     windowed_layers: Expr | None = None
     window_pattern: tuple | None = None
+    chunked: bool = False
     score_bias: str | None = None
     relative_buckets: Expr = 0
     softcap: bool = False
@@ -147,7 +151,7 @@ class Architecture:
     def __post_init__(self):
         check_sizes(self)            # the same message as every other entrance of the same rule
         for name, allowed in (("mlp", PLAIN_MLPS + GATED_MLPS), ("norm", tuple(NORMS)), ("task", TASKS),
-                              ("classifier", CLASSIFIERS), ("qk_norm", (None, "head", "projection")),
+                              ("classifier", CLASSIFIERS), ("qk_norm", (None, "head", "projection", "l2")),
                               ("score_bias", (None, "alibi", "relative")),
                               ("norms", NORMS_PER_LAYER[bool(self.parallel)])):
             if getattr(self, name) not in allowed:

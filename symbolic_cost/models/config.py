@@ -3,8 +3,8 @@
 ``from_config`` reads a parsed ``config.json`` with the reader of its ``model_type``
 (``models.families``): gpt2, gpt_neox, gptj, opt, bloom, falcon, llama, mistral, qwen2,
 qwen3, gemma, gemma2, gemma3_text, phi, phi3, olmo, olmo2, olmo3, granite, seed_oss, ernie4_5,
-exaone4, smollm3, arcee, starcoder2, bert, roberta, t5, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt_oss,
-glm4_moe, granitemoe, granitemoeshared, deepseek_v2, deepseek_v3.
+exaone4, smollm3, arcee, starcoder2, bert, roberta, t5, mixtral, qwen2_moe, qwen3_moe, olmoe,
+gpt_oss, glm4_moe, granitemoe, granitemoeshared, llama4_text, deepseek_v2, deepseek_v3.
 
 * A missing key takes the default of that type's ``transformers`` config class (5.23).
 * Every key is read, or declared not to change the cost (token ids, initialisation, output
@@ -27,6 +27,9 @@ from symbolic_cost.checks import InputError, InputTypeError, shown
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families import FAMILIES, Keys
 
+MULTIMODAL = {"llama4": "llama4_text"}
+"""Multimodal ``model_type``s whose language model is a supported family (its ``text_config``)."""
+
 PRESETS = ("gpt2", "gpt3-175b", "bert-base-uncased", "llama-2-7b", "mistral-7b")
 
 
@@ -42,6 +45,9 @@ def from_config(config: dict, name: str = "model") -> Architecture:
         raise InputTypeError(f"config.json must be a JSON object, got {type(config).__name__} "
                              f"{shown(config)}", "config.json")
     family = config.get("model_type")
+    if isinstance(family, str) and family in MULTIMODAL:
+        raise InputError(f"config.json: model_type {family!r} is a multimodal model; the language model is its "
+                         f"text_config (model_type {MULTIMODAL[family]!r}): save that object as its own config.json")
     if not isinstance(family, str) or family not in FAMILIES:
         raise InputError(f"config.json: model_type {family!r} is not supported; "
                          f"supported: {', '.join(FAMILIES)}")

@@ -19,6 +19,7 @@ from symbolic_cost.blocks.mtp import mtp_rows
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.grid_stack import grid_stack
 from symbolic_cost.checks import InputError
+from symbolic_cost.ops.matmul import Chunk
 
 
 READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "mtp")
@@ -193,7 +194,8 @@ def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, w
     with the expert-parallel keywords ``experts``; ``rotary``: it rotates, when the model does)
     over ``l`` tokens (default ``t.l``)."""
     optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim,
-                    qk_norm=arch.qk_norm, window=window, score_bias=arch.score_bias,
+                    qk_norm=None if arch.qk_norm == "l2" and not rotary else arch.qk_norm, window=Chunk(window) if window is not None and arch.chunked else window,
+                    score_bias=arch.score_bias,
                     score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe, sinks=arch.sinks or None,
                     experts=experts if moe is not None else None)
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,

@@ -8,7 +8,9 @@ LBNL 2024 primitives (arXiv 2410.00273), the usual chain-rule accounting.
 
 from __future__ import annotations
 
-from sympy import Expr, Integer
+from dataclasses import dataclass
+
+from sympy import Expr, Integer, floor
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact, make_cost
@@ -82,25 +84,50 @@ def _kv_length(l, l_kv):
     return exact(l, "l") if l_kv is None else exact(l_kv, "l_kv")
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """Chunked attention (Llama 4): the sequence is cut into aligned blocks of ``size`` tokens
+    and each query attends only the keys of its own block.  Passed as the ``window`` of the
+    attention rows; a kernel stores at most ``size`` scores per query, as for a window."""
+
+    size: object
+
+
 def stored_keys(keys, window, conventions):
     """Keys per query whose scores a kernel computes and stores: all ``keys``; with a sliding
-    ``window`` of ``w`` keys and ``window_count="windowed"`` (a windowed kernel) ``min(w, keys)``;
-    ``window_count="dense"`` counts all of them (eager attention scores every key, then masks)."""
+    ``window`` of ``w`` keys (or a ``Chunk`` of ``w``) and ``window_count="windowed"`` (a
+    windowed kernel) ``min(w, keys)``; ``window_count="dense"`` counts all of them (eager
+    attention scores every key, then masks)."""
     if window is None or conv.get(conventions).window_count == "dense":
         return keys
-    return minimum(exact(window, "window"), keys)
+    return minimum(exact(window.size if isinstance(window, Chunk) else window, "window"), keys)
 
 
 def scored_keys(l, keys, causal, conventions, window=None):
     """Keys per query that the FLOP count covers: ``stored_keys``, or with a causal mask and
     ``causal_flops="exact"`` the mean ``(l + 1)/2`` of a query at position ``t`` seeing ``t + 1``;
     in a causal window of ``k = min(w, l)`` keys, query ``t`` sees ``min(t + 1, k)``: the mean
-    is ``k - k(k - 1)/(2l)``."""
+    is ``k - k(k - 1)/(2l)``; in chunks of ``c``, query ``t`` sees ``t mod c + 1``: with
+    ``n = floor(l/c)`` whole chunks and ``r = l - n c`` left, the mean is
+    ``(n c (c + 1)/2 + r (r + 1)/2) / l``.
+
+    >>> from symbolic_cost.conventions import DEFAULT
+    >>> exact_count = DEFAULT.but(causal_flops="exact")
+    >>> scored_keys(10, 10, True, exact_count, Chunk(4)), scored_keys(10, 10, True, exact_count, 4)
+    (23/10, 17/5)
+    """
     counted = stored_keys(keys, window, conventions)
     if causal and conv.get(conventions).causal_flops == "exact":
         if keys != l:
             raise InputError("causal counting needs square scores (l_kv = l)")
-        return (l + 1) / 2 if counted == keys else counted - counted * (counted - 1) / (2 * l)
+        if counted == keys:
+            return (l + 1) / 2
+        if isinstance(window, Chunk):
+            c = exact(window.size, "window")
+            whole = floor(l / c)
+            rest = l - whole * c
+            return (whole * c * (c + 1) / 2 + rest * (rest + 1) / 2) / l
+        return counted - counted * (counted - 1) / (2 * l)
     return counted
 
 

@@ -15,28 +15,31 @@ from symbolic_cost.ops.matmul import linear
 from symbolic_cost.ops.pointwise import gelu, softmax
 from symbolic_cost.checks import InputError
 
-ROUTERS = ("softmax", "sigmoid", "topk_softmax")
+ROUTERS = ("softmax", "sigmoid", "topk_softmax", "topk_sigmoid")
 """How a router turns its ``E`` logits per token into scores: a softmax over the experts
-(Mixtral, Qwen-MoE, DeepSeek-V2), an element-wise sigmoid (DeepSeek-V3), or a softmax over
-the ``k`` largest logits only, after choosing them (GPT-OSS)."""
+(Mixtral, Qwen-MoE, DeepSeek-V2), an element-wise sigmoid (DeepSeek-V3), or either over the
+``k`` largest logits only, after choosing them (a softmax: GPT-OSS, Granite MoE; a sigmoid:
+Llama 4)."""
 
 
 def router_probabilities(tokens, experts, *, kind="softmax", top_k=None, es=2, conventions=conv.DEFAULT,
                          name="router_probs") -> Cost:
-    """Scores of ``tokens`` rows of ``experts`` logits: ``ops.softmax`` over each row (over
-    its ``top_k`` chosen logits for ``topk_softmax``), or ``ops.gelu``'s one FLOP per element
-    each way for a sigmoid.  Keeps its output or input.
+    """Scores of ``tokens`` rows of ``experts`` logits (of their ``top_k`` chosen ones for the
+    ``topk_`` kinds): ``ops.softmax`` over each row, or ``ops.gelu``'s one FLOP per element each
+    way for a sigmoid.  Keeps its output or input.
 
     >>> router_probabilities(4, 8).flops_fwd       # 2 x 32 + 4 rows x 7 adds
     92
     >>> router_probabilities(4, 8, kind="topk_softmax", top_k=2).flops_fwd     # 2 x 8 + 4 x 1
     20
+    >>> router_probabilities(4, 8, kind="topk_sigmoid", top_k=2).flops_fwd     # 4 x 2
+    8
     """
     if kind not in ROUTERS:
         raise InputError(f"router must be one of {', '.join(ROUTERS)}, got {kind!r}")
-    if kind == "sigmoid":
-        return gelu(1, tokens, experts, es=es, conventions=conventions, name=name)
-    width = top_k if kind == "topk_softmax" else experts
+    width = top_k if kind.startswith("topk_") else experts
+    if kind.endswith("sigmoid"):
+        return gelu(1, tokens, width, es=es, conventions=conventions, name=name)
     return softmax(1, tokens, 1, l_kv=width, es=es, conventions=conventions, name=name)
 
 

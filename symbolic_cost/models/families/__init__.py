@@ -9,7 +9,8 @@ group           ``model_type``
                 ``exaone4``, ``smollm3``, ``arcee``
 ``encoders``    ``bert``, ``roberta``, ``t5``
 ``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``, ``glm4_moe``,
-                ``granitemoe``, ``granitemoeshared``, ``deepseek_v2``, ``deepseek_v3``
+                ``granitemoe``, ``granitemoeshared``, ``llama4_text``,
+                ``deepseek_v2``, ``deepseek_v3``
 =============== ===============================================================================
 
 A reader takes a ``keys.Keys`` and a name and returns an ``Architecture``; ``keys`` holds what

@@ -237,22 +237,22 @@ def check_heads(k: Keys, e, h, kv, head_dim, names=("hidden_size", "num_attentio
         raise k.error(f"{kv_name}={kv} does not divide {heads}={h}")
 
 
-def window_fields(k: Keys, depth: int, window, default_sliding) -> dict:
-    """``Architecture`` fields of sliding-window attention: the window, how many of the
-    ``depth`` layers use it and which (``window_pattern``, when some do not), from
-    ``layer_types`` when given, else ``default_sliding(i)`` for layer ``i`` (the config
-    class's pattern)."""
+def window_fields(k: Keys, depth: int, window, default_sliding, kind="sliding_attention") -> dict:
+    """``Architecture`` fields of sliding-window attention (or, with ``kind="chunked_attention"``,
+    of chunked attention): the window, how many of the ``depth`` layers use it and which
+    (``window_pattern``, when some do not), from ``layer_types`` when given, else
+    ``default_sliding(i)`` for layer ``i`` (the config class's pattern)."""
     kinds = k._raw("layer_types", None, True)
     if kinds is None:
         pattern = tuple(bool(default_sliding(i)) and window is not None for i in range(depth))
     else:
-        allowed = ("full_attention", "sliding_attention")
+        allowed = ("full_attention", kind)
         if not (isinstance(kinds, list) and len(kinds) == depth and all(x in allowed for x in kinds)):
             raise k.error(f"layer_types must list {depth} of {', '.join(allowed)}, got {kinds!r}")
-        pattern = tuple(x == "sliding_attention" for x in kinds)
+        pattern = tuple(x == kind for x in kinds)
     sliding = sum(pattern)
     if sliding and window is None:
-        raise k.error("layer_types names sliding_attention layers but sliding_window is null")
+        raise k.error(f"layer_types names {kind} layers but its size is null")
     if not sliding:
         return {}
     return dict(window=window, windowed_layers=sliding, **({"window_pattern": pattern} if sliding < depth else {}))

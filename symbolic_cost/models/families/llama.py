@@ -20,8 +20,9 @@ LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hi
 
 
 def _core(k: Keys, name: str, defaults: dict, act_key="hidden_act", **fields) -> Architecture:
-    """The shared reading: sizes, heads, head size, gated activation (``gated``: true by
-    default), tied head, rotary share
+    """The shared reading: sizes (the dense MLP's width from ``f_key``, ``intermediate_size``
+    by default), heads, head size, gated activation (``gated``: true by default), tied head,
+    rotary share
     (``rotary_share`` by default, or the first of ``rotary_keys``), the head the
     ``architectures`` names; ``fields`` are the family's own choices."""
     d = {**LLAMA, **defaults}
@@ -33,8 +34,9 @@ def _core(k: Keys, name: str, defaults: dict, act_key="hidden_act", **fields) ->
     part = rotary_dim(hd or e // h, k.rotary_fraction(d.get("rotary_share", 1), *d.get("rotary_keys", ())))
     for site, value in k.dropout_fields(attention=[("attention_dropout", 0)]).items():
         fields.setdefault(site, value)
+    f_key = d.get("f_key", "intermediate_size")
     return Architecture(name, k.int("num_hidden_layers", d["num_hidden_layers"]), e, h,
-                        k.int("intermediate_size", d["intermediate_size"]), k.int("vocab_size", d["vocab_size"]),
+                        k.int(f_key, d[f_key]), k.int("vocab_size", d["vocab_size"]),
                         kv_heads=kv, head_dim=hd, mlp=(gated_mlp if d.get("gated", True) else plain_mlp)(
                             k.activation(act_key, d["hidden_act"])),
                         norm=fields.pop("norm", "rms"), rotary=True, rotary_dim=part,
@@ -221,6 +223,18 @@ def exaone4(k: Keys, name: str) -> Architecture:
                  bias=False, mlp_bias=False, qk_norm="head", rope_pattern=windows.get("window_pattern"), **windows)
 
 
+def rotating_layers(k: Keys, depth: int) -> tuple[bool, ...]:
+    """Which layers rotate: ``no_rope_layers`` (1 where a layer rotates, 0 where it does not;
+    by default 0 on every ``no_rope_layer_interval``-th layer), as SmolLM3 and Llama 4 read it."""
+    interval = k.int("no_rope_layer_interval", 4)
+    listed = k._raw("no_rope_layers", None, True)
+    if not listed:                                   # the config classes take an empty list as none
+        listed = [int((i + 1) % interval != 0) for i in range(depth)]
+    if not (isinstance(listed, list) and len(listed) == depth and all(type(x) is int and x in (0, 1) for x in listed)):
+        raise k.error(f"no_rope_layers must list {depth} values of 0 or 1, got {listed!r}")
+    return tuple(x == 1 for x in listed)
+
+
 def smollm3(k: Keys, name: str) -> Architecture:
     """SmolLM3: Llama without rotary positions on every ``no_rope_layer_interval``-th layer
     (``no_rope_layers``: 1 where a layer rotates, 0 where it does not); with
@@ -229,13 +243,7 @@ def smollm3(k: Keys, name: str) -> Architecture:
     configs are not read by its model code."""
     k.known("max_window_layers", "pretraining_tp")
     depth = k.int("num_hidden_layers", 36)
-    interval = k.int("no_rope_layer_interval", 4)
-    listed = k._raw("no_rope_layers", None, True)
-    if listed is None:
-        listed = [int((i + 1) % interval != 0) for i in range(depth)]
-    if not (isinstance(listed, list) and len(listed) == depth and all(type(x) is int and x in (0, 1) for x in listed)):
-        raise k.error(f"no_rope_layers must list {depth} values of 0 or 1, got {listed!r}")
-    rotates = tuple(x == 1 for x in listed)
+    rotates = rotating_layers(k, depth)
     window = k.int("sliding_window", None, nullable=True) if k.flag("use_sliding_window", False) else None
     if window is None:
         k.known("sliding_window", "layer_types")       # the model code ignores them without use_sliding_window

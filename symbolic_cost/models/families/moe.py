@@ -1,5 +1,5 @@
 """Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``,
-``glm4_moe``, ``granitemoe``, ``granitemoeshared`` (Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent
+``glm4_moe``, ``granitemoe``, ``granitemoeshared``, ``llama4_text`` (Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent
 attention), as ``transformers`` 5.23 builds them.
 
 * The experts: ``num_local_experts`` / ``num_experts`` / ``n_routed_experts`` of width
@@ -33,7 +33,7 @@ from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families.keys import Keys, gated_mlp, head_fields, window_fields
-from symbolic_cost.models.families.llama import GRANITE_SCALES, _biases, _core
+from symbolic_cost.models.families.llama import GRANITE_SCALES, _biases, _core, rotating_layers
 
 AUX_LOSS = ("router_aux_loss_coef", "output_router_logits", "aux_loss_alpha", "seq_aux")
 
@@ -202,6 +202,38 @@ def _granite_moe(k: Keys, name: str, shared) -> Architecture:
     return _core(k, name, {}, **_biases(k), moe=moe)
 
 
+def llama4_text(k: Keys, name: str) -> Architecture:
+    """Llama 4 (text): attention within chunks of ``attention_chunk_size`` (8192) tokens on the
+    layers that rotate and full attention without rotary positions on every fourth
+    (``no_rope_layers``, ``layer_types``), an RMS norm without weights on each query and key head
+    of the rotating layers (``use_qk_norm``), ``attention_bias`` on q, k, v, o;
+    ``num_local_experts`` (16) experts of ``intermediate_size`` with one shared expert of the
+    same width on the layers ``moe_layers`` lists (else every ``interleave_moe_layer_step``-th),
+    dense MLPs of ``intermediate_size_mlp`` on the others; the router takes a sigmoid of its
+    ``num_experts_per_tok`` largest logits and scales each token before its experts (as many
+    multiplies as weighting their outputs).  Not counted: the query scaling of the layers
+    without rotary positions (``attn_temperature_tuning``, element-wise)."""
+    k.known(*AUX_LOSS, "attn_temperature_tuning", "floor_scale", "attn_scale")
+    k.refuse_if("router_jitter_noise", lambda x: x not in (None, 0, 0.0), "input jitter is not counted", 0)
+    depth = k.int("num_hidden_layers", 48)
+    rotates = rotating_layers(k, depth)
+    chunk = k.int("attention_chunk_size", 8192, nullable=True)
+    windows = window_fields(k, depth, chunk, lambda i: rotates[i], kind="chunked_attention")
+    listed = k._raw("moe_layers", None, True)
+    step = k.int("interleave_moe_layer_step", 1)
+    routed = range(step - 1, depth, step) if listed is None else listed
+    if not (isinstance(routed, (list, range)) and all(type(i) is int and i >= 0 for i in routed)):
+        raise k.error(f"moe_layers must list layer indices, got {listed!r}")
+    width = k.int("intermediate_size", 8192)
+    moe = MoE(k.int("num_local_experts", 16), _top_k(k, 1), width, shared_f=width, router="topk_sigmoid",
+              dense_layers=tuple(i for i in range(depth) if i not in set(routed)))
+    return _core(k, name, dict(vocab_size=202048, hidden_size=5120, intermediate_size_mlp=16384, num_hidden_layers=48,
+                               num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                               max_position_embeddings=4096 * 32, f_key="intermediate_size_mlp"),
+                 **_biases(k), qk_norm="l2" if k.flag("use_qk_norm", True) else None, moe=moe,
+                 rope_pattern=None if all(rotates) else rotates, chunked=bool(windows), **windows)
+
+
 DEEPSEEK_KNOWN = ("rms_norm_eps", "rope_theta", "pretraining_tp", "head_dim", "qk_head_dim", "topk_method", "n_group",
                   "topk_group", "ep_size", "rope_interleave") + AUX_LOSS
 
@@ -262,4 +294,5 @@ def deepseek_v3(k: Keys, name: str) -> Architecture:
 
 FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "gpt_oss": gpt_oss,
             "glm4_moe": glm4_moe, "granitemoe": granitemoe, "granitemoeshared": granitemoeshared,
+            "llama4_text": llama4_text,
             "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
