@@ -565,3 +565,21 @@ def test_smollm3_rotates_what_its_attention_rotates():
     groups = layer_groups(arch, Training(b=1, l=64), 1, 1, {})
     assert [("rotary" in groups[kind][0].names) for kind in layer_kinds(arch)] == expected
     assert expected.count(False) == 2
+
+
+def test_phimoe_from_a_small_config():
+    """``phimoe`` (Phi-3.5-MoE; its published config's LongRoPE factors are not copied here):
+    parameters, forward and backward products and bias adds (the LM head's included) equal
+    those of the model ``transformers`` builds from a small config."""
+    config = dict(model_type="phimoe", architectures=["PhimoeForCausalLM"], hidden_size=64, num_attention_heads=4,
+                  num_key_value_heads=2, intermediate_size=96, num_hidden_layers=2, vocab_size=128,
+                  max_position_embeddings=64, num_local_experts=4, num_experts_per_tok=2, attention_bias=True,
+                  lm_head_bias=True, sliding_window=16, pad_token_id=0, bos_token_id=0, eos_token_id=0)
+    model = hf_model(config)
+    assert library(config, "phimoe", 1, 8, TORCH).parameters == parameters(model)
+    b, l = 2, 32
+    forward, backward, bias_adds = counted(model, b, l)
+    eager = library(config, "phimoe", b, l, EAGER)
+    assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
+    torch_rows = library(config, "phimoe", b, l, TORCH)
+    assert matrix_rows(torch_rows, "fwd") - products(torch_rows, "fwd") == bias_adds

@@ -15,18 +15,20 @@ from symbolic_cost.ops.matmul import linear
 from symbolic_cost.ops.pointwise import gelu, softmax
 from symbolic_cost.checks import InputError
 
-ROUTERS = ("softmax", "sigmoid", "topk_softmax", "topk_sigmoid")
+ROUTERS = ("softmax", "sigmoid", "topk_softmax", "topk_sigmoid", "sparsemixer")
 """How a router turns its ``E`` logits per token into scores: a softmax over the experts
-(Mixtral, Qwen-MoE, DeepSeek-V2), an element-wise sigmoid (DeepSeek-V3), or either over the
+(Mixtral, Qwen-MoE, DeepSeek-V2), an element-wise sigmoid (DeepSeek-V3), either over the
 ``k`` largest logits only, after choosing them (a softmax: GPT-OSS, Granite MoE; a sigmoid:
-Llama 4)."""
+Llama 4), or SparseMixer's ``k`` softmaxes over the experts, one per choice, each over the
+logits near the best remaining one (Phi-3.5-MoE; its sampling and straight-through gradient
+are comparisons and copies, not counted)."""
 
 
 def router_probabilities(tokens, experts, *, kind="softmax", top_k=None, es=2, conventions=conv.DEFAULT,
                          name="router_probs") -> Cost:
     """Scores of ``tokens`` rows of ``experts`` logits (of their ``top_k`` chosen ones for the
-    ``topk_`` kinds): ``ops.softmax`` over each row, or ``ops.gelu``'s one FLOP per element each
-    way for a sigmoid.  Keeps its output or input.
+    ``topk_`` kinds): ``ops.softmax`` over each row (``top_k`` times for ``sparsemixer``), or
+    ``ops.gelu``'s one FLOP per element each way for a sigmoid.  Keeps its output or input.
 
     >>> router_probabilities(4, 8).flops_fwd       # 2 x 32 + 4 rows x 7 adds
     92
@@ -37,6 +39,8 @@ def router_probabilities(tokens, experts, *, kind="softmax", top_k=None, es=2, c
     """
     if kind not in ROUTERS:
         raise InputError(f"router must be one of {', '.join(ROUTERS)}, got {kind!r}")
+    if kind == "sparsemixer":
+        return softmax(1, tokens * exact(top_k, "top_k"), 1, l_kv=experts, es=es, conventions=conventions, name=name)
     width = top_k if kind.startswith("topk_") else experts
     if kind.endswith("sigmoid"):
         return gelu(1, tokens, width, es=es, conventions=conventions, name=name)

@@ -9,7 +9,7 @@ group           ``model_type``
                 ``exaone4``, ``smollm3``, ``arcee``
 ``encoders``    ``bert``, ``roberta``, ``t5``
 ``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``, ``glm4_moe``,
-                ``granitemoe``, ``granitemoeshared``, ``llama4_text``,
+                ``granitemoe``, ``granitemoeshared``, ``llama4_text``, ``phimoe``,
                 ``deepseek_v2``, ``deepseek_v3``
 =============== ===============================================================================
 

@@ -1,6 +1,7 @@
 """Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``,
-``glm4_moe``, ``granitemoe``, ``granitemoeshared``, ``llama4_text`` (Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent
-attention), as ``transformers`` 5.23 builds them.
+``glm4_moe``, ``granitemoe``, ``granitemoeshared``, ``llama4_text``, ``phimoe`` (Llama-style
+attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent attention), as
+``transformers`` 5.23 builds them.
 
 * The experts: ``num_local_experts`` / ``num_experts`` / ``n_routed_experts`` of width
   ``moe_intermediate_size`` (Mixtral: ``intermediate_size``), ``num_experts_per_tok`` per token,
@@ -234,6 +235,23 @@ def llama4_text(k: Keys, name: str) -> Architecture:
                  rope_pattern=None if all(rotates) else rotates, chunked=bool(windows), **windows)
 
 
+def phimoe(k: Keys, name: str) -> Architecture:
+    """Phi-3.5-MoE: Mixtral's experts (``num_local_experts`` of ``intermediate_size``, 2 a
+    token) chosen by SparseMixer (``ROUTERS``), LayerNorms with biases, ``attention_bias`` on
+    q, k, v, o, a bias on the LM head (``lm_head_bias``), ``sliding_window`` on every layer when
+    set.  Not counted: the multiplicative jitter of the experts' input in training
+    (``input_jitter_noise``, element-wise) and SparseMixer's threshold (``router_jitter_noise``,
+    comparisons)."""
+    k.known(*AUX_LOSS, "router_jitter_noise", "input_jitter_noise")
+    depth = k.int("num_hidden_layers", 32)
+    window = k.int("sliding_window", None, nullable=True)
+    fields = dict(window=window, windowed_layers=depth) if window else {}
+    moe = MoE(k.int("num_local_experts", 16), _top_k(k, 2), k.int("intermediate_size", 6400), router="sparsemixer")
+    return _core(k, name, dict(vocab_size=32064, intermediate_size=6400, num_key_value_heads=8,
+                               max_position_embeddings=4096 * 32),
+                 norm="layer", **_biases(k), head_bias=k.flag("lm_head_bias", False), moe=moe, **fields)
+
+
 DEEPSEEK_KNOWN = ("rms_norm_eps", "rope_theta", "pretraining_tp", "head_dim", "qk_head_dim", "topk_method", "n_group",
                   "topk_group", "ep_size", "rope_interleave") + AUX_LOSS
 
@@ -294,5 +312,5 @@ def deepseek_v3(k: Keys, name: str) -> Architecture:
 
 FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "gpt_oss": gpt_oss,
             "glm4_moe": glm4_moe, "granitemoe": granitemoe, "granitemoeshared": granitemoeshared,
-            "llama4_text": llama4_text,
+            "llama4_text": llama4_text, "phimoe": phimoe,
             "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
