@@ -583,3 +583,15 @@ def test_phimoe_from_a_small_config():
     assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
     torch_rows = library(config, "phimoe", b, l, TORCH)
     assert matrix_rows(torch_rows, "fwd") - products(torch_rows, "fwd") == bias_adds
+
+
+def test_cohere2_rotates_only_its_windowed_layers():
+    """Command R7B's attention rotates only where it has a window (``sliding_window`` set on
+    the module): the library's groups, in layer order, rotate the same layers."""
+    from symbolic_cost.models.stack import layer_kinds, layer_groups
+    config = scaled(CONFIGS["c4ai-command-r7b-12-2024"], 8)
+    expected = [layer.self_attn.sliding_window is not None for layer in hf_model(config).model.layers]
+    arch = from_config(config)
+    groups = layer_groups(arch, Training(b=1, l=64), 1, 1, {})
+    assert [("rotary" in groups[kind][0].names) for kind in layer_kinds(arch)] == expected
+    assert expected.count(False) == 2

@@ -1,6 +1,6 @@
 """Llama-style decoders: ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``,
 ``gemma3_text``, ``phi3``, ``olmo``, ``olmo2``, ``olmo3``, ``granite``, ``seed_oss``, ``ernie4_5``,
-``exaone4``, ``smollm3``, ``arcee`` (RMS or parameter-free norms, gated MLP, rotary positions, grouped K/V, a
+``exaone4``, ``smollm3``, ``arcee``, ``cohere``, ``cohere2`` (RMS or parameter-free norms, gated MLP, rotary positions, grouped K/V, a
 head size of their own).
 
 Each reads the keys of its ``transformers`` config class with that class's defaults
@@ -39,7 +39,7 @@ def _core(k: Keys, name: str, defaults: dict, act_key="hidden_act", **fields) ->
                         k.int(f_key, d[f_key]), k.int("vocab_size", d["vocab_size"]),
                         kv_heads=kv, head_dim=hd, mlp=(gated_mlp if d.get("gated", True) else plain_mlp)(
                             k.activation(act_key, d["hidden_act"])),
-                        norm=fields.pop("norm", "rms"), rotary=True, rotary_dim=part,
+                        norm=fields.pop("norm", "rms"), rotary=d.get("rotary", True), rotary_dim=part,
                         tied=k.flag("tie_word_embeddings", d["tie_word_embeddings"]),
                         context=k.int("max_position_embeddings", d["max_position_embeddings"]),
                         **fields, **head_fields(k))
@@ -255,6 +255,36 @@ def smollm3(k: Keys, name: str) -> Architecture:
                  rope_pattern=None if all(rotates) else rotates, **windows)
 
 
+COHERE = dict(vocab_size=256000, hidden_size=8192, intermediate_size=22528, num_hidden_layers=40,
+              num_attention_heads=64, max_position_embeddings=8192, tie_word_embeddings=True)
+
+
+def cohere(k: Keys, name: str) -> Architecture:
+    """Command R (Cohere): attention and MLP in parallel on one LayerNorm without bias,
+    ``attention_bias`` on q, k, v, o, a tied head scaled by ``logit_scale`` (element-wise, not
+    counted).  ``use_qk_norm`` (a LayerNorm with weights for every head) is refused: not
+    modelled."""
+    k.known("logit_scale", "layer_norm_eps")
+    k.refuse_if("use_qk_norm", lambda x: x is True, "per-head LayerNorms with weights for every head are not "
+                "modelled", False)
+    return _core(k, name, COHERE, norm="layer_nobias", parallel=True, norms=1, **_biases(k))
+
+
+def cohere2(k: Keys, name: str) -> Architecture:
+    """Command R7B / Command A (Cohere 2): Command R's parallel layer, ``sliding_window`` on the
+    layers ``layer_types`` names (by default three of every four) and rotary positions on
+    those only (none without a window)."""
+    k.known("logit_scale", "layer_norm_eps", "sliding_window_pattern")
+    depth = k.int("num_hidden_layers", 40)
+    window = k.int("sliding_window", 4096, nullable=True)
+    period = k._raw("sliding_window_pattern", 4, True)
+    windows = window_fields(k, depth, window, lambda i: (i + 1) % period != 0 if type(period) is int and period
+                            else True)
+    rope = windows.get("window_pattern")
+    return _core(k, name, dict(COHERE, rotary=bool(windows)), norm="layer_nobias", parallel=True, norms=1,
+                 **_biases(k), rope_pattern=rope, **windows)
+
+
 def arcee(k: Keys, name: str) -> Architecture:
     """Arcee (AFM): an ungated MLP (``up_proj``, ``down_proj``) with ReLU² (``relu2``), counted
     one FLOP an element as every activation; ``attention_bias``, ``mlp_bias``."""
@@ -266,4 +296,4 @@ def arcee(k: Keys, name: str) -> Architecture:
 FAMILIES = {"llama": llama, "mistral": mistral, "qwen2": qwen2, "qwen3": qwen3, "gemma": gemma, "gemma2": gemma2,
             "gemma3_text": gemma3_text, "phi3": phi3, "olmo": olmo, "olmo2": olmo2, "olmo3": olmo3,
             "granite": granite, "seed_oss": seed_oss, "ernie4_5": ernie4_5, "exaone4": exaone4, "smollm3": smollm3,
-            "arcee": arcee}
+            "arcee": arcee, "cohere": cohere, "cohere2": cohere2}
