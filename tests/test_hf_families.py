@@ -595,3 +595,19 @@ def test_cohere2_rotates_only_its_windowed_layers():
     groups = layer_groups(arch, Training(b=1, l=64), 1, 1, {})
     assert [("rotary" in groups[kind][0].names) for kind in layer_kinds(arch)] == expected
     assert expected.count(False) == 2
+
+
+def test_minimax_m2_from_a_small_config():
+    """``minimax_m2`` (its released configs carry keys of its own remote code, not copied here):
+    parameters and products equal the model ``transformers`` builds from a small config, and
+    the legacy ``rotary_dim`` rotates as many dims as its rotary embedding makes frequencies for."""
+    config = dict(model_type="minimax_m2", architectures=["MiniMaxM2ForCausalLM"], hidden_size=64, head_dim=16,
+                  num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, num_hidden_layers=2,
+                  vocab_size=128, max_position_embeddings=64, num_local_experts=8, num_experts_per_tok=2,
+                  rotary_dim=8, pad_token_id=0, bos_token_id=0, eos_token_id=0)
+    model = hf_model(config)
+    assert library(config, "m2", 1, 8, TORCH).parameters == parameters(model)
+    forward, backward, _ = counted(model, 2, 32)
+    eager = library(config, "m2", 2, 32, EAGER)
+    assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
+    assert from_config(config).rotary_dim == 2 * model.model.rotary_emb.inv_freq.shape[0] == 8

@@ -10,7 +10,7 @@ group           ``model_type``
 ``encoders``    ``bert``, ``roberta``, ``t5``
 ``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``, ``glm4_moe``,
                 ``granitemoe``, ``granitemoeshared``, ``llama4_text``, ``phimoe``,
-                ``deepseek_v2``, ``deepseek_v3``
+                ``minimax_m2``, ``deepseek_v2``, ``deepseek_v3``
 =============== ===============================================================================
 
 A reader takes a ``keys.Keys`` and a name and returns an ``Architecture``; ``keys`` holds what

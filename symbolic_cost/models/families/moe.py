@@ -1,6 +1,6 @@
 """Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``,
-``glm4_moe``, ``granitemoe``, ``granitemoeshared``, ``llama4_text``, ``phimoe`` (Llama-style
-attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent attention), as
+``glm4_moe``, ``granitemoe``, ``granitemoeshared``, ``llama4_text``, ``phimoe``, ``minimax_m2``
+(Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent attention), as
 ``transformers`` 5.23 builds them.
 
 * The experts: ``num_local_experts`` / ``num_experts`` / ``n_routed_experts`` of width
@@ -252,6 +252,25 @@ def phimoe(k: Keys, name: str) -> Architecture:
                  norm="layer", **_biases(k), head_bias=k.flag("lm_head_bias", False), moe=moe, **fields)
 
 
+def minimax_m2(k: Keys, name: str) -> Architecture:
+    """MiniMax-M2: grouped-query attention (``head_dim`` 128) with RMS norms of the whole Q and K
+    projections, rotary positions on ``rotary_dim`` dims of each head (its released configs'
+    key; else ``partial_rotary_factor``); ``num_local_experts`` (256) gated experts of
+    ``intermediate_size`` on every layer, 8 a token, chosen by a sigmoid (its
+    ``e_score_correction_bias`` is a buffer, not a parameter) and renormalised."""
+    k.known(*AUX_LOSS)
+    k.refuse_if("router_jitter_noise", lambda x: x not in (None, 0, 0.0), "input jitter is not counted", 0)
+    head = k.int("head_dim", 128)
+    legacy = k.int("rotary_dim", None, nullable=True)
+    moe = MoE(k.int("num_local_experts", 256), _top_k(k, 8), k.int("intermediate_size", 1536), router="sigmoid",
+              normalise=True)
+    return _core(k, name, dict(vocab_size=200064, hidden_size=3072, intermediate_size=1536, num_hidden_layers=62,
+                               num_attention_heads=48, num_key_value_heads=8, head_dim=128,
+                               max_position_embeddings=196608, rotary_keys=("partial_rotary_factor",),
+                               rotary_share=Fraction(legacy, head) if legacy else 1),
+                 qkv_bias=False, bias=False, mlp_bias=False, qk_norm="projection", moe=moe)
+
+
 DEEPSEEK_KNOWN = ("rms_norm_eps", "rope_theta", "pretraining_tp", "head_dim", "qk_head_dim", "topk_method", "n_group",
                   "topk_group", "ep_size", "rope_interleave") + AUX_LOSS
 
@@ -312,5 +331,5 @@ def deepseek_v3(k: Keys, name: str) -> Architecture:
 
 FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "gpt_oss": gpt_oss,
             "glm4_moe": glm4_moe, "granitemoe": granitemoe, "granitemoeshared": granitemoeshared,
-            "llama4_text": llama4_text, "phimoe": phimoe,
+            "llama4_text": llama4_text, "phimoe": phimoe, "minimax_m2": minimax_m2,
             "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
