@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py")
+TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -58,7 +58,7 @@ class Mutation:
 
 PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/zero.py"
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
-RANKS = "symbolic_cost/models/ranks.py"
+RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
 MUTATIONS = (
     Mutation("bubble", PIPELINE, "(self.v * sympify(n) + p - 1)", "(self.v * sympify(n))"),
     Mutation("1f1b-in-flight", PIPELINE, "return minimum(p - rank, n)", "return p - rank"),
@@ -90,6 +90,12 @@ MUTATIONS = (
     Mutation("placed-ends", RANKS, "(first if is_first else 0)", "(first if is_last else 0)", required=False),
     Mutation("activation-recompute-drops-expert-fc2-input", MEMORY, '"fc2", "expert_fc2", "shared_fc2")',
              '"fc2", "shared_fc2")', required=False),
+    Mutation("chunk-pairs", "symbolic_cost/ops/matmul.py", "rest * (rest + 1) / 2) / l", "rest * rest / 2) / l",
+             required=False),
+    Mutation("layer-kinds-order", STACK, "key=lambda key: (not key[0], key[1], not key[2])",
+             "key=lambda key: (key[0], key[1], not key[2])", required=False),
+    Mutation("rotary-per-group", STACK, "rotary_pos=arch.rotary and rotary,", "rotary_pos=arch.rotary,",
+             required=False),
 )
 
 

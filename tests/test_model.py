@@ -163,3 +163,21 @@ def test_step_time_sums_every_layer_group():
     seconds = lambda blk: sum(times(r, "h100")["t_fwd"] + times(r, "h100")["t_bwd"] for r in blk)  # noqa: E731
     difference = step_time_breakdown(dense, "h100")["compute"] - step_time_breakdown(alt, "h100")["compute"]
     assert difference == 2 * (seconds(whole) - seconds(windowed)) != 0
+
+
+@given(l=st.integers(1, 300), chunk=st.integers(1, 64))
+def test_chunked_attention_pairs_are_counted_query_by_query(l, chunk):
+    """Causal attention within aligned chunks of ``c`` (Llama 4): query ``t`` sees the ``t mod c + 1``
+    keys of its own chunk; the library's mean keys per query times ``l`` is that sum."""
+    from symbolic_cost.ops.matmul import Chunk, scored_keys
+    counted = scored_keys(l, l, True, conv.DEFAULT.but(causal_flops="exact"), Chunk(chunk)) * l
+    assert counted == sum(t % chunk + 1 for t in range(l))
+
+
+def test_layers_without_rotary_positions_are_a_group_of_their_own():
+    """``rope_pattern`` (SmolLM3, EXAONE 4, Llama 4): the layers that do not rotate form their own
+    group, without a ``rotary`` row, and count as many layers as the pattern says."""
+    arch = Architecture("toy", 4, 64, 4, 256, 100, rotary=True, rope_pattern=(True, True, False, True))
+    groups = model_cost(arch, Training(b=1, l=16)).blocks[1:-1]
+    assert [int(n) for _, n in groups] == [3, 1]
+    assert ["rotary" in block.names for block, _ in groups] == [True, False]

@@ -125,13 +125,15 @@ def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dic
     if (len(attentions) > 1 and len(mlps) > 1) or _some(arch.rope_pattern):
         keys = layer_keys(arch)
         if keys is None:
-            raise InputError(f"architecture {arch.name}: sliding windows on some layers and experts on some "
-                             f"others cannot be placed (which window layer is an MoE layer is not recorded)")
+            raise InputError(f"architecture {arch.name}: its layers differ (windows, experts, rotary positions) "
+                             f"and which layer is which is not recorded (which window layer is an MoE layer: "
+                             f"window_pattern)")
         return [(_layer_options(arch, t, m1, s1, window=arch.window if windowed_ else None,
                                 moe=arch.moe if routed_ else None, experts=experts, rotary=rotates),
                  sympify(keys.count(key))) for key in _ordered(keys) for windowed_, routed_, rotates in [key]]
-    return [(_layer_options(arch, t, m1, s1, window=window, moe=moe, experts=experts), m if len(mlps) > 1 else n)
-            for window, n in attentions for moe, m in mlps]
+    rotates = arch.rope_pattern is None or all(arch.rope_pattern)
+    return [(_layer_options(arch, t, m1, s1, window=window, moe=moe, experts=experts, rotary=rotates),
+             m if len(mlps) > 1 else n) for window, n in attentions for moe, m in mlps]
 
 
 def layer_keys(arch: Architecture) -> list[tuple[bool, bool, bool]] | None:
@@ -142,7 +144,8 @@ def layer_keys(arch: Architecture) -> list[tuple[bool, bool, bool]] | None:
     if arch.encoder_decoder or not depth.is_number:
         return None
     n = int(depth)
-    some = arch.window is not None and arch.windowed_layers is not None and sympify(arch.windowed_layers) not in (0, depth)
+    some = (arch.window is not None and arch.windowed_layers is not None
+            and sympify(arch.windowed_layers) not in (0, depth))
     if some and arch.window_pattern is None:
         return None
     windows = arch.window_pattern if some else (arch.window is not None and arch.windowed_layers != 0,) * n
@@ -193,14 +196,15 @@ def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, w
     """The keywords of ``transformer_layer`` for one layer of ``arch`` (``moe``: an MoE layer
     with the expert-parallel keywords ``experts``; ``rotary``: it rotates, when the model does)
     over ``l`` tokens (default ``t.l``)."""
-    optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim,
-                    qk_norm=None if arch.qk_norm == "l2" and not rotary else arch.qk_norm, window=Chunk(window) if window is not None and arch.chunked else window,
-                    score_bias=arch.score_bias,
-                    score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe, sinks=arch.sinks or None,
-                    experts=experts if moe is not None else None)
+    qk_norm = None if arch.qk_norm == "l2" and not rotary else arch.qk_norm     # Llama 4: rotating layers only
+    optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim, qk_norm=qk_norm,
+                    window=Chunk(window) if window is not None and arch.chunked else window,
+                    score_bias=arch.score_bias, score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe,
+                    sinks=arch.sinks or None, experts=experts if moe is not None else None)
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
                 bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
-                rotary_pos=arch.rotary and rotary, causal=arch.causal if causal is None else causal, gated_act=arch.gated,
+                rotary_pos=arch.rotary and rotary, causal=arch.causal if causal is None else causal,
+                gated_act=arch.gated,
                 dropouts=arch.dropouts, activation_dropout=arch.activation_dropout, norm=arch.norm,
                 norms=arch.norms, parallel=arch.parallel, cross=cross, softcap=arch.softcap, clip_qkv=arch.clip_qkv,
                 **{k: v for k, v in optional.items() if v is not None})

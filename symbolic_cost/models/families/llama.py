@@ -1,7 +1,7 @@
 """Llama-style decoders: ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``,
 ``gemma3_text``, ``phi3``, ``olmo``, ``olmo2``, ``olmo3``, ``granite``, ``seed_oss``, ``ernie4_5``,
-``exaone4``, ``smollm3``, ``arcee``, ``cohere``, ``cohere2`` (RMS or parameter-free norms, gated MLP, rotary positions, grouped K/V, a
-head size of their own).
+``exaone4``, ``smollm3``, ``arcee``, ``cohere``, ``cohere2`` (RMS or parameter-free norms, gated
+MLP, rotary positions, grouped K/V, a head size of their own).
 
 Each reads the keys of its ``transformers`` config class with that class's defaults
 (``transformers`` 5.23) and the module shapes of its model code.  Not counted: Gemma's
