@@ -10,7 +10,8 @@ group           ``model_type``
 ``encoders``    ``bert``, ``roberta``, ``t5``
 ``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``, ``glm4_moe``,
                 ``granitemoe``, ``granitemoeshared``, ``llama4_text``, ``phimoe``,
-                ``minimax_m2``, ``deepseek_v2``, ``deepseek_v3``
+                ``minimax_m2``
+``deepseek``    ``deepseek_v2``, ``deepseek_v3``
 =============== ===============================================================================
 
 A reader takes a ``keys.Keys`` and a name and returns an ``Architecture``; ``keys`` holds what
@@ -19,11 +20,12 @@ all of them share (typed values, the keys that never change the cost, the head t
 """
 
 from symbolic_cost.models.families.decoders import FAMILIES as _DECODERS
+from symbolic_cost.models.families.deepseek import FAMILIES as _DEEPSEEK
 from symbolic_cost.models.families.encoders import FAMILIES as _ENCODERS
 from symbolic_cost.models.families.keys import Keys
 from symbolic_cost.models.families.llama import FAMILIES as _LLAMA
 from symbolic_cost.models.families.moe import FAMILIES as _MOE
 
-FAMILIES = {**_DECODERS, **_LLAMA, **_ENCODERS, **_MOE}
+FAMILIES = {**_DECODERS, **_LLAMA, **_ENCODERS, **_MOE, **_DEEPSEEK}
 
 __all__ = ["FAMILIES", "Keys"]

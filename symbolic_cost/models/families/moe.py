@@ -1,28 +1,21 @@
-"""Mixture-of-experts decoders: ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``,
-``glm4_moe``, ``granitemoe``, ``granitemoeshared``, ``llama4_text``, ``phimoe``, ``minimax_m2``
-(Llama-style attention) and ``deepseek_v2``, ``deepseek_v3`` (multi-head latent attention), as
-``transformers`` 5.23 builds them.
+"""Mixture-of-experts decoders with Llama-style attention: ``mixtral``, ``qwen2_moe``,
+``qwen3_moe``, ``olmoe``, ``gpt_oss``, ``glm4_moe``, ``granitemoe``, ``granitemoeshared``,
+``llama4_text``, ``phimoe``, ``minimax_m2``, as ``transformers`` 5.23 builds them (DeepSeek's,
+with latent attention: ``families.deepseek``).
 
 * The experts: ``num_local_experts`` / ``num_experts`` / ``n_routed_experts`` of width
   ``moe_intermediate_size`` (Mixtral: ``intermediate_size``), ``num_experts_per_tok`` per token,
   gated by ``hidden_act``; shared experts: Qwen2-MoE's one of ``shared_expert_intermediate_size``
-  behind a sigmoid gate, DeepSeek's ``n_shared_experts x moe_intermediate_size``.
+  behind a sigmoid gate, GLM's ``n_shared_experts x moe_intermediate_size``.
 * Which layers: Qwen's layer ``i`` is MoE when ``(i + 1) % decoder_sparse_step == 0`` and
-  ``i`` is not in ``mlp_only_layers``; DeepSeek's from ``first_k_dense_replace`` on (the
-  ``transformers`` model code places one on every later layer, so a ``moe_layer_freq`` other
-  than 1 is refused); the other layers are dense MLPs of ``intermediate_size``.
-* Router: Mixtral renormalises the chosen weights, Qwen when ``norm_topk_prob``, DeepSeek-V3
-  when ``norm_topk_prob`` (V2's model code never does); DeepSeek scales them by
-  ``routed_scaling_factor`` (when not 1); V3 scores with a sigmoid.
+  ``i`` is not in ``mlp_only_layers``; GLM's from ``first_k_dense_replace`` on; Llama 4's those
+  of ``moe_layers``; the other layers are dense MLPs.
+* Router: each family's scores (``ops.routing.ROUTERS``), renormalised and scaled as its model
+  code does.
 
 Not counted (declared): the auxiliary balance loss (``router_aux_loss_coef``,
 ``aux_loss_alpha``, ``seq_aux``, ``output_router_logits``: element-wise on the router's
-scores), how experts are chosen (``topk_method``, ``n_group``, ``topk_group``: comparisons),
-the published expert-parallel size (``ep_size``: the degree is the user's ``ep``) and the
-published checkpoint's FP8 storage (``quantization_config``: the training precision is chosen
-apart).  DeepSeek-V3's multi-token-prediction modules (``num_nextn_predict_layers``) are read
-into ``Architecture.mtp_layers``: training runs them (``blocks.mtp``), ``transformers`` builds
-none, so its parameter count is the model's without them (``Training(mtp=False)``).
+scores).
 """
 
 from __future__ import annotations
@@ -30,10 +23,9 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 
-from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.families.keys import Keys, gated_mlp, head_fields, window_fields
+from symbolic_cost.models.families.keys import Keys, window_fields
 from symbolic_cost.models.families.llama import GRANITE_SCALES, _biases, _core, rotating_layers
 
 AUX_LOSS = ("router_aux_loss_coef", "output_router_logits", "aux_loss_alpha", "seq_aux")
@@ -49,7 +41,7 @@ def _experts_list(k: Keys, key: str) -> tuple:
     return tuple(value)
 
 
-def _top_k(k: Keys, default) -> int:
+def experts_per_token(k: Keys, default) -> int:
     """``num_experts_per_tok``; null is refused (the model cannot route)."""
     value = k.int("num_experts_per_tok", default, nullable=True)
     if value is None:
@@ -66,7 +58,7 @@ def mixtral(k: Keys, name: str) -> Architecture:
     depth = k.int("num_hidden_layers", 32)
     experts = k.int("num_local_experts", k.int("num_experts", 8))
     window = k.int("sliding_window", None, nullable=True)
-    moe = MoE(experts, _top_k(k, 2), k.int("intermediate_size", 14336), normalise=True)
+    moe = MoE(experts, experts_per_token(k, 2), k.int("intermediate_size", 14336), normalise=True)
     fields = dict(window=window, windowed_layers=depth) if window else {}
     return _core(k, name, dict(intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=4096 * 32),
                  qkv_bias=False, bias=False, mlp_bias=False, moe=moe, **fields)
@@ -78,7 +70,7 @@ def _qwen_moe(k: Keys, experts: int, width: int, top_k: int, shared: int, gate: 
     step = k.int("decoder_sparse_step", 1)
     dense = _experts_list(k, "mlp_only_layers")
     k.known(*AUX_LOSS)
-    width, top_k, normalise = k.int("moe_intermediate_size", width), _top_k(k, top_k), k.flag("norm_topk_prob", False)
+    width, top_k, normalise = k.int("moe_intermediate_size", width), experts_per_token(k, top_k), k.flag("norm_topk_prob", False)
     if experts == 0:
         return None
     return MoE(experts, top_k, width, shared_f=shared, shared_gate=gate, normalise=normalise, every=step,
@@ -124,7 +116,7 @@ def olmoe(k: Keys, name: str) -> Architecture:
     layers), ``clip_qkv``, and ``num_experts`` (64) gated experts of ``intermediate_size`` on
     every layer, 8 a token, renormalised with ``norm_topk_prob``."""
     k.known(*AUX_LOSS)
-    moe = MoE(k.int("num_local_experts", k.int("num_experts", 64)), _top_k(k, 8), k.int("intermediate_size", 2048),
+    moe = MoE(k.int("num_local_experts", k.int("num_experts", 64)), experts_per_token(k, 8), k.int("intermediate_size", 2048),
               normalise=k.flag("norm_topk_prob", False))
     clip = k.number("clip_qkv", None, nullable=True) is not None
     return _core(k, name, dict(vocab_size=50304, hidden_size=2048, intermediate_size=2048, num_hidden_layers=16,
@@ -147,7 +139,7 @@ def gpt_oss(k: Keys, name: str) -> Architecture:
             "initial_context_length")
     depth = k.int("num_hidden_layers", 36)
     window = k.int("sliding_window", 128, nullable=True)
-    moe = MoE(k.int("num_local_experts", 128), _top_k(k, 4), k.int("intermediate_size", 2880), router="topk_softmax",
+    moe = MoE(k.int("num_local_experts", 128), experts_per_token(k, 4), k.int("intermediate_size", 2880), router="topk_softmax",
               router_bias=True, expert_bias=True)
     attention = k.flag("attention_bias", True)
     return _core(k, name, dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
@@ -170,7 +162,7 @@ def glm4_moe(k: Keys, name: str) -> Architecture:
     k.known(*AUX_LOSS, "n_group", "topk_group")
     mtp = k.int("num_nextn_predict_layers", k.int("num_mtp_layers", 1, zero=True), zero=True)
     expert_f = k.int("moe_intermediate_size", 1408)
-    moe = MoE(k.int("n_routed_experts", 128), _top_k(k, 8), expert_f,
+    moe = MoE(k.int("n_routed_experts", 128), experts_per_token(k, 8), expert_f,
               shared_f=k.int("n_shared_experts", 1, zero=True) * expert_f, router="sigmoid",
               normalise=k.flag("norm_topk_prob", True), scale=k.number("routed_scaling_factor", 1.0) != 1,
               first_dense=k.int("first_k_dense_replace", 1, zero=True))
@@ -198,7 +190,7 @@ def granitemoeshared(k: Keys, name: str) -> Architecture:
 
 def _granite_moe(k: Keys, name: str, shared) -> Architecture:
     k.known(*AUX_LOSS, *GRANITE_SCALES)
-    moe = MoE(k.int("num_local_experts", 8), _top_k(k, 2), k.int("intermediate_size", 11008), shared_f=shared,
+    moe = MoE(k.int("num_local_experts", 8), experts_per_token(k, 2), k.int("intermediate_size", 11008), shared_f=shared,
               router="topk_softmax")
     return _core(k, name, {}, **_biases(k), moe=moe)
 
@@ -226,7 +218,7 @@ def llama4_text(k: Keys, name: str) -> Architecture:
     if not (isinstance(routed, (list, range)) and all(type(i) is int and i >= 0 for i in routed)):
         raise k.error(f"moe_layers must list layer indices, got {listed!r}")
     width = k.int("intermediate_size", 8192)
-    moe = MoE(k.int("num_local_experts", 16), _top_k(k, 1), width, shared_f=width, router="topk_sigmoid",
+    moe = MoE(k.int("num_local_experts", 16), experts_per_token(k, 1), width, shared_f=width, router="topk_sigmoid",
               dense_layers=tuple(i for i in range(depth) if i not in set(routed)))
     return _core(k, name, dict(vocab_size=202048, hidden_size=5120, intermediate_size_mlp=16384, num_hidden_layers=48,
                                num_attention_heads=40, num_key_value_heads=8, head_dim=128,
@@ -246,7 +238,7 @@ def phimoe(k: Keys, name: str) -> Architecture:
     depth = k.int("num_hidden_layers", 32)
     window = k.int("sliding_window", None, nullable=True)
     fields = dict(window=window, windowed_layers=depth) if window else {}
-    moe = MoE(k.int("num_local_experts", 16), _top_k(k, 2), k.int("intermediate_size", 6400), router="sparsemixer")
+    moe = MoE(k.int("num_local_experts", 16), experts_per_token(k, 2), k.int("intermediate_size", 6400), router="sparsemixer")
     return _core(k, name, dict(vocab_size=32064, intermediate_size=6400, num_key_value_heads=8,
                                max_position_embeddings=4096 * 32),
                  norm="layer", **_biases(k), head_bias=k.flag("lm_head_bias", False), moe=moe, **fields)
@@ -262,7 +254,7 @@ def minimax_m2(k: Keys, name: str) -> Architecture:
     k.refuse_if("router_jitter_noise", lambda x: x not in (None, 0, 0.0), "input jitter is not counted", 0)
     head = k.int("head_dim", 128)
     legacy = k.int("rotary_dim", None, nullable=True)
-    moe = MoE(k.int("num_local_experts", 256), _top_k(k, 8), k.int("intermediate_size", 1536), router="sigmoid",
+    moe = MoE(k.int("num_local_experts", 256), experts_per_token(k, 8), k.int("intermediate_size", 1536), router="sigmoid",
               normalise=True)
     return _core(k, name, dict(vocab_size=200064, hidden_size=3072, intermediate_size=1536, num_hidden_layers=62,
                                num_attention_heads=48, num_key_value_heads=8, head_dim=128,
@@ -271,65 +263,6 @@ def minimax_m2(k: Keys, name: str) -> Architecture:
                  qkv_bias=False, bias=False, mlp_bias=False, qk_norm="projection", moe=moe)
 
 
-DEEPSEEK_KNOWN = ("rms_norm_eps", "rope_theta", "pretraining_tp", "head_dim", "qk_head_dim", "topk_method", "n_group",
-                  "topk_group", "ep_size", "rope_interleave") + AUX_LOSS
-
-
-def _deepseek(k: Keys, name: str, defaults: dict, scoring: str, normalise: bool) -> Architecture:
-    """The DeepSeek reading: sizes, latent attention, the MoE layers from ``first_k_dense_replace``."""
-    k.known(*DEEPSEEK_KNOWN)
-    k.refuse_if("moe_layer_freq", lambda x: x not in (None, 1), "transformers places an MoE layer on every "
-                "layer from first_k_dense_replace", 1)
-    k.refuse_if("scoring_func", lambda x: x not in (None, scoring), f"the model code scores with a {scoring}", None)
-    e, h = k.int("hidden_size", defaults["hidden_size"]), k.int("num_attention_heads", defaults["num_attention_heads"])
-    kv = k.int("num_key_value_heads", defaults.get("num_key_value_heads"), nullable=True)
-    if kv not in (None, h):
-        raise k.error(f"num_key_value_heads={kv} must equal num_attention_heads={h}: latent attention makes "
-                      f"keys and values for every head")
-    k.rotary_fraction(1)                                  # checks the rope keys (no partial rotary)
-    latent = Latent(k.int("kv_lora_rank", 512), k.int("qk_rope_head_dim", 64), k.int("qk_nope_head_dim", 128),
-                    k.int("v_head_dim", 128), k.int("q_lora_rank", 1536, nullable=True))
-    scale = k.number("routed_scaling_factor", defaults["routed_scaling_factor"]) != 1
-    expert_f = k.int("moe_intermediate_size", defaults["moe_intermediate_size"])
-    moe = MoE(k.int("n_routed_experts", defaults["n_routed_experts"]), _top_k(k, defaults["num_experts_per_tok"]),
-              expert_f, shared_f=k.int("n_shared_experts", defaults["n_shared_experts"], zero=True) * expert_f,
-              router=scoring, normalise=normalise, scale=scale,
-              first_dense=k.int("first_k_dense_replace", defaults["first_k_dense_replace"], zero=True))
-    bias = k.flag("attention_bias", False)
-    return Architecture(name, k.int("num_hidden_layers", defaults["num_hidden_layers"]), e, h,
-                        k.int("intermediate_size", defaults["intermediate_size"]),
-                        k.int("vocab_size", defaults["vocab_size"]), mlp=gated_mlp(k.activation("hidden_act", "silu")),
-                        norm="rms", rotary=True, tied=k.flag("tie_word_embeddings", False), qkv_bias=bias, bias=bias,
-                        mlp_bias=defaults.get("mlp_bias", False) and k.flag("mlp_bias", False),
-                        context=k.int("max_position_embeddings", defaults["max_position_embeddings"]),
-                        **k.dropout_fields(attention=[("attention_dropout", 0)]), moe=moe, latent=latent,
-                        **head_fields(k))
-
-
-def deepseek_v2(k: Keys, name: str) -> Architecture:
-    """DeepSeek-V2: latent attention, a softmax router (top-k not renormalised by the model
-    code; ``norm_topk_prob`` is not read), ``mlp_bias`` on the dense and shared MLPs."""
-    k.known("norm_topk_prob")
-    return _deepseek(k, name, dict(vocab_size=102400, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                                   num_attention_heads=32, max_position_embeddings=2048, moe_intermediate_size=1407,
-                                   n_routed_experts=64, n_shared_experts=2, num_experts_per_tok=None,
-                                   first_k_dense_replace=0, routed_scaling_factor=1.0, mlp_bias=True),
-                     "softmax", normalise=False)
-
-
-def deepseek_v3(k: Keys, name: str) -> Architecture:
-    """DeepSeek-V3: latent attention, a sigmoid router with group-limited selection, the chosen
-    weights renormalised (``norm_topk_prob``) and scaled, the first 3 layers dense by default."""
-    k.known("num_mtp_layers", "quantization_config")
-    mtp = k.int("num_nextn_predict_layers", 0, zero=True)
-    return replace(_deepseek(k, name, dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, num_hidden_layers=61,
-                                   num_attention_heads=128, num_key_value_heads=128, max_position_embeddings=4096,
-                                   moe_intermediate_size=2048, n_routed_experts=256, n_shared_experts=1,
-                                   num_experts_per_tok=8, first_k_dense_replace=3, routed_scaling_factor=2.5),
-                             "sigmoid", normalise=k.flag("norm_topk_prob", True)), mtp_layers=mtp)
-
-
 FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "gpt_oss": gpt_oss,
             "glm4_moe": glm4_moe, "granitemoe": granitemoe, "granitemoeshared": granitemoeshared,
-            "llama4_text": llama4_text, "phimoe": phimoe, "minimax_m2": minimax_m2,
-            "deepseek_v2": deepseek_v2, "deepseek_v3": deepseek_v3}
+            "llama4_text": llama4_text, "phimoe": phimoe, "minimax_m2": minimax_m2}
