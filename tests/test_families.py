@@ -85,13 +85,21 @@ def test_bias_free_layer_norm_flops_by_element():
     assert full.flops_fwd - free.flops_fwd == n and full.flops_bwd - free.flops_bwd == 2 * n
 
 
-@pytest.mark.parametrize("qk_norm, extra", [("head", 2 * 16), ("projection", (4 + 2) * 16)])
+@pytest.mark.parametrize("qk_norm, extra", [("head", 2 * 16), ("projection", (4 + 2) * 16), ("l2", 0),
+                                            ("head_each", (4 + 2) * 16)])
 def test_query_key_norms(qk_norm, extra):
-    """Qwen3 / Gemma 3: one RMS weight per head size for q and k; OLMo 2: over the projections."""
+    """Qwen3 / Gemma 3: one RMS weight per head size for q and k; OLMo 2: over the projections;
+    Llama 4: none; Cohere: one per head size for every head.  The weights are read forward and
+    backward and their gradients written (``ops.norm``)."""
     plain = attention(1, 8, 64, 4, kv_heads=2, norm="rms", qkv_bias=False, out_bias=False)
     normed = attention(1, 8, 64, 4, kv_heads=2, norm="rms", qkv_bias=False, out_bias=False, qk_norm=qk_norm)
     assert (normed.total("weights") - plain.total("weights")) / 2 == extra
     assert normed.names[2:4] == ["q_norm", "k_norm"]
+    if qk_norm == "head_each":
+        once = attention(1, 8, 64, 4, kv_heads=2, norm="rms", qkv_bias=False, out_bias=False, qk_norm="head")
+        more = (normed.total("weights") - once.total("weights"))
+        assert normed.total("mem_fwd") - once.total("mem_fwd") == more
+        assert normed.total("mem_bwd") - once.total("mem_bwd") == 2 * more
 
 
 def test_projection_qk_norm_reduces_its_statistics_over_the_tensor_group():

@@ -13,7 +13,7 @@ from symbolic_cost.ops.matmul import Chunk, stored_keys
 from symbolic_cost.ops.scores import attention_sinks, score_bias as bias_row, softcap as softcap_row
 
 SCORE_BIASES = (None, "alibi", "relative")
-QK_NORMS = (None, "head", "projection", "l2")
+QK_NORMS = (None, "head", "projection", "l2", "head_each")
 
 
 def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_dim=None, qkv_bias=True,
@@ -38,7 +38,7 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     * ``rotary_pos`` adds a ``rotary`` row on Q and K over ``rotary_dim`` of each head's
       ``q`` dims (partial rotary; default all); ``qk_norm="head"`` normalises each query and
       key head over its ``q`` dims (``q_norm``, ``k_norm``: Qwen3, Gemma 3, Phi; ``"l2"``
-      without weights: Llama 4),
+      without weights: Llama 4; ``"head_each"`` with weights for every head: Cohere),
       ``"projection"`` the whole Q and K projections (OLMo 2; the row statistics are then
       allreduced over ``m1``), with the block's ``norm`` kind.
     * ``window``: sliding-window attention of ``window`` keys (``ops.matmul.stored_keys``), or
@@ -121,16 +121,29 @@ def _projections(at: Layout, q, v, heads, kv, qkv_bias, cross, keys):
                       gathered)]
 
 
+def _weights_per_head(row, heads, conventions):
+    """A per-head norm with its own weights for each of ``heads`` heads (Cohere): the same
+    arithmetic (its weight gradient is counted per element), ``heads`` times the weights and
+    their gradients, and the traffic of both (``ops.norm``'s rule)."""
+    more = (heads - 1) * row.weights
+    read = 2 if conventions.layer_norm_bwd_reads_weights else 1
+    return row.plus(weights=more, weight_grads=more, mem_fwd=more, mem_bwd=read * more)
+
+
 def _qk_norms(at: Layout, qk_norm, kind, q, heads, kv):
     """``q_norm`` and ``k_norm``: per head over ``q`` dims (weights ``q`` each; ``"l2"``: an RMS
-    norm without weights, Llama 4), or over the whole projections (weights ``(h/m1) q`` and
+    norm without weights, Llama 4; ``"head_each"``: weights ``q`` for every head, Cohere), or
+    over the whole projections (weights ``(h/m1) q`` and
     ``(kv/m1) q``, row statistics allreduced)."""
     if qk_norm is None:
         return []
     b, l = at.b, at.l
-    if qk_norm in ("head", "l2"):
+    if qk_norm in ("head", "l2", "head_each"):
         kind = "rms_noaffine" if qk_norm == "l2" else kind
-        return [NORMS[kind](b, l * width, q, name=name, **at.kw) for name, width in (("q_norm", heads), ("k_norm", kv))]
+        rows = [NORMS[kind](b, l * width, q, name=name, **at.kw) for name, width in (("q_norm", heads), ("k_norm", kv))]
+        if qk_norm == "head_each":
+            rows = [_weights_per_head(row, width, at.conventions) for row, width in zip(rows, (heads, kv))]
+        return rows
     stats = (2 if kind.startswith("layer") else 1) * b * l
     return [at.attach(NORMS[kind](b, l, width * q, name=name, **at.kw),
                       at.collective("allreduce", stats, at.m1, "fwd") + at.collective("allreduce", stats, at.m1, "bwd"))

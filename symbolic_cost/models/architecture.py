@@ -21,7 +21,8 @@ field                  meaning (default)
                        ``rope_pattern``: which layers rotate, one boolean each (``None``:
                        all; SmolLM3's and EXAONE 4's layers without positions, NoPE)
 ``qk_norm``            ``None``, ``"head"`` (Qwen3, Gemma 3, Phi), ``"projection"`` (OLMo 2),
-                       ``"l2"`` (Llama 4: per head without weights, on the layers that rotate)
+                       ``"l2"`` (Llama 4: per head without weights, on the layers that rotate),
+                       ``"head_each"`` (Cohere: per head, with weights for every head)
 ``qkv_bias``           biases on Q, K, V; ``bias`` on the output projection and (unless
                        ``mlp_bias`` says otherwise) the MLP; ``clip_qkv``: Q, K, V clamped
 ``window``             sliding-window size of ``windowed_layers`` layers (``None``: all);
@@ -151,7 +152,7 @@ class Architecture:
     def __post_init__(self):
         check_sizes(self)            # the same message as every other entrance of the same rule
         for name, allowed in (("mlp", PLAIN_MLPS + GATED_MLPS), ("norm", tuple(NORMS)), ("task", TASKS),
-                              ("classifier", CLASSIFIERS), ("qk_norm", (None, "head", "projection", "l2")),
+                              ("classifier", CLASSIFIERS), ("qk_norm", (None, "head", "projection", "l2", "head_each")),
                               ("score_bias", (None, "alibi", "relative")),
                               ("norms", NORMS_PER_LAYER[bool(self.parallel)])):
             if getattr(self, name) not in allowed:

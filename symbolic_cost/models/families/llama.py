@@ -262,12 +262,11 @@ COHERE = dict(vocab_size=256000, hidden_size=8192, intermediate_size=22528, num_
 def cohere(k: Keys, name: str) -> Architecture:
     """Command R (Cohere): attention and MLP in parallel on one LayerNorm without bias,
     ``attention_bias`` on q, k, v, o, a tied head scaled by ``logit_scale`` (element-wise, not
-    counted).  ``use_qk_norm`` (a LayerNorm with weights for every head) is refused: not
-    modelled."""
+    counted); with ``use_qk_norm`` (Command R+) a LayerNorm of each query and key head with
+    weights for every head."""
     k.known("logit_scale", "layer_norm_eps")
-    k.refuse_if("use_qk_norm", lambda x: x is True, "per-head LayerNorms with weights for every head are not "
-                "modelled", False)
-    return _core(k, name, COHERE, norm="layer_nobias", parallel=True, norms=1, **_biases(k))
+    qk_norm = "head_each" if k.flag("use_qk_norm", False) else None
+    return _core(k, name, COHERE, norm="layer_nobias", parallel=True, norms=1, qk_norm=qk_norm, **_biases(k))
 
 
 def cohere2(k: Keys, name: str) -> Architecture:
