@@ -19,8 +19,7 @@ QK_NORMS = (None, "head", "projection", "l2", "head_each")
 def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_dim=None, qkv_bias=True,
               out_bias=True, flash=False, rotary_pos=False, rotary_dim=None, qk_norm=None, window=None,
               score_bias=None, softcap=False, sinks=False, clip_qkv=False, causal=False, cross=False,
-              dropouts=True,
-              score_dropout=None, norm="layer", keys=None,
+              dropouts=True, score_dropout=None, norm="layer", keys=None,
               post_norm=False, branch=False, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
     """Multi-head attention on one device, heads split over ``m1`` devices.
 
@@ -133,8 +132,8 @@ def _weights_per_head(row, heads, conventions):
 def _qk_norms(at: Layout, qk_norm, kind, q, heads, kv):
     """``q_norm`` and ``k_norm``: per head over ``q`` dims (weights ``q`` each; ``"l2"``: an RMS
     norm without weights, Llama 4; ``"head_each"``: weights ``q`` for every head, Cohere), or
-    over the whole projections (weights ``(h/m1) q`` and
-    ``(kv/m1) q``, row statistics allreduced)."""
+    over the whole projections (weights ``(h/m1) q`` and ``(kv/m1) q``, row statistics
+    allreduced)."""
     if qk_norm is None:
         return []
     b, l = at.b, at.l

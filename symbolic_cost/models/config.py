@@ -1,10 +1,11 @@
 """Hugging Face ``config.json`` files as ``Architecture`` values.
 
 ``from_config`` reads a parsed ``config.json`` with the reader of its ``model_type``
-(``models.families``): gpt2, gpt_neox, gptj, opt, bloom, falcon, llama, mistral, qwen2,
-qwen3, gemma, gemma2, gemma3_text, phi, phi3, olmo, olmo2, olmo3, granite, seed_oss, ernie4_5,
-exaone4, smollm3, arcee, cohere, cohere2, starcoder2, bert, roberta, t5, mixtral, qwen2_moe, qwen3_moe, olmoe,
-gpt_oss, glm4_moe, granitemoe, granitemoeshared, llama4_text, phimoe, minimax_m2, deepseek_v2, deepseek_v3.
+(``models.families``): gpt2, gpt_neox, gptj, opt, bloom, falcon, llama, mistral, qwen2, qwen3,
+gemma, gemma2, gemma3_text, phi, phi3, olmo, olmo2, olmo3, granite, seed_oss, ernie4_5,
+exaone4, smollm3, arcee, cohere, cohere2, starcoder2, bert, roberta, t5, mixtral, qwen2_moe,
+qwen3_moe, olmoe, gpt_oss, glm4_moe, granitemoe, granitemoeshared, llama4_text, phimoe,
+minimax_m2, deepseek_v2, deepseek_v3.
 
 * A missing key takes the default of that type's ``transformers`` config class (5.23).
 * Every key is read, or declared not to change the cost (token ids, initialisation, output
