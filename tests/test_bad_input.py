@@ -318,7 +318,6 @@ CLI = [
     ("inference --hf-config {hf}/Mixtral-8x7B-v0.1.json --set m1=4 ep=3", "ep must divide m1"),
     ("search --hf-config {hf}/gpt-oss-20b.json --devices 64 --global-batch 128 --tensor 2d",
      "a tensor grid does not model head_dim, rotary_dim, window, sinks, moe; add 1d to tensor (--tensor)"),
-    ("inference --hf-config {hf}/Llama-4-Scout-17B-16E-text.json", "serving chunked attention"),
     ("summary --hf-config {cfg}/llama4.json", "the language model is its text_config (model_type 'llama4_text')"),
     ("reproduce --reports {tmp}/missing/deeper", "--reports"),
     ("report --out {tmp}/missing/deeper", "--out"),

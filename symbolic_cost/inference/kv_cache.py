@@ -169,11 +169,10 @@ def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, 
         depth = exact(arch.decoder_layers, "decoder_layers")
         return CacheGroup("full", depth, **shape), CacheGroup("cross", depth, **shape)
     depth = exact(arch.n_layers, "n_layers")
-    if arch.chunked:
-        raise InputError(f"architecture {arch.name}: serving chunked attention (the cache of the current chunk "
-                         f"only) is not modelled; its training costs are")
     if arch.window is None:
         return (CacheGroup("full", depth, **shape),)
+    # a chunked layer (Llama 4) caches as a sliding one of the chunk's size: transformers keeps
+    # its last c - 1 tokens, and a decode step reads them and its own
     sliding = depth if arch.windowed_layers is None else exact(arch.windowed_layers, "windowed_layers")
     groups = (CacheGroup("sliding", sliding, window=exact(arch.window, "window"), **shape),)
     return groups + ((CacheGroup("full", depth - sliding, **shape),) if depth != sliding else ())
