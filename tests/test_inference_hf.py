@@ -4,7 +4,7 @@ Small configs of each attention kind the library caches (multi-head: GPT-2; grou
 Llama, and with experts, Mixtral; multi-query: Falcon; sliding windows on every layer: Mistral;
 alternating sliding and full layers: Gemma 2; chunked layers, whose cache transformers keeps as
 a sliding window's: Llama 4 (one expert, which its code runs on every token as the library
-does); cross-attention: T5; multi-head latent attention: DeepSeek-V3) are built on the CPU with eager attention and run
+does); windows on every other layer, experts on all and attention sinks: GPT-OSS; cross-attention: T5; multi-head latent attention: DeepSeek-V3) are built on the CPU with eager attention and run
 through ``generate`` (greedy, a fixed number of new tokens).  Compared exactly:
 
 Latent attention (DeepSeek-V3, with its mixture of experts) runs as transformers runs it: the
@@ -55,6 +55,8 @@ CASES = {
     "llama4-chunked": dict(model_type="llama4_text", architectures=["Llama4ForCausalLM"], attention_chunk_size=3,
                            num_local_experts=1, num_experts_per_tok=1, intermediate_size_mlp=48,
                            max_position_embeddings=64, **{**TINY, "num_hidden_layers": 4}),   # 3 chunked, 1 full
+    "gpt-oss-sinks": dict(model_type="gpt_oss", architectures=["GptOssForCausalLM"], sliding_window=3,
+                          num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64, **TINY),
     "mixtral-moe": dict(model_type="mixtral", architectures=["MixtralForCausalLM"], num_local_experts=4,
                         num_experts_per_tok=2, max_position_embeddings=64, **TINY),
     "t5-cross": dict(model_type="t5", architectures=["T5ForConditionalGeneration"], d_model=40, num_heads=4,
