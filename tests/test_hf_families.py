@@ -516,17 +516,26 @@ def test_exaone4_rotates_what_its_attention_rotates(window):
     assert (False in expected) == (window is not None)
 
 
+def small_config_matches(config: dict, b=2, l=32):
+    """The model ``transformers`` builds from a small ``config``: its parameters, forward and
+    backward products and bias adds equal the library's (the model, for more checks)."""
+    model = hf_model(config)
+    assert library(config, "small", 1, 8, TORCH).parameters == parameters(model)
+    forward, backward, bias_adds = counted(model, b, l)
+    eager = library(config, "small", b, l, EAGER)
+    assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
+    rows_ = library(config, "small", b, l, TORCH)
+    assert matrix_rows(rows_, "fwd") - products(rows_, "fwd") == bias_adds
+    return model
+
+
 def test_arcee_ungated_relu2_mlp():
     """``arcee``: an ungated MLP (``up_proj``, ``down_proj``): parameters and forward and
     backward products equal those of the model ``transformers`` builds from a small config."""
     config = dict(model_type="arcee", architectures=["ArceeForCausalLM"], hidden_size=64, num_attention_heads=4,
                   num_key_value_heads=2, intermediate_size=96, num_hidden_layers=2, vocab_size=128,
                   max_position_embeddings=64, pad_token_id=0, bos_token_id=0, eos_token_id=0)
-    model = hf_model(config)
-    assert library(config, "arcee", 1, 8, TORCH).parameters == parameters(model)
-    forward, backward, _ = counted(model, 2, 32)
-    eager = library(config, "arcee", 2, 32, EAGER)
-    assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
+    small_config_matches(config)
     assert from_config(config).mlp == "relu"
 
 
@@ -576,14 +585,7 @@ def test_phimoe_from_a_small_config():
                   num_key_value_heads=2, intermediate_size=96, num_hidden_layers=2, vocab_size=128,
                   max_position_embeddings=64, num_local_experts=4, num_experts_per_tok=2, attention_bias=True,
                   lm_head_bias=True, sliding_window=16, pad_token_id=0, bos_token_id=0, eos_token_id=0)
-    model = hf_model(config)
-    assert library(config, "phimoe", 1, 8, TORCH).parameters == parameters(model)
-    b, l = 2, 32
-    forward, backward, bias_adds = counted(model, b, l)
-    eager = library(config, "phimoe", b, l, EAGER)
-    assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
-    torch_rows = library(config, "phimoe", b, l, TORCH)
-    assert matrix_rows(torch_rows, "fwd") - products(torch_rows, "fwd") == bias_adds
+    small_config_matches(config)
 
 
 def test_cohere2_rotates_only_its_windowed_layers():
@@ -606,9 +608,5 @@ def test_minimax_m2_from_a_small_config():
                   num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, num_hidden_layers=2,
                   vocab_size=128, max_position_embeddings=64, num_local_experts=8, num_experts_per_tok=2,
                   rotary_dim=8, pad_token_id=0, bos_token_id=0, eos_token_id=0)
-    model = hf_model(config)
-    assert library(config, "m2", 1, 8, TORCH).parameters == parameters(model)
-    forward, backward, _ = counted(model, 2, 32)
-    eager = library(config, "m2", 2, 32, EAGER)
-    assert (products(eager, "fwd"), products(eager, "bwd")) == (forward, backward)
+    model = small_config_matches(config)
     assert from_config(config).rotary_dim == 2 * model.model.rotary_emb.inv_freq.shape[0] == 8
