@@ -318,6 +318,7 @@ CLI = [
     ("inference --hf-config {hf}/Mixtral-8x7B-v0.1.json --set m1=4 ep=3", "ep must divide m1"),
     ("search --hf-config {hf}/gpt-oss-20b.json --devices 64 --global-batch 128 --tensor 2d",
      "a tensor grid does not model head_dim, rotary_dim, window, sinks, moe; add 1d to tensor (--tensor)"),
+    ("summary --hf-config {cfg}/deep.json", "num_hidden_layers must be at most 1,000,000"),
     ("summary --hf-config {cfg}/llama4.json", "the language model is its text_config (model_type 'llama4_text')"),
     ("reproduce --reports {tmp}/missing/deeper", "--reports"),
     ("report --out {tmp}/missing/deeper", "--out"),
@@ -334,7 +335,8 @@ def _write_configs(folder: pathlib.Path) -> None:
              "activation_int.json": {**GPT2, "activation_function": 3},
              "tie_text.json": {**LLAMA, "tie_word_embeddings": "false"},
              "attention_bias_5.json": {**LLAMA, "attention_bias": 5},
-             "llama4.json": {"model_type": "llama4", "text_config": {"model_type": "llama4_text"}}}
+             "llama4.json": {"model_type": "llama4", "text_config": {"model_type": "llama4_text"}},
+             "deep.json": {**LLAMA, "num_hidden_layers": 10**12}}
     for name, content in files.items():
         (folder / name).write_text(json.dumps(content))
 

@@ -181,3 +181,11 @@ def test_layers_without_rotary_positions_are_a_group_of_their_own():
     groups = model_cost(arch, Training(b=1, l=16)).blocks[1:-1]
     assert [int(n) for _, n in groups] == [3, 1]
     assert ["rotary" in block.names for block, _ in groups] == [True, False]
+
+
+def test_a_model_too_deep_to_enumerate_keeps_its_closed_form():
+    """A trillion layers built directly (not from a config.json, whose readers refuse more than a
+    million): one kind of layer, counted in closed form, never enumerated layer by layer."""
+    one, two, deep = (model_cost(Architecture("toy", n, 64, 4, 256, 100), Training(b=1, l=8)).parameters
+                      for n in (1, 2, 10**12))
+    assert deep == one + (10**12 - 1) * (two - one)

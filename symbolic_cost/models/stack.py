@@ -17,6 +17,7 @@ from symbolic_cost.blocks import Block, embedding_block, head_block, transformer
 from symbolic_cost.blocks.ends import stack_end
 from symbolic_cost.blocks.mtp import mtp_rows
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.families.keys import MAX_LAYERS
 from symbolic_cost.models.grid_stack import grid_stack
 from symbolic_cost.checks import InputError
 from symbolic_cost.ops.matmul import Chunk
@@ -139,9 +140,10 @@ def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dic
 def layer_keys(arch: Architecture) -> list[tuple[bool, bool, bool]] | None:
     """``(windowed, MoE, rotates)`` of each layer in layer order, where the model records them
     (``window_pattern``, ``MoE.is_moe``, ``rope_pattern``); ``None`` for windows on some layers
-    without their pattern, an encoder-decoder, or a symbolic depth or ``first_dense``."""
+    without their pattern, an encoder-decoder, a symbolic depth or ``first_dense``, or more
+    than ``MAX_LAYERS`` layers (not enumerated)."""
     depth = sympify(arch.n_layers)
-    if arch.encoder_decoder or not depth.is_number:
+    if arch.encoder_decoder or not depth.is_number or depth > MAX_LAYERS:
         return None
     n = int(depth)
     some = (arch.window is not None and arch.windowed_layers is not None

@@ -48,6 +48,12 @@ PLAIN_ACTIVATIONS = frozenset("""
 """Element-wise activations, each counted one FLOP per element (``ops.gelu``)."""
 
 
+LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers")
+MAX_LAYERS = 1_000_000
+"""Layer counts above this are refused: the readers record each layer's kind (windows,
+experts, rotary positions), and no model comes near it."""
+
+
 class Keys:
     """The keys of one parsed ``config.json`` as the family ``family`` reads them."""
 
@@ -77,6 +83,8 @@ class Keys:
             raise self.error(f"{key} must be a {'non-negative' if zero else 'positive'} integer, got {shown(value)}")
         if value > 2**53:
             raise self.error(f"{key} must be at most 2**53 (a size a float holds exactly), got {shown(value)}")
+        if key in LAYER_COUNTS and value > MAX_LAYERS:
+            raise self.error(f"{key} must be at most {MAX_LAYERS:,} (each layer's kind is recorded), got {shown(value)}")
         return value
 
     def flag(self, key, default=MISSING):
