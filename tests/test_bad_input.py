@@ -797,10 +797,14 @@ JSON_VALUES = st.recursive(
     max_leaves=6)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(base=st.sampled_from([GPT2, LLAMA]), data=st.data())
+PUBLISHED = [json.loads(p.read_text()) for p in sorted((pathlib.Path(__file__).parent / "hf_configs").glob("*.json"))]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base=st.sampled_from([GPT2, LLAMA, *PUBLISHED]), data=st.data())
 def test_random_config_files_end_in_0_or_2(base, data, tmp_path, capsys):
-    """A valid config with one to three keys (known or new) set to random JSON values."""
+    """A valid config (GPT-2's, Llama's or any published one here) with one to three keys (known
+    or new) set to random JSON values."""
     config = dict(base)
     for _ in range(data.draw(st.integers(1, 3))):
         key = data.draw(st.sampled_from(sorted(config) + ["new_key"]))
