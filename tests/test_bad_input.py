@@ -800,7 +800,7 @@ JSON_VALUES = st.recursive(
 PUBLISHED = [json.loads(p.read_text()) for p in sorted((pathlib.Path(__file__).parent / "hf_configs").glob("*.json"))]
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(base=st.sampled_from([GPT2, LLAMA, *PUBLISHED]), data=st.data())
 def test_random_config_files_end_in_0_or_2(base, data, tmp_path, capsys):
     """A valid config (GPT-2's, Llama's or any published one here) with one to three keys (known
