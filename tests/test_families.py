@@ -315,6 +315,8 @@ def test_t5_untied_head_counts_its_own_table():
     (dict(model_type="t5", feed_forward_proj="gated-gelu-new"), "feed_forward_proj must be ACT or gated-ACT"),
     (dict(model_type="gemma2", use_bidirectional_attention=True), "use_bidirectional_attention=True"),
     (dict(model_type="mistral", num_attention_heads=32, num_key_value_heads=5), "num_key_value_heads=5 does not divide"),
+    (dict(model_type="cohere2", sliding_window_pattern="LLLG"), "sliding_window_pattern must be a positive integer"),
+    (dict(model_type="exaone4", sliding_window_pattern=0), "sliding_window_pattern must be a positive integer"),
     ("not a dict", "config.json must be a JSON object, got str"),
 ])
 def test_refusals_name_the_key(config, message):

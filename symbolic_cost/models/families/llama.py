@@ -209,16 +209,25 @@ def ernie4_5(k: Keys, name: str) -> Architecture:
                  qkv_bias=bias, bias=bias, mlp_bias=bias)
 
 
+def _all_but_every(k: Keys, window):
+    """The config classes' default sliding layers (EXAONE 4, Cohere 2): all but every
+    ``sliding_window_pattern``-th (4).  Without ``layer_types`` the pattern must be a positive
+    integer (the classes compute ``(i + 1) % pattern``); a text such as ``"LLLG"`` needs them."""
+    period = k._raw("sliding_window_pattern", 4, True)
+    if window is None or k._raw("layer_types", None, True) is not None:
+        return lambda i: False                       # no window, or the layers are listed
+    if not (type(period) is int and period > 0):
+        raise k.error(f"sliding_window_pattern must be a positive integer without layer_types, got {period!r}")
+    return lambda i: (i + 1) % period != 0
+
+
 def exaone4(k: Keys, name: str) -> Architecture:
     """EXAONE 4: OLMo 2's norms of each sublayer's output with per-head q/k RMS norms; with a
     ``sliding_window``, windows on the layers ``layer_types`` names (the config class: all but
     every ``sliding_window_pattern``-th) and no rotary positions on the others (global NoPE)."""
     depth = k.int("num_hidden_layers", 32)
     window = k.int("sliding_window", 4096, nullable=True)
-    period = k._raw("sliding_window_pattern", 4, True)
-    if window is not None and k._raw("layer_types", None, True) is None and not (type(period) is int and period > 0):
-        raise k.error(f"sliding_window_pattern must be a positive integer without layer_types, got {period!r}")
-    windows = window_fields(k, depth, window, lambda i: (i + 1) % period != 0)
+    windows = window_fields(k, depth, window, _all_but_every(k, window))
     return _core(k, name, dict(vocab_size=102400, intermediate_size=16384, num_key_value_heads=32), qkv_bias=False,
                  bias=False, mlp_bias=False, qk_norm="head", rope_pattern=windows.get("window_pattern"), **windows)
 
@@ -273,12 +282,10 @@ def cohere2(k: Keys, name: str) -> Architecture:
     """Command R7B / Command A (Cohere 2): Command R's parallel layer, ``sliding_window`` on the
     layers ``layer_types`` names (by default three of every four) and rotary positions on
     those only (none without a window)."""
-    k.known("logit_scale", "layer_norm_eps", "sliding_window_pattern")
+    k.known("logit_scale", "layer_norm_eps")
     depth = k.int("num_hidden_layers", 40)
     window = k.int("sliding_window", 4096, nullable=True)
-    period = k._raw("sliding_window_pattern", 4, True)
-    windows = window_fields(k, depth, window, lambda i: (i + 1) % period != 0 if type(period) is int and period
-                            else True)
+    windows = window_fields(k, depth, window, _all_but_every(k, window))
     rope = windows.get("window_pattern")
     return _core(k, name, dict(COHERE, rotary=bool(windows)), norm="layer_nobias", parallel=True, norms=1,
                  **_biases(k), rope_pattern=rope, **windows)
