@@ -54,6 +54,13 @@ field                           default        alternatives
 ``deallocate_pipeline_outputs`` ``True``       ``False``: a pipeline stage keeps the data of
                                                the output it sent for every micro-batch in
                                                flight (Megatron-LM frees it)
+``pipeline_sends``              ``"full"``     each rank of a tensor group sends the ``b l/s1 e``
+                                               it holds to the next stage (Megatron-Core);
+                                               ``"scatter-gather"``: it sends ``1/m1`` of
+                                               the hidden states and the next stage
+                                               all-gathers them over ``m1/s1`` ranks
+                                               (Megatron-LM before sequence parallelism,
+                                               Narayanan et al. 2021, section 4.1)
 ``gemm_output_overhead``        ``False``      ``True``: a tiled GEMM also costs
                                                ``15 + 5 ceil(k/X)`` operations per output
 ``lstm_grad_accumulate_bytes``  ``True``       ``False``: the LSTM weight-gradient sum's
@@ -85,6 +92,7 @@ _CHOICES = {
     "sequence_parallel_inputs": ("shard", "gathered"),
     "loss_precision": ("fp32", "activations"),
     "lstm_softmax_weight_rows": ("input", "projection"),
+    "pipeline_sends": ("full", "scatter-gather"),
 }
 
 
@@ -112,6 +120,7 @@ class Conventions:
     sequence_parallel_inputs: str = "shard"
     loss_precision: str = "fp32"
     deallocate_pipeline_outputs: bool = True
+    pipeline_sends: str = "full"
     gemm_output_overhead: bool = False
     lstm_grad_accumulate_bytes: bool = True
     lstm_softmax_weight_rows: str = "input"

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py")
+TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
+         "tests/test_time_model.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -59,7 +60,15 @@ class Mutation:
 PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/zero.py"
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
 RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
+EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
 MUTATIONS = (
+    Mutation("wave-quantisation", EFFICIENCY, "(ceiling(tiles / sms) * sms * tile_m * tile_n)",
+             "(tiles * tile_m * tile_n)", required=False),
+    Mutation("nccl-ll-share", EFFICIENCY, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
+             "Rational(1, 3)", required=False),
+    Mutation("overlap-window", STEP, 'seconds["grad"] - compute["bwd"]', 'seconds["grad"] - compute["fwd"] - compute["bwd"]',
+             required=False),
+    Mutation("scatter-gather-share", TOTALS, "boundary = boundary * s1 / m1", "boundary = boundary", required=False),
     Mutation("bubble", PIPELINE, "(self.v * sympify(n) + p - 1)", "(self.v * sympify(n))"),
     Mutation("1f1b-in-flight", PIPELINE, "return minimum(p - rank, n)", "return p - rank"),
     Mutation("full-recompute-collectives", TOTALS, "again = redone if", "again = 0 if"),

@@ -16,6 +16,7 @@ from symbolic_cost.cli.options import UsageError
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import load as load_config, preset
 from symbolic_cost.timing.step import step_time_breakdown
+from symbolic_cost.timing.hardware import calibrated
 
 CLI = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost" / "cli"
 NAMES = [module.__name__.rsplit(".", 1)[-1] for module in COMMANDS]
@@ -41,7 +42,7 @@ def _defaults(name):
 
 def test_every_command_is_listed():
     assert NAMES == ["table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile",
-                     "sweep", "search", "inference", "lstm", "report"]
+                     "sweep", "search", "inference", "lstm", "report", "calibrate"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -154,11 +155,19 @@ def test_table_units_are_in_every_header(capsys):
 def test_summary_prints_the_step_time_breakdown(capsys):
     settings = ["--preset", "gpt2", "--set", "b=2", "l=128", "d=2", "p=2", "n_micro=4"]
     cost = model_cost(preset("gpt2"), Training(b=2, l=128, d=2, p=2, micro_batches=4))
-    expected = {k: float(v) for k, v in step_time_breakdown(cost, "h100").items()}
+    expected = {k: float(v) for k, v in step_time_breakdown(cost, calibrated("h100")).items()}
+    assert main(["summary", *settings, "--json", "--ideal"]) == 0       # the peak-only bound, as named
+    ideal = json.loads(capsys.readouterr().out)
+    assert ideal["time_model"] == "ideal" and ideal["step_time_s"] == pytest.approx(
+        {k: float(v) for k, v in step_time_breakdown(cost, "h100").items()}, rel=1e-12)
     assert main(["summary", *settings, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     parts = report["step_time_s"]
-    assert list(parts) == ["compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "total"]
+    assert report["time_model"] == "calibrated" and parts["total"] > ideal["step_time_s"]["total"]
+    assert list(parts) == ["compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "optimizer", "total"]
+    # predicted MFU by hand: model FLOPs over (devices x peak x step time)
+    flops = float(cost.model_flops_fwd + cost.model_flops_bwd)
+    assert math.isclose(report["predicted"]["mfu"], flops / (4 * 989.4e12 * parts["total"]), rel_tol=1e-9)
     for part, value in expected.items():
         assert math.isclose(parts[part], value, rel_tol=1e-12), part
     # by hand: the parts add up; 1F1B with p = 2 idles (p - 1) slots of one micro-batch (n = 4)

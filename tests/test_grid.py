@@ -483,12 +483,13 @@ def test_summary_runs_a_whole_model_on_a_grid(capsys):
     from symbolic_cost.models.config import preset
     from symbolic_cost.models.grid_stack import on_grid
     from symbolic_cost.timing.step import step_time_breakdown
+    from symbolic_cost.timing.hardware import calibrated
     assert main(["summary", "--preset", "gpt2", "--tensor", "2.5d", "--set", "mq=2", "md=2", "b=4", "d=2",
                  "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     cost = model_cost(preset("gpt2"), on_grid(Training(b=4, l=1024, d=2), make_grid("2.5d", mq=2, md=2)))
     assert printed["memory_bytes"] == cost.memory_bytes and printed["flops_fwd"] == cost.flops_fwd
-    assert printed["step_time_s"]["total"] == pytest.approx(float(step_time_breakdown(cost, "h100")["total"]))
+    assert printed["step_time_s"]["total"] == pytest.approx(float(step_time_breakdown(cost, calibrated("h100"))["total"]))
     assert main(["summary", "--preset", "gpt2", "--tensor", "2d", "--set", "m1=2", "m2=2", "s1=2"]) == 2
     assert "s1 is the grid's devices" in capsys.readouterr().err
 

@@ -16,7 +16,7 @@ import sys
 from symbolic_cost.cli.options import Parser, UsageError, command
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
-         "inference", "lstm", "report")
+         "inference", "lstm", "report", "calibrate")
 """The subcommands, in the order ``--help`` lists them; each is the module ``cli.NAME``."""
 
 

@@ -162,6 +162,10 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
         option(group, "--first-stage-layers", type=int, help="layers on the first pipeline rank "
                "(default: an even split; the other layers split evenly)")
         option(group, "--last-stage-layers", type=int, help="layers on the last pipeline rank")
+        option(group, "--overlap", type=field_list(OVERLAPS), default=[],
+               help="communication run behind compute: grad (--overlap-grad-reduce), param "
+                    "(--overlap-param-gather), tensor (--tp-comm-overlap), comma-separated (default: none, "
+                    "as Megatron-LM)")
     flash(group)
 
 
@@ -177,12 +181,21 @@ def experts(parser):
            help="leave out the model's multi-token-prediction modules (DeepSeek-V3's; trained by default)")
 
 
+OVERLAPS = ("grad", "param", "tensor")
+
+
 def training_policy(args) -> dict:
     """The ``Training`` fields the training options set (those a command offers)."""
+    from symbolic_cost.models.training import Overlap
+    policy = {}
+    if getattr(args, "overlap", None):
+        chosen = set(args.overlap)
+        policy["overlap"] = Overlap(grad_reduce="grad" in chosen, param_gather="param" in chosen,
+                                    tensor="tensor" in chosen)
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "flash", "capacity_factor",
              "expert_imbalance", "mtp")
-    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+    return policy | {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
 def counting(parser, conventions: str = CONVENTIONS, kernel_time: bool = True):

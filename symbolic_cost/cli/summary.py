@@ -18,7 +18,7 @@ from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.parallel.grid import DEGREES
 from symbolic_cost.models.utilisation import hfu, mfu
-from symbolic_cost.timing.hardware import comm_time, get_system
+from symbolic_cost.timing.hardware import calibrated, comm_time, get_system
 from symbolic_cost.timing.host import host_bytes_per_node, host_step_time, host_time
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -53,6 +53,9 @@ def add_arguments(parser) -> None:
     options.counting(parser)
     options.tensor(parser)
     options.units(parser)
+    options.option(parser, "--ideal", action="store_true",
+                   help="time at 100%% of peak FLOP/s and bandwidth (a lower bound) instead of the calibrated "
+                        "model (timing.efficiency, fitted on published measured runs)")
     options.option(parser, "--step-time", metavar="SECONDS",
                    help="a measured step time: print MFU and HFU (decimal seconds, read exactly)")
     options.option(parser, "--json", action="store_true",
@@ -82,9 +85,15 @@ def whole_model(args):
 def report(args) -> tuple[dict, Training]:
     """Every number the command prints (FLOPs, bytes and seconds), and the training."""
     arch, training, cost, chosen = whole_model(args)
-    system = get_system(args.system)
+    system = get_system(args.system) if args.ideal else calibrated(args.system)
     out = {"model": arch.name, **{name: number(getattr(cost, name)) for name in FIELDS}}
-    out["step_time_s"] = {part: number(value) for part, value in step_time_breakdown(cost, system, chosen).items()}
+    steps = step_time_breakdown(cost, system, chosen)
+    out["step_time_s"] = {part: number(value) for part, value in steps.items()}
+    out["time_model"] = "ideal" if args.ideal else "calibrated"
+    out["predicted"] = {"mfu": number(mfu(cost, steps["total"], system)),
+                        "tokens_per_s_per_device": number(training.micro_batches * training.b * training.d
+                                                          * training.decoder_tokens / steps["total"]
+                                                          / world_size(training))}
     out["world_size"] = number(world_size(training))
     out["trainable_parameters"] = number(cost.trainable_parameters)
     if training.mtp and arch.mtp_layers:
@@ -188,6 +197,10 @@ def run(args) -> int:
     print(f"step time per iteration on {args.system}: "
           + ", ".join(f"{part} {seconds(value)}" for part, value in steps.items() if part != "total")
           + f"; total {seconds(steps['total'])}")
+    predicted = {k: f"{100 * v:.1f}%" if k == "mfu" and isinstance(v, float) else
+                 (f"{v:,.0f}" if isinstance(v, float) else str(v)) for k, v in out["predicted"].items()}
+    print(f"predicted ({out['time_model']} time model): MFU {predicted['mfu']}, "
+          f"{predicted['tokens_per_s_per_device']} tokens/s per device")
     print(f"pipeline bubble (fraction): {out['bubble']}")
     if "utilisation" in out:
         u = {k: f"{100 * v:.1f}%" if isinstance(v, float) else str(v) for k, v in out["utilisation"].items()}

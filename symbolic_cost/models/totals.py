@@ -25,7 +25,7 @@ from sympy import Expr, Integer
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
 from symbolic_cost.checks import InputError, INTERLEAVED_RULES, PIPELINE_RULES, check_rules
-from symbolic_cost.cost import Collective, exact
+from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
@@ -162,7 +162,13 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
                 again = redone if c.pass_ == "fwd" else 0   # full recompute redoes them
                 out.append((block_dimension(row), c.repeated(n * (times + again))))
     if p != 1:   # neighbouring stages are m1 d ranks apart; each of the v chunks sends
-        sends = stage_sends(boundary_elements(cost), es, p, n * t.virtual_stages, m1 * d, conventions)
+        boundary = boundary_elements(cost)
+        if conventions.pipeline_sends == "scatter-gather":   # 1/m1 each, gathered over m1/s1 on arrival
+            boundary = boundary * s1 / m1
+            for pass_ in ("fwd", "bwd"):
+                out += [("pipeline", c) for c in collective("allgather", boundary * m1 / s1, es, m1 / s1, pass_,
+                                                            conventions, repeats=n * t.virtual_stages)]
+        sends = stage_sends(boundary, es, p, n * t.virtual_stages, m1 * d, conventions)
         out += [("pipeline", c) for c in sends]
     dense, dense_states = dense_state(states, cost.parameters_per_device)
     if d != 1:   # data-parallel members are m1 ranks apart

@@ -21,11 +21,33 @@ from symbolic_cost.models.recipes import check_offload
 from symbolic_cost.blocks.moe import check_expert_training
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
+__all__ = ["Training", "Overlap", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 RECOMPUTE = ("none", "selective", "activation", "full")
 RECOMPUTE_METHODS = ("uniform", "block")
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Communication the framework runs behind compute (``timing.step``): ``grad_reduce``, the
+    data-parallel gradient reduction behind the last micro-batch's backward (Megatron-LM
+    ``--overlap-grad-reduce``, PyTorch DDP's buckets); ``param_gather``, the distributed
+    optimizer's parameter all-gather behind the first micro-batch's forward
+    (``--overlap-param-gather``); ``tensor``, the tensor/sequence-parallel collectives behind the
+    products (``--tp-comm-overlap``, Transformer Engine).  All off, as Megatron-LM's defaults."""
+
+    grad_reduce: bool = False
+    param_gather: bool = False
+    tensor: bool = False
+
+    def __post_init__(self):
+        for name in ("grad_reduce", "param_gather", "tensor"):
+            flag(getattr(self, name), name)
+
+
+MEGATRON_OVERLAP = Overlap(grad_reduce=True, param_gather=True, tensor=True)
+"""The three switches on, as Megatron-LM's performance recipes launch (its README's H100 table)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,7 @@ class Training:
     lora: LoRA | None = None     # adapters over a frozen base (models.lora)
     mtp: bool = True             # train the model's multi-token-prediction modules (blocks.mtp), if any
     tensor: object = None        # a 2-D/2.5-D/3-D tensor grid (parallel.grid; set with models.grid_stack.on_grid)
+    overlap: Overlap = Overlap()  # communication behind compute (timing.step)
 
     def __post_init__(self):
         uneven = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers", "l_dec")
@@ -91,6 +114,8 @@ class Training:
         check_offload(self.offload, self.zero)
         if self.lora is not None and not isinstance(self.lora, LoRA):
             raise InputError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}")
+        if not isinstance(self.overlap, Overlap):
+            raise InputError(f"overlap must be a models.training.Overlap value, got {self.overlap!r}", "overlap")
         if self.lora is not None and self.fp8 is not None:
             raise InputError("fp8 with lora is not modelled: choose one of them")
 

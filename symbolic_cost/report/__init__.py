@@ -13,6 +13,8 @@
   PyTorch autograd's saved tensors (``memory``; the PyTorch numbers are data, ``memory_measured``),
 * ``inference.md``, ``kv-cache.png``, ``decode-throughput.png``: the KV cache of a few public models,
   decode throughput against the batch, the crossover and largest batches per system (``inference``),
+* ``validation.md``, ``validation.png``: the calibrated time model against the published measured
+  runs of ``reproduce.measured`` (``validation``),
 * ``<model>.png``: FLOPs, memory and time against ``l`` and ``m1``, crossovers marked (``plots``).
 
 Plots need matplotlib (``pip install 'symbolic_cost[report]'``); it is imported
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from symbolic_cost import reproduce
+from symbolic_cost.reproduce import measured
 from symbolic_cost.report.formulas import formula_sheet
 from symbolic_cost.report.grids import grids_markdown
 from symbolic_cost.report.kernel_model import LSTMCase, kernel_markdown
@@ -34,6 +37,7 @@ from symbolic_cost.report.memory import memory_markdown
 from symbolic_cost.report.plots import plot, plot_name
 from symbolic_cost.report.scaling import SHAPES, analysis_markdown
 from symbolic_cost.report.sequence import sequence_markdown
+from symbolic_cost.report import validation
 
 __all__ = ["generate", "seed_002_lstm", "LSTMCase", "SHAPES"]
 
@@ -77,6 +81,9 @@ def generate(out: Path, small: bool = False, progress: Callable[[str], None] = p
     _write(out / "inference.md", inference_markdown(), written)
     written += plot_inference(out, points=12 if small else 40)
     progress("inference: inference.md, kv-cache.png, decode-throughput.png")
+    written.append(validation.write(out, measured.cases(), measured.excluded()))
+    written.append(out / "validation.png")
+    progress("time model against measured runs: validation.md, validation.png")
     for shape in shapes:
         path = out / plot_name(shape)
         plot(shape, path, points=12 if small else 60)

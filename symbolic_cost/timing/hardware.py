@@ -28,12 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from sympy import Expr, Integer, Piecewise, Rational, floor, sympify
+from sympy import Expr, Integer, Piecewise, Rational, ceiling, floor, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.extrema import maximum
 from symbolic_cost.parallel import collectives
-from symbolic_cost.timing import kernels
+from symbolic_cost.timing import efficiency, kernels
 from symbolic_cost.cost import Collective, Cost, exact
 from symbolic_cost.checks import InputError
 
@@ -80,11 +80,14 @@ class System:
     host_bandwidth: Expr = 0           # bytes/s per device and direction to host memory (PCIe, NVLink-C2C)
     fp8_flops: Expr = 0                # FLOP/s of dense FP8 products on matrix units; 0: none (matrix_flops)
     host_memory_bandwidth: Expr = 0    # bytes/s of a node's host memory (all sockets); 0: not stated
+    efficiency: object = None          # a timing.efficiency.Efficiency: the calibrated model; None: peak only
 
     _REQUIRED = ("matrix_flops", "vector_flops", "hbm_bandwidth", "nvlink_size")
 
     def __post_init__(self):
         for item in fields(self)[1:]:
+            if item.name == "efficiency":
+                continue
             value = exact(getattr(self, item.name), item.name)
             if value.is_number and (value < 0 or (value == 0 and item.name in self._REQUIRED)):
                 raise InputError(f"system {self.name}: {item.name} must be positive, got {value}")
@@ -211,6 +214,8 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
     3/200
     """
     model = conv.get(conventions).comm_time
+    if system.efficiency is not None and model != "bandwidth":
+        return _nccl_time(c, system, link)
     bandwidth, latency = _link(c, system, link)
     if bandwidth == 0:
         if c.group == 1:
@@ -229,6 +234,19 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
         spread = collectives.hierarchical_time(c.kind, c.group, members, c.tensor_bytes, nvlink, ib)
         flat = _on_link(c.span, system, flat, spread)
     return c.repeats * flat
+
+
+def _nccl_time(c: Collective, system: System, link: str | None) -> Expr:
+    """The calibrated model's collective time (``efficiency.collective_time``): on NVLink when
+    the group fits one domain (or ``link`` pins it), else across ``ceiling(span / domain)``
+    domains with the network's bus bandwidth."""
+    if c.group == 1:
+        return Integer(0)
+    if link is not None:
+        return efficiency.collective_time(c, system, link)
+    nodes = ceiling(c.span / system.nvlink_size)
+    return _on_link(c.span, system, efficiency.collective_time(c, system, "nvlink"),
+                    efficiency.collective_time(c, system, "ib", nodes))
 
 
 TIME_FIELDS = ("t_comp_fwd", "t_mem_fwd", "t_comp_bwd", "t_mem_bwd", "intensity", "t_fwd", "t_bwd",
@@ -266,7 +284,10 @@ def _row_times(cost: Cost, system: System, conventions) -> dict[str, Expr]:
     t = {}
     for pass_ in ("fwd", "bwd"):
         t[f"t_comp_{pass_}"] = getattr(cost, f"flops_{pass_}") / flops_rate
-        if conventions.kernel_time == "tiled":
+        if system.efficiency is not None:     # the calibrated model: achieved rates, then the roofline
+            t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"] = efficiency.pass_times(cost, pass_, system, conventions)
+            t[f"t_{pass_}"] = maximum(t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"])
+        elif conventions.kernel_time == "tiled":
             t[f"t_mem_{pass_}"], t[f"t_{pass_}"] = kernels.pass_times(cost, pass_, system, conventions)
         else:
             t[f"t_mem_{pass_}"] = getattr(cost, f"mem_{pass_}") / system.hbm_bandwidth
@@ -286,3 +307,13 @@ def step_time(costs, system: System | str, conventions=conv.DEFAULT, passes=("fw
     system, conventions = get_system(system), conv.get(conventions)
     return sum((times(cost, system, conventions)[f"t_total_{p}"] for cost in costs for p in passes),
                Integer(0))
+
+
+def calibrated(system: System | str) -> System:
+    """A system timed by the calibrated model: its preset's ``timing.efficiency.efficiency``.
+
+    >>> calibrated("a100").efficiency.sms
+    108
+    """
+    system = get_system(system)
+    return system if system.efficiency is not None else system.but(efficiency=efficiency.efficiency(system.name))

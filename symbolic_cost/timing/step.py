@@ -6,6 +6,7 @@ from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import exact
+from symbolic_cost.extrema import maximum
 from symbolic_cost.models import ModelCost
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_rows, redone_layers
@@ -25,8 +26,11 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       (``v`` chunks per rank under the interleaved schedule, else 1);
     * ``pipeline_comm``: the stage's p2p sends; ``data_comm``: the gradient and
       parameter collectives of data parallelism, and of expert data parallelism for
-      the routed experts (not overlapped); the all-to-alls of MoE layers are block
-      collectives, in ``tensor_comm``;
+      the routed experts, less what ``Training.overlap`` hides behind one micro-batch's
+      backward (gradients) or forward (parameters); the all-to-alls of MoE layers are block
+      collectives, in ``tensor_comm`` (with ``overlap.tensor`` only what outlasts the compute);
+    * ``optimizer`` (calibrated systems only, ``timing.hardware.calibrated``): the
+      memory-bound optimizer step (``optimizer_time``);
     * ``host_comm`` and ``host_step`` (only when the training offloads): the offload traffic
       on the host link (``timing.host.host_time``) and the optimizer step on the host
       (``timing.host.host_step_time``), not overlapped with the rest (an upper bound: DeepSpeed
@@ -36,29 +40,83 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     system, conventions = get_system(system), conv.get(conventions)
     t = cost.training
     p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
+    place = cost_placement(cost)
+    compute, tensor = {}, {}
+    for pass_ in ("fwd", "bwd"):
+        compute[pass_], tensor[pass_] = _stage_pass(cost, place, system, conventions, pass_)
+    compute_all, tensor_all = compute["fwd"] + compute["bwd"], tensor["fwd"] + tensor["bwd"]
+    if t.overlap.tensor:       # only what outlasts the products shows
+        tensor_all = maximum(0, tensor_all - compute_all)
+    per_micro = compute_all + tensor_all
+    idle_slots = (p - 1) / t.virtual_stages         # interleaving shrinks the warm-up by v
+    out = {"compute": n * compute_all, "tensor_comm": n * tensor_all, "bubble": idle_slots * per_micro,
+           "pipeline_comm": _dimension_time(cost, "pipeline", system, conventions),
+           "data_comm": _data_time(cost, system, conventions, compute)}
+    if system.efficiency is not None:
+        out["optimizer"] = optimizer_time(cost, system)
+    if t.offload != "none":
+        out["host_comm"] = host_time(cost, system)
+        out["host_step"] = host_step_time(cost, system)
+    out["total"] = sum(out.values(), Integer(0))
+    return out
 
-    def parts(rows, passes=("fwd", "bwd")):
-        """(compute, communication) seconds of some rows over some passes."""
+
+def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr]:
+    """(compute, tensor-communication) seconds of one micro-batch's ``pass_`` on the busiest
+    stage; the backward includes the forward its recomputed layers redo."""
+    t = cost.training
+
+    def parts(rows, passes):
         seconds = [times(r, system, conventions) for r in rows]
         return tuple(sum((s[f"{kind}{p_}"] for s in seconds for p_ in passes), Integer(0))
                      for kind in ("t_", "t_comm_"))
 
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
-    start, end = parts(cost.embedding), parts(cost.head)
-    place = cost_placement(cost)
-    groups = [(parts(blk), parts([blk[r] for r in recomputed_rows(blk, t.recompute)], ("fwd",)),
+    start, end = parts(cost.embedding, (pass_,)), parts(cost.head, (pass_,))
+    groups = [(parts(blk, (pass_,)),
+               parts([blk[r] for r in recomputed_rows(blk, t.recompute)], ("fwd",)) if pass_ == "bwd" else (0, 0),
                redone_layers(t, place.most(g))) for g, (blk, _) in enumerate(middle)]
-    # each group's recomputed layers of the stage redo their forward (and its collectives)
-    compute, tensor = (place.busiest(start[i], end[i], [whole[i] for whole, _, _ in groups])
-                       + sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))
-    per_micro = compute + tensor
-    by_dim = lambda dim: sum((comm_time(c, system, conventions) for d_, c in cost.collectives if d_ == dim),  # noqa: E731
-                             Integer(0))
-    idle_slots = (p - 1) / t.virtual_stages         # interleaving shrinks the warm-up by v
-    out = {"compute": n * compute, "tensor_comm": n * tensor, "bubble": idle_slots * per_micro,
-           "pipeline_comm": by_dim("pipeline"), "data_comm": by_dim("data") + by_dim("expert_data")}
-    if t.offload != "none":
-        out["host_comm"] = host_time(cost, system)
-        out["host_step"] = host_step_time(cost, system)
-    out["total"] = sum(out.values(), Integer(0))
+    return tuple(place.busiest(start[i], end[i], [whole[i] for whole, _, _ in groups])
+                 + sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))
+
+
+def _dimension_time(cost: ModelCost, dimension: str, system, conventions, kinds=None) -> Expr:
+    """Seconds of the step's collectives of one dimension (of some kinds only, if given)."""
+    return sum((comm_time(c, system, conventions) for d_, c in cost.collectives
+                if d_ == dimension and (kinds is None or c.kind in kinds)), Integer(0))
+
+
+def _data_time(cost: ModelCost, system, conventions, compute: dict) -> Expr:
+    """Data-parallel (and expert data-parallel) collectives, less what ``Training.overlap``
+    hides: the gradient reductions behind one micro-batch's backward, the parameter
+    all-gathers behind one micro-batch's forward (the window Megatron-LM's buckets have)."""
+    overlap = cost.training.overlap
+    seconds = {}
+    for name, kinds in (("grad", ("allreduce", "reducescatter")), ("param", ("allgather",))):
+        seconds[name] = sum((_dimension_time(cost, dim, system, conventions, kinds)
+                             for dim in ("data", "expert_data")), Integer(0))
+    grad = maximum(0, seconds["grad"] - compute["bwd"]) if overlap.grad_reduce else seconds["grad"]
+    param = maximum(0, seconds["param"] - compute["fwd"]) if overlap.param_gather else seconds["param"]
+    return grad + param
+
+
+def optimizer_time(cost: ModelCost, system) -> Expr:
+    """Seconds of the optimizer step on the busiest device, memory bound: it reads the
+    gradients and the optimizer state (master weights, moments) and writes the state and the
+    working weights back, ``2 x optimizer + gradient + weight`` bytes at the calibrated HBM
+    bandwidth (``Efficiency.memory``).  Only the calibrated model times it."""
+    moved = 2 * cost.optimizer_bytes + cost.gradient_bytes + cost.weight_bytes
+    return moved / (system.hbm_bandwidth * system.efficiency.memory)
+
+
+def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0) -> dict[str, Expr]:
+    """Seconds of one layer of layer group ``group`` for one micro-batch, as Korthikanti et al.
+    2022 (Table 4) time it: ``fwd``, its rows' forward with their collectives; ``bwd``, their
+    backward plus the forward its recomputed rows redo; ``total``, both."""
+    system, conventions = get_system(system), conv.get(conventions)
+    layer = cost.stack[1 + group][0]
+    recomputed = [layer[r] for r in recomputed_rows(layer, cost.training.recompute)]
+    seconds = lambda rows, p_: sum((times(r, system, conventions)[f"t_total_{p_}"] for r in rows), Integer(0))  # noqa: E731
+    out = {"fwd": seconds(layer, "fwd"), "bwd": seconds(layer, "bwd") + seconds(recomputed, "fwd")}
+    out["total"] = out["fwd"] + out["bwd"]
     return out

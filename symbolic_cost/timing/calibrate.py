@@ -1,0 +1,89 @@
+"""Fit the calibrated time model's factors (``efficiency.FITTED``) on measured runs.
+
+``predict(case, system)`` times one measured case (a ``reproduce.measured.Case``: an
+architecture, a training, conventions and what was measured); ``fit(cases)`` finds, per GPU
+family, the factors that minimise the sum of squared log errors ``log(predicted / measured)``
+over the cases (scipy's ``least_squares``, factors bounded to ``[0.05, 1]``); ``write`` stores
+them, rounded to three significant digits, with their provenance in ``calibration.json``.
+``symbolic-cost calibrate`` runs the three on the project's calibration rows.
+
+The fit runs on symbols: each case's time is built once as an expression in the factors
+(``matrix_a100``, ...) and ``lambdify`` evaluates it for the optimiser.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sympy import Symbol, lambdify
+
+from symbolic_cost.models.totals import model_cost
+from symbolic_cost.timing import efficiency
+from symbolic_cost.timing.hardware import calibrated
+from symbolic_cost.timing.step import layer_time, step_time_breakdown
+
+FAMILIES = ("a100", "h100")
+"""GPU families with their own fitted factors (H200 shares H100's chip, A100-Perlmutter A100's)."""
+
+
+def predict(case, system):
+    """Predicted seconds of what ``case`` measured (a step, or one layer's forward and backward)."""
+    cost = model_cost(case.architecture, case.training, case.conventions)
+    if case.quantity == "layer":
+        return layer_time(cost, system, case.conventions)["total"]
+    return step_time_breakdown(cost, system, case.conventions)["total"]
+
+
+def symbolic_time(case):
+    """``predict`` on the case's calibrated system with every fitted factor a symbol
+    ``<factor>_<family>``."""
+    family = "a100" if case.system.startswith("a100") else "h100"
+    names = {k: Symbol(f"{k}_{family}", positive=True) for k in efficiency.FITTED}
+    system = calibrated(case.system)
+    return predict(case, system.but(efficiency=system.efficiency.but(**names)))
+
+
+def fit(cases) -> dict:
+    """``{family: {factor: value}}`` minimising the squared log errors over ``cases``.  A factor
+    no case constrains (A100's ``attention``: no A100 case runs fused attention) takes the other
+    family's value."""
+    import numpy as np
+    from scipy.optimize import least_squares
+    params = [f"{k}_{fam}" for fam in FAMILIES for k in efficiency.FITTED]
+    functions = []
+    for case in cases:
+        expr = symbolic_time(case)
+        free = sorted(expr.free_symbols, key=str)
+        functions.append((lambdify(free, expr, "numpy"), [params.index(str(s)) for s in free], float(case.seconds)))
+    used = sorted({i for _, idx, _ in functions for i in idx})
+
+    def residuals(x):
+        full = np.ones(len(params))
+        full[used] = x
+        return [np.log(fn(*full[idx]) / seconds) for fn, idx, seconds in functions]
+
+    result = least_squares(residuals, np.full(len(used), 0.7), bounds=(0.05, 1.0))
+    values = dict(zip([params[i] for i in used], result.x))
+    return {fam: {k: values.get(f"{k}_{fam}", values.get(f"{k}_{FAMILIES[1 - FAMILIES.index(fam)]}"))
+                  for k in efficiency.FITTED} for fam in FAMILIES}
+
+
+def rounded(value: float) -> str:
+    """Three significant digits, as ``calibration.json`` stores a factor."""
+    return f"{value:.3g}"
+
+
+def write(values: dict, case_ids: list[str], source: str, path: Path | None = None) -> Path:
+    """Store fitted factors and their provenance (the cases' ids and where they come from)."""
+    path = path or Path(efficiency.__file__).with_name("calibration.json")
+    record = {"fitted": {fam: {k: rounded(v) for k, v in values[fam].items()} for fam in FAMILIES},
+              "provenance": {
+                  "command": "symbolic-cost calibrate",
+                  "method": "scipy.optimize.least_squares on log(predicted / measured), one residual per case, "
+                            "factors bounded to [0.05, 1], rounded to 3 significant digits",
+                  "data": source,
+                  "cases": case_ids,
+                  "note": "A100's attention factor is not constrained (no A100 case runs fused attention): H100's"}}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path

@@ -1,0 +1,211 @@
+"""The calibrated time model: what real kernels and NCCL achieve, as a few named factors.
+
+The peak-only model (``hardware.times`` with a plain ``System``) is a lower bound: every
+product at the datasheet's dense rate, every byte at the full HBM and link bandwidth.
+A system that carries an ``Efficiency`` (``calibrated("a100")``) is timed as real runs are:
+
+* **matrix products** ``(m, k) x (k, n)``, ``count`` of them: at ``matrix`` (a sustained
+  fraction of peak, fitted) times the **wave quantisation** of their output tiles over the
+  SMs (``wave_efficiency``: a product of ``tiles`` tiles runs in ``ceiling(tiles / sms)``
+  waves, and partial tiles and waves do no useful work);
+* **fused attention** (a matrix row without product shapes: flash attention) at
+  ``attention`` of peak (fitted);
+* **memory-bound work** at ``memory`` of the HBM bandwidth (fitted), taking the larger of
+  that and the compute time, as the roofline does;
+* **collectives** as NCCL's own cost model prices them (``nccl_time``): a ring's bus
+  bandwidth per link and a latency ``base + steps x hop`` per protocol, the cheaper of its
+  low-latency ``LL`` and bandwidth ``Simple`` protocols.
+
+Every factor is exact (a ``Rational`` or a symbol), so times stay SymPy expressions that
+can be differentiated, solved and compiled.  The fitted values come from
+``symbolic_cost.report.calibrate`` on the published runs of ``reproduce.measured``
+(``calibration.json`` beside this module, with its provenance); the rest are datasheet or
+NCCL constants with their source beside each.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields, replace
+from importlib import resources
+
+from sympy import Expr, Integer, Rational, ceiling, sympify
+
+from symbolic_cost.checks import InputError, exact
+from symbolic_cost.cost import Collective
+from symbolic_cost.extrema import minimum
+from symbolic_cost.ops.matmul import matmul_flops
+
+MICRO = Rational(1, 10**6)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Named factors of the calibrated time model for one system (see the module docstring).
+
+    ============== =====================================================================
+    field          meaning (source)
+    ============== =====================================================================
+    matrix         sustained fraction of the dense matrix peak on a full-wave product
+                   (fitted)
+    attention      fraction of the matrix peak a fused attention kernel sustains (fitted)
+    memory         fraction of HBM bandwidth a memory-bound kernel achieves (fitted)
+    sms            streaming multiprocessors (datasheet: A100 108, H100 SXM 132)
+    tile_m, tile_n output tile of the product kernels (CUTLASS/cuBLAS: 128 x 128 on
+                   Ampere, 128 x 256 on Hopper's warp-group kernels)
+    nvlink_bus     NCCL ring bus bandwidth over NVLink, bytes/s (NCCL's tuning model caps
+                   compute capability 8.0 at 235 GB/s; Hopper: the same fraction of its
+                   NVLink bandwidth, an assumption)
+    ib_bus         NCCL ring bus bandwidth across nodes, bytes/s per device (the NIC's
+                   line rate: one HDR 200 Gb/s NIC per A100, one NDR 400 Gb/s per H100)
+    ============== =====================================================================
+
+    NCCL's latency constants (``base_*``, ``hop_*``: ``src/graph/tuning.cc``, µs) are
+    module constants of ``nccl_time``, the same for every system.
+    """
+
+    matrix: Expr
+    attention: Expr
+    memory: Expr
+    sms: Expr
+    tile_m: Expr
+    tile_n: Expr
+    nvlink_bus: Expr
+    ib_bus: Expr
+
+    def __post_init__(self):
+        for item in fields(self):
+            value = exact(getattr(self, item.name), item.name)
+            if value.is_number and value <= 0:
+                raise InputError(f"efficiency {item.name} must be positive, got {value}", item.name)
+            object.__setattr__(self, item.name, value)
+
+    def but(self, **changes) -> "Efficiency":
+        known = {item.name for item in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise InputError(f"unknown efficiency field(s): {', '.join(sorted(unknown))}; "
+                             f"fields: {', '.join(sorted(known))}")
+        return replace(self, **changes)
+
+
+FITTED = ("matrix", "attention", "memory")
+"""The factors ``report.calibrate`` fits; the others are datasheet or NCCL constants."""
+
+
+def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
+    """Useful fraction of the tile slots a batch of ``count`` ``(m, k) x (k, n)`` products
+    occupies: ``tiles = ceiling(m/tile_m) ceiling(n/tile_n) count`` output tiles run in
+    ``ceiling(tiles/sms)`` waves of ``sms`` tiles, each ``tile_m x tile_n``; the useful part
+    is ``m n count`` of those ``waves x sms x tile_m x tile_n`` outputs.
+
+    >>> wave_efficiency(2048, 4608, 1, 108, 128, 128)   # 16 x 36 = 576 tiles in 6 waves of 108
+    8/9
+    >>> wave_efficiency(100, 128, 1, 108, 128, 128)     # one partial tile on 108 SMs
+    25/3456
+    """
+    m, n, count, sms = (exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms")))
+    tile_m, tile_n = exact(tile_m, "tile_m"), exact(tile_n, "tile_n")
+    tiles = ceiling(m / tile_m) * ceiling(n / tile_n) * count
+    return m * n * count / (ceiling(tiles / sms) * sms * tile_m * tile_n)
+
+
+# NCCL's ring latencies (src/graph/tuning.cc, NCCL 2.x), in seconds: a base per protocol and
+# a latency per ring step on NVLink and on the network.  LL moves 8-byte flag+data words: its
+# bus bandwidth is a quarter of Simple's for an allreduce, a third otherwise.
+BASE = {"LL": Rational(36, 10) * MICRO, "Simple": Rational(84, 10) * MICRO}
+HOP = {("nvlink", "LL"): Rational(47, 100) * MICRO, ("nvlink", "Simple"): Rational(34, 10) * MICRO,
+       ("ib", "LL"): Rational(27, 10) * MICRO, ("ib", "Simple"): Rational(96, 10) * MICRO}
+
+
+def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1) -> Expr:
+    """Seconds of one ring collective as NCCL's tuning model prices it: for each protocol
+    ``p``, ``base_p + steps_intra x hop(link_intra, p) + steps_inter x hop(ib, p)`` plus
+    ``sent / bus_p`` (``sent = ring_share x V``: the ring's bytes per device, which is how NCCL
+    converts bus to algorithm bandwidth), and the cheaper protocol wins.  ``steps`` is
+    ``n - 1`` for allgather, reduce-scatter and all-to-all, ``2(n - 1)`` for allreduce, 1 for
+    a send; ``nodes`` is how many NVLink domains the group spans, whose ``nodes - 1`` (twice for
+    an allreduce) steps cross the network.  Two refinements of NCCL's model are left out: the
+    ``x 1.8`` on LL's NVLink hop latency in multi-node groups and the ``x 1.9`` ring-plateau
+    latency of large multi-node Simple allreduces.
+
+    >>> from sympy import Rational
+    >>> # 8 GPUs on NVLink, 1 GB allreduce at 235 GB/s: Simple, 8.4 + 14 x 3.4 us + 1.75 GB / 235 GB/s
+    >>> t = nccl_time("allreduce", 8, 10**9, 235 * 10**9, "nvlink")
+    >>> t == Rational(84 + 14 * 34, 10**7) + Rational(7, 4) * 10**9 / (235 * 10**9)
+    True
+    """
+    from symbolic_cost.cost import ring_share
+    n, nodes, volume = sympify(n), sympify(nodes), sympify(tensor_bytes)
+    if kind == "p2p":
+        steps, inter = Integer(1), Integer(1 if link == "ib" else 0)
+    else:
+        per = 2 if kind == "allreduce" else 1
+        steps, inter = per * (n - 1), per * (nodes - 1)
+    sent = ring_share(kind, n) * volume
+    ll_share = Rational(1, 4) if kind == "allreduce" else Rational(1, 3)
+    times = []
+    for protocol, bandwidth in (("LL", bus * ll_share), ("Simple", bus)):
+        latency = BASE[protocol] + (steps - inter) * HOP[(link if link == "nvlink" else "ib", protocol)] \
+            + inter * HOP[("ib", protocol)]
+        times.append(latency + sent / bandwidth)
+    return minimum(*times)
+
+
+def collective_time(c: Collective, system, link: str, nodes=1) -> Expr:
+    """``nccl_time`` of ``c`` (all its repeats) on ``link`` with the system's bus bandwidth."""
+    eff = system.efficiency
+    bus = eff.nvlink_bus if link == "nvlink" else eff.ib_bus
+    return c.repeats * nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes)
+
+
+def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
+    """``(compute, memory)`` seconds of one row's pass under the calibrated model: each of its
+    products at ``rate x matrix x wave_efficiency``, the rest of a matrix row's FLOPs at
+    ``matrix`` of the rate (a fused attention row without product shapes: ``attention``), a vector
+    row at the vector rate; its bytes at ``memory`` of the HBM bandwidth."""
+    eff = system.efficiency
+    flops = getattr(cost, f"flops_{pass_}")
+    memory = getattr(cost, f"mem_{pass_}") / (system.hbm_bandwidth * eff.memory)
+    if cost.engine == "vector":
+        return flops / system.vector_flops, memory
+    rate = system.fp8_flops if cost.fp8 and system.fp8_flops else system.matrix_flops
+    gemms = [g for g in cost.gemms if g.pass_ == pass_]
+    products = [(g.count * matmul_flops(g.m, g.k, g.n, conventions),
+                 wave_efficiency(g.m, g.n, g.count, eff.sms, eff.tile_m, eff.tile_n)) for g in gemms]
+    rest = flops - sum((fl for fl, _ in products), Integer(0))
+    compute = sum((fl / (rate * eff.matrix * wave) for fl, wave in products), Integer(0)) \
+        + rest / (rate * (eff.matrix if gemms else eff.attention))
+    return compute, memory
+
+
+def _load() -> dict:
+    text = resources.files("symbolic_cost.timing").joinpath("calibration.json").read_text()
+    return json.loads(text)
+
+
+CALIBRATION = _load()
+"""The fitted factors with their provenance, as ``report.calibrate`` wrote them."""
+
+GIGA = Integer(10) ** 9
+_CONSTANTS = {
+    "a100": dict(sms=108, tile_m=128, tile_n=128, nvlink_bus=235 * GIGA, ib_bus=25 * GIGA),
+    "h100": dict(sms=132, tile_m=128, tile_n=256, nvlink_bus=Rational(235, 600) * 900 * GIGA, ib_bus=50 * GIGA),
+}
+_CONSTANTS["a100-perlmutter"] = _CONSTANTS["a100"]
+_CONSTANTS["h200"] = _CONSTANTS["h100"]
+
+
+def efficiency(name: str) -> Efficiency:
+    """The calibrated ``Efficiency`` of a system preset (H200 shares H100's compute factors:
+    the same chip; A100-Perlmutter those of A100).
+
+    >>> efficiency("a100").sms, efficiency("h100").tile_n
+    (108, 256)
+    """
+    if name not in _CONSTANTS:
+        raise InputError(f"no calibrated efficiency for system {name!r}; calibrated: {', '.join(_CONSTANTS)} "
+                         f"(or pass a System with .but(efficiency=Efficiency(...)))", "system")
+    family = "a100" if name.startswith("a100") else "h100"
+    fitted = {k: Rational(CALIBRATION["fitted"][family][k]) for k in FITTED}
+    return Efficiency(**fitted, **_CONSTANTS[name])

@@ -1,0 +1,162 @@
+"""The calibrated time model (timing.efficiency) against independent numbers: tiles and waves
+counted by a step-by-step simulation, NCCL's own cost formula evaluated by hand, the measured
+cases' FLOP counts cross-checked between two printed figures, and the committed fit."""
+
+import json
+import math
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from sympy import Rational
+
+from symbolic_cost import mlp, attention
+from symbolic_cost.conventions import DEFAULT
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.config import preset
+from symbolic_cost.models.training import Overlap
+from symbolic_cost.reproduce import measured
+from symbolic_cost.timing import efficiency as eff
+from symbolic_cost.timing.hardware import calibrated, comm_time, get_system, times
+from symbolic_cost.timing.step import step_time_breakdown
+
+
+def simulated_waves(m, n, count, sms, tm, tn):
+    """Hand out output tiles to SMs one wave at a time, counting the useful outputs."""
+    tiles = [(min(tm, m - i), min(tn, n - j)) for _ in range(count)
+             for i in range(0, m, tm) for j in range(0, n, tn)]
+    waves = 0
+    while tiles:
+        tiles, waves = tiles[sms:], waves + 1
+    return Fraction(m * n * count, waves * sms * tm * tn)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 3000), st.integers(1, 4), st.sampled_from([108, 132]),
+       st.sampled_from([(128, 128), (128, 256), (64, 64)]))
+def test_wave_efficiency_equals_a_tile_by_tile_simulation(m, n, count, sms, tile):
+    assert eff.wave_efficiency(m, n, count, sms, *tile) == Rational(simulated_waves(m, n, count, sms, *tile))
+
+
+def test_wave_efficiency_by_hand():
+    # 1000 x 1000 on Hopper tiles: 8 x 4 = 32 tiles, one wave of 132 SMs of 128 x 256 slots
+    assert eff.wave_efficiency(1000, 1000, 1, 132, 128, 256) == Rational(10**6, 132 * 128 * 256)
+
+
+def nccl_reference(kind, n, nbytes, bus, link, nodes=1):
+    """NCCL's ncclTopoTuneModel + ncclTopoGetAlgoTime for a ring (src/graph/tuning.cc), in µs,
+    written from that file: latency = baseLat + intra steps x hwLat[link] + inter steps x hwLat[NET];
+    bandwidth = busBw x nRanks / nsteps (LL: busBw / 4 for an allreduce, / 3 otherwise)."""
+    base = {"LL": 3.6, "Simple": 8.4}
+    hw = {"nvlink": {"LL": 0.47, "Simple": 3.4}, "net": {"LL": 2.7, "Simple": 9.6}}
+    nsteps = 2 * (n - 1) if kind == "allreduce" else n - 1
+    inter = 2 * (nodes - 1) if kind == "allreduce" else nodes - 1
+    best = math.inf
+    for p in ("LL", "Simple"):
+        bus_gbs = bus / 1e9 * ((0.25 if kind == "allreduce" else 1 / 3) if p == "LL" else 1)
+        algbw = bus_gbs * n / nsteps                    # NCCL: bandwidths[coll][RING][p], GB/s
+        lat = base[p] + (nsteps - inter) * hw["nvlink" if link == "nvlink" else "net"][p] + inter * hw["net"][p]
+        best = min(best, lat + nbytes / (1000 * algbw))  # ncclTopoGetAlgoTime
+    return best
+
+
+@pytest.mark.parametrize("kind,n,nbytes,link,nodes", [
+    ("allreduce", 8, 16 * 1024, "nvlink", 1), ("allreduce", 8, 2**30, "nvlink", 1),
+    ("allgather", 4, 2**20, "nvlink", 1), ("reducescatter", 32, 2**28, "ib", 4), ("allreduce", 64, 2**26, "ib", 8)])
+def test_collectives_follow_nccls_cost_model(kind, n, nbytes, link, nodes):
+    bus = 235 * 10**9
+    ours = eff.nccl_time(kind, n, nbytes, bus, link, nodes)
+    assert float(ours) * 1e6 == pytest.approx(nccl_reference(kind, n, nbytes, bus, link, nodes), rel=1e-9)
+
+
+def test_a_small_tp8_allreduce_costs_what_nccl_says_not_a_28_us_ring():
+    # a decode step's all-reduce of one token's hidden states (8192 x 2 bytes) over 8 H100s
+    from symbolic_cost.cost import Collective
+    c = Collective("allreduce", 8192, 2, 8, "fwd", volume=0)
+    ideal, real = comm_time(c, get_system("h100")), comm_time(c, calibrated("h100"))
+    assert float(ideal) > 28e-6                      # 14 steps x 2 us, the peak-only ring
+    assert 9e-6 < float(real) < 11e-6                # NCCL LL: 3.6 + 14 x 0.47 us + the bytes
+
+
+sizes = st.sampled_from([256, 512, 1024, 2048])
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes, sizes, st.sampled_from([1, 2, 4, 8]), st.sampled_from(["a100", "h100"]))
+def test_calibrated_compute_is_never_faster_than_the_peak(l, e, m1, system):
+    block = list(mlp(2, l, e, 4 * e, m1, m1)) + list(attention(2, l, e, 8, m1, m1))
+    for row in block:
+        ideal, real = times(row, get_system(system)), times(row, calibrated(system))
+        for pass_ in ("fwd", "bwd"):
+            assert real[f"t_{pass_}"] >= ideal[f"t_{pass_}"]
+
+
+def test_overlap_hides_data_parallel_communication_up_to_one_micro_batch():
+    arch = preset("gpt2")
+    plain = Training(b=4, l=1024, d=8, micro_batches=4)
+    hidden = Training(b=4, l=1024, d=8, micro_batches=4, overlap=Overlap(grad_reduce=True))
+    system = calibrated("h100")
+    before = step_time_breakdown(model_cost(arch, plain), system)
+    after = step_time_breakdown(model_cost(arch, hidden), system)
+    assert after["compute"] == before["compute"] and after["data_comm"] < before["data_comm"]
+    # what is hidden is one micro-batch's backward, summed row by row (or all of it, if shorter)
+    cost = model_cost(arch, hidden)
+    backward = sum(count * times(row, system)["t_total_bwd"] for blk, count in cost.stack for row in blk)
+    assert float(before["data_comm"] - after["data_comm"]) == pytest.approx(
+        min(float(backward), float(before["data_comm"])), rel=1e-9)
+
+
+def test_scatter_gather_sends_a_tensor_shard_and_gathers_it():
+    # GPT-2 small, b = 2, l = 128, TP 4 without SP, 2 stages: Megatron-LM (2021) sends b l e / m1
+    # = 2 x 128 x 768 / 4 = 49,152 elements per rank, then all-gathers them over the 4 ranks
+    t = Training(b=2, l=128, m1=4, p=2, micro_batches=3)
+    legacy = model_cost(preset("gpt2"), t, DEFAULT.but(pipeline_sends="scatter-gather"))
+    pipeline = [c for dim, c in legacy.collectives if dim == "pipeline"]
+    sends = [c for c in pipeline if c.kind == "p2p"]
+    gathers = [c for c in pipeline if c.kind == "allgather"]
+    assert {c.elements for c in sends} == {49152} and {c.group for c in gathers} == {4}
+    assert {c.elements for c in gathers} == {2 * 128 * 768}
+    plain = model_cost(preset("gpt2"), t)
+    assert {c.elements for dim, c in plain.collectives if dim == "pipeline"} == {2 * 128 * 768}
+
+
+def test_two_printed_figures_of_the_megatron_a100_example_agree_under_narayanans_count():
+    # the README prints ~32 s and 138 TFLOP/s per GPU for GPT-3 175B on 1,024 A100: Eq. 3 of
+    # Narayanan et al. (recomputation counted) turns one into the other
+    row = next(r for r in measured.rows() if r["id"] == "mlm-a100-gpt3-1024")
+    flops = measured.source_flops({**row, "group": "narayanan2021_table1"})
+    assert float(flops / (138 * 10**12 * 1024)) == pytest.approx(32, rel=0.01)
+
+
+def test_every_row_is_a_case_or_excluded_with_a_reason():
+    ids = {r["id"] for r in measured.rows()}
+    cases, excluded = {c.id for c in measured.cases()}, dict(measured.excluded())
+    assert cases | set(excluded) == ids and not cases & set(excluded) and len(ids) == 41
+    assert all(reason for reason in excluded.values())
+
+
+def test_the_committed_calibration_is_what_the_fit_gives_on_the_calibration_rows():
+    pytest.importorskip("scipy")
+    from symbolic_cost.timing import calibrate
+    committed = eff.CALIBRATION
+    assert committed["provenance"]["cases"] == [c.id for c in measured.cases()]
+    refit = calibrate.fit(measured.cases())
+    for family, values in refit.items():
+        for name, value in values.items():
+            assert float(committed["fitted"][family][name]) == pytest.approx(value, rel=5e-3, abs=1e-3)
+
+
+def test_bad_efficiency_is_refused_by_name():
+    from symbolic_cost.checks import InputError
+    with pytest.raises(InputError, match="matrix must be positive"):
+        eff.efficiency("a100").but(matrix=0)
+    with pytest.raises(InputError, match="no calibrated efficiency"):
+        eff.efficiency("tpu")
+
+
+def test_calibrate_command_prints_the_fit_and_the_errors(capsys):
+    pytest.importorskip("scipy")
+    from symbolic_cost.cli import main
+    assert main(["calibrate"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("a100: matrix ") and "| all | 34 |" in text and "7 rows not expressible" in text
