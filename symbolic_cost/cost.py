@@ -16,6 +16,7 @@ from symbolic_cost.checks import InputError, exact  # noqa: F401  (the exactness
 KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "p2p", "broadcast", "reduce")
 PASSES = ("fwd", "bwd")
 ENGINES = ("matrix", "vector")
+GRADS = ("input", "weight")
 
 
 def ring_share(kind: str, group) -> Expr:
@@ -152,8 +153,11 @@ class Gemm:
     """``count`` matrix products ``(m, k) x (k, n)`` that one operation runs in pass ``pass_``
     (``count = b*h`` for the batched products of attention), of ``element_bytes`` values.
 
-    Only the kernel-level time model (``kernel_time="tiled"``) reads these
-    shapes: the tiled traffic of a product depends on them, not only on its FLOPs.
+    ``grad`` says what a backward product forms: ``"input"``, a gradient of an activation
+    (``dX = dY W^T``, both products of attention's backward), or ``"weight"``, a gradient of
+    a parameter (``dW = X^T dY``); ``ops.matmul.product_flops`` sums either kind.  A forward
+    product keeps the default.  The kernel-level time model (``kernel_time="tiled"``) reads
+    the shapes: the tiled traffic of a product depends on them, not only on its FLOPs.
     """
 
     pass_: str
@@ -162,10 +166,13 @@ class Gemm:
     n: Expr
     count: Expr = Integer(1)
     element_bytes: Expr = Integer(2)
+    grad: str = "input"
 
     _SIZES = ("m", "k", "n", "count", "element_bytes")
 
     def __post_init__(self):
+        if self.grad not in GRADS:
+            raise InputError(f"gemm grad must be 'input' or 'weight', got {self.grad!r}")
         _exact_sizes(self, "gemm")
 
     def subs(self, values: Mapping) -> "Gemm":
@@ -176,6 +183,13 @@ EXPRESSION_FIELDS = ("flops_fwd", "flops_bwd", "act_in", "act_in_other", "act_ou
                      "act_buffer", "weights", "weight_grads", "act_grads", "mem_fwd", "mem_bwd")
 """The exact-expression fields of a Cost, in the order tables show them."""
 
+SPLIT_FIELDS = ("flops_wgrad",)
+"""Exact-expression fields of a Cost that tables do not show: ``flops_wgrad``, the part of
+``flops_bwd`` that forms parameter gradients."""
+
+TOTAL_FIELDS = EXPRESSION_FIELDS + SPLIT_FIELDS + ("flops_agrad",)
+"""What ``Block.total`` sums: the expression fields and the two parts of ``flops_bwd``."""
+
 
 @dataclass(frozen=True)
 class Cost:
@@ -185,7 +199,7 @@ class Cost:
     field          meaning
     ============== ==========================================================
     flops_fwd      floating-point operations of the forward pass
-    flops_bwd      floating-point operations of the backward pass
+    flops_bwd      floating-point operations of the backward pass (all of them)
     act_in         bytes of the main input activation
     act_in_other   bytes of a second input (K for QK^T, V for AV, a mask)
     act_out        bytes of the output activation
@@ -200,7 +214,15 @@ class Cost:
     engine         ``"matrix"`` (tensor cores) or ``"vector"`` units
     fp8            its products read FP8 inputs (an FP8 recipe): timed at the
                    system's FP8 rate (``System.fp8_flops``) where it has one
+    flops_wgrad    the part of ``flops_bwd`` that forms parameter gradients
+                   (``dW``, a bias's, a norm's ``gamma``/``beta``, a table's)
     ============== ==========================================================
+
+    ``flops_agrad = flops_bwd - flops_wgrad`` is the rest of the backward pass: the
+    activation gradients (``dX``) and what leads to them.  Zero-bubble pipeline schedules
+    and overlap models run the two parts apart (Calculon's ``agrad_flops`` and
+    ``wgrad_flops``).  ``flops_wgrad`` is not one of ``EXPRESSION_FIELDS`` (the columns
+    tables show); ``subs``, ``plus`` and ``Block.total`` handle it as they do those.
     """
 
     name: str
@@ -219,14 +241,20 @@ class Cost:
     collectives: tuple[Collective, ...] = field(default=())
     gemms: tuple[Gemm, ...] = field(default=())
     fp8: bool = False
+    flops_wgrad: Expr = Integer(0)
 
     def __post_init__(self):
         if self.engine not in ENGINES:
             raise InputError(f"engine must be 'matrix' or 'vector', got {self.engine!r}")
-        for name in EXPRESSION_FIELDS:
+        for name in EXPRESSION_FIELDS + SPLIT_FIELDS:
             object.__setattr__(self, name, exact(getattr(self, name), name))
         object.__setattr__(self, "collectives", tuple(self.collectives))
         object.__setattr__(self, "gemms", tuple(self.gemms))
+
+    @property
+    def flops_agrad(self) -> Expr:
+        """FLOPs of the backward pass that form activation gradients: ``flops_bwd - flops_wgrad``."""
+        return self.flops_bwd - self.flops_wgrad
 
     def fields(self) -> dict[str, Expr]:
         """The expression fields as a name -> expression dict."""
@@ -236,7 +264,7 @@ class Cost:
         """Substitute ``values`` (symbol or name -> number or expression) everywhere."""
         from symbolic_cost.symbols import resolve_names
         values = resolve_names(values)
-        changed = {name: expr.subs(values) for name, expr in self.fields().items()}
+        changed = {name: getattr(self, name).subs(values) for name in EXPRESSION_FIELDS + SPLIT_FIELDS}
         return replace(self, collectives=tuple(c.subs(values) for c in self.collectives),
                        gemms=tuple(g.subs(values) for g in self.gemms), **changed)
 
@@ -253,6 +281,9 @@ class Cost:
         >>> from symbolic_cost.ops import gelu
         >>> gelu(1, 2, 3).plus(flops_fwd=1).flops_fwd
         7
+
+        Backward FLOPs that form parameter gradients go in both ``flops_bwd`` and
+        ``flops_wgrad``: ``plus(flops_bwd=adds, flops_wgrad=adds)``.
         """
         collectives = tuple(extra.pop("collectives", ()))
         changed = {name: getattr(self, name) + exact(value, name) for name, value in extra.items()}
@@ -261,8 +292,11 @@ class Cost:
 
 def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, act_buffer,
               act_grads, act_in_other=0, weights=0, weight_grads=0, bwd_reads_weights=True,
-              collectives=(), gemms=()) -> Cost:
+              collectives=(), gemms=(), flops_wgrad=0) -> Cost:
     """Build a Cost whose memory traffic follows the common rule.
+
+    ``flops_wgrad`` is the part of ``flops_bwd`` that forms parameter gradients (zero for an
+    operation without parameters).
 
     Forward reads every input and the weights and writes the output:
     ``mem_fwd = act_in + act_in_other + act_out + weights``.
@@ -278,4 +312,5 @@ def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, 
     return Cost(name=name, engine=engine, flops_fwd=flops_fwd, flops_bwd=flops_bwd,
                 act_in=act_in, act_in_other=act_in_other, act_out=act_out, act_buffer=act_buffer,
                 weights=weights, weight_grads=weight_grads, act_grads=act_grads,
-                mem_fwd=mem_fwd, mem_bwd=mem_bwd, collectives=collectives, gemms=gemms)
+                mem_fwd=mem_fwd, mem_bwd=mem_bwd, collectives=collectives, gemms=gemms,
+                flops_wgrad=flops_wgrad)

@@ -9,7 +9,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, MODEL_RULES, check_rules
-from symbolic_cost.cost import EXPRESSION_FIELDS, Collective, Cost, exact
+from symbolic_cost.cost import EXPRESSION_FIELDS, TOTAL_FIELDS, Collective, Cost, exact
 from symbolic_cost.symbols import resolve_names
 
 @dataclass(frozen=True)
@@ -41,9 +41,10 @@ class Block:
         return [row.name for row in self.rows]
 
     def total(self, field: str) -> Expr:
-        """Sum of one field over all rows, e.g. ``block.total("flops_fwd")``."""
-        if field not in EXPRESSION_FIELDS:
-            raise InputError(f"unknown field {field!r}; fields: {', '.join(EXPRESSION_FIELDS)}")
+        """Sum of one field over all rows, e.g. ``block.total("flops_fwd")``; also the two
+        parts of ``flops_bwd``, ``"flops_wgrad"`` and ``"flops_agrad"`` (``cost.TOTAL_FIELDS``)."""
+        if field not in TOTAL_FIELDS:
+            raise InputError(f"unknown field {field!r}; fields: {', '.join(TOTAL_FIELDS)}")
         return sum((getattr(row, field) for row in self.rows), sympify(0))
 
     @property

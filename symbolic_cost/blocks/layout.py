@@ -33,14 +33,22 @@ from symbolic_cost.cost import Collective, Cost, collective
 from symbolic_cost.ops import add, dropout
 from symbolic_cost.ops.norm import NORMS
 
-def attach(cost: Cost, collectives: list[Collective], conventions: conv.Conventions) -> Cost:
+def attach(cost: Cost, collectives: list[Collective], conventions: conv.Conventions,
+           weight_grads: list[Collective] = ()) -> Cost:
     """``cost`` with ``collectives`` attached and, if the conventions count them
-    (``reduction_flops``), the adds of their reductions in the pass they run in."""
-    extra = {"flops_fwd": 0, "flops_bwd": 0}
+    (``reduction_flops``), the adds of their reductions in the pass they run in.
+    ``weight_grads`` are collectives that sum parameter gradients (a grid's ``dW`` and bias
+    gradients), attached after ``collectives``: their backward adds are also weight-gradient
+    FLOPs (``flops_wgrad``); every other backward reduction sums activation gradients."""
+    extra = {"flops_fwd": 0, "flops_bwd": 0, "flops_wgrad": 0}
     if conventions.reduction_flops:
         for c in collectives:
             extra[f"flops_{c.pass_}"] += c.reduction_flops
-    return cost.plus(collectives=collectives, **extra)
+        for c in weight_grads:
+            extra[f"flops_{c.pass_}"] += c.reduction_flops
+            if c.pass_ == "bwd":
+                extra["flops_wgrad"] += c.reduction_flops
+    return cost.plus(collectives=[*collectives, *weight_grads], **extra)
 
 
 @dataclass(frozen=True)
