@@ -55,6 +55,9 @@ def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=
     four.  Gradients touch ``dQ, dK, dV, dO``.  A sliding ``window`` bounds the scores each
     query computes (``scored_keys``); what is kept does not change.  ``v_dim`` and
     ``score_ops`` (done inside the kernel, and again in backward) as in ``attention_core``.
+    Split of the backward: the four parts' own (``flops_wgrad``: a learned position bias's
+    among the ``score_ops``, 0 otherwise); the recomputed forward leads to ``dQ, dK, dV`` and
+    counts as activation gradient.
     """
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
     keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
@@ -66,5 +69,6 @@ def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=
     return make_cost(
         name, "matrix",
         flops_fwd=sum(p.flops_fwd for p in parts), flops_bwd=recompute + sum(p.flops_bwd for p in parts),
+        flops_wgrad=sum(p.flops_wgrad for p in parts),
         act_in=queries, act_in_other=kv, act_out=out,
         act_buffer=queries + out + kv + b * h * l * es, act_grads=queries + out + kv)

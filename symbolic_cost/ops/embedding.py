@@ -11,6 +11,8 @@ def embedding(b, l, rows, e, *, es=2, name="embedding") -> Cost:
     Forward moves data and does no arithmetic.  Backward scatter-adds ``dY``
     into ``dW``: ``b*l*e`` adds.  Keeps only the token ids (integers, not
     counted).  ``rows`` is the (padded) vocabulary or the number of positions.
+    Split of the backward: the scatter-add forms the table's gradient, so all of it
+    is weight gradient (``flops_wgrad = b*l*e``); the ids take no gradient (``flops_agrad = 0``).
 
     >>> from symbolic_cost.symbols import b, l, e
     >>> embedding(b, l, 50304, e).weights
@@ -19,7 +21,7 @@ def embedding(b, l, rows, e, *, es=2, name="embedding") -> Cost:
     b, l, rows, e, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (rows, "rows"), (e, "e"), (es, "es")))
     n = b * l * e
     table = rows * e * es
-    return make_cost(name, "vector", flops_fwd=0, flops_bwd=n, act_in=0, act_out=n * es,
+    return make_cost(name, "vector", flops_fwd=0, flops_bwd=n, flops_wgrad=n, act_in=0, act_out=n * es,
                      act_buffer=0, weights=table, weight_grads=table, act_grads=n * es)
 
 
@@ -30,7 +32,8 @@ def cross_entropy(b, l, v, *, es=2, name="loss") -> Cost:
     subtract ``n``, exp ``n``, row sum ``r(v-1)``, log, pick the target and
     the mean ``3r``: ``2n + 2r(v-1) + 3r``.  Backward ``softmax(Z) - onehot``
     scaled by ``1/r``: subtract and exp again ``2n``, the one-hot ``r``, the
-    scale ``n``: ``3n + r``.  Keeps the logits.
+    scale ``n``: ``3n + r``.  Keeps the logits.  No parameters: all of the backward is
+    activation gradient (``flops_wgrad = 0``).
     """
     b, l, v, es = (exact(x, n) for x, n in ((b, "b"), (l, "l"), (v, "v"), (es, "es")))
     rows, n = b * l, b * l * v

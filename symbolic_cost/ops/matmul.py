@@ -4,6 +4,9 @@ All three run on matrix (tensor-core) units.  The forward/backward counts
 follow from ``matmul_flops`` applied to each product the pass computes; the
 set of products, the saved tensors and the gradient traffic are those of the
 LBNL 2024 primitives (arXiv 2410.00273), the usual chain-rule accounting.
+A backward product that forms a parameter gradient is marked ``grad="weight"``
+(``Gemm``); ``product_flops(..., grad="weight")`` sums those, the one rule for the
+weight-gradient FLOPs of products (``Cost.flops_wgrad``).
 """
 
 from __future__ import annotations
@@ -37,16 +40,25 @@ def matmul_flops(m, k, n, conventions=conv.DEFAULT) -> Expr:
     return m * n * (2 * k - 1)
 
 
-def _products(fwd, bwd, es, count=1) -> tuple[Gemm, ...]:
-    """The shapes ``(m, k, n)`` of one operation's forward and backward products, as ``Gemm``."""
-    return tuple(Gemm(pass_, *shape, count=count, element_bytes=es) for pass_, shapes in (("fwd", fwd), ("bwd", bwd))
+def _products(fwd, bwd, es, count=1, wgrad=()) -> tuple[Gemm, ...]:
+    """The shapes ``(m, k, n)`` of one operation's forward products, its backward products that
+    form activation gradients (``bwd``) and those that form parameter gradients (``wgrad``),
+    as ``Gemm`` in that order."""
+    return tuple(Gemm(pass_, *shape, count=count, element_bytes=es, grad=grad)
+                 for pass_, grad, shapes in (("fwd", "input", fwd), ("bwd", "input", bwd), ("bwd", "weight", wgrad))
                  for shape in shapes)
 
 
-def product_flops(gemms, pass_: str, conventions=conv.DEFAULT) -> Expr:
-    """FLOPs of the products ``gemms`` runs in ``pass_`` (``matmul_flops`` each, times its count)."""
-    return sum((g.count * matmul_flops(g.m, g.k, g.n, conventions) for g in gemms if g.pass_ == pass_),
-               Integer(0))
+def product_flops(gemms, pass_: str, conventions=conv.DEFAULT, grad=None) -> Expr:
+    """FLOPs of the products ``gemms`` runs in ``pass_`` (``matmul_flops`` each, times its count);
+    with ``grad`` (``"input"`` or ``"weight"``) only the backward products so marked (``Gemm.grad``).
+
+    >>> gemms = linear(2, 3, 4, 5).gemms          # dX (6, 5) x (5, 4), dW (4, 6) x (6, 5)
+    >>> product_flops(gemms, "bwd", grad="input"), product_flops(gemms, "bwd", grad="weight")
+    (216, 220)
+    """
+    return sum((g.count * matmul_flops(g.m, g.k, g.n, conventions) for g in gemms
+                if g.pass_ == pass_ and grad in (None, g.grad)), Integer(0))
 
 
 def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linear") -> Cost:
@@ -60,22 +72,29 @@ def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linea
     number of bias elements to store (Megatron's training-info tool counts the
     fused QKV bias as ``e`` rather than ``3e``: its ``qkv_bias_elements`` quirk).
 
+    Split of the backward: activation gradient ``dX``, ``matmul_flops(b*l, f, e)``
+    (``b*l*e*(2f - 1)``); weight gradient ``dW`` and ``dB``, ``matmul_flops(e, b*l, f)
+    + b*l*f`` (``e*f*(2*b*l - 1) + b*l*f``; without a bias the adds go).
+
     >>> from symbolic_cost.symbols import b, l, e, f
     >>> linear(b, l, e, f).flops_fwd.factor()
     2*b*e*f*l
     >>> linear(b, l, e, f, bias=False).flops_fwd
     b*f*l*(2*e - 1)
+    >>> linear(b, l, e, f, bias=False).flops_wgrad
+    e*f*(2*b*l - 1)
     """
     b, l, e, f, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (e, "e"), (f, "f"), (es, "es")))
     tokens = b * l
     bias_adds = tokens * f if bias else 0
     bias_elements = (f if bias is True else exact(bias, "bias")) if bias else 0
     weights = (e * f + bias_elements) * es
-    gemms = _products([(tokens, e, f)], [(tokens, f, e), (e, tokens, f)], es)
+    gemms = _products([(tokens, e, f)], [(tokens, f, e)], es, wgrad=[(e, tokens, f)])
     return make_cost(
         name, "matrix",
         flops_fwd=product_flops(gemms, "fwd", conventions) + bias_adds,
         flops_bwd=product_flops(gemms, "bwd", conventions) + bias_adds,
+        flops_wgrad=product_flops(gemms, "bwd", conventions, grad="weight") + bias_adds,
         act_in=tokens * e * es, act_out=tokens * f * es, act_buffer=tokens * e * es,
         weights=weights, weight_grads=weights, act_grads=(tokens * e + tokens * f) * es, gemms=gemms)
 
@@ -163,7 +182,8 @@ def logits(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, window=None, e
     each K head serves ``h/kv`` query heads: K is smaller and backward sums
     the groups' ``dK``, ``b (h - kv) l_kv q`` adds.  ``causal`` only matters
     for the FLOPs under ``causal_flops="exact"``.  A sliding ``window`` of ``w`` keys computes
-    and stores at most ``w`` scores per query (``stored_keys``).
+    and stores at most ``w`` scores per query (``stored_keys``).  No parameters: all of the
+    backward (both products and the group sum) is activation gradient, ``flops_wgrad = 0``.
     """
     b, l, q, h, es, keys, groups, counted, heads, queries, kv, scores = _scores(
         b, l, q, h, l_kv, kv_heads, causal, es, conventions, window)
@@ -185,6 +205,7 @@ def attend(b, l, q, h, *, l_kv=None, kv_heads=None, causal=False, window=None, e
     ``(l_kv, l) x (l, q)``.  Keeps ``A`` and ``V``.  Gradients touch ``dA``,
     ``dV`` and ``dY``; the LBNL 2024 quirk (``attend_grad_both_operands=False``)
     leaves out ``dY``.  Grouped-query attention and ``window`` as in ``logits`` (the group sum is of ``dV``).
+    No parameters: all of the backward is activation gradient, ``flops_wgrad = 0``.
     """
     b, l, q, h, es, keys, groups, counted, heads, outputs, values, scores = _scores(
         b, l, q, h, l_kv, kv_heads, causal, es, conventions, window)

@@ -25,9 +25,16 @@ def layer_norm(b, l, e, *, weight=True, bias=True, es=2, conventions=conv.DEFAUL
     backward); without a ``weight`` (``gamma``) its multiply, its gradient and
     its multiply inside ``dX`` go (``-n``, ``-3n``).
 
+    Split of the backward: the weight gradients are ``dgamma`` ``2n`` (``dY * x_hat``
+    and the sum over tokens) and ``dbeta`` ``2n``, ``flops_wgrad = 4n`` (``2n`` with
+    only one of them, 0 with neither); the activation gradient ``dX`` is the rest,
+    ``4n + 4*b*l*(e - 1)`` plus ``n`` for the multiply by ``gamma``: ``5n + 4*b*l*(e - 1)``.
+
     >>> from symbolic_cost.symbols import b, l, e
     >>> layer_norm(b, l, e).flops_bwd.expand()
     13*b*e*l - 4*b*l
+    >>> layer_norm(b, l, e).flops_wgrad
+    4*b*e*l
     >>> layer_norm(b, l, e, weight=False, bias=False).weights
     0
     """
@@ -39,6 +46,7 @@ def layer_norm(b, l, e, *, weight=True, bias=True, es=2, conventions=conv.DEFAUL
     return make_cost(
         name, "vector", flops_fwd=7 * n + (n if weight else 0) + (n if bias else 0),
         flops_bwd=4 * n + 4 * b * l * (e - 1) + (3 * n if weight else 0) + (2 * n if bias else 0),
+        flops_wgrad=(2 * n if weight else 0) + (2 * n if bias else 0),
         act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
         weights=params, weight_grads=params, act_grads=2 * n * es,
         bwd_reads_weights=conventions.layer_norm_bwd_reads_weights)
@@ -53,6 +61,14 @@ def rms_norm(b, l, e, *, weight=True, es=2, conventions=conv.DEFAULT, name="rms_
     ``dX = rstd (g dY - x_hat mean(g dY x_hat))``: ``5n + r(e-1)``.  Keeps ``X``
     and, by default, ``1/rms`` per row.  Without a ``weight`` (gain) its multiply,
     its gradient and its multiply inside ``dX`` go (``-n`` forward, ``-3n`` backward).
+
+    Split of the backward: the weight gradient ``dg`` is ``flops_wgrad = 2n`` (0 without a
+    gain); the activation gradient ``dX`` is the ``5n + r(e-1)`` above (``4n + r(e-1)``
+    without a gain, whose multiply ``g dY`` goes).
+
+    >>> from symbolic_cost.symbols import b, l, e
+    >>> rms_norm(b, l, e).flops_wgrad, rms_norm(b, l, e).flops_agrad.expand()
+    (2*b*e*l, 6*b*e*l - b*l)
     """
     b, l, e, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (e, "e"), (es, "es")))
     conventions = conv.get(conventions)
@@ -62,6 +78,7 @@ def rms_norm(b, l, e, *, weight=True, es=2, conventions=conv.DEFAULT, name="rms_
     return make_cost(
         name, "vector", flops_fwd=2 * n + rows * (e + 1) + (n if weight else 0),
         flops_bwd=4 * n + rows * (e - 1) + (3 * n if weight else 0),
+        flops_wgrad=2 * n if weight else 0,
         act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
         weights=gain, weight_grads=gain, act_grads=2 * n * es,
         bwd_reads_weights=conventions.layer_norm_bwd_reads_weights)

@@ -30,7 +30,8 @@ def softmax(b, l, h, *, l_kv=None, causal=False, window=None, es=2, conventions=
     Backward ``dX = Y * (dY - sum(dY * Y))``: a multiply, the row sums, a
     subtract and a multiply: ``3n + b*h*l*(l - 1)``.  Keeps ``Y``.  With
     ``causal`` and ``causal_flops="exact"`` the FLOPs cover the unmasked half; a sliding
-    ``window`` bounds the stored and counted scores per query (``stored_keys``).
+    ``window`` bounds the stored and counted scores per query (``stored_keys``).  No
+    parameters: the backward is all activation gradient (``flops_wgrad = 0``).
 
     >>> from symbolic_cost.symbols import b, l, h
     >>> softmax(b, l, h).flops_fwd.factor()
@@ -51,7 +52,8 @@ def dropout(b, l, x, *, es=2, es_mask=1, conventions=conv.DEFAULT, name="dropout
 
     ``n = b*l*x``.  Forward and backward each multiply by the (pre-scaled)
     mask: ``n`` FLOPs.  The mask is the second input and the only thing kept.
-    For attention probabilities pass ``x = h*l``.
+    For attention probabilities pass ``x = h*l``.  No parameters: the backward's ``n``
+    is activation gradient (``flops_wgrad = 0``).
 
     >>> from symbolic_cost.symbols import b, l, e
     >>> dropout(b, l, e).act_buffer
@@ -67,7 +69,8 @@ def dropout(b, l, x, *, es=2, es_mask=1, conventions=conv.DEFAULT, name="dropout
 
 def gelu(b, l, x, *, es=2, conventions=conv.DEFAULT, name="act") -> Cost:
     """GELU (any element-wise non-linearity) on ``(b, l, x)``, counted as one
-    FLOP per element each way (the LBNL 2024 convention).  Keeps the input.
+    FLOP per element each way (the LBNL 2024 convention).  Keeps the input.  No
+    parameters: the backward's ``n`` is activation gradient (``flops_wgrad = 0``).
 
     >>> from symbolic_cost.symbols import b, l, f
     >>> gelu(b, l, f).flops_bwd
@@ -88,7 +91,8 @@ def gated(b, l, f, *, es=2, conventions=conv.DEFAULT, name="act") -> Cost:
     GELU) and the product: ``2n``.  Backward: ``dU = dY act(G)``, ``dG = dY U
     act'(G)``: ``3n``.  Keeps ``G``, ``U`` and ``act(G)`` (the product's
     backward needs it; PyTorch keeps all three, as does Megatron's traced
-    ``4 s b f``); gradients read ``dY`` and write ``dG``, ``dU``.
+    ``4 s b f``); gradients read ``dY`` and write ``dG``, ``dU``.  No parameters: the
+    backward's ``3n`` is activation gradient (``flops_wgrad = 0``).
     """
     b, l, f, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (f, "f"), (es, "es")))
     n = b * l * f
@@ -101,7 +105,8 @@ def rotary(b, l, heads, q, *, es=2, name="rotary") -> Cost:
 
     ``n = b*l*heads*q``; 2 multiplies and an add per element each way (the
     backward rotates by minus the angle): ``3n``.  No parameters; nothing kept
-    (the angles are recomputed from positions).
+    (the angles are recomputed from positions).  The backward's ``3n`` is activation
+    gradient (``flops_wgrad = 0``).
     """
     b, l, heads, q, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (heads, "heads"), (q, "q"), (es, "es")))
     n = b * l * heads * q
@@ -111,7 +116,8 @@ def rotary(b, l, heads, q, *, es=2, name="rotary") -> Cost:
 
 def add(b, l, x, *, es=2, name="add") -> Cost:
     """Element-wise sum of two ``(b, l, x)`` tensors (residual, position embedding):
-    ``b*l*x`` adds forward; the backward passes ``dY`` to both inputs unchanged."""
+    ``b*l*x`` adds forward; the backward passes ``dY`` to both inputs unchanged (no FLOPs,
+    so none of either part: ``flops_wgrad = 0``)."""
     b, l, x, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (x, "x"), (es, "es")))
     n = b * l * x
     return make_cost(name, "vector", flops_fwd=n, flops_bwd=0, act_in=n * es, act_in_other=n * es,

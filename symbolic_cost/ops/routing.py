@@ -29,6 +29,8 @@ def router_probabilities(tokens, experts, *, kind="softmax", top_k=None, es=2, c
     """Scores of ``tokens`` rows of ``experts`` logits (of their ``top_k`` chosen ones for the
     ``topk_`` kinds): ``ops.softmax`` over each row (``top_k`` times for ``sparsemixer``), or
     ``ops.gelu``'s one FLOP per element each way for a sigmoid.  Keeps its output or input.
+    No parameters (the router's weights are its ``linear`` row): the backward is all activation
+    gradient (``flops_wgrad = 0``).
 
     >>> router_probabilities(4, 8).flops_fwd       # 2 x 32 + 4 rows x 7 adds
     92
@@ -51,7 +53,8 @@ def topk_weights(tokens, k, *, normalise=False, scale=False, es=2, name="router_
     """The ``k`` chosen scores of each token, renormalised to sum to one (``normalise``:
     ``k - 1`` adds and ``k`` divides forward; backward ``dx_j = (dy_j - sum_i dy_i y_i) / S``,
     ``4k - 1`` per token) and multiplied by a constant (``scale``: ``k`` multiplies each way).
-    Keeps the ``t k`` chosen weights.
+    Keeps the ``t k`` chosen weights.  No parameters (the scale is a constant): the backward
+    is all activation gradient (``flops_wgrad = 0``).
 
     >>> topk_weights(10, 2, normalise=True, scale=True).flops_bwd     # 10 x (7 + 2)
     90
@@ -68,7 +71,8 @@ def permute(tokens, k, width, rows=None, *, es=2, name="dispatch") -> Cost:
     """Copy each of ``tokens`` rows of ``width`` values to its ``k`` experts, grouped by expert:
     ``rows`` buffer rows out (default ``t k``; more when padded to a capacity).  No arithmetic
     forward; backward sums the ``k`` gradient copies of each token, ``t (k - 1) width`` adds.
-    Keeps nothing (the routing indices are small and not counted).
+    Keeps nothing (the routing indices are small and not counted).  No parameters: the
+    backward's adds are activation gradient (``flops_wgrad = 0``).
 
     >>> permute(6, 2, 4).flops_bwd
     24
@@ -84,7 +88,8 @@ def combine(tokens, k, width, *, es=2, name="combine") -> Cost:
     its routing weights and summed: ``t k width`` multiplies and ``t (k - 1) width`` adds.
     Backward ``dx_j = w_j dy`` (``t k width``) and ``dw_j = <dy, x_j>`` (``t k (2 width - 1)``).
     Keeps the expert outputs and the weights.  With ``k = 1`` it is a gate scaling a branch
-    (Qwen-MoE's shared expert).
+    (Qwen-MoE's shared expert).  The routing weights are activations (the router's output),
+    not parameters: both gradients are activation gradient (``flops_wgrad = 0``).
 
     >>> combine(1, 2, 3).flops_fwd, combine(1, 2, 3).flops_bwd
     (9, 16)
@@ -101,7 +106,10 @@ def grouped_linear(rows, e_in, e_out, groups, *, bias=False, es=2, conventions=c
     """``rows`` token rows through ``groups`` weight matrices ``(e_in, e_out)``, each with an
     ``e_out`` bias when ``bias`` (GPT-OSS's experts), each row through one of them (a grouped
     GEMM): the FLOPs, saved input and gradient traffic of ``ops.linear`` over all the rows, and
-    the weights of every group.
+    the weights of every group.  Split of the backward as ``ops.linear``'s over the rows:
+    ``dX`` is activation gradient, ``matmul_flops(rows, e_out, e_in)``; the groups' ``dW``
+    (one ``(e_in, rows_g) x (rows_g, e_out)`` product each, ``matmul_flops(e_in, rows, e_out)``
+    counted as one product over all the rows) and ``dB`` (``rows e_out`` adds) are weight gradient.
 
     >>> grouped_linear(10, 4, 3, 5).weights, grouped_linear(10, 4, 3, 5, bias=True).weights
     (120, 150)
@@ -109,6 +117,6 @@ def grouped_linear(rows, e_in, e_out, groups, *, bias=False, es=2, conventions=c
     one = linear(1, rows, e_in, e_out, bias=bias, es=es, conventions=conventions, name=name)
     per_group = exact(e_in, "e_in") * exact(e_out, "e_out") + (exact(e_out, "e_out") if bias else 0)
     weights = exact(groups, "groups") * per_group * exact(es, "es")
-    return make_cost(name, "matrix", flops_fwd=one.flops_fwd, flops_bwd=one.flops_bwd, act_in=one.act_in,
-                     act_out=one.act_out, act_buffer=one.act_buffer, act_grads=one.act_grads, weights=weights,
-                     weight_grads=weights, gemms=one.gemms)
+    return make_cost(name, "matrix", flops_fwd=one.flops_fwd, flops_bwd=one.flops_bwd, flops_wgrad=one.flops_wgrad,
+                     act_in=one.act_in, act_out=one.act_out, act_buffer=one.act_buffer, act_grads=one.act_grads,
+                     weights=weights, weight_grads=weights, gemms=one.gemms)

@@ -16,7 +16,10 @@ def score_bias(b, l, x, *, learned=False, es=2, name="position_bias") -> Cost:
     ``n = b*l*x``.  Forward: ``n`` adds.  Backward passes ``dS`` through unchanged; a
     ``learned`` bias (T5's relative attention bias) also sums ``dS`` over the batch into
     ``dB``: ``(b - 1) l x`` adds, and writes ``dB``.  ALiBi's bias is fixed (not learned).
-    Nothing is kept.  The bias is the second input.
+    Nothing is kept.  The bias is the second input.  Split of the backward: the learned
+    bias's ``(b - 1) l x`` adds lead only to a parameter's gradient (the bias table's), so all
+    of it is weight gradient (``flops_wgrad``); passing ``dS`` through costs nothing
+    (``flops_agrad = 0``).
 
     >>> from symbolic_cost.symbols import b, l, h
     >>> score_bias(b, l, h * l, learned=True).flops_bwd
@@ -24,7 +27,8 @@ def score_bias(b, l, x, *, learned=False, es=2, name="position_bias") -> Cost:
     """
     b, l, x, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (x, "x"), (es, "es")))
     n, bias = b * l * x, l * x
-    return make_cost(name, "vector", flops_fwd=n, flops_bwd=(b - 1) * bias if learned else 0,
+    into_bias = (b - 1) * bias if learned else 0
+    return make_cost(name, "vector", flops_fwd=n, flops_bwd=into_bias, flops_wgrad=into_bias,
                      act_in=n * es, act_in_other=bias * es, act_out=n * es, act_buffer=0,
                      act_grads=(n + (bias if learned else 0)) * es)
 
@@ -34,6 +38,7 @@ def softcap(b, l, x, *, es=2, name="softcap") -> Cost:
 
     ``n = b*l*x``.  Forward: divide, ``tanh``, multiply: ``3n``.  Backward
     ``dX = dY (1 - tanh^2)``: square, subtract, multiply: ``3n``.  Keeps ``tanh(X / c)``.
+    No parameters: the backward's ``3n`` is activation gradient (``flops_wgrad = 0``).
 
     >>> softcap(2, 3, 5).flops_fwd
     90
@@ -51,7 +56,9 @@ def attention_sinks(b, l, heads, *, flash=False, es=2, name="attention_sinks") -
     ``n = b*l*heads``.  Forward: the sink's exponential (less the row maximum) and its add to
     the row's sum: ``2n``.  Backward: the sink's probability times the row's ``<dP, P>``
     (which the softmax backward forms anyway), summed over ``b`` and ``l`` into the ``heads``
-    gradients: ``2n``.  Weights: ``heads`` logits (split with the heads over ``m1``).  Keeps the
+    gradients: ``2n``, all of it weight gradient (``flops_wgrad = 2n``: the scores' own
+    gradient is the softmax's, whose ``<dP, P>`` the sink's zero ``dP`` does not change;
+    ``flops_agrad = 0``).  Weights: ``heads`` logits (split with the heads over ``m1``).  Keeps the
     sink column of the probabilities (``n``; eager attention keeps the ``l + 1``-wide softmax
     output), nothing under flash attention (the sink enters the row's log-sum-exp, kept
     already).
@@ -61,6 +68,6 @@ def attention_sinks(b, l, heads, *, flash=False, es=2, name="attention_sinks") -
     """
     b, l, heads, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (heads, "heads"), (es, "es")))
     n = b * l * heads
-    return make_cost(name, "vector", flops_fwd=2 * n, flops_bwd=2 * n, act_in=n * es, act_out=n * es,
-                     act_buffer=0 if flash else n * es, act_grads=n * es, weights=heads * es,
+    return make_cost(name, "vector", flops_fwd=2 * n, flops_bwd=2 * n, flops_wgrad=2 * n, act_in=n * es,
+                     act_out=n * es, act_buffer=0 if flash else n * es, act_grads=n * es, weights=heads * es,
                      weight_grads=heads * es)
