@@ -15,6 +15,11 @@ up-projections ``W_qb``, ``W_kvb`` and ``W_o`` by heads; the down-projections ``
 ``W_kva`` and the latent norms are replicated on every tensor rank, on the gathered sequence
 (the hidden states enter the tensor region as for every attention; gathering the smaller
 latents instead is not modelled).
+
+The backward splits row by row (``Cost.flops_wgrad``): the weight gradients are the
+projections' ``dW`` (and biases) and the norms' weights, the latent norms' included
+(``ops.linear``, ``ops.norm``); the rest is activation gradient: every ``dX``, the rotary row
+and the attention core.
 """
 
 from __future__ import annotations

@@ -33,6 +33,13 @@ experts (``t k / ep`` balanced, ``imbalance`` times that on the busiest rank, or
 ``E/ep ceil(C t k / E)`` with a capacity), runs its ``f_x/etp`` slices on them, and the
 partial outputs of the ``m1`` ranks are summed by one allreduce of ``(b, l, e)`` (together
 with the shared experts' partial output, when there are any), as a tensor-parallel MLP's.
+
+The backward splits row by row (``Cost.flops_wgrad``): the weight gradients are the router's
+``dW`` (and bias), the experts' ``dW`` (``ops.routing.grouped_linear``), the shared experts'
+and their gate's ``dW`` and the norm's gain; everything else is activation gradient: every
+``dX``, the router's probabilities and top-k weights, ``dispatch``'s sums of the ``k`` copies,
+``combine``'s gradients (the routing weights are activations), and the adds the all-to-alls'
+reductions count.
 """
 
 from __future__ import annotations

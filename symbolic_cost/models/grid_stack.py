@@ -61,8 +61,8 @@ def grid_stack(arch: Architecture, t, grid: Grid, start: Block, end: Block, kw: 
 
 def relayout(grid: Grid, b, l, e, es, conventions, name: str):
     """The all-to-all over the ``G`` devices between ``(b, l/G, e)`` and ``(b/rows, l, e/cols)``
-    blocks of ``n = b l e / G`` elements (forward; backward the gradients'): nothing computed,
-    the block read and written."""
+    blocks of ``n = b l e / G`` elements (forward; backward the gradients'): nothing computed
+    (no FLOPs of either backward part), the block read and written."""
     n = exact(b, "b") * exact(l, "l") * exact(e, "e") / grid.devices
     cost = make_cost(name, "vector", flops_fwd=0, flops_bwd=0, act_in=n * es, act_out=n * es, act_buffer=0,
                      act_grads=2 * n * es)

@@ -13,6 +13,8 @@ forward         the products ``(t, in) x (in, r)`` and ``(t, r) x (r, out)``; ``
 backward        ``dB = Z^T (s dY)``: ``(r, t) x (t, out)``; ``dZ = (s dY) B^T``: ``(t, out) x
                 (out, r)``; ``dA = X^T dZ``: ``(in, t) x (t, r)``; ``dX += dZ A^T``: ``(t, r) x
                 (r, in)`` and ``t in`` adds; ``t out`` multiplies by ``s``
+split           weight gradient (``flops_wgrad``): the ``dB`` and ``dA`` products; activation
+                gradient: ``dZ``, ``dX`` and its adds, the multiplies by ``s`` (``dZ`` needs them)
 kept            ``X`` (once per base layer, however many of its slices are adapted: the same
                 tensor) and each adapter's ``Z = X A`` (``t r``)
 =============== ================================================================================
@@ -31,10 +33,12 @@ shard where ``B`` runs (backward: allgathered).
 
 A frozen linear layer computes only ``dX = dY W^T`` in backward: no weight-gradient product,
 no bias gradient, and it keeps no input (PyTorch saves ``X`` only for ``dW``); a frozen
-embedding has no backward at all.  Frozen norms keep their inputs (the gradient flows
-through them to earlier adapters); their ``gamma``/``beta`` reductions stay in the count
-(``b l e`` adds each, an over-count the library accepts), and so do the first layer's
-operations before its first adapter, which PyTorch would not record.
+embedding has no backward at all.  So the weight-gradient FLOPs (``Cost.flops_wgrad``) of
+the products are the adapters' ``dA`` and ``dB`` alone.  Frozen norms keep their inputs (the
+gradient flows through them to earlier adapters); their ``gamma``/``beta`` reductions stay in
+the count (``b l e`` adds each, an over-count the library accepts), as weight-gradient FLOPs,
+and so do the first layer's operations before its first adapter, which PyTorch would not
+record.
 
 Targets name slices of the library's fused products (``TARGETS``): ``q``, ``k``, ``v`` and
 ``qkv`` of ``qkv_proj``; ``o`` (the output projection, row ``v_proj``); ``gate``, ``up`` and
@@ -135,15 +139,16 @@ def weight_matrix(row: Cost) -> tuple[Expr, Expr]:
 
 
 def frozen(row: Cost, conventions=conv.DEFAULT) -> Cost:
-    """``row`` with its weights frozen: a linear keeps no input and skips ``dW`` (and ``dB``);
-    an embedding has no backward; any other row writes no weight gradient."""
+    """``row`` with its weights frozen: a linear keeps no input and skips ``dW`` (and ``dB``):
+    its backward is its ``dX`` product alone, no weight-gradient FLOPs; an embedding has no
+    backward; any other row writes no weight gradient (its FLOPs unchanged, module docstring)."""
     if is_linear(row):
-        kept = tuple(g for i, g in enumerate(row.gemms) if not (g.pass_ == "bwd" and i == len(row.gemms) - 1))
-        return replace(row, gemms=kept, flops_bwd=product_flops(kept, "bwd", conventions),
+        kept = tuple(g for g in row.gemms if not (g.pass_ == "bwd" and g.grad == "weight"))
+        return replace(row, gemms=kept, flops_bwd=product_flops(kept, "bwd", conventions), flops_wgrad=Integer(0),
                        act_buffer=Integer(0), weight_grads=Integer(0), mem_bwd=row.act_grads + row.weights)
     if row.name.endswith("embeddings") and row.weights != 0:
-        return replace(row, flops_bwd=Integer(0), act_buffer=Integer(0), weight_grads=Integer(0),
-                       act_grads=Integer(0), mem_bwd=Integer(0))
+        return replace(row, flops_bwd=Integer(0), flops_wgrad=Integer(0), act_buffer=Integer(0),
+                       weight_grads=Integer(0), act_grads=Integer(0), mem_bwd=Integer(0))
     return replace(row, weight_grads=Integer(0), mem_bwd=row.mem_bwd - row.weight_grads)
 
 
@@ -192,14 +197,17 @@ def adapter(name: str, b, l, pairs, r, es, conventions, m1=1, s1=1) -> Cost:
         reduced = at.collective("allgather", tokens * at.e, at.s, "fwd") + at.reduce_to_shards("bwd")
     fan_in = pairs[0][0]
     fwd = [(rows_a, i, r) for i, _ in pairs] + [(rows_b, r, o) for _, o in pairs]
-    bwd = [shape for i, o in pairs for shape in ((r, rows_b, o), (rows_b, o, r), (i, rows_a, r), (rows_a, r, i))]
-    gemms = tuple(Gemm(p, *shape, element_bytes=es) for p, shapes in (("fwd", fwd), ("bwd", bwd)) for shape in shapes)
+    bwd = [step for i, o in pairs for step in (((r, rows_b, o), "weight"), ((rows_b, o, r), "input"),
+                                                ((i, rows_a, r), "weight"), ((rows_a, r, i), "input"))]
+    gemms = tuple(Gemm("fwd", *shape, element_bytes=es) for shape in fwd) + tuple(
+        Gemm("bwd", *shape, element_bytes=es, grad=grad) for shape, grad in bwd)
     outs = sum(o for _, o in pairs)
     weights = sum(r * (i + o) for i, o in pairs) * es
     return attach(make_cost(
         f"{name}.lora", "matrix",
         flops_fwd=product_flops(gemms, "fwd", conventions) + 2 * rows_b * outs,
         flops_bwd=product_flops(gemms, "bwd", conventions) + rows_b * outs + len(pairs) * rows_a * fan_in,
+        flops_wgrad=product_flops(gemms, "bwd", conventions, grad="weight"),
         act_in=rows_a * fan_in * es, act_out=rows_b * outs * es,
         act_buffer=(rows_a * fan_in + len(pairs) * rows_b * r) * es,
         act_grads=(rows_b * outs + len(pairs) * rows_a * fan_in) * es,

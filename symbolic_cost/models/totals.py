@@ -40,7 +40,11 @@ from symbolic_cost.parallel.pipeline import stage_layers, stage_sends
 
 @dataclass(frozen=True)
 class ModelCost:
-    """Every whole-model total, as expressions (bytes, FLOPs, per device unless named)."""
+    """Every whole-model total, as expressions (bytes, FLOPs, per device unless named).
+
+    A per-device field is its own busiest pipeline rank's: ``flops_wgrad`` and ``flops_agrad``
+    sum to ``flops_bwd`` when one rank is the busiest for all three (always with ``p = 1``);
+    ``model_flops_wgrad + model_flops_agrad == model_flops_bwd`` always."""
 
     architecture: Architecture
     training: Training
@@ -54,6 +58,10 @@ class ModelCost:
     flops_recompute: Expr
     model_flops_fwd: Expr
     model_flops_bwd: Expr
+    flops_wgrad: Expr            # the weight-gradient part of flops_bwd (Cost.flops_wgrad), busiest device
+    flops_agrad: Expr            # its activation-gradient part (Cost.flops_agrad), busiest device
+    model_flops_wgrad: Expr      # the two parts of model_flops_bwd: they sum to it
+    model_flops_agrad: Expr
     weight_bytes: Expr
     gradient_bytes: Expr
     optimizer_bytes: Expr
@@ -134,6 +142,8 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         flops_recompute=n * sum((stage_recompute_flops(blk, t, place.most(g)) for g, (blk, _) in enumerate(layers)),
                                 exact(0)),
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
+        flops_wgrad=n * stage("flops_wgrad"), flops_agrad=n * stage("flops_agrad"),
+        model_flops_wgrad=model("flops_wgrad"), model_flops_agrad=model("flops_agrad"),
         **{k: states[k] for k in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "host_bytes",
                                   "host_to_device", "device_to_host")},
         trainable_parameters=sum((count * trainable(blk, 1, t.lora) for blk, count in whole), exact(0)),

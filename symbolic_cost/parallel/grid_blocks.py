@@ -57,7 +57,9 @@ def columns_axis(grid: Grid) -> str:
 
 def grid_norm(grid: Grid, b, l, e, kind="layer", *, es=2, conventions=conv.DEFAULT, name="layer_norm") -> Cost:
     """A norm of ``(b, l, e)`` on ``(b/rows, l, e/cols)``: ``ops.norm`` on the block, its row
-    statistics allreduced along the columns' axis in each pass, its vector's gradient summed.
+    statistics allreduced along the columns' axis in each pass, its vector's gradient summed
+    (its backward adds are weight gradient, as the norm's ``gamma``/``beta`` sums are; the
+    statistics' are activation gradient).
 
     >>> from symbolic_cost.parallel.grid import make_grid
     >>> [c.elements for c in grid_norm(make_grid("2d", m1=2, m2=4), 4, 8, 64).collectives]
@@ -70,8 +72,8 @@ def grid_norm(grid: Grid, b, l, e, kind="layer", *, es=2, conventions=conv.DEFAU
     cost = NORMS[kind](rows, l, exact(e, "e") / grid.cols, name=name, es=es, conventions=conventions)
     stats = (2 if kind.startswith("layer") else 1) * rows * exact(l, "l")
     collectives = [c for pass_ in ("fwd", "bwd") for c in grid.along(axis, "allreduce", stats, es, pass_, conventions)]
-    return attach(cost, collectives + shared_gradients(grid, axis, cost.weights / exact(es, "es"), es, conventions),
-                  conventions)
+    return attach(cost, collectives, conventions,
+                  shared_gradients(grid, axis, cost.weights / exact(es, "es"), es, conventions))
 
 
 def _local(grid: Grid, b, width):

@@ -27,6 +27,11 @@ one ``(m, K) x (K, N/C)`` product, the same count; the reductions add their own 
 (``Collective.reduction_flops``).  A bias lives with its output columns, one copy on every
 device that holds them.  ``act_in_other`` is what a device receives to multiply (the other
 devices' panels or shards).
+
+The backward splits as ``ops.linear``'s: ``dX`` and the reductions of its panels or shards
+are activation gradient; ``dW``, the bias gradient and the reductions that sum them (SUMMA's
+``dW`` panels, 2.5-D's depth allreduce, 3-D's reduce-scatter along ``i``, the bias
+allreduces) are weight gradient (``Cost.flops_wgrad``).
 """
 
 from __future__ import annotations
@@ -54,8 +59,8 @@ def grid_linear(grid: Grid, tokens, k, n, *, bias=True, flip=False, es=2, conven
     conventions = conv.get(conventions)
     _check_blocks(grid, tokens, k, n, name)
     build = _cube if grid.kind == "3d" else _summa
-    cost, collectives = build(grid, tokens, k, n, bias, flip, es, conventions, name)
-    return attach(cost, collectives, conventions)
+    cost, collectives, weight_grads = build(grid, tokens, k, n, bias, flip, es, conventions, name)
+    return attach(cost, collectives, conventions, weight_grads)
 
 
 def _check_blocks(grid: Grid, tokens, k, n, name) -> None:
@@ -70,7 +75,8 @@ def _check_blocks(grid: Grid, tokens, k, n, name) -> None:
 
 
 def _summa(grid: Grid, tokens, k, n, bias, flip, es, conventions, name):
-    """SUMMA on the ``rows x cols`` grid (one layer of a 2.5-D grid: ``T/md`` tokens)."""
+    """SUMMA on the ``rows x cols`` grid (one layer of a 2.5-D grid: ``T/md`` tokens): the
+    Cost, its collectives, and those that sum parameter gradients."""
     r, c = grid.size("rows"), grid.size("cols")
     m, cols = tokens / grid.rows, n / c
     w = panels(grid, k, name)
@@ -81,18 +87,19 @@ def _summa(grid: Grid, tokens, k, n, bias, flip, es, conventions, name):
                                                             repeats=steps)
     panels_fwd = along("cols", "broadcast", m * w, "fwd") + along("rows", "broadcast", w * cols, "fwd")
     panels_bwd = along("cols", "broadcast", m * w, "bwd") + along("rows", "broadcast", w * cols, "bwd")
-    sums = along("cols", "reduce", m * w, "bwd") + along("rows", "reduce", w * cols, "bwd")
+    input_sums, weight_sums = along("cols", "reduce", m * w, "bwd"), along("rows", "reduce", w * cols, "bwd")
     shared = shared_gradients(grid, "cols", vector, es, conventions)
     if grid.kind == "2.5d":            # one copy of W per depth layer
         shared = grid.along("depth", "allreduce", own_w, es, "bwd", conventions) + shared
     cost = _cost(linear(m, 1, k, cols, bias=bias, es=es, conventions=conventions, name=name), es,
                  own_x=own_x, own_w=own_w + vector, own_y=m * cols, received=received,
                  bwd_extra=2 * received)
-    return cost, panels_fwd + panels_bwd + sums + shared
+    return cost, panels_fwd + panels_bwd + input_sums, weight_sums + shared
 
 
 def _cube(grid: Grid, tokens, k, n, bias, flip, es, conventions, name):
-    """3-D: gather ``X`` and ``W``, multiply, reduce-scatter ``Y`` (backward the mirror image)."""
+    """3-D: gather ``X`` and ``W``, multiply, reduce-scatter ``Y`` (backward the mirror image):
+    the Cost, its collectives, and those that sum parameter gradients."""
     q = grid.size("i")
     gather, scatter = ("k", "j") if flip else ("j", "k")
     m, kq, nq = tokens / q, k / q, n / q             # the gathered blocks' sides
@@ -103,15 +110,15 @@ def _cube(grid: Grid, tokens, k, n, bias, flip, es, conventions, name):
                    + grid.along("i", "allgather", kq * nq, es, "fwd", conventions)
                    + grid.along(scatter, "reducescatter", m * nq, es, "fwd", conventions)
                    + grid.along(scatter, "allgather", m * nq, es, "bwd", conventions)
-                   + grid.along(gather, "reducescatter", m * kq, es, "bwd", conventions)
-                   + grid.along("i", "reducescatter", kq * nq, es, "bwd", conventions)
-                   + shared_gradients(grid, gather, vector, es, conventions))   # Y's columns: gather
+                   + grid.along(gather, "reducescatter", m * kq, es, "bwd", conventions))
+    weight_grads = (grid.along("i", "reducescatter", kq * nq, es, "bwd", conventions)
+                    + shared_gradients(grid, gather, vector, es, conventions))   # Y's columns: gather
     products = linear(m, 1, kq, nq, bias=False, es=es, conventions=conventions, name=name)
     cost = _cost(products, es, own_x=own_x, own_w=own_w + vector, own_y=own_y, received=gathered - own_x - own_w,
                  kept=gathered, bwd_extra=(m * nq - own_y) + (m * kq - own_x) + (kq * nq - own_w),
                  fwd_extra=m * nq - own_y)
-    adds = own_y if bias else 0                       # the bias joins the scattered block
-    return cost.plus(flops_fwd=adds, flops_bwd=adds), collectives
+    adds = own_y if bias else 0                       # the bias joins the scattered block; dB sums it back
+    return cost.plus(flops_fwd=adds, flops_bwd=adds, flops_wgrad=adds), collectives, weight_grads
 
 
 def _cost(products: Cost, es, *, own_x, own_w, own_y, received, bwd_extra, kept=None, fwd_extra=0) -> Cost:
@@ -119,6 +126,7 @@ def _cost(products: Cost, es, *, own_x, own_w, own_y, received, bwd_extra, kept=
     shapes), the blocks the device stores (elements), and the traffic rule of ``make_cost`` plus
     what the grid adds (``received`` panels or shards read; partial sums written)."""
     cost = make_cost(products.name, "matrix", flops_fwd=products.flops_fwd, flops_bwd=products.flops_bwd,
+                     flops_wgrad=products.flops_wgrad,
                      act_in=own_x * es, act_in_other=received * es, act_out=own_y * es,
                      act_buffer=(own_x if kept is None else kept) * es, weights=own_w * es,
                      weight_grads=own_w * es, act_grads=(own_y + own_x) * es, gemms=products.gemms)
