@@ -4,7 +4,8 @@ Each mutation replaces one line, found by a text anchor that must occur exactly 
 temporary copy of ``symbolic_cost/`` (never in the working tree), then runs
 ``tests/test_simulations.py`` and ``tests/test_model.py`` against the copy in a subprocess;
 the mutation is killed when they fail.  The first five are the mutations that survived the
-whole suite before issue 15; the others guard the expressions added with it.
+whole suite before issue 15; the others guard the expressions added with it, and the last four
+the backward split into activation and weight gradients (issue 26, ``tests/test_grad_split.py``).
 
 Run from the repository root (``tests/test_mutations.py`` runs the same in the suite)::
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
-         "tests/test_time_model.py")
+         "tests/test_time_model.py", "tests/test_grad_split.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -61,6 +62,7 @@ PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/z
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
 RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
 EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
+MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
 MUTATIONS = (
     Mutation("wave-quantisation", EFFICIENCY, "(ceiling(tiles / sms) * sms * tile_m * tile_n)",
              "(tiles * tile_m * tile_n)", required=False),
@@ -105,6 +107,15 @@ MUTATIONS = (
              "key=lambda key: (key[0], key[1], not key[2])", required=False),
     Mutation("rotary-per-group", STACK, "rotary_pos=arch.rotary and rotary,", "rotary_pos=arch.rotary,",
              required=False),
+    Mutation("linear-wgrad-marking", MATMUL, "[(tokens, f, e)], es, wgrad=[(e, tokens, f)])",
+             "[(e, tokens, f)], es, wgrad=[(tokens, f, e)])", required=False),
+    Mutation("layer-norm-gamma-split", NORM, "flops_wgrad=(2 * n if weight else 0) + (2 * n if bias else 0),",
+             "flops_wgrad=(3 * n if weight else 0) + (2 * n if bias else 0),", required=False),
+    Mutation("embedding-wgrad", "symbolic_cost/ops/embedding.py", "flops_bwd=n, flops_wgrad=n,",
+             "flops_bwd=n, flops_wgrad=0,", required=False),
+    Mutation("grid-weight-reductions", "symbolic_cost/parallel/grid_linear.py",
+             "return cost, panels_fwd + panels_bwd + input_sums, weight_sums + shared",
+             "return cost, panels_fwd + panels_bwd + input_sums + weight_sums + shared, []", required=False),
 )
 
 
