@@ -4,8 +4,10 @@ Each mutation replaces one line, found by a text anchor that must occur exactly 
 temporary copy of ``symbolic_cost/`` (never in the working tree), then runs
 ``tests/test_simulations.py`` and ``tests/test_model.py`` against the copy in a subprocess;
 the mutation is killed when they fail.  The first five are the mutations that survived the
-whole suite before issue 15; the others guard the expressions added with it, and the last four
-the backward split into activation and weight gradients (issue 26, ``tests/test_grad_split.py``).
+whole suite before issue 15; the others guard the expressions added with it, the calibrated time
+model and serving under load (issue 27, ``tests/test_time_model.py``, ``tests/test_serving_load.py``),
+and the last four the backward split into activation and weight gradients (issue 26,
+``tests/test_grad_split.py``).
 
 Run from the repository root (``tests/test_mutations.py`` runs the same in the suite)::
 
@@ -29,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
-         "tests/test_time_model.py", "tests/test_grad_split.py")
+         "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -62,10 +64,19 @@ PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/z
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
 RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
 EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
+LOAD = "symbolic_cost/inference/load.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
 MUTATIONS = (
-    Mutation("wave-quantisation", EFFICIENCY, "(ceiling(tiles / sms) * sms * tile_m * tile_n)",
-             "(tiles * tile_m * tile_n)", required=False),
+    Mutation("wave-quantisation", EFFICIENCY, "(ceiling(ceiling(m / t_m) * ceiling(n / t_n) * count / sms) * sms * t_m",
+             "(ceiling(m / t_m) * ceiling(n / t_n) * count * t_m", required=False),
+    Mutation("narrow-tile", EFFICIENCY, "return Min(tile, MMA_ROWS * ceiling(size / MMA_ROWS))", "return tile",
+             required=False),
+    Mutation("tile-halves", EFFICIENCY, "return [(tile_m, tile_n), (tile_m, tile_n / 2), (tile_m / 2, tile_n)]",
+             "return [(tile_m, tile_n)]", required=False),
+    Mutation("fused-step-reads-weights-once", LOAD, "memory -= row.weights / self._bandwidth", "memory -= 0",
+             required=False),
+    Mutation("load-context-grows", LOAD, "context = (prompt + steps - admitted_sum / decoding)",
+             "context = (prompt + 0 * admitted_sum / decoding)", required=False),
     Mutation("nccl-ll-share", EFFICIENCY, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
              "Rational(1, 3)", required=False),
     Mutation("overlap-window", STEP, 'seconds["grad"] - compute["bwd"]', 'seconds["grad"] - compute["fwd"] - compute["bwd"]',

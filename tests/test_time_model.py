@@ -22,7 +22,10 @@ from symbolic_cost.timing.step import step_time_breakdown
 
 
 def simulated_waves(m, n, count, sms, tm, tn):
-    """Hand out output tiles to SMs one wave at a time, counting the useful outputs."""
+    """Hand out output tiles to SMs one wave at a time, counting the useful outputs; a side
+    shorter than its tile runs a narrow kernel whose side is that length rounded up to 16."""
+    tm = tm if m >= tm else -(-m // 16) * 16
+    tn = tn if n >= tn else -(-n // 16) * 16
     tiles = [(min(tm, m - i), min(tn, n - j)) for _ in range(count)
              for i in range(0, m, tm) for j in range(0, n, tn)]
     waves = 0
@@ -35,12 +38,28 @@ def simulated_waves(m, n, count, sms, tm, tn):
 @given(st.integers(1, 3000), st.integers(1, 3000), st.integers(1, 4), st.sampled_from([108, 132]),
        st.sampled_from([(128, 128), (128, 256), (64, 64)]))
 def test_wave_efficiency_equals_a_tile_by_tile_simulation(m, n, count, sms, tile):
-    assert eff.wave_efficiency(m, n, count, sms, *tile) == Rational(simulated_waves(m, n, count, sms, *tile))
+    assert eff.wave_efficiency(m, n, count, sms, *tile) == Rational(best_waves(m, n, count, sms, *tile))
+
+
+def best_waves(m, n, count, sms, tm, tn):
+    """The simulation on the best of the full tile and its halves along either side."""
+    return max(simulated_waves(m, n, count, sms, a, b) for a, b in ((tm, tn), (tm, tn // 2), (tm // 2, tn)))
 
 
 def test_wave_efficiency_by_hand():
-    # 1000 x 1000 on Hopper tiles: 8 x 4 = 32 tiles, one wave of 132 SMs of 128 x 256 slots
-    assert eff.wave_efficiency(1000, 1000, 1, 132, 128, 256) == Rational(10**6, 132 * 128 * 256)
+    # 1000 x 1000 on Hopper tiles: 128 x 256 makes 8 x 4 = 32 tiles, 128 x 128 (or 64 x 256) 64:
+    # one wave of 132 SMs either way, the smaller tile wastes half as many slots
+    assert eff.wave_efficiency(1000, 1000, 1, 132, 128, 256) == Rational(10**6, 132 * 128 * 128)
+    # one decode token through a 4096-wide projection: 32 narrow 16 x 128 tiles in one wave
+    assert eff.wave_efficiency(1, 4096, 1, 132, 128, 256) == Rational(4096, 132 * 16 * 128)
+
+
+def test_wave_efficiency_of_a_symbolic_token_count_is_exact_where_substituted():
+    from sympy import Symbol
+    t = Symbol("t", positive=True, integer=True)
+    expr = eff.wave_efficiency(t, 4096, 1, 132, 128, 256)
+    for tokens in (1, 17, 127, 128, 3000):
+        assert expr.subs(t, tokens) == Rational(best_waves(tokens, 4096, 1, 132, 128, 256))
 
 
 def nccl_reference(kind, n, nbytes, bus, link, nodes=1):

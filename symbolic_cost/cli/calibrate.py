@@ -14,12 +14,34 @@ from symbolic_cost.cli import options
 EXAMPLES = [
     "symbolic-cost calibrate",
     "symbolic-cost calibrate --write",
+    "symbolic-cost calibrate --serving --write",
 ]
 
 
 def add_arguments(parser) -> None:
     options.option(parser, "--write", action="store_true",
                    help="store the fitted factors, with their provenance, in timing/calibration.json")
+    options.option(parser, "--serving", action="store_true",
+                   help="also fit the serving runtime's step and request overheads on the TensorRT-LLM load "
+                        "tests (each fit step simulates all 36; about two minutes)")
+
+
+SOURCE = ("symbolic_cost/reproduce/measured/calibration-{}.json (the project's calibration rows; "
+          "no other measurement)")
+
+
+def _fit_serving(calibrate, measured) -> tuple:
+    """Fit the serving overheads, printing each trial; ``(values, case ids, source)``."""
+    import sys
+    from symbolic_cost.timing import efficiency
+    cases = measured.serving_cases()
+    print(f"fitting the serving overheads on {len(cases)} load tests ...", file=sys.stderr)
+    values = calibrate.fit_serving(cases, progress=lambda ms: print(
+        "  trying " + ", ".join(f"{k} {v:.3f} ms" for k, v in zip(calibrate.SERVING, ms)), file=sys.stderr))
+    committed = efficiency.CALIBRATION.get("serving", {})
+    print("serving: " + ", ".join(f"{k} {calibrate.rounded(v)} s (committed {committed.get(k, 'none')})"
+                                  for k, v in values.items()))
+    return values, [c.id for c in cases], SOURCE.format("inference")
 
 
 def run(args) -> int:
@@ -34,9 +56,9 @@ def run(args) -> int:
         committed = efficiency.CALIBRATION["fitted"][family]
         print(f"{family}: " + ", ".join(f"{k} {calibrate.rounded(v)} (committed {committed[k]})"
                                         for k, v in fitted.items()))
+    serving = _fit_serving(calibrate, measured) if args.serving else None
     if args.write:
-        path = calibrate.write(values, [c.id for c in cases], "symbolic_cost/reproduce/measured/"
-                               "calibration-training.json (the project's calibration rows; no other measurement)")
+        path = calibrate.write(values, [c.id for c in cases], SOURCE.format("training"), serving=serving)
         print(f"wrote {path}")
     print(f"{len(cases)} cases, {len(measured.excluded())} rows not expressible; the committed model's errors:")
     print("\n".join(summary_lines(timed(cases))))

@@ -11,11 +11,13 @@ asks for one decode step over a symbolic context, ``--set B=B`` for symbolic pag
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from sympy import simplify
 
 from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import (amount, architecture, assignments, conventions, grid_option, grid_values, number,
                                       resolve)
@@ -67,6 +69,13 @@ def add_arguments(parser) -> None:
                    help="one roofline for the whole phase, or one per operation")
     options.option(group, "--allow-long", action="store_true",
                    help="allow more tokens than the model's context")
+    load = parser.add_argument_group("under load")
+    options.option(load, "--rate", type=_rate, metavar="R",
+                   help="simulate in-flight batching of requests arriving at R per second (Poisson; 'inf': all at "
+                        "once), each of l_in prompt and l_out output tokens, on the calibrated system with the "
+                        "fitted runtime overheads: mean TTFT, mean inter-token latency, request and token throughput")
+    options.option(load, "--requests", type=int, default=500, metavar="N", action=options.Given,
+                   help="requests in the --rate simulation (default: 500, as the TensorRT-LLM benchmarks)")
     options.counting(parser)
     options.units(parser)
     options.option(parser, "--field", type=options.field_list(ALL_FIELDS), metavar="F1,F2,...",
@@ -74,6 +83,31 @@ def add_arguments(parser) -> None:
     options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", metavar="NAME=V1,V2,...",
                    help="evaluate --field over these values of b, l_in, l_out, l_ctx, B, as CSV")
     options.option(parser, "--json", action="store_true", help="JSON in bytes, FLOPs and seconds instead of text")
+
+
+def _rate(text: str):
+    """A request rate: a positive number of requests/s, or ``"inf"`` (all at once)."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return "inf"
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"--rate must be a positive number of requests/s or 'inf', got {text!r}")
+    return value
+
+
+def load_test(args, arch, serving) -> dict:
+    """``inference.load.serve`` of the configuration at ``--rate``: ``{quantity: value}`` in
+    seconds, requests/s and tokens/s."""
+    from dataclasses import asdict
+    from symbolic_cost.inference.load import StepModel, serve
+    if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
+        raise InputError("--rate needs numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
+    step = StepModel(arch, serving, args.system, conventions(args))
+    rate = None if args.rate == "inf" else args.rate
+    return asdict(serve(step, int(serving.l_out), rate, args.requests))
 
 
 def configuration(args, keep=()):
@@ -114,6 +148,10 @@ def kind(field: str) -> str | None:
 
 
 def run(args) -> int:
+    if args.rate is not None and (args.grid or args.field):
+        raise InputError("--rate prints a load test; it does not combine with --field or --grid", "rate")
+    if options.given(args, "requests") and args.rate is None:
+        raise InputError("--requests sets the size of the --rate simulation; give --rate too", "requests")
     if args.grid:
         grid = {str(k): v for k, v in grid_values(args.grid, assignments(args.set)).items()}
         names = args.field or ["ttft_s", "tpot_s", "tokens_per_s", "memory_bytes"]
@@ -134,8 +172,9 @@ def report(args) -> int:
     arch, s, l_ctx = configuration(args)
     names = [name for name in ALL_FIELDS if arch.moe is None or name != "crossover_batch"]
     out = {name: number(value) for name, value in expressions(args, names).items()}
+    load = load_test(args, arch, s) if args.rate is not None else None
     if args.json:
-        print(json.dumps({"model": arch.name, **out}, indent=1))
+        print(json.dumps({"model": arch.name, **out, **({"load": load} if load else {})}, indent=1))
         return 0
     size = lambda name: amount(out[name], "bytes", args.units)  # noqa: E731
     flops = lambda name: amount(out[name], "flops", args.units)  # noqa: E731
@@ -163,5 +202,11 @@ def report(args) -> int:
         "(not solved: the experts a step reads grow with b; see --grid)"
     most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
     print(f"largest batch that fits: {most}; decode turns compute-bound at {turns}")
+    if load:
+        ms = lambda name: amount(load[name], "seconds", args.units)  # noqa: E731
+        print(f"under load ({args.requests} requests at {args.rate} per second, in-flight batching, calibrated "
+              f"{args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
+              f"{load['request_throughput']:.4g} requests/s, {load['output_token_throughput']:.6g} output tokens/s, "
+              f"{load['total_token_throughput']:.6g} tokens/s in all")
     return 0
 

@@ -81,7 +81,8 @@ def generate(out: Path, small: bool = False, progress: Callable[[str], None] = p
     _write(out / "inference.md", inference_markdown(), written)
     written += plot_inference(out, points=12 if small else 40)
     progress("inference: inference.md, kv-cache.png, decode-throughput.png")
-    written.append(validation.write(out, measured.cases(), measured.excluded()))
+    written.append(validation.write(out, measured.cases(), measured.excluded(),
+                                   serving_cases=measured.serving_cases()))
     written.append(out / "validation.png")
     progress("time model against measured runs: validation.md, validation.png")
     for shape in shapes:

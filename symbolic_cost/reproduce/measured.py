@@ -6,6 +6,8 @@ A100 and H100 tables, Llama 3's Table 4), copied unchanged, with their provenanc
 what each field means.  ``cases()`` turns each row into an ``Architecture``, a ``Training``, a
 system and one measured time in seconds; ``excluded()`` names the rows that cannot be expressed
 and why.  What a source leaves unstated is filled with a named assumption, printed in the report.
+``serving_cases()`` does the same for the serving rows (``measured/calibration-inference.json``:
+TensorRT-LLM's online load tests), as ``ServingCase``.
 
 How a measured time is read from a row:
 
@@ -47,10 +49,9 @@ class Case:
     assumptions: tuple[str, ...]
 
 
-def rows() -> list[dict]:
-    """The calibration rows as published (``measured/calibration-training.json``)."""
-    text = resources.files("symbolic_cost.reproduce").joinpath("measured", "calibration-training.json").read_text()
-    return json.loads(text)["rows"]
+def rows(name: str = "calibration-training.json") -> list[dict]:
+    """The calibration rows of ``measured/<name>`` as published."""
+    return json.loads(resources.files("symbolic_cost.reproduce").joinpath("measured", name).read_text())["rows"]
 
 
 def _reason(row) -> str | None:
@@ -78,7 +79,7 @@ def cases() -> list[Case]:
 def _architecture(row) -> Architecture:
     """A GPT (learned positions, LayerNorm, GELU, biases, dropout, tied) or, for a SwiGLU model, a
     Llama (rotary, RMSNorm, no biases or dropout); Megatron pads the vocabulary to 128 x TP."""
-    a, seq = row["model"]["arch"], row["layout"]["seq_len"]
+    a, seq = row["model"]["arch"], row["layout"].get("seq_len")
     llama = a["ffn_type"] == "swiglu"
     return Architecture(row["id"], a["layers"], a["hidden"], a["heads"], a["ffn"], a["vocab"],
                         kv_heads=a["kv_heads"], positions=0 if llama else seq, mlp="swiglu" if llama else "gelu",
@@ -157,3 +158,42 @@ def _conventions(row) -> conv.Conventions:
     sends over the tensor group and gathers them on arrival; Megatron-Core sends what it holds."""
     legacy = row["group"].startswith(("narayanan", "korthikanti")) or row["group"] == "megatron_lm_readme_a100"
     return conv.DEFAULT.but(pipeline_sends="scatter-gather") if legacy else conv.DEFAULT
+
+
+@dataclass(frozen=True)
+class ServingCase:
+    """One measured load test: ``requests`` requests of ``serving.l_in`` prompt and
+    ``output_tokens`` output tokens arriving at ``rate`` per second (``None``: all at once) on
+    ``system``, and what was measured (``measured``: mean TTFT and ITL in seconds, request/s,
+    total and output tokens/s)."""
+
+    id: str
+    system: str
+    architecture: Architecture
+    serving: "Serving"
+    output_tokens: int
+    rate: Fraction | None
+    requests: int
+    measured: dict
+    assumptions: tuple[str, ...]
+
+
+_SECONDS = {"mean_ttft", "mean_itl"}
+
+
+def serving_cases() -> list[ServingCase]:
+    """The serving rows (``measured/calibration-inference.json``: TensorRT-LLM 0.14 online
+    serving on H100, BF16, in-flight batching) as ``ServingCase``: Poisson arrivals (the source
+    does not state its arrival process) and flash (fused) attention, as TensorRT-LLM runs it."""
+    from symbolic_cost.inference.serving import Serving
+    out = []
+    for row in rows("calibration-inference.json"):
+        layout = row["layout"]
+        rate = layout["request_rate_qps"]
+        measured = {m["quantity"]: Fraction(str(m["value"])) / (1000 if m["quantity"] in _SECONDS else 1)
+                    for m in row["measured"]}
+        out.append(ServingCase(row["id"], "h100", _architecture(row),
+                               Serving(m1=layout["tp"], p=layout["pp"], l_in=layout["isl"], flash=True),
+                               layout["osl"], None if rate == "INF" else Fraction(rate), layout["num_requests"],
+                               measured, ("Poisson arrivals (not stated)",)))
+    return out

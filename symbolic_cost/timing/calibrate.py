@@ -7,6 +7,11 @@ over the cases (scipy's ``least_squares``, factors bounded to ``[0.05, 1]``); ``
 them, rounded to three significant digits, with their provenance in ``calibration.json``.
 ``symbolic-cost calibrate`` runs the three on the project's calibration rows.
 
+The serving runtime's two overheads (``inference.load.Runtime``: seconds per engine step and per
+request) are fitted the same way on the serving rows (``fit_serving``: the log errors of mean time
+to first token and mean inter-token latency of every load test, ``serve`` simulating each), and
+stored under ``"serving"`` (``symbolic-cost calibrate --serving``).
+
 The fit runs on symbols: each case's time is built once as an expression in the factors
 (``matrix_a100``, ...) and ``lambdify`` evaluates it for the optimiser.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sympy import Symbol, lambdify
+from sympy import Rational, Symbol, lambdify
 
 from symbolic_cost.models.totals import model_cost
 from symbolic_cost.timing import efficiency
@@ -74,16 +79,75 @@ def rounded(value: float) -> str:
     return f"{value:.3g}"
 
 
-def write(values: dict, case_ids: list[str], source: str, path: Path | None = None) -> Path:
-    """Store fitted factors and their provenance (the cases' ids and where they come from)."""
+SERVING = ("step_overhead", "request_overhead")
+"""The serving runtime's fitted overheads (``inference.load.Runtime``), in seconds."""
+
+
+def serve_case(case, runtime, models: dict | None = None):
+    """``inference.load.serve`` of a ``reproduce.measured.ServingCase`` on its calibrated system
+    (``models`` caches the ``StepModel`` of each architecture and layout)."""
+    from symbolic_cost.inference.load import StepModel, serve
+    models = {} if models is None else models
+    key = (case.architecture, case.serving, case.system)
+    if key not in models:
+        models[key] = StepModel(case.architecture, case.serving, case.system)
+    return serve(models[key], case.output_tokens, case.rate, case.requests, runtime)
+
+
+def serving_residuals(cases, values, models: dict | None = None) -> list[float]:
+    """``log(predicted / measured)`` of mean TTFT and mean ITL of every case under the overheads
+    ``values`` (seconds, in ``SERVING`` order)."""
+    import math
+    from symbolic_cost.inference.load import Runtime
+    runtime = Runtime(**{k: Rational(str(float(v))) for k, v in zip(SERVING, values)})
+    out = []
+    for case in cases:
+        load = serve_case(case, runtime, models)
+        out += [math.log(load.mean_ttft / case.measured["mean_ttft"]),
+                math.log(load.mean_itl / case.measured["mean_itl"])]
+    return out
+
+
+def fit_serving(cases, progress=None) -> dict:
+    """``{overhead: seconds}`` minimising the squared log errors of TTFT and ITL over ``cases``
+    (``least_squares`` on milliseconds in [0, 100], finite differences of 5 %)."""
+    import numpy as np
+    from scipy.optimize import least_squares
+    models: dict = {}
+
+    def residuals(ms):
+        if progress:
+            progress(ms)
+        return serving_residuals(cases, ms / 1000, models)
+
+    result = least_squares(residuals, np.array([1.0, 1.0]), bounds=(0.0, 100.0), diff_step=0.05, max_nfev=40)
+    return {k: v / 1000 for k, v in zip(SERVING, result.x)}
+
+
+PROVENANCE = {
+    "command": "symbolic-cost calibrate",
+    "method": "scipy.optimize.least_squares on log(predicted / measured), one residual per case, "
+              "factors bounded to [0.05, 1], rounded to 3 significant digits",
+    "note": "A100's attention factor is not constrained (no A100 case runs fused attention): H100's"}
+SERVING_PROVENANCE = {
+    "command": "symbolic-cost calibrate --serving",
+    "method": "scipy.optimize.least_squares on log(predicted / measured) of mean TTFT and mean ITL of every "
+              "load test (inference.load.serve), overheads bounded to [0, 0.1] s, rounded to 3 significant "
+              "digits"}
+
+
+def write(values: dict | None, case_ids: list[str], source: str, path: Path | None = None,
+          serving: tuple | None = None) -> Path:
+    """Store fitted factors (``values``) and/or serving overheads (``serving``: ``(values,
+    case ids, source)``) with their provenance, keeping what is not refitted."""
     path = path or Path(efficiency.__file__).with_name("calibration.json")
-    record = {"fitted": {fam: {k: rounded(v) for k, v in values[fam].items()} for fam in FAMILIES},
-              "provenance": {
-                  "command": "symbolic-cost calibrate",
-                  "method": "scipy.optimize.least_squares on log(predicted / measured), one residual per case, "
-                            "factors bounded to [0.05, 1], rounded to 3 significant digits",
-                  "data": source,
-                  "cases": case_ids,
-                  "note": "A100's attention factor is not constrained (no A100 case runs fused attention): H100's"}}
+    record = json.loads(path.read_text()) if path.exists() else {}
+    if values is not None:
+        record["fitted"] = {fam: {k: rounded(v) for k, v in values[fam].items()} for fam in FAMILIES}
+        record["provenance"] = dict(PROVENANCE, data=source, cases=case_ids)
+    if serving is not None:
+        fitted, ids, data = serving
+        record["serving"] = {k: rounded(v) for k, v in fitted.items()}
+        record["serving_provenance"] = dict(SERVING_PROVENANCE, data=data, cases=ids)
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path

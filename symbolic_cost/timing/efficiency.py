@@ -7,7 +7,8 @@ A system that carries an ``Efficiency`` (``calibrated("a100")``) is timed as rea
 * **matrix products** ``(m, k) x (k, n)``, ``count`` of them: at ``matrix`` (a sustained
   fraction of peak, fitted) times the **wave quantisation** of their output tiles over the
   SMs (``wave_efficiency``: a product of ``tiles`` tiles runs in ``ceiling(tiles / sms)``
-  waves, and partial tiles and waves do no useful work);
+  waves, and partial tiles and waves do no useful work; a side shorter than the tile takes a
+  narrow kernel, ``kernel_tile``);
 * **fused attention** (a matrix row without product shapes: flash attention) at
   ``attention`` of peak (fitted);
 * **memory-bound work** at ``memory`` of the HBM bandwidth (fitted), taking the larger of
@@ -29,11 +30,11 @@ import json
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 
-from sympy import Expr, Integer, Rational, ceiling, sympify
+from sympy import Expr, Integer, Min, Rational, ceiling, sympify
 
 from symbolic_cost.checks import InputError, exact
 from symbolic_cost.cost import Collective
-from symbolic_cost.extrema import minimum
+from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.ops.matmul import matmul_flops
 
 MICRO = Rational(1, 10**6)
@@ -93,21 +94,57 @@ FITTED = ("matrix", "attention", "memory")
 """The factors ``report.calibrate`` fits; the others are datasheet or NCCL constants."""
 
 
+MMA_ROWS = 16
+"""The smallest product a tensor-core instruction forms along one side (``mma.sync.m16n8k16``'s
+16 rows; cuBLAS's skinny kernels swap the operands so either side can be the short one)."""
+
+
+def kernel_tile(size, tile) -> Expr:
+    """The output-tile side a product kernel uses along a dimension of ``size``: the full
+    ``tile``, or for a dimension shorter than it (a decode step's few tokens, a LoRA rank) the
+    ``size`` rounded up to ``MMA_ROWS``, as cuBLAS picks a narrow kernel for a skinny product.
+
+    >>> kernel_tile(4096, 128), kernel_tile(1, 128), kernel_tile(40, 256)
+    (128, 16, 48)
+    """
+    size, tile = exact(size, "size"), exact(tile, "tile")
+    if (size >= tile) == True:       # noqa: E712  (a SymPy relation: True only when provable)
+        return tile
+    return Min(tile, MMA_ROWS * ceiling(size / MMA_ROWS))
+
+
 def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
     """Useful fraction of the tile slots a batch of ``count`` ``(m, k) x (k, n)`` products
-    occupies: ``tiles = ceiling(m/tile_m) ceiling(n/tile_n) count`` output tiles run in
-    ``ceiling(tiles/sms)`` waves of ``sms`` tiles, each ``tile_m x tile_n``; the useful part
-    is ``m n count`` of those ``waves x sms x tile_m x tile_n`` outputs.
+    occupies, on the best of the kernel's tiles (``tile_shapes``).  On a tile of sides
+    ``T_m = kernel_tile(m, t_m)`` and ``T_n = kernel_tile(n, t_n)``,
+    ``tiles = ceiling(m/T_m) ceiling(n/T_n) count`` output tiles run in ``ceiling(tiles/sms)``
+    waves of ``sms`` tiles; the useful part is ``m n count`` of those ``waves x sms x T_m x T_n``
+    outputs.
 
-    >>> wave_efficiency(2048, 4608, 1, 108, 128, 128)   # 16 x 36 = 576 tiles in 6 waves of 108
-    8/9
-    >>> wave_efficiency(100, 128, 1, 108, 128, 128)     # one partial tile on 108 SMs
-    25/3456
+    >>> # 128 x 128: 16 x 36 = 576 tiles in 6 waves of 108 SMs (8/9); 128 x 64: 1,152 in 11 (32/33)
+    >>> wave_efficiency(2048, 4608, 1, 108, 128, 128)
+    32/33
+    >>> # 100 rows take a narrow 112-row tile; two 112 x 64 tiles in one wave fill 2/108 of it best
+    >>> wave_efficiency(100, 128, 1, 108, 128, 128)
+    25/1512
     """
     m, n, count, sms = (exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms")))
+    shapes = [(kernel_tile(m, t_m), kernel_tile(n, t_n)) for t_m, t_n in tile_shapes(tile_m, tile_n)]
+    return maximum(*(m * n * count / (ceiling(ceiling(m / t_m) * ceiling(n / t_n) * count / sms) * sms * t_m * t_n)
+                     for t_m, t_n in shapes))
+
+
+def tile_shapes(tile_m, tile_n) -> list[tuple[Expr, Expr]]:
+    """The output tiles a kernel library chooses among: the largest, ``tile_m x tile_n``, and
+    its halves along either side (cuBLAS's heuristics pick the one that fills the SMs best; its
+    Ampere kernels run 128 x 128, 128 x 64 and 64 x 128, its Hopper ones 128 x 256, 128 x 128 and
+    64 x 256).
+
+    >>> tile_shapes(128, 256)
+    [(128, 256), (128, 128), (64, 256)]
+    """
     tile_m, tile_n = exact(tile_m, "tile_m"), exact(tile_n, "tile_n")
-    tiles = ceiling(m / tile_m) * ceiling(n / tile_n) * count
-    return m * n * count / (ceiling(tiles / sms) * sms * tile_m * tile_n)
+    return [(tile_m, tile_n), (tile_m, tile_n / 2), (tile_m / 2, tile_n)]
 
 
 # NCCL's ring latencies (src/graph/tuning.cc, NCCL 2.x), in seconds: a base per protocol and

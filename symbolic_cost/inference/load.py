@@ -1,0 +1,187 @@
+"""Serving under load: in-flight (continuous) batching of requests arriving at a rate.
+
+``throughput`` answers for a fixed batch; a server under load mixes, step by step, the prompts it
+admits with the sequences it is decoding, and requests queue when it is busy.  ``serve`` runs that
+as an event simulation whose every step is priced by the library's own expressions:
+
+* ``StepModel``: seconds of one engine step that prefills ``k`` prompts of ``P`` tokens and
+  decodes one token of ``B`` sequences over a mean context ``c``, on a calibrated system
+  (``timing.hardware.calibrated``): every row of the ``phases.prefill`` and ``phases.decode``
+  phases on the calibrated roofline, the weights read once when both run in one step, and the
+  step's tensor-parallel collectives at NCCL's price (see the class);
+* ``Runtime``: the engine's limits (``max_batch`` sequences in flight, ``max_tokens`` per step:
+  a prompt is admitted whole, first come first served, while both allow) and its fixed costs,
+  ``step_overhead`` per step (scheduling, sampling, launches) and ``request_overhead`` per request
+  (the front end and tokenisation, added to its time to first token); both fitted on the
+  TensorRT-LLM 0.14 load tests (``timing.calibrate.fit_serving``, stored in
+  ``timing/calibration.json``);
+* ``serve``: Poisson arrivals at ``rate`` requests/s (a seeded generator; ``rate=None`` sends
+  them all at once), every request ``P`` prompt and ``O`` output tokens; it returns mean time to
+  first token, mean inter-token latency (over every gap between two tokens of a request), and
+  request, total-token and output-token throughput from the first arrival to the last token.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, replace
+
+from sympy import Integer, Rational, Symbol, lambdify
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
+from symbolic_cost.extrema import maximum
+from symbolic_cost.inference.phases import decode, prefill
+from symbolic_cost.inference.serving import Serving
+from symbolic_cost.timing import efficiency
+from symbolic_cost.timing.hardware import calibrated, comm_time
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """An in-flight batching engine (see the module docstring).  ``max_batch`` and ``max_tokens``
+    are TensorRT-LLM's engine-build defaults of its 0.x releases (256 sequences, 8,192 tokens: an
+    assumption where a benchmark does not print them); the overheads are seconds."""
+
+    step_overhead: object = None
+    request_overhead: object = None
+    max_batch: int = 256
+    max_tokens: int = 8192
+
+    def __post_init__(self):
+        fitted = efficiency.CALIBRATION.get("serving", {})
+        for name in ("step_overhead", "request_overhead"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, Rational(fitted.get(name, "0")))
+        for name in ("max_batch", "max_tokens"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise InputError(f"{name} must be a positive integer, got {getattr(self, name)!r}", name)
+
+
+class StepModel:
+    """Seconds of one engine step, ``step(k, B, c)`` (see the module docstring).
+
+    Every row of the phase is priced on the roofline of the calibrated model,
+    ``max(compute, memory)`` with ``timing.efficiency.pass_times``, and the rows are summed:
+
+    * ``prefill(k)``: the prefill phase of ``k`` prompts (``b = k``), each ``P = l_in`` tokens;
+    * ``decode(B, c)``: one decode step of ``B`` sequences over ``c`` cached tokens;
+    * a step with both runs them in one pass over the weights (in-flight batching fuses the
+      prompts' and the decoded tokens' products), so its decode rows read no weights:
+      ``prefill(k) + decode_fused(B, c)``, where each decode row's memory time leaves out its
+      ``weights`` bytes;
+    * plus the forward collectives of the step's ``k P + B`` tokens (NCCL's cost, ``comm_time``).
+    """
+
+    def __init__(self, arch, serving: Serving, system, conventions=None):
+        from symbolic_cost import conventions as conv
+        conventions = conv.get(conventions or conv.DEFAULT)
+        self.system, self.prompt = calibrated(system), int(serving.l_in)
+        self._bandwidth = self.system.hbm_bandwidth * self.system.efficiency.memory
+        k, tokens = Symbol("k", positive=True), Symbol("tokens", positive=True)
+        pre = prefill(arch, replace(serving, b=k, l_out=2), conventions)
+        dec = decode(arch, replace(serving, b=S.b, l_out=2), S.l_ctx, conventions)
+        args = (S.b, S.l_ctx)
+        self._prefill = lambdify([k], self._roofline(pre, conventions), "math")
+        self._decode = lambdify(args, self._roofline(dec, conventions), "math")
+        self._decode_fused = lambdify(args, self._roofline(dec, conventions, weights_read=False), "math")
+        comm = sum((n * comm_time(c, self.system, conventions) for c, n in dec.collectives), Integer(0))
+        self._comm = lambdify([tokens], comm.subs(S.b, tokens), "math")
+
+    def _roofline(self, phase, conventions, weights_read=True):
+        """Seconds of a phase: ``sum max(compute, memory)`` over its rows."""
+        total = Integer(0)
+        for row, n in phase.rows():
+            compute, memory = efficiency.pass_times(row, "fwd", self.system, conventions)
+            if not weights_read:
+                memory -= row.weights / self._bandwidth
+            total += n * maximum(compute, memory)
+        return total
+
+    def __call__(self, prompts: int, decoding: int, context: float) -> float:
+        """Seconds of a step with ``prompts`` prefills and ``decoding`` sequences over ``context``
+        cached tokens on average (before the step's fixed overhead)."""
+        if prompts and decoding:
+            seconds = self._prefill(prompts) + self._decode_fused(decoding, context)
+        elif prompts:
+            seconds = self._prefill(prompts)
+        else:
+            seconds = self._decode(decoding, context)
+        return seconds + self._comm(prompts * self.prompt + decoding)
+
+
+@dataclass(frozen=True)
+class Load:
+    """What a load test measures (seconds, requests/s, tokens/s)."""
+
+    mean_ttft: float
+    mean_itl: float
+    request_throughput: float
+    total_token_throughput: float
+    output_token_throughput: float
+
+
+def arrivals(requests: int, rate, seed: int = 0) -> list[float]:
+    """Arrival times of ``requests`` requests: a Poisson process of ``rate`` per second (``None``:
+    all at 0), from a seeded generator so that a run is reproducible."""
+    import random
+    if rate is None:
+        return [0.0] * requests
+    if not rate > 0:
+        raise InputError(f"rate must be positive requests/s or None (all at once), got {rate!r}", "rate")
+    draw, t, out = random.Random(seed), 0.0, []
+    for _ in range(requests):
+        t += draw.expovariate(float(rate))
+        out.append(t)
+    return out
+
+
+def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
+          seed: int = 0) -> Load:
+    """Simulate the engine over ``requests`` requests (see the module docstring).
+
+    Each step admits waiting requests that have arrived, first come first served, while the
+    engine has room (``max_batch`` sequences, ``max_tokens`` tokens: a prompt's ``P`` and one
+    per sequence decoding), then runs ``step(k, B, c) + step_overhead``: the admitted prompts
+    yield their first token at its end (their time to first token, plus ``request_overhead``)
+    and every sequence already running yields its next (one inter-token gap of the step's
+    duration).  A sequence leaves after ``output_tokens`` tokens.  All sequences advance
+    together, so they finish in the order they were admitted, and the mean context is
+    ``P + steps run since admission``, kept as a running sum."""
+    if not isinstance(output_tokens, int) or output_tokens < 1:
+        raise InputError(f"output_tokens must be a positive integer, got {output_tokens!r}", "output_tokens")
+    if not isinstance(requests, int) or requests < 1:
+        raise InputError(f"requests must be a positive integer, got {requests!r}", "requests")
+    times = arrivals(requests, rate, seed)
+    overhead, prompt = float(runtime.step_overhead), step.prompt
+    if prompt > runtime.max_tokens:
+        raise InputError(f"a prompt of {prompt} tokens exceeds max_tokens={runtime.max_tokens}", "max_tokens")
+    running, admitted_sum = deque(), 0         # running: the step index each sequence was admitted at
+    now, steps, nxt, ttft, gap_sum, gaps, last = 0.0, 0, 0, 0.0, 0.0, 0, 0.0
+    while nxt < requests or running:
+        if not running and times[nxt] > now:
+            now = times[nxt]
+        admitted, room = 0, runtime.max_tokens - len(running)
+        while (nxt + admitted < requests and times[nxt + admitted] <= now
+               and len(running) + admitted < runtime.max_batch and room >= prompt):
+            admitted, room = admitted + 1, room - prompt
+        decoding = len(running)
+        context = (prompt + steps - admitted_sum / decoding) if decoding else 0.0
+        duration = step(admitted, decoding, context) + overhead
+        now, steps = now + duration, steps + 1
+        gap_sum, gaps = gap_sum + duration * decoding, gaps + decoding
+        for request in range(nxt, nxt + admitted):
+            ttft += now - times[request]
+            running.append(steps)
+            admitted_sum += steps
+        nxt += admitted
+        while running and steps - running[0] + 1 >= output_tokens:
+            admitted_sum -= running.popleft()
+            last = now
+    span = last - times[0]
+    return Load(mean_ttft=ttft / requests + float(runtime.request_overhead),
+                mean_itl=gap_sum / gaps if gaps else math.nan,
+                request_throughput=requests / span,
+                total_token_throughput=requests * (prompt + output_tokens) / span,
+                output_token_throughput=requests * output_tokens / span)

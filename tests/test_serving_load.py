@@ -1,0 +1,150 @@
+"""Serving under load (inference.load): the event simulation against hand-worked schedules, the
+step model against hand counts of Llama 3 8B (its published parameter count), and the fitted
+overheads against the load tests they were fitted on."""
+
+import statistics
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.inference.load import Runtime, StepModel, arrivals, serve
+from symbolic_cost.inference.serving import Serving
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.timing.hardware import calibrated
+
+
+class Constant:
+    """A step that takes ``seconds`` whatever it runs, and records what it was asked."""
+
+    def __init__(self, seconds, prompt=100):
+        self.seconds, self.prompt, self.calls = seconds, prompt, []
+
+    def __call__(self, prompts, decoding, context):
+        self.calls.append((prompts, decoding, context))
+        return self.seconds
+
+
+NO_OVERHEAD = Runtime(step_overhead=0, request_overhead=0)
+
+
+def test_one_request_by_hand():
+    # a prefill step yields token 1, then 4 decode steps tokens 2..5: 5 steps of 10 ms
+    step = Constant(0.01)
+    load = serve(step, 5, None, requests=1, runtime=Runtime(step_overhead=0, request_overhead=0.003))
+    assert load.mean_ttft == pytest.approx(0.013)
+    assert load.mean_itl == pytest.approx(0.01)
+    assert load.request_throughput == pytest.approx(1 / 0.05)
+    assert load.output_token_throughput == pytest.approx(5 / 0.05)
+    assert load.total_token_throughput == pytest.approx(105 / 0.05)
+    # the context of the decode steps grows by one token a step from the prompt's 100
+    assert step.calls == [(1, 0, 0.0), (0, 1, 100), (0, 1, 101), (0, 1, 102), (0, 1, 103)]
+
+
+def test_a_full_engine_queues_the_second_request():
+    # max_batch 1: the second request waits for the first's 3 steps, then takes its own prefill
+    load = serve(Constant(0.01), 3, None, requests=2, runtime=Runtime(0, 0, max_batch=1))
+    assert load.mean_ttft == pytest.approx((0.01 + 0.04) / 2)
+    assert load.request_throughput == pytest.approx(2 / 0.06)
+
+
+def test_the_token_budget_admits_whole_prompts_only():
+    # 250 tokens a step: two prompts of 100 leave 50, the third waits for the next step, whose
+    # budget is 250 less one token for each of the two sequences decoding
+    step = Constant(0.01, prompt=100)
+    serve(step, 2, None, requests=3, runtime=Runtime(0, 0, max_tokens=250))
+    assert step.calls[:2] == [(2, 0, 0.0), (1, 2, 100)]
+
+
+def test_step_overhead_adds_to_every_gap():
+    base = serve(Constant(0.01), 8, None, requests=1, runtime=NO_OVERHEAD)
+    slower = serve(Constant(0.01), 8, None, requests=1, runtime=Runtime(step_overhead=0.002, request_overhead=0))
+    assert slower.mean_itl - base.mean_itl == pytest.approx(0.002)
+    assert slower.mean_ttft - base.mean_ttft == pytest.approx(0.002)
+
+
+def test_arrivals_are_a_seeded_poisson_process():
+    times = arrivals(20000, 8, seed=3)
+    gaps = [b - a for a, b in zip([0.0] + times, times)]
+    assert statistics.fmean(gaps) == pytest.approx(1 / 8, rel=0.03)
+    assert statistics.pstdev(gaps) == pytest.approx(1 / 8, rel=0.05)     # exponential: sd = mean
+    assert arrivals(5, 8, seed=3) == times[:5]
+    assert arrivals(3, None) == [0.0, 0.0, 0.0]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 30), st.floats(0.5, 50))
+def test_light_load_serves_at_the_arrival_rate(requests, tokens, rate):
+    # every request is served; none is faster than its own prefill; throughputs agree
+    load = serve(Constant(0.001), tokens, rate, requests=requests, runtime=NO_OVERHEAD)
+    assert load.mean_ttft >= 0.001 - 1e-12
+    assert load.output_token_throughput == pytest.approx(tokens * load.request_throughput)
+    if tokens > 1:
+        assert load.mean_itl == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize("bad, name", [(dict(max_batch=0), "max_batch"), (dict(max_tokens=1.5), "max_tokens")])
+def test_runtime_refuses_bad_limits(bad, name):
+    with pytest.raises(InputError, match=name):
+        Runtime(**bad)
+
+
+def test_serve_refuses_bad_input():
+    with pytest.raises(InputError, match="output_tokens"):
+        serve(Constant(0.01), 0, None)
+    with pytest.raises(InputError, match="rate"):
+        serve(Constant(0.01), 4, -1.0)
+    with pytest.raises(InputError, match="max_tokens"):
+        serve(Constant(0.01, prompt=9000), 4, None)
+
+
+LLAMA3_8B = Architecture("llama-3-8b", 32, 4096, 32, 14336, 128256, kv_heads=8, positions=0, mlp="swiglu",
+                         norm="rms", rotary=True, tied=False, qkv_bias=False, bias=False, dropouts=False)
+PARAMETERS = 8_030_261_248      # Meta's published count of Llama 3 8B
+
+
+@pytest.fixture(scope="module")
+def llama_step():
+    return StepModel(LLAMA3_8B, Serving(l_in=467, flash=True), "h100")
+
+
+def test_a_one_token_decode_step_reads_the_weights_once(llama_step):
+    # memory bound: 2 bytes a parameter at the calibrated share of HBM bandwidth, plus a little
+    # cache and activation traffic
+    system = calibrated("h100")
+    floor = 2 * PARAMETERS / float(system.hbm_bandwidth * system.efficiency.memory)
+    assert floor <= llama_step(0, 1, 467) <= 1.02 * floor
+
+
+def test_a_prefill_costs_at_least_its_products_at_the_sustained_rate(llama_step):
+    # 2 x (parameters - embedding table) FLOPs a token through the products (the head only for
+    # the last token), at matrix x peak at best
+    system = calibrated("h100")
+    body = PARAMETERS - 2 * 128256 * 4096
+    floor = 2 * body * 467 / float(system.matrix_flops * system.efficiency.matrix)
+    assert floor <= llama_step(1, 0, 0) <= 1.5 * floor
+
+
+def test_a_mixed_step_reads_the_weights_once(llama_step):
+    both, prefill, decode = llama_step(1, 8, 500), llama_step(1, 0, 0), llama_step(0, 8, 500)
+    assert max(prefill, decode) <= both < prefill + decode
+
+
+def test_the_committed_overheads_are_the_best_nearby():
+    # the committed overheads fit the load tests no worse than 25 % more or less of either
+    from symbolic_cost.reproduce.measured import serving_cases
+    from symbolic_cost.timing import calibrate
+    from symbolic_cost.timing.efficiency import CALIBRATION
+    cases, models = serving_cases(), {}
+    committed = [float(CALIBRATION["serving"][k]) for k in calibrate.SERVING]
+
+    def loss(values):
+        return sum(r * r for r in calibrate.serving_residuals(cases, values, models))
+
+    best = loss(committed)
+    for i in range(len(committed)):
+        for factor in (0.75, 1.25):
+            moved = list(committed)
+            moved[i] *= factor
+            assert best <= loss(moved) * 1.001
