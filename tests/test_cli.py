@@ -291,6 +291,25 @@ def test_profile_shows_each_run_of_identical_layers(capsys):
     assert layers[0] != layers[1].replace("1 (layer)", "0 (layer)")        # different parameters
 
 
+def test_search_and_sweep_time_on_the_calibrated_model_unless_ideal(capsys):
+    # the sweep's step time is the calibrated model's, as the library computes it for that layout;
+    # --ideal gives the peak-only bound
+    cost = model_cost(preset("gpt2"), Training(b=2, l=128, d=2))
+    for flags, system in (([], calibrated("h100")), (["--ideal"], "h100")):
+        assert main(["sweep", "--preset", "gpt2", "--set", "l=128", "d=2", "--grid", "b=2", "--field", "total",
+                     *flags]) == 0
+        total = float(capsys.readouterr().out.strip().splitlines()[-1].split(",")[-1])
+        assert math.isclose(total, float(step_time_breakdown(cost, system)["total"]), rel_tol=1e-9)
+    assert main(["search", "--preset", "gpt2", "--devices", "2", "--global-batch", "4", "--seq", "128",
+                 "--top", "1"]) == 0
+    assert "(calibrated time model)" in capsys.readouterr().out
+    assert main(["search", "--preset", "gpt2", "--devices", "2", "--global-batch", "4", "--seq", "128",
+                 "--top", "1", "--ideal"]) == 0
+    assert "(peak-only bound)" in capsys.readouterr().out
+    assert main(["summary", "--preset", "gpt2", "--kernel-time", "tiled"]) == 2
+    assert "add --ideal" in capsys.readouterr().err
+
+
 def test_sweep_over_p_places_the_layers_of_each_p(capsys):
     """DeepSeek-V2-Lite's dense first layer sits on the first rank, so the busiest rank's
     weights and activations depend on p beyond 1/p: a sweep over p equals model_cost at each p."""

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.inference import load
 from symbolic_cost.inference.load import Runtime, StepModel, arrivals, serve
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.architecture import Architecture
@@ -134,13 +135,12 @@ def test_a_mixed_step_reads_the_weights_once(llama_step):
 def test_the_committed_overheads_are_the_best_nearby():
     # the committed overheads fit the load tests no worse than 25 % more or less of either
     from symbolic_cost.reproduce.measured import serving_cases
-    from symbolic_cost.timing import calibrate
     from symbolic_cost.timing.efficiency import CALIBRATION
     cases, models = serving_cases(), {}
-    committed = [float(CALIBRATION["serving"][k]) for k in calibrate.SERVING]
+    committed = [float(CALIBRATION["serving"][k]) for k in load.SERVING]
 
     def loss(values):
-        return sum(r * r for r in calibrate.serving_residuals(cases, values, models))
+        return sum(r * r for r in load.serving_residuals(cases, values, models))
 
     best = loss(committed)
     for i in range(len(committed)):

@@ -179,3 +179,13 @@ def test_calibrate_command_prints_the_fit_and_the_errors(capsys):
     assert main(["calibrate"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("a100: matrix ") and "| all | 34 |" in text and "7 rows not expressible" in text
+
+
+@pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter", "alltoall"])
+def test_a_group_of_one_device_costs_nothing(kind):
+    from sympy import Symbol
+    assert eff.nccl_time(kind, 1, 10**9, 235 * 10**9, "nvlink") == 0
+    n = Symbol("n", positive=True, integer=True)         # a symbolic degree set to 1 later
+    assert eff.nccl_time(kind, n, 10**6, 235 * 10**9, "nvlink").subs(n, 1) == 0
+    assert eff.nccl_time(kind, n, 10**6, 235 * 10**9, "nvlink").subs(n, 8) == \
+        eff.nccl_time(kind, 8, 10**6, 235 * 10**9, "nvlink")

@@ -33,11 +33,12 @@ SOURCE = ("symbolic_cost/reproduce/measured/calibration-{}.json (the project's c
 def _fit_serving(calibrate, measured) -> tuple:
     """Fit the serving overheads, printing each trial; ``(values, case ids, source)``."""
     import sys
+    from symbolic_cost.inference import load
     from symbolic_cost.timing import efficiency
     cases = measured.serving_cases()
     print(f"fitting the serving overheads on {len(cases)} load tests ...", file=sys.stderr)
-    values = calibrate.fit_serving(cases, progress=lambda ms: print(
-        "  trying " + ", ".join(f"{k} {v:.3f} ms" for k, v in zip(calibrate.SERVING, ms)), file=sys.stderr))
+    values = load.fit_serving(cases, progress=lambda ms: print(
+        "  trying " + ", ".join(f"{k} {v:.3f} ms" for k, v in zip(load.SERVING, ms)), file=sys.stderr))
     committed = efficiency.CALIBRATION.get("serving", {})
     print("serving: " + ", ".join(f"{k} {calibrate.rounded(v)} s (committed {committed.get(k, 'none')})"
                                   for k, v in values.items()))

@@ -43,6 +43,7 @@ EXAMPLES = [
     "symbolic-cost inference --preset llama-2-7b --set b=32 l_in=4000 l_out=96 m1=2 --kv-dtype fp8 --set B=16",
     "symbolic-cost inference --preset mistral-7b --field kv_cache_bytes,tpot_s --set l_out=1",
     "symbolic-cost inference --preset llama-2-7b --grid b=1,8,64 l_in=512,4096 --field tpot_s,tokens_per_s",
+    "symbolic-cost inference --preset llama-2-7b --set l_in=467 l_out=256 --system h100 --rate 8",
 ]
 
 
@@ -75,7 +76,7 @@ def add_arguments(parser) -> None:
                         "once), each of l_in prompt and l_out output tokens, on the calibrated system with the "
                         "fitted runtime overheads: mean TTFT, mean inter-token latency, request and token throughput")
     options.option(load, "--requests", type=int, default=500, metavar="N", action=options.Given,
-                   help="requests in the --rate simulation (default: 500, as the TensorRT-LLM benchmarks)")
+                   help="requests in the --rate simulation, as many as TensorRT-LLM's published load tests send")
     options.counting(parser)
     options.units(parser)
     options.option(parser, "--field", type=options.field_list(ALL_FIELDS), metavar="F1,F2,...",

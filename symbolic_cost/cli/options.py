@@ -209,6 +209,26 @@ def counting(parser, conventions: str = CONVENTIONS, kernel_time: bool = True):
                help="override the conventions' time model: tiled GEMM traffic, latency, launches")
 
 
+def time_model(parser):
+    """``--ideal``: time at peak instead of on the calibrated model (``timed_system``)."""
+    option(parser, "--ideal", action="store_true",
+           help="time at 100%% of peak FLOP/s and bandwidth (a lower bound) instead of the calibrated model "
+                "(timing.efficiency, fitted on published measured runs)")
+
+
+def timed_system(args):
+    """The ``--system`` to time on: calibrated unless ``--ideal``.  ``--kernel-time`` is a
+    peak-side model (tiled kernels at the datasheet's rates), so it needs ``--ideal``."""
+    from symbolic_cost.checks import InputError
+    from symbolic_cost.timing.hardware import calibrated, get_system
+    if args.ideal:
+        return get_system(args.system)
+    if getattr(args, "kernel_time", None):
+        raise InputError("--kernel-time chooses a peak-side time model; add --ideal to use it (the default "
+                         "calibrated model prices kernels itself)", "kernel-time")
+    return calibrated(args.system)
+
+
 def block(parser, default: str | None = "mlp"):
     """``--block`` and the block's switches (bias, flash attention)."""
     group = parser.add_argument_group("block")

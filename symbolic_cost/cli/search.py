@@ -38,18 +38,20 @@ def add_arguments(parser) -> None:
                    help="run the kernels as Dask tasks (on the active Dask scheduler or cluster)")
     options.training(parser, distributed_optimizer=False, recompute=False)
     options.counting(parser)
+    options.time_model(parser)
     options.units(parser)
 
 
 def run(args) -> int:
     arch = architecture(args)
     space = dict(SPACE) if args.everything else dict(zero=args.zero)
-    found = search(arch, args.devices, args.system, global_batch=args.global_batch,
+    found = search(arch, args.devices, options.timed_system(args), global_batch=args.global_batch,
                    seq=args.seq or sequence_length(arch), top=args.top, flash=args.flash,
                    precision=args.precision, conventions=conventions(args), tensor=tuple(args.tensor),
                    progress=args.progress, workers=args.workers, dask=args.dask, **space)
+    model = "peak-only bound" if args.ideal else "calibrated time model"
     print(f"{arch.name} on {args.devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
-          f"best {len(found.best)} by step time")
+          f"best {len(found.best)} by step time ({model})")
     seconds, time_unit = UNITS[args.units].per("seconds")
     size, size_unit = UNITS[args.units].per("bytes")
     scaled = found.best.assign(**{part: found.best[part] / float(seconds) for part in PARTS},

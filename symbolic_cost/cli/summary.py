@@ -18,7 +18,7 @@ from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.parallel.grid import DEGREES
 from symbolic_cost.models.utilisation import hfu, mfu
-from symbolic_cost.timing.hardware import calibrated, comm_time, get_system
+from symbolic_cost.timing.hardware import comm_time
 from symbolic_cost.timing.host import host_bytes_per_node, host_step_time, host_time
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -53,9 +53,7 @@ def add_arguments(parser) -> None:
     options.counting(parser)
     options.tensor(parser)
     options.units(parser)
-    options.option(parser, "--ideal", action="store_true",
-                   help="time at 100%% of peak FLOP/s and bandwidth (a lower bound) instead of the calibrated "
-                        "model (timing.efficiency, fitted on published measured runs)")
+    options.time_model(parser)
     options.option(parser, "--step-time", metavar="SECONDS",
                    help="a measured step time: print MFU and HFU (decimal seconds, read exactly)")
     options.option(parser, "--json", action="store_true",
@@ -85,7 +83,7 @@ def whole_model(args):
 def report(args) -> tuple[dict, Training]:
     """Every number the command prints (FLOPs, bytes and seconds), and the training."""
     arch, training, cost, chosen = whole_model(args)
-    system = get_system(args.system) if args.ideal else calibrated(args.system)
+    system = options.timed_system(args)
     out = {"model": arch.name, **{name: number(getattr(cost, name)) for name in FIELDS}}
     steps = step_time_breakdown(cost, system, chosen)
     out["step_time_s"] = {part: number(value) for part, value in steps.items()}

@@ -61,6 +61,7 @@ def add_arguments(parser) -> None:
     options.training(parser)
     options.experts(parser)
     options.counting(parser)
+    options.time_model(parser)
 
 
 def column(field: str) -> str:
@@ -127,7 +128,7 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
     cost = model_cost(arch, training, chosen)
     exprs = {name: getattr(cost, name) for name in TOTALS}
     exprs.update(active_parameters=cost.active_parameters, alltoall_bytes=alltoall_bytes(cost))
-    exprs.update(step_time_breakdown(cost, args.system, chosen))
+    exprs.update(step_time_breakdown(cost, options.timed_system(args), chosen))
     model = {S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers, S.v: arch.vocab}
     names = {**{str(k): v for k, v in {**model, **fixed}.items()}, **exprs}
     constraints = [parse_condition(text, names) for text in args.where]

@@ -13,8 +13,8 @@ as an event simulation whose every step is priced by the library's own expressio
   a prompt is admitted whole, first come first served, while both allow) and its fixed costs,
   ``step_overhead`` per step (scheduling, sampling, launches) and ``request_overhead`` per request
   (the front end and tokenisation, added to its time to first token); both fitted on the
-  TensorRT-LLM 0.14 load tests (``timing.calibrate.fit_serving``, stored in
-  ``timing/calibration.json``);
+  TensorRT-LLM 0.14 load tests (``fit_serving``: least squares on the log errors of mean TTFT and
+  mean ITL, each load test simulated; stored in ``timing/calibration.json``);
 * ``serve``: Poisson arrivals at ``rate`` requests/s (a seeded generator; ``rate=None`` sends
   them all at once), every request ``P`` prompt and ``O`` output tokens; it returns mean time to
   first token, mean inter-token latency (over every gap between two tokens of a request), and
@@ -185,3 +185,46 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
                 request_throughput=requests / span,
                 total_token_throughput=requests * (prompt + output_tokens) / span,
                 output_token_throughput=requests * output_tokens / span)
+
+
+SERVING = ("step_overhead", "request_overhead")
+"""The serving runtime's fitted overheads (``inference.load.Runtime``), in seconds."""
+
+
+def serve_case(case, runtime, models: dict | None = None):
+    """``inference.load.serve`` of a ``reproduce.measured.ServingCase`` on its calibrated system
+    (``models`` caches the ``StepModel`` of each architecture and layout)."""
+    models = {} if models is None else models
+    key = (case.architecture, case.serving, case.system)
+    if key not in models:
+        models[key] = StepModel(case.architecture, case.serving, case.system)
+    return serve(models[key], case.output_tokens, case.rate, case.requests, runtime)
+
+
+def serving_residuals(cases, values, models: dict | None = None) -> list[float]:
+    """``log(predicted / measured)`` of mean TTFT and mean ITL of every case under the overheads
+    ``values`` (seconds, in ``SERVING`` order)."""
+    import math
+    runtime = Runtime(**{k: Rational(str(float(v))) for k, v in zip(SERVING, values)})
+    out = []
+    for case in cases:
+        load = serve_case(case, runtime, models)
+        out += [math.log(load.mean_ttft / case.measured["mean_ttft"]),
+                math.log(load.mean_itl / case.measured["mean_itl"])]
+    return out
+
+
+def fit_serving(cases, progress=None) -> dict:
+    """``{overhead: seconds}`` minimising the squared log errors of TTFT and ITL over ``cases``
+    (``least_squares`` on milliseconds in [0, 100], finite differences of 5 %)."""
+    import numpy as np
+    from scipy.optimize import least_squares
+    models: dict = {}
+
+    def residuals(ms):
+        if progress:
+            progress(ms)
+        return serving_residuals(cases, ms / 1000, models)
+
+    result = least_squares(residuals, np.array([1.0, 1.0]), bounds=(0.0, 100.0), diff_step=0.05, max_nfev=40)
+    return {k: v / 1000 for k, v in zip(SERVING, result.x)}

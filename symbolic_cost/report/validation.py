@@ -51,8 +51,7 @@ SERVED = (("mean_ttft", "TTFT", 1000, "ms"), ("mean_itl", "ITL", 1000, "ms"),
 
 def served(cases) -> list[tuple]:
     """``(case, load without the runtime's overheads, load)`` for every serving case."""
-    from symbolic_cost.inference.load import Runtime
-    from symbolic_cost.timing.calibrate import serve_case
+    from symbolic_cost.inference.load import Runtime, serve_case
     models: dict = {}
     return [(c, serve_case(c, Runtime(step_overhead=0, request_overhead=0), models), serve_case(c, Runtime(), models))
             for c in cases]

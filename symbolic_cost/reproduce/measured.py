@@ -27,6 +27,7 @@ from importlib import resources
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError
+from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.training import MEGATRON_OVERLAP, Training
 
@@ -170,7 +171,7 @@ class ServingCase:
     id: str
     system: str
     architecture: Architecture
-    serving: "Serving"
+    serving: Serving
     output_tokens: int
     rate: Fraction | None
     requests: int
@@ -185,7 +186,6 @@ def serving_cases() -> list[ServingCase]:
     """The serving rows (``measured/calibration-inference.json``: TensorRT-LLM 0.14 online
     serving on H100, BF16, in-flight batching) as ``ServingCase``: Poisson arrivals (the source
     does not state its arrival process) and flash (fused) attention, as TensorRT-LLM runs it."""
-    from symbolic_cost.inference.serving import Serving
     out = []
     for row in rows("calibration-inference.json"):
         layout = row["layout"]

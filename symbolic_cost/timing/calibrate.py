@@ -7,10 +7,9 @@ over the cases (scipy's ``least_squares``, factors bounded to ``[0.05, 1]``); ``
 them, rounded to three significant digits, with their provenance in ``calibration.json``.
 ``symbolic-cost calibrate`` runs the three on the project's calibration rows.
 
-The serving runtime's two overheads (``inference.load.Runtime``: seconds per engine step and per
-request) are fitted the same way on the serving rows (``fit_serving``: the log errors of mean time
-to first token and mean inter-token latency of every load test, ``serve`` simulating each), and
-stored under ``"serving"`` (``symbolic-cost calibrate --serving``).
+The serving runtime's two overheads (``inference.load.Runtime``) are fitted the same way by
+``inference.load.fit_serving`` on the serving rows; ``write`` stores them under ``"serving"``
+(``symbolic-cost calibrate --serving``).
 
 The fit runs on symbols: each case's time is built once as an expression in the factors
 (``matrix_a100``, ...) and ``lambdify`` evaluates it for the optimiser.
@@ -21,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sympy import Rational, Symbol, lambdify
+from sympy import Symbol, lambdify
 
 from symbolic_cost.models.totals import model_cost
 from symbolic_cost.timing import efficiency
@@ -77,51 +76,6 @@ def fit(cases) -> dict:
 def rounded(value: float) -> str:
     """Three significant digits, as ``calibration.json`` stores a factor."""
     return f"{value:.3g}"
-
-
-SERVING = ("step_overhead", "request_overhead")
-"""The serving runtime's fitted overheads (``inference.load.Runtime``), in seconds."""
-
-
-def serve_case(case, runtime, models: dict | None = None):
-    """``inference.load.serve`` of a ``reproduce.measured.ServingCase`` on its calibrated system
-    (``models`` caches the ``StepModel`` of each architecture and layout)."""
-    from symbolic_cost.inference.load import StepModel, serve
-    models = {} if models is None else models
-    key = (case.architecture, case.serving, case.system)
-    if key not in models:
-        models[key] = StepModel(case.architecture, case.serving, case.system)
-    return serve(models[key], case.output_tokens, case.rate, case.requests, runtime)
-
-
-def serving_residuals(cases, values, models: dict | None = None) -> list[float]:
-    """``log(predicted / measured)`` of mean TTFT and mean ITL of every case under the overheads
-    ``values`` (seconds, in ``SERVING`` order)."""
-    import math
-    from symbolic_cost.inference.load import Runtime
-    runtime = Runtime(**{k: Rational(str(float(v))) for k, v in zip(SERVING, values)})
-    out = []
-    for case in cases:
-        load = serve_case(case, runtime, models)
-        out += [math.log(load.mean_ttft / case.measured["mean_ttft"]),
-                math.log(load.mean_itl / case.measured["mean_itl"])]
-    return out
-
-
-def fit_serving(cases, progress=None) -> dict:
-    """``{overhead: seconds}`` minimising the squared log errors of TTFT and ITL over ``cases``
-    (``least_squares`` on milliseconds in [0, 100], finite differences of 5 %)."""
-    import numpy as np
-    from scipy.optimize import least_squares
-    models: dict = {}
-
-    def residuals(ms):
-        if progress:
-            progress(ms)
-        return serving_residuals(cases, ms / 1000, models)
-
-    result = least_squares(residuals, np.array([1.0, 1.0]), bounds=(0.0, 100.0), diff_step=0.05, max_nfev=40)
-    return {k: v / 1000 for k, v in zip(SERVING, result.x)}
 
 
 PROVENANCE = {

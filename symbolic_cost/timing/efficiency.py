@@ -161,7 +161,7 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1) -> Expr:
     ``sent / bus_p`` (``sent = ring_share x V``: the ring's bytes per device, which is how NCCL
     converts bus to algorithm bandwidth), and the cheaper protocol wins.  ``steps`` is
     ``n - 1`` for allgather, reduce-scatter and all-to-all, ``2(n - 1)`` for allreduce, 1 for
-    a send; ``nodes`` is how many NVLink domains the group spans, whose ``nodes - 1`` (twice for
+    a send (a group of one device costs nothing); ``nodes`` is how many NVLink domains the group spans, whose ``nodes - 1`` (twice for
     an allreduce) steps cross the network.  Two refinements of NCCL's model are left out: the
     ``x 1.8`` on LL's NVLink hop latency in multi-node groups and the ``x 1.9`` ring-plateau
     latency of large multi-node Simple allreduces.
@@ -180,12 +180,14 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1) -> Expr:
         per = 2 if kind == "allreduce" else 1
         steps, inter = per * (n - 1), per * (nodes - 1)
     sent = ring_share(kind, n) * volume
+    # a group of one device runs no collective (a symbolic group keeps the factor: 0 at n = 1)
+    active = Integer(1) if kind == "p2p" else Min(1, n - 1)
     ll_share = Rational(1, 4) if kind == "allreduce" else Rational(1, 3)
     times = []
     for protocol, bandwidth in (("LL", bus * ll_share), ("Simple", bus)):
         latency = BASE[protocol] + (steps - inter) * HOP[(link if link == "nvlink" else "ib", protocol)] \
             + inter * HOP[("ib", protocol)]
-        times.append(latency + sent / bandwidth)
+        times.append(active * latency + sent / bandwidth)
     return minimum(*times)
 
 
