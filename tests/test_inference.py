@@ -342,6 +342,27 @@ def test_inference_command_reports_memory_times_and_throughput(capsys):
     assert report["kv_cache_bytes"] == 4 * 110 * 2**19 and report["kv_bytes_per_token"] == 2**19
 
 
+def test_inference_command_times_on_the_calibrated_model_unless_ideal(capsys):
+    # a memory-bound decode step of one sequence: the weights and cache at the calibrated share of
+    # HBM bandwidth; --ideal at all of it; and the calibrated prefill never beats the peak
+    from symbolic_cost.cli import main
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.timing.hardware import calibrated
+    argv = ["inference", "--preset", "llama-2-7b", "--set", "b=1", "l_in=100", "l_out=11", "--json"]
+    reports = {}
+    for flags in ([], ["--ideal"]):
+        assert main(argv + flags) == 0
+        reports[bool(flags)] = json.loads(capsys.readouterr().out)
+    calibrated_report, ideal = reports[False], reports[True]
+    share = float(calibrated("h100").efficiency.memory)
+    assert calibrated_report["decode_memory_s"] == pytest.approx(ideal["decode_memory_s"] / share, rel=1e-12)
+    assert calibrated_report["ttft_s"] > ideal["ttft_s"]
+    expected = inference_cost(preset("llama-2-7b"), Serving(b=1, l_in=100, l_out=11), calibrated("h100"))
+    assert calibrated_report["tpot_s"] == pytest.approx(float(expected.tpot), rel=1e-12)
+    assert main(argv + ["--roofline", "operation"]) == 2
+    assert "add --ideal" in capsys.readouterr().err
+
+
 def test_inference_command_prints_formulas_and_sweeps(capsys):
     from symbolic_cost.cli import main
     assert main(["inference", "--preset", "llama-2-7b", "--field", "kv_cache_bytes"]) == 0

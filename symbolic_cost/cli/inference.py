@@ -67,7 +67,8 @@ def add_arguments(parser) -> None:
                    help="multi-head latent attention: the latent cache decoded absorbed, or up-projected again "
                         "at each step (transformers), or decompressed keys and values cached")
     options.option(group, "--roofline", choices=ROOFLINES, default=ROOFLINES[0],
-                   help="one roofline for the whole phase, or one per operation")
+                   help="with --ideal: one roofline for the whole phase, or one per operation (the calibrated "
+                        "model takes one per operation)")
     options.option(group, "--allow-long", action="store_true",
                    help="allow more tokens than the model's context")
     load = parser.add_argument_group("under load")
@@ -78,6 +79,7 @@ def add_arguments(parser) -> None:
     options.option(load, "--requests", type=int, default=500, metavar="N", action=options.Given,
                    help="requests in the --rate simulation, as many as TensorRT-LLM's published load tests send")
     options.counting(parser)
+    options.time_model(parser)
     options.units(parser)
     options.option(parser, "--field", type=options.field_list(ALL_FIELDS), metavar="F1,F2,...",
                    help="print these as formulas (or, with --grid, as CSV columns): " + ", ".join(ALL_FIELDS))
@@ -128,10 +130,11 @@ def configuration(args, keep=()):
 def expressions(args, names, keep=()) -> dict:
     """``{field: expression}`` for ``names``."""
     arch, serving, l_ctx = configuration(args, keep)
-    chosen, system = conventions(args), get_system(args.system)
+    chosen, system = conventions(args), get_system(args.system)     # the peak: memory and the crossover
     out = {}
     if set(names) & set(FIELDS):
-        out.update(fields(inference_cost(arch, serving, system, chosen, args.roofline, l_ctx)))
+        timed = options.timed_system(args)
+        out.update(fields(inference_cost(arch, serving, timed, chosen, args.roofline, l_ctx)))
     if "max_batch" in names:
         out["max_batch"] = max_batch(arch, serving, system, chosen)
     if "crossover_batch" in names:
@@ -149,6 +152,9 @@ def kind(field: str) -> str | None:
 
 
 def run(args) -> int:
+    if args.roofline != ROOFLINES[0] and not args.ideal:
+        raise InputError("--roofline chooses between peak-only rooflines; add --ideal (the calibrated model "
+                         "prices every operation on its own roofline)", "roofline")
     if args.rate is not None and (args.grid or args.field):
         raise InputError("--rate prints a load test; it does not combine with --field or --grid", "rate")
     if options.given(args, "requests") and args.rate is None:

@@ -31,8 +31,8 @@ from sympy import Integer, Rational, Symbol, lambdify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
-from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.phases import decode, prefill
+from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import calibrated, comm_time
@@ -78,7 +78,6 @@ class StepModel:
         from symbolic_cost import conventions as conv
         conventions = conv.get(conventions or conv.DEFAULT)
         self.system, self.prompt = calibrated(system), int(serving.l_in)
-        self._bandwidth = self.system.hbm_bandwidth * self.system.efficiency.memory
         k, tokens = Symbol("k", positive=True), Symbol("tokens", positive=True)
         pre = prefill(arch, replace(serving, b=k, l_out=2), conventions)
         dec = decode(arch, replace(serving, b=S.b, l_out=2), S.l_ctx, conventions)
@@ -90,14 +89,8 @@ class StepModel:
         self._comm = lambdify([tokens], comm.subs(S.b, tokens), "math")
 
     def _roofline(self, phase, conventions, weights_read=True):
-        """Seconds of a phase: ``sum max(compute, memory)`` over its rows."""
-        total = Integer(0)
-        for row, n in phase.rows():
-            compute, memory = efficiency.pass_times(row, "fwd", self.system, conventions)
-            if not weights_read:
-                memory -= row.weights / self._bandwidth
-            total += n * maximum(compute, memory)
-        return total
+        """Seconds of a phase: ``sum max(compute, memory)`` over its rows (``calibrated_run``)."""
+        return calibrated_run(phase, self.system, conventions, weights_read)[2]
 
     def __call__(self, prompts: int, decoding: int, context: float) -> float:
         """Seconds of a step with ``prompts`` prefills and ``decoding`` sequences over ``context``

@@ -9,7 +9,10 @@ Roofline per phase on a ``timing.hardware.System`` (``roofline="phase"``, the de
     t         = max(t_compute, t_memory) + t_comm           (max of the two with overlap_comm)
 
 ``roofline="operation"`` sums each operation's own roofline instead (``timing.hardware.times``,
-also under ``kernel_time="tiled"``).  The phase's collectives take ``timing.hardware.comm_time``.
+also under ``kernel_time="tiled"``).  On a calibrated system (``timing.hardware.calibrated``)
+every operation takes its own calibrated roofline whatever ``roofline`` says (``calibrated_run``:
+wave-quantised products at the fitted share of peak, bytes at the fitted share of HBM).  The
+phase's collectives take ``timing.hardware.comm_time``.
 
 * TTFT: the prefill's time.  TPOT: the mean decode step of the generation
   (``phases.mean_decode``: its first and last steps at half weight); generation takes
@@ -41,6 +44,7 @@ from symbolic_cost.inference.serving import Serving, encoder_tokens, final_token
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.ranks import placement, tied_copy
 from symbolic_cost.models.training import Training
+from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import comm_time, get_system, step_time
 from symbolic_cost.checks import InputError
 
@@ -56,7 +60,9 @@ def phase_time(phase: Phase, system, conventions=conv.DEFAULT, roofline: str = "
     compute = matrix / system.matrix_flops + (phase.flops - matrix) / system.vector_flops
     memory = phase.bytes_moved / system.hbm_bandwidth
     comm = sum((n * comm_time(c, system, conventions) for c, n in phase.collectives), Integer(0))
-    if roofline == "phase":
+    if system.efficiency is not None:
+        compute, memory, run = calibrated_run(phase, system, conventions)
+    elif roofline == "phase":
         run = maximum(compute, memory)
     else:       # each operation's roofline; its collectives are the comm term
         run = sum((n * (step_time([row], system, conventions, ("fwd",))
@@ -64,6 +70,21 @@ def phase_time(phase: Phase, system, conventions=conv.DEFAULT, roofline: str = "
                               Integer(0))) for row, n in phase.rows()), Integer(0))
     total = maximum(run, comm) if conventions.overlap_comm else run + comm
     return {"compute": compute, "memory": memory, "comm": comm, "total": total}
+
+
+def calibrated_run(phase: Phase, system, conventions, weights_read: bool = True) -> tuple[Expr, Expr, Expr]:
+    """``(compute, memory, run)`` seconds of a phase on a calibrated system: each row's
+    ``timing.efficiency.pass_times``, summed, and ``run = sum max(compute, memory)`` over the rows.
+    ``weights_read=False`` leaves each row's weight bytes out of its memory time (a step whose
+    weights another phase of the same pass already streams)."""
+    bandwidth = system.hbm_bandwidth * system.efficiency.memory
+    compute = memory = run = Integer(0)
+    for row, n in phase.rows():
+        c, m = efficiency.pass_times(row, "fwd", system, conventions)
+        if not weights_read:
+            m -= row.weights / bandwidth
+        compute, memory, run = compute + n * c, memory + n * m, run + n * maximum(c, m)
+    return compute, memory, run
 
 
 @dataclass(frozen=True)

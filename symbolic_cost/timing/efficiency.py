@@ -227,24 +227,38 @@ CALIBRATION = _load()
 """The fitted factors with their provenance, as ``report.calibrate`` wrote them."""
 
 GIGA = Integer(10) ** 9
+_HOPPER_BUS = Rational(235, 600)
+"""NCCL's ring bus bandwidth as a share of the NVLink bandwidth: 235 GB/s of A100's 600 (NCCL's
+tuning model for compute capability 8.0), assumed the same on later parts."""
 _CONSTANTS = {
     "a100": dict(sms=108, tile_m=128, tile_n=128, nvlink_bus=235 * GIGA, ib_bus=25 * GIGA),
-    "h100": dict(sms=132, tile_m=128, tile_n=256, nvlink_bus=Rational(235, 600) * 900 * GIGA, ib_bus=50 * GIGA),
+    "h100": dict(sms=132, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 900 * GIGA, ib_bus=50 * GIGA),
+    "h100-pcie": dict(sms=114, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 600 * GIGA, ib_bus=50 * GIGA),
+    # Blackwell: 148 SMs; its 2-SM 256-wide tiles counted as Hopper's 128 x 256 per SM (assumed)
+    "b200": dict(sms=148, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 1800 * GIGA, ib_bus=100 * GIGA),
+    # MI300X: 304 compute units, hipBLASLt's 256 x 256 macro tiles; RCCL priced as NCCL (assumed)
+    "mi300x": dict(sms=304, tile_m=256, tile_n=256, nvlink_bus=_HOPPER_BUS * 896 * GIGA, ib_bus=50 * GIGA),
 }
 _CONSTANTS["a100-perlmutter"] = _CONSTANTS["a100"]
 _CONSTANTS["h200"] = _CONSTANTS["h100"]
+_CONSTANTS["gb200"] = _CONSTANTS["b200"]
+
+FAMILY = {"a100": "a100", "a100-perlmutter": "a100", "h100": "h100", "h200": "h100", "h100-pcie": "h100",
+          "b200": "h100", "gb200": "h100", "mi300x": "h100"}
+"""Whose fitted factors a system takes: A100's or H100's, the two families the calibration runs
+cover.  H200 is H100's chip; H100 PCIe, B200, GB200 and MI300X have no run in the calibration set
+and borrow H100's factors (an assumption, to be replaced by a fit when runs on them are added)."""
 
 
 def efficiency(name: str) -> Efficiency:
-    """The calibrated ``Efficiency`` of a system preset (H200 shares H100's compute factors:
-    the same chip; A100-Perlmutter those of A100).
+    """The calibrated ``Efficiency`` of a system preset: its own constants (SMs, tiles, NCCL's
+    bus bandwidths) and the fitted factors of its ``FAMILY``.
 
-    >>> efficiency("a100").sms, efficiency("h100").tile_n
-    (108, 256)
+    >>> efficiency("a100").sms, efficiency("h100").tile_n, efficiency("b200").matrix == efficiency("h100").matrix
+    (108, 256, True)
     """
     if name not in _CONSTANTS:
         raise InputError(f"no calibrated efficiency for system {name!r}; calibrated: {', '.join(_CONSTANTS)} "
                          f"(or pass a System with .but(efficiency=Efficiency(...)))", "system")
-    family = "a100" if name.startswith("a100") else "h100"
-    fitted = {k: Rational(CALIBRATION["fitted"][family][k]) for k in FITTED}
+    fitted = {k: Rational(CALIBRATION["fitted"][FAMILY[name]][k]) for k in FITTED}
     return Efficiency(**fitted, **_CONSTANTS[name])

@@ -26,132 +26,15 @@ uses (NVLink when the group fits in one NVLink domain, else InfiniBand, unless
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-
-from sympy import Expr, Integer, Piecewise, Rational, ceiling, floor, sympify
+from sympy import Expr, Integer, Piecewise, ceiling, floor, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.extrema import maximum
 from symbolic_cost.parallel import collectives
 from symbolic_cost.timing import efficiency, kernels
-from symbolic_cost.cost import Collective, Cost, exact
+from symbolic_cost.cost import Collective, Cost
 from symbolic_cost.checks import InputError
-
-TERA, GIGA, MICRO = Integer(10) ** 12, Integer(10) ** 9, Rational(1, 10**6)
-
-
-@dataclass(frozen=True)
-class System:
-    """One accelerator and its links.
-
-    ``nvlink_size`` is the number of devices that share an NVLink domain;
-    bandwidths are per device and direction as the vendors quote them.  The
-    memory-hierarchy fields (``l2_*``, ``shared_memory_capacity`` summed over
-    the chip, ``memory_latency``, ``launch_overhead``) feed only the kernel-level
-    model (``kernel_time="tiled"``, see ``kernels``).  A field that may be 0
-    means "not stated" (capacities, latencies) or "no such link" (bandwidths of
-    links, L2).  ``host_bandwidth`` is the device's link to its host's memory, which
-    offloaded state crosses (``timing.host``): PCIe Gen4 x16 on A100 boards, 32 GB/s per
-    direction (half the datasheet's 64 GB/s both ways), PCIe Gen5 x16 on H100/H200 SXM,
-    64 GB/s (128 GB/s both ways); a Grace Hopper's NVLink-C2C is 450 GB/s per direction
-    (900 GB/s both ways): ``.but(host_bandwidth=450 * GIGA)``.  ``host_memory_bandwidth`` is a
-    node's host memory (all its sockets), which an offloaded optimizer step streams
-    (``timing.host.host_step_time``): 8 channels of DDR5-4800 per Xeon 8480C, two per DGX
-    H100 / HGX H200 node (614.4 GB/s); 8 of DDR4-3200 per EPYC 7742, two per DGX A100
-    (409.6 GB/s), one EPYC 7763 per Perlmutter GPU node (204.8 GB/s): channels x transfers/s x
-    8 bytes, the vendors' peak.
-    """
-
-    name: str
-    matrix_flops: Expr       # FLOP/s on matrix units (dense, 16-bit)
-    vector_flops: Expr       # FLOP/s on vector units (16-bit)
-    hbm_bandwidth: Expr      # bytes/s
-    nvlink_bandwidth: Expr   # bytes/s per device
-    ib_bandwidth: Expr       # bytes/s per device
-    nvlink_size: Expr        # devices per NVLink domain
-    nvlink_latency: Expr = 2 * MICRO   # s per ring step (assumed, order of NCCL's)
-    ib_latency: Expr = 5 * MICRO       # s per ring step (assumed)
-    hbm_capacity: Expr = 0             # bytes; 0 when not stated
-    l2_bandwidth: Expr = 0             # bytes/s
-    l2_capacity: Expr = 0              # bytes
-    shared_memory_capacity: Expr = 0   # bytes, all SMs together
-    memory_latency: Expr = 0           # s added to a memory-bound kernel
-    launch_overhead: Expr = 0          # s per kernel launch
-    host_bandwidth: Expr = 0           # bytes/s per device and direction to host memory (PCIe, NVLink-C2C)
-    fp8_flops: Expr = 0                # FLOP/s of dense FP8 products on matrix units; 0: none (matrix_flops)
-    host_memory_bandwidth: Expr = 0    # bytes/s of a node's host memory (all sockets); 0: not stated
-    efficiency: object = None          # a timing.efficiency.Efficiency: the calibrated model; None: peak only
-
-    _REQUIRED = ("matrix_flops", "vector_flops", "hbm_bandwidth", "nvlink_size")
-
-    def __post_init__(self):
-        for item in fields(self)[1:]:
-            if item.name == "efficiency":
-                continue
-            value = exact(getattr(self, item.name), item.name)
-            if value.is_number and (value < 0 or (value == 0 and item.name in self._REQUIRED)):
-                raise InputError(f"system {self.name}: {item.name} must be positive, got {value}")
-            object.__setattr__(self, item.name, value)
-
-    def but(self, **changes) -> "System":
-        known = {item.name for item in fields(self)}
-        unknown = set(changes) - known
-        if unknown:
-            raise InputError(f"unknown system field(s): {', '.join(sorted(unknown))}; "
-                             f"fields: {', '.join(sorted(known - {'name'}))}")
-        return replace(self, **changes)
-
-    def require(self, purpose: str, *names: str) -> None:
-        """Raise a ``ValueError`` if a field ``purpose`` needs is stated as 0."""
-        for name in names:
-            if getattr(self, name) == 0:
-                raise InputError(f"system {self.name}: {purpose} needs {name}, which is 0 (not stated); "
-                                 f"set it with .but({name}=...)")
-
-
-KIB, MIB = Integer(2) ** 10, Integer(2) ** 20
-
-_AMPERE_CHIP = dict(
-    l2_capacity=40 * MIB, shared_memory_capacity=108 * 164 * KIB,   # 108 SMs x 164 KiB
-    l2_bandwidth=5120 * Rational(141, 100) * GIGA,   # 5120 B/clock at 1.41 GHz (whitepaper)
-    memory_latency=Rational(1, 2) * MICRO,           # assumed, order of a DRAM round trip
-    launch_overhead=4 * MICRO)                        # assumed, order of a CUDA launch
-_HOPPER_CHIP = dict(
-    l2_capacity=50 * MIB, shared_memory_capacity=132 * 228 * KIB,   # 132 SMs x 228 KiB
-    l2_bandwidth=5120 * Rational(198, 100) * GIGA,   # 5120 B/clock at 1.98 GHz (assumed)
-    memory_latency=Rational(1, 2) * MICRO, launch_overhead=4 * MICRO)
-
-_DDR4_3200, _DDR5_4800 = 8 * 3200 * 10**6 * 8, 8 * 4800 * 10**6 * 8
-"""Peak bytes/s of one socket's 8 memory channels (channels x transfers/s x 8 bytes)."""
-
-SYSTEMS = {
-    # The numbers of seed 003 (LBNL, Perlmutter: 4 x A100-40GB per node).
-    "a100-perlmutter": System("a100-perlmutter", 312 * TERA, 78 * TERA, 1555 * GIGA,
-                              600 * GIGA, 100 * GIGA, 4, hbm_capacity=40 * GIGA, host_bandwidth=32 * GIGA,
-                              host_memory_bandwidth=_DDR4_3200, **_AMPERE_CHIP),
-    # DGX A100 80GB: 8 GPUs on NVSwitch, one 200 Gb/s HDR NIC per GPU.
-    "a100": System("a100", 312 * TERA, 78 * TERA, 2039 * GIGA, 600 * GIGA, 25 * GIGA, 8,
-                   hbm_capacity=80 * GIGA, host_bandwidth=32 * GIGA, host_memory_bandwidth=2 * _DDR4_3200,
-                   **_AMPERE_CHIP),
-    # DGX H100 (SXM): 989.4 TFLOP/s dense bf16 (1978.9 FP8), 8 GPUs, one 400 Gb/s NDR NIC per GPU.
-    "h100": System("h100", Rational("989.4") * TERA, Rational("133.8") * TERA, 3350 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA, host_bandwidth=64 * GIGA,
-                   fp8_flops=Rational("1978.9") * TERA, host_memory_bandwidth=2 * _DDR5_4800, **_HOPPER_CHIP),
-    # H200 (SXM): H100 compute, 141 GB HBM3e at 4.8 TB/s.
-    "h200": System("h200", Rational("989.4") * TERA, Rational("133.8") * TERA, 4800 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA, host_bandwidth=64 * GIGA,
-                   fp8_flops=Rational("1978.9") * TERA, host_memory_bandwidth=2 * _DDR5_4800, **_HOPPER_CHIP),
-}
-
-
-def get_system(name: str | System) -> System:
-    """Look up a system preset by name (a ``System`` passes through)."""
-    if isinstance(name, System):
-        return name
-    try:
-        return SYSTEMS[name]
-    except KeyError:
-        raise InputError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
+from symbolic_cost.timing.systems import SYSTEMS, System, get_system  # noqa: F401 (re-exported)
 
 
 def _fits(group, system: System):
