@@ -214,6 +214,8 @@ class Cost:
     engine         ``"matrix"`` (tensor cores) or ``"vector"`` units
     fp8            its products read FP8 inputs (an FP8 recipe): timed at the
                    system's FP8 rate (``System.fp8_flops``) where it has one
+    fp4            its products read 4-bit inputs (NVFP4 serving): timed at the
+                   system's FP4 rate (``System.fp4_flops``), refused without one
     flops_wgrad    the part of ``flops_bwd`` that forms parameter gradients
                    (``dW``, a bias's, a norm's ``gamma``/``beta``, a table's)
     ============== ==========================================================
@@ -242,6 +244,7 @@ class Cost:
     gemms: tuple[Gemm, ...] = field(default=())
     fp8: bool = False
     flops_wgrad: Expr = Integer(0)
+    fp4: bool = False
 
     def __post_init__(self):
         if self.engine not in ENGINES:

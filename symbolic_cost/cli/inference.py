@@ -23,6 +23,7 @@ from symbolic_cost.cli.values import (amount, architecture, assignments, convent
                                       resolve)
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
+from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
 from symbolic_cost.inference.throughput import (FIELDS, ROOFLINES, crossover_batch, fields, inference_cost,
                                                 max_batch)
 from symbolic_cost.numeric.sweep import sweep
@@ -62,6 +63,9 @@ def add_arguments(parser) -> None:
     options.precision(group)
     options.option(group, "--kv-dtype", choices=list(KV_FORMATS),
                    help="format of the KV cache (default: --precision's)")
+    options.option(group, "--weights", choices=list(WEIGHT_FORMATS),
+                   help="format of the layers' matrix weights: fp8 and mxfp8 multiply on FP8 tensor cores, nvfp4 on "
+                        "FP4 ones (b200, gb200), int4 is weight-only (default: --precision's)")
     options.flash(group)
     options.option(group, "--mla", choices=MLA_FORMS, default=MLA_FORMS[0],
                    help="multi-head latent attention: the latent cache decoded absorbed, or up-projected again "
@@ -123,7 +127,8 @@ def configuration(args, keep=()):
     page = values.get(S.B, S.B if S.B in keep else None)
     serving = Serving(b=value(S.b), l_in=value(S.l_in), l_out=value(S.l_out), m1=value(S.m1), p=value(S.p),
                       d=value(S.d), ep=value(S.ep), etp=values.get(S.etp, S.etp if S.etp in keep else None), precision=args.precision,
-                      kv_dtype=args.kv_dtype, page=page, flash=args.flash, allow_long=args.allow_long, mla=args.mla)
+                      kv_dtype=args.kv_dtype, page=page, flash=args.flash, allow_long=args.allow_long, mla=args.mla,
+                      weights=args.weights)
     return arch, serving, values.get(S.l_ctx, S.l_ctx if S.l_ctx in keep else None)
 
 
@@ -187,7 +192,8 @@ def report(args) -> int:
     flops = lambda name: amount(out[name], "flops", args.units)  # noqa: E731
     seconds = lambda name: amount(out[name], "seconds", args.units)  # noqa: E731
     kv = s.kv.name
-    print(f"{arch.name}: b={s.b} l_in={s.l_in} l_out={s.l_out} m1={s.m1} p={s.p} d={s.d} {s.precision}, "
+    weights = f" (layer weights {s.weights})" if s.weights else ""
+    print(f"{arch.name}: b={s.b} l_in={s.l_in} l_out={s.l_out} m1={s.m1} p={s.p} d={s.d} {s.precision}{weights}, "
           f"KV cache {kv}{f' in pages of {s.page} tokens' if s.page is not None else ''}, on {args.system}")
     capacity = get_system(args.system).hbm_capacity
     print(f"memory per device: weights {size('weight_bytes')}, KV cache {size('kv_cache_bytes')} "

@@ -37,8 +37,8 @@ from symbolic_cost.blocks import Block, transformer_layer
 from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.latent import decode_layers
-from symbolic_cost.blocks.moe import EXPERT_ROWS
 from symbolic_cost.inference.experts import routed_reads, touched_share
+from symbolic_cost.inference.weight_formats import quantized, weight_format
 from symbolic_cost.inference.serving import (Serving, check_context, check_experts, check_generative,
                                              prompt_tokens)
 from symbolic_cost.models.architecture import Architecture
@@ -103,10 +103,11 @@ class Phase:
 
     @property
     def weight_bytes_read(self) -> Expr:
-        """The weights a step reads, each once: all of them, but only the ``expert_share`` of the
-        routed experts' (``experts.touched_share``)."""
-        routed = sum((n * r.weights for r, n in self.rows() if r.name in EXPERT_ROWS), Integer(0))
-        return self.total("weights") - routed * (1 - self.expert_share)
+        """The weights a step reads, each once: what every row's ``mem_fwd`` reads beyond its
+        activations (``cost.make_cost``: ``mem_fwd = act_in + act_in_other + act_out +
+        weights``): all of a product's weights, the rows a lookup gathers (``ops.embedding``),
+        the ``expert_share`` of the routed experts' (``experts.routed_reads``)."""
+        return sum((n * (r.mem_fwd - r.act_in - r.act_in_other - r.act_out) for r, n in self.rows()), Integer(0))
 
     @property
     def cache_bytes_read(self) -> Expr:
@@ -144,11 +145,21 @@ def _routed(stack, arch: Architecture, s: Serving, tokens) -> dict:
     """The ``stack`` (and ``expert_share``) of a phase whose layer groups read the routed experts
     their ``ep b tokens`` tokens reach (``experts.routed_reads``; ``b tokens`` when the tensor
     ranks share their tokens); dense models as they are."""
+    stack = _formatted(stack, s)
     if arch.moe is None:
         return dict(stack=tuple(stack))
     routed = (1 if s.replicated_experts else s.ep) * s.b * tokens
     return dict(stack=(stack[0], *((routed_reads(blk, arch.moe, routed), n) for blk, n in stack[1:-1]), stack[-1]),
                 expert_share=touched_share(arch.moe, routed))
+
+
+def _formatted(stack, s: Serving) -> tuple:
+    """The layer groups with their weights in ``s.weights`` (``weight_formats.quantized``); the
+    ends (word table, head) keep the precision."""
+    fmt = weight_format(s.weights)
+    if fmt is None:
+        return tuple(stack)
+    return (stack[0], *((quantized(blk, fmt, s.es), n) for blk, n in stack[1:-1]), stack[-1])
 
 
 def _head(prompt: Block, last: Block, s: Serving, vocab, conventions) -> Block:
@@ -173,6 +184,9 @@ def _check(arch: Architecture, s: Serving) -> Architecture:
     check_experts(arch, s)
     if arch.encoder_decoder and s.p != 1:
         raise InputError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)")
+    if arch.encoder_decoder and s.weights is not None:
+        raise InputError("weights: quantised weights of an encoder-decoder are not modelled (decoder-only models)",
+                         "weights")
     return inference
 
 
@@ -266,5 +280,6 @@ def _relative_lookups(start: Block, arch: Architecture, s: Serving, keys) -> Blo
     if "relative_attention_bias" not in start.names:
         return start
     rows = tuple(embedding(1, keys, arch.relative_buckets, exact(arch.h, "h") / s.m1, es=s.es,
-                           name=r.name) if r.name == "relative_attention_bias" else r for r in start.rows)
+                           conventions=start.conventions, name=r.name)
+                 if r.name == "relative_attention_bias" else r for r in start.rows)
     return replace(start, rows=rows)

@@ -18,6 +18,7 @@ from sympy import Expr, sympify
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, kv_format
+from symbolic_cost.inference.weight_formats import weight_format
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.training import PRECISIONS, element_bytes
 
@@ -34,7 +35,9 @@ class Serving:
     of ``kv_cache.KV_FORMATS`` or a ``KVFormat``) paged in ``page`` tokens (``None``:
     contiguous); ``flash`` attention; ``allow_long`` lets the tokens exceed the model's context;
     ``mla``: how multi-head latent attention caches and decodes (``kv_cache.MLA_FORMS``:
-    ``"absorbed"``, ``"recompute"`` as transformers does, ``"decompressed"``; ``latent``)."""
+    ``"absorbed"``, ``"recompute"`` as transformers does, ``"decompressed"``; ``latent``);
+    ``weights``: the number format of the layers' matrix weights (``weight_formats.WEIGHT_FORMATS``:
+    ``"fp8"``, ``"mxfp8"``, ``"nvfp4"``, ``"int4"``; ``None``: the precision)."""
 
     b: Expr = S.b
     l_in: Expr = S.l_in
@@ -50,6 +53,7 @@ class Serving:
     flash: bool = False
     allow_long: bool = False
     mla: str = "absorbed"
+    weights: str | None = None
 
     def __post_init__(self):
         if self.mla not in MLA_FORMS:
@@ -57,6 +61,7 @@ class Serving:
         if self.precision not in PRECISIONS:
             raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         self.kv                                   # refuses an unknown kv_dtype
+        weight_format(self.weights)               # refuses an unknown weight format
         sizes = dict(b=self.b, l_in=self.l_in, l_out=self.l_out, m1=self.m1, p=self.p, d=self.d, ep=self.ep)
         if self.page is not None:
             sizes["page"] = self.page

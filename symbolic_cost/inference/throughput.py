@@ -4,7 +4,7 @@ the batch where decode turns compute-bound.
 
 Roofline per phase on a ``timing.hardware.System`` (``roofline="phase"``, the default)::
 
-    t_compute = matrix FLOPs / matrix FLOP/s + other FLOPs / vector FLOP/s
+    t_compute = matrix FLOPs / their product rate + other FLOPs / vector FLOP/s
     t_memory  = bytes moved / HBM bandwidth      (weights once per step, the cache, activations)
     t         = max(t_compute, t_memory) + t_comm           (max of the two with overlap_comm)
 
@@ -45,7 +45,7 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.ranks import placement, tied_copy
 from symbolic_cost.models.training import Training
 from symbolic_cost.timing import efficiency
-from symbolic_cost.timing.hardware import comm_time, get_system, step_time
+from symbolic_cost.timing.hardware import comm_time, get_system, product_rate, step_time
 from symbolic_cost.checks import InputError
 
 ROOFLINES = ("phase", "operation")
@@ -56,8 +56,8 @@ def phase_time(phase: Phase, system, conventions=conv.DEFAULT, roofline: str = "
     if roofline not in ROOFLINES:
         raise InputError(f"roofline must be one of {', '.join(ROOFLINES)}, got {roofline!r}")
     system, conventions = get_system(system), conv.get(conventions)
-    matrix = phase.matrix_flops
-    compute = matrix / system.matrix_flops + (phase.flops - matrix) / system.vector_flops
+    compute = sum((n * r.flops_fwd / (product_rate(r, system) if r.engine == "matrix" else system.vector_flops)
+                   for r, n in phase.rows()), Integer(0))
     memory = phase.bytes_moved / system.hbm_bandwidth
     comm = sum((n * comm_time(c, system, conventions) for c, n in phase.collectives), Integer(0))
     if system.efficiency is not None:

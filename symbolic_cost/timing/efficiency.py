@@ -36,6 +36,7 @@ from symbolic_cost.checks import InputError, exact
 from symbolic_cost.cost import Collective
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.ops.matmul import matmul_flops
+from symbolic_cost.timing.systems import product_rate
 
 MICRO = Rational(1, 10**6)
 
@@ -208,7 +209,7 @@ def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
     memory = getattr(cost, f"mem_{pass_}") / (system.hbm_bandwidth * eff.memory)
     if cost.engine == "vector":
         return flops / system.vector_flops, memory
-    rate = system.fp8_flops if cost.fp8 and system.fp8_flops else system.matrix_flops
+    rate = product_rate(cost, system)
     gemms = [g for g in cost.gemms if g.pass_ == pass_]
     products = [(g.count * matmul_flops(g.m, g.k, g.n, conventions),
                  wave_efficiency(g.m, g.n, g.count, eff.sms, eff.tile_m, eff.tile_n)) for g in gemms]

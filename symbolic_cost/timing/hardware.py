@@ -34,7 +34,7 @@ from symbolic_cost.parallel import collectives
 from symbolic_cost.timing import efficiency, kernels
 from symbolic_cost.cost import Collective, Cost
 from symbolic_cost.checks import InputError
-from symbolic_cost.timing.systems import SYSTEMS, System, get_system  # noqa: F401 (re-exported)
+from symbolic_cost.timing.systems import SYSTEMS, System, get_system, product_rate  # noqa: F401 (re-exported)
 
 
 def _fits(group, system: System):
@@ -161,9 +161,7 @@ schedule and offload it compares, with the same rows."""
 
 
 def _row_times(cost: Cost, system: System, conventions) -> dict[str, Expr]:
-    flops_rate = system.matrix_flops if cost.engine == "matrix" else system.vector_flops
-    if cost.fp8 and system.fp8_flops:      # an FP8 recipe's products, on FP8 tensor cores
-        flops_rate = system.fp8_flops
+    flops_rate = product_rate(cost, system) if cost.engine == "matrix" else system.vector_flops
     t = {}
     for pass_ in ("fwd", "bwd"):
         t[f"t_comp_{pass_}"] = getattr(cost, f"flops_{pass_}") / flops_rate

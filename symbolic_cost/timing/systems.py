@@ -57,6 +57,7 @@ class System:
     launch_overhead: Expr = 0          # s per kernel launch
     host_bandwidth: Expr = 0           # bytes/s per device and direction to host memory (PCIe, NVLink-C2C)
     fp8_flops: Expr = 0                # FLOP/s of dense FP8 products on matrix units; 0: none (matrix_flops)
+    fp4_flops: Expr = 0                # FLOP/s of dense FP4 (NVFP4) products; 0: no FP4 tensor cores
     host_memory_bandwidth: Expr = 0    # bytes/s of a node's host memory (all sockets); 0: not stated
     efficiency: object = None          # a timing.efficiency.Efficiency: the calibrated model; None: peak only
 
@@ -130,19 +131,19 @@ SYSTEMS = {
                         hbm_capacity=80 * GIGA, host_bandwidth=64 * GIGA, fp8_flops=1513 * TERA,
                         host_memory_bandwidth=2 * _DDR5_4800,
                         **{**_HOPPER_CHIP, "shared_memory_capacity": 114 * 228 * KIB}),
-    # DGX B200: 2,250 TFLOP/s dense bf16, 4,500 FP8 (NVIDIA/dgxc-benchmarking README), 7.7 TB/s HBM3e and
+    # DGX B200: 2,250 TFLOP/s dense bf16, 4,500 FP8, 9,000 NVFP4 (NVIDIA/dgxc-benchmarking README), 7.7 TB/s HBM3e and
     # 180 GB (ai-dynamo/aiconfigurator systems/b200_sxm.yaml; TensorRT-LLM's perf overview), NVLink 5 at
     # 1.8 TB/s, 8 GPUs, one 800 Gb/s CX8 NIC per GPU (aiconfigurator); the 16-bit vector rate is not in
     # the sources read: twice an FP32 rate of 80 TFLOP/s (assumed).
     "b200": System("b200", 2250 * TERA, 160 * TERA, 7700 * GIGA, 1800 * GIGA, 100 * GIGA, 8,
-                   hbm_capacity=180 * GIGA, host_bandwidth=64 * GIGA, fp8_flops=4500 * TERA,
+                   hbm_capacity=180 * GIGA, host_bandwidth=64 * GIGA, fp8_flops=4500 * TERA, fp4_flops=9000 * TERA,
                    host_memory_bandwidth=2 * _DDR5_4800, **_BLACKWELL_CHIP),
-    # GB200 NVL72, one Blackwell GPU: 2,450 TFLOP/s dense bf16, 4,900 FP8 (dgxc-benchmarking), 8 TB/s
+    # GB200 NVL72, one Blackwell GPU: 2,450 TFLOP/s dense bf16, 4,900 FP8, 9,800 NVFP4 (dgxc-benchmarking), 8 TB/s
     # HBM3e, 189,471 MiB as nvidia-smi reports it, 72 GPUs on one NVLink domain at 1.8 TB/s, 100 GB/s
     # between racks (aiconfigurator systems/gb200.yaml); NVLink-C2C to its Grace, 450 GB/s each way;
     # vector rate assumed as B200's.
     "gb200": System("gb200", 2450 * TERA, 160 * TERA, 8000 * GIGA, 1800 * GIGA, 100 * GIGA, 72,
-                    hbm_capacity=189471 * MIB, host_bandwidth=450 * GIGA, fp8_flops=4900 * TERA,
+                    hbm_capacity=189471 * MIB, host_bandwidth=450 * GIGA, fp8_flops=4900 * TERA, fp4_flops=9800 * TERA,
                     **_BLACKWELL_CHIP),
     # AMD Instinct MI300X (AMD's datasheet): 1,307.4 TFLOP/s dense bf16, 2,614.9 FP8, 163.4 TFLOP/s
     # vector (FP32, taken for 16-bit too), 5.3 TB/s HBM3, 192 GB, 8 GPUs fully connected by 7 Infinity
@@ -162,3 +163,17 @@ def get_system(name: str | System) -> System:
         return SYSTEMS[name]
     except KeyError:
         raise InputError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
+
+
+def product_rate(cost, system: System) -> Expr:
+    """FLOP/s of a matrix row's products on ``system``: its FP4 rate for a row whose products read
+    4-bit inputs (``Cost.fp4``; refused on a system without FP4 tensor cores), its FP8 rate for an
+    FP8 row where it has one, else the 16-bit matrix rate."""
+    if getattr(cost, "fp4", False):
+        if not system.fp4_flops:
+            raise InputError(f"system {system.name} has no FP4 tensor cores (fp4_flops is 0): 4-bit products "
+                             f"need a Blackwell part (b200, gb200) or .but(fp4_flops=...)", "system")
+        return system.fp4_flops
+    if cost.fp8 and system.fp8_flops:
+        return system.fp8_flops
+    return system.matrix_flops

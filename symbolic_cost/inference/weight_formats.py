@@ -1,0 +1,80 @@
+"""Number formats of a served model's weights: FP8, MXFP8, NVFP4 and weight-only INT4.
+
+A serving engine quantises the matrix weights of the transformer layers (the projections and the
+experts; not the word table, the LM head or the norms, which TensorRT-LLM's and ModelOpt's
+default recipes keep in the model's precision).  A format states
+
+* ``element_bytes``: bytes a weight element takes with its share of the scales,
+* ``products``: the tensor-core format the products run in: ``"fp8"`` (activations quantised
+  too, ``System.fp8_flops``), ``"fp4"`` (``System.fp4_flops``) or ``None`` (weight-only: the
+  weights are widened in the kernel and the product runs at the 16-bit rate).
+
+========== ====================================================== ============ ========
+format     layout (source)                                        bytes/elem.  products
+========== ====================================================== ============ ========
+``fp8``    E4M3, one fp32 scale per tensor (TensorRT-LLM and       1            fp8
+           vLLM "fp8"; the per-tensor scale is not counted)
+``mxfp8``  E4M3, one E8M0 scale per 32 elements (OCP MX v1.0)      1 + 1/32     fp8
+``nvfp4``  E2M1, one E4M3 scale per 16 elements (NVIDIA NVFP4;     1/2 + 1/16   fp4
+           the per-tensor fp32 scale is not counted)
+``int4``   4-bit integers, one fp16 scale and one 4-bit zero       1/2 + 5/256  none
+           point per 128 elements (AWQ/GPTQ W4A16 packing,
+           group size 128)
+========== ====================================================== ============ ========
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sympy import Expr, Rational
+
+from symbolic_cost.checks import InputError
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """How the layers' matrix weights are stored and multiplied (see the module docstring)."""
+
+    name: str
+    element_bytes: Expr
+    products: str | None
+
+
+WEIGHT_FORMATS = {
+    "fp8": WeightFormat("fp8", Rational(1), "fp8"),
+    "mxfp8": WeightFormat("mxfp8", 1 + Rational(1, 32), "fp8"),
+    "nvfp4": WeightFormat("nvfp4", Rational(1, 2) + Rational(1, 16), "fp4"),
+    "int4": WeightFormat("int4", Rational(1, 2) + Rational(5, 256), None),
+}
+
+
+def weight_format(name: str | None) -> WeightFormat | None:
+    """The format named ``name`` (``None``: the model's precision, no quantisation).
+
+    >>> weight_format("nvfp4").element_bytes
+    9/16
+    """
+    if name is None:
+        return None
+    if name not in WEIGHT_FORMATS:
+        raise InputError(f"weights must be one of {', '.join(WEIGHT_FORMATS)} or None (the precision), "
+                         f"got {name!r}", "weights")
+    return WEIGHT_FORMATS[name]
+
+
+def quantized(block, fmt: WeightFormat, es) -> object:
+    """``block`` with its matrix rows' weights in ``fmt``: each row that holds weights (a
+    projection, an expert) keeps ``weights x element_bytes / es`` bytes and moves that much less
+    in the forward pass, and its products take ``fmt.products``'s rate.  Rows without weights
+    (attention's score products, norms, pointwise work) are as they were."""
+    share = fmt.element_bytes / es
+
+    def at_format(row):
+        if row.engine != "matrix" or row.weights == 0:
+            return row
+        saved = row.weights * (1 - share)
+        return replace(row, weights=row.weights * share, mem_fwd=row.mem_fwd - saved,
+                       fp8=fmt.products == "fp8", fp4=fmt.products == "fp4")
+
+    return replace(block, rows=tuple(at_format(r) for r in block.rows))
