@@ -63,6 +63,13 @@ field                           default        alternatives
                                                Narayanan et al. 2021, section 4.1)
 ``gemm_output_overhead``        ``False``      ``True``: a tiled GEMM also costs
                                                ``15 + 5 ceil(k/X)`` operations per output
+``gated_activation``            ``"fused"``    what a gated MLP activation keeps: the fused
+                                               ``[G, U]`` input (Megatron-LM's fused SwiGLU,
+                                               Transformer Engine); ``"eager"``: ``G``, ``U``
+                                               and ``act(G)`` (PyTorch eager; ``ops.pointwise.gated``)
+``embedding_reads``             ``"rows"``     a lookup reads the ``b l`` rows it gathers
+                                               (its share of a vocabulary-split table);
+                                               ``"table"``: the whole table
 ``lstm_grad_accumulate_bytes``  ``True``       ``False``: the LSTM weight-gradient sum's
                                                traffic is counted in elements (DeepFlow quirk)
 ``lstm_softmax_weight_rows``    ``"input"``    ``"projection"``: softmax weight memory uses
@@ -93,6 +100,8 @@ _CHOICES = {
     "loss_precision": ("fp32", "activations"),
     "lstm_softmax_weight_rows": ("input", "projection"),
     "pipeline_sends": ("full", "scatter-gather"),
+    "gated_activation": ("fused", "eager"),
+    "embedding_reads": ("rows", "table"),
 }
 
 
@@ -122,6 +131,8 @@ class Conventions:
     deallocate_pipeline_outputs: bool = True
     pipeline_sends: str = "full"
     gemm_output_overhead: bool = False
+    gated_activation: str = "fused"
+    embedding_reads: str = "rows"
     lstm_grad_accumulate_bytes: bool = True
     lstm_softmax_weight_rows: str = "input"
     lstm_count_disabled_projection: bool = False

@@ -31,7 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
-         "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py")
+         "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py",
+         "tests/test_memory_fixes.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -127,6 +128,16 @@ MUTATIONS = (
     Mutation("grid-weight-reductions", "symbolic_cost/parallel/grid_linear.py",
              "return cost, panels_fwd + panels_bwd + input_sums, weight_sums + shared",
              "return cost, panels_fwd + panels_bwd + input_sums + weight_sums + shared, []", required=False),
+    # issue 31's four counting fixes (tests/test_memory_fixes.py)
+    Mutation("gated-keeps-fused-input", "symbolic_cost/ops/pointwise.py", "kept = 2 * n if", "kept = 3 * n if",
+             required=False),
+    Mutation("flash-output-once", "symbolic_cost/blocks/attention.py",
+             "out = reads_flash_output(out) if flash else out", "out = out", required=False),
+    Mutation("lookup-reads-rows", "symbolic_cost/ops/embedding.py",
+             'return cost.plus(mem_fwd=minimum(exact(share, "share") * n * es, table) - table)', "return cost",
+             required=False),
+    Mutation("decode-reads-window", "symbolic_cost/blocks/attention.py",
+             "return keys if span is None else minimum(span, keys)", "return keys", required=False),
 )
 
 

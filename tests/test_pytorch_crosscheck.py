@@ -15,8 +15,8 @@ from torch_reference import (BERT, GPT, MLP, Attention, count_flops,  # noqa: E4
                                       parameter_count, saved_bytes)
 
 # PyTorch counts a product as 2mnk and no reduction adds of our collectives; fp32 (4 bytes);
-# its CPU dropout keeps a float mask, so masks are 4 bytes too.
-TORCH = conv.DEFAULT.but(matmul_flops="2mnk", reduction_flops=False)
+# its CPU dropout keeps a float mask, so masks are 4 bytes too; eager silu(G) * U keeps G, U and act(G).
+TORCH = conv.DEFAULT.but(matmul_flops="2mnk", reduction_flops=False, gated_activation="eager")
 FP32 = dict(es=4, es_mask=4, conventions=TORCH)
 
 

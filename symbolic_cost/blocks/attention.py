@@ -6,9 +6,11 @@ from dataclasses import replace
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, positive_dims
+from symbolic_cost.extrema import minimum
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
+from symbolic_cost.ops.attention import reads_flash_output
 from symbolic_cost.ops.matmul import Chunk, stored_keys
 from symbolic_cost.ops.scores import attention_sinks, score_bias as bias_row, softcap as softcap_row
 
@@ -33,7 +35,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
       multi-query) shrinks K and V.
     * ``qkv_bias`` biases the fused Q, K, V projection, ``out_bias`` the output projection;
       ``clip_qkv`` clamps its output element-wise (OLMo; ``qkv_clip``, one FLOP an element).
-    * ``flash=True``: one ``flash_attention`` row replaces ``logits`` to ``attend``.
+    * ``flash=True``: one ``flash_attention`` row replaces ``logits`` to ``attend``; it keeps
+      ``O``, the input of ``v_proj``, which then keeps nothing (``ops.attention.reads_flash_output``).
     * ``rotary_pos`` adds a ``rotary`` row on Q and K over ``rotary_dim`` of each head's
       ``q`` dims (partial rotary; default all); ``qk_norm="head"`` normalises each query and
       key head over its ``q`` dims (``q_norm``, ``k_norm``: Qwen3, Gemma 3, Phi; ``"l2"``
@@ -55,8 +58,9 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
       and ``norm`` (a kind of ``ops.norm.NORMS``) as in ``mlp``; ``score_dropout`` (default
       ``dropouts``) is the dropout of the attention probabilities alone.
     * ``keys`` (default ``l``): the keys each query attends, when they are not the block's own
-      ``l`` tokens: decoding one token over a cache (``inference.phases``), or cross-attention
-      over an encoder output of another length (``kv_proj`` then reads ``keys`` tokens).
+      ``l`` tokens: decoding one token over a cache (``inference.phases``; a sliding ``window``
+      of ``w`` reads at most ``w`` of them, all its cache keeps), or cross-attention over an
+      encoder output of another length (``kv_proj`` then reads ``keys`` tokens).
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> attention(b, l, e, h).total("flops_fwd").expand().coeff(l**2)
@@ -74,7 +78,7 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     q = dims.get("head_dim", e / dims["h"])
     v = dims.get("v_head_dim", q)
     heads, kv = dims["h"] / m1, dims.get("kv_heads", dims["h"]) / m1
-    keys = l if keys is None else positive_dims(keys=keys)["keys"]
+    keys = l if keys is None else _cached_keys(positive_dims(keys=keys)["keys"], dims.get("window"))
     rows = [at.norm(f"{norm}_norm_1", norm)]
     rows += _projections(at, q, v, heads, kv, qkv_bias, cross, keys)
     if clip_qkv:
@@ -93,6 +97,7 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     if sinks:
         rows.append(attention_sinks(b, l, heads, flash=flash, es=at.es))
     out = linear(b, l, heads * v, e, bias=out_bias, name="v_proj", **at.kw)
+    out = reads_flash_output(out) if flash else out
     rows.append(out if branch else at.leaving(out))
     if post_norm:
         rows.append(NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_attention", **at.kw))
@@ -103,6 +108,13 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     if cross:
         rows = [replace(row, name=f"cross_{row.name}") for row in rows]
     return Block("cross_attention" if cross else "attention", tuple(rows), dims, at.conventions)
+
+
+def _cached_keys(keys, span):
+    """Keys a query over a cache reads: all ``keys``, or in a sliding (or chunked) layer of
+    ``w`` keys at most ``w``: the ``min(T, w - 1)`` tokens its cache keeps
+    (``inference.kv_cache``, transformers' ``DynamicSlidingWindowLayer``) and its own."""
+    return keys if span is None else minimum(span, keys)
 
 
 def _projections(at: Layout, q, v, heads, kv, qkv_bias, cross, keys):

@@ -33,7 +33,8 @@ def embedding_block(b, l, e, vocab, m1=1, s1=1, *, positions=0, token_types=0, n
     b, l, e, m1 = dims["b"], dims["l"], dims["e"], dims["m1"]
     tokens = l / at.s
     width = e if projection is None else exact(projection, "projection")
-    word = at.leaving(embedding(b, l, exact(vocab, "vocab") / m1, width, name="word_embeddings", es=at.es))
+    word = at.leaving(embedding(b, l, exact(vocab, "vocab") / m1, width, share=1 / m1, name="word_embeddings",
+                                **at.kw))
     if shared:
         word = replace(word, weights=sympify(0), weight_grads=sympify(0))
     rows = [word]
@@ -41,7 +42,7 @@ def embedding_block(b, l, e, vocab, m1=1, s1=1, *, positions=0, token_types=0, n
         rows.append(linear(b, tokens, width, e, bias=False, name="project_in", **at.kw))
     for table, label in ((positions, "position_embeddings"), (token_types, "token_type_embeddings")):
         if table != 0:
-            rows += [embedding(b, tokens, table, e, name=label, es=at.es),
+            rows += [embedding(b, tokens, table, e, name=label, **at.kw),
                      add(b, tokens, e, name=f"{label}_add", es=at.es)]
     if norm:
         rows.append(NORMS[norm](b, tokens, e, name=f"embedding_{norm}_norm", **at.kw))
@@ -50,7 +51,7 @@ def embedding_block(b, l, e, vocab, m1=1, s1=1, *, positions=0, token_types=0, n
     if relative is not None:
         buckets, heads = relative
         rows.append(embedding(1, l * l, buckets, exact(heads, "heads") / m1, name="relative_attention_bias",
-                              es=at.es))
+                              **at.kw))
     return Block(name, tuple(rows), dims, at.conventions)
 
 

@@ -33,6 +33,7 @@ from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.cost import exact
 from symbolic_cost.ops import attention_core, flash_attention, linear, rotary
+from symbolic_cost.ops.attention import reads_flash_output
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, flas
     Rows: ``{norm}_norm_1``, ``q_a_proj``, ``q_a_norm``, ``q_b_proj`` (or ``q_proj``),
     ``kv_a_proj``, ``kv_a_norm``, ``kv_b_proj``, ``rotary`` (the ``h/m1`` query heads and the
     shared key, ``d_r`` dims each), the core (``logits`` ... ``attend``, or ``flash_attention``),
-    ``v_proj`` (the output projection, as the library names it), the closing dropout.  ``bias``
+    ``v_proj`` (the output projection, as the library names it; after ``flash_attention`` it keeps
+    nothing, its input being the kernel's kept ``O``), the closing dropout.  ``bias``
     biases the two down-projections and the output (DeepSeek's ``attention_bias``).  The
     down-projections read one input: the first keeps it, ``kv_a_proj`` keeps nothing.  ``keys``
     (default ``l``): the keys and values each query attends when they are not the ``l`` new
@@ -104,7 +106,8 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, flas
     rows += ([flash_attention(b, l, qk, heads, **core)] if flash else
              attention_core(b, l, qk, heads, dropouts=dropouts if score_dropout is None else score_dropout,
                             es_mask=at.es_mask, **core))
-    rows.append(at.leaving(linear(b, l, heads * v, e, bias=bias, name="v_proj", **at.kw)))
+    out = linear(b, l, heads * v, e, bias=bias, name="v_proj", **at.kw)
+    rows.append(at.leaving(reads_flash_output(out) if flash else out))
     if post_norm:
         rows.append(NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_attention", **at.kw))
     rows.append(at.closing_dropout("dropout", dropouts))

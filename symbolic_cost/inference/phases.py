@@ -103,11 +103,8 @@ class Phase:
 
     @property
     def weight_bytes_read(self) -> Expr:
-        """The weights a step reads, each once: what every row's ``mem_fwd`` reads beyond its
-        activations (``cost.make_cost``: ``mem_fwd = act_in + act_in_other + act_out +
-        weights``): all of a product's weights, the rows a lookup gathers (``ops.embedding``),
-        the ``expert_share`` of the routed experts' (``experts.routed_reads``)."""
-        return sum((n * (r.mem_fwd - r.act_in - r.act_in_other - r.act_out) for r, n in self.rows()), Integer(0))
+        """The weights a step reads, each once: every row's ``weights_read``."""
+        return sum((n * weights_read(r) for r, n in self.rows()), Integer(0))
 
     @property
     def cache_bytes_read(self) -> Expr:
@@ -129,6 +126,14 @@ class Phase:
         """``(collective, count)``: every forward collective of the blocks, then the sends."""
         out = [(c, count) for blk, count in self.stack for c in blk.collectives if c.pass_ == "fwd"]
         return out + [(c, Integer(1)) for c in self.sends]
+
+
+def weights_read(row) -> Expr:
+    """Bytes of weights one row reads in a forward pass: its ``mem_fwd`` less its activations
+    (``cost.make_cost``: ``mem_fwd = act_in + act_in_other + act_out + weights``): all of a
+    product's weights, the rows a lookup gathers (``ops.embedding``), the ``expert_share`` of
+    the routed experts' (``experts.routed_reads``)."""
+    return row.mem_fwd - row.act_in - row.act_in_other - row.act_out
 
 
 def _base(name: str) -> str:

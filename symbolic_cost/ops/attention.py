@@ -72,3 +72,16 @@ def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=
         flops_wgrad=sum(p.flops_wgrad for p in parts),
         act_in=queries, act_in_other=kv, act_out=out,
         act_buffer=queries + out + kv + b * h * l * es, act_grads=queries + out + kv)
+
+
+def reads_flash_output(proj: Cost) -> Cost:
+    """The output projection right after ``flash_attention``: its input ``X (b, l, h v)`` is the
+    kernel's ``O`` (a view of the same storage), which the flash row keeps already, so the
+    projection keeps nothing of its own and ``O`` is counted once.  Megatron-Core's
+    ``SelfAttention`` hands ``core_attention``'s output (Transformer Engine's
+    ``DotProductAttention``, whose flash backends save ``out`` for backward) to ``linear_proj``
+    as its input, and PyTorch's CPU flash kernel (``scaled_dot_product_attention``) saves
+    ``output`` while ``o_proj`` saves a view of it (``tests/test_memory_fixes.py``).  An eager
+    core keeps no ``O`` (``attend`` keeps ``A`` and ``V``), so there the projection keeps its
+    input."""
+    return proj.plus(act_buffer=-proj.act_in)

@@ -89,15 +89,25 @@ def gated(b, l, f, *, es=2, conventions=conv.DEFAULT, name="act") -> Cost:
 
     ``n = b*l*f``.  Forward: the non-linearity (one FLOP per element, as for
     GELU) and the product: ``2n``.  Backward: ``dU = dY act(G)``, ``dG = dY U
-    act'(G)``: ``3n``.  Keeps ``G``, ``U`` and ``act(G)`` (the product's
-    backward needs it; PyTorch keeps all three, as does Megatron's traced
-    ``4 s b f``); gradients read ``dY`` and write ``dG``, ``dU``.  No parameters: the
-    backward's ``3n`` is activation gradient (``flops_wgrad = 0``).
+    act'(G)``: ``3n``; gradients read ``dY`` and write ``dG``, ``dU``.  No parameters: the
+    backward's ``3n`` is activation gradient (``flops_wgrad = 0``).  What it keeps
+    (``gated_activation``; the product ``act(G) * U`` is the next projection's input, kept
+    there):
+
+    * ``"fused"``: the fused ``[G, U]`` input only, ``2n`` elements.  Megatron-LM's
+      ``SwiGLUFunction`` / ``BiasSwiGLUFunction`` (``megatron/core/fusions/fused_bias_swiglu.py``,
+      ``bias_swiglu_impl``) ``save_for_backward(input)`` and ``swiglu_back`` rebuilds
+      ``silu(G)`` from the ``sigmoid(G)`` that ``act'(G)`` needs anyway (the FLOPs above count a
+      non-linearity's derivative inside the backward's products, so they do not change);
+      Transformer Engine's ``LayerNormMLP`` saves the fc1 output and the fc2 input alike.
+    * ``"eager"``: ``G``, ``U`` and ``act(G)``, ``3n``: PyTorch eager autograd (``silu`` saves
+      its input, the product both operands; ``tests/test_saved_tensors_hf.py``).
     """
     b, l, f, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (f, "f"), (es, "es")))
     n = b * l * f
+    kept = 2 * n if conv.get(conventions).gated_activation == "fused" else 3 * n
     return make_cost(name, "vector", flops_fwd=2 * n, flops_bwd=3 * n, act_in=2 * n * es,
-                     act_out=n * es, act_buffer=3 * n * es, act_grads=3 * n * es)
+                     act_out=n * es, act_buffer=kept * es, act_grads=3 * n * es)
 
 
 def rotary(b, l, heads, q, *, es=2, name="rotary") -> Cost:

@@ -8,7 +8,8 @@ below, equal it exactly; ``saved_bytes`` adds them up.
 
 * ``PRESET`` (conventions): no dropout after the MLP activation (GPT-2, BERT and Llama have
   none); causal and sliding-window scores computed and stored in full (eager attention masks a
-  full ``l x l`` product); LayerNorm keeps its mean and ``1/std``.
+  full ``l x l`` product); LayerNorm keeps its mean and ``1/std``; a gated MLP keeps ``G``,
+  ``U`` and ``act(G)`` (``gated_activation="eager"``).
 * ``training`` (the run): CPU dropout multiplies by a noise tensor of the activation's dtype
   and keeps it (``es_mask = es``); CUDA's fused ``native_dropout`` keeps a 1-byte bool mask.
 
@@ -81,6 +82,7 @@ PRESET = register("pytorch-eager", DEFAULT.but(
     causal_flops="full",            # eager attention multiplies every query by every key
     window_count="dense",           # and a sliding window masks a full l x l score matrix
     layer_norm_keeps_stats=True,    # native_layer_norm saves mean and rstd
+    gated_activation="eager",       # silu(G) * U: silu keeps G, the product act(G) and U
 ))
 """What PyTorch eager autograd keeps for Hugging Face models (see the module docstring)."""
 
