@@ -2,18 +2,11 @@
 ``InputTypeError``, also a ``TypeError``) and the rules every entrance applies, each naming the
 argument and the rule it broke.
 
-========================= ==========================================================
-rule                      function
-========================= ==========================================================
-exact, finite expression  ``exact``: ints, ``Fraction``, SymPy values; integral floats;
-                          never a string, a boolean, ``None``, NaN or infinity
-positive integer size     ``positive_dims`` (decidable cases), ``count`` (plain ints)
-positive element size     ``positive``
-value of a symbol         ``fits``: what the symbol's assumptions promise
-divisibility              ``divides``, ``check_rules`` (``MODEL_RULES``), ``grid_rules``
-boolean, choice           ``flag``, ``choice``
-output file or folder     ``output_file``, ``output_folder``
-========================= ==========================================================
+The rules: an exact, finite expression (``exact``: never a string, a boolean, ``None``, NaN or
+infinity); a positive integer size (``positive_dims``, ``counts``, ``count`` for plain ints); a
+positive element size (``positive``); what a symbol promises (``fits``); divisibility
+(``divides``, ``check_rules``, ``grid_rules``); ``flag``, ``choice``; files (``input_file``,
+``output_file``, ``output_folder``).
 
 A check that SymPy cannot decide (``m1`` divides ``f`` while both are symbols) is skipped
 here and made again when numbers are substituted (``Block.subs``).  This module imports
@@ -24,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -60,9 +54,8 @@ def _type_error(name: str, value, wanted: str) -> InputTypeError:
 def exact(value, name: str = "value") -> Expr:
     """``value`` as an exact, finite SymPy expression, or ``InputError`` naming ``name``.
 
-    Integral floats such as ``4096.0`` are accepted as integers; any other float is refused,
-    because a float inside a formula silently turns every later result into an approximation.
-    Text is never parsed here: read it with ``symbolic_cost.reader.read``.
+    Integral floats (``4096.0``) are integers; any other float is refused (a float turns every
+    later result into an approximation).  Text is never parsed: ``symbolic_cost.reader.read`` it.
 
     >>> exact(3), exact(4096.0)
     (3, 4096)
@@ -207,18 +200,11 @@ def choice(value, name: str, allowed) -> object:
 
 
 def divides(dims: dict, divisor: str, dividend: str, why: str = "") -> None:
-    """Raise unless ``dims[divisor]`` divides ``dims[dividend]`` (when decidable).
-
-    >>> divides({"h": 3, "e": 100}, "h", "e")
-    Traceback (most recent call last):
-    ...
-    symbolic_cost.checks.InputError: h must divide e (got h=3, e=100)
-    """
+    """Raise unless ``dims[divisor]`` divides ``dims[dividend]`` (when decidable; ``check_rules``)."""
     ratio = sympify(dims[dividend]) / sympify(dims[divisor])
     if ratio.is_integer is False:
-        reason = f"; {why}" if why else ""
-        raise InputError(f"{divisor} must divide {dividend} "
-                         f"(got {divisor}={dims[divisor]}, {dividend}={dims[dividend]}){reason}", divisor)
+        raise InputError(f"{divisor} must divide {dividend} (got {divisor}={dims[divisor]}, {dividend}="
+                         f"{dims[dividend]}){f'; {why}' if why else ''}", divisor)
 
 
 WHY = {
@@ -289,16 +275,36 @@ def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") 
                 raise InputError(f"{what} at {shown_at}: {error}", what) from None
 
 
+def _path(path, name: str) -> Path:   # '' is no name (pathlib would read it as the current folder)
+    if not isinstance(path, (str, Path)) or not str(path).strip():
+        raise InputError(f"{name} needs a file or folder name, got {shown(path)}", name)
+    return Path(path)
+
+
+def input_file(path, name: str, limit: int = 2**24) -> str:
+    """The text of a regular file (not a folder, a FIFO or a device) of at most ``limit`` bytes."""
+    path = _path(path, name)
+    try:
+        wrong = "does not exist" if not path.exists() else "is a folder" if path.is_dir() else "is not a regular " \
+            "file" if not path.is_file() else f"has more than {limit:,} bytes" if path.stat().st_size > limit else ""
+        if wrong:
+            raise InputError(f"{name} {str(path)!r} {wrong}", name)
+        with path.open("rb") as file:
+            return file.read(limit).decode()
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{name}: cannot read {str(path)!r} ({type(error).__name__})", name) from None
+
+
 def output_file(path, name: str, overwrite: bool = False, suffixes=None) -> Path:
-    """A file to write: its folder exists, it is not a folder, it ends in one of ``suffixes``,
-    and it does not exist yet unless ``overwrite``."""
-    path = Path(path)
+    """A file to write: in a folder that exists and may be written, not a folder, ending in one of
+    ``suffixes``, and new unless ``overwrite``."""
+    path = _path(path, name)
     if suffixes and path.suffix not in suffixes:
         raise InputError(f"{name} must end in {' or '.join(suffixes)}, got {path.name!r}", name)
     if path.is_dir():
         raise InputError(f"{name} {str(path)!r} is a folder; give a file name", name)
-    if not path.parent.is_dir():
-        raise InputError(f"{name}: no folder {str(path.parent)!r} to write {path.name!r} into", name)
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise InputError(f"{name}: no folder {str(path.parent)!r} to write {path.name!r} into that may be written", name)
     if path.exists() and not overwrite:
         raise InputError(f"{name} {str(path)!r} exists; remove it or ask to overwrite it", name)
     return path
@@ -306,7 +312,7 @@ def output_file(path, name: str, overwrite: bool = False, suffixes=None) -> Path
 
 def output_folder(path, name: str) -> Path:
     """A folder to write into: an existing folder, or a new one inside an existing folder."""
-    path = Path(path)
+    path = _path(path, name)
     if path.exists() and not path.is_dir():
         raise InputError(f"{name} {str(path)!r} is a file, not a folder", name)
     if not path.exists() and not path.parent.is_dir():

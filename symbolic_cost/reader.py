@@ -10,6 +10,8 @@ into SymPy by hand.  Admitted:
   symbol is readable as soon as ``symbols.py`` declares it) and those the caller adds;
 * ``+ - * / **`` (the exponent a number of size at most ``MAX_EXPONENT``), unary ``-`` and
   ``+``, parentheses, and the ``FUNCTIONS``;
+* formulas small once expanded (``bounded``, estimated before expanding anything): at most
+  ``MAX_TERMS`` terms of degree ``MAX_DEGREE`` (``(e+f+h+b)**64`` has 47,905 terms);
 * where a condition is expected (``condition=True``): comparisons (``<= < >= > == !=``,
   chained), ``and``, ``or``, ``not`` and ``Eq``, ``Ne``.
 
@@ -34,21 +36,19 @@ import ast
 import json
 from fractions import Fraction
 
-from sympy import (And, Eq, Expr, Ge, Gt, Integer, Le, Lt, Max, Min, Mod, Ne, Not, Or, Rational, ceiling, floor,
-                   log, nan, oo, sqrt, zoo)
+from math import comb, prod
+
+from sympy import (And, Dummy, Eq, Expr, Ge, Gt, Integer, Le, Lt, Max, Min, Mod, Ne, Not, Or, Rational, ceiling, floor,
+                   log, nan, oo, sqrt, sympify, zoo)
 from sympy.logic.boolalg import Boolean
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 
-MAX_LENGTH = 1000
-"""Longest text read (characters)."""
-
-MAX_DIGITS = 30
-"""Largest number in any step of a reading, in decimal digits (a dimension is never near it)."""
-
-MAX_EXPONENT = 64
-"""Largest exponent of ``**``."""
+MAX_LENGTH, MAX_DIGITS, MAX_EXPONENT, MAX_DEGREE, MAX_TERMS = 1000, 30, 64, 64, 100
+"""Longest text read (characters); largest number in any step of a reading (decimal digits: a
+dimension is never near it); largest exponent of ``**``; largest degree in the symbols, and
+most terms, of a formula read once expanded (``bounded``)."""
 
 FUNCTIONS = {"ceiling": (ceiling, 1, 1), "floor": (floor, 1, 1), "Max": (Max, 1, 16), "Min": (Min, 1, 16),
              "log": (log, 1, 2), "sqrt": (sqrt, 1, 1), "Mod": (Mod, 2, 2)}
@@ -88,7 +88,10 @@ def read(text: str, *, argument: str = "expression", names: dict | None = None,
         if not text.strip():
             raise _Refused("nothing to read", offset=0)
         tree = _parse(text)
-        result = _Reader(known, condition).top(tree.body)
+        placeholders = {name: Dummy(name, positive=True) for name in names or ()}  # the caller's: one symbol each
+        result = _Reader({**known, **placeholders}, condition).top(tree.body)
+        bounded(result, argument)
+        result = _Reader(known, condition).top(tree.body) if names else result
     except _Refused as refused:
         where = _position(text, refused)
         more = f"; known: {', '.join(known)}" if refused.what.startswith("unknown name") else ""
@@ -96,6 +99,45 @@ def read(text: str, *, argument: str = "expression", names: dict | None = None,
     except RecursionError:
         raise InputError(f"{argument}: nested too deeply in {_quoted(text[:60])}", argument) from None
     return result
+
+
+def size(expr) -> tuple[int, int]:
+    """``(degree, terms)``: bounds on the degree in the symbols and the terms of ``expr`` once
+    expanded, from its tree (a sum adds terms, a product multiplies them, a power ``n`` of ``t``
+    terms has at most ``C(t+n-1, n)``; a function counts as the sum of its arguments).
+
+    >>> from symbolic_cost.symbols import b, e, f, h
+    >>> size((e + f + h + b)**6), size(b * e**2 / 3)
+    ((6, 84), (3, 1))
+    """
+    memo = {}
+
+    def visit(node):
+        if node not in memo:
+            parts = [visit(a) for a in node.args]
+            if node.is_Symbol or not parts:
+                memo[node] = (int(node.is_Symbol), 1)
+            elif node.is_Mul:
+                memo[node] = (sum(d for d, _ in parts), prod(t for _, t in parts))
+            elif node.is_Pow and node.exp.is_Rational:
+                (degree, terms), n = parts[0], abs(node.exp)
+                whole = int(n) if n.is_integer and terms > 1 else 1
+                memo[node] = (degree * int(-(-n.p // n.q)), comb(terms + whole - 1, whole))
+            else:
+                memo[node] = (max(d for d, _ in parts), sum(t for _, t in parts))
+        return memo[node]
+
+    return visit(sympify(expr))
+
+
+def bounded(expr, argument: str = "expression"):
+    """``expr``, refused naming ``argument`` when ``size`` exceeds ``MAX_DEGREE`` or ``MAX_TERMS``."""
+    degree, terms = size(expr)
+    if degree > MAX_DEGREE or terms > MAX_TERMS:
+        raise InputError(f"{argument}: the formula expands to up to {terms:,} terms of degree up to {degree:,} "
+                         f"in the symbols (at most {MAX_TERMS} terms of degree {MAX_DEGREE}); write a smaller one",
+                         argument)
+    return expr
 
 
 def read_number(text: str, *, argument: str = "value") -> Expr:
@@ -273,4 +315,4 @@ def _describe(node, condition: bool) -> str:
     return f"{words.get(type(node), type(node).__name__)} is not allowed"
 
 
-__all__ = ["read", "read_number", "FUNCTIONS", "CONDITIONS", "MAX_DIGITS", "MAX_EXPONENT", "MAX_LENGTH"]
+__all__ = ["read", "read_number", "size", "bounded", "MAX_DEGREE", "MAX_TERMS", "FUNCTIONS", "CONDITIONS", "MAX_DIGITS", "MAX_EXPONENT", "MAX_LENGTH"]

@@ -121,10 +121,9 @@ def test_sequence_length_follows_the_model(capsys, tmp_path):
     assert " l=1024 " in capsys.readouterr().out
     assert main(["table", "--preset", "gpt2"]) == 0
     assert " l=1024," in capsys.readouterr().out
-    config = tmp_path / "tiny.json"                          # no context length stated: 2048
+    config = tmp_path / "tiny.json"              # no context length stated: LlamaConfig's 2048 (null is refused)
     config.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
-                                  "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100,
-                                  "max_position_embeddings": None}))
+                                  "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100}))
     assert main(["summary", "--hf-config", str(config)]) == 0
     assert " l=2048 " in capsys.readouterr().out
     assert main(["table", "--hf-config", str(config)]) == 0

@@ -64,7 +64,8 @@ def _flag(error, argv) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status: 0, 1 (a reproduction mismatched), 2 (bad input:
-    one line on stderr naming the argument and the rule) or 3 (an internal error: one line
+    one line on stderr naming the argument and the rule; also a file the system would not let it
+    read or write) or 3 (an internal error: one line
     and a request to report it).  Never a traceback."""
     try:
         args = build_parser(_chosen(argv)).parse_args(argv)
@@ -80,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError) as error:      # checks.InputError and the library's other refusals
         message = error.args[0] if error.args else str(error)
         print(f"symbolic-cost: error: {one_line(message)}{_flag(error, argv)}", file=sys.stderr)
+        return 2
+    except OSError as error:            # a file the system would not let us read or write
+        where = f" {error.filename!r}" if error.filename else ""
+        print(f"symbolic-cost: error: cannot use{where}: {error.strerror or one_line(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("symbolic-cost: interrupted", file=sys.stderr)

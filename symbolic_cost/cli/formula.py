@@ -6,10 +6,11 @@ fixes the model's and the training defaults.
 
 from __future__ import annotations
 
-from sympy import simplify
+from sympy import simplify, sympify
 
 from symbolic_cost import analysis
 from symbolic_cost.analysis.latex import latex, paper_form
+from symbolic_cost.blocks.block import check_dims
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import (FIELDS, architecture, assignments, block_values, build_block, conventions,
                                       field_expr, field_type, honour_blocks, honour_system, present,
@@ -77,6 +78,10 @@ def run(args) -> int:
         if names:
             present(expr, symbol_names(names, option), option)
     present(expr, at, "--at")
+    try:                    # the dimension rules (h | e, ...) hold at the point too
+        check_dims({name: sympify(value).subs(at) for name, value in block.dims.items()}, block.conventions)
+    except InputError as error:
+        raise InputError(f"--at: {error}", "--at") from None
     if args.leading:
         lead, rest = analysis.leading_terms(expr, symbol_names(args.leading, "--leading"), with_remainder=True)
         show(lead, args)

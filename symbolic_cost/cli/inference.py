@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from sympy import simplify
+from sympy import oo, simplify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
@@ -67,7 +67,7 @@ def add_arguments(parser) -> None:
                    help="format of the layers' matrix weights: fp8 and mxfp8 multiply on FP8 tensor cores, nvfp4 on "
                         "FP4 ones (b200, gb200), int4 is weight-only (default: --precision's)")
     options.flash(group)
-    options.option(group, "--mla", choices=MLA_FORMS, default=MLA_FORMS[0],
+    options.option(group, "--mla", choices=MLA_FORMS, default=MLA_FORMS[0], action=options.Given,
                    help="multi-head latent attention: the latent cache decoded absorbed, or up-projected again "
                         "at each step (transformers), or decompressed keys and values cached")
     options.option(group, "--roofline", choices=ROOFLINES, default=ROOFLINES[0],
@@ -121,6 +121,9 @@ def configuration(args, keep=()):
     """The model, the ``Serving`` value and the decode step's ``l_ctx`` (``None``: the mean
     step) from the options; the symbols in ``keep`` stay symbols unless set."""
     arch = architecture(args)
+    if options.given(args, "mla") and arch.latent is None:
+        raise InputError(f"--mla chooses how latent attention caches and decodes, and {arch.name} has none; "
+                         f"it would be ignored", "--mla")
     base = {k: v for k, v in DEFAULTS.items() if k not in keep}
     values = resolve(base, args.set, allowed=SERVING_SYMBOLS)
     value = lambda symbol: values.get(symbol, symbol)  # noqa: E731
@@ -162,6 +165,9 @@ def run(args) -> int:
                          "prices every operation on its own roofline)", "roofline")
     if args.rate is not None and (args.grid or args.field):
         raise InputError("--rate prints a load test; it does not combine with --field or --grid", "rate")
+    if args.json and (args.grid or args.field):
+        other = "--grid prints CSV" if args.grid else "--field prints formulas"
+        raise InputError(f"--json applies to the report; {other} (it would be ignored)", "--json")
     if options.given(args, "requests") and args.rate is None:
         raise InputError("--requests sets the size of the --rate simulation; give --rate too", "requests")
     if args.grid:
@@ -183,7 +189,8 @@ def report(args) -> int:
     """The text (or ``--json``) report of one configuration."""
     arch, s, l_ctx = configuration(args)
     names = [name for name in ALL_FIELDS if arch.moe is None or name != "crossover_batch"]
-    out = {name: number(value) for name, value in expressions(args, names).items()}
+    out = {name: None if value == oo else number(value) for name, value in expressions(args, names).items()}
+    never = arch.moe is None and out["crossover_batch"] is None     # JSON: null, as the text's "never"
     load = load_test(args, arch, s) if args.rate is not None else None
     if args.json:
         print(json.dumps({"model": arch.name, **out, **({"load": load} if load else {})}, indent=1))
@@ -210,9 +217,8 @@ def report(args) -> int:
           f"{out['tokens_per_s_per_device']:.6g} per device, {out['tokens_per_s_per_job']:.6g} per job; end to "
           f"end {out['end_to_end_tokens_per_s']:.6g} per replica")
     crossover = out.get("crossover_batch")
-    turns = f"b = {crossover:.6g}" if crossover is not None and crossover > 0 else \
-        "never (the cache's bytes grow with b as fast as its FLOPs)" if crossover is not None else \
-        "(not solved: the experts a step reads grow with b; see --grid)"
+    turns = "never (the cache's bytes grow with b as fast as its FLOPs)" if never else f"b = {crossover:.6g}" \
+        if crossover is not None else "(not solved: the experts a step reads grow with b; see --grid)"
     most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
     print(f"largest batch that fits: {most}; decode turns compute-bound at {turns}")
     if load:

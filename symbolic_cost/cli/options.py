@@ -162,6 +162,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
         option(group, "--first-stage-layers", type=int, help="layers on the first pipeline rank "
                "(default: an even split; the other layers split evenly)")
         option(group, "--last-stage-layers", type=int, help="layers on the last pipeline rank")
+        option(group, "--allow-long", action="store_true", help="allow sequences longer than the model's context")
         option(group, "--overlap", type=field_list(OVERLAPS), default=[],
                help="communication run behind compute: grad (--overlap-grad-reduce), param "
                     "(--overlap-param-gather), tensor (--tp-comm-overlap), comma-separated (default: none, "
@@ -194,7 +195,7 @@ def training_policy(args) -> dict:
                                     tensor="tensor" in chosen)
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "flash", "capacity_factor",
-             "expert_imbalance", "mtp")
+             "expert_imbalance", "mtp", "allow_long")
     return policy | {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
@@ -279,19 +280,27 @@ def recipe(parser):
     option(group, "--offload", choices=list(OFFLOAD), default=PLAIN.offload,
            help="move the optimizer state (and the parameters, ZeRO-3) to host memory")
     option(group, "--lora-rank", type=int, help="LoRA adapters of this rank over a frozen base (default: none)")
-    option(group, "--lora-targets", default="q,v", help=f"comma-separated LoRA targets of {', '.join(TARGETS)}")
-    option(group, "--lora-base", choices=BASES, default="16-bit", help="storage of the frozen base (nf4: QLoRA)")
+    option(group, "--lora-targets", action=Given, default="q,v",
+           help=f"comma-separated LoRA targets of {', '.join(TARGETS)}")
+    option(group, "--lora-base", action=Given, choices=BASES, default="16-bit",
+           help="storage of the frozen base (nf4: QLoRA)")
     option(group, "--no-double-quant", dest="double_quant", action="store_false",
            help="nf4 without QLoRA's double quantisation of the block scales")
 
 
 def recipe_policy(args) -> dict:
     """The ``Training`` fields the recipe options set."""
+    from symbolic_cost.checks import InputError
     from symbolic_cost.models.lora import LoRA
     if not hasattr(args, "optimizer"):
         return {}
     lora = None
-    if args.lora_rank is not None:
+    if args.lora_rank is None:      # the adapters' options act on adapters only
+        for flag, used in (("--lora-targets", given(args, "lora_targets")), ("--lora-base", given(args, "lora_base")),
+                           ("--no-double-quant", not args.double_quant)):
+            if used:
+                raise InputError(f"{flag} applies to LoRA adapters; add --lora-rank (it would be ignored)", flag)
+    else:
         lora = LoRA(args.lora_rank, tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()),
                     args.lora_base, args.double_quant)
     return dict(optimizer=args.optimizer, master_weights=args.master_weights, fp8=args.fp8, offload=args.offload,

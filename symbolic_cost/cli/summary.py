@@ -17,8 +17,8 @@ from symbolic_cost.models.grid_stack import on_grid
 from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.parallel.grid import DEGREES
-from symbolic_cost.models.utilisation import hfu, mfu
-from symbolic_cost.timing.hardware import comm_time
+from symbolic_cost.models.utilisation import hfu, mfu, seconds
+from symbolic_cost.timing.hardware import comm_time, get_system
 from symbolic_cost.timing.host import host_bytes_per_node, host_step_time, host_time
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -107,6 +107,7 @@ def report(args) -> tuple[dict, Training]:
                        "time_s": number(host_time(cost, system)),
                        "step_s": number(host_step_time(cost, system))}
     if getattr(args, "step_time", None) is not None:
+        fastest(args.step_time, cost, args.system, chosen)
         out["utilisation"] = {name: number(f(cost, args.step_time, system, only=only))
                               for name, f, only in (("mfu", mfu, "all"), ("hfu", hfu, "all"),
                                                     ("mfu_matrix", mfu, "matrix"), ("hfu_matrix", hfu, "matrix"))}
@@ -119,6 +120,17 @@ def report(args) -> tuple[dict, Training]:
          "cluster_volume_bytes": number(cluster_volume(cost, dim, c)),
          "time_s": number(comm_time(c, system, chosen))} for dim, c in cost.collectives]
     return out, training
+
+
+def fastest(step_time, cost, system: str, chosen) -> None:
+    """Refuse a measured step time below the physical bound: the busiest device's compute at peak
+    FLOP/s and bandwidth (``--ideal``'s compute part); MFU would pass 100 %."""
+    measured = seconds(step_time)
+    bound = step_time_breakdown(cost, get_system(system), chosen)["compute"]
+    if measured.is_number and bound.is_number and measured < bound:
+        raise InputError(f"--step-time {step_time} s is below the fastest this step can run on {system}: "
+                         f"{float(bound):.4g} s of compute at peak FLOP/s and bandwidth (--ideal); check the "
+                         f"measurement and the configuration", "--step-time")
 
 
 def experts_report(cost, system, chosen) -> dict:

@@ -90,9 +90,9 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
 
 
 def run(args) -> int:
-    if args.overwrite and not args.out:
+    if args.overwrite and args.out is None:
         raise InputError("--overwrite applies to --out only; it would be ignored", "--overwrite")
-    if args.out:
+    if args.out is not None:
         output_file(args.out, "--out", overwrite=args.overwrite, suffixes=(".csv", ".parquet"))
     grid = grid_values(args.grid, assignments(args.set, allowed=TRAINING_SYMBOLS))
     arch = architecture(args)

@@ -27,7 +27,7 @@ from symbolic_cost.models.training import element_bytes
 from symbolic_cost.parallel.grid import DEGREES, make_grid
 from symbolic_cost.parallel.grid_blocks import GRID_BUILDERS
 from symbolic_cost.numeric.tables import COST_COLUMNS, UNITS, column_kind
-from symbolic_cost.reader import read, read_number
+from symbolic_cost.reader import bounded, read, read_number
 from symbolic_cost.timing.hardware import TIME_FIELDS, step_time, times
 
 DEFAULT_SEQUENCE = 2048
@@ -112,7 +112,8 @@ def substituted(values: dict, option: str = "--set") -> dict:
         trail.append(key)
         value = sympify(values[key])
         refs = [] if value == key else [s for s in value.free_symbols if s in values]
-        done[key] = value.subs({s: visit(s) for s in refs}, simultaneous=True) if refs else value
+        done[key] = bounded(value.subs({s: visit(s) for s in refs}, simultaneous=True), f"{option} {key}") \
+            if refs else value
         trail.pop()
         return done[key]
 
@@ -259,7 +260,7 @@ def architecture(args):
     """The model of ``--hf-config``, ``--hf-model`` or ``--preset`` (``None`` when none is given)."""
     if getattr(args, "revision", None) and not getattr(args, "hf_model", None):
         raise InputError("--revision applies to --hf-model only; it would be ignored", "--revision")
-    if getattr(args, "hf_config", None):
+    if getattr(args, "hf_config", None) is not None:
         return hf.load(args.hf_config)
     if getattr(args, "hf_model", None):
         return hub.load(args.hf_model, revision=args.revision)
@@ -346,7 +347,9 @@ def model_block(args, values: dict, arch, name: str):
     from symbolic_cost.models.stack import layer_groups     # the model layer, on demand
     get = lambda s: values.get(s, s)  # noqa: E731
     no_bias = getattr(args, "no_bias", False)
-    model = replace(arch, e=get(S.e), f=get(S.f), h=get(S.h), bias=arch.bias and not no_bias,
+    # the MLP does not read the heads: keep their size, so that h need not divide a new e
+    heads = dict(head_dim=sympify(arch.e) / arch.h) if name == "mlp" and arch.head_dim is None else {}
+    model = replace(arch, e=get(S.e), f=get(S.f), h=get(S.h), **heads, bias=arch.bias and not no_bias,
                     mlp_bias=False if no_bias else arch.mlp_bias,
                     qkv_bias=arch.qkv_bias and not getattr(args, "no_qkv_bias", False))
     t = SimpleNamespace(b=get(S.b), l=get(S.l), flash=getattr(args, "flash", False), l_dec=None)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from sympy import Expr, Integer, ceiling, sympify
 
 from symbolic_cost.blocks.latent_attention import latent_cache_elements
-from symbolic_cost.checks import InputError, positive_dims
+from symbolic_cost.checks import InputError, counts, positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.architecture import Architecture
@@ -217,6 +217,8 @@ def kv_cache_bytes(arch: Architecture, b, tokens, *, encoder=0, m1=1, p=1, kv_dt
     >>> kv_cache_bytes(preset("llama-2-7b"), b, l_ctx)      # 2 x 32 layers x 4096 x 2 bytes
     524288*b*l_ctx
     """
+    positive_dims(b=b, m1=m1, p=p, **({} if page is None else {"page": page}))
+    counts(tokens=tokens, encoder=encoder)
     fmt = kv_format(kv_dtype)
     return on_busiest_stage(arch, cache_groups(arch, m1, mla), p, lambda groups, share: fmt.bytes(
         kv_elements(groups, b, tokens, encoder, page, share), sum((g.tensors for g in groups), Integer(0)) / share))
@@ -252,6 +254,8 @@ def paging_waste(arch: Architecture, b, tokens, page, *, encoder=0, m1=1, p=1, k
                  mla="absorbed") -> Expr:
     """Bytes paged allocation adds to the cache: the unused tail of every sequence's last page
     in every layer, ``b sum_layers (ceil(T/B) B - T) kv (k + v)`` at the format's bytes."""
+    positive_dims(b=b, m1=m1, p=p, **({} if page is None else {"page": page}))
+    counts(tokens=tokens, encoder=encoder)
     fmt = kv_format(kv_dtype)
     return on_busiest_stage(arch, cache_groups(arch, m1, mla), p, lambda groups, share: fmt.bytes(
         kv_elements(groups, b, tokens, encoder, page, share) - kv_elements(groups, b, tokens, encoder, None, share)))

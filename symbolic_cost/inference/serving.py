@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, positive_dims
+from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, positive_dims
 from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, kv_format
 from symbolic_cost.inference.weight_formats import weight_format
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.training import PRECISIONS, element_bytes
+from symbolic_cost.models.training import check_context as shared_context_rule
 
 
 @dataclass(frozen=True)
@@ -137,20 +138,16 @@ def mean_context(arch: Architecture, s: Serving) -> Expr:
 
 
 def check_context(arch: Architecture, s: Serving) -> None:
-    """Refuse (unless ``allow_long``) more tokens than the model's context (``Architecture.context``,
-    when stated): ``l_in + l_out - 1`` through a decoder; ``l_in`` through an encoder and
-    ``l_out`` through its decoder."""
-    limit = sympify(arch.context)
-    if s.allow_long or limit == 0:
-        return
+    """Refuse what training refuses too (``models.training.check_context``, ``checks.PIPELINE_RULES``):
+    more tokens than the model's context (unless ``allow_long``): ``l_in + l_out - 1`` through a
+    decoder, ``l_in`` through an encoder and ``l_out`` through its decoder; pipeline stages that
+    do not hold whole layers (``p`` must divide them)."""
     if arch.encoder_decoder:
         spans = (("l_in", s.l_in), ("l_out", s.l_out))
     else:
         spans = (("l_in + l_out - 1", s.l_in + s.l_out - 1),)
-    for text, tokens in spans:
-        if tokens.is_number and limit.is_number and tokens > limit:
-            raise InputError(f"{text} = {tokens} tokens exceed the context of {arch.name} ({limit} tokens); "
-                             f"allow_long=True (--allow-long) goes beyond it")
+    shared_context_rule(arch, spans, s.allow_long)
+    check_rules(dict(p=s.p, n_layers=sympify(arch.n_layers) + arch.decoder_layers), PIPELINE_RULES)
 
 
 def check_experts(arch: Architecture, s: Serving) -> None:

@@ -22,10 +22,10 @@ phase's collectives take ``timing.hardware.comm_time``.
   ``x d`` for the job; end to end ``b l_out / (TTFT + (l_out - 1) TPOT)``.
 * Memory per device at the end of generation: weights (the busiest pipeline stage), the KV
   cache of ``P + l_out - 1`` tokens (``kv_cache``), and the larger working set of the two phases.
-* The largest batch: ``floor((capacity - fixed) / per_sequence)``, memory being ``fixed +
+* The largest batch: ``floor((capacity - fixed) / per_sequence)`` (0 if none fits), memory being ``fixed +
   b per_sequence``; the crossover batch: ``t_compute(b) = t_memory(b)`` of a decode step,
-  ``b* = (m_0 - c_0) / (c_1 - m_1)`` for times ``c_0 + b c_1`` and ``m_0 + b m_1``; a value that
-  is not positive means the step stays memory-bound at every batch (the cache's bytes grow with
+  ``b* = (m_0 - c_0) / (c_1 - m_1)`` for times ``c_0 + b c_1`` and ``m_0 + b m_1``; where that is
+  not positive, ``oo``: the step stays memory-bound at every batch (the cache's bytes grow with
   the batch as fast as its FLOPs).
 """
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, floor
+from sympy import Expr, Integer, Max, floor, oo
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
@@ -220,24 +220,25 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
     system.require("the largest batch", "hbm_capacity")
     cost = inference_cost(arch, replace(serving, b=S.b), system, conventions)
     fixed, per_sequence = _affine(cost.memory_bytes, S.b, "the memory per device")
-    return floor((system.hbm_capacity - fixed) / per_sequence)
+    return Max(0, floor((system.hbm_capacity - fixed) / per_sequence))      # 0: not even one fits
 
 
 def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
                     l_ctx=None) -> Expr:
     """The batch where a decode step over ``l_ctx`` cached tokens (default: the mean step)
-    turns compute-bound: ``t_compute(b) = t_memory(b)``, ``(m_0 - c_0) / (c_1 - m_1)``; not
-    positive: memory-bound at every batch.
+    turns compute-bound: ``t_compute(b) = t_memory(b)``, ``(m_0 - c_0) / (c_1 - m_1)``; ``oo``
+    where that is not positive (memory-bound at every batch: never).
 
     >>> from symbolic_cost.models.config import preset
     >>> from sympy import floor
     >>> llama = preset("llama-2-7b")     # the ridge: 989.4 TFLOP/s / 3.35 TB/s = 295 FLOP per byte
     >>> floor(crossover_batch(llama, Serving(l_in=1, l_out=2)))    # unfused activations add bytes
     406
-    >>> crossover_batch(llama, Serving(l_in=1000, l_out=2)) < 0    # 0.5 MiB of cache a token
-    True
+    >>> crossover_batch(llama, Serving(l_in=1000, l_out=2))    # 0.5 MiB of cache a token
+    oo
     """
     cost = inference_cost(arch, replace(serving, b=S.b), system, conventions, l_ctx=l_ctx)
     c0, c1 = _affine(cost.decode_time["compute"], S.b, "a decode step's compute time")
     m0, m1 = _affine(cost.decode_time["memory"], S.b, "a decode step's memory time")
-    return (m0 - c0) / (c1 - m1)
+    batch = (m0 - c0) / (c1 - m1)
+    return oo if batch.is_number and batch <= 0 else batch       # never: memory-bound at every batch

@@ -24,7 +24,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from symbolic_cost.checks import InputError, InputTypeError, shown
+from symbolic_cost.checks import InputError, InputTypeError, input_file, shown
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families import FAMILIES, Keys
 
@@ -61,21 +61,17 @@ def from_config(config: dict, name: str = "model") -> Architecture:
 
 
 def load(path) -> Architecture:
-    """An ``Architecture`` from a ``config.json`` file."""
-    path = Path(path)
+    """An ``Architecture`` from a ``config.json`` file (a regular file: ``checks.input_file``)."""
+    text = input_file(path, "--hf-config")
     try:
-        config = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"--hf-config: no such file {str(path)!r}") from None
-    except IsADirectoryError:
-        raise InputError(f"--hf-config: {str(path)!r} is a folder; give its config.json", "--hf-config") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"--hf-config: cannot read {str(path)!r} ({type(error).__name__})", "--hf-config") from None
+        config = json.loads(text)
     except RecursionError:
-        raise InputError(f"--hf-config: {path.name} is nested too deeply to be a config.json", "--hf-config") from None
+        raise InputError(f"--hf-config: {Path(path).name} is nested too deeply to be a config.json",
+                         "--hf-config") from None
     except json.JSONDecodeError as error:
-        raise InputError(f"--hf-config: {path.name} is not valid JSON ({error.msg}, line {error.lineno})") from None
-    return from_config(config, path.stem)
+        raise InputError(f"--hf-config: {Path(path).name} is not valid JSON ({error.msg}, line {error.lineno})",
+                         "--hf-config") from None
+    return from_config(config, Path(path).stem)
 
 
 def preset(name: str) -> Architecture:

@@ -34,7 +34,7 @@ from symbolic_cost.models.ranks import (boundary_elements, busiest_activation_by
                                         tied_copy)
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
-from symbolic_cost.models.training import Training, bytes_per_parameter, element_bytes
+from symbolic_cost.models.training import Training, bytes_per_parameter, check_model, element_bytes
 from symbolic_cost.parallel.pipeline import stage_layers, stage_sends
 
 
@@ -116,6 +116,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     """
     conventions = conv.get(conventions)
     t = training
+    check_model(arch, t)
     m1, s1, d, p, n = _degrees(t)
     es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     es = element_bytes(t.precision)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr
+from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, choice, flag, positive, positive_dims
@@ -21,7 +21,7 @@ from symbolic_cost.models.recipes import check_offload
 from symbolic_cost.blocks.moe import check_expert_training
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "Overlap", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
+__all__ = ["Training", "Overlap", "check_context", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 RECOMPUTE = ("none", "selective", "activation", "full")
@@ -86,6 +86,7 @@ class Training:
     mtp: bool = True             # train the model's multi-token-prediction modules (blocks.mtp), if any
     tensor: object = None        # a 2-D/2.5-D/3-D tensor grid (parallel.grid; set with models.grid_stack.on_grid)
     overlap: Overlap = Overlap()  # communication behind compute (timing.step)
+    allow_long: bool = False     # sequences may exceed the model's context (check_model)
 
     def __post_init__(self):
         uneven = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers", "l_dec")
@@ -94,7 +95,7 @@ class Training:
                       recompute_layers=self.recompute_layers, **uneven)
         positive(self.mask_bytes, "mask_bytes")
         choice(self.zero, "zero", (0, 1, 2, 3))
-        for name in ("distributed_optimizer", "flash", "master_weights", "mtp"):
+        for name in ("distributed_optimizer", "flash", "master_weights", "mtp", "allow_long"):
             flag(getattr(self, name), name)
         if self.recompute != "full" and (self.recompute_method, self.recompute_layers) != ("uniform", 1):
             raise InputError("recompute_method and recompute_layers apply to recompute='full' only, got "
@@ -108,6 +109,9 @@ class Training:
         if self.recompute_method not in RECOMPUTE_METHODS:
             raise InputError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
                              f"got {self.recompute_method!r}")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            if getattr(self, name) is not None and self.p == 1:
+                raise InputError(f"{name} sizes a pipeline stage, and p=1 has none; it would be ignored", name)
         self.pipeline_schedule()     # refuses an unknown schedule or a bad number of virtual stages
         check_expert_training(self.ep, self.etp, self.capacity_factor, self.expert_imbalance)
         check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8)
@@ -127,6 +131,29 @@ class Training:
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
         return Schedule(self.schedule, self.virtual_stages)
+
+
+def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (--allow-long)") -> None:
+    """Refuse (unless ``allow_long``) a span of tokens beyond the model's context (``Architecture.context``,
+    when stated); ``spans`` are ``(what, tokens)`` pairs.  Training and serving share the rule."""
+    limit = sympify(arch.context)
+    for text, tokens in ((text, sympify(tokens)) for text, tokens in spans):
+        if not allow_long and limit != 0 and tokens.is_number and limit.is_number and tokens > limit:
+            raise InputError(f"{text} = {tokens} tokens exceed the context of {arch.name} ({limit} tokens); "
+                             f"{flag} goes beyond it", text if text.isidentifier() else None)
+
+
+def check_model(arch, t: Training) -> None:
+    """Refuse a training the model cannot honour: sequences beyond its context (unless
+    ``allow_long``), and expert parallelism, a capacity factor or an imbalance without experts."""
+    spans = (("l", t.l), ("l_dec", t.decoder_tokens)) if arch.encoder_decoder else (("l", t.l),)
+    check_context(arch, spans, t.allow_long)
+    if arch.moe is None:
+        for name, value, plain in (("ep", t.ep, 1), ("capacity_factor", t.capacity_factor, None),
+                                   ("expert_imbalance", t.expert_imbalance, 1)):
+            if value != plain:
+                raise InputError(f"{name} applies to a mixture of experts, and {arch.name} has none "
+                                 f"(got {name}={value}); it would be ignored", name)
 
 
 def element_bytes(precision: str) -> int:

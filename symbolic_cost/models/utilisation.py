@@ -19,7 +19,7 @@ MFU, HFU                    ``FLOPs / (step time x devices x peak FLOP/s)`` (Cho
 
 from __future__ import annotations
 
-from sympy import Expr, Integer, Rational
+from sympy import Expr, Integer
 
 from symbolic_cost.cost import exact
 from symbolic_cost.models.memory import recomputed_rows, redone_layers
@@ -29,6 +29,7 @@ from symbolic_cost.models.totals import ModelCost, world_size
 from symbolic_cost.models.training import element_bytes
 from symbolic_cost.ops.matmul import product_flops
 from symbolic_cost.checks import InputError
+from symbolic_cost.reader import read_number
 
 ONLY = ("all", "matrix")
 ACCOUNTING = ("library", "korthikanti-eq8")
@@ -95,10 +96,11 @@ def hardware_flops(cost: ModelCost, only: str = "all", accounting: str = "librar
 
 
 def seconds(step_time) -> Expr:
-    """A step time as an exact number of seconds (``"1.10"`` reads as ``11/10``)."""
-    value = Rational(step_time) if isinstance(step_time, str) else exact(step_time, "step_time")
+    """A step time as an exact number of seconds (``"1.10"`` reads as ``11/10``, by the safe reader)."""
+    value = read_number(step_time, argument="step_time") if isinstance(step_time, str) else \
+        exact(step_time, "step_time")
     if value.is_number and value <= 0:
-        raise InputError(f"step_time must be positive seconds, got {step_time!r}")
+        raise InputError(f"step_time must be positive seconds, got {step_time!r}", "step_time")
     return value
 
 

@@ -17,6 +17,7 @@ Variants can run in worker processes (``workers``) or as Dask tasks (``dask=True
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -210,14 +211,15 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
 
 
 def _run_all(tasks, progress, workers: int, dask: bool):
-    """Each task's result, in order: in this process, in ``workers`` processes, or as Dask tasks."""
+    """Each task's result, in order: in this process, in ``workers`` processes (at most one per task
+    and per core), or as Dask tasks."""
     say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress else None
     if dask:
         import dask as dask_
         results = dask_.compute(*[dask_.delayed(run_variant)(t) for t in tasks])
-    elif workers > 1:
+    elif min(workers, len(tasks), os.cpu_count() or 1) > 1:     # never more processes than kernels or cores
         from concurrent.futures import ProcessPoolExecutor
-        with ProcessPoolExecutor(workers) as pool:
+        with ProcessPoolExecutor(min(workers, len(tasks), os.cpu_count() or 1)) as pool:
             results = list(pool.map(run_variant, tasks))
     else:
         results = map(run_variant, tasks)

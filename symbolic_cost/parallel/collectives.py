@@ -33,7 +33,7 @@ from sympy import Expr, Function, Integer, log, sympify
 
 from symbolic_cost.cost import KINDS, ring_share
 from symbolic_cost.extrema import maximum, minimum
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, exact, positive_dims
 
 ALGORITHMS = ("ring", "tree")
 
@@ -62,7 +62,7 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
                          f"got {kind!r}")
     if algorithm not in ALGORITHMS:
         raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    n, volume = sympify(n), sympify(tensor_bytes)
+    n, volume = _sizes(n=n, tensor_bytes=tensor_bytes)
     if kind in ("broadcast", "reduce"):       # the root sends (receives) V; nothing with one device
         return Traffic(minimum(n - 1, 1) * volume, minimum(n - 1, 1) * volume, _log2(n))
     moved = ring_share(kind, n) * volume
@@ -71,6 +71,23 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
     else:
         steps = Integer(1) if kind == "p2p" else n - 1
     return Traffic(moved, moved, steps)
+
+
+def _sizes(**values) -> tuple[Expr, ...]:
+    """The arguments as exact expressions: devices (``n``, ``k``) positive integers, bytes and
+    seconds not negative, bandwidths positive (as far as SymPy can tell)."""
+    out = []
+    for name, value in values.items():
+        if name in ("n", "k"):
+            out.append(positive_dims(**{name: value})[name])
+            continue
+        expr = exact(value, name)
+        wrong = expr.is_positive is False if "bandwidth" in name else expr.is_negative
+        if wrong or (expr.is_number and not expr.is_real):
+            raise InputError(f"{name} must be {'positive' if 'bandwidth' in name else 'non-negative'}, got {expr}",
+                             name)
+        out.append(expr)
+    return tuple(out)
 
 
 class Log2(Function):
@@ -112,7 +129,8 @@ def time(kind: str, n, tensor_bytes, bandwidth, latency, algorithm: str = "ring"
     3/25
     """
     moved = traffic(kind, n, tensor_bytes, algorithm)
-    return moved.steps * sympify(latency) + moved.sent / sympify(bandwidth)
+    bandwidth, latency = _sizes(bandwidth=bandwidth, latency=latency)
+    return moved.steps * latency + moved.sent / bandwidth
 
 
 def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple) -> Expr:
@@ -131,7 +149,8 @@ def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple) -
     >>> hierarchical_time("allreduce", 16, 8, 16 * 10**9, (10**11, 0), (10**10, 0))
     12/25
     """
-    n, k, volume = sympify(n), sympify(k), sympify(tensor_bytes)
+    n, k, volume = _sizes(n=n, k=k, tensor_bytes=tensor_bytes)
+    _sizes(nvlink_bandwidth=nvlink[0], nvlink_latency=nvlink[1], ib_bandwidth=ib[0], ib_latency=ib[1])
     if kind in ("p2p", "broadcast", "reduce"):
         return time(kind, n, volume, *ib)
     if kind == "alltoall":

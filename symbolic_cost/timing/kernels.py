@@ -40,7 +40,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact
 from symbolic_cost.extrema import minimum
 from symbolic_cost.ops.matmul import matmul_flops, product_flops
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, counts, positive_dims
 
 
 def tile_edge(capacity, element_bytes, operands=3) -> Expr:
@@ -100,7 +100,8 @@ def reloads(m, k, n, tile) -> Reloads:
     >>> reloads(39936, 512, 79872, 512)
     Reloads(a=1, b=78, c=1)
     """
-    m, k, n, tile = (exact(x, name) for x, name in ((m, "m"), (k, "k"), (n, "n"), (tile, "tile")))
+    m, k, n = counts(m=m, k=k, n=n).values()             # sizes of a product: never negative
+    tile = positive_dims(tile=tile)["tile"]
     k_exceeds_tile = minimum(1, ceiling(k / tile) - 1)
     return Reloads(1 + (ceiling(n / tile) - 1) * k_exceeds_tile, ceiling(m / tile), Integer(1))
 
@@ -122,7 +123,8 @@ def output_overhead(m, k, n, tile) -> Expr:
     >>> output_overhead(512, 39936, 79872, 2048)
     4702863360
     """
-    return exact(m, "m") * exact(n, "n") * (15 + 5 * ceiling(exact(k, "k") / exact(tile, "tile")))
+    m, k, n = counts(m=m, k=k, n=n).values()
+    return m * n * (15 + 5 * ceiling(k / positive_dims(tile=tile)["tile"]))
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,7 @@ def gemm_orientations(m, k, n, system, conventions=conv.DEFAULT, element_bytes=2
     """The kernels of ``count`` products ``(m, k) x (k, n)`` as written and transposed
     (``(n, k) x (k, m)``): same FLOPs, different tiled traffic."""
     conventions = conv.get(conventions)
+    m, k, n, count = counts(m=m, k=k, n=n, count=count).values()
     x1, x2 = tiles(system, element_bytes)
     flops = matmul_flops(m, k, n, conventions)
     if conventions.gemm_output_overhead:

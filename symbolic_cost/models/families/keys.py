@@ -61,16 +61,22 @@ class Keys:
         if not isinstance(config, dict):
             raise InputError(f"config.json must be a JSON object, got {type(config).__name__}")
         self.config, self.family, self.used = config, family, set(COMMON)
+        labels, count = config.get("id2label"), config.get("num_labels")
+        if isinstance(labels, dict) and count is not None and len(labels) != count:
+            raise self.error(f"num_labels={shown(count)} contradicts id2label, which names {len(labels)} labels "
+                             f"(transformers refuses it)")
 
     def error(self, message: str) -> ValueError:
         return ValueError(f"config.json ({self.family}): {message}")
 
     def _raw(self, key, default, nullable):
         self.used.add(key)
-        if key not in self.config or (self.config[key] is None and default is not MISSING and not nullable):
+        if key not in self.config:
             if default is MISSING:
                 raise self.error(f"missing key {key!r}")
             return default
+        if self.config[key] is None and not nullable:     # transformers' typed fields refuse null too
+            raise self.error(f"{key} must not be null (leave the key out for its default)")
         return self.config[key]
 
     def int(self, key, default=MISSING, *, nullable=False, zero=False):
@@ -87,9 +93,11 @@ class Keys:
             raise self.error(f"{key} must be at most {MAX_LAYERS:,} (each layer's kind is recorded), got {shown(value)}")
         return value
 
-    def flag(self, key, default=MISSING):
-        """A boolean (JSON ``true``/``false``; null takes the default)."""
-        value = self._raw(key, default, False)
+    def flag(self, key, default=MISSING, *, nullable=False):
+        """A boolean (JSON ``true``/``false``; null only where ``nullable``: then the default)."""
+        value = self._raw(key, default, nullable)
+        if value is None and nullable:
+            return default
         if type(value) is not bool:
             raise self.error(f"{key} must be true or false, got {value!r}")
         return value
@@ -114,6 +122,9 @@ class Keys:
     def dropouts(self, *keys_and_defaults) -> bool:
         """Whether any of the dropout probabilities ``(key, default), ...`` is nonzero."""
         values = [self.number(key, default, nullable=True) for key, default in keys_and_defaults]
+        for (key, _), value in zip(keys_and_defaults, values):
+            if value is not None and value > 1:
+                raise self.error(f"{key} is a probability, from 0 to 1, got {float(value):g}")
         return any(value not in (None, 0) for value in values)
 
     def dropout_fields(self, residual=(), attention=(), embedding=()) -> dict:

@@ -112,7 +112,7 @@ GEMMA = dict(vocab_size=256000, hidden_size=3072, intermediate_size=24576, num_h
 def gemma(k: Keys, name: str) -> Architecture:
     """Gemma: GeGLU, head size 256, tied head; bidirectional with ``use_bidirectional_attention``."""
     k.known("hidden_activation")                # Gemma 1 reads hidden_act
-    causal = not k.flag("use_bidirectional_attention", False)
+    causal = not k.flag("use_bidirectional_attention", False, nullable=True)    # transformers' default: null
     return _core(k, name, GEMMA, causal=causal, **_biases(k))
 
 

@@ -1,0 +1,241 @@
+"""Issue 32's bugs, one test each: inputs that hung, options that were silently ignored, rules
+that were skipped and impossible numbers.  Every refusal is exit status 2 with one line that
+names the option (or an ``InputError`` naming the argument), within a few seconds."""
+
+import json
+import os
+import time
+
+import pytest
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.cli import main
+
+
+def refused(capsys, argv, *named):
+    """Run the command line: exit status 2, one line on stderr naming each of ``named``."""
+    start = time.perf_counter()
+    status = main(argv)
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for name in named:
+        assert name in err, err
+    assert time.perf_counter() - start < 10, argv
+    return err
+
+
+# hangs and memory blow-ups
+
+@pytest.mark.parametrize("option", ["--set", "--at"])
+def test_a_formula_that_expands_too_far_is_refused_before_any_work(capsys, option):
+    err = refused(capsys, ["formula", option, "l=(e+f+h+b)**64"], option, "47,905 terms")
+    assert "at most 100 terms" in err
+
+
+def test_a_set_value_that_grows_through_another_is_refused(capsys):
+    refused(capsys, ["formula", "--set", "l=(e+b+h)**4", "f=(l+e)**3"], "--set f", "terms")
+
+
+def test_a_small_formula_is_still_read():
+    from symbolic_cost.reader import read, size
+    assert size(read("(e+f)**8")) == (8, 9)
+    with pytest.raises(InputError, match="--where"):
+        read("memory**70 <= 8", argument="--where", names={"memory": read("2*b")}, condition=True)
+
+
+def test_hf_config_on_a_fifo_is_refused(capsys, tmp_path):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    refused(capsys, ["summary", "--hf-config", str(fifo)], "--hf-config", "not a regular file")
+
+
+def test_hf_config_on_a_link_to_dev_zero_is_refused(capsys, tmp_path):
+    link = tmp_path / "config.json"
+    link.symlink_to("/dev/zero")
+    refused(capsys, ["summary", "--hf-config", str(link)], "--hf-config", "not a regular file")
+
+
+def test_hf_config_larger_than_the_cap_is_refused(tmp_path):
+    from symbolic_cost.checks import input_file
+    big = tmp_path / "config.json"
+    big.write_text("{}" + " " * 100)
+    with pytest.raises(InputError, match="more than 10 bytes"):
+        input_file(big, "--hf-config", limit=10)
+
+
+def test_search_forks_no_more_processes_than_kernels(monkeypatch):
+    import concurrent.futures
+    from symbolic_cost.numeric import search
+    started = []
+
+    class Pool:
+        def __init__(self, workers):
+            started.append(workers)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def map(self, f, tasks):
+            return map(f, tasks)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(search, "run_variant", lambda task: (1, 1, task))
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert [r[2] for r in search._run_all(["a", "b"], False, 40, False)] == ["a", "b"]
+    assert started == [2]
+    assert list(search._run_all(["a"], False, 40, False)) == [(1, 1, "a")] and started == [2]  # one: in process
+
+
+# options silently ignored
+
+def test_empty_hf_config_is_refused(capsys):
+    refused(capsys, ["summary", "--hf-config", ""], "--hf-config", "needs a file")
+
+
+def test_last_stage_layers_without_a_pipeline_is_refused(capsys):
+    refused(capsys, ["summary", "--preset", "llama-2-7b", "--last-stage-layers", "4"], "--last-stage-layers", "p=1")
+
+
+def test_lora_base_without_lora_rank_is_refused(capsys):
+    refused(capsys, ["summary", "--preset", "gpt2", "--lora-base", "nf4"], "--lora-base", "--lora-rank")
+
+
+def test_capacity_factor_on_a_dense_model_is_refused(capsys):
+    refused(capsys, ["summary", "--preset", "gpt2", "--capacity-factor", "1.25"], "--capacity-factor", "experts")
+
+
+def test_expert_parallelism_on_a_dense_model_is_refused(capsys):
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "ep=2"], "ep applies to a mixture of experts")
+
+
+def test_mla_on_a_model_without_latent_attention_is_refused(capsys):
+    refused(capsys, ["inference", "--preset", "gpt2", "--mla", "recompute"], "--mla", "latent attention")
+
+
+def test_inference_json_with_field_is_refused(capsys):
+    refused(capsys, ["inference", "--preset", "gpt2", "--json", "--field", "ttft_s"], "--json", "--field")
+
+
+def test_empty_out_is_refused(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    refused(capsys, ["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--out", ""], "--out", "needs a file")
+    assert list(tmp_path.iterdir()) == []
+
+
+# rules skipped
+
+def test_at_applies_the_dimension_rules(capsys):
+    refused(capsys, ["formula", "--block", "attention", "--set", "m1=1", "s1=1", "--at", "h=3", "e=100"],
+            "--at", "h must divide e")
+
+
+def test_training_refuses_sequences_beyond_the_context_as_serving_does(capsys):
+    refused(capsys, ["summary", "--preset", "bert-base-uncased", "--set", "l=1024"], "512 tokens", "--allow-long")
+    assert main(["summary", "--preset", "bert-base-uncased", "--set", "l=1024", "--allow-long"]) == 0
+    capsys.readouterr()
+    refused(capsys, ["inference", "--preset", "llama-2-7b", "--set", "l_in=5000"], "4096 tokens", "--allow-long")
+
+
+def test_serving_refuses_more_stages_than_whole_layers(capsys):
+    refused(capsys, ["inference", "--preset", "llama-2-7b", "--set", "p=64"], "p must divide n_layers")
+
+
+def test_an_mlp_table_does_not_check_the_attention_heads(capsys):
+    assert main(["table", "--block", "mlp", "--set", "e=8192"]) == 0
+    assert "e=8192" in capsys.readouterr().out
+
+
+# impossible numbers
+
+def test_a_step_time_below_the_peak_bound_is_refused(capsys):
+    refused(capsys, ["summary", "--preset", "gpt2", "--step-time", "0.0001"], "--step-time", "below the fastest")
+
+
+def test_a_step_time_of_nan_is_refused(capsys):
+    refused(capsys, ["summary", "--preset", "gpt2", "--step-time", "nan"], "--step-time", "not a finite number")
+
+
+def test_an_unwritable_output_path_is_bad_input(capsys):
+    refused(capsys, ["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--out", "/proc/no-such.csv"], "/proc/no-such.csv")
+
+
+def test_max_batch_is_zero_when_the_weights_do_not_fit():
+    from symbolic_cost.inference import Serving
+    from symbolic_cost.inference.throughput import max_batch
+    from symbolic_cost.models.config import preset
+    assert max_batch(preset("gpt3-175b"), Serving(b=1, l_in=512, l_out=128)) == 0    # 350 GB of weights, 80 GB
+
+
+def test_inference_json_says_null_where_the_text_says_never(capsys):
+    assert main(["inference", "--preset", "gpt2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["crossover_batch"] is None and out["max_batch"] > 0
+    assert main(["inference", "--preset", "gpt2"]) == 0
+    assert "compute-bound at never" in capsys.readouterr().out
+    assert main(["inference", "--preset", "gpt3-175b", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_batch"] == 0
+
+
+def test_kv_cache_bytes_refuses_a_negative_batch():
+    from symbolic_cost.inference.kv_cache import kv_cache_bytes
+    from symbolic_cost.models.config import preset
+    with pytest.raises(InputError, match="b must be a positive integer"):
+        kv_cache_bytes(preset("llama-2-7b"), -1, 10)
+    with pytest.raises(InputError, match="tokens must be a non-negative integer"):
+        kv_cache_bytes(preset("llama-2-7b"), 1, -10)
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda c, k, s: c.traffic("allreduce", 0, 8), "n"),
+    (lambda c, k, s: c.traffic("allgather", 4, -8), "tensor_bytes"),
+    (lambda c, k, s: c.time("allreduce", 4, 8, -1, 0), "bandwidth"),
+    (lambda c, k, s: c.time("allreduce", 4, 8, 1, -1), "latency"),
+    (lambda c, k, s: c.hierarchical_time("allreduce", 0, 8, 1, (1, 0), (1, 0)), "n"),
+    (lambda c, k, s: k.gemm(-4, 4, 4, s), "m"),
+    (lambda c, k, s: k.tiled_traffic(4, -4, 4, 128, 2), "k"),
+    (lambda c, k, s: k.reloads(4, 4, 4, 0), "tile"),
+    (lambda c, k, s: s, None),
+])
+def test_collectives_kernels_and_ring_attention_refuse_empty_and_negative_sizes(call, name):
+    from symbolic_cost.parallel import collectives
+    from symbolic_cost.parallel.sequence import ring_attention
+    from symbolic_cost.timing import kernels
+    from symbolic_cost.timing.hardware import get_system
+    if name is None:                      # ring attention: sequence, shards, batch
+        for args, bad in (((1, 0, 64, 8, 2), "l"), ((1, 64, 64, 8, 0), "c"), ((-1, 64, 64, 8, 2), "b")):
+            with pytest.raises(InputError) as error:
+                ring_attention(*args)
+            assert error.value.argument == bad
+        return
+    with pytest.raises(InputError) as error:
+        call(collectives, kernels, get_system("h100"))
+    assert error.value.argument == name
+
+
+# config values transformers refuses
+
+def _config(tmp_path, **changes):
+    config = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+              "intermediate_size": 128, "vocab_size": 100, **changes}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.mark.parametrize("key,value,said", [
+    ("hidden_size", None, "hidden_size must not be null"),
+    ("tie_word_embeddings", None, "tie_word_embeddings must not be null"),
+    ("attention_dropout", 2.0, "attention_dropout is a probability"),
+])
+def test_config_values_transformers_refuses(capsys, tmp_path, key, value, said):
+    refused(capsys, ["summary", "--hf-config", _config(tmp_path, **{key: value})], said)
+
+
+def test_id2label_contradicting_num_labels_is_refused(capsys, tmp_path):
+    path = _config(tmp_path, architectures=["LlamaForSequenceClassification"], num_labels=2,
+                   id2label={"0": "a", "1": "b", "2": "c"})
+    refused(capsys, ["summary", "--hf-config", path], "num_labels=2", "id2label")
