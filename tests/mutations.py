@@ -75,7 +75,7 @@ MUTATIONS = (
     Mutation("tile-halves", EFFICIENCY, "return [(tile_m, tile_n), (tile_m, tile_n / 2), (tile_m / 2, tile_n)]",
              "return [(tile_m, tile_n)]", required=False),
     Mutation("fused-step-reads-weights-once", "symbolic_cost/inference/throughput.py",
-             "m -= row.weights / bandwidth", "m -= 0", required=False),
+             "m -= weights_read(row) / bandwidth", "m -= 0", required=False),
     Mutation("load-context-grows", LOAD, "context = (prompt + steps - admitted_sum / decoding)",
              "context = (prompt + 0 * admitted_sum / decoding)", required=False),
     Mutation("nccl-ll-share", EFFICIENCY, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',

@@ -38,7 +38,8 @@ def _fit_serving(calibrate, measured) -> tuple:
     cases = measured.serving_cases()
     print(f"fitting the serving overheads on {len(cases)} load tests ...", file=sys.stderr)
     values = load.fit_serving(cases, progress=lambda ms: print(
-        "  trying " + ", ".join(f"{k} {v:.3f} ms" for k, v in zip(load.SERVING, ms)), file=sys.stderr))
+        "  trying " + ", ".join(f"{k} {v:.3f} {unit}" for k, v, unit in zip(load.SERVING, ms, ("ms", "us", "ms"))),
+        file=sys.stderr))
     committed = efficiency.CALIBRATION.get("serving", {})
     print("serving: " + ", ".join(f"{k} {calibrate.rounded(v)} s (committed {committed.get(k, 'none')})"
                                   for k, v in values.items()))

@@ -39,7 +39,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
-from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill
+from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill, weights_read
 from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.ranks import placement, tied_copy
@@ -72,17 +72,17 @@ def phase_time(phase: Phase, system, conventions=conv.DEFAULT, roofline: str = "
     return {"compute": compute, "memory": memory, "comm": comm, "total": total}
 
 
-def calibrated_run(phase: Phase, system, conventions, weights_read: bool = True) -> tuple[Expr, Expr, Expr]:
+def calibrated_run(phase: Phase, system, conventions, with_weights: bool = True) -> tuple[Expr, Expr, Expr]:
     """``(compute, memory, run)`` seconds of a phase on a calibrated system: each row's
     ``timing.efficiency.pass_times``, summed, and ``run = sum max(compute, memory)`` over the rows.
-    ``weights_read=False`` leaves each row's weight bytes out of its memory time (a step whose
-    weights another phase of the same pass already streams)."""
+    ``with_weights=False`` leaves the weight bytes each row reads (``phases.weights_read``) out of
+    its memory time (a step whose weights another phase of the same pass already streams)."""
     bandwidth = system.hbm_bandwidth * system.efficiency.memory
     compute = memory = run = Integer(0)
     for row, n in phase.rows():
         c, m = efficiency.pass_times(row, "fwd", system, conventions)
-        if not weights_read:
-            m -= row.weights / bandwidth
+        if not with_weights:
+            m -= weights_read(row) / bandwidth
         compute, memory, run = compute + n * c, memory + n * m, run + n * maximum(c, m)
     return compute, memory, run
 

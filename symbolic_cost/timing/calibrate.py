@@ -85,9 +85,8 @@ PROVENANCE = {
     "note": "A100's attention factor is not constrained (no A100 case runs fused attention): H100's"}
 SERVING_PROVENANCE = {
     "command": "symbolic-cost calibrate --serving",
-    "method": "scipy.optimize.least_squares on log(predicted / measured) of mean TTFT and mean ITL of every "
-              "load test (inference.load.serve), overheads bounded to [0, 0.1] s, rounded to 3 significant "
-              "digits"}
+    "method": "scipy.optimize.least_squares, soft-L1 loss with f_scale 0.1, on log(predicted / measured) of "
+              "mean TTFT and mean ITL of every load test (inference.load.serve), rounded to 3 significant digits"}
 
 
 def write(values: dict | None, case_ids: list[str], source: str, path: Path | None = None,
