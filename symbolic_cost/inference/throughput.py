@@ -233,7 +233,7 @@ def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h1
     >>> from sympy import floor
     >>> llama = preset("llama-2-7b")     # the ridge: 989.4 TFLOP/s / 3.35 TB/s = 295 FLOP per byte
     >>> floor(crossover_batch(llama, Serving(l_in=1, l_out=2)))    # unfused activations add bytes
-    406
+    398
     >>> crossover_batch(llama, Serving(l_in=1000, l_out=2))    # 0.5 MiB of cache a token
     oo
     """
