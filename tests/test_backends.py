@@ -141,3 +141,19 @@ def test_max_min_and_constant_choices_compile_without_branches_to_the_same_numbe
     assert got["min"].tolist() == [min(b, l, 5) for b, l, m in rows]
     assert got["third"].tolist() == [1 / 3 if m <= 4 else 1 / 7 for b, l, m in rows]
     assert got["capped"].tolist() == [float("inf") if m == 1 else b for b, l, m in rows]
+
+
+def test_a_constraint_symengine_cannot_convert_falls_back_to_numpy(capsys):
+    # issue 33's report: a --where on a piecewise memory (p = 1 has no pipeline) ended in exit 3
+    # when symengine was installed; the rows kept are those whose memory the library computes
+    # within the bound, counted here from model_cost one configuration at a time
+    from symbolic_cost.cli import main
+    from symbolic_cost.models import Training, model_cost
+    bound = 3 * 10**12
+    assert main(["sweep", "--preset", "gpt3-175b", "--grid", "b=1,2", "p=1,2", "--field", "memory_bytes",
+                 "--where", f"memory_bytes <= {bound}"]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()[1:]
+    kept = {(int(float(r.split(",")[0])), int(float(r.split(",")[1]))) for r in rows}
+    expected = {(b, p) for b in (1, 2) for p in (1, 2)
+                if model_cost(preset("gpt3-175b"), Training(b=b, l=2048, p=p)).memory_bytes <= bound}
+    assert kept == expected and expected

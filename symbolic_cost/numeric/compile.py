@@ -187,8 +187,8 @@ def _llvm_kernel(values, symbols):
         def make():
             return se.Lambdify(arguments, converted, backend="llvm", cse=True)
         return kernel_cache.llvm_kernel(make, converted, arguments)
-    except (RuntimeError, TypeError, NotImplementedError, AttributeError):
-        return None
+    except (RuntimeError, TypeError, NotImplementedError, AttributeError, se.SympifyError):
+        return None         # e.g. a constraint's ITE that symengine cannot convert: the numpy kernel runs
 
 
 def _branch_free(expr, se, memo):
