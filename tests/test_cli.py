@@ -309,6 +309,20 @@ def test_search_and_sweep_time_on_the_calibrated_model_unless_ideal(capsys):
     assert "add --ideal" in capsys.readouterr().err
 
 
+def test_search_predicts_the_mfu_summary_predicts_for_its_best_layout(capsys):
+    assert main(["search", "--preset", "gpt2", "--devices", "2", "--global-batch", "8", "--seq", "128",
+                 "--top", "1"]) == 0
+    header, row = capsys.readouterr().out.strip().splitlines()[1:3]
+    best = dict(zip(header.replace(" (s)", "").replace(" (GiB)", "").split(), row.split()))
+    layout = [f"{k}={best[k]}" for k in ("m1", "s1", "d", "p", "b", "n_micro")]
+    flags = [] if best["recompute"] == "none" else ["--recompute", best["recompute"]]
+    assert main(["summary", "--preset", "gpt2", "--set", "l=128", *layout, "--zero", best["zero"], *flags,
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert float(best["mfu"]) == pytest.approx(report["predicted"]["mfu"], abs=1e-4)
+    assert float(best["tokens/s/device"]) == pytest.approx(report["predicted"]["tokens_per_s_per_device"], rel=1e-3)
+
+
 def test_sweep_over_p_places_the_layers_of_each_p(capsys):
     """DeepSeek-V2-Lite's dense first layer sits on the first rank, so the busiest rank's
     weights and activations depend on p beyond 1/p: a sweep over p equals model_cost at each p."""

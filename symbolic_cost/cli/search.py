@@ -3,8 +3,13 @@ time by part."""
 
 from __future__ import annotations
 
+from sympy import lambdify
+
+from symbolic_cost import symbols as S
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import architecture, conventions, sequence_length
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.utilisation import model_flops, utilisation
 from symbolic_cost.numeric.search import PARTS, SPACE, search
 from symbolic_cost.numeric.tables import UNITS
 
@@ -42,10 +47,24 @@ def add_arguments(parser) -> None:
     options.units(parser)
 
 
+def predicted(arch, args, system, seq, best) -> dict:
+    """Predicted MFU and tokens/s per device of each layout found: the model FLOPs of its
+    iteration (``models.utilisation.model_flops``: exact, so they depend on the micro-batch
+    size ``b`` as well as on the global batch) over its step time."""
+    if best.empty:
+        return {}
+    run = Training(b=S.b, l=seq, d=S.d, micro_batches=S.n_micro, flash=args.flash, precision=args.precision)
+    at_one_second = utilisation(model_flops(model_cost(arch, run)), 1, args.devices, system)
+    per_second = lambdify([S.b, S.d, S.n_micro], at_one_second, "numpy")
+    return {"mfu": per_second(best["b"], best["d"], best["n_micro"]) / best["total"],
+            "tokens/s/device": args.global_batch * seq / args.devices / best["total"]}
+
+
 def run(args) -> int:
     arch = architecture(args)
+    system = options.timed_system(args)
     space = dict(SPACE) if args.everything else dict(zero=args.zero)
-    found = search(arch, args.devices, options.timed_system(args), global_batch=args.global_batch,
+    found = search(arch, args.devices, system, global_batch=args.global_batch,
                    seq=args.seq or sequence_length(arch), top=args.top, flash=args.flash,
                    precision=args.precision, conventions=conventions(args), tensor=tuple(args.tensor),
                    progress=args.progress, workers=args.workers, dask=args.dask, **space)
@@ -54,8 +73,9 @@ def run(args) -> int:
           f"best {len(found.best)} by step time ({model})")
     seconds, time_unit = UNITS[args.units].per("seconds")
     size, size_unit = UNITS[args.units].per("bytes")
+    seq = args.seq or sequence_length(arch)
     scaled = found.best.assign(**{part: found.best[part] / float(seconds) for part in PARTS},
-                               memory=found.best["memory"] / float(size))
+                               memory=found.best["memory"] / float(size), **predicted(arch, args, system, seq, found.best))
     names = {part: f"{part} ({time_unit})" for part in PARTS} | {"memory": f"memory ({size_unit})"}
     print(scaled.rename(columns=names).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     return 0

@@ -139,20 +139,39 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     rows = variant_rows(base, variant, arch.n_layers + arch.decoder_layers, recompute_layers)
     if rows.empty:
         return 0, 0, rows
-    if not placed_by_p(arch, fixed):
-        return _evaluate(arch, variant, rows, seq, system, conventions, fixed, top)
-    results = [_evaluate(arch, variant, group, seq, system, conventions, fixed, top, int(p), int(vp))
-               for (p, vp), group in rows.groupby(["p", "vp"], sort=False)]
+    by_p = ["p", "vp"] if placed_by_p(arch, fixed) else []
+    results = [_evaluate(arch, variant, group.drop(columns="_shards"), seq, system, conventions, fixed, top,
+                         *_stage_keys(key, by_p), shards)
+               for (shards, *key), group in rows.assign(_shards=_sequence_kind(rows)).groupby(["_shards", *by_p],
+                                                                                         sort=False)]
     best = pd.concat([b for _, _, b in results]).sort_values("total", kind="stable").head(top)
     return sum(n for n, _, _ in results), sum(k for _, k, _ in results), best
 
 
-def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top, p=None, vp=None):
+def _sequence_kind(rows) -> np.ndarray:
+    """How each layout shards the sequence: ``"none"`` (``s1 = 1``), ``"tensor"`` (``s1 = m1``,
+    Megatron's sequence parallelism) or ``"partial"``.  Each kind is built apart with ``s1`` set
+    (1, or ``m1`` itself), so that the collectives are the ones that layout sends: with ``s1``
+    a free symbol, the tensor group's allreduce of ``s1 = 1`` is booked as its reduce-scatter
+    and allgather (``blocks.layout.reduce_to_shards``), which the calibrated model (NCCL's
+    latencies) prices apart."""
+    return np.where(rows["s1"] == 1, "none", np.where(rows["s1"] == rows["m1"], "tensor", "partial"))
+
+
+def _stage_keys(key, by_p) -> tuple:
+    return tuple(int(k) for k in key) if by_p else (None, None)
+
+
+def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top, p=None, vp=None, shards="partial"):
     """Step time and memory of ``rows`` under ``variant``, the model compiled with the layout's
-    degrees as symbols (``p`` and ``vp`` numbers when given)."""
+    degrees as symbols (``p`` and ``vp`` numbers when given; ``s1`` set by ``shards``,
+    ``_sequence_kind``)."""
     experts = arch.moe is not None
     training = variant.training(seq, experts, **fixed)
     names = variant.symbols(experts)
+    if shards != "partial":
+        training = replace(training, s1=1 if shards == "none" else training.m1)
+        names = [n for n in names if n != "s1"]
     if p is not None:
         training = replace(training, p=p, **({"virtual_stages": vp} if variant.schedule == "interleaved" else {}))
         names = [n for n in names if n not in ("p", "vp")]
