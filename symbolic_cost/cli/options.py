@@ -114,8 +114,9 @@ def settings(parser, help: str = "fix symbols: NAME=VALUE pairs, several after o
     return pairs(parser, "--set", help)
 
 
-def model(parser, default: str | None = MODEL):
-    """``--preset``, ``--hf-config`` or ``--hf-model``: the model whose dimensions are used."""
+def model(parser, default: str | None = MODEL, megatron: bool = False):
+    """``--preset``, ``--hf-config`` or ``--hf-model`` (or, with ``megatron``, ``--megatron-args``:
+    ``cli.frameworks``): the model whose dimensions are used."""
     group = parser.add_argument_group("model")
     source = group.add_mutually_exclusive_group()
     text = "a bundled model" if default else "a bundled model (default: none, every dimension a symbol)"
@@ -124,6 +125,10 @@ def model(parser, default: str | None = MODEL):
     option(source, "--hf-model", metavar="ID",
            help="a Hugging Face model id (e.g. meta-llama/Llama-2-7b-hf): its config.json through the hub "
                 "client's cache (pip install 'symbolic_cost[hub]'; HF_HUB_OFFLINE=1 reads the cache only)")
+    if megatron:
+        option(source, "--megatron-args", metavar="FILE",
+               help="a Megatron-LM launch script (its pretrain_gpt.py line) or arguments file: the model and the "
+                    "training as Megatron-LM builds them (README: Starting from a framework's settings)")
     option(group, "--revision", help="with --hf-model: a branch, tag or commit")
 
 

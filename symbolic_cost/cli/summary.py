@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
-from symbolic_cost.cli import options
+from symbolic_cost.cli import frameworks, options
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, honour_mtp, number, resolve,
                                       tensor_grid, training_values)
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
@@ -37,6 +37,7 @@ EXAMPLES = [
     "symbolic-cost summary --preset gpt3-175b --set m1=8 s1=8 p=16 d=8 n_micro=64 --step-time 12.5",
     "symbolic-cost summary --hf-config Mixtral-8x7B/config.json --set l=4096 m1=2 s1=2 d=32 ep=8 etp=1 --zero 1",
     "symbolic-cost summary --preset gpt3-175b --tensor 2.5d --set mq=4 md=2 b=8 p=8 d=4 n_micro=16 --flash",
+    "symbolic-cost summary --megatron-args train_gpt3_175b_distributed.sh --devices 1024 --vocab-size 50257",
 ]
 
 SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))
@@ -45,7 +46,7 @@ SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))
 
 
 def add_arguments(parser) -> None:
-    options.model(parser)
+    options.model(parser, megatron=True)
     options.settings(parser, help=SETTABLE)
     options.training(parser)
     options.recipe(parser)
@@ -54,6 +55,7 @@ def add_arguments(parser) -> None:
     options.tensor(parser)
     options.units(parser)
     options.time_model(parser)
+    frameworks.add_arguments(parser)
     options.option(parser, "--step-time", metavar="SECONDS",
                    help="a measured step time: print MFU and HFU (decimal seconds, read exactly)")
     options.option(parser, "--json", action="store_true",
@@ -63,11 +65,12 @@ def add_arguments(parser) -> None:
 def whole_model(args):
     """The model, its training, its ``model_cost`` and the conventions, from the options; with
     ``--tensor`` on a grid the layers run on it (``models.grid_stack``), its degrees from ``--set``."""
-    arch = architecture(args)
+    framework = frameworks.setup(args)      # --megatron-args: the file's model and values; its policy in args
+    arch = framework.arch if framework else architecture(args)
     honour_mtp(args, arch)
     layout = getattr(args, "tensor", "1d")
     allowed = TRAINING_SYMBOLS + tuple(S.BY_NAME[n] for n in DEGREES.get(layout, ()) if n != "m1")
-    values = resolve(training_values(arch), args.set, allowed=allowed)
+    values = resolve({**training_values(arch), **(framework.values if framework else {})}, args.set, allowed=allowed)
     training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
                         p=values[S.p], micro_batches=values[S.n_micro], ep=values[S.ep], etp=values[S.etp],
                         l_dec=values.get(S.l_dec), **options.training_policy(args), **options.recipe_policy(args))
@@ -93,6 +96,8 @@ def report(args) -> tuple[dict, Training]:
                                                           * training.decoder_tokens / steps["total"]
                                                           / world_size(training))}
     out["world_size"] = number(world_size(training))
+    if getattr(args, "framework", None) is not None:
+        out["notes"] = list(args.framework.notes)
     out["trainable_parameters"] = number(cost.trainable_parameters)
     if training.mtp and arch.mtp_layers:
         main = model_cost(arch, replace(training, mtp=False), chosen).parameters
@@ -216,6 +221,8 @@ def run(args) -> int:
         u = {k: f"{100 * v:.1f}%" if isinstance(v, float) else str(v) for k, v in out["utilisation"].items()}
         print(f"utilisation at {args.step_time} s per step on {args.system}: MFU {u['mfu']}, HFU {u['hfu']} "
               f"(matrix products only: MFU {u['mfu_matrix']}, HFU {u['hfu_matrix']})")
+    for note in out.get("notes", []):
+        print(f"note: {note}")
     print(f"collectives per iteration: busiest device (time on {args.system}); "
           f"whole job of {out['world_size']} devices")
     for c in out["collectives"]:

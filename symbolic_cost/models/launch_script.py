@@ -1,0 +1,239 @@
+"""A launch script read without running it: the words of its training command line.
+
+Training frameworks are started from shell scripts (Megatron-LM's ``examples/*/train_*.sh``):
+variables, arrays of options, a ``torchrun ... pretrain_gpt.py ${ARGS[@]}`` line.  ``read_launch``
+reads the part of shell those scripts use, statically (nothing is executed):
+
+* ``NAME=value`` and ``export NAME=value``; ``${N:-default}`` and ``${NAME:-default}`` take the
+  default when unset; ``$((A*B))`` is worked out exactly (``reader.read``); ``$(...)`` and the
+  script's own arguments (``$1``) stay unknown;
+* arrays ``NAME=( ... )`` over several lines, ``NAME+=( ... )``; ``${NAME[@]}`` unquoted splits
+  each element into words, as the shell does;
+* ``if``/``elif``/``else``/``fi`` whose tests compare known values (``==``, ``!=``, ``-z``,
+  ``-n``, joined by ``||`` and ``&&``); a block under a test that cannot be decided (a file test,
+  an unknown value) may echo and exit, but an assignment or the launch inside it is refused;
+* the launch: the one line naming the entry point (``pretrain_gpt.py``); the words before it are
+  the launcher's (``torchrun --nproc_per_node 8 --nnodes 2``), those after it the program's.
+
+A file without a launch line whose first word is an option is an arguments file: every word is
+the program's.  An unknown value stays a marker (``UNKNOWN`` + its name) so that only an option
+that matters is refused for it (``known``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.reader import read
+
+UNKNOWN = "\x00"
+"""Marks a value the script does not set (followed by the variable's name)."""
+
+_VARIABLE = re.compile(r"\$\{(\w+)\[@\]\}|\$\{(\w+)(?::?-([^}]*))?\}|\$\(\((.*?)\)\)|\$\((.*?)\)|\$(\w+)")
+_ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
+_OPENERS, _CLOSERS = {"for", "while", "until", "case", "select"}, {"done", "esac"}
+
+
+@dataclass
+class Launch:
+    """What the script runs: the launcher's words, the entry point and the program's words."""
+
+    launcher: list = field(default_factory=list)
+    entry: str | None = None
+    program: list = field(default_factory=list)
+
+
+def known(text: str, option: str) -> str:
+    """``text``, refused when it holds a value the script does not set."""
+    if UNKNOWN in text:
+        name = text.split(UNKNOWN, 1)[1].split()[0] if text.split(UNKNOWN, 1)[1].strip() else "?"
+        raise InputError(f"{option} is ${name}, which the script does not set (an argument of the script or "
+                         f"a command's output); write the value into the file", option)
+    return text
+
+
+class _Shell:
+    def __init__(self, what: str):
+        self.what, self.scalars, self.arrays, self.frames = what, {}, {}, []
+
+    def value(self, name: str) -> str | None:
+        if name in self.arrays:
+            return " ".join(self.arrays[name][:1])
+        return self.scalars.get(name)
+
+    def expand(self, text: str, split_arrays: bool = True) -> str:
+        """Variables put into ``text`` (arrays as their quoted elements, or words when unquoted)."""
+        def put(match):
+            array, name, default, arithmetic, command, plain = match.groups()
+            if array is not None:
+                elements = self.arrays.get(array, [])
+                quoted = match.start() > 0 and text[match.start() - 1] == '"'
+                return " ".join(shlex.quote(e) for e in elements) if quoted or not split_arrays \
+                    else " ".join(elements)
+            if arithmetic is not None:
+                return self.arithmetic(arithmetic)
+            if command is not None:
+                return f"{UNKNOWN}$({command.split()[0] if command.split() else ''})"
+            name = name or plain
+            value = self.value(name)
+            if value is None or (value == "" and default is not None and ":-" in match.group(0)):
+                if default is not None:
+                    return self.expand(default.strip('"').strip("'"))
+                return f"{UNKNOWN}{name} "
+            return value
+        return _VARIABLE.sub(put, text)
+
+    def arithmetic(self, text: str) -> str:
+        expanded = re.sub(r"\$?\b([A-Za-z_]\w*)\b", lambda m: self.value(m.group(1)) or f"{UNKNOWN}{m.group(1)}",
+                          text)
+        if UNKNOWN in expanded:
+            return expanded
+        try:
+            return str(read(expanded, argument=f"{self.what}: $(({text}))"))
+        except InputError:
+            return f"{UNKNOWN}$(({text}))"
+
+    def active(self) -> bool | None:
+        """True where statements run, False in a branch not taken, None under an undecided test."""
+        states = [frame[0] for frame in self.frames]
+        return False if False in states else None if None in states else True
+
+    def test(self, text: str) -> bool | None:
+        """A ``[[ ... ]]`` test of known values, or None."""
+        clauses = re.split(r"\|\||&&", text)
+        joins = re.findall(r"\|\||&&", text)
+        results = []
+        for clause in clauses:
+            words = shlex.split(self.expand(clause.replace("[[", " ").replace("]]", " ").replace("[", " ")
+                                            .replace("]", " ").replace(";", " ")), comments=True)
+            words = [w for w in words if w != "then"]
+            negate = bool(words) and words[0] == "!"
+            words = words[1:] if negate else words
+            if any(UNKNOWN in w for w in words):
+                return None
+            if len(words) == 3 and words[1] in ("==", "=", "!="):
+                result = (words[0] == words[2]) == (words[1] != "!=")
+            elif len(words) in (1, 2) and words[0] in ("-z", "-n"):
+                result = (len(words) == 1 or words[1] == "") == (words[0] == "-z")
+            else:
+                return None
+            results.append(result != negate)
+        value = results[0]
+        for join, result in zip(joins, results[1:]):
+            value = (value or result) if join == "||" else (value and result)
+        return value
+
+
+def _statements(text: str):
+    """(line number, logical line): continuation lines joined, arrays gathered up to their ``)``."""
+    lines = text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines()
+    number, pending, start = 0, None, 0
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if pending is not None:
+            pending += " " + _uncommented(stripped)
+            if pending.rstrip().endswith(")"):
+                yield start, pending
+                pending = None
+            continue
+        match = _ASSIGN.match(stripped)
+        if match and match.group(3).startswith("(") and not _uncommented(stripped).rstrip().endswith(")"):
+            pending, start = _uncommented(stripped), number
+            continue
+        yield number, stripped
+    if pending is not None:
+        raise InputError(f"line {start}: the array is not closed with ')'")
+
+
+def _uncommented(line: str) -> str:
+    """A line without its comment (a ``#`` that starts a word outside quotes)."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line
+
+
+def read_launch(text: str, what: str, entries=("pretrain_gpt.py",)) -> Launch:
+    """The launch of a script (or an arguments file) whose program is one of ``entries``."""
+    shell, launches = _Shell(what), []
+    for number, line in _statements(text):
+        line = _uncommented(line)
+        head = line.replace(";", " ").split()[0] if line.replace(";", " ").split() else ""
+        if head in ("if", "elif", "else"):
+            _branch(shell, head, line)
+            continue
+        if head in ("fi", "}") or head in _CLOSERS:
+            if shell.frames:
+                shell.frames.pop()
+            continue
+        if head in _OPENERS or line.endswith("{"):
+            shell.frames.append([None, None])
+            continue
+        if not head or head == "then" or shell.active() is False:
+            continue
+        assignment = _ASSIGN.match(line)
+        words = None if assignment else _words(shell, line)
+        launch = bool(words) and words[0] not in ("echo", "printf") and any(
+            w.endswith(".py") and not any(c.isspace() for c in w)
+            and (w.rsplit("/", 1)[-1] in entries or w.rsplit("/", 1)[-1].startswith("pretrain")) for w in words)
+        if not (assignment or launch):
+            continue
+        where = f"{what}: line {number}"
+        if shell.active() is None:
+            raise InputError(f"{where}: {'the launch' if launch else 'an assignment'} sits under a test the reader "
+                             f"cannot decide (a file test or an unknown value); write the launch plainly", what)
+        if launch:
+            launches.append((where, words))
+            continue
+        name, add, value = assignment.groups()
+        if value.startswith("("):
+            elements = shlex.split(shell.expand(value[1:-1].strip(), split_arrays=False))
+            shell.arrays[name] = (shell.arrays.get(name, []) if add else []) + elements
+        else:
+            shell.scalars[name] = " ".join(_words(shell, value) or [""])
+    if len(launches) > 1:
+        raise InputError(f"{what}: more than one launch ({launches[0][0]}, {launches[1][0]}); keep one", what)
+    if not launches:
+        words = _words(shell, " ".join(_uncommented(line) for _, line in _statements(text))) or []
+        if words and words[0].startswith("--"):
+            return Launch(program=words)
+        raise InputError(f"{what}: no line runs {' or '.join(entries)}, and it is not an arguments file (its "
+                         f"first word is not an option)", what)
+    where, words = launches[0]
+    at = next(i for i, w in enumerate(words) if w.endswith(".py") and not any(c.isspace() for c in w))
+    entry = words[at].rsplit("/", 1)[-1]
+    if entry not in entries:
+        raise InputError(f"{where}: runs {entry}; read are {', '.join(entries)} (GPT decoders)", what)
+    return Launch(launcher=words[:at], entry=entry, program=words[at + 1:])
+
+
+def _words(shell: _Shell, text: str) -> list | None:
+    """The words of ``text`` with its variables put in (None where the shell's quoting is beyond shlex)."""
+    try:
+        return shlex.split(shell.expand(text))
+    except ValueError:
+        return None
+
+
+def _branch(shell: _Shell, head: str, line: str) -> None:
+    """``if``/``elif``/``else``: each frame is [this branch runs, an earlier branch ran] (None: undecided)."""
+    condition = line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else ""
+    condition = re.sub(r";?\s*then\s*$", "", condition)
+    decided = shell.test(condition) if head != "else" else True
+    if head == "if":
+        shell.frames.append([decided, decided])
+        return
+    if not shell.frames:
+        raise InputError(f"{shell.what}: {head} without if", shell.what)
+    ran = shell.frames[-1][1]
+    runs = False if ran is True or decided is False else None if None in (ran, decided) else True
+    ran = True if True in (ran, decided) else None if None in (ran, decided) else False
+    shell.frames[-1] = [runs, ran]

@@ -1,0 +1,245 @@
+"""Megatron-LM / Megatron-Core command-line arguments as an ``Architecture`` and a ``Training``.
+
+``megatron_setup`` reads the words after ``pretrain_gpt.py`` (``models.launch_script`` finds them in
+a launch script, or reads an arguments file) with Megatron-LM's own defaults (its
+``megatron/training/arguments.py``, ``validate_args``):
+
+=========================================== =========================================================
+Megatron-LM option (default)                library field
+=========================================== =========================================================
+``--num-layers``, ``--hidden-size``,        ``n_layers``, ``e``, ``h`` (required)
+``--num-attention-heads``
+``--ffn-hidden-size`` (``4 e``; with        ``f``
+``--swiglu`` ``int(4 e 2/3 / 64) 64``,
+that is ``floor(e/24) 64``)
+``--group-query-attention``,                ``kv_heads`` (``--num-query-groups`` counts only with
+``--num-query-groups`` (1)                  ``--group-query-attention``, as in Megatron)
+``--kv-channels`` (``e/h``)                 ``head_dim``
+``--swiglu`` (GELU MLP)                     ``mlp``: ``swiglu`` (``gelu`` without it; ``--openai-gelu``
+                                            is the same GELU's count)
+``--normalization`` (LayerNorm)             ``norm``: ``layer``; RMSNorm: ``rms``
+``--qk-layernorm``                          ``qk_norm``: ``head``
+``--untie-embeddings-and-output-weights``   ``tied`` (tied without it)
+``--position-embedding-type``               learned_absolute: ``positions`` = max positions;
+(learned_absolute),                         rope: ``rotary`` (``--rotary-percent``: ``rotary_dim``);
+``--use-rotary-position-embeddings``        none: no positions
+``--max-position-embeddings`` (required)    ``context`` (``--seq-length`` must not exceed it)
+``--disable-bias-linear``,                  ``bias``, ``qkv_bias`` (biases on every linear layer
+``--add-qkv-bias``                          unless disabled; ``--add-qkv-bias`` keeps Q, K, V's)
+``--hidden-dropout``,                       ``dropouts``, ``attention_dropout``: counted when
+``--attention-dropout`` (0.1, 0.1)          nonzero
+``--vocab-size``,                           ``vocab``, ``vocab_multiple`` (the library pads to
+``--make-vocab-size-divisible-by`` (128)    ``vocab_multiple x m1`` as Megatron does); NullTokenizer:
+                                            ``--vocab-size`` + 1 (its end-of-document id); a
+                                            tokenizer with files (GPT2BPETokenizer, the default,
+                                            HuggingFaceTokenizer, ...) needs ``vocab`` given
+``--num-experts``, ``--moe-router-topk``    ``moe``: ``experts``, ``top_k``, ``expert_f``, ``shared_f``,
+(2), ``--moe-ffn-hidden-size`` (``f``),     ``every``; router ``topk_softmax`` (``softmax`` with
+``--moe-shared-expert-intermediate-size``,  ``--moe-router-pre-softmax``)
+``--moe-layer-freq`` (1)
+``--micro-batch-size``, ``--seq-length``    ``b``, ``l``
+``--tensor-model-parallel-size`` (1)        ``m1``; ``s1 = m1`` with ``--sequence-parallel``
+                                            (Megatron turns it off at ``m1 = 1``)
+``--pipeline-model-parallel-size`` (1)      ``p``; ``--decoder-first/last-pipeline-num-layers``:
+                                            ``first/last_stage_layers``
+``--num-layers-per-virtual-pipeline-stage``, schedule ``interleaved``, ``virtual_stages`` =
+``--num-virtual-stages-per-pipeline-rank``, ``n_layers/p/N`` (1F1B without them)
+``--virtual-pipeline-model-parallel-size``
+``--expert-model-parallel-size`` (1),       ``ep``, ``etp``; ``--moe-expert-capacity-factor``:
+``--expert-tensor-parallel-size`` (``m1``)  ``capacity_factor``
+world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-batch-size``
+``--nproc_per_node x --nnodes``, or given)  (``b d``): ``micro_batches = global/(b d)``
+``--bf16``, ``--fp16`` (fp32)               ``precision``
+``--fp8-format`` (e4m3 or hybrid),          ``fp8``: ``delayed``; ``fp8-params`` with
+``--fp8-param-gather``                      ``--fp8-param-gather``
+``--use-distributed-optimizer``             ``distributed_optimizer``
+``--recompute-granularity``,                ``recompute`` (selective, full; ``--recompute-activations``
+``--recompute-method``,                     is selective), ``recompute_method`` (uniform, block),
+``--recompute-num-layers`` (1)              ``recompute_layers``
+``--overlap-grad-reduce``,                  ``overlap``: ``grad_reduce``, ``param_gather``, ``tensor``
+``--overlap-param-gather``,
+``--tp-comm-overlap``
+``--attention-backend`` (auto),             ``flash``: auto, flash and fused keep no ``l^2`` scores
+``--use-flash-attn``                        (Transformer Engine's fused kernels); unfused, local do
+=========================================== =========================================================
+
+``--context-parallel-size`` above 1 is refused (context parallelism in whole-model training is not
+in the library yet).  Options that change no count are accepted (``megatron_words.IGNORED`` and ``IGNORED_PREFIXES``:
+data, tokenizer files, learning rate and optimizer hyper-parameters, initialisation, logging,
+checkpoints, kernels' fusions); any other option is refused, naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from symbolic_cost import symbols as S
+from symbolic_cost.blocks.moe import MoE
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.launch_script import Launch
+from symbolic_cost.models.megatron_words import NOTED, Options, parse, world_size
+from symbolic_cost.models.training import Overlap
+
+@dataclass
+class Setup:
+    """What the arguments say: the model, the ``--set`` values, the ``Training`` policy, notes."""
+
+    arch: Architecture
+    values: dict
+    policy: dict
+    notes: list = field(default_factory=list)
+
+
+def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
+    """The model, values and policy of Megatron arguments; ``world`` and ``vocab`` (from the command
+    line) replace the launcher's world size and give a vocabulary read from a tokenizer file."""
+    o, notes = Options(parse(launch.program)), []
+    notes += [NOTED[n] for n in NOTED if n in o.options and NOTED[n]]
+    if o.integer("fp8-amax-history-len", 1024) != 1024:
+        raise InputError("--fp8-amax-history-len: the library's FP8 scaling state keeps 1024 values", "--fp8-amax-history-len")
+    stated = world_size(launch.launcher)
+    if world is not None and stated is not None and world != stated:
+        notes.append(f"--devices {world} replaces the {stated} processes the launch starts")
+    world = world or stated
+    if world is None:
+        raise InputError("the launch does not say how many processes it starts (torchrun's --nproc_per_node and "
+                         "--nnodes); give --devices", "--devices")
+    arch = _architecture(o, name, vocab, notes)
+    tp, pp = o.integer("tensor-model-parallel-size", 1), o.integer("pipeline-model-parallel-size", 1)
+    if o.integer("context-parallel-size", 1) != 1:
+        raise InputError("--context-parallel-size above 1: context parallelism in whole-model training is not in "
+                         "the library yet", "--context-parallel-size")
+    if world % (tp * pp):
+        raise InputError(f"world size {world} is not a multiple of tensor x pipeline x context parallel = {tp * pp} "
+                         f"(Megatron-LM's rule); give --devices", "--devices")
+    d, micro = world // (tp * pp), o.integer("micro-batch-size")
+    batch = o.integer("global-batch-size", micro * d)
+    if batch % (micro * d):
+        raise InputError(f"--global-batch-size {batch} is not a multiple of --micro-batch-size x data-parallel "
+                         f"size = {micro} x {d} (Megatron-LM's rule)", "--global-batch-size")
+    seq = o.integer("seq-length")
+    if seq > arch.context:
+        raise InputError(f"--seq-length {seq} exceeds --max-position-embeddings {arch.context} (Megatron-LM's rule)",
+                         "--seq-length")
+    sequence = o.flag("sequence-parallel") and tp > 1
+    values = {S.b: micro, S.l: seq, S.m1: tp, S.s1: tp if sequence else 1, S.d: d, S.p: pp,
+              S.n_micro: batch // (micro * d), S.ep: o.integer("expert-model-parallel-size", 1),
+              S.etp: o.integer("expert-tensor-parallel-size", tp)}
+    if arch.moe is None and values[S.ep] != 1:
+        raise InputError("--expert-model-parallel-size needs --num-experts", "--expert-model-parallel-size")
+    return Setup(arch, values, _policy(o, arch, pp, sequence), notes)
+
+
+def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Architecture:
+    e, h, n = o.integer("hidden-size"), o.integer("num-attention-heads"), o.integer("num-layers")
+    swiglu = o.flag("swiglu")
+    o.flag("openai-gelu")
+    f = o.integer("ffn-hidden-size", e // 24 * 64 if swiglu else 4 * e)
+    positions = "rope" if o.flag("use-rotary-position-embeddings") else \
+        o.choice("position-embedding-type", "learned_absolute", ("learned_absolute", "rope", "none"))
+    context = o.integer("max-position-embeddings")
+    groups = o.integer("num-query-groups", 1)
+    head = o.integer("kv-channels", e // h if e % h == 0 else 1)
+    percent = o.fraction("rotary-percent", "1")
+    rotary_dim = None if percent == 1 or positions != "rope" else percent * head
+    if rotary_dim is not None and rotary_dim.denominator != 1:
+        raise InputError(f"--rotary-percent {percent} of {head} channels is not a whole number", "--rotary-percent")
+    bias = not o.flag("disable-bias-linear") or o.flag("add-bias-linear")
+    tokenizer = o.text("tokenizer-type", "GPT2BPETokenizer")
+    stated = o.integer("vocab-size") if "vocab-size" in o.options else None
+    if tokenizer == "NullTokenizer":
+        if stated is None:
+            raise InputError("--tokenizer-type NullTokenizer needs --vocab-size", "--vocab-size")
+        stated += 1                     # Megatron's NullTokenizer adds its end-of-document id
+    if vocab is not None and stated is not None and vocab != stated:
+        notes.append(f"--vocab-size {vocab} (command line) replaces the {tokenizer}'s {stated}")
+    vocab = vocab or (stated if tokenizer == "NullTokenizer" else None)
+    if vocab is None:
+        raise InputError(f"the vocabulary comes from the {tokenizer}'s files, which the reader does not open; give "
+                         f"--vocab-size on the command line (the tokenizer's size before Megatron pads it)",
+                         "--vocab-size")
+    return Architecture(
+        name, n, e, h, f, vocab, kv_heads=groups if o.flag("group-query-attention") else None,
+        positions=context if positions == "learned_absolute" else 0, mlp="swiglu" if swiglu else "gelu",
+        norm=o.choice("normalization", "LayerNorm", ("LayerNorm", "RMSNorm")).replace("LayerNorm", "layer")
+        .replace("RMSNorm", "rms"), rotary=positions == "rope", rotary_dim=rotary_dim,
+        tied=not o.flag("untie-embeddings-and-output-weights"), qkv_bias=bias or o.flag("add-qkv-bias"), bias=bias,
+        dropouts=o.fraction("hidden-dropout", "0.1") != 0, attention_dropout=o.fraction("attention-dropout", "0.1") != 0,
+        vocab_multiple=o.integer("make-vocab-size-divisible-by", 128), context=context,
+        head_dim=None if head * h == e else head, qk_norm="head" if o.flag("qk-layernorm") else None, moe=_moe(o, f, n))
+
+
+def _moe(o: Options, f: int, n: int) -> MoE | None:
+    if "num-experts" not in o.options:
+        for option in ("moe-router-topk", "moe-ffn-hidden-size", "moe-expert-capacity-factor"):
+            if option in o.options:
+                raise InputError(f"--{option} applies to --num-experts, which is not given", f"--{option}")
+        return None
+    o.choice("moe-router-score-function", "softmax", ("softmax",))
+    every = o.integer("moe-layer-freq", 1)
+    return MoE(o.integer("num-experts"), o.integer("moe-router-topk", 2), o.integer("moe-ffn-hidden-size", f),
+               shared_f=o.integer("moe-shared-expert-intermediate-size", 0, minimum=0),
+               router="softmax" if o.flag("moe-router-pre-softmax") else "topk_softmax", every=every)
+
+
+def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
+    policy = dict(precision="bf16" if o.flag("bf16") else "fp16" if o.flag("fp16") else "fp32",
+                  distributed_optimizer=o.flag("use-distributed-optimizer"))
+    if o.flag("bf16") and o.flag("fp16"):
+        raise InputError("--bf16 and --fp16 together (Megatron-LM refuses them)", "--fp16")
+    if "fp8-format" in o.options:
+        o.choice("fp8-format", "hybrid", ("e4m3", "hybrid"))
+        o.choice("fp8-recipe", "delayed", ("delayed",))
+        policy["fp8"] = "fp8-params" if o.flag("fp8-param-gather") else "delayed"
+    elif o.flag("fp8-param-gather"):
+        raise InputError("--fp8-param-gather needs --fp8-format", "--fp8-param-gather")
+    granularity = "selective" if o.flag("recompute-activations") else o.text("recompute-granularity", "none")
+    if granularity not in ("none", "selective", "full"):
+        raise InputError(f"--recompute-granularity {granularity}: the library reads selective and full",
+                         "--recompute-granularity")
+    if o.text("recompute-modules", "core_attn") != "core_attn" or len(o.options.get("recompute-modules", [])) > 1:
+        raise InputError("--recompute-modules: the library reads core_attn (selective recomputation) only",
+                         "--recompute-modules")
+    policy["recompute"] = granularity
+    if granularity == "full":
+        policy["recompute_method"] = o.choice("recompute-method", "uniform", ("uniform", "block"))
+        policy["recompute_layers"] = o.integer("recompute-num-layers", 1)
+    else:
+        for option in ("recompute-method", "recompute-num-layers"):
+            if option in o.options:
+                raise InputError(f"--{option} applies to --recompute-granularity full", f"--{option}")
+    per_stage, chunks = Fraction(arch.n_layers, pp), None
+    if "num-layers-per-virtual-pipeline-stage" in o.options:
+        chunks = per_stage / o.integer("num-layers-per-virtual-pipeline-stage")
+    for option in ("num-virtual-stages-per-pipeline-rank", "virtual-pipeline-model-parallel-size"):
+        if option in o.options:
+            chunks = Fraction(o.integer(option))
+    if chunks is not None and chunks.denominator != 1:
+        raise InputError(f"--num-layers-per-virtual-pipeline-stage must divide the {per_stage} layers of a stage",
+                         "--num-layers-per-virtual-pipeline-stage")
+    if chunks is not None and chunks > 1:
+        policy.update(schedule="interleaved", virtual_stages=int(chunks))
+    for option, key in (("decoder-first-pipeline-num-layers", "first_stage_layers"),
+                        ("decoder-last-pipeline-num-layers", "last_stage_layers")):
+        if option in o.options:
+            policy[key] = o.integer(option)
+    backend = o.choice("attention-backend", "auto", ("auto", "flash", "fused", "unfused", "local"))
+    policy["flash"] = backend in ("auto", "flash", "fused") or o.flag("use-flash-attn")
+    grad, param, tensor = (o.flag(x) for x in ("overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap"))
+    if param and not (grad and policy["distributed_optimizer"]):
+        raise InputError("--overlap-param-gather needs --overlap-grad-reduce and --use-distributed-optimizer "
+                         "(Megatron-LM's rule)", "--overlap-param-gather")
+    if tensor and not sequence:
+        raise InputError("--tp-comm-overlap needs --sequence-parallel with a tensor-parallel size above 1 "
+                         "(Megatron-LM's rule)", "--tp-comm-overlap")
+    policy["overlap"] = Overlap(grad_reduce=grad, param_gather=param, tensor=tensor)
+    if "moe-expert-capacity-factor" in o.options:
+        text = o.text("moe-expert-capacity-factor")
+        try:
+            policy["capacity_factor"] = Fraction(text)
+        except ValueError:
+            raise InputError(f"--moe-expert-capacity-factor must be a number, got {text!r}",
+                             "--moe-expert-capacity-factor") from None
+    return policy

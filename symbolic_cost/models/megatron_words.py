@@ -1,0 +1,145 @@
+"""The words of Megatron-LM's command line: which options ``models.megatron_args`` reads, which
+change no count (accepted), and their values read with Megatron-LM's rules; any other option is
+refused, naming it (``parse``).  Also the world size a launcher starts (``world_size``)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.launch_script import known
+
+IGNORED = frozenset("""
+train-iters train-samples rampup-batch-size weight-decay clip-grad adam-beta1 adam-beta2 adam-eps
+init-method-std lr min-lr decoupled-lr decoupled-min-lr split seed exit-duration-in-mins exit-interval
+mock-data vocab-file merge-file tiktoken-pattern num-workers no-mmap-bin-files
+no-create-attention-mask-in-dataloader norm-epsilon apply-layernorm-1p rotary-base rotary-interleaved
+use-rope-scaling rope-scaling-factor rotary-seq-len-interpolation-factor cross-entropy-loss-fusion
+cross-entropy-fusion-impl calculate-per-token-loss manual-gc manual-gc-interval empty-unused-memory-level
+use-mcore-models transformer-impl fp8-amax-compute-algo distributed-timeout-minutes
+use-legacy-models spec moe-grouped-gemm moe-aux-loss-coeff moe-z-loss-coeff moe-router-load-balancing-type
+moe-router-dtype moe-permute-fusion moe-router-fusion moe-token-dispatcher-type no-gradient-accumulation-fusion
+no-masked-softmax-fusion no-bias-gelu-fusion no-bias-swiglu-fusion no-bias-dropout-fusion no-rope-fusion
+no-persist-layer-norm bias-gelu-fusion bias-swiglu-fusion apply-rope-fusion masked-softmax-fusion
+untie-embeddings-and-output-weights-dummy use-cpu-initialization no-async-tensor-model-parallel-allreduce
+data-parallel-random-init check-for-nan-in-loss-and-grad no-check-for-nan-in-loss-and-grad
+loss-scale initial-loss-scale min-loss-scale loss-scale-window hysteresis fp16-lm-cross-entropy
+attention-softmax-in-fp32 accumulate-allreduce-grads-in-fp32 bf16-dummy train-data-path valid-data-path
+test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-loss
+""".split())
+"""Options that change no count of the library (read, not used)."""
+
+IGNORED_PREFIXES = ("--log-", "--save", "--load", "--eval-", "--tensorboard-", "--wandb-", "--profile",
+                    "--lr-", "--data-", "--tokenizer-", "--ckpt-", "--timing-", "--no-load-", "--no-save-",
+                    "--inprocess-", "--one-logger", "--straggler", "--use-checkpoint-", "--dist-ckpt-",
+                    "--async-save", "--finetune", "--pretrained-checkpoint", "--auto-detect-ckpt-format",
+                    "--rerun-", "--start-weight-decay", "--end-weight-decay", "--weight-decay-incr-style",
+                    "--optimizer-cpu", "--ddp-bucket-size",
+                    "--ddp-average-in-collective", "--tp-comm-", "--moe-aux-", "--moe-router-bias-update",
+                    "--moe-router-enable-expert-bias")
+"""Families of options that change no count: data and tokenizer files, learning-rate schedule,
+checkpoints, logging, profiling, restarts, bucket sizes."""
+
+NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in bf16; the gradient bytes "
+                                "follow --conventions (mixed_precision 'zero' counts 2 per parameter)",
+         "fp8-amax-history-len": None}
+
+READ = {
+    "num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "group-query-attention",
+    "num-query-groups", "kv-channels", "swiglu", "openai-gelu", "normalization", "qk-layernorm",
+    "untie-embeddings-and-output-weights", "position-embedding-type", "use-rotary-position-embeddings",
+    "rotary-percent", "max-position-embeddings", "disable-bias-linear", "add-bias-linear", "add-qkv-bias",
+    "hidden-dropout", "attention-dropout", "vocab-size", "make-vocab-size-divisible-by", "num-experts",
+    "moe-router-topk", "moe-ffn-hidden-size", "moe-shared-expert-intermediate-size", "moe-layer-freq",
+    "moe-router-pre-softmax", "moe-router-score-function", "micro-batch-size", "global-batch-size",
+    "seq-length", "tensor-model-parallel-size", "pipeline-model-parallel-size", "sequence-parallel",
+    "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
+    "num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank",
+    "virtual-pipeline-model-parallel-size", "context-parallel-size", "expert-model-parallel-size",
+    "expert-tensor-parallel-size", "moe-expert-capacity-factor", "bf16", "fp16", "fp8-format", "fp8-recipe",
+    "fp8-param-gather", "use-distributed-optimizer", "recompute-granularity", "recompute-method",
+    "recompute-num-layers", "recompute-activations", "recompute-modules", "overlap-grad-reduce",
+    "overlap-param-gather", "tp-comm-overlap", "attention-backend", "use-flash-attn", "tokenizer-type",
+    "make-vocab-size-divisible-by", "fp8-amax-history-len"}
+"""Options ``megatron_setup`` reads (see the module docstring's table)."""
+
+def parse(words: list) -> dict:
+    """``{option name: [values]}`` from the program's words; a read option given twice is refused."""
+    options, name = {}, None
+    for word in words:
+        if word.startswith("--"):
+            name, _, value = word[2:].partition("=")
+            if name in options and name in READ:
+                raise InputError(f"--{name} is given twice in the Megatron arguments; give it once", f"--{name}")
+            options[name] = [value] if value else []
+        elif name is None:
+            raise InputError(f"the Megatron arguments start with {word!r}, not an option", "--megatron-args")
+        else:
+            options[name].append(word)
+    for name in options:
+        if name not in READ and name not in IGNORED and name not in NOTED \
+                and not any(f"--{name}".startswith(p) for p in IGNORED_PREFIXES):
+            raise InputError(f"--{name}: a Megatron-LM option this reader does not read (it may change the cost); "
+                             f"remove it or give the layout with --preset/--hf-config and --set", f"--{name}")
+    return options
+
+
+class Options:
+    def __init__(self, options: dict):
+        self.options = options
+
+    def flag(self, name: str) -> bool:
+        if name in self.options and self.options[name]:
+            raise InputError(f"--{name} is a switch and takes no value, got {self.options[name]}", f"--{name}")
+        return name in self.options
+
+    def text(self, name: str, default=None) -> str | None:
+        if name not in self.options:
+            return default
+        values = self.options[name]
+        if len(values) != 1:
+            raise InputError(f"--{name} takes one value, got {len(values)}", f"--{name}")
+        return known(values[0], f"--{name}")
+
+    def integer(self, name: str, default=None, minimum: int = 1):
+        text = self.text(name)
+        if text is None:
+            if default is None:
+                raise InputError(f"--{name} is required by Megatron-LM and is not given", f"--{name}")
+            return default
+        if not text.strip().isdigit() or int(text) < minimum:
+            raise InputError(f"--{name} must be an integer of at least {minimum}, got {text!r}", f"--{name}")
+        return int(text)
+
+    def fraction(self, name: str, default: str) -> Fraction:
+        text = self.text(name, default)
+        try:
+            value = Fraction(text)
+        except (ValueError, ZeroDivisionError):
+            raise InputError(f"--{name} must be a number, got {text!r}", f"--{name}") from None
+        if not 0 <= value <= 1:
+            raise InputError(f"--{name} must be from 0 to 1, got {text}", f"--{name}")
+        return value
+
+    def choice(self, name: str, default: str, allowed: tuple) -> str:
+        text = self.text(name, default)
+        if text not in allowed:
+            raise InputError(f"--{name} {text}: the library reads {', '.join(allowed)}", f"--{name}")
+        return text
+
+
+def world_size(launcher: list) -> int | None:
+    """Processes the launcher starts (torchrun's ``--nproc_per_node x --nnodes``), or None."""
+    if not launcher:
+        return None
+    values = {}
+    for i, word in enumerate(launcher):
+        name, _, value = word.partition("=")
+        if name in ("--nproc_per_node", "--nproc-per-node", "--nnodes"):
+            text = known(value or (launcher[i + 1] if i + 1 < len(launcher) else ""), f"torchrun {name}")
+            if not text.isdigit() or int(text) < 1:
+                raise InputError(f"torchrun {name} {text!r}: the reader needs a number of processes (give "
+                                 f"--devices)", "--devices")
+            values[name.replace("-", "_").lstrip("_")] = int(text)
+    per_node, nodes = values.get("nproc_per_node"), values.get("nnodes", 1)
+    return None if per_node is None else per_node * nodes

@@ -1,0 +1,137 @@
+"""Starting from a framework's settings: Megatron-LM launch scripts as published (tests/framework_inputs/,
+each with its provenance in a header comment) read by ``summary --megatron-args``.
+
+Oracles: the same layout typed by hand with ``--preset ... --set`` (the issue's "done when"), and
+world sizes, micro-batches and parameter counts worked out by hand below from the scripts' numbers
+and Megatron-LM's rules (``megatron/training/arguments.py``: ``data_parallel_size = world // (tp pp cp)``,
+``num_microbatches = global // (micro dp)``, vocabulary padded to ``128 tp``; NullTokenizer's vocabulary
+is ``--vocab-size + 1``)."""
+
+import json
+import pathlib
+from dataclasses import replace
+
+import pytest
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.cli import main
+from symbolic_cost.models import config
+from symbolic_cost.models.launch_script import read_launch
+
+INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
+GPT3 = str(INPUTS / "train_gpt3_175b_distributed.sh")
+LLAMA = str(INPUTS / "train_llama3_8b_h100_fp8.sh")
+
+
+def _json(capsys, *words):
+    assert main(["summary", *words, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _error(capsys, *words):
+    assert main(["summary", *words]) == 2
+    return capsys.readouterr().err
+
+
+def test_gpt3_script_needs_what_it_does_not_say(capsys):
+    # GPT2BPETokenizer reads its vocabulary from a file; torchrun starts 8 processes, and tp x pp = 8 x 16 = 128
+    assert "--vocab-size" in _error(capsys, "--megatron-args", GPT3)
+    err = _error(capsys, "--megatron-args", GPT3, "--vocab-size", "50257")
+    assert "world size 8 is not a multiple of" in err and "128" in err and len(err.strip().splitlines()) == 1
+
+
+def test_gpt3_script_equals_the_same_layout_given_with_set(capsys, monkeypatch):
+    """1024 devices: d = 1024 / (8 x 16) = 8, micro-batches = 1536 / (1 x 8) = 192; --fp16, 1F1B, no
+    sequence parallelism, --attention-backend auto (flash).  The preset's GPT-3 is the same network but
+    pads no vocabulary; Megatron pads to 128 x tp (vocab_multiple=128)."""
+    got = _json(capsys, "--megatron-args", GPT3, "--vocab-size", "50257", "--devices", "1024")
+    original = config.preset
+    monkeypatch.setattr(config, "preset", lambda name: replace(original(name), vocab_multiple=128))
+    typed = _json(capsys, "--preset", "gpt3-175b", "--set", "b=1", "l=2048", "m1=8", "s1=1", "d=8", "p=16",
+                  "n_micro=192", "--precision", "fp16", "--flash")
+    assert got["notes"] == ["--devices 1024 replaces the 8 processes the launch starts"]
+    assert {k: v for k, v in got.items() if k not in ("model", "notes")} == \
+        {k: v for k, v in typed.items() if k != "model"}
+    assert got["world_size"] == 1024
+    e, layers = 12288, 96
+    layer = 12 * e * e + 13 * e       # QKV 3e^2+3e, output e^2+e, MLP 8e^2+5e (f = 4e), two LayerNorms 4e
+    # the model's parameters: the vocabulary padded to 128 (50257 -> 50304); learned positions 2048 x e; tied head
+    assert got["parameters"] == layers * layer + 50304 * e + 2048 * e + 2 * e == 174_604_836_864
+    # first pipeline rank of tp 8: 96/16 = 6 layers, each (12e^2 + 3e + 4e)/8 split + 6e replicated (the output
+    # projection's and fc2's biases, two LayerNorms); the word table padded to 1024 (51200 rows) split in 8,
+    # the position table whole
+    rank0 = 6 * ((12 * e * e + 7 * e) // 8 + 6 * e) + 51200 * e // 8 + 2048 * e
+    assert got["parameters_per_device"] == rank0
+
+
+def test_gpt3_script_with_set_replaces_a_value_and_says_so(capsys):
+    got = _json(capsys, "--megatron-args", GPT3, "--vocab-size", "50257", "--devices", "1024", "--set", "n_micro=96")
+    assert "--set n_micro=96 replaces the arguments' n_micro=192" in got["notes"]
+
+
+def test_llama3_script_as_published(capsys):
+    """Mock data: NullTokenizer with --vocab-size 128256 (+1 end-of-document id = 128257, padded to 128
+    x tp 1: 128384); 8 processes, tp = pp = cp = 1: d = 8, micro-batches = 128 / (1 x 8) = 16."""
+    got = _json(capsys, "--megatron-args", LLAMA)
+    assert got["world_size"] == 8
+    e, f, layers, vocab = 4096, 14336, 32, 128384
+    attention = 2 * e * e + 2 * e * 8 * 128        # Q and output e x e; K, V of 8 groups of 128 channels
+    layer = attention + 3 * e * f + 2 * 2 * e       # SwiGLU's three products; two LayerNorms with biases
+    assert got["parameters"] == layers * layer + 2 * vocab * e + 2 * e == 8_031_576_064
+    assert got["parameters_per_device"] == got["parameters"]
+    data = [c for c in got["collectives"] if c["dimension"] == "data"]
+    assert data and all(c["group"] == 8 for c in data)
+    assert any("grad-reduce-in-bf16" in note for note in got["notes"])
+    assert main(["summary", "--megatron-args", LLAMA]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "b=1 l=8192 m1=1 s1=1 d=8 p=1 micro-batches=16 bf16" in head and "flash=True" in head
+
+
+def test_llama3_script_policy(capsys):
+    from symbolic_cost.cli import build_parser
+    from symbolic_cost.cli.summary import whole_model
+    _, training, _, _ = whole_model(build_parser().parse_args(["summary", "--megatron-args", LLAMA]))
+    assert (training.fp8, training.distributed_optimizer, training.precision) == ("fp8-params", True, "bf16")
+    assert (training.overlap.grad_reduce, training.overlap.param_gather, training.overlap.tensor) == (True, True, False)
+    assert training.s1 == 1        # --sequence-parallel with tp 1: Megatron turns it off
+
+
+@pytest.mark.parametrize("extra,refused", [
+    (["--recompute", "full"], "--recompute"), (["--precision", "fp32"], "--precision"), (["--flash"], "--flash"),
+    (["--preset", "gpt2"], "not allowed"), (["--overlap", "grad"], "--overlap")])
+def test_options_the_file_decides_are_refused(capsys, extra, refused):
+    assert refused in _error(capsys, "--megatron-args", LLAMA, *extra)
+
+
+def test_devices_and_vocab_size_need_the_file(capsys):
+    assert "--devices applies to --megatron-args" in _error(capsys, "--preset", "gpt2", "--devices", "8")
+
+
+def _program(tmp_path, text):
+    path = tmp_path / "args.txt"
+    path.write_text(text)
+    return str(path)
+
+
+def test_an_arguments_file_and_megatron_rules(tmp_path, capsys):
+    base = ("--num-layers 4 --hidden-size 240 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 "
+            "--micro-batch-size 2 --tokenizer-type NullTokenizer --vocab-size 999 --swiglu ")
+    got = _json(capsys, "--megatron-args", _program(tmp_path, base), "--devices", "2")
+    # ffn = int(4 x 240 x 2/3 / 64) x 64 = 10 x 64 = 640; vocab 999 + 1 = 1000 padded to 1024; biases on
+    e, f = 240, 640
+    layer = (3 * e * e + 3 * e) + (e * e + e) + (e * 2 * f + 2 * f) + (f * e + e) + 2 * 2 * e
+    assert got["parameters"] == 4 * layer + 1024 * e + 64 * e + 2 * e
+    assert got["world_size"] == 2 and got["predicted"]
+    for words, refused in (("--context-parallel-size 2", "--context-parallel-size"), ("--squared-relu", "--squared-relu"),
+                           ("--global-batch-size 6", "--global-batch-size"), ("--seq-length 128", "--seq-length")):
+        text = base.replace("--seq-length 64 ", "") + words if "seq-length" in words else base + words
+        assert refused in _error(capsys, "--megatron-args", _program(tmp_path, text), "--devices", "2")
+
+
+def test_script_reader_refuses_an_undecidable_launch():
+    script = 'if [ -f x ]; then\n  torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2\nfi\n'
+    with pytest.raises(InputError, match="cannot decide"):
+        read_launch(script, "s")
+    script = 'A=(--x 1)\nif [[ "${B:-}" == "" ]]; then\n  A+=("--y 2")\nelse\n  A+=(--z)\nfi\npython pretrain_gpt.py ${A[@]}\n'
+    launch = read_launch(script, "s")
+    assert (launch.launcher, launch.program) == (["python"], ["--x", "1", "--y", "2"])
