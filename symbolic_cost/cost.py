@@ -216,6 +216,9 @@ class Cost:
                    system's FP8 rate (``System.fp8_flops``) where it has one
     fp4            its products read 4-bit inputs (NVFP4 serving): timed at the
                    system's FP4 rate (``System.fp4_flops``), refused without one
+    fused          its products run inside one fused kernel (flash attention): ``gemms``
+                   records them for counting (matrix-only MFU) and time models price the
+                   row as one kernel, not product by product
     flops_wgrad    the part of ``flops_bwd`` that forms parameter gradients
                    (``dW``, a bias's, a norm's ``gamma``/``beta``, a table's)
     ============== ==========================================================
@@ -245,6 +248,7 @@ class Cost:
     fp8: bool = False
     flops_wgrad: Expr = Integer(0)
     fp4: bool = False
+    fused: bool = False
 
     def __post_init__(self):
         if self.engine not in ENGINES:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
-         "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py",
+         "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py",
          "tests/test_memory_fixes.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
@@ -78,6 +78,10 @@ MUTATIONS = (
              "m -= weights_read(row) / bandwidth", "m -= 0", required=False),
     Mutation("load-context-grows", LOAD, "context = (prompt + steps - admitted_sum / decoding)",
              "context = (prompt + 0 * admitted_sum / decoding)", required=False),
+    Mutation("flash-recomputed-scores", "symbolic_cost/ops/attention.py",
+             "return tuple(forward + again + backward)", "return tuple(forward + backward)", required=False),
+    Mutation("fused-row-one-kernel", EFFICIENCY, "gemms = [] if cost.fused else", "gemms = [] if False else",
+             required=False),
     Mutation("nccl-ll-share", EFFICIENCY, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
              "Rational(1, 3)", required=False),
     Mutation("overlap-window", STEP, 'seconds["grad"] - compute["bwd"]', 'seconds["grad"] - compute["fwd"] - compute["bwd"]',

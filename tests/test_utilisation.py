@@ -152,3 +152,13 @@ def test_mfu_is_an_expression_in_the_step_time():
         mfu(cost, 0, SYSTEMS["h100"])
     with pytest.raises(ValueError, match="accounting must be one of"):
         hfu(cost, 1, SYSTEMS["h100"], accounting="paper")
+
+
+def test_flash_attention_counts_its_products_among_the_matrix_flops():
+    # issue 32: with flash, "MFU, matrix products only" left out the attention products.  A flash
+    # kernel runs the unfused core's products (Q K^T, P V and their four gradient products) and,
+    # in backward, Q K^T again: GPT-2 small, 12 layers of 12 heads of 64 at l = 128, one
+    # sequence: 12 x 12 x 128 x 128 x (2 x 64 - 1) more matrix FLOPs than without flash
+    gpt2 = preset("gpt2")
+    flash, plain = (model_flops(model_cost(gpt2, Training(b=1, l=128, flash=f)), "matrix") for f in (True, False))
+    assert flash - plain == 12 * 12 * 128 * 128 * 127

@@ -7,6 +7,8 @@ written in one place.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, exact, make_cost
 from symbolic_cost.ops.matmul import _kv, _kv_length, attend, logits, scored_keys, stored_keys
@@ -66,12 +68,22 @@ def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=
                            score_ops=score_ops, fused=True, es=es, conventions=conventions)
     recompute = sum(p.flops_fwd for p in parts[:-1])          # everything before attend
     queries, out, kv = b * h * l * q * es, b * h * l * v * es, b * groups * keys * (q + v) * es
-    return make_cost(
+    cost = make_cost(
         name, "matrix",
         flops_fwd=sum(p.flops_fwd for p in parts), flops_bwd=recompute + sum(p.flops_bwd for p in parts),
         flops_wgrad=sum(p.flops_wgrad for p in parts),
         act_in=queries, act_in_other=kv, act_out=out,
         act_buffer=queries + out + kv + b * h * l * es, act_grads=queries + out + kv)
+    return replace(cost, gemms=_kernel_products(parts), fused=True)
+
+
+def _kernel_products(parts) -> tuple:
+    """The products a flash kernel runs, for counting: ``Q K^T`` and ``P V`` forward; backward
+    ``Q K^T`` again (the recomputed scores) and the four gradient products of the two."""
+    forward = [g for p in parts for g in p.gemms if g.pass_ == "fwd"]
+    backward = [g for p in parts for g in p.gemms if g.pass_ == "bwd"]
+    again = [replace(g, pass_="bwd") for g in parts[0].gemms if g.pass_ == "fwd"]
+    return tuple(forward + again + backward)
 
 
 def reads_flash_output(proj: Cost) -> Cost:

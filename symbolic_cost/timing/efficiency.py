@@ -210,7 +210,7 @@ def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
     if cost.engine == "vector":
         return flops / system.vector_flops, memory
     rate = product_rate(cost, system)
-    gemms = [g for g in cost.gemms if g.pass_ == pass_]
+    gemms = [] if cost.fused else [g for g in cost.gemms if g.pass_ == pass_]
     products = [(g.count * matmul_flops(g.m, g.k, g.n, conventions),
                  wave_efficiency(g.m, g.n, g.count, eff.sms, eff.tile_m, eff.tile_n)) for g in gemms]
     rest = flops - sum((fl for fl, _ in products), Integer(0))

@@ -256,7 +256,7 @@ def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tupl
     An FP8 recipe's products (``Cost.fp8``) run at the system's FP8 rate.
     """
     flops, moved = getattr(cost, f"flops_{pass_}"), getattr(cost, f"mem_{pass_}")
-    products = [g for g in cost.gemms if g.pass_ == pass_]
+    products = [] if cost.fused else [g for g in cost.gemms if g.pass_ == pass_]
     engine = "fp8" if cost.fp8 and cost.engine == "matrix" else cost.engine
     if not products:
         kernel = Kernel(cost.name, flops, moved, engine=engine)
