@@ -15,7 +15,9 @@ Python       printed as   meaning
 ``m1``       m_1          tensor-parallel degree (1-D, Megatron style)
 ``s1``       s_1          sequence-parallel degree (shards ``l`` outside the
                           tensor-parallel region; divides ``m1``)
-``c``        c            context-parallel degree (ring attention)
+``c``        c            context-parallel degree of the per-layer schemes (ring attention)
+``cp``       cp           context-parallel degree of whole-model training
+                          (``Training.cp``: ranks that share each sequence)
 ``d``        d            data-parallel degree
 ``p``        p            pipeline-parallel degree (stages)
 ``n_micro``  n_micro      micro-batches per step and pipeline (gradient accumulation)
@@ -82,6 +84,7 @@ md = Symbol("md", **_DIM)
 vp = Symbol("vp", **_DIM)
 n_rec = Symbol("n_rec", **_DIM)
 l_dec = Symbol("l_dec", **_DIM)
+cp = Symbol("cp", **_DIM)
 
 DIMENSIONS = (b, l, e, f, h, m1, s1)
 """The model and parallelism symbols every block is written in."""
@@ -93,6 +96,8 @@ ALL = ALL + (ep, etp)   # the degrees of mixture-of-experts layers
 ALL = ALL + (vp, n_rec)   # the pipeline schedule's chunks and the recomputed layers (numeric.search)
 
 ALL = ALL + (l_dec,)   # an encoder-decoder's decoder length
+
+ALL = ALL + (cp,)   # whole-model context parallelism (Training.cp)
 
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
@@ -119,4 +124,4 @@ def resolve_names(values) -> dict:
 
 
 __all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "c", "d", "p", "n_micro", "v", "n_layers", "es", "es_mask",
-           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "ep", "etp", "vp", "n_rec", "l_dec", "DIMENSIONS", "ALL", "BY_NAME"]
+           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "ep", "etp", "vp", "n_rec", "l_dec", "cp", "DIMENSIONS", "ALL", "BY_NAME"]

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
          "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py",
-         "tests/test_memory_fixes.py")
+         "tests/test_memory_fixes.py", "tests/test_context_parallel.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -142,6 +142,16 @@ MUTATIONS = (
              required=False),
     Mutation("decode-reads-window", "symbolic_cost/blocks/attention.py",
              "return keys if span is None else minimum(span, keys)", "return keys", required=False),
+    # context parallelism (issue 28, tests/test_context_parallel.py)
+    Mutation("cp-ring-keys", "symbolic_cost/blocks/context.py",
+             "return l * (cp + 1) / (2 * cp) if variant", "return l / 2 if variant", required=False),
+    Mutation("cp-ring-backward", "symbolic_cost/blocks/context.py",
+             'collective("p2p", 2 * kv_elements, es, cp, "bwd"', 'collective("p2p", kv_elements, es, cp, "bwd"',
+             required=False),
+    Mutation("cp-data-group", "symbolic_cost/models/totals.py",
+             'return t if cp == 1 else replace(t, d=exact(t.d, "d") * cp)', "return t", required=False),
+    Mutation("cp-boundary", "symbolic_cost/models/ranks.py",
+             '(exact(t.s1, "s1") * exact(getattr(t, "cp", 1), "cp"))', 'exact(t.s1, "s1")', required=False),
 )
 
 

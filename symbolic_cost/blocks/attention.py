@@ -8,6 +8,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.extrema import minimum
 from symbolic_cost.blocks.block import Block
+from symbolic_cost.blocks.context import check_attention, context_core
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
 from symbolic_cost.ops.attention import reads_flash_output
@@ -22,7 +23,7 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
               out_bias=True, flash=False, rotary_pos=False, rotary_dim=None, qk_norm=None, window=None,
               score_bias=None, softcap=False, sinks=False, clip_qkv=False, causal=False, cross=False,
               dropouts=True, score_dropout=None, norm="layer", keys=None,
-              post_norm=False, branch=False, es=2, es_mask=1, conventions=conv.DEFAULT) -> Block:
+              post_norm=False, branch=False, es=2, es_mask=1, conventions=conv.DEFAULT, context=None) -> Block:
     """Multi-head attention on one device, heads split over ``m1`` devices.
 
     Rows: ``layer_norm_1`` -> ``qkv_proj (e -> (h + 2 kv) q / m1)`` -> ``logits`` ->
@@ -57,6 +58,8 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     * ``causal`` matters for the FLOPs under ``causal_flops="exact"``; ``dropouts=False``
       and ``norm`` (a kind of ``ops.norm.NORMS``) as in ``mlp``; ``score_dropout`` (default
       ``dropouts``) is the dropout of the attention probabilities alone.
+    * ``context`` (a ``blocks.context.Context``): this rank holds ``l`` tokens of a sequence of
+      ``l cp`` split over a context-parallel group; the core is ``blocks.context.context_core``.
     * ``keys`` (default ``l``): the keys each query attends, when they are not the block's own
       ``l`` tokens: decoding one token over a cache (``inference.phases``; a sliding ``window``
       of ``w`` reads at most ``w`` of them, all its cache keeps), or cross-attention over an
@@ -91,13 +94,19 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
         ([softcap_row(b, l, scores, es=at.es, name="score_softcap")] if softcap else [])
     grouped = dict(l_kv=keys, kv_heads=kv, v_dim=v, causal=causal, window=window, score_ops=score_ops,
                    **at.kw)
-    rows += ([flash_attention(b, l, q, heads, **grouped)] if flash else
-             attention_core(b, l, q, heads, dropouts=dropouts if score_dropout is None else score_dropout,
-                            es_mask=at.es_mask, **grouped))
+    drop = dropouts if score_dropout is None else score_dropout
+    if context is not None:
+        check_attention(context, window=window, score_bias=score_bias, softcap=softcap, sinks=sinks, cross=cross,
+                        keys=keys if keys is not l else None)
+        rows += context_core(b, l, q, heads, kv, v, context, causal=causal, flash=flash, dropouts=drop,
+                             es_mask=at.es_mask, stride=m1, **at.kw)
+    else:
+        rows += ([flash_attention(b, l, q, heads, **grouped)] if flash else
+                 attention_core(b, l, q, heads, dropouts=drop, es_mask=at.es_mask, **grouped))
     if sinks:
         rows.append(attention_sinks(b, l, heads, flash=flash, es=at.es))
     out = linear(b, l, heads * v, e, bias=out_bias, name="v_proj", **at.kw)
-    out = reads_flash_output(out) if flash else out
+    out = reads_flash_output(out) if flash and getattr(context, "variant", None) != "ulysses" else out
     rows.append(out if branch else at.leaving(out))
     if post_norm:
         rows.append(NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_attention", **at.kw))

@@ -96,6 +96,8 @@ def _attention(b, l, e, h, m1, s1, kv_heads, qkv_bias, bias, flash, rotary_pos, 
                options, common) -> Block:
     """The layer's self-attention: multi-head latent attention with ``latent``, else ``attention``."""
     if latent is not None:
+        if options.get("context") is not None:
+            raise InputError("context parallelism with multi-head latent attention is not modelled", "latent")
         return latent_attention(b, l, e, h, latent, m1, s1, bias=bias, flash=flash, causal=causal,
                                 post_norm=norms == 4, score_dropout=options.get("score_dropout"),
                                 keys=options.get("keys"), **common)

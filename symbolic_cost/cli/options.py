@@ -16,6 +16,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, Training
+from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
 from symbolic_cost.parallel.grid import KINDS as TENSOR_LAYOUTS
 from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.numeric.tables import UNITS
@@ -168,6 +169,8 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
                "(default: an even split; the other layers split evenly)")
         option(group, "--last-stage-layers", type=int, help="layers on the last pipeline rank")
         option(group, "--allow-long", action="store_true", help="allow sequences longer than the model's context")
+        option(group, "--cp-variant", choices=CP_VARIANTS, help="context parallelism (--set cp=N): ring (K, V "
+               "passed point to point, Megatron-LM; default), all-gather (Llama 3) or ulysses (all-to-all of heads)")
         option(group, "--overlap", type=field_list(OVERLAPS), default=[],
                help="communication run behind compute: grad (--overlap-grad-reduce), param "
                     "(--overlap-param-gather), tensor (--tp-comm-overlap), comma-separated (default: none, "
@@ -201,6 +204,8 @@ def training_policy(args) -> dict:
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "flash", "capacity_factor",
              "expert_imbalance", "mtp", "allow_long")
+    if getattr(args, "cp_variant", None) is not None:
+        policy["cp_variant"] = args.cp_variant
     return policy | {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 

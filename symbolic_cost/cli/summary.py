@@ -73,7 +73,8 @@ def whole_model(args):
     values = resolve({**training_values(arch), **(framework.values if framework else {})}, args.set, allowed=allowed)
     training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
                         p=values[S.p], micro_batches=values[S.n_micro], ep=values[S.ep], etp=values[S.etp],
-                        l_dec=values.get(S.l_dec), **options.training_policy(args), **options.recipe_policy(args))
+                        l_dec=values.get(S.l_dec), cp=values[S.cp], **options.training_policy(args),
+                        **options.recipe_policy(args))
     if layout != "1d":
         if values[S.s1] != 1:
             raise InputError(f"--tensor {layout}: s1 is the grid's devices (a grid splits every activation "
@@ -176,6 +177,7 @@ def run(args) -> int:
     size = lambda value: amount(value, "bytes", args.units)  # noqa: E731
     seconds = lambda value: amount(value, "seconds", args.units)  # noqa: E731
     tensor = f"m1={t.m1} s1={t.s1}" if t.tensor is None else f"tensor={t.tensor.kind} grid of {t.tensor.devices}"
+    tensor += f" cp={t.cp} ({t.cp_variant})" if t.cp != 1 else ""
     decoder = "" if t.l_dec is None else f" l_dec={t.l_dec}"
     print(f"{out['model']}: b={t.b} l={t.l}{decoder} {tensor} d={t.d} p={t.p} micro-batches="
           f"{t.micro_batches} {t.precision} zero={t.zero} recompute={t.recompute} schedule={t.schedule} "

@@ -33,7 +33,7 @@ from symbolic_cost.timing.hardware import TIME_FIELDS, step_time, times
 DEFAULT_SEQUENCE = 2048
 """Sequence length of a model that states no context length."""
 
-TRAINING_SYMBOLS = (S.b, S.l, S.m1, S.s1, S.d, S.p, S.n_micro, S.ep, S.etp, S.l_dec)
+TRAINING_SYMBOLS = (S.b, S.l, S.m1, S.s1, S.d, S.p, S.n_micro, S.ep, S.etp, S.l_dec, S.cp)
 """What ``--set`` may fix for a whole model (the model fixes the rest; ``l_dec``: an
 encoder-decoder's decoder length, ``l`` unless set)."""
 
@@ -275,7 +275,7 @@ def sequence_length(arch) -> int:
 def training_values(arch) -> dict:
     """The default training configuration: one sequence of the model's context on one device."""
     return {S.b: 1, S.l: sequence_length(arch), S.m1: PLAIN.m1, S.s1: PLAIN.s1, S.d: PLAIN.d, S.p: PLAIN.p,
-            S.n_micro: PLAIN.micro_batches, S.ep: PLAIN.ep, S.etp: S.m1}
+            S.n_micro: PLAIN.micro_batches, S.ep: PLAIN.ep, S.etp: S.m1, S.cp: PLAIN.cp}
 
 
 def block_values(args, arch, base: dict | None = None) -> dict:

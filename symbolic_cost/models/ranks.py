@@ -38,7 +38,7 @@ def boundary_elements(cost) -> Expr:
     decoder's hidden states, ``b (l + l_dec)/s1 e`` (Megatron-LM), the larger."""
     t, arch = cost.training, cost.architecture
     tokens = t.l + t.decoder_tokens if arch.encoder_decoder else t.l
-    return t.b * tokens / exact(t.s1, "s1") * arch.e
+    return t.b * tokens / (exact(t.s1, "s1") * exact(getattr(t, "cp", 1), "cp")) * arch.e   # a CP rank's l/cp
 
 
 @dataclass(frozen=True)

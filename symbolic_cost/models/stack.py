@@ -14,6 +14,7 @@ from dataclasses import replace
 from sympy import Expr, sympify
 
 from symbolic_cost.blocks import Block, embedding_block, head_block, transformer_layer
+from symbolic_cost.blocks.context import Context
 from symbolic_cost.blocks.ends import stack_end
 from symbolic_cost.blocks.mtp import mtp_rows
 from symbolic_cost.models.architecture import Architecture
@@ -23,7 +24,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.ops.matmul import Chunk
 
 
-READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "mtp")
+READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "mtp", "cp", "cp_variant")
 """The ``Training`` fields the blocks depend on: stacks that agree on these (and on the
 degrees) are the same, whatever the memory policy, ZeRO stage, schedule or offload."""
 _STACKS: dict = {}
@@ -54,6 +55,7 @@ def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1, gri
 
 
 def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, replicated=False):
+    t = context_shard(t)
     kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
     experts = dict(ep=ep, etp=etp, capacity_factor=getattr(t, "capacity_factor", None),
                    imbalance=getattr(t, "expert_imbalance", 1), replicated=replicated)
@@ -89,6 +91,20 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
                              relative=relative, name="decoder_start", **kw)
     one = sympify(1)
     return ((start, one), (encoder, n_encoder), (closing, one), (second, one), (decoder, n_decoder), (end, one))
+
+
+def context_shard(t):
+    """The training one rank of a context-parallel group of ``cp`` runs: its ``l/cp`` tokens of
+    each sequence (every block's own ``l``; the attention core sees the whole sequence,
+    ``blocks.context``), ``t`` itself without CP."""
+    cp = sympify(getattr(t, "cp", 1))
+    return t if cp == 1 else replace(t, l=t.l / cp)
+
+
+def _context(t):
+    """The ``blocks.context.Context`` of a training with ``cp != 1``, else ``None``."""
+    cp = sympify(getattr(t, "cp", 1))
+    return None if cp == 1 else Context(cp, t.cp_variant)
 
 
 def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None, part="layer") -> list[tuple[Block, Expr]]:
@@ -202,7 +218,7 @@ def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, w
     optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim, qk_norm=qk_norm,
                     window=Chunk(window) if window is not None and arch.chunked else window,
                     score_bias=arch.score_bias, score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe,
-                    sinks=arch.sinks or None, experts=experts if moe is not None else None)
+                    sinks=arch.sinks or None, experts=experts if moe is not None else None, context=_context(t))
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
                 bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
                 rotary_pos=arch.rotary and rotary, causal=arch.causal if causal is None else causal,

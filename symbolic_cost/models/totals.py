@@ -24,6 +24,7 @@ from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
+from symbolic_cost.blocks.context import CONTEXT_ROWS
 from symbolic_cost.checks import InputError, INTERLEAVED_RULES, PIPELINE_RULES, check_rules
 from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.models.architecture import Architecture
@@ -120,10 +121,11 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     m1, s1, d, p, n = _degrees(t)
     es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     es = element_bytes(t.precision)
+    plain = t.without_cp()                  # the model's own counts (parameters, model FLOPs)
     stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions, *expert_degrees(t, m1), t.tensor), t, es, conventions)
     (start, _), (layer, _), (end, _) = stack[0], stack[1], stack[-1]
     depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
-    whole = recipe_stack(model_stack(arch, t, 1, 1, 1, conventions), t, 1, conventions)   # 1-byte: weights = parameters
+    whole = recipe_stack(model_stack(arch, plain, 1, 1, 1, conventions), t, 1, conventions)   # 1-byte: weights = parameters
     parameters = sum((count * blk.total("weights") for blk, count in whole), exact(0))
     place = placement(arch, t, stack, p)
     layers = stack[1:-1]
@@ -132,9 +134,9 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     per_device = place.busiest(start.total("weights") / es, end.total("weights") / es,
                                [blk.total("weights") / es for blk, _ in layers], tied_copy(arch, start) / es)
     schedule = check_schedule(t, depth, p, n)
-    one = recipe_stack(model_stack(arch, t, 1, 1, es, conventions), t, es, conventions)   # one device: its FLOPs
+    one = recipe_stack(model_stack(arch, plain, 1, 1, es, conventions), t, es, conventions)   # one device: its FLOPs
     on_stage = lambda of, copy=0: place.busiest(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
-    states = split_state_bytes(t, m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
+    states = split_state_bytes(data_group(t), m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
     model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731
     cost = ModelCost(
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
@@ -171,7 +173,8 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
         for row in blk:
             for c in row.collectives:
                 again = redone if c.pass_ == "fwd" else 0   # full recompute redoes them
-                out.append((block_dimension(row), c.repeated(n * (times + again))))
+                dimension = "context" if row.name in CONTEXT_ROWS else block_dimension(row)
+                out.append((dimension, c.repeated(n * (times + again))))
     if p != 1:   # neighbouring stages are m1 d ranks apart; each of the v chunks sends
         boundary = boundary_elements(cost)
         if conventions.pipeline_sends == "scatter-gather":   # 1/m1 each, gathered over m1/s1 on arrival
@@ -179,11 +182,13 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
             for pass_ in ("fwd", "bwd"):
                 out += [("pipeline", c) for c in collective("allgather", boundary * m1 / s1, es, m1 / s1, pass_,
                                                             conventions, repeats=n * t.virtual_stages)]
-        sends = stage_sends(boundary, es, p, n * t.virtual_stages, m1 * d, conventions)
+        sends = stage_sends(boundary, es, p, n * t.virtual_stages, m1 * d * exact(t.cp, "cp"), conventions)
         out += [("pipeline", c) for c in sends]
     dense, dense_states = dense_state(states, cost.parameters_per_device)
-    if d != 1:   # data-parallel members are m1 ranks apart
-        out += [("data", c) for c in data_collectives(t, dense, dense_states, es_w, es_g, d, n, m1, conventions)]
+    group = data_group(t)
+    if group.d != 1:   # data-parallel members (with the CP ranks: Megatron's dp-cp group) are m1 ranks apart
+        out += [("data", c) for c in data_collectives(group, dense, dense_states, es_w, es_g, group.d, n, m1,
+                                                      conventions)]
     out += [("expert_data", c) for c in expert_data_collectives(t, m1, states, es_w, es_g, n, conventions)]
     return out
 
@@ -231,8 +236,17 @@ def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=c
 
 
 def world_size(training: Training) -> Expr:
-    """Devices in the job: ``m1 x d x p`` (sequence shards live inside the tensor group)."""
-    return exact(training.m1, "m1") * exact(training.d, "d") * exact(training.p, "p")
+    """Devices in the job: ``m1 x cp x d x p`` (sequence shards live inside the tensor group)."""
+    return exact(training.m1, "m1") * exact(training.cp, "cp") * exact(training.d, "d") * exact(training.p, "p")
+
+
+def data_group(t: Training) -> Training:
+    """The training as its gradient reduction and ZeRO / distributed-optimizer sharding see it:
+    over ``d cp`` ranks, the context-parallel ranks holding the same weights as data replicas
+    do (Megatron-LM reduces gradients over ``get_data_parallel_group(with_context_parallel=True)``
+    and its distributed optimizer shards over that group); ``t`` itself without CP."""
+    cp = exact(t.cp, "cp")
+    return t if cp == 1 else replace(t, d=exact(t.d, "d") * cp)
 
 
 def cluster_volume(cost: ModelCost, dimension: str, collective: Collective) -> Expr:

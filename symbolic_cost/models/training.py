@@ -9,7 +9,7 @@ Rajbhandari et al. 2020; under ``"megatron"`` fp16 2, 2, 16 and bf16 2, 4, 12).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sympy import Expr, sympify
 
@@ -18,10 +18,11 @@ from symbolic_cost.checks import InputError, choice, flag, positive, positive_di
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
 from symbolic_cost.models.recipes import check_offload
+from symbolic_cost.blocks.context import VARIANTS
 from symbolic_cost.blocks.moe import check_expert_training
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "Overlap", "check_context", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
+__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 RECOMPUTE = ("none", "selective", "activation", "full")
@@ -87,12 +88,18 @@ class Training:
     tensor: object = None        # a 2-D/2.5-D/3-D tensor grid (parallel.grid; set with models.grid_stack.on_grid)
     overlap: Overlap = Overlap()  # communication behind compute (timing.step)
     allow_long: bool = False     # sequences may exceed the model's context (check_model)
+    cp: Expr = 1                 # context-parallel degree: ranks sharing each sequence (blocks.context)
+    cp_variant: str = "ring"     # blocks.context.VARIANTS: "ring", "all-gather", "ulysses"
 
     def __post_init__(self):
         uneven = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers", "l_dec")
                   if getattr(self, k) is not None}
         positive_dims(b=self.b, l=self.l, m1=self.m1, s1=self.s1, d=self.d, p=self.p, micro_batches=self.micro_batches,
-                      recompute_layers=self.recompute_layers, **uneven)
+                      recompute_layers=self.recompute_layers, cp=self.cp, **uneven)
+        choice(self.cp_variant, "cp_variant", VARIANTS)
+        if self.cp_variant != "ring" and sympify(self.cp) == 1:
+            raise InputError(f"cp_variant applies to context parallelism (cp > 1), got cp=1 and "
+                             f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")
         positive(self.mask_bytes, "mask_bytes")
         choice(self.zero, "zero", (0, 1, 2, 3))
         for name in ("distributed_optimizer", "flash", "master_weights", "mtp", "allow_long"):
@@ -128,6 +135,11 @@ class Training:
         """Tokens per sequence through an encoder-decoder's decoder: ``l_dec``, or ``l``."""
         return self.l if self.l_dec is None else self.l_dec
 
+    def without_cp(self) -> "Training":
+        """The same training without context parallelism: the model's own per-sequence counts
+        (model FLOPs, parameters), which CP does not change."""
+        return self if sympify(self.cp) == 1 else replace(self, cp=1, cp_variant="ring")
+
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
         return Schedule(self.schedule, self.virtual_stages)
@@ -148,12 +160,41 @@ def check_model(arch, t: Training) -> None:
     ``allow_long``), and expert parallelism, a capacity factor or an imbalance without experts."""
     spans = (("l", t.l), ("l_dec", t.decoder_tokens)) if arch.encoder_decoder else (("l", t.l),)
     check_context(arch, spans, t.allow_long)
+    check_context_parallel(arch, t)
     if arch.moe is None:
         for name, value, plain in (("ep", t.ep, 1), ("capacity_factor", t.capacity_factor, None),
                                    ("expert_imbalance", t.expert_imbalance, 1)):
             if value != plain:
                 raise InputError(f"{name} applies to a mixture of experts, and {arch.name} has none "
                                  f"(got {name}={value}); it would be ignored", name)
+
+
+def check_context_parallel(arch, t: Training) -> None:
+    """Refuse what context parallelism (``cp != 1``, ``blocks.context``) does not model or cannot
+    split: an encoder-decoder, experts, latent attention, sliding windows, a tensor grid; ``l``
+    not cut into ``2 cp`` chunks (ring and all-gather of a causal model: the causal balance) or
+    ``cp`` shards, each a multiple of ``s1``; Ulysses with ``cp`` not dividing the query and the
+    key/value heads of a tensor rank (``h/m1``, ``kv_heads/m1``)."""
+    cp = sympify(t.cp)
+    if cp == 1:
+        return
+    unmodelled = dict(encoder_decoder=arch.encoder_decoder, moe=arch.moe is not None, latent=arch.latent is not None,
+                      window=arch.window is not None and arch.windowed_layers != 0, tensor=t.tensor is not None)
+    for name, on in unmodelled.items():
+        if on:
+            raise InputError(f"cp={cp} ({t.cp_variant} context parallelism) with {name} ({arch.name}) is not "
+                             f"modelled; use cp=1", name)
+    chunks = 2 * cp if arch.causal and t.cp_variant != "ulysses" else cp
+    rules = [(f"{chunks} chunks (cp={cp}, {t.cp_variant})" if chunks != cp else "cp", chunks, t.l, "l"),
+             ("s1", t.s1, t.l / cp, "l/cp, a rank's tokens")]
+    if t.cp_variant == "ulysses":
+        heads = arch.h if arch.kv_heads is None else arch.kv_heads
+        rules += [("cp", cp, arch.h / sympify(t.m1), "h/m1, the heads of a tensor rank (Ulysses splits them)"),
+                  ("cp", cp, heads / sympify(t.m1), "kv_heads/m1, the key/value heads of a tensor rank")]
+    for name, divisor, dividend, what in rules:
+        ratio = sympify(dividend) / divisor
+        if ratio.is_integer is False:
+            raise InputError(f"{name} must divide {what} (got {divisor} and {dividend})", "cp")
 
 
 def element_bytes(precision: str) -> int:

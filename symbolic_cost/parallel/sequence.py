@@ -25,6 +25,7 @@ from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block, attention, transformer_layer
+from symbolic_cost.blocks.context import ring_exchange, ulysses_exchange
 from symbolic_cost.cost import collective
 from symbolic_cost.checks import InputError, check_rules, divides
 from symbolic_cost.cost import exact
@@ -129,12 +130,12 @@ def ulysses(b, l, e, h, s1, m1=1, *, flash=False, es=2, es_mask=1, conventions=c
     q, local, heads = e / h, l / s1, h / (m1 * s1)
     kw = dict(es=es, conventions=conventions)
     shard = b * local * e / m1                     # one of q, k, v (or the output) on one device
-    a2a = lambda pass_: collective("alltoall", shard, es, s1, pass_, conventions)  # noqa: E731
+    before, after = ulysses_exchange((shard,) * 4, s1, es, conventions)
     qkv = linear(b, local, e, 3 * e / m1, bias=False, name="qkv_proj", **kw).plus(
-        collectives=a2a("fwd") * 3 + a2a("bwd") * 3 + _tp_reduce(b, local, e, m1, es, "bwd", conventions))
+        collectives=before + _tp_reduce(b, local, e, m1, es, "bwd", conventions))
     core = [flash_attention(b, l, q, heads, **kw)] if flash else attention_core(b, l, q, heads, es_mask=es_mask, **kw)
     out = linear(b, local, e / m1, e, bias=False, name="out_proj", **kw).plus(
-        collectives=a2a("fwd") + a2a("bwd") + _tp_reduce(b, local, e, m1, es, "fwd", conventions))
+        collectives=after + _tp_reduce(b, local, e, m1, es, "fwd", conventions))
     block = Block("ulysses", (qkv, *core, out), dict(b=b, l=l, e=e, h=h, s1=s1, m1=m1), conventions)
     heads_dim = ("h/P" if m1 == 1 else "h/(m1 s1)", heads)
     tensors = [Tensor("input", (("b", b), ("N/P", local), ("d", e)), es),
@@ -181,11 +182,10 @@ def ring_attention(b, l, e, h, c, m1=1, *, causal=True, balanced=True, es=2,
     keys = l if not causal else ((l + 1) / 2 if balanced else l - l / (2 * c) + Rational(1, 2))
     kw = dict(es=es, conventions=conventions)
     chunk = b * local * e / m1                     # K (or V) of one device
-    ring = lambda n, pass_: collective("p2p", n * chunk, es, c, pass_, conventions, repeats=c - 1)  # noqa: E731
     qkv = linear(b, local, e, 3 * e / m1, bias=False, name="qkv_proj", **kw).plus(
         collectives=_tp_reduce(b, local, e, m1, es, "bwd", conventions))
     core = flash_attention(b, local, q, heads, l_kv=keys, name="ring_flash_attention", **kw).plus(
-        collectives=ring(2, "fwd") + ring(4, "bwd"))
+        collectives=ring_exchange(2 * chunk, c, es, conventions))
     out = linear(b, local, e / m1, e, bias=False, name="out_proj", **kw).plus(
         collectives=_tp_reduce(b, local, e, m1, es, "fwd", conventions))
     block = Block("ring-attention", (qkv, core, out), dict(b=b, l=l, e=e, h=h, c=c, m1=m1), conventions)

@@ -1,0 +1,171 @@
+"""Whole-model context parallelism (``Training.cp``, ``blocks.context``) against the step-by-step
+simulation of ``tests/simulate_cp.py``, a hand count and the invariant that ``cp = 1`` is today's
+model."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from sympy import Integer, Rational
+
+import simulate_cp as sim
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks import attention
+from symbolic_cost.blocks.context import Context
+from symbolic_cost.checks import InputError
+from symbolic_cost.models import Architecture, Training, model_cost, world_size
+from symbolic_cost.models.config import from_config, preset
+from symbolic_cost.models.utilisation import model_flops
+from symbolic_cost.ops import flash_attention
+from symbolic_cost.symbols import cp as CP
+
+EXACT = conv.DEFAULT.but(causal_flops="exact")
+B, E, H, KV, M1 = 1, 64, 8, 2, 2            # q = v = 8; per tensor rank 4 query and 1 key/value heads
+Q = E // H
+ES = 2
+
+
+def _core(l, cp, variant, conventions):
+    """The library's per-rank attention block of one layer (rank tokens ``l/cp``)."""
+    return attention(B, l // cp, E, H, M1, 1, kv_heads=KV, flash=True, causal=True,
+                     context=Context(cp, variant), conventions=conventions)
+
+
+def _sent(block, pass_):
+    return sum((c.volume for row in block for c in row.collectives
+                if row.name.startswith("context") and c.pass_ == pass_), Integer(0))
+
+
+def _pairs_flops(l, cp, pairs):
+    """The flash kernel's forward FLOPs for ``pairs`` (query, key) pairs of the rank's queries."""
+    queries = l // cp
+    return flash_attention(B, queries, Q, H // M1, l_kv=Rational(pairs, queries), kv_heads=KV // M1).flops_fwd
+
+
+LAYOUTS = [(cp, chunk) for cp in (2, 3, 4) for chunk in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("variant,simulate", [("ring", sim.ring), ("all-gather", sim.all_gather)])
+@pytest.mark.parametrize("cp,chunk", LAYOUTS)
+def test_ring_and_all_gather_match_the_simulation(variant, simulate, cp, chunk):
+    l = 2 * cp * chunk
+    kv_local = B * (l // cp) * (KV // M1) * 2 * Q         # a rank's own K and V
+    ranks = simulate(l, cp, kv_local)
+    every = {(t, s) for t in range(l) for s in range(t + 1)}
+    assert set().union(*(r["covered"] for r in ranks)) == every          # the causal pairs, all of them
+    assert sum(len(r["covered"]) for r in ranks) == len(every)           # ... each once
+    for convention, key in ((EXACT, "unmasked"), (conv.DEFAULT, "tile")):
+        assert len({r[key] for r in ranks}) == 1                          # the causal balance
+        row = _core(l, cp, variant, convention)["context_attention"]
+        assert row.flops_fwd == _pairs_flops(l, cp, ranks[0][key])
+    block = _core(l, cp, variant, conv.DEFAULT)
+    assert _sent(block, "fwd") == ranks[0]["fwd"] * ES
+    assert _sent(block, "bwd") == ranks[0]["bwd"] * ES
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_ulysses_matches_the_simulation(cp):
+    l = 8 * cp
+    block = attention(B, l // cp, E, H, M1, 1, kv_heads=KV * cp, flash=True, causal=True,
+                      context=Context(cp, "ulysses"))
+    expected = sim.ulysses(l, cp, B, H // M1, KV * cp // M1, Q, Q)
+    assert (_sent(block, "fwd"), _sent(block, "bwd")) == (expected["fwd"] * ES, expected["bwd"] * ES)
+
+
+TOY = Architecture("toy", 2, E, H, 4 * E, 256, kv_heads=KV, rotary=True, mlp="swiglu", norm="rms", bias=False,
+                   dropouts=False, tied=False)
+
+
+@pytest.mark.parametrize("variant", ["ring", "all-gather"])
+def test_whole_model_collectives_activations_and_world(variant):
+    cp, l, n = 4, 64, 2
+    t = Training(b=B, l=l, m1=M1, s1=M1, d=3, cp=cp, cp_variant=variant, micro_batches=n, flash=True, zero=1)
+    cost, plain = model_cost(TOY, t), model_cost(TOY, Training(b=B, l=l, m1=M1, s1=M1, d=3, micro_batches=n,
+                                                                flash=True, zero=1))
+    kv_local = B * (l // cp) * (KV // M1) * 2 * Q
+    ranks = (sim.ring if variant == "ring" else sim.all_gather)(l, cp, kv_local)
+    for pass_ in ("fwd", "bwd"):
+        sent = sum(c.volume for dim, c in cost.collectives if dim == "context" and c.pass_ == pass_)
+        assert sent == ranks[0][pass_] * ES * TOY.n_layers * n
+    assert cost.activation_bytes == plain.activation_bytes / cp     # flash: every kept tensor is l/cp of it
+    assert cost.layer["fc1"].flops_fwd == plain.layer["fc1"].flops_fwd / cp
+    assert (cost.weight_bytes, cost.gradient_bytes) == (plain.weight_bytes, plain.gradient_bytes)
+    assert cost.optimizer_bytes == plain.optimizer_bytes / cp      # ZeRO-1 over d cp
+    data = [c for dim, c in cost.collectives if dim == "data"]
+    assert data and {c.group for c in data} == {3 * cp}
+    assert world_size(t) == M1 * cp * 3
+    assert cost.model_flops_fwd == plain.model_flops_fwd
+    assert model_flops(cost) == model_flops(plain)                   # MFU's numerator: the model's own
+
+
+def test_pipeline_stages_send_a_ranks_tokens():
+    """Neighbouring stages exchange the hidden states of the rank's ``l/cp`` tokens (``b (l/cp)/s1 e``)."""
+    kw = dict(b=B, l=64, m1=M1, s1=M1, p=2, micro_batches=4, flash=True)
+    sends = lambda cost: [c for dim, c in cost.collectives if dim == "pipeline"]  # noqa: E731
+    with_cp, plain = sends(model_cost(TOY, Training(cp=4, **kw))), sends(model_cost(TOY, Training(**kw)))
+    assert with_cp and [c.elements for c in with_cp] == [B * (64 // 4) // M1 * E] * len(with_cp)
+    assert [c.volume * 4 for c in with_cp] == [c.volume for c in plain]
+
+
+LLAMA_3_8B = dict(model_type="llama", hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                  num_key_value_heads=8, num_hidden_layers=32, vocab_size=128256, max_position_embeddings=131072,
+                  tie_word_embeddings=False)
+
+
+def test_llama_3_8b_at_128k_by_hand():
+    """One layer of Llama-3-8B at l = 131072, TP 8 with sequence parallelism, CP 8, flash, bf16:
+    a rank holds T = 16384 tokens, T/8 = 2048 of them outside the tensor region."""
+    arch = from_config(LLAMA_3_8B, "llama-3-8b")
+    cost = model_cost(arch, Training(b=1, l=131072, m1=8, s1=8, cp=8, flash=True))
+    T, e, f, es = 16384, 4096, 14336, 2
+    heads, kv, q = 32 // 8, 8 // 8, 128
+    norm = (T // 8) * e * es + (T // 8) * es               # input shard and 1/rms of each token
+    shard = (T // 8) * e * es                              # qkv_proj's and fc1's kept input shard
+    flash = T * heads * q * es * 2 + T * kv * q * es * 2 + heads * T * es     # Q, O; K, V; log-sum-exp
+    mlp = T * 2 * (f // 8) * es + T * (f // 8) * es        # the fused [G, U] and fc2's input
+    by_hand = 2 * norm + 2 * shard + flash + mlp
+    assert by_hand == 285_351_936
+    assert cost.layer.total("act_buffer") == by_hand
+
+
+@settings(max_examples=8, deadline=None)
+@given(name=st.sampled_from(["llama-2-7b", "gpt2"]), m1=st.sampled_from([1, 2, 4]), sp=st.booleans(),
+       p=st.sampled_from([1, 2, 4]), zero=st.sampled_from([0, 1, 3]),
+       recompute=st.sampled_from(["none", "selective", "full"]), exact=st.booleans())
+def test_a_symbolic_ring_cp_at_one_is_todays_model(name, m1, sp, p, zero, recompute, exact):
+    arch = preset(name)
+    chosen = EXACT if exact else conv.DEFAULT
+    kw = dict(b=2, l=1024, m1=m1, s1=m1 if sp else 1, p=p, d=2, micro_batches=4, zero=zero, recompute=recompute,
+              flash=True)
+    today, symbolic = model_cost(arch, Training(**kw), chosen), model_cost(arch, Training(cp=CP, **kw), chosen)
+    for field in ("flops_fwd", "flops_bwd", "flops_recompute", "activation_bytes", "weight_bytes",
+                  "gradient_bytes", "optimizer_bytes", "model_flops_fwd"):
+        assert getattr(symbolic, field).subs(CP, 1) == getattr(today, field), field
+    volume = lambda cost: sum(c.volume for _, c in cost.collectives)  # noqa: E731
+    assert volume(symbolic).subs(CP, 1) == volume(today)
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(l=4092, cp=4), "8 chunks"),                                   # ring: 2 cp | l
+    (dict(l=4090, cp=4, cp_variant="all-gather"), "8 chunks"),
+    (dict(l=4096, cp=8, m1=8, cp_variant="ulysses"), "h/m1"),          # 32 heads over 8 x 8
+    (dict(l=4096, cp=2, flash=False), "flash"),
+    (dict(l=4096, cp=1, cp_variant="ulysses"), "cp_variant"),
+    (dict(l=4096, cp=2, cp_variant="zigzag"), "cp_variant"),
+])
+def test_refusals(kw, needle):
+    with pytest.raises(InputError, match=needle):
+        model_cost(preset("llama-2-7b"), Training(**{"flash": True, **kw}))
+
+
+def test_refuses_an_encoder_decoder():
+    t5 = Architecture("t5", 2, 64, 4, 256, 100, decoder_layers=2, causal=False)
+    with pytest.raises(InputError, match="encoder_decoder"):
+        model_cost(t5, Training(l=64, cp=2, flash=True))
+
+
+def test_summary_prints_the_context_collectives(capsys):
+    from symbolic_cost.cli import main
+    assert main(["summary", "--preset", "llama-2-7b", "--set", "l=8192", "m1=8", "s1=8", "cp=2", "--flash",
+                 "--allow-long", "--cp-variant", "all-gather"]) == 0
+    out = capsys.readouterr().out
+    assert "cp=2 (all-gather)" in out and "context  allgather" in out and "context  reducescatter" in out
+    assert "data     allreduce     group 2 bwd" in out          # the gradients over d cp = 2
