@@ -75,6 +75,12 @@ from symbolic_cost.ops.matmul import product_flops
 from symbolic_cost.checks import InputError
 
 TARGETS = ("q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down")
+PEFT_NAMES = {"q_proj": ("q",), "k_proj": ("k",), "v_proj": ("v",), "o_proj": ("o",), "qkv_proj": ("qkv",),
+              "gate_proj": ("gate",), "up_proj": ("up",), "gate_up_proj": ("gate_up",), "down_proj": ("down",),
+              "c_attn": ("qkv",), "c_fc": ("up",), "c_proj": ("o", "down")}
+"""peft's ``target_modules`` (the models' own module names: Llama's, Phi-3's fused ones, GPT-2's) as
+``TARGETS``; a name matches every module it ends (peft's rule), so GPT-2's ``c_proj`` is both the
+attention's output projection and the MLP's ``fc2``."""
 BASES = ("16-bit", "int8", "nf4")
 LINEAR_ROWS = ("qkv_proj", "v_proj", "fc1", "fc2")
 """The transformer layer's linear products (``v_proj`` is the output projection)."""
@@ -99,10 +105,11 @@ class LoRA:
         if rank.is_number and not (rank.is_integer and rank > 0):
             raise InputError(f"lora rank must be a positive integer, got {self.rank!r}")
         object.__setattr__(self, "rank", rank)
-        targets = tuple(self.targets)
+        targets = tuple(x for t in self.targets for x in (PEFT_NAMES.get(t, (t,)) if isinstance(t, str) else (t,)))
         unknown = [t for t in targets if t not in TARGETS]
         if unknown or not targets:
-            raise InputError(f"lora targets must be a non-empty list of {', '.join(TARGETS)}; "
+            raise InputError(f"lora targets must be a non-empty list of {', '.join(TARGETS)} or peft's module "
+                             f"names {', '.join(PEFT_NAMES)}; "
                              f"unknown: {', '.join(map(repr, unknown)) or 'none given'}")
         if len(set(targets)) != len(targets) or _overlap(targets):
             raise InputError(f"lora targets must not adapt a slice twice (qkv covers q, k, v; gate_up "
