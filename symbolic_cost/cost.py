@@ -212,13 +212,9 @@ class Cost:
     collectives    the communications this operation needs
     gemms          its matrix products (shapes for the tiled kernel model)
     engine         ``"matrix"`` (tensor cores) or ``"vector"`` units
-    fp8            its products read FP8 inputs (an FP8 recipe): timed at the
-                   system's FP8 rate (``System.fp8_flops``) where it has one
-    fp4            its products read 4-bit inputs (NVFP4 serving): timed at the
-                   system's FP4 rate (``System.fp4_flops``), refused without one
-    fused          its products run inside one fused kernel (flash attention): ``gemms``
-                   records them for counting (matrix-only MFU) and time models price the
-                   row as one kernel, not product by product
+    fp8, fp4       its products read FP8 (a recipe) or 4-bit (NVFP4) inputs: timed at the
+                   system's rate for them (``timing.systems.product_rate``)
+    fused          its ``gemms`` run in one fused kernel (flash): counted, not timed apart
     flops_wgrad    the part of ``flops_bwd`` that forms parameter gradients
                    (``dW``, a bias's, a norm's ``gamma``/``beta``, a table's)
     ============== ==========================================================
