@@ -323,6 +323,23 @@ def test_search_predicts_the_mfu_summary_predicts_for_its_best_layout(capsys):
     assert float(best["tokens/s/device"]) == pytest.approx(report["predicted"]["tokens_per_s_per_device"], rel=1e-3)
 
 
+def test_version_is_the_installed_distributions(capsys):
+    from importlib.metadata import version
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"symbolic-cost {version('symbolic_cost')}"
+
+
+def test_search_json_gives_every_layout_with_its_prediction(capsys):
+    argv = ["search", "--preset", "gpt2", "--devices", "2", "--global-batch", "8", "--seq", "128", "--top", "3"]
+    assert main(argv + ["--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["time_model"] == "calibrated" and 3 == len(found["best"]) <= found["fitting"] <= found["evaluated"]
+    first = found["best"][0]
+    # tokens/s per device: 8 sequences of 128 tokens over 2 devices in one step
+    assert first["tokens_per_s_per_device"] == pytest.approx(8 * 128 / 2 / first["total"])
+    assert [b["total"] for b in found["best"]] == sorted(b["total"] for b in found["best"])
+
+
 def test_sweep_over_p_places_the_layers_of_each_p(capsys):
     """DeepSeek-V2-Lite's dense first layer sits on the first rank, so the busiest rank's
     weights and activations depend on p beyond 1/p: a sweep over p equals model_cost at each p."""

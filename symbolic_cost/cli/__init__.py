@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 
+from symbolic_cost import __version__
 from symbolic_cost.cli.options import Parser, UsageError, command
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
@@ -32,6 +33,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(prog="symbolic-cost", description="The cost of training a transformer (FLOPs, memory, "
                     "communication, time) as exact formulas, tables and reproductions.",
                     epilog="symbolic-cost COMMAND --help describes a command, its defaults and examples")
+    parser.add_argument("--version", action="version", version=f"symbolic-cost {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in NAMES if only is None else (only,):
         command(sub, importlib.import_module(f"symbolic_cost.cli.{name}"))

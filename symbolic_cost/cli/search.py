@@ -3,6 +3,8 @@ time by part."""
 
 from __future__ import annotations
 
+import json
+
 from sympy import lambdify
 
 from symbolic_cost import symbols as S
@@ -37,6 +39,8 @@ def add_arguments(parser) -> None:
                         "selective, activation and full recomputation of the first 1..all layers of a stage, "
                         "every micro-batch size and every sequence-parallel degree dividing m1")
     options.option(parser, "--progress", action="store_true", help="report each compiled kernel on stderr")
+    options.option(parser, "--json", action="store_true",
+                   help="JSON (seconds, bytes) instead of the table: the counts, the time model and every layout")
     options.option(parser, "--workers", type=options.integer(1), default=1,
                    help="processes the kernels are split over")
     options.option(parser, "--dask", action="store_true",
@@ -57,25 +61,33 @@ def predicted(arch, args, system, seq, best) -> dict:
     at_one_second = utilisation(model_flops(model_cost(arch, run)), 1, args.devices, system)
     per_second = lambdify([S.b, S.d, S.n_micro], at_one_second, "numpy")
     return {"mfu": per_second(best["b"], best["d"], best["n_micro"]) / best["total"],
-            "tokens/s/device": args.global_batch * seq / args.devices / best["total"]}
+            "tokens_per_s_per_device": args.global_batch * seq / args.devices / best["total"]}
 
 
 def run(args) -> int:
     arch = architecture(args)
     system = options.timed_system(args)
     space = dict(SPACE) if args.everything else dict(zero=args.zero)
+    seq = args.seq or sequence_length(arch)
     found = search(arch, args.devices, system, global_batch=args.global_batch,
-                   seq=args.seq or sequence_length(arch), top=args.top, flash=args.flash,
+                   seq=seq, top=args.top, flash=args.flash,
                    precision=args.precision, conventions=conventions(args), tensor=tuple(args.tensor),
                    progress=args.progress, workers=args.workers, dask=args.dask, **space)
     model = "peak-only bound" if args.ideal else "calibrated time model"
+    if args.json:
+        layouts = found.best.assign(**predicted(arch, args, system, seq, found.best))
+        print(json.dumps({"model": arch.name, "devices": args.devices, "system": args.system,
+                          "time_model": "ideal" if args.ideal else "calibrated", "evaluated": int(found.evaluated),
+                          "fitting": int(found.fitting), "best": json.loads(layouts.to_json(orient="records"))},
+                         indent=1))
+        return 0
     print(f"{arch.name} on {args.devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
           f"best {len(found.best)} by step time ({model})")
     seconds, time_unit = UNITS[args.units].per("seconds")
     size, size_unit = UNITS[args.units].per("bytes")
-    seq = args.seq or sequence_length(arch)
     scaled = found.best.assign(**{part: found.best[part] / float(seconds) for part in PARTS},
                                memory=found.best["memory"] / float(size), **predicted(arch, args, system, seq, found.best))
-    names = {part: f"{part} ({time_unit})" for part in PARTS} | {"memory": f"memory ({size_unit})"}
+    names = {part: f"{part} ({time_unit})" for part in PARTS} | {"memory": f"memory ({size_unit})",
+                                                                 "tokens_per_s_per_device": "tokens/s/device"}
     print(scaled.rename(columns=names).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     return 0
