@@ -193,7 +193,8 @@ def report(args) -> int:
     never = arch.moe is None and out["crossover_batch"] is None     # JSON: null, as the text's "never"
     load = load_test(args, arch, s) if args.rate is not None else None
     if args.json:
-        print(json.dumps({"model": arch.name, **out, **({"load": load} if load else {})}, indent=1))
+        notes = {"notes": list(arch.notes)} if arch.notes else {}   # config.json keys accepted without effect
+        print(json.dumps({"model": arch.name, **out, **({"load": load} if load else {}), **notes}, indent=1))
         return 0
     size = lambda name: amount(out[name], "bytes", args.units)  # noqa: E731
     flops = lambda name: amount(out[name], "flops", args.units)  # noqa: E731
@@ -227,5 +228,7 @@ def report(args) -> int:
               f"{args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
               f"{load['request_throughput']:.4g} requests/s, {load['output_token_throughput']:.6g} output tokens/s, "
               f"{load['total_token_throughput']:.6g} tokens/s in all")
+    for note in arch.notes:
+        print(f"note: {note}")
     return 0
 

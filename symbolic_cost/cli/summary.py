@@ -97,12 +97,18 @@ def report(args) -> tuple[dict, Training]:
                                                           * training.decoder_tokens / steps["total"]
                                                           / world_size(training))}
     out["world_size"] = number(world_size(training))
-    if getattr(args, "framework", None) is not None:
-        out["notes"] = list(args.framework.notes)
+    notes = list(arch.notes)
     out["trainable_parameters"] = number(cost.trainable_parameters)
-    if training.mtp and arch.mtp_layers:
-        main = model_cost(arch, replace(training, mtp=False), chosen).parameters
-        out["mtp_parameters"] = number(cost.parameters - main)
+    if arch.mtp_layers:
+        other = model_cost(arch, replace(training, mtp=not training.mtp), chosen).parameters
+        mtp = number(abs(cost.parameters - other))
+        notes.append(mtp_note(mtp, training.mtp))
+        if training.mtp:
+            out["mtp_parameters"] = mtp
+    if getattr(args, "framework", None) is not None:
+        notes += args.framework.notes
+    if notes or getattr(args, "framework", None) is not None:
+        out["notes"] = notes
     if arch.moe is not None:
         out["experts"] = experts_report(cost, system, chosen)
     if training.offload != "none":
@@ -126,6 +132,17 @@ def report(args) -> tuple[dict, Training]:
          "cluster_volume_bytes": number(cluster_volume(cost, dim, c)),
          "time_s": number(comm_time(c, system, chosen))} for dim, c in cost.collectives]
     return out, training
+
+
+def mtp_note(parameters, counted: bool) -> str:
+    """The note saying whether the multi-token-prediction modules are counted (``transformers`` and the
+    published totals leave them out; ``--no-mtp`` does too)."""
+    shown = f"{parameters:,}" if isinstance(parameters, int) else str(parameters)
+    if counted:
+        return (f"multi-token-prediction modules counted: {shown} parameters (transformers' model and the "
+                f"published totals leave them out); --no-mtp leaves them out")
+    return (f"multi-token-prediction modules left out (--no-mtp): {shown} parameters, as in transformers' model "
+            f"and the published totals; without --no-mtp they are counted and trained")
 
 
 def fastest(step_time, cost, system: str, chosen) -> None:

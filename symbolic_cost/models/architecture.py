@@ -48,12 +48,14 @@ field                  meaning (default)
                        DeepSeek-V2, V3) instead of ``h`` query and ``kv_heads`` K/V heads
 ``mtp_layers``         DeepSeek-V3's multi-token-prediction modules (``blocks.mtp``), each
                        one more layer like the last; trained unless ``Training.mtp`` is off
+``notes``              what reading it accepted without effect (``models.families.ignored``);
+                       not part of the model: equal models compare equal whatever their notes
 ====================== ======================================================================
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from sympy import Expr, ceiling, sympify
 
@@ -148,6 +150,7 @@ class Architecture:
     moe: MoE | None = None
     latent: Latent | None = None
     mtp_layers: Expr = 0
+    notes: tuple = field(default=(), compare=False, repr=False)   # config.json keys accepted without effect
 
     def __post_init__(self):
         check_sizes(self)            # the same message as every other entrance of the same rule

@@ -9,7 +9,9 @@ minimax_m2, deepseek_v2, deepseek_v3.
 
 * A missing key takes the default of that type's ``transformers`` config class (5.23).
 * Every key is read, or declared not to change the cost (token ids, initialisation, output
-  switches, rope frequencies, ...); any other key is refused, naming it.  Dropout probabilities
+  switches, rope frequencies, ...), or is a key the family's ``transformers`` classes never read
+  (``families.ignored``: accepted, with a note in ``Architecture.notes``); any other key is
+  refused, naming it.  Dropout probabilities
   are read: any nonzero one counts the model's dropouts.
 * A value of the wrong type (``"false"`` for a boolean, ``1`` for ``true``, ``true`` for a
   size) is refused, naming the key.
@@ -21,6 +23,7 @@ minimax_m2, deepseek_v2, deepseek_v3.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -57,7 +60,7 @@ def from_config(config: dict, name: str = "model") -> Architecture:
         keys.refuse_if("is_encoder_decoder", lambda x: x is True, "an encoder-decoder of this family", False)
     arch = FAMILIES[family](keys, name)
     keys.done()
-    return arch
+    return replace(arch, notes=tuple(keys.notes)) if keys.notes else arch
 
 
 def load(path) -> Architecture:

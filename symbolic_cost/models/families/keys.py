@@ -2,7 +2,8 @@
 or refused by name; every value has the type its ``transformers`` config class gives it.
 
 ``Keys`` hands out typed values with that class's defaults and remembers what it read;
-``Keys.done`` refuses whatever was neither read nor declared.  ``COMMON`` lists the keys of
+``Keys.done`` notes the keys the family's ``transformers`` classes never read (``ignored``) and
+refuses whatever else was neither read nor declared (an ``InputError`` naming the keys).  ``COMMON`` lists the keys of
 every ``PreTrainedConfig`` (and of generation, tokenizers, the hub) that never change the cost
 of training the model.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from symbolic_cost.checks import InputError, shown
+from symbolic_cost.models.families.ignored import ignored, note
 
 MISSING = object()
 
@@ -61,13 +63,14 @@ class Keys:
         if not isinstance(config, dict):
             raise InputError(f"config.json must be a JSON object, got {type(config).__name__}")
         self.config, self.family, self.used = config, family, set(COMMON)
+        self.notes: list[str] = []     # keys accepted without effect (``families.ignored``)
         labels, count = config.get("id2label"), config.get("num_labels")
         if isinstance(labels, dict) and count is not None and len(labels) != count:
             raise self.error(f"num_labels={shown(count)} contradicts id2label, which names {len(labels)} labels "
                              f"(transformers refuses it)")
 
-    def error(self, message: str) -> ValueError:
-        return ValueError(f"config.json ({self.family}): {message}")
+    def error(self, message: str) -> InputError:
+        return InputError(f"config.json ({self.family}): {message}")
 
     def _raw(self, key, default, nullable):
         self.used.add(key)
@@ -181,11 +184,18 @@ class Keys:
         return self.text(key, default, PLAIN_ACTIVATIONS)
 
     def done(self):
-        """Refuse every key that was neither read nor declared, naming them."""
+        """Note the keys the family's ``transformers`` classes never read (``families.ignored``), and
+        refuse every other key that was neither read nor declared, naming them."""
+        for key in sorted(set(self.config) - self.used):
+            why = ignored(self.family, key)
+            if why is not None:
+                self.notes.append(note(key, self.config[key], why))
+                self.used.add(key)
         unknown = sorted(set(self.config) - self.used)
         if unknown:
             raise self.error(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: "
-                             f"it may change the cost, and this family does not read it")
+                             f"it may change the cost, and this family does not read it (accepted without effect are only "
+                             f"keys its transformers classes never read: models.families.ignored)")
 
 
 def plain_mlp(activation: str) -> str:
