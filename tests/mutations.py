@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
-         "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py",
+         "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
@@ -82,6 +82,11 @@ MUTATIONS = (
              "return tuple(forward + again + backward)", "return tuple(forward + backward)", required=False),
     Mutation("fused-row-one-kernel", EFFICIENCY, "gemms = [] if cost.fused else", "gemms = [] if False else",
              required=False),
+    Mutation("zb-h1-one-w-saved", STEP, "bubble = (p - 1) * (per_micro - w - minimum(", "bubble = (p - 1) * (per_micro - minimum(",
+             required=False),
+    Mutation("zb-h1-in-flight", "symbolic_cost/parallel/pipeline.py", """if self.name == "zb-h1":
+            return minimum(p, n)""", """if self.name == "zb-h1":
+            return minimum(p - rank, n)""", required=False),
     Mutation("nccl-ll-share", EFFICIENCY, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
              "Rational(1, 3)", required=False),
     Mutation("overlap-window", STEP, 'seconds["grad"] - compute["bwd"]', 'seconds["grad"] - compute["fwd"] - compute["bwd"]',

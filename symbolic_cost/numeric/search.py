@@ -46,7 +46,7 @@ PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host
 MAX_DEVICES = 2**20
 """Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""
 
-SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), schedules=("gpipe", "1f1b", "interleaved"),
+SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), schedules=("gpipe", "1f1b", "interleaved", "zb-h1"),
              recompute=("none", "selective", "activation", "full"), recompute_layers="all", micro_batch_sizes="all",
              sequence="all")
 """Every choice ``search`` can vary: pass ``**SPACE`` for the whole space."""
@@ -67,8 +67,8 @@ class Variant:
         extra = dict(ep=S.ep, etp=S.etp) if experts else {}
         if self.schedule == "interleaved":
             extra.update(schedule="interleaved", virtual_stages=S.vp)
-        elif self.schedule == "gpipe":
-            extra.update(schedule="gpipe")
+        elif self.schedule in ("gpipe", "zb-h1"):
+            extra.update(schedule=self.schedule)
         if self.recompute == "full":
             extra.update(recompute_method="block", recompute_layers=S.n_rec)
         return Training(b=S.b, l=seq, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro,

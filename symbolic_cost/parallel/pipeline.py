@@ -12,7 +12,20 @@ GPipe          ``n``                                    ``(p - 1) / (n + p - 1)`
 1F1B           ``min(p - r, n)``                        ``(p - 1) / (n + p - 1)``
 interleaved    ``min(2(p - r - 1) + (v - 1) p + 1,      ``(p - 1) / (v n + p - 1)``
                n v) / v``  (chunks of ``1/v``)
+ZB-H1          ``min(p, n)``                            ``(p - 1) / (3 n + p - 1)`` when
+                                                        ``T_F = T_B = T_W``
 ============== ======================================== ===================================
+
+ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism") splits each backward into ``B``
+(activation gradients, which the previous stage waits for) and ``W`` (weight gradients, which
+nobody waits for) and lets rank ``r`` run each ``W`` ``r`` places later than 1F1B would, into
+the cool-down's idle time: the step takes ``n (T_F + T_B + T_W) + (p - 1)(T_F + T_B - T_W)``
+(the paper's expression, for ``T_W`` at most ``T_F`` and ``T_B``; in general ``min(T_W, T_F,
+T_B)`` for the last ``T_W``, as the timetable of ``tests/simulate_zb.py`` runs) instead of
+1F1B's ``(n + p - 1)(T_F + T_B + T_W)``.  Rank ``r`` holds ``p - r`` micro-batches as 1F1B
+does and ``r`` more whose ``W`` waits: counted whole, ``p`` on every rank (an upper bound: a
+waiting ``W`` needs only its products' inputs).  The step time takes the stage's own ``T_W``
+(``timing.step``: the weight-gradient share of each row's backward).
 
 The interleaved count is Megatron-LM's warm-up (``2(p - r - 1) + (v - 1) p`` chunk forwards)
 plus the one forward of the steady state before the first backward; on rank 0 it is
@@ -75,7 +88,8 @@ def per_stage(p, first, last, layers, last_copy=0, shares=None) -> Expr:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A pipeline schedule: ``"gpipe"``, ``"1f1b"`` or ``"interleaved"`` with ``v`` chunks per rank."""
+    """A pipeline schedule: ``"gpipe"``, ``"1f1b"``, ``"interleaved"`` with ``v`` chunks per rank, or
+    ``"zb-h1"``."""
 
     name: str
     v: int | Symbol = 1
@@ -101,14 +115,19 @@ class Schedule:
             return n
         if self.name == "1f1b":
             return minimum(p - rank, n)
+        if self.name == "zb-h1":
+            return minimum(p, n)
         return minimum(2 * (p - rank - 1) + (self.v - 1) * p + 1, n * self.v) / self.v
 
     def bubble(self, p, n) -> Expr:
-        """Idle share of a step: ``(p - 1)/(n + p - 1)``, or ``(p - 1)/(v n + p - 1)`` interleaved."""
+        """Idle share of a step: ``(p - 1)/(n + p - 1)``, or ``(p - 1)/(v n + p - 1)`` interleaved;
+        ZB-H1's ``(p - 1)/(3 n + p - 1)`` when the three passes take equal time."""
+        if self.name == "zb-h1":
+            return (sympify(p) - 1) / (3 * sympify(n) + p - 1)
         return (sympify(p) - 1) / (self.v * sympify(n) + p - 1)
 
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 GPIPE, ONE_F_ONE_B = Schedule("gpipe"), Schedule("1f1b")
 
 

@@ -6,7 +6,7 @@ from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import exact
-from symbolic_cost.extrema import maximum
+from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models import ModelCost
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_rows, redone_layers
@@ -23,7 +23,9 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     * ``tensor_comm``: micro-batches x the stage's tensor/sequence collectives (those of
       a recomputed forward again);
     * ``bubble``: ``(p - 1)/v`` more micro-batch slots of the stage, idle or warming up
-      (``v`` chunks per rank under the interleaved schedule, else 1);
+      (``v`` chunks per rank under the interleaved schedule, else 1); under ZB-H1
+      ``(p - 1)(T_F + T_B - min(T_W, T_F, T_B))`` with ``T_W`` the stage's weight-gradient
+      time and ``T_B`` the rest of its backward (``parallel.pipeline``);
     * ``pipeline_comm``: the stage's p2p sends; ``data_comm``: the gradient and
       parameter collectives of data parallelism, and of expert data parallelism for
       the routed experts, less what ``Training.overlap`` hides behind one micro-batch's
@@ -49,7 +51,12 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
         tensor_all = maximum(0, tensor_all - compute_all)
     per_micro = compute_all + tensor_all
     idle_slots = (p - 1) / t.virtual_stages         # interleaving shrinks the warm-up by v
-    out = {"compute": n * compute_all, "tensor_comm": n * tensor_all, "bubble": idle_slots * per_micro,
+    bubble = idle_slots * per_micro
+    if t.schedule == "zb-h1":                        # the weight gradients fill the cool-down
+        w = _weight_gradient_time(cost, place, system, conventions)
+        f = compute["fwd"] + tensor["fwd"]
+        bubble = (p - 1) * (per_micro - w - minimum(w, f, per_micro - f - w))
+    out = {"compute": n * compute_all, "tensor_comm": n * tensor_all, "bubble": bubble,
            "pipeline_comm": _dimension_time(cost, "pipeline", system, conventions),
            "data_comm": _data_time(cost, system, conventions, compute)}
     if system.efficiency is not None:
@@ -78,6 +85,17 @@ def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tupl
                redone_layers(t, place.most(g))) for g, (blk, _) in enumerate(middle)]
     return tuple(place.busiest(start[i], end[i], [whole[i] for whole, _, _ in groups])
                  + sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))
+
+
+def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:
+    """``T_W``: seconds of one micro-batch's weight gradients on the busiest stage, each row's
+    backward time times its weight-gradient share of the backward FLOPs (``Cost.flops_wgrad``)."""
+    def part(rows):
+        return sum((times(r, system, conventions)["t_bwd"] * r.flops_wgrad / r.flops_bwd
+                    for r in rows if r.flops_bwd != 0), Integer(0))
+
+    layers = [part(blk) for blk, _ in cost.stack[1:-1]]
+    return place.busiest(part(cost.embedding), part(cost.head), layers)
 
 
 def _dimension_time(cost: ModelCost, dimension: str, system, conventions, kinds=None) -> Expr:
