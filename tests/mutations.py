@@ -32,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
          "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
-         "tests/test_memory_fixes.py", "tests/test_context_parallel.py")
+         "tests/test_memory_fixes.py", "tests/test_context_parallel.py",
+         "tests/test_mutation_oracles.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -157,6 +158,27 @@ MUTATIONS = (
              'return t if cp == 1 else replace(t, d=exact(t.d, "d") * cp)', "return t", required=False),
     Mutation("cp-boundary", "symbolic_cost/models/ranks.py",
              '(exact(t.s1, "s1") * exact(getattr(t, "cp", 1), "cp"))', 'exact(t.s1, "s1")', required=False),
+    # issue 32 item 3: mutations that survived, and their oracles (tests/test_mutation_oracles.py)
+    Mutation("step-time-recompute", STEP, "+ sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))",
+             "for i in (0, 1))", required=False),
+    Mutation("hfu-block-recompute", "symbolic_cost/models/utilisation.py",
+             "total += p * redone_layers(t, count / p) * per_layer", "total += count * per_layer", required=False),
+    Mutation("megatron-bf16-fp32-grads", "symbolic_cost/models/optimizers.py", "(Integer(2), Integer(4), 4 + moments)",
+             "(Integer(2), Integer(2), 4 + moments)", required=False),
+    Mutation("hierarchical-a2a-far-latency", "symbolic_cost/parallel/collectives.py",
+             "far = (n - k) / n * volume / ib[0] + (n / k - 1) * ib[1]", "far = (n - k) / n * volume / ib[0]",
+             required=False),
+    Mutation("hierarchical-a2a-near-latency", "symbolic_cost/parallel/collectives.py",
+             "near = (k - 1) / n * volume / nvlink[0] + (k - 1) * nvlink[1]",
+             "near = (k - 1) / n * volume / nvlink[0]", required=False),
+    Mutation("topk-normalise", "symbolic_cost/ops/routing.py", "fwd = (2 * k - 1 if normalise else 0)",
+             "fwd = (k if normalise else 0)", required=False),
+    Mutation("latent-cache-one-scale", "symbolic_cost/inference/kv_cache.py", '(1 if self.kind == "latent" else 2)', "2",
+             required=False),
+    Mutation("ulysses-backward-output", "symbolic_cost/blocks/context.py",
+             'return before, a2a(out, "fwd") + a2a(out, "bwd")', 'return before, a2a(out, "fwd")', required=False),
+    Mutation("search-kv-heads", "symbolic_cost/numeric/layouts.py", "if arch.h % m1 or kv % m1 or", "if arch.h % m1 or",
+             required=False),
 )
 
 
