@@ -267,7 +267,7 @@ def test_lora_zero3_gathers_the_frozen_base_and_reduces_only_adapters():
 
 @pytest.mark.parametrize("make, message", [
     (lambda: LoRA(0), "lora rank must be a positive integer"),
-    (lambda: LoRA(8, ("q_proj",)), "unknown: 'q_proj'"),
+    (lambda: LoRA(8, ("query",)), "unknown: 'query'"),
     (lambda: LoRA(8, ("qkv", "q")), "must not adapt a slice twice"),
     (lambda: LoRA(8, base="nf8"), "lora base must be one of"),
     (lambda: Training(offload="optimizer"), "offload='optimizer' needs ZeRO"),
@@ -299,6 +299,6 @@ def test_summary_command_prints_the_recipe(capsys):
         (out["model_flops_fwd"] + out["model_flops_bwd"]) / (0.5 * 4 * 989.4e12))
     assert main(["summary", "--preset", "gpt2", "--offload", "optimizer"]) == 2
     assert "needs ZeRO" in capsys.readouterr().err
-    assert main(["summary", "--preset", "gpt2", "--lora-rank", "4", "--lora-targets", "q_proj"]) == 2
-    assert "unknown: 'q_proj'" in capsys.readouterr().err
+    assert main(["summary", "--preset", "gpt2", "--lora-rank", "4", "--lora-targets", "query"]) == 2
+    assert "unknown: 'query'" in capsys.readouterr().err
     assert main(["summary", "--preset", "gpt2", "--lora-rank", "0"]) == 2
