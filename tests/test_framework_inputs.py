@@ -122,10 +122,37 @@ def test_an_arguments_file_and_megatron_rules(tmp_path, capsys):
     layer = (3 * e * e + 3 * e) + (e * e + e) + (e * 2 * f + 2 * f) + (f * e + e) + 2 * 2 * e
     assert got["parameters"] == 4 * layer + 1024 * e + 64 * e + 2 * e
     assert got["world_size"] == 2 and got["predicted"]
-    for words, refused in (("--context-parallel-size 2", "--context-parallel-size"), ("--squared-relu", "--squared-relu"),
+    for words, refused in (("--context-parallel-size 4", "world size 2 is not a multiple of"),
+                           ("--squared-relu", "--squared-relu"),
                            ("--global-batch-size 6", "--global-batch-size"), ("--seq-length 128", "--seq-length")):
         text = base.replace("--seq-length 64 ", "") + words if "seq-length" in words else base + words
         assert refused in _error(capsys, "--megatron-args", _program(tmp_path, text), "--devices", "2")
+
+
+def test_context_parallelism_from_the_arguments(tmp_path, capsys):
+    """--context-parallel-size 2 on 8 devices: d = 8 / (1 x 1 x 2) = 4 and micro-batches = 16 / (2 x 4) = 2
+    (Megatron-LM's rules), the same run as the file without it given cp=2 d=4 by hand; --cp-comm-type
+    picks the variant (p2p: ring, the default; a2a: Ulysses' all-to-alls; all_gather), a2a+p2p and mixed
+    kinds are refused by name."""
+    base = ("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 "
+            "--micro-batch-size 2 --global-batch-size 16 --tokenizer-type NullTokenizer --vocab-size 999 --swiglu ")
+    plain = _json(capsys, "--megatron-args", _program(tmp_path, base), "--devices", "4", "--set", "cp=2", "d=4")
+    ring = _json(capsys, "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"), "--devices", "8")
+    assert ring["world_size"] == 8
+    assert {k: v for k, v in ring.items() if k != "notes"} == {k: v for k, v in plain.items() if k != "notes"}
+    assert main(["summary", "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"),
+                 "--devices", "8"]) == 0
+    assert "cp=2 (ring) d=4 p=1 micro-batches=2 " in capsys.readouterr().out
+    for kind, variant in (("a2a", "ulysses"), ("all_gather", "all-gather"), ("p2p p2p p2p p2p", "ring")):
+        text = base + "--context-parallel-size 2 --cp-comm-type " + kind
+        assert main(["summary", "--megatron-args", _program(tmp_path, text), "--devices", "8"]) == 0
+        assert f"cp=2 ({variant}) d=4" in capsys.readouterr().out
+    for kind, refused in (("a2a+p2p", "--cp-comm-type a2a+p2p"), ("p2p a2a", "one kind for every layer")):
+        text = base + "--context-parallel-size 2 --cp-comm-type " + kind
+        assert refused in _error(capsys, "--megatron-args", _program(tmp_path, text), "--devices", "8")
+    err = _error(capsys, "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"), "--devices", "8",
+                 "--cp-variant", "ulysses")
+    assert "--cp-variant" in err
 
 
 def test_script_reader_refuses_an_undecidable_launch():

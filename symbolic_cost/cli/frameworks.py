@@ -48,7 +48,8 @@ def _given(args) -> str | None:
                     recompute=options.PLAIN.recompute, recompute_method=options.PLAIN.recompute_method,
                     recompute_layers=options.PLAIN.recompute_layers, schedule=options.PLAIN.schedule,
                     virtual_stages=options.PLAIN.virtual_stages, first_stage_layers=None, last_stage_layers=None,
-                    overlap=[], fp8=None, flash=options.PLAIN.flash, capacity_factor=None)
+                    overlap=[], fp8=None, flash=options.PLAIN.flash, capacity_factor=None,
+                    cp_variant=None)
     for name, default in defaults.items():
         if hasattr(args, name) and getattr(args, name) != default:
             return "--" + name.replace("_", "-")

@@ -61,10 +61,11 @@ world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-
 ``--tp-comm-overlap``
 ``--attention-backend`` (auto),             ``flash``: auto, flash and fused keep no ``l^2`` scores
 ``--use-flash-attn``                        (Transformer Engine's fused kernels); unfused, local do
+``--context-parallel-size`` (1),            ``cp``; ``cp_variant`` from ``CP_COMM_TYPES``: p2p is
+``--cp-comm-type`` (p2p)                    ``ring``, all_gather ``all-gather``, a2a ``ulysses``
 =========================================== =========================================================
 
-``--context-parallel-size`` above 1 is refused (context parallelism in whole-model training is not
-in the library yet).  Options that change no count are accepted (``megatron_words.IGNORED`` and ``IGNORED_PREFIXES``:
+Options that change no count are accepted (``megatron_words.IGNORED`` and ``IGNORED_PREFIXES``:
 data, tokenizer files, learning rate and optimizer hyper-parameters, initialisation, logging,
 checkpoints, kernels' fusions); any other option is refused, naming it.
 """
@@ -81,6 +82,10 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.launch_script import Launch
 from symbolic_cost.models.megatron_words import NOTED, Options, parse, world_size
 from symbolic_cost.models.training import Overlap
+
+CP_COMM_TYPES = {"p2p": "ring", "all_gather": "all-gather", "a2a": "ulysses"}
+"""Megatron-LM's ``--cp-comm-type`` (Transformer Engine's ``cp_comm_type``) as ``Training.cp_variant``;
+``a2a+p2p`` (Ulysses inside ring groups, with ``--hierarchical-context-parallel-sizes``) is not modelled."""
 
 @dataclass
 class Setup:
@@ -108,13 +113,11 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
                          "--nnodes); give --devices", "--devices")
     arch = _architecture(o, name, vocab, notes)
     tp, pp = o.integer("tensor-model-parallel-size", 1), o.integer("pipeline-model-parallel-size", 1)
-    if o.integer("context-parallel-size", 1) != 1:
-        raise InputError("--context-parallel-size above 1: context parallelism in whole-model training is not in "
-                         "the library yet", "--context-parallel-size")
-    if world % (tp * pp):
-        raise InputError(f"world size {world} is not a multiple of tensor x pipeline x context parallel = {tp * pp} "
-                         f"(Megatron-LM's rule); give --devices", "--devices")
-    d, micro = world // (tp * pp), o.integer("micro-batch-size")
+    cp = o.integer("context-parallel-size", 1)
+    if world % (tp * pp * cp):
+        raise InputError(f"world size {world} is not a multiple of tensor x pipeline x context parallel = "
+                         f"{tp * pp * cp} (Megatron-LM's rule); give --devices", "--devices")
+    d, micro = world // (tp * pp * cp), o.integer("micro-batch-size")
     batch = o.integer("global-batch-size", micro * d)
     if batch % (micro * d):
         raise InputError(f"--global-batch-size {batch} is not a multiple of --micro-batch-size x data-parallel "
@@ -125,11 +128,26 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
                          "--seq-length")
     sequence = o.flag("sequence-parallel") and tp > 1
     values = {S.b: micro, S.l: seq, S.m1: tp, S.s1: tp if sequence else 1, S.d: d, S.p: pp,
-              S.n_micro: batch // (micro * d), S.ep: o.integer("expert-model-parallel-size", 1),
+              S.n_micro: batch // (micro * d), S.cp: cp, S.ep: o.integer("expert-model-parallel-size", 1),
               S.etp: o.integer("expert-tensor-parallel-size", tp)}
     if arch.moe is None and values[S.ep] != 1:
         raise InputError("--expert-model-parallel-size needs --num-experts", "--expert-model-parallel-size")
-    return Setup(arch, values, _policy(o, arch, pp, sequence), notes)
+    policy = _policy(o, arch, pp, sequence)
+    if cp > 1:
+        policy["cp_variant"] = _cp_variant(o)
+    return Setup(arch, values, policy, notes)
+
+
+def _cp_variant(o: Options) -> str:
+    """``Training.cp_variant`` of ``--cp-comm-type``: one value, or one per layer (all the same)."""
+    kinds = set(o.options.get("cp-comm-type") or ["p2p"])
+    if len(kinds) != 1:
+        raise InputError(f"--cp-comm-type {' '.join(sorted(kinds))}: the library reads one kind for every layer",
+                         "--cp-comm-type")
+    kind = kinds.pop()
+    if kind not in CP_COMM_TYPES:
+        raise InputError(f"--cp-comm-type {kind}: the library reads {', '.join(CP_COMM_TYPES)}", "--cp-comm-type")
+    return CP_COMM_TYPES[kind]
 
 
 def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Architecture:

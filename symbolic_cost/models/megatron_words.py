@@ -60,7 +60,7 @@ READ = {
     "fp8-param-gather", "use-distributed-optimizer", "recompute-granularity", "recompute-method",
     "recompute-num-layers", "recompute-activations", "recompute-modules", "overlap-grad-reduce",
     "overlap-param-gather", "tp-comm-overlap", "attention-backend", "use-flash-attn", "tokenizer-type",
-    "make-vocab-size-divisible-by", "fp8-amax-history-len"}
+    "make-vocab-size-divisible-by", "fp8-amax-history-len", "cp-comm-type"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
 def parse(words: list) -> dict:
