@@ -512,7 +512,7 @@ def test_exaone4_rotates_what_its_attention_rotates(window):
     arch = from_config(config)
     groups = group_options(arch, Training(b=1, l=64), 1, 1)
     kinds = layer_kinds(arch) or (0,) * 8
-    assert [groups[kind][0]["rotary_pos"] for kind in kinds] == expected
+    assert [groups[kind][0]["heads"].rotary for kind in kinds] == expected
     assert (False in expected) == (window is not None)
 
 
@@ -610,3 +610,38 @@ def test_minimax_m2_from_a_small_config():
                   rotary_dim=8, pad_token_id=0, bos_token_id=0, eos_token_id=0)
     model = small_config_matches(config)
     assert from_config(config).rotary_dim == 2 * model.model.rotary_emb.inv_freq.shape[0] == 8
+
+
+def _widths(model) -> tuple[int, ...] | int:
+    """The output widths of the first attention's Q, K, V projections, or of its fused QKV one."""
+    def width(module):
+        return module.out_features if isinstance(module, torch.nn.Linear) else module.nf   # GPT-2's Conv1D
+    for module in model.modules():
+        children = dict(module.named_children())
+        for names in (("q_proj", "k_proj", "v_proj"), ("query", "key", "value"), ("q", "k", "v")):
+            if set(names) <= set(children):
+                return tuple(width(children[n]) for n in names)
+        for fused in ("query_key_value", "c_attn", "qkv_proj"):
+            if fused in children:
+                return width(children[fused])
+    return ()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_derived_head_sizes_are_the_projections_transformers_builds(name):
+    """``Architecture.kv``, ``head_size`` and ``value_size`` (the one home of their defaults)
+    against the attention ``transformers`` builds: Q, K, V projections of ``h``, ``kv`` and
+    ``kv`` heads (``h + 2 kv`` fused), and ``h / num_key_value_groups`` key/value heads.  Latent
+    attention (DeepSeek) projects through its own ranks: only its key/value heads are checked."""
+    config = scaled(CONFIGS[name], 2)
+    arch, model = from_config(CONFIGS[name], name), hf_model(config)
+    groups = next((m.num_key_value_groups for m in model.modules() if hasattr(m, "num_key_value_groups")), None)
+    if groups is not None:
+        assert arch.kv == arch.h // groups
+    widths = _widths(model)
+    if arch.latent is not None:
+        assert arch.kv == arch.h and groups == 1 and widths == ()
+    elif isinstance(widths, int):
+        assert widths == (arch.h + 2 * arch.kv) * arch.head_size == (arch.h + 2 * arch.kv) * arch.value_size
+    else:
+        assert widths == (arch.h * arch.head_size, arch.kv * arch.head_size, arch.kv * arch.value_size)

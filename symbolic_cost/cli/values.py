@@ -17,7 +17,7 @@ from sympy import Integer, simplify, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks import BUILDERS
+from symbolic_cost.blocks import BUILDERS, Projections
 from symbolic_cost.checks import InputError, fits
 from symbolic_cost.cli.options import PLAIN, given as on_command_line
 from symbolic_cost.cost import EXPRESSION_FIELDS
@@ -331,6 +331,9 @@ def build_block(args, values: dict, arch, name: str | None = None):
         builders = tensor_grid_builders(args, values, common)
     if name == "mlp":
         return builders["mlp"](f=get(S.f), bias=bias, gated_act=structure.get("gated_act", False), **common)
+    if builders is BUILDERS:                 # no model here: the plain heads and scores
+        what = dict(heads=get(S.h), projections=Projections(qkv_bias=qkv_bias, out_bias=bias), flash=args.flash)
+        return builders[name](**({"f": get(S.f)} if name == "layer" else {}), **what, **common)
     if name == "layer":
         return builders["layer"](f=get(S.f), h=get(S.h), bias=bias, qkv_bias=qkv_bias, flash=args.flash,
                                  gated_act=structure.get("gated_act", False), **attention, **common)
@@ -348,7 +351,7 @@ def model_block(args, values: dict, arch, name: str):
     get = lambda s: values.get(s, s)  # noqa: E731
     no_bias = getattr(args, "no_bias", False)
     # the MLP does not read the heads: keep their size, so that h need not divide a new e
-    heads = dict(head_dim=sympify(arch.e) / arch.h) if name == "mlp" and arch.head_dim is None else {}
+    heads = dict(head_dim=arch.head_size) if name == "mlp" and arch.head_dim is None else {}
     model = replace(arch, e=get(S.e), f=get(S.f), h=get(S.h), **heads, bias=arch.bias and not no_bias,
                     mlp_bias=False if no_bias else arch.mlp_bias,
                     qkv_bias=arch.qkv_bias and not getattr(args, "no_qkv_bias", False))

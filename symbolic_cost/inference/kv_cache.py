@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, ceiling, sympify
+from sympy import Expr, Integer, ceiling
 
 from symbolic_cost.blocks.latent_attention import latent_cache_elements
 from symbolic_cost.checks import InputError, counts, positive_dims
@@ -161,9 +161,8 @@ def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, 
         raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {mla!r}")
     if arch.latent is not None:
         return (_latent_group(arch, m1, mla),)
-    heads = exact(arch.h if arch.kv_heads is None else arch.kv_heads, "kv_heads") / exact(m1, "m1")
-    k_dim = exact(arch.e / sympify(arch.h) if arch.head_dim is None else arch.head_dim, "head_dim")
-    v_dim = k_dim if arch.v_head_dim is None else exact(arch.v_head_dim, "v_head_dim")
+    heads = exact(arch.kv, "kv_heads") / exact(m1, "m1")
+    k_dim, v_dim = exact(arch.head_size, "head_dim"), exact(arch.value_size, "v_head_dim")
     shape = dict(heads=heads, k_dim=k_dim, v_dim=v_dim)
     if arch.encoder_decoder:
         depth = exact(arch.decoder_layers, "decoder_layers")

@@ -6,9 +6,9 @@ Every choice is a named field; ``models.stack`` turns it into blocks.
 field                  meaning (default)
 ====================== ======================================================================
 ``n_layers, e, h, f``  layers, width, query heads, MLP width; ``vocab`` the vocabulary
-``kv_heads``           key/value heads (``None``: ``h``; 1 is multi-query)
+``kv_heads``           key/value heads (``None``: ``h``; 1 is multi-query; ``kv`` the derived count)
 ``head_dim``           query/key head size (``None``: ``e/h``); ``v_head_dim`` the value
-                       head size (``None``: ``head_dim``)
+                       head size (``None``: ``head_dim``); ``head_size``, ``value_size`` derived
 ``positions``          rows of a learned position table (0: none); ``token_types`` BERT's
 ``mlp``                ``gelu``, ``relu``, ``silu`` (one activation) or ``swiglu``,
                        ``geglu``, ``reglu`` (gated: ``fc1`` is ``e -> 2f``)
@@ -186,9 +186,25 @@ class Architecture:
         if (self.moe is not None or self.latent is not None) and (self.parallel or self.encoder_decoder):
             raise InputError(f"architecture {self.name}: experts and latent attention are modelled in "
                              f"sequential decoder layers only")
-        if self.latent is not None and sympify(self.kv_heads or self.h) != sympify(self.h):
+        if self.latent is not None and sympify(self.kv) != sympify(self.h):
             raise InputError(f"architecture {self.name}: latent attention makes keys and values for every "
                              f"head (kv_heads must be h, got {self.kv_heads})")
+
+    @property
+    def kv(self) -> Expr:
+        """Key/value heads: ``kv_heads``, or ``h`` (one per query head) when not given.  The only
+        home of this default (``tests/test_one_home.py``)."""
+        return self.h if self.kv_heads is None else self.kv_heads
+
+    @property
+    def head_size(self) -> Expr:
+        """Query/key head size: ``head_dim``, or ``e/h`` (the heads split the width) when not given."""
+        return sympify(self.e) / sympify(self.h) if self.head_dim is None else self.head_dim
+
+    @property
+    def value_size(self) -> Expr:
+        """Value head size: ``v_head_dim``, or the query/key head size when not given."""
+        return self.head_size if self.v_head_dim is None else self.v_head_dim
 
     @property
     def gated(self) -> bool:

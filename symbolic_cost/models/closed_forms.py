@@ -41,8 +41,7 @@ from symbolic_cost.models.architecture import Architecture
 
 def attention_width(arch: Architecture) -> Expr:
     """``d_attn``: query heads x head size (``e`` when the heads split the width)."""
-    head = arch.head_dim if arch.head_dim is not None else sympify(arch.e) / arch.h
-    return sympify(arch.h) * head
+    return sympify(arch.h) * arch.head_size
 
 
 def kaplan_parameters(arch: Architecture) -> Expr:

@@ -188,9 +188,8 @@ def check_context_parallel(arch, t: Training) -> None:
     rules = [(f"{chunks} chunks (cp={cp}, {t.cp_variant})" if chunks != cp else "cp", chunks, t.l, "l"),
              ("s1", t.s1, t.l / cp, "l/cp, a rank's tokens")]
     if t.cp_variant == "ulysses":
-        heads = arch.h if arch.kv_heads is None else arch.kv_heads
         rules += [("cp", cp, arch.h / sympify(t.m1), "h/m1, the heads of a tensor rank (Ulysses splits them)"),
-                  ("cp", cp, heads / sympify(t.m1), "kv_heads/m1, the key/value heads of a tensor rank")]
+                  ("cp", cp, arch.kv / sympify(t.m1), "kv_heads/m1, the key/value heads of a tensor rank")]
     for name, divisor, dividend, what in rules:
         ratio = sympify(dividend) / divisor
         if ratio.is_integer is False:

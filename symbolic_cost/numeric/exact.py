@@ -223,8 +223,7 @@ def check_numbers(arch, training) -> None:
     rules (``checks.MODEL_RULES``), the pipeline's (whole layers a stage, the schedule's), and
     the expert grid's (``parallel.expert``, ``blocks.moe``)."""
     t = training
-    heads = dict(e=arch.e, h=arch.h, f=arch.f, kv_heads=arch.kv_heads or arch.h) if arch.head_dim is None \
-        else dict(h=arch.h, f=arch.f, kv_heads=arch.kv_heads or arch.h)
+    heads = dict(**({"e": arch.e} if arch.head_dim is None else {}), h=arch.h, f=arch.f, kv_heads=arch.kv)
     check_rules(dict(**heads, l=t.l, m1=t.m1, s1=t.s1), MODEL_RULES)
     check_schedule(t, exact(arch.n_layers + arch.decoder_layers), exact(t.p), exact(t.micro_batches))
     if arch.moe is not None:

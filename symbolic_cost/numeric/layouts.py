@@ -57,7 +57,7 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
     if sequence not in ("ends", "all"):
         raise InputError(f"sequence must be 'ends' (s1 = 1 or m1) or 'all' (every divisor of m1), got {sequence!r}",
                          "sequence")
-    kv = arch.kv_heads or arch.h
+    kv = arch.kv
     shared = int(arch.moe.shared_f) if arch.moe is not None else 0
     rows = []
     for m1 in _divisors(devices):
@@ -151,7 +151,7 @@ def _grid_degrees(kind: str, devices: int) -> list[tuple[int, int]]:
 def _meets(arch: Architecture, grid, b) -> bool:
     """Whether micro-batches of ``b`` sequences of ``arch`` split evenly over ``grid``."""
     try:
-        check_grid(dict(b=b, e=arch.e, f=arch.f, h=arch.h, kv_heads=arch.kv_heads or arch.h), grid)
+        check_grid(dict(b=b, e=arch.e, f=arch.f, h=arch.h, kv_heads=arch.kv), grid)
     except InputError:
         return False
     return True

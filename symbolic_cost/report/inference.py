@@ -52,7 +52,7 @@ def _kv_table(chosen: dict) -> list[str]:
         " | 32 x 128k tokens | fp8: 32 x 128k |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, (arch, _) in chosen.items():
-        kv = arch.h if arch.kv_heads is None else arch.kv_heads
+        kv = arch.kv
         kind = "MHA" if kv == arch.h else ("MQA" if kv == 1 else f"GQA, {kv} of {arch.h} heads")
         kind += f", window {arch.window}" if arch.window is not None else ""
         per = [_gib(kv_cache_bytes(arch, 1, c)) for c in CONTEXTS]

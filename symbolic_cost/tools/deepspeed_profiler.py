@@ -111,7 +111,7 @@ def hf_bert(arch, b, l, conventions=PRESET) -> Module:
     """Hugging Face ``BertModel`` as DeepSpeed's profiler sees it: query, key and value
     are a third each of the block's ``qkv_proj``; the self-attention module's own MACs
     are ``logits`` and ``attend``, its FLOPs twice those plus the softmax's ``numel``."""
-    if arch.kv_heads not in (None, arch.h):
+    if arch.kv != arch.h:
         raise InputError(f"hf_bert: kv_heads must equal h (BERT has one key and value head per query head), "
                          f"got kv_heads {arch.kv_heads} with h {arch.h}")
     start, block, end = view_blocks(arch, b, l, conventions)

@@ -161,7 +161,7 @@ def _bert(config, arch, b, l, es):
 
 def _llama(config, arch, b, l, es):
     e, h = sympify(arch.e), sympify(arch.h)
-    q, kv = e / h, sympify(arch.kv_heads or h)
+    q, kv = arch.head_size, sympify(arch.kv)
     norms = 2 * b * l * e * es
     return [Term("LlamaRMSNorm keeps x_hat", norms, per_layer=True),
             Term("final LlamaRMSNorm keeps x_hat", norms / 2),
