@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, exact, make_cost
-from symbolic_cost.ops.matmul import _kv, _kv_length, attend, logits, scored_keys, stored_keys
+from symbolic_cost.ops.matmul import attend, key_length, key_value_heads, logits, scored_keys, stored_keys
 from symbolic_cost.ops.pointwise import dropout, softmax
 
 
@@ -33,7 +33,7 @@ def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=F
     >>> [row.name for row in attention_core(b, l, 64, h)]
     ['logits', 'softmax', 'dropout_softmax', 'attend']
     """
-    keys = _kv_length(l, l_kv)
+    keys = key_length(l, l_kv)
     kw = dict(es=es, conventions=conventions)
     grouped = dict(l_kv=keys, kv_heads=kv_heads, causal=causal, window=window, **kw)
     rows = [logits(b, l, q, h, **grouped), *score_ops,
@@ -62,7 +62,7 @@ def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=
     counts as activation gradient.
     """
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
-    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
+    keys, groups = key_length(l, l_kv), key_value_heads(h, kv_heads)
     v = q if v_dim is None else exact(v_dim, "v_dim")
     parts = attention_core(b, l, q, h, l_kv=keys, kv_heads=groups, v_dim=v, causal=causal, window=window,
                            score_ops=score_ops, fused=True, es=es, conventions=conventions)

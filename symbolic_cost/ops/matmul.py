@@ -99,7 +99,8 @@ def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linea
         weights=weights, weight_grads=weights, act_grads=(tokens * e + tokens * f) * es, gemms=gemms)
 
 
-def _kv_length(l, l_kv):
+def key_length(l, l_kv):
+    """Keys each query attends over, exact: ``l_kv``, or ``l`` (self-attention) when not given."""
     return exact(l, "l") if l_kv is None else exact(l_kv, "l_kv")
 
 
@@ -150,7 +151,8 @@ def scored_keys(l, keys, causal, conventions, window=None):
     return counted
 
 
-def _kv(h, kv_heads):
+def key_value_heads(h, kv_heads):
+    """Key/value heads, exact: ``kv_heads``, or ``h`` (one per query head) when not given."""
     return exact(h, "h") if kv_heads is None else exact(kv_heads, "kv_heads")
 
 
@@ -159,7 +161,7 @@ def _scores(b, l, q, h, l_kv, kv_heads, causal, es, conventions, window=None):
     keys counted in FLOPs, b*h, query-side elements, key/value elements, score elements)``;
     a sliding ``window`` bounds the scores per query (``stored_keys``)."""
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
-    keys, groups = _kv_length(l, l_kv), _kv(h, kv_heads)
+    keys, groups = key_length(l, l_kv), key_value_heads(h, kv_heads)
     return (b, l, q, h, es, keys, groups, scored_keys(l, keys, causal, conventions, window), b * h,
             b * h * l * q, b * groups * keys * q, b * h * l * stored_keys(keys, window, conventions))
 

@@ -16,7 +16,8 @@ group           ``model_type``
 
 A reader takes a ``keys.Keys`` and a name and returns an ``Architecture``; ``keys`` holds what
 all of them share (typed values, the keys that never change the cost, the head that
-``architectures`` names, sliding-window layer patterns).
+``architectures`` names, sliding-window layer patterns), ``common`` what the Llama-style ones
+share (``common.llama_style``: their sizes, heads and head).
 """
 
 from symbolic_cost.models.families.decoders import FAMILIES as _DECODERS

@@ -72,7 +72,9 @@ class Keys:
     def error(self, message: str) -> InputError:
         return InputError(f"config.json ({self.family}): {message}")
 
-    def _raw(self, key, default, nullable):
+    def raw(self, key, default=MISSING, nullable=True):
+        """The value of ``key`` as written (``default`` when absent; ``MISSING``: refused),
+        unchecked but for null (refused unless ``nullable``); ``key`` counts as read."""
         self.used.add(key)
         if key not in self.config:
             if default is MISSING:
@@ -85,7 +87,7 @@ class Keys:
     def int(self, key, default=MISSING, *, nullable=False, zero=False):
         """A positive integer (``zero``: or 0); ``None`` when ``nullable`` and null (or absent
         with a ``None`` default)."""
-        value = self._raw(key, default, nullable)
+        value = self.raw(key, default, nullable)
         if value is None and nullable:
             return None
         if type(value) is not int or value < 0 or (value == 0 and not zero):
@@ -98,7 +100,7 @@ class Keys:
 
     def flag(self, key, default=MISSING, *, nullable=False):
         """A boolean (JSON ``true``/``false``; null only where ``nullable``: then the default)."""
-        value = self._raw(key, default, nullable)
+        value = self.raw(key, default, nullable)
         if value is None and nullable:
             return default
         if type(value) is not bool:
@@ -107,7 +109,7 @@ class Keys:
 
     def text(self, key, default=MISSING, choices=None):
         """A string, one of ``choices`` when given."""
-        value = self._raw(key, default, False)
+        value = self.raw(key, default, False)
         if not isinstance(value, str) or (choices is not None and value not in choices):
             allowed = f"one of {', '.join(sorted(choices))}" if choices is not None else "a string"
             raise self.error(f"{key} must be {allowed}, got {value!r}")
@@ -115,7 +117,7 @@ class Keys:
 
     def number(self, key, default=MISSING, *, nullable=False):
         """A non-negative number as an exact ``Fraction`` (``0.1`` is ``1/10``, as written)."""
-        value = self._raw(key, default, nullable)
+        value = self.raw(key, default, nullable)
         if value is None and nullable:
             return None
         if type(value) not in (int, float) or not value >= 0 or value == float("inf"):
@@ -143,7 +145,7 @@ class Keys:
 
     def refuse_if(self, key, bad, why, default=MISSING):
         """Refuse a value of ``key`` for which ``bad(value)`` holds: the family cannot count it."""
-        value = self._raw(key, default, True)
+        value = self.raw(key, default, True)
         if bad(value):
             raise self.error(f"{key}={value!r} is not supported ({why})")
 
@@ -153,7 +155,7 @@ class Keys:
         Unknown keys inside the rope dictionaries are refused by their path."""
         found = None
         for key in ("rope_parameters", "rope_scaling"):
-            rope = self._raw(key, None, True)
+            rope = self.raw(key, None, True)
             if rope is None:
                 continue
             if not isinstance(rope, dict):
@@ -271,7 +273,7 @@ def window_fields(k: Keys, depth: int, window, default_sliding, kind="sliding_at
     of chunked attention): the window, how many of the ``depth`` layers use it and which
     (``window_pattern``, when some do not), from ``layer_types`` when given, else
     ``default_sliding(i)`` for layer ``i`` (the config class's pattern)."""
-    kinds = k._raw("layer_types", None, True)
+    kinds = k.raw("layer_types", None, True)
     if kinds is None:
         pattern = tuple(bool(default_sliding(i)) and window is not None for i in range(depth))
     else:

@@ -11,61 +11,20 @@ Each reads the keys of its ``transformers`` config class with that class's defau
 from __future__ import annotations
 
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.families.keys import (Keys, check_heads, gated_mlp, head_fields, plain_mlp, rotary_dim,
-                                                window_fields)
-
-LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-             num_attention_heads=32, head_dim=None, hidden_act="silu", max_position_embeddings=2048,
-             tie_word_embeddings=False)
-
-
-def _core(k: Keys, name: str, defaults: dict, act_key="hidden_act", **fields) -> Architecture:
-    """The shared reading: sizes (the dense MLP's width from ``f_key``, ``intermediate_size``
-    by default), heads, head size, gated activation (``gated``: true by default), tied head,
-    rotary share
-    (``rotary_share`` by default, or the first of ``rotary_keys``), the head the
-    ``architectures`` names; ``fields`` are the family's own choices."""
-    d = {**LLAMA, **defaults}
-    e, h = k.int("hidden_size", d["hidden_size"]), k.int("num_attention_heads", d["num_attention_heads"])
-    kv = k.int("num_key_value_heads", d.get("num_key_value_heads"), nullable=True) or h
-    hd = k.int("head_dim", d["head_dim"], nullable=True)
-    check_heads(k, e, h, kv, hd)
-    k.known("rms_norm_eps", "rope_theta", "initializer_range")
-    part = rotary_dim(hd or e // h, k.rotary_fraction(d.get("rotary_share", 1), *d.get("rotary_keys", ())))
-    for site, value in k.dropout_fields(attention=[("attention_dropout", 0)]).items():
-        fields.setdefault(site, value)
-    f_key = d.get("f_key", "intermediate_size")
-    return Architecture(name, k.int("num_hidden_layers", d["num_hidden_layers"]), e, h,
-                        k.int(f_key, d[f_key]), k.int("vocab_size", d["vocab_size"]),
-                        kv_heads=kv, head_dim=hd, mlp=(gated_mlp if d.get("gated", True) else plain_mlp)(
-                            k.activation(act_key, d["hidden_act"])),
-                        norm=fields.pop("norm", "rms"), rotary=d.get("rotary", True), rotary_dim=part,
-                        tied=k.flag("tie_word_embeddings", d["tie_word_embeddings"]),
-                        context=k.int("max_position_embeddings", d["max_position_embeddings"]),
-                        **fields, **head_fields(k))
-
-
-def _biases(k: Keys) -> dict:
-    """``attention_bias``: biases on q, k, v and o (the MLP has none)."""
-    attention = k.flag("attention_bias", False)
-    return dict(qkv_bias=attention, bias=attention, mlp_bias=False)
+from symbolic_cost.models.families.common import GRANITE_SCALES, attention_biases, llama_style, rotating_layers
+from symbolic_cost.models.families.keys import Keys, window_fields
 
 
 def llama(k: Keys, name: str) -> Architecture:
     """Llama: q, k, v, o biased by ``attention_bias``, the MLP by ``mlp_bias``."""
     k.known("pretraining_tp")                  # slices the same products
-    return _core(k, name, {}, **{**_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
-
-
-GRANITE_SCALES = ("embedding_multiplier", "logits_scaling", "residual_multiplier", "attention_multiplier")
-"""Granite's scalar multipliers of the embeddings, the logits, each residual branch and the
-attention scores (instead of ``1/sqrt(d)``): element-wise scalings, not counted."""
+    return llama_style(k, name, {}, **{**attention_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
 
 
 def granite(k: Keys, name: str) -> Architecture:
     """Granite (3.x): Llama with ``GRANITE_SCALES``."""
     k.known(*GRANITE_SCALES)
-    return _core(k, name, {}, **{**_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
+    return llama_style(k, name, {}, **{**attention_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
 
 
 def mistral(k: Keys, name: str) -> Architecture:
@@ -74,8 +33,8 @@ def mistral(k: Keys, name: str) -> Architecture:
     depth = k.int("num_hidden_layers", 32)
     window = k.int("sliding_window", 4096, nullable=True)
     fields = dict(window=window, windowed_layers=depth) if window else {}
-    return _core(k, name, dict(intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=4096 * 32),
-                 qkv_bias=False, bias=False, **fields)
+    return llama_style(k, name, dict(intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=4096 * 32),
+                       qkv_bias=False, bias=False, **fields)
 
 
 def _qwen_window(k: Keys, depth: int) -> dict:
@@ -91,17 +50,17 @@ def qwen2(k: Keys, name: str) -> Architecture:
     """Qwen2 (2.5): q, k, v biased, o and the MLP not."""
     k.known("use_mrope")
     depth = k.int("num_hidden_layers", 32)
-    return _core(k, name, dict(vocab_size=151936, intermediate_size=22016, num_key_value_heads=32,
-                               max_position_embeddings=32768), qkv_bias=True, bias=False, **_qwen_window(k, depth))
+    return llama_style(k, name, dict(vocab_size=151936, intermediate_size=22016, num_key_value_heads=32,
+                                     max_position_embeddings=32768), qkv_bias=True, bias=False, **_qwen_window(k, depth))
 
 
 def qwen3(k: Keys, name: str) -> Architecture:
     """Qwen3: head size 128 by default, per-head q/k RMS norms, ``attention_bias`` on q, k, v, o."""
     depth = k.int("num_hidden_layers", 32)
     attention = k.flag("attention_bias", False)
-    return _core(k, name, dict(vocab_size=151936, intermediate_size=22016, num_key_value_heads=32, head_dim=128,
-                               max_position_embeddings=32768), qkv_bias=attention, bias=attention, mlp_bias=False,
-                 qk_norm="head", **_qwen_window(k, depth))
+    return llama_style(k, name, dict(vocab_size=151936, intermediate_size=22016, num_key_value_heads=32, head_dim=128,
+                                     max_position_embeddings=32768), qkv_bias=attention, bias=attention, mlp_bias=False,
+                       qk_norm="head", **_qwen_window(k, depth))
 
 
 GEMMA = dict(vocab_size=256000, hidden_size=3072, intermediate_size=24576, num_hidden_layers=28,
@@ -113,7 +72,7 @@ def gemma(k: Keys, name: str) -> Architecture:
     """Gemma: GeGLU, head size 256, tied head; bidirectional with ``use_bidirectional_attention``."""
     k.known("hidden_activation")                # Gemma 1 reads hidden_act
     causal = not k.flag("use_bidirectional_attention", False, nullable=True)    # transformers' default: null
-    return _core(k, name, GEMMA, causal=causal, **_biases(k))
+    return llama_style(k, name, GEMMA, causal=causal, **attention_biases(k))
 
 
 def _gemma_window(k: Keys, depth: int, pattern: int) -> dict:
@@ -132,8 +91,8 @@ def gemma2(k: Keys, name: str) -> Architecture:
                 logit_softcap=k.number("final_logit_softcapping", 30.0, nullable=True) is not None)
     defaults = dict(GEMMA, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
                     num_key_value_heads=4)
-    return _core(k, name, defaults, act_key="hidden_activation", norms=4, **caps, **_biases(k),
-                 **_gemma_window(k, depth, 2))
+    return llama_style(k, name, defaults, act_key="hidden_activation", norms=4, **caps, **attention_biases(k),
+                       **_gemma_window(k, depth, 2))
 
 
 def gemma3_text(k: Keys, name: str) -> Architecture:
@@ -145,8 +104,8 @@ def gemma3_text(k: Keys, name: str) -> Architecture:
                 logit_softcap=k.number("final_logit_softcapping", None, nullable=True) is not None)
     defaults = dict(GEMMA, vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
                     num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=131072)
-    return _core(k, name, defaults, act_key="hidden_activation", norms=4, qk_norm="head", **caps, **_biases(k),
-                 **_gemma_window(k, depth, pattern))
+    return llama_style(k, name, defaults, act_key="hidden_activation", norms=4, qk_norm="head", **caps,
+                       **attention_biases(k), **_gemma_window(k, depth, pattern))
 
 
 def phi3(k: Keys, name: str) -> Architecture:
@@ -158,16 +117,16 @@ def phi3(k: Keys, name: str) -> Architecture:
     window = k.int("sliding_window", None, nullable=True)
     fields = dict(window=window, windowed_layers=depth) if window else {}
     dropouts = k.dropout_fields([("resid_pdrop", 0)], [("attention_dropout", 0)], [("embd_pdrop", 0)])
-    return _core(k, name, dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, max_position_embeddings=4096,
-                               rotary_keys=("partial_rotary_factor",)),
-                 qkv_bias=False, bias=False, **dropouts, **fields)
+    return llama_style(k, name, dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, max_position_embeddings=4096,
+                                     rotary_keys=("partial_rotary_factor",)),
+                       qkv_bias=False, bias=False, **dropouts, **fields)
 
 
 def olmo(k: Keys, name: str) -> Architecture:
     """OLMo: LayerNorm without parameters, ``attention_bias`` on q, k, v, o, and ``clip_qkv``
     (an element-wise clamp of Q, K, V)."""
     clip = k.number("clip_qkv", None, nullable=True) is not None
-    return _core(k, name, dict(vocab_size=50304), norm="layer_noaffine", clip_qkv=clip, **_biases(k))
+    return llama_style(k, name, dict(vocab_size=50304), norm="layer_noaffine", clip_qkv=clip, **attention_biases(k))
 
 
 def olmo2(k: Keys, name: str) -> Architecture:
@@ -175,7 +134,7 @@ def olmo2(k: Keys, name: str) -> Architecture:
     sublayer's output normalised before the residual add instead of its input.  That moves
     the two norms of a layer but not their shapes: each runs on ``(b, l/s1, e)`` and keeps
     one such tensor, so the layer costs what a pre-norm layer with the same norms costs."""
-    return _core(k, name, dict(vocab_size=50304), qk_norm="projection", **_biases(k))
+    return llama_style(k, name, dict(vocab_size=50304), qk_norm="projection", **attention_biases(k))
 
 
 def olmo3(k: Keys, name: str) -> Architecture:
@@ -183,8 +142,8 @@ def olmo3(k: Keys, name: str) -> Architecture:
     (``layer_types``)."""
     depth = k.int("num_hidden_layers", 32)
     window = k.int("sliding_window", 4096, nullable=True)
-    return _core(k, name, dict(vocab_size=50304), qk_norm="projection", **_biases(k),
-                 **window_fields(k, depth, window, lambda i: (i + 1) % 4 != 0))
+    return llama_style(k, name, dict(vocab_size=50304), qk_norm="projection", **attention_biases(k),
+                       **window_fields(k, depth, window, lambda i: (i + 1) % 4 != 0))
 
 
 def seed_oss(k: Keys, name: str) -> Architecture:
@@ -193,28 +152,28 @@ def seed_oss(k: Keys, name: str) -> Architecture:
     the output projection and the MLP, ``attention_dropout`` on the probabilities."""
     k.known("pretraining_tp")
     dropouts = k.dropout_fields([("residual_dropout", 0.1)], [("attention_dropout", 0.1)])
-    return _core(k, name, dict(vocab_size=155136, intermediate_size=27648, num_hidden_layers=64, num_attention_heads=80,
-                               num_key_value_heads=8, head_dim=128, max_position_embeddings=524288),
-                 qkv_bias=k.flag("attention_bias", True), bias=k.flag("attention_out_bias", False),
-                 mlp_bias=k.flag("mlp_bias", False), **dropouts)
+    return llama_style(k, name, dict(vocab_size=155136, intermediate_size=27648, num_hidden_layers=64, num_attention_heads=80,
+                                     num_key_value_heads=8, head_dim=128, max_position_embeddings=524288),
+                       qkv_bias=k.flag("attention_bias", True), bias=k.flag("attention_out_bias", False),
+                       mlp_bias=k.flag("mlp_bias", False), **dropouts)
 
 
 def ernie4_5(k: Keys, name: str) -> Architecture:
     """ERNIE 4.5 (dense): ``use_bias`` on every projection of attention and MLP, ``head_dim``
     128, a tied head by default."""
     bias = k.flag("use_bias", False)
-    return _core(k, name, dict(vocab_size=103424, hidden_size=1024, intermediate_size=3072, num_hidden_layers=18,
-                               num_attention_heads=16, num_key_value_heads=2, head_dim=128,
-                               max_position_embeddings=131072, tie_word_embeddings=True),
-                 qkv_bias=bias, bias=bias, mlp_bias=bias)
+    return llama_style(k, name, dict(vocab_size=103424, hidden_size=1024, intermediate_size=3072, num_hidden_layers=18,
+                                     num_attention_heads=16, num_key_value_heads=2, head_dim=128,
+                                     max_position_embeddings=131072, tie_word_embeddings=True),
+                       qkv_bias=bias, bias=bias, mlp_bias=bias)
 
 
 def _all_but_every(k: Keys, window):
     """The config classes' default sliding layers (EXAONE 4, Cohere 2): all but every
     ``sliding_window_pattern``-th (4).  Without ``layer_types`` the pattern must be a positive
     integer (the classes compute ``(i + 1) % pattern``); a text such as ``"LLLG"`` needs them."""
-    period = k._raw("sliding_window_pattern", 4, True)
-    if window is None or k._raw("layer_types", None, True) is not None:
+    period = k.raw("sliding_window_pattern", 4, True)
+    if window is None or k.raw("layer_types", None, True) is not None:
         return lambda i: False                       # no window, or the layers are listed
     if not (type(period) is int and period > 0):
         raise k.error(f"sliding_window_pattern must be a positive integer without layer_types, got {period!r}")
@@ -228,20 +187,8 @@ def exaone4(k: Keys, name: str) -> Architecture:
     depth = k.int("num_hidden_layers", 32)
     window = k.int("sliding_window", 4096, nullable=True)
     windows = window_fields(k, depth, window, _all_but_every(k, window))
-    return _core(k, name, dict(vocab_size=102400, intermediate_size=16384, num_key_value_heads=32), qkv_bias=False,
-                 bias=False, mlp_bias=False, qk_norm="head", rope_pattern=windows.get("window_pattern"), **windows)
-
-
-def rotating_layers(k: Keys, depth: int) -> tuple[bool, ...]:
-    """Which layers rotate: ``no_rope_layers`` (1 where a layer rotates, 0 where it does not;
-    by default 0 on every ``no_rope_layer_interval``-th layer), as SmolLM3 and Llama 4 read it."""
-    interval = k.int("no_rope_layer_interval", 4)
-    listed = k._raw("no_rope_layers", None, True)
-    if not listed:                                   # the config classes take an empty list as none
-        listed = [int((i + 1) % interval != 0) for i in range(depth)]
-    if not (isinstance(listed, list) and len(listed) == depth and all(type(x) is int and x in (0, 1) for x in listed)):
-        raise k.error(f"no_rope_layers must list {depth} values of 0 or 1, got {listed!r}")
-    return tuple(x == 1 for x in listed)
+    return llama_style(k, name, dict(vocab_size=102400, intermediate_size=16384, num_key_value_heads=32), qkv_bias=False,
+                       bias=False, mlp_bias=False, qk_norm="head", rope_pattern=windows.get("window_pattern"), **windows)
 
 
 def smollm3(k: Keys, name: str) -> Architecture:
@@ -257,11 +204,11 @@ def smollm3(k: Keys, name: str) -> Architecture:
     if window is None:
         k.known("sliding_window", "layer_types")       # the model code ignores them without use_sliding_window
     windows = window_fields(k, depth, window, lambda i: not rotates[i])
-    return _core(k, name, dict(vocab_size=128256, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
-                               num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=32768,
-                               tie_word_embeddings=True),
-                 **{**_biases(k), "mlp_bias": k.flag("mlp_bias", False)},
-                 rope_pattern=None if all(rotates) else rotates, **windows)
+    return llama_style(k, name, dict(vocab_size=128256, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+                                     num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=32768,
+                                     tie_word_embeddings=True),
+                       **{**attention_biases(k), "mlp_bias": k.flag("mlp_bias", False)},
+                       rope_pattern=None if all(rotates) else rotates, **windows)
 
 
 COHERE = dict(vocab_size=256000, hidden_size=8192, intermediate_size=22528, num_hidden_layers=40,
@@ -275,7 +222,8 @@ def cohere(k: Keys, name: str) -> Architecture:
     weights for every head."""
     k.known("logit_scale", "layer_norm_eps")
     qk_norm = "head_each" if k.flag("use_qk_norm", False) else None
-    return _core(k, name, COHERE, norm="layer_nobias", parallel=True, norms=1, qk_norm=qk_norm, **_biases(k))
+    return llama_style(k, name, COHERE, norm="layer_nobias", parallel=True, norms=1, qk_norm=qk_norm,
+                       **attention_biases(k))
 
 
 def cohere2(k: Keys, name: str) -> Architecture:
@@ -287,16 +235,16 @@ def cohere2(k: Keys, name: str) -> Architecture:
     window = k.int("sliding_window", 4096, nullable=True)
     windows = window_fields(k, depth, window, _all_but_every(k, window))
     rope = windows.get("window_pattern")
-    return _core(k, name, dict(COHERE, rotary=bool(windows)), norm="layer_nobias", parallel=True, norms=1,
-                 **_biases(k), rope_pattern=rope, **windows)
+    return llama_style(k, name, dict(COHERE, rotary=bool(windows)), norm="layer_nobias", parallel=True, norms=1,
+                       **attention_biases(k), rope_pattern=rope, **windows)
 
 
 def arcee(k: Keys, name: str) -> Architecture:
     """Arcee (AFM): an ungated MLP (``up_proj``, ``down_proj``) with ReLU² (``relu2``), counted
     one FLOP an element as every activation; ``attention_bias``, ``mlp_bias``."""
-    return _core(k, name, dict(hidden_size=2560, intermediate_size=18432, hidden_act="relu2",
-                               max_position_embeddings=4096, gated=False),
-                 **{**_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
+    return llama_style(k, name, dict(hidden_size=2560, intermediate_size=18432, hidden_act="relu2",
+                                     max_position_embeddings=4096, gated=False),
+                       **{**attention_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
 
 
 FAMILIES = {"llama": llama, "mistral": mistral, "qwen2": qwen2, "qwen3": qwen3, "gemma": gemma, "gemma2": gemma2,

@@ -26,14 +26,14 @@ from fractions import Fraction
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families.keys import Keys, window_fields
-from symbolic_cost.models.families.llama import GRANITE_SCALES, _biases, _core, rotating_layers
+from symbolic_cost.models.families.common import GRANITE_SCALES, attention_biases, llama_style, rotating_layers
 
 AUX_LOSS = ("router_aux_loss_coef", "output_router_logits", "aux_loss_alpha", "seq_aux")
 
 
 def _experts_list(k: Keys, key: str) -> tuple:
     """``mlp_only_layers``: layer indices, as a list of non-negative integers (null: none)."""
-    value = k._raw(key, None, True)
+    value = k.raw(key, None, True)
     if value is None:
         return ()
     if not (isinstance(value, list) and all(type(i) is int and i >= 0 for i in value)):
@@ -60,8 +60,8 @@ def mixtral(k: Keys, name: str) -> Architecture:
     window = k.int("sliding_window", None, nullable=True)
     moe = MoE(experts, experts_per_token(k, 2), k.int("intermediate_size", 14336), normalise=True)
     fields = dict(window=window, windowed_layers=depth) if window else {}
-    return _core(k, name, dict(intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=4096 * 32),
-                 qkv_bias=False, bias=False, mlp_bias=False, moe=moe, **fields)
+    return llama_style(k, name, dict(intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=4096 * 32),
+                       qkv_bias=False, bias=False, mlp_bias=False, moe=moe, **fields)
 
 
 def _qwen_moe(k: Keys, experts: int, width: int, top_k: int, shared: int, gate: bool) -> MoE | None:
@@ -88,9 +88,9 @@ def qwen2_moe(k: Keys, name: str) -> Architecture:
     windows = window_fields(k, depth, window if use and window else None, lambda i: i < start and i % 2 == 0)
     moe = _qwen_moe(k, k.int("num_experts", 60, zero=True), 1408, 4,
                     k.int("shared_expert_intermediate_size", 5632), True)
-    return _core(k, name, dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
-                               num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=32768),
-                 qkv_bias=k.flag("qkv_bias", True), bias=False, mlp_bias=False, moe=moe, **windows)
+    return llama_style(k, name, dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+                                     num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=32768),
+                       qkv_bias=k.flag("qkv_bias", True), bias=False, mlp_bias=False, moe=moe, **windows)
 
 
 def qwen3_moe(k: Keys, name: str) -> Architecture:
@@ -104,11 +104,11 @@ def qwen3_moe(k: Keys, name: str) -> Architecture:
     fields = dict(window=window, windowed_layers=depth) if use and window else {}
     experts = k.int("num_local_experts", k.int("num_experts", 128, zero=True), zero=True)
     attention = k.flag("attention_bias", False)
-    return _core(k, name, dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
-                               num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=32768),
-                 qkv_bias=attention, bias=attention, mlp_bias=False, qk_norm="head",
-                 moe=_qwen_moe(k, experts, 768, 8, 0, False),
-                 **fields)
+    return llama_style(k, name, dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
+                                     num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=32768),
+                       qkv_bias=attention, bias=attention, mlp_bias=False, qk_norm="head",
+                       moe=_qwen_moe(k, experts, 768, 8, 0, False),
+                       **fields)
 
 
 def olmoe(k: Keys, name: str) -> Architecture:
@@ -119,10 +119,10 @@ def olmoe(k: Keys, name: str) -> Architecture:
     moe = MoE(k.int("num_local_experts", k.int("num_experts", 64)), experts_per_token(k, 8), k.int("intermediate_size", 2048),
               normalise=k.flag("norm_topk_prob", False))
     clip = k.number("clip_qkv", None, nullable=True) is not None
-    return _core(k, name, dict(vocab_size=50304, hidden_size=2048, intermediate_size=2048, num_hidden_layers=16,
-                               num_attention_heads=16, max_position_embeddings=4096),
-                 qk_norm="projection", clip_qkv=clip, qkv_bias=k.flag("attention_bias", False),
-                 bias=k.flag("attention_bias", False), mlp_bias=False, moe=moe)
+    return llama_style(k, name, dict(vocab_size=50304, hidden_size=2048, intermediate_size=2048, num_hidden_layers=16,
+                                     num_attention_heads=16, max_position_embeddings=4096),
+                       qk_norm="projection", clip_qkv=clip, qkv_bias=k.flag("attention_bias", False),
+                       bias=k.flag("attention_bias", False), mlp_bias=False, moe=moe)
 
 
 def gpt_oss(k: Keys, name: str) -> Architecture:
@@ -142,11 +142,11 @@ def gpt_oss(k: Keys, name: str) -> Architecture:
     moe = MoE(k.int("num_local_experts", 128), experts_per_token(k, 4), k.int("intermediate_size", 2880), router="topk_softmax",
               router_bias=True, expert_bias=True)
     attention = k.flag("attention_bias", True)
-    return _core(k, name, dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
-                               num_attention_heads=64, num_key_value_heads=8, head_dim=64,
-                               max_position_embeddings=131072),
-                 qkv_bias=attention, bias=attention, mlp_bias=False, moe=moe, sinks=True,
-                 **window_fields(k, depth, window, lambda i: i % 2 == 0))
+    return llama_style(k, name, dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
+                                     num_attention_heads=64, num_key_value_heads=8, head_dim=64,
+                                     max_position_embeddings=131072),
+                       qkv_bias=attention, bias=attention, mlp_bias=False, moe=moe, sinks=True,
+                       **window_fields(k, depth, window, lambda i: i % 2 == 0))
 
 
 def glm4_moe(k: Keys, name: str) -> Architecture:
@@ -167,11 +167,11 @@ def glm4_moe(k: Keys, name: str) -> Architecture:
               normalise=k.flag("norm_topk_prob", True), scale=k.number("routed_scaling_factor", 1.0) != 1,
               first_dense=k.int("first_k_dense_replace", 1, zero=True))
     e, h = k.int("hidden_size", 4096), k.int("num_attention_heads", 96)
-    arch = _core(k, name, dict(vocab_size=151552, intermediate_size=10944, num_hidden_layers=46, num_attention_heads=96,
-                               num_key_value_heads=8, max_position_embeddings=131072, head_dim=e // h,
-                               rotary_keys=("partial_rotary_factor",), rotary_share=Fraction(1, 2)),
-                 qkv_bias=k.flag("attention_bias", False), bias=False, mlp_bias=False,
-                 qk_norm="head" if k.flag("use_qk_norm", False) else None, moe=moe)
+    arch = llama_style(k, name, dict(vocab_size=151552, intermediate_size=10944, num_hidden_layers=46, num_attention_heads=96,
+                                     num_key_value_heads=8, max_position_embeddings=131072, head_dim=e // h,
+                                     rotary_keys=("partial_rotary_factor",), rotary_share=Fraction(1, 2)),
+                       qkv_bias=k.flag("attention_bias", False), bias=False, mlp_bias=False,
+                       qk_norm="head" if k.flag("use_qk_norm", False) else None, moe=moe)
     return replace(arch, mtp_layers=mtp)
 
 
@@ -192,7 +192,7 @@ def _granite_moe(k: Keys, name: str, shared) -> Architecture:
     k.known(*AUX_LOSS, *GRANITE_SCALES)
     moe = MoE(k.int("num_local_experts", 8), experts_per_token(k, 2), k.int("intermediate_size", 11008), shared_f=shared,
               router="topk_softmax")
-    return _core(k, name, {}, **_biases(k), moe=moe)
+    return llama_style(k, name, {}, **attention_biases(k), moe=moe)
 
 
 def llama4_text(k: Keys, name: str) -> Architecture:
@@ -212,7 +212,7 @@ def llama4_text(k: Keys, name: str) -> Architecture:
     rotates = rotating_layers(k, depth)
     chunk = k.int("attention_chunk_size", 8192, nullable=True)
     windows = window_fields(k, depth, chunk, lambda i: rotates[i], kind="chunked_attention")
-    listed = k._raw("moe_layers", None, True)
+    listed = k.raw("moe_layers", None, True)
     step = k.int("interleave_moe_layer_step", 1)
     routed = range(step - 1, depth, step) if listed is None else listed
     if not (isinstance(routed, (list, range)) and all(type(i) is int and i >= 0 for i in routed)):
@@ -220,11 +220,11 @@ def llama4_text(k: Keys, name: str) -> Architecture:
     width = k.int("intermediate_size", 8192)
     moe = MoE(k.int("num_local_experts", 16), experts_per_token(k, 1), width, shared_f=width, router="topk_sigmoid",
               dense_layers=tuple(i for i in range(depth) if i not in set(routed)))
-    return _core(k, name, dict(vocab_size=202048, hidden_size=5120, intermediate_size_mlp=16384, num_hidden_layers=48,
-                               num_attention_heads=40, num_key_value_heads=8, head_dim=128,
-                               max_position_embeddings=4096 * 32, f_key="intermediate_size_mlp"),
-                 **_biases(k), qk_norm="l2" if k.flag("use_qk_norm", True) else None, moe=moe,
-                 rope_pattern=None if all(rotates) else rotates, chunked=bool(windows), **windows)
+    return llama_style(k, name, dict(vocab_size=202048, hidden_size=5120, intermediate_size_mlp=16384, num_hidden_layers=48,
+                                     num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                                     max_position_embeddings=4096 * 32, f_key="intermediate_size_mlp"),
+                       **attention_biases(k), qk_norm="l2" if k.flag("use_qk_norm", True) else None, moe=moe,
+                       rope_pattern=None if all(rotates) else rotates, chunked=bool(windows), **windows)
 
 
 def phimoe(k: Keys, name: str) -> Architecture:
@@ -239,9 +239,9 @@ def phimoe(k: Keys, name: str) -> Architecture:
     window = k.int("sliding_window", None, nullable=True)
     fields = dict(window=window, windowed_layers=depth) if window else {}
     moe = MoE(k.int("num_local_experts", 16), experts_per_token(k, 2), k.int("intermediate_size", 6400), router="sparsemixer")
-    return _core(k, name, dict(vocab_size=32064, intermediate_size=6400, num_key_value_heads=8,
-                               max_position_embeddings=4096 * 32),
-                 norm="layer", **_biases(k), head_bias=k.flag("lm_head_bias", False), moe=moe, **fields)
+    return llama_style(k, name, dict(vocab_size=32064, intermediate_size=6400, num_key_value_heads=8,
+                                     max_position_embeddings=4096 * 32),
+                       norm="layer", **attention_biases(k), head_bias=k.flag("lm_head_bias", False), moe=moe, **fields)
 
 
 def minimax_m2(k: Keys, name: str) -> Architecture:
@@ -256,11 +256,11 @@ def minimax_m2(k: Keys, name: str) -> Architecture:
     legacy = k.int("rotary_dim", None, nullable=True)
     moe = MoE(k.int("num_local_experts", 256), experts_per_token(k, 8), k.int("intermediate_size", 1536), router="sigmoid",
               normalise=True)
-    return _core(k, name, dict(vocab_size=200064, hidden_size=3072, intermediate_size=1536, num_hidden_layers=62,
-                               num_attention_heads=48, num_key_value_heads=8, head_dim=128,
-                               max_position_embeddings=196608, rotary_keys=("partial_rotary_factor",),
-                               rotary_share=Fraction(legacy, head) if legacy else 1),
-                 qkv_bias=False, bias=False, mlp_bias=False, qk_norm="projection", moe=moe)
+    return llama_style(k, name, dict(vocab_size=200064, hidden_size=3072, intermediate_size=1536, num_hidden_layers=62,
+                                     num_attention_heads=48, num_key_value_heads=8, head_dim=128,
+                                     max_position_embeddings=196608, rotary_keys=("partial_rotary_factor",),
+                                     rotary_share=Fraction(legacy, head) if legacy else 1),
+                       qkv_bias=False, bias=False, mlp_bias=False, qk_norm="projection", moe=moe)
 
 
 FAMILIES = {"mixtral": mixtral, "qwen2_moe": qwen2_moe, "qwen3_moe": qwen3_moe, "olmoe": olmoe, "gpt_oss": gpt_oss,
