@@ -178,8 +178,8 @@ MUTATIONS = (
              required=False),
     Mutation("ulysses-backward-output", "symbolic_cost/blocks/context.py",
              'return before, a2a(out, "fwd") + a2a(out, "bwd")', 'return before, a2a(out, "fwd")', required=False),
-    Mutation("search-kv-heads", "symbolic_cost/numeric/layouts.py", "if arch.h % m1 or kv % m1 or", "if arch.h % m1 or",
-             required=False),
+    Mutation("search-kv-heads", "symbolic_cost/numeric/layouts.py", "return dict(h=arch.h, kv_heads=arch.kv, f=arch.f,",
+             "return dict(h=arch.h, f=arch.f,", required=False),
 )
 
 

@@ -9,6 +9,7 @@ from sympy import simplify
 from symbolic_cost import analysis
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.models.config import from_config, load, preset
 from symbolic_cost.models import Architecture, Training, model_cost, stage_parameters
@@ -71,7 +72,17 @@ def test_zero3_model_state_is_the_unsharded_state_over_d(d, name, precision):
 
 @given(p=st.integers(1, 6), name=st.sampled_from(["gpt2", "llama-2-7b", "mistral-7b"]))
 def test_pipeline_stages_add_up_to_the_model(p, name):
+    """Whole layers a stage: a ``p`` that does not divide the depth (gpt2's 12 by 5, Llama's 32
+    by 3, 5, 6) is refused by ``stage_parameters`` as by ``model_cost``, with the same error."""
     arch = preset(name)
+    if arch.n_layers % p:
+        refusals = []
+        for call in (lambda: stage_parameters(arch, p, 0), lambda: model_cost(arch, Training(b=1, l=8, p=p))):
+            with pytest.raises(InputError) as raised:
+                call()
+            refusals.append(str(raised.value))
+        assert refusals[0] == refusals[1] and refusals[0].startswith(f"p must divide n_layers (got p={p},")
+        return
     stages = sum(stage_parameters(arch, p, i) for i in range(p))
     copy = arch.vocab * arch.e if (p > 1 and arch.tied) else 0          # the last stage's tied copy
     assert stages == model_cost(arch, Training(b=1, l=8)).parameters + copy

@@ -405,3 +405,74 @@ def test_architecture_derived_sizes_by_hand():
     arch = Architecture("toy", 2, 64, 8, 256, 100, kv_heads=2, head_dim=16, v_head_dim=4)
     assert (arch.kv, arch.head_size, arch.value_size) == (2, 16, 4)
     assert Architecture("toy", 2, 64, 8, 256, 100, head_dim=16).value_size == 16
+
+
+# ---------------------------------------------------------------- the search's rules are model_cost's
+
+def _accepted(arch, devices, seq, expert=False) -> set:
+    """Every ``(m1, s1, d, p, ep, etp)`` with ``s1`` 1 or ``m1`` (``m1`` with experts) and ``b = 1``
+    that ``numeric.exact.check_numbers`` (the rules ``model_cost`` applies) accepts."""
+    from symbolic_cost.checks import InputError
+    from symbolic_cost.numeric.exact import check_numbers
+    out = set()
+    for m1 in (k for k in range(1, devices + 1) if devices % k == 0):
+        for p in (k for k in range(1, devices // m1 + 1) if (devices // m1) % k == 0):
+            d = devices // (m1 * p)
+            grids = [(ep, etp) for ep in range(1, m1 * d + 1) for etp in sorted({1, m1})] if expert else [(1, 1)]
+            for s1, (ep, etp) in ((s1, g) for s1 in ({m1} if expert else {1, m1}) for g in grids):
+                t = Training(b=1, l=seq, m1=m1, s1=s1, d=d, p=p, micro_batches=64 // d or 1,
+                             **(dict(ep=ep, etp=etp) if expert else {}))
+                try:
+                    check_numbers(arch, t)
+                except InputError:
+                    continue
+                out.add((m1, s1, d, p, ep, etp))
+    return out
+
+
+@pytest.mark.parametrize("name, devices", [("Llama-3.2-1B", 64), ("Mixtral-8x7B-v0.1", 16), ("gemma-2-2b", 32)])
+def test_search_layouts_are_what_model_cost_accepts(name, devices):
+    """The search (``numeric.layouts``) keeps exactly the degrees ``model_cost``'s rules accept
+    (``numeric.exact.check_numbers``): a rule dropped or added on one side shows (Llama-3.2-1B's
+    8 key/value heads refuse m1 = 16; Mixtral's 8 experts and its expert grid)."""
+    from symbolic_cost.models.config import load
+    from symbolic_cost.numeric.layouts import layouts
+    arch = load(PACKAGE.parent / "tests" / "hf_configs" / f"{name}.json")
+    expert = arch.moe is not None
+    table = layouts(arch, devices, 64, 2048, micro_batch_sizes=(1,), recompute=("none",))
+    columns = ["m1", "s1", "d", "p"] + (["ep", "etp"] if expert else [])
+    found = {tuple(row) + ((1, 1) if not expert else ()) for row in table[columns].itertuples(index=False)}
+    assert found == _accepted(arch, devices, 2048, expert) and found
+
+
+# ---------------------------------------------------------------- refusals written once
+
+def _sources() -> str:
+    return "\n".join(path.read_text() for path in sorted(PACKAGE.rglob("*.py")))
+
+
+@pytest.mark.parametrize("text", ["is a bidirectional encoder", "ep x etp must equal m1",
+                                  "the expert grid folds onto the tensor and data-parallel ranks"])
+def test_refusal_written_once(text):
+    """The encoder refusal (``inference.kv_cache.check_decoder``), the expert grid that must be
+    the tensor group (``blocks.moe.check_tensor_group_grid``) and the grid that must fold onto
+    the ranks (``parallel.expert.expert_data_degree``) each have one home."""
+    assert _sources().count(text) == 1
+
+
+def test_refusals_read_alike_at_each_entrance():
+    from symbolic_cost.blocks.moe import MoE, moe
+    from symbolic_cost.inference.kv_cache import kv_cache_bytes
+    from symbolic_cost.inference.phases import prefill
+    from symbolic_cost.inference.serving import Serving
+    from symbolic_cost.parallel.expert import expert_data_degree
+
+    def message(call):
+        with pytest.raises(ValueError) as raised:
+            call()
+        return str(raised.value)
+    bert = preset("bert-base-uncased")
+    assert message(lambda: kv_cache_bytes(bert, 1, 8)) == message(lambda: prefill(bert, Serving(b=1, l_in=8, l_out=2)))
+    assert message(lambda: Serving(ep=4, d=2)) == message(lambda: expert_data_degree(1, 2, 4, 1))
+    replicated = message(lambda: moe(1, 4, 8, MoE(8, 2, 64), 4, 1, ep=2, etp=1, replicated=True))
+    assert replicated.startswith("ep x etp must equal m1 when the tensor ranks share their tokens")

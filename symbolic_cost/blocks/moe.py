@@ -200,10 +200,17 @@ def _check_replicated(at: Layout, ep, etp) -> None:
     """Replicated tokens: no sequence shards, and the expert grid is the tensor group."""
     if at.s != 1:
         raise InputError(f"s1 must be 1 when every tensor rank routes the same tokens (replicated), got s1={at.s}")
-    if (ep * etp - at.m1).is_number and ep * etp != at.m1:
-        raise InputError(f"ep x etp must equal m1 when the tensor ranks share their tokens (serving without "
-                         f"sequence parallelism: the experts are split over the tensor group), "
-                         f"got ep={ep}, etp={etp}, m1={at.m1}")
+    check_tensor_group_grid(ep, etp, at.m1)
+
+
+def check_tensor_group_grid(ep, etp, m1, model: str = "") -> None:
+    """Replicated tokens (serving: every tensor rank routes the same tokens) need the expert
+    grid to be the tensor group, ``ep etp = m1`` (when decidable); ``model`` names the model
+    in the message.  The one home of this refusal (``inference.serving.check_experts`` too)."""
+    if (ep * etp - m1).is_number and ep * etp != m1:
+        raise InputError(f"ep x etp must equal m1{model} when the tensor ranks share their tokens (serving without "
+                         f"sequence parallelism: the m1 ranks split the experts among them, etp=m1 slicing every "
+                         f"expert, ep=m1 spreading whole experts), got ep={ep}, etp={etp}, m1={m1}")
 
 
 def check_sequence_parallel(m1, s1) -> None:

@@ -15,6 +15,7 @@ from symbolic_cost.cli.summary import SETTABLE
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, grid_option, honour_mtp,
                                       grid_values, numbers_needed, parse_condition, resolve, training_values)
 from symbolic_cost.blocks.moe import MOE_RULES
+from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.experts import alltoall_bytes
@@ -85,7 +86,7 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
     if arch.moe is not None:      # whole experts and slices, an expert grid that folds, s1 = m1 (blocks.moe)
         dims.update({"experts": arch.moe.experts, "expert_f": arch.moe.expert_f, "ep x etp": get(S.ep) * get(S.etp),
                      "m1 x d": get(S.m1) * get(S.d)}, **({"shared_f": arch.moe.shared_f} if arch.moe.shared_f else {}))
-        rules += MOE_RULES + (("ep x etp", "m1 x d"), ("m1", "s1"))
+        rules += MOE_RULES + EXPERT_GRID_RULES + (("m1", "s1"),)
     grid_rules(dims, grid, rules)
 
 

@@ -145,6 +145,14 @@ class CacheGroup:
         return exact(tokens, "tokens")
 
 
+def check_decoder(arch: Architecture) -> None:
+    """Refuse a bidirectional encoder: it generates nothing and keeps no KV cache (the one home
+    of this refusal: ``inference.serving.check_generative`` too)."""
+    if not (arch.causal or arch.encoder_decoder):
+        raise InputError(f"{arch.name} is a bidirectional encoder: it generates nothing, has no decode phase "
+                         f"and keeps no KV cache")
+
+
 def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, ...]:
     """The cached attention layers of ``arch`` with ``kv/m1`` heads on each device: a
     decoder's full and sliding-window layers, or an encoder-decoder's decoder self-attention
@@ -155,8 +163,7 @@ def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, 
     >>> [(g.kind, g.layers, g.per_token) for g in cache_groups(preset("llama-2-7b"))]
     [('full', 32, 8192)]
     """
-    if not (arch.causal or arch.encoder_decoder):
-        raise InputError(f"{arch.name} is a bidirectional encoder: it generates nothing and keeps no KV cache")
+    check_decoder(arch)
     if mla not in MLA_FORMS:
         raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {mla!r}")
     if arch.latent is not None:

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
+from symbolic_cost.blocks.moe import check_tensor_group_grid
 from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, positive_dims
-from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, kv_format
+from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, check_decoder, kv_format
 from symbolic_cost.inference.weight_formats import weight_format
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.training import PRECISIONS, element_bytes
 from symbolic_cost.models.training import check_context as shared_context_rule
+from symbolic_cost.parallel.expert import expert_data_degree
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,7 @@ class Serving:
                              f"ep x etp = m1 ways), got ep={self.ep}, m1={self.m1}")
         if self.etp is not None:
             object.__setattr__(self, "etp", positive_dims(etp=self.etp)["etp"])
-        ranks = self.m1 * self.d / (self.ep * self.expert_tensor)
-        if ranks.is_integer is False:
-            raise InputError(f"ep x etp must divide m1 x d (the expert ranks are a stage's tensor and replica ranks), "
-                             f"got ep={self.ep}, etp={self.expert_tensor}, m1={self.m1}, d={self.d}")
+        expert_data_degree(self.m1, self.d, self.ep, self.expert_tensor)     # the grid folds onto the ranks
 
     @property
     def expert_tensor(self) -> Expr:
@@ -156,17 +155,13 @@ def check_experts(arch: Architecture, s: Serving) -> None:
     sequence shards), so their experts are split ``ep etp = m1`` ways among them."""
     if arch.moe is None and (s.ep != 1 or s.etp not in (None, 1)):
         raise InputError(f"ep and etp split experts, and {arch.name} has none (got ep={s.ep}, etp={s.etp})")
-    grid = s.ep * s.expert_tensor
-    if arch.moe is not None and s.m1 != 1 and (grid - s.m1).is_number and grid != s.m1:
-        raise InputError(f"ep x etp must equal m1 for {arch.name} under tensor parallelism (the m1 ranks share "
-                         f"their tokens and split the experts among them: etp=m1 slices every expert, ep=m1 "
-                         f"spreads whole experts), got ep={s.ep}, etp={s.expert_tensor}, m1={s.m1}")
+    if arch.moe is not None and s.m1 != 1:
+        check_tensor_group_grid(s.ep, s.expert_tensor, s.m1, f" for {arch.name} under tensor parallelism")
 
 
 def check_generative(arch: Architecture) -> None:
     """Refuse a model that does not generate: a bidirectional encoder, or one without an LM head."""
-    if not (arch.causal or arch.encoder_decoder):
-        raise InputError(f"{arch.name} is a bidirectional encoder: it has no decode phase and keeps no KV cache")
+    check_decoder(arch)
     if not arch.lm_head or arch.task:
         raise InputError(f"{arch.name} has no language-model head (task {arch.task or 'base model'!r}): "
                          f"inference generates tokens with one")

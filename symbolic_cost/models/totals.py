@@ -225,14 +225,18 @@ def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=c
     """Parameters on one device of pipeline stage ``stage`` (0-based) of ``p``: its layers
     (``models.ranks.Placement``: ``n_layers/p`` of them, DeepSeek's dense ones on the first
     stages), the embedding on the first stage, the head on the last (with its own copy of a
-    tied embedding when the two stages differ)."""
+    tied embedding when the two stages differ).  Refuses what ``model_cost`` refuses of the same
+    ``p`` and ``m1``, with the same ``InputError`` (``check_schedule``: whole layers a stage)."""
     if not 0 <= stage < p:
         raise InputError(f"stage must be in [0, {p}), got {stage}")
+    t = Training(p=p)
     stack = model_stack(arch, Training(), m1, m1, 1, conventions, 1, m1)   # any s1; experts: etp = m1, ep = 1
     start, end = stack[0][0], stack[-1][0]
-    return placement(arch, Training(p=p), stack, p).holds(stage, start.total("weights"), end.total("weights"),
-                                                          [blk.total("weights") for blk, _ in stack[1:-1]],
-                                                          tied_copy(arch, start))
+    place = placement(arch, t, stack, p)                  # model_cost's order: the placement, then the schedule
+    check_schedule(t, exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers"),
+                   exact(p, "p"), exact(t.micro_batches, "micro_batches"))
+    return place.holds(stage, start.total("weights"), end.total("weights"),
+                       [blk.total("weights") for blk, _ in stack[1:-1]], tied_copy(arch, start))
 
 
 def world_size(training: Training) -> Expr:

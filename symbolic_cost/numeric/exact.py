@@ -25,7 +25,7 @@ from sympy.printing.pycode import PythonCodePrinter
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks.moe import check_sequence_parallel
+from symbolic_cost.blocks.moe import MOE_RULES, check_sequence_parallel
 from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact
 from symbolic_cost.models import Training, model_cost
@@ -230,5 +230,4 @@ def check_numbers(arch, training) -> None:
         ep, etp = expert_degrees(t, t.m1)
         expert_data_degree(t.m1, t.d, ep, etp)
         check_sequence_parallel(exact(t.m1), exact(t.s1))
-        check_rules(dict(ep=ep, experts=arch.moe.experts, etp=etp, expert_f=arch.moe.expert_f),
-                    (("ep", "experts"), ("etp", "expert_f")))
+        check_rules(dict(ep=ep, experts=arch.moe.experts, etp=etp, expert_f=arch.moe.expert_f), MOE_RULES)

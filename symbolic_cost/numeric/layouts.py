@@ -1,4 +1,6 @@
-"""The layouts a search compares: which degrees divide what they split.
+"""The layouts a search compares: which degrees divide what they split, by the rules a model
+applies (``checks.MODEL_RULES``, ``PIPELINE_RULES``, ``blocks.moe.MOE_RULES``,
+``parallel.expert.EXPERT_GRID_RULES``).
 
 ``layouts`` lists the 1-D layouts ``(m1, s1, d, p, b, n_micro)`` (with ``ep, etp`` for a
 mixture of experts) of a model on ``N`` devices; ``expand`` multiplies them by the discrete
@@ -12,15 +14,43 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from symbolic_cost.checks import InputError, count
+from symbolic_cost.blocks.moe import MOE_RULES
+from symbolic_cost.checks import MODEL_RULES, PIPELINE_RULES, InputError, check_rules, count
 from symbolic_cost.models import Architecture
 from symbolic_cost.models.grid_stack import unsupported
+from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.parallel.grid import check_grid, make_grid
 
 
+RULES = MODEL_RULES + PIPELINE_RULES + MOE_RULES + EXPERT_GRID_RULES
+"""Every rule a layout of the search meets: those ``model_cost`` applies to the same numbers."""
+
+
+def allowed(dims: dict) -> bool:
+    """Whether ``checks.check_rules(dims, RULES)`` accepts ``dims``: what a model would refuse,
+    the search skips.
+
+    >>> allowed(dict(h=8, m1=4)), allowed(dict(h=8, m1=3))
+    (True, False)
+    """
+    try:
+        check_rules(dims, RULES)
+    except InputError:
+        return False
+    return True
+
+
 def _divisors(n: int) -> list[int]:
+    """The divisors of ``n``, in increasing order."""
     small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
     return sorted(set(small + [n // k for k in small]))
+
+
+def _split_by_tensor(arch: Architecture) -> dict:
+    """What the ``m1`` tensor ranks split, named as the rules name it: query and key/value
+    heads, the MLP width and the shared experts' width (when there are any)."""
+    shared = {"shared_f": arch.moe.shared_f} if arch.moe is not None and arch.moe.shared_f else {}
+    return dict(h=arch.h, kv_heads=arch.kv, f=arch.f, **shared)
 
 
 def expert_layouts(arch: Architecture, m1: int, d: int) -> list[tuple[int, int]]:
@@ -29,9 +59,9 @@ def expert_layouts(arch: Architecture, m1: int, d: int) -> list[tuple[int, int]]
     (``parallel.expert``); ``(1, 1)`` for a dense model."""
     if arch.moe is None:
         return [(1, 1)]
-    experts, width = int(arch.moe.experts), int(arch.moe.expert_f)
-    return [(ep, etp) for ep in _divisors(m1 * d) if experts % ep == 0 for etp in sorted({1, m1})
-            if (m1 * d) % (ep * etp) == 0 and width % etp == 0]
+    grid = dict(experts=arch.moe.experts, expert_f=arch.moe.expert_f, **{"m1 x d": m1 * d})
+    return [(ep, etp) for ep in _divisors(m1 * d) for etp in sorted({1, m1})
+            if allowed(dict(grid, ep=ep, etp=etp, **{"ep x etp": ep * etp}))]
 
 
 def micro_batches(sizes, global_batch: int, d: int) -> list[int]:
@@ -57,18 +87,12 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
     if sequence not in ("ends", "all"):
         raise InputError(f"sequence must be 'ends' (s1 = 1 or m1) or 'all' (every divisor of m1), got {sequence!r}",
                          "sequence")
-    kv = arch.kv
-    shared = int(arch.moe.shared_f) if arch.moe is not None else 0
-    rows = []
-    for m1 in _divisors(devices):
-        if arch.h % m1 or kv % m1 or arch.f % m1 or shared % m1:
-            continue
-        for p in _divisors(devices // m1):
-            if arch.n_layers % p:
-                continue
+    split, rows = _split_by_tensor(arch), []
+    for m1 in (m1 for m1 in _divisors(devices) if allowed(dict(split, m1=m1))):
+        for p in (p for p in _divisors(devices // m1) if allowed(dict(p=p, n_layers=arch.n_layers))):
             d = devices // (m1 * p)
             for s1 in ([m1] if arch.moe is not None else _divisors(m1) if sequence == "all" else sorted({1, m1})):
-                if seq % s1:
+                if not allowed(dict(s1=s1, l=seq, m1=m1)):
                     continue
                 for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d)
                                      for b in micro_batches(micro_batch_sizes, global_batch, d)):
@@ -123,9 +147,9 @@ def grid_layouts(arch: Architecture, devices: int, global_batch: int, seq: int, 
     for kind in [k for k in GRIDS if k in tensor and not unsupported(arch)]:
         for q, depth in _grid_degrees(kind, devices):
             grid = GRIDS[kind](q, depth)
-            if devices % grid.devices or seq % grid.devices:
+            if devices % grid.devices or not allowed(dict(s1=grid.devices, l=seq)):
                 continue
-            for p in (p for p in _divisors(devices // grid.devices) if arch.n_layers % p == 0):
+            for p in (p for p in _divisors(devices // grid.devices) if allowed(dict(p=p, n_layers=arch.n_layers))):
                 d = devices // (grid.devices * p)
                 rows += [(grid.devices, grid.devices, d, p, b, global_batch // (b * d), policy, kind, q, depth)
                          for b in micro_batches(micro_batch_sizes, global_batch, d) if _meets(arch, grid, b)

@@ -29,6 +29,10 @@ from sympy import Expr
 from symbolic_cost.checks import divides
 from symbolic_cost.cost import exact
 
+EXPERT_GRID_RULES = (("ep x etp", "m1 x d"),)
+"""``(divisor, dividend)``: the expert grid ``ep x etp`` folds onto a stage's ``m1 x d`` ranks
+(``checks.check_rules`` applies it; the layout search and ``--grid`` sweeps too)."""
+
 
 def expert_data_degree(m1, d, ep, etp) -> Expr:
     """``edp = m1 d / (ep etp)``: the replicas of each expert slice, refusing an expert grid
@@ -38,6 +42,7 @@ def expert_data_degree(m1, d, ep, etp) -> Expr:
     (2, 1)
     """
     ranks, grid = exact(m1, "m1") * exact(d, "d"), exact(ep, "ep") * exact(etp, "etp")
-    divides({"ep x etp": grid, "m1 x d": ranks}, "ep x etp", "m1 x d",
-            "the expert grid folds onto the tensor and data-parallel ranks of a stage")
+    for divisor, dividend in EXPERT_GRID_RULES:
+        divides({"ep x etp": grid, "m1 x d": ranks}, divisor, dividend,
+                "the expert grid folds onto the tensor and data-parallel ranks of a stage")
     return ranks / grid
