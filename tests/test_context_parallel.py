@@ -8,7 +8,7 @@ from sympy import Integer, Rational
 
 import simulate_cp as sim
 from symbolic_cost import conventions as conv
-from symbolic_cost.blocks import attention
+from symbolic_cost.blocks import Heads, Scores, attention
 from symbolic_cost.blocks.context import Context
 from symbolic_cost.checks import InputError
 from symbolic_cost.models import Architecture, Training, model_cost, world_size
@@ -25,7 +25,7 @@ ES = 2
 
 def _core(l, cp, variant, conventions):
     """The library's per-rank attention block of one layer (rank tokens ``l/cp``)."""
-    return attention(B, l // cp, E, H, M1, 1, kv_heads=KV, flash=True, causal=True,
+    return attention(B, l // cp, E, Heads(H, kv_heads=KV), M1, 1, flash=True, scores=Scores(causal=True),
                      context=Context(cp, variant), conventions=conventions)
 
 
@@ -64,7 +64,7 @@ def test_ring_and_all_gather_match_the_simulation(variant, simulate, cp, chunk):
 @pytest.mark.parametrize("cp", [2, 4])
 def test_ulysses_matches_the_simulation(cp):
     l = 8 * cp
-    block = attention(B, l // cp, E, H, M1, 1, kv_heads=KV * cp, flash=True, causal=True,
+    block = attention(B, l // cp, E, Heads(H, kv_heads=KV * cp), M1, 1, flash=True, scores=Scores(causal=True),
                       context=Context(cp, "ulysses"))
     expected = sim.ulysses(l, cp, B, H // M1, KV * cp // M1, Q, Q)
     assert (_sent(block, "fwd"), _sent(block, "bwd")) == (expected["fwd"] * ES, expected["bwd"] * ES)

@@ -11,7 +11,7 @@ from sympy import Min, Symbol
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks import attention, transformer_layer
+from symbolic_cost.blocks import Feedforward, Heads, Projections, Scores, attention, transformer_layer
 from symbolic_cost.models import Architecture, Training, model_cost
 
 DENSE = conv.DEFAULT.but(window_count="dense")
@@ -44,7 +44,8 @@ def test_head_dim_apart_from_e_over_h_mistral_nemo():
 
 
 def test_value_head_size_apart_from_query_key():
-    block = attention(1, 8, 64, 4, head_dim=16, v_head_dim=8, qkv_bias=False, out_bias=False, dropouts=False)
+    block = attention(1, 8, 64, Heads(4, head_dim=16, v_head_dim=8), projections=Projections(False, False),
+                      dropouts=False)
     assert block["qkv_proj"].weights / 2 == 64 * (4 * 16 + 4 * 16 + 4 * 8)
     assert block["v_proj"].weights / 2 == 4 * 8 * 64
     assert block["attend"].act_out / 2 == 4 * 8 * 8           # (b, h, l, v_head_dim)
@@ -52,7 +53,7 @@ def test_value_head_size_apart_from_query_key():
 
 def test_multi_query_attention_has_one_key_value_head():
     e, h, q = 64, 4, 16
-    block = attention(1, 8, e, h, kv_heads=1, qkv_bias=False, out_bias=False)
+    block = attention(1, 8, e, Heads(h, kv_heads=1), projections=Projections(False, False))
     assert block["qkv_proj"].weights / 2 == e * (h * q + 2 * q)
     assert block["logits"].act_in_other / 2 == 8 * q           # one K head of (l, q)
 
@@ -74,7 +75,7 @@ def test_norm_kinds_parameters(norm, per_norm):
     e = 64
     with_norms, without = _arch(norm=norm), _arch(norm=norm, final_norm=False)
     assert _params(with_norms) - _params(without) == per_norm * e          # the final norm
-    layer = transformer_layer(1, 8, e, 256, 4, norm=norm, bias=False, qkv_bias=False)
+    layer = transformer_layer(1, 8, e, 256, 4, norm=norm, projections=Projections(False, False))
     assert layer.total("weights") / 2 == 4 * e * e + 2 * e * 256 + 2 * per_norm * e
 
 
@@ -91,19 +92,21 @@ def test_query_key_norms(qk_norm, extra):
     """Qwen3 / Gemma 3: one RMS weight per head size for q and k; OLMo 2: over the projections;
     Llama 4: none; Cohere: one per head size for every head.  The weights are read forward and
     backward and their gradients written (``ops.norm``)."""
-    plain = attention(1, 8, 64, 4, kv_heads=2, norm="rms", qkv_bias=False, out_bias=False)
-    normed = attention(1, 8, 64, 4, kv_heads=2, norm="rms", qkv_bias=False, out_bias=False, qk_norm=qk_norm)
+    plain = attention(1, 8, 64, Heads(4, kv_heads=2), norm="rms", projections=Projections(False, False))
+    normed = attention(1, 8, 64, Heads(4, kv_heads=2, qk_norm=qk_norm), norm="rms",
+                       projections=Projections(False, False))
     assert (normed.total("weights") - plain.total("weights")) / 2 == extra
     assert normed.names[2:4] == ["q_norm", "k_norm"]
     if qk_norm == "head_each":
-        once = attention(1, 8, 64, 4, kv_heads=2, norm="rms", qkv_bias=False, out_bias=False, qk_norm="head")
+        once = attention(1, 8, 64, Heads(4, kv_heads=2, qk_norm="head"), norm="rms",
+                         projections=Projections(False, False))
         more = (normed.total("weights") - once.total("weights"))
         assert normed.total("mem_fwd") - once.total("mem_fwd") == more
         assert normed.total("mem_bwd") - once.total("mem_bwd") == 2 * more
 
 
 def test_projection_qk_norm_reduces_its_statistics_over_the_tensor_group():
-    block = attention(1, 8, 64, 4, 2, kv_heads=2, norm="rms", qk_norm="projection")
+    block = attention(1, 8, 64, Heads(4, kv_heads=2, qk_norm="projection"), 2, norm="rms")
     kinds = [(c.kind, c.pass_, c.elements) for c in block["q_norm"].collectives]
     assert kinds == [("allreduce", "fwd", 8), ("allreduce", "bwd", 8)]
 
@@ -113,9 +116,9 @@ def test_attention_sinks_one_logit_per_head_split_over_the_tensor_group():
     head adds its sink's exponential to the row sum (2 FLOPs); eager attention keeps the sink
     column of the probabilities, flash attention nothing more."""
     b, l, e, h = 2, 8, 128, 64
-    plain = attention(b, l, e, h, 2, qkv_bias=False, out_bias=False)
-    eager = attention(b, l, e, h, 2, qkv_bias=False, out_bias=False, sinks=True)
-    flash = attention(b, l, e, h, 2, qkv_bias=False, out_bias=False, sinks=True, flash=True)
+    plain = attention(b, l, e, h, 2, projections=Projections(False, False))
+    eager = attention(b, l, e, h, 2, projections=Projections(False, False), scores=Scores(sinks=True))
+    flash = attention(b, l, e, h, 2, projections=Projections(False, False), scores=Scores(sinks=True), flash=True)
     assert (eager.total("weights") - plain.total("weights")) / 2 == 32
     assert eager.total("flops_fwd") - plain.total("flops_fwd") == 2 * b * l * 32
     assert eager["attention_sinks"].act_buffer / 2 == b * l * 32 and flash["attention_sinks"].act_buffer == 0
@@ -124,7 +127,7 @@ def test_attention_sinks_one_logit_per_head_split_over_the_tensor_group():
 def test_partial_rotary_rotates_a_fraction_of_each_head():
     """GPT-NeoX: rotary_pct 0.25 of 64 dims: 16 dims of every q and k head, 3 FLOPs each."""
     b, l, h, e = 2, 8, 4, 256
-    block = attention(b, l, e, h, rotary_pos=True, rotary_dim=16)
+    block = attention(b, l, e, Heads(h, rotary=True, rotary_dim=16))
     assert block["rotary"].flops_fwd == 3 * b * l * (h + h) * 16
 
 
@@ -140,8 +143,8 @@ def test_tied_head_and_learned_positions():
 def test_parallel_block_parameters_gpt_j():
     """GPT-J layer: q, k, v, out without bias, fc_in and fc_out with bias, one LayerNorm."""
     e, f, h = 64, 256, 4
-    layer = transformer_layer(1, 8, e, f, h, parallel=True, norms=1, qkv_bias=False, mlp_bias=True, bias=False,
-                              dropouts=False)
+    layer = transformer_layer(1, 8, e, f, h, parallel=True, norms=1, projections=Projections(False, False),
+                              ffn=Feedforward(bias=True), dropouts=False)
     assert layer.total("weights") / 2 == 4 * e * e + (e * f + f) + (f * e + e) + 2 * e
 
 
@@ -165,8 +168,8 @@ def test_parallel_block_with_two_norms_gathers_each_branch_input():
 
 
 def test_sandwich_norms_gemma2():
-    layer = transformer_layer(1, 8, 64, 256, 4, norm="rms", norms=4, gated_act=True, bias=False,
-                              qkv_bias=False, dropouts=False)
+    layer = transformer_layer(1, 8, 64, 256, 4, norm="rms", norms=4, ffn=Feedforward(gated=True),
+                              projections=Projections(False, False), dropouts=False)
     assert [n for n in layer.names if "norm" in n] == ["rms_norm_1", "rms_norm_post_attention", "rms_norm_2",
                                                         "rms_norm_post_mlp"]
 
@@ -183,17 +186,17 @@ def test_window_scores_by_enumeration(l, w):
     h, q = 2, 4
     for causal_flops in ("full", "exact"):
         conventions = conv.DEFAULT.but(causal_flops=causal_flops)
-        block = attention(1, l, h * q, h, window=w, causal=True, dropouts=False, conventions=conventions)
+        block = attention(1, l, h * q, h, scores=Scores(causal=True, window=w), dropouts=False, conventions=conventions)
         pairs = _scores_by_enumeration(l, w, causal_flops == "exact")
         assert block["logits"].flops_fwd == h * pairs * (2 * q - 1)
         assert block["softmax"].act_buffer == 2 * h * l * min(w, l)      # the band is stored
-    dense = attention(1, l, h * q, h, window=w, causal=True, conventions=DENSE)
+    dense = attention(1, l, h * q, h, scores=Scores(causal=True, window=w), conventions=DENSE)
     assert dense["logits"].flops_fwd == h * l * l * (2 * q - 1)
 
 
 def test_window_is_symbolic():
     w = Symbol("w", positive=True, integer=True)
-    block = attention(S.b, S.l, S.e, S.h, window=w)
+    block = attention(S.b, S.l, S.e, S.h, scores=Scores(window=w))
     assert block["softmax"].act_buffer == 2 * S.b * S.h * S.l * Min(S.l, w)
     full = attention(S.b, S.l, S.e, S.h)["logits"].flops_fwd
     assert block["logits"].flops_fwd.subs({w: 4, S.l: 16}) == full.subs(S.l, 16) / 4     # 4 of 16 keys

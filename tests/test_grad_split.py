@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from sympy import Symbol, expand, simplify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.blocks import attention, mlp, transformer_layer
+from symbolic_cost.blocks import Feedforward, Heads, Projections, attention, mlp, transformer_layer
 from symbolic_cost.blocks.latent_attention import Latent, latent_attention
 from symbolic_cost.blocks.moe import MoE, moe
 from symbolic_cost.models import Architecture, Training, model_cost
@@ -135,8 +135,9 @@ def blocks() -> dict:
         "mlp": mlp(b, l, e, f, m1, s1), "mlp gated": mlp(b, l, e, f, m1, s1, gated_act=True, norm="rms"),
         "attention": attention(b, l, e, h, m1, s1), "attention flash": attention(b, l, e, h, m1, s1, flash=True),
         "layer": transformer_layer(b, l, e, f, h, m1, s1),
-        "layer rotary gqa": transformer_layer(b, l, e, f, h, m1, s1, kv_heads=m1, rotary_pos=True, gated_act=True,
-                                              norm="rms", bias=False),
+        "layer rotary gqa": transformer_layer(b, l, e, f, Heads(h, kv_heads=m1, rotary=True), m1, s1,
+                                              ffn=Feedforward(gated=True), norm="rms",
+                                              projections=Projections(out_bias=False)),
         "moe": moe(b, l, e, spec, m1, m1), "moe ep": moe(b, l, e, MoE(4, 2, f, shared_f=f), m1, m1, ep=2, etp=1),
         "latent attention": latent_attention(b, l, e, h, Latent(kv_rank=e, rope_dim=4, nope_dim=8, v_dim=8, q_rank=e),
                                              m1, s1),
@@ -342,7 +343,7 @@ def test_attention_against_pytorch(b_, l_, heads, head):
     torch.manual_seed(0)
     e_ = heads * head
     module = Attention(e_, heads, p=0.0, bias=False)
-    block = attention(b_, l_, e_, heads, qkv_bias=False, out_bias=False, dropouts=False, conventions=TWO)
+    block = attention(b_, l_, e_, heads, projections=Projections(False, False), dropouts=False, conventions=TWO)
     matrix = [row for row in block if row.engine == "matrix"]
     inputs = _inputs_only(torch, module, (b_, l_, e_))
     weights = _weights_only(torch, module, (b_, l_, e_))

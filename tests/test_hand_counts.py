@@ -2,7 +2,7 @@
 
 from sympy import Rational, simplify, symbols
 
-from symbolic_cost import attention, conventions as conv, mlp
+from symbolic_cost import Projections, attention, conventions as conv, mlp
 from symbolic_cost.cost import Collective, ring_share
 from symbolic_cost.timing.hardware import SYSTEMS, comm_time, times
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1
@@ -21,7 +21,7 @@ def test_mlp_forward_flops_by_hand():
 def test_layer_forward_flops_leading_terms_2mnk():
     """With f = 4e and 2mnk, a layer's forward is 24 b l e^2 + 4 b l^2 e plus lower terms."""
     layer = (mlp(b, l, e, 4 * e, bias=False, conventions=TWO_MNK).total("flops_fwd")
-             + attention(b, l, e, h, qkv_bias=False, out_bias=False,
+             + attention(b, l, e, h, projections=Projections(False, False),
                          conventions=TWO_MNK).total("flops_fwd"))
     # lower terms by hand: norms 18ble, gelu 4ble, dropouts 2ble,
     # softmax 2bhl^2 + bhl(l-1), attention dropout bhl^2
@@ -32,7 +32,7 @@ def test_layer_forward_flops_leading_terms_2mnk():
 def test_seed_reference_values():
     """Values listed in shared/reference/seed003_formulas.md section 7 (in FLOPs and bytes)."""
     m = mlp(1, 2048, 12288, 49152, 4, conventions="lbnl-2024")
-    a = attention(1, 2048, 12288, 96, 4, qkv_bias=False, conventions="lbnl-2024")
+    a = attention(1, 2048, 12288, 96, 4, projections=Projections(qkv_bias=False), conventions="lbnl-2024")
     assert (m["fc1"].flops_fwd, m["fc1"].flops_bwd) == (618475290624, 1236799586304)
     assert (a["qkv_proj"].flops_fwd, a["qkv_proj"].flops_bwd) == (463837593600, 927574523904)
     assert a["logits"].flops_fwd == 25669140480

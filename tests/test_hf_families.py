@@ -512,7 +512,7 @@ def test_exaone4_rotates_what_its_attention_rotates(window):
     arch = from_config(config)
     groups = group_options(arch, Training(b=1, l=64), 1, 1)
     kinds = layer_kinds(arch) or (0,) * 8
-    assert [groups[kind][0]["rotary_pos"] for kind in kinds] == expected
+    assert [groups[kind][0]["heads"].rotary for kind in kinds] == expected
     assert (False in expected) == (window is not None)
 
 

@@ -3,7 +3,7 @@
 import pytest
 from sympy import expand, simplify
 
-from symbolic_cost import attention, conventions as conv, mlp
+from symbolic_cost import Projections, attention, conventions as conv, mlp
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1
 
 # traffic (mem_fwd, mem_bwd) also reads weights, so it is affine in b, not linear
@@ -65,8 +65,8 @@ def test_tensor_parallel_shards_add_up_to_the_unsharded_flops(sp):
     under the exact count; without biases (a row-parallel bias is added on every device)."""
     s = m1 if sp == "m1" else 1
     for name, build in (("mlp", lambda m, s_: mlp(b, l, e, f, m, s_, bias=False)),
-                        ("attention", lambda m, s_: attention(b, l, e, h, m, s_, qkv_bias=False,
-                                                              out_bias=False))):
+                        ("attention", lambda m, s_: attention(b, l, e, h, m, s_,
+                                                              projections=Projections(False, False)))):
         sharded, whole = build(m1, s), build(1, 1)
         for pass_ in ("flops_fwd", "flops_bwd"):
             total = sum(getattr(sharded[r], pass_) for r in TP_ROWS[name])

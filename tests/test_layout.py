@@ -101,10 +101,6 @@ def test_the_torch_reference_is_not_shipped():
         assert not any(t.startswith("torch") for t, _ in _imports(path)), module
 
 
-# a private name another engineer's refactor makes public (issue 26, item 1): tolerated, not required
-PRIVATE_IMPORTS_IN_FLIGHT = {("symbolic_cost.inference.phases", "_layer_options")}
-
-
 def _private_uses(module: str, path) -> list[str]:
     """Private names (``_x``, not dunders) ``module`` takes from another module of the package:
     ``from symbolic_cost.a import _x``, and ``a._x`` on a module it imported as ``a``."""
@@ -120,7 +116,7 @@ def _private_uses(module: str, path) -> list[str]:
     known = {m for m, _ in _modules()}
     found += [node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and private(node.attr)
               and isinstance(node.value, ast.Name) and modules.get(node.value.id) in known]
-    return [name for name in found if (module, name) not in PRIVATE_IMPORTS_IN_FLIGHT]
+    return found
 
 
 def test_no_private_name_is_imported_from_another_module():

@@ -12,7 +12,7 @@ import pytest
 from sympy import Integer, Rational, simplify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.blocks import attention, embedding_block, head_block, mlp, transformer_layer
+from symbolic_cost.blocks import Heads, Scores, attention, embedding_block, head_block, mlp, transformer_layer
 from symbolic_cost.checks import MODEL_RULES
 from symbolic_cost.cost import Collective
 from symbolic_cost.models import Architecture, Training, model_cost
@@ -51,9 +51,9 @@ def _block_cases(conventions, dims):
         "mlp gated": mlp(B, L, E, F, M, 1, gated_act=True, **kw),
         "attention": attention(B, L, E, H, M, S, **kw),
         "attention flash": attention(B, L, E, H, M, S, flash=True, **kw),
-        "attention GQA": attention(B, L, E, H, M, S, kv_heads=M, **kw),
+        "attention GQA": attention(B, L, E, Heads(H, kv_heads=M), M, S, **kw),
         "layer": transformer_layer(B, L, E, F, H, M, S, **kw),
-        "layer flash GQA": transformer_layer(B, L, E, F, H, M, 1, flash=True, kv_heads=M, **kw),
+        "layer flash GQA": transformer_layer(B, L, E, F, Heads(H, kv_heads=M), M, 1, flash=True, **kw),
         "embedding": embedding_block(B, L, E, 1024, M, S, positions=L, **kw),
         "head": head_block(B, L, E, 1024, M, S, **kw),
     }
@@ -126,8 +126,9 @@ CORE = ("logits", "softmax", "dropout_softmax", "attend")
                          ids=["plain", "gqa", "causal", "no-dropout"])
 def test_attention_block_core_is_attention_core(options):
     exact = conv.DEFAULT.but(causal_flops="exact")
-    block = attention(2, 64, 128, 8, 2, 2, conventions=exact, **options)
     kv = options.get("kv_heads")
+    block = attention(2, 64, 128, Heads(8, kv_heads=kv), 2, 2, scores=Scores(causal=options.get("causal", False)),
+                      dropouts=options.get("dropouts", True), conventions=exact)
     core = attention_core(2, 64, 16, 4, kv_heads=None if kv is None else kv // 2,
                           causal=options.get("causal", False), dropouts=options.get("dropouts", True),
                           conventions=exact)
@@ -135,7 +136,7 @@ def test_attention_block_core_is_attention_core(options):
 
 
 def test_flash_rows_are_flash_attention():
-    block = attention(2, 64, 128, 8, 2, 1, flash=True, kv_heads=2)
+    block = attention(2, 64, 128, Heads(8, kv_heads=2), 2, 1, flash=True)
     assert _fields(block["flash_attention"]) == _fields(flash_attention(2, 64, 16, 4, kv_heads=1))
 
 
@@ -235,10 +236,10 @@ def _model(d):
 
 BUILDERS = {   # builder, the dimensions of MODEL_RULES it takes
     "mlp": (lambda d: mlp(d["b"], d["l"], d["e"], d["f"], d["m1"], d["s1"]), "b l e f m1 s1"),
-    "attention": (lambda d: attention(d["b"], d["l"], d["e"], d["h"], d["m1"], d["s1"], kv_heads=d["kv_heads"]),
+    "attention": (lambda d: attention(d["b"], d["l"], d["e"], Heads(d["h"], d["kv_heads"]), d["m1"], d["s1"]),
                   "b l e h m1 s1 kv_heads"),
-    "layer": (lambda d: transformer_layer(d["b"], d["l"], d["e"], d["f"], d["h"], d["m1"], d["s1"],
-                                          kv_heads=d["kv_heads"]), "b l e f h m1 s1 kv_heads"),
+    "layer": (lambda d: transformer_layer(d["b"], d["l"], d["e"], d["f"], Heads(d["h"], d["kv_heads"]),
+                                          d["m1"], d["s1"]), "b l e f h m1 s1 kv_heads"),
     # Ulysses' s1 and ring attention's c are sequence degrees outside any tensor group: (s1, m1) is not theirs
     "ulysses": (lambda d: ulysses(d["b"], d["l"], d["e"], d["h"], d["s1"], m1=d["m1"]), "b l e h m1"),
     "ring": (lambda d: ring_attention(d["b"], d["l"], d["e"], d["h"], d["s1"], m1=d["m1"]), "b e h m1"),

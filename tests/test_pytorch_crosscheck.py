@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 from sympy import simplify  # noqa: E402
 
-from symbolic_cost import attention, conventions as conv, mlp  # noqa: E402
+from symbolic_cost import Heads, Projections, attention, conventions as conv, mlp  # noqa: E402
 from symbolic_cost import symbols as S  # noqa: E402
 from symbolic_cost.models import Architecture, Training, model_cost  # noqa: E402
 from torch_reference import (BERT, GPT, MLP, Attention, count_flops,  # noqa: E402
@@ -65,7 +65,8 @@ def test_attention_shard_against_pytorch(s, grouped, bias):
     p = 0.0 if grouped else 0.1
     module = Attention(e, h, m1, kv_heads=kv, p=p, bias=bias)
     x = torch.randn(b, l, e, requires_grad=True)
-    block = attention(b, l, e, h, m1, 1, kv_heads=kv, qkv_bias=bias, out_bias=bias, dropouts=not grouped, **FP32)
+    block = attention(b, l, e, Heads(h, kv_heads=kv), m1, 1, projections=Projections(bias, bias), dropouts=not grouped,
+                      **FP32)
     local_h, local_kv = h // m1, kv // m1
     bias_adds = b * l * ((local_h + 2 * local_kv) * q + e) if bias else 0
     group_sums = 2 * b * (local_h - local_kv) * l * q   # dK, dV summed over query groups: elementwise
@@ -151,7 +152,7 @@ def test_symbolic_flops_equal_ours_as_expressions(which):
             ours = matrix_flops(mlp(S.b, S.l, e, f, bias=False, **FP32), "fwd")
         else:
             theirs = _symbolic(lambda: Attention(e, h, p=0.0, bias=False), 3, 5, e)
-            ours = matrix_flops(attention(S.b, S.l, e, h, qkv_bias=False, out_bias=False, **FP32), "fwd")
+            ours = matrix_flops(attention(S.b, S.l, e, h, projections=Projections(False, False), **FP32), "fwd")
     except (RuntimeError, NotImplementedError, AttributeError) as error:   # pragma: no cover
         pytest.skip(f"PyTorch could not count symbolically here: {error}")
     assert simplify(theirs - ours) == 0

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import reference as ref
-from symbolic_cost import attention, conventions as conv, mlp
+from symbolic_cost import Projections, attention, conventions as conv, mlp
 from symbolic_cost.cost import EXPRESSION_FIELDS
 from symbolic_cost.ops import (attend, dropout, flash_attention, gelu, layer_norm, linear, logits,
                                   softmax)
@@ -75,7 +75,7 @@ def _primitives(cv):
 
 PRIMITIVES = {name: _primitives(cv) for name, (cv, _) in CASES.items()}
 BLOCKS = {name: (mlp(b, l, e, f, m1, s1, es=es, es_mask=es_mask, conventions=cv),
-                 attention(b, l, e, h, m1, s1, qkv_bias=False, es=es, es_mask=es_mask, conventions=cv))
+                 attention(b, l, e, h, m1, s1, projections=Projections(qkv_bias=False), es=es, es_mask=es_mask, conventions=cv))
           for name, (cv, _) in CASES.items()}
 
 

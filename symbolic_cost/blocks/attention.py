@@ -9,21 +9,18 @@ from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.extrema import minimum
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.context import check_attention, context_core
+from symbolic_cost.blocks.latent_attention import latent_attention
 from symbolic_cost.blocks.layout import NORMS, Layout
+from symbolic_cost.blocks.specs import Heads, Projections, Scores, as_heads
 from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
 from symbolic_cost.ops.attention import reads_flash_output
-from symbolic_cost.ops.matmul import Chunk, stored_keys
+from symbolic_cost.ops.matmul import stored_keys
 from symbolic_cost.ops.scores import attention_sinks, score_bias as bias_row, softcap as softcap_row
 
-SCORE_BIASES = (None, "alibi", "relative")
-QK_NORMS = (None, "head", "projection", "l2", "head_each")
 
-
-def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_dim=None, qkv_bias=True,
-              out_bias=True, flash=False, rotary_pos=False, rotary_dim=None, qk_norm=None, window=None,
-              score_bias=None, softcap=False, sinks=False, clip_qkv=False, causal=False, cross=False,
-              dropouts=True, score_dropout=None, norm="layer", keys=None,
-              post_norm=False, branch=False, es=2, es_mask=1, conventions=conv.DEFAULT, context=None) -> Block:
+def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, projections: Projections | None = None,
+              flash=False, context=None, norm="layer", dropouts=True, post_norm=False, branch=False, es=2,
+              es_mask=1, conventions=conv.DEFAULT) -> Block:
     """Multi-head attention on one device, heads split over ``m1`` devices.
 
     Rows: ``layer_norm_1`` -> ``qkv_proj (e -> (h + 2 kv) q / m1)`` -> ``logits`` ->
@@ -31,92 +28,114 @@ def attention(b, l, e, h, m1=1, s1=1, *, kv_heads=None, head_dim=None, v_head_di
     -> ``dropout`` (and ``layer_norm_2`` when ``norm_placement="attention"``).
     Each device holds ``h/m1`` query heads and ``kv/m1`` key/value heads.
 
-    * ``head_dim`` (default ``e/h``) is the query/key head size ``q``, ``v_head_dim``
-      (default ``q``) the value head size; ``kv_heads`` (grouped-query attention; 1 is
-      multi-query) shrinks K and V.
-    * ``qkv_bias`` biases the fused Q, K, V projection, ``out_bias`` the output projection;
-      ``clip_qkv`` clamps its output element-wise (OLMo; ``qkv_clip``, one FLOP an element).
+    What the attention is comes in three values (``blocks.specs``): ``heads`` (a ``Heads``,
+    or a number of query heads: their sizes, norms, rotary positions; with ``Heads.latent``
+    the block is ``latent_attention``), ``scores`` (a ``Scores``: mask, window or chunk, bias,
+    soft cap, sinks, dropout, the keys a query reads) and ``projections`` (a ``Projections``:
+    biases, clip, cross-attention).  How it runs and where it sits:
+
     * ``flash=True``: one ``flash_attention`` row replaces ``logits`` to ``attend``; it keeps
       ``O``, the input of ``v_proj``, which then keeps nothing (``ops.attention.reads_flash_output``).
-    * ``rotary_pos`` adds a ``rotary`` row on Q and K over ``rotary_dim`` of each head's
-      ``q`` dims (partial rotary; default all); ``qk_norm="head"`` normalises each query and
-      key head over its ``q`` dims (``q_norm``, ``k_norm``: Qwen3, Gemma 3, Phi; ``"l2"``
-      without weights: Llama 4; ``"head_each"`` with weights for every head: Cohere),
-      ``"projection"`` the whole Q and K projections (OLMo 2; the row statistics are then
-      allreduced over ``m1``), with the block's ``norm`` kind.
-    * ``window``: sliding-window attention of ``window`` keys (``ops.matmul.stored_keys``), or
-      a ``ops.matmul.Chunk``: attention within aligned chunks (Llama 4).
-    * ``score_bias``: ``"alibi"`` adds a fixed bias to the scores, ``"relative"`` a learned
-      one (T5; its table belongs to the model, ``ends.relative_bias``); ``softcap`` caps the
-      scores with ``tanh`` (Gemma 2); ``sinks`` gives each head a learned sink logit
-      (``attention_sinks``: GPT-OSS).
-    * ``cross``: cross-attention (T5's decoder): ``q_proj`` on this stream, ``kv_proj`` on
-      the encoder output of ``l`` tokens (allgathered like a norm output); rows ``cross_*``.
+    * ``context`` (a ``blocks.context.Context``): this rank holds ``l`` tokens of a sequence of
+      ``l cp`` split over a context-parallel group; the core is ``blocks.context.context_core``.
+    * ``norm`` (a kind of ``ops.norm.NORMS``) is the kind of the block's norms, the per-head
+      ones included (``"projection"`` q/k norms allreduce their row statistics over ``m1``);
+      ``dropouts=False`` as in ``mlp`` (also the scores' unless ``Scores.dropout`` says).
     * ``post_norm`` adds a norm of the output on the sequence shard (Gemma 2 and 3's
       four norms per layer); ``branch=True`` leaves the output projection unreduced and
       drops the closing row (a parallel block sums and reduces both branches once).
-    * ``causal`` matters for the FLOPs under ``causal_flops="exact"``; ``dropouts=False``
-      and ``norm`` (a kind of ``ops.norm.NORMS``) as in ``mlp``; ``score_dropout`` (default
-      ``dropouts``) is the dropout of the attention probabilities alone.
-    * ``context`` (a ``blocks.context.Context``): this rank holds ``l`` tokens of a sequence of
-      ``l cp`` split over a context-parallel group; the core is ``blocks.context.context_core``.
-    * ``keys`` (default ``l``): the keys each query attends, when they are not the block's own
-      ``l`` tokens: decoding one token over a cache (``inference.phases``; a sliding ``window``
-      of ``w`` reads at most ``w`` of them, all its cache keeps), or cross-attention over an
-      encoder output of another length (``kv_proj`` then reads ``keys`` tokens).
+    * Cross-attention (``Projections.cross``, T5's decoder): ``q_proj`` on this stream,
+      ``kv_proj`` on the encoder output of ``Scores.keys`` tokens (allgathered like a norm
+      output); rows ``cross_*``.  Decoding over a cache: ``Scores.keys`` cached keys (a sliding
+      ``window`` of ``w`` reads at most ``w`` of them, all its cache keeps).
 
     >>> from symbolic_cost.symbols import b, l, e, h
     >>> attention(b, l, e, h).total("flops_fwd").expand().coeff(l**2)
     4*b*e + 3*b*h
+    >>> attention(b, l, e, Heads(h, kv_heads=1), scores=Scores(causal=True)).names[1:3]
+    ['qkv_proj', 'logits']
     """
-    if score_bias not in SCORE_BIASES or qk_norm not in QK_NORMS:
-        raise InputError(f"score_bias must be one of {SCORE_BIASES} and qk_norm one of {QK_NORMS}, "
-                         f"got {score_bias!r}, {qk_norm!r}")
-    span = window.size if isinstance(window, Chunk) else window
-    dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1, **{k: v for k, v in (("kv_heads", kv_heads),
-                ("head_dim", head_dim), ("v_head_dim", v_head_dim), ("window", span)) if v is not None})
+    heads, scores, projections = as_heads(heads), scores or Scores(), projections or Projections()
+    if heads.latent is not None:
+        return _latent(b, l, e, heads, m1, s1, scores, projections, flash=flash, context=context, norm=norm,
+                       dropouts=dropouts, post_norm=post_norm, branch=branch, es=es, es_mask=es_mask,
+                       conventions=conventions)
+    dims = dict(b=b, l=l, e=e, h=heads.h, m1=m1, s1=s1, **heads.sizes, **scores.sizes)
     at = Layout.of(dims, es, es_mask, conventions)
-    window = Chunk(dims["window"]) if isinstance(window, Chunk) else dims.get("window")
-    b, l, e, m1 = dims["b"], dims["l"], dims["e"], dims["m1"]
-    q = dims.get("head_dim", e / dims["h"])
-    v = dims.get("v_head_dim", q)
-    heads, kv = dims["h"] / m1, dims.get("kv_heads", dims["h"]) / m1
-    keys = l if keys is None else _cached_keys(positive_dims(keys=keys)["keys"], dims.get("window"))
-    rows = [at.norm(f"{norm}_norm_1", norm)]
-    rows += _projections(at, q, v, heads, kv, qkv_bias, cross, keys)
-    if clip_qkv:
-        rows.append(gelu(b, l, heads * q + kv * (q + v), name="qkv_clip", **at.kw))
-    rows += _qk_norms(at, qk_norm, norm, q, heads, kv)
-    if rotary_pos:
-        rows.append(rotary(b, l, heads + kv, q if rotary_dim is None else rotary_dim, es=at.es))
-    scores = heads * stored_keys(keys, window, at.conventions)
-    score_ops = ([bias_row(b, l, scores, learned=score_bias == "relative", es=at.es)] if score_bias else []) + \
-        ([softcap_row(b, l, scores, es=at.es, name="score_softcap")] if softcap else [])
-    grouped = dict(l_kv=keys, kv_heads=kv, v_dim=v, causal=causal, window=window, score_ops=score_ops,
-                   **at.kw)
-    drop = dropouts if score_dropout is None else score_dropout
+    heads, scores = heads.checked(dims), scores.checked(dims)
+    keys = at.l if scores.keys is None else _cached_keys(positive_dims(keys=scores.keys)["keys"], scores.span)
     if context is not None:
-        check_attention(context, window=window, score_bias=score_bias, softcap=softcap, sinks=sinks, cross=cross,
-                        keys=keys if keys is not l else None)
-        rows += context_core(b, l, q, heads, kv, v, context, causal=causal, flash=flash, dropouts=drop,
-                             es_mask=at.es_mask, stride=m1, **at.kw)
+        check_attention(context, window=scores.window, score_bias=scores.bias, softcap=scores.softcap,
+                        sinks=scores.sinks, cross=projections.cross, keys=scores.keys)
+    rows = [at.norm(f"{norm}_norm_1", norm), *_inputs(at, heads, projections, norm, keys)]
+    rows += _core(at, heads, scores, keys, flash, context, dropouts if scores.dropout is None else scores.dropout)
+    rows += _output(at, heads, projections, flash and getattr(context, "variant", None) != "ulysses", norm, dropouts,
+                    post_norm, branch)
+    if projections.cross:
+        rows = [replace(row, name=f"cross_{row.name}") for row in rows]
+    return Block("cross_attention" if projections.cross else "attention", tuple(rows), dims, at.conventions)
+
+
+def _inputs(at: Layout, heads: Heads, projections: Projections, norm, keys) -> list:
+    """Q, K and V on this device: the projections, their clip, q/k norms and rotary positions."""
+    q, v, local, kv = heads.size(at.e), heads.value_size(at.e), heads.h / at.m1, heads.kv / at.m1
+    rows = _projections(at, q, v, local, kv, projections.qkv_bias, projections.cross, keys)
+    if projections.clip:
+        rows.append(gelu(at.b, at.l, local * q + kv * (q + v), name="qkv_clip", **at.kw))
+    rows += _qk_norms(at, heads.qk_norm, norm, q, local, kv)
+    if heads.rotary:
+        rows.append(rotary(at.b, at.l, local + kv, q if heads.rotary_dim is None else heads.rotary_dim, es=at.es))
+    return rows
+
+
+def _core(at: Layout, heads: Heads, scores: Scores, keys, flash, context, dropout) -> list:
+    """The attention core on this device (``ops.attention``, or ``blocks.context`` under
+    context parallelism), the scores' bias and soft cap inside it, the sinks after it."""
+    b, l, q, v = at.b, at.l, heads.size(at.e), heads.value_size(at.e)
+    local, kv = heads.h / at.m1, heads.kv / at.m1
+    stored = local * stored_keys(keys, scores.window, at.conventions)
+    score_ops = ([bias_row(b, l, stored, learned=scores.bias == "relative", es=at.es)] if scores.bias else []) + \
+        ([softcap_row(b, l, stored, es=at.es, name="score_softcap")] if scores.softcap else [])
+    grouped = dict(l_kv=keys, kv_heads=kv, v_dim=v, causal=scores.causal, window=scores.window,
+                   score_ops=score_ops, **at.kw)
+    if context is not None:
+        rows = context_core(b, l, q, local, kv, v, context, causal=scores.causal, flash=flash, dropouts=dropout,
+                            es_mask=at.es_mask, stride=at.m1, **at.kw)
     else:
-        rows += ([flash_attention(b, l, q, heads, **grouped)] if flash else
-                 attention_core(b, l, q, heads, dropouts=drop, es_mask=at.es_mask, **grouped))
-    if sinks:
-        rows.append(attention_sinks(b, l, heads, flash=flash, es=at.es))
-    out = linear(b, l, heads * v, e, bias=out_bias, name="v_proj", **at.kw)
-    out = reads_flash_output(out) if flash and getattr(context, "variant", None) != "ulysses" else out
-    rows.append(out if branch else at.leaving(out))
+        rows = ([flash_attention(b, l, q, local, **grouped)] if flash else
+                attention_core(b, l, q, local, dropouts=dropout, es_mask=at.es_mask, **grouped))
+    if scores.sinks:
+        rows.append(attention_sinks(b, l, local, flash=flash, es=at.es))
+    return rows
+
+
+def _output(at: Layout, heads: Heads, projections: Projections, reads_flash, norm, dropouts, post_norm,
+            branch) -> list:
+    """The output projection (reduced unless ``branch``), the post-norm, the closing row
+    (unless ``branch``) and, under ``norm_placement="attention"``, the second norm."""
+    out = linear(at.b, at.l, heads.h / at.m1 * heads.value_size(at.e), at.e, bias=projections.out_bias,
+                 name="v_proj", **at.kw)
+    out = reads_flash_output(out) if reads_flash else out
+    rows = [out if branch else at.leaving(out)]
     if post_norm:
-        rows.append(NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_attention", **at.kw))
+        rows.append(NORMS[norm](at.b, at.l / at.s, at.e, name=f"{norm}_norm_post_attention", **at.kw))
     if not branch:
         rows.append(at.closing_dropout("dropout", dropouts))
     if at.conventions.norm_placement == "attention":
         rows.append(at.norm(f"{norm}_norm_2", norm))
-    if cross:
-        rows = [replace(row, name=f"cross_{row.name}") for row in rows]
-    return Block("cross_attention" if cross else "attention", tuple(rows), dims, at.conventions)
+    return rows
+
+
+def _latent(b, l, e, heads: Heads, m1, s1, scores: Scores, projections: Projections, *, context, branch,
+            **options) -> Block:
+    """Multi-head latent attention (``latent_attention``) for ``Heads.latent``: its biases are
+    the output projection's, its scores causal or not, with their dropout and keys."""
+    if context is not None:
+        raise InputError("context parallelism with multi-head latent attention is not modelled", "latent")
+    if branch:
+        raise InputError("multi-head latent attention in a parallel layer is not modelled", "latent")
+    return latent_attention(b, l, e, heads.h, heads.latent, m1, s1, bias=projections.out_bias, causal=scores.causal,
+                            score_dropout=scores.dropout, keys=scores.keys, **options)
 
 
 def _cached_keys(keys, span):

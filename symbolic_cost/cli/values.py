@@ -17,7 +17,7 @@ from sympy import Integer, simplify, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks import BUILDERS
+from symbolic_cost.blocks import BUILDERS, Projections
 from symbolic_cost.checks import InputError, fits
 from symbolic_cost.cli.options import PLAIN, given as on_command_line
 from symbolic_cost.cost import EXPRESSION_FIELDS
@@ -331,6 +331,9 @@ def build_block(args, values: dict, arch, name: str | None = None):
         builders = tensor_grid_builders(args, values, common)
     if name == "mlp":
         return builders["mlp"](f=get(S.f), bias=bias, gated_act=structure.get("gated_act", False), **common)
+    if builders is BUILDERS:                 # no model here: the plain heads and scores
+        what = dict(heads=get(S.h), projections=Projections(qkv_bias=qkv_bias, out_bias=bias), flash=args.flash)
+        return builders[name](**({"f": get(S.f)} if name == "layer" else {}), **what, **common)
     if name == "layer":
         return builders["layer"](f=get(S.f), h=get(S.h), bias=bias, qkv_bias=qkv_bias, flash=args.flash,
                                  gated_act=structure.get("gated_act", False), **attention, **common)

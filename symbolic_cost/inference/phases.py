@@ -42,7 +42,7 @@ from symbolic_cost.inference.weight_formats import quantized, weight_format
 from symbolic_cost.inference.serving import (Serving, check_context, check_experts, check_generative,
                                              prompt_tokens)
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.stack import _layer_options, layer_groups, model_stack
+from symbolic_cost.models.stack import layer_groups, layer_options, model_stack
 from symbolic_cost.models.training import Training
 from symbolic_cost.ops import embedding
 from symbolic_cost.checks import InputError
@@ -212,8 +212,8 @@ def prefill(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT
         return Phase("prefill", serving=s, tokens=s.l_in, width=arch.e, sends=_sends(arch, s, s.l_in, conventions),
                      **_routed(prompt[:-1] + (head,), arch, s, s.l_in))
     kw = dict(es=s.es, es_mask=1, conventions=conventions)
-    options = _layer_options(inference, Training(b=s.b, l=1, flash=s.flash), s.m1, 1, cross=True)
-    decoder = transformer_layer(**options, cross_keys=s.l_in, **kw)
+    options = layer_options(inference, Training(b=s.b, l=1, flash=s.flash), s.m1, 1, cross=s.l_in)
+    decoder = transformer_layer(**options, **kw)
     stack = prompt[:3] + (one[3], (decoder, exact(arch.decoder_layers, "decoder_layers")), head)
     return Phase("prefill", stack, s, s.l_in, arch.e)
 
@@ -232,11 +232,11 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
     one = _stack(inference, s, 1, conventions)
     head = (_head(one[-1][0], one[-1][0], s, arch.padded_vocab(s.m1), conventions), Integer(1))
     step = conventions.but(causal_flops="full", window_count="windowed")
-    kw = dict(es=s.es, es_mask=1, conventions=step, keys=l_ctx + 1)
+    kw = dict(es=s.es, es_mask=1, conventions=step)
     t = Training(b=s.b, l=1, flash=s.flash)
     if not arch.encoder_decoder:
         experts = dict(ep=s.ep, etp=s.expert_tensor, capacity_factor=None, imbalance=1, replicated=s.replicated_experts)
-        layers, reads = layer_groups(inference, t, s.m1, 1, kw, experts), None
+        layers, reads = layer_groups(inference, t, s.m1, 1, kw, experts, attended=l_ctx + 1), None
         if arch.latent is not None:
             layers, reads = decode_layers(layers, arch.latent, s.mla, l_ctx + 1, flash=s.flash, es=s.es,
                                           conventions=step)
@@ -244,7 +244,7 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
         stack = (one[0], *((_cached(blk, s, reads), count) for blk, count in layers), head)
         return Phase("decode", serving=s, tokens=Integer(1), width=arch.e, sends=_sends(arch, s, 1, conventions),
                      reads=reads, **_routed(stack, arch, s, 1))
-    layer = transformer_layer(**_layer_options(inference, t, s.m1, 1, cross=True), cross_keys=s.l_in, **kw)
+    layer = transformer_layer(**layer_options(inference, t, s.m1, 1, cross=s.l_in, keys=l_ctx + 1), **kw)
     layer = replace(layer, rows=tuple(r for r in layer.rows if r.name != "cross_kv_proj"))
     start = _relative_lookups(one[3][0], arch, s, l_ctx + 1)
     reads = tuple(CACHE_READS.items())

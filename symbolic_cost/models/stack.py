@@ -17,6 +17,7 @@ from symbolic_cost.blocks import Block, embedding_block, head_block, transformer
 from symbolic_cost.blocks.context import Context
 from symbolic_cost.blocks.ends import stack_end
 from symbolic_cost.blocks.mtp import mtp_rows
+from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families.keys import MAX_LAYERS
 from symbolic_cost.models.grid_stack import grid_stack
@@ -107,12 +108,14 @@ def _context(t):
     return None if cp == 1 else Context(cp, t.cp_variant)
 
 
-def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None, part="layer") -> list[tuple[Block, Expr]]:
+def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None, part="layer",
+                 attended=None) -> list[tuple[Block, Expr]]:
     """The layers as ``(block, count)`` groups (``group_options``), each the whole layer or
     the ``part`` of it ``blocks.transformer_layer`` names; groups whose blocks cost the same
-    (a dense-counted window; the MLPs of full and windowed layers) are one."""
+    (a dense-counted window; the MLPs of full and windowed layers) are one.  ``attended``: the
+    keys a query reads, when not its own tokens (``layer_options``' ``keys``)."""
     groups = []
-    for options, count in group_options(arch, t, m1, s1, experts):
+    for options, count in group_options(arch, t, m1, s1, experts, attended):
         block = transformer_layer(**options, part=part, **kw)
         same = [i for i, (other, _) in enumerate(groups) if other.rows == block.rows]
         if same:
@@ -122,16 +125,16 @@ def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None, part="layer") 
     return groups
 
 
-def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dict, Expr]]:
+def group_options(arch: Architecture, t, m1, s1, experts=None, attended=None) -> list[tuple[dict, Expr]]:
     """``(transformer_layer keywords, count)`` of each kind of layer, in model order: sliding-
     window layers and full ones, dense MLPs (first) and mixtures of experts; a T5's encoder
     and decoder layers.  Windows on some layers and experts on some others, or rotary positions
     on some layers only, are counted per combination from the layers' records
     (``layer_keys``), and refused where the model does not record which window layer is an MoE
-    layer."""
+    layer.  ``attended``: as in ``layer_groups``."""
     if arch.encoder_decoder:
-        decoder = dict(_layer_options(arch, t, m1, s1, cross=True, l=_decoder_tokens(arch, t)), cross_keys=t.l)
-        return [(_layer_options(arch, t, m1, s1, causal=False), sympify(arch.n_layers)),
+        decoder = layer_options(arch, t, m1, s1, cross=t.l, l=_decoder_tokens(arch, t), keys=attended)
+        return [(layer_options(arch, t, m1, s1, causal=False, keys=attended), sympify(arch.n_layers)),
                 (decoder, sympify(arch.decoder_layers))]
     depth = sympify(arch.n_layers)
     windowed = depth if arch.windowed_layers is None else sympify(arch.windowed_layers)
@@ -145,11 +148,11 @@ def group_options(arch: Architecture, t, m1, s1, experts=None) -> list[tuple[dic
             raise InputError(f"architecture {arch.name}: its layers differ (windows, experts, rotary positions) "
                              f"and which layer is which is not recorded (which window layer is an MoE layer: "
                              f"window_pattern)")
-        return [(_layer_options(arch, t, m1, s1, window=arch.window if windowed_ else None,
-                                moe=arch.moe if routed_ else None, experts=experts, rotary=rotates),
+        return [(layer_options(arch, t, m1, s1, window=arch.window if windowed_ else None,
+                               moe=arch.moe if routed_ else None, experts=experts, rotary=rotates, keys=attended),
                  sympify(keys.count(key))) for key in _ordered(keys) for windowed_, routed_, rotates in [key]]
     rotates = arch.rope_pattern is None or all(arch.rope_pattern)
-    return [(_layer_options(arch, t, m1, s1, window=window, moe=moe, experts=experts, rotary=rotates),
+    return [(layer_options(arch, t, m1, s1, window=window, moe=moe, experts=experts, rotary=rotates, keys=attended),
              m if len(mlps) > 1 else n) for window, n in attentions for moe, m in mlps]
 
 
@@ -209,23 +212,24 @@ def _decoder_tokens(arch: Architecture, t):
     return t.l if l_dec is None else l_dec
 
 
-def _layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=False, window=None, moe=None,
-                   experts=None, l=None, rotary=True) -> dict:
-    """The keywords of ``transformer_layer`` for one layer of ``arch`` (``moe``: an MoE layer
-    with the expert-parallel keywords ``experts``; ``rotary``: it rotates, when the model does)
-    over ``l`` tokens (default ``t.l``)."""
+def layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=None, window=None, moe=None,
+                  experts=None, l=None, rotary=True, keys=None) -> dict:
+    """The keywords of ``transformer_layer`` for one layer of ``arch`` over ``l`` tokens (default
+    ``t.l``): ``moe``, an MoE layer with the expert-parallel keywords ``experts``; ``rotary``,
+    it rotates (when the model does); ``cross``, the encoder tokens its cross-attention reads;
+    ``keys``, the keys its queries read (decoding over a cache; default its own tokens)."""
     qk_norm = None if arch.qk_norm == "l2" and not rotary else arch.qk_norm     # Llama 4: rotating layers only
-    optional = dict(head_dim=arch.head_dim, v_head_dim=arch.v_head_dim, rotary_dim=arch.rotary_dim, qk_norm=qk_norm,
-                    window=Chunk(window) if window is not None and arch.chunked else window,
-                    score_bias=arch.score_bias, score_dropout=arch.attention_dropout, latent=arch.latent, moe=moe,
-                    sinks=arch.sinks or None, experts=experts if moe is not None else None, context=_context(t))
-    return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, h=arch.h, m1=m1, s1=s1, kv_heads=arch.kv_heads,
-                bias=arch.bias, qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash,
-                rotary_pos=arch.rotary and rotary, causal=arch.causal if causal is None else causal,
-                gated_act=arch.gated,
-                dropouts=arch.dropouts, activation_dropout=arch.activation_dropout, norm=arch.norm,
-                norms=arch.norms, parallel=arch.parallel, cross=cross, softcap=arch.softcap, clip_qkv=arch.clip_qkv,
-                **{k: v for k, v in optional.items() if v is not None})
+    heads = Heads(arch.h, arch.kv_heads, arch.head_dim, arch.v_head_dim, qk_norm=qk_norm,
+                  rotary=bool(arch.rotary and rotary), rotary_dim=arch.rotary_dim, latent=arch.latent)
+    scores = Scores(causal=bool(arch.causal if causal is None else causal),
+                    window=Chunk(window) if window is not None and arch.chunked else window, bias=arch.score_bias,
+                    softcap=bool(arch.softcap), sinks=bool(arch.sinks), dropout=arch.attention_dropout, keys=keys)
+    ffn = Feedforward(gated=arch.gated, bias=arch.mlp_bias, activation_dropout=arch.activation_dropout, moe=moe,
+                      experts=experts if moe is not None else None)
+    return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, heads=heads, m1=m1, s1=s1, scores=scores,
+                projections=Projections(arch.qkv_bias, arch.bias, clip=bool(arch.clip_qkv)), ffn=ffn, flash=t.flash,
+                context=_context(t), norm=arch.norm, norms=arch.norms, parallel=arch.parallel,
+                dropouts=arch.dropouts, cross=cross)
 
 
 def _embedding_dropout(arch: Architecture) -> bool:
