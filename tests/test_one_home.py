@@ -477,3 +477,27 @@ def test_refusals_read_alike_at_each_entrance():
     assert message(lambda: Serving(ep=4, d=2)) == message(lambda: expert_data_degree(1, 2, 4, 1))
     replicated = message(lambda: moe(1, 4, 8, MoE(8, 2, 64), 4, 1, ep=2, etp=1, replicated=True))
     assert replicated.startswith("ep x etp must equal m1 when the tensor ranks share their tokens")
+
+
+# ---------------------------------------------------------------- the forward recomputation redoes
+
+@pytest.mark.parametrize("recompute, extra", [("selective", {}), ("activation", {}), ("full", {}),
+                                               ("full", dict(recompute_method="block", recompute_layers=2))],
+                         ids=["selective", "activation", "full", "full-block"])
+def test_recomputed_forward_alike_in_totals_and_utilisation(recompute, extra):
+    """``models.memory.redone_layers`` and ``recomputed_rows`` decide which layers and rows redo
+    their forward for ``model_cost`` (per device), ``models.utilisation`` (over the job) and step
+    time: on ``p`` even stages of one device each, the job's recomputation is ``p`` times the
+    busiest stage's; the collectives a redone forward repeats exist under full recomputation
+    only (no row that selective or activation recomputation redoes has one)."""
+    from dataclasses import replace
+
+    from symbolic_cost.models.utilisation import recompute_flops
+    t = Training(b=2, l=128, p=2, micro_batches=4, recompute=recompute, **extra)
+    cost = model_cost(preset("gpt2"), t)
+    assert recompute_flops(cost) == 2 * cost.flops_recompute != 0          # p stages
+    tensor = replace(t, m1=2, s1=2)
+    plain = replace(tensor, recompute="none", recompute_method="uniform", recompute_layers=1)
+    again = sum(c.repeats for _, c in model_cost(preset("gpt2"), tensor).collectives) \
+        - sum(c.repeats for _, c in model_cost(preset("gpt2"), plain).collectives)
+    assert (again != 0) == (recompute == "full")

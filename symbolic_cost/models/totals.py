@@ -30,7 +30,7 @@ from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
-from symbolic_cost.models.memory import redone_layers, stage_recompute_flops
+from symbolic_cost.models.memory import recomputed_rows, redone_layers, stage_recompute_flops
 from symbolic_cost.models.ranks import (boundary_elements, busiest_activation_bytes, cost_placement, placement,
                                         tied_copy)
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
@@ -169,10 +169,11 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
     for i, (blk, count) in enumerate(cost.stack):
         end = i in (0, last)                  # the embedding and the head run once per micro-batch
         times = count if end else place.most(i - 1)
-        redone = redone_layers(t, times) if t.recompute == "full" and not end else 0
+        redone = 0 if end else redone_layers(t, times)         # models.memory: which layers and rows redo
+        again_rows = () if end else recomputed_rows(blk, t.recompute)
         for row in blk:
             for c in row.collectives:
-                again = redone if c.pass_ == "fwd" else 0   # full recompute redoes them
+                again = redone if c.pass_ == "fwd" and row.name in again_rows else 0   # its forward runs again
                 dimension = "context" if row.name in CONTEXT_ROWS else block_dimension(row)
                 out.append((dimension, c.repeated(n * (times + again))))
     if p != 1:   # neighbouring stages are m1 d ranks apart; each of the v chunks sends
