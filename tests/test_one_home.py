@@ -363,9 +363,8 @@ def test_kernel_report_shows_the_case_it_is_given():
 
 # ---------------------------------------------------------------- derived sizes of an architecture
 
-DERIVED = {"kv_heads", "head_dim", "v_head_dim"}     # Architecture.kv, head_size, value_size own their defaults
-# the model's sizes, and the attention block's heads value (``blocks.specs.Heads``, where it exists)
-HOMES = {PACKAGE / "models" / "architecture.py", PACKAGE / "blocks" / "specs.py"}
+DERIVED = {"kv_heads", "head_dim", "v_head_dim"}     # blocks.specs.Heads owns their defaults
+HOME = PACKAGE / "blocks" / "specs.py"              # Architecture.kv, head_size, value_size read it
 
 
 def _derivations(tree) -> list[int]:
@@ -388,14 +387,14 @@ def _derivations(tree) -> list[int]:
 
 
 def test_architecture_derived_sizes_have_one_home():
-    """Only ``models.architecture`` (and the blocks' heads value) turn ``kv_heads``, ``head_dim``,
-    ``v_head_dim`` of ``None`` into a size; every other module reads ``arch.kv``,
-    ``arch.head_size``, ``arch.value_size``.  Caught: ``arch.kv_heads or arch.h`` and
-    ``arch.h if arch.kv_heads is None else arch.kv_heads``."""
+    """Only ``blocks.specs.Heads`` turns ``kv_heads``, ``head_dim``, ``v_head_dim`` of ``None``
+    into a size; every other module reads ``heads.kv`` or ``arch.kv``, ``arch.head_size``,
+    ``arch.value_size`` (``Architecture`` asks ``Heads``).  Caught: ``arch.kv_heads or arch.h``
+    and ``arch.h if arch.kv_heads is None else arch.kv_heads``."""
     copies = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
-              if path not in HOMES for line in _derivations(ast.parse(path.read_text()))]
+              if path != HOME for line in _derivations(ast.parse(path.read_text()))]
     assert not copies, copies
-    assert len(_derivations(ast.parse((PACKAGE / "models" / "architecture.py").read_text()))) == 3
+    assert len(_derivations(ast.parse(HOME.read_text()))) == 3
     caught = "a = arch.kv_heads or arch.h\nb = arch.h if arch.kv_heads is None else arch.kv_heads"
     assert _derivations(ast.parse(caught)) == [1, 2]
 

@@ -62,6 +62,7 @@ from sympy import Expr, ceiling, sympify
 from symbolic_cost.blocks.heads import CLASSIFIERS, TASKS
 from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.blocks.moe import MoE
+from symbolic_cost.blocks.specs import Heads
 from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown
 from symbolic_cost.blocks.layer import NORMS_PER_LAYER
 from symbolic_cost.ops.norm import NORMS
@@ -192,19 +193,24 @@ class Architecture:
 
     @property
     def kv(self) -> Expr:
-        """Key/value heads: ``kv_heads``, or ``h`` (one per query head) when not given.  The only
-        home of this default (``tests/test_one_home.py``)."""
-        return self.h if self.kv_heads is None else self.kv_heads
+        """Key/value heads: ``kv_heads``, or ``h`` (one per query head) when not given, as the
+        attention block's ``blocks.specs.Heads`` derives them (the one home of the default)."""
+        return self._heads.kv
 
     @property
     def head_size(self) -> Expr:
         """Query/key head size: ``head_dim``, or ``e/h`` (the heads split the width) when not given."""
-        return sympify(self.e) / sympify(self.h) if self.head_dim is None else self.head_dim
+        return self._heads.size(self.e)
 
     @property
     def value_size(self) -> Expr:
         """Value head size: ``v_head_dim``, or the query/key head size when not given."""
-        return self.head_size if self.v_head_dim is None else self.v_head_dim
+        return self._heads.value_size(self.e)
+
+    @property
+    def _heads(self) -> Heads:
+        """The sizes of the heads as a ``blocks.specs.Heads``, which derives their defaults."""
+        return Heads(self.h, self.kv_heads, self.head_dim, self.v_head_dim)
 
     @property
     def gated(self) -> bool:
