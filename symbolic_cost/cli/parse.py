@@ -1,0 +1,155 @@
+"""Reading what the command line sets: ``--set NAME=VALUE`` (each value read by the safe
+reader and checked against what its symbol promises), values that refer to others, ``--where``
+conditions, ``--grid NAME=V1,V2,...`` sweeps and lists of symbol names.
+
+Every formula typed on the command line is read by ``symbolic_cost.reader``, never evaluated as
+Python.  ``cli.values`` gathers this module with the others the commands read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from sympy import sympify
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError, fits
+from symbolic_cost.reader import bounded, read, read_number
+
+
+def parse_set(text: str, option: str = "--set") -> tuple:
+    """``"e=4096"`` -> ``(e, 4096)``: a symbol's name and a value the safe reader reads
+    (decimals exact), checked against what the symbol promises (``checks.fits``).
+
+    >>> parse_set("f=4*e")
+    (f, 4*e)
+    >>> parse_set("es=0.5")
+    (es, 1/2)
+    >>> parse_set("b=0")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: --set b must be a positive integer, got 0
+    """
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not value.strip():
+        raise InputError(f"{option} expects name=value, got {text!r}", option)
+    if name not in S.BY_NAME:
+        raise InputError(f"{option}: unknown name {name!r}; known: {', '.join(S.BY_NAME)}", option)
+    symbol = S.BY_NAME[name]
+    return symbol, fits(symbol, read(value, argument=f"{option} {name}"), f"{option} {name}")
+
+
+def assignments(texts: list[str], option: str = "--set", allowed=None) -> dict:
+    """``NAME=VALUE`` pairs as ``{symbol: value}``; a name given twice is refused, and so is
+    one outside ``allowed`` (when given)."""
+    given = {}
+    for text in texts:
+        symbol, value = parse_set(text, option)
+        if allowed is not None and symbol not in allowed:
+            raise InputError(f"{option} {symbol}: not settable here; settable: {', '.join(map(str, allowed))} "
+                             f"(the model fixes the rest: to change it, pass your own config.json with --hf-config)",
+                             option)
+        if symbol in given:
+            raise InputError(f"{option} {symbol}: given twice ({symbol}={given[symbol]} and {symbol}={value}); "
+                             f"give each name once", option)
+        given[symbol] = value
+    return given
+
+
+def parse_condition(text: str, names: dict):
+    """A ``--where`` condition over the symbols and the named expressions ``names``.
+
+    >>> from symbolic_cost.symbols import b
+    >>> parse_condition("work <= 8", {"work": 2 * b})
+    2*b <= 8
+    """
+    return read(text, argument="--where", names=names, condition=True)
+
+
+def substituted(values: dict, option: str = "--set") -> dict:
+    """Each value with the values it refers to put in, once (``f = 4*e`` follows ``e``).
+    ``x = x`` keeps ``x`` a symbol; a value that refers back to itself (``b = 2*b``, or ``b = l``
+    with ``l = b``) is refused."""
+    done, trail = {}, []
+
+    def visit(key):
+        if key in done:
+            return done[key]
+        if key in trail:
+            loop = trail[trail.index(key):]
+            said = ", ".join(f"{k}={values[k]}" for k in loop)
+            what = "refers to itself" if len(loop) == 1 else "refer to each other"
+            raise InputError(f"{option} {loop[0]}: {said} {what}; give a number or other names", option)
+        trail.append(key)
+        value = sympify(values[key])
+        refs = [] if value == key else [s for s in value.free_symbols if s in values]
+        done[key] = bounded(value.subs({s: visit(s) for s in refs}, simultaneous=True), f"{option} {key}") \
+            if refs else value
+        trail.pop()
+        return done[key]
+
+    return {key: visit(key) for key in values}
+
+
+def resolve(base: dict, sets: list[str], allowed=None, option: str = "--set") -> dict:
+    """Apply ``--set`` overrides to ``base`` and resolve values that refer to others
+    (``substituted``); ``allowed`` limits which symbols may be set.  A set value is checked
+    again once resolved (``f=e/3`` with ``e=4096`` is not an integer)."""
+    given = assignments(sets, option, allowed)
+    values = substituted({**base, **given}, option)
+    for symbol in given:
+        fits(symbol, values[symbol], f"{option} {symbol}")
+    return values
+
+
+MAX_GRID = 10**8
+"""Most configurations one ``--grid`` may describe (a sweep of about two minutes); split a
+larger grid, or use ``numeric.sweep.sweep_dask`` on a cluster."""
+
+
+def grid_option(allowed, option: str = "--grid"):
+    """An argparse type for ``NAME=V1,V2,...`` with NAME one of ``allowed``: each value a number
+    the safe reader reads and the symbol admits (``checks.fits``); returns ``(name, values)``."""
+    known = ", ".join(map(str, allowed))
+
+    def grid_type(text: str) -> tuple[str, list]:
+        name, sep, values = text.partition("=")
+        name = name.strip()
+        if not sep or name not in map(str, allowed):
+            raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {known}; got {text!r}")
+        try:
+            read = [fits(S.BY_NAME[name], read_number(v, argument=name), name) for v in values.split(",")]
+        except InputError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return name, [int(v) if v.is_Integer else v for v in read]
+    return grid_type
+
+
+def grid_values(pairs, given: dict, option: str = "--grid") -> dict:
+    """``--grid`` pairs as ``{symbol: values}``: each name once, none also given by ``--set``
+    (``given``), and at most ``MAX_GRID`` configurations in all."""
+    grid = {}
+    for name, values in pairs:
+        symbol = S.BY_NAME[name]
+        if symbol in grid:
+            raise InputError(f"{option} {name}: given twice; give each name once (V1,V2,... in one pair)", option)
+        if symbol in given:
+            raise InputError(f"--set {name}: {name} is swept by {option}; give it one way", "--set")
+        grid[symbol] = values
+    size = math.prod(len(values) for values in grid.values())
+    if size > MAX_GRID:
+        raise InputError(f"{option}: {size:,} configurations, more than {MAX_GRID:,}; split the grid "
+                         f"(or use numeric.sweep.sweep_dask on a cluster)", option)
+    return grid
+
+
+def symbol_names(text: str, option: str) -> list:
+    """Comma-separated symbol names (``--leading e,l``, ``--diff l``) as symbols."""
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in S.BY_NAME]
+    if unknown or not names:
+        raise InputError(f"{option}: unknown name(s) {', '.join(map(repr, unknown))}; known: "
+                         f"{', '.join(S.BY_NAME)}", option)
+    return [S.BY_NAME[name] for name in names]
