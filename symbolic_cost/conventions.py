@@ -70,6 +70,21 @@ field                           default        alternatives
 ``embedding_reads``             ``"rows"``     a lookup reads the ``b l`` rows it gathers
                                                (its share of a vocabulary-split table);
                                                ``"table"``: the whole table
+``gradient_lifetime``           ``"buffer"``   gradients live all step in a persistent buffer
+                                               (Megatron-LM's ``DistributedDataParallel``
+                                               grad buffer); ``"step"``: made during backward
+                                               and freed by ``zero_grad(set_to_none=True)``
+                                               (PyTorch's default; ``models.peak``)
+``loss_backward``               ``"in-place"`` the loss's backward writes the gradient into
+                                               its saved fp32 softmax (Megatron-LM's
+                                               vocabulary-parallel cross entropy);
+                                               ``"eager"``: ``log_softmax``/``nll_loss`` make
+                                               two fresh gradients (``models.peak``)
+``optimizer_step``              ``"fused"``    the optimizer updates in place with no
+                                               temporaries (Apex / Transformer Engine
+                                               ``FusedAdam``); ``"single-tensor"``:
+                                               ``torch.optim.AdamW(foreach=False)``'s two
+                                               temporaries per parameter (``models.peak``)
 ``lstm_grad_accumulate_bytes``  ``True``       ``False``: the LSTM weight-gradient sum's
                                                traffic is counted in elements (DeepFlow quirk)
 ``lstm_softmax_weight_rows``    ``"input"``    ``"projection"``: softmax weight memory uses
@@ -102,6 +117,9 @@ _CHOICES = {
     "pipeline_sends": ("full", "scatter-gather"),
     "gated_activation": ("fused", "eager"),
     "embedding_reads": ("rows", "table"),
+    "gradient_lifetime": ("buffer", "step"),
+    "loss_backward": ("in-place", "eager"),
+    "optimizer_step": ("fused", "single-tensor"),
 }
 
 
@@ -133,6 +151,9 @@ class Conventions:
     gemm_output_overhead: bool = False
     gated_activation: str = "fused"
     embedding_reads: str = "rows"
+    gradient_lifetime: str = "buffer"
+    loss_backward: str = "in-place"
+    optimizer_step: str = "fused"
     lstm_grad_accumulate_bytes: bool = True
     lstm_softmax_weight_rows: str = "input"
     lstm_count_disabled_projection: bool = False

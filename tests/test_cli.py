@@ -178,7 +178,8 @@ def test_summary_prints_the_step_time_breakdown(capsys):
     memory = next(i for i, line in enumerate(lines) if line.startswith("memory per device"))
     assert lines[memory + 1].startswith("activations per pipeline rank: 0: ")
     assert lines[memory + 2].startswith("parameters per device of each pipeline rank: 0: ")
-    step = lines[memory + 3]                          # the breakdown next to the memory
+    assert lines[memory + 3].startswith("peak memory per device: ")    # models.peak, tests/test_peak_memory.py
+    step = lines[memory + 4]                          # the breakdown next to the memory
     assert step.startswith("step time per iteration on h100: ")
     for part, value in expected.items():
         printed = re.search(rf"\b{part} ([0-9.e+-]+) s\b", step)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from sympy import sympify
+
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import frameworks, options
@@ -14,6 +16,7 @@ from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, co
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
 from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
 from symbolic_cost.models.grid_stack import on_grid
+from symbolic_cost.models.peak import largest_micro_batch, peak_bytes, peak_moment, step_timeline
 from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.parallel.grid import DEGREES
@@ -97,6 +100,7 @@ def report(args) -> tuple[dict, Training]:
                                                           * training.decoder_tokens / steps["total"]
                                                           / world_size(training))}
     out["world_size"] = number(world_size(training))
+    out["peak"] = peak_report(arch, training, cost, chosen, system)
     notes = list(arch.notes)
     out["trainable_parameters"] = number(cost.trainable_parameters)
     if arch.mtp_layers:
@@ -132,6 +136,22 @@ def report(args) -> tuple[dict, Training]:
          "cluster_volume_bytes": number(cluster_volume(cost, dim, c)),
          "time_s": number(comm_time(c, system, chosen))} for dim, c in cost.collectives]
     return out, training
+
+
+def peak_report(arch, training, cost, chosen, system) -> dict:
+    """The step's peak memory (``models.peak``): its bytes, the moment it falls at, every
+    moment, and the largest micro-batch whose peak fits the system's memory."""
+    moments = step_timeline(cost, chosen)
+    out = {"bytes": number(peak_bytes(cost, chosen)), "moments": {m.name: number(m.bytes) for m in moments}}
+    if all(sympify(m.bytes).is_number for m in moments):
+        out["at"] = peak_moment(cost, chosen).name
+        if system.hbm_capacity and training.tensor is None:     # a tensor grid has its own builder
+            out["capacity_bytes"] = number(system.hbm_capacity)
+            try:
+                out["largest_micro_batch"] = largest_micro_batch(arch, training, system.hbm_capacity, chosen)
+            except InputError:      # a rule needs the micro-batch as a number (left out, not guessed)
+                pass
+    return out
 
 
 def mtp_note(parameters, counted: bool) -> str:
@@ -227,6 +247,11 @@ def run(args) -> int:
             f"{rank}: {size(value)}" for rank, value in enumerate(out["activation_bytes_per_rank"])))
         print("parameters per device of each pipeline rank: " + ", ".join(
             f"{rank}: {value:,}" for rank, value in enumerate(out["parameters_per_rank"])))
+    peak = out["peak"]
+    where = f" at the {peak['at']}" if "at" in peak else ""
+    fit = (f"; the largest micro-batch that fits {args.system}'s {size(peak['capacity_bytes'])}: "
+           f"{peak['largest_micro_batch']}" if "largest_micro_batch" in peak else "")
+    print(f"peak memory per device: {size(peak['bytes'])}{where} (kept total {size(out['memory_bytes'])}){fit}")
     steps = out["step_time_s"]
     print(f"step time per iteration on {args.system}: "
           + ", ".join(f"{part} {seconds(value)}" for part, value in steps.items() if part != "total")

@@ -5,8 +5,8 @@ The degrees ``m1, s1, d, p``, the micro-batch ``b`` and micro-batches ``n_micro`
 experts ``ep, etp``), the interleaved schedule's chunks per rank ``vp`` and the layers a
 stage recomputes ``n_rec`` are symbols: the model is built once per discrete choice that
 changes its formulas (a ``Variant``: recomputation, ZeRO stage, offload, schedule), its step
-time (``timing.step.step_time_breakdown``) and memory compiled into one kernel, and every
-layout of that variant evaluated at once.  ``SPACE`` spans everything the library can
+time (``timing.step.step_time_breakdown``) and the step's peak memory (``models.peak``, what
+must fit) compiled into one kernel, and every layout of that variant evaluated at once.  ``SPACE`` spans everything the library can
 express (Calculon's search space: tensor, pipeline, data degrees, micro-batch,
 interleaving, recomputation, sequence parallelism, optimizer sharding, offload); the
 defaults search a smaller one.  With ``tensor`` the search also considers tensor grids
@@ -31,6 +31,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, choice, count
 from symbolic_cost.models import RECOMPUTE, Architecture, Training, model_cost
 from symbolic_cost.models.ranks import placed_by_p
+from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.models.recipes import OFFLOAD, check_offload
 from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.parallel.pipeline import SCHEDULES
@@ -177,7 +178,7 @@ def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top
         names = [n for n in names if n not in ("p", "vp")]
     cost = model_cost(arch, training, conventions)
     parts = step_time_breakdown(cost, system, conventions)
-    compiled = compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": cost.memory_bytes},
+    compiled = compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)},
                              symbols=[S.BY_NAME[k] for k in names])
     values = compiled({k: rows[k].to_numpy() for k in names})
     return _best(rows, values, float(system.hbm_capacity), top)
@@ -273,7 +274,7 @@ def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, convention
                          offload=offload, schedule=schedule, **chunks, **training)
         cost = model_cost(arch, on_grid(plain, GRIDS[kind](S.mq, S.md)), conventions)
         parts = step_time_breakdown(cost, system, conventions)
-        exprs = {**{k: parts.get(k, 0) for k in PARTS}, "memory": cost.memory_bytes}
+        exprs = {**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)}
         if kind == "2d":         # one side divides the other (layouts._grid_degrees): lcm is the larger
             exprs = {k: sympify(v).replace(Lcm, Max) for k, v in exprs.items()}
         compiled = compile_exprs(exprs, symbols=[S.BY_NAME[k] for k in symbols])

@@ -13,12 +13,13 @@
   PyTorch autograd's saved tensors (``memory``; the PyTorch numbers are data, ``memory_measured``),
 * ``inference.md``, ``kv-cache.png``, ``decode-throughput.png``: the KV cache of a few public models,
   decode throughput against the batch, the crossover and largest batches per system (``inference``),
+* ``peak-memory.png``: one training step's memory timeline for two runs (``peak``),
 * ``validation.md``, ``validation.png``: the calibrated time model against the published measured
   runs of ``reproduce.measured`` (``validation``),
 * ``<model>.png``: FLOPs, memory and time against ``l`` and ``m1``, crossovers marked (``plots``).
 
 Plots need matplotlib (``pip install 'symbolic_cost[report]'``); it is imported
-inside ``plots.plot`` and ``inference.plot_inference``, nowhere else in the library.
+inside ``plots.plot``, ``inference.plot_inference`` and ``peak.plot_peak``, nowhere else in the library.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from symbolic_cost.report.grids import grids_markdown
 from symbolic_cost.report.kernel_model import LSTMCase, kernel_markdown
 from symbolic_cost.report.inference import inference_markdown, plot_inference
 from symbolic_cost.report.memory import memory_markdown
+from symbolic_cost.report.peak import plot_peak
 from symbolic_cost.report.plots import plot, plot_name
 from symbolic_cost.report.scaling import SHAPES, analysis_markdown
 from symbolic_cost.report.sequence import sequence_markdown
@@ -81,6 +83,8 @@ def generate(out: Path, small: bool = False, progress: Callable[[str], None] = p
     _write(out / "inference.md", inference_markdown(), written)
     written += plot_inference(out, points=12 if small else 40)
     progress("inference: inference.md, kv-cache.png, decode-throughput.png")
+    written.append(plot_peak(out / "peak-memory.png"))
+    progress("peak memory of a step: peak-memory.png")
     written.append(validation.write(out, measured.cases(), measured.excluded(),
                                    serving_cases=measured.serving_cases()))
     written.append(out / "validation.png")

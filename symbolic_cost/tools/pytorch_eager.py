@@ -83,6 +83,9 @@ PRESET = register("pytorch-eager", DEFAULT.but(
     window_count="dense",           # and a sliding window masks a full l x l score matrix
     layer_norm_keeps_stats=True,    # native_layer_norm saves mean and rstd
     gated_activation="eager",       # silu(G) * U: silu keeps G, the product act(G) and U
+    gradient_lifetime="step",       # zero_grad(set_to_none=True): gradients made in backward
+    loss_backward="eager",          # log_softmax + nll_loss, the logits held by the model's output
+    optimizer_step="single-tensor", # AdamW(foreach=False), the CPU default (models.peak)
 ))
 """What PyTorch eager autograd keeps for Hugging Face models (see the module docstring)."""
 

@@ -1,0 +1,61 @@
+"""``peak-memory.png``: one training step's memory timeline (``models.peak``) for two runs, the
+moments as stacked bars of state, kept activations and transients, against the device's memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.config import preset
+from symbolic_cost.models.peak import gather_bytes, step_timeline
+from symbolic_cost.timing.systems import get_system
+from symbolic_cost.tools import pytorch_eager as eager
+
+RUNS = (
+    ("Llama-2-7B, b=2, l=4096, flash, ZeRO-1 over 64 devices (Megatron-LM)", "llama-2-7b",
+     Training(b=2, l=4096, d=64, zero=1, flash=True), "default"),
+    ("GPT-2 small, one device, b=16, l=1024, fp32 (PyTorch eager)", "gpt2",
+     Training(b=16, l=1024, precision="fp32"), eager.PRESET),
+)
+
+
+def parts(cost, conventions) -> list[tuple[str, float, float, float]]:
+    """``(moment, state, kept, transient)`` in bytes for every moment of ``step_timeline``: the
+    state is weights, optimizer state, ZeRO-3's gathered layers and the gradients that exist
+    then; the kept activations count until backward has freed them."""
+    buffer = conv.get(conventions).gradient_lifetime == "buffer"
+    state = cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost)
+    out = []
+    for m in step_timeline(cost, conventions):
+        late = m.name in ("embedding backward", "optimizer step")
+        held = state + (cost.gradient_bytes if buffer or late else 0)
+        kept = 0 if late else cost.activation_bytes
+        out.append((m.name, float(held), float(kept), float(m.bytes - held - kept)))
+    return out
+
+
+def plot_peak(path: Path, system="h100") -> Path:
+    """Write the figure to ``path``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    capacity = float(get_system(system).hbm_capacity) / 2**30
+    fig, axes = plt.subplots(1, len(RUNS), figsize=(12, 4.5))
+    for ax, (title, model, training, conventions) in zip(axes, RUNS):
+        rows = parts(model_cost(preset(model), training, conventions), conventions)
+        names = [r[0].replace(" ", "\n") for r in rows]
+        bottom = [0.0] * len(rows)
+        for i, label in ((1, "weights, optimizer, gradients"), (2, "kept activations"), (3, "transients")):
+            values = [r[i] / 2**30 for r in rows]
+            ax.bar(names, values, bottom=bottom, label=label)
+            bottom = [a + v for a, v in zip(bottom, values)]
+        ax.axhline(capacity, ls="--", c="gray", label=f"{system} memory")
+        ax.set(title=title, ylabel="GiB on the busiest device")
+        ax.title.set_fontsize(9)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
