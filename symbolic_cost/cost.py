@@ -219,11 +219,10 @@ class Cost:
                    (``dW``, a bias's, a norm's ``gamma``/``beta``, a table's)
     ============== ==========================================================
 
-    ``flops_agrad = flops_bwd - flops_wgrad`` is the rest of the backward pass: the
-    activation gradients (``dX``) and what leads to them.  Zero-bubble pipeline schedules
-    and overlap models run the two parts apart (Calculon's ``agrad_flops`` and
-    ``wgrad_flops``).  ``flops_wgrad`` is not one of ``EXPRESSION_FIELDS`` (the columns
-    tables show); ``subs``, ``plus`` and ``Block.total`` handle it as they do those.
+    ``flops_agrad = flops_bwd - flops_wgrad`` is the rest of the backward pass: the activation gradients
+    (``dX``) and what leads to them.  Zero-bubble pipeline schedules and overlap models run the two parts
+    apart (Calculon's ``agrad_flops`` and ``wgrad_flops``).  ``flops_wgrad`` is not one of
+    ``EXPRESSION_FIELDS`` (the columns tables show); ``subs``, ``plus`` and ``Block.total`` handle it alike.
     """
 
     name: str
@@ -245,6 +244,8 @@ class Cost:
     flops_wgrad: Expr = Integer(0)
     fp4: bool = False
     fused: bool = False
+    recompute: str | None = None    # the recomputation that redoes its forward in backward (models.memory)
+    rebuilt: str | None = None      # the recomputation that rebuilds what it keeps for backward, not keeping it
 
     def __post_init__(self):
         if self.engine not in ENGINES:

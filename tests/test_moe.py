@@ -265,13 +265,13 @@ def test_selective_recomputation_keeps_the_latent_attention_core_inputs():
 
     from symbolic_cost.blocks.latent_attention import core_input_bytes
     from symbolic_cost.models.config import from_config
-    from symbolic_cost.models.memory import CORE_ROWS
+    core_rows = ("logits", "softmax", "dropout_softmax", "attend")       # Korthikanti et al. 2022
     block = latent_attention(2, 16, 2048, 16, Latent(512, 64, 128, 128))
     assert core_input_bytes(block) == 2 * 16 * (16 * 192 + 16 * 256 + 64) * 2
     config = json.loads((Path(__file__).parent / "hf_configs" / "DeepSeek-V2-Lite.json").read_text())
     lite = from_config(config, "lite")
     kept = {rc: model_cost(lite, Training(b=1, l=512, recompute=rc)) for rc in ("none", "selective")}
-    core = sum(count * (sum(blk[r].act_buffer for r in CORE_ROWS if r in blk.names) - core_input_bytes(blk))
+    core = sum(count * (sum(blk[r].act_buffer for r in core_rows if r in blk.names) - core_input_bytes(blk))
                for blk, count in kept["none"].blocks[1:-1])
     assert kept["none"].activation_bytes - kept["selective"].activation_bytes == core
 

@@ -71,8 +71,8 @@ def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, proje
     rows += _core(at, heads, scores, keys, flash, context, dropouts if scores.dropout is None else scores.dropout)
     rows += _output(at, heads, projections, flash and getattr(context, "variant", None) != "ulysses", norm, dropouts,
                     post_norm, branch)
-    if projections.cross:
-        rows = [replace(row, name=f"cross_{row.name}") for row in rows]
+    if projections.cross:        # selective recomputation redoes the self-attention core only
+        rows = [replace(row, name=f"cross_{row.name}", recompute=None, rebuilt=None) for row in rows]
     return Block("cross_attention" if projections.cross else "attention", tuple(rows), dims, at.conventions)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
@@ -35,11 +37,14 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, ac
     rows = [at.norm(f"{norm}_norm_2", norm)] if own_norm else []
     width = 2 * f / m1 if gated_act else f / m1
     after_act = at.conventions.mlp_activation_dropout if activation_dropout is None else activation_dropout
+    redone = dict(recompute="activation")             # activation recomputation redoes these
+    fc2 = replace(linear(b, l, f / m1, e, bias=bias, name="fc2", **at.kw), rebuilt="activation")
     rows += [
         (_same if shared_input else at.entering)(linear(b, l, e, width, bias=bias, name="fc1", **at.kw)),
-        (gated if gated_act else gelu)(b, l, f / m1, name="act", **at.kw),
-        *([dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw)] if dropouts and after_act else []),
-        (_same if branch else at.leaving)(linear(b, l, f / m1, e, bias=bias, name="fc2", **at.kw)),
+        replace((gated if gated_act else gelu)(b, l, f / m1, name="act", **at.kw), **redone),
+        *([replace(dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw), **redone, rebuilt="activation")]
+          if dropouts and after_act else []),
+        (_same if branch else at.leaving)(fc2),
         *([NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_mlp", **at.kw)] if post_norm else []),
         *([] if branch else [at.closing_dropout("dpr2", dropouts)]),
     ]

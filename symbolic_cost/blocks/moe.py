@@ -44,7 +44,7 @@ reductions count.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
 
@@ -183,8 +183,10 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, ep=1, etp=1, capacity_factor=None, im
     rows.append(at.attach(permute(tokens, k, at.e, sent, es=at.es), exchange["dispatch"]))
     rows += [grouped_linear(through, at.e, (2 if gated_act else 1) * width, experts / ep, bias=spec.expert_bias,
                             name="expert_fc1", **at.kw),
-             (gated if gated_act else gelu)(1, through, width, name="expert_act", **at.kw),
-             grouped_linear(through, width, at.e, experts / ep, bias=spec.expert_bias, name="expert_fc2", **at.kw),
+             replace((gated if gated_act else gelu)(1, through, width, name="expert_act", **at.kw),
+                     recompute="activation"),     # activation recomputation redoes it, rebuilding fc2's input
+             replace(grouped_linear(through, width, at.e, experts / ep, bias=spec.expert_bias, name="expert_fc2",
+                                    **at.kw), rebuilt="activation"),
              at.attach(combine(tokens, k, at.e, es=at.es), exchange["combine"])]
     if "shared_f" in dims:
         rows += _shared(at, dims["shared_f"], spec.shared_gate, gated_act, bias, replicated)
@@ -250,9 +252,10 @@ def _shared(at: Layout, width, gate: bool, gated_act: bool, bias, replicated=Fal
     routed output; with ``replicated`` tokens the sum of the two partial outputs is reduced once."""
     b, l, e, m1, tokens = at.b, at.l, at.e, at.m1, at.l / at.s
     fc1 = linear(b, l, e, (2 if gated_act else 1) * width / m1, bias=bias, name="shared_fc1", **at.kw)
-    fc2 = linear(b, l, width / m1, e, bias=bias, name="shared_fc2", **at.kw)
+    fc2 = replace(linear(b, l, width / m1, e, bias=bias, name="shared_fc2", **at.kw), rebuilt="activation")
     rows = [fc1 if replicated else at.entering(fc1),
-            (gated if gated_act else gelu)(b, l, width / m1, name="shared_act", **at.kw),
+            replace((gated if gated_act else gelu)(b, l, width / m1, name="shared_act", **at.kw),
+                    recompute="activation"),
             fc2 if replicated else at.leaving(fc2)]
     if gate:
         rows += [linear(b, tokens, e, 1, bias=False, name="shared_gate", **at.kw),

@@ -9,11 +9,9 @@ keeps for backward; ``config`` reads Hugging Face ``config.json`` files.
 """
 
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.memory import CORE_ROWS
 from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, Training, bytes_per_parameter, element_bytes
 from symbolic_cost.models.totals import (ModelCost, cluster_volume, model_blocks, model_cost, stage_parameters,
                                          world_size)
 
 __all__ = ["Architecture", "Training", "ModelCost", "model_cost", "model_blocks", "stage_parameters",
-           "world_size", "cluster_volume", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE",
-           "CORE_ROWS"]
+           "world_size", "cluster_volume", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE"]

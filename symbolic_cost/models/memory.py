@@ -6,8 +6,8 @@ Per micro-batch, for the ``k`` layers of one pipeline stage:
 ``recompute``  kept                                          forward redone in backward
 ============== ============================================= =================================
 none           ``k x`` every row's ``act_buffer``            nothing
-selective      the attention core (``CORE_ROWS``) dropped,   the core (Korthikanti et al.
-               Q, K, V kept instead                          2022)
+selective      the attention core dropped, Q, K, V kept      the core (Korthikanti et al.
+               instead                                       2022)
 activation     each activation's output (the input of        the activations (and ``dpr1``)
                ``fc2``, ``expert_fc2``, ``shared_fc2``)
                dropped (and ``dpr1``'s mask)
@@ -18,6 +18,11 @@ full, block    the inputs of the first ``N <= k`` layers,    ``N`` layers
 ============== ============================================= =================================
 
 ``N`` is ``Training.recompute_layers`` (Megatron-LM's ``--recompute-num-layers``).
+Each row says what a recomputation does to it: ``Cost.recompute``, the recomputation that
+redoes its forward (``"selective"``: the core's rows, ``ops.attention.attention_core``;
+``"activation"``: the activation functions and ``dpr1``), and ``Cost.rebuilt``, the one
+that rebuilds what it keeps instead of keeping it (the core's rows; ``dpr1``, ``fc2``,
+``expert_fc2``, ``shared_fc2``: ``blocks.mlp``, ``blocks.moe``).
 ``activation`` redoes every activation function of the layer: on a mixture of experts the
 routed experts' (Megatron-LM's ``--recompute-modules moe_act``) and the shared experts', each
 rebuilding its second product's input.
@@ -30,20 +35,13 @@ from sympy import Expr, Integer
 from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.latent_attention import core_input_bytes
 
-CORE_ROWS = ("logits", "softmax", "dropout_softmax", "attend")
-"""Rows selective recomputation drops (Korthikanti et al. 2022) and redoes in backward."""
-ACTIVATION_ROWS = ("act", "dpr1", "expert_act", "shared_act")
-"""Rows activation recomputation redoes to rebuild the input of ``fc2`` (and of the experts')."""
-REBUILT_INPUTS = ("dpr1", "fc2", "expert_fc2", "shared_fc2")
-"""Rows whose kept input activation recomputation drops (``dpr1``: its mask, drawn again)."""
-
 
 def recomputed_rows(layer: Block, recompute: str) -> list[str]:
-    """Names of the rows whose forward runs again in backward, in a recomputed layer."""
+    """Names of the rows whose forward runs again in backward, in a recomputed layer: all of
+    them (``full``), or those whose ``Cost.recompute`` is ``recompute``."""
     if recompute == "full":
         return layer.names
-    rows = {"selective": CORE_ROWS, "activation": ACTIVATION_ROWS}.get(recompute, ())
-    return [r for r in rows if r in layer.names]
+    return [row.name for row in layer if row.recompute == recompute]
 
 
 def kept_bytes(layer: Block, recompute: str, tokens_bytes) -> Expr:
@@ -51,15 +49,12 @@ def kept_bytes(layer: Block, recompute: str, tokens_bytes) -> Expr:
     (``full``: the layer's input, ``tokens_bytes``, as one group of one layer)."""
     if recompute == "full":
         return tokens_bytes                                    # only the layer's input
-    kept = layer.total("act_buffer")
-    if recompute == "selective" and any(r.name in CORE_ROWS for r in layer):
-        core = sum(layer[r].act_buffer for r in CORE_ROWS if r in layer.names)
-        kept = kept - core + core_input_bytes(layer)          # keep Q, K, V to redo the core
-    if recompute == "activation":
-        # fc2's input is rebuilt from the activation's input; a dropout between them draws its
-        # mask again from the saved random state (torch.utils.checkpoint), so it keeps none
-        kept = kept - sum(layer[r].act_buffer for r in REBUILT_INPUTS if r in layer.names)
-    return kept
+    rebuilt = [row.act_buffer for row in layer if row.rebuilt == recompute]
+    kept = layer.total("act_buffer") - sum(rebuilt, Integer(0))
+    # selective: keep Q, K, V to redo the core; activation: fc2's input is rebuilt from the
+    # activation's input, and a dropout between them draws its mask again from the saved
+    # random state (torch.utils.checkpoint), so it keeps none
+    return kept + core_input_bytes(layer) if recompute == "selective" and rebuilt else kept
 
 
 def stage_kept_bytes(layer: Block, training, layers, tokens_bytes) -> Expr:

@@ -27,7 +27,9 @@ def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=F
     tensor ``softmax`` keeps, so it is held once.  A sliding ``window`` bounds the scores
     per query (``stored_keys``) in every row.  ``v_dim`` (default ``q``) is the value head
     size (``V (b, kv, l_kv, v_dim)``); ``score_ops`` are element-wise rows on the scores
-    (a position bias, a soft cap) that run between ``logits`` and ``softmax``.
+    (a position bias, a soft cap) that run between ``logits`` and ``softmax``.  The four rows
+    are what selective recomputation redoes and keeps nothing of (``Cost.recompute``,
+    ``Cost.rebuilt``: ``"selective"``; the ``score_ops`` are not marked).
 
     >>> from symbolic_cost.symbols import b, l, h
     >>> [row.name for row in attention_core(b, l, 64, h)]
@@ -43,7 +45,9 @@ def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=F
                  else stored_keys(keys, window, conventions))
         rows.append(dropout(b, l, width * exact(h, "h"), es_mask=es_mask, name="dropout_softmax", **kw))
     av = attend(b, l, q if v_dim is None else v_dim, h, **grouped)
-    return rows + [av if dropouts else av.plus(act_buffer=-rows[1 + len(score_ops)].act_buffer)]
+    rows += [av if dropouts else av.plus(act_buffer=-rows[1 + len(score_ops)].act_buffer)]
+    ops = {id(op) for op in score_ops}
+    return [row if id(row) in ops else replace(row, recompute="selective", rebuilt="selective") for row in rows]
 
 
 def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=False, window=None,

@@ -112,9 +112,10 @@ def grid_mlp(b, l, e, f, grid: Grid, *, bias=True, gated_act=False, dropouts=Tru
     seqs, cols = _local(grid, b, f)
     after_act = conventions.mlp_activation_dropout if activation_dropout is None else activation_dropout
     rows += [grid_linear(grid, b * l, e, 2 * f if gated_act else f, bias=bias, name="fc1", **kw),
-             (gated if gated_act else gelu)(seqs, l, cols, name="act", **kw),
-             *([dropout(seqs, l, cols, es_mask=es_mask, name="dpr1", **kw)] if dropouts and after_act else []),
-             grid_linear(grid, b * l, f, e, bias=bias, flip=True, name="fc2", **kw),
+             replace((gated if gated_act else gelu)(seqs, l, cols, name="act", **kw), recompute="activation"),
+             *([replace(dropout(seqs, l, cols, es_mask=es_mask, name="dpr1", **kw), recompute="activation",
+                        rebuilt="activation")] if dropouts and after_act else []),
+             replace(grid_linear(grid, b * l, f, e, bias=bias, flip=True, name="fc2", **kw), rebuilt="activation"),
              _closing(grid, b, l, e, dropouts, es, es_mask, conventions, "dpr2")]
     return GridBlock("mlp", tuple(rows), dims, conventions, grid)
 
