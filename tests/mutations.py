@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
          "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py",
-         "tests/test_mutation_oracles.py")
+         "tests/test_mutation_oracles.py", "tests/test_peak_memory.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -66,6 +66,7 @@ PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/z
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
 RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
 EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
+PEAK = "symbolic_cost/models/peak.py"
 LOAD = "symbolic_cost/inference/load.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
 MUTATIONS = (
@@ -83,6 +84,15 @@ MUTATIONS = (
              "return tuple(forward + again + backward)", "return tuple(forward + backward)", required=False),
     Mutation("fused-row-one-kernel", EFFICIENCY, "gemms = [] if cost.fused else", "gemms = [] if False else",
              required=False),
+    # the peak of a step (issue 31, tests/test_peak_memory.py against a measured PyTorch step)
+    Mutation("peak-loss-two-gradients", PEAK, "return head.act_out + 2 * loss.act_in", "return head.act_out + loss.act_in",
+             required=False),
+    Mutation("peak-adam-two-temporaries", PEAK, "return 2 * OPTIMIZER_FP32 * largest", "return OPTIMIZER_FP32 * largest",
+             required=False),
+    Mutation("peak-tied-sum-out-of-place", PEAK, "return held + (2 * table.weights if", "return held + (table.weights if",
+             required=False),
+    Mutation("peak-gradients-made-in-backward", PEAK, "made = Integer(0) if buffer else cost.gradient_bytes",
+             "made = Integer(0)", required=False),
     Mutation("zb-h1-one-w-saved", STEP, "bubble = (p - 1) * (per_micro - w - minimum(", "bubble = (p - 1) * (per_micro - minimum(",
              required=False),
     Mutation("zb-h1-in-flight", "symbolic_cost/parallel/pipeline.py", """if self.name == "zb-h1":
