@@ -44,10 +44,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, Max, sympify
+from sympy import Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError
+from symbolic_cost.extrema import maximum
 from symbolic_cost.models.training import element_bytes
 
 GATHERED_LAYERS = 2
@@ -156,7 +157,7 @@ def optimizer_temporaries(cost, conventions) -> Expr:
     if conventions.optimizer_step == "fused":
         return Integer(0)
     es = element_bytes(cost.training.precision)
-    largest = Max(*(row.weights for blk, _ in cost.stack for row in blk)) / es
+    largest = maximum(*(row.weights for blk, _ in cost.stack for row in blk)) / es
     return 2 * OPTIMIZER_FP32 * largest
 
 
@@ -165,7 +166,22 @@ def gather_bytes(cost) -> Expr:
     tensor rank (every layer group's block before sharding); 0 below ZeRO-3."""
     if cost.training.zero != 3:
         return Integer(0)
-    return GATHERED_LAYERS * Max(*(blk.total("weights") for blk, _ in cost.stack[1:-1]))
+    return GATHERED_LAYERS * maximum(*(blk.total("weights") for blk, _ in cost.stack[1:-1]))
+
+
+def _terms(cost, conventions) -> tuple:
+    """``(state, kept, made, during, after)``: the state all step long, the kept activations, the
+    gradients backward makes, and the transients of the moments while activations are kept
+    (forward, loss, head) and after they are freed (embedding, optimizer), in ``MOMENTS`` order."""
+    c = conv.get(conventions)
+    buffer = c.gradient_lifetime == "buffer"
+    state = cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost) + (cost.gradient_bytes if buffer else 0)
+    made = Integer(0) if buffer else cost.gradient_bytes        # the gradients backward made
+    head = _row(cost.head, "lm_head")
+    logits = head.act_out if head is not None else Integer(0)
+    during = (logits, loss_transient(cost, c), head_transient(cost, c))
+    after = (embedding_transient(cost, c), optimizer_temporaries(cost, c))
+    return state, cost.activation_bytes, made, during, after
 
 
 def step_timeline(cost, conventions=conv.DEFAULT) -> tuple[Moment, ...]:
@@ -177,17 +193,9 @@ def step_timeline(cost, conventions=conv.DEFAULT) -> tuple[Moment, ...]:
     >>> [m.name for m in step_timeline(cost)]
     ['forward', 'loss backward', 'head backward', 'embedding backward', 'optimizer step']
     """
-    c = conv.get(conventions)
-    buffer = c.gradient_lifetime == "buffer"
-    state = cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost) + (cost.gradient_bytes if buffer else 0)
-    made = Integer(0) if buffer else cost.gradient_bytes        # the gradients backward made
-    kept, head = cost.activation_bytes, _row(cost.head, "lm_head")
-    logits = head.act_out if head is not None else Integer(0)
-    return (Moment("forward", state + kept + logits),
-            Moment("loss backward", state + kept + loss_transient(cost, c)),
-            Moment("head backward", state + kept + head_transient(cost, c)),
-            Moment("embedding backward", state + made + embedding_transient(cost, c)),
-            Moment("optimizer step", state + made + optimizer_temporaries(cost, c)))
+    state, kept, made, during, after = _terms(cost, conventions)
+    values = [state + kept + t for t in during] + [state + made + t for t in after]
+    return tuple(Moment(name, value) for name, value in zip(MOMENTS, values))
 
 
 def _tied_table(cost) -> Expr:
@@ -198,8 +206,12 @@ def _tied_table(cost) -> Expr:
 
 
 def peak_bytes(cost, conventions=conv.DEFAULT) -> Expr:
-    """The largest moment of ``step_timeline``: the step's peak on the busiest device."""
-    return Max(*(m.bytes for m in step_timeline(cost, conventions)))
+    """The largest moment of ``step_timeline``: the step's peak on the busiest device, written
+    ``state + Max(kept + Max(during), made + Max(after))`` so that the large terms appear once,
+    with ``extrema.maximum`` (SymPy's ``Max`` would try to order the moments by their
+    assumptions, seconds per model in a search)."""
+    state, kept, made, during, after = _terms(cost, conventions)
+    return state + maximum(kept + maximum(*during), made + maximum(*after))
 
 
 def peak_moment(cost, conventions=conv.DEFAULT) -> Moment:
