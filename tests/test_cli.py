@@ -80,8 +80,8 @@ def test_field_lists_the_valid_fields_and_each_one_works(capsys):
     sweep_fields = _help("sweep", capsys).split("any of: ")[1].split(" (default")[0].split(", ")
     assert sweep_fields == ["parameters", "flops_fwd", "flops_bwd", "weight_bytes", "gradient_bytes",
                             "optimizer_bytes", "activation_bytes", "memory_bytes", "total", "compute",
-                            "tensor_comm", "bubble", "pipeline_comm", "data_comm", "active_parameters",
-                            "alltoall_bytes"]
+                            "tensor_comm", "bubble", "pipeline_comm", "data_comm", "peak_bytes",
+                            "active_parameters", "alltoall_bytes"]
 
 
 def test_several_pairs_after_one_set_equal_repeated_flags(capsys):

@@ -179,3 +179,16 @@ def test_summary_reports_the_peak_and_the_largest_micro_batch_that_fits(capsys):
     n = peak["largest_micro_batch"]
     fits = lambda b: peak_bytes(model_cost(preset("gpt2"), Training(b=b, l=1024))) <= 80 * 10**9  # noqa: E731
     assert n > 4 and fits(n) and not fits(n + 1)
+
+
+def test_sweep_gives_the_peak_of_each_configuration(capsys):
+    """``sweep --field peak_bytes`` over b: each row is the peak of the model built with those numbers."""
+    from symbolic_cost.cli import main
+    from symbolic_cost.models import Training
+    from symbolic_cost.models.config import preset
+    assert main(["sweep", "--preset", "gpt2", "--set", "l=1024", "--grid", "b=1,8", "--field", "peak_bytes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "b,peak_bytes"
+    for line in lines[1:]:
+        b, value = line.split(",")
+        assert float(value) == float(peak_bytes(model_cost(preset("gpt2"), Training(b=int(float(b)), l=1024))))

@@ -19,6 +19,7 @@ from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.experts import alltoall_bytes
+from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.numeric.sweep import sweep
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -27,9 +28,10 @@ TOTALS = ("parameters", "flops_fwd", "flops_bwd", "weight_bytes", "gradient_byte
 TIMES = ("total", "compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm")
 EXPERTS = ("active_parameters", "alltoall_bytes")
 DEFAULT_FIELDS = TOTALS + TIMES
-SWEEP_FIELDS = DEFAULT_FIELDS + EXPERTS
-"""What ``--field`` may name: ``ModelCost`` totals, the parts of ``step_time_breakdown``, and for
-mixtures of experts the active parameters and the all-to-all bytes of a step (not by default)."""
+SWEEP_FIELDS = DEFAULT_FIELDS + ("peak_bytes",) + EXPERTS
+"""What ``--field`` may name: ``ModelCost`` totals, the parts of ``step_time_breakdown``, the step's
+peak memory (``models.peak``), and for mixtures of experts the active parameters and the all-to-all
+bytes of a step (the last three not by default)."""
 
 EXAMPLES = [
     "symbolic-cost sweep --preset gpt2 --grid b=1,2,4,8 --grid m1=1,2,4 --field memory_bytes,total",
@@ -128,7 +130,8 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
                         **options.training_policy(args))
     cost = model_cost(arch, training, chosen)
     exprs = {name: getattr(cost, name) for name in TOTALS}
-    exprs.update(active_parameters=cost.active_parameters, alltoall_bytes=alltoall_bytes(cost))
+    exprs.update(active_parameters=cost.active_parameters, alltoall_bytes=alltoall_bytes(cost),
+                 peak_bytes=peak_bytes(cost, chosen))
     exprs.update(step_time_breakdown(cost, options.timed_system(args), chosen))
     model = {S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers, S.v: arch.vocab}
     names = {**{str(k): v for k, v in {**model, **fixed}.items()}, **exprs}
