@@ -8,11 +8,12 @@
 
 from symbolic_cost import conventions
 from symbolic_cost import symbols
-from symbolic_cost.blocks import Block, Feedforward, Heads, Projections, Scores, attention, mlp, transformer_layer
+from symbolic_cost.blocks import (Block, Feedforward, Heads, Projections, Residual, Run, Scores, Wiring, attention,
+                                  mlp, transformer_layer)
 from symbolic_cost.conventions import Conventions
 from symbolic_cost.cost import Collective, Cost
 from symbolic_cost import tools  # noqa: F401  (registers every tool's conventions preset)
 
-__all__ = ["Block", "Collective", "Conventions", "Cost", "Feedforward", "Heads", "Projections", "Scores",
-           "attention", "conventions", "mlp", "symbols", "transformer_layer"]
+__all__ = ["Block", "Collective", "Conventions", "Cost", "Feedforward", "Heads", "Projections", "Residual", "Run",
+           "Scores", "Wiring", "attention", "conventions", "mlp", "symbols", "transformer_layer"]
 __version__ = "0.1.0"

@@ -26,6 +26,7 @@ from symbolic_cost.numeric.search import search
 from symbolic_cost.numeric.sweep import sweep
 from symbolic_cost.reader import read, read_number
 from symbolic_cost.symbols import b, e, f, l, m1
+from symbolic_cost.blocks.wiring import Run
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost"
 CONFIGS = PACKAGE / "models" / "configs"
@@ -440,11 +441,11 @@ API = [
     (lambda: mlp(None, 8, 8, 32), InputTypeError, "b must be a number"),
     (lambda: mlp(True, 8, 8, 32), InputTypeError, "b must be a number"),
     (lambda: mlp("abc", 8, 8, 32), InputTypeError, "b must be a number"),
-    (lambda: mlp(1, 8, 64, 256, es="fp16"), InputTypeError, "es must be a number"),
-    (lambda: mlp(1, 8, 64, 256, es=-2), InputError, "es must be positive"),
-    (lambda: mlp(1, 8, 64, 256, es=0), InputError, "es must be positive"),
-    (lambda: mlp(1, 8, 64, 256, es_mask=-1), InputError, "es_mask must be positive"),
-    (lambda: mlp(1, 8, 64, 256, es=float("inf")), InputError, "es must be finite"),
+    (lambda: mlp(1, 8, 64, 256, run=Run(es="fp16")), InputTypeError, "es must be a number"),
+    (lambda: mlp(1, 8, 64, 256, run=Run(es=-2)), InputError, "es must be positive"),
+    (lambda: mlp(1, 8, 64, 256, run=Run(es=0)), InputError, "es must be positive"),
+    (lambda: mlp(1, 8, 64, 256, run=Run(es_mask=-1)), InputError, "es_mask must be positive"),
+    (lambda: mlp(1, 8, 64, 256, run=Run(es=float("inf"))), InputError, "es must be finite"),
     (lambda: mlp(float("inf"), 8, 8, 32), InputError, "b must be finite"),
     (lambda: mlp(1, 8, 64, 256, m1=True), InputTypeError, "m1 must be a number"),
     (lambda: mlp([1], 8, 64, 256), InputTypeError, "b must be a number"),
@@ -455,7 +456,7 @@ API = [
     (lambda: mlp(1, -8, 64, 256), InputError, "l must be a positive integer"),
     (lambda: mlp(1, 8, 64, 256, 3), InputError, "m1 must divide f"),
     (lambda: mlp(1, 8, 64, 256, 2, 4), InputError, "s1 must divide m1"),
-    (lambda: mlp(1, 8, 64, 256, conventions="nope"), ValueError, "unknown conventions 'nope'"),
+    (lambda: mlp(1, 8, 64, 256, run=Run(conventions="nope")), ValueError, "unknown conventions 'nope'"),
     (lambda: attention(1, 8, 64, 0), InputError, "h must be a positive integer"),
     (lambda: attention(1, 8, 64, 5), InputError, "h must divide e"),
     (lambda: attention(1, 8, 64, 4, 3), InputError, "m1 must divide h"),

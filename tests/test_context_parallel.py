@@ -16,6 +16,7 @@ from symbolic_cost.models.config import from_config, preset
 from symbolic_cost.models.utilisation import model_flops
 from symbolic_cost.ops import flash_attention
 from symbolic_cost.symbols import cp as CP
+from symbolic_cost.blocks.wiring import Run
 
 EXACT = conv.DEFAULT.but(causal_flops="exact")
 B, E, H, KV, M1 = 1, 64, 8, 2, 2            # q = v = 8; per tensor rank 4 query and 1 key/value heads
@@ -25,8 +26,8 @@ ES = 2
 
 def _core(l, cp, variant, conventions):
     """The library's per-rank attention block of one layer (rank tokens ``l/cp``)."""
-    return attention(B, l // cp, E, Heads(H, kv_heads=KV), M1, 1, flash=True, scores=Scores(causal=True),
-                     context=Context(cp, variant), conventions=conventions)
+    return attention(B, l // cp, E, Heads(H, kv_heads=KV), M1, 1, scores=Scores(causal=True),
+                     run=Run(flash=True, context=Context(cp, variant), conventions=conventions))
 
 
 def _sent(block, pass_):
@@ -64,8 +65,8 @@ def test_ring_and_all_gather_match_the_simulation(variant, simulate, cp, chunk):
 @pytest.mark.parametrize("cp", [2, 4])
 def test_ulysses_matches_the_simulation(cp):
     l = 8 * cp
-    block = attention(B, l // cp, E, Heads(H, kv_heads=KV * cp), M1, 1, flash=True, scores=Scores(causal=True),
-                      context=Context(cp, "ulysses"))
+    block = attention(B, l // cp, E, Heads(H, kv_heads=KV * cp), M1, 1, scores=Scores(causal=True),
+                      run=Run(flash=True, context=Context(cp, "ulysses")))
     expected = sim.ulysses(l, cp, B, H // M1, KV * cp // M1, Q, Q)
     assert (_sent(block, "fwd"), _sent(block, "bwd")) == (expected["fwd"] * ES, expected["bwd"] * ES)
 

@@ -6,6 +6,7 @@ from sympy import Rational
 from symbolic_cost import attention, conventions as conv, mlp
 from symbolic_cost.timing.hardware import SYSTEMS, get_system
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1
+from symbolic_cost.blocks.wiring import Run
 
 CASES = [
     (lambda: mlp(0, 8, 8, 32), "b must be a positive integer, got 0"),
@@ -16,9 +17,9 @@ CASES = [
     (lambda: mlp(1, 8, 16, 10, 4, 1), "m1 must divide f (got m1=4, f=10)"),
     (lambda: mlp(1, 10, 16, 64, 4, 4), "s1 must divide l (got s1=4, l=10)"),
     (lambda: mlp(1, 12, 16, 64, 2, 3), "s1 must divide m1 (got s1=3, m1=2); sequence shards live"),
-    (lambda: mlp(1, 6, 16, 64, 4, conventions="lbnl-2024"), "m1 must divide l (got m1=4, l=6)"),
-    (lambda: mlp(1, 8, 16, 64, es=0.5), "es must be exact"),
-    (lambda: mlp(1, 8, 16, 64, conventions="lbnl"), "unknown conventions 'lbnl'; known: default, lbnl-2024"),
+    (lambda: mlp(1, 6, 16, 64, 4, run=Run(conventions="lbnl-2024")), "m1 must divide l (got m1=4, l=6)"),
+    (lambda: mlp(1, 8, 16, 64, run=Run(es=0.5)), "es must be exact"),
+    (lambda: mlp(1, 8, 16, 64, run=Run(conventions="lbnl")), "unknown conventions 'lbnl'; known: default, lbnl-2024"),
     (lambda: conv.DEFAULT.but(matmul_flops="3mnk"), "matmul_flops must be one of 'exact', '2mnk'"),
     (lambda: conv.DEFAULT.but(causal=True), "unknown conventions field(s): causal"),
     (lambda: get_system("tpu"), "unknown system 'tpu'; known: a100-perlmutter"),

@@ -13,6 +13,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks import Feedforward, Heads, Projections, Scores, attention, transformer_layer
 from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.blocks.wiring import Residual, Run, Wiring
 
 DENSE = conv.DEFAULT.but(window_count="dense")
 
@@ -45,7 +46,7 @@ def test_head_dim_apart_from_e_over_h_mistral_nemo():
 
 def test_value_head_size_apart_from_query_key():
     block = attention(1, 8, 64, Heads(4, head_dim=16, v_head_dim=8), projections=Projections(False, False),
-                      dropouts=False)
+                      residual=Residual(dropouts=False))
     assert block["qkv_proj"].weights / 2 == 64 * (4 * 16 + 4 * 16 + 4 * 8)
     assert block["v_proj"].weights / 2 == 4 * 8 * 64
     assert block["attend"].act_out / 2 == 4 * 8 * 8           # (b, h, l, v_head_dim)
@@ -75,7 +76,7 @@ def test_norm_kinds_parameters(norm, per_norm):
     e = 64
     with_norms, without = _arch(norm=norm), _arch(norm=norm, final_norm=False)
     assert _params(with_norms) - _params(without) == per_norm * e          # the final norm
-    layer = transformer_layer(1, 8, e, 256, 4, norm=norm, projections=Projections(False, False))
+    layer = transformer_layer(1, 8, e, 256, 4, projections=Projections(False, False), wiring=Wiring(norm=norm))
     assert layer.total("weights") / 2 == 4 * e * e + 2 * e * 256 + 2 * per_norm * e
 
 
@@ -92,21 +93,22 @@ def test_query_key_norms(qk_norm, extra):
     """Qwen3 / Gemma 3: one RMS weight per head size for q and k; OLMo 2: over the projections;
     Llama 4: none; Cohere: one per head size for every head.  The weights are read forward and
     backward and their gradients written (``ops.norm``)."""
-    plain = attention(1, 8, 64, Heads(4, kv_heads=2), norm="rms", projections=Projections(False, False))
-    normed = attention(1, 8, 64, Heads(4, kv_heads=2, qk_norm=qk_norm), norm="rms",
-                       projections=Projections(False, False))
+    plain = attention(1, 8, 64, Heads(4, kv_heads=2), projections=Projections(False, False),
+                      residual=Residual(norm="rms"))
+    normed = attention(1, 8, 64, Heads(4, kv_heads=2, qk_norm=qk_norm), projections=Projections(False, False),
+                       residual=Residual(norm="rms"))
     assert (normed.total("weights") - plain.total("weights")) / 2 == extra
     assert normed.names[2:4] == ["q_norm", "k_norm"]
     if qk_norm == "head_each":
-        once = attention(1, 8, 64, Heads(4, kv_heads=2, qk_norm="head"), norm="rms",
-                         projections=Projections(False, False))
+        once = attention(1, 8, 64, Heads(4, kv_heads=2, qk_norm="head"), projections=Projections(False, False),
+                         residual=Residual(norm="rms"))
         more = (normed.total("weights") - once.total("weights"))
         assert normed.total("mem_fwd") - once.total("mem_fwd") == more
         assert normed.total("mem_bwd") - once.total("mem_bwd") == 2 * more
 
 
 def test_projection_qk_norm_reduces_its_statistics_over_the_tensor_group():
-    block = attention(1, 8, 64, Heads(4, kv_heads=2, qk_norm="projection"), 2, norm="rms")
+    block = attention(1, 8, 64, Heads(4, kv_heads=2, qk_norm="projection"), 2, residual=Residual(norm="rms"))
     kinds = [(c.kind, c.pass_, c.elements) for c in block["q_norm"].collectives]
     assert kinds == [("allreduce", "fwd", 8), ("allreduce", "bwd", 8)]
 
@@ -118,7 +120,8 @@ def test_attention_sinks_one_logit_per_head_split_over_the_tensor_group():
     b, l, e, h = 2, 8, 128, 64
     plain = attention(b, l, e, h, 2, projections=Projections(False, False))
     eager = attention(b, l, e, h, 2, projections=Projections(False, False), scores=Scores(sinks=True))
-    flash = attention(b, l, e, h, 2, projections=Projections(False, False), scores=Scores(sinks=True), flash=True)
+    flash = attention(b, l, e, h, 2, projections=Projections(False, False), scores=Scores(sinks=True),
+                      run=Run(flash=True))
     assert (eager.total("weights") - plain.total("weights")) / 2 == 32
     assert eager.total("flops_fwd") - plain.total("flops_fwd") == 2 * b * l * 32
     assert eager["attention_sinks"].act_buffer / 2 == b * l * 32 and flash["attention_sinks"].act_buffer == 0
@@ -143,8 +146,8 @@ def test_tied_head_and_learned_positions():
 def test_parallel_block_parameters_gpt_j():
     """GPT-J layer: q, k, v, out without bias, fc_in and fc_out with bias, one LayerNorm."""
     e, f, h = 64, 256, 4
-    layer = transformer_layer(1, 8, e, f, h, parallel=True, norms=1, projections=Projections(False, False),
-                              ffn=Feedforward(bias=True), dropouts=False)
+    layer = transformer_layer(1, 8, e, f, h, projections=Projections(False, False), ffn=Feedforward(bias=True),
+                              wiring=Wiring(parallel=True, norms=1, dropouts=False))
     assert layer.total("weights") / 2 == 4 * e * e + (e * f + f) + (f * e + e) + 2 * e
 
 
@@ -152,24 +155,24 @@ def test_parallel_block_collectives_one_reduction_each_way():
     """Both branches read one gathered input and their partial outputs are summed first:
     one allreduce of (b, l, e) forward (the sum) and one backward (the input gradient)."""
     b, l, e, m1 = 2, 8, 64, 4
-    layer = transformer_layer(b, l, e, 256, 4, m1, parallel=True, norms=1, dropouts=False)
+    layer = transformer_layer(b, l, e, 256, 4, m1, wiring=Wiring(parallel=True, norms=1, dropouts=False))
     assert sorted((c.kind, c.pass_, c.elements) for c in layer.collectives) == \
         [("allreduce", "bwd", b * l * e), ("allreduce", "fwd", b * l * e)]
-    sequential = transformer_layer(b, l, e, 256, 4, m1, dropouts=False)
+    sequential = transformer_layer(b, l, e, 256, 4, m1, wiring=Wiring(dropouts=False))
     assert len(sequential.collectives) == 4
 
 
 def test_parallel_block_with_two_norms_gathers_each_branch_input():
-    layer = transformer_layer(2, 8, 64, 256, 4, 4, 4, parallel=True, norms=2, dropouts=False)
+    layer = transformer_layer(2, 8, 64, 256, 4, 4, 4, wiring=Wiring(parallel=True, norms=2, dropouts=False))
     gathers = [c for c in layer.collectives if c.kind == "allgather" and c.pass_ == "fwd"]
     assert len(gathers) == 2 + 0                   # one per norm output (s1 = m1: no extra gather)
     with pytest.raises(ValueError, match="norms must be one of"):
-        transformer_layer(2, 8, 64, 256, 4, parallel=True, norms=4)
+        transformer_layer(2, 8, 64, 256, 4, wiring=Wiring(parallel=True, norms=4))
 
 
 def test_sandwich_norms_gemma2():
-    layer = transformer_layer(1, 8, 64, 256, 4, norm="rms", norms=4, ffn=Feedforward(gated=True),
-                              projections=Projections(False, False), dropouts=False)
+    layer = transformer_layer(1, 8, 64, 256, 4, ffn=Feedforward(gated=True), projections=Projections(False, False),
+                              wiring=Wiring(norm="rms", norms=4, dropouts=False))
     assert [n for n in layer.names if "norm" in n] == ["rms_norm_1", "rms_norm_post_attention", "rms_norm_2",
                                                         "rms_norm_post_mlp"]
 
@@ -186,11 +189,12 @@ def test_window_scores_by_enumeration(l, w):
     h, q = 2, 4
     for causal_flops in ("full", "exact"):
         conventions = conv.DEFAULT.but(causal_flops=causal_flops)
-        block = attention(1, l, h * q, h, scores=Scores(causal=True, window=w), dropouts=False, conventions=conventions)
+        block = attention(1, l, h * q, h, scores=Scores(causal=True, window=w), residual=Residual(dropouts=False),
+                          run=Run(conventions=conventions))
         pairs = _scores_by_enumeration(l, w, causal_flops == "exact")
         assert block["logits"].flops_fwd == h * pairs * (2 * q - 1)
         assert block["softmax"].act_buffer == 2 * h * l * min(w, l)      # the band is stored
-    dense = attention(1, l, h * q, h, scores=Scores(causal=True, window=w), conventions=DENSE)
+    dense = attention(1, l, h * q, h, scores=Scores(causal=True, window=w), run=Run(conventions=DENSE))
     assert dense["logits"].flops_fwd == h * l * l * (2 * q - 1)
 
 

@@ -19,6 +19,7 @@ from symbolic_cost.models.memory import kept_bytes
 from symbolic_cost.models.ranks import busiest_activation_bytes, rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.pipeline import GPIPE, ONE_F_ONE_B, interleaved
 from symbolic_cost.symbols import b, e, h, l, m1
+from symbolic_cost.blocks.wiring import Run
 
 MEGATRON = conv.DEFAULT.but(mlp_activation_dropout=False, sequence_parallel_inputs="shard")
 PAPER = MEGATRON.but(layer_norm_keeps_stats=False)     # the paper ignores LayerNorm statistics
@@ -26,7 +27,7 @@ t = m1
 
 
 def _layer(m, s, conventions=PAPER):
-    return transformer_layer(b, l, e, 4 * e, h, m, s, conventions=conventions)
+    return transformer_layer(b, l, e, 4 * e, h, m, s, run=Run(conventions=conventions))
 
 
 def _kept(m, s, recompute="none", conventions=PAPER):
@@ -68,10 +69,10 @@ def test_layer_norm_statistics_are_the_only_difference_from_the_paper():
 def test_the_mlp_keeps_19_sbh_without_a_dropout_after_the_activation():
     """fc1 input 2sbh, GELU input 8sbh, fc2 input 8sbh, dropout mask sbh (the paper's 19sbh);
     the LBNL layout's extra dropout adds a 4sbh mask."""
-    rows = mlp(b, l, e, 4 * e, conventions=PAPER)
+    rows = mlp(b, l, e, 4 * e, run=Run(conventions=PAPER))
     assert "dpr1" not in rows.names
     assert rows.total("act_buffer") - rows["layer_norm_2"].act_buffer == 19 * l * b * e
-    lbnl = mlp(b, l, e, 4 * e, conventions="lbnl-2024")
+    lbnl = mlp(b, l, e, 4 * e, run=Run(conventions="lbnl-2024"))
     assert lbnl["dpr1"].act_buffer == 4 * l * b * e
 
 

@@ -29,6 +29,7 @@ from symbolic_cost.parallel.grid import make_grid
 from symbolic_cost.parallel.grid_blocks import grid_layer, grid_norm
 from symbolic_cost.parallel.grid_linear import grid_linear
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1, v
+from symbolic_cost.blocks.wiring import Residual, Run, Wiring
 
 q, t, E = (Symbol(name, positive=True, integer=True) for name in ("q", "t", "E"))
 TWO = conv.DEFAULT.but(matmul_flops="2mnk")          # PyTorch's count of a product
@@ -101,7 +102,7 @@ def test_subs_plus_and_copies_carry_the_weight_gradient():
     assert expand(cost.flops_wgrad - 4 * f * 11) == 0
     assert expand(cost.plus(flops_bwd=1, flops_wgrad=1).flops_wgrad - 4 * f * 11 - 1) == 0
     assert cost.plus(flops_bwd=1).flops_agrad - cost.flops_agrad == 1
-    block = mlp(b, l, e, f, bias=False, dropouts=False).subs({b: 1, l: 2, e: 3, f: 4})
+    block = mlp(b, l, e, f, bias=False, residual=Residual(dropouts=False)).subs({b: 1, l: 2, e: 3, f: 4})
     # fc1 (3 -> 4) and fc2 (4 -> 3) on 2 tokens: 12 weights each, 2 x 2 - 1 = 3 FLOPs a weight;
     # the layer norm's gamma and beta sums: 2 + 2 per element of the 6 (test_layer_norm_by_hand)
     assert block.total("flops_wgrad") == 2 * 12 * 3 + 4 * 6
@@ -132,12 +133,14 @@ def _block_values(draw) -> dict:
 def blocks() -> dict:
     spec = MoE(4, 2, f)
     return {
-        "mlp": mlp(b, l, e, f, m1, s1), "mlp gated": mlp(b, l, e, f, m1, s1, gated_act=True, norm="rms"),
-        "attention": attention(b, l, e, h, m1, s1), "attention flash": attention(b, l, e, h, m1, s1, flash=True),
+        "mlp": mlp(b, l, e, f, m1, s1), "mlp gated": mlp(b, l, e, f, m1, s1, gated_act=True,
+                                                         residual=Residual(norm="rms")),
+        "attention": attention(b, l, e, h, m1, s1), "attention flash": attention(b, l, e, h, m1, s1,
+                                                                                 run=Run(flash=True)),
         "layer": transformer_layer(b, l, e, f, h, m1, s1),
         "layer rotary gqa": transformer_layer(b, l, e, f, Heads(h, kv_heads=m1, rotary=True), m1, s1,
-                                              ffn=Feedforward(gated=True), norm="rms",
-                                              projections=Projections(out_bias=False)),
+                                              ffn=Feedforward(gated=True), projections=Projections(out_bias=False),
+                                              wiring=Wiring(norm="rms")),
         "moe": moe(b, l, e, spec, m1, m1), "moe ep": moe(b, l, e, MoE(4, 2, f, shared_f=f), m1, m1, ep=2, etp=1),
         "latent attention": latent_attention(b, l, e, h, Latent(kv_rank=e, rope_dim=4, nope_dim=8, v_dim=8, q_rank=e),
                                              m1, s1),
@@ -325,7 +328,7 @@ def test_mlp_against_pytorch(b_, l_, e_, f_):
     torch.manual_seed(0)
     nn = torch.nn
     module = nn.Sequential(nn.Linear(e_, f_, bias=False), nn.GELU(), nn.Linear(f_, e_, bias=False))
-    block = mlp(b_, l_, e_, f_, bias=False, dropouts=False, conventions=TWO)
+    block = mlp(b_, l_, e_, f_, bias=False, residual=Residual(dropouts=False), run=Run(conventions=TWO))
     fc1, fc2 = block["fc1"], block["fc2"]
     assert _inputs_only(torch, module, (b_, l_, e_)) == fc1.flops_agrad + fc2.flops_agrad
     assert _weights_only(torch, module, (b_, l_, e_)) == fc1.flops_wgrad + fc2.flops_wgrad + fc2.flops_agrad
@@ -343,7 +346,8 @@ def test_attention_against_pytorch(b_, l_, heads, head):
     torch.manual_seed(0)
     e_ = heads * head
     module = Attention(e_, heads, p=0.0, bias=False)
-    block = attention(b_, l_, e_, heads, projections=Projections(False, False), dropouts=False, conventions=TWO)
+    block = attention(b_, l_, e_, heads, projections=Projections(False, False), residual=Residual(dropouts=False),
+                      run=Run(conventions=TWO))
     matrix = [row for row in block if row.engine == "matrix"]
     inputs = _inputs_only(torch, module, (b_, l_, e_))
     weights = _weights_only(torch, module, (b_, l_, e_))

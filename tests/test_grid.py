@@ -23,6 +23,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.parallel.grid import check_grid, grid_for, make_grid, symbolic_grid
 from symbolic_cost.parallel.grid_blocks import grid_attention, grid_layer, grid_mlp
 from symbolic_cost.parallel.grid_linear import grid_linear
+from symbolic_cost.blocks.wiring import Run
 
 EXACT = conv.DEFAULT       # exact matmuls, ring volumes, reduction adds counted
 
@@ -251,7 +252,7 @@ def test_colossal_ai_orders_of_communication():
     ``2(d-1)/(dq)`` more, which vanishes against the form as ``q`` grows."""
     n, q, d, p = N_SIDE, S.mq, S.md, Symbol("P", positive=True, integer=True)
     whole = n ** 2
-    one_d = mlp(1, n, n, n, p, conventions=EXACT, es=1)
+    one_d = mlp(1, n, n, n, p, run=Run(conventions=EXACT, es=1))
     per_linear = (volume(one_d, "fwd") + volume(one_d, "bwd")) / 2
     assert simplify(limit(per_linear / whole, n, oo) - 2 * (p - 1) / p) == 0
     two = _comm(grid_linear(make_grid("2d", m1=q, m2=q), n, n, n, es=1))

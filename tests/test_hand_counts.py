@@ -6,6 +6,7 @@ from symbolic_cost import Projections, attention, conventions as conv, mlp
 from symbolic_cost.cost import Collective, ring_share
 from symbolic_cost.timing.hardware import SYSTEMS, comm_time, times
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1
+from symbolic_cost.blocks.wiring import Run
 
 TWO_MNK = conv.DEFAULT.but(matmul_flops="2mnk")
 
@@ -20,9 +21,9 @@ def test_mlp_forward_flops_by_hand():
 
 def test_layer_forward_flops_leading_terms_2mnk():
     """With f = 4e and 2mnk, a layer's forward is 24 b l e^2 + 4 b l^2 e plus lower terms."""
-    layer = (mlp(b, l, e, 4 * e, bias=False, conventions=TWO_MNK).total("flops_fwd")
+    layer = (mlp(b, l, e, 4 * e, bias=False, run=Run(conventions=TWO_MNK)).total("flops_fwd")
              + attention(b, l, e, h, projections=Projections(False, False),
-                         conventions=TWO_MNK).total("flops_fwd"))
+                         run=Run(conventions=TWO_MNK)).total("flops_fwd"))
     # lower terms by hand: norms 18ble, gelu 4ble, dropouts 2ble,
     # softmax 2bhl^2 + bhl(l-1), attention dropout bhl^2
     lower = 18*b*l*e + 4*b*l*e + 2*b*l*e + 2*b*h*l**2 + b*h*l*(l - 1) + b*h*l**2
@@ -31,8 +32,8 @@ def test_layer_forward_flops_leading_terms_2mnk():
 
 def test_seed_reference_values():
     """Values listed in shared/reference/seed003_formulas.md section 7 (in FLOPs and bytes)."""
-    m = mlp(1, 2048, 12288, 49152, 4, conventions="lbnl-2024")
-    a = attention(1, 2048, 12288, 96, 4, projections=Projections(qkv_bias=False), conventions="lbnl-2024")
+    m = mlp(1, 2048, 12288, 49152, 4, run=Run(conventions="lbnl-2024"))
+    a = attention(1, 2048, 12288, 96, 4, projections=Projections(qkv_bias=False), run=Run(conventions="lbnl-2024"))
     assert (m["fc1"].flops_fwd, m["fc1"].flops_bwd) == (618475290624, 1236799586304)
     assert (a["qkv_proj"].flops_fwd, a["qkv_proj"].flops_bwd) == (463837593600, 927574523904)
     assert a["logits"].flops_fwd == 25669140480
@@ -79,7 +80,7 @@ def test_megatron_sequence_parallel_volumes():
     Megatron-LM's backward also allgathers again the fc1 input shard it kept."""
     moved = 2 * b * l * e * (m1 - 1) / m1
     for inputs, extra in (("gathered", 0), ("shard", 1)):
-        block = mlp(b, l, e, f, m1, m1, conventions=conv.DEFAULT.but(sequence_parallel_inputs=inputs))
+        block = mlp(b, l, e, f, m1, m1, run=Run(conventions=conv.DEFAULT.but(sequence_parallel_inputs=inputs)))
         for pass_, again in (("fwd", 0), ("bwd", extra)):
             kinds = sorted(c.kind for c in block.collectives if c.pass_ == pass_
                            if simplify(c.volume) != 0)
@@ -99,7 +100,7 @@ def test_sequence_parallelism_moves_no_more_than_tensor_parallelism():
     so a block's volume per pass is 2 b l e es (m1-1)/m1 whatever s1 is (es = 2 here),
     when the gathered input is kept; keeping only its shard (Megatron-LM) costs one more
     allgather over s1 in backward, 2 b l e (s1-1)/s1."""
-    gathered = mlp(b, l, e, f, m1, s1, conventions=conv.DEFAULT.but(sequence_parallel_inputs="gathered"))
+    gathered = mlp(b, l, e, f, m1, s1, run=Run(conventions=conv.DEFAULT.but(sequence_parallel_inputs="gathered")))
     shard = mlp(b, l, e, f, m1, s1)
     for pass_ in ("fwd", "bwd"):
         volume = sum(c.volume for c in gathered.collectives if c.pass_ == pass_)

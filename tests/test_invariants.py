@@ -5,6 +5,7 @@ from sympy import expand, simplify
 
 from symbolic_cost import Projections, attention, conventions as conv, mlp
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1
+from symbolic_cost.blocks.wiring import Run
 
 # traffic (mem_fwd, mem_bwd) also reads weights, so it is affine in b, not linear
 SCALING = ["act_in", "act_in_other", "act_out", "act_buffer", "act_grads"]
@@ -13,7 +14,7 @@ TP_ROWS = {"mlp": ["fc1", "act", "fc2"],
 
 
 def blocks(**kw):
-    return [mlp(b, l, e, f, m1, s1, **kw), attention(b, l, e, h, m1, s1, **kw)]
+    return [mlp(b, l, e, f, m1, s1, run=Run(**kw)), attention(b, l, e, h, m1, s1, run=Run(**kw))]
 
 
 def _batch_defect(expr):
@@ -85,8 +86,8 @@ def test_two_mnk_does_not_add_up_but_exact_does():
     """Under 2mnk a row-parallel product already counts k adds per output, so its
     shards plus the reduction over-count by (m1 - 1) b l e; the exact count does not."""
     two = conv.DEFAULT.but(matmul_flops="2mnk")
-    sharded = mlp(b, l, e, f, m1, 1, bias=False, conventions=two)["fc2"].flops_fwd
-    whole = mlp(b, l, e, f, 1, 1, bias=False, conventions=two)["fc2"].flops_fwd
+    sharded = mlp(b, l, e, f, m1, 1, bias=False, run=Run(conventions=two))["fc2"].flops_fwd
+    whole = mlp(b, l, e, f, 1, 1, bias=False, run=Run(conventions=two))["fc2"].flops_fwd
     assert simplify(m1 * sharded - whole - (m1 - 1) * b * l * e) == 0
 
 

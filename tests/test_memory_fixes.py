@@ -29,6 +29,7 @@ from symbolic_cost.models.config import from_config
 from symbolic_cost.models.ranks import rank_activation_bytes
 from symbolic_cost.ops import embedding, gated
 from symbolic_cost.tools import pytorch_eager as eager
+from symbolic_cost.blocks.wiring import Residual, Run
 
 MiB = 2 ** 20
 LLAMA3_70B = {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672, "num_attention_heads": 64,
@@ -125,7 +126,8 @@ def test_gated_mlp_saved_tensors_fused_and_eager():
 
 def _mlp_rows(b, l, e, f, conventions):
     from symbolic_cost.blocks import mlp
-    block = mlp(b, l, e, f, bias=False, gated_act=True, dropouts=False, norm="rms", es=4, conventions=conventions)
+    block = mlp(b, l, e, f, bias=False, gated_act=True, residual=Residual(dropouts=False, norm="rms"),
+                run=Run(es=4, conventions=conventions))
     return sum(block[name].act_buffer for name in ("fc1", "act", "fc2"))
 
 

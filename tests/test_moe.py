@@ -23,6 +23,7 @@ from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.timing.hardware import SYSTEMS, comm_time
+from symbolic_cost.blocks.wiring import Run
 
 TORCH = conv.DEFAULT.but(matmul_flops="2mnk", reduction_flops=False)
 BYTES = (2, 2, 12)           # bf16 weights, gradients, optimizer (ZeRO's mixed precision)
@@ -197,12 +198,12 @@ def test_latent_attention_parameters_and_cache_by_hand():
     """DeepSeek-V3's attention: q 7168 -> 1536 -> 128 x 192, kv 7168 -> 512 + 64, 512 -> 128 x 256,
     out 128 x 128 -> 7168, two latent norms; it caches 512 + 64 elements a token and layer."""
     latent = Latent(kv_rank=512, rope_dim=64, nope_dim=128, v_dim=128, q_rank=1536)
-    block = latent_attention(1, 16, 7168, 128, latent, es=1)
+    block = latent_attention(1, 16, 7168, 128, latent, run=Run(es=1))
     by_hand = (7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256
                + 128 * 128 * 7168 + 7168)
     assert block.total("weights") == by_hand
     assert latent_cache_elements(latent) == 576
-    split = latent_attention(1, 16, 7168, 128, latent, m1=8, es=1)
+    split = latent_attention(1, 16, 7168, 128, latent, m1=8, run=Run(es=1))
     assert split["q_b_proj"].weights * 8 == block["q_b_proj"].weights
     assert split["kv_a_proj"].weights == block["kv_a_proj"].weights          # replicated down-projection
 
@@ -296,7 +297,7 @@ def test_every_collective_of_an_moe_model_and_latent_attention_has_the_rule_volu
     conventions = conv.DEFAULT.but(collective_volume=volume)
     x = dict(m1=2, d=8, ep=4, etp=2, experts=8, k=2, b=1, l=32, h=2, e=4, f=4, zero=1, dist=False)
     cost = toy(x, conventions=conventions, n=2)
-    latent = latent_attention(2, 64, 128, 8, Latent(64, 16, 32, 32, 48), m1=4, s1=2, conventions=conventions)
+    latent = latent_attention(2, 64, 128, 8, Latent(64, 16, 32, 32, 48), m1=4, s1=2, run=Run(conventions=conventions))
     collectives = cost.collectives + tuple(("latent", c) for c in latent.collectives)
     assert {dim for dim, _ in collectives} == {"tensor", "expert", "expert_data", "data", "latent"}
     for dim, c in collectives:

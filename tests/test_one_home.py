@@ -6,6 +6,7 @@ hand), never read back from the function that owns the rule.
 
 import ast
 import pathlib
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -25,6 +26,7 @@ from symbolic_cost.timing.kernels import Kernel, kernel_time
 from symbolic_cost.timing.step import step_time_breakdown
 from symbolic_cost.tools import deepspeed_profiler as ds
 from symbolic_cost.tools import lstm
+from symbolic_cost.blocks.wiring import Residual, Run
 
 RING, TENSOR = conv.DEFAULT, conv.DEFAULT.but(collective_volume="tensor")
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost"
@@ -45,15 +47,15 @@ def expected_volume(c: Collective, conventions) -> object:
 
 def _block_cases(conventions, dims):
     B, L, E, F, H, M, S = dims
-    kw = dict(conventions=conventions)
+    kw, run = dict(conventions=conventions), Run(conventions=conventions)
     return {
-        "mlp": mlp(B, L, E, F, M, S, **kw),
-        "mlp gated": mlp(B, L, E, F, M, 1, gated_act=True, **kw),
-        "attention": attention(B, L, E, H, M, S, **kw),
-        "attention flash": attention(B, L, E, H, M, S, flash=True, **kw),
-        "attention GQA": attention(B, L, E, Heads(H, kv_heads=M), M, S, **kw),
-        "layer": transformer_layer(B, L, E, F, H, M, S, **kw),
-        "layer flash GQA": transformer_layer(B, L, E, F, Heads(H, kv_heads=M), M, 1, flash=True, **kw),
+        "mlp": mlp(B, L, E, F, M, S, run=run),
+        "mlp gated": mlp(B, L, E, F, M, 1, gated_act=True, run=run),
+        "attention": attention(B, L, E, H, M, S, run=run),
+        "attention flash": attention(B, L, E, H, M, S, run=replace(run, flash=True)),
+        "attention GQA": attention(B, L, E, Heads(H, kv_heads=M), M, S, run=run),
+        "layer": transformer_layer(B, L, E, F, H, M, S, run=run),
+        "layer flash GQA": transformer_layer(B, L, E, F, Heads(H, kv_heads=M), M, 1, run=replace(run, flash=True)),
         "embedding": embedding_block(B, L, E, 1024, M, S, positions=L, **kw),
         "head": head_block(B, L, E, 1024, M, S, **kw),
     }
@@ -128,7 +130,7 @@ def test_attention_block_core_is_attention_core(options):
     exact = conv.DEFAULT.but(causal_flops="exact")
     kv = options.get("kv_heads")
     block = attention(2, 64, 128, Heads(8, kv_heads=kv), 2, 2, scores=Scores(causal=options.get("causal", False)),
-                      dropouts=options.get("dropouts", True), conventions=exact)
+                      residual=Residual(dropouts=options.get("dropouts", True)), run=Run(conventions=exact))
     core = attention_core(2, 64, 16, 4, kv_heads=None if kv is None else kv // 2,
                           causal=options.get("causal", False), dropouts=options.get("dropouts", True),
                           conventions=exact)
@@ -136,7 +138,7 @@ def test_attention_block_core_is_attention_core(options):
 
 
 def test_flash_rows_are_flash_attention():
-    block = attention(2, 64, 128, Heads(8, kv_heads=2), 2, 1, flash=True)
+    block = attention(2, 64, 128, Heads(8, kv_heads=2), 2, 1, run=Run(flash=True))
     assert _fields(block["flash_attention"]) == _fields(flash_attention(2, 64, 16, 4, kv_heads=1))
 
 

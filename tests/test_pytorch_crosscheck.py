@@ -10,6 +10,7 @@ from sympy import simplify  # noqa: E402
 
 from symbolic_cost import Heads, Projections, attention, conventions as conv, mlp  # noqa: E402
 from symbolic_cost import symbols as S  # noqa: E402
+from symbolic_cost.blocks import Residual, Run  # noqa: E402
 from symbolic_cost.models import Architecture, Training, model_cost  # noqa: E402
 from torch_reference import (BERT, GPT, MLP, Attention, count_flops,  # noqa: E402
                                       parameter_count, saved_bytes)
@@ -17,7 +18,7 @@ from torch_reference import (BERT, GPT, MLP, Attention, count_flops,  # noqa: E4
 # PyTorch counts a product as 2mnk and no reduction adds of our collectives; fp32 (4 bytes);
 # its CPU dropout keeps a float mask, so masks are 4 bytes too; eager silu(G) * U keeps G, U and act(G).
 TORCH = conv.DEFAULT.but(matmul_flops="2mnk", reduction_flops=False, gated_activation="eager")
-FP32 = dict(es=4, es_mask=4, conventions=TORCH)
+FP32 = Run(es=4, es_mask=4, conventions=TORCH)
 
 
 def matrix_flops(rows, pass_):
@@ -43,8 +44,8 @@ def test_mlp_shard_against_pytorch(s, gated, bias):
     torch.manual_seed(0)
     module = MLP(e, f, m1, gated=gated, norm="rms" if gated else "layer", p=0.0 if gated else 0.1, bias=bias)
     x = torch.randn(b, l, e, requires_grad=True)
-    block = mlp(b, l, e, f, m1, 1, bias=bias, gated_act=gated, dropouts=not gated,
-                norm="rms" if gated else "layer", **FP32)
+    block = mlp(b, l, e, f, m1, 1, bias=bias, gated_act=gated,
+                residual=Residual(norm="rms" if gated else "layer", dropouts=not gated), run=FP32)
     bias_adds = b * l * ((2 if gated else 1) * f // m1 + e) if bias else 0
     fwd, bwd = count_flops(module, x)
     # by design: PyTorch counts no bias adds, forward nor dB
@@ -65,8 +66,8 @@ def test_attention_shard_against_pytorch(s, grouped, bias):
     p = 0.0 if grouped else 0.1
     module = Attention(e, h, m1, kv_heads=kv, p=p, bias=bias)
     x = torch.randn(b, l, e, requires_grad=True)
-    block = attention(b, l, e, Heads(h, kv_heads=kv), m1, 1, projections=Projections(bias, bias), dropouts=not grouped,
-                      **FP32)
+    block = attention(b, l, e, Heads(h, kv_heads=kv), m1, 1, projections=Projections(bias, bias),
+                      residual=Residual(dropouts=not grouped), run=FP32)
     local_h, local_kv = h // m1, kv // m1
     bias_adds = b * l * ((local_h + 2 * local_kv) * q + e) if bias else 0
     group_sums = 2 * b * (local_h - local_kv) * l * q   # dK, dV summed over query groups: elementwise
@@ -149,10 +150,10 @@ def test_symbolic_flops_equal_ours_as_expressions(which):
     try:
         if which == "mlp":
             theirs = _symbolic(lambda: MLP(e, f, p=0.0, bias=False), 3, 5, e)
-            ours = matrix_flops(mlp(S.b, S.l, e, f, bias=False, **FP32), "fwd")
+            ours = matrix_flops(mlp(S.b, S.l, e, f, bias=False, run=FP32), "fwd")
         else:
             theirs = _symbolic(lambda: Attention(e, h, p=0.0, bias=False), 3, 5, e)
-            ours = matrix_flops(attention(S.b, S.l, e, h, projections=Projections(False, False), **FP32), "fwd")
+            ours = matrix_flops(attention(S.b, S.l, e, h, projections=Projections(False, False), run=FP32), "fwd")
     except (RuntimeError, NotImplementedError, AttributeError) as error:   # pragma: no cover
         pytest.skip(f"PyTorch could not count symbolically here: {error}")
     assert simplify(theirs - ours) == 0

@@ -5,6 +5,7 @@ redoes its forward (``Cost.recompute``) and which rebuilds what it keeps (``Cost
 from symbolic_cost import Feedforward, Projections, attention, transformer_layer
 from symbolic_cost.blocks.moe import MoE, moe
 from symbolic_cost.models.memory import kept_bytes, recomputed_rows
+from symbolic_cost.blocks.wiring import Run
 
 CORE = ["logits", "softmax", "dropout_softmax", "attend"]      # Korthikanti et al. 2022
 
@@ -16,7 +17,7 @@ def _marked(block, field, value):
 def test_the_attention_core_is_what_selective_recomputation_redoes_and_rebuilds():
     block = attention(2, 8, 64, 4)
     assert _marked(block, "recompute", "selective") == _marked(block, "rebuilt", "selective") == CORE
-    assert _marked(attention(2, 8, 64, 4, flash=True), "recompute", "selective") == []   # the kernel keeps O
+    assert _marked(attention(2, 8, 64, 4, run=Run(flash=True)), "recompute", "selective") == []   # the kernel keeps O
     cross = attention(2, 8, 64, 4, projections=Projections(cross=True))
     assert _marked(cross, "recompute", "selective") == []       # the self-attention core only
 

@@ -11,6 +11,7 @@ from symbolic_cost.cost import EXPRESSION_FIELDS
 from symbolic_cost.ops import (attend, dropout, flash_attention, gelu, layer_norm, linear, logits,
                                   softmax)
 from symbolic_cost.symbols import b, c, e, es, es_mask, f, h, l, m1, s1
+from symbolic_cost.blocks.wiring import Run
 
 CASES = {
     "default": (conv.DEFAULT, ref.Flags()),
@@ -74,8 +75,9 @@ def _primitives(cv):
 
 
 PRIMITIVES = {name: _primitives(cv) for name, (cv, _) in CASES.items()}
-BLOCKS = {name: (mlp(b, l, e, f, m1, s1, es=es, es_mask=es_mask, conventions=cv),
-                 attention(b, l, e, h, m1, s1, projections=Projections(qkv_bias=False), es=es, es_mask=es_mask, conventions=cv))
+BLOCKS = {name: (mlp(b, l, e, f, m1, s1, run=Run(es=es, es_mask=es_mask, conventions=cv)),
+                 attention(b, l, e, h, m1, s1, projections=Projections(qkv_bias=False), run=Run(es=es, es_mask=es_mask,
+                                                                                                conventions=cv)))
           for name, (cv, _) in CASES.items()}
 
 

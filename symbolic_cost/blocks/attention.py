@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from symbolic_cost import conventions as conv
-from symbolic_cost.checks import InputError, positive_dims
+from symbolic_cost.checks import positive_dims
 from symbolic_cost.extrema import minimum
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.context import check_attention, context_core
 from symbolic_cost.blocks.latent_attention import latent_attention
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.specs import Heads, Projections, Scores, as_heads
+from symbolic_cost.blocks.wiring import Residual, Run
 from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
 from symbolic_cost.ops.attention import reads_flash_output
 from symbolic_cost.ops.matmul import stored_keys
@@ -19,8 +19,7 @@ from symbolic_cost.ops.scores import attention_sinks, score_bias as bias_row, so
 
 
 def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, projections: Projections | None = None,
-              flash=False, context=None, norm="layer", dropouts=True, post_norm=False, branch=False, es=2,
-              es_mask=1, conventions=conv.DEFAULT) -> Block:
+              residual: Residual | None = None, run: Run | None = None) -> Block:
     """Multi-head attention on one device, heads split over ``m1`` devices.
 
     Rows: ``layer_norm_1`` -> ``qkv_proj (e -> (h + 2 kv) q / m1)`` -> ``logits`` ->
@@ -32,17 +31,19 @@ def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, proje
     or a number of query heads: their sizes, norms, rotary positions; with ``Heads.latent``
     the block is ``latent_attention``), ``scores`` (a ``Scores``: mask, window or chunk, bias,
     soft cap, sinks, dropout, the keys a query reads) and ``projections`` (a ``Projections``:
-    biases, clip, cross-attention).  How it runs and where it sits:
+    biases, clip, cross-attention).  How it runs (``run``, a ``blocks.wiring.Run``) and where it sits
+    (``residual``, a ``Residual``):
 
-    * ``flash=True``: one ``flash_attention`` row replaces ``logits`` to ``attend``; it keeps
+    * ``Run.flash``: one ``flash_attention`` row replaces ``logits`` to ``attend``; it keeps
       ``O``, the input of ``v_proj``, which then keeps nothing (``ops.attention.reads_flash_output``).
-    * ``context`` (a ``blocks.context.Context``): this rank holds ``l`` tokens of a sequence of
-      ``l cp`` split over a context-parallel group; the core is ``blocks.context.context_core``.
-    * ``norm`` (a kind of ``ops.norm.NORMS``) is the kind of the block's norms, the per-head
-      ones included (``"projection"`` q/k norms allreduce their row statistics over ``m1``);
-      ``dropouts=False`` as in ``mlp`` (also the scores' unless ``Scores.dropout`` says).
-    * ``post_norm`` adds a norm of the output on the sequence shard (Gemma 2 and 3's
-      four norms per layer); ``branch=True`` leaves the output projection unreduced and
+    * ``Run.context`` (a ``blocks.context.Context``): this rank holds ``l`` tokens of a sequence
+      of ``l cp`` split over a context-parallel group; the core is ``blocks.context.context_core``.
+    * ``Residual.norm`` (a kind of ``ops.norm.NORMS``) is the kind of the block's norms, the
+      per-head ones included (``"projection"`` q/k norms allreduce their row statistics over
+      ``m1``); ``Residual.dropouts=False`` as in ``mlp`` (also the scores' unless
+      ``Scores.dropout`` says).
+    * ``Residual.post_norm`` adds a norm of the output on the sequence shard (Gemma 2 and 3's
+      four norms per layer); ``Residual.branch`` leaves the output projection unreduced and
       drops the closing row (a parallel block sums and reduces both branches once).
     * Cross-attention (``Projections.cross``, T5's decoder): ``q_proj`` on this stream,
       ``kv_proj`` on the encoder output of ``Scores.keys`` tokens (allgathered like a norm
@@ -56,21 +57,20 @@ def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, proje
     ['qkv_proj', 'logits']
     """
     heads, scores, projections = as_heads(heads), scores or Scores(), projections or Projections()
+    residual, run = residual or Residual(), run or Run()
     if heads.latent is not None:
-        return _latent(b, l, e, heads, m1, s1, scores, projections, flash=flash, context=context, norm=norm,
-                       dropouts=dropouts, post_norm=post_norm, branch=branch, es=es, es_mask=es_mask,
-                       conventions=conventions)
+        return _latent(b, l, e, heads, m1, s1, scores, projections, residual, run)
     dims = dict(b=b, l=l, e=e, h=heads.h, m1=m1, s1=s1, **heads.sizes, **scores.sizes)
-    at = Layout.of(dims, es, es_mask, conventions)
+    at = Layout.of(dims, run.es, run.es_mask, run.conventions)
     heads, scores = heads.checked(dims), scores.checked(dims)
     keys = at.l if scores.keys is None else _cached_keys(positive_dims(keys=scores.keys)["keys"], scores.span)
+    context, norm, dropouts = run.context, residual.norm, residual.dropouts
     if context is not None:
         check_attention(context, window=scores.window, score_bias=scores.bias, softcap=scores.softcap,
                         sinks=scores.sinks, cross=projections.cross, keys=scores.keys)
     rows = [at.norm(f"{norm}_norm_1", norm), *_inputs(at, heads, projections, norm, keys)]
-    rows += _core(at, heads, scores, keys, flash, context, dropouts if scores.dropout is None else scores.dropout)
-    rows += _output(at, heads, projections, flash and getattr(context, "variant", None) != "ulysses", norm, dropouts,
-                    post_norm, branch)
+    rows += _core(at, heads, scores, keys, run.flash, context, dropouts if scores.dropout is None else scores.dropout)
+    rows += _output(at, heads, projections, run.flash and getattr(context, "variant", None) != "ulysses", residual)
     if projections.cross:        # selective recomputation redoes the self-attention core only
         rows = [replace(row, name=f"cross_{row.name}", recompute=None, rebuilt=None) for row in rows]
     return Block("cross_attention" if projections.cross else "attention", tuple(rows), dims, at.conventions)
@@ -109,33 +109,31 @@ def _core(at: Layout, heads: Heads, scores: Scores, keys, flash, context, dropou
     return rows
 
 
-def _output(at: Layout, heads: Heads, projections: Projections, reads_flash, norm, dropouts, post_norm,
-            branch) -> list:
-    """The output projection (reduced unless ``branch``), the post-norm, the closing row
-    (unless ``branch``) and, under ``norm_placement="attention"``, the second norm."""
+def _output(at: Layout, heads: Heads, projections: Projections, reads_flash, residual: Residual) -> list:
+    """The output projection (reduced unless ``residual.branch``), the post-norm, the closing
+    row (unless ``residual.branch``) and, under ``norm_placement="attention"``, the second norm."""
+    norm, branch = residual.norm, residual.branch
     out = linear(at.b, at.l, heads.h / at.m1 * heads.value_size(at.e), at.e, bias=projections.out_bias,
                  name="v_proj", **at.kw)
     out = reads_flash_output(out) if reads_flash else out
     rows = [out if branch else at.leaving(out)]
-    if post_norm:
+    if residual.post_norm:
         rows.append(NORMS[norm](at.b, at.l / at.s, at.e, name=f"{norm}_norm_post_attention", **at.kw))
     if not branch:
-        rows.append(at.closing_dropout("dropout", dropouts))
+        rows.append(at.closing_dropout("dropout", residual.dropouts))
     if at.conventions.norm_placement == "attention":
         rows.append(at.norm(f"{norm}_norm_2", norm))
     return rows
 
 
-def _latent(b, l, e, heads: Heads, m1, s1, scores: Scores, projections: Projections, *, context, branch,
-            **options) -> Block:
+def _latent(b, l, e, heads: Heads, m1, s1, scores: Scores, projections: Projections, residual: Residual,
+            run: Run) -> Block:
     """Multi-head latent attention (``latent_attention``) for ``Heads.latent``: its biases are
-    the output projection's, its scores causal or not, with their dropout and keys."""
-    if context is not None:
-        raise InputError("context parallelism with multi-head latent attention is not modelled", "latent")
-    if branch:
-        raise InputError("multi-head latent attention in a parallel layer is not modelled", "latent")
-    return latent_attention(b, l, e, heads.h, heads.latent, m1, s1, bias=projections.out_bias, causal=scores.causal,
-                            score_dropout=scores.dropout, keys=scores.keys, **options)
+    the output projection's, its scores causal or not, with their dropout and keys (it refuses
+    context parallelism and a parallel layer's branch)."""
+    return latent_attention(b, l, e, heads.h, heads.latent, m1, s1, bias=projections.out_bias,
+                            scores=Scores(causal=scores.causal, dropout=scores.dropout, keys=scores.keys),
+                            residual=residual, run=run)
 
 
 def _cached_keys(keys, span):

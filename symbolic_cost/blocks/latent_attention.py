@@ -24,34 +24,16 @@ and the attention core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sympy import Expr
 
-from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
+from symbolic_cost.blocks.specs import Latent, Scores
+from symbolic_cost.blocks.wiring import Residual, Run
+from symbolic_cost.checks import InputError
 from symbolic_cost.cost import exact
 from symbolic_cost.ops import attention_core, flash_attention, linear, rotary
 from symbolic_cost.ops.attention import reads_flash_output
-
-
-@dataclass(frozen=True)
-class Latent:
-    """The sizes of multi-head latent attention: ``kv_rank`` (``r_kv``), ``q_rank`` (``r_q``;
-    ``None``: a full-rank query projection), ``nope_dim`` (``d_n``), ``rope_dim`` (``d_r``),
-    ``v_dim`` (``d_v``)."""
-
-    kv_rank: Expr
-    rope_dim: Expr
-    nope_dim: Expr
-    v_dim: Expr
-    q_rank: Expr | None = None
-
-    @property
-    def qk_dim(self) -> Expr:
-        """The query/key head size ``d_n + d_r``."""
-        return exact(self.nope_dim, "nope_dim") + exact(self.rope_dim, "rope_dim")
 
 
 def latent_cache_elements(latent: Latent) -> Expr:
@@ -65,9 +47,16 @@ def latent_cache_elements(latent: Latent) -> Expr:
     return exact(latent.kv_rank, "kv_rank") + exact(latent.rope_dim, "rope_dim")
 
 
-def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, flash=False, causal=True,
-                     dropouts=True, score_dropout=None, norm="rms", post_norm=False, es=2, es_mask=1,
-                     conventions=conv.DEFAULT, keys=None) -> Block:
+__all__ = ["Latent", "latent_attention", "latent_cache_elements", "core_input_bytes"]
+
+CAUSAL = Scores(causal=True)
+"""The scores of ``latent_attention`` by default: causal (DeepSeek's)."""
+RMS = Residual(norm="rms")
+"""The residual placement of ``latent_attention`` by default: RMS norms, dropouts."""
+
+
+def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, scores: Scores = CAUSAL,
+                     residual: Residual = RMS, run: Run | None = None) -> Block:
     """Multi-head latent attention on one device, heads split over ``m1`` (module docstring).
 
     Rows: ``{norm}_norm_1``, ``q_a_proj``, ``q_a_norm``, ``q_b_proj`` (or ``q_proj``),
@@ -76,16 +65,23 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, flas
     ``v_proj`` (the output projection, as the library names it; after ``flash_attention`` it keeps
     nothing, its input being the kernel's kept ``O``), the closing dropout.  ``bias``
     biases the two down-projections and the output (DeepSeek's ``attention_bias``).  The
-    down-projections read one input: the first keeps it, ``kv_a_proj`` keeps nothing.  ``keys``
+    down-projections read one input: the first keeps it, ``kv_a_proj`` keeps nothing.  ``Scores.keys``
     (default ``l``): the keys and values each query attends when they are not the ``l`` new
     tokens' (decoding over a cache of decompressed keys and values, ``attention.attention``).
+    ``scores`` (a ``blocks.specs.Scores``): causal or not, the probabilities' dropout
+    (``None``: ``residual.dropouts``) and ``keys``; its window, bias, soft cap and sinks are not
+    modelled here.  ``residual`` (``Residual``): the norms' kind, the closing dropout, the
+    post-norm (``branch`` and ``shared_input`` are refused).  ``run`` (``Run``): ``flash``, the
+    element sizes and conventions (no context parallelism).
 
     >>> block = latent_attention(1, 8, 2048, 16, Latent(512, 64, 128, 128))
     >>> block.total("weights") / 2 == 2048 * 16 * 192 + 2048 * 576 + 512 + 512 * 16 * 256 + 16 * 128 * 2048 + 2048
     True
     """
+    run = _checked(residual, run or Run())
+    norm, dropouts, flash, keys = residual.norm, residual.dropouts, run.flash, scores.keys
     dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1, head_dim=latent.qk_dim, v_head_dim=latent.v_dim)
-    at = Layout.of(dims, es, es_mask, conventions)
+    at = Layout.of(dims, run.es, run.es_mask, run.conventions)
     b, l, e, heads = at.b, at.l, at.e, dims["h"] / at.m1
     qk, v, rope = dims["head_dim"], dims["v_head_dim"], exact(latent.rope_dim, "rope_dim")
     kv_rank = exact(latent.kv_rank, "kv_rank")
@@ -102,18 +98,28 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, flas
              NORMS[norm](b, l, kv_rank, name="kv_a_norm", **at.kw),
              linear(b, l, kv_rank, heads * (qk - rope + v), bias=False, name="kv_b_proj", **at.kw),
              rotary(b, l, heads + 1, rope, es=at.es)]
-    core = dict(l_kv=keys, kv_heads=heads, v_dim=v, causal=causal, **at.kw)
+    core = dict(l_kv=keys, kv_heads=heads, v_dim=v, causal=scores.causal, **at.kw)
     rows += ([flash_attention(b, l, qk, heads, **core)] if flash else
-             attention_core(b, l, qk, heads, dropouts=dropouts if score_dropout is None else score_dropout,
+             attention_core(b, l, qk, heads, dropouts=dropouts if scores.dropout is None else scores.dropout,
                             es_mask=at.es_mask, **core))
     out = linear(b, l, heads * v, e, bias=bias, name="v_proj", **at.kw)
     rows.append(at.leaving(reads_flash_output(out) if flash else out))
-    if post_norm:
+    if residual.post_norm:
         rows.append(NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_attention", **at.kw))
     rows.append(at.closing_dropout("dropout", dropouts))
     if at.conventions.norm_placement == "attention":
         rows.append(at.norm(f"{norm}_norm_2", norm))
     return Block("latent_attention", tuple(rows), dims, at.conventions)
+
+
+def _checked(residual: Residual, run: Run) -> Run:
+    """``run``, refusing what latent attention does not model: context parallelism, a parallel
+    layer's branch."""
+    if run.context is not None:
+        raise InputError("context parallelism with multi-head latent attention is not modelled", "latent")
+    if residual.branch or residual.shared_input:
+        raise InputError("multi-head latent attention in a parallel layer is not modelled", "latent")
+    return run
 
 
 def core_input_bytes(layer: Block) -> Expr:

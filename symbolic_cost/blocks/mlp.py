@@ -4,34 +4,36 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
+from symbolic_cost.blocks.wiring import Residual, Run
 from symbolic_cost.ops import dropout, gated, gelu, linear
 
-def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, activation_dropout=None,
-        norm="layer", post_norm=False, shared_input=False, branch=False, es=2, es_mask=1,
-        conventions=conv.DEFAULT) -> Block:
+def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, activation_dropout=None,
+        residual: Residual | None = None, run: Run | None = None) -> Block:
     """The transformer MLP: ``dropout(fc2(dropout(gelu(fc1(norm(x))))))`` on one device.
 
     ``fc1 (e -> f)`` is split by columns and ``fc2 (f -> e)`` by rows over
     ``m1`` devices; the norm and the last dropout run on ``l/s1`` tokens.
     ``gated_act`` makes ``fc1`` produce a gate and a value (``e -> 2f``) for
-    SwiGLU/GeGLU; ``dropouts=False`` drops both dropouts (the last row is then
-    the residual add); ``activation_dropout`` says whether a dropout (``dpr1``)
-    follows the activation (default: the ``mlp_activation_dropout`` convention);
-    ``norm="rms"`` uses RMS norm (any kind of ``ops.norm.NORMS``).  Parallel blocks
-    (``layer.parallel_layer``): ``shared_input`` takes the attention branch's norm output
-    (no norm row; the input gradient joins the attention's before its one reduction),
-    ``branch`` leaves ``fc2`` unreduced and drops the closing row.  ``post_norm`` adds a
-    norm of the output on the sequence shard (Gemma 2 and 3).
+    SwiGLU/GeGLU; ``activation_dropout`` says whether a dropout (``dpr1``)
+    follows the activation (default: the ``mlp_activation_dropout`` convention).
+    Where it sits (``residual``, a ``blocks.wiring.Residual``): ``dropouts=False`` drops both
+    dropouts (the last row is then the residual add); ``norm="rms"`` uses RMS norm (any kind
+    of ``ops.norm.NORMS``).  Parallel layers (``transformer_layer``): ``shared_input`` takes
+    the attention branch's norm output (no norm row; the input gradient joins the attention's
+    before its one reduction), ``branch`` leaves ``fc2`` unreduced and drops the closing row.
+    ``post_norm`` adds a norm of the output on the sequence shard (Gemma 2 and 3).  ``run``
+    (a ``Run``): the element sizes and conventions.
 
     >>> from symbolic_cost.symbols import b, l, e, f
     >>> mlp(b, l, e, f).names
     ['layer_norm_2', 'fc1', 'act', 'fc2', 'dpr2']
     """
+    residual, run = residual or Residual(), run or Run()
+    norm, dropouts, shared_input, branch = residual.norm, residual.dropouts, residual.shared_input, residual.branch
     dims = dict(b=b, l=l, e=e, f=f, m1=m1, s1=s1)
-    at = Layout.of(dims, es, es_mask, conventions)
+    at = Layout.of(dims, run.es, run.es_mask, run.conventions)
     b, l, e, f, m1 = dims["b"], dims["l"], dims["e"], dims["f"], dims["m1"]
     own_norm = at.conventions.norm_placement != "attention" and not shared_input
     rows = [at.norm(f"{norm}_norm_2", norm)] if own_norm else []
@@ -45,7 +47,7 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, dropouts=True, ac
         *([replace(dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw), **redone, rebuilt="activation")]
           if dropouts and after_act else []),
         (_same if branch else at.leaving)(fc2),
-        *([NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_mlp", **at.kw)] if post_norm else []),
+        *([NORMS[norm](b, l / at.s, e, name=f"{norm}_norm_post_mlp", **at.kw)] if residual.post_norm else []),
         *([] if branch else [at.closing_dropout("dpr2", dropouts)]),
     ]
     return Block("mlp", tuple(rows), dims, at.conventions)

@@ -41,8 +41,9 @@ def mtp_rows(b, l, e, vocab, layer: Block, m1=1, s1=1, *, norm="rms", es=2, es_m
     transformer layer of the model, under their own names), ``mtp_final_{norm}_norm``,
     ``mtp_lm_head`` (the shared head) and ``mtp_loss``.
 
-    >>> from symbolic_cost.blocks import Projections, transformer_layer
-    >>> layer = transformer_layer(1, 8, 4, 16, 2, projections=Projections(qkv_bias=False, out_bias=False), norm="rms")
+    >>> from symbolic_cost.blocks import Projections, Wiring, transformer_layer
+    >>> layer = transformer_layer(1, 8, 4, 16, 2, projections=Projections(qkv_bias=False, out_bias=False),
+    ...                           wiring=Wiring(norm="rms"))
     >>> rows = mtp_rows(1, 8, 4, 10, layer)
     >>> [r.name for r in rows[:4]]
     ['mtp_word_embeddings', 'mtp_enorm', 'mtp_hnorm', 'mtp_eh_proj']

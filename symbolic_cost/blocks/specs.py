@@ -1,5 +1,6 @@
 """What a layer's parts are, as frozen values: ``Heads``, ``Scores`` and ``Projections`` (the
-attention block) and ``Feedforward`` (the MLP or mixture of experts of a layer).
+attention block) and ``Feedforward`` (the MLP or mixture of experts of a layer); how they are
+put together and run is ``blocks.wiring``'s.
 
 ``blocks.attention`` and ``blocks.transformer_layer`` take them instead of a keyword per
 feature: a new attention feature is one field in one value.  Each value checks its own kinds
@@ -24,8 +25,8 @@ from dataclasses import dataclass, fields, replace
 
 from sympy import Expr, sympify
 
-from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.checks import InputError
+from symbolic_cost.cost import exact
 from symbolic_cost.ops.matmul import Chunk
 
 SCORE_BIASES = (None, "alibi", "relative")
@@ -35,16 +36,16 @@ QK_NORMS = (None, "head", "projection", "l2", "head_each")
 an RMS norm without weights (Llama 4), per head with weights for every head (Cohere)."""
 
 __all__ = ["Heads", "Scores", "Projections", "Feedforward", "Chunk", "Latent", "SCORE_BIASES", "QK_NORMS",
-           "as_heads"]
+           "as_heads", "one_of", "flags"]
 
 
-def _choice(value, name: str, allowed: tuple) -> None:
+def one_of(value, name: str, allowed: tuple) -> None:
     """Refuse ``value`` outside ``allowed``."""
     if value not in allowed:
         raise InputError(f"{name} must be one of {allowed}, got {value!r}", name)
 
 
-def _flags(value, *names: str, none: bool = False) -> None:
+def flags(value, *names: str, none: bool = False) -> None:
     """Refuse fields of ``value`` that are not ``True`` or ``False`` (or ``None`` with ``none``)."""
     for name in names:
         flag = getattr(value, name)
@@ -55,6 +56,24 @@ def _flags(value, *names: str, none: bool = False) -> None:
 def _given(value, names) -> dict:
     """The fields ``names`` of ``value`` that are set (not ``None``), in that order."""
     return {name: getattr(value, name) for name in names if getattr(value, name) is not None}
+
+
+@dataclass(frozen=True)
+class Latent:
+    """The sizes of multi-head latent attention: ``kv_rank`` (``r_kv``), ``q_rank`` (``r_q``;
+    ``None``: a full-rank query projection), ``nope_dim`` (``d_n``), ``rope_dim`` (``d_r``),
+    ``v_dim`` (``d_v``)."""
+
+    kv_rank: Expr
+    rope_dim: Expr
+    nope_dim: Expr
+    v_dim: Expr
+    q_rank: Expr | None = None
+
+    @property
+    def qk_dim(self) -> Expr:
+        """The query/key head size ``d_n + d_r``."""
+        return exact(self.nope_dim, "nope_dim") + exact(self.rope_dim, "rope_dim")
 
 
 @dataclass(frozen=True)
@@ -83,8 +102,8 @@ class Heads:
     latent: Latent | None = None
 
     def __post_init__(self):
-        _choice(self.qk_norm, "qk_norm", QK_NORMS)
-        _flags(self, "rotary")
+        one_of(self.qk_norm, "qk_norm", QK_NORMS)
+        flags(self, "rotary")
         if self.latent is not None and not isinstance(self.latent, Latent):
             raise InputError(f"latent must be a blocks.latent_attention.Latent, got {self.latent!r}", "latent")
 
@@ -148,9 +167,9 @@ class Scores:
     keys: Expr | None = None
 
     def __post_init__(self):
-        _choice(self.bias, "bias", SCORE_BIASES)
-        _flags(self, "causal", "softcap", "sinks")
-        _flags(self, "dropout", none=True)
+        one_of(self.bias, "bias", SCORE_BIASES)
+        flags(self, "causal", "softcap", "sinks")
+        flags(self, "dropout", none=True)
 
     @property
     def span(self) -> Expr | None:
@@ -186,7 +205,7 @@ class Projections:
     cross: bool = False
 
     def __post_init__(self):
-        _flags(self, *(field.name for field in fields(self)))
+        flags(self, *(field.name for field in fields(self)))
 
 
 @dataclass(frozen=True)
@@ -210,7 +229,8 @@ class Feedforward:
     experts: dict | None = None
 
     def __post_init__(self):
-        _flags(self, "gated")
-        _flags(self, "bias", "activation_dropout", none=True)
+        flags(self, "gated")
+        flags(self, "bias", "activation_dropout", none=True)
         if self.experts is not None and self.moe is None:
             raise InputError("experts are the keywords of a mixture of experts: they need moe", "experts")
+

@@ -12,7 +12,7 @@ from sympy import sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks import BUILDERS, Projections
+from symbolic_cost.blocks import BUILDERS, Projections, Residual, Run, Wiring
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli.options import PLAIN
 from symbolic_cost.cli.parse import resolve
@@ -103,16 +103,30 @@ def build_block(args, values: dict, arch, name: str | None = None):
     builders = BUILDERS
     if getattr(args, "tensor", "1d") != "1d":
         builders = tensor_grid_builders(args, values, common)
+    if builders is BUILDERS:                 # no model here: the plain heads and scores
+        return plain_block(name, common, get(S.f), get(S.h), Projections(qkv_bias=qkv_bias, out_bias=bias),
+                           args.flash)
     if name == "mlp":
         return builders["mlp"](f=get(S.f), bias=bias, gated_act=structure.get("gated_act", False), **common)
-    if builders is BUILDERS:                 # no model here: the plain heads and scores
-        what = dict(heads=get(S.h), projections=Projections(qkv_bias=qkv_bias, out_bias=bias), flash=args.flash)
-        return builders[name](**({"f": get(S.f)} if name == "layer" else {}), **what, **common)
     if name == "layer":
         return builders["layer"](f=get(S.f), h=get(S.h), bias=bias, qkv_bias=qkv_bias, flash=args.flash,
                                  gated_act=structure.get("gated_act", False), **attention, **common)
     return builders["attention"](h=get(S.h), qkv_bias=qkv_bias, out_bias=bias, flash=args.flash,
                                  **attention, **common)
+
+
+def plain_block(name: str, common: dict, f, h, projections: Projections, flash: bool):
+    """The block ``name`` of ``blocks.BUILDERS`` with ``h`` plain heads and ``projections``
+    (an MLP of width ``f`` biased as the output projection), its dimensions, element sizes,
+    conventions, norm and dropouts from ``common``."""
+    dims = {k: common[k] for k in ("b", "l", "e", "m1", "s1")}
+    run = Run(flash, es=common["es"], es_mask=common["es_mask"], conventions=common["conventions"])
+    placed = dict(norm=common["norm"], dropouts=common["dropouts"])
+    if name == "mlp":
+        return BUILDERS["mlp"](f=f, bias=projections.out_bias, residual=Residual(**placed), run=run, **dims)
+    if name == "layer":
+        return BUILDERS["layer"](f=f, heads=h, projections=projections, wiring=Wiring(**placed), run=run, **dims)
+    return BUILDERS["attention"](heads=h, projections=projections, residual=Residual(**placed), run=run, **dims)
 
 
 def model_block(args, values: dict, arch, name: str):

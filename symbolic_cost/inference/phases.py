@@ -33,7 +33,7 @@ from sympy import Expr, Integer, Rational
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks import Block, transformer_layer
+from symbolic_cost.blocks import Block
 from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.latent import decode_layers
@@ -42,7 +42,7 @@ from symbolic_cost.inference.weight_formats import quantized, weight_format
 from symbolic_cost.inference.serving import (Serving, check_context, check_experts, check_generative,
                                              prompt_tokens)
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.stack import layer_groups, layer_options, model_stack
+from symbolic_cost.models.stack import build_layer, layer_groups, layer_options, model_stack
 from symbolic_cost.models.training import Training
 from symbolic_cost.ops import embedding
 from symbolic_cost.checks import InputError
@@ -213,7 +213,7 @@ def prefill(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT
                      **_routed(prompt[:-1] + (head,), arch, s, s.l_in))
     kw = dict(es=s.es, es_mask=1, conventions=conventions)
     options = layer_options(inference, Training(b=s.b, l=1, flash=s.flash), s.m1, 1, cross=s.l_in)
-    decoder = transformer_layer(**options, **kw)
+    decoder = build_layer(options, kw)
     stack = prompt[:3] + (one[3], (decoder, exact(arch.decoder_layers, "decoder_layers")), head)
     return Phase("prefill", stack, s, s.l_in, arch.e)
 
@@ -244,7 +244,7 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
         stack = (one[0], *((_cached(blk, s, reads), count) for blk, count in layers), head)
         return Phase("decode", serving=s, tokens=Integer(1), width=arch.e, sends=_sends(arch, s, 1, conventions),
                      reads=reads, **_routed(stack, arch, s, 1))
-    layer = transformer_layer(**layer_options(inference, t, s.m1, 1, cross=s.l_in, keys=l_ctx + 1), **kw)
+    layer = build_layer(layer_options(inference, t, s.m1, 1, cross=s.l_in, keys=l_ctx + 1), kw)
     layer = replace(layer, rows=tuple(r for r in layer.rows if r.name != "cross_kv_proj"))
     start = _relative_lookups(one[3][0], arch, s, l_ctx + 1)
     reads = tuple(CACHE_READS.items())

@@ -18,6 +18,7 @@ from symbolic_cost.blocks.context import Context
 from symbolic_cost.blocks.ends import stack_end
 from symbolic_cost.blocks.mtp import mtp_rows
 from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores
+from symbolic_cost.blocks.wiring import Run, Wiring
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families.keys import MAX_LAYERS
 from symbolic_cost.models.grid_stack import grid_stack
@@ -81,7 +82,7 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
     if not arch.encoder_decoder:
         if mtp != 0:      # on the last stage, with the head (Megatron-LM)
             options, _ = group_options(arch, t, m1, s1, experts)[-1]
-            module = mtp_rows(t.b, t.l, arch.e, vocab, transformer_layer(**options, **kw), m1, s1, norm=arch.norm,
+            module = mtp_rows(t.b, t.l, arch.e, vocab, build_layer(options, kw), m1, s1, norm=arch.norm,
                               **kw)
             end = replace(end, rows=end.rows + module * int(mtp))
         return ((start, sympify(1)), *layer_groups(arch, t, m1, s1, kw, experts), (end, sympify(1)))
@@ -108,6 +109,13 @@ def _context(t):
     return None if cp == 1 else Context(cp, t.cp_variant)
 
 
+def build_layer(options: dict, kw: dict, part="layer") -> Block:
+    """``transformer_layer`` of ``layer_options``' keywords ``options``, with the element sizes
+    and conventions ``kw`` (``es``, ``es_mask``, ``conventions``) and the ``part`` it builds."""
+    return transformer_layer(**{**options, "wiring": replace(options["wiring"], part=part),
+                                "run": replace(options["run"], **kw)})
+
+
 def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None, part="layer",
                  attended=None) -> list[tuple[Block, Expr]]:
     """The layers as ``(block, count)`` groups (``group_options``), each the whole layer or
@@ -116,7 +124,7 @@ def layer_groups(arch: Architecture, t, m1, s1, kw, experts=None, part="layer",
     keys a query reads, when not its own tokens (``layer_options``' ``keys``)."""
     groups = []
     for options, count in group_options(arch, t, m1, s1, experts, attended):
-        block = transformer_layer(**options, part=part, **kw)
+        block = build_layer(options, kw, part)
         same = [i for i, (other, _) in enumerate(groups) if other.rows == block.rows]
         if same:
             groups[same[0]] = (groups[same[0]][0], groups[same[0]][1] + count)
@@ -227,9 +235,9 @@ def layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=None, win
     ffn = Feedforward(gated=arch.gated, bias=arch.mlp_bias, activation_dropout=arch.activation_dropout, moe=moe,
                       experts=experts if moe is not None else None)
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, heads=heads, m1=m1, s1=s1, scores=scores,
-                projections=Projections(arch.qkv_bias, arch.bias, clip=bool(arch.clip_qkv)), ffn=ffn, flash=t.flash,
-                context=_context(t), norm=arch.norm, norms=arch.norms, parallel=arch.parallel,
-                dropouts=arch.dropouts, cross=cross)
+                projections=Projections(arch.qkv_bias, arch.bias, clip=bool(arch.clip_qkv)), ffn=ffn,
+                wiring=Wiring(arch.norm, arch.dropouts, arch.norms, arch.parallel, cross),
+                run=Run(t.flash, _context(t)))
 
 
 def _embedding_dropout(arch: Architecture) -> bool:

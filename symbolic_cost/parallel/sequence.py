@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.blocks import Block, attention, transformer_layer
+from symbolic_cost.blocks import Block, Run, attention, transformer_layer
 from symbolic_cost.blocks.context import ring_exchange, ulysses_exchange
 from symbolic_cost.cost import collective
 from symbolic_cost.checks import InputError, check_rules, divides
@@ -97,7 +97,7 @@ def _tp_reduce(b, tokens, e, m1, es, pass_, conventions):
 
 def megatron_sp(b, l, e, h, m1, *, flash=False, es=2, es_mask=1, conventions=conv.DEFAULT) -> Scheme:
     """Megatron sequence parallelism: ``attention(b, l, e, h, m1, s1=m1)`` (Korthikanti et al. 2022)."""
-    block = attention(b, l, e, h, m1, m1, flash=flash, es=es, es_mask=es_mask, conventions=conventions)
+    block = attention(b, l, e, h, m1, m1, run=Run(flash=flash, es=es, es_mask=es_mask, conventions=conventions))
     d = block.dims
     es = exact(es, "es")
     q, heads = d["e"] / d["h"], d["h"] / d["m1"]
@@ -208,7 +208,7 @@ def layer_volumes(b, l, e, f, h, degree, *, es=2, conventions=conv.DEFAULT) -> d
     >>> layer_volumes(b, l, e, f, h, s1)["ulysses"][0]
     8*b*e*l*(s1 - 1)/s1**2
     """
-    megatron = transformer_layer(b, l, e, f, h, degree, degree, es=es, conventions=conventions)
+    megatron = transformer_layer(b, l, e, f, h, degree, degree, run=Run(es=es, conventions=conventions))
     sent = lambda blk, p: sum((c.volume for c in blk.collectives if c.pass_ == p), Integer(0))  # noqa: E731
     out = {"megatron-sp": (sent(megatron, "fwd"), sent(megatron, "bwd"))}
     for name, scheme in (("ulysses", ulysses(b, l, e, h, degree, es=es, conventions=conventions)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from symbolic_cost import symbols as S
 from symbolic_cost.analysis.latex import formula_markdown, formula_table, latex, paper_form
-from symbolic_cost.blocks import attention, mlp
+from symbolic_cost.blocks import Run, attention, mlp
 from symbolic_cost.ops import attend, dropout, flash_attention, gelu, layer_norm, linear, logits, softmax
 
 FIELDS = ("flops_fwd", "flops_bwd", "act_buffer", "weights")
@@ -19,7 +19,7 @@ def formula_sheet() -> tuple[str, str]:
                   gelu(b, l, f), layer_norm(b, l, e), attend(b, l, q, h), flash_attention(b, l, q, h)]
     blocks = [("MLP, m1 = s1 = 1", mlp(b, l, e, f)),
               ("Attention, m1 = s1 = 1", attention(b, l, e, h)),
-              ("Attention with flash, m1 = s1 = 1", attention(b, l, e, h, flash=True)),
+              ("Attention with flash, m1 = s1 = 1", attention(b, l, e, h, run=Run(flash=True))),
               ("MLP, tensor m1 and sequence s1", mlp(b, l, e, f, m1, s1)),
               ("Attention, tensor m1 and sequence s1", attention(b, l, e, h, m1, s1))]
     md = ["# Formula sheet", "",

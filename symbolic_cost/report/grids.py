@@ -9,7 +9,7 @@ from sympy import Symbol, factor
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
 from symbolic_cost.analysis.latex import latex
-from symbolic_cost.blocks import transformer_layer
+from symbolic_cost.blocks import Run, transformer_layer
 from symbolic_cost.checks import InputError
 from symbolic_cost.parallel.grid import make_grid
 from symbolic_cost.parallel.grid_blocks import grid_layer
@@ -50,7 +50,7 @@ def crossovers():
     ``q^2`` devices, 3-D on ``q^3`` against 1-D on ``q^3``, per layer and device, ``f = 4e``."""
     b, l, e, h, q = S.b, S.l, S.e, S.h, S.mq
     p = Symbol("P", positive=True, integer=True)
-    one = _sent(transformer_layer(b, l, e, 4 * e, h, p, p, es=1))
+    one = _sent(transformer_layer(b, l, e, 4 * e, h, p, p, run=Run(es=1)))
     two = _sent(grid_layer(b, l, e, 4 * e, h, make_grid("2d", m1=q, m2=q), es=1))
     three = _sent(grid_layer(b, l, e, 4 * e, h, make_grid("3d", mq=q), es=1))
     return {"1d": factor(one), "2d": factor(two), "3d": factor(three)}, [

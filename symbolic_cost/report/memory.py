@@ -15,7 +15,7 @@ from sympy import Expr, factor, simplify, symbols
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.analysis.latex import latex
-from symbolic_cost.blocks import transformer_layer
+from symbolic_cost.blocks import Run, transformer_layer
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import from_config
 from symbolic_cost.models.memory import kept_bytes
@@ -39,7 +39,7 @@ sequence-parallel inputs kept as shards), no LayerNorm statistics counted."""
 
 
 def _regime(conventions, m, s, recompute) -> Expr:
-    layer = transformer_layer(b, l, e, 4 * e, h, m, s, conventions=conventions)
+    layer = transformer_layer(b, l, e, 4 * e, h, m, s, run=Run(conventions=conventions))
     return kept_bytes(layer, recompute, 2 * b * l * e / s)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
 from symbolic_cost.analysis.latex import latex
-from symbolic_cost.blocks import attention, mlp, transformer_layer
+from symbolic_cost.blocks import Run, attention, mlp, transformer_layer
 from symbolic_cost.timing.hardware import step_time
 
 
@@ -37,7 +37,7 @@ def answers(shape: LayerShape, system="h100") -> dict:
     fixed = {S.b: shape.b, S.e: shape.e, S.h: shape.h, S.f: shape.f}
     att, ml = attention(b, l, e, h).total("flops_fwd"), mlp(b, l, e, f).total("flops_fwd")
     crossover = analysis.crossover(att.subs(fixed), ml.subs(fixed), l)
-    memory = {flash: attention(b, l, e, h, flash=flash).total("act_buffer") for flash in (False, True)}
+    memory = {flash: attention(b, l, e, h, run=Run(flash=flash)).total("act_buffer") for flash in (False, True)}
     point = {S.l: shape.l, **fixed}
     timed = transformer_layer(shape.b, shape.l, shape.e, shape.f, shape.h, m1, m1)
     time = step_time(timed, system)

@@ -16,7 +16,7 @@ import math
 import pandas as pd
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.blocks import Projections, attention, mlp
+from symbolic_cost.blocks import Projections, Run, attention, mlp
 from symbolic_cost.numeric.tables import comm_fraction, table, totals_table
 from symbolic_cost.reproduce import Cell
 from symbolic_cost.reproduce import lbnl_2024_printed as printed
@@ -37,8 +37,8 @@ cell must be empty here; text cells must be equal; the comm lines must match the
 def build(conventions=CONVENTIONS):
     """The two blocks exactly as the seed configures them."""
     c = printed.CONFIG
-    dims = dict(b=c["b"], l=c["l"], e=c["e"], m1=c["m1"], es=c["es"], es_mask=c["es_mask"],
-                conventions=conventions)
+    dims = dict(b=c["b"], l=c["l"], e=c["e"], m1=c["m1"],
+                run=Run(es=c["es"], es_mask=c["es_mask"], conventions=conventions))
     return {"MLP": mlp(f=c["f"], **dims),
             "SA": attention(heads=c["h"], projections=Projections(qkv_bias=False), **dims)}
 

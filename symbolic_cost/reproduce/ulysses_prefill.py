@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.blocks import mlp
+from symbolic_cost.blocks import Run, mlp
 from symbolic_cost.parallel.sequence import Tensor, ulysses
 from symbolic_cost.reproduce import Cell
 from symbolic_cost.reproduce import ulysses_prefill_printed as printed
@@ -65,8 +65,8 @@ def tensors(conventions=CONVENTIONS) -> tuple[dict[str, Tensor], object]:
     p = c["TP"] * c["DP"]
     scheme = ulysses(1, c["N"], c["d"], c["h"], p, es=c["bytes"], conventions=conventions)
     found = {t.name: _drop_batch(t) for t in scheme.tensors}
-    block = mlp(1, c["N"] // c["DP"], c["d"], c["d_ff"], c["TP"], bias=False, es=c["bytes"],
-                conventions=conventions)
+    block = mlp(1, c["N"] // c["DP"], c["d"], c["d_ff"], c["TP"], bias=False, run=Run(es=c["bytes"],
+                                                                                      conventions=conventions))
     fc1, fc2, d, es = block["fc1"], block["fc2"], block.dims["e"], c["bytes"]
     tokens = fc1.act_in / (d * es)
     found["input_"] = Tensor("input_", (("N/DP", tokens), ("d", d)), es)

@@ -1,0 +1,129 @@
+"""How a layer's blocks are put together and run, as frozen values: ``Residual`` (where a
+block sits on the residual stream), ``Wiring`` (how a layer places its blocks) and ``Run``
+(the attention kernel, context parallelism, element sizes and conventions every block of a
+layer shares).  ``blocks.attention``, ``blocks.mlp``, ``blocks.transformer_layer`` and
+``blocks.latent_attention`` take them instead of a keyword each.
+
+>>> Wiring(parallel=True, norms=1).residual(branch=True)
+Residual(norm='layer', dropouts=True, post_norm=False, branch=True, shared_input=False)
+>>> Wiring(norms=1)
+Traceback (most recent call last):
+...
+symbolic_cost.checks.InputError: norms must be one of (2, 4) for a sequential layer, got 1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Expr
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.blocks.context import Context
+from symbolic_cost.blocks.specs import flags, one_of
+from symbolic_cost.checks import InputError, positive
+from symbolic_cost.ops.norm import NORMS
+
+PARTS = ("layer", "attention", "mlp")
+"""``Wiring.part``: what ``transformer_layer`` builds, the whole layer or one of its blocks."""
+NORMS_PER_LAYER = {False: (2, 4), True: (1, 2)}
+"""``Wiring.norms``: sequential 2 (pre- or post-norm) or 4 (Gemma 2 and 3's sandwich);
+parallel 1 (GPT-J, Falcon-7B, Phi) or 2 (GPT-NeoX, Falcon-40B)."""
+
+__all__ = ["Residual", "Wiring", "Run", "PARTS", "NORMS_PER_LAYER"]
+
+
+def _norm(kind) -> None:
+    """Refuse a norm kind ``ops.norm.NORMS`` does not have."""
+    if kind not in NORMS:
+        raise InputError(f"norm must be one of {', '.join(NORMS)}, got {kind!r}", "norm")
+
+
+@dataclass(frozen=True)
+class Residual:
+    """Where a block sits on the residual stream.
+
+    * ``norm`` (a kind of ``ops.norm.NORMS``): the kind of the block's norms;
+    * ``dropouts``: the closing dropout (``False``: the residual add closes the block) and,
+      unless the block's own values say, its inner dropouts;
+    * ``post_norm``: a norm of the output on the sequence shard (Gemma 2 and 3's four norms);
+    * ``branch``: a parallel layer's branch, its last matmul unreduced and no closing row (the
+      layer sums and reduces both branches once);
+    * ``shared_input``: an MLP branch reading the attention branch's norm output (no norm row;
+      its input gradient joins the attention's before their one reduction).
+    """
+
+    norm: str = "layer"
+    dropouts: bool = True
+    post_norm: bool = False
+    branch: bool = False
+    shared_input: bool = False
+
+    def __post_init__(self):
+        _norm(self.norm)
+        flags(self, "dropouts", "post_norm", "branch", "shared_input")
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """How a layer puts its blocks on the residual stream, and which of them it builds.
+
+    * ``norm``, ``dropouts``: as in ``Residual``, for every block of the layer;
+    * ``norms`` (``NORMS_PER_LAYER``): 2 or 4 norms in a sequential layer, 1 or 2 in a
+      parallel one;
+    * ``parallel``: ``y = x + attention(n1(x)) + mlp(n2(x))`` (GPT-J, GPT-NeoX, Falcon, Phi);
+    * ``cross``: the encoder tokens a cross-attention reads (T5's decoder; ``None``: none);
+    * ``part`` (``PARTS``): the whole ``"layer"``, or only its ``"attention"`` or ``"mlp"``.
+    """
+
+    norm: str = "layer"
+    dropouts: bool = True
+    norms: int = 2
+    parallel: bool = False
+    cross: Expr | None = None
+    part: str = "layer"
+
+    def __post_init__(self):
+        _norm(self.norm)
+        flags(self, "dropouts", "parallel")
+        one_of(self.part, "part", PARTS)
+        allowed = NORMS_PER_LAYER[self.parallel]
+        if self.norms not in allowed:
+            raise InputError(f"norms must be one of {allowed} for a {'parallel' if self.parallel else 'sequential'} "
+                             f"layer, got {self.norms!r}", "norms")
+
+    def residual(self, **placement) -> Residual:
+        """The ``Residual`` of one of the layer's blocks, placed by ``placement``."""
+        return Residual(self.norm, self.dropouts, **placement)
+
+
+@dataclass(frozen=True)
+class Run:
+    """How the blocks run, the same for every block of a layer.
+
+    * ``flash``: one ``flash_attention`` kernel for the attention core;
+    * ``context`` (a ``blocks.context.Context``): context parallelism of the attention;
+    * ``es``, ``es_mask``: bytes of an element and of a dropout-mask element;
+    * ``conventions``: a ``conventions.Conventions`` or a preset's name.
+
+    A block without attention reads only the last three.
+    """
+
+    flash: bool = False
+    context: Context | None = None
+    es: Expr = 2
+    es_mask: Expr = 1
+    conventions: conv.Conventions | str = conv.DEFAULT
+
+    def __post_init__(self):
+        flags(self, "flash")
+        if self.context is not None and not isinstance(self.context, Context):
+            raise InputError(f"context must be a blocks.context.Context, got {self.context!r}", "context")
+        positive(self.es, "es")
+        positive(self.es_mask, "es_mask")
+        conv.get(self.conventions)
+
+    @property
+    def kw(self) -> dict:
+        """The element sizes and conventions as the keywords of ``Layout.of``'s callers."""
+        return dict(es=self.es, es_mask=self.es_mask, conventions=self.conventions)
