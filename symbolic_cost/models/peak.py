@@ -94,7 +94,7 @@ def _row(block, name):
     return block[name] if name in block.names else None
 
 
-def loss_transient(cost, conventions) -> Expr:
+def loss_transient(cost, conventions=conv.DEFAULT) -> Expr:
     """Bytes the loss's backward adds to what is kept, for logits ``Z`` of ``n`` elements per
     device (``b l v/m1``) in the activations' element size ``es`` and a loss computed in
     ``es_loss`` (``loss_precision``):
@@ -105,6 +105,7 @@ def loss_transient(cost, conventions) -> Expr:
       that of the logits, ``2 n es_loss``, while the model's output still holds ``Z``, ``n es``.
 
     0 without a language-model loss."""
+    conventions = conv.get(conventions)
     loss, head = _row(cost.head, "loss"), _row(cost.head, "lm_head")
     if loss is None or head is None:
         return Integer(0)
@@ -113,12 +114,13 @@ def loss_transient(cost, conventions) -> Expr:
     return head.act_out + 2 * loss.act_in
 
 
-def head_transient(cost, conventions) -> Expr:
+def head_transient(cost, conventions=conv.DEFAULT) -> Expr:
     """Bytes the head's backward adds to what is kept: the gradient of the logits
     (``n es``) and of the head's input (``b l e es``), less the loss's kept tensor, freed once
     its backward ran; under ``"eager"`` the model's output still holds the logits (``n es``);
     under ``gradient_lifetime="step"`` the head's weight gradients (a tied word table's too)
     are made here. 0 without a language-model loss."""
+    conventions = conv.get(conventions)
     loss, head = _row(cost.head, "loss"), _row(cost.head, "lm_head")
     if loss is None or head is None:
         return Integer(0)
@@ -127,13 +129,14 @@ def head_transient(cost, conventions) -> Expr:
     return held + head.act_out - loss.act_buffer + head.act_in + made
 
 
-def embedding_transient(cost, conventions) -> Expr:
+def embedding_transient(cost, conventions=conv.DEFAULT) -> Expr:
     """Bytes the word embedding's backward adds, last in backward, to the state and every
     gradient: under ``gradient_lifetime="buffer"`` the lookup's dense gradient of the table
     (``v/m1 x e``), made before it is added into the buffer; under ``"step"`` with a tied head,
     that gradient and its sum with the head's (autograd's ``AccumulateGrad`` adds out of
     place), two tables, and none untied (the new gradient becomes ``.grad``).  Under
     ``loss_backward="eager"`` the model's output still holds the logits."""
+    conventions = conv.get(conventions)
     table = _row(cost.embedding, "word_embeddings")
     head = _row(cost.head, "lm_head")
     held = head.act_out if head is not None and conventions.loss_backward == "eager" else Integer(0)
@@ -144,7 +147,7 @@ def embedding_transient(cost, conventions) -> Expr:
     return held + (2 * table.weights if sympify(_tied_table(cost)) != 0 else Integer(0))
 
 
-def optimizer_temporaries(cost, conventions) -> Expr:
+def optimizer_temporaries(cost, conventions=conv.DEFAULT) -> Expr:
     """Bytes an optimizer step allocates and frees: 0 under ``"fused"`` (Apex's and Transformer
     Engine's ``FusedAdam``, Megatron-LM's: one multi-tensor kernel updates in place); under
     ``"single-tensor"`` (``torch.optim.AdamW(foreach=False)``) ``exp_avg_sq.sqrt()`` and its
@@ -154,6 +157,7 @@ def optimizer_temporaries(cost, conventions) -> Expr:
     parameter's ``denom``, left out here; a row's bias counts with its matrix and a fused row
     (``qkv_proj``, a gated ``fc1``) as one tensor, so that the estimate was above the measured
     step, by at most 0.2 %, in the cases tested."""
+    conventions = conv.get(conventions)
     if conventions.optimizer_step == "fused":
         return Integer(0)
     es = element_bytes(cost.training.precision)
