@@ -173,7 +173,7 @@ def gather_bytes(cost) -> Expr:
     return GATHERED_LAYERS * maximum(*(blk.total("weights") for blk, _ in cost.stack[1:-1]))
 
 
-def _terms(cost, conventions) -> tuple:
+def step_terms(cost, conventions=conv.DEFAULT) -> tuple:
     """``(state, kept, made, during, after)``: the state all step long, the kept activations, the
     gradients backward makes, and the transients of the moments while activations are kept
     (forward, loss, head) and after they are freed (embedding, optimizer), in ``MOMENTS`` order."""
@@ -197,7 +197,7 @@ def step_timeline(cost, conventions=conv.DEFAULT) -> tuple[Moment, ...]:
     >>> [m.name for m in step_timeline(cost)]
     ['forward', 'loss backward', 'head backward', 'embedding backward', 'optimizer step']
     """
-    state, kept, made, during, after = _terms(cost, conventions)
+    state, kept, made, during, after = step_terms(cost, conventions)
     values = [state + kept + t for t in during] + [state + made + t for t in after]
     return tuple(Moment(name, value) for name, value in zip(MOMENTS, values))
 
@@ -214,7 +214,7 @@ def peak_bytes(cost, conventions=conv.DEFAULT) -> Expr:
     ``state + Max(kept + Max(during), made + Max(after))`` so that the large terms appear once,
     with ``extrema.maximum`` (SymPy's ``Max`` would try to order the moments by their
     assumptions, seconds per model in a search)."""
-    state, kept, made, during, after = _terms(cost, conventions)
+    state, kept, made, during, after = step_terms(cost, conventions)
     return state + maximum(kept + maximum(*during), made + maximum(*after))
 
 

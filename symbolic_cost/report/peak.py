@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from symbolic_cost import conventions as conv
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import preset
-from symbolic_cost.models.peak import gather_bytes, step_timeline
+from symbolic_cost.models.peak import MOMENTS, step_terms
 from symbolic_cost.timing.systems import get_system
 from symbolic_cost.tools import pytorch_eager as eager
 
@@ -21,18 +20,12 @@ RUNS = (
 
 
 def parts(cost, conventions) -> list[tuple[str, float, float, float]]:
-    """``(moment, state, kept, transient)`` in bytes for every moment of ``step_timeline``: the
-    state is weights, optimizer state, ZeRO-3's gathered layers and the gradients that exist
-    then; the kept activations count until backward has freed them."""
-    buffer = conv.get(conventions).gradient_lifetime == "buffer"
-    state = cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost)
-    out = []
-    for m in step_timeline(cost, conventions):
-        late = m.name in ("embedding backward", "optimizer step")
-        held = state + (cost.gradient_bytes if buffer or late else 0)
-        kept = 0 if late else cost.activation_bytes
-        out.append((m.name, float(held), float(kept), float(m.bytes - held - kept)))
-    return out
+    """``(moment, state, kept, transient)`` in bytes for every moment of ``step_timeline``, from
+    ``models.peak.step_terms``: the gradients backward makes count as state once made, the kept
+    activations until backward has freed them."""
+    state, kept, made, during, after = step_terms(cost, conventions)
+    rows = [(state, kept, t) for t in during] + [(state + made, 0, t) for t in after]
+    return [(name, float(a), float(k), float(t)) for name, (a, k, t) in zip(MOMENTS, rows)]
 
 
 def plot_peak(path: Path, system="h100") -> Path:
