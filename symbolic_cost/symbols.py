@@ -19,6 +19,9 @@ Python       printed as   meaning
 ``cp``       cp           context-parallel degree of whole-model training
                           (``Training.cp``: ranks that share each sequence)
 ``d``        d            data-parallel degree
+``shard``    shard        ZeRO-3/FSDP shard group (``Training.shard``, HSDP: the
+                          state is sharded over ``shard`` ranks and replicated
+                          over ``d/shard`` groups; ``d`` unless set)
 ``p``        p            pipeline-parallel degree (stages)
 ``n_micro``  n_micro      micro-batches per step and pipeline (gradient accumulation)
 ``v``        v            vocabulary (padded)
@@ -85,6 +88,7 @@ vp = Symbol("vp", **_DIM)
 n_rec = Symbol("n_rec", **_DIM)
 l_dec = Symbol("l_dec", **_DIM)
 cp = Symbol("cp", **_DIM)
+shard = Symbol("shard", **_DIM)
 
 DIMENSIONS = (b, l, e, f, h, m1, s1)
 """The model and parallelism symbols every block is written in."""
@@ -98,6 +102,8 @@ ALL = ALL + (vp, n_rec)   # the pipeline schedule's chunks and the recomputed la
 ALL = ALL + (l_dec,)   # an encoder-decoder's decoder length
 
 ALL = ALL + (cp,)   # whole-model context parallelism (Training.cp)
+
+ALL = ALL + (shard,)   # the ZeRO-3/FSDP shard group of hybrid sharding (Training.shard)
 
 BY_NAME = {str(s): s for s in ALL}
 """Look up a symbol by the name a user types (``--set m1=4``)."""
@@ -124,4 +130,4 @@ def resolve_names(values) -> dict:
 
 
 __all__ = ["resolve_names", "b", "l", "e", "f", "h", "m1", "s1", "c", "d", "p", "n_micro", "v", "n_layers", "es", "es_mask",
-           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "ep", "etp", "vp", "n_rec", "l_dec", "cp", "DIMENSIONS", "ALL", "BY_NAME"]
+           "l_in", "l_out", "l_ctx", "B", "m2", "mq", "md", "ep", "etp", "vp", "n_rec", "l_dec", "cp", "shard", "DIMENSIONS", "ALL", "BY_NAME"]

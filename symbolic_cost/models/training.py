@@ -22,7 +22,7 @@ from symbolic_cost.blocks.context import VARIANTS
 from symbolic_cost.blocks.moe import check_expert_training
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
+__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 RECOMPUTE = ("none", "selective", "activation", "full")
@@ -66,6 +66,8 @@ class Training:
     precision: str = "bf16"
     zero: int = 0
     distributed_optimizer: bool = False
+    shard: Expr | None = None    # ZeRO-3's shard group (HSDP: replicated over d/shard groups; None: all of d)
+    reshard_after_forward: bool = True   # ZeRO-3/FSDP2: free the gathered weights after forward (gather again)
     recompute: str = "none"
     recompute_method: str = "uniform"   # full recomputation: "uniform" groups or the first "block" layers
     recompute_layers: Expr = 1   # full: layers per checkpointed group (uniform) or recomputed (block)
@@ -102,7 +104,7 @@ class Training:
                              f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")
         positive(self.mask_bytes, "mask_bytes")
         choice(self.zero, "zero", (0, 1, 2, 3))
-        for name in ("distributed_optimizer", "flash", "master_weights", "mtp", "allow_long"):
+        for name in ("distributed_optimizer", "flash", "master_weights", "mtp", "allow_long", "reshard_after_forward"):
             flag(getattr(self, name), name)
         if self.recompute != "full" and (self.recompute_method, self.recompute_layers) != ("uniform", 1):
             raise InputError("recompute_method and recompute_layers apply to recompute='full' only, got "
@@ -123,12 +125,18 @@ class Training:
         check_expert_training(self.ep, self.etp, self.capacity_factor, self.expert_imbalance)
         check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8)
         check_offload(self.offload, self.zero)
+        check_sharding(self)
         if self.lora is not None and not isinstance(self.lora, LoRA):
             raise InputError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}")
         if not isinstance(self.overlap, Overlap):
             raise InputError(f"overlap must be a models.training.Overlap value, got {self.overlap!r}", "overlap")
         if self.lora is not None and self.fp8 is not None:
             raise InputError("fp8 with lora is not modelled: choose one of them")
+
+    @property
+    def shard_group(self) -> Expr:
+        """Ranks one copy of the sharded state is spread over: ``shard``, or ``d`` when unset."""
+        return sympify(self.d if self.shard is None else self.shard)
 
     @property
     def decoder_tokens(self) -> Expr:
@@ -143,6 +151,23 @@ class Training:
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
         return Schedule(self.schedule, self.virtual_stages)
+
+
+def check_sharding(t: Training) -> None:
+    """Refuse a shard group that does not apply or does not divide: ``shard`` (HSDP, PyTorch
+    FSDP2's 2-D device mesh ``(d/shard, shard)``) and ``reshard_after_forward=False`` belong to
+    ZeRO-3 (FSDP); ``shard`` must divide ``d`` (each replica group is ``shard`` whole ranks)."""
+    if t.shard is not None:
+        positive_dims(shard=t.shard)
+        replicas = sympify(t.d) / sympify(t.shard)
+        if replicas.is_integer is False:
+            raise InputError(f"shard must divide d (got shard={t.shard} and d={t.d})", "shard")
+        if t.zero != 3 and replicas != 1:
+            raise InputError(f"shard sizes the shard group of ZeRO-3/FSDP (zero=3), got zero={t.zero}; "
+                             "it would be ignored", "shard")
+    if not t.reshard_after_forward and t.zero != 3:
+        raise InputError(f"reshard_after_forward=False applies to ZeRO-3/FSDP (zero=3), got zero={t.zero}; "
+                         "it would be ignored", "reshard_after_forward")
 
 
 def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (--allow-long)") -> None:
@@ -161,6 +186,9 @@ def check_model(arch, t: Training) -> None:
     spans = (("l", t.l), ("l_dec", t.decoder_tokens)) if arch.encoder_decoder else (("l", t.l),)
     check_context(arch, spans, t.allow_long)
     check_context_parallel(arch, t)
+    if arch.moe is not None and t.shard is not None and sympify(t.d) != sympify(t.shard):
+        raise InputError(f"shard={t.shard} (HSDP) with the routed experts of {arch.name} is not modelled; "
+                         "leave shard unset (shard over all of d)", "shard")
     if arch.moe is None:
         for name, value, plain in (("ep", t.ep, 1), ("capacity_factor", t.capacity_factor, None),
                                    ("expert_imbalance", t.expert_imbalance, 1)):
