@@ -62,21 +62,67 @@ def test_wave_efficiency_of_a_symbolic_token_count_is_exact_where_substituted():
         assert expr.subs(t, tokens) == Rational(best_waves(tokens, 4096, 1, 132, 128, 256))
 
 
-def nccl_reference(kind, n, nbytes, bus, link, nodes=1):
+def nccl_reference(kind, n, nbytes, bus, link, nodes=1, intra=None):
     """NCCL's ncclTopoTuneModel + ncclTopoGetAlgoTime for a ring (src/graph/tuning.cc), in µs,
-    written from that file: latency = baseLat + intra steps x hwLat[link] + inter steps x hwLat[NET];
+    written from that file: latency = baseLat + intra steps x hwLat[intraHw] + inter steps x hwLat[NET];
     bandwidth = busBw x nRanks / nsteps (LL: busBw / 4 for an allreduce, / 3 otherwise)."""
     base = {"LL": 3.6, "Simple": 8.4}
     hw = {"nvlink": {"LL": 0.47, "Simple": 3.4}, "net": {"LL": 2.7, "Simple": 9.6}}
+    near = "nvlink" if (intra or link) == "nvlink" else "net"
     nsteps = 2 * (n - 1) if kind == "allreduce" else n - 1
     inter = 2 * (nodes - 1) if kind == "allreduce" else nodes - 1
     best = math.inf
     for p in ("LL", "Simple"):
         bus_gbs = bus / 1e9 * ((0.25 if kind == "allreduce" else 1 / 3) if p == "LL" else 1)
         algbw = bus_gbs * n / nsteps                    # NCCL: bandwidths[coll][RING][p], GB/s
-        lat = base[p] + (nsteps - inter) * hw["nvlink" if link == "nvlink" else "net"][p] + inter * hw["net"][p]
+        lat = base[p] + (nsteps - inter) * hw[near][p] + inter * hw["net"][p]
         best = min(best, lat + nbytes / (1000 * algbw))  # ncclTopoGetAlgoTime
     return best
+
+
+TREE_CORRECTION = {                                       # tuning.cc's treeCorrectionFactor
+    "LL": [1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0],
+    "Simple": [.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7, .8, .9]}
+
+
+def nccl_tree_reference(n, nbytes, bus, nodes):
+    """The same file's tree allreduce, in µs: baseLat[TREE] + 2 x ((nRanks/nNodes - 1) x
+    hwLat[NVLINK][TREE] + log2i(nNodes) x hwLat[NET][TREE]); busBw = min(0.9 busBw, maxTreeBw)
+    (LL: / 3.8), algorithm bandwidth busBw / 2, times treeCorrectionFactor[log2i(nBytes >> 6)]."""
+    base, intra, net = {"LL": 4.4, "Simple": 0.0}, {"LL": 0.52, "Simple": 28.0}, {"LL": 5.0, "Simple": 50.0}
+    log2i = lambda v: v.bit_length() - 1 if v > 0 else 0        # noqa: E731  (NCCL's log2i)
+    best = math.inf
+    for p in ("LL", "Simple"):
+        bus_gbs = min(bus / 1e9 * 0.9, 80.0 if nodes > 2 else 110.0)
+        if p == "LL":
+            bus_gbs /= 3.8
+        algbw = bus_gbs * 0.5
+        size = log2i(nbytes >> 6)
+        if size < 22:
+            algbw *= TREE_CORRECTION[p][size]
+        lat = base[p] + 2 * ((n // nodes - 1) * intra[p] + log2i(nodes) * net[p])
+        best = min(best, lat + nbytes / (1000 * algbw))
+    return best
+
+
+@pytest.mark.parametrize("n,nodes,nbytes", [(16, 2, 2**10), (128, 16, 2**20), (1024, 128, 2**16),
+                                            (1024, 128, 2**30), (64, 8, 3 * 10**6), (256, 32, 100)])
+def test_an_allreduce_across_nodes_takes_nccls_cheaper_of_ring_and_tree(n, nodes, nbytes):
+    from symbolic_cost.cost import Collective
+    system = calibrated("a100")                         # 8 per NVLink domain, 25 GB/s per NIC
+    c = Collective("allreduce", nbytes, 1, n, "bwd", volume=0)
+    ours = float(comm_time(c, system)) * 1e6
+    bus = float(system.efficiency.ib_bus)
+    ring = nccl_reference("allreduce", n, nbytes, bus, "ib", nodes, intra="nvlink")
+    assert ours == pytest.approx(min(ring, nccl_tree_reference(n, nbytes, bus, nodes)), rel=1e-9)
+
+
+def test_the_tree_wins_small_allreduces_over_many_nodes_and_the_ring_large_ones():
+    bus = 25e9
+    assert nccl_tree_reference(1024, 2**16, bus, 128) < nccl_reference("allreduce", 1024, 2**16, bus, "ib", 128,
+                                                                        intra="nvlink") / 3
+    assert nccl_tree_reference(16, 2**30, bus, 2) > nccl_reference("allreduce", 16, 2**30, bus, "ib", 2,
+                                                                   intra="nvlink")
 
 
 @pytest.mark.parametrize("kind,n,nbytes,link,nodes", [

@@ -15,7 +15,9 @@ A system that carries an ``Efficiency`` (``calibrated("a100")``) is timed as rea
   that and the compute time, as the roofline does;
 * **collectives** as NCCL's own cost model prices them (``nccl_time``): a ring's bus
   bandwidth per link and a latency ``base + steps x hop`` per protocol, the cheaper of its
-  low-latency ``LL`` and bandwidth ``Simple`` protocols.
+  low-latency ``LL`` and bandwidth ``Simple`` protocols; an allreduce across NVLink domains
+  also as NCCL's double binary tree (``tree_time``), the cheaper algorithm winning as NCCL's
+  tuner chooses.
 
 Every factor is exact (a ``Rational`` or a symbol), so times stay SymPy expressions that
 can be differentiated, solved and compiled.  The fitted values come from
@@ -30,7 +32,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 
-from sympy import Expr, Integer, Min, Rational, ceiling, sympify
+from sympy import Expr, Integer, Min, Piecewise, Rational, ceiling, floor, log, sympify
 
 from symbolic_cost.checks import InputError, exact
 from symbolic_cost.cost import Collective
@@ -156,14 +158,18 @@ HOP = {("nvlink", "LL"): Rational(47, 100) * MICRO, ("nvlink", "Simple"): Ration
        ("ib", "LL"): Rational(27, 10) * MICRO, ("ib", "Simple"): Rational(96, 10) * MICRO}
 
 
-def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1) -> Expr:
+def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | None = None) -> Expr:
     """Seconds of one ring collective as NCCL's tuning model prices it: for each protocol
     ``p``, ``base_p + steps_intra x hop(link_intra, p) + steps_inter x hop(ib, p)`` plus
     ``sent / bus_p`` (``sent = ring_share x V``: the ring's bytes per device, which is how NCCL
     converts bus to algorithm bandwidth), and the cheaper protocol wins.  ``steps`` is
     ``n - 1`` for allgather, reduce-scatter and all-to-all, ``2(n - 1)`` for allreduce, 1 for
-    a send (a group of one device costs nothing); ``nodes`` is how many NVLink domains the group spans, whose ``nodes - 1`` (twice for
-    an allreduce) steps cross the network.  Two refinements of NCCL's model are left out: the
+    a send (a group of one device costs nothing); ``nodes`` is how many NVLink domains the group
+    spans, whose ``nodes - 1`` (twice for an allreduce) steps cross the network; the other steps
+    run on ``intra`` (default ``link``: a group pinned to one link runs every step on it; a group
+    spread over NVLink domains takes its intra-domain steps on NVLink, as NCCL's ``intraLat``).
+    An allreduce spread over several domains (``nodes > 1`` on ``ib``) may run as NCCL's tree
+    instead (``tree_time``), whichever is cheaper.  Two refinements of NCCL's model are left out: the
     ``x 1.8`` on LL's NVLink hop latency in multi-node groups and the ``x 1.9`` ring-plateau
     latency of large multi-node Simple allreduces.
 
@@ -185,18 +191,83 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1) -> Expr:
     active = Integer(1) if kind == "p2p" else Min(1, n - 1)
     ll_share = Rational(1, 4) if kind == "allreduce" else Rational(1, 3)
     times = []
+    near = _hop_link(intra or link)
     for protocol, bandwidth in (("LL", bus * ll_share), ("Simple", bus)):
-        latency = BASE[protocol] + (steps - inter) * HOP[(link if link == "nvlink" else "ib", protocol)] \
-            + inter * HOP[("ib", protocol)]
+        latency = BASE[protocol] + (steps - inter) * HOP[(near, protocol)] + inter * HOP[("ib", protocol)]
         times.append(active * latency + sent / bandwidth)
+    if kind == "allreduce" and link == "ib" and nodes != 1:
+        times.extend(tree_time(n, volume, bus, nodes, near))
     return minimum(*times)
 
 
-def collective_time(c: Collective, system, link: str, nodes=1) -> Expr:
+def _hop_link(link: str) -> str:
+    return "nvlink" if link == "nvlink" else "ib"
+
+
+# NCCL's double binary tree (the same src/graph/tuning.cc as BASE and HOP; allreduce only): its
+# base latency and latency per tree level, its bus-bandwidth caps, and the static correction of
+# its bandwidth for medium messages, by log2(bytes / 64) from 0 to 21 (1 above).
+TREE_BASE = {"LL": Rational(44, 10) * MICRO, "Simple": Integer(0)}
+TREE_HOP = {("nvlink", "LL"): Rational(52, 100) * MICRO, ("nvlink", "Simple"): 28 * MICRO,
+            ("ib", "LL"): 5 * MICRO, ("ib", "Simple"): 50 * MICRO}
+TREE_CAP = {"few": 110 * 10**9, "many": 80 * 10**9}      # bytes/s: up to 2 nodes, more
+TREE_CORRECTION = {
+    "LL": (1, 1, 1, 1, ".9", ".8", ".7", ".7", ".7", ".7", ".6", ".5", ".4", ".4", ".5", ".6", ".7", ".8", ".9",
+           1, 1, 1),
+    "Simple": (".9", ".9", ".9", ".9", ".9", ".9", ".9", ".8", ".7", ".6", ".6", ".5", ".5", ".5", ".5", ".5",
+               ".5", ".6", ".6", ".7", ".8", ".9"),
+}
+
+
+def tree_time(n, tensor_bytes, bus, nodes, intra: str = "nvlink") -> list[Expr]:
+    """Seconds of an allreduce of ``V = tensor_bytes`` run as NCCL's tree over ``n`` devices in
+    ``nodes`` NVLink domains, one time per protocol (LL, Simple), as ``ncclTopoTuneModel`` and
+    ``ncclTopoGetAlgoTime`` price it: latency ``base + 2 ((n/nodes - 1) hop_intra +
+    floor(log2 nodes) hop_net)`` (up the tree and down again: the devices of a domain chained,
+    the domains in a binary tree); bandwidth ``min(0.9 bus, cap) x 1/2`` (LL: ``/ 3.8`` more),
+    the cap 110 GB/s up to two nodes and 80 GB/s beyond, times the tree's correction for a
+    message of ``V`` bytes (``tree_correction``).
+
+    >>> from sympy import Rational
+    >>> # 1 MiB over 16 nodes of 8, Simple: 2 (7 x 28 + 4 x 50) us + 2^20 B / (0.5 x 0.9 x 25 GB/s x 0.5)
+    >>> ll, simple = tree_time(128, 2**20, 25 * 10**9, 16)
+    >>> simple == Rational(2 * (7 * 28 + 4 * 50), 10**6) + Rational(2**20 * 2 * 10, 9 * 25 * 10**9) / Rational(1, 2)
+    True
+    """
+    n, nodes, volume = sympify(n), sympify(nodes), sympify(tensor_bytes)
+    cap = TREE_CAP["few"] if (nodes <= 2) == True else TREE_CAP["many"]   # noqa: E712  (provable only)
+    if (nodes <= 2) not in (True, False):
+        cap = Piecewise((TREE_CAP["few"], nodes <= 2), (TREE_CAP["many"], True))
+    levels = floor(log(nodes, 2))
+    times = []
+    for protocol, share in (("LL", Rational(10, 38)), ("Simple", Integer(1))):
+        bandwidth = minimum(bus * Rational(9, 10), cap) * share / 2 * tree_correction(protocol, volume)
+        latency = TREE_BASE[protocol] + 2 * ((floor(n / nodes) - 1) * TREE_HOP[(_hop_link(intra), protocol)]
+                                             + levels * TREE_HOP[("ib", protocol)])
+        times.append(latency + volume / bandwidth)
+    return times
+
+
+def tree_correction(protocol: str, tensor_bytes) -> Expr:
+    """NCCL's static correction of the tree's bandwidth for a message of ``V`` bytes: the
+    ``TREE_CORRECTION`` entry at ``floor(log2(floor(V / 64)))`` (0 below 128 bytes), 1 from
+    ``64 x 2^22`` bytes (256 MiB) up.
+
+    >>> tree_correction("Simple", 2**20), tree_correction("LL", 100), tree_correction("Simple", 2**30)
+    (1/2, 1, 1)
+    """
+    volume = sympify(tensor_bytes)
+    factors = [Rational(str(factor)) for factor in TREE_CORRECTION[protocol]] + [Integer(1)]
+    # one piece per run of equal factors, each holding below the first size of the next run
+    pieces = [(factor, volume < 64 * 2 ** (i + 1)) for i, factor in enumerate(factors[:-1]) if factor != factors[i + 1]]
+    return Piecewise(*pieces, (Integer(1), True))
+
+
+def collective_time(c: Collective, system, link: str, nodes=1, intra: str | None = None) -> Expr:
     """``nccl_time`` of ``c`` (all its repeats) on ``link`` with the system's bus bandwidth."""
     eff = system.efficiency
     bus = eff.nvlink_bus if link == "nvlink" else eff.ib_bus
-    return c.repeats * nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes)
+    return c.repeats * nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes, intra)
 
 
 def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:

@@ -129,7 +129,7 @@ def _nccl_time(c: Collective, system: System, link: str | None) -> Expr:
         return efficiency.collective_time(c, system, link)
     nodes = ceiling(c.span / system.nvlink_size)
     return _on_link(c.span, system, efficiency.collective_time(c, system, "nvlink"),
-                    efficiency.collective_time(c, system, "ib", nodes))
+                    efficiency.collective_time(c, system, "ib", nodes, intra="nvlink"))
 
 
 TIME_FIELDS = ("t_comp_fwd", "t_mem_fwd", "t_comp_bwd", "t_mem_bwd", "intensity", "t_fwd", "t_bwd",
