@@ -162,3 +162,100 @@ def test_script_reader_refuses_an_undecidable_launch():
     script = 'A=(--x 1)\nif [[ "${B:-}" == "" ]]; then\n  A+=("--y 2")\nelse\n  A+=(--z)\nfi\npython pretrain_gpt.py ${A[@]}\n'
     launch = read_launch(script, "s")
     assert (launch.launcher, launch.program) == (["python"], ["--x", "1", "--y", "2"])
+
+
+# search and sweep start from the file.  Oracle for the model: transformers' GPT-2 of the same shape (LayerNorm,
+# GELU, biases, learned positions, tied head, dropout 0.1) read from a config.json: NullTokenizer's 1023 + 1 = 1024
+# rows, a multiple of 128 x m1 for every m1 <= 8, so Megatron pads nothing (summary equal, checked below).
+SMALL = ("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 "
+         "--micro-batch-size 2 --global-batch-size 16 --tokenizer-type NullTokenizer --vocab-size 1023 --bf16 ")
+GPT2 = {"model_type": "gpt2", "n_embd": 256, "n_layer": 4, "n_head": 4, "n_positions": 64, "vocab_size": 1024,
+        "activation_function": "gelu"}
+
+
+def _gpt2(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GPT2))
+    return str(path)
+
+
+def _out(capsys, *words):
+    assert main(list(words)) == 0
+    return capsys.readouterr().out
+
+
+def test_small_arguments_equal_gpt2_of_the_same_shape(tmp_path, capsys):
+    """4 devices: d = 4, micro-batches = 16 / (2 x 4) = 2; --bf16, attention backend auto (flash)."""
+    got = _json(capsys, "--megatron-args", _program(tmp_path, SMALL), "--devices", "4")
+    typed = _json(capsys, "--hf-config", _gpt2(tmp_path), "--set", "b=2", "l=64", "d=4", "n_micro=2",
+                  "--precision", "bf16", "--flash")
+    assert {k: v for k, v in got.items() if k not in ("model", "notes")} == \
+        {k: v for k, v in typed.items() if k != "model"}
+
+
+def test_search_starts_from_the_file(tmp_path, capsys):
+    """The file gives the model, 4 devices, the global batch 2 x 4 x 2 = 16, the sequence 64, bf16 and flash:
+    the same search as those typed beside a GPT-2 of the same shape."""
+    got = json.loads(_out(capsys, "search", "--megatron-args", _program(tmp_path, SMALL), "--devices", "4", "--json"))
+    typed = json.loads(_out(capsys, "search", "--hf-config", _gpt2(tmp_path), "--devices", "4", "--global-batch",
+                            "16", "--seq", "64", "--precision", "bf16", "--flash", "--json"))
+    assert (got["devices"], got["global_batch"], got["seq"]) == (4, 16, 64)
+    assert got["evaluated"] == typed["evaluated"] > 0 and len(got["best"]) == len(typed["best"]) == 10
+    for row, same in zip(got["best"], typed["best"]):      # the padded vocabulary's formula rounds apart
+        assert row.keys() == same.keys()
+        assert all(row[k] == same[k] if isinstance(row[k], str) else row[k] == pytest.approx(same[k], rel=1e-12)
+                   for k in row)
+    replaced = json.loads(_out(capsys, "search", "--megatron-args", _program(tmp_path, SMALL), "--devices", "4",
+                               "--global-batch", "32", "--json"))
+    assert replaced["global_batch"] == 32 and "--global-batch 32 replaces the file's 16" in replaced["notes"]
+
+
+def test_search_keeps_the_files_policy(tmp_path, capsys):
+    """--use-distributed-optimizer, --overlap-grad-reduce and FP8 stay in every layout searched: the same as
+    the library's search given them as its fixed policy."""
+    from symbolic_cost.models.training import Overlap
+    from symbolic_cost.numeric.search import search
+    from symbolic_cost.models.megatron_args import megatron_setup
+    from symbolic_cost.models.launch_script import read_launch
+    text = SMALL + "--use-distributed-optimizer --overlap-grad-reduce --fp8-format hybrid"
+    got = json.loads(_out(capsys, "search", "--megatron-args", _program(tmp_path, text), "--devices", "4", "--ideal",
+                          "--json"))
+    arch = megatron_setup(read_launch(text, "x"), "x", world=4).arch
+    found = search(arch, 4, "h100", global_batch=16, seq=64, flash=True, precision="bf16", zero=0,
+                   micro_batch_sizes=(1, 2, 4, 8), policy=dict(distributed_optimizer=True, fp8="delayed",
+                                                               overlap=Overlap(grad_reduce=True)))
+    plain = json.loads(_out(capsys, "search", "--megatron-args", _program(tmp_path, SMALL), "--devices", "4", "--ideal",
+                            "--json"))
+    # JSON writes 10 decimals: the step time (some 1e-5 s) to 1e-10
+    assert [r["total"] for r in got["best"]] == pytest.approx(list(found.best["total"]), rel=0, abs=1e-10)
+    assert [r["memory"] for r in got["best"]] == pytest.approx(list(found.best["memory"]), rel=1e-12)
+    assert [r["memory"] for r in got["best"]] != [r["memory"] for r in plain["best"]]
+
+
+def test_search_without_a_file_needs_devices(capsys):
+    assert main(["search", "--preset", "gpt2"]) == 2
+    assert "--devices" in capsys.readouterr().err
+
+
+def test_sweep_defaults_are_the_files_values(tmp_path, capsys):
+    """The grid replaces the file's b; every other value (l=64, d=4, n_micro=2) and the policy (bf16, flash,
+    the distributed optimizer, overlapped gradient reduction) are the file's: the same CSV as typed with --set."""
+    text = SMALL + "--use-distributed-optimizer --overlap-grad-reduce"
+    assert main(["sweep", "--megatron-args", _program(tmp_path, text), "--devices", "4", "--grid", "b=1,2,4"]) == 0
+    got, err = capsys.readouterr()
+    assert err == "note: --grid b replaces the arguments' b=2\n"
+    typed = _out(capsys, "sweep", "--hf-config", _gpt2(tmp_path), "--set", "l=64", "d=4", "n_micro=2", "--precision",
+                 "bf16", "--flash", "--distributed-optimizer", "--overlap", "grad", "--grid", "b=1,2,4")
+    assert got == typed and len(got.splitlines()) == 4
+
+
+def test_sweep_row_of_the_files_layout_equals_summary(tmp_path, capsys):
+    """FP8 (which sweep has no option for) comes from the file: the row at the file's own b equals summary."""
+    text = SMALL + "--fp8-format hybrid"
+    path = _program(tmp_path, text)
+    row = _out(capsys, "sweep", "--megatron-args", path, "--devices", "4", "--grid", "b=2",
+               "--field", "memory_bytes,weight_bytes").splitlines()[1].split(",")
+    whole = _json(capsys, "--megatron-args", path, "--devices", "4")
+    assert [float(x) for x in row] == [2, whole["memory_bytes"], whole["weight_bytes"]]
+    plain = _json(capsys, "--megatron-args", _program(tmp_path, SMALL), "--devices", "4")
+    assert plain["weight_bytes"] != whole["weight_bytes"]

@@ -56,14 +56,17 @@ def _given(args) -> str | None:
     return None
 
 
-def setup(args):
-    """The ``models.megatron_args.Setup`` of ``--megatron-args`` (None without it), its notes with the
-    ``--set`` replacements; refuses ``FILE_OPTIONS`` and, without the file, ``--devices`` and ``--vocab-size``."""
+def setup(args, only_with: tuple = ONLY_WITH):
+    """The ``models.megatron_args.Setup`` of ``--megatron-args`` (None without it; ``args.framework``
+    too), its notes with the ``--set`` replacements; refuses ``FILE_OPTIONS`` and, without the file,
+    the options of ``only_with`` (``--devices`` and ``--vocab-size``; ``search`` takes ``--devices``
+    without one)."""
     path = getattr(args, "megatron_args", None)
     if path is None:
-        for flag in ONLY_WITH:
+        for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
                 raise InputError(f"{flag} applies to --megatron-args; it would be ignored", flag)
+        args.framework = None
         return None
     if getattr(args, "framework", None) is not None:
         return args.framework
@@ -71,11 +74,11 @@ def setup(args):
     if flag:
         raise InputError(f"{flag}: the Megatron arguments of --megatron-args decide it; change the file "
                          f"(it would be overridden otherwise)", flag)
-    if getattr(args, "tensor", "1d") != "1d":
+    if getattr(args, "tensor", "1d") not in ("1d", ["1d"]):       # search takes a list
         raise InputError("--tensor: Megatron-LM's tensor parallelism is 1d; --megatron-args reads it", "--tensor")
     launch = read_launch(input_file(path, "--megatron-args"), f"--megatron-args {Path(path).name}")
     found = megatron_setup(launch, Path(path).stem, world=args.devices, vocab=args.vocab_size)
-    for symbol, value in assignments(args.set).items():
+    for symbol, value in assignments(getattr(args, "set", [])).items():
         if symbol in found.values:
             found.notes.append(f"--set {symbol}={value} replaces the arguments' {symbol}={found.values[symbol]}")
     policy = dict(found.policy)

@@ -8,7 +8,8 @@ import json
 from sympy import lambdify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.cli import options
+from symbolic_cost.checks import InputError
+from symbolic_cost.cli import frameworks, options
 from symbolic_cost.cli.values import architecture, conventions, sequence_length
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.utilisation import model_flops, utilisation
@@ -20,15 +21,28 @@ EXAMPLES = [
     "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --zero 1 --flash",
     "symbolic-cost search --preset gpt2 --devices 64 --global-batch 512 --tensor 1d 2d 2.5d 3d",
     "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --everything --progress",
+    "symbolic-cost search --megatron-args train_llama3_8b_h100_fp8.sh --devices 64",
 ]
+
+GLOBAL_BATCH = 1024
+"""``--global-batch`` without a framework file."""
+
+FIXED = ("distributed_optimizer", "fp8", "overlap", "capacity_factor")
+"""The ``Training`` fields a framework file decides that every searched layout keeps (the precision
+and flash attention are ``search``'s own arguments); the degrees, the micro-batch, recomputation
+and the schedule are what the search varies."""
 
 
 def add_arguments(parser) -> None:
-    options.model(parser)
-    options.option(parser, "--devices", type=int, required=True, help="number of devices")
-    options.option(parser, "--global-batch", type=int, default=1024, help="sequences per step")
-    options.option(parser, "--seq", type=int,
-                   help="sequence length (default: the model's context, 2048 if it states none)")
+    options.model(parser, megatron=True)
+    options.option(parser, "--devices", type=int, help="number of devices (required without a framework file; "
+                   "with one, it replaces the launch's world size)")
+    options.option(parser, "--vocab-size", type=int, help="with --megatron-args: the tokenizer's vocabulary when "
+                   "the arguments read it from a tokenizer file (before Megatron pads it)")
+    options.option(parser, "--global-batch", type=int, help=f"sequences per step (default: {GLOBAL_BATCH}, or the "
+                   f"framework file's global batch)")
+    options.option(parser, "--seq", type=int, help="sequence length (default: the framework file's, or the model's "
+                   "context, 2048 if it states none)")
     options.option(parser, "--top", type=int, default=10, help="layouts listed")
     options.option(parser, "--tensor", nargs="+", choices=options.TENSOR_LAYOUTS, default=["1d"],
                    help="tensor layouts to consider: 1d (Megatron, m1) and the grids 2d (rows x cols), "
@@ -51,42 +65,76 @@ def add_arguments(parser) -> None:
     options.units(parser)
 
 
-def predicted(arch, args, system, seq, best) -> dict:
+def predicted(arch, args, system, start, best) -> dict:
     """Predicted MFU and tokens/s per device of each layout found: the model FLOPs of its
     iteration (``models.utilisation.model_flops``: exact, so they depend on the micro-batch
     size ``b`` as well as on the global batch) over its step time."""
     if best.empty:
         return {}
+    seq, devices = start["seq"], start["devices"]
     run = Training(b=S.b, l=seq, d=S.d, micro_batches=S.n_micro, flash=args.flash, precision=args.precision)
-    at_one_second = utilisation(model_flops(model_cost(arch, run)), 1, args.devices, system)
+    at_one_second = utilisation(model_flops(model_cost(arch, run)), 1, devices, system)
     per_second = lambdify([S.b, S.d, S.n_micro], at_one_second, "numpy")
     return {"mfu": per_second(best["b"], best["d"], best["n_micro"]) / best["total"],
-            "tokens_per_s_per_device": args.global_batch * seq / args.devices / best["total"]}
+            "tokens_per_s_per_device": start["global_batch"] * seq / devices / best["total"]}
+
+
+def starting_point(args) -> tuple:
+    """``(model, search arguments)``: with a framework file (``cli.frameworks``) its model, world
+    size, global batch, sequence length, precision and flash attention, the fields of ``FIXED`` kept
+    by every layout, and its own micro-batch size, recomputation and schedule added to those searched
+    (``--devices``, ``--global-batch`` and ``--seq`` replace the file's, with a note); without one,
+    the options."""
+    if frameworks.setup(args, only_with=("--vocab-size",)) is None:
+        if args.devices is None:
+            raise InputError("search needs --devices (or a framework file such as --megatron-args)", "--devices")
+        arch, seq = architecture(args), args.seq or sequence_length(architecture(args))
+        return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq), []
+    found = args.framework
+    v, policy = found.values, found.policy
+    if v[S.cp] != 1:
+        raise InputError(f"search does not vary context parallelism; the file sets cp={v[S.cp]}", "--megatron-args")
+    stated = dict(devices=int(v[S.m1] * v[S.p] * v[S.d]), global_batch=int(v[S.b] * v[S.d] * v[S.n_micro]),
+                  seq=int(v[S.l]))
+    notes = [f"--{name.replace('_', '-')} {getattr(args, key)} replaces the file's {stated[name]}"
+             for name, key in (("devices", "devices"), ("global_batch", "global_batch"), ("seq", "seq"))
+             if key != "devices" and getattr(args, key) not in (None, stated[name])]
+    chosen = {name: getattr(args, name) or stated[name] for name in stated}
+    kept = {name: policy[name] for name in FIXED if name in policy}
+    searched = ("none", "full") if args.flash else ("none", "selective", "full")
+    extra = dict(micro_batch_sizes=tuple(sorted({1, 2, 4, 8, int(v[S.b])})),
+                 recompute=tuple(dict.fromkeys(searched + (policy["recompute"],))),
+                 schedules=tuple(dict.fromkeys(("1f1b", policy.get("schedule", "1f1b")))))
+    return found.arch, dict(chosen, policy=kept, **extra), notes + found.notes
 
 
 def run(args) -> int:
-    arch = architecture(args)
+    arch, start, notes = starting_point(args)
     system = options.timed_system(args)
     space = dict(SPACE) if args.everything else dict(zero=args.zero)
-    seq = args.seq or sequence_length(arch)
-    found = search(arch, args.devices, system, global_batch=args.global_batch,
-                   seq=seq, top=args.top, flash=args.flash,
+    found = search(arch, system=system, top=args.top, flash=args.flash,
                    precision=args.precision, conventions=conventions(args), tensor=tuple(args.tensor),
-                   progress=args.progress, workers=args.workers, dask=args.dask, **space)
+                   progress=args.progress, workers=args.workers, dask=args.dask, **{**start, **space})
     model = "peak-only bound" if args.ideal else "calibrated time model"
+    devices = start["devices"]
     if args.json:
-        layouts = found.best.assign(**predicted(arch, args, system, seq, found.best))
-        print(json.dumps({"model": arch.name, "devices": args.devices, "system": args.system,
-                          "time_model": "ideal" if args.ideal else "calibrated", "evaluated": int(found.evaluated),
-                          "fitting": int(found.fitting), "best": json.loads(layouts.to_json(orient="records"))},
-                         indent=1))
+        layouts = found.best.assign(**predicted(arch, args, system, start, found.best))
+        out = {"model": arch.name, "devices": devices, "system": args.system,
+               "time_model": "ideal" if args.ideal else "calibrated", "evaluated": int(found.evaluated),
+               "fitting": int(found.fitting), "best": json.loads(layouts.to_json(orient="records"))}
+        if args.framework is not None:
+            out.update(global_batch=start["global_batch"], seq=start["seq"], notes=notes)
+        print(json.dumps(out, indent=1))
         return 0
-    print(f"{arch.name} on {args.devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
+    print(f"{arch.name} on {devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
           f"best {len(found.best)} by step time ({model})")
+    for note in notes:
+        print(f"note: {note}")
     seconds, time_unit = UNITS[args.units].per("seconds")
     size, size_unit = UNITS[args.units].per("bytes")
     scaled = found.best.assign(**{part: found.best[part] / float(seconds) for part in PARTS},
-                               memory=found.best["memory"] / float(size), **predicted(arch, args, system, seq, found.best))
+                               memory=found.best["memory"] / float(size),
+                               **predicted(arch, args, system, start, found.best))
     names = {part: f"{part} ({time_unit})" for part in PARTS} | {"memory": f"memory ({size_unit})",
                                                                  "tokens_per_s_per_device": "tokens/s/device"}
     print(scaled.rename(columns=names).to_string(index=False, float_format=lambda x: f"{x:.4f}"))

@@ -6,11 +6,12 @@ Values are in base units, which the column names state: ``*_bytes`` in bytes,
 
 from __future__ import annotations
 
+import sys
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.block import layer_rules
 from symbolic_cost.checks import INTERLEAVED_RULES, PIPELINE_RULES, InputError, grid_rules, output_file
-from symbolic_cost.cli import options
+from symbolic_cost.cli import frameworks, options
 from symbolic_cost.cli.summary import SETTABLE
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, grid_option, honour_mtp,
                                       grid_values, numbers_needed, parse_condition, resolve, training_values)
@@ -39,6 +40,7 @@ EXAMPLES = [
     "--out sweep.csv --progress",
     "symbolic-cost sweep --hf-config Mixtral-8x7B/config.json --set l=4096 m1=2 s1=2 d=32 etp=1 --grid ep=1,2,4,8 "
     "--field memory_bytes,alltoall_bytes,total",
+    "symbolic-cost sweep --megatron-args train_llama3_8b_h100_fp8.sh --grid b=1,2,4 --field memory_bytes,total",
 ]
 
 
@@ -47,7 +49,7 @@ grid_type = grid_option(TRAINING_SYMBOLS)
 
 
 def add_arguments(parser) -> None:
-    options.model(parser)
+    options.model(parser, megatron=True)
     options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", required=True,
                    metavar="NAME=V1,V2,...", help="swept symbols (b, l, m1, s1, d, p, n_micro, ep, etp) and their "
                    "values; several after one --grid or repeated")
@@ -65,6 +67,7 @@ def add_arguments(parser) -> None:
     options.experts(parser)
     options.counting(parser)
     options.time_model(parser)
+    frameworks.add_arguments(parser)
 
 
 def column(field: str) -> str:
@@ -98,9 +101,14 @@ def run(args) -> int:
     if args.out is not None:
         output_file(args.out, "--out", overwrite=args.overwrite, suffixes=(".csv", ".parquet"))
     grid = grid_values(args.grid, assignments(args.set, allowed=TRAINING_SYMBOLS))
-    arch = architecture(args)
+    framework = frameworks.setup(args)      # --megatron-args: its values are the defaults the grid replaces
+    arch = framework.arch if framework else architecture(args)
     honour_mtp(args, arch)
-    base = {k: v for k, v in training_values(arch).items() if k not in grid}
+    stated = {**training_values(arch), **(framework.values if framework else {})}
+    for note in (framework.notes if framework else []) + [
+            f"--grid {k} replaces the arguments' {k}={stated[k]}" for k in grid if framework and k in framework.values]:
+        print(f"note: {note}", file=sys.stderr)
+    base = {k: v for k, v in stated.items() if k not in grid}
     fixed = resolve(base, args.set, allowed=TRAINING_SYMBOLS)
     chosen = conventions(args)
     check_grid(arch, fixed, grid, chosen, options.training_policy(args))
@@ -127,7 +135,7 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
     training = Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d),
                         p=value(S.p), micro_batches=value(S.n_micro), ep=value(S.ep), etp=value(S.etp),
                         l_dec=value(S.l_dec) if S.l_dec in {**fixed, **grid} else None, cp=value(S.cp),
-                        **options.training_policy(args))
+                        fp8=getattr(args, "fp8", None), **options.training_policy(args))    # fp8: a framework file's
     cost = model_cost(arch, training, chosen)
     exprs = {name: getattr(cost, name) for name in TOTALS}
     exprs.update(active_parameters=cost.active_parameters, alltoall_bytes=alltoall_bytes(cost),

@@ -188,11 +188,13 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
            top: int = 10, zero=1, flash: bool = True, precision: str = "bf16", conventions=conv.DEFAULT,
            tensor=("1d",), micro_batch_sizes=(1, 2, 4, 8), recompute=None, offload=("none",),
            schedules=("1f1b",), recompute_layers="full", sequence="ends", progress=False, workers: int = 1,
-           dask: bool = False) -> SearchResult:
+           dask: bool = False, policy: dict | None = None) -> SearchResult:
     """The ``top`` fastest layouts that fit in the system's memory, with their time breakdown.
 
     ``zero`` is a stage or a tuple of stages; ``recompute`` defaults to none and full (and
     selective without ``flash``, which keeps no attention core); ``**SPACE`` searches everything.
+    ``policy`` holds further ``Training`` fields every layout keeps (a framework file's distributed
+    optimizer, FP8, overlap: ``cli.search.FIXED``), never one the search varies.
     """
     count(devices, "devices", maximum=MAX_DEVICES)
     for name, value in (("global_batch", global_batch), ("seq", seq), ("top", top), ("workers", workers)):
@@ -217,7 +219,13 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
                              f"{', '.join(refused)}; add 1d to tensor", "tensor")
         raise InputError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}",
                          "devices")
-    fixed = dict(precision=precision, flash=flash)
+    varied = set(policy or {}) & {"b", "m1", "s1", "d", "p", "micro_batches", "recompute", "recompute_method",
+                                  "recompute_layers", "zero", "offload", "schedule", "virtual_stages", "precision",
+                                  "flash", "l", "ep", "etp"}
+    if varied:
+        raise InputError(f"policy fixes {', '.join(sorted(varied))}, which the search varies or takes as arguments",
+                         "policy")
+    fixed = dict(precision=precision, flash=flash, **(policy or {}))
     tasks = [(arch, v, base, seq, system, conventions, fixed, recompute_layers, top)
              for v in variants(zeros, offload, schedules, recompute)] if not base.empty else []
     results = list(_run_all(tasks, progress, workers, dask))
