@@ -50,7 +50,7 @@ def split_state_bytes(t, m1, es, per_device, on_stage, tied, e, conventions) -> 
     edp = expert_data_degree(m1, t.d, *expert_degrees(t, m1))
     dense = state_bytes(t, es, per_device - experts, lambda of, copy=0: on_stage(
         lambda blk: of(experts_only(blk, False)), copy), tied, e, conventions)
-    routed = state_bytes(replace(t, d=edp), es, experts, lambda of, copy=0: on_stage(
+    routed = state_bytes(replace(t, d=edp, shard=None), es, experts, lambda of, copy=0: on_stage(
         lambda blk: of(experts_only(blk)), 0), 0, e, conventions)
     total = {k: dense[k] + routed[k] for k in dense}
     return {**total, "expert_parameters_per_device": experts, "parts": (dense, routed, edp)}
@@ -65,7 +65,7 @@ def expert_data_collectives(t, m1, states: dict, es_w, es_g, n, conventions) -> 
     if edp == 1:
         return []
     ep, etp = expert_degrees(t, m1)
-    return data_collectives(replace(t, d=edp), states["expert_parameters_per_device"], routed, es_w, es_g, edp,
+    return data_collectives(replace(t, d=edp, shard=None), states["expert_parameters_per_device"], routed, es_w, es_g, edp,
                             n, ep * etp, conventions)
 
 

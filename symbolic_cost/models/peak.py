@@ -24,7 +24,9 @@ State is weights and optimizer state; the gradients are part of it all step long
 ``gradient_lifetime="buffer"`` (Megatron-LM's contiguous gradient buffer, the default), and
 under ``"step"`` they appear during backward (PyTorch with ``zero_grad(set_to_none=True)``,
 its default since 2.0): then the first three moments have only the head's. ZeRO-3 adds
-``GATHERED_LAYERS`` layers' gathered weights to every moment (``gather_bytes``).
+``GATHERED_LAYERS`` layers' gathered weights to every moment (``gather_bytes``); without
+resharding after forward (``Training.reshard_after_forward=False``) every layer of the stage
+is gathered in the first three moments instead, and none in the last two.
 
 ``peak_bytes`` is the largest; with numbers ``peak_moment`` names where it falls.
 
@@ -49,6 +51,7 @@ from sympy import Expr, Integer, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError
 from symbolic_cost.extrema import maximum
+from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.training import element_bytes
 
 GATHERED_LAYERS = 2
@@ -165,12 +168,29 @@ def optimizer_temporaries(cost, conventions=conv.DEFAULT) -> Expr:
     return 2 * OPTIMIZER_FP32 * largest
 
 
-def gather_bytes(cost) -> Expr:
-    """ZeRO-3's gathered weights: ``GATHERED_LAYERS`` of the largest layer's weights on this
-    tensor rank (every layer group's block before sharding); 0 below ZeRO-3."""
-    if cost.training.zero != 3:
+def gather_bytes(cost, kept: bool = False) -> Expr:
+    """ZeRO-3/FSDP's gathered (unsharded) weights on this tensor rank, in the weights' element
+    size, at a moment while the activations are ``kept`` (forward, loss, head) or after they
+    are freed; 0 below ZeRO-3.  The shard group (``Training.shard``, HSDP) does not change them:
+    every rank gathers whole layers.
+
+    * ``reshard_after_forward=True`` (FSDP2's default, DeepSpeed's ZeRO-3): each layer's weights
+      are freed after its forward and gathered again in backward, so ``GATHERED_LAYERS`` of the
+      largest layer (the one computing and the next, prefetched) at any moment, kept or not;
+    * ``reshard_after_forward=False``: a layer gathered in forward stays gathered until its
+      backward has run, so while the activations are kept every layer of the busiest stage
+      is (``sum count x layer weights``, the most a stage holds), and none after backward.
+
+    The ends (embedding, head) are left out, as their gathered tables are."""
+    t = cost.training
+    if t.zero != 3:
         return Integer(0)
-    return GATHERED_LAYERS * maximum(*(blk.total("weights") for blk, _ in cost.stack[1:-1]))
+    layers = [blk.total("weights") for blk, _ in cost.stack[1:-1]]
+    if t.reshard_after_forward:
+        return GATHERED_LAYERS * maximum(*layers)
+    if not kept:
+        return Integer(0)
+    return cost_placement(cost).busiest(Integer(0), Integer(0), layers)
 
 
 def step_terms(cost, conventions=conv.DEFAULT) -> tuple:
@@ -183,7 +203,8 @@ def step_terms(cost, conventions=conv.DEFAULT) -> tuple:
     made = Integer(0) if buffer else cost.gradient_bytes        # the gradients backward made
     head = _row(cost.head, "lm_head")
     logits = head.act_out if head is not None else Integer(0)
-    during = (logits, loss_transient(cost, c), head_transient(cost, c))
+    held = gather_bytes(cost, kept=True) - gather_bytes(cost)   # layers gathered from forward to backward
+    during = tuple(held + x for x in (logits, loss_transient(cost, c), head_transient(cost, c)))
     after = (embedding_transient(cost, c), optimizer_temporaries(cost, c))
     return state, cost.activation_bytes, made, during, after
 

@@ -141,12 +141,13 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
         weights += (matrices if fp8.weight_copy else -matrices * (w - 1)) + on_stage(fp8_products) * fp8.scale_bytes()
     factored = on_stage(lambda blk: factored_elements(blk, es, t.lora), tied / e + e if whole else 0)
     optimizer = train * o + factored * factored_state_bytes(t.optimizer)
-    shard = {s: shard_degree(s, t.zero, d, t.distributed_optimizer) for s in ("weights", "gradients", "optimizer")}
+    shard = {s: shard_degree(s, t.zero, d, t.distributed_optimizer, t.shard) for s in ("weights", "gradients", "optimizer")}
     out = dict(weight_bytes=weights / shard["weights"], gradient_bytes=train * g / shard["gradients"],
                optimizer_bytes=optimizer / shard["optimizer"], trainable_per_device=train,
                frozen_bytes=weights - train * w,
                host_bytes=Integer(0), host_to_device=Integer(0), device_to_host=Integer(0))
-    return _offloaded(out, t, train * w / d, train * g / d, n) if t.offload != "none" else out
+    group = t.shard_group if t.zero == 3 else d          # a sharded state's ranks (ZeRO-1/2: d)
+    return _offloaded(out, t, train * w / group, train * g / group, n) if t.offload != "none" else out
 
 
 def _quantised(blk, lora, es) -> Expr:
@@ -182,12 +183,14 @@ def data_collectives(t, per_device, states: dict, es_w, es_g, d, n, stride, conv
     trainable parameters; under LoRA with ZeRO-3 the frozen base's shards are gathered too,
     in their stored bytes, in forward and backward of every micro-batch."""
     train = states["trainable_per_device"]
+    sharding = dict(shard=t.shard, reshard_after_forward=t.reshard_after_forward)
     if t.lora is None:
         return data_parallel_collectives(per_device, es_w, es_g, d, t.zero, t.distributed_optimizer, n, stride,
-                                         conventions)
-    out = data_parallel_collectives(train, es_w, es_g, d, t.zero, t.distributed_optimizer, n, stride, conventions)
+                                         conventions, **sharding)
+    out = data_parallel_collectives(train, es_w, es_g, d, t.zero, t.distributed_optimizer, n, stride, conventions,
+                                    **sharding)
     if t.zero == 3:
         base = states["frozen_bytes"]          # the frozen base's bytes on the stage
-        for pass_ in ("fwd", "bwd"):
-            out += collective("allgather", base, 1, d, pass_, conventions, repeats=n, stride=stride)
+        for pass_ in ("fwd", "bwd") if t.reshard_after_forward else ("fwd",):
+            out += collective("allgather", base, 1, t.shard_group, pass_, conventions, repeats=n, stride=stride)
     return out

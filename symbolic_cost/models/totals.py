@@ -251,7 +251,10 @@ def data_group(t: Training) -> Training:
     do (Megatron-LM reduces gradients over ``get_data_parallel_group(with_context_parallel=True)``
     and its distributed optimizer shards over that group); ``t`` itself without CP."""
     cp = exact(t.cp, "cp")
-    return t if cp == 1 else replace(t, d=exact(t.d, "d") * cp)
+    if cp == 1:
+        return t
+    shard = None if t.shard is None else exact(t.shard, "shard") * cp   # FSDP shards over dp_shard x cp (torchtitan)
+    return replace(t, d=exact(t.d, "d") * cp, shard=shard)
 
 
 def cluster_volume(cost: ModelCost, dimension: str, collective: Collective) -> Expr:

@@ -11,11 +11,34 @@ ZeRO-2      full        / d         / d         reduce-scatter every micro-batch
 ZeRO-3      / d         / d         / d         reduce-scatter every micro-batch, allgather of
                                                 the weights in forward and backward of each
 =========== =========== =========== =========== =============================================
+
+Hybrid sharding (HSDP: PyTorch FSDP2 on a 2-D device mesh ``(d/shard, shard)``, FSDP1's
+``HYBRID_SHARD``, torchtitan's ``data_parallel_shard_degree``): ZeRO-3 over a shard group of
+``shard`` ranks (``shard`` divides ``d``), each group a full replica of the model, so each rank
+keeps ``1/shard`` of the weights, gradients and optimizer state.  Per micro-batch, ``P`` the
+parameters, ``r = d/shard`` the replica groups:
+
+=================== ============= ======================= =====================================
+collective          group         tensor                  when
+=================== ============= ======================= =====================================
+allgather           ``shard``     ``P`` weights           forward; backward again unless
+                                                          ``reshard_after_forward=False``
+reducescatter       ``shard``     ``P`` gradients         backward
+allreduce           ``r``         ``P/shard`` gradients   backward, after the reduce-scatter
+                                                          (the gradient shard across replicas)
+=================== ============= ======================= =====================================
+
+The replica groups are ``shard`` data-parallel ranks apart (torchtitan's mesh puts
+``dp_replicate`` outside ``dp_shard``).  Each micro-batch reduces (FSDP2's default
+``set_requires_gradient_sync(True)``, ``set_requires_all_reduce(True)``).  ``shard = d`` is
+plain ZeRO-3/FSDP: no all-reduce.  ``reshard_after_forward=False`` (FSDP2's, FSDP1's
+``SHARD_GRAD_OP``) keeps each layer's gathered weights from its forward to its backward, so the
+backward gathers nothing.
 """
 
 from __future__ import annotations
 
-from sympy import Expr
+from sympy import Expr, sympify
 
 from symbolic_cost.cost import Collective, collective
 from symbolic_cost.checks import InputError
@@ -23,28 +46,51 @@ from symbolic_cost.checks import InputError
 STATES = ("weights", "gradients", "optimizer")
 
 
-def shard_degree(state: str, zero: int, d, distributed_optimizer: bool = False) -> Expr:
-    """Replicas that one copy of a model state is spread over (``d`` when sharded, else 1).
+def shard_degree(state: str, zero: int, d, distributed_optimizer: bool = False, shard=None) -> Expr:
+    """Ranks that one copy of a model state is spread over: when sharded, ``d`` (the shard
+    group ``shard`` under HSDP), else 1.
 
-    >>> shard_degree("gradients", 2, 8), shard_degree("weights", 2, 8)
-    (8, 1)
+    >>> shard_degree("gradients", 2, 8), shard_degree("weights", 2, 8), shard_degree("weights", 3, 8, shard=4)
+    (8, 1, 4)
     """
     if state not in STATES:
         raise InputError(f"state must be one of {', '.join(STATES)}, got {state!r}")
     first = {"weights": 3, "gradients": 2, "optimizer": 1}[state]
     sharded = zero >= first or (state == "optimizer" and distributed_optimizer)
-    return d if sharded else 1
+    if not sharded:
+        return 1
+    return d if shard is None else shard
 
 
 def data_parallel_collectives(parameters, weight_bytes, grad_bytes, d, zero, distributed_optimizer,
-                              micro_batches, stride, conventions) -> list[Collective]:
-    """The data-parallel collectives of one step over ``d`` replicas ``stride`` ranks apart."""
+                              micro_batches, stride, conventions, shard=None,
+                              reshard_after_forward=True) -> list[Collective]:
+    """The data-parallel collectives of one step over ``d`` replicas ``stride`` ranks apart
+    (ZeRO-3 over a ``shard`` group: ``fsdp_collectives``)."""
     def dp(kind, nbytes, pass_, repeats=1):
         return collective(kind, parameters, nbytes, d, pass_, conventions, repeats=repeats, stride=stride)
+    if zero == 3:
+        return fsdp_collectives(parameters, weight_bytes, grad_bytes, d, d if shard is None else shard,
+                                micro_batches, stride, conventions, reshard_after_forward)
     if not (zero >= 1 or distributed_optimizer):
         return dp("allreduce", grad_bytes, "bwd")              # DDP: once per step
-    # ZeRO-2/3 keep only a gradient shard, so they reduce-scatter every micro-batch
+    # ZeRO-2 keeps only a gradient shard, so it reduce-scatters every micro-batch
     out = dp("reducescatter", grad_bytes, "bwd", repeats=micro_batches if zero >= 2 else 1)
-    if zero == 3:                                                # parameters gathered on use
-        return out + dp("allgather", weight_bytes, "fwd", micro_batches) + dp("allgather", weight_bytes, "bwd", micro_batches)
     return out + dp("allgather", weight_bytes, "bwd")           # updated shards gathered after the step
+
+
+def fsdp_collectives(parameters, weight_bytes, grad_bytes, d, shard, micro_batches, stride, conventions,
+                     reshard_after_forward=True) -> list[Collective]:
+    """ZeRO-3 / FSDP over shard groups of ``shard`` ranks (``stride`` apart), replicated over
+    ``d/shard`` groups (HSDP; ``shard = d``: plain ZeRO-3), per micro-batch: the ``parameters``
+    gathered in forward (and backward, unless ``reshard_after_forward`` is off), their gradients
+    reduce-scattered in the group, then each rank's gradient shard, ``parameters/shard``,
+    all-reduced across the replicas, ``shard stride`` ranks apart (module docstring)."""
+    d, shard = sympify(d), sympify(shard)
+    def within(kind, nbytes, pass_):
+        return collective(kind, parameters, nbytes, shard, pass_, conventions, repeats=micro_batches, stride=stride)
+    out = within("reducescatter", grad_bytes, "bwd") + within("allgather", weight_bytes, "fwd")
+    if reshard_after_forward:                      # freed after forward, so gathered again for backward
+        out += within("allgather", weight_bytes, "bwd")
+    return out + collective("allreduce", parameters / shard, grad_bytes, d / shard, "bwd", conventions,
+                            repeats=micro_batches, stride=stride * shard)
