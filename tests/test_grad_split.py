@@ -29,7 +29,7 @@ from symbolic_cost.parallel.grid import make_grid
 from symbolic_cost.parallel.grid_blocks import grid_layer, grid_norm
 from symbolic_cost.parallel.grid_linear import grid_linear
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1, v
-from symbolic_cost.blocks.wiring import Residual, Run, Wiring
+from symbolic_cost.blocks.wiring import Experts, Residual, Run, Wiring
 
 q, t, E = (Symbol(name, positive=True, integer=True) for name in ("q", "t", "E"))
 TWO = conv.DEFAULT.but(matmul_flops="2mnk")          # PyTorch's count of a product
@@ -141,7 +141,8 @@ def blocks() -> dict:
         "layer rotary gqa": transformer_layer(b, l, e, f, Heads(h, kv_heads=m1, rotary=True), m1, s1,
                                               ffn=Feedforward(gated=True), projections=Projections(out_bias=False),
                                               wiring=Wiring(norm="rms")),
-        "moe": moe(b, l, e, spec, m1, m1), "moe ep": moe(b, l, e, MoE(4, 2, f, shared_f=f), m1, m1, ep=2, etp=1),
+        "moe": moe(b, l, e, spec, m1, m1),
+        "moe ep": moe(b, l, e, MoE(4, 2, f, shared_f=f), m1, m1, experts=Experts(ep=2, etp=1)),
         "latent attention": latent_attention(b, l, e, h, Latent(kv_rank=e, rope_dim=4, nope_dim=8, v_dim=8, q_rank=e),
                                              m1, s1),
     }

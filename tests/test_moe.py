@@ -23,7 +23,7 @@ from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.timing.hardware import SYSTEMS, comm_time
-from symbolic_cost.blocks.wiring import Run
+from symbolic_cost.blocks.wiring import Experts, Run
 
 TORCH = conv.DEFAULT.but(matmul_flops="2mnk", reduction_flops=False)
 BYTES = (2, 2, 12)           # bf16 weights, gradients, optimizer (ZeRO's mixed precision)
@@ -212,7 +212,7 @@ def test_moe_needs_sequence_parallelism_under_tensor_parallelism():
     with pytest.raises(ValueError, match="s1 must equal m1"):
         moe(1, 8, 16, MoE(4, 2, 8), m1=2, s1=1)
     with pytest.raises(ValueError, match="ep must divide experts"):
-        moe(1, 8, 16, MoE(4, 2, 8), ep=3)
+        moe(1, 8, 16, MoE(4, 2, 8), experts=Experts(ep=3))
     with pytest.raises(ValueError, match="must divide m1 x d"):
         expert_data_degree(2, 2, 8, 1)
 
@@ -328,8 +328,8 @@ def test_replicated_tokens_under_tensor_parallelism_are_the_simulated_ones(x, ca
     ranks = sim.replicated_layer(x["m1"], x["ep"], x["etp"], x["experts"], x["k"], x["b"], x["l"], x["e"], x["f"],
                                  capacity=capacity)
     spec = MoE(x["experts"], x["k"], x["f"], shared_f=x["shared"])
-    layer = moe(x["b"], x["l"], x["e"], spec, x["m1"], 1, ep=x["ep"], etp=x["etp"], capacity_factor=capacity,
-                conventions=TORCH, replicated=True)
+    layer = moe(x["b"], x["l"], x["e"], spec, x["m1"], 1, run=Run(conventions=TORCH),
+                experts=Experts(x["ep"], x["etp"], capacity_factor=capacity, replicated=True))
     fwd = {}
     for row in layer.rows:
         for c in row.collectives:
@@ -347,11 +347,11 @@ def test_replicated_tokens_under_tensor_parallelism_are_the_simulated_ones(x, ca
 def test_replicated_tokens_need_the_expert_grid_to_be_the_tensor_group():
     spec = MoE(8, 2, 64)
     with pytest.raises(ValueError, match="ep x etp must equal m1 when the tensor ranks share their tokens"):
-        moe(1, 4, 8, spec, 4, 1, ep=2, etp=1, replicated=True)
+        moe(1, 4, 8, spec, 4, 1, experts=Experts(ep=2, etp=1, replicated=True))
     with pytest.raises(ValueError, match="s1 must be 1 when every tensor rank routes the same tokens"):
-        moe(1, 4, 8, spec, 4, 4, ep=4, replicated=True)
+        moe(1, 4, 8, spec, 4, 4, experts=Experts(ep=4, replicated=True))
     with pytest.raises(ValueError, match="s1 must equal m1 in a mixture-of-experts layer"):
-        moe(1, 4, 8, spec, 4, 1, ep=4)                # training: Megatron-LM needs sequence parallelism
+        moe(1, 4, 8, spec, 4, 1, experts=Experts(ep=4))   # training: Megatron-LM needs sequence parallelism
 
 
 

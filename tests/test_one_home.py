@@ -26,6 +26,7 @@ from symbolic_cost.timing.kernels import Kernel, kernel_time
 from symbolic_cost.timing.step import step_time_breakdown
 from symbolic_cost.tools import deepspeed_profiler as ds
 from symbolic_cost.tools import lstm
+from symbolic_cost.blocks.ends import Embeddings
 from symbolic_cost.blocks.wiring import Residual, Run
 
 RING, TENSOR = conv.DEFAULT, conv.DEFAULT.but(collective_volume="tensor")
@@ -47,7 +48,7 @@ def expected_volume(c: Collective, conventions) -> object:
 
 def _block_cases(conventions, dims):
     B, L, E, F, H, M, S = dims
-    kw, run = dict(conventions=conventions), Run(conventions=conventions)
+    run = Run(conventions=conventions)
     return {
         "mlp": mlp(B, L, E, F, M, S, run=run),
         "mlp gated": mlp(B, L, E, F, M, 1, gated_act=True, run=run),
@@ -56,8 +57,8 @@ def _block_cases(conventions, dims):
         "attention GQA": attention(B, L, E, Heads(H, kv_heads=M), M, S, run=run),
         "layer": transformer_layer(B, L, E, F, H, M, S, run=run),
         "layer flash GQA": transformer_layer(B, L, E, F, Heads(H, kv_heads=M), M, 1, run=replace(run, flash=True)),
-        "embedding": embedding_block(B, L, E, 1024, M, S, positions=L, **kw),
-        "head": head_block(B, L, E, 1024, M, S, **kw),
+        "embedding": embedding_block(B, L, E, 1024, M, S, embeddings=Embeddings(positions=L), run=run),
+        "head": head_block(B, L, E, 1024, M, S, run=run),
     }
 
 
@@ -464,6 +465,7 @@ def test_refusal_written_once(text):
 
 def test_refusals_read_alike_at_each_entrance():
     from symbolic_cost.blocks.moe import MoE, moe
+    from symbolic_cost.blocks.wiring import Experts
     from symbolic_cost.inference.kv_cache import kv_cache_bytes
     from symbolic_cost.inference.phases import prefill
     from symbolic_cost.inference.serving import Serving
@@ -476,7 +478,7 @@ def test_refusals_read_alike_at_each_entrance():
     bert = preset("bert-base-uncased")
     assert message(lambda: kv_cache_bytes(bert, 1, 8)) == message(lambda: prefill(bert, Serving(b=1, l_in=8, l_out=2)))
     assert message(lambda: Serving(ep=4, d=2)) == message(lambda: expert_data_degree(1, 2, 4, 1))
-    replicated = message(lambda: moe(1, 4, 8, MoE(8, 2, 64), 4, 1, ep=2, etp=1, replicated=True))
+    replicated = message(lambda: moe(1, 4, 8, MoE(8, 2, 64), 4, 1, experts=Experts(ep=2, etp=1, replicated=True)))
     assert replicated.startswith("ep x etp must equal m1 when the tensor ranks share their tokens")
 
 

@@ -4,12 +4,16 @@ sizes they derive, and that a block built from them is the block built from thei
 import inspect
 
 import pytest
+from sympy import Rational
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks import (Feedforward, Heads, Projections, Residual, Run, Scores, Wiring, attention, mlp,
-                                  transformer_layer)
+from symbolic_cost.blocks import (Experts, Feedforward, Heads, Projections, Residual, Run, Scores, Wiring, attention,
+                                  embedding_block, head_block, mlp, transformer_layer)
 from symbolic_cost.blocks.context import Context
+from symbolic_cost.blocks.ends import Embeddings, Head
+from symbolic_cost.blocks.heads import Task
+from symbolic_cost.blocks.moe import MoE, moe
 from symbolic_cost.blocks.latent_attention import Latent, latent_attention
 from symbolic_cost.checks import InputError
 from symbolic_cost.ops.matmul import Chunk
@@ -26,6 +30,22 @@ from symbolic_cost.ops.matmul import Chunk
     (lambda: Projections(cross=None), "cross", "cross must be True or False"),
     (lambda: Feedforward(gated="swiglu"), "gated", "gated must be True or False"),
     (lambda: Feedforward(experts={"ep": 2}), "experts", "they need moe"),
+    (lambda: Experts(ep=0), "ep", "ep must be a positive integer"),
+    (lambda: Experts(etp=Rational(3, 2)), "etp", "etp must be a positive integer"),
+    (lambda: Experts(capacity_factor=-1), "capacity_factor", "capacity_factor must be positive"),
+    (lambda: Experts(imbalance=Rational(1, 2)), "imbalance", "imbalance must be at least 1"),
+    (lambda: Experts(replicated=1), "replicated", "replicated must be True or False"),
+    (lambda: moe(1, 8, 16, MoE(4, 2, 8), experts={"ep": 2}), "experts", "experts must be a blocks.wiring.Experts"),
+    (lambda: moe(1, 8, 16, MoE(4, 2, 8), residual=Residual(post_norm=True)), "post_norm", "not modelled"),
+    (lambda: Embeddings(norm="batch"), "norm", "norm must be one of"),
+    (lambda: Embeddings(dropout=None), "dropout", "dropout must be True or False"),
+    (lambda: Embeddings(shared="yes"), "shared", "shared must be True or False"),
+    (lambda: Embeddings(relative=32), "relative", "relative must be"),
+    (lambda: Head(final_norm="group"), "final_norm", "final_norm must be one of"),
+    (lambda: Head(tied=None), "tied", "tied must be True or False"),
+    (lambda: Head(softcap=30), "softcap", "softcap must be True or False"),
+    (lambda: Task("ner"), "kind", "kind must be one of"),
+    (lambda: Task("classification", classifier="mean"), "classifier", "classifier must be one of"),
 ])
 def test_values_refuse_with_the_field_named(build, argument, words):
     with pytest.raises(InputError, match=words) as caught:
@@ -63,7 +83,7 @@ def test_the_mlp_follows_the_output_projections_bias_unless_told():
     assert plain["fc1"].weights == 64 * 256 * 2 and told["fc1"].weights == (64 * 256 + 256) * 2
 
 
-BUILDERS = [attention, mlp, transformer_layer, latent_attention]
+BUILDERS = [attention, mlp, transformer_layer, latent_attention, moe, embedding_block, head_block]
 """The builders of ``blocks`` that take the value objects."""
 
 
@@ -103,3 +123,38 @@ def test_the_run_carries_the_element_sizes_and_conventions():
     megatron = conv.get("megatron-training-info")
     block = mlp(b, l, e, f, run=Run(es=4, es_mask=2, conventions=megatron))
     assert block.conventions == megatron and block["fc1"].weights == 4 * (e * f + f)
+
+
+def test_plain_values_build_the_default_ends_and_experts():
+    """``None`` is the default value of each: the same rows as the values spelled out."""
+    b, l, e, v = S.b, S.l, S.e, S.v
+    assert embedding_block(b, l, e, v, embeddings=Embeddings(), run=Run()).rows == embedding_block(b, l, e, v).rows
+    assert head_block(b, l, e, v, head=Head(), task=Task(), residual=Residual(), run=Run()).rows == \
+        head_block(b, l, e, v).rows
+    spec = MoE(8, 2, S.f)
+    assert moe(b, l, e, spec, experts=Experts(), residual=Residual(norm="rms"), run=Run()).rows == \
+        moe(b, l, e, spec).rows
+
+
+def test_the_ends_read_their_values():
+    """Rows by hand: T5's decoder start (a shared table, no weights; the relative bias table of
+    32 buckets x 8 heads, 4 a rank), OPT's projections, a classification head's dropouts."""
+    start = embedding_block(2, 8, 16, 100, 2, 2, embeddings=Embeddings(dropout=False, shared=True, relative=(32, 8)),
+                            run=Run(es=4))
+    assert start.names == ["word_embeddings", "relative_attention_bias"]
+    assert start["word_embeddings"].weights == 0 and start["relative_attention_bias"].weights == 32 * 4 * 4
+    opt = embedding_block(1, 8, 16, 100, embeddings=Embeddings(positions=8, projection=4))
+    assert opt["project_in"].weights == 4 * 16 * 2 and opt["word_embeddings"].weights == 100 * 4 * 2
+    end = head_block(1, 8, 16, 100, head=Head(final_norm=None, loss=False), task=Task("classification", 3, "dense"),
+                     residual=Residual(dropouts=False))
+    assert end.names == ["classifier_dense", "classifier_activation", "out_proj", "classification_loss"]
+    assert end["out_proj"].weights == (16 * 3 + 3) * 2
+
+
+def test_the_experts_place_the_moe_block():
+    """Two experts a rank of eight on four ranks: the experts' weights by hand (gated: 2 f_x
+    e + f_x e each, no biases); a capacity factor of 5/4 pads each expert's rows to
+    ceil(5/4 x 8 x 2 / 8) = 3, so 8 x 3 rows reach the rank's experts."""
+    block = moe(1, 8, 16, MoE(8, 2, 32), experts=Experts(ep=4, capacity_factor=Rational(5, 4)), run=Run(es=1))
+    assert block["expert_fc1"].weights == 2 * 2 * 32 * 16 and block["expert_fc2"].weights == 2 * 32 * 16
+    assert block["expert_fc2"].flops_fwd == 8 * 3 * 16 * (2 * 32 - 1)

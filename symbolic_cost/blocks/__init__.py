@@ -7,9 +7,9 @@ from symbolic_cost.blocks.ends import embedding_block, head_block
 from symbolic_cost.blocks.layer import transformer_layer
 from symbolic_cost.blocks.mlp import mlp
 from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores
-from symbolic_cost.blocks.wiring import Residual, Run, Wiring
+from symbolic_cost.blocks.wiring import Experts, Residual, Run, Wiring
 
 BUILDERS = {"mlp": mlp, "attention": attention, "layer": transformer_layer}
 
 __all__ = ["Block", "mlp", "attention", "transformer_layer", "embedding_block", "head_block", "BUILDERS",
-           "Heads", "Scores", "Projections", "Feedforward", "Residual", "Wiring", "Run"]
+           "Heads", "Scores", "Projections", "Feedforward", "Residual", "Wiring", "Run", "Experts"]

@@ -8,13 +8,15 @@ replicated on every device of the tensor group.  Row names follow Hugging Face's
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+
+from sympy import Expr
 
 from symbolic_cost.blocks.layout import NORMS, Layout
+from symbolic_cost.blocks.specs import one_of
 from symbolic_cost.cost import Cost, exact
 from symbolic_cost.ops import cross_entropy, dropout, gelu, linear
 from symbolic_cost.ops.scores import softcap as softcap_row
-from symbolic_cost.checks import InputError
 
 TASKS = ("", "masked_lm", "pretraining", "classification")
 CLASSIFIERS = ("pooled", "dense", "score")
@@ -46,9 +48,28 @@ def pooler_rows(at: Layout) -> list[Cost]:
             gelu(at.b, 1, at.e, name="pooler_activation", **at.kw)]
 
 
-def task_rows(at: Layout, task, vocab, *, num_labels=2, classifier="pooled", norm="layer", dropouts=True,
-              tied=True) -> list[Cost]:
-    """The rows of a task head after the last layer (``TASKS``):
+@dataclass(frozen=True)
+class Task:
+    """A task head after the last layer: ``kind`` (``TASKS``; ``""``: none), ``num_labels``
+    classes of a classification head and its ``classifier`` (``CLASSIFIERS``).
+
+    >>> Task("ner")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: kind must be one of ('', 'masked_lm', 'pretraining', 'classification'), got 'ner'
+    """
+
+    kind: str = ""
+    num_labels: Expr = 2
+    classifier: str = "pooled"
+
+    def __post_init__(self):
+        one_of(self.kind, "kind", TASKS)
+        one_of(self.classifier, "classifier", CLASSIFIERS)
+
+
+def task_rows(at: Layout, task: Task, vocab, *, norm="layer", dropouts=True, tied=True) -> list[Cost]:
+    """The rows of a ``task`` head after the last layer (``Task.kind``, ``TASKS``):
 
     * ``masked_lm``: BERT's transform ``linear (e -> e)``, activation and norm on every token,
       then the decoder (``lm_rows``, tied, with a bias of ``vocab``) and the loss;
@@ -58,20 +79,17 @@ def task_rows(at: Layout, task, vocab, *, num_labels=2, classifier="pooled", nor
       dropout before each classifier projection when ``dropouts``; its loss on one row per
       sequence.
     """
-    if task not in TASKS or classifier not in CLASSIFIERS:
-        raise InputError(f"task must be one of {TASKS} and classifier one of {CLASSIFIERS}, "
-                         f"got {task!r}, {classifier!r}")
     b, l, e = at.b, at.l, at.e
-    if task in ("masked_lm", "pretraining"):
+    if task.kind in ("masked_lm", "pretraining"):
         mlm = [linear(b, l, e, e, name="transform_dense", **at.kw), gelu(b, l, e, name="transform_act", **at.kw),
                NORMS[norm](b, l, e, name=f"transform_{norm}_norm", **at.kw),
                *lm_rows(at, e, vocab, tied=tied, bias=True, name="decoder")]
-        if task == "masked_lm":
+        if task.kind == "masked_lm":
             return mlm
         nsp = [linear(b, 1, e, 2, name="seq_relationship", **at.kw), cross_entropy(b, 1, 2, es=at.es, name="nsp_loss")]
         return pooler_rows(at) + mlm + nsp
-    if task == "classification":
-        return _classifier(at, exact(num_labels, "num_labels"), classifier, dropouts)
+    if task.kind == "classification":
+        return _classifier(at, exact(task.num_labels, "num_labels"), task.classifier, dropouts)
     return []
 
 

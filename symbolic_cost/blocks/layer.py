@@ -78,8 +78,8 @@ def _check(heads: Heads, ffn: Feedforward, wiring: Wiring) -> None:
 def _feedforward(b, l, e, f, m1, s1, ffn: Feedforward, out_bias, wiring: Wiring, run: Run) -> Block:
     """The layer's MLP, or its mixture of experts (biased only when ``ffn.bias`` says)."""
     if ffn.moe is not None:
-        return moe_block(b, l, e, ffn.moe, m1, s1, gated_act=ffn.gated, bias=bool(ffn.bias), **(ffn.experts or {}),
-                         dropouts=wiring.dropouts, norm=wiring.norm, **run.kw)
+        return moe_block(b, l, e, ffn.moe, m1, s1, experts=ffn.experts, gated_act=ffn.gated, bias=bool(ffn.bias),
+                         residual=wiring.residual(), run=run)
     placement = dict(post_norm=wiring.norms == 4, shared_input=wiring.parallel and wiring.norms == 1,
                      branch=wiring.parallel and not wiring.dropouts)
     return mlp(b, l, e, f, m1, s1, bias=out_bias if ffn.bias is None else ffn.bias, gated_act=ffn.gated,

@@ -48,9 +48,9 @@ from dataclasses import dataclass, replace
 
 from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
 
-from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
+from symbolic_cost.blocks.wiring import Experts, Residual, Run
 from symbolic_cost.checks import InputError, check_rules
 from symbolic_cost.cost import collective, exact
 from symbolic_cost.ops import add, gated, gelu, linear
@@ -142,41 +142,45 @@ def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> 
     return tokens * k * (load if ep.is_number else Piecewise((1, Eq(ep, 1)), (load, True)))
 
 
-def moe(b, l, e, spec: MoE, m1=1, s1=1, *, ep=1, etp=1, capacity_factor=None, imbalance=1, gated_act=True,
-        bias=False, dropouts=True, norm="rms", es=2, es_mask=1, conventions=conv.DEFAULT,
-        replicated=False) -> Block:
-    """The MoE block on the busiest device (see the module docstring for the layout).
+def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated_act=True, bias=False,
+        residual: Residual | None = None, run: Run | None = None) -> Block:
+    """The MoE block on the busiest device (see the module docstring for the layout): what the
+    experts are is ``spec`` (a ``MoE``), how they are placed and fed ``experts`` (an
+    ``Experts``: ``ep``, ``etp``, capacity, imbalance, replicated tokens).
 
     Rows: ``{norm}_norm_2``, ``router (e -> E)``, ``router_probs``, ``router_topk``,
     ``dispatch``, ``expert_fc1``, ``expert_act``, ``expert_fc2`` (``E/ep`` experts of width
     ``f_x/etp`` on ``etp`` x the rows received), ``combine``; with shared experts
     ``shared_fc1``, ``shared_act``, ``shared_fc2`` (``bias`` on these three), then (Qwen-MoE)
     ``shared_gate``, ``shared_gate_act``, ``shared_gate_scale``, and ``moe_sum``; then the
-    closing dropout (or residual add).  ``replicated``: every tensor rank holds the same tokens
-    (serving without sequence parallelism; the module docstring).
+    closing dropout (or residual add).  ``residual`` (a ``blocks.wiring.Residual``, default
+    RMS norm): the norm kind and the closing dropout (``dropouts=False``: the residual add);
+    ``run`` (a ``Run``): the element sizes and conventions.
 
     >>> from symbolic_cost.symbols import b, l, e
-    >>> block = moe(b, l, e, MoE(8, 2, 14336), ep=8)
+    >>> block = moe(b, l, e, MoE(8, 2, 14336), experts=Experts(ep=8))
     >>> block["expert_fc1"].weights / 2 == e * 2 * 14336     # one expert a rank, gated
     True
     """
-    dims = dict(b=b, l=l, e=e, m1=m1, s1=s1, ep=ep, etp=etp, experts=spec.experts, top_k=spec.top_k,
+    placed, residual, run = _placed(experts), residual or Residual(norm="rms"), run or Run()
+    _alone(residual)
+    dims = dict(b=b, l=l, e=e, m1=m1, s1=s1, ep=placed.ep, etp=placed.etp, experts=spec.experts, top_k=spec.top_k,
                 expert_f=spec.expert_f, **({"shared_f": spec.shared_f} if sympify(spec.shared_f) != 0 else {}))
-    at = Layout.of(dims, es, es_mask, conventions)
+    at = Layout.of(dims, run.es, run.es_mask, run.conventions)
     dims.update(check_rules(dims, MOE_RULES))
     tokens, k, experts = at.b * at.l / at.s, dims["top_k"], dims["experts"]
     ep, etp, width = dims["ep"], dims["etp"], dims["expert_f"] / dims["etp"]
-    received = routed_rows(tokens, experts, k, ep, capacity_factor, imbalance)
-    if replicated:
+    received = routed_rows(tokens, experts, k, ep, placed.capacity_factor, placed.imbalance)
+    if placed.replicated:
         _check_replicated(at, ep, etp)
         received = through = received / ep
         exchange = {"dispatch": at.reduce_to_shards("bwd"),
                     "combine": [] if "shared_f" in dims else at.reduce_to_shards("fwd")}
     else:
-        _needs_sequence_parallel(at)
+        check_sequence_parallel(at.m1, at.s)
         through, exchange = etp * received, _exchange(at, received * at.e, ep, etp)
-    sent = tokens * k if capacity_factor is None and not replicated else received
-    rows = _norm(at, norm, "shared_f" in dims) + [
+    sent = tokens * k if placed.capacity_factor is None and not placed.replicated else received
+    rows = _norm(at, residual.norm, "shared_f" in dims) + [
              linear(at.b, at.l / at.s, at.e, experts, bias=spec.router_bias, name="router", **at.kw),
              router_probabilities(tokens, experts, kind=spec.router, top_k=k, **at.kw),
              topk_weights(tokens, k, normalise=spec.normalise, scale=spec.scale, es=at.es)]
@@ -189,13 +193,27 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, ep=1, etp=1, capacity_factor=None, im
                                     **at.kw), rebuilt="activation"),
              at.attach(combine(tokens, k, at.e, es=at.es), exchange["combine"])]
     if "shared_f" in dims:
-        rows += _shared(at, dims["shared_f"], spec.shared_gate, gated_act, bias, replicated)
-    rows.append(at.closing_dropout("dpr2", dropouts))
+        rows += _shared(at, dims["shared_f"], spec.shared_gate, gated_act, bias, placed.replicated)
+    rows.append(at.closing_dropout("dpr2", residual.dropouts))
     return Block("moe", tuple(rows), dims, at.conventions)
 
 
-def _needs_sequence_parallel(at: Layout) -> None:
-    check_sequence_parallel(at.m1, at.s)
+def _placed(experts) -> Experts:
+    """``experts`` as ``Experts`` (``None``: one rank holds every expert, dropless, balanced)."""
+    if experts is None:
+        return Experts()
+    if not isinstance(experts, Experts):
+        raise InputError(f"experts must be a blocks.wiring.Experts, got {experts!r}", "experts")
+    return experts
+
+
+def _alone(residual: Residual) -> None:
+    """Refuse the placements a mixture of experts does not model (``transformer_layer``
+    refuses it in a parallel layer)."""
+    for name in ("post_norm", "branch", "shared_input"):
+        if getattr(residual, name):
+            raise InputError(f"residual {name} is not modelled for a mixture of experts "
+                             f"(it closes its own residual branch)", name)
 
 
 def _check_replicated(at: Layout, ep, etp) -> None:
@@ -263,16 +281,3 @@ def _shared(at: Layout, width, gate: bool, gated_act: bool, bias, replicated=Fal
                  combine(b * tokens, 1, e, es=at.es, name="shared_gate_scale")]
     total = add(b, tokens, e, name="moe_sum", es=at.es)
     return rows + [at.leaving(total) if replicated else total]
-
-
-def check_expert_training(ep, etp, capacity_factor, imbalance) -> None:
-    """Refuse expert-parallel settings that cannot be: degrees that are not positive integers,
-    a capacity factor that is not positive, an imbalance below 1 (the busiest rank receives at
-    least the mean)."""
-    check_rules(dict(ep=ep, **({} if etp is None else {"etp": etp})), ())
-    factor = None if capacity_factor is None else exact(capacity_factor, "capacity_factor")
-    if factor is not None and factor.is_positive is False:
-        raise InputError(f"capacity_factor must be positive (or None: dropless), got {factor}")
-    load = exact(imbalance, "expert_imbalance")
-    if load.is_number and load < 1:
-        raise InputError(f"expert_imbalance must be at least 1 (the busiest rank's rows over the mean), got {load}")

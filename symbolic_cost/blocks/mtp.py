@@ -28,8 +28,9 @@ from dataclasses import replace
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
-from symbolic_cost.blocks.ends import embedding_block, head_block
+from symbolic_cost.blocks.ends import Embeddings, Head, embedding_block, head_block
 from symbolic_cost.blocks.layout import Layout
+from symbolic_cost.blocks.wiring import Residual, Run
 from symbolic_cost.ops import linear
 from symbolic_cost.ops.norm import NORMS
 
@@ -50,9 +51,9 @@ def mtp_rows(b, l, e, vocab, layer: Block, m1=1, s1=1, *, norm="rms", es=2, es_m
     >>> sum(r.weights for r in rows) // 2 == 3 * 4 + 2 * 4 * 4 + (2 * 4 + 4 * 4 * 4 + 2 * 4 * 16)   # norms, eh_proj, layer
     True
     """
-    kw = dict(es=es, es_mask=es_mask, conventions=conventions)
+    run = Run(es=es, es_mask=es_mask, conventions=conventions)
     at = Layout.of(dict(b=b, l=l, e=e, m1=m1, s1=s1), es, es_mask, conventions)
-    lookup = embedding_block(b, l, e, vocab, m1, s1, dropouts=False, shared=True, **kw)
+    lookup = embedding_block(b, l, e, vocab, m1, s1, embeddings=Embeddings(dropout=False, shared=True), run=run)
     norms = [NORMS[norm](at.b, at.l / at.s, at.e, name=f"mtp_{side}", **at.kw) for side in ("enorm", "hnorm")]
     project = linear(at.b, at.l, 2 * at.e, at.e / at.m1, bias=False, name="mtp_eh_proj", **at.kw)
     width = at.b * at.l * at.e
@@ -60,6 +61,7 @@ def mtp_rows(b, l, e, vocab, layer: Block, m1=1, s1=1, *, norm="rms", es=2, es_m
                         + at.collective("reducescatter", 2 * width, at.m1, "bwd")
                         + at.collective("allgather", width, at.m1, "fwd")
                         + at.collective("allgather", width, at.s, "bwd"))
-    head = head_block(b, l, e, vocab, m1, s1, tied=True, final_norm=norm, norm=norm, dropouts=False, **kw)
+    head = head_block(b, l, e, vocab, m1, s1, head=Head(final_norm=norm), residual=Residual(norm, dropouts=False),
+                      run=run)
     start, end = ([replace(r, name=f"mtp_{r.name}") for r in blk.rows] for blk in (lookup, head))
     return (*start, *norms, project, *layer.rows, *end)

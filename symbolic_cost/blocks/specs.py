@@ -217,16 +217,16 @@ class Feedforward:
       of experts is biased only when this says so);
     * ``activation_dropout``: the dropout after the activation (``None``: the layer's
       ``dropouts``);
-    * ``moe`` (a ``blocks.moe.MoE``): a mixture of experts instead of the MLP, with
-      ``experts`` the keywords of ``blocks.moe.moe`` (``ep``, ``etp``, ``capacity_factor``,
-      ``imbalance``, ``replicated``).
+    * ``moe`` (a ``blocks.moe.MoE``): a mixture of experts instead of the MLP, placed and fed
+      as ``experts`` says (a ``blocks.wiring.Experts``: ``ep``, ``etp``, ``capacity_factor``,
+      ``imbalance``, ``replicated``; ``None``: one rank holds every expert).
     """
 
     gated: bool = False
     bias: bool | None = None
     activation_dropout: bool | None = None
     moe: object | None = None
-    experts: dict | None = None
+    experts: object | None = None
 
     def __post_init__(self):
         flags(self, "gated")

@@ -1,8 +1,9 @@
 """How a layer's blocks are put together and run, as frozen values: ``Residual`` (where a
-block sits on the residual stream), ``Wiring`` (how a layer places its blocks) and ``Run``
+block sits on the residual stream), ``Wiring`` (how a layer places its blocks), ``Run``
 (the attention kernel, context parallelism, element sizes and conventions every block of a
-layer shares).  ``blocks.attention``, ``blocks.mlp``, ``blocks.transformer_layer`` and
-``blocks.latent_attention`` take them instead of a keyword each.
+layer shares) and ``Experts`` (how a mixture of experts is placed on the ranks and fed).
+``blocks.attention``, ``blocks.mlp``, ``blocks.moe``, ``blocks.transformer_layer``,
+``blocks.latent_attention`` and the model's two ``ends`` take them instead of a keyword each.
 
 >>> Wiring(parallel=True, norms=1).residual(branch=True)
 Residual(norm='layer', dropouts=True, post_norm=False, branch=True, shared_input=False)
@@ -21,7 +22,8 @@ from sympy import Expr
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.context import Context
 from symbolic_cost.blocks.specs import flags, one_of
-from symbolic_cost.checks import InputError, positive
+from symbolic_cost.checks import InputError, check_rules, positive
+from symbolic_cost.cost import exact
 from symbolic_cost.ops.norm import NORMS
 
 PARTS = ("layer", "attention", "mlp")
@@ -30,7 +32,7 @@ NORMS_PER_LAYER = {False: (2, 4), True: (1, 2)}
 """``Wiring.norms``: sequential 2 (pre- or post-norm) or 4 (Gemma 2 and 3's sandwich);
 parallel 1 (GPT-J, Falcon-7B, Phi) or 2 (GPT-NeoX, Falcon-40B)."""
 
-__all__ = ["Residual", "Wiring", "Run", "PARTS", "NORMS_PER_LAYER"]
+__all__ = ["Residual", "Wiring", "Run", "Experts", "PARTS", "NORMS_PER_LAYER", "check_expert_training"]
 
 
 def _norm(kind) -> None:
@@ -127,3 +129,48 @@ class Run:
     def kw(self) -> dict:
         """The element sizes and conventions as the keywords of ``Layout.of``'s callers."""
         return dict(es=self.es, es_mask=self.es_mask, conventions=self.conventions)
+
+
+@dataclass(frozen=True)
+class Experts:
+    """How the routed experts of an MoE block are placed and fed (``MoE`` says what they are).
+
+    * ``ep``: the expert-parallel degree (``E/ep`` whole experts a rank, ranks ``etp`` apart);
+    * ``etp``: the expert tensor-parallel degree (each expert's width ``f_x`` split over
+      ``etp`` adjacent ranks);
+    * ``capacity_factor``: ``C`` pads (or drops) every expert's rows to ``ceil(C t k / E)``
+      (``None``: dropless);
+    * ``imbalance``: the busiest rank's rows over the mean (``1 <= imbalance <= ep``);
+    * ``replicated``: every tensor rank routes the same tokens (serving without sequence
+      parallelism; ``blocks.moe``'s module docstring).
+
+    >>> Experts(ep=8, capacity_factor=0)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: capacity_factor must be positive (or None: dropless), got 0
+    """
+
+    ep: Expr = 1
+    etp: Expr = 1
+    capacity_factor: Expr | None = None
+    imbalance: Expr = 1
+    replicated: bool = False
+
+    def __post_init__(self):
+        check_expert_training(self.ep, self.etp, self.capacity_factor, self.imbalance, imbalance_name="imbalance")
+        flags(self, "replicated")
+
+
+def check_expert_training(ep, etp, capacity_factor, imbalance, imbalance_name="expert_imbalance") -> None:
+    """Refuse expert-parallel settings that cannot be: degrees that are not positive integers,
+    a capacity factor that is not positive, an imbalance below 1 (the busiest rank receives at
+    least the mean).  The one home of these refusals (``Training`` and ``Experts``), the
+    imbalance named ``imbalance_name``."""
+    check_rules(dict(ep=ep, **({} if etp is None else {"etp": etp})), ())
+    factor = None if capacity_factor is None else exact(capacity_factor, "capacity_factor")
+    if factor is not None and factor.is_positive is False:
+        raise InputError(f"capacity_factor must be positive (or None: dropless), got {factor}", "capacity_factor")
+    load = exact(imbalance, imbalance_name)
+    if load.is_number and load < 1:
+        raise InputError(f"{imbalance_name} must be at least 1 (the busiest rank's rows over the mean), got {load}",
+                         imbalance_name)

@@ -12,7 +12,7 @@ from sympy import sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks import BUILDERS, Projections, Residual, Run, Wiring
+from symbolic_cost.blocks import BUILDERS, Experts, Projections, Residual, Run, Wiring
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli.options import PLAIN
 from symbolic_cost.cli.parse import resolve
@@ -145,7 +145,7 @@ def model_block(args, values: dict, arch, name: str):
                     qkv_bias=arch.qkv_bias and not getattr(args, "no_qkv_bias", False))
     t = SimpleNamespace(b=get(S.b), l=get(S.l), flash=getattr(args, "flash", False), l_dec=None)
     kw = dict(es=get(S.es), es_mask=get(S.es_mask), conventions=conventions(args))
-    experts = dict(ep=get(S.ep), etp=values.get(S.etp, get(S.m1))) if arch.moe is not None else None
+    experts = Experts(ep=get(S.ep), etp=values.get(S.etp, get(S.m1))) if arch.moe is not None else None
     groups = layer_groups(model, t, get(S.m1), get(S.s1), kw, experts, part=name)
     chosen = getattr(args, "layer_group", None) or 1
     if chosen > len(groups):

@@ -33,7 +33,7 @@ from sympy import Expr, Integer, Rational
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks import Block
+from symbolic_cost.blocks import Block, Experts
 from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.latent import decode_layers
@@ -235,7 +235,7 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
     kw = dict(es=s.es, es_mask=1, conventions=step)
     t = Training(b=s.b, l=1, flash=s.flash)
     if not arch.encoder_decoder:
-        experts = dict(ep=s.ep, etp=s.expert_tensor, capacity_factor=None, imbalance=1, replicated=s.replicated_experts)
+        experts = Experts(s.ep, s.expert_tensor, replicated=s.replicated_experts) if arch.moe is not None else None
         layers, reads = layer_groups(inference, t, s.m1, 1, kw, experts, attended=l_ctx + 1), None
         if arch.latent is not None:
             layers, reads = decode_layers(layers, arch.latent, s.mla, l_ctx + 1, flash=s.flash, es=s.es,

@@ -15,10 +15,10 @@ from sympy import Expr, sympify
 
 from symbolic_cost.blocks import Block, embedding_block, head_block, transformer_layer
 from symbolic_cost.blocks.context import Context
-from symbolic_cost.blocks.ends import stack_end
+from symbolic_cost.blocks.ends import Embeddings, Head, Task, stack_end
 from symbolic_cost.blocks.mtp import mtp_rows
 from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores
-from symbolic_cost.blocks.wiring import Run, Wiring
+from symbolic_cost.blocks.wiring import Experts, Residual, Run, Wiring
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families.keys import MAX_LAYERS
 from symbolic_cost.models.grid_stack import grid_stack
@@ -59,20 +59,12 @@ def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1, gri
 def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, replicated=False):
     t = context_shard(t)
     kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
-    experts = dict(ep=ep, etp=etp, capacity_factor=getattr(t, "capacity_factor", None),
-                   imbalance=getattr(t, "expert_imbalance", 1), replicated=replicated)
+    experts = None if arch.moe is None else Experts(ep, etp, getattr(t, "capacity_factor", None),
+                                                    getattr(t, "expert_imbalance", 1), replicated)
     vocab = arch.padded_vocab(m1)
     relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
-    start = embedding_block(t.b, t.l, arch.e, vocab, m1, s1, positions=arch.positions,
-                            token_types=arch.token_types, dropouts=_embedding_dropout(arch),
-                            norm=arch.norm if arch.embedding_norm else None,
-                            projection=arch.embedding_projection, relative=relative, **kw)
-    end = head_block(t.b, _decoder_tokens(arch, t), arch.e, vocab, m1, s1, tied=arch.tied, loss=arch.lm_head,
-                     final_norm=arch.norm if arch.final_norm else None, pooler=arch.pooler,
-                     head_bias=arch.head_bias, projection=arch.embedding_projection, softcap=arch.logit_softcap,
-                     final_dropout=arch.encoder_decoder and arch.dropouts, task=arch.task,
-                     num_labels=arch.num_labels, classifier=arch.classifier, norm=arch.norm,
-                     dropouts=arch.dropouts, **kw)
+    run = Run(es=es, es_mask=t.mask_bytes, conventions=conventions)
+    start, end = _ends(arch, t, m1, s1, vocab, run)
     mtp = sympify(arch.mtp_layers) if getattr(t, "mtp", False) else sympify(0)
     if grid is not None:
         if mtp != 0:
@@ -89,10 +81,25 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
     (encoder, n_encoder), (decoder, n_decoder) = layer_groups(arch, t, m1, s1, kw, experts)
     l_dec = _decoder_tokens(arch, t)
     closing = stack_end(t.b, t.l, arch.e, m1, s1, norm=arch.norm, dropouts=arch.dropouts, **kw)
-    second = embedding_block(t.b, l_dec, arch.e, vocab, m1, s1, dropouts=_embedding_dropout(arch), shared=True,
-                             relative=relative, name="decoder_start", **kw)
+    second = embedding_block(t.b, l_dec, arch.e, vocab, m1, s1, run=run, name="decoder_start",
+                             embeddings=Embeddings(dropout=_embedding_dropout(arch), shared=True, relative=relative))
     one = sympify(1)
     return ((start, one), (encoder, n_encoder), (closing, one), (second, one), (decoder, n_decoder), (end, one))
+
+
+def _ends(arch: Architecture, t, m1, s1, vocab, run: Run) -> tuple[Block, Block]:
+    """The embedding and the head of ``arch`` (``blocks.ends``), as its fields say."""
+    relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
+    tables = Embeddings(arch.positions, arch.token_types, arch.norm if arch.embedding_norm else None,
+                        _embedding_dropout(arch), arch.embedding_projection, relative=relative)
+    head = Head(final_norm=arch.norm if arch.final_norm else None,
+                final_dropout=bool(arch.encoder_decoder and arch.dropouts), projection=arch.embedding_projection,
+                loss=bool(arch.lm_head), tied=bool(arch.tied), bias=bool(arch.head_bias),
+                softcap=bool(arch.logit_softcap), pooler=bool(arch.pooler))
+    return (embedding_block(t.b, t.l, arch.e, vocab, m1, s1, embeddings=tables, run=run),
+            head_block(t.b, _decoder_tokens(arch, t), arch.e, vocab, m1, s1, head=head,
+                       task=Task(arch.task, arch.num_labels, arch.classifier),
+                       residual=Residual(arch.norm, arch.dropouts), run=run))
 
 
 def context_shard(t):
@@ -223,8 +230,8 @@ def _decoder_tokens(arch: Architecture, t):
 def layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=None, window=None, moe=None,
                   experts=None, l=None, rotary=True, keys=None) -> dict:
     """The keywords of ``transformer_layer`` for one layer of ``arch`` over ``l`` tokens (default
-    ``t.l``): ``moe``, an MoE layer with the expert-parallel keywords ``experts``; ``rotary``,
-    it rotates (when the model does); ``cross``, the encoder tokens its cross-attention reads;
+    ``t.l``): ``moe``, an MoE layer placed as ``experts`` says (a ``blocks.wiring.Experts``);
+    ``rotary``, it rotates (when the model does); ``cross``, the encoder tokens its cross-attention reads;
     ``keys``, the keys its queries read (decoding over a cache; default its own tokens)."""
     qk_norm = None if arch.qk_norm == "l2" and not rotary else arch.qk_norm     # Llama 4: rotating layers only
     heads = Heads(arch.h, arch.kv_heads, arch.head_dim, arch.v_head_dim, qk_norm=qk_norm,
@@ -241,4 +248,4 @@ def layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=None, win
 
 
 def _embedding_dropout(arch: Architecture) -> bool:
-    return arch.dropouts if arch.embedding_dropout is None else arch.embedding_dropout
+    return bool(arch.dropouts if arch.embedding_dropout is None else arch.embedding_dropout)

@@ -19,7 +19,7 @@ from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
 from symbolic_cost.models.recipes import check_offload
 from symbolic_cost.blocks.context import VARIANTS
-from symbolic_cost.blocks.moe import check_expert_training
+from symbolic_cost.blocks.wiring import check_expert_training
 from symbolic_cost.parallel.pipeline import Schedule
 
 __all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
