@@ -32,8 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
          "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
+         "tests/test_dualpipe.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py",
-         "tests/test_mutation_oracles.py", "tests/test_peak_memory.py")
+         "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_fsdp.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -98,6 +99,12 @@ MUTATIONS = (
     Mutation("zb-h1-in-flight", "symbolic_cost/parallel/pipeline.py", """if self.name == "zb-h1":
             return minimum(p, n)""", """if self.name == "zb-h1":
             return minimum(p - rank, n)""", required=False),
+    Mutation("dualpipe-bubble-table-2", PIPELINE, "maximum(2 * q * t_f, (q - 1) * t_f + q * t_b)",
+             "(q - 1) * t_f + q * t_b + t_f", required=False),
+    Mutation("dualpipe-in-flight", PIPELINE, "return p + 1", "return p", required=False),
+    Mutation("dualpipe-one-copy", TOTALS, '(place.paired, Rational(1, 2)) if schedule.name == "dualpipe"',
+             '(place.busiest, 1) if schedule.name == "dualpipe"', required=False),
+    Mutation("dualpipe-ends-apart", RANKS, "end = rank == 0 or rank == p - 1", "end = rank == 0", required=False),
     Mutation("nccl-ll-share", EFFICIENCY, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
              "Rational(1, 3)", required=False),
     Mutation("nccl-tree-levels", EFFICIENCY, "+ levels * TREE_HOP[", "+ TREE_HOP[", required=False),
@@ -111,13 +118,26 @@ MUTATIONS = (
     Mutation("bubble", PIPELINE, "(self.v * sympify(n) + p - 1)", "(self.v * sympify(n))"),
     Mutation("1f1b-in-flight", PIPELINE, "return minimum(p - rank, n)", "return p - rank"),
     Mutation("full-recompute-collectives", TOTALS, "again = redone if", "again = 0 if"),
-    Mutation("zero3-allgathers", ZERO, 'dp("allgather", weight_bytes, "fwd", micro_batches)',
-             'dp("allgather", weight_bytes, "fwd")'),
+    Mutation("zero3-allgathers", ZERO, 'within("allgather", weight_bytes, "fwd", micro_batches)',
+             'within("allgather", weight_bytes, "fwd", 1)'),
     Mutation("selective-keeps-qkv", MEMORY, "return kept + core_input_bytes(layer) if", "return kept if"),
-    Mutation("zero3-backward-allgathers", ZERO, 'dp("allgather", weight_bytes, "bwd", micro_batches)',
-             'dp("allgather", weight_bytes, "bwd")', required=False),
+    Mutation("zero3-backward-allgathers", ZERO, 'within("allgather", weight_bytes, "bwd", micro_batches)',
+             'within("allgather", weight_bytes, "bwd", 1)', required=False),
     Mutation("interleaved-in-flight", PIPELINE, "(self.v - 1) * p + 1, n * self.v)",
              "(self.v - 1) * p, n * self.v)", required=False),
+    # FSDP2 / HSDP (issue 28, tests/test_fsdp.py against tests/simulate_fsdp.py)
+    Mutation("hsdp-allreduce-shard", ZERO, 'collective("allreduce", parameters / shard, grad_bytes',
+             'collective("allreduce", parameters, grad_bytes', required=False),
+    Mutation("hsdp-replica-stride", ZERO, "repeats=micro_batches, stride=stride * shard)",
+             "repeats=micro_batches, stride=stride)", required=False),
+    Mutation("fsdp-reshard-gathers-again", ZERO, "    if reshard_after_forward:  ", "    if True:  ", required=False),
+    Mutation("hsdp-shard-degree", ZERO, "return d if shard is None else shard", "return d", required=False),
+    Mutation("hsdp-cp-shard-group", TOTALS, 'exact(t.shard, "shard") * cp', 'exact(t.shard, "shard")',
+             required=False),
+    Mutation("fsdp-unresharded-layers", PEAK, "return cost_placement(cost).busiest(Integer(0), Integer(0), layers)",
+             "return GATHERED_LAYERS * maximum(*layers)", required=False),
+    Mutation("fsdp-held-until-backward", PEAK, "held = gather_bytes(cost, kept=True) - gather_bytes(cost)",
+             "held = Integer(0)", required=False),
     Mutation("zero2-reduce-scatters", ZERO, "repeats=micro_batches if zero >= 2 else 1", "repeats=1",
              required=False),
     Mutation("distributed-optimizer", ZERO, 'or (state == "optimizer" and distributed_optimizer)', "",
@@ -171,7 +191,7 @@ MUTATIONS = (
              'collective("p2p", 2 * kv_elements, es, cp, "bwd"', 'collective("p2p", kv_elements, es, cp, "bwd"',
              required=False),
     Mutation("cp-data-group", "symbolic_cost/models/totals.py",
-             'return t if cp == 1 else replace(t, d=exact(t.d, "d") * cp)', "return t", required=False),
+             'return replace(t, d=exact(t.d, "d") * cp, shard=shard)', "return t", required=False),
     Mutation("cp-boundary", "symbolic_cost/models/ranks.py",
              '(exact(t.s1, "s1") * exact(getattr(t, "cp", 1), "cp"))', 'exact(t.s1, "s1")', required=False),
     # issue 32 item 3: mutations that survived, and their oracles (tests/test_mutation_oracles.py)

@@ -151,6 +151,13 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
     group = parser.add_argument_group("training")
     precision(group)
     option(group, "--zero", type=integer(0), choices=[0, 1, 2, 3], default=PLAIN.zero, help="ZeRO stage")
+    option(group, "--shard", type=integer(1), metavar="N", default=PLAIN.shard,
+           help="with --zero 3: shard the state over groups of N data-parallel ranks, replicated over d/N groups "
+                "(HSDP: FSDP2 on a 2-D mesh; gradients all-reduced across the groups; default: all of d)")
+    option(group, "--reshard-after-forward", action=argparse.BooleanOptionalAction,
+           default=PLAIN.reshard_after_forward,
+           help="with --zero 3: free each layer's gathered weights after its forward and gather them again in "
+                "backward (FSDP2's default); --no-reshard-after-forward keeps them until backward")
     if distributed_optimizer:
         option(group, "--distributed-optimizer", action="store_true", default=PLAIN.distributed_optimizer,
                help="shard the optimizer state over data parallelism (Megatron)")
@@ -203,7 +210,7 @@ def training_policy(args) -> dict:
                                     tensor="tensor" in chosen)
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "flash", "capacity_factor",
-             "expert_imbalance", "mtp", "allow_long")
+             "expert_imbalance", "mtp", "allow_long", "shard", "reshard_after_forward")
     if getattr(args, "cp_variant", None) is not None:
         policy["cp_variant"] = args.cp_variant
     return policy | {name: getattr(args, name) for name in names if hasattr(args, name)}

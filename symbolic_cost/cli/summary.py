@@ -216,8 +216,10 @@ def run(args) -> int:
     tensor = f"m1={t.m1} s1={t.s1}" if t.tensor is None else f"tensor={t.tensor.kind} grid of {t.tensor.devices}"
     tensor += f" cp={t.cp} ({t.cp_variant})" if t.cp != 1 else ""
     decoder = "" if t.l_dec is None else f" l_dec={t.l_dec}"
+    sharding = (f" shard={t.shard}" if t.shard is not None else "") + \
+        ("" if t.reshard_after_forward else " reshard_after_forward=False")
     print(f"{out['model']}: b={t.b} l={t.l}{decoder} {tensor} d={t.d} p={t.p} micro-batches="
-          f"{t.micro_batches} {t.precision} zero={t.zero} recompute={t.recompute} schedule={t.schedule} "
+          f"{t.micro_batches} {t.precision} zero={t.zero}{sharding} recompute={t.recompute} schedule={t.schedule} "
           f"flash={t.flash}")
     parameters = out["parameters"]
     mtp = (f" ({out['mtp_parameters']:,} of them in the multi-token-prediction modules; --no-mtp leaves them "

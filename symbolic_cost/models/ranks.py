@@ -91,6 +91,15 @@ class Placement:
         return self.worst(lambda rank, *_: self.holds(rank, first, last, per_layer, last_copy),
                           first + last + sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)))
 
+    def paired(self, first, last, per_layer, last_copy=0) -> Expr:
+        """``holds`` of the two stages a DualPipe rank holds, ``r`` and ``p - 1 - r``
+        (``parallel.pipeline``), on the busiest rank: an even split's rank 0, with both ends and
+        two stages' layers (``p`` is even, at least 2)."""
+        if self.rows is None:
+            return first + last + last_copy + 2 * sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)) / self.p
+        return maximum(*(self.holds(r, first, last, per_layer, last_copy)
+                         + self.holds(self.p - 1 - r, first, last, per_layer, last_copy) for r in range(self.p // 2)))
+
     def most(self, group: int) -> Expr:
         """The most layers of ``group`` any rank holds (``count/p`` for an even split)."""
         if self.rows is None:
@@ -218,9 +227,23 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
     p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
     if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
         raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
-    held = cost.training.pipeline_schedule().in_flight(p, n, rank)
+    schedule = cost.training.pipeline_schedule()
+    if schedule.name == "dualpipe":
+        return _dualpipe_activations(cost, cost_placement(cost), rank)
+    held = schedule.in_flight(p, n, rank)
     counts = cost_placement(cost).counts(rank)
     return _rank_activations(cost, held, rank == 0, rank == p - 1, counts)
+
+
+def _dualpipe_activations(cost, place: Placement, rank) -> Expr:
+    """Activation bytes of DualPipe rank ``rank``, which holds stage ``rank`` of one direction and
+    stage ``p - 1 - rank`` of the other: ``Schedule.in_flight`` chunks, each counted as the larger
+    of the two stages' layers, with the embedding's and the head's on ranks 0 and ``p - 1``
+    (each holds both ends; an upper bound, as the chunks in flight mix the two stages)."""
+    p, n = place.p, exact(cost.training.micro_batches, "micro_batches")
+    counts = tuple(maximum(a, b) for a, b in zip(place.counts(rank), place.counts(p - 1 - rank)))
+    end = rank == 0 or rank == p - 1
+    return _rank_activations(cost, cost.training.pipeline_schedule().in_flight(p, n, rank), end, end, counts)
 
 
 def tied_copy(arch, start) -> Expr:
@@ -232,24 +255,30 @@ def tied_copy(arch, start) -> Expr:
 def rank_parameters(cost, rank: int) -> Expr:
     """Parameters on one device of pipeline rank ``rank`` (0-based, numbers only): its layers
     (``Placement.counts``), the embedding on the first rank, the head on the last (with its own
-    copy of a tied word table when the two differ); ``ModelCost.parameters_per_device`` is the
-    largest.  1-byte weights over the element size, as ``model_cost`` counts them."""
+    copy of a tied word table when the two differ), under DualPipe of both its stages ``rank`` and
+    ``p - 1 - rank``; ``ModelCost.parameters_per_device`` is the largest.  1-byte weights over
+    the element size, as ``model_cost`` counts them."""
     p = exact(cost.training.p, "p")
     if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
         raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
     es = element_bytes(cost.training.precision)
     weights = lambda blk: blk.total("weights") / es  # noqa: E731
-    return cost_placement(cost).holds(rank, weights(cost.embedding), weights(cost.head),
-                                      [weights(blk) for blk, _ in cost.stack[1:-1]],
-                                      tied_copy(cost.architecture, cost.embedding) / es)
+    place = cost_placement(cost)
+    stages = (rank, p - 1 - rank) if cost.training.schedule == "dualpipe" else (rank,)   # DualPipe's two
+    return sum((place.holds(r, weights(cost.embedding), weights(cost.head), [weights(blk) for blk, _ in cost.stack[1:-1]],
+                            tied_copy(cost.architecture, cost.embedding) / es) for r in stages), exact(0))
 
 
 def busiest_activation_bytes(cost) -> Expr:
     """The largest ``rank_activation_bytes`` over the ranks that can be the busiest
     (``Placement.ranks``: an even split's first and last rank, a middle rank holding no more
-    micro-batches than the first and neither end; else the lowest-numbered rank of each kind)."""
+    micro-batches than the first and neither end; else the lowest-numbered rank of each kind;
+    DualPipe: ``_dualpipe_activations`` of each pair of stages)."""
     p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
     schedule, place = cost.training.pipeline_schedule(), cost_placement(cost)
+    if schedule.name == "dualpipe":       # an even split's rank 0 holds the most; else every pair
+        ranks = [0] if place.rows is None else range(int(p) // 2)
+        return maximum(*(_dualpipe_activations(cost, place, r) for r in ranks))
     one = _rank_activations(cost, schedule.in_flight(1, n), True, True, place.groups)
     return place.worst(lambda rank, first, last, counts: _rank_activations(
         cost, schedule.in_flight(p, n, rank), first, last, counts), one)

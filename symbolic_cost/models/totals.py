@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from sympy import Expr, Integer
+from sympy import Expr, Integer, Rational
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
@@ -36,7 +36,7 @@ from symbolic_cost.models.ranks import (boundary_elements, busiest_activation_by
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, check_model, element_bytes
-from symbolic_cost.parallel.pipeline import stage_layers, stage_sends
+from symbolic_cost.parallel.pipeline import dualpipe_gradient_sum, dualpipe_rules, stage_layers, stage_sends
 
 
 @dataclass(frozen=True)
@@ -129,13 +129,15 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     parameters = sum((count * blk.total("weights") for blk, count in whole), exact(0))
     place = placement(arch, t, stack, p)
     layers = stack[1:-1]
-    stage = lambda field: place.busiest(start.total(field), end.total(field),  # noqa: E731
-                                        [blk.total(field) for blk, _ in layers])
-    per_device = place.busiest(start.total("weights") / es, end.total("weights") / es,
-                               [blk.total("weights") / es for blk, _ in layers], tied_copy(arch, start) / es)
     schedule = check_schedule(t, depth, p, n)
+    # DualPipe: a rank holds two stages, state and all, and runs n/2 micro-batches through each
+    held, share = (place.paired, Rational(1, 2)) if schedule.name == "dualpipe" else (place.busiest, 1)
+    stage = lambda field: share * held(start.total(field), end.total(field),  # noqa: E731
+                                       [blk.total(field) for blk, _ in layers])
+    per_device = held(start.total("weights") / es, end.total("weights") / es,
+                      [blk.total("weights") / es for blk, _ in layers], tied_copy(arch, start) / es)
     one = recipe_stack(model_stack(arch, plain, 1, 1, es, conventions), t, es, conventions)   # one device: its FLOPs
-    on_stage = lambda of, copy=0: place.busiest(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
+    on_stage = lambda of, copy=0: held(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
     states = split_state_bytes(data_group(t), m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
     model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731
     cost = ModelCost(
@@ -185,6 +187,9 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
                                                             conventions, repeats=n * t.virtual_stages)]
         sends = stage_sends(boundary, es, p, n * t.virtual_stages, m1 * d * exact(t.cp, "cp"), conventions)
         out += [("pipeline", c) for c in sends]
+    if t.schedule == "dualpipe":   # the two copies of a stage sum their gradients, rank 0 with rank p - 1
+        out += [("pipeline", c) for c in dualpipe_gradient_sum(cost.parameters_per_device, es_g, conventions,
+                                                               (p - 1) * m1 * d * exact(t.cp, "cp"))]
     dense, dense_states = dense_state(states, cost.parameters_per_device)
     group = data_group(t)
     if group.d != 1:   # data-parallel members (with the CP ranks: Megatron's dp-cp group) are m1 ranks apart
@@ -213,6 +218,8 @@ def check_schedule(t: Training, depth, p, n):
     if schedule.name == "interleaved":
         check_rules({"p": p, "micro_batches": n, "p x virtual_stages": p * schedule.v, "n_layers": depth},
                     INTERLEAVED_RULES)
+    if schedule.name == "dualpipe":
+        dualpipe_rules(p, n)
     for name, divisor, dividend, what in rules:
         if t.recompute != "full" and name == "recompute_layers":
             continue

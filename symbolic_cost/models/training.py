@@ -71,7 +71,7 @@ class Training:
     recompute: str = "none"
     recompute_method: str = "uniform"   # full recomputation: "uniform" groups or the first "block" layers
     recompute_layers: Expr = 1   # full: layers per checkpointed group (uniform) or recomputed (block)
-    schedule: str = "1f1b"       # pipeline schedule: "gpipe", "1f1b", "interleaved"
+    schedule: str = "1f1b"       # pipeline schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"
     virtual_stages: int = 1      # model chunks per pipeline rank (interleaved only)
     first_stage_layers: Expr | None = None   # layers on the first pipeline rank (None: an even split)
     last_stage_layers: Expr | None = None    # layers on the last pipeline rank (None: an even split)

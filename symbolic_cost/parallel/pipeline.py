@@ -14,6 +14,8 @@ interleaved    ``min(2(p - r - 1) + (v - 1) p + 1,      ``(p - 1) / (v n + p - 1
                n v) / v``  (chunks of ``1/v``)
 ZB-H1          ``min(p, n)``                            ``(p - 1) / (3 n + p - 1)`` when
                                                         ``T_F = T_B = T_W``
+DualPipe       ``p + 1`` (stage chunks, both directions) ``(p - 2) / (3 n + p - 2)`` when
+                                                        ``T_F = T_B = T_W``
 ============== ======================================== ===================================
 
 ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism") splits each backward into ``B``
@@ -26,6 +28,20 @@ T_B)`` for the last ``T_W``, as the timetable of ``tests/simulate_zb.py`` runs) 
 does and ``r`` more whose ``W`` waits: counted whole, ``p`` on every rank (an upper bound: a
 waiting ``W`` needs only its products' inputs).  The step time takes the stage's own ``T_W``
 (``timing.step``: the weight-gradient share of each row's backward).
+
+DualPipe (DeepSeek-V3 technical report, 2024, section 3.2.1, Figure 5 and Table 2; DeepSeek's
+reference ``DualPipe.step``) feeds ``n/2`` micro-batches at each end of the pipeline: rank ``r``
+holds stage ``r`` of the direction that enters at rank 0 and stage ``p - 1 - r`` of the one that
+enters at rank ``p - 1``, and overlaps a forward chunk of one direction with a backward chunk of
+the other.  It needs ``p`` even and ``n`` even with ``n >= 2p`` (the reference asserts these;
+the report names only the evenness).  The timetable of ``tests/simulate_dualpipe.py``, run from
+the algorithm's eight steps, takes ``n (T_F + T_B + T_W) + q max(0, T_B - T_W) + max(2 q T_F,
+(q - 1) T_F + q T_B)`` with ``q = p/2 - 1``, ``T_B`` the activation-gradient part of a chunk's
+backward and an overlapped forward and backward timed as their sum.  The report's Table 2 writes
+the bubble ``(p/2 - 1)(F&B + B - 3W)`` with ``B`` the whole backward: the same where ``T_F =
+T_B >= T_W``; elsewhere the two differ (the timetable idles ``q (T_F - T_B)`` longer where
+``T_F > T_B >= T_W``); the step time follows the timetable.  At its peak a rank holds ``p`` micro-batches' chunks, the two middle ranks ``p + 1``
+(the report's ``PP + 1``); counted ``p + 1`` on every rank, in units of one stage's layers.
 
 The interleaved count is Megatron-LM's warm-up (``2(p - r - 1) + (v - 1) p`` chunk forwards)
 plus the one forward of the steady state before the first backward; on rank 0 it is
@@ -88,8 +104,8 @@ def per_stage(p, first, last, layers, last_copy=0, shares=None) -> Expr:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A pipeline schedule: ``"gpipe"``, ``"1f1b"``, ``"interleaved"`` with ``v`` chunks per rank, or
-    ``"zb-h1"``."""
+    """A pipeline schedule: ``"gpipe"``, ``"1f1b"``, ``"interleaved"`` with ``v`` chunks per rank,
+    ``"zb-h1"`` or ``"dualpipe"``."""
 
     name: str
     v: int | Symbol = 1
@@ -117,18 +133,62 @@ class Schedule:
             return minimum(p - rank, n)
         if self.name == "zb-h1":
             return minimum(p, n)
+        if self.name == "dualpipe":        # the two middle ranks' p + 1, an upper bound for the others' p
+            return p + 1
         return minimum(2 * (p - rank - 1) + (self.v - 1) * p + 1, n * self.v) / self.v
 
     def bubble(self, p, n) -> Expr:
         """Idle share of a step: ``(p - 1)/(n + p - 1)``, or ``(p - 1)/(v n + p - 1)`` interleaved;
-        ZB-H1's ``(p - 1)/(3 n + p - 1)`` when the three passes take equal time."""
+        ZB-H1's ``(p - 1)/(3 n + p - 1)`` and DualPipe's ``(p - 2)/(3 n + p - 2)`` when the three
+        passes take equal time (``dualpipe_bubble`` with ``T_F = T_B = T_W = 1``)."""
         if self.name == "zb-h1":
             return (sympify(p) - 1) / (3 * sympify(n) + p - 1)
+        if self.name == "dualpipe":
+            idle = dualpipe_bubble(p, 1, 1, 1)
+            return idle / (3 * sympify(n) + idle)
         return (sympify(p) - 1) / (self.v * sympify(n) + p - 1)
 
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe")
 GPIPE, ONE_F_ONE_B = Schedule("gpipe"), Schedule("1f1b")
+
+
+def dualpipe_bubble(p, t_f, t_b, t_w) -> Expr:
+    """Seconds a DualPipe step takes beyond ``n (T_F + T_B + T_W)`` on ``p`` ranks (even), with
+    ``q = p/2 - 1``: ``q max(0, T_B - T_W) + max(2 q T_F, (q - 1) T_F + q T_B)`` (``T_B``: the
+    activation-gradient part of a stage chunk's backward, ``T_W`` its weight-gradient part; an
+    overlapped forward and backward chunk timed as the sum of the two).  Read off the timetable of
+    the algorithm (module docstring); the report's ``(p/2 - 1)(F&B + B - 3W)`` where ``T_F = T_B
+    >= T_W``.
+
+    >>> dualpipe_bubble(8, 1, 1, 1), dualpipe_bubble(8, 2, 1, 1)
+    (6, 12)
+    """
+    q = sympify(p) / 2 - 1
+    return q * maximum(0, t_b - t_w) + maximum(2 * q * t_f, (q - 1) * t_f + q * t_b)
+
+
+def dualpipe_rules(p, n) -> None:
+    """Refuse what DualPipe cannot run (numbers only): ``p`` even, ``micro_batches`` even and at
+    least ``2p`` (DeepSeek's reference asserts all three)."""
+    p, n = sympify(p), sympify(n)
+    if p.is_number and p % 2 != 0:
+        raise InputError(f"p must be even for the dualpipe schedule (its two directions pair rank r with "
+                         f"rank p - 1 - r), got p={p}", "p")
+    if n.is_number and n % 2 != 0:
+        raise InputError(f"micro_batches must be even for the dualpipe schedule (half enter at each end), "
+                         f"got micro_batches={n}", "micro_batches")
+    if p.is_number and n.is_number and n < 2 * p:
+        raise InputError(f"micro_batches must be at least 2p for the dualpipe schedule (DeepSeek's DualPipe "
+                         f"asserts num_chunks >= 2 num_ranks), got micro_batches={n}, p={p}", "micro_batches")
+
+
+def dualpipe_gradient_sum(parameters, es, conventions, stride=1) -> list[Collective]:
+    """The gradient sum of DualPipe's two copies of each stage, once per step: an allreduce of
+    the rank's ``parameters`` (both its stages) between rank ``r`` and rank ``p - 1 - r``, which
+    hold the same two stages.  DeepSeek's reference leaves this sum to the caller (its example
+    adds the partner's gradients before the step); the report does not say how it is done."""
+    return collective("allreduce", parameters, es, 2, "bwd", conventions, stride=stride)
 
 
 def interleaved(v: int) -> Schedule:

@@ -10,6 +10,7 @@ from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models import ModelCost
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_rows, redone_layers
+from symbolic_cost.parallel.pipeline import dualpipe_bubble
 from symbolic_cost.timing.hardware import comm_time, get_system, times
 from symbolic_cost.timing.host import host_step_time, host_time
 
@@ -25,7 +26,10 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     * ``bubble``: ``(p - 1)/v`` more micro-batch slots of the stage, idle or warming up
       (``v`` chunks per rank under the interleaved schedule, else 1); under ZB-H1
       ``(p - 1)(T_F + T_B - min(T_W, T_F, T_B))`` with ``T_W`` the stage's weight-gradient
-      time and ``T_B`` the rest of its backward (``parallel.pipeline``);
+      time and ``T_B`` the rest of its backward (``parallel.pipeline``); under DualPipe
+      ``parallel.pipeline.dualpipe_bubble`` of the same ``T_F``, ``T_B``, ``T_W`` (a stage chunk
+      of the busiest stage; an overlapped forward and backward chunk takes their sum: the
+      communication it hides is ``Training.overlap``'s);
     * ``pipeline_comm``: the stage's p2p sends; ``data_comm``: the gradient and
       parameter collectives of data parallelism, and of expert data parallelism for
       the routed experts, less what ``Training.overlap`` hides behind one micro-batch's
@@ -52,10 +56,11 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     per_micro = compute_all + tensor_all
     idle_slots = (p - 1) / t.virtual_stages         # interleaving shrinks the warm-up by v
     bubble = idle_slots * per_micro
-    if t.schedule == "zb-h1":                        # the weight gradients fill the cool-down
+    if t.schedule in ("zb-h1", "dualpipe"):          # the weight gradients fill the cool-down
         w = _weight_gradient_time(cost, place, system, conventions)
         f = compute["fwd"] + tensor["fwd"]
-        bubble = (p - 1) * (per_micro - w - minimum(w, f, per_micro - f - w))
+        bubble = (p - 1) * (per_micro - w - minimum(w, f, per_micro - f - w)) if t.schedule == "zb-h1" \
+            else dualpipe_bubble(p, f, per_micro - f - w, w)
     out = {"compute": n * compute_all, "tensor_comm": n * tensor_all, "bubble": bubble,
            "pipeline_comm": _dimension_time(cost, "pipeline", system, conventions),
            "data_comm": _data_time(cost, system, conventions, compute)}
