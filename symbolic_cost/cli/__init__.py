@@ -14,6 +14,7 @@ import os
 import sys
 
 from symbolic_cost import __version__
+from symbolic_cost.checks import time_limit
 from symbolic_cost.cli.options import Parser, UsageError, command
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
@@ -46,6 +47,19 @@ def _chosen(argv) -> str | None:
     return words[0] if words and words[0] in NAMES else None
 
 
+LIMITED = ("table", "formula", "crossover", "optimize", "scheme", "summary", "profile", "inference", "lstm")
+"""The commands that simplify formulas (and one configuration's): each runs under ``TIME_LIMIT``.
+``sweep``, ``search``, ``report``, ``reproduce`` and ``calibrate`` do numeric work whose size
+their own bounds limit."""
+
+TIME_LIMIT = 60
+"""Seconds a command of ``LIMITED`` may run: a formula SymPy cannot simplify in that time (the
+reader's size bound keeps each value small, but values multiply in a block) is refused."""
+
+SLOW = ("the formula is too large to simplify in that time; fix more symbols with --set or --at, "
+        "or ask for a simpler --field")
+"""What a command past ``TIME_LIMIT`` says."""
+
 REPORT = "this is a bug in symbolic_cost, not in your input: please report it with the command line"
 """Where an unexpected internal error asks to be reported."""
 
@@ -71,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     and a request to report it).  Never a traceback."""
     try:
         args = build_parser(_chosen(argv)).parse_args(argv)
-        return args.run(args)
+        with time_limit(TIME_LIMIT if args.command in LIMITED else None, SLOW):
+            return args.run(args)
     except SystemExit as done:          # --help
         return done.code if isinstance(done.code, int) else 0
     except BrokenPipeError:             # output piped into `head` and closed: not an error

@@ -1,6 +1,6 @@
 """Reading what the command line sets: ``--set NAME=VALUE`` (each value read by the safe
 reader and checked against what its symbol promises), values that refer to others, ``--where``
-conditions, ``--grid NAME=V1,V2,...`` sweeps and lists of symbol names.
+conditions, ``--grid NAME=V1,V2,...`` sweeps (and ranges, ``b=1:64:x2``) and lists of symbol names.
 
 Every formula typed on the command line is read by ``symbolic_cost.reader``, never evaluated as
 Python.  ``cli.values`` gathers this module with the others the commands read.
@@ -109,9 +109,46 @@ MAX_GRID = 10**8
 larger grid, or use ``numeric.sweep.sweep_dask`` on a cluster."""
 
 
+MAX_RANGE = 10**5
+"""Most values one ``--grid`` range (``grid_range``) may hold: each is checked before the sweep."""
+
+
+def grid_range(text: str, name: str) -> list:
+    """The values of one range of ``--grid``, ``STOP`` included when the steps reach it:
+    ``START:STOP:xK`` multiplies by ``K`` (geometric), ``START:STOP:+K`` (or ``:K``) adds ``K``
+    (arithmetic), ``START:STOP`` adds 1.  Integers only (list other values one by one), at most
+    ``MAX_RANGE`` values.
+
+    >>> grid_range("1:64:x2", "b"), grid_range("2:9:+3", "p"), grid_range("3:5", "d")
+    ([1, 2, 4, 8, 16, 32, 64], [2, 5, 8], [3, 4, 5])
+    """
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not all(part.strip() for part in parts):
+        raise InputError(f"{name}: a range is START:STOP, START:STOP:+STEP or START:STOP:xFACTOR, got {text!r}", name)
+    step = parts[2].strip() if len(parts) == 3 else "+1"
+    geometric = step[0] in "x*"
+    start, stop, by = (read_number(part.strip(), argument=f"{name} ({what})") for part, what in
+                       ((parts[0], "start"), (parts[1], "stop"), (step.lstrip("x*+"), "step")))
+    if not all(v.is_Integer for v in (start, stop, by)):
+        raise InputError(f"{name}: a range's start, stop and step are integers, got {text!r}; list other values "
+                         f"one by one (V1,V2,...)", name)
+    if start > stop or by < (2 if geometric else 1) or (geometric and start < 1):
+        rule = "from a START of at least 1 by a factor of at least 2" if geometric else "by a step of at least 1"
+        raise InputError(f"{name}: a range goes up to STOP {rule}, got {text!r}", name)
+    values, value = [], start
+    while value <= stop:            # each step grows the value, so MAX_RANGE bounds the work
+        if len(values) == MAX_RANGE:
+            raise InputError(f"{name}: the range {text!r} holds more than {MAX_RANGE:,} values; use a larger "
+                             f"step or factor", name)
+        values.append(value)
+        value = value * by if geometric else value + by
+    return values
+
+
 def grid_option(allowed, option: str = "--grid"):
     """An argparse type for ``NAME=V1,V2,...`` with NAME one of ``allowed``: each value a number
-    the safe reader reads and the symbol admits (``checks.fits``); returns ``(name, values)``."""
+    the safe reader reads, or a range (``grid_range``), that the symbol admits (``checks.fits``);
+    returns ``(name, values)``."""
     known = ", ".join(map(str, allowed))
 
     def grid_type(text: str) -> tuple[str, list]:
@@ -120,7 +157,8 @@ def grid_option(allowed, option: str = "--grid"):
         if not sep or name not in map(str, allowed):
             raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {known}; got {text!r}")
         try:
-            read = [fits(S.BY_NAME[name], read_number(v, argument=name), name) for v in values.split(",")]
+            read = [fits(S.BY_NAME[name], v, name) for item in values.split(",")
+                    for v in (grid_range(item, name) if ":" in item else [read_number(item, argument=name)])]
         except InputError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
         return name, [int(v) if v.is_Integer else v for v in read]

@@ -164,8 +164,9 @@ def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, 
     [('full', 32, 8192)]
     """
     check_decoder(arch)
+    m1 = positive_dims(m1=m1)["m1"]          # every reader of the cache's heads divides by it
     if mla not in MLA_FORMS:
-        raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {mla!r}")
+        raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {mla!r}", "mla")
     if arch.latent is not None:
         return (_latent_group(arch, m1, mla),)
     heads = exact(arch.kv, "kv_heads") / exact(m1, "m1")

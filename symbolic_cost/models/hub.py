@@ -24,7 +24,7 @@ from pathlib import Path
 
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, input_file
 
 INSTALL = "pip install 'symbolic_cost[hub]'"
 
@@ -76,7 +76,7 @@ def fetch_config(model_id: str, revision: str | None = None, cache_dir=None, off
     """The parsed ``config.json`` of ``model_id`` (see ``config_file``)."""
     path = config_file(model_id, revision, cache_dir, offline)
     try:
-        config = json.loads(path.read_text())
+        config = json.loads(input_file(path, "--hf-model"))       # a regular file, size-capped
     except json.JSONDecodeError as error:
         raise InputError(f"--hf-model {model_id}: its config.json is not valid JSON "
                          f"({error.msg}, line {error.lineno})") from None

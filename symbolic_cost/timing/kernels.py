@@ -40,7 +40,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact
 from symbolic_cost.extrema import minimum
 from symbolic_cost.ops.matmul import matmul_flops, product_flops
-from symbolic_cost.checks import InputError, counts, positive_dims
+from symbolic_cost.checks import InputError, counts, positive, positive_dims
 
 
 def tile_edge(capacity, element_bytes, operands=3) -> Expr:
@@ -51,12 +51,13 @@ def tile_edge(capacity, element_bytes, operands=3) -> Expr:
     >>> tile_edge(9 * 2**20, 4), tile_edge(12 * 2**20, 4)
     (512, 1024)
     """
-    capacity, element_bytes = exact(capacity, "capacity"), exact(element_bytes, "element_bytes")
-    tiles = capacity / (operands * element_bytes)
+    capacity, element_bytes = positive(capacity, "capacity"), positive(element_bytes, "element_bytes")
+    tiles = capacity / (positive_dims(operands=operands)["operands"] * element_bytes)
     if not tiles.is_number:
         return 2 ** floor(log(tiles, 2) / 2)
     if tiles < 1:
-        raise InputError(f"capacity {capacity} B holds no {operands} tiles of one {element_bytes}-byte value")
+        raise InputError(f"capacity {capacity} B holds no {operands} tiles of one {element_bytes}-byte value",
+                         "capacity")
     edge = Integer(1)
     while (2 * edge) ** 2 <= tiles:   # exact integer walk: no float log at powers of two
         edge *= 2
