@@ -87,10 +87,10 @@ def fsdp_collectives(parameters, weight_bytes, grad_bytes, d, shard, micro_batch
     reduce-scattered in the group, then each rank's gradient shard, ``parameters/shard``,
     all-reduced across the replicas, ``shard stride`` ranks apart (module docstring)."""
     d, shard = sympify(d), sympify(shard)
-    def within(kind, nbytes, pass_):
-        return collective(kind, parameters, nbytes, shard, pass_, conventions, repeats=micro_batches, stride=stride)
-    out = within("reducescatter", grad_bytes, "bwd") + within("allgather", weight_bytes, "fwd")
+    def within(kind, nbytes, pass_, repeats):
+        return collective(kind, parameters, nbytes, shard, pass_, conventions, repeats=repeats, stride=stride)
+    out = within("reducescatter", grad_bytes, "bwd", micro_batches) + within("allgather", weight_bytes, "fwd", micro_batches)
     if reshard_after_forward:                      # freed after forward, so gathered again for backward
-        out += within("allgather", weight_bytes, "bwd")
+        out += within("allgather", weight_bytes, "bwd", micro_batches)
     return out + collective("allreduce", parameters / shard, grad_bytes, d / shard, "bwd", conventions,
                             repeats=micro_batches, stride=stride * shard)
