@@ -169,7 +169,9 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True)
                help="full recomputation: checkpoint every group of N layers, or the first N of a stage")
         option(group, "--recompute-layers", type=int, default=PLAIN.recompute_layers,
                help="N for --recompute-method")
-        option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule, help="pipeline schedule")
+        option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule,
+               help="pipeline schedule (zb-h1: zero-bubble H1; dualpipe: DeepSeek-V3's bidirectional schedule, "
+                    "two stages a rank, p even, n_micro even and at least 2p)")
         option(group, "--virtual-stages", type=int, default=PLAIN.virtual_stages,
                help="model chunks per pipeline rank (interleaved schedule)")
         option(group, "--first-stage-layers", type=int, help="layers on the first pipeline rank "

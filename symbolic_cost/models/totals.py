@@ -267,9 +267,10 @@ def data_group(t: Training) -> Training:
 def cluster_volume(cost: ModelCost, dimension: str, collective: Collective) -> Expr:
     """Bytes a collective of the busiest device moves summed over the whole job: tensor
     and data collectives run on every device alike; pipeline sends cross ``p - 1`` of
-    every ``p`` stage boundaries (the busiest device is an interior stage)."""
+    every ``p`` stage boundaries (the busiest device is an interior stage); DualPipe's gradient
+    sum runs on every device."""
     world = world_size(cost.training)
-    if dimension == "pipeline":
+    if dimension == "pipeline" and collective.kind == "p2p":    # not DualPipe's gradient sum: every device
         p = exact(cost.training.p, "p")
         return collective.volume * world * (p - 1) / p
     return collective.volume * world
