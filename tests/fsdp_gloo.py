@@ -8,7 +8,8 @@ oracle.
 
 Each unit is a ``fully_shard`` module, as torchtitan wraps a Llama: the token embedding, every
 decoder layer, the final norm with the output projection, then the root (left without
-parameters of its own).  ``torch.distributed``'s ``all_gather_single``,
+parameters of its own).  ``torch.optim.AdamW`` then steps once; its moments' local shards are
+recorded.  ``torch.distributed``'s ``all_gather_single``,
 ``reduce_scatter_single`` and ``all_reduce`` (what FSDP2 calls, ``_fsdp_collectives.py``) are
 wrapped to log each call: its kind, the pass it runs in, the whole tensor's elements (the
 gathered output, the scattered input, the reduced tensor), the element size and the group.
@@ -114,11 +115,15 @@ def worker(rank, world, shard, reshard, path, queue):
     loss.backward()
     log.phase = "after"
     log.sample()
+    adam = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    adam.step()                                    # its moments: DTensors, one local shard each
+    moments = sum(v.to_local().numel() * v.element_size() for state in adam.state.values()
+                  for v in state.values() if hasattr(v, "to_local"))
     units = dict(embedding=model.model.embed_tokens, layer=model.model.layers[0], head=model.lm_head, norm=model.model.norm)
     sizes = {name: sum(p.numel() for p in unit.parameters()) for name, unit in units.items()}
     held = sum(p.to_local().numel() for p in model.parameters())
     queue.put(dict(rank=rank, world=world, shard=shard, reshard=reshard, calls=log.calls, peak=log.peak,
-                   sizes=sizes, held=held, parameters=sum(p.numel() for p in model.parameters())))
+                   sizes=sizes, held=held, moments=moments, parameters=sum(p.numel() for p in model.parameters())))
     dist.barrier()
     dist.destroy_process_group()
 

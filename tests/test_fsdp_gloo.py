@@ -5,7 +5,8 @@ weights; the library's ``model_cost`` of the same model and layout must book the
 Measured (torch 2.13, fp32, 8 tokens; units: embedding 1,024, 2 layers of 2,592, norm + head
 1,040 parameters): per step and rank, all-gathers of 7,248 elements in forward and again in
 backward, reduce-scatters of 7,248, and under HSDP 2 x 2 all-reduces of 3,624 (the gradient
-shard) across ranks 2 apart; 20,736 bytes of gathered weights at most (two layers); without
+shard) across ranks 2 apart; AdamW's moments 28,992 bytes a rank (its 3,624-parameter
+shard); 20,736 bytes of gathered weights at most (two layers); without
 resharding, 28,992 at the loss (every unit) and 0 after backward.
 """
 
@@ -87,6 +88,7 @@ def test_state_is_fsdp2s_shard(measured, layout):
     record = measured[layout][0]
     assert cost.parameters == record["parameters"]
     assert cost.weight_bytes == cost.gradient_bytes == 4 * record["held"]     # fp32: the local shard
+    assert cost.optimizer_bytes == record["moments"]                           # AdamW's two fp32 moments
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: f"world{x[0]}-shard{x[1]}-reshard{x[2]}")
