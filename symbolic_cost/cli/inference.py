@@ -88,7 +88,8 @@ def add_arguments(parser) -> None:
     options.option(parser, "--field", type=options.field_list(ALL_FIELDS), metavar="F1,F2,...",
                    help="print these as formulas (or, with --grid, as CSV columns): " + ", ".join(ALL_FIELDS))
     options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", metavar="NAME=V1,V2,...",
-                   help="evaluate --field over these values of b, l_in, l_out, l_ctx, B, as CSV")
+                   help="evaluate --field over these values of b, l_in, l_out, l_ctx, B, as CSV; "
+                   "listed or as ranges (b=1:64:x2 doubles, l_in=512:4096:+512 adds 512)")
     options.option(parser, "--json", action="store_true", help="JSON in bytes, FLOPs and seconds instead of text")
 
 

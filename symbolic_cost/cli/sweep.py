@@ -52,7 +52,8 @@ def add_arguments(parser) -> None:
     options.model(parser, megatron=True)
     options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", required=True,
                    metavar="NAME=V1,V2,...", help="swept symbols (b, l, m1, s1, d, p, n_micro, ep, etp) and their "
-                   "values; several after one --grid or repeated")
+                   "values, listed or as ranges (b=1:64:x2 doubles, p=1:8:+1 adds 1); several after one --grid "
+                   "or repeated")
     options.settings(parser, help=SETTABLE)
     options.option(parser, "--field", type=options.field_list(SWEEP_FIELDS), default=list(DEFAULT_FIELDS), metavar="F1,F2,...",
                    help="comma-separated outputs, any of: " + ", ".join(SWEEP_FIELDS) + " (default: all but "
