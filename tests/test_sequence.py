@@ -62,10 +62,19 @@ def test_ulysses_all_to_all_volume_equals_elements_leaving_each_device(heads_per
             leaving[rank] += head_dim * batch                   # one (head, token) row of q
     assert len(set(leaving)) == 1
     scheme = ulysses(batch, tokens, heads * head_dim, heads, degree, es=1)
-    per_tensor = [c for c in scheme.block["qkv_proj"].collectives if c.pass_ == "fwd"]
-    assert len(per_tensor) == (3 if degree > 1 else 0)
+    per_tensor = [c for c in scheme.block["context_exchange"].collectives if c.pass_ == "fwd"]
+    assert len(per_tensor) == (4 if degree > 1 else 0)               # q, k, v and the output back
     assert all(c.kind == "alltoall" and c.volume == leaving[0] for c in per_tensor)
     assert scheme.volume("fwd") == 4 * leaving[0]
+
+
+def test_ulysses_is_the_attention_blocks_rows_under_tensor_parallelism_too():
+    """b = 2, l = 64 on s1 = 2 (32 tokens a device), e = 128, m1 = 2: the output projection
+    multiplies (64, 64) by (64, 128), 64 x 128 x (2 x 64 - 1) FLOPs, and the allreduce of its
+    (2, 32, 128) partial sums over two ranks adds half of them, 4,096."""
+    scheme = ulysses(2, 64, 128, 8, 2, m1=2, flash=True)
+    assert scheme.block.names == ["qkv_proj", "context_exchange", "flash_attention", "v_proj"]
+    assert scheme.block["v_proj"].flops_fwd == 64 * 128 * (2 * 64 - 1) + 4096
 
 
 @given(degree=st.integers(1, 6), chunk=st.integers(1, 4), width=st.integers(1, 8))

@@ -78,7 +78,8 @@ def ulysses_exchange(shards, cp, es, conventions, stride=1) -> tuple[list[Collec
     """DeepSpeed-Ulysses' all-to-alls of one layer on one rank, ``shards`` the local elements of
     ``(q, k, v, o)`` (``b (l/cp) width``): ``(before, after)`` attention, each an all-to-all per
     tensor forward and its mirror backward (Jacobs et al. 2023, section 3.1; DeepSpeed's
-    ``_SeqAllToAll``).  ``parallel.sequence.ulysses`` and the whole model both count these."""
+    ``_SeqAllToAll``): the attention block's ``context_exchange`` row, which ``parallel.sequence.ulysses``
+    and the whole model both build."""
     a2a = lambda n, pass_: collective("alltoall", n, es, cp, pass_, conventions, stride=stride)  # noqa: E731
     *qkv, out = shards
     before = [c for pass_ in ("fwd", "bwd") for n in qkv for c in a2a(n, pass_)]

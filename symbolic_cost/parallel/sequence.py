@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.blocks import Block, Run, attention, transformer_layer
-from symbolic_cost.blocks.context import ring_exchange, ulysses_exchange
+from symbolic_cost.blocks import Block, Projections, Run, attention, transformer_layer
+from symbolic_cost.blocks.context import Context, ring_exchange
 from symbolic_cost.cost import collective
 from symbolic_cost.checks import InputError, check_rules, count, divides
 from symbolic_cost.cost import exact
-from symbolic_cost.ops import attention_core, flash_attention, linear
+from symbolic_cost.ops import flash_attention, linear
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,13 @@ class Scheme:
         return sum((t.bytes for t in self.tensors if t.name == "A"), Integer(0))
 
 
+def _projected(block: Block) -> tuple:
+    """The rows of an attention ``block`` from its Q, K, V projection to its output projection
+    (``v_proj``): the scheme's layer without the norms and the closing dropout around it."""
+    names = block.names
+    return block.rows[names.index("qkv_proj"):names.index("v_proj") + 1]
+
+
 def _tp_reduce(b, tokens, e, m1, es, pass_, conventions):
     """Row-parallel output (or column-parallel input gradient) summed over ``m1``."""
     return collective("allreduce", b * tokens * e, es, m1, pass_, conventions)
@@ -116,7 +123,10 @@ def ulysses(b, l, e, h, s1, m1=1, *, flash=False, es=2, es_mask=1, conventions=c
     Per device: projections on ``l/s1`` tokens with ``h/m1`` heads (weights
     replicated over ``s1``, split over ``m1``); all-to-all q, k, v over ``s1``;
     attention over the whole sequence for ``h/(m1 s1)`` heads; all-to-all the
-    output back.  Backward mirrors the four all-to-alls.
+    output back.  Backward mirrors the four all-to-alls.  The rows are the attention
+    block's under Ulysses context parallelism (``blocks.attention`` with
+    ``Run(context=Context(s1, "ulysses"))``, no biases, ``blocks.context``), from ``qkv_proj``
+    to the output projection ``v_proj``; the all-to-alls ride on ``context_exchange``.
 
     >>> from symbolic_cost.symbols import b, l, e, h, s1
     >>> ulysses(b, l, e, h, s1).volume("fwd")
@@ -126,17 +136,11 @@ def ulysses(b, l, e, h, s1, m1=1, *, flash=False, es=2, es_mask=1, conventions=c
     d = check_rules(dict(b=b, l=l, e=e, h=h, s1=s1, m1=m1), (("h", "e"), ("s1", "l"), ("m1", "h")))
     divides({**d, "h/m1": d["h"] / d["m1"]}, "s1", "h/m1", "Ulysses scatters each device's heads over s1")
     b, l, e, h, s1, m1 = d.values()
-    es, es_mask = exact(es, "es"), exact(es_mask, "es_mask")
+    es = exact(es, "es")
     q, local, heads = e / h, l / s1, h / (m1 * s1)
-    kw = dict(es=es, conventions=conventions)
-    shard = b * local * e / m1                     # one of q, k, v (or the output) on one device
-    before, after = ulysses_exchange((shard,) * 4, s1, es, conventions)
-    qkv = linear(b, local, e, 3 * e / m1, bias=False, name="qkv_proj", **kw).plus(
-        collectives=before + _tp_reduce(b, local, e, m1, es, "bwd", conventions))
-    core = [flash_attention(b, l, q, heads, **kw)] if flash else attention_core(b, l, q, heads, es_mask=es_mask, **kw)
-    out = linear(b, local, e / m1, e, bias=False, name="out_proj", **kw).plus(
-        collectives=after + _tp_reduce(b, local, e, m1, es, "fwd", conventions))
-    block = Block("ulysses", (qkv, *core, out), dict(b=b, l=l, e=e, h=h, s1=s1, m1=m1), conventions)
+    block = Block("ulysses", _projected(attention(b, local, e, h, m1, 1, projections=Projections(False, False),
+                                                  run=Run(flash, Context(s1, "ulysses"), es, es_mask, conventions))),
+                  dict(b=b, l=l, e=e, h=h, s1=s1, m1=m1), conventions)
     heads_dim = ("h/P" if m1 == 1 else "h/(m1 s1)", heads)
     tensors = [Tensor("input", (("b", b), ("N/P", local), ("d", e)), es),
                *(Tensor(w, (("h", h / m1), ("d", e), ("d/h", q)), es) for w in ("Wq", "Wk", "Wv")),

@@ -34,7 +34,8 @@ TENSOR_ORDER = ["input", "Wq", "Wk", "Wv", "Wo", "q", "k", "v", "q_", "k_", "v_"
                 "output", "input_", "W1", "W2", "inter"]
 """Our tensor behind each printed tensor line, in print order."""
 
-FLOP_ROWS = ["qkv_proj", "logits", "attend", "out_proj"]
+FLOP_ROWS = {"qkv_proj": "qkv_proj", "logits": "logits", "attend": "attend", "out_proj": "v_proj"}
+"""Each printed FLOP line's label and our row (the attention block's output projection is ``v_proj``)."""
 
 _Q = ["q", "k", "v"]
 LIVE = [  # (overhead after a GEMM?, live tensors) at each allocator print, in order
@@ -135,9 +136,9 @@ def compare(conventions=CONVENTIONS) -> list[Cell]:
                   Cell("tensors", label, "size", size, _size(t.bytes, size[-2:]),
                        size == _size(t.bytes, size[-2:]))]
     flop_lines = [x for x in lines if x.startswith("flops:")]
-    for row, line in zip(FLOP_ROWS, flop_lines, strict=True):
+    for (row, ours_row), line in zip(FLOP_ROWS.items(), flop_lines, strict=True):
         value = line.split()[1]
-        ours = f"{float(scheme.degree * scheme.block[row].flops_fwd) / 1e12:.2f}"
+        ours = f"{float(scheme.degree * scheme.block[ours_row].flops_fwd) / 1e12:.2f}"
         cells.append(Cell("FLOPs (sum over GPUs)", row, "TFLOPs", value, ours, value == ours))
     memory_lines = [x for x in lines if "memory allocation" in x]
     for line, ours in zip(memory_lines, readings(found), strict=True):
