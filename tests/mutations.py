@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
          "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
-         "tests/test_dualpipe.py",
+         "tests/test_dualpipe.py", "tests/test_serving_cp.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py",
          "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_fsdp.py")
 NO_SHRINK = """
@@ -105,6 +105,14 @@ MUTATIONS = (
     Mutation("dualpipe-one-copy", TOTALS, '(place.paired, Rational(1, 2)) if schedule.name == "dualpipe"',
              '(place.busiest, 1) if schedule.name == "dualpipe"', required=False),
     Mutation("dualpipe-ends-apart", RANKS, "end = rank == 0 or rank == p - 1", "end = rank == 0", required=False),
+    Mutation("serving-cp-cache-shard", "symbolic_cost/inference/throughput.py", "else (tokens / s.cp, m1)",
+             "else (tokens, m1)", required=False),
+    Mutation("serving-cp-ulysses-cache", "symbolic_cost/inference/throughput.py", "(tokens, m1 * s.cp) if",
+             "(tokens, m1) if", required=False),
+    Mutation("serving-cp-local-tokens", "symbolic_cost/inference/phases.py", "local = s.l_in / s.cp", "local = s.l_in",
+             required=False),
+    Mutation("serving-cp-rank-stack", "symbolic_cost/inference/phases.py", "s.l_in, conventions, context=True)",
+             "s.l_in, conventions, context=False)", required=False),
     Mutation("nccl-ll-share", EFFICIENCY, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
              "Rational(1, 3)", required=False),
     Mutation("nccl-tree-levels", EFFICIENCY, "+ levels * TREE_HOP[", "+ TREE_HOP[", required=False),

@@ -24,13 +24,14 @@ from symbolic_cost.cli.values import (amount, architecture, assignments, convent
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
-from symbolic_cost.inference.throughput import (FIELDS, ROOFLINES, crossover_batch, fields, inference_cost,
-                                                max_batch)
+from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
+from symbolic_cost.inference.throughput import (FIELDS, PREFILL_FIELDS, ROOFLINES, crossover_batch, fields,
+                                                inference_cost, max_batch, prefill_fields)
 from symbolic_cost.numeric.sweep import sweep
 from symbolic_cost.timing.hardware import get_system
 
-SERVING_SYMBOLS = (S.b, S.l_in, S.l_out, S.l_ctx, S.m1, S.p, S.d, S.ep, S.etp, S.B)
-DEFAULTS = {S.b: 1, S.l_in: 512, S.l_out: 128, S.m1: 1, S.p: 1, S.d: 1, S.ep: 1}
+SERVING_SYMBOLS = (S.b, S.l_in, S.l_out, S.l_ctx, S.m1, S.p, S.d, S.ep, S.etp, S.B, S.cp)
+DEFAULTS = {S.b: 1, S.l_in: 512, S.l_out: 128, S.m1: 1, S.p: 1, S.d: 1, S.ep: 1, S.cp: 1}
 """The serving defaults (``l_ctx``: the mean context of the generation; ``B``: no paging;
 ``etp``: ``m1/ep``, ``Serving``'s)."""
 
@@ -45,6 +46,7 @@ EXAMPLES = [
     "symbolic-cost inference --preset mistral-7b --field kv_cache_bytes,tpot_s --set l_out=1",
     "symbolic-cost inference --preset llama-2-7b --grid b=1,8,64 l_in=512,4096 --field tpot_s,tokens_per_s",
     "symbolic-cost inference --preset llama-2-7b --set l_in=467 l_out=256 --system h100 --rate 8",
+    "symbolic-cost inference --preset llama-2-7b --set l_in=4096 cp=4 --flash --cp-variant ring",
 ]
 
 
@@ -56,7 +58,8 @@ safe reader (``values.grid_option``)."""
 def add_arguments(parser) -> None:
     options.model(parser)
     options.settings(parser, help="NAME=VALUE pairs for b, l_in, l_out, l_ctx (the decode step's cached tokens), "
-                                  "m1, p, d (replicas), ep and etp (expert parallelism) and B (tokens per KV-cache page) "
+                                  "m1, p, d (replicas), ep and etp (expert parallelism), cp (context parallelism of "
+                                  "the prefill: the prefill alone is reported) and B (tokens per KV-cache page) "
                                   "(defaults: b=1, l_in=512, l_out=128, every degree 1 but etp=m1/ep, no paging; "
                                   "without l_ctx the mean decode step)")
     group = parser.add_argument_group("serving")
@@ -75,6 +78,10 @@ def add_arguments(parser) -> None:
                         "model takes one per operation)")
     options.option(group, "--allow-long", action="store_true",
                    help="allow more tokens than the model's context")
+    options.option(group, "--cp-variant", choices=CP_VARIANTS, default=CP_VARIANTS[0], action=options.Given,
+                   help="with --set cp=N, how the prefill's attention sees the whole prompt: ring (K, V passed "
+                        "point to point, Megatron-LM; default), all-gather (Llama 3) or ulysses (all-to-all of "
+                        "heads); decode under CP is not modelled")
     load = parser.add_argument_group("under load")
     options.option(load, "--rate", type=_rate, metavar="R",
                    help="simulate in-flight batching of requests arriving at R per second (Poisson; 'inf': all at "
@@ -132,7 +139,13 @@ def configuration(args, keep=()):
     serving = Serving(b=value(S.b), l_in=value(S.l_in), l_out=value(S.l_out), m1=value(S.m1), p=value(S.p),
                       d=value(S.d), ep=value(S.ep), etp=values.get(S.etp, S.etp if S.etp in keep else None), precision=args.precision,
                       kv_dtype=args.kv_dtype, page=page, flash=args.flash, allow_long=args.allow_long, mla=args.mla,
-                      weights=args.weights)
+                      weights=args.weights, cp=value(S.cp), cp_variant=args.cp_variant)
+    if options.given(args, "cp_variant") and serving.cp == 1:
+        raise InputError("--cp-variant chooses how context parallelism splits the prefill; set cp=N too (--set "
+                         "cp=N), or it would be ignored", "--cp-variant")
+    if serving.cp != 1 and (l_ctx := values.get(S.l_ctx)) is not None:
+        raise InputError(f"l_ctx={l_ctx} sets a decode step, and decode under context parallelism is not "
+                         f"modelled (cp={serving.cp}): the prefill alone is reported", "l_ctx")
     return arch, serving, values.get(S.l_ctx, S.l_ctx if S.l_ctx in keep else None)
 
 
@@ -140,6 +153,8 @@ def expressions(args, names, keep=()) -> dict:
     """``{field: expression}`` for ``names``."""
     arch, serving, l_ctx = configuration(args, keep)
     chosen, system = conventions(args), get_system(args.system)     # the peak: memory and the crossover
+    if serving.cp != 1:
+        return _prefill_expressions(args, arch, serving, names)
     out = {}
     if set(names) & set(FIELDS):
         timed = options.timed_system(args)
@@ -150,6 +165,17 @@ def expressions(args, names, keep=()) -> dict:
         out["crossover_batch"] = crossover_batch(arch, serving, system, chosen, l_ctx)
     if "kv_bytes_per_token" in names:
         out["kv_bytes_per_token"] = kv_bytes_per_token(arch, m1=serving.m1, kv_dtype=serving.kv, mla=serving.mla)
+    return {name: out[name] for name in names}
+
+
+def _prefill_expressions(args, arch, serving, names) -> dict:
+    """``{field: expression}`` under context parallelism: the prefill's fields only
+    (``throughput.prefill_fields``); a decode field is refused by name."""
+    decode = [name for name in names if name not in PREFILL_FIELDS]
+    if decode:
+        raise InputError(f"{', '.join(decode)}: decode under context parallelism (cp={serving.cp}) is not modelled; "
+                         f"with cp the fields are {', '.join(PREFILL_FIELDS)}", "field")
+    out = prefill_fields(arch, serving, options.timed_system(args), conventions(args), args.roofline)
     return {name: out[name] for name in names}
 
 
@@ -173,7 +199,9 @@ def run(args) -> int:
         raise InputError("--requests sets the size of the --rate simulation; give --rate too", "requests")
     if args.grid:
         grid = {str(k): v for k, v in grid_values(args.grid, assignments(args.set)).items()}
-        names = args.field or ["ttft_s", "tpot_s", "tokens_per_s", "memory_bytes"]
+        plain = ["ttft_s", "tpot_s", "tokens_per_s", "memory_bytes"]
+        names = args.field or (plain if resolve({}, args.set, allowed=SERVING_SYMBOLS).get(S.cp, 1) == 1
+                               else ["ttft_s", "memory_bytes"])
         keep = tuple(S.BY_NAME[name] for name in grid)
         result = sweep(expressions(args, names, keep), grid=grid)
         print(result.to_csv(index=False), end="")
@@ -189,6 +217,8 @@ def run(args) -> int:
 def report(args) -> int:
     """The text (or ``--json``) report of one configuration."""
     arch, s, l_ctx = configuration(args)
+    if s.cp != 1:
+        return _prefill_report(args, arch, s)
     names = [name for name in ALL_FIELDS if arch.moe is None or name != "crossover_batch"]
     out = {name: None if value == oo else number(value) for name, value in expressions(args, names).items()}
     never = arch.moe is None and out["crossover_batch"] is None     # JSON: null, as the text's "never"
@@ -233,3 +263,27 @@ def report(args) -> int:
         print(f"note: {note}")
     return 0
 
+
+
+def _prefill_report(args, arch, s) -> int:
+    """The report under context parallelism: one CP rank's prefill (``throughput.prefill_fields``)."""
+    if args.rate is not None:
+        raise InputError(f"--rate simulates decoding, and decode under context parallelism (cp={s.cp}) is not "
+                         f"modelled", "rate")
+    out = {name: number(value) for name, value in _prefill_expressions(args, arch, s, PREFILL_FIELDS).items()}
+    if args.json:
+        print(json.dumps({"model": arch.name, "cp": number(s.cp), "cp_variant": s.cp_variant, **out}, indent=1))
+        return 0
+    size = lambda name: amount(out[name], "bytes", args.units)  # noqa: E731
+    seconds = lambda name: amount(out[name], "seconds", args.units)  # noqa: E731
+    print(f"{arch.name}: b={s.b} l_in={s.l_in} m1={s.m1} cp={s.cp} ({s.cp_variant}) p={s.p} d={s.d} {s.precision}, "
+          f"KV cache {s.kv.name}, on {args.system}; the prefill only (decode under CP is not modelled)")
+    print(f"memory per device when the prefill ends: weights {size('weight_bytes')}, KV cache "
+          f"{size('kv_cache_bytes')} (its own 1/cp of the prompt's), activations {size('activation_bytes')}; total "
+          f"{size('memory_bytes')}")
+    print(f"prefill on one CP rank: {amount(out['prefill_flops'], 'flops', args.units)}, {size('prefill_bytes')} "
+          f"moved; compute {seconds('prefill_compute_s')}, memory {seconds('prefill_memory_s')}, comm "
+          f"{seconds('prefill_comm_s')}: TTFT {seconds('ttft_s')}")
+    for note in arch.notes:
+        print(f"note: {note}")
+    return 0

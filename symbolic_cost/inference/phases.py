@@ -23,6 +23,13 @@ sliding window's keys: decode counts with ``causal_flops="full"`` and
 A phase's totals add its blocks as they run one after another: with ``p`` pipeline stages that
 is one device of each stage (each holding ``1/m1`` of every layer), plus the ``p - 1`` sends of
 the hidden states between stages.  No backward, no optimizer.
+
+Context parallelism (``Serving.cp``): the prefill runs on one rank of the CP group as training's
+does (``models.stack`` with ``Serving.training``: ``l_in/cp`` tokens of each prompt through every
+block, the attention core and its forward exchange from ``blocks.context``: ring sends, an
+all-gather of K and V, or Ulysses' all-to-alls); the head's last token sits on one rank.  Each
+rank caches the keys and values of its own tokens (``throughput.prefill_fields``).  Decode under
+CP is refused.
 """
 
 from __future__ import annotations
@@ -39,8 +46,8 @@ from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.latent import decode_layers
 from symbolic_cost.inference.experts import routed_reads, touched_share
 from symbolic_cost.inference.weight_formats import quantized, weight_format
-from symbolic_cost.inference.serving import (Serving, check_context, check_experts, check_generative,
-                                             prompt_tokens)
+from symbolic_cost.inference.serving import (Serving, check_context, check_context_parallel, check_experts,
+                                             check_generative, prompt_tokens)
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.stack import build_layer, layer_groups, layer_options, model_stack
 from symbolic_cost.models.training import Training
@@ -141,9 +148,12 @@ def _base(name: str) -> str:
     return name.removeprefix("cross_")
 
 
-def _stack(arch: Architecture, s: Serving, l, conventions) -> tuple:
-    return model_stack(arch, Training(b=s.b, l=l, flash=s.flash, mtp=False), s.m1, 1, s.es, conventions, ep=s.ep,
-                       etp=s.expert_tensor, replicated=s.replicated_experts)
+def _stack(arch: Architecture, s: Serving, l, conventions, context=False) -> tuple:
+    """The blocks over ``l`` tokens; ``context``: the prompt's on one rank of the CP group
+    (``Serving.training``: ``l_in/cp`` tokens, the attention core of ``blocks.context``)."""
+    t = s.training if context else Training(b=s.b, l=l, flash=s.flash, mtp=False)
+    return model_stack(arch, t, s.m1, 1, s.es, conventions, ep=s.ep, etp=s.expert_tensor,
+                       replicated=s.replicated_experts)
 
 
 def _routed(stack, arch: Architecture, s: Serving, tokens) -> dict:
@@ -187,6 +197,7 @@ def _check(arch: Architecture, s: Serving) -> Architecture:
     inference = evaluation(arch)
     check_context(arch, s)
     check_experts(arch, s)
+    check_context_parallel(arch, s)
     if arch.encoder_decoder and s.p != 1:
         raise InputError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)")
     if arch.encoder_decoder and s.weights is not None:
@@ -206,10 +217,11 @@ def prefill(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT
     conventions = conv.get(conventions)
     inference = _check(arch, s)
     vocab = arch.padded_vocab(s.m1)
-    prompt, one = _stack(inference, s, s.l_in, conventions), _stack(inference, s, 1, conventions)
+    prompt, one = _stack(inference, s, s.l_in, conventions, context=True), _stack(inference, s, 1, conventions)
     head = (_head(prompt[-1][0], one[-1][0], s, vocab, conventions), Integer(1))
     if not arch.encoder_decoder:
-        return Phase("prefill", serving=s, tokens=s.l_in, width=arch.e, sends=_sends(arch, s, s.l_in, conventions),
+        local = s.l_in / s.cp                   # a CP rank's share of each prompt
+        return Phase("prefill", serving=s, tokens=local, width=arch.e, sends=_sends(arch, s, local, conventions),
                      **_routed(prompt[:-1] + (head,), arch, s, s.l_in))
     kw = dict(es=s.es, es_mask=1, conventions=conventions)
     options = layer_options(inference, Training(b=s.b, l=1, flash=s.flash), s.m1, 1, cross=s.l_in)
@@ -228,6 +240,11 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
     """
     conventions = conv.get(conventions)
     inference = _check(arch, s)
+    if s.cp != 1:
+        raise InputError(f"decode under context parallelism (cp={s.cp}, {s.cp_variant}) is not modelled: each CP "
+                         f"rank holds 1/cp of the cache, and splitting one token's attention over them (pass-Q "
+                         f"ring, partial-attention merges) is not counted; the prefill is (prefill, "
+                         f"throughput.prefill_fields)", "cp")
     l_ctx = exact(l_ctx, "l_ctx")
     one = _stack(inference, s, 1, conventions)
     head = (_head(one[-1][0], one[-1][0], s, arch.padded_vocab(s.m1), conventions), Integer(1))

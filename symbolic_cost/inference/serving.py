@@ -17,12 +17,14 @@ from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import check_tensor_group_grid
-from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, positive_dims
+from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, choice, positive_dims
 from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, check_decoder, kv_format
 from symbolic_cost.inference.weight_formats import weight_format
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.training import PRECISIONS, element_bytes
+from symbolic_cost.blocks.context import VARIANTS
+from symbolic_cost.models.training import PRECISIONS, Training, element_bytes
 from symbolic_cost.models.training import check_context as shared_context_rule
+from symbolic_cost.models.training import check_context_parallel as shared_context_parallel
 from symbolic_cost.parallel.expert import expert_data_degree
 
 
@@ -40,7 +42,9 @@ class Serving:
     ``mla``: how multi-head latent attention caches and decodes (``kv_cache.MLA_FORMS``:
     ``"absorbed"``, ``"recompute"`` as transformers does, ``"decompressed"``; ``latent``);
     ``weights``: the number format of the layers' matrix weights (``weight_formats.WEIGHT_FORMATS``:
-    ``"fp8"``, ``"mxfp8"``, ``"nvfp4"``, ``"int4"``; ``None``: the precision)."""
+    ``"fp8"``, ``"mxfp8"``, ``"nvfp4"``, ``"int4"``; ``None``: the precision); ``cp``: context
+    parallelism of the prefill over ``cp`` ranks of each replica, ``cp_variant`` one of
+    ``blocks.context.VARIANTS`` (``check_context_parallel``; decode under CP is refused)."""
 
     b: Expr = S.b
     l_in: Expr = S.l_in
@@ -57,6 +61,8 @@ class Serving:
     allow_long: bool = False
     mla: str = "absorbed"
     weights: str | None = None
+    cp: Expr = 1
+    cp_variant: str = "ring"
 
     def __post_init__(self):
         if self.mla not in MLA_FORMS:
@@ -65,7 +71,9 @@ class Serving:
             raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         self.kv                                   # refuses an unknown kv_dtype
         weight_format(self.weights)               # refuses an unknown weight format
-        sizes = dict(b=self.b, l_in=self.l_in, l_out=self.l_out, m1=self.m1, p=self.p, d=self.d, ep=self.ep)
+        choice(self.cp_variant, "cp_variant", VARIANTS)
+        sizes = dict(b=self.b, l_in=self.l_in, l_out=self.l_out, m1=self.m1, p=self.p, d=self.d, ep=self.ep,
+                     cp=self.cp)
         if self.page is not None:
             sizes["page"] = self.page
         for name, value in positive_dims(**sizes).items():
@@ -102,13 +110,20 @@ class Serving:
 
     @property
     def replica_devices(self) -> Expr:
-        """Devices of one replica: ``m1 p``."""
-        return self.m1 * self.p
+        """Devices of one replica: ``m1 cp p``."""
+        return self.m1 * self.cp * self.p
 
     @property
     def job_devices(self) -> Expr:
-        """Devices of the job: ``m1 p d``."""
-        return self.m1 * self.p * self.d
+        """Devices of the job: ``m1 cp p d``."""
+        return self.m1 * self.cp * self.p * self.d
+
+    @property
+    def training(self) -> Training:
+        """The prefill's forward as a ``Training`` sees it: ``b`` prompts of ``l_in`` tokens under
+        ``m1`` and ``cp`` (``models.stack`` builds one CP rank's blocks from it)."""
+        return Training(b=self.b, l=self.l_in, m1=self.m1, flash=self.flash, mtp=False, cp=self.cp,
+                        cp_variant=self.cp_variant)
 
 
 def prompt_tokens(arch: Architecture, s: Serving) -> Expr:
@@ -147,6 +162,18 @@ def check_context(arch: Architecture, s: Serving) -> None:
         spans = (("l_in + l_out - 1", s.l_in + s.l_out - 1),)
     shared_context_rule(arch, spans, s.allow_long)
     check_rules(dict(p=s.p, n_layers=sympify(arch.n_layers) + arch.decoder_layers), PIPELINE_RULES)
+
+
+def check_context_parallel(arch: Architecture, s: Serving) -> None:
+    """Refuse a prefill under ``cp`` that training's context parallelism does not model or cannot
+    split (``models.training.check_context_parallel``: experts, latent attention, windows, an
+    encoder-decoder; ``l_in`` in ``2 cp`` chunks, ...), and ring or all-gather without ``flash``."""
+    if s.cp == 1:
+        return
+    shared_context_parallel(arch, s.training)
+    if s.cp_variant != "ulysses" and not s.flash:
+        raise InputError(f"{s.cp_variant} context parallelism runs a fused (flash) attention kernel per step "
+                         f"(Transformer Engine); set flash=True (--flash)", "flash")
 
 
 def check_experts(arch: Architecture, s: Serving) -> None:

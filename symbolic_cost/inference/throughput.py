@@ -22,6 +22,8 @@ phase's collectives take ``timing.hardware.comm_time``.
   ``x d`` for the job; end to end ``b l_out / (TTFT + (l_out - 1) TPOT)``.
 * Memory per device at the end of generation: weights (the busiest pipeline stage), the KV
   cache of ``P + l_out - 1`` tokens (``kv_cache``), and the larger working set of the two phases.
+  Under context parallelism (``Serving.cp``) only the prefill is modelled: ``prefill_fields``,
+  with the cache each CP rank holds when it ends (``inference_cost`` refuses ``cp``).
 * The largest batch: ``floor((capacity - fixed) / per_sequence)`` (0 if none fits), memory being ``fixed +
   b per_sequence``; the crossover batch: ``t_compute(b) = t_memory(b)`` of a decode step,
   ``b* = (m_0 - c_0) / (c_1 - m_1)`` for times ``c_0 + b c_1`` and ``m_0 + b m_1``; where that is
@@ -40,7 +42,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill, weights_read
-from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens
+from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens, prompt_tokens
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.ranks import placement, tied_copy
 from symbolic_cost.models.training import Training
@@ -183,6 +185,45 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
     return InferenceCost(arch, serving, first, step, phase_time(first, system, conventions, roofline),
                          phase_time(step, system, conventions, roofline), _weights(arch, first), cache,
                          maximum(first.working_bytes, step.working_bytes))
+
+
+PREFILL_FIELDS = ("weight_bytes", "kv_cache_bytes", "activation_bytes", "memory_bytes", "prefill_flops",
+                  "prefill_bytes", "prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "ttft_s")
+"""The ``FIELDS`` of the prefill alone (``prefill_fields``), what context parallelism serves."""
+
+
+def prefill_fields(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
+                   roofline: str = "phase") -> dict[str, Expr]:
+    """``PREFILL_FIELDS`` of the prefill on one device (under ``serving.cp``, one rank of the CP
+    group): its weights, the cache of the ``P`` prompt tokens it holds when the prefill ends
+    (``prefill_cache_bytes``), its working set, FLOPs, bytes, seconds and TTFT.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> llama = preset("llama-2-7b")
+    >>> one, four = (prefill_fields(llama, Serving(b=1, l_in=4096, l_out=1, flash=True, cp=cp)) for cp in (1, 4))
+    >>> one["kv_cache_bytes"] == 4 * four["kv_cache_bytes"] == 4096 * 524288    # a rank caches its own tokens
+    True
+    """
+    conventions = conv.get(conventions)
+    first = prefill(arch, serving, conventions)
+    time = phase_time(first, system, conventions, roofline)
+    out = dict(weight_bytes=_weights(arch, first), kv_cache_bytes=prefill_cache_bytes(arch, serving),
+               activation_bytes=first.working_bytes, prefill_flops=first.flops, prefill_bytes=first.bytes_moved,
+               ttft_s=time["total"], **{f"prefill_{part}_s": time[part] for part in ("compute", "memory", "comm")})
+    out["memory_bytes"] = out["weight_bytes"] + out["kv_cache_bytes"] + out["activation_bytes"]
+    return {name: out[name] for name in PREFILL_FIELDS}
+
+
+def prefill_cache_bytes(arch: Architecture, s: Serving) -> Expr:
+    """Cache bytes on one device when the prefill ends (``kv_cache.kv_cache_bytes`` of the ``P``
+    prompt tokens).  Under ``cp`` each rank keeps the keys and values it made: ring and
+    all-gather those of its ``l_in/cp`` tokens (the gathered ones are transient), Ulysses those
+    of all ``l_in`` tokens for its ``1/cp`` of the key/value heads (as ``m1 cp`` tensor ranks)."""
+    tokens, m1 = prompt_tokens(arch, s), s.m1
+    if s.cp != 1:
+        tokens, m1 = (tokens, m1 * s.cp) if s.cp_variant == "ulysses" else (tokens / s.cp, m1)
+    return kv_cache_bytes(arch, s.b, tokens, encoder=encoder_tokens(arch, s), m1=m1, p=s.p, kv_dtype=s.kv,
+                          page=s.page, mla=s.mla)
 
 
 def _weights(arch: Architecture, phase: Phase) -> Expr:
