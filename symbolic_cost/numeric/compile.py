@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-from sympy import Mod, Symbol, ceiling, floor, lambdify, log, sympify
+from sympy import Function, Mod, Symbol, ceiling, floor, lambdify, log, sympify
 from sympy.printing.numpy import NumPyPrinter
 
 from symbolic_cost.checks import InputError
@@ -244,8 +244,11 @@ def _rebuild(expr, args, se):
 
 def _portable(expr):
     """``expr`` with the functions LLVM lacks written in ones it has: ``Mod(a, n)`` as
-    ``a - n floor(a/n)``, ``Log2(n)`` (``ceil(log2 n)``) with ``log``; exact up to n = 2^28."""
+    ``a - n floor(a/n)``, ``Log2(n)`` (``ceil(log2 n)``) with ``log``; exact up to n = 2^28; a
+    step function with ``as_piecewise`` as its pieces."""
     expr = sympify(expr)          # a plain number (a part that is 0) as well
     swaps = {a: a.args[0] - a.args[1] * floor(a.args[0] / a.args[1]) if isinstance(a, Mod)
              else ceiling(log(a.args[0]) / log(2)) for a in expr.atoms(Mod, Log2)}
+    # step functions of the library (timing.efficiency.TreeCorrection) as their pieces
+    swaps.update({a: a.as_piecewise() for a in expr.atoms(Function) if hasattr(a, "as_piecewise")})
     return expr.xreplace(swaps) if swaps else expr

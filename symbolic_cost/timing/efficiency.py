@@ -32,12 +32,13 @@ import json
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 
-from sympy import Expr, Integer, Min, Piecewise, Rational, ceiling, floor, log, sympify
+from sympy import Expr, Function, Integer, Min, Piecewise, Rational, Tuple, ceiling, floor, sympify
 
 from symbolic_cost.checks import InputError, exact
 from symbolic_cost.cost import Collective
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.ops.matmul import matmul_flops
+from symbolic_cost.parallel.collectives import Log2
 from symbolic_cost.timing.systems import product_rate
 
 MICRO = Rational(1, 10**6)
@@ -235,10 +236,9 @@ def tree_time(n, tensor_bytes, bus, nodes, intra: str = "nvlink") -> list[Expr]:
     True
     """
     n, nodes, volume = sympify(n), sympify(nodes), sympify(tensor_bytes)
-    cap = TREE_CAP["few"] if (nodes <= 2) == True else TREE_CAP["many"]   # noqa: E712  (provable only)
-    if (nodes <= 2) not in (True, False):
-        cap = Piecewise((TREE_CAP["few"], nodes <= 2), (TREE_CAP["many"], True))
-    levels = floor(log(nodes, 2))
+    few = minimum(1, maximum(0, 3 - nodes))      # 1 up to two nodes, else 0 (a whole number of them)
+    cap = TREE_CAP["many"] + (TREE_CAP["few"] - TREE_CAP["many"]) * few
+    levels = Log2(nodes + 1) - 1      # floor(log2 nodes) for a whole number of nodes (Log2 rounds up)
     times = []
     for protocol, share in (("LL", Rational(10, 38)), ("Simple", Integer(1))):
         bandwidth = minimum(bus * Rational(9, 10), cap) * share / 2 * tree_correction(protocol, volume)
@@ -251,16 +251,53 @@ def tree_time(n, tensor_bytes, bus, nodes, intra: str = "nvlink") -> list[Expr]:
 def tree_correction(protocol: str, tensor_bytes) -> Expr:
     """NCCL's static correction of the tree's bandwidth for a message of ``V`` bytes: the
     ``TREE_CORRECTION`` entry at ``floor(log2(floor(V / 64)))`` (0 below 128 bytes), 1 from
-    ``64 x 2^22`` bytes (256 MiB) up.
+    ``64 x 2^22`` bytes (256 MiB) up (``TreeCorrection``).
 
     >>> tree_correction("Simple", 2**20), tree_correction("LL", 100), tree_correction("Simple", 2**30)
     (1/2, 1, 1)
     """
-    volume = sympify(tensor_bytes)
-    factors = [Rational(str(factor)) for factor in TREE_CORRECTION[protocol]] + [Integer(1)]
-    # one piece per run of equal factors, each holding below the first size of the next run
-    pieces = [(factor, volume < 64 * 2 ** (i + 1)) for i, factor in enumerate(factors[:-1]) if factor != factors[i + 1]]
-    return Piecewise(*pieces, (Integer(1), True))
+    table = Tuple(*(Rational(str(factor)) for factor in TREE_CORRECTION[protocol]))
+    return TreeCorrection(table, sympify(tensor_bytes))
+
+
+class TreeCorrection(Function):
+    """``TreeCorrection(table, V)``: ``table[floor(log2(V / 64))]`` (index 0 below 128 bytes, 1
+    past the table's end), a step function of the message size; a number as soon as ``V`` is one.
+    The compiled backends read it as a table look-up (numpy) or its ``as_piecewise`` (LLVM, exact
+    Python), since SymPy's ``numpy.select`` of folded conditions breaks under CSE."""
+
+    is_extended_real = is_positive = is_finite = True      # every entry is a positive number
+
+    @classmethod
+    def eval(cls, table, volume):
+        if volume.is_Number:
+            return cls._entry(table, volume)
+        return None
+
+    @staticmethod
+    def _entry(table, volume):
+        index = (max(int(volume) // 64, 1)).bit_length() - 1
+        return table[index] if index < len(table) else Integer(1)
+
+    def _eval_derivative(self, symbol):      # SymPy's hook: constant between the sizes where it steps
+        return Integer(0)
+
+    def as_piecewise(self) -> Expr:
+        """One piece per run of equal factors, each holding below the first size of the next run."""
+        factors, volume = list(self.args[0]) + [Integer(1)], self.args[1]
+        pieces = [(factor, volume < 64 * 2 ** (i + 1)) for i, factor in enumerate(factors[:-1])
+                  if factor != factors[i + 1]]
+        return Piecewise(*pieces, (Integer(1), True))
+
+    def _numpycode(self, printer):
+        table = ", ".join(str(float(f)) for f in list(self.args[0]) + [1])
+        volume = printer._print(self.args[1])
+        last = len(self.args[0])
+        return (f"numpy.asarray([{table}])[numpy.clip(numpy.floor(numpy.log2(numpy.maximum({volume}, 64) / 64)), "
+                f"0, {last}).astype(numpy.int64)]")
+
+    def _pythoncode(self, printer):
+        return printer._print(self.as_piecewise())
 
 
 def collective_time(c: Collective, system, link: str, nodes=1, intra: str | None = None) -> Expr:
