@@ -221,6 +221,10 @@ MUTATIONS = (
              required=False),
     Mutation("ulysses-backward-output", "symbolic_cost/blocks/context.py",
              'return before, a2a(out, "fwd") + a2a(out, "bwd")', 'return before, a2a(out, "fwd")', required=False),
+    # issue 26: the scheme reaches the all-to-alls through the attention block; q, k, v's mirror images
+    Mutation("ulysses-backward-qkv", "symbolic_cost/blocks/context.py",
+             'before = [c for pass_ in ("fwd", "bwd") for n in qkv for c in a2a(n, pass_)]',
+             'before = [c for pass_ in ("fwd",) for n in qkv for c in a2a(n, pass_)]', required=False),
     Mutation("search-kv-heads", "symbolic_cost/numeric/layouts.py", "return dict(h=arch.h, kv_heads=arch.kv, f=arch.f,",
              "return dict(h=arch.h, f=arch.f,", required=False),
 )
