@@ -77,6 +77,17 @@ def test_ulysses_is_the_attention_blocks_rows_under_tensor_parallelism_too():
     assert scheme.block["v_proj"].flops_fwd == 64 * 128 * (2 * 64 - 1) + 4096
 
 
+def test_ring_attention_keeps_the_kernels_output_once():
+    """The ring's flash kernel keeps O (2 x 8 heads x 16 tokens x 16 dims, 2 bytes: 8,192 bytes),
+    the input of the output projection, which keeps nothing more (as the attention block's);
+    under m1 = 2 the projection's reduction adds half its (2, 16, 128) partial sums, 2,048."""
+    ring = ring_attention(2, 64, 128, 8, 4, causal=False)
+    assert ring.block.names == ["qkv_proj", "ring_flash_attention", "v_proj"]
+    assert ring.block["v_proj"].act_buffer == 0 and ring.block["qkv_proj"].act_buffer == 2 * 16 * 128 * 2
+    split = ring_attention(2, 64, 128, 8, 4, m1=2, causal=False)
+    assert split.block["v_proj"].flops_fwd == 2 * 16 * 128 * (2 * 64 - 1) + 2048
+
+
 @given(degree=st.integers(1, 6), chunk=st.integers(1, 4), width=st.integers(1, 8))
 def test_ring_attention_volume_equals_chunks_passed_round_the_ring(degree, chunk, width):
     tokens = 2 * degree * chunk

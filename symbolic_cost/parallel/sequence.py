@@ -26,10 +26,9 @@ from sympy import Expr, Integer, Rational, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block, Projections, Run, attention, transformer_layer
 from symbolic_cost.blocks.context import Context, ring_exchange
-from symbolic_cost.cost import collective
 from symbolic_cost.checks import InputError, check_rules, count, divides
 from symbolic_cost.cost import exact
-from symbolic_cost.ops import flash_attention, linear
+from symbolic_cost.ops import flash_attention
 
 
 @dataclass(frozen=True)
@@ -95,11 +94,6 @@ def _projected(block: Block) -> tuple:
     (``v_proj``): the scheme's layer without the norms and the closing dropout around it."""
     names = block.names
     return block.rows[names.index("qkv_proj"):names.index("v_proj") + 1]
-
-
-def _tp_reduce(b, tokens, e, m1, es, pass_, conventions):
-    """Row-parallel output (or column-parallel input gradient) summed over ``m1``."""
-    return collective("allreduce", b * tokens * e, es, m1, pass_, conventions)
 
 
 def megatron_sp(b, l, e, h, m1, *, flash=False, es=2, es_mask=1, conventions=conv.DEFAULT) -> Scheme:
@@ -170,7 +164,12 @@ def ring_attention(b, l, e, h, c, m1=1, *, causal=True, balanced=True, es=2,
     of keys a query sees: ``l`` without a causal mask; with one, a query at
     position ``t`` sees ``t + 1`` keys, so ``(l + 1)/2`` for every device under
     zig-zag balancing (chunks ``i`` and ``2c-1-i`` of ``2c``) and
-    ``l - l/(2c) + 1/2`` for the last, busiest device with contiguous chunks.
+    ``l - l/(2c) + 1/2`` for the last, busiest device with contiguous chunks.  The
+    projections are the attention block's (``qkv_proj``, ``v_proj``: ``blocks.attention`` on
+    the ``l/c`` tokens, no biases; ``v_proj`` reads the kernel's ``O``, which the kernel keeps:
+    ``ops.attention.reads_flash_output``); the core is the ring's ``ring_flash_attention``
+    (the whole-model ring, ``blocks.context``, counts a causal kernel's tiles under
+    ``causal_flops="full"`` and has no contiguous chunks).
 
     >>> from symbolic_cost.symbols import b, l, e, h, c
     >>> ring_attention(b, l, e, h, c).volume("fwd")
@@ -184,14 +183,12 @@ def ring_attention(b, l, e, h, c, m1=1, *, causal=True, balanced=True, es=2,
     es = exact(es, "es")
     q, local, heads = e / h, l / c, h / m1
     keys = l if not causal else ((l + 1) / 2 if balanced else l - l / (2 * c) + Rational(1, 2))
-    kw = dict(es=es, conventions=conventions)
     chunk = b * local * e / m1                     # K (or V) of one device
-    qkv = linear(b, local, e, 3 * e / m1, bias=False, name="qkv_proj", **kw).plus(
-        collectives=_tp_reduce(b, local, e, m1, es, "bwd", conventions))
-    core = flash_attention(b, local, q, heads, l_kv=keys, name="ring_flash_attention", **kw).plus(
-        collectives=ring_exchange(2 * chunk, c, es, conventions))
-    out = linear(b, local, e / m1, e, bias=False, name="out_proj", **kw).plus(
-        collectives=_tp_reduce(b, local, e, m1, es, "fwd", conventions))
+    core = flash_attention(b, local, q, heads, l_kv=keys, name="ring_flash_attention", es=es,
+                           conventions=conventions).plus(collectives=ring_exchange(2 * chunk, c, es, conventions))
+    plain = attention(b, local, e, h, m1, 1, projections=Projections(False, False),
+                      run=Run(flash=True, es=es, conventions=conventions))
+    qkv, *_, out = _projected(plain)               # the block's projections around the ring's own core
     block = Block("ring-attention", (qkv, core, out), dict(b=b, l=l, e=e, h=h, c=c, m1=m1), conventions)
     per_head = (("b", b), ("h", heads), ("l/c", local), ("q", q))
     tensors = [Tensor("input", (("b", b), ("l/c", local), ("e", e)), es),
