@@ -38,8 +38,10 @@ def count_by_hand(flash):
             for s1 in _divisors(m1):
                 for b in (b for b in _divisors(BATCH) if BATCH % (b * d) == 0):
                     n = BATCH // (b * d)
-                    # GPipe, 1F1B and ZB-H1 on every layout, interleaved with every vp that fits
+                    # GPipe, 1F1B and ZB-H1 on every layout, interleaved with every vp that fits,
+                    # DualPipe with p and n even, n >= 2p
                     schedules = 3 + sum(1 for v in _divisors(12 // p) if v >= 2 and p > 1 and n % p == 0)
+                    schedules += p % 2 == 0 and n % 2 == 0 and n >= 2 * p
                     for policy in policies:
                         total += len(stages) * schedules * (12 // p if policy == "full" else 1)
     return total
@@ -57,7 +59,7 @@ def test_every_kind_of_kernel_equals_models_built_with_the_numbers():
     system, pick = get_system("h100"), random.Random(3)
     base = layouts(GPT2, DEVICES, BATCH, SEQ, "all", ("none", "selective", "activation", "full"), "all")
     kinds = variants((0, 1, 2, 3), SPACE["offload"], SPACE["schedules"], ("none", "selective", "activation", "full"))
-    assert len(kinds) == 4 * 8 * 4
+    assert len(kinds) == 4 * 8 * 5
     for variant in kinds:
         task = (GPT2, variant, base, SEQ, system, conv.DEFAULT, dict(precision="bf16", flash=False), "all", 10**9)
         _, _, rows = run_variant(task)

@@ -49,7 +49,7 @@ def add_arguments(parser) -> None:
                         "2.5d (mq x mq x md), 3d (mq x mq x mq)")
     options.option(parser, "--everything", action="store_true",
                    help="search every choice the library expresses (numeric.search.SPACE): ZeRO 0-3, optimizer "
-                        "and parameter offload, GPipe, 1F1B and interleaved schedules with every chunk count, "
+                        "and parameter offload, GPipe, 1F1B, ZB-H1, DualPipe and interleaved schedules with every chunk count, "
                         "selective, activation and full recomputation of the first 1..all layers of a stage, "
                         "every micro-batch size and every sequence-parallel degree dividing m1")
     options.option(parser, "--progress", action="store_true", help="report each compiled kernel on stderr")

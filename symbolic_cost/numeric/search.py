@@ -47,7 +47,7 @@ PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host
 MAX_DEVICES = 2**20
 """Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""
 
-SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), schedules=("gpipe", "1f1b", "interleaved", "zb-h1"),
+SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"),
              recompute=("none", "selective", "activation", "full"), recompute_layers="all", micro_batch_sizes="all",
              sequence="all")
 """Every choice ``search`` can vary: pass ``**SPACE`` for the whole space."""
@@ -68,7 +68,7 @@ class Variant:
         extra = dict(ep=S.ep, etp=S.etp) if experts else {}
         if self.schedule == "interleaved":
             extra.update(schedule="interleaved", virtual_stages=S.vp)
-        elif self.schedule in ("gpipe", "zb-h1"):
+        elif self.schedule in ("gpipe", "zb-h1", "dualpipe"):
             extra.update(schedule=self.schedule)
         if self.recompute == "full":
             extra.update(recompute_method="block", recompute_layers=S.n_rec)
@@ -101,13 +101,16 @@ def _allowed(offload: str, zero: int) -> bool:
 
 def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_layers="full") -> pd.DataFrame:
     """The layouts of ``base`` (``layouts.layouts``) a variant runs: interleaved ones with ``p > 1``,
-    ``n_micro`` a multiple of ``p`` and each ``vp`` of ``layouts.virtual_stages``; under full
+    ``n_micro`` a multiple of ``p`` and each ``vp`` of ``layouts.virtual_stages``; DualPipe's with ``p``
+    and ``n_micro`` even, ``n_micro >= 2p``; under full
     recomputation each ``n_rec`` from 1 to a stage's layers (``recompute_layers="all"``) or all
     of them (``"full"``, Megatron-LM's uniform recomputation of every layer)."""
     rows = base[base["recompute"] == variant.recompute]
     if variant.schedule == "interleaved":
         rows = by_stage(rows[(rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)], "vp",
                         lambda p: virtual_stages(depth, p))
+    elif variant.schedule == "dualpipe":      # parallel.pipeline.dualpipe_rules
+        rows = rows[(rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"])].assign(vp=1)
     else:
         rows = rows.assign(vp=1)
     if variant.recompute == "full":
