@@ -1,6 +1,7 @@
 """DualPipe (parallel.pipeline, models.totals, models.ranks, timing.step) against a timetable
 written from the algorithm (tests/simulate_dualpipe.py) and DeepSeek-V3's Table 2."""
 
+import json
 from fractions import Fraction
 
 import pytest
@@ -115,3 +116,16 @@ def test_the_step_time_runs_the_timetable_of_the_stage_passes():
     assert float(parts["compute"] + parts["tensor_comm"] + parts["bubble"]) == pytest.approx(float(makespan), rel=1e-12)
     plain = step_time_breakdown(model_cost(gpt2, Training(b=4, l=256, p=4, micro_batches=8)), system)
     assert 0 < parts["bubble"] < plain["bubble"]
+
+
+def test_the_commands_take_the_schedule_and_refuse_its_bad_layouts(capsys):
+    from symbolic_cost.cli import main
+    base = ["--preset", "gpt2", "--set", "b=1", "l=256", "--schedule", "dualpipe"]
+    assert main(["summary", *base[:-2], "p=4", "n_micro=8", *base[-2:], "--json"]) == 0
+    # stages 0 and 3 by hand: the word table twice (the last stage's tied copy), positions, 6 layers, ln_f
+    word, layer = 50257 * 768, 12 * 768 * 768 + 13 * 768
+    assert json.loads(capsys.readouterr().out)["parameters_per_device"] == 2 * word + 1024 * 768 + 6 * layer + 2 * 768
+    assert main(["summary", *base[:-2], "p=4", "n_micro=6", *base[-2:]]) == 2
+    assert "micro_batches must be at least 2p for the dualpipe schedule" in capsys.readouterr().err
+    assert main(["sweep", *base[:-2], "n_micro=8", *base[-2:], "--grid", "p=2,3", "--field", "bubble"]) == 2
+    assert "--grid at p=3, n_micro=8: p must be even for the dualpipe schedule" in capsys.readouterr().err

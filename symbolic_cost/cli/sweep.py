@@ -6,6 +6,7 @@ Values are in base units, which the column names state: ``*_bytes`` in bytes,
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 from symbolic_cost import symbols as S
@@ -17,6 +18,7 @@ from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignment
                                       grid_values, numbers_needed, parse_condition, resolve, training_values)
 from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
+from symbolic_cost.parallel.pipeline import dualpipe_rules
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.experts import alltoall_bytes
@@ -78,7 +80,8 @@ def column(field: str) -> str:
 
 def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
     """Every grid point obeys the layer rules (``blocks.block.layer_rules``), the pipeline's
-    (``checks.PIPELINE_RULES``) and the interleaved schedule's (``checks.INTERLEAVED_RULES``):
+    (``checks.PIPELINE_RULES``), the interleaved schedule's (``checks.INTERLEAVED_RULES``) and
+    DualPipe's (``parallel.pipeline.dualpipe_rules``):
     ``m1 | h``, ``s1 | m1``, ``p | n_layers``, ...; sizes that follow a swept symbol
     (``--set s1=m1/2``) stay positive integers."""
     get = lambda sym: fixed.get(sym, sym)  # noqa: E731
@@ -94,6 +97,12 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
                      "m1 x d": get(S.m1) * get(S.d)}, **({"shared_f": arch.moe.shared_f} if arch.moe.shared_f else {}))
         rules += MOE_RULES + EXPERT_GRID_RULES + (("m1", "s1"),)
     grid_rules(dims, grid, rules)
+    if policy.get("schedule") == "dualpipe":        # p and n_micro even, n_micro >= 2p at every point
+        for p, n in itertools.product(grid.get(S.p, [get(S.p)]), grid.get(S.n_micro, [get(S.n_micro)])):
+            try:
+                dualpipe_rules(p, n)
+            except InputError as error:
+                raise InputError(f"--grid at p={p}, n_micro={n}: {error}", error.argument) from None
 
 
 def run(args) -> int:
