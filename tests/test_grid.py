@@ -23,6 +23,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.parallel.grid import check_grid, grid_for, make_grid, symbolic_grid
 from symbolic_cost.parallel.grid_blocks import grid_attention, grid_layer, grid_mlp
 from symbolic_cost.parallel.grid_linear import grid_linear
+from symbolic_cost.blocks import Feedforward, Heads
 from symbolic_cost.blocks.wiring import Run
 
 EXACT = conv.DEFAULT       # exact matmuls, ring volumes, reduction adds counted
@@ -178,7 +179,7 @@ def test_mlp_equals_the_simulation(case):
     kind, degrees, b, l, e, f, panel = case
     panel = _same_panel(kind, degrees, panel, [e, f])
     mesh = sim.run_mlp(kind, degrees, b, l, e, f, panel=panel)
-    block = grid_mlp(b, l, e, f, library_grid(kind, degrees, panel), es=1, conventions=EXACT)
+    block = grid_mlp(b, l, e, f, library_grid(kind, degrees, panel), run=Run(es=1, conventions=EXACT))
     compare_block(mesh, block, ["layer_norm_2", "fc1", "fc2"])
 
 
@@ -214,21 +215,22 @@ def test_attention_equals_the_simulation(case):
     kind, degrees, b, l, e, h, kv, panel = case
     panel = _same_panel(kind, degrees, panel, [e, (h + 2 * kv) * (e // h)])
     mesh = sim.run_attention(kind, degrees, b, l, e, h, kv, panel=panel)
-    block = grid_attention(b, l, e, h, library_grid(kind, degrees, panel), kv_heads=kv, es=1, conventions=EXACT)
+    block = grid_attention(b, l, e, Heads(h, kv), library_grid(kind, degrees, panel), run=Run(es=1, conventions=EXACT))
     compare_block(mesh, block, ["layer_norm_1", "qkv_proj", "logits", "attend", "v_proj"])
 
 
 def test_layer_is_attention_then_mlp():
     grid = make_grid("2d", m1=2, m2=4)
-    layer = grid_layer(4, 8, 64, 256, 8, grid, gated_act=True, flash=True)
-    parts = grid_attention(4, 8, 64, 8, grid, flash=True).rows + grid_mlp(4, 8, 64, 256, grid, gated_act=True).rows
+    layer = grid_layer(4, 8, 64, 256, 8, grid, ffn=Feedforward(gated=True), run=Run(flash=True))
+    parts = grid_attention(4, 8, 64, 8, grid, run=Run(flash=True)).rows + grid_mlp(4, 8, 64, 256, grid,
+                                                                                   gated_act=True).rows
     assert layer.rows == parts
 
 
 def test_block_rows_work_on_local_blocks():
     """Every row but the linear layers works on ``(b/rows, l, width/cols)``."""
     grid = make_grid("2.5d", mq=2, md=2)
-    block = grid_mlp(8, 16, 64, 256, grid, es=1)
+    block = grid_mlp(8, 16, 64, 256, grid, run=Run(es=1))
     assert block["act"].act_in == 8 // 4 * 16 * 256 // 2
     assert block["dpr2"].act_in == 8 // 4 * 16 * 64 // 2
     assert not block["act"].collectives and not block["dpr2"].collectives
@@ -470,8 +472,8 @@ def test_symbols_then_numbers_equal_numbers(kind, first, second, system):
     if kind != "2d":
         first, second = min(first, 2), min(second, 3)
     at = {"2d": {S.m1: first, S.m2: second}, "2.5d": {S.mq: first, S.md: second}, "3d": {S.mq: first}}[kind]
-    symbolic = grid_layer(12, 8, 96, 384, 12, symbolic_grid(kind), kv_heads=12)
-    numbers = grid_layer(12, 8, 96, 384, 12, symbolic_grid(kind).subs(at), kv_heads=12)
+    symbolic = grid_layer(12, 8, 96, 384, Heads(12, kv_heads=12), symbolic_grid(kind))
+    numbers = grid_layer(12, 8, 96, 384, Heads(12, kv_heads=12), symbolic_grid(kind).subs(at))
     for field in EXPRESSION_FIELDS:
         assert symbolic.total(field).subs(at) == numbers.total(field), field
     assert float(step_time(symbolic, system).subs(at)) == pytest.approx(float(step_time(numbers, system)), rel=1e-12)

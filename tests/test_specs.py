@@ -14,9 +14,14 @@ from symbolic_cost.blocks.context import Context
 from symbolic_cost.blocks.ends import Embeddings, Head
 from symbolic_cost.blocks.heads import Task
 from symbolic_cost.blocks.moe import MoE, moe
+from symbolic_cost.parallel.grid import make_grid
+from symbolic_cost.parallel.grid_blocks import grid_attention, grid_layer, grid_mlp
 from symbolic_cost.blocks.latent_attention import Latent, latent_attention
 from symbolic_cost.checks import InputError
 from symbolic_cost.ops.matmul import Chunk
+
+
+GRID = make_grid("2d", m1=2, m2=2)
 
 
 @pytest.mark.parametrize("build, argument, words", [
@@ -46,6 +51,11 @@ from symbolic_cost.ops.matmul import Chunk
     (lambda: Head(softcap=30), "softcap", "softcap must be True or False"),
     (lambda: Task("ner"), "kind", "kind must be one of"),
     (lambda: Task("classification", classifier="mean"), "classifier", "classifier must be one of"),
+    (lambda: grid_attention(4, 8, 64, Heads(8, qk_norm="head"), GRID), "qk_norm", "grid does not model Heads.qk_norm"),
+    (lambda: grid_attention(4, 8, 64, 8, GRID, run=Run(context=Context(2))), "context", "does not model Run.context"),
+    (lambda: grid_mlp(4, 8, 64, 256, GRID, residual=Residual(post_norm=True)), "post_norm", "Residual.post_norm"),
+    (lambda: grid_layer(4, 8, 64, 256, 8, GRID, ffn=Feedforward(moe=MoE(4, 2, 8))), "moe", "Feedforward.moe"),
+    (lambda: grid_layer(4, 8, 64, 256, 8, GRID, wiring=Wiring(parallel=True, norms=1)), "norms", "Wiring.norms"),
 ])
 def test_values_refuse_with_the_field_named(build, argument, words):
     with pytest.raises(InputError, match=words) as caught:
@@ -83,7 +93,8 @@ def test_the_mlp_follows_the_output_projections_bias_unless_told():
     assert plain["fc1"].weights == 64 * 256 * 2 and told["fc1"].weights == (64 * 256 + 256) * 2
 
 
-BUILDERS = [attention, mlp, transformer_layer, latent_attention, moe, embedding_block, head_block]
+BUILDERS = [attention, mlp, transformer_layer, latent_attention, moe, embedding_block, head_block, grid_mlp,
+            grid_attention, grid_layer]
 """The builders of ``blocks`` that take the value objects."""
 
 
@@ -158,3 +169,17 @@ def test_the_experts_place_the_moe_block():
     block = moe(1, 8, 16, MoE(8, 2, 32), experts=Experts(ep=4, capacity_factor=Rational(5, 4)), run=Run(es=1))
     assert block["expert_fc1"].weights == 2 * 2 * 32 * 16 and block["expert_fc2"].weights == 2 * 32 * 16
     assert block["expert_fc2"].flops_fwd == 8 * 3 * 16 * (2 * 32 - 1)
+
+
+def test_a_grid_layer_reads_the_values_of_a_layer():
+    """The grid layer from values is its attention then its MLP, each from the same values; the
+    MLP's biases follow the output projection's unless the feed-forward value says."""
+    layer = grid_layer(4, 8, 64, 256, Heads(8, kv_heads=4, rotary=True), GRID, scores=Scores(causal=True),
+                       projections=Projections(qkv_bias=False, out_bias=False), ffn=Feedforward(gated=True),
+                       wiring=Wiring(norm="rms", dropouts=False), run=Run(flash=True))
+    first = grid_attention(4, 8, 64, Heads(8, kv_heads=4, rotary=True), GRID, scores=Scores(causal=True),
+                           projections=Projections(qkv_bias=False, out_bias=False),
+                           residual=Residual(norm="rms", dropouts=False), run=Run(flash=True))
+    second = grid_mlp(4, 8, 64, 256, GRID, bias=False, gated_act=True, residual=Residual(norm="rms", dropouts=False))
+    assert layer.rows == first.rows + second.rows and "rotary" in first.names
+    assert second["fc1"].weights == 64 * 512 // 4 * 2            # gated: e x 2f, a quarter a device, no bias

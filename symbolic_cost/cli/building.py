@@ -12,7 +12,7 @@ from sympy import sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.blocks import BUILDERS, Experts, Projections, Residual, Run, Wiring
+from symbolic_cost.blocks import BUILDERS, Experts, Feedforward, Heads, Projections, Residual, Run, Scores, Wiring
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli.options import PLAIN
 from symbolic_cost.cli.parse import resolve
@@ -106,13 +106,17 @@ def build_block(args, values: dict, arch, name: str | None = None):
     if builders is BUILDERS:                 # no model here: the plain heads and scores
         return plain_block(name, common, get(S.f), get(S.h), Projections(qkv_bias=qkv_bias, out_bias=bias),
                            args.flash)
+    run = Run(args.flash, es=common.pop("es"), es_mask=common.pop("es_mask"), conventions=common.pop("conventions"))
+    placed = dict(norm=common.pop("norm"), dropouts=common.pop("dropouts"))
+    gated = structure.get("gated_act", False)
     if name == "mlp":
-        return builders["mlp"](f=get(S.f), bias=bias, gated_act=structure.get("gated_act", False), **common)
+        return builders["mlp"](f=get(S.f), bias=bias, gated_act=gated, residual=Residual(**placed), run=run, **common)
+    heads = Heads(get(S.h), attention.get("kv_heads"), rotary=bool(attention.get("rotary_pos", False)))
+    spec = dict(heads=heads, scores=Scores(causal=bool(attention.get("causal", False))),
+                projections=Projections(qkv_bias=qkv_bias, out_bias=bias), run=run, **common)
     if name == "layer":
-        return builders["layer"](f=get(S.f), h=get(S.h), bias=bias, qkv_bias=qkv_bias, flash=args.flash,
-                                 gated_act=structure.get("gated_act", False), **attention, **common)
-    return builders["attention"](h=get(S.h), qkv_bias=qkv_bias, out_bias=bias, flash=args.flash,
-                                 **attention, **common)
+        return builders["layer"](f=get(S.f), ffn=Feedforward(gated=gated), wiring=Wiring(**placed), **spec)
+    return builders["attention"](residual=Residual(**placed), **spec)
 
 
 def plain_block(name: str, common: dict, f, h, projections: Projections, flash: bool):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from symbolic_cost.blocks import Block
+from symbolic_cost.blocks import Block, Feedforward, Heads, Projections, Run, Scores, Wiring
 from symbolic_cost.blocks.layout import attach
 from symbolic_cost.checks import InputError
 from symbolic_cost.cost import collective, exact, make_cost
@@ -47,11 +47,11 @@ def grid_stack(arch: Architecture, t, grid: Grid, start: Block, end: Block, kw: 
     if refused:
         raise InputError(f"architecture {arch.name}: a {grid.kind} tensor grid does not model "
                          f"{', '.join(refused)}; use 1-D tensor parallelism (m1)", "tensor")
-    layer = grid_layer(t.b, t.l, arch.e, arch.f, arch.h, grid, kv_heads=arch.kv_heads, bias=arch.bias,
-                       qkv_bias=arch.qkv_bias, mlp_bias=arch.mlp_bias, flash=t.flash, rotary_pos=arch.rotary,
-                       causal=arch.causal, gated_act=arch.gated, dropouts=arch.dropouts,
-                       activation_dropout=arch.activation_dropout, score_dropout=arch.attention_dropout,
-                       norm=arch.norm, **kw)
+    layer = grid_layer(t.b, t.l, arch.e, arch.f, Heads(arch.h, arch.kv_heads, rotary=bool(arch.rotary)), grid,
+                       scores=Scores(causal=bool(arch.causal), dropout=arch.attention_dropout),
+                       projections=Projections(arch.qkv_bias, arch.bias),
+                       ffn=Feedforward(gated=arch.gated, bias=arch.mlp_bias, activation_dropout=arch.activation_dropout),
+                       wiring=Wiring(arch.norm, arch.dropouts), run=Run(t.flash, **kw))
     args = (grid, t.b, t.l, arch.e, kw["es"], kw["conventions"])
     first = Block(start.name, start.rows + (relayout(*args, "to_grid"),), start.dims, start.conventions)
     last = Block(end.name, (relayout(*args, "from_grid"),) + end.rows, end.dims, end.conventions)

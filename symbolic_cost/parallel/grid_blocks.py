@@ -22,8 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.blocks import Block
+from symbolic_cost.blocks import Block, Feedforward, Heads, Projections, Residual, Run, Scores, Wiring
 from symbolic_cost.blocks.layout import attach
+from symbolic_cost.blocks.specs import as_heads
 from symbolic_cost.checks import InputError
 from symbolic_cost.cost import Cost, exact
 from symbolic_cost.ops import add, attention_core, dropout, flash_attention, gated, gelu, rotary
@@ -95,16 +96,33 @@ def _dims(grid: Grid, **dims) -> dict:
     return {**dims, **grid.degrees}
 
 
-def grid_mlp(b, l, e, f, grid: Grid, *, bias=True, gated_act=False, dropouts=True, activation_dropout=None,
-             norm="layer", es=2, es_mask=1, conventions=conv.DEFAULT) -> GridBlock:
+def _modelled(value, what: str, *names: str) -> None:
+    """Refuse the fields ``names`` of ``value`` set away from their defaults: a grid does not
+    model them (``models.grid_stack.unsupported`` refuses them for a whole model)."""
+    for name in names:
+        if getattr(value, name) != getattr(type(value)(*_REQUIRED.get(type(value), ())), name):
+            raise InputError(f"a tensor grid does not model {what}.{name} (got {getattr(value, name)!r}); "
+                             f"use 1-D tensor parallelism (m1)", name)
+
+
+_REQUIRED = {Heads: (1,)}
+"""The required fields of a value whose defaults ``_modelled`` compares with."""
+
+
+def grid_mlp(b, l, e, f, grid: Grid, *, bias=True, gated_act=False, activation_dropout=None,
+             residual: Residual | None = None, run: Run | None = None) -> GridBlock:
     """The MLP ``dropout(fc2(act(fc1(norm(x)))))`` on one device of ``grid``; options as in
-    ``blocks.mlp`` (``activation_dropout`` adds ``dpr1``).
+    ``blocks.mlp`` (``activation_dropout`` adds ``dpr1``; ``residual``: the norm kind and the
+    dropouts; ``run``: element sizes and conventions).
 
     >>> from symbolic_cost.parallel.grid import make_grid
     >>> grid_mlp(8, 16, 64, 256, make_grid("3d", mq=2)).names
     ['layer_norm_2', 'fc1', 'act', 'fc2', 'dpr2']
     """
-    conventions = conv.get(conventions)
+    residual, run = residual or Residual(), run or Run()
+    _modelled(residual, "Residual", "post_norm", "branch", "shared_input")
+    norm, dropouts, es, es_mask = residual.norm, residual.dropouts, run.es, run.es_mask
+    conventions = conv.get(run.conventions)
     dims = _dims(grid, b=b, l=l, e=e, f=f)
     b, l, e, f = dims["b"], dims["l"], dims["e"], dims["f"]
     kw = dict(es=es, conventions=conventions)
@@ -120,54 +138,69 @@ def grid_mlp(b, l, e, f, grid: Grid, *, bias=True, gated_act=False, dropouts=Tru
     return GridBlock("mlp", tuple(rows), dims, conventions, grid)
 
 
-def grid_attention(b, l, e, h, grid: Grid, *, kv_heads=None, qkv_bias=True, out_bias=True, flash=False,
-                   rotary_pos=False, causal=False, dropouts=True, score_dropout=None, norm="layer", es=2,
-                   es_mask=1, conventions=conv.DEFAULT) -> GridBlock:
+def grid_attention(b, l, e, heads, grid: Grid, *, scores: Scores | None = None,
+                   projections: Projections | None = None, residual: Residual | None = None,
+                   run: Run | None = None) -> GridBlock:
     """Self-attention on one device of ``grid``: ``h/cols`` query heads and ``kv/cols`` key/value
-    heads of ``b/rows`` whole sequences; rows and options as in ``blocks.attention``.
+    heads of ``b/rows`` whole sequences; rows and values as in ``blocks.attention``, of which a
+    grid models ``Heads``' ``kv_heads`` and ``rotary``, ``Scores``' ``causal`` and ``dropout``,
+    the projections' biases, ``Residual``'s norm and dropouts and ``Run``'s flash, element sizes
+    and conventions (any other field set is refused, naming it).
 
     >>> from symbolic_cost.parallel.grid import make_grid
     >>> grid_attention(8, 16, 64, 8, make_grid("2.5d", mq=2, md=2)).names
     ['layer_norm_1', 'qkv_proj', 'logits', 'softmax', 'dropout_softmax', 'attend', 'v_proj', 'dropout']
     """
-    conventions = conv.get(conventions)
-    dims = _dims(grid, b=b, l=l, e=e, h=h, kv_heads=kv_heads)
+    heads, scores, projections = as_heads(heads), scores or Scores(), projections or Projections()
+    residual, run = residual or Residual(), run or Run()
+    _modelled(heads, "Heads", "head_dim", "v_head_dim", "qk_norm", "rotary_dim", "latent")
+    _modelled(scores, "Scores", "window", "bias", "softcap", "sinks", "keys")
+    _modelled(projections, "Projections", "clip", "cross")
+    _modelled(residual, "Residual", "post_norm", "branch", "shared_input")
+    _modelled(run, "Run", "context")
+    norm, dropouts, es, es_mask = residual.norm, residual.dropouts, run.es, run.es_mask
+    conventions = conv.get(run.conventions)
+    dims = _dims(grid, b=b, l=l, e=e, h=heads.h, kv_heads=heads.kv_heads)
     b, l, e, h = dims["b"], dims["l"], dims["e"], dims["h"]
     kv = dims.get("kv_heads", h)
     q = e / h
     kw = dict(es=es, conventions=conventions)
-    seqs, heads = _local(grid, b, h)
+    seqs, local_heads = _local(grid, b, h)
     rows = [grid_norm(grid, b, l, e, norm, name=f"{norm}_norm_1", **kw),
-            grid_linear(grid, b * l, e, (h + 2 * kv) * q, bias=qkv_bias, name="qkv_proj", **kw)]
-    if rotary_pos:
-        rows.append(rotary(seqs, l, heads + kv / grid.cols, q, es=es))
-    local = dict(kv_heads=kv / grid.cols, causal=causal, **kw)
-    rows += ([flash_attention(seqs, l, q, heads, **local)] if flash else
-             attention_core(seqs, l, q, heads, dropouts=dropouts if score_dropout is None else score_dropout,
+            grid_linear(grid, b * l, e, (h + 2 * kv) * q, bias=projections.qkv_bias, name="qkv_proj", **kw)]
+    if heads.rotary:
+        rows.append(rotary(seqs, l, local_heads + kv / grid.cols, q, es=es))
+    local = dict(kv_heads=kv / grid.cols, causal=scores.causal, **kw)
+    rows += ([flash_attention(seqs, l, q, local_heads, **local)] if run.flash else
+             attention_core(seqs, l, q, local_heads, dropouts=dropouts if scores.dropout is None else scores.dropout,
                             es_mask=es_mask, **local))
-    rows += [grid_linear(grid, b * l, h * q, e, bias=out_bias, flip=True, name="v_proj", **kw),
+    rows += [grid_linear(grid, b * l, h * q, e, bias=projections.out_bias, flip=True, name="v_proj", **kw),
              _closing(grid, b, l, e, dropouts, es, es_mask, conventions, "dropout")]
     if conventions.norm_placement == "attention":
         rows.append(grid_norm(grid, b, l, e, norm, name=f"{norm}_norm_2", **kw))
     return GridBlock("attention", tuple(rows), dims, conventions, grid)
 
 
-def grid_layer(b, l, e, f, h, grid: Grid, *, kv_heads=None, bias=True, qkv_bias=True, mlp_bias=None,
-               flash=False, rotary_pos=False, causal=False, gated_act=False, dropouts=True,
-               activation_dropout=None, score_dropout=None, norm="layer", es=2, es_mask=1,
-               conventions=conv.DEFAULT) -> GridBlock:
-    """One sequential transformer layer on ``grid``: ``grid_attention`` then ``grid_mlp``
-    (options as in ``blocks.transformer_layer``).
+def grid_layer(b, l, e, f, heads, grid: Grid, *, scores: Scores | None = None,
+               projections: Projections | None = None, ffn: Feedforward | None = None,
+               wiring: Wiring | None = None, run: Run | None = None) -> GridBlock:
+    """One sequential transformer layer on ``grid``: ``grid_attention`` then ``grid_mlp``, with
+    the values of ``blocks.transformer_layer`` (the MLP's biases default to the output
+    projection's; a mixture of experts, a parallel layer, cross-attention, four norms or a part
+    of the layer are refused).
 
     >>> from symbolic_cost.parallel.grid import make_grid
     >>> len(grid_layer(4, 16, 64, 256, 8, make_grid("2d", m1=2, m2=4)))
     13
     """
-    common = dict(dropouts=dropouts, norm=norm, es=es, es_mask=es_mask, conventions=conventions)
-    first = grid_attention(b, l, e, h, grid, kv_heads=kv_heads, qkv_bias=qkv_bias, out_bias=bias, flash=flash,
-                           rotary_pos=rotary_pos, causal=causal, score_dropout=score_dropout, **common)
-    second = grid_mlp(b, l, e, f, grid, bias=bias if mlp_bias is None else mlp_bias, gated_act=gated_act,
-                      activation_dropout=activation_dropout, **common)
+    projections, ffn, wiring = projections or Projections(), ffn or Feedforward(), wiring or Wiring()
+    _modelled(ffn, "Feedforward", "moe")
+    _modelled(wiring, "Wiring", "norms", "parallel", "cross", "part")
+    first = grid_attention(b, l, e, heads, grid, scores=scores, projections=projections, residual=wiring.residual(),
+                           run=run)
+    second = grid_mlp(b, l, e, f, grid, bias=projections.out_bias if ffn.bias is None else ffn.bias,
+                      gated_act=ffn.gated, activation_dropout=ffn.activation_dropout, residual=wiring.residual(),
+                      run=run)
     return GridBlock("layer", first.rows + second.rows, {**first.dims, **second.dims}, first.conventions, grid)
 
 

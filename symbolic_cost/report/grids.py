@@ -51,8 +51,8 @@ def crossovers():
     b, l, e, h, q = S.b, S.l, S.e, S.h, S.mq
     p = Symbol("P", positive=True, integer=True)
     one = _sent(transformer_layer(b, l, e, 4 * e, h, p, p, run=Run(es=1)))
-    two = _sent(grid_layer(b, l, e, 4 * e, h, make_grid("2d", m1=q, m2=q), es=1))
-    three = _sent(grid_layer(b, l, e, 4 * e, h, make_grid("3d", mq=q), es=1))
+    two = _sent(grid_layer(b, l, e, 4 * e, h, make_grid("2d", m1=q, m2=q), run=Run(es=1)))
+    three = _sent(grid_layer(b, l, e, 4 * e, h, make_grid("3d", mq=q), run=Run(es=1)))
     return {"1d": factor(one), "2d": factor(two), "3d": factor(three)}, [
         ("2-D on $m_q^2$ devices against 1-D on as many", analysis.crossover(one.subs(p, q ** 2), two, b)),
         ("3-D on $m_q^3$ devices against 1-D on as many", analysis.crossover(one.subs(p, q ** 3), three, b))]
