@@ -66,7 +66,7 @@ def test_gpt3_script_equals_the_same_layout_given_with_set(capsys, monkeypatch):
 
 def test_gpt3_script_with_set_replaces_a_value_and_says_so(capsys):
     got = _json(capsys, "--megatron-args", GPT3, "--vocab-size", "50257", "--devices", "1024", "--set", "n_micro=96")
-    assert "--set n_micro=96 replaces the arguments' n_micro=192" in got["notes"]
+    assert "--set n_micro=96 replaces the file's n_micro=192" in got["notes"]
 
 
 def test_llama3_script_as_published(capsys):
@@ -243,7 +243,7 @@ def test_sweep_defaults_are_the_files_values(tmp_path, capsys):
     text = SMALL + "--use-distributed-optimizer --overlap-grad-reduce"
     assert main(["sweep", "--megatron-args", _program(tmp_path, text), "--devices", "4", "--grid", "b=1,2,4"]) == 0
     got, err = capsys.readouterr()
-    assert err == "note: --grid b replaces the arguments' b=2\n"
+    assert err == "note: --grid b replaces the file's b=2\n"
     typed = _out(capsys, "sweep", "--hf-config", _gpt2(tmp_path), "--set", "l=64", "d=4", "n_micro=2", "--precision",
                  "bf16", "--flash", "--distributed-optimizer", "--overlap", "grad", "--grid", "b=1,2,4")
     assert got == typed and len(got.splitlines()) == 4
@@ -259,3 +259,175 @@ def test_sweep_row_of_the_files_layout_equals_summary(tmp_path, capsys):
     assert [float(x) for x in row] == [2, whole["memory_bytes"], whole["weight_bytes"]]
     plain = _json(capsys, "--megatron-args", _program(tmp_path, SMALL), "--devices", "4")
     assert plain["weight_bytes"] != whole["weight_bytes"]
+
+
+# torchtitan job TOMLs as published (tests/framework_inputs/*.toml, provenance in their headers).  Oracles: the
+# same layout typed with --set beside a Hugging Face config.json of the same Llama 3 (transformers' LlamaForCausalLM
+# has torchtitan's modules: wq/wk/wv/wo, w1/w2/w3, two RMSNorms a layer, a final norm, an untied output), and
+# world sizes, micro-batches, widths and parameter counts worked out by hand from torchtitan's rules
+# (ParallelDims: replicate x shard x tp x pp = world, shard -1 the rest; gradient accumulation
+# global / (local x dp); FeedForward: int(2 x 4 dim / 3), x ffn_dim_multiplier, rounded up to multiple_of).
+TITAN = {name: str(INPUTS / f"{name}.toml") for name in ("llama3_8b", "llama3_70b", "llama3_405b", "debug_model")}
+
+
+def _llama3(tmp_path, e, f, layers, heads, kv=8, vocab=128256, context=8192):
+    """The config.json of meta-llama/Meta-Llama-3-{8B,70B} (their published keys; other sizes for the debug
+    model)."""
+    path = tmp_path / f"llama3-{e}.json"
+    path.write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": e,
+        "initializer_range": 0.02, "intermediate_size": f, "max_position_embeddings": context, "model_type": "llama",
+        "num_attention_heads": heads, "num_hidden_layers": layers, "num_key_value_heads": kv, "pretraining_tp": 1,
+        "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 500000.0, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": vocab}))
+    return str(path)
+
+
+def _llama3_parameters(e, f, layers):
+    """Hand count: 2 e^2 (wq, wo) + 2 e x 8 x 128 (wk, wv) + 3 e f + 2 e norms a layer; embedding and output
+    128256 x e each; the final norm e."""
+    return layers * (2 * e * e + 2 * e * 1024 + 3 * e * f + 2 * e) + 2 * 128256 * e + e
+
+
+def _same(got, typed):
+    assert {k: v for k, v in got.items() if k not in ("model", "notes")} == \
+        {k: v for k, v in typed.items() if k != "model"}
+
+
+def test_torchtitan_70b_as_published(tmp_path, capsys):
+    """64 processes (the file's "preset for 64 A100 GPUs"): tp 8, shard -1 = 64 / 8 = 8 (FSDP: ZeRO-3 over d = 8);
+    local batch 8, global 8 x 8 = 64: one micro-batch of 8; full recomputation; bf16 parameters."""
+    got = _json(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64")
+    f = 28672       # 4 x 8192 = 32768; int(2/3 x) = 21845; int(1.3 x) = 28398; up to a multiple of 4096
+    assert got["world_size"] == 64
+    assert got["parameters"] == _llama3_parameters(8192, f, 80) == 70_553_706_496
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 8192, f, 80, 64), "--set", "b=8", "l=8192", "m1=8",
+                  "s1=8", "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", "--precision", "bf16", "--flash",
+                  "--overlap", "grad,param", "--optimizer", "adamw")
+    _same(got, typed)
+    assert any("mixed_precision_reduce" in note for note in got["notes"])
+    assert main(["summary", "--torchtitan", TITAN["llama3_70b"], "--devices", "64"]) == 0
+    assert "b=8 l=8192 m1=8 s1=8 d=8 p=1 micro-batches=1 bf16 zero=3 recompute=full" in capsys.readouterr().out
+
+
+def test_torchtitan_8b(tmp_path, capsys):
+    """As published its selective recomputation is op-level (refused by name); with mode "full" in its place:
+    64 processes, shard 64, local batch 1: one micro-batch of 1."""
+    assert "selective_ac_option 'op'" in _error(capsys, "--torchtitan", TITAN["llama3_8b"], "--devices", "64")
+    text = pathlib.Path(TITAN["llama3_8b"]).read_text().replace('mode = "selective"', 'mode = "full"')
+    path = tmp_path / "llama3_8b_full.toml"
+    path.write_text(text)
+    got = _json(capsys, "--torchtitan", str(path), "--devices", "64")
+    f = 14336       # 16384 -> 10922 -> int(1.3 x) = 14198 -> up to a multiple of 1024
+    assert got["parameters"] == _llama3_parameters(4096, f, 32) == 8_030_261_248
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, f, 32, 32), "--set", "b=1", "l=8192", "d=64",
+                  "n_micro=1", "--zero", "3", "--recompute", "full", "--precision", "bf16", "--flash", "--overlap",
+                  "grad,param", "--optimizer", "adamw")
+    _same(got, typed)
+
+
+def test_torchtitan_debug_model(tmp_path, capsys):
+    """dim 256, 6 layers, 16 heads (no GQA), f = int(2 x 1024 / 3) = 682 up to 768; selective_ac_option '2':
+    every second layer recomputed whole, 3 of 6; local batch 8 on 8 processes."""
+    got = _json(capsys, "--torchtitan", TITAN["debug_model"], "--devices", "8", "--vocab-size", "2000")
+    e, f = 256, 768
+    assert got["parameters"] == 6 * (4 * e * e + 3 * e * f + 2 * e) + 2 * 2000 * e + e
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, e, f, 6, 16, kv=16, vocab=2000, context=2048), "--set",
+                  "b=8", "l=2048", "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", "--recompute-method",
+                  "block", "--recompute-layers", "3", "--precision", "bf16", "--flash", "--overlap", "grad,param",
+                  "--optimizer", "adamw")
+    _same(got, typed)
+    assert main(["summary", "--torchtitan", TITAN["debug_model"], "--devices", "8", "--vocab-size", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "b=8 l=2048 m1=1 s1=1 d=8 p=1 micro-batches=1 bf16 zero=3 recompute=full" in out
+    assert "every 2th layer, 3 of a stage" in out
+    from symbolic_cost.cli import build_parser
+    from symbolic_cost.cli.summary import whole_model
+    _, training, _, _ = whole_model(build_parser().parse_args(
+        ["summary", "--torchtitan", TITAN["debug_model"], "--devices", "8", "--vocab-size", "2000"]))
+    assert (training.recompute, training.recompute_method, training.recompute_layers) == ("full", "block", 3)
+    assert "--vocab-size" in _error(capsys, "--torchtitan", TITAN["debug_model"], "--devices", "8")
+
+
+def test_torchtitan_pipeline_stages(tmp_path, capsys):
+    """torchtitan's cut (generate_llm_fqn_per_model_part, embedding and output weighing one layer each): 32
+    layers on 3 stages are 34 weighted, 11 + 1 extra on the first: [12 - 1, 11, 11 - 1] = [11, 11, 10]; on 4
+    stages [9 - 1, 9, 8, 8 - 1] = [8, 9, 8, 7], whose unequal middle stages are refused.  Local batch 8 in
+    micro-batches of 2: 4 a step; 24 processes: shard 24 / 3 = 8."""
+    from symbolic_cost.models.torchtitan import stage_layers
+    assert stage_layers(32, 3, 1, 1) == [11, 11, 10] and stage_layers(32, 4, 1, 1) == [8, 9, 8, 7]
+    assert stage_layers(32, 2, 1, 1) == [16, 16]
+    text = pathlib.Path(TITAN["llama3_8b"]).read_text().replace('mode = "selective"', 'mode = "none"').replace(
+        "batch_size = 1", "batch_size = 8").replace("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 3\n"
+                                                   "pipeline_parallel_microbatch_size = 2\n"
+                                                   'fsdp_reshard_after_forward = "always"')
+    path = tmp_path / "pp.toml"
+    path.write_text(text)
+    got = _json(capsys, "--torchtitan", str(path), "--devices", "24")
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=2", "l=8192", "d=8",
+                  "p=3", "n_micro=4", "--zero", "3", "--precision", "bf16", "--flash", "--overlap", "grad,param",
+                  "--optimizer", "adamw", "--first-stage-layers", "11", "--last-stage-layers", "10")
+    _same(got, typed)
+    path.write_text(text.replace("pipeline_parallel_degree = 3", "pipeline_parallel_degree = 4"))
+    assert "[8, 9, 8, 7]" in _error(capsys, "--torchtitan", str(path), "--devices", "32")
+    # torchtitan's default with pipelining keeps the gathered weights from forward to backward
+    path.write_text(text.replace('fsdp_reshard_after_forward = "always"', ""))
+    kept = _json(capsys, "--torchtitan", str(path), "--devices", "24")
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=2", "l=8192", "d=8",
+                  "p=3", "n_micro=4", "--zero", "3", "--precision", "bf16", "--flash", "--overlap", "grad,param",
+                  "--optimizer", "adamw", "--first-stage-layers", "11", "--last-stage-layers", "10",
+                  "--no-reshard-after-forward")
+    _same(kept, typed)
+    assert kept["peak"] != got["peak"]
+
+
+def test_torchtitan_hsdp(tmp_path, capsys):
+    """data_parallel_replicate_degree 2 with shard -1 on 64 processes: shard 64 / 2 = 32, d = 2 x 32 = 64 (HSDP:
+    the state sharded over groups of 32, replicated twice), the same as --zero 3 --shard 32 typed."""
+    text = pathlib.Path(TITAN["llama3_8b"]).read_text().replace('mode = "selective"', 'mode = "none"').replace(
+        "data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 2")
+    path = tmp_path / "hsdp.toml"
+    path.write_text(text)
+    got = _json(capsys, "--torchtitan", str(path), "--devices", "64")
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
+                  "n_micro=1", "--zero", "3", "--shard", "32", "--precision", "bf16", "--flash", "--overlap",
+                  "grad,param", "--optimizer", "adamw")
+    _same(got, typed)
+    assert "--shard" in _error(capsys, "--torchtitan", str(path), "--devices", "64", "--shard", "8")
+
+
+@pytest.mark.parametrize("change,refused", [
+    (("context_parallel_degree = 1", "context_parallel_degree = 2"), "context_parallel_degree"),
+    (("dataset = \"c4\"", "dataset = \"c4\"\nenable_cpu_offload = true"), "enable_cpu_offload"),
+    (("dataset = \"c4\"", "dataset = \"c4\"\nunknown_knob = 3"), "[training] unknown_knob"),
+    (("[job]", "[mystery]\nx = 1\n\n[job]"), "[mystery] x"),
+    (("flavor = \"8B\"", "flavor = \"3B\""), "[model] flavor '3B'"),
+    (("name = \"AdamW\"", "name = \"Muon\""), "[optimizer] name 'Muon'"),
+    (("batch_size = 1", "batch_size = 1\nglobal_batch_size = 100"), "global_batch_size 100"),
+])
+def test_torchtitan_refusals(tmp_path, capsys, change, refused):
+    text = pathlib.Path(TITAN["llama3_8b"]).read_text().replace('mode = "selective"', 'mode = "none"')
+    path = tmp_path / "job.toml"
+    path.write_text(text.replace(*change))
+    assert refused in _error(capsys, "--torchtitan", str(path), "--devices", "64")
+
+
+def test_torchtitan_file_refusals(capsys):
+    assert "converters" in _error(capsys, "--torchtitan", TITAN["llama3_405b"], "--devices", "128")
+    assert "give the number of processes with --devices" in _error(capsys, "--torchtitan", TITAN["llama3_70b"])
+    assert "--zero" in _error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64", "--zero", "1")
+    assert "--optimizer" in _error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64", "--optimizer", "sgd")
+    assert "world size 60 is not a multiple" in _error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "60")
+
+
+def test_torchtitan_search_and_sweep(capsys):
+    """search starts from the debug model's 8 processes, global batch 64 and sequence 2048, FSDP (its --zero);
+    sweep's row at the file's own values equals summary."""
+    words = ["--torchtitan", TITAN["debug_model"], "--vocab-size", "2000", "--devices", "8"]
+    found = json.loads(_out(capsys, "search", *words, "--json"))
+    assert (found["devices"], found["global_batch"], found["seq"]) == (8, 64, 2048)
+    assert found["best"] and {row["zero"] for row in found["best"]} == {3}
+    row = _out(capsys, "sweep", *words, "--grid", "b=8", "--field", "memory_bytes,weight_bytes").splitlines()[1]
+    whole = _json(capsys, *words)
+    assert [float(x) for x in row.split(",")] == [8, whole["memory_bytes"], whole["weight_bytes"]]

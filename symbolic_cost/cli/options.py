@@ -116,8 +116,8 @@ def settings(parser, help: str = "fix symbols: NAME=VALUE pairs, several after o
 
 
 def model(parser, default: str | None = MODEL, megatron: bool = False):
-    """``--preset``, ``--hf-config`` or ``--hf-model`` (or, with ``megatron``, ``--megatron-args``:
-    ``cli.frameworks``): the model whose dimensions are used."""
+    """``--preset``, ``--hf-config`` or ``--hf-model`` (or, with ``megatron``, a framework file:
+    ``--megatron-args`` or ``--torchtitan``, ``cli.frameworks``): the model whose dimensions are used."""
     group = parser.add_argument_group("model")
     source = group.add_mutually_exclusive_group()
     text = "a bundled model" if default else "a bundled model (default: none, every dimension a symbol)"
@@ -130,6 +130,9 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
         option(source, "--megatron-args", metavar="FILE",
                help="a Megatron-LM launch script (its pretrain_gpt.py line) or arguments file: the model and the "
                     "training as Megatron-LM builds them (README: Starting from a framework's settings)")
+        option(source, "--torchtitan", metavar="FILE",
+               help="a torchtitan job TOML (train_configs/*.toml): the llama3 flavour and the training as torchtitan "
+                    "builds them (docs/frameworks.md)")
     option(group, "--revision", help="with --hf-model: a branch, tag or commit")
 
 

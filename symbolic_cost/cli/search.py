@@ -27,9 +27,10 @@ EXAMPLES = [
 GLOBAL_BATCH = 1024
 """``--global-batch`` without a framework file."""
 
-FIXED = ("distributed_optimizer", "fp8", "overlap", "capacity_factor")
+FIXED = ("distributed_optimizer", "fp8", "overlap", "capacity_factor", "optimizer", "shard", "reshard_after_forward")
 """The ``Training`` fields a framework file decides that every searched layout keeps (the precision
-and flash attention are ``search``'s own arguments); the degrees, the micro-batch, recomputation
+and flash attention are ``search``'s own arguments, and a torchtitan file's ZeRO stage its
+``--zero``); the degrees, the micro-batch, recomputation
 and the schedule are what the search varies."""
 
 
@@ -37,8 +38,8 @@ def add_arguments(parser) -> None:
     options.model(parser, megatron=True)
     options.option(parser, "--devices", type=int, help="number of devices (required without a framework file; "
                    "with one, it replaces the launch's world size)")
-    options.option(parser, "--vocab-size", type=int, help="with --megatron-args: the tokenizer's vocabulary when "
-                   "the arguments read it from a tokenizer file (before Megatron pads it)")
+    options.option(parser, "--vocab-size", type=int, help="with --megatron-args or --torchtitan: the tokenizer's "
+                   "vocabulary when the file reads it from a tokenizer file (before Megatron pads it)")
     options.option(parser, "--global-batch", type=int, help=f"sequences per step (default: {GLOBAL_BATCH}, or the "
                    f"framework file's global batch)")
     options.option(parser, "--seq", type=int, help="sequence length (default: the framework file's, or the model's "
@@ -87,13 +88,13 @@ def starting_point(args) -> tuple:
     the options."""
     if frameworks.setup(args, only_with=("--vocab-size",)) is None:
         if args.devices is None:
-            raise InputError("search needs --devices (or a framework file such as --megatron-args)", "--devices")
+            raise InputError("search needs --devices (or a framework file: --megatron-args, --torchtitan)", "--devices")
         arch, seq = architecture(args), args.seq or sequence_length(architecture(args))
         return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq), []
     found = args.framework
     v, policy = found.values, found.policy
     if v[S.cp] != 1:
-        raise InputError(f"search does not vary context parallelism; the file sets cp={v[S.cp]}", "--megatron-args")
+        raise InputError(f"search does not vary context parallelism; the file sets cp={v[S.cp]}", "cp")
     stated = dict(devices=int(v[S.m1] * v[S.p] * v[S.d]), global_batch=int(v[S.b] * v[S.d] * v[S.n_micro]),
                   seq=int(v[S.l]))
     notes = [f"--{name.replace('_', '-')} {getattr(args, key)} replaces the file's {stated[name]}"
@@ -101,6 +102,9 @@ def starting_point(args) -> tuple:
              if key != "devices" and getattr(args, key) not in (None, stated[name])]
     chosen = {name: getattr(args, name) or stated[name] for name in stated}
     kept = {name: policy[name] for name in FIXED if name in policy}
+    if args.everything and {"shard", "reshard_after_forward"} & set(kept):
+        raise InputError("--everything varies the ZeRO stage; the file's FSDP sharding (HSDP or keeping the gathered "
+                         "weights) holds at ZeRO-3 only", "--everything")
     searched = ("none", "full") if args.flash else ("none", "selective", "full")
     extra = dict(micro_batch_sizes=tuple(sorted({1, 2, 4, 8, int(v[S.b])})),
                  recompute=tuple(dict.fromkeys(searched + (policy["recompute"],))),

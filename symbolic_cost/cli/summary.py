@@ -41,6 +41,7 @@ EXAMPLES = [
     "symbolic-cost summary --hf-config Mixtral-8x7B/config.json --set l=4096 m1=2 s1=2 d=32 ep=8 etp=1 --zero 1",
     "symbolic-cost summary --preset gpt3-175b --tensor 2.5d --set mq=4 md=2 b=8 p=8 d=4 n_micro=16 --flash",
     "symbolic-cost summary --megatron-args train_gpt3_175b_distributed.sh --devices 1024 --vocab-size 50257",
+    "symbolic-cost summary --torchtitan llama3_70b.toml --devices 64",
 ]
 
 SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))
@@ -68,7 +69,7 @@ def add_arguments(parser) -> None:
 def whole_model(args):
     """The model, its training, its ``model_cost`` and the conventions, from the options; with
     ``--tensor`` on a grid the layers run on it (``models.grid_stack``), its degrees from ``--set``."""
-    framework = frameworks.setup(args)      # --megatron-args: the file's model and values; its policy in args
+    framework = frameworks.setup(args)      # a framework file: its model and values; its policy in args
     arch = framework.arch if framework else architecture(args)
     honour_mtp(args, arch)
     layout = getattr(args, "tensor", "1d")

@@ -111,12 +111,12 @@ def run(args) -> int:
     if args.out is not None:
         output_file(args.out, "--out", overwrite=args.overwrite, suffixes=(".csv", ".parquet"))
     grid = grid_values(args.grid, assignments(args.set, allowed=TRAINING_SYMBOLS))
-    framework = frameworks.setup(args)      # --megatron-args: its values are the defaults the grid replaces
+    framework = frameworks.setup(args)      # a framework file: its values are the defaults the grid replaces
     arch = framework.arch if framework else architecture(args)
     honour_mtp(args, arch)
     stated = {**training_values(arch), **(framework.values if framework else {})}
     for note in (framework.notes if framework else []) + [
-            f"--grid {k} replaces the arguments' {k}={stated[k]}" for k in grid if framework and k in framework.values]:
+            f"--grid {k} replaces the file's {k}={stated[k]}" for k in grid if framework and k in framework.values]:
         print(f"note: {note}", file=sys.stderr)
     base = {k: v for k, v in stated.items() if k not in grid}
     fixed = resolve(base, args.set, allowed=TRAINING_SYMBOLS)

@@ -1,0 +1,314 @@
+"""A torchtitan job TOML (``train_configs/*.toml``) as an ``Architecture`` and a ``Training``.
+
+``torchtitan_setup`` reads the file with ``tomllib`` and torchtitan's own defaults (its
+``torchtitan/config/job_config.py``; the model flavours of ``torchtitan/models/llama3/__init__.py``):
+
+============================================ =====================================================
+torchtitan key (default)                     library field
+============================================ =====================================================
+``[model] name`` (llama3), ``flavor``        the bundled ``TransformerModelArgs`` (``FLAVORS``):
+(debugmodel)                                 ``n_layers``, ``e`` = dim, ``h``, ``kv_heads``; ``f``
+                                             by torchtitan's ``FeedForward``: ``int(2 (4 dim)/3)``,
+                                             times ``ffn_dim_multiplier`` (``int``), rounded up to
+                                             ``multiple_of``; SwiGLU, RMSNorm, rotary, no biases,
+                                             no dropout, untied output
+``[model] tokenizer_path``                   ``vocab``: Llama 3's tokenizer (128,256) for 8B, 70B
+                                             and 405B; the debug model's test tokenizer needs
+                                             ``vocab`` given (``--vocab-size``)
+``[training] local_batch_size`` or           ``b`` (without pipeline parallelism)
+``batch_size`` (8)
+``[training] seq_len`` (2048)                ``l`` and the model's ``context`` (``max_seq_len``)
+``[training] global_batch_size``             ``micro_batches`` = ``global / (local d)`` gradient-
+(``local x d``)                              accumulation steps (x ``local / b`` with pipelining)
+``[training] mixed_precision_param``         ``precision``: bf16 or fp32
+(bfloat16)
+``[parallelism] data_parallel_shard_degree`` ``d`` = replicate x shard; shard > 1: ``zero`` 3
+(-1: the rest of the world),                 (FSDP2), gradients reduce-scattered and weights
+``data_parallel_replicate_degree`` (1)       gathered behind compute (``overlap`` grad, param);
+                                             replicate > 1 alone: DDP, ``zero`` 0, gradient
+                                             all-reduce behind compute; both > 1: HSDP, ``shard``
+``[parallelism] fsdp_reshard_after_forward`` ``reshard_after_forward``: always; never (False);
+(default)                                    default: False with pipelining, else True (torchtitan
+                                             keeps the last block gathered: noted)
+``[parallelism] tensor_parallel_degree`` (1) ``m1`` = ``s1`` (torchtitan's norms run sequence-
+                                             parallel; the loss is vocabulary-parallel)
+``[parallelism] enable_async_tensor_parallel`` ``overlap`` tensor (with ``compile``; without it
+                                             torchtitan ignores it, and so does the reader)
+``[parallelism] pipeline_parallel_degree``   ``p``; its stages as torchtitan's
+(1), ``pipeline_parallel_first_stage_less_   ``generate_llm_fqn_per_model_part`` cuts them (the
+layers``, ``..._last_stage_less_layers``     embedding and the output each weigh one layer):
+(1, 1)                                       ``first/last_stage_layers`` (a cut with unequal
+                                             middle stages is refused)
+``[parallelism] pipeline_parallel_schedule`` ``schedule``: 1F1B or GPipe (looped schedules
+(1F1B), ``pipeline_parallel_microbatch_size`` refused); ``b`` = the micro-batch size
+(1)
+``[activation_checkpoint] mode`` (selective) ``recompute``: none; full (every layer); selective
+``selective_ac_option`` (2)                  with a layer frequency ``N``: full recomputation of
+                                             every ``N``-th layer, ``floor(stage layers / N)`` of
+                                             a stage (``recompute_method`` block); ``op`` (every
+                                             second matrix product's output saved) is refused
+``[optimizer] name`` (AdamW)                 ``optimizer``: adamw, adam
+world size (``--devices``)                   the product of the degrees (torchtitan's
+                                             ``ParallelDims`` rule); needed when the shard degree
+                                             is -1
+============================================ =====================================================
+
+Flash attention is on (``scaled_dot_product_attention`` and FlexAttention keep no ``l^2`` scores).
+FSDP2 keeps fp32 sharded parameters and reduces gradients in fp32 (``mixed_precision_reduce``):
+the library counts the 16-bit recipe with an fp32 master copy, the same 16 bytes per parameter
+(noted in the output).  Keys that change no count are accepted (``NO_COST``: logging, profiling,
+checkpoints, data, learning rate, the optimizer's hyper-parameters, compilation, the float8 and
+quantisation sections while no converter applies them); any other key is refused, naming it
+(float8 and other ``converters``, CPU offload, context and expert parallelism, split points).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import ceil
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.megatron_args import Setup
+from symbolic_cost.models.torchtitan_keys import Job
+from symbolic_cost.models.training import Overlap
+
+FLAVORS = {
+    "debugmodel": dict(dim=256, n_layers=6, n_heads=16, n_kv_heads=None, ffn_dim_multiplier=None, multiple_of=256),
+    "8B": dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier="1.3", multiple_of=1024),
+    "70B": dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier="1.3", multiple_of=4096),
+    "405B": dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier="1.2", multiple_of=4096),
+}
+"""torchtitan's ``llama3_configs`` (``TransformerModelArgs``; ``multiple_of`` defaults to 256)."""
+
+LLAMA3_VOCAB = 128256
+"""Llama 3's tokenizer: 128,000 byte-pair tokens and 256 special ones (the 8B, 70B and 405B flavours)."""
+
+SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe"}
+"""torchtitan's single-stage pipeline schedules as ``Training.schedule``."""
+
+
+def hidden_dim(dim: int, multiplier, multiple_of: int) -> int:
+    """torchtitan's ``FeedForward`` width: ``int(2 (4 dim) / 3)``, times ``ffn_dim_multiplier``
+    (then ``int``), rounded up to a multiple of ``multiple_of`` (exact: the multiplier a decimal)."""
+    hidden = 2 * 4 * dim // 3
+    if multiplier is not None:
+        hidden = int(Fraction(multiplier) * hidden)
+    return multiple_of * ceil(Fraction(hidden, multiple_of))
+
+
+def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list) -> Architecture:
+    """The Llama 3 of ``[model] flavor`` (``FLAVORS``), its vocabulary and context."""
+    model = job.get("model", "name", "llama3", str)
+    if model != "llama3":
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 flavours only",
+                         "[model] name")
+    flavor = job.get("model", "flavor", "debugmodel", str)
+    if flavor not in FLAVORS:
+        raise InputError(f"[model] flavor {flavor!r}: the reader bundles {', '.join(FLAVORS)}", "[model] flavor")
+    job.refuse("model", "converters", None, "converters (float8, MX, quantisation) are not modelled by this reader; "
+               "remove them")
+    a = FLAVORS[flavor]
+    stated = None if flavor == "debugmodel" else LLAMA3_VOCAB
+    if vocab is not None and stated is not None and vocab != stated:
+        notes.append(f"--vocab-size {vocab} (command line) replaces Llama 3's tokenizer's {stated}")
+    vocab = vocab or stated
+    if vocab is None:
+        raise InputError("the debug model's vocabulary comes from its tokenizer files, which the reader does not "
+                         "open; give --vocab-size", "--vocab-size")
+    heads = a["n_heads"]
+    return Architecture(
+        f"{name} (llama3 {flavor})", a["n_layers"], a["dim"], heads,
+        hidden_dim(a["dim"], a["ffn_dim_multiplier"], a["multiple_of"]), vocab, kv_heads=a["n_kv_heads"],
+        mlp="swiglu", norm="rms", rotary=True, tied=False, qkv_bias=False, bias=False, dropouts=False, context=seq)
+
+
+def stage_layers(layers: int, stages: int, first_less: int, last_less: int) -> list[int]:
+    """The transformer layers of each pipeline stage as torchtitan's ``generate_llm_fqn_per_model_part``
+    cuts them: ``layers + first_less + last_less`` weighted layers spread evenly (the first stages
+    one more when they do not divide), the embedding weighing ``first_less`` on the first stage and
+    the norm and output ``last_less`` on the last."""
+    weighted = layers + first_less + last_less
+    each, extra = divmod(weighted, stages)
+    if each == 0 or first_less > each or last_less > each:
+        raise InputError(f"torchtitan cannot cut {layers} layers (+{first_less} +{last_less}) into {stages} stages",
+                         "[parallelism] pipeline_parallel_degree")
+    counts = [each + (i < extra) for i in range(stages)]
+    counts[0] -= first_less
+    counts[-1] -= last_less
+    return counts
+
+
+def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
+    """The model, values and policy of a torchtitan job TOML; ``world`` is the number of
+    processes (``--devices``), ``vocab`` a tokenizer's vocabulary."""
+    job, notes = Job(text, name), []
+    for section, key, inert, why in (
+            ("training", "enable_cpu_offload", False, "FSDP's CPU offload of parameters, gradients and optimizer "
+             "state is not modelled"),
+            ("optimizer", "early_step_in_backward", False, "the optimizer step in backward is not modelled"),
+            ("fault_tolerance", "enable", False, "torchft's replica groups are not modelled"),
+            ("parallelism", "context_parallel_degree", 1, "torchtitan shards parameters over data x context ranks; "
+             "the reader does not model context parallelism"),
+            ("parallelism", "expert_parallel_degree", 1, "llama3 has no experts"),
+            ("parallelism", "expert_tensor_parallel_degree", 1, "llama3 has no experts"),
+            ("parallelism", "disable_loss_parallel", False, "the library keeps the logits split over the tensor "
+             "ranks (loss parallel)"),
+            ("parallelism", "pipeline_parallel_split_points", None, "the reader cuts stages as torchtitan's default"),
+            ("parallelism", "module_fqns_per_model_part", None, "the reader cuts stages as torchtitan's default"),
+            ("parallelism", "pipeline_parallel_layers_per_stage", None, "the reader cuts stages as torchtitan's "
+             "default"),
+            ("parallelism", "pipeline_parallel_schedule_csv", None, "a schedule from a file is not modelled")):
+        job.refuse(section, key, inert, why)
+    seq = job.get("training", "seq_len", 2048)
+    arch = architecture(job, name, seq, vocab, notes)
+    values, policy = layout(job, arch, world, notes)
+    policy.update(precision=_precision(job), flash=True, optimizer=_optimizer(job))
+    policy.update(recompute(job, arch.n_layers, values[S.p], policy, notes))
+    values[S.l] = seq
+    if policy["precision"] == "bf16":
+        notes.append("FSDP2 keeps fp32 sharded parameters and reduces gradients in fp32 (torchtitan's "
+                     "mixed_precision_reduce): counted as the 16-bit recipe with an fp32 master copy, the same 16 "
+                     "bytes per parameter; the gradients' bytes follow --conventions")
+    return Setup(arch, values, policy, notes)
+
+
+def _precision(job: Job) -> str:
+    value = job.get("training", "mixed_precision_param", "bfloat16", str)
+    if value not in ("bfloat16", "float32"):
+        raise InputError(f"[training] mixed_precision_param {value!r}: torchtitan takes bfloat16 or float32",
+                         "[training] mixed_precision_param")
+    return {"bfloat16": "bf16", "float32": "fp32"}[value]
+
+
+def _optimizer(job: Job) -> str:
+    chosen = job.get("optimizer", "name", "AdamW", str)
+    if chosen not in ("AdamW", "Adam"):
+        raise InputError(f"[optimizer] name {chosen!r}: the reader reads AdamW and Adam", "[optimizer] name")
+    return chosen.lower()
+
+
+def world_and_data(job: Job, world: int | None) -> tuple[int, int, int]:
+    """``(world, replicate, shard)``: torchtitan's ``ParallelDims`` rule ``replicate x shard x cp x
+    tp x pp = world``, the shard degree -1 taking the rest."""
+    replicate, tp, pp = (job.degree(k) for k in ("data_parallel_replicate_degree", "tensor_parallel_degree",
+                                                  "pipeline_parallel_degree"))
+    shard = job.get("parallelism", "data_parallel_shard_degree", -1)
+    if shard == -1:
+        if world is None:
+            raise InputError("[parallelism] data_parallel_shard_degree = -1 takes the rest of the world; give the "
+                             "number of processes with --devices", "--devices")
+        if world % (replicate * tp * pp):
+            raise InputError(f"world size {world} is not a multiple of replicate x tensor x pipeline = "
+                             f"{replicate * tp * pp} (torchtitan's rule)", "--devices")
+        shard = world // (replicate * tp * pp)
+    elif shard < 1:
+        raise InputError(f"[parallelism] data_parallel_shard_degree must be -1 or at least 1, got {shard}",
+                         "[parallelism] data_parallel_shard_degree")
+    product = replicate * shard * tp * pp
+    if world is not None and world != product:
+        raise InputError(f"world size {world} is not replicate x shard x tensor x pipeline = {product} "
+                         f"(torchtitan's rule)", "--devices")
+    return product, replicate, shard
+
+
+def layout(job: Job, arch: Architecture, world: int | None, notes: list) -> tuple[dict, dict]:
+    """The ``--set`` values (degrees, micro-batch, micro-batches) and the sharding and pipeline policy."""
+    world, replicate, shard = world_and_data(job, world)
+    tp, pp = job.degree("tensor_parallel_degree"), job.degree("pipeline_parallel_degree")
+    d = replicate * shard
+    training = job.data.get("training", {})
+    if "local_batch_size" in training and "batch_size" in training:
+        raise InputError("[training] local_batch_size and batch_size (its older name) together; give one",
+                         "[training] batch_size")
+    local = job.get("training", "local_batch_size" if "local_batch_size" in training else "batch_size", 8)
+    batch = job.get("training", "global_batch_size", -1)
+    batch = local * d if batch == -1 else batch
+    if batch < 1 or batch % (local * d):
+        raise InputError(f"[training] global_batch_size {batch} is not a multiple of local batch x data-parallel "
+                         f"degree = {local} x {d} (torchtitan's rule)", "[training] global_batch_size")
+    micro = job.get("parallelism", "pipeline_parallel_microbatch_size", 1) if pp > 1 else local
+    if local % micro:
+        raise InputError(f"[parallelism] pipeline_parallel_microbatch_size {micro} does not divide the local batch "
+                         f"{local} (torchtitan's rule)", "[parallelism] pipeline_parallel_microbatch_size")
+    values = {S.b: micro, S.m1: tp, S.s1: tp, S.d: d, S.p: pp, S.n_micro: batch // (local * d) * (local // micro),
+              S.cp: 1, S.ep: 1, S.etp: tp}
+    policy = dict(zero=3 if shard > 1 else 0, overlap=overlap(job, d, shard, tp, notes))
+    if replicate > 1 and shard > 1:         # HSDP: FSDP2 on the mesh (replicate, shard)
+        policy["shard"] = shard
+    policy.update(pipeline(job, arch.n_layers, pp))
+    if shard > 1:
+        policy.update(resharding(job, pp, notes))
+    return values, policy
+
+
+def resharding(job: Job, pp: int, notes: list) -> dict:
+    """FSDP2's ``reshard_after_forward``: always, never, or torchtitan's default (not with pipelining;
+    without it every block but the last, whose backward follows at once)."""
+    reshard = job.get("parallelism", "fsdp_reshard_after_forward", "default", str)
+    if reshard not in ("default", "always", "never"):
+        raise InputError(f"[parallelism] fsdp_reshard_after_forward {reshard!r}: torchtitan takes default, always, "
+                         f"never", "[parallelism] fsdp_reshard_after_forward")
+    if reshard == "default" and pp == 1:
+        notes.append("fsdp_reshard_after_forward default: torchtitan keeps the last block's gathered weights for "
+                     "backward (one all-gather fewer); counted as resharding every block")
+    return {} if reshard == "always" or (reshard == "default" and pp == 1) else dict(reshard_after_forward=False)
+
+
+def overlap(job: Job, d: int, shard: int, tp: int, notes: list) -> Overlap:
+    """FSDP2 and DDP run their collectives behind compute (prefetched gathers, reduce-scatters and
+    bucketed all-reduces on their own streams); async tensor parallelism needs ``compile``."""
+    compiled = job.data.get("training", {}).get("compile") is True or job.data.get("compile", {}).get("enable") is True
+    asked = job.get("parallelism", "enable_async_tensor_parallel", False, bool)
+    if asked and not (compiled and tp > 1):
+        notes.append("enable_async_tensor_parallel takes effect with compile and tensor parallelism only "
+                     "(torchtitan); not counted")
+    return Overlap(grad_reduce=d > 1, param_gather=shard > 1, tensor=asked and compiled and tp > 1)
+
+
+def pipeline(job: Job, layers: int, pp: int) -> dict:
+    """The schedule and the uneven first and last stages of torchtitan's cut (``stage_layers``)."""
+    name = job.get("parallelism", "pipeline_parallel_schedule", "1F1B", str)
+    if pp == 1:
+        return {}
+    if name not in SCHEDULES:
+        raise InputError(f"[parallelism] pipeline_parallel_schedule {name!r}: the reader reads "
+                         f"{', '.join(SCHEDULES)} (one stage per rank)", "[parallelism] pipeline_parallel_schedule")
+    counts = stage_layers(layers, pp, job.get("parallelism", "pipeline_parallel_first_stage_less_layers", 1),
+                          job.get("parallelism", "pipeline_parallel_last_stage_less_layers", 1))
+    if pp > 2 and len(set(counts[1:-1])) > 1:
+        raise InputError(f"torchtitan cuts {layers} layers into stages of {counts} layers; the library places "
+                         f"equal middle stages", "[parallelism] pipeline_parallel_degree")
+    policy = dict(schedule=SCHEDULES[name])
+    if len(set(counts)) > 1:
+        policy.update(first_stage_layers=counts[0], last_stage_layers=counts[-1])
+    return policy
+
+
+def recompute(job: Job, layers: int, pp: int, policy: dict, notes: list) -> dict:
+    """``[activation_checkpoint]``: none, full, or full recomputation of every ``N``-th layer of a
+    stage (selective with a layer frequency); op-level selective recomputation is refused."""
+    mode = job.get("activation_checkpoint", "mode", "selective", str)
+    if mode == "none":
+        return dict(recompute="none")
+    if mode == "full":
+        return dict(recompute="full")
+    option = job.get("activation_checkpoint", "selective_ac_option", "2", str)
+    if mode != "selective" or not (option == "op" or option.isdigit() and int(option) > 0):
+        raise InputError(f"[activation_checkpoint] mode {mode!r}, selective_ac_option {option!r}: the reader reads "
+                         f"none, full, and selective with a layer frequency", "[activation_checkpoint] mode")
+    if option == "op":
+        raise InputError("[activation_checkpoint] selective_ac_option 'op': torchtitan's op-level policy (it saves "
+                         "every other matrix product's output and the attention's, recomputing the rest) is not a "
+                         "recomputation the library models; use mode 'full', 'none', or a layer frequency",
+                         "[activation_checkpoint] selective_ac_option")
+    stage = layers // pp
+    if policy.get("first_stage_layers") is not None or policy.get("last_stage_layers") is not None:
+        raise InputError("[activation_checkpoint] selective_ac_option: a layer frequency with uneven pipeline "
+                         "stages is not modelled", "[activation_checkpoint] selective_ac_option")
+    count = stage // int(option)
+    notes.append(f"selective_ac_option {option}: torchtitan recomputes every {option}th layer, {count} of a stage; "
+                 f"counted as the first {count} (recompute_method block; the layers are identical)")
+    return dict(recompute="full", recompute_method="block", recompute_layers=count) if count else \
+        dict(recompute="none")

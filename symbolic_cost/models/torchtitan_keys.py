@@ -1,0 +1,80 @@
+"""The keys of a torchtitan job TOML: which ``models.torchtitan`` reads (``READ``), which change no
+count (``NO_COST``, accepted), and ``Job``, the file's sections read with torchtitan's defaults; any
+other section or key is refused, naming it."""
+
+from __future__ import annotations
+
+import tomllib
+
+from symbolic_cost.checks import InputError
+
+NO_COST = {
+    "job": "*", "profiling": "*", "metrics": "*", "lr_scheduler": "*", "checkpoint": "*", "comm": "*",
+    "memory_estimation": "*", "validation": "*", "compile": "*", "float8": "*", "quantize": "*", "mx": "*",
+    "model": {"tokenizer_path", "hf_assets_path", "print_after_conversion"},
+    "optimizer": {"lr", "beta1", "beta2", "eps", "weight_decay", "implementation"},
+    "training": {"max_norm", "steps", "dataset", "dataset_path", "compile", "gc_freq", "gc_debug", "seed",
+                 "deterministic", "warmup_steps", "mixed_precision_reduce"},
+    "parallelism": {"enable_compiled_autograd", "context_parallel_rotate_method"},
+    "activation_checkpoint": {"preserve_rng_state", "per_op_sac_force_recompute_mm_shapes_by_fqns", "early_stop"},
+}
+"""Keys that change no count (``"*"``: every key of the section).  The float8, quantize and mx
+sections only configure a converter; ``[model] converters`` naming one is refused."""
+
+READ = {
+    "model": {"name", "flavor", "converters"},
+    "optimizer": {"name", "early_step_in_backward"},
+    "training": {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
+                 "enable_cpu_offload"},
+    "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
+                    "pipeline_parallel_degree", "context_parallel_degree", "pipeline_parallel_schedule",
+                    "pipeline_parallel_microbatch_size", "pipeline_parallel_first_stage_less_layers",
+                    "pipeline_parallel_last_stage_less_layers", "enable_async_tensor_parallel",
+                    "disable_loss_parallel", "fsdp_reshard_after_forward", "expert_parallel_degree",
+                    "expert_tensor_parallel_degree", "pipeline_parallel_split_points", "module_fqns_per_model_part",
+                    "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule_csv"},
+    "activation_checkpoint": {"mode", "selective_ac_option"},
+    "fault_tolerance": {"enable"},
+    "experimental": set(),
+}
+"""Keys ``torchtitan_setup`` reads (see the module docstring's table)."""
+
+class Job:
+    """The TOML's sections: typed values with torchtitan's defaults; every key checked against
+    ``READ`` and ``NO_COST`` (an unknown section or key is refused, naming it)."""
+
+    def __init__(self, text: str, name: str):
+        try:
+            self.data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise InputError(f"{name}: not a TOML file ({error})", "--torchtitan") from None
+        for section, table in self.data.items():
+            if not isinstance(table, dict):
+                raise InputError(f"{name}: {section} = ... outside a [section]; torchtitan reads sections",
+                                 "--torchtitan")
+            allowed = NO_COST.get(section)
+            for key in table:
+                if allowed != "*" and key not in (allowed or set()) and key not in READ.get(section, set()):
+                    raise InputError(f"[{section}] {key}: a torchtitan key this reader does not read (it may change "
+                                     f"the cost); remove it or give the layout with --preset/--hf-config and --set",
+                                     f"[{section}] {key}")
+
+    def get(self, section: str, key: str, default, kind=int):
+        value = self.data.get(section, {}).get(key, default)
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InputError(f"[{section}] {key} must be an integer, got {value!r}", f"[{section}] {key}")
+        if kind is not int and not isinstance(value, kind):
+            raise InputError(f"[{section}] {key} must be a {kind.__name__}, got {value!r}", f"[{section}] {key}")
+        return value
+
+    def degree(self, key: str, default: int = 1, minimum: int = 1) -> int:
+        value = self.get("parallelism", key, default)
+        if value < minimum:
+            raise InputError(f"[parallelism] {key} must be at least {minimum}, got {value}", f"[parallelism] {key}")
+        return value
+
+    def refuse(self, section: str, key: str, inert, why: str) -> None:
+        """Refuse ``key`` unless absent or at ``inert`` (the value with no effect)."""
+        value = self.data.get(section, {}).get(key, inert)
+        if value != inert and not (inert is None and value in ([], "")):
+            raise InputError(f"[{section}] {key} = {value!r}: {why}", f"[{section}] {key}")

@@ -1,0 +1,25 @@
+"""torchtitan's rules as ``models.torchtitan`` writes them, against counts by hand from torchtitan's
+code (``FeedForward.__init__`` and ``generate_llm_fqn_per_model_part``) and Llama 3's published
+widths (14,336, 28,672 and 53,248: the ``intermediate_size`` of meta-llama's 8B, 70B and 405B
+config.json).  Fast: ``tests/mutations.py`` runs it."""
+
+from symbolic_cost.models.torchtitan import FLAVORS, hidden_dim, stage_layers
+
+
+def test_feedforward_widths():
+    """4 dim, two thirds (int), times ffn_dim_multiplier (int), rounded up to multiple_of: 8B 16384 -> 10922 ->
+    14198 -> 14336; 70B 32768 -> 21845 -> 28398 -> 28672; 405B 65536 -> 43690 -> 52428 -> 53248; the debug model
+    1024 -> 682 -> (no multiplier) -> 768."""
+    widths = {name: hidden_dim(a["dim"], a["ffn_dim_multiplier"], a["multiple_of"]) for name, a in FLAVORS.items()}
+    assert widths == {"debugmodel": 768, "8B": 14336, "70B": 28672, "405B": 53248}
+
+
+def test_pipeline_cut():
+    """layers + 1 + 1 weighted layers over the stages, the first ``extra`` stages one more, the embedding's weight
+    off the first stage and the output's off the last (worked out by hand for each)."""
+    assert stage_layers(32, 2, 1, 1) == [16, 16]      # 34 = 17 + 17
+    assert stage_layers(32, 3, 1, 1) == [11, 11, 10]  # 34 = 12 + 11 + 11
+    assert stage_layers(32, 4, 1, 1) == [8, 9, 8, 7]  # 34 = 9 + 9 + 8 + 8
+    assert stage_layers(80, 4, 1, 1) == [20, 21, 20, 19]  # 82 = 21 + 21 + 20 + 20
+    assert stage_layers(32, 4, 0, 0) == [8, 8, 8, 8]
+    assert stage_layers(30, 4, 2, 0) == [6, 8, 8, 8]  # 32 = 8 x 4
