@@ -34,7 +34,8 @@ TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framewo
          "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
          "tests/test_dualpipe.py", "tests/test_serving_cp.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py",
-         "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_fsdp.py")
+         "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_fsdp.py",
+         "tests/test_torchtitan.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -227,6 +228,10 @@ MUTATIONS = (
              'before = [c for pass_ in ("fwd",) for n in qkv for c in a2a(n, pass_)]', required=False),
     Mutation("search-kv-heads", "symbolic_cost/numeric/layouts.py", "return dict(h=arch.h, kv_heads=arch.kv, f=arch.f,",
              "return dict(h=arch.h, f=arch.f,", required=False),
+    Mutation("torchtitan-ffn-multiplier", "symbolic_cost/models/torchtitan.py",
+             "hidden = int(Fraction(multiplier) * hidden)", "hidden = hidden", required=False),
+    Mutation("torchtitan-cut-embedding-weight", "symbolic_cost/models/torchtitan.py", "counts[0] -= first_less",
+             "counts[-1] -= first_less", required=False),
 )
 
 
