@@ -122,3 +122,25 @@ def timetable(p: int, n: int, seconds: dict) -> tuple:
         assert moved, "the order deadlocks"
     assert all(not q for q in queue)
     return max(free), peak, busy
+
+
+def phase_peaks(p: int, n: int) -> list[tuple[int, int]]:
+    """Per rank, the most chunks of each phase (0: the direction entering on the rank's half of
+    the pipeline; 1: the other) whose activations it holds at once, following its order."""
+    out = []
+    for r in range(p):
+        held, most, deferred = [0, 0], [0, 0], []
+        for chunk in rank_order(p, n, r):
+            if chunk[0] in ("F", "FB"):
+                held[chunk[1]] += 1
+            if chunk[0] == "FB":
+                held[chunk[2]] -= 1
+            elif chunk[0] == "B" and chunk[2]:
+                deferred.append(chunk[1])
+            elif chunk[0] == "B":
+                held[chunk[1]] -= 1
+            elif chunk[0] == "W":
+                held[deferred.pop(0)] -= 1
+            most = [max(m, h) for m, h in zip(most, held)]
+        out.append(tuple(most))
+    return out

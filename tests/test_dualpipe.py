@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulate_dualpipe import rank_order, timetable
+from simulate_dualpipe import phase_peaks, rank_order, timetable
 from symbolic_cost.checks import InputError
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import preset
@@ -30,6 +30,8 @@ def test_the_timetable_takes_the_formula_and_holds_p_plus_one(half, extra, f, b,
     # the report's "PP + 1": the two middle ranks, p on the others
     assert peak == [p + 1 if min(r, p - 1 - r) == p // 2 - 1 else p for r in range(p)]
     assert max(peak) == Schedule("dualpipe").in_flight(p, n) == p + 1
+    # of which the direction entering on the rank's half holds at most p - h, the other h + 1
+    assert phase_peaks(p, n) == [(p - min(r, p - 1 - r), min(r, p - 1 - r) + 1) for r in range(p)]
 
 
 @settings(max_examples=40, deadline=None)
@@ -95,10 +97,12 @@ def test_the_end_ranks_keep_p_plus_one_chunks_with_both_ends():
     gpt2 = preset("gpt2")
     dual = model_cost(gpt2, Training(b=2, l=128, p=4, micro_batches=8, schedule="dualpipe"))
     one = model_cost(gpt2, Training(b=2, l=128, p=4, micro_batches=1))    # one chunk of each stage
-    kept = [rank_activation_bytes(one, r) for r in range(4)]
-    ends = kept[0] + kept[3] - kept[1]        # a stage's layers once, the embedding's and the head's
-    assert dual.activation_bytes == rank_activation_bytes(dual, 0) == rank_activation_bytes(dual, 3) == 5 * ends
-    assert rank_activation_bytes(dual, 1) == 5 * kept[1]
+    kept = [rank_activation_bytes(one, r) for r in range(4)]      # a stage's layers, with an end on 0 and 3
+    # the timetable: an end rank holds p = 4 chunks, all 4 may be of the stage with the embedding and
+    # one of the stage with the head; a middle rank p + 1 = 5 (tests/simulate_dualpipe.py)
+    end = 4 * kept[0] + (kept[3] - kept[1])
+    assert dual.activation_bytes == rank_activation_bytes(dual, 0) == rank_activation_bytes(dual, 3) == end
+    assert rank_activation_bytes(dual, 1) == rank_activation_bytes(dual, 2) == 5 * kept[1]
 
 
 def test_the_step_time_runs_the_timetable_of_the_stage_passes():

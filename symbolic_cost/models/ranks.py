@@ -237,13 +237,21 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
 
 def _dualpipe_activations(cost, place: Placement, rank) -> Expr:
     """Activation bytes of DualPipe rank ``rank``, which holds stage ``rank`` of one direction and
-    stage ``p - 1 - rank`` of the other: ``Schedule.in_flight`` chunks, each counted as the larger
-    of the two stages' layers, with the embedding's and the head's on ranks 0 and ``p - 1``
-    (each holds both ends; an upper bound, as the chunks in flight mix the two stages)."""
-    p, n = place.p, exact(cost.training.micro_batches, "micro_batches")
+    stage ``p - 1 - rank`` of the other (``parallel.pipeline``), as the timetable of
+    ``tests/simulate_dualpipe.py`` runs it: ``p`` stage chunks at its peak, ``p + 1`` on the two
+    middle ranks (each counted as the larger of its two stages' layers); the end ranks hold both
+    ends, the embedding's for at most ``p`` chunks (the direction entering there) and the head's
+    for one (the other direction's loss backward follows its forward).  ``rank``: a number, or
+    ``"middle"`` for a middle rank of a symbolic ``p``."""
+    p = place.p
+    if rank == "middle":
+        return _rank_activations(cost, p + 1, False, False, place.counts(0))
     counts = tuple(maximum(a, b) for a, b in zip(place.counts(rank), place.counts(p - 1 - rank)))
-    end = rank == 0 or rank == p - 1
-    return _rank_activations(cost, cost.training.pipeline_schedule().in_flight(p, n, rank), end, end, counts)
+    middle = Piecewise((1, Eq(p, 2)), (0, True)) if not p.is_number else int(min(rank, p - 1 - rank) == p // 2 - 1)
+    kept = _rank_activations(cost, p + middle, False, False, counts)
+    if rank == 0 or rank == p - 1:
+        kept += p * cost.embedding.total("act_buffer") + cost.head.total("act_buffer")
+    return kept
 
 
 def tied_copy(arch, start) -> Expr:
@@ -276,8 +284,8 @@ def busiest_activation_bytes(cost) -> Expr:
     DualPipe: ``_dualpipe_activations`` of each pair of stages)."""
     p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
     schedule, place = cost.training.pipeline_schedule(), cost_placement(cost)
-    if schedule.name == "dualpipe":       # an even split's rank 0 holds the most; else every pair
-        ranks = [0] if place.rows is None else range(int(p) // 2)
+    if schedule.name == "dualpipe":       # an even split: an end rank or a middle one; else every pair
+        ranks = [0, "middle"] if place.rows is None else range(int(p) // 2)
         return maximum(*(_dualpipe_activations(cost, place, r) for r in ranks))
     one = _rank_activations(cost, schedule.in_flight(1, n), True, True, place.groups)
     return place.worst(lambda rank, first, last, counts: _rank_activations(

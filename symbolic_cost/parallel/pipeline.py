@@ -40,8 +40,11 @@ the algorithm's eight steps, takes ``n (T_F + T_B + T_W) + q max(0, T_B - T_W) +
 backward and an overlapped forward and backward timed as their sum.  The report's Table 2 writes
 the bubble ``(p/2 - 1)(F&B + B - 3W)`` with ``B`` the whole backward: the same where ``T_F =
 T_B >= T_W``; elsewhere the two differ (the timetable idles ``q (T_F - T_B)`` longer where
-``T_F > T_B >= T_W``); the step time follows the timetable.  At its peak a rank holds ``p`` micro-batches' chunks, the two middle ranks ``p + 1``
-(the report's ``PP + 1``); counted ``p + 1`` on every rank, in units of one stage's layers.
+``T_F > T_B >= T_W``); the step time follows the timetable.  At its peak a rank holds ``p``
+micro-batches' chunks, the two middle ranks ``p + 1`` (the report's ``PP + 1``; ``in_flight``), in
+units of one stage's layers; of them at most ``p - h`` of the direction entering on its half
+(``h = min(r, p - 1 - r)``) and ``h + 1`` of the other, so an end rank keeps the embedding's for
+``p`` and the head's for one (``models.ranks``).
 
 The interleaved count is Megatron-LM's warm-up (``2(p - r - 1) + (v - 1) p`` chunk forwards)
 plus the one forward of the steady state before the first backward; on rank 0 it is
@@ -133,7 +136,7 @@ class Schedule:
             return minimum(p - rank, n)
         if self.name == "zb-h1":
             return minimum(p, n)
-        if self.name == "dualpipe":        # the two middle ranks' p + 1, an upper bound for the others' p
+        if self.name == "dualpipe":        # the two middle ranks' p + 1 (the most; the others hold p)
             return p + 1
         return minimum(2 * (p - rank - 1) + (self.v - 1) * p + 1, n * self.v) / self.v
 
