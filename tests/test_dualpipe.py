@@ -133,3 +133,12 @@ def test_the_commands_take_the_schedule_and_refuse_its_bad_layouts(capsys):
     assert "micro_batches must be at least 2p for the dualpipe schedule" in capsys.readouterr().err
     assert main(["sweep", *base[:-2], "n_micro=8", *base[-2:], "--grid", "p=2,3", "--field", "bubble"]) == 2
     assert "--grid at p=3, n_micro=8: p must be even for the dualpipe schedule" in capsys.readouterr().err
+
+
+def test_uneven_stages_pair_up_too():
+    # 6, 2, 2, 2 layers: ranks 0 and 3 hold stages 0 and 3 (8 layers and both ends), 1 and 2 four layers
+    t = dict(b=1, l=128, p=4, micro_batches=8, first_stage_layers=6)
+    plain, dual = (model_cost(preset("gpt2"), Training(**t, schedule=s)) for s in ("1f1b", "dualpipe"))
+    stages = [rank_parameters(plain, r) for r in range(4)]
+    assert [rank_parameters(dual, r) for r in range(4)] == [stages[r] + stages[3 - r] for r in range(4)]
+    assert dual.parameters_per_device == stages[0] + stages[3]
