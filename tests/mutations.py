@@ -68,6 +68,7 @@ PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/z
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
 RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
 EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
+NCCL = "symbolic_cost/timing/nccl.py"
 PEAK = "symbolic_cost/models/peak.py"
 LOAD = "symbolic_cost/inference/load.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
@@ -116,10 +117,10 @@ MUTATIONS = (
              required=False),
     Mutation("serving-cp-rank-stack", "symbolic_cost/inference/phases.py", "s.l_in, conventions, context=True)",
              "s.l_in, conventions, context=False)", required=False),
-    Mutation("nccl-ll-share", EFFICIENCY, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
+    Mutation("nccl-ll-share", NCCL, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
              "Rational(1, 3)", required=False),
-    Mutation("nccl-tree-levels", EFFICIENCY, "+ levels * TREE_HOP[", "+ TREE_HOP[", required=False),
-    Mutation("nccl-tree-correction", EFFICIENCY, "share / 2 * tree_correction(protocol, volume)", "share / 2",
+    Mutation("nccl-tree-levels", NCCL, "+ levels * TREE_HOP[", "+ TREE_HOP[", required=False),
+    Mutation("nccl-tree-correction", NCCL, "share / 2 * tree_correction(protocol, volume)", "share / 2",
              required=False),
     Mutation("nccl-spread-intra-hop", "symbolic_cost/timing/hardware.py", 'nodes, intra="nvlink"))', "nodes))",
              required=False),

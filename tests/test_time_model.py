@@ -17,6 +17,7 @@ from symbolic_cost.models.config import preset
 from symbolic_cost.models.training import Overlap
 from symbolic_cost.reproduce import measured
 from symbolic_cost.timing import efficiency as eff
+from symbolic_cost.timing import nccl
 from symbolic_cost.timing.hardware import calibrated, comm_time, get_system, times
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -130,7 +131,7 @@ def test_the_tree_wins_small_allreduces_over_many_nodes_and_the_ring_large_ones(
     ("allgather", 4, 2**20, "nvlink", 1), ("reducescatter", 32, 2**28, "ib", 4), ("allreduce", 64, 2**26, "ib", 8)])
 def test_collectives_follow_nccls_cost_model(kind, n, nbytes, link, nodes):
     bus = 235 * 10**9
-    ours = eff.nccl_time(kind, n, nbytes, bus, link, nodes)
+    ours = nccl.nccl_time(kind, n, nbytes, bus, link, nodes)
     assert float(ours) * 1e6 == pytest.approx(nccl_reference(kind, n, nbytes, bus, link, nodes), rel=1e-9)
 
 
@@ -230,8 +231,8 @@ def test_calibrate_command_prints_the_fit_and_the_errors(capsys):
 @pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter", "alltoall"])
 def test_a_group_of_one_device_costs_nothing(kind):
     from sympy import Symbol
-    assert eff.nccl_time(kind, 1, 10**9, 235 * 10**9, "nvlink") == 0
+    assert nccl.nccl_time(kind, 1, 10**9, 235 * 10**9, "nvlink") == 0
     n = Symbol("n", positive=True, integer=True)         # a symbolic degree set to 1 later
-    assert eff.nccl_time(kind, n, 10**6, 235 * 10**9, "nvlink").subs(n, 1) == 0
-    assert eff.nccl_time(kind, n, 10**6, 235 * 10**9, "nvlink").subs(n, 8) == \
-        eff.nccl_time(kind, 8, 10**6, 235 * 10**9, "nvlink")
+    assert nccl.nccl_time(kind, n, 10**6, 235 * 10**9, "nvlink").subs(n, 1) == 0
+    assert nccl.nccl_time(kind, n, 10**6, 235 * 10**9, "nvlink").subs(n, 8) == \
+        nccl.nccl_time(kind, 8, 10**6, 235 * 10**9, "nvlink")

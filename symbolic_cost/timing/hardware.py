@@ -31,7 +31,7 @@ from sympy import Expr, Integer, Piecewise, ceiling, floor, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.extrema import maximum
 from symbolic_cost.parallel import collectives
-from symbolic_cost.timing import efficiency, kernels
+from symbolic_cost.timing import efficiency, kernels, nccl
 from symbolic_cost.cost import Collective, Cost
 from symbolic_cost.checks import InputError
 from symbolic_cost.timing.systems import SYSTEMS, System, get_system, product_rate  # noqa: F401 (re-exported)
@@ -120,16 +120,16 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
 
 
 def _nccl_time(c: Collective, system: System, link: str | None) -> Expr:
-    """The calibrated model's collective time (``efficiency.collective_time``): on NVLink when
+    """The calibrated model's collective time (``nccl.collective_time``): on NVLink when
     the group fits one domain (or ``link`` pins it), else across ``ceiling(span / domain)``
     domains with the network's bus bandwidth."""
     if c.group == 1:
         return Integer(0)
     if link is not None:
-        return efficiency.collective_time(c, system, link)
+        return nccl.collective_time(c, system, link)
     nodes = ceiling(c.span / system.nvlink_size)
-    return _on_link(c.span, system, efficiency.collective_time(c, system, "nvlink"),
-                    efficiency.collective_time(c, system, "ib", nodes, intra="nvlink"))
+    return _on_link(c.span, system, nccl.collective_time(c, system, "nvlink"),
+                    nccl.collective_time(c, system, "ib", nodes, intra="nvlink"))
 
 
 TIME_FIELDS = ("t_comp_fwd", "t_mem_fwd", "t_comp_bwd", "t_mem_bwd", "intensity", "t_fwd", "t_bwd",
