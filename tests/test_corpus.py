@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from sympy import Integer, Rational, Symbol, oo
 
-from symbolic_cost import attention, cli, mlp, transformer_layer
+from symbolic_cost import analysis, attention, cli, mlp, transformer_layer
+from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.inference import kv_cache, throughput
@@ -150,6 +151,22 @@ IGNORED = [
     ("scheme --set 'l=(e+f+h+b)**64'", "--set l"),
     ("formula --set e=" + "9" * 40, "--set e"),
     ("formula --set b=" + "+".join(f"l**{i}" for i in range(1, 70)), "--set b"),
+    # a whole-model value may not refer to what the model fixes (it would stay a symbol, not the
+    # model's size), nor grow past 10**30 through what it refers to
+    ("summary --preset gpt2 --set b=e", "--set b=e refers to e"),
+    ("summary --preset gpt2 --set 'b=(e+f)**64'", "refers to e, f"),
+    ("summary --preset gpt2 --set l=2*h", "refers to h"),
+    ("inference --preset gpt2 --set b=e", "refers to e"),
+    ("inference --preset llama-2-7b --set 'l_in=(e+f)**8'", "refers to e, f"),
+    ("sweep --preset gpt2 --grid b=1,2 --set l=v", "refers to v"),
+    ("profile --preset gpt2 --set b=e", "--set"),
+    ("table --preset gpt2 --set 'b=(e+f)**64'", "larger than 10**30"),
+    ("formula --preset gpt2 --set 'b=(e+f)**16'", "larger than 10**30"),
+    ("table --preset gpt2 --set 'l=e**11'", "larger than 10**30"),     # 768**11 > 10**31
+    # work that grows with a number: bounded before it starts
+    ("optimize --max 99999999999", "--max"),
+    ("optimize --max 4097", "--max"),
+    ("search --preset gpt2 --devices 1048577", "devices"),
     # the top level
     ("--bogus", "COMMAND"), ("table --bogus", "--bogus"), ("summary --bogus", "--bogus"), ("nope", "nope"),
     ("summary --preset", "--preset"),
@@ -398,6 +415,9 @@ def _api_refused():
         ("read_number('e')", lambda: read_number("e", argument="x"), "x"),
         ("read_number('nan')", lambda: read_number("nan", argument="x"), "x"),
         ("read('9**9**9')", lambda: read("9**9**9", argument="x"), "x"),
+        ("valid_values(upto=10**9)", lambda: analysis.valid_values(attention(1, 64, 64, 4, S.m1, 1), S.m1, 10**9),
+         "upto"),
+        ("valid_values(upto=0)", lambda: analysis.valid_values(attention(1, 64, 64, 4, S.m1, 1), S.m1, 0), "upto"),
     ]
     return cases
 
@@ -437,6 +457,8 @@ API_NUMBERS = [
     ("max_batch gpt3 on h100", lambda: throughput.max_batch(preset("gpt3-175b"), Serving(l_in=512, l_out=128)), 0),
     ("read exact decimal", lambda: read("0.5 + 80e9", argument="x"), Rational(1, 2) + 80 * 10**9),
     ("read_number power", lambda: read_number("2**10", argument="x"), 1024),
+    # m1 must divide the 4 heads: 1, 2, 4
+    ("valid_values", lambda: analysis.valid_values(attention(1, 64, 64, 4, S.m1, 1), S.m1, 4096), [1, 2, 4]),
 ]
 """``(what, call, the value worked out by hand)``."""
 
@@ -471,9 +493,9 @@ def _lines():
         lambda t: ["inference", "--preset", t[0], *(["--set", *t[1]] if t[1] else []), *(["--json"] if t[2] else [])])
     sweep = st.tuples(st.sampled_from(["b", "p", "l", "d"]), value).map(
         lambda t: ["sweep", "--preset", "gpt2", "--field", "parameters,memory_bytes", "--grid", f"{t[0]}={t[1]}"])
-    counted = st.tuples(st.sampled_from(["--devices", "--global-batch", "--top", "--workers"]), value).map(
-        lambda t: ["search", "--preset", "gpt2", "--devices", "2", "--top", "1", *t])
-    return summary | inference | sweep | counted
+    counted = st.tuples(st.sampled_from(["--batch", "--steps", "--hidden", "--vocab", "--layers"]), value).map(
+        lambda t: ["lstm", "--batch", "4", "--steps", "2", "--hidden", "64", "--vocab", "100", "--layers", "2", *t])
+    return summary | inference | sweep | counted    # search compiles kernels: its refusals are in REFUSED
 
 
 def _printed_numbers_are_possible(out: str) -> None:

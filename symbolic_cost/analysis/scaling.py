@@ -22,7 +22,7 @@ from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Symb
                    expand, fraction, limit as _limit, log, nsolve, oo, simplify, solve, sympify, together)
 
 from symbolic_cost.symbols import resolve_names
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, count
 
 
 def _real(x: Symbol) -> Symbol:
@@ -212,9 +212,14 @@ def _positive_root(slope, x, start):
     return root if root.is_real and root > 0 else None
 
 
+MAX_CANDIDATES = 4096
+"""Most values ``valid_values`` tries: each costs a substitution into the block (a millisecond),
+and ``optimize`` then evaluates each that is valid."""
+
+
 def valid_values(block, x, upto: int) -> list[int]:
     """The values ``1..upto`` of ``x`` that the block's rules accept (``m1`` dividing
-    ``h`` and ``f``, ``s1`` dividing ``l`` and ``m1``, ...).
+    ``h`` and ``f``, ``s1`` dividing ``l`` and ``m1``, ...); ``upto`` at most ``MAX_CANDIDATES``.
 
     >>> from symbolic_cost import attention
     >>> from symbolic_cost.symbols import m1
@@ -225,7 +230,7 @@ def valid_values(block, x, upto: int) -> list[int]:
     """
     (x,) = _symbols(x)
     good = []
-    for value in range(1, upto + 1):
+    for value in range(1, count(upto, "upto", maximum=MAX_CANDIDATES) + 1):
         try:
             block.subs({x: value})
         except ValueError:

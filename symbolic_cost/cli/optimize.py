@@ -27,7 +27,8 @@ def add_arguments(parser) -> None:
     options.units(parser)
     options.option(parser, "--over", default="m1", metavar="SYMBOL", help="the degree to choose")
     field(parser, "time")
-    options.option(parser, "--max", type=int, default=64, help="largest degree tried")
+    options.option(parser, "--max", type=options.integer(1, analysis.MAX_CANDIDATES), default=64,
+                   help=f"largest degree tried (at most {analysis.MAX_CANDIDATES:,}: each is checked and evaluated)")
     options.latex(parser)
 
 

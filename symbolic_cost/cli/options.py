@@ -40,17 +40,20 @@ MAX_INTEGER = 2**53
 """Largest integer an option takes (the largest a float holds exactly)."""
 
 
-def integer(minimum: int = 1):
-    """An option type: an integer from ``minimum`` to ``MAX_INTEGER``.  ``type=int`` means
-    ``integer(1)`` in every ``Parser`` (a size, a count, a degree), so a new integer option
-    is checked without code of its own; an option that takes 0 or -1 says so."""
+def integer(minimum: int = 1, maximum: int = MAX_INTEGER):
+    """An option type: an integer from ``minimum`` to ``maximum`` (``MAX_INTEGER`` unless the
+    option's work grows with it).  ``type=int`` means ``integer(1)`` in every ``Parser`` (a
+    size, a count, a degree), so a new integer option is checked without code of its own; an
+    option that takes 0 or -1 says so."""
+    largest = "2**53" if maximum == MAX_INTEGER else f"{maximum:,}"
+
     def read(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expects an integer, got {text!r}") from None
-        if not minimum <= value <= MAX_INTEGER:
-            raise argparse.ArgumentTypeError(f"must be an integer from {minimum} to 2**53, got {value}")
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"must be an integer from {minimum} to {largest}, got {value}")
         return value
     read.__name__ = f"integer >= {minimum}"
     return read

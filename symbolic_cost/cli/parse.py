@@ -95,12 +95,16 @@ def substituted(values: dict, option: str = "--set") -> dict:
 
 def resolve(base: dict, sets: list[str], allowed=None, option: str = "--set") -> dict:
     """Apply ``--set`` overrides to ``base`` and resolve values that refer to others
-    (``substituted``); ``allowed`` limits which symbols may be set.  A set value is checked
-    again once resolved (``f=e/3`` with ``e=4096`` is not an integer)."""
+    (``substituted``); ``allowed`` limits which symbols may be set and referred to.  A set value
+    is checked again once resolved (``f=e/3`` with ``e=4096`` is not an integer)."""
     given = assignments(sets, option, allowed)
     values = substituted({**base, **given}, option)
     for symbol in given:
         fits(symbol, values[symbol], f"{option} {symbol}")
+        foreign = [] if allowed is None else sorted(map(str, sympify(values[symbol]).free_symbols - set(allowed)))
+        if foreign:         # the model fixes them: left as symbols they would not be the model's
+            raise InputError(f"{option} {symbol}={given[symbol]} refers to {', '.join(foreign)}, which the model "
+                             f"fixes here; settable: {', '.join(map(str, allowed))}", option)
     return values
 
 
