@@ -495,7 +495,11 @@ def _lines():
         lambda t: ["sweep", "--preset", "gpt2", "--field", "parameters,memory_bytes", "--grid", f"{t[0]}={t[1]}"])
     counted = st.tuples(st.sampled_from(["--batch", "--steps", "--hidden", "--vocab", "--layers"]), value).map(
         lambda t: ["lstm", "--batch", "4", "--steps", "2", "--hidden", "64", "--vocab", "100", "--layers", "2", *t])
-    return summary | inference | sweep | counted    # search compiles kernels: its refusals are in REFUSED
+    blocks = st.tuples(st.sampled_from(["table", "formula", "profile --preset gpt2", "crossover", "scheme"]),
+                       st.sampled_from([[], ["--preset", "gpt2"]]), pairs).map(
+        lambda t: [*t[0].split(), *(t[1] if t[0] in ("table", "formula") else []),
+                   *(["--set", *t[2]] if t[2] else [])])
+    return summary | inference | sweep | counted | blocks   # search compiles kernels: its refusals are in REFUSED
 
 
 def _printed_numbers_are_possible(out: str) -> None:
@@ -504,7 +508,7 @@ def _printed_numbers_are_possible(out: str) -> None:
         assert math.isfinite(number) and number >= 0, (match.group(0), out[:400])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=_lines())
 def test_drawn_command_lines_end_in_0_or_2_within_seconds(argv):
     status, out, err, seconds = run(argv)
@@ -512,5 +516,5 @@ def test_drawn_command_lines_end_in_0_or_2_within_seconds(argv):
     assert "Traceback" not in out + err and seconds < 3 * SECONDS, (argv, seconds)
     if status == 2:
         assert err.count("\n") == 1 and not out, (argv, err)
-    elif argv[0] != "sweep":                # a sweep's CSV carries its own columns, all sizes
+    elif argv[0] in ("summary", "inference", "lstm"):   # tables and formulas may print a minus sign
         _printed_numbers_are_possible(out)
