@@ -431,3 +431,85 @@ def test_torchtitan_search_and_sweep(capsys):
     row = _out(capsys, "sweep", *words, "--grid", "b=8", "--field", "memory_bytes,weight_bytes").splitlines()[1]
     whole = _json(capsys, *words)
     assert [float(x) for x in row.split(",")] == [8, whole["memory_bytes"], whole["weight_bytes"]]
+
+
+# DeepSpeed configs from DeepSpeedExamples (tests/framework_inputs/*.json, provenance in PROVENANCE.md) beside a
+# model given apart.  Oracles: the same training typed with --set and the options, and DeepSpeed's batch rule worked
+# by hand (deepspeed/runtime/config.py: train_batch_size = micro x accumulation x world, the missing one derived).
+DS = {name: str(INPUTS / f"{name}.json") for name in ("ds_zero_stage_3_config", "ds_zero2_cpu_offload_config",
+                                                      "ds_config_fp16_z3", "ds_zero_stage_infinity_config")}
+
+
+def test_deepspeed_zero3_equals_the_typed_layout(tmp_path, capsys):
+    """micro 8, accumulation 1, 8 devices given: train batch 64; ZeRO-3 with overlap_comm (DeepSpeed's default
+    at stage 3: gathers and reduce-scatters behind compute), fp16."""
+    model = _llama3(tmp_path, 4096, 14336, 32, 32)
+    got = _json(capsys, "--hf-config", model, "--deepspeed", DS["ds_zero_stage_3_config"], "--devices", "8",
+                "--set", "l=2048")
+    typed = _json(capsys, "--hf-config", model, "--set", "b=8", "l=2048", "d=8", "n_micro=1", "--zero", "3",
+                  "--precision", "fp16", "--overlap", "grad,param")
+    _same(got, typed)
+    assert got["world_size"] == 8 and any("stage3_param_persistence_threshold" in n for n in got["notes"])
+    assert main(["summary", "--hf-config", model, "--deepspeed", DS["ds_zero_stage_3_config"], "--devices", "8"]) == 0
+    assert "b=8 l=8192 m1=1 s1=1 d=8 p=1 micro-batches=1 fp16 zero=3" in capsys.readouterr().out
+
+
+def test_deepspeed_offload_and_derived_micro_batch(capsys):
+    """train_batch_size 16, accumulation 1 on 8 devices: micro = 16 / (1 x 8) = 2; stage 2 with the older
+    cpu_offload (the optimizer on the host), Adam, fp16; on 3 devices 16 is not a multiple of 3."""
+    got = _json(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_zero2_cpu_offload_config"], "--devices", "8")
+    typed = _json(capsys, "--preset", "gpt2", "--set", "b=2", "d=8", "n_micro=1", "--zero", "2", "--offload",
+                  "optimizer", "--optimizer", "adam", "--precision", "fp16")     # overlap_comm: false below stage 3
+    _same(got, typed)
+    assert "host" in got
+    assert "not a multiple of 3" in _error(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_zero2_cpu_offload_config"],
+                                           "--devices", "3")
+
+
+def test_deepspeed_auto_values_come_from_the_command_line(capsys):
+    """The Trainer's "auto" micro-batch is --set b=; without it the key is refused by name."""
+    assert "train_micro_batch_size_per_gpu is \"auto\"" in _error(capsys, "--preset", "gpt2", "--deepspeed",
+                                                                   DS["ds_config_fp16_z3"], "--devices", "8")
+    got = _json(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_config_fp16_z3"], "--devices", "8", "--set", "b=4")
+    typed = _json(capsys, "--preset", "gpt2", "--set", "b=4", "d=8", "n_micro=1", "--zero", "3", "--precision", "fp16",
+                  "--overlap", "grad,param")
+    _same(got, typed)
+    assert not any("replaces" in n for n in got["notes"])
+
+
+@pytest.mark.parametrize("words,refused", [
+    (["--deepspeed", DS["ds_zero_stage_infinity_config"], "--devices", "8"], "'nvme'"),
+    (["--deepspeed", DS["ds_zero_stage_3_config"], "--devices", "8", "--zero", "1"], "--zero"),
+    (["--deepspeed", DS["ds_zero_stage_3_config"], "--devices", "8", "--precision", "bf16"], "--precision"),
+    (["--deepspeed", DS["ds_zero_stage_3_config"]], "--devices"),
+    (["--deepspeed", DS["ds_zero_stage_3_config"], "--megatron-args", LLAMA], "give one framework file"),
+])
+def test_deepspeed_refusals(capsys, words, refused):
+    assert refused in _error(capsys, "--preset", "gpt2", *words) if "--megatron-args" not in words else \
+        refused in _error(capsys, *words)
+
+
+def test_deepspeed_batch_rule_and_unknown_keys(tmp_path, capsys):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_batch_size": 100, "train_micro_batch_size_per_gpu": 8,
+                                "gradient_accumulation_steps": 1}))
+    assert "DeepSpeed's rule" in _error(capsys, "--preset", "gpt2", "--deepspeed", str(path))
+    path.write_text(json.dumps({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 8,
+                                "gradient_accumulation_steps": 2}))
+    assert _json(capsys, "--preset", "gpt2", "--deepspeed", str(path))["world_size"] == 4    # 64 / (8 x 2)
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 8, "zero_optimization": {"stage": 1,
+                                                                                            "zero_hpz_partition_size": 8}}))
+    assert "zero_optimization.zero_hpz_partition_size" in _error(capsys, "--preset", "gpt2", "--deepspeed", str(path),
+                                                                 "--devices", "8")
+
+
+def test_deepspeed_search_and_sweep(capsys):
+    """search keeps the config's ZeRO stage, CPU offload and precision in every layout (8 devices, global batch
+    16, the model's context); sweep's row at the config's own values equals summary."""
+    words = ["--preset", "gpt2", "--deepspeed", DS["ds_zero2_cpu_offload_config"], "--devices", "8"]
+    found = json.loads(_out(capsys, "search", *words, "--json"))
+    assert (found["devices"], found["global_batch"], found["seq"]) == (8, 16, 1024)
+    assert {(row["zero"], row["offload"]) for row in found["best"]} == {(2, "optimizer")}
+    row = _out(capsys, "sweep", *words, "--grid", "b=2", "--field", "memory_bytes,optimizer_bytes").splitlines()[1]
+    whole = _json(capsys, *words)
+    assert [float(x) for x in row.split(",")] == [2, whole["memory_bytes"], whole["optimizer_bytes"]]

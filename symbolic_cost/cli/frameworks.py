@@ -1,6 +1,8 @@
 """Starting from a framework's settings: ``--megatron-args FILE`` (a Megatron-LM launch script or
 arguments file, ``models.megatron_args``) or ``--torchtitan FILE`` (a torchtitan job TOML,
-``models.torchtitan``) in place of ``--preset``/``--hf-config`` and ``--set``.
+``models.torchtitan``) in place of ``--preset``/``--hf-config`` and ``--set``; ``--deepspeed FILE``
+(a DeepSpeed config, ``models.deepspeed``) beside ``--preset``/``--hf-config`` in place of
+``--set`` and the training options (``DEEPSPEED_OPTIONS``).
 
 The file decides the model and the training.  On the command line beside it:
 
@@ -11,8 +13,9 @@ The file decides the model and the training.  On the command line beside it:
   ``n_micro``, ``ep``, ``etp``), explicitly: each replacement is listed in the output's notes;
 * the options the file decides (``FILE_OPTIONS``: precision, recomputation, schedule, overlap,
   FP8, flash attention, the distributed optimizer, the capacity factor; with torchtitan also
-  ``--zero``, ``--shard``, ``--reshard-after-forward``, ``--optimizer`` and ``--offload``) set away from their defaults are refused: change
-  the file (one typed at its default value cannot be told from none);
+  ``--zero``, ``--shard``, ``--reshard-after-forward``, ``--optimizer`` and ``--offload``) set
+  away from their defaults are refused: change the file (one typed at its default value cannot be
+  told from none);
 * what the file does not say (Megatron-LM: ``--zero``, ``--optimizer``, ``--offload``; both: LoRA,
   ``--conventions``, ``--system``, ...) is taken from the command line as usual.
 """
@@ -23,7 +26,8 @@ from pathlib import Path
 
 from symbolic_cost.checks import InputError, input_file
 from symbolic_cost.cli import options
-from symbolic_cost.cli.values import assignments
+from symbolic_cost.cli.values import architecture, assignments
+from symbolic_cost.models.deepspeed import command_line_fills, deepspeed_setup
 from symbolic_cost.models.launch_script import read_launch
 from symbolic_cost.models.megatron_args import megatron_setup
 from symbolic_cost.models.torchtitan import torchtitan_setup
@@ -37,8 +41,12 @@ from their defaults)."""
 TORCHTITAN_OPTIONS = FILE_OPTIONS + ("--zero", "--shard", "--reshard-after-forward", "--optimizer", "--offload")
 """Options a torchtitan TOML decides (FSDP's sharding, the optimizer, CPU offload)."""
 
-FILES = {"megatron_args": "--megatron-args", "torchtitan": "--torchtitan"}
-"""The framework files (``options.model``'s sources) and their flags."""
+DEEPSPEED_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precision", "--optimizer")
+"""Options a DeepSpeed config decides (``--precision`` and ``--zero`` fill its "auto" values instead;
+``--optimizer`` only when it names an optimizer)."""
+
+FILES = {"megatron_args": "--megatron-args", "torchtitan": "--torchtitan", "deepspeed": "--deepspeed"}
+"""The framework files (``options.model``'s options) and their flags."""
 
 ONLY_WITH = ("--devices", "--vocab-size")
 
@@ -49,6 +57,13 @@ def add_arguments(parser) -> None:
                    "(default: the launcher's --nproc_per_node x --nnodes; torchtitan's degrees)")
     options.option(parser, "--vocab-size", type=int, help="with --megatron-args or --torchtitan: the tokenizer's "
                    "vocabulary when the file reads it from a tokenizer file (before Megatron pads it)")
+
+
+def recipe_fields(args) -> dict:
+    """The recipe a framework file decides (FP8, offload, optimizer), for a command without the
+    recipe options (``sweep``)."""
+    found = getattr(args, "framework", None)
+    return {k: found.policy[k] for k in ("fp8", "offload", "optimizer") if k in found.policy} if found else {}
 
 
 def _given(args, flags: tuple) -> str | None:
@@ -69,9 +84,27 @@ def _given(args, flags: tuple) -> str | None:
     return None
 
 
+def _deepspeed(path: str, args):
+    """The ``Setup`` of ``--deepspeed`` with the model of ``--hf-config``/``--preset``; refuses what the
+    config decides when the command line sets it too."""
+    given = {k: int(v) for k, v in assignments(getattr(args, "set", [])).items() if getattr(v, "is_Integer", False)}
+    command = dict(zero=args.zero, precision=args.precision, precision_given=options.given(args, "precision"))
+    text = input_file(path, "--deepspeed")
+    found = deepspeed_setup(text, Path(path).stem, architecture(args), args.devices, given, command)
+    decided = tuple(f for f in DEEPSPEED_OPTIONS if f not in command_line_fills(text))
+    flag = _given(args, decided) or ("--precision" if "--precision" in decided and options.given(args, "precision")
+                                     else None)
+    if flag:
+        raise InputError(f"{flag}: the DeepSpeed config of --deepspeed decides it; change the file (it would be "
+                         f"overridden otherwise)", flag)
+    return found
+
+
 def _read(dest: str, path: str, args):
     """The ``Setup`` of one framework file."""
     flag = FILES[dest]
+    if dest == "deepspeed":
+        return _deepspeed(path, args)
     if dest == "torchtitan":
         return torchtitan_setup(input_file(path, flag), Path(path).stem, world=args.devices, vocab=args.vocab_size)
     launch = read_launch(input_file(path, flag), f"{flag} {Path(path).name}")
@@ -83,17 +116,21 @@ def setup(args, only_with: tuple = ONLY_WITH):
     one; ``args.framework`` too), its notes with the ``--set`` replacements; refuses the options the
     file decides and, without a file, the options of ``only_with`` (``--devices`` and
     ``--vocab-size``; ``search`` takes ``--devices`` without one)."""
-    dest = next((d for d in FILES if getattr(args, d, None) is not None), None)
+    chosen = [d for d in FILES if getattr(args, d, None) is not None]
+    if len(chosen) > 1:
+        raise InputError(f"{' and '.join(FILES[d] for d in chosen)}: give one framework file", FILES[chosen[-1]])
+    dest = chosen[0] if chosen else None
     if dest is None:
         for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
-                raise InputError(f"{flag} applies to --megatron-args or --torchtitan; it would be ignored", flag)
+                raise InputError(f"{flag} applies to --megatron-args, --torchtitan or --deepspeed; it would be "
+                                 f"ignored", flag)
         args.framework = None
         return None
     if getattr(args, "framework", None) is not None:
         return args.framework
     name = FILES[dest]
-    flag = _given(args, TORCHTITAN_OPTIONS if dest == "torchtitan" else FILE_OPTIONS)
+    flag = None if dest == "deepspeed" else _given(args, TORCHTITAN_OPTIONS if dest == "torchtitan" else FILE_OPTIONS)
     if flag:
         raise InputError(f"{flag}: the settings of {name} decide it; change the file (it would be overridden "
                          f"otherwise)", flag)
@@ -101,7 +138,7 @@ def setup(args, only_with: tuple = ONLY_WITH):
         raise InputError(f"--tensor: the framework's tensor parallelism is 1d; {name} reads it", "--tensor")
     found = _read(dest, getattr(args, dest), args)
     for symbol, value in assignments(getattr(args, "set", [])).items():
-        if symbol in found.values:
+        if symbol in found.values and value != found.values[symbol]:
             found.notes.append(f"--set {symbol}={value} replaces the file's {symbol}={found.values[symbol]}")
     policy = dict(found.policy)
     overlap = policy.pop("overlap")

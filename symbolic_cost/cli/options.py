@@ -136,12 +136,15 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
         option(source, "--torchtitan", metavar="FILE",
                help="a torchtitan job TOML (train_configs/*.toml): the llama3 flavour and the training as torchtitan "
                     "builds them (docs/frameworks.md)")
+        option(group, "--deepspeed", metavar="FILE",
+               help="a DeepSpeed config JSON beside --hf-config/--preset: its ZeRO stage, offload, batch and precision "
+                    "(docs/frameworks.md)")
     option(group, "--revision", help="with --hf-model: a branch, tag or commit")
 
 
 def precision(parser):
     """``--precision``: bytes per element (``models.training.element_bytes``)."""
-    option(parser, "--precision", choices=PRECISIONS, default=PLAIN.precision,
+    option(parser, "--precision", action=Given, choices=PRECISIONS, default=PLAIN.precision,
            help="number format of weights and activations")
 
 

@@ -93,13 +93,13 @@ def starting_point(args) -> tuple:
         return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq), []
     found = args.framework
     v, policy = found.values, found.policy
-    if v[S.cp] != 1:
+    if v.get(S.cp, 1) != 1:
         raise InputError(f"search does not vary context parallelism; the file sets cp={v[S.cp]}", "cp")
     stated = dict(devices=int(v[S.m1] * v[S.p] * v[S.d]), global_batch=int(v[S.b] * v[S.d] * v[S.n_micro]),
-                  seq=int(v[S.l]))
+                  seq=int(v[S.l]) if S.l in v else sequence_length(found.arch))      # DeepSpeed's says none
     notes = [f"--{name.replace('_', '-')} {getattr(args, key)} replaces the file's {stated[name]}"
              for name, key in (("devices", "devices"), ("global_batch", "global_batch"), ("seq", "seq"))
-             if key != "devices" and getattr(args, key) not in (None, stated[name])]
+             if key != "devices" and getattr(args, key) not in (None, stated[name]) and (key != "seq" or S.l in v)]
     chosen = {name: getattr(args, name) or stated[name] for name in stated}
     kept = {name: policy[name] for name in FIXED if name in policy}
     if args.everything and {"shard", "reshard_after_forward"} & set(kept):
@@ -107,8 +107,9 @@ def starting_point(args) -> tuple:
                          "weights) holds at ZeRO-3 only", "--everything")
     searched = ("none", "full") if args.flash else ("none", "selective", "full")
     extra = dict(micro_batch_sizes=tuple(sorted({1, 2, 4, 8, int(v[S.b])})),
-                 recompute=tuple(dict.fromkeys(searched + (policy["recompute"],))),
-                 schedules=tuple(dict.fromkeys(("1f1b", policy.get("schedule", "1f1b")))))
+                 recompute=tuple(dict.fromkeys(searched + (policy.get("recompute", "none"),))),
+                 schedules=tuple(dict.fromkeys(("1f1b", policy.get("schedule", "1f1b")))),
+                 offload=(policy.get("offload", "none"),))
     return found.arch, dict(chosen, policy=kept, **extra), notes + found.notes
 
 

@@ -145,7 +145,7 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
     training = Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d),
                         p=value(S.p), micro_batches=value(S.n_micro), ep=value(S.ep), etp=value(S.etp),
                         l_dec=value(S.l_dec) if S.l_dec in {**fixed, **grid} else None, cp=value(S.cp),
-                        fp8=getattr(args, "fp8", None), **options.training_policy(args))    # fp8: a framework file's
+                        **frameworks.recipe_fields(args), **options.training_policy(args))
     cost = model_cost(arch, training, chosen)
     exprs = {name: getattr(cost, name) for name in TOTALS}
     exprs.update(active_parameters=cost.active_parameters, alltoall_bytes=alltoall_bytes(cost),

@@ -1,0 +1,216 @@
+"""A DeepSpeed configuration (``ds_config.json``) as the training of a model given apart.
+
+``deepspeed_setup`` reads the JSON with DeepSpeed's own rules (``deepspeed/runtime/config.py``,
+``zero/config.py``); the model comes from ``--hf-config``/``--preset`` (DeepSpeed's config does
+not say it), and the sequence length from ``--set l=`` (the model's context otherwise):
+
+============================================= ===================================================
+DeepSpeed key (default)                       library field
+============================================= ===================================================
+``train_micro_batch_size_per_gpu``,           ``b``, ``micro_batches``, ``d`` (the data-parallel
+``gradient_accumulation_steps``,              world); DeepSpeed's rule ``train = micro x accum x
+``train_batch_size``                          world``, the missing one derived as DeepSpeed does
+                                              (accumulation 1 when only one is given); the world
+                                              from ``--devices`` unless all three are given
+``zero_optimization.stage`` (0)               ``zero``
+``zero_optimization.offload_optimizer.device``  ``offload``: optimizer (cpu; also the older
+(none), ``cpu_offload`` (false)               ``cpu_offload: true``); nvme refused
+``zero_optimization.offload_param.device``    with the optimizer's: ``offload`` parameters (cpu,
+(none)                                        stage 3); alone or nvme refused
+``zero_optimization.overlap_comm`` (true at   ``overlap``: gradient reduction (and, stage 3, the
+stage 3, false otherwise)                     parameter gathers) behind compute
+``fp16.enabled``, ``bf16.enabled`` (false)    ``precision`` fp16, bf16 (fp32 without either)
+``optimizer.type``                            ``optimizer``: Adam, AdamW (absent: the command
+                                              line's, as the client's optimizer)
+``activation_checkpointing``                  configures DeepSpeed's checkpointing, which the
+                                              model's code turns on (``--recompute``);
+                                              ``cpu_checkpointing`` refused
+============================================= ===================================================
+
+A value ``"auto"`` (filled in by the Hugging Face Trainer from its own arguments) is taken from
+the command line: ``--set b=``, ``--set n_micro=``, ``--devices``, ``--precision``, ``--zero``;
+refused by name when the command line does not give it.  Keys that change no count are accepted
+(``NO_COST``); any other key is refused, naming it.  At stage 3 DeepSpeed keeps parameters under
+``stage3_param_persistence_threshold`` (100,000 elements) whole on every rank; the library shards
+them (noted).
+"""
+
+from __future__ import annotations
+
+import json
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.megatron_args import Setup
+from symbolic_cost.models.training import Overlap
+
+NO_COST = {
+    "": {"steps_per_print", "wall_clock_breakdown", "gradient_clipping", "scheduler", "zero_allow_untested_optimizer",
+         "tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler", "comms_logger", "memory_breakdown",
+         "dump_state", "prescale_gradients", "gradient_predivide_factor", "sparse_gradients", "aio", "checkpoint",
+         "zero_force_ds_cpu_optimizer", "activation_checkpointing", "fp16", "bf16", "zero_optimization", "optimizer",
+         "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print"},
+    "fp16": {"enabled", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+             "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"},
+    "bf16": {"enabled", "immediate_grad_update"},
+    "optimizer": {"type", "params"},
+    "activation_checkpointing": {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
+                                 "number_checkpoints", "synchronize_checkpoint_boundary", "profile"},
+    "zero_optimization": {
+        "stage", "offload_optimizer", "offload_param", "cpu_offload", "overlap_comm", "contiguous_gradients",
+        "reduce_bucket_size", "allgather_bucket_size", "reduce_scatter", "allgather_partitions", "sub_group_size",
+        "round_robin_gradients", "stage3_max_live_parameters", "stage3_max_reuse_distance",
+        "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+        "stage3_gather_16bit_weights_on_model_save",
+        "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint", "ignore_unused_parameters",
+        "load_from_fp32_weights", "memory_efficient_linear", "cpu_offload_params", "cpu_offload_use_pin_memory",
+        "stage3_model_persistence_threshold", "stage3_param_persitence_threshold",
+        "stage3_param_persitance_threshold"},
+    "offload": {"device", "pin_memory", "buffer_count", "buffer_size", "fast_init", "nvme_path", "pipeline_read",
+                "pipeline_write", "max_in_cpu", "pipeline"},
+}
+"""The keys read or accepted, by section (``""``: the top level; ``offload``: both offload sections).
+The bucket sizes, loss scaling, logging and the scheduler change no count; the misspelt
+``stage3_param_persitence_threshold`` and ``..._persitance_...`` of DeepSpeedExamples' files are
+accepted as DeepSpeed of their time accepted them."""
+
+OPTIMIZERS = {"Adam": "adam", "AdamW": "adamw"}
+
+
+def _check_keys(config: dict, name: str) -> None:
+    """Refuse a key outside ``NO_COST`` (by its path) and a section that is not a dictionary."""
+    for section, table in [("", config)] + [(k, v) for k, v in config.items() if k in NO_COST and k]:
+        if not isinstance(table, dict):
+            raise InputError(f"{name}: {section} must be an object, got {table!r}", section)
+        for key in table:
+            if key not in NO_COST[section]:
+                where = f"{section}.{key}" if section else key
+                raise InputError(f"{where}: a DeepSpeed key this reader does not read (it may change the cost); "
+                                 f"remove it or give the training with the command line's options", where)
+    for key in ("offload_optimizer", "offload_param"):
+        for sub in config.get("zero_optimization", {}).get(key, None) or {}:
+            if sub not in NO_COST["offload"]:
+                raise InputError(f"zero_optimization.{key}.{sub}: a DeepSpeed key this reader does not read",
+                                 f"zero_optimization.{key}.{sub}")
+
+
+def _integer(value, where: str):
+    """A positive integer, ``None`` (absent) or ``"auto"``."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{where} must be a positive integer or \"auto\", got {value!r}", where)
+    return value
+
+
+def batch(config: dict, world: int | None, given: dict) -> tuple[int, int, int]:
+    """``(micro, accumulation, world)`` by DeepSpeed's ``_set_batch_related_parameters``: ``train =
+    micro x accum x world``; "auto" values from ``given`` (``b``, ``n_micro``)."""
+    train, micro, accum = (_integer(config.get(k), k) for k in
+                           ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"))
+    for key, symbol, flag in (("train_micro_batch_size_per_gpu", S.b, "--set b="),
+                              ("gradient_accumulation_steps", S.n_micro, "--set n_micro=")):
+        if config.get(key) == "auto":
+            if symbol not in given:
+                raise InputError(f"{key} is \"auto\" (the Trainer fills it in); give it with {flag}", key)
+            micro, accum = (given[symbol], accum) if symbol == S.b else (micro, given[symbol])
+    train = None if train == "auto" else train
+    if train is not None and micro is not None and accum is not None:
+        if train % (micro * accum):
+            raise InputError(f"train_batch_size {train} is not train_micro_batch_size_per_gpu x "
+                             f"gradient_accumulation_steps x world size = {micro} x {accum} x world (DeepSpeed's "
+                             f"rule)", "train_batch_size")
+        derived = train // (micro * accum)
+        if world is not None and world != derived:
+            raise InputError(f"train_batch_size {train} != {micro} x {accum} x {world} devices (DeepSpeed's rule)",
+                             "--devices")
+        return micro, accum, derived
+    if world is None:
+        raise InputError("the DeepSpeed config does not fix the world size (train_batch_size with the micro-batch "
+                         "and the accumulation steps); give --devices", "--devices")
+    if train is None and micro is None:
+        raise InputError("DeepSpeed needs train_batch_size or train_micro_batch_size_per_gpu", "train_batch_size")
+    if train is not None:
+        accum = accum or (1 if micro is None else None)
+        share = micro * world if micro is not None else accum * world
+        if train % share:
+            raise InputError(f"train_batch_size {train} is not a multiple of {share} (DeepSpeed's rule)",
+                             "train_batch_size")
+        micro, accum = (micro, train // share) if micro is not None else (train // share, accum)
+    return micro, accum or 1, world
+
+
+def zero_policy(zero: dict, stage: int, notes: list) -> dict:
+    """Offload and overlap of ``zero_optimization``."""
+    devices = {key: (zero.get(key) or {}).get("device", "none") for key in ("offload_optimizer", "offload_param")}
+    if zero.get("cpu_offload") is True:         # DeepSpeed's older name of the optimizer's CPU offload
+        devices["offload_optimizer"] = "cpu"
+    for key, device in devices.items():
+        if device not in ("none", "cpu"):
+            raise InputError(f"zero_optimization.{key}.device {device!r}: the library models the host (cpu), "
+                             f"not {device}", f"zero_optimization.{key}.device")
+    offload = {("none", "none"): "none", ("cpu", "none"): "optimizer", ("cpu", "cpu"): "parameters"}.get(
+        (devices["offload_optimizer"], devices["offload_param"]))
+    if offload is None:
+        raise InputError("zero_optimization.offload_param without offload_optimizer is not modelled",
+                         "zero_optimization.offload_param")
+    overlap = zero.get("overlap_comm", stage == 3)
+    if stage == 3:
+        notes.append("ZeRO-3: DeepSpeed keeps parameters under stage3_param_persistence_threshold (100,000 elements "
+                     "by default: norms, biases) whole on every rank; counted sharded")
+    return dict(offload=offload, overlap=Overlap(grad_reduce=bool(overlap) and stage > 0,
+                                                 param_gather=bool(overlap) and stage == 3))
+
+
+def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, command: dict) -> Setup:
+    """The values and policy of a DeepSpeed config for ``arch``; ``given`` holds ``--set`` values
+    and ``command`` the command line's ``precision`` and ``zero`` (for "auto")."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{name}: not a JSON file ({error})", "--deepspeed") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{name}: a DeepSpeed config is a JSON object", "--deepspeed")
+    _check_keys(config, name)
+    notes, zero = [], config.get("zero_optimization", {})
+    stage = zero.get("stage", 0)
+    stage = command["zero"] if stage == "auto" else stage
+    if stage not in (0, 1, 2, 3):
+        raise InputError(f"zero_optimization.stage must be 0, 1, 2 or 3, got {stage!r}", "zero_optimization.stage")
+    if config.get("activation_checkpointing", {}).get("cpu_checkpointing") is True:
+        raise InputError("activation_checkpointing.cpu_checkpointing: checkpoints moved to the host are not modelled",
+                         "activation_checkpointing.cpu_checkpointing")
+    micro, accum, dp = batch(config, world, given)
+    policy = dict(zero=stage, precision=precision(config, command), **zero_policy(zero, stage, notes))
+    kind = config.get("optimizer", {}).get("type")
+    if kind is not None:
+        if kind not in OPTIMIZERS:
+            raise InputError(f"optimizer.type {kind!r}: the reader reads {', '.join(OPTIMIZERS)}", "optimizer.type")
+        policy["optimizer"] = OPTIMIZERS[kind]
+    values = {S.b: micro, S.n_micro: accum, S.d: dp, S.m1: 1, S.s1: 1, S.p: 1}
+    return Setup(arch, values, policy, notes)
+
+
+def command_line_fills(text: str) -> set:
+    """The flags whose "auto" values the command line fills (``--precision``, ``--zero``), and
+    ``--optimizer`` when the config names no optimizer (the client's)."""
+    config = json.loads(text)
+    flags = {"--optimizer"} if "type" not in (config.get("optimizer") or {}) else set()
+    if "auto" in (config.get(kind, {}).get("enabled") for kind in ("fp16", "bf16")):
+        flags.add("--precision")
+    if config.get("zero_optimization", {}).get("stage") == "auto":
+        flags.add("--zero")
+    return flags
+
+
+def precision(config: dict, command: dict) -> str:
+    """``fp16.enabled`` or ``bf16.enabled`` (``"auto"``: the command line's ``--precision``)."""
+    flags = {kind: config.get(kind, {}).get("enabled", False) for kind in ("fp16", "bf16")}
+    if "auto" in flags.values():
+        if not command.get("precision_given"):
+            raise InputError("fp16.enabled or bf16.enabled is \"auto\" (the Trainer fills it in); give --precision",
+                             "--precision")
+        return command["precision"]
+    if all(flags.values()):
+        raise InputError("fp16.enabled and bf16.enabled together (DeepSpeed refuses them)", "bf16.enabled")
+    return "fp16" if flags["fp16"] else "bf16" if flags["bf16"] else "fp32"
