@@ -28,7 +28,8 @@ from symbolic_cost.cli import main
 from symbolic_cost.inference import kv_cache, throughput
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.config import preset
-from symbolic_cost.parallel import collectives, sequence
+from symbolic_cost.models import utilisation
+from symbolic_cost.parallel import collectives, pipeline, sequence, zero
 from symbolic_cost.reader import read, read_number
 from symbolic_cost.timing import kernels
 
@@ -415,6 +416,26 @@ def _api_refused():
         ("read_number('e')", lambda: read_number("e", argument="x"), "x"),
         ("read_number('nan')", lambda: read_number("nan", argument="x"), "x"),
         ("read('9**9**9')", lambda: read("9**9**9", argument="x"), "x"),
+        ("stage_layers(p=0)", lambda: pipeline.stage_layers(12, 0), "p"),
+        ("stage_layers(n_layers=-12)", lambda: pipeline.stage_layers(-12, 2), "n_layers"),
+        ("in_flight(p=0)", lambda: pipeline.in_flight(0, 4), "p"),
+        ("in_flight(micro_batches=-1)", lambda: pipeline.in_flight(2, -1), "micro_batches"),
+        ("bubble(p=0)", lambda: pipeline.bubble(0, 4), "p"),
+        ("bubble(micro_batches=0)", lambda: pipeline.bubble(2, 0), "micro_batches"),
+        ("zb-h1 bubble(micro_batches=1/2)", lambda: pipeline.Schedule("zb-h1").bubble(2, Rational(1, 2)),
+         "micro_batches"),
+        ("dualpipe_bubble(p=0)", lambda: pipeline.dualpipe_bubble(0, 1, 1, 1), "p"),
+        ("dualpipe_bubble(t_f=-1)", lambda: pipeline.dualpipe_bubble(4, -1, 1, 1), "t_f"),
+        ("dualpipe_bubble(t_w=nan)", lambda: pipeline.dualpipe_bubble(4, 1, 1, float("nan")), "t_w"),
+        ("shard_degree(d=0)", lambda: zero.shard_degree("optimizer", 1, 0), "d"),
+        ("shard_degree(shard=0)", lambda: zero.shard_degree("weights", 3, 8, shard=0), "shard"),
+        ("shard_degree(zero=5)", lambda: zero.shard_degree("optimizer", 5, 8), "zero"),
+        ("shard_degree(zero=True)", lambda: zero.shard_degree("optimizer", True, 8), "zero"),
+        ("utilisation(devices=0)", lambda: utilisation.utilisation(100, 1, 0, 10), "devices"),
+        ("utilisation(peak=0)", lambda: utilisation.utilisation(100, 1, 1, 0), "peak"),
+        ("utilisation(flops=-100)", lambda: utilisation.utilisation(-100, 1, 1, 10), "flops"),
+        ("utilisation(step_time=0)", lambda: utilisation.utilisation(100, 0, 1, 10), "step_time"),
+        ("utilisation(step_time='nan')", lambda: utilisation.utilisation(100, "nan", 1, 10), "step_time"),
         ("valid_values(upto=10**9)", lambda: analysis.valid_values(attention(1, 64, 64, 4, S.m1, 1), S.m1, 10**9),
          "upto"),
         ("valid_values(upto=0)", lambda: analysis.valid_values(attention(1, 64, 64, 4, S.m1, 1), S.m1, 0), "upto"),
@@ -458,6 +479,12 @@ API_NUMBERS = [
     ("read exact decimal", lambda: read("0.5 + 80e9", argument="x"), Rational(1, 2) + 80 * 10**9),
     ("read_number power", lambda: read_number("2**10", argument="x"), 1024),
     # m1 must divide the 4 heads: 1, 2, 4
+    # 1F1B: (p - 1)/(n + p - 1) of the step idle; the first stage holds min(p, n) micro-batches
+    ("bubble", lambda: pipeline.bubble(4, 8), Rational(3, 11)),
+    ("in_flight", lambda: pipeline.in_flight(4, 2), 2),
+    ("stage_layers", lambda: pipeline.stage_layers(12, 3), (4, 4, 4)),
+    ("utilisation", lambda: utilisation.utilisation(50, 2, 5, 10), Rational(1, 2)),   # 50 / (2 s x 5 x 10)
+    ("shard_degree", lambda: zero.shard_degree("gradients", 2, 8), 8),
     ("valid_values", lambda: analysis.valid_values(attention(1, 64, 64, 4, S.m1, 1), S.m1, 4096), [1, 2, 4]),
 ]
 """``(what, call, the value worked out by hand)``."""

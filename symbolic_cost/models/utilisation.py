@@ -28,7 +28,7 @@ from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.totals import ModelCost, world_size
 from symbolic_cost.models.training import element_bytes
 from symbolic_cost.ops.matmul import product_flops
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, positive, positive_dims
 from symbolic_cost.reader import read_number
 
 ONLY = ("all", "matrix")
@@ -107,8 +107,10 @@ def seconds(step_time) -> Expr:
 
 def utilisation(flops, step_time, devices, peak) -> Expr:
     """``flops / (step_time x devices x peak)``: the share of the peak FLOP/s one step used."""
-    peak = getattr(peak, "matrix_flops", peak)
-    return exact(flops, "flops") / (seconds(step_time) * exact(devices, "devices") * exact(peak, "peak"))
+    peak, flops = getattr(peak, "matrix_flops", peak), exact(flops, "flops")
+    if flops.is_negative:
+        raise InputError(f"flops must be non-negative, got {flops}", "flops")
+    return flops / (seconds(step_time) * positive_dims(devices=devices)["devices"] * positive(peak, "peak"))
 
 
 def mfu(cost: ModelCost, step_time, peak, only: str = "all") -> Expr:

@@ -59,7 +59,7 @@ from sympy import Eq, Expr, Piecewise, Symbol, sympify
 
 from symbolic_cost.cost import Collective, collective
 from symbolic_cost.extrema import maximum, minimum
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, counts, exact, positive_dims
 
 
 def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
@@ -70,7 +70,7 @@ def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
     >>> stage_layers(32, 4), stage_layers(30, 4, first=6)
     ((8, 8, 8), (6, 8, 8))
     """
-    depth, p = sympify(depth), sympify(p)
+    depth, p = positive_dims(n_layers=depth, p=p).values()
     if first is None and last is None:
         return depth / p, depth / p, depth / p
     given = [x for x in (first, last) if x is not None]
@@ -129,7 +129,8 @@ class Schedule:
         >>> ONE_F_ONE_B.in_flight(4, 8), interleaved(2).in_flight(4, 8)
         (4, 11/2)
         """
-        p, n, rank = sympify(p), sympify(n), sympify(rank)
+        p, n = positive_dims(p=p, micro_batches=n).values()
+        rank = counts(rank=rank)["rank"]
         if self.name == "gpipe":
             return n
         if self.name == "1f1b":
@@ -144,6 +145,7 @@ class Schedule:
         """Idle share of a step: ``(p - 1)/(n + p - 1)``, or ``(p - 1)/(v n + p - 1)`` interleaved;
         ZB-H1's ``(p - 1)/(3 n + p - 1)`` and DualPipe's ``(p - 2)/(3 n + p - 2)`` when the three
         passes take equal time (``dualpipe_bubble`` with ``T_F = T_B = T_W = 1``)."""
+        p, n = positive_dims(p=p, micro_batches=n).values()
         if self.name == "zb-h1":
             return (sympify(p) - 1) / (3 * sympify(n) + p - 1)
         if self.name == "dualpipe":
@@ -167,7 +169,11 @@ def dualpipe_bubble(p, t_f, t_b, t_w) -> Expr:
     >>> dualpipe_bubble(8, 1, 1, 1), dualpipe_bubble(8, 2, 1, 1)
     (6, 12)
     """
-    q = sympify(p) / 2 - 1
+    p = positive_dims(p=p)["p"]
+    for name, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)):
+        if exact(value, name).is_negative:
+            raise InputError(f"{name} must be non-negative seconds, got {value}", name)
+    q = p / 2 - 1
     return q * maximum(0, t_b - t_w) + maximum(2 * q * t_f, (q - 1) * t_f + q * t_b)
 
 

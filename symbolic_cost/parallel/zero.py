@@ -41,7 +41,7 @@ from __future__ import annotations
 from sympy import Expr, sympify
 
 from symbolic_cost.cost import Collective, collective
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, positive_dims
 
 STATES = ("weights", "gradients", "optimizer")
 
@@ -55,6 +55,9 @@ def shard_degree(state: str, zero: int, d, distributed_optimizer: bool = False, 
     """
     if state not in STATES:
         raise InputError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+    if zero not in (0, 1, 2, 3) or isinstance(zero, bool):
+        raise InputError(f"zero must be a ZeRO stage 0, 1, 2 or 3, got {zero!r}", "zero")
+    d = positive_dims(d=d, **({} if shard is None else {"shard": shard}))["d"]
     first = {"weights": 3, "gradients": 2, "optimizer": 1}[state]
     sharded = zero >= first or (state == "optimizer" and distributed_optimizer)
     if not sharded:
