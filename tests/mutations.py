@@ -35,7 +35,7 @@ TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framewo
          "tests/test_dualpipe.py", "tests/test_serving_cp.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py",
          "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_fsdp.py",
-         "tests/test_torchtitan.py")
+         "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -235,6 +235,8 @@ MUTATIONS = (
              "hidden = int(Fraction(multiplier) * hidden)", "hidden = hidden", required=False),
     Mutation("torchtitan-cut-embedding-weight", "symbolic_cost/models/torchtitan.py", "counts[0] -= first_less",
              "counts[-1] -= first_less", required=False),
+    Mutation("deepspeed-derived-accumulation", "symbolic_cost/models/deepspeed.py",
+             "micro, accum = (micro, train // share) if", "micro, accum = (micro, 1) if", required=False),
 )
 
 
