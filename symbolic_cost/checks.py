@@ -6,7 +6,7 @@ The rules: an exact, finite expression (``exact``: never a string, a boolean, ``
 infinity); a positive integer size (``positive_dims``, ``counts``, ``count`` for plain ints); a
 positive element size (``positive``); what a symbol promises (``fits``); divisibility
 (``divides``, ``check_rules``, ``grid_rules``); ``flag``, ``choice``; files (``input_file``,
-``output_file``, ``output_folder``); time (``time_limit``).
+``output_file``, ``output_folder``).
 
 A check that SymPy cannot decide (``m1`` divides ``f`` while both are symbols) is skipped
 here and made again when numbers are substituted (``Block.subs``).  This module imports
@@ -18,9 +18,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import signal
-import threading
-from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
 
@@ -321,43 +318,3 @@ def output_folder(path, name: str) -> Path:
     if not path.exists() and not path.parent.is_dir():
         raise InputError(f"{name}: no folder {str(path.parent)!r} to create {path.name!r} in", name)
     return path
-
-
-class _Expired(BaseException):
-    """The timer of ``time_limit`` ran out.  Not an ``Exception``: SymPy catches those inside
-    ``simplify`` and would go on where it should stop."""
-
-
-@contextmanager
-def time_limit(seconds, what: str, argument: str | None = None):
-    """Run the body for at most ``seconds`` of wall time, then refuse with an ``InputError``
-    naming ``argument``: ``what`` says what took too long and how to make it smaller.
-
-    A ``SIGALRM`` timer, so it limits only the main thread of a process on a system that has one
-    (elsewhere, or with ``seconds`` None, the body runs unlimited).
-
-    >>> import time
-    >>> with time_limit(0.05, "sleeping"):
-    ...     time.sleep(1)
-    Traceback (most recent call last):
-    ...
-    symbolic_cost.checks.InputError: gave up after 0.05 s: sleeping
-    """
-    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum, frame):
-        raise _Expired
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        try:
-            yield
-        finally:        # the timer stopped inside the try: expiring on the way out is caught too
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    except _Expired:
-        raise InputError(f"gave up after {seconds} s: {what}", argument) from None
-    finally:
-        signal.signal(signal.SIGALRM, previous)

@@ -131,27 +131,14 @@ def size(expr) -> tuple[int, int]:
 
 
 def bounded(expr, argument: str = "expression"):
-    """``expr``, refused naming ``argument`` when ``size`` exceeds ``MAX_DEGREE`` or ``MAX_TERMS``,
-    or when it is a number beyond ``10**MAX_DIGITS``, the bound on every number ``read`` reads
-    (a value that grew so through others: ``b=(e+f)**64`` once the model fixes ``e`` and ``f``;
-    SymPy then spends minutes simplifying what contains it).
-
-    >>> bounded(Integer(3840) ** 64, "--set b")
-    Traceback (most recent call last):
-    ...
-    symbolic_cost.checks.InputError: --set b: 2495...(230 digits) is larger than 10**30 once the values it refers to are put in
-    """
+    """``expr``, refused naming ``argument`` past ``MAX_TERMS``/``MAX_DEGREE`` or as a number past 10**MAX_DIGITS."""
     degree, terms = size(expr)
-    if degree > MAX_DEGREE or terms > MAX_TERMS:
-        raise InputError(f"{argument}: the formula expands to up to {terms:,} terms of degree up to {degree:,} "
-                         f"in the symbols (at most {MAX_TERMS} terms of degree {MAX_DEGREE}); write a smaller one",
-                         argument)
-    value = sympify(expr)
-    if value.is_number and abs(value) > Integer(10) ** MAX_DIGITS:
-        digits = str(value.round() if not value.is_Integer else value)
-        shown = digits if len(digits) <= 40 else f"{digits[:4]}...({len(digits)} digits)"
-        raise InputError(f"{argument}: {shown} is larger than 10**{MAX_DIGITS} once the values it refers to are "
-                         f"put in", argument)
+    big = sympify(expr).is_number and abs(expr) > Integer(10) ** MAX_DIGITS
+    if degree > MAX_DEGREE or terms > MAX_TERMS or big:
+        what = f"is larger than 10**{MAX_DIGITS} once the values it refers to are put in" if big else \
+            f"expands to up to {terms:,} terms of degree up to {degree:,} in the symbols (at most {MAX_TERMS} " \
+            f"terms of degree {MAX_DEGREE}); write a smaller one"
+        raise InputError(f"{argument}: the formula {what}", argument)
     return expr
 
 

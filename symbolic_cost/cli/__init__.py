@@ -14,7 +14,7 @@ import os
 import sys
 
 from symbolic_cost import __version__
-from symbolic_cost.checks import time_limit
+from symbolic_cost.budget import time_limit
 from symbolic_cost.cli.options import Parser, UsageError, command
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",

@@ -1,0 +1,51 @@
+"""The time budget: ``time_limit`` runs a piece of work for at most so many seconds and then
+refuses it with the library's ``InputError``, as any other bad input (a formula SymPy would take
+minutes to simplify).  It imports only ``checks``, so every module may use it."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+from symbolic_cost.checks import InputError
+
+
+class _Expired(BaseException):
+    """The timer of ``time_limit`` ran out.  Not an ``Exception``: SymPy catches those inside
+    ``simplify`` and would go on where it should stop."""
+
+
+@contextmanager
+def time_limit(seconds, what: str, argument: str | None = None):
+    """Run the body for at most ``seconds`` of wall time, then refuse with an ``InputError``
+    naming ``argument``: ``what`` says what took too long and how to make it smaller.
+
+    A ``SIGALRM`` timer, so it limits only the main thread of a process on a system that has one
+    (elsewhere, or with ``seconds`` None, the body runs unlimited).
+
+    >>> import time
+    >>> with time_limit(0.05, "sleeping"):
+    ...     time.sleep(1)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: gave up after 0.05 s: sleeping
+    """
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _Expired
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        try:
+            yield
+        finally:        # the timer stopped inside the try: expiring on the way out is caught too
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _Expired:
+        raise InputError(f"gave up after {seconds} s: {what}", argument) from None
+    finally:
+        signal.signal(signal.SIGALRM, previous)
