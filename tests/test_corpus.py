@@ -80,7 +80,7 @@ BAD_GRIDS = ["b=0", "b=-2", "b=1.5", "b=nan", "b=(e+f+h+b)**64", "b=1:64:x1", "b
 PATH_COMMANDS = ["summary", "table", "formula", "inference", "profile", "sweep --grid b=1 --field parameters",
                  "search --devices 8"]
 BAD_PATHS = [("{fifo}", "not a regular file"), ("{zero}", "not a regular file"), ("{dir}", "folder"),
-             ("{missing}", "does not exist"), ("''", "needs a file or folder name"),
+             ("{missing}", "does not exist"), ("''", "expects a value, got ''"),
              ("{big}", "more than 16,777,216 bytes"), ("{binary}", "--hf-config"), ("{text}", "--hf-config"),
              ("{list}", "JSON object")]
 """Config files no command reads: each refused by name before (or instead of) being read."""
@@ -164,6 +164,13 @@ IGNORED = [
     ("table --preset gpt2 --set 'b=(e+f)**64'", "larger than 10**30"),
     ("formula --preset gpt2 --set 'b=(e+f)**16'", "larger than 10**30"),
     ("table --preset gpt2 --set 'l=e**11'", "larger than 10**30"),     # 768**11 > 10**31
+    # an empty text value would read as not given, and the option be ignored
+    ("summary --hf-model ''", "--hf-model"), ("summary --hf-model x --revision ''", "--revision"),
+    ("formula --row ''", "--row"), ("formula --leading ''", "--leading"), ("formula --diff ''", "--diff"),
+    ("formula --elasticity ' '", "--elasticity"), ("formula --by ''", "--by"), ("optimize --over ''", "--over"),
+    ("crossover --for ''", "--for"), ("sweep --preset gpt2 --grid b=1 --where ' '", "--where"),
+    ("summary --preset gpt2 --lora-rank 4 --lora-targets ''", "--lora-targets"), ("report --out ''", "--out"),
+    ("reproduce --reports ''", "--reports"), ("table --set ''", "--set"), ("inference --preset gpt2 --grid ''", "--grid"),
     # work that grows with a number: bounded before it starts
     ("optimize --max 99999999999", "--max"),
     ("optimize --max 4097", "--max"),

@@ -59,13 +59,29 @@ def integer(minimum: int = 1, maximum: int = MAX_INTEGER):
     return read
 
 
+def text(value: str) -> str:
+    """The type of every option that takes text: refused when empty or blank (``--row ''`` or
+    ``--hf-model ''`` would read as not given, and the option be ignored)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"expects a value, got {value!r}")
+    return value
+
+
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors raise ``UsageError`` instead of printing usage, and
-    whose ``type=int`` options take positive integers (``integer``)."""
+    """An ``ArgumentParser`` whose errors raise ``UsageError`` instead of printing usage, whose
+    ``type=int`` options take positive integers (``integer``) and whose text options refuse an
+    empty value (``text``)."""
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self.register("type", int, integer(1))
+        self.register("type", None, text)
+
+    def add_subparsers(self, **kw):
+        """The commands: the words after one are its own parser's to read (``text`` there)."""
+        action = super().add_subparsers(**kw)
+        action.type = str
+        return action
 
     def error(self, message):
         raise UsageError(f"{self.prog}: error: {message}")
