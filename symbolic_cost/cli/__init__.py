@@ -56,8 +56,8 @@ TIME_LIMIT = 60
 """Seconds a command of ``LIMITED`` may run: a formula SymPy cannot simplify in that time (the
 reader's size bound keeps each value small, but values multiply in a block) is refused."""
 
-SLOW = ("the formula is too large to simplify in that time; fix more symbols with --set or --at, "
-        "or ask for a simpler --field")
+SLOW = ("the command ran past its time budget: a formula too large to simplify (fix more symbols with --set "
+        "or --at, or ask for a simpler --field) or a load test too long (fewer --requests)")
 """What a command past ``TIME_LIMIT`` says."""
 
 REPORT = "this is a bug in symbolic_cost, not in your input: please report it with the command line"
