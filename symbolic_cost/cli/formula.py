@@ -1,21 +1,32 @@
 """One field of a block as an exact, simplified formula (FLOPs, bytes or seconds).
 
 Without a model every dimension is a symbol; ``--set`` fixes some, ``--preset``
-fixes the model's and the training defaults.
+fixes the model's and the training defaults.  ``--total FIELD`` takes a whole-model
+total instead (``sweep``'s fields: parameters, memory, the step's peak, the step-time
+parts) of the model given, with the training degrees (``b``, ``l``, ``m1``, ``s1``,
+``d``, ``p``, ``n_micro``, ...) symbols unless ``--set`` fixes them, under the
+``Training`` defaults (``--flash`` and ``--precision`` apply); times at the
+``--system``'s peak, as the block fields'.
 """
 
 from __future__ import annotations
 
-from sympy import simplify, sympify
+from dataclasses import replace
+
+from sympy import Basic, simplify, sympify
 
 from symbolic_cost import analysis
+from symbolic_cost import symbols as S
 from symbolic_cost.analysis.latex import latex, paper_form
 from symbolic_cost.blocks.block import check_dims
 from symbolic_cost.cli import options
-from symbolic_cost.cli.values import (FIELDS, architecture, assignments, block_values, build_block, conventions,
-                                      field_expr, field_type, honour_blocks, honour_system, present,
-                                      symbol_names)
+from symbolic_cost.cli.sweep import SWEEP_FIELDS, TIMES, model_fields
+from symbolic_cost.cli.values import (FIELDS, TRAINING_SYMBOLS, architecture, assignments, block_values, build_block,
+                                      conventions, field_expr, field_type, honour_blocks, honour_system, present,
+                                      resolve, symbol_names)
 from symbolic_cost.checks import InputError
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.numeric.exact import check_numbers
 from symbolic_cost.reader import read
 from symbolic_cost.timing.hardware import get_system
 
@@ -23,6 +34,7 @@ EXAMPLES = [
     "symbolic-cost formula --block mlp --field flops_fwd --set m1=1 s1=1",
     "symbolic-cost formula --block layer --set f=4*e m1=1 s1=1 --leading e,l --remainder",
     "symbolic-cost formula --block attention --field act_buffer --set m1=1 s1=1 --elasticity l --at l=4096",
+    "symbolic-cost formula --preset llama-2-7b --total memory_bytes --set l=4096 s1=m1 --elasticity m1",
 ]
 
 
@@ -39,6 +51,8 @@ def add_arguments(parser) -> None:
     options.block(parser)
     options.counting(parser)
     field(parser, "flops_fwd")
+    options.option(parser, "--total", choices=SWEEP_FIELDS, metavar="FIELD",
+                   help="a whole-model total of the model given instead of a block's field, one of: %(choices)s")
     options.option(parser, "--row", help="one row instead of the block total")
     options.option(parser, "--leading", metavar="SYMBOLS", help="leading terms as these (comma-separated) grow")
     options.option(parser, "--remainder", action="store_true", help="with --leading: also the exact rest")
@@ -66,20 +80,14 @@ def refuse_combinations(args) -> None:
 
 def run(args) -> int:
     refuse_combinations(args)
-    honour_system(args, args.field)
-    arch = architecture(args)
-    honour_blocks(args, arch, args.block)
-    block = build_block(args, block_values(args, arch), arch)
-    if args.row:
-        block[args.row]  # a clear KeyError message for an unknown row
-    expr = simplify(field_expr(block, args.field, args.row, get_system(args.system), conventions(args)))
+    expr, check_point = whole_model(args) if args.total else block_field(args)
     at = assignments(args.at, "--at")
     for option, names in (("--leading", args.leading), ("--diff", args.diff), ("--elasticity", args.elasticity)):
         if names:
             present(expr, symbol_names(names, option), option)
     present(expr, at, "--at")
     try:                    # the dimension rules (h | e, ...) hold at the point too
-        check_dims({name: sympify(value).subs(at) for name, value in block.dims.items()}, block.conventions)
+        check_point(at)
     except InputError as error:
         raise InputError(f"--at: {error}", "--at") from None
     if args.leading:
@@ -103,3 +111,52 @@ def run(args) -> int:
     if expr.is_number and not expr.is_Integer:
         print(f"= {float(expr):.6g}")
     return 0
+
+
+def block_field(args):
+    """``--field`` of ``--block`` (or of its ``--row``), simplified, and the check of a point:
+    the block's dimension rules."""
+    honour_system(args, args.field)
+    arch = architecture(args)
+    honour_blocks(args, arch, args.block)
+    block = build_block(args, block_values(args, arch), arch)
+    if args.row:
+        block[args.row]  # a clear KeyError message for an unknown row
+    expr = simplify(field_expr(block, args.field, args.row, get_system(args.system), conventions(args)))
+    return expr, lambda at: check_dims({name: sympify(value).subs(at) for name, value in block.dims.items()},
+                                       block.conventions)
+
+
+BLOCK_ONLY = (("--row", "row", None), ("--layer-group", "layer_group", None), ("--no-bias", "no_bias", False),
+              ("--no-qkv-bias", "no_qkv_bias", False), ("--tensor", "tensor", "1d"))
+"""Options of a block that a whole-model ``--total`` has no use for (refused beside it)."""
+
+
+def whole_model(args):
+    """``--total`` of the model given (``sweep.model_fields``), simplified, with the training's
+    degrees symbols unless ``--set`` fixes them, and the check of a point: the rules ``model_cost``
+    applies to numbers (``numeric.exact.check_numbers``)."""
+    for flag, name, default in BLOCK_ONLY:
+        if getattr(args, name, default) != default:
+            raise InputError(f"{flag} applies to a block's --field; --total is the whole model's", flag)
+    honour_system(args, *(["time"] if args.total in TIMES else []))
+    arch = architecture(args)
+    if arch is None:
+        raise InputError("--total needs a model: --preset, --hf-config or --hf-model", "--total")
+    fixed = resolve({}, args.set, allowed=TRAINING_SYMBOLS)
+    training = whole_training(arch, fixed, args.precision, args.flash)
+    chosen = conventions(args)
+    cost = model_cost(arch, training, chosen)
+    expr = simplify(model_fields(cost, (args.total,), get_system(args.system), chosen)[args.total])
+    return expr, lambda at: check_numbers(arch, replace(training, **{
+        k: sympify(v).subs(at) for k, v in vars(training).items() if isinstance(v, Basic)}))
+
+
+def whole_training(arch, fixed: dict, precision: str, flash: bool) -> Training:
+    """A ``Training`` whose degrees are ``fixed``'s values or their symbols (the expert degrees only
+    for a mixture of experts, context parallelism only when set: its ring runs flash attention)."""
+    value = lambda sym: fixed.get(sym, sym)  # noqa: E731
+    experts = dict(ep=value(S.ep), etp=fixed.get(S.etp)) if arch.moe is not None else {}
+    return Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d), p=value(S.p),
+                    micro_batches=value(S.n_micro), cp=fixed.get(S.cp, 1), flash=flash, precision=precision,
+                    **experts)

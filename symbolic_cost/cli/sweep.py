@@ -138,6 +138,19 @@ def run(args) -> int:
     return 0
 
 
+def model_fields(cost, names, system, chosen) -> dict:
+    """The ``SWEEP_FIELDS`` among ``names`` of a model's ``cost``: its totals, active parameters and
+    all-to-all bytes (``models.experts``), the step's peak (``models.peak``) and the step-time parts
+    on ``system`` (``timing.step``); each built only when asked for."""
+    exprs = {name: getattr(cost, name) for name in TOTALS if name in names}
+    makers = dict(active_parameters=lambda: cost.active_parameters, alltoall_bytes=lambda: alltoall_bytes(cost),
+                  peak_bytes=lambda: peak_bytes(cost, chosen))
+    exprs.update({name: make() for name, make in makers.items() if name in names})
+    if set(TIMES) & set(names):
+        exprs.update({k: v for k, v in step_time_breakdown(cost, system, chosen).items() if k in names})
+    return exprs
+
+
 def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
     """Build the model with ``fixed`` values and the swept symbols, then evaluate ``--field`` over
     ``grid`` (``numeric.sweep.sweep``): the result, or the file ``out`` written."""
@@ -147,10 +160,7 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
                         l_dec=value(S.l_dec) if S.l_dec in {**fixed, **grid} else None, cp=value(S.cp),
                         **frameworks.recipe_fields(args), **options.training_policy(args))
     cost = model_cost(arch, training, chosen)
-    exprs = {name: getattr(cost, name) for name in TOTALS}
-    exprs.update(active_parameters=cost.active_parameters, alltoall_bytes=alltoall_bytes(cost),
-                 peak_bytes=peak_bytes(cost, chosen))
-    exprs.update(step_time_breakdown(cost, options.timed_system(args), chosen))
+    exprs = model_fields(cost, SWEEP_FIELDS, options.timed_system(args), chosen)
     model = {S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers, S.v: arch.vocab}
     names = {**{str(k): v for k, v in {**model, **fixed}.items()}, **exprs}
     constraints = [parse_condition(text, names) for text in args.where]

@@ -1,0 +1,59 @@
+"""``formula --total``: a whole-model total as a formula (issue 32: elasticity of whole-model fields)."""
+
+import json
+
+import pytest
+
+from symbolic_cost.cli import main
+
+ONE_DEVICE = ["b=1", "m1=1", "s1=1", "d=1", "p=1", "n_micro=1"]
+
+
+def run(capsys, *words):
+    code = main(["formula", *words])
+    out = capsys.readouterr()
+    return code, out.out.strip(), out.err.strip()
+
+
+def test_gpt2_parameters_are_transformers_count(capsys):
+    # GPT2LMHeadModel's parameter count (tied head): 124,439,808
+    assert run(capsys, "--preset", "gpt2", "--total", "parameters") == (0, "124439808", "")
+
+
+def test_a_total_at_a_point_is_what_summary_prints_for_that_layout(capsys):
+    code, out, _ = run(capsys, "--preset", "gpt2", "--total", "memory_bytes", "--set", *ONE_DEVICE,
+                       "--at", "l=1024")
+    assert code == 0
+    assert main(["summary", "--preset", "gpt2", "--set", *ONE_DEVICE, "l=1024", "--json"]) == 0
+    assert int(out) == json.loads(capsys.readouterr().out)["memory_bytes"]
+
+
+def test_the_elasticity_of_flops_in_l_lies_between_linear_and_quadratic(capsys):
+    code, out, _ = run(capsys, "--preset", "gpt2", "--total", "flops_fwd", "--set", *ONE_DEVICE,
+                       "--elasticity", "l", "--at", "l=1024")
+    assert code == 0
+    value = float(out.splitlines()[-1].removeprefix("= "))
+    assert 1 < value < 2          # the products grow as l, the attention scores as l^2
+
+
+def test_the_leading_term_in_l_is_the_attention_scores(capsys):
+    # 12 layers x (Q K^T and the weighted sum of V: 2 x 2 l^2 e multiply-adds, e = 768) = 36,864 l^2 FLOPs
+    # of products, plus the element-wise work on the 12 heads' l^2 scores
+    code, out, _ = run(capsys, "--preset", "gpt2", "--total", "flops_fwd", "--set", *ONE_DEVICE, "--leading", "l")
+    assert code == 0
+    coefficient = int(out.removesuffix("*l**2"))
+    assert 36_864 <= coefficient < 36_864 + 12 * 12 * 8
+
+
+@pytest.mark.parametrize("words,flag", [
+    (["--total", "parameters"], "--total"),                                         # no model
+    (["--preset", "gpt2", "--total", "parameters", "--row", "fc1"], "--row"),
+    (["--preset", "gpt2", "--total", "parameters", "--no-bias"], "--no-bias"),
+    (["--preset", "gpt2", "--total", "parameters", "--system", "a100"], "--system"),  # a count, not a time
+    (["--preset", "gpt2", "--total", "memory_bytes", "--set", "b=1", "d=1", "p=1", "n_micro=1",
+      "--at", "l=1024", "m1=5", "s1=5"], "--at"),                                  # 5 does not divide 12 heads
+    (["--preset", "gpt2", "--total", "parameters", "--elasticity", "b"], "--elasticity"),
+])
+def test_refusals_name_the_option(capsys, words, flag):
+    code, _, err = run(capsys, *words)
+    assert code == 2 and flag in err and len(err.splitlines()) == 1
