@@ -131,3 +131,23 @@ def test_symbolic_tensor_degree_pads_the_vocabulary_as_numbers_do():
         for field in ("weight_bytes", "activation_bytes", "flops_fwd"):
             assert getattr(symbolic, field).subs(S.m1, m) == getattr(numeric, field), (field, m)
     assert arch.padded_vocab(S.m1).subs(S.m1, 4) == arch.padded_vocab(4) == 50260   # 4 x 12,565 rows
+
+
+def test_sweep_progress_is_a_bar_on_a_terminal(monkeypatch):
+    pytest.importorskip("tqdm")
+    import io
+    import sys
+
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.symbols import b
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    frame = sweep({"twice": 2 * b}, grid={"b": list(range(1, 11))}, chunk_size=4, progress=True)
+    assert list(frame["twice"]) == [2.0 * v for v in range(1, 11)]
+    shown = screen.getvalue()
+    assert "sweep: 100%|" in shown and "10.0/10.0" in shown      # tqdm's bar, to the last chunk

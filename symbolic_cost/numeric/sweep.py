@@ -4,7 +4,7 @@
 or CSV path) in chunks of ``chunk_size`` rows, so memory stays bounded for
 any number of configurations; drops the rows that break a constraint (SymPy
 relations such as ``Eq(Mod(h, m1), 0)`` or ``memory <= capacity``, compiled
-with the rest); reports progress on long runs; and returns a DataFrame or
+with the rest); reports progress on long runs (a tqdm bar on a terminal); and returns a DataFrame or
 appends to a CSV or Parquet file.  On several machines, run the same chunks
 with Dask (``pip install dask``): every chunk is independent.
 """
@@ -95,7 +95,8 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
                              symbols=None if grid is None else [s for s in resolve_names(grid)])
     chunks = _grid_chunks(grid, chunk_size) if grid is not None else _table_chunks(table, chunk_size)
     total = grid_size(grid) if grid is not None else None
-    say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress else None
+    bar = progress_bar(total) if progress is True else None
+    say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress and not bar else None
     writer = _Writer(output_file(out, "out", overwrite=True, suffixes=(".csv", ".parquet"))) if out else None
     frames, done, start = [], 0, time.perf_counter()
     for chunk in chunks:
@@ -112,15 +113,31 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
             frames.append(frame)
         else:
             writer.write(frame)
+        if bar is not None:
+            bar.update(len(mask))
         if say:
             rate = done / max(time.perf_counter() - start, 1e-9)
             share = f" ({done / total:.0%})" if total else ""
             say(f"sweep: {done:,}{'/' + format(total, ',') if total else ''} configurations{share}, "
                 f"{rate:,.0f}/s")
+    if bar is not None:
+        bar.close()
     if writer is not None:
         writer.close()
         return writer.path
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(exprs))
+
+
+def progress_bar(total: int | None):
+    """A ``tqdm`` bar of configurations on a terminal's stderr (rate, share done, time left), or
+    ``None`` (no terminal, or tqdm not installed): then progress is one line per chunk."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit=" configurations", unit_scale=True, file=sys.stderr, desc="sweep")
 
 
 class _Writer:
