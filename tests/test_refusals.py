@@ -93,7 +93,7 @@ def test_search_forks_no_more_processes_than_kernels(monkeypatch):
 # options silently ignored
 
 def test_empty_hf_config_is_refused(capsys):
-    refused(capsys, ["summary", "--hf-config", ""], "--hf-config", "needs a file")
+    refused(capsys, ["summary", "--hf-config", ""], "--hf-config", "expects a value")
 
 
 def test_last_stage_layers_without_a_pipeline_is_refused(capsys):
@@ -122,7 +122,7 @@ def test_inference_json_with_field_is_refused(capsys):
 
 def test_empty_out_is_refused(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    refused(capsys, ["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--out", ""], "--out", "needs a file")
+    refused(capsys, ["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--out", ""], "--out", "expects a value")
     assert list(tmp_path.iterdir()) == []
 
 

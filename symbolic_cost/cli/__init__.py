@@ -15,7 +15,7 @@ import sys
 
 from symbolic_cost import __version__
 from symbolic_cost.budget import time_limit
-from symbolic_cost.cli.options import Parser, UsageError, command
+from symbolic_cost.cli.options import Parser, UsageError, command, honour_tensor
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
          "inference", "lstm", "report", "calibrate")
@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     and a request to report it).  Never a traceback."""
     try:
         args = build_parser(_chosen(argv)).parse_args(argv)
+        honour_tensor(args)
         with time_limit(TIME_LIMIT if args.command in LIMITED else None, SLOW):
             return args.run(args)
     except SystemExit as done:          # --help

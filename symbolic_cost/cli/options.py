@@ -299,6 +299,18 @@ def tensor(parser):
                 "(2d); cols,rows,depth ... (2.5d); j,k,i ... (3d) (default: the activations' axes innermost)")
 
 
+def honour_tensor(args) -> None:
+    """Refuse ``--panel`` and ``--grid-order`` without a tensor grid (``--tensor 1d``, the default,
+    has no grid to shape: they would be ignored)."""
+    if getattr(args, "tensor", "1d") != "1d":
+        return
+    from symbolic_cost.checks import InputError
+    for flag, name in (("--panel", "panel"), ("--grid-order", "grid_order")):
+        if getattr(args, name, None) is not None:
+            raise InputError(f"{flag} shapes a tensor grid (--tensor 2d, 2.5d or 3d); with 1d tensor parallelism "
+                             f"it would be ignored", flag)
+
+
 def units(parser):
     """``--units``: what FLOPs, bytes and seconds are printed in (``numeric.tables.UNITS``)."""
     option(parser, "--units", choices=list(UNITS), default=UNIT,

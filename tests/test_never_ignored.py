@@ -1,0 +1,87 @@
+"""Every option acts or is refused (issue 32, "one refusal rule, applied everywhere"): for each
+command and model kind, every option of the command's parser is given a value away from its
+default; the command must either refuse it (exit 2) or print something else than without it.
+Exit 0 with the very same output means the option was silently ignored.  The oracle is the
+command's own output with and without the option, so it needs no list of where options apply;
+``HARMLESS`` names the few that legitimately change nothing here, with the reason."""
+
+import argparse
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from symbolic_cost.cli import build_parser, main
+
+MIXTRAL = str(Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
+LAYOUT = ["d=4", "p=2", "n_micro=4", "m1=2", "s1=2"]
+BASES = {
+    ("summary", "dense"): ["--preset", "gpt2", "--set", "b=2", "l=512", *LAYOUT],
+    ("summary", "moe"): ["--hf-config", MIXTRAL, "--set", "b=1", "l=1024", "ep=2", *LAYOUT],
+    ("sweep", "dense"): ["--preset", "gpt2", "--grid", "b=1,2", "--set", "l=512", *LAYOUT],
+    ("inference", "dense"): ["--preset", "gpt2", "--set", "b=2", "l_in=512", "l_out=64"],
+    ("table", "dense"): ["--preset", "gpt2", "--set", "m1=2", "s1=2"],
+    ("formula", "symbols"): ["--block", "layer", "--field", "act_buffer"],
+}
+NOT_VALUES = {"--help", "--out", "--overwrite", "--chunk", "--workers", "--progress", "--dask", "--preset",
+              "--hf-config", "--hf-model", "--revision", "--megatron-args", "--torchtitan", "--deepspeed", "--set",
+              "--grid", "--at", "--where", "--field", "--block"}
+"""Options whose value is the input itself (the model, the values, the output file) or how the work
+is run (workers, chunks, progress), not a choice that changes the answer."""
+HARMLESS = {
+    "--allow-long": "a permission: the sequence is within the model's context here",
+    "--cp-variant ring": "the default variant typed out (the ring is what cp > 1 runs without it)",
+    "--no-bias": "formula's act_buffer: a bias keeps nothing for backward",
+    "--no-qkv-bias": "formula's act_buffer: a bias keeps nothing for backward",
+}
+
+
+def run(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue()
+
+
+def other_value(action):
+    """The words that set ``action`` away from its default, or None when there is none to pick."""
+    flag = next(f for f in action.option_strings if f.startswith("--"))
+    if isinstance(action, argparse.BooleanOptionalAction):
+        return [flag if not action.default else next(f for f in action.option_strings if f.startswith("--no-"))]
+    if isinstance(action, argparse._StoreTrueAction):
+        return [flag]
+    if action.choices:
+        picked = next((c for c in action.choices if c != action.default), None)
+        return None if picked is None else [flag, str(picked)]
+    if action.type in (int, float):
+        return [flag, str((action.default or 1) * 2)]
+    return None
+
+
+def cases():
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for (command, kind), base in BASES.items():
+        for action in commands[command]._actions:
+            flags = [f for f in action.option_strings if f.startswith("--")]
+            if flags and flags[0] not in NOT_VALUES:
+                words = other_value(action)
+                if words:
+                    yield pytest.param(command, base, words, id=f"{command}-{kind}-{' '.join(words)}")
+
+
+@pytest.mark.parametrize("command,base,words", list(cases()))
+def test_an_option_acts_or_is_refused(command, base, words):
+    given = " ".join(words)
+    if given in HARMLESS or words[0] in HARMLESS:
+        pytest.skip(HARMLESS.get(given) or HARMLESS[words[0]])
+    plain = run([command, *base])
+    assert plain[0] == 0
+    code, out = run([command, *base, *words])
+    assert code == 2 or (code == 0 and out != plain[1]), f"{command} {given}: exit 0 and the same output"
+
+
+def test_grid_order_without_a_grid_is_refused(capsys):
+    assert main(["table", "--preset", "gpt2", "--grid-order", "rows,cols"]) == 2
+    assert "--grid-order shapes a tensor grid" in capsys.readouterr().err
