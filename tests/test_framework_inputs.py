@@ -513,3 +513,16 @@ def test_deepspeed_search_and_sweep(capsys):
     row = _out(capsys, "sweep", *words, "--grid", "b=2", "--field", "memory_bytes,optimizer_bytes").splitlines()[1]
     whole = _json(capsys, *words)
     assert [float(x) for x in row.split(",")] == [2, whole["memory_bytes"], whole["optimizer_bytes"]]
+
+
+def test_search_takes_the_files_context_parallelism(tmp_path, capsys):
+    """A file's --context-parallel-size 2 joins the degrees searched (cp 1 and 2, Megatron's ring): the same search
+    as the one typed with --cp 1,2 beside a GPT-2 of the same shape."""
+    got = json.loads(_out(capsys, "search", "--megatron-args", _program(tmp_path, SMALL + "--context-parallel-size 2"),
+                          "--devices", "4", "--ideal", "--top", "3", "--json"))
+    typed = json.loads(_out(capsys, "search", "--hf-config", _gpt2(tmp_path), "--devices", "4", "--global-batch",
+                            "16", "--seq", "64", "--precision", "bf16", "--flash", "--cp", "1,2", "--ideal", "--top",
+                            "3", "--json"))
+    assert got["evaluated"] == typed["evaluated"] > 0
+    assert [r["cp"] for r in got["best"]] == [r["cp"] for r in typed["best"]]
+    assert [r["total"] for r in got["best"]] == pytest.approx([r["total"] for r in typed["best"]], rel=1e-12)

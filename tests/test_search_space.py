@@ -110,3 +110,109 @@ def test_progress_names_each_kernel():
     said = []
     search(GPT2, 8, "h100", global_batch=32, seq=SEQ, top=1, zero=(0, 1), progress=said.append)
     assert len(said) == 4 and said[-1].startswith("search: 4/4 kernels")
+
+
+# Context parallelism and FSDP/HSDP shard groups (issue 28): off by default, varied when asked.
+
+def count_cp_and_shard_by_hand(variant, cp_degrees, devices, batch, seq, heads=12, kv=12, width=3072, layers=12):
+    """Layouts of the search with cp and every shard group (zero 1 and 3, 1F1B, no or full
+    recomputation of all of a stage's layers, b in 1, 2, 4, 8, s1 in {1, m1}), from the rules:
+    devices = m1 cp p d; ring/all-gather of a causal model cut the sequence into 2 cp chunks,
+    Ulysses into cp and splits the heads of a tensor rank; a rank's l/cp tokens split over s1;
+    ZeRO-3 shards over any divisor of d, ZeRO-1 over all of d."""
+    total = 0
+    for m1 in (m for m in _divisors(devices) if heads % m == 0 and kv % m == 0 and width % m == 0):
+        for cp in (c for c in cp_degrees if (devices // m1) % c == 0):
+            for p in (p for p in _divisors(devices // (m1 * cp)) if layers % p == 0):
+                d = devices // (m1 * cp * p)
+                for s1 in sorted({1, m1}):
+                    chunks = cp if variant == "ulysses" else 2 * cp
+                    if cp > 1 and (seq % chunks or (seq // cp) % s1):
+                        continue
+                    if cp > 1 and variant == "ulysses" and ((heads // m1) % cp or (kv // m1) % cp):
+                        continue
+                    for b in (b for b in (1, 2, 4, 8) if batch % (b * d) == 0):
+                        total += 2 * (1 + len(_divisors(d)))      # none, full; zero 1, zero 3 x shard groups
+    return total
+
+
+@pytest.mark.parametrize("variant", ["ring", "ulysses"])
+def test_context_parallel_and_hsdp_layouts_are_those_the_rules_allow(variant):
+    found = search(GPT2, 16, "h100", global_batch=64, seq=1024, flash=True, top=3, zero=(1, 3), cp=(1, 2, 4, 8),
+                   cp_variant=variant, shard="all")
+    assert found.evaluated == count_cp_and_shard_by_hand(variant, (1, 2, 4, 8), 16, 64, 1024)
+    assert {"cp", "shard"} <= set(found.best.columns)
+
+
+def test_by_default_neither_cp_nor_shard_is_searched():
+    plain = layouts(GPT2, DEVICES, BATCH, SEQ)
+    assert "cp" not in plain and len(plain) == len(layouts(GPT2, DEVICES, BATCH, SEQ, cp=(1,)))
+    assert len(layouts(GPT2, DEVICES, BATCH, SEQ, cp=(1, 2))) > len(plain)
+    assert all(v.shard is None and v.cp_variant == "ring" for v in variants((1, 3)))
+
+
+def test_cp_and_shard_refusals_name_their_argument():
+    from symbolic_cost.checks import InputError
+    from symbolic_cost.models.config import load
+    import pathlib
+    for kw, name in ((dict(shard="all"), "shard"), (dict(cp_variant="ulysses"), "cp_variant"),
+                     (dict(cp=(0, 2)), "cp"), (dict(cp=()), "cp"), (dict(zero=3, shard="some"), "shard"),
+                     (dict(cp_variant="tree", cp=(2,)), "cp_variant")):
+        with pytest.raises(InputError) as error:
+            search(GPT2, 8, "h100", global_batch=16, seq=SEQ, **{"zero": 1, **kw})
+        assert error.value.argument == name, kw
+    # a mixture of experts has no context parallelism and no HSDP (models.training.check_model)
+    moe = load(pathlib.Path(__file__).parent / "hf_configs" / "OLMoE-1B-7B-0924.json")
+    assert set(layouts(moe, 8, 16, 2048, (1,), ("none",), cp=(1, 2))["cp"]) == {1}
+
+
+def _built(arch, row, seq, system, variant):
+    """Peak memory and step time of the search's row built by model_cost with its numbers."""
+    cp, shard = int(row.cp), int(row.shard) if row.zero == 3 else None
+    t = Training(b=row.b, l=seq, m1=row.m1, s1=row.s1, d=row.d, p=row.p, micro_batches=row.n_micro,
+                 recompute=row.recompute, zero=row.zero, flash=True, cp=cp, cp_variant=variant if cp > 1 else "ring",
+                 shard=shard, **(dict(recompute_method="block", recompute_layers=int(row.n_rec))
+                                 if row.recompute == "full" else {}))
+    cost = model_cost(arch, t)
+    return float(peak_bytes(cost)), float(step_time_breakdown(cost, system)["total"])
+
+
+@pytest.mark.parametrize("model, variant, zero, recompute", [("gpt2", "ring", 3, "none"),
+                                                             ("Llama-3.2-1B", "ulysses", 3, "full"),
+                                                             ("gpt2", "all-gather", 1, "none")])
+def test_cp_and_shard_kernels_equal_models_built_with_the_numbers(model, variant, zero, recompute):
+    """Two layouts of every kind (sequence sharding, cp > 1 or not, a shard group below d or not)
+    evaluated by the search's kernels equal model_cost with the numbers, on the peak and on the
+    calibrated time model."""
+    from symbolic_cost.models.config import load
+    from symbolic_cost.timing.hardware import calibrated
+    import pathlib
+    arch = load(pathlib.Path(__file__).parent / "hf_configs" / f"{model}.json")
+    seq = 1024
+    base = layouts(arch, 8, 16, seq, (1, 2), (recompute,), cp=(1, 2, 4), cp_variant=variant)
+    for system in (get_system("h100"), calibrated("h100")):
+        (variant_,) = variants((zero,), ("none",), ("1f1b",), (recompute,), variant, "all")
+        task = (arch, variant_, base, seq, system, conv.DEFAULT, dict(precision="bf16", flash=True), "full", 10**9)
+        _, _, rows = run_variant(task)
+        if zero != 3:
+            rows = rows.assign(shard=rows["d"])        # search() fills it so: no shard group below d
+        kinds = rows.assign(kind=[(s1 == 1, s1 == m1, cp > 1, int(shard) < d) for s1, m1, cp, shard, d in
+                                  zip(rows["s1"], rows["m1"], rows["cp"], rows["shard"], rows["d"])])
+        assert kinds["cp"].max() > 1 and (zero != 3 or (kinds["shard"] < kinds["d"]).any())
+        for row in kinds.groupby("kind").head(2).itertuples():
+            memory, total = _built(arch, row, seq, system, variant)
+            assert memory == pytest.approx(row.memory, rel=1e-12), row
+            assert total == pytest.approx(row.total, rel=1e-12), row
+
+
+def test_the_command_searches_cp_and_shard_groups(capsys):
+    """search --cp and --shard give the library's search of the same arguments (peak time model, --ideal)."""
+    import json
+    from symbolic_cost.cli import main
+    assert main(["search", "--preset", "gpt2", "--devices", "4", "--global-batch", "8", "--seq", "1024", "--flash",
+                 "--zero", "3", "--cp", "1:4:x2", "--shard", "1,2", "--ideal", "--top", "3", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    same = search(GPT2, 4, "h100", global_batch=8, seq=1024, zero=3, cp=(1, 2, 4), shard=(1, 2), top=3)
+    assert got["evaluated"] == same.evaluated
+    assert [(r["cp"], r["shard"]) for r in got["best"]] == list(zip(same.best["cp"], same.best["shard"]))
+    assert [r["total"] for r in got["best"]] == pytest.approx(list(same.best["total"]), abs=1e-10)   # JSON: 10 decimals

@@ -170,15 +170,16 @@ def flash(parser):
            help="fused flash attention (keeps no l^2 scores)")
 
 
-def training(parser, distributed_optimizer: bool = True, recompute: bool = True):
+def training(parser, distributed_optimizer: bool = True, recompute: bool = True, shard: bool = True):
     """How the model is trained: precision, ZeRO stage, recomputation, flash attention
     (a command that chooses some of these itself leaves them out)."""
     group = parser.add_argument_group("training")
     precision(group)
     option(group, "--zero", type=integer(0), choices=[0, 1, 2, 3], default=PLAIN.zero, help="ZeRO stage")
-    option(group, "--shard", type=integer(1), metavar="N", default=PLAIN.shard,
-           help="with --zero 3: shard the state over groups of N data-parallel ranks, replicated over d/N groups "
-                "(HSDP: FSDP2 on a 2-D mesh; gradients all-reduced across the groups; default: all of d)")
+    if shard:
+        option(group, "--shard", type=integer(1), metavar="N", default=PLAIN.shard,
+               help="with --zero 3: shard the state over groups of N data-parallel ranks, replicated over d/N "
+                    "groups (HSDP: FSDP2 on a 2-D mesh; gradients all-reduced across the groups; default: all of d)")
     option(group, "--reshard-after-forward", action=argparse.BooleanOptionalAction,
            default=PLAIN.reshard_after_forward,
            help="with --zero 3: free each layer's gathered weights after its forward and gather them again in "

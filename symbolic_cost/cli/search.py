@@ -3,17 +3,20 @@ time by part."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from sympy import lambdify
 
 from symbolic_cost import symbols as S
+from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import frameworks, options
+from symbolic_cost.cli.parse import grid_range
 from symbolic_cost.cli.values import architecture, conventions, sequence_length
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.utilisation import model_flops, utilisation
-from symbolic_cost.numeric.search import PARTS, SPACE, search
+from symbolic_cost.numeric.search import MAX_DEVICES, PARTS, SPACE, search
 from symbolic_cost.numeric.tables import UNITS
 
 EXAMPLES = [
@@ -21,6 +24,8 @@ EXAMPLES = [
     "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --zero 1 --flash",
     "symbolic-cost search --preset gpt2 --devices 64 --global-batch 512 --tensor 1d 2d 2.5d 3d",
     "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --everything --progress",
+    "symbolic-cost search --preset llama-2-7b --devices 64 --global-batch 64 --seq 32768 --flash --cp 1,2,4,8",
+    "symbolic-cost search --preset llama-2-7b --devices 64 --global-batch 256 --flash --zero 3 --hsdp",
     "symbolic-cost search --megatron-args train_llama3_8b_h100_fp8.sh --devices 64",
 ]
 
@@ -32,6 +37,17 @@ FIXED = ("distributed_optimizer", "fp8", "overlap", "capacity_factor", "optimize
 and flash attention are ``search``'s own arguments, and a torchtitan file's ZeRO stage its
 ``--zero``); the degrees, the micro-batch, recomputation
 and the schedule are what the search varies."""
+
+
+def degrees(text: str) -> tuple:
+    """The type of ``--cp`` and ``--shard``: degrees as a list (``1,2,4,8``), ranges
+    (``1:8:x2``, ``cli.parse.grid_range``) or both, each an integer from 1 to ``MAX_DEVICES``."""
+    one = options.integer(1, MAX_DEVICES)
+    try:
+        items = [v for item in text.split(",") for v in (grid_range(item, "degrees") if ":" in item else [item])]
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return list(dict.fromkeys(one(str(v).strip()) for v in items))
 
 
 def add_arguments(parser) -> None:
@@ -53,6 +69,21 @@ def add_arguments(parser) -> None:
                         "and parameter offload, GPipe, 1F1B, ZB-H1, DualPipe and interleaved schedules with every chunk count, "
                         "selective, activation and full recomputation of the first 1..all layers of a stage, "
                         "every micro-batch size and every sequence-parallel degree dividing m1")
+    options.option(parser, "--cp", type=degrees, default="1", metavar="N,...",
+                   help="context-parallel degrees to try (1,2,4,8 or 1:8:x2; 1: none): the devices are "
+                        "m1 x cp x p x d, and a cp > 1 is kept where the model splits the sequence so (2 cp chunks "
+                        "of a causal model's sequence for ring and all-gather, cp dividing h/m1 and kv_heads/m1 for "
+                        "ulysses; 1-D tensor layouts only; not part of --everything)")
+    options.option(parser, "--cp-variant", choices=CP_VARIANTS,
+                   help="context parallelism of the layouts with cp > 1: ring (K, V passed point to point, "
+                        "Megatron-LM; default), all-gather (Llama 3) or ulysses (all-to-all of heads)")
+    hsdp = parser.add_mutually_exclusive_group()
+    options.option(hsdp, "--shard", type=degrees, metavar="N,...",
+                   help="ZeRO-3 (--zero 3 or --everything): besides sharding over all d data-parallel ranks, try "
+                        "these shard groups where they divide d (HSDP: FSDP2 on a 2-D mesh, replicated over d/N "
+                        "groups; not with routed experts)")
+    options.option(hsdp, "--hsdp", action="store_true",
+                   help="ZeRO-3: try every shard group that divides d (as --shard with every divisor)")
     options.option(parser, "--progress", action="store_true", help="report each compiled kernel on stderr")
     options.option(parser, "--json", action="store_true",
                    help="JSON (seconds, bytes) instead of the table: the counts, the time model and every layout")
@@ -60,7 +91,7 @@ def add_arguments(parser) -> None:
                    help="processes the kernels are split over")
     options.option(parser, "--dask", action="store_true",
                    help="run the kernels as Dask tasks (on the active Dask scheduler or cluster)")
-    options.training(parser, distributed_optimizer=False, recompute=False)
+    options.training(parser, distributed_optimizer=False, recompute=False, shard=False)
     options.counting(parser)
     options.time_model(parser)
     options.units(parser)
@@ -85,17 +116,21 @@ def starting_point(args) -> tuple:
     size, global batch, sequence length, precision and flash attention, the fields of ``FIXED`` kept
     by every layout, and its own micro-batch size, recomputation and schedule added to those searched
     (``--devices``, ``--global-batch`` and ``--seq`` replace the file's, with a note); without one,
-    the options."""
+    the options; a file's context-parallel degree (and variant) joins ``--cp``."""
+    context = dict(cp=tuple(args.cp), shard="all" if args.hsdp else args.shard,
+                   **({"cp_variant": args.cp_variant} if args.cp_variant else {}))
     if frameworks.setup(args, only_with=("--vocab-size",)) is None:
         if args.devices is None:
             raise InputError("search needs --devices (or a framework file: --megatron-args, --torchtitan)", "--devices")
         arch, seq = architecture(args), args.seq or sequence_length(architecture(args))
-        return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq), []
+        return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq, **context), []
     found = args.framework
     v, policy = found.values, found.policy
-    if v.get(S.cp, 1) != 1:
-        raise InputError(f"search does not vary context parallelism; the file sets cp={v[S.cp]}", "cp")
-    stated = dict(devices=int(v[S.m1] * v[S.p] * v[S.d]), global_batch=int(v[S.b] * v[S.d] * v[S.n_micro]),
+    cp = int(v.get(S.cp, 1))
+    if cp != 1:
+        context.update(cp=tuple(dict.fromkeys(sorted({1, cp, *args.cp}))),
+                       cp_variant=args.cp_variant or policy.get("cp_variant", "ring"))
+    stated = dict(devices=int(v[S.m1] * cp * v[S.p] * v[S.d]), global_batch=int(v[S.b] * v[S.d] * v[S.n_micro]),
                   seq=int(v[S.l]) if S.l in v else sequence_length(found.arch))      # DeepSpeed's says none
     notes = [f"--{name.replace('_', '-')} {getattr(args, key)} replaces the file's {stated[name]}"
              for name, key in (("devices", "devices"), ("global_batch", "global_batch"), ("seq", "seq"))
@@ -110,7 +145,7 @@ def starting_point(args) -> tuple:
                  recompute=tuple(dict.fromkeys(searched + (policy.get("recompute", "none"),))),
                  schedules=tuple(dict.fromkeys(("1f1b", policy.get("schedule", "1f1b")))),
                  offload=(policy.get("offload", "none"),))
-    return found.arch, dict(chosen, policy=kept, **extra), notes + found.notes
+    return found.arch, dict(chosen, policy=kept, **extra, **context), notes + found.notes
 
 
 def run(args) -> int:

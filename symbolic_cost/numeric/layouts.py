@@ -3,7 +3,8 @@ applies (``checks.MODEL_RULES``, ``PIPELINE_RULES``, ``blocks.moe.MOE_RULES``,
 ``parallel.expert.EXPERT_GRID_RULES``).
 
 ``layouts`` lists the 1-D layouts ``(m1, s1, d, p, b, n_micro)`` (with ``ep, etp`` for a
-mixture of experts) of a model on ``N`` devices; ``expand`` multiplies them by the discrete
+mixture of experts, ``cp`` when context parallelism is searched) of a model on ``N`` devices;
+``shard_groups`` the FSDP/HSDP shard groups of ZeRO-3 on ``d`` data-parallel ranks; ``expand`` multiplies them by the discrete
 choices of ``numeric.search`` (ZeRO stage, offload, schedule with its virtual stages,
 recomputation with the layers it redoes); ``grid_layouts`` lists the layouts on 2-D, 2.5-D
 and 3-D tensor grids.
@@ -18,6 +19,7 @@ from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.checks import MODEL_RULES, PIPELINE_RULES, InputError, check_rules, count
 from symbolic_cost.models import Architecture
 from symbolic_cost.models.grid_stack import unsupported
+from symbolic_cost.models.training import Training, check_model
 from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.parallel.grid import check_grid, make_grid
 
@@ -35,6 +37,22 @@ def allowed(dims: dict) -> bool:
     """
     try:
         check_rules(dims, RULES)
+    except InputError:
+        return False
+    return True
+
+
+def accepts(arch: Architecture, **training) -> bool:
+    """Whether ``model_cost`` accepts ``Training(**training)`` for ``arch``: the training's own
+    checks (``Training``, ``check_sharding``) and the model's (``models.training.check_model``:
+    context parallelism's splits, HSDP with experts), the context length aside.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> accepts(preset("gpt2"), l=1024, cp=4), accepts(preset("gpt2"), l=1024, cp=3)
+    (True, False)
+    """
+    try:
+        check_model(arch, Training(allow_long=True, **training))
     except InputError:
         return False
     return True
@@ -73,12 +91,16 @@ def micro_batches(sizes, global_batch: int, d: int) -> list[int]:
 
 
 def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
-            micro_batch_sizes=(1, 2, 4, 8), recompute=("none", "selective", "full"), sequence="ends") -> pd.DataFrame:
+            micro_batch_sizes=(1, 2, 4, 8), recompute=("none", "selective", "full"), sequence="ends",
+            cp=(1,), cp_variant="ring") -> pd.DataFrame:
     """Every layout whose degrees divide what they split: ``m1`` the heads, key/value heads and
     MLP width; ``p`` the layers; ``s1`` the sequence (``sequence="ends"``: 1 or ``m1``, as
     Megatron-LM; ``"all"``: every divisor of ``m1``; ``m1`` with experts); ``b d`` the global
     batch (``micro_batch_sizes``, or ``"all"``); with experts ``ep`` and ``etp``
-    (``expert_layouts``, columns only then)."""
+    (``expert_layouts``, columns only then).  ``cp`` lists the context-parallel degrees tried
+    (of ``cp_variant``): the devices are ``m1 cp p d`` (``models.totals.world_size``), and a
+    ``cp > 1`` is kept where the model splits the sequence so (``accepts``:
+    ``models.training.check_context_parallel``); a ``cp`` column only when ``cp`` is not ``(1,)``."""
     if isinstance(micro_batch_sizes, str) and micro_batch_sizes != "all":
         raise InputError(f"micro_batch_sizes must be 'all' or a list of sizes, got {micro_batch_sizes!r}",
                          "micro_batch_sizes")
@@ -87,24 +109,62 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
     if sequence not in ("ends", "all"):
         raise InputError(f"sequence must be 'ends' (s1 = 1 or m1) or 'all' (every divisor of m1), got {sequence!r}",
                          "sequence")
+    cps = tuple(dict.fromkeys(count(c, "cp") for c in cp))
     split, rows = _split_by_tensor(arch), []
     for m1 in (m1 for m1 in _divisors(devices) if allowed(dict(split, m1=m1))):
-        for p in (p for p in _divisors(devices // m1) if allowed(dict(p=p, n_layers=arch.n_layers))):
-            d = devices // (m1 * p)
-            for s1 in ([m1] if arch.moe is not None else _divisors(m1) if sequence == "all" else sorted({1, m1})):
-                if not allowed(dict(s1=s1, l=seq, m1=m1)):
-                    continue
-                for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d)
-                                     for b in micro_batches(micro_batch_sizes, global_batch, d)):
-                    for policy in recompute:
-                        rows.append((m1, s1, d, p, ep, etp, b, global_batch // (b * d), policy))
-    table = pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "ep", "etp", "b", "n_micro", "recompute"])
-    return table if arch.moe is not None else table.drop(columns=["ep", "etp"])
+        for c in (c for c in cps if (devices // m1) % c == 0):
+            for p in (p for p in _divisors(devices // (m1 * c)) if allowed(dict(p=p, n_layers=arch.n_layers))):
+                d = devices // (m1 * c * p)
+                for s1 in ([m1] if arch.moe is not None else _divisors(m1) if sequence == "all" else sorted({1, m1})):
+                    if not allowed(dict(s1=s1, l=seq, m1=m1)) or (
+                            c > 1 and not accepts(arch, l=seq, m1=m1, s1=s1, cp=c, cp_variant=cp_variant)):
+                        continue
+                    for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d)
+                                         for b in micro_batches(micro_batch_sizes, global_batch, d)):
+                        for policy in recompute:
+                            rows.append((m1, s1, c, d, p, ep, etp, b, global_batch // (b * d), policy))
+    table = pd.DataFrame(rows, columns=["m1", "s1", "cp", "d", "p", "ep", "etp", "b", "n_micro", "recompute"])
+    return table.drop(columns=([] if arch.moe is not None else ["ep", "etp"]) + (["cp"] if cps == (1,) else []))
 
 
-def by_stage(table: pd.DataFrame, column: str, options) -> pd.DataFrame:
+def shard_groups(arch: Architecture, d: int, shard) -> list[int]:
+    """The shard groups ZeRO-3 (FSDP) may take on ``d`` data-parallel ranks: ``shard="all"``
+    every divisor of ``d`` (HSDP, ``--hsdp``), else ``d`` itself (plain FSDP) and each size of
+    ``shard`` that divides it; those the model accepts (``accepts``: no HSDP with routed experts).
+
+    >>> from symbolic_cost.models.config import preset
+    >>> shard_groups(preset("gpt2"), 8, "all"), shard_groups(preset("gpt2"), 8, (2, 3, 16))
+    ([1, 2, 4, 8], [2, 8])
+    """
+    sizes = _divisors(d) if shard == "all" else sorted({d, *(s for s in shard if d % s == 0)})
+    return [s for s in sizes if s == d or accepts(arch, d=d, zero=3, shard=s)]
+
+
+def context_choices(cp, cp_variant: str, shard, zeros) -> tuple:
+    """``(cp, shard)`` of a search, checked: ``cp`` a degree or a list of them (a ``cp_variant``
+    that applies: ``Training``'s checks), ``shard`` None, ``"all"`` or sizes, with ZeRO-3 in ``zeros``.
+
+    >>> context_choices([1, 2, 2], "ring", 4, (1, 3))
+    ((1, 2), (4,))
+    """
+    cp = tuple(dict.fromkeys((cp,) if isinstance(cp, int) else cp))
+    if not cp:
+        raise InputError("cp must list at least one context-parallel degree (1: none)", "cp")
+    Training(cp=max(count(c, "cp") for c in cp), cp_variant=cp_variant)
+    if shard is None:
+        return cp, None
+    shard = (shard,) if isinstance(shard, int) else shard if shard == "all" or isinstance(shard, str) else tuple(shard)
+    if not shard or shard != "all" and (isinstance(shard, str) or not all(count(s, "shard") for s in shard)):
+        raise InputError("shard must be 'all' (every divisor of d) or a list of shard-group sizes", "shard")
+    if 3 not in zeros:
+        raise InputError(f"shard varies the shard group of ZeRO-3/FSDP (zero=3), got zero={', '.join(map(str, zeros))}; "
+                         "it would be ignored", "shard")
+    return cp, shard
+
+
+def by_stage(table: pd.DataFrame, column: str, options, key: str = "p") -> pd.DataFrame:
     """``table`` with one row per value of ``column`` among ``options(p)`` (a list that depends on
-    the row's pipeline degree only): rows with no option are dropped.
+    the row's pipeline degree only; or on its ``key`` column): rows with no option are dropped.
 
     >>> by_stage(pd.DataFrame({"p": [1, 2, 4]}), "n_rec", lambda p: list(range(1, 4 // p)))
        p  n_rec
@@ -114,7 +174,7 @@ def by_stage(table: pd.DataFrame, column: str, options) -> pd.DataFrame:
     3  2      1
     """
     parts = []
-    for p, rows in table.groupby("p", sort=False):
+    for p, rows in table.groupby(key, sort=False):
         values = np.asarray(options(int(p)), dtype=np.int64)
         if values.size:
             parts.append(rows.iloc[np.repeat(np.arange(len(rows)), values.size)].assign(

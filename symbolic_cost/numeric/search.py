@@ -37,7 +37,8 @@ from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.models.grid_stack import on_grid, unsupported
 from symbolic_cost.numeric.compile import compile_exprs
-from symbolic_cost.numeric.layouts import GRIDS, by_stage, grid_layouts, layouts, virtual_stages
+from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, layouts, shard_groups,
+                                           virtual_stages)
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -55,12 +56,14 @@ SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), sch
 
 @dataclass(frozen=True)
 class Variant:
-    """The discrete choices one compiled kernel covers."""
+    """The discrete choices one compiled kernel covers (``cp_variant`` where ``cp > 1``; ``shard``, ZeRO-3's)."""
 
     recompute: str
     zero: int
     offload: str
     schedule: str
+    cp_variant: str = "ring"
+    shard: object = None
 
     def training(self, seq, experts: bool, **fixed) -> Training:
         """The training with every layout choice a symbol: ``vp`` chunks when interleaved, the
@@ -80,15 +83,17 @@ class Variant:
                 + (["vp"] if self.schedule == "interleaved" else []) + (["n_rec"] if self.recompute == "full" else []))
 
 
-def variants(zero=(1,), offload=("none",), schedules=("1f1b",), recompute=("none", "full")) -> list[Variant]:
+def variants(zero=(1,), offload=("none",), schedules=("1f1b",), recompute=("none", "full"), cp_variant="ring",
+             shard=None) -> list[Variant]:
     """Every combination the recipe allows (offloading the optimizer needs ZeRO, offloading the
-    parameters ZeRO-3: ``models.recipes.check_offload``); each choice checked first."""
+    parameters ZeRO-3: ``models.recipes.check_offload``); each choice checked first.  ``shard``
+    (``"all"`` or sizes, ``layouts.shard_groups``) goes to the ZeRO-3 variants only."""
     for name, values, allowed in (("zero", zero, (0, 1, 2, 3)), ("offload", offload, OFFLOAD),
                                   ("schedules", schedules, SCHEDULES), ("recompute", recompute, RECOMPUTE)):
         for value in values:
             choice(value, name, allowed)
-    return [Variant(r, z, o, s) for r, z, o, s in itertools.product(recompute, zero, offload, schedules)
-            if _allowed(o, z)]
+    return [Variant(r, z, o, s, cp_variant, shard if z == 3 else None)
+            for r, z, o, s in itertools.product(recompute, zero, offload, schedules) if _allowed(o, z)]
 
 
 def _allowed(offload: str, zero: int) -> bool:
@@ -138,16 +143,21 @@ def _best(rows: pd.DataFrame, values: dict, capacity: float, top: int):
 
 def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     """Build, compile and evaluate one variant on its layouts (a task of ``search``); once per
-    ``p`` (and ``vp``) where the layers a rank holds depend on it (``models.ranks.placed_by_p``)."""
+    ``p`` (and ``vp``) where the layers a rank holds depend on it (``models.ranks.placed_by_p``),
+    apart for ``cp > 1`` and ``shard < d`` (``variant.shard``: ``layouts.shard_groups``)."""
     arch, variant, base, seq, system, conventions, fixed, recompute_layers, top = task
     rows = variant_rows(base, variant, arch.n_layers + arch.decoder_layers, recompute_layers)
+    if variant.shard is not None:
+        rows = by_stage(rows, "shard", lambda d: shard_groups(arch, d, variant.shard), key="d")
     if rows.empty:
         return 0, 0, rows
     by_p = ["p", "vp"] if placed_by_p(arch, fixed) else []
-    results = [_evaluate(arch, variant, group.drop(columns="_shards"), seq, system, conventions, fixed, top,
-                         *_stage_keys(key, by_p), shards)
-               for (shards, *key), group in rows.assign(_shards=_sequence_kind(rows)).groupby(["_shards", *by_p],
-                                                                                         sort=False)]
+    kinds = rows.assign(_shards=_sequence_kind(rows), _cp="cp" in rows and rows["cp"] > 1,
+                        _hsdp="shard" in rows and rows["shard"] < rows["d"])
+    results = [_evaluate(arch, variant, group.drop(columns=["_shards", "_cp", "_hsdp"]), seq, system, conventions,
+                         fixed, top, *_stage_keys(key, by_p), shards, context=bool(context), hsdp=bool(hsdp))
+               for (shards, context, hsdp, *key), group in kinds.groupby(["_shards", "_cp", "_hsdp", *by_p],
+                                                                        sort=False)]
     best = pd.concat([b for _, _, b in results]).sort_values("total", kind="stable").head(top)
     return sum(n for n, _, _ in results), sum(k for _, k, _ in results), best
 
@@ -166,10 +176,11 @@ def _stage_keys(key, by_p) -> tuple:
     return tuple(int(k) for k in key) if by_p else (None, None)
 
 
-def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top, p=None, vp=None, shards="partial"):
+def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top, p=None, vp=None, shards="partial",
+              context=False, hsdp=False):
     """Step time and memory of ``rows`` under ``variant``, the model compiled with the layout's
     degrees as symbols (``p`` and ``vp`` numbers when given; ``s1`` set by ``shards``,
-    ``_sequence_kind``)."""
+    ``_sequence_kind``; ``cp`` a symbol with ``context``, ``shard`` one with ``hsdp``)."""
     experts = arch.moe is not None
     training = variant.training(seq, experts, **fixed)
     names = variant.symbols(experts)
@@ -179,6 +190,8 @@ def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top
     if p is not None:
         training = replace(training, p=p, **({"virtual_stages": vp} if variant.schedule == "interleaved" else {}))
         names = [n for n in names if n not in ("p", "vp")]
+    symbolic = {**(dict(cp=S.cp, cp_variant=variant.cp_variant) if context else {}), **(dict(shard=S.shard) if hsdp else {})}
+    training, names = replace(training, **symbolic), names + [n for n in ("cp", "shard") if n in symbolic]
     cost = model_cost(arch, training, conventions)
     parts = step_time_breakdown(cost, system, conventions)
     compiled = compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)},
@@ -191,11 +204,14 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
            top: int = 10, zero=1, flash: bool = True, precision: str = "bf16", conventions=conv.DEFAULT,
            tensor=("1d",), micro_batch_sizes=(1, 2, 4, 8), recompute=None, offload=("none",),
            schedules=("1f1b",), recompute_layers="full", sequence="ends", progress=False, workers: int = 1,
-           dask: bool = False, policy: dict | None = None) -> SearchResult:
+           dask: bool = False, policy: dict | None = None, cp=(1,), cp_variant: str = "ring",
+           shard=None) -> SearchResult:
     """The ``top`` fastest layouts that fit in the system's memory, with their time breakdown.
 
     ``zero`` is a stage or a tuple of stages; ``recompute`` defaults to none and full (and
     selective without ``flash``, which keeps no attention core); ``**SPACE`` searches everything.
+    ``cp`` lists context-parallel degrees of ``cp_variant`` (1-D layouts only); ``shard`` ZeRO-3's
+    shard groups (``layouts.shard_groups``; a ``shard`` column, ``d`` below ZeRO-3).  Not in ``SPACE``.
     ``policy`` holds further ``Training`` fields every layout keeps (a framework file's distributed
     optimizer, FP8, overlap: ``cli.search.FIXED``), never one the search varies.
     """
@@ -209,11 +225,12 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
     if recompute_layers not in ("full", "all"):
         raise InputError(f"recompute_layers must be 'full' (every layer of a stage) or 'all' (1 to all of "
                          f"them), got {recompute_layers!r}", "recompute_layers")
+    cp, shard = context_choices(cp, cp_variant, shard, zeros)
     recompute = recompute or (("none", "full") if flash else ("none", "selective", "full"))
     if flash:                               # flash keeps no attention core: selective = none
         recompute = tuple(r for r in recompute if r != "selective")
-    base = layouts(arch, devices, global_batch, seq, micro_batch_sizes, recompute, sequence) if "1d" in tensor \
-        else pd.DataFrame()
+    base = layouts(arch, devices, global_batch, seq, micro_batch_sizes, recompute, sequence, cp, cp_variant) \
+        if "1d" in tensor else pd.DataFrame()
     grids = grid_layouts(arch, devices, global_batch, seq, tensor, micro_batch_sizes, recompute)
     if base.empty and grids.empty:
         refused = unsupported(arch)
@@ -224,19 +241,21 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
                          "devices")
     varied = set(policy or {}) & {"b", "m1", "s1", "d", "p", "micro_batches", "recompute", "recompute_method",
                                   "recompute_layers", "zero", "offload", "schedule", "virtual_stages", "precision",
-                                  "flash", "l", "ep", "etp"}
+                                  "flash", "l", "ep", "etp", "cp", "cp_variant", *(["shard"] if shard else [])}
     if varied:
         raise InputError(f"policy fixes {', '.join(sorted(varied))}, which the search varies or takes as arguments",
                          "policy")
     fixed = dict(precision=precision, flash=flash, **(policy or {}))
     tasks = [(arch, v, base, seq, system, conventions, fixed, recompute_layers, top)
-             for v in variants(zeros, offload, schedules, recompute)] if not base.empty else []
+             for v in variants(zeros, offload, schedules, recompute, cp_variant, shard)] if not base.empty else []
     results = list(_run_all(tasks, progress, workers, dask))
     if not grids.empty:
         results = [(n, k, f.assign(tensor="1d", grid="")) for n, k, f in results]
         results += [grid_frames(arch, grids, seq, system, conventions, top, zero=z, offload=o, schedule=s, **fixed)
                     for z, o, s in itertools.product(zeros, offload, schedules) if _allowed(o, z)]
     every = pd.concat([f for _, _, f in results], ignore_index=True)
+    every = every.assign(cp=every["cp"].fillna(1).astype(int)) if "cp" in every else every   # grids: cp = 1
+    every = every.assign(shard=every["shard"].fillna(every["d"]).astype(int)) if "shard" in every else every  # below ZeRO-3: d
     best = every.sort_values("total", kind="stable").head(top).reset_index(drop=True)
     return SearchResult(sum(n for n, _, _ in results), sum(k for _, k, _ in results), best)
 
