@@ -85,3 +85,14 @@ def test_an_option_acts_or_is_refused(command, base, words):
 def test_grid_order_without_a_grid_is_refused(capsys):
     assert main(["table", "--preset", "gpt2", "--grid-order", "rows,cols"]) == 2
     assert "--grid-order shapes a tensor grid" in capsys.readouterr().err
+
+
+def test_search_keeps_fsdp_gathered_weights_when_asked_or_refuses(capsys):
+    base = ["search", "--preset", "gpt2", "--devices", "8", "--global-batch", "32", "--seq", "512", "--top", "2",
+            "--ideal", "--json"]
+    assert main([*base, "--no-reshard-after-forward"]) == 2          # ZeRO-0 gathers nothing
+    assert "--no-reshard-after-forward" in capsys.readouterr().err
+    assert main([*base, "--zero", "3"]) == 0
+    resharded = capsys.readouterr().out
+    assert main([*base, "--zero", "3", "--no-reshard-after-forward"]) == 0
+    assert capsys.readouterr().out != resharded       # one all-gather fewer a step, the gathered layers kept

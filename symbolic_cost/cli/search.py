@@ -123,7 +123,12 @@ def starting_point(args) -> tuple:
         if args.devices is None:
             raise InputError("search needs --devices (or a framework file: --megatron-args, --torchtitan)", "--devices")
         arch, seq = architecture(args), args.seq or sequence_length(architecture(args))
-        return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq, **context), []
+        kept = {} if args.reshard_after_forward else {"policy": dict(reshard_after_forward=False)}
+        if kept and (args.everything or args.zero != 3):
+            raise InputError("--no-reshard-after-forward keeps FSDP's gathered weights, which only ZeRO-3 gathers: "
+                             "give --zero 3 (and not --everything, which varies the stage)", "--reshard-after-forward")
+        return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq, **context,
+                          **kept), []
     found = args.framework
     v, policy = found.values, found.policy
     cp = int(v.get(S.cp, 1))
