@@ -48,6 +48,7 @@ def test_the_leading_term_in_l_is_the_attention_scores(capsys):
 @pytest.mark.parametrize("words,flag", [
     (["--total", "parameters"], "--total"),                                         # no model
     (["--preset", "gpt2", "--total", "parameters", "--row", "fc1"], "--row"),
+    (["--preset", "gpt2", "--total", "parameters", "--field", "act_buffer"], "--field"),
     (["--preset", "gpt2", "--total", "parameters", "--no-bias"], "--no-bias"),
     (["--preset", "gpt2", "--total", "parameters", "--system", "a100"], "--system"),  # a count, not a time
     (["--preset", "gpt2", "--total", "memory_bytes", "--set", "b=1", "d=1", "p=1", "n_micro=1",

@@ -41,7 +41,7 @@ EXAMPLES = [
 def field(parser, default: str):
     """``--field``: one of ``values.FIELDS``."""
     options.option(parser, "--field", type=field_type, choices=FIELDS, default=default, metavar="FIELD",
-                   help="what to compute, one of: %(choices)s")
+                   action=options.Given, help="what to compute, one of: %(choices)s")
 
 
 def add_arguments(parser) -> None:
@@ -139,6 +139,8 @@ def whole_model(args):
     for flag, name, default in BLOCK_ONLY:
         if getattr(args, name, default) != default:
             raise InputError(f"{flag} applies to a block's --field; --total is the whole model's", flag)
+    if options.given(args, "field"):
+        raise InputError("--field names a block's field; --total replaces it (give one of them)", "--field")
     honour_system(args, *(["time"] if args.total in TIMES else []))
     arch = architecture(args)
     if arch is None:
