@@ -143,16 +143,13 @@ class TreeCorrection(Function):
 
     is_extended_real = is_positive = is_finite = True      # every entry is a positive number
 
-    @classmethod
-    def eval(cls, table, volume):
-        if volume.is_Number:
-            return cls._entry(table, volume)
-        return None
-
-    @staticmethod
-    def _entry(table, volume):
+    def _at_number(cls, table, volume):
+        if not volume.is_Number:
+            return None
         index = (max(int(volume) // 64, 1)).bit_length() - 1
         return table[index] if index < len(table) else Integer(1)
+
+    eval = classmethod(_at_number)   # SymPy's hook for a Function's value at its arguments (no text)
 
     def _eval_derivative(self, symbol):      # SymPy's hook: constant between the sizes where it steps
         return Integer(0)
