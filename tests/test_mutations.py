@@ -32,3 +32,10 @@ def test_every_mutation_is_killed_and_the_working_tree_is_untouched():
     assert sources() == before
     survivors = [name for name, (killed, _) in results.items() if not killed]
     assert not survivors, f"mutations the tests do not catch: {', '.join(survivors)}"
+
+
+def test_a_recorded_killer_runs_first_and_no_file_is_dropped():
+    first = mutations.TESTS[-1]
+    assert mutations.ordered(first) == (first, *mutations.TESTS[:-1])
+    for unknown in (None, "tests/test_no_such_file.py"):
+        assert mutations.ordered(unknown) == mutations.TESTS
