@@ -11,7 +11,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost"
 LAYERS = [
     {"symbols", "conventions", "extrema", "cost", "checks", "reader", "budget"},
     {"ops"}, {"blocks"}, {"parallel"}, {"models"}, {"analysis"}, {"timing"}, {"numeric"}, {"inference"},
-    {"tools"}, {"reproduce"}, {"report"}, {"cli"},
+    {"tools"}, {"reproduce"}, {"report"}, {"cli"}, {"app"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 # Jupyter rendering may import a formatter lazily from below (inside the method that renders).
