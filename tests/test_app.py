@@ -107,13 +107,18 @@ ORACLE = ["summary", "--preset", "gpt2", "--set", "b=2", "l=512", "m1=1", "s1=1"
 """The configuration typed into the page, and the same as a command line written out by hand."""
 
 
+TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 4,
+        "num_hidden_layers": 4, "vocab_size": 1000, "max_position_embeddings": 1024}
+"""A config.json pasted into the page."""
+
+
 def settle(page, answers: int) -> None:
     """Wait until the page has shown more than ``answers`` summaries and has no request under way."""
     page.wait_for_function(f"Number(document.body.dataset.answers) > {answers} && document.body.dataset.pending === '0'",
                            timeout=30_000)
 
 
-def test_the_page_shows_what_summary_json_prints():
+def test_the_page_shows_what_summary_json_prints(tmp_path):
     chromium, sync_playwright = browser()
     server = subprocess.Popen([sys.executable, "-m", "symbolic_cost", "serve", "--port", "0"], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -152,14 +157,54 @@ def test_the_page_shows_what_summary_json_prints():
             assert page.inner_text("#latex") == printed.strip() and "b" in printed     # b kept as a symbol
             page.screenshot(path=str(ROOT / "reports" / "app.png"), full_page=True)
 
+            page.fill("#devices", "")
+            page.click("#search-run")
+            page.wait_for_function("document.getElementById('search-error').textContent.length > 0")
+            refused = cli("search", "--preset", "gpt2", "--global-batch", "64", "--json")[2]
+            assert page.inner_text("#search-error") == refused and "search needs --devices" in refused
+
+            config = tmp_path / "config.json"
+            config.write_text(json.dumps(TINY))
+            page.check("input[name=model][value=config]")
+            page.fill("#config", config.read_text())
+            answers = int(page.get_attribute("body", "data-answers"))
+            page.click("#run")
+            settle(page, answers)
+            oracle = json.loads(cli("summary", "--hf-config", str(config), *ORACLE[3:])[1])
+            assert shown_bytes("mem-memory_bytes") == oracle["memory_bytes"]
+            assert float(page.inner_text("#time-total td:nth-child(2)")) == oracle["step_time_s"]["total"]
+
             answers = int(page.get_attribute("body", "data-answers"))
             page.fill("#set-b", "2**99")
             page.click("#run")
             settle(page, answers)
-            refused = cli("summary", "--preset", "gpt2", "--set", "b=2**99", "--json")[2]
+            refused = cli("summary", "--hf-config", str(config), "--set", "b=2**99", "--json")[2]
             assert page.inner_text("#summary-error") == refused and "exponent 99" in refused
             assert page.inner_text("#memory-table") == ""
             chrome.close()
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_a_host_off_loopback_is_warned_about_and_still_served(monkeypatch, capsys):
+    from symbolic_cost.app import server
+
+    class Stopped(server.HTTPServer):
+        """Binds nothing; stops at once, as Ctrl-C would."""
+        def __init__(self, address, handler):
+            self.server_address = address
+
+        def serve_forever(self):
+            raise KeyboardInterrupt
+
+        def server_close(self):
+            pass
+    monkeypatch.setattr(server, "HTTPServer", Stopped)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")       # serve sets it; restored after the test
+    assert main(["serve", "--host", "0.0.0.0", "--port", "8123"]) == 0
+    printed = capsys.readouterr()
+    assert "warning: --host 0.0.0.0 is not a loopback address" in printed.err
+    assert "http://0.0.0.0:8123/" in printed.out
+    assert main(["serve", "--port", "8123"]) == 0
+    assert capsys.readouterr().err == ""

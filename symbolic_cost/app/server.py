@@ -26,7 +26,7 @@ LARGEST_REQUEST = 1_000_000
 
 def parser_choices(command: str) -> dict:
     """The choices of ``command``'s options, read from its parser (so the page offers exactly what
-    the command line accepts), with their defaults.
+    the command line accepts), with their defaults; a switch (``--flash``) has its default only.
 
     >>> parser_choices("summary")["zero"]["choices"]
     [0, 1, 2, 3]
@@ -34,13 +34,16 @@ def parser_choices(command: str) -> dict:
     from symbolic_cost.cli import build_parser
     parser = build_parser(command)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
-    return {a.dest: {"choices": list(a.choices), "default": a.default} for a in sub._actions if a.choices}
+    return {a.dest: {"choices": list(a.choices or ()), "default": a.default} for a in sub._actions
+            if a.choices or isinstance(a, argparse.BooleanOptionalAction)}
 
 
 def choices() -> dict:
-    """What ``GET /api/choices`` sends: the presets, the page's choices and the formula fields."""
+    """What ``GET /api/choices`` sends: the presets, the page's choices, flash attention's default
+    and the formula fields."""
     summary, formula = parser_choices("summary"), parser_choices("formula")
-    return {"preset": summary["preset"], **{name: summary[name] for name in CHOICES}, "field": formula["total"]}
+    return {"preset": summary["preset"], **{name: summary[name] for name in (*CHOICES, "flash")},
+            "field": formula["total"]}
 
 
 class Handler(BaseHTTPRequestHandler):
