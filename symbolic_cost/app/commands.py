@@ -61,6 +61,14 @@ def model_words(request: dict, folder: Path) -> list[str]:
     return [f"--hf-model={text(request, 'hub')}"]
 
 
+def layout(request: dict) -> dict:
+    """The request's layout values (``set``), an object."""
+    values = request.get("set") or {}
+    if not isinstance(values, dict):
+        raise InputError("set must be an object of layout values", "set")
+    return values
+
+
 def layout_words(request: dict, leave=()) -> list[str]:
     """``--set NAME=VALUE ...`` for the layout fields filled in (an empty one keeps the command's
     default), less the names in ``leave``.
@@ -68,9 +76,7 @@ def layout_words(request: dict, leave=()) -> list[str]:
     >>> layout_words({"set": {"b": 2, "d": "8", "p": ""}})
     ['--set', 'b=2', 'd=8']
     """
-    values = request.get("set") or {}
-    if not isinstance(values, dict):
-        raise InputError("set must be an object of layout values", "set")
+    values = layout(request)
     unknown = sorted(set(values) - set(LAYOUT))
     if unknown:
         raise InputError(f"unknown layout field(s) {', '.join(unknown)}; known: {', '.join(LAYOUT)}", "set")
@@ -117,11 +123,11 @@ def formula_words(request: dict, folder: Path) -> list[str]:
 def search_words(request: dict, folder: Path) -> list[str]:
     """``search --json`` of the request's model on ``devices`` with ``global_batch`` sequences of
     the layout's ``l`` (when given) per step, at its ZeRO stage, precision and system."""
-    sequence = (request.get("set") or {}).get("l")
+    sequence = text(layout(request), "l") if layout(request).get("l") not in (None, "") else ""
     given = [(flag, key) for flag, key in (("--devices", "devices"), ("--global-batch", "global_batch"),
                                            ("--top", "top")) if request.get(key) not in (None, "")]
     words = ["search", *model_words(request, folder), *(f"{flag}={text(request, key)}" for flag, key in given)]
-    return words + ([f"--seq={sequence}"] if sequence not in (None, "") else []) + \
+    return words + ([f"--seq={sequence}"] if sequence else []) + \
         choice_words(request, ("zero", "precision", "system")) + ["--json"]
 
 

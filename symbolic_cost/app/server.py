@@ -18,6 +18,7 @@ from pathlib import Path
 
 from symbolic_cost.app.commands import CHOICES, WORDS, answer
 from symbolic_cost.checks import InputError
+from symbolic_cost.cli import REPORT
 
 PAGE = Path(__file__).with_name("page.html")
 LARGEST_REQUEST = 1_000_000
@@ -82,7 +83,10 @@ class Handler(BaseHTTPRequestHandler):
             request = json.loads(self.rfile.read(size) or b"{}")
         except ValueError:
             return self.send_json(400, {"error": "a request is a JSON object"})
-        self.send_json(200, answer(kind, request))
+        try:
+            self.send_json(200, answer(kind, request))
+        except Exception as error:      # a bug of ours, as cli.main says of one: the server goes on
+            self.send_json(500, {"error": f"symbolic-cost: internal error: {type(error).__name__}: {error}; {REPORT}"})
 
 
 class IPv6Server(HTTPServer):
