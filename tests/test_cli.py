@@ -42,7 +42,7 @@ def _defaults(name):
 
 def test_every_command_is_listed():
     assert NAMES == ["table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile",
-                     "sweep", "search", "inference", "lstm", "report", "calibrate"]
+                     "sweep", "search", "inference", "lstm", "report", "calibrate", "serve"]
 
 
 @pytest.mark.parametrize("name", NAMES)

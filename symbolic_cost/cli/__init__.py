@@ -18,7 +18,7 @@ from symbolic_cost.budget import time_limit
 from symbolic_cost.cli.options import Parser, UsageError, command, honour_tensor
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
-         "inference", "lstm", "report", "calibrate")
+         "inference", "lstm", "report", "calibrate", "serve")
 """The subcommands, in the order ``--help`` lists them; each is the module ``cli.NAME``."""
 
 

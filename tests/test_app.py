@@ -1,0 +1,211 @@
+"""``symbolic-cost serve`` (issue 30): the page's requests become the command line's own command
+lines (refused with its messages, nothing evaluated), and, in a real headless Chromium, the page
+shows the numbers ``summary --json`` prints for the configuration typed into it.
+
+The oracle is the command line run here with the options written out by hand (``--set b=2 d=4``,
+``--zero 1``, ...), not the page's own command.  The browser test needs Debian's ``chromium``
+and Playwright's Python package (``.ci/run`` installs both where it can); without either it is
+skipped, saying which is missing.  It saves the page as ``reports/app.png``."""
+
+import contextlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symbolic_cost.app import commands
+from symbolic_cost.app.server import loopback
+from symbolic_cost.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*words):
+    """The command line's exit status, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(words))
+    return status, out.getvalue(), err.getvalue().strip()
+
+
+def test_a_request_gets_what_the_command_prints():
+    request = {"model": "preset", "preset": "gpt2", "set": {"b": "2", "d": "2", "p": ""}, "zero": "1",
+               "flash": True}
+    answer = commands.answer("summary", request)
+    status, out, _ = cli("summary", "--preset", "gpt2", "--set", "b=2", "d=2", "--zero", "1", "--flash", "--json")
+    assert answer["status"] == status == 0 and answer["output"] == json.loads(out)
+    assert answer["command"] == "symbolic-cost summary --preset=gpt2 --set b=2 d=2 --zero=1 --flash --json"
+
+
+@pytest.mark.parametrize("request_, words", [
+    ({"set": {"b": "__import__('os').system('true')"}}, ["--set", "b=__import__('os').system('true')"]),
+    ({"set": {"b": "0"}}, ["--set", "b=0"]),
+    ({"zero": "--ideal"}, ["--zero", "--ideal"]),     # a value never becomes an option
+    ({"system": "tpu"}, ["--system", "tpu"]),
+])
+def test_bad_input_is_refused_with_the_command_lines_message(request_, words):
+    answer = commands.answer("summary", {"model": "preset", "preset": "gpt2", **request_})
+    status, _, error = cli("summary", "--preset", "gpt2", *words, "--json")
+    assert answer["status"] == status == 2 and answer["output"] is None
+    if words[1] != "--ideal":      # typed as two words the shell hands argparse another error
+        assert answer["error"] == error
+    assert answer["error"].startswith("symbolic-cost")
+
+
+def test_requests_the_page_never_sends_are_refused():
+    assert "unknown request field(s) command" in commands.answer("summary", {"command": "rm"})["error"]
+    assert "unknown layout field(s) e" in commands.answer("summary", {"set": {"e": "64"}})["error"]
+    assert "keep: unknown layout field(s) x" in commands.answer("formula", {"field": "parameters",
+                                                                            "keep": "x"})["error"]
+    assert "b must be text or an integer" in commands.answer("summary", {"set": {"b": [1]}})["error"]
+    assert "model must be one of" in commands.answer("summary", {"model": "file"})["error"]
+    assert "set must be an object" in commands.answer("search", {"set": 5, "devices": 4})["error"]
+
+
+def test_search_and_formula_refuse_as_the_command_line_does():
+    answer = commands.answer("search", {"model": "preset", "preset": "gpt2", "global_batch": "64"})
+    assert answer["error"] == cli("search", "--preset", "gpt2", "--global-batch", "64", "--json")[2]
+    assert "search needs --devices" in answer["error"]
+    answer = commands.answer("formula", {"model": "preset", "preset": "gpt2", "field": "flops"})
+    assert answer["status"] == 2 and "--total" in answer["error"] and "invalid choice: 'flops'" in answer["error"]
+
+
+def test_the_host_is_loopback_unless_told_and_a_busy_port_is_refused():
+    assert loopback("127.0.0.1") and loopback("::1") and not loopback("0.0.0.0") and not loopback("example.org")
+    server = subprocess.Popen([sys.executable, "-m", "symbolic_cost", "serve", "--port", "0"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = re.search(r"http://127\.0\.0\.1:(\d+)/", server.stdout.readline()).group(1)
+        status, _, error = cli("serve", "--port", port)
+        assert status == 2 and f"cannot listen on 127.0.0.1:{port}" in error and "(--port)" in error
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def browser():
+    """Chromium's path and Playwright's ``sync_playwright``, or a skip that says which is missing."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it with apt-get where it can): "
+                    "the page is not tested in a browser")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("Playwright's Python package is not installed (pip install playwright==1.65.2, as .ci/run does)")
+    return chromium, sync_playwright
+
+
+LAYOUT = {"b": "2", "l": "512", "d": "4", "p": "2", "n_micro": "4"}
+ORACLE = ["summary", "--preset", "gpt2", "--set", "b=2", "l=512", "m1=1", "s1=1", "p=2", "d=4", "cp=1",
+          "n_micro=4", "--zero", "1", "--recompute", "selective", "--precision", "bf16", "--system", "a100",
+          "--flash", "--json"]
+"""The configuration typed into the page, and the same as a command line written out by hand."""
+
+
+TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 4,
+        "num_hidden_layers": 4, "vocab_size": 1000, "max_position_embeddings": 1024}
+"""A config.json pasted into the page."""
+
+
+def settle(page, answers: int) -> None:
+    """Wait until the page has shown more than ``answers`` summaries and has no request under way."""
+    page.wait_for_function(f"Number(document.body.dataset.answers) > {answers} && document.body.dataset.pending === '0'",
+                           timeout=30_000)
+
+
+def test_the_page_shows_what_summary_json_prints(tmp_path):
+    chromium, sync_playwright = browser()
+    server = subprocess.Popen([sys.executable, "-m", "symbolic_cost", "serve", "--port", "0"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+/", server.stdout.readline()).group(0)
+        with sync_playwright() as playwright:
+            chrome = playwright.chromium.launch(executable_path=chromium, args=["--no-proxy-server"])
+            page = chrome.new_page(viewport={"width": 1280, "height": 1100})
+            page.goto(url)
+            page.wait_for_selector("body[data-ready=yes]", timeout=30_000)
+            for name, value in LAYOUT.items():
+                page.fill(f"#set-{name}", value)
+            for name, value in (("zero", "1"), ("recompute", "selective"), ("system", "a100")):
+                page.select_option(f"#{name}", value)
+            page.check("#flash")
+            answers = int(page.get_attribute("body", "data-answers"))
+            page.click("#run")
+            settle(page, answers)
+            oracle = json.loads(cli(*ORACLE)[1])
+            shown_bytes = lambda row: int(page.inner_text(f"#{row} td:nth-child(2)").replace(",", ""))  # noqa: E731
+            for key in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes", "memory_bytes"):
+                assert shown_bytes(f"mem-{key}") == oracle[key], key
+            assert shown_bytes("mem-peak") == oracle["peak"]["bytes"]
+            for part, seconds in oracle["step_time_s"].items():
+                assert float(page.inner_text(f"#time-{part} td:nth-child(2)")) == seconds, part
+            assert float(page.inner_text("#mfu-exact")) == oracle["predicted"]["mfu"]
+            assert page.inner_text("#mfu") == f"{100 * oracle['predicted']['mfu']:.1f} %"
+            assert page.locator("#memory-chart rect").count() == 4
+
+            page.select_option("#field", "memory_bytes")
+            page.fill("#keep", "b")
+            page.click("#formula-run")
+            page.wait_for_function("document.getElementById('latex').textContent.length > 0")
+            printed = cli("formula", "--preset", "gpt2", "--total", "memory_bytes", "--set", "l=512", "m1=1",
+                          "s1=1", "p=2", "d=4", "cp=1", "n_micro=4", "--precision", "bf16", "--flash", "--latex")[1]
+            assert page.inner_text("#latex") == printed.strip() and "b" in printed     # b kept as a symbol
+            page.screenshot(path=str(ROOT / "reports" / "app.png"), full_page=True)
+
+            page.fill("#devices", "")
+            page.click("#search-run")
+            page.wait_for_function("document.getElementById('search-error').textContent.length > 0")
+            refused = cli("search", "--preset", "gpt2", "--global-batch", "64", "--json")[2]
+            assert page.inner_text("#search-error") == refused and "search needs --devices" in refused
+
+            config = tmp_path / "config.json"
+            config.write_text(json.dumps(TINY))
+            page.check("input[name=model][value=config]")
+            page.fill("#config", config.read_text())
+            answers = int(page.get_attribute("body", "data-answers"))
+            page.click("#run")
+            settle(page, answers)
+            oracle = json.loads(cli("summary", "--hf-config", str(config), *ORACLE[3:])[1])
+            assert shown_bytes("mem-memory_bytes") == oracle["memory_bytes"]
+            assert float(page.inner_text("#time-total td:nth-child(2)")) == oracle["step_time_s"]["total"]
+
+            answers = int(page.get_attribute("body", "data-answers"))
+            page.fill("#set-b", "2**99")
+            page.click("#run")
+            settle(page, answers)
+            refused = cli("summary", "--hf-config", str(config), "--set", "b=2**99", "--json")[2]
+            assert page.inner_text("#summary-error") == refused and "exponent 99" in refused
+            assert page.inner_text("#memory-table") == ""
+            chrome.close()
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_a_host_off_loopback_is_warned_about_and_still_served(monkeypatch, capsys):
+    from symbolic_cost.app import server
+
+    class Stopped(server.HTTPServer):
+        """Binds nothing; stops at once, as Ctrl-C would."""
+        def __init__(self, address, handler):
+            self.server_address = address
+
+        def serve_forever(self):
+            raise KeyboardInterrupt
+
+        def server_close(self):
+            pass
+    monkeypatch.setattr(server, "HTTPServer", Stopped)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")       # serve sets it; restored after the test
+    assert main(["serve", "--host", "0.0.0.0", "--port", "8123"]) == 0
+    printed = capsys.readouterr()
+    assert "warning: --host 0.0.0.0 is not a loopback address" in printed.err
+    assert "http://0.0.0.0:8123/" in printed.out
+    assert main(["serve", "--port", "8123"]) == 0
+    assert capsys.readouterr().err == ""
