@@ -242,10 +242,13 @@ def test_the_crossover_batch_is_where_compute_meets_memory():
 
 
 def test_the_largest_batch_fits_and_one_more_does_not():
+    """At the batch ``max_batch`` gives the serving peak (every moment) fits H100's 80 GB, and
+    with one sequence more it does not."""
+    from symbolic_cost.inference.peak import serving_peak
     llama = preset("llama-2-7b")
     for s in (Serving(l_in=4000, l_out=96, flash=True), Serving(l_in=1000, l_out=24, kv_dtype="fp8", page=16)):
         n = max_batch(llama, s)
-        fits = lambda b: inference_cost(llama, Serving(**{**s.__dict__, "b": b})).memory_bytes  # noqa: E731
+        fits = lambda b: serving_peak(llama, Serving(**{**s.__dict__, "b": b}))  # noqa: E731
         assert fits(n) <= SYSTEMS["h100"].hbm_capacity < fits(n + 1)
 
 
