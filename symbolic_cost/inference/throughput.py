@@ -237,7 +237,7 @@ def busiest_weights(arch: Architecture, phase: Phase) -> Expr:
         copy)
 
 
-def _affine(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
+def affine_in_batch(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
     """``(a_0, a_1)`` of an expression ``a_0 + b a_1`` in the batch; refused when it is not one
     (a mixture of experts reads more experts as the batch grows)."""
     zero = expr.subs(b, 0)
@@ -280,7 +280,7 @@ def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h1
     oo
     """
     cost = inference_cost(arch, replace(serving, b=S.b), system, conventions, l_ctx=l_ctx)
-    c0, c1 = _affine(cost.decode_time["compute"], S.b, "a decode step's compute time")
-    m0, m1 = _affine(cost.decode_time["memory"], S.b, "a decode step's memory time")
+    c0, c1 = affine_in_batch(cost.decode_time["compute"], S.b, "a decode step's compute time")
+    m0, m1 = affine_in_batch(cost.decode_time["memory"], S.b, "a decode step's memory time")
     batch = (m0 - c0) / (c1 - m1)
     return oo if batch.is_number and batch <= 0 else batch       # never: memory-bound at every batch
