@@ -341,7 +341,7 @@ def test_inference_command_reports_memory_times_and_throughput(capsys):
     # 512 + 127 tokens x 512 KiB = 319.5 MiB; 6,738,415,616 parameters x 2 bytes
     assert f"KV cache {639 * 2**19 / 2**30:.4g} GiB (512 KiB per token)" in out
     assert f"weights {6738415616 * 2 / 2**30:.4g} GiB" in out
-    assert "TTFT" in out and "TPOT" in out and "largest batch that fits: " in out
+    assert "TTFT" in out and "TPOT" in out and "largest batch whose peak fits: " in out
     assert main(["inference", "--preset", "llama-2-7b", "--set", "b=4", "l_in=100", "l_out=11", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["kv_cache_bytes"] == 4 * 110 * 2**19 and report["kv_bytes_per_token"] == 2**19

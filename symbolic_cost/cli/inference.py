@@ -261,7 +261,7 @@ def report(args) -> int:
     turns = "never (the cache's bytes grow with b as fast as its FLOPs)" if never else f"b = {crossover:.6g}" \
         if crossover is not None else "(not solved: the experts a step reads grow with b; see --grid)"
     most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
-    print(f"largest batch that fits: {most} (its peak); decode turns compute-bound at {turns}")
+    print(f"largest batch whose peak fits: {most}; decode turns compute-bound at {turns}")
     if load:
         ms = lambda name: amount(load[name], "seconds", args.units)  # noqa: E731
         print(f"under load ({args.requests} requests at {args.rate} per second, in-flight batching, calibrated "
