@@ -24,6 +24,7 @@ from symbolic_cost.cli.values import (amount, architecture, assignments, convent
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
+from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
 from symbolic_cost.inference.throughput import (FIELDS, PREFILL_FIELDS, ROOFLINES, crossover_batch, fields,
@@ -94,6 +95,7 @@ def add_arguments(parser) -> None:
     options.counting(parser)
     options.time_model(parser)
     options.units(parser)
+    options.overheads(parser)
     options.option(parser, "--field", type=options.field_list(ALL_FIELDS), metavar="F1,F2,...",
                    help="print these as formulas (or, with --grid, as CSV columns): " + ", ".join(ALL_FIELDS))
     options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", metavar="NAME=V1,V2,...",
@@ -164,7 +166,7 @@ def expressions(args, names, keep=()) -> dict:
     if "peak_bytes" in names:
         out["peak_bytes"] = serving_peak(arch, serving, chosen)
     if "max_batch" in names:
-        out["max_batch"] = max_batch(arch, serving, system, chosen)
+        out["max_batch"] = max_batch(arch, serving, system, chosen, args.overheads)
     if "crossover_batch" in names:
         out["crossover_batch"] = crossover_batch(arch, serving, system, chosen, l_ctx)
     if "kv_bytes_per_token" in names:
@@ -199,6 +201,9 @@ def run(args) -> int:
     if args.json and (args.grid or args.field):
         other = "--grid prints CSV" if args.grid else "--field prints formulas"
         raise InputError(f"--json applies to the report; {other} (it would be ignored)", "--json")
+    if options.given(args, "overheads") and (args.grid or args.field) and "max_batch" not in (args.field or []):
+        raise InputError("--overheads changes the largest batch that fits; with --field or --grid name max_batch "
+                         "(the other fields count the tensors only)", "--overheads")
     if options.given(args, "requests") and args.rate is None:
         raise InputError("--requests sets the size of the --rate simulation; give --rate too", "requests")
     if args.grid:
@@ -229,9 +234,12 @@ def report(args) -> int:
     load = load_test(args, arch, s) if args.rate is not None else None
     moments = {m.name: number(m.bytes) for m in serving_timeline(arch, s, conventions(args))}
     at = max(moments, key=moments.get)                  # the first of equals, as peak.peak_moment
+    overheads = get_overheads(args.overheads)
     if args.json:
         notes = {"notes": list(arch.notes)} if arch.notes else {}   # config.json keys accepted without effect
+        extra = {"device_bytes": number(overheads.device_bytes(out["peak_bytes"]))} if overheads.counted else {}
         print(json.dumps({"model": arch.name, **out, "peak_at": at, "peak_moments": moments,
+                          "overheads": args.overheads, **extra,
                           **({"load": load} if load else {}), **notes}, indent=1))
         return 0
     size = lambda name: amount(out[name], "bytes", args.units)  # noqa: E731
@@ -245,8 +253,11 @@ def report(args) -> int:
     print(f"memory per device: weights {size('weight_bytes')}, KV cache {size('kv_cache_bytes')} "
           f"({out['kv_bytes_per_token'] / 2**10:.4g} KiB per token), activations {size('activation_bytes')}; total "
           f"{size('memory_bytes')} of {amount(capacity, 'bytes', args.units)}")
+    device = amount(overheads.device_bytes(out["peak_bytes"]), "bytes", args.units)
     print(f"peak per device: {size('peak_bytes')} at the {at} ("
-          + ", ".join(f"{name} {amount(value, 'bytes', args.units)}" for name, value in moments.items()) + ")")
+          + ", ".join(f"{name} {amount(value, 'bytes', args.units)}" for name, value in moments.items()) + "); "
+          + (f"with the {args.overheads} GPU overheads {device}" if overheads.counted
+             else "GPU overheads not counted (--overheads hopper)"))
     print(f"prefill: {flops('prefill_flops')}, {size('prefill_bytes')} moved; compute {seconds('prefill_compute_s')}, "
           f"memory {seconds('prefill_memory_s')}, comm {seconds('prefill_comm_s')}: TTFT {seconds('ttft_s')}")
     context = "mean decode step" if l_ctx is None else f"decode step over l_ctx={l_ctx}"

@@ -45,6 +45,7 @@ from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill, weights_read
 from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens, prompt_tokens
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.models.ranks import placement, tied_copy
 from symbolic_cost.models.training import Training
 from symbolic_cost.timing import efficiency
@@ -248,10 +249,12 @@ def affine_in_batch(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
     return zero, one
 
 
-def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT) -> Expr:
+def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
+              overheads="none") -> Expr:
     """The most sequences whose serving peak (``inference.peak``: the worst moment of the
     prefill, the last decode step and their sampling) fits one device's memory
-    (``System.hbm_capacity``): ``peak.fitting_batch``.
+    (``System.hbm_capacity``) less the device's ``overheads`` (``models.overheads``; none by
+    default): ``peak.fitting_batch``.
 
     >>> from symbolic_cost.models.config import preset
     >>> llama = preset("llama-2-7b")          # 13.5 GB of weights; 2 GiB of bf16 cache a sequence
@@ -262,7 +265,7 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
     from symbolic_cost.inference.peak import fitting_batch      # the peak builds on this module
     system = get_system(system)
     system.require("the largest batch", "hbm_capacity")
-    return fitting_batch(arch, serving, system.hbm_capacity, conventions)
+    return fitting_batch(arch, serving, get_overheads(overheads).room(system.hbm_capacity), conventions)
 
 
 def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,

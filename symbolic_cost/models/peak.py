@@ -32,10 +32,10 @@ is gathered in the first three moments instead, and none in the last two.
 
 The moments follow one micro-batch through the busiest rank. With ``p > 1`` the kept activations
 are the busiest rank's (the first stage) while the loss is on the last stage, so the loss and
-head moments are an upper bound there. Left out, because they are not tensors of the model: the
-CUDA context, NCCL's buffers, cuBLAS's workspace (32 MiB per stream on Hopper, cuBLAS's
-documentation) and the caching allocator's fragmentation; ``Overheads`` names them for a caller
-that wants them.
+head moments are an upper bound there. Left out by default, because they are not tensors of the
+model: the CUDA context, NCCL's buffers, cuBLAS's workspace and the caching allocator's
+fragmentation (``models.overheads``: named, with their sources; ``largest_micro_batch`` takes
+them).
 
 Checked against a step of PyTorch eager (``tests/test_peak_memory.py``): live storage bytes
 measured over forward, backward and ``AdamW.step`` of small ``transformers`` models on the CPU
@@ -51,6 +51,7 @@ from sympy import Expr, Integer, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError
 from symbolic_cost.extrema import maximum
+from symbolic_cost.models.overheads import OVERHEADS, Overheads, get_overheads  # noqa: F401 (Overheads: its old home)
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.training import element_bytes
 
@@ -71,26 +72,6 @@ class Moment:
 
     name: str
     bytes: Expr
-
-
-@dataclass(frozen=True)
-class Overheads:
-    """Device memory that is not the model's tensors, in bytes; all zero unless given.
-
-    ``workspace``: cuBLAS's workspace, 32 MiB per stream on Hopper and 4 MiB on earlier GPUs
-    (cuBLAS documentation, ``cublasSetWorkspace``); ``context``: the CUDA context and kernels
-    (driver-dependent, commonly 0.3 to 1 GiB, never allocated by PyTorch's allocator);
-    ``nccl``: NCCL's communicator buffers (``NCCL_BUFFSIZE``, 4 MiB, per channel and peer);
-    ``fragmentation``: the caching allocator's reserved over allocated bytes (1: none)."""
-
-    workspace: Expr = Integer(0)
-    context: Expr = Integer(0)
-    nccl: Expr = Integer(0)
-    fragmentation: Expr = Integer(1)
-
-    def device_bytes(self, allocated: Expr) -> Expr:
-        """What the device holds for ``allocated`` bytes of tensors."""
-        return sympify(self.fragmentation) * (allocated + self.workspace) + self.context + self.nccl
 
 
 def _row(block, name):
@@ -248,9 +229,11 @@ def peak_moment(cost, conventions=conv.DEFAULT) -> Moment:
     return moments[max(range(len(values)), key=lambda i: (values[i], -i))]
 
 
-def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limit: int = 1 << 16) -> int:
+def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limit: int = 1 << 16,
+                        overheads=OVERHEADS["none"]) -> int:
     """The largest micro-batch ``b`` (sequences) whose step peak fits ``capacity`` bytes with
-    everything else in ``training`` unchanged; 0 when not even one sequence fits.  The peak
+    everything else in ``training`` unchanged, less the device's ``overheads``
+    (``models.overheads``; none by default); 0 when not even one sequence fits.  The peak
     grows with ``b`` (kept activations and transients are per sequence; the state is not), so
     it is a bisection over ``1 .. limit`` on the peak's formula in ``b``.
 
@@ -267,6 +250,7 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
     capacity = sympify(capacity)
     if not (capacity.is_number and capacity > 0):
         raise InputError(f"capacity must be a positive number of bytes, got {capacity}", "capacity")
+    capacity = get_overheads(overheads).room(capacity)
     formula = peak_bytes(model_cost(arch, replace(training, b=batch), conventions), conventions)
     fits = lambda n: bool(formula.subs(batch, n) <= capacity)  # noqa: E731
     if not fits(1):
