@@ -101,6 +101,8 @@ MUTATIONS = (
              "return s.b * vocab * s.es + (1 if previous else 1) * s.b", required=False),
     Mutation("serving-final-cache", SERVING_PEAK, "cache = _cache(arch, s, final_tokens(arch, s))",
              "cache = _cache(arch, s, prompt_tokens(arch, s))", required=False),
+    Mutation("peak-ddp-buckets", PEAK, "if conv.get(conventions).gradient_lifetime == \"buffer\" or sympify(t.d) == 1",
+             "if True or sympify(t.d) == 1", required=False),
     Mutation("zb-h1-one-w-saved", STEP, "bubble = (p - 1) * (per_micro - w - minimum(", "bubble = (p - 1) * (per_micro - minimum(",
              required=False),
     Mutation("zb-h1-in-flight", "symbolic_cost/parallel/pipeline.py", """if self.name == "zb-h1":

@@ -23,7 +23,8 @@ backward``         accumulated (``embedding_transient``)
 State is weights and optimizer state; the gradients are part of it all step long under
 ``gradient_lifetime="buffer"`` (Megatron-LM's contiguous gradient buffer, the default), and
 under ``"step"`` they appear during backward (PyTorch with ``zero_grad(set_to_none=True)``,
-its default since 2.0): then the first three moments have only the head's. ZeRO-3 adds
+its default since 2.0): then the first three moments have only the head's. PyTorch's DDP
+adds its reduce buckets, a second copy of the gradients (``bucket_bytes``); ZeRO-3 adds
 ``GATHERED_LAYERS`` layers' gathered weights to every moment (``gather_bytes``); without
 resharding after forward (``Training.reshard_after_forward=False``) every layer of the stage
 is gathered in the first three moments instead, and none in the last two.
@@ -174,13 +175,35 @@ def gather_bytes(cost, kept: bool = False) -> Expr:
     return cost_placement(cost).busiest(Integer(0), Integer(0), layers)
 
 
+def bucket_bytes(cost, conventions=conv.DEFAULT) -> Expr:
+    """Bytes of the data-parallel gradient-reduce buckets beyond the gradients, live all step.
+
+    * ``gradient_lifetime="buffer"`` (Megatron-LM's ``DistributedDataParallel``): 0.  Its buckets
+      (``bucket_size``, by default ``max(40,000,000, 1,000,000 x dp)`` parameters,
+      ``distributed_data_parallel_config.py``) are views of the contiguous gradient buffer, and
+      the reduce-scatter or all-reduce of a bucket works in place;
+    * ``"step"`` (``torch.nn.parallel.DistributedDataParallel`` with ``d > 1`` below ZeRO-2): the
+      reducer allocates, when the model is wrapped, flat buckets (``bucket_cap_mb`` 25 MiB, the
+      first 1 MiB) that together hold every gradient, and with ``gradient_as_bucket_view=False``,
+      its default, the ``.grad`` tensors are separate: the buckets are the gradients' bytes again
+      (PyTorch's documentation of ``gradient_as_bucket_view``: setting it saves "the total
+      gradients size").  The bucket sizes set how many reduces there are, not the bytes.
+
+    With one replica, or under ZeRO-2/3 (sharded gradients, their own reduce), 0."""
+    t = cost.training
+    if conv.get(conventions).gradient_lifetime == "buffer" or sympify(t.d) == 1 or t.zero >= 2:
+        return Integer(0)
+    return cost.gradient_bytes
+
+
 def step_terms(cost, conventions=conv.DEFAULT) -> tuple:
     """``(state, kept, made, during, after)``: the state all step long, the kept activations, the
     gradients backward makes, and the transients of the moments while activations are kept
     (forward, loss, head) and after they are freed (embedding, optimizer), in ``MOMENTS`` order."""
     c = conv.get(conventions)
     buffer = c.gradient_lifetime == "buffer"
-    state = cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost) + (cost.gradient_bytes if buffer else 0)
+    state = (cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost) + bucket_bytes(cost, c)
+             + (cost.gradient_bytes if buffer else 0))
     made = Integer(0) if buffer else cost.gradient_bytes        # the gradients backward made
     head = _row(cost.head, "lm_head")
     logits = head.act_out if head is not None else Integer(0)
