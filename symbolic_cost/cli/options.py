@@ -317,7 +317,7 @@ def overheads(parser):
     from symbolic_cost.models.overheads import OVERHEADS
     option(parser, "--overheads", choices=list(OVERHEADS), default="none", action=Given,
            help="memory the device holds besides the tensors, added to the peak before it is compared with the "
-                "system's memory: none (default: the tensors, as a CPU run checks them) or hopper (the CUDA "
+                "system's memory: none (the tensors alone, as a CPU run checks them) or hopper (the CUDA "
                 "context, cuBLAS's workspace and NCCL's buffers, sources in models.overheads)")
 
 
