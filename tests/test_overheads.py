@@ -59,3 +59,6 @@ def test_inference_counts_the_overheads_in_the_largest_batch(capsys):
 def test_overheads_beside_fields_that_do_not_use_them_are_refused(capsys):
     assert main(["inference", "--preset", "gpt2", "--field", "tpot_s", "--overheads", "hopper"]) == 2
     assert "--overheads" in capsys.readouterr().err
+    assert main(["inference", "--preset", "llama-2-7b", "--set", "l_in=4096", "cp=4", "--flash",
+                 "--overheads", "hopper"]) == 2
+    assert "--overheads" in capsys.readouterr().err

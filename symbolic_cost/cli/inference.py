@@ -290,6 +290,9 @@ def _prefill_report(args, arch, s) -> int:
     if args.rate is not None:
         raise InputError(f"--rate simulates decoding, and decode under context parallelism (cp={s.cp}) is not "
                          f"modelled", "rate")
+    if options.given(args, "overheads"):
+        raise InputError(f"--overheads counts against the peak of a whole generation, and under context "
+                         f"parallelism (cp={s.cp}) the prefill alone is reported", "--overheads")
     out = {name: number(value) for name, value in _prefill_expressions(args, arch, s, PREFILL_FIELDS).items()}
     if args.json:
         print(json.dumps({"model": arch.name, "cp": number(s.cp), "cp_variant": s.cp_variant, **out}, indent=1))
