@@ -41,7 +41,7 @@ TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framewo
          "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
          "tests/test_dualpipe.py", "tests/test_serving_cp.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py",
-         "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_fsdp.py",
+         "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_serving_peak.py", "tests/test_fsdp.py",
          "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
@@ -76,7 +76,7 @@ TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.
 RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
 EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
 NCCL = "symbolic_cost/timing/nccl.py"
-PEAK = "symbolic_cost/models/peak.py"
+PEAK, SERVING_PEAK = "symbolic_cost/models/peak.py", "symbolic_cost/inference/peak.py"
 LOAD = "symbolic_cost/inference/load.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
 MUTATIONS = (
@@ -103,6 +103,13 @@ MUTATIONS = (
              required=False),
     Mutation("peak-gradients-made-in-backward", PEAK, "made = Integer(0) if buffer else cost.gradient_bytes",
              "made = Integer(0)", required=False),
+    # the peak of serving (issue 31, tests/test_serving_peak.py against a measured generate)
+    Mutation("serving-previous-scores", SERVING_PEAK, "return s.b * vocab * s.es + (2 if previous else 1) * s.b",
+             "return s.b * vocab * s.es + (1 if previous else 1) * s.b", required=False),
+    Mutation("serving-final-cache", SERVING_PEAK, "cache = _cache(arch, s, final_tokens(arch, s))",
+             "cache = _cache(arch, s, prompt_tokens(arch, s))", required=False),
+    Mutation("peak-ddp-buckets", PEAK, "if conv.get(conventions).gradient_lifetime == \"buffer\" or sympify(t.d) == 1",
+             "if True or sympify(t.d) == 1", required=False),
     Mutation("zb-h1-one-w-saved", STEP, "bubble = (p - 1) * (per_micro - w - minimum(", "bubble = (p - 1) * (per_micro - minimum(",
              required=False),
     Mutation("zb-h1-in-flight", "symbolic_cost/parallel/pipeline.py", """if self.name == "zb-h1":

@@ -242,10 +242,13 @@ def test_the_crossover_batch_is_where_compute_meets_memory():
 
 
 def test_the_largest_batch_fits_and_one_more_does_not():
+    """At the batch ``max_batch`` gives the serving peak (every moment) fits H100's 80 GB, and
+    with one sequence more it does not."""
+    from symbolic_cost.inference.peak import serving_peak
     llama = preset("llama-2-7b")
     for s in (Serving(l_in=4000, l_out=96, flash=True), Serving(l_in=1000, l_out=24, kv_dtype="fp8", page=16)):
         n = max_batch(llama, s)
-        fits = lambda b: inference_cost(llama, Serving(**{**s.__dict__, "b": b})).memory_bytes  # noqa: E731
+        fits = lambda b: serving_peak(llama, Serving(**{**s.__dict__, "b": b}))  # noqa: E731
         assert fits(n) <= SYSTEMS["h100"].hbm_capacity < fits(n + 1)
 
 
@@ -338,7 +341,7 @@ def test_inference_command_reports_memory_times_and_throughput(capsys):
     # 512 + 127 tokens x 512 KiB = 319.5 MiB; 6,738,415,616 parameters x 2 bytes
     assert f"KV cache {639 * 2**19 / 2**30:.4g} GiB (512 KiB per token)" in out
     assert f"weights {6738415616 * 2 / 2**30:.4g} GiB" in out
-    assert "TTFT" in out and "TPOT" in out and "largest batch that fits: " in out
+    assert "TTFT" in out and "TPOT" in out and "largest batch whose peak fits: " in out
     assert main(["inference", "--preset", "llama-2-7b", "--set", "b=4", "l_in=100", "l_out=11", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["kv_cache_bytes"] == 4 * 110 * 2**19 and report["kv_bytes_per_token"] == 2**19

@@ -288,28 +288,37 @@ def test_llama_3_2_1b_layouts_on_64_devices_by_hand():
 # ------------------------------------------------------------------ the largest batch (max_batch's doctest)
 
 def test_llama_2_7b_largest_batch_by_hand():
-    """``max_batch``'s doctest, ``(27, 48)``, counted by hand: Llama-2-7B (32 layers, e = 4,096,
+    """``max_batch``'s doctest, ``(27, 49)``, counted by hand: Llama-2-7B (32 layers, e = 4,096,
     f = 11,008, vocabulary 32,000, untied head) serving prompts of 4,000 and 96 new tokens on an
-    H100 of 80 GB, with flash attention.
+    H100 of 80 GB, with flash attention; the batch is the tightest moment's (``inference.peak``).
       weights: 2 x 32,000 x 4,096 (table and head) + 32 x (4 x 4,096^2 + 3 x 4,096 x 11,008
       + 2 x 4,096 norms) + 4,096 = 6,738,415,616 parameters, 13,476,831,232 bytes in bf16;
-      cache at the end: 4,000 + 96 - 1 = 4,095 tokens x 32 layers x 2 (K, V) x 4,096 x 2 bytes
-      = 2,146,959,360 a sequence (fp8: half, and 32 x 2 fp32 scales = 256 bytes once);
-      activations at the peak (the prefill, as ``Phase.working_bytes`` says): the hidden states,
-      4,000 x 4,096 x 2 = 32,768,000, and the largest operation, SwiGLU's gate and up in
-      (4,000 x 2 x 11,008 x 2 = 176,128,000) and its product out (88,064,000): 296,960,000.
-      bf16: (80e9 - 13,476,831,232) / (2,146,959,360 + 296,960,000) = 27.2 -> 27;
-      fp8:  (80e9 - 13,476,831,232 - 256) / (1,073,479,680 + 296,960,000) = 48.5 -> 48."""
+      cache per token: 32 layers x 2 (K, V) x 4,096 x 2 bytes = 524,288 (fp8: half, and
+      32 x 2 fp32 scales = 256 bytes once);
+      the prefill: the prompt's cache, 4,000 tokens, and the working set (``Phase.working_bytes``):
+      the hidden states, 4,000 x 4,096 x 2 = 32,768,000, and the largest operation, SwiGLU's gate
+      and up in (4,000 x 2 x 11,008 x 2 = 176,128,000) and its product out (88,064,000);
+      the last decode step's sampling: the cache of 4,000 + 96 - 1 = 4,095 tokens, the logits
+      (32,000 x 2) and two fp32 copies (2 x 32,000 x 4), 320,000 a sequence (the decode step's
+      own working set, one token's, is below that).
+      bf16: prefill (80e9 - 13,476,831,232) / (2,097,152,000 + 296,960,000) = 27.8 -> 27,
+            decode sampling / (2,146,959,360 + 320,000) = 30.98 -> 30; the least: 27;
+      fp8:  prefill (80e9 - 13,476,831,232 - 256) / (1,048,576,000 + 296,960,000) = 49.4 -> 49,
+            decode sampling / (1,073,479,680 + 320,000) = 61.9 -> 61; the least: 49.
+    Before the peak, the memory added the end's cache to the prefill's working set, two moments
+    that never meet: (27, 48)."""
     from symbolic_cost.inference import Serving
     from symbolic_cost.inference.throughput import max_batch
     from symbolic_cost.models.config import preset
     weights = 2 * (2 * 32_000 * 4_096 + 32 * (4 * 4_096**2 + 3 * 4_096 * 11_008 + 2 * 4_096) + 4_096)
     assert weights == 13_476_831_232
-    cache, activations = 4_095 * 32 * 2 * 4_096 * 2, 4_000 * 4_096 * 2 + 4_000 * 11_008 * 2 * (2 + 1)
-    assert (cache, activations) == (2_146_959_360, 296_960_000)
-    bf16 = (80 * 10**9 - weights) // (cache + activations)
-    fp8 = (80 * 10**9 - weights - 32 * 2 * 4) // (cache // 2 + activations)
-    assert (bf16, fp8) == (27, 48)
+    token, activations = 32 * 2 * 4_096 * 2, 4_000 * 4_096 * 2 + 4_000 * 11_008 * 2 * (2 + 1)
+    sampling = 32_000 * (2 + 2 * 4)
+    assert (token, activations) == (524_288, 296_960_000)
+    room = 80 * 10**9 - weights
+    bf16 = min(room // (4_000 * token + activations), room // (4_095 * token + sampling))
+    fp8 = min((room - 256) // (4_000 * token // 2 + activations), (room - 256) // (4_095 * token // 2 + sampling))
+    assert (bf16, fp8) == (27, 49)
     llama = preset("llama-2-7b")
     assert max_batch(llama, Serving(l_in=4000, l_out=96, flash=True)) == bf16
     assert max_batch(llama, Serving(l_in=4000, l_out=96, flash=True, kv_dtype="fp8")) == fp8

@@ -192,3 +192,29 @@ def test_sweep_gives_the_peak_of_each_configuration(capsys):
     for line in lines[1:]:
         b, value = line.split(",")
         assert float(value) == float(peak_bytes(model_cost(preset("gpt2"), Training(b=int(float(b)), l=1024))))
+
+
+def test_ddp_buckets_are_a_second_copy_of_the_gradients(tmp_path):
+    """``DistributedDataParallel`` (gloo, one process: the reducer builds its buckets whatever the
+    world size) raises the measured peak of the same step by every gradient's bytes, as
+    ``bucket_bytes`` says of PyTorch's DDP at ``d > 1``; the library's other terms do not depend
+    on ``d`` at ZeRO-0, so its two peaks differ by exactly that, and Megatron-LM's (buckets are
+    views of its buffer) by nothing."""
+    import torch.distributed as dist
+    from dataclasses import replace
+    from peak_memory import steady_step
+    config, b, l = GPT2, 2, 32
+    plain, _, model = _step(config, b, l)
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        wrapped = torch.nn.parallel.DistributedDataParallel(model)
+        ids = torch.randint(0, config["vocab_size"], (b, l), generator=torch.Generator().manual_seed(0))
+        measured = steady_step(wrapped, dict(input_ids=ids, labels=ids))
+    finally:
+        dist.destroy_process_group()
+    gradients = FP32 * sum(p.numel() for p in model.parameters())
+    assert measured.peak().live - plain.peak().live == gradients
+    one = model_cost(from_config(config), eager.training(b, l), "pytorch-eager")
+    two = model_cost(from_config(config), replace(eager.training(b, l), d=2), "pytorch-eager")
+    assert peak_bytes(two, "pytorch-eager") - peak_bytes(one, "pytorch-eager") == gradients == one.gradient_bytes
+    assert peak_bytes(two) - peak_bytes(one) == 0

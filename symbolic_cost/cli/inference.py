@@ -23,6 +23,8 @@ from symbolic_cost.cli.values import (amount, architecture, assignments, convent
                                       resolve)
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
+from symbolic_cost.inference.peak import serving_peak, serving_timeline
+from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
 from symbolic_cost.inference.throughput import (FIELDS, PREFILL_FIELDS, ROOFLINES, crossover_batch, fields,
@@ -35,10 +37,11 @@ DEFAULTS = {S.b: 1, S.l_in: 512, S.l_out: 128, S.m1: 1, S.p: 1, S.d: 1, S.ep: 1,
 """The serving defaults (``l_ctx``: the mean context of the generation; ``B``: no paging;
 ``etp``: ``m1/ep``, ``Serving``'s)."""
 
-EXTRA = ("max_batch", "crossover_batch", "kv_bytes_per_token")
+EXTRA = ("peak_bytes", "max_batch", "crossover_batch", "kv_bytes_per_token")
 ALL_FIELDS = FIELDS + EXTRA
-"""What ``--field`` may name: ``inference.throughput.FIELDS``, the largest batch that fits, the
-crossover batch and the cache's bytes per token."""
+"""What ``--field`` may name: ``inference.throughput.FIELDS``, the peak of a generation
+(``inference.peak``), the largest batch whose peak fits, the crossover batch and the cache's
+bytes per token."""
 
 EXAMPLES = [
     "symbolic-cost inference --preset llama-2-7b --set b=8 l_in=2048 l_out=256 --system h100",
@@ -92,6 +95,7 @@ def add_arguments(parser) -> None:
     options.counting(parser)
     options.time_model(parser)
     options.units(parser)
+    options.overheads(parser)
     options.option(parser, "--field", type=options.field_list(ALL_FIELDS), metavar="F1,F2,...",
                    help="print these as formulas (or, with --grid, as CSV columns): " + ", ".join(ALL_FIELDS))
     options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", metavar="NAME=V1,V2,...",
@@ -159,8 +163,10 @@ def expressions(args, names, keep=()) -> dict:
     if set(names) & set(FIELDS):
         timed = options.timed_system(args)
         out.update(fields(inference_cost(arch, serving, timed, chosen, args.roofline, l_ctx)))
+    if "peak_bytes" in names:
+        out["peak_bytes"] = serving_peak(arch, serving, chosen)
     if "max_batch" in names:
-        out["max_batch"] = max_batch(arch, serving, system, chosen)
+        out["max_batch"] = max_batch(arch, serving, system, chosen, args.overheads)
     if "crossover_batch" in names:
         out["crossover_batch"] = crossover_batch(arch, serving, system, chosen, l_ctx)
     if "kv_bytes_per_token" in names:
@@ -195,6 +201,9 @@ def run(args) -> int:
     if args.json and (args.grid or args.field):
         other = "--grid prints CSV" if args.grid else "--field prints formulas"
         raise InputError(f"--json applies to the report; {other} (it would be ignored)", "--json")
+    if options.given(args, "overheads") and (args.grid or args.field) and "max_batch" not in (args.field or []):
+        raise InputError("--overheads changes the largest batch that fits; with --field or --grid name max_batch "
+                         "(the other fields count the tensors only)", "--overheads")
     if options.given(args, "requests") and args.rate is None:
         raise InputError("--requests sets the size of the --rate simulation; give --rate too", "requests")
     if args.grid:
@@ -223,9 +232,15 @@ def report(args) -> int:
     out = {name: None if value == oo else number(value) for name, value in expressions(args, names).items()}
     never = arch.moe is None and out["crossover_batch"] is None     # JSON: null, as the text's "never"
     load = load_test(args, arch, s) if args.rate is not None else None
+    moments = {m.name: number(m.bytes) for m in serving_timeline(arch, s, conventions(args))}
+    at = max(moments, key=moments.get)                  # the first of equals, as peak.peak_moment
+    overheads = get_overheads(args.overheads)
     if args.json:
         notes = {"notes": list(arch.notes)} if arch.notes else {}   # config.json keys accepted without effect
-        print(json.dumps({"model": arch.name, **out, **({"load": load} if load else {}), **notes}, indent=1))
+        extra = {"device_bytes": number(overheads.device_bytes(out["peak_bytes"]))} if overheads.counted else {}
+        print(json.dumps({"model": arch.name, **out, "peak_at": at, "peak_moments": moments,
+                          "overheads": args.overheads, **extra,
+                          **({"load": load} if load else {}), **notes}, indent=1))
         return 0
     size = lambda name: amount(out[name], "bytes", args.units)  # noqa: E731
     flops = lambda name: amount(out[name], "flops", args.units)  # noqa: E731
@@ -238,6 +253,11 @@ def report(args) -> int:
     print(f"memory per device: weights {size('weight_bytes')}, KV cache {size('kv_cache_bytes')} "
           f"({out['kv_bytes_per_token'] / 2**10:.4g} KiB per token), activations {size('activation_bytes')}; total "
           f"{size('memory_bytes')} of {amount(capacity, 'bytes', args.units)}")
+    device = amount(overheads.device_bytes(out["peak_bytes"]), "bytes", args.units)
+    print(f"peak per device: {size('peak_bytes')} at the {at} ("
+          + ", ".join(f"{name} {amount(value, 'bytes', args.units)}" for name, value in moments.items()) + "); "
+          + (f"with the {args.overheads} GPU overheads {device}" if overheads.counted
+             else "GPU overheads not counted (--overheads hopper)"))
     print(f"prefill: {flops('prefill_flops')}, {size('prefill_bytes')} moved; compute {seconds('prefill_compute_s')}, "
           f"memory {seconds('prefill_memory_s')}, comm {seconds('prefill_comm_s')}: TTFT {seconds('ttft_s')}")
     context = "mean decode step" if l_ctx is None else f"decode step over l_ctx={l_ctx}"
@@ -252,7 +272,7 @@ def report(args) -> int:
     turns = "never (the cache's bytes grow with b as fast as its FLOPs)" if never else f"b = {crossover:.6g}" \
         if crossover is not None else "(not solved: the experts a step reads grow with b; see --grid)"
     most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
-    print(f"largest batch that fits: {most}; decode turns compute-bound at {turns}")
+    print(f"largest batch whose peak fits: {most}; decode turns compute-bound at {turns}")
     if load:
         ms = lambda name: amount(load[name], "seconds", args.units)  # noqa: E731
         print(f"under load ({args.requests} requests at {args.rate} per second, in-flight batching, calibrated "
@@ -270,6 +290,9 @@ def _prefill_report(args, arch, s) -> int:
     if args.rate is not None:
         raise InputError(f"--rate simulates decoding, and decode under context parallelism (cp={s.cp}) is not "
                          f"modelled", "rate")
+    if options.given(args, "overheads"):
+        raise InputError(f"--overheads counts against the peak of a whole generation, and under context "
+                         f"parallelism (cp={s.cp}) the prefill alone is reported", "--overheads")
     out = {name: number(value) for name, value in _prefill_expressions(args, arch, s, PREFILL_FIELDS).items()}
     if args.json:
         print(json.dumps({"model": arch.name, "cp": number(s.cp), "cp_variant": s.cp_variant, **out}, indent=1))

@@ -312,6 +312,15 @@ def honour_tensor(args) -> None:
                              f"it would be ignored", flag)
 
 
+def overheads(parser):
+    """``--overheads``: the GPU's memory besides the tensors (``models.overheads.OVERHEADS``)."""
+    from symbolic_cost.models.overheads import OVERHEADS
+    option(parser, "--overheads", choices=list(OVERHEADS), default="none", action=Given,
+           help="memory the device holds besides the tensors, added to the peak before it is compared with the "
+                "system's memory: none (the tensors alone, as a CPU run checks them) or hopper (the CUDA "
+                "context, cuBLAS's workspace and NCCL's buffers, sources in models.overheads)")
+
+
 def units(parser):
     """``--units``: what FLOPs, bytes and seconds are printed in (``numeric.tables.UNITS``)."""
     option(parser, "--units", choices=list(UNITS), default=UNIT,

@@ -16,6 +16,7 @@ from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, co
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
 from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
 from symbolic_cost.models.grid_stack import on_grid
+from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.models.peak import largest_micro_batch, peak_bytes, peak_moment, step_timeline
 from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.expert import expert_data_degree
@@ -58,6 +59,7 @@ def add_arguments(parser) -> None:
     options.counting(parser)
     options.tensor(parser)
     options.units(parser)
+    options.overheads(parser)
     options.time_model(parser)
     frameworks.add_arguments(parser)
     options.option(parser, "--step-time", metavar="SECONDS",
@@ -101,7 +103,7 @@ def report(args) -> tuple[dict, Training]:
                                                           * training.decoder_tokens / steps["total"]
                                                           / world_size(training))}
     out["world_size"] = number(world_size(training))
-    out["peak"] = peak_report(arch, training, cost, chosen, system)
+    out["peak"] = peak_report(arch, training, cost, chosen, system, args.overheads)
     notes = list(arch.notes)
     out["trainable_parameters"] = number(cost.trainable_parameters)
     if arch.mtp_layers:
@@ -139,17 +141,22 @@ def report(args) -> tuple[dict, Training]:
     return out, training
 
 
-def peak_report(arch, training, cost, chosen, system) -> dict:
+def peak_report(arch, training, cost, chosen, system, overheads="none") -> dict:
     """The step's peak memory (``models.peak``): its bytes, the moment it falls at, every
-    moment, and the largest micro-batch whose peak fits the system's memory."""
-    moments = step_timeline(cost, chosen)
-    out = {"bytes": number(peak_bytes(cost, chosen)), "moments": {m.name: number(m.bytes) for m in moments}}
+    moment, the ``overheads`` counted (``models.overheads``; with some, the device's bytes at the
+    peak) and the largest micro-batch whose peak, with them, fits the system's memory."""
+    moments, extra = step_timeline(cost, chosen), get_overheads(overheads)
+    out = {"bytes": number(peak_bytes(cost, chosen)), "moments": {m.name: number(m.bytes) for m in moments},
+           "overheads": overheads}
+    if extra.counted:
+        out["device_bytes"] = number(extra.device_bytes(peak_bytes(cost, chosen)))
     if all(sympify(m.bytes).is_number for m in moments):
         out["at"] = peak_moment(cost, chosen).name
         if system.hbm_capacity and training.tensor is None:     # a tensor grid has its own builder
             out["capacity_bytes"] = number(system.hbm_capacity)
             try:
-                out["largest_micro_batch"] = largest_micro_batch(arch, training, system.hbm_capacity, chosen)
+                out["largest_micro_batch"] = largest_micro_batch(arch, training, system.hbm_capacity, chosen,
+                                                                  overheads=extra)
             except InputError:      # a rule needs the micro-batch as a number (left out, not guessed)
                 pass
     return out
@@ -254,7 +261,9 @@ def run(args) -> int:
     where = f" at the {peak['at']}" if "at" in peak else ""
     fit = (f"; the largest micro-batch that fits {args.system}'s {size(peak['capacity_bytes'])}: "
            f"{peak['largest_micro_batch']}" if "largest_micro_batch" in peak else "")
-    print(f"peak memory per device: {size(peak['bytes'])}{where} (kept total {size(out['memory_bytes'])}){fit}")
+    device = (f"; with the {peak['overheads']} GPU overheads {size(peak['device_bytes'])}" if "device_bytes" in peak
+              else "; GPU overheads not counted (--overheads hopper)")
+    print(f"peak memory per device: {size(peak['bytes'])}{where} (kept total {size(out['memory_bytes'])}){device}{fit}")
     steps = out["step_time_s"]
     print(f"step time per iteration on {args.system}: "
           + ", ".join(f"{part} {seconds(value)}" for part, value in steps.items() if part != "total")

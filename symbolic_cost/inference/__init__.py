@@ -5,7 +5,9 @@ number formats, paging) and counts the tokens of generation; ``kv_cache`` holds 
 expressions (per token, per sequence, for the batch; its formats; paged allocation);
 ``phases`` builds the prefill and a decode step from the library's blocks; ``throughput`` turns
 them into roofline time, time to first token, time per output token, tokens per second, memory
-per device, the largest batch that fits and the batch where decode turns compute-bound.
+per device, the largest batch that fits and the batch where decode turns compute-bound;
+``peak`` follows a generation through its moments (prefill, sampling, the last decode step) to
+the bytes a device holds at the worst of them, which decides the largest batch.
 """
 
 from symbolic_cost.inference.kv_cache import (KV_FORMATS, CacheGroup, KVFormat, cache_groups, kv_bytes_per_token,

@@ -24,8 +24,9 @@ phase's collectives take ``timing.hardware.comm_time``.
   cache of ``P + l_out - 1`` tokens (``kv_cache``), and the larger working set of the two phases.
   Under context parallelism (``Serving.cp``) only the prefill is modelled: ``prefill_fields``,
   with the cache each CP rank holds when it ends (``inference_cost`` refuses ``cp``).
-* The largest batch: ``floor((capacity - fixed) / per_sequence)`` (0 if none fits), memory being ``fixed +
-  b per_sequence``; the crossover batch: ``t_compute(b) = t_memory(b)`` of a decode step,
+* The largest batch: the most sequences whose peak (``inference.peak``: the worst moment of the
+  generation, transients included) fits, ``floor((capacity - fixed) / per_sequence)`` at the
+  tightest moment (0 if none fits), each moment being ``fixed + b per_sequence``; the crossover batch: ``t_compute(b) = t_memory(b)`` of a decode step,
   ``b* = (m_0 - c_0) / (c_1 - m_1)`` for times ``c_0 + b c_1`` and ``m_0 + b m_1``; where that is
   not positive, ``oo``: the step stays memory-bound at every batch (the cache's bytes grow with
   the batch as fast as its FLOPs).
@@ -44,6 +45,7 @@ from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill, weights_read
 from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens, prompt_tokens
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.models.ranks import placement, tied_copy
 from symbolic_cost.models.training import Training
 from symbolic_cost.timing import efficiency
@@ -183,7 +185,7 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
                            m1=serving.m1, p=serving.p, kv_dtype=serving.kv, page=serving.page,
                            mla=serving.mla)
     return InferenceCost(arch, serving, first, step, phase_time(first, system, conventions, roofline),
-                         phase_time(step, system, conventions, roofline), _weights(arch, first), cache,
+                         phase_time(step, system, conventions, roofline), busiest_weights(arch, first), cache,
                          maximum(first.working_bytes, step.working_bytes))
 
 
@@ -207,7 +209,7 @@ def prefill_fields(arch: Architecture, serving: Serving = Serving(), system="h10
     conventions = conv.get(conventions)
     first = prefill(arch, serving, conventions)
     time = phase_time(first, system, conventions, roofline)
-    out = dict(weight_bytes=_weights(arch, first), kv_cache_bytes=prefill_cache_bytes(arch, serving),
+    out = dict(weight_bytes=busiest_weights(arch, first), kv_cache_bytes=prefill_cache_bytes(arch, serving),
                activation_bytes=first.working_bytes, prefill_flops=first.flops, prefill_bytes=first.bytes_moved,
                ttft_s=time["total"], **{f"prefill_{part}_s": time[part] for part in ("compute", "memory", "comm")})
     out["memory_bytes"] = out["weight_bytes"] + out["kv_cache_bytes"] + out["activation_bytes"]
@@ -226,7 +228,7 @@ def prefill_cache_bytes(arch: Architecture, s: Serving) -> Expr:
                           page=s.page, mla=s.mla)
 
 
-def _weights(arch: Architecture, phase: Phase) -> Expr:
+def busiest_weights(arch: Architecture, phase: Phase) -> Expr:
     """Weight bytes on the busiest device (``models.ranks.Placement``): a stage's layers and its
     end, the last stage with its own copy of a tied word table."""
     stack, p = phase.stack, phase.serving.p
@@ -236,7 +238,7 @@ def _weights(arch: Architecture, phase: Phase) -> Expr:
         copy)
 
 
-def _affine(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
+def affine_in_batch(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
     """``(a_0, a_1)`` of an expression ``a_0 + b a_1`` in the batch; refused when it is not one
     (a mixture of experts reads more experts as the batch grows)."""
     zero = expr.subs(b, 0)
@@ -247,21 +249,23 @@ def _affine(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
     return zero, one
 
 
-def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT) -> Expr:
-    """The most sequences that fit one device's memory (``System.hbm_capacity``) at the end of
-    generation: ``floor((capacity - fixed) / per_sequence)``.
+def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
+              overheads="none") -> Expr:
+    """The most sequences whose serving peak (``inference.peak``: the worst moment of the
+    prefill, the last decode step and their sampling) fits one device's memory
+    (``System.hbm_capacity``) less the device's ``overheads`` (``models.overheads``; none by
+    default): ``peak.fitting_batch``.
 
     >>> from symbolic_cost.models.config import preset
     >>> llama = preset("llama-2-7b")          # 13.5 GB of weights; 2 GiB of bf16 cache a sequence
     >>> max_batch(llama, Serving(l_in=4000, l_out=96, flash=True)), max_batch(llama, Serving(
     ...     l_in=4000, l_out=96, flash=True, kv_dtype="fp8"))
-    (27, 48)
+    (27, 49)
     """
+    from symbolic_cost.inference.peak import fitting_batch      # the peak builds on this module
     system = get_system(system)
     system.require("the largest batch", "hbm_capacity")
-    cost = inference_cost(arch, replace(serving, b=S.b), system, conventions)
-    fixed, per_sequence = _affine(cost.memory_bytes, S.b, "the memory per device")
-    return Max(0, floor((system.hbm_capacity - fixed) / per_sequence))      # 0: not even one fits
+    return fitting_batch(arch, serving, get_overheads(overheads).room(system.hbm_capacity), conventions)
 
 
 def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
@@ -279,7 +283,7 @@ def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h1
     oo
     """
     cost = inference_cost(arch, replace(serving, b=S.b), system, conventions, l_ctx=l_ctx)
-    c0, c1 = _affine(cost.decode_time["compute"], S.b, "a decode step's compute time")
-    m0, m1 = _affine(cost.decode_time["memory"], S.b, "a decode step's memory time")
+    c0, c1 = affine_in_batch(cost.decode_time["compute"], S.b, "a decode step's compute time")
+    m0, m1 = affine_in_batch(cost.decode_time["memory"], S.b, "a decode step's memory time")
     batch = (m0 - c0) / (c1 - m1)
     return oo if batch.is_number and batch <= 0 else batch       # never: memory-bound at every batch

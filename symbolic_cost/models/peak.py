@@ -23,7 +23,8 @@ backward``         accumulated (``embedding_transient``)
 State is weights and optimizer state; the gradients are part of it all step long under
 ``gradient_lifetime="buffer"`` (Megatron-LM's contiguous gradient buffer, the default), and
 under ``"step"`` they appear during backward (PyTorch with ``zero_grad(set_to_none=True)``,
-its default since 2.0): then the first three moments have only the head's. ZeRO-3 adds
+its default since 2.0): then the first three moments have only the head's. PyTorch's DDP
+adds its reduce buckets, a second copy of the gradients (``bucket_bytes``); ZeRO-3 adds
 ``GATHERED_LAYERS`` layers' gathered weights to every moment (``gather_bytes``); without
 resharding after forward (``Training.reshard_after_forward=False``) every layer of the stage
 is gathered in the first three moments instead, and none in the last two.
@@ -32,10 +33,10 @@ is gathered in the first three moments instead, and none in the last two.
 
 The moments follow one micro-batch through the busiest rank. With ``p > 1`` the kept activations
 are the busiest rank's (the first stage) while the loss is on the last stage, so the loss and
-head moments are an upper bound there. Left out, because they are not tensors of the model: the
-CUDA context, NCCL's buffers, cuBLAS's workspace (32 MiB per stream on Hopper, cuBLAS's
-documentation) and the caching allocator's fragmentation; ``Overheads`` names them for a caller
-that wants them.
+head moments are an upper bound there. Left out by default, because they are not tensors of the
+model: the CUDA context, NCCL's buffers, cuBLAS's workspace and the caching allocator's
+fragmentation (``models.overheads``: named, with their sources; ``largest_micro_batch`` takes
+them).
 
 Checked against a step of PyTorch eager (``tests/test_peak_memory.py``): live storage bytes
 measured over forward, backward and ``AdamW.step`` of small ``transformers`` models on the CPU
@@ -51,6 +52,7 @@ from sympy import Expr, Integer, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError
 from symbolic_cost.extrema import maximum
+from symbolic_cost.models.overheads import OVERHEADS, Overheads, get_overheads  # noqa: F401 (Overheads: its old home)
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.training import element_bytes
 
@@ -71,26 +73,6 @@ class Moment:
 
     name: str
     bytes: Expr
-
-
-@dataclass(frozen=True)
-class Overheads:
-    """Device memory that is not the model's tensors, in bytes; all zero unless given.
-
-    ``workspace``: cuBLAS's workspace, 32 MiB per stream on Hopper and 4 MiB on earlier GPUs
-    (cuBLAS documentation, ``cublasSetWorkspace``); ``context``: the CUDA context and kernels
-    (driver-dependent, commonly 0.3 to 1 GiB, never allocated by PyTorch's allocator);
-    ``nccl``: NCCL's communicator buffers (``NCCL_BUFFSIZE``, 4 MiB, per channel and peer);
-    ``fragmentation``: the caching allocator's reserved over allocated bytes (1: none)."""
-
-    workspace: Expr = Integer(0)
-    context: Expr = Integer(0)
-    nccl: Expr = Integer(0)
-    fragmentation: Expr = Integer(1)
-
-    def device_bytes(self, allocated: Expr) -> Expr:
-        """What the device holds for ``allocated`` bytes of tensors."""
-        return sympify(self.fragmentation) * (allocated + self.workspace) + self.context + self.nccl
 
 
 def _row(block, name):
@@ -193,13 +175,35 @@ def gather_bytes(cost, kept: bool = False) -> Expr:
     return cost_placement(cost).busiest(Integer(0), Integer(0), layers)
 
 
+def bucket_bytes(cost, conventions=conv.DEFAULT) -> Expr:
+    """Bytes of the data-parallel gradient-reduce buckets beyond the gradients, live all step.
+
+    * ``gradient_lifetime="buffer"`` (Megatron-LM's ``DistributedDataParallel``): 0.  Its buckets
+      (``bucket_size``, by default ``max(40,000,000, 1,000,000 x dp)`` parameters,
+      ``distributed_data_parallel_config.py``) are views of the contiguous gradient buffer, and
+      the reduce-scatter or all-reduce of a bucket works in place;
+    * ``"step"`` (``torch.nn.parallel.DistributedDataParallel`` with ``d > 1`` below ZeRO-2): the
+      reducer allocates, when the model is wrapped, flat buckets (``bucket_cap_mb`` 25 MiB, the
+      first 1 MiB) that together hold every gradient, and with ``gradient_as_bucket_view=False``,
+      its default, the ``.grad`` tensors are separate: the buckets are the gradients' bytes again
+      (PyTorch's documentation of ``gradient_as_bucket_view``: setting it saves "the total
+      gradients size").  The bucket sizes set how many reduces there are, not the bytes.
+
+    With one replica, or under ZeRO-2/3 (sharded gradients, their own reduce), 0."""
+    t = cost.training
+    if conv.get(conventions).gradient_lifetime == "buffer" or sympify(t.d) == 1 or t.zero >= 2:
+        return Integer(0)
+    return cost.gradient_bytes
+
+
 def step_terms(cost, conventions=conv.DEFAULT) -> tuple:
     """``(state, kept, made, during, after)``: the state all step long, the kept activations, the
     gradients backward makes, and the transients of the moments while activations are kept
     (forward, loss, head) and after they are freed (embedding, optimizer), in ``MOMENTS`` order."""
     c = conv.get(conventions)
     buffer = c.gradient_lifetime == "buffer"
-    state = cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost) + (cost.gradient_bytes if buffer else 0)
+    state = (cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost) + bucket_bytes(cost, c)
+             + (cost.gradient_bytes if buffer else 0))
     made = Integer(0) if buffer else cost.gradient_bytes        # the gradients backward made
     head = _row(cost.head, "lm_head")
     logits = head.act_out if head is not None else Integer(0)
@@ -248,9 +252,11 @@ def peak_moment(cost, conventions=conv.DEFAULT) -> Moment:
     return moments[max(range(len(values)), key=lambda i: (values[i], -i))]
 
 
-def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limit: int = 1 << 16) -> int:
+def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limit: int = 1 << 16,
+                        overheads=OVERHEADS["none"]) -> int:
     """The largest micro-batch ``b`` (sequences) whose step peak fits ``capacity`` bytes with
-    everything else in ``training`` unchanged; 0 when not even one sequence fits.  The peak
+    everything else in ``training`` unchanged, less the device's ``overheads``
+    (``models.overheads``; none by default); 0 when not even one sequence fits.  The peak
     grows with ``b`` (kept activations and transients are per sequence; the state is not), so
     it is a bisection over ``1 .. limit`` on the peak's formula in ``b``.
 
@@ -267,6 +273,7 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
     capacity = sympify(capacity)
     if not (capacity.is_number and capacity > 0):
         raise InputError(f"capacity must be a positive number of bytes, got {capacity}", "capacity")
+    capacity = get_overheads(overheads).room(capacity)
     formula = peak_bytes(model_cost(arch, replace(training, b=batch), conventions), conventions)
     fits = lambda n: bool(formula.subs(batch, n) <= capacity)  # noqa: E731
     if not fits(1):

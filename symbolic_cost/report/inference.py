@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from symbolic_cost import symbols as S
 from symbolic_cost.inference import Serving, kv_bytes_per_token, kv_cache_bytes
+from symbolic_cost.inference.peak import serving_peak
 from symbolic_cost.inference.throughput import crossover_batch, inference_cost, max_batch
 from symbolic_cost.models.config import from_config, preset
 from symbolic_cost.numeric.compile import compile_exprs
@@ -106,9 +107,11 @@ def inference_markdown(chosen: dict | None = None) -> str:
 
 
 def _curves(arch, m1, l_out, system):
-    """Compiled tokens/s per device and memory of ``arch`` as functions of ``b`` and ``l_in``."""
-    cost = inference_cost(arch, Serving(b=S.b, l_in=S.l_in, l_out=l_out, m1=m1, flash=True), system)
-    return compile_exprs({"rate": cost.tokens_per_second_per_device, "memory": cost.memory_bytes},
+    """Compiled tokens/s per device and the serving peak (``inference.peak``) of ``arch`` as
+    functions of ``b`` and ``l_in``."""
+    s = Serving(b=S.b, l_in=S.l_in, l_out=l_out, m1=m1, flash=True)
+    cost = inference_cost(arch, s, system)
+    return compile_exprs({"rate": cost.tokens_per_second_per_device, "memory": serving_peak(arch, s)},
                          symbols=(S.b, S.l_in))
 
 
