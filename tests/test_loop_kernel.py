@@ -132,11 +132,13 @@ def test_without_numba_the_llvm_backend_runs(monkeypatch):
 def test_a_kernel_comes_back_from_disk_and_large_sweeps_choose_it(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
     exprs = {"t": S.b * S.l / 8 + Mod(S.b, 3)}
-    assert compiled.sweep_backend(1000, exprs) is None                     # small, nothing cached
+    between = compiled.NUMBA_CACHED_ROWS
+    assert compiled.sweep_backend(between, exprs) is None                  # not large, nothing cached
     assert compiled.sweep_backend(compiled.NUMBA_ROWS, exprs) == "numba"  # large
     compiled._MEMORY.clear()
     compiled.compile_exprs(exprs, backend="numba")
-    assert compiled.sweep_backend(1000, exprs) == "numba"                  # cached
+    assert compiled.sweep_backend(between, exprs) == "numba"               # cached
+    assert compiled.sweep_backend(between - 1, exprs) is None              # small: LLVM is quicker
     compiled._MEMORY.clear()
     monkeypatch.setattr(loop_kernel, "source", _refuse)
     again = compiled.compile_exprs(exprs, backend="numba")

@@ -11,8 +11,8 @@ one of three backends:
   formulas straight-line code LLVM vectorises across rows, the rows split between the
   cores (``numba.get_num_threads()``, ``NUMBA_NUM_THREADS``) by threads that release the
   interpreter lock.  About four times the LLVM backend's rate, but seconds to compile: it
-  runs where asked, and in sweeps of ``NUMBA_ROWS`` configurations or more, or whose kernel
-  is already in the disk cache.
+  runs where asked, and in sweeps of ``NUMBA_ROWS`` configurations or more (``NUMBA_CACHED_ROWS``
+  where its kernel is already in the disk cache).
 * ``"numpy"``: SymPy's ``lambdify`` with CSE, ``Max``/``Min`` printed as
   ``numpy.maximum``/``minimum`` (element-wise, so scalars and arrays broadcast)
   and ``Piecewise`` as ``numpy.select``; evaluated in blocks of ``BLOCK`` rows
@@ -59,15 +59,19 @@ NUMBA_ROWS = 10**8
 """Configurations from which a sweep compiles with numba even without a cached kernel: its
 compilation (about 7 CPU-s for GPT-3's totals, 1.5 s from the disk cache) is repaid at
 about 0.06 CPU-s saved per million configurations (benchmarks/bench.py)."""
+NUMBA_CACHED_ROWS = 3 * 10**7
+"""Configurations from which a sweep uses numba's kernel when it is in the disk cache (loading
+numba and the kernel, about 1.5 CPU-s, is repaid from about 25 million)."""
 _MEMORY: dict = {}
 _POOL: dict = {}
 
 
 def sweep_backend(rows: int | None, exprs: Mapping, symbols=None) -> str | None:
     """The backend a sweep of ``rows`` configurations uses: ``"numba"`` where numba is installed,
-    no backend is pinned, and the sweep is large (``NUMBA_ROWS``) or the kernel is cached on
-    disk; otherwise ``None`` (the default backend)."""
-    if os.environ.get("SYMBOLIC_COST_BACKEND") or loop_kernel.numba() is None:
+    no backend is pinned, and the sweep is large (``NUMBA_ROWS``), or not small
+    (``NUMBA_CACHED_ROWS``) with the kernel cached on disk; otherwise ``None`` (the default)."""
+    if os.environ.get("SYMBOLIC_COST_BACKEND") or rows is None or rows < NUMBA_CACHED_ROWS \
+            or loop_kernel.numba() is None:
         return None
     if rows is not None and rows >= NUMBA_ROWS:
         return "numba"
