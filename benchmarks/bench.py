@@ -106,8 +106,23 @@ def machine() -> str:
         fast = f"symengine {symengine.__version__}"
     except ImportError:
         fast = "no symengine (numpy backend only)"
-    return (f"{cpu}, {os.cpu_count()} logical cores (one used), {platform.system()} {platform.release()}; Python "
-            f"{platform.python_version()}, NumPy {np.__version__}, SymPy {sympy.__version__}, {fast}")
+    try:
+        numba = f", numba {__import__('numba').__version__}"
+    except ImportError:
+        numba = ", no numba"
+    return (f"{cpu} ({vector_flags()}), {os.cpu_count()} logical cores (one used unless stated), {platform.system()} "
+            f"{platform.release()}; Python {platform.python_version()}, NumPy {np.__version__}, SymPy "
+            f"{sympy.__version__}, {fast}{numba}")
+
+
+def vector_flags() -> str:
+    """The widest vector instructions the CPU has (what a compiled loop can use)."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return "flags unknown"
+    found = [f for f in ("avx512f", "avx2", "fma", "sse4_2", "neon") if f" {f}" in flags]
+    return " ".join(found) or "no AVX"
 
 
 # ------------------------------------------------------------------ building and compiling
@@ -160,6 +175,8 @@ def evaluation() -> dict:
             continue
         t, outputs[backend] = timed(lambda: kernel(values))
         rates[backend] = n / t.cpu
+    numba = numba_rates(exprs, values, outputs)
+    rates.update(numba.pop("rates"))
     if "llvm" in rates:                           # the kernel alone, on buffers it reuses
         from symbolic_cost.numeric.compile import LLVM_BLOCK
         kernel = compile_exprs(exprs, backend="llvm")
@@ -184,7 +201,36 @@ def evaluation() -> dict:
         for k in names:
             assert abs(reference[k][r] - exact[i][k]) <= 1e-12 * abs(exact[i][k]), (k, r)
     ops = sum(sympy.count_ops(e) for e in exprs.values())
-    return dict(rates=rates, ops=ops)
+    return dict(rates=rates, ops=ops, **numba)
+
+
+def numba_rates(exprs, values, outputs) -> dict:
+    """The numba backend: its compilation (CPU s, empty kernel cache), configurations per
+    CPU-second on one thread and per wall-second on every core; every output of every row
+    asserted equal (1e-12) to the LLVM backend's, or to the numpy backend's without symengine."""
+    from symbolic_cost.numeric import compile as compiled
+    try:
+        from symbolic_cost.numeric import loop_kernel
+    except ImportError:                   # a version of the library before the numba backend
+        return dict(rates={}, numba_compile=None)
+    module = loop_kernel.numba()
+    if module is None:
+        return dict(rates={}, numba_compile=None)
+    os.environ["SYMBOLIC_COST_CACHE"] = tempfile.mkdtemp(prefix="bench_numba_")
+    start = time.process_time()
+    kernel = compiled.compile_exprs(exprs, backend="numba")
+    kernel({k: v[:8] for k, v in values.items()})                  # numba compiles at the first call
+    compile_cpu = time.process_time() - start
+    n, rates = len(next(iter(values.values()))), {}
+    for threads in (1, module.config.NUMBA_NUM_THREADS):
+        module.set_num_threads(threads)
+        t, got = timed(lambda: kernel(values), repeat=2 * REPEAT)
+        rates[f"numba, {threads} thread{'s' * (threads > 1)} (per CPU-second)"] = n / t.cpu
+        rates[f"numba, {threads} thread{'s' * (threads > 1)} (per wall-second)"] = n / t.wall
+        reference = outputs.get("llvm", outputs.get("numpy"))
+        for k in exprs:                                              # every row, not a sample
+            np.testing.assert_allclose(got[k], reference[k], rtol=1e-12, err_msg=f"numba {k}")
+    return dict(rates=rates, numba_compile=compile_cpu)
 
 
 # ------------------------------------------------------------------ one layer against hand-written numpy
@@ -256,6 +302,9 @@ def one_exact() -> dict:
     first, evaluate = timed(lambda: model_function(preset("gpt3-175b"), "h100", zero=1, flash=True), repeat=1)
     configs = [dict(b=b, l=2048, m1=8, s1=8, d=d, p=16, n_micro=n) for b in (1, 2) for d in (4, 8) for n in (16, 32, 64)]
     t, _ = timed(lambda: [evaluate(**c) for c in configs])
+    distinct = [dict(b=b, l=l, m1=m, s1=m, d=d, p=p, n_micro=n) for b in (1, 2, 4) for l in (1024, 2048, 4096)
+                for m in (1, 2, 4, 8) for d in (1, 2, 4, 8) for p in (1, 2, 4, 8, 16) for n in (16, 32)]
+    fresh, _ = timed(lambda: [evaluate(**c) for c in distinct], repeat=1)     # each checked the first time
     from symbolic_cost.models import Training, model_cost
     from symbolic_cost.timing.step import step_time_breakdown
 
@@ -264,7 +313,12 @@ def one_exact() -> dict:
                                                         p=c["p"], micro_batches=c["n_micro"], zero=1, flash=True))
         return step_time_breakdown(cost, "h100")
     numbers, _ = timed(lambda: [built(c) for c in configs])
-    return dict(per_call=t.cpu / len(configs), first=first.cpu, numeric_build=numbers.cpu / len(configs))
+    try:
+        from symbolic_cost.numeric.rationals import RATIONAL
+    except ImportError:                   # before numeric.rationals: always Fraction
+        from fractions import Fraction as RATIONAL
+    return dict(per_call=t.cpu / len(configs), first=first.cpu, numeric_build=numbers.cpu / len(configs),
+                distinct=fresh.cpu / len(distinct), rational=f"{RATIONAL.__module__}.{RATIONAL.__name__}")
 
 
 def summary_cli() -> dict:
@@ -317,14 +371,21 @@ def import_overhead() -> float:
     return run("import sympy; import symbolic_cost") - run("import sympy")
 
 
-def main():
+def main(only=()):
+    """Every step and the report; with step names (``python benchmarks/bench.py evaluation``),
+    only those steps, printed with the machine and its load, the report left as it is."""
     load_before = loadavg()
     steps = [("build and compile", build_and_compile), ("evaluation", evaluation), ("one layer", one_layer),
              ("one exact configuration", one_exact), ("summary command", summary_cli), ("search", space_search)]
     got = {}
     for name, step in steps:
+        if only and step.__name__ not in only:
+            continue
         print(f"benchmark: {name} ...", file=sys.stderr)
         got[name] = step()
+        print(f"{name}: {got[name]}\n  machine: {machine()}; load average {loadavg()}", file=sys.stderr)
+    if only:
+        return
     overhead = import_overhead()
     got["llm-analysis"] = llm_analysis()
     write_report(got, overhead, load_before, loadavg())
@@ -344,13 +405,21 @@ def write_report(got, overhead, load_before, load_after):
          f"{cli['cold'].cpu:.2f}; {cli['cold'].wall:.2f}", "<= 1.0", cli["cold"].cpu <= 1.0),
         ("the same with the kernel cache warm (CPU s; wall)", f"{cli['warm'].cpu:.2f}; {cli['warm'].wall:.2f}",
          "<= 0.5", cli["warm"].cpu <= 0.5),
-        ("one exact configuration through `model_function` after the first (CPU ms)",
-         f"{exact['per_call'] * 1e3:.3f}", "<= 1", exact["per_call"] <= 1e-3),
+        ("the same, numba backend, one thread (configurations per CPU-second)",
+         f"{one_thread:,.0f}" if one_thread else "numba not installed", ">= 50,000,000", one_thread >= 50e6),
+        ("the same, numba backend, every core (configurations per wall-second)",
+         f"{all_cores:,.0f}" if all_cores else "numba not installed", ">= 90,000,000 on 2 cores", all_cores >= 90e6),
+        ("one exact configuration through `model_function` after the first (CPU ms; each of 1,440 new ones)",
+         f"{exact['per_call'] * 1e3:.3f}; {exact['distinct'] * 1e3:.3f} ({exact['rational']})", "<= 0.1",
+         exact["per_call"] <= 1e-4),
         ("search of every layout (`SPACE`), GPT-3 175B on 1,024 H100 (CPU s; wall)",
          f"{found['time'].cpu:.2f}; {found['time'].wall:.2f} ({found['evaluated']:,} layouts, {found['fitting']:,} "
          "fit)", ">= 1,000,000 layouts in <= 10", found["evaluated"] >= 1e6 and found["time"].cpu <= 10),
     ]
     rates = ", ".join(f"{k} {v:,.0f}/s" for k, v in ev["rates"].items())
+    numba = {k: v for k, v in ev["rates"].items() if k.startswith("numba")}
+    one_thread = next((v for k, v in numba.items() if "1 thread" in k and "CPU" in k), 0)
+    all_cores = max((v for k, v in numba.items() if "wall" in k), default=0)
     lines = ["# Benchmark", "", f"Generated by `python benchmarks/bench.py`. Machine: {machine()}. Load average "
              f"(1, 5, 15 min) {load_before} before, {load_after} after. Figures are medians of {REPEAT} repeats "
              "(one for the search and the cold command line); CPU time first, the machines being shared.", "",
@@ -361,7 +430,9 @@ def write_report(got, overhead, load_before, load_after):
               f"configurations per CPU-second: {rates} (the kernel alone reads and writes buffers it reuses: the "
               "rest of a call is copying the inputs in and the first touch of the output's pages; SymPy's own "
               "`lambdify` with CSE, unblocked; `subs` is exact substitution, `xreplace`, on a sample of 5). All "
-              "eight outputs of every backend agree to 1e-12 and with exact substitution (asserted).",
+              "eight outputs of every backend agree to 1e-12 and with exact substitution (asserted; numba's on every one "
+              f"of the 2,000,000 rows). numba compiles the kernel in {ev['numba_compile'] or 0:.1f} CPU s with an "
+              "empty kernel cache.",
               f"* One transformer layer: the compiled kernel ({layer['backend']}) {layer['rate']:,.0f}/s against "
               f"{layer['hand_rate']:,.0f}/s for the same formulas written by hand in numpy, blocked the same way, "
               "with common subexpressions computed once (equal to 1e-12, asserted).",
@@ -375,4 +446,4 @@ def write_report(got, overhead, load_before, load_after):
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -73,3 +73,34 @@ def test_model_function_refuses_unknown_names_and_bad_numbers():
         evaluate(ep=2)
     with pytest.raises(ValueError, match="m1 must divide h"):
         evaluate(m1=5)
+
+
+@pytest.mark.parametrize("number", ["gmpy2", "fraction"])
+def test_both_exact_number_types_give_sympy_numbers_equal_to_substitution(number, monkeypatch):
+    """GMP's ``mpq`` (the fast extra) and ``Fraction`` (without it) give the same SymPy numbers as
+    ``xreplace`` with the values, built the way SymPy builds them (equal, same hash, singletons)."""
+    from sympy import Integer, Max, S, ceiling
+    from symbolic_cost.numeric import exact, rationals
+    if number == "gmpy2":
+        pytest.importorskip("gmpy2")
+    else:
+        monkeypatch.setattr(exact, "RATIONAL", Fraction)
+    monkeypatch.setattr(exact, "_MEMORY", {})
+    exprs = {"x": b * l / 3 + m1 ** -2, "zero": b - l + 1, "half": Max(b, l) / (2 * l), "one": ceiling(b / l),
+             "big": b ** 40 * l / 7, "minus": 1 - m1}
+    f = exact.exact_function(exprs)
+    for values in ({"b": 2, "l": 3, "m1": 4}, {"b": 5, "l": 6, "m1": 2}, {"b": 9, "l": 1, "m1": Fraction(1, 3)}):
+        got = f(values)
+        want = {k: e.xreplace({b: values["b"], l: values["l"], m1: Rational(values["m1"])}) for k, e in exprs.items()}
+        assert got == want and all(hash(got[k]) == hash(want[k]) and type(got[k]) is type(want[k]) for k in want)
+    assert f({"b": 2, "l": 3, "m1": 4})["zero"] is S.Zero and f({"b": 3, "l": 3, "m1": 2})["minus"] is S.NegativeOne
+    assert rationals.to_sympy(rationals.RATIONAL(1, 2)) is S.Half and rationals.to_sympy(True) == Integer(1)
+
+
+def test_a_refused_configuration_is_refused_again():
+    evaluate = model_function(preset("gpt2"))
+    for _ in range(2):                       # the checks remember only the numbers that passed
+        with pytest.raises(ValueError, match="m1 must divide h"):
+            evaluate(m1=5)
+    assert evaluate(m1=4)["parameters"] == evaluate(m1=4)["parameters"] == model_cost(
+        preset("gpt2"), Training(b=1, l=1024, m1=4)).parameters

@@ -1,11 +1,18 @@
 """Compiled evaluation: a set of expressions becomes one fused kernel, once.
 
 ``compile_exprs`` turns ``{name: expression}`` into a function of arrays, on
-one of two backends:
+one of three backends:
 
 * ``"llvm"``: symengine's LLVM ``Lambdify`` (``pip install symbolic_cost[fast]``):
   the whole set, after common-subexpression elimination, is one machine-code
   loop over the configurations; nothing is allocated per operation.
+* ``"numba"``: numba (``pip install symbolic_cost[fast]``) compiles a generated loop over
+  the rows (``numeric.loop_kernel``): every input and output a contiguous column, the
+  formulas straight-line code LLVM vectorises across rows, the rows split between the
+  cores (``numba.get_num_threads()``, ``NUMBA_NUM_THREADS``) by threads that release the
+  interpreter lock.  About four times the LLVM backend's rate, but seconds to compile: it
+  runs where asked, and in sweeps of ``NUMBA_ROWS`` configurations or more (``NUMBA_CACHED_ROWS``
+  where its kernel is already in the disk cache).
 * ``"numpy"``: SymPy's ``lambdify`` with CSE, ``Max``/``Min`` printed as
   ``numpy.maximum``/``minimum`` (element-wise, so scalars and arrays broadcast)
   and ``Piecewise`` as ``numpy.select``; evaluated in blocks of ``BLOCK`` rows
@@ -13,8 +20,9 @@ one of two backends:
 
 The default is ``"llvm"`` where symengine is installed and the set converts
 (``Mod`` and the library's own functions are rewritten first), ``"numpy"``
-otherwise; the environment variable ``SYMBOLIC_COST_BACKEND`` pins one.  Both
-give the same numbers (``tests/test_backends.py`` checks every expression set
+otherwise; the environment variable ``SYMBOLIC_COST_BACKEND`` pins one.  A backend
+that is missing or cannot express a set falls back to the next (numba, then LLVM, then
+numpy).  All give the same numbers (``tests/test_backends.py`` checks every expression set
 the library builds).  Compiled kernels are kept in memory per expression set
 and on disk (``numeric.kernel_cache``), so a second process skips the
 compilation.  Inputs are broadcast float64 arrays; outputs come back as arrays
@@ -24,6 +32,7 @@ or as a pandas DataFrame with one row per configuration.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -32,11 +41,11 @@ from sympy import Function, Mod, Symbol, ceiling, floor, lambdify, log, sympify
 from sympy.printing.numpy import NumPyPrinter
 
 from symbolic_cost.checks import InputError
-from symbolic_cost.numeric import kernel_cache
+from symbolic_cost.numeric import kernel_cache, loop_kernel
 from symbolic_cost.parallel.collectives import Log2
 from symbolic_cost.symbols import resolve_names
 
-BACKENDS = ("llvm", "numpy")
+BACKENDS = ("llvm", "numba", "numpy")
 BLOCK = 8192
 """Configurations the numpy backend evaluates at a time: small enough that the temporaries
 of thousands of operations stay in cache (measured on a whole GPT-3 model: 2.9e6/s at 8192
@@ -46,7 +55,30 @@ LLVM_BLOCK = 16384
 input matrix for millions of rows costs more in page faults than the kernel itself; 16384
 rows keep the buffer and the block of outputs within a megabyte each, measured 3 % faster
 than 32768 on GPT-3's totals)."""
+NUMBA_ROWS = 10**8
+"""Configurations from which a sweep compiles with numba even without a cached kernel: its
+compilation (about 7 CPU-s for GPT-3's totals, 1.5 s from the disk cache) is repaid at
+about 0.06 CPU-s saved per million configurations (benchmarks/bench.py)."""
+NUMBA_CACHED_ROWS = 3 * 10**7
+"""Configurations from which a sweep uses numba's kernel when it is in the disk cache (loading
+numba and the kernel, about 1.5 CPU-s, is repaid from about 25 million)."""
 _MEMORY: dict = {}
+_POOL: dict = {}
+
+
+def sweep_backend(rows: int | None, exprs: Mapping, symbols=None) -> str | None:
+    """The backend a sweep of ``rows`` configurations uses: ``"numba"`` where numba is installed,
+    no backend is pinned, and the sweep is large (``NUMBA_ROWS``), or not small
+    (``NUMBA_CACHED_ROWS``) with the kernel cached on disk; otherwise ``None`` (the default)."""
+    if os.environ.get("SYMBOLIC_COST_BACKEND") or rows is None or rows < NUMBA_CACHED_ROWS \
+            or loop_kernel.numba() is None:
+        return None
+    if rows is not None and rows >= NUMBA_ROWS:
+        return "numba"
+    values = [_portable(v) for v in exprs.values()]
+    if symbols is None:
+        symbols = sorted(set().union(*(sympify(v).free_symbols for v in values)), key=str)
+    return "numba" if loop_kernel.cached(values, tuple(resolve_names({s: None for s in symbols}))) else None
 
 
 def default_backend() -> str:
@@ -86,7 +118,8 @@ class Compiled:
             if self.symbols else [np.zeros(())]
         shape = arrays[0].shape
         flat = [a.ravel() for a in arrays]
-        out = self._llvm(flat) if self.backend == "llvm" else self._numpy(flat)
+        run = {"llvm": self._llvm, "numba": self._numba, "numpy": self._numpy}[self.backend]
+        out = run(flat)
         return {name: column.reshape(shape) for name, column in zip(self.names, out)}
 
     def _numpy(self, flat) -> list[np.ndarray]:
@@ -97,6 +130,23 @@ class Compiled:
             for column, result in zip(out, self.function(*part)):
                 column[start:start + BLOCK] = result
         return out
+
+    def _numba(self, flat) -> list[np.ndarray]:
+        """The generated loop on contiguous columns; with several threads, each its share of rows."""
+        size = flat[0].size
+        out = np.empty((len(self.names), size))
+        inputs = [np.ascontiguousarray(a) for a in flat] if self.symbols else []
+        parts = min(loop_kernel.numba().get_num_threads(), max(size // LLVM_BLOCK, 1))
+        if parts == 1:
+            self.function(*out, *inputs)
+            return list(out)
+        pool = _POOL.get(parts) or _POOL.setdefault(parts, ThreadPoolExecutor(parts))
+        cuts = np.linspace(0, size, parts + 1).astype(int)
+        jobs = [pool.submit(self.function, *(c[a:z] for c in out), *(c[a:z] for c in inputs))
+                for a, z in zip(cuts[:-1], cuts[1:])]
+        for job in jobs:
+            job.result()
+        return list(out)
 
     def _llvm(self, flat) -> list[np.ndarray]:
         """Rows through the kernel a block at a time; the outputs are the columns of one
@@ -144,6 +194,11 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
 
 
 def _build(names, values, symbols, backend) -> Compiled:
+    if backend == "numba" and names:
+        function = loop_kernel.kernel([_portable(v) for v in values], symbols)
+        if function is not None:
+            return Compiled(names, symbols, function, "numba")
+        backend = "llvm"
     if backend == "llvm":
         function = _llvm_kernel(values, symbols)
         if function is not None:

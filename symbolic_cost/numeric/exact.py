@@ -1,7 +1,8 @@
 """Exact numbers for one configuration at a time, without ``subs`` on the expression tree.
 
 ``exact_function`` compiles an expression set once into plain Python over
-integers and ``fractions.Fraction`` (common subexpressions computed once,
+integers and exact rationals (``numeric.rationals.RATIONAL``: GMP's ``mpq`` with the
+``fast`` extra, else ``fractions.Fraction``; common subexpressions computed once,
 rational constants built once, ``Max``/``Min`` as ``max``/``min``, ceilings,
 floors and ``Log2`` on exact numbers); calling it with exact values returns
 SymPy ``Integer``/``Rational`` results equal to substituting them, in well
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Mapping
 
-from sympy import Expr, Float, Integer, Rational, Symbol, lambdify, sympify
+from sympy import Expr, Integer, Rational, Symbol, lambdify, sympify
 from sympy.printing.pycode import PythonCodePrinter
 
 from symbolic_cost import conventions as conv
@@ -32,6 +33,7 @@ from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.experts import expert_degrees
 from symbolic_cost.models.totals import check_schedule
 from symbolic_cost.parallel.expert import expert_data_degree
+from symbolic_cost.numeric.rationals import RATIONAL, is_whole, to_sympy
 from symbolic_cost.symbols import resolve_names
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -40,13 +42,13 @@ _MEMORY: dict = {}
 
 def _log2(n):
     """``ceil(log2 n)`` exactly for an integer ``n`` (``parallel.collectives.Log2``)."""
-    if isinstance(n, int) or (isinstance(n, Fraction) and n.denominator == 1):
+    if is_whole(n):
         return (int(n) - 1).bit_length()
     return math.ceil(math.log2(n))
 
 
 def _inverse(x, power: int):
-    return Fraction(1, x) ** power
+    return RATIONAL(1, x) ** power
 
 
 NAMESPACE = {"math": math, "_inverse": _inverse, "_log2": _log2}
@@ -54,15 +56,15 @@ NAMESPACE = {"math": math, "_inverse": _inverse, "_log2": _log2}
 
 
 class _Printer(PythonCodePrinter):
-    """Python over ints and Fractions: rationals become named constants, ``x**-k`` a Fraction."""
+    """Python over ints and ``RATIONAL``: rationals become named constants, ``x**-k`` a ``RATIONAL``."""
 
     def __init__(self, settings=None):
         super().__init__(settings)
-        self.constants: dict[str, Fraction] = {}
+        self.constants: dict[str, object] = {}
 
     def _print_Rational(self, expr):
         name = f"_q{len(self.constants)}"
-        self.constants[name] = Fraction(int(expr.p), int(expr.q))
+        self.constants[name] = RATIONAL(int(expr.p), int(expr.q))
         return name
 
     def _print_Integer(self, expr):
@@ -107,8 +109,8 @@ class Exact:
         missing = [str(s) for s in self.symbols if s not in values]
         if missing:
             raise InputError(f"exact evaluation needs values for {', '.join(missing)}", missing[0])
-        numbers = [_exact_number(values[s], str(s)) for s in self.symbols]
-        return {name: _sympy_number(v) for name, v in zip(self.names, self.function(*numbers))}
+        numbers = [_exact_number(values[s], s.name) for s in self.symbols]
+        return {name: to_sympy(v) for name, v in zip(self.names, self.function(*numbers))}
 
 
 def _exact_number(value, name: str):
@@ -116,18 +118,8 @@ def _exact_number(value, name: str):
         raise InputTypeError(f"{name} must be an exact number (an int, a Fraction or a SymPy Rational) "
                              f"for exact evaluation, got {value!r}", name)
     if isinstance(value, Rational):
-        return int(value) if value.is_Integer else Fraction(int(value.p), int(value.q))
-    return value
-
-
-def _sympy_number(value) -> Expr:
-    if isinstance(value, bool):
-        return Integer(value)
-    if isinstance(value, int):
-        return Integer(value)
-    if isinstance(value, Fraction):
-        return Rational(value.numerator, value.denominator)
-    return Float(value)
+        return int(value) if value.is_Integer else RATIONAL(int(value.p), int(value.q))
+    return RATIONAL(value.numerator, value.denominator) if isinstance(value, Fraction) else value
 
 
 def exact_function(exprs: Mapping[str, object], symbols=None) -> Exact:
@@ -159,6 +151,9 @@ FIELDS = ("parameters", "parameters_per_device", "flops_fwd", "flops_bwd", "flop
           "model_flops_fwd", "model_flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes",
           "activation_bytes", "memory_bytes", "bubble")
 """The ``ModelCost`` totals ``model_function`` returns, besides the step time by part (``step_*``)."""
+CHECKED = 65536
+"""Configurations whose numbers ``model_function`` remembers as checked (building a ``Training``
+to check them costs more than evaluating a whole model)."""
 
 
 def model_function(arch, system="h100", conventions=None, **policy):
@@ -196,6 +191,7 @@ def model_function(arch, system="h100", conventions=None, **policy):
 
     if not by_stage:
         function_for(None)
+    checked: set = set()
     defaults = {"b": 1, "l": arch.context or 2048, "m1": 1, "s1": 1, "d": 1, "p": 1, "n_micro": 1, "ep": 1}
 
     def evaluate(**values):
@@ -206,7 +202,10 @@ def model_function(arch, system="h100", conventions=None, **policy):
         chosen_values = {**{n: defaults.get(n) for n in names}, **values}
         if "etp" in names and chosen_values["etp"] is None:
             chosen_values["etp"] = chosen_values["m1"]       # Megatron-LM's default, as Training's
-        check_numbers(arch, Training(**_training_degrees(chosen_values), **policy))
+        seen = tuple(chosen_values.values())
+        if seen not in checked:      # the rules depend on these numbers only: checked once each
+            check_numbers(arch, Training(**_training_degrees(chosen_values), **policy))
+            checked.add(seen) if len(checked) < CHECKED else None
         return function_for(chosen_values["p"])(chosen_values)
     return evaluate
 

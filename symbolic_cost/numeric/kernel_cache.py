@@ -4,7 +4,8 @@ A kernel is filed under the SHA-256 of its backend, the versions of the
 compilers, its argument names and the text of its expressions: a changed
 formula is a new key, never a stale kernel.  The numpy backend stores the
 generated Python source (``<key>.py``, loaded as a module); the LLVM backend
-stores symengine's pickled ``Lambdify`` (``<key>.pickle``).
+stores symengine's pickled ``Lambdify`` (``<key>.pickle``); the numba backend its generated
+loop (``<key>.py``), and numba its machine code beside it (``__pycache__``).
 
 Where: ``SYMBOLIC_COST_CACHE`` if set (``off`` disables the cache), else the
 platform's user cache directory (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux,
@@ -86,6 +87,18 @@ def llvm_kernel(make, converted, arguments):
     if path is not None:
         _write(path, pickle.dumps(function))
     return function
+
+
+def source_path(name: str) -> Path | None:
+    """Where the generated source of a kernel filed under ``name`` goes (``None``: cache off)."""
+    return _path(name, ".py")
+
+
+def write_text(path: Path, text: str) -> bool:
+    """``text`` in ``path`` (kept if already there: the name is a hash of it); whether it is there."""
+    if not path.exists():
+        _write(path, text.encode())
+    return path.exists()
 
 
 def _path(name: str, suffix: str) -> Path | None:

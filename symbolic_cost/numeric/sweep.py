@@ -21,7 +21,7 @@ import pandas as pd
 from sympy import Piecewise, sympify
 
 from symbolic_cost.checks import InputError, InputTypeError, output_file
-from symbolic_cost.numeric.compile import compile_exprs
+from symbolic_cost.numeric.compile import compile_exprs, sweep_backend
 from symbolic_cost.reader import read
 from symbolic_cost.symbols import resolve_names
 
@@ -91,8 +91,10 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
                    if isinstance(c, str) else c for c in constraints]
     keep = {f"_keep{i}": Piecewise((1, sympify(c)), (0, True)) for i, c in enumerate(constraints)}
     inputs = [str(k) for k in resolve_names(grid)] if grid is not None else None
-    compiled = compile_exprs({**exprs, **keep},
-                             symbols=None if grid is None else [s for s in resolve_names(grid)])
+    symbols = None if grid is None else [s for s in resolve_names(grid)]
+    rows = grid_size(grid) if grid is not None else len(table) if isinstance(table, pd.DataFrame) else None
+    compiled = compile_exprs({**exprs, **keep}, symbols=symbols,
+                             backend=sweep_backend(rows, {**exprs, **keep}, symbols))
     chunks = _grid_chunks(grid, chunk_size) if grid is not None else _table_chunks(table, chunk_size)
     total = grid_size(grid) if grid is not None else None
     bar = progress_bar(total) if progress is True else None

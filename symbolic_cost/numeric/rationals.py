@@ -1,0 +1,59 @@
+"""The exact numbers ``numeric.exact`` computes with, and their way back to SymPy.
+
+``RATIONAL`` is GMP's ``gmpy2.mpq`` where gmpy2 is installed (the ``fast`` extra), else
+``fractions.Fraction``: both are exact, and the arithmetic of ``mpq`` is written in C, about
+ten times that of ``Fraction`` (whose additions and products were three quarters of a
+whole model's exact evaluation).  Integers stay Python ``int`` (or GMP's ``mpz`` after a
+``floor``).  ``to_sympy`` turns a result into a SymPy ``Integer``/``Rational`` without
+SymPy's cached constructor, which costs more than the arithmetic of a configuration.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from sympy import Expr, Float, Integer, Rational
+
+try:
+    from gmpy2 import mpq as RATIONAL
+except ImportError:                     # the exact path without the fast extra
+    RATIONAL = Fraction
+
+_SPECIAL = (-1, 0, 1)
+
+
+def is_whole(value) -> bool:
+    """Whether an exact number (int, ``mpz``, ``mpq``, ``Fraction``) is an integer."""
+    return isinstance(value, int) or getattr(value, "denominator", None) == 1
+
+
+def to_sympy(value) -> Expr:
+    """``value`` (an exact result, or a float where a formula is irrational) as a SymPy number.
+
+    >>> to_sympy(RATIONAL(6, 4)), to_sympy(12), to_sympy(RATIONAL(4, 2)), to_sympy(0.5)
+    (3/2, 12, 2, 0.500000000000000)
+    """
+    if type(value) is int:                            # the common case first
+        return _integer(value)
+    if isinstance(value, bool):
+        return Integer(value)
+    if isinstance(value, float):
+        return Float(value)
+    if is_whole(value):
+        return _integer(int(value))
+    if hasattr(value, "denominator"):
+        p, q = int(value.numerator), int(value.denominator)
+        if q == 2 and p == 1:
+            return Rational(1, 2)                     # SymPy's singleton Half
+        number = Expr.__new__(Rational)               # already in lowest terms, q > 0
+        number.p, number.q = p, q
+        return number
+    return Float(value)
+
+
+def _integer(i: int) -> Expr:
+    if i in _SPECIAL:
+        return Integer(i)                             # SymPy's singletons, compared with ``is``
+    number = Expr.__new__(Integer)
+    number.p = i
+    return number
