@@ -1,6 +1,7 @@
 """Starting from a framework's settings: ``--megatron-args FILE`` (a Megatron-LM launch script or
 arguments file, ``models.megatron_args``) or ``--torchtitan FILE`` (a torchtitan job TOML,
-``models.torchtitan``) in place of ``--preset``/``--hf-config`` and ``--set``; ``--deepspeed FILE``
+``models.torchtitan``) or ``--nemo-recipe FILE`` (a Megatron-Bridge ``ConfigContainer`` YAML,
+``models.megatron_bridge``) in place of ``--preset``/``--hf-config`` and ``--set``; ``--deepspeed FILE``
 (a DeepSpeed config, ``models.deepspeed``) beside ``--preset``/``--hf-config`` in place of
 ``--set`` and the training options (``DEEPSPEED_OPTIONS``).
 
@@ -30,6 +31,7 @@ from symbolic_cost.cli.values import architecture, assignments
 from symbolic_cost.models.deepspeed import command_line_fills, deepspeed_setup
 from symbolic_cost.models.launch_script import read_launch
 from symbolic_cost.models.megatron_args import megatron_setup
+from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
 from symbolic_cost.models.torchtitan import torchtitan_setup
 
 FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-method", "--recompute-layers",
@@ -45,7 +47,11 @@ DEEPSPEED_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precis
 """Options a DeepSpeed config decides (``--precision`` and ``--zero`` fill its "auto" values instead;
 ``--optimizer`` only when it names an optimizer)."""
 
-FILES = {"megatron_args": "--megatron-args", "torchtitan": "--torchtitan", "deepspeed": "--deepspeed"}
+NEMO_OPTIONS = FILE_OPTIONS + ("--optimizer",)
+"""Options a Megatron-Bridge YAML decides (its optimizer too)."""
+
+FILES = {"megatron_args": "--megatron-args", "torchtitan": "--torchtitan", "deepspeed": "--deepspeed",
+         "nemo_recipe": "--nemo-recipe"}
 """The framework files (``options.model``'s options) and their flags."""
 
 ONLY_WITH = ("--devices", "--vocab-size")
@@ -105,6 +111,11 @@ def _read(dest: str, path: str, args):
     flag = FILES[dest]
     if dest == "deepspeed":
         return _deepspeed(path, args)
+    if dest == "nemo_recipe":
+        if args.vocab_size is not None:
+            raise InputError("--vocab-size: a Megatron-Bridge configuration states model.vocab_size; change the file",
+                             "--vocab-size")
+        return megatron_bridge_setup(input_file(path, flag), Path(path).stem, world=args.devices)
     if dest == "torchtitan":
         return torchtitan_setup(input_file(path, flag), Path(path).stem, world=args.devices, vocab=args.vocab_size)
     launch = read_launch(input_file(path, flag), f"{flag} {Path(path).name}")
@@ -123,14 +134,15 @@ def setup(args, only_with: tuple = ONLY_WITH):
     if dest is None:
         for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
-                raise InputError(f"{flag} applies to --megatron-args, --torchtitan or --deepspeed; it would be "
-                                 f"ignored", flag)
+                raise InputError(f"{flag} applies to --megatron-args, --torchtitan, --nemo-recipe or --deepspeed; it "
+                                 f"would be ignored", flag)
         args.framework = None
         return None
     if getattr(args, "framework", None) is not None:
         return args.framework
     name = FILES[dest]
-    flag = None if dest == "deepspeed" else _given(args, TORCHTITAN_OPTIONS if dest == "torchtitan" else FILE_OPTIONS)
+    decides = dict(torchtitan=TORCHTITAN_OPTIONS, nemo_recipe=NEMO_OPTIONS).get(dest, FILE_OPTIONS)
+    flag = None if dest == "deepspeed" else _given(args, decides)
     if flag:
         raise InputError(f"{flag}: the settings of {name} decide it; change the file (it would be overridden "
                          f"otherwise)", flag)
