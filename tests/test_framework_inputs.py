@@ -626,7 +626,7 @@ def test_nemo_command_line_refusals(capsys, words, refused):
 def test_nemo_without_pyyaml_says_what_to_install(capsys, monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "yaml", None)
-    assert "symbolic_cost[nemo]" in _error(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+    assert "symbolic_cost[yaml]" in _error(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
 
 
 def test_nemo_search_and_sweep(capsys):
@@ -637,3 +637,91 @@ def test_nemo_search_and_sweep(capsys):
                  "memory_bytes"]) == 0
     rows = capsys.readouterr().out.strip().splitlines()
     assert len(rows) == 3
+
+
+# Hugging Face accelerate: its own config templates (tests/framework_inputs/PROVENANCE.md) beside a model.
+# accelerate's rules, re-stated: num_processes is the world (every machine's); FSDP's FULL_SHARD shards
+# parameters, gradients and optimizer state (ZeRO-3), SHARD_GRAD_OP keeps the gathered parameters from forward to
+# backward, NO_SHARD is DDP, HYBRID_SHARD shards within a machine and replicates across machines; FSDP2's
+# fsdp_reshard_after_forward true/false is FULL_SHARD/SHARD_GRAD_OP; FSDP prefetches its gathers and
+# reduce-scatters, DDP reduces its buckets during backward.
+ACCEL_FSDP = INPUTS / "accelerate_fsdp.yaml"
+ACCEL_DDP = str(INPUTS / "accelerate_multi_gpu.yaml")
+LLAMA32 = str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Llama-3.2-1B.json")
+
+
+def _accelerate(tmp_path, old="", new=""):
+    text = ACCEL_FSDP.read_text()
+    assert old in text
+    path = tmp_path / "accelerate.yaml"
+    path.write_text(text.replace(old, new, 1))
+    return str(path)
+
+
+@pytest.mark.parametrize("old,new,typed", [
+    ("", "", ["--set", "d=2", "--zero", "3", "--overlap", "grad,param"]),
+    ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: SHARD_GRAD_OP",
+     ["--set", "d=2", "--zero", "3", "--no-reshard-after-forward", "--overlap", "grad,param"]),
+    ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: 3", ["--set", "d=2", "--overlap", "grad"]),
+    ("num_processes: 2", "num_processes: 16\nnum_machines: 2", ["--set", "d=16", "--zero", "3", "--overlap",
+                                                                "grad,param"]),
+    ("num_processes: 2\n", "num_processes: 16\nnum_machines: 2\n", None),      # HYBRID_SHARD below
+    ("fsdp_offload_params: false", "fsdp_offload_params: true",
+     ["--set", "d=2", "--zero", "3", "--offload", "parameters", "--overlap", "grad,param"]),
+    ("fsdp_activation_checkpointing: false", "fsdp_activation_checkpointing: true",
+     ["--set", "d=2", "--zero", "3", "--recompute", "full", "--overlap", "grad,param"]),
+    ("  fsdp_sharding_strategy: FULL_SHARD\n", "  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n",
+     ["--set", "d=2", "--zero", "3", "--no-reshard-after-forward", "--overlap", "grad,param"]),
+])
+def test_accelerate_fsdp_equals_the_typed_training(tmp_path, capsys, old, new, typed):
+    if typed is None:           # HYBRID_SHARD on 2 machines of 8: sharded over the 8 of a machine, replicated twice
+        old, new = "fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: HYBRID_SHARD"
+        text = ACCEL_FSDP.read_text().replace("num_processes: 2\n", "num_processes: 16\nnum_machines: 2\n")
+        path = tmp_path / "hybrid.yaml"
+        path.write_text(text.replace(old, new))
+        config, typed = str(path), ["--set", "d=16", "--zero", "3", "--shard", "8", "--overlap", "grad,param"]
+    else:
+        config = _accelerate(tmp_path, old, new)
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
+    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "--precision", "bf16", *typed)
+    _same(got, plain)
+    assert any("fp32 sharded parameters" in note for note in got["notes"])
+
+
+def test_accelerate_ddp_template(capsys):
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", ACCEL_DDP, "--set", "b=4", "l=2048")
+    typed = _json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "d=2", "--precision", "bf16",
+                  "--overlap", "grad")
+    _same(got, typed)
+    assert got["world_size"] == 2
+
+
+@pytest.mark.parametrize("old,new,refused", [
+    ("distributed_type: FSDP", "distributed_type: DEEPSPEED", "distributed_type"),
+    ("mixed_precision: 'bf16'", "mixed_precision: 'fp8'", "mixed_precision"),
+    ("fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP", "fsdp_auto_wrap_policy: SIZE_BASED_WRAP",
+     "fsdp_config.fsdp_auto_wrap_policy"),
+    ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: HYBRID_SHARD_ZERO2",
+     "fsdp_config.fsdp_sharding_strategy"),
+    ("fsdp_use_orig_params: true", "fsdp_use_orig_params: true\n  fsdp_mystery: 1", "fsdp_config.fsdp_mystery"),
+    ("num_processes: 2", "num_processes: 2\nparallelism_config:\n  parallelism_config_tp_size: 2",
+     "parallelism_config"),
+])
+def test_accelerate_refusals(tmp_path, capsys, old, new, refused):
+    err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path, old, new))
+    assert refused in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("words,refused", [
+    (("--zero", "2"), "--zero"), (("--precision", "fp16"), "--precision"), (("--offload", "optimizer"), "--offload"),
+])
+def test_accelerate_decides_its_options(capsys, words, refused):
+    assert refused in _error(capsys, "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), *words)
+
+
+def test_accelerate_devices_replace_and_search_sweep(capsys):
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--devices", "8", "--set", "b=1")
+    assert got["world_size"] == 8 and "--devices 8 replaces the 2 processes of num_processes" in got["notes"]
+    assert main(["sweep", "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--grid", "b=1,2", "--field",
+                 "memory_bytes"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3

@@ -2,7 +2,7 @@
 ``Task Configuration`` a run prints, or a recipe's fields written in its layout) as an
 ``Architecture`` and a ``Training``.
 
-``megatron_bridge_setup`` reads the YAML (PyYAML: the optional extra ``symbolic_cost[nemo]``) with
+``megatron_bridge_setup`` reads the YAML (PyYAML: the optional extra ``symbolic_cost[yaml]``) with
 the defaults of Megatron-Bridge's dataclasses (``GPTModelProvider``, Megatron-Core's
 ``TransformerConfig``, ``TrainingConfig``, ``DistributedDataParallelConfig``, ``OptimizerConfig``,
 ``MixedPrecisionConfig``); the fields are Megatron-LM's options under their dataclass names:
@@ -92,16 +92,21 @@ PRECISION_RECIPES = {"bf16_mixed": "bf16", "fp16_mixed": "fp16"}
 """``mixed_precision`` given by a recipe name (Megatron-Bridge's ``mixed_precision`` presets)."""
 
 
-def load(text: str, name: str) -> dict:
-    """The YAML's mapping (PyYAML's safe loader; the optional extra ``symbolic_cost[nemo]``)."""
+def load_yaml(text: str, name: str, flag: str):
+    """The YAML's content (PyYAML's safe loader; the optional extra ``symbolic_cost[yaml]``)."""
     try:
         import yaml
     except ImportError:
-        raise InputError("--nemo-recipe needs PyYAML: pip install 'symbolic_cost[nemo]'", "--nemo-recipe") from None
+        raise InputError(f"{flag} needs PyYAML: pip install 'symbolic_cost[yaml]'", flag) from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise InputError(f"{name}: not a YAML file ({error})", "--nemo-recipe") from None
+        raise InputError(f"{name}: not a YAML file ({error})", flag) from None
+
+
+def load(text: str, name: str) -> dict:
+    """The ``ConfigContainer``'s mapping, which has a ``model:`` section."""
+    data = load_yaml(text, name, "--nemo-recipe")
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise InputError(f"{name}: a Megatron-Bridge ConfigContainer YAML has a model: section", "--nemo-recipe")
     return data
