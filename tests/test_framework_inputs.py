@@ -581,6 +581,10 @@ def test_nemo_printed_configuration_of_a_run(tmp_path, capsys):
     ("  global_batch_size: 512", "  global_batch_size: 500", "train.global_batch_size"),
     ("  recompute_granularity: null", "  recompute_granularity: selective\n  recompute_modules_x: 1",
      "model.recompute_modules_x"),
+    ("  micro_batch_size: 1", "  micro_batch_size: 0", "train.micro_batch_size must be at least 1"),
+    ("  rotary_percent: 1.0", "  rotary_percent: abc", "model.rotary_percent must be a number"),
+    ("  sequence_parallel: false", "  sequence_parallel: 'yes'", "model.sequence_parallel must be bool"),
+    ("    - 5\n    _call_: true", "    - 9\n    _call_: true", "model.attention_backend 9"),
 ])
 def test_nemo_refusals_name_the_key(tmp_path, capsys, old, new, refused):
     text = pathlib.Path(BRIDGE_1B).read_text()
@@ -591,11 +595,20 @@ def test_nemo_refusals_name_the_key(tmp_path, capsys, old, new, refused):
     assert refused in err and len(err.strip().splitlines()) == 1
 
 
+def test_nemo_attention_backend_unfused_keeps_scores(tmp_path, capsys):
+    """Megatron-Core's AttnBackend 3 is unfused: the l^2 scores are kept (as --no-flash)."""
+    path = tmp_path / "unfused.yaml"
+    text = pathlib.Path(BRIDGE_1B).read_text()
+    path.write_text(text.replace("    - 5\n    _call_: true", "    - 3\n    _call_: true"))
+    got = _json(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    flash = _json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+    assert got["activation_bytes"] > flash["activation_bytes"]
+
+
 def test_nemo_recipe_reads_recomputation_and_fp8(tmp_path, capsys):
-    text = pathlib.Path(BRIDGE_1B).read_text().replace("  recompute_granularity: null", "  recompute_granularity: "
-                                                       "full").replace("  recompute_method: null", "  recompute_method: "
-                                                       "block").replace("  recompute_num_layers: null",
-                                                                        "  recompute_num_layers: 4")
+    text = pathlib.Path(BRIDGE_1B).read_text()
+    for key, value in (("recompute_granularity", "full"), ("recompute_method", "block"), ("recompute_num_layers", "4")):
+        text = text.replace(f"  {key}: null", f"  {key}: {value}")
     text = text.replace("  fp8: null\n  fp8_amax_compute_algo", "  fp8: hybrid\n  fp8_amax_compute_algo", 1)
     path = tmp_path / "full.yaml"
     path.write_text(text.replace("  fp8_recipe: tensorwise\n  fp8_wgrad: true\n  grad_reduce_in_fp32",

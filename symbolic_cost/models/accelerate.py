@@ -86,7 +86,14 @@ def _count(config: dict, key: str) -> int:
 
 
 def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
-    """``zero``, ``shard``, ``reshard_after_forward``, offload and recomputation of ``fsdp_config``."""
+    """``zero``, ``shard``, ``reshard_after_forward``, offload and recomputation of ``fsdp_config``
+    (``per_node`` devices a machine of ``world``).
+
+    >>> fsdp_policy({"fsdp_sharding_strategy": "SHARD_GRAD_OP"}, 8, 16, [])
+    {'zero': 3, 'reshard_after_forward': False}
+    >>> fsdp_policy({"fsdp_version": 2, "fsdp_offload_params": True}, 8, 16, [])
+    {'zero': 3, 'offload': 'parameters'}
+    """
     wrap = fsdp.get("fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP")
     if wrap != "TRANSFORMER_BASED_WRAP":
         raise InputError(f"fsdp_config.fsdp_auto_wrap_policy {wrap!r}: the library gathers one transformer layer at "

@@ -152,10 +152,11 @@ def megatron_bridge_setup(text: str, name: str, world: int | None) -> Setup:
                              "model.cp_comm_type")
         policy["cp_variant"] = CP_COMM_TYPES[kind]
     backend = c.section("model").get("attention_backend") or {"_args_": [5]}
-    backend = ATTENTION_BACKENDS.get((backend.get("_args_") or [None])[0] if isinstance(backend, dict) else None)
+    number = (backend.get("_args_") or [None])[0] if isinstance(backend, dict) else backend
+    backend = number if number in ATTENTION_BACKENDS.values() else ATTENTION_BACKENDS.get(number)
     if backend is None:
-        raise InputError("model.attention_backend: the reader reads Megatron-Core's AttnBackend (1 to 5)",
-                         "model.attention_backend")
+        raise InputError(f"model.attention_backend {number!r}: the reader reads Megatron-Core's AttnBackend (1 to 5, "
+                         f"or its name: {', '.join(ATTENTION_BACKENDS.values())})", "model.attention_backend")
     policy["flash"] = backend in ("flash", "fused", "auto")
     return Setup(arch, values, policy, notes)
 
@@ -181,14 +182,14 @@ def architecture(c: Container, name: str) -> Architecture:
     if norm not in ("LayerNorm", "RMSNorm"):
         raise InputError(f"model.normalization {norm!r}: the reader reads LayerNorm and RMSNorm", "model.normalization")
     head = c.get("model", "kv_channels", e // h if e % h == 0 else 1)
-    percent = Fraction(str(c.section("model").get("rotary_percent", 1.0) or 1.0))
+    percent = c.fraction("model", "rotary_percent", "1")
     rotary_dim = None if percent == 1 or positions != "rope" else percent * head
     if rotary_dim is not None and rotary_dim.denominator != 1:
         raise InputError(f"model.rotary_percent {percent} of {head} channels is not a whole number",
                          "model.rotary_percent")
     bias = c.get("model", "add_bias_linear", True, bool)
     context = c.get("model", "seq_length", 1024)
-    dropout = [Fraction(str(c.section("model").get(k, "0.1"))) for k in ("hidden_dropout", "attention_dropout")]
+    dropout = [c.fraction("model", k, "0.1") for k in ("hidden_dropout", "attention_dropout")]
     pad = c.get("model", "should_pad_vocab", False, bool)
     return Architecture(
         name, n, e, h, c.get("model", "ffn_hidden_size", 4 * e), vocab, kv_heads=c.get("model", "num_query_groups", h),
@@ -247,7 +248,8 @@ def pipeline(c: Container, layers: int, pp: int) -> dict:
     if chunks > 1:
         if pp == 1 or layers % (pp * chunks):
             raise InputError(f"model.virtual_pipeline_model_parallel_size {chunks} needs a pipeline whose stages "
-                             f"divide the {layers} layers into {chunks} chunks", "model.virtual_pipeline_model_parallel_size")
+                             f"divide the {layers} layers into {chunks} chunks",
+                             "model.virtual_pipeline_model_parallel_size")
         policy.update(schedule="interleaved", virtual_stages=chunks)
     for key, field in (("num_layers_in_first_pipeline_stage", "first_stage_layers"),
                        ("num_layers_in_last_pipeline_stage", "last_stage_layers")):

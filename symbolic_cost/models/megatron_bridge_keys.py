@@ -8,6 +8,8 @@ Megatron-Bridge's dataclass defaults (``ConfigContainer`` and Megatron-Core's ``
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from symbolic_cost.checks import InputError
 
 MOE = "mixture of experts is not read from a Megatron-Bridge file (give it with --megatron-args or --hf-config)"
@@ -103,7 +105,8 @@ NO_COST = {
         "bf16", "fp16", "fp8", "fp8_amax_compute_algo", "fp8_amax_history_len", "fp8_dot_product_attention",
         "fp8_interval", "fp8_margin", "fp8_multi_head_attention", "fp8_param", "fp8_recipe", "fp8_wgrad", "fp4_param",
         "fp4_recipe", "first_last_layers_bf16", "num_layers_at_end_in_bf16", "num_layers_at_start_in_bf16",
-        "bias_activation_fusion", "bias_dropout_fusion", "calculate_per_token_loss", "clone_scatter_output_in_embedding",
+        "bias_activation_fusion", "bias_dropout_fusion", "calculate_per_token_loss",
+        "clone_scatter_output_in_embedding",
         "config_logger_dir", "cpu_offloading_activations", "cpu_offloading_double_buffering",
         "cpu_offloading_num_layers", "cpu_offloading_weights", "cross_entropy_fusion_impl", "cross_entropy_loss_fusion",
         "cuda_graph_retain_backward_graph", "cuda_graph_scope", "cuda_graph_use_single_mempool",
@@ -146,7 +149,15 @@ def _known(section: str, key: str) -> bool:
 
 
 class Container:
-    """The file's sections: every key checked against ``READ``, ``INERT`` and ``NO_COST``."""
+    """The file's sections: every key checked against ``READ``, ``INERT`` and ``NO_COST``.
+
+    >>> Container({"model": {"num_layers": 2}}, "x").get("model", "num_layers", None)
+    2
+    >>> Container({"model": {"cpu_offloading": True}}, "x")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: model.cpu_offloading = True: activation and weight offload to the host is not modelled
+    """
 
     def __init__(self, data: dict, name: str):
         self.data, self.name = data, name
@@ -182,9 +193,17 @@ class Container:
         wrong = isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)
         if wrong:
             raise InputError(f"{section}.{key} must be {kind.__name__}, got {value!r}", f"{section}.{key}")
-        if kind is int and value < 1 and default is not None and default >= 1:
+        if kind is int and value < 1:
             raise InputError(f"{section}.{key} must be at least 1, got {value}", f"{section}.{key}")
         return value
+
+    def fraction(self, section: str, key: str, default: str) -> Fraction:
+        """``section.key`` as an exact number (a probability, a percentage), ``default`` when absent."""
+        value = self.section(section).get(key)
+        try:
+            return Fraction(str(default if value is None else value))
+        except (ValueError, ZeroDivisionError):
+            raise InputError(f"{section}.{key} must be a number, got {value!r}", f"{section}.{key}") from None
 
     def target(self, section: str, key: str) -> str | None:
         """The ``_target_`` of a serialised object (``activation_func``, ``attention_backend``)."""
