@@ -738,3 +738,8 @@ def test_accelerate_devices_replace_and_search_sweep(capsys):
     assert main(["sweep", "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--grid", "b=1,2", "--field",
                  "memory_bytes"]) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 3
+    assert main(["search", "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--global-batch", "16", "--seq",
+                 "2048", "--top", "3", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["devices"], found["global_batch"]) == (2, 16)
+    assert {row["zero"] for row in found["best"]} == {3} and not any("replaces" in n for n in found["notes"])
