@@ -526,3 +526,220 @@ def test_search_takes_the_files_context_parallelism(tmp_path, capsys):
     assert got["evaluated"] == typed["evaluated"] > 0
     assert [r["cp"] for r in got["best"]] == [r["cp"] for r in typed["best"]]
     assert [r["total"] for r in got["best"]] == pytest.approx([r["total"] for r in typed["best"]], rel=1e-12)
+
+
+# NeMo Framework / Megatron-Bridge: a ConfigContainer YAML printed by a real run (Llama 3.2 1B) and NeMo's
+# Llama-3-70B recipe transcribed into the same layout (provenance in each file's header).
+BRIDGE_1B = str(INPUTS / "megatron_bridge_llama32_1b.yaml")
+BRIDGE_70B = str(INPUTS / "megatron_bridge_llama3_70b.yaml")
+
+
+def test_nemo_llama3_70b_recipe_equals_the_typed_layout(tmp_path, capsys):
+    """NeMo's default 4 nodes x 8 GPUs: d = 32 / (tp 4 x pp 4 x cp 2) = 1, micro-batches 512 / (1 x 1) = 512;
+    interleaved with 5 chunks of 80 / (4 x 5) = 4 layers; distributed optimizer with gradient reduction and
+    parameter gathers behind compute; tensor-parallel overlap (tp_comm_overlap, sequence parallel on); bf16;
+    AttnBackend auto (flash); no recomputation."""
+    got = _json(capsys, "--nemo-recipe", BRIDGE_70B, "--devices", "32")
+    assert got["world_size"] == 32
+    assert got["parameters"] == _llama3_parameters(8192, 28672, 80) == 70_553_706_496
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 8192, 28672, 80, 64), "--set", "b=1", "l=8192", "m1=4",
+                  "s1=4", "d=1", "p=4", "cp=2", "n_micro=512", "--precision", "bf16", "--schedule", "interleaved",
+                  "--virtual-stages", "5", "--distributed-optimizer", "--overlap", "grad,param,tensor", "--flash",
+                  "--optimizer", "adam")
+    _same(got, typed)
+    assert any("grad_reduce_in_fp32" in note for note in got["notes"])
+
+
+def test_nemo_printed_configuration_of_a_run(tmp_path, capsys):
+    """The 1B run's own dump on its 8 processes: tp = pp = cp = 1, d = 8, micro-batches 512 / (1 x 8) = 64, the
+    dataset's sequence 1024; tied embeddings, vocabulary not padded (should_pad_vocab false).  The run's log
+    prints 0.26 billion embedding parameters (128,256 x 2,048) and 1.24 billion in all."""
+    got = _json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+    e, f = 2048, 8192
+    layer = 2 * e * e + 2 * e * 512 + 3 * e * f + 2 * e      # wq, wo; wk, wv of 8 x 64; SwiGLU; two RMSNorms
+    assert got["parameters"] == 16 * layer + 128256 * e + e == 1_235_814_400
+    assert round(128256 * e / 1e9, 2) == 0.26 and round(got["parameters"] / 1e9, 2) == 1.24
+    config = tmp_path / "llama32-1b.json"
+    config.write_text(json.dumps({
+        "model_type": "llama", "hidden_size": e, "intermediate_size": f, "num_hidden_layers": 16,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 128256,
+        "max_position_embeddings": 131072, "tie_word_embeddings": True, "hidden_act": "silu",
+        "attention_bias": False, "mlp_bias": False, "rms_norm_eps": 1e-05, "rope_theta": 500000.0}))
+    typed = _json(capsys, "--hf-config", str(config), "--set", "b=1", "l=1024", "d=8", "n_micro=64", "--precision",
+                  "bf16", "--distributed-optimizer", "--overlap", "grad,param", "--flash", "--optimizer", "adam")
+    _same(got, typed)
+    assert any("sequence length 1024" in note for note in got["notes"])
+
+
+@pytest.mark.parametrize("old,new,refused", [
+    ("  cpu_offloading: false", "  cpu_offloading: true", "model.cpu_offloading"),
+    ("  num_moe_experts: null", "  num_moe_experts: 8", "model.num_moe_experts"),
+    ("  use_megatron_fsdp: false\ndist:", "  use_megatron_fsdp: true\ndist:", "ddp.use_megatron_fsdp"),
+    ("  rampup_batch_size: null", "  rampup_batch_size: [32, 32, 1000]", "train.rampup_batch_size"),
+    ("peft: null", "peft:\n  dim: 8", "peft"),
+    ("  window_size: null", "  window_size: null\n  mystery_knob: 3", "model.mystery_knob"),
+    ("  global_batch_size: 512", "  global_batch_size: 500", "train.global_batch_size"),
+    ("  recompute_granularity: null", "  recompute_granularity: selective\n  recompute_modules_x: 1",
+     "model.recompute_modules_x"),
+    ("  micro_batch_size: 1", "  micro_batch_size: 0", "train.micro_batch_size must be at least 1"),
+    ("  rotary_percent: 1.0", "  rotary_percent: abc", "model.rotary_percent must be a number"),
+    ("  sequence_parallel: false", "  sequence_parallel: 'yes'", "model.sequence_parallel must be bool"),
+    ("    - 5\n    _call_: true", "    - 9\n    _call_: true", "model.attention_backend 9"),
+])
+def test_nemo_refusals_name_the_key(tmp_path, capsys, old, new, refused):
+    text = pathlib.Path(BRIDGE_1B).read_text()
+    assert old in text
+    path = tmp_path / "changed.yaml"
+    path.write_text(text.replace(old, new, 1))
+    err = _error(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    assert refused in err and len(err.strip().splitlines()) == 1
+
+
+def test_nemo_attention_backend_unfused_keeps_scores(tmp_path, capsys):
+    """Megatron-Core's AttnBackend 3 is unfused: the l^2 scores are kept (as --no-flash)."""
+    path = tmp_path / "unfused.yaml"
+    text = pathlib.Path(BRIDGE_1B).read_text()
+    path.write_text(text.replace("    - 5\n    _call_: true", "    - 3\n    _call_: true"))
+    got = _json(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    flash = _json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+    assert got["activation_bytes"] > flash["activation_bytes"]
+
+
+def test_nemo_recipe_reads_recomputation_and_fp8(tmp_path, capsys):
+    text = pathlib.Path(BRIDGE_1B).read_text()
+    for key, value in (("recompute_granularity", "full"), ("recompute_method", "block"), ("recompute_num_layers", "4")):
+        text = text.replace(f"  {key}: null", f"  {key}: {value}")
+    text = text.replace("  fp8: null\n  fp8_amax_compute_algo", "  fp8: hybrid\n  fp8_amax_compute_algo", 1)
+    path = tmp_path / "full.yaml"
+    path.write_text(text.replace("  fp8_recipe: tensorwise\n  fp8_wgrad: true\n  grad_reduce_in_fp32",
+                                 "  fp8_recipe: delayed\n  fp8_wgrad: true\n  grad_reduce_in_fp32", 1))
+    assert main(["summary", "--nemo-recipe", str(path), "--devices", "8"]) == 0
+    assert "recompute=full" in capsys.readouterr().out
+    got = _json(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    plain = _json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+    assert got["flops_recompute"] > 0 == plain["flops_recompute"]
+    path.write_text(text)       # fp8 with Megatron-Bridge's default tensorwise (current) scaling: refused
+    assert "mixed_precision.fp8_recipe" in _error(capsys, "--nemo-recipe", str(path), "--devices", "8")
+
+
+@pytest.mark.parametrize("words,refused", [
+    ((), "--devices"),
+    (("--devices", "8", "--vocab-size", "1000"), "--vocab-size"),
+    (("--devices", "8", "--precision", "fp16"), "--precision"),
+    (("--devices", "8", "--optimizer", "sgd"), "--optimizer"),
+    (("--devices", "12"), "train.global_batch_size 512 is not a multiple of micro_batch_size x data-parallel size "
+                          "= 1 x 12"),
+])
+def test_nemo_command_line_refusals(capsys, words, refused):
+    assert refused in _error(capsys, "--nemo-recipe", BRIDGE_1B, *words)
+    # 48 processes are not a multiple of tp 4 x pp 4 x cp 2 = 32
+    assert "world size 48" in _error(capsys, "--nemo-recipe", BRIDGE_70B, "--devices", "48")
+
+
+def test_nemo_without_pyyaml_says_what_to_install(capsys, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    assert "symbolic_cost[yaml]" in _error(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+
+
+def test_nemo_search_and_sweep(capsys):
+    assert main(["search", "--nemo-recipe", BRIDGE_1B, "--devices", "8", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["global_batch"], found["seq"], found["devices"]) == (512, 1024, 8)
+    assert main(["sweep", "--nemo-recipe", BRIDGE_1B, "--devices", "8", "--grid", "b=1,2", "--field",
+                 "memory_bytes"]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert len(rows) == 3
+
+
+# Hugging Face accelerate: its own config templates (tests/framework_inputs/PROVENANCE.md) beside a model.
+# accelerate's rules, re-stated: num_processes is the world (every machine's); FSDP's FULL_SHARD shards
+# parameters, gradients and optimizer state (ZeRO-3), SHARD_GRAD_OP keeps the gathered parameters from forward to
+# backward, NO_SHARD is DDP, HYBRID_SHARD shards within a machine and replicates across machines; FSDP2's
+# fsdp_reshard_after_forward true/false is FULL_SHARD/SHARD_GRAD_OP; FSDP prefetches its gathers and
+# reduce-scatters, DDP reduces its buckets during backward.
+ACCEL_FSDP = INPUTS / "accelerate_fsdp.yaml"
+ACCEL_DDP = str(INPUTS / "accelerate_multi_gpu.yaml")
+LLAMA32 = str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Llama-3.2-1B.json")
+
+
+def _accelerate(tmp_path, old="", new=""):
+    text = ACCEL_FSDP.read_text()
+    assert old in text
+    path = tmp_path / "accelerate.yaml"
+    path.write_text(text.replace(old, new, 1))
+    return str(path)
+
+
+@pytest.mark.parametrize("old,new,typed", [
+    ("", "", ["--set", "d=2", "--zero", "3", "--overlap", "grad,param"]),
+    ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: SHARD_GRAD_OP",
+     ["--set", "d=2", "--zero", "3", "--no-reshard-after-forward", "--overlap", "grad,param"]),
+    ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: 3", ["--set", "d=2", "--overlap", "grad"]),
+    ("num_processes: 2", "num_processes: 16\nnum_machines: 2", ["--set", "d=16", "--zero", "3", "--overlap",
+                                                                "grad,param"]),
+    ("num_processes: 2\n", "num_processes: 16\nnum_machines: 2\n", None),      # HYBRID_SHARD below
+    ("fsdp_offload_params: false", "fsdp_offload_params: true",
+     ["--set", "d=2", "--zero", "3", "--offload", "parameters", "--overlap", "grad,param"]),
+    ("fsdp_activation_checkpointing: false", "fsdp_activation_checkpointing: true",
+     ["--set", "d=2", "--zero", "3", "--recompute", "full", "--overlap", "grad,param"]),
+    ("  fsdp_sharding_strategy: FULL_SHARD\n", "  fsdp_version: 2\n  fsdp_reshard_after_forward: false\n",
+     ["--set", "d=2", "--zero", "3", "--no-reshard-after-forward", "--overlap", "grad,param"]),
+])
+def test_accelerate_fsdp_equals_the_typed_training(tmp_path, capsys, old, new, typed):
+    if typed is None:           # HYBRID_SHARD on 2 machines of 8: sharded over the 8 of a machine, replicated twice
+        old, new = "fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: HYBRID_SHARD"
+        text = ACCEL_FSDP.read_text().replace("num_processes: 2\n", "num_processes: 16\nnum_machines: 2\n")
+        path = tmp_path / "hybrid.yaml"
+        path.write_text(text.replace(old, new))
+        config, typed = str(path), ["--set", "d=16", "--zero", "3", "--shard", "8", "--overlap", "grad,param"]
+    else:
+        config = _accelerate(tmp_path, old, new)
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
+    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "--precision", "bf16", *typed)
+    _same(got, plain)
+    assert any("fp32 sharded parameters" in note for note in got["notes"])
+
+
+def test_accelerate_ddp_template(capsys):
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", ACCEL_DDP, "--set", "b=4", "l=2048")
+    typed = _json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "d=2", "--precision", "bf16",
+                  "--overlap", "grad")
+    _same(got, typed)
+    assert got["world_size"] == 2
+
+
+@pytest.mark.parametrize("old,new,refused", [
+    ("distributed_type: FSDP", "distributed_type: DEEPSPEED", "distributed_type"),
+    ("mixed_precision: 'bf16'", "mixed_precision: 'fp8'", "mixed_precision"),
+    ("fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP", "fsdp_auto_wrap_policy: SIZE_BASED_WRAP",
+     "fsdp_config.fsdp_auto_wrap_policy"),
+    ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: HYBRID_SHARD_ZERO2",
+     "fsdp_config.fsdp_sharding_strategy"),
+    ("fsdp_use_orig_params: true", "fsdp_use_orig_params: true\n  fsdp_mystery: 1", "fsdp_config.fsdp_mystery"),
+    ("num_processes: 2", "num_processes: 2\nparallelism_config:\n  parallelism_config_tp_size: 2",
+     "parallelism_config"),
+])
+def test_accelerate_refusals(tmp_path, capsys, old, new, refused):
+    err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path, old, new))
+    assert refused in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("words,refused", [
+    (("--zero", "2"), "--zero"), (("--precision", "fp16"), "--precision"), (("--offload", "optimizer"), "--offload"),
+])
+def test_accelerate_decides_its_options(capsys, words, refused):
+    assert refused in _error(capsys, "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), *words)
+
+
+def test_accelerate_devices_replace_and_search_sweep(capsys):
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--devices", "8", "--set", "b=1")
+    assert got["world_size"] == 8 and "--devices 8 replaces the 2 processes of num_processes" in got["notes"]
+    assert main(["sweep", "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--grid", "b=1,2", "--field",
+                 "memory_bytes"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3
+    assert main(["search", "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--global-batch", "16", "--seq",
+                 "2048", "--top", "3", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["devices"], found["global_batch"]) == (2, 16)
+    assert {row["zero"] for row in found["best"]} == {3} and not any("replaces" in n for n in found["notes"])

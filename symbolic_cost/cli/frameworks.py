@@ -1,8 +1,10 @@
 """Starting from a framework's settings: ``--megatron-args FILE`` (a Megatron-LM launch script or
 arguments file, ``models.megatron_args``) or ``--torchtitan FILE`` (a torchtitan job TOML,
-``models.torchtitan``) in place of ``--preset``/``--hf-config`` and ``--set``; ``--deepspeed FILE``
-(a DeepSpeed config, ``models.deepspeed``) beside ``--preset``/``--hf-config`` in place of
-``--set`` and the training options (``DEEPSPEED_OPTIONS``).
+``models.torchtitan``) or ``--nemo-recipe FILE`` (a Megatron-Bridge ``ConfigContainer`` YAML,
+``models.megatron_bridge``) in place of ``--preset``/``--hf-config`` and ``--set``; ``--deepspeed FILE``
+(a DeepSpeed config, ``models.deepspeed``) or ``--accelerate FILE`` (an accelerate config,
+``models.accelerate``) beside ``--preset``/``--hf-config`` in place of ``--set`` and the training
+options (``DEEPSPEED_OPTIONS``, ``ACCELERATE_OPTIONS``).
 
 The file decides the model and the training.  On the command line beside it:
 
@@ -24,12 +26,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, input_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import architecture, assignments
+from symbolic_cost.models.accelerate import accelerate_setup
 from symbolic_cost.models.deepspeed import command_line_fills, deepspeed_setup
 from symbolic_cost.models.launch_script import read_launch
 from symbolic_cost.models.megatron_args import megatron_setup
+from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
 from symbolic_cost.models.torchtitan import torchtitan_setup
 
 FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-method", "--recompute-layers",
@@ -45,7 +50,16 @@ DEEPSPEED_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precis
 """Options a DeepSpeed config decides (``--precision`` and ``--zero`` fill its "auto" values instead;
 ``--optimizer`` only when it names an optimizer)."""
 
-FILES = {"megatron_args": "--megatron-args", "torchtitan": "--torchtitan", "deepspeed": "--deepspeed"}
+NEMO_OPTIONS = FILE_OPTIONS + ("--optimizer",)
+"""Options a Megatron-Bridge YAML decides (its optimizer too)."""
+
+ACCELERATE_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precision", "--shard",
+                      "--reshard-after-forward", "--overlap")
+"""Options an accelerate config decides (``--recompute`` too when it turns FSDP's activation
+checkpointing on)."""
+
+FILES = {"megatron_args": "--megatron-args", "torchtitan": "--torchtitan", "deepspeed": "--deepspeed",
+         "nemo_recipe": "--nemo-recipe", "accelerate": "--accelerate"}
 """The framework files (``options.model``'s options) and their flags."""
 
 ONLY_WITH = ("--devices", "--vocab-size")
@@ -100,11 +114,32 @@ def _deepspeed(path: str, args):
     return found
 
 
+def _accelerate(path: str, args):
+    """The ``Setup`` of ``--accelerate`` with the model of ``--hf-config``/``--preset``; refuses what the
+    config decides when the command line sets it too."""
+    found = accelerate_setup(input_file(path, "--accelerate"), Path(path).stem, architecture(args), args.devices)
+    given = assignments(getattr(args, "set", []))      # the script's batch: --set b= n_micro= (1 and 1 without)
+    found.values.update({k: given.get(k, 1) for k in (S.b, S.n_micro)})
+    decided = ACCELERATE_OPTIONS + (("--recompute",) if "recompute" in found.policy else ())
+    flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
+    if flag:
+        raise InputError(f"{flag}: the accelerate config of --accelerate decides it; change the file (it would be "
+                         f"overridden otherwise)", flag)
+    return found
+
+
 def _read(dest: str, path: str, args):
     """The ``Setup`` of one framework file."""
     flag = FILES[dest]
     if dest == "deepspeed":
         return _deepspeed(path, args)
+    if dest == "accelerate":
+        return _accelerate(path, args)
+    if dest == "nemo_recipe":
+        if args.vocab_size is not None:
+            raise InputError("--vocab-size: a Megatron-Bridge configuration states model.vocab_size; change the file",
+                             "--vocab-size")
+        return megatron_bridge_setup(input_file(path, flag), Path(path).stem, world=args.devices)
     if dest == "torchtitan":
         return torchtitan_setup(input_file(path, flag), Path(path).stem, world=args.devices, vocab=args.vocab_size)
     launch = read_launch(input_file(path, flag), f"{flag} {Path(path).name}")
@@ -123,14 +158,15 @@ def setup(args, only_with: tuple = ONLY_WITH):
     if dest is None:
         for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
-                raise InputError(f"{flag} applies to --megatron-args, --torchtitan or --deepspeed; it would be "
-                                 f"ignored", flag)
+                raise InputError(f"{flag} applies to --megatron-args, --torchtitan, --nemo-recipe or --deepspeed; it "
+                                 f"would be ignored", flag)
         args.framework = None
         return None
     if getattr(args, "framework", None) is not None:
         return args.framework
     name = FILES[dest]
-    flag = None if dest == "deepspeed" else _given(args, TORCHTITAN_OPTIONS if dest == "torchtitan" else FILE_OPTIONS)
+    decides = dict(torchtitan=TORCHTITAN_OPTIONS, nemo_recipe=NEMO_OPTIONS).get(dest, FILE_OPTIONS)
+    flag = None if dest in ("deepspeed", "accelerate") else _given(args, decides)
     if flag:
         raise InputError(f"{flag}: the settings of {name} decide it; change the file (it would be overridden "
                          f"otherwise)", flag)

@@ -152,6 +152,12 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
         option(source, "--torchtitan", metavar="FILE",
                help="a torchtitan job TOML (train_configs/*.toml): the llama3 flavour and the training as torchtitan "
                     "builds them (docs/frameworks.md)")
+        option(source, "--nemo-recipe", metavar="FILE",
+               help="a NeMo Framework / Megatron-Bridge ConfigContainer YAML (to_yaml(), a run's printed task "
+                    "configuration): the model and the training as Megatron-Bridge builds them (docs/frameworks.md)")
+        option(group, "--accelerate", metavar="FILE",
+               help="a Hugging Face accelerate config YAML beside --hf-config/--preset: its processes, FSDP or DDP, "
+                    "precision, offload and checkpointing (docs/frameworks.md)")
         option(group, "--deepspeed", metavar="FILE",
                help="a DeepSpeed config JSON beside --hf-config/--preset: its ZeRO stage, offload, batch and precision "
                     "(docs/frameworks.md)")

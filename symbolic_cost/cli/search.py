@@ -139,7 +139,8 @@ def starting_point(args) -> tuple:
                   seq=int(v[S.l]) if S.l in v else sequence_length(found.arch))      # DeepSpeed's says none
     notes = [f"--{name.replace('_', '-')} {getattr(args, key)} replaces the file's {stated[name]}"
              for name, key in (("devices", "devices"), ("global_batch", "global_batch"), ("seq", "seq"))
-             if key != "devices" and getattr(args, key) not in (None, stated[name]) and (key != "seq" or S.l in v)]
+             if key != "devices" and getattr(args, key) not in (None, stated[name]) and (key != "seq" or S.l in v)
+             and not (key == "global_batch" and getattr(args, "accelerate", None))]      # accelerate states no batch
     chosen = {name: getattr(args, name) or stated[name] for name in stated}
     kept = {name: policy[name] for name in FIXED if name in policy}
     if args.everything and {"shard", "reshard_after_forward"} & set(kept):

@@ -43,6 +43,8 @@ EXAMPLES = [
     "symbolic-cost summary --preset gpt3-175b --tensor 2.5d --set mq=4 md=2 b=8 p=8 d=4 n_micro=16 --flash",
     "symbolic-cost summary --megatron-args train_gpt3_175b_distributed.sh --devices 1024 --vocab-size 50257",
     "symbolic-cost summary --torchtitan llama3_70b.toml --devices 64",
+    "symbolic-cost summary --nemo-recipe megatron_bridge_llama3_70b.yaml --devices 32",
+    "symbolic-cost summary --hf-config config.json --accelerate fsdp.yaml --set b=4 l=2048",
 ]
 
 SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))

@@ -1,0 +1,169 @@
+"""A Hugging Face accelerate configuration (``accelerate config``'s ``default_config.yaml``, the
+file of ``accelerate launch --config_file``) as the training of a model given apart.
+
+``accelerate_setup`` reads the YAML (PyYAML: the optional extra ``symbolic_cost[yaml]``) with
+accelerate's own defaults (``accelerate/commands/config/config_args.py``, ``utils/dataclasses.py``
+``FullyShardedDataParallelPlugin``); the model comes from ``--hf-config``/``--preset``, the batch
+from ``--set b= n_micro=`` (the training script's arguments, not the launcher's):
+
+=============================================== ===================================================
+accelerate key (default)                        library field
+=============================================== ===================================================
+``distributed_type``                            NO (one process), MULTI_GPU (DDP: ``zero`` 0,
+                                                gradient all-reduce behind backward), FSDP;
+                                                DEEPSPEED refused (give ``--deepspeed``)
+``num_processes`` (1), ``num_machines`` (1)     ``d`` = ``num_processes`` (every machine's);
+                                                devices per node ``num_processes / num_machines``
+``mixed_precision`` (no)                        ``precision``: fp32, fp16, bf16 (fp8 refused)
+``fsdp_config.fsdp_sharding_strategy``          FULL_SHARD (1): ``zero`` 3; SHARD_GRAD_OP (2):
+(FULL_SHARD)                                    ``zero`` 3 keeping the gathered weights until
+                                                backward (``reshard_after_forward`` off, FSDP's
+                                                ZeRO-2-like strategy); NO_SHARD (3): ``zero`` 0;
+                                                HYBRID_SHARD (4): ``zero`` 3 sharded within a
+                                                machine (``shard`` = devices per node)
+``fsdp_config.fsdp_version`` (1),               FSDP2: ``fsdp_reshard_after_forward`` true is
+``fsdp_reshard_after_forward`` (true)           FULL_SHARD, false SHARD_GRAD_OP
+``fsdp_config.fsdp_offload_params`` (false)     ``offload`` parameters (and the optimizer step)
+``fsdp_config.fsdp_activation_checkpointing``   ``recompute`` full (every transformer layer)
+(false)
+=============================================== ===================================================
+
+FSDP prefetches its gathers and reduce-scatters behind compute (``overlap`` grad, param).  FSDP's
+mixed precision keeps fp32 sharded parameters: counted as the 16-bit recipe with an fp32 master
+copy, the same 16 bytes per parameter (noted).  Keys that change no count are accepted
+(``NO_COST``); any other key, or a wrap policy other than ``TRANSFORMER_BASED_WRAP``, is refused,
+naming it.
+"""
+
+from __future__ import annotations
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.megatron_args import Setup
+from symbolic_cost.models.megatron_bridge import load_yaml
+from symbolic_cost.models.training import Overlap
+
+NO_COST = {
+    "": {"compute_environment", "debug", "downcast_bf16", "enable_cpu_affinity", "machine_rank", "main_process_ip",
+         "main_process_port", "main_training_function", "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster",
+         "tpu_use_sudo", "tpu_name", "tpu_zone", "gpu_ids", "dynamo_config", "distributed_type", "num_processes",
+         "num_machines", "mixed_precision", "fsdp_config", "use_cpu"},
+    "fsdp_config": {"fsdp_auto_wrap_policy", "fsdp_backward_prefetch", "fsdp_backward_prefetch_policy",
+                    "fsdp_forward_prefetch", "fsdp_cpu_ram_efficient_loading", "fsdp_state_dict_type",
+                    "fsdp_sync_module_states", "fsdp_use_orig_params", "fsdp_transformer_layer_cls_to_wrap",
+                    "fsdp_sharding_strategy", "fsdp_version", "fsdp_reshard_after_forward", "fsdp_offload_params",
+                    "fsdp_activation_checkpointing"},
+}
+"""The keys read or accepted: launcher settings (addresses, ranks, TPU names, compilation) change no
+count; the ``fsdp_config`` keys other than sharding, offload and checkpointing only choose loading,
+saving and prefetching."""
+
+STRATEGIES = {"FULL_SHARD": "FULL_SHARD", 1: "FULL_SHARD", "SHARD_GRAD_OP": "SHARD_GRAD_OP", 2: "SHARD_GRAD_OP",
+              "NO_SHARD": "NO_SHARD", 3: "NO_SHARD", "HYBRID_SHARD": "HYBRID_SHARD", 4: "HYBRID_SHARD"}
+"""``fsdp_sharding_strategy`` by name or by PyTorch's ``ShardingStrategy`` number."""
+
+PRECISIONS = {"no": "fp32", "fp16": "fp16", "bf16": "bf16"}
+
+
+def _check_keys(config: dict, name: str) -> None:
+    for key in config:
+        if key not in NO_COST[""]:
+            raise InputError(f"{key}: an accelerate key this reader does not read (it may change the cost); remove "
+                             f"it or give the training with the command line's options", key)
+    fsdp = config.get("fsdp_config") or {}
+    if not isinstance(fsdp, dict):
+        raise InputError(f"{name}: fsdp_config must be a mapping", "fsdp_config")
+    for key in fsdp:
+        if key not in NO_COST["fsdp_config"]:
+            raise InputError(f"fsdp_config.{key}: an accelerate key this reader does not read", f"fsdp_config.{key}")
+
+
+def _count(config: dict, key: str) -> int:
+    value = config.get(key, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{key} must be a positive integer, got {value!r}", key)
+    return value
+
+
+def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
+    """``zero``, ``shard``, ``reshard_after_forward``, offload and recomputation of ``fsdp_config``
+    (``per_node`` devices a machine of ``world``).
+
+    >>> fsdp_policy({"fsdp_sharding_strategy": "SHARD_GRAD_OP"}, 8, 16, [])
+    {'zero': 3, 'reshard_after_forward': False}
+    >>> fsdp_policy({"fsdp_version": 2, "fsdp_offload_params": True}, 8, 16, [])
+    {'zero': 3, 'offload': 'parameters'}
+    """
+    wrap = fsdp.get("fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP")
+    if wrap != "TRANSFORMER_BASED_WRAP":
+        raise InputError(f"fsdp_config.fsdp_auto_wrap_policy {wrap!r}: the library gathers one transformer layer at "
+                         f"a time (TRANSFORMER_BASED_WRAP)", "fsdp_config.fsdp_auto_wrap_policy")
+    version = fsdp.get("fsdp_version", 1)
+    if version not in (1, 2):
+        raise InputError(f"fsdp_config.fsdp_version must be 1 or 2, got {version!r}", "fsdp_config.fsdp_version")
+    if version == 2:
+        if "fsdp_sharding_strategy" in fsdp:
+            raise InputError("fsdp_config.fsdp_sharding_strategy is FSDP1's; FSDP2 takes fsdp_reshard_after_forward "
+                             "(accelerate refuses both)", "fsdp_config.fsdp_sharding_strategy")
+        reshard = fsdp.get("fsdp_reshard_after_forward", True)
+        strategy = {True: "FULL_SHARD", False: "SHARD_GRAD_OP"}.get(reshard)
+    else:
+        if "fsdp_reshard_after_forward" in fsdp:
+            raise InputError("fsdp_config.fsdp_reshard_after_forward is FSDP2's (fsdp_version: 2)",
+                             "fsdp_config.fsdp_reshard_after_forward")
+        strategy = STRATEGIES.get(fsdp.get("fsdp_sharding_strategy", "FULL_SHARD"))
+    if strategy is None:
+        raise InputError("fsdp_config.fsdp_sharding_strategy: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD "
+                         "(HYBRID_SHARD_ZERO2 is not modelled)", "fsdp_config.fsdp_sharding_strategy")
+    policy = dict(zero=0 if strategy == "NO_SHARD" else 3)
+    if strategy == "SHARD_GRAD_OP":
+        policy["reshard_after_forward"] = False
+    if strategy == "HYBRID_SHARD" and per_node < world:
+        policy["shard"] = per_node
+    flags = {}
+    for key in ("fsdp_offload_params", "fsdp_activation_checkpointing"):
+        flags[key] = fsdp.get(key, False)
+        if not isinstance(flags[key], bool):
+            raise InputError(f"fsdp_config.{key} must be true or false, got {flags[key]!r}", f"fsdp_config.{key}")
+    if flags["fsdp_offload_params"]:
+        policy["offload"] = "parameters"
+    if flags["fsdp_activation_checkpointing"]:
+        policy["recompute"] = "full"
+    return policy
+
+
+def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list | None = None) -> Setup:
+    """The values and policy of an accelerate config for ``arch``; ``world`` (``--devices``)
+    replaces ``num_processes``."""
+    config, notes = load_yaml(text, name, "--accelerate"), list(notes or [])
+    if not isinstance(config, dict):
+        raise InputError(f"{name}: an accelerate config is a YAML mapping", "--accelerate")
+    _check_keys(config, name)
+    if config.get("use_cpu", False) is not False:
+        raise InputError("use_cpu: training on the host is not modelled", "use_cpu")
+    kind = config.get("distributed_type", "NO")
+    if kind not in ("NO", "MULTI_GPU", "FSDP"):
+        raise InputError(f"distributed_type {kind!r}: the reader reads NO, MULTI_GPU and FSDP (DEEPSPEED: give the "
+                         f"DeepSpeed config with --deepspeed)", "distributed_type")
+    stated, machines = _count(config, "num_processes"), _count(config, "num_machines")
+    if stated % machines:
+        raise InputError(f"num_processes {stated} is not a multiple of num_machines {machines}", "num_processes")
+    if world is not None and world != stated:
+        notes.append(f"--devices {world} replaces the {stated} processes of num_processes")
+    world = world or stated
+    if kind == "NO" and world != 1:
+        raise InputError(f"distributed_type NO runs one process, not {world}", "--devices")
+    precision = config.get("mixed_precision", "no")
+    if precision not in PRECISIONS:
+        raise InputError(f"mixed_precision {precision!r}: the reader reads no, fp16 and bf16", "mixed_precision")
+    policy = dict(precision=PRECISIONS[precision], zero=0)
+    if kind == "FSDP":
+        policy.update(fsdp_policy(config.get("fsdp_config") or {}, stated // machines, world, notes))
+        if policy["precision"] != "fp32":
+            notes.append("FSDP's mixed precision keeps fp32 sharded parameters: counted as the 16-bit recipe with an "
+                         "fp32 master copy, the same 16 bytes per parameter")
+    elif config.get("fsdp_config"):
+        raise InputError(f"fsdp_config applies to distributed_type FSDP, not {kind}", "fsdp_config")
+    sharded = policy["zero"] == 3
+    policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=sharded and world > 1)
+    return Setup(arch, {S.d: world, S.m1: 1, S.s1: 1, S.p: 1}, policy, notes)

@@ -1,0 +1,294 @@
+"""A NeMo Framework / Megatron-Bridge training configuration (``ConfigContainer.to_yaml()``, the
+``Task Configuration`` a run prints, or a recipe's fields written in its layout) as an
+``Architecture`` and a ``Training``.
+
+``megatron_bridge_setup`` reads the YAML (PyYAML: the optional extra ``symbolic_cost[yaml]``) with
+the defaults of Megatron-Bridge's dataclasses (``GPTModelProvider``, Megatron-Core's
+``TransformerConfig``, ``TrainingConfig``, ``DistributedDataParallelConfig``, ``OptimizerConfig``,
+``MixedPrecisionConfig``); the fields are Megatron-LM's options under their dataclass names:
+
+============================================ =====================================================
+Megatron-Bridge field (default)              library field
+============================================ =====================================================
+``model.num_layers``, ``hidden_size``,       ``n_layers``, ``e``, ``h`` (required)
+``num_attention_heads``
+``model.ffn_hidden_size`` (``4 e``)          ``f``
+``model.num_query_groups`` (``h``),          ``kv_heads``, ``head_dim``
+``kv_channels`` (``e/h``)
+``model.activation_func`` (gelu),            ``mlp``: silu gated is ``swiglu``, gelu gated
+``gated_linear_unit`` (false)                ``geglu``, gelu alone ``gelu``
+``model.normalization`` (LayerNorm)          ``norm``: ``layer``, RMSNorm ``rms``
+``model.add_bias_linear`` (true),            ``bias``, ``qkv_bias``
+``add_qkv_bias`` (false)
+``model.share_embeddings_and_output_weights`` ``tied``
+(true)
+``model.position_embedding_type``            ``rotary`` (rope; ``rotary_percent``: ``rotary_dim``),
+(learned_absolute)                           learned positions ``model.seq_length``, none
+``model.vocab_size``, ``should_pad_vocab``   ``vocab``; padded to ``make_vocab_size_divisible_by x
+(false), ``make_vocab_size_divisible_by``    m1`` only with ``should_pad_vocab`` (``vocab_multiple``)
+(128)
+``model.seq_length`` (1024)                  the model's ``context``
+``model.hidden_dropout``,                    ``dropouts``, ``attention_dropout`` when nonzero
+``attention_dropout`` (0.1, 0.1)
+``model.qk_layernorm`` (false)               ``qk_norm``: ``head``
+``model.tensor_model_parallel_size``,        ``m1``; ``s1 = m1`` with ``sequence_parallel`` (off at
+``sequence_parallel`` (1, false)             ``m1 = 1``, as Megatron-Core turns it off)
+``model.pipeline_model_parallel_size`` (1),  ``p``; ``virtual_stages`` with the ``interleaved``
+``virtual_pipeline_model_parallel_size``     schedule above 1 (1F1B otherwise); uneven stages:
+(null), ``num_layers_in_first/last_...``     ``first/last_stage_layers``
+``model.context_parallel_size`` (1),         ``cp``; ``cp_variant``: p2p ``ring``, all_gather,
+``cp_comm_type`` (p2p)                       a2a ``ulysses``
+``model.recompute_granularity`` (null),      ``recompute`` none, selective (``core_attn`` only),
+``recompute_method``, ``recompute_num_layers`` full (``recompute_method``, ``recompute_layers``)
+``model.attention_backend`` (auto)           ``flash``: auto, flash, fused (Transformer Engine's
+                                             ``AttnBackend`` 5, 1, 2); unfused, local keep scores
+``model.tp_comm_overlap``,                   ``overlap`` tensor
+``comm_overlap.tp_comm_overlap`` (false)
+``train.micro_batch_size``,                  ``b``; ``micro_batches = global / (b d)``
+``global_batch_size`` (required)
+``dataset.sequence_length`` (or              ``l`` (the model's ``seq_length`` without a dataset)
+``seq_length``)
+``ddp.use_distributed_optimizer``,           ``distributed_optimizer``, ``overlap`` grad and param
+``overlap_grad_reduce``, ``overlap_param_    (``comm_overlap``'s, when set, win, as Megatron-Bridge
+gather`` (false)                             applies them)
+``optimizer.optimizer`` (adam)               ``optimizer``: adam, sgd
+``mixed_precision`` (a config or a recipe    ``precision`` bf16, fp16 (fp32 without either);
+name: bf16_mixed, fp16_mixed), its ``bf16``, ``fp8``: ``delayed`` (``fp8_recipe`` delayed; with
+``fp16``, ``fp8`` (hybrid, e4m3),            ``fp8_param_gather`` ``fp8-params``)
+``fp8_recipe``, ``fp8_param_gather``
+world size (``--devices``)                   ``d = world / (m1 p cp)``, Megatron-LM's rules
+============================================ =====================================================
+
+The file does not say how many processes run it (torchrun's); ``--devices`` gives it.  Keys that
+change no count are accepted (``megatron_bridge_keys.NO_COST``); those that act only away from one
+value (CPU offload, experts, multi-token prediction, latent attention, FP4, Megatron FSDP, a batch
+ramp, PEFT, ...) are refused at any other (``INERT``), and any other key is refused, naming it.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.megatron_args import CP_COMM_TYPES, Setup
+from symbolic_cost.models.megatron_bridge_keys import Container
+from symbolic_cost.models.training import Overlap
+
+ACTIVATIONS = {"torch.nn.functional.silu": "silu", "torch.nn.functional.gelu": "gelu",
+               "megatron.core.fusions.fused_bias_gelu.bias_gelu_impl": "gelu",
+               "megatron.core.activations.fast_gelu": "gelu", "megatron.core.activations.openai_gelu": "gelu",
+               "torch.nn.functional.relu": "relu"}
+"""``model.activation_func`` (its ``_target_``) as the activation; gated: silu ``swiglu``, gelu
+``geglu``, relu ``reglu``."""
+
+GATED = {"silu": "swiglu", "gelu": "geglu", "relu": "reglu"}
+
+ATTENTION_BACKENDS = {1: "flash", 2: "fused", 3: "unfused", 4: "local", 5: "auto"}
+"""Megatron-Core's ``AttnBackend`` enumeration, serialised by its value."""
+
+PRECISION_RECIPES = {"bf16_mixed": "bf16", "fp16_mixed": "fp16"}
+"""``mixed_precision`` given by a recipe name (Megatron-Bridge's ``mixed_precision`` presets)."""
+
+
+def load_yaml(text: str, name: str, flag: str):
+    """The YAML's content (PyYAML's safe loader; the optional extra ``symbolic_cost[yaml]``)."""
+    try:
+        import yaml
+    except ImportError:
+        raise InputError(f"{flag} needs PyYAML: pip install 'symbolic_cost[yaml]'", flag) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise InputError(f"{name}: not a YAML file ({error})", flag) from None
+
+
+def load(text: str, name: str) -> dict:
+    """The ``ConfigContainer``'s mapping, which has a ``model:`` section."""
+    data = load_yaml(text, name, "--nemo-recipe")
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise InputError(f"{name}: a Megatron-Bridge ConfigContainer YAML has a model: section", "--nemo-recipe")
+    return data
+
+
+def megatron_bridge_setup(text: str, name: str, world: int | None) -> Setup:
+    """The model, values and policy of a ``ConfigContainer`` YAML on ``world`` processes."""
+    c = Container(load(text, name), name)
+    notes = fp32_gradients_note(c)
+    if world is None:
+        raise InputError("a Megatron-Bridge configuration does not say how many processes run it (torchrun's "
+                         "--nproc_per_node x --nnodes); give --devices", "--devices")
+    arch = architecture(c, name)
+    tp, pp, cp = (c.get("model", k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                                 "context_parallel_size"))
+    if world % (tp * pp * cp):
+        raise InputError(f"world size {world} is not a multiple of tensor x pipeline x context parallel = "
+                         f"{tp * pp * cp} (Megatron-Core's rule)", "--devices")
+    d, micro = world // (tp * pp * cp), c.get("train", "micro_batch_size", None)
+    batch = c.get("train", "global_batch_size", None)
+    if micro is None or batch is None:
+        raise InputError("train.micro_batch_size and train.global_batch_size are required", "train.global_batch_size")
+    if batch % (micro * d):
+        raise InputError(f"train.global_batch_size {batch} is not a multiple of micro_batch_size x data-parallel "
+                         f"size = {micro} x {d} (Megatron-Core's rule)", "train.global_batch_size")
+    data = c.section("dataset")
+    seq = c.get("dataset", "sequence_length" if "sequence_length" in data else "seq_length", arch.context)
+    if seq != arch.context:
+        notes.append(f"dataset's sequence length {seq} is the training sequence; model.seq_length {arch.context} "
+                     f"is the model's context")
+    if arch.positions and seq > arch.context:
+        raise InputError(f"sequence length {seq} exceeds the learned positions of model.seq_length {arch.context}",
+                         "dataset.sequence_length")
+    sequence = c.get("model", "sequence_parallel", False, bool) and tp > 1
+    values = {S.b: micro, S.l: seq, S.m1: tp, S.s1: tp if sequence else 1, S.d: d, S.p: pp,
+              S.n_micro: batch // (micro * d), S.cp: cp, S.ep: 1, S.etp: tp}
+    policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c))
+    policy["overlap"] = overlap(c, policy["distributed_optimizer"], sequence, notes)
+    if cp > 1:
+        kind = c.get("model", "cp_comm_type", "p2p", str)
+        if kind not in CP_COMM_TYPES:
+            raise InputError(f"model.cp_comm_type {kind!r}: the reader reads {', '.join(CP_COMM_TYPES)}",
+                             "model.cp_comm_type")
+        policy["cp_variant"] = CP_COMM_TYPES[kind]
+    backend = c.section("model").get("attention_backend") or {"_args_": [5]}
+    number = (backend.get("_args_") or [None])[0] if isinstance(backend, dict) else backend
+    backend = number if number in ATTENTION_BACKENDS.values() else ATTENTION_BACKENDS.get(number)
+    if backend is None:
+        raise InputError(f"model.attention_backend {number!r}: the reader reads Megatron-Core's AttnBackend (1 to 5, "
+                         f"or its name: {', '.join(ATTENTION_BACKENDS.values())})", "model.attention_backend")
+    policy["flash"] = backend in ("flash", "fused", "auto")
+    return Setup(arch, values, policy, notes)
+
+
+def architecture(c: Container, name: str) -> Architecture:
+    """The model of ``model:`` with ``TransformerConfig``'s and ``GPTModelProvider``'s defaults."""
+    e, h, n = (c.get("model", k, None) for k in ("hidden_size", "num_attention_heads", "num_layers"))
+    vocab = c.get("model", "vocab_size", None)
+    for key, value in (("hidden_size", e), ("num_attention_heads", h), ("num_layers", n), ("vocab_size", vocab)):
+        if value is None:
+            raise InputError(f"model.{key} is required", f"model.{key}")
+    target = c.target("model", "activation_func") or "torch.nn.functional.gelu"
+    if target not in ACTIVATIONS:
+        raise InputError(f"model.activation_func {target}: the reader reads {', '.join(ACTIVATIONS)}",
+                         "model.activation_func")
+    act = ACTIVATIONS[target]
+    mlp = GATED[act] if c.get("model", "gated_linear_unit", False, bool) else act
+    positions = c.get("model", "position_embedding_type", "learned_absolute", str)
+    if positions not in ("learned_absolute", "rope", "none"):
+        raise InputError(f"model.position_embedding_type {positions!r}: the reader reads learned_absolute, rope and "
+                         f"none", "model.position_embedding_type")
+    norm = c.get("model", "normalization", "LayerNorm", str)
+    if norm not in ("LayerNorm", "RMSNorm"):
+        raise InputError(f"model.normalization {norm!r}: the reader reads LayerNorm and RMSNorm", "model.normalization")
+    head = c.get("model", "kv_channels", e // h if e % h == 0 else 1)
+    percent = c.fraction("model", "rotary_percent", "1")
+    rotary_dim = None if percent == 1 or positions != "rope" else percent * head
+    if rotary_dim is not None and rotary_dim.denominator != 1:
+        raise InputError(f"model.rotary_percent {percent} of {head} channels is not a whole number",
+                         "model.rotary_percent")
+    bias = c.get("model", "add_bias_linear", True, bool)
+    context = c.get("model", "seq_length", 1024)
+    dropout = [c.fraction("model", k, "0.1") for k in ("hidden_dropout", "attention_dropout")]
+    pad = c.get("model", "should_pad_vocab", False, bool)
+    return Architecture(
+        name, n, e, h, c.get("model", "ffn_hidden_size", 4 * e), vocab, kv_heads=c.get("model", "num_query_groups", h),
+        positions=context if positions == "learned_absolute" else 0, mlp=mlp,
+        norm={"LayerNorm": "layer", "RMSNorm": "rms"}[norm], rotary=positions == "rope",
+        rotary_dim=None if rotary_dim is None else int(rotary_dim),
+        tied=c.get("model", "share_embeddings_and_output_weights", True, bool),
+        qkv_bias=bias or c.get("model", "add_qkv_bias", False, bool), bias=bias, dropouts=dropout[0] != 0,
+        attention_dropout=dropout[1] != 0, vocab_multiple=c.get("model", "make_vocab_size_divisible_by", 128)
+        if pad else 1, context=context, head_dim=None if head * h == e else head,
+        qk_norm="head" if c.get("model", "qk_layernorm", False, bool) else None)
+
+
+def precision(c: Container) -> dict:
+    """``precision``, ``fp8`` and ``distributed_optimizer`` of ``mixed_precision``, ``ddp`` and ``optimizer``."""
+    mixed = c.data.get("mixed_precision")
+    if isinstance(mixed, str):
+        if mixed not in PRECISION_RECIPES:
+            raise InputError(f"mixed_precision {mixed!r}: the reader reads {', '.join(PRECISION_RECIPES)} by name",
+                             "mixed_precision")
+        policy = dict(precision=PRECISION_RECIPES[mixed])
+    else:
+        bf16, fp16 = c.get("mixed_precision", "bf16", False, bool), c.get("mixed_precision", "fp16", False, bool)
+        if bf16 and fp16:
+            raise InputError("mixed_precision.bf16 and fp16 together", "mixed_precision.fp16")
+        policy = dict(precision="bf16" if bf16 else "fp16" if fp16 else "fp32")
+        fp8 = c.get("mixed_precision", "fp8", None, str)
+        if fp8 is not None:
+            recipe = c.get("mixed_precision", "fp8_recipe", "tensorwise", str)
+            if fp8 not in ("hybrid", "e4m3") or recipe != "delayed":
+                raise InputError(f"mixed_precision.fp8_recipe {recipe!r} with fp8 {fp8!r}: the library models "
+                                 f"Transformer Engine's delayed scaling of the hybrid or e4m3 formats (fp8_recipe: "
+                                 f"delayed)", "mixed_precision.fp8_recipe")
+            params = any(c.get("mixed_precision", k, False, bool) for k in ("fp8_param", "fp8_param_gather"))
+            policy["fp8"] = "fp8-params" if params else "delayed"
+    kind = c.get("optimizer", "optimizer", "adam", str)
+    if kind not in ("adam", "sgd"):
+        raise InputError(f"optimizer.optimizer {kind!r}: Megatron-Core's optimizers are adam and sgd",
+                         "optimizer.optimizer")
+    policy.update(optimizer=kind, distributed_optimizer=c.get("ddp", "use_distributed_optimizer", False, bool))
+    return policy
+
+
+def fp32_gradients_note(c: Container) -> list:
+    """A note when ``ddp.grad_reduce_in_fp32`` (Megatron-Core's fp32 main gradients) is on: the bytes
+    follow ``--conventions`` (``mixed_precision`` megatron counts them), as from Megatron-LM's arguments."""
+    if not c.get("ddp", "grad_reduce_in_fp32", False, bool):
+        return []
+    return ["ddp.grad_reduce_in_fp32: Megatron-Core accumulates and reduces fp32 main gradients; their bytes follow "
+            "--conventions (the mixed_precision='megatron' convention counts them)"]
+
+
+def pipeline(c: Container, layers: int, pp: int) -> dict:
+    """The schedule and the stages of ``model``'s pipeline fields."""
+    chunks, policy = c.get("model", "virtual_pipeline_model_parallel_size", 1), {}
+    if chunks > 1:
+        if pp == 1 or layers % (pp * chunks):
+            raise InputError(f"model.virtual_pipeline_model_parallel_size {chunks} needs a pipeline whose stages "
+                             f"divide the {layers} layers into {chunks} chunks",
+                             "model.virtual_pipeline_model_parallel_size")
+        policy.update(schedule="interleaved", virtual_stages=chunks)
+    for key, field in (("num_layers_in_first_pipeline_stage", "first_stage_layers"),
+                       ("num_layers_in_last_pipeline_stage", "last_stage_layers")):
+        if c.get("model", key, None) is not None:
+            policy[field] = c.get("model", key, None)
+    return policy
+
+
+def recompute(c: Container) -> dict:
+    """``recompute`` of ``model.recompute_granularity`` (null: none)."""
+    granularity = c.get("model", "recompute_granularity", "none", str)
+    if granularity not in ("none", "selective", "full"):
+        raise InputError(f"model.recompute_granularity {granularity!r}: the reader reads selective and full",
+                         "model.recompute_granularity")
+    modules = c.section("model").get("recompute_modules") or ["core_attn"]
+    if granularity == "selective" and list(modules) != ["core_attn"]:
+        raise InputError(f"model.recompute_modules {modules}: the library reads core_attn (selective recomputation) "
+                         f"only", "model.recompute_modules")
+    if granularity != "full":
+        return dict(recompute=granularity)
+    method = c.get("model", "recompute_method", "uniform", str)
+    if method not in ("uniform", "block"):
+        raise InputError(f"model.recompute_method {method!r}: uniform or block", "model.recompute_method")
+    return dict(recompute="full", recompute_method=method, recompute_layers=c.get("model", "recompute_num_layers", 1))
+
+
+def overlap(c: Container, distributed: bool, sequence: bool, notes: list) -> Overlap:
+    """``ddp``'s overlap flags (``comm_overlap``'s when it sets them) and tensor-parallel overlap
+    (which Megatron-Bridge turns off, warning, without sequence parallelism over 2 or more ranks)."""
+    flags = {}
+    for key in ("overlap_grad_reduce", "overlap_param_gather"):
+        given = c.section("comm_overlap").get(key)
+        flags[key] = c.get("ddp", key, False, bool) if given is None else c.get("comm_overlap", key, False, bool)
+    tensor = c.get("model", "tp_comm_overlap", False, bool) or c.get("comm_overlap", "tp_comm_overlap", False, bool)
+    if flags["overlap_param_gather"] and not distributed:
+        raise InputError("ddp.overlap_param_gather needs ddp.use_distributed_optimizer (Megatron-Core's rule)",
+                         "ddp.overlap_param_gather")
+    if tensor and not sequence:
+        notes.append("tp_comm_overlap: Megatron-Bridge turns it off without sequence parallelism over 2 or more "
+                     "tensor ranks; counted off")
+    return Overlap(grad_reduce=flags["overlap_grad_reduce"], param_gather=flags["overlap_param_gather"],
+                   tensor=tensor and sequence)

@@ -1,0 +1,211 @@
+"""The keys of a Megatron-Bridge ``ConfigContainer`` YAML (``models.megatron_bridge``): which are
+read (``READ``), which act only away from one value (``INERT``: refused, naming the key and why,
+at any other), and which change no count (``NO_COST``, accepted); any other key is refused.
+
+``Container`` holds the file's sections, checks every key and reads typed values with
+Megatron-Bridge's dataclass defaults (``ConfigContainer`` and Megatron-Core's ``TransformerConfig``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from symbolic_cost.checks import InputError
+
+MOE = "mixture of experts is not read from a Megatron-Bridge file (give it with --megatron-args or --hf-config)"
+INERT = {
+    "model": {
+        "cpu_offloading": (False, "activation and weight offload to the host is not modelled"),
+        "distribute_saved_activations": (None, "checkpoints split over the tensor ranks are not modelled"),
+        "fp32_residual_connection": (False, "an fp32 residual stream is not modelled"),
+        "fp4": (None, "FP4 training is not modelled"),
+        "mtp_enabled": (False, "multi-token prediction is not read from a Megatron-Bridge file"),
+        "mtp_num_layers": (None, "multi-token prediction is not read from a Megatron-Bridge file"),
+        "multi_latent_attention": (False, "latent attention is not read from a Megatron-Bridge file"),
+        "num_moe_experts": (None, MOE), "expert_model_parallel_size": (1, MOE),
+        "heterogeneous_block_specs": (False, "layers of different shapes are not modelled"),
+        "is_hybrid_model": (False, "Mamba layers are not modelled"),
+        "window_size": (None, "sliding-window attention is not read from a Megatron-Bridge file"),
+        "pipeline_model_parallel_layout": (None, "an explicit pipeline layout is not modelled"),
+        "account_for_embedding_in_pipeline_split": (False, "the embedding weighing one layer in the pipeline cut "
+                                                    "is not read"),
+        "account_for_loss_in_pipeline_split": (False, "the loss weighing one layer in the pipeline cut is not read"),
+        "hierarchical_context_parallel_sizes": (None, "hierarchical context parallelism (a2a+p2p) is not modelled"),
+        "softmax_type": ("vanilla", "attention sinks are not modelled"),
+        "num_microbatches_with_partial_activation_checkpoints": (None, "recomputation in some micro-batches only "
+                                                                  "is not modelled"),
+        "enable_cuda_graph": (False, "CUDA graphs' static buffers are not modelled"),
+        "external_cuda_graph": (False, "CUDA graphs' static buffers are not modelled"),
+        "delay_wgrad_compute": (False, "the weight gradients' deferral (zero-bubble split) is not modelled"),
+        "use_kitchen": (False, "kitchen quantisation is not modelled"),
+        "quant_recipe": (None, "quantised layers are not modelled"),
+    },
+    "ddp": {
+        "use_custom_fsdp": (False, "Megatron FSDP is not read from a Megatron-Bridge file"),
+        "use_megatron_fsdp": (False, "Megatron FSDP is not read from a Megatron-Bridge file"),
+        "data_parallel_sharding_strategy": ("no_shard", "Megatron FSDP is not read from a Megatron-Bridge file"),
+        "num_distributed_optimizer_instances": (1, "several distributed-optimizer instances are not modelled"),
+    },
+    "dist": {"use_megatron_fsdp": (False, "Megatron FSDP is not read from a Megatron-Bridge file"),
+             "use_torch_fsdp2": (False, "PyTorch FSDP2 is not read from a Megatron-Bridge file")},
+    "optimizer": {"optimizer_cpu_offload": (False, "the optimizer's host offload is not read from a Megatron-Bridge "
+                                             "file"),
+                  "use_precision_aware_optimizer": (False, "16-bit optimizer state is not read from a Megatron-"
+                                                    "Bridge file")},
+    "train": {"rampup_batch_size": (None, "a batch-size ramp changes the batch during the run")},
+    "": {"peft": (None, "PEFT (LoRA) is not read from a Megatron-Bridge file (give --lora-rank)")},
+}
+"""Keys with no effect at one value (the dump's default), and why another value is refused."""
+
+READ = {
+    "model": {
+        "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
+        "activation_func", "gated_linear_unit", "normalization", "add_bias_linear", "add_qkv_bias",
+        "share_embeddings_and_output_weights", "position_embedding_type", "rotary_percent", "vocab_size",
+        "make_vocab_size_divisible_by", "should_pad_vocab", "seq_length", "hidden_dropout", "attention_dropout",
+        "qk_layernorm", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+        "virtual_pipeline_model_parallel_size", "context_parallel_size", "cp_comm_type", "sequence_parallel",
+        "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "recompute_granularity",
+        "recompute_method", "recompute_num_layers", "recompute_modules", "attention_backend", "tp_comm_overlap"},
+    "train": {"micro_batch_size", "global_batch_size"},
+    "dataset": {"sequence_length", "seq_length"},
+    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"},
+    "optimizer": {"optimizer", "use_distributed_optimizer"},
+    "mixed_precision": {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param", "fp8_param_gather"},
+    "comm_overlap": {"tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"},
+}
+"""Keys ``megatron_bridge_setup`` reads (the table of ``models.megatron_bridge``)."""
+
+NO_COST = {
+    "": {"_target_", "checkpoint", "logger", "rng", "scheduler", "rerun_state_machine", "profiling", "ft",
+         "straggler", "nvrx_straggler", "inprocess_restart", "tokenizer", "model", "train", "dataset", "ddp",
+         "dist", "optimizer", "mixed_precision", "comm_overlap", "peft"},
+    "train": "*", "dataset": "*", "dist": "*", "mixed_precision": "*",
+    "ddp": {"_target_", "align_param_gather", "average_in_collective", "bucket_size", "check_for_large_grads",
+            "check_for_nan_in_grad", "disable_symmetric_registration", "fsdp_double_buffer",
+            "gradient_reduce_div_fusion", "keep_fp8_transpose_cache", "nccl_ub", "outer_dp_sharding_strategy",
+            "pad_buckets_for_high_nccl_busbw", "preserve_fp32_weights", "reuse_grad_buf_for_mxfp8_param_ag",
+            "suggested_communication_unit_size", "delay_wgrad_compute", "fp8_param_gather"},
+    "optimizer": {"_target_", "adam_beta1", "adam_beta2", "adam_eps", "barrier_with_L1_time", "bf16", "fp16",
+                  "clip_grad", "config_logger_dir", "decoupled_lr", "decoupled_min_lr", "decoupled_weight_decay",
+                  "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_recipe", "hysteresis", "initial_loss_scale",
+                  "log_num_zeros_in_grad", "loss_scale", "loss_scale_window", "lr", "main_grads_dtype",
+                  "main_params_dtype", "min_loss_scale", "min_lr", "optimizer_offload_fraction",
+                  "overlap_cpu_optimizer_d2h_h2d", "overlap_param_gather", "overlap_param_gather_with_optimizer_step",
+                  "params_dtype", "pin_cpu_grads", "pin_cpu_params", "reuse_grad_buf_for_mxfp8_param_ag",
+                  "sgd_momentum", "store_param_remainders", "timers", "use_torch_optimizer_for_cpu_offload",
+                  "weight_decay"},
+    "comm_overlap": {"_target_", "tp_comm_overlap_cfg", "tp_comm_bootstrap_backend", "overlap_p2p_comm",
+                     "batch_p2p_comm", "overlap_param_gather_with_optimizer_step", "align_param_gather",
+                     "bucket_size", "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "data_parallel_size"},
+    "model": {
+        "_target_", "activation_func_clamp_value", "activation_func_fp8_input_store", "apply_query_key_layer_scaling",
+        "apply_residual_connection_post_layernorm", "apply_rope_fusion", "async_tensor_model_parallel_allreduce",
+        "attention_softmax_in_fp32", "autocast_dtype", "barrier_with_L1_time", "batch_p2p_comm", "batch_p2p_sync",
+        "bf16", "fp16", "fp8", "fp8_amax_compute_algo", "fp8_amax_history_len", "fp8_dot_product_attention",
+        "fp8_interval", "fp8_margin", "fp8_multi_head_attention", "fp8_param", "fp8_recipe", "fp8_wgrad", "fp4_param",
+        "fp4_recipe", "first_last_layers_bf16", "num_layers_at_end_in_bf16", "num_layers_at_start_in_bf16",
+        "bias_activation_fusion", "bias_dropout_fusion", "calculate_per_token_loss",
+        "clone_scatter_output_in_embedding",
+        "config_logger_dir", "cpu_offloading_activations", "cpu_offloading_double_buffering",
+        "cpu_offloading_num_layers", "cpu_offloading_weights", "cross_entropy_fusion_impl", "cross_entropy_loss_fusion",
+        "cuda_graph_retain_backward_graph", "cuda_graph_scope", "cuda_graph_use_single_mempool",
+        "cuda_graph_warmup_steps", "deallocate_pipeline_outputs", "defer_embedding_wgrad_compute",
+        "deterministic_mode", "disable_bf16_reduced_precision_matmul", "disable_parameter_transpose_cache",
+        "embedding_init_method", "embedding_init_method_std", "enable_autocast", "expert_tensor_parallel_size",
+        "finalize_model_grads_func", "flash_decode", "fp16_lm_cross_entropy", "fused_single_qkv_rope",
+        "generation_config", "glu_linear_offset", "grad_scale_func", "grad_sync_func", "gradient_accumulation_fusion",
+        "hetereogenous_dist_checkpoint", "high_freq_factor", "low_freq_factor", "old_context_len", "scale_factor",
+        "inference_rng_tracker", "inference_sampling_seed", "init_method", "init_method_std",
+        "init_model_with_meta_device", "layernorm_epsilon", "layernorm_zero_centered_gamma", "mamba_head_dim",
+        "mamba_num_groups", "mamba_num_heads", "mamba_state_dim", "use_mamba_mem_eff_path", "masked_softmax_fusion",
+        "memory_efficient_layer_norm", "microbatch_group_size_per_vp_stage", "mlp_chunks_for_prefill",
+        "mrope_section", "mtp_loss_scaling_factor", "no_rope_freq", "no_sync_func", "output_layer_init_method",
+        "overlap_moe_expert_parallel_comm", "overlap_p2p_comm", "overlap_p2p_comm_warmup_flush", "parallel_output",
+        "param_sync_func", "params_dtype", "perform_initialization", "persist_layer_norm", "pipeline_dtype",
+        "pipeline_model_parallel_comm_backend", "restore_modelopt_state", "rotary_base", "rotary_interleaved",
+        "scatter_embedding_sequence_parallel", "seq_len_interpolation_factor", "softmax_scale", "symmetric_ar_type",
+        "test_mode", "timers", "tp_comm_atomic_ag", "tp_comm_atomic_rs", "tp_comm_bootstrap_backend",
+        "tp_comm_bulk_dgrad", "tp_comm_bulk_wgrad", "tp_comm_overlap_ag", "tp_comm_overlap_cfg",
+        "tp_comm_overlap_disable_fc1", "tp_comm_overlap_disable_qkv", "tp_comm_overlap_rs", "tp_comm_overlap_rs_dgrad",
+        "tp_comm_split_ag", "tp_comm_split_rs", "tp_only_amax_red", "transformer_impl", "transformer_layer_spec",
+        "use_cpu_initialization", "use_fused_weighted_squared_relu", "use_ring_exchange_p2p", "use_te_activation_func",
+        "use_te_rng_tracker", "use_transformer_engine_full_layer_spec", "use_transformer_engine_op_fuser",
+        "variable_seq_lengths", "wgrad_deferral_limit", "window_attn_skip_freq", "moe_layer_recompute"},
+}
+"""Keys that change no count (``"*"``: every key of the section but those ``READ`` and ``INERT``):
+logging, checkpoints, data loading, initialisation, learning rate and loss scaling, kernels'
+fusions, rotary scaling, CUDA-graph and user-buffer settings, the model's own precision flags
+(``mixed_precision`` writes them), and the ``moe_*``/``mamba_*`` settings while no expert or
+Mamba layer exists (``num_moe_experts``, ``is_hybrid_model`` are ``INERT``)."""
+
+SECTIONS_OF_DICTS = ("model", "train", "dataset", "ddp", "dist", "optimizer", "mixed_precision", "comm_overlap")
+
+
+def _known(section: str, key: str) -> bool:
+    allowed = NO_COST.get(section, "*")
+    return (allowed == "*" or key in allowed or key in READ.get(section, ()) or key in INERT.get(section, {})
+            or key.startswith("moe_") and section == "model")
+
+
+class Container:
+    """The file's sections: every key checked against ``READ``, ``INERT`` and ``NO_COST``.
+
+    >>> Container({"model": {"num_layers": 2}}, "x").get("model", "num_layers", None)
+    2
+    >>> Container({"model": {"cpu_offloading": True}}, "x")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: model.cpu_offloading = True: activation and weight offload to the host is not modelled
+    """
+
+    def __init__(self, data: dict, name: str):
+        self.data, self.name = data, name
+        for key in data:
+            if not _known("", key) and key not in INERT[""]:
+                raise InputError(f"{key}: a Megatron-Bridge section this reader does not read (it may change the "
+                                 f"cost); remove it", key)
+        for section in SECTIONS_OF_DICTS:
+            table = data.get(section)
+            if table is None or isinstance(table, str) and section == "mixed_precision":
+                continue
+            if not isinstance(table, dict):
+                raise InputError(f"{section} must be a mapping, got {table!r}", section)
+            for key in table:
+                if not _known(section, key):
+                    raise InputError(f"{section}.{key}: a Megatron-Bridge key this reader does not read (it may "
+                                     f"change the cost); remove it or give the layout with --set", f"{section}.{key}")
+        for section, keys in INERT.items():
+            for key, (inert, why) in keys.items():
+                value = (data if section == "" else data.get(section) or {}).get(key, inert)
+                if value != inert:
+                    where = f"{section}.{key}" if section else key
+                    raise InputError(f"{where} = {value!r}: {why}", where)
+
+    def section(self, name: str) -> dict:
+        return self.data.get(name) or {}
+
+    def get(self, section: str, key: str, default, kind=int):
+        """``section.key`` typed (``kind``: int, bool, str), ``default`` when absent or null."""
+        value = self.section(section).get(key)
+        if value is None:
+            return default
+        wrong = isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)
+        if wrong:
+            raise InputError(f"{section}.{key} must be {kind.__name__}, got {value!r}", f"{section}.{key}")
+        if kind is int and value < 1:
+            raise InputError(f"{section}.{key} must be at least 1, got {value}", f"{section}.{key}")
+        return value
+
+    def fraction(self, section: str, key: str, default: str) -> Fraction:
+        """``section.key`` as an exact number (a probability, a percentage), ``default`` when absent."""
+        value = self.section(section).get(key)
+        try:
+            return Fraction(str(default if value is None else value))
+        except (ValueError, ZeroDivisionError):
+            raise InputError(f"{section}.{key} must be a number, got {value!r}", f"{section}.{key}") from None
+
+    def target(self, section: str, key: str) -> str | None:
+        """The ``_target_`` of a serialised object (``activation_func``, ``attention_backend``)."""
+        value = self.section(section).get(key)
+        return value.get("_target_") if isinstance(value, dict) else value
