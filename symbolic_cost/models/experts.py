@@ -40,7 +40,8 @@ def block_dimension(row) -> str:
 
 def split_state_bytes(t, m1, es, per_device, on_stage, tied, e, conventions) -> dict:
     """``recipes.state_bytes`` of the device's dense parameters over ``d`` plus that of its
-    routed-expert parameters over ``edp``; also ``expert_parameters_per_device`` and, under
+    routed-expert parameters over ``edp`` (``t`` is the data group, ``models.totals.data_group``:
+    its ``d`` counts the context-parallel ranks, so ``edp = m1 cp d/(ep etp)``); also ``expert_parameters_per_device`` and, under
     ``"parts"``, both parts' states with the expert data-parallel degree (``None`` without
     experts)."""
     experts = on_stage(lambda blk: experts_only(blk).total("weights")) / es

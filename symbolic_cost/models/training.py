@@ -20,6 +20,7 @@ from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
 from symbolic_cost.models.recipes import check_offload
 from symbolic_cost.blocks.context import VARIANTS
 from symbolic_cost.blocks.wiring import check_expert_training
+from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.parallel.pipeline import Schedule
 
 __all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
@@ -199,19 +200,23 @@ def check_model(arch, t: Training) -> None:
 
 def check_context_parallel(arch, t: Training) -> None:
     """Refuse what context parallelism (``cp != 1``, ``blocks.context``) does not model or cannot
-    split: an encoder-decoder, experts, latent attention, sliding windows, a tensor grid; ``l``
+    split: an encoder-decoder, latent attention, sliding windows, a tensor grid; routed experts
+    whose grid ``ep x etp`` does not fold onto the ``m1 x cp x d`` ranks (``parallel.expert``, as
+    Megatron-Core refuses); ``l``
     not cut into ``2 cp`` chunks (ring and all-gather of a causal model: the causal balance) or
     ``cp`` shards, each a multiple of ``s1``; Ulysses with ``cp`` not dividing the query and the
     key/value heads of a tensor rank (``h/m1``, ``kv_heads/m1``)."""
     cp = sympify(t.cp)
     if cp == 1:
         return
-    unmodelled = dict(encoder_decoder=arch.encoder_decoder, moe=arch.moe is not None, latent=arch.latent is not None,
+    unmodelled = dict(encoder_decoder=arch.encoder_decoder, latent=arch.latent is not None,
                       window=arch.window is not None and arch.windowed_layers != 0, tensor=t.tensor is not None)
     for name, on in unmodelled.items():
         if on:
             raise InputError(f"cp={cp} ({t.cp_variant} context parallelism) with {name} ({arch.name}) is not "
                              f"modelled; use cp=1", name)
+    if arch.moe is not None:    # the expert layers see the m1 cp d ranks of a stage (parallel.expert)
+        expert_data_degree(t.m1, t.d, t.ep, t.m1 if t.etp is None else t.etp, cp)
     chunks = 2 * cp if arch.causal and t.cp_variant != "ulysses" else cp
     rules = [(f"{chunks} chunks (cp={cp}, {t.cp_variant})" if chunks != cp else "cp", chunks, t.l, "l"),
              ("s1", t.s1, t.l / cp, "l/cp, a rank's tokens")]

@@ -71,14 +71,14 @@ def _split_by_tensor(arch: Architecture) -> dict:
     return dict(h=arch.h, kv_heads=arch.kv, f=arch.f, **shared)
 
 
-def expert_layouts(arch: Architecture, m1: int, d: int) -> list[tuple[int, int]]:
-    """``(ep, etp)`` of a mixture of experts on ``m1 x d`` ranks: ``ep`` whole experts a rank,
-    ``etp`` 1 or ``m1`` whole slices of each expert, ``ep etp`` folding onto the ranks
+def expert_layouts(arch: Architecture, m1: int, d: int, cp: int = 1) -> list[tuple[int, int]]:
+    """``(ep, etp)`` of a mixture of experts on ``m1 x cp x d`` ranks: ``ep`` whole experts a
+    rank, ``etp`` 1 or ``m1`` whole slices of each expert, ``ep etp`` folding onto the ranks
     (``parallel.expert``); ``(1, 1)`` for a dense model."""
     if arch.moe is None:
         return [(1, 1)]
-    grid = dict(experts=arch.moe.experts, expert_f=arch.moe.expert_f, **{"m1 x d": m1 * d})
-    return [(ep, etp) for ep in _divisors(m1 * d) for etp in sorted({1, m1})
+    grid = dict(experts=arch.moe.experts, expert_f=arch.moe.expert_f, **{"m1 x cp x d": m1 * cp * d})
+    return [(ep, etp) for ep in _divisors(m1 * cp * d) for etp in sorted({1, m1})
             if allowed(dict(grid, ep=ep, etp=etp, **{"ep x etp": ep * etp}))]
 
 
@@ -119,7 +119,7 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
                     if not allowed(dict(s1=s1, l=seq, m1=m1)) or (
                             c > 1 and not accepts(arch, l=seq, m1=m1, s1=s1, cp=c, cp_variant=cp_variant)):
                         continue
-                    for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d)
+                    for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d, c)
                                          for b in micro_batches(micro_batch_sizes, global_batch, d)):
                         for policy in recompute:
                             rows.append((m1, s1, c, d, p, ep, etp, b, global_batch // (b * d), policy))
