@@ -210,6 +210,9 @@ MUTATIONS = (
     Mutation("cp-expert-data-degree", "symbolic_cost/parallel/expert.py",
              'ranks, grid = exact(m1, "m1") * cp * exact(d, "d"),', 'ranks, grid = exact(m1, "m1") * exact(d, "d"),',
              required=False),
+    Mutation("hsdp-expert-shard-degree", "symbolic_cost/parallel/expert.py",
+             'ranks = exact(m1, "m1") * exact(cp, "cp") * exact(shard, "shard")',
+             'ranks = exact(cp, "cp") * exact(shard, "shard")', required=False),
     # issue 32 item 3: mutations that survived, and their oracles (tests/test_mutation_oracles.py)
     Mutation("step-time-recompute", STEP, "+ sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))",
              "for i in (0, 1))", required=False),

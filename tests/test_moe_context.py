@@ -7,11 +7,13 @@ simulation of ``tests/simulate.py``, and hand counts of a small Mixtral-like mod
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
+import simulate_fsdp
 import simulate_moe as sim
 from simulate import zero_step
 from symbolic_cost import conventions as conv
@@ -148,6 +150,34 @@ def test_the_expert_grid_must_fold_onto_the_context_ranks_too():
     """Megatron-Core refuses a world the expert grid does not divide: EP 8 over 2 x 2 x 1 ranks."""
     with pytest.raises(InputError, match=r"ep x etp must divide m1 x cp x d \(got ep x etp=8, m1 x cp x d=4\)"):
         model_cost(TINY_MIXTRAL, Training(b=1, l=64, m1=2, s1=2, cp=2, ep=8, etp=1, flash=True))
+
+
+@pytest.mark.parametrize("m1, cp, d, shard, ep, etp", [(2, 2, 4, 2, 4, 1), (1, 2, 4, 2, 2, 1), (2, 1, 4, 2, 2, 2),
+                                                      (1, 1, 8, 4, 4, 1), (2, 2, 2, 1, 4, 1)])
+def test_hsdp_shards_the_experts_within_each_replica_group(m1, cp, d, shard, ep, etp):
+    """HSDP with routed experts: the FSDP simulation run on the expert-data ranks (``edp`` of
+    them, ``edp_shard = m1 cp shard/(ep etp)`` a shard group) and on the dense ranks (``d cp``,
+    ``shard cp`` a group), per layer unit, gives each collective's bytes, group and spacing; the
+    spacing in global ranks is the simulation's times ``ep etp`` (experts) or ``m1`` (dense), as
+    ``simulate_moe.holders`` places them; the states are the simulated shards."""
+    t = Training(b=1, l=64, m1=m1, s1=m1, cp=cp, d=d, ep=ep, etp=etp, zero=3, shard=shard, flash=True)
+    cost = model_cost(TINY_MIXTRAL, t)
+    edp, edp_shard = m1 * cp * d // (ep * etp), m1 * cp * shard // (ep * etp)
+    groups = sim.holders(m1, cp, d, ep, etp)
+    assert span(groups["expert_data"]) == {(edp, ep * etp)}           # the expert-data ranks, ep etp apart
+    expert = cost.expert_parameters_per_device // 2                    # a layer's routed experts on a rank
+    dense = cost.parameters_per_device - 2 * expert
+    # the rings' bytes are linear in a unit's size: simulate one element a rank, scale to the unit
+    for dimension, ranks, group, parameters, stride in (("expert_data", edp, edp_shard, 2 * expert, ep * etp),
+                                                          ("data", d * cp, shard * cp, dense, m1)):
+        step = simulate_fsdp.hsdp_step([ranks], ranks, group, 1, True, es_w=2, es_g=2)
+        members = lambda kind: step.groups["replica" if kind == "allreduce" else "shard"]  # noqa: E731
+        spacing = lambda ranks: ranks[1] - ranks[0] if len(ranks) > 1 else 1           # noqa: E731
+        expected = {key: (sent * Fraction(parameters, ranks), len(members(key[0])), stride * spacing(members(key[0])))
+                    for key, sent in step.sent.items() if sent}
+        assert {(c.kind, c.pass_): (c.volume, c.group, c.stride) for dim, c in cost.collectives
+                if dim == dimension} == expected, dimension
+    assert cost.weight_bytes == 2 * (Fraction(dense, shard * cp) + Fraction(2 * expert, edp_shard))
 
 
 def test_summary_of_mixtral_with_context_parallelism(capsys):

@@ -20,7 +20,7 @@ from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
 from symbolic_cost.models.recipes import check_offload
 from symbolic_cost.blocks.context import VARIANTS
 from symbolic_cost.blocks.wiring import check_expert_training
-from symbolic_cost.parallel.expert import expert_data_degree
+from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
 
 __all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
@@ -183,13 +183,14 @@ def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (-
 
 def check_model(arch, t: Training) -> None:
     """Refuse a training the model cannot honour: sequences beyond its context (unless
-    ``allow_long``), and expert parallelism, a capacity factor or an imbalance without experts."""
+    ``allow_long``), what context parallelism cannot split (``check_context_parallel``), HSDP
+    shard groups the expert grid does not fold into (``parallel.expert.expert_shard_degree``),
+    and expert parallelism, a capacity factor or an imbalance without experts."""
     spans = (("l", t.l), ("l_dec", t.decoder_tokens)) if arch.encoder_decoder else (("l", t.l),)
     check_context(arch, spans, t.allow_long)
     check_context_parallel(arch, t)
-    if arch.moe is not None and t.shard is not None and sympify(t.d) != sympify(t.shard):
-        raise InputError(f"shard={t.shard} (HSDP) with the routed experts of {arch.name} is not modelled; "
-                         "leave shard unset (shard over all of d)", "shard")
+    if arch.moe is not None and t.shard is not None:    # HSDP: the expert grid folds into a replica group
+        expert_shard_degree(t.m1, t.shard, t.ep, t.m1 if t.etp is None else t.etp, t.cp)
     if arch.moe is None:
         for name, value, plain in (("ep", t.ep, 1), ("capacity_factor", t.capacity_factor, None),
                                    ("expert_imbalance", t.expert_imbalance, 1)):

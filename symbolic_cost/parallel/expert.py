@@ -22,8 +22,15 @@ Megatron-Core builds the expert groups with a rank generator of ``tp = etp``, ``
 not divide), so a context-parallel rank's ``b l/cp`` tokens are routed, dispatched and
 computed like any other rank's, and the CP ranks count as expert data replicas.
 
+Under hybrid sharding (HSDP, ``Training.shard``: ZeRO-3 within groups of ``shard`` data ranks,
+replicated across ``d/shard`` of them) each replica group's ``m1 cp shard`` ranks fold the same
+way, so the routed experts are sharded over ``edp_shard = m1 cp shard/(ep etp)`` expert-data
+ranks and all-reduced over the ``d/shard`` replicas (torchtitan shards them with FSDP2 over the
+expert-data mesh ``dp_shard_mod_ep`` inside ``dp_replicate``; ``expert_shard_degree``).
+
 The routed experts' weights, gradients and optimizer states follow ``parallel.zero`` with
-``edp`` in place of ``d``, their gradient collectives too, ``ep etp`` ranks apart; every other
+``edp`` in place of ``d`` (and ``edp_shard`` in place of ``shard``), their gradient collectives
+too, ``ep etp`` ranks apart; every other
 parameter (attention, norms, router, shared experts, embeddings) with ``d cp``
 (``models.experts`` applies the training recipe to each part).  The all-to-alls of each MoE
 layer are in its block (``blocks.moe``).
@@ -60,4 +67,23 @@ def expert_data_degree(m1, d, ep, etp, cp=1) -> Expr:
         divides({"ep x etp": grid, named: ranks}, divisor, named,
                 f"the expert grid folds onto the tensor-{', context-' if cp != 1 else ''} and data-parallel "
                 "ranks of a stage")
+    return ranks / grid
+
+
+def expert_shard_degree(m1, shard, ep, etp, cp=1) -> Expr:
+    """``edp_shard = m1 cp shard/(ep etp)``: the expert-data ranks one copy of the routed experts'
+    state is sharded over under HSDP (``shard`` data ranks a shard group), refusing an expert
+    grid that does not fold into a shard group's ``m1 cp shard`` ranks.
+
+    >>> expert_shard_degree(2, 4, 8, 1), expert_shard_degree(2, 2, 4, 1, cp=2)
+    (1, 2)
+    >>> expert_shard_degree(2, 2, 8, 1)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: ep x etp must divide m1 x cp x shard (got ep x etp=8, m1 x cp x shard=4); under HSDP the expert grid folds into each replica group (its shard group of data ranks)
+    """
+    ranks = exact(m1, "m1") * exact(cp, "cp") * exact(shard, "shard")
+    grid = exact(ep, "ep") * exact(etp, "etp")
+    divides({"ep x etp": grid, "m1 x cp x shard": ranks}, "ep x etp", "m1 x cp x shard",
+            "under HSDP the expert grid folds into each replica group (its shard group of data ranks)")
     return ranks / grid
