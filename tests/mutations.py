@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
          "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
          "tests/test_dualpipe.py", "tests/test_serving_cp.py",
-         "tests/test_memory_fixes.py", "tests/test_context_parallel.py",
+         "tests/test_memory_fixes.py", "tests/test_context_parallel.py", "tests/test_moe_context.py",
          "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_serving_peak.py", "tests/test_fsdp.py",
          "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py")
 NO_SHRINK = """
@@ -220,6 +220,13 @@ MUTATIONS = (
              'return replace(t, d=exact(t.d, "d") * cp, shard=shard)', "return t", required=False),
     Mutation("cp-boundary", "symbolic_cost/models/ranks.py",
              '(exact(t.s1, "s1") * exact(getattr(t, "cp", 1), "cp"))', 'exact(t.s1, "s1")', required=False),
+    # context parallelism with experts (issue 28, tests/test_moe_context.py)
+    Mutation("cp-expert-data-degree", "symbolic_cost/parallel/expert.py",
+             'ranks, grid = exact(m1, "m1") * cp * exact(d, "d"),', 'ranks, grid = exact(m1, "m1") * exact(d, "d"),',
+             required=False),
+    Mutation("hsdp-expert-shard-degree", "symbolic_cost/parallel/expert.py",
+             'ranks = exact(m1, "m1") * exact(cp, "cp") * exact(shard, "shard")',
+             'ranks = exact(cp, "cp") * exact(shard, "shard")', required=False),
     # issue 32 item 3: mutations that survived, and their oracles (tests/test_mutation_oracles.py)
     Mutation("step-time-recompute", STEP, "+ sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))",
              "for i in (0, 1))", required=False),

@@ -6,10 +6,13 @@ Plain Python on integers and Fractions, written from Megatron-LM's description o
 "parallel folding" and all-to-all token dispatcher (nothing here imports symbolic_cost);
 ``tests/test_moe.py`` holds the library's expressions against it.
 
-* ``m1 d`` ranks (one pipeline stage): rank ``r`` is tensor rank ``r % m1`` of data replica
-  ``r // m1`` and holds the ``t = b l / m1`` tokens of its sequence shard (sequence parallelism).
-  The same ranks form the expert grid: expert-tensor rank ``r % etp``, expert rank
-  ``(r // etp) % ep``, expert-data rank ``r // (etp ep)``.
+* ``m1 cp d`` ranks (one pipeline stage, Megatron-Core's order tp-cp-dp): rank ``r`` is tensor
+  rank ``r % m1`` of context rank ``(r // m1) % cp`` of data replica ``r // (m1 cp)`` and holds
+  the ``t = b l / (m1 cp)`` tokens of its sequence shard (context parallelism gives it ``l/cp``
+  tokens of each sequence, sequence parallelism ``1/m1`` of those).  The same ranks form the
+  expert grid (Megatron-Core's expert rank generator: ``tp = etp``, ``ep``, ``dp = edp``,
+  ``cp = 1``): expert-tensor rank ``r % etp``, expert rank ``(r // etp) % ep``, expert-data
+  rank ``r // (etp ep)``.
 * Expert ``x`` lives on expert rank ``x // (E / ep)``; each of its ``etp`` slices holds
   ``f / etp`` of its width on the rank of that expert-tensor index.
 * Each token picks ``k`` experts (a router function); each rank packs, for every expert, the
@@ -68,7 +71,7 @@ def _ring(ranks: list[int], blocks: dict, width: int, phase: str, out: dict, red
 
 
 def moe_layer(m1, d, ep, etp, experts, k, b, l, e, f, *, gated=True, capacity=None, router=balanced,
-              zero=0, distributed_optimizer=False) -> dict[int, Rank]:
+              zero=0, distributed_optimizer=False, cp=1) -> dict[int, Rank]:
     """Simulate one MoE layer's forward pass on every rank; see the module docstring.
 
     Phases: ``dispatch`` (the all-to-all out), ``gather`` (allgather over ``etp``),
@@ -76,10 +79,10 @@ def moe_layer(m1, d, ep, etp, experts, k, b, l, e, f, *, gated=True, capacity=No
     optimizer shard follows ZeRO (stage >= 1) or the distributed optimizer over the ``edp``
     ranks that hold the same expert slices.
     """
-    world = m1 * d
-    assert world % (ep * etp) == 0 and experts % ep == 0 and f % etp == 0 and l % m1 == 0
+    world = m1 * cp * d
+    assert world % (ep * etp) == 0 and experts % ep == 0 and f % etp == 0 and l % (m1 * cp) == 0
     edp, local = world // (ep * etp), experts // ep
-    tokens = b * l // m1
+    tokens = b * l // (m1 * cp)
     grid = {r: (r % etp, (r // etp) % ep, r // (etp * ep)) for r in range(world)}
     rank_of = {coords: r for r, coords in grid.items()}
     out = {r: Rank() for r in range(world)}
@@ -118,6 +121,31 @@ def moe_layer(m1, d, ep, etp, experts, k, b, l, e, f, *, gated=True, capacity=No
         sharded = zero >= 1 or distributed_optimizer
         out[r].optimizer_shard = Fraction(out[r].expert_parameters, edp if sharded else 1)
     return out
+
+
+def holders(m1, cp, d, ep, etp) -> dict[str, list[list[int]]]:
+    """The groups of a stage's ``m1 cp d`` ranks, each found from what its members hold or share
+    (not from a stride): ``tensor`` the ranks of one sequence shard's tokens (same context and
+    data rank); ``context`` the ranks of one sequence (same tensor and data rank); ``dense``
+    the ranks holding the same dense weights (the same tensor rank: their gradients are
+    summed); ``expert`` the ranks exchanging tokens (same expert-tensor and expert-data rank);
+    ``expert_tensor`` the ranks holding slices of the same experts;
+    ``expert_data`` the ranks holding the same expert slices (their gradients are summed)."""
+    world = m1 * cp * d
+    place = {r: (r % m1, (r // m1) % cp, r // (m1 * cp)) for r in range(world)}
+    grid = {r: (r % etp, (r // etp) % ep, r // (etp * ep)) for r in range(world)}
+    local = 1                                          # any E with ep | E: slices are (expert rank, j)
+    slices = {r: frozenset((grid[r][1] * local + i, grid[r][0]) for i in range(local)) for r in range(world)}
+
+    def classes(key):
+        out = {}
+        for r in range(world):
+            out.setdefault(key(r), []).append(r)
+        return sorted(out.values())
+    return {"tensor": classes(lambda r: place[r][1:]), "context": classes(lambda r: (place[r][0], place[r][2])),
+            "dense": classes(lambda r: place[r][0]), "expert": classes(lambda r: (grid[r][0], grid[r][2])),
+            "expert_tensor": classes(lambda r: grid[r][1:]),
+            "expert_data": classes(lambda r: slices[r])}
 
 
 def expert_flops(rank: Rank, e, f, etp, gated=True) -> int:

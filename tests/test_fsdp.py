@@ -122,10 +122,12 @@ def test_refusals(kwargs, argument):
     assert error.value.argument == argument
 
 
-def test_hsdp_with_routed_experts_is_refused():
+def test_hsdp_with_an_expert_grid_that_does_not_fold_into_a_replica_group_is_refused():
+    """HSDP with routed experts (``tests/test_moe_context.py``) needs ``ep etp | m1 cp shard``."""
     mixtral = from_config(dict(model_type="mixtral", sliding_window=None, max_position_embeddings=32768))
-    with pytest.raises(InputError, match="HSDP"):
-        model_cost(mixtral, Training(b=1, l=4096, d=8, zero=3, shard=4))
+    with pytest.raises(InputError, match="m1 x cp x shard") as error:
+        model_cost(mixtral, Training(b=1, l=4096, d=8, zero=3, shard=4, ep=8))
+    assert error.value.argument == "ep x etp"
 
 
 def test_summary_takes_the_shard_group(capsys):

@@ -161,9 +161,12 @@ def test_cp_and_shard_refusals_name_their_argument():
         with pytest.raises(InputError) as error:
             search(GPT2, 8, "h100", global_batch=16, seq=SEQ, **{"zero": 1, **kw})
         assert error.value.argument == name, kw
-    # a mixture of experts has no context parallelism and no HSDP (models.training.check_model)
+    # a mixture of experts: context parallelism folds the expert grid onto m1 cp d ranks (parallel.expert)
     moe = load(pathlib.Path(__file__).parent / "hf_configs" / "OLMoE-1B-7B-0924.json")
-    assert set(layouts(moe, 8, 16, 2048, (1,), ("none",), cp=(1, 2))["cp"]) == {1}
+    table = layouts(moe, 8, 16, 2048, (1,), ("none",), cp=(1, 2))
+    assert set(table["cp"]) == {1, 2}
+    assert all((r.m1 * r.cp * r.d) % (r.ep * r.etp) == 0 for r in table.itertuples())
+    assert any(r.ep * r.etp > r.m1 * r.d for r in table.itertuples())    # only the CP ranks make room
 
 
 def _built(arch, row, seq, system, variant):

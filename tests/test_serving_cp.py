@@ -3,6 +3,7 @@ the ``inference`` command): the prefill of one CP rank against the ring, all-gat
 simulation of ``tests/simulate_cp.py``, hand counts, and the refusals of what is not modelled."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from symbolic_cost.conventions import DEFAULT
 from symbolic_cost.inference import Serving
 from symbolic_cost.inference.phases import decode, prefill
 from symbolic_cost.inference.throughput import inference_cost, prefill_fields
-from symbolic_cost.models.config import preset
+from symbolic_cost.models.config import from_config, preset
 
 L, CP = 1024, 4
 LLAMA = preset("llama-2-7b")            # 32 layers, e = 4096, 32 heads of 128, no GQA
@@ -79,6 +80,10 @@ def test_decode_and_what_cp_cannot_split_are_refused_by_name():
     with pytest.raises(InputError) as err:
         prefill(LLAMA, Serving(b=1, l_in=L + 4, l_out=1, flash=True, cp=CP))
     assert err.value.argument == "cp" and "8 chunks" in str(err.value)
+    mixtral = json.loads((Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json").read_text())
+    with pytest.raises(InputError) as err:              # training folds experts onto CP; serving does not
+        prefill(from_config(mixtral), Serving(b=1, l_in=L, l_out=1, flash=True, cp=CP))
+    assert err.value.argument == "cp" and "routed experts" in str(err.value)
     with pytest.raises(InputError) as err:
         Serving(cp_variant="tree")
     assert err.value.argument == "cp_variant"

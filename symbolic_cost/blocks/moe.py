@@ -7,7 +7,8 @@ grid onto the tensor and data-parallel ranks)::
     (b, l/s, e) --router, top-k--> permute --A2A over ep--> [AG over etp] --> experts
     (b, l/s, e) <--combine---- unpermute <--A2A over ep--- [RS over etp] <---
 
-* Each device routes the ``t = b l / s`` tokens of its sequence shard; with tensor parallelism
+* Each device routes the ``t = b l / s`` tokens of its sequence shard (under context
+  parallelism ``l`` is the rank's ``l/cp`` tokens of a sequence, ``parallel.expert``); with tensor parallelism
   the layer needs sequence parallelism (``s1 = m1``, as Megatron-LM requires), so no token is
   routed twice.
 * The ``E`` experts are split over ``ep`` ranks (``E/ep`` each, ranks ``etp`` apart); each

@@ -194,7 +194,7 @@ def experts_report(cost, system, chosen) -> dict:
     tokens = t.micro_batches * t.d * t.b * t.l
     alltoalls = [c for dim, c in cost.collectives if dim == "expert" and c.kind == "alltoall"]
     return {"routed": number(moe.experts), "per_token": number(moe.top_k), "shared_width": number(moe.shared_f),
-            "ep": number(ep), "etp": number(etp), "edp": number(expert_data_degree(t.m1, t.d, ep, etp)),
+            "ep": number(ep), "etp": number(etp), "edp": number(expert_data_degree(t.m1, t.d, ep, etp, t.cp)),
             "active_parameters": number(cost.active_parameters),
             "expert_parameters_per_device": number(cost.expert_parameters_per_device),
             "flops_per_token": number((cost.model_flops_fwd + cost.model_flops_bwd) / tokens),

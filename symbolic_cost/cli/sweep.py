@@ -94,7 +94,7 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
         rules += INTERLEAVED_RULES
     if arch.moe is not None:      # whole experts and slices, an expert grid that folds, s1 = m1 (blocks.moe)
         dims.update({"experts": arch.moe.experts, "expert_f": arch.moe.expert_f, "ep x etp": get(S.ep) * get(S.etp),
-                     "m1 x d": get(S.m1) * get(S.d)}, **({"shared_f": arch.moe.shared_f} if arch.moe.shared_f else {}))
+                     "m1 x cp x d": get(S.m1) * get(S.cp) * get(S.d)}, **({"shared_f": arch.moe.shared_f} if arch.moe.shared_f else {}))
         rules += MOE_RULES + EXPERT_GRID_RULES + (("m1", "s1"),)
     grid_rules(dims, grid, rules)
     if policy.get("schedule") == "dualpipe":        # p and n_micro even, n_micro >= 2p at every point

@@ -166,10 +166,15 @@ def check_context(arch: Architecture, s: Serving) -> None:
 
 def check_context_parallel(arch: Architecture, s: Serving) -> None:
     """Refuse a prefill under ``cp`` that training's context parallelism does not model or cannot
-    split (``models.training.check_context_parallel``: experts, latent attention, windows, an
-    encoder-decoder; ``l_in`` in ``2 cp`` chunks, ...), and ring or all-gather without ``flash``."""
+    split (``models.training.check_context_parallel``: latent attention, windows, an
+    encoder-decoder; ``l_in`` in ``2 cp`` chunks, ...), routed experts (training folds them onto
+    the CP ranks as Megatron-Core does; a serving engine's layout of them under CP is not
+    modelled), and ring or all-gather without ``flash``."""
     if s.cp == 1:
         return
+    if arch.moe is not None:
+        raise InputError(f"cp={s.cp} (context parallelism of the prefill) with the routed experts of {arch.name} is "
+                         "not modelled in serving; use cp=1", "cp")
     shared_context_parallel(arch, s.training)
     if s.cp_variant != "ulysses" and not s.flash:
         raise InputError(f"{s.cp_variant} context parallelism runs a fused (flash) attention kernel per step "

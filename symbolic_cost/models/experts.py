@@ -17,7 +17,7 @@ from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.moe import EXPERT_COMM_ROWS, EXPERT_ROWS
 from symbolic_cost.cost import exact
 from symbolic_cost.models.recipes import data_collectives, state_bytes
-from symbolic_cost.parallel.expert import expert_data_degree
+from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 
 STATE_KEYS = ("weight_bytes", "gradient_bytes", "optimizer_bytes")
 
@@ -40,7 +40,8 @@ def block_dimension(row) -> str:
 
 def split_state_bytes(t, m1, es, per_device, on_stage, tied, e, conventions) -> dict:
     """``recipes.state_bytes`` of the device's dense parameters over ``d`` plus that of its
-    routed-expert parameters over ``edp``; also ``expert_parameters_per_device`` and, under
+    routed-expert parameters over ``edp`` (``t`` is the data group, ``models.totals.data_group``:
+    its ``d`` counts the context-parallel ranks, so ``edp = m1 cp d/(ep etp)``); also ``expert_parameters_per_device`` and, under
     ``"parts"``, both parts' states with the expert data-parallel degree (``None`` without
     experts)."""
     experts = on_stage(lambda blk: experts_only(blk).total("weights")) / es
@@ -50,7 +51,7 @@ def split_state_bytes(t, m1, es, per_device, on_stage, tied, e, conventions) -> 
     edp = expert_data_degree(m1, t.d, *expert_degrees(t, m1))
     dense = state_bytes(t, es, per_device - experts, lambda of, copy=0: on_stage(
         lambda blk: of(experts_only(blk, False)), copy), tied, e, conventions)
-    routed = state_bytes(replace(t, d=edp, shard=None), es, experts, lambda of, copy=0: on_stage(
+    routed = state_bytes(expert_group(t, m1, edp), es, experts, lambda of, copy=0: on_stage(
         lambda blk: of(experts_only(blk)), 0), 0, e, conventions)
     total = {k: dense[k] + routed[k] for k in dense}
     return {**total, "expert_parameters_per_device": experts, "parts": (dense, routed, edp)}
@@ -58,15 +59,25 @@ def split_state_bytes(t, m1, es, per_device, on_stage, tied, e, conventions) -> 
 
 def expert_data_collectives(t, m1, states: dict, es_w, es_g, n, conventions) -> list:
     """The routed experts' gradient (and ZeRO parameter) collectives of a step over their
-    ``edp`` replicas, ``ep etp`` ranks apart; none without experts or with one replica."""
+    ``edp`` replicas, ``ep etp`` ranks apart (``t``: the data group, ``models.totals.data_group``;
+    under HSDP ``expert_group``'s shard groups); none without experts or with one replica."""
     if states["parts"] is None:
         return []
     _, routed, edp = states["parts"]
     if edp == 1:
         return []
     ep, etp = expert_degrees(t, m1)
-    return data_collectives(replace(t, d=edp, shard=None), states["expert_parameters_per_device"], routed, es_w, es_g, edp,
+    return data_collectives(expert_group(t, m1, edp), states["expert_parameters_per_device"], routed, es_w, es_g, edp,
                             n, ep * etp, conventions)
+
+
+def expert_group(t, m1, edp):
+    """The data group ``t`` (``models.totals.data_group``: ``d`` and ``shard`` counting the CP
+    ranks) as the routed experts see it: ``edp`` replicas, sharded under HSDP over
+    ``edp_shard = m1 shard/(ep etp)`` of them (``parallel.expert.expert_shard_degree``)."""
+    ep, etp = expert_degrees(t, m1)
+    shard = None if t.shard is None else expert_shard_degree(m1, t.shard, ep, etp)
+    return replace(t, d=edp, shard=shard)
 
 
 def dense_state(states: dict, per_device) -> tuple[Expr, dict]:

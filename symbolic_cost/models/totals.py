@@ -195,7 +195,7 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
     if group.d != 1:   # data-parallel members (with the CP ranks: Megatron's dp-cp group) are m1 ranks apart
         out += [("data", c) for c in data_collectives(group, dense, dense_states, es_w, es_g, group.d, n, m1,
                                                       conventions)]
-    out += [("expert_data", c) for c in expert_data_collectives(t, m1, states, es_w, es_g, n, conventions)]
+    out += [("expert_data", c) for c in expert_data_collectives(group, m1, states, es_w, es_g, n, conventions)]
     return out
 
 

@@ -20,6 +20,7 @@ from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
 from symbolic_cost.models.recipes import check_offload
 from symbolic_cost.blocks.context import VARIANTS
 from symbolic_cost.blocks.wiring import check_expert_training
+from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
 
 __all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
@@ -182,13 +183,14 @@ def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (-
 
 def check_model(arch, t: Training) -> None:
     """Refuse a training the model cannot honour: sequences beyond its context (unless
-    ``allow_long``), and expert parallelism, a capacity factor or an imbalance without experts."""
+    ``allow_long``), what context parallelism cannot split (``check_context_parallel``), HSDP
+    shard groups the expert grid does not fold into (``parallel.expert.expert_shard_degree``),
+    and expert parallelism, a capacity factor or an imbalance without experts."""
     spans = (("l", t.l), ("l_dec", t.decoder_tokens)) if arch.encoder_decoder else (("l", t.l),)
     check_context(arch, spans, t.allow_long)
     check_context_parallel(arch, t)
-    if arch.moe is not None and t.shard is not None and sympify(t.d) != sympify(t.shard):
-        raise InputError(f"shard={t.shard} (HSDP) with the routed experts of {arch.name} is not modelled; "
-                         "leave shard unset (shard over all of d)", "shard")
+    if arch.moe is not None and t.shard is not None:    # HSDP: the expert grid folds into a replica group
+        expert_shard_degree(t.m1, t.shard, t.ep, t.m1 if t.etp is None else t.etp, t.cp)
     if arch.moe is None:
         for name, value, plain in (("ep", t.ep, 1), ("capacity_factor", t.capacity_factor, None),
                                    ("expert_imbalance", t.expert_imbalance, 1)):
@@ -199,19 +201,23 @@ def check_model(arch, t: Training) -> None:
 
 def check_context_parallel(arch, t: Training) -> None:
     """Refuse what context parallelism (``cp != 1``, ``blocks.context``) does not model or cannot
-    split: an encoder-decoder, experts, latent attention, sliding windows, a tensor grid; ``l``
+    split: an encoder-decoder, latent attention, sliding windows, a tensor grid; routed experts
+    whose grid ``ep x etp`` does not fold onto the ``m1 x cp x d`` ranks (``parallel.expert``, as
+    Megatron-Core refuses); ``l``
     not cut into ``2 cp`` chunks (ring and all-gather of a causal model: the causal balance) or
     ``cp`` shards, each a multiple of ``s1``; Ulysses with ``cp`` not dividing the query and the
     key/value heads of a tensor rank (``h/m1``, ``kv_heads/m1``)."""
     cp = sympify(t.cp)
     if cp == 1:
         return
-    unmodelled = dict(encoder_decoder=arch.encoder_decoder, moe=arch.moe is not None, latent=arch.latent is not None,
+    unmodelled = dict(encoder_decoder=arch.encoder_decoder, latent=arch.latent is not None,
                       window=arch.window is not None and arch.windowed_layers != 0, tensor=t.tensor is not None)
     for name, on in unmodelled.items():
         if on:
             raise InputError(f"cp={cp} ({t.cp_variant} context parallelism) with {name} ({arch.name}) is not "
                              f"modelled; use cp=1", name)
+    if arch.moe is not None:    # the expert layers see the m1 cp d ranks of a stage (parallel.expert)
+        expert_data_degree(t.m1, t.d, t.ep, t.m1 if t.etp is None else t.etp, cp)
     chunks = 2 * cp if arch.causal and t.cp_variant != "ulysses" else cp
     rules = [(f"{chunks} chunks (cp={cp}, {t.cp_variant})" if chunks != cp else "cp", chunks, t.l, "l"),
              ("s1", t.s1, t.l / cp, "l/cp, a rank's tokens")]

@@ -227,6 +227,6 @@ def check_numbers(arch, training) -> None:
     check_schedule(t, exact(arch.n_layers + arch.decoder_layers), exact(t.p), exact(t.micro_batches))
     if arch.moe is not None:
         ep, etp = expert_degrees(t, t.m1)
-        expert_data_degree(t.m1, t.d, ep, etp)
+        expert_data_degree(t.m1, t.d, ep, etp, t.cp)
         check_sequence_parallel(exact(t.m1), exact(t.s1))
         check_rules(dict(ep=ep, experts=arch.moe.experts, etp=etp, expert_f=arch.moe.expert_f), MOE_RULES)

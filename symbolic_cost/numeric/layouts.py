@@ -45,7 +45,8 @@ def allowed(dims: dict) -> bool:
 def accepts(arch: Architecture, **training) -> bool:
     """Whether ``model_cost`` accepts ``Training(**training)`` for ``arch``: the training's own
     checks (``Training``, ``check_sharding``) and the model's (``models.training.check_model``:
-    context parallelism's splits, HSDP with experts), the context length aside.
+    context parallelism's splits, HSDP shard groups the expert grid folds into), the context
+    length aside.
 
     >>> from symbolic_cost.models.config import preset
     >>> accepts(preset("gpt2"), l=1024, cp=4), accepts(preset("gpt2"), l=1024, cp=3)
@@ -71,14 +72,14 @@ def _split_by_tensor(arch: Architecture) -> dict:
     return dict(h=arch.h, kv_heads=arch.kv, f=arch.f, **shared)
 
 
-def expert_layouts(arch: Architecture, m1: int, d: int) -> list[tuple[int, int]]:
-    """``(ep, etp)`` of a mixture of experts on ``m1 x d`` ranks: ``ep`` whole experts a rank,
-    ``etp`` 1 or ``m1`` whole slices of each expert, ``ep etp`` folding onto the ranks
+def expert_layouts(arch: Architecture, m1: int, d: int, cp: int = 1) -> list[tuple[int, int]]:
+    """``(ep, etp)`` of a mixture of experts on ``m1 x cp x d`` ranks: ``ep`` whole experts a
+    rank, ``etp`` 1 or ``m1`` whole slices of each expert, ``ep etp`` folding onto the ranks
     (``parallel.expert``); ``(1, 1)`` for a dense model."""
     if arch.moe is None:
         return [(1, 1)]
-    grid = dict(experts=arch.moe.experts, expert_f=arch.moe.expert_f, **{"m1 x d": m1 * d})
-    return [(ep, etp) for ep in _divisors(m1 * d) for etp in sorted({1, m1})
+    grid = dict(experts=arch.moe.experts, expert_f=arch.moe.expert_f, **{"m1 x cp x d": m1 * cp * d})
+    return [(ep, etp) for ep in _divisors(m1 * cp * d) for etp in sorted({1, m1})
             if allowed(dict(grid, ep=ep, etp=etp, **{"ep x etp": ep * etp}))]
 
 
@@ -119,7 +120,7 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
                     if not allowed(dict(s1=s1, l=seq, m1=m1)) or (
                             c > 1 and not accepts(arch, l=seq, m1=m1, s1=s1, cp=c, cp_variant=cp_variant)):
                         continue
-                    for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d)
+                    for (ep, etp), b in ((x, b) for x in expert_layouts(arch, m1, d, c)
                                          for b in micro_batches(micro_batch_sizes, global_batch, d)):
                         for policy in recompute:
                             rows.append((m1, s1, c, d, p, ep, etp, b, global_batch // (b * d), policy))
@@ -130,7 +131,7 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
 def shard_groups(arch: Architecture, d: int, shard) -> list[int]:
     """The shard groups ZeRO-3 (FSDP) may take on ``d`` data-parallel ranks: ``shard="all"``
     every divisor of ``d`` (HSDP, ``--hsdp``), else ``d`` itself (plain FSDP) and each size of
-    ``shard`` that divides it; those the model accepts (``accepts``: no HSDP with routed experts).
+    ``shard`` that divides it; those the model accepts (``accepts``).
 
     >>> from symbolic_cost.models.config import preset
     >>> shard_groups(preset("gpt2"), 8, "all"), shard_groups(preset("gpt2"), 8, (2, 3, 16))
@@ -138,6 +139,24 @@ def shard_groups(arch: Architecture, d: int, shard) -> list[int]:
     """
     sizes = _divisors(d) if shard == "all" else sorted({d, *(s for s in shard if d % s == 0)})
     return [s for s in sizes if s == d or accepts(arch, d=d, zero=3, shard=s)]
+
+
+def shard_rows(arch: Architecture, rows: pd.DataFrame, shard) -> pd.DataFrame:
+    """``rows`` with one row per shard group of its ``d`` (``shard_groups``); with routed experts
+    only the groups each row's expert grid folds into, ``ep etp | m1 cp shard``
+    (``parallel.expert.expert_shard_degree``).
+
+    >>> from symbolic_cost.blocks.moe import MoE
+    >>> toy = Architecture("toy-moe", 2, 64, 4, 128, 128, mlp="swiglu", norm="rms", moe=MoE(8, 2, 64))
+    >>> table = pd.DataFrame({"m1": [1, 1], "d": [8, 8], "ep": [1, 8], "etp": [1, 1]})
+    >>> shard_rows(toy, table, "all")[["ep", "shard"]].values.tolist()
+    [[1, 1], [1, 2], [1, 4], [1, 8], [8, 8]]
+    """
+    rows = by_stage(rows, "shard", lambda d: shard_groups(arch, d, shard), key="d")
+    if arch.moe is None or rows.empty:
+        return rows
+    ranks = rows["m1"] * (rows["cp"] if "cp" in rows else 1) * rows["shard"]
+    return rows[ranks % (rows["ep"] * rows["etp"]) == 0]
 
 
 def context_choices(cp, cp_variant: str, shard, zeros) -> tuple:

@@ -37,7 +37,7 @@ from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.models.grid_stack import on_grid, unsupported
 from symbolic_cost.numeric.compile import compile_exprs
-from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, layouts, shard_groups,
+from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, layouts, shard_rows,
                                            virtual_stages)
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
@@ -148,7 +148,7 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     arch, variant, base, seq, system, conventions, fixed, recompute_layers, top = task
     rows = variant_rows(base, variant, arch.n_layers + arch.decoder_layers, recompute_layers)
     if variant.shard is not None:
-        rows = by_stage(rows, "shard", lambda d: shard_groups(arch, d, variant.shard), key="d")
+        rows = shard_rows(arch, rows, variant.shard)
     if rows.empty:
         return 0, 0, rows
     by_p = ["p", "vp"] if placed_by_p(arch, fixed) else []
