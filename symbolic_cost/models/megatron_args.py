@@ -41,9 +41,13 @@ that is ``floor(e/24) 64``)
 ``--tensor-model-parallel-size`` (1)        ``m1``; ``s1 = m1`` with ``--sequence-parallel``
                                             (Megatron turns it off at ``m1 = 1``)
 ``--pipeline-model-parallel-size`` (1)      ``p``; ``--decoder-first/last-pipeline-num-layers``:
-                                            ``first/last_stage_layers``
+                                            ``first/last_stage_layers``;
+``--account-for-embedding-in-pipeline-      ``embedding_in_split``, ``loss_in_split`` (a layer's slot
+split``, ``--account-for-loss-in-...``      each; ``parallel.pipeline.chunk_layers``)
 ``--num-layers-per-virtual-pipeline-stage``, schedule ``interleaved``, ``virtual_stages`` =
-``--num-virtual-stages-per-pipeline-rank``, ``n_layers/p/N`` (1F1B without them)
+``--num-virtual-stages-per-pipeline-rank``, ``slots/p/N``, slots ``n_layers`` + the embedding's and
+                                            the loss's (refused with first/last sizes, as
+                                            Megatron); 1F1B without them
 ``--virtual-pipeline-model-parallel-size``
 ``--expert-model-parallel-size`` (1),       ``ep``, ``etp``; ``--moe-expert-capacity-factor``:
 ``--expert-tensor-parallel-size`` (``m1``)  ``capacity_factor``
@@ -202,6 +206,18 @@ def _moe(o: Options, f: int, n: int) -> MoE | None:
                router="softmax" if o.flag("moe-router-pre-softmax") else "topk_softmax", every=every)
 
 
+def _split(o: Options, policy: dict) -> None:
+    """The pipeline split's options: stage sizes, the embedding and the loss counted as layers."""
+    for option, key in (("decoder-first-pipeline-num-layers", "first_stage_layers"),
+                        ("decoder-last-pipeline-num-layers", "last_stage_layers")):
+        if option in o.options:
+            policy[key] = o.integer(option)
+    for option, key in (("account-for-embedding-in-pipeline-split", "embedding_in_split"),
+                        ("account-for-loss-in-pipeline-split", "loss_in_split")):
+        if o.flag(option):
+            policy[key] = True
+
+
 def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
     policy = dict(precision="bf16" if o.flag("bf16") else "fp16" if o.flag("fp16") else "fp32",
                   distributed_optimizer=o.flag("use-distributed-optimizer"))
@@ -228,8 +244,14 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
         for option in ("recompute-method", "recompute-num-layers"):
             if option in o.options:
                 raise InputError(f"--{option} applies to --recompute-granularity full", f"--{option}")
-    per_stage, chunks = Fraction(arch.n_layers, pp), None
+    _split(o, policy)
+    slots = arch.n_layers + policy.get("embedding_in_split", 0) + policy.get("loss_in_split", 0)
+    per_stage, chunks = Fraction(slots, pp), None
     if "num-layers-per-virtual-pipeline-stage" in o.options:
+        if "decoder-first-pipeline-num-layers" in o.options or "decoder-last-pipeline-num-layers" in o.options:
+            raise InputError("--num-layers-per-virtual-pipeline-stage with --decoder-first/last-pipeline-num-layers: "
+                             "Megatron-LM asks for --num-virtual-stages-per-pipeline-rank with uneven stages",
+                             "--num-layers-per-virtual-pipeline-stage")
         chunks = per_stage / o.integer("num-layers-per-virtual-pipeline-stage")
     for option in ("num-virtual-stages-per-pipeline-rank", "virtual-pipeline-model-parallel-size"):
         if option in o.options:
@@ -239,10 +261,6 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
                          "--num-layers-per-virtual-pipeline-stage")
     if chunks is not None and chunks > 1:
         policy.update(schedule="interleaved", virtual_stages=int(chunks))
-    for option, key in (("decoder-first-pipeline-num-layers", "first_stage_layers"),
-                        ("decoder-last-pipeline-num-layers", "last_stage_layers")):
-        if option in o.options:
-            policy[key] = o.integer(option)
     backend = o.choice("attention-backend", "auto", ("auto", "flash", "fused", "unfused", "local"))
     policy["flash"] = backend in ("auto", "flash", "fused") or o.flag("use-flash-attn")
     grad, param, tensor = (o.flag(x) for x in ("overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap"))
