@@ -15,7 +15,8 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
-from symbolic_cost.parallel.pipeline import chunk_in_flight, chunk_layers
+from symbolic_cost.parallel.pipeline import chunk_in_flight
+from symbolic_cost.parallel.splits import chunk_layers
 
 
 def megatron_build(N, p, vp, first, last, emb, loss, rank, vp_stage):
@@ -236,3 +237,60 @@ def test_megatron_arguments_read_the_split(tmp_path):
                                         + "--decoder-first-pipeline-num-layers 2 --decoder-last-pipeline-num-layers 2 "
                                         "--num-virtual-stages-per-pipeline-rank 2", "x"), "x", world=4)
     assert uneven.policy["first_stage_layers"] == 2 and uneven.policy["virtual_stages"] == 2
+
+
+def layout_of(expected, p, emb, loss):
+    """The ``--pipeline-model-parallel-layout`` string of a placement (stage ``c p + r`` is chunk ``c``
+    of rank ``r``), the embedding first and the loss last."""
+    v = len(expected[0])
+    stages = ["t" * len(expected[s % p][s // p]) for s in range(p * v)]
+    stages[0], stages[-1] = ("E" if emb else "") + stages[0], stages[-1] + ("L" if loss else "")
+    return "|".join(stages)
+
+
+@settings(max_examples=150, deadline=None)
+@given(N=st.integers(1, 60), p=st.integers(2, 8), v=st.integers(1, 4), emb=st.booleans(), loss=st.booleans())
+def test_a_layout_written_from_megatrons_placement_places_the_same_layers(N, p, v, emb, loss):
+    try:
+        expected = megatron_layers(N, p, v, emb=emb, loss=loss)
+    except AssertionError:
+        return
+    assert ours_layout(layout_of(expected, p, emb, loss), N, p) == expected
+
+
+def ours_layout(layout, N, p):
+    from symbolic_cost.parallel.splits import layout_layers
+    return [[list(c) for c in rank] for rank in layout_layers(layout, N, p)]
+
+
+def test_layout_by_hand_and_its_refusals():
+    """Megatron's own example, "Et*3|(tt|)*29,m|L": 32 stages, E and three layers, 29 stages of two,
+    an MTP stage and the loss's (the MTP stage is refused: not modelled)."""
+    from symbolic_cost.parallel.splits import layout_stages
+    stages = layout_stages("Et*3|(tt|)*29,m|L")
+    assert stages == ["Ettt"] + ["tt"] * 29 + ["m", "L"]
+    assert ours_layout("Et|tt|tt|t,L", 6, 2) == [[[0], [3, 4]], [[1, 2], [5]]]      # chunk_layers' doctest case
+    for layout, N, p, match in (("Et*3|(tt|)*29,m|L", 61, 16, "multi-token-prediction"), ("Et|tt|L", 3, 2, "multiple of p"),
+                                ("Et|tEt|t|L", 4, 2, "embedding"), ("Et|tt|t|tL", 6, 2, "n_layers=6"),
+                                ("Ex|t", 1, 2, "'x' is not a layer")):
+        with pytest.raises(InputError, match=match):
+            ours_layout(layout, N, p)
+    with pytest.raises(InputError, match="virtual_stages"):
+        Training(p=2, pipeline_layout="Et|tt|tt|t,L")                  # 4 stages on 2 ranks: v = 2
+    with pytest.raises(InputError, match="embedding_in_split cannot go with it"):
+        Training(p=2, virtual_stages=2, schedule="interleaved", pipeline_layout="Et|tt|tt|t,L", embedding_in_split=True)
+    cost = model_cost(small(), Training(b=1, l=128, p=2, micro_batches=4, schedule="interleaved", virtual_stages=2,
+                                        pipeline_layout="Et|tt|tt|t,L"))
+    e, V = 64, 1000
+    layer, embedding, head = 12 * e * e + 13 * e, V * e + 128 * e, 2 * e + V * e
+    assert [rank_parameters(cost, r) for r in range(2)] == [embedding + 3 * layer, head + 3 * layer]
+
+
+def test_megatron_arguments_read_a_layout():
+    from symbolic_cost.models.launch_script import read_launch
+    from symbolic_cost.models.megatron_args import megatron_setup
+    base = ("pretrain_gpt.py --num-layers 6 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+            "--max-position-embeddings 128 --micro-batch-size 1 --global-batch-size 8 --vocab-size 1000 "
+            "--tokenizer-type NullTokenizer --pipeline-model-parallel-size 2 ")
+    setup = megatron_setup(read_launch(base + "--pipeline-model-parallel-layout 'Et|tt|tt|t,L'", "x"), "x", world=2)
+    assert setup.policy["pipeline_layout"] == "Et|tt|tt|t,L" and setup.policy["virtual_stages"] == 2

@@ -207,6 +207,9 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                "first rank's first model chunk (Megatron-LM's --account-for-embedding-in-pipeline-split)")
         option(group, "--loss-in-split", action="store_true", help="count the loss as a layer of the last "
                "rank's last model chunk (Megatron-LM's --account-for-loss-in-pipeline-split)")
+        option(group, "--pipeline-layout", metavar="LAYOUT", help="every pipeline stage's layers, as Megatron-LM's "
+               "--pipeline-model-parallel-layout (E embedding, t layer, L loss, | between stages, (..)*n and x*n "
+               "repeats; stage s is chunk s // p of rank s mod p: --virtual-stages = stages / p)")
         option(group, "--allow-long", action="store_true", help="allow sequences longer than the model's context")
         option(group, "--cp-variant", choices=CP_VARIANTS, help="context parallelism (--set cp=N): ring (K, V "
                "passed point to point, Megatron-LM; default), all-gather (Llama 3) or ulysses (all-to-all of heads)")
@@ -242,7 +245,7 @@ def training_policy(args) -> dict:
                                     tensor="tensor" in chosen)
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
-             "loss_in_split", "flash", "capacity_factor",
+             "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
              "expert_imbalance", "mtp", "allow_long", "shard", "reshard_after_forward")
     if getattr(args, "cp_variant", None) is not None:
         policy["cp_variant"] = args.cp_variant

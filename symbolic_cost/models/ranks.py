@@ -14,7 +14,8 @@ from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.memory import stage_kept_bytes
 from symbolic_cost.models.training import Training, element_bytes
 from symbolic_cost.models.stack import layer_kinds
-from symbolic_cost.parallel.pipeline import chunk_in_flight, chunk_layers, per_stage
+from symbolic_cost.parallel.pipeline import chunk_in_flight, per_stage
+from symbolic_cost.parallel.splits import chunk_layers, layout_layers
 from symbolic_cost.checks import InputError
 
 
@@ -46,7 +47,7 @@ class Placement:
     """Which of the model's layers each pipeline rank holds (Megatron-LM places them in order:
     the first ``n_layers/p`` on rank 0, ...; with ``virtual_stages`` chunks, chunk ``c`` of
     ``n_layers/(p v)`` layers on rank ``c mod p``; uneven first and last stages, the embedding and
-    the loss counted as layers, as ``parallel.pipeline.chunk_layers``).
+    the loss counted as layers, as ``parallel.splits.chunk_layers``).
 
     ``groups``: the layers of each layer group of the stack; ``rows``: ``(rank, first, last,
     counts)`` for each distinct kind of rank, the lowest-numbered of each (it holds the most
@@ -137,7 +138,7 @@ def units(arch) -> list[tuple[int, int]] | None:
     return [(0, i) for i in range(n)] + [(1, n - 1), (2, n)] + [(3, n + j) for j in range(m)]
 
 
-SPLIT = ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split")
+SPLIT = ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "pipeline_layout")
 """The ``Training`` fields that make pipeline ranks differ beyond ``1/p`` of each layer group."""
 
 
@@ -176,7 +177,10 @@ def placement(arch, t: Training, stack, p) -> Placement:
 
 def rank_layers(t: Training, depth: int, p: int) -> list[list[range]]:
     """The indices of the layers of each model chunk of each rank, Megatron-Core's placement
-    (``parallel.pipeline.chunk_layers``) of ``t``'s stages, virtual stages and slots."""
+    (``parallel.splits.chunk_layers``) of ``t``'s stages, virtual stages and slots, or of its layout
+    (``parallel.splits.layout_layers``)."""
+    if t.pipeline_layout is not None:
+        return layout_layers(t.pipeline_layout, depth, p)
     return chunk_layers(depth, p, t.virtual_stages, t.first_stage_layers, t.last_stage_layers,
                         t.embedding_in_split, t.loss_in_split)
 

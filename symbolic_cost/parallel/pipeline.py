@@ -89,50 +89,6 @@ def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
             sympify(last) if last is not None else share)
 
 
-def chunk_layers(depth: int, p: int, v: int = 1, first=None, last=None, embedding=False, loss=False) -> list:
-    """The transformer layers (0-based global indices) of model chunk ``c`` on pipeline rank ``r``,
-    ``out[r][c]`` a ``range``, as Megatron-Core places them (numbers only; its
-    ``transformer_block.get_num_layers_to_build`` and ``transformer_layer.get_transformer_layer_offset``):
-
-    * a rank holds ``stage_layers`` slots (``first``/``last``: Megatron's
-      ``--decoder-first/last-pipeline-num-layers``, the other layers even over the other ranks), or,
-      with ``embedding``/``loss`` (``--account-for-embedding/loss-in-pipeline-split``) counted as
-      layers, ``(n_layers + embedding + loss)/p`` slots each;
-    * a rank's slots split evenly into its ``v`` chunks (Megatron asserts ``v`` divides them);
-    * chunk ``c`` of rank ``r`` starts after ``c`` whole rounds (a round: one chunk of every rank)
-      and the chunks of ranks ``0 .. r-1`` in its round;
-    * the embedding takes the first slot (rank 0's chunk 0 builds one layer fewer), the loss the
-      last (rank ``p - 1``'s chunk ``v - 1``).
-
-    >>> [[list(c) for c in rank] for rank in chunk_layers(6, 2, 2, embedding=True, loss=True)]
-    [[[0], [3, 4]], [[1, 2], [5]]]
-    """
-    if (embedding or loss) and (first, last) != (None, None):
-        raise InputError("embedding_in_split and loss_in_split cannot go with first_stage_layers or "
-                         "last_stage_layers (Megatron-Core asserts: no embedding or loss slot with uneven stages)",
-                         "embedding_in_split" if embedding else "loss_in_split")
-    if first is not None or last is not None:
-        a, m, z = (int(x) for x in stage_layers(depth, p, first, last))
-        sizes = [a] + [m] * (p - 2) + [z] if p > 1 else [depth]
-    else:
-        slots = depth + int(bool(embedding)) + int(bool(loss))
-        if slots % p:
-            raise InputError(f"p={p} must divide n_layers={depth} plus one slot each for the embedding and the loss "
-                             f"counted as layers ({slots} slots)", "p")
-        sizes = [slots // p] * p
-    for r, size in enumerate(sizes):
-        if size % v:
-            raise InputError(f"virtual_stages={v} must divide the {size} layers of pipeline rank {r} (Megatron "
-                             "asserts each rank's layers split evenly into its model chunks)", "virtual_stages")
-    chunk = [size // v for size in sizes]
-    rounds, skip = sum(chunk), int(bool(embedding))          # layer index = slot - the embedding's slot
-    out = []
-    for r in range(p):
-        starts = [c * rounds + sum(chunk[:r]) for c in range(v)]
-        out.append([range(max(s - skip, 0), min(s + chunk[r], depth + skip) - skip) for s in starts])
-    return out
-
-
 def chunk_in_flight(p: int, n: int, v: int, rank: int) -> list:
     """Micro-batches rank ``rank`` holds in each of its ``v`` model chunks at its peak under
     Megatron-LM's interleaved 1F1B: its first ``min(2(p - r - 1) + (v - 1) p + 1, n v)`` forwards
