@@ -173,6 +173,8 @@ MUTATIONS = (
              "starts = [c * rounds + r * chunk[r] for c in range(v)]", required=False),
     Mutation("embedding-takes-a-slot", SPLITS, "rounds, skip = sum(chunk), int(bool(embedding))",
              "rounds, skip = sum(chunk), 0", required=False),
+    Mutation("layout-stage-order", SPLITS, "[range(starts[c * p + r], starts[c * p + r] + stages[c * p + r].count(",
+             "[range(starts[r * v + c], starts[r * v + c] + stages[r * v + c].count(", required=False),
     Mutation("chunk-in-flight", PIPELINE, "if (j % (p * v)) // p == c) for c in range(v)]",
              "if j % v == c) for c in range(v)]", required=False),
     Mutation("placed-ends", RANKS, "(first if is_first else 0)", "(first if is_last else 0)", required=False),
