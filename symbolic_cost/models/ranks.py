@@ -240,9 +240,9 @@ def _chunks(place: Placement, schedule, n, rank):
     """``(micro-batches in flight, counts)`` of each model chunk of rank ``rank`` under the
     interleaved schedule when the placement is enumerated (its chunks may differ: the embedding's
     or the loss's slot, uneven stages, layer groups), else ``None``."""
-    if place.chunks is None or schedule.name != "interleaved" or not sympify(n).is_number:
+    if place.chunks is None or schedule.name != "interleaved":
         return None
-    return list(zip(chunk_in_flight(int(place.p), int(n), schedule.v, rank), place.chunks[rank]))
+    return list(zip(chunk_in_flight(int(place.p), n, schedule.v, rank), place.chunks[rank]))
 
 
 def _dualpipe_activations(cost, place: Placement, rank) -> Expr:

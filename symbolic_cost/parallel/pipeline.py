@@ -89,17 +89,19 @@ def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
             sympify(last) if last is not None else share)
 
 
-def chunk_in_flight(p: int, n: int, v: int, rank: int) -> list:
+def chunk_in_flight(p: int, n, v: int, rank: int) -> list:
     """Micro-batches rank ``rank`` holds in each of its ``v`` model chunks at its peak under
-    Megatron-LM's interleaved 1F1B: its first ``min(2(p - r - 1) + (v - 1) p + 1, n v)`` forwards
-    (``Schedule.in_flight`` times ``v``), forward ``j`` running chunk ``(j mod p v) // p``
-    (Megatron's ``get_model_chunk_id``).
+    Megatron-LM's interleaved 1F1B: its first ``min(W, n v)`` forwards, ``W = 2(p - r - 1) + (v - 1) p
+    + 1`` (``Schedule.in_flight`` times ``v``), forward ``j`` running chunk ``(j mod p v) // p``
+    (Megatron's ``get_model_chunk_id``).  With ``p`` dividing ``n`` (the schedule's rule) the first
+    ``n v`` forwards run every chunk ``n`` times, so chunk ``c`` holds ``min(its share of W, n)``:
+    ``n`` may be a symbol.
 
     >>> chunk_in_flight(4, 8, 2, 0), chunk_in_flight(4, 8, 2, 3)
     ([7, 4], [4, 1])
     """
-    k = min(2 * (p - rank - 1) + (v - 1) * p + 1, n * v)
-    return [sum(1 for j in range(k) if (j % (p * v)) // p == c) for c in range(v)]
+    warm = 2 * (p - rank - 1) + (v - 1) * p + 1
+    return [minimum(sum(1 for j in range(warm) if (j % (p * v)) // p == c), n) for c in range(v)]
 
 
 def per_stage(p, first, last, layers, last_copy=0, shares=None) -> Expr:
