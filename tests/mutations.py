@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ("tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
+TESTS = ("tests/test_pipeline_splits.py",
+         "tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
          "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
          "tests/test_dualpipe.py", "tests/test_serving_cp.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py", "tests/test_moe_context.py",
@@ -72,6 +73,7 @@ class Mutation:
 
 
 PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/zero.py"
+SPLITS = "symbolic_cost/parallel/splits.py"
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
 RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
 EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
@@ -179,8 +181,16 @@ MUTATIONS = (
              "            rows.append((r, *kind)) if r in (0, p - 1) else None", required=False),
     Mutation("activation-recompute-drops-fc2-input", "symbolic_cost/blocks/mlp.py",
              'name="fc2", **at.kw), rebuilt="activation")', 'name="fc2", **at.kw))', required=False),
-    Mutation("layers-placed-in-order", RANKS, "for held in map(set, rank_layers(t, depth, int(p), len(groups) > 1))]",
-             "for held in map(set, reversed(rank_layers(t, depth, int(p), len(groups) > 1)))]", required=False),
+    Mutation("layers-placed-in-order", RANKS, "for rank in rank_layers(t, depth, int(p))]",
+             "for rank in reversed(rank_layers(t, depth, int(p)))]", required=False),
+    Mutation("chunk-offset-by-rounds", SPLITS, "starts = [c * rounds + sum(chunk[:r]) for c in range(v)]",
+             "starts = [c * rounds + r * chunk[r] for c in range(v)]", required=False),
+    Mutation("embedding-takes-a-slot", SPLITS, "rounds, skip = sum(chunk), int(bool(embedding))",
+             "rounds, skip = sum(chunk), 0", required=False),
+    Mutation("layout-stage-order", SPLITS, "[range(starts[c * p + r], starts[c * p + r] + stages[c * p + r].count(",
+             "[range(starts[r * v + c], starts[r * v + c] + stages[r * v + c].count(", required=False),
+    Mutation("chunk-in-flight", PIPELINE, "if (j % (p * v)) // p == c), n) for c in range(v)]",
+             "if j % v == c), n) for c in range(v)]", required=False),
     Mutation("placed-ends", RANKS, "(first if is_first else 0)", "(first if is_last else 0)", required=False),
     Mutation("activation-recompute-drops-expert-fc2-input", "symbolic_cost/blocks/moe.py",
              '                                    **at.kw), rebuilt="activation"),',

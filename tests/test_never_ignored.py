@@ -96,3 +96,21 @@ def test_search_keeps_fsdp_gathered_weights_when_asked_or_refuses(capsys):
     resharded = capsys.readouterr().out
     assert main([*base, "--zero", "3", "--no-reshard-after-forward"]) == 0
     assert capsys.readouterr().out != resharded       # one all-gather fewer a step, the gathered layers kept
+
+
+def test_the_pipeline_split_options_act_or_are_refused():
+    """The split options change the answer or are refused: gpt2's 12 layers cannot split over p=7, but
+    14 slots with the embedding and the loss can (2 a rank, refused with 4 chunks); on p=2 a layout
+    of 4 stages moves layers; set beside each other they are refused."""
+    seven = ["summary", "--preset", "gpt2", "--set", "b=1", "l=512", "p=7", "n_micro=7"]
+    assert run(seven)[0] == 2 and run([*seven, "--embedding-in-split", "--loss-in-split"])[0] == 0
+    assert run([*seven, "--embedding-in-split", "--loss-in-split", "--schedule", "interleaved",
+                "--virtual-stages", "4"])[0] == 2
+    base = ["summary", "--preset", "gpt2", "--set", "b=1", "l=512", "p=2", "n_micro=4"]
+    plain = run(base)
+    code, out = run([*base, "--pipeline-layout", "Et*2|t*4|t*4|t*2,L", "--schedule", "interleaved",
+                     "--virtual-stages", "2"])
+    assert code == 0 and out != plain[1]
+    assert run([*base, "--pipeline-layout", "Et*6|t*6,L"])[0] == 0
+    assert run([*base, "--pipeline-layout", "Et*6|t*6,L", "--embedding-in-split"])[0] == 2
+    assert run([*base, "--pipeline-layout", "Et*6|t*5,L"])[0] == 2

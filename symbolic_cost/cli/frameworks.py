@@ -38,7 +38,8 @@ from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
 from symbolic_cost.models.torchtitan import torchtitan_setup
 
 FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-method", "--recompute-layers",
-                "--schedule", "--virtual-stages", "--first-stage-layers", "--last-stage-layers", "--overlap", "--fp8",
+                "--schedule", "--virtual-stages", "--first-stage-layers", "--last-stage-layers", "--embedding-in-split",
+                "--loss-in-split", "--pipeline-layout", "--overlap", "--fp8",
                 "--flash", "--capacity-factor", "--cp-variant")
 """Options whose choice the Megatron arguments make (refused beside ``--megatron-args`` when set away
 from their defaults)."""
@@ -88,6 +89,7 @@ def _given(args, flags: tuple) -> str | None:
                     recompute=plain.recompute, recompute_method=plain.recompute_method,
                     recompute_layers=plain.recompute_layers, schedule=plain.schedule,
                     virtual_stages=plain.virtual_stages, first_stage_layers=None, last_stage_layers=None,
+                    embedding_in_split=False, loss_in_split=False, pipeline_layout=None,
                     overlap=[], fp8=None, flash=plain.flash, capacity_factor=None, cp_variant=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
                     reshard_after_forward=plain.reshard_after_forward)

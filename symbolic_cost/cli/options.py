@@ -209,6 +209,13 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
         option(group, "--first-stage-layers", type=int, help="layers on the first pipeline rank "
                "(default: an even split; the other layers split evenly)")
         option(group, "--last-stage-layers", type=int, help="layers on the last pipeline rank")
+        option(group, "--embedding-in-split", action="store_true", help="count the embedding as a layer of the "
+               "first rank's first model chunk (Megatron-LM's --account-for-embedding-in-pipeline-split)")
+        option(group, "--loss-in-split", action="store_true", help="count the loss as a layer of the last "
+               "rank's last model chunk (Megatron-LM's --account-for-loss-in-pipeline-split)")
+        option(group, "--pipeline-layout", metavar="LAYOUT", help="every pipeline stage's layers, as Megatron-LM's "
+               "--pipeline-model-parallel-layout (E embedding, t layer, L loss, | between stages, (..)*n and x*n "
+               "repeats; stage s is chunk s // p of rank s mod p: --virtual-stages = stages / p)")
         option(group, "--allow-long", action="store_true", help="allow sequences longer than the model's context")
         option(group, "--cp-variant", choices=CP_VARIANTS, help="context parallelism (--set cp=N): ring (K, V "
                "passed point to point, Megatron-LM; default), all-gather (Llama 3) or ulysses (all-to-all of heads)")
@@ -243,7 +250,8 @@ def training_policy(args) -> dict:
         policy["overlap"] = Overlap(grad_reduce="grad" in chosen, param_gather="param" in chosen,
                                     tensor="tensor" in chosen)
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
-             "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "flash", "capacity_factor",
+             "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
+             "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
              "expert_imbalance", "mtp", "allow_long", "shard", "reshard_after_forward")
     if getattr(args, "cp_variant", None) is not None:
         policy["cp_variant"] = args.cp_variant

@@ -41,10 +41,15 @@ that is ``floor(e/24) 64``)
 ``--tensor-model-parallel-size`` (1)        ``m1``; ``s1 = m1`` with ``--sequence-parallel``
                                             (Megatron turns it off at ``m1 = 1``)
 ``--pipeline-model-parallel-size`` (1)      ``p``; ``--decoder-first/last-pipeline-num-layers``:
-                                            ``first/last_stage_layers``
+                                            ``first/last_stage_layers``;
+``--account-for-embedding-in-pipeline-      ``embedding_in_split``, ``loss_in_split`` (a layer's slot
+split``, ``--account-for-loss-in-...``      each; ``parallel.splits.chunk_layers``)
 ``--num-layers-per-virtual-pipeline-stage``, schedule ``interleaved``, ``virtual_stages`` =
-``--num-virtual-stages-per-pipeline-rank``, ``n_layers/p/N`` (1F1B without them)
+``--num-virtual-stages-per-pipeline-rank``, ``slots/p/N``, slots ``n_layers`` + the embedding's and
+                                            the loss's (refused with first/last sizes, as
+                                            Megatron); 1F1B without them
 ``--virtual-pipeline-model-parallel-size``
+``--pipeline-model-parallel-layout``        ``pipeline_layout``; ``virtual_stages``: its stages over ``p``
 ``--expert-model-parallel-size`` (1),       ``ep``, ``etp``; ``--moe-expert-capacity-factor``:
 ``--expert-tensor-parallel-size`` (``m1``)  ``capacity_factor``
 world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-batch-size``
@@ -78,6 +83,7 @@ from fractions import Fraction
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.checks import InputError
+from symbolic_cost.parallel.splits import layout_stages
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.launch_script import Launch
 from symbolic_cost.models.megatron_words import NOTED, Options, parse, world_size
@@ -202,6 +208,18 @@ def _moe(o: Options, f: int, n: int) -> MoE | None:
                router="softmax" if o.flag("moe-router-pre-softmax") else "topk_softmax", every=every)
 
 
+def _split(o: Options, policy: dict) -> None:
+    """The pipeline split's options: stage sizes, the embedding and the loss counted as layers."""
+    for option, key in (("decoder-first-pipeline-num-layers", "first_stage_layers"),
+                        ("decoder-last-pipeline-num-layers", "last_stage_layers")):
+        if option in o.options:
+            policy[key] = o.integer(option)
+    for option, key in (("account-for-embedding-in-pipeline-split", "embedding_in_split"),
+                        ("account-for-loss-in-pipeline-split", "loss_in_split")):
+        if o.flag(option):
+            policy[key] = True
+
+
 def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
     policy = dict(precision="bf16" if o.flag("bf16") else "fp16" if o.flag("fp16") else "fp32",
                   distributed_optimizer=o.flag("use-distributed-optimizer"))
@@ -228,21 +246,29 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
         for option in ("recompute-method", "recompute-num-layers"):
             if option in o.options:
                 raise InputError(f"--{option} applies to --recompute-granularity full", f"--{option}")
-    per_stage, chunks = Fraction(arch.n_layers, pp), None
-    if "num-layers-per-virtual-pipeline-stage" in o.options:
+    _split(o, policy)
+    slots = arch.n_layers + policy.get("embedding_in_split", 0) + policy.get("loss_in_split", 0)
+    per_stage, chunks = Fraction(slots, pp), None
+    if "pipeline-model-parallel-layout" in o.options:      # Megatron-LM: the layout decides the chunks
+        policy["pipeline_layout"] = o.text("pipeline-model-parallel-layout")
+        chunks = Fraction(len(layout_stages(policy["pipeline_layout"])), pp)
+        if chunks.denominator != 1:
+            raise InputError(f"--pipeline-model-parallel-layout: its stages must be a multiple of "
+                             f"--pipeline-model-parallel-size {pp} (Megatron-LM's rule)", "--pipeline-model-parallel-layout")
+    if "num-layers-per-virtual-pipeline-stage" in o.options and "pipeline_layout" not in policy:
+        if "decoder-first-pipeline-num-layers" in o.options or "decoder-last-pipeline-num-layers" in o.options:
+            raise InputError("--num-layers-per-virtual-pipeline-stage with --decoder-first/last-pipeline-num-layers: "
+                             "Megatron-LM asks for --num-virtual-stages-per-pipeline-rank with uneven stages",
+                             "--num-layers-per-virtual-pipeline-stage")
         chunks = per_stage / o.integer("num-layers-per-virtual-pipeline-stage")
     for option in ("num-virtual-stages-per-pipeline-rank", "virtual-pipeline-model-parallel-size"):
-        if option in o.options:
+        if option in o.options and "pipeline_layout" not in policy:
             chunks = Fraction(o.integer(option))
     if chunks is not None and chunks.denominator != 1:
         raise InputError(f"--num-layers-per-virtual-pipeline-stage must divide the {per_stage} layers of a stage",
                          "--num-layers-per-virtual-pipeline-stage")
     if chunks is not None and chunks > 1:
         policy.update(schedule="interleaved", virtual_stages=int(chunks))
-    for option, key in (("decoder-first-pipeline-num-layers", "first_stage_layers"),
-                        ("decoder-last-pipeline-num-layers", "last_stage_layers")):
-        if option in o.options:
-            policy[key] = o.integer(option)
     backend = o.choice("attention-backend", "auto", ("auto", "flash", "fused", "unfused", "local"))
     policy["flash"] = backend in ("auto", "flash", "fused") or o.flag("use-flash-attn")
     grad, param, tensor = (o.flag(x) for x in ("overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap"))

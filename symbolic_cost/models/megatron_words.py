@@ -54,6 +54,7 @@ READ = {
     "moe-router-pre-softmax", "moe-router-score-function", "micro-batch-size", "global-batch-size",
     "seq-length", "tensor-model-parallel-size", "pipeline-model-parallel-size", "sequence-parallel",
     "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
+    "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split", "pipeline-model-parallel-layout",
     "num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank",
     "virtual-pipeline-model-parallel-size", "context-parallel-size", "expert-model-parallel-size",
     "expert-tensor-parallel-size", "moe-expert-capacity-factor", "bf16", "fp16", "fp8-format", "fp8-recipe",

@@ -14,7 +14,8 @@ from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.memory import stage_kept_bytes
 from symbolic_cost.models.training import Training, element_bytes
 from symbolic_cost.models.stack import layer_kinds
-from symbolic_cost.parallel.pipeline import per_stage, stage_layers
+from symbolic_cost.parallel.pipeline import chunk_in_flight, per_stage
+from symbolic_cost.parallel.splits import chunk_layers, layout_layers
 from symbolic_cost.checks import InputError
 
 
@@ -45,8 +46,8 @@ def boundary_elements(cost) -> Expr:
 class Placement:
     """Which of the model's layers each pipeline rank holds (Megatron-LM places them in order:
     the first ``n_layers/p`` on rank 0, ...; with ``virtual_stages`` chunks, chunk ``c`` of
-    ``n_layers/(p v)`` layers on rank ``c mod p``; uneven first and last stages as
-    ``parallel.pipeline.stage_layers``).
+    ``n_layers/(p v)`` layers on rank ``c mod p``; uneven first and last stages, the embedding and
+    the loss counted as layers, as ``parallel.splits.chunk_layers``).
 
     ``groups``: the layers of each layer group of the stack; ``rows``: ``(rank, first, last,
     counts)`` for each distinct kind of rank, the lowest-numbered of each (it holds the most
@@ -59,6 +60,7 @@ class Placement:
     groups: tuple
     rows: tuple | None = None
     every: tuple | None = None        # the counts of every rank, when enumerated
+    chunks: tuple | None = None       # the counts of each model chunk of every rank, when enumerated
 
     def ranks(self) -> tuple:
         """The ranks that can be the busiest (``rows``; an even split: the first and the last)."""
@@ -114,10 +116,10 @@ class Placement:
 def placed_by_p(arch, policy: dict) -> bool:
     """Whether the layers a rank holds depend on ``p`` beyond ``1/p`` of each group: layers of
     several recorded kinds (``units``), or uneven first and last stages in the ``Training``
-    fields ``policy``."""
+    fields ``policy`` (``SPLIT``: stage sizes, the embedding or the loss counted as a layer)."""
     kinds = units(arch)
     return (kinds is not None and len({g for g, _ in kinds}) > 1) or any(
-        policy.get(k) is not None for k in ("first_stage_layers", "last_stage_layers"))
+        policy.get(k) not in (None, False) for k in SPLIT)
 
 
 def units(arch) -> list[tuple[int, int]] | None:
@@ -136,67 +138,67 @@ def units(arch) -> list[tuple[int, int]] | None:
     return [(0, i) for i in range(n)] + [(1, n - 1), (2, n)] + [(3, n + j) for j in range(m)]
 
 
+SPLIT = ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "pipeline_layout")
+"""The ``Training`` fields that make pipeline ranks differ beyond ``1/p`` of each layer group."""
+
+
 def placement(arch, t: Training, stack, p) -> Placement:
     """Where ``arch``'s layers sit on ``p`` pipeline ranks (``Placement``): enumerated when the
-    ranks differ (uneven stages, layer groups not spread evenly, as DeepSeek's dense layers
-    before its experts or a T5's encoder before its decoder), the even split's closed form
-    otherwise."""
+    ranks differ (uneven stages, the embedding or the loss counted as a layer, layer groups not
+    spread evenly, as DeepSeek's dense layers before its experts or a T5's encoder before its
+    decoder), the even split's closed form otherwise."""
     p = exact(p, "p")
     groups = tuple(count for _, count in stack[1:-1])
-    uneven = (t.first_stage_layers, t.last_stage_layers) != (None, None)
+    split = next((k for k in SPLIT if getattr(t, k) not in (None, False)), None)
     kinds = units(arch)
     if kinds is not None and max(g for g, _ in kinds) + 1 != len(groups):   # kinds that cost the same: one group
         kinds = [(0, i) for _, i in kinds] if len(groups) == 1 else None
-    if p == 1 or not p.is_number or not (uneven or (len(groups) > 1 and kinds is not None)):
+    if split in SPLIT[2:] and not p.is_number:
+        raise InputError(f"{split} needs a numeric p, got p={p}", split)
+    if p == 1 or not p.is_number or not (split or (len(groups) > 1 and kinds is not None)):
         return Placement(p, groups)
     if kinds is None:
-        raise InputError("first_stage_layers and last_stage_layers need a model that records which layer is "
-                         "which (one kind of layer, dense and MoE layers, a window_pattern, an encoder-decoder)",
-                         "first_stage_layers")
+        raise InputError(f"{split}: uneven pipeline ranks need a model that records which layer is which (one kind of layer, dense and "
+                         "MoE layers, a window_pattern, an encoder-decoder)", split)
     depth = max(i for _, i in kinds) + 1
-    every = [tuple(sum(1 for g2, i in kinds if g2 == g and i in held) for g in range(len(groups)))
-             for held in map(set, rank_layers(t, depth, int(p), len(groups) > 1))]
-    if not uneven and all(c == tuple(n / p for n in groups) for c in every):
+    count = lambda held: tuple(sum(1 for g2, i in kinds if g2 == g and i in held) for g in range(len(groups)))  # noqa: E731
+    chunks = [tuple(count(set(c)) for c in rank) for rank in rank_layers(t, depth, int(p))]
+    every = [tuple(map(sum, zip(*rank))) for rank in chunks]
+    if not split and all(c == tuple(n / p for n in groups) for c in every):
         return Placement(p, groups)
     rows, seen = [], set()
     for r, counts in enumerate(every):
-        kind = (r == 0, r == p - 1, counts)
+        kind = (r == 0, r == p - 1, counts, chunks[r])
         if kind not in seen:
             seen.add(kind)
-            rows.append((r, *kind))
-    return Placement(p, groups, tuple(rows), tuple(every))
+            rows.append((r, *kind[:3]))
+    return Placement(p, groups, tuple(rows), tuple(every), tuple(chunks))
 
 
-def rank_layers(t: Training, depth: int, p: int, several: bool) -> list[range | list]:
-    """The indices of the layers on each rank (see ``Placement``); ``several``: the model has
-    more than one kind of layer (uneven stages with virtual ones are then refused: which chunk
-    holds which layer is not recorded)."""
-    v = t.virtual_stages
-    if (t.first_stage_layers, t.last_stage_layers) != (None, None):
-        if v != 1 and several:
-            raise InputError("first_stage_layers and last_stage_layers with virtual stages need a model of one "
-                             "kind of layer", "first_stage_layers")
-        first, middle, last = (int(x) for x in stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers))
-        sizes = [first] + [middle] * (p - 2) + [last] if p > 1 else [depth]
-        bounds = [sum(sizes[:r]) for r in range(p + 1)]
-        return [range(bounds[r], bounds[r + 1]) for r in range(p)]
-    chunk = depth // (p * v)
-    return [[i for c in range(r, p * v, p) for i in range(c * chunk, (c + 1) * chunk)] for r in range(p)]
+def rank_layers(t: Training, depth: int, p: int) -> list[list[range]]:
+    """The indices of the layers of each model chunk of each rank, Megatron-Core's placement
+    (``parallel.splits.chunk_layers``) of ``t``'s stages, virtual stages and slots, or of its layout
+    (``parallel.splits.layout_layers``)."""
+    if t.pipeline_layout is not None:
+        return layout_layers(t.pipeline_layout, depth, p)
+    return chunk_layers(depth, p, t.virtual_stages, t.first_stage_layers, t.last_stage_layers,
+                        t.embedding_in_split, t.loss_in_split)
 
 
-def _rank_activations(cost, held, first, last, counts) -> Expr:
+def _rank_activations(cost, held, first, last, counts, chunks=None) -> Expr:
     """Activation bytes of a pipeline rank holding ``held`` micro-batches' worth of its layers
     (``counts`` of each group), with the embedding if it is the ``first`` rank and the head if
-    it is the ``last``."""
+    it is the ``last``; ``chunks``: ``(micro-batches, counts)`` of each of its model chunks, when
+    they differ (``_chunks``), for its layers instead."""
     t, layer = cost.training, cost.layer
     p = exact(t.p, "p")
     es = element_bytes(t.precision)
     tokens_bytes = t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * es
-    per_micro = stage_kept(cost.stack, t, counts, tokens_bytes)
+    layers = held * stage_kept(cost.stack, t, counts, tokens_bytes) if chunks is None else sum(
+        (k * stage_kept(cost.stack, t, c, tokens_bytes) for k, c in chunks), exact(0))
     sent = boundary_elements(cost) * es
-    if first:
-        per_micro += cost.embedding.total("act_buffer")
-    kept = held * per_micro + (held * cost.head.total("act_buffer") if last else 0)
+    kept = layers + (held * cost.embedding.total("act_buffer") if first else 0) + (
+        held * cost.head.total("act_buffer") if last else 0)
     if layer.conventions.deallocate_pipeline_outputs or (first and last):
         return kept
     return kept + _outputs_sent(held, t.virtual_stages, p, exact(t.micro_batches, "micro_batches"), last) * sent
@@ -230,9 +232,17 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
     schedule = cost.training.pipeline_schedule()
     if schedule.name == "dualpipe":
         return _dualpipe_activations(cost, cost_placement(cost), rank)
-    held = schedule.in_flight(p, n, rank)
-    counts = cost_placement(cost).counts(rank)
-    return _rank_activations(cost, held, rank == 0, rank == p - 1, counts)
+    held, place = schedule.in_flight(p, n, rank), cost_placement(cost)
+    return _rank_activations(cost, held, rank == 0, rank == p - 1, place.counts(rank), _chunks(place, schedule, n, rank))
+
+
+def _chunks(place: Placement, schedule, n, rank):
+    """``(micro-batches in flight, counts)`` of each model chunk of rank ``rank`` under the
+    interleaved schedule when the placement is enumerated (its chunks may differ: the embedding's
+    or the loss's slot, uneven stages, layer groups), else ``None``."""
+    if place.chunks is None or schedule.name != "interleaved":
+        return None
+    return list(zip(chunk_in_flight(int(place.p), n, schedule.v, rank), place.chunks[rank]))
 
 
 def _dualpipe_activations(cost, place: Placement, rank) -> Expr:
@@ -289,7 +299,7 @@ def busiest_activation_bytes(cost) -> Expr:
         return maximum(*(_dualpipe_activations(cost, place, r) for r in ranks))
     one = _rank_activations(cost, schedule.in_flight(1, n), True, True, place.groups)
     return place.worst(lambda rank, first, last, counts: _rank_activations(
-        cost, schedule.in_flight(p, n, rank), first, last, counts), one)
+        cost, schedule.in_flight(p, n, rank), first, last, counts, _chunks(place, schedule, n, rank)), one)
 
 
 def cost_placement(cost) -> Placement:

@@ -31,8 +31,8 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
 from symbolic_cost.models.memory import recomputed_rows, redone_layers, stage_recompute_flops
-from symbolic_cost.models.ranks import (boundary_elements, busiest_activation_bytes, cost_placement, placement,
-                                        tied_copy)
+from symbolic_cost.models.ranks import (SPLIT, boundary_elements, busiest_activation_bytes, cost_placement, placement,
+                                        rank_layers, tied_copy)
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, check_model, element_bytes
@@ -202,8 +202,10 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
 def check_schedule(t: Training, depth, p, n):
     """The schedule, refusing layouts it cannot run (when the numbers are known)."""
     schedule = t.pipeline_schedule()
-    uneven = (t.first_stage_layers, t.last_stage_layers) != (None, None)
-    stages = sorted(set(stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers)), key=str) if uneven \
+    uneven = any(getattr(t, k) not in (None, False) for k in SPLIT)     # Megatron-Core's placement decides
+    if uneven and not (depth.is_number and p.is_number):
+        stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers)    # refuses symbolic stage sizes by name
+    stages = sorted({Integer(sum(map(len, rank))) for rank in rank_layers(t, int(depth), int(p))}) if uneven \
         else [depth / p]
     rules = [("recompute_layers", t.recompute_layers, layers, "a stage's layers") for layers in stages]
     if t.recompute == "full" and t.recompute_method == "block":     # the first N layers of a stage
@@ -213,11 +215,11 @@ def check_schedule(t: Training, depth, p, n):
                 raise InputError(f"recompute_layers must be at most a stage's layers "
                                  f"(got {t.recompute_layers} and {layers})", "recompute_layers")
         rules = []
-    if t.first_stage_layers is None and t.last_stage_layers is None:     # an even split: whole layers
+    if not uneven:     # an even split: whole layers (else rank_layers has refused what Megatron refuses)
         check_rules(dict(p=p, n_layers=depth), PIPELINE_RULES)
     if schedule.name == "interleaved":
         check_rules({"p": p, "micro_batches": n, "p x virtual_stages": p * schedule.v, "n_layers": depth},
-                    INTERLEAVED_RULES)
+                    INTERLEAVED_RULES[:1] if uneven else INTERLEAVED_RULES)
     if schedule.name == "dualpipe":
         dualpipe_rules(p, n)
     for name, divisor, dividend, what in rules:

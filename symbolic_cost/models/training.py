@@ -22,6 +22,7 @@ from symbolic_cost.blocks.context import VARIANTS
 from symbolic_cost.blocks.wiring import check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
+from symbolic_cost.parallel.splits import layout_stages
 
 __all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
 
@@ -76,6 +77,9 @@ class Training:
     virtual_stages: int = 1      # model chunks per pipeline rank (interleaved only)
     first_stage_layers: Expr | None = None   # layers on the first pipeline rank (None: an even split)
     last_stage_layers: Expr | None = None    # layers on the last pipeline rank (None: an even split)
+    embedding_in_split: bool = False   # the embedding takes a layer's slot on the first rank (parallel.pipeline)
+    loss_in_split: bool = False        # the loss takes a layer's slot on the last rank (parallel.pipeline)
+    pipeline_layout: str | None = None  # Megatron's --pipeline-model-parallel-layout (parallel.splits)
     flash: bool = False
     mask_bytes: Expr = 1         # dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats)
     ep: Expr = 1                 # expert-parallel degree of MoE layers (blocks.moe)
@@ -105,7 +109,8 @@ class Training:
                              f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")
         positive(self.mask_bytes, "mask_bytes")
         choice(self.zero, "zero", (0, 1, 2, 3))
-        for name in ("distributed_optimizer", "flash", "master_weights", "mtp", "allow_long", "reshard_after_forward"):
+        for name in ("distributed_optimizer", "flash", "master_weights", "mtp", "allow_long", "reshard_after_forward",
+                     "embedding_in_split", "loss_in_split"):
             flag(getattr(self, name), name)
         if self.recompute != "full" and (self.recompute_method, self.recompute_layers) != ("uniform", 1):
             raise InputError("recompute_method and recompute_layers apply to recompute='full' only, got "
@@ -119,9 +124,10 @@ class Training:
         if self.recompute_method not in RECOMPUTE_METHODS:
             raise InputError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
                              f"got {self.recompute_method!r}")
-        for name in ("first_stage_layers", "last_stage_layers"):
-            if getattr(self, name) is not None and self.p == 1:
+        for name in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "pipeline_layout"):
+            if getattr(self, name) not in (None, False) and self.p == 1:
                 raise InputError(f"{name} sizes a pipeline stage, and p=1 has none; it would be ignored", name)
+        check_split(self)
         self.pipeline_schedule()     # refuses an unknown schedule or a bad number of virtual stages
         check_expert_training(self.ep, self.etp, self.capacity_factor, self.expert_imbalance)
         check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8)
@@ -152,6 +158,28 @@ class Training:
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
         return Schedule(self.schedule, self.virtual_stages)
+
+
+def check_split(t: Training) -> None:
+    """Refuse the embedding or the loss counted as a layer (Megatron-LM's
+    ``--account-for-embedding/loss-in-pipeline-split``) together with first/last stage sizes
+    (Megatron-Core asserts against the two together), and a ``pipeline_layout`` beside any of them
+    or whose stage count is not ``p x virtual_stages``."""
+    for name in ("embedding_in_split", "loss_in_split"):
+        if getattr(t, name) and (t.first_stage_layers, t.last_stage_layers) != (None, None):
+            raise InputError(f"{name} cannot go with first_stage_layers or last_stage_layers (Megatron-Core "
+                             "asserts: no embedding or loss slot with uneven stages)", name)
+    if t.pipeline_layout is None:
+        return
+    other = next((k for k in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split")
+                  if getattr(t, k) not in (None, False)), None)
+    if other:
+        raise InputError(f"pipeline_layout places every layer itself; {other} cannot go with it (Megatron-LM "
+                         "takes one or the other)", other)
+    stages, p = len(layout_stages(t.pipeline_layout)), sympify(t.p)
+    if not p.is_number or stages % p or stages // p != t.virtual_stages:
+        raise InputError(f"pipeline_layout has {stages} stages: p={p} must divide them and virtual_stages "
+                         f"(got {t.virtual_stages}) be their number per rank", "virtual_stages")
 
 
 def check_sharding(t: Training) -> None:

@@ -79,13 +79,29 @@ def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
                          "first_stage_layers" if first is not None else "last_stage_layers")
     others, rest = p - len(given), depth - sum(given)
     share = rest / others if others else sympify(0)
-    if not (share.is_integer and share >= (1 if others else 0) and rest >= 0 and all(x >= 1 for x in given)):
+    if not (share.is_integer and share >= (1 if others else 0) and (rest >= 0 if others else rest == 0)
+            and all(x >= 1 for x in given)):
         raise InputError(f"first_stage_layers={first} and last_stage_layers={last} must leave "
                          f"n_layers={depth} - their sum to split evenly, at least one layer each, "
                          f"over the other {others} of p={p} ranks",
                          "first_stage_layers" if first is not None else "last_stage_layers")
     return (sympify(first) if first is not None else share, share,
             sympify(last) if last is not None else share)
+
+
+def chunk_in_flight(p: int, n, v: int, rank: int) -> list:
+    """Micro-batches rank ``rank`` holds in each of its ``v`` model chunks at its peak under
+    Megatron-LM's interleaved 1F1B: its first ``min(W, n v)`` forwards, ``W = 2(p - r - 1) + (v - 1) p
+    + 1`` (``Schedule.in_flight`` times ``v``), forward ``j`` running chunk ``(j mod p v) // p``
+    (Megatron's ``get_model_chunk_id``).  With ``p`` dividing ``n`` (the schedule's rule) the first
+    ``n v`` forwards run every chunk ``n`` times, so chunk ``c`` holds ``min(its share of W, n)``:
+    ``n`` may be a symbol.
+
+    >>> chunk_in_flight(4, 8, 2, 0), chunk_in_flight(4, 8, 2, 3)
+    ([7, 4], [4, 1])
+    """
+    warm = 2 * (p - rank - 1) + (v - 1) * p + 1
+    return [minimum(sum(1 for j in range(warm) if (j % (p * v)) // p == c), n) for c in range(v)]
 
 
 def per_stage(p, first, last, layers, last_copy=0, shares=None) -> Expr:

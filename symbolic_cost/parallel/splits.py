@@ -1,0 +1,106 @@
+"""Pipeline splits as Megatron-Core makes them: which transformer layers each model chunk of each
+pipeline rank builds (``chunk_layers``: even, first/last stage sizes, the embedding and the loss
+counted as layers, virtual stages; ``layout_layers``: ``--pipeline-model-parallel-layout``).
+``models.ranks.placement`` counts each rank's layers of each kind from them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.parallel.pipeline import stage_layers
+
+
+def chunk_layers(depth: int, p: int, v: int = 1, first=None, last=None, embedding=False, loss=False) -> list:
+    """The transformer layers (0-based global indices) of model chunk ``c`` on pipeline rank ``r``,
+    ``out[r][c]`` a ``range``, as Megatron-Core places them (numbers only; its
+    ``transformer_block.get_num_layers_to_build`` and ``transformer_layer.get_transformer_layer_offset``):
+
+    * a rank holds ``stage_layers`` slots (``first``/``last``: Megatron's
+      ``--decoder-first/last-pipeline-num-layers``, the other layers even over the other ranks), or,
+      with ``embedding``/``loss`` (``--account-for-embedding/loss-in-pipeline-split``) counted as
+      layers, ``(n_layers + embedding + loss)/p`` slots each;
+    * a rank's slots split evenly into its ``v`` chunks (Megatron asserts ``v`` divides them);
+    * chunk ``c`` of rank ``r`` starts after ``c`` whole rounds (a round: one chunk of every rank)
+      and the chunks of ranks ``0 .. r-1`` in its round;
+    * the embedding takes the first slot (rank 0's chunk 0 builds one layer fewer), the loss the
+      last (rank ``p - 1``'s chunk ``v - 1``).
+
+    >>> [[list(c) for c in rank] for rank in chunk_layers(6, 2, 2, embedding=True, loss=True)]
+    [[[0], [3, 4]], [[1, 2], [5]]]
+    """
+    if (embedding or loss) and (first, last) != (None, None):
+        raise InputError("embedding_in_split and loss_in_split cannot go with first_stage_layers or "
+                         "last_stage_layers (Megatron-Core asserts: no embedding or loss slot with uneven stages)",
+                         "embedding_in_split" if embedding else "loss_in_split")
+    if first is not None or last is not None:
+        a, m, z = (int(x) for x in stage_layers(depth, p, first, last))
+        sizes = [a] + [m] * (p - 2) + [z] if p > 1 else [depth]
+    else:
+        slots = depth + int(bool(embedding)) + int(bool(loss))
+        if slots % p:
+            raise InputError(f"p={p} must divide n_layers={depth} plus one slot each for the embedding and the loss "
+                             f"counted as layers ({slots} slots)", "p")
+        sizes = [slots // p] * p
+    for r, size in enumerate(sizes):
+        if size % v:
+            raise InputError(f"virtual_stages={v} must divide the {size} layers of pipeline rank {r} (Megatron "
+                             "asserts each rank's layers split evenly into its model chunks)", "virtual_stages")
+    chunk = [size // v for size in sizes]
+    rounds, skip = sum(chunk), int(bool(embedding))          # layer index = slot - the embedding's slot
+    out = []
+    for r in range(p):
+        starts = [c * rounds + sum(chunk[:r]) for c in range(v)]
+        out.append([range(max(s - skip, 0), min(s + chunk[r], depth + skip) - skip) for s in starts])
+    return out
+
+
+def layout_stages(layout: str) -> list[str]:
+    """The stages of Megatron-Core's ``--pipeline-model-parallel-layout`` string, in order (its
+    ``PipelineParallelLayerLayout.parse_str_to_list``): commas are cosmetic, ``(group)*n`` and then
+    ``x*n`` repeat, ``|`` ends a stage; ``E`` the embedding, ``t`` a transformer layer, ``m`` a
+    multi-token-prediction module, ``L`` the loss.
+
+    >>> layout_stages("Et*3|(tt|)*2,L")
+    ['Ettt', 'tt', 'tt', 'L']
+    """
+    if not isinstance(layout, str):
+        raise InputError(f"pipeline_layout must be a string, got {layout!r}", "pipeline_layout")
+    text = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), layout.replace(",", ""))
+    text = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    unknown = sorted(set(text) - set("EtmL|"))
+    if unknown:
+        raise InputError(f"pipeline_layout {layout!r}: {''.join(unknown)!r} is not a layer (E, t, m, L, "
+                         "stages split by |, (group)*n and x*n repeats)", "pipeline_layout")
+    return text.split("|")
+
+
+def layout_layers(layout: str, depth: int, p: int) -> list:
+    """``out[r][c]``: the transformer layers of model chunk ``c`` of rank ``r`` under a layout
+    (``layout_stages``): stage ``s`` is chunk ``s // p`` of rank ``s mod p`` (Megatron-Core's
+    ``layout[vpp_rank * p + pp_rank]``), its ``t``s the next layers in order.  Refused as
+    Megatron refuses: a stage count ``p`` does not divide, ``t``s other than ``n_layers``, the
+    embedding outside the first stage or the loss outside the last; ``m`` (MTP modules placed by
+    the layout) is not modelled.
+
+    >>> [[list(c) for c in rank] for rank in layout_layers("Et|tt|t,L", 4, 3)]
+    [[[0]], [[1, 2]], [[3]]]
+    """
+    stages = layout_stages(layout)
+    if len(stages) % p:
+        raise InputError(f"pipeline_layout has {len(stages)} stages, not a multiple of p={p}", "pipeline_layout")
+    if sum(stage.count("t") for stage in stages) != depth:
+        raise InputError(f"pipeline_layout places {sum(s.count('t') for s in stages)} transformer layers, "
+                         f"the model has n_layers={depth}", "pipeline_layout")
+    for what, char, allowed in (("the embedding (E)", "E", 0), ("the loss (L)", "L", len(stages) - 1)):
+        if any(char in stage for i, stage in enumerate(stages) if i != allowed):
+            raise InputError(f"pipeline_layout: {what} belongs to the {'first' if allowed == 0 else 'last'} stage",
+                             "pipeline_layout")
+    if "m" in "".join(stages):
+        raise InputError("pipeline_layout: multi-token-prediction modules (m) placed by the layout are not "
+                         "modelled (the library keeps them with the head)", "pipeline_layout")
+    starts = [sum(stage.count("t") for stage in stages[:s]) for s in range(len(stages))]
+    v = len(stages) // p
+    return [[range(starts[c * p + r], starts[c * p + r] + stages[c * p + r].count("t")) for c in range(v)]
+            for r in range(p)]
