@@ -112,6 +112,10 @@ MUTATIONS = (
              "cache = _cache(arch, s, prompt_tokens(arch, s))", required=False),
     Mutation("peak-ddp-buckets", PEAK, "if conv.get(conventions).gradient_lifetime == \"buffer\" or sympify(t.d) == 1",
              "if True or sympify(t.d) == 1", required=False),
+    # the data-parallel overlap: a collective repeated every micro-batch hides behind each one's pass
+    Mutation("overlap-each-micro-batch", STEP,
+             "exposed += (n - 1) * maximum(0, each[group] - window) + maximum(0, each[group] + once[group] - window)",
+             "exposed += maximum(0, n * each[group] + once[group] - window)", required=False),
     Mutation("zb-h1-one-w-saved", STEP, "bubble = (p - 1) * (per_micro - w - minimum(", "bubble = (p - 1) * (per_micro - minimum(",
              required=False),
     Mutation("zb-h1-in-flight", "symbolic_cost/parallel/pipeline.py", """if self.name == "zb-h1":

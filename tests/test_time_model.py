@@ -172,6 +172,25 @@ def test_overlap_hides_data_parallel_communication_up_to_one_micro_batch():
         min(float(backward), float(before["data_comm"])), rel=1e-9)
 
 
+@pytest.mark.parametrize("b", [1, 4])
+def test_zero2_reduces_every_micro_batch_behind_that_micro_batchs_own_backward(b):
+    # ZeRO-2 keeps a gradient shard only, so each of the n micro-batches reduce-scatters its
+    # gradients (P seconds each), bucket by bucket during its own backward (B): with the overlap,
+    # n min(P, B) is hidden, not min(n P, B) (b=1: P > B; b=4: P < B < n P)
+    arch, n = preset("gpt2"), 4
+    plain = Training(b=b, l=1024, d=64, micro_batches=n, zero=2)
+    hidden = Training(b=b, l=1024, d=64, micro_batches=n, zero=2, overlap=Overlap(grad_reduce=True))
+    system = calibrated("a100")
+    before = step_time_breakdown(model_cost(arch, plain), system)
+    after = step_time_breakdown(model_cost(arch, hidden), system)
+    cost = model_cost(arch, hidden)
+    scatters = [c for dim, c in cost.collectives if dim == "data" and c.kind == "reducescatter"]
+    assert [c.repeats for c in scatters] == [n]
+    each = float(comm_time(scatters[0], system)) / n
+    backward = float(sum(count * times(row, system)["t_total_bwd"] for blk, count in cost.stack for row in blk))
+    assert float(before["data_comm"] - after["data_comm"]) == pytest.approx(n * min(each, backward), rel=1e-9)
+
+
 def test_scatter_gather_sends_a_tensor_shard_and_gathers_it():
     # GPT-2 small, b = 2, l = 128, TP 4 without SP, 2 stages: Megatron-LM (2021) sends b l e / m1
     # = 2 x 128 x 768 / 4 = 49,152 elements per rank, then all-gathers them over the 4 ranks

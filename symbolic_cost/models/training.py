@@ -35,9 +35,10 @@ RECOMPUTE_METHODS = ("uniform", "block")
 class Overlap:
     """Communication the framework runs behind compute (``timing.step``): ``grad_reduce``, the
     data-parallel gradient reduction behind the last micro-batch's backward (Megatron-LM
-    ``--overlap-grad-reduce``, PyTorch DDP's buckets); ``param_gather``, the distributed
-    optimizer's parameter all-gather behind the first micro-batch's forward
-    (``--overlap-param-gather``); ``tensor``, the tensor/sequence-parallel collectives behind the
+    ``--overlap-grad-reduce``, PyTorch DDP's buckets), or each micro-batch's where it reduces every
+    micro-batch (ZeRO-2/3, FSDP); ``param_gather``, the distributed optimizer's parameter
+    all-gather behind the first micro-batch's forward (``--overlap-param-gather``), FSDP's gathers
+    behind each micro-batch's; ``tensor``, the tensor/sequence-parallel collectives behind the
     products (``--tp-comm-overlap``, Transformer Engine).  All off, as Megatron-LM's defaults."""
 
     grad_reduce: bool = False

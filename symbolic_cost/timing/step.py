@@ -32,8 +32,9 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       communication it hides is ``Training.overlap``'s);
     * ``pipeline_comm``: the stage's p2p sends; ``data_comm``: the gradient and
       parameter collectives of data parallelism, and of expert data parallelism for
-      the routed experts, less what ``Training.overlap`` hides behind one micro-batch's
-      backward (gradients) or forward (parameters); the all-to-alls of MoE layers are block
+      the routed experts, less what ``Training.overlap`` hides behind the backward
+      (gradients) or forward (parameters): a once-a-step collective behind one micro-batch's, one
+      repeated every micro-batch (ZeRO-2/3, FSDP) behind each micro-batch's own (``_data_time``); the all-to-alls of MoE layers are block
       collectives, in ``tensor_comm`` (with ``overlap.tensor`` only what outlasts the compute);
     * ``optimizer`` (calibrated systems only, ``timing.hardware.calibrated``): the
       memory-bound optimizer step (``optimizer_time``);
@@ -111,16 +112,33 @@ def _dimension_time(cost: ModelCost, dimension: str, system, conventions, kinds=
 
 def _data_time(cost: ModelCost, system, conventions, compute: dict) -> Expr:
     """Data-parallel (and expert data-parallel) collectives, less what ``Training.overlap``
-    hides: the gradient reductions behind one micro-batch's backward, the parameter
-    all-gathers behind one micro-batch's forward (the window Megatron-LM's buckets have)."""
-    overlap = cost.training.overlap
-    seconds = {}
-    for name, kinds in (("grad", ("allreduce", "reducescatter")), ("param", ("allgather",))):
-        seconds[name] = sum((_dimension_time(cost, dim, system, conventions, kinds)
-                             for dim in ("data", "expert_data")), Integer(0))
-    grad = maximum(0, seconds["grad"] - compute["bwd"]) if overlap.grad_reduce else seconds["grad"]
-    param = maximum(0, seconds["param"] - compute["fwd"]) if overlap.param_gather else seconds["param"]
-    return grad + param
+    hides: the gradient reductions behind the backward, the parameter all-gathers behind the
+    forward (the window Megatron-LM's buckets and FSDP's prefetch have).  A collective run once
+    a step (DDP's all-reduce, the distributed optimizer's) has one micro-batch's pass to hide
+    behind; one run every micro-batch (ZeRO-2's reduce-scatter, FSDP's gathers and reductions)
+    has each micro-batch's own, the last one's shared with the once-a-step ones: per group,
+    ``(n - 1) max(0, P - W) + max(0, P + O - W)`` with ``P`` a micro-batch's share, ``O`` the
+    once-a-step seconds and ``W`` one micro-batch's compute of the window's pass (with ``n = 1``
+    the single window ``max(0, P + O - W)``)."""
+    t = cost.training
+    n = exact(t.micro_batches, "micro_batches")
+    groups = {"allreduce": "grad", "reducescatter": "grad", "allgather": "param"}
+    each, once = {"grad": Integer(0), "param": Integer(0)}, {"grad": Integer(0), "param": Integer(0)}
+    for dim, c in cost.collectives:
+        if dim in ("data", "expert_data") and c.kind in groups:
+            seconds, group = comm_time(c, system, conventions), groups[c.kind]
+            if n != 1 and c.repeats == n:
+                each[group] += seconds / n
+            else:
+                once[group] += seconds
+    exposed = Integer(0)
+    for group, hidden, window in (("grad", t.overlap.grad_reduce, compute["bwd"]),
+                                  ("param", t.overlap.param_gather, compute["fwd"])):
+        if hidden:
+            exposed += (n - 1) * maximum(0, each[group] - window) + maximum(0, each[group] + once[group] - window)
+        else:
+            exposed += n * each[group] + once[group]
+    return exposed
 
 
 def optimizer_time(cost: ModelCost, system) -> Expr:
