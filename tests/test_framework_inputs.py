@@ -104,7 +104,7 @@ def test_options_the_file_decides_are_refused(capsys, extra, refused):
 
 
 def test_devices_and_vocab_size_need_the_file(capsys):
-    assert "--devices applies to --megatron-args" in _error(capsys, "--preset", "gpt2", "--devices", "8")
+    assert "--devices applies to a framework file (--megatron-args" in _error(capsys, "--preset", "gpt2", "--devices", "8")
 
 
 def _program(tmp_path, text):

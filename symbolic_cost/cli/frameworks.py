@@ -181,8 +181,8 @@ def setup(args, only_with: tuple = ONLY_WITH):
     if dest is None:
         for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
-                raise InputError(f"{flag} applies to --megatron-args, --torchtitan, --nemo-recipe or --deepspeed; it "
-                                 f"would be ignored", flag)
+                raise InputError(f"{flag} applies to a framework file (--megatron-args, --torchtitan, --nemo-recipe, "
+                                 f"--deepspeed, --accelerate, --hf-training-args); it would be ignored", flag)
         args.framework = None
         return None
     if getattr(args, "framework", None) is not None:
