@@ -828,12 +828,13 @@ def test_trainer_hybrid_shard_takes_a_machine_from_shard(tmp_path, capsys):
 @pytest.mark.parametrize("changes,refused", [
     ({"fp16": True}, "fp16"), ({"optim": "sgd"}, "optim"), ({"optim": "adamw_8bit"}, "optim"),
     ({"deepspeed": "ds_config.json"}, "deepspeed"), ({"fsdp": "hybrid_shard"}, "fsdp"),
-    ({"fsdp": "hybrid_shard_zero2", "fsdp_config": {"version": 1}}, "fsdp_config.fsdp_sharding_strategy"),
+    ({"fsdp": "hybrid_shard_zero2", "fsdp_config": {"version": 1}}, "fsdp hybrid_shard_zero2"),
     ({"fsdp_config": {"mystery": 1}}, "fsdp_config.mystery"), ({"mystery_knob": 1}, "mystery_knob"),
     ({"use_liger_kernel": True}, "use_liger_kernel"), ({"parallelism_config": {"tp_size": 2}}, "parallelism_config"),
     ({"activation_checkpointing_kwargs": {"every_n_layers": 2}}, "activation_checkpointing_kwargs"),
     ({"bf16": False, "tf32": True}, "tf32"), ({"accelerator_config": {"split_batches": True}}, "split_batches"),
-    ({"fsdp_config": {"auto_wrap_policy": "SIZE_BASED_WRAP"}}, "fsdp_auto_wrap_policy"),
+    ({"fsdp_config": {"fsdp_auto_wrap_policy": "SIZE_BASED_WRAP"}}, "fsdp_config.auto_wrap_policy"),
+    ({"fsdp_config": "fsdp_config.json"}, "fsdp_config"), ({"gradient_accumulation_steps": 0}, "gradient_accumulation"),
 ])
 def test_trainer_refusals(tmp_path, capsys, changes, refused):
     err = _error(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, **changes))

@@ -116,11 +116,15 @@ def _count(args: dict, key: str) -> int:
 def _check_keys(args: dict) -> None:
     for key, value in args.items():
         if key in MUST_BE and value not in (MUST_BE[key], {}, []):
-            raise InputError(f"{key} {value!r}: it changes the cost and is not modelled; leave it at "
-                             f"{MUST_BE[key]!r}", key)
+            raise InputError(f"{key} {json.dumps(value)}: it changes the cost and is not modelled; leave it at "
+                             f"{json.dumps(MUST_BE[key])}", key)
         if key not in DEFAULTS and key not in MUST_BE and key not in NO_COST and key not in RETIRED:
             raise InputError(f"{key}: a TrainingArguments field this reader does not read (it may change the cost); "
                              f"remove it or give the training with the command line's options", key)
+    for key in ("fsdp_config", "accelerator_config", "activation_checkpointing_kwargs",
+                "gradient_checkpointing_kwargs"):
+        if not isinstance(args.get(key) or {}, dict):       # transformers also takes a path to a JSON file
+            raise InputError(f"{key}: give its contents as a JSON object, not {args[key]!r}", key)
     if (args.get("accelerator_config") or {}).get("split_batches"):
         raise InputError("accelerator_config.split_batches: the batch split over the processes is not modelled; "
                          "give per_device_train_batch_size", "accelerator_config.split_batches")
@@ -190,13 +194,18 @@ def fsdp_options(fsdp, config: dict) -> dict:
         options["fsdp_reshard_after_forward"] = _flag(config.get("reshard_after_forward", True),
                                                       "fsdp_config.reshard_after_forward")
     else:
-        options["fsdp_sharding_strategy"] = str(config.get("reshard_after_forward", "full_shard")).upper()
+        strategy = str(config.get("reshard_after_forward", "full_shard")).upper()
+        if strategy not in ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"):
+            raise InputError(f"fsdp {strategy.lower()}: full_shard, shard_grad_op, no_shard or hybrid_shard "
+                             f"(hybrid_shard_zero2 is not modelled)", "fsdp")
+        options["fsdp_sharding_strategy"] = strategy
     options["fsdp_offload_params"] = _flag(config.get("cpu_offload", False), "fsdp_config.cpu_offload")
     if "activation_checkpointing" in config:
         options["fsdp_activation_checkpointing"] = _flag(config["activation_checkpointing"],
                                                          "fsdp_config.activation_checkpointing")
-    if "auto_wrap_policy" in config:
-        options["fsdp_auto_wrap_policy"] = config["auto_wrap_policy"]
+    if config.get("auto_wrap_policy", "TRANSFORMER_BASED_WRAP") != "TRANSFORMER_BASED_WRAP":
+        raise InputError(f"fsdp_config.auto_wrap_policy {config['auto_wrap_policy']!r}: the library gathers one "
+                         f"transformer layer at a time (TRANSFORMER_BASED_WRAP)", "fsdp_config.auto_wrap_policy")
     return options
 
 
