@@ -814,6 +814,8 @@ def test_trainer_dump_equals_the_typed_training(tmp_path, capsys, changes, typed
     plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=8", "l=2048", "--optimizer",
                   "adamw", *typed)
     _same(got, plain)
+    regathers = "--zero" in typed and "--no-reshard-after-forward" not in typed and "fsdp_config" not in changes
+    assert any("gathers the weights once more" in n for n in got["notes"]) == regathers
 
 
 def test_trainer_hybrid_shard_takes_a_machine_from_shard(tmp_path, capsys):

@@ -242,6 +242,10 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     elif args.get("fsdp_config"):
         notes.append("fsdp_config without fsdp: transformers uses it only with FSDP")
     if _checkpointing(args):
+        if policy["zero"] == 3 and policy.get("reshard_after_forward", True) and "recompute" not in policy:
+            # transformers' own warning (its issue 30404): the checkpointed forward gathers again
+            notes.append("activation_checkpointing under FSDP gathers the weights once more in backward "
+                         "(fsdp_config.activation_checkpointing does not): counted with FSDP's gathers only")
         policy["recompute"] = "full"
     if policy["precision"] != "fp32":
         notes.append("16-bit mixed precision keeps fp32 parameters: counted as the 16-bit recipe with an fp32 master "
