@@ -73,8 +73,8 @@ ONLY_WITH = ("--devices", "--vocab-size")
 
 def add_arguments(parser) -> None:
     """``--devices`` and ``--vocab-size`` (the files themselves are model options: ``options.model``)."""
-    options.option(parser, "--devices", type=int, help="with --megatron-args or --torchtitan: the world size "
-                   "(default: the launcher's --nproc_per_node x --nnodes; torchtitan's degrees)")
+    options.option(parser, "--devices", type=int, help="with a framework file: the world size (default: the launcher's "
+                   "--nproc_per_node x --nnodes; torchtitan's degrees; 1 for --hf-training-args)")
     options.option(parser, "--vocab-size", type=int, help="with --megatron-args or --torchtitan: the tokenizer's "
                    "vocabulary when the file reads it from a tokenizer file (before Megatron pads it)")
 
