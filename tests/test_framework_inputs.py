@@ -104,7 +104,7 @@ def test_options_the_file_decides_are_refused(capsys, extra, refused):
 
 
 def test_devices_and_vocab_size_need_the_file(capsys):
-    assert "--devices applies to --megatron-args" in _error(capsys, "--preset", "gpt2", "--devices", "8")
+    assert "--devices applies to a framework file (--megatron-args" in _error(capsys, "--preset", "gpt2", "--devices", "8")
 
 
 def _program(tmp_path, text):
@@ -743,3 +743,122 @@ def test_accelerate_devices_replace_and_search_sweep(capsys):
     found = json.loads(capsys.readouterr().out)
     assert (found["devices"], found["global_batch"]) == (2, 16)
     assert {row["zero"] for row in found["best"]} == {3} and not any("replaces" in n for n in found["notes"])
+
+
+# Hugging Face Trainer: TrainingArguments as JSON (tests/framework_inputs/PROVENANCE.md) beside a model.
+# transformers' rules, re-stated: per_device_train_batch_size is each device's micro-batch, accumulated
+# gradient_accumulation_steps times, on the launcher's processes (--devices); bf16/fp16 choose autocast's
+# 16-bit format; fsdp "full_shard" (FSDP2's reshard_after_forward true) is ZeRO-3, "shard_grad_op" keeps the
+# gathered weights until backward, FSDP1's "no_shard" is DDP and "hybrid_shard" shards within a machine;
+# "offload" moves the parameters and the optimizer step to the host; adamw_torch(_fused) is torch's AdamW.
+ALPACA = str(INPUTS / "alpaca_training_args.json")
+DUMP = INPUTS / "trainer_to_json_string.json"
+LLAMA2 = str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Llama-2-7b-hf.json")
+
+
+def _trainer_args(tmp_path, **changes):
+    fields = json.loads(DUMP.read_text())
+    fields.update(changes)
+    path = tmp_path / "training_args.json"
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
+def test_trainer_defaults_are_transformers_own():
+    """The reader's defaults are the dataclass's (the outside oracle: the installed transformers)."""
+    transformers = pytest.importorskip("transformers")
+    import dataclasses
+
+    from symbolic_cost.models import hf_trainer
+    fields = {f.name: f.default for f in dataclasses.fields(transformers.TrainingArguments) if f.init}
+    read = {**hf_trainer.DEFAULTS, **hf_trainer.MUST_BE}
+    assert {k: fields[k] for k in read} == read
+    # every field of the installed TrainingArguments is read, accepted or refused away from its default
+    assert set(fields) == set(read) | hf_trainer.NO_COST
+    assert not hf_trainer.RETIRED & set(fields)
+
+
+def test_trainer_alpaca_equals_the_typed_training(capsys):
+    """Stanford Alpaca's LLaMA-7B fine-tuning on 4 GPUs: 4 x 8 accumulation x 4 devices = its README's batch 128;
+    FSDP full_shard (ZeRO-3, gathers and reduce-scatters overlapped), bf16, torch's AdamW (the default optim)."""
+    got = _json(capsys, "--hf-config", LLAMA2, "--hf-training-args", ALPACA, "--devices", "4", "--set", "l=512")
+    typed = _json(capsys, "--hf-config", LLAMA2, "--set", "b=4", "n_micro=8", "d=4", "l=512", "--zero", "3",
+                  "--optimizer", "adamw", "--overlap", "grad,param")
+    _same(got, typed)
+    assert got["world_size"] == 4 and 4 * 8 * 4 == 128
+
+
+@pytest.mark.parametrize("changes,typed", [
+    ({}, ["--zero", "3", "--recompute", "full", "--overlap", "grad,param"]),
+    ({"fsdp": None, "fsdp_config": None}, ["--recompute", "full", "--overlap", "grad"]),
+    ({"fsdp_config": {"reshard_after_forward": False}},
+     ["--zero", "3", "--no-reshard-after-forward", "--recompute", "full", "--overlap", "grad,param"]),
+    ({"fsdp": "shard_grad_op", "fsdp_config": {}},
+     ["--zero", "3", "--no-reshard-after-forward", "--recompute", "full", "--overlap", "grad,param"]),
+    ({"fsdp": "no_shard", "fsdp_config": {"version": 1}}, ["--recompute", "full", "--overlap", "grad"]),
+    ({"fsdp": "full_shard offload"}, ["--zero", "3", "--offload", "parameters", "--recompute", "full", "--overlap",
+                                      "grad,param"]),
+    ({"activation_checkpointing": False, "gradient_checkpointing": False,
+      "fsdp_config": {"fsdp_activation_checkpointing": True}}, ["--zero", "3", "--recompute", "full", "--overlap",
+                                                                "grad,param"]),
+    ({"bf16": False, "fp16": True, "optim": "adafactor"},
+     ["--zero", "3", "--recompute", "full", "--overlap", "grad,param", "--precision", "fp16", "--optimizer",
+      "adafactor"]),
+    ({"bf16": False}, ["--zero", "3", "--recompute", "full", "--overlap", "grad,param", "--precision", "fp32"]),
+])
+def test_trainer_dump_equals_the_typed_training(tmp_path, capsys, changes, typed):
+    """transformers' own to_json_string() (2 x 4 accumulation, bf16, checkpointing, FSDP2 full_shard) and its
+    variants on 8 devices."""
+    got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, **changes),
+                "--devices", "8", "--set", "l=2048")
+    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=8", "l=2048", "--optimizer",
+                  "adamw", *typed)
+    _same(got, plain)
+    regathers = "--zero" in typed and "--no-reshard-after-forward" not in typed and "fsdp_config" not in changes
+    assert any("gathers the weights once more" in n for n in got["notes"]) == regathers
+
+
+def test_trainer_hybrid_shard_takes_a_machine_from_shard(tmp_path, capsys):
+    path = _trainer_args(tmp_path, fsdp="hybrid_shard", fsdp_config={"version": 1})
+    assert "--shard" in _error(capsys, "--hf-config", LLAMA32, "--hf-training-args", path, "--devices", "16")
+    got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", path, "--devices", "16", "--shard", "8")
+    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=16", "--optimizer", "adamw",
+                  "--zero", "3", "--shard", "8", "--recompute", "full", "--overlap", "grad,param")
+    _same(got, plain)
+
+
+@pytest.mark.parametrize("changes,refused", [
+    ({"fp16": True}, "fp16"), ({"optim": "sgd"}, "optim"), ({"optim": "adamw_8bit"}, "optim"),
+    ({"deepspeed": "ds_config.json"}, "deepspeed"), ({"fsdp": "hybrid_shard"}, "fsdp"),
+    ({"fsdp": "hybrid_shard_zero2", "fsdp_config": {"version": 1}}, "fsdp hybrid_shard_zero2"),
+    ({"fsdp_config": {"mystery": 1}}, "fsdp_config.mystery"), ({"mystery_knob": 1}, "mystery_knob"),
+    ({"use_liger_kernel": True}, "use_liger_kernel"), ({"parallelism_config": {"tp_size": 2}}, "parallelism_config"),
+    ({"activation_checkpointing_kwargs": {"every_n_layers": 2}}, "activation_checkpointing_kwargs"),
+    ({"bf16": False, "tf32": True}, "tf32"), ({"accelerator_config": {"split_batches": True}}, "split_batches"),
+    ({"fsdp_config": {"fsdp_auto_wrap_policy": "SIZE_BASED_WRAP"}}, "fsdp_config.auto_wrap_policy"),
+    ({"fsdp_config": "fsdp_config.json"}, "fsdp_config"), ({"gradient_accumulation_steps": 0}, "gradient_accumulation"),
+])
+def test_trainer_refusals(tmp_path, capsys, changes, refused):
+    err = _error(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, **changes))
+    assert refused in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("words,refused", [
+    (("--zero", "2"), "--zero"), (("--precision", "fp16"), "--precision"), (("--optimizer", "sgd"), "--optimizer"),
+    (("--recompute", "selective"), "--recompute"), (("--shard", "2"), "--shard"),
+])
+def test_trainer_decides_its_options(capsys, words, refused):
+    assert refused in _error(capsys, "--hf-config", LLAMA32, "--hf-training-args", str(DUMP), *words)
+
+
+def test_trainer_devices_set_search_sweep(capsys):
+    got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", str(DUMP), "--set", "b=1")
+    assert got["world_size"] == 1 and any("give --devices" in n for n in got["notes"])
+    assert "--set b=1 replaces the file's b=2" in got["notes"]
+    assert main(["sweep", "--hf-config", LLAMA32, "--hf-training-args", str(DUMP), "--devices", "8", "--grid",
+                 "b=1,2", "--field", "memory_bytes"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3
+    assert main(["search", "--hf-config", LLAMA32, "--hf-training-args", str(DUMP), "--devices", "8", "--seq",
+                 "2048", "--top", "3", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["devices"], found["global_batch"]) == (8, 2 * 4 * 8)

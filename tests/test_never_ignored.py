@@ -26,7 +26,7 @@ BASES = {
 }
 NOT_VALUES = {"--help", "--out", "--overwrite", "--chunk", "--workers", "--progress", "--dask", "--preset",
               "--hf-config", "--hf-model", "--revision", "--megatron-args", "--torchtitan", "--deepspeed",
-              "--accelerate", "--nemo-recipe", "--set", "--grid", "--at", "--where", "--field", "--block"}
+              "--accelerate", "--hf-training-args", "--nemo-recipe", "--set", "--grid", "--at", "--where", "--field", "--block"}
 """Options whose value is the input itself (the model, the values, the output file) or how the work
 is run (workers, chunks, progress), not a choice that changes the answer."""
 HARMLESS = {

@@ -3,8 +3,9 @@ arguments file, ``models.megatron_args``) or ``--torchtitan FILE`` (a torchtitan
 ``models.torchtitan``) or ``--nemo-recipe FILE`` (a Megatron-Bridge ``ConfigContainer`` YAML,
 ``models.megatron_bridge``) in place of ``--preset``/``--hf-config`` and ``--set``; ``--deepspeed FILE``
 (a DeepSpeed config, ``models.deepspeed``) or ``--accelerate FILE`` (an accelerate config,
-``models.accelerate``) beside ``--preset``/``--hf-config`` in place of ``--set`` and the training
-options (``DEEPSPEED_OPTIONS``, ``ACCELERATE_OPTIONS``).
+``models.accelerate``) or ``--hf-training-args FILE`` (a Trainer's ``TrainingArguments`` JSON,
+``models.hf_trainer``) beside ``--preset``/``--hf-config`` in place of ``--set`` and the training
+options (``DEEPSPEED_OPTIONS``, ``ACCELERATE_OPTIONS``, ``TRAINER_OPTIONS``).
 
 The file decides the model and the training.  On the command line beside it:
 
@@ -32,6 +33,7 @@ from symbolic_cost.cli import options
 from symbolic_cost.cli.values import architecture, assignments
 from symbolic_cost.models.accelerate import accelerate_setup
 from symbolic_cost.models.deepspeed import command_line_fills, deepspeed_setup
+from symbolic_cost.models.hf_trainer import trainer_setup
 from symbolic_cost.models.launch_script import read_launch
 from symbolic_cost.models.megatron_args import megatron_setup
 from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
@@ -59,8 +61,12 @@ ACCELERATE_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--preci
 """Options an accelerate config decides (``--recompute`` too when it turns FSDP's activation
 checkpointing on)."""
 
+TRAINER_OPTIONS = ACCELERATE_OPTIONS + ("--optimizer", "--recompute")
+"""Options a ``TrainingArguments`` JSON decides (``--shard`` gives the devices of a machine to its
+``hybrid_shard`` instead)."""
+
 FILES = {"megatron_args": "--megatron-args", "torchtitan": "--torchtitan", "deepspeed": "--deepspeed",
-         "nemo_recipe": "--nemo-recipe", "accelerate": "--accelerate"}
+         "nemo_recipe": "--nemo-recipe", "accelerate": "--accelerate", "hf_training_args": "--hf-training-args"}
 """The framework files (``options.model``'s options) and their flags."""
 
 ONLY_WITH = ("--devices", "--vocab-size")
@@ -68,8 +74,8 @@ ONLY_WITH = ("--devices", "--vocab-size")
 
 def add_arguments(parser) -> None:
     """``--devices`` and ``--vocab-size`` (the files themselves are model options: ``options.model``)."""
-    options.option(parser, "--devices", type=int, help="with --megatron-args or --torchtitan: the world size "
-                   "(default: the launcher's --nproc_per_node x --nnodes; torchtitan's degrees)")
+    options.option(parser, "--devices", type=int, help="with a framework file: the world size (default: the launcher's "
+                   "--nproc_per_node x --nnodes; torchtitan's degrees; 1 for --hf-training-args)")
     options.option(parser, "--vocab-size", type=int, help="with --megatron-args or --torchtitan: the tokenizer's "
                    "vocabulary when the file reads it from a tokenizer file (before Megatron pads it)")
 
@@ -130,9 +136,26 @@ def _accelerate(path: str, args):
     return found
 
 
+def _trainer(path: str, args):
+    """The ``Setup`` of ``--hf-training-args`` with the model of ``--hf-config``/``--preset``; refuses
+    what the arguments decide when the command line sets it too (``--shard``: a machine's devices for
+    ``hybrid_shard``, refused otherwise)."""
+    per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
+    found = trainer_setup(input_file(path, "--hf-training-args"), Path(path).stem, architecture(args), args.devices,
+                          per_node)
+    decided = tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy)
+    flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
+    if flag:
+        raise InputError(f"{flag}: the TrainingArguments of --hf-training-args decide it; change the file (it would "
+                         f"be overridden otherwise)", flag)
+    return found
+
+
 def _read(dest: str, path: str, args):
     """The ``Setup`` of one framework file."""
     flag = FILES[dest]
+    if dest == "hf_training_args":
+        return _trainer(path, args)
     if dest == "deepspeed":
         return _deepspeed(path, args)
     if dest == "accelerate":
@@ -160,15 +183,15 @@ def setup(args, only_with: tuple = ONLY_WITH):
     if dest is None:
         for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
-                raise InputError(f"{flag} applies to --megatron-args, --torchtitan, --nemo-recipe or --deepspeed; it "
-                                 f"would be ignored", flag)
+                raise InputError(f"{flag} applies to a framework file (--megatron-args, --torchtitan, --nemo-recipe, "
+                                 f"--deepspeed, --accelerate, --hf-training-args); it would be ignored", flag)
         args.framework = None
         return None
     if getattr(args, "framework", None) is not None:
         return args.framework
     name = FILES[dest]
     decides = dict(torchtitan=TORCHTITAN_OPTIONS, nemo_recipe=NEMO_OPTIONS).get(dest, FILE_OPTIONS)
-    flag = None if dest in ("deepspeed", "accelerate") else _given(args, decides)
+    flag = None if dest in ("deepspeed", "accelerate", "hf_training_args") else _given(args, decides)
     if flag:
         raise InputError(f"{flag}: the settings of {name} decide it; change the file (it would be overridden "
                          f"otherwise)", flag)

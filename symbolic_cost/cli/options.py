@@ -158,6 +158,10 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
         option(group, "--accelerate", metavar="FILE",
                help="a Hugging Face accelerate config YAML beside --hf-config/--preset: its processes, FSDP or DDP, "
                     "precision, offload and checkpointing (docs/frameworks.md)")
+        option(group, "--hf-training-args", metavar="FILE",
+               help="a Hugging Face TrainingArguments JSON (to_json_string()) beside --hf-config/--preset: its batch, "
+                    "accumulation, precision, FSDP, checkpointing and optimizer; the world size from --devices "
+                    "(docs/frameworks.md)")
         option(group, "--deepspeed", metavar="FILE",
                help="a DeepSpeed config JSON beside --hf-config/--preset: its ZeRO stage, offload, batch and precision "
                     "(docs/frameworks.md)")

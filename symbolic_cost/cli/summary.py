@@ -45,6 +45,7 @@ EXAMPLES = [
     "symbolic-cost summary --torchtitan llama3_70b.toml --devices 64",
     "symbolic-cost summary --nemo-recipe megatron_bridge_llama3_70b.yaml --devices 32",
     "symbolic-cost summary --hf-config config.json --accelerate fsdp.yaml --set b=4 l=2048",
+    "symbolic-cost summary --hf-config config.json --hf-training-args training_args.json --devices 4 --set l=512",
 ]
 
 SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))

@@ -1,0 +1,256 @@
+"""Hugging Face ``TrainingArguments`` as a JSON (``TrainingArguments.to_json_string()``, or the same
+field names typed as a dictionary) as the training of a model given apart.
+
+``trainer_setup`` reads the fields with ``transformers``' own defaults (``training_args.py``, 5.x:
+``DEFAULTS``, checked against ``dataclasses.fields(TrainingArguments)`` by the tests); the model
+comes from ``--hf-config``/``--preset``, the world size from ``--devices`` (1 without it: the JSON
+does not hold the launcher's), the sequence length from ``--set l=``:
+
+=============================================== ===================================================
+field (default)                                 library field
+=============================================== ===================================================
+``per_device_train_batch_size`` (8)             ``b``
+``gradient_accumulation_steps`` (1)             ``n_micro`` (micro-batches a step)
+``bf16``, ``fp16`` (false)                      ``precision`` bf16, fp16 (fp32 without either;
+                                                both refused, as transformers refuses them)
+``activation_checkpointing`` (its deprecated    ``recompute`` full (every transformer layer);
+alias ``gradient_checkpointing``),              the ``_kwargs`` only ``use_reentrant``
+``fsdp_config.activation_checkpointing``
+``optim`` (adamw_torch_fused)                   ``adamw_torch``, ``adamw_torch_fused``,
+                                                ``adamw_hf``: ``optimizer`` adamw; ``adafactor``
+                                                (transformers' Adafactor, no first moment):
+                                                adafactor; any other refused by name
+``fsdp`` (none) with ``fsdp_config.version``    FSDP2 (the default): ``reshard_after_forward``
+(2), ``reshard_after_forward`` (true;           true (``full_shard``): ``zero`` 3; false
+FSDP1: ``full_shard``)                          (``shard_grad_op``): ``zero`` 3 keeping the
+                                                gathered weights until backward. FSDP1 also
+                                                ``no_shard``: ``zero`` 0, ``hybrid_shard``:
+                                                ``zero`` 3 sharded over ``--shard N`` (the
+                                                devices of a machine). As ``models.accelerate``
+``fsdp`` ``offload``, ``fsdp_config.cpu_offload``  ``offload`` parameters (and the optimizer step)
+``deepspeed`` (none)                            refused: give the DeepSpeed JSON with
+                                                ``--deepspeed`` (its "auto" values from ``--set``)
+=============================================== ===================================================
+
+The data-parallel gradient all-reduce (DDP) and FSDP's gathers and reduce-scatters run behind
+compute (``overlap``), as in ``models.accelerate``; the 16-bit mixed precision of autocast (or of
+FSDP) keeps fp32 parameters: counted as the 16-bit recipe with an fp32 master copy, the same 16
+bytes per parameter with Adam (noted).  Fields that change no count (``NO_COST``: schedules,
+logging, saving, evaluation, the hub, data loading) are accepted, with three fields of older
+``transformers`` (``RETIRED``); the fields of ``MUST_BE`` act only away from their default and are
+refused there, and any other key is refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.accelerate import fsdp_policy
+from symbolic_cost.models.megatron_args import Setup
+from symbolic_cost.models.training import Overlap
+
+DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "bf16": False, "fp16": False,
+            "activation_checkpointing": None, "gradient_checkpointing": None, "activation_checkpointing_kwargs": None,
+            "gradient_checkpointing_kwargs": None, "optim": "adamw_torch_fused", "fsdp": None, "fsdp_config": None,
+            "deepspeed": None, "tf32": None}
+"""The fields read, at ``TrainingArguments``' defaults."""
+
+MUST_BE = {"use_cpu": False, "parallelism_config": None, "use_liger_kernel": False, "liger_kernel_config": None,
+           "auto_find_batch_size": False, "optim_args": None, "optim_target_modules": None}
+"""Fields that change the cost away from their default (training on the host, tensor or context
+parallelism, Liger's fused kernels, a batch found at run time, optimizer arguments): refused there."""
+
+NO_COST = {
+    "output_dir", "num_train_epochs", "max_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
+    "warmup_steps", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "average_tokens_across_devices",
+    "max_grad_norm", "label_smoothing_factor", "bf16_full_eval", "fp16_full_eval", "torch_compile",
+    "torch_compile_backend", "torch_compile_mode", "use_cache", "neftune_noise_alpha", "torch_empty_cache_steps",
+    "logging_strategy", "logging_steps", "logging_first_step", "log_on_each_node", "logging_nan_inf_filter",
+    "include_num_input_tokens_seen", "log_level", "log_level_replica", "disable_tqdm", "report_to", "run_name",
+    "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id", "eval_strategy", "eval_steps",
+    "eval_delay", "per_device_eval_batch_size", "prediction_loss_only", "eval_on_start", "eval_do_concat_batches",
+    "eval_use_gather_object", "eval_accumulation_steps", "include_for_metrics", "batch_eval_metrics",
+    "save_only_model", "save_strategy", "save_steps", "save_on_each_node", "save_total_limit",
+    "enable_jit_checkpoint", "push_to_hub", "hub_token", "hub_private_repo", "hub_model_id", "hub_strategy",
+    "hub_always_push", "hub_revision", "load_best_model_at_end", "metric_for_best_model", "greater_is_better",
+    "ignore_data_skip", "restore_callback_states_from_checkpoint", "full_determinism", "seed", "data_seed",
+    "accelerator_config", "dataloader_drop_last", "dataloader_num_workers", "dataloader_pin_memory",
+    "dataloader_persistent_workers", "dataloader_prefetch_factor", "dataloader_multiprocessing_context",
+    "dataloader_in_order", "remove_unused_columns", "label_names", "train_sampling_strategy", "length_column_name",
+    "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "ddp_static_graph", "ddp_backend",
+    "ddp_timeout", "debug", "skip_memory_metrics", "do_train", "do_eval", "do_predict", "resume_from_checkpoint",
+    "local_rank"}
+"""The step count, the schedule and the optimizer's scalars, logging, evaluation, saving, the hub,
+data loading and DDP's buckets: no count changes (``accelerator_config.split_batches`` is refused)."""
+
+RETIRED = {"evaluation_strategy", "warmup_ratio", "fsdp_transformer_layer_cls_to_wrap"}
+"""Fields of older ``transformers`` that change no count (``eval_strategy``, the warm-up as a
+fraction, the wrapped layer's class name)."""
+
+FSDP_CONFIG = {"version", "reshard_after_forward", "cpu_offload", "activation_checkpointing", "auto_wrap_policy",
+               "min_num_params", "transformer_layer_cls_to_wrap", "backward_prefetch", "forward_prefetch",
+               "limit_all_gathers", "use_orig_params", "sync_module_states", "cpu_ram_efficient_loading",
+               "state_dict_type", "xla", "xla_fsdp_v2", "xla_fsdp_grad_ckpt"}
+"""``fsdp_config`` keys (a ``fsdp_`` prefix dropped, as transformers drops it)."""
+
+OPTIMIZERS = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adafactor": "adafactor"}
+
+
+def _flag(value, where: str) -> bool:
+    """A boolean as transformers reads one (``true``/``false`` also as text)."""
+    text = str(value).lower()
+    if not isinstance(value, (bool, str)) or text not in ("true", "false"):
+        raise InputError(f"{where} must be true or false, got {value!r}", where)
+    return text == "true"
+
+
+def _count(args: dict, key: str) -> int:
+    value = args.get(key, DEFAULTS[key])
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{key} must be a positive integer, got {value!r}", key)
+    return value
+
+
+def _check_keys(args: dict) -> None:
+    for key, value in args.items():
+        if key in MUST_BE and value not in (MUST_BE[key], {}, []):
+            raise InputError(f"{key} {json.dumps(value)}: it changes the cost and is not modelled; leave it at "
+                             f"{json.dumps(MUST_BE[key])}", key)
+        if key not in DEFAULTS and key not in MUST_BE and key not in NO_COST and key not in RETIRED:
+            raise InputError(f"{key}: a TrainingArguments field this reader does not read (it may change the cost); "
+                             f"remove it or give the training with the command line's options", key)
+    for key in ("fsdp_config", "accelerator_config", "activation_checkpointing_kwargs",
+                "gradient_checkpointing_kwargs"):
+        if not isinstance(args.get(key) or {}, dict):       # transformers also takes a path to a JSON file
+            raise InputError(f"{key}: give its contents as a JSON object, not {args[key]!r}", key)
+    if (args.get("accelerator_config") or {}).get("split_batches"):
+        raise InputError("accelerator_config.split_batches: the batch split over the processes is not modelled; "
+                         "give per_device_train_batch_size", "accelerator_config.split_batches")
+
+
+def _checkpointing(args: dict) -> bool:
+    """``activation_checkpointing``, else its deprecated alias (transformers' ``__post_init__``)."""
+    for key in ("activation_checkpointing_kwargs", "gradient_checkpointing_kwargs"):
+        extra = set(args.get(key) or {}) - {"use_reentrant"}
+        if extra:
+            raise InputError(f"{key}: {', '.join(sorted(extra))} not modelled (only use_reentrant)", key)
+    value = args.get("activation_checkpointing")
+    key = "activation_checkpointing" if value is not None else "gradient_checkpointing"
+    value = args.get(key)
+    return False if value is None else _flag(value, key)
+
+
+def precision(args: dict) -> str:
+    """``bf16``/``fp16`` (fp32 without either).
+
+    >>> precision({"bf16": True}), precision({})
+    ('bf16', 'fp32')
+    """
+    bf16, fp16 = (_flag(args.get(k, False), k) for k in ("bf16", "fp16"))
+    if bf16 and fp16:
+        raise InputError("bf16 and fp16 together (transformers refuses them: at most one)", "fp16")
+    if args.get("tf32") and not (bf16 or fp16):
+        raise InputError("tf32 with fp32 training: TF32 matrix products are not modelled", "tf32")
+    return "bf16" if bf16 else "fp16" if fp16 else "fp32"
+
+
+def fsdp_options(fsdp, config: dict) -> dict:
+    """``fsdp`` (true, or FSDPOption words) and ``fsdp_config`` as an accelerate ``fsdp_config``
+    (``models.accelerate.fsdp_policy`` maps it), by transformers' ``_process_fsdp_args``.
+
+    >>> fsdp_options("full_shard auto_wrap", {})
+    {'fsdp_version': 2, 'fsdp_reshard_after_forward': True, 'fsdp_offload_params': False}
+    >>> fsdp_options("hybrid_shard offload", {"fsdp_version": 1})["fsdp_sharding_strategy"]
+    'HYBRID_SHARD'
+    """
+    config = {k[5:] if k.startswith("fsdp_") else k: v for k, v in (config or {}).items()}
+    for key in config:
+        if key not in FSDP_CONFIG:
+            raise InputError(f"fsdp_config.{key}: an FSDP key this reader does not read", f"fsdp_config.{key}")
+    for key in ("xla", "xla_fsdp_v2"):
+        if _flag(config.get(key, False), f"fsdp_config.{key}"):
+            raise InputError(f"fsdp_config.{key}: FSDP on XLA is not modelled", f"fsdp_config.{key}")
+    version = config.get("version", 2)
+    if version not in (1, 2):
+        raise InputError(f"fsdp_config.version must be 1 or 2, got {version!r}", "fsdp_config.version")
+    words = fsdp.split() if isinstance(fsdp, str) else list(fsdp) if isinstance(fsdp, list) else []
+    for word in words:
+        if word in ("full_shard", "shard_grad_op") and version == 2:
+            config.setdefault("reshard_after_forward", word == "full_shard")
+        elif word in ("full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "hybrid_shard_zero2"):
+            if version == 2:
+                raise InputError(f"fsdp {word}: FSDP1 only (transformers refuses it without fsdp_config version 1)",
+                                 "fsdp")
+            config.setdefault("reshard_after_forward", word)
+        elif word == "offload":
+            config.setdefault("cpu_offload", True)
+        elif word != "auto_wrap":
+            raise InputError(f"fsdp: unknown option {word!r} (full_shard, shard_grad_op, no_shard, hybrid_shard, "
+                             f"offload, auto_wrap)", "fsdp")
+    options = {"fsdp_version": version}
+    if version == 2:
+        options["fsdp_reshard_after_forward"] = _flag(config.get("reshard_after_forward", True),
+                                                      "fsdp_config.reshard_after_forward")
+    else:
+        strategy = str(config.get("reshard_after_forward", "full_shard")).upper()
+        if strategy not in ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"):
+            raise InputError(f"fsdp {strategy.lower()}: full_shard, shard_grad_op, no_shard or hybrid_shard "
+                             f"(hybrid_shard_zero2 is not modelled)", "fsdp")
+        options["fsdp_sharding_strategy"] = strategy
+    options["fsdp_offload_params"] = _flag(config.get("cpu_offload", False), "fsdp_config.cpu_offload")
+    if "activation_checkpointing" in config:
+        options["fsdp_activation_checkpointing"] = _flag(config["activation_checkpointing"],
+                                                         "fsdp_config.activation_checkpointing")
+    if config.get("auto_wrap_policy", "TRANSFORMER_BASED_WRAP") != "TRANSFORMER_BASED_WRAP":
+        raise InputError(f"fsdp_config.auto_wrap_policy {config['auto_wrap_policy']!r}: the library gathers one "
+                         f"transformer layer at a time (TRANSFORMER_BASED_WRAP)", "fsdp_config.auto_wrap_policy")
+    return options
+
+
+def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int | None = None) -> Setup:
+    """The values and policy of a TrainingArguments JSON for ``arch`` on ``world`` devices
+    (``--devices``; 1 without), ``per_node`` the devices of a machine (``--shard``, for
+    ``hybrid_shard``)."""
+    try:
+        args = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{name}: not a JSON file ({error})", "--hf-training-args") from None
+    if not isinstance(args, dict):
+        raise InputError(f"{name}: TrainingArguments are a JSON object", "--hf-training-args")
+    _check_keys(args)
+    if args.get("deepspeed"):
+        raise InputError("deepspeed: give the DeepSpeed config with --deepspeed (the batch with --set b= n_micro=)",
+                         "deepspeed")
+    notes = [] if world is not None else ["the world size is 1 (TrainingArguments do not hold it; give --devices)"]
+    world = world or 1
+    policy = dict(precision=precision(args), zero=0)
+    optim = args.get("optim", DEFAULTS["optim"])
+    if optim not in OPTIMIZERS:
+        raise InputError(f"optim {optim!r}: the reader reads {', '.join(OPTIMIZERS)}", "optim")
+    policy["optimizer"] = OPTIMIZERS[optim]
+    fsdp = args.get("fsdp")
+    if fsdp not in (None, False, "", []):
+        if fsdp is not True and not isinstance(fsdp, (str, list)):
+            raise InputError(f"fsdp must be true or FSDP options, got {fsdp!r}", "fsdp")
+        options = fsdp_options(fsdp, args.get("fsdp_config"))
+        if options.get("fsdp_sharding_strategy") == "HYBRID_SHARD" and per_node is None:
+            raise InputError("fsdp hybrid_shard shards within a machine: give its devices with --shard N",
+                             "--shard")
+        policy.update(fsdp_policy(options, per_node or world, world, notes))
+    elif args.get("fsdp_config"):
+        notes.append("fsdp_config without fsdp: transformers uses it only with FSDP")
+    if _checkpointing(args):
+        if policy["zero"] == 3 and policy.get("reshard_after_forward", True) and "recompute" not in policy:
+            # transformers' own warning (its issue 30404): the checkpointed forward gathers again
+            notes.append("activation_checkpointing under FSDP gathers the weights once more in backward "
+                         "(fsdp_config.activation_checkpointing does not): counted with FSDP's gathers only")
+        policy["recompute"] = "full"
+    if policy["precision"] != "fp32":
+        notes.append("16-bit mixed precision keeps fp32 parameters: counted as the 16-bit recipe with an fp32 master "
+                     "copy, the same 16 bytes per parameter with Adam")
+    policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=policy["zero"] == 3 and world > 1)
+    values = {S.b: _count(args, "per_device_train_batch_size"), S.n_micro: _count(args, "gradient_accumulation_steps"),
+              S.d: world, S.m1: 1, S.s1: 1, S.p: 1}
+    return Setup(arch, values, policy, notes)
