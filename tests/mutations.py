@@ -20,7 +20,8 @@ Each mutation runs its recorded *killer* first (``tests/mutation_killers.json``:
 that failed first when it was last run in full), then the other files, all in one ``pytest -x``:
 a killed mutation stops in the file that kills it, in seconds instead of after every file before
 it.  The order never changes the verdict (the same files run, and any failure kills); a stale or
-missing entry only costs time.  ``python tests/mutations.py --record`` rewrites the file.
+missing entry only costs time.  ``python tests/mutations.py --record`` (or the suite's mutation test with
+``RECORD_MUTATION_KILLERS=1``) rewrites the file.
 """
 
 from __future__ import annotations

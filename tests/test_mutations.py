@@ -6,6 +6,8 @@ of the package in a subprocess); deselect with ``-k "not mutation"``, or run the
 ``python tests/mutations.py``.
 """
 
+import os
+
 import pytest
 
 import mutations
@@ -29,6 +31,8 @@ def test_every_mutation_is_killed_and_the_working_tree_is_untouched():
         return {m.path: (mutations.ROOT / m.path).read_text() for m in mutations.MUTATIONS}
     before = sources()
     results = mutations.run(mutations.MUTATIONS, jobs=2)
+    if os.environ.get("RECORD_MUTATION_KILLERS"):       # the run's killers, for the next run's order
+        mutations.record(results)
     assert sources() == before
     survivors = [name for name, (killed, _) in results.items() if not killed]
     assert not survivors, f"mutations the tests do not catch: {', '.join(survivors)}"
