@@ -149,3 +149,10 @@ def test_a_kernel_comes_back_from_disk_and_large_sweeps_choose_it(tmp_path, monk
 
 def _refuse(*args, **kwargs):
     raise AssertionError("generated again although the kernel is on disk")
+
+
+def test_with_the_cache_off_the_kernel_is_imported_from_a_temporary_file(monkeypatch):
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
+    kernel = compiled.compile_exprs({"x": S.b * S.l + Max(S.b, 3)}, [S.b, S.l], backend="numba")
+    assert kernel.backend == "numba"
+    assert kernel({S.b: np.array([1.0, 5.0]), S.l: np.array([2.0, 2.0])})["x"].tolist() == [5.0, 15.0]   # 2+3, 10+5
