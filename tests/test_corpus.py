@@ -139,6 +139,7 @@ IGNORED = [
     ("inference --preset llama-2-7b --set p=64", "p must divide n_layers"),
     ("summary --preset llama-2-7b --set p=64", "p must divide n_layers"),
     ("inference --preset bert-base-uncased", "bert"),
+    ("inference --preset llama-2-7b --rate 10 --requests 100001", "--requests"),    # load.MAX_REQUESTS
     # issue 32: sizes before expansion
     ("formula --set 'l=(e+f+h+b)**64'", "--set l"),
     ("formula --at 'l=(e+f+h+b)**64'", "--at l"),

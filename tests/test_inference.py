@@ -232,13 +232,36 @@ def test_decode_is_bandwidth_bound_at_small_batch_and_the_bytes_per_token_show()
     assert symbolic.decode.bytes_moved.expand().coeff(S.l_in).coeff(S.b) == 2**19 + 32 * 32 * 2 * 4
 
 
-def test_the_crossover_batch_is_where_compute_meets_memory():
-    llama, s = preset("llama-2-7b"), Serving(l_in=1, l_out=2)
-    star = crossover_batch(llama, s)
-    t = inference_cost(llama, Serving(b=S.b, l_in=1, l_out=2)).decode_time
-    assert simplify((t["compute"] - t["memory"]).subs(S.b, star)) == 0
-    assert (t["compute"] - t["memory"]).subs(S.b, ceiling(star)) > 0 > (t["compute"] - t["memory"]).subs(S.b, 1)
-    assert crossover_batch(llama, Serving(l_in=1000, l_out=2)) == oo    # long context: never compute-bound
+def test_the_crossover_batch_is_the_smallest_whole_batch_by_hand():
+    """Llama 3.2 1B on an H100, flash attention, the one decode step after a 1-token prompt:
+    the roofline's two terms at b = 1 and b = 2 give compute ``c b`` (FLOPs scale with the
+    batch) and memory ``m_0 + m b`` (the weights once, then each sequence's cache and
+    activations); compute-bound from ``m_0 / (c - m)`` on, so the smallest whole batch is its
+    ceiling: the step is memory-bound one batch below it and compute-bound at it."""
+    arch, s = published("Llama-3.2-1B"), Serving(l_in=1, l_out=2, flash=True)
+    one, two = (inference_cost(arch, Serving(b=b, l_in=1, l_out=2, flash=True)).decode_time for b in (1, 2))
+    c = one["compute"]
+    assert two["compute"] == 2 * c
+    m = two["memory"] - one["memory"]
+    m0 = one["memory"] - m
+    threshold = m0 / (c - m)
+    assert 382 < threshold < 383            # not whole: the batch asked for is the next one
+    assert crossover_batch(arch, s) == 383
+    t = inference_cost(arch, Serving(b=S.b, l_in=1, l_out=2, flash=True)).decode_time
+    assert t["compute"].subs(S.b, 382) < t["memory"].subs(S.b, 382)
+    assert t["compute"].subs(S.b, 383) >= t["memory"].subs(S.b, 383)
+    assert crossover_batch(preset("llama-2-7b"), Serving(l_in=1000, l_out=2)) == oo    # never compute-bound
+
+
+def test_the_inference_report_prints_the_same_whole_crossover_batch_as_text_and_json(capsys):
+    from symbolic_cost.cli import main
+    argv = ["inference", "--hf-config", str(HF / "Llama-3.2-1B.json"), "--set", "b=1", "l_in=1", "l_out=2",
+            "--flash"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["crossover_batch"] == 383
+    assert "decode turns compute-bound at b = 383\n" in text
 
 
 def test_the_largest_batch_fits_and_one_more_does_not():

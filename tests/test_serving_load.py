@@ -113,6 +113,8 @@ def test_serve_refuses_bad_input():
         serve(Constant(0.01), 4, -1.0)
     with pytest.raises(InputError, match="max_tokens"):
         serve(Constant(0.01, prompt=9000), 4, None)
+    with pytest.raises(InputError, match="requests must be an integer from 1 to 100,000, got 100001"):
+        serve(Constant(0.01), 4, None, requests=100_001)     # before any work: the 60 s budget's cap
 
 
 LLAMA3_8B = Architecture("llama-3-8b", 32, 4096, 32, 14336, 128256, kv_heads=8, positions=0, mlp="swiglu",

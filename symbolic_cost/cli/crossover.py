@@ -36,8 +36,11 @@ def run(args) -> int:
     honour_blocks(args, arch, args.a, args.b)
     values = block_values(args, arch)
     system, chosen = get_system(args.system), conventions(args)
-    sides = [field_expr(build_block(args, values, arch, name), args.field, None, system, chosen)
-             for name in (args.a, args.b)]
+    def both(a, values):
+        return [field_expr(build_block(a, values, arch, name), a.field, None, system, chosen) for name in (a.a, a.b)]
+    sides = both(args, values)
+    options.refuse_unchanged(args, {"precision": "bf16", "flash": False}, sides,
+                             lambda plain: both(plain, block_values(plain, arch)), f"{args.field} of {args.a} or {args.b}")
     present(sides[0] - sides[1], [solve_for], "--for")
     root = analysis.crossover(*sides, solve_for)
     print(f"{args.a} {args.field} = {args.b} {args.field} at {args.solve_for} =")

@@ -23,6 +23,7 @@ from symbolic_cost.cli.values import (amount, architecture, assignments, convent
                                       resolve)
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
+from symbolic_cost.inference.load import MAX_REQUESTS
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
 from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
@@ -90,8 +91,9 @@ def add_arguments(parser) -> None:
                    help="simulate in-flight batching of requests arriving at R per second (Poisson; 'inf': all at "
                         "once), each of l_in prompt and l_out output tokens, on the calibrated system with the "
                         "fitted runtime overheads: mean TTFT, mean inter-token latency, request and token throughput")
-    options.option(load, "--requests", type=int, default=500, metavar="N", action=options.Given,
-                   help="requests in the --rate simulation, as many as TensorRT-LLM's published load tests send")
+    options.option(load, "--requests", type=options.integer(1, MAX_REQUESTS), default=500, metavar="N", action=options.Given,
+                   help="requests in the --rate simulation, as many as TensorRT-LLM's published load tests send; "
+                        "at most 100,000 (about 20-30 s of the 60 s budget)")
     options.counting(parser)
     options.time_model(parser)
     options.units(parser)
@@ -269,7 +271,7 @@ def report(args) -> int:
           f"{out['tokens_per_s_per_device']:.6g} per device, {out['tokens_per_s_per_job']:.6g} per job; end to "
           f"end {out['end_to_end_tokens_per_s']:.6g} per replica")
     crossover = out.get("crossover_batch")
-    turns = "never (the cache's bytes grow with b as fast as its FLOPs)" if never else f"b = {crossover:.6g}" \
+    turns = "never (the cache's bytes grow with b as fast as its FLOPs)" if never else f"b = {crossover}" \
         if crossover is not None else "(not solved: the experts a step reads grow with b; see --grid)"
     most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
     print(f"largest batch whose peak fits: {most}; decode turns compute-bound at {turns}")

@@ -101,6 +101,18 @@ def given(args, dest: str) -> bool:
     return getattr(args, f"given_{dest}", False)
 
 
+def refuse_unchanged(args, defaults: dict, result, compute, what: str) -> None:
+    """Refuse by name each option of ``defaults`` (``{dest: default}``) set away from its default
+    when ``compute`` of the same arguments with it at its default gives the same ``result``:
+    it cannot act on ``what`` here, so it would be ignored."""
+    from symbolic_cost.checks import InputError
+    for dest, default in defaults.items():
+        if getattr(args, dest, default) != default and compute(argparse.Namespace(**{**vars(args), dest: default})) \
+                == result:
+            flag = "--" + dest.replace("_", "-")
+            raise InputError(f"{flag} does not change {what} here; it would be ignored", flag)
+
+
 def option(parser, *flags, **kw):
     """``parser.add_argument`` that shows the default in the help (when there is one)."""
     action = parser.add_argument(*flags, **kw)

@@ -21,6 +21,11 @@ CONVENTIONS = "deepspeed-profiler"
 """The registered preset whose ``2mnk`` products make whole MACs (``tools.deepspeed_profiler``)."""
 
 
+UNCOUNTED = {}
+"""``{dest: default}`` of the training and timing options, filled from the parser: those that do
+not change this model's tree (parameters and MACs) are refused by name."""
+
+
 def add_arguments(parser) -> None:
     options.model(parser)
     options.settings(parser, help=SETTABLE)
@@ -28,9 +33,14 @@ def add_arguments(parser) -> None:
     options.counting(parser, conventions=CONVENTIONS)
     options.option(parser, "--depth", type=options.integer(-1), default=-1, help="deepest level shown (-1: all)")
     options.option(parser, "--top", type=int, default=3, help="modules listed per depth")
+    UNCOUNTED.update({dest: parser.get_default(dest) for dest in ("precision", "zero", "distributed_optimizer",
+                      "recompute", "schedule", "first_stage_layers", "last_stage_layers", "system", "kernel_time")})
 
 
 def run(args) -> int:
-    _, _, cost, _ = whole_model(args)
-    print(render(model_tree(cost), args.depth, args.top))
+    def tree(a):
+        return render(model_tree(whole_model(a)[2]), a.depth, a.top)
+    text = tree(args)
+    options.refuse_unchanged(args, UNCOUNTED, text, tree, "the parameters and MACs per module")
+    print(text)
     return 0

@@ -139,6 +139,12 @@ def arrivals(requests: int, rate, seed: int = 0) -> list[float]:
     return out
 
 
+MAX_REQUESTS = 100_000
+"""Most requests one simulation takes: 100,000 (Llama 2 7B, 128 tokens out each) run in 20-30
+CPU-seconds, within the command line's 60 s budget with room for slower machines; the load
+tests published (TensorRT-LLM's) send 500 to a few thousand."""
+
+
 def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
           seed: int = 0) -> Load:
     """Simulate the engine over ``requests`` requests (see the module docstring).
@@ -154,8 +160,8 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     ``P + steps run since admission``, kept as a running sum."""
     if not isinstance(output_tokens, int) or output_tokens < 1:
         raise InputError(f"output_tokens must be a positive integer, got {output_tokens!r}", "output_tokens")
-    if not isinstance(requests, int) or requests < 1:
-        raise InputError(f"requests must be a positive integer, got {requests!r}", "requests")
+    if not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
+        raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     prompt = step.prompt

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, Max, floor, oo
+from sympy import Expr, Integer, Max, Piecewise, ceiling, floor, oo
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
@@ -270,20 +270,24 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
 
 def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
                     l_ctx=None) -> Expr:
-    """The batch where a decode step over ``l_ctx`` cached tokens (default: the mean step)
-    turns compute-bound: ``t_compute(b) = t_memory(b)``, ``(m_0 - c_0) / (c_1 - m_1)``; ``oo``
-    where that is not positive (memory-bound at every batch: never).
+    """The smallest whole batch at which a decode step over ``l_ctx`` cached tokens (default:
+    the mean step) is compute-bound, ``t_compute(b) >= t_memory(b)``; ``oo`` where none is.
+
+    Both times are affine in ``b``, ``c_0 + c_1 b`` and ``m_0 + m_1 b``: where ``c_1 > m_1``
+    the step is compute-bound from the threshold ``(m_0 - c_0) / (c_1 - m_1)`` on, so the
+    batch is its ceiling (at least 1); otherwise the cache's bytes grow with ``b`` at least as
+    fast as its FLOPs and no batch crosses (``oo``, "never"), unless ``b = 1`` already does.
+    With a symbol left in (``l_ctx``) the answer is that choice as a ``Piecewise``.
 
     >>> from symbolic_cost.models.config import preset
-    >>> from sympy import floor
     >>> llama = preset("llama-2-7b")     # the ridge: 989.4 TFLOP/s / 3.35 TB/s = 295 FLOP per byte
-    >>> floor(crossover_batch(llama, Serving(l_in=1, l_out=2)))    # unfused activations add bytes
-    398
+    >>> crossover_batch(llama, Serving(l_in=1, l_out=2))    # unfused activations add bytes
+    399
     >>> crossover_batch(llama, Serving(l_in=1000, l_out=2))    # 0.5 MiB of cache a token
     oo
     """
     cost = inference_cost(arch, replace(serving, b=S.b), system, conventions, l_ctx=l_ctx)
     c0, c1 = affine_in_batch(cost.decode_time["compute"], S.b, "a decode step's compute time")
     m0, m1 = affine_in_batch(cost.decode_time["memory"], S.b, "a decode step's memory time")
-    batch = (m0 - c0) / (c1 - m1)
-    return oo if batch.is_number and batch <= 0 else batch       # never: memory-bound at every batch
+    slope, gap = c1 - m1, m0 - c0       # compute-bound at b where slope * b >= gap
+    return Piecewise((Max(1, ceiling(gap / slope)), slope > 0), (1, gap <= slope), (oo, True))

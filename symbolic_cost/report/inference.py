@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from sympy import oo
+
 from symbolic_cost import symbols as S
 from symbolic_cost.inference import Serving, kv_bytes_per_token, kv_cache_bytes
 from symbolic_cost.inference.peak import serving_peak
@@ -77,7 +79,7 @@ def _system_table(chosen: dict, l_in: int, l_out: int) -> list[str]:
                 f"{float(inference_cost(arch, Serving(**{**s.__dict__, 'b': most}), system).tokens_per_second_per_device):.5g}"
             star = crossover_batch(arch, s, system)
             lines.append(f"| {name} | {m1} | {system} | {float(one.tpot) * 1e3:.4g} | {max(int(most), 0)} | {rate} | "
-                         f"{f'{float(star):.4g}' if star > 0 else 'never'} |")
+                         f"{star if star != oo else 'never'} |")
     return lines
 
 
@@ -99,7 +101,8 @@ def inference_markdown(chosen: dict | None = None) -> str:
              "![KV cache](kv-cache.png)", ""]
     for l_in, l_out in ((128, 128), (1536, 512)):
         lines += [f"## Decode on each system: prompts of {l_in} tokens, {l_out} generated", "",
-                  "The crossover batch is where a decode step's compute time meets its memory time; `never`: "
+                  "The crossover batch is the smallest whole batch whose decode step's compute time reaches its "
+                  "memory time; `never`: "
                   "the cache's bytes grow with the batch as fast as its FLOPs.", "",
                   *_system_table(chosen, l_in, l_out), ""]
     lines += ["![decode throughput](decode-throughput.png)", ""]
@@ -152,10 +155,10 @@ def plot_inference(out: Path, chosen: dict | None = None, points: int = 40, syst
             fits = values["memory"] <= capacity
             axis.loglog(batches[fits], values["rate"][fits], "o-", ms=3, label=f"l_in = {l_in}")
         star = crossover_batch(arch, Serving(l_in=512, l_out=128, m1=m1, flash=True), system)
-        if star > 0:
+        if star != oo:
             axis.axvline(float(star), ls="--", c="gray")
         axis.set(title=f"{name}, m1 = {m1}, {system}" + (f"; dashed: compute-bound from b = {float(star):.0f} "
-                                                            f"at l_in = 512" if star > 0 else ""),
+                                                            f"at l_in = 512" if star != oo else ""),
                  xlabel="batch (up to the largest that fits)", ylabel="decode tokens/s per device")
         axis.legend()
     fig.tight_layout()
