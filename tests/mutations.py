@@ -44,7 +44,7 @@ TESTS = ("tests/test_pipeline_splits.py",
          "tests/test_dualpipe.py", "tests/test_serving_cp.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py", "tests/test_moe_context.py",
          "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_serving_peak.py", "tests/test_fsdp.py",
-         "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py")
+         "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py", "tests/test_inference.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -89,6 +89,8 @@ MUTATIONS = (
              required=False),
     Mutation("tile-halves", EFFICIENCY, "return [(tile_m, tile_n), (tile_m, tile_n / 2), (tile_m / 2, tile_n)]",
              "return [(tile_m, tile_n)]", required=False),
+    Mutation("crossover-batch-rounds-down", "symbolic_cost/inference/throughput.py",
+             "(Max(1, ceiling(gap / slope)), slope > 0)", "(Max(1, floor(gap / slope)), slope > 0)"),
     Mutation("fused-step-reads-weights-once", "symbolic_cost/inference/throughput.py",
              "m -= weights_read(row) / bandwidth", "m -= 0", required=False),
     Mutation("load-context-grows", LOAD, "context = (prompt + steps - admitted_sum / decoding)",
