@@ -312,19 +312,26 @@ def test_torchtitan_70b_as_published(tmp_path, capsys):
 
 
 def test_torchtitan_8b(tmp_path, capsys):
-    """As published its selective recomputation is op-level (refused by name); with mode "full" in its place:
-    64 processes, shard 64, local batch 1: one micro-batch of 1."""
-    assert "selective_ac_option 'op'" in _error(capsys, "--torchtitan", TITAN["llama3_8b"], "--devices", "64")
+    """As published: op-level selective recomputation (recompute op), 64 processes, shard 64, local batch 1: one
+    micro-batch of 1; and with mode "full" in its place, full recomputation."""
+    f = 14336       # 16384 -> 10922 -> int(1.3 x) = 14198 -> up to a multiple of 1024
+    plain = ["--set", "b=1", "l=8192", "d=64", "n_micro=1", "--zero", "3", "--precision", "bf16", "--flash",
+             "--overlap", "grad,param", "--optimizer", "adamw"]
+    got = _json(capsys, "--torchtitan", TITAN["llama3_8b"], "--devices", "64")
+    assert got["parameters"] == _llama3_parameters(4096, f, 32) == 8_030_261_248
+    _same(got, _json(capsys, "--hf-config", _llama3(tmp_path, 4096, f, 32, 32), *plain, "--recompute", "op"))
+    assert any("selective_ac_option op" in note for note in got["notes"])
+    assert main(["summary", "--torchtitan", TITAN["llama3_8b"], "--devices", "64"]) == 0
+    assert "recompute=op" in capsys.readouterr().out
     text = pathlib.Path(TITAN["llama3_8b"]).read_text().replace('mode = "selective"', 'mode = "full"')
     path = tmp_path / "llama3_8b_full.toml"
     path.write_text(text)
     got = _json(capsys, "--torchtitan", str(path), "--devices", "64")
-    f = 14336       # 16384 -> 10922 -> int(1.3 x) = 14198 -> up to a multiple of 1024
-    assert got["parameters"] == _llama3_parameters(4096, f, 32) == 8_030_261_248
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, f, 32, 32), "--set", "b=1", "l=8192", "d=64",
-                  "n_micro=1", "--zero", "3", "--recompute", "full", "--precision", "bf16", "--flash", "--overlap",
-                  "grad,param", "--optimizer", "adamw")
-    _same(got, typed)
+    _same(got, _json(capsys, "--hf-config", _llama3(tmp_path, 4096, f, 32, 32), *plain, "--recompute", "full"))
+    # under tensor parallelism torchtitan's policy also keeps the reduce-scatter outputs: refused by name
+    path.write_text(pathlib.Path(TITAN["llama3_8b"]).read_text().replace("tensor_parallel_degree = 1",
+                                                                          "tensor_parallel_degree = 8"))
+    assert "recompute='op'" in _error(capsys, "--torchtitan", str(path), "--devices", "64")
 
 
 def test_torchtitan_debug_model(tmp_path, capsys):

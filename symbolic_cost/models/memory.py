@@ -15,6 +15,9 @@ full, uniform  the input of every group of ``N`` layers:     every layer
                ``k/N x`` the layer input
 full, block    the inputs of the first ``N <= k`` layers,    ``N`` layers
                all of the other ``k - N``
+op             the layer input, the outputs of every other   the other products, every
+               product (``wq, wv, w1, w2``) and the          element-wise row
+               attention kernel's ``O`` and log-sum-exp
 ============== ============================================= =================================
 
 ``N`` is ``Training.recompute_layers`` (Megatron-LM's ``--recompute-num-layers``).
@@ -23,6 +26,8 @@ redoes its forward (``"selective"``: the core's rows, ``ops.attention.attention_
 ``"activation"``: the activation functions and ``dpr1``), and ``Cost.rebuilt``, the one
 that rebuilds what it keeps instead of keeping it (the core's rows; ``dpr1``, ``fc2``,
 ``expert_fc2``, ``shared_fc2``: ``blocks.mlp``, ``blocks.moe``).
+``op`` is torchtitan's op-level policy (``models.op_recompute``, which owns which products it
+saves and refuses the blocks it is not defined on).
 ``activation`` redoes every activation function of the layer: on a mixture of experts the
 routed experts' (Megatron-LM's ``--recompute-modules moe_act``) and the shared experts', each
 rebuilding its second product's input.
@@ -34,13 +39,18 @@ from sympy import Expr, Integer
 
 from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.latent_attention import core_input_bytes
+from symbolic_cost.cost import Cost
+from symbolic_cost.models import op_recompute
 
 
 def recomputed_rows(layer: Block, recompute: str) -> list[str]:
     """Names of the rows whose forward runs again in backward, in a recomputed layer: all of
-    them (``full``), or those whose ``Cost.recompute`` is ``recompute``."""
+    them (``full``), or those whose ``Cost.recompute`` is ``recompute`` (``op``: the rows it
+    redoes whole, ``op_recompute.whole_rows``)."""
     if recompute == "full":
         return layer.names
+    if recompute == "op":
+        return op_recompute.whole_rows(layer)
     return [row.name for row in layer if row.recompute == recompute]
 
 
@@ -49,6 +59,8 @@ def kept_bytes(layer: Block, recompute: str, tokens_bytes) -> Expr:
     (``full``: the layer's input, ``tokens_bytes``, as one group of one layer)."""
     if recompute == "full":
         return tokens_bytes                                    # only the layer's input
+    if recompute == "op":
+        return op_recompute.kept_bytes(layer, tokens_bytes)
     rebuilt = [row.act_buffer for row in layer if row.rebuilt == recompute]
     kept = layer.total("act_buffer") - sum(rebuilt, Integer(0))
     # selective: keep Q, K, V to redo the core; activation: fc2's input is rebuilt from the
@@ -67,9 +79,17 @@ def stage_kept_bytes(layer: Block, training, layers, tokens_bytes) -> Expr:
     return group * tokens_bytes + (layers - group) * kept_bytes(layer, "none", tokens_bytes)
 
 
+def recomputed_costs(layer: Block, recompute: str) -> list[Cost]:
+    """The forward work a recomputed layer redoes in backward, as Costs: its recomputed rows,
+    or under ``op`` the element-wise rows and the unsaved products (``op_recompute.redone``)."""
+    if recompute == "op":
+        return op_recompute.redone(layer)
+    return [layer[r] for r in recomputed_rows(layer, recompute)]
+
+
 def recompute_flops(layer: Block, recompute: str) -> Expr:
     """FLOPs one recomputed layer redoes in backward."""
-    return sum((layer[r].flops_fwd for r in recomputed_rows(layer, recompute)), Integer(0))
+    return sum((c.flops_fwd for c in recomputed_costs(layer, recompute)), Integer(0))
 
 
 def redone_layers(training, layers) -> Expr:

@@ -45,8 +45,10 @@ layers``, ``..._last_stage_less_layers``     embedding and the output each weigh
 ``[activation_checkpoint] mode`` (selective) ``recompute``: none; full (every layer); selective
 ``selective_ac_option`` (2)                  with a layer frequency ``N``: full recomputation of
                                              every ``N``-th layer, ``floor(stage layers / N)`` of
-                                             a stage (``recompute_method`` block); ``op`` (every
-                                             second matrix product's output saved) is refused
+                                             a stage (``recompute_method`` block); ``op``:
+                                             ``recompute`` op (``models.op_recompute``: the
+                                             outputs of every other matrix product and of the
+                                             attention kernel saved, the rest recomputed)
 ``[optimizer] name`` (AdamW)                 ``optimizer``: adamw, adam
 world size (``--devices``)                   the product of the degrees (torchtitan's
                                              ``ParallelDims`` rule); needed when the shard degree
@@ -288,7 +290,7 @@ def pipeline(job: Job, layers: int, pp: int) -> dict:
 
 def recompute(job: Job, layers: int, pp: int, policy: dict, notes: list) -> dict:
     """``[activation_checkpoint]``: none, full, or full recomputation of every ``N``-th layer of a
-    stage (selective with a layer frequency); op-level selective recomputation is refused."""
+    stage (selective with a layer frequency), or torchtitan's op-level policy (``op``)."""
     mode = job.get("activation_checkpoint", "mode", "selective", str)
     if mode == "none":
         return dict(recompute="none")
@@ -297,12 +299,11 @@ def recompute(job: Job, layers: int, pp: int, policy: dict, notes: list) -> dict
     option = job.get("activation_checkpoint", "selective_ac_option", "2", str)
     if mode != "selective" or not (option == "op" or option.isdigit() and int(option) > 0):
         raise InputError(f"[activation_checkpoint] mode {mode!r}, selective_ac_option {option!r}: the reader reads "
-                         f"none, full, and selective with a layer frequency", "[activation_checkpoint] mode")
+                         f"none, full, and selective with 'op' or a layer frequency", "[activation_checkpoint] mode")
     if option == "op":
-        raise InputError("[activation_checkpoint] selective_ac_option 'op': torchtitan's op-level policy (it saves "
-                         "every other matrix product's output and the attention's, recomputing the rest) is not a "
-                         "recomputation the library models; use mode 'full', 'none', or a layer frequency",
-                         "[activation_checkpoint] selective_ac_option")
+        notes.append("selective_ac_option op: torchtitan's op-level policy, counted as recompute op (the outputs "
+                     "of wq, wv, w1, w2 and the attention kernel kept; models.op_recompute)")
+        return dict(recompute="op")
     stage = layers // pp
     if policy.get("first_stage_layers") is not None or policy.get("last_stage_layers") is not None:
         raise InputError("[activation_checkpoint] selective_ac_option: a layer frequency with uneven pipeline "

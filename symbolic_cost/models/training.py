@@ -16,6 +16,7 @@ from sympy import Expr, sympify
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, choice, flag, positive, positive_dims
 from symbolic_cost.models.lora import LoRA
+from symbolic_cost.models.op_recompute import check_training
 from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
 from symbolic_cost.models.recipes import check_offload
 from symbolic_cost.blocks.context import VARIANTS
@@ -27,7 +28,7 @@ from symbolic_cost.parallel.splits import layout_stages
 __all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
-RECOMPUTE = ("none", "selective", "activation", "full")
+RECOMPUTE = ("none", "selective", "activation", "full", "op")
 RECOMPUTE_METHODS = ("uniform", "block")
 
 
@@ -122,6 +123,8 @@ class Training:
             raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.recompute not in RECOMPUTE:
             raise InputError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        if self.recompute == "op":
+            check_training(self)
         if self.recompute_method not in RECOMPUTE_METHODS:
             raise InputError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
                              f"got {self.recompute_method!r}")

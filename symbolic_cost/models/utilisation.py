@@ -22,7 +22,7 @@ from __future__ import annotations
 from sympy import Expr, Integer
 
 from symbolic_cost.cost import exact
-from symbolic_cost.models.memory import recomputed_rows, redone_layers
+from symbolic_cost.models.memory import recomputed_costs, redone_layers
 from symbolic_cost.models.recipes import recipe_stack
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.totals import ModelCost, world_size
@@ -85,7 +85,7 @@ def recompute_flops(cost: ModelCost, only: str = "all", accounting: str = "libra
     passes = ("fwd", "bwd") if accounting == "korthikanti-eq8" and t.recompute == "selective" else ("fwd",)
     total = Integer(0)
     for blk, count in one_device_stack(cost)[1:-1]:
-        rows = [blk[r] for r in recomputed_rows(blk, t.recompute)]
+        rows = recomputed_costs(blk, t.recompute)
         per_layer = sum((_row_flops(r, ps, only, conventions) for r in rows for ps in passes), Integer(0))
         total += p * redone_layers(t, count / p) * per_layer
     return _replicas(cost) * total

@@ -9,7 +9,7 @@ from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models import ModelCost
 from symbolic_cost.models.ranks import cost_placement
-from symbolic_cost.models.memory import recomputed_rows, redone_layers
+from symbolic_cost.models.memory import recomputed_costs, redone_layers
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
 from symbolic_cost.timing.hardware import comm_time, get_system, times
 from symbolic_cost.timing.host import host_step_time, host_time
@@ -87,7 +87,7 @@ def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tupl
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
     start, end = parts(cost.embedding, (pass_,)), parts(cost.head, (pass_,))
     groups = [(parts(blk, (pass_,)),
-               parts([blk[r] for r in recomputed_rows(blk, t.recompute)], ("fwd",)) if pass_ == "bwd" else (0, 0),
+               parts(recomputed_costs(blk, t.recompute), ("fwd",)) if pass_ == "bwd" else (0, 0),
                redone_layers(t, place.most(g))) for g, (blk, _) in enumerate(middle)]
     return tuple(place.busiest(start[i], end[i], [whole[i] for whole, _, _ in groups])
                  + sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))
@@ -156,7 +156,7 @@ def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0
     backward plus the forward its recomputed rows redo; ``total``, both."""
     system, conventions = get_system(system), conv.get(conventions)
     layer = cost.stack[1 + group][0]
-    recomputed = [layer[r] for r in recomputed_rows(layer, cost.training.recompute)]
+    recomputed = recomputed_costs(layer, cost.training.recompute)
     seconds = lambda rows, p_: sum((times(r, system, conventions)[f"t_total_{p_}"] for r in rows), Integer(0))  # noqa: E731
     out = {"fwd": seconds(layer, "fwd"), "bwd": seconds(layer, "bwd") + seconds(recomputed, "fwd")}
     out["total"] = out["fwd"] + out["bwd"]

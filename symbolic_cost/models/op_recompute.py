@@ -1,0 +1,134 @@
+"""torchtitan's op-level selective activation checkpointing (``recompute="op"``).
+
+torchtitan (``selective_ac_option = "op"``, ``apply_ac`` in its ``activation_checkpoint.py``)
+wraps every transformer block in non-reentrant ``torch.utils.checkpoint`` with
+``create_selective_checkpoint_contexts(policy)``: the outputs of the ops of its save list (the
+scaled-dot-product-attention kernels, ``aten._scaled_mm``, ``reduce_scatter``, ``aten.max``, and
+``aten.mm``) are saved, except every second ``aten.mm`` of the block (a per-block count: the
+products with an even count are recomputed); every other op is recomputed in backward.
+
+A Llama block calls its seven products in the order ``wq, wk, wv, wo, w1, w3, w2``, so it keeps
+the outputs of ``wq``, ``wv``, ``w1`` and ``w2`` and the attention kernel's outputs (``O`` and the
+log-sum-exp), besides its input (the checkpoint's argument); ``wk``, ``wo``, ``w3``, the norms,
+the rotary positions, the activation and its product, and the residual adds run again.
+
+The library's rows fuse some of these products: ``qkv_proj`` is ``wq, wk, wv`` (widths
+``(h/m1) q``, ``(kv/m1) q``, ``(kv/m1) v``), a gated ``fc1`` is ``w1, w3`` (``f/m1`` each), an
+ungated one a single product; ``v_proj`` is ``wo`` and ``fc2`` is ``w2`` (``PRODUCTS``).  The
+products are counted in the rows' order, so the parity follows the block's own sequence.
+
+Defined for a block whose only products are those four rows, without biases (a biased linear is
+``aten.addmm``, which the count does not see), around the fused kernel (``flash_attention``: an
+eager core's batched products are ``aten.bmm``), on one tensor-parallel rank (under tensor
+parallelism torchtitan also saves the reduce-scatter outputs and gathers the norms' outputs
+again); ``Training`` refuses FP8 (``aten._scaled_mm`` is always saved), LoRA (its adapters'
+products shift the count), context parallelism and a tensor grid with it.
+"""
+
+from __future__ import annotations
+
+from sympy import Expr, Integer, simplify
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.cost import Cost
+from symbolic_cost.ops import linear
+
+PRODUCTS = ("qkv_proj", "v_proj", "fc1", "fc2")
+"""The rows whose products torchtitan's policy counts (``aten.mm``), in a Llama block's order."""
+KERNEL = "flash_attention"
+"""The fused attention kernel, whose outputs the policy saves."""
+
+
+def _widths(layer, row: Cost) -> list[tuple[str, Expr]]:
+    """The separate products one fused row stands for, as (name, output width), in call order."""
+    dims, n = layer.dims, row.gemms[0].n
+    m1 = dims["m1"]
+    if row.name == "qkv_proj":
+        q = dims.get("head_dim", dims["e"] / dims["h"])
+        v, kv = dims.get("v_head_dim", q), dims.get("kv_heads", dims["h"])
+        return [("wq", dims["h"] / m1 * q), ("wk", kv / m1 * q), ("wv", kv / m1 * v)]
+    if row.name == "fc1" and simplify(n - 2 * dims["f"] / m1) == 0:          # gated: gate, then value
+        return [("w1", n / 2), ("w3", n / 2)]
+    return [({"v_proj": "wo", "fc1": "w1", "fc2": "w2"}[row.name], n)]
+
+
+def products(layer) -> list[tuple[Cost, bool]]:
+    """Each product of the block as its own ``linear`` Cost, in call order, with whether the
+    policy saves its output: the 1st, 3rd, 5th, ... (every second one is recomputed).
+
+    >>> from symbolic_cost.blocks.layer import transformer_layer
+    >>> from symbolic_cost.blocks.specs import Feedforward, Heads, Projections
+    >>> from symbolic_cost.blocks.wiring import Run, Wiring
+    >>> layer = transformer_layer(1, 8, 64, 96, Heads(4, kv_heads=2, rotary=True), ffn=Feedforward(gated=True),
+    ...                           projections=Projections(qkv_bias=False, out_bias=False),
+    ...                           wiring=Wiring(norm="rms", dropouts=False), run=Run(flash=True))
+    >>> [(p.name, saved) for p, saved in products(layer)][:4]
+    [('wq', True), ('wk', False), ('wv', True), ('wo', False)]
+    >>> [(p.name, p.act_out) for p, saved in products(layer) if saved][2:]
+    [('w1', 1536), ('w2', 1024)]
+    """
+    check_layer(layer)
+    out = []
+    for row in layer:
+        if row.name in PRODUCTS:
+            g = row.gemms[0]
+            out += [linear(g.m, 1, g.k, width, bias=False, es=g.element_bytes, conventions=layer.conventions,
+                           name=name) for name, width in _widths(layer, row)]
+    return [(p, i % 2 == 0) for i, p in enumerate(out)]      # torchtitan's count starts at 1
+
+
+def kept_bytes(layer, tokens_bytes) -> Expr:
+    """Bytes one layer keeps for backward: its input (``tokens_bytes``), the outputs of the
+    saved products and the kernel's outputs (what it keeps beyond its inputs Q, K, V:
+    ``O`` and the log-sum-exp, ``ops.attention.flash_attention``)."""
+    kernel = layer[KERNEL]
+    saved = sum((p.act_out for p, keep in products(layer) if keep), Integer(0))
+    return tokens_bytes + saved + kernel.act_buffer - kernel.act_in - kernel.act_in_other
+
+
+def redone(layer) -> list[Cost]:
+    """The forward work backward runs again: every row that is not a product or the kernel
+    (norms, rotary, activation, residual adds), and the products whose output is not saved."""
+    check_layer(layer)
+    rows = [row for row in layer if row.name not in PRODUCTS + (KERNEL,)]
+    return rows + [p for p, keep in products(layer) if not keep]
+
+
+def whole_rows(layer) -> list[str]:
+    """Names of the rows whose forward runs again whole (their collectives with it): the
+    element-wise rows and, when its product is not saved, ``v_proj`` or ``fc2``."""
+    names = [row.name for row in redone(layer) if row.name in layer.names]
+    singles = {p.name: keep for p, keep in products(layer)}
+    return names + [row for row, name in (("v_proj", "wo"), ("fc2", "w2")) if singles.get(name) is False]
+
+
+def check_layer(layer) -> None:
+    """Refuse a block the policy is not defined on here (see the module's docstring)."""
+    if layer.dims.get("m1", 1) != 1 or layer.dims.get("s1", 1) != 1:
+        raise InputError("recompute='op' (torchtitan's op-level policy) is counted on one tensor-parallel rank "
+                         "(m1=1, s1=1): under tensor parallelism it also keeps the reduce-scatter outputs and "
+                         "gathers the norms' outputs again", "recompute")
+    if KERNEL not in layer.names:
+        raise InputError("recompute='op' counts torchtitan's policy around the fused attention kernel (flash=True); "
+                         "an eager core's products are aten.bmm, outside its save list", "recompute")
+    for row in layer:
+        if row.gemms and row.name not in PRODUCTS + (KERNEL,):
+            raise InputError(f"recompute='op' is defined on a Llama-style dense block (products "
+                             f"{', '.join(PRODUCTS)}); row {row.name!r} is a product it does not place "
+                             f"(experts, latent or cross attention)", "recompute")
+        if row.name in PRODUCTS and simplify(row.weights - row.gemms[0].k * row.gemms[0].n
+                                             * row.gemms[0].element_bytes) != 0:
+            raise InputError(f"recompute='op': {row.name} has a bias (aten.addmm, which torchtitan's count of "
+                             f"aten.mm does not see); the policy is defined on bias-free products", "recompute")
+
+
+def check_training(training) -> None:
+    """Refuse ``recompute="op"`` with what changes torchtitan's count or its save list: tensor
+    or context parallelism, a tensor grid, FP8 (``aten._scaled_mm``, always saved), LoRA (its
+    adapters' products)."""
+    given = [name for name, on in (("m1", training.m1 != 1), ("s1", training.s1 != 1), ("cp", training.cp != 1),
+                                   ("tensor", training.tensor is not None), ("fp8", training.fp8 is not None),
+                                   ("lora", training.lora is not None)) if on]
+    if given:
+        raise InputError(f"recompute='op' (torchtitan's op-level policy) is counted without {given[0]}: it changes "
+                         f"which products the policy counts or saves (see models.op_recompute)", given[0])
