@@ -44,7 +44,8 @@ TESTS = ("tests/test_pipeline_splits.py",
          "tests/test_dualpipe.py", "tests/test_serving_cp.py",
          "tests/test_memory_fixes.py", "tests/test_context_parallel.py", "tests/test_moe_context.py",
          "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_serving_peak.py", "tests/test_fsdp.py",
-         "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py", "tests/test_inference.py")
+         "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py", "tests/test_inference.py",
+         "tests/test_op_recompute.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -277,6 +278,10 @@ MUTATIONS = (
              "counts[-1] -= first_less", required=False),
     Mutation("deepspeed-derived-accumulation", "symbolic_cost/models/deepspeed.py",
              "micro, accum = (micro, train // share) if", "micro, accum = (micro, 1) if", required=False),
+    # torchtitan's op-level policy (tests/test_op_recompute.py): the odd products saved, not the even
+    Mutation("op-recompute-saves-even-products", "symbolic_cost/models/op_recompute.py",
+             "return [(p, i % 2 == 0) for i, p in enumerate(out)]", "return [(p, i % 2 == 1) for i, p in enumerate(out)]",
+             required=False),
 )
 
 
