@@ -129,3 +129,16 @@ def test_the_pipeline_split_options_act_or_are_refused():
     assert run([*base, "--pipeline-layout", "Et*6|t*6,L"])[0] == 0
     assert run([*base, "--pipeline-layout", "Et*6|t*6,L", "--embedding-in-split"])[0] == 2
     assert run([*base, "--pipeline-layout", "Et*6|t*5,L"])[0] == 2
+
+
+def test_recompute_op_acts_or_is_refused():
+    """``--recompute op`` (not the first choice ``other_value`` picks): on a Llama with flash attention and
+    one tensor-parallel rank it changes the answer; with the bases' m1=2 or gpt2's biased products it is
+    refused by name."""
+    llama = ["summary", "--hf-config", str(HF / "Llama-3.2-1B.json"), "--set", "b=1", "l=2048", "d=4", "--flash"]
+    plain = run(llama)
+    code, out = run([*llama, "--recompute", "op"])
+    assert plain[0] == 0 and code == 0 and out != plain[1]
+    assert run([*llama, "--recompute", "op", "--set", "m1=2", "s1=2"])[0] == 2
+    assert run(["summary", *BASES[("summary", "dense")][1:], "--flash", "--recompute", "op"])[0] == 2
+    assert run(["summary", "--preset", "gpt2", "--set", "b=2", "l=512", "--flash", "--recompute", "op"])[0] == 2

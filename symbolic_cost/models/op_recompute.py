@@ -130,5 +130,6 @@ def check_training(training) -> None:
                                    ("tensor", training.tensor is not None), ("fp8", training.fp8 is not None),
                                    ("lora", training.lora is not None)) if on]
     if given:
-        raise InputError(f"recompute='op' (torchtitan's op-level policy) is counted without {given[0]}: it changes "
-                         f"which products the policy counts or saves (see models.op_recompute)", given[0])
+        raise InputError(f"recompute='op' (torchtitan's op-level policy) is counted without {given[0]} (got "
+                         f"{given[0]}={getattr(training, given[0])!r}): it changes which products the policy "
+                         f"counts or saves (see models.op_recompute)", "recompute")
