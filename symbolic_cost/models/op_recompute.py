@@ -16,6 +16,10 @@ The library's rows fuse some of these products: ``qkv_proj`` is ``wq, wk, wv`` (
 ``(h/m1) q``, ``(kv/m1) q``, ``(kv/m1) v``), a gated ``fc1`` is ``w1, w3`` (``f/m1`` each), an
 ungated one a single product; ``v_proj`` is ``wo`` and ``fc2`` is ``w2`` (``PRODUCTS``).  The
 products are counted in the rows' order, so the parity follows the block's own sequence.
+The kernel's log-sum-exp is counted at the element size, as ``ops.attention.flash_attention``
+keeps it; CUDA's kernels keep it in fp32 (``2 b h l`` bytes a layer more in 16-bit training).
+The rule is torchtitan's count of products up to its ``_op_sac_save_list`` (2025); later
+versions name the saved tensors per model instead (``sac_save_list``).
 
 Defined for a block whose only products are those four rows, without biases (a biased linear is
 ``aten.addmm``, which the count does not see), around the fused kernel (``flash_attention``: an
