@@ -18,8 +18,9 @@ ungated one a single product; ``v_proj`` is ``wo`` and ``fc2`` is ``w2`` (``PROD
 products are counted in the rows' order, so the parity follows the block's own sequence.
 The kernel's log-sum-exp is counted at the element size, as ``ops.attention.flash_attention``
 keeps it; CUDA's kernels keep it in fp32 (``2 b h l`` bytes a layer more in 16-bit training).
-The rule is torchtitan's count of products up to its ``_op_sac_save_list`` (2025); later
-versions name the saved tensors per model instead (``sac_save_list``).
+The rule is torchtitan's count of ``aten.mm`` beside its ``_op_sac_save_list``
+(``models/llama3/infra/parallelize.py``); its newest code names the saved tensors per model
+instead (``sac_save_list``), which this does not read.
 
 Defined for a block whose only products are those four rows, without biases (a biased linear is
 ``aten.addmm``, which the count does not see), around the fused kernel (``flash_attention``: an
