@@ -332,6 +332,9 @@ def test_torchtitan_8b(tmp_path, capsys):
     path.write_text(pathlib.Path(TITAN["llama3_8b"]).read_text().replace("tensor_parallel_degree = 1",
                                                                           "tensor_parallel_degree = 8"))
     assert "recompute='op'" in _error(capsys, "--torchtitan", str(path), "--devices", "64")
+    # search varies m1, where the policy is counted on one rank only: refused, saying what to do instead
+    assert main(["search", "--torchtitan", TITAN["llama3_8b"], "--devices", "64", "--top", "1"]) == 2
+    assert "search with recompute 'full' or 'selective'" in capsys.readouterr().err
 
 
 def test_torchtitan_debug_model(tmp_path, capsys):

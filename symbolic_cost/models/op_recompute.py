@@ -32,7 +32,7 @@ products shift the count), context parallelism and a tensor grid with it.
 
 from __future__ import annotations
 
-from sympy import Expr, Integer, simplify
+from sympy import Expr, Integer, Symbol, simplify
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.cost import Cost
@@ -134,7 +134,13 @@ def check_training(training) -> None:
     given = [name for name, on in (("m1", training.m1 != 1), ("s1", training.s1 != 1), ("cp", training.cp != 1),
                                    ("tensor", training.tensor is not None), ("fp8", training.fp8 is not None),
                                    ("lora", training.lora is not None)) if on]
-    if given:
-        raise InputError(f"recompute='op' (torchtitan's op-level policy) is counted without {given[0]} (got "
-                         f"{given[0]}={getattr(training, given[0])!r}): it changes which products the policy "
-                         f"counts or saves (see models.op_recompute)", "recompute")
+    if not given:
+        return
+    name, value = given[0], getattr(training, given[0])
+    if isinstance(value, Symbol):            # search varies the degree: say so, not "got m1=m1"
+        raise InputError(f"recompute='op' (torchtitan's op-level policy) is counted on one tensor-parallel rank, "
+                         f"and {name} is varied here (search tries every degree): search with recompute "
+                         f"'full' or 'selective', or give the layout to summary", "recompute")
+    raise InputError(f"recompute='op' (torchtitan's op-level policy) is counted without {name} (got "
+                     f"{name}={value!r}): it changes which products the policy counts or saves (see "
+                     f"models.op_recompute)", "recompute")
