@@ -17,11 +17,12 @@ Run from the repository root (``tests/test_mutations.py`` runs the same in the s
 It prints one line per mutation and exits with 1 if one survives or an anchor is missing.
 
 Each mutation runs its recorded *killer* first (``tests/mutation_killers.json``: the test file
-that failed first when it was last run in full), then the other files, all in one ``pytest -x``:
+that failed first when it was last run in full) alone, then the other files in one ``pytest -x``:
 a killed mutation stops in the file that kills it, in seconds instead of after every file before
 it.  The order never changes the verdict (the same files run, and any failure kills); a stale or
 missing entry only costs time.  ``python tests/mutations.py --record`` (or the suite's mutation test with
-``RECORD_MUTATION_KILLERS=1``) rewrites the file.
+``RECORD_MUTATION_KILLERS=1``) rewrites the file.  The unmutated copy runs last, on the files whose
+failures killed a mutation: a kill counts only where that file passes without it.
 """
 
 from __future__ import annotations
@@ -305,9 +306,12 @@ def killers() -> dict:
     return json.loads(KILLERS.read_text()) if KILLERS.exists() else {}
 
 
-def ordered(first: str | None) -> tuple:
-    """``TESTS`` with ``first`` (a mutation's recorded killer, if it is one of them) in front."""
-    return tuple(sorted(TESTS, key=lambda test: test != first))
+def batches(first: str | None, tests=TESTS) -> list[tuple]:
+    """The runs of ``tests`` for one mutation: ``first`` (its recorded killer, if it is one of
+    them) alone, then the others; otherwise all at once.  The killer runs alone because
+    collecting every file costs more than most kills take."""
+    rest = tuple(test for test in tests if test != first)
+    return [(first,), rest] if first in tests else [rest]
 
 
 def run_tests(root: Path, tests=TESTS) -> subprocess.CompletedProcess:
@@ -323,43 +327,60 @@ def run_tests(root: Path, tests=TESTS) -> subprocess.CompletedProcess:
 
 
 def _last_failure(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.startswith("FAILED")]
-    return lines[0].removeprefix("FAILED ") if lines else output.strip().splitlines()[-1]
+    lines = [line for line in output.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    return lines[0].split(" ", 1)[1] if lines else output.strip().splitlines()[-1]
 
 
-def check(mutation: Mutation | None, first: str | None = None) -> tuple[bool, str]:
-    """(killed, what failed) for one mutation, running the test file ``first`` before the others;
-    for ``None`` (the unmutated copy): (failed, output)."""
+def failed_file(failure: str) -> str | None:
+    """The test file of ``TESTS`` a failure line names (``tests/x.py::test - ...``); ``None``
+    when it names none (the copy did not import, say)."""
+    file = failure.split("::")[0].split(" ")[0]
+    return file if file in TESTS else None
+
+
+def check(mutation: Mutation | None, first: str | None = None, tests=TESTS) -> tuple[bool, str]:
+    """(killed, what failed) for one mutation, running the test file ``first`` before the others
+    of ``tests``; for ``None`` (the unmutated copy): (failed, what failed)."""
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         root = _copy(Path(tmp))
         if mutation is not None:
             mutation.apply(root)
-        result = run_tests(root, ordered(first))
+        for files in filter(None, batches(first, tests)):
+            result = run_tests(root, files)
+            if result.returncode:
+                break
     return result.returncode != 0, _last_failure(result.stdout + result.stderr)
 
 
 def run(mutations=MUTATIONS, jobs=2) -> dict:
-    """Check the unmutated copy passes, then every mutation: ``{name: (killed, what failed)}``.
-    Every anchor is checked against the working tree first, so a missing one fails at once."""
+    """Every mutation, then the unmutated copy: ``{name: (killed, what failed)}``.
+
+    Every anchor is checked against the working tree first, so a missing one fails at once.  A
+    run stops at its first failure (``-x``), in files that passed before it, so a verdict rests on
+    one file: the unmutated copy must pass each file that failed (all of ``TESTS`` when a failure
+    names none), else no verdict stands and ``RuntimeError`` says why."""
     for mutation in mutations:
         with tempfile.TemporaryDirectory() as tmp:
             target = Path(tmp) / mutation.path
             target.parent.mkdir(parents=True)
             shutil.copy(ROOT / mutation.path, target)
             mutation.apply(Path(tmp))
-    failed, output = check(None)
-    if failed:
-        raise RuntimeError(f"the tests fail without any mutation, so no mutation can be judged: {output}")
     known = killers()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return dict(zip((m.name for m in mutations),
-                        pool.map(lambda m: check(m, known.get(m.name)), mutations)))
+        results = dict(zip((m.name for m in mutations),
+                           pool.map(lambda m: check(m, known.get(m.name)), mutations)))
+    deciding = {failed_file(failure) for killed, failure in results.values() if killed}
+    baseline = TESTS if None in deciding else tuple(test for test in TESTS if test in deciding)
+    failed, output = check(None, tests=baseline) if baseline else (False, "")
+    if failed:
+        raise RuntimeError(f"the tests fail without any mutation, so no mutation can be judged: {output}")
+    return results
 
 
 def record(results: dict) -> None:
     """Write each killed mutation's failing test file to ``KILLERS`` (kept for the others)."""
-    found = {name: failure.split("::")[0] for name, (killed, failure) in results.items()
-             if killed and failure.split("::")[0] in TESTS}
+    found = {name: failed_file(failure) for name, (killed, failure) in results.items()
+             if killed and failed_file(failure)}
     KILLERS.write_text(json.dumps({**killers(), **found}, indent=1, sort_keys=True) + "\n")
 
 

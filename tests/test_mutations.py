@@ -1,9 +1,9 @@
 """The mutation check (``tests/mutations.py``): every one-line mutation of the model layer it lists
 makes ``tests/test_simulations.py``, ``tests/test_model.py`` or ``tests/test_framework_memory.py`` fail.
 
-About a minute and a half on two cores (each mutation runs the two files against a mutated copy
-of the package in a subprocess); deselect with ``-k "not mutation"``, or run the script alone:
-``python tests/mutations.py``.
+Each mutation runs the files against a mutated copy of the package in a subprocess, its recorded
+killer first (``tests/mutation_killers.json``); deselect with ``-k "not mutation"``, or run the
+script alone: ``python tests/mutations.py``.
 """
 
 import os
@@ -40,6 +40,14 @@ def test_every_mutation_is_killed_and_the_working_tree_is_untouched():
 
 def test_a_recorded_killer_runs_first_and_no_file_is_dropped():
     first = mutations.TESTS[-1]
-    assert mutations.ordered(first) == (first, *mutations.TESTS[:-1])
+    assert mutations.batches(first) == [(first,), mutations.TESTS[:-1]]
     for unknown in (None, "tests/test_no_such_file.py"):
-        assert mutations.ordered(unknown) == mutations.TESTS
+        assert mutations.batches(unknown) == [mutations.TESTS]
+
+
+def test_a_failure_names_the_file_that_decides_the_verdict():
+    assert mutations.failed_file(mutations._last_failure(
+        "x\nFAILED tests/test_model.py::test_a[1] - assert 1 == 2\n1 failed")) == "tests/test_model.py"
+    assert mutations.failed_file(mutations._last_failure(
+        "ERROR tests/test_fsdp.py - ImportError: boom\n1 error")) == "tests/test_fsdp.py"
+    assert mutations.failed_file(mutations._last_failure("Traceback ...\nImportError: boom")) is None
