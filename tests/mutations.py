@@ -39,14 +39,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ("tests/test_pipeline_splits.py",
-         "tests/test_simulations.py", "tests/test_model.py", "tests/test_framework_memory.py", "tests/test_moe.py",
-         "tests/test_time_model.py", "tests/test_grad_split.py", "tests/test_serving_load.py", "tests/test_utilisation.py", "tests/test_zero_bubble.py",
-         "tests/test_dualpipe.py", "tests/test_serving_cp.py",
-         "tests/test_memory_fixes.py", "tests/test_context_parallel.py", "tests/test_moe_context.py",
-         "tests/test_mutation_oracles.py", "tests/test_peak_memory.py", "tests/test_serving_peak.py", "tests/test_fsdp.py",
-         "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py", "tests/test_inference.py",
-         "tests/test_op_recompute.py")
+# cheapest first (seconds of the unmutated run, one core): a mutation without a recorded killer
+# stops at the first file that fails, so the cheap files go before test_serving_load and test_moe
+TESTS = ("tests/test_torchtitan.py", "tests/test_deepspeed_rules.py", "tests/test_zero_bubble.py",
+         "tests/test_mutation_oracles.py", "tests/test_utilisation.py", "tests/test_op_recompute.py",
+         "tests/test_pipeline_splits.py", "tests/test_fsdp.py", "tests/test_serving_cp.py",
+         "tests/test_framework_memory.py", "tests/test_model.py", "tests/test_dualpipe.py",
+         "tests/test_context_parallel.py", "tests/test_serving_peak.py", "tests/test_moe_context.py",
+         "tests/test_inference.py", "tests/test_simulations.py", "tests/test_memory_fixes.py",
+         "tests/test_grad_split.py", "tests/test_time_model.py", "tests/test_peak_memory.py",
+         "tests/test_serving_load.py", "tests/test_moe.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
