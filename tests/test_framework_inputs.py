@@ -513,6 +513,16 @@ def test_deepspeed_batch_rule_and_unknown_keys(tmp_path, capsys):
                                                                  "--devices", "8")
 
 
+
+@pytest.mark.parametrize("text, refused", [("{", "is not valid JSON (Expecting property name"), ("[1]", "is a JSON object"),
+                                           ("[" * 100_000, "nested too deeply")])
+def test_a_file_that_is_not_a_json_object_is_refused(tmp_path, capsys, text, refused):
+    path = tmp_path / "args.json"
+    path.write_text(text)
+    for option, words in (("--deepspeed", ["--preset", "gpt2"]), ("--hf-training-args", ["--hf-config", LLAMA32])):
+        err = _error(capsys, *words, option, str(path))
+        assert option in err and refused in err
+
 def test_deepspeed_search_and_sweep(capsys):
     """search keeps the config's ZeRO stage, CPU offload and precision in every layout (8 devices, global batch
     16, the model's context); sweep's row at the config's own values equals summary."""

@@ -63,17 +63,32 @@ def from_config(config: dict, name: str = "model") -> Architecture:
     return replace(arch, notes=tuple(keys.notes)) if keys.notes else arch
 
 
+def read_json(text: str, name: str, option: str, what: str | None = None):
+    """``text`` (the file ``name``, given with ``option``) read as JSON, refused by name when it
+    is not JSON, is nested too deeply to read, or (given ``what``, the kind of file) is not an
+    object.
+
+    >>> read_json('{"zero_optimization": {"stage": 3}}', "ds.json", "--deepspeed", "a DeepSpeed config")
+    {'zero_optimization': {'stage': 3}}
+    >>> read_json('[1]', "ds.json", "--deepspeed", "a DeepSpeed config")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: --deepspeed: ds.json: a DeepSpeed config is a JSON object
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise InputError(f"{option}: {name} is nested too deeply to be {what or 'a config.json'}", option) from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"{option}: {name} is not valid JSON ({error.msg}, line {error.lineno})", option) from None
+    if what is not None and not isinstance(value, dict):
+        raise InputError(f"{option}: {name}: {what} is a JSON object", option)
+    return value
+
+
 def load(path) -> Architecture:
     """An ``Architecture`` from a ``config.json`` file (a regular file: ``checks.input_file``)."""
-    text = input_file(path, "--hf-config")
-    try:
-        config = json.loads(text)
-    except RecursionError:
-        raise InputError(f"--hf-config: {Path(path).name} is nested too deeply to be a config.json",
-                         "--hf-config") from None
-    except json.JSONDecodeError as error:
-        raise InputError(f"--hf-config: {Path(path).name} is not valid JSON ({error.msg}, line {error.lineno})",
-                         "--hf-config") from None
+    config = read_json(input_file(path, "--hf-config"), Path(path).name, "--hf-config")
     return from_config(config, Path(path).stem)
 
 

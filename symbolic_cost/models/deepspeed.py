@@ -41,6 +41,7 @@ import json
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
+from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_args import Setup
 from symbolic_cost.models.training import Overlap
 
@@ -165,12 +166,7 @@ def zero_policy(zero: dict, stage: int, notes: list) -> dict:
 def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, command: dict) -> Setup:
     """The values and policy of a DeepSpeed config for ``arch``; ``given`` holds ``--set`` values
     and ``command`` the command line's ``precision`` and ``zero`` (for "auto")."""
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{name}: not a JSON file ({error})", "--deepspeed") from None
-    if not isinstance(config, dict):
-        raise InputError(f"{name}: a DeepSpeed config is a JSON object", "--deepspeed")
+    config = read_json(text, name, "--deepspeed", "a DeepSpeed config")
     _check_keys(config, name)
     notes, zero = [], config.get("zero_optimization", {})
     stage = zero.get("stage", 0)

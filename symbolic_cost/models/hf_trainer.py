@@ -47,6 +47,7 @@ import json
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
+from symbolic_cost.models.config import read_json
 from symbolic_cost.models.accelerate import fsdp_policy
 from symbolic_cost.models.megatron_args import Setup
 from symbolic_cost.models.training import Overlap
@@ -213,12 +214,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     """The values and policy of a TrainingArguments JSON for ``arch`` on ``world`` devices
     (``--devices``; 1 without), ``per_node`` the devices of a machine (``--shard``, for
     ``hybrid_shard``)."""
-    try:
-        args = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{name}: not a JSON file ({error})", "--hf-training-args") from None
-    if not isinstance(args, dict):
-        raise InputError(f"{name}: TrainingArguments are a JSON object", "--hf-training-args")
+    args = read_json(text, name, "--hf-training-args", "TrainingArguments")
     _check_keys(args)
     if args.get("deepspeed"):
         raise InputError("deepspeed: give the DeepSpeed config with --deepspeed (the batch with --set b= n_micro=)",
