@@ -32,11 +32,17 @@ BASES = {
     ("scheme", "symbols"): ["--set", "b=2", "l=4096", "e=1024", "h=16"],
     ("profile", "dense"): ["--preset", "gpt2", "--set", "b=2", "l=512", *LAYOUT],
     ("lstm", "numbers"): ["--batch", "4", "--steps", "3", "--hidden", "64", "--vocab", "100", "--layers", "3"],
+    ("search", "dense"): ["--preset", "gpt2", "--devices", "4", "--global-batch", "8", "--seq", "256", "--top", "1"],
 }
-"""``search`` is not here: it compiles a kernel per option (10-40 s each for gpt2 on one device),
-too slow for one run per option; ``test_search_keeps_fsdp_gathered_weights_when_asked_or_refuses``
-checks the option it was found to ignore.  ``reproduce`` takes only where to write (``--reports``) and which tables; ``report`` only where
+"""``search`` builds and compiles its kernels anew for most options (about 20 CPU-s a run for gpt2
+on four devices), so its base is small; ``--everything`` is left to ``tests/test_search_space.py``.
+``reproduce`` takes only where to write (``--reports``) and which tables; ``report`` only where
 to write (``--out``) and ``--small``, which ``tests/test_reports.py`` covers: neither is here."""
+VALUES = {("search", "--tensor"): ["--tensor", "1d", "2d"]}
+"""Where the first choice away from the default is the default itself (search's ``--tensor``
+defaults to the list ``[1d]``)."""
+ELSEWHERE = {"search --everything": "every choice the library expresses: minutes a run; "
+                                    "tests/test_search_space.py checks the space it searches"}
 NOT_VALUES = {"--help", "--out", "--overwrite", "--chunk", "--workers", "--progress", "--dask", "--preset",
               "--hf-config", "--hf-model", "--revision", "--megatron-args", "--torchtitan", "--deepspeed",
               "--accelerate", "--hf-training-args", "--nemo-recipe", "--set", "--grid", "--at", "--where", "--field", "--block"}
@@ -80,7 +86,7 @@ def cases():
         for action in commands[command]._actions:
             flags = [f for f in action.option_strings if f.startswith("--")]
             if flags and flags[0] not in NOT_VALUES:
-                words = other_value(action)
+                words = VALUES.get((command, flags[0])) or other_value(action)
                 if words:
                     yield pytest.param(command, base, words, id=f"{command}-{kind}-{' '.join(words)}")
 
@@ -88,7 +94,8 @@ def cases():
 @pytest.mark.parametrize("command,base,words", list(cases()))
 def test_an_option_acts_or_is_refused(command, base, words):
     given = " ".join(words)
-    reason = HARMLESS.get(f"{command} {given}") or HARMLESS.get(given) or HARMLESS.get(words[0])
+    reason = (HARMLESS.get(f"{command} {given}") or HARMLESS.get(given) or HARMLESS.get(words[0])
+              or ELSEWHERE.get(f"{command} {given}"))
     if reason:
         pytest.skip(reason)
     plain = run([command, *base])
