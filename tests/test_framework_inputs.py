@@ -523,6 +523,18 @@ def test_a_file_that_is_not_a_json_object_is_refused(tmp_path, capsys, text, ref
         err = _error(capsys, *words, option, str(path))
         assert option in err and refused in err
 
+
+def test_a_file_nested_too_deeply_is_refused(tmp_path, capsys):
+    """PyYAML and tomllib recurse per level: a deep file is refused by name, not a RecursionError."""
+    deep = {"job.yaml": "a: " + "[" * 100_000, "job.toml": "a = " + "[" * 100_000}
+    for name, text in deep.items():
+        (tmp_path / name).write_text(text)
+    for option, file, words in (("--accelerate", "job.yaml", ["--hf-config", LLAMA32]), ("--nemo-recipe", "job.yaml", []),
+                                ("--torchtitan", "job.toml", [])):
+        err = _error(capsys, *words, option, str(tmp_path / file))
+        assert f"{option}: job is nested too deeply" in err, err
+
+
 def test_deepspeed_search_and_sweep(capsys):
     """search keeps the config's ZeRO stage, CPU offload and precision in every layout (8 devices, global batch
     16, the model's context); sweep's row at the config's own values equals summary."""

@@ -100,6 +100,8 @@ def load_yaml(text: str, name: str, flag: str):
         raise InputError(f"{flag} needs PyYAML: pip install 'symbolic_cost[yaml]'", flag) from None
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise InputError(f"{flag}: {name} is nested too deeply to be a configuration", flag) from None
     except yaml.YAMLError as error:
         raise InputError(f"{name}: not a YAML file ({error})", flag) from None
 

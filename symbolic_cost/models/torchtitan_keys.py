@@ -46,6 +46,8 @@ class Job:
     def __init__(self, text: str, name: str):
         try:
             self.data = tomllib.loads(text)
+        except RecursionError:
+            raise InputError(f"--torchtitan: {name} is nested too deeply to be a torchtitan job", "--torchtitan") from None
         except tomllib.TOMLDecodeError as error:
             raise InputError(f"{name}: not a TOML file ({error})", "--torchtitan") from None
         for section, table in self.data.items():
