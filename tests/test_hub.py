@@ -82,6 +82,10 @@ def test_a_broken_cached_config_is_refused(tmp_path):
     cache = write_cache(tmp_path / "hub", text='{"model_type": "llama",')
     with pytest.raises(ValueError, match="config.json is not valid JSON"):
         hub.load(MODEL, cache_dir=cache, offline=True)
+    for text, refused in (("[" * 100_000, "nested too deeply"), ("[1]", "is a JSON object")):
+        cache = write_cache(tmp_path / f"hub-{len(text)}", text=text)
+        with pytest.raises(ValueError, match=refused):
+            hub.load(MODEL, cache_dir=cache, offline=True)
 
 
 def test_the_clients_own_settings_are_honoured(cache):

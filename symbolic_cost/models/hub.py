@@ -19,11 +19,10 @@ named when it was fetched; a ``revision`` is a branch, a tag or a commit hash.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.config import from_config
+from symbolic_cost.models.config import from_config, read_json
 from symbolic_cost.checks import InputError, input_file
 
 INSTALL = "pip install 'symbolic_cost[hub]'"
@@ -75,14 +74,8 @@ def config_file(model_id: str, revision: str | None = None, cache_dir=None, offl
 def fetch_config(model_id: str, revision: str | None = None, cache_dir=None, offline: bool | None = None) -> dict:
     """The parsed ``config.json`` of ``model_id`` (see ``config_file``)."""
     path = config_file(model_id, revision, cache_dir, offline)
-    try:
-        config = json.loads(input_file(path, "--hf-model"))       # a regular file, size-capped
-    except json.JSONDecodeError as error:
-        raise InputError(f"--hf-model {model_id}: its config.json is not valid JSON "
-                         f"({error.msg}, line {error.lineno})") from None
-    if not isinstance(config, dict):
-        raise InputError(f"--hf-model {model_id}: its config.json is not a JSON object")
-    return config
+    text = input_file(path, "--hf-model")          # a regular file, size-capped
+    return read_json(text, f"{model_id}'s config.json", "--hf-model", "a model's config.json")
 
 
 def load(model_id: str, revision: str | None = None, cache_dir=None, offline: bool | None = None) -> Architecture:
