@@ -14,6 +14,8 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,10 @@ def test_the_host_is_loopback_unless_told_and_a_busy_port_is_refused():
         port = re.search(r"http://127\.0\.0\.1:(\d+)/", server.stdout.readline()).group(1)
         status, _, error = cli("serve", "--port", port)
         assert status == 2 and f"cannot listen on 127.0.0.1:{port}" in error and "(--port)" in error
+        for body in (b"{", b"[" * 100_000):      # not JSON; nested deeper than the parser goes
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary", data=body, timeout=30)
+            assert refused.value.code == 400 and b"a request is a JSON object" in refused.value.read()
     finally:
         server.terminate()
         server.wait(10)

@@ -81,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(413, {"error": f"a request holds at most {LARGEST_REQUEST:,} bytes, got {size:,}"})
         try:
             request = json.loads(self.rfile.read(size) or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):     # not JSON, or nested past the parser's depth
             return self.send_json(400, {"error": "a request is a JSON object"})
         try:
             self.send_json(200, answer(kind, request))
