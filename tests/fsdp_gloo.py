@@ -22,6 +22,7 @@ then FSDP2 has gathered the layer and prefetched the one before) and at every co
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -58,6 +59,7 @@ class Recorder:
         return params + sum(b().numel() * b().element_size() for b in self.buffers if b() is not None)
 
     def sample(self, *_):
+        gc.collect()           # a buffer left in a reference cycle is garbage, freed whenever gc runs next
         self.peak[self.phase] = max(self.peak.get(self.phase, 0), self.gathered())
 
     def unsharded(self, module, *_):
