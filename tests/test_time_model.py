@@ -63,18 +63,37 @@ def test_wave_efficiency_of_a_symbolic_token_count_is_exact_where_substituted():
         assert expr.subs(t, tokens) == Rational(best_waves(tokens, 4096, 1, 132, 128, 256))
 
 
-def nccl_reference(kind, n, nbytes, bus, link, nodes=1, intra=None):
+# NCCL 2.8's tuning.cc (the file with ll128MaxBwPerCh = {18.8, 12.0, 18.3, 15.2, 16.7}), its LL128
+# default rule as the later file (NCCL 2.19/2.20, with NVLS) writes it, and topo.h's NVLink GB/s per channel
+LL128_ON = {"volta", "ampere", "hopper"}                  # pEnable: compute capability 7.0, 8.0, 9.0
+LL128_MAX_BW_PER_CH = {"broadcast": 18.8, "reduce": 12.0, "allgather": 18.3, "reducescatter": 15.2,
+                       "allreduce": 16.7}
+NVLINK_BW = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1, "other": 20.0}
+
+
+def nccl_reference(kind, n, nbytes, bus, link, nodes=1, intra=None, arch="other"):
     """NCCL's ncclTopoTuneModel + ncclTopoGetAlgoTime for a ring (src/graph/tuning.cc), in µs,
     written from that file: latency = baseLat + intra steps x hwLat[intraHw] + inter steps x hwLat[NET];
-    bandwidth = busBw x nRanks / nsteps (LL: busBw / 4 for an allreduce, / 3 otherwise)."""
-    base = {"LL": 3.6, "Simple": 8.4}
-    hw = {"nvlink": {"LL": 0.47, "Simple": 3.4}, "net": {"LL": 2.7, "Simple": 9.6}}
+    bandwidth = busBw x nRanks / nsteps (LL: busBw / 4 for an allreduce, / 3 otherwise; LL128, where
+    enabled: min(busBw x (ppn < 2 ? 0.7 : 0.92), ll128MaxBwPerCh x nChannels), nChannels = busBw over
+    one NVLink's channel bandwidth, the cap only on NVLink)."""
+    base = {"LL": 3.6, "LL128": 10.0, "Simple": 8.4}
+    hw = {"nvlink": {"LL": 0.47, "LL128": 1.9, "Simple": 3.4}, "net": {"LL": 2.7, "LL128": 4.0, "Simple": 9.6}}
     near = "nvlink" if (intra or link) == "nvlink" else "net"
     nsteps = 2 * (n - 1) if kind == "allreduce" else n - 1
     inter = 2 * (nodes - 1) if kind == "allreduce" else nodes - 1
+    protocols = ["LL", "Simple"] + (["LL128"] if arch in LL128_ON and kind in LL128_MAX_BW_PER_CH else [])
     best = math.inf
-    for p in ("LL", "Simple"):
-        bus_gbs = bus / 1e9 * ((0.25 if kind == "allreduce" else 1 / 3) if p == "LL" else 1)
+    for p in protocols:
+        bus_gbs = bus / 1e9
+        if p == "LL":
+            bus_gbs *= 0.25 if kind == "allreduce" else 1 / 3
+        if p == "LL128":
+            ppn = n / nodes
+            capped = bus_gbs * (0.7 if ppn < 2 else 0.92)
+            if link == "nvlink":
+                capped = min(capped, LL128_MAX_BW_PER_CH[kind] * bus_gbs / NVLINK_BW[arch])
+            bus_gbs = capped
         algbw = bus_gbs * n / nsteps                    # NCCL: bandwidths[coll][RING][p], GB/s
         lat = base[p] + (nsteps - inter) * hw[near][p] + inter * hw["net"][p]
         best = min(best, lat + nbytes / (1000 * algbw))  # ncclTopoGetAlgoTime
@@ -83,26 +102,63 @@ def nccl_reference(kind, n, nbytes, bus, link, nodes=1, intra=None):
 
 TREE_CORRECTION = {                                       # tuning.cc's treeCorrectionFactor
     "LL": [1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0],
+    "LL128": [1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8, .9, .9, 1.0],
     "Simple": [.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7, .8, .9]}
 
 
-def nccl_tree_reference(n, nbytes, bus, nodes):
+def nccl_tree_reference(n, nbytes, bus, nodes, arch="other"):
     """The same file's tree allreduce, in µs: baseLat[TREE] + 2 x ((nRanks/nNodes - 1) x
     hwLat[NVLINK][TREE] + log2i(nNodes) x hwLat[NET][TREE]); busBw = min(0.9 busBw, maxTreeBw)
-    (LL: / 3.8), algorithm bandwidth busBw / 2, times treeCorrectionFactor[log2i(nBytes >> 6)]."""
-    base, intra, net = {"LL": 4.4, "Simple": 0.0}, {"LL": 0.52, "Simple": 28.0}, {"LL": 5.0, "Simple": 50.0}
+    (LL: / 3.8; LL128: x 0.915 across nodes, maxTreeBw 130/105 on compute capability 8.0), algorithm
+    bandwidth busBw / 2, times treeCorrectionFactor[log2i(nBytes >> 6)]."""
+    base = {"LL": 4.4, "LL128": 4.4, "Simple": 0.0}
+    intra, net = {"LL": 0.52, "LL128": 1.2, "Simple": 28.0}, {"LL": 5.0, "LL128": 8.5, "Simple": 50.0}
     log2i = lambda v: v.bit_length() - 1 if v > 0 else 0        # noqa: E731  (NCCL's log2i)
     best = math.inf
-    for p in ("LL", "Simple"):
-        bus_gbs = min(bus / 1e9 * 0.9, 80.0 if nodes > 2 else 110.0)
+    for p in ["LL", "Simple"] + (["LL128"] if arch in LL128_ON else []):
+        compcap80_ll128 = arch == "ampere" and p == "LL128"
+        max_tree_bw = (105.0 if compcap80_ll128 else 80.0) if nodes > 2 else (130.0 if compcap80_ll128 else 110.0)
+        bus_gbs = min(bus / 1e9 * 0.9, max_tree_bw)
         if p == "LL":
             bus_gbs /= 3.8
+        if p == "LL128":
+            bus_gbs *= 0.915                                     # nNodes > 1
         algbw = bus_gbs * 0.5
         size = log2i(nbytes >> 6)
         if size < 22:
             algbw *= TREE_CORRECTION[p][size]
         lat = base[p] + 2 * ((n // nodes - 1) * intra[p] + log2i(nodes) * net[p])
         best = min(best, lat + nbytes / (1000 * algbw))
+    return best
+
+
+def nvls_reference(kind, n, nbytes, nvlink_bus, net_bus, nodes=1):
+    """NCCL 2.19/2.20's NVLS (one node) and NVLS tree (allreduce across nodes), Simple only, in µs:
+    latency hwLat[NVLINK][NVLS] = 23 (+ 2 x log2i(nNodes) x hwLat[NET][NVLS_TREE] = 14 for the tree);
+    busBw = nChannels x min(bwIntra, bwInter (/2 beyond two nodes)), algorithm bandwidth 5/6 of it;
+    none where a node holds two GPUs or fewer (ncclNvlsInit) or for another collective."""
+    log2i = lambda v: v.bit_length() - 1 if v > 0 else 0        # noqa: E731
+    if n // nodes <= 2 or kind not in ("allreduce", "allgather", "reducescatter"):
+        return math.inf
+    if nodes == 1:
+        return 23.0 + nbytes / (1000 * nvlink_bus / 1e9 * 5 / 6)
+    if kind != "allreduce":
+        return math.inf
+    bus_gbs = min(nvlink_bus, net_bus if nodes <= 2 else net_bus / 2) / 1e9
+    return 23.0 + 2 * log2i(nodes) * 14.0 + nbytes / (1000 * bus_gbs * 5 / 6)
+
+
+def nccl_cheapest_reference(kind, n, nbytes, system, link, nodes=1):
+    """NCCL picks the cheapest enabled algorithm and protocol: ring, tree (an allreduce across
+    nodes), NVLS and NVLS tree (NVLink SHARP systems), in µs; LL128 where NCCL enables it."""
+    e = system.efficiency
+    bus = float(e.nvlink_bus if link == "nvlink" else e.ib_bus)
+    intra = "nvlink" if link == "ib" and nodes > 1 else None
+    best = nccl_reference(kind, n, nbytes, bus, link, nodes, intra, e.arch)
+    if kind == "allreduce" and link == "ib" and nodes > 1:
+        best = min(best, nccl_tree_reference(n, nbytes, bus, nodes, e.arch))
+    if e.nvls and (link == "nvlink" or nodes > 1):
+        best = min(best, nvls_reference(kind, n, nbytes, float(e.nvlink_bus), float(e.ib_bus), nodes))
     return best
 
 
@@ -114,8 +170,8 @@ def test_an_allreduce_across_nodes_takes_nccls_cheaper_of_ring_and_tree(n, nodes
     c = Collective("allreduce", nbytes, 1, n, "bwd", volume=0)
     ours = float(comm_time(c, system)) * 1e6
     bus = float(system.efficiency.ib_bus)
-    ring = nccl_reference("allreduce", n, nbytes, bus, "ib", nodes, intra="nvlink")
-    assert ours == pytest.approx(min(ring, nccl_tree_reference(n, nbytes, bus, nodes)), rel=1e-9)
+    ring = nccl_reference("allreduce", n, nbytes, bus, "ib", nodes, intra="nvlink", arch="ampere")
+    assert ours == pytest.approx(min(ring, nccl_tree_reference(n, nbytes, bus, nodes, "ampere")), rel=1e-9)
 
 
 def test_the_tree_wins_small_allreduces_over_many_nodes_and_the_ring_large_ones():
@@ -133,6 +189,51 @@ def test_collectives_follow_nccls_cost_model(kind, n, nbytes, link, nodes):
     bus = 235 * 10**9
     ours = nccl.nccl_time(kind, n, nbytes, bus, link, nodes)
     assert float(ours) * 1e6 == pytest.approx(nccl_reference(kind, n, nbytes, bus, link, nodes), rel=1e-9)
+
+
+NCCL_SYSTEMS = ["a100", "h100", "h200", "h100-pcie", "b200", "gb200", "mi300x"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(system=st.sampled_from(NCCL_SYSTEMS), kind=st.sampled_from(["allreduce", "allgather", "reducescatter"]),
+       per_domain=st.integers(1, 8), nodes=st.sampled_from([1, 1, 2, 3, 4, 16, 128]),
+       nbytes=st.integers(1, 2**31))
+def test_collectives_take_the_cheapest_of_nccls_enabled_algorithms_and_protocols(system, kind, per_domain,
+                                                                                  nodes, nbytes):
+    from symbolic_cost.cost import Collective
+    system = calibrated(system)
+    n = per_domain * nodes
+    if n == 1:
+        return
+    link, intra = ("nvlink", None) if nodes == 1 else ("ib", "nvlink")
+    ours = nccl.collective_time(Collective(kind, nbytes, 1, n, "bwd", volume=0), system, link, nodes, intra)
+    assert float(ours) * 1e6 == pytest.approx(nccl_cheapest_reference(kind, n, nbytes, system, link, nodes),
+                                              rel=1e-9)
+
+
+def test_nvls_takes_a_large_allreduce_on_h100_and_ll128_a_medium_one_on_a100():
+    h100, a100, b200 = (calibrated(s).efficiency for s in ("h100", "a100", "b200"))
+    assert (h100.nvls, a100.nvls, b200.nvls, calibrated("gb200").efficiency.nvls) == (True, False, True, False)
+    # 1 GB over 8 H100s (bus 352.5 GB/s): ring Simple 8.4 + 14 x 3.4 us + 1.75 GB / 352.5 GB/s = 5,020.5 us;
+    # NVLS 23 us + 1 GB / (5/6 x 352.5 GB/s) = 3,427.3 us
+    assert nccl_cheapest_reference("allreduce", 8, 10**9, calibrated("h100"), "nvlink") == pytest.approx(3427.26, abs=0.01)
+    # 16 MB over 8 A100s (235 GB/s): LL128 10 + 14 x 1.9 us + 28 MB / (16.7/20 x 235 GB/s) = 179.3 us;
+    # Simple 56 + 28 MB / 235 GB/s = 175.2 us wins; at 4 MB LL128's 36.6 + 35.7 = 72.3 us beats Simple's 85.8
+    assert nccl_cheapest_reference("allreduce", 8, 4 * 10**6, calibrated("a100"), "nvlink") == pytest.approx(72.27, abs=0.01)
+    assert nccl_reference("allreduce", 8, 4 * 10**6, 235e9, "nvlink", arch="blackwell") == pytest.approx(85.79, abs=0.01)
+
+
+def test_a_symbolic_group_keeps_nvls_off_where_nccl_sets_it_up_for_two_devices_or_fewer():
+    from sympy import Symbol
+    from symbolic_cost.cost import Collective
+    n = Symbol("n", positive=True, integer=True)
+    system = calibrated("h100")
+    expr = nccl.collective_time(Collective("allreduce", 2**28, 1, n, "bwd", volume=0), system, "nvlink")
+    for size in (1, 2, 3, 4, 8):
+        numeric = nccl.collective_time(Collective("allreduce", 2**28, 1, size, "bwd", volume=0), system, "nvlink")
+        assert expr.subs(n, size) == numeric
+    assert float(expr.subs(n, 2)) * 1e6 == pytest.approx(nccl_cheapest_reference("allreduce", 2, 2**28, system,
+                                                                               "nvlink"), rel=1e-9)
 
 
 def test_a_small_tp8_allreduce_costs_what_nccl_says_not_a_28_us_ring():

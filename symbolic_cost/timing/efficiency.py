@@ -60,6 +60,12 @@ class Efficiency:
                    NVLink bandwidth, an assumption)
     ib_bus         NCCL ring bus bandwidth across nodes, bytes/s per device (the NIC's
                    line rate: one HDR 200 Gb/s NIC per A100, one NDR 400 Gb/s per H100)
+    arch           the GPU generation NCCL's tuner keys on (``volta``, ``ampere``,
+                   ``hopper``, ``blackwell``; ``other`` for a non-NVIDIA part): it decides
+                   whether LL128 is on by default and its caps (``timing.nccl``)
+    nvls           whether the NVLink domain reduces in its switches (NVLink SHARP:
+                   NVSwitch gen 3 or later with multicast, one host), so that NCCL offers
+                   its NVLS algorithms (``timing.nccl_nvls``)
     ============== =====================================================================
 
     NCCL's latency constants (``src/graph/tuning.cc``, µs) are module constants of
@@ -74,9 +80,15 @@ class Efficiency:
     tile_n: Expr
     nvlink_bus: Expr
     ib_bus: Expr
+    arch: str = "other"
+    nvls: bool = False
 
     def __post_init__(self):
+        if self.arch not in ARCHS:
+            raise InputError(f"efficiency arch must be one of {', '.join(ARCHS)}, got {self.arch!r}", "arch")
         for item in fields(self):
+            if item.name in ("arch", "nvls"):
+                continue
             value = exact(getattr(self, item.name), item.name)
             if value.is_number and value <= 0:
                 raise InputError(f"efficiency {item.name} must be positive, got {value}", item.name)
@@ -90,6 +102,9 @@ class Efficiency:
                              f"fields: {', '.join(sorted(known))}")
         return replace(self, **changes)
 
+
+ARCHS = ("volta", "ampere", "hopper", "blackwell", "other")
+"""The GPU generations NCCL's tuning model tells apart (``Efficiency.arch``)."""
 
 FITTED = ("matrix", "attention", "memory")
 """The factors ``report.calibrate`` fits; the others are datasheet or NCCL constants."""
@@ -180,18 +195,24 @@ GIGA = Integer(10) ** 9
 _HOPPER_BUS = Rational(235, 600)
 """NCCL's ring bus bandwidth as a share of the NVLink bandwidth: 235 GB/s of A100's 600 (NCCL's
 tuning model for compute capability 8.0), assumed the same on later parts."""
+# nvls: NVSwitch gen 3+ with multicast in one host (DGX H100/H200/B200); not A100's gen-2 NVSwitch,
+# not H100 PCIe's bridged pairs, not MI300X's Infinity Fabric; GB200 NVL72's domain spans hosts
+# (multi-node NVLink), where the NCCL version ``timing.nccl_nvls`` follows turns NVLS off.
 _CONSTANTS = {
-    "a100": dict(sms=108, tile_m=128, tile_n=128, nvlink_bus=235 * GIGA, ib_bus=25 * GIGA),
-    "h100": dict(sms=132, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 900 * GIGA, ib_bus=50 * GIGA),
-    "h100-pcie": dict(sms=114, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 600 * GIGA, ib_bus=50 * GIGA),
+    "a100": dict(sms=108, tile_m=128, tile_n=128, nvlink_bus=235 * GIGA, ib_bus=25 * GIGA, arch="ampere"),
+    "h100": dict(sms=132, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 900 * GIGA, ib_bus=50 * GIGA,
+                 arch="hopper", nvls=True),
+    "h100-pcie": dict(sms=114, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 600 * GIGA, ib_bus=50 * GIGA,
+                      arch="hopper"),
     # Blackwell: 148 SMs; its 2-SM 256-wide tiles counted as Hopper's 128 x 256 per SM (assumed)
-    "b200": dict(sms=148, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 1800 * GIGA, ib_bus=100 * GIGA),
+    "b200": dict(sms=148, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 1800 * GIGA, ib_bus=100 * GIGA,
+                 arch="blackwell", nvls=True),
     # MI300X: 304 compute units, hipBLASLt's 256 x 256 macro tiles; RCCL priced as NCCL (assumed)
     "mi300x": dict(sms=304, tile_m=256, tile_n=256, nvlink_bus=_HOPPER_BUS * 896 * GIGA, ib_bus=50 * GIGA),
 }
 _CONSTANTS["a100-perlmutter"] = _CONSTANTS["a100"]
 _CONSTANTS["h200"] = _CONSTANTS["h100"]
-_CONSTANTS["gb200"] = _CONSTANTS["b200"]
+_CONSTANTS["gb200"] = {**_CONSTANTS["b200"], "nvls": False}
 
 FAMILY = {"a100": "a100", "a100-perlmutter": "a100", "h100": "h100", "h200": "h100", "h100-pcie": "h100",
           "b200": "h100", "gb200": "h100", "mi300x": "h100"}

@@ -1,20 +1,34 @@
 """Collectives as NCCL's own cost model prices them (``src/graph/tuning.cc``'s
-``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``, NCCL 2.x), for the calibrated time model
+``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``), for the calibrated time model
 (``timing.efficiency``, ``hardware.comm_time``).
 
 For each algorithm and protocol NCCL predicts ``latency + bytes / algorithm bandwidth`` and
-runs the cheapest:
+runs the cheapest it has enabled:
 
 * **ring** (every collective, ``nccl_time``): latency ``base + steps x hop`` per protocol, the
   ring's bytes per device at the bus bandwidth; protocols ``LL`` (8-byte flag+data words: a
-  quarter of the bus bandwidth for an allreduce, a third otherwise) and ``Simple``;
+  quarter of the bus bandwidth for an allreduce, a third otherwise), ``LL128`` (``ll128_share``)
+  and ``Simple``;
 * **tree** (an allreduce across NVLink domains, ``tree_time``): the devices of a domain chained,
   the domains in a double binary tree; latency ``2((n/nodes - 1) hop_nvlink + floor(log2 nodes)
   hop_net)`` on top of the base, half of ``min(0.9 bus, 80/110 GB/s)`` as bandwidth, corrected
-  for medium messages (``tree_correction``).
+  for medium messages (``tree_correction``);
+* **NVLS** (NVLink SHARP, the switch reduces) within a domain and **NVLS tree** across domains,
+  on systems whose switches can (``timing.nccl_nvls``).
 
-``LL128`` (enabled by default only on some NVLink systems) and NVLS/CollNet are not modelled.
-The latencies are in seconds (``MICRO``: one µs).
+``LL128`` is a candidate only where NCCL enables it by default: all devices of one generation,
+Volta, Ampere or Hopper (``LL128_ARCHS``), joined by NVLink (every system here joins a domain
+by NVLink; the network path is taken as NCCL's PXB/PXN, a NIC beside each GPU).
+
+Sources.  The ring and tree constants (LL, LL128, Simple) are those of NCCL 2.8's
+``tuning.cc`` (github.com/NVIDIA/nccl, blob 01afd20a, the file with ``ll128MaxBwPerCh =
+{18.8, 12.0, 18.3, 15.2, 16.7}`` and the compute-capability 8.0 caps), the version the
+calibration was fitted with.  Two rules come from a later ``tuning.cc`` (commit b6475625,
+NCCL 2.19/2.20, the one with NVLS and MNNVL): LL128 on by default for Hopper too, and
+everything NVLS.  NCCL's per-channel bandwidth of one NVLink (``NVLINK_CHANNEL``) is
+``src/graph/topo.h``'s ``SM80/SM90/SM100_NVLINK_BW``.  CollNet, PAT and NCCL 2.19's other
+changes to ring and tree (LL caps, per-channel tree caps, network overheads) are not
+modelled.  The latencies are in seconds (``MICRO``: one µs).
 """
 
 from __future__ import annotations
@@ -26,19 +40,62 @@ from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.parallel.collectives import Log2
 
 MICRO = Rational(1, 10**6)
+GIGA = Integer(10) ** 9
 
 
 # the ring's base latency per protocol and latency per ring step on NVLink and on the network
-BASE = {"LL": Rational(36, 10) * MICRO, "Simple": Rational(84, 10) * MICRO}
-HOP = {("nvlink", "LL"): Rational(47, 100) * MICRO, ("nvlink", "Simple"): Rational(34, 10) * MICRO,
-       ("ib", "LL"): Rational(27, 10) * MICRO, ("ib", "Simple"): Rational(96, 10) * MICRO}
+BASE = {"LL": Rational(36, 10) * MICRO, "LL128": 10 * MICRO, "Simple": Rational(84, 10) * MICRO}
+HOP = {("nvlink", "LL"): Rational(47, 100) * MICRO, ("nvlink", "LL128"): Rational(19, 10) * MICRO,
+       ("nvlink", "Simple"): Rational(34, 10) * MICRO,
+       ("ib", "LL"): Rational(27, 10) * MICRO, ("ib", "LL128"): 4 * MICRO, ("ib", "Simple"): Rational(96, 10) * MICRO}
+
+LL128_ARCHS = ("volta", "ampere", "hopper")
+"""Where NCCL enables LL128 by default (``pEnable``: compute capability 7.0 or 8.0 in 2.8, 9.0 too
+from the later file; any other, Blackwell included in that version, off)."""
+LL128_PER_CHANNEL = {kind: Rational(cap) * GIGA for kind, cap in (
+    ("broadcast", "18.8"), ("reduce", "12.0"), ("allgather", "18.3"), ("reducescatter", "15.2"), ("allreduce", "16.7"))}
+"""``ll128MaxBwPerCh``: LL128's bus bandwidth per channel at most, bytes/s, by collective."""
+NVLINK_CHANNEL = {"volta": 20 * GIGA, "ampere": 20 * GIGA, "hopper": Rational("20.6") * GIGA,
+                  "blackwell": Rational("40.1") * GIGA, "other": 20 * GIGA}
+"""The bus bandwidth of one NCCL channel over NVLink (one link), bytes/s (``topo.h``)."""
 
 
-def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | None = None) -> Expr:
+def protocols(arch: str, kind: str = "allreduce") -> tuple[str, ...]:
+    """The protocols NCCL runs a ``kind`` with by default on a GPU generation ``arch``.
+
+    >>> protocols("ampere"), protocols("blackwell"), protocols("hopper", "alltoall")
+    (('LL', 'LL128', 'Simple'), ('LL', 'Simple'), ('LL', 'Simple'))
+    """
+    return ("LL", "LL128", "Simple") if arch in LL128_ARCHS and kind in LL128_PER_CHANNEL else ("LL", "Simple")
+
+
+def ll128_share(kind: str, link: str, arch: str, n, nodes=1) -> Expr:
+    """LL128's bus bandwidth as a share of the ring's: its 120 of every 128 bytes carry data,
+    ``0.92`` in NCCL's model (``0.7`` when a domain holds one device of the group, ``ppn < 2``,
+    whose NIC then both sends and receives), and over NVLink at most ``ll128MaxBwPerCh`` per
+    channel of ``NVLINK_CHANNEL`` (the channel count is ``bus / NVLINK_CHANNEL``, so the cap is a
+    share).  Across the network NCCL's channel count is not modelled and its cap is left out.
+
+    >>> # A100 on NVLink: 16.7 (allreduce) and 18.3 (allgather) of a 20 GB/s channel, below 0.92
+    >>> ll128_share("allreduce", "nvlink", "ampere", 8), ll128_share("allgather", "nvlink", "ampere", 8)
+    (167/200, 183/200)
+    >>> # Hopper: 16.7 of 20.6 GB/s; across the network with one device per domain, 0.7
+    >>> ll128_share("allreduce", "nvlink", "hopper", 8), ll128_share("allreduce", "ib", "ampere", 16, 16)
+    (167/206, 7/10)
+    """
+    if link == "nvlink":
+        return minimum(Rational(92, 100), LL128_PER_CHANNEL[kind] / NVLINK_CHANNEL[arch])
+    per_domain = floor(sympify(n) / sympify(nodes))
+    return Rational(7, 10) + Rational(22, 100) * minimum(1, maximum(0, per_domain - 1))
+
+
+def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | None = None,
+              arch: str = "other") -> Expr:
     """Seconds of one ring collective as NCCL's tuning model prices it: for each protocol
     ``p``, ``base_p + steps_intra x hop(link_intra, p) + steps_inter x hop(ib, p)`` plus
     ``sent / bus_p`` (``sent = ring_share x V``: the ring's bytes per device, which is how NCCL
-    converts bus to algorithm bandwidth), and the cheaper protocol wins.  ``steps`` is
+    converts bus to algorithm bandwidth), and the cheapest protocol wins (LL128 only on an
+    ``arch`` of ``LL128_ARCHS``).  ``steps`` is
     ``n - 1`` for allgather, reduce-scatter and all-to-all, ``2(n - 1)`` for allreduce, 1 for
     a send (a group of one device costs nothing); ``nodes`` is how many NVLink domains the group
     spans, whose ``nodes - 1`` (twice for an allreduce) steps cross the network; the other steps
@@ -54,6 +111,10 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | 
     >>> t = nccl_time("allreduce", 8, 10**9, 235 * 10**9, "nvlink")
     >>> t == Rational(84 + 14 * 34, 10**7) + Rational(7, 4) * 10**9 / (235 * 10**9)
     True
+    >>> # on A100 (LL128 on) 10 MB takes LL128: 10 + 14 x 1.9 us + 17.5 MB / (0.835 x 235 GB/s)
+    >>> t = nccl_time("allreduce", 8, 10**7, 235 * 10**9, "nvlink", arch="ampere")
+    >>> t == Rational(100 + 14 * 19, 10**7) + Rational(7, 4) * 10**7 / (Rational(167, 200) * 235 * 10**9)
+    True
     """
     from symbolic_cost.cost import ring_share
     n, nodes, volume = sympify(n), sympify(nodes), sympify(tensor_bytes)
@@ -65,14 +126,15 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | 
     sent = ring_share(kind, n) * volume
     # a group of one device runs no collective (a symbolic group keeps the factor: 0 at n = 1)
     active = Integer(1) if kind == "p2p" else Min(1, n - 1)
-    ll_share = Rational(1, 4) if kind == "allreduce" else Rational(1, 3)
+    share = {"LL": Rational(1, 4) if kind == "allreduce" else Rational(1, 3), "Simple": Integer(1)}
     times = []
     near = _hop_link(intra or link)
-    for protocol, bandwidth in (("LL", bus * ll_share), ("Simple", bus)):
+    for protocol in protocols(arch, kind):
+        bandwidth = bus * (share[protocol] if protocol != "LL128" else ll128_share(kind, link, arch, n, nodes))
         latency = BASE[protocol] + (steps - inter) * HOP[(near, protocol)] + inter * HOP[("ib", protocol)]
         times.append(active * latency + sent / bandwidth)
     if kind == "allreduce" and link == "ib" and nodes != 1:
-        times.extend(tree_time(n, volume, bus, nodes, near))
+        times.extend(tree_time(n, volume, bus, nodes, near, arch))
     return minimum(*times)
 
 
@@ -81,42 +143,55 @@ def _hop_link(link: str) -> str:
 
 
 # NCCL's double binary tree (the same src/graph/tuning.cc as BASE and HOP; allreduce only): its
-# base latency and latency per tree level, its bus-bandwidth caps, and the static correction of
-# its bandwidth for medium messages, by log2(bytes / 64) from 0 to 21 (1 above).
-TREE_BASE = {"LL": Rational(44, 10) * MICRO, "Simple": Integer(0)}
-TREE_HOP = {("nvlink", "LL"): Rational(52, 100) * MICRO, ("nvlink", "Simple"): 28 * MICRO,
-            ("ib", "LL"): 5 * MICRO, ("ib", "Simple"): 50 * MICRO}
-TREE_CAP = {"few": 110 * 10**9, "many": 80 * 10**9}      # bytes/s: up to 2 nodes, more
+# base latency and latency per tree level, its bus-bandwidth caps (LL128's higher on compute
+# capability 8.0), LL and LL128's share of the bus, and the static correction of its bandwidth for
+# medium messages, by log2(bytes / 64) from 0 to 21 (1 above).
+TREE_BASE = {"LL": Rational(44, 10) * MICRO, "LL128": Rational(44, 10) * MICRO, "Simple": Integer(0)}
+TREE_HOP = {("nvlink", "LL"): Rational(52, 100) * MICRO, ("nvlink", "LL128"): Rational(12, 10) * MICRO,
+            ("nvlink", "Simple"): 28 * MICRO,
+            ("ib", "LL"): 5 * MICRO, ("ib", "LL128"): Rational(85, 10) * MICRO, ("ib", "Simple"): 50 * MICRO}
+TREE_CAP = {"few": 110 * GIGA, "many": 80 * GIGA}      # bytes/s: up to 2 nodes, more
+TREE_CAP_LL128_AMPERE = {"few": 130 * GIGA, "many": 105 * GIGA}
+TREE_SHARE = {"LL": Rational(10, 38), "LL128": Rational(915, 1000), "Simple": Integer(1)}
 TREE_CORRECTION = {
     "LL": (1, 1, 1, 1, ".9", ".8", ".7", ".7", ".7", ".7", ".6", ".5", ".4", ".4", ".5", ".6", ".7", ".8", ".9",
            1, 1, 1),
+    "LL128": (1, 1, 1, 1, 1, ".9", ".8", ".8", ".8", ".7", ".6", ".6", ".6", ".5", ".6", ".6", ".7", ".7", ".8",
+              ".9", ".9", 1),
     "Simple": (".9", ".9", ".9", ".9", ".9", ".9", ".9", ".8", ".7", ".6", ".6", ".5", ".5", ".5", ".5", ".5",
                ".5", ".6", ".6", ".7", ".8", ".9"),
 }
 
 
-def tree_time(n, tensor_bytes, bus, nodes, intra: str = "nvlink") -> list[Expr]:
+def tree_time(n, tensor_bytes, bus, nodes, intra: str = "nvlink", arch: str = "other") -> list[Expr]:
     """Seconds of an allreduce of ``V = tensor_bytes`` run as NCCL's tree over ``n`` devices in
-    ``nodes`` NVLink domains, one time per protocol (LL, Simple), as ``ncclTopoTuneModel`` and
-    ``ncclTopoGetAlgoTime`` price it: latency ``base + 2 ((n/nodes - 1) hop_intra +
+    ``nodes`` NVLink domains, one time per protocol (``protocols(arch)``), as ``ncclTopoTuneModel``
+    and ``ncclTopoGetAlgoTime`` price it: latency ``base + 2 ((n/nodes - 1) hop_intra +
     floor(log2 nodes) hop_net)`` (up the tree and down again: the devices of a domain chained,
-    the domains in a binary tree); bandwidth ``min(0.9 bus, cap) x 1/2`` (LL: ``/ 3.8`` more),
-    the cap 110 GB/s up to two nodes and 80 GB/s beyond, times the tree's correction for a
-    message of ``V`` bytes (``tree_correction``).
+    the domains in a binary tree); bandwidth ``min(0.9 bus, cap) x 1/2`` (LL: ``/ 3.8`` more,
+    LL128: ``x 0.915``), the cap 110 GB/s up to two nodes and 80 GB/s beyond (LL128 on Ampere:
+    130 and 105), times the tree's correction for a message of ``V`` bytes (``tree_correction``).
+    LL128's per-channel cap is left out, as on the ring across the network.
 
     >>> from sympy import Rational
     >>> # 1 MiB over 16 nodes of 8, Simple: 2 (7 x 28 + 4 x 50) us + 2^20 B / (0.5 x 0.9 x 25 GB/s x 0.5)
     >>> ll, simple = tree_time(128, 2**20, 25 * 10**9, 16)
     >>> simple == Rational(2 * (7 * 28 + 4 * 50), 10**6) + Rational(2**20 * 2 * 10, 9 * 25 * 10**9) / Rational(1, 2)
     True
+    >>> # LL128 on A100: 4.4 + 2 (7 x 1.2 + 4 x 8.5) us + 2^20 B / (0.9 x 25 GB/s x 0.915 / 2 x 0.6)
+    >>> ll, ll128, simple = tree_time(128, 2**20, 25 * 10**9, 16, arch="ampere")
+    >>> ll128 == Rational(44 + 2 * (7 * 12 + 4 * 85), 10**7) + 2**20 / (Rational(9, 10) * 25 * 10**9
+    ...                                                                  * Rational(915, 1000) / 2 * Rational(6, 10))
+    True
     """
     n, nodes, volume = sympify(n), sympify(nodes), sympify(tensor_bytes)
     few = minimum(1, maximum(0, 3 - nodes))      # 1 up to two nodes, else 0 (a whole number of them)
-    cap = TREE_CAP["many"] + (TREE_CAP["few"] - TREE_CAP["many"]) * few
     levels = Log2(nodes + 1) - 1      # floor(log2 nodes) for a whole number of nodes (Log2 rounds up)
     times = []
-    for protocol, share in (("LL", Rational(10, 38)), ("Simple", Integer(1))):
-        bandwidth = minimum(bus * Rational(9, 10), cap) * share / 2 * tree_correction(protocol, volume)
+    for protocol in protocols(arch):
+        caps = TREE_CAP_LL128_AMPERE if protocol == "LL128" and arch == "ampere" else TREE_CAP
+        cap = caps["many"] + (caps["few"] - caps["many"]) * few
+        bandwidth = minimum(bus * Rational(9, 10), cap) * TREE_SHARE[protocol] / 2 * tree_correction(protocol, volume)
         latency = TREE_BASE[protocol] + 2 * ((floor(n / nodes) - 1) * TREE_HOP[(_hop_link(intra), protocol)]
                                              + levels * TREE_HOP[("ib", protocol)])
         times.append(latency + volume / bandwidth)
@@ -173,7 +248,12 @@ class TreeCorrection(Function):
 
 
 def collective_time(c: Collective, system, link: str, nodes=1, intra: str | None = None) -> Expr:
-    """``nccl_time`` of ``c`` (all its repeats) on ``link`` with the system's bus bandwidth."""
+    """The cheapest of ``nccl_time`` and, on a system with NVLink SHARP, ``nccl_nvls.nvls_times``
+    for ``c`` (all its repeats) on ``link`` with the system's bus bandwidth."""
+    from symbolic_cost.timing.nccl_nvls import nvls_times
     eff = system.efficiency
     bus = eff.nvlink_bus if link == "nvlink" else eff.ib_bus
-    return c.repeats * nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes, intra)
+    ring = nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes, intra, eff.arch)
+    if not eff.nvls:
+        return c.repeats * ring
+    return c.repeats * minimum(ring, *nvls_times(c.kind, c.group, c.tensor_bytes, eff, link, nodes, ring))
