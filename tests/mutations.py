@@ -82,7 +82,7 @@ SPLITS = "symbolic_cost/parallel/splits.py"
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
 RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
 EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
-NCCL = "symbolic_cost/timing/nccl.py"
+NCCL, NVLS = "symbolic_cost/timing/nccl.py", "symbolic_cost/timing/nccl_nvls.py"
 PEAK, SERVING_PEAK = "symbolic_cost/models/peak.py", "symbolic_cost/inference/peak.py"
 LOAD = "symbolic_cost/inference/load.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
@@ -148,8 +148,20 @@ MUTATIONS = (
     Mutation("nccl-ll-share", NCCL, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
              "Rational(1, 3)", required=False),
     Mutation("nccl-tree-levels", NCCL, "+ levels * TREE_HOP[", "+ TREE_HOP[", required=False),
-    Mutation("nccl-tree-correction", NCCL, "share / 2 * tree_correction(protocol, volume)", "share / 2",
+    Mutation("nccl-tree-correction", NCCL, "/ 2 * tree_correction(protocol, volume)", "/ 2", required=False),
+    Mutation("nccl-ll128-channel-cap", NCCL, "minimum(Rational(92, 100), LL128_PER_CHANNEL[kind] / NVLINK_CHANNEL[arch])",
+             "Rational(92, 100)", required=False),
+    Mutation("nccl-ll128-one-per-node", NCCL, "return Rational(7, 10) + Rational(22, 100) * minimum(",
+             "return Rational(92, 100) + 0 * minimum(", required=False),
+    Mutation("nccl-ll128-tree-share", NCCL, '"LL128": Rational(915, 1000)', '"LL128": Integer(1)', required=False),
+    Mutation("nccl-ll128-off-on-hopper", NCCL, 'LL128_ARCHS = ("volta", "ampere", "hopper")',
+             'LL128_ARCHS = ("volta", "ampere")', required=False),
+    Mutation("nccl-nvls-on-a100", EFFICIENCY, 'ib_bus=25 * GIGA, arch="ampere")',
+             'ib_bus=25 * GIGA, arch="ampere", nvls=True)', required=False),
+    Mutation("nccl-nvls-ratio", NVLS, "NVLS_RATIO = Rational(5, 6)", "NVLS_RATIO = Rational(1, 2)", required=False),
+    Mutation("nccl-nvls-two-gpus", NVLS, "maximum(0, per_domain - 2)", "maximum(0, per_domain - 1)",
              required=False),
+    Mutation("nccl-nvls-tree-net-halved", NVLS, "net_bus * (1 + few) / 2", "net_bus", required=False),
     Mutation("nccl-spread-intra-hop", "symbolic_cost/timing/hardware.py", 'nodes, intra="nvlink"))', "nodes))",
              required=False),
     Mutation("overlap-window", STEP, '("grad", t.overlap.grad_reduce, compute["bwd"])',

@@ -211,6 +211,27 @@ def test_collectives_take_the_cheapest_of_nccls_enabled_algorithms_and_protocols
                                               rel=1e-9)
 
 
+@pytest.mark.parametrize("system,per_domain,nodes,nbytes", [
+    ("a100", 8, 1, 4 * 10**6),       # ring LL128 at its per-channel cap
+    ("a100", 1, 16, 2**22),          # ring LL128 at 0.7 (one GPU per node)
+    ("a100", 8, 16, 2**20),          # tree LL128
+    ("h100", 2, 8, 2**22),           # ring LL128 on Hopper (NVLS off: two GPUs per node)
+    ("h100", 8, 1, 10**9),           # NVLS
+    ("h100", 2, 1, 2**28),           # no NVLS for two GPUs
+    ("h100", 8, 2, 2**30),           # NVLS tree
+    ("h100", 8, 4, 2**30),           # NVLS tree at half the network bandwidth: the ring wins
+    ("b200", 8, 1, 4 * 10**6),       # NVLS; LL128 off on Blackwell
+])
+def test_each_algorithm_and_protocol_where_nccl_picks_it(system, per_domain, nodes, nbytes):
+    from symbolic_cost.cost import Collective
+    system = calibrated(system)
+    n = per_domain * nodes
+    link, intra = ("nvlink", None) if nodes == 1 else ("ib", "nvlink")
+    ours = nccl.collective_time(Collective("allreduce", nbytes, 1, n, "bwd", volume=0), system, link, nodes, intra)
+    assert float(ours) * 1e6 == pytest.approx(nccl_cheapest_reference("allreduce", n, nbytes, system, link, nodes),
+                                              rel=1e-9)
+
+
 def test_nvls_takes_a_large_allreduce_on_h100_and_ll128_a_medium_one_on_a100():
     h100, a100, b200 = (calibrated(s).efficiency for s in ("h100", "a100", "b200"))
     assert (h100.nvls, a100.nvls, b200.nvls, calibrated("gb200").efficiency.nvls) == (True, False, True, False)
@@ -221,6 +242,10 @@ def test_nvls_takes_a_large_allreduce_on_h100_and_ll128_a_medium_one_on_a100():
     # Simple 56 + 28 MB / 235 GB/s = 175.2 us wins; at 4 MB LL128's 36.6 + 35.7 = 72.3 us beats Simple's 85.8
     assert nccl_cheapest_reference("allreduce", 8, 4 * 10**6, calibrated("a100"), "nvlink") == pytest.approx(72.27, abs=0.01)
     assert nccl_reference("allreduce", 8, 4 * 10**6, 235e9, "nvlink", arch="blackwell") == pytest.approx(85.79, abs=0.01)
+    from symbolic_cost.cost import Collective
+    for system, nbytes, expected in (("h100", 10**9, 3427.26), ("a100", 4 * 10**6, 72.27)):
+        ours = nccl.collective_time(Collective("allreduce", nbytes, 1, 8, "bwd", volume=0), calibrated(system), "nvlink")
+        assert float(ours) * 1e6 == pytest.approx(expected, abs=0.01)
 
 
 def test_a_symbolic_group_keeps_nvls_off_where_nccl_sets_it_up_for_two_devices_or_fewer():

@@ -14,9 +14,11 @@ A system that carries an ``Efficiency`` (``calibrated("a100")``) is timed as rea
 * **memory-bound work** at ``memory`` of the HBM bandwidth (fitted), taking the larger of
   that and the compute time, as the roofline does;
 * **collectives** as NCCL's own cost model prices them (``timing.nccl``): a ring's bus
-  bandwidth per link and a latency ``base + steps x hop`` per protocol, the cheaper of its
-  low-latency ``LL`` and bandwidth ``Simple`` protocols; an allreduce across NVLink domains
-  also as NCCL's double binary tree, the cheaper algorithm winning as NCCL's tuner chooses.
+  bandwidth per link and a latency ``base + steps x hop`` per protocol, the cheapest of its
+  low-latency ``LL``, ``LL128`` (where NCCL enables it: ``arch``) and bandwidth ``Simple``
+  protocols; an allreduce across NVLink domains also as NCCL's double binary tree, and on
+  NVLink SHARP systems (``nvls``) NCCL's NVLS and NVLS tree, the cheapest algorithm winning
+  as NCCL's tuner chooses.
 
 Every factor is exact (a ``Rational`` or a symbol), so times stay SymPy expressions that
 can be differentiated, solved and compiled.  The fitted values come from
