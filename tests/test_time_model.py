@@ -219,6 +219,7 @@ def test_collectives_take_the_cheapest_of_nccls_enabled_algorithms_and_protocols
     ("h100", 8, 1, 10**9),           # NVLS
     ("h100", 2, 1, 2**28),           # no NVLS for two GPUs
     ("h100", 8, 2, 2**30),           # NVLS tree
+    ("h100", 2, 2, 2**30),           # no NVLS tree with two GPUs per node (it would win: 25.8 ms vs 32.3)
     ("h100", 8, 4, 2**30),           # NVLS tree at half the network bandwidth: the ring wins
     ("b200", 8, 1, 4 * 10**6),       # NVLS; LL128 off on Blackwell
 ])
