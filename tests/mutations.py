@@ -285,6 +285,9 @@ MUTATIONS = (
     Mutation("op-recompute-saves-even-products", "symbolic_cost/models/op_recompute.py",
              "return [(p, i % 2 == 0) for i, p in enumerate(out)]", "return [(p, i % 2 == 1) for i, p in enumerate(out)]",
              required=False),
+    # the flash kernel's log-sum-exp is fp32 whatever the element size (tests/test_op_recompute.py, bf16)
+    Mutation("flash-lse-at-element-size", "symbolic_cost/ops/attention.py", "b * h * l * LSE_BYTES,",
+             "b * h * l * es,", required=False),
 )
 
 
