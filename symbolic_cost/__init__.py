@@ -23,6 +23,10 @@ def __getattr__(name):
     raise AttributeError(f"module 'symbolic_cost' has no attribute {name!r}")
 
 
+def __dir__():
+    return sorted({*globals(), *_HOMES, "conventions", "symbols", "tools"})
+
+
 __all__ = ["Block", "Collective", "Conventions", "Cost", "Feedforward", "Heads", "Projections", "Residual", "Run",
            "Scores", "Wiring", "attention", "conventions", "mlp", "symbols", "transformer_layer"]
 __version__ = "0.1.0"

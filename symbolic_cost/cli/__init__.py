@@ -86,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     (``argv`` left ``None``) is answered from the cache of earlier answers (``answers``) when it
     can be, without importing the formulas; an explicit ``argv`` always runs in full."""
     words = None if argv is not None else sys.argv[1:]
-    if words is not None and answers.answer(words):
+    try:
+        if words is not None and answers.answer(words):
+            return 0
+    except BrokenPipeError:             # as below: output piped into `head` and closed
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     from symbolic_cost.budget import time_limit
     from symbolic_cost.cli.options import UsageError, honour_tensor
