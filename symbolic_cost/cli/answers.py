@@ -156,6 +156,17 @@ class _Tee(io.TextIOBase):
     def fileno(self):
         return self.stream.fileno()
 
+    def isatty(self):
+        return self.stream.isatty()
+
+    @property
+    def encoding(self):
+        return self.stream.encoding
+
+    @property
+    def errors(self):
+        return self.stream.errors
+
 
 @contextmanager
 def recording(words):
