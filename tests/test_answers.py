@@ -89,3 +89,12 @@ def test_the_cache_off_answers_nothing_and_keeps_nothing(monkeypatch, capsys):
         keep(0)
     assert capsys.readouterr().out == "an answer\n"
     assert answers._path(words) is None
+
+
+def test_a_tool_preset_is_found_without_importing_the_package_first(tmp_path):
+    """The package loads ``tools`` lazily: ``conventions.get`` registers the tools' presets itself."""
+    code = ("from symbolic_cost import conventions; "
+            "print(conventions.get('lbnl-2024') is conventions.PRESETS['lbnl-2024'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert done.stdout.strip() == "True", done.stderr
