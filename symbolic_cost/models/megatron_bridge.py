@@ -209,12 +209,15 @@ def architecture(c: Container, name: str) -> Architecture:
 
 def low_precision(c: Container) -> dict:
     """``fp8`` of ``mixed_precision``'s ``fp8`` and ``fp8_recipe`` (default tensorwise), or its ``fp4``
-    and ``fp4_recipe`` (default nvfp4), named as ``models.optimizers.FP8_RECIPES``."""
+    and ``fp4_recipe`` (default nvfp4; the ``model`` section's where ``mixed_precision`` has no
+    ``fp4``: older dumps), named as ``models.optimizers.FP8_RECIPES``."""
     fp8, fp4 = (c.get("mixed_precision", k, None, str) for k in ("fp8", "fp4"))
+    where = "mixed_precision" if fp4 is not None else "model"     # the model's own, where the mixed precision has none
+    fp4 = c.get(where, "fp4", None, str)
     if fp8 is not None and fp4 is not None:
-        raise InputError("mixed_precision.fp8 and fp4 together: Megatron-Core takes one of them", "mixed_precision.fp4")
+        raise InputError("mixed_precision.fp8 and fp4 together: Megatron-Core takes one of them", f"{where}.fp4")
     if fp4 is not None:
-        recipe = c.get("mixed_precision", "fp4_recipe", "nvfp4", str)
+        recipe = c.get(where, "fp4_recipe", "nvfp4", str)
         if (fp4, recipe) != ("e2m1", "nvfp4"):
             raise InputError(f"mixed_precision.fp4_recipe {recipe!r} with fp4 {fp4!r}: the library models NVFP4 "
                              f"training (fp4: e2m1, fp4_recipe: nvfp4)", "mixed_precision.fp4_recipe")
