@@ -183,7 +183,8 @@ class Container:
                                      f"change the cost); remove it or give the layout with --set", f"{section}.{key}")
         for section, keys in INERT.items():
             for key, (inert, why) in keys.items():
-                value = (data if section == "" else data.get(section) or {}).get(key, inert)
+                table = data if section == "" else data.get(section)
+                value = table.get(key, inert) if isinstance(table, dict) else inert   # a recipe's name: its defaults
                 if value != inert:
                     where = f"{section}.{key}" if section else key
                     raise InputError(f"{where} = {value!r}: {why}", where)
