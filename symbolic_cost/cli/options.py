@@ -373,7 +373,8 @@ def recipe(parser):
     option(group, "--optimizer", choices=list(OPTIMIZERS), default=PLAIN.optimizer, help="the optimizer's state")
     option(group, "--no-master-weights", dest="master_weights", action="store_false",
            help="16-bit training without an fp32 master copy (states in the parameters' precision)")
-    option(group, "--fp8", choices=list(FP8_RECIPES), help="FP8 products of the layers (default: none)")
+    option(group, "--fp8", choices=list(FP8_RECIPES), help="low-precision recipe of the layers' products: FP8 delayed, "
+           "tensorwise, mxfp8 (Blackwell), fp8-params, or FP4 nvfp4 (Blackwell) (default: none)")
     option(group, "--offload", choices=list(OFFLOAD), default=PLAIN.offload,
            help="move the optimizer state (and the parameters, ZeRO-3) to host memory")
     option(group, "--lora-rank", type=int, help="LoRA adapters of this rank over a frozen base (default: none)")

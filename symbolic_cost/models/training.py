@@ -90,7 +90,7 @@ class Training:
     expert_imbalance: Expr = 1   # routed rows of the busiest expert-parallel rank over the mean
     optimizer: str = "adam"      # models.optimizers.OPTIMIZERS
     master_weights: bool = True  # 16-bit training keeps an fp32 master copy in the optimizer
-    fp8: str | None = None       # an FP8 recipe of models.optimizers.FP8_RECIPES
+    fp8: str | None = None       # a low-precision recipe (FP8, MXFP8, NVFP4) of models.optimizers.FP8_RECIPES
     offload: str = "none"        # "optimizer" or "parameters" to the host (models.recipes)
     lora: LoRA | None = None     # adapters over a frozen base (models.lora)
     mtp: bool = True             # train the model's multi-token-prediction modules (blocks.mtp), if any
