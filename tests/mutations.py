@@ -299,6 +299,11 @@ MUTATIONS = (
     Mutation("op-recompute-saves-even-products", "symbolic_cost/models/op_recompute.py",
              "return [(p, i % 2 == 0) for i, p in enumerate(out)]", "return [(p, i % 2 == 1) for i, p in enumerate(out)]",
              required=False),
+    # delayed scaling's amax history: Megatron-LM's default is 1 (tests/test_low_precision.py)
+    Mutation("megatron-amax-history-default", "symbolic_cost/models/megatron_args.py",
+             'o.integer("fp8-amax-history-len", 1)', 'o.integer("fp8-amax-history-len", 1024)', required=False),
+    Mutation("amax-history-ignored", "symbolic_cost/models/recipes.py", "fp8.scale_bytes(t.fp8_amax_history)",
+             "fp8.scale_bytes()", required=False),
     # the flash kernel's log-sum-exp is fp32 whatever the element size (tests/test_op_recompute.py, bf16)
     Mutation("flash-lse-at-element-size", "symbolic_cost/ops/attention.py", "b * h * l * LSE_BYTES,",
              "b * h * l * es,", required=False),

@@ -52,6 +52,23 @@ def test_kept_inputs_weight_copies_and_scales_by_hand(recipe, kept, copies, stat
     assert (got.gradient_bytes, got.optimizer_bytes) == (PLAIN.gradient_bytes, PLAIN.optimizer_bytes)
 
 
+@pytest.mark.parametrize("history", [None, 1, 16])
+def test_delayed_scaling_state_by_hand(history):
+    """Delayed scaling keeps, per scaled tensor, a scale, its inverse and ``history`` amax values
+    in fp32 (Transformer Engine's ``DelayedScaling``: 1024 by default; Megatron-LM passes its
+    ``--fp8-amax-history-len``, default 1), and one FP8 copy of each weight."""
+    got = _cost(fp8="delayed", fp8_amax_history=history)
+    values = 2 + (1024 if history is None else history)
+    assert got.weight_bytes - PLAIN.weight_bytes == MATRICES * 1 + PRODUCTS * 3 * values * 4
+
+
+@pytest.mark.parametrize("given", [dict(fp8_amax_history=4), dict(fp8="tensorwise", fp8_amax_history=4),
+                                   dict(fp8="delayed", fp8_amax_history=0)])
+def test_an_amax_history_needs_delayed_scaling(given):
+    with pytest.raises(InputError, match="fp8_amax_history"):
+        Training(b=1, l=TOKENS, precision="bf16", **given)
+
+
 def test_the_formats_element_sizes_are_the_serving_ones():
     """One home: the serving weight formats take the same bytes per element."""
     from symbolic_cost.inference.weight_formats import weight_format
@@ -112,6 +129,8 @@ def _summary(capsys, *words):
     ("--fp8-format hybrid --fp8-recipe tensorwise", "tensorwise"),
     ("--fp4-format e2m1 --fp4-recipe nvfp4", "nvfp4"),
     ("--fp4-format e2m1", "nvfp4"),                  # Megatron-LM's default --fp4-recipe
+    ("--fp8-format hybrid", "delayed --fp8-amax-history 1"),     # Megatron-LM's default recipe and history
+    ("--fp8-format hybrid --fp8-amax-history-len 1024", "delayed"),
 ])
 def test_megatron_arguments_equal_the_typed_recipe(tmp_path, capsys, words, recipe):
     args, config = tmp_path / "args.txt", tmp_path / "config.json"
@@ -119,7 +138,7 @@ def test_megatron_arguments_equal_the_typed_recipe(tmp_path, capsys, words, reci
     config.write_text(json.dumps(SMALL_GPT2))
     got = _summary(capsys, "--megatron-args", str(args), "--devices", "4")
     typed = _summary(capsys, "--hf-config", str(config), "--set", "b=2", "l=64", "d=4", "n_micro=2",
-                     "--precision", "bf16", "--flash", "--fp8", recipe)
+                     "--precision", "bf16", "--flash", "--fp8", *recipe.split())
     assert got == typed
 
 
@@ -130,6 +149,8 @@ def test_megatron_arguments_equal_the_typed_recipe(tmp_path, capsys, words, reci
     ("--fp4-recipe nvfp4", "--fp4-recipe"),
     ("--fp8-recipe mxfp8", "--fp8-recipe"),
     ("--fp4-format e2m1 --first-last-layers-bf16", "--first-last-layers-bf16"),
+    ("--fp8-format e4m3 --fp8-recipe tensorwise --fp8-amax-history-len 16", "--fp8-amax-history-len"),
+    ("--fp8-amax-history-len 16", "--fp8-amax-history-len"),
 ])
 def test_megatron_arguments_refusals(tmp_path, capsys, words, refused):
     args = tmp_path / "args.txt"
@@ -148,13 +169,17 @@ def test_bridge_fp4_and_mxfp8_keys(tmp_path, capsys):
     cases = {"mxfp8": text.replace("  fp8: null\n  fp8_amax_compute_algo", "  fp8: e4m3\n  fp8_amax_compute_algo", 1)
              .replace("  fp8_recipe: tensorwise\n  fp8_wgrad: true\n  grad_reduce_in_fp32",
                       "  fp8_recipe: mxfp8\n  fp8_wgrad: true\n  grad_reduce_in_fp32", 1),
-             "nvfp4": text.replace("  fp4: null\n", "  fp4: e2m1\n", 1)}
+             "nvfp4": text.replace("  fp4: null\n", "  fp4: e2m1\n", 1),
+             "delayed": text.replace("  fp8: null\n  fp8_amax_compute_algo", "  fp8: hybrid\n  fp8_amax_compute_algo", 1)
+             .replace("  fp8_recipe: tensorwise\n  fp8_wgrad: true\n  grad_reduce_in_fp32",
+                      "  fp8_recipe: delayed\n  fp8_wgrad: true\n  grad_reduce_in_fp32", 1)}
     e, f, kv = 2048, 8192, 8 * 64           # Llama 3.2 1B: 16 layers, 8 KV heads of 64
     matrices = 16 * (2 * e * e + 2 * e * kv + 3 * e * f)
     for recipe, changed in cases.items():
         path.write_text(changed)
         got = _summary(capsys, "--nemo-recipe", str(path), "--devices", "8")
-        copies, state = {"mxfp8": (2 * MXFP8, 0), "nvfp4": (2 * NVFP4, 1)}[recipe]
+        # delayed: the dump's fp8_amax_history_len 1, so a scale, its inverse and one amax per tensor
+        copies, state = {"mxfp8": (2 * MXFP8, 0), "nvfp4": (2 * NVFP4, 1), "delayed": (1, 3)}[recipe]
         assert got["weight_bytes"] - plain["weight_bytes"] == matrices * copies + 16 * 4 * 3 * state * 4
         assert got["activation_bytes"] < plain["activation_bytes"]
         assert main(["summary", "--nemo-recipe", str(path), "--devices", "8", "--system", "b200"]) == 0

@@ -210,7 +210,7 @@ def architecture(c: Container, name: str) -> Architecture:
 def low_precision(c: Container) -> dict:
     """``fp8`` of ``mixed_precision``'s ``fp8`` and ``fp8_recipe`` (default tensorwise), or its ``fp4``
     and ``fp4_recipe`` (default nvfp4; the ``model`` section's where ``mixed_precision`` has no
-    ``fp4``: older dumps), named as ``models.optimizers.FP8_RECIPES``."""
+    ``fp4``: older dumps), as ``FP8_RECIPES`` names them; delayed's ``fp8_amax_history_len`` (default 1)."""
     fp8, fp4 = (c.get("mixed_precision", k, None, str) for k in ("fp8", "fp4"))
     where = "mixed_precision" if fp4 is not None else "model"     # the model's own, where the mixed precision has none
     fp4 = c.get(where, "fp4", None, str)
@@ -222,19 +222,19 @@ def low_precision(c: Container) -> dict:
             raise InputError(f"mixed_precision.fp4_recipe {recipe!r} with fp4 {fp4!r}: the library models NVFP4 "
                              f"training (fp4: e2m1, fp4_recipe: nvfp4)", "mixed_precision.fp4_recipe")
         return {"fp8": "nvfp4"}
+    recipe = c.get("mixed_precision", "fp8_recipe", "tensorwise", str)
     if fp8 is None:
         return {}
-    recipe = c.get("mixed_precision", "fp8_recipe", "tensorwise", str)
     if fp8 not in ("hybrid", "e4m3") or recipe not in ("delayed", "tensorwise", "mxfp8"):
         raise InputError(f"mixed_precision.fp8_recipe {recipe!r} with fp8 {fp8!r}: the library models Transformer "
-                         f"Engine's delayed, tensorwise and mxfp8 recipes of the hybrid or e4m3 formats",
-                         "mixed_precision.fp8_recipe")
+                         f"Engine's delayed, tensorwise and mxfp8 recipes of the hybrid or e4m3 formats", "mixed_precision.fp8_recipe")
+    fields = {"fp8_amax_history": c.get("mixed_precision", "fp8_amax_history_len", 1, int)} if recipe == "delayed" else {}
     if any(c.get("mixed_precision", k, False, bool) for k in ("fp8_param", "fp8_param_gather")):
         if recipe != "delayed":
             raise InputError(f"mixed_precision.fp8_param_gather with fp8_recipe {recipe!r}: the library keeps FP8 "
                              f"primary weights (fp8-params) under delayed scaling only", "mixed_precision.fp8_param_gather")
-        return {"fp8": "fp8-params"}
-    return {"fp8": recipe}
+        return {"fp8": "fp8-params", **fields}
+    return {"fp8": recipe, **fields}
 
 
 def precision(c: Container) -> dict:

@@ -77,7 +77,8 @@ READ = {
     "dataset": {"sequence_length", "seq_length"},
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"},
     "optimizer": {"optimizer", "use_distributed_optimizer"},
-    "mixed_precision": {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param", "fp8_param_gather", "fp4", "fp4_recipe"},
+    "mixed_precision": {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param", "fp8_param_gather", "fp4", "fp4_recipe",
+                        "fp8_amax_history_len"},
     "comm_overlap": {"tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"},
 }
 """Keys ``megatron_bridge_setup`` reads (the table of ``models.megatron_bridge``)."""

@@ -130,9 +130,15 @@ class Fp8Recipe:
     products: str = "fp8"          # "fp8" (System.fp8_flops) or "fp4" (System.fp4_flops)
     block_scaled: bool = False     # needs tensor cores that apply block scales (MX: Blackwell)
 
-    def scale_bytes(self) -> Expr:
-        """fp32 bytes of one product's scaling state: ``tensors x (scales + history) x 4``."""
-        return Integer(self.scaled_tensors * (self.scales + self.amax_history) * 4)
+    def scale_bytes(self, history: int | None = None) -> Expr:
+        """fp32 bytes of one product's scaling state: ``tensors x (scales + history) x 4``;
+        ``history`` replaces the recipe's amax history length (delayed scaling only: Megatron-LM's
+        ``--fp8-amax-history-len``, ``Training.fp8_amax_history``).
+
+        >>> FP8_RECIPES["delayed"].scale_bytes(), FP8_RECIPES["delayed"].scale_bytes(1)
+        (12312, 36)
+        """
+        return Integer(self.scaled_tensors * (self.scales + (self.amax_history if history is None else history)) * 4)
 
 
 FP8_RECIPES = {
@@ -163,10 +169,17 @@ def get_fp8(name: str | None) -> Fp8Recipe | None:
 
 
 def check_recipe(precision: str, optimizer: str, master_weights: bool, fp8: str | None,
-                 conventions=conv.DEFAULT) -> None:
+                 conventions=conv.DEFAULT, amax_history: int | None = None) -> None:
     """Refuse combinations no framework runs, naming the rule."""
     get_optimizer(optimizer)
     recipe = get_fp8(fp8)
+    if amax_history is not None:
+        if isinstance(amax_history, bool) or not isinstance(amax_history, int) or amax_history < 1:
+            raise InputError(f"fp8_amax_history must be a whole number of steps >= 1, got {amax_history!r}",
+                             "fp8_amax_history")
+        if recipe is None or not recipe.amax_history:
+            raise InputError(f"fp8_amax_history applies to delayed scaling (fp8='delayed' or 'fp8-params'), got "
+                             f"fp8={fp8!r}; it would be ignored", "fp8_amax_history")
     if recipe and precision == "fp32":
         raise InputError("fp8 needs 16-bit training (precision bf16 or fp16): its products' other "
                          "tensors stay 16-bit")

@@ -145,7 +145,7 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
     fp8 = get_fp8(t.fp8)
     if fp8 is not None:
         weights += matrices * fp8.weight_copies - (matrices * (w - 1) if fp8.primary_weights else 0)
-        weights += on_stage(fp8_products) * fp8.scale_bytes()
+        weights += on_stage(fp8_products) * fp8.scale_bytes(t.fp8_amax_history)
     factored = on_stage(lambda blk: factored_elements(blk, es, t.lora), tied / e + e if whole else 0)
     optimizer = train * o + factored * factored_state_bytes(t.optimizer)
     shard = {s: shard_degree(s, t.zero, d, t.distributed_optimizer, t.shard) for s in ("weights", "gradients", "optimizer")}
