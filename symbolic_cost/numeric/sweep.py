@@ -55,8 +55,8 @@ def _axis_rows(axis: np.ndarray, stride: int, start: int, stop: int) -> np.ndarr
     """
     period = len(axis) * stride
     if period <= 2 * (stop - start):            # a whole cycle is short: cycle it
-        cycle = np.repeat(axis, stride)
-        return np.resize(np.roll(cycle, -(start % period)), stop - start)
+        cycle = np.tile(np.repeat(axis, stride), max(1, 2**16 // period))    # long: np.resize copies it whole
+        return np.resize(np.roll(cycle, -(start % len(cycle))), stop - start)
     first, last = start // stride, (stop - 1) // stride        # runs of one value each
     counts = np.full(last - first + 1, stride)
     counts[0] -= start - first * stride
