@@ -172,7 +172,7 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     for name, value in (("top", top), ("chunk_size", chunk_size), ("fan_in", fan_in)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "fan_in" else 1):
             raise InputError(f"{name} must be an integer of at least {2 if name == 'fan_in' else 1}, got {value!r}", name)
-    job = dask.delayed(plan(exprs, grid, constraints, top, by), pure=True)   # one node: sent once per worker
+    job = dask.delayed(plan(exprs, grid, constraints, top, by), pure=True, traverse=False)   # one node: sent once per worker
     layer = [dask.delayed(best_of, pure=True)(job, start, min(start + chunk_size, grid_size(grid)))
              for start in range(0, grid_size(grid), chunk_size)]
     while len(layer) > 1:                   # a tree: only each task's top rows travel, fan_in at a time
@@ -186,7 +186,7 @@ def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000
     ``chunk_size`` rows of the grid (``numeric.sweep.sweep_dask``)."""
     dask = _dask()
     import dask.dataframe as dd
-    job = dask.delayed(plan(exprs, grid, constraints), pure=True)
+    job = dask.delayed(plan(exprs, grid, constraints), pure=True, traverse=False)
     total = grid_size(grid)
     parts = [dask.delayed(rows, pure=True)(job, start, min(start + chunk_size, total))
              for start in range(0, total, chunk_size)]
