@@ -50,10 +50,10 @@ def cpu_of(client) -> float:
     return time.process_time() + sum(workers.values())
 
 
-def run(exprs, grid, client):
+def run(exprs, grid, client, chunk):
     from symbolic_cost.numeric.dask_sweep import best
     cpu, wall = cpu_of(client), time.perf_counter()
-    found = best(exprs, grid, by="total", top=10, constraints=CONSTRAINTS, chunk_size=CHUNK,
+    found = best(exprs, grid, by="total", top=10, constraints=CONSTRAINTS, chunk_size=chunk,
                  scheduler="sync" if client is None else client)      # each run on its own cluster
     return cpu_of(client) - cpu, time.perf_counter() - wall, found
 
@@ -67,6 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=float, default=1e8)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--chunk", type=int, default=CHUNK, help="configurations a task")
     args = parser.parse_args()
     import distributed
     from symbolic_cost.numeric.dask_sweep import plan
@@ -75,7 +76,7 @@ def main() -> None:
     for values in grid.values():
         rows *= len(values)
     print(f"machine: {machine()}")
-    print(f"sweep: GPT-3 175B totals + step-time breakdown, {rows:,} configurations, chunks of {CHUNK:,}, "
+    print(f"sweep: GPT-3 175B totals + step-time breakdown, {rows:,} configurations, chunks of {args.chunk:,}, "
           f"kept where {CONSTRAINTS[0]}, top 10 by total; load average before: {loadavg()}")
     start = time.process_time()
     compiled = plan(exprs, grid, CONSTRAINTS, 10, "total")
@@ -89,7 +90,7 @@ def main() -> None:
     try:
         for repeat in range(args.repeat + 1):            # the first run of each: workers load the kernel
             for label, client in clients.items():
-                cpu, wall, found = run(exprs, grid, client)
+                cpu, wall, found = run(exprs, grid, client, args.chunk)
                 reference = reference or found
                 same(found, reference)
                 timings[label].append((cpu, wall, loadavg()))

@@ -130,16 +130,20 @@ def plain_best(top, by, constraints):
     return len(kept), kept.sort_values(by, kind="stable").head(top).reset_index(drop=True)
 
 
-def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers():
+def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch):
     pytest.importorskip("dask.dataframe")
-    from symbolic_cost.numeric.dask_sweep import best
+    from symbolic_cost.numeric import dask_sweep
     constraints = ["memory <= 3e9"]
-    for top, chunk, fan_in in ((5, 7, 2), (80, 72, 8), (1, 1, 3)):       # ties, every row kept, one row a task
-        found = best(EXPRS, DASK_GRID, by="total", top=top, constraints=constraints, chunk_size=chunk, fan_in=fan_in,
-                     scheduler="sync")
+    for top, chunk, fan_in, block in ((5, 7, 2, 3), (80, 72, 8, 2**16), (1, 1, 3, 1), (3, 20, 2, 4)):
+        monkeypatch.setattr(dask_sweep, "BLOCK", block)         # tasks of several blocks, or of one
+        found = dask_sweep.best(EXPRS, DASK_GRID, by="total", top=top, constraints=constraints, chunk_size=chunk,
+                                fan_in=fan_in, scheduler="sync")
         kept, expected = plain_best(top, "total", constraints)
         assert (found.evaluated, found.kept) == (72, kept) and 0 < kept < 72
         pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
+    lazy = dask_sweep.frame(EXPRS, DASK_GRID, constraints, chunk_size=10)     # blocks of 4 rows
+    pd.testing.assert_frame_equal(lazy.compute(scheduler="sync").reset_index(drop=True),
+                                  sweep(EXPRS, grid=DASK_GRID, constraints=constraints), check_exact=True)
 
 
 def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing():

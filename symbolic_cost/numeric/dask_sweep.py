@@ -85,26 +85,37 @@ def plan(exprs: Mapping, grid: Mapping, constraints=(), top: int | None = None, 
                 tuple(map(str, exprs)), len(keep), top, by)
 
 
+BLOCK = 2**16
+"""Rows a task evaluates at a time, into one reused output buffer: the block's inputs and
+outputs (about 9 MB for GPT-3's totals) stay in the cache, and each task touches fresh memory
+only for its inputs, so that two workers on two cores do not share one memory bus."""
+
+
 def rows(plan: Plan, start: int, stop: int) -> pd.DataFrame:
     """The kept rows of grid rows ``start`` to ``stop``: inputs then fields, as ``sweep``'s."""
-    columns, kept = _evaluate(plan, start, stop)
-    return pd.DataFrame({name: columns[name][kept] for name in plan.columns})
+    parts = [{name: columns[name][kept] for name in plan.columns} for columns, kept in _blocks(plan, start, stop)]
+    return pd.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in plan.columns})
 
 
-def _evaluate(plan: Plan, start: int, stop: int) -> tuple[dict, np.ndarray]:
-    """Every column of grid rows ``start`` to ``stop``, and the numbers of the rows kept."""
-    chunk = grid_rows(dict(plan.axes), start, stop)
+def _blocks(plan: Plan, start: int, stop: int):
+    """For each ``BLOCK`` of grid rows ``start`` to ``stop``: every column (the outputs in a
+    buffer the next block reuses) and the positions of the rows kept."""
     kernel = plan.kernel()
-    if kernel.backend == "numba":          # straight into the loop, on this thread (Dask gives each task a core)
-        out = np.empty((len(plan.outputs), stop - start))
-        kernel.function(*out, *(chunk[name] for name in plan.inputs))
-        results = dict(zip(plan.outputs, out))
-    else:
-        results = kernel({name: chunk[name] for name in plan.inputs})
-    mask = np.ones(stop - start, dtype=bool)
-    for name in plan.outputs[len(plan.outputs) - plan.constraints:]:
-        mask &= results.pop(name) > 0.5
-    return {**chunk, **results}, np.flatnonzero(mask)
+    axes = dict(plan.axes)
+    buffer = np.empty((len(plan.outputs), min(BLOCK, stop - start)))
+    for first in range(start, stop, BLOCK):
+        last = min(first + BLOCK, stop)
+        chunk = grid_rows(axes, first, last)
+        if kernel.backend == "numba":      # straight into the loop, on this thread (Dask gives each task a core)
+            out = buffer[:, :last - first]
+            kernel.function(*out, *(chunk[name] for name in plan.inputs))
+            results = dict(zip(plan.outputs, out))
+        else:
+            results = kernel({name: chunk[name] for name in plan.inputs})
+        mask = np.ones(last - first, dtype=bool)
+        for name in plan.outputs[len(plan.outputs) - plan.constraints:]:
+            mask &= results.pop(name) > 0.5
+        yield {**chunk, **results}, np.flatnonzero(mask)
 
 
 class Best(NamedTuple):
@@ -118,9 +129,14 @@ class Best(NamedTuple):
 def best_of(plan: Plan, start: int, stop: int) -> Best:
     """A task of ``best``: rows ``start`` to ``stop`` reduced to their counts and ``top`` rows
     (``_least``); only those rows are ever put in a frame."""
-    columns, kept = _evaluate(plan, start, stop)
-    chosen = kept[_least(columns[plan.by][kept], plan.top)]
-    return Best(stop - start, len(kept), pd.DataFrame({name: columns[name][chosen] for name in plan.columns}))
+    tops, kept = [], 0
+    for columns, rows_kept in _blocks(plan, start, stop):
+        chosen = rows_kept[_least(columns[plan.by][rows_kept], plan.top)]
+        tops.append({name: columns[name][chosen] for name in plan.columns})
+        kept += len(rows_kept)
+    every = {name: np.concatenate([top[name] for top in tops]) for name in plan.columns}   # blocks in row order
+    chosen = _least(every[plan.by], plan.top)
+    return Best(stop - start, kept, pd.DataFrame({name: every[name][chosen] for name in plan.columns}))
 
 
 def _least(values: np.ndarray, top: int) -> np.ndarray:
