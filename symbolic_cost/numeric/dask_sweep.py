@@ -85,10 +85,12 @@ def plan(exprs: Mapping, grid: Mapping, constraints=(), top: int | None = None, 
                 tuple(map(str, exprs)), len(keep), top, by)
 
 
-BLOCK = 2**16
-"""Rows a task evaluates at a time, into one reused output buffer: the block's inputs and
-outputs (about 9 MB for GPT-3's totals) stay in the cache, and each task touches fresh memory
-only for its inputs, so that two workers on two cores do not share one memory bus."""
+BLOCK = 2**20
+"""Rows a task evaluates at a time, the outputs into one buffer the next block reuses, so that
+a task's memory stays bounded however large its chunk.  Not smaller: a Dask worker's glibc
+trims at 64 KiB (``MALLOC_TRIM_THRESHOLD_``), so each block's input columns are fresh pages,
+and below a few megabytes a column misses the kernel's huge pages (2^16-row blocks cost a
+worker 50,000 page faults and 0.25 CPU-s per million rows instead of 0.07)."""
 
 
 def rows(plan: Plan, start: int, stop: int) -> pd.DataFrame:
