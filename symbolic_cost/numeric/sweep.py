@@ -5,8 +5,9 @@ or CSV path) in chunks of ``chunk_size`` rows, so memory stays bounded for
 any number of configurations; drops the rows that break a constraint (SymPy
 relations such as ``Eq(Mod(h, m1), 0)`` or ``memory <= capacity``, compiled
 with the rest); reports progress on long runs (a tqdm bar on a terminal); and returns a DataFrame or
-appends to a CSV or Parquet file.  On several machines, run the same chunks
-with Dask (``pip install dask``): every chunk is independent.
+appends to a CSV or Parquet file.  On a Dask cluster, ``sweep_dask`` (and
+``numeric.dask_sweep.best``, which keeps only the top rows) run the chunks as tasks that load
+the compiled kernel by its key.
 """
 
 from __future__ import annotations
