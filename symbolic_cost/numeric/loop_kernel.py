@@ -127,13 +127,17 @@ def kernel(values, symbols):
             return _import(path)
         except Exception:               # a damaged file: generate it again
             path.unlink(missing_ok=True)
-    names = [Symbol(f"x{i}") for i in range(len(symbols))]
-    renamed = [sympify(v).xreplace(dict(zip(symbols, names))) for v in values]
     try:
-        text = source(renamed, len(symbols))
+        text = module_text(values, symbols)
     except (TypeError, ValueError, NotImplementedError, AttributeError):   # unknown functions
         return None
     return _load(text, path)
+
+
+def module_text(values, symbols) -> str:
+    """``source`` of ``values`` with ``symbols`` renamed to its inputs; ``CACHE`` left to set."""
+    names = [Symbol(f"x{i}") for i in range(len(symbols))]
+    return source([sympify(v).xreplace(dict(zip(symbols, names))) for v in values], len(symbols))
 
 
 _COUNTER = itertools.count()
