@@ -15,7 +15,6 @@ constraint and, for ``best``, keeps only its ``top`` rows: only what is kept com
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import inspect
 import pickle
 import sys
@@ -260,15 +259,6 @@ def _load(plan: Plan):
 
 
 def _import(path: Path, backend: str):
-    name = f"symbolic_cost_kernels.{path.stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    module = sys.modules[name]
+    from symbolic_cost.numeric.loop_kernel import import_module
+    module = import_module(path)
     return module.kernel if backend == "numba" else module._lambdifygenerated

@@ -156,6 +156,12 @@ def _path(values, symbols, module):
 
 def _import(path):
     """The kernel of a generated file, imported under a name numba's cache finds again."""
+    return import_module(path).kernel
+
+
+def import_module(path):
+    """The generated module at ``path``, imported once per process as ``symbolic_cost_kernels.<stem>``
+    (a failed import leaves no half-made module behind)."""
     name = f"symbolic_cost_kernels.{path.stem}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, path)
@@ -166,7 +172,7 @@ def _import(path):
         except BaseException:
             del sys.modules[name]
             raise
-    return sys.modules[name].kernel
+    return sys.modules[name]
 
 
 def _load(text: str, path):
