@@ -16,6 +16,13 @@ class _Expired(BaseException):
     ``simplify`` and would go on where it should stop."""
 
 
+AGAIN = 0.25
+"""Seconds between further expiries once the budget is spent.  The one that ends the body can be
+swallowed: Python reports and ignores an exception raised inside a finalizer (``__del__``, a weakref
+callback the garbage collector runs in the middle of SymPy's work), and a single expiry lost there
+let the body run on unlimited."""
+
+
 @contextmanager
 def time_limit(seconds, what: str, argument: str | None = None):
     """Run the body for at most ``seconds`` of wall time, then refuse with an ``InputError``
@@ -35,17 +42,22 @@ def time_limit(seconds, what: str, argument: str | None = None):
         yield
         return
 
+    running = True
+
     def expire(signum, frame):
-        raise _Expired
+        if running:
+            raise _Expired
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
+        signal.setitimer(signal.ITIMER_REAL, seconds, AGAIN)
         try:
             yield
-        finally:        # the timer stopped inside the try: expiring on the way out is caught too
+        finally:        # expiring on the way out (before ``running`` is cleared) is caught below
+            running = False
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _Expired:
         raise InputError(f"gave up after {seconds} s: {what}", argument) from None
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

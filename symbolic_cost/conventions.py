@@ -192,6 +192,7 @@ def get(name: str | Conventions) -> Conventions:
     """Look up a preset by name (a ``Conventions`` value passes through)."""
     if isinstance(name, Conventions):
         return name
+    import symbolic_cost.tools  # noqa: F401  (registers the tools' presets; the package loads it lazily)
     try:
         return PRESETS[name]
     except KeyError:

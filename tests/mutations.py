@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # cheapest first (seconds of the unmutated run, one core): a mutation without a recorded killer
 # stops at the first file that fails, so the cheap files go before test_serving_load and test_moe
-TESTS = ("tests/test_torchtitan.py", "tests/test_deepspeed_rules.py", "tests/test_zero_bubble.py",
+TESTS = ("tests/test_low_precision.py", "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py", "tests/test_zero_bubble.py",
          "tests/test_mutation_oracles.py", "tests/test_utilisation.py", "tests/test_op_recompute.py",
          "tests/test_pipeline_splits.py", "tests/test_fsdp.py", "tests/test_serving_cp.py",
          "tests/test_framework_memory.py", "tests/test_model.py", "tests/test_dualpipe.py",
@@ -78,6 +78,7 @@ class Mutation:
 
 
 PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/zero.py"
+OPTIMIZERS = "symbolic_cost/models/optimizers.py"
 SPLITS = "symbolic_cost/parallel/splits.py"
 TOTALS, MEMORY = "symbolic_cost/models/totals.py", "symbolic_cost/models/memory.py"
 RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
@@ -293,10 +294,31 @@ MUTATIONS = (
              "counts[-1] -= first_less", required=False),
     Mutation("deepspeed-derived-accumulation", "symbolic_cost/models/deepspeed.py",
              "micro, accum = (micro, train // share) if", "micro, accum = (micro, 1) if", required=False),
+    # issue 27 item 4: the low-precision training recipes (tests/test_low_precision.py)
+    Mutation("mxfp8-scale-per-16", "symbolic_cost/models/number_formats.py", "MXFP8 = block_scaled(8, 32)",
+             "MXFP8 = block_scaled(8, 16)", required=False),
+    Mutation("mxfp8-one-weight-copy", OPTIMIZERS, '"mxfp8", MXFP8, 2 * MXFP8,', '"mxfp8", MXFP8, MXFP8,', required=False),
+    Mutation("nvfp4-one-weight-copy", OPTIMIZERS, '"nvfp4", NVFP4, 2 * NVFP4,', '"nvfp4", NVFP4, NVFP4,', required=False),
+    Mutation("nvfp4-no-tensor-scale", OPTIMIZERS, "2 * NVFP4, scales=1,", "2 * NVFP4, scales=0,", required=False),
+    Mutation("nvfp4-products-at-fp8", OPTIMIZERS, 'products="fp4"', 'products="fp8"', required=False),
+    Mutation("tensorwise-amax-history", OPTIMIZERS, '"tensorwise", Integer(1), Integer(1), amax_history=0',
+             '"tensorwise", Integer(1), Integer(1), amax_history=1024', required=False),
+    Mutation("low-precision-kept-bytes", "symbolic_cost/models/recipes.py", "kept = r.act_buffer * recipe.kept_bytes / es",
+             "kept = r.act_buffer / es", required=False),
+    Mutation("mxfp8-off-blackwell", "symbolic_cost/timing/systems.py", 'fp8.products == "fp8" and not system.fp4_flops',
+             'fp8.products == "fp8" and False', required=False),
     # torchtitan's op-level policy (tests/test_op_recompute.py): the odd products saved, not the even
     Mutation("op-recompute-saves-even-products", "symbolic_cost/models/op_recompute.py",
              "return [(p, i % 2 == 0) for i, p in enumerate(out)]", "return [(p, i % 2 == 1) for i, p in enumerate(out)]",
              required=False),
+    # delayed scaling's amax history: Megatron-LM's default is 1 (tests/test_low_precision.py)
+    Mutation("megatron-amax-history-default", "symbolic_cost/models/megatron_args.py",
+             'o.integer("fp8-amax-history-len", 1)', 'o.integer("fp8-amax-history-len", 1024)', required=False),
+    Mutation("amax-history-ignored", "symbolic_cost/models/recipes.py", "fp8.scale_bytes(t.fp8_amax_history)",
+             "fp8.scale_bytes()", required=False),
+    # the flash kernel's log-sum-exp is fp32 whatever the element size (tests/test_op_recompute.py, bf16)
+    Mutation("flash-lse-at-element-size", "symbolic_cost/ops/attention.py", "b * h * l * LSE_BYTES,",
+             "b * h * l * es,", required=False),
 )
 
 

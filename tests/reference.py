@@ -124,7 +124,8 @@ def softmax(b, l, h, es, flags, l_kv=None):
 
 def flash(b, l, q, h, es, flags, l_kv=None):
     """Fused attention: the arithmetic of logits, softmax, dropout and attend; backward
-    redoes the first three forward; keeps Q, K, V, O and the row log-sum-exp."""
+    redoes the first three forward; keeps Q, K, V, O and the row log-sum-exp (fp32, 4 bytes, as
+    FlashAttention and PyTorch's flash kernels return it)."""
     k = l if l_kv is None else l_kv
     parts = [logits(b, l, q, h, es, flags, k), softmax(b, l, h, es, flags, k),
              pointwise(b, l, k * h, es, flags, 1), attend(b, l, q, h, es, flags, k)]
@@ -137,7 +138,7 @@ def flash(b, l, q, h, es, flags, l_kv=None):
               pointwise_fwd=sum(p.pointwise_fwd for p in parts),
               pointwise_bwd=sum(p.pointwise_bwd for p in ops),
               inputs=[(Q, es)], other=[(KV, es), (KV, es)], outputs=[(Q, es)],
-              saved=[(Q, es), (KV, es), (KV, es), (Q, es), (lse, es)],
+              saved=[(Q, es), (KV, es), (KV, es), (Q, es), (lse, 4)],
               grads=[(Q, es), (KV, es), (KV, es), (Q, es)])
 
 

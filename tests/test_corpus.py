@@ -351,6 +351,26 @@ def test_the_time_budget_is_restored_and_spares_quick_commands(monkeypatch):
     assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_expiry_swallowed_by_a_finalizer_fires_again():
+    """The expiry that lands inside a finalizer is lost (Python prints "Exception ignored" and goes
+    on): the budget must expire again, else the body runs unlimited (CI hung here, stop 39)."""
+    import gc
+    from symbolic_cost.budget import time_limit
+
+    class Finalized:
+        def __del__(self):
+            time.sleep(0.3)             # the first expiry, at 0.05 s, lands here and is ignored
+
+    start = time.perf_counter()
+    with pytest.raises(InputError, match="gave up after 0.05 s"):
+        with time_limit(0.05, "sleeping"):
+            Finalized()
+            gc.collect()
+            time.sleep(3)
+    assert time.perf_counter() - start < 1.5
+
+
 # ---------------------------------------------------------------------------------------------
 # The public API: impossible inputs raise InputError naming the argument.
 # ---------------------------------------------------------------------------------------------

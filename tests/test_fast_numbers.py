@@ -121,6 +121,50 @@ def test_dask_sweep_equals_the_local_sweep():
     pd.testing.assert_frame_equal(lazy.compute().reset_index(drop=True), local)
 
 
+DASK_GRID = {"b": [1, 2, 4], "m1": [1, 2, 4], "d": [1, 8], "l": [512, 1024], "s1": [1], "p": [1, 2], "n_micro": [8]}
+
+
+def plain_best(top, by, constraints):
+    """The plain sweep's kept rows, sorted by ``by`` (stable: ties in grid order), cut to ``top``."""
+    kept = sweep(EXPRS, grid=DASK_GRID, constraints=constraints)
+    return len(kept), kept.sort_values(by, kind="stable").head(top).reset_index(drop=True)
+
+
+def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch):
+    pytest.importorskip("dask.dataframe")
+    from symbolic_cost.numeric import dask_sweep
+    constraints = ["memory <= 3e9"]
+    for top, chunk, fan_in, block in ((5, 7, 2, 3), (80, 72, 8, 2**16), (1, 1, 3, 1), (3, 20, 2, 4)):
+        monkeypatch.setattr(dask_sweep, "BLOCK", block)         # tasks of several blocks, or of one
+        found = dask_sweep.best(EXPRS, DASK_GRID, by="total", top=top, constraints=constraints, chunk_size=chunk,
+                                fan_in=fan_in, scheduler="sync")
+        kept, expected = plain_best(top, "total", constraints)
+        assert (found.evaluated, found.kept) == (72, kept) and 0 < kept < 72
+        pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
+    lazy = dask_sweep.frame(EXPRS, DASK_GRID, constraints, chunk_size=10)     # blocks of 4 rows
+    pd.testing.assert_frame_equal(lazy.compute(scheduler="sync").reset_index(drop=True),
+                                  sweep(EXPRS, grid=DASK_GRID, constraints=constraints), check_exact=True)
+
+
+def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing():
+    """One cluster of two worker processes: the kept rows and the top rows equal the plain
+    sweep's, and no worker compiled a formula (each loaded the kernels by key)."""
+    distributed = pytest.importorskip("distributed")
+    from symbolic_cost.numeric.dask_sweep import best
+    from symbolic_cost.numeric.sweep import sweep_dask
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        lazy = sweep_dask(EXPRS, DASK_GRID, constraints=[S.b <= 2], chunk_size=9)
+        pd.testing.assert_frame_equal(client.compute(lazy).result().reset_index(drop=True),
+                                      sweep(EXPRS, grid=DASK_GRID, constraints=[S.b <= 2]), check_exact=True)
+        found = best(EXPRS, DASK_GRID, by="total", top=4, constraints=["memory <= 2e9"], chunk_size=10)
+        pd.testing.assert_frame_equal(found.best, plain_best(4, "total", ["memory <= 2e9"])[1], check_exact=True)
+        state = client.run(lambda: (len(__import__("symbolic_cost.numeric.compile").numeric.compile._MEMORY),
+                                    len(__import__("symbolic_cost.numeric.dask_sweep").numeric.dask_sweep._LOADED)))
+    assert [compiled for compiled, _ in state.values()] == [0, 0]       # no worker compiled a formula
+    assert sum(loaded for _, loaded in state.values()) >= 2              # they loaded both kernels by key
+
+
 def test_symbolic_tensor_degree_pads_the_vocabulary_as_numbers_do():
     """GPT-2's 50,257 rows are padded to a multiple of m1 (whole rows per device): a model built
     with a symbolic m1 and then given numbers equals the model built with those numbers."""

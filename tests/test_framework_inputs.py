@@ -650,8 +650,9 @@ def test_nemo_recipe_reads_recomputation_and_fp8(tmp_path, capsys):
     got = _json(capsys, "--nemo-recipe", str(path), "--devices", "8")
     plain = _json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
     assert got["flops_recompute"] > 0 == plain["flops_recompute"]
-    path.write_text(text)       # fp8 with Megatron-Bridge's default tensorwise (current) scaling: refused
-    assert "mixed_precision.fp8_recipe" in _error(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    path.write_text(text.replace("  fp8_recipe: tensorwise\n  fp8_wgrad: true\n  grad_reduce_in_fp32",
+                                 "  fp8_recipe: blockwise\n  fp8_wgrad: true\n  grad_reduce_in_fp32", 1))
+    assert "mixed_precision.fp8_recipe" in _error(capsys, "--nemo-recipe", str(path), "--devices", "8")   # 128x128
 
 
 @pytest.mark.parametrize("words,refused", [

@@ -1,21 +1,20 @@
 """``recompute="op"`` (torchtitan's op-level selective checkpointing) against PyTorch itself.
 
-A small Hugging Face ``LlamaForCausalLM`` (fp32, CPU, ``attn_implementation="sdpa"``) has every
+A small Hugging Face ``LlamaForCausalLM`` (fp32 and bf16, CPU, ``attn_implementation="sdpa"``) has every
 decoder layer wrapped in non-reentrant ``torch.utils.checkpoint`` with
 ``create_selective_checkpoint_contexts``, under a policy written here from torchtitan's rule
 (``apply_ac`` in torchtitan's ``activation_checkpoint.py``): a per-block count of ``aten.mm``
 calls; the outputs of the save list's ops are ``MUST_SAVE`` except every second ``aten.mm`` (an
 even count); everything else ``PREFER_RECOMPUTE``.
 
-The save list is torchtitan's ``aten.mm`` and its attention kernels.  On CPU, fp32, causal and
+The save list is torchtitan's ``aten.mm`` and its attention kernels.  On CPU, causal and
 without a mask, PyTorch's SDPA dispatches to ``aten._scaled_dot_product_flash_attention_for_cpu``
 (checked below), which torchtitan's list does not name: it is the CPU counterpart of the CUDA
 ``aten._scaled_dot_product_flash_attention`` the list saves on GPU, with the same two outputs that
 matter, ``O (b, h, l, q)`` and the fp32 log-sum-exp ``(b, h, l)``, so the test saves it in its
 place.  (On GPU the flash kernel also returns a few scalar tensors, its RNG seed and offset,
-which the library leaves out; in bf16 the log-sum-exp stays fp32 while the library counts it at
-the element size, ``ops.attention.flash_attention``: ``2 b h l`` bytes a layer fewer.  Here, in
-fp32, the two agree.)
+which the library leaves out.)  In bf16 the log-sum-exp stays fp32, as the library counts it
+(``ops.attention.LSE_BYTES``).
 
 Measured inside the policy: the bytes of every output it marks ``MUST_SAVE`` (``ctx.op_output``);
 the checkpoint's input is the layer input both sides count alike.  The redone work: PyTorch's
@@ -89,11 +88,11 @@ class OpCount(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _run(b, l, policy):
+def _run(b, l, policy, dtype=torch.float32):
     """(saved log, forward+backward FLOPs, ops backward ran) of one step of the small model."""
     torch.manual_seed(0)
     config = transformers.LlamaConfig(**{k: v for k, v in CONFIG.items() if k != "model_type"})
-    model = transformers.LlamaForCausalLM._from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+    model = transformers.LlamaForCausalLM._from_config(config, attn_implementation="sdpa", dtype=dtype)
     model.train()
     saved = []
     if policy:
@@ -106,18 +105,21 @@ def _run(b, l, policy):
     return saved, flops.get_total_flops(), backward.ops
 
 
-def _library(b, l, recompute):
-    return model_cost(from_config(CONFIG), Training(b=b, l=l, precision="fp32", flash=True, recompute=recompute),
+def _library(b, l, recompute, precision="fp32"):
+    return model_cost(from_config(CONFIG), Training(b=b, l=l, precision=precision, flash=True, recompute=recompute),
                       TWO_MNK)
 
 
-@pytest.mark.parametrize("b, l", [(2, 16), (1, 24)])
-def test_kept_and_redone_as_pytorch_runs_torchtitans_policy(b, l):
-    saved, flops, backward = _run(b, l, policy=True)
-    _, plain_flops, plain_backward = _run(b, l, policy=False)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+@pytest.mark.parametrize("b, l, precision", [(2, 16, "fp32"), (1, 24, "fp32"), (2, 16, "bf16")])
+def test_kept_and_redone_as_pytorch_runs_torchtitans_policy(b, l, precision):
+    saved, flops, backward = _run(b, l, policy=True, dtype=DTYPES[precision])
+    _, plain_flops, plain_backward = _run(b, l, policy=False, dtype=DTYPES[precision])
     # what was saved: per layer the 1st, 3rd, 5th and 7th products and the CPU flash kernel
     assert [func for func, _ in saved] == LAYERS * [MM, MM, CPU_FLASH, MM, MM]
-    op, full = _library(b, l, "op"), _library(b, l, "full")
+    op, full = _library(b, l, "op", precision), _library(b, l, "full", precision)
     # full recomputation keeps each layer's input only; op keeps that and the saved outputs
     assert op.activation_bytes - full.activation_bytes == sum(nbytes for _, nbytes in saved)
     # the products redone (wk, wo, w3 of each layer) are the FLOPs checkpointing adds

@@ -14,8 +14,7 @@ import os
 import sys
 
 from symbolic_cost import __version__
-from symbolic_cost.budget import time_limit
-from symbolic_cost.cli.options import Parser, UsageError, command, honour_tensor
+from symbolic_cost.cli import answers
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
          "inference", "lstm", "report", "calibrate", "serve")
@@ -31,6 +30,7 @@ def __getattr__(name):
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``symbolic-cost`` parser with every subcommand, or with ``only`` that one: a call
     imports the modules of the command it runs and no other (pandas, plotting)."""
+    from symbolic_cost.cli.options import Parser, command
     parser = Parser(prog="symbolic-cost", description="The cost of training a transformer (FLOPs, memory, "
                     "communication, time) as exact formulas, tables and reproductions.",
                     epilog="symbolic-cost COMMAND --help describes a command, its defaults and examples")
@@ -82,12 +82,26 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status: 0, 1 (a reproduction mismatched), 2 (bad input:
     one line on stderr naming the argument and the rule; also a file the system would not let it
     read or write) or 3 (an internal error: one line
-    and a request to report it).  Never a traceback."""
+    and a request to report it).  Never a traceback.  The command line the program was given
+    (``argv`` left ``None``) is answered from the cache of earlier answers (``answers``) when it
+    can be, without importing the formulas; an explicit ``argv`` always runs in full."""
+    words = None if argv is not None else sys.argv[1:]
+    try:
+        if words is not None and answers.answer(words):
+            return 0
+    except BrokenPipeError:             # as below: output piped into `head` and closed
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    from symbolic_cost.budget import time_limit
+    from symbolic_cost.cli.options import UsageError, honour_tensor
     try:
         args = build_parser(_chosen(argv)).parse_args(argv)
         honour_tensor(args)
-        with time_limit(TIME_LIMIT if args.command in LIMITED else None, SLOW):
-            return args.run(args)
+        with time_limit(TIME_LIMIT if args.command in LIMITED else None, SLOW), \
+                answers.recording(words or []) as keep:
+            status = args.run(args)
+            keep(status)
+            return status
     except SystemExit as done:          # --help
         return done.code if isinstance(done.code, int) else 0
     except BrokenPipeError:             # output piped into `head` and closed: not an error

@@ -41,7 +41,7 @@ from symbolic_cost.models.torchtitan import torchtitan_setup
 
 FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-method", "--recompute-layers",
                 "--schedule", "--virtual-stages", "--first-stage-layers", "--last-stage-layers", "--embedding-in-split",
-                "--loss-in-split", "--pipeline-layout", "--overlap", "--fp8",
+                "--loss-in-split", "--pipeline-layout", "--overlap", "--fp8", "--fp8-amax-history",
                 "--flash", "--capacity-factor", "--cp-variant")
 """Options whose choice the Megatron arguments make (refused beside ``--megatron-args`` when set away
 from their defaults)."""
@@ -84,7 +84,8 @@ def recipe_fields(args) -> dict:
     """The recipe a framework file decides (FP8, offload, optimizer), for a command without the
     recipe options (``sweep``)."""
     found = getattr(args, "framework", None)
-    return {k: found.policy[k] for k in ("fp8", "offload", "optimizer") if k in found.policy} if found else {}
+    return {k: found.policy[k] for k in ("fp8", "fp8_amax_history", "offload", "optimizer")
+            if k in found.policy} if found else {}
 
 
 def _given(args, flags: tuple) -> str | None:
@@ -96,7 +97,7 @@ def _given(args, flags: tuple) -> str | None:
                     recompute_layers=plain.recompute_layers, schedule=plain.schedule,
                     virtual_stages=plain.virtual_stages, first_stage_layers=None, last_stage_layers=None,
                     embedding_in_split=False, loss_in_split=False, pipeline_layout=None,
-                    overlap=[], fp8=None, flash=plain.flash, capacity_factor=None, cp_variant=None, zero=plain.zero,
+                    overlap=[], fp8=None, fp8_amax_history=None, flash=plain.flash, capacity_factor=None, cp_variant=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
                     reshard_after_forward=plain.reshard_after_forward)
     for name, default in defaults.items():

@@ -13,6 +13,7 @@ import argparse
 from fractions import Fraction
 
 from symbolic_cost import conventions as conv
+from symbolic_cost import tools  # noqa: F401  (registers the tools' presets: --conventions lists them)
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, Training
@@ -372,7 +373,11 @@ def recipe(parser):
     option(group, "--optimizer", choices=list(OPTIMIZERS), default=PLAIN.optimizer, help="the optimizer's state")
     option(group, "--no-master-weights", dest="master_weights", action="store_false",
            help="16-bit training without an fp32 master copy (states in the parameters' precision)")
-    option(group, "--fp8", choices=list(FP8_RECIPES), help="FP8 products of the layers (default: none)")
+    option(group, "--fp8", choices=list(FP8_RECIPES), help="low-precision recipe of the layers' products: FP8 delayed, "
+           "tensorwise, mxfp8 (Blackwell), fp8-params, or FP4 nvfp4 (Blackwell) (default: none)")
+    option(group, "--fp8-amax-history", type=int, metavar="N",
+           help="delayed scaling's amax history per scaled tensor (default: Transformer Engine's 1024; "
+                "Megatron-LM's --fp8-amax-history-len is 1)")
     option(group, "--offload", choices=list(OFFLOAD), default=PLAIN.offload,
            help="move the optimizer state (and the parameters, ZeRO-3) to host memory")
     option(group, "--lora-rank", type=int, help="LoRA adapters of this rank over a frozen base (default: none)")
@@ -399,8 +404,8 @@ def recipe_policy(args) -> dict:
     else:
         lora = LoRA(args.lora_rank, tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()),
                     args.lora_base, args.double_quant)
-    return dict(optimizer=args.optimizer, master_weights=args.master_weights, fp8=args.fp8, offload=args.offload,
-                lora=lora)
+    return dict(optimizer=args.optimizer, master_weights=args.master_weights, fp8=args.fp8,
+                fp8_amax_history=args.fp8_amax_history, offload=args.offload, lora=lora)
 
 
 def field_list(known):

@@ -14,9 +14,11 @@ format     layout (source)                                        bytes/elem.  p
 ========== ====================================================== ============ ========
 ``fp8``    E4M3, one fp32 scale per tensor (TensorRT-LLM and       1            fp8
            vLLM "fp8"; the per-tensor scale is not counted)
-``mxfp8``  E4M3, one E8M0 scale per 32 elements (OCP MX v1.0)      1 + 1/32     fp8
+``mxfp8``  E4M3, one E8M0 scale per 32 elements (OCP MX v1.0;       1 + 1/32     fp8
+           ``models.number_formats.MXFP8``)
 ``nvfp4``  E2M1, one E4M3 scale per 16 elements (NVIDIA NVFP4;     1/2 + 1/16   fp4
-           the per-tensor fp32 scale is not counted)
+           the per-tensor fp32 scale is not counted;
+           ``models.number_formats.NVFP4``)
 ``int4``   4-bit integers, one fp16 scale and one 4-bit zero       1/2 + 5/256  none
            point per 128 elements (AWQ/GPTQ W4A16 packing,
            group size 128)
@@ -30,6 +32,7 @@ from dataclasses import dataclass, replace
 from sympy import Expr, Rational
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.models.number_formats import MXFP8, NVFP4
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,8 @@ class WeightFormat:
 
 WEIGHT_FORMATS = {
     "fp8": WeightFormat("fp8", Rational(1), "fp8"),
-    "mxfp8": WeightFormat("mxfp8", 1 + Rational(1, 32), "fp8"),
-    "nvfp4": WeightFormat("nvfp4", Rational(1, 2) + Rational(1, 16), "fp4"),
+    "mxfp8": WeightFormat("mxfp8", MXFP8, "fp8"),
+    "nvfp4": WeightFormat("nvfp4", NVFP4, "fp4"),
     "int4": WeightFormat("int4", Rational(1, 2) + Rational(5, 256), None),
 }
 

@@ -55,8 +55,12 @@ split``, ``--account-for-loss-in-...``      each; ``parallel.splits.chunk_layers
 world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-batch-size``
 ``--nproc_per_node x --nnodes``, or given)  (``b d``): ``micro_batches = global/(b d)``
 ``--bf16``, ``--fp16`` (fp32)               ``precision``
-``--fp8-format`` (e4m3 or hybrid),          ``fp8``: ``delayed``; ``fp8-params`` with
-``--fp8-param-gather``                      ``--fp8-param-gather``
+``--fp8-format`` (e4m3 or hybrid),          ``fp8``: the ``--fp8-recipe`` (delayed, tensorwise,
+``--fp8-recipe`` (delayed),                 mxfp8; blockwise refused); ``fp8-params`` with
+``--fp8-param-gather``                      ``--fp8-param-gather`` (delayed only)
+``--fp8-amax-history-len`` (delayed only)   ``fp8_amax_history`` (Megatron-LM's default, 1)
+``--fp4-format`` (e2m1), ``--fp4-recipe``   ``fp8``: ``nvfp4`` (one recipe field: Megatron-LM takes
+(nvfp4)                                     FP8 or FP4); ``--first-last-layers-bf16`` refused
 ``--use-distributed-optimizer``             ``distributed_optimizer``
 ``--recompute-granularity``,                ``recompute`` (selective, full; ``--recompute-activations``
 ``--recompute-method``,                     is selective), ``recompute_method`` (uniform, block),
@@ -108,8 +112,6 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
     line) replace the launcher's world size and give a vocabulary read from a tokenizer file."""
     o, notes = Options(parse(launch.program)), []
     notes += [NOTED[n] for n in NOTED if n in o.options and NOTED[n]]
-    if o.integer("fp8-amax-history-len", 1024) != 1024:
-        raise InputError("--fp8-amax-history-len: the library's FP8 scaling state keeps 1024 values", "--fp8-amax-history-len")
     stated = world_size(launch.launcher)
     if world is not None and stated is not None and world != stated:
         notes.append(f"--devices {world} replaces the {stated} processes the launch starts")
@@ -220,17 +222,43 @@ def _split(o: Options, policy: dict) -> None:
             policy[key] = True
 
 
+def _low_precision(o: Options) -> dict:
+    """``fp8`` from ``--fp8-format``/``--fp8-recipe`` (default delayed) or ``--fp4-format``/``--fp4-recipe``
+    (default nvfp4), as ``models.optimizers.FP8_RECIPES`` names them; ``--fp8-param-gather``: delayed's
+    ``fp8-params``."""
+    fp8, fp4 = "fp8-format" in o.options, "fp4-format" in o.options
+    if fp8 and fp4:
+        raise InputError("--fp8-format and --fp4-format together: Megatron-LM takes one of them", "--fp4-format")
+    for option in ("fp8-recipe", "fp8-param-gather", "fp8-amax-history-len") if not fp8 else ():
+        if option in o.options:
+            raise InputError(f"--{option} needs --fp8-format", f"--{option}")
+    if "fp4-recipe" in o.options and not fp4:
+        raise InputError("--fp4-recipe needs --fp4-format", "--fp4-recipe")
+    if fp4:
+        o.choice("fp4-format", "e2m1", ("e2m1",))
+        return {"fp8": o.choice("fp4-recipe", "nvfp4", ("nvfp4",))}
+    if not fp8:
+        return {}
+    o.choice("fp8-format", "hybrid", ("e4m3", "hybrid"))
+    recipe = o.choice("fp8-recipe", "delayed", ("delayed", "tensorwise", "mxfp8"))
+    if recipe != "delayed" and "fp8-amax-history-len" in o.options:
+        raise InputError(f"--fp8-amax-history-len applies to delayed scaling, got --fp8-recipe {recipe}; it would be "
+                         "ignored", "--fp8-amax-history-len")
+    history = {"fp8_amax_history": o.integer("fp8-amax-history-len", 1)} if recipe == "delayed" else {}
+    if o.flag("fp8-param-gather"):
+        if recipe != "delayed":
+            raise InputError(f"--fp8-param-gather with --fp8-recipe {recipe}: the library keeps FP8 primary "
+                             "weights (fp8-params) under delayed scaling only", "--fp8-param-gather")
+        return {"fp8": "fp8-params", **history}
+    return {"fp8": recipe, **history}
+
+
 def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
     policy = dict(precision="bf16" if o.flag("bf16") else "fp16" if o.flag("fp16") else "fp32",
                   distributed_optimizer=o.flag("use-distributed-optimizer"))
     if o.flag("bf16") and o.flag("fp16"):
         raise InputError("--bf16 and --fp16 together (Megatron-LM refuses them)", "--fp16")
-    if "fp8-format" in o.options:
-        o.choice("fp8-format", "hybrid", ("e4m3", "hybrid"))
-        o.choice("fp8-recipe", "delayed", ("delayed",))
-        policy["fp8"] = "fp8-params" if o.flag("fp8-param-gather") else "delayed"
-    elif o.flag("fp8-param-gather"):
-        raise InputError("--fp8-param-gather needs --fp8-format", "--fp8-param-gather")
+    policy.update(_low_precision(o))
     granularity = "selective" if o.flag("recompute-activations") else o.text("recompute-granularity", "none")
     if granularity not in ("none", "selective", "full"):
         raise InputError(f"--recompute-granularity {granularity}: the library reads selective and full",

@@ -12,13 +12,17 @@ from fractions import Fraction
 
 from symbolic_cost.checks import InputError
 
+LAYERS_BF16 = ("the first and last layers kept in BF16 under an FP8 or FP4 recipe are not modelled (every layer "
+               "runs the recipe)")
+FP4_PARAMS = "FP4 primary weights are not modelled (nvfp4 keeps the 16-bit weights and caches FP4 copies)"
 MOE = "mixture of experts is not read from a Megatron-Bridge file (give it with --megatron-args or --hf-config)"
 INERT = {
     "model": {
         "cpu_offloading": (False, "activation and weight offload to the host is not modelled"),
         "distribute_saved_activations": (None, "checkpoints split over the tensor ranks are not modelled"),
         "fp32_residual_connection": (False, "an fp32 residual stream is not modelled"),
-        "fp4": (None, "FP4 training is not modelled"),
+        "first_last_layers_bf16": (False, LAYERS_BF16),
+        "fp4_param": (False, FP4_PARAMS),
         "mtp_enabled": (False, "multi-token prediction is not read from a Megatron-Bridge file"),
         "mtp_num_layers": (None, "multi-token prediction is not read from a Megatron-Bridge file"),
         "multi_latent_attention": (False, "latent attention is not read from a Megatron-Bridge file"),
@@ -53,6 +57,7 @@ INERT = {
                   "use_precision_aware_optimizer": (False, "16-bit optimizer state is not read from a Megatron-"
                                                     "Bridge file")},
     "train": {"rampup_batch_size": (None, "a batch-size ramp changes the batch during the run")},
+    "mixed_precision": {"first_last_layers_bf16": (False, LAYERS_BF16), "fp4_param": (False, FP4_PARAMS)},
     "": {"peft": (None, "PEFT (LoRA) is not read from a Megatron-Bridge file (give --lora-rank)")},
 }
 """Keys with no effect at one value (the dump's default), and why another value is refused."""
@@ -66,12 +71,14 @@ READ = {
         "qk_layernorm", "tensor_model_parallel_size", "pipeline_model_parallel_size",
         "virtual_pipeline_model_parallel_size", "context_parallel_size", "cp_comm_type", "sequence_parallel",
         "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "recompute_granularity",
-        "recompute_method", "recompute_num_layers", "recompute_modules", "attention_backend", "tp_comm_overlap"},
+        "recompute_method", "recompute_num_layers", "recompute_modules", "attention_backend", "tp_comm_overlap",
+        "fp4", "fp4_recipe"},
     "train": {"micro_batch_size", "global_batch_size"},
     "dataset": {"sequence_length", "seq_length"},
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"},
     "optimizer": {"optimizer", "use_distributed_optimizer"},
-    "mixed_precision": {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param", "fp8_param_gather"},
+    "mixed_precision": {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param", "fp8_param_gather", "fp4", "fp4_recipe",
+                        "fp8_amax_history_len"},
     "comm_overlap": {"tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"},
 }
 """Keys ``megatron_bridge_setup`` reads (the table of ``models.megatron_bridge``)."""
@@ -103,8 +110,8 @@ NO_COST = {
         "apply_residual_connection_post_layernorm", "apply_rope_fusion", "async_tensor_model_parallel_allreduce",
         "attention_softmax_in_fp32", "autocast_dtype", "barrier_with_L1_time", "batch_p2p_comm", "batch_p2p_sync",
         "bf16", "fp16", "fp8", "fp8_amax_compute_algo", "fp8_amax_history_len", "fp8_dot_product_attention",
-        "fp8_interval", "fp8_margin", "fp8_multi_head_attention", "fp8_param", "fp8_recipe", "fp8_wgrad", "fp4_param",
-        "fp4_recipe", "first_last_layers_bf16", "num_layers_at_end_in_bf16", "num_layers_at_start_in_bf16",
+        "fp8_interval", "fp8_margin", "fp8_multi_head_attention", "fp8_param", "fp8_recipe", "fp8_wgrad",
+        "num_layers_at_end_in_bf16", "num_layers_at_start_in_bf16",
         "bias_activation_fusion", "bias_dropout_fusion", "calculate_per_token_loss",
         "clone_scatter_output_in_embedding",
         "config_logger_dir", "cpu_offloading_activations", "cpu_offloading_double_buffering",
@@ -177,7 +184,8 @@ class Container:
                                      f"change the cost); remove it or give the layout with --set", f"{section}.{key}")
         for section, keys in INERT.items():
             for key, (inert, why) in keys.items():
-                value = (data if section == "" else data.get(section) or {}).get(key, inert)
+                table = data if section == "" else data.get(section)
+                value = table.get(key, inert) if isinstance(table, dict) else inert   # a recipe's name: its defaults
                 if value != inert:
                     where = f"{section}.{key}" if section else key
                     raise InputError(f"{where} = {value!r}: {why}", where)

@@ -58,7 +58,7 @@ READ = {
     "num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank",
     "virtual-pipeline-model-parallel-size", "context-parallel-size", "expert-model-parallel-size",
     "expert-tensor-parallel-size", "moe-expert-capacity-factor", "bf16", "fp16", "fp8-format", "fp8-recipe",
-    "fp8-param-gather", "use-distributed-optimizer", "recompute-granularity", "recompute-method",
+    "fp8-param-gather", "fp4-format", "fp4-recipe", "use-distributed-optimizer", "recompute-granularity", "recompute-method",
     "recompute-num-layers", "recompute-activations", "recompute-modules", "overlap-grad-reduce",
     "overlap-param-gather", "tp-comm-overlap", "attention-backend", "use-flash-attn", "tokenizer-type",
     "make-vocab-size-divisible-by", "fp8-amax-history-len", "cp-comm-type"}

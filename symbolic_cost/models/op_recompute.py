@@ -16,8 +16,7 @@ The library's rows fuse some of these products: ``qkv_proj`` is ``wq, wk, wv`` (
 ``(h/m1) q``, ``(kv/m1) q``, ``(kv/m1) v``), a gated ``fc1`` is ``w1, w3`` (``f/m1`` each), an
 ungated one a single product; ``v_proj`` is ``wo`` and ``fc2`` is ``w2`` (``PRODUCTS``).  The
 products are counted in the rows' order, so the parity follows the block's own sequence.
-The kernel's log-sum-exp is counted at the element size, as ``ops.attention.flash_attention``
-keeps it; CUDA's kernels keep it in fp32 (``2 b h l`` bytes a layer more in 16-bit training).
+The kernel's log-sum-exp is counted in fp32, as ``ops.attention.flash_attention`` keeps it.
 The rule is torchtitan's count of ``aten.mm`` beside its ``_op_sac_save_list``
 (``models/llama3/infra/parallelize.py``); its newest code names the saved tensors per model
 instead (``sac_save_list``), which this does not read.

@@ -30,20 +30,58 @@ Optimizers (``OPTIMIZERS``), their state per parameter:
                bytes per moment (blocks assumed full)
 ============== =================================================================================
 
-FP8 recipes (``FP8_RECIPES``, Micikevicius et al. 2022; NVIDIA Transformer Engine): the
-matrix products of the transformer layers run in FP8 (E4M3 in forward, E5M2 for gradients
-under the ``HYBRID`` format) with one scale per tensor:
+Low-precision recipes (``FP8_RECIPES``; Micikevicius et al. 2022; NVIDIA Transformer Engine,
+TE): the linear products of the transformer layers (not the word table, the head or attention's
+score products) run on low-precision tensor cores in forward and backward (fprop, dgrad and
+wgrad).  One field, ``Training.fp8``, names the recipe, FP4 included: Megatron-LM takes
+``--fp8-recipe`` and ``--fp4-recipe`` as exclusive choices of the same thing, and the names are
+Megatron-LM's (``--fp8-recipe delayed|tensorwise|mxfp8``, ``--fp4-recipe nvfp4``).  Per recipe:
+the bytes per element of the input each product keeps for backward (``kept_bytes``, instead of the
+16-bit ``es``), the bytes per weight element of the quantised weight copies cached beside the
+16-bit weight (``weight_copies``), the fp32 scaling state per product (``scale_bytes``: 3 scaled
+tensors, input, weight and output gradient, x ``scales + amax_history`` values x 4 bytes) and the
+product rate (``products``).  Block scales live in the element sizes (``models.number_formats``):
 
-============== =================================================================================
-``delayed``    Transformer Engine's delayed scaling: parameters stay 16-bit and each product's
-               weight also has a cached FP8 copy (1 byte per weight element); the input each
-               product keeps for backward is FP8 (1 byte); gradients and optimizer follow the
-               precision rule; per product, 3 scaled tensors (input, weight, output gradient)
-               each hold a scale, its inverse and an amax history of 1024 values (fp32)
-``fp8-params`` the products' weights are kept only in FP8 (``fp8_model_init``, Megatron-LM's
-               ``--fp8-param-gather``): 1 byte per weight element, the fp32 master in the
-               optimizer (needs master weights); activations and scales as ``delayed``
-============== =================================================================================
+============== ========== ====================== ============== ==================================
+recipe         kept input weight copies (bytes   fp32 state per products
+               (bytes)    per weight element)    scaled tensor
+============== ========== ====================== ============== ==================================
+``delayed``    1          1 (the FP8 copy)       2 + 1024       FP8 (``System.fp8_flops``); TE
+                                                                ``DelayedScaling``: a scale, its
+                                                                inverse, 1024 amax values
+``fp8-params`` 1          none: the weight is    2 + 1024       FP8; ``fp8_model_init``, Megatron
+                          stored only in FP8                    ``--fp8-param-gather``: ``- (w -
+                          (1 byte; needs the                    1)`` bytes per weight element, the
+                          fp32 master)                          fp32 master in the optimizer
+``tensorwise`` 1          1                      2              FP8; TE ``Float8CurrentScaling``
+                                                                (Megatron ``--fp8-recipe
+                                                                tensorwise``): the scale from the
+                                                                tensor's own amax, no history
+``mxfp8``      1 + 1/32   2 (1 + 1/32): a row-   0 (the E8M0    FP8, on block-scaled (MX) tensor
+                          wise and a column-     scales are in  cores only (Blackwell; refused
+                          wise copy              the elements)  elsewhere by name); TE
+                                                                ``MXFP8BlockScaling``
+``nvfp4``      1/2 + 1/16 2 (1/2 + 1/16)         1 (the fp32    FP4 (``System.fp4_flops``; refused
+                                                 per-tensor     without); TE ``NVFP4BlockScaling``,
+                                                 scale)         Megatron ``--fp4-recipe nvfp4``
+============== ========== ====================== ============== ==================================
+
+Sources.  The kept input of a product is what its weight gradient reads, quantised once in
+forward; under MXFP8 the column-wise copy (blocks of 32 along the tokens), under NVFP4 the
+column-wise 1x16-block copy (NVIDIA, "Pretraining Large Language Models with NVFP4", 2025, which
+runs fprop, dgrad and wgrad in NVFP4).  Weights: TE's MXFP8 documentation ("Handling transposes",
+docs/features/low_precision_training/mxfp8) states that the row-wise (1x32 blocks, read by fprop)
+and the column-wise (32x1 blocks, read by dgrad) quantisations are numerically different tensors,
+each made from the high-precision weight, so both are cached.  TE's NVFP4 documentation
+(docs/features/low_precision_training/nvfp4) quantises weights in 2-D 16x16 blocks by default "to
+ensure that rowwise and columnwise quantized tensors are numerically equivalent"; the two usages
+are still two stored tensors (TE's 2-D quantisation writes the row-wise and the transposed
+column-wise data), and the tensor cores read one E4M3 scale per 16 elements along the
+contraction, so each copy is counted at ``1/2 + 1/16`` bytes (a 16x16 block's scale repeated over
+its 16 rows; one scale per 256 elements would be ``1/2 + 1/256``: an assumption of this count).
+Not modelled: the time of the quantisation (cast) kernels, which the time model does not price for
+any recipe (delayed included); Megatron-LM's ``--first-last-layers-bf16`` (refused by name by the
+readers); the ``blockwise`` (128x128) FP8 recipe.
 """
 
 from __future__ import annotations
@@ -54,6 +92,7 @@ from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError
+from symbolic_cost.models.number_formats import MXFP8, NVFP4
 
 
 @dataclass(frozen=True)
@@ -79,22 +118,35 @@ OPTIMIZERS = {
 
 @dataclass(frozen=True)
 class Fp8Recipe:
-    """Which tensors an FP8 recipe keeps in FP8 (see the module docstring)."""
+    """What a low-precision recipe keeps and how its products run (see the module docstring)."""
 
     name: str
-    weight_copy: bool          # a cached FP8 copy beside the 16-bit weight
-    primary_weights: bool      # the weight itself is stored in FP8
-    amax_history: int = 1024
-    scaled_tensors: int = 3    # input, weight, output gradient of each product
+    kept_bytes: Expr               # bytes per element of each product's input kept for backward
+    weight_copies: Expr            # bytes per weight element of the cached quantised copies
+    primary_weights: bool = False  # the weight itself is stored in FP8 (fp8-params)
+    scales: int = 2                # fp32 scale values per scaled tensor (scale and inverse or amax)
+    amax_history: int = 1024       # fp32 amax values per scaled tensor (delayed scaling)
+    scaled_tensors: int = 3        # input, weight, output gradient of each product
+    products: str = "fp8"          # "fp8" (System.fp8_flops) or "fp4" (System.fp4_flops)
+    block_scaled: bool = False     # needs tensor cores that apply block scales (MX: Blackwell)
 
-    def scale_bytes(self) -> Expr:
-        """fp32 bytes of one product's scaling state: ``tensors x (scale, inverse, history)``."""
-        return Integer(self.scaled_tensors * (2 + self.amax_history) * 4)
+    def scale_bytes(self, history: int | None = None) -> Expr:
+        """fp32 bytes of one product's scaling state: ``tensors x (scales + history) x 4``;
+        ``history`` replaces the recipe's amax history length (delayed scaling only: Megatron-LM's
+        ``--fp8-amax-history-len``, ``Training.fp8_amax_history``).
+
+        >>> FP8_RECIPES["delayed"].scale_bytes(), FP8_RECIPES["delayed"].scale_bytes(1)
+        (12312, 36)
+        """
+        return Integer(self.scaled_tensors * (self.scales + (self.amax_history if history is None else history)) * 4)
 
 
 FP8_RECIPES = {
-    "delayed": Fp8Recipe("delayed", weight_copy=True, primary_weights=False),
-    "fp8-params": Fp8Recipe("fp8-params", weight_copy=False, primary_weights=True),
+    "delayed": Fp8Recipe("delayed", Integer(1), Integer(1)),
+    "fp8-params": Fp8Recipe("fp8-params", Integer(1), Integer(0), primary_weights=True),
+    "tensorwise": Fp8Recipe("tensorwise", Integer(1), Integer(1), amax_history=0),
+    "mxfp8": Fp8Recipe("mxfp8", MXFP8, 2 * MXFP8, scales=0, amax_history=0, block_scaled=True),
+    "nvfp4": Fp8Recipe("nvfp4", NVFP4, 2 * NVFP4, scales=1, amax_history=0, products="fp4", block_scaled=True),
 }
 
 
@@ -117,10 +169,17 @@ def get_fp8(name: str | None) -> Fp8Recipe | None:
 
 
 def check_recipe(precision: str, optimizer: str, master_weights: bool, fp8: str | None,
-                 conventions=conv.DEFAULT) -> None:
+                 conventions=conv.DEFAULT, amax_history: int | None = None) -> None:
     """Refuse combinations no framework runs, naming the rule."""
     get_optimizer(optimizer)
     recipe = get_fp8(fp8)
+    if amax_history is not None:
+        if isinstance(amax_history, bool) or not isinstance(amax_history, int) or amax_history < 1:
+            raise InputError(f"fp8_amax_history must be a whole number of steps >= 1, got {amax_history!r}",
+                             "fp8_amax_history")
+        if recipe is None or not recipe.amax_history:
+            raise InputError(f"fp8_amax_history applies to delayed scaling (fp8='delayed' or 'fp8-params'), got "
+                             f"fp8={fp8!r}; it would be ignored", "fp8_amax_history")
     if recipe and precision == "fp32":
         raise InputError("fp8 needs 16-bit training (precision bf16 or fp16): its products' other "
                          "tensors stay 16-bit")

@@ -7,9 +7,11 @@ without LoRA, the adapters with it), ``G`` the elements of its layers' weight ma
 ``(w, g, o)`` from ``optimizers.bytes_per_parameter``, ``es`` the 16-bit element:
 
 ============ ====================================================================================
-weights      ``T w + (P - T) es`` (LoRA's frozen base: ``G`` at ``LoRA.base_bytes``), FP8
-             ``delayed``: ``+ G`` (the cached FP8 copies), ``fp8-params``: ``- G (w - 1)``;
-             FP8 scales ``Fp8Recipe.scale_bytes`` per product; ZeRO-3: ``/ d``
+weights      ``T w + (P - T) es`` (LoRA's frozen base: ``G`` at ``LoRA.base_bytes``); a
+             low-precision recipe (``optimizers.FP8_RECIPES``): ``+ G x weight_copies`` (the
+             cached quantised copies: ``delayed``, ``tensorwise`` 1, ``mxfp8`` 2 (1 + 1/32),
+             ``nvfp4`` 2 (1/2 + 1/16)), ``fp8-params``: ``- G (w - 1)``; its scaling state
+             ``Fp8Recipe.scale_bytes`` per product; ZeRO-3: ``/ d``
 gradients    ``T g`` (ZeRO-2, 3: ``/ d``)
 optimizer    ``T o`` plus Adafactor's ``4 x factored_elements`` (ZeRO-1, 2, 3: ``/ d``)
 ============ ====================================================================================
@@ -61,24 +63,28 @@ def check_offload(offload: str, zero: int) -> None:
 
 
 def recipe_stack(stack, t, es, conventions):
-    """The model's blocks under ``t``'s recipe: FP8 products keep their inputs in 1 byte;
-    LoRA freezes the base and adds the adapters (``lora.adapt_stack``)."""
-    if get_fp8(t.fp8) is not None:
-        stack = tuple((_fp8_layer(blk, es) if 0 < i < len(stack) - 1 else blk, count)
+    """The model's blocks under ``t``'s recipe: a low-precision recipe's products keep their
+    inputs in its ``kept_bytes`` (``_low_precision_layer``); LoRA freezes the base and adds the
+    adapters (``lora.adapt_stack``)."""
+    recipe = get_fp8(t.fp8)
+    if recipe is not None:
+        stack = tuple((_low_precision_layer(blk, es, recipe) if 0 < i < len(stack) - 1 else blk, count)
                       for i, (blk, count) in enumerate(stack))
     if t.lora is not None:
         stack = adapt_stack(stack, t.lora, es, conventions)
     return stack
 
 
-def _fp8_layer(blk, es):
-    """A layer whose linear products keep their input in FP8 (``act_buffer / es``) and run on
-    FP8 tensor cores in both passes (``Cost.fp8``; E4M3 forward, E5M2 gradients)."""
+def _low_precision_layer(blk, es, recipe):
+    """A layer whose linear products keep their input in ``recipe.kept_bytes`` per element
+    (``act_buffer x kept_bytes / es``: the quantised copy the weight gradient reads) and run on
+    its tensor cores in both passes (``Cost.fp8`` or ``Cost.fp4``)."""
     def row(r):
         if r.name not in LINEAR_ROWS:
             return r
-        kept = r.act_buffer / es
-        return replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept, fp8=True)
+        kept = r.act_buffer * recipe.kept_bytes / es
+        return replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept,
+                       fp8=recipe.products == "fp8", fp4=recipe.products == "fp4")
     return replace(blk, rows=tuple(row(r) for r in blk))
 
 
@@ -138,7 +144,8 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
         weights += on_stage(lambda blk: _quantised(blk, t.lora, es))
     fp8 = get_fp8(t.fp8)
     if fp8 is not None:
-        weights += (matrices if fp8.weight_copy else -matrices * (w - 1)) + on_stage(fp8_products) * fp8.scale_bytes()
+        weights += matrices * fp8.weight_copies - (matrices * (w - 1) if fp8.primary_weights else 0)
+        weights += on_stage(fp8_products) * fp8.scale_bytes(t.fp8_amax_history)
     factored = on_stage(lambda blk: factored_elements(blk, es, t.lora), tied / e + e if whole else 0)
     optimizer = train * o + factored * factored_state_bytes(t.optimizer)
     shard = {s: shard_degree(s, t.zero, d, t.distributed_optimizer, t.shard) for s in ("weights", "gradients", "optimizer")}

@@ -90,7 +90,8 @@ class Training:
     expert_imbalance: Expr = 1   # routed rows of the busiest expert-parallel rank over the mean
     optimizer: str = "adam"      # models.optimizers.OPTIMIZERS
     master_weights: bool = True  # 16-bit training keeps an fp32 master copy in the optimizer
-    fp8: str | None = None       # an FP8 recipe of models.optimizers.FP8_RECIPES
+    fp8: str | None = None       # a low-precision recipe (FP8, MXFP8, NVFP4) of models.optimizers.FP8_RECIPES
+    fp8_amax_history: int | None = None   # delayed scaling's amax history (None: TE's 1024; Megatron-LM's is 1)
     offload: str = "none"        # "optimizer" or "parameters" to the host (models.recipes)
     lora: LoRA | None = None     # adapters over a frozen base (models.lora)
     mtp: bool = True             # train the model's multi-token-prediction modules (blocks.mtp), if any
@@ -134,7 +135,7 @@ class Training:
         check_split(self)
         self.pipeline_schedule()     # refuses an unknown schedule or a bad number of virtual stages
         check_expert_training(self.ep, self.etp, self.capacity_factor, self.expert_imbalance)
-        check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8)
+        check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8, amax_history=self.fp8_amax_history)
         check_offload(self.offload, self.zero)
         check_sharding(self)
         if self.lora is not None and not isinstance(self.lora, LoRA):

@@ -75,7 +75,7 @@ def sweep_backend(rows: int | None, exprs: Mapping, symbols=None) -> str | None:
         return None
     if rows is not None and rows >= NUMBA_ROWS:
         return "numba"
-    values = [_portable(v) for v in exprs.values()]
+    values = [portable(v) for v in exprs.values()]
     if symbols is None:
         symbols = sorted(set().union(*(sympify(v).free_symbols for v in values)), key=str)
     return "numba" if loop_kernel.cached(values, tuple(resolve_names({s: None for s in symbols}))) else None
@@ -195,7 +195,7 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
 
 def _build(names, values, symbols, backend) -> Compiled:
     if backend == "numba" and names:
-        function = loop_kernel.kernel([_portable(v) for v in values], symbols)
+        function = loop_kernel.kernel([portable(v) for v in values], symbols)
         if function is not None:
             return Compiled(names, symbols, function, "numba")
         backend = "llvm"
@@ -236,7 +236,7 @@ def _llvm_kernel(values, symbols):
         return None
     try:
         memo: dict = {}
-        converted = [_branch_free(se.sympify(_portable(v)), se, memo) for v in values]
+        converted = [_branch_free(se.sympify(portable(v)), se, memo) for v in values]
         arguments = [se.sympify(s) for s in symbols]
 
         def make():
@@ -297,7 +297,7 @@ def _rebuild(expr, args, se):
     return build(*args) if build else expr.func(*args)
 
 
-def _portable(expr):
+def portable(expr):
     """``expr`` with the functions LLVM lacks written in ones it has: ``Mod(a, n)`` as
     ``a - n floor(a/n)``, ``Log2(n)`` (``ceil(log2 n)``) with ``log``; exact up to n = 2^28; a
     step function with ``as_piecewise`` as its pieces."""

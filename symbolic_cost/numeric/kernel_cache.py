@@ -23,9 +23,6 @@ import pickle
 import sys
 from pathlib import Path
 
-import numpy
-import sympy
-
 FORMAT = 1
 """Bumped whenever the code a backend generates changes."""
 
@@ -46,6 +43,8 @@ def cache_dir() -> Path | None:
 
 def key(backend: str, texts, arguments) -> str:
     """The file name of a kernel: a hash of everything its code depends on."""
+    import numpy                        # here, not above: ``cache_dir`` serves the CLI before either loads
+    import sympy
     digest = hashlib.sha256()
     for part in (backend, FORMAT, sympy.__version__, numpy.__version__, _symengine_version(),
                  *map(str, arguments), "|", *texts):
@@ -62,6 +61,7 @@ def _symengine_version() -> str:
 def numpy_kernel(make, values, symbols):
     """The numpy kernel of ``values``: loaded from its source on disk, or made by ``make()``
     and its source written there."""
+    import sympy
     path = _path(key("numpy", map(sympy.srepr, values), symbols), ".py")
     if path is not None and path.exists():
         try:

@@ -127,13 +127,17 @@ def kernel(values, symbols):
             return _import(path)
         except Exception:               # a damaged file: generate it again
             path.unlink(missing_ok=True)
-    names = [Symbol(f"x{i}") for i in range(len(symbols))]
-    renamed = [sympify(v).xreplace(dict(zip(symbols, names))) for v in values]
     try:
-        text = source(renamed, len(symbols))
+        text = module_text(values, symbols)
     except (TypeError, ValueError, NotImplementedError, AttributeError):   # unknown functions
         return None
     return _load(text, path)
+
+
+def module_text(values, symbols) -> str:
+    """``source`` of ``values`` with ``symbols`` renamed to its inputs; ``CACHE`` left to set."""
+    names = [Symbol(f"x{i}") for i in range(len(symbols))]
+    return source([sympify(v).xreplace(dict(zip(symbols, names))) for v in values], len(symbols))
 
 
 _COUNTER = itertools.count()
@@ -152,6 +156,12 @@ def _path(values, symbols, module):
 
 def _import(path):
     """The kernel of a generated file, imported under a name numba's cache finds again."""
+    return import_module(path).kernel
+
+
+def import_module(path):
+    """The generated module at ``path``, imported once per process as ``symbolic_cost_kernels.<stem>``
+    (a failed import leaves no half-made module behind)."""
     name = f"symbolic_cost_kernels.{path.stem}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, path)
@@ -162,7 +172,7 @@ def _import(path):
         except BaseException:
             del sys.modules[name]
             raise
-    return sys.modules[name].kernel
+    return sys.modules[name]
 
 
 def _load(text: str, path):

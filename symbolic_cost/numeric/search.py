@@ -264,9 +264,10 @@ def _run_all(tasks, progress, workers: int, dask: bool):
     """Each task's result, in order: in this process, in ``workers`` processes (at most one per task
     and per core), or as Dask tasks."""
     say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress else None
-    if dask:
+    if dask:        # the layouts once, one node of the graph, not inside every task
         import dask as dask_
-        results = dask_.compute(*[dask_.delayed(run_variant)(t) for t in tasks])
+        shared = {id(t[2]): dask_.delayed(t[2], pure=True, traverse=False) for t in tasks}
+        results = dask_.compute(*[dask_.delayed(run_variant)((*t[:2], shared[id(t[2])], *t[3:])) for t in tasks])
     elif min(workers, len(tasks), os.cpu_count() or 1) > 1:     # never more processes than kernels or cores
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(min(workers, len(tasks), os.cpu_count() or 1)) as pool:

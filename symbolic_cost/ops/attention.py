@@ -50,12 +50,18 @@ def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=F
     return [row if id(row) in ops else replace(row, recompute="selective", rebuilt="selective") for row in rows]
 
 
+LSE_BYTES = 4
+"""Bytes of one row's log-sum-exp a flash kernel keeps for backward: fp32 whatever the inputs'
+type (FlashAttention-2's ``softmax_lse``, PyTorch's ``logsumexp`` output of
+``_scaled_dot_product_flash_attention`` on CUDA and on CPU, cuDNN's softmax statistics)."""
+
+
 def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=False, window=None,
                     score_ops=(), es=2, conventions=conv.DEFAULT, name="flash_attention") -> Cost:
     """Fused ``softmax(Q K^T) V`` with dropout (FlashAttention): no ``(l, l_kv)`` tensor is stored.
 
     ``Q, O (b, h, l, q)``, ``K, V (b, h, l_kv, q)``; keeps ``Q, K, V, O`` and the
-    row log-sum-exp ``(b, h, l)``.  Forward does the arithmetic of ``logits``, ``softmax``,
+    row log-sum-exp ``(b, h, l)`` in fp32 (``LSE_BYTES``) whatever the element size.  Forward does the arithmetic of ``logits``, ``softmax``,
     ``dropout`` and ``attend`` (``attention_core``); backward recomputes the scores, the
     softmax and the dropout mask (their forward again) and then does the backward of all
     four.  Gradients touch ``dQ, dK, dV, dO``.  A sliding ``window`` bounds the scores each
@@ -77,7 +83,7 @@ def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=
         flops_fwd=sum(p.flops_fwd for p in parts), flops_bwd=recompute + sum(p.flops_bwd for p in parts),
         flops_wgrad=sum(p.flops_wgrad for p in parts),
         act_in=queries, act_in_other=kv, act_out=out,
-        act_buffer=queries + out + kv + b * h * l * es, act_grads=queries + out + kv)
+        act_buffer=queries + out + kv + b * h * l * LSE_BYTES, act_grads=queries + out + kv)
     return replace(cost, gemms=_kernel_products(parts), fused=True)
 
 

@@ -254,8 +254,12 @@ def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tupl
     A row with matrix products runs one tiled GEMM kernel per product; its other
     FLOPs (bias adds, grouped-query sums) are fused into them and add
     ``rest / peak``.  A row without products is one kernel moving ``mem_<pass>``.
-    An FP8 recipe's products (``Cost.fp8``) run at the system's FP8 rate.
+    An FP8 recipe's products (``Cost.fp8``) run at the system's FP8 rate; 4-bit products
+    (``Cost.fp4``) are refused: this model has no FP4 tiles.
     """
+    if cost.fp4:
+        raise InputError("kernel_time='tiled' does not time 4-bit (NVFP4) products; use the default "
+                         "kernel_time", "kernel_time")
     flops, moved = getattr(cost, f"flops_{pass_}"), getattr(cost, f"mem_{pass_}")
     products = [] if cost.fused else [g for g in cost.gemms if g.pass_ == pass_]
     engine = "fp8" if cost.fp8 and cost.engine == "matrix" else cost.engine

@@ -12,6 +12,7 @@ from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_costs, redone_layers
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
 from symbolic_cost.timing.hardware import comm_time, get_system, times
+from symbolic_cost.timing.systems import check_block_scaling
 from symbolic_cost.timing.host import host_step_time, host_time
 
 
@@ -46,6 +47,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     """
     system, conventions = get_system(system), conv.get(conventions)
     t = cost.training
+    check_block_scaling(t.fp8, system)
     p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
     place = cost_placement(cost)
     compute, tensor = {}, {}
@@ -155,6 +157,7 @@ def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0
     2022 (Table 4) time it: ``fwd``, its rows' forward with their collectives; ``bwd``, their
     backward plus the forward its recomputed rows redo; ``total``, both."""
     system, conventions = get_system(system), conv.get(conventions)
+    check_block_scaling(cost.training.fp8, system)
     layer = cost.stack[1 + group][0]
     recomputed = recomputed_costs(layer, cost.training.recompute)
     seconds = lambda rows, p_: sum((times(r, system, conventions)[f"t_total_{p_}"] for r in rows), Integer(0))  # noqa: E731

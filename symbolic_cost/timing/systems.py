@@ -14,6 +14,7 @@ from sympy import Expr, Integer, Rational
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.cost import exact
+from symbolic_cost.models.optimizers import get_fp8
 
 TERA, GIGA, MICRO = Integer(10) ** 12, Integer(10) ** 9, Rational(1, 10**6)
 
@@ -177,3 +178,16 @@ def product_rate(cost, system: System) -> Expr:
     if cost.fp8 and system.fp8_flops:
         return system.fp8_flops
     return system.matrix_flops
+
+
+def check_block_scaling(recipe: str | None, system: System) -> None:
+    """Refuse a training recipe whose FP8 products apply block scales (``mxfp8``: one E8M0 scale
+    per 32 elements, ``models.optimizers.FP8_RECIPES``) on a system whose tensor cores cannot.
+    Blackwell's fifth-generation tensor cores brought the block-scaled (MX) products together with
+    FP4 (Transformer Engine: MXFP8 and NVFP4 need SM 10.0 or later); among the systems those are
+    exactly the ones with ``fp4_flops`` (b200, gb200), so that field stands for the support.  An
+    FP4 recipe (``nvfp4``) meets ``product_rate``'s refusal instead."""
+    fp8 = get_fp8(recipe)
+    if fp8 is not None and fp8.block_scaled and fp8.products == "fp8" and not system.fp4_flops:
+        raise InputError(f"fp8={recipe!r} needs block-scaled (MX) tensor cores, and system {system.name} has none: "
+                         f"Blackwell parts (b200, gb200) have them (or .but(fp4_flops=...))", "fp8")

@@ -1,0 +1,122 @@
+"""Benchmark of sweeps on Dask: ``python benchmarks/bench_dask.py [--rows 1e8] [--repeat 3]``.
+
+GPT-3 175B's totals with the step-time breakdown (``bench.whole_model_exprs``) over a grid of
+``--rows`` configurations (10^8 by default), kept where the memory fits 80 GB, reduced to the
+10 of least step time (``numeric.dask_sweep.best``), three ways:
+
+* one process: the same tasks one after another in this process (``scheduler="sync"``);
+* a ``distributed.LocalCluster`` of 1 worker process, 1 thread;
+* a ``LocalCluster`` of 2 worker processes, 1 thread each.
+
+Each is timed on its first run (the workers load the kernel) and as the median of
+``--repeat`` further runs, interleaved.  CPU time is ``time.process_time`` of this process
+(client and scheduler) plus each worker's, next to wall time; the machine, its cores and
+its load average are printed with them.  Every run's counts and top rows are asserted equal
+to the one process's.  Targets (2 workers >= 1.8x one process) are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("SYMBOLIC_COST_CACHE", tempfile.mkdtemp(prefix="bench_dask_"))
+
+import pandas as pd  # noqa: E402
+
+from bench import loadavg, machine, whole_model_exprs  # noqa: E402
+
+CONSTRAINTS = ["memory <= 80e9"]
+CHUNK = 1_000_000
+
+
+def grid_of(rows: float) -> dict:
+    """10 x 10 x 10 x 1 x 100 x 10 x ``rows / 10^6`` configurations of GPT-3 175B."""
+    micro = max(int(rows // 10**6), 1)
+    return {"b": list(range(1, 11)), "l": [512 * k for k in range(1, 11)], "m1": list(range(1, 11)), "s1": [1],
+            "d": list(range(1, 101)), "p": list(range(1, 11)), "n_micro": list(range(1, micro + 1))}
+
+
+def cpu_of(client) -> float:
+    """CPU seconds of this process plus every worker process of ``client`` so far."""
+    workers = client.run(time.process_time) if client is not None else {}
+    return time.process_time() + sum(workers.values())
+
+
+def run(exprs, grid, client, chunk):
+    from symbolic_cost.numeric.dask_sweep import best
+    cpu, wall = cpu_of(client), time.perf_counter()
+    found = best(exprs, grid, by="total", top=10, constraints=CONSTRAINTS, chunk_size=chunk,
+                 scheduler="sync" if client is None else client)      # each run on its own cluster
+    return cpu_of(client) - cpu, time.perf_counter() - wall, found
+
+
+def same(found, reference) -> None:
+    assert (found.evaluated, found.kept) == (reference.evaluated, reference.kept)
+    pd.testing.assert_frame_equal(found.best, reference.best, check_exact=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=float, default=1e8)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--chunk", type=int, default=CHUNK, help="configurations a task")
+    args = parser.parse_args()
+    import distributed
+    from symbolic_cost.numeric.dask_sweep import plan
+    exprs, grid = whole_model_exprs(), grid_of(args.rows)
+    rows = 1
+    for values in grid.values():
+        rows *= len(values)
+    print(f"machine: {machine()}")
+    print(f"sweep: GPT-3 175B totals + step-time breakdown, {rows:,} configurations, chunks of {args.chunk:,}, "
+          f"kept where {CONSTRAINTS[0]}, top 10 by total; load average before: {loadavg()}")
+    start = time.process_time()
+    compiled = plan(exprs, grid, CONSTRAINTS, 10, "total")
+    print(f"compile on the client ({compiled.backend}, kernel cache {os.environ['SYMBOLIC_COST_CACHE']}): "
+          f"{time.process_time() - start:.1f} CPU-s")
+    clusters = {n: distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                            dashboard_address=None, silence_logs=40) for n in (1, 2)}
+    clients = {"one process": None, **{f"{n} worker{'s' * (n > 1)}": distributed.Client(c) for n, c in clusters.items()}}
+    timings = {label: [] for label in clients}
+    reference = None
+    try:
+        for repeat in range(args.repeat + 1):            # the first run of each: workers load the kernel
+            for label, client in clients.items():
+                cpu, wall, found = run(exprs, grid, client, args.chunk)
+                reference = reference or found
+                same(found, reference)
+                timings[label].append((cpu, wall, loadavg()))
+    finally:
+        for client in clients.values():
+            if client is not None:
+                client.close()
+        for cluster in clusters.values():
+            cluster.close()
+    report(timings, rows, reference)
+
+
+def report(timings, rows, reference) -> None:
+    print(f"evaluated {reference.evaluated:,}, kept {reference.kept:,}; every run's counts and top 10 equal\n")
+    print("| run | first run: CPU s, wall s | later runs (median): CPU s, wall s | configurations per wall-s "
+          "| wall speed-up over one process | load average during the runs |")
+    print("|---|---|---|---|---|---|")
+    base = statistics.median(w for _, w, _ in timings["one process"][1:])
+    for label, runs in timings.items():
+        (cpu0, wall0, _), later = runs[0], runs[1:]
+        cpu, wall = statistics.median(c for c, _, _ in later), statistics.median(w for _, w, _ in later)
+        loads = ", ".join(sorted({load.split()[0] for _, _, load in runs}))
+        print(f"| {label} | {cpu0:.2f}, {wall0:.2f} | {cpu:.2f}, {wall:.2f} | {rows / wall / 1e6:.1f} million "
+              f"| {base / wall:.2f}x | {loads} |")
+    print(f"\nload average after: {loadavg()}; target: 2 workers >= 1.8x one process (wall)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Answers on disk: a second ``summary`` with the same command line prints the first one's
+output without importing SymPy or building a formula.
+
+Only a command line the program typed (``main()`` reading ``sys.argv``) of a command in
+``COMMANDS`` is answered from or written to the cache, and only when every option it gives is
+in ``OPTIONS``: options that read nothing but their own value (a file, the hub or the
+environment would make the same words mean different inputs).  An answer is filed under the
+SHA-256 of everything its output depends on: ``FORMAT``, the Python, the versions of SymPy,
+mpmath, symengine and numpy, the text of every file of this package (so an edited formula,
+preset or calibration is a new key, never a stale answer) and the command's words.  Only a run
+that succeeded is kept, its standard output and error as printed, so a refused input is
+refused again by the full path with the same message.
+
+Where: ``numeric.kernel_cache.cache_dir()`` (``SYMBOLIC_COST_CACHE=off`` turns it off).
+This module imports only the standard library: it runs before the package's formulas load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+FORMAT = 1
+"""Bumped whenever what an answer file holds changes."""
+
+COMMANDS = ("summary",)
+"""The commands answered from the cache."""
+
+OPTIONS = frozenset((
+    "--set", "--tensor", "--panel", "--grid-order", "--units", "--overheads", "--ideal", "--step-time", "--json",
+    "--preset", "--precision", "--zero", "--shard", "--reshard-after-forward", "--distributed-optimizer",
+    "--recompute", "--recompute-method", "--recompute-layers", "--schedule", "--virtual-stages",
+    "--first-stage-layers", "--last-stage-layers", "--embedding-in-split", "--loss-in-split", "--pipeline-layout",
+    "--pipeline-model-parallel-layout", "--allow-long", "--cp-variant", "--overlap", "--flash", "--optimizer",
+    "--no-master-weights", "--fp8", "--fp8-amax-history", "--offload", "--lora-rank", "--lora-targets", "--lora-base",
+    "--no-double-quant",
+    "--capacity-factor", "--expert-imbalance", "--no-mtp", "--conventions", "--system", "--kernel-time"))
+"""The options whose value is the whole input: the file options (``--hf-config``,
+``--megatron-args``, ...), ``--hf-model`` and ``--help`` are left to the full path."""
+
+DEPENDENCIES = ("sympy", "mpmath", "symengine", "numpy")
+"""The libraries whose version can change a printed number or formula."""
+
+PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def cacheable(words) -> bool:
+    """Whether the command line ``words`` (without the program name) may be answered from the cache:
+    a command of ``COMMANDS`` whose every option is spelled out in full in ``OPTIONS``.
+
+    >>> cacheable(["summary", "--preset", "gpt2", "--set", "b=8", "d=8", "--zero=1"])
+    True
+    >>> cacheable(["summary", "--hf-config", "config.json"]), cacheable(["summary", "--pre", "gpt2"])
+    (False, False)
+    >>> cacheable(["table", "--preset", "gpt2"]), cacheable([])
+    (False, False)
+    """
+    if not words or words[0] not in COMMANDS:
+        return False
+    return all(word.split("=", 1)[0] in OPTIONS for word in words[1:] if word.startswith("-"))
+
+
+def key(words) -> str:
+    """The name an answer is filed under: a hash of everything its output depends on.
+
+    >>> key(["summary", "--preset", "gpt2"]) == key(["summary", "--preset", "gpt2"])
+    True
+    >>> key(["summary", "--preset", "gpt2"]) == key(["summary", "--preset", "gpt2", "--json"])
+    False
+    """
+    digest = hashlib.sha256()
+    for part in (FORMAT, sys.version, *map(_installed, DEPENDENCIES), _package_digest(), "|", *words):
+        digest.update(str(part).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _installed(name: str) -> str:
+    """Which ``name`` an import would load, without importing it: its location, its files' times and its
+    ``*.dist-info`` (which names the version); empty when it is not installed."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or spec.origin is None:
+        return ""
+    origin = Path(spec.origin)
+    stat = origin.stat()
+    site = origin.parent.parent
+    try:
+        infos = sorted(entry for entry in os.listdir(site) if entry.startswith(f"{name}-") and entry.endswith("-info"))
+    except OSError:
+        infos = []
+    return f"{origin} {stat.st_mtime_ns} {stat.st_size} {' '.join(infos)}"
+
+
+_DIGEST: list[str] = []
+
+
+def _package_digest() -> str:
+    """The SHA-256 of the names and text of every file of this package (compiled files aside)."""
+    if not _DIGEST:
+        digest = hashlib.sha256()
+        for root, folders, files in os.walk(PACKAGE):
+            folders[:] = sorted(f for f in folders if f != "__pycache__")
+            for name in sorted(files):
+                path = Path(root, name)
+                digest.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+        _DIGEST.append(digest.hexdigest())
+    return _DIGEST[0]
+
+
+def _path(words) -> Path | None:
+    from symbolic_cost.numeric.kernel_cache import cache_dir
+    folder = cache_dir()
+    return None if folder is None else folder / f"answer_{key(words)}.json"
+
+
+def answer(words) -> bool:
+    """Print the kept answer of ``words`` and say ``True``; ``False`` (printing nothing) when there is
+    none or the cache is off or cannot be read."""
+    if not cacheable(words):
+        return False
+    try:
+        path = _path(words)
+        if path is None or not path.exists():
+            return False
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        out, err = kept["stdout"], kept["stderr"]
+    except (OSError, ValueError, KeyError, TypeError):     # a damaged or unreadable file: run again
+        return False
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    sys.stdout.flush()
+    return True
+
+
+class _Tee(io.TextIOBase):
+    """A text stream that writes to ``stream`` and keeps a copy."""
+
+    def __init__(self, stream):
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text):
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def fileno(self):
+        return self.stream.fileno()
+
+    def isatty(self):
+        return self.stream.isatty()
+
+    @property
+    def encoding(self):
+        return self.stream.encoding
+
+    @property
+    def errors(self):
+        return self.stream.errors
+
+
+@contextmanager
+def recording(words):
+    """Run the body with its output copied; ``kept(status)`` (what it yields) files the answer when the
+    command succeeded (status 0) and ``words`` may be answered from the cache."""
+    if not cacheable(words):
+        yield lambda status: None
+        return
+    out, err = _Tee(sys.stdout), _Tee(sys.stderr)
+    real = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        yield lambda status: _keep(words, out.copy.getvalue(), err.copy.getvalue()) if status == 0 else None
+    finally:
+        sys.stdout, sys.stderr = real
+
+
+def _keep(words, out: str, err: str) -> None:
+    """File the answer of ``words``; a cache that cannot be written is skipped."""
+    from symbolic_cost.numeric.kernel_cache import write_text
+    try:
+        path = _path(words)
+    except OSError:
+        return
+    if path is not None:
+        write_text(path, json.dumps({"stdout": out, "stderr": err}))

@@ -1,0 +1,36 @@
+"""Block-scaled number formats: the bytes one element takes with its share of the block scales.
+
+The one home of these sizes: the training recipes (``models.optimizers.FP8_RECIPES``) and the
+served weights (``inference.weight_formats``) both read them.  A block-scaled format stores
+``element_bits`` per element and one ``scale_bits`` scale per ``block`` elements:
+``element_bits/8 + scale_bits/(8 block)`` bytes per element.
+
+========= ============================================================= ============
+format    layout (source)                                               bytes/elem.
+========= ============================================================= ============
+MXFP8     E4M3, one E8M0 scale per 32 elements (OCP Microscaling         1 + 1/32
+          Formats v1.0; Transformer Engine's ``MXFP8BlockScaling``)
+NVFP4     E2M1, one E4M3 scale per 16 elements (NVIDIA, "Pretraining     1/2 + 1/16
+          LLMs with NVFP4", 2025; Transformer Engine's
+          ``NVFP4BlockScaling``); the fp32 per-tensor scale is not
+          part of an element
+========= ============================================================= ============
+"""
+
+from __future__ import annotations
+
+from sympy import Expr, Rational
+
+
+def block_scaled(element_bits: int, block: int, scale_bits: int = 8) -> Expr:
+    """Bytes per element of a format of ``element_bits`` with one ``scale_bits`` scale per
+    ``block`` elements.
+
+    >>> block_scaled(8, 32), block_scaled(4, 16)
+    (33/32, 9/16)
+    """
+    return Rational(element_bits, 8) + Rational(scale_bits, 8 * block)
+
+
+MXFP8 = block_scaled(8, 32)
+NVFP4 = block_scaled(4, 16)

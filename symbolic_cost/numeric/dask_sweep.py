@@ -1,0 +1,264 @@
+"""Sweeps on a Dask cluster: the kernel compiled once, each task a range of the grid's rows.
+
+The client compiles the expressions and constraints once (``numeric.compile``, the backend
+the plain ``sweep`` of the whole grid would use) and writes a ``Plan``: the kernel's cache
+key and the text it loads from (the generated numba or numpy module, or symengine's pickled
+LLVM kernel), the grid's axes and what to keep.  The plan is one node of the task graph,
+sent to each worker once; a task is only ``(plan, start, stop)``, a range of the grid's row
+numbers.  A worker loads the kernel once per process by its key (from the disk cache, where
+the client already wrote it on a shared machine, numba's machine code beside it; from the
+plan's text elsewhere), never rebuilding a SymPy formula; it builds its rows from the axes,
+evaluates them in one thread (Dask runs one task per core), drops the rows that break a
+constraint and, for ``best``, keeps only its ``top`` rows: only what is kept comes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import pickle
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.numeric import kernel_cache, loop_kernel
+from symbolic_cost.numeric.compile import Compiled, compile_exprs, portable, sweep_backend
+from symbolic_cost.numeric.sweep import check_grid, grid_rows, grid_size, keep_exprs
+from symbolic_cost.symbols import resolve_names
+
+_LOADED: dict = {}
+"""Kernels this process loaded, by key (a worker loads each once)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a worker needs: the kernel by key and text, the grid's axes, what to keep."""
+
+    key: str
+    backend: str
+    code: bytes
+    outputs: tuple[str, ...]            # the kernel's outputs: the fields, then one per constraint
+    inputs: tuple[str, ...]             # the kernel's inputs, by name
+    axes: tuple[tuple[str, tuple], ...]
+    fields: tuple[str, ...]
+    constraints: int
+    top: int | None = None
+    by: str | None = None
+
+    def kernel(self) -> Compiled:
+        """The compiled kernel: loaded once per process (``_load``)."""
+        if self.key not in _LOADED:
+            _LOADED[self.key] = Compiled(self.outputs, tuple(resolve_names(dict.fromkeys(self.inputs))),
+                                         _load(self), self.backend)
+        return _LOADED[self.key]
+
+    @property
+    def columns(self) -> list[str]:
+        return [name for name, _ in self.axes] + list(self.fields)
+
+    @property
+    def size(self) -> int:
+        return grid_size(dict(self.axes))
+
+
+def plan(exprs: Mapping, grid: Mapping, constraints=(), top: int | None = None, by: str | None = None) -> Plan:
+    """Compile ``exprs`` and ``constraints`` (as ``numeric.sweep.sweep`` does) for the sweep of
+    ``grid``, and describe them for the workers; with ``top``, each task keeps its ``top`` rows
+    of least ``by``."""
+    check_grid(grid)
+    exprs = {str(k): v for k, v in exprs.items()}
+    keep = keep_exprs(exprs, constraints)
+    axes = tuple((str(k), tuple(float(x) for x in v)) for k, v in resolve_names(grid).items())
+    symbols = list(resolve_names(grid))
+    every = {**exprs, **keep}
+    compiled = compile_exprs(every, symbols=symbols, backend=sweep_backend(grid_size(grid), every, symbols))
+    compiled({str(s): np.ones(1) for s in compiled.symbols})     # numba compiles (and caches) at the first call
+    key, code = _code(compiled, list(every.values()))
+    return Plan(key, compiled.backend, code, compiled.names, tuple(map(str, compiled.symbols)), axes,
+                tuple(map(str, exprs)), len(keep), top, by)
+
+
+BLOCK = 2**20
+"""Rows a task evaluates at a time, the outputs into one buffer the next block reuses, so that
+a task's memory stays bounded however large its chunk.  Not smaller: a Dask worker's glibc
+trims at 64 KiB (``MALLOC_TRIM_THRESHOLD_``), so each block's input columns are fresh pages,
+and below a few megabytes a column misses the kernel's huge pages (2^16-row blocks cost a
+worker 50,000 page faults and 0.25 CPU-s per million rows instead of 0.07)."""
+
+
+def rows(plan: Plan, start: int, stop: int) -> pd.DataFrame:
+    """The kept rows of grid rows ``start`` to ``stop``: inputs then fields, as ``sweep``'s."""
+    parts = [{name: columns[name][kept] for name in plan.columns} for columns, kept in _blocks(plan, start, stop)]
+    return pd.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in plan.columns})
+
+
+def _blocks(plan: Plan, start: int, stop: int):
+    """For each ``BLOCK`` of grid rows ``start`` to ``stop``: every column (the outputs in a
+    buffer the next block reuses) and the positions of the rows kept."""
+    kernel = plan.kernel()
+    axes = dict(plan.axes)
+    buffer = np.empty((len(plan.outputs), min(BLOCK, stop - start)))
+    for first in range(start, stop, BLOCK):
+        last = min(first + BLOCK, stop)
+        chunk = grid_rows(axes, first, last)
+        if kernel.backend == "numba":      # straight into the loop, on this thread (Dask gives each task a core)
+            out = buffer[:, :last - first]
+            kernel.function(*out, *(chunk[name] for name in plan.inputs))
+            results = dict(zip(plan.outputs, out))
+        else:
+            results = kernel({name: chunk[name] for name in plan.inputs})
+        mask = np.ones(last - first, dtype=bool)
+        for name in plan.outputs[len(plan.outputs) - plan.constraints:]:
+            mask &= results.pop(name) > 0.5
+        yield {**chunk, **results}, np.flatnonzero(mask)
+
+
+class Best(NamedTuple):
+    """Configurations evaluated, kept (every constraint held), and the ``top`` of least ``by``."""
+
+    evaluated: int
+    kept: int
+    best: pd.DataFrame
+
+
+def best_of(plan: Plan, start: int, stop: int) -> Best:
+    """A task of ``best``: rows ``start`` to ``stop`` reduced to their counts and ``top`` rows
+    (``_least``); only those rows are ever put in a frame."""
+    tops, kept = [], 0
+    for columns, rows_kept in _blocks(plan, start, stop):
+        chosen = rows_kept[_least(columns[plan.by][rows_kept], plan.top)]
+        tops.append({name: columns[name][chosen] for name in plan.columns})
+        kept += len(rows_kept)
+    every = {name: np.concatenate([top[name] for top in tops]) for name in plan.columns}   # blocks in row order
+    chosen = _least(every[plan.by], plan.top)
+    return Best(stop - start, kept, pd.DataFrame({name: every[name][chosen] for name in plan.columns}))
+
+
+def _least(values: np.ndarray, top: int) -> np.ndarray:
+    """Positions of the ``top`` least ``values`` in the order of a stable sort (ties in
+    position order, NaN last): the rows up to the ``top``-th value (``np.partition``), sorted.
+
+    >>> _least(np.array([3.0, 1.0, np.nan, 1.0, 2.0]), 3)
+    array([1, 3, 4])
+    """
+    if len(values) > top:
+        bound = np.partition(values, top - 1)[top - 1]
+        if not np.isnan(bound):              # else fewer than top numbers: NaN rows are needed too
+            candidates = np.flatnonzero(values <= bound)
+            return candidates[np.argsort(values[candidates], kind="stable")[:top]]
+    return np.argsort(values, kind="stable")[:top]
+
+
+def combine(parts, top: int, by: str) -> Best:
+    """Tasks' results, in row order, as one: counts added, the ``top`` of least ``by`` (ties in
+    row order, as a stable sort of the whole sweep)."""
+    parts = list(parts)
+    frames = [p.best for p in parts if len(p.best)]
+    best = pd.concat(frames).sort_values(by, kind="stable").head(top) if frames else parts[0].best
+    return Best(sum(p.evaluated for p in parts), sum(p.kept for p in parts), best)
+
+
+def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), chunk_size: int = 1_000_000,
+         fan_in: int = 8, **compute) -> Best:
+    """The ``top`` configurations of ``grid`` of least ``by`` among those that meet
+    ``constraints``, with the counts, computed as Dask tasks (``compute`` goes to
+    ``dask.compute``: ``scheduler="sync"`` runs them here, a ``distributed.Client`` on its
+    cluster): each task evaluates, filters and ranks ``chunk_size`` rows, and results are
+    combined ``fan_in`` at a time on the workers; the frame equals ``sweep(...)``'s rows sorted
+    by ``by`` (stable) and cut to ``top``, index renumbered.
+
+    >>> from symbolic_cost.symbols import b, m1
+    >>> found = best({"work": 2 * b / m1}, {"b": [1, 2, 3], "m1": [1, 2]}, by="work", top=2,
+    ...              constraints=["work >= 1.5"], chunk_size=2, scheduler="sync")
+    >>> found.evaluated, found.kept
+    (6, 5)
+    >>> found.best
+         b   m1  work
+    0  1.0  1.0   2.0
+    1  2.0  2.0   2.0
+    """
+    dask = _dask()
+    if by not in map(str, exprs):
+        raise InputError(f"by must name one of the swept expressions ({', '.join(map(str, exprs))}), got {by!r}", "by")
+    for name, value in (("top", top), ("chunk_size", chunk_size), ("fan_in", fan_in)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "fan_in" else 1):
+            raise InputError(f"{name} must be an integer of at least {2 if name == 'fan_in' else 1}, got {value!r}", name)
+    job = dask.delayed(plan(exprs, grid, constraints, top, by), pure=True, traverse=False)   # one node: sent once per worker
+    layer = [dask.delayed(best_of, pure=True)(job, start, min(start + chunk_size, grid_size(grid)))
+             for start in range(0, grid_size(grid), chunk_size)]
+    while len(layer) > 1:                   # a tree: only each task's top rows travel, fan_in at a time
+        layer = [dask.delayed(combine, pure=True)(layer[i:i + fan_in], top, by) for i in range(0, len(layer), fan_in)]
+    found = layer[0].compute(**compute)
+    return Best(found.evaluated, found.kept, found.best.reset_index(drop=True))
+
+
+def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000_000):
+    """The sweep as a lazy ``dask.dataframe.DataFrame`` of the kept rows, one partition per
+    ``chunk_size`` rows of the grid (``numeric.sweep.sweep_dask``)."""
+    dask = _dask()
+    import dask.dataframe as dd
+    job = dask.delayed(plan(exprs, grid, constraints), pure=True, traverse=False)
+    total = grid_size(grid)
+    parts = [dask.delayed(rows, pure=True)(job, start, min(start + chunk_size, total))
+             for start in range(0, total, chunk_size)]
+    meta = pd.DataFrame({c: pd.Series(dtype="float64") for c in [str(k) for k in resolve_names(grid)] + list(exprs)})
+    return dd.from_delayed(parts, meta=meta)
+
+
+def _dask():
+    try:
+        import dask
+        import dask.dataframe  # noqa: F401
+    except ImportError:
+        raise InputError("Dask sweeps need dask: python -m pip install 'symbolic_cost[dask]'") from None
+    return dask
+
+
+def _code(compiled: Compiled, values) -> tuple[str, bytes]:
+    """The key and text a worker loads ``compiled``'s kernel (of ``values``) from: the numba
+    module (under its cache name, so numba's machine code is found beside it), the numpy
+    module's source, or symengine's pickle; keys other than the cached numba module's are the
+    text's hash."""
+    if compiled.backend == "llvm":
+        code = pickle.dumps(compiled.function)
+    elif compiled.backend == "numba":
+        path = Path(sys.modules[compiled.function.py_func.__module__].__file__)
+        if path.stem.startswith("kernel_") and path.exists():
+            return path.stem, path.read_bytes()
+        text = loop_kernel.module_text([portable(v) for v in values], compiled.symbols)   # the cache is off
+        code = text.replace("CACHE", "False", 1).encode()
+    else:
+        code = ("import numpy\n\n" + inspect.getsource(compiled.function)).encode()
+    return _hash(code), code
+
+
+def _hash(code: bytes) -> str:
+    return "kernel_" + hashlib.sha256(code).hexdigest()[:32]
+
+
+def _load(plan: Plan):
+    """The kernel function of ``plan``: symengine's unpickled, or the module's (the numba kernel
+    imported under the name numba caches it by; the numpy function loaded from its file)."""
+    if plan.backend == "llvm":
+        return pickle.loads(plan.code)
+    folder = kernel_cache.cache_dir()
+    if folder is not None:
+        path = folder / f"{plan.key}.py"
+        if kernel_cache.write_text(path, plan.code.decode()):
+            return _import(path, plan.backend)
+    with tempfile.TemporaryDirectory(prefix="symbolic-cost-kernel-") as temporary:   # cache off: imported, never exec'd
+        path = Path(temporary) / f"{plan.key}.py"
+        path.write_bytes(plan.code)
+        return _import(path, plan.backend)
+
+
+def _import(path: Path, backend: str):
+    from symbolic_cost.numeric.loop_kernel import import_module
+    module = import_module(path)
+    return module.kernel if backend == "numba" else module._lambdifygenerated

@@ -1,0 +1,100 @@
+"""The command line's answers from the cache (``cli.answers``): a second ``summary`` with the same
+words prints what the full path printed, byte for byte, without importing SymPy; a refused input,
+an explicit ``argv`` and a file option are never answered from it."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symbolic_cost.cli import answers, main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+RUN = ("import sys; from symbolic_cost.cli import main; sys.argv = ['symbolic-cost', *sys.argv[1:]]; status = main(); "
+       "open(MARK, 'w').write(str('sympy' in sys.modules)); sys.exit(status)")
+
+LINES = [
+    ["summary", "--preset", "gpt2", "--set", "b=8", "d=8", "--zero", "1"],
+    ["summary", "--preset", "llama-2-7b", "--set", "m1=8", "s1=8", "d=16", "p=4", "n_micro=32", "--zero", "1",
+     "--flash", "--json"],
+    ["summary", "--preset", "gpt3-175b", "--set", "m1=8", "s1=8", "p=16", "d=8", "n_micro=64", "--step-time", "12.5",
+     "--units", "si"],
+    ["summary", "--preset", "llama-2-7b", "--set", "d=8", "--zero", "3", "--offload", "optimizer", "--lora-rank", "16",
+     "--lora-base", "nf4", "--system", "a100"],
+]
+
+
+def command(words, cache, mark):
+    """Run ``symbolic-cost WORDS`` as the program would (``main()`` reading ``sys.argv``) in a fresh
+    process; its status, output, error and whether it imported SymPy."""
+    code = RUN.replace("MARK", repr(str(mark)))
+    env = {**os.environ, "SYMBOLIC_COST_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code, *words], capture_output=True, env=env, cwd=ROOT,
+                          timeout=300)
+    return done.returncode, done.stdout, done.stderr, Path(mark).read_text() if Path(mark).exists() else None
+
+
+@pytest.mark.parametrize("words", LINES, ids=lambda w: w[2])
+def test_a_cached_answer_is_the_full_paths_output_without_sympy(words, tmp_path):
+    full = command(words, tmp_path / "cache", tmp_path / "full")
+    assert full[0] == 0 and full[3] == "True"           # an empty cache: the formulas were built
+    assert len(list((tmp_path / "cache").glob("answer_*.json"))) == 1
+    cached = command(words, tmp_path / "cache", tmp_path / "cached")
+    assert cached[:3] == full[:3]                       # status, stdout and stderr, byte for byte
+    assert cached[3] == "False"                         # answered without importing SymPy
+
+
+def test_a_damaged_answer_runs_the_full_path(tmp_path):
+    words = LINES[0]
+    full = command(words, tmp_path / "cache", tmp_path / "full")
+    for path in (tmp_path / "cache").glob("answer_*.json"):
+        path.write_text("{not json")
+    again = command(words, tmp_path / "cache", tmp_path / "again")
+    assert again[:3] == full[:3] and again[3] == "True"
+
+
+def test_a_refused_input_is_never_kept(tmp_path):
+    words = ["summary", "--preset", "gpt2", "--set", "m1=5"]     # GPT-2's 12 heads are not divisible by 5
+    status, out, err, _ = command(words, tmp_path / "cache", tmp_path / "mark")
+    assert status == 2 and out == b"" and b"m1" in err
+    assert not list((tmp_path / "cache").glob("answer_*"))
+
+
+def test_an_explicit_argv_always_runs_in_full(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
+    assert main(["summary", "--preset", "gpt2"]) == 0
+    assert "parameters" in capsys.readouterr().out
+    assert not list(tmp_path.glob("answer_*"))         # tests call main(argv) and monkeypatch the library
+
+
+def test_an_edited_package_file_is_a_new_key(tmp_path, monkeypatch):
+    (tmp_path / "formula.py").write_text("FLOPS = 2\n")
+    monkeypatch.setattr(answers, "PACKAGE", tmp_path)
+    monkeypatch.setattr(answers, "_DIGEST", [])
+    before = answers.key(["summary", "--preset", "gpt2"])
+    (tmp_path / "formula.py").write_text("FLOPS = 3\n")
+    monkeypatch.setattr(answers, "_DIGEST", [])
+    assert answers.key(["summary", "--preset", "gpt2"]) != before
+
+
+def test_the_cache_off_answers_nothing_and_keeps_nothing(monkeypatch, capsys):
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
+    words = ["summary", "--preset", "gpt2"]
+    assert not answers.answer(words)
+    with answers.recording(words) as keep:
+        print("an answer")
+        keep(0)
+    assert capsys.readouterr().out == "an answer\n"
+    assert answers._path(words) is None
+
+
+def test_a_tool_preset_is_found_without_importing_the_package_first(tmp_path):
+    """The package loads ``tools`` lazily: ``conventions.get`` registers the tools' presets itself."""
+    code = ("from symbolic_cost import conventions; "
+            "print(conventions.get('lbnl-2024') is conventions.PRESETS['lbnl-2024'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert done.stdout.strip() == "True", done.stderr
