@@ -71,6 +71,38 @@ def _extremum(kind, direction: int, args) -> Expr:
     return kept[0] if len(kept) == 1 else kind(*kept, evaluate=False)
 
 
+def swap(expr, swaps: dict) -> Expr:
+    """``expr.xreplace(swaps)``, but every ``Max``/``Min`` on the way rebuilt unevaluated.
+
+    SymPy's ``xreplace`` rebuilds each ancestor of a swapped part with evaluation, and
+    ``Min.__new__`` compares every pair of its arguments (``factor_terms`` of each difference):
+    minutes for a step time whose collectives take the least of several NCCL algorithms.  Shared
+    parts are rebuilt once.
+
+    >>> from symbolic_cost.symbols import b, l
+    >>> swap(minimum(b + 1, l), {b: l})
+    Min(l, l + 1)
+    """
+    done: dict = {}
+
+    def walk(node):
+        if node in swaps:
+            return swaps[node]
+        if not node.args:
+            return node
+        if node not in done:
+            args = tuple(walk(a) for a in node.args)
+            if args == node.args:
+                done[node] = node
+            elif isinstance(node, (Max, Min)):
+                done[node] = type(node)(*args, evaluate=False)
+            else:
+                done[node] = node.func(*args)
+        return done[node]
+
+    return walk(sympify(expr))
+
+
 def sign(expr) -> int | None:
     """``1`` where ``expr >= 0`` and ``-1`` where ``expr <= 0`` for every positive value of its
     symbols, as far as ``lower_bound`` sees it on ``expr`` or on its expansion; ``None`` when

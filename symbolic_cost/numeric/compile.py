@@ -41,6 +41,7 @@ from sympy import Function, Mod, Symbol, ceiling, floor, lambdify, log, sympify
 from sympy.printing.numpy import NumPyPrinter
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.extrema import swap
 from symbolic_cost.numeric import kernel_cache, loop_kernel
 from symbolic_cost.parallel.collectives import Log2
 from symbolic_cost.symbols import resolve_names
@@ -306,4 +307,4 @@ def portable(expr):
              else ceiling(log(a.args[0]) / log(2)) for a in expr.atoms(Mod, Log2)}
     # step functions of the library (timing.efficiency.TreeCorrection) as their pieces
     swaps.update({a: a.as_piecewise() for a in expr.atoms(Function) if hasattr(a, "as_piecewise")})
-    return expr.xreplace(swaps) if swaps else expr
+    return swap(expr, swaps) if swaps else expr

@@ -256,4 +256,4 @@ def collective_time(c: Collective, system, link: str, nodes=1, intra: str | None
     ring = nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes, intra, eff.arch)
     if not eff.nvls:
         return c.repeats * ring
-    return c.repeats * minimum(ring, *nvls_times(c.kind, c.group, c.tensor_bytes, eff, link, nodes, ring))
+    return c.repeats * minimum(ring, *nvls_times(c.kind, c.group, c.tensor_bytes, eff, link, nodes))
