@@ -165,6 +165,31 @@ def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing():
     assert sum(loaded for _, loaded in state.values()) >= 2              # they loaded both kernels by key
 
 
+def test_sweep_dask_on_the_command_line_prints_the_plain_sweeps_rows(tmp_path, capsys):
+    """``sweep --dask 1`` (a LocalCluster of one worker process, chunks of 3 rows) prints the
+    rows of the plain sweep, a constraint applied on the worker; with ``--out`` it writes them."""
+    pytest.importorskip("distributed")
+    from symbolic_cost.cli import main
+    line = ["sweep", "--preset", "gpt2", "--grid", "b=1:4", "m1=1,2,4", "--field", "memory_bytes,total",
+            "--where", "memory_bytes <= 3e9"]
+    assert main(line) == 0
+    plain = capsys.readouterr().out
+    assert main(line + ["--dask", "1", "--chunk", "3"]) == 0
+    assert capsys.readouterr().out == plain and plain.count("\n") > 2
+    out = tmp_path / "rows.csv"
+    assert main(line + ["--dask", "1", "--chunk", "5", "--out", str(out)]) == 0
+    assert out.read_text() == plain
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "host:8786"])
+def test_sweep_dask_refuses_what_is_neither_a_worker_count_nor_an_address(value, capsys):
+    pytest.importorskip("distributed")
+    from symbolic_cost.cli import main
+    assert main(["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--field", "total", f"--dask={value}"]) == 2
+    err = capsys.readouterr().err
+    assert "--dask must be a number of local worker processes" in err and err.count("\n") == 1
+
+
 def test_symbolic_tensor_degree_pads_the_vocabulary_as_numbers_do():
     """GPT-2's 50,257 rows are padded to a multiple of m1 (whole rows per device): a model built
     with a symbolic m1 and then given numbers equals the model built with those numbers."""

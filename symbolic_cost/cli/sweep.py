@@ -6,6 +6,7 @@ Values are in base units, which the column names state: ``*_bytes`` in bytes,
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 
@@ -43,6 +44,8 @@ EXAMPLES = [
     "symbolic-cost sweep --hf-config Mixtral-8x7B/config.json --set l=4096 m1=2 s1=2 d=32 etp=1 --grid ep=1,2,4,8 "
     "--field memory_bytes,alltoall_bytes,total",
     "symbolic-cost sweep --megatron-args train_llama3_8b_h100_fp8.sh --grid b=1,2,4 --field memory_bytes,total",
+    "symbolic-cost sweep --preset gpt3-175b --grid b=1:64 l=512:8192:x2 m1=1:8:x2 --where 'memory_bytes <= 80e9' "
+    "--field total --dask 2 --out sweep.parquet",
 ]
 
 
@@ -66,6 +69,10 @@ def add_arguments(parser) -> None:
     options.option(parser, "--overwrite", action="store_true", help="with --out: replace an existing file")
     options.option(parser, "--chunk", type=int, default=1_000_000, help="configurations per chunk")
     options.option(parser, "--progress", action="store_true", help="report progress on stderr")
+    options.option(parser, "--dask", metavar="WORKERS|ADDRESS",
+                   help="evaluate the chunks as Dask tasks (numeric.dask_sweep: compiled once, loaded by key on "
+                   "each worker) on a LocalCluster of WORKERS processes, or on the scheduler at ADDRESS "
+                   "(tcp://host:8786); needs the dask extra")
     options.training(parser)
     options.experts(parser)
     options.counting(parser)
@@ -122,17 +129,14 @@ def run(args) -> int:
     fixed = resolve(base, args.set, allowed=TRAINING_SYMBOLS)
     chosen = conventions(args)
     check_grid(arch, fixed, grid, chosen, options.training_policy(args))
-    if S.p in grid and placed_by_p(arch, options.training_policy(args)):
-        # which layers a rank holds depends on p (models.ranks.Placement): one build per p
-        import pandas as pd
-        frames = [_sweep(args, arch, {**fixed, S.p: p}, {**grid, S.p: [p]}, chosen, None) for p in grid[S.p]]
-        result = pd.concat(frames, ignore_index=True)
-        if args.out and args.out.endswith(".csv"):
-            result.to_csv(args.out, index=False)
-        elif args.out:
-            result.to_parquet(args.out)
-    else:
-        result = _sweep(args, arch, fixed, grid, chosen, args.out)
+    with _scheduler(args):
+        if S.p in grid and placed_by_p(arch, options.training_policy(args)):
+            # which layers a rank holds depends on p (models.ranks.Placement): one build per p
+            import pandas as pd
+            frames = [_sweep(args, arch, {**fixed, S.p: p}, {**grid, S.p: [p]}, chosen, None) for p in grid[S.p]]
+            result = _write(pd.concat(frames, ignore_index=True), args.out)
+        else:
+            result = _sweep(args, arch, fixed, grid, chosen, args.out)
     if args.out is None:
         print(result.to_csv(index=False), end="")
     return 0
@@ -167,6 +171,33 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
     chosen_exprs = {column(f): exprs[f] for f in args.field}
     used = set().union(*(x.free_symbols for x in [*chosen_exprs.values(), *constraints]))
     numbers_needed(dict.fromkeys(grid, 1), used, "sweep (every symbol swept or set)")
-    result = sweep(chosen_exprs, grid={str(k): v for k, v in grid.items()}, constraints=constraints,
-                   chunk_size=args.chunk, out=out, progress=args.progress)
-    return result
+    grid = {str(k): v for k, v in grid.items()}
+    if args.dask is None:
+        return sweep(chosen_exprs, grid=grid, constraints=constraints, chunk_size=args.chunk, out=out,
+                     progress=args.progress)
+    from symbolic_cost.numeric.sweep import sweep_dask
+    lazy = sweep_dask(chosen_exprs, grid, constraints, chunk_size=args.chunk)
+    if args.progress:
+        print(f"sweep: {lazy.npartitions:,} Dask tasks of up to {args.chunk:,} configurations on "
+              f"{'a LocalCluster of ' + args.dask + ' worker processes' if args.dask.isdigit() else args.dask}",
+              file=sys.stderr)
+    return _write(lazy.compute().reset_index(drop=True), out)
+
+
+def _scheduler(args):
+    """The Dask cluster of ``--dask`` while the sweeps run (``numeric.dask_sweep.cluster``), or nothing."""
+    if args.dask is None:
+        return contextlib.nullcontext()
+    from symbolic_cost.numeric.dask_sweep import cluster
+    return cluster(args.dask, "--dask")
+
+
+def _write(frame, out):
+    """``frame``, or the file ``out`` (.csv or .parquet) it was written to."""
+    if out is None:
+        return frame
+    if out.endswith(".csv"):
+        frame.to_csv(out, index=False)
+    else:
+        frame.to_parquet(out)
+    return out

@@ -19,6 +19,7 @@ import inspect
 import pickle
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, NamedTuple
@@ -209,6 +210,30 @@ def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000
              for start in range(0, total, chunk_size)]
     meta = pd.DataFrame({c: pd.Series(dtype="float64") for c in [str(k) for k in resolve_names(grid)] + list(exprs)})
     return dd.from_delayed(parts, meta=meta)
+
+
+@contextmanager
+def cluster(where: str, argument: str = "where"):
+    """A ``distributed.Client`` for the body: on a ``LocalCluster`` of ``where`` worker
+    processes of one thread each (a count, started and stopped here), or on the running
+    scheduler at the address ``where`` (``tcp://host:8786``).  Dask's tasks go to it while it
+    is open."""
+    _dask()
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("Dask clusters need distributed: python -m pip install 'symbolic_cost[dask]'", argument) from None
+    where = str(where).strip()
+    if where.isdigit() and int(where) >= 1:
+        with LocalCluster(n_workers=int(where), threads_per_worker=1, processes=True,
+                          dashboard_address=None) as local, Client(local) as client:
+            yield client
+    elif "://" in where:
+        with Client(where, timeout=30) as client:
+            yield client
+    else:
+        raise InputError(f"{argument} must be a number of local worker processes (at least 1) or a scheduler's "
+                         f"address such as tcp://host:8786, got {where!r}", argument)
 
 
 def _dask():
