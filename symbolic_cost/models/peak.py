@@ -257,8 +257,12 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
     """The largest micro-batch ``b`` (sequences) whose step peak fits ``capacity`` bytes with
     everything else in ``training`` unchanged, less the device's ``overheads``
     (``models.overheads``; none by default); 0 when not even one sequence fits.  The peak
-    grows with ``b`` (kept activations and transients are per sequence; the state is not), so
-    it is a bisection over ``1 .. limit`` on the peak's formula in ``b``.
+    grows with ``b`` (kept activations and transients are per sequence; the state is not).
+
+    The peak is nearly always affine in ``b``: the peaks built with ``b = 1`` and ``2`` give a
+    guess ``n``, kept when builds with ``n`` and ``n + 1`` show that ``n`` fits and ``n + 1``
+    does not (four builds with numbers, a tenth of one with ``b`` a symbol).  Otherwise it is a
+    bisection over ``1 .. limit`` on the peak's formula in ``b``.
 
     >>> from symbolic_cost.models import Training
     >>> from symbolic_cost.models.config import preset
@@ -268,12 +272,42 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
     >>> n > 1 and peak(n) <= 80 * 10**9 < peak(n + 1)
     True
     """
-    from symbolic_cost.models.totals import model_cost   # totals builds on this module's callers
-    from symbolic_cost.symbols import b as batch
     capacity = sympify(capacity)
     if not (capacity.is_number and capacity > 0):
         raise InputError(f"capacity must be a positive number of bytes, got {capacity}", "capacity")
     capacity = get_overheads(overheads).room(capacity)
+    guess = _affine_guess(arch, training, capacity, conventions, limit)
+    return guess if guess is not None else _bisection(arch, training, capacity, conventions, limit)
+
+
+def _peak_at(arch, training, conventions, n):
+    from symbolic_cost.models.totals import model_cost   # totals builds on this module's callers
+    return sympify(peak_bytes(model_cost(arch, replace(training, b=n), conventions), conventions))
+
+
+def _affine_guess(arch, training, capacity, conventions, limit):
+    """``largest_micro_batch`` from the peaks at ``b = 1, 2`` extended as a line, where builds at the
+    guess and one past it confirm it; ``None`` where they do not (or a build needs a symbol)."""
+    try:
+        fits = lambda n: bool(_peak_at(arch, training, conventions, n) <= capacity)  # noqa: E731
+        one, two = (_peak_at(arch, training, conventions, n) for n in (1, 2))
+        if not (one.is_number and two.is_number):
+            return None
+        if one > capacity:
+            return 0
+        if two <= one:
+            return None
+        n = min(limit, 1 + int((capacity - one) // (two - one)))
+        if n == 1:
+            return 1 if two > capacity else None
+        return n if fits(n) and (n == limit or not fits(n + 1)) else None
+    except InputError:          # a rule that refuses one of these sizes: the bisection decides
+        return None
+
+
+def _bisection(arch, training, capacity, conventions, limit) -> int:
+    from symbolic_cost.models.totals import model_cost
+    from symbolic_cost.symbols import b as batch
     formula = peak_bytes(model_cost(arch, replace(training, b=batch), conventions), conventions)
     fits = lambda n: bool(formula.subs(batch, n) <= capacity)  # noqa: E731
     if not fits(1):
