@@ -5,8 +5,8 @@ argument and the rule it broke.
 The rules: an exact, finite expression (``exact``: never a string, a boolean, ``None``, NaN or
 infinity); a positive integer size (``positive_dims``, ``counts``, ``count`` for plain ints); a
 positive element size (``positive``); what a symbol promises (``fits``); divisibility
-(``divides``, ``check_rules``, ``grid_rules``); ``flag``, ``choice``; files (``input_file``,
-``output_file``, ``output_folder``).
+(``divides``, ``check_rules``, ``grid_rules``); ``flag``, ``choice``.  Files to read and write
+are checked in ``files``.
 
 A check that SymPy cannot decide (``m1`` divides ``f`` while both are symbols) is skipped
 here and made again when numbers are substituted (``Block.subs``).  This module imports
@@ -18,9 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import os
 from fractions import Fraction
-from pathlib import Path
 
 from sympy import Expr, Float, I, Integer, Symbol, nan, oo, sympify, zoo
 from sympy.core.sympify import SympifyError
@@ -295,48 +293,3 @@ def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") 
             except InputError as error:
                 shown_at = ", ".join(f"{s}={v}" for s, v in at.items())
                 raise InputError(f"{what} at {shown_at}: {error}", what) from None
-
-
-def _path(path, name: str) -> Path:   # '' is no name (pathlib would read it as the current folder)
-    if not isinstance(path, (str, Path)) or not str(path).strip():
-        raise InputError(f"{name} needs a file or folder name, got {shown(path)}", name)
-    return Path(path)
-
-
-def input_file(path, name: str, limit: int = 2**24) -> str:
-    """The text of a regular file (not a folder, a FIFO or a device) of at most ``limit`` bytes."""
-    path = _path(path, name)
-    try:
-        wrong = "does not exist" if not path.exists() else "is a folder" if path.is_dir() else "is not a regular " \
-            "file" if not path.is_file() else f"has more than {limit:,} bytes" if path.stat().st_size > limit else ""
-        if wrong:
-            raise InputError(f"{name} {str(path)!r} {wrong}", name)
-        with path.open("rb") as file:
-            return file.read(limit).decode()
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{name}: cannot read {str(path)!r} ({type(error).__name__})", name) from None
-
-
-def output_file(path, name: str, overwrite: bool = False, suffixes=None) -> Path:
-    """A file to write: in a folder that exists and may be written, not a folder, ending in one of
-    ``suffixes``, and new unless ``overwrite``."""
-    path = _path(path, name)
-    if suffixes and path.suffix not in suffixes:
-        raise InputError(f"{name} must end in {' or '.join(suffixes)}, got {path.name!r}", name)
-    if path.is_dir():
-        raise InputError(f"{name} {str(path)!r} is a folder; give a file name", name)
-    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
-        raise InputError(f"{name}: no folder {str(path.parent)!r} to write {path.name!r} into that may be written", name)
-    if path.exists() and not overwrite:
-        raise InputError(f"{name} {str(path)!r} exists; remove it or ask to overwrite it", name)
-    return path
-
-
-def output_folder(path, name: str) -> Path:
-    """A folder to write into: an existing folder, or a new one inside an existing folder."""
-    path = _path(path, name)
-    if path.exists() and not path.is_dir():
-        raise InputError(f"{name} {str(path)!r} is a file, not a folder", name)
-    if not path.exists() and not path.parent.is_dir():
-        raise InputError(f"{name}: no folder {str(path.parent)!r} to create {path.name!r} in", name)
-    return path

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import math
 
-from sympy import Add, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, expand_mul, floor, sympify
+from sympy import Add, Basic, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, expand_mul, floor, sympify
+from sympy.core.relational import Relational
+from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.checks import InputError
 
@@ -72,12 +74,14 @@ def _extremum(kind, direction: int, args) -> Expr:
 
 
 def swap(expr, swaps: dict) -> Expr:
-    """``expr.xreplace(swaps)``, but every ``Max``/``Min`` on the way rebuilt unevaluated.
+    """``expr.xreplace(swaps)``, but every ``Max``/``Min``/``Piecewise`` and relation on the way
+    rebuilt unevaluated.
 
-    SymPy's ``xreplace`` rebuilds each ancestor of a swapped part with evaluation, and
-    ``Min.__new__`` compares every pair of its arguments (``factor_terms`` of each difference):
-    minutes for a step time whose collectives take the least of several NCCL algorithms.  Shared
-    parts are rebuilt once.
+    SymPy's ``xreplace`` rebuilds each ancestor of a swapped part with evaluation:
+    ``Min.__new__`` compares every pair of its arguments (``factor_terms`` of each difference),
+    and ``Piecewise.__new__`` folds the ``Piecewise`` inside it outwards, rebuilding every ``Min``
+    on the way: minutes for a step time whose collectives take the least of several NCCL
+    algorithms.  Shared parts are rebuilt once.
 
     >>> from symbolic_cost.symbols import b, l
     >>> swap(minimum(b + 1, l), {b: l})
@@ -94,8 +98,10 @@ def swap(expr, swaps: dict) -> Expr:
             args = tuple(walk(a) for a in node.args)
             if args == node.args:
                 done[node] = node
-            elif isinstance(node, (Max, Min)):
+            elif isinstance(node, (Max, Min, Relational)):
                 done[node] = type(node)(*args, evaluate=False)
+            elif isinstance(node, (Piecewise, ExprCondPair)):   # their constructors fold a Piecewise outwards
+                done[node] = Basic.__new__(type(node), *args)
             else:
                 done[node] = node.func(*args)
         return done[node]

@@ -57,7 +57,7 @@ def test_hf_config_on_a_link_to_dev_zero_is_refused(capsys, tmp_path):
 
 
 def test_hf_config_larger_than_the_cap_is_refused(tmp_path):
-    from symbolic_cost.checks import input_file
+    from symbolic_cost.files import input_file
     big = tmp_path / "config.json"
     big.write_text("{}" + " " * 100)
     with pytest.raises(InputError, match="more than 10 bytes"):

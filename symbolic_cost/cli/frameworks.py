@@ -28,7 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, input_file
+from symbolic_cost.checks import InputError
+from symbolic_cost.files import input_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import architecture, assignments
 from symbolic_cost.models.accelerate import accelerate_setup

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from symbolic_cost.checks import InputError, output_folder
+from symbolic_cost.checks import InputError
+from symbolic_cost.files import output_folder
 from symbolic_cost.cli import options
 
 EXAMPLES = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from symbolic_cost import reproduce
-from symbolic_cost.checks import output_folder
+from symbolic_cost.files import output_folder
 from symbolic_cost.cli import options
 
 EXAMPLES = [

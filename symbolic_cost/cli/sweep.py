@@ -12,7 +12,8 @@ import sys
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.block import layer_rules
-from symbolic_cost.checks import INTERLEAVED_RULES, PIPELINE_RULES, InputError, grid_rules, output_file
+from symbolic_cost.checks import INTERLEAVED_RULES, PIPELINE_RULES, InputError, grid_rules
+from symbolic_cost.files import output_file
 from symbolic_cost.cli import frameworks, options
 from symbolic_cost.cli.summary import SETTABLE
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, grid_option, honour_mtp,

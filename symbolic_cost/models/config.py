@@ -27,7 +27,8 @@ from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
-from symbolic_cost.checks import InputError, InputTypeError, input_file, shown
+from symbolic_cost.checks import InputError, InputTypeError, shown
+from symbolic_cost.files import input_file
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families import FAMILIES, Keys
 
@@ -87,7 +88,7 @@ def read_json(text: str, name: str, option: str, what: str | None = None):
 
 
 def load(path) -> Architecture:
-    """An ``Architecture`` from a ``config.json`` file (a regular file: ``checks.input_file``)."""
+    """An ``Architecture`` from a ``config.json`` file (a regular file: ``files.input_file``)."""
     config = read_json(input_file(path, "--hf-config"), Path(path).name, "--hf-config")
     return from_config(config, Path(path).stem)
 

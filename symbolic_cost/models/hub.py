@@ -23,7 +23,8 @@ from pathlib import Path
 
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config, read_json
-from symbolic_cost.checks import InputError, input_file
+from symbolic_cost.checks import InputError
+from symbolic_cost.files import input_file
 
 INSTALL = "pip install 'symbolic_cost[hub]'"
 

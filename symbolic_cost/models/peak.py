@@ -259,10 +259,9 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
     (``models.overheads``; none by default); 0 when not even one sequence fits.  The peak
     grows with ``b`` (kept activations and transients are per sequence; the state is not).
 
-    The peak is nearly always affine in ``b``: the peaks built with ``b = 1`` and ``2`` give a
-    guess ``n``, kept when builds with ``n`` and ``n + 1`` show that ``n`` fits and ``n + 1``
-    does not (four builds with numbers, a tenth of one with ``b`` a symbol).  Otherwise it is a
-    bisection over ``1 .. limit`` on the peak's formula in ``b``.
+    The peak is nearly always affine in ``b``: the peaks at ``b = 1, 2`` give a guess ``n``, kept
+    where builds show ``n`` fits and ``n + 1`` does not (four builds with numbers cost a tenth
+    of one with ``b`` a symbol); else a bisection over ``1 .. limit`` on the formula in ``b``.
 
     >>> from symbolic_cost.models import Training
     >>> from symbolic_cost.models.config import preset

@@ -19,9 +19,11 @@ from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
-from sympy import Piecewise, sympify
+from sympy import Basic, Integer, Piecewise, S, sympify
+from sympy.functions.elementary.piecewise import ExprCondPair
 
-from symbolic_cost.checks import InputError, InputTypeError, output_file
+from symbolic_cost.checks import InputError, InputTypeError
+from symbolic_cost.files import output_file
 from symbolic_cost.numeric.compile import compile_exprs, sweep_backend
 from symbolic_cost.reader import read
 from symbolic_cost.symbols import resolve_names
@@ -162,7 +164,15 @@ def keep_exprs(exprs: Mapping, constraints) -> dict:
     symbols or ``exprs``) or SymPy relations, compiled with the expressions."""
     constraints = [read(c, argument="constraints", names={str(k): v for k, v in exprs.items()}, condition=True)
                    if isinstance(c, str) else c for c in constraints]
-    return {f"_keep{i}": Piecewise((1, sympify(c)), (0, True)) for i, c in enumerate(constraints)}
+    return {f"_keep{i}": indicator(sympify(c)) for i, c in enumerate(constraints)}
+
+
+def indicator(condition) -> Piecewise:
+    """``Piecewise((1, condition), (0, True))`` built as it stands.  SymPy's constructor folds a
+    ``Piecewise`` inside the condition outwards, rebuilding every ``Min`` on the way (seconds for a
+    step time whose collectives choose NCCL's NVLS where it is set up)."""
+    return Basic.__new__(Piecewise, Basic.__new__(ExprCondPair, Integer(1), condition),
+                         Basic.__new__(ExprCondPair, Integer(0), S.true))
 
 
 def progress_bar(total: int | None):

@@ -33,7 +33,7 @@ modelled.  The latencies are in seconds (``MICRO``: one µs).
 
 from __future__ import annotations
 
-from sympy import Expr, Function, Integer, Min, Piecewise, Rational, Tuple, floor, sympify
+from sympy import Expr, Function, Integer, Min, Piecewise, Rational, S, Tuple, floor, sympify
 
 from symbolic_cost.cost import Collective
 from symbolic_cost.extrema import maximum, minimum
@@ -248,12 +248,18 @@ class TreeCorrection(Function):
 
 
 def collective_time(c: Collective, system, link: str, nodes=1, intra: str | None = None) -> Expr:
-    """The cheapest of ``nccl_time`` and, on a system with NVLink SHARP, ``nccl_nvls.nvls_times``
-    for ``c`` (all its repeats) on ``link`` with the system's bus bandwidth."""
-    from symbolic_cost.timing.nccl_nvls import nvls_times
+    """The cheapest of ``nccl_time`` and, on a system with NVLink SHARP where NCCL sets it up,
+    ``nccl_nvls.nvls_candidate`` for ``c`` (all its repeats) on ``link`` with the system's bus
+    bandwidth.  For a symbolic group that may be too small for NVLS it is a ``Piecewise``: the
+    cheapest with NVLS where it is set up, the ring's and tree's elsewhere (the same ``ring``
+    object twice, so neither a comparison nor the compiled kernel pays for it twice)."""
+    from symbolic_cost.timing.nccl_nvls import nvls_candidate
     eff = system.efficiency
     bus = eff.nvlink_bus if link == "nvlink" else eff.ib_bus
     ring = nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes, intra, eff.arch)
-    if not eff.nvls:
+    found = nvls_candidate(c.kind, c.group, c.tensor_bytes, eff, link, nodes) if eff.nvls else None
+    if found is None:
         return c.repeats * ring
-    return c.repeats * minimum(ring, *nvls_times(c.kind, c.group, c.tensor_bytes, eff, link, nodes))
+    on, nvls = found
+    best = minimum(ring, nvls)
+    return c.repeats * (best if on is S.true else Piecewise((best, on), (ring, True)))

@@ -20,7 +20,7 @@ not modelled, so NVLS alone never spans domains.
 
 from __future__ import annotations
 
-from sympy import Expr, Piecewise, Rational, S, oo, sympify
+from sympy import Expr, Rational, S, sympify
 
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.parallel.collectives import Log2
@@ -71,26 +71,24 @@ def nvls_tree_time(tensor_bytes, nvlink_bus, net_bus, nodes) -> Expr:
     return NVLS_HOP + 2 * levels * NVLS_TREE_NET + sympify(tensor_bytes) / (NVLS_RATIO * bus)
 
 
-def nvls_times(kind: str, n, tensor_bytes, eff, link: str, nodes) -> list[Expr]:
-    """The NVLS candidates NCCL weighs for a ``kind`` over ``n`` devices on ``link`` (``eff``: the
-    system's ``Efficiency``): NVLS for a group in one domain, NVLS tree for an allreduce across
-    ``nodes > 1`` domains.  Where a symbolic group may be too small for NVLS (``nvls_enabled``)
-    the candidate is infinite there, so the least of the candidates is the ring's or tree's.
+def nvls_candidate(kind: str, n, tensor_bytes, eff, link: str, nodes):
+    """``(where, seconds)``: the NVLS algorithm NCCL weighs for a ``kind`` over ``n`` devices on
+    ``link`` (``eff``: the system's ``Efficiency``) and where it is set up (``nvls_enabled``: true,
+    or a relation for a symbolic group), or ``None`` where it never is: NVLS for a group in one
+    domain, NVLS tree for an allreduce across ``nodes > 1`` domains.
     (23 µs + 1 GB / (5/6 x 500 GB/s) = 2.423 ms below.)
 
     >>> from types import SimpleNamespace
     >>> from symbolic_cost.symbols import m1
-    >>> nvls_times("allreduce", m1, 10**9, SimpleNamespace(nvlink_bus=5 * 10**11), "nvlink", 1)
-    [Piecewise((2423/1000000, m1 >= 3), (oo, True))]
+    >>> nvls_candidate("allreduce", m1, 10**9, SimpleNamespace(nvlink_bus=5 * 10**11), "nvlink", 1)
+    (m1 >= 3, 2423/1000000)
     """
     if kind not in NVLS_KINDS:
-        return []
+        return None
     if link == "nvlink":
         on, time = nvls_enabled(n), nvls_time(n, tensor_bytes, eff.nvlink_bus)
     elif kind == "allreduce" and nodes != 1:
         on, time = nvls_enabled(n, nodes), nvls_tree_time(tensor_bytes, eff.nvlink_bus, eff.ib_bus, nodes)
     else:
-        return []
-    if on is S.false:
-        return []
-    return [time if on is S.true else Piecewise((time, on), (oo, True))]
+        return None
+    return None if on is S.false else (on, time)
