@@ -307,6 +307,13 @@ MUTATIONS = (
              "kept = r.act_buffer / es", required=False),
     Mutation("mxfp8-off-blackwell", "symbolic_cost/timing/systems.py", 'fp8.products == "fp8" and not system.fp4_flops',
              'fp8.products == "fp8" and False', required=False),
+    # the cast kernels of a low-precision product (tests/test_low_precision.py, by hand)
+    Mutation("cast-writes-one-copy", "symbolic_cost/ops/quantise.py", "per_element = (2 if amax_pass else 1) * es + 2 * quantised",
+             "per_element = (2 if amax_pass else 1) * es + quantised", required=False),
+    Mutation("cast-without-amax-pass", "symbolic_cost/ops/quantise.py", "per_element = (2 if amax_pass else 1) * es + 2 * quantised",
+             "per_element = es + 2 * quantised", required=False),
+    Mutation("cast-every-input", "symbolic_cost/models/recipes.py", "if r.name in ROW_PARALLEL else 0",
+             "if True else 0", required=False),
     # torchtitan's op-level policy (tests/test_op_recompute.py): the odd products saved, not the even
     Mutation("op-recompute-saves-even-products", "symbolic_cost/models/op_recompute.py",
              "return [(p, i % 2 == 0) for i, p in enumerate(out)]", "return [(p, i % 2 == 1) for i, p in enumerate(out)]",

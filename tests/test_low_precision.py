@@ -80,7 +80,9 @@ def test_nvfp4_products_run_at_the_fp4_rate_on_b200_and_are_refused_on_h100():
     """B200: 9,000 TFLOP/s dense NVFP4 (NVIDIA's figure); every linear product of a layer, in forward
     and in backward (dgrad and wgrad), at that rate; the other rows as in 16 bits."""
     got, b200 = _cost(fp8="nvfp4"), SYSTEMS["b200"]
-    for before, after in zip(PLAIN.layer, got.layer):
+    assert [name for name in got.layer.names if not name.endswith("_cast")] == PLAIN.layer.names
+    for before in PLAIN.layer:
+        after = got.layer[before.name]
         t = times(after, b200)
         if after.name in ("qkv_proj", "v_proj", "fc1", "fc2"):
             assert t["t_comp_fwd"] == after.flops_fwd / (9000 * 10**12)
@@ -187,3 +189,47 @@ def test_bridge_fp4_and_mxfp8_keys(tmp_path, capsys):
     path.write_text(text.replace("  first_last_layers_bf16: false\n  fp16", "  first_last_layers_bf16: true\n  fp16", 1))
     assert main(["summary", "--nemo-recipe", str(path), "--devices", "8"]) == 2
     assert "mixed_precision.first_last_layers_bf16" in capsys.readouterr().err
+
+
+# The cast kernels, by hand.  Per token of one layer: v_proj reads E inputs and fc2 F (qkv_proj's
+# and fc1's inputs come quantised out of the norm before them); the output gradients are 3E (qkv),
+# E (v_proj), F (fc1) and E (fc2) wide.  Each element is read in 16 bits (twice when the scale is
+# the tensor's own amax: one pass finds it) and written as two quantised copies (row-wise and
+# column-wise, Transformer Engine's cast-transpose).
+CAST_IN, CAST_OUT = E + F, 3 * E + E + F + E
+
+
+@pytest.mark.parametrize("recipe, reads, element", [
+    ("delayed", 1, 1), ("fp8-params", 1, 1), ("tensorwise", 2, 1), ("mxfp8", 1, MXFP8), ("nvfp4", 2, NVFP4)])
+def test_cast_kernels_move_their_tensors_by_hand(recipe, reads, element):
+    layer = _cost(fp8=recipe).layer
+    casts = [row for row in layer if row.name.endswith("_cast")]
+    assert [row.name for row in casts] == ["qkv_proj_cast", "v_proj_cast", "fc1_cast", "fc2_cast"]
+    per_element = reads * 2 + 2 * element
+    assert sum(row.mem_fwd for row in casts) == TOKENS * CAST_IN * per_element
+    assert sum(row.mem_bwd for row in casts) == TOKENS * CAST_OUT * per_element
+    assert layer["qkv_proj_cast"].mem_fwd == layer["fc1_cast"].mem_fwd == 0
+    assert all(row.flops_fwd == row.flops_bwd == row.act_buffer == row.weights == 0 for row in casts)
+
+
+def test_cast_kernels_are_timed_at_the_calibrated_memory_rate_and_add_no_flops():
+    """H100, delayed scaling: each cast is memory bound at ``memory`` x 3.35 TB/s; a fused forward
+    cast takes no time and its ratios are 0, not nan; the model's FLOPs do not change."""
+    from symbolic_cost.timing.hardware import calibrated
+    h100 = calibrated("h100")
+    got = _cost(fp8="delayed")
+    rate = h100.hbm_bandwidth * h100.efficiency.memory
+    for row in (r for r in got.layer if r.name.endswith("_cast")):
+        t = times(row, h100)
+        assert (t["t_fwd"], t["t_bwd"]) == (row.mem_fwd / rate, row.mem_bwd / rate)
+    fused = times(got.layer["qkv_proj_cast"], h100)
+    assert (fused["t_fwd"], fused["intensity"], fused["frac_t_comm_fwd"]) == (0, 0, 0)
+    assert (got.flops_fwd, got.flops_bwd) == (PLAIN.flops_fwd, PLAIN.flops_bwd)
+
+
+def test_full_recomputation_redoes_the_forward_casts():
+    """A fully recomputed layer runs its forward again, casts included: v_proj's and fc2's."""
+    from symbolic_cost.models.memory import recomputed_costs
+    layer = _cost(fp8="delayed", recompute="full").layer
+    redone = {row.name: row.mem_fwd for row in recomputed_costs(layer, "full") if row.name.endswith("_cast")}
+    assert sum(redone.values()) == TOKENS * CAST_IN * 4

@@ -79,9 +79,11 @@ are still two stored tensors (TE's 2-D quantisation writes the row-wise and the 
 column-wise data), and the tensor cores read one E4M3 scale per 16 elements along the
 contraction, so each copy is counted at ``1/2 + 1/16`` bytes (a 16x16 block's scale repeated over
 its 16 rows; one scale per 256 elements would be ``1/2 + 1/256``: an assumption of this count).
-Not modelled: the time of the quantisation (cast) kernels, which the time model does not price for
-any recipe (delayed included); Megatron-LM's ``--first-last-layers-bf16`` (refused by name by the
-readers); the ``blockwise`` (128x128) FP8 recipe.
+The cast kernels that quantise each product's input and output gradient are rows of their own
+(``ops.quantise``); ``amax_pass``: the recipe takes each scale from the tensor's own absolute
+maximum, found in a pass before the cast (``tensorwise``; ``nvfp4``'s fp32 per-tensor scale).
+Not modelled: Megatron-LM's ``--first-last-layers-bf16`` (refused by name by the readers); the
+``blockwise`` (128x128) FP8 recipe.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ class Fp8Recipe:
     scaled_tensors: int = 3        # input, weight, output gradient of each product
     products: str = "fp8"          # "fp8" (System.fp8_flops) or "fp4" (System.fp4_flops)
     block_scaled: bool = False     # needs tensor cores that apply block scales (MX: Blackwell)
+    amax_pass: bool = False        # the scale comes from the tensor's own amax: a pass before the cast
 
     def scale_bytes(self, history: int | None = None) -> Expr:
         """fp32 bytes of one product's scaling state: ``tensors x (scales + history) x 4``;
@@ -144,9 +147,10 @@ class Fp8Recipe:
 FP8_RECIPES = {
     "delayed": Fp8Recipe("delayed", Integer(1), Integer(1)),
     "fp8-params": Fp8Recipe("fp8-params", Integer(1), Integer(0), primary_weights=True),
-    "tensorwise": Fp8Recipe("tensorwise", Integer(1), Integer(1), amax_history=0),
+    "tensorwise": Fp8Recipe("tensorwise", Integer(1), Integer(1), amax_history=0, amax_pass=True),
     "mxfp8": Fp8Recipe("mxfp8", MXFP8, 2 * MXFP8, scales=0, amax_history=0, block_scaled=True),
-    "nvfp4": Fp8Recipe("nvfp4", NVFP4, 2 * NVFP4, scales=1, amax_history=0, products="fp4", block_scaled=True),
+    "nvfp4": Fp8Recipe("nvfp4", NVFP4, 2 * NVFP4, scales=1, amax_history=0, products="fp4", block_scaled=True,
+                      amax_pass=True),
 }
 
 

@@ -42,8 +42,9 @@ from dataclasses import replace
 from sympy import Expr, Integer, sympify
 
 from symbolic_cost.cost import collective
-from symbolic_cost.models.lora import LINEAR_ROWS, adapt_stack, is_adapter, is_linear, weight_matrix
+from symbolic_cost.models.lora import LINEAR_ROWS, ROW_PARALLEL, adapt_stack, is_adapter, is_linear, weight_matrix
 from symbolic_cost.models.optimizers import bytes_per_parameter, factored_state_bytes, get_fp8
+from symbolic_cost.ops.quantise import quantise
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
 from symbolic_cost.checks import InputError
 
@@ -78,14 +79,23 @@ def recipe_stack(stack, t, es, conventions):
 def _low_precision_layer(blk, es, recipe):
     """A layer whose linear products keep their input in ``recipe.kept_bytes`` per element
     (``act_buffer x kept_bytes / es``: the quantised copy the weight gradient reads) and run on
-    its tensor cores in both passes (``Cost.fp8`` or ``Cost.fp4``)."""
-    def row(r):
+    its tensor cores in both passes (``Cost.fp8`` or ``Cost.fp4``), each followed by its cast
+    kernels (``ops.quantise``, row ``<product>_cast``).  The products that split their output
+    under tensor parallelism (``qkv_proj``, ``fc1``) read their input quantised by the norm
+    before them (Megatron-Core's Transformer Engine layers, ``TELayerNormColumnParallelLinear``),
+    so only ``v_proj`` and ``fc2`` cast their input."""
+    def rows(r):
         if r.name not in LINEAR_ROWS:
-            return r
+            return (r,)
         kept = r.act_buffer * recipe.kept_bytes / es
-        return replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept,
-                       fp8=recipe.products == "fp8", fp4=recipe.products == "fp4")
-    return replace(blk, rows=tuple(row(r) for r in blk))
+        forward = [g for g in r.gemms if g.pass_ == "fwd"]
+        inputs = sum((g.count * g.m * g.k for g in forward), Integer(0)) if r.name in ROW_PARALLEL else 0
+        cast = quantise(inputs, sum((g.count * g.m * g.n for g in forward), Integer(0)), es=es,
+                        quantised=recipe.kept_bytes, amax_pass=recipe.amax_pass, name=f"{r.name}_cast")
+        return (replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept,
+                        fp8=recipe.products == "fp8", fp4=recipe.products == "fp4"),
+                replace(cast, recompute=r.recompute))
+    return replace(blk, rows=tuple(row for r in blk for row in rows(r)))
 
 
 def matrix_elements(blk) -> Expr:

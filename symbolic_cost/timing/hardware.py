@@ -142,7 +142,7 @@ def times(cost: Cost, system: System, conventions=conv.DEFAULT) -> dict[str, Exp
     """The time model for one operation: every ``TIME_FIELDS`` entry as an expression.
 
     ``intensity`` is ``t_comp_fwd / t_mem_fwd`` (a ratio of times, as in LBNL 2024;
-    above 1 the forward pass is compute bound).  With ``kernel_time="tiled"``,
+    above 1 the forward pass is compute bound; 0 for a forward with nothing to do).  With ``kernel_time="tiled"``,
     ``t_mem`` and ``t`` come from ``kernels.pass_times`` (tiled GEMM traffic,
     memory latency, launch overhead) instead of ``mem / B_hbm`` and the max.
     """
@@ -177,9 +177,14 @@ def _row_times(cost: Cost, system: System, conventions) -> dict[str, Expr]:
                                     for c in cost.collectives if c.pass_ == pass_), Integer(0))
         combine = maximum if conventions.overlap_comm else (lambda x, y: x + y)
         t[f"t_total_{pass_}"] = combine(t[f"t_{pass_}"], t[f"t_comm_{pass_}"])
-        t[f"frac_t_comm_{pass_}"] = t[f"t_comm_{pass_}"] / t[f"t_total_{pass_}"]
-    t["intensity"] = t["t_comp_fwd"] / t["t_mem_fwd"]
+        t[f"frac_t_comm_{pass_}"] = _share(t[f"t_comm_{pass_}"], t[f"t_total_{pass_}"])
+    t["intensity"] = _share(t["t_comp_fwd"], t["t_mem_fwd"])
     return {name: t[name] for name in TIME_FIELDS}
+
+
+def _share(part, whole) -> Expr:
+    """``part / whole``, 0 where both are 0 (a pass with nothing to do, not ``nan``)."""
+    return Integer(0) if part == 0 and whole == 0 else part / whole
 
 
 def step_time(costs, system: System | str, conventions=conv.DEFAULT, passes=("fwd", "bwd")) -> Expr:

@@ -253,7 +253,8 @@ def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tupl
 
     A row with matrix products runs one tiled GEMM kernel per product; its other
     FLOPs (bias adds, grouped-query sums) are fused into them and add
-    ``rest / peak``.  A row without products is one kernel moving ``mem_<pass>``.
+    ``rest / peak``.  A row without products is one kernel moving ``mem_<pass>``, none when it
+    has neither FLOPs nor bytes in that pass (a cast fused into the norm before it).
     An FP8 recipe's products (``Cost.fp8``) run at the system's FP8 rate; 4-bit products
     (``Cost.fp4``) are refused: this model has no FP4 tiles.
     """
@@ -264,6 +265,8 @@ def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tupl
     products = [] if cost.fused else [g for g in cost.gemms if g.pass_ == pass_]
     engine = "fp8" if cost.fp8 and cost.engine == "matrix" else cost.engine
     if not products:
+        if flops == 0 and moved == 0:          # nothing to do in this pass: no kernel launched
+            return Integer(0), Integer(0)
         kernel = Kernel(cost.name, flops, moved, engine=engine)
         return memory_time(kernel, system), kernel_time(kernel, system)
     rest = (flops - product_flops(products, pass_, conventions)) / _peak(system, engine)
