@@ -220,3 +220,34 @@ def test_sweep_progress_is_a_bar_on_a_terminal(monkeypatch):
     assert list(frame["twice"]) == [2.0 * v for v in range(1, 11)]
     shown = screen.getvalue()
     assert "sweep: 100%|" in shown and "10.0/10.0" in shown      # tqdm's bar, to the last chunk
+
+
+_FAULTS = """
+import resource, sys
+import numpy as np
+if sys.argv[1] == "keep":
+    from symbolic_cost.numeric.pages import keep_freed_pages
+    assert keep_freed_pages()
+np.ones(2**20).sum()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    np.ones(2**20).sum()             # a chunk's 8 MB column, freed at once
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux")
+                    or __import__("platform").libc_ver()[0] != "glibc", reason="glibc's allocator only")
+def test_kept_pages_serve_the_next_chunk_without_page_faults():
+    """Under Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` every 8 MB column is a fresh mapping (its pages
+    fault again: at least one per allocation); after ``keep_freed_pages`` the next one reuses the
+    freed pages (the kernel's own page-fault count, ``getrusage``)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    faults = {how: int(subprocess.run([sys.executable, "-c", _FAULTS, how], env=env, capture_output=True,
+                                      text=True, check=True).stdout) for how in ("plain", "keep")}
+    assert faults["plain"] >= 20 and faults["keep"] < 10, faults

@@ -19,6 +19,7 @@ import inspect
 import pickle
 import sys
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ import pandas as pd
 from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import kernel_cache, loop_kernel
 from symbolic_cost.numeric.compile import Compiled, compile_exprs, portable, sweep_backend
+from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.sweep import check_grid, grid_rows, grid_size, keep_exprs
 from symbolic_cost.symbols import resolve_names
 
@@ -88,9 +90,9 @@ def plan(exprs: Mapping, grid: Mapping, constraints=(), top: int | None = None, 
 BLOCK = 2**20
 """Rows a task evaluates at a time, the outputs into one buffer the next block reuses, so that
 a task's memory stays bounded however large its chunk.  Not smaller: a Dask worker's glibc
-trims at 64 KiB (``MALLOC_TRIM_THRESHOLD_``), so each block's input columns are fresh pages,
-and below a few megabytes a column misses the kernel's huge pages (2^16-row blocks cost a
-worker 50,000 page faults and 0.25 CPU-s per million rows instead of 0.07)."""
+trims at 64 KiB (``MALLOC_TRIM_THRESHOLD_``; ``numeric.pages.keep_freed_pages`` undoes it), and
+below a few megabytes a column misses the kernel's huge pages (2^16-row blocks cost a worker
+50,000 page faults and 0.25 CPU-s per million rows instead of 0.07)."""
 
 
 def rows(plan: Plan, start: int, stop: int) -> pd.DataFrame:
@@ -103,8 +105,9 @@ def _blocks(plan: Plan, start: int, stop: int):
     """For each ``BLOCK`` of grid rows ``start`` to ``stop``: every column (the outputs in a
     buffer the next block reuses) and the positions of the rows kept."""
     kernel = plan.kernel()
+    keep_freed_pages()                  # a worker's glibc trims at 64 KiB: every block would fault anew
     axes = dict(plan.axes)
-    buffer = np.empty((len(plan.outputs), min(BLOCK, stop - start)))
+    buffer = _buffer(len(plan.outputs), min(BLOCK, stop - start))
     for first in range(start, stop, BLOCK):
         last = min(first + BLOCK, stop)
         chunk = grid_rows(axes, first, last)
@@ -118,6 +121,18 @@ def _blocks(plan: Plan, start: int, stop: int):
         for name in plan.outputs[len(plan.outputs) - plan.constraints:]:
             mask &= results.pop(name) > 0.5
         yield {**chunk, **results}, np.flatnonzero(mask)
+
+
+_THREAD = threading.local()
+
+
+def _buffer(outputs: int, rows: int) -> np.ndarray:
+    """An ``(outputs, rows)`` buffer for a task's blocks, the same one for every task this thread
+    runs (a fresh one is ``outputs`` x 8 MB of new pages per task); callers copy what they keep."""
+    kept = getattr(_THREAD, "buffer", None)
+    if kept is None or kept.shape[0] != outputs or kept.shape[1] < rows:
+        kept = _THREAD.buffer = np.empty((outputs, rows))
+    return kept[:, :rows]
 
 
 class Best(NamedTuple):

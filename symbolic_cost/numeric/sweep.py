@@ -25,6 +25,7 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 from symbolic_cost.checks import InputError, InputTypeError
 from symbolic_cost.files import output_file
 from symbolic_cost.numeric.compile import compile_exprs, sweep_backend
+from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.reader import read
 from symbolic_cost.symbols import resolve_names
 
@@ -130,6 +131,7 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress and not bar else None
     writer = _Writer(output_file(out, "out", overwrite=True, suffixes=(".csv", ".parquet"))) if out else None
     frames, done, start = [], 0, time.perf_counter()
+    keep_freed_pages()                  # each chunk's columns reuse the last one's pages
     for chunk in chunks:
         values = {k: v for k, v in chunk.items() if k in {str(s) for s in compiled.symbols}}
         results = compiled(values)
