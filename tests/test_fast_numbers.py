@@ -1,5 +1,11 @@
 """Compiled evaluation, sweeps and layout search against slow exact evaluation."""
 
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -236,18 +242,14 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-@pytest.mark.skipif(not __import__("sys").platform.startswith("linux")
-                    or __import__("platform").libc_ver()[0] != "glibc", reason="glibc's allocator only")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator only")
 def test_kept_pages_serve_the_next_chunk_without_page_faults():
     """Under Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` every 8 MB column is a fresh mapping (its pages
     fault again: at least one per allocation); after ``keep_freed_pages`` the next one reuses the
     freed pages (the kernel's own page-fault count, ``getrusage``)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     faults = {how: int(subprocess.run([sys.executable, "-c", _FAULTS, how], env=env, capture_output=True,
                                       text=True, check=True).stdout) for how in ("plain", "keep")}
     assert faults["plain"] >= 20 and faults["keep"] < 10, faults
