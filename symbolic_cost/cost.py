@@ -63,16 +63,14 @@ def _subs_sizes(record, values: Mapping):
 class Collective:
     """One communication: ``kind`` over ``group`` devices in pass ``pass_``.
 
-    The logical tensor has ``elements`` values of ``element_bytes`` each (the
-    gathered result, or the tensor being reduced).  ``volume`` is the byte
-    count the conventions report: the ring share per device by default, the
-    whole tensor for the LBNL 2024 preset.  Time models use ``ring_bytes``,
-    which does not depend on the reporting convention.  ``repeats`` counts
-    identical collectives run one after another (ring attention passes K and
-    V ``c - 1`` times); ``volume`` covers all of them.  ``stride`` is the rank
-    distance between members (Megatron orders ranks tensor first, then data,
-    then pipeline: a data-parallel group has stride ``m1``), so the group
-    spans ``group x stride`` consecutive devices, which decides its link.
+    The logical tensor has ``elements`` values of ``element_bytes`` each (the gathered result,
+    or the tensor being reduced).  ``volume`` is the byte count the conventions report: the ring
+    share per device by default, the whole tensor for the LBNL 2024 preset.  Time models use
+    ``ring_bytes``, which does not depend on the reporting convention.  ``repeats`` counts
+    identical collectives run one after another (ring attention passes K and V ``c - 1``
+    times); ``volume`` covers all of them.  ``stride`` is the rank distance between members
+    (Megatron orders ranks tensor first, then data, then pipeline: a data-parallel group has
+    stride ``m1``), so the group spans ``group x stride`` consecutive devices, which decides its link.
     """
 
     kind: str
@@ -157,7 +155,8 @@ class Gemm:
     (``dX = dY W^T``, both products of attention's backward), or ``"weight"``, a gradient of
     a parameter (``dW = X^T dY``); ``ops.matmul.product_flops`` sums either kind.  A forward
     product keeps the default.  The kernel-level time model (``kernel_time="tiled"``) reads
-    the shapes: the tiled traffic of a product depends on them, not only on its FLOPs.
+    the shapes: the tiled traffic of a product depends on them, not only on its FLOPs.  ``groups``:
+    the ``k x n`` weights a grouped GEMM's rows spread over (``ops.routing``), timed as one product.
     """
 
     pass_: str
@@ -167,8 +166,9 @@ class Gemm:
     count: Expr = Integer(1)
     element_bytes: Expr = Integer(2)
     grad: str = "input"
+    groups: Expr = Integer(1)
 
-    _SIZES = ("m", "k", "n", "count", "element_bytes")
+    _SIZES = ("m", "k", "n", "count", "element_bytes", "groups")
 
     def __post_init__(self):
         if self.grad not in GRADS:

@@ -41,8 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # cheapest first (seconds of the unmutated run, one core): a mutation without a recorded killer
 # stops at the first file that fails, so the cheap files go before test_serving_load and test_moe
-TESTS = ("tests/test_low_precision.py", "tests/test_torchtitan.py", "tests/test_deepspeed_rules.py", "tests/test_zero_bubble.py",
-         "tests/test_mutation_oracles.py", "tests/test_utilisation.py", "tests/test_op_recompute.py",
+TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_torchtitan.py",
+         "tests/test_deepspeed_rules.py", "tests/test_zero_bubble.py", "tests/test_mutation_oracles.py", "tests/test_utilisation.py", "tests/test_op_recompute.py",
          "tests/test_pipeline_splits.py", "tests/test_fsdp.py", "tests/test_serving_cp.py",
          "tests/test_framework_memory.py", "tests/test_model.py", "tests/test_dualpipe.py",
          "tests/test_context_parallel.py", "tests/test_serving_peak.py", "tests/test_moe_context.py",
@@ -312,8 +312,17 @@ MUTATIONS = (
              "per_element = (2 if amax_pass else 1) * es + quantised", required=False),
     Mutation("cast-without-amax-pass", "symbolic_cost/ops/quantise.py", "per_element = (2 if amax_pass else 1) * es + 2 * quantised",
              "per_element = es + 2 * quantised", required=False),
-    Mutation("cast-every-input", "symbolic_cost/models/recipes.py", "if r.name in ROW_PARALLEL else 0",
-             "if True else 0", required=False),
+    Mutation("cast-every-input", "symbolic_cost/models/recipes.py", "inputs = 0 if r.name in NORM_FUSED else",
+             "inputs = 0 if False else", required=False),
+    # the products and layers a recipe reaches (tests/test_fp8_layers.py, by hand)
+    Mutation("expert-matrices-once", "symbolic_cost/models/recipes.py",
+             "return sum((g.groups * g.k * g.n for r in blk", "return sum((g.k * g.n for r in blk", required=False),
+    Mutation("router-runs-the-recipe", "symbolic_cost/models/recipes.py", 'KEPT_16BIT = ("router", "shared_gate")',
+             'KEPT_16BIT = ("shared_gate",)', required=False),
+    Mutation("16bit-layers-at-the-start-only", "symbolic_cost/models/recipes.py",
+             "t.first_layers_16bit <= i < depth - t.last_layers_16bit", "t.first_layers_16bit <= i", required=False),
+    Mutation("megatron-16bit-layers-default", "symbolic_cost/models/megatron_precision.py",
+             "o.integer(option, 1, minimum=0)", "o.integer(option, 0, minimum=0)", required=False),
     # torchtitan's op-level policy (tests/test_op_recompute.py): the odd products saved, not the even
     Mutation("op-recompute-saves-even-products", "symbolic_cost/models/op_recompute.py",
              "return [(p, i % 2 == 0) for i, p in enumerate(out)]", "return [(p, i % 2 == 1) for i, p in enumerate(out)]",

@@ -150,7 +150,9 @@ def test_megatron_arguments_equal_the_typed_recipe(tmp_path, capsys, words, reci
     ("--fp8-format e4m3 --fp4-format e2m1", "--fp4-format"),
     ("--fp4-recipe nvfp4", "--fp4-recipe"),
     ("--fp8-recipe mxfp8", "--fp8-recipe"),
-    ("--fp4-format e2m1 --first-last-layers-bf16", "--first-last-layers-bf16"),
+    ("--fp8-format e4m3 --first-last-layers-bf16", "--first-last-layers-bf16"),      # delayed scaling
+    ("--first-last-layers-bf16", "--first-last-layers-bf16"),                        # no recipe
+    ("--fp4-format e2m1 --num-layers-at-end-in-bf16 2", "--num-layers-at-end-in-bf16"),
     ("--fp8-format e4m3 --fp8-recipe tensorwise --fp8-amax-history-len 16", "--fp8-amax-history-len"),
     ("--fp8-amax-history-len 16", "--fp8-amax-history-len"),
 ])

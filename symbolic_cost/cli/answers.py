@@ -38,8 +38,8 @@ OPTIONS = frozenset((
     "--recompute", "--recompute-method", "--recompute-layers", "--schedule", "--virtual-stages",
     "--first-stage-layers", "--last-stage-layers", "--embedding-in-split", "--loss-in-split", "--pipeline-layout",
     "--pipeline-model-parallel-layout", "--allow-long", "--cp-variant", "--overlap", "--flash", "--optimizer",
-    "--no-master-weights", "--fp8", "--fp8-amax-history", "--offload", "--lora-rank", "--lora-targets", "--lora-base",
-    "--no-double-quant",
+    "--no-master-weights", "--fp8", "--fp8-amax-history", "--fp8-16bit-layers", "--offload", "--lora-rank",
+    "--lora-targets", "--lora-base", "--no-double-quant",
     "--capacity-factor", "--expert-imbalance", "--no-mtp", "--conventions", "--system", "--kernel-time"))
 """The options whose value is the whole input: the file options (``--hf-config``,
 ``--megatron-args``, ...), ``--hf-model`` and ``--help`` are left to the full path."""

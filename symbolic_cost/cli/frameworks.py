@@ -43,7 +43,7 @@ from symbolic_cost.models.torchtitan import torchtitan_setup
 FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-method", "--recompute-layers",
                 "--schedule", "--virtual-stages", "--first-stage-layers", "--last-stage-layers", "--embedding-in-split",
                 "--loss-in-split", "--pipeline-layout", "--overlap", "--fp8", "--fp8-amax-history",
-                "--flash", "--capacity-factor", "--cp-variant")
+                "--fp8-16bit-layers", "--flash", "--capacity-factor", "--cp-variant")
 """Options whose choice the Megatron arguments make (refused beside ``--megatron-args`` when set away
 from their defaults)."""
 
@@ -85,7 +85,8 @@ def recipe_fields(args) -> dict:
     """The recipe a framework file decides (FP8, offload, optimizer), for a command without the
     recipe options (``sweep``)."""
     found = getattr(args, "framework", None)
-    return {k: found.policy[k] for k in ("fp8", "fp8_amax_history", "offload", "optimizer")
+    return {k: found.policy[k] for k in ("fp8", "fp8_amax_history", "first_layers_16bit", "last_layers_16bit",
+                                         "offload", "optimizer")
             if k in found.policy} if found else {}
 
 
@@ -98,7 +99,8 @@ def _given(args, flags: tuple) -> str | None:
                     recompute_layers=plain.recompute_layers, schedule=plain.schedule,
                     virtual_stages=plain.virtual_stages, first_stage_layers=None, last_stage_layers=None,
                     embedding_in_split=False, loss_in_split=False, pipeline_layout=None,
-                    overlap=[], fp8=None, fp8_amax_history=None, flash=plain.flash, capacity_factor=None, cp_variant=None, zero=plain.zero,
+                    overlap=[], fp8=None, fp8_amax_history=None, fp8_16bit_layers=[0, 0], flash=plain.flash,
+                    capacity_factor=None, cp_variant=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
                     reshard_after_forward=plain.reshard_after_forward)
     for name, default in defaults.items():
@@ -207,6 +209,7 @@ def setup(args, only_with: tuple = ONLY_WITH):
     overlap = policy.pop("overlap")
     args.overlap = [name for name, on in (("grad", overlap.grad_reduce), ("param", overlap.param_gather),
                                           ("tensor", overlap.tensor)) if on]
+    args.fp8_16bit_layers = [policy.pop("first_layers_16bit", 0), policy.pop("last_layers_16bit", 0)]
     for name, value in policy.items():     # read by options.training_policy and recipe_policy as if typed
         setattr(args, name, value)
     args.framework = found

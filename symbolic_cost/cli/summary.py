@@ -240,7 +240,9 @@ def run(args) -> int:
     if "experts" in out:
         print_experts(out["experts"], args, size, seconds)
     if t.lora is not None or t.optimizer != "adam" or t.fp8 or t.offload != "none" or not t.master_weights:
-        print(f"recipe: optimizer={t.optimizer} master_weights={t.master_weights} fp8={t.fp8} offload={t.offload}"
+        kept = (f" (16-bit layers: first {t.first_layers_16bit}, last {t.last_layers_16bit})"
+                if t.first_layers_16bit or t.last_layers_16bit else "")
+        print(f"recipe: optimizer={t.optimizer} master_weights={t.master_weights} fp8={t.fp8}{kept} offload={t.offload}"
               + (f" lora rank {t.lora.rank} on {','.join(t.lora.targets)}, base {t.lora.base}; trainable "
                  f"parameters {out['trainable_parameters']:,}" if t.lora is not None else ""))
     print(f"FLOPs per iteration, busiest device: forward {flops('flops_fwd')}, backward {flops('flops_bwd')}, "

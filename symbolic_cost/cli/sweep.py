@@ -131,7 +131,7 @@ def run(args) -> int:
     chosen = conventions(args)
     check_grid(arch, fixed, grid, chosen, options.training_policy(args))
     with _scheduler(args):
-        if S.p in grid and placed_by_p(arch, options.training_policy(args)):
+        if S.p in grid and placed_by_p(arch, {**frameworks.recipe_fields(args), **options.training_policy(args)}):
             # which layers a rank holds depends on p (models.ranks.Placement): one build per p
             import pandas as pd
             frames = [_sweep(args, arch, {**fixed, S.p: p}, {**grid, S.p: [p]}, chosen, None) for p in grid[S.p]]

@@ -60,7 +60,10 @@ world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-
 ``--fp8-param-gather``                      ``--fp8-param-gather`` (delayed only)
 ``--fp8-amax-history-len`` (delayed only)   ``fp8_amax_history`` (Megatron-LM's default, 1)
 ``--fp4-format`` (e2m1), ``--fp4-recipe``   ``fp8``: ``nvfp4`` (one recipe field: Megatron-LM takes
-(nvfp4)                                     FP8 or FP4); ``--first-last-layers-bf16`` refused
+(nvfp4)                                     FP8 or FP4)
+``--first-last-layers-bf16``,               ``first_layers_16bit``, ``last_layers_16bit`` (not with
+``--num-layers-at-start-in-bf16`` (1),      delayed scaling, as Megatron-LM)
+``--num-layers-at-end-in-bf16`` (1)
 ``--use-distributed-optimizer``             ``distributed_optimizer``
 ``--recompute-granularity``,                ``recompute`` (selective, full; ``--recompute-activations``
 ``--recompute-method``,                     is selective), ``recompute_method`` (uniform, block),
@@ -90,6 +93,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.parallel.splits import layout_stages
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.launch_script import Launch
+from symbolic_cost.models.megatron_precision import megatron_low_precision
 from symbolic_cost.models.megatron_words import NOTED, Options, parse, world_size
 from symbolic_cost.models.training import Overlap
 
@@ -222,43 +226,12 @@ def _split(o: Options, policy: dict) -> None:
             policy[key] = True
 
 
-def _low_precision(o: Options) -> dict:
-    """``fp8`` from ``--fp8-format``/``--fp8-recipe`` (default delayed) or ``--fp4-format``/``--fp4-recipe``
-    (default nvfp4), as ``models.optimizers.FP8_RECIPES`` names them; ``--fp8-param-gather``: delayed's
-    ``fp8-params``."""
-    fp8, fp4 = "fp8-format" in o.options, "fp4-format" in o.options
-    if fp8 and fp4:
-        raise InputError("--fp8-format and --fp4-format together: Megatron-LM takes one of them", "--fp4-format")
-    for option in ("fp8-recipe", "fp8-param-gather", "fp8-amax-history-len") if not fp8 else ():
-        if option in o.options:
-            raise InputError(f"--{option} needs --fp8-format", f"--{option}")
-    if "fp4-recipe" in o.options and not fp4:
-        raise InputError("--fp4-recipe needs --fp4-format", "--fp4-recipe")
-    if fp4:
-        o.choice("fp4-format", "e2m1", ("e2m1",))
-        return {"fp8": o.choice("fp4-recipe", "nvfp4", ("nvfp4",))}
-    if not fp8:
-        return {}
-    o.choice("fp8-format", "hybrid", ("e4m3", "hybrid"))
-    recipe = o.choice("fp8-recipe", "delayed", ("delayed", "tensorwise", "mxfp8"))
-    if recipe != "delayed" and "fp8-amax-history-len" in o.options:
-        raise InputError(f"--fp8-amax-history-len applies to delayed scaling, got --fp8-recipe {recipe}; it would be "
-                         "ignored", "--fp8-amax-history-len")
-    history = {"fp8_amax_history": o.integer("fp8-amax-history-len", 1)} if recipe == "delayed" else {}
-    if o.flag("fp8-param-gather"):
-        if recipe != "delayed":
-            raise InputError(f"--fp8-param-gather with --fp8-recipe {recipe}: the library keeps FP8 primary "
-                             "weights (fp8-params) under delayed scaling only", "--fp8-param-gather")
-        return {"fp8": "fp8-params", **history}
-    return {"fp8": recipe, **history}
-
-
 def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
     policy = dict(precision="bf16" if o.flag("bf16") else "fp16" if o.flag("fp16") else "fp32",
                   distributed_optimizer=o.flag("use-distributed-optimizer"))
     if o.flag("bf16") and o.flag("fp16"):
         raise InputError("--bf16 and --fp16 together (Megatron-LM refuses them)", "--fp16")
-    policy.update(_low_precision(o))
+    policy.update(megatron_low_precision(o))
     granularity = "selective" if o.flag("recompute-activations") else o.text("recompute-granularity", "none")
     if granularity not in ("none", "selective", "full"):
         raise InputError(f"--recompute-granularity {granularity}: the library reads selective and full",

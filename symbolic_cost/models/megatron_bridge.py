@@ -56,15 +56,16 @@ gather`` (false)                             applies them)
 name: bf16_mixed, fp16_mixed), its ``bf16``, ``fp8``: the ``fp8_recipe`` (delayed, tensorwise,
 ``fp16``, ``fp8`` (hybrid, e4m3),            mxfp8; with ``fp8_param_gather``, delayed only:
 ``fp8_recipe`` (tensorwise),                 ``fp8-params``), or ``nvfp4`` (``fp4: e2m1``,
-``fp8_param_gather``, ``fp4``, ``fp4_recipe`` ``fp4_recipe: nvfp4``); ``first_last_layers_bf16``
-(nvfp4)                                      refused
+``fp8_param_gather``, ``fp4``, ``fp4_recipe`` ``fp4_recipe: nvfp4``); ``first_layers_16bit``,
+(nvfp4), ``first_last_layers_bf16`` with     ``last_layers_16bit`` (not under delayed scaling;
+``num_layers_at_start/end_in_bf16`` (0)      ``models.megatron_precision``)
 world size (``--devices``)                   ``d = world / (m1 p cp)``, Megatron-LM's rules
 ============================================ =====================================================
 
 The file does not say how many processes run it (torchrun's); ``--devices`` gives it.  Keys that
 change no count are accepted (``megatron_bridge_keys.NO_COST``); those that act only away from one
-value (CPU offload, experts, multi-token prediction, latent attention, FP4 primary weights, BF16 first and
-last layers, Megatron FSDP, a batch ramp, PEFT, ...) are refused at any other (``INERT``), and any other key is refused, naming it.
+value (CPU offload, experts, multi-token prediction, latent attention, FP4 primary weights,
+Megatron FSDP, a batch ramp, PEFT, ...) are refused at any other (``INERT``), and any other key is refused, naming it.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import CP_COMM_TYPES, Setup
 from symbolic_cost.models.megatron_bridge_keys import Container
+from symbolic_cost.models.megatron_precision import precision
 from symbolic_cost.models.training import Overlap
 
 ACTIVATIONS = {"torch.nn.functional.silu": "silu", "torch.nn.functional.gelu": "gelu",
@@ -89,9 +91,6 @@ GATED = {"silu": "swiglu", "gelu": "geglu", "relu": "reglu"}
 
 ATTENTION_BACKENDS = {1: "flash", 2: "fused", 3: "unfused", 4: "local", 5: "auto"}
 """Megatron-Core's ``AttnBackend`` enumeration, serialised by its value."""
-
-PRECISION_RECIPES = {"bf16_mixed": "bf16", "fp16_mixed": "fp16"}
-"""``mixed_precision`` given by a recipe name (Megatron-Bridge's ``mixed_precision`` presets)."""
 
 
 def load_yaml(text: str, name: str, flag: str):
@@ -205,58 +204,6 @@ def architecture(c: Container, name: str) -> Architecture:
         attention_dropout=dropout[1] != 0, vocab_multiple=c.get("model", "make_vocab_size_divisible_by", 128)
         if pad else 1, context=context, head_dim=None if head * h == e else head,
         qk_norm="head" if c.get("model", "qk_layernorm", False, bool) else None)
-
-
-def low_precision(c: Container) -> dict:
-    """``fp8`` of ``mixed_precision``'s ``fp8`` and ``fp8_recipe`` (default tensorwise), or its ``fp4``
-    and ``fp4_recipe`` (default nvfp4; the ``model`` section's where ``mixed_precision`` has no
-    ``fp4``: older dumps), as ``FP8_RECIPES`` names them; delayed's ``fp8_amax_history_len`` (default 1)."""
-    fp8, fp4 = (c.get("mixed_precision", k, None, str) for k in ("fp8", "fp4"))
-    where = "mixed_precision" if fp4 is not None else "model"     # the model's own, where the mixed precision has none
-    fp4 = c.get(where, "fp4", None, str)
-    if fp8 is not None and fp4 is not None:
-        raise InputError("mixed_precision.fp8 and fp4 together: Megatron-Core takes one of them", f"{where}.fp4")
-    if fp4 is not None:
-        recipe = c.get(where, "fp4_recipe", "nvfp4", str)
-        if (fp4, recipe) != ("e2m1", "nvfp4"):
-            raise InputError(f"mixed_precision.fp4_recipe {recipe!r} with fp4 {fp4!r}: the library models NVFP4 "
-                             f"training (fp4: e2m1, fp4_recipe: nvfp4)", "mixed_precision.fp4_recipe")
-        return {"fp8": "nvfp4"}
-    recipe = c.get("mixed_precision", "fp8_recipe", "tensorwise", str)
-    if fp8 is None:
-        return {}
-    if fp8 not in ("hybrid", "e4m3") or recipe not in ("delayed", "tensorwise", "mxfp8"):
-        raise InputError(f"mixed_precision.fp8_recipe {recipe!r} with fp8 {fp8!r}: the library models Transformer "
-                         f"Engine's delayed, tensorwise and mxfp8 recipes of the hybrid or e4m3 formats", "mixed_precision.fp8_recipe")
-    fields = {"fp8_amax_history": c.get("mixed_precision", "fp8_amax_history_len", 1, int)} if recipe == "delayed" else {}
-    if any(c.get("mixed_precision", k, False, bool) for k in ("fp8_param", "fp8_param_gather")):
-        if recipe != "delayed":
-            raise InputError(f"mixed_precision.fp8_param_gather with fp8_recipe {recipe!r}: the library keeps FP8 "
-                             f"primary weights (fp8-params) under delayed scaling only", "mixed_precision.fp8_param_gather")
-        return {"fp8": "fp8-params", **fields}
-    return {"fp8": recipe, **fields}
-
-
-def precision(c: Container) -> dict:
-    """``precision``, ``fp8`` and ``distributed_optimizer`` of ``mixed_precision``, ``ddp`` and ``optimizer``."""
-    mixed = c.data.get("mixed_precision")
-    if isinstance(mixed, str):
-        if mixed not in PRECISION_RECIPES:
-            raise InputError(f"mixed_precision {mixed!r}: the reader reads {', '.join(PRECISION_RECIPES)} by name",
-                             "mixed_precision")
-        policy = dict(precision=PRECISION_RECIPES[mixed])
-    else:
-        bf16, fp16 = c.get("mixed_precision", "bf16", False, bool), c.get("mixed_precision", "fp16", False, bool)
-        if bf16 and fp16:
-            raise InputError("mixed_precision.bf16 and fp16 together", "mixed_precision.fp16")
-        policy = dict(precision="bf16" if bf16 else "fp16" if fp16 else "fp32")
-        policy.update(low_precision(c))
-    kind = c.get("optimizer", "optimizer", "adam", str)
-    if kind not in ("adam", "sgd"):
-        raise InputError(f"optimizer.optimizer {kind!r}: Megatron-Core's optimizers are adam and sgd",
-                         "optimizer.optimizer")
-    policy.update(optimizer=kind, distributed_optimizer=c.get("ddp", "use_distributed_optimizer", False, bool))
-    return policy
 
 
 def fp32_gradients_note(c: Container) -> list:

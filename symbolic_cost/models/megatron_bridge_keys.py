@@ -12,8 +12,6 @@ from fractions import Fraction
 
 from symbolic_cost.checks import InputError
 
-LAYERS_BF16 = ("the first and last layers kept in BF16 under an FP8 or FP4 recipe are not modelled (every layer "
-               "runs the recipe)")
 FP4_PARAMS = "FP4 primary weights are not modelled (nvfp4 keeps the 16-bit weights and caches FP4 copies)"
 MOE = "mixture of experts is not read from a Megatron-Bridge file (give it with --megatron-args or --hf-config)"
 INERT = {
@@ -21,7 +19,6 @@ INERT = {
         "cpu_offloading": (False, "activation and weight offload to the host is not modelled"),
         "distribute_saved_activations": (None, "checkpoints split over the tensor ranks are not modelled"),
         "fp32_residual_connection": (False, "an fp32 residual stream is not modelled"),
-        "first_last_layers_bf16": (False, LAYERS_BF16),
         "fp4_param": (False, FP4_PARAMS),
         "mtp_enabled": (False, "multi-token prediction is not read from a Megatron-Bridge file"),
         "mtp_num_layers": (None, "multi-token prediction is not read from a Megatron-Bridge file"),
@@ -57,7 +54,7 @@ INERT = {
                   "use_precision_aware_optimizer": (False, "16-bit optimizer state is not read from a Megatron-"
                                                     "Bridge file")},
     "train": {"rampup_batch_size": (None, "a batch-size ramp changes the batch during the run")},
-    "mixed_precision": {"first_last_layers_bf16": (False, LAYERS_BF16), "fp4_param": (False, FP4_PARAMS)},
+    "mixed_precision": {"fp4_param": (False, FP4_PARAMS)},
     "": {"peft": (None, "PEFT (LoRA) is not read from a Megatron-Bridge file (give --lora-rank)")},
 }
 """Keys with no effect at one value (the dump's default), and why another value is refused."""
@@ -78,7 +75,8 @@ READ = {
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"},
     "optimizer": {"optimizer", "use_distributed_optimizer"},
     "mixed_precision": {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param", "fp8_param_gather", "fp4", "fp4_recipe",
-                        "fp8_amax_history_len"},
+                        "fp8_amax_history_len", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
+                        "num_layers_at_end_in_bf16"},
     "comm_overlap": {"tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"},
 }
 """Keys ``megatron_bridge_setup`` reads (the table of ``models.megatron_bridge``)."""
@@ -111,7 +109,7 @@ NO_COST = {
         "attention_softmax_in_fp32", "autocast_dtype", "barrier_with_L1_time", "batch_p2p_comm", "batch_p2p_sync",
         "bf16", "fp16", "fp8", "fp8_amax_compute_algo", "fp8_amax_history_len", "fp8_dot_product_attention",
         "fp8_interval", "fp8_margin", "fp8_multi_head_attention", "fp8_param", "fp8_recipe", "fp8_wgrad",
-        "num_layers_at_end_in_bf16", "num_layers_at_start_in_bf16",
+        "num_layers_at_end_in_bf16", "num_layers_at_start_in_bf16", "first_last_layers_bf16",
         "bias_activation_fusion", "bias_dropout_fusion", "calculate_per_token_loss",
         "clone_scatter_output_in_embedding",
         "config_logger_dir", "cpu_offloading_activations", "cpu_offloading_double_buffering",
@@ -193,16 +191,17 @@ class Container:
     def section(self, name: str) -> dict:
         return self.data.get(name) or {}
 
-    def get(self, section: str, key: str, default, kind=int):
-        """``section.key`` typed (``kind``: int, bool, str), ``default`` when absent or null."""
+    def get(self, section: str, key: str, default, kind=int, minimum=1):
+        """``section.key`` typed (``kind``: int, at least ``minimum``, bool, str), ``default`` when
+        absent or null."""
         value = self.section(section).get(key)
         if value is None:
             return default
         wrong = isinstance(value, bool) != (kind is bool) or not isinstance(value, kind)
         if wrong:
             raise InputError(f"{section}.{key} must be {kind.__name__}, got {value!r}", f"{section}.{key}")
-        if kind is int and value < 1:
-            raise InputError(f"{section}.{key} must be at least 1, got {value}", f"{section}.{key}")
+        if kind is int and value < minimum:
+            raise InputError(f"{section}.{key} must be at least {minimum}, got {value}", f"{section}.{key}")
         return value
 
     def fraction(self, section: str, key: str, default: str) -> Fraction:

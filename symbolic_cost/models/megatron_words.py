@@ -61,7 +61,8 @@ READ = {
     "fp8-param-gather", "fp4-format", "fp4-recipe", "use-distributed-optimizer", "recompute-granularity", "recompute-method",
     "recompute-num-layers", "recompute-activations", "recompute-modules", "overlap-grad-reduce",
     "overlap-param-gather", "tp-comm-overlap", "attention-backend", "use-flash-attn", "tokenizer-type",
-    "make-vocab-size-divisible-by", "fp8-amax-history-len", "cp-comm-type"}
+    "make-vocab-size-divisible-by", "fp8-amax-history-len", "cp-comm-type",
+    "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
 def parse(words: list) -> dict:

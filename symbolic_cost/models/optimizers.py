@@ -31,9 +31,11 @@ Optimizers (``OPTIMIZERS``), their state per parameter:
 ============== =================================================================================
 
 Low-precision recipes (``FP8_RECIPES``; Micikevicius et al. 2022; NVIDIA Transformer Engine,
-TE): the linear products of the transformer layers (not the word table, the head or attention's
-score products) run on low-precision tensor cores in forward and backward (fprop, dgrad and
-wgrad).  One field, ``Training.fp8``, names the recipe, FP4 included: Megatron-LM takes
+TE): the linear products of the transformer layers (attention's projections, latent attention's
+too, the MLP's, the routed experts' grouped GEMM and the shared experts'; not the word table, the
+head, attention's score products, the MoE router or a shared-expert gate, ``recipes.KEPT_16BIT``)
+run on low-precision tensor cores in forward and backward (fprop, dgrad and wgrad), on every
+layer but the first and last ones ``Training`` keeps in 16-bit (``recipes.precision_groups``).  One field, ``Training.fp8``, names the recipe, FP4 included: Megatron-LM takes
 ``--fp8-recipe`` and ``--fp4-recipe`` as exclusive choices of the same thing, and the names are
 Megatron-LM's (``--fp8-recipe delayed|tensorwise|mxfp8``, ``--fp4-recipe nvfp4``).  Per recipe:
 the bytes per element of the input each product keeps for backward (``kept_bytes``, instead of the
@@ -82,8 +84,7 @@ its 16 rows; one scale per 256 elements would be ``1/2 + 1/256``: an assumption 
 The cast kernels that quantise each product's input and output gradient are rows of their own
 (``ops.quantise``); ``amax_pass``: the recipe takes each scale from the tensor's own absolute
 maximum, found in a pass before the cast (``tensorwise``; ``nvfp4``'s fp32 per-tensor scale).
-Not modelled: Megatron-LM's ``--first-last-layers-bf16`` (refused by name by the readers); the
-``blockwise`` (128x128) FP8 recipe.
+Not modelled: the ``blockwise`` (128x128) FP8 recipe.
 """
 
 from __future__ import annotations

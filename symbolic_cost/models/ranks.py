@@ -12,8 +12,9 @@ from sympy import Eq, Expr, Integer, Piecewise, sympify
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.memory import stage_kept_bytes
+from symbolic_cost.models.recipes import sixteen_bit, stack_units
 from symbolic_cost.models.training import Training, element_bytes
-from symbolic_cost.models.stack import layer_kinds
+from symbolic_cost.models.stack import units
 from symbolic_cost.parallel.pipeline import chunk_in_flight, per_stage
 from symbolic_cost.parallel.splits import chunk_layers, layout_layers
 from symbolic_cost.checks import InputError
@@ -116,26 +117,11 @@ class Placement:
 def placed_by_p(arch, policy: dict) -> bool:
     """Whether the layers a rank holds depend on ``p`` beyond ``1/p`` of each group: layers of
     several recorded kinds (``units``), or uneven first and last stages in the ``Training``
-    fields ``policy`` (``SPLIT``: stage sizes, the embedding or the loss counted as a layer)."""
+    fields ``policy`` (``SPLIT``: stage sizes, the embedding or the loss counted as a layer; the
+    first and last layers kept 16-bit, ``models.recipes.precision_groups``)."""
     kinds = units(arch)
     return (kinds is not None and len({g for g, _ in kinds}) > 1) or any(
-        policy.get(k) not in (None, False) for k in SPLIT)
-
-
-def units(arch) -> list[tuple[int, int]] | None:
-    """``(group, layer)`` for every unit the stack's middle blocks count, in model order: each
-    layer in its group (``models.stack.layer_kinds``); an encoder-decoder's encoder layers,
-    its encoder end with the last of them, its decoder start with the first decoder layer,
-    then the decoder layers (the four middle blocks of ``models.stack.model_stack``).  ``None``
-    where the model does not record which layer is which."""
-    kinds = layer_kinds(arch)
-    if kinds is not None:
-        return [(g, i) for i, g in enumerate(kinds)]
-    encoder, decoder = sympify(arch.n_layers), sympify(arch.decoder_layers)
-    if not (arch.encoder_decoder and encoder.is_number and decoder.is_number):
-        return None
-    n, m = int(encoder), int(decoder)
-    return [(0, i) for i in range(n)] + [(1, n - 1), (2, n)] + [(3, n + j) for j in range(m)]
+        policy.get(k) not in (None, False, 0) for k in SPLIT + ("first_layers_16bit", "last_layers_16bit"))
 
 
 SPLIT = ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "pipeline_layout")
@@ -150,10 +136,10 @@ def placement(arch, t: Training, stack, p) -> Placement:
     p = exact(p, "p")
     groups = tuple(count for _, count in stack[1:-1])
     split = next((k for k in SPLIT if getattr(t, k) not in (None, False)), None)
-    kinds = units(arch)
-    if kinds is not None and max(g for g, _ in kinds) + 1 != len(groups):   # kinds that cost the same: one group
-        kinds = [(0, i) for _, i in kinds] if len(groups) == 1 else None
-    if split in SPLIT[2:] and not p.is_number:
+    kinds = stack_units(units(arch), t, len(groups))      # kinds that cost the same are one group
+    if sixteen_bit(t) and p != 1:     # the 16-bit layers sit on the first and last ranks
+        split = split or "first_layers_16bit"
+    if split in SPLIT[2:] + ("first_layers_16bit",) and not p.is_number:
         raise InputError(f"{split} needs a numeric p, got p={p}", split)
     if p == 1 or not p.is_number or not (split or (len(groups) > 1 and kinds is not None)):
         return Placement(p, groups)

@@ -42,7 +42,8 @@ from dataclasses import replace
 from sympy import Expr, Integer, sympify
 
 from symbolic_cost.cost import collective
-from symbolic_cost.models.lora import LINEAR_ROWS, ROW_PARALLEL, adapt_stack, is_adapter, is_linear, weight_matrix
+from symbolic_cost.models.lora import LINEAR_ROWS, adapt_stack, is_adapter, is_linear, weight_matrix
+from symbolic_cost.models.stack import units
 from symbolic_cost.models.optimizers import bytes_per_parameter, factored_state_bytes, get_fp8
 from symbolic_cost.ops.quantise import quantise
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
@@ -63,33 +64,121 @@ def check_offload(offload: str, zero: int) -> None:
                          "fetched from the host on use")
 
 
-def recipe_stack(stack, t, es, conventions):
-    """The model's blocks under ``t``'s recipe: a low-precision recipe's products keep their
-    inputs in its ``kept_bytes`` (``_low_precision_layer``); LoRA freezes the base and adds the
-    adapters (``lora.adapt_stack``)."""
+KEPT_16BIT = ("router", "shared_gate")
+"""Linear products of a layer that a low-precision recipe leaves in 16-bit: plain PyTorch
+parameters in Megatron-Core (the MoE router's ``TopKRouter.weight``, the shared experts'
+``gate_weight``), not Transformer Engine modules, so its FP8 autocast does not reach them."""
+
+NORM_FUSED = ("qkv_proj", "fc1", "q_b_proj", "kv_b_proj")
+"""Products that read their input quantised by the norm before them (Megatron-Core's
+``TELayerNormColumnParallelLinear``: the attention's and the dense MLP's input norms, latent
+attention's ``q_layernorm`` and ``kv_layernorm``); every other low-precision product casts its
+forward input (``ops.quantise``)."""
+
+
+def recipe_stack(stack, t, es, conventions, arch):
+    """``arch``'s blocks under ``t``'s recipe: a low-precision recipe's products keep their
+    inputs in its ``kept_bytes`` (``_low_precision_layer``), except on the first and last layers
+    ``t`` keeps in 16-bit (``precision_groups``); LoRA freezes the base and adds the adapters
+    (``lora.adapt_stack``)."""
     recipe = get_fp8(t.fp8)
     if recipe is not None:
-        stack = tuple((_low_precision_layer(blk, es, recipe) if 0 < i < len(stack) - 1 else blk, count)
-                      for i, (blk, count) in enumerate(stack))
+        middle = tuple((_low_precision_layer(blk, es, recipe) if low else blk, count)
+                       for blk, low, count in precision_groups(t, units(arch), stack[1:-1]))
+        stack = (stack[0], *middle, stack[-1])
     if t.lora is not None:
         stack = adapt_stack(stack, t.lora, es, conventions)
     return stack
 
 
+def check_16bit_layers(t) -> None:
+    """``first_layers_16bit`` and ``last_layers_16bit`` are whole numbers of layers, and only
+    under a recipe that can leave layers out: Megatron-Core refuses them under delayed scaling
+    (its amax reduction spans every layer's FP8 context)."""
+    for name in ("first_layers_16bit", "last_layers_16bit"):
+        value = getattr(t, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(f"{name} must be a whole number of layers >= 0, got {value!r}", name)
+        if value and (t.fp8 is None or get_fp8(t.fp8).amax_history):
+            raise InputError(f"{name} keeps layers in 16-bit under a low-precision recipe other than delayed "
+                             f"scaling (Megatron-LM: 'Delayed scaling does not support first / last layer in "
+                             f"BF16'), got fp8={t.fp8!r}", name)
+
+
+def sixteen_bit(t) -> bool:
+    """Whether ``t`` keeps its first or last layers out of its low-precision recipe."""
+    return bool(getattr(t, "first_layers_16bit", 0) or getattr(t, "last_layers_16bit", 0))
+
+
+def precision_groups(t, kinds, middle) -> list:
+    """``(block, low precision, layers)`` of each layer group of ``middle`` (the stack's
+    ``(block, count)`` groups; ``kinds``, ``models.stack.units``, says which layer is which), in
+    the order ``stack_units`` numbers them: every group low precision; when ``t`` keeps its first
+    ``first_layers_16bit`` and last ``last_layers_16bit`` layers (Megatron-Core's global layer
+    numbers, ``is_first_last_bf16_layer``) in 16-bit, each group's low-precision layers, then its
+    16-bit ones.  A model that does not record which layer is which has one group (a symbolic
+    depth): its 16-bit layers are the sum."""
+    if not sixteen_bit(t):
+        return [(blk, True, count) for blk, count in middle]
+    kept = t.first_layers_16bit + t.last_layers_16bit
+    base = _base_units(kinds, len(middle))
+    if base is None:
+        if len(middle) != 1:
+            raise InputError("first_layers_16bit, last_layers_16bit: the model's layers differ and which layer is "
+                             "which is not recorded", "first_layers_16bit")
+        (blk, count), = middle
+        if (count - kept).is_negative:
+            raise InputError(f"first_layers_16bit + last_layers_16bit = {kept} exceeds the {count} layers",
+                             "first_layers_16bit")
+        return [(blk, low, n) for low, n in ((True, count - kept), (False, sympify(kept))) if n != 0]
+    order, layers = _split(t, base)
+    return [(middle[g][0], low, Integer(sum(1 for j, _ in layers if j == k))) for k, (g, low) in enumerate(order)]
+
+
+def stack_units(kinds, t, groups: int):
+    """``(group, layer)`` of every layer (``models.stack.units``' ``kinds``) numbered as the
+    stack's ``groups`` layer groups: ``kinds`` as they are, or all one group where kinds that
+    cost the same are one block; with ``t``'s 16-bit layers, the groups ``precision_groups``
+    splits them into.  ``None`` where neither numbering fits."""
+    if not sixteen_bit(t):
+        return _base_units(kinds, groups)
+    for base in _bases(kinds):
+        order, layers = _split(t, base)
+        if len(order) == groups:
+            return layers
+    return None
+
+
+def _bases(kinds) -> list:
+    return [] if kinds is None else [kinds, [(0, i) for _, i in kinds]]
+
+
+def _base_units(kinds, groups: int):
+    return next((base for base in _bases(kinds) if max(g for g, _ in base) + 1 == groups), None)
+
+
+def _split(t, base) -> tuple[list, list]:
+    """``(order, units)``: each new group's ``(group, low precision)`` in order (a group's
+    low-precision layers first), and each layer's new group."""
+    depth = max(i for _, i in base) + 1
+    keyed = [((g, t.first_layers_16bit <= i < depth - t.last_layers_16bit), i) for g, i in base]
+    order = sorted({key for key, _ in keyed}, key=lambda key: (key[0], not key[1]))
+    return order, [(order.index(key), i) for key, i in keyed]
+
+
 def _low_precision_layer(blk, es, recipe):
-    """A layer whose linear products keep their input in ``recipe.kept_bytes`` per element
-    (``act_buffer x kept_bytes / es``: the quantised copy the weight gradient reads) and run on
-    its tensor cores in both passes (``Cost.fp8`` or ``Cost.fp4``), each followed by its cast
-    kernels (``ops.quantise``, row ``<product>_cast``).  The products that split their output
-    under tensor parallelism (``qkv_proj``, ``fc1``) read their input quantised by the norm
-    before them (Megatron-Core's Transformer Engine layers, ``TELayerNormColumnParallelLinear``),
-    so only ``v_proj`` and ``fc2`` cast their input."""
+    """A layer whose linear products (all but ``KEPT_16BIT``) keep their input in
+    ``recipe.kept_bytes`` per element (``act_buffer x kept_bytes / es``: the quantised copy the
+    weight gradient reads) and run on its tensor cores in both passes (``Cost.fp8`` or
+    ``Cost.fp4``), each followed by its cast kernels (``ops.quantise``, row ``<product>_cast``):
+    backward casts every output gradient, forward the input of every product but the
+    ``NORM_FUSED`` ones."""
     def rows(r):
-        if r.name not in LINEAR_ROWS:
+        if not (is_linear(r) and r.name not in KEPT_16BIT):
             return (r,)
         kept = r.act_buffer * recipe.kept_bytes / es
-        forward = [g for g in r.gemms if g.pass_ == "fwd"]
-        inputs = sum((g.count * g.m * g.k for g in forward), Integer(0)) if r.name in ROW_PARALLEL else 0
+        forward = _forward(r)
+        inputs = 0 if r.name in NORM_FUSED else sum((g.count * g.m * g.k for g in forward), Integer(0))
         cast = quantise(inputs, sum((g.count * g.m * g.n for g in forward), Integer(0)), es=es,
                         quantised=recipe.kept_bytes, amax_pass=recipe.amax_pass, name=f"{r.name}_cast")
         return (replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept,
@@ -99,18 +188,19 @@ def _low_precision_layer(blk, es, recipe):
 
 
 def matrix_elements(blk) -> Expr:
-    """Elements of the weight matrices of a layer's linear products (biases excluded): the
-    tensors FP8 and QLoRA store in fewer bits."""
-    return sum((_product(weight_matrix(r)) for r in blk if r.name in LINEAR_ROWS), Integer(0))
+    """Elements of the weight matrices of a layer's low-precision products (biases excluded;
+    every group's of a grouped product): the tensors a recipe caches quantised copies of."""
+    return sum((g.groups * g.k * g.n for r in blk if r.fp8 or r.fp4 for g in _forward(r)), Integer(0))
 
 
 def fp8_products(blk) -> Expr:
-    """Linear products of a layer (each has its own FP8 scales)."""
-    return Integer(sum(1 for r in blk if r.name in LINEAR_ROWS))
+    """Weight matrices of a layer's low-precision products: each has its own scaling state
+    (Transformer Engine's grouped linear keeps one per expert)."""
+    return sum((g.groups for r in blk if r.fp8 or r.fp4 for g in _forward(r)), Integer(0))
 
 
-def _product(pair):
-    return pair[0] * pair[1]
+def _forward(row) -> list:
+    return [g for g in row.gemms if g.pass_ == "fwd"]
 
 
 def trainable(blk, es, lora) -> Expr:

@@ -217,6 +217,22 @@ def layer_kinds(arch: Architecture) -> tuple[int, ...] | None:
     return tuple(order.index(key) for key in keys)
 
 
+def units(arch) -> list[tuple[int, int]] | None:
+    """``(group, layer)`` for every unit the stack's middle blocks count, in model order: each
+    layer in its group (``models.stack.layer_kinds``); an encoder-decoder's encoder layers,
+    its encoder end with the last of them, its decoder start with the first decoder layer,
+    then the decoder layers (the four middle blocks of ``models.stack.model_stack``).  ``None``
+    where the model does not record which layer is which."""
+    kinds = layer_kinds(arch)
+    if kinds is not None:
+        return [(g, i) for i, g in enumerate(kinds)]
+    encoder, decoder = sympify(arch.n_layers), sympify(arch.decoder_layers)
+    if not (arch.encoder_decoder and encoder.is_number and decoder.is_number):
+        return None
+    n, m = int(encoder), int(decoder)
+    return [(0, i) for i in range(n)] + [(1, n - 1), (2, n)] + [(3, n + j) for j in range(m)]
+
+
 def _decoder_tokens(arch: Architecture, t):
     """Tokens per sequence through the decoder: ``t.l_dec`` for an encoder-decoder (default
     ``l``); a decoder-only model is its decoder, over ``l``."""

@@ -122,10 +122,11 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     es = element_bytes(t.precision)
     plain = t.without_cp()                  # the model's own counts (parameters, model FLOPs)
-    stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions, *expert_degrees(t, m1), t.tensor), t, es, conventions)
+    stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions, *expert_degrees(t, m1), t.tensor), t, es,
+                         conventions, arch)
     (start, _), (layer, _), (end, _) = stack[0], stack[1], stack[-1]
     depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
-    whole = recipe_stack(model_stack(arch, plain, 1, 1, 1, conventions), t, 1, conventions)   # 1-byte: weights = parameters
+    whole = recipe_stack(model_stack(arch, plain, 1, 1, 1, conventions), t, 1, conventions, arch)   # 1-byte: weights = parameters
     parameters = sum((count * blk.total("weights") for blk, count in whole), exact(0))
     place = placement(arch, t, stack, p)
     layers = stack[1:-1]
@@ -136,7 +137,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
                                        [blk.total(field) for blk, _ in layers])
     per_device = held(start.total("weights") / es, end.total("weights") / es,
                       [blk.total("weights") / es for blk, _ in layers], tied_copy(arch, start) / es)
-    one = recipe_stack(model_stack(arch, plain, 1, 1, es, conventions), t, es, conventions)   # one device: its FLOPs
+    one = recipe_stack(model_stack(arch, plain, 1, 1, es, conventions), t, es, conventions, arch)   # one device: its FLOPs
     on_stage = lambda of, copy=0: held(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
     states = split_state_bytes(data_group(t), m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
     model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731

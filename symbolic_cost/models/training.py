@@ -18,7 +18,7 @@ from symbolic_cost.checks import InputError, choice, flag, positive, positive_di
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.op_recompute import check_training
 from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
-from symbolic_cost.models.recipes import check_offload
+from symbolic_cost.models.recipes import check_16bit_layers, check_offload, sixteen_bit
 from symbolic_cost.blocks.context import VARIANTS
 from symbolic_cost.blocks.wiring import check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
@@ -92,6 +92,8 @@ class Training:
     master_weights: bool = True  # 16-bit training keeps an fp32 master copy in the optimizer
     fp8: str | None = None       # a low-precision recipe (FP8, MXFP8, NVFP4) of models.optimizers.FP8_RECIPES
     fp8_amax_history: int | None = None   # delayed scaling's amax history (None: TE's 1024; Megatron-LM's is 1)
+    first_layers_16bit: int = 0  # layers at the start kept out of the fp8 recipe (Megatron --first-last-layers-bf16)
+    last_layers_16bit: int = 0   # layers at the end kept out of it (models.recipes.precision_groups)
     offload: str = "none"        # "optimizer" or "parameters" to the host (models.recipes)
     lora: LoRA | None = None     # adapters over a frozen base (models.lora)
     mtp: bool = True             # train the model's multi-token-prediction modules (blocks.mtp), if any
@@ -137,6 +139,7 @@ class Training:
         check_expert_training(self.ep, self.etp, self.capacity_factor, self.expert_imbalance)
         check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8, amax_history=self.fp8_amax_history)
         check_offload(self.offload, self.zero)
+        check_16bit_layers(self)
         check_sharding(self)
         if self.lora is not None and not isinstance(self.lora, LoRA):
             raise InputError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}")
@@ -224,6 +227,9 @@ def check_model(arch, t: Training) -> None:
     check_context_parallel(arch, t)
     if arch.moe is not None and t.shard is not None:    # HSDP: the expert grid folds into a replica group
         expert_shard_degree(t.m1, t.shard, t.ep, t.m1 if t.etp is None else t.etp, t.cp)
+    if sixteen_bit(t) and arch.encoder_decoder:
+        raise InputError(f"first_layers_16bit, last_layers_16bit: {arch.name} is an encoder-decoder, whose layers are "
+                         "not numbered as one stack (Megatron-Core's global layer number)", "first_layers_16bit")
     if arch.moe is None:
         for name, value, plain in (("ep", t.ep, 1), ("capacity_factor", t.capacity_factor, None),
                                    ("expert_imbalance", t.expert_imbalance, 1)):

@@ -52,7 +52,8 @@ def one_device_stack(cost: ModelCost):
     recipe and conventions."""
     t, conventions = cost.training.without_cp(), cost.layer.conventions
     es = element_bytes(t.precision)
-    return recipe_stack(model_stack(cost.architecture, t, 1, 1, es, conventions), t, es, conventions)
+    return recipe_stack(model_stack(cost.architecture, t, 1, 1, es, conventions), t, es, conventions,
+                        cost.architecture)
 
 
 def _replicas(cost: ModelCost) -> Expr:

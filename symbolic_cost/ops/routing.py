@@ -9,6 +9,8 @@ does no floating-point arithmetic and counts no FLOPs here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, exact, make_cost
 from symbolic_cost.ops.matmul import linear
@@ -119,4 +121,5 @@ def grouped_linear(rows, e_in, e_out, groups, *, bias=False, es=2, conventions=c
     weights = exact(groups, "groups") * per_group * exact(es, "es")
     return make_cost(name, "matrix", flops_fwd=one.flops_fwd, flops_bwd=one.flops_bwd, flops_wgrad=one.flops_wgrad,
                      act_in=one.act_in, act_out=one.act_out, act_buffer=one.act_buffer, act_grads=one.act_grads,
-                     weights=weights, weight_grads=weights, gemms=one.gemms)
+                     weights=weights, weight_grads=weights,
+                     gemms=tuple(replace(g, groups=exact(groups, "groups")) for g in one.gemms))

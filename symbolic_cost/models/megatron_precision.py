@@ -1,0 +1,137 @@
+"""The precision a Megatron run trains in, as ``Training`` fields: the low-precision recipe
+and the layers it leaves in 16-bit, from Megatron-LM's arguments (``megatron_low_precision``, the
+table of ``models.megatron_args``) and from Megatron-Bridge's ``mixed_precision`` section, with the
+``optimizer`` and ``ddp`` keys that decide the state (``precision``, the table of
+``models.megatron_bridge``).
+"""
+
+from __future__ import annotations
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.megatron_bridge_keys import Container
+from symbolic_cost.models.megatron_words import Options
+
+PRECISION_RECIPES = {"bf16_mixed": "bf16", "fp16_mixed": "fp16"}
+"""``mixed_precision`` given by a recipe name (Megatron-Bridge's ``mixed_precision`` presets)."""
+
+
+def precision(c: Container) -> dict:
+    """``precision``, ``fp8`` and ``distributed_optimizer`` of ``mixed_precision``, ``ddp`` and ``optimizer``."""
+    mixed = c.data.get("mixed_precision")
+    if isinstance(mixed, str):
+        if mixed not in PRECISION_RECIPES:
+            raise InputError(f"mixed_precision {mixed!r}: the reader reads {', '.join(PRECISION_RECIPES)} by name",
+                             "mixed_precision")
+        policy = dict(precision=PRECISION_RECIPES[mixed])
+    else:
+        bf16, fp16 = c.get("mixed_precision", "bf16", False, bool), c.get("mixed_precision", "fp16", False, bool)
+        if bf16 and fp16:
+            raise InputError("mixed_precision.bf16 and fp16 together", "mixed_precision.fp16")
+        policy = dict(precision="bf16" if bf16 else "fp16" if fp16 else "fp32")
+        policy.update(low_precision(c))
+    kind = c.get("optimizer", "optimizer", "adam", str)
+    if kind not in ("adam", "sgd"):
+        raise InputError(f"optimizer.optimizer {kind!r}: Megatron-Core's optimizers are adam and sgd",
+                         "optimizer.optimizer")
+    policy.update(optimizer=kind, distributed_optimizer=c.get("ddp", "use_distributed_optimizer", False, bool))
+    return policy
+
+
+
+def low_precision(c: Container) -> dict:
+    """``fp8`` of ``mixed_precision``'s ``fp8`` and ``fp8_recipe`` (default tensorwise), or its ``fp4``
+    and ``fp4_recipe`` (default nvfp4; the ``model`` section's where ``mixed_precision`` has no
+    ``fp4``: older dumps), as ``FP8_RECIPES`` names them; delayed's ``fp8_amax_history_len`` (default 1)."""
+    fp8, fp4 = (c.get("mixed_precision", k, None, str) for k in ("fp8", "fp4"))
+    where = "mixed_precision" if fp4 is not None else "model"     # the model's own, where the mixed precision has none
+    fp4 = c.get(where, "fp4", None, str)
+    if fp8 is not None and fp4 is not None:
+        raise InputError("mixed_precision.fp8 and fp4 together: Megatron-Core takes one of them", f"{where}.fp4")
+    if fp4 is not None:
+        recipe = c.get(where, "fp4_recipe", "nvfp4", str)
+        if (fp4, recipe) != ("e2m1", "nvfp4"):
+            raise InputError(f"mixed_precision.fp4_recipe {recipe!r} with fp4 {fp4!r}: the library models NVFP4 "
+                             f"training (fp4: e2m1, fp4_recipe: nvfp4)", "mixed_precision.fp4_recipe")
+        return {"fp8": "nvfp4", **sixteen_bit_layers(c, "nvfp4")}
+    recipe = c.get("mixed_precision", "fp8_recipe", "tensorwise", str)
+    if fp8 is None:
+        return sixteen_bit_layers(c, None)
+    if fp8 not in ("hybrid", "e4m3") or recipe not in ("delayed", "tensorwise", "mxfp8"):
+        raise InputError(f"mixed_precision.fp8_recipe {recipe!r} with fp8 {fp8!r}: the library models Transformer "
+                         f"Engine's delayed, tensorwise and mxfp8 recipes of the hybrid or e4m3 formats", "mixed_precision.fp8_recipe")
+    fields = {"fp8_amax_history": c.get("mixed_precision", "fp8_amax_history_len", 1, int)} if recipe == "delayed" else {}
+    if any(c.get("mixed_precision", k, False, bool) for k in ("fp8_param", "fp8_param_gather")):
+        if recipe != "delayed":
+            raise InputError(f"mixed_precision.fp8_param_gather with fp8_recipe {recipe!r}: the library keeps FP8 "
+                             f"primary weights (fp8-params) under delayed scaling only", "mixed_precision.fp8_param_gather")
+        return {"fp8": "fp8-params", **fields, **sixteen_bit_layers(c, "fp8-params")}
+    return {"fp8": recipe, **fields, **sixteen_bit_layers(c, recipe)}
+
+
+def sixteen_bit_layers(c: Container, recipe: str | None) -> dict:
+    """``first_layers_16bit``, ``last_layers_16bit`` of ``mixed_precision.first_last_layers_bf16`` and its
+    ``num_layers_at_start_in_bf16``, ``num_layers_at_end_in_bf16`` (Megatron-Bridge's default 0 each)."""
+    if not c.get("mixed_precision", "first_last_layers_bf16", False, bool):
+        return {}
+    if recipe is None:
+        raise InputError("mixed_precision.first_last_layers_bf16 needs fp8 or fp4 (it would be ignored)",
+                         "mixed_precision.first_last_layers_bf16")
+    if recipe in ("delayed", "fp8-params"):
+        raise InputError("mixed_precision.first_last_layers_bf16 with delayed scaling: Megatron-Core refuses it "
+                         "('Delayed scaling does not support first / last layer in BF16')",
+                         "mixed_precision.first_last_layers_bf16")
+    return {f"{end}_layers_16bit": c.get("mixed_precision", f"num_layers_at_{at}_in_bf16", 0, int, minimum=0)
+            for end, at in (("first", "start"), ("last", "end"))}
+
+
+def megatron_low_precision(o: Options) -> dict:
+    """``fp8`` from ``--fp8-format``/``--fp8-recipe`` (default delayed) or ``--fp4-format``/``--fp4-recipe``
+    (default nvfp4), as ``models.optimizers.FP8_RECIPES`` names them; ``--fp8-param-gather``: delayed's
+    ``fp8-params``."""
+    fp8, fp4 = "fp8-format" in o.options, "fp4-format" in o.options
+    if fp8 and fp4:
+        raise InputError("--fp8-format and --fp4-format together: Megatron-LM takes one of them", "--fp4-format")
+    for option in ("fp8-recipe", "fp8-param-gather", "fp8-amax-history-len") if not fp8 else ():
+        if option in o.options:
+            raise InputError(f"--{option} needs --fp8-format", f"--{option}")
+    if "fp4-recipe" in o.options and not fp4:
+        raise InputError("--fp4-recipe needs --fp4-format", "--fp4-recipe")
+    kept = _megatron_16bit_layers(o, fp8 or fp4)
+    if fp4:
+        o.choice("fp4-format", "e2m1", ("e2m1",))
+        return {"fp8": o.choice("fp4-recipe", "nvfp4", ("nvfp4",)), **kept}
+    if not fp8:
+        return {}
+    o.choice("fp8-format", "hybrid", ("e4m3", "hybrid"))
+    recipe = o.choice("fp8-recipe", "delayed", ("delayed", "tensorwise", "mxfp8"))
+    if recipe != "delayed" and "fp8-amax-history-len" in o.options:
+        raise InputError(f"--fp8-amax-history-len applies to delayed scaling, got --fp8-recipe {recipe}; it would be "
+                         "ignored", "--fp8-amax-history-len")
+    history = {"fp8_amax_history": o.integer("fp8-amax-history-len", 1)} if recipe == "delayed" else {}
+    if kept and recipe == "delayed":
+        raise InputError("--first-last-layers-bf16 with delayed scaling (Megatron-LM: 'Delayed scaling does not "
+                         "support first / last layer in BF16'): give --fp8-recipe tensorwise or mxfp8",
+                         "--first-last-layers-bf16")
+    if o.flag("fp8-param-gather"):
+        if recipe != "delayed":
+            raise InputError(f"--fp8-param-gather with --fp8-recipe {recipe}: the library keeps FP8 primary "
+                             "weights (fp8-params) under delayed scaling only", "--fp8-param-gather")
+        return {"fp8": "fp8-params", **history}
+    return {"fp8": recipe, **history, **kept}
+
+
+def _megatron_16bit_layers(o: Options, recipe: bool) -> dict:
+    """``first_layers_16bit`` and ``last_layers_16bit`` from ``--first-last-layers-bf16`` with
+    ``--num-layers-at-start-in-bf16`` and ``--num-layers-at-end-in-bf16`` (Megatron-LM's defaults,
+    1 and 1)."""
+    counts = ("num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16")
+    if not o.flag("first-last-layers-bf16"):
+        for option in counts:
+            if option in o.options:
+                raise InputError(f"--{option} needs --first-last-layers-bf16 (it would be ignored)", f"--{option}")
+        return {}
+    if not recipe:
+        raise InputError("--first-last-layers-bf16 needs --fp8-format or --fp4-format (it would be ignored)",
+                         "--first-last-layers-bf16")
+    start, end = (o.integer(option, 1, minimum=0) for option in counts)
+    return {"first_layers_16bit": start, "last_layers_16bit": end}
