@@ -127,6 +127,8 @@ def _inside(expr) -> frozenset:
 
 def _integer(value, name: str, nonnegative: bool = False) -> Expr:
     """One size: exact, and a positive (or non-negative) integer as far as SymPy can tell."""
+    if type(value) is int and (value >= 0 if nonnegative else value > 0):
+        return Integer(value)                # the common case, decided without SymPy's assumptions
     expr = exact(value, name)
     sign = expr.is_nonnegative if nonnegative else expr.is_positive
     if (expr.is_number and not (expr.is_integer and sign)) or sign is False or expr.is_integer is False:
@@ -221,8 +223,9 @@ def choice(value, name: str, allowed) -> object:
 
 def divides(dims: dict, divisor: str, dividend: str, why: str = "") -> None:
     """Raise unless ``dims[divisor]`` divides ``dims[dividend]`` (when decidable; ``check_rules``)."""
-    ratio = sympify(dims[dividend]) / sympify(dims[divisor])
-    if ratio.is_integer is False:
+    top, bottom = sympify(dims[dividend]), sympify(dims[divisor])
+    whole = top.p % bottom.p == 0 if top.is_Integer and bottom.is_Integer else (top / bottom).is_integer is not False
+    if not whole:
         raise InputError(f"{divisor} must divide {dividend} (got {divisor}={dims[divisor]}, {dividend}="
                          f"{dims[dividend]}){f'; {why}' if why else ''}", divisor)
 

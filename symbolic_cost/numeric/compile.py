@@ -43,6 +43,7 @@ from sympy.printing.numpy import NumPyPrinter
 from symbolic_cost.checks import InputError
 from symbolic_cost.extrema import swap
 from symbolic_cost.numeric import kernel_cache, loop_kernel
+from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.parallel.collectives import Log2
 from symbolic_cost.symbols import resolve_names
 
@@ -133,21 +134,24 @@ class Compiled:
         return out
 
     def _numba(self, flat) -> list[np.ndarray]:
-        """The generated loop on contiguous columns; with several threads, each its share of rows."""
+        """The generated loop on contiguous columns; with several threads, each its share of rows.
+        Each output is a block of its own (one ``(outputs, rows)`` block is over glibc's largest
+        mmap threshold at a million rows: fresh pages, zeroed by the kernel, on every call)."""
+        keep_freed_pages()
         size = flat[0].size
-        out = np.empty((len(self.names), size))
+        out = [np.empty(size) for _ in self.names]
         inputs = [np.ascontiguousarray(a) for a in flat] if self.symbols else []
         parts = min(loop_kernel.numba().get_num_threads(), max(size // LLVM_BLOCK, 1))
         if parts == 1:
             self.function(*out, *inputs)
-            return list(out)
+            return out
         pool = _POOL.get(parts) or _POOL.setdefault(parts, ThreadPoolExecutor(parts))
         cuts = np.linspace(0, size, parts + 1).astype(int)
         jobs = [pool.submit(self.function, *(c[a:z] for c in out), *(c[a:z] for c in inputs))
                 for a, z in zip(cuts[:-1], cuts[1:])]
         for job in jobs:
             job.result()
-        return list(out)
+        return out
 
     def _llvm(self, flat) -> list[np.ndarray]:
         """Rows through the kernel a block at a time; the outputs are the columns of one

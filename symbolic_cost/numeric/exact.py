@@ -109,8 +109,11 @@ class Exact:
         missing = [str(s) for s in self.symbols if s not in values]
         if missing:
             raise InputError(f"exact evaluation needs values for {', '.join(missing)}", missing[0])
-        numbers = [_exact_number(values[s], s.name) for s in self.symbols]
-        return {name: to_sympy(v) for name, v in zip(self.names, self.function(*numbers))}
+        return self.at([_exact_number(values[s], s.name) for s in self.symbols])
+
+    def at(self, numbers) -> dict[str, Expr]:
+        """The results at exact ``numbers``, one for each of ``symbols`` in order."""
+        return dict(zip(self.names, map(to_sympy, self.function(*numbers))))
 
 
 def _exact_number(value, name: str):
@@ -206,7 +209,8 @@ def model_function(arch, system="h100", conventions=None, **policy):
         if seen not in checked:      # the rules depend on these numbers only: checked once each
             check_numbers(arch, Training(**_training_degrees(chosen_values), **policy))
             checked.add(seen) if len(checked) < CHECKED else None
-        return function_for(chosen_values["p"])(chosen_values)
+        function = function_for(chosen_values["p"])
+        return function.at([_exact_number(chosen_values[s.name], s.name) for s in function.symbols])
     return evaluate
 
 

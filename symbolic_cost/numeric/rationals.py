@@ -32,6 +32,8 @@ def to_sympy(value) -> Expr:
 
     >>> to_sympy(RATIONAL(6, 4)), to_sympy(12), to_sympy(RATIONAL(4, 2)), to_sympy(0.5)
     (3/2, 12, 2, 0.500000000000000)
+    >>> to_sympy(RATIONAL(6, 4)) == Rational(3, 2) and hash(to_sympy(7)) == hash(Integer(7))
+    True
     """
     if type(value) is int:                            # the common case first
         return _integer(value)
@@ -45,7 +47,7 @@ def to_sympy(value) -> Expr:
         p, q = int(value.numerator), int(value.denominator)
         if q == 2 and p == 1:
             return Rational(1, 2)                     # SymPy's singleton Half
-        number = Expr.__new__(Rational)               # already in lowest terms, q > 0
+        number = _bare(Rational)                      # already in lowest terms, q > 0
         number.p, number.q = p, q
         return number
     return Float(value)
@@ -54,6 +56,14 @@ def to_sympy(value) -> Expr:
 def _integer(i: int) -> Expr:
     if i in _SPECIAL:
         return Integer(i)                             # SymPy's singletons, compared with ``is``
-    number = Expr.__new__(Integer)
+    number = _bare(Integer)
     number.p = i
+    return number
+
+
+def _bare(cls, new=object.__new__):
+    """An empty SymPy number of ``cls``: what ``Basic.__new__`` sets with no arguments (its
+    assumptions, no hash yet, no args), without the call (half the cost of a result)."""
+    number = new(cls)
+    number._assumptions, number._mhash, number._args = cls.default_assumptions, None, ()
     return number
