@@ -154,17 +154,22 @@ class Compiled:
         return out
 
     def _llvm(self, flat) -> list[np.ndarray]:
-        """Rows through the kernel a block at a time; the outputs are the columns of one
-        ``(rows, outputs)`` array, written by the kernel in place."""
+        """Rows through the kernel a block at a time, into one reused ``(rows, outputs)`` block,
+        then into each output's own contiguous column (as ``_numba``: no block over glibc's mmap
+        threshold, and columns a reader takes without a stride)."""
+        keep_freed_pages()
         size, width = flat[0].size, max(len(self.symbols), 1)
-        results = np.empty((size, len(self.names)))
+        out = [np.empty(size) for _ in self.names]
+        block = np.empty((min(size, LLVM_BLOCK), len(self.names)))
         inputs = np.zeros((min(size, LLVM_BLOCK), width))
         for start in range(0, size, LLVM_BLOCK):
             rows = min(LLVM_BLOCK, size - start)
             for j, column in enumerate(flat if self.symbols else []):
                 inputs[:rows, j] = column[start:start + rows]
-            self.function(inputs[:rows], out=results[start:start + rows])
-        return [results[:, i] for i in range(len(self.names))]
+            self.function(inputs[:rows], out=block[:rows])
+            for i, column in enumerate(out):
+                column[start:start + rows] = block[:rows, i]
+        return out
 
     def frame(self, values: Mapping):
         """Inputs and outputs as a DataFrame, one row per configuration."""
