@@ -70,8 +70,6 @@ Megatron FSDP, a batch ramp, PEFT, ...) are refused at any other (``INERT``), an
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.models.architecture import Architecture

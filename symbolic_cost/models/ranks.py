@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Eq, Expr, Integer, Piecewise, sympify
+from sympy import Eq, Expr, Integer, Piecewise
 
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
