@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # cheapest first (seconds of the unmutated run, one core): a mutation without a recorded killer
 # stops at the first file that fails, so the cheap files go before test_serving_load and test_moe
 TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_torchtitan.py",
-         "tests/test_deepspeed_rules.py", "tests/test_zero_bubble.py", "tests/test_mutation_oracles.py", "tests/test_utilisation.py", "tests/test_op_recompute.py",
+         "tests/test_deepspeed_rules.py", "tests/test_zero_bubble.py", "tests/test_mutation_oracles.py",
+         "tests/test_utilisation.py", "tests/test_op_recompute.py",
          "tests/test_pipeline_splits.py", "tests/test_fsdp.py", "tests/test_serving_cp.py",
          "tests/test_framework_memory.py", "tests/test_model.py", "tests/test_dualpipe.py",
          "tests/test_context_parallel.py", "tests/test_serving_peak.py", "tests/test_moe_context.py",

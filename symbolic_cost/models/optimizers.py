@@ -35,7 +35,8 @@ TE): the linear products of the transformer layers (attention's projections, lat
 too, the MLP's, the routed experts' grouped GEMM and the shared experts'; not the word table, the
 head, attention's score products, the MoE router or a shared-expert gate, ``recipes.KEPT_16BIT``)
 run on low-precision tensor cores in forward and backward (fprop, dgrad and wgrad), on every
-layer but the first and last ones ``Training`` keeps in 16-bit (``recipes.precision_groups``).  One field, ``Training.fp8``, names the recipe, FP4 included: Megatron-LM takes
+layer but the first and last ones ``Training`` keeps in 16-bit (``recipes.precision_groups``).
+One field, ``Training.fp8``, names the recipe, FP4 included: Megatron-LM takes
 ``--fp8-recipe`` and ``--fp4-recipe`` as exclusive choices of the same thing, and the names are
 Megatron-LM's (``--fp8-recipe delayed|tensorwise|mxfp8``, ``--fp4-recipe nvfp4``).  Per recipe:
 the bytes per element of the input each product keeps for backward (``kept_bytes``, instead of the
