@@ -329,7 +329,7 @@ MUTATIONS = (
              "return [(p, i % 2 == 0) for i, p in enumerate(out)]", "return [(p, i % 2 == 1) for i, p in enumerate(out)]",
              required=False),
     # delayed scaling's amax history: Megatron-LM's default is 1 (tests/test_low_precision.py)
-    Mutation("megatron-amax-history-default", "symbolic_cost/models/megatron_args.py",
+    Mutation("megatron-amax-history-default", "symbolic_cost/models/megatron_precision.py",
              'o.integer("fp8-amax-history-len", 1)', 'o.integer("fp8-amax-history-len", 1024)', required=False),
     Mutation("amax-history-ignored", "symbolic_cost/models/recipes.py", "fp8.scale_bytes(t.fp8_amax_history)",
              "fp8.scale_bytes()", required=False),
