@@ -15,6 +15,7 @@ Mixtral 8x7B (its Hugging Face config): 32 layers, E = 4096, 32 query and 8 KV h
 """
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from symbolic_cost.cli import main
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import load, preset
 from symbolic_cost.models.ranks import cost_placement, rank_activation_bytes
+from symbolic_cost.timing.step import step_time_breakdown
 from test_low_precision import SMALL as LOW_PRECISION_SMALL, SMALL_GPT2, _summary
 
 CONFIGS = Path(__file__).resolve().parent / "hf_configs"
@@ -129,7 +131,6 @@ def test_a_16bit_layer_keeps_its_inputs_in_16bit_on_its_rank():
 def test_a_16bit_layer_takes_a_16bit_layers_time():
     """One device: the compute time of 2 layers kept 16-bit over 10 in FP8 is the all-FP8 time plus
     2/12 of the difference between the all-16-bit and the all-FP8 runs (each layer takes its own)."""
-    from symbolic_cost.timing.step import step_time_breakdown
     compute = {name: step_time_breakdown(cost, "h100")["compute"] for name, cost in (
         ("16", _gpt2()), ("8", _gpt2(fp8="tensorwise")),
         ("mixed", _gpt2(fp8="tensorwise", first_layers_16bit=1, last_layers_16bit=1)))}
@@ -138,7 +139,6 @@ def test_a_16bit_layer_takes_a_16bit_layers_time():
 
 def test_a_symbolic_depth_splits_its_one_group():
     n = Symbol("n_layers", positive=True, integer=True)
-    from dataclasses import replace
     got = model_cost(replace(GPT2, n_layers=n), Training(b=1, l=G_TOKENS, fp8="tensorwise", first_layers_16bit=1,
                                                          last_layers_16bit=2))
     assert [count for _, count in got.stack[1:-1]] == [n - 3, 3]
