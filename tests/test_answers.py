@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from symbolic_cost.cli import answers, main
+from symbolic_cost.numeric import kernel_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,11 +73,11 @@ def test_an_explicit_argv_always_runs_in_full(tmp_path, monkeypatch, capsys):
 
 def test_an_edited_package_file_is_a_new_key(tmp_path, monkeypatch):
     (tmp_path / "formula.py").write_text("FLOPS = 2\n")
-    monkeypatch.setattr(answers, "PACKAGE", tmp_path)
-    monkeypatch.setattr(answers, "_DIGEST", [])
+    monkeypatch.setattr(kernel_cache, "PACKAGE", tmp_path)
+    monkeypatch.setattr(kernel_cache, "_DIGEST", [])
     before = answers.key(["summary", "--preset", "gpt2"])
     (tmp_path / "formula.py").write_text("FLOPS = 3\n")
-    monkeypatch.setattr(answers, "_DIGEST", [])
+    monkeypatch.setattr(kernel_cache, "_DIGEST", [])
     assert answers.key(["summary", "--preset", "gpt2"]) != before
 
 

@@ -38,8 +38,9 @@ def _record(monkeypatch) -> list:
 
 
 @pytest.fixture(scope="module")
-def library_sets():
+def library_sets(tmp_path_factory):
     with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path_factory.mktemp("builds")))  # every set built here
         sets = _record(monkeypatch)
         search(preset("gpt2"), 16, "h100", global_batch=64, seq=1024, tensor=("1d", "2d"))
         for name in ("Llama-3.2-1B", "Mixtral-8x7B-v0.1", "DeepSeek-V2-Lite"):

@@ -69,7 +69,7 @@ def test_a_whole_model_equals_the_exact_path_on_every_row(name, policy, grid):
 
 
 @pytest.fixture(scope="module")
-def library_sets():
+def library_sets(tmp_path_factory):
     """One kernel of each kind the library compiles: a search's (dense with 1-D and 2-D tensor
     layouts, grouped-query, experts, latent attention), a sweep's with constraints, the
     inference report's curves."""
@@ -79,6 +79,7 @@ def library_sets():
         sets.append((dict(exprs), symbols))
         return original(exprs, symbols, backend)
     with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path_factory.mktemp("builds")))  # every set built here
         for module in ("symbolic_cost.numeric.search", "symbolic_cost.numeric.sweep",
                        "symbolic_cost.report.inference"):
             monkeypatch.setattr(importlib.import_module(module), "compile_exprs", recording)

@@ -112,6 +112,27 @@ def test_progress_names_each_kernel():
     assert len(said) == 4 and said[-1].startswith("search: 4/4 kernels")
 
 
+def test_a_second_search_loads_its_kernels_without_building(tmp_path, monkeypatch):
+    """The kernels are filed under what they were built from: the same search again builds
+    nothing; another system, or an edited package (its digest), builds afresh."""
+    from symbolic_cost.numeric import kernel_cache, search as module
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
+    first = search(GPT2, 8, "h100", global_batch=32, seq=SEQ, top=5)
+    assert len(list(tmp_path.glob("kernel_build_*.pickle"))) == 4      # recompute none, full x s1 = 1, m1
+    monkeypatch.setattr(module, "model_cost", _no_build)
+    again = search(GPT2, 8, "h100", global_batch=32, seq=SEQ, top=5)
+    assert again.evaluated == first.evaluated and again.best.equals(first.best)
+    with pytest.raises(AssertionError, match="built"):
+        search(GPT2, 8, "a100", global_batch=32, seq=SEQ, top=5)
+    monkeypatch.setattr(kernel_cache, "_DIGEST", ["an edited formula"])
+    with pytest.raises(AssertionError, match="built"):
+        search(GPT2, 8, "h100", global_batch=32, seq=SEQ, top=5)
+
+
+def _no_build(*args):
+    raise AssertionError("built although the kernel is on disk")
+
+
 # Context parallelism and FSDP/HSDP shard groups (issue 28): off by default, varied when asked.
 
 def count_cp_and_shard_by_hand(variant, cp_degrees, devices, batch, seq, heads=12, kv=12, width=3072, layers=12):

@@ -26,6 +26,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from symbolic_cost.numeric.kernel_cache import package_digest
+
 FORMAT = 1
 """Bumped whenever what an answer file holds changes."""
 
@@ -46,9 +48,6 @@ OPTIONS = frozenset((
 
 DEPENDENCIES = ("sympy", "mpmath", "symengine", "numpy")
 """The libraries whose version can change a printed number or formula."""
-
-PACKAGE = Path(__file__).resolve().parent.parent
-
 
 def cacheable(words) -> bool:
     """Whether the command line ``words`` (without the program name) may be answered from the cache:
@@ -75,7 +74,7 @@ def key(words) -> str:
     False
     """
     digest = hashlib.sha256()
-    for part in (FORMAT, sys.version, *map(_installed, DEPENDENCIES), _package_digest(), "|", *words):
+    for part in (FORMAT, sys.version, *map(_installed, DEPENDENCIES), package_digest(), "|", *words):
         digest.update(str(part).encode())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
@@ -98,22 +97,6 @@ def _installed(name: str) -> str:
     except OSError:
         infos = []
     return f"{origin} {stat.st_mtime_ns} {stat.st_size} {' '.join(infos)}"
-
-
-_DIGEST: list[str] = []
-
-
-def _package_digest() -> str:
-    """The SHA-256 of the names and text of every file of this package (compiled files aside)."""
-    if not _DIGEST:
-        digest = hashlib.sha256()
-        for root, folders, files in os.walk(PACKAGE):
-            folders[:] = sorted(f for f in folders if f != "__pycache__")
-            for name in sorted(files):
-                path = Path(root, name)
-                digest.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
-        _DIGEST.append(digest.hexdigest())
-    return _DIGEST[0]
 
 
 def _path(words) -> Path | None:

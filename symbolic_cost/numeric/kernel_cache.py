@@ -7,6 +7,10 @@ generated Python source (``<key>.py``, loaded as a module); the LLVM backend
 stores symengine's pickled ``Lambdify`` (``<key>.pickle``); the numba backend its generated
 loop (``<key>.py``), and numba its machine code beside it (``__pycache__``).
 
+A search's kernels are also filed under what they were built from (``built``): the model, the
+training, the system, the conventions and the text of every file of this package, so that a
+second search skips building the formulas as well.
+
 Where: ``SYMBOLIC_COST_CACHE`` if set (``off`` disables the cache), else the
 platform's user cache directory (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux,
 ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows) under
@@ -25,6 +29,8 @@ from pathlib import Path
 
 FORMAT = 1
 """Bumped whenever the code a backend generates changes."""
+PACKAGE = Path(__file__).resolve().parent.parent
+_DIGEST: list[str] = []
 
 
 def cache_dir() -> Path | None:
@@ -56,6 +62,38 @@ def key(backend: str, texts, arguments) -> str:
 def _symengine_version() -> str:
     module = sys.modules.get("symengine")
     return getattr(module, "__version__", "")
+
+
+def package_digest() -> str:
+    """The SHA-256 of the names and text of every file of this package (compiled files aside)."""
+    if not _DIGEST:
+        digest = hashlib.sha256()
+        for root, folders, files in os.walk(PACKAGE):
+            folders[:] = sorted(f for f in folders if f != "__pycache__")
+            for name in sorted(files):
+                path = Path(root, name)
+                digest.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+        _DIGEST.append(digest.hexdigest())
+    return _DIGEST[0]
+
+
+def built(inputs, make):
+    """The compiled kernel (``numeric.compile.Compiled``) that ``make()`` builds from ``inputs``
+    (everything its formulas depend on, each with a ``repr`` that names its value): unpickled
+    from disk, or made and pickled there.  The file name hashes the ``repr``s with the package's
+    text (``package_digest``), so an edited formula is a new key.  Kept only where the kernel
+    pickles (symengine's LLVM one) and every input's ``repr`` is its value (no ``at 0x...``)."""
+    text = "\0".join(map(repr, inputs))
+    path = None if " at 0x" in text else _path("build_" + key("build", [text], [package_digest()]), ".pickle")
+    if path is not None and path.exists():
+        try:
+            return pickle.loads(path.read_bytes())
+        except Exception:
+            pass
+    compiled = make()
+    if path is not None and compiled.backend == "llvm":
+        _write(path, pickle.dumps(compiled))
+    return compiled
 
 
 def numpy_kernel(make, values, symbols):

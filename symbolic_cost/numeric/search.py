@@ -36,7 +36,8 @@ from symbolic_cost.models.recipes import OFFLOAD, check_offload
 from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.models.grid_stack import on_grid, unsupported
-from symbolic_cost.numeric.compile import compile_exprs
+from symbolic_cost.numeric.compile import compile_exprs, default_backend
+from symbolic_cost.numeric.kernel_cache import built
 from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, layouts, shard_rows,
                                            virtual_stages)
 from symbolic_cost.timing.hardware import get_system
@@ -192,10 +193,13 @@ def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top
         names = [n for n in names if n not in ("p", "vp")]
     symbolic = {**(dict(cp=S.cp, cp_variant=variant.cp_variant) if context else {}), **(dict(shard=S.shard) if hsdp else {})}
     training, names = replace(training, **symbolic), names + [n for n in ("cp", "shard") if n in symbolic]
-    cost = model_cost(arch, training, conventions)
-    parts = step_time_breakdown(cost, system, conventions)
-    compiled = compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)},
+
+    def build():
+        cost = model_cost(arch, training, conventions)
+        parts = step_time_breakdown(cost, system, conventions)
+        return compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)},
                              symbols=[S.BY_NAME[k] for k in names])
+    compiled = built((PARTS, arch, training, system, conventions, names, default_backend()), build)
     values = compiled({k: rows[k].to_numpy() for k in names})
     return _best(rows, values, float(system.hbm_capacity), top)
 
