@@ -110,8 +110,10 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
     ``n_micro`` a multiple of ``p`` and each ``vp`` of ``layouts.virtual_stages``; DualPipe's with ``p``
     and ``n_micro`` even, ``n_micro >= 2p``; under full
     recomputation each ``n_rec`` from 1 to a stage's layers (``recompute_layers="all"``) or all
-    of them (``"full"``, Megatron-LM's uniform recomputation of every layer)."""
-    rows = base[base["recompute"] == variant.recompute]
+    of them (``"full"``, Megatron-LM's uniform recomputation of every layer).  Numbers only: the
+    variant's own choices are written on the fastest rows alone (``_labelled``), since a column
+    of text costs more to copy than the kernel takes to evaluate its rows."""
+    rows = base[base["recompute"] == variant.recompute].drop(columns="recompute")
     if variant.schedule == "interleaved":
         rows = by_stage(rows[(rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)], "vp",
                         lambda p: virtual_stages(depth, p))
@@ -124,7 +126,18 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
                         else [depth // p])
     else:
         rows = rows.assign(n_rec=0)
-    return rows.assign(zero=variant.zero, offload=variant.offload, schedule=variant.schedule)
+    return rows
+
+
+def _labelled(best: pd.DataFrame, variant: Variant) -> pd.DataFrame:
+    """The fastest rows of a variant with its choices: ``recompute`` after the degrees, ``zero``,
+    ``offload`` and ``schedule`` after ``n_rec``."""
+    best = best.copy()
+    best.insert(best.columns.get_loc("n_micro") + 1, "recompute", variant.recompute)
+    at = best.columns.get_loc("n_rec") + 1
+    for offset, name in enumerate(("zero", "offload", "schedule")):
+        best.insert(at + offset, name, getattr(variant, name))
+    return best
 
 
 @dataclass(frozen=True)
@@ -137,7 +150,11 @@ class SearchResult:
 def _best(rows: pd.DataFrame, values: dict, capacity: float, top: int):
     """(rows, fitting rows, the ``top`` fastest fitting rows with their ``values``)."""
     fits = np.flatnonzero(values["memory"] <= capacity)
-    order = fits[np.argsort(values["total"][fits], kind="stable")[:top]]
+    fast, total = fits, values["total"][fits]
+    if len(fits) > top:          # only rows as fast as the top-th sorted: the same rows, ties in order
+        keep = np.flatnonzero(total <= np.partition(total, top - 1)[top - 1])
+        fast, total = fits[keep], total[keep]
+    order = fast[np.argsort(total, kind="stable")[:top]]
     best = rows.iloc[order].assign(**{k: np.asarray(v)[order] for k, v in values.items()})
     return len(rows), len(fits), best
 
@@ -151,26 +168,29 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     if variant.shard is not None:
         rows = shard_rows(arch, rows, variant.shard)
     if rows.empty:
-        return 0, 0, rows
-    by_p = ["p", "vp"] if placed_by_p(arch, fixed) else []
-    kinds = rows.assign(_shards=_sequence_kind(rows), _cp="cp" in rows and rows["cp"] > 1,
-                        _hsdp="shard" in rows and rows["shard"] < rows["d"])
-    results = [_evaluate(arch, variant, group.drop(columns=["_shards", "_cp", "_hsdp"]), seq, system, conventions,
-                         fixed, top, *_stage_keys(key, by_p), shards, context=bool(context), hsdp=bool(hsdp))
-               for (shards, context, hsdp, *key), group in kinds.groupby(["_shards", "_cp", "_hsdp", *by_p],
-                                                                        sort=False)]
+        return 0, 0, _labelled(rows, variant)
+    by_p = [rows["p"], rows["vp"]] if placed_by_p(arch, fixed) else []
+    apart = np.zeros(len(rows), dtype=bool)
+    kinds = [_sequence_kind(rows), rows["cp"].to_numpy() > 1 if "cp" in rows else apart,
+             rows["shard"].to_numpy() < rows["d"].to_numpy() if "shard" in rows else apart]
+    results = [_evaluate(arch, variant, group, seq, system, conventions, fixed, top, *_stage_keys(key, by_p),
+                         SHARDS[shards], context=bool(context), hsdp=bool(hsdp))
+               for (shards, context, hsdp, *key), group in rows.groupby([*kinds, *by_p], sort=False)]
     best = pd.concat([b for _, _, b in results]).sort_values("total", kind="stable").head(top)
-    return sum(n for n, _, _ in results), sum(k for _, k, _ in results), best
+    return sum(n for n, _, _ in results), sum(k for _, k, _ in results), _labelled(best, variant)
+
+
+SHARDS = ("none", "tensor", "partial")
 
 
 def _sequence_kind(rows) -> np.ndarray:
-    """How each layout shards the sequence: ``"none"`` (``s1 = 1``), ``"tensor"`` (``s1 = m1``,
-    Megatron's sequence parallelism) or ``"partial"``.  Each kind is built apart with ``s1`` set
+    """How each layout shards the sequence, as an index of ``SHARDS``: ``"none"`` (``s1 = 1``),
+    ``"tensor"`` (``s1 = m1``, Megatron's sequence parallelism) or ``"partial"``.  Each kind is built apart with ``s1`` set
     (1, or ``m1`` itself), so that the collectives are the ones that layout sends: with ``s1``
     a free symbol, the tensor group's allreduce of ``s1 = 1`` is booked as its reduce-scatter
     and allgather (``blocks.layout.reduce_to_shards``), which the calibrated model (NCCL's
     latencies) prices apart."""
-    return np.where(rows["s1"] == 1, "none", np.where(rows["s1"] == rows["m1"], "tensor", "partial"))
+    return np.where(rows["s1"] == 1, 0, np.where(rows["s1"] == rows["m1"], 1, 2))
 
 
 def _stage_keys(key, by_p) -> tuple:
