@@ -37,14 +37,13 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-from sympy import Function, Mod, Symbol, ceiling, floor, lambdify, log, sympify
+from sympy import Symbol, lambdify, sympify
 from sympy.printing.numpy import NumPyPrinter
 
 from symbolic_cost.checks import InputError
-from symbolic_cost.extrema import swap
 from symbolic_cost.numeric import kernel_cache, loop_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
-from symbolic_cost.parallel.collectives import Log2
+from symbolic_cost.numeric.portable import portable
 from symbolic_cost.symbols import resolve_names
 
 BACKENDS = ("llvm", "numba", "numpy")
@@ -305,31 +304,3 @@ def _rebuild(expr, args, se):
                  se.Unequality: se.Ne, se.And: se.And, se.Or: se.Or, se.Not: se.Not}
     build = relations.get(type(expr))
     return build(*args) if build else expr.func(*args)
-
-
-def portable(expr):
-    """``expr`` with the functions LLVM lacks written in ones it has: ``Mod(a, n)`` as
-    ``a - n floor(a/n)``, ``Log2(n)`` (``ceil(log2 n)``) with ``log``; exact up to n = 2^28; a
-    step function with ``as_piecewise`` as its pieces."""
-    expr = sympify(expr)          # a plain number (a part that is 0) as well
-    calls = _calls(expr)
-    swaps = {a: a.args[0] - a.args[1] * floor(a.args[0] / a.args[1]) if isinstance(a, Mod)
-             else ceiling(log(a.args[0]) / log(2)) for a in calls if isinstance(a, (Mod, Log2))}
-    # step functions of the library (timing.efficiency.TreeCorrection) as their pieces
-    swaps.update({a: a.as_piecewise() for a in calls if hasattr(a, "as_piecewise")})
-    return swap(expr, swaps) if swaps else expr
-
-
-def _calls(expr) -> set:
-    """The function applications in ``expr``, each shared part visited once (``atoms`` walks a
-    part once per path to it: a step time's collectives share parts so widely that this took
-    half of a search's conversion)."""
-    seen, found, todo = set(), set(), [expr]
-    while todo:
-        node = todo.pop()
-        if node not in seen:
-            seen.add(node)
-            if isinstance(node, Function):
-                found.add(node)
-            todo.extend(node.args)
-    return found

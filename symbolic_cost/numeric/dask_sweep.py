@@ -30,7 +30,8 @@ import pandas as pd
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import kernel_cache, loop_kernel
-from symbolic_cost.numeric.compile import Compiled, compile_exprs, portable, sweep_backend
+from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
+from symbolic_cost.numeric.portable import portable
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.sweep import check_grid, grid_rows, grid_size, keep_exprs
 from symbolic_cost.symbols import resolve_names

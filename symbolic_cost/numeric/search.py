@@ -4,7 +4,7 @@ fastest on ``N`` devices, among those that fit in memory.
 The degrees ``m1, s1, d, p``, the micro-batch ``b`` and micro-batches ``n_micro`` (with
 experts ``ep, etp``), the interleaved schedule's chunks per rank ``vp`` and the layers a
 stage recomputes ``n_rec`` are symbols: the model is built once per discrete choice that
-changes its formulas (a ``Variant``: recomputation, ZeRO stage, offload, schedule), its step
+changes its formulas (a ``variants.Variant``: recomputation, ZeRO stage, offload, schedule), its step
 time (``timing.step.step_time_breakdown``) and the step's peak memory (``models.peak``, what
 must fit) compiled into one kernel, and every layout of that variant evaluated at once.  ``SPACE`` spans everything the library can
 express (Calculon's search space: tensor, pipeline, data degrees, micro-batch,
@@ -28,18 +28,17 @@ from sympy import Max, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, choice, count
-from symbolic_cost.models import RECOMPUTE, Architecture, Training, model_cost
+from symbolic_cost.checks import InputError, count
+from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.peak import peak_bytes
-from symbolic_cost.models.recipes import OFFLOAD, check_offload
 from symbolic_cost.parallel.grid import Lcm
-from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.models.grid_stack import on_grid, unsupported
 from symbolic_cost.numeric.compile import compile_exprs, default_backend
 from symbolic_cost.numeric.kernel_cache import built
 from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, layouts, shard_rows,
                                            virtual_stages)
+from symbolic_cost.numeric.variants import Variant, labelled, offload_allowed, variant_rows, variants
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -53,91 +52,6 @@ SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), sch
              recompute=("none", "selective", "activation", "full"), recompute_layers="all", micro_batch_sizes="all",
              sequence="all")
 """Every choice ``search`` can vary: pass ``**SPACE`` for the whole space."""
-
-
-@dataclass(frozen=True)
-class Variant:
-    """The discrete choices one compiled kernel covers (``cp_variant`` where ``cp > 1``; ``shard``, ZeRO-3's)."""
-
-    recompute: str
-    zero: int
-    offload: str
-    schedule: str
-    cp_variant: str = "ring"
-    shard: object = None
-
-    def training(self, seq, experts: bool, **fixed) -> Training:
-        """The training with every layout choice a symbol: ``vp`` chunks when interleaved, the
-        first ``n_rec`` layers of a stage recomputed under full recomputation."""
-        extra = dict(ep=S.ep, etp=S.etp) if experts else {}
-        if self.schedule == "interleaved":
-            extra.update(schedule="interleaved", virtual_stages=S.vp)
-        elif self.schedule in ("gpipe", "zb-h1", "dualpipe"):
-            extra.update(schedule=self.schedule)
-        if self.recompute == "full":
-            extra.update(recompute_method="block", recompute_layers=S.n_rec)
-        return Training(b=S.b, l=seq, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro,
-                        recompute=self.recompute, zero=self.zero, offload=self.offload, **extra, **fixed)
-
-    def symbols(self, experts: bool) -> list[str]:
-        return (["b", "m1", "s1", "d", "p", "n_micro"] + (["ep", "etp"] if experts else [])
-                + (["vp"] if self.schedule == "interleaved" else []) + (["n_rec"] if self.recompute == "full" else []))
-
-
-def variants(zero=(1,), offload=("none",), schedules=("1f1b",), recompute=("none", "full"), cp_variant="ring",
-             shard=None) -> list[Variant]:
-    """Every combination the recipe allows (offloading the optimizer needs ZeRO, offloading the
-    parameters ZeRO-3: ``models.recipes.check_offload``); each choice checked first.  ``shard``
-    (``"all"`` or sizes, ``layouts.shard_groups``) goes to the ZeRO-3 variants only."""
-    for name, values, allowed in (("zero", zero, (0, 1, 2, 3)), ("offload", offload, OFFLOAD),
-                                  ("schedules", schedules, SCHEDULES), ("recompute", recompute, RECOMPUTE)):
-        for value in values:
-            choice(value, name, allowed)
-    return [Variant(r, z, o, s, cp_variant, shard if z == 3 else None)
-            for r, z, o, s in itertools.product(recompute, zero, offload, schedules) if _allowed(o, z)]
-
-
-def _allowed(offload: str, zero: int) -> bool:
-    try:
-        check_offload(offload, zero)
-    except ValueError:
-        return False
-    return True
-
-
-def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_layers="full") -> pd.DataFrame:
-    """The layouts of ``base`` (``layouts.layouts``) a variant runs: interleaved ones with ``p > 1``,
-    ``n_micro`` a multiple of ``p`` and each ``vp`` of ``layouts.virtual_stages``; DualPipe's with ``p``
-    and ``n_micro`` even, ``n_micro >= 2p``; under full
-    recomputation each ``n_rec`` from 1 to a stage's layers (``recompute_layers="all"``) or all
-    of them (``"full"``, Megatron-LM's uniform recomputation of every layer).  Numbers only: the
-    variant's own choices are written on the fastest rows alone (``_labelled``), since a column
-    of text costs more to copy than the kernel takes to evaluate its rows."""
-    rows = base[base["recompute"] == variant.recompute].drop(columns="recompute")
-    if variant.schedule == "interleaved":
-        rows = by_stage(rows[(rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)], "vp",
-                        lambda p: virtual_stages(depth, p))
-    elif variant.schedule == "dualpipe":      # parallel.pipeline.dualpipe_rules
-        rows = rows[(rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"])].assign(vp=1)
-    else:
-        rows = rows.assign(vp=1)
-    if variant.recompute == "full":
-        rows = by_stage(rows, "n_rec", lambda p: range(1, depth // p + 1) if recompute_layers == "all"
-                        else [depth // p])
-    else:
-        rows = rows.assign(n_rec=0)
-    return rows
-
-
-def _labelled(best: pd.DataFrame, variant: Variant) -> pd.DataFrame:
-    """The fastest rows of a variant with its choices: ``recompute`` after the degrees, ``zero``,
-    ``offload`` and ``schedule`` after ``n_rec``."""
-    best = best.copy()
-    best.insert(best.columns.get_loc("n_micro") + 1, "recompute", variant.recompute)
-    at = best.columns.get_loc("n_rec") + 1
-    for offset, name in enumerate(("zero", "offload", "schedule")):
-        best.insert(at + offset, name, getattr(variant, name))
-    return best
 
 
 @dataclass(frozen=True)
@@ -168,7 +82,7 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     if variant.shard is not None:
         rows = shard_rows(arch, rows, variant.shard)
     if rows.empty:
-        return 0, 0, _labelled(rows, variant)
+        return 0, 0, labelled(rows, variant)
     by_p = [rows["p"], rows["vp"]] if placed_by_p(arch, fixed) else []
     apart = np.zeros(len(rows), dtype=bool)
     kinds = [_sequence_kind(rows), rows["cp"].to_numpy() > 1 if "cp" in rows else apart,
@@ -177,7 +91,7 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
                          SHARDS[shards], context=bool(context), hsdp=bool(hsdp))
                for (shards, context, hsdp, *key), group in rows.groupby([*kinds, *by_p], sort=False)]
     best = pd.concat([b for _, _, b in results]).sort_values("total", kind="stable").head(top)
-    return sum(n for n, _, _ in results), sum(k for _, k, _ in results), _labelled(best, variant)
+    return sum(n for n, _, _ in results), sum(k for _, k, _ in results), labelled(best, variant)
 
 
 SHARDS = ("none", "tensor", "partial")
@@ -276,7 +190,7 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
     if not grids.empty:
         results = [(n, k, f.assign(tensor="1d", grid="")) for n, k, f in results]
         results += [grid_frames(arch, grids, seq, system, conventions, top, zero=z, offload=o, schedule=s, **fixed)
-                    for z, o, s in itertools.product(zeros, offload, schedules) if _allowed(o, z)]
+                    for z, o, s in itertools.product(zeros, offload, schedules) if offload_allowed(o, z)]
     every = pd.concat([f for _, _, f in results], ignore_index=True)
     every = every.assign(cp=every["cp"].fillna(1).astype(int)) if "cp" in every else every   # grids: cp = 1
     every = every.assign(shard=every["shard"].fillna(every["d"]).astype(int)) if "shard" in every else every  # below ZeRO-3: d

@@ -1,0 +1,107 @@
+"""The discrete choices of a search (``numeric.search``) and the layouts each one runs.
+
+A ``Variant`` is one choice of recomputation, ZeRO stage, offload and schedule (with context
+parallelism's variant and ZeRO-3's shard groups): the choices that change a model's formulas,
+so that each is built and compiled once and evaluated on every layout it runs
+(``variant_rows``), the degrees, micro-batch and layers recomputed being symbols.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import pandas as pd
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import choice
+from symbolic_cost.models import RECOMPUTE, Training
+from symbolic_cost.models.recipes import OFFLOAD, check_offload
+from symbolic_cost.numeric.layouts import by_stage, virtual_stages
+from symbolic_cost.parallel.pipeline import SCHEDULES
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The discrete choices one compiled kernel covers (``cp_variant`` where ``cp > 1``; ``shard``, ZeRO-3's)."""
+
+    recompute: str
+    zero: int
+    offload: str
+    schedule: str
+    cp_variant: str = "ring"
+    shard: object = None
+
+    def training(self, seq, experts: bool, **fixed) -> Training:
+        """The training with every layout choice a symbol: ``vp`` chunks when interleaved, the
+        first ``n_rec`` layers of a stage recomputed under full recomputation."""
+        extra = dict(ep=S.ep, etp=S.etp) if experts else {}
+        if self.schedule == "interleaved":
+            extra.update(schedule="interleaved", virtual_stages=S.vp)
+        elif self.schedule in ("gpipe", "zb-h1", "dualpipe"):
+            extra.update(schedule=self.schedule)
+        if self.recompute == "full":
+            extra.update(recompute_method="block", recompute_layers=S.n_rec)
+        return Training(b=S.b, l=seq, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro,
+                        recompute=self.recompute, zero=self.zero, offload=self.offload, **extra, **fixed)
+
+    def symbols(self, experts: bool) -> list[str]:
+        return (["b", "m1", "s1", "d", "p", "n_micro"] + (["ep", "etp"] if experts else [])
+                + (["vp"] if self.schedule == "interleaved" else []) + (["n_rec"] if self.recompute == "full" else []))
+
+
+def variants(zero=(1,), offload=("none",), schedules=("1f1b",), recompute=("none", "full"), cp_variant="ring",
+             shard=None) -> list[Variant]:
+    """Every combination the recipe allows (offloading the optimizer needs ZeRO, offloading the
+    parameters ZeRO-3: ``models.recipes.check_offload``); each choice checked first.  ``shard``
+    (``"all"`` or sizes, ``layouts.shard_groups``) goes to the ZeRO-3 variants only."""
+    for name, values, allowed in (("zero", zero, (0, 1, 2, 3)), ("offload", offload, OFFLOAD),
+                                  ("schedules", schedules, SCHEDULES), ("recompute", recompute, RECOMPUTE)):
+        for value in values:
+            choice(value, name, allowed)
+    return [Variant(r, z, o, s, cp_variant, shard if z == 3 else None)
+            for r, z, o, s in itertools.product(recompute, zero, offload, schedules) if offload_allowed(o, z)]
+
+
+def offload_allowed(offload: str, zero: int) -> bool:
+    """Whether ``offload`` runs under ZeRO stage ``zero`` (``models.recipes.check_offload``)."""
+    try:
+        check_offload(offload, zero)
+    except ValueError:
+        return False
+    return True
+
+
+def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_layers="full") -> pd.DataFrame:
+    """The layouts of ``base`` (``layouts.layouts``) a variant runs: interleaved ones with ``p > 1``,
+    ``n_micro`` a multiple of ``p`` and each ``vp`` of ``layouts.virtual_stages``; DualPipe's with ``p``
+    and ``n_micro`` even, ``n_micro >= 2p``; under full
+    recomputation each ``n_rec`` from 1 to a stage's layers (``recompute_layers="all"``) or all
+    of them (``"full"``, Megatron-LM's uniform recomputation of every layer).  Numbers only: the
+    variant's own choices are written on the fastest rows alone (``labelled``), since a column
+    of text costs more to copy than the kernel takes to evaluate its rows."""
+    rows = base[base["recompute"] == variant.recompute].drop(columns="recompute")
+    if variant.schedule == "interleaved":
+        rows = by_stage(rows[(rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)], "vp",
+                        lambda p: virtual_stages(depth, p))
+    elif variant.schedule == "dualpipe":      # parallel.pipeline.dualpipe_rules
+        rows = rows[(rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"])].assign(vp=1)
+    else:
+        rows = rows.assign(vp=1)
+    if variant.recompute == "full":
+        rows = by_stage(rows, "n_rec", lambda p: range(1, depth // p + 1) if recompute_layers == "all"
+                        else [depth // p])
+    else:
+        rows = rows.assign(n_rec=0)
+    return rows
+
+
+def labelled(best: pd.DataFrame, variant: Variant) -> pd.DataFrame:
+    """The fastest rows of a variant with its choices: ``recompute`` after the degrees, ``zero``,
+    ``offload`` and ``schedule`` after ``n_rec``."""
+    best = best.copy()
+    best.insert(best.columns.get_loc("n_micro") + 1, "recompute", variant.recompute)
+    at = best.columns.get_loc("n_rec") + 1
+    for offset, name in enumerate(("zero", "offload", "schedule")):
+        best.insert(at + offset, name, getattr(variant, name))
+    return best
