@@ -5,16 +5,18 @@ time (``time.process_time``, or the children's ``getrusage`` for a fresh process
 time, with ``/proc/loadavg`` before and after (the machines are shared; wall time varies 2-3x).
 Every comparison asserts that all outputs agree, not one.  Measured:
 
-* building and compiling GPT-3 175B's whole-model totals with every degree symbolic, in a
-  fresh process, with an empty kernel cache and again with the cache warm;
+* building and compiling the whole-model totals of GPT-3 175B, Llama-4 Maverick and
+  DeepSeek-V3, every degree symbolic, in a fresh process, with an empty kernel cache and again
+  with the cache warm;
 * configurations per CPU-second for those totals with the step-time breakdown, on the LLVM
   and numpy backends, against SymPy's plain ``lambdify`` and against ``subs`` on a sample;
 * one transformer layer's time against the same formulas written by hand in numpy, blocked
   the same way and with the common subexpressions computed once;
 * ``symbolic-cost summary --preset llama-2-7b --json`` in a fresh process;
 * one exact configuration through ``numeric.exact.model_function`` after the first;
-* the search of every layout the library expresses (``numeric.search.SPACE``) for GPT-3 175B
-  on 1,024 H100;
+* the search of every layout the library expresses (``numeric.search.SPACE``, with context
+  parallelism 1-8 and every FSDP shard group: 21 million layouts) for GPT-3 175B on 1,024 H100,
+  in a fresh process, with an empty kernel cache and with the kernels on disk;
 * llm-analysis per configuration, where it is installed.
 
 Targets are reported, never asserted.
@@ -42,19 +44,30 @@ ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(0)
 REPEAT = 5
 BUILD = """
-import time
+import sys, time
 from symbolic_cost import symbols as S
 from symbolic_cost.models import Training, model_cost
-from symbolic_cost.models.config import preset
+from symbolic_cost.models.config import load, preset
 from symbolic_cost.numeric.compile import compile_exprs
 from symbolic_cost.timing.step import step_time_breakdown
+name = sys.argv[1]
+arch = preset(name) if name == "gpt3-175b" else load(f"{sys.argv[2]}/tests/hf_configs/{name}.json")
+experts = dict(ep=S.ep) if arch.moe is not None else {}
 start = time.process_time()
-training = Training(b=S.b, l=S.l, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro, zero=1, flash=True)
-cost = model_cost(preset("gpt3-175b"), training)
+training = Training(b=S.b, l=S.l, m1=S.m1, s1=S.s1, d=S.d, p=S.p, micro_batches=S.n_micro, zero=1, flash=True, **experts)
+cost = model_cost(arch, training)
 exprs = {**step_time_breakdown(cost, "h100"), "memory": cost.memory_bytes,
          "flops": cost.model_flops_fwd + cost.model_flops_bwd}
 compile_exprs(exprs)
 print(time.process_time() - start)
+"""
+BUILT = ("gpt3-175b", "Llama-4-Maverick-17B-128E-text", "DeepSeek-V3")
+"""The models whose build + compile is timed (the issue's three: one dense, two with experts)."""
+SEARCH = """
+from symbolic_cost.models.config import preset
+from symbolic_cost.numeric.search import SPACE, search
+found = search(preset("gpt3-175b"), 1024, "h100", global_batch=1536, seq=2048, cp=(1, 2, 4, 8), shard="all", **SPACE)
+print(found.evaluated, found.fitting)
 """
 
 
@@ -75,15 +88,18 @@ def timed(fn, repeat=REPEAT):
     return Timing(statistics.median(cpu), statistics.median(wall)), result
 
 
-def fresh_process(args, env=None, repeat=REPEAT) -> Timing:
-    """Median CPU (user + system, from the children's rusage) and wall seconds of a new process."""
+def fresh_process(args, env=None, repeat=REPEAT, output=None) -> Timing:
+    """Median CPU (user + system, from the children's rusage) and wall seconds of a new process;
+    its last standard output appended to the list ``output`` when given."""
     cpu, wall = [], []
     for _ in range(repeat):
         before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-        subprocess.run(args, check=True, capture_output=True, env={**os.environ, **(env or {})})
+        done = subprocess.run(args, check=True, capture_output=True, text=True, env={**os.environ, **(env or {})})
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall.append(time.perf_counter() - start)
         cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    if output is not None:
+        output.append(done.stdout)
     return Timing(statistics.median(cpu), statistics.median(wall))
 
 
@@ -128,17 +144,19 @@ def vector_flags() -> str:
 # ------------------------------------------------------------------ building and compiling
 
 def build_and_compile() -> dict:
-    """CPU seconds of build + compile in a fresh process (imports excluded): each cold run with
-    an empty kernel cache, each warm run with the kernel on disk."""
-    def run(cache):
-        out = subprocess.run([sys.executable, "-c", BUILD], check=True, capture_output=True, text=True,
-                             env={**os.environ, "SYMBOLIC_COST_CACHE": cache})
+    """CPU seconds of build + compile of each of ``BUILT`` in a fresh process (imports excluded):
+    each cold run with an empty kernel cache, each warm run with the kernel on disk."""
+    def run(name, cache):
+        out = subprocess.run([sys.executable, "-c", BUILD, name, str(ROOT)], check=True, capture_output=True,
+                             text=True, env={**os.environ, "SYMBOLIC_COST_CACHE": cache})
         return float(out.stdout)
-    cold = statistics.median(run(tempfile.mkdtemp(prefix="bench_cold_")) for _ in range(REPEAT))
-    warm_dir = tempfile.mkdtemp(prefix="bench_warm_")
-    run(warm_dir)
-    warm = statistics.median(run(warm_dir) for _ in range(REPEAT))
-    return dict(cold=cold, warm=warm)
+    found = {}
+    for name in BUILT:
+        cold = statistics.median(run(name, tempfile.mkdtemp(prefix="bench_cold_")) for _ in range(REPEAT))
+        warm_dir = tempfile.mkdtemp(prefix="bench_warm_")
+        run(name, warm_dir)
+        found[name] = dict(cold=cold, warm=statistics.median(run(name, warm_dir) for _ in range(REPEAT)))
+    return found
 
 
 # ------------------------------------------------------------------ the whole model, evaluated
@@ -330,12 +348,15 @@ def summary_cli() -> dict:
 
 
 def space_search() -> dict:
-    from symbolic_cost.models.config import preset
-    from symbolic_cost.numeric.search import SPACE, search
-    os.environ["SYMBOLIC_COST_CACHE"] = tempfile.mkdtemp(prefix="bench_search_")     # compile every kernel
-    t, found = timed(lambda: search(preset("gpt3-175b"), 1024, "h100", global_batch=1536, seq=2048, **SPACE),
-                     repeat=1)
-    return dict(time=t, evaluated=found.evaluated, fitting=found.fitting)
+    """The search of every layout with context parallelism and every shard group (``SEARCH``: 21
+    million layouts of GPT-3 175B on 1,024 H100) in a fresh process, imports included: once with
+    an empty kernel cache (every kernel built), then with the kernels that run filed."""
+    cache, printed = tempfile.mkdtemp(prefix="bench_search_"), []
+    command = [sys.executable, "-c", SEARCH]
+    cold = fresh_process(command, {"SYMBOLIC_COST_CACHE": cache}, repeat=1)
+    warm = fresh_process(command, {"SYMBOLIC_COST_CACHE": cache}, repeat=3, output=printed)
+    evaluated, fitting = map(int, printed[0].split())
+    return dict(cold=cold, warm=warm, evaluated=evaluated, fitting=fitting)
 
 
 def llm_analysis() -> str:
@@ -395,31 +416,34 @@ def write_report(got, overhead, load_before, load_after):
     build, ev, layer = got["build and compile"], got["evaluation"], got["one layer"]
     exact, cli, found = got["one exact configuration"], got["summary command"], got["search"]
     fastest = ev["rates"].get("llvm", ev["rates"]["numpy"])
-    rows = [
-        ("build + compile GPT-3 175B totals, every degree symbolic, fresh process, empty kernel cache (CPU s)",
-         f"{build['cold']:.3f}", "<= 0.3", build["cold"] <= 0.3),
-        ("the same with the kernel cache warm (CPU s)", f"{build['warm']:.3f}", "", None),
-        ("configurations per CPU-second, those totals with the step-time breakdown (LLVM backend)",
-         f"{fastest:,.0f}", ">= 15,000,000", fastest >= 15e6),
-        ("`summary --preset llama-2-7b --json`, fresh process, cold (CPU s; wall)",
-         f"{cli['cold'].cpu:.2f}; {cli['cold'].wall:.2f}", "<= 1.0", cli["cold"].cpu <= 1.0),
-        ("the same with the kernel cache warm (CPU s; wall)", f"{cli['warm'].cpu:.2f}; {cli['warm'].wall:.2f}",
-         "<= 0.5", cli["warm"].cpu <= 0.5),
-        ("the same, numba backend, one thread (configurations per CPU-second)",
-         f"{one_thread:,.0f}" if one_thread else "numba not installed", ">= 50,000,000", one_thread >= 50e6),
-        ("the same, numba backend, every core (configurations per wall-second)",
-         f"{all_cores:,.0f}" if all_cores else "numba not installed", ">= 90,000,000 on 2 cores", all_cores >= 90e6),
-        ("one exact configuration through `model_function` after the first (CPU ms; each of 1,440 new ones)",
-         f"{exact['per_call'] * 1e3:.3f}; {exact['distinct'] * 1e3:.3f} ({exact['rational']})", "<= 0.1",
-         exact["per_call"] <= 1e-4),
-        ("search of every layout (`SPACE`), GPT-3 175B on 1,024 H100 (CPU s; wall)",
-         f"{found['time'].cpu:.2f}; {found['time'].wall:.2f} ({found['evaluated']:,} layouts, {found['fitting']:,} "
-         "fit)", ">= 1,000,000 layouts in <= 10", found["evaluated"] >= 1e6 and found["time"].cpu <= 10),
-    ]
     rates = ", ".join(f"{k} {v:,.0f}/s" for k, v in ev["rates"].items())
     numba = {k: v for k, v in ev["rates"].items() if k.startswith("numba")}
     one_thread = next((v for k, v in numba.items() if "1 thread" in k and "CPU" in k), 0)
     all_cores = max((v for k, v in numba.items() if "wall" in k), default=0)
+    rows = [(f"build + compile {name}'s totals, every degree symbolic, fresh process, empty kernel cache; "
+             "warm (CPU s)", f"{t['cold']:.3f}; {t['warm']:.3f}", "<= 0.3 cold", t["cold"] <= 0.3)
+            for name, t in build.items()]
+    rows += [
+        ("configurations per CPU-second, those totals with the step-time breakdown (LLVM backend)",
+         f"{fastest:,.0f}", ">= 15,000,000", fastest >= 15e6),
+        ("the same, numba backend, one thread (configurations per CPU-second)",
+         f"{one_thread:,.0f}" if one_thread else "numba not installed", ">= 50,000,000", one_thread >= 50e6),
+        ("the same, numba backend, every core (configurations per wall-second)",
+         f"{all_cores:,.0f}" if all_cores else "numba not installed", ">= 90,000,000 on 2 cores", all_cores >= 90e6),
+        ("`summary --preset llama-2-7b --json`, fresh process, empty kernel cache (CPU s; wall)",
+         f"{cli['cold'].cpu:.2f}; {cli['cold'].wall:.2f}", "<= 0.8", cli["cold"].cpu <= 0.8),
+        ("the same, the answer on disk (CPU s; wall)", f"{cli['warm'].cpu:.2f}; {cli['warm'].wall:.2f}",
+         "<= 0.3", cli["warm"].cpu <= 0.3),
+        ("one exact configuration through `model_function` after the first (CPU ms; each of 1,440 new ones)",
+         f"{exact['per_call'] * 1e3:.3f}; {exact['distinct'] * 1e3:.3f} ({exact['rational']})", "<= 0.1",
+         exact["per_call"] <= 1e-4),
+        (f"search of {found['evaluated']:,} layouts ({found['fitting']:,} fit): `SPACE` with cp 1-8 and every "
+         "shard group, GPT-3 175B on 1,024 H100, fresh process, kernels on disk (CPU s; wall)",
+         f"{found['warm'].cpu:.2f}; {found['warm'].wall:.2f}", ">= 10,000,000 layouts in <= 10",
+         found["evaluated"] >= 1e7 and found["warm"].cpu <= 10),
+        ("the same, empty kernel cache: every kernel built (CPU s; wall)",
+         f"{found['cold'].cpu:.1f}; {found['cold'].wall:.1f}", "", None),
+    ]
     lines = ["# Benchmark", "", f"Generated by `python benchmarks/bench.py`. Machine: {machine()}. Load average "
              f"(1, 5, 15 min) {load_before} before, {load_after} after. Figures are medians of {REPEAT} repeats "
              "(one for the search and the cold command line); CPU time first, the machines being shared.", "",

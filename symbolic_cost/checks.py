@@ -224,10 +224,17 @@ def choice(value, name: str, allowed) -> object:
 def divides(dims: dict, divisor: str, dividend: str, why: str = "") -> None:
     """Raise unless ``dims[divisor]`` divides ``dims[dividend]`` (when decidable; ``check_rules``)."""
     top, bottom = sympify(dims[dividend]), sympify(dims[divisor])
-    whole = top.p % bottom.p == 0 if top.is_Integer and bottom.is_Integer else (top / bottom).is_integer is not False
+    whole = top.p % bottom.p == 0 if top.is_Integer and bottom.is_Integer else _whole(top, bottom)
     if not whole:
         raise InputError(f"{divisor} must divide {dividend} (got {divisor}={dims[divisor]}, {dividend}="
                          f"{dims[dividend]}){f'; {why}' if why else ''}", divisor)
+
+
+@functools.lru_cache(maxsize=4096)
+def _whole(top: Expr, bottom: Expr) -> bool:
+    """Whether ``top / bottom`` may be an integer (an assumption query, asked once per pair: every
+    layer of a model asks the same)."""
+    return (top / bottom).is_integer is not False
 
 
 WHY = {

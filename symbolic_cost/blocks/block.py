@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterator, Mapping
 
-from sympy import Expr, sympify
+from sympy import Add, Expr, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, MODEL_RULES, check_rules
@@ -45,7 +45,7 @@ class Block:
         parts of ``flops_bwd``, ``"flops_wgrad"`` and ``"flops_agrad"`` (``cost.TOTAL_FIELDS``)."""
         if field not in TOTAL_FIELDS:
             raise InputError(f"unknown field {field!r}; fields: {', '.join(TOTAL_FIELDS)}")
-        return sum((getattr(row, field) for row in self.rows), sympify(0))
+        return Add(*(getattr(row, field) for row in self.rows))      # one flatten, not one per row
 
     @property
     def collectives(self) -> list[Collective]:

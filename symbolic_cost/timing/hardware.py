@@ -146,6 +146,17 @@ def times(cost: Cost, system: System, conventions=conv.DEFAULT) -> dict[str, Exp
     ``t_mem`` and ``t`` come from ``kernels.pass_times`` (tiled GEMM traffic,
     memory latency, launch overhead) instead of ``mem / B_hbm`` and the max.
     """
+    t = row_seconds(cost, system, conventions)
+    for pass_ in ("fwd", "bwd"):
+        t[f"frac_t_comm_{pass_}"] = _share(t[f"t_comm_{pass_}"], t[f"t_total_{pass_}"])
+    t["intensity"] = _share(t["t_comp_fwd"], t["t_mem_fwd"])
+    return {name: t[name] for name in TIME_FIELDS}
+
+
+def row_seconds(cost: Cost, system: System, conventions=conv.DEFAULT) -> dict[str, Expr]:
+    """``times`` without its ratios (``intensity``, ``frac_t_comm_*``): what a step time adds
+    up.  A ratio of two whole-pass times is a division SymPy checks with assumption queries, a
+    fifth of building a model's step time for nothing."""
     system, conventions = get_system(system), conv.get(conventions)
     key = (cost, system, conventions)
     if key not in _TIMES:
@@ -177,9 +188,7 @@ def _row_times(cost: Cost, system: System, conventions) -> dict[str, Expr]:
                                     for c in cost.collectives if c.pass_ == pass_), Integer(0))
         combine = maximum if conventions.overlap_comm else (lambda x, y: x + y)
         t[f"t_total_{pass_}"] = combine(t[f"t_{pass_}"], t[f"t_comm_{pass_}"])
-        t[f"frac_t_comm_{pass_}"] = _share(t[f"t_comm_{pass_}"], t[f"t_total_{pass_}"])
-    t["intensity"] = _share(t["t_comp_fwd"], t["t_mem_fwd"])
-    return {name: t[name] for name in TIME_FIELDS}
+    return t
 
 
 def _share(part, whole) -> Expr:
@@ -191,7 +200,7 @@ def step_time(costs, system: System | str, conventions=conv.DEFAULT, passes=("fw
     """Seconds for ``costs`` (a Block or any Costs) in the given passes: the sum of
     each row's ``t_total``, forward plus backward by default."""
     system, conventions = get_system(system), conv.get(conventions)
-    return sum((times(cost, system, conventions)[f"t_total_{p}"] for cost in costs for p in passes),
+    return sum((row_seconds(cost, system, conventions)[f"t_total_{p}"] for cost in costs for p in passes),
                Integer(0))
 
 

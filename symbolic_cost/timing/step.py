@@ -11,7 +11,7 @@ from symbolic_cost.models import ModelCost
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_costs, redone_layers
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
-from symbolic_cost.timing.hardware import comm_time, get_system, times
+from symbolic_cost.timing.hardware import comm_time, get_system, row_seconds
 from symbolic_cost.timing.systems import check_block_scaling
 from symbolic_cost.timing.host import host_step_time, host_time
 
@@ -82,7 +82,7 @@ def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tupl
     t = cost.training
 
     def parts(rows, passes):
-        seconds = [times(r, system, conventions) for r in rows]
+        seconds = [row_seconds(r, system, conventions) for r in rows]
         return tuple(sum((s[f"{kind}{p_}"] for s in seconds for p_ in passes), Integer(0))
                      for kind in ("t_", "t_comm_"))
 
@@ -99,7 +99,7 @@ def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:
     """``T_W``: seconds of one micro-batch's weight gradients on the busiest stage, each row's
     backward time times its weight-gradient share of the backward FLOPs (``Cost.flops_wgrad``)."""
     def part(rows):
-        return sum((times(r, system, conventions)["t_bwd"] * r.flops_wgrad / r.flops_bwd
+        return sum((row_seconds(r, system, conventions)["t_bwd"] * r.flops_wgrad / r.flops_bwd
                     for r in rows if r.flops_bwd != 0), Integer(0))
 
     layers = [part(blk) for blk, _ in cost.stack[1:-1]]
@@ -160,7 +160,7 @@ def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0
     check_block_scaling(cost.training.fp8, system)
     layer = cost.stack[1 + group][0]
     recomputed = recomputed_costs(layer, cost.training.recompute)
-    seconds = lambda rows, p_: sum((times(r, system, conventions)[f"t_total_{p_}"] for r in rows), Integer(0))  # noqa: E731
+    seconds = lambda rows, p_: sum((row_seconds(r, system, conventions)[f"t_total_{p_}"] for r in rows), Integer(0))  # noqa: E731
     out = {"fwd": seconds(layer, "fwd"), "bwd": seconds(layer, "bwd") + seconds(recomputed, "fwd")}
     out["total"] = out["fwd"] + out["bwd"]
     return out
