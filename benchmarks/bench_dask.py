@@ -34,7 +34,8 @@ import pandas as pd  # noqa: E402
 from bench import loadavg, machine, whole_model_exprs  # noqa: E402
 
 CONSTRAINTS = ["memory <= 80e9"]
-CHUNK = 1_000_000
+CHUNK = None
+"""Rows a task: the library's default (``numeric.dask_sweep.task_rows``) unless ``--chunk`` says."""
 
 
 def grid_of(rows: float) -> dict:
@@ -70,13 +71,13 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=CHUNK, help="configurations a task")
     args = parser.parse_args()
     import distributed
-    from symbolic_cost.numeric.dask_sweep import plan
+    from symbolic_cost.numeric.dask_sweep import plan, task_rows
     exprs, grid = whole_model_exprs(), grid_of(args.rows)
     rows = 1
     for values in grid.values():
         rows *= len(values)
     print(f"machine: {machine()}")
-    print(f"sweep: GPT-3 175B totals + step-time breakdown, {rows:,} configurations, chunks of {args.chunk:,}, "
+    print(f"sweep: GPT-3 175B totals + step-time breakdown, {rows:,} configurations, chunks of {args.chunk or task_rows(rows):,}, "
           f"kept where {CONSTRAINTS[0]}, top 10 by total; load average before: {loadavg()}")
     start = time.process_time()
     compiled = plan(exprs, grid, CONSTRAINTS, 10, "total")

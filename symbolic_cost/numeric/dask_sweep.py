@@ -181,14 +181,15 @@ def combine(parts, top: int, by: str) -> Best:
     return Best(sum(p.evaluated for p in parts), sum(p.kept for p in parts), best)
 
 
-def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), chunk_size: int = 1_000_000,
+def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), chunk_size: int | None = None,
          fan_in: int = 8, **compute) -> Best:
     """The ``top`` configurations of ``grid`` of least ``by`` among those that meet
     ``constraints``, with the counts, computed as Dask tasks (``compute`` goes to
     ``dask.compute``: ``scheduler="sync"`` runs them here, a ``distributed.Client`` on its
     cluster): each task evaluates, filters and ranks ``chunk_size`` rows, and results are
     combined ``fan_in`` at a time on the workers; the frame equals ``sweep(...)``'s rows sorted
-    by ``by`` (stable) and cut to ``top``, index renumbered.
+    by ``by`` (stable) and cut to ``top``, index renumbered.  ``chunk_size`` defaults to
+    ``task_rows``.
 
     >>> from symbolic_cost.symbols import b, m1
     >>> found = best({"work": 2 * b / m1}, {"b": [1, 2, 3], "m1": [1, 2]}, by="work", top=2,
@@ -203,6 +204,7 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     dask = _dask()
     if by not in map(str, exprs):
         raise InputError(f"by must name one of the swept expressions ({', '.join(map(str, exprs))}), got {by!r}", "by")
+    chunk_size = task_rows(grid_size(grid)) if chunk_size is None else chunk_size
     for name, value in (("top", top), ("chunk_size", chunk_size), ("fan_in", fan_in)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "fan_in" else 1):
             raise InputError(f"{name} must be an integer of at least {2 if name == 'fan_in' else 1}, got {value!r}", name)
@@ -213,6 +215,18 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
         layer = [dask.delayed(combine, pure=True)(layer[i:i + fan_in], top, by) for i in range(0, len(layer), fan_in)]
     found = layer[0].compute(**compute)
     return Best(found.evaluated, found.kept, found.best.reset_index(drop=True))
+
+
+def task_rows(rows: int) -> int:
+    """Rows a task of ``best`` reduces by default: a sixteenth of the sweep, from ``BLOCK`` to
+    ``16 BLOCK`` (a task's memory is a block's whatever its rows, and only its ``top`` rows
+    travel).  Fewer, longer tasks leave the scheduler, which shares the cores with the workers,
+    less to do (``docs/fast.md`` has the measurements).
+
+    >>> task_rows(10**8), task_rows(1000), task_rows(10**10)
+    (6250000, 1048576, 16777216)
+    """
+    return min(max(rows // 16, BLOCK), 16 * BLOCK)
 
 
 def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000_000):
