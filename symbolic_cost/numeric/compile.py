@@ -43,6 +43,7 @@ from sympy.printing.numpy import NumPyPrinter
 from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import kernel_cache, loop_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
+from symbolic_cost.numeric.llvm_form import llvm_form
 from symbolic_cost.numeric.portable import portable
 from symbolic_cost.symbols import resolve_names
 
@@ -244,8 +245,7 @@ def _llvm_kernel(values, symbols):
     if se is None:
         return None
     try:
-        memo: dict = {}
-        converted = [_branch_free(se.sympify(portable(v)), se, memo) for v in values]
+        converted = llvm_form(values, se)
         arguments = [se.sympify(s) for s in symbols]
 
         def make():
@@ -253,54 +253,3 @@ def _llvm_kernel(values, symbols):
         return kernel_cache.llvm_kernel(make, converted, arguments)
     except (RuntimeError, TypeError, NotImplementedError, AttributeError, se.SympifyError):
         return None         # e.g. a constraint's ITE that symengine cannot convert: the numpy kernel runs
-
-
-def _branch_free(expr, se, memo):
-    """``expr`` (symengine) with ``Max``/``Min`` as selects on a strict comparison and choices
-    between two constants as arithmetic on a 0/1 indicator, so that the machine code has no
-    branch a random input can mispredict.
-
-    ``Max(a, b)`` becomes ``a if a > b else b``: the same number for every input that is not
-    NaN, and the exact pattern of x86's ``maxsd`` (LLVM's own ``maxnum`` adds four
-    instructions for NaN).  ``Piecewise((a, c), (b, True))`` with finite numbers ``a``, ``b``
-    becomes ``a*[c] + b*(1 - [c])``: exact, since ``a*1 + b*0 = a``.  Larger choices keep
-    their branch (computing both sides costs more than a misprediction).  On GPT-3's totals
-    with the step-time breakdown this cut the kernel from 102 ms to 78 ms per 2 million
-    random configurations.
-    """
-    if expr in memo:
-        return memo[expr]
-    old = expr.args
-    args = [_branch_free(a, se, memo) for a in old]
-    if isinstance(expr, (se.Max, se.Min)):
-        result = _select(args, se.Gt if isinstance(expr, se.Max) else se.Lt, se)
-    elif isinstance(expr, se.Piecewise):
-        result = _choice(args[0::2], args[1::2], se)
-    else:
-        result = expr if all(a == b for a, b in zip(args, old)) else _rebuild(expr, args, se)
-    memo[expr] = result
-    return result
-
-
-def _select(args, better, se):
-    """``args`` folded left with ``v if better(v, a) else a``."""
-    value = args[0]
-    for arg in args[1:]:
-        value = se.Piecewise((value, better(value, arg)), (arg, True))
-    return value
-
-
-def _choice(arms, conditions, se):
-    """A two-way choice between finite numbers as indicator arithmetic, else the Piecewise."""
-    if len(arms) == 2 and conditions[1] == se.true and all(a.is_Number and a.is_finite for a in arms):
-        chosen = se.Piecewise((1, conditions[0]), (0, True))
-        return arms[0] * chosen + arms[1] * (1 - chosen)
-    return se.Piecewise(*zip(arms, conditions))
-
-
-def _rebuild(expr, args, se):
-    """``expr``'s node with new ``args``; relations and logic have no ``func`` in symengine."""
-    relations = {se.LessThan: se.Le, se.StrictLessThan: se.Lt, se.Equality: se.Eq,
-                 se.Unequality: se.Ne, se.And: se.And, se.Or: se.Or, se.Not: se.Not}
-    build = relations.get(type(expr))
-    return build(*args) if build else expr.func(*args)
