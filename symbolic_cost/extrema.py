@@ -170,25 +170,53 @@ def _changes_sign(expr) -> bool:
 _FLOAT = {Add: sum, Mul: math.prod, Max: max, Min: min}
 
 
-def _float_at(expr, x: float):
+def _float_at(expr, x: float, memo=None):
     """``expr`` in floats with every symbol ``x`` (``None`` for what it does not know): a
-    quick look, no SymPy arithmetic, so ``(31/32)**(32768*b)`` costs nothing."""
+    quick look, no SymPy arithmetic, so ``(31/32)**(32768*b)`` costs nothing.  Each shared part
+    is evaluated once (``memo``)."""
+    memo = {} if memo is None else memo
+    if expr not in memo:
+        memo[expr] = _float_node(expr, x, memo)
+    return memo[expr]
+
+
+def _float_node(expr, x: float, memo):
     try:
         if expr.is_Number:
             return float(expr)
         if expr.is_Symbol:
             return x
         if type(expr) in _FLOAT:
-            parts = [_float_at(a, x) for a in expr.args]
+            parts = [_float_at(a, x, memo) for a in expr.args]
             return None if None in parts else _FLOAT[type(expr)](parts)
         if isinstance(expr, Pow):
-            base, power = _float_at(expr.base, x), _float_at(expr.exp, x)
+            base, power = _float_at(expr.base, x, memo), _float_at(expr.exp, x, memo)
             return None if base is None or power is None else float(base ** power)
         if isinstance(expr, (ceiling, floor)):
-            inner = _float_at(expr.args[0], x)
+            inner = _float_at(expr.args[0], x, memo)
             return None if inner is None else float((math.ceil if isinstance(expr, ceiling) else math.floor)(inner))
+        if isinstance(expr, Piecewise):             # the first arm whose condition holds
+            for arm, condition in expr.args:
+                holds = _holds_at(condition, x, memo)
+                if holds is None or holds:
+                    return None if holds is None else _float_at(arm, x, memo)
     except (OverflowError, ZeroDivisionError, TypeError, ValueError):
         return None
+    return None
+
+
+_COMPARE = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__, "==": float.__eq__,
+            "!=": float.__ne__}
+
+
+def _holds_at(condition, x: float, memo):
+    """Whether ``condition`` (``True``, ``False`` or a comparison) holds with every symbol ``x``;
+    ``None`` where ``_float_at`` does not know a side."""
+    if condition in (True, False):
+        return bool(condition)
+    if isinstance(condition, Relational) and condition.rel_op in _COMPARE:
+        sides = [_float_at(side, x, memo) for side in condition.args]
+        return None if None in sides else _COMPARE[condition.rel_op](float(sides[0]), float(sides[1]))
     return None
 
 
