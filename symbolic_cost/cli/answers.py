@@ -12,7 +12,8 @@ that succeeded is kept, its standard output and error as printed, so a refused i
 refused again by the full path with the same message.
 
 Where: ``numeric.kernel_cache.cache_dir()`` (``SYMBOLIC_COST_CACHE=off`` turns it off).
-This module imports only the standard library: it runs before the package's formulas load.
+This module imports only the standard library (and ``numeric.kernel_cache``, which does too): it
+runs before the package's formulas load.
 """
 
 from __future__ import annotations
