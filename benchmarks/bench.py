@@ -8,8 +8,9 @@ Every comparison asserts that all outputs agree, not one.  Measured:
 * building and compiling the whole-model totals of GPT-3 175B, Llama-4 Maverick and
   DeepSeek-V3, every degree symbolic, in a fresh process, with an empty kernel cache and again
   with the cache warm;
-* configurations per CPU-second for those totals with the step-time breakdown, on the LLVM
-  and numpy backends, against SymPy's plain ``lambdify`` and against ``subs`` on a sample;
+* configurations per CPU-second for those totals with the step-time breakdown, on the LLVM,
+  numba and numpy backends, against SymPy's plain ``lambdify``, ``subs`` on a sample, and the
+  limit one core's streaming bandwidth sets for the bytes a configuration reads and writes;
 * one transformer layer's time against the same formulas written by hand in numpy, blocked
   the same way and with the common subexpressions computed once;
 * ``symbolic-cost summary --preset llama-2-7b --json`` in a fresh process;
@@ -219,7 +220,17 @@ def evaluation() -> dict:
         for k in names:
             assert abs(reference[k][r] - exact[i][k]) <= 1e-12 * abs(exact[i][k]), (k, r)
     ops = sum(sympy.count_ops(e) for e in exprs.values())
-    return dict(rates=rates, ops=ops, **numba)
+    moved = 8 * (len(symbols) + len(names))
+    return dict(rates=rates, ops=ops, limit=stream_bandwidth() / moved, moved=moved, **numba)
+
+
+def stream_bandwidth(size=2**23) -> float:
+    """Bytes per CPU-second one core streams: numpy's ``c = a + b`` (STREAM's add, two arrays
+    read and one written) on arrays of ``size`` float64, 64 MiB each, far beyond the caches."""
+    a, b, c = np.ones(size), np.ones(size), np.empty(size)
+    np.add(a, b, out=c)                           # the output's pages touched once
+    t, _ = timed(lambda: np.add(a, b, out=c), repeat=2 * REPEAT)
+    return 3 * 8 * size / t.cpu
 
 
 def numba_rates(exprs, values, outputs) -> dict:
@@ -428,6 +439,9 @@ def write_report(got, overhead, load_before, load_after):
          f"{fastest:,.0f}", ">= 15,000,000", fastest >= 15e6),
         ("the same, numba backend, one thread (configurations per CPU-second)",
          f"{one_thread:,.0f}" if one_thread else "numba not installed", ">= 50,000,000", one_thread >= 50e6),
+        (f"this machine's limit for those totals, {ev['moved']} bytes in and out a configuration at one core's "
+         "streaming bandwidth (numpy's c = a + b); numba's one thread as a share of it",
+         f"{ev['limit']:,.0f}; {one_thread / ev['limit']:.0%}" if one_thread else f"{ev['limit']:,.0f}", "", None),
         ("the same, numba backend, every core (configurations per wall-second)",
          f"{all_cores:,.0f}" if all_cores else "numba not installed", ">= 90,000,000 on 2 cores", all_cores >= 90e6),
         ("`summary --preset llama-2-7b --json`, fresh process, empty kernel cache (CPU s; wall)",
