@@ -119,6 +119,20 @@ def sign(expr) -> int | None:
     (1, None, -1, 1)
     """
     expr = sympify(expr)
+    known = _SIGNS.get(expr, _UNKNOWN)
+    if known is _UNKNOWN:
+        if len(_SIGNS) > _KEPT:
+            _SIGNS.clear()
+        known = _SIGNS[expr] = _sign(expr)
+    return known
+
+
+_SIGNS: dict = {}
+"""Signs remembered: a calibrated step time compares the same pairs of NCCL protocols and kernel
+tiles for row after row (171 differences asked 468 times for GPT-3's)."""
+
+
+def _sign(expr) -> int | None:
     for form in (expr, None):
         if form is None:
             if _changes_sign(expr):
