@@ -99,8 +99,7 @@ def built(inputs, make):
 def numpy_kernel(make, values, symbols):
     """The numpy kernel of ``values``: loaded from its source on disk, or made by ``make()``
     and its source written there."""
-    import sympy
-    path = _path(key("numpy", map(sympy.srepr, values), symbols), ".py")
+    path = _path(key("numpy", dag_text(values), symbols), ".py")
     if path is not None and path.exists():
         try:
             return _load_source(path)
@@ -128,7 +127,7 @@ def llvm_kernel(make, converted, arguments):
 
 
 def dag_text(exprs) -> list[str]:
-    """One line per distinct part of the symengine ``exprs``, children first (``#i`` names the
+    """One line per distinct part of the SymPy or symengine ``exprs``, children first (``#i`` names the
     ``i``-th line), then the roots: the whole set's text with each shared part written once.
     ``str`` writes a part once per path to it: a tenth of compiling a calibrated step time.
     The order of a node's arguments is symengine's, the same in every process (its hashes are

@@ -25,6 +25,9 @@ def to_symengine(expr, se, memo: dict):
     >>> from symbolic_cost.symbols import b, l
     >>> to_symengine(Piecewise((ceiling(b / l), b < l), (Max(b, 2 * l), True)), symengine, {})
     Piecewise((ceiling(b/l), b < l), (max(b, 2*l), True))
+    >>> from sympy import ITE, Eq
+    >>> to_symengine(ITE(Eq(b, 1), l < 3, l < b), symengine, {})
+    Or(And(1 != b, l < b), And(1 == b, l < 3))
     """
     if expr in memo:
         return memo[expr]
@@ -46,6 +49,8 @@ _NODES = {
     "StrictGreaterThan": lambda se, a: se.Gt(*a), "GreaterThan": lambda se, a: se.Ge(*a),
     "Equality": lambda se, a: se.Eq(*a), "Unequality": lambda se, a: se.Ne(*a),
     "And": lambda se, a: se.And(*a), "Or": lambda se, a: se.Or(*a), "Not": lambda se, a: se.Not(*a),
+    # symengine has no if-then-else of booleans: (c and a) or (not c and b)
+    "ITE": lambda se, a: se.Or(se.And(a[0], a[1]), se.And(se.Not(a[0]), a[2])),
 }
 """SymPy's node kinds (by class name) and the symengine constructor of each from converted arguments."""
 

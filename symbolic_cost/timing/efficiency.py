@@ -126,9 +126,16 @@ def kernel_tile(size, tile) -> Expr:
     (128, 16, 48)
     """
     size, tile = exact(size, "size"), exact(tile, "tile")
-    if (size >= tile) == True:       # noqa: E712  (a SymPy relation: True only when provable)
-        return tile
-    return Min(tile, MMA_ROWS * ceiling(size / MMA_ROWS))
+    if (size, tile) not in _TILES:
+        if len(_TILES) >= 4096:
+            _TILES.clear()
+        # a SymPy relation: True only when provable (an assumption query, once per pair)
+        _TILES[size, tile] = tile if (size >= tile) == True else Min(tile, MMA_ROWS * ceiling(size / MMA_ROWS))  # noqa: E712
+    return _TILES[size, tile]
+
+
+_TILES: dict = {}
+"""Tile sides already chosen: every layer's products ask for the same few."""
 
 
 def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
