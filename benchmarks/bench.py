@@ -16,8 +16,9 @@ Every comparison asserts that all outputs agree, not one.  Measured:
 * ``symbolic-cost summary --preset llama-2-7b --json`` in a fresh process;
 * one exact configuration through ``numeric.exact.model_function`` after the first;
 * the search of every layout the library expresses (``numeric.search.SPACE``, with context
-  parallelism 1-8 and every FSDP shard group: 21 million layouts) for GPT-3 175B on 1,024 H100,
-  in a fresh process, with an empty kernel cache and with the kernels on disk;
+  parallelism 1-8 and every FSDP shard group: 21 million layouts) for GPT-3 175B on 1,024 H100
+  with the calibrated step time, in a fresh process, with an empty kernel cache and with the
+  kernels on disk;
 * llm-analysis per configuration, where it is installed.
 
 Targets are reported, never asserted.
@@ -71,7 +72,9 @@ BUILT = ("gpt3-175b", "Llama-4-Maverick-17B-128E-text", "DeepSeek-V3")
 SEARCH = """
 from symbolic_cost.models.config import preset
 from symbolic_cost.numeric.search import SPACE, search
-found = search(preset("gpt3-175b"), 1024, "h100", global_batch=1536, seq=2048, cp=(1, 2, 4, 8), shard="all", **SPACE)
+from symbolic_cost.timing.hardware import calibrated
+found = search(preset("gpt3-175b"), 1024, calibrated("h100"), global_batch=1536, seq=2048, cp=(1, 2, 4, 8),
+               shard="all", **SPACE)
 print(found.evaluated, found.fitting)
 """
 
@@ -458,7 +461,7 @@ def write_report(got, overhead, load_before, load_after):
          f"{exact['per_call'] * 1e3:.3f}; {exact['distinct'] * 1e3:.3f} ({exact['rational']})", "<= 0.1",
          exact["per_call"] <= 1e-4),
         (f"search of {found['evaluated']:,} layouts ({found['fitting']:,} fit): `SPACE` with cp 1-8 and every "
-         "shard group, GPT-3 175B on 1,024 H100, fresh process, kernels on disk (CPU s; wall)",
+         "shard group, GPT-3 175B on 1,024 H100, calibrated step time, fresh process, kernels on disk (CPU s; wall)",
          f"{found['warm'].cpu:.2f}; {found['warm'].wall:.2f}", ">= 10,000,000 layouts in <= 10",
          found["evaluated"] >= 1e7 and found["warm"].cpu <= 10),
         ("the same, empty kernel cache: every kernel built (CPU s; wall)",
