@@ -129,13 +129,18 @@ def kernel_tile(size, tile) -> Expr:
     if (size, tile) not in _TILES:
         if len(_TILES) >= 4096:
             _TILES.clear()
-        # a SymPy relation: True only when provable (an assumption query, once per pair)
-        _TILES[size, tile] = tile if (size >= tile) == True else Min(tile, MMA_ROWS * ceiling(size / MMA_ROWS))  # noqa: E712
+        _TILES[size, tile] = _tile(size, tile)
     return _TILES[size, tile]
 
 
 _TILES: dict = {}
-"""Tile sides already chosen: every layer's products ask for the same few."""
+"""Tile sides already chosen: every layer's products ask for the same few (an assumption query each)."""
+
+
+def _tile(size, tile) -> Expr:
+    if (size >= tile) == True:       # noqa: E712  (a SymPy relation: True only when provable)
+        return tile
+    return Min(tile, MMA_ROWS * ceiling(size / MMA_ROWS))
 
 
 def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
