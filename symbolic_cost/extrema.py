@@ -118,13 +118,7 @@ def sign(expr) -> int | None:
     >>> sign(2 * b * l - b * l), sign(b - l), sign(-3 / b), sign(b * (2 * l + 1) - 2 * b * l)
     (1, None, -1, 1)
     """
-    expr = sympify(expr)
-    known = _SIGNS.get(expr, _UNKNOWN)
-    if known is _UNKNOWN:
-        if len(_SIGNS) > _KEPT:
-            _SIGNS.clear()
-        known = _SIGNS[expr] = _sign(expr)
-    return known
+    return remembered(_SIGNS, sympify(expr), _sign)
 
 
 _SIGNS: dict = {}
@@ -242,18 +236,28 @@ def lower_bound(expr):
     >>> lower_bound(3 * b * (m1 - 1) + 2), lower_bound(b - m1)
     (2, None)
     """
-    known = _LOWER.get(expr, _UNKNOWN)
-    if known is _UNKNOWN:
-        if len(_LOWER) > _KEPT:
-            _LOWER.clear()
-        known = _LOWER[expr] = _lower_bound(expr)
-    return known
+    return remembered(_LOWER, expr, _lower_bound)
 
 
 _LOWER: dict = {}
-_UNKNOWN = object()
-_KEPT = 2**17
 """Bounds remembered (a step time asks for the same shared parts' bounds millions of times)."""
+_KEPT = 2**17
+"""Answers a table of ``remembered`` holds before it starts again."""
+
+
+def remembered(table: dict, key, compute):
+    """``compute(key)``, kept in ``table`` (emptied once it holds ``_KEPT`` answers): for pure
+    functions of an expression that a build asks again and again.
+
+    >>> table = {}
+    >>> remembered(table, 3, lambda x: x * x), table
+    (9, {3: 9})
+    """
+    if key not in table:
+        if len(table) >= _KEPT:
+            table.clear()
+        table[key] = compute(key)
+    return table[key]
 
 
 def _lower_bound(expr):

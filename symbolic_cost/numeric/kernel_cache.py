@@ -85,11 +85,9 @@ def built(inputs, make):
     pickles (symengine's LLVM one) and every input's ``repr`` is its value (no ``at 0x...``)."""
     text = "\0".join(map(repr, inputs))
     path = None if " at 0x" in text else _path("build_" + key("build", [text], [package_digest()]), ".pickle")
-    if path is not None and path.exists():
-        try:
-            return pickle.loads(path.read_bytes())
-        except Exception:
-            pass
+    kept = _unpickled(path)
+    if kept is not None:
+        return kept
     compiled = make()
     if path is not None and compiled.backend == "llvm":
         _write(path, pickle.dumps(compiled))
@@ -115,15 +113,24 @@ def llvm_kernel(make, converted, arguments):
     """The LLVM kernel of the symengine expressions ``converted``: unpickled from disk, or
     made by ``make()`` and pickled there."""
     path = _path(key("llvm", dag_text(converted), arguments), ".pickle")
-    if path is not None and path.exists():
-        try:
-            return pickle.loads(path.read_bytes())
-        except Exception:
-            pass
+    kept = _unpickled(path)
+    if kept is not None:
+        return kept
     function = make()
     if path is not None:
         _write(path, pickle.dumps(function))
     return function
+
+
+def _unpickled(path: Path | None):
+    """The object pickled in ``path``; ``None`` when there is none or it cannot be read (then
+    the caller makes it again)."""
+    if path is None or not path.exists():
+        return None
+    try:
+        return pickle.loads(path.read_bytes())
+    except Exception:
+        return None
 
 
 def dag_text(exprs) -> list[str]:

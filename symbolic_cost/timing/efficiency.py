@@ -36,7 +36,7 @@ from importlib import resources
 from sympy import Expr, Integer, Min, Rational, ceiling
 
 from symbolic_cost.checks import InputError, exact
-from symbolic_cost.extrema import maximum
+from symbolic_cost.extrema import maximum, remembered
 from symbolic_cost.ops.matmul import matmul_flops
 from symbolic_cost.timing.systems import product_rate
 
@@ -125,19 +125,15 @@ def kernel_tile(size, tile) -> Expr:
     >>> kernel_tile(4096, 128), kernel_tile(1, 128), kernel_tile(40, 256)
     (128, 16, 48)
     """
-    size, tile = exact(size, "size"), exact(tile, "tile")
-    if (size, tile) not in _TILES:
-        if len(_TILES) >= 4096:
-            _TILES.clear()
-        _TILES[size, tile] = _tile(size, tile)
-    return _TILES[size, tile]
+    return remembered(_TILES, (exact(size, "size"), exact(tile, "tile")), _tile)
 
 
 _TILES: dict = {}
 """Tile sides already chosen: every layer's products ask for the same few (an assumption query each)."""
 
 
-def _tile(size, tile) -> Expr:
+def _tile(sides) -> Expr:
+    size, tile = sides
     if (size >= tile) == True:       # noqa: E712  (a SymPy relation: True only when provable)
         return tile
     return Min(tile, MMA_ROWS * ceiling(size / MMA_ROWS))
