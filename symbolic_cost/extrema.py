@@ -27,13 +27,12 @@ Max(3, 2*b*l)
 
 from __future__ import annotations
 
-import math
-
 from sympy import Add, Basic, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, expand_mul, floor, sympify
 from sympy.core.relational import Relational
 from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.sampled import changes_sign
 
 
 def maximum(*args) -> Expr:
@@ -73,9 +72,9 @@ def _extremum(kind, direction: int, args) -> Expr:
     return kept[0] if len(kept) == 1 else kind(*kept, evaluate=False)
 
 
-def swap(expr, swaps: dict) -> Expr:
+def swap(expr, swaps: dict, done: dict | None = None) -> Expr:
     """``expr.xreplace(swaps)``, but every ``Max``/``Min``/``Piecewise`` and relation on the way
-    rebuilt unevaluated.
+    rebuilt unevaluated (``done``: the parts already rebuilt, to share them across expressions).
 
     SymPy's ``xreplace`` rebuilds each ancestor of a swapped part with evaluation:
     ``Min.__new__`` compares every pair of its arguments (``factor_terms`` of each difference),
@@ -87,7 +86,7 @@ def swap(expr, swaps: dict) -> Expr:
     >>> swap(minimum(b + 1, l), {b: l})
     Min(l, l + 1)
     """
-    done: dict = {}
+    done = {} if done is None else done
 
     def walk(node):
         if node in swaps:
@@ -95,18 +94,26 @@ def swap(expr, swaps: dict) -> Expr:
         if not node.args:
             return node
         if node not in done:
-            args = tuple(walk(a) for a in node.args)
-            if args == node.args:
-                done[node] = node
-            elif isinstance(node, (Max, Min, Relational)):
-                done[node] = type(node)(*args, evaluate=False)
-            elif isinstance(node, (Piecewise, ExprCondPair)):   # their constructors fold a Piecewise outwards
-                done[node] = Basic.__new__(type(node), *args)
-            else:
-                done[node] = node.func(*args)
+            done[node] = _rebuilt(node, tuple(walk(a) for a in node.args))
         return done[node]
 
     return walk(sympify(expr))
+
+
+def _rebuilt(node, args) -> Expr:
+    """``node`` with ``args``: extrema and relations unevaluated, a ``Piecewise`` (and a sum,
+    product or power of one) as written, since their constructors compare pairs of arguments or fold a ``Piecewise``
+    outwards, asking assumption queries all the way."""
+    if args == node.args:
+        return node
+    if isinstance(node, (Max, Min, Relational)):
+        return type(node)(*args, evaluate=False)
+    if isinstance(node, (Piecewise, ExprCondPair)):
+        return Basic.__new__(type(node), *args)
+    if isinstance(node, (Add, Mul, Pow)) and any(isinstance(a, Piecewise) or
+                                                 isinstance(a, Pow) and isinstance(a.base, Piecewise) for a in args):
+        return node.func(*args, evaluate=False)       # a product would raise a Piecewise to a power
+    return node.func(*args)
 
 
 def sign(expr) -> int | None:
@@ -129,7 +136,7 @@ tiles for row after row (171 differences asked 468 times for GPT-3's)."""
 def _sign(expr) -> int | None:
     for form in (expr, None):
         if form is None:
-            if _changes_sign(expr):
+            if changes_sign(expr):
                 return None                   # no bound can hold: skip the expansion
             form = expanded(expr)
         low = lower_bound(form)
@@ -155,77 +162,9 @@ def expanded(expr, memo=None) -> Expr:
     if not expr.args:
         return expr
     if expr not in memo:
-        args = tuple(expanded(a, memo) for a in expr.args)
-        if args == expr.args:
-            node = expr
-        elif isinstance(expr, (Max, Min, Relational)):
-            node = type(expr)(*args, evaluate=False)
-        elif isinstance(expr, (Piecewise, ExprCondPair)):
-            node = Basic.__new__(type(expr), *args)
-        else:
-            node = expr.func(*args)
+        node = _rebuilt(expr, tuple(expanded(a, memo) for a in expr.args))
         memo[expr] = expand_mul(node, deep=False) if isinstance(node, Mul) else node
     return memo[expr]
-
-
-def _changes_sign(expr) -> bool:
-    """Whether ``expr`` is positive at one point and negative at another (all its symbols 1, or
-    all 2**20): then it has no sign, and proving one is wasted work."""
-    values = [_float_at(expr, x) for x in (1.0, 2.0**20)]
-    return None not in values and values[0] * values[1] < 0
-
-
-_FLOAT = {Add: sum, Mul: math.prod, Max: max, Min: min}
-
-
-def _float_at(expr, x: float, memo=None):
-    """``expr`` in floats with every symbol ``x`` (``None`` for what it does not know): a
-    quick look, no SymPy arithmetic, so ``(31/32)**(32768*b)`` costs nothing.  Each shared part
-    is evaluated once (``memo``)."""
-    memo = {} if memo is None else memo
-    if expr not in memo:
-        memo[expr] = _float_node(expr, x, memo)
-    return memo[expr]
-
-
-def _float_node(expr, x: float, memo):
-    try:
-        if expr.is_Number:
-            return float(expr)
-        if expr.is_Symbol:
-            return x
-        if type(expr) in _FLOAT:
-            parts = [_float_at(a, x, memo) for a in expr.args]
-            return None if None in parts else _FLOAT[type(expr)](parts)
-        if isinstance(expr, Pow):
-            base, power = _float_at(expr.base, x, memo), _float_at(expr.exp, x, memo)
-            return None if base is None or power is None else float(base ** power)
-        if isinstance(expr, (ceiling, floor)):
-            inner = _float_at(expr.args[0], x, memo)
-            return None if inner is None else float((math.ceil if isinstance(expr, ceiling) else math.floor)(inner))
-        if isinstance(expr, Piecewise):             # the first arm whose condition holds
-            for arm, condition in expr.args:
-                holds = _holds_at(condition, x, memo)
-                if holds is None or holds:
-                    return None if holds is None else _float_at(arm, x, memo)
-    except (OverflowError, ZeroDivisionError, TypeError, ValueError):
-        return None
-    return None
-
-
-_COMPARE = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__, "==": float.__eq__,
-            "!=": float.__ne__}
-
-
-def _holds_at(condition, x: float, memo):
-    """Whether ``condition`` (``True``, ``False`` or a comparison) holds with every symbol ``x``;
-    ``None`` where ``_float_at`` does not know a side."""
-    if condition in (True, False):
-        return bool(condition)
-    if isinstance(condition, Relational) and condition.rel_op in _COMPARE:
-        sides = [_float_at(side, x, memo) for side in condition.args]
-        return None if None in sides else _COMPARE[condition.rel_op](float(sides[0]), float(sides[1]))
-    return None
 
 
 def lower_bound(expr):

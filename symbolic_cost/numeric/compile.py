@@ -44,7 +44,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import kernel_cache, loop_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.llvm_form import llvm_form
-from symbolic_cost.numeric.portable import portable
+from symbolic_cost.numeric.portable import free_symbols_of, portable_all
 from symbolic_cost.symbols import resolve_names
 
 BACKENDS = ("llvm", "numba", "numpy")
@@ -77,9 +77,9 @@ def sweep_backend(rows: int | None, exprs: Mapping, symbols=None) -> str | None:
         return None
     if rows is not None and rows >= NUMBA_ROWS:
         return "numba"
-    values = [portable(v) for v in exprs.values()]
+    values = portable_all(exprs.values())
     if symbols is None:
-        symbols = sorted(set().union(*(sympify(v).free_symbols for v in values)), key=str)
+        symbols = free_symbols_of(values)
     return "numba" if loop_kernel.cached(values, tuple(resolve_names({s: None for s in symbols}))) else None
 
 
@@ -192,7 +192,7 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
     names = tuple(exprs)
     values = tuple(sympify(exprs[n]) for n in names)
     if symbols is None:
-        symbols = sorted(set().union(*(v.free_symbols for v in values)), key=str)
+        symbols = free_symbols_of(values)
     symbols = tuple(resolve_names({s: None for s in symbols}))
     backend = backend or default_backend()
     if backend not in BACKENDS:
@@ -205,7 +205,7 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
 
 def _build(names, values, symbols, backend) -> Compiled:
     if backend == "numba" and names:
-        function = loop_kernel.kernel([portable(v) for v in values], symbols)
+        function = loop_kernel.kernel(portable_all(values), symbols)
         if function is not None:
             return Compiled(names, symbols, function, "numba")
         backend = "llvm"

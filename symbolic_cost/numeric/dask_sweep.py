@@ -31,7 +31,7 @@ import pandas as pd
 from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import kernel_cache, loop_kernel
 from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
-from symbolic_cost.numeric.portable import portable
+from symbolic_cost.numeric.portable import portable_all
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.sweep import check_grid, grid_rows, grid_size, keep_exprs
 from symbolic_cost.symbols import resolve_names
@@ -286,7 +286,7 @@ def _code(compiled: Compiled, values) -> tuple[str, bytes]:
         path = Path(sys.modules[compiled.function.py_func.__module__].__file__)
         if path.stem.startswith("kernel_") and path.exists():
             return path.stem, path.read_bytes()
-        text = loop_kernel.module_text([portable(v) for v in values], compiled.symbols)   # the cache is off
+        text = loop_kernel.module_text(portable_all(values), compiled.symbols)   # the cache is off
         code = text.replace("CACHE", "False", 1).encode()
     else:
         code = ("import numpy\n\n" + inspect.getsource(compiled.function)).encode()

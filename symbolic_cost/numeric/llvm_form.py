@@ -4,7 +4,7 @@ part (``to_symengine``), and without a branch a random input can mispredict (``b
 
 from __future__ import annotations
 
-from symbolic_cost.numeric.portable import portable
+from symbolic_cost.numeric.portable import portable_all
 
 
 def llvm_form(values, se) -> list:
@@ -12,7 +12,7 @@ def llvm_form(values, se) -> list:
     once across all of them."""
     converted: dict = {}
     rewritten: dict = {}
-    return [branch_free(to_symengine(portable(v), se, converted), se, rewritten) for v in values]
+    return [branch_free(to_symengine(v, se, converted), se, rewritten) for v in portable_all(values)]
 
 
 def to_symengine(expr, se, memo: dict):

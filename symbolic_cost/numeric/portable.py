@@ -12,26 +12,53 @@ from symbolic_cost.parallel.collectives import Log2
 def portable(expr):
     """``expr`` with the functions LLVM lacks written in ones it has: ``Mod(a, n)`` as
     ``a - n floor(a/n)``, ``Log2(n)`` (``ceil(log2 n)``) with ``log``; exact up to n = 2^28; a
-    step function with ``as_piecewise`` as its pieces."""
-    expr = sympify(expr)          # a plain number (a part that is 0) as well
-    calls = _calls(expr)
+    step function with ``as_piecewise`` as its pieces.
+
+    >>> from sympy import Mod
+    >>> from symbolic_cost.symbols import b, l
+    >>> portable(Mod(b, l))
+    b - l*floor(b/l)
+    """
+    return portable_all([expr])[0]
+
+
+def portable_all(exprs) -> list:
+    """``portable`` of each of ``exprs``, the parts they share rewritten once."""
+    exprs = [sympify(e) for e in exprs]          # a plain number (a part that is 0) as well
+    calls = [a for a in parts(exprs) if isinstance(a, Function)]
     swaps = {a: a.args[0] - a.args[1] * floor(a.args[0] / a.args[1]) if isinstance(a, Mod)
              else ceiling(log(a.args[0]) / log(2)) for a in calls if isinstance(a, (Mod, Log2))}
-    # step functions of the library (timing.efficiency.TreeCorrection) as their pieces
+    # step functions of the library (timing.nccl.TreeCorrection) as their pieces
     swaps.update({a: a.as_piecewise() for a in calls if hasattr(a, "as_piecewise")})
-    return swap(expr, swaps) if swaps else expr
+    if not swaps:
+        return exprs
+    done: dict = {}
+    return [swap(e, swaps, done) for e in exprs]
 
 
-def _calls(expr) -> set:
-    """The function applications in ``expr``, each shared part visited once (``atoms`` walks a
-    part once per path to it: a step time's collectives share parts so widely that this took
-    half of a search's conversion)."""
-    seen, found, todo = set(), set(), [expr]
+def parts(exprs) -> set:
+    """Every distinct node of ``exprs``, each shared part visited once (``atoms`` and
+    ``free_symbols`` walk a part once per path to it: a step time's collectives share parts so
+    widely that this took half of a search's conversion).
+
+    >>> from symbolic_cost.symbols import b, l
+    >>> sorted(map(str, parts([b * l + b, b * l])))
+    ['b', 'b*l', 'b*l + b', 'l']
+    """
+    seen, todo = set(), list(exprs)
     while todo:
         node = todo.pop()
         if node not in seen:
             seen.add(node)
-            if isinstance(node, Function):
-                found.add(node)
             todo.extend(node.args)
-    return found
+    return seen
+
+
+def free_symbols_of(exprs) -> list:
+    """The symbols of ``exprs``, sorted by name (``free_symbols`` of each, shared parts walked once).
+
+    >>> from symbolic_cost.symbols import b, l
+    >>> free_symbols_of([b * l + 1, l])
+    [b, l]
+    """
+    return sorted((s for s in parts([sympify(e) for e in exprs]) if s.is_Symbol), key=str)

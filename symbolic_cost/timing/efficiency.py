@@ -33,11 +33,12 @@ import json
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 
-from sympy import Expr, Integer, Min, Rational, ceiling
+from sympy import Expr, Integer, Rational
 
 from symbolic_cost.checks import InputError, exact
-from symbolic_cost.extrema import maximum, remembered
+from symbolic_cost.extrema import maximum, minimum, remembered, sign
 from symbolic_cost.ops.matmul import matmul_flops
+from symbolic_cost.rounding import round_up
 from symbolic_cost.timing.systems import product_rate
 
 MICRO = Rational(1, 10**6)
@@ -134,9 +135,9 @@ _TILES: dict = {}
 
 def _tile(sides) -> Expr:
     size, tile = sides
-    if (size >= tile) == True:       # noqa: E712  (a SymPy relation: True only when provable)
+    if sign(size - tile) == 1:
         return tile
-    return Min(tile, MMA_ROWS * ceiling(size / MMA_ROWS))
+    return minimum(tile, MMA_ROWS * round_up(size / MMA_ROWS))
 
 
 def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
@@ -156,7 +157,7 @@ def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
     """
     m, n, count, sms = (exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms")))
     shapes = [(kernel_tile(m, t_m), kernel_tile(n, t_n)) for t_m, t_n in tile_shapes(tile_m, tile_n)]
-    return maximum(*(m * n * count / (ceiling(ceiling(m / t_m) * ceiling(n / t_n) * count / sms) * sms * t_m * t_n)
+    return maximum(*(m * n * count / (round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms) * sms * t_m * t_n)
                      for t_m, t_n in shapes))
 
 

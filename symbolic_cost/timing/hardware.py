@@ -26,11 +26,12 @@ uses (NVLink when the group fits in one NVLink domain, else InfiniBand, unless
 
 from __future__ import annotations
 
-from sympy import Expr, Integer, Piecewise, ceiling, floor, sympify
+from sympy import Expr, Integer, Piecewise, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.extrema import maximum
 from symbolic_cost.parallel import collectives
+from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost.timing import efficiency, kernels, nccl
 from symbolic_cost.cost import Collective, Cost
 from symbolic_cost.checks import InputError
@@ -113,7 +114,7 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
         ib = (system.ib_bandwidth, system.ib_latency)
         # members of the group in one NVLink domain: a group of stride s holds nvlink_size / s of its
         # ranks in each domain (an expert-parallel group ``etp`` apart, a data-parallel one ``m1``)
-        members = maximum(1, floor(system.nvlink_size / c.stride))
+        members = maximum(1, round_down(system.nvlink_size / c.stride))
         spread = collectives.hierarchical_time(c.kind, c.group, members, c.tensor_bytes, nvlink, ib)
         flat = _on_link(c.span, system, flat, spread)
     return c.repeats * flat
@@ -127,7 +128,7 @@ def _nccl_time(c: Collective, system: System, link: str | None) -> Expr:
         return Integer(0)
     if link is not None:
         return nccl.collective_time(c, system, link)
-    nodes = ceiling(c.span / system.nvlink_size)
+    nodes = round_up(c.span / system.nvlink_size)
     return _on_link(c.span, system, nccl.collective_time(c, system, "nvlink"),
                     nccl.collective_time(c, system, "ib", nodes, intra="nvlink"))
 

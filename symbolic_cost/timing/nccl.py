@@ -33,11 +33,12 @@ modelled.  The latencies are in seconds (``MICRO``: one µs).
 
 from __future__ import annotations
 
-from sympy import Expr, Function, Integer, Min, Piecewise, Rational, S, Tuple, floor, sympify
+from sympy import Expr, Function, Integer, Piecewise, Rational, S, StrictLessThan, Tuple, sympify
 
 from symbolic_cost.cost import Collective
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.parallel.collectives import Log2
+from symbolic_cost.rounding import round_down
 
 MICRO = Rational(1, 10**6)
 GIGA = Integer(10) ** 9
@@ -85,7 +86,7 @@ def ll128_share(kind: str, link: str, arch: str, n, nodes=1) -> Expr:
     """
     if link == "nvlink":
         return minimum(Rational(92, 100), LL128_PER_CHANNEL[kind] / NVLINK_CHANNEL[arch])
-    per_domain = floor(sympify(n) / sympify(nodes))
+    per_domain = round_down(sympify(n) / sympify(nodes))
     return Rational(7, 10) + Rational(22, 100) * minimum(1, maximum(0, per_domain - 1))
 
 
@@ -125,7 +126,7 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | 
         steps, inter = per * (n - 1), per * (nodes - 1)
     sent = ring_share(kind, n) * volume
     # a group of one device runs no collective (a symbolic group keeps the factor: 0 at n = 1)
-    active = Integer(1) if kind == "p2p" else Min(1, n - 1)
+    active = Integer(1) if kind == "p2p" else minimum(1, n - 1)
     share = {"LL": Rational(1, 4) if kind == "allreduce" else Rational(1, 3), "Simple": Integer(1)}
     times = []
     near = _hop_link(intra or link)
@@ -192,7 +193,7 @@ def tree_time(n, tensor_bytes, bus, nodes, intra: str = "nvlink", arch: str = "o
         caps = TREE_CAP_LL128_AMPERE if protocol == "LL128" and arch == "ampere" else TREE_CAP
         cap = caps["many"] + (caps["few"] - caps["many"]) * few
         bandwidth = minimum(bus * Rational(9, 10), cap) * TREE_SHARE[protocol] / 2 * tree_correction(protocol, volume)
-        latency = TREE_BASE[protocol] + 2 * ((floor(n / nodes) - 1) * TREE_HOP[(_hop_link(intra), protocol)]
+        latency = TREE_BASE[protocol] + 2 * ((round_down(n / nodes) - 1) * TREE_HOP[(_hop_link(intra), protocol)]
                                              + levels * TREE_HOP[("ib", protocol)])
         times.append(latency + volume / bandwidth)
     return times
@@ -232,9 +233,11 @@ class TreeCorrection(Function):
     def as_piecewise(self) -> Expr:
         """One piece per run of equal factors, each holding below the first size of the next run."""
         factors, volume = list(self.args[0]) + [Integer(1)], self.args[1]
-        pieces = [(factor, volume < 64 * 2 ** (i + 1)) for i, factor in enumerate(factors[:-1])
-                  if factor != factors[i + 1]]
-        return Piecewise(*pieces, (Integer(1), True))
+        # built unevaluated: each piece's bound is a number, so nothing folds, and SymPy's checks
+        # of every pair of conditions took half of compiling a calibrated step time
+        pieces = [(factor, StrictLessThan(volume, 64 * 2 ** (i + 1), evaluate=False))
+                  for i, factor in enumerate(factors[:-1]) if factor != factors[i + 1]]
+        return Piecewise(*pieces, (Integer(1), S.true), evaluate=False)
 
     def _numpycode(self, printer):
         table = ", ".join(str(float(f)) for f in list(self.args[0]) + [1])
