@@ -1,9 +1,15 @@
-"""``maximum``/``minimum`` against Python's ``max``/``min`` of the substituted arguments."""
+"""``maximum``/``minimum`` against Python's ``max``/``min`` of the substituted arguments; ``round_up``
+and ``round_down`` against ``math.ceil``/``math.floor``; ``changes_sign`` against exact values."""
+
+import math
+from fractions import Fraction
 
 from hypothesis import given, settings, strategies as st
-from sympy import Max, Rational, ceiling
+from sympy import Max, Rational, ceiling, floor
 
 from symbolic_cost.extrema import lower_bound, maximum, minimum, sign
+from symbolic_cost.rounding import round_down, round_up
+from symbolic_cost.sampled import POINTS, changes_sign
 from symbolic_cost.symbols import b, l, m1
 
 SYMBOLS = (b, l, m1)
@@ -38,3 +44,36 @@ def test_what_is_decided_and_what_is_left():
     assert minimum(m1 - 1, 0) == 0                            # an integer degree is at least 1
     assert maximum(b, l) == Max(b, l) and maximum(7, 3, Rational(15, 2)) == Rational(15, 2)
     assert sign(b - l) is None and sign(l * (2 * l - 1) - l**2) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(terms, values)
+def test_rounding_equals_the_rounded_number(expr, at):
+    """``round_up``/``round_down`` against ``math.ceil``/``math.floor`` of the exact value."""
+    value = Fraction(str(expr.subs(at)))
+    assert round_up(expr).subs(at) == math.ceil(value)
+    assert round_down(expr).subs(at) == math.floor(value)
+
+
+def test_rounding_takes_whole_terms_out_and_leaves_the_rest():
+    assert round_up(b * l + Rational(1, 3)) == b * l + 1 and round_down(b * l + Rational(1, 3)) == b * l
+    assert round_up(2 * b * m1) == 2 * b * m1 and round_up(Rational(7, 2)) == 4
+    assert round_up(b / m1) == ceiling(b / m1) and round_down(b / 2 + l) == l + floor(b / 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(terms)
+def test_a_sign_change_seen_in_floats_is_there_exactly(expr):
+    """Where ``changes_sign`` answers yes, the exact values at its points take both signs."""
+    if changes_sign(expr):
+        signs = {(v > 0) for v in (_exact_at(expr, point) for point in POINTS) if v != 0}
+        assert signs == {True, False}
+
+
+def _exact_at(expr, point):
+    return expr.xreplace({s: Rational(str(point(s))).limit_denominator(1) for s in expr.free_symbols})
+
+
+def test_sign_changes_and_signs():
+    assert changes_sign(b - l) and changes_sign(b * l - 4 * m1) and changes_sign(l * (2 * l - 1) - 3 * l**2 / 2)
+    assert not changes_sign(b * l - 1) and not changes_sign(2 * b * l - b * l) and not changes_sign(m1 - 1)
