@@ -136,7 +136,7 @@ tiles for row after row (171 differences asked 468 times for GPT-3's)."""
 def _sign(expr) -> int | None:
     for form in (expr, None):
         if form is None:
-            if changes_sign(expr):
+            if not _distributes(expr) or changes_sign(expr):
                 return None                   # no bound can hold: skip the expansion
             form = expanded(expr)
         low = lower_bound(form)
@@ -146,6 +146,19 @@ def _sign(expr) -> int | None:
         if high is not None and high <= 0:
             return -1
     return None
+
+
+def _distributes(expr) -> bool:
+    """Whether expanding ``expr`` multiplies a sum out at its top (a term with a factor
+    ``(x + y)**k``, ``k`` a positive integer): only then can its terms cancel, which is what the
+    expansion is for.  A difference of two tile efficiencies, ``A / ceiling(...) - B / ceiling(...)``,
+    has none."""
+    for term in Add.make_args(expr):
+        for factor in Mul.make_args(term):
+            base, power = factor.as_base_exp()
+            if isinstance(base, Add) and power.is_Integer and power > 0:
+                return True
+    return False
 
 
 def expanded(expr, memo=None) -> Expr:
