@@ -4,21 +4,24 @@ part (``to_symengine``), and without a branch a random input can mispredict (``b
 
 from __future__ import annotations
 
-from symbolic_cost.numeric.portable import portable_all
+from sympy import Function, sympify
+
+from symbolic_cost.numeric.portable import rewritten
 
 
 def llvm_form(values, se) -> list:
     """The symengine expressions of the SymPy ``values``, shared parts converted and rewritten
     once across all of them."""
     converted: dict = {}
-    rewritten: dict = {}
-    return [branch_free(to_symengine(v, se, converted), se, rewritten) for v in portable_all(values)]
+    selects: dict = {}
+    return [branch_free(to_symengine(sympify(v), se, converted), se, selects) for v in values]
 
 
 def to_symengine(expr, se, memo: dict):
     """``se.sympify(expr)``, each shared part converted once: symengine's own converter walks a
     part once per path to it, and a step time's collectives share parts so widely that this was a
-    quarter of a search's cold builds.  Nodes of a kind ``_NODES`` does not name convert whole.
+    quarter of a search's cold builds.  A function LLVM lacks converts in its portable form
+    (``portable.rewritten``); nodes of another kind ``_NODES`` does not name convert whole.
 
     >>> import symengine
     >>> from sympy import Max, Piecewise, ceiling
@@ -32,7 +35,10 @@ def to_symengine(expr, se, memo: dict):
     if expr in memo:
         return memo[expr]
     build = _NODES.get(type(expr).__name__) if expr.args else None
-    if build is None:
+    portable = rewritten(expr) if build is None and isinstance(expr, Function) else None
+    if portable is not None:
+        result = to_symengine(portable, se, memo)
+    elif build is None:
         result = se.sympify(expr)
     else:
         result = build(se, [to_symengine(a, se, memo) for a in expr.args])

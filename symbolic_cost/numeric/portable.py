@@ -25,15 +25,32 @@ def portable(expr):
 def portable_all(exprs) -> list:
     """``portable`` of each of ``exprs``, the parts they share rewritten once."""
     exprs = [sympify(e) for e in exprs]          # a plain number (a part that is 0) as well
-    calls = [a for a in parts(exprs) if isinstance(a, Function)]
-    swaps = {a: a.args[0] - a.args[1] * floor(a.args[0] / a.args[1]) if isinstance(a, Mod)
-             else ceiling(log(a.args[0]) / log(2)) for a in calls if isinstance(a, (Mod, Log2))}
-    # step functions of the library (timing.nccl.TreeCorrection) as their pieces
-    swaps.update({a: a.as_piecewise() for a in calls if hasattr(a, "as_piecewise")})
+    swaps = {a: rewritten(a) for a in parts(exprs) if isinstance(a, Function)}
+    swaps = {a: form for a, form in swaps.items() if form is not None}
     if not swaps:
         return exprs
     done: dict = {}
     return [swap(e, swaps, done) for e in exprs]
+
+
+def rewritten(call):
+    """The portable form of one function application ``call`` (its arguments as they are), or
+    ``None`` when every backend has it.  Built unevaluated: SymPy's ``ceiling`` and ``log`` ask
+    assumption queries about their whole argument.
+
+    >>> from symbolic_cost.parallel.collectives import Log2
+    >>> from symbolic_cost.symbols import b
+    >>> rewritten(Log2(b)), rewritten(ceiling(b))
+    (ceiling(log(b)/log(2)), None)
+    """
+    if isinstance(call, Mod):
+        top, bottom = call.args
+        return top - bottom * floor(top / bottom, evaluate=False)
+    if isinstance(call, Log2):
+        return ceiling(log(call.args[0], evaluate=False) / log(2), evaluate=False)
+    if hasattr(call, "as_piecewise"):   # step functions of the library (timing.nccl.TreeCorrection)
+        return call.as_piecewise()
+    return None
 
 
 def parts(exprs) -> set:

@@ -33,7 +33,8 @@ modelled.  The latencies are in seconds (``MICRO``: one µs).
 
 from __future__ import annotations
 
-from sympy import Expr, Function, Integer, Piecewise, Rational, S, StrictLessThan, Tuple, sympify
+from sympy import Basic, Expr, Function, Integer, Piecewise, Rational, S, StrictLessThan, Tuple, sympify
+from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.cost import Collective
 from symbolic_cost.extrema import maximum, minimum
@@ -233,11 +234,12 @@ class TreeCorrection(Function):
     def as_piecewise(self) -> Expr:
         """One piece per run of equal factors, each holding below the first size of the next run."""
         factors, volume = list(self.args[0]) + [Integer(1)], self.args[1]
-        # built unevaluated: each piece's bound is a number, so nothing folds, and SymPy's checks
-        # of every pair of conditions took half of compiling a calibrated step time
-        pieces = [(factor, StrictLessThan(volume, 64 * 2 ** (i + 1), evaluate=False))
+        # built as written: each piece's bound is a number, so nothing folds, and SymPy's checks
+        # of every pair of conditions (and its folding of a volume that holds a Piecewise into
+        # each condition) took half of compiling a calibrated step time
+        pieces = [Basic.__new__(ExprCondPair, factor, StrictLessThan(volume, 64 * 2 ** (i + 1), evaluate=False))
                   for i, factor in enumerate(factors[:-1]) if factor != factors[i + 1]]
-        return Piecewise(*pieces, (Integer(1), S.true), evaluate=False)
+        return Basic.__new__(Piecewise, *pieces, Basic.__new__(ExprCondPair, Integer(1), S.true))
 
     def _numpycode(self, printer):
         table = ", ".join(str(float(f)) for f in list(self.args[0]) + [1])
