@@ -87,7 +87,7 @@ def unevaluated(kind, args) -> Expr:
     by_count: dict = {}
     for arg in args:
         by_count.setdefault(node_count(arg), []).append(arg)
-    ordered = [a for count in sorted(by_count) for a in sorted(by_count[count], key=default_sort_key)]
+    ordered = [a for count in sorted(by_count) for a in sorted(by_count[count], key=_sort_key)]
     node = Expr.__new__(kind, *ordered)
     node._argset = args            # as SymPy's MinMaxBase.__new__ keeps it
     return node
@@ -100,6 +100,11 @@ def node_count(expr) -> int:
 
 _COUNTS: dict = {}
 """Node counts remembered (the same parts meet in extremum after extremum)."""
+_SORT_KEYS: dict = {}
+
+
+def _sort_key(expr):
+    return remembered(_SORT_KEYS, expr, default_sort_key)
 
 
 def _node_count(expr):
