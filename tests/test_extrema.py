@@ -5,9 +5,9 @@ import math
 from fractions import Fraction
 
 from hypothesis import given, settings, strategies as st
-from sympy import Integer, Max, Rational, ceiling, floor
+from sympy import Integer, Max, Min, Rational, ceiling, floor, srepr
 
-from symbolic_cost.extrema import lower_bound, maximum, minimum, sign
+from symbolic_cost.extrema import lower_bound, maximum, minimum, sign, unevaluated
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost.sampled import POINTS, changes_sign
 from symbolic_cost.symbols import b, l, m1
@@ -77,3 +77,11 @@ def _exact_at(expr, point):
 def test_sign_changes_and_signs():
     assert changes_sign(b - l) and changes_sign(b * l - 4 * m1) and changes_sign(l * (2 * l - 1) - 3 * l**2 / 2)
     assert not changes_sign(b * l - 1) and not changes_sign(2 * b * l - b * l) and not changes_sign(m1 - 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(terms, min_size=1, max_size=5))
+def test_unevaluated_extrema_are_sympys_own(args):
+    """``unevaluated`` orders arguments from remembered node counts: the same node as SymPy's."""
+    for kind in (Max, Min):
+        assert srepr(unevaluated(kind, args)) == srepr(kind(*args, evaluate=False))
