@@ -137,10 +137,10 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
                                        [blk.total(field) for blk, _ in layers])
     per_device = held(start.total("weights") / es, end.total("weights") / es,
                       [blk.total("weights") / es for blk, _ in layers], tied_copy(arch, start) / es)
-    one = recipe_stack(model_stack(arch, plain, 1, 1, es, conventions), t, es, conventions, arch)   # one device: its FLOPs
     on_stage = lambda of, copy=0: held(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
     states = split_state_bytes(data_group(t), m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
-    model = lambda f: n * d * sum((count * blk.total(f) for blk, count in one), exact(0))  # noqa: E731
+    # the model's FLOPs on one device: the 1-byte stack's, as a FLOP does not depend on element bytes
+    model = lambda f: n * d * sum((count * blk.total(f) for blk, count in whole), exact(0))  # noqa: E731
     cost = ModelCost(
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
         parameters=parameters, parameters_per_device=per_device,
