@@ -27,7 +27,8 @@ Max(3, 2*b*l)
 
 from __future__ import annotations
 
-from sympy import Add, Basic, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, default_sort_key, expand_mul, floor, sympify
+from sympy import (Add, Basic, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, default_sort_key, expand_mul,
+                   floor, sympify)
 from sympy.core.relational import Relational
 from sympy.functions.elementary.piecewise import ExprCondPair
 
@@ -101,6 +102,7 @@ def node_count(expr) -> int:
 _COUNTS: dict = {}
 """Node counts remembered (the same parts meet in extremum after extremum)."""
 _SORT_KEYS: dict = {}
+"""SymPy's ``default_sort_key`` of the arguments ordered so far (it walks the whole tree each time)."""
 
 
 def _sort_key(expr):
@@ -141,8 +143,8 @@ def swap(expr, swaps: dict, done: dict | None = None) -> Expr:
 
 def _rebuilt(node, args) -> Expr:
     """``node`` with ``args``: extrema and relations unevaluated, a ``Piecewise`` (and a sum,
-    product or power of one) as written, since their constructors compare pairs of arguments or fold a ``Piecewise``
-    outwards, asking assumption queries all the way."""
+    product or power of one) as written, since their constructors compare pairs of arguments or
+    fold a ``Piecewise`` outwards, asking assumption queries all the way."""
     if args == node.args:
         return node
     if isinstance(node, (Max, Min)):
