@@ -2,9 +2,11 @@
 that were skipped and impossible numbers.  Every refusal is exit status 2 with one line that
 names the option (or an ``InputError`` naming the argument), within a few seconds."""
 
+import contextlib
 import json
 import os
 import time
+import types
 
 import pytest
 
@@ -239,3 +241,27 @@ def test_id2label_contradicting_num_labels_is_refused(capsys, tmp_path):
     path = _config(tmp_path, architectures=["LlamaForSequenceClassification"], num_labels=2,
                    id2label={"0": "a", "1": "b", "2": "c"})
     refused(capsys, ["summary", "--hf-config", path], "num_labels=2", "id2label")
+
+
+def test_the_command_line_splits_a_search_of_many_variants_over_every_core(monkeypatch):
+    """``search`` on the command line passes ``workers=None``: every core from ``AUTO_TASKS``
+    variants (seven stay in this process, eight fork one process per core, at most one a task)."""
+    import concurrent.futures
+    from symbolic_cost.cli import search as command
+    from symbolic_cost.numeric import search
+    asked = {}
+
+    def record(*args, **kwargs):
+        asked.update(kwargs)
+        raise InputError("recorded")
+
+    monkeypatch.setattr(command, "search", record)
+    main(["search", "--preset", "gpt2", "--devices", "8"])
+    assert asked["workers"] is None
+    started = []
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor",
+                        lambda workers: started.append(workers) or contextlib.nullcontext(types.SimpleNamespace(map=map)))
+    monkeypatch.setattr(search, "run_variant", lambda task: (1, 1, task))
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert len(list(search._run_all(list("abcdefg"), False, search.auto_workers(7), False))) == 7 and started == []
+    assert len(list(search._run_all(list("abcdefgh"), False, search.auto_workers(8), False))) == 8 and started == [8]

@@ -141,8 +141,8 @@ def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top
 def search(arch: Architecture, devices: int, system="h100", global_batch: int = 1024, seq: int = 2048,
            top: int = 10, zero=1, flash: bool = True, precision: str = "bf16", conventions=conv.DEFAULT,
            tensor=("1d",), micro_batch_sizes=(1, 2, 4, 8), recompute=None, offload=("none",),
-           schedules=("1f1b",), recompute_layers="full", sequence="ends", progress=False, workers: int = 1,
-           dask: bool = False, policy: dict | None = None, cp=(1,), cp_variant: str = "ring",
+           schedules=("1f1b",), recompute_layers="full", sequence="ends", progress=False,
+           workers: int | None = 1, dask: bool = False, policy: dict | None = None, cp=(1,), cp_variant: str = "ring",
            shard=None) -> SearchResult:
     """The ``top`` fastest layouts that fit in the system's memory, with their time breakdown.
 
@@ -151,11 +151,14 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
     ``cp`` lists context-parallel degrees of ``cp_variant`` (1-D layouts only); ``shard`` ZeRO-3's
     shard groups (``layouts.shard_groups``; a ``shard`` column, ``d`` below ZeRO-3).  Not in ``SPACE``.
     ``policy`` holds further ``Training`` fields every layout keeps (a framework file's distributed
-    optimizer, FP8, overlap: ``cli.search.FIXED``), never one the search varies.
+    optimizer, FP8, overlap: ``cli.search.FIXED``), never one the search varies.  ``workers``:
+    processes the variants are split over (``None``: ``auto_workers``, the command line's default).
     """
     count(devices, "devices", maximum=MAX_DEVICES)
-    for name, value in (("global_batch", global_batch), ("seq", seq), ("top", top), ("workers", workers)):
+    for name, value in (("global_batch", global_batch), ("seq", seq), ("top", top)):
         count(value, name)
+    if workers is not None:
+        count(workers, "workers")
     system = get_system(system)
     if not system.hbm_capacity:
         raise InputError(f"system {system.name} states no memory capacity to fit layouts into", "system")
@@ -186,7 +189,7 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
     fixed = dict(precision=precision, flash=flash, **(policy or {}))
     tasks = [(arch, v, base, seq, system, conventions, fixed, recompute_layers, top)
              for v in variants(zeros, offload, schedules, recompute, cp_variant, shard)] if not base.empty else []
-    results = list(_run_all(tasks, progress, workers, dask))
+    results = list(_run_all(tasks, progress, auto_workers(len(tasks)) if workers is None else workers, dask))
     if not grids.empty:
         results = [(n, k, f.assign(tensor="1d", grid="")) for n, k, f in results]
         results += [grid_frames(arch, grids, seq, system, conventions, top, zero=z, offload=o, schedule=s, **fixed)
@@ -196,6 +199,21 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
     every = every.assign(shard=every["shard"].fillna(every["d"]).astype(int)) if "shard" in every else every  # below ZeRO-3: d
     best = every.sort_values("total", kind="stable").head(top).reset_index(drop=True)
     return SearchResult(sum(n for n, _, _ in results), sum(k for _, k, _ in results), best)
+
+
+AUTO_TASKS = 8
+"""Variants from which ``workers=None`` splits a search over every core: a smaller search builds
+in a second or two in this process, which keeps what it built for the next one."""
+
+
+def auto_workers(tasks: int) -> int:
+    """Processes a search of ``tasks`` variants runs in when ``workers`` is ``None`` (the command
+    line's default): one per core from ``AUTO_TASKS`` variants, else 1.
+
+    >>> auto_workers(2), auto_workers(120) == (os.cpu_count() or 1)
+    (1, True)
+    """
+    return (os.cpu_count() or 1) if tasks >= AUTO_TASKS else 1
 
 
 def _run_all(tasks, progress, workers: int, dask: bool):
