@@ -240,8 +240,8 @@ _KEPT = 2**17
 """Answers a table of ``remembered`` holds before it starts again."""
 
 
-def remembered(table: dict, key, compute):
-    """``compute(key)``, kept in ``table`` (emptied once it holds ``_KEPT`` answers): for pure
+def remembered(table: dict, key, compute, kept: int = _KEPT):
+    """``compute(key)``, kept in ``table`` (emptied once it holds ``kept`` answers): for pure
     functions of an expression that a build asks again and again.
 
     >>> table = {}
@@ -249,7 +249,7 @@ def remembered(table: dict, key, compute):
     (9, {3: 9})
     """
     if key not in table:
-        if len(table) >= _KEPT:
+        if len(table) >= kept:
             table.clear()
         table[key] = compute(key)
     return table[key]

@@ -126,10 +126,13 @@ def _nccl_time(c: Collective, system: System, link: str | None) -> Expr:
     domains with the network's bus bandwidth.  Remembered by the fields it reads: a step sends
     the same collectives in both passes and in every kind of layer (22 distinct of DeepSeek-V3's 50)."""
     key = (c.kind, c.elements, c.element_bytes, c.group, c.repeats, c.stride, system, link)
-    return remembered(_NCCL_TIMES, key, lambda _: _priced(c, system, link))
+    return remembered(_NCCL_TIMES, key, lambda _: _priced(c, system, link), kept=_ROWS_KEPT)
 
 
 _NCCL_TIMES: dict = {}
+"""Calibrated collective times already priced, by the fields ``_priced`` reads."""
+_ROWS_KEPT = 4096
+"""Answers ``_TIMES`` and ``_NCCL_TIMES`` hold before they start again (each a whole expression)."""
 
 
 def _priced(c: Collective, system: System, link: str | None) -> Expr:
@@ -168,12 +171,7 @@ def row_seconds(cost: Cost, system: System, conventions=conv.DEFAULT) -> dict[st
     up.  A ratio of two whole-pass times is a division SymPy checks with assumption queries, a
     fifth of building a model's step time for nothing."""
     system, conventions = get_system(system), conv.get(conventions)
-    key = (cost, system, conventions)
-    if key not in _TIMES:
-        if len(_TIMES) >= 4096:
-            _TIMES.pop(next(iter(_TIMES)))
-        _TIMES[key] = _row_times(cost, system, conventions)
-    return dict(_TIMES[key])
+    return dict(remembered(_TIMES, (cost, system, conventions), lambda key: _row_times(*key), kept=_ROWS_KEPT))
 
 
 _TIMES: dict = {}
