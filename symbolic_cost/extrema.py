@@ -62,7 +62,8 @@ def _extremum(kind, direction: int, args) -> Expr:
     for arg in rest:
         survivors = []
         for other in kept:
-            order = sign(arg - other)         # one comparison per pair
+            # one comparison per pair; none where the samples already show no sign holds
+            order = None if changes_sign(arg, other) else sign(arg - other)
             if order == -direction:           # ``other`` is at least as extreme: drop ``arg``
                 survivors = None
                 break
@@ -88,10 +89,15 @@ def unevaluated(kind, args) -> Expr:
     by_count: dict = {}
     for arg in args:
         by_count.setdefault(node_count(arg), []).append(arg)
-    ordered = [a for count in sorted(by_count) for a in sorted(by_count[count], key=_sort_key)]
+    ordered = [a for count in sorted(by_count) for a in _tied(by_count[count])]
     node = Expr.__new__(kind, *ordered)
     node._argset = args            # as SymPy's MinMaxBase.__new__ keeps it
     return node
+
+
+def _tied(args: list) -> list:
+    """``args`` of one node count in SymPy's order (a lone one needs no sort key)."""
+    return args if len(args) == 1 else sorted(args, key=_sort_key)
 
 
 def node_count(expr) -> int:

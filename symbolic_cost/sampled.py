@@ -42,14 +42,19 @@ POINTS = (_uniform(1), _uniform(2**20)) + tuple(_mixed(k) for k in range(MIXED))
 """The sample points, each a function from a symbol to its value."""
 
 
-def changes_sign(expr) -> bool:
-    """Whether ``expr`` is positive at one of ``POINTS`` and negative at another: then it has
-    no sign, and proving one is wasted work."""
+def changes_sign(expr, minus=None) -> bool:
+    """Whether ``expr`` (less ``minus``, if given) is positive at one of ``POINTS`` and negative
+    at another: then it has no sign, and proving one is wasted work.  With ``minus`` the
+    difference is never built: each side's values are remembered, a SymPy ``Add`` of two step
+    times is not."""
     seen = set()
     for point, memo in zip(POINTS, _SEEN):
         if len(memo) > _KEPT:
             memo.clear()
         value = value_at(expr, point, memo)
+        if minus is not None and value is not None:
+            other = value_at(minus, point, memo)
+            value = None if other is None else value - other
         if value:                      # neither None nor 0
             seen.add(value > 0)
             if len(seen) == 2:
