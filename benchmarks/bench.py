@@ -352,8 +352,8 @@ def one_exact() -> dict:
         return step_time_breakdown(cost, "h100")
     numbers, _ = timed(lambda: [built(c) for c in configs])
     try:
-        from symbolic_cost.numeric.rationals import RATIONAL
-    except ImportError:                   # before numeric.rationals: always Fraction
+        from symbolic_cost.rationals import RATIONAL
+    except ImportError:                   # before symbolic_cost.rationals: always Fraction
         from fractions import Fraction as RATIONAL
     return dict(per_call=t.cpu / len(configs), first=first.cpu, numeric_build=numbers.cpu / len(configs),
                 distinct=fresh.cpu / len(distinct), rational=f"{RATIONAL.__module__}.{RATIONAL.__name__}")

@@ -1,7 +1,7 @@
 """Exact numbers for one configuration at a time, without ``subs`` on the expression tree.
 
 ``exact_function`` compiles an expression set once into plain Python over
-integers and exact rationals (``numeric.rationals.RATIONAL``: GMP's ``mpq`` with the
+integers and exact rationals (``rationals.RATIONAL``: GMP's ``mpq`` with the
 ``fast`` extra, else ``fractions.Fraction``; common subexpressions computed once,
 rational constants built once, ``Max``/``Min`` as ``max``/``min``, ceilings,
 floors and ``Log2`` on exact numbers); calling it with exact values returns
@@ -33,7 +33,7 @@ from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.experts import expert_degrees
 from symbolic_cost.models.totals import check_schedule
 from symbolic_cost.parallel.expert import expert_data_degree
-from symbolic_cost.numeric.rationals import RATIONAL, is_whole, to_sympy
+from symbolic_cost.rationals import RATIONAL, is_whole, to_sympy
 from symbolic_cost.symbols import resolve_names
 from symbolic_cost.timing.step import step_time_breakdown
 
