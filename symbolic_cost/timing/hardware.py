@@ -180,23 +180,28 @@ schedule and offload it compares, with the same rows."""
 
 
 def _row_times(cost: Cost, system: System, conventions) -> dict[str, Expr]:
-    flops_rate = product_rate(cost, system) if cost.engine == "matrix" else system.vector_flops
     t = {}
     for pass_ in ("fwd", "bwd"):
-        t[f"t_comp_{pass_}"] = getattr(cost, f"flops_{pass_}") / flops_rate
-        if system.efficiency is not None:     # the calibrated model: achieved rates, then the roofline
-            t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"] = efficiency.pass_times(cost, pass_, system, conventions)
-            t[f"t_{pass_}"] = maximum(t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"])
-        elif conventions.kernel_time == "tiled":
-            t[f"t_mem_{pass_}"], t[f"t_{pass_}"] = kernels.pass_times(cost, pass_, system, conventions)
-        else:
-            t[f"t_mem_{pass_}"] = getattr(cost, f"mem_{pass_}") / system.hbm_bandwidth
-            t[f"t_{pass_}"] = maximum(t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"])
+        t[f"t_comp_{pass_}"], t[f"t_mem_{pass_}"], t[f"t_{pass_}"] = _pass_seconds(cost, pass_, system, conventions)
         t[f"t_comm_{pass_}"] = sum((comm_time(c, system, conventions)
                                     for c in cost.collectives if c.pass_ == pass_), Integer(0))
         combine = maximum if conventions.overlap_comm else (lambda x, y: x + y)
         t[f"t_total_{pass_}"] = combine(t[f"t_{pass_}"], t[f"t_comm_{pass_}"])
     return t
+
+
+def _pass_seconds(cost: Cost, pass_: str, system: System, conventions) -> tuple[Expr, Expr, Expr]:
+    """``(compute, memory, both)`` seconds of one row's pass: the calibrated model's achieved
+    rates (``efficiency.pass_times``), the tiled kernel model, or the datasheet roofline."""
+    if system.efficiency is not None:
+        compute, memory = efficiency.pass_times(cost, pass_, system, conventions)
+        return compute, memory, maximum(compute, memory)
+    flops_rate = product_rate(cost, system) if cost.engine == "matrix" else system.vector_flops
+    compute = getattr(cost, f"flops_{pass_}") / flops_rate
+    if conventions.kernel_time == "tiled":
+        return (compute, *kernels.pass_times(cost, pass_, system, conventions))
+    memory = getattr(cost, f"mem_{pass_}") / system.hbm_bandwidth
+    return compute, memory, maximum(compute, memory)
 
 
 def _share(part, whole) -> Expr:
