@@ -12,7 +12,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from sympy import Eq, Mod
+from sympy import Eq, Max, Mod
 
 from symbolic_cost import symbols as S
 from symbolic_cost.models.config import load, preset
@@ -29,9 +29,9 @@ RNG = np.random.default_rng(7)
 def _record(monkeypatch) -> list:
     sets, original = [], compiled.compile_exprs
 
-    def recording(exprs, symbols=None, backend=None):
+    def recording(exprs, symbols=None, backend=None, **options):
         sets.append((dict(exprs), symbols))
-        return original(exprs, symbols, backend)
+        return original(exprs, symbols, backend, **options)
     for module in ("symbolic_cost.numeric.search", "symbolic_cost.numeric.sweep", "symbolic_cost.report.inference"):
         monkeypatch.setattr(importlib.import_module(module), "compile_exprs", recording)
     return sets
@@ -84,6 +84,39 @@ def test_a_kernel_comes_back_from_disk_without_compiling(tmp_path, monkeypatch):
         monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
         assert again is not first and again({"b": [4, 5], "l": 8})["t"].tolist() == [5.0, 7.0]
     assert len(list(tmp_path.glob("kernel_*.py"))) == 1 and len(list(tmp_path.glob("kernel_*.pickle"))) == 1
+
+
+def test_a_quick_kernel_is_recompiled_optimised_once_a_call_is_large(tmp_path, monkeypatch):
+    """Without ``rows`` the LLVM kernel compiles at LLVM's opt_level 0; the first call of
+    ``OPTIMIZED_ROWS`` configurations swaps in the optimised kernel (and files it), which a new
+    process then takes from disk; ``rows`` at the threshold compiles optimised at once."""
+    import pickle
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
+    exprs = {"t": S.b * S.l / 8 + Mod(S.b, 3), "m": Max(S.b, 7 - S.l)}
+    compiled._MEMORY.clear()
+    quick = compiled.compile_exprs(exprs, backend="llvm")
+    assert isinstance(quick.function, compiled.QuickKernel) and not quick.function.optimized
+    few = quick({"b": [4, 5], "l": 8})
+    assert few["t"].tolist() == [5.0, 7.0] and few["m"].tolist() == [4.0, 5.0]
+    assert not quick.function.optimized                             # 2 rows: still the quick kernel
+    b = np.arange(compiled.OPTIMIZED_ROWS, dtype=float) % 97 + 1
+    many = quick({"b": b, "l": 3})
+    assert quick.function.optimized
+    assert many["t"].tolist() == [3 * x / 8 + x % 3 for x in b] and many["m"].tolist() == [max(x, 4) for x in b]
+    shipped = pickle.loads(pickle.dumps(quick.function))            # as a Dask worker gets it
+    assert shipped(np.array([[4.0, 8.0]]))[0].tolist() == [5.0, 4.0]
+    compiled._MEMORY.clear()                                        # a new process: the optimised one is on disk
+    monkeypatch.setattr(compiled._symengine(), "Lambdify", _refuse)
+    again = compiled.compile_exprs(exprs, backend="llvm")
+    assert not isinstance(again.function, compiled.QuickKernel)
+    monkeypatch.undo()
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
+    levels, lambdify = [], compiled._lambdify
+    monkeypatch.setattr(compiled, "_lambdify", lambda *a: levels.append(a[-1]) or lambdify(*a))
+    for rows in (compiled.OPTIMIZED_ROWS, compiled.OPTIMIZED_ROWS - 1):     # told: that level, no wrapper
+        compiled._MEMORY.clear()
+        assert not isinstance(compiled.compile_exprs(exprs, backend="llvm", rows=rows).function, compiled.QuickKernel)
+    assert levels == [3, 0]
 
 
 def _refuse(*args, **kwargs):

@@ -75,9 +75,9 @@ def library_sets(tmp_path_factory):
     inference report's curves."""
     sets, original = [], compiled.compile_exprs
 
-    def recording(exprs, symbols=None, backend=None):
+    def recording(exprs, symbols=None, backend=None, **options):
         sets.append((dict(exprs), symbols))
-        return original(exprs, symbols, backend)
+        return original(exprs, symbols, backend, **options)
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path_factory.mktemp("builds")))  # every set built here
         for module in ("symbolic_cost.numeric.search", "symbolic_cost.numeric.sweep",

@@ -5,7 +5,9 @@ one of three backends:
 
 * ``"llvm"``: symengine's LLVM ``Lambdify`` (``pip install symbolic_cost[fast]``):
   the whole set, after common-subexpression elimination, is one machine-code
-  loop over the configurations; nothing is allocated per operation.
+  loop over the configurations; nothing is allocated per operation.  It compiles without
+  LLVM's optimisations (half the time) unless told of ``OPTIMIZED_ROWS`` configurations or
+  more, and recompiles optimised the first time a call passes that many.
 * ``"numba"``: numba (``pip install symbolic_cost[fast]``) compiles a generated loop over
   the rows (``numeric.loop_kernel``): every input and output a contiguous column, the
   formulas straight-line code LLVM vectorises across rows, the rows split between the
@@ -64,6 +66,13 @@ about 0.06 CPU-s saved per million configurations (benchmarks/bench.py)."""
 NUMBA_CACHED_ROWS = 3 * 10**7
 """Configurations from which a sweep uses numba's kernel when it is in the disk cache (loading
 numba and the kernel, about 1.5 CPU-s, is repaid from about 25 million)."""
+OPTIMIZED_ROWS = 2**16
+"""Configurations from which the LLVM kernel is compiled with LLVM's optimisations
+(``opt_level`` 3) rather than without (0).  DeepSeek-V3's calibrated step time compiles in 0.06
+CPU-s against 0.03 and runs 3.5 M configurations per CPU-s against 1.1 M, so the optimised
+kernel repays its longer compile from about 50,000.  A kernel compiled for fewer, or for a number
+``compile_exprs`` is not told, recompiles itself optimised when a call passes this many
+(``QuickKernel``)."""
 _MEMORY: dict = {}
 _POOL: dict = {}
 
@@ -159,6 +168,7 @@ class Compiled:
         threshold, and columns a reader takes without a stride)."""
         keep_freed_pages()
         size, width = flat[0].size, max(len(self.symbols), 1)
+        function = self.function.for_rows(size) if isinstance(self.function, QuickKernel) else self.function
         out = [np.empty(size) for _ in self.names]
         block = np.empty((min(size, LLVM_BLOCK), len(self.names)))
         inputs = np.zeros((min(size, LLVM_BLOCK), width))
@@ -166,7 +176,7 @@ class Compiled:
             rows = min(LLVM_BLOCK, size - start)
             for j, column in enumerate(flat if self.symbols else []):
                 inputs[:rows, j] = column[start:start + rows]
-            self.function(inputs[:rows], out=block[:rows])
+            function(inputs[:rows], out=block[:rows])
             for i, column in enumerate(out):
                 column[start:start + rows] = block[:rows, i]
         return out
@@ -180,8 +190,12 @@ class Compiled:
         return pd.DataFrame({**inputs, **out})
 
 
-def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None = None) -> Compiled:
+def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None = None,
+                  rows: int | None = None) -> Compiled:
     """Compile ``{name: expression}`` over ``symbols`` (default: every free symbol, by name).
+    ``rows``: how many configurations the kernel will evaluate, where the caller knows: from
+    ``OPTIMIZED_ROWS`` the LLVM kernel is compiled optimised, below it without LLVM's
+    optimisations; not told, it starts unoptimised and recompiles at the first large call.
 
     >>> from sympy import Max
     >>> from symbolic_cost.symbols import b, l
@@ -197,20 +211,21 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
     backend = backend or default_backend()
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}", "backend")
-    key = (names, values, symbols, backend)
+    level = "auto" if rows is None else "optimized" if rows >= OPTIMIZED_ROWS else "quick"
+    key = (names, values, symbols, backend, level)
     if key not in _MEMORY:
-        _MEMORY[key] = _build(names, values, symbols, backend)
+        _MEMORY[key] = _build(names, values, symbols, backend, level)
     return _MEMORY[key]
 
 
-def _build(names, values, symbols, backend) -> Compiled:
+def _build(names, values, symbols, backend, level: str) -> Compiled:
     if backend == "numba" and names:
         function = loop_kernel.kernel(portable_all(values), symbols)
         if function is not None:
             return Compiled(names, symbols, function, "numba")
         backend = "llvm"
     if backend == "llvm":
-        function = _llvm_kernel(values, symbols)
+        function = _llvm_kernel(values, symbols, level)
         if function is not None:
             return Compiled(names, symbols, function, "llvm")
     return Compiled(names, symbols, _numpy_kernel(values, symbols), "numpy")
@@ -238,18 +253,50 @@ def _numpy_kernel(values, symbols):
     return kernel_cache.numpy_kernel(make, values, symbols)
 
 
-def _llvm_kernel(values, symbols):
-    """symengine's LLVM kernel of ``values``, or ``None`` when symengine is missing or cannot
-    express the set (then the numpy backend runs)."""
+def _llvm_kernel(values, symbols, level: str):
+    """symengine's LLVM kernel of ``values``: optimised at ``level`` ``"optimized"`` or where it
+    is on disk, else compiled without LLVM's optimisations, and at ``level`` ``"auto"`` wrapped
+    in a ``QuickKernel``; ``None`` when symengine is missing or cannot express the set (then the
+    numpy backend runs)."""
     se = _symengine()
     if se is None:
         return None
     try:
         converted = llvm_form(values, se)
         arguments = [se.sympify(s) for s in symbols]
-
-        def make():
-            return se.Lambdify(arguments, converted, backend="llvm", cse=True)
-        return kernel_cache.llvm_kernel(make, converted, arguments)
+        text = kernel_cache.dag_text(converted)
+        best = _optimized(converted, arguments, text, make=level == "optimized")
+        if best is not None:
+            return best
+        quick = kernel_cache.llvm_kernel(lambda: _lambdify(converted, arguments, 0), text, arguments, "quick")
+        return quick if level == "quick" else QuickKernel(quick, converted, arguments)
     except (RuntimeError, TypeError, NotImplementedError, AttributeError, se.SympifyError):
         return None         # e.g. a constraint's ITE that symengine cannot convert: the numpy kernel runs
+
+
+def _lambdify(converted, arguments, opt_level: int):
+    return _symengine().Lambdify(arguments, converted, backend="llvm", cse=True, opt_level=opt_level)
+
+
+def _optimized(converted, arguments, text, make: bool = True):
+    """The optimised kernel, from disk or (``make``) compiled; ``None`` if neither."""
+    return kernel_cache.llvm_kernel((lambda: _lambdify(converted, arguments, 3)) if make else None, text, arguments)
+
+
+class QuickKernel:
+    """An LLVM kernel compiled without LLVM's optimisations, which compiles (or loads) its
+    optimised version the first time a call passes ``OPTIMIZED_ROWS`` configurations.  It
+    pickles with its expressions, so a Dask worker can do the same."""
+
+    def __init__(self, function, converted, arguments):
+        self.function, self.converted, self.arguments, self.optimized = function, converted, arguments, False
+
+    def for_rows(self, rows: int):
+        """The kernel to run ``rows`` configurations with."""
+        if rows >= OPTIMIZED_ROWS and not self.optimized:
+            text = kernel_cache.dag_text(self.converted)
+            self.function, self.optimized = _optimized(self.converted, self.arguments, text), True
+        return self.function
+
+    def __call__(self, inputs, out=None):
+        return self.function(inputs, out=out)

@@ -81,7 +81,8 @@ def plan(exprs: Mapping, grid: Mapping, constraints=(), top: int | None = None, 
     axes = tuple((str(k), tuple(float(x) for x in v)) for k, v in resolve_names(grid).items())
     symbols = list(resolve_names(grid))
     every = {**exprs, **keep}
-    compiled = compile_exprs(every, symbols=symbols, backend=sweep_backend(grid_size(grid), every, symbols))
+    size = grid_size(grid)
+    compiled = compile_exprs(every, symbols=symbols, backend=sweep_backend(size, every, symbols), rows=size)
     compiled({str(s): np.ones(1) for s in compiled.symbols})     # numba compiles (and caches) at the first call
     key, code = _code(compiled, list(every.values()))
     return Plan(key, compiled.backend, code, compiled.names, tuple(map(str, compiled.symbols)), axes,

@@ -109,12 +109,13 @@ def numpy_kernel(make, values, symbols):
     return function
 
 
-def llvm_kernel(make, converted, arguments):
-    """The LLVM kernel of the symengine expressions ``converted``: unpickled from disk, or
-    made by ``make()`` and pickled there."""
-    path = _path(key("llvm", dag_text(converted), arguments), ".pickle")
+def llvm_kernel(make, text, arguments, level: str = "optimized"):
+    """The LLVM kernel of the symengine expressions whose ``dag_text`` is ``text``, compiled at
+    ``level`` (``"optimized"``, or ``"quick"``: without LLVM's optimisations, filed apart):
+    unpickled from disk, or made by ``make()`` and pickled there (``make=None``: only looked up)."""
+    path = _path(key("llvm" if level == "optimized" else "llvm-quick", text, arguments), ".pickle")
     kept = _unpickled(path)
-    if kept is not None:
+    if kept is not None or make is None:
         return kept
     function = make()
     if path is not None:

@@ -47,6 +47,12 @@ PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host
 
 MAX_DEVICES = 2**20
 """Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""
+RERUNS = 32
+"""A search's kernels are filed on disk for the searches after it, so it asks for an optimised
+LLVM kernel as if each would run ``RERUNS`` times: from 2,048 layouts, where one run alone would
+need ``compile.OPTIMIZED_ROWS`` (65,536).  Of the 990 kernels of ``SPACE`` with cp 1-8 and
+every shard group, the 456 with fewer layouts (372,000 of 21.4 million) compile in half the
+time and evaluate about 0.2 CPU-s slower in all."""
 
 SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"),
              recompute=("none", "selective", "activation", "full"), recompute_layers="all", micro_batch_sizes="all",
@@ -132,7 +138,7 @@ def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top
         cost = model_cost(arch, training, conventions)
         parts = step_time_breakdown(cost, system, conventions)
         return compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)},
-                             symbols=[S.BY_NAME[k] for k in names])
+                             symbols=[S.BY_NAME[k] for k in names], rows=len(rows) * RERUNS)
     compiled = built((PARTS, arch, training, system, conventions, names, default_backend()), build)
     values = compiled({k: rows[k].to_numpy() for k in names})
     return _best(rows, values, float(system.hbm_capacity), top)
@@ -264,7 +270,7 @@ def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, convention
         exprs = {**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)}
         if kind == "2d":         # one side divides the other (layouts._grid_degrees): lcm is the larger
             exprs = {k: sympify(v).replace(Lcm, Max) for k, v in exprs.items()}
-        compiled = compile_exprs(exprs, symbols=[S.BY_NAME[k] for k in symbols])
+        compiled = compile_exprs(exprs, symbols=[S.BY_NAME[k] for k in symbols], rows=len(group) * RERUNS)
         names = [{"2d": f"{q}x{d}", "2.5d": f"{q}x{q}x{d}", "3d": f"{q}x{q}x{q}"}[kind]
                  for q, d in zip(group["mq"], group["md"])]
         rows = group.assign(grid=names, n_rec=np.where(policy == "full", depth // group["p"], 0), zero=zero,

@@ -124,7 +124,7 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     symbols = None if grid is None else [s for s in resolve_names(grid)]
     rows = grid_size(grid) if grid is not None else len(table) if isinstance(table, pd.DataFrame) else None
     compiled = compile_exprs({**exprs, **keep}, symbols=symbols,
-                             backend=sweep_backend(rows, {**exprs, **keep}, symbols))
+                             backend=sweep_backend(rows, {**exprs, **keep}, symbols), rows=rows)
     chunks = _grid_chunks(grid, chunk_size) if grid is not None else _table_chunks(table, chunk_size)
     total = grid_size(grid) if grid is not None else None
     bar = progress_bar(total) if progress is True else None
