@@ -238,16 +238,18 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
     w, g, o = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     whole = t.lora is None and tied != 0         # the last stage's copy of a tied table is trained
     train = on_stage(lambda blk: trainable(blk, es, t.lora), tied if whole else 0)
-    matrices = on_stage(matrix_elements)
     weights = train * w + (per_device - train) * es
     if t.lora is not None:
         weights += on_stage(lambda blk: _quantised(blk, t.lora, es))
     fp8 = get_fp8(t.fp8)
     if fp8 is not None:
+        matrices = on_stage(matrix_elements)
         weights += matrices * fp8.weight_copies - (matrices * (w - 1) if fp8.primary_weights else 0)
         weights += on_stage(fp8_products) * fp8.scale_bytes(t.fp8_amax_history)
-    factored = on_stage(lambda blk: factored_elements(blk, es, t.lora), tied / e + e if whole else 0)
-    optimizer = train * o + factored * factored_state_bytes(t.optimizer)
+    optimizer = train * o
+    if factored_state_bytes(t.optimizer) != 0:        # Adafactor's factored second moment
+        factored = on_stage(lambda blk: factored_elements(blk, es, t.lora), tied / e + e if whole else 0)
+        optimizer += factored * factored_state_bytes(t.optimizer)
     shard = {s: shard_degree(s, t.zero, d, t.distributed_optimizer, t.shard) for s in ("weights", "gradients", "optimizer")}
     out = dict(weight_bytes=weights / shard["weights"], gradient_bytes=train * g / shard["gradients"],
                optimizer_bytes=optimizer / shard["optimizer"], trainable_per_device=train,
