@@ -7,7 +7,8 @@ first, from the expression's value at ``POINTS``: every symbol 1, every symbol `
 few mixed points where each symbol takes one of ``SCALES``, picked by a hash of its name (the
 same in every process, so a formula is built the same way everywhere).
 
-The values are exact rationals (GMP's ``mpq`` or ``Fraction``: ``rationals.RATIONAL``), never floats, and they only ever say "undecided".
+The values are exact rationals (GMP's ``mpq`` or ``Fraction``: ``rationals.RATIONAL``), never
+floats, and they only ever say "undecided".
 
 >>> from symbolic_cost.symbols import b, l
 >>> changes_sign(b - l), changes_sign(b * l - 1), changes_sign(2 * b - b)

@@ -70,6 +70,17 @@ def test_a_sign_change_seen_at_the_points_is_there(expr):
         assert signs == {True, False}
 
 
+@settings(max_examples=200, deadline=None)
+@given(terms, terms)
+def test_a_pair_is_looked_at_as_its_difference(first, second):
+    """``changes_sign(a, b)``, from each side's remembered values, is ``changes_sign(a - b)``
+    (every value here is known), and where it says yes the difference takes both signs there."""
+    assert changes_sign(first, second) == changes_sign(first - second)
+    if changes_sign(first, second):
+        signs = {(v > 0) for v in (_exact_at(first - second, point) for point in POINTS) if v != 0}
+        assert signs == {True, False}
+
+
 def _exact_at(expr, point):
     return expr.xreplace({s: Integer(point(s)) for s in expr.free_symbols})
 
