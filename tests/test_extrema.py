@@ -9,6 +9,7 @@ from sympy import Integer, Max, Min, Rational, ceiling, floor, srepr
 
 from symbolic_cost.extrema import lower_bound, maximum, minimum, sign, unevaluated
 from symbolic_cost.rounding import round_down, round_up
+from symbolic_cost import sampled
 from symbolic_cost.sampled import POINTS, changes_sign
 from symbolic_cost.symbols import b, l, m1
 
@@ -79,6 +80,12 @@ def test_a_pair_is_looked_at_as_its_difference(first, second):
     if changes_sign(first, second):
         signs = {(v > 0) for v in (_exact_at(first - second, point) for point in POINTS) if v != 0}
         assert signs == {True, False}
+
+
+def test_a_value_is_unknown_only_at_the_points_where_a_part_is():
+    """``b**l`` is left unknown where ``l`` is over 64: ``m1 + b**l`` there, known elsewhere."""
+    for point, value in zip(POINTS, sampled.values(m1 + b**l)):
+        assert value == (None if point(l) > 64 else point(m1) + point(b) ** point(l))
 
 
 def _exact_at(expr, point):
