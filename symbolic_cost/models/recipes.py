@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sympy import Expr, Integer, sympify
+from sympy import Add, Expr, Integer, sympify
 
 from symbolic_cost.cost import collective
 from symbolic_cost.models.lora import LINEAR_ROWS, adapt_stack, is_adapter, is_linear, weight_matrix
@@ -206,7 +206,7 @@ def _forward(row) -> list:
 def trainable(blk, es, lora) -> Expr:
     """Trainable parameters of a block: its adapters' under LoRA, else all its weights."""
     rows = [r for r in blk if is_adapter(r)] if lora is not None else list(blk)
-    return sum((r.weights for r in rows), Integer(0)) / es
+    return Add(*(r.weights for r in rows)) / es
 
 
 def factored_elements(blk, es, lora) -> Expr:

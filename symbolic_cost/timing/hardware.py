@@ -26,7 +26,7 @@ uses (NVLink when the group fits in one NVLink domain, else InfiniBand, unless
 
 from __future__ import annotations
 
-from sympy import Expr, Integer, Piecewise, sympify
+from sympy import Add, Expr, Integer, Piecewise, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.extrema import maximum, remembered
@@ -213,8 +213,7 @@ def step_time(costs, system: System | str, conventions=conv.DEFAULT, passes=("fw
     """Seconds for ``costs`` (a Block or any Costs) in the given passes: the sum of
     each row's ``t_total``, forward plus backward by default."""
     system, conventions = get_system(system), conv.get(conventions)
-    return sum((row_seconds(cost, system, conventions)[f"t_total_{p}"] for cost in costs for p in passes),
-               Integer(0))
+    return Add(*(row_seconds(cost, system, conventions)[f"t_total_{p}"] for cost in costs for p in passes))
 
 
 def calibrated(system: System | str) -> System:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sympy import Expr, Integer
+from sympy import Add, Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import exact
@@ -83,7 +83,7 @@ def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tupl
 
     def parts(rows, passes):
         seconds = [row_seconds(r, system, conventions) for r in rows]
-        return tuple(sum((s[f"{kind}{p_}"] for s in seconds for p_ in passes), Integer(0))
+        return tuple(Add(*(s[f"{kind}{p_}"] for s in seconds for p_ in passes))    # one flatten, not one a row
                      for kind in ("t_", "t_comm_"))
 
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
@@ -99,8 +99,8 @@ def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:
     """``T_W``: seconds of one micro-batch's weight gradients on the busiest stage, each row's
     backward time times its weight-gradient share of the backward FLOPs (``Cost.flops_wgrad``)."""
     def part(rows):
-        return sum((row_seconds(r, system, conventions)["t_bwd"] * r.flops_wgrad / r.flops_bwd
-                    for r in rows if r.flops_bwd != 0), Integer(0))
+        return Add(*(row_seconds(r, system, conventions)["t_bwd"] * r.flops_wgrad / r.flops_bwd
+                     for r in rows if r.flops_bwd != 0))
 
     layers = [part(blk) for blk, _ in cost.stack[1:-1]]
     return place.busiest(part(cost.embedding), part(cost.head), layers)
@@ -108,8 +108,8 @@ def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:
 
 def _dimension_time(cost: ModelCost, dimension: str, system, conventions, kinds=None) -> Expr:
     """Seconds of the step's collectives of one dimension (of some kinds only, if given)."""
-    return sum((comm_time(c, system, conventions) for d_, c in cost.collectives
-                if d_ == dimension and (kinds is None or c.kind in kinds)), Integer(0))
+    return Add(*(comm_time(c, system, conventions) for d_, c in cost.collectives
+                 if d_ == dimension and (kinds is None or c.kind in kinds)))
 
 
 def _data_time(cost: ModelCost, system, conventions, compute: dict) -> Expr:
