@@ -152,6 +152,34 @@ def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch):
                                   sweep(EXPRS, grid=DASK_GRID, constraints=constraints), check_exact=True)
 
 
+@pytest.mark.parametrize("scan_rows", [1, 5, 4096])
+def test_dask_best_with_numba_ranks_in_its_own_loop_as_the_plain_sweep_sorts(monkeypatch, scan_rows):
+    """With the numba backend a task of ``best`` makes, evaluates, filters and ranks its rows in
+    the generated ``scan`` loop, a few rows at a time: its top rows equal, to the last bit, the
+    numba plain sweep's kept rows sorted by pandas (stable, NaN last), here with many ties, NaN
+    values of ``by`` (``b = 1`` is no piece of the ``Piecewise``) and more ``top`` than numbers."""
+    pytest.importorskip("numba")
+    from sympy import floor
+    from symbolic_cost.numeric import dask_sweep, loop_kernel
+    monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "numba")
+    monkeypatch.setattr(loop_kernel, "SCAN_ROWS", scan_rows)
+    exprs = {"rank": Piecewise((floor(S.b / 2) + floor(S.m1 / 3), S.b > 1)), "work": S.b * S.l / S.m1}
+    grid = {"b": [3, 1, 2, 5, 4, 7, 6], "l": [512, 1024, 256], "m1": [1, 2, 4, 3]}
+    scanned, calls = dask_sweep._scanned, []
+    monkeypatch.setattr(dask_sweep, "_scanned", lambda *task: calls.append(task[1:]) or scanned(*task))
+    for top, chunk, constraints in ((5, 7, []), (40, 84, ["work <= 2048"]), (1, 1, ["work >= 700"]),
+                                    (84, 13, ["l >= 512"]), (3, 84, ["work <= 1"])):
+        found = dask_sweep.best(exprs, grid, by="rank", top=top, constraints=constraints, chunk_size=chunk,
+                                fan_in=2, scheduler="sync")
+        kept = sweep(exprs, grid=grid, constraints=constraints)
+        expected = kept.sort_values("rank", kind="stable").head(top).reset_index(drop=True)
+        assert (found.evaluated, found.kept) == (84, len(kept))
+        tasks = {(a, min(a + chunk, 84)) for a in range(0, 84, chunk)}
+        assert set(calls) == tasks | {(0, 1)}          # every task scanned, and the plan's first row (numba compiles)
+        calls.clear()
+        pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
+
+
 def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing():
     """One cluster of two worker processes: the kept rows and the top rows equal the plain
     sweep's, and no worker compiled a formula (each loaded the kernels by key)."""

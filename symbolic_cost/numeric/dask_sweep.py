@@ -10,28 +10,25 @@ the client already wrote it on a shared machine, numba's machine code beside it;
 plan's text elsewhere), never rebuilding a SymPy formula; it builds its rows from the axes,
 evaluates them in one thread (Dask runs one task per core), drops the rows that break a
 constraint and, for ``best``, keeps only its ``top`` rows: only what is kept comes back.
+With numba's kernel a task of ``best`` does all of that inside the generated loop
+(``loop_kernel.best_rows``), a cache-sized block of rows at a time: no column of the task's
+rows is ever made, and two workers do not share memory bandwidth.  The kernel's text travels
+as ``numeric.shipped`` writes it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import pickle
-import sys
-import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from symbolic_cost.checks import InputError
-from symbolic_cost.numeric import kernel_cache, loop_kernel
+from symbolic_cost.numeric import loop_kernel, shipped
 from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
-from symbolic_cost.numeric.portable import portable_all
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.sweep import check_grid, grid_rows, grid_size, keep_exprs
 from symbolic_cost.symbols import resolve_names
@@ -56,10 +53,10 @@ class Plan:
     by: str | None = None
 
     def kernel(self) -> Compiled:
-        """The compiled kernel: loaded once per process (``_load``)."""
+        """The compiled kernel: loaded once per process (``shipped.load``)."""
         if self.key not in _LOADED:
             _LOADED[self.key] = Compiled(self.outputs, tuple(resolve_names(dict.fromkeys(self.inputs))),
-                                         _load(self), self.backend)
+                                         shipped.load(self.backend, self.key, self.code), self.backend)
         return _LOADED[self.key]
 
     @property
@@ -84,9 +81,13 @@ def plan(exprs: Mapping, grid: Mapping, constraints=(), top: int | None = None, 
     size = grid_size(grid)
     compiled = compile_exprs(every, symbols=symbols, backend=sweep_backend(size, every, symbols), rows=size)
     compiled({str(s): np.ones(1) for s in compiled.symbols})     # numba compiles (and caches) at the first call
-    key, code = _code(compiled, list(every.values()))
-    return Plan(key, compiled.backend, code, compiled.names, tuple(map(str, compiled.symbols)), axes,
-                tuple(map(str, exprs)), len(keep), top, by)
+    key, code = shipped.text(compiled, list(every.values()))
+    _LOADED.setdefault(key, compiled)       # this process has it already (tasks run here with scheduler="sync")
+    found = Plan(key, compiled.backend, code, compiled.names, tuple(map(str, compiled.symbols)), axes,
+                 tuple(map(str, exprs)), len(keep), top, by)
+    if compiled.backend == "numba" and top is not None:
+        _scanned(found, 0, 1)               # numba compiles the scan here, once, into the cache the workers read
+    return found
 
 
 BLOCK = 2**20
@@ -147,7 +148,10 @@ class Best(NamedTuple):
 
 def best_of(plan: Plan, start: int, stop: int) -> Best:
     """A task of ``best``: rows ``start`` to ``stop`` reduced to their counts and ``top`` rows
-    (``_least``); only those rows are ever put in a frame."""
+    (``_least``); only those rows are ever put in a frame.  A numba kernel does it in its own
+    loop (``_scanned``)."""
+    if plan.kernel().backend == "numba":
+        return _scanned(plan, start, stop)
     tops, kept = [], 0
     for columns, rows_kept in _blocks(plan, start, stop):
         chosen = rows_kept[_least(columns[plan.by][rows_kept], plan.top)]
@@ -156,6 +160,14 @@ def best_of(plan: Plan, start: int, stop: int) -> Best:
     every = {name: np.concatenate([top[name] for top in tops]) for name in plan.columns}   # blocks in row order
     chosen = _least(every[plan.by], plan.top)
     return Best(stop - start, kept, pd.DataFrame({name: every[name][chosen] for name in plan.columns}))
+
+
+def _scanned(plan: Plan, start: int, stop: int) -> Best:
+    """``best_of`` by the numba module's own loop (``loop_kernel.best_rows``): the inputs made
+    from the axes, evaluated, filtered and ranked a cache-sized block at a time."""
+    kept, columns = loop_kernel.best_rows(plan.kernel().function, plan.axes, plan.inputs, plan.outputs, start, stop,
+                                          plan.outputs.index(plan.by), plan.constraints, plan.top)
+    return Best(stop - start, kept, pd.DataFrame({name: columns[name] for name in plan.columns}))
 
 
 def _least(values: np.ndarray, top: int) -> np.ndarray:
@@ -274,47 +286,3 @@ def _dask():
     except ImportError:
         raise InputError("Dask sweeps need dask: python -m pip install 'symbolic_cost[dask]'") from None
     return dask
-
-
-def _code(compiled: Compiled, values) -> tuple[str, bytes]:
-    """The key and text a worker loads ``compiled``'s kernel (of ``values``) from: the numba
-    module (under its cache name, so numba's machine code is found beside it), the numpy
-    module's source, or symengine's pickle; keys other than the cached numba module's are the
-    text's hash."""
-    if compiled.backend == "llvm":
-        code = pickle.dumps(compiled.function)
-    elif compiled.backend == "numba":
-        path = Path(sys.modules[compiled.function.py_func.__module__].__file__)
-        if path.stem.startswith("kernel_") and path.exists():
-            return path.stem, path.read_bytes()
-        text = loop_kernel.module_text(portable_all(values), compiled.symbols)   # the cache is off
-        code = text.replace("CACHE", "False", 1).encode()
-    else:
-        code = ("import numpy\n\n" + inspect.getsource(compiled.function)).encode()
-    return _hash(code), code
-
-
-def _hash(code: bytes) -> str:
-    return "kernel_" + hashlib.sha256(code).hexdigest()[:32]
-
-
-def _load(plan: Plan):
-    """The kernel function of ``plan``: symengine's unpickled, or the module's (the numba kernel
-    imported under the name numba caches it by; the numpy function loaded from its file)."""
-    if plan.backend == "llvm":
-        return pickle.loads(plan.code)
-    folder = kernel_cache.cache_dir()
-    if folder is not None:
-        path = folder / f"{plan.key}.py"
-        if kernel_cache.write_text(path, plan.code.decode()):
-            return _import(path, plan.backend)
-    with tempfile.TemporaryDirectory(prefix="symbolic-cost-kernel-") as temporary:   # cache off: imported, never exec'd
-        path = Path(temporary) / f"{plan.key}.py"
-        path.write_bytes(plan.code)
-        return _import(path, plan.backend)
-
-
-def _import(path: Path, backend: str):
-    from symbolic_cost.numeric.loop_kernel import import_module
-    module = import_module(path)
-    return module.kernel if backend == "numba" else module._lambdifygenerated

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 from sympy import Symbol, cse, numbered_symbols, srepr, sympify
 from sympy.printing.pycode import PythonCodePrinter
 
@@ -109,10 +110,104 @@ def source(values, count: int) -> str:
     body += [f"        {name} = {printer.doprint(value)}" for name, value in replacements]
     body += [f"        y{j}[i] = {printer.doprint(value)}" for j, value in enumerate(reduced)]
     arguments = ", ".join([f"y{j}" for j in range(len(reduced))] + [f"{x}_" for x in inputs])
-    return "\n".join(["import math", "import numpy as np", "from numba import njit", "", "",
-                      '@njit(nogil=True, cache=CACHE, error_model="numpy")',
+    return "\n".join(["import math", "import numpy as np", "from numba import njit", "",
+                      "ON_DISK = CACHE", "", "",
+                      '@njit(nogil=True, cache=ON_DISK, error_model="numpy")',
                       f"def kernel({arguments}):",
-                      "    for i in range(y0.shape[0]):", *body, ""])
+                      "    for i in range(y0.shape[0]):", *body, "", "",
+                      _SCAN.replace("KERNEL_CALL", _block_call(len(reduced), count))])
+
+
+def _block_call(outputs: int, count: int) -> str:
+    """``kernel(...)`` on the first ``n`` columns of ``scan``'s buffers ``y`` and ``x``."""
+    return "kernel(" + ", ".join([f"y[{j}, :n]" for j in range(outputs)] + [f"x[{i}, :n]" for i in range(count)]) + ")"
+
+
+_SCAN = '''@njit(nogil=True, cache=ON_DISK, error_model="numpy")
+def scan(y, x, axes, sizes, strides, order, start, stop, by, checks, top):
+    """Grid rows start to stop, a block of y.shape[1] at a time through the kernel (its buffers
+    y, x stay in the core's cache): the number of rows whose outputs checks.. are all > 0.5, and
+    of those the top of least output by (ties in row order) and the first top whose by is NaN."""
+    width = y.shape[1]
+    values = np.empty(top)
+    rows = np.empty(top, np.int64)
+    nans = np.empty(top, np.int64)
+    held = 0
+    nan_held = 0
+    kept = 0
+    for first in range(start, stop, width):
+        n = min(width, stop - first)
+        for j in range(x.shape[0]):             # input j: axis order[j], each value in runs of its stride
+            a = order[j]
+            run = strides[a]
+            at = (first // run) % sizes[a]
+            left = run - first % run
+            i = 0
+            while i < n:
+                m = min(left, n - i)
+                value = axes[a, at]
+                for r in range(i, i + m):
+                    x[j, r] = value
+                i += m
+                left = run
+                at = at + 1 if at + 1 < sizes[a] else 0
+        KERNEL_CALL
+        for i in range(n):
+            ok = True
+            for c in range(checks, y.shape[0]):
+                ok = ok and y[c, i] > 0.5
+            if not ok:
+                continue
+            kept += 1
+            value = y[by, i]
+            if value != value:
+                if nan_held < top:
+                    nans[nan_held] = first + i
+                    nan_held += 1
+            elif held < top or value < values[top - 1]:
+                p = min(held, top - 1)
+                while p > 0 and values[p - 1] > value:    # after every equal value: ties keep row order
+                    values[p] = values[p - 1]
+                    rows[p] = rows[p - 1]
+                    p -= 1
+                values[p] = value
+                rows[p] = first + i
+                held = min(held + 1, top)
+    return kept, rows[:held].copy(), nans[:nan_held].copy()
+'''
+"""The search loop of ``source``'s module, for a Dask task of ``best`` (``numeric.dask_sweep``):
+the inputs made from the grid's axes, evaluated and reduced a cache-sized block at a time, so
+that only the counts and ``top`` row numbers leave it (two cores share no memory traffic)."""
+
+
+SCAN_ROWS = 2**12
+"""Rows ``scan`` evaluates at a time: its inputs and outputs (16 columns for GPT-3's totals,
+0.5 MB) stay in one core's cache, so that two processes scanning side by side share no memory
+bandwidth."""
+
+
+def best_rows(function, axes, inputs, outputs, start: int, stop: int, by: int, checks: int, top: int):
+    """Rows ``start`` to ``stop`` of the grid of ``axes`` (``(name, values)``, the last varying
+    fastest) through ``function``'s module's ``scan``: the count of rows whose last ``checks``
+    outputs are all 1, and ``{column: values}`` of the ``top`` of them of least output ``by``
+    (ties in row order, NaN last, as a stable sort), the axes then ``outputs``.  The chosen rows
+    go through the kernel again for their columns: the same scalar code, so the same values."""
+    scan = sys.modules[function.py_func.__module__].scan
+    names = [name for name, _ in axes]
+    sizes = np.array([len(values) for _, values in axes], dtype=np.int64)
+    table = np.zeros((len(axes), int(sizes.max(initial=1))))
+    for k, (_, values) in enumerate(axes):
+        table[k, :len(values)] = values
+    strides = np.array([int(np.prod(sizes[k + 1:])) for k in range(len(axes))], dtype=np.int64)
+    width = max(min(SCAN_ROWS, stop - start), 1)
+    kept, rows, nans = scan(np.empty((len(outputs), width)), np.empty((len(inputs), width)), table, sizes, strides,
+                            np.array([names.index(name) for name in inputs], dtype=np.int64), start, stop, by,
+                            len(outputs) - checks, top)
+    chosen = np.concatenate([rows, nans])[:top]
+    columns = {name: table[k, (chosen // strides[k]) % sizes[k]] for k, name in enumerate(names)}
+    out = np.empty((len(outputs), len(chosen)))
+    function(*out, *(np.ascontiguousarray(columns[name]) for name in inputs))
+    return int(kept), {**columns, **dict(zip(outputs, out))}
 
 
 def kernel(values, symbols):
