@@ -1,4 +1,4 @@
-"""Benchmark of sweeps on Dask: ``python benchmarks/bench_dask.py [--rows 1e8] [--repeat 3]``.
+"""Benchmark of sweeps on Dask: ``python benchmarks/bench_dask.py [--rows 1e8] [--repeat 3] [--rounds 2]``.
 
 GPT-3 175B's totals with the step-time breakdown (``bench.whole_model_exprs``) over a grid of
 ``--rows`` configurations (10^8 by default), kept where the memory fits 80 GB, reduced to the
@@ -8,8 +8,10 @@ GPT-3 175B's totals with the step-time breakdown (``bench.whole_model_exprs``) o
 * a ``distributed.LocalCluster`` of 1 worker process, 1 thread;
 * a ``LocalCluster`` of 2 worker processes, 1 thread each.
 
-Each is timed on its first run (the workers load the kernel) and as the median of
-``--repeat`` further runs, interleaved.  CPU time is ``time.process_time`` of this process
+The three take turns, ``--rounds`` times, each alone on the machine: a cluster is started for
+its turn and closed after it (an idle cluster's processes, left running beside the others, took
+a share of the two cores).  Each is timed on the first run of a turn (the workers load the
+kernel) and as the median of the ``--repeat`` further runs of every turn.  CPU time is ``time.process_time`` of this process
 (client and scheduler) plus each worker's, next to wall time; the machine, its cores and
 its load average are printed with them.  Every run's counts and top rows are asserted equal
 to the one process's.  Targets (2 workers >= 1.8x one process) are reported, never asserted.
@@ -23,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,7 +70,8 @@ def same(found, reference) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=float, default=1e8)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="runs after the first, each round")
+    parser.add_argument("--rounds", type=int, default=2, help="turns of the three, each on clusters of its own")
     parser.add_argument("--chunk", type=int, default=CHUNK, help="configurations a task")
     args = parser.parse_args()
     import distributed
@@ -83,25 +87,28 @@ def main() -> None:
     compiled = plan(exprs, grid, CONSTRAINTS, 10, "total")
     print(f"compile on the client ({compiled.backend}, kernel cache {os.environ['SYMBOLIC_COST_CACHE']}): "
           f"{time.process_time() - start:.1f} CPU-s")
-    clusters = {n: distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                            dashboard_address=None, silence_logs=40) for n in (1, 2)}
-    clients = {"one process": None, **{f"{n} worker{'s' * (n > 1)}": distributed.Client(c) for n, c in clusters.items()}}
-    timings = {label: [] for label in clients}
-    reference = None
-    try:
-        for repeat in range(args.repeat + 1):            # the first run of each: workers load the kernel
-            for label, client in clients.items():
-                cpu, wall, found = run(exprs, grid, client, args.chunk)
-                reference = reference or found
-                same(found, reference)
-                timings[label].append((cpu, wall, loadavg()))
-    finally:
-        for client in clients.values():
-            if client is not None:
-                client.close()
-        for cluster in clusters.values():
-            cluster.close()
+    timings, reference = {}, None
+    for _ in range(args.rounds):                  # the three in turn, each alone on the machine
+        for label, workers in (("one process", 0), ("1 worker", 1), ("2 workers", 2)):
+            with _client(distributed, workers) as client:
+                for repeat in range(args.repeat + 1):    # the first run: the workers load the kernel
+                    cpu, wall, found = run(exprs, grid, client, args.chunk)
+                    reference = reference or found
+                    same(found, reference)
+                    timings.setdefault(label, []).append((cpu, wall, loadavg(), repeat == 0))
     report(timings, rows, reference)
+
+
+@contextmanager
+def _client(distributed, workers: int):
+    """A ``distributed.Client`` on a new ``LocalCluster`` of ``workers`` processes of one thread
+    each, closed after the body; ``None`` (this process) for 0."""
+    if not workers:
+        yield None
+        return
+    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+        yield client
 
 
 def report(timings, rows, reference) -> None:
@@ -109,11 +116,13 @@ def report(timings, rows, reference) -> None:
     print("| run | first run: CPU s, wall s | later runs (median): CPU s, wall s | configurations per wall-s "
           "| wall speed-up over one process | load average during the runs |")
     print("|---|---|---|---|---|---|")
-    base = statistics.median(w for _, w, _ in timings["one process"][1:])
+    base = statistics.median(w for _, w, _, first in timings["one process"] if not first)
     for label, runs in timings.items():
-        (cpu0, wall0, _), later = runs[0], runs[1:]
-        cpu, wall = statistics.median(c for c, _, _ in later), statistics.median(w for _, w, _ in later)
-        loads = ", ".join(sorted({load.split()[0] for _, _, load in runs}))
+        cpu0, wall0 = statistics.median(c for c, _, _, first in runs if first), \
+            statistics.median(w for _, w, _, first in runs if first)
+        later = [(c, w) for c, w, _, first in runs if not first]
+        cpu, wall = statistics.median(c for c, _ in later), statistics.median(w for _, w in later)
+        loads = ", ".join(sorted({load.split()[0] for _, _, load, _ in runs}))
         print(f"| {label} | {cpu0:.2f}, {wall0:.2f} | {cpu:.2f}, {wall:.2f} | {rows / wall / 1e6:.1f} million "
               f"| {base / wall:.2f}x | {loads} |")
     print(f"\nload average after: {loadavg()}; target: 2 workers >= 1.8x one process (wall)")

@@ -180,7 +180,7 @@ the inputs made from the grid's axes, evaluated and reduced a cache-sized block 
 that only the counts and ``top`` row numbers leave it (two cores share no memory traffic)."""
 
 
-SCAN_ROWS = 2**12
+SCAN_ROWS = 2**11
 """Rows ``scan`` evaluates at a time: its inputs and outputs (16 columns for GPT-3's totals,
 0.5 MB) stay in one core's cache, so that two processes scanning side by side share no memory
 bandwidth."""
