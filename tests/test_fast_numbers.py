@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
-from sympy import Eq, Max, Mod, Piecewise
+from sympy import Eq, Max, Mod, Piecewise, floor
 
 from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost import symbols as S
@@ -152,6 +152,16 @@ def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch):
                                   sweep(EXPRS, grid=DASK_GRID, constraints=constraints), check_exact=True)
 
 
+RANKED = {"rank": Piecewise((floor(S.b / 2) + floor(S.m1 / 3), S.b > 1)), "work": S.b * S.l / S.m1}
+RANKED_GRID = {"b": [3, 1, 2, 5, 4, 7, 6], "l": [512, 1024, 256], "m1": [1, 2, 4, 3]}
+
+
+def ranked_best(top, constraints):
+    """The plain sweep of ``RANKED``: its kept rows sorted by rank (stable, NaN last), cut to ``top``."""
+    kept = sweep(RANKED, grid=RANKED_GRID, constraints=constraints)
+    return len(kept), kept.sort_values("rank", kind="stable").head(top).reset_index(drop=True)
+
+
 @pytest.mark.parametrize("scan_rows", [1, 5, 4096])
 def test_dask_best_with_numba_ranks_in_its_own_loop_as_the_plain_sweep_sorts(monkeypatch, scan_rows):
     """With the numba backend a task of ``best`` makes, evaluates, filters and ranks its rows in
@@ -159,33 +169,33 @@ def test_dask_best_with_numba_ranks_in_its_own_loop_as_the_plain_sweep_sorts(mon
     numba plain sweep's kept rows sorted by pandas (stable, NaN last), here with many ties, NaN
     values of ``by`` (``b = 1`` is no piece of the ``Piecewise``) and more ``top`` than numbers."""
     pytest.importorskip("numba")
-    from sympy import floor
     from symbolic_cost.numeric import dask_sweep, loop_kernel
     monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "numba")
     monkeypatch.setattr(loop_kernel, "SCAN_ROWS", scan_rows)
-    exprs = {"rank": Piecewise((floor(S.b / 2) + floor(S.m1 / 3), S.b > 1)), "work": S.b * S.l / S.m1}
-    grid = {"b": [3, 1, 2, 5, 4, 7, 6], "l": [512, 1024, 256], "m1": [1, 2, 4, 3]}
+    exprs, grid = RANKED, RANKED_GRID
     scanned, calls = dask_sweep._scanned, []
     monkeypatch.setattr(dask_sweep, "_scanned", lambda *task: calls.append(task[1:]) or scanned(*task))
     for top, chunk, constraints in ((5, 7, []), (40, 84, ["work <= 2048"]), (1, 1, ["work >= 700"]),
                                     (84, 13, ["l >= 512"]), (3, 84, ["work <= 1"])):
         found = dask_sweep.best(exprs, grid, by="rank", top=top, constraints=constraints, chunk_size=chunk,
                                 fan_in=2, scheduler="sync")
-        kept = sweep(exprs, grid=grid, constraints=constraints)
-        expected = kept.sort_values("rank", kind="stable").head(top).reset_index(drop=True)
-        assert (found.evaluated, found.kept) == (84, len(kept))
+        kept, expected = ranked_best(top, constraints)
+        assert (found.evaluated, found.kept) == (84, kept)
         tasks = {(a, min(a + chunk, 84)) for a in range(0, 84, chunk)}
         assert set(calls) == tasks | {(0, 1)}          # every task scanned, and the plan's first row (numba compiles)
         calls.clear()
         pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
 
 
-def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing():
+def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing(monkeypatch):
     """One cluster of two worker processes: the kept rows and the top rows equal the plain
-    sweep's, and no worker compiled a formula (each loaded the kernels by key)."""
+    sweep's, and no worker compiled a formula (each loaded the kernels by key); with numba's
+    kernel, the workers rank in its module's ``scan``."""
     distributed = pytest.importorskip("distributed")
     from symbolic_cost.numeric.dask_sweep import best
+    from symbolic_cost.numeric.loop_kernel import numba
     from symbolic_cost.numeric.sweep import sweep_dask
+    numba_here = numba() is not None
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         lazy = sweep_dask(EXPRS, DASK_GRID, constraints=[S.b <= 2], chunk_size=9)
@@ -193,10 +203,19 @@ def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing():
                                       sweep(EXPRS, grid=DASK_GRID, constraints=[S.b <= 2]), check_exact=True)
         found = best(EXPRS, DASK_GRID, by="total", top=4, constraints=["memory <= 2e9"], chunk_size=10)
         pd.testing.assert_frame_equal(found.best, plain_best(4, "total", ["memory <= 2e9"])[1], check_exact=True)
+        if numba_here:
+            monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "numba")    # the client's choice: the plan names it
+            found = best(RANKED, RANKED_GRID, by="rank", top=30, constraints=["work <= 2048"], chunk_size=20)
+            kept, expected = ranked_best(30, ["work <= 2048"])
+            assert found.kept == kept
+            pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
         state = client.run(lambda: (len(__import__("symbolic_cost.numeric.compile").numeric.compile._MEMORY),
-                                    len(__import__("symbolic_cost.numeric.dask_sweep").numeric.dask_sweep._LOADED)))
-    assert [compiled for compiled, _ in state.values()] == [0, 0]       # no worker compiled a formula
-    assert sum(loaded for _, loaded in state.values()) >= 2              # they loaded both kernels by key
+                                    len(__import__("symbolic_cost.numeric.dask_sweep").numeric.dask_sweep._LOADED),
+                                    sum(len(getattr(m, "scan").signatures) for name, m in list(sys.modules.items())
+                                        if name.startswith("symbolic_cost_kernels.") and hasattr(m, "scan"))))
+    assert [compiled for compiled, _, _ in state.values()] == [0, 0]        # no worker compiled a formula
+    assert sum(loaded for _, loaded, _ in state.values()) >= 2               # they loaded both kernels by key
+    assert sum(scans for _, _, scans in state.values()) >= numba_here      # with numba, a worker ran the scan
 
 
 def test_sweep_dask_on_the_command_line_prints_the_plain_sweeps_rows(tmp_path, capsys):
