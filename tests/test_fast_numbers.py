@@ -162,16 +162,18 @@ def ranked_best(top, constraints):
     return len(kept), kept.sort_values("rank", kind="stable").head(top).reset_index(drop=True)
 
 
-@pytest.mark.parametrize("scan_rows", [1, 5, 4096])
-def test_dask_best_with_numba_ranks_in_its_own_loop_as_the_plain_sweep_sorts(monkeypatch, scan_rows):
+@pytest.mark.parametrize("scan_rows, cycle_rows", [(1, 2**14), (5, 0), (4096, 12)])
+def test_dask_best_with_numba_ranks_in_its_own_loop_as_the_plain_sweep_sorts(monkeypatch, scan_rows, cycle_rows):
     """With the numba backend a task of ``best`` makes, evaluates, filters and ranks its rows in
-    the generated ``scan`` loop, a few rows at a time: its top rows equal, to the last bit, the
+    the generated ``scan`` loop, a few rows at a time, its inputs copied from cycles or written
+    in runs: its top rows equal, to the last bit, the
     numba plain sweep's kept rows sorted by pandas (stable, NaN last), here with many ties, NaN
     values of ``by`` (``b = 1`` is no piece of the ``Piecewise``) and more ``top`` than numbers."""
     pytest.importorskip("numba")
     from symbolic_cost.numeric import dask_sweep, loop_kernel
     monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "numba")
     monkeypatch.setattr(loop_kernel, "SCAN_ROWS", scan_rows)
+    monkeypatch.setattr(loop_kernel, "CYCLE_ROWS", cycle_rows)     # every input in runs; some (m1's, l's) copied
     exprs, grid = RANKED, RANKED_GRID
     scanned, calls = dask_sweep._scanned, []
     monkeypatch.setattr(dask_sweep, "_scanned", lambda *task: calls.append(task[1:]) or scanned(*task))

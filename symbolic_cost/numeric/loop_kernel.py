@@ -124,10 +124,12 @@ def _block_call(outputs: int, count: int) -> str:
 
 
 _SCAN = '''@njit(nogil=True, cache=ON_DISK, error_model="numpy")
-def scan(y, x, axes, sizes, strides, order, start, stop, by, checks, top):
+def scan(y, x, axes, sizes, strides, cycles, periods, order, start, stop, by, checks, top):
     """Grid rows start to stop, a block of y.shape[1] at a time through the kernel (its buffers
     y, x stay in the core's cache): the number of rows whose outputs checks.. are all > 0.5, and
-    of those the top of least output by (ties in row order) and the first top whose by is NaN."""
+    of those the top of least output by (ties in row order) and the first top whose by is NaN.
+    An input whose axis has a period (values x stride) of periods[a] > 0 rows is copied from
+    cycles[a], its column over at least y.shape[1] + periods[a] rows; any other in runs."""
     width = y.shape[1]
     values = np.empty(top)
     rows = np.empty(top, np.int64)
@@ -139,6 +141,11 @@ def scan(y, x, axes, sizes, strides, order, start, stop, by, checks, top):
         n = min(width, stop - first)
         for j in range(x.shape[0]):             # input j: axis order[j], each value in runs of its stride
             a = order[j]
+            if periods[a] > 0:                  # a short period: one copy from the axis's repeated cycle
+                shift = first % periods[a]
+                for r in range(n):
+                    x[j, r] = cycles[a, shift + r]
+                continue
             run = strides[a]
             at = (first // run) % sizes[a]
             left = run - first % run
@@ -200,14 +207,37 @@ def best_rows(function, axes, inputs, outputs, start: int, stop: int, by: int, c
         table[k, :len(values)] = values
     strides = np.array([int(np.prod(sizes[k + 1:])) for k in range(len(axes))], dtype=np.int64)
     width = max(min(SCAN_ROWS, stop - start), 1)
+    cycles, periods = _cycles(table, sizes, strides, width)
     kept, rows, nans = scan(np.empty((len(outputs), width)), np.empty((len(inputs), width)), table, sizes, strides,
-                            np.array([names.index(name) for name in inputs], dtype=np.int64), start, stop, by,
+                            cycles, periods, np.array([names.index(name) for name in inputs], dtype=np.int64), start, stop, by,
                             len(outputs) - checks, top)
     chosen = np.concatenate([rows, nans])[:top]
     columns = {name: table[k, (chosen // strides[k]) % sizes[k]] for k, name in enumerate(names)}
     out = np.empty((len(outputs), len(chosen)))
     function(*out, *(np.ascontiguousarray(columns[name]) for name in inputs))
     return int(kept), {**columns, **dict(zip(outputs, out))}
+
+
+CYCLE_ROWS = 2**14
+"""The longest period (an axis's values times its stride) ``scan`` copies from a cycle: writing
+a value a row in runs of one or a few, the fastest axes had cost as much as the kernel."""
+
+
+def _cycles(table, sizes, strides, width: int):
+    """Each axis's column over whole periods, at least ``width`` rows past any start within
+    one, for the axes of a period of at most ``CYCLE_ROWS`` rows (0 for the others).
+
+    >>> cycles, periods = _cycles(np.array([[1.0, 2.0], [5.0, 6.0]]), np.array([2, 2]), np.array([2, 1]), 3)
+    >>> periods, cycles[0, :8], cycles[1, :6]
+    (array([4, 2]), array([1., 1., 2., 2., 1., 1., 2., 2.]), array([5., 6., 5., 6., 5., 6.]))
+    """
+    periods = np.where(sizes * strides <= CYCLE_ROWS, sizes * strides, 0)
+    reps = [-(-(width + int(p)) // int(p)) if p else 0 for p in periods]
+    cycles = np.zeros((len(sizes), max([int(p) * r for p, r in zip(periods, reps)] + [1])))
+    for k, (p, r) in enumerate(zip(periods, reps)):
+        if p:
+            cycles[k, :p * r] = np.tile(np.repeat(table[k, :sizes[k]], strides[k]), r)
+    return cycles, periods
 
 
 def kernel(values, symbols):
