@@ -14,7 +14,10 @@ a share of the two cores).  Each is timed on the first run of a turn (the worker
 kernel) and as the median of the ``--repeat`` further runs of every turn.  CPU time is ``time.process_time`` of this process
 (client and scheduler) plus each worker's, next to wall time; the machine, its cores and
 its load average are printed with them.  Every run's counts and top rows are asserted equal
-to the one process's.  Targets (2 workers >= 1.8x one process) are reported, never asserted.
+to the one process's.  The tasks' own compute seconds (Dask's task stream) are shown beside the
+wall time, and at the end, without Dask, one task alone and two side by side in forked
+processes: what the two cores give this work at the time.  Targets (2 workers >= 1.8x one
+process) are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -55,11 +58,27 @@ def cpu_of(client) -> float:
 
 
 def run(exprs, grid, client, chunk):
+    """CPU s, wall s, the answer, and the seconds the tasks computed (added over the workers;
+    the wall time in this process)."""
     from symbolic_cost.numeric.dask_sweep import best
     cpu, wall = cpu_of(client), time.perf_counter()
-    found = best(exprs, grid, by="total", top=10, constraints=CONSTRAINTS, chunk_size=chunk,
-                 scheduler="sync" if client is None else client)      # each run on its own cluster
-    return cpu_of(client) - cpu, time.perf_counter() - wall, found
+    with _task_stream(client) as stream:
+        found = best(exprs, grid, by="total", top=10, constraints=CONSTRAINTS, chunk_size=chunk,
+                     scheduler="sync" if client is None else client)      # each run on its own cluster
+    cpu, wall = cpu_of(client) - cpu, time.perf_counter() - wall
+    busy = wall if stream is None else sum(part["stop"] - part["start"] for task in stream.data
+                                           for part in task["startstops"] if part["action"] == "compute")
+    return cpu, wall, found, busy
+
+
+@contextmanager
+def _task_stream(client):
+    if client is None:
+        yield None
+        return
+    import distributed
+    with distributed.get_task_stream(client) as stream:
+        yield stream
 
 
 def same(found, reference) -> None:
@@ -92,11 +111,41 @@ def main() -> None:
         for label, workers in (("one process", 0), ("1 worker", 1), ("2 workers", 2)):
             with _client(distributed, workers) as client:
                 for repeat in range(args.repeat + 1):    # the first run: the workers load the kernel
-                    cpu, wall, found = run(exprs, grid, client, args.chunk)
+                    cpu, wall, found, busy = run(exprs, grid, client, args.chunk)
                     reference = reference or found
                     same(found, reference)
-                    timings.setdefault(label, []).append((cpu, wall, loadavg(), repeat == 0))
+                    timings.setdefault(label, []).append((cpu, wall, loadavg(), repeat == 0, busy))
     report(timings, rows, reference)
+    alone, pair = side_by_side(compiled, task_rows(rows) if args.chunk is None else args.chunk)
+    print(f"the machine's ceiling, no Dask: one task of those rows in a forked process, alone {alone:.3f} s, two side "
+          f"by side {pair:.3f} s (medians of 3): {2 * alone / pair:.2f}x")
+
+
+def _timed_task(plan, stop, results) -> None:
+    from symbolic_cost.numeric.dask_sweep import best_of
+    best_of(plan, 0, min(stop, 1000))                    # the kernel loaded
+    start = time.perf_counter()
+    best_of(plan, 0, stop)
+    results.put(time.perf_counter() - start)
+
+
+def side_by_side(plan, stop: int, repeat: int = 3) -> tuple[float, float]:
+    """Wall seconds of one task of rows 0 to ``stop`` in a forked process alone, and of the
+    slower of two such processes at once (medians of ``repeat``): what two cores give this
+    work now, with no Dask in the way."""
+    import multiprocessing
+    context = multiprocessing.get_context("fork")
+    times = {1: [], 2: []}
+    for _ in range(repeat):
+        for copies in (1, 2):
+            results = context.Queue()
+            processes = [context.Process(target=_timed_task, args=(plan, stop, results)) for _ in range(copies)]
+            for process in processes:
+                process.start()
+            times[copies].append(max(results.get() for _ in processes))
+            for process in processes:
+                process.join()
+    return statistics.median(times[1]), statistics.median(times[2])
 
 
 @contextmanager
@@ -113,17 +162,17 @@ def _client(distributed, workers: int):
 
 def report(timings, rows, reference) -> None:
     print(f"evaluated {reference.evaluated:,}, kept {reference.kept:,}; every run's counts and top 10 equal\n")
-    print("| run | first run: CPU s, wall s | later runs (median): CPU s, wall s | configurations per wall-s "
-          "| wall speed-up over one process | load average during the runs |")
-    print("|---|---|---|---|---|---|")
-    base = statistics.median(w for _, w, _, first in timings["one process"] if not first)
+    print("| run | first run: CPU s, wall s | later runs (median): CPU s, wall s | tasks computing (median, s, "
+          "all workers) | configurations per wall-s | wall speed-up over one process | load average during the runs |")
+    print("|---|---|---|---|---|---|---|")
+    base = statistics.median(w for _, w, _, first, _ in timings["one process"] if not first)
     for label, runs in timings.items():
-        cpu0, wall0 = statistics.median(c for c, _, _, first in runs if first), \
-            statistics.median(w for _, w, _, first in runs if first)
-        later = [(c, w) for c, w, _, first in runs if not first]
-        cpu, wall = statistics.median(c for c, _ in later), statistics.median(w for _, w in later)
-        loads = ", ".join(sorted({load.split()[0] for _, _, load, _ in runs}))
-        print(f"| {label} | {cpu0:.2f}, {wall0:.2f} | {cpu:.2f}, {wall:.2f} | {rows / wall / 1e6:.1f} million "
+        cpu0, wall0 = statistics.median(c for c, _, _, first, _ in runs if first), \
+            statistics.median(w for _, w, _, first, _ in runs if first)
+        later = [(c, w, busy) for c, w, _, first, busy in runs if not first]
+        cpu, wall, busy = (statistics.median(column) for column in zip(*later))
+        loads = ", ".join(sorted({load.split()[0] for _, _, load, _, _ in runs}))
+        print(f"| {label} | {cpu0:.2f}, {wall0:.2f} | {cpu:.2f}, {wall:.2f} | {busy:.2f} | {rows / wall / 1e6:.1f} million "
               f"| {base / wall:.2f}x | {loads} |")
     print(f"\nload average after: {loadavg()}; target: 2 workers >= 1.8x one process (wall)")
 
