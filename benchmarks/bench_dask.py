@@ -11,7 +11,8 @@ GPT-3 175B's totals with the step-time breakdown (``bench.whole_model_exprs``) o
 The three take turns, ``--rounds`` times, each alone on the machine: a cluster is started for
 its turn and closed after it (an idle cluster's processes, left running beside the others, took
 a share of the two cores).  Each is timed on the first run of a turn (the workers load the
-kernel) and as the median of the ``--repeat`` further runs of every turn.  CPU time is ``time.process_time`` of this process
+kernel) and as the median of the ``--repeat`` further runs of every turn.  CPU time is
+``time.process_time`` of this process
 (client and scheduler) plus each worker's, next to wall time; the machine, its cores and
 its load average are printed with them.  Every run's counts and top rows are asserted equal
 to the one process's.  The tasks' own compute seconds (Dask's task stream) are shown beside the

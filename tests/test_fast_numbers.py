@@ -166,20 +166,19 @@ def ranked_best(top, constraints):
 def test_dask_best_with_numba_ranks_in_its_own_loop_as_the_plain_sweep_sorts(monkeypatch, scan_rows, cycle_rows):
     """With the numba backend a task of ``best`` makes, evaluates, filters and ranks its rows in
     the generated ``scan`` loop, a few rows at a time, its inputs copied from cycles or written
-    in runs: its top rows equal, to the last bit, the
-    numba plain sweep's kept rows sorted by pandas (stable, NaN last), here with many ties, NaN
-    values of ``by`` (``b = 1`` is no piece of the ``Piecewise``) and more ``top`` than numbers."""
+    in runs: its top rows equal, to the last bit, the numba plain sweep's kept rows sorted by
+    pandas (stable, NaN last), here with many ties, NaN values of ``by`` (``b = 1`` is no piece
+    of the ``Piecewise``) and more ``top`` than numbers."""
     pytest.importorskip("numba")
     from symbolic_cost.numeric import dask_sweep, loop_kernel
     monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "numba")
     monkeypatch.setattr(loop_kernel, "SCAN_ROWS", scan_rows)
     monkeypatch.setattr(loop_kernel, "CYCLE_ROWS", cycle_rows)     # every input in runs; some (m1's, l's) copied
-    exprs, grid = RANKED, RANKED_GRID
     scanned, calls = dask_sweep._scanned, []
     monkeypatch.setattr(dask_sweep, "_scanned", lambda *task: calls.append(task[1:]) or scanned(*task))
     for top, chunk, constraints in ((5, 7, []), (40, 84, ["work <= 2048"]), (1, 1, ["work >= 700"]),
                                     (84, 13, ["l >= 512"]), (3, 84, ["work <= 1"])):
-        found = dask_sweep.best(exprs, grid, by="rank", top=top, constraints=constraints, chunk_size=chunk,
+        found = dask_sweep.best(RANKED, RANKED_GRID, by="rank", top=top, constraints=constraints, chunk_size=chunk,
                                 fan_in=2, scheduler="sync")
         kept, expected = ranked_best(top, constraints)
         assert (found.evaluated, found.kept) == (84, kept)

@@ -12,8 +12,8 @@ evaluates them in one thread (Dask runs one task per core), drops the rows that 
 constraint and, for ``best``, keeps only its ``top`` rows: only what is kept comes back.
 With numba's kernel a task of ``best`` does all of that inside the generated loop
 (``loop_kernel.best_rows``), a cache-sized block of rows at a time: no column of the task's
-rows is ever made, and two workers do not share memory bandwidth.  The kernel's text travels
-as ``numeric.shipped`` writes it.
+rows is ever made or streamed through memory.  The kernel's text travels as
+``numeric.shipped`` writes it.
 """
 
 from __future__ import annotations
