@@ -27,13 +27,14 @@ Max(3, 2*b*l)
 
 from __future__ import annotations
 
-from sympy import (Add, Basic, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, default_sort_key, expand_mul,
+from sympy import (Add, Basic, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, expand_mul,
                    floor, sympify)
 from sympy.core.relational import Relational
 from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.sampled import changes_sign
+from symbolic_cost.trees import argument_order, remembered
 
 
 def maximum(*args) -> Expr:
@@ -75,48 +76,23 @@ def _extremum(kind, direction: int, args) -> Expr:
 
 
 def unevaluated(kind, args) -> Expr:
-    """``kind(*args, evaluate=False)`` for ``Max`` or ``Min``, the same node, with SymPy's order of
-    arguments (fewest nodes first, then ``default_sort_key``) taken from remembered node counts:
-    SymPy's ``ordered`` counts a part's nodes once per path to it, a third of a search's builds.
+    """``kind(*args, evaluate=False)`` for ``Max`` or ``Min``, its arguments in
+    ``trees.argument_order``: SymPy's order (fewest nodes first), but large arguments with as
+    many nodes by their ``trees.digest``.  A ``Max`` SymPy builds from such tied arguments may
+    order them otherwise: the same value, printed the same (printers sort the arguments).
 
     >>> from symbolic_cost.symbols import b, l
     >>> unevaluated(Max, [b * l + 1, l]) == Max(b * l + 1, l, evaluate=False)
+    True
+    >>> unevaluated(Min, [b + 2, l + 1]) == unevaluated(Min, [l + 1, b + 2])
     True
     """
     args = frozenset(args)
     if len(args) == 1:
         return next(iter(args))
-    by_count: dict = {}
-    for arg in args:
-        by_count.setdefault(node_count(arg), []).append(arg)
-    ordered = [a for count in sorted(by_count) for a in _tied(by_count[count])]
-    node = Expr.__new__(kind, *ordered)
+    node = Expr.__new__(kind, *argument_order(args))
     node._argset = args            # as SymPy's MinMaxBase.__new__ keeps it
     return node
-
-
-def _tied(args: list) -> list:
-    """``args`` of one node count in SymPy's order (a lone one needs no sort key)."""
-    return args if len(args) == 1 else sorted(args, key=_sort_key)
-
-
-def node_count(expr) -> int:
-    """The nodes of ``expr``'s tree, counted as SymPy's ``ordered`` does (a ``Float`` is half a node)."""
-    return remembered(_COUNTS, expr, _node_count)
-
-
-_COUNTS: dict = {}
-"""Node counts remembered (the same parts meet in extremum after extremum)."""
-_SORT_KEYS: dict = {}
-"""SymPy's ``default_sort_key`` of the arguments ordered so far (it walks the whole tree each time)."""
-
-
-def _sort_key(expr):
-    return remembered(_SORT_KEYS, expr, default_sort_key)
-
-
-def _node_count(expr):
-    return 0.5 if expr.is_Float else 1 + sum(node_count(a) for a in expr.args)
 
 
 def swap(expr, swaps: dict, done: dict | None = None) -> Expr:
@@ -242,23 +218,6 @@ def lower_bound(expr):
 
 _LOWER: dict = {}
 """Bounds remembered (a step time asks for the same shared parts' bounds millions of times)."""
-_KEPT = 2**17
-"""Answers a table of ``remembered`` holds before it starts again."""
-
-
-def remembered(table: dict, key, compute, kept: int = _KEPT):
-    """``compute(key)``, kept in ``table`` (emptied once it holds ``kept`` answers): for pure
-    functions of an expression that a build asks again and again.
-
-    >>> table = {}
-    >>> remembered(table, 3, lambda x: x * x), table
-    (9, {3: 9})
-    """
-    if key not in table:
-        if len(table) >= kept:
-            table.clear()
-        table[key] = compute(key)
-    return table[key]
 
 
 def _lower_bound(expr):

@@ -21,7 +21,8 @@ import math
 import operator
 import zlib
 
-from sympy import Add, Max, Min, Mul, Piecewise, Pow, ceiling, floor
+from sympy import Add, Function, Max, Min, Mul, Piecewise, Pow, Rational, ceiling, floor
+from sympy.core.function import AppliedUndef
 from sympy.core.relational import Relational
 
 from symbolic_cost.rationals import RATIONAL
@@ -104,7 +105,24 @@ def _values(expr) -> tuple:
         return tuple(None if v is None else RATIONAL(rounded(v)) for v in values(expr.args[0]))
     if isinstance(expr, Piecewise):
         return tuple(_arm(expr, point) for point in range(len(POINTS)))
+    if isinstance(expr, Function) and not isinstance(expr, AppliedUndef):
+        return _applied(expr)
     return _UNKNOWN
+
+
+def _applied(expr) -> tuple:
+    """A function of numbers (``Log2``, NCCL's ``TreeCorrection``) at each point: SymPy's own
+    value of it at its arguments' values, where that is a rational number (arguments without
+    symbols, such as a table, passed as they are)."""
+    columns = [values(a) if a.free_symbols else (a,) * len(POINTS) for a in expr.args]
+    return tuple(_rational(expr.func, args) for args in zip(*columns))
+
+
+def _rational(func, args):
+    if None in args:
+        return None
+    value = func(*(Rational(int(a.numerator), int(a.denominator)) if isinstance(a, RATIONAL) else a for a in args))
+    return RATIONAL(int(value.p), int(value.q)) if value.is_Rational else None
 
 
 def _power(base, power):

@@ -2,16 +2,21 @@
 and ``round_down`` against ``math.ceil``/``math.floor``; ``changes_sign`` against SymPy's values."""
 
 import math
+import os
+import subprocess
+import sys
 from fractions import Fraction
 
 from hypothesis import given, settings, strategies as st
-from sympy import Integer, Max, Min, Rational, ceiling, floor, srepr
+from sympy import Function, Integer, Max, Min, Rational, ceiling, floor, srepr
 
 from symbolic_cost.extrema import lower_bound, maximum, minimum, sign, unevaluated
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost import sampled
 from symbolic_cost.sampled import POINTS, changes_sign
+from symbolic_cost.parallel.collectives import Log2
 from symbolic_cost.symbols import b, l, m1
+from symbolic_cost.timing.nccl import tree_correction
 
 SYMBOLS = (b, l, m1)
 values = st.fixed_dictionaries({s: st.integers(1, 64) for s in SYMBOLS})
@@ -86,6 +91,40 @@ def test_a_value_is_unknown_only_at_the_points_where_a_part_is():
     """``b**l`` is left unknown where ``l`` is over 64: ``m1 + b**l`` there, known elsewhere."""
     for point, value in zip(POINTS, sampled.values(m1 + b**l)):
         assert value == (None if point(l) > 64 else point(m1) + point(b) ** point(l))
+
+
+def test_large_tied_arguments_take_one_order_whatever_order_they_come_in():
+    """Arguments of as many nodes, past ``trees.DIGESTED``, are ordered by their digests: the
+    same node from any order and in processes whose string hashes differ (``PYTHONHASHSEED``),
+    SymPy's ``Max`` in value and in print."""
+    from itertools import permutations
+    from symbolic_cost.trees import DIGESTED, node_count
+    big = eval(_BIG)
+    assert len({node_count(a) for a in big}) == 1 and node_count(big[0]) >= DIGESTED
+    nodes = {srepr(unevaluated(Max, list(order))) for order in permutations(big)}
+    script = f"from sympy import *; from symbolic_cost.symbols import b, l, m1; " \
+             f"from symbolic_cost.extrema import unevaluated; print(srepr(unevaluated(Max, {_BIG})))"
+    for seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed})
+        nodes.add(done.stdout.strip())
+    assert len(nodes) == 1
+    built = unevaluated(Max, big)
+    assert str(built) == str(Max(*big, evaluate=False)) and built.subs({b: 3, l: 5, m1: 2}) == Max(*big).subs(
+        {b: 3, l: 5, m1: 2})
+
+
+_BIG = "[sum((k + i) * b**i * l / (m1 + k) for i in range(1, 4)) + ceiling(b * l / (k + 2)) for k in (1, 2, 3)]"
+
+
+def test_functions_of_numbers_are_valued_at_the_points_as_sympy_values_them():
+    """NCCL's tree correction (a table look-up by message size) and ``Log2`` (rounded up), at
+    each point, against SymPy's own value of the expression with the point's numbers put in;
+    a function SymPy cannot value at numbers stays unknown."""
+    expr = 3 * tree_correction("Simple", 96 * b * l / m1) + Log2(m1 + l)
+    for point, value in zip(POINTS, sampled.values(expr)):
+        assert value == _exact_at(expr, point)
+    assert set(sampled.values(Function("f")(b) + 1)) == {None}
 
 
 def _exact_at(expr, point):

@@ -36,7 +36,9 @@ from importlib import resources
 from sympy import Expr, Integer, Rational
 
 from symbolic_cost.checks import InputError, exact
-from symbolic_cost.extrema import maximum, minimum, remembered, sign
+from symbolic_cost.extrema import maximum, minimum, sign
+from symbolic_cost.sampled import changes_sign
+from symbolic_cost.trees import remembered
 from symbolic_cost.ops.matmul import matmul_flops
 from symbolic_cost.rounding import round_up
 from symbolic_cost.timing.systems import product_rate
@@ -135,7 +137,7 @@ _TILES: dict = {}
 
 def _tile(sides) -> Expr:
     size, tile = sides
-    if sign(size - tile) == 1:
+    if not changes_sign(size, tile) and sign(size - tile) == 1:      # a size that is at times short: no proof
         return tile
     return minimum(tile, MMA_ROWS * round_up(size / MMA_ROWS))
 

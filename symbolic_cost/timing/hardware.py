@@ -29,7 +29,8 @@ from __future__ import annotations
 from sympy import Add, Expr, Integer, Piecewise, sympify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.extrema import maximum, remembered
+from symbolic_cost.extrema import maximum
+from symbolic_cost.trees import remembered
 from symbolic_cost.parallel import collectives
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost.timing import efficiency, kernels, nccl
