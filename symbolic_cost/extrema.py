@@ -27,9 +27,10 @@ Max(3, 2*b*l)
 
 from __future__ import annotations
 
-from sympy import (Add, Basic, Expr, Integer, Max, Min, Mul, Piecewise, Pow, ceiling, expand_mul,
+from sympy import (Add, Basic, Expr, Integer, Max, Min, Mul, Piecewise, Pow, S, ceiling, expand_mul,
                    floor, sympify)
-from sympy.core.relational import Relational
+from sympy.core.relational import GreaterThan, LessThan, Relational
+from sympy.logic.boolalg import Boolean
 from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.checks import InputError
@@ -141,6 +142,40 @@ def _rebuilt(node, args) -> Expr:
     return node.func(*args)
 
 
+def at_least(lhs, rhs) -> Boolean:
+    """``lhs >= rhs`` decided as ``maximum`` decides, without SymPy's assumption queries:
+    ``true`` or ``false`` for numbers, ``true`` where ``sign`` shows ``lhs - rhs >= 0``, ``false``
+    where ``rhs - lhs`` has a positive ``lower_bound``; else the relation, unevaluated.
+
+    >>> from symbolic_cost.symbols import m1
+    >>> at_least(8, 3), at_least(m1, 1), at_least(m1, 3), at_least(1, m1 + 1)
+    (True, True, m1 >= 3, False)
+    """
+    return _compared(sympify(lhs), sympify(rhs), GreaterThan)
+
+
+def at_most(lhs, rhs) -> Boolean:
+    """``lhs <= rhs``, decided as ``at_least(rhs, lhs)``, else the relation unevaluated.
+
+    >>> from symbolic_cost.symbols import m1
+    >>> at_most(m1, 8), at_most(1, m1)
+    (m1 <= 8, True)
+    """
+    return _compared(sympify(rhs), sympify(lhs), LessThan)
+
+
+def _compared(big, small, relation) -> Boolean:
+    if big.is_Number and small.is_Number:
+        return S.true if big >= small else S.false
+    if not changes_sign(big, small):
+        if sign(big - small) == 1:
+            return S.true
+        low = lower_bound(small - big)
+        if low is not None and low > 0:
+            return S.false
+    return relation(*((big, small) if relation is GreaterThan else (small, big)), evaluate=False)
+
+
 def sign(expr) -> int | None:
     """``1`` where ``expr >= 0`` and ``-1`` where ``expr <= 0`` for every positive value of its
     symbols, as far as ``lower_bound`` sees it on ``expr`` or on its expansion; ``None`` when
@@ -165,7 +200,7 @@ def _sign(expr) -> int | None:
                 return None                   # no bound can hold: skip the expansion
             form = expanded(expr)
         low = lower_bound(form)
-        if low is not None and low >= 0:
+        if low is not None and low > 0:
             return 1
         high = upper_bound(form)
         if high is not None and high <= 0:

@@ -10,7 +10,7 @@ from fractions import Fraction
 from hypothesis import given, settings, strategies as st
 from sympy import Function, Integer, Max, Min, Rational, ceiling, floor, srepr
 
-from symbolic_cost.extrema import lower_bound, maximum, minimum, sign, unevaluated
+from symbolic_cost.extrema import at_least, at_most, lower_bound, maximum, minimum, sign, unevaluated
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost import sampled
 from symbolic_cost.sampled import POINTS, changes_sign
@@ -43,6 +43,19 @@ def test_a_decided_sign_holds_at_every_point(expr, at):
         assert decided * value >= 0
     if bound is not None:
         assert value >= bound
+
+
+@settings(max_examples=300, deadline=None)
+@given(terms, terms, values)
+def test_a_comparison_holds_as_decided_and_is_the_relation_otherwise(first, second, at):
+    """``at_least``/``at_most`` against the substituted numbers: ``true`` only where the numbers
+    compare so, ``false`` only where they do not, and an undecided relation the same relation."""
+    for got, holds in ((at_least(first, second), first.subs(at) >= second.subs(at)),
+                       (at_most(first, second), first.subs(at) <= second.subs(at))):
+        if got in (True, False):
+            assert bool(got) == bool(holds)
+        else:
+            assert bool(got.subs(at)) == bool(holds)
 
 
 def test_what_is_decided_and_what_is_left():

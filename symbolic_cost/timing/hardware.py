@@ -26,10 +26,10 @@ uses (NVLink when the group fits in one NVLink domain, else InfiniBand, unless
 
 from __future__ import annotations
 
-from sympy import Add, Expr, Integer, Piecewise, sympify
+from sympy import Add, Expr, Integer, Piecewise
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.extrema import maximum
+from symbolic_cost.extrema import at_most, maximum
 from symbolic_cost.trees import remembered
 from symbolic_cost.parallel import collectives
 from symbolic_cost.rounding import round_down, round_up
@@ -42,7 +42,7 @@ from symbolic_cost.timing.systems import SYSTEMS, System, get_system, product_ra
 def _fits(group, system: System):
     """Whether ``group`` devices fit one NVLink domain: True, False or, with
     symbols, the undecided relation."""
-    fits = sympify(group) <= system.nvlink_size
+    fits = at_most(group, system.nvlink_size)
     return bool(fits) if fits in (True, False) else fits
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from sympy import Expr, Rational, S, sympify
 
-from symbolic_cost.extrema import maximum, minimum
+from symbolic_cost.extrema import at_least, maximum, minimum
 from symbolic_cost.parallel.collectives import Log2
 
 MICRO = Rational(1, 10**6)
@@ -41,7 +41,7 @@ def nvls_enabled(n, nodes=1):
     >>> nvls_enabled(8), nvls_enabled(2), nvls_enabled(16, 16), nvls_enabled(32, 4)
     (True, False, False, True)
     """
-    return sympify(n) >= 3 * sympify(nodes)
+    return at_least(n, 3 * sympify(nodes))
 
 
 def nvls_time(n, tensor_bytes, bus) -> Expr:
