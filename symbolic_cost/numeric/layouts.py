@@ -192,13 +192,36 @@ def by_stage(table: pd.DataFrame, column: str, options, key: str = "p") -> pd.Da
     2  1      3
     3  2      1
     """
-    parts = []
-    for p, rows in table.groupby(key, sort=False):
-        values = np.asarray(options(int(p)), dtype=np.int64)
-        if values.size:
-            parts.append(rows.iloc[np.repeat(np.arange(len(rows)), values.size)].assign(
-                **{column: np.tile(values, len(rows))}))
-    return pd.concat(parts, ignore_index=True) if parts else table.iloc[:0].assign(**{column: []})
+    found = [(at, np.asarray(options(p), dtype=np.int64)) for (p,), at in groups([table[key].to_numpy()])]
+    if not any(chosen.size for _, chosen in found):
+        return table.iloc[:0].assign(**{column: []})
+    # each row repeated once per option of its group, group after group: one take of the table
+    positions = np.concatenate([np.repeat(at, chosen.size) for at, chosen in found])
+    values = np.concatenate([np.tile(chosen, at.size) for at, chosen in found])
+    return table.iloc[positions].reset_index(drop=True).assign(**{column: values})
+
+
+def groups(keys: list) -> list[tuple[tuple, np.ndarray]]:
+    """``(key, positions)`` of each distinct row of the non-negative integer columns ``keys``, in
+    order of first appearance, positions ascending: pandas' ``groupby(sort=False)`` without
+    making a frame of each group (which copies every column: a seventh of a search), and
+    without a sort where the keys span a small range.
+
+    >>> [(k, at.tolist()) for k, at in groups([np.array([1, 0, 1, 0]), np.array([5, 5, 5, 6])])]
+    [((1, 5), [0, 2]), ((0, 5), [1]), ((0, 6), [3])]
+    """
+    columns = [np.asarray(k, dtype=np.int64) for k in keys]
+    code, span = np.zeros(len(columns[0]), dtype=np.int64), 1
+    for column in columns:             # one number a row: mixed radix over the columns' ranges
+        size = int(column.max()) + 1 if column.size else 1
+        code, span = code * size + column, span * size
+    present = np.flatnonzero(np.bincount(code)) if span <= DENSE_KEYS else np.unique(code)
+    at = sorted((np.flatnonzero(code == c) for c in present), key=lambda rows: rows[0])
+    return [(tuple(int(c[rows[0]]) for c in columns), rows) for rows in at]
+
+
+DENSE_KEYS = 2**22
+"""Most key combinations ``groups`` counts with a ``bincount``; past it, ``numpy.unique`` sorts."""
 
 
 def virtual_stages(depth: int, p: int) -> list[int]:

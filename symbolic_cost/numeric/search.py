@@ -36,8 +36,8 @@ from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.models.grid_stack import on_grid, unsupported
 from symbolic_cost.numeric.compile import compile_exprs, default_backend
 from symbolic_cost.numeric.kernel_cache import built
-from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, layouts, shard_rows,
-                                           virtual_stages)
+from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, groups, layouts,
+                                           shard_rows, virtual_stages)
 from symbolic_cost.numeric.variants import Variant, labelled, offload_allowed, variant_rows, variants
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
@@ -67,16 +67,22 @@ class SearchResult:
     best: pd.DataFrame
 
 
-def _best(rows: pd.DataFrame, values: dict, capacity: float, top: int):
-    """(rows, fitting rows, the ``top`` fastest fitting rows with their ``values``)."""
+def _chosen(values: dict, capacity: float, top: int) -> tuple[int, np.ndarray]:
+    """(fitting rows, the positions of the ``top`` fastest of them, fastest first: ties in row
+    order, as a stable sort of ``total``)."""
     fits = np.flatnonzero(values["memory"] <= capacity)
     fast, total = fits, values["total"][fits]
     if len(fits) > top:          # only rows as fast as the top-th sorted: the same rows, ties in order
         keep = np.flatnonzero(total <= np.partition(total, top - 1)[top - 1])
         fast, total = fits[keep], total[keep]
-    order = fast[np.argsort(total, kind="stable")[:top]]
+    return len(fits), fast[np.argsort(total, kind="stable")[:top]]
+
+
+def _best(rows: pd.DataFrame, values: dict, capacity: float, top: int):
+    """(rows, fitting rows, the ``top`` fastest fitting rows with their ``values``)."""
+    fitting, order = _chosen(values, capacity, top)
     best = rows.iloc[order].assign(**{k: np.asarray(v)[order] for k, v in values.items()})
-    return len(rows), len(fits), best
+    return len(rows), fitting, best
 
 
 def run_variant(task) -> tuple[int, int, pd.DataFrame]:
@@ -89,14 +95,18 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
         rows = shard_rows(arch, rows, variant.shard)
     if rows.empty:
         return 0, 0, labelled(rows, variant)
-    by_p = [rows["p"], rows["vp"]] if placed_by_p(arch, fixed) else []
+    columns = {c: rows[c].to_numpy() for c in rows.columns}
+    by_p = [columns["p"], columns["vp"]] if placed_by_p(arch, fixed) else []
     apart = np.zeros(len(rows), dtype=bool)
-    kinds = [_sequence_kind(rows), rows["cp"].to_numpy() > 1 if "cp" in rows else apart,
-             rows["shard"].to_numpy() < rows["d"].to_numpy() if "shard" in rows else apart]
-    results = [_evaluate(arch, variant, group, seq, system, conventions, fixed, top, *_stage_keys(key, by_p),
+    kinds = [_sequence_kind(rows), columns["cp"] > 1 if "cp" in columns else apart,
+             columns["shard"] < columns["d"] if "shard" in columns else apart]
+    training = variant.training(seq, arch.moe is not None, **fixed)
+    results = [_evaluate(arch, variant, columns, at, training, system, conventions, top, *_stage_keys(key, by_p),
                          SHARDS[shards], context=bool(context), hsdp=bool(hsdp))
-               for (shards, context, hsdp, *key), group in rows.groupby([*kinds, *by_p], sort=False)]
-    best = pd.concat([b for _, _, b in results]).sort_values("total", kind="stable").head(top)
+               for (shards, context, hsdp, *key), at in groups([*kinds, *by_p])]
+    chosen = {c: np.concatenate([b[c] for _, _, b in results]) for c in results[0][2]}
+    order = np.argsort(chosen["total"], kind="stable")[:top]         # the groups' fastest, ties in their order
+    best = pd.DataFrame({c: v[order] for c, v in chosen.items()})
     return sum(n for n, _, _ in results), sum(k for _, k, _ in results), labelled(best, variant)
 
 
@@ -117,31 +127,35 @@ def _stage_keys(key, by_p) -> tuple:
     return tuple(int(k) for k in key) if by_p else (None, None)
 
 
-def _evaluate(arch, variant: Variant, rows, seq, system, conventions, fixed, top, p=None, vp=None, shards="partial",
-              context=False, hsdp=False):
-    """Step time and memory of ``rows`` under ``variant``, the model compiled with the layout's
-    degrees as symbols (``p`` and ``vp`` numbers when given; ``s1`` set by ``shards``,
-    ``_sequence_kind``; ``cp`` a symbol with ``context``, ``shard`` one with ``hsdp``)."""
-    experts = arch.moe is not None
-    training = variant.training(seq, experts, **fixed)
-    names = variant.symbols(experts)
+def _evaluate(arch, variant: Variant, columns: dict, at, training, system, conventions, top, p=None, vp=None,
+              shards="partial", context=False, hsdp=False):
+    """Step time and memory of the rows at positions ``at`` of ``columns`` under ``variant``
+    (``training``: its ``Variant.training``), the model compiled with the layout's degrees as
+    symbols (``p`` and ``vp`` numbers when given; ``s1`` set by ``shards``, ``_sequence_kind``;
+    ``cp`` a symbol with ``context``, ``shard`` one with ``hsdp``): (rows, fitting rows, the
+    ``top`` fastest fitting with their values, as columns)."""
+    names, changes = variant.symbols(arch.moe is not None), {}
     if shards != "partial":
-        training = replace(training, s1=1 if shards == "none" else training.m1)
+        changes["s1"] = 1 if shards == "none" else training.m1
         names = [n for n in names if n != "s1"]
     if p is not None:
-        training = replace(training, p=p, **({"virtual_stages": vp} if variant.schedule == "interleaved" else {}))
+        changes.update(p=p, **({"virtual_stages": vp} if variant.schedule == "interleaved" else {}))
         names = [n for n in names if n not in ("p", "vp")]
     symbolic = {**(dict(cp=S.cp, cp_variant=variant.cp_variant) if context else {}), **(dict(shard=S.shard) if hsdp else {})}
-    training, names = replace(training, **symbolic), names + [n for n in ("cp", "shard") if n in symbolic]
+    training = replace(training, **changes, **symbolic) if changes or symbolic else training   # checked once
+    names = names + [n for n in ("cp", "shard") if n in symbolic]
 
     def build():
         cost = model_cost(arch, training, conventions)
         parts = step_time_breakdown(cost, system, conventions)
         return compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)},
-                             symbols=[S.BY_NAME[k] for k in names], rows=len(rows) * RERUNS)
+                             symbols=[S.BY_NAME[k] for k in names], rows=len(at) * RERUNS)
     compiled = built((PARTS, arch, training, system, conventions, names, default_backend()), build)
-    values = compiled({k: rows[k].to_numpy() for k in names})
-    return _best(rows, values, float(system.hbm_capacity), top)
+    values = compiled({k: columns[k][at] for k in names})
+    fitting, order = _chosen(values, float(system.hbm_capacity), top)
+    picked = at[order]
+    return len(at), fitting, {**{c: v[picked] for c, v in columns.items()},
+                              **{k: np.asarray(v)[order] for k, v in values.items()}}
 
 
 def search(arch: Architecture, devices: int, system="h100", global_batch: int = 1024, seq: int = 2048,

@@ -80,7 +80,7 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
     of them (``"full"``, Megatron-LM's uniform recomputation of every layer).  Numbers only: the
     variant's own choices are written on the fastest rows alone (``labelled``), since a column
     of text costs more to copy than the kernel takes to evaluate its rows."""
-    rows = base[base["recompute"] == variant.recompute].drop(columns="recompute")
+    rows = _of_policy(base, variant.recompute)
     if variant.schedule == "interleaved":
         rows = by_stage(rows[(rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)], "vp",
                         lambda p: virtual_stages(depth, p))
@@ -94,6 +94,22 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
     else:
         rows = rows.assign(n_rec=0)
     return rows
+
+
+def _of_policy(base: pd.DataFrame, recompute: str) -> pd.DataFrame:
+    """The layouts of ``base`` under one recomputation policy, without that column: remembered
+    for the last ``base`` (a search's variants take the same few slices of one table, each a
+    copy of its rows)."""
+    if _SLICES.get("base") is not base:
+        _SLICES.clear()
+        _SLICES["base"] = base
+    if recompute not in _SLICES:
+        _SLICES[recompute] = base[base["recompute"] == recompute].drop(columns="recompute")
+    return _SLICES[recompute]
+
+
+_SLICES: dict = {}
+"""The last ``base`` (under ``"base"``) and its slices by recomputation policy."""
 
 
 def labelled(best: pd.DataFrame, variant: Variant) -> pd.DataFrame:
