@@ -12,6 +12,8 @@ and 3-D tensor grids.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -138,7 +140,21 @@ def shard_groups(arch: Architecture, d: int, shard) -> list[int]:
     ([1, 2, 4, 8], [2, 8])
     """
     sizes = _divisors(d) if shard == "all" else sorted({d, *(s for s in shard if d % s == 0)})
-    return [s for s in sizes if s == d or accepts(arch, d=d, zero=3, shard=s)]
+    return [s for s in sizes if s == d or _accepts_shard(arch, d, s)]
+
+
+def _accepts_shard(arch: Architecture, d: int, shard: int) -> bool:
+    """``accepts`` of ZeRO-3 over ``d`` ranks in groups of ``shard``, remembered (where the model
+    hashes): a search asks again for every ``d`` of every ZeRO-3 variant, a ``Training`` each."""
+    try:
+        return _remembered_shard(arch, d, shard)
+    except TypeError:                   # an architecture that does not hash
+        return accepts(arch, d=d, zero=3, shard=shard)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered_shard(arch: Architecture, d: int, shard: int) -> bool:
+    return accepts(arch, d=d, zero=3, shard=shard)
 
 
 def shard_rows(arch: Architecture, rows: pd.DataFrame, shard) -> pd.DataFrame:
