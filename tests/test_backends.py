@@ -70,6 +70,21 @@ def test_every_recorded_set_gives_the_same_numbers_on_both_backends(library_sets
     assert backends_seen == {"llvm"}           # every set converts: none fell back to numpy
 
 
+def test_rows_at_positions_are_the_rows_taken_first(library_sets):
+    """``compiled(values, at=positions)`` of integer columns (the search's), on the LLVM kernel
+    that reads them a block at a time and on numpy's that takes them first, equals the same
+    kernel on the rows taken and made floats beforehand, bit for bit; across LLVM blocks."""
+    exprs, symbols = library_sets[0]
+    rows = compiled.LLVM_BLOCK + 1000
+    columns = {str(s): RNG.choice([1, 2, 4, 8, 16], rows) for s in compiled.compile_exprs(exprs, symbols).symbols}
+    at = np.sort(RNG.choice(rows, rows - 7, replace=False))[::-1].copy()        # out of order, some left out
+    for backend in ("llvm", "numpy"):
+        kernel = compiled.compile_exprs(exprs, symbols, backend=backend)
+        got, want = kernel(columns, at=at), kernel({k: v[at].astype(float) for k, v in columns.items()})
+        for name in exprs:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{backend} {name}")
+
+
 def test_a_kernel_comes_back_from_disk_without_compiling(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
     exprs = {"t": S.b * S.l / 8 + Mod(S.b, 3), "m": S.b ** 2}

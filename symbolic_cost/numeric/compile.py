@@ -120,11 +120,19 @@ class Compiled:
     function: object
     backend: str
 
-    def __call__(self, values: Mapping) -> dict[str, np.ndarray]:
+    def __call__(self, values: Mapping, at=None) -> dict[str, np.ndarray]:
+        """Every expression at ``values`` (numbers or arrays, broadcast together); with ``at``,
+        at the rows ``at`` of ``values``' columns (the LLVM kernel reads them a block at a time:
+        no copy of a column's rows, nor of their floats)."""
         values = resolve_names(values)
         missing = [str(s) for s in self.symbols if s not in values]
         if missing:
             raise InputError(f"compiled expressions need values for {', '.join(missing)}", missing[0])
+        if at is not None:
+            columns = [np.asarray(values[s]) for s in self.symbols]
+            if self.backend == "llvm" and columns and all(c.ndim == 1 for c in columns):
+                return dict(zip(self.names, self._llvm(columns, np.asarray(at))))
+            values = {s: np.asarray(values[s])[at] for s in self.symbols}
         arrays = np.broadcast_arrays(*(np.asarray(values[s], dtype=np.float64) for s in self.symbols)) \
             if self.symbols else [np.zeros(())]
         shape = arrays[0].shape
@@ -162,12 +170,13 @@ class Compiled:
             job.result()
         return out
 
-    def _llvm(self, flat) -> list[np.ndarray]:
+    def _llvm(self, flat, at=None) -> list[np.ndarray]:
         """Rows through the kernel a block at a time, into one reused ``(rows, outputs)`` block,
         then into each output's own contiguous column (as ``_numba``: no block over glibc's mmap
-        threshold, and columns a reader takes without a stride)."""
+        threshold, and columns a reader takes without a stride); with ``at``, the rows at those
+        positions of ``flat``."""
         keep_freed_pages()
-        size, width = flat[0].size, max(len(self.symbols), 1)
+        size, width = (flat[0].size if at is None else at.size), max(len(self.symbols), 1)
         function = self.function.for_rows(size) if isinstance(self.function, QuickKernel) else self.function
         out = [np.empty(size) for _ in self.names]
         block = np.empty((min(size, LLVM_BLOCK), len(self.names)))
@@ -175,7 +184,7 @@ class Compiled:
         for start in range(0, size, LLVM_BLOCK):
             rows = min(LLVM_BLOCK, size - start)
             for j, column in enumerate(flat if self.symbols else []):
-                inputs[:rows, j] = column[start:start + rows]
+                inputs[:rows, j] = column[start:start + rows] if at is None else column[at[start:start + rows]]
             function(inputs[:rows], out=block[:rows])
             for i, column in enumerate(out):
                 column[start:start + rows] = block[:rows, i]

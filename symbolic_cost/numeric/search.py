@@ -151,7 +151,7 @@ def _evaluate(arch, variant: Variant, columns: dict, at, training, system, conve
         return compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)},
                              symbols=[S.BY_NAME[k] for k in names], rows=len(at) * RERUNS)
     compiled = built((PARTS, arch, training, system, conventions, names, default_backend()), build)
-    values = compiled({k: columns[k][at] for k in names})
+    values = compiled({k: columns[k] for k in names}, at=at)
     fitting, order = _chosen(values, float(system.hbm_capacity), top)
     picked = at[order]
     return len(at), fitting, {**{c: v[picked] for c, v in columns.items()},
