@@ -200,7 +200,7 @@ def _sign(expr) -> int | None:
                 return None                   # no bound can hold: skip the expansion
             form = expanded(expr)
         low = lower_bound(form)
-        if low is not None and low > 0:
+        if low is not None and low >= 0:
             return 1
         high = upper_bound(form)
         if high is not None and high <= 0:

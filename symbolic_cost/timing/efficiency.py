@@ -33,7 +33,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 
-from sympy import Expr, Integer, Rational
+from sympy import Add, Expr, Integer, Mul, Pow, Rational
 
 from symbolic_cost.checks import InputError, exact
 from symbolic_cost.extrema import maximum, minimum, sign
@@ -159,8 +159,10 @@ def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
     """
     m, n, count, sms = (exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms")))
     shapes = [(kernel_tile(m, t_m), kernel_tile(n, t_n)) for t_m, t_n in tile_shapes(tile_m, tile_n)]
-    return maximum(*(m * n * count / (round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms) * sms * t_m * t_n)
-                     for t_m, t_n in shapes))
+    useful = m * n * count
+    # one product a shape, not a chain of them: each ``*`` and ``/`` flattens the whole product again
+    return maximum(*(Mul(useful, Pow(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms), -1),
+                         Pow(sms, -1), Pow(t_m, -1), Pow(t_n, -1)) for t_m, t_n in shapes))
 
 
 def tile_shapes(tile_m, tile_n) -> list[tuple[Expr, Expr]]:
@@ -190,8 +192,9 @@ def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
     gemms = [] if cost.fused else [g for g in cost.gemms if g.pass_ == pass_]
     products = [(g.count * matmul_flops(g.m, g.k, g.n, conventions),
                  wave_efficiency(g.m, g.n, g.count, eff.sms, eff.tile_m, eff.tile_n)) for g in gemms]
-    rest = flops - sum((fl for fl, _ in products), Integer(0))
-    compute = sum((fl / (rate * eff.matrix * wave) for fl, wave in products), Integer(0)) \
+    rest = flops - Add(*(fl for fl, _ in products))
+    at_rate = Pow(rate * eff.matrix, -1)
+    compute = Add(*(Mul(fl, at_rate, Pow(wave, -1)) for fl, wave in products)) \
         + rest / (rate * (eff.matrix if gemms else eff.attention))
     return compute, memory
 
