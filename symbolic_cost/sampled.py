@@ -121,7 +121,10 @@ def _applied(expr) -> tuple:
 def _rational(func, args):
     if None in args:
         return None
-    value = func(*(Rational(int(a.numerator), int(a.denominator)) if isinstance(a, RATIONAL) else a for a in args))
+    try:
+        value = func(*(Rational(int(a.numerator), int(a.denominator)) if isinstance(a, RATIONAL) else a for a in args))
+    except (ArithmeticError, ValueError, TypeError):      # no value there: unknown, as for any other part
+        return None
     return RATIONAL(int(value.p), int(value.q)) if value.is_Rational else None
 
 

@@ -8,7 +8,7 @@ import sys
 from fractions import Fraction
 
 from hypothesis import given, settings, strategies as st
-from sympy import Function, Integer, Max, Min, Rational, ceiling, floor, srepr
+from sympy import Function, Integer, Max, Min, Mod, Rational, ceiling, floor, srepr
 
 from symbolic_cost.extrema import at_least, at_most, lower_bound, maximum, minimum, sign, unevaluated
 from symbolic_cost.rounding import round_down, round_up
@@ -138,6 +138,8 @@ def test_functions_of_numbers_are_valued_at_the_points_as_sympy_values_them():
     for point, value in zip(POINTS, sampled.values(expr)):
         assert value == _exact_at(expr, point)
     assert set(sampled.values(Function("f")(b) + 1)) == {None}
+    for point, value in zip(POINTS, sampled.values(Mod(l + 3, b - 1))):       # modulo 0 where b = 1: unknown
+        assert value == (None if point(b) == 1 else (point(l) + 3) % (point(b) - 1))
 
 
 def _exact_at(expr, point):
