@@ -80,7 +80,8 @@ def unevaluated(kind, args) -> Expr:
     """``kind(*args, evaluate=False)`` for ``Max`` or ``Min``, its arguments in
     ``trees.argument_order``: SymPy's order (fewest nodes first), but large arguments with as
     many nodes by their ``trees.digest``.  A ``Max`` SymPy builds from such tied arguments may
-    order them otherwise: the same value, printed the same (printers sort the arguments).
+    order them otherwise: the same value, and printed alone the same (printers sort the
+    arguments); a sum holding it may print its terms in another order.
 
     >>> from symbolic_cost.symbols import b, l
     >>> unevaluated(Max, [b * l + 1, l]) == Max(b * l + 1, l, evaluate=False)
