@@ -161,7 +161,7 @@ MUTATIONS = (
     Mutation("nccl-nvls-on-a100", EFFICIENCY, 'ib_bus=25 * GIGA, arch="ampere")',
              'ib_bus=25 * GIGA, arch="ampere", nvls=True)', required=False),
     Mutation("nccl-nvls-ratio", NVLS, "NVLS_RATIO = Rational(5, 6)", "NVLS_RATIO = Rational(1, 2)", required=False),
-    Mutation("nccl-nvls-two-gpus", NVLS, "sympify(n) >= 3 * sympify(nodes)", "sympify(n) >= 2 * sympify(nodes)",
+    Mutation("nccl-nvls-two-gpus", NVLS, "at_least(n, 3 * sympify(nodes))", "at_least(n, 2 * sympify(nodes))",
              required=False),
     Mutation("nccl-nvls-tree-net-halved", NVLS, "net_bus * (1 + few) / 2", "net_bus", required=False),
     Mutation("nccl-spread-intra-hop", "symbolic_cost/timing/hardware.py", 'nodes, intra="nvlink"))', "nodes))",
