@@ -100,16 +100,16 @@ def _of_policy(base: pd.DataFrame, recompute: str) -> pd.DataFrame:
     """The layouts of ``base`` under one recomputation policy, without that column: remembered
     for the last ``base`` (a search's variants take the same few slices of one table, each a
     copy of its rows)."""
-    if _SLICES.get("base") is not base:
-        _SLICES.clear()
-        _SLICES["base"] = base
-    if recompute not in _SLICES:
-        _SLICES[recompute] = base[base["recompute"] == recompute].drop(columns="recompute")
-    return _SLICES[recompute]
+    if _SLICES[0] is not base:
+        _SLICES[:] = [base, {}]
+    kept = _SLICES[1]
+    if recompute not in kept:
+        kept[recompute] = base[base["recompute"] == recompute].drop(columns="recompute")
+    return kept[recompute]
 
 
-_SLICES: dict = {}
-"""The last ``base`` (under ``"base"``) and its slices by recomputation policy."""
+_SLICES: list = [None, {}]
+"""The last ``base`` and its slices by recomputation policy."""
 
 
 def labelled(best: pd.DataFrame, variant: Variant) -> pd.DataFrame:
