@@ -35,22 +35,23 @@ def to_sympy(value) -> Expr:
     >>> to_sympy(RATIONAL(6, 4)) == Rational(3, 2) and hash(to_sympy(7)) == hash(Integer(7))
     True
     """
-    if type(value) is int:                            # the common case first
+    if type(value) is int:                            # the common cases first
         return _integer(value)
-    if isinstance(value, bool):
-        return Integer(value)
-    if isinstance(value, float):
-        return Float(value)
-    if is_whole(value):
-        return _integer(int(value))
-    if hasattr(value, "denominator"):
-        p, q = int(value.numerator), int(value.denominator)
-        if q == 2 and p == 1:
-            return Rational(1, 2)                     # SymPy's singleton Half
-        number = _bare(Rational)                      # already in lowest terms, q > 0
-        number.p, number.q = p, q
-        return number
-    return Float(value)
+    if type(value) is not RATIONAL:
+        if isinstance(value, bool):
+            return Integer(value)
+        if isinstance(value, int):
+            return _integer(int(value))
+        if not hasattr(value, "denominator"):         # a float, where a formula is irrational
+            return Float(value)
+    p, q = int(value.numerator), int(value.denominator)      # mpq, mpz, Fraction
+    if q == 1:
+        return _integer(p)
+    if q == 2 and p == 1:
+        return Rational(1, 2)                         # SymPy's singleton Half
+    number = _bare(Rational)                          # already in lowest terms, q > 0
+    number.p, number.q = p, q
+    return number
 
 
 def _integer(i: int) -> Expr:

@@ -107,6 +107,30 @@ def test_search_best_is_the_brute_force_best():
     assert found.fitting == len(times)
 
 
+def test_a_search_where_half_the_layouts_fit_finds_the_brute_force_fitting_rows_and_best():
+    """A search times only the layouts whose peak fits; with the capacity at the median peak of
+    every layout (each built with numbers), it counts the same fitting layouts and returns the
+    fastest of them, each with its own peak."""
+    from symbolic_cost.timing.hardware import calibrated
+    arch, system = preset("gpt2"), calibrated("h100")
+    peaks, totals = [], []
+    for row in layouts(arch, 8, 32, 1024, micro_batch_sizes=(1, 2, 4), recompute=("none", "full")).itertuples():
+        cost = model_cost(arch, Training(b=row.b, l=1024, m1=row.m1, s1=row.s1, d=row.d, p=row.p, micro_batches=row.n_micro,
+                                         zero=1, recompute=row.recompute, flash=True))
+        peaks.append(float(peak_bytes(cost)))
+        totals.append(float(step_time_breakdown(cost, system)["total"]))
+    capacity = float(np.median(peaks))
+    fit = [(t, m) for t, m in zip(totals, peaks) if m <= capacity]
+    assert 0 < len(fit) < len(peaks)
+    found = search(arch, 8, system.but(hbm_capacity=capacity), global_batch=32, seq=1024, top=4,
+                   micro_batch_sizes=(1, 2, 4))
+    assert (found.evaluated, found.fitting) == (len(peaks), len(fit))
+    best = sorted(fit)[:4]
+    assert list(found.best["total"]) == pytest.approx([t for t, _ in best], rel=1e-12)
+    assert list(found.best["memory"]) == pytest.approx([m for _, m in best], rel=1e-12)
+    assert (found.best["memory"] <= capacity).all()
+
+
 def test_search_and_sweep_commands(capsys):
     from symbolic_cost.cli import main
     assert main(["search", "--preset", "gpt2", "--devices", "4", "--global-batch", "16", "--top", "2"]) == 0

@@ -117,6 +117,8 @@ class Exact:
 
 
 def _exact_number(value, name: str):
+    if type(value) is int:                # the common case, with nothing to check
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, Fraction, Integer, Rational)):
         raise InputTypeError(f"{name} must be an exact number (an int, a Fraction or a SymPy Rational) "
                              f"for exact evaluation, got {value!r}", name)
@@ -196,13 +198,13 @@ def model_function(arch, system="h100", conventions=None, **policy):
         function_for(None)
     checked: set = set()
     defaults = {"b": 1, "l": arch.context or 2048, "m1": 1, "s1": 1, "d": 1, "p": 1, "n_micro": 1, "ep": 1}
+    allowed, start = frozenset(names), {n: defaults.get(n) for n in names}
 
     def evaluate(**values):
-        unknown = set(values) - set(names)
-        if unknown:
-            raise InputTypeError(f"model_function takes {', '.join(names)}, got {', '.join(sorted(unknown))}",
-                                 sorted(unknown)[0])
-        chosen_values = {**{n: defaults.get(n) for n in names}, **values}
+        if not allowed.issuperset(values):
+            unknown = sorted(set(values) - allowed)
+            raise InputTypeError(f"model_function takes {', '.join(names)}, got {', '.join(unknown)}", unknown[0])
+        chosen_values = {**start, **values}
         if "etp" in names and chosen_values["etp"] is None:
             chosen_values["etp"] = chosen_values["m1"]       # Megatron-LM's default, as Training's
         seen = tuple(chosen_values.values())

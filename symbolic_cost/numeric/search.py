@@ -4,10 +4,11 @@ fastest on ``N`` devices, among those that fit in memory.
 The degrees ``m1, s1, d, p``, the micro-batch ``b`` and micro-batches ``n_micro`` (with
 experts ``ep, etp``), the interleaved schedule's chunks per rank ``vp`` and the layers a
 stage recomputes ``n_rec`` are symbols: the model is built once per discrete choice that
-changes its formulas (a ``variants.Variant``: recomputation, ZeRO stage, offload, schedule), its step
-time (``timing.step.step_time_breakdown``) and the step's peak memory (``models.peak``, what
-must fit) compiled into one kernel, and every layout of that variant evaluated at once.  ``SPACE`` spans everything the library can
-express (Calculon's search space: tensor, pipeline, data degrees, micro-batch,
+changes its formulas (a ``variants.Variant``: recomputation, ZeRO stage, offload, schedule), the
+step's peak memory (``models.peak``, what must fit) compiled into one kernel and evaluated on every
+layout of that variant at once, its step time (``timing.step.step_time_breakdown``) into another,
+evaluated on the layouts that fit (the memory kernel costs a tenth of the step time's).  ``SPACE``
+spans everything the library can express (Calculon's search space: tensor, pipeline, data degrees, micro-batch,
 interleaving, recomputation, sequence parallelism, optimizer sharding, offload); the
 defaults search a smaller one.  With ``tensor`` the search also considers tensor grids
 (``layouts.GRIDS``), whose ``m1 = s1`` are the grid's devices (``models.grid_stack``).
@@ -16,6 +17,7 @@ Variants can run in worker processes (``workers``) or as Dask tasks (``dask=True
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
@@ -68,14 +70,17 @@ class SearchResult:
 
 
 def _chosen(values: dict, capacity: float, top: int) -> tuple[int, np.ndarray]:
-    """(fitting rows, the positions of the ``top`` fastest of them, fastest first: ties in row
-    order, as a stable sort of ``total``)."""
+    """(fitting rows, the positions of the ``top`` fastest of them, fastest first: ``_fastest``)."""
     fits = np.flatnonzero(values["memory"] <= capacity)
-    fast, total = fits, values["total"][fits]
-    if len(fits) > top:          # only rows as fast as the top-th sorted: the same rows, ties in order
-        keep = np.flatnonzero(total <= np.partition(total, top - 1)[top - 1])
-        fast, total = fits[keep], total[keep]
-    return len(fits), fast[np.argsort(total, kind="stable")[:top]]
+    return len(fits), fits[_fastest(values["total"][fits], top)]
+
+
+def _fastest(total: np.ndarray, top: int) -> np.ndarray:
+    """The positions of the ``top`` least of ``total``, least first, ties in row order (as a
+    stable sort of it), found among the rows as fast as the ``top``-th alone."""
+    keep = np.flatnonzero(total <= np.partition(total, top - 1)[top - 1]) if len(total) > top else \
+        np.arange(len(total))
+    return keep[np.argsort(total[keep], kind="stable")[:top]]
 
 
 def _best(rows: pd.DataFrame, values: dict, capacity: float, top: int):
@@ -145,17 +150,22 @@ def _evaluate(arch, variant: Variant, columns: dict, at, training, system, conve
     training = replace(training, **changes, **symbolic) if changes or symbolic else training   # checked once
     names = names + [n for n in ("cp", "shard") if n in symbolic]
 
-    def build():
-        cost = model_cost(arch, training, conventions)
-        parts = step_time_breakdown(cost, system, conventions)
-        return compile_exprs({**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)},
-                             symbols=[S.BY_NAME[k] for k in names], rows=len(at) * RERUNS)
-    compiled = built((PARTS, arch, training, system, conventions, names, default_backend()), build)
-    values = compiled({k: columns[k] for k in names}, at=at)
-    fitting, order = _chosen(values, float(system.hbm_capacity), top)
-    picked = at[order]
-    return len(at), fitting, {**{c: v[picked] for c, v in columns.items()},
-                              **{k: np.asarray(v)[order] for k, v in values.items()}}
+    symbols, key = [S.BY_NAME[k] for k in names], (arch, training, system, conventions, names, default_backend())
+    cost = functools.cache(lambda: model_cost(arch, training, conventions))      # built only for a kernel not on disk
+    memory = built(("memory", *key), lambda: compile_exprs({"memory": peak_bytes(cost(), conventions)},
+                                                           symbols=symbols, rows=len(at) * RERUNS))
+    values = {k: columns[k] for k in names}
+    needed = memory(values, at=at)["memory"]
+    fits = np.flatnonzero(needed <= float(system.hbm_capacity))      # only these rows are timed
+
+    def step():
+        parts = step_time_breakdown(cost(), system, conventions)
+        return compile_exprs({k: parts.get(k, 0) for k in PARTS}, symbols=symbols, rows=fits.size * RERUNS)
+    times = built((PARTS, *key), step)(values, at=at[fits]) if fits.size else {k: np.empty(0) for k in PARTS}
+    order = _fastest(times["total"], top)
+    picked = at[fits[order]]
+    return len(at), fits.size, {**{c: v[picked] for c, v in columns.items()},
+                                **{k: np.asarray(v)[order] for k, v in times.items()}, "memory": needed[fits[order]]}
 
 
 def search(arch: Architecture, devices: int, system="h100", global_batch: int = 1024, seq: int = 2048,
