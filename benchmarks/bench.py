@@ -1,4 +1,4 @@
-"""Benchmark of the fast paths: run ``python benchmarks/bench.py`` (after ``pip install .[fast]``).
+"""Benchmark of the fast paths: run ``python benchmarks/bench.py`` (after ``pip install '.[fast]'``: numba).
 
 Writes ``reports/benchmark.md``: every figure is the median of at least five repeats, CPU
 time (``time.process_time``, or the children's ``getrusage`` for a fresh process) next to wall

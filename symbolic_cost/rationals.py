@@ -1,6 +1,6 @@
 """The exact numbers ``numeric.exact`` computes with, and their way back to SymPy.
 
-``RATIONAL`` is GMP's ``gmpy2.mpq`` where gmpy2 is installed (the ``fast`` extra), else
+``RATIONAL`` is GMP's ``gmpy2.mpq`` where gmpy2 is installed (a dependency where it has wheels), else
 ``fractions.Fraction``: both are exact, and the arithmetic of ``mpq`` is written in C, about
 ten times that of ``Fraction`` (whose additions and products were three quarters of a
 whole model's exact evaluation).  Integers stay Python ``int`` (or GMP's ``mpz`` after a
@@ -16,7 +16,7 @@ from sympy import Expr, Float, Integer, Rational
 
 try:
     from gmpy2 import mpq as RATIONAL
-except ImportError:                     # the exact path without the fast extra
+except ImportError:                     # a machine without gmpy2's wheels
     RATIONAL = Fraction
 
 _SPECIAL = (-1, 0, 1)

@@ -3,7 +3,7 @@
 ``compile_exprs`` turns ``{name: expression}`` into a function of arrays, on
 one of three backends:
 
-* ``"llvm"``: symengine's LLVM ``Lambdify`` (``pip install symbolic_cost[fast]``):
+* ``"llvm"``: symengine's LLVM ``Lambdify`` (a dependency where symengine has wheels):
   the whole set, after common-subexpression elimination, is one machine-code
   loop over the configurations; nothing is allocated per operation.  It compiles without
   LLVM's optimisations (half the time) unless told of ``OPTIMIZED_ROWS`` configurations or
