@@ -399,21 +399,10 @@ def check(mutation: Mutation | None, first: str | None = None, tests=TESTS) -> t
         if mutation is not None:
             mutation.apply(root)
         for files in filter(None, batches(first, tests)):
-            result = _reported(root, files)
+            result = run_tests(root, files)
             if result.returncode:
                 break
     return result.returncode != 0, _last_failure(result.stdout + result.stderr)
-
-
-def _reported(root: Path, files) -> subprocess.CompletedProcess:
-    """``run_tests``, run once more where the interpreter ended without a word (seen twice on a
-    loaded machine, exit status nonzero and nothing but a newline written: a killed or crashed
-    process, which judges no mutation); ``RuntimeError`` naming the files if it does so again."""
-    for _ in range(2):
-        result = run_tests(root, files)
-        if result.returncode == 0 or (result.stdout + result.stderr).strip():
-            return result
-    raise RuntimeError(f"pytest ended with exit status {result.returncode} and no output, twice, on {' '.join(files)}")
 
 
 def run(mutations=MUTATIONS, jobs=2) -> dict:

@@ -27,7 +27,7 @@ import pickle
 import sys
 from pathlib import Path
 
-FORMAT = 4
+FORMAT = 5
 """Bumped whenever the code a backend generates, or a key's text, changes."""
 PACKAGE = Path(__file__).resolve().parent.parent
 _DIGEST: list[str] = []
@@ -153,29 +153,40 @@ def _unpickled(path: Path | None):
         return None
 
 
+PARTS_LIMIT = 1 << 18
+"""Parts whose digests ``dag_text`` remembers before it forgets them all (a process stays bounded)."""
+_PARTS: dict = {}
+
+
 def dag_text(exprs) -> list[str]:
-    """One line per distinct part of the SymPy or symengine ``exprs``, children first (``#i`` names the
-    ``i``-th line), then the roots: the whole set's text with each shared part written once.
-    ``str`` writes a part once per path to it: a tenth of compiling a calibrated step time.
-    The order of a node's arguments is symengine's, the same in every process (its hashes are
-    not salted).
+    """What a kernel's key hashes for the SymPy or symengine ``exprs``: one digest per expression,
+    the SHA-256 of its node's kind and its arguments' digests (a leaf's: its kind and ``str``), so
+    equal trees give equal digests whatever parts they share.  Each distinct part is digested
+    once, and remembered across calls: a search's kernels are built from the same parts, and
+    writing each kernel's whole text had cost a tenth of compiling it (``str`` writes a part
+    once per path to it).  The order of a node's arguments is symengine's or SymPy's, the same
+    in every process (neither salts its hashes).
 
     >>> import symengine
     >>> b, l = symengine.symbols("b l")
-    >>> dag_text([(b + l) * (b + l) + 1])
-    ['1', 'l', 'b', 'Add(#1,#2)', '2', 'Pow(#3,#4)', 'Add(#0,#5)', '#6']
+    >>> first = dag_text([(b + l) * (b + l) + 1])
+    >>> len(first), len(first[0])
+    (1, 64)
+    >>> dag_text([(l + b) ** 2 + 1]) == first, dag_text([(b + l) ** 2 + 2]) == first
+    (True, False)
     """
-    ids: dict = {}
-    lines: list[str] = []
+    if len(_PARTS) > PARTS_LIMIT:
+        _PARTS.clear()
 
-    def visit(node) -> int:
-        if node not in ids:
-            args = [visit(a) for a in node.args]
-            lines.append(f"{type(node).__name__}({','.join(f'#{i}' for i in args)})" if args else str(node))
-            ids[node] = len(lines) - 1
-        return ids[node]
-    roots = [f"#{visit(e)}" for e in exprs]
-    return lines + roots
+    def digest(node) -> str:
+        known = _PARTS.get(node)
+        if known is None:
+            args = node.args
+            text = f"{type(node).__name__}({','.join(map(digest, args))})" if args else \
+                f"{type(node).__name__}:{node}"
+            known = _PARTS[node] = hashlib.sha256(text.encode()).hexdigest()
+        return known
+    return [digest(e) for e in exprs]
 
 
 def source_path(name: str) -> Path | None:
