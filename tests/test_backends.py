@@ -206,3 +206,42 @@ def test_a_constraint_symengine_cannot_convert_falls_back_to_numpy(capsys):
     expected = {(b, p) for b in (1, 2) for p in (1, 2)
                 if model_cost(preset("gpt3-175b"), Training(b=b, l=2048, p=p)).memory_bytes <= bound}
     assert kept == expected and expected
+
+
+def test_conversions_are_remembered_across_calls_and_forgotten_past_the_limit(monkeypatch):
+    """A part converted for one kernel is the same object for the next; past ``MEMO_LIMIT`` the
+    memo starts again, and a fresh conversion equals symengine's own of the same formula."""
+    import symengine as se
+    from symbolic_cost.numeric import llvm_form
+    formula = (S.b * S.l + S.m1) ** 2 / S.d + S.b * S.l
+    first = llvm_form.llvm_form([formula], se)[0]
+    assert llvm_form.llvm_form([formula], se)[0] is first
+    monkeypatch.setattr(llvm_form, "MEMO_LIMIT", 0)
+    again = llvm_form.llvm_form([formula], se)[0]
+    assert again is not first and again == first == se.sympify(str(formula))
+    from sympy import preorder_traversal
+    converted, _ = llvm_form._MEMOS[se]               # forgotten, then this formula's parts only
+    assert formula in converted and set(converted) <= set(preorder_traversal(formula))
+
+
+def test_a_key_digest_is_the_sha256_of_each_part_over_its_arguments(monkeypatch):
+    """``dag_text`` by hand: a leaf's digest is the SHA-256 of its kind and text, a node's that of
+    its kind and its arguments' digests in order; the same whether remembered or not."""
+    import hashlib
+    import symengine as se
+    b, l = se.symbols("b l")
+
+    def by_hand(node):
+        text = f"{type(node).__name__}({','.join(map(by_hand, node.args))})" if node.args else \
+            f"{type(node).__name__}:{node}"
+        return hashlib.sha256(text.encode()).hexdigest()
+    formula = (b + l) ** 2 * b + 3
+    assert kernel_cache.dag_text([formula, b]) == [by_hand(formula), hashlib.sha256(b"Symbol:b").hexdigest()]
+    kernel_cache.dag_text([l * 7])
+    monkeypatch.setattr(kernel_cache, "PARTS_LIMIT", -1)      # forget everything at the next call
+    assert kernel_cache.dag_text([formula]) == [by_hand(formula)]
+
+    def parts(node):
+        return {node}.union(*map(parts, node.args))
+    assert set(kernel_cache._PARTS) == parts(formula)             # the parts before were forgotten
+    assert kernel_cache.dag_text([formula + 1]) != kernel_cache.dag_text([formula])
