@@ -225,8 +225,9 @@ def test_conversions_are_remembered_across_calls_and_forgotten_past_the_limit(mo
 
 
 def test_a_key_digest_is_the_sha256_of_each_part_over_its_arguments(monkeypatch):
-    """``dag_text`` by hand: a leaf's digest is the SHA-256 of its kind and text, a node's that of
-    its kind and its arguments' digests in order; the same whether remembered or not."""
+    """``dag_digests`` by hand: a leaf's digest is the SHA-256 of its kind and text, a node's that
+    of its kind and its arguments' digests in order; the same whether remembered or not, and with
+    room for one part the table starts again as it fills, keeping fewer parts than the formula has."""
     import hashlib
     import symengine as se
     b, l = se.symbols("b l")
@@ -236,12 +237,12 @@ def test_a_key_digest_is_the_sha256_of_each_part_over_its_arguments(monkeypatch)
             f"{type(node).__name__}:{node}"
         return hashlib.sha256(text.encode()).hexdigest()
     formula = (b + l) ** 2 * b + 3
-    assert kernel_cache.dag_text([formula, b]) == [by_hand(formula), hashlib.sha256(b"Symbol:b").hexdigest()]
-    kernel_cache.dag_text([l * 7])
-    monkeypatch.setattr(kernel_cache, "PARTS_LIMIT", -1)      # forget everything at the next call
-    assert kernel_cache.dag_text([formula]) == [by_hand(formula)]
+    assert kernel_cache.dag_digests([formula, b]) == [by_hand(formula), hashlib.sha256(b"Symbol:b").hexdigest()]
+    monkeypatch.setattr(kernel_cache, "_PARTS", {})
+    monkeypatch.setattr(kernel_cache, "PARTS_LIMIT", 1)
+    assert kernel_cache.dag_digests([formula]) == [by_hand(formula)]
 
     def parts(node):
         return {node}.union(*map(parts, node.args))
-    assert set(kernel_cache._PARTS) == parts(formula)             # the parts before were forgotten
-    assert kernel_cache.dag_text([formula + 1]) != kernel_cache.dag_text([formula])
+    assert formula in kernel_cache._PARTS and len(kernel_cache._PARTS) < len(parts(formula)) == 8
+    assert kernel_cache.dag_digests([formula + 1]) != kernel_cache.dag_digests([formula])

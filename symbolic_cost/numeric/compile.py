@@ -273,11 +273,11 @@ def _llvm_kernel(values, symbols, level: str):
     try:
         converted = llvm_form(values, se)
         arguments = [se.sympify(s) for s in symbols]
-        text = kernel_cache.dag_text(converted)
-        best = _optimized(converted, arguments, text, make=level == "optimized")
+        digests = kernel_cache.dag_digests(converted)
+        best = _optimized(converted, arguments, digests, make=level == "optimized")
         if best is not None:
             return best
-        quick = kernel_cache.llvm_kernel(lambda: _lambdify(converted, arguments, 0), text, arguments, "quick")
+        quick = kernel_cache.llvm_kernel(lambda: _lambdify(converted, arguments, 0), digests, arguments, "quick")
         return quick if level == "quick" else QuickKernel(quick, converted, arguments)
     except (RuntimeError, TypeError, NotImplementedError, AttributeError, se.SympifyError):
         return None         # e.g. a constraint's ITE that symengine cannot convert: the numpy kernel runs
@@ -287,9 +287,9 @@ def _lambdify(converted, arguments, opt_level: int):
     return _symengine().Lambdify(arguments, converted, backend="llvm", cse=True, opt_level=opt_level)
 
 
-def _optimized(converted, arguments, text, make: bool = True):
+def _optimized(converted, arguments, digests, make: bool = True):
     """The optimised kernel, from disk or (``make``) compiled; ``None`` if neither."""
-    return kernel_cache.llvm_kernel((lambda: _lambdify(converted, arguments, 3)) if make else None, text, arguments)
+    return kernel_cache.llvm_kernel((lambda: _lambdify(converted, arguments, 3)) if make else None, digests, arguments)
 
 
 class QuickKernel:
@@ -303,8 +303,8 @@ class QuickKernel:
     def for_rows(self, rows: int):
         """The kernel to run ``rows`` configurations with."""
         if rows >= OPTIMIZED_ROWS and not self.optimized:
-            text = kernel_cache.dag_text(self.converted)
-            self.function, self.optimized = _optimized(self.converted, self.arguments, text), True
+            digests = kernel_cache.dag_digests(self.converted)
+            self.function, self.optimized = _optimized(self.converted, self.arguments, digests), True
         return self.function
 
     def __call__(self, inputs, out=None):

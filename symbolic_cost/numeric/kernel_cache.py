@@ -116,7 +116,7 @@ _NAMES: dict = {}
 def numpy_kernel(make, values, symbols):
     """The numpy kernel of ``values``: loaded from its source on disk, or made by ``make()``
     and its source written there."""
-    path = _path(key("numpy", dag_text(values), symbols), ".py")
+    path = _path(key("numpy", dag_digests(values), symbols), ".py")
     if path is not None and path.exists():
         try:
             return _load_source(path)
@@ -128,11 +128,11 @@ def numpy_kernel(make, values, symbols):
     return function
 
 
-def llvm_kernel(make, text, arguments, level: str = "optimized"):
-    """The LLVM kernel of the symengine expressions whose ``dag_text`` is ``text``, compiled at
+def llvm_kernel(make, digests, arguments, level: str = "optimized"):
+    """The LLVM kernel of the symengine expressions whose ``dag_digests`` are ``digests``, compiled at
     ``level`` (``"optimized"``, or ``"quick"``: without LLVM's optimisations, filed apart):
     unpickled from disk, or made by ``make()`` and pickled there (``make=None``: only looked up)."""
-    path = _path(key("llvm" if level == "optimized" else "llvm-quick", text, arguments), ".pickle")
+    path = _path(key("llvm" if level == "optimized" else "llvm-quick", digests, arguments), ".pickle")
     kept = _unpickled(path)
     if kept is not None or make is None:
         return kept
@@ -154,38 +154,36 @@ def _unpickled(path: Path | None):
 
 
 PARTS_LIMIT = 1 << 18
-"""Parts whose digests ``dag_text`` remembers before it forgets them all (a process stays bounded)."""
+"""Parts whose digests ``dag_digests`` remembers before it starts again (a process stays bounded)."""
 _PARTS: dict = {}
 
 
-def dag_text(exprs) -> list[str]:
+def dag_digests(exprs) -> list[str]:
     """What a kernel's key hashes for the SymPy or symengine ``exprs``: one digest per expression,
     the SHA-256 of its node's kind and its arguments' digests (a leaf's: its kind and ``str``), so
     equal trees give equal digests whatever parts they share.  Each distinct part is digested
-    once, and remembered across calls: a search's kernels are built from the same parts, and
-    writing each kernel's whole text had cost a tenth of compiling it (``str`` writes a part
-    once per path to it).  The order of a node's arguments is symengine's or SymPy's, the same
-    in every process (neither salts its hashes).
+    once, and remembered across calls (``trees.remembered``): a search's kernels are built from
+    the same parts, and writing each kernel's whole text had cost a tenth of compiling it (``str``
+    writes a part once per path to it).  The order of a node's arguments is symengine's or
+    SymPy's, the same in every process (neither salts its hashes).
 
     >>> import symengine
     >>> b, l = symengine.symbols("b l")
-    >>> first = dag_text([(b + l) * (b + l) + 1])
+    >>> first = dag_digests([(b + l) * (b + l) + 1])
     >>> len(first), len(first[0])
     (1, 64)
-    >>> dag_text([(l + b) ** 2 + 1]) == first, dag_text([(b + l) ** 2 + 2]) == first
+    >>> dag_digests([(l + b) ** 2 + 1]) == first, dag_digests([(b + l) ** 2 + 2]) == first
     (True, False)
     """
-    if len(_PARTS) > PARTS_LIMIT:
-        _PARTS.clear()
+    from symbolic_cost.trees import remembered     # here: ``cache_dir`` serves the CLI before SymPy loads
+
+    def made(node) -> str:
+        text = f"{type(node).__name__}({','.join(map(digest, node.args))})" if node.args else \
+            f"{type(node).__name__}:{node}"
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def digest(node) -> str:
-        known = _PARTS.get(node)
-        if known is None:
-            args = node.args
-            text = f"{type(node).__name__}({','.join(map(digest, args))})" if args else \
-                f"{type(node).__name__}:{node}"
-            known = _PARTS[node] = hashlib.sha256(text.encode()).hexdigest()
-        return known
+        return remembered(_PARTS, node, made, kept=PARTS_LIMIT)
     return [digest(e) for e in exprs]
 
 
