@@ -202,3 +202,29 @@ def test_a_model_too_deep_to_enumerate_keeps_its_closed_form():
     # fc2 256 x 64 + 64, two LayerNorms 2 x 128; once: the word table 100 x 64, the final norm 128
     layer = 64 * 192 + 192 + 64 * 64 + 64 + 64 * 256 + 256 + 256 * 64 + 64 + 2 * 128
     assert deep == 10**12 * layer + 100 * 64 + 128
+
+
+def test_layer_kinds_share_their_blocks_and_equal_a_build_that_remembers_none(monkeypatch):
+    """DeepSeek-V3's dense and MoE layers run the same latent attention, and its MTP module runs
+    one more MoE layer (the last one's): the stack builds each block once, so the layers' attention
+    rows and the module's layer rows are the very objects of the layer groups.  A stack built with
+    nothing remembered (every block built anew) has rows equal to these, field by field."""
+    from pathlib import Path
+    from symbolic_cost.blocks import layer as layer_module
+    from symbolic_cost.models import stack as stack_module
+    arch = load(str(Path(__file__).parent / "hf_configs" / "DeepSeek-V3.json"))
+    training = Training(b=S.b, l=S.l, m1=S.m1, s1=S.s1, ep=S.ep, flash=True, mtp=True)
+    shared = model_cost(arch, training).stack
+    (dense, _), (routed, _), (head, _) = shared[1], shared[2], shared[-1]
+    attention = dense.names.index("residual") + 1                  # the rows up to the first residual add
+    assert attention == 11 and all(a is b for a, b in zip(dense.rows[:attention], routed.rows[:attention]))
+    assert dense.rows[attention] is not routed.rows[attention]
+    start = next(i for i, row in enumerate(head.rows) if row is routed.rows[0])      # after the module's eh_proj
+    assert all(a is b for a, b in zip(head.rows[start:start + len(routed.rows)], routed.rows))
+    stack_module._STACKS.clear()
+    monkeypatch.setattr(layer_module, "_built", lambda builder, *args, **keywords: builder(*args, **keywords))
+    anew = model_cost(arch, training).stack
+    assert [[row.name for row in blk] for blk, _ in anew] == [[row.name for row in blk] for blk, _ in shared]
+    assert all(new == old and all(n is not o for n, o in zip(new.rows, old.rows))
+               for (new, _), (old, _) in zip(anew[1:-1], shared[1:-1]))
+    stack_module._STACKS.clear()

@@ -13,6 +13,7 @@ from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores, 
 from symbolic_cost.blocks.wiring import NORMS_PER_LAYER, PARTS, Run, Wiring
 from symbolic_cost.checks import InputError
 from symbolic_cost.ops import add
+from symbolic_cost.trees import remembered
 
 __all__ = ["transformer_layer", "NORMS_PER_LAYER", "PARTS"]
 
@@ -55,18 +56,36 @@ def transformer_layer(b, l, e, f, heads, m1=1, s1=1, *, scores: Scores | None = 
     joined = wiring.parallel and not wiring.dropouts            # branches summed before one reduction
     blocks = []
     if wiring.part != "mlp":
-        blocks.append(attention(b, l, e, heads, m1, s1, scores=scores, projections=projections, run=run,
-                                residual=wiring.residual(post_norm=wiring.norms == 4, branch=joined)))
+        blocks.append(_built(attention, b, l, e, heads, m1, s1, scores=scores, projections=projections, run=run,
+                             residual=wiring.residual(post_norm=wiring.norms == 4, branch=joined)))
     if wiring.part == "attention":
         return blocks[0]
     if wiring.cross is not None:
         blocks.append(attention(b, l, e, heads.plain, m1, s1, run=replace(run, context=None),
                                 scores=Scores(dropout=(scores or Scores()).dropout, keys=wiring.cross),
                                 projections=replace(projections, clip=False, cross=True), residual=wiring.residual()))
-    blocks.append(_feedforward(b, l, e, f, m1, s1, ffn, projections.out_bias, wiring, run))
+    blocks.append(_built(_feedforward, b, l, e, f, m1, s1, ffn, projections.out_bias, wiring, run))
     if wiring.part == "mlp":
         return blocks[-1]
     return _joined(blocks, joined, run)
+
+
+def _built(builder, *args, **keywords) -> Block:
+    """``builder(*args, **keywords)``, remembered by its arguments (``_BLOCKS``): a model's dense
+    and MoE layers share one attention block, and a multi-token-prediction module repeats the
+    last layer.  Blocks are frozen, so one object serves every layer that asks for it."""
+    key = (builder, args, tuple(sorted(keywords.items())))
+    try:
+        hash(key)
+    except TypeError:                        # an unhashable argument: build without remembering
+        return builder(*args, **keywords)
+    return remembered(_BLOCKS, key, lambda _: builder(*args, **keywords), kept=_BLOCKS_KEPT)
+
+
+_BLOCKS: dict = {}
+"""Attention and MLP blocks already built, by their builder and arguments."""
+_BLOCKS_KEPT = 256
+"""Blocks ``_BLOCKS`` holds before it starts again (each a few dozen rows of expressions)."""
 
 
 def _check(heads: Heads, ffn: Feedforward, wiring: Wiring) -> None:
