@@ -1,6 +1,6 @@
 """The search's table helpers against pandas doing the same by its own means: ``groups`` against
 ``DataFrame.groupby(sort=False)``, ``by_stage`` against a concatenation of each group's rows
-repeated once per option, and a variant's top rows against a search that keeps them all."""
+repeated once per option (on a frame and on a dict of numpy columns), and a variant's top rows against a search that keeps them all."""
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,9 @@ def test_by_stage_repeats_each_row_once_per_option_group_after_group(rows, most)
              for p, part in table.groupby("p", sort=False) if options(int(p))]
     expected = pd.concat(parts, ignore_index=True) if parts else table.iloc[:0].assign(n=[])
     pd.testing.assert_frame_equal(by_stage(table, "n", options), expected)
+    columns = by_stage({c: table[c].to_numpy() for c in table.columns}, "n", options)     # the search's form
+    assert list(columns) == list(expected.columns)
+    assert all(v.dtype == np.int64 and v.tolist() == expected[c].astype(np.int64).tolist() for c, v in columns.items())
 
 
 def test_a_variants_top_rows_are_the_fastest_of_all_its_fitting_rows():

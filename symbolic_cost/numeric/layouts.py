@@ -158,9 +158,9 @@ def _remembered_shard(arch: Architecture, d: int, shard: int) -> bool:
 
 
 def shard_rows(arch: Architecture, rows: pd.DataFrame, shard) -> pd.DataFrame:
-    """``rows`` with one row per shard group of its ``d`` (``shard_groups``); with routed experts
-    only the groups each row's expert grid folds into, ``ep etp | m1 cp shard``
-    (``parallel.expert.expert_shard_degree``).
+    """``rows`` (a table, as ``by_stage``) with one row per shard group of its ``d``
+    (``shard_groups``); with routed experts only the groups each row's expert grid folds into,
+    ``ep etp | m1 cp shard`` (``parallel.expert.expert_shard_degree``).
 
     >>> from symbolic_cost.blocks.moe import MoE
     >>> toy = Architecture("toy-moe", 2, 64, 4, 128, 128, mlp="swiglu", norm="rms", moe=MoE(8, 2, 64))
@@ -169,10 +169,10 @@ def shard_rows(arch: Architecture, rows: pd.DataFrame, shard) -> pd.DataFrame:
     [[1, 1], [1, 2], [1, 4], [1, 8], [8, 8]]
     """
     rows = by_stage(rows, "shard", lambda d: shard_groups(arch, d, shard), key="d")
-    if arch.moe is None or rows.empty:
+    if arch.moe is None or not row_count(rows):
         return rows
     ranks = rows["m1"] * (rows["cp"] if "cp" in rows else 1) * rows["shard"]
-    return rows[ranks % (rows["ep"] * rows["etp"]) == 0]
+    return where(rows, ranks % (rows["ep"] * rows["etp"]) == 0)
 
 
 def context_choices(cp, cp_variant: str, shard, zeros) -> tuple:
@@ -197,9 +197,11 @@ def context_choices(cp, cp_variant: str, shard, zeros) -> tuple:
     return cp, shard
 
 
-def by_stage(table: pd.DataFrame, column: str, options, key: str = "p") -> pd.DataFrame:
+def by_stage(table, column: str, options, key: str = "p"):
     """``table`` with one row per value of ``column`` among ``options(p)`` (a list that depends on
     the row's pipeline degree only; or on its ``key`` column): rows with no option are dropped.
+    ``table`` is a DataFrame, or a dict of equal-length numpy columns (a search's own form: each
+    column taken once, no frame made and copied again), and the answer comes in the same form.
 
     >>> by_stage(pd.DataFrame({"p": [1, 2, 4]}), "n_rec", lambda p: list(range(1, 4 // p)))
        p  n_rec
@@ -207,14 +209,31 @@ def by_stage(table: pd.DataFrame, column: str, options, key: str = "p") -> pd.Da
     1  1      2
     2  1      3
     3  2      1
+    >>> by_stage({"p": np.array([1, 2, 4])}, "n_rec", lambda p: list(range(1, 4 // p)))["n_rec"].tolist()
+    [1, 2, 3, 1]
     """
-    found = [(at, np.asarray(options(p), dtype=np.int64)) for (p,), at in groups([table[key].to_numpy()])]
+    columns = isinstance(table, dict)
+    found = [(at, np.asarray(options(p), dtype=np.int64))
+             for (p,), at in groups([table[key] if columns else table[key].to_numpy()])]
     if not any(chosen.size for _, chosen in found):
-        return table.iloc[:0].assign(**{column: []})
-    # each row repeated once per option of its group, group after group: one take of the table
+        return {**{c: v[:0] for c, v in table.items()}, column: np.zeros(0, dtype=np.int64)} if columns \
+            else table.iloc[:0].assign(**{column: []})
+    # each row repeated once per option of its group, group after group: one take of each column
     positions = np.concatenate([np.repeat(at, chosen.size) for at, chosen in found])
     values = np.concatenate([np.tile(chosen, at.size) for at, chosen in found])
+    if columns:
+        return {**{c: v[positions] for c, v in table.items()}, column: values}
     return table.iloc[positions].reset_index(drop=True).assign(**{column: values})
+
+
+def row_count(table) -> int:
+    """Rows of a DataFrame or of a dict of equal-length columns (``by_stage``)."""
+    return len(next(iter(table.values()), ())) if isinstance(table, dict) else len(table)
+
+
+def where(table, mask):
+    """The rows of ``table`` (a DataFrame or a dict of columns, ``by_stage``) where ``mask`` holds."""
+    return {c: v[mask] for c, v in table.items()} if isinstance(table, dict) else table[mask]
 
 
 def groups(keys: list) -> list[tuple[tuple, np.ndarray]]:

@@ -38,7 +38,7 @@ from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.models.grid_stack import on_grid, unsupported
 from symbolic_cost.numeric.compile import compile_exprs, default_backend
 from symbolic_cost.numeric.kernel_cache import built
-from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, groups, layouts,
+from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, groups, layouts, row_count,
                                            shard_rows, virtual_stages)
 from symbolic_cost.numeric.variants import Variant, labelled, offload_allowed, variant_rows, variants
 from symbolic_cost.timing.hardware import get_system
@@ -98,11 +98,11 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     rows = variant_rows(base, variant, arch.n_layers + arch.decoder_layers, recompute_layers)
     if variant.shard is not None:
         rows = shard_rows(arch, rows, variant.shard)
-    if rows.empty:
-        return 0, 0, labelled(rows, variant)
-    columns = {c: rows[c].to_numpy() for c in rows.columns}
+    if not row_count(rows):
+        return 0, 0, labelled(pd.DataFrame(rows), variant)
+    columns = rows
     by_p = [columns["p"], columns["vp"]] if placed_by_p(arch, fixed) else []
-    apart = np.zeros(len(rows), dtype=bool)
+    apart = np.zeros(row_count(rows), dtype=bool)
     kinds = [_sequence_kind(rows), columns["cp"] > 1 if "cp" in columns else apart,
              columns["shard"] < columns["d"] if "shard" in columns else apart]
     training = variant.training(seq, arch.moe is not None, **fixed)

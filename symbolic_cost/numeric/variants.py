@@ -11,13 +11,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import choice
 from symbolic_cost.models import RECOMPUTE, Training
 from symbolic_cost.models.recipes import OFFLOAD, check_offload
-from symbolic_cost.numeric.layouts import by_stage, virtual_stages
+from symbolic_cost.numeric.layouts import by_stage, row_count, virtual_stages, where
 from symbolic_cost.parallel.pipeline import SCHEDULES
 
 
@@ -72,8 +73,9 @@ def offload_allowed(offload: str, zero: int) -> bool:
     return True
 
 
-def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_layers="full") -> pd.DataFrame:
-    """The layouts of ``base`` (``layouts.layouts``) a variant runs: interleaved ones with ``p > 1``,
+def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_layers="full") -> dict:
+    """The layouts of ``base`` (``layouts.layouts``) a variant runs, as a dict of numpy columns
+    (``layouts.by_stage``): interleaved ones with ``p > 1``,
     ``n_micro`` a multiple of ``p`` and each ``vp`` of ``layouts.virtual_stages``; DualPipe's with ``p``
     and ``n_micro`` even, ``n_micro >= 2p``; under full
     recomputation each ``n_rec`` from 1 to a stage's layers (``recompute_layers="all"``) or all
@@ -82,29 +84,36 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
     of text costs more to copy than the kernel takes to evaluate its rows."""
     rows = _of_policy(base, variant.recompute)
     if variant.schedule == "interleaved":
-        rows = by_stage(rows[(rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)], "vp",
+        rows = by_stage(where(rows, (rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)), "vp",
                         lambda p: virtual_stages(depth, p))
     elif variant.schedule == "dualpipe":      # parallel.pipeline.dualpipe_rules
-        rows = rows[(rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"])].assign(vp=1)
+        rows = _with(where(rows, (rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"])),
+                     vp=1)
     else:
-        rows = rows.assign(vp=1)
+        rows = _with(rows, vp=1)
     if variant.recompute == "full":
         rows = by_stage(rows, "n_rec", lambda p: range(1, depth // p + 1) if recompute_layers == "all"
                         else [depth // p])
     else:
-        rows = rows.assign(n_rec=0)
+        rows = _with(rows, n_rec=0)
     return rows
 
 
-def _of_policy(base: pd.DataFrame, recompute: str) -> pd.DataFrame:
-    """The layouts of ``base`` under one recomputation policy, without that column: remembered
-    for the last ``base`` (a search's variants take the same few slices of one table, each a
-    copy of its rows)."""
+def _with(rows: dict, **constants) -> dict:
+    """``rows`` with a column of each constant (64-bit integers) after its own."""
+    size = row_count(rows)
+    return {**rows, **{name: np.full(size, value, dtype=np.int64) for name, value in constants.items()}}
+
+
+def _of_policy(base: pd.DataFrame, recompute: str) -> dict:
+    """The layouts of ``base`` under one recomputation policy, as numpy columns without that one:
+    remembered for the last ``base`` (a search's variants take the same few slices of one table)."""
     if _SLICES[0] is not base:
         _SLICES[:] = [base, {}]
     kept = _SLICES[1]
     if recompute not in kept:
-        kept[recompute] = base[base["recompute"] == recompute].drop(columns="recompute")
+        mine = (base["recompute"] == recompute).to_numpy()
+        kept[recompute] = {c: base[c].to_numpy()[mine] for c in base.columns if c != "recompute"}
     return kept[recompute]
 
 
