@@ -32,13 +32,6 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.files import input_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import architecture, assignments
-from symbolic_cost.models.accelerate import accelerate_setup
-from symbolic_cost.models.deepspeed import command_line_fills, deepspeed_setup
-from symbolic_cost.models.hf_trainer import trainer_setup
-from symbolic_cost.models.launch_script import read_launch
-from symbolic_cost.models.megatron_args import megatron_setup
-from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
-from symbolic_cost.models.torchtitan import torchtitan_setup
 
 FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-method", "--recompute-layers",
                 "--schedule", "--virtual-stages", "--first-stage-layers", "--last-stage-layers", "--embedding-in-split",
@@ -115,6 +108,7 @@ def _deepspeed(path: str, args):
     config decides when the command line sets it too."""
     given = {k: int(v) for k, v in assignments(getattr(args, "set", [])).items() if getattr(v, "is_Integer", False)}
     command = dict(zero=args.zero, precision=args.precision, precision_given=options.given(args, "precision"))
+    from symbolic_cost.models.deepspeed import command_line_fills, deepspeed_setup    # _read's note
     text = input_file(path, "--deepspeed")
     found = deepspeed_setup(text, Path(path).stem, architecture(args), args.devices, given, command)
     decided = tuple(f for f in DEEPSPEED_OPTIONS if f not in command_line_fills(text))
@@ -129,6 +123,7 @@ def _deepspeed(path: str, args):
 def _accelerate(path: str, args):
     """The ``Setup`` of ``--accelerate`` with the model of ``--hf-config``/``--preset``; refuses what the
     config decides when the command line sets it too."""
+    from symbolic_cost.models.accelerate import accelerate_setup     # _read's note
     found = accelerate_setup(input_file(path, "--accelerate"), Path(path).stem, architecture(args), args.devices)
     given = assignments(getattr(args, "set", []))      # the script's batch: --set b= n_micro= (1 and 1 without)
     found.values.update({k: given.get(k, 1) for k in (S.b, S.n_micro)})
@@ -144,6 +139,7 @@ def _trainer(path: str, args):
     """The ``Setup`` of ``--hf-training-args`` with the model of ``--hf-config``/``--preset``; refuses
     what the arguments decide when the command line sets it too (``--shard``: a machine's devices for
     ``hybrid_shard``, refused otherwise)."""
+    from symbolic_cost.models.hf_trainer import trainer_setup     # _read's note
     per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
     found = trainer_setup(input_file(path, "--hf-training-args"), Path(path).stem, architecture(args), args.devices,
                           per_node)
@@ -156,7 +152,8 @@ def _trainer(path: str, args):
 
 
 def _read(dest: str, path: str, args):
-    """The ``Setup`` of one framework file."""
+    """The ``Setup`` of one framework file.  Each reader is imported here, when its file is given:
+    a command without one (most) does not load them (a thirtieth of a cold ``summary``)."""
     flag = FILES[dest]
     if dest == "hf_training_args":
         return _trainer(path, args)
@@ -168,9 +165,13 @@ def _read(dest: str, path: str, args):
         if args.vocab_size is not None:
             raise InputError("--vocab-size: a Megatron-Bridge configuration states model.vocab_size; change the file",
                              "--vocab-size")
+        from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
         return megatron_bridge_setup(input_file(path, flag), Path(path).stem, world=args.devices)
     if dest == "torchtitan":
+        from symbolic_cost.models.torchtitan import torchtitan_setup
         return torchtitan_setup(input_file(path, flag), Path(path).stem, world=args.devices, vocab=args.vocab_size)
+    from symbolic_cost.models.launch_script import read_launch
+    from symbolic_cost.models.megatron_args import megatron_setup
     launch = read_launch(input_file(path, flag), f"{flag} {Path(path).name}")
     return megatron_setup(launch, Path(path).stem, world=args.devices, vocab=args.vocab_size)
 

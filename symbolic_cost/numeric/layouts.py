@@ -250,9 +250,20 @@ def groups(keys: list) -> list[tuple[tuple, np.ndarray]]:
     for column in columns:             # one number a row: mixed radix over the columns' ranges
         size = int(column.max()) + 1 if column.size else 1
         code, span = code * size + column, span * size
-    present = np.flatnonzero(np.bincount(code)) if span <= DENSE_KEYS else np.unique(code)
-    at = sorted((np.flatnonzero(code == c) for c in present), key=lambda rows: rows[0])
+    if span <= SORTED_KEYS:        # one stable radix sort of 16-bit codes, cut where the code changes
+        counts = np.bincount(code)
+        parts = np.split(np.argsort(code.astype(np.uint16), kind="stable"), np.cumsum(counts[counts > 0])[:-1])
+    else:
+        present = np.flatnonzero(np.bincount(code)) if span <= DENSE_KEYS else np.unique(code)
+        parts = [np.flatnonzero(code == c) for c in present]
+    at = sorted(parts, key=lambda rows: rows[0])
     return [(tuple(int(c[rows[0]]) for c in columns), rows) for rows in at]
+
+
+SORTED_KEYS = 2**16
+"""Most key combinations ``groups`` sorts the rows by (numpy's stable sort of 16-bit integers is a
+radix sort, one pass over the rows whatever the number of groups, where a comparison with each
+key is a pass per group)."""
 
 
 DENSE_KEYS = 2**22
