@@ -99,11 +99,11 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     if variant.shard is not None:
         rows = shard_rows(arch, rows, variant.shard)
     if not row_count(rows):
-        return 0, 0, labelled(pd.DataFrame(rows), variant)
+        return 0, 0, labelled(rows, variant)
     columns = rows
     by_p = [columns["p"], columns["vp"]] if placed_by_p(arch, fixed) else []
     apart = np.zeros(row_count(rows), dtype=bool)
-    kinds = [_sequence_kind(rows), columns["cp"] > 1 if "cp" in columns else apart,
+    kinds = [_sequence_kind(columns), columns["cp"] > 1 if "cp" in columns else apart,
              columns["shard"] < columns["d"] if "shard" in columns else apart]
     training = variant.training(seq, arch.moe is not None, **fixed)
     results = [_evaluate(arch, variant, columns, at, training, system, conventions, top, *_stage_keys(key, by_p),
@@ -111,7 +111,7 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
                for (shards, context, hsdp, *key), at in groups([*kinds, *by_p])]
     chosen = {c: np.concatenate([b[c] for _, _, b in results]) for c in results[0][2]}
     order = np.argsort(chosen["total"], kind="stable")[:top]         # the groups' fastest, ties in their order
-    best = pd.DataFrame({c: v[order] for c, v in chosen.items()})
+    best = {c: v[order] for c, v in chosen.items()}
     return sum(n for n, _, _ in results), sum(k for _, k, _ in results), labelled(best, variant)
 
 

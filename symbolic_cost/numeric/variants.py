@@ -121,12 +121,15 @@ _SLICES: list = [None, {}]
 """The last ``base`` and its slices by recomputation policy."""
 
 
-def labelled(best: pd.DataFrame, variant: Variant) -> pd.DataFrame:
-    """The fastest rows of a variant with its choices: ``recompute`` after the degrees, ``zero``,
-    ``offload`` and ``schedule`` after ``n_rec``."""
-    best = best.copy()
-    best.insert(best.columns.get_loc("n_micro") + 1, "recompute", variant.recompute)
-    at = best.columns.get_loc("n_rec") + 1
-    for offset, name in enumerate(("zero", "offload", "schedule")):
-        best.insert(at + offset, name, getattr(variant, name))
-    return best
+def labelled(best, variant: Variant) -> pd.DataFrame:
+    """The fastest rows of a variant (a frame, or a dict of columns) as one frame with its
+    choices: ``recompute`` after the degrees, ``zero``, ``offload`` and ``schedule`` after
+    ``n_rec`` (made at once, not inserted one by one into a copy)."""
+    columns = {}
+    for name in best:
+        columns[name] = best[name]
+        if name == "n_micro":
+            columns["recompute"] = variant.recompute
+        elif name == "n_rec":
+            columns.update(zero=variant.zero, offload=variant.offload, schedule=variant.schedule)
+    return pd.DataFrame(columns)
