@@ -29,6 +29,16 @@ def test_groups_are_pandas_groups_in_order_of_first_appearance(rows):
     assert [key for key, _ in got] == pandas_order
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**20)), max_size=30))
+def test_groups_of_keys_past_16_bits_and_of_no_rows_are_pandas_groups(rows):
+    """Keys spanning more than 2^16 combinations (sorted by rank, not as 16-bit codes), and no rows."""
+    table = pd.DataFrame(rows, columns=["a", "b"], dtype=np.int64)
+    got = [(key, at.tolist()) for key, at in groups([table["a"].to_numpy(), table["b"].to_numpy()])]
+    assert got == [(tuple(int(v) for v in key), part.index.tolist())
+                   for key, part in table.groupby(["a", "b"], sort=False)]
+
+
 @settings(max_examples=200, deadline=None)
 @given(keys, st.integers(0, 4))
 def test_by_stage_repeats_each_row_once_per_option_group_after_group(rows, most):

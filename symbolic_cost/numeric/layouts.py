@@ -239,8 +239,8 @@ def where(table, mask):
 def groups(keys: list) -> list[tuple[tuple, np.ndarray]]:
     """``(key, positions)`` of each distinct row of the non-negative integer columns ``keys``, in
     order of first appearance, positions ascending: pandas' ``groupby(sort=False)`` without
-    making a frame of each group (which copies every column: a seventh of a search), and
-    without a sort where the keys span a small range.
+    making a frame of each group (which copies every column: a seventh of a search), by one
+    stable sort of a code per row.
 
     >>> [(k, at.tolist()) for k, at in groups([np.array([1, 0, 1, 0]), np.array([5, 5, 5, 6])])]
     [((1, 5), [0, 2]), ((0, 5), [1]), ((0, 6), [3])]
@@ -250,24 +250,15 @@ def groups(keys: list) -> list[tuple[tuple, np.ndarray]]:
     for column in columns:             # one number a row: mixed radix over the columns' ranges
         size = int(column.max()) + 1 if column.size else 1
         code, span = code * size + column, span * size
-    if span <= SORTED_KEYS:        # one stable radix sort of 16-bit codes, cut where the code changes
-        counts = np.bincount(code)
-        parts = np.split(np.argsort(code.astype(np.uint16), kind="stable"), np.cumsum(counts[counts > 0])[:-1])
-    else:
-        present = np.flatnonzero(np.bincount(code)) if span <= DENSE_KEYS else np.unique(code)
-        parts = [np.flatnonzero(code == c) for c in present]
+    if not code.size:
+        return []
+    # one stable sort of the codes (a radix sort where they fit 16 bits: one pass over the rows
+    # whatever the number of groups), cut where the code changes
+    ranks = code.astype(np.uint16) if span <= 2**16 else np.unique(code, return_inverse=True)[1]
+    counts = np.bincount(ranks)
+    parts = np.split(np.argsort(ranks, kind="stable"), np.cumsum(counts[counts > 0])[:-1])
     at = sorted(parts, key=lambda rows: rows[0])
     return [(tuple(int(c[rows[0]]) for c in columns), rows) for rows in at]
-
-
-SORTED_KEYS = 2**16
-"""Most key combinations ``groups`` sorts the rows by (numpy's stable sort of 16-bit integers is a
-radix sort, one pass over the rows whatever the number of groups, where a comparison with each
-key is a pass per group)."""
-
-
-DENSE_KEYS = 2**22
-"""Most key combinations ``groups`` counts with a ``bincount``; past it, ``numpy.unique`` sorts."""
 
 
 def virtual_stages(depth: int, p: int) -> list[int]:
