@@ -1,6 +1,7 @@
 """The search's table helpers against pandas doing the same by its own means: ``groups`` against
 ``DataFrame.groupby(sort=False)``, ``by_stage`` against a concatenation of each group's rows
-repeated once per option (on a frame and on a dict of numpy columns), and a variant's top rows against a search that keeps them all."""
+repeated once per option (on a frame and on a dict of numpy columns), and a variant's top rows
+against a search that keeps them all."""
 
 import numpy as np
 import pandas as pd

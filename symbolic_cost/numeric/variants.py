@@ -87,8 +87,8 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
         rows = by_stage(where(rows, (rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)), "vp",
                         lambda p: virtual_stages(depth, p))
     elif variant.schedule == "dualpipe":      # parallel.pipeline.dualpipe_rules
-        rows = _with(where(rows, (rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"])),
-                     vp=1)
+        even = (rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"])
+        rows = _with(where(rows, even), vp=1)
     else:
         rows = _with(rows, vp=1)
     if variant.recompute == "full":
