@@ -157,7 +157,7 @@ def _remembered_shard(arch: Architecture, d: int, shard: int) -> bool:
     return accepts(arch, d=d, zero=3, shard=shard)
 
 
-def shard_rows(arch: Architecture, rows: pd.DataFrame, shard) -> pd.DataFrame:
+def shard_rows(arch: Architecture, rows, shard):
     """``rows`` (a table, as ``by_stage``) with one row per shard group of its ``d``
     (``shard_groups``); with routed experts only the groups each row's expert grid folds into,
     ``ep etp | m1 cp shard`` (``parallel.expert.expert_shard_degree``).

@@ -121,10 +121,9 @@ _SLICES: list = [None, {}]
 """The last ``base`` and its slices by recomputation policy."""
 
 
-def labelled(best, variant: Variant) -> pd.DataFrame:
-    """The fastest rows of a variant (a frame, or a dict of columns) as one frame with its
-    choices: ``recompute`` after the degrees, ``zero``, ``offload`` and ``schedule`` after
-    ``n_rec`` (made at once, not inserted one by one into a copy)."""
+def labelled(best: dict, variant: Variant) -> pd.DataFrame:
+    """The fastest rows of a variant (a dict of columns) as one frame with its choices:
+    ``recompute`` after the degrees, ``zero``, ``offload`` and ``schedule`` after ``n_rec``."""
     columns = {}
     for name in best:
         columns[name] = best[name]
