@@ -10,7 +10,7 @@ degrees.  ``maximum`` and ``minimum`` decide only what is cheap to decide:
 * numbers are compared exactly and only the largest (smallest) is kept;
 * nested extrema of the same kind are flattened and repeated arguments merged;
 * an argument is dropped when its difference from another has a sign that the
-  structure shows (``sign``): a number, or, as written or expanded, a sum whose
+  structure shows (``sign``, from ``bounds``): a number, or, as written or expanded, a sum whose
   terms all have one sign since each is a number times powers, ceilings and
   extrema of positive symbols (``2*b*l - b*l`` is ``b*l >= 0``; an integer
   degree is at least 1, so ``m1 - 1 >= 0``).
@@ -27,12 +27,12 @@ Max(3, 2*b*l)
 
 from __future__ import annotations
 
-from sympy import (Add, Basic, Expr, Integer, Max, Min, Mul, Piecewise, Pow, S, ceiling, expand_mul,
-                   floor, sympify)
+from sympy import Add, Basic, Expr, Max, Min, Mul, Piecewise, Pow, S, expand_mul, sympify
 from sympy.core.relational import GreaterThan, LessThan, Relational
 from sympy.logic.boolalg import Boolean
 from sympy.functions.elementary.piecewise import ExprCondPair
 
+from symbolic_cost.bounds import lowest, upper_bound
 from symbolic_cost.checks import InputError
 from symbolic_cost.sampled import changes_sign
 from symbolic_cost.trees import argument_order, remembered
@@ -171,7 +171,7 @@ def _compared(big, small, relation) -> Boolean:
     if not changes_sign(big, small):
         if sign(big - small) == 1:
             return S.true
-        low = lower_bound(small - big)
+        low = lowest(small - big)
         if low is not None and low > 0:
             return S.false
     return relation(*((big, small) if relation is GreaterThan else (small, big)), evaluate=False)
@@ -200,7 +200,7 @@ def _sign(expr) -> int | None:
             if not _distributes(expr) or changes_sign(expr):
                 return None                   # no bound can hold: skip the expansion
             form = expanded(expr)
-        low = lower_bound(form)
+        low = lowest(form)
         if low is not None and low >= 0:
             return 1
         high = upper_bound(form)
@@ -239,69 +239,3 @@ def expanded(expr, memo=None) -> Expr:
         node = _rebuilt(expr, tuple(expanded(a, memo) for a in expr.args))
         memo[expr] = expand_mul(node, deep=False) if isinstance(node, Mul) else node
     return memo[expr]
-
-
-def lower_bound(expr):
-    """A number ``L`` with ``expr >= L`` for every positive value of its symbols (integer ones
-    at least 1), read off the expression's structure; ``None`` where it is not that simple.
-
-    >>> from symbolic_cost.symbols import b, m1
-    >>> lower_bound(3 * b * (m1 - 1) + 2), lower_bound(b - m1)
-    (2, None)
-    """
-    return remembered(_LOWER, expr, _lower_bound)
-
-
-_LOWER: dict = {}
-"""Bounds remembered (a step time asks for the same shared parts' bounds millions of times)."""
-
-
-def _lower_bound(expr):
-    if expr.is_Number:
-        return expr
-    if expr.is_Symbol:
-        return (1 if expr.is_integer else 0) if expr.is_positive else None
-    if isinstance(expr, (Add, Min, Piecewise)):
-        parts = [lower_bound(a) for a in _operands(expr)]
-        return None if None in parts else (sum(parts) if expr.is_Add else min(parts))
-    if isinstance(expr, Max):
-        parts = [x for x in map(lower_bound, expr.args) if x is not None]
-        return max(parts) if parts else None
-    if isinstance(expr, Mul):
-        parts = [lower_bound(a) for a in expr.args]
-        return None if None in parts or any(x < 0 for x in parts) else Mul(*parts)
-    if isinstance(expr, Pow) and expr.exp.is_Number:
-        base = lower_bound(expr.base)
-        if base is None or base < 0:
-            return None
-        return base ** expr.exp if expr.exp.is_Integer and expr.exp > 0 else Integer(0)
-    if isinstance(expr, (ceiling, floor)):
-        inner = lower_bound(expr.args[0])
-        return None if inner is None else type(expr)(inner)
-    return None
-
-
-def upper_bound(expr):
-    """A number ``U`` with ``expr <= U`` for every positive value of its symbols, where the
-    structure shows one: a number, a sum of such, a negative number times factors whose
-    ``lower_bound`` is not negative; ``None`` otherwise.
-
-    >>> from symbolic_cost.symbols import b, m1
-    >>> upper_bound(1 - 3 * b * m1), upper_bound(b - m1)
-    (-2, None)
-    """
-    if expr.is_Number:
-        return expr
-    if isinstance(expr, Add):
-        parts = [upper_bound(a) for a in expr.args]
-        return None if None in parts else sum(parts)
-    if isinstance(expr, Mul):
-        coefficient, rest = expr.as_coeff_Mul()
-        if coefficient < 0:
-            low = lower_bound(rest)
-            return None if low is None or low < 0 else coefficient * low
-    return None
-
-
-def _operands(expr):
-    return [e for e, _ in expr.args] if isinstance(expr, Piecewise) else expr.args

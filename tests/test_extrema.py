@@ -8,9 +8,10 @@ import sys
 from fractions import Fraction
 
 from hypothesis import given, settings, strategies as st
-from sympy import Function, Integer, Max, Min, Mod, Rational, ceiling, floor, srepr
+from sympy import Float, Function, Integer, Max, Min, Mod, Rational, ceiling, floor, nan, oo, srepr
 
-from symbolic_cost.extrema import at_least, at_most, lower_bound, maximum, minimum, sign, unevaluated
+from symbolic_cost.bounds import lower_bound
+from symbolic_cost.extrema import at_least, at_most, maximum, minimum, sign, unevaluated
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost import sampled
 from symbolic_cost.sampled import POINTS, changes_sign
@@ -43,6 +44,16 @@ def test_a_decided_sign_holds_at_every_point(expr, at):
         assert decided * value >= 0
     if bound is not None:
         assert value >= bound
+
+
+def test_bounds_of_floats_and_infinities():
+    """An integer symbol is at least 1; a ``Float`` bounds exactly as stored (0.1 is
+    3602879701896397/2**55, not 1/10); an infinite term bounds nothing; a ceiling of a bound is
+    the bound's ceiling (each counted by hand)."""
+    assert lower_bound(b + Float(0.1)) == 1 + Rational(3602879701896397, 2**55)
+    assert lower_bound(b + oo) is None and lower_bound(b * nan) is None
+    assert lower_bound(ceiling(b / 3) + 2 * floor(Rational(7, 2) * m1)) == 1 + 2 * 3
+    assert lower_bound((b + Rational(1, 2)) ** 3 * (m1 - 1)) == 0 and lower_bound((b + 1) ** 2) == 4
 
 
 @settings(max_examples=300, deadline=None)

@@ -58,7 +58,8 @@ from dataclasses import dataclass
 from sympy import Eq, Expr, Piecewise, Symbol, sympify
 
 from symbolic_cost.cost import Collective, collective
-from symbolic_cost.extrema import maximum, minimum, upper_bound
+from symbolic_cost.bounds import upper_bound
+from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.checks import InputError, counts, exact, positive_dims
 
 

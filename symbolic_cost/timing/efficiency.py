@@ -157,7 +157,17 @@ def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
     >>> wave_efficiency(100, 128, 1, 108, 128, 128)
     25/1512
     """
-    m, n, count, sms = (exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms")))
+    sides = tuple(exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms")))
+    return remembered(_WAVES, (*sides, exact(tile_m, "tile_m"), exact(tile_n, "tile_n")), _waves)
+
+
+_WAVES: dict = {}
+"""Wave efficiencies already built: a layer's products share their shapes (DeepSeek-V3's step
+time asks 45 times for 31 of them; ``(b l, 7168)`` nine times)."""
+
+
+def _waves(key) -> Expr:
+    m, n, count, sms, tile_m, tile_n = key
     shapes = [(kernel_tile(m, t_m), kernel_tile(n, t_n)) for t_m, t_n in tile_shapes(tile_m, tile_n)]
     useful = m * n * count
     # one product a shape, not a chain of them: each ``*`` and ``/`` flattens the whole product again
