@@ -10,10 +10,10 @@ degrees.  ``maximum`` and ``minimum`` decide only what is cheap to decide:
 * numbers are compared exactly and only the largest (smallest) is kept;
 * nested extrema of the same kind are flattened and repeated arguments merged;
 * an argument is dropped when its difference from another has a sign that the
-  structure shows (``sign``, from ``bounds``): a number, or, as written or expanded, a sum whose
-  terms all have one sign since each is a number times powers, ceilings and
-  extrema of positive symbols (``2*b*l - b*l`` is ``b*l >= 0``; an integer
-  degree is at least 1, so ``m1 - 1 >= 0``).
+  structure shows (``sign``, from ``bounds``): a number, or, as written or
+  expanded, a sum whose terms all have one sign since each is a number times
+  powers, ceilings and extrema of positive symbols (``2*b*l - b*l`` is
+  ``b*l >= 0``; an integer degree is at least 1, so ``m1 - 1 >= 0``).
 
 Everything else stays an unevaluated ``Max``/``Min``; substituting numbers
 evaluates it as usual.
