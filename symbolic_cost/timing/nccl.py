@@ -87,8 +87,39 @@ def ll128_share(kind: str, link: str, arch: str, n, nodes=1) -> Expr:
     """
     if link == "nvlink":
         return minimum(Rational(92, 100), LL128_PER_CHANNEL[kind] / NVLINK_CHANNEL[arch])
-    per_domain = round_down(sympify(n) / sympify(nodes))
-    return Rational(7, 10) + Rational(22, 100) * minimum(1, maximum(0, per_domain - 1))
+    return _by_nic(LL128_NET, n, nodes)
+
+
+LL128_NET = (Rational(7, 10), Rational(92, 100))
+"""LL128's share of the bus across the network: with one device of the group in a domain (its
+NIC sends and receives), and with more."""
+
+
+def ll128_inverse_share(kind: str, link: str, arch: str, n, nodes=1) -> Expr:
+    """``1 / ll128_share(...)``: across the network the share is one of two values (``_by_nic``),
+    so its reciprocal is the same choice between their reciprocals, exactly.  Written so, no
+    power of a sum is built: SymPy asks of such a power whether each term may be infinite, a
+    cascade of assumption queries through the floor and extrema of the choice that took a
+    twentieth of building a calibrated step time.
+
+    >>> from symbolic_cost.symbols import m1
+    >>> ll128_inverse_share("allreduce", "ib", "hopper", 16, 16), ll128_inverse_share("allreduce", "ib", "hopper", 16, 2)
+    (10/7, 25/23)
+    >>> [(1 / ll128_share("allgather", "ib", "hopper", m1, 2) - ll128_inverse_share("allgather", "ib", "hopper", m1, 2)
+    ...   ).subs(m1, k) for k in (2, 3, 4, 8)], ll128_inverse_share("allgather", "nvlink", "hopper", 8)
+    ([0, 0, 0, 0], 206/183)
+    """
+    if link == "nvlink":
+        return 1 / ll128_share(kind, link, arch, n, nodes)
+    return _by_nic(tuple(1 / v for v in LL128_NET), n, nodes)
+
+
+def _by_nic(values, n, nodes) -> Expr:
+    """``values[0]`` where each of the ``nodes`` domains holds one of the group's ``n`` devices,
+    ``values[1]`` where they hold more: ``a + (c - a) min(1, max(0, floor(n / nodes) - 1))``, the
+    clipped count being 0 or 1."""
+    alone, shared = values
+    return alone + (shared - alone) * minimum(1, maximum(0, round_down(sympify(n) / sympify(nodes)) - 1))
 
 
 def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | None = None,
@@ -132,9 +163,9 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | 
     times = []
     near = _hop_link(intra or link)
     for protocol in protocols(arch, kind):
-        bandwidth = bus * (share[protocol] if protocol != "LL128" else ll128_share(kind, link, arch, n, nodes))
+        inverse = 1 / share[protocol] if protocol != "LL128" else ll128_inverse_share(kind, link, arch, n, nodes)
         latency = BASE[protocol] + (steps - inter) * HOP[(near, protocol)] + inter * HOP[("ib", protocol)]
-        times.append(active * latency + sent / bandwidth)
+        times.append(active * latency + sent * inverse / bus)
     if kind == "allreduce" and link == "ib" and nodes != 1:
         times.extend(tree_time(n, volume, bus, nodes, near, arch))
     return minimum(*times)
