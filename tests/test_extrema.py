@@ -8,10 +8,10 @@ import sys
 from fractions import Fraction
 
 from hypothesis import given, settings, strategies as st
-from sympy import Float, Function, Integer, Max, Min, Mod, Rational, ceiling, floor, nan, oo, srepr
+from sympy import Float, Function, Integer, Max, Min, Mod, Piecewise, Rational, ceiling, floor, nan, oo, srepr
 
 from symbolic_cost.bounds import lower_bound
-from symbolic_cost.extrema import at_least, at_most, maximum, minimum, sign, unevaluated
+from symbolic_cost.extrema import at_least, at_most, choice, maximum, minimum, sign, unevaluated
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost import sampled
 from symbolic_cost.sampled import POINTS, changes_sign
@@ -44,6 +44,24 @@ def test_a_decided_sign_holds_at_every_point(expr, at):
         assert decided * value >= 0
     if bound is not None:
         assert value >= bound
+
+
+@settings(max_examples=200, deadline=None)
+@given(terms, terms, terms, terms, values)
+def test_a_choice_is_sympys_piecewise(small, big, then, otherwise, at):
+    """``choice`` against SymPy's own ``Piecewise`` of the same arms: the same value at every
+    point, and where SymPy's canonical relation is the one given, the same tree."""
+    condition = at_most(small, big)
+    ours, sympys = choice(condition, then, otherwise), Piecewise((then, condition), (otherwise, True))
+    assert ours.subs(at) == sympys.subs(at)
+    if isinstance(sympys, Piecewise) and sympys.args[0].cond == condition:
+        assert srepr(ours) == srepr(sympys)
+
+
+def test_a_choice_tested_again_inside_is_folded_as_sympy_folds_it():
+    inner = Piecewise((b, l <= 8), (2 * b, True))
+    assert choice(at_most(l, 8), inner, 3 * b) == Piecewise((b, l <= 8), (3 * b, True))
+    assert choice(at_most(m1, 8), inner, 3 * b).args[0] == (inner, m1 <= 8)
 
 
 def test_bounds_of_floats_and_infinities():

@@ -26,10 +26,10 @@ uses (NVLink when the group fits in one NVLink domain, else InfiniBand, unless
 
 from __future__ import annotations
 
-from sympy import Add, Expr, Integer, Piecewise
+from sympy import Add, Expr, Integer
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.extrema import at_most, maximum
+from symbolic_cost.extrema import at_most, choice, maximum
 from symbolic_cost.trees import remembered
 from symbolic_cost.parallel import collectives
 from symbolic_cost.rounding import round_down, round_up
@@ -48,10 +48,7 @@ def _fits(group, system: System):
 
 def _on_link(group, system: System, nvlink, ib):
     """``nvlink`` if the group fits one NVLink domain, else ``ib``."""
-    fits = _fits(group, system)
-    if isinstance(fits, bool):
-        return nvlink if fits else ib
-    return Piecewise((nvlink, fits), (ib, True))
+    return choice(_fits(group, system), nvlink, ib)
 
 
 def topology(group, system: System) -> str:

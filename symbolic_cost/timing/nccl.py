@@ -37,7 +37,7 @@ from sympy import Basic, Expr, Function, Integer, Piecewise, Rational, S, Strict
 from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.cost import Collective
-from symbolic_cost.extrema import maximum, minimum
+from symbolic_cost.extrema import choice, maximum, minimum
 from symbolic_cost.parallel.collectives import Log2
 from symbolic_cost.rounding import round_down
 
@@ -298,4 +298,4 @@ def collective_time(c: Collective, system, link: str, nodes=1, intra: str | None
         return c.repeats * ring
     on, nvls = found
     best = minimum(ring, nvls)
-    return c.repeats * (best if on is S.true else Piecewise((best, on), (ring, True)))
+    return c.repeats * choice(on, best, ring)
