@@ -95,14 +95,13 @@ def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     ``p`` (and ``vp``) where the layers a rank holds depend on it (``models.ranks.placed_by_p``),
     apart for ``cp > 1`` and ``shard < d`` (``variant.shard``: ``layouts.shard_groups``)."""
     arch, variant, base, seq, system, conventions, fixed, recompute_layers, top = task
-    rows = variant_rows(base, variant, arch.n_layers + arch.decoder_layers, recompute_layers)
+    columns = variant_rows(base, variant, arch.n_layers + arch.decoder_layers, recompute_layers)
     if variant.shard is not None:
-        rows = shard_rows(arch, rows, variant.shard)
-    if not row_count(rows):
-        return 0, 0, labelled(rows, variant)
-    columns = rows
+        columns = shard_rows(arch, columns, variant.shard)
+    if not row_count(columns):
+        return 0, 0, labelled(columns, variant)
     by_p = [columns["p"], columns["vp"]] if placed_by_p(arch, fixed) else []
-    apart = np.zeros(row_count(rows), dtype=bool)
+    apart = np.zeros(row_count(columns), dtype=bool)
     kinds = [_sequence_kind(columns), columns["cp"] > 1 if "cp" in columns else apart,
              columns["shard"] < columns["d"] if "shard" in columns else apart]
     training = variant.training(seq, arch.moe is not None, **fixed)
