@@ -17,7 +17,7 @@ from sympy import Eq, Max, Mod
 from symbolic_cost import symbols as S
 from symbolic_cost.models.config import load, preset
 from symbolic_cost.numeric import compile as compiled
-from symbolic_cost.numeric import kernel_cache
+from symbolic_cost.numeric import kernel_cache, symengine_kernel
 from symbolic_cost.numeric.search import search
 from symbolic_cost.numeric.sweep import sweep
 
@@ -60,13 +60,16 @@ def test_every_recorded_set_gives_the_same_numbers_on_both_backends(library_sets
     assert len(library_sets) >= 10
     backends_seen = set()
     for exprs, symbols in library_sets:
-        fast = compiled.compile_exprs(exprs, symbols, backend="llvm")
         slow = compiled.compile_exprs(exprs, symbols, backend="numpy")
-        backends_seen.add(fast.backend)
-        values = _points(fast.symbols)
-        got, want = fast(values), slow(values)
-        for name in exprs:
-            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=0, equal_nan=True, err_msg=name)
+        # not told the rows: symengine's closures; told fewer than OPTIMIZED_ROWS: LLVM at opt_level 0
+        for rows in (None, symengine_kernel.CLOSURE_ROWS):
+            fast = compiled.compile_exprs(exprs, symbols, backend="llvm", rows=rows)
+            backends_seen.add(fast.backend)
+            values = _points(fast.symbols)
+            got, want = fast(values), slow(values)
+            for name in exprs:
+                np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=0, equal_nan=True,
+                                           err_msg=f"{name} rows={rows}")
     assert backends_seen == {"llvm"}           # every set converts: none fell back to numpy
 
 
@@ -88,50 +91,74 @@ def test_rows_at_positions_are_the_rows_taken_first(library_sets):
 def test_a_kernel_comes_back_from_disk_without_compiling(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
     exprs = {"t": S.b * S.l / 8 + Mod(S.b, 3), "m": S.b ** 2}
-    for backend in ("numpy", "llvm"):
+    for backend, rows in (("numpy", None), ("llvm", 1)):     # LLVM told of one row: compiled at opt_level 0
         compiled._MEMORY.clear()
-        first = compiled.compile_exprs(exprs, backend=backend)
+        first = compiled.compile_exprs(exprs, backend=backend, rows=rows)
         compiled._MEMORY.clear()                       # a new process: only the disk remembers
         monkeypatch.setattr(compiled, "lambdify", _refuse)
-        monkeypatch.setattr(compiled._symengine(), "Lambdify", _refuse)
-        again = compiled.compile_exprs(exprs, backend=backend)
+        monkeypatch.setattr(symengine_kernel.symengine(), "Lambdify", _refuse)
+        again = compiled.compile_exprs(exprs, backend=backend, rows=rows)
         monkeypatch.undo()
         monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
         assert again is not first and again({"b": [4, 5], "l": 8})["t"].tolist() == [5.0, 7.0]
     assert len(list(tmp_path.glob("kernel_*.py"))) == 1 and len(list(tmp_path.glob("kernel_*.pickle"))) == 1
 
 
-def test_a_quick_kernel_is_recompiled_optimised_once_a_call_is_large(tmp_path, monkeypatch):
-    """Without ``rows`` the LLVM kernel compiles at LLVM's opt_level 0; the first call of
-    ``OPTIMIZED_ROWS`` configurations swaps in the optimised kernel (and files it), which a new
-    process then takes from disk; ``rows`` at the threshold compiles optimised at once."""
+def test_a_kernel_not_told_its_rows_compiles_as_its_calls_grow(tmp_path, monkeypatch):
+    """Without ``rows`` the LLVM backend starts as symengine's closure evaluator and files nothing;
+    once its calls pass ``CLOSURE_ROWS`` configurations in all it compiles at LLVM's opt_level 0,
+    and the first call of ``OPTIMIZED_ROWS`` swaps in the optimised kernel (and files it), which
+    a new process then takes from disk at its own ``CLOSURE_ROWS`` without compiling; ``rows``
+    at the threshold compiles optimised at once.  Every tier gives the same numbers."""
     import pickle
     monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
     exprs = {"t": S.b * S.l / 8 + Mod(S.b, 3), "m": Max(S.b, 7 - S.l)}
     compiled._MEMORY.clear()
-    quick = compiled.compile_exprs(exprs, backend="llvm")
-    assert isinstance(quick.function, compiled.QuickKernel) and not quick.function.optimized
-    few = quick({"b": [4, 5], "l": 8})
-    assert few["t"].tolist() == [5.0, 7.0] and few["m"].tolist() == [4.0, 5.0]
-    assert not quick.function.optimized                             # 2 rows: still the quick kernel
-    b = np.arange(compiled.OPTIMIZED_ROWS, dtype=float) % 97 + 1
-    many = quick({"b": b, "l": 3})
-    assert quick.function.optimized
-    assert many["t"].tolist() == [3 * x / 8 + x % 3 for x in b] and many["m"].tolist() == [max(x, 4) for x in b]
-    shipped = pickle.loads(pickle.dumps(quick.function))            # as a Dask worker gets it
-    assert shipped(np.array([[4.0, 8.0]]))[0].tolist() == [5.0, 4.0]
+    kernel = compiled.compile_exprs(exprs, backend="llvm")
+    tiers = kernel.function
+    assert isinstance(tiers, symengine_kernel.QuickKernel) and tiers.level == "closures"
+    assert not list(tmp_path.iterdir())                              # closures are not filed
+    shipped = pickle.loads(pickle.dumps(tiers))                      # as a Dask worker gets it
+    assert shipped.level == "closures" and shipped(np.array([[4.0, 8.0]]))[0].tolist() == [5.0, 4.0]
+    levels = []
+    for size in (2, symengine_kernel.CLOSURE_ROWS - 3, 1, symengine_kernel.OPTIMIZED_ROWS):
+        b = np.arange(size, dtype=float) % 97 + 1
+        got = kernel({"b": b, "l": 3})
+        assert got["t"].tolist() == [3 * x / 8 + x % 3 for x in b] and got["m"].tolist() == [max(x, 4) for x in b]
+        levels.append(tiers.level)
+    assert levels == ["closures", "closures", "quick", "optimized"]   # 2 + 2,045 rows, then 2,048 in all
+    shipped = pickle.loads(pickle.dumps(tiers))
+    assert shipped.optimized and shipped(np.array([[4.0, 8.0]]))[0].tolist() == [5.0, 4.0]
     compiled._MEMORY.clear()                                        # a new process: the optimised one is on disk
-    monkeypatch.setattr(compiled._symengine(), "Lambdify", _refuse)
     again = compiled.compile_exprs(exprs, backend="llvm")
-    assert not isinstance(again.function, compiled.QuickKernel)
+    monkeypatch.setattr(symengine_kernel, "_lambdify", _refuse)
+    again({"b": np.ones(symengine_kernel.CLOSURE_ROWS), "l": 3})
+    assert again.function.level == "optimized"
     monkeypatch.undo()
     monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
-    levels, lambdify = [], compiled._lambdify
-    monkeypatch.setattr(compiled, "_lambdify", lambda *a: levels.append(a[-1]) or lambdify(*a))
-    for rows in (compiled.OPTIMIZED_ROWS, compiled.OPTIMIZED_ROWS - 1):     # told: that level, no wrapper
+    levels, lambdify = [], symengine_kernel._lambdify
+    monkeypatch.setattr(symengine_kernel, "_lambdify", lambda *a: levels.append(a[-1]) or lambdify(*a))
+    for rows in (symengine_kernel.OPTIMIZED_ROWS, symengine_kernel.OPTIMIZED_ROWS - 1):     # told: that level, no wrapper
         compiled._MEMORY.clear()
-        assert not isinstance(compiled.compile_exprs(exprs, backend="llvm", rows=rows).function, compiled.QuickKernel)
+        assert not isinstance(compiled.compile_exprs(exprs, backend="llvm", rows=rows).function, symengine_kernel.QuickKernel)
     assert levels == [3, 0]
+
+
+def test_a_set_llvm_cannot_compile_stays_on_its_closures(monkeypatch):
+    """Where LLVM fails to compile what the closures evaluate, the kernel keeps its closures
+    (``level`` ``"closures only"``), answers every call, and still pickles."""
+    import pickle
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
+    compiled._MEMORY.clear()
+    kernel = compiled.compile_exprs({"t": S.b * S.l + 1}, backend="llvm")
+
+    def fails(*args):
+        raise RuntimeError("LLVM cannot compile this")
+    monkeypatch.setattr(symengine_kernel, "_lambdify", fails)
+    for size in (symengine_kernel.CLOSURE_ROWS, symengine_kernel.OPTIMIZED_ROWS):
+        got = kernel({"b": np.arange(size, dtype=float), "l": 2})["t"]
+        assert kernel.function.level == "closures only" and got.tolist() == [2 * x + 1 for x in range(size)]
+    assert pickle.loads(pickle.dumps(kernel.function))(np.array([[3.0, 4.0]]))[0].tolist() == [13.0]
 
 
 def _refuse(*args, **kwargs):

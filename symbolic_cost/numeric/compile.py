@@ -7,7 +7,9 @@ one of three backends:
   the whole set, after common-subexpression elimination, is one machine-code
   loop over the configurations; nothing is allocated per operation.  It compiles without
   LLVM's optimisations (half the time) unless told of ``OPTIMIZED_ROWS`` configurations or
-  more, and recompiles optimised the first time a call passes that many.
+  more, and recompiles optimised the first time a call passes that many.  Not told how many,
+  it starts as symengine's closure evaluator and compiles machine code once its calls have
+  passed ``CLOSURE_ROWS`` configurations (``numeric.symengine_kernel``).
 * ``"numba"``: numba (``pip install symbolic_cost[fast]``) compiles a generated loop over
   the rows (``numeric.loop_kernel``): every input and output a contiguous column, the
   formulas straight-line code LLVM vectorises across rows, the rows split between the
@@ -43,9 +45,9 @@ from sympy import Symbol, lambdify, sympify
 from sympy.printing.numpy import NumPyPrinter
 
 from symbolic_cost.checks import InputError
-from symbolic_cost.numeric import kernel_cache, loop_kernel
+from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
-from symbolic_cost.numeric.llvm_form import llvm_form
+from symbolic_cost.numeric.symengine_kernel import OPTIMIZED_ROWS, QuickKernel, symengine
 from symbolic_cost.numeric.portable import free_symbols_of, portable_all
 from symbolic_cost.symbols import resolve_names
 
@@ -66,13 +68,6 @@ about 0.06 CPU-s saved per million configurations (benchmarks/bench.py)."""
 NUMBA_CACHED_ROWS = 3 * 10**7
 """Configurations from which a sweep uses numba's kernel when it is in the disk cache (loading
 numba and the kernel, about 1.5 CPU-s, is repaid from about 25 million)."""
-OPTIMIZED_ROWS = 2**16
-"""Configurations from which the LLVM kernel is compiled with LLVM's optimisations
-(``opt_level`` 3) rather than without (0).  DeepSeek-V3's calibrated step time compiles in 0.06
-CPU-s against 0.03 and runs 3.5 M configurations per CPU-s against 1.1 M, so the optimised
-kernel repays its longer compile from about 50,000.  A kernel compiled for fewer, or for a number
-``compile_exprs`` is not told, recompiles itself optimised when a call passes this many
-(``QuickKernel``)."""
 _MEMORY: dict = {}
 _POOL: dict = {}
 
@@ -100,15 +95,7 @@ def default_backend() -> str:
             raise InputError(f"SYMBOLIC_COST_BACKEND must be one of {', '.join(BACKENDS)}, got {pinned!r}",
                              "SYMBOLIC_COST_BACKEND")
         return pinned
-    return "llvm" if _symengine() is not None else "numpy"
-
-
-def _symengine():
-    try:
-        import symengine
-    except ImportError:
-        return None
-    return symengine
+    return "llvm" if symengine() is not None else "numpy"
 
 
 @dataclass(frozen=True)
@@ -234,7 +221,7 @@ def _build(names, values, symbols, backend, level: str) -> Compiled:
             return Compiled(names, symbols, function, "numba")
         backend = "llvm"
     if backend == "llvm":
-        function = _llvm_kernel(values, symbols, level)
+        function = symengine_kernel.kernel(values, symbols, level)
         if function is not None:
             return Compiled(names, symbols, function, "llvm")
     return Compiled(names, symbols, _numpy_kernel(values, symbols), "numpy")
@@ -260,52 +247,3 @@ def _numpy_kernel(values, symbols):
     def make():
         return lambdify(symbols, list(values), modules="numpy", printer=_Printer, cse=True)
     return kernel_cache.numpy_kernel(make, values, symbols)
-
-
-def _llvm_kernel(values, symbols, level: str):
-    """symengine's LLVM kernel of ``values``: optimised at ``level`` ``"optimized"`` or where it
-    is on disk, else compiled without LLVM's optimisations, and at ``level`` ``"auto"`` wrapped
-    in a ``QuickKernel``; ``None`` when symengine is missing or cannot express the set (then the
-    numpy backend runs)."""
-    se = _symengine()
-    if se is None:
-        return None
-    try:
-        converted = llvm_form(values, se)
-        arguments = [se.sympify(s) for s in symbols]
-        digests = kernel_cache.dag_digests(converted)
-        best = _optimized(converted, arguments, digests, make=level == "optimized")
-        if best is not None:
-            return best
-        quick = kernel_cache.llvm_kernel(lambda: _lambdify(converted, arguments, 0), digests, arguments, "quick")
-        return quick if level == "quick" else QuickKernel(quick, converted, arguments)
-    except (RuntimeError, TypeError, NotImplementedError, AttributeError, se.SympifyError):
-        return None         # e.g. a constraint's ITE that symengine cannot convert: the numpy kernel runs
-
-
-def _lambdify(converted, arguments, opt_level: int):
-    return _symengine().Lambdify(arguments, converted, backend="llvm", cse=True, opt_level=opt_level)
-
-
-def _optimized(converted, arguments, digests, make: bool = True):
-    """The optimised kernel, from disk or (``make``) compiled; ``None`` if neither."""
-    return kernel_cache.llvm_kernel((lambda: _lambdify(converted, arguments, 3)) if make else None, digests, arguments)
-
-
-class QuickKernel:
-    """An LLVM kernel compiled without LLVM's optimisations, which compiles (or loads) its
-    optimised version the first time a call passes ``OPTIMIZED_ROWS`` configurations.  It
-    pickles with its expressions, so a Dask worker can do the same."""
-
-    def __init__(self, function, converted, arguments):
-        self.function, self.converted, self.arguments, self.optimized = function, converted, arguments, False
-
-    def for_rows(self, rows: int):
-        """The kernel to run ``rows`` configurations with."""
-        if rows >= OPTIMIZED_ROWS and not self.optimized:
-            digests = kernel_cache.dag_digests(self.converted)
-            self.function, self.optimized = _optimized(self.converted, self.arguments, digests), True
-        return self.function
-
-    def __call__(self, inputs, out=None):
-        return self.function(inputs, out=out)

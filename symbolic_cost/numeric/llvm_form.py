@@ -1,6 +1,7 @@
 """SymPy expressions in the form symengine's LLVM backend compiles best (``llvm_form``): written
 in functions every backend has (``numeric.portable``), converted to symengine once per shared
-part (``to_symengine``), and without a branch a random input can mispredict (``branch_free``)."""
+part (``to_symengine``, ``symengine_form``), and without a branch a random input can mispredict
+(``branch_free``, ``machine_form``)."""
 
 from __future__ import annotations
 
@@ -10,21 +11,40 @@ from symbolic_cost.numeric.portable import rewritten
 
 
 MEMO_LIMIT = 1 << 18
-"""Parts ``llvm_form`` remembers across calls before it forgets them all (a process that compiles
-for hours stays bounded; a search of every layout of GPT-3 175B remembers about 6,000)."""
+"""Parts ``symengine_form`` (and ``machine_form``) remembers across calls before it forgets them
+all (a process that compiles for hours stays bounded; a search of every layout of GPT-3 175B
+remembers about 6,000)."""
 _MEMOS: dict = {}
 
 
 def llvm_form(values, se) -> list:
-    """The symengine expressions of the SymPy ``values``, shared parts converted and rewritten
-    once across all of them, and across calls: a search's kernels are built from the same layers,
-    collectives and stages, and remembering them across its kernels took converting GPT-3 175B's
-    ``SPACE`` from 6.2 to 1.3 CPU-s (profiled)."""
-    converted, selects = _MEMOS.setdefault(se, ({}, {}))
-    if len(converted) + len(selects) > MEMO_LIMIT:
-        converted.clear()
-        selects.clear()
-    return [branch_free(to_symengine(sympify(v), se, converted), se, selects) for v in values]
+    """The symengine expressions of the SymPy ``values`` (``symengine_form``), without branches
+    (``machine_form``)."""
+    return machine_form(symengine_form(values, se), se)
+
+
+def symengine_form(values, se) -> list:
+    """The symengine expressions of the SymPy ``values``, shared parts converted once across all
+    of them, and across calls: a search's kernels are built from the same layers, collectives and
+    stages, and remembering them across its kernels took converting GPT-3 175B's ``SPACE`` from
+    6.2 to 1.3 CPU-s (profiled)."""
+    converted = _memo(se, 0)
+    return [to_symengine(sympify(v), se, converted) for v in values]
+
+
+def machine_form(converted, se) -> list:
+    """The symengine expressions ``converted`` as ``branch_free`` rewrites them for machine code,
+    shared parts rewritten once across calls (as ``symengine_form``)."""
+    selects = _memo(se, 1)
+    return [branch_free(c, se, selects) for c in converted]
+
+
+def _memo(se, which: int) -> dict:
+    """The parts converted (``which`` 0) or rewritten (1) so far, forgotten past ``MEMO_LIMIT``."""
+    memo = _MEMOS.setdefault(se, ({}, {}))[which]
+    if len(memo) > MEMO_LIMIT:
+        memo.clear()
+    return memo
 
 
 def to_symengine(expr, se, memo: dict):

@@ -52,7 +52,7 @@ MAX_DEVICES = 2**20
 RERUNS = 32
 """A search's kernels are filed on disk for the searches after it, so it asks for an optimised
 LLVM kernel as if each would run ``RERUNS`` times: from 2,048 layouts, where one run alone would
-need ``compile.OPTIMIZED_ROWS`` (65,536).  Of the 990 kernels of ``SPACE`` with cp 1-8 and
+need ``symengine_kernel.OPTIMIZED_ROWS`` (65,536).  Of the 990 kernels of ``SPACE`` with cp 1-8 and
 every shard group, the 456 with fewer layouts (372,000 of 21.4 million) compile in half the
 time and evaluate about 0.2 CPU-s slower in all."""
 

@@ -1,0 +1,144 @@
+"""symengine's kernels of an expression set, in the tiers a call's size repays: its closure
+evaluator (``Lambdify(backend="lambda")``), LLVM's machine code without optimisations and with
+them, and the ``QuickKernel`` that climbs from one to the next as its calls grow.  LLVM's kernels
+are kept on disk (``kernel_cache``); the closures are not (finding them there would cost about
+what making them does: the key's digests and the branch-free rewrite, against symengine's CSE).
+
+>>> import numpy as np
+>>> from symbolic_cost.symbols import b, l
+>>> tiers = kernel([b * l, b + l], [b, l], "auto")
+>>> tiers.level, tiers(np.array([[2.0, 3.0]]))[0].tolist()
+('closures', [6.0, 5.0])
+"""
+
+from __future__ import annotations
+
+from symbolic_cost.numeric import kernel_cache
+from symbolic_cost.numeric.llvm_form import machine_form, symengine_form
+
+OPTIMIZED_ROWS = 2**16
+"""Configurations from which the LLVM kernel is compiled with LLVM's optimisations
+(``opt_level`` 3) rather than without (0).  DeepSeek-V3's calibrated step time compiles in 0.06
+CPU-s against 0.03 and runs 3.5 M configurations per CPU-s against 1.1 M, so the optimised
+kernel repays its longer compile from about 50,000.  A kernel compiled for fewer, or for a number
+``compile_exprs`` is not told, recompiles itself optimised when a call passes this many
+(``QuickKernel``)."""
+CLOSURE_ROWS = 2**11
+"""Configurations a kernel compiled for a number ``compile_exprs`` is not told evaluates in all
+through symengine's closure evaluator (``Lambdify(backend="lambda")``: each common subexpression
+a C++ closure) before it compiles machine code.  DeepSeek-V3's calibrated step time takes
+0.011 CPU-s to make the closures (most of it symengine's CSE, which LLVM's kernel needs too)
+against 0.055 to compile at ``opt_level`` 0, and runs 36,000 configurations per CPU-s against
+860,000: LLVM repays its compile from about 1,700."""
+
+
+def symengine():
+    """The ``symengine`` module, or ``None`` where it is not installed."""
+    try:
+        import symengine
+    except ImportError:
+        return None
+    return symengine
+
+
+def kernel(values, symbols, level: str):
+    """symengine's kernel of the SymPy ``values`` over ``symbols``: LLVM's optimised at ``level``
+    ``"optimized"`` or where it is on disk, else compiled without LLVM's optimisations
+    (``"quick"``); at ``level`` ``"auto"`` a ``QuickKernel`` (closures first); ``None`` when
+    symengine is missing or cannot express the set (then the numpy backend runs)."""
+    se = symengine()
+    if se is None:
+        return None
+    try:
+        converted = symengine_form(values, se)
+        arguments = [se.sympify(s) for s in symbols]
+        if level == "auto":
+            return QuickKernel(converted, arguments)
+        return _machine_code(converted, arguments, level)[0]
+    except _UNCOMPILED + (se.SympifyError,):
+        return None         # e.g. a constraint's ITE that symengine cannot convert: the numpy kernel runs
+
+
+_UNCOMPILED = (RuntimeError, TypeError, NotImplementedError, AttributeError)
+"""What symengine raises for a set it cannot convert or compile."""
+
+
+def _machine_code(converted, arguments, level: str) -> tuple[object, str]:
+    """The LLVM kernel of the symengine expressions ``converted`` at ``level`` and the level it
+    has (``"quick"``: the optimised one where it is on disk, else compiled or loaded at
+    ``opt_level`` 0)."""
+    converted = machine_form(converted, symengine())
+    digests = kernel_cache.dag_digests(converted)
+    best = _optimized(converted, arguments, digests, make=level == "optimized")
+    if best is not None:
+        return best, "optimized"
+    return kernel_cache.llvm_kernel(lambda: _lambdify(converted, arguments, 0), digests, arguments, "quick"), "quick"
+
+
+def _lambdify(converted, arguments, opt_level: int):
+    return symengine().Lambdify(arguments, converted, backend="llvm", cse=True, opt_level=opt_level)
+
+
+def _closures(converted, arguments):
+    """symengine's closure evaluator of the set, or ``None`` where it cannot express it."""
+    try:
+        return symengine().Lambdify(arguments, converted, backend="lambda", cse=True)
+    except _UNCOMPILED:
+        return None
+
+
+def _optimized(converted, arguments, digests, make: bool = True):
+    """The optimised kernel, from disk or (``make``) compiled; ``None`` if neither."""
+    return kernel_cache.llvm_kernel((lambda: _lambdify(converted, arguments, 3)) if make else None, digests, arguments)
+
+
+class QuickKernel:
+    """The kernel ``compile_exprs`` makes when it is not told how many configurations it will
+    evaluate; it compiles further as its calls grow, as a JIT compiler tiers: symengine's closure
+    evaluator first (``_closures``), LLVM's machine code without optimisations once its calls have
+    passed ``CLOSURE_ROWS`` configurations in all (the optimised kernel instead where it is on
+    disk), the optimised kernel the first time one call passes ``OPTIMIZED_ROWS``.  ``level``
+    says which runs (``"closures"``, ``"quick"``, ``"optimized"``).  It pickles with its
+    expressions, so a Dask worker does the same (closures do not pickle: a worker makes its own)."""
+
+    def __init__(self, converted, arguments):
+        self.converted, self.arguments, self.rows = converted, arguments, 0
+        self._start()
+
+    def _start(self):
+        self.function, self.level = _closures(self.converted, self.arguments), "closures"
+        if self.function is None:                 # a set only LLVM expresses: compile it now
+            self._compile("quick")
+
+    @property
+    def optimized(self) -> bool:
+        return self.level == "optimized"
+
+    def for_rows(self, rows: int):
+        """The kernel to run ``rows`` configurations with."""
+        self.rows += rows
+        if rows >= OPTIMIZED_ROWS and self.level in ("closures", "quick"):
+            self._compile("optimized")
+        elif self.rows >= CLOSURE_ROWS and self.level == "closures":
+            self._compile("quick")
+        return self.function
+
+    def _compile(self, level: str):
+        try:
+            self.function, self.level = _machine_code(self.converted, self.arguments, level)
+        except _UNCOMPILED:
+            if self.function is None:
+                raise
+            self.level = "closures only"        # what LLVM cannot compile, the closures still evaluate
+
+    def __getstate__(self):
+        closures = self.level.startswith("closures")
+        return {k: v for k, v in vars(self).items() if k != "function" or not closures}
+
+    def __setstate__(self, state):
+        vars(self).update(state)
+        if "function" not in state:
+            self._start()
+
+    def __call__(self, inputs, out=None):
+        return self.function(inputs, out=out)
