@@ -416,8 +416,8 @@ def llm_analysis() -> str:
         from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                                          get_model_config_by_name)
     except ImportError:
-        return "not installed (it pins transformers < 5 and huggingface-hub < 0.15; install it without " \
-               "dependencies to measure); not measured"
+        return "not installed (it pins transformers < 5 and huggingface-hub < 0.15: `pip install --no-deps " \
+               "llm-analysis fire` to measure); not measured"
     logging.disable(logging.CRITICAL)
     configs = [(tp, pp, b) for tp in (4, 8) for pp in (8, 16) for b in (1, 2, 4)]
 
