@@ -70,6 +70,8 @@ def exact(value, name: str = "value") -> Expr:
     wanted = "a number or a SymPy expression"
     if type(value) is int:                   # the common case, with nothing to check
         return Integer(value)
+    if isinstance(value, Expr):              # the other common one: nothing to convert
+        return _checked(value, name)
     if isinstance(value, complex):
         raise InputTypeError(f"{name} must be a real number, got the complex {value!r}", name)
     if isinstance(value, (bool, str)) or value is None:
@@ -91,6 +93,12 @@ def exact(value, name: str = "value") -> Expr:
         raise _type_error(name, value, wanted) from None
     if not isinstance(expr, Expr):
         raise _type_error(name, value, wanted)
+    return _checked(expr, name)
+
+
+def _checked(expr: Expr, name: str) -> Expr:
+    """``expr``, or ``InputError`` naming ``name`` where it holds a float, an infinity or an
+    imaginary part."""
     if expr.is_Rational or expr.is_Symbol and expr.is_real:
         return expr                           # nothing inside to check
     found = _inside(expr)
