@@ -89,8 +89,8 @@ PEAK, SERVING_PEAK = "symbolic_cost/models/peak.py", "symbolic_cost/inference/pe
 LOAD = "symbolic_cost/inference/load.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
 MUTATIONS = (
-    Mutation("wave-quantisation", EFFICIENCY, "Pow(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms), -1)",
-             "Pow(round_up(m / t_m) * round_up(n / t_n) * count / sms, -1)", required=False),
+    Mutation("wave-quantisation", EFFICIENCY, "_reciprocal(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms))",
+             "_reciprocal(round_up(m / t_m) * round_up(n / t_n) * count / sms)", required=False),
     Mutation("narrow-tile", EFFICIENCY, "return minimum(tile, MMA_ROWS * round_up(size / MMA_ROWS))", "return tile",
              required=False),
     Mutation("tile-halves", EFFICIENCY, "return [(tile_m, tile_n), (tile_m, tile_n / 2), (tile_m / 2, tile_n)]",

@@ -171,7 +171,7 @@ def _waves(key) -> Expr:
     shapes = [(kernel_tile(m, t_m), kernel_tile(n, t_n)) for t_m, t_n in tile_shapes(tile_m, tile_n)]
     useful = m * n * count
     # one product a shape, not a chain of them: each ``*`` and ``/`` flattens the whole product again
-    fills = [Mul(useful, Pow(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms), -1),
+    fills = [Mul(useful, _reciprocal(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms)),
                  Pow(sms, -1), Pow(t_m, -1), Pow(t_n, -1)) for t_m, t_n in shapes]
     if all(f.is_Number for f in fills):
         return maximum(*fills)
@@ -179,6 +179,12 @@ def _waves(key) -> Expr:
     # different sizes (``ceiling(56 x/132)`` against ``2 ceiling(28 x/132)``), which no structural
     # sign compares; none of the 111 pairs DeepSeek-V3's step time asked was decided (a sixth of its build)
     return unevaluated(Max, fills)
+
+
+def _reciprocal(x) -> Expr:
+    """``1/x``; of a ceiling or an extremum (never 0 here) built as written: SymPy's evaluation
+    of the power changes nothing but asks the base's assumptions first."""
+    return Pow(x, -1) if x.is_Number else Pow(x, -1, evaluate=False)
 
 
 def tile_shapes(tile_m, tile_n) -> list[tuple[Expr, Expr]]:
@@ -210,7 +216,7 @@ def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
                  wave_efficiency(g.m, g.n, g.count, eff.sms, eff.tile_m, eff.tile_n)) for g in gemms]
     rest = flops - Add(*(fl for fl, _ in products))
     at_rate = Pow(rate * eff.matrix, -1)
-    compute = Add(*(Mul(fl, at_rate, Pow(wave, -1)) for fl, wave in products)) \
+    compute = Add(*(Mul(fl, at_rate, _reciprocal(wave)) for fl, wave in products)) \
         + rest / (rate * (eff.matrix if gemms else eff.attention))
     return compute, memory
 
