@@ -27,7 +27,7 @@ CLOSURE_ROWS = 2**11
 """Configurations a kernel compiled for a number ``compile_exprs`` is not told evaluates in all
 through symengine's closure evaluator (``Lambdify(backend="lambda")``: each common subexpression
 a C++ closure) before it compiles machine code.  DeepSeek-V3's calibrated step time takes
-0.011 CPU-s to make the closures (most of it symengine's CSE, which LLVM's kernel needs too)
+0.008 CPU-s to make the closures (most of it symengine's CSE, which LLVM's kernel needs too)
 against 0.055 to compile at ``opt_level`` 0, and runs 36,000 configurations per CPU-s against
 860,000: LLVM repays its compile from about 1,700."""
 
