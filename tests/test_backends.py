@@ -241,10 +241,10 @@ def test_conversions_are_remembered_across_calls_and_forgotten_past_the_limit(mo
     import symengine as se
     from symbolic_cost.numeric import llvm_form
     formula = (S.b * S.l + S.m1) ** 2 / S.d + S.b * S.l
-    first = llvm_form.llvm_form([formula], se)[0]
-    assert llvm_form.llvm_form([formula], se)[0] is first
+    first = llvm_form.symengine_form([formula], se)[0]
+    assert llvm_form.symengine_form([formula], se)[0] is first
     monkeypatch.setattr(llvm_form, "MEMO_LIMIT", 0)
-    again = llvm_form.llvm_form([formula], se)[0]
+    again = llvm_form.symengine_form([formula], se)[0]
     assert again is not first and again == first == se.sympify(str(formula))
     from sympy import preorder_traversal
     converted, _ = llvm_form._MEMOS[se]               # forgotten, then this formula's parts only

@@ -1,4 +1,4 @@
-"""SymPy expressions in the form symengine's LLVM backend compiles best (``llvm_form``): written
+"""SymPy expressions in the form symengine's LLVM backend compiles best: written
 in functions every backend has (``numeric.portable``), converted to symengine once per shared
 part (``to_symengine``, ``symengine_form``), and without a branch a random input can mispredict
 (``branch_free``, ``machine_form``)."""
@@ -15,12 +15,6 @@ MEMO_LIMIT = 1 << 18
 all (a process that compiles for hours stays bounded; a search of every layout of GPT-3 175B
 remembers about 6,000)."""
 _MEMOS: dict = {}
-
-
-def llvm_form(values, se) -> list:
-    """The symengine expressions of the SymPy ``values`` (``symengine_form``), without branches
-    (``machine_form``)."""
-    return machine_form(symengine_form(values, se), se)
 
 
 def symengine_form(values, se) -> list:
