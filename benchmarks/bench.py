@@ -77,9 +77,10 @@ kernel.function.for_rows(CLOSURE_ROWS)      # its next tier: LLVM's machine code
 print(built, imports, time.process_time() - start)
 """
 FIRST_USE = ("sympy.tensor.tensor", "sympy.assumptions.wrapper", "sympy.sets.setexpr", "symengine",
-             "symbolic_cost.timing.nccl_nvls")
+             "llvmlite.binding", "symbolic_cost.timing.nccl_nvls")
 """Modules imported on first use inside a build: SymPy's first sum of symbols imports
-``sympy.tensor`` (and with it ``sympy.combinatorics``), ``compile_exprs`` imports symengine.
+``sympy.tensor`` (and with it ``sympy.combinatorics``), ``compile_exprs`` imports symengine (and
+llvmlite, the vector kernel's code generator, at its first machine code).
 ``BUILD`` imports them before its clock, as it does every other module, and reports their time
 beside the build's (0.024 CPU-s on 2026-11-25)."""
 TIME_MODELS = ("peak", "calibrated")

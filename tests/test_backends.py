@@ -17,7 +17,7 @@ from sympy import Eq, Max, Mod
 from symbolic_cost import symbols as S
 from symbolic_cost.models.config import load, preset
 from symbolic_cost.numeric import compile as compiled
-from symbolic_cost.numeric import kernel_cache, symengine_kernel
+from symbolic_cost.numeric import kernel_cache, symengine_kernel, vector_kernel
 from symbolic_cost.numeric.search import search
 from symbolic_cost.numeric.sweep import sweep
 
@@ -56,21 +56,33 @@ def _points(symbols, rows=257):
     return {str(s): RNG.choice([1, 2, 3, 4, 8, 16, 64, 1024], rows).astype(float) for s in symbols}
 
 
-def test_every_recorded_set_gives_the_same_numbers_on_both_backends(library_sets):
+@pytest.mark.parametrize("machine_code", ["vector kernel", "symengine's"])
+def test_every_recorded_set_gives_the_same_numbers_on_both_backends(library_sets, machine_code, monkeypatch):
+    """Not told the rows: symengine's closures; told fewer than OPTIMIZED_ROWS: machine code at
+    opt_level 0, the vector kernel (``numeric.vector_kernel``) where llvmlite is installed, else
+    symengine's LLVM kernel (made here by leaving the vector kernel out)."""
     assert len(library_sets) >= 10
-    backends_seen = set()
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
+    if machine_code != "vector kernel":
+        monkeypatch.setattr(vector_kernel, "compile_vector", lambda *args: None)
+    elif vector_kernel.llvmlite() is None:
+        pytest.skip("llvmlite is not installed")
+    compiled._MEMORY.clear()
+    backends_seen, kernels = set(), set()
     for exprs, symbols in library_sets:
         slow = compiled.compile_exprs(exprs, symbols, backend="numpy")
-        # not told the rows: symengine's closures; told fewer than OPTIMIZED_ROWS: LLVM at opt_level 0
         for rows in (None, symengine_kernel.CLOSURE_ROWS):
             fast = compiled.compile_exprs(exprs, symbols, backend="llvm", rows=rows)
             backends_seen.add(fast.backend)
+            kernels.add(type(fast.function).__name__)
             values = _points(fast.symbols)
             got, want = fast(values), slow(values)
             for name in exprs:
                 np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=0, equal_nan=True,
                                            err_msg=f"{name} rows={rows}")
+    compiled._MEMORY.clear()
     assert backends_seen == {"llvm"}           # every set converts: none fell back to numpy
+    assert ("VectorKernel" in kernels) == (machine_code == "vector kernel")
 
 
 def test_rows_at_positions_are_the_rows_taken_first(library_sets):

@@ -27,7 +27,7 @@ import pickle
 import sys
 from pathlib import Path
 
-FORMAT = 5
+FORMAT = 6
 """Bumped whenever the code a backend generates, or a key's text, changes."""
 PACKAGE = Path(__file__).resolve().parent.parent
 _DIGEST: list[str] = []
@@ -132,7 +132,8 @@ def llvm_kernel(make, digests, arguments, level: str = "optimized"):
     """The LLVM kernel of the symengine expressions whose ``dag_digests`` are ``digests``, compiled at
     ``level`` (``"optimized"``, or ``"quick"``: without LLVM's optimisations, filed apart):
     unpickled from disk, or made by ``make()`` and pickled there (``make=None``: only looked up)."""
-    path = _path(key("llvm" if level == "optimized" else "llvm-quick", digests, arguments), ".pickle")
+    from symbolic_cost.numeric.vector_kernel import host        # its machine code is this CPU's
+    path = _path(key(f"llvm{'' if level == 'optimized' else '-quick'}|{host()}", digests, arguments), ".pickle")
     kept = _unpickled(path)
     if kept is not None or make is None:
         return kept

@@ -51,10 +51,8 @@ MAX_DEVICES = 2**20
 """Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""
 RERUNS = 32
 """A search's kernels are filed on disk for the searches after it, so it asks for an optimised
-LLVM kernel as if each would run ``RERUNS`` times: from 2,048 layouts, where one run alone would
-need ``symengine_kernel.OPTIMIZED_ROWS`` (65,536).  Of the 990 kernels of ``SPACE`` with cp 1-8 and
-every shard group, the 456 with fewer layouts (372,000 of 21.4 million) compile in half the
-time and evaluate about 0.2 CPU-s slower in all."""
+kernel as if each would run ``RERUNS`` times: from 16,384 layouts, where one run alone would
+need ``symengine_kernel.OPTIMIZED_ROWS`` (524,288)."""
 
 SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"),
              recompute=("none", "selective", "activation", "full"), recompute_layers="all", micro_batch_sizes="all",

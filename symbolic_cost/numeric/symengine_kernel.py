@@ -13,23 +13,25 @@ what making them does: the key's digests and the branch-free rewrite, against sy
 
 from __future__ import annotations
 
-from symbolic_cost.numeric import kernel_cache
+from symbolic_cost.numeric import kernel_cache, vector_kernel
 from symbolic_cost.numeric.llvm_form import machine_form, symengine_form
 
-OPTIMIZED_ROWS = 2**16
-"""Configurations from which the LLVM kernel is compiled with LLVM's optimisations
-(``opt_level`` 3) rather than without (0).  DeepSeek-V3's calibrated step time compiles in 0.06
-CPU-s against 0.03 and runs 3.5 M configurations per CPU-s against 1.1 M, so the optimised
-kernel repays its longer compile from about 50,000.  A kernel compiled for fewer, or for a number
-``compile_exprs`` is not told, recompiles itself optimised when a call passes this many
+OPTIMIZED_ROWS = 2**19
+"""Configurations from which the machine code is compiled with LLVM's optimisations
+(``opt_level`` 3; the ``vector_kernel``'s code generation at level 1) rather than without (0).
+Measured on the calibrated step time with the memory and FLOPs (2026-11-25, AVX-512 EPYC): the
+vector kernel of DeepSeek-V3's compiles in 0.103 CPU-s against 0.039 and runs 10.6 M
+configurations per CPU-s against 4.0 M (repaid from about 400,000); GPT-3 175B's 0.051 against
+0.022 s and 24.5 M against 18.9 M (from about 2.4 M).  A kernel compiled for fewer, or for a
+number ``compile_exprs`` is not told, recompiles itself optimised when a call passes this many
 (``QuickKernel``)."""
 CLOSURE_ROWS = 2**11
 """Configurations a kernel compiled for a number ``compile_exprs`` is not told evaluates in all
 through symengine's closure evaluator (``Lambdify(backend="lambda")``: each common subexpression
 a C++ closure) before it compiles machine code.  DeepSeek-V3's calibrated step time takes
-0.008 CPU-s to make the closures (most of it symengine's CSE, which LLVM's kernel needs too)
-against 0.055 to compile at ``opt_level`` 0, and runs 36,000 configurations per CPU-s against
-860,000: LLVM repays its compile from about 1,700."""
+0.008 CPU-s to make the closures (most of it symengine's CSE, which the machine code needs too)
+against 0.039 to compile the vector kernel at level 0, and runs 37,000 configurations per CPU-s
+against 4 million: machine code repays its compile from about 1,200 (GPT-3 175B's: 1,500)."""
 
 
 def symengine():
@@ -67,7 +69,6 @@ def _machine_code(converted, arguments, level: str) -> tuple[object, str]:
     """The LLVM kernel of the symengine expressions ``converted`` at ``level`` and the level it
     has (``"quick"``: the optimised one where it is on disk, else compiled or loaded at
     ``opt_level`` 0)."""
-    converted = machine_form(converted, symengine())
     digests = kernel_cache.dag_digests(converted)
     best = _optimized(converted, arguments, digests, make=level == "optimized")
     if best is not None:
@@ -76,7 +77,13 @@ def _machine_code(converted, arguments, level: str) -> tuple[object, str]:
 
 
 def _lambdify(converted, arguments, opt_level: int):
-    return symengine().Lambdify(arguments, converted, backend="llvm", cse=True, opt_level=opt_level)
+    """Machine code of the set at ``opt_level`` (0 or 3): the ``vector_kernel`` where llvmlite
+    is installed and writes every node, else symengine's LLVM kernel of its branch-free form."""
+    vector = vector_kernel.compile_vector(converted, arguments, opt_level)
+    if vector is not None:
+        return vector
+    se = symengine()
+    return se.Lambdify(arguments, machine_form(converted, se), backend="llvm", cse=True, opt_level=opt_level)
 
 
 def _closures(converted, arguments):

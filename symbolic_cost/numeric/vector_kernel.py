@@ -1,0 +1,319 @@
+"""Machine code that computes ``WIDTH`` configurations at once: symengine's common-subexpression
+elimination of a set, written as LLVM IR over vectors of doubles (``ir_text``) and compiled by
+llvmlite (numba's LLVM binding) into one loop over the rows (``VectorKernel``).
+
+symengine's own LLVM kernel computes one configuration at a time, from inputs packed row by
+row, and its ``Piecewise`` are branches.  Here every operation takes ``WIDTH`` rows (8 doubles
+with AVX-512, else 4), every input and output is a contiguous column, and a choice is a
+``select`` of both arms (``Max(a, b)`` is ``a > b ? a : b``, as ``llvm_form.branch_free``
+writes it): no branch, nothing for LLVM's optimiser to find, so the IR goes straight to code
+generation.  The arithmetic is IEEE double, operation for operation, as in symengine's kernel:
+a product or sum of several factors is taken left to right, ``x**-1`` is ``1/x``, ``x**k`` for
+small integers ``k`` repeated products, other powers, ``log``, ``floor`` and ``ceiling`` LLVM's
+intrinsics.
+
+>>> import numpy as np
+>>> import symengine
+>>> b, l = symengine.symbols("b l")
+>>> made = compile_vector([b * l, symengine.Max(b, l) / 2], [b, l], 0)
+>>> made is None or made(np.array([[2.0, 3.0], [5.0, 4.0]])).tolist() == [[6.0, 1.5], [20.0, 2.5]]
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import struct
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+THREAD_ROWS = 1 << 16
+"""Rows from which a call is split between the cores (ctypes releases the interpreter lock
+while the machine code runs), each thread its share of whole vectors."""
+CODEGEN = {0: 0, 3: 1}
+"""LLVM's code-generation level for symengine's ``opt_level`` 0 (fast instruction selection and
+register allocation) and 3."""
+_STATE: dict = {}
+"""llvmlite's binding, the host, the execution engine and what it has loaded."""
+_KINDS: dict = {}
+_POOL: list = []
+
+
+def llvmlite():
+    """llvmlite's binding, initialised for this machine, or ``None`` where it is not installed."""
+    if "llvm" not in _STATE:
+        try:
+            import llvmlite.binding as llvm
+        except ImportError:
+            _STATE["llvm"] = None
+            return None
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _STATE["llvm"] = llvm
+    return _STATE["llvm"]
+
+
+def host() -> str:
+    """The machine code's target: CPU name and features (a kernel filed on one machine is
+    compiled again on another), or ``""`` without llvmlite."""
+    if "host" not in _STATE:
+        llvm = llvmlite()
+        _STATE["host"] = "" if llvm is None else \
+            f"{llvm.get_host_cpu_name()}|{llvm.get_host_cpu_features().flatten()}"
+    return _STATE["host"]
+
+
+def width() -> int:
+    """Rows per operation: 8 doubles where the CPU has AVX-512, else 4 (AVX2; NEON pairs)."""
+    return 8 if "+avx512f" in host() else 4
+
+
+def _machine(level: int):
+    """A target machine for this CPU at code-generation ``level`` (a new one each time: an
+    execution engine takes ownership of the one it is given)."""
+    llvm = llvmlite()
+    return llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=host().split("|", 1)[1], opt=level)
+
+
+def _address(name: str, code: bytes) -> int:
+    """Where the function ``name`` of the object ``code`` sits, loaded once into the process's one
+    execution engine (an engine of its own cost each kernel 0.6 ms more, a third of a search
+    from disk)."""
+    loaded = _STATE.setdefault("loaded", {})
+    if name not in loaded:
+        llvm = llvmlite()
+        if "engine" not in _STATE:
+            _STATE["engine"] = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _machine(0))
+        engine = _STATE["engine"]
+        engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+        engine.finalize_object()
+        loaded[name] = engine.get_function_address(name)
+    return loaded[name]
+
+
+def compile_vector(converted, arguments, opt_level: int):
+    """The ``VectorKernel`` of the symengine expressions ``converted`` over ``arguments``;
+    ``None`` without llvmlite or for a set with a node ``ir_text`` does not write."""
+    if llvmlite() is None:
+        return None
+    try:
+        text = ir_text(converted, arguments, width())
+    except NotImplementedError:
+        return None
+    name = f"kernel_{hashlib.sha256(text.encode()).hexdigest()[:24]}_{CODEGEN[opt_level]}"
+    source = zlib.compress(text.replace("@kernel(", f"@{name}(", 1).encode(), 1)
+    return VectorKernel(source, name, len(arguments), len(converted), width(), CODEGEN[opt_level])
+
+
+class VectorKernel:
+    """Machine code of the function ``name(n, inputs..., outputs...)``: ``n`` rows, a multiple of
+    ``lanes``, from contiguous columns into contiguous columns.  It pickles as its object code
+    and its IR (``source``, compressed): the object code loads on a machine of the same
+    ``target``, another compiles the IR again."""
+
+    def __init__(self, source: bytes, name: str, inputs: int, outputs: int, lanes: int, level: int):
+        self.source, self.name, self.inputs, self.outputs = source, name, inputs, outputs
+        self.lanes, self.level, self.target, self.code = lanes, level, host(), None
+        self._load()
+
+    def _load(self):
+        if self.code is None or self.target != host():
+            module = llvmlite().parse_assembly(zlib.decompress(self.source).decode())
+            self.code, self.target = _machine(self.level).emit_object(module), host()
+        kind = _KINDS.get(self.inputs + self.outputs) or _KINDS.setdefault(
+            self.inputs + self.outputs, ctypes.CFUNCTYPE(None, ctypes.c_int64, *[ctypes.c_void_p] * (self.inputs + self.outputs)))
+        self._function = kind(_address(self.name, self.code))
+
+    def __getstate__(self):
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __setstate__(self, state):
+        vars(self).update(state)
+        self._load()
+
+    def __call__(self, inputs, out=None):
+        """symengine's calling convention: ``inputs`` one row per configuration, ``out`` the same."""
+        inputs = np.asarray(inputs, dtype=np.float64).reshape(-1, self.inputs)
+        columns = self.columns([inputs[:, j] for j in range(self.inputs)], len(inputs))
+        result = np.stack(columns, axis=1) if columns else np.empty((len(inputs), 0))
+        if out is None:
+            return result
+        out[...] = result
+        return out
+
+    def columns(self, flat, size: int, at=None) -> list[np.ndarray]:
+        """Every output at the ``size`` rows of the input columns ``flat`` (those at positions ``at``)."""
+        out = [np.empty(size) for _ in range(self.outputs)]
+        whole = size - size % self.lanes
+        if at is None and whole:
+            inputs = [np.ascontiguousarray(c, dtype=np.float64) for c in flat]
+            self._split(whole, inputs, out)
+        elif whole:
+            for start in range(0, whole, THREAD_ROWS):
+                stop = min(start + THREAD_ROWS, whole)
+                inputs = [np.take(c, at[start:stop]).astype(np.float64, copy=False) for c in flat]
+                self._run(stop - start, inputs, [o[start:stop] for o in out])
+        if whole < size:                # the last rows, padded to one vector
+            tail = at[whole:] if at is not None else slice(whole, size)
+            padded = [np.resize(np.asarray(c[tail], dtype=np.float64), self.lanes) for c in flat]
+            rest = [np.empty(self.lanes) for _ in out]
+            self._run(self.lanes, padded, rest)
+            for o, r in zip(out, rest):
+                o[whole:] = r[:size - whole]
+        return out
+
+    def _split(self, rows: int, inputs, out):
+        """The rows in one call, or between two threads from ``THREAD_ROWS``."""
+        if rows < THREAD_ROWS or (_cores() < 2):
+            return self._run(rows, inputs, out)
+        half = rows // 2 - rows // 2 % self.lanes
+        pool = _POOL[0] if _POOL else _POOL.append(ThreadPoolExecutor(2)) or _POOL[0]
+        jobs = [pool.submit(self._run, n, [c[a:a + n] for c in inputs], [o[a:a + n] for o in out])
+                for a, n in ((0, half), (half, rows - half))]
+        for job in jobs:
+            job.result()
+
+    def _run(self, rows: int, inputs, out):
+        self._function(rows, *(c.ctypes.data for c in inputs), *(o.ctypes.data for o in out))
+
+
+def _cores() -> int:
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def ir_text(converted, arguments, lanes: int) -> str:
+    """LLVM IR of ``kernel(n, a0.., o0..)``: a loop over ``n`` rows, ``lanes`` at a time, that
+    writes each expression of ``converted`` (after symengine's CSE) into its output column."""
+    import symengine as se
+    replacements, reduced = se.cse(list(converted))
+    ir = _Writer(lanes)
+    for k, symbol in enumerate(arguments):
+        ir.line(f"%p{k} = getelementptr double, ptr %in{k}, i64 %i", f"%a{k} = load {ir.vector}, ptr %p{k}, align 8")
+        ir.names[symbol] = (f"%a{k}", False)
+    for symbol, expr in replacements:
+        ir.names[symbol] = ir.value(expr)
+    stores = [ir.number(e) for e in reduced]
+    for k, value in enumerate(stores):
+        ir.line(f"%q{k} = getelementptr double, ptr %out{k}, i64 %i", f"store {ir.vector} {value}, ptr %q{k}, align 8")
+    parameters = ", ".join([f"ptr noalias %in{k}" for k in range(len(arguments))]
+                           + [f"ptr noalias %out{k}" for k in range(len(reduced))])
+    head = [f"declare {ir.vector} @llvm.{name}.v{lanes}f64({', '.join([ir.vector] * arity)})"
+            for name, arity in sorted(ir.intrinsics.items())]
+    return "\n".join(head + [
+        f"define void @kernel(i64 %n{', ' if parameters else ''}{parameters}) {{",
+        "entry:", "  %none = icmp sle i64 %n, 0", "  br i1 %none, label %done, label %loop",
+        "loop:", "  %i = phi i64 [0, %entry], [%next, %loop]", *ir.lines,
+        f"  %next = add i64 %i, {lanes}", "  %more = icmp slt i64 %next, %n",
+        "  br i1 %more, label %loop, label %done", "done:", "  ret void", "}"])
+
+
+_RELATIONS = {"StrictLessThan": "olt", "LessThan": "ole", "Equality": "oeq", "Unequality": "une"}
+_INTRINSICS = {"ceiling": "ceil", "floor": "floor", "log": "log"}
+
+
+class _Writer:
+    """The loop body of ``ir_text``: each node of the expressions written once as an instruction
+    on ``lanes`` doubles (or, for a condition, ``lanes`` bits)."""
+
+    def __init__(self, lanes: int):
+        self.lanes, self.vector, self.bits = lanes, f"<{lanes} x double>", f"<{lanes} x i1>"
+        self.names, self.lines, self.intrinsics, self.count = {}, [], {}, 0
+
+    def line(self, *texts):
+        self.lines.extend("  " + t for t in texts)
+
+    def emit(self, text: str) -> str:
+        self.count += 1
+        self.line(f"%v{self.count} = {text}")
+        return f"%v{self.count}"
+
+    def splat(self, x: float, kind: str = "double") -> str:
+        bits = ("true" if x else "false") if kind == "i1" else f"0x{struct.unpack('<Q', struct.pack('<d', x))[0]:016X}"
+        return f"<{', '.join([f'{kind} {bits}'] * self.lanes)}>"
+
+    def number(self, expr) -> str:
+        name, boolean = self.value(expr)
+        return self.emit(f"uitofp {self.bits} {name} to {self.vector}") if boolean else name
+
+    def condition(self, expr) -> str:
+        name, boolean = self.value(expr)
+        return name if boolean else self.emit(f"fcmp une {self.vector} {name}, zeroinitializer")
+
+    def value(self, expr) -> tuple[str, bool]:
+        """(the vector holding ``expr``, whether it is a condition)."""
+        known = self.names.get(expr)
+        if known is None:
+            known = self.names[expr] = self._write(expr)
+        return known
+
+    def _write(self, expr) -> tuple[str, bool]:
+        kind, args = type(expr).__name__, expr.args
+        if expr.is_Number:
+            return self.splat(float(expr)), False
+        if kind in ("BooleanTrue", "BooleanFalse"):
+            return self.splat(kind == "BooleanTrue", "i1"), True
+        if kind in ("Add", "Mul"):
+            return self._fold("fadd" if kind == "Add" else "fmul", [self.number(a) for a in args]), False
+        if kind == "Pow":
+            return self._power(*args), False
+        if kind in ("Max", "Min"):
+            return self._extreme("ogt" if kind == "Max" else "olt", [self.number(a) for a in args]), False
+        if kind in _RELATIONS:
+            left, right = (self.number(a) for a in args)
+            return self.emit(f"fcmp {_RELATIONS[kind]} {self.vector} {left}, {right}"), True
+        if kind in _INTRINSICS:
+            return self.call(_INTRINSICS[kind], self.number(args[0])), False
+        if kind in ("And", "Or"):
+            return self._fold(kind.lower(), [self.condition(a) for a in args], self.bits), True
+        if kind == "Not":
+            return self.emit(f"xor {self.bits} {self.condition(args[0])}, {self.splat(True, 'i1')}"), True
+        if kind == "Piecewise":
+            return self._choice(args[0::2], args[1::2]), False
+        raise NotImplementedError(kind)
+
+    def _fold(self, op: str, parts, kind=None) -> str:
+        """``parts`` combined left to right (a sum or product in symengine's order of its terms)."""
+        value = parts[0]
+        for part in parts[1:]:
+            value = self.emit(f"{op} {kind or self.vector} {value}, {part}")
+        return value
+
+    def _extreme(self, compare: str, parts) -> str:
+        """``Max``/``Min`` folded left as ``a > b ? a : b`` (``a < b ? a : b``)."""
+        value = parts[0]
+        for part in parts[1:]:
+            larger = self.emit(f"fcmp {compare} {self.vector} {value}, {part}")
+            value = self.emit(f"select {self.bits} {larger}, {self.vector} {value}, {self.vector} {part}")
+        return value
+
+    def _power(self, base, exponent) -> str:
+        """``1/x`` for ``x**-1``, repeated products for other small integer powers, else LLVM's."""
+        if exponent.is_Integer and 0 < abs(int(exponent)) <= 4:
+            x = self.number(base)
+            value = self._fold("fmul", [x] * abs(int(exponent)))
+            return value if int(exponent) > 0 else self.emit(f"fdiv {self.vector} {self.splat(1.0)}, {value}")
+        if str(exponent) == "1/2":
+            return self.call("sqrt", self.number(base))
+        return self.call("pow", self.number(base), self.number(exponent))
+
+    def _choice(self, arms, conditions) -> str:
+        """``Piecewise`` as selects from the last arm back (NaN where no condition holds)."""
+        value = self.splat(float("nan"))
+        for arm, condition in reversed(list(zip(arms, conditions))):
+            if type(condition).__name__ == "BooleanTrue":
+                value = self.number(arm)
+            else:
+                value = self.emit(f"select {self.bits} {self.condition(condition)}, {self.vector} "
+                                  f"{self.number(arm)}, {self.vector} {value}")
+        return value
+
+    def call(self, name: str, *values) -> str:
+        """LLVM's intrinsic ``name`` (``ceil``, ``pow``, ...) on ``lanes`` doubles."""
+        self.intrinsics[name] = len(values)
+        return self.emit(f"call {self.vector} @llvm.{name}.v{self.lanes}f64("
+                         f"{', '.join(f'{self.vector} {v}' for v in values)})")

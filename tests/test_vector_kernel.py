@@ -1,0 +1,113 @@
+"""The vector kernel (``numeric.vector_kernel``: symengine's CSE written as LLVM IR over
+vectors of rows, compiled by llvmlite) against numbers written here by hand with numpy, for
+every kind of node it writes, at row counts around its vector width and past the size from
+which it splits rows between threads; its pickling, on this CPU and as if on another; and the
+fallback to symengine's own kernel where it is missing."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sympy import And, Eq, Integer, Max, Min, Mod, Ne, Not, Or, Piecewise, Rational, ceiling, floor, log, sin, sqrt
+
+from symbolic_cost import symbols as S
+from symbolic_cost.numeric import compile as compiled
+from symbolic_cost.numeric import symengine_kernel, vector_kernel
+
+pytest.importorskip("symengine")
+if vector_kernel.llvmlite() is None:
+    pytest.skip("llvmlite is not installed", allow_module_level=True)
+
+b, l = S.b, S.l
+EXPRS = {
+    "mod": b * l / 8 + Mod(b, 3),
+    "max": Max(b, l, 3), "min": Min(b, 2 * l),
+    "choice": Piecewise((b, b < l), (l**2, Eq(b, 4)), (sqrt(b), True)),
+    "rounding": ceiling(b / l) + floor(l / b),
+    "powers": log(b) + b**-2 + b**3 + b ** Rational(5, 2),
+    "logic": Piecewise((1, And(b < 3, Not(Eq(l, 2)))), (2, Or(b > 5, Ne(l, 1))), (3, True)),
+    "partial": Piecewise((b, b < 2)),
+    "constant": Integer(7),
+}
+
+
+def _by_hand(b, l):
+    """``EXPRS`` in numpy, written from the formulas above."""
+    with np.errstate(all="ignore"):
+        return {
+            "mod": b * l / 8 + np.mod(b, 3), "max": np.maximum(np.maximum(b, l), 3), "min": np.minimum(b, 2 * l),
+            "choice": np.where(b < l, b, np.where(b == 4, l**2, np.sqrt(b))),
+            "rounding": np.ceil(b / l) + np.floor(l / b),
+            "powers": np.log(b) + b**-2.0 + b**3 + b**2.5,
+            "logic": np.where((b < 3) & (l != 2), 1.0, np.where((b > 5) | (l != 1), 2.0, 3.0)),
+            "partial": np.where(b < 2, b, np.nan),
+            "constant": np.full(b.shape, 7.0),
+        }
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
+        made = compiled.compile_exprs(EXPRS, symbols=[b, l], backend="llvm", rows=1)
+    assert isinstance(made.function, vector_kernel.VectorKernel)
+    return made
+
+
+@pytest.mark.parametrize("rows", [1, 7, 8, 13, vector_kernel.THREAD_ROWS + 5])
+def test_every_node_kind_gives_the_numbers_written_by_hand(kernel, rows):
+    rng = np.random.default_rng(rows)
+    values = {"b": rng.choice([1.0, 2, 3, 4, 5, 6, 9], rows), "l": rng.choice([1.0, 2, 3, 7], rows)}
+    want = _by_hand(values["b"], values["l"])
+    got = kernel(values)
+    for name in EXPRS:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-14, atol=0, equal_nan=True, err_msg=name)
+    at = rng.permutation(rows)[: max(rows - 3, 1)]                # the rows at positions, out of order
+    taken = kernel({k: v.astype(np.int64) for k, v in values.items()}, at=at)
+    for name in EXPRS:
+        np.testing.assert_array_equal(taken[name], got[name][at], err_msg=f"{name} at positions")
+
+
+def test_the_kernel_pickles_and_compiles_its_ir_again_on_another_cpu(kernel):
+    function = kernel.function
+    values = np.array([[3.0, 7.0], [9.0, 2.0]])
+    want = function(values)
+    again = pickle.loads(pickle.dumps(function))
+    np.testing.assert_array_equal(again(values), want)
+    elsewhere = pickle.loads(pickle.dumps(function))
+    elsewhere.target, code = "another CPU", elsewhere.code
+    moved = pickle.loads(pickle.dumps(elsewhere))                # its object code is not this CPU's
+    assert moved.target == vector_kernel.host() and moved.code is not code
+    np.testing.assert_array_equal(moved(values), want)
+
+
+def test_a_node_it_does_not_write_and_a_missing_llvmlite_fall_back_to_symengine(monkeypatch):
+    """``sin`` has no LLVM vector intrinsic here: the set compiles with symengine's own kernel,
+    as every set does where llvmlite is missing; both give the numbers written by hand."""
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
+    import symengine
+    assert vector_kernel.compile_vector([symengine.sin(symengine.Symbol("b"))], [symengine.Symbol("b")], 0) is None
+    values = {"b": np.array([1.0, 2.0, 5.0]), "l": np.array([2.0, 2.0, 3.0])}
+    compiled._MEMORY.clear()
+    trig = compiled.compile_exprs({"s": sin(b) * l}, symbols=[b, l], backend="llvm", rows=1)
+    assert not isinstance(trig.function, vector_kernel.VectorKernel)
+    np.testing.assert_allclose(trig(values)["s"], np.sin(values["b"]) * values["l"], rtol=1e-14)
+    monkeypatch.setattr(vector_kernel, "compile_vector", lambda *args: None)
+    compiled._MEMORY.clear()
+    written = {k: v for k, v in EXPRS.items() if k != "partial"}     # symengine's LLVM refuses a choice without an otherwise
+    plain = compiled.compile_exprs(written, symbols=[b, l], backend="llvm", rows=1)
+    assert plain.backend == "llvm" and not isinstance(plain.function, vector_kernel.VectorKernel)
+    want = _by_hand(values["b"], values["l"])
+    got = plain(values)
+    for name in written:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-14, atol=0, equal_nan=True, err_msg=name)
+    compiled._MEMORY.clear()
+
+
+def test_a_kernel_not_told_its_rows_climbs_to_the_vector_kernel(monkeypatch):
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
+    compiled._MEMORY.clear()
+    kernel = compiled.compile_exprs({"t": b * l + 1}, backend="llvm")
+    kernel({"b": np.ones(symengine_kernel.CLOSURE_ROWS), "l": 2})
+    assert kernel.function.level == "quick" and isinstance(kernel.function.function, vector_kernel.VectorKernel)
+    compiled._MEMORY.clear()
