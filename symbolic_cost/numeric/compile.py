@@ -3,9 +3,11 @@
 ``compile_exprs`` turns ``{name: expression}`` into a function of arrays, on
 one of three backends:
 
-* ``"llvm"``: symengine's LLVM ``Lambdify`` (a dependency where symengine has wheels):
-  the whole set, after common-subexpression elimination, is one machine-code
-  loop over the configurations; nothing is allocated per operation.  It compiles without
+* ``"llvm"``: machine code of the whole set, after symengine's common-subexpression
+  elimination, as one loop over the configurations; nothing is allocated per operation.
+  Where llvmlite is installed (a dependency where it has wheels) the loop computes
+  ``vector_kernel.width()`` rows per instruction from contiguous columns
+  (``numeric.vector_kernel``), else it is symengine's ``Lambdify``, a row at a time.  It compiles without
   LLVM's optimisations (half the time) unless told of ``OPTIMIZED_ROWS`` configurations or
   more, and recompiles optimised the first time a call passes that many.  Not told how many,
   it starts as symengine's closure evaluator and compiles machine code once its calls have

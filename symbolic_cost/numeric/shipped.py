@@ -1,8 +1,8 @@
 """A compiled kernel as text another process loads: a Dask worker's (``numeric.dask_sweep``).
 
 ``text`` gives the key and bytes of a kernel: numba's generated module, under its cache name so
-that the worker finds numba's machine code beside it; the numpy module's source; or symengine's
-pickled LLVM kernel.  ``load`` makes the kernel function from them again, through the kernel
+that the worker finds numba's machine code beside it; the numpy module's source; or the LLVM
+backend's pickled kernel (the vector kernel's object code and IR, or symengine's).  ``load`` makes the kernel function from them again, through the kernel
 cache where there is one (``numeric.kernel_cache``), else from a temporary file: imported, never
 ``exec``'d.
 """

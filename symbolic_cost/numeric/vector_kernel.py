@@ -1,9 +1,9 @@
-"""Machine code that computes ``WIDTH`` configurations at once: symengine's common-subexpression
+"""Machine code that computes ``width()`` configurations at once: symengine's common-subexpression
 elimination of a set, written as LLVM IR over vectors of doubles (``ir_text``) and compiled by
 llvmlite (numba's LLVM binding) into one loop over the rows (``VectorKernel``).
 
 symengine's own LLVM kernel computes one configuration at a time, from inputs packed row by
-row, and its ``Piecewise`` are branches.  Here every operation takes ``WIDTH`` rows (8 doubles
+row, and its ``Piecewise`` are branches.  Here every operation takes ``width()`` rows (8 doubles
 with AVX-512, else 4), every input and output is a contiguous column, and a choice is a
 ``select`` of both arms (``Max(a, b)`` is ``a > b ? a : b``, as ``llvm_form.branch_free``
 writes it): no branch, nothing for LLVM's optimiser to find, so the IR goes straight to code
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,7 @@ _STATE: dict = {}
 """llvmlite's binding, the host, the execution engine and what it has loaded."""
 _KINDS: dict = {}
 _POOL: list = []
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def llvmlite():
@@ -156,34 +158,31 @@ class VectorKernel:
             for start in range(0, whole, THREAD_ROWS):
                 stop = min(start + THREAD_ROWS, whole)
                 inputs = [np.take(c, at[start:stop]).astype(np.float64, copy=False) for c in flat]
-                self._run(stop - start, inputs, [o[start:stop] for o in out])
+                self.run(stop - start, inputs, [o[start:stop] for o in out])
         if whole < size:                # the last rows, padded to one vector
             tail = at[whole:] if at is not None else slice(whole, size)
             padded = [np.resize(np.asarray(c[tail], dtype=np.float64), self.lanes) for c in flat]
             rest = [np.empty(self.lanes) for _ in out]
-            self._run(self.lanes, padded, rest)
+            self.run(self.lanes, padded, rest)
             for o, r in zip(out, rest):
                 o[whole:] = r[:size - whole]
         return out
 
     def _split(self, rows: int, inputs, out):
         """The rows in one call, or between two threads from ``THREAD_ROWS``."""
-        if rows < THREAD_ROWS or (_cores() < 2):
-            return self._run(rows, inputs, out)
+        if rows < THREAD_ROWS or _CORES < 2:
+            return self.run(rows, inputs, out)
         half = rows // 2 - rows // 2 % self.lanes
         pool = _POOL[0] if _POOL else _POOL.append(ThreadPoolExecutor(2)) or _POOL[0]
-        jobs = [pool.submit(self._run, n, [c[a:a + n] for c in inputs], [o[a:a + n] for o in out])
+        jobs = [pool.submit(self.run, n, [c[a:a + n] for c in inputs], [o[a:a + n] for o in out])
                 for a, n in ((0, half), (half, rows - half))]
         for job in jobs:
             job.result()
 
-    def _run(self, rows: int, inputs, out):
+    def run(self, rows: int, inputs, out):
+        """The machine code on ``rows`` (a multiple of ``lanes``) of the contiguous float64 columns
+        ``inputs``, into the contiguous float64 columns ``out``."""
         self._function(rows, *(c.ctypes.data for c in inputs), *(o.ctypes.data for o in out))
-
-
-def _cores() -> int:
-    import os
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def ir_text(converted, arguments, lanes: int) -> str:
