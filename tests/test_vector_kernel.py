@@ -27,6 +27,8 @@ EXPRS = {
     "powers": log(b) + b**-2 + b**3 + b ** Rational(5, 2),
     "logic": Piecewise((1, And(b < 3, Not(Eq(l, 2)))), (2, Or(b > 5, Ne(l, 1))), (3, True)),
     "partial": Piecewise((b, b < 2)),
+    "shared": Piecewise((b, b < l), (l, True)) * Piecewise((3, b < l), (l - 2, True))    # CSE keeps b < l apart
+    + Piecewise((1, Eq(l, 3)), (0, True)) + Piecewise((l, Eq(l, 3)), (b, True)),
     "constant": Integer(7),
 }
 
@@ -41,6 +43,7 @@ def _by_hand(b, l):
             "powers": np.log(b) + b**-2.0 + b**3 + b**2.5,
             "logic": np.where((b < 3) & (l != 2), 1.0, np.where((b > 5) | (l != 1), 2.0, 3.0)),
             "partial": np.where(b < 2, b, np.nan),
+            "shared": np.where(b < l, b, l) * np.where(b < l, 3, l - 2) + (l == 3) + np.where(l == 3, l, b),
             "constant": np.full(b.shape, 7.0),
         }
 
@@ -94,7 +97,7 @@ def test_a_node_it_does_not_write_and_a_missing_llvmlite_fall_back_to_symengine(
     np.testing.assert_allclose(trig(values)["s"], np.sin(values["b"]) * values["l"], rtol=1e-14)
     monkeypatch.setattr(vector_kernel, "compile_vector", lambda *args: None)
     compiled._MEMORY.clear()
-    written = {k: v for k, v in EXPRS.items() if k != "partial"}     # symengine's LLVM refuses a choice without an otherwise
+    written = {k: v for k, v in EXPRS.items() if k != "partial"}    # symengine's LLVM refuses a choice without an otherwise
     plain = compiled.compile_exprs(written, symbols=[b, l], backend="llvm", rows=1)
     assert plain.backend == "llvm" and not isinstance(plain.function, vector_kernel.VectorKernel)
     want = _by_hand(values["b"], values["l"])

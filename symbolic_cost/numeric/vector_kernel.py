@@ -236,12 +236,17 @@ class _Writer:
         return f"<{', '.join([f'{kind} {bits}'] * self.lanes)}>"
 
     def number(self, expr) -> str:
-        name, boolean = self.value(expr)
-        return self.emit(f"uitofp {self.bits} {name} to {self.vector}") if boolean else name
+        return self._typed(expr, False)
 
     def condition(self, expr) -> str:
-        name, boolean = self.value(expr)
-        return name if boolean else self.emit(f"fcmp une {self.vector} {name}, zeroinitializer")
+        return self._typed(expr, True)
+
+    def _typed(self, expr, boolean: bool) -> str:
+        """The vector of ``expr``, which must be a condition (``boolean``) or a number."""
+        name, kind = self.value(expr)
+        if kind != boolean:
+            raise NotImplementedError(f"{'a number' if boolean else 'a condition'} where the other belongs")
+        return name
 
     def value(self, expr) -> tuple[str, bool]:
         """(the vector holding ``expr``, whether it is a condition)."""
@@ -262,6 +267,11 @@ class _Writer:
             return self._power(*args), False
         if kind in ("Max", "Min"):
             return self._extreme("ogt" if kind == "Max" else "olt", [self.number(a) for a in args]), False
+        if kind in _RELATIONS and any(self.value(a)[1] for a in args):     # symengine's ``x == True``
+            if kind not in ("Equality", "Unequality"):
+                raise NotImplementedError(f"{kind} of conditions")
+            left, right = (self.condition(a) for a in args)
+            return self.emit(f"icmp {'eq' if kind == 'Equality' else 'ne'} {self.bits} {left}, {right}"), True
         if kind in _RELATIONS:
             left, right = (self.number(a) for a in args)
             return self.emit(f"fcmp {_RELATIONS[kind]} {self.vector} {left}, {right}"), True
