@@ -79,9 +79,8 @@ def width() -> int:
 def _machine(level: int):
     """A target machine for this CPU at code-generation ``level`` (a new one each time: an
     execution engine takes ownership of the one it is given)."""
-    llvm = llvmlite()
-    return llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=host().split("|", 1)[1], opt=level)
+    cpu, features = host().split("|", 1)
+    return llvmlite().Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=level)
 
 
 def _address(name: str, code: bytes) -> int:
