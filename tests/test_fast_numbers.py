@@ -75,6 +75,23 @@ def test_chunked_and_unchunked_sweeps_agree(tmp_path):
     pd.testing.assert_frame_equal(sweep(EXPRS, table=table, chunk_size=4)[list(EXPRS)], whole[list(EXPRS)])
 
 
+@pytest.mark.parametrize("runs", [64, 1, 10**6])
+def test_grid_rows_are_the_cartesian_product_in_order_from_any_row(runs, monkeypatch):
+    """Any range of rows of a grid (last axis fastest) equals ``itertools.product``'s, whether
+    a column is written run by run, repeated from its runs, or copied from a period onto itself;
+    written into given columns, the same."""
+    import itertools
+    from symbolic_cost.numeric import sweep as sweeping
+    monkeypatch.setattr(sweeping, "RUNS", runs)
+    grid = {"b": [3.0, 1.0, 2.0], "l": [5.0, 7.0], "m1": [11.0, 13.0, 17.0, 19.0, 23.0], "d": [29.0, 31.0, 37.0]}
+    every = np.array(list(itertools.product(*grid.values())))
+    for start, stop in ((0, 90), (0, 1), (7, 8), (13, 77), (44, 90), (89, 90), (29, 61)):
+        got = sweeping.grid_rows(grid, start, stop)
+        filled = sweeping.grid_rows(grid, start, stop, {n: np.full(stop - start, np.nan) for n in grid})
+        for k, name in enumerate(grid):
+            assert got[name].tolist() == filled[name].tolist() == every[start:stop, k].tolist(), (name, start, stop)
+
+
 def test_constraints_drop_exactly_the_invalid_rows():
     grid = {"b": [1, 2, 3], "m1": [1, 2, 3, 4, 5, 6], "h": [12]}
     kept = sweep({"work": S.b * S.h / S.m1}, grid=grid, constraints=[Eq(Mod(S.h, S.m1), 0), S.b <= 2])
@@ -184,6 +201,27 @@ def ranked_best(top, constraints):
     """The plain sweep of ``RANKED``: its kept rows sorted by rank (stable, NaN last), cut to ``top``."""
     kept = sweep(RANKED, grid=RANKED_GRID, constraints=constraints)
     return len(kept), kept.sort_values("rank", kind="stable").head(top).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_dask_best_in_blocks_ranks_ties_and_nan_as_the_plain_sweep_sorts(monkeypatch, backend):
+    """Without numba a task of ``best`` ranks block by block, only rows below the ``top``-th
+    value so far entering the later blocks: its top rows still equal the plain sweep's kept rows
+    sorted by pandas (stable, NaN last), with ties, NaN values of ``by`` and more ``top`` than
+    numbers, whatever the blocks' and tasks' rows."""
+    from symbolic_cost.numeric import dask_sweep
+    monkeypatch.setenv("SYMBOLIC_COST_BACKEND", backend)
+    for top, chunk, block, constraints in ((5, 7, 3, []), (40, 84, 5, ["work <= 2048"]), (1, 1, 1, ["work >= 700"]),
+                                           (84, 13, 4, ["l >= 512"]), (3, 84, 2, ["work <= 1"]), (4, 30, 7, [])):
+        monkeypatch.setattr(dask_sweep, "BLOCK", block)
+        found = dask_sweep.best(RANKED, RANKED_GRID, by="rank", top=top, constraints=constraints, chunk_size=chunk,
+                                fan_in=2, scheduler="sync")
+        kept, expected = ranked_best(top, constraints)
+        assert (found.evaluated, found.kept) == (84, kept)
+        pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
+    monkeypatch.setattr(dask_sweep, "BLOCK", 2)     # after [12, 10] [8, 2] the third least is 10: 9 enters
+    found = dask_sweep.best({"v": S.b}, {"b": [12, 10, 8, 2, 9, 14]}, by="v", top=3, chunk_size=6, scheduler="sync")
+    assert found.best["v"].tolist() == [2, 8, 9]
 
 
 @pytest.mark.parametrize("scan_rows, cycle_rows", [(1, 2**14), (5, 0), (4096, 12)])

@@ -160,17 +160,30 @@ class Compiled:
             job.result()
         return out
 
-    def _llvm(self, flat, at=None) -> list[np.ndarray]:
+    def into(self, out, flat) -> None:
+        """Every output at the rows of the contiguous float64 columns ``flat`` (one per symbol),
+        into the rows of ``out`` (one per output, as long), on this thread alone: a Dask task's
+        (``numeric.dask_sweep``), which has a core of its own."""
+        if self.backend == "numba":
+            self.function(*out, *flat)
+        elif self.backend == "llvm":
+            self._llvm(flat, out=out, threads=1)
+        else:
+            for column, result in zip(out, self._numpy(flat)):
+                column[:] = result
+
+    def _llvm(self, flat, at=None, out=None, threads: int = 2) -> list[np.ndarray]:
         """Rows through the kernel a block at a time, into one reused ``(rows, outputs)`` block,
         then into each output's own contiguous column (as ``_numba``: no block over glibc's mmap
-        threshold, and columns a reader takes without a stride); with ``at``, the rows at those
-        positions of ``flat``."""
+        threshold, and columns a reader takes without a stride), or into ``out``'s; with ``at``,
+        the rows at those positions of ``flat``.  The vector kernel writes the columns itself,
+        on ``threads`` (``VectorKernel.columns``)."""
         keep_freed_pages()
         size, width = (flat[0].size if at is None else at.size), max(len(self.symbols), 1)
         function = self.function.for_rows(size) if isinstance(self.function, QuickKernel) else self.function
         if isinstance(function, VectorKernel):
-            return function.columns(flat if self.symbols else [], size, at)
-        out = [np.empty(size) for _ in self.names]
+            return function.columns(flat if self.symbols else [], size, at, out, threads)
+        out = [np.empty(size) for _ in self.names] if out is None else out
         block = np.empty((min(size, LLVM_BLOCK), len(self.names)))
         inputs = np.zeros((min(size, LLVM_BLOCK), width))
         for start in range(0, size, LLVM_BLOCK):

@@ -90,12 +90,15 @@ def plan(exprs: Mapping, grid: Mapping, constraints=(), top: int | None = None, 
     return found
 
 
-BLOCK = 2**20
-"""Rows a task evaluates at a time, the outputs into one buffer the next block reuses, so that
-a task's memory stays bounded however large its chunk.  Not smaller: a Dask worker's glibc
-trims at 64 KiB (``MALLOC_TRIM_THRESHOLD_``; ``numeric.pages.keep_freed_pages`` undoes it), and
-below a few megabytes a column misses the kernel's huge pages (2^16-row blocks cost a worker
-50,000 page faults and 0.25 CPU-s per million rows instead of 0.07)."""
+BLOCK = 2**16
+"""Rows a task evaluates at a time: the grid's columns and the outputs in one buffer every
+block and task of the thread reuses (``_buffer``: 8 MB for GPT-3's 7 inputs and 9 outputs), so
+that a task's memory stays bounded however large its chunk and its rows stay in the caches.
+Measured on GPT-3's totals with the step-time breakdown, a task of 6.25 x 10^6 rows in one
+thread (AVX-512 EPYC, 2026-11-26): ``best_of`` 0.111 CPU-s at 2^16 rows a block, 0.133 at 2^20,
+0.140 at 2^15; ``rows`` 0.25 against 1.11 (the LLVM backend), 0.33 against 1.22 (numba)."""
+TASK_ROWS = (2**20, 2**24)
+"""The fewest and most rows ``task_rows`` gives a task."""
 
 
 def rows(plan: Plan, start: int, stop: int) -> pd.DataFrame:
@@ -105,21 +108,18 @@ def rows(plan: Plan, start: int, stop: int) -> pd.DataFrame:
 
 
 def _blocks(plan: Plan, start: int, stop: int):
-    """For each ``BLOCK`` of grid rows ``start`` to ``stop``: every column (the outputs in a
-    buffer the next block reuses) and the positions of the rows kept."""
+    """For each ``BLOCK`` of grid rows ``start`` to ``stop``: every column (the grid's and the
+    outputs, in a buffer the next block reuses) and the positions of the rows kept."""
     kernel = plan.kernel()
     keep_freed_pages()                  # a worker's glibc trims at 64 KiB: every block would fault anew
     axes = dict(plan.axes)
-    buffer = _buffer(len(plan.outputs), min(BLOCK, stop - start))
+    buffer = _buffer(len(axes) + len(plan.outputs), min(BLOCK, stop - start))
     for first in range(start, stop, BLOCK):
         last = min(first + BLOCK, stop)
-        chunk = grid_rows(axes, first, last)
-        if kernel.backend == "numba":      # straight into the loop, on this thread (Dask gives each task a core)
-            out = buffer[:, :last - first]
-            kernel.function(*out, *(chunk[name] for name in plan.inputs))
-            results = dict(zip(plan.outputs, out))
-        else:
-            results = kernel({name: chunk[name] for name in plan.inputs})
+        chunk = grid_rows(axes, first, last, dict(zip(axes, buffer[:len(axes), :last - first])))
+        out = buffer[len(axes):, :last - first]
+        kernel.into(out, [chunk[name] for name in plan.inputs])   # on this thread: Dask gives each task a core
+        results = dict(zip(plan.outputs, out))
         mask = np.ones(last - first, dtype=bool)
         for name in plan.outputs[len(plan.outputs) - plan.constraints:]:
             mask &= results.pop(name) > 0.5
@@ -129,12 +129,12 @@ def _blocks(plan: Plan, start: int, stop: int):
 _THREAD = threading.local()
 
 
-def _buffer(outputs: int, rows: int) -> np.ndarray:
-    """An ``(outputs, rows)`` buffer for a task's blocks, the same one for every task this thread
-    runs (a fresh one is ``outputs`` x 8 MB of new pages per task); callers copy what they keep."""
+def _buffer(columns: int, rows: int) -> np.ndarray:
+    """A ``(columns, rows)`` buffer for a task's blocks, the same one for every task this thread
+    runs (a fresh one is ``columns`` x 8 MB of new pages per task); callers copy what they keep."""
     kept = getattr(_THREAD, "buffer", None)
-    if kept is None or kept.shape[0] != outputs or kept.shape[1] < rows:
-        kept = _THREAD.buffer = np.empty((outputs, rows))
+    if kept is None or kept.shape[0] != columns or kept.shape[1] < rows:
+        kept = _THREAD.buffer = np.empty((columns, rows))
     return kept[:, :rows]
 
 
@@ -152,14 +152,25 @@ def best_of(plan: Plan, start: int, stop: int) -> Best:
     loop (``_scanned``)."""
     if plan.kernel().backend == "numba":
         return _scanned(plan, start, stop)
-    tops, kept = [], 0
+    tops, kept, bound = [], 0, np.inf
     for columns, rows_kept in _blocks(plan, start, stop):
+        kept += len(rows_kept)
+        if np.isfinite(bound):          # `top` rows before these are at most `bound`: only less can enter
+            rows_kept = rows_kept[columns[plan.by][rows_kept] < bound]
         chosen = rows_kept[_least(columns[plan.by][rows_kept], plan.top)]
         tops.append({name: columns[name][chosen] for name in plan.columns})
-        kept += len(rows_kept)
+        bound = _bound(tops, plan.by, plan.top, bound)
     every = {name: np.concatenate([top[name] for top in tops]) for name in plan.columns}   # blocks in row order
     chosen = _least(every[plan.by], plan.top)
     return Best(stop - start, kept, pd.DataFrame({name: every[name][chosen] for name in plan.columns}))
+
+
+def _bound(tops, by: str, top: int, bound: float) -> float:
+    """The ``top``-th least of ``by`` among the rows ``tops`` kept so far (NaN where there are
+    not that many numbers: a bound that keeps nothing out), where there are ``top`` rows; else
+    ``bound``."""
+    values = np.concatenate([part[by] for part in tops])
+    return float(np.partition(values, top - 1)[top - 1]) if len(values) >= top else bound
 
 
 def _scanned(plan: Plan, start: int, stop: int) -> Best:
@@ -231,15 +242,15 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
 
 
 def task_rows(rows: int) -> int:
-    """Rows a task of ``best`` reduces by default: a sixteenth of the sweep, from ``BLOCK`` to
-    ``16 BLOCK`` (a task's memory is a block's whatever its rows, and only its ``top`` rows
+    """Rows a task of ``best`` reduces by default: a sixteenth of the sweep, within ``TASK_ROWS``
+    (a task's memory is a block's whatever its rows, and only its ``top`` rows
     travel).  Fewer, longer tasks leave the scheduler, which shares the cores with the workers,
     less to do (``docs/fast.md`` has the measurements).
 
     >>> task_rows(10**8), task_rows(1000), task_rows(10**10)
     (6250000, 1048576, 16777216)
     """
-    return min(max(rows // 16, BLOCK), 16 * BLOCK)
+    return min(max(rows // 16, TASK_ROWS[0]), TASK_ROWS[1])
 
 
 def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000_000):

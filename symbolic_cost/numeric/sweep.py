@@ -36,9 +36,10 @@ def _grid_chunks(grid: Mapping, chunk_size: int) -> Iterator[dict]:
         yield grid_rows(grid, start, min(start + chunk_size, total))
 
 
-def grid_rows(grid: Mapping, start: int, stop: int) -> dict:
+def grid_rows(grid: Mapping, start: int, stop: int, out=None) -> dict:
     """Rows ``start`` to ``stop`` of the cartesian product of ``grid``'s axes, the last axis
-    varying fastest: ``{name: column}``.
+    varying fastest: ``{name: column}``, written into ``out``'s columns (``{name: column}``,
+    each ``stop - start`` long) where given.
 
     >>> grid_rows({"b": [1, 2], "m1": [1, 2, 4]}, 2, 4)
     {'b': array([1., 2.]), 'm1': array([4., 1.])}
@@ -46,26 +47,49 @@ def grid_rows(grid: Mapping, start: int, stop: int) -> dict:
     names = list(grid)
     axes = [np.asarray(grid[n], dtype=np.float64) for n in names]
     strides = np.cumprod([1] + [len(a) for a in axes[:0:-1]])[::-1]
-    return {n: _axis_rows(axis, int(stride), start, stop) for n, axis, stride in zip(names, axes, strides)}
+    out = {n: np.empty(stop - start) for n in names} if out is None else out
+    for n, axis, stride in zip(names, axes, strides):
+        _axis_rows(axis, int(stride), start, out[n])
+    return {n: out[n] for n in names}
 
 
-def _axis_rows(axis: np.ndarray, stride: int, start: int, stop: int) -> np.ndarray:
-    """One axis's column over rows ``start`` to ``stop``: each value repeated ``stride`` times,
-    the whole cycled; copied in runs (``np.repeat``, ``np.resize``) rather than gathered row by
-    row, which took two thirds of a sweep's time beside the numba kernel.
+RUNS = 64
+"""Runs of one value up to which a column is written run by run, a slice each."""
 
-    >>> _axis_rows(np.array([1.0, 2.0, 3.0]), 2, 3, 10)
+
+def _axis_rows(axis: np.ndarray, stride: int, start: int, out: np.ndarray) -> np.ndarray:
+    """One axis's column from row ``start`` into ``out``: each value repeated ``stride`` times,
+    the whole cycled.  A column of few runs is written a run at a time; one of many, from one
+    period (``np.repeat``) copied again and again onto itself, each copy twice as long: memory
+    written once, with no column made and copied (``np.resize`` of a cycle took three times as
+    long, and gathering row by row two thirds of a sweep's time beside the numba kernel).
+
+    >>> _axis_rows(np.array([1.0, 2.0, 3.0]), 2, 3, np.empty(7))
     array([2., 3., 3., 1., 1., 2., 2.])
     """
-    period = len(axis) * stride
-    if period <= 2 * (stop - start):            # a whole cycle is short: cycle it
-        cycle = np.tile(np.repeat(axis, stride), max(1, 2**16 // period))    # long: np.resize copies it whole
-        return np.resize(np.roll(cycle, -(start % len(cycle))), stop - start)
-    first, last = start // stride, (stop - 1) // stride        # runs of one value each
-    counts = np.full(last - first + 1, stride)
-    counts[0] -= start - first * stride
-    counts[-1] -= (last + 1) * stride - stop
-    return np.repeat(axis[np.arange(first, last + 1) % len(axis)], counts)
+    size, period = len(out), len(axis) * stride
+    first, last = start // stride, (start + size - 1) // stride
+    if last - first < RUNS or period > size:
+        runs = range(first, last + 1)
+        if last - first < RUNS:
+            for k in runs:
+                out[max(k * stride - start, 0):(k + 1) * stride - start] = axis[k % len(axis)]
+        else:
+            counts = np.full(len(runs), stride)
+            counts[0] -= start - first * stride
+            counts[-1] -= (last + 1) * stride - start - size
+            out[:] = np.repeat(axis[np.arange(first, last + 1) % len(axis)], counts)
+        return out
+    cycle, offset = np.repeat(axis, stride), start % period
+    head = period - offset                          # up to the period's end, then whole periods
+    out[:min(head, size)] = cycle[offset:offset + size]
+    done = min(head + period, size)
+    out[head:done] = cycle[:done - head]
+    while done < size:                              # a copy of the periods written so far
+        more = min(done - head, size - done)
+        out[done:done + more] = out[head:head + more]
+        done += more
+    return out
 
 
 def _table_chunks(table, chunk_size: int) -> Iterator[dict]:

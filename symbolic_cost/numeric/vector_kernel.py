@@ -150,13 +150,15 @@ class VectorKernel:
         out[...] = result
         return out
 
-    def columns(self, flat, size: int, at=None) -> list[np.ndarray]:
-        """Every output at the ``size`` rows of the input columns ``flat`` (those at positions ``at``)."""
-        out = [np.empty(size) for _ in range(self.outputs)]
+    def columns(self, flat, size: int, at=None, out=None, threads: int = 2) -> list[np.ndarray]:
+        """Every output at the ``size`` rows of the input columns ``flat`` (those at positions
+        ``at``), into ``out``'s contiguous float64 columns where given; split between ``threads``
+        (at most 2) from ``THREAD_ROWS`` rows."""
+        out = [np.empty(size) for _ in range(self.outputs)] if out is None else out
         whole = size - size % self.lanes
         if at is None and whole:
             inputs = [np.ascontiguousarray(c, dtype=np.float64) for c in flat]
-            self._split(whole, inputs, out)
+            self._split(whole, inputs, out, threads)
         elif whole:
             for start in range(0, whole, THREAD_ROWS):
                 stop = min(start + THREAD_ROWS, whole)
@@ -171,9 +173,9 @@ class VectorKernel:
                 o[whole:] = r[:size - whole]
         return out
 
-    def _split(self, rows: int, inputs, out):
+    def _split(self, rows: int, inputs, out, threads: int):
         """The rows in one call, or between two threads from ``THREAD_ROWS``."""
-        if rows < THREAD_ROWS or _CORES < 2:
+        if rows < THREAD_ROWS or _CORES < 2 or threads < 2:
             return self.run(rows, inputs, out)
         half = rows // 2 - rows // 2 % self.lanes
         pool = _POOL[0] if _POOL else _POOL.append(ThreadPoolExecutor(2)) or _POOL[0]
