@@ -1,4 +1,4 @@
-"""Benchmark of sweeps on Dask: ``python benchmarks/bench_dask.py [--rows 1e8] [--repeat 3] [--rounds 2]``.
+"""Benchmark of sweeps on Dask: ``python benchmarks/bench_dask.py [--rows 1e8] [--repeat 3] [--rounds 2] [--backend numba]``.
 
 GPT-3 175B's totals with the step-time breakdown (``bench.whole_model_exprs``) over a grid of
 ``--rows`` configurations (10^8 by default), kept where the memory fits 80 GB, reduced to the
@@ -93,7 +93,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs after the first, each round")
     parser.add_argument("--rounds", type=int, default=2, help="turns of the three, each on clusters of its own")
     parser.add_argument("--chunk", type=int, default=CHUNK, help="configurations a task")
+    parser.add_argument("--backend", choices=("llvm", "numba", "numpy"),
+                        help="the kernel's backend (default: the one the sweep would choose)")
     args = parser.parse_args()
+    if args.backend:
+        os.environ["SYMBOLIC_COST_BACKEND"] = args.backend
     import distributed
     from symbolic_cost.numeric.dask_sweep import plan, task_rows
     exprs, grid = whole_model_exprs(), grid_of(args.rows)

@@ -16,9 +16,10 @@ one of three backends:
   the rows (``numeric.loop_kernel``): every input and output a contiguous column, the
   formulas straight-line code LLVM vectorises across rows, the rows split between the
   cores (``numba.get_num_threads()``, ``NUMBA_NUM_THREADS``) by threads that release the
-  interpreter lock.  About four times the LLVM backend's rate, but seconds to compile: it
-  runs where asked, and in sweeps of ``NUMBA_ROWS`` configurations or more (``NUMBA_CACHED_ROWS``
-  where its kernel is already in the disk cache).
+  interpreter lock.  A third faster than the LLVM backend's vector kernel on one core, no
+  faster in a sweep, and seconds to compile: it runs where asked, and in sweeps of
+  ``NUMBA_ROWS`` configurations or more (``NUMBA_CACHED_ROWS`` where its kernel is already in
+  the disk cache).
 * ``"numpy"``: SymPy's ``lambdify`` with CSE, ``Max``/``Min`` printed as
   ``numpy.maximum``/``minimum`` (element-wise, so scalars and arrays broadcast)
   and ``Piecewise`` as ``numpy.select``; evaluated in blocks of ``BLOCK`` rows
@@ -64,13 +65,16 @@ LLVM_BLOCK = 16384
 input matrix for millions of rows costs more in page faults than the kernel itself; 16384
 rows keep the buffer and the block of outputs within a megabyte each, measured 3 % faster
 than 32768 on GPT-3's totals)."""
-NUMBA_ROWS = 10**8
-"""Configurations from which a sweep compiles with numba even without a cached kernel: its
-compilation (about 7 CPU-s for GPT-3's totals, 1.5 s from the disk cache) is repaid at
-about 0.06 CPU-s saved per million configurations (benchmarks/bench.py)."""
-NUMBA_CACHED_ROWS = 3 * 10**7
-"""Configurations from which a sweep uses numba's kernel when it is in the disk cache (loading
-numba and the kernel, about 1.5 CPU-s, is repaid from about 25 million)."""
+NUMBA_ROWS = 10**9
+"""Configurations from which a sweep compiles with numba even without a cached kernel.
+Measured on GPT-3's totals with the step-time breakdown (2026-11-26, AVX-512 EPYC): importing
+numba and compiling its kernel take 2.8 CPU-s (the LLVM backend's vector kernel 0.11), and the
+loop then saves at most 2.8 CPU-ms per million configurations (121 against 90.5 million per
+CPU-second, ``benchmarks/bench.py``; in a sweep or a Dask task, where making the rows and
+keeping them cost as much, nothing measurable): repaid from about 10^9."""
+NUMBA_CACHED_ROWS = 2 * 10**8
+"""Configurations from which a sweep uses numba's kernel when it is in the disk cache (importing
+numba and loading the kernel, 0.57 CPU-s, is repaid from about 2 x 10^8, as above)."""
 _MEMORY: dict = {}
 _POOL: dict = {}
 
