@@ -126,21 +126,25 @@ def test_search_best_is_the_brute_force_best():
 
 def test_a_search_where_half_the_layouts_fit_finds_the_brute_force_fitting_rows_and_best():
     """A search times only the layouts whose peak fits; with the capacity at the median peak of
-    every layout (each built with numbers), it counts the same fitting layouts and returns the
-    fastest of them, each with its own peak."""
+    every layout under ZeRO 0 and 3 (each built with numbers), it counts the same fitting layouts
+    and returns the fastest of them, each with its own peak.  The two stages are one family
+    (one kernel for both), and each fits in layouts the other does not."""
     from symbolic_cost.timing.hardware import calibrated
     arch, system = preset("gpt2"), calibrated("h100")
-    peaks, totals = [], []
+    peaks, totals = {0: [], 3: []}, {0: [], 3: []}
     for row in layouts(arch, 8, 32, 1024, micro_batch_sizes=(1, 2, 4), recompute=("none", "full")).itertuples():
-        cost = model_cost(arch, Training(b=row.b, l=1024, m1=row.m1, s1=row.s1, d=row.d, p=row.p, micro_batches=row.n_micro,
-                                         zero=1, recompute=row.recompute, flash=True))
-        peaks.append(float(peak_bytes(cost)))
-        totals.append(float(step_time_breakdown(cost, system)["total"]))
-    capacity = float(np.median(peaks))
-    fit = [(t, m) for t, m in zip(totals, peaks) if m <= capacity]
-    assert 0 < len(fit) < len(peaks)
+        for zero in (0, 3):
+            cost = model_cost(arch, Training(b=row.b, l=1024, m1=row.m1, s1=row.s1, d=row.d, p=row.p,
+                                             micro_batches=row.n_micro, zero=zero, recompute=row.recompute, flash=True))
+            peaks[zero].append(float(peak_bytes(cost)))
+            totals[zero].append(float(step_time_breakdown(cost, system)["total"]))
+    capacity = float(np.median(peaks[0] + peaks[3]))
+    fits = {z: [m <= capacity for m in peaks[z]] for z in (0, 3)}
+    assert any(a and not b for a, b in zip(fits[0], fits[3])) and any(b and not a for a, b in zip(fits[0], fits[3]))
+    fit = [(t, m) for z in (0, 3) for t, m in zip(totals[z], peaks[z]) if m <= capacity]
     found = search(arch, 8, system.but(hbm_capacity=capacity), global_batch=32, seq=1024, top=4,
-                   micro_batch_sizes=(1, 2, 4))
+                   micro_batch_sizes=(1, 2, 4), zero=(0, 3))
+    peaks = peaks[0] + peaks[3]
     assert (found.evaluated, found.fitting) == (len(peaks), len(fit))
     best = sorted(fit)[:4]
     assert list(found.best["total"]) == pytest.approx([t for t, _ in best], rel=1e-12)

@@ -365,7 +365,8 @@ def test_search_on_grids_equals_the_model_at_numbers():
     from symbolic_cost.models import Training, model_cost
     from symbolic_cost.models.config import preset
     from symbolic_cost.models.grid_stack import on_grid
-    from symbolic_cost.numeric.search import GRIDS, search
+    from symbolic_cost.numeric.layouts import GRIDS
+    from symbolic_cost.numeric.search import search
     from symbolic_cost.timing.step import step_time_breakdown
     arch = replace(preset("gpt2"), vocab=64 * 786)   # no padding (numbers pad, symbols do not)
     found = search(arch, 64, global_batch=64, seq=1024, tensor=("2d", "2.5d", "3d"), top=400)

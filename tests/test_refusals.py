@@ -85,11 +85,12 @@ def test_search_forks_no_more_processes_than_kernels(monkeypatch):
             return map(f, tasks)
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
-    monkeypatch.setattr(search, "run_variant", lambda task: (1, 1, task))
+    monkeypatch.setattr(search, "run_family", lambda task: [(1, 1, task[0])])
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    assert [r[2] for r in search._run_all(["a", "b"], False, 40, False)] == ["a", "b"]
+    tasks = [("a", ("variant",)), ("b", ("variant",))]          # a task: (..., its family of variants, ...)
+    assert [r[0][2] for r in search._run_all(tasks, False, 40, False)] == ["a", "b"]
     assert started == [2]
-    assert list(search._run_all(["a"], False, 40, False)) == [(1, 1, "a")] and started == [2]  # one: in process
+    assert list(search._run_all(tasks[:1], False, 40, False)) == [[(1, 1, "a")]] and started == [2]  # one: in process
 
 
 # options silently ignored
@@ -261,7 +262,8 @@ def test_the_command_line_splits_a_search_of_many_variants_over_every_core(monke
     started = []
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor",
                         lambda workers: started.append(workers) or contextlib.nullcontext(types.SimpleNamespace(map=map)))
-    monkeypatch.setattr(search, "run_variant", lambda task: (1, 1, task))
+    monkeypatch.setattr(search, "run_family", lambda task: [(1, 1, task)])
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    assert len(list(search._run_all(list("abcdefg"), False, search.auto_workers(7), False))) == 7 and started == []
-    assert len(list(search._run_all(list("abcdefgh"), False, search.auto_workers(8), False))) == 8 and started == [8]
+    tasks = [(name, ("variant",)) for name in "abcdefgh"]
+    assert len(list(search._run_all(tasks[:7], False, search.auto_workers(7), False))) == 7 and started == []
+    assert len(list(search._run_all(tasks, False, search.auto_workers(8), False))) == 8 and started == [8]

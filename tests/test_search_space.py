@@ -10,7 +10,8 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import preset
 from symbolic_cost.numeric.layouts import layouts
-from symbolic_cost.numeric.search import SPACE, run_variant, search, variants
+from symbolic_cost.numeric.search import SPACE, run_family, run_variant, search, variants
+from symbolic_cost.numeric.variants import families
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -60,18 +61,21 @@ def test_every_kind_of_kernel_equals_models_built_with_the_numbers():
     base = layouts(GPT2, DEVICES, BATCH, SEQ, "all", ("none", "selective", "activation", "full"), "all")
     kinds = variants((0, 1, 2, 3), SPACE["offload"], SPACE["schedules"], ("none", "selective", "activation", "full"))
     assert len(kinds) == 4 * 8 * 5
-    for variant in kinds:
-        task = (GPT2, variant, base, SEQ, system, conv.DEFAULT, dict(precision="bf16", flash=False), "all", 10**9)
-        _, _, rows = run_variant(task)
-        for row in pick.sample(list(rows.itertuples()), 2):
-            training = Training(b=row.b, l=SEQ, m1=row.m1, s1=row.s1, d=row.d, p=row.p, micro_batches=row.n_micro,
-                                recompute=row.recompute, zero=row.zero, offload=row.offload, flash=False,
-                                schedule=row.schedule, virtual_stages=int(row.vp),
-                                **(dict(recompute_method="block", recompute_layers=int(row.n_rec))
-                                   if row.recompute == "full" else {}))
-            cost = model_cost(GPT2, training)
-            assert float(peak_bytes(cost)) == pytest.approx(row.memory, rel=1e-12), (variant, row)
-            assert float(step_time_breakdown(cost, system)["total"]) == pytest.approx(row.total, rel=1e-12), (variant, row)
+    assert [len(family) for family in families(kinds)] == [8] * 20      # ZeRO stages and offloads: one family
+    for family in families(kinds):          # one kernel a group of layouts for the family's variants
+        task = (GPT2, family, base, SEQ, system, conv.DEFAULT, dict(precision="bf16", flash=False), "all", 10**9)
+        for variant, (_, _, rows) in zip(family, run_family(task)):
+            for row in pick.sample(list(rows.itertuples()), 2):
+                training = Training(b=row.b, l=SEQ, m1=row.m1, s1=row.s1, d=row.d, p=row.p, micro_batches=row.n_micro,
+                                    recompute=row.recompute, zero=row.zero, offload=row.offload, flash=False,
+                                    schedule=row.schedule, virtual_stages=int(row.vp),
+                                    **(dict(recompute_method="block", recompute_layers=int(row.n_rec))
+                                       if row.recompute == "full" else {}))
+                cost = model_cost(GPT2, training)
+                assert (row.zero, row.offload) == (variant.zero, variant.offload)
+                assert float(peak_bytes(cost)) == pytest.approx(row.memory, rel=1e-12), (variant, row)
+                assert float(step_time_breakdown(cost, system)["total"]) == pytest.approx(row.total, rel=1e-12), \
+                    (variant, row)
 
 
 def test_kernels_of_a_model_placed_by_p_equal_models_built_with_the_numbers():
@@ -106,10 +110,13 @@ def test_processes_and_dask_give_the_same_answer():
         assert alone.evaluated == other.evaluated and alone.best.equals(other.best), split
 
 
-def test_progress_names_each_kernel():
+def test_progress_names_each_family_of_variants():
+    """Recomputation none and full, each with ZeRO 0 and 1: two families (one kernel of layouts
+    for both stages), each said when done, with the variants and layouts so far."""
     said = []
-    search(GPT2, 8, "h100", global_batch=32, seq=SEQ, top=1, zero=(0, 1), progress=said.append)
-    assert len(said) == 4 and said[-1].startswith("search: 4/4 kernels")
+    found = search(GPT2, 8, "h100", global_batch=32, seq=SEQ, top=1, zero=(0, 1), progress=said.append)
+    assert len(said) == 2 and said[0].startswith("search: 2/4 variants, ")
+    assert said[-1].startswith(f"search: 4/4 variants, {found.evaluated:,} layouts")
 
 
 def test_a_second_search_loads_its_kernels_without_building(tmp_path, monkeypatch):

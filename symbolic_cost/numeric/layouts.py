@@ -299,7 +299,7 @@ def grid_layouts(arch: Architecture, devices: int, global_batch: int, seq: int, 
 def _grid_degrees(kind: str, devices: int) -> list[tuple[int, int]]:
     """The two degrees of each grid of ``kind`` on at most ``devices`` devices (``GRIDS``): every
     ``rows x cols`` with both at least 2 and one dividing the other for 2-D (so that SUMMA's
-    ``lcm(rows, cols)`` panels are the larger side, ``numeric.search.grid_frames``); every side
+    ``lcm(rows, cols)`` panels are the larger side, ``numeric.grid_frames``); every side
     ``q >= 2`` (and depth dividing what is left, beyond 1) for 2.5-D; every side for 3-D."""
     if kind == "2d":
         return [(r, c) for r in range(2, devices // 2 + 1) for c in range(2, devices // r + 1)

@@ -4,15 +4,17 @@ fastest on ``N`` devices, among those that fit in memory.
 The degrees ``m1, s1, d, p``, the micro-batch ``b`` and micro-batches ``n_micro`` (with
 experts ``ep, etp``), the interleaved schedule's chunks per rank ``vp`` and the layers a
 stage recomputes ``n_rec`` are symbols: the model is built once per discrete choice that
-changes its formulas (a ``variants.Variant``: recomputation, ZeRO stage, offload, schedule), the
-step's peak memory (``models.peak``, what must fit) compiled into one kernel and evaluated on every
-layout of that variant at once, its step time (``timing.step.step_time_breakdown``) into another,
-evaluated on the layouts that fit (the memory kernel costs a tenth of the step time's).  ``SPACE``
+changes its formulas (a ``variants.Variant``: recomputation, ZeRO stage, offload, schedule).
+Variants that run the same layouts (a family: ZeRO stages and offloads, ``variants.families``)
+share their kernels: the step's peak memory of each (``models.peak``, what must fit) compiled
+into one kernel and evaluated on every layout of the family at once, their step times
+(``timing.step.step_time_breakdown``) into another, evaluated on the layouts where any fits
+(the memory kernel costs a tenth of the step time's).  ``SPACE``
 spans everything the library can express (Calculon's search space: tensor, pipeline, data degrees, micro-batch,
 interleaving, recomputation, sequence parallelism, optimizer sharding, offload); the
 defaults search a smaller one.  With ``tensor`` the search also considers tensor grids
 (``layouts.GRIDS``), whose ``m1 = s1`` are the grid's devices (``models.grid_stack``).
-Variants can run in worker processes (``workers``) or as Dask tasks (``dask=True``).
+Families can run in worker processes (``workers``) or as Dask tasks (``dask=True``).
 """
 
 from __future__ import annotations
@@ -26,21 +28,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
-from sympy import Max, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, count
-from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.peak import peak_bytes
-from symbolic_cost.parallel.grid import Lcm
-from symbolic_cost.models.grid_stack import on_grid, unsupported
+from symbolic_cost.models.grid_stack import unsupported
 from symbolic_cost.numeric.compile import compile_exprs, default_backend
 from symbolic_cost.numeric.kernel_cache import built
-from symbolic_cost.numeric.layouts import (GRIDS, by_stage, context_choices, grid_layouts, groups, layouts, row_count,
-                                           shard_rows, virtual_stages)
-from symbolic_cost.numeric.variants import Variant, labelled, offload_allowed, variant_rows, variants
+from symbolic_cost.numeric.layouts import context_choices, grid_layouts, groups, layouts, row_count, shard_rows
+from symbolic_cost.numeric.variants import families, labelled, offload_allowed, variant_rows, variants
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -67,13 +66,7 @@ class SearchResult:
     best: pd.DataFrame
 
 
-def _chosen(values: dict, capacity: float, top: int) -> tuple[int, np.ndarray]:
-    """(fitting rows, the positions of the ``top`` fastest of them, fastest first: ``_fastest``)."""
-    fits = np.flatnonzero(values["memory"] <= capacity)
-    return len(fits), fits[_fastest(values["total"][fits], top)]
-
-
-def _fastest(total: np.ndarray, top: int) -> np.ndarray:
+def fastest(total: np.ndarray, top: int) -> np.ndarray:
     """The positions of the ``top`` least of ``total``, least first, ties in row order (as a
     stable sort of it), found among the rows as fast as the ``top``-th alone."""
     keep = np.flatnonzero(total <= np.partition(total, top - 1)[top - 1]) if len(total) > top else \
@@ -81,31 +74,37 @@ def _fastest(total: np.ndarray, top: int) -> np.ndarray:
     return keep[np.argsort(total[keep], kind="stable")[:top]]
 
 
-def _best(rows: pd.DataFrame, values: dict, capacity: float, top: int):
-    """(rows, fitting rows, the ``top`` fastest fitting rows with their ``values``)."""
-    fitting, order = _chosen(values, capacity, top)
-    best = rows.iloc[order].assign(**{k: np.asarray(v)[order] for k, v in values.items()})
-    return len(rows), fitting, best
-
-
 def run_variant(task) -> tuple[int, int, pd.DataFrame]:
-    """Build, compile and evaluate one variant on its layouts (a task of ``search``); once per
-    ``p`` (and ``vp``) where the layers a rank holds depend on it (``models.ranks.placed_by_p``),
-    apart for ``cp > 1`` and ``shard < d`` (``variant.shard``: ``layouts.shard_groups``)."""
-    arch, variant, base, seq, system, conventions, fixed, recompute_layers, top = task
-    columns = variant_rows(base, variant, arch.n_layers + arch.decoder_layers, recompute_layers)
-    if variant.shard is not None:
-        columns = shard_rows(arch, columns, variant.shard)
+    """One variant on its layouts: ``run_family`` of a task whose variant is alone."""
+    return run_family((task[0], (task[1],), *task[2:]))[0]
+
+
+def run_family(task) -> list[tuple[int, int, pd.DataFrame]]:
+    """Build, compile and evaluate variants that run the same layouts (a task of ``search``:
+    ``variants.families``), each group of layouts through one kernel of their peak memories and
+    one of their step times (``_evaluate``); once per ``p`` (and ``vp``) where the layers a rank
+    holds depend on it (``models.ranks.placed_by_p``), apart for ``cp > 1`` and ``shard < d``
+    (``Variant.shard``: ``layouts.shard_groups``).  For each variant: (layouts, fitting
+    layouts, its ``top`` fastest fitting layouts)."""
+    arch, family, base, seq, system, conventions, fixed, recompute_layers, top = task
+    columns = variant_rows(base, family[0], arch.n_layers + arch.decoder_layers, recompute_layers)
+    if family[0].shard is not None:
+        columns = shard_rows(arch, columns, family[0].shard)
     if not row_count(columns):
-        return 0, 0, labelled(columns, variant)
+        return [(0, 0, labelled(columns, variant)) for variant in family]
     by_p = [columns["p"], columns["vp"]] if placed_by_p(arch, fixed) else []
     apart = np.zeros(row_count(columns), dtype=bool)
     kinds = [_sequence_kind(columns), columns["cp"] > 1 if "cp" in columns else apart,
              columns["shard"] < columns["d"] if "shard" in columns else apart]
-    training = variant.training(seq, arch.moe is not None, **fixed)
-    results = [_evaluate(arch, variant, columns, at, training, system, conventions, top, *_stage_keys(key, by_p),
+    trainings = [variant.training(seq, arch.moe is not None, **fixed) for variant in family]
+    results = [_evaluate(arch, family, columns, at, trainings, system, conventions, top, *_stage_keys(key, by_p),
                          SHARDS[shards], context=bool(context), hsdp=bool(hsdp))
                for (shards, context, hsdp, *key), at in groups([*kinds, *by_p])]
+    return [_fastest_of_groups([group[i] for group in results], variant, top) for i, variant in enumerate(family)]
+
+
+def _fastest_of_groups(results, variant, top: int) -> tuple[int, int, pd.DataFrame]:
+    """One variant's (layouts, fitting layouts, ``top`` fastest) over its groups' results."""
     chosen = {c: np.concatenate([b[c] for _, _, b in results]) for c in results[0][2]}
     order = np.argsort(chosen["total"], kind="stable")[:top]         # the groups' fastest, ties in their order
     best = {c: v[order] for c, v in chosen.items()}
@@ -129,40 +128,56 @@ def _stage_keys(key, by_p) -> tuple:
     return tuple(int(k) for k in key) if by_p else (None, None)
 
 
-def _evaluate(arch, variant: Variant, columns: dict, at, training, system, conventions, top, p=None, vp=None,
-              shards="partial", context=False, hsdp=False):
-    """Step time and memory of the rows at positions ``at`` of ``columns`` under ``variant``
-    (``training``: its ``Variant.training``), the model compiled with the layout's degrees as
-    symbols (``p`` and ``vp`` numbers when given; ``s1`` set by ``shards``, ``_sequence_kind``;
-    ``cp`` a symbol with ``context``, ``shard`` one with ``hsdp``): (rows, fitting rows, the
-    ``top`` fastest fitting with their values, as columns)."""
-    names, changes = variant.symbols(arch.moe is not None), {}
+def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, top, p=None, vp=None,
+              shards="partial", context=False, hsdp=False) -> list:
+    """Step time and memory of the rows at positions ``at`` of ``columns`` under each variant of
+    ``family`` (``trainings``: their ``Variant.training``), the models compiled with the layout's
+    degrees as symbols (``p`` and ``vp`` numbers when given; ``s1`` set by ``shards``,
+    ``_sequence_kind``; ``cp`` a symbol with ``context``, ``shard`` one with ``hsdp``).  The
+    family's peak memories are one kernel, evaluated on every row; the step times of the
+    variants that fit anywhere another, evaluated on the rows where any fits: one kernel's
+    common subexpressions shared (the compute, the bubble, a layer's collectives), where a kernel
+    each compiled the same operations again.  For each variant: (rows, fitting rows, the ``top``
+    fastest fitting with their values, as columns)."""
+    names, changes = family[0].symbols(arch.moe is not None), {}
     if shards != "partial":
-        changes["s1"] = 1 if shards == "none" else training.m1
+        changes["s1"] = 1 if shards == "none" else trainings[0].m1
         names = [n for n in names if n != "s1"]
     if p is not None:
-        changes.update(p=p, **({"virtual_stages": vp} if variant.schedule == "interleaved" else {}))
+        changes.update(p=p, **({"virtual_stages": vp} if family[0].schedule == "interleaved" else {}))
         names = [n for n in names if n not in ("p", "vp")]
-    symbolic = {**(dict(cp=S.cp, cp_variant=variant.cp_variant) if context else {}), **(dict(shard=S.shard) if hsdp else {})}
-    training = replace(training, **changes, **symbolic) if changes or symbolic else training   # checked once
+    symbolic = {**(dict(cp=S.cp, cp_variant=family[0].cp_variant) if context else {}),
+                **(dict(shard=S.shard) if hsdp else {})}
+    if changes or symbolic:
+        trainings = [replace(training, **changes, **symbolic) for training in trainings]   # checked once
     names = names + [n for n in ("cp", "shard") if n in symbolic]
 
-    symbols, key = [S.BY_NAME[k] for k in names], (arch, training, system, conventions, names, default_backend())
-    cost = functools.cache(lambda: model_cost(arch, training, conventions))      # built only for a kernel not on disk
-    memory = built(("memory", *key), lambda: compile_exprs({"memory": peak_bytes(cost(), conventions)},
-                                                           symbols=symbols, rows=len(at) * RERUNS))
+    symbols, key = [S.BY_NAME[k] for k in names], (arch, *trainings, system, conventions, names, default_backend())
+    costs = [functools.cache(lambda t=t: model_cost(arch, t, conventions)) for t in trainings]   # only when compiled
+    memory = built(("memory", *key), lambda: compile_exprs(
+        {f"memory{i}": peak_bytes(cost(), conventions) for i, cost in enumerate(costs)}, symbols=symbols,
+        rows=len(at) * RERUNS))
     values = {k: columns[k] for k in names}
-    needed = memory(values, at=at)["memory"]
-    fits = np.flatnonzero(needed <= float(system.hbm_capacity))      # only these rows are timed
+    needed = memory(values, at=at)
+    fits = [np.flatnonzero(needed[f"memory{i}"] <= float(system.hbm_capacity)) for i in range(len(costs))]
+    timed = tuple(i for i, rows in enumerate(fits) if rows.size)     # a variant that fits nowhere is never timed
+    union = functools.reduce(np.union1d, [fits[i] for i in timed], np.empty(0, dtype=np.int64))
 
     def step():
-        parts = step_time_breakdown(cost(), system, conventions)
-        return compile_exprs({k: parts.get(k, 0) for k in PARTS}, symbols=symbols, rows=fits.size * RERUNS)
-    times = built((PARTS, *key), step)(values, at=at[fits]) if fits.size else {k: np.empty(0) for k in PARTS}
-    order = _fastest(times["total"], top)
-    picked = at[fits[order]]
-    return len(at), fits.size, {**{c: v[picked] for c, v in columns.items()},
-                                **{k: np.asarray(v)[order] for k, v in times.items()}, "memory": needed[fits[order]]}
+        parts = {i: step_time_breakdown(costs[i](), system, conventions) for i in timed}
+        return compile_exprs({f"{k}{i}": parts[i].get(k, 0) for i in timed for k in PARTS}, symbols=symbols,
+                             rows=union.size * RERUNS)
+    times = built((PARTS, timed, *key), step)(values, at=at[union]) if timed else {}
+    results = []
+    for i, rows in enumerate(fits):
+        where = np.searchsorted(union, rows)             # its fitting rows among those timed
+        mine = {k: times[f"{k}{i}"][where] for k in PARTS} if i in timed else {k: np.empty(0) for k in PARTS}
+        order = fastest(mine["total"], top)
+        picked = at[rows[order]]
+        results.append((len(at), rows.size, {**{c: v[picked] for c, v in columns.items()},
+                                             **{k: v[order] for k, v in mine.items()},
+                                             "memory": needed[f"memory{i}"][rows[order]]}))
+    return results
 
 
 def search(arch: Architecture, devices: int, system="h100", global_batch: int = 1024, seq: int = 2048,
@@ -214,10 +229,13 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
         raise InputError(f"policy fixes {', '.join(sorted(varied))}, which the search varies or takes as arguments",
                          "policy")
     fixed = dict(precision=precision, flash=flash, **(policy or {}))
-    tasks = [(arch, v, base, seq, system, conventions, fixed, recompute_layers, top)
-             for v in variants(zeros, offload, schedules, recompute, cp_variant, shard)] if not base.empty else []
-    results = list(_run_all(tasks, progress, auto_workers(len(tasks)) if workers is None else workers, dask))
+    kinds = variants(zeros, offload, schedules, recompute, cp_variant, shard) if not base.empty else []
+    tasks = [(arch, family, base, seq, system, conventions, fixed, recompute_layers, top) for family in families(kinds)]
+    found = dict(zip([v for t in tasks for v in t[1]], itertools.chain.from_iterable(
+        _run_all(tasks, progress, auto_workers(len(kinds)) if workers is None else workers, dask))))
+    results = [found[v] for v in kinds]              # in the variants' order: ties stay in it
     if not grids.empty:
+        from symbolic_cost.numeric.grid_frames import grid_frames
         results = [(n, k, f.assign(tensor="1d", grid="")) for n, k, f in results]
         results += [grid_frames(arch, grids, seq, system, conventions, top, zero=z, offload=o, schedule=s, **fixed)
                     for z, o, s in itertools.product(zeros, offload, schedules) if offload_allowed(o, z)]
@@ -244,60 +262,23 @@ def auto_workers(tasks: int) -> int:
 
 
 def _run_all(tasks, progress, workers: int, dask: bool):
-    """Each task's result, in order: in this process, in ``workers`` processes (at most one per task
-    and per core), or as Dask tasks."""
+    """Each task's results (``run_family``), in order: in this process, in ``workers`` processes
+    (at most one per task and per core), or as Dask tasks."""
     say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress else None
     if dask:        # the layouts once, one node of the graph, not inside every task
         import dask as dask_
         shared = {id(t[2]): dask_.delayed(t[2], pure=True, traverse=False) for t in tasks}
-        results = dask_.compute(*[dask_.delayed(run_variant)((*t[:2], shared[id(t[2])], *t[3:])) for t in tasks])
+        results = dask_.compute(*[dask_.delayed(run_family)((*t[:2], shared[id(t[2])], *t[3:])) for t in tasks])
     elif min(workers, len(tasks), os.cpu_count() or 1) > 1:     # never more processes than kernels or cores
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(min(workers, len(tasks), os.cpu_count() or 1)) as pool:
-            results = list(pool.map(run_variant, tasks))
+            results = list(pool.map(run_family, tasks))
     else:
-        results = map(run_variant, tasks)
-    start, done = time.perf_counter(), 0
-    for i, result in enumerate(results, 1):
-        done += result[0]
+        results = map(run_family, tasks)
+    start, done, variants_done, every = time.perf_counter(), 0, 0, sum(len(t[1]) for t in tasks)
+    for result in results:
+        done += sum(n for n, _, _ in result)
+        variants_done += len(result)
         if say:
-            say(f"search: {i}/{len(tasks)} kernels, {done:,} layouts, {time.perf_counter() - start:.1f} s")
+            say(f"search: {variants_done}/{every} variants, {done:,} layouts, {time.perf_counter() - start:.1f} s")
         yield result
-
-
-def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, conventions, top, zero=1, offload="none",
-                schedule="1f1b", **training):
-    """Step time by part and memory of the layouts of ``grids`` under one ZeRO stage, offload and
-    schedule (``interleaved``: each ``vp`` of ``layouts.virtual_stages`` where ``p > 1`` and
-    ``p`` divides ``n_micro``, as ``variant_rows``): the model built once per grid kind and
-    recomputation policy with ``b, mq, md, d, p, n_micro`` (and ``vp``) as symbols, compiled,
-    evaluated; ``grid`` names each grid (``rows x cols``, ``mq x mq x md``, ``mq x mq x mq``).  Returns
-    (layouts, fitting layouts, the ``top`` fastest fitting) as ``run_variant``."""
-    results = []
-    interleaved = schedule == "interleaved"
-    symbols = ["b", "mq", "md", "d", "p", "n_micro"] + (["vp"] if interleaved else [])
-    depth = arch.n_layers + arch.decoder_layers
-    for (kind, policy), group in grids.groupby(["tensor", "recompute"], sort=False):
-        if interleaved:
-            group = by_stage(group[(group["p"] > 1) & (group["n_micro"] % group["p"] == 0)], "vp",
-                             lambda p: virtual_stages(depth, p))
-            if group.empty:
-                continue
-        chunks = dict(virtual_stages=S.vp) if interleaved else {}
-        plain = Training(b=S.b, l=seq, d=S.d, p=S.p, micro_batches=S.n_micro, recompute=policy, zero=zero,
-                         offload=offload, schedule=schedule, **chunks, **training)
-        cost = model_cost(arch, on_grid(plain, GRIDS[kind](S.mq, S.md)), conventions)
-        parts = step_time_breakdown(cost, system, conventions)
-        exprs = {**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)}
-        if kind == "2d":         # one side divides the other (layouts._grid_degrees): lcm is the larger
-            exprs = {k: sympify(v).replace(Lcm, Max) for k, v in exprs.items()}
-        compiled = compile_exprs(exprs, symbols=[S.BY_NAME[k] for k in symbols], rows=len(group) * RERUNS)
-        names = [{"2d": f"{q}x{d}", "2.5d": f"{q}x{q}x{d}", "3d": f"{q}x{q}x{q}"}[kind]
-                 for q, d in zip(group["mq"], group["md"])]
-        rows = group.assign(grid=names, n_rec=np.where(policy == "full", depth // group["p"], 0), zero=zero,
-                            offload=offload, schedule=schedule, **({} if interleaved else {"vp": 1}))
-        results.append(_best(rows, compiled({k: group[k].to_numpy() for k in symbols}), float(system.hbm_capacity), top))
-    if not results:
-        return 0, 0, pd.DataFrame()
-    frames = [f.drop(columns=["mq", "md"]) for _, _, f in results]
-    return sum(n for n, _, _ in results), sum(k for _, k, _ in results), pd.concat(frames, ignore_index=True)

@@ -64,6 +64,21 @@ def variants(zero=(1,), offload=("none",), schedules=("1f1b",), recompute=("none
             for r, z, o, s in itertools.product(recompute, zero, offload, schedules) if offload_allowed(o, z)]
 
 
+def families(kinds) -> list[tuple[Variant, ...]]:
+    """The variants of ``kinds`` grouped by the layouts they run (``variant_rows``: the same
+    recomputation, schedule, context parallelism's variant and shard groups; ZeRO stage and
+    offload apart), in the order each group first appears: a search compiles one kernel a group
+    of layouts for a whole family.
+
+    >>> [len(f) for f in families(variants((0, 1, 3), ("none", "optimizer"), ("1f1b",), ("none", "full")))]
+    [5, 5]
+    """
+    found: dict = {}
+    for variant in kinds:
+        found.setdefault((variant.recompute, variant.schedule, variant.cp_variant, variant.shard), []).append(variant)
+    return [tuple(family) for family in found.values()]
+
+
 def offload_allowed(offload: str, zero: int) -> bool:
     """Whether ``offload`` runs under ZeRO stage ``zero`` (``models.recipes.check_offload``)."""
     try:
