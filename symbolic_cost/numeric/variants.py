@@ -66,17 +66,25 @@ def variants(zero=(1,), offload=("none",), schedules=("1f1b",), recompute=("none
 
 def families(kinds) -> list[tuple[Variant, ...]]:
     """The variants of ``kinds`` grouped by the layouts they run (``variant_rows``: the same
-    recomputation, schedule, context parallelism's variant and shard groups; ZeRO stage and
-    offload apart), in the order each group first appears: a search compiles one kernel a group
-    of layouts for a whole family.
+    recomputation, context parallelism's variant and shard groups, and the interleaved or
+    DualPipe schedule or any other, ``_rows_of``), in the order each group first appears: a
+    search compiles one kernel a group of layouts for a whole family.
 
-    >>> [len(f) for f in families(variants((0, 1, 3), ("none", "optimizer"), ("1f1b",), ("none", "full")))]
-    [5, 5]
+    >>> kinds = variants((0, 1, 3), ("none", "optimizer"), ("1f1b", "gpipe", "interleaved"), ("none", "full"))
+    >>> [len(f) for f in families(kinds)]
+    [10, 5, 10, 5]
     """
     found: dict = {}
     for variant in kinds:
-        found.setdefault((variant.recompute, variant.schedule, variant.cp_variant, variant.shard), []).append(variant)
+        key = (variant.recompute, _rows_of(variant.schedule), variant.cp_variant, variant.shard)
+        found.setdefault(key, []).append(variant)
     return [tuple(family) for family in found.values()]
+
+
+def _rows_of(schedule: str) -> str:
+    """Which layouts ``variant_rows`` gives a schedule: the interleaved and DualPipe schedules'
+    own, every other schedule the same ones."""
+    return schedule if schedule in ("interleaved", "dualpipe") else "plain"
 
 
 def offload_allowed(offload: str, zero: int) -> bool:
@@ -101,7 +109,7 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
     if variant.schedule == "interleaved":
         rows = by_stage(where(rows, (rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)), "vp",
                         lambda p: virtual_stages(depth, p))
-    elif variant.schedule == "dualpipe":      # parallel.pipeline.dualpipe_rules
+    elif variant.schedule == "dualpipe":      # parallel.pipeline.dualpipe_rules (``_rows_of`` names the two)
         even = (rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"])
         rows = _with(where(rows, even), vp=1)
     else:
