@@ -5,11 +5,11 @@ The degrees ``m1, s1, d, p``, the micro-batch ``b`` and micro-batches ``n_micro`
 experts ``ep, etp``), the interleaved schedule's chunks per rank ``vp`` and the layers a
 stage recomputes ``n_rec`` are symbols: the model is built once per discrete choice that
 changes its formulas (a ``variants.Variant``: recomputation, ZeRO stage, offload, schedule).
-Variants that run the same layouts (a family: ZeRO stages and offloads, ``variants.families``)
-share their kernels: the step's peak memory of each (``models.peak``, what must fit) compiled
-into one kernel and evaluated on every layout of the family at once, their step times
-(``timing.step.step_time_breakdown``) into another, evaluated on the layouts where any fits
-(the memory kernel costs a tenth of the step time's).  ``SPACE``
+Variants that run the same layouts (a family: ZeRO stages, offloads, and GPipe, 1F1B and
+ZB-H1; ``variants.families``) share their kernels: the step's peak memory of each
+(``models.peak``, what must fit) compiled into one kernel and evaluated on every layout of the
+family at once, their step times (``timing.step.step_time_breakdown``) into another, evaluated
+on the layouts where any fits (the memory kernel costs a tenth of the step time's).  ``SPACE``
 spans everything the library can express (Calculon's search space: tensor, pipeline, data degrees, micro-batch,
 interleaving, recomputation, sequence parallelism, optimizer sharding, offload); the
 defaults search a smaller one.  With ``tensor`` the search also considers tensor grids
