@@ -166,9 +166,8 @@ def best_of(plan: Plan, start: int, stop: int) -> Best:
 
 
 def _bound(tops, by: str, top: int, bound: float) -> float:
-    """The ``top``-th least of ``by`` among the rows ``tops`` kept so far (NaN where there are
-    not that many numbers: a bound that keeps nothing out), where there are ``top`` rows; else
-    ``bound``."""
+    """The ``top``-th least of ``by`` among the rows ``tops`` keeps, once they are ``top`` or
+    more (NaN while fewer of them are numbers: a bound that keeps nothing out); ``bound`` before."""
     values = np.concatenate([part[by] for part in tops])
     return float(np.partition(values, top - 1)[top - 1]) if len(values) >= top else bound
 
