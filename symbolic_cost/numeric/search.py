@@ -263,18 +263,23 @@ def auto_workers(tasks: int) -> int:
 
 def _run_all(tasks, progress, workers: int, dask: bool):
     """Each task's results (``run_family``), in order: in this process, in ``workers`` processes
-    (at most one per task and per core), or as Dask tasks."""
+    (at most one per task and per core; each said as it comes), or as Dask tasks."""
     say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress else None
     if dask:        # the layouts once, one node of the graph, not inside every task
         import dask as dask_
         shared = {id(t[2]): dask_.delayed(t[2], pure=True, traverse=False) for t in tasks}
-        results = dask_.compute(*[dask_.delayed(run_family)((*t[:2], shared[id(t[2])], *t[3:])) for t in tasks])
+        yield from _said(dask_.compute(*[dask_.delayed(run_family)((*t[:2], shared[id(t[2])], *t[3:])) for t in tasks]),
+                         tasks, say)
     elif min(workers, len(tasks), os.cpu_count() or 1) > 1:     # never more processes than kernels or cores
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(min(workers, len(tasks), os.cpu_count() or 1)) as pool:
-            results = list(pool.map(run_family, tasks))
+            yield from _said(pool.map(run_family, tasks), tasks, say)
     else:
-        results = map(run_family, tasks)
+        yield from _said(map(run_family, tasks), tasks, say)
+
+
+def _said(results, tasks, say):
+    """``results`` as they come, each family's told to ``say`` (the variants and layouts so far)."""
     start, done, variants_done, every = time.perf_counter(), 0, 0, sum(len(t[1]) for t in tasks)
     for result in results:
         done += sum(n for n, _, _ in result)
