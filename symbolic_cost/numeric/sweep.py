@@ -69,20 +69,19 @@ def _axis_rows(axis: np.ndarray, stride: int, start: int, out: np.ndarray) -> np
     """
     size, period = len(out), len(axis) * stride
     first, last = start // stride, (start + size - 1) // stride
-    if last - first < RUNS or period > size:
-        runs = range(first, last + 1)
-        if last - first < RUNS:
-            for k in runs:
-                out[max(k * stride - start, 0):(k + 1) * stride - start] = axis[k % len(axis)]
-        else:
-            counts = np.full(len(runs), stride)
-            counts[0] -= start - first * stride
-            counts[-1] -= (last + 1) * stride - start - size
-            out[:] = np.repeat(axis[np.arange(first, last + 1) % len(axis)], counts)
+    if last - first < RUNS:                         # few runs: a slice each
+        for k in range(first, last + 1):
+            out[max(k * stride - start, 0):(k + 1) * stride - start] = axis[k % len(axis)]
+        return out
+    if period > size:                               # many runs, not one whole period: repeated
+        counts = np.full(last - first + 1, stride)
+        counts[0] -= start - first * stride
+        counts[-1] -= (last + 1) * stride - start - size
+        out[:] = np.repeat(axis[np.arange(first, last + 1) % len(axis)], counts)
         return out
     cycle, offset = np.repeat(axis, stride), start % period
     head = period - offset                          # up to the period's end, then whole periods
-    out[:min(head, size)] = cycle[offset:offset + size]
+    out[:head] = cycle[offset:]
     done = min(head + period, size)
     out[head:done] = cycle[:done - head]
     while done < size:                              # a copy of the periods written so far
