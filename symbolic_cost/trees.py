@@ -1,6 +1,7 @@
 """Facts about expression trees that a build asks for again and again, each part's remembered.
 
 * ``remembered``: a pure function's answers, kept in a table;
+* ``remembered_on``: the same for a function of an object too costly to hash (a model's stack);
 * ``node_count``: the nodes of a tree, as SymPy's ``ordered`` counts them;
 * ``digest``: a number that names a tree, the same in every process;
 * ``argument_order``: the order ``extrema.unevaluated`` gives the arguments of a ``Max``/``Min``.
@@ -34,6 +35,27 @@ def remembered(table: dict, key, compute, kept: int = _KEPT):
             table.clear()
         found = table[key] = compute(key)
     return found
+
+
+def remembered_on(table: dict, anchor, key, compute, kept: int = 256):
+    """``compute()``, a pure function of ``anchor`` and the hashable ``key``, kept in ``table``
+    under ``anchor``'s ``id`` (for an ``anchor`` that is not hashable, or costly to hash: a
+    model's stack of blocks, which ``models.stack.model_stack`` hands out again for every ZeRO
+    stage, offload and schedule of a layout).  The table holds ``anchor`` beside the answer, so
+    its ``id`` names it while the answer is kept.
+
+    >>> table, stack = {}, [1, 2]
+    >>> remembered_on(table, stack, "sum", lambda: sum(stack)), len(table)
+    (3, 1)
+    >>> remembered_on(table, stack, "sum", lambda: -1), remembered_on(table, [1, 2], "sum", lambda: -1)
+    (3, -1)
+    """
+    found = table.get((id(anchor), key), _MISSING)
+    if found is _MISSING or found[0] is not anchor:
+        if len(table) >= kept:
+            table.clear()
+        found = table[id(anchor), key] = (anchor, compute())
+    return found[1]
 
 
 _MISSING = object()

@@ -79,6 +79,35 @@ def test_every_kind_of_kernel_equals_models_built_with_the_numbers():
                     (variant, row)
 
 
+@pytest.mark.parametrize("numbers", [False, True])
+def test_variants_built_one_after_another_equal_each_built_alone(numbers):
+    """A search builds every ZeRO stage, offload and schedule of one layout in turn, and they
+    share the parts that do not depend on those (the stage's passes and totals, the busiest
+    rank's activations: ``trees.remembered_on``).  Each must equal the same variant built with
+    nothing remembered, every step-time part and the peak memory, tree for tree."""
+    from symbolic_cost.models import ranks, stack, totals
+    from symbolic_cost.timing import step
+    tables = (totals._STAGES, step._PASSES, ranks._ACTIVATIONS, stack._STACKS)
+    system = get_system("h100")
+    kinds = variants((0, 1, 2, 3), SPACE["offload"], SPACE["schedules"], ("none", "activation", "full"))
+    degrees = dict(b=2, m1=2, s1=2, d=2, p=2, micro_batches=4, virtual_stages=2, recompute_layers=3)
+
+    def training(variant):
+        t = variant.training(SEQ, False, precision="bf16", flash=True)
+        return t.__class__(**{**vars(t), **{k: v for k, v in degrees.items() if hasattr(t, k) and
+                                            (k != "virtual_stages" or t.schedule == "interleaved") and
+                                            (k != "recompute_layers" or t.recompute == "full")}}) if numbers else t
+
+    def built(variant):
+        cost = model_cost(GPT2, training(variant))
+        return peak_bytes(cost), step_time_breakdown(cost, system)
+    in_turn = [built(variant) for variant in kinds]
+    for variant, shared in zip(kinds, in_turn):
+        for table in tables:
+            table.clear()
+        assert built(variant) == shared, variant
+
+
 def test_kernels_of_a_model_placed_by_p_equal_models_built_with_the_numbers():
     """DeepSeek-V2-Lite (a dense layer, then 26 MoE layers) on 27 devices: its busiest rank
     depends on p, so the search compiles once per p (and vp); every kind of kernel's rows equal

@@ -5,7 +5,7 @@ micro-batches it keeps in flight under its schedule, and the activation bytes th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from sympy import Eq, Expr, Integer, Piecewise
 
@@ -18,6 +18,7 @@ from symbolic_cost.models.stack import units
 from symbolic_cost.parallel.pipeline import chunk_in_flight, per_stage
 from symbolic_cost.parallel.splits import chunk_layers, layout_layers
 from symbolic_cost.checks import InputError
+from symbolic_cost.trees import remembered_on
 
 
 def stage_kept(stack, t: Training, counts, tokens_bytes) -> Expr:
@@ -278,6 +279,16 @@ def busiest_activation_bytes(cost) -> Expr:
     (``Placement.ranks``: an even split's first and last rank, a middle rank holding no more
     micro-batches than the first and neither end; else the lowest-numbered rank of each kind;
     DualPipe: ``_dualpipe_activations`` of each pair of stages)."""
+    t = cost.training                 # every field but the two it does not read, which a search varies
+    read = tuple(getattr(t, f.name) for f in fields(t) if f.name not in ("zero", "offload"))
+    return remembered_on(_ACTIVATIONS, cost.stack, (cost.architecture, read), lambda: _busiest_activations(cost))
+
+
+_ACTIVATIONS: dict = {}
+"""``busiest_activation_bytes`` by stack and training (ZeRO stage and offload aside)."""
+
+
+def _busiest_activations(cost) -> Expr:
     p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
     schedule, place = cost.training.pipeline_schedule(), cost_placement(cost)
     if schedule.name == "dualpipe":       # an even split: an end rank or a middle one; else every pair

@@ -36,6 +36,7 @@ from symbolic_cost.models.ranks import (SPLIT, boundary_elements, busiest_activa
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, check_model, element_bytes
+from symbolic_cost.trees import remembered_on
 from symbolic_cost.parallel.pipeline import dualpipe_gradient_sum, dualpipe_rules, stage_layers, stage_sends
 
 
@@ -101,6 +102,11 @@ def _middle(stack, field: str) -> Expr:
     return sum((count * blk.total(field) for blk, count in stack[1:-1]), exact(0))
 
 
+_STAGES: dict = {}
+"""Stage totals by stack, placement and field (``trees.remembered_on``): every ZeRO stage,
+offload and schedule a search compares on one layout has the same."""
+
+
 def _degrees(t: Training):
     return tuple(exact(x, name) for x, name in ((t.m1, "m1"), (t.s1, "s1"), (t.d, "d"), (t.p, "p"),
                                                 (t.micro_batches, "micro_batches")))
@@ -133,10 +139,13 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     schedule = check_schedule(t, depth, p, n)
     # DualPipe: a rank holds two stages, state and all, and runs n/2 micro-batches through each
     held, share = (place.paired, Rational(1, 2)) if schedule.name == "dualpipe" else (place.busiest, 1)
-    stage = lambda field: share * held(start.total(field), end.total(field),  # noqa: E731
-                                       [blk.total(field) for blk, _ in layers])
-    per_device = held(start.total("weights") / es, end.total("weights") / es,
-                      [blk.total("weights") / es for blk, _ in layers], tied_copy(arch, start) / es)
+
+    def held_total(field: str, unit=None, copy=0):     # a field (in ``unit``s) on the busiest rank
+        of = (lambda blk: blk.total(field)) if unit is None else (lambda blk: blk.total(field) / unit)
+        return remembered_on(_STAGES, stack, (place, held.__name__, field, unit, copy), lambda: held(
+            of(start), of(end), [of(blk) for blk, _ in layers], copy))
+    stage = lambda field: share * held_total(field)  # noqa: E731
+    per_device = held_total("weights", es, tied_copy(arch, start) / es)
     on_stage = lambda of, copy=0: held(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
     states = split_state_bytes(data_group(t), m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
     # the model's FLOPs on one device: the 1-byte stack's, as a FLOP does not depend on element bytes

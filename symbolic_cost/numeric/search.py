@@ -159,9 +159,10 @@ def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, t
         rows=len(at) * RERUNS))
     values = {k: columns[k] for k in names}
     needed = memory(values, at=at)
-    fits = [np.flatnonzero(needed[f"memory{i}"] <= float(system.hbm_capacity)) for i in range(len(costs))]
-    timed = tuple(i for i, rows in enumerate(fits) if rows.size)     # a variant that fits nowhere is never timed
-    union = functools.reduce(np.union1d, [fits[i] for i in timed], np.empty(0, dtype=np.int64))
+    fits = [needed[f"memory{i}"] <= float(system.hbm_capacity) for i in range(len(costs))]
+    timed = tuple(i for i, fit in enumerate(fits) if fit.any())     # a variant that fits nowhere is never timed
+    anywhere = functools.reduce(np.logical_or, [fits[i] for i in timed], np.zeros(len(at), dtype=bool))
+    union, place = np.flatnonzero(anywhere), np.cumsum(anywhere) - 1     # a row's place among those timed
 
     def step():
         parts = {i: step_time_breakdown(costs[i](), system, conventions) for i in timed}
@@ -169,8 +170,9 @@ def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, t
                              rows=union.size * RERUNS)
     times = built((PARTS, timed, *key), step)(values, at=at[union]) if timed else {}
     results = []
-    for i, rows in enumerate(fits):
-        where = np.searchsorted(union, rows)             # its fitting rows among those timed
+    for i, fit in enumerate(fits):
+        rows = np.flatnonzero(fit)
+        where = place[rows]                               # its fitting rows among those timed
         mine = {k: times[f"{k}{i}"][where] for k in PARTS} if i in timed else {k: np.empty(0) for k in PARTS}
         order = fastest(mine["total"], top)
         picked = at[rows[order]]

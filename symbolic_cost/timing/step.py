@@ -14,6 +14,7 @@ from symbolic_cost.parallel.pipeline import dualpipe_bubble
 from symbolic_cost.timing.hardware import comm_time, get_system, row_seconds
 from symbolic_cost.timing.systems import check_block_scaling
 from symbolic_cost.timing.host import host_step_time, host_time
+from symbolic_cost.trees import remembered_on
 
 
 def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> dict[str, Expr]:
@@ -78,7 +79,19 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
 
 def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr]:
     """(compute, tensor-communication) seconds of one micro-batch's ``pass_`` on the busiest
-    stage; the backward includes the forward its recomputed layers redo."""
+    stage; the backward includes the forward its recomputed layers redo.  Remembered by stack
+    (``trees.remembered_on``): a search's ZeRO stages, offloads and schedules share it."""
+    t = cost.training
+    redone = tuple(redone_layers(t, place.most(g)) for g in range(len(cost.stack) - 2))
+    return remembered_on(_PASSES, cost.stack, (place, t.recompute, redone, system, conventions, pass_),
+                         lambda: _stage_seconds(cost, place, system, conventions, pass_, redone))
+
+
+_PASSES: dict = {}
+"""A stage's pass and weight-gradient seconds by stack, placement and system."""
+
+
+def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str, redone) -> tuple[Expr, Expr]:
     t = cost.training
 
     def parts(rows, passes):
@@ -90,7 +103,7 @@ def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tupl
     start, end = parts(cost.embedding, (pass_,)), parts(cost.head, (pass_,))
     groups = [(parts(blk, (pass_,)),
                parts(recomputed_costs(blk, t.recompute), ("fwd",)) if pass_ == "bwd" else (0, 0),
-               redone_layers(t, place.most(g))) for g, (blk, _) in enumerate(middle)]
+               count) for (blk, _), count in zip(middle, redone)]
     return tuple(place.busiest(start[i], end[i], [whole[i] for whole, _, _ in groups])
                  + sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))
 
@@ -102,8 +115,8 @@ def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:
         return Add(*(row_seconds(r, system, conventions)["t_bwd"] * r.flops_wgrad / r.flops_bwd
                      for r in rows if r.flops_bwd != 0))
 
-    layers = [part(blk) for blk, _ in cost.stack[1:-1]]
-    return place.busiest(part(cost.embedding), part(cost.head), layers)
+    return remembered_on(_PASSES, cost.stack, (place, system, conventions, "wgrad"), lambda: place.busiest(
+        part(cost.embedding), part(cost.head), [part(blk) for blk, _ in cost.stack[1:-1]]))
 
 
 def _dimension_time(cost: ModelCost, dimension: str, system, conventions, kinds=None) -> Expr:
