@@ -48,10 +48,13 @@ PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host
 
 MAX_DEVICES = 2**20
 """Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""
-RERUNS = 32
+RERUNS = 4
 """A search's kernels are filed on disk for the searches after it, so it asks for an optimised
-kernel as if each would run ``RERUNS`` times: from 16,384 layouts, where one run alone would
-need ``symengine_kernel.OPTIMIZED_ROWS`` (524,288)."""
+kernel as if each would run ``RERUNS`` times: from 131,072 layouts, where one run alone would
+need ``symengine_kernel.OPTIMIZED_ROWS`` (524,288).  The optimised compile takes three times
+the quick one for twice the speed: at 32 (until 2026-11-26) the 71 kernels of 16,384 layouts
+or more of ``SPACE`` for GPT-3 175B cost 1.3 CPU-s more to compile, which a group of 16,384
+layouts repays only after some 45 runs."""
 
 SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"),
              recompute=("none", "selective", "activation", "full"), recompute_layers="all", micro_batch_sizes="all",
