@@ -58,7 +58,8 @@ def _points(symbols, rows=257):
 
 @pytest.mark.parametrize("machine_code", ["vector kernel", "symengine's"])
 def test_every_recorded_set_gives_the_same_numbers_on_both_backends(library_sets, machine_code, monkeypatch):
-    """Not told the rows: symengine's closures; told fewer than OPTIMIZED_ROWS: machine code at
+    """Not told the rows: symengine's closures; told fewer than PROGRAM_ROWS: numpy's run of the
+    set's operations (``numeric.vector_program``); told fewer than OPTIMIZED_ROWS: machine code at
     opt_level 0, the vector kernel (``numeric.vector_kernel``) where llvmlite is installed, else
     symengine's LLVM kernel (made here by leaving the vector kernel out)."""
     assert len(library_sets) >= 10
@@ -71,10 +72,10 @@ def test_every_recorded_set_gives_the_same_numbers_on_both_backends(library_sets
     backends_seen, kernels = set(), set()
     for exprs, symbols in library_sets:
         slow = compiled.compile_exprs(exprs, symbols, backend="numpy")
-        for rows in (None, symengine_kernel.CLOSURE_ROWS):
+        for rows in (None, symengine_kernel.PROGRAM_ROWS - 1, symengine_kernel.PROGRAM_ROWS):
             fast = compiled.compile_exprs(exprs, symbols, backend="llvm", rows=rows)
             backends_seen.add(fast.backend)
-            if rows is not None:                # machine code, not the closures
+            if rows is not None:                # numpy's run of the operations, or machine code
                 kernels.add(type(fast.function).__name__)
             values = _points(fast.symbols)
             got, want = fast(values), slow(values)
@@ -83,7 +84,22 @@ def test_every_recorded_set_gives_the_same_numbers_on_both_backends(library_sets
                                            err_msg=f"{name} rows={rows}")
     compiled._MEMORY.clear()
     assert backends_seen == {"llvm"}           # every set converts: none fell back to numpy
-    assert kernels == ({"VectorKernel"} if machine_code == "vector kernel" else {"LLVMDouble"})   # every set, that code
+    assert kernels == {"ProgramKernel", "VectorKernel" if machine_code == "vector kernel" else "LLVMDouble"}
+
+
+def test_numpys_run_of_the_operations_gives_the_vector_kernels_doubles(library_sets):
+    """The program (``numeric.vector_program``) takes the vector kernel's operations in its
+    order: on every recorded set, at the same points, the same doubles, bit for bit."""
+    if vector_kernel.llvmlite() is None:
+        pytest.skip("llvmlite is not installed")
+    for exprs, symbols in library_sets:
+        program = compiled.compile_exprs(exprs, symbols, backend="llvm", rows=1)
+        machine = compiled.compile_exprs(exprs, symbols, backend="llvm", rows=symengine_kernel.PROGRAM_ROWS)
+        assert type(program.function).__name__ == "ProgramKernel"
+        values = _points(program.symbols, rows=1000)
+        got, want = program(values), machine(values)
+        for name in exprs:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
 def test_rows_at_positions_are_the_rows_taken_first(library_sets):
@@ -104,7 +120,7 @@ def test_rows_at_positions_are_the_rows_taken_first(library_sets):
 def test_a_kernel_comes_back_from_disk_without_compiling(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
     exprs = {"t": S.b * S.l / 8 + Mod(S.b, 3), "m": S.b ** 2}
-    for backend, rows in (("numpy", None), ("llvm", 1)):     # LLVM told of one row: compiled at opt_level 0
+    for backend, rows in (("numpy", None), ("llvm", symengine_kernel.PROGRAM_ROWS)):   # compiled at opt_level 0
         compiled._MEMORY.clear()
         first = compiled.compile_exprs(exprs, backend=backend, rows=rows)
         compiled._MEMORY.clear()                       # a new process: only the disk remembers

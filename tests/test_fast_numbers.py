@@ -181,20 +181,24 @@ def plain_best(top, by, constraints):
     return len(kept), kept.sort_values(by, kind="stable").head(top).reset_index(drop=True)
 
 
-@pytest.mark.parametrize("machine_code", ["vector kernel", "symengine's"])
+@pytest.mark.parametrize("machine_code", ["numpy's run of the operations", "vector kernel", "symengine's"])
 def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch, machine_code):
-    """Tasks of several blocks or of one, each evaluated into the task's buffer by the vector
-    kernel or by symengine's LLVM kernel (the vector kernel left out)."""
+    """Tasks of several blocks or of one, each evaluated into the task's buffer by numpy's run of
+    the set's operations (what 72 rows get), or, compiled whatever the rows, by the vector kernel
+    or by symengine's LLVM kernel (the vector kernel left out)."""
     pytest.importorskip("dask.dataframe")
     from symbolic_cost.numeric import compile as compiled, dask_sweep, vector_kernel
     if machine_code == "vector kernel" and vector_kernel.llvmlite() is None:
         pytest.skip("llvmlite is not installed")
+    if machine_code != "numpy's run of the operations":
+        monkeypatch.setattr(compiled, "PROGRAM_ROWS", 0)
     if machine_code == "symengine's":
         monkeypatch.setattr(vector_kernel, "compile_vector", lambda *args: None)
         monkeypatch.setattr(compiled, "_MEMORY", {})
         monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")          # no vector kernel from disk
     kind = type(dask_sweep.plan(EXPRS, DASK_GRID, ["memory <= 3e9"], 5, "total").kernel().function).__name__
-    assert kind == {"vector kernel": "VectorKernel", "symengine's": "LLVMDouble"}[machine_code]
+    assert kind == {"numpy's run of the operations": "ProgramKernel", "vector kernel": "VectorKernel",
+                    "symengine's": "LLVMDouble"}[machine_code]
     constraints = ["memory <= 3e9"]
     for top, chunk, fan_in, block in ((5, 7, 2, 3), (80, 72, 8, 2**16), (1, 1, 3, 1), (3, 20, 2, 4)):
         monkeypatch.setattr(dask_sweep, "BLOCK", block)         # tasks of several blocks, or of one
@@ -218,18 +222,21 @@ def ranked_best(top, constraints):
     return len(kept), kept.sort_values("rank", kind="stable").head(top).reset_index(drop=True)
 
 
-@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+@pytest.mark.parametrize("backend", ["llvm", "program", "numpy"])
 def test_dask_best_in_blocks_ranks_ties_and_nan_as_the_plain_sweep_sorts(monkeypatch, backend):
     """Without numba a task of ``best`` ranks block by block, only rows below the ``top``-th
     value so far entering the later blocks: its top rows still equal the plain sweep's kept rows
     sorted by pandas (stable, NaN last), with ties, NaN values of ``by`` and more ``top`` than
     numbers, whatever the blocks' and tasks' rows; each block evaluated into the task's buffer
-    by the vector kernel or numpy's."""
-    from symbolic_cost.numeric import dask_sweep, vector_kernel
+    by the vector kernel (compiled whatever the rows), numpy's run of its operations (what 84
+    rows get) or the numpy backend's kernel."""
+    from symbolic_cost.numeric import compile as compiled, dask_sweep, vector_kernel
     if backend == "llvm" and vector_kernel.llvmlite() is None:
         pytest.skip("llvmlite is not installed")
-    monkeypatch.setenv("SYMBOLIC_COST_BACKEND", backend)
-    kinds = {"llvm": "VectorKernel", "numpy": "function"}
+    monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "numpy" if backend == "numpy" else "llvm")
+    if backend == "llvm":
+        monkeypatch.setattr(compiled, "PROGRAM_ROWS", 0)
+    kinds = {"llvm": "VectorKernel", "program": "ProgramKernel", "numpy": "function"}
     assert type(dask_sweep.plan(RANKED, RANKED_GRID, top=1, by="rank").kernel().function).__name__ == kinds[backend]
     for top, chunk, block, constraints in ((5, 7, 3, []), (40, 84, 5, ["work <= 2048"]), (1, 1, 1, ["work >= 700"]),
                                            (84, 13, 4, ["l >= 512"]), (3, 84, 2, ["work <= 1"]), (4, 30, 7, [])):

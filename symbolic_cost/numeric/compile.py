@@ -50,8 +50,9 @@ from sympy.printing.numpy import NumPyPrinter
 from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
-from symbolic_cost.numeric.symengine_kernel import OPTIMIZED_ROWS, QuickKernel, symengine
+from symbolic_cost.numeric.symengine_kernel import OPTIMIZED_ROWS, PROGRAM_ROWS, QuickKernel, symengine
 from symbolic_cost.numeric.vector_kernel import VectorKernel
+from symbolic_cost.numeric.vector_program import ProgramKernel
 from symbolic_cost.numeric.portable import free_symbols_of, portable_all
 from symbolic_cost.symbols import resolve_names
 
@@ -185,7 +186,7 @@ class Compiled:
         keep_freed_pages()
         size, width = (flat[0].size if at is None else at.size), max(len(self.symbols), 1)
         function = self.function.for_rows(size) if isinstance(self.function, QuickKernel) else self.function
-        if isinstance(function, VectorKernel):
+        if isinstance(function, (VectorKernel, ProgramKernel)):
             return function.columns(flat if self.symbols else [], size, at, out, threads)
         out = [np.empty(size) for _ in self.names] if out is None else out
         block = np.empty((min(size, LLVM_BLOCK), len(self.names)))
@@ -212,8 +213,9 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
                   rows: int | None = None) -> Compiled:
     """Compile ``{name: expression}`` over ``symbols`` (default: every free symbol, by name).
     ``rows``: how many configurations the kernel will evaluate, where the caller knows: from
-    ``OPTIMIZED_ROWS`` the LLVM kernel is compiled optimised, below it without LLVM's
-    optimisations; not told, it starts unoptimised and recompiles at the first large call.
+    ``OPTIMIZED_ROWS`` the LLVM kernel is compiled optimised, from ``PROGRAM_ROWS`` without
+    LLVM's optimisations, below it not compiled at all (numpy runs its operations,
+    ``numeric.vector_program``); not told, it starts as closures and compiles as its calls grow.
 
     >>> from sympy import Max
     >>> from symbolic_cost.symbols import b, l
@@ -229,7 +231,8 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
     backend = backend or default_backend()
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}", "backend")
-    level = "auto" if rows is None else "optimized" if rows >= OPTIMIZED_ROWS else "quick"
+    level = "auto" if rows is None else "optimized" if rows >= OPTIMIZED_ROWS else "quick" if rows >= PROGRAM_ROWS \
+        else "program"
     key = (names, values, symbols, backend, level)
     if key not in _MEMORY:
         _MEMORY[key] = _build(names, values, symbols, backend, level)

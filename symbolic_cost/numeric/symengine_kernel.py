@@ -1,6 +1,7 @@
 """symengine's kernels of an expression set, in the tiers a call's size repays: its closure
-evaluator (``Lambdify(backend="lambda")``), LLVM's machine code without optimisations and with
-them, and the ``QuickKernel`` that climbs from one to the next as its calls grow.  LLVM's kernels
+evaluator (``Lambdify(backend="lambda")``), numpy over whole columns (``vector_program``), LLVM's
+machine code without optimisations and with them, and the ``QuickKernel`` that climbs from
+closures to machine code as its calls grow.  LLVM's kernels
 are kept on disk (``kernel_cache``); the closures are not (finding them there would cost about
 what making them does: the key's digests and the branch-free rewrite, against symengine's CSE).
 
@@ -13,7 +14,7 @@ what making them does: the key's digests and the branch-free rewrite, against sy
 
 from __future__ import annotations
 
-from symbolic_cost.numeric import kernel_cache, vector_kernel
+from symbolic_cost.numeric import kernel_cache, vector_ir, vector_kernel, vector_program
 from symbolic_cost.numeric.llvm_form import machine_form, symengine_form
 
 OPTIMIZED_ROWS = 2**19
@@ -25,6 +26,14 @@ configurations per CPU-s against 4.0 M (repaid from about 400,000); GPT-3 175B's
 0.022 s and 24.5 M against 18.9 M (from about 2.4 M).  A kernel compiled for fewer, or for a
 number ``compile_exprs`` is not told, recompiles itself optimised when a call passes this many
 (``QuickKernel``)."""
+PROGRAM_ROWS = 2**15
+"""Configurations below which a kernel compiled for a number of rows it is told is not compiled
+but run by numpy, an operation at a time over every row (``vector_program``; kept on disk
+like the machine code).  Measured on GPT-3 175B's calibrated step time (1,227 operations,
+2026-11-26, AVX-512 EPYC): LLVM compiles it without its optimisations in about 25 ms and runs
+0.13 µs a configuration; numpy runs it in 1.3 ms for 512 configurations, 6.3 ms for 8,192 and
+27 ms for 32,768.  A search tells its kernels four runs of each group of layouts
+(``search.RERUNS``): four numpy runs of 8,192 cost what one compile and four runs do."""
 CLOSURE_ROWS = 2**11
 """Configurations a kernel compiled for a number ``compile_exprs`` is not told evaluates in all
 through symengine's closure evaluator (``Lambdify(backend="lambda")``: each common subexpression
@@ -46,7 +55,8 @@ def symengine():
 def kernel(values, symbols, level: str):
     """symengine's kernel of the SymPy ``values`` over ``symbols``: LLVM's optimised at ``level``
     ``"optimized"`` or where it is on disk, else compiled without LLVM's optimisations
-    (``"quick"``); at ``level`` ``"auto"`` a ``QuickKernel`` (closures first); ``None`` when
+    (``"quick"``); at ``level`` ``"program"`` numpy's run of its operations; at ``level``
+    ``"auto"`` a ``QuickKernel`` (closures first); ``None`` when
     symengine is missing or cannot express the set (then the numpy backend runs)."""
     se = symengine()
     if se is None:
@@ -56,6 +66,8 @@ def kernel(values, symbols, level: str):
         arguments = [se.sympify(s) for s in symbols]
         if level == "auto":
             return QuickKernel(converted, arguments)
+        if level == "program":
+            return _program(converted, arguments)
         return _machine_code(converted, arguments, level)[0]
     except _UNCOMPILED + (se.SympifyError,):
         return None         # e.g. a constraint's ITE that symengine cannot convert: the numpy kernel runs
@@ -84,6 +96,15 @@ def _lambdify(converted, arguments, opt_level: int):
         return vector
     se = symengine()
     return se.Lambdify(arguments, machine_form(converted, se), backend="llvm", cse=True, opt_level=opt_level)
+
+
+def _program(converted, arguments):
+    """numpy's run of the set's operations (``vector_program``); LLVM's machine code where it has
+    a node ``vector_ir`` does not write."""
+    try:
+        return vector_program.ProgramKernel(vector_ir.program(converted, arguments))
+    except NotImplementedError:
+        return _machine_code(converted, arguments, "quick")[0]
 
 
 def _closures(converted, arguments):

@@ -1,10 +1,16 @@
-"""LLVM IR of an expression set over vectors of rows (``ir_text``), which ``vector_kernel``
-compiles: symengine's common-subexpression elimination of the set, each node written once as
-an instruction on ``lanes`` doubles, or for a condition ``lanes`` bits.
+"""An expression set as a straight-line program over columns of rows (``program``): symengine's
+common-subexpression elimination of the set, each node once as an operation.  Two back ends run
+it: LLVM IR over vectors of ``lanes`` rows (``ir_text``), which ``vector_kernel`` compiles, and
+numpy over whole columns (``vector_program``), which needs no compiler.  Both take the same
+operations in the same order, so they give the same doubles (LLVM's ``log`` and ``pow`` and
+numpy's may differ in the last bit).
 
 >>> import symengine
 >>> b, l = symengine.symbols("b l")
->>> text = ir_text([symengine.Max(b, l) / 2], [b, l], 4)
+>>> made = program([symengine.Max(b, l) / 2], [b, l])
+>>> [op for op, *_ in made.ops]
+['const', 'gt', 'select', 'mul']
+>>> text = ir_text(made, 4)
 >>> [line.split()[2] for line in text.splitlines() if line.startswith("  %v")]
 ['fcmp', 'select', 'fmul']
 """
@@ -12,148 +18,209 @@ an instruction on ``lanes`` doubles, or for a condition ``lanes`` bits.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
+
+ARITHMETIC = {"add": "fadd", "mul": "fmul", "div": "fdiv"}
+COMPARISONS = {"lt": "olt", "le": "ole", "eq": "oeq", "ne": "une", "gt": "ogt"}
+"""A program's comparisons of numbers and LLVM's ``fcmp`` predicate of each (ordered: false
+where either side is NaN, as numpy's; ``une`` true there, as numpy's ``!=``)."""
+LOGIC = {"ieq": "icmp eq", "ine": "icmp ne", "and": "and", "or": "or"}
+INTRINSICS = ("ceil", "floor", "log", "sqrt", "pow")
+_RELATIONS = {"StrictLessThan": "lt", "LessThan": "le", "Equality": "eq", "Unequality": "ne"}
+_CALLS = {"ceiling": "ceil", "floor": "floor", "log": "log"}
 
 
-def ir_text(converted, arguments, lanes: int) -> str:
-    """LLVM IR of ``kernel(n, a0.., o0..)``: a loop over ``n`` rows, ``lanes`` at a time, that
-    writes each expression of ``converted`` (after symengine's CSE) into its output column."""
+@dataclass
+class Program:
+    """``ops[k]`` is ``(name, operand, ...)`` and writes register ``inputs + k``; registers
+    ``0 .. inputs - 1`` are the input columns; a ``"const"`` holds its number (a ``bool`` for a
+    condition).  ``outputs`` are the registers of the expressions, ``booleans`` the registers
+    holding conditions, and ``freed[k]`` the registers no operation after ``k`` reads."""
+
+    inputs: int
+    ops: list
+    outputs: list
+    booleans: set
+    freed: list
+
+
+def program(converted, arguments) -> Program:
+    """The ``Program`` of the symengine expressions ``converted`` over ``arguments`` (after
+    symengine's CSE); ``NotImplementedError`` for a node it does not write."""
     import symengine as se
     replacements, reduced = se.cse(list(converted))
-    ir = _Writer(lanes)
+    writer = _Writer(len(arguments))
     for k, symbol in enumerate(arguments):
-        ir.line(f"%p{k} = getelementptr double, ptr %in{k}, i64 %i", f"%a{k} = load {ir.vector}, ptr %p{k}, align 8")
-        ir.names[symbol] = (f"%a{k}", False)
+        writer.names[symbol] = k
     for symbol, expr in replacements:
-        ir.names[symbol] = ir.value(expr)
-    stores = [ir.number(e) for e in reduced]
-    for k, value in enumerate(stores):
-        ir.line(f"%q{k} = getelementptr double, ptr %out{k}, i64 %i", f"store {ir.vector} {value}, ptr %q{k}, align 8")
-    parameters = ", ".join([f"ptr noalias %in{k}" for k in range(len(arguments))]
-                           + [f"ptr noalias %out{k}" for k in range(len(reduced))])
-    head = [f"declare {ir.vector} @llvm.{name}.v{lanes}f64({', '.join([ir.vector] * arity)})"
-            for name, arity in sorted(ir.intrinsics.items())]
+        writer.names[symbol] = writer.value(expr)
+    outputs = [writer.number(e) for e in reduced]
+    return Program(len(arguments), writer.ops, outputs, writer.booleans, _freed(writer.ops, len(arguments), outputs))
+
+
+def _freed(ops, inputs: int, outputs) -> list:
+    """For each operation, the registers (past the inputs, not outputs) it is the last to read."""
+    last = {}
+    for k, (op, *operands) in enumerate(ops):
+        if op != "const":
+            for r in operands:
+                last[r] = k
+    kept = set(outputs)
+    freed = [[] for _ in ops]
+    for r, k in last.items():
+        if r >= inputs and r not in kept:
+            freed[k].append(r)
+    return freed
+
+
+def ir_text(made: Program, lanes: int) -> str:
+    """LLVM IR of ``kernel(n, a0.., o0..)``: a loop over ``n`` rows, ``lanes`` at a time, that
+    runs ``made`` and writes each output into its column."""
+    vector, bits = f"<{lanes} x double>", f"<{lanes} x i1>"
+    names = [f"%a{k}" for k in range(made.inputs)]
+    lines = [f"  %p{k} = getelementptr double, ptr %in{k}, i64 %i\n  %a{k} = load {vector}, ptr %p{k}, align 8"
+             for k in range(made.inputs)]
+    calls = {}
+    for op, *operands in made.ops:
+        if op == "const":
+            names.append(_splat(operands[0]))
+            continue
+        args = [names[r] for r in operands]
+        if op in ARITHMETIC:
+            text = f"{ARITHMETIC[op]} {vector} {args[0]}, {args[1]}"
+        elif op in COMPARISONS:
+            text = f"fcmp {COMPARISONS[op]} {vector} {args[0]}, {args[1]}"
+        elif op in LOGIC:
+            text = f"{LOGIC[op]} {bits} {args[0]}, {args[1]}"
+        elif op == "not":
+            text = f"xor {bits} {args[0]}, splat (i1 true)"
+        elif op == "select":
+            text = f"select {bits} {args[0]}, {vector} {args[1]}, {vector} {args[2]}"
+        else:
+            calls[op] = len(args)
+            text = f"call {vector} @llvm.{op}.v{lanes}f64({', '.join(f'{vector} {a}' for a in args)})"
+        names.append(f"%v{len(names)}")
+        lines.append(f"  {names[-1]} = {text}")
+    for k, r in enumerate(made.outputs):
+        lines.append(f"  %q{k} = getelementptr double, ptr %out{k}, i64 %i\n  store {vector} {names[r]}, ptr %q{k}, align 8")
+    parameters = ", ".join([f"ptr noalias %in{k}" for k in range(made.inputs)]
+                           + [f"ptr noalias %out{k}" for k in range(len(made.outputs))])
+    head = [f"declare {vector} @llvm.{name}.v{lanes}f64({', '.join([vector] * arity)})"
+            for name, arity in sorted(calls.items())]
     return "\n".join(head + [
         f"define void @kernel(i64 %n{', ' if parameters else ''}{parameters}) {{",
         "entry:", "  %none = icmp sle i64 %n, 0", "  br i1 %none, label %done, label %loop",
-        "loop:", "  %i = phi i64 [0, %entry], [%next, %loop]", *ir.lines,
+        "loop:", "  %i = phi i64 [0, %entry], [%next, %loop]", *lines,
         f"  %next = add i64 %i, {lanes}", "  %more = icmp slt i64 %next, %n",
         "  br i1 %more, label %loop, label %done", "done:", "  ret void", "}"])
 
 
-_RELATIONS = {"StrictLessThan": "olt", "LessThan": "ole", "Equality": "oeq", "Unequality": "une"}
-_INTRINSICS = {"ceiling": "ceil", "floor": "floor", "log": "log"}
+def _splat(value) -> str:
+    """A constant in every lane, as LLVM 19's ``splat``: half the text of writing each lane
+    out, which LLVM parses a fifth faster (a search's 324 kernels: 0.53 against 0.67 CPU-s)."""
+    if isinstance(value, bool):
+        return f"splat (i1 {'true' if value else 'false'})"
+    return f"splat (double 0x{struct.unpack('<Q', struct.pack('<d', value))[0]:016X})"
 
 
 class _Writer:
-    """The loop body of ``ir_text``: each node of the expressions written once as an instruction
-    on ``lanes`` doubles (or, for a condition, ``lanes`` bits)."""
+    """The operations of ``program``: each node of the expressions once, a number or (its
+    register in ``booleans``) a condition."""
 
-    def __init__(self, lanes: int):
-        self.lanes, self.vector, self.bits = lanes, f"<{lanes} x double>", f"<{lanes} x i1>"
-        self.names, self.lines, self.intrinsics, self.count = {}, [], {}, 0
+    def __init__(self, inputs: int):
+        self.inputs, self.names, self.ops, self.booleans, self.constants = inputs, {}, [], set(), {}
 
-    def line(self, *texts):
-        self.lines.extend("  " + t for t in texts)
+    def emit(self, op: str, *operands, boolean: bool = False) -> int:
+        self.ops.append((op, *operands))
+        register = self.inputs + len(self.ops) - 1
+        if boolean:
+            self.booleans.add(register)
+        return register
 
-    def emit(self, text: str) -> str:
-        self.count += 1
-        self.line(f"%v{self.count} = {text}")
-        return f"%v{self.count}"
+    def constant(self, value) -> int:
+        key = (type(value), repr(value))          # NaN is one constant; 0.0 and -0.0 two
+        if key not in self.constants:
+            self.constants[key] = self.emit("const", value, boolean=isinstance(value, bool))
+        return self.constants[key]
 
-    def splat(self, x: float, kind: str = "double") -> str:
-        """A constant in every lane, as LLVM 19's ``splat``: half the text of writing each lane
-        out, which LLVM parses a fifth faster (a search's 324 kernels: 0.53 against 0.67 CPU-s)."""
-        bits = ("true" if x else "false") if kind == "i1" else f"0x{struct.unpack('<Q', struct.pack('<d', x))[0]:016X}"
-        return f"splat ({kind} {bits})"
-
-    def number(self, expr) -> str:
+    def number(self, expr) -> int:
         return self._typed(expr, False)
 
-    def condition(self, expr) -> str:
+    def condition(self, expr) -> int:
         return self._typed(expr, True)
 
-    def _typed(self, expr, boolean: bool) -> str:
-        """The vector of ``expr``, which must be a condition (``boolean``) or a number."""
-        name, kind = self.value(expr)
-        if kind != boolean:
+    def _typed(self, expr, boolean: bool) -> int:
+        """The register of ``expr``, which must be a condition (``boolean``) or a number."""
+        register = self.value(expr)
+        if (register in self.booleans) != boolean:
             raise NotImplementedError(f"{'a number' if boolean else 'a condition'} where the other belongs")
-        return name
+        return register
 
-    def value(self, expr) -> tuple[str, bool]:
-        """(the vector holding ``expr``, whether it is a condition)."""
+    def value(self, expr) -> int:
         known = self.names.get(expr)
         if known is None:
             known = self.names[expr] = self._write(expr)
         return known
 
-    def _write(self, expr) -> tuple[str, bool]:
+    def _write(self, expr) -> int:
         kind, args = type(expr).__name__, expr.args
         if expr.is_Number:
-            return self.splat(float(expr)), False
+            return self.constant(float(expr))
         if kind in ("BooleanTrue", "BooleanFalse"):
-            return self.splat(kind == "BooleanTrue", "i1"), True
+            return self.constant(kind == "BooleanTrue")
         if kind in ("Add", "Mul"):
-            return self._fold("fadd" if kind == "Add" else "fmul", [self.number(a) for a in args]), False
+            return self._fold(kind.lower(), [self.number(a) for a in args])
         if kind == "Pow":
-            return self._power(*args), False
+            return self._power(*args)
         if kind in ("Max", "Min"):
-            return self._extreme("ogt" if kind == "Max" else "olt", [self.number(a) for a in args]), False
-        if kind in _RELATIONS and any(self.value(a)[1] for a in args):     # symengine's ``x == True``
+            return self._extreme("gt" if kind == "Max" else "lt", [self.number(a) for a in args])
+        if kind in _RELATIONS and any(self.value(a) in self.booleans for a in args):     # symengine's ``x == True``
             if kind not in ("Equality", "Unequality"):
                 raise NotImplementedError(f"{kind} of conditions")
             left, right = (self.condition(a) for a in args)
-            return self.emit(f"icmp {'eq' if kind == 'Equality' else 'ne'} {self.bits} {left}, {right}"), True
+            return self.emit("ieq" if kind == "Equality" else "ine", left, right, boolean=True)
         if kind in _RELATIONS:
-            left, right = (self.number(a) for a in args)
-            return self.emit(f"fcmp {_RELATIONS[kind]} {self.vector} {left}, {right}"), True
-        if kind in _INTRINSICS:
-            return self.call(_INTRINSICS[kind], self.number(args[0])), False
+            return self.emit(_RELATIONS[kind], *(self.number(a) for a in args), boolean=True)
+        if kind in _CALLS:
+            return self.emit(_CALLS[kind], self.number(args[0]))
         if kind in ("And", "Or"):
-            return self._fold(kind.lower(), [self.condition(a) for a in args], self.bits), True
+            return self._fold(kind.lower(), [self.condition(a) for a in args], boolean=True)
         if kind == "Not":
-            return self.emit(f"xor {self.bits} {self.condition(args[0])}, {self.splat(True, 'i1')}"), True
+            return self.emit("not", self.condition(args[0]), boolean=True)
         if kind == "Piecewise":
-            return self._choice(args[0::2], args[1::2]), False
+            return self._choice(args[0::2], args[1::2])
         raise NotImplementedError(kind)
 
-    def _fold(self, op: str, parts, kind=None) -> str:
+    def _fold(self, op: str, parts, boolean: bool = False) -> int:
         """``parts`` combined left to right (a sum or product in symengine's order of its terms)."""
         value = parts[0]
         for part in parts[1:]:
-            value = self.emit(f"{op} {kind or self.vector} {value}, {part}")
+            value = self.emit(op, value, part, boolean=boolean)
         return value
 
-    def _extreme(self, compare: str, parts) -> str:
+    def _extreme(self, compare: str, parts) -> int:
         """``Max``/``Min`` folded left as ``a > b ? a : b`` (``a < b ? a : b``)."""
         value = parts[0]
         for part in parts[1:]:
-            larger = self.emit(f"fcmp {compare} {self.vector} {value}, {part}")
-            value = self.emit(f"select {self.bits} {larger}, {self.vector} {value}, {self.vector} {part}")
+            value = self.emit("select", self.emit(compare, value, part, boolean=True), value, part)
         return value
 
-    def _power(self, base, exponent) -> str:
+    def _power(self, base, exponent) -> int:
         """``1/x`` for ``x**-1``, repeated products for other small integer powers, else LLVM's."""
         if exponent.is_Integer and 0 < abs(int(exponent)) <= 4:
             x = self.number(base)
-            value = self._fold("fmul", [x] * abs(int(exponent)))
-            return value if int(exponent) > 0 else self.emit(f"fdiv {self.vector} {self.splat(1.0)}, {value}")
+            value = self._fold("mul", [x] * abs(int(exponent)))
+            return value if int(exponent) > 0 else self.emit("div", self.constant(1.0), value)
         if str(exponent) == "1/2":
-            return self.call("sqrt", self.number(base))
-        return self.call("pow", self.number(base), self.number(exponent))
+            return self.emit("sqrt", self.number(base))
+        return self.emit("pow", self.number(base), self.number(exponent))
 
-    def _choice(self, arms, conditions) -> str:
+    def _choice(self, arms, conditions) -> int:
         """``Piecewise`` as selects from the last arm back (NaN where no condition holds)."""
-        value = self.splat(float("nan"))
+        value = self.constant(float("nan"))
         for arm, condition in reversed(list(zip(arms, conditions))):
             if type(condition).__name__ == "BooleanTrue":
                 value = self.number(arm)
             else:
-                value = self.emit(f"select {self.bits} {self.condition(condition)}, {self.vector} "
-                                  f"{self.number(arm)}, {self.vector} {value}")
+                value = self.emit("select", self.condition(condition), self.number(arm), value)
         return value
-
-    def call(self, name: str, *values) -> str:
-        """LLVM's intrinsic ``name`` (``ceil``, ``pow``, ...) on ``lanes`` doubles."""
-        self.intrinsics[name] = len(values)
-        return self.emit(f"call {self.vector} @llvm.{name}.v{self.lanes}f64("
-                         f"{', '.join(f'{self.vector} {v}' for v in values)})")

@@ -1,5 +1,5 @@
 """Machine code that computes ``width()`` configurations at once: symengine's common-subexpression
-elimination of a set, written as LLVM IR over vectors of doubles (``vector_ir.ir_text``) and compiled by
+elimination of a set, written as LLVM IR over vectors of doubles (``vector_ir``) and compiled by
 llvmlite (numba's LLVM binding) into one loop over the rows (``VectorKernel``).
 
 symengine's own LLVM kernel computes one configuration at a time, from inputs packed row by
@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from symbolic_cost.numeric.vector_ir import ir_text
+from symbolic_cost.numeric.vector_ir import ir_text, program
 
 THREAD_ROWS = 1 << 16
 """Rows from which a call is split between the cores (ctypes releases the interpreter lock
@@ -102,11 +102,11 @@ def _address(name: str, code: bytes) -> int:
 
 def compile_vector(converted, arguments, opt_level: int):
     """The ``VectorKernel`` of the symengine expressions ``converted`` over ``arguments``;
-    ``None`` without llvmlite or for a set with a node ``ir_text`` does not write."""
+    ``None`` without llvmlite or for a set with a node ``vector_ir.program`` does not write."""
     if llvmlite() is None:
         return None
     try:
-        text = ir_text(converted, arguments, width())
+        text = ir_text(program(converted, arguments), width())
     except NotImplementedError:
         return None
     name = f"kernel_{hashlib.sha256(text.encode()).hexdigest()[:24]}_{CODEGEN[opt_level]}"
