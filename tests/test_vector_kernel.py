@@ -1,5 +1,6 @@
 """The vector kernel (``numeric.vector_kernel``: symengine's CSE written as LLVM IR over
-vectors of rows, compiled by llvmlite) against numbers written here by hand with numpy, for
+vectors of rows, compiled by llvmlite), and numpy's run of the same operations
+(``numeric.vector_program``), against numbers written here by hand with numpy, for
 every kind of node it writes, at row counts around its vector width and past the size from
 which it splits rows between threads; its pickling, on this CPU and as if on another; and the
 fallback to symengine's own kernel where it is missing."""
@@ -12,7 +13,7 @@ from sympy import And, Eq, Integer, Max, Min, Mod, Ne, Not, Or, Piecewise, Ratio
 
 from symbolic_cost import symbols as S
 from symbolic_cost.numeric import compile as compiled
-from symbolic_cost.numeric import symengine_kernel, vector_kernel
+from symbolic_cost.numeric import symengine_kernel, vector_kernel, vector_program
 
 pytest.importorskip("symengine")
 if vector_kernel.llvmlite() is None:
@@ -48,12 +49,16 @@ def _by_hand(b, l):
         }
 
 
-@pytest.fixture(scope="module")
-def kernel():
+@pytest.fixture(scope="module", params=["vector kernel", "numpy's run of its operations"])
+def kernel(request):
+    """The vector kernel (told of ``PROGRAM_ROWS`` rows), or the same operations run by numpy
+    (``numeric.vector_program``: told of one row)."""
+    machine = request.param == "vector kernel"
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
-        made = compiled.compile_exprs(EXPRS, symbols=[b, l], backend="llvm", rows=1)
-    assert isinstance(made.function, vector_kernel.VectorKernel)
+        made = compiled.compile_exprs(EXPRS, symbols=[b, l], backend="llvm",
+                                      rows=symengine_kernel.PROGRAM_ROWS if machine else 1)
+    assert isinstance(made.function, vector_kernel.VectorKernel if machine else vector_program.ProgramKernel)
     return made
 
 
@@ -77,6 +82,8 @@ def test_the_kernel_pickles_and_compiles_its_ir_again_on_another_cpu(kernel):
     want = function(values)
     again = pickle.loads(pickle.dumps(function))
     np.testing.assert_array_equal(again(values), want)
+    if not isinstance(function, vector_kernel.VectorKernel):        # numpy's run: no machine code to move
+        return
     elsewhere = pickle.loads(pickle.dumps(function))
     elsewhere.target, code = "another CPU", elsewhere.code
     moved = pickle.loads(pickle.dumps(elsewhere))                # its object code is not this CPU's
@@ -92,13 +99,13 @@ def test_a_node_it_does_not_write_and_a_missing_llvmlite_fall_back_to_symengine(
     assert vector_kernel.compile_vector([symengine.sin(symengine.Symbol("b"))], [symengine.Symbol("b")], 0) is None
     values = {"b": np.array([1.0, 2.0, 5.0]), "l": np.array([2.0, 2.0, 3.0])}
     compiled._MEMORY.clear()
-    trig = compiled.compile_exprs({"s": sin(b) * l}, symbols=[b, l], backend="llvm", rows=1)
+    trig = compiled.compile_exprs({"s": sin(b) * l}, symbols=[b, l], backend="llvm", rows=1)   # no program either
     assert not isinstance(trig.function, vector_kernel.VectorKernel)
     np.testing.assert_allclose(trig(values)["s"], np.sin(values["b"]) * values["l"], rtol=1e-14)
     monkeypatch.setattr(vector_kernel, "compile_vector", lambda *args: None)
     compiled._MEMORY.clear()
     written = {k: v for k, v in EXPRS.items() if k != "partial"}    # symengine's LLVM refuses a choice without an otherwise
-    plain = compiled.compile_exprs(written, symbols=[b, l], backend="llvm", rows=1)
+    plain = compiled.compile_exprs(written, symbols=[b, l], backend="llvm", rows=symengine_kernel.PROGRAM_ROWS)
     assert plain.backend == "llvm" and not isinstance(plain.function, vector_kernel.VectorKernel)
     want = _by_hand(values["b"], values["l"])
     got = plain(values)
