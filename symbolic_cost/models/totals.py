@@ -103,8 +103,9 @@ def _middle(stack, field: str) -> Expr:
 
 
 _STAGES: dict = {}
-"""Stage totals by stack, placement and field (``trees.remembered_on``): every ZeRO stage,
-offload and schedule a search compares on one layout has the same."""
+"""Stage totals by stack, placement and field, and the blocks' collectives by stack, placement
+and recomputation (``trees.remembered_on``): every ZeRO stage, offload and schedule a search
+compares on one layout has the same."""
 
 
 def _degrees(t: Training):
@@ -176,18 +177,9 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
     (``Placement.most``: a bound when the groups' busiest ranks differ)."""
     t = cost.training
     m1, s1, d, p, n = _degrees(t)
-    out = []
-    last, place = len(cost.stack) - 1, cost_placement(cost)
-    for i, (blk, count) in enumerate(cost.stack):
-        end = i in (0, last)                  # the embedding and the head run once per micro-batch
-        times = count if end else place.most(i - 1)
-        redone = 0 if end else redone_layers(t, times)         # models.memory: which layers and rows redo
-        again_rows = () if end else recomputed_rows(blk, t.recompute)
-        for row in blk:
-            for c in row.collectives:
-                again = redone if c.pass_ == "fwd" and row.name in again_rows else 0   # its forward runs again
-                dimension = "context" if row.name in CONTEXT_ROWS else block_dimension(row)
-                out.append((dimension, c.repeated(n * (times + again))))
+    place = cost_placement(cost)
+    out = list(remembered_on(_STAGES, cost.stack, (place, n, t.recompute, t.recompute_method, t.recompute_layers),
+                             lambda: _block_collectives(cost.stack, place, t, n)))
     if p != 1:   # neighbouring stages are m1 d ranks apart; each of the v chunks sends
         boundary = boundary_elements(cost)
         if conventions.pipeline_sends == "scatter-gather":   # 1/m1 each, gathered over m1/s1 on arrival
@@ -207,6 +199,23 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
                                                       conventions)]
     out += [("expert_data", c) for c in expert_data_collectives(group, m1, states, es_w, es_g, n, conventions)]
     return out
+
+
+def _block_collectives(stack, place, t: Training, n) -> tuple:
+    """``(dimension, collective)`` of every row of ``stack``, each as often as the busiest rank
+    runs it in ``n`` micro-batches, its forward again where ``t`` recomputes it."""
+    out, last = [], len(stack) - 1
+    for i, (blk, count) in enumerate(stack):
+        end = i in (0, last)                  # the embedding and the head run once per micro-batch
+        times = count if end else place.most(i - 1)
+        redone = 0 if end else redone_layers(t, times)         # models.memory: which layers and rows redo
+        again_rows = () if end else recomputed_rows(blk, t.recompute)
+        for row in blk:
+            for c in row.collectives:
+                again = redone if c.pass_ == "fwd" and row.name in again_rows else 0   # its forward runs again
+                dimension = "context" if row.name in CONTEXT_ROWS else block_dimension(row)
+                out.append((dimension, c.repeated(n * (times + again))))
+    return tuple(out)
 
 
 def check_schedule(t: Training, depth, p, n):

@@ -35,13 +35,12 @@ class Program:
     """``ops[k]`` is ``(name, operand, ...)`` and writes register ``inputs + k``; registers
     ``0 .. inputs - 1`` are the input columns; a ``"const"`` holds its number (a ``bool`` for a
     condition).  ``outputs`` are the registers of the expressions, ``booleans`` the registers
-    holding conditions, and ``freed[k]`` the registers no operation after ``k`` reads."""
+    holding conditions."""
 
     inputs: int
     ops: list
     outputs: list
     booleans: set
-    freed: list
 
 
 def program(converted, arguments) -> Program:
@@ -55,22 +54,7 @@ def program(converted, arguments) -> Program:
     for symbol, expr in replacements:
         writer.names[symbol] = writer.value(expr)
     outputs = [writer.number(e) for e in reduced]
-    return Program(len(arguments), writer.ops, outputs, writer.booleans, _freed(writer.ops, len(arguments), outputs))
-
-
-def _freed(ops, inputs: int, outputs) -> list:
-    """For each operation, the registers (past the inputs, not outputs) it is the last to read."""
-    last = {}
-    for k, (op, *operands) in enumerate(ops):
-        if op != "const":
-            for r in operands:
-                last[r] = k
-    kept = set(outputs)
-    freed = [[] for _ in ops]
-    for r, k in last.items():
-        if r >= inputs and r not in kept:
-            freed[k].append(r)
-    return freed
+    return Program(len(arguments), writer.ops, outputs, writer.booleans)
 
 
 def ir_text(made: Program, lanes: int) -> str:

@@ -28,14 +28,31 @@ _UFUNCS = {"add": np.add, "mul": np.multiply, "div": np.divide, "lt": np.less, "
            "ceil": np.ceil, "floor": np.floor, "log": np.log, "sqrt": np.sqrt, "pow": np.power}
 
 
+def _freed(made: Program) -> dict:
+    """For each operation that is the last to read registers past the inputs (and not outputs),
+    those registers."""
+    last = {}
+    for k, (op, *operands) in enumerate(made.ops):
+        if op != "const":
+            for r in operands:
+                last[r] = k
+    freed: dict = {}
+    kept = set(made.outputs)
+    for r, k in last.items():
+        if r >= made.inputs and r not in kept:
+            freed.setdefault(k, []).append(r)
+    return freed
+
+
 class ProgramKernel:
     """``made`` run by numpy; called as ``VectorKernel`` is (``columns``, or a matrix of rows)."""
 
     def __init__(self, made: Program):
         self.program = made
         self.inputs, self.outputs = made.inputs, len(made.outputs)
-        self._steps = [(None if op == "const" else _UFUNCS[op], operands, freed)
-                       for (op, *operands), freed in zip(made.ops, made.freed)]
+        freed = _freed(made)
+        self._steps = [(None if op == "const" else _UFUNCS[op], operands, freed.get(k, ()))
+                       for k, (op, *operands) in enumerate(made.ops)]
 
     def __getstate__(self):
         return {"program": self.program}
