@@ -420,3 +420,15 @@ def test_the_numba_kernel_reuses_its_outputs_pages(tmp_path):
                                 check=True).stdout)
     assert faults < 20, faults
 
+
+
+@pytest.mark.parametrize("given, kept", [(None, "32768"), ("500", "500")])
+def test_sympys_caches_hold_what_a_search_builds_again_unless_the_environment_says(given, kept):
+    """Imported before SymPy, the package sets ``SYMPY_CACHE_SIZE`` to ``SYMPY_CACHE_SIZE``
+    (32,768) where the environment has none, and keeps a size the environment gives."""
+    env = {k: v for k, v in os.environ.items() if k != "SYMPY_CACHE_SIZE"}
+    if given is not None:
+        env["SYMPY_CACHE_SIZE"] = given
+    code = "import symbolic_cost, sympy.core.cache as c; print({w.cache_info().maxsize for w in c.CACHE})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "{%s}" % kept

@@ -52,7 +52,7 @@ def program(converted, arguments) -> Program:
     for k, symbol in enumerate(arguments):
         writer.names[symbol] = k
     for symbol, expr in replacements:
-        writer.names[symbol] = writer.value(expr)
+        writer.names[symbol] = writer.operands((expr,), None)[0]
     outputs = [writer.number(e) for e in reduced]
     return Program(len(arguments), writer.ops, outputs, writer.booleans)
 
@@ -127,52 +127,37 @@ class _Writer:
             self.constants[key] = self.emit("const", value, boolean=isinstance(value, bool))
         return self.constants[key]
 
+    def operands(self, args, boolean: bool | None = False) -> list:
+        """The registers of ``args``, each a condition (``boolean``), a number, or either
+        (``None``), written first where they are new (one loop, not a call a node: a search
+        writes some 200,000)."""
+        names, booleans, out = self.names, self.booleans, []
+        for arg in args:
+            register = names.get(arg)
+            if register is None:
+                register = names[arg] = self._write(arg)
+            if boolean is not None and (register in booleans) != boolean:
+                raise NotImplementedError(f"{'a number' if boolean else 'a condition'} where the other belongs")
+            out.append(register)
+        return out
+
     def number(self, expr) -> int:
-        return self._typed(expr, False)
+        return self.operands((expr,))[0]
 
     def condition(self, expr) -> int:
-        return self._typed(expr, True)
-
-    def _typed(self, expr, boolean: bool) -> int:
-        """The register of ``expr``, which must be a condition (``boolean``) or a number."""
-        register = self.value(expr)
-        if (register in self.booleans) != boolean:
-            raise NotImplementedError(f"{'a number' if boolean else 'a condition'} where the other belongs")
-        return register
-
-    def value(self, expr) -> int:
-        known = self.names.get(expr)
-        if known is None:
-            known = self.names[expr] = self._write(expr)
-        return known
+        return self.operands((expr,), True)[0]
 
     def _write(self, expr) -> int:
-        kind, args = type(expr).__name__, expr.args
         if expr.is_Number:
             return self.constant(float(expr))
+        kind = type(expr).__name__
+        write = _WRITERS.get(kind)
+        if write is not None:
+            return write(self, kind, expr.args)
+        if kind in _RELATIONS:
+            return self._relation(kind, expr.args)
         if kind in ("BooleanTrue", "BooleanFalse"):
             return self.constant(kind == "BooleanTrue")
-        if kind in ("Add", "Mul"):
-            return self._fold(kind.lower(), [self.number(a) for a in args])
-        if kind == "Pow":
-            return self._power(*args)
-        if kind in ("Max", "Min"):
-            return self._extreme("gt" if kind == "Max" else "lt", [self.number(a) for a in args])
-        if kind in _RELATIONS and any(self.value(a) in self.booleans for a in args):     # symengine's ``x == True``
-            if kind not in ("Equality", "Unequality"):
-                raise NotImplementedError(f"{kind} of conditions")
-            left, right = (self.condition(a) for a in args)
-            return self.emit("ieq" if kind == "Equality" else "ine", left, right, boolean=True)
-        if kind in _RELATIONS:
-            return self.emit(_RELATIONS[kind], *(self.number(a) for a in args), boolean=True)
-        if kind in _CALLS:
-            return self.emit(_CALLS[kind], self.number(args[0]))
-        if kind in ("And", "Or"):
-            return self._fold(kind.lower(), [self.condition(a) for a in args], boolean=True)
-        if kind == "Not":
-            return self.emit("not", self.condition(args[0]), boolean=True)
-        if kind == "Piecewise":
-            return self._choice(args[0::2], args[1::2])
         raise NotImplementedError(kind)
 
     def _fold(self, op: str, parts, boolean: bool = False) -> int:
@@ -182,15 +167,38 @@ class _Writer:
             value = self.emit(op, value, part, boolean=boolean)
         return value
 
-    def _extreme(self, compare: str, parts) -> int:
+    def _arithmetic(self, kind: str, args) -> int:
+        return self._fold("add" if kind == "Add" else "mul", self.operands(args))
+
+    def _logic(self, kind: str, args) -> int:
+        return self._fold(kind.lower(), self.operands(args, True), boolean=True)
+
+    def _extreme(self, kind: str, args) -> int:
         """``Max``/``Min`` folded left as ``a > b ? a : b`` (``a < b ? a : b``)."""
+        compare, parts = "gt" if kind == "Max" else "lt", self.operands(args)
         value = parts[0]
         for part in parts[1:]:
             value = self.emit("select", self.emit(compare, value, part, boolean=True), value, part)
         return value
 
-    def _power(self, base, exponent) -> int:
+    def _relation(self, kind: str, args) -> int:
+        """A comparison of numbers; of conditions (symengine's ``x == True``) only (in)equality."""
+        registers = self.operands(args, None)
+        if not any(r in self.booleans for r in registers):
+            return self.emit(_RELATIONS[kind], *registers, boolean=True)
+        if kind not in ("Equality", "Unequality"):
+            raise NotImplementedError(f"{kind} of conditions")
+        return self.emit("ieq" if kind == "Equality" else "ine", *self.operands(args, True), boolean=True)
+
+    def _call(self, kind: str, args) -> int:
+        return self.emit(_CALLS[kind], self.number(args[0]))
+
+    def _not(self, kind: str, args) -> int:
+        return self.emit("not", self.condition(args[0]), boolean=True)
+
+    def _power(self, kind: str, args) -> int:
         """``1/x`` for ``x**-1``, repeated products for other small integer powers, else LLVM's."""
+        base, exponent = args
         if exponent.is_Integer and 0 < abs(int(exponent)) <= 4:
             x = self.number(base)
             value = self._fold("mul", [x] * abs(int(exponent)))
@@ -199,12 +207,18 @@ class _Writer:
             return self.emit("sqrt", self.number(base))
         return self.emit("pow", self.number(base), self.number(exponent))
 
-    def _choice(self, arms, conditions) -> int:
+    def _choice(self, kind: str, args) -> int:
         """``Piecewise`` as selects from the last arm back (NaN where no condition holds)."""
         value = self.constant(float("nan"))
-        for arm, condition in reversed(list(zip(arms, conditions))):
+        for arm, condition in reversed(list(zip(args[0::2], args[1::2]))):
             if type(condition).__name__ == "BooleanTrue":
                 value = self.number(arm)
             else:
                 value = self.emit("select", self.condition(condition), self.number(arm), value)
         return value
+
+
+_WRITERS = {"Add": _Writer._arithmetic, "Mul": _Writer._arithmetic, "Max": _Writer._extreme,
+            "Min": _Writer._extreme, "And": _Writer._logic, "Or": _Writer._logic, "Not": _Writer._not,
+            "Pow": _Writer._power, "Piecewise": _Writer._choice, **dict.fromkeys(_CALLS, _Writer._call)}
+"""How ``_Writer`` writes each kind of node (relations apart: a comparison of numbers or of conditions)."""

@@ -28,19 +28,19 @@ _UFUNCS = {"add": np.add, "mul": np.multiply, "div": np.divide, "lt": np.less, "
            "ceil": np.ceil, "floor": np.floor, "log": np.log, "sqrt": np.sqrt, "pow": np.power}
 
 
-def _freed(made: Program) -> dict:
-    """For each operation that is the last to read registers past the inputs (and not outputs),
-    those registers."""
+def _freed(made: Program) -> list:
+    """For each operation, the registers past the inputs (and not outputs) it is the last to
+    read, or ``None``."""
     last = {}
-    for k, (op, *operands) in enumerate(made.ops):
-        if op != "const":
-            for r in operands:
+    for k, op in enumerate(made.ops):
+        if op[0] != "const":
+            for r in op[1:]:
                 last[r] = k
-    freed: dict = {}
+    freed = [None] * len(made.ops)
     kept = set(made.outputs)
     for r, k in last.items():
         if r >= made.inputs and r not in kept:
-            freed.setdefault(k, []).append(r)
+            freed[k] = (freed[k] or ()) + (r,)
     return freed
 
 
@@ -50,9 +50,7 @@ class ProgramKernel:
     def __init__(self, made: Program):
         self.program = made
         self.inputs, self.outputs = made.inputs, len(made.outputs)
-        freed = _freed(made)
-        self._steps = [(None if op == "const" else _UFUNCS[op], operands, freed.get(k, ()))
-                       for k, (op, *operands) in enumerate(made.ops)]
+        self._ufuncs, self._freed = [_UFUNCS.get(op[0]) for op in made.ops], _freed(made)
 
     def __getstate__(self):
         return {"program": self.program}
@@ -72,15 +70,23 @@ class ProgramKernel:
         return out
 
     def _run(self, inputs) -> list:
-        registers = inputs + [None] * len(self._steps)
+        r = inputs + [None] * len(self._ufuncs)
         at = self.inputs
         with np.errstate(all="ignore"):
-            for ufunc, operands, freed in self._steps:
-                registers[at] = operands[0] if ufunc is None else ufunc(*[registers[r] for r in operands])
-                for r in freed:                     # its last reader: give the memory back
-                    registers[r] = None
+            for op, ufunc, freed in zip(self.program.ops, self._ufuncs, self._freed):
+                if ufunc is None:                  # a constant
+                    r[at] = op[1]
+                elif len(op) == 3:
+                    r[at] = ufunc(r[op[1]], r[op[2]])
+                elif len(op) == 2:
+                    r[at] = ufunc(r[op[1]])
+                else:
+                    r[at] = ufunc(r[op[1]], r[op[2]], r[op[3]])
+                if freed is not None:              # its last reader: give the memory back
+                    for k in freed:
+                        r[k] = None
                 at += 1
-        return [registers[r] for r in self.program.outputs]
+        return [r[k] for k in self.program.outputs]
 
     def __call__(self, inputs, out=None):
         """symengine's calling convention: ``inputs`` one row per configuration, ``out`` the same."""
