@@ -40,12 +40,30 @@ from symbolic_cost.trees import argument_order, remembered
 
 def maximum(*args) -> Expr:
     """The largest of ``args``, as an exact number or an unevaluated ``Max``."""
-    return _extremum(Max, 1, args)
+    return _remembered(Max, args)
 
 
 def minimum(*args) -> Expr:
     """The smallest of ``args``, as an exact number or an unevaluated ``Min``."""
-    return _extremum(Min, -1, args)
+    return _remembered(Min, args)
+
+
+def _remembered(kind, args) -> Expr:
+    """``_extremum``, remembered by its arguments and their types (``1`` and ``1.0`` are one
+    key to a dictionary, not one argument): a search asks the same extrema of every ZeRO stage
+    and offload of a layout (ZB-H1's bubble of the stage's passes, which they share)."""
+    try:
+        return remembered(_EXTREMA, (kind, args, tuple(map(type, args))), _extremum_of)
+    except TypeError:                   # an argument that does not hash
+        return _extremum(kind, 1 if kind is Max else -1, args)
+
+
+_EXTREMA: dict = {}
+
+
+def _extremum_of(key) -> Expr:
+    kind, args, _ = key
+    return _extremum(kind, 1 if kind is Max else -1, args)
 
 
 def _extremum(kind, direction: int, args) -> Expr:
