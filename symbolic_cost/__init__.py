@@ -16,8 +16,8 @@ environment sets none and SymPy is not yet imported.  A search builds the same s
 products again for every variant and layout kind; at 1,000 the constructors' cache forgets
 them, and equal trees built apart are compared node by node wherever they meet.  The cold
 search of 21 million layouts (``benchmarks/bench.py``) kept 16,174 entries in ``Add`` and
-``Mul``'s cache and took 10.2-10.4 CPU-s in a fresh process, against 11.5 at 1,000; its
-memory at the peak was the same (772-776 MB)."""
+``Mul``'s cache and took 10.2-10.3 CPU-s in a fresh process with no limit, against 11.5-11.6
+at 1,000; its memory at the peak was the same (772-780 MB; ``docs/fast.md``)."""
 if "sympy" not in sys.modules:
     os.environ.setdefault("SYMPY_CACHE_SIZE", SYMPY_CACHE_SIZE)
 

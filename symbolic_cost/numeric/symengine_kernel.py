@@ -28,8 +28,8 @@ number ``compile_exprs`` is not told, recompiles itself optimised when a call pa
 (``QuickKernel``)."""
 PROGRAM_ROWS = 2**15
 """Configurations below which a kernel compiled for a number of rows it is told is not compiled
-but run by numpy, an operation at a time over every row (``vector_program``; kept on disk
-like the machine code).  Measured on GPT-3 175B's calibrated step time (1,227 operations,
+but run by numpy, an operation at a time over every row (``vector_program``; not filed on disk
+by itself: a search files it with the rest of its kernel, ``kernel_cache.built``).  Measured on GPT-3 175B's calibrated step time (1,227 operations,
 2026-11-26, AVX-512 EPYC): LLVM compiles it without its optimisations in about 25 ms and runs
 0.13 µs a configuration; numpy runs it in 1.3 ms for 512 configurations, 6.3 ms for 8,192 and
 27 ms for 32,768.  A search tells its kernels four runs of each group of layouts

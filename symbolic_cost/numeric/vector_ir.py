@@ -25,7 +25,8 @@ COMPARISONS = {"lt": "olt", "le": "ole", "eq": "oeq", "ne": "une", "gt": "ogt"}
 """A program's comparisons of numbers and LLVM's ``fcmp`` predicate of each (ordered: false
 where either side is NaN, as numpy's; ``une`` true there, as numpy's ``!=``)."""
 LOGIC = {"ieq": "icmp eq", "ine": "icmp ne", "and": "and", "or": "or"}
-INTRINSICS = ("ceil", "floor", "log", "sqrt", "pow")
+"""Operations on conditions (``not`` apart); the rest are LLVM's intrinsics (``ceil``,
+``floor``, ``log``, ``sqrt``, ``pow``) and ``select``."""
 _RELATIONS = {"StrictLessThan": "lt", "LessThan": "le", "Equality": "eq", "Unequality": "ne"}
 _CALLS = {"ceiling": "ceil", "floor": "floor", "log": "log"}
 
