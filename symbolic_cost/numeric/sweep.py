@@ -44,13 +44,26 @@ def grid_rows(grid: Mapping, start: int, stop: int, out=None) -> dict:
     >>> grid_rows({"b": [1, 2], "m1": [1, 2, 4]}, 2, 4)
     {'b': array([1., 2.]), 'm1': array([4., 1.])}
     """
+    layout = grid_layout(grid)
+    out = {n: np.empty(stop - start) for n, _, _ in layout} if out is None else out
+    write_rows(layout, start, out)
+    return {n: out[n] for n, _, _ in layout}
+
+
+def grid_layout(grid: Mapping) -> list[tuple[str, np.ndarray, int]]:
+    """``(name, values, stride)`` of each axis of ``grid``: its values as floats, and the rows
+    each value lasts (the product of the later axes' lengths)."""
     names = list(grid)
     axes = [np.asarray(grid[n], dtype=np.float64) for n in names]
     strides = np.cumprod([1] + [len(a) for a in axes[:0:-1]])[::-1]
-    out = {n: np.empty(stop - start) for n in names} if out is None else out
-    for n, axis, stride in zip(names, axes, strides):
-        _axis_rows(axis, int(stride), start, out[n])
-    return {n: out[n] for n in names}
+    return [(n, axis, int(stride)) for n, axis, stride in zip(names, axes, strides)]
+
+
+def write_rows(layout, start: int, out: Mapping) -> None:
+    """The grid's rows from row ``start`` into ``out``'s columns (``{name: column}``), its axes
+    as ``grid_layout`` gives them: a caller writing block after block takes the layout once."""
+    for name, axis, stride in layout:
+        _axis_rows(axis, stride, start, out[name])
 
 
 RUNS = 64

@@ -184,6 +184,18 @@ class VectorKernel:
         for job in jobs:
             job.result()
 
+    def addresses(self, inputs, out) -> tuple[int, ...]:
+        """The addresses of the contiguous float64 columns ``inputs`` and ``out``, for ``run_at``."""
+        for column in (*inputs, *out):
+            if column.dtype != np.float64 or not column.flags.c_contiguous:
+                raise ValueError("the vector kernel reads and writes contiguous float64 columns")
+        return tuple(c.ctypes.data for c in (*inputs, *out))
+
+    def run_at(self, rows: int, addresses) -> None:
+        """The machine code on ``rows`` (a multiple of ``lanes``) of the columns at ``addresses``
+        (``addresses``: the inputs' then the outputs', each at least ``rows`` long)."""
+        self._function(rows, *addresses)
+
     def run(self, rows: int, inputs, out):
         """The machine code on ``rows`` (a multiple of ``lanes``) of the contiguous float64 columns
         ``inputs``, into the contiguous float64 columns ``out``."""
