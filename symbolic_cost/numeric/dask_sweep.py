@@ -31,7 +31,6 @@ from symbolic_cost.numeric import loop_kernel, shipped
 from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.sweep import check_grid, grid_layout, grid_size, keep_exprs, write_rows
-from symbolic_cost.numeric.vector_kernel import VectorKernel
 from symbolic_cost.symbols import resolve_names
 
 _LOADED: dict = {}
@@ -118,7 +117,7 @@ def _blocks(plan: Plan, start: int, stop: int):
     buffer = _buffer(width + len(plan.outputs), min(BLOCK, stop - start))
     rows = {name: buffer[k] for k, (name, _, _) in enumerate(layout)}
     inputs, outputs = [rows[name] for name in plan.inputs], buffer[width:]
-    evaluate = _evaluator(kernel, inputs, outputs)
+    evaluate = kernel.bound(inputs, outputs)
     for first in range(start, stop, BLOCK):
         size = min(first + BLOCK, stop) - first
         write_rows(layout, first, {name: column[:size] for name, column in rows.items()})
@@ -130,24 +129,6 @@ def _blocks(plan: Plan, start: int, stop: int):
             mask = held if mask is None else mask & held
         yield {**{name: column[:size] for name, column in rows.items()}, **results}, \
             np.arange(size) if mask is None else np.flatnonzero(mask)
-
-
-def _evaluator(kernel: Compiled, inputs, outputs):
-    """``evaluate(size)``: the kernel on the first ``size`` rows of the buffer's ``inputs`` into
-    its ``outputs``.  The vector kernel is called with the buffer's addresses, taken once (a
-    block's call otherwise takes 16 of them, and checks and copies each column: some 40 µs
-    of a block of 8,192 rows); any other kernel through ``Compiled.into``."""
-    function = kernel.function
-    if isinstance(function, VectorKernel):
-        addresses = function.addresses(inputs, outputs)
-
-        def evaluate(size: int):
-            if size % function.lanes == 0:
-                function.run_at(size, addresses)
-            else:
-                kernel.into([o[:size] for o in outputs], [i[:size] for i in inputs])
-        return evaluate
-    return lambda size: kernel.into([o[:size] for o in outputs], [i[:size] for i in inputs])
 
 
 _THREAD = threading.local()
