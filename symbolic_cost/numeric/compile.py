@@ -51,8 +51,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.symengine_kernel import OPTIMIZED_ROWS, PROGRAM_ROWS, QuickKernel, symengine
-from symbolic_cost.numeric.vector_kernel import VectorKernel
-from symbolic_cost.numeric.vector_program import ProgramKernel
+from symbolic_cost.numeric.vector_kernel import ColumnKernel, VectorKernel
 from symbolic_cost.numeric.portable import free_symbols_of, portable_all
 from symbolic_cost.symbols import resolve_names
 
@@ -204,7 +203,7 @@ class Compiled:
         keep_freed_pages()
         size, width = (flat[0].size if at is None else at.size), max(len(self.symbols), 1)
         function = self.function.for_rows(size) if isinstance(self.function, QuickKernel) else self.function
-        if isinstance(function, (VectorKernel, ProgramKernel)):
+        if isinstance(function, ColumnKernel):              # the vector kernel, or numpy's run of a program
             return function.columns(flat if self.symbols else [], size, at, out, threads)
         out = [np.empty(size) for _ in self.names] if out is None else out
         block = np.empty((min(size, LLVM_BLOCK), len(self.names)))

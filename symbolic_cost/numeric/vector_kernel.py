@@ -114,7 +114,24 @@ def compile_vector(converted, arguments, opt_level: int):
     return VectorKernel(source, name, len(arguments), len(converted), width(), CODEGEN[opt_level])
 
 
-class VectorKernel:
+class ColumnKernel:
+    """A kernel that computes on columns (``columns(flat, size, ...)``, ``inputs`` of them),
+    called with a matrix of rows as symengine's kernels are."""
+
+    inputs: int
+
+    def __call__(self, inputs, out=None):
+        """symengine's calling convention: ``inputs`` one row per configuration, ``out`` the same."""
+        inputs = np.atleast_2d(np.asarray(inputs, dtype=np.float64))
+        columns = self.columns([inputs[:, j] for j in range(self.inputs)], len(inputs))
+        result = np.stack(columns, axis=1) if columns else np.empty((len(inputs), 0))
+        if out is None:
+            return result
+        out[...] = result
+        return out
+
+
+class VectorKernel(ColumnKernel):
     """Machine code of the function ``name(n, inputs..., outputs...)``: ``n`` rows, a multiple of
     ``lanes``, from contiguous columns into contiguous columns.  It pickles as its object code
     and its IR (``source``, compressed): the object code loads on a machine of the same
@@ -139,16 +156,6 @@ class VectorKernel:
     def __setstate__(self, state):
         vars(self).update(state)
         self._load()
-
-    def __call__(self, inputs, out=None):
-        """symengine's calling convention: ``inputs`` one row per configuration, ``out`` the same."""
-        inputs = np.atleast_2d(np.asarray(inputs, dtype=np.float64))
-        columns = self.columns([inputs[:, j] for j in range(self.inputs)], len(inputs))
-        result = np.stack(columns, axis=1) if columns else np.empty((len(inputs), 0))
-        if out is None:
-            return result
-        out[...] = result
-        return out
 
     def columns(self, flat, size: int, at=None, out=None, threads: int = 2) -> list[np.ndarray]:
         """Every output at the ``size`` rows of the input columns ``flat`` (those at positions

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from symbolic_cost.numeric.vector_ir import Program
+from symbolic_cost.numeric.vector_kernel import ColumnKernel
 
 BLOCK = 1 << 15
 """Rows run at a time: the registers alive at once (a hundred or so) stay within tens of MB."""
@@ -44,7 +45,7 @@ def _freed(made: Program) -> list:
     return freed
 
 
-class ProgramKernel:
+class ProgramKernel(ColumnKernel):
     """``made`` run by numpy; called as ``VectorKernel`` is (``columns``, or a matrix of rows)."""
 
     def __init__(self, made: Program):
@@ -87,13 +88,3 @@ class ProgramKernel:
                         r[k] = None
                 at += 1
         return [r[k] for k in self.program.outputs]
-
-    def __call__(self, inputs, out=None):
-        """symengine's calling convention: ``inputs`` one row per configuration, ``out`` the same."""
-        inputs = np.atleast_2d(np.asarray(inputs, dtype=np.float64))
-        columns = self.columns([inputs[:, j] for j in range(self.inputs)], len(inputs))
-        result = np.stack(columns, axis=1) if columns else np.empty((len(inputs), 0))
-        if out is None:
-            return result
-        out[...] = result
-        return out
