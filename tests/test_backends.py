@@ -206,7 +206,7 @@ def test_a_damaged_kernel_is_compiled_again_and_an_off_cache_writes_nothing(tmp_
     assert kernel_cache.cache_dir() is None
     compiled._MEMORY.clear()
     compiled.compile_exprs({"x": S.b + 12})
-    assert len(list(tmp_path.iterdir())) == 1
+    assert len(list(tmp_path.glob("kernel_*"))) == 1     # (Python may keep the loaded one's bytecode beside it)
 
 
 def test_the_backend_is_chosen_by_environment_and_checked(monkeypatch):

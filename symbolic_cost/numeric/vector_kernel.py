@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from symbolic_cost.checks import InputError
 from symbolic_cost.numeric.vector_ir import ir_text, program
 
 THREAD_ROWS = 1 << 16
@@ -195,7 +196,7 @@ class VectorKernel(ColumnKernel):
         """The addresses of the contiguous float64 columns ``inputs`` and ``out``, for ``run_at``."""
         for column in (*inputs, *out):
             if column.dtype != np.float64 or not column.flags.c_contiguous:
-                raise ValueError("the vector kernel reads and writes contiguous float64 columns")
+                raise InputError("the vector kernel reads and writes contiguous float64 columns", "columns")
         return tuple(c.ctypes.data for c in (*inputs, *out))
 
     def run_at(self, rows: int, addresses) -> None:
