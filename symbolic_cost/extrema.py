@@ -53,20 +53,17 @@ def _remembered(kind, args) -> Expr:
     key to a dictionary, not one argument): a search asks the same extrema of every ZeRO stage
     and offload of a layout (ZB-H1's bubble of the stage's passes, which they share)."""
     try:
-        return remembered(_EXTREMA, (kind, args, tuple(map(type, args))), _extremum_of)
+        return remembered(_EXTREMA, (kind, args, tuple(map(type, args))), lambda key: _extremum(*key[:2]))
     except TypeError:                   # an argument that does not hash
-        return _extremum(kind, 1 if kind is Max else -1, args)
+        return _extremum(kind, args)
 
 
 _EXTREMA: dict = {}
+"""Extrema by their kind, arguments and the arguments' types."""
 
 
-def _extremum_of(key) -> Expr:
-    kind, args, _ = key
-    return _extremum(kind, 1 if kind is Max else -1, args)
-
-
-def _extremum(kind, direction: int, args) -> Expr:
+def _extremum(kind, args) -> Expr:
+    direction = 1 if kind is Max else -1
     if not args:
         raise InputError(f"{kind.__name__} needs at least one argument")
     flat = []

@@ -2,6 +2,7 @@
 enumeration, and every kind of kernel equal to models built with the numbers."""
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -83,20 +84,22 @@ def test_every_kind_of_kernel_equals_models_built_with_the_numbers():
 def test_variants_built_one_after_another_equal_each_built_alone(numbers):
     """A search builds every ZeRO stage, offload and schedule of one layout in turn, and they
     share the parts that do not depend on those (the stage's passes and totals, the busiest
-    rank's activations: ``trees.remembered_on``).  Each must equal the same variant built with
+    rank's activations: ``trees.remembered_on``; extrema by their arguments).  Each must equal the same variant built with
     nothing remembered, every step-time part and the peak memory, tree for tree."""
+    from symbolic_cost import extrema
     from symbolic_cost.models import ranks, stack, totals
     from symbolic_cost.timing import step
-    tables = (totals._STAGES, step._PASSES, ranks._ACTIVATIONS, stack._STACKS)
+    tables = (totals._STAGES, step._PASSES, ranks._ACTIVATIONS, stack._STACKS, extrema._EXTREMA)
     system = get_system("h100")
     kinds = variants((0, 1, 2, 3), SPACE["offload"], SPACE["schedules"], ("none", "activation", "full"))
     degrees = dict(b=2, m1=2, s1=2, d=2, p=2, micro_batches=4, virtual_stages=2, recompute_layers=3)
 
     def training(variant):
         t = variant.training(SEQ, False, precision="bf16", flash=True)
-        return t.__class__(**{**vars(t), **{k: v for k, v in degrees.items() if hasattr(t, k) and
-                                            (k != "virtual_stages" or t.schedule == "interleaved") and
-                                            (k != "recompute_layers" or t.recompute == "full")}}) if numbers else t
+        if not numbers:
+            return t
+        return replace(t, **{k: v for k, v in degrees.items() if (k != "virtual_stages" or t.schedule == "interleaved")
+                             and (k != "recompute_layers" or t.recompute == "full")})
 
     def built(variant):
         cost = model_cost(GPT2, training(variant))

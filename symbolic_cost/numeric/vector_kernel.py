@@ -207,4 +207,4 @@ class VectorKernel(ColumnKernel):
     def run(self, rows: int, inputs, out):
         """The machine code on ``rows`` (a multiple of ``lanes``) of the contiguous float64 columns
         ``inputs``, into the contiguous float64 columns ``out``."""
-        self._function(rows, *(c.ctypes.data for c in inputs), *(o.ctypes.data for o in out))
+        self.run_at(rows, [c.ctypes.data for c in (*inputs, *out)])
