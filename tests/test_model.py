@@ -214,6 +214,8 @@ def test_layer_kinds_share_their_blocks_and_equal_a_build_that_remembers_none(mo
     from symbolic_cost.models import stack as stack_module
     arch = load(str(Path(__file__).parent / "hf_configs" / "DeepSeek-V3.json"))
     training = Training(b=S.b, l=S.l, m1=S.m1, s1=S.s1, ep=S.ep, flash=True, mtp=True)
+    stack_module._STACKS.clear()
+    layer_module._BLOCKS.clear()     # a table the tests before left nearly full would start again mid-build
     shared = model_cost(arch, training).stack
     (dense, _), (routed, _), (head, _) = shared[1], shared[2], shared[-1]
     attention = dense.names.index("residual") + 1                  # the rows up to the first residual add
