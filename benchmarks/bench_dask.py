@@ -62,6 +62,7 @@ def run(exprs, grid, client, chunk):
     """CPU s, wall s, the answer, and the seconds the tasks computed (added over the workers;
     the wall time in this process)."""
     from symbolic_cost.numeric.dask_sweep import best
+    _forgotten(client)
     cpu, wall = cpu_of(client), time.perf_counter()
     with _task_stream(client) as stream:
         found = best(exprs, grid, by="total", top=10, constraints=CONSTRAINTS, chunk_size=chunk,
@@ -70,6 +71,15 @@ def run(exprs, grid, client, chunk):
     busy = wall if stream is None else sum(part["stop"] - part["start"] for task in stream.data
                                            for part in task["startstops"] if part["action"] == "compute")
     return cpu, wall, found, busy
+
+
+def _forgotten(client, wait: float = 5.0) -> None:
+    """Wait until the scheduler holds no task: the last run's keys are the next run's (the tasks
+    are pure), and a result not yet released would be reused, not computed (runs of 0.01 s)."""
+    deadline = time.perf_counter() + wait
+    while client is not None and time.perf_counter() < deadline and \
+            client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
+        time.sleep(0.01)
 
 
 @contextmanager

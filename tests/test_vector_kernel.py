@@ -5,13 +5,18 @@ every kind of node it writes, at row counts around its vector width and past the
 which it splits rows between threads; its pickling, on this CPU and as if on another; and the
 fallback to symengine's own kernel where it is missing."""
 
+import json
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from sympy import And, Eq, Integer, Max, Min, Mod, Ne, Not, Or, Piecewise, Rational, ceiling, floor, log, sin, sqrt
 
 from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import compile as compiled
 from symbolic_cost.numeric import symengine_kernel, vector_kernel, vector_program
 
@@ -89,6 +94,54 @@ def test_the_kernel_pickles_and_compiles_its_ir_again_on_another_cpu(kernel):
     moved = pickle.loads(pickle.dumps(elsewhere))                # its object code is not this CPU's
     assert moved.target == vector_kernel.host() and moved.code is not code
     np.testing.assert_array_equal(moved(values), want)
+
+
+ANOTHER_CPU = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_vector_kernel import EXPRS, b, l
+from symbolic_cost.numeric import compile as compiled, symengine_kernel, vector_kernel
+made = compiled.compile_exprs(EXPRS, symbols=[b, l], backend="llvm", rows=symengine_kernel.PROGRAM_ROWS)
+values = {"b": np.array(json.loads(sys.argv[2])), "l": np.array(json.loads(sys.argv[3]))}
+got = made(values)
+print(json.dumps([vector_kernel.host(), made.function.lanes, {k: [repr(float(x)) for x in v] for k, v in got.items()}]))
+"""
+
+
+def test_machine_code_for_a_cpu_the_environment_names():
+    """``SYMBOLIC_COST_LLVM_CPU=x86-64-v3``: AVX2 code, four rows an operation, on a machine with
+    AVX-512 or without, and the numbers written by hand."""
+    if "+avx2" not in vector_kernel.host():
+        pytest.skip("x86-64-v3 needs a CPU with AVX2")
+    rng = np.random.default_rng(5)
+    values = {"b": rng.choice([1.0, 2, 3, 4, 5, 6, 9], 37), "l": rng.choice([1.0, 2, 3, 7], 37)}
+    env = {**os.environ, vector_kernel.TARGET_CPU: "x86-64-v3", "SYMBOLIC_COST_CACHE": "off"}
+    done = subprocess.run([sys.executable, "-c", ANOTHER_CPU, os.path.dirname(__file__),
+                           json.dumps(values["b"].tolist()), json.dumps(values["l"].tolist())],
+                          capture_output=True, text=True, env=env, check=True)
+    target, lanes, got = json.loads(done.stdout)
+    assert (target.split("|")[0], lanes) == ("x86-64-v3", 4)
+    want = _by_hand(values["b"], values["l"])
+    for name in EXPRS:
+        np.testing.assert_allclose([float(x) for x in got[name]], want[name], rtol=1e-14, atol=0, equal_nan=True,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("name, needs, message", [
+    ("haswell", None, "must be one of x86-64, x86-64-v2, x86-64-v3, x86-64-v4, got 'haswell'"),
+    ("x86-64-v3", ("avx2", "an-extension-no-cpu-has"), "x86-64-v3 needs an-extension-no-cpu-has, which this CPU"),
+])
+def test_a_cpu_the_environment_names_is_a_level_this_machine_runs(monkeypatch, name, needs, message):
+    """Code for a CPU LLVM does not know, or for instructions this one lacks, stops the process
+    (LLVM aborts, or the CPU faults): the name is refused first."""
+    monkeypatch.delitem(vector_kernel._STATE, "host", raising=False)
+    monkeypatch.setenv(vector_kernel.TARGET_CPU, name)
+    if needs:
+        monkeypatch.setitem(vector_kernel.LEVELS, name, needs)
+    with pytest.raises(InputError, match=message):
+        vector_kernel.host()
+    monkeypatch.delitem(vector_kernel._STATE, "host", raising=False)
 
 
 def test_a_node_it_does_not_write_and_a_missing_llvmlite_fall_back_to_symengine(monkeypatch):

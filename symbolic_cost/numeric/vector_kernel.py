@@ -62,14 +62,38 @@ def llvmlite():
     return _STATE["llvm"]
 
 
+TARGET_CPU = "SYMBOLIC_COST_LLVM_CPU"
+"""The environment variable that names the instruction set the machine code is for, one of
+``LEVELS`` (``x86-64-v3``: what a machine without AVX-512 runs), in place of this machine's own
+CPU and features (``host``): code to run on older machines, or to measure theirs on this one."""
+LEVELS = {"x86-64": (), "x86-64-v2": ("sse4.2", "popcnt"), "x86-64-v3": ("sse4.2", "popcnt", "avx2", "fma", "bmi2"),
+          "x86-64-v4": ("sse4.2", "popcnt", "avx2", "fma", "bmi2", "avx512f", "avx512bw", "avx512dq", "avx512vl")}
+"""The x86-64 micro-architecture levels ``TARGET_CPU`` takes (LLVM's CPU names for them) and the
+features of each that this machine must have to run its code (a level's defining ones)."""
+
+
 def host() -> str:
     """The machine code's target: CPU name and features (a kernel filed on one machine is
-    compiled again on another), or ``""`` without llvmlite."""
+    compiled again on another; ``TARGET_CPU`` names a level instead), or ``""`` without llvmlite."""
     if "host" not in _STATE:
         llvm = llvmlite()
-        _STATE["host"] = "" if llvm is None else \
+        _STATE["host"] = "" if llvm is None else _level(llvm, os.environ.get(TARGET_CPU, "").strip()) or \
             f"{llvm.get_host_cpu_name()}|{llvm.get_host_cpu_features().flatten()}"
     return _STATE["host"]
+
+
+def _level(llvm, name: str) -> str:
+    """The target of the level ``name`` (``""`` for none), once this machine is known to run it."""
+    if not name:
+        return ""
+    if name not in LEVELS:
+        raise InputError(f"{TARGET_CPU} must be one of {', '.join(LEVELS)}, got {name!r}", TARGET_CPU)
+    features = llvm.get_host_cpu_features()
+    missing = [f for f in LEVELS[name] if not features.get(f)]
+    if missing:
+        raise InputError(f"{TARGET_CPU}={name} needs {', '.join(missing)}, which this CPU "
+                         f"({llvm.get_host_cpu_name()}) lacks: its code would stop the process", TARGET_CPU)
+    return f"{name}|{','.join('+' + f for f in LEVELS[name])}"
 
 
 def width() -> int:
