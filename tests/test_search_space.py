@@ -84,12 +84,14 @@ def test_every_kind_of_kernel_equals_models_built_with_the_numbers():
 def test_variants_built_one_after_another_equal_each_built_alone(numbers):
     """A search builds every ZeRO stage, offload and schedule of one layout in turn, and they
     share the parts that do not depend on those (the stage's passes and totals, the busiest
-    rank's activations: ``trees.remembered_on``; extrema by their arguments).  Each must equal the same variant built with
+    rank's activations, the whole stack's totals: ``trees.remembered_on``; extrema and a stage's
+    sums by their arguments).  Each must equal the same variant built with
     nothing remembered, every step-time part and the peak memory, tree for tree."""
     from symbolic_cost import extrema
     from symbolic_cost.models import ranks, stack, totals
+    from symbolic_cost.parallel import pipeline
     from symbolic_cost.timing import step
-    tables = (totals._STAGES, step._PASSES, ranks._ACTIVATIONS, stack._STACKS, extrema._EXTREMA)
+    tables = (totals._STAGES, step._PASSES, ranks._ACTIVATIONS, stack._STACKS, extrema._EXTREMA, pipeline._STAGES)
     system = get_system("h100")
     kinds = variants((0, 1, 2, 3), SPACE["offload"], SPACE["schedules"], ("none", "activation", "full"))
     degrees = dict(b=2, m1=2, s1=2, d=2, p=2, micro_batches=4, virtual_stages=2, recompute_layers=3)

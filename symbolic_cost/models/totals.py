@@ -102,10 +102,16 @@ def _middle(stack, field: str) -> Expr:
     return sum((count * blk.total(field) for blk, count in stack[1:-1]), exact(0))
 
 
+def _whole(stack, field: str) -> Expr:
+    """A field summed over every block of the stack, times its count (remembered by the stack,
+    as the stage totals)."""
+    return remembered_on(_STAGES, stack, field, lambda: sum((count * blk.total(field) for blk, count in stack), exact(0)))
+
+
 _STAGES: dict = {}
-"""Stage totals by stack, placement and field, and the blocks' collectives by stack, placement
-and recomputation (``trees.remembered_on``): every ZeRO stage, offload and schedule a search
-compares on one layout has the same."""
+"""Stage totals by stack, placement and field, whole-stack totals by stack and field, and the
+blocks' collectives by stack, placement and recomputation (``trees.remembered_on``): every ZeRO
+stage, offload and schedule a search compares on one layout has the same."""
 
 
 def _degrees(t: Training):
@@ -134,7 +140,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     (start, _), (layer, _), (end, _) = stack[0], stack[1], stack[-1]
     depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
     whole = recipe_stack(model_stack(arch, plain, 1, 1, 1, conventions), t, 1, conventions, arch)   # 1-byte: weights = parameters
-    parameters = sum((count * blk.total("weights") for blk, count in whole), exact(0))
+    parameters = _whole(whole, "weights")
     place = placement(arch, t, stack, p)
     layers = stack[1:-1]
     schedule = check_schedule(t, depth, p, n)
@@ -150,7 +156,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     on_stage = lambda of, copy=0: held(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
     states = split_state_bytes(data_group(t), m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
     # the model's FLOPs on one device: the 1-byte stack's, as a FLOP does not depend on element bytes
-    model = lambda f: n * d * sum((count * blk.total(f) for blk, count in whole), exact(0))  # noqa: E731
+    model = lambda f: n * d * _whole(whole, f)  # noqa: E731
     cost = ModelCost(
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
         parameters=parameters, parameters_per_device=per_device,
