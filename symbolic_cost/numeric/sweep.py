@@ -174,9 +174,11 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
         mask = np.ones(len(next(iter(chunk.values()))), dtype=bool)
         for name in keep:
             mask &= results.pop(name) > 0.5
-        frame = pd.DataFrame({**chunk, **results})[mask]
-        if inputs is not None:
-            frame = frame[inputs + list(exprs)]
+        columns = {**chunk, **results}
+        names = list(columns) if inputs is None else inputs + list(exprs)
+        rows = np.flatnonzero(mask) if keep else slice(None)
+        # the kept rows of each column, then one frame: not a frame of every row, then its rows
+        frame = pd.DataFrame({k: columns[k][rows] for k in names})
         done += len(mask)
         if writer is None:
             frames.append(frame)
