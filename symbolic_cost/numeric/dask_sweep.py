@@ -150,7 +150,7 @@ Columns of ``BLOCK`` rows (512 KiB) one after another all start at one offset in
 the kernel's 16 streams then fall in one set of the first-level cache and each load after a
 store to another column looks to the CPU as if it might read it (4K aliasing).  Staggered, the
 kernel ran 124 million rows of GPT-3's totals a second against 119 (2^16 rows, one core,
-medians of 21 runs, AVX-512 EPYC, 2026-11-26)."""
+medians of seven runs in three rounds, AVX-512 EPYC, 2026-11-26)."""
 
 
 class Best(NamedTuple):
