@@ -35,34 +35,26 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 from symbolic_cost.bounds import lowest, upper_bound
 from symbolic_cost.checks import InputError
 from symbolic_cost.sampled import changes_sign
-from symbolic_cost.trees import argument_order, remembered
+from symbolic_cost.trees import argument_order, remembered, remembered_call
 
 
 def maximum(*args) -> Expr:
     """The largest of ``args``, as an exact number or an unevaluated ``Max``."""
-    return _remembered(Max, args)
+    return remembered_call(_EXTREMA, _extremum, Max, *args)
 
 
 def minimum(*args) -> Expr:
     """The smallest of ``args``, as an exact number or an unevaluated ``Min``."""
-    return _remembered(Min, args)
-
-
-def _remembered(kind, args) -> Expr:
-    """``_extremum``, remembered by its arguments and their types (``1`` and ``1.0`` are one
-    key to a dictionary, not one argument): a search asks the same extrema of every ZeRO stage
-    and offload of a layout (ZB-H1's bubble of the stage's passes, which they share)."""
-    try:
-        return remembered(_EXTREMA, (kind, args, tuple(map(type, args))), lambda key: _extremum(*key[:2]))
-    except TypeError:                   # an argument that does not hash
-        return _extremum(kind, args)
+    return remembered_call(_EXTREMA, _extremum, Min, *args)
 
 
 _EXTREMA: dict = {}
-"""Extrema by their kind, arguments and the arguments' types."""
+"""Extrema by their kind and arguments (``trees.remembered_call``): a search asks the same
+extrema of every ZeRO stage and offload of a layout (ZB-H1's bubble of the stage's passes,
+which they share)."""
 
 
-def _extremum(kind, args) -> Expr:
+def _extremum(kind, *args) -> Expr:
     direction = 1 if kind is Max else -1
     if not args:
         raise InputError(f"{kind.__name__} needs at least one argument")

@@ -1,6 +1,7 @@
 """Facts about expression trees that a build asks for again and again, each part's remembered.
 
 * ``remembered``: a pure function's answers, kept in a table;
+* ``remembered_call``: the same by a call's arguments;
 * ``remembered_on``: the same for a function of an object too costly to hash (a model's stack);
 * ``node_count``: the nodes of a tree, as SymPy's ``ordered`` counts them;
 * ``digest``: a number that names a tree, the same in every process;
@@ -35,6 +36,25 @@ def remembered(table: dict, key, compute, kept: int = _KEPT):
             table.clear()
         found = table[key] = compute(key)
     return found
+
+
+def remembered_call(table: dict, function, *args, kept: int = _KEPT, **keywords):
+    """``function(*args, **keywords)``, remembered in ``table`` by the function, its arguments
+    and their types (``1`` and ``1.0`` are one key to a dictionary, not one argument); computed
+    each time where an argument does not hash.
+
+    >>> table = {}
+    >>> remembered_call(table, max, 2, 3), remembered_call(table, max, 2, 3.0), len(table)
+    (3, 3.0, 2)
+    >>> remembered_call(table, len, [1, 2]), len(table)
+    (2, 2)
+    """
+    key = (function, args, tuple(map(type, args)), tuple(sorted(keywords.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return function(*args, **keywords)
+    return remembered(table, key, lambda _: function(*args, **keywords), kept=kept)
 
 
 def remembered_on(table: dict, anchor, key, compute, kept: int = 256):

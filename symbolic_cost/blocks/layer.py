@@ -13,7 +13,7 @@ from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores, 
 from symbolic_cost.blocks.wiring import NORMS_PER_LAYER, PARTS, Run, Wiring
 from symbolic_cost.checks import InputError
 from symbolic_cost.ops import add
-from symbolic_cost.trees import remembered
+from symbolic_cost.trees import remembered_call
 
 __all__ = ["transformer_layer", "NORMS_PER_LAYER", "PARTS"]
 
@@ -74,12 +74,7 @@ def _built(builder, *args, **keywords) -> Block:
     """``builder(*args, **keywords)``, remembered by its arguments (``_BLOCKS``): a model's dense
     and MoE layers share one attention block, and a multi-token-prediction module repeats the
     last layer.  Blocks are frozen, so one object serves every layer that asks for it."""
-    key = (builder, args, tuple(sorted(keywords.items())))
-    try:
-        hash(key)
-    except TypeError:                        # an unhashable argument: build without remembering
-        return builder(*args, **keywords)
-    return remembered(_BLOCKS, key, lambda _: builder(*args, **keywords), kept=_BLOCKS_KEPT)
+    return remembered_call(_BLOCKS, builder, *args, kept=_BLOCKS_KEPT, **keywords)
 
 
 _BLOCKS: dict = {}

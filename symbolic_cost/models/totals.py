@@ -146,14 +146,13 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     schedule = check_schedule(t, depth, p, n)
     # DualPipe: a rank holds two stages, state and all, and runs n/2 micro-batches through each
     held, share = (place.paired, Rational(1, 2)) if schedule.name == "dualpipe" else (place.busiest, 1)
+    on_stage = lambda of, copy=0: held(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
 
     def held_total(field: str, unit=None, copy=0):     # a field (in ``unit``s) on the busiest rank
         of = (lambda blk: blk.total(field)) if unit is None else (lambda blk: blk.total(field) / unit)
-        return remembered_on(_STAGES, stack, (place, held.__name__, field, unit, copy), lambda: held(
-            of(start), of(end), [of(blk) for blk, _ in layers], copy))
+        return remembered_on(_STAGES, stack, (place, held.__name__, field, unit, copy), lambda: on_stage(of, copy))
     stage = lambda field: share * held_total(field)  # noqa: E731
     per_device = held_total("weights", es, tied_copy(arch, start) / es)
-    on_stage = lambda of, copy=0: held(of(start), of(end), [of(b) for b, _ in layers], copy)  # noqa: E731
     states = split_state_bytes(data_group(t), m1, es, per_device, on_stage, tied_copy(arch, start) / es, arch.e, conventions)
     # the model's FLOPs on one device: the 1-byte stack's, as a FLOP does not depend on element bytes
     model = lambda f: n * d * _whole(whole, f)  # noqa: E731

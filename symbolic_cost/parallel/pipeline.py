@@ -61,7 +61,7 @@ from symbolic_cost.cost import Collective, collective
 from symbolic_cost.bounds import upper_bound
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.checks import InputError, counts, exact, positive_dims
-from symbolic_cost.trees import remembered
+from symbolic_cost.trees import remembered_call
 
 
 def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
@@ -114,15 +114,11 @@ def per_stage(p, first, last, layers, last_copy=0, shares=None) -> Expr:
     a middle and the last rank when the stages are uneven (``stage_layers``).  Remembered by
     its arguments and their types: a search asks each stage's sums again for every ZeRO
     stage, offload and schedule of a layout (1,692 times, 56 of them distinct, for GPT-3's)."""
-    args = (p, first, last, layers, last_copy, shares)
-    try:
-        return remembered(_STAGES, (args, tuple(map(type, args))), lambda key: _per_stage(*key[0]))
-    except TypeError:                   # an argument that does not hash
-        return _per_stage(*args)
+    return remembered_call(_STAGES, _per_stage, p, first, last, layers, last_copy, shares)
 
 
 _STAGES: dict = {}
-"""``per_stage``'s answers by its arguments and their types."""
+"""``per_stage``'s answers by its arguments (``trees.remembered_call``)."""
 
 
 def _per_stage(p, first, last, layers, last_copy, shares) -> Expr:
