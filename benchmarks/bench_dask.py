@@ -5,7 +5,8 @@ GPT-3 175B's totals with the step-time breakdown (``bench.whole_model_exprs``) o
 10 of least step time (``numeric.dask_sweep.best``), three ways:
 
 * one process: the same tasks one after another in this process (``scheduler="sync"``);
-* a ``distributed.LocalCluster`` of 1 worker process, 1 thread;
+* a ``distributed.LocalCluster`` of 1 worker process, 1 thread, started as ``symbolic-cost sweep
+  --dask 1`` starts it (``numeric.dask_cluster.cluster``);
 * a ``LocalCluster`` of 2 worker processes, 1 thread each.
 
 The three take turns, ``--rounds`` times, each alone on the machine: a cluster is started for
@@ -108,7 +109,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.backend:
         os.environ["SYMBOLIC_COST_BACKEND"] = args.backend
-    import distributed
     from symbolic_cost.numeric.dask_sweep import plan, task_rows
     exprs, grid = whole_model_exprs(), grid_of(args.rows)
     rows = 1
@@ -124,7 +124,7 @@ def main() -> None:
     timings, reference = {}, None
     for _ in range(args.rounds):                  # the three in turn, each alone on the machine
         for label, workers in (("one process", 0), ("1 worker", 1), ("2 workers", 2)):
-            with _client(distributed, workers) as client:
+            with _client(workers) as client:
                 for repeat in range(args.repeat + 1):    # the first run: the workers load the kernel
                     cpu, wall, found, busy = run(exprs, grid, client, args.chunk)
                     reference = reference or found
@@ -164,14 +164,15 @@ def side_by_side(plan, stop: int, repeat: int = 3) -> tuple[float, float]:
 
 
 @contextmanager
-def _client(distributed, workers: int):
+def _client(workers: int):
     """A ``distributed.Client`` on a new ``LocalCluster`` of ``workers`` processes of one thread
-    each, closed after the body; ``None`` (this process) for 0."""
+    each as the library starts it (``numeric.dask_cluster.cluster``: its ``QUIET`` settings),
+    closed after the body; ``None`` (this process) for 0."""
+    from symbolic_cost.numeric.dask_cluster import cluster
     if not workers:
         yield None
         return
-    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+    with cluster(str(workers)) as client:
         yield client
 
 

@@ -278,16 +278,24 @@ def test_dask_best_with_numba_ranks_in_its_own_loop_as_the_plain_sweep_sorts(mon
 
 
 def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing(monkeypatch):
-    """One cluster of two worker processes: the kept rows and the top rows equal the plain
-    sweep's, and no worker compiled a formula (each loaded the kernels by key); with numba's
-    kernel, the workers rank in its module's ``scan``."""
-    distributed = pytest.importorskip("distributed")
+    """One cluster of two worker processes, as ``sweep --dask 2`` starts it: the kept rows and
+    the top rows equal the plain sweep's, and no worker compiled a formula (each loaded the
+    kernels by key); with numba's kernel, the workers rank in its module's ``scan``.  The
+    workers run without Dask's task profiler and poll their memory once a second, while the
+    caller's own Dask settings stay as they were."""
+    pytest.importorskip("distributed")
+    import dask
+    from symbolic_cost.numeric.dask_cluster import cluster
     from symbolic_cost.numeric.dask_sweep import best
     from symbolic_cost.numeric.loop_kernel import numba
     from symbolic_cost.numeric.sweep import sweep_dask
     numba_here = numba() is not None
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    settings = ("distributed.worker.profile.enabled", "distributed.worker.memory.monitor-interval",
+                "distributed.admin.tick.interval")
+    before = [dask.config.get(name) for name in settings]
+    with cluster("2") as client:
+        assert list(client.run(lambda: [dask.config.get(name) for name in settings]).values()) == [[False, "1s", "1s"]] * 2
+        assert [dask.config.get(name) for name in settings] == before
         lazy = sweep_dask(EXPRS, DASK_GRID, constraints=[S.b <= 2], chunk_size=9)
         pd.testing.assert_frame_equal(client.compute(lazy).result().reset_index(drop=True),
                                       sweep(EXPRS, grid=DASK_GRID, constraints=[S.b <= 2]), check_exact=True)

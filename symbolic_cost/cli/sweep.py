@@ -186,10 +186,10 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
 
 
 def _scheduler(args):
-    """The Dask cluster of ``--dask`` while the sweeps run (``numeric.dask_sweep.cluster``), or nothing."""
+    """The Dask cluster of ``--dask`` while the sweeps run (``numeric.dask_cluster.cluster``), or nothing."""
     if args.dask is None:
         return contextlib.nullcontext()
-    from symbolic_cost.numeric.dask_sweep import cluster
+    from symbolic_cost.numeric.dask_cluster import cluster
     return cluster(args.dask, "--dask")
 
 

@@ -19,7 +19,6 @@ rows is ever made or streamed through memory.  The kernel's text travels as
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Mapping, NamedTuple
 
@@ -28,6 +27,7 @@ import pandas as pd
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import loop_kernel, shipped
+from symbolic_cost.numeric.dask_cluster import need_dask
 from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.sweep import check_grid, grid_layout, grid_size, keep_exprs, write_rows
@@ -243,7 +243,7 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     0  1.0  1.0   2.0
     1  2.0  2.0   2.0
     """
-    dask = _dask()
+    dask = need_dask()
     if by not in map(str, exprs):
         raise InputError(f"by must name one of the swept expressions ({', '.join(map(str, exprs))}), got {by!r}", "by")
     chunk_size = task_rows(grid_size(grid)) if chunk_size is None else chunk_size
@@ -274,7 +274,7 @@ def task_rows(rows: int) -> int:
 def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000_000):
     """The sweep as a lazy ``dask.dataframe.DataFrame`` of the kept rows, one partition per
     ``chunk_size`` rows of the grid (``numeric.sweep.sweep_dask``)."""
-    dask = _dask()
+    dask = need_dask()
     import dask.dataframe as dd
     job = dask.delayed(plan(exprs, grid, constraints), pure=True, traverse=False)
     total = grid_size(grid)
@@ -282,36 +282,3 @@ def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000
              for start in range(0, total, chunk_size)]
     meta = pd.DataFrame({c: pd.Series(dtype="float64") for c in [str(k) for k in resolve_names(grid)] + list(exprs)})
     return dd.from_delayed(parts, meta=meta)
-
-
-@contextmanager
-def cluster(where: str, argument: str = "where"):
-    """A ``distributed.Client`` for the body: on a ``LocalCluster`` of ``where`` worker
-    processes of one thread each (a count, started and stopped here), or on the running
-    scheduler at the address ``where`` (``tcp://host:8786``).  Dask's tasks go to it while it
-    is open."""
-    _dask()
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise InputError("Dask clusters need distributed: python -m pip install 'symbolic_cost[dask]'", argument) from None
-    where = str(where).strip()
-    if where.isdigit() and int(where) >= 1:
-        with LocalCluster(n_workers=int(where), threads_per_worker=1, processes=True,
-                          dashboard_address=None) as local, Client(local) as client:
-            yield client
-    elif "://" in where:
-        with Client(where, timeout=30) as client:
-            yield client
-    else:
-        raise InputError(f"{argument} must be a number of local worker processes (at least 1) or a scheduler's "
-                         f"address such as tcp://host:8786, got {where!r}", argument)
-
-
-def _dask():
-    try:
-        import dask
-        import dask.dataframe  # noqa: F401
-    except ImportError:
-        raise InputError("Dask sweeps need dask: python -m pip install 'symbolic_cost[dask]'") from None
-    return dask

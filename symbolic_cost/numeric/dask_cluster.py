@@ -1,0 +1,55 @@
+"""Where Dask's tasks run: a ``LocalCluster`` this process starts, or a running scheduler.
+
+``numeric.dask_sweep`` writes the tasks; ``cluster`` gives them a ``distributed.Client`` for
+the length of a ``with`` block (``symbolic-cost sweep --dask``).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from symbolic_cost.checks import InputError
+
+
+def need_dask():
+    """The ``dask`` module, or an error that says how to install it."""
+    try:
+        import dask
+        import dask.dataframe  # noqa: F401
+    except ImportError:
+        raise InputError("Dask sweeps need dask: python -m pip install 'symbolic_cost[dask]'") from None
+    return dask
+
+
+QUIET = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+         "distributed.worker.memory.monitor-interval": "1s"}
+"""Dask settings of the clusters ``cluster`` starts: no statistical profiler of the workers' tasks
+(a sample of every thread's stack every 10 ms, for a dashboard these clusters do not serve), and
+the event loops' blocked-loop check (every 20 ms) and the memory monitors of every worker and
+nanny (every 100 ms) once a second.  An idle two-worker cluster took 97 ms of CPU a second with
+Dask's defaults; a sweep on it, 7 % longer (``docs/fast.md``)."""
+
+
+@contextmanager
+def cluster(where: str, argument: str = "where"):
+    """A ``distributed.Client`` for the body: on a ``LocalCluster`` of ``where`` worker
+    processes of one thread each (a count, started and stopped here), or on the running
+    scheduler at the address ``where`` (``tcp://host:8786``).  Dask's tasks go to it while it
+    is open."""
+    dask = need_dask()
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("Dask clusters need distributed: python -m pip install 'symbolic_cost[dask]'", argument) from None
+    where = str(where).strip()
+    if where.isdigit() and int(where) >= 1:
+        with dask.config.set(QUIET):     # read as each server and worker starts
+            local = LocalCluster(n_workers=int(where), threads_per_worker=1, processes=True, dashboard_address=None)
+        with local, Client(local) as client:
+            yield client
+    elif "://" in where:
+        with Client(where, timeout=30) as client:
+            yield client
+    else:
+        raise InputError(f"{argument} must be a number of local worker processes (at least 1) or a scheduler's "
+                         f"address such as tcp://host:8786, got {where!r}", argument)
