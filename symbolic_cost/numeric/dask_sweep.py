@@ -228,10 +228,11 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     """The ``top`` configurations of ``grid`` of least ``by`` among those that meet
     ``constraints``, with the counts, computed as Dask tasks (``compute`` goes to
     ``dask.compute``: ``scheduler="sync"`` runs them here, a ``distributed.Client`` on its
-    cluster): each task evaluates, filters and ranks ``chunk_size`` rows, and results are
-    combined ``fan_in`` at a time on the workers; the frame equals ``sweep(...)``'s rows sorted
-    by ``by`` (stable) and cut to ``top``, index renumbered.  ``chunk_size`` defaults to
-    ``task_rows``.
+    cluster): each task evaluates, filters and ranks ``chunk_size`` rows; while more than
+    ``fan_in ** 2`` results remain they are combined ``fan_in`` at a time on the workers,
+    and the last ones here (a result is ``top`` rows: the workers' combining of 16 results
+    only added a step at the end).  The frame equals ``sweep(...)``'s rows sorted by ``by``
+    (stable) and cut to ``top``, index renumbered.  ``chunk_size`` defaults to ``task_rows``.
 
     >>> from symbolic_cost.symbols import b, m1
     >>> found = best({"work": 2 * b / m1}, {"b": [1, 2, 3], "m1": [1, 2]}, by="work", top=2,
@@ -253,9 +254,9 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     job = dask.delayed(plan(exprs, grid, constraints, top, by), pure=True, traverse=False)   # one node: sent once per worker
     layer = [dask.delayed(best_of, pure=True)(job, start, min(start + chunk_size, grid_size(grid)))
              for start in range(0, grid_size(grid), chunk_size)]
-    while len(layer) > 1:                   # a tree: only each task's top rows travel, fan_in at a time
+    while len(layer) > fan_in ** 2:         # a tree: only each task's top rows travel, fan_in at a time
         layer = [dask.delayed(combine, pure=True)(layer[i:i + fan_in], top, by) for i in range(0, len(layer), fan_in)]
-    found = layer[0].compute(**compute)
+    found = combine(dask.compute(*layer, **compute), top, by)
     return Best(found.evaluated, found.kept, found.best.reset_index(drop=True))
 
 
