@@ -27,7 +27,7 @@ QUIET = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.in
 (a sample of every thread's stack every 10 ms, for a dashboard these clusters do not serve), and
 the event loops' blocked-loop check (every 20 ms) and the memory monitors of every worker and
 nanny (every 100 ms) once a second.  An idle two-worker cluster took 97 ms of CPU a second with
-Dask's defaults; a sweep on it, 7 % longer (``docs/fast.md``)."""
+Dask's defaults, 22 ms with these; a sweep on it took 4-8 % longer (``docs/fast.md``)."""
 
 
 @contextmanager

@@ -27,8 +27,8 @@ import pandas as pd
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import loop_kernel, shipped
-from symbolic_cost.numeric.dask_cluster import need_dask
 from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
+from symbolic_cost.numeric.dask_cluster import need_dask
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.sweep import check_grid, grid_layout, grid_size, keep_exprs, write_rows
 from symbolic_cost.symbols import resolve_names
@@ -229,9 +229,9 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     ``constraints``, with the counts, computed as Dask tasks (``compute`` goes to
     ``dask.compute``: ``scheduler="sync"`` runs them here, a ``distributed.Client`` on its
     cluster): each task evaluates, filters and ranks ``chunk_size`` rows; while more than
-    ``fan_in ** 2`` results remain they are combined ``fan_in`` at a time on the workers,
-    and the last ones here (a result is ``top`` rows: the workers' combining of 16 results
-    only added a step at the end).  The frame equals ``sweep(...)``'s rows sorted by ``by``
+    ``fan_in ** 2`` results remain they are combined ``fan_in`` at a time on the workers, and
+    the last ones in this process (a result is ``top`` rows; a combining task on a worker only
+    added a step after the last task).  The frame equals ``sweep(...)``'s rows sorted by ``by``
     (stable) and cut to ``top``, index renumbered.  ``chunk_size`` defaults to ``task_rows``.
 
     >>> from symbolic_cost.symbols import b, m1
