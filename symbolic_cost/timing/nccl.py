@@ -161,11 +161,11 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | 
     active = Integer(1) if kind == "p2p" else minimum(1, n - 1)
     share = {"LL": Rational(1, 4) if kind == "allreduce" else Rational(1, 3), "Simple": Integer(1)}
     times = []
-    near = _hop_link(intra or link)
+    near, near_steps, per_byte = _hop_link(intra or link), steps - inter, sent / bus   # every protocol's
     for protocol in protocols(arch, kind):
         inverse = 1 / share[protocol] if protocol != "LL128" else ll128_inverse_share(kind, link, arch, n, nodes)
-        latency = BASE[protocol] + (steps - inter) * HOP[(near, protocol)] + inter * HOP[("ib", protocol)]
-        times.append(active * latency + sent * inverse / bus)
+        latency = BASE[protocol] + near_steps * HOP[(near, protocol)] + inter * HOP[("ib", protocol)]
+        times.append(active * latency + per_byte * inverse)
     if kind == "allreduce" and link == "ib" and nodes != 1:
         times.extend(tree_time(n, volume, bus, nodes, near, arch))
     return minimum(*times)
@@ -220,12 +220,12 @@ def tree_time(n, tensor_bytes, bus, nodes, intra: str = "nvlink", arch: str = "o
     n, nodes, volume = sympify(n), sympify(nodes), sympify(tensor_bytes)
     few = minimum(1, maximum(0, 3 - nodes))      # 1 up to two nodes, else 0 (a whole number of them)
     levels = Log2(nodes + 1) - 1      # floor(log2 nodes) for a whole number of nodes (Log2 rounds up)
-    times = []
+    times, chained, usable = [], round_down(n / nodes) - 1, bus * Rational(9, 10)     # every protocol's
     for protocol in protocols(arch):
         caps = TREE_CAP_LL128_AMPERE if protocol == "LL128" and arch == "ampere" else TREE_CAP
         cap = caps["many"] + (caps["few"] - caps["many"]) * few
-        bandwidth = minimum(bus * Rational(9, 10), cap) * TREE_SHARE[protocol] / 2 * tree_correction(protocol, volume)
-        latency = TREE_BASE[protocol] + 2 * ((round_down(n / nodes) - 1) * TREE_HOP[(_hop_link(intra), protocol)]
+        bandwidth = minimum(usable, cap) * TREE_SHARE[protocol] / 2 * tree_correction(protocol, volume)
+        latency = TREE_BASE[protocol] + 2 * (chained * TREE_HOP[(_hop_link(intra), protocol)]
                                              + levels * TREE_HOP[("ib", protocol)])
         times.append(latency + volume / bandwidth)
     return times
