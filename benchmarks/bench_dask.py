@@ -2,9 +2,10 @@
 
 GPT-3 175B's totals with the step-time breakdown (``bench.whole_model_exprs``) over a grid of
 ``--rows`` configurations (10^8 by default), kept where the memory fits 80 GB, reduced to the
-10 of least step time (``numeric.dask_sweep.best``), three ways:
+10 of least step time (``numeric.dask_sweep.best``, tasks of its default size for the
+scheduler's threads unless ``--chunk`` says), three ways:
 
-* one process: the same tasks one after another in this process (``scheduler="sync"``);
+* one process: the tasks one after another in this process (``scheduler="sync"``);
 * a ``distributed.LocalCluster`` of 1 worker process, 1 thread, started as ``symbolic-cost sweep
   --dask 1`` starts it (``numeric.dask_cluster.cluster``);
 * a ``LocalCluster`` of 2 worker processes, 1 thread each.
@@ -43,7 +44,8 @@ from bench import loadavg, machine, whole_model_exprs  # noqa: E402
 
 CONSTRAINTS = ["memory <= 80e9"]
 CHUNK = None
-"""Rows a task: the library's default (``numeric.dask_sweep.task_rows``) unless ``--chunk`` says."""
+"""Rows a task: the library's default for the scheduler's threads (``numeric.dask_sweep.task_rows``)
+unless ``--chunk`` says."""
 
 
 def grid_of(rows: float) -> dict:
@@ -115,7 +117,8 @@ def main() -> None:
     for values in grid.values():
         rows *= len(values)
     print(f"machine: {machine()}")
-    print(f"sweep: GPT-3 175B totals + step-time breakdown, {rows:,} configurations, chunks of {args.chunk or task_rows(rows):,}, "
+    chunks = args.chunk or f"{task_rows(rows, 1):,} on one thread, {task_rows(rows, 2):,} on two"
+    print(f"sweep: GPT-3 175B totals + step-time breakdown, {rows:,} configurations, chunks of {chunks}, "
           f"kept where {CONSTRAINTS[0]}, top 10 by total; load average before: {loadavg()}")
     start = time.process_time()
     compiled = plan(exprs, grid, CONSTRAINTS, 10, "total")
@@ -131,7 +134,7 @@ def main() -> None:
                     same(found, reference)
                     timings.setdefault(label, []).append((cpu, wall, loadavg(), repeat == 0, busy))
     report(timings, rows, reference)
-    alone, pair = side_by_side(compiled, task_rows(rows) if args.chunk is None else args.chunk)
+    alone, pair = side_by_side(compiled, task_rows(rows, 2) if args.chunk is None else args.chunk)
     print(f"the machine's ceiling, no Dask: one task of those rows in a forked process, alone {alone:.3f} s, two side "
           f"by side {pair:.3f} s (medians of 3): {2 * alone / pair:.2f}x")
 

@@ -212,6 +212,16 @@ def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch, m
                                   sweep(EXPRS, grid=DASK_GRID, constraints=constraints), check_exact=True)
 
 
+def test_dask_best_counts_the_threads_of_dask_s_local_schedulers():
+    """The synchronous scheduler runs one task at a time, Dask's thread and process pools one a
+    core; ``best``'s default tasks are four a thread (``TASKS_A_THREAD``) of at least 2^20 rows."""
+    pytest.importorskip("dask")
+    from symbolic_cost.numeric import dask_sweep
+    assert dask_sweep.threads(scheduler="sync") == 1
+    assert dask_sweep.threads(scheduler="threads") == dask_sweep.threads(scheduler="processes") == os.cpu_count()
+    assert dask_sweep.task_rows(3 * 2**23, threads=3) == 2**21 and dask_sweep.task_rows(2**22, threads=2) == 2**20
+
+
 RANKED = {"rank": Piecewise((floor(S.b / 2) + floor(S.m1 / 3), S.b > 1)), "work": S.b * S.l / S.m1}
 RANKED_GRID = {"b": [3, 1, 2, 5, 4, 7, 6], "l": [512, 1024, 256], "m1": [1, 2, 4, 3]}
 
@@ -282,11 +292,12 @@ def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing(mo
     the top rows equal the plain sweep's, and no worker compiled a formula (each loaded the
     kernels by key); with numba's kernel, the workers rank in its module's ``scan``.  The
     workers run without Dask's task profiler and poll their memory once a second, while the
-    caller's own Dask settings stay as they were."""
+    caller's own Dask settings stay as they were.  ``best`` counts the cluster's threads, passed or
+    current."""
     pytest.importorskip("distributed")
     import dask
     from symbolic_cost.numeric.dask_cluster import cluster
-    from symbolic_cost.numeric.dask_sweep import best
+    from symbolic_cost.numeric.dask_sweep import best, threads
     from symbolic_cost.numeric.loop_kernel import numba
     from symbolic_cost.numeric.sweep import sweep_dask
     numba_here = numba() is not None
@@ -296,6 +307,7 @@ def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing(mo
     with cluster("2") as client:
         assert list(client.run(lambda: [dask.config.get(name) for name in settings]).values()) == [[False, "1s", "1s"]] * 2
         assert [dask.config.get(name) for name in settings] == before
+        assert threads(scheduler=client) == threads() == 2      # the default tasks' count: its two threads'
         lazy = sweep_dask(EXPRS, DASK_GRID, constraints=[S.b <= 2], chunk_size=9)
         pd.testing.assert_frame_equal(client.compute(lazy).result().reset_index(drop=True),
                                       sweep(EXPRS, grid=DASK_GRID, constraints=[S.b <= 2]), check_exact=True)

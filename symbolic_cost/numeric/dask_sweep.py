@@ -18,6 +18,7 @@ rows is ever made or streamed through memory.  The kernel's text travels as
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Mapping, NamedTuple
@@ -232,7 +233,8 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     ``fan_in ** 2`` results remain they are combined ``fan_in`` at a time on the workers, and
     the last ones in this process (a result is ``top`` rows; a combining task on a worker only
     added a step after the last task).  The frame equals ``sweep(...)``'s rows sorted by ``by``
-    (stable) and cut to ``top``, index renumbered.  ``chunk_size`` defaults to ``task_rows``.
+    (stable) and cut to ``top``, index renumbered.  ``chunk_size`` defaults to ``task_rows`` of
+    the scheduler's ``threads``.
 
     >>> from symbolic_cost.symbols import b, m1
     >>> found = best({"work": 2 * b / m1}, {"b": [1, 2, 3], "m1": [1, 2]}, by="work", top=2,
@@ -247,7 +249,7 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     dask = need_dask()
     if by not in map(str, exprs):
         raise InputError(f"by must name one of the swept expressions ({', '.join(map(str, exprs))}), got {by!r}", "by")
-    chunk_size = task_rows(grid_size(grid)) if chunk_size is None else chunk_size
+    chunk_size = task_rows(grid_size(grid), threads(**compute)) if chunk_size is None else chunk_size
     for name, value in (("top", top), ("chunk_size", chunk_size), ("fan_in", fan_in)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "fan_in" else 1):
             raise InputError(f"{name} must be an integer of at least {2 if name == 'fan_in' else 1}, got {value!r}", name)
@@ -260,16 +262,38 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     return Best(found.evaluated, found.kept, found.best.reset_index(drop=True))
 
 
-def task_rows(rows: int) -> int:
-    """Rows a task of ``best`` reduces by default: a sixteenth of the sweep, within ``TASK_ROWS``
-    (a task's memory is a block's whatever its rows, and only its ``top`` rows
-    travel).  Fewer, longer tasks leave the scheduler, which shares the cores with the workers,
-    less to do (``docs/fast.md`` has the measurements).
+def task_rows(rows: int, threads: int = 4) -> int:
+    """Rows a task of ``best`` reduces by default: ``TASKS_A_THREAD`` tasks for each of the
+    scheduler's ``threads``, within ``TASK_ROWS`` (a task's memory is a block's whatever its
+    rows, and only its ``top`` rows travel).
 
-    >>> task_rows(10**8), task_rows(1000), task_rows(10**10)
-    (6250000, 1048576, 16777216)
+    >>> task_rows(10**8), task_rows(10**8, threads=2), task_rows(1000), task_rows(10**10)
+    (6250000, 12500000, 1048576, 16777216)
     """
-    return min(max(rows // 16, TASK_ROWS[0]), TASK_ROWS[1])
+    return min(max(-(-rows // (TASKS_A_THREAD * threads)), TASK_ROWS[0]), TASK_ROWS[1])
+
+
+TASKS_A_THREAD = 4
+"""Tasks ``best`` gives each thread of its scheduler by default.  Each task costs its worker a
+round trip to the scheduler (1-3 ms between tasks on two cores), and the last tasks of the two
+workers end apart by up to a task: on a ``LocalCluster`` of 2 worker processes, 10^8 rows of
+GPT-3's totals took 0.643, 0.638, 0.636, 0.639 and 0.667 s as 6, 8, 10, 12 and 16 tasks
+(medians of ten runs alternated on one cluster, ``docs/fast.md``).  Two tasks a thread or fewer
+are not spread: Dask's scheduler sends most of them to the worker that holds the plan (2 of 2,
+3 of 4 tasks on two workers)."""
+
+
+def threads(**compute) -> int:
+    """Threads the tasks of ``dask.compute(..., **compute)`` run on: a ``distributed.Client``'s
+    workers' (the one passed as ``scheduler`` or the current one), 1 for ``"sync"``, this
+    machine's cores for Dask's local schedulers."""
+    import dask.base
+    import dask.local
+    get = dask.base.get_scheduler(scheduler=compute.get("scheduler"))
+    client = getattr(get, "__self__", None)
+    if callable(getattr(client, "nthreads", None)):
+        return max(sum(client.nthreads().values()), 1)
+    return 1 if get is dask.local.get_sync else os.cpu_count() or 1
 
 
 def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000_000):
