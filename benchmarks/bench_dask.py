@@ -111,7 +111,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.backend:
         os.environ["SYMBOLIC_COST_BACKEND"] = args.backend
-    from symbolic_cost.numeric.dask_sweep import plan, task_rows
+    from symbolic_cost.numeric.dask_sweep import task_rows
+    from symbolic_cost.numeric.grid_tasks import plan
     exprs, grid = whole_model_exprs(), grid_of(args.rows)
     rows = 1
     for values in grid.values():
@@ -140,7 +141,7 @@ def main() -> None:
 
 
 def _timed_task(plan, stop, results) -> None:
-    from symbolic_cost.numeric.dask_sweep import best_of
+    from symbolic_cost.numeric.grid_tasks import best_of
     best_of(plan, 0, min(stop, 1000))                    # the kernel loaded
     start = time.perf_counter()
     best_of(plan, 0, stop)

@@ -85,6 +85,11 @@ CLI = [
      "at p=2: p x virtual_stages must divide n_layers"),
     ("sweep --preset gpt2 --grid b=1 --grid b=2", "--grid b"),
     ("sweep --preset gpt2 --grid b=1,2 --set b=4", "--set b"),
+    ("sweep --preset gpt2 --grid b=1,2 --top 3", "--by"),
+    ("sweep --preset gpt2 --grid b=1,2 --by total", "--top"),
+    ("sweep --preset gpt2 --grid b=1,2 --top 0 --by total", "--top"),
+    ("sweep --preset gpt2 --grid b=1,2 --top 3 --by compute --field total", "--by"),
+    ("sweep --preset gpt2 --grid b=1,2 --top 3 --by speed", "--by"),
     # issue 17: search
     ("search --preset gpt2 --devices 8 --global-batch 0", "--global-batch"),
     ("search --preset gpt2 --devices 8 --global-batch -4", "--global-batch"),

@@ -352,3 +352,29 @@ def test_sweep_over_p_places_the_layers_of_each_p(capsys):
     for p, weights, activations in rows:
         cost = model_cost(arch, Training(b=1, l=4096, p=int(float(p)), micro_batches=9))
         assert (float(weights), float(activations)) == (float(cost.weight_bytes), float(cost.activation_bytes))
+
+
+@pytest.mark.parametrize("dask", [False, True])
+def test_sweep_top_gives_the_plain_sweeps_rows_of_least_by(capsys, dask):
+    """``--top N --by FIELD`` prints what the plain sweep prints, sorted by FIELD (stable: ties in
+    the grid's order) and cut to N: GPT-2 in one build (here, and on a Dask cluster of one
+    worker), and DeepSeek-V2-Lite over p, one build a p, the best of each ranked together."""
+    import io
+    import pandas as pd
+    if dask:
+        pytest.importorskip("distributed")
+    def table(argv):
+        assert main(argv) == 0
+        return pd.read_csv(io.StringIO(capsys.readouterr().out))
+    cases = [(["--preset", "gpt2", "--grid", "b=1,2,4,8", "m1=1,2,4", "d=1,2,4,8", "--where", "memory_bytes <= 2e9",
+               "--field", "memory_bytes,total"], "total", "total_s")]
+    if not dask:
+        cases.append((["--hf-config", str(HF / "DeepSeek-V2-Lite.json"), "--set", "l=4096", "n_micro=9",
+                       "--grid", "p=1,3,9", "b=1,2,3", "--field", "weight_bytes,activation_bytes"],
+                      "activation_bytes", "activation_bytes"))
+    for argv, by, name in cases:
+        plain = table(["sweep", *argv])
+        expected = plain.sort_values(name, kind="stable").head(4).reset_index(drop=True)
+        assert len(plain) > 4
+        top = table(["sweep", *argv, "--top", "4", "--by", by, *(["--dask", "1"] if dask else [])])
+        pd.testing.assert_frame_equal(top, expected, check_exact=True)

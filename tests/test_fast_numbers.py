@@ -187,7 +187,7 @@ def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch, m
     the set's operations (what 72 rows get), or, compiled whatever the rows, by the vector kernel
     or by symengine's LLVM kernel (the vector kernel left out)."""
     pytest.importorskip("dask.dataframe")
-    from symbolic_cost.numeric import compile as compiled, dask_sweep, vector_kernel
+    from symbolic_cost.numeric import compile as compiled, dask_sweep, grid_tasks, vector_kernel
     if machine_code == "vector kernel" and vector_kernel.llvmlite() is None:
         pytest.skip("llvmlite is not installed")
     if machine_code != "numpy's run of the operations":
@@ -196,12 +196,12 @@ def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch, m
         monkeypatch.setattr(vector_kernel, "compile_vector", lambda *args: None)
         monkeypatch.setattr(compiled, "_MEMORY", {})
         monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")          # no vector kernel from disk
-    kind = type(dask_sweep.plan(EXPRS, DASK_GRID, ["memory <= 3e9"], 5, "total").kernel().function).__name__
+    kind = type(grid_tasks.plan(EXPRS, DASK_GRID, ["memory <= 3e9"], 5, "total").kernel().function).__name__
     assert kind == {"numpy's run of the operations": "ProgramKernel", "vector kernel": "VectorKernel",
                     "symengine's": "LLVMDouble"}[machine_code]
     constraints = ["memory <= 3e9"]
     for top, chunk, fan_in, block in ((5, 7, 2, 3), (80, 72, 8, 2**16), (1, 1, 3, 1), (3, 20, 2, 4)):
-        monkeypatch.setattr(dask_sweep, "BLOCK", block)         # tasks of several blocks, or of one
+        monkeypatch.setattr(grid_tasks, "BLOCK", block)         # tasks of several blocks, or of one
         found = dask_sweep.best(EXPRS, DASK_GRID, by="total", top=top, constraints=constraints, chunk_size=chunk,
                                 fan_in=fan_in, scheduler="sync")
         kept, expected = plain_best(top, "total", constraints)
@@ -237,26 +237,29 @@ def test_dask_best_in_blocks_ranks_ties_and_nan_as_the_plain_sweep_sorts(monkeyp
     """Without numba a task of ``best`` ranks block by block, only rows below the ``top``-th
     value so far entering the later blocks: its top rows still equal the plain sweep's kept rows
     sorted by pandas (stable, NaN last), with ties, NaN values of ``by`` and more ``top`` than
-    numbers, whatever the blocks' and tasks' rows; each block evaluated into the task's buffer
-    by the vector kernel (compiled whatever the rows), numpy's run of its operations (what 84
+    numbers, whatever the blocks' and tasks' rows, with Dask or without (``top_rows``); each block
+    evaluated into the task's buffer by the vector kernel (compiled whatever the rows), numpy's run of its operations (what 84
     rows get) or the numpy backend's kernel."""
-    from symbolic_cost.numeric import compile as compiled, dask_sweep, vector_kernel
+    from symbolic_cost.numeric import compile as compiled, dask_sweep, grid_tasks, vector_kernel
     if backend == "llvm" and vector_kernel.llvmlite() is None:
         pytest.skip("llvmlite is not installed")
     monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "numpy" if backend == "numpy" else "llvm")
     if backend == "llvm":
         monkeypatch.setattr(compiled, "PROGRAM_ROWS", 0)
     kinds = {"llvm": "VectorKernel", "program": "ProgramKernel", "numpy": "function"}
-    assert type(dask_sweep.plan(RANKED, RANKED_GRID, top=1, by="rank").kernel().function).__name__ == kinds[backend]
+    assert type(grid_tasks.plan(RANKED, RANKED_GRID, top=1, by="rank").kernel().function).__name__ == kinds[backend]
     for top, chunk, block, constraints in ((5, 7, 3, []), (40, 84, 5, ["work <= 2048"]), (1, 1, 1, ["work >= 700"]),
                                            (84, 13, 4, ["l >= 512"]), (3, 84, 2, ["work <= 1"]), (4, 30, 7, [])):
-        monkeypatch.setattr(dask_sweep, "BLOCK", block)
+        monkeypatch.setattr(grid_tasks, "BLOCK", block)
         found = dask_sweep.best(RANKED, RANKED_GRID, by="rank", top=top, constraints=constraints, chunk_size=chunk,
                                 fan_in=2, scheduler="sync")
         kept, expected = ranked_best(top, constraints)
         assert (found.evaluated, found.kept) == (84, kept)
         pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
-    monkeypatch.setattr(dask_sweep, "BLOCK", 2)     # after [12, 10] [8, 2] the third least is 10: 9 enters
+        here = grid_tasks.top_rows(RANKED, RANKED_GRID, by="rank", top=top, constraints=constraints, chunk_size=chunk)
+        assert (here.evaluated, here.kept) == (84, kept)          # the same tasks without Dask
+        pd.testing.assert_frame_equal(here.best, expected, check_exact=True)
+    monkeypatch.setattr(grid_tasks, "BLOCK", 2)     # after [12, 10] [8, 2] the third least is 10: 9 enters
     found = dask_sweep.best({"v": S.b}, {"b": [12, 10, 8, 2, 9, 14]}, by="v", top=3, chunk_size=6, scheduler="sync")
     assert found.best["v"].tolist() == [2, 8, 9]
 
@@ -269,12 +272,12 @@ def test_dask_best_with_numba_ranks_in_its_own_loop_as_the_plain_sweep_sorts(mon
     pandas (stable, NaN last), here with many ties, NaN values of ``by`` (``b = 1`` is no piece
     of the ``Piecewise``) and more ``top`` than numbers."""
     pytest.importorskip("numba")
-    from symbolic_cost.numeric import dask_sweep, loop_kernel
+    from symbolic_cost.numeric import dask_sweep, grid_tasks, loop_kernel
     monkeypatch.setenv("SYMBOLIC_COST_BACKEND", "numba")
     monkeypatch.setattr(loop_kernel, "SCAN_ROWS", scan_rows)
     monkeypatch.setattr(loop_kernel, "CYCLE_ROWS", cycle_rows)     # every input in runs; some (m1's, l's) copied
-    scanned, calls = dask_sweep._scanned, []
-    monkeypatch.setattr(dask_sweep, "_scanned", lambda *task: calls.append(task[1:]) or scanned(*task))
+    scanned, calls = grid_tasks._scanned, []
+    monkeypatch.setattr(grid_tasks, "_scanned", lambda *task: calls.append(task[1:]) or scanned(*task))
     for top, chunk, constraints in ((5, 7, []), (40, 84, ["work <= 2048"]), (1, 1, ["work >= 700"]),
                                     (84, 13, ["l >= 512"]), (3, 84, ["work <= 1"])):
         found = dask_sweep.best(RANKED, RANKED_GRID, by="rank", top=top, constraints=constraints, chunk_size=chunk,
@@ -320,7 +323,7 @@ def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing(mo
             assert found.kept == kept
             pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
         state = client.run(lambda: (len(__import__("symbolic_cost.numeric.compile").numeric.compile._MEMORY),
-                                    len(__import__("symbolic_cost.numeric.dask_sweep").numeric.dask_sweep._LOADED),
+                                    len(__import__("symbolic_cost.numeric.grid_tasks").numeric.grid_tasks._LOADED),
                                     sum(len(getattr(m, "scan").signatures) for name, m in list(sys.modules.items())
                                         if name.startswith("symbolic_cost_kernels.") and hasattr(m, "scan"))))
     assert [compiled for compiled, _, _ in state.values()] == [0, 0]        # no worker compiled a formula

@@ -47,6 +47,8 @@ EXAMPLES = [
     "symbolic-cost sweep --megatron-args train_llama3_8b_h100_fp8.sh --grid b=1,2,4 --field memory_bytes,total",
     "symbolic-cost sweep --preset gpt3-175b --grid b=1:64 l=512:8192:x2 m1=1:8:x2 --where 'memory_bytes <= 80e9' "
     "--field total --dask 2 --out sweep.parquet",
+    "symbolic-cost sweep --preset gpt3-175b --set b=1 l=2048 d=8 n_micro=64 --zero 1 --grid m1=1:8:x2 p=1:32:x2 "
+    "--where 'memory_bytes <= 80e9' --field memory_bytes,total --top 5 --by total",
 ]
 
 
@@ -68,7 +70,13 @@ def add_arguments(parser) -> None:
                    help="keep rows where EXPR holds, e.g. 'memory_bytes <= 80e9' or 'Eq(Mod(96, m1), 0)'")
     options.option(parser, "--out", help="write to a new .csv or .parquet file instead of stdout")
     options.option(parser, "--overwrite", action="store_true", help="with --out: replace an existing file")
-    options.option(parser, "--chunk", type=int, default=1_000_000, help="configurations per chunk")
+    options.option(parser, "--chunk", type=int, help="configurations per chunk (default: 1,000,000; with --top, "
+                   "the default of numeric.grid_tasks.top_rows, or of numeric.dask_sweep.best with --dask)")
+    options.option(parser, "--top", type=int, metavar="N", help="only the N rows of least --by (in the memory "
+                   "of one block of rows, however large the grid: numeric.grid_tasks.top_rows; with --dask, "
+                   "numeric.dask_sweep.best)")
+    options.option(parser, "--by", choices=SWEEP_FIELDS, metavar="FIELD", help="with --top: the field to rank by, "
+                   "least first (one of --field's)")
     options.option(parser, "--progress", action="store_true", help="report progress on stderr")
     options.option(parser, "--dask", metavar="WORKERS|ADDRESS",
                    help="evaluate the chunks as Dask tasks (numeric.dask_sweep: compiled once, loaded by key on "
@@ -118,6 +126,7 @@ def run(args) -> int:
         raise InputError("--overwrite applies to --out only; it would be ignored", "--overwrite")
     if args.out is not None:
         output_file(args.out, "--out", overwrite=args.overwrite, suffixes=(".csv", ".parquet"))
+    check_top(args)
     grid = grid_values(args.grid, assignments(args.set, allowed=TRAINING_SYMBOLS))
     framework = frameworks.setup(args)      # a framework file: its values are the defaults the grid replaces
     arch = framework.arch if framework else architecture(args)
@@ -135,7 +144,7 @@ def run(args) -> int:
             # which layers a rank holds depends on p (models.ranks.Placement): one build per p
             import pandas as pd
             frames = [_sweep(args, arch, {**fixed, S.p: p}, {**grid, S.p: [p]}, chosen, None) for p in grid[S.p]]
-            result = _write(pd.concat(frames, ignore_index=True), args.out)
+            result = _write(_least(pd.concat(frames, ignore_index=True), args), args.out)
         else:
             result = _sweep(args, arch, fixed, grid, chosen, args.out)
     if args.out is None:
@@ -173,16 +182,51 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
     used = set().union(*(x.free_symbols for x in [*chosen_exprs.values(), *constraints]))
     numbers_needed(dict.fromkeys(grid, 1), used, "sweep (every symbol swept or set)")
     grid = {str(k): v for k, v in grid.items()}
+    if args.top is not None:
+        return _write(_best(args, chosen_exprs, grid, constraints), out)
     if args.dask is None:
-        return sweep(chosen_exprs, grid=grid, constraints=constraints, chunk_size=args.chunk, out=out,
+        return sweep(chosen_exprs, grid=grid, constraints=constraints, chunk_size=args.chunk or 1_000_000, out=out,
                      progress=args.progress)
     from symbolic_cost.numeric.sweep import sweep_dask
-    lazy = sweep_dask(chosen_exprs, grid, constraints, chunk_size=args.chunk)
+    lazy = sweep_dask(chosen_exprs, grid, constraints, chunk_size=args.chunk or 1_000_000)
     if args.progress:
-        print(f"sweep: {lazy.npartitions:,} Dask tasks of up to {args.chunk:,} configurations on "
+        print(f"sweep: {lazy.npartitions:,} Dask tasks of up to {args.chunk or 1_000_000:,} configurations on "
               f"{'a LocalCluster of ' + args.dask + ' worker processes' if args.dask.isdigit() else args.dask}",
               file=sys.stderr)
     return _write(lazy.compute().reset_index(drop=True), out)
+
+
+def check_top(args) -> None:
+    """``--top`` and ``--by`` come together, and ``--by`` names one of ``--field``'s fields."""
+    if (args.top is None) != (args.by is None):
+        raise InputError("--top N and --by FIELD go together: the N rows of least FIELD",
+                         "--top" if args.by else "--by")
+    if args.by is not None and args.by not in args.field:
+        raise InputError(f"--by must name one of --field's fields ({', '.join(args.field)}), got {args.by!r}", "--by")
+
+
+def _best(args, exprs: dict, grid: dict, constraints):
+    """The ``--top`` rows of least ``--by`` and the counts (on stderr with ``--progress``): each
+    task of the grid's rows keeps its own top rows, on the ``--dask`` cluster
+    (``numeric.dask_sweep.best``) or one task after another here (``numeric.grid_tasks.top_rows``)."""
+    chunk = {} if args.chunk is None else {"chunk_size": args.chunk}
+    if args.dask is None:
+        from symbolic_cost.numeric.grid_tasks import top_rows
+        found = top_rows(exprs, grid, by=column(args.by), top=args.top, constraints=constraints, **chunk)
+    else:
+        from symbolic_cost.numeric.dask_sweep import best
+        found = best(exprs, grid, by=column(args.by), top=args.top, constraints=constraints, **chunk)
+    if args.progress:
+        print(f"sweep: {found.evaluated:,} configurations, {found.kept:,} kept, the {len(found.best):,} of least "
+              f"{column(args.by)} written", file=sys.stderr)
+    return found.best
+
+
+def _least(frame, args):
+    """With ``--top``: the ``--top`` rows of ``frame`` of least ``--by`` (stable: ties in row order)."""
+    if args.top is None:
+        return frame
+    return frame.sort_values(column(args.by), kind="stable").head(args.top).reset_index(drop=True)
 
 
 def _scheduler(args):

@@ -167,7 +167,7 @@ class Compiled:
     def into(self, out, flat) -> None:
         """Every output at the rows of the contiguous float64 columns ``flat`` (one per symbol),
         into the rows of ``out`` (one per output, as long), on this thread alone: a Dask task's
-        (``numeric.dask_sweep``), which has a core of its own."""
+        (``numeric.grid_tasks``), which has a core of its own."""
         if self.backend == "numba":
             self.function(*out, *flat)
         elif self.backend == "llvm":
@@ -179,7 +179,7 @@ class Compiled:
     def bound(self, inputs, out):
         """``evaluate(size)``: the kernel on the first ``size`` rows of the contiguous float64
         columns ``inputs`` (one per symbol) into ``out``'s, on this thread, again and again (a
-        Dask task's blocks, ``numeric.dask_sweep``).  The vector kernel is called with the
+        Dask task's blocks, ``numeric.grid_tasks``).  The vector kernel is called with the
         columns' addresses, taken once (each call otherwise takes 16 of them and checks each
         column: some 40 µs of a block of 8,192 rows); any other kernel through ``into``."""
         function = self.function

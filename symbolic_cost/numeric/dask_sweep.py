@@ -1,227 +1,27 @@
-"""Sweeps on a Dask cluster: the kernel compiled once, each task a range of the grid's rows.
+"""Sweeps on a Dask cluster: the tasks of ``numeric.grid_tasks`` as a Dask graph.
 
-The client compiles the expressions and constraints once (``numeric.compile``, the backend
-the plain ``sweep`` of the whole grid would use) and writes a ``Plan``: the kernel's cache
-key and the text it loads from (the generated numba or numpy module, or symengine's pickled
-LLVM kernel), the grid's axes and what to keep.  The plan is one node of the task graph,
-sent to each worker once; a task is only ``(plan, start, stop)``, a range of the grid's row
-numbers.  A worker loads the kernel once per process by its key (from the disk cache, where
-the client already wrote it on a shared machine, numba's machine code beside it; from the
-plan's text elsewhere), never rebuilding a SymPy formula; it builds its rows from the axes,
-evaluates them in one thread (Dask runs one task per core), drops the rows that break a
-constraint and, for ``best``, keeps only its ``top`` rows: only what is kept comes back.
-With numba's kernel a task of ``best`` does all of that inside the generated loop
-(``loop_kernel.best_rows``), a cache-sized block of rows at a time: no column of the task's
-rows is ever made or streamed through memory.  The kernel's text travels as
-``numeric.shipped`` writes it.
+The client compiles the expressions and constraints once (``grid_tasks.plan``); the plan is one
+node of the task graph, sent to each worker once, and a task is only ``(plan, start, stop)``, a
+range of the grid's row numbers.  A worker loads the kernel once per process by its key, never
+rebuilding a SymPy formula, and evaluates its rows in one thread (Dask runs one task per core);
+for ``best`` it keeps only its ``top`` rows, and only those come back.  ``frame`` gives every
+kept row instead, as a lazy ``dask.dataframe``.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from dataclasses import dataclass
-from typing import Mapping, NamedTuple
+from typing import Mapping
 
-import numpy as np
 import pandas as pd
 
-from symbolic_cost.checks import InputError
-from symbolic_cost.numeric import loop_kernel, shipped
-from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
 from symbolic_cost.numeric.dask_cluster import need_dask
-from symbolic_cost.numeric.pages import keep_freed_pages
-from symbolic_cost.numeric.sweep import check_grid, grid_layout, grid_size, keep_exprs, write_rows
+from symbolic_cost.numeric.grid_tasks import Best, best_of, check_best, combine, plan, row_ranges, rows
+from symbolic_cost.numeric.sweep import grid_size
 from symbolic_cost.symbols import resolve_names
 
-_LOADED: dict = {}
-"""Kernels this process loaded, by key (a worker loads each once)."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a worker needs: the kernel by key and text, the grid's axes, what to keep."""
-
-    key: str
-    backend: str
-    code: bytes
-    outputs: tuple[str, ...]            # the kernel's outputs: the fields, then one per constraint
-    inputs: tuple[str, ...]             # the kernel's inputs, by name
-    axes: tuple[tuple[str, tuple], ...]
-    fields: tuple[str, ...]
-    constraints: int
-    top: int | None = None
-    by: str | None = None
-
-    def kernel(self) -> Compiled:
-        """The compiled kernel: loaded once per process (``shipped.load``)."""
-        if self.key not in _LOADED:
-            _LOADED[self.key] = Compiled(self.outputs, tuple(resolve_names(dict.fromkeys(self.inputs))),
-                                         shipped.load(self.backend, self.key, self.code), self.backend)
-        return _LOADED[self.key]
-
-    @property
-    def columns(self) -> list[str]:
-        return [name for name, _ in self.axes] + list(self.fields)
-
-    @property
-    def size(self) -> int:
-        return grid_size(dict(self.axes))
-
-
-def plan(exprs: Mapping, grid: Mapping, constraints=(), top: int | None = None, by: str | None = None) -> Plan:
-    """Compile ``exprs`` and ``constraints`` (as ``numeric.sweep.sweep`` does) for the sweep of
-    ``grid``, and describe them for the workers; with ``top``, each task keeps its ``top`` rows
-    of least ``by``."""
-    check_grid(grid)
-    exprs = {str(k): v for k, v in exprs.items()}
-    keep = keep_exprs(exprs, constraints)
-    axes = tuple((str(k), tuple(float(x) for x in v)) for k, v in resolve_names(grid).items())
-    symbols = list(resolve_names(grid))
-    every = {**exprs, **keep}
-    size = grid_size(grid)
-    compiled = compile_exprs(every, symbols=symbols, backend=sweep_backend(size, every, symbols), rows=size)
-    compiled({str(s): np.ones(1) for s in compiled.symbols})     # numba compiles (and caches) at the first call
-    key, code = shipped.text(compiled, list(every.values()))
-    _LOADED.setdefault(key, compiled)       # this process has it already (tasks run here with scheduler="sync")
-    found = Plan(key, compiled.backend, code, compiled.names, tuple(map(str, compiled.symbols)), axes,
-                 tuple(map(str, exprs)), len(keep), top, by)
-    if compiled.backend == "numba" and top is not None:
-        _scanned(found, 0, 1)               # numba compiles the scan here, once, into the cache the workers read
-    return found
-
-
-BLOCK = 2**16
-"""Rows a task evaluates at a time: the grid's columns and the outputs in one buffer every
-block and task of the thread reuses (``_buffer``: 8 MB for GPT-3's 7 inputs and 9 outputs), so
-that a task's memory stays bounded however large its chunk and its rows stay in the caches.
-Measured on GPT-3's totals with the step-time breakdown, a task of 6.25 x 10^6 rows in one
-thread (AVX-512 EPYC, 2026-11-26): ``best_of`` 0.111 CPU-s at 2^16 rows a block, 0.133 at 2^20,
-0.140 at 2^15; ``rows`` 0.25 against 1.11 (the LLVM backend), 0.33 against 1.22 (numba)."""
 TASK_ROWS = (2**20, 2**24)
 """The fewest and most rows ``task_rows`` gives a task."""
-
-
-def rows(plan: Plan, start: int, stop: int) -> pd.DataFrame:
-    """The kept rows of grid rows ``start`` to ``stop``: inputs then fields, as ``sweep``'s."""
-    parts = [{name: columns[name][kept] for name in plan.columns} for columns, kept in _blocks(plan, start, stop)]
-    return pd.DataFrame({name: np.concatenate([part[name] for part in parts]) for name in plan.columns})
-
-
-def _blocks(plan: Plan, start: int, stop: int):
-    """For each ``BLOCK`` of grid rows ``start`` to ``stop``: every column (the grid's and the
-    outputs, in a buffer the next block reuses) and the positions of the rows kept."""
-    kernel = plan.kernel()
-    keep_freed_pages()                  # a worker's glibc trims at 64 KiB: every block would fault anew
-    layout = grid_layout(dict(plan.axes))
-    width = len(layout)
-    buffer = _buffer(width + len(plan.outputs), min(BLOCK, stop - start))
-    rows = {name: buffer[k] for k, (name, _, _) in enumerate(layout)}
-    inputs, outputs = [rows[name] for name in plan.inputs], buffer[width:]
-    evaluate = kernel.bound(inputs, outputs)
-    for first in range(start, stop, BLOCK):
-        size = min(first + BLOCK, stop) - first
-        write_rows(layout, first, {name: column[:size] for name, column in rows.items()})
-        evaluate(size)                  # on this thread: Dask gives each task a core
-        results = {name: column[:size] for name, column in zip(plan.outputs, outputs)}
-        mask = None
-        for name in plan.outputs[len(plan.outputs) - plan.constraints:]:
-            held = results.pop(name) > 0.5
-            mask = held if mask is None else mask & held
-        yield {**{name: column[:size] for name, column in rows.items()}, **results}, \
-            np.arange(size) if mask is None else np.flatnonzero(mask)
-
-
-_THREAD = threading.local()
-
-
-def _buffer(columns: int, rows: int) -> np.ndarray:
-    """A ``(columns, rows)`` buffer for a task's blocks, the same one for every task this thread
-    runs (a fresh one is ``columns`` x 8 MB of new pages per task); callers copy what they keep.
-    Its columns start 64 bytes apart modulo 4 KiB (``STAGGER``), not all at one offset."""
-    kept = getattr(_THREAD, "buffer", None)
-    if kept is None or kept.shape[0] != columns or kept.shape[1] < rows:
-        kept = _THREAD.buffer = np.empty((columns, rows + STAGGER + -rows % 512))[:, :rows]
-    return kept[:, :rows]
-
-
-STAGGER = 8
-"""Doubles between a column's end and the next one's start past a whole number of 4 KiB pages.
-Columns of ``BLOCK`` rows (512 KiB) one after another all start at one offset in their pages:
-the kernel's 16 streams then fall in one set of the first-level cache and each load after a
-store to another column looks to the CPU as if it might read it (4K aliasing).  Staggered, the
-kernel ran 124 million rows of GPT-3's totals a second against 119 (2^16 rows, one core,
-medians of seven runs in three rounds, AVX-512 EPYC, 2026-11-26)."""
-
-
-class Best(NamedTuple):
-    """Configurations evaluated, kept (every constraint held), and the ``top`` of least ``by``."""
-
-    evaluated: int
-    kept: int
-    best: pd.DataFrame
-
-
-def best_of(plan: Plan, start: int, stop: int) -> Best:
-    """A task of ``best``: rows ``start`` to ``stop`` reduced to their counts and ``top`` rows
-    (``_least``); only those rows are ever put in a frame.  A numba kernel does it in its own
-    loop (``_scanned``)."""
-    if plan.kernel().backend == "numba":
-        return _scanned(plan, start, stop)
-    tops, kept, bound, least = [], 0, np.inf, np.empty(0)
-    for columns, rows_kept in _blocks(plan, start, stop):
-        kept += len(rows_kept)
-        if np.isfinite(bound):          # `top` rows before these are at most `bound`: only less can enter
-            rows_kept = rows_kept[columns[plan.by][rows_kept] < bound]
-        chosen = rows_kept[_least(columns[plan.by][rows_kept], plan.top)]
-        tops.append({name: columns[name][chosen] for name in plan.columns})
-        bound, least = _bound(least, tops[-1][plan.by], plan.top, bound)
-    every = {name: np.concatenate([top[name] for top in tops]) for name in plan.columns}   # blocks in row order
-    chosen = _least(every[plan.by], plan.top)
-    return Best(stop - start, kept, pd.DataFrame({name: every[name][chosen] for name in plan.columns}))
-
-
-def _bound(least: np.ndarray, chosen: np.ndarray, top: int, bound: float) -> tuple[float, np.ndarray]:
-    """The ``top``-th least of the values kept so far (``least``, the ``top`` least of the blocks
-    before, and this block's ``chosen``), once they are ``top`` or more (NaN while fewer of them
-    are numbers: a bound that keeps nothing out), ``bound`` before; and the ``top`` least of them."""
-    values = np.concatenate([least, chosen])
-    if len(values) < top:
-        return bound, values
-    values = np.partition(values, top - 1)[:top]
-    return float(values[top - 1]), values
-
-
-def _scanned(plan: Plan, start: int, stop: int) -> Best:
-    """``best_of`` by the numba module's own loop (``loop_kernel.best_rows``): the inputs made
-    from the axes, evaluated, filtered and ranked a cache-sized block at a time."""
-    kept, columns = loop_kernel.best_rows(plan.kernel().function, plan.axes, plan.inputs, plan.outputs, start, stop,
-                                          plan.outputs.index(plan.by), plan.constraints, plan.top)
-    return Best(stop - start, kept, pd.DataFrame({name: columns[name] for name in plan.columns}))
-
-
-def _least(values: np.ndarray, top: int) -> np.ndarray:
-    """Positions of the ``top`` least ``values`` in the order of a stable sort (ties in
-    position order, NaN last): the rows up to the ``top``-th value (``np.partition``), sorted.
-
-    >>> _least(np.array([3.0, 1.0, np.nan, 1.0, 2.0]), 3)
-    array([1, 3, 4])
-    """
-    if len(values) > top:
-        bound = np.partition(values, top - 1)[top - 1]
-        if not np.isnan(bound):              # else fewer than top numbers: NaN rows are needed too
-            candidates = np.flatnonzero(values <= bound)
-            return candidates[np.argsort(values[candidates], kind="stable")[:top]]
-    return np.argsort(values, kind="stable")[:top]
-
-
-def combine(parts, top: int, by: str) -> Best:
-    """Tasks' results, in row order, as one: counts added, the ``top`` of least ``by`` (ties in
-    row order, as a stable sort of the whole sweep)."""
-    parts = list(parts)
-    frames = [p.best for p in parts if len(p.best)]
-    best = pd.concat(frames).sort_values(by, kind="stable").head(top) if frames else parts[0].best
-    return Best(sum(p.evaluated for p in parts), sum(p.kept for p in parts), best)
 
 
 def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), chunk_size: int | None = None,
@@ -247,15 +47,11 @@ def best(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), 
     1  2.0  2.0   2.0
     """
     dask = need_dask()
-    if by not in map(str, exprs):
-        raise InputError(f"by must name one of the swept expressions ({', '.join(map(str, exprs))}), got {by!r}", "by")
     chunk_size = task_rows(grid_size(grid), threads(**compute)) if chunk_size is None else chunk_size
-    for name, value in (("top", top), ("chunk_size", chunk_size), ("fan_in", fan_in)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "fan_in" else 1):
-            raise InputError(f"{name} must be an integer of at least {2 if name == 'fan_in' else 1}, got {value!r}", name)
-    job = dask.delayed(plan(exprs, grid, constraints, top, by), pure=True, traverse=False)   # one node: sent once per worker
-    layer = [dask.delayed(best_of, pure=True)(job, start, min(start + chunk_size, grid_size(grid)))
-             for start in range(0, grid_size(grid), chunk_size)]
+    check_best(exprs, by, top=top, chunk_size=chunk_size, fan_in=fan_in)
+    job = dask.delayed(plan(exprs, grid, constraints, top, by), pure=True, traverse=False)   # sent once a worker
+    layer = [dask.delayed(best_of, pure=True)(job, start, stop)
+             for start, stop in row_ranges(grid_size(grid), chunk_size)]
     while len(layer) > fan_in ** 2:         # a tree: only each task's top rows travel, fan_in at a time
         layer = [dask.delayed(combine, pure=True)(layer[i:i + fan_in], top, by) for i in range(0, len(layer), fan_in)]
     found = combine(dask.compute(*layer, **compute), top, by)
@@ -302,8 +98,6 @@ def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000
     dask = need_dask()
     import dask.dataframe as dd
     job = dask.delayed(plan(exprs, grid, constraints), pure=True, traverse=False)
-    total = grid_size(grid)
-    parts = [dask.delayed(rows, pure=True)(job, start, min(start + chunk_size, total))
-             for start in range(0, total, chunk_size)]
+    parts = [dask.delayed(rows, pure=True)(job, start, stop) for start, stop in row_ranges(grid_size(grid), chunk_size)]
     meta = pd.DataFrame({c: pd.Series(dtype="float64") for c in [str(k) for k in resolve_names(grid)] + list(exprs)})
     return dd.from_delayed(parts, meta=meta)

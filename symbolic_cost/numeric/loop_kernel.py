@@ -187,7 +187,7 @@ def scan(y, x, axes, sizes, strides, cycles, periods, order, start, stop, by, ch
                 held = min(held + 1, top)
     return kept, rows[:held].copy(), nans[:nan_held].copy()
 '''
-"""The search loop of ``source``'s module, for a Dask task of ``best`` (``numeric.dask_sweep``):
+"""The search loop of ``source``'s module, for a task of ``best`` (``numeric.grid_tasks.best_of``):
 the inputs made from the grid's axes, evaluated and reduced a cache-sized block at a time, so
 that only the counts and ``top`` row numbers leave it."""
 

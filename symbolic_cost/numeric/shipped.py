@@ -1,4 +1,4 @@
-"""A compiled kernel as text another process loads: a Dask worker's (``numeric.dask_sweep``).
+"""A compiled kernel as text another process loads: a Dask worker's (``numeric.grid_tasks``).
 
 ``text`` gives the key and bytes of a kernel: numba's generated module, under its cache name so
 that the worker finds numba's machine code beside it; the numpy module's source; or the LLVM
