@@ -256,9 +256,13 @@ def test_dask_best_in_blocks_ranks_ties_and_nan_as_the_plain_sweep_sorts(monkeyp
         kept, expected = ranked_best(top, constraints)
         assert (found.evaluated, found.kept) == (84, kept)
         pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
-        here = grid_tasks.top_rows(RANKED, RANKED_GRID, by="rank", top=top, constraints=constraints, chunk_size=chunk)
+        said = []
+        here = grid_tasks.top_rows(RANKED, RANKED_GRID, by="rank", top=top, constraints=constraints, chunk_size=chunk,
+                                   progress=said.append)
         assert (here.evaluated, here.kept) == (84, kept)          # the same tasks without Dask
         pd.testing.assert_frame_equal(here.best, expected, check_exact=True)
+        done = [int(line.split()[1].split("/")[0].replace(",", "")) for line in said]    # "sweep: 30/84 ..."
+        assert done == [min(rows, 84) for rows in range(chunk, 84 + chunk, chunk)]       # after each task
     monkeypatch.setattr(grid_tasks, "BLOCK", 2)     # after [12, 10] [8, 2] the third least is 10: 9 enters
     found = dask_sweep.best({"v": S.b}, {"b": [12, 10, 8, 2, 9, 14]}, by="v", top=3, chunk_size=6, scheduler="sync")
     assert found.best["v"].tolist() == [2, 8, 9]

@@ -212,7 +212,8 @@ def _best(args, exprs: dict, grid: dict, constraints):
     chunk = {} if args.chunk is None else {"chunk_size": args.chunk}
     if args.dask is None:
         from symbolic_cost.numeric.grid_tasks import top_rows
-        found = top_rows(exprs, grid, by=column(args.by), top=args.top, constraints=constraints, **chunk)
+        found = top_rows(exprs, grid, by=column(args.by), top=args.top, constraints=constraints,
+                         progress=args.progress, **chunk)
     else:
         from symbolic_cost.numeric.dask_sweep import best
         found = best(exprs, grid, by=column(args.by), top=args.top, constraints=constraints, **chunk)

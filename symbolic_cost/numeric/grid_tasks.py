@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.numeric import loop_kernel, shipped
 from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
 from symbolic_cost.numeric.pages import keep_freed_pages
-from symbolic_cost.numeric.sweep import check_grid, grid_layout, grid_size, keep_exprs, write_rows
+from symbolic_cost.numeric.sweep import Progress, check_grid, grid_layout, grid_size, keep_exprs, write_rows
 from symbolic_cost.symbols import resolve_names
 
 _LOADED: dict = {}
@@ -237,12 +237,13 @@ def check_best(exprs: Mapping, by: str, **counts) -> None:
             raise InputError(f"{name} must be an integer of at least {least}, got {value!r}", name)
 
 
-def top_rows(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(),
-             chunk_size: int = 2**24) -> Best:
+def top_rows(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), chunk_size: int = 2**24,
+             progress: bool | Callable[[str], None] = False) -> Best:
     """``dask_sweep.best`` without Dask: its tasks of ``chunk_size`` rows one after another in
     this process, each reduced to its counts and ``top`` rows of least ``by`` before the next
     (memory: one block of rows, ``BLOCK``, whatever the grid's size), then combined.  The frame
     equals ``sweep(...)``'s rows sorted by ``by`` (stable, NaN last) and cut to ``top``.
+    ``progress`` is reported after each task as ``sweep``'s (``numeric.sweep.Progress``).
 
     >>> from symbolic_cost.symbols import b, m1
     >>> found = top_rows({"work": 2 * b / m1}, {"b": [1, 2, 3], "m1": [1, 2]}, by="work", top=2,
@@ -252,5 +253,10 @@ def top_rows(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=
     """
     check_best(exprs, by, top=top, chunk_size=chunk_size)
     job = plan(exprs, grid, constraints, top, by)
-    found = combine([best_of(job, start, stop) for start, stop in row_ranges(job.size, chunk_size)], top, by)
+    report, parts = Progress(job.size, progress), []
+    for start, stop in row_ranges(job.size, chunk_size):
+        parts.append(best_of(job, start, stop))
+        report.update(stop - start)
+    report.close()
+    found = combine(parts, top, by)
     return Best(found.evaluated, found.kept, found.best.reset_index(drop=True))

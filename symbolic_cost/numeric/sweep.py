@@ -163,10 +163,9 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
                              backend=sweep_backend(rows, {**exprs, **keep}, symbols), rows=rows)
     chunks = _grid_chunks(grid, chunk_size) if grid is not None else _table_chunks(table, chunk_size)
     total = grid_size(grid) if grid is not None else None
-    bar = progress_bar(total) if progress is True else None
-    say = progress if callable(progress) else (lambda m: print(m, file=sys.stderr)) if progress and not bar else None
+    report = Progress(total, progress)
     writer = _Writer(output_file(out, "out", overwrite=True, suffixes=(".csv", ".parquet"))) if out else None
-    frames, done, start = [], 0, time.perf_counter()
+    frames = []
     keep_freed_pages()                  # each chunk's columns reuse the last one's pages
     for chunk in chunks:
         values = {k: v for k, v in chunk.items() if k in {str(s) for s in compiled.symbols}}
@@ -179,20 +178,12 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
         rows = np.flatnonzero(mask) if keep else slice(None)
         # the kept rows of each column, then one frame: not a frame of every row, then its rows
         frame = pd.DataFrame({k: columns[k][rows] for k in names})
-        done += len(mask)
         if writer is None:
             frames.append(frame)
         else:
             writer.write(frame)
-        if bar is not None:
-            bar.update(len(mask))
-        if say:
-            rate = done / max(time.perf_counter() - start, 1e-9)
-            share = f" ({done / total:.0%})" if total else ""
-            say(f"sweep: {done:,}{'/' + format(total, ',') if total else ''} configurations{share}, "
-                f"{rate:,.0f}/s")
-    if bar is not None:
-        bar.close()
+        report.update(len(mask))
+    report.close()
     if writer is not None:
         writer.close()
         return writer.path
@@ -213,6 +204,32 @@ def indicator(condition) -> Piecewise:
     step time whose collectives choose NCCL's NVLS where it is set up)."""
     return Basic.__new__(Piecewise, Basic.__new__(ExprCondPair, Integer(1), condition),
                          Basic.__new__(ExprCondPair, Integer(0), S.true))
+
+
+class Progress:
+    """A run's progress over ``total`` configurations (``None``: not known) on stderr, as
+    ``progress`` asks: ``True``, a tqdm bar on a terminal (``progress_bar``) or else a line
+    each step; a callable, that line given to it; false, nothing."""
+
+    def __init__(self, total: int | None, progress: bool | Callable[[str], None]):
+        self.bar = progress_bar(total) if progress is True else None
+        self.say = progress if callable(progress) else \
+            (lambda line: print(line, file=sys.stderr)) if progress and self.bar is None else None
+        self.total, self.done, self.start = total, 0, time.perf_counter()
+
+    def update(self, rows: int) -> None:
+        """``rows`` more configurations done."""
+        self.done += rows
+        if self.bar is not None:
+            self.bar.update(rows)
+        if self.say:
+            rate = self.done / max(time.perf_counter() - self.start, 1e-9)
+            total = f"/{self.total:,} configurations ({self.done / self.total:.0%})" if self.total else " configurations"
+            self.say(f"sweep: {self.done:,}{total}, {rate:,.0f}/s")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def progress_bar(total: int | None):
