@@ -237,9 +237,10 @@ def test_dask_best_in_blocks_ranks_ties_and_nan_as_the_plain_sweep_sorts(monkeyp
     """Without numba a task of ``best`` ranks block by block, only rows below the ``top``-th
     value so far entering the later blocks: its top rows still equal the plain sweep's kept rows
     sorted by pandas (stable, NaN last), with ties, NaN values of ``by`` and more ``top`` than
-    numbers, whatever the blocks' and tasks' rows, with Dask or without (``top_rows``); each block
-    evaluated into the task's buffer by the vector kernel (compiled whatever the rows), numpy's run of its operations (what 84
-    rows get) or the numpy backend's kernel."""
+    numbers, whatever the blocks' and tasks' rows, with Dask or without (``top_rows``, on one
+    thread or several); each block evaluated into the task's buffer by the vector kernel
+    (compiled whatever the rows), numpy's run of its operations (what 84 rows get) or the numpy
+    backend's kernel."""
     from symbolic_cost.numeric import compile as compiled, dask_sweep, grid_tasks, vector_kernel
     if backend == "llvm" and vector_kernel.llvmlite() is None:
         pytest.skip("llvmlite is not installed")
@@ -256,13 +257,14 @@ def test_dask_best_in_blocks_ranks_ties_and_nan_as_the_plain_sweep_sorts(monkeyp
         kept, expected = ranked_best(top, constraints)
         assert (found.evaluated, found.kept) == (84, kept)
         pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
-        said = []
-        here = grid_tasks.top_rows(RANKED, RANKED_GRID, by="rank", top=top, constraints=constraints, chunk_size=chunk,
-                                   progress=said.append)
-        assert (here.evaluated, here.kept) == (84, kept)          # the same tasks without Dask
-        pd.testing.assert_frame_equal(here.best, expected, check_exact=True)
-        done = [int(line.split()[1].split("/")[0].replace(",", "")) for line in said]    # "sweep: 30/84 ..."
-        assert done == [min(rows, 84) for rows in range(chunk, 84 + chunk, chunk)]       # after each task
+        for threads in (1, 3):                  # the same tasks without Dask, on one thread or three
+            said = []
+            here = grid_tasks.top_rows(RANKED, RANKED_GRID, by="rank", top=top, constraints=constraints,
+                                       chunk_size=chunk, threads=threads, progress=said.append)
+            assert (here.evaluated, here.kept) == (84, kept)
+            pd.testing.assert_frame_equal(here.best, expected, check_exact=True)
+            done = [int(line.split()[1].split("/")[0].replace(",", "")) for line in said]    # "sweep: 30/84 ..."
+            assert done == [min(rows, 84) for rows in range(chunk, 84 + chunk, chunk)]       # after each task
     monkeypatch.setattr(grid_tasks, "BLOCK", 2)     # after [12, 10] [8, 2] the third least is 10: 9 enters
     found = dask_sweep.best({"v": S.b}, {"b": [12, 10, 8, 2, 9, 14]}, by="v", top=3, chunk_size=6, scheduler="sync")
     assert found.best["v"].tolist() == [2, 8, 9]

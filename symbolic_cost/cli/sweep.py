@@ -72,9 +72,9 @@ def add_arguments(parser) -> None:
     options.option(parser, "--overwrite", action="store_true", help="with --out: replace an existing file")
     options.option(parser, "--chunk", type=int, help="configurations per chunk (default: 1,000,000; with --top, "
                    "the default of numeric.grid_tasks.top_rows, or of numeric.dask_sweep.best with --dask)")
-    options.option(parser, "--top", type=int, metavar="N", help="only the N rows of least --by (in the memory "
-                   "of one block of rows, however large the grid: numeric.grid_tasks.top_rows; with --dask, "
-                   "numeric.dask_sweep.best)")
+    options.option(parser, "--top", type=int, metavar="N", help="only the N rows of least --by: each task keeps "
+                   "its own N, in the memory of a block of rows a core however large the grid "
+                   "(numeric.grid_tasks.top_rows on this machine's cores; numeric.dask_sweep.best with --dask)")
     options.option(parser, "--by", choices=SWEEP_FIELDS, metavar="FIELD", help="with --top: the field to rank by, "
                    "least first (one of --field's)")
     options.option(parser, "--progress", action="store_true", help="report progress on stderr")

@@ -17,7 +17,9 @@ through memory.  The kernel's text travels as ``numeric.shipped`` writes it.
 
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping, NamedTuple
 
@@ -227,8 +229,8 @@ def row_ranges(rows: int, chunk_size: int) -> list[tuple[int, int]]:
 
 
 def check_best(exprs: Mapping, by: str, **counts) -> None:
-    """``by`` names one of ``exprs``; each of ``counts`` (``top``, ``chunk_size``, ``fan_in``) is
-    an integer of at least 1 (``fan_in`` at least 2)."""
+    """``by`` names one of ``exprs``; each of ``counts`` (``top``, ``chunk_size``, ``threads``,
+    ``fan_in``) is an integer of at least 1 (``fan_in`` at least 2)."""
     if by not in map(str, exprs):
         raise InputError(f"by must name one of the swept expressions ({', '.join(map(str, exprs))}), got {by!r}", "by")
     for name, value in counts.items():
@@ -237,11 +239,12 @@ def check_best(exprs: Mapping, by: str, **counts) -> None:
             raise InputError(f"{name} must be an integer of at least {least}, got {value!r}", name)
 
 
-def top_rows(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), chunk_size: int = 2**24,
-             progress: bool | Callable[[str], None] = False) -> Best:
-    """``dask_sweep.best`` without Dask: its tasks of ``chunk_size`` rows one after another in
-    this process, each reduced to its counts and ``top`` rows of least ``by`` before the next
-    (memory: one block of rows, ``BLOCK``, whatever the grid's size), then combined.  The frame
+def top_rows(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), chunk_size: int = 2**22,
+             threads: int | None = None, progress: bool | Callable[[str], None] = False) -> Best:
+    """``dask_sweep.best`` without Dask: its tasks of ``chunk_size`` rows in this process, on
+    ``threads`` threads (default: the machine's cores; the kernels run without the interpreter's
+    lock), each reduced to its counts and ``top`` rows of least ``by`` (memory: a block of rows,
+    ``BLOCK``, a thread, whatever the grid's size), then combined in the grid's order.  The frame
     equals ``sweep(...)``'s rows sorted by ``by`` (stable, NaN last) and cut to ``top``.
     ``progress`` is reported after each task as ``sweep``'s (``numeric.sweep.Progress``).
 
@@ -251,12 +254,14 @@ def top_rows(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=
     >>> found.evaluated, found.kept, found.best["work"].tolist()
     (6, 5, [2.0, 2.0])
     """
-    check_best(exprs, by, top=top, chunk_size=chunk_size)
+    threads = (os.cpu_count() or 1) if threads is None else threads
+    check_best(exprs, by, top=top, chunk_size=chunk_size, threads=threads)
     job = plan(exprs, grid, constraints, top, by)
     report, parts = Progress(job.size, progress), []
-    for start, stop in row_ranges(job.size, chunk_size):
-        parts.append(best_of(job, start, stop))
-        report.update(stop - start)
+    with ThreadPoolExecutor(threads) as pool:
+        for found in pool.map(lambda task: best_of(job, *task), row_ranges(job.size, chunk_size)):   # in order
+            parts.append(found)
+            report.update(found.evaluated)
     report.close()
     found = combine(parts, top, by)
     return Best(found.evaluated, found.kept, found.best.reset_index(drop=True))
