@@ -208,7 +208,7 @@ def check_top(args) -> None:
 def _best(args, exprs: dict, grid: dict, constraints):
     """The ``--top`` rows of least ``--by`` and the counts (on stderr with ``--progress``): each
     task of the grid's rows keeps its own top rows, on the ``--dask`` cluster
-    (``numeric.dask_sweep.best``) or one task after another here (``numeric.grid_tasks.top_rows``)."""
+    (``numeric.dask_sweep.best``) or on this machine's cores (``numeric.grid_tasks.top_rows``)."""
     chunk = {} if args.chunk is None else {"chunk_size": args.chunk}
     if args.dask is None:
         from symbolic_cost.numeric.grid_tasks import top_rows
