@@ -58,9 +58,11 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     if t.overlap.tensor:       # only what outlasts the products shows
         tensor_all = maximum(0, tensor_all - compute_all)
     per_micro = compute_all + tensor_all
-    idle_slots = (p - 1) / t.virtual_stages         # interleaving shrinks the warm-up by v
-    bubble = idle_slots * per_micro
-    if t.schedule in ("zb-h1", "dualpipe"):          # the weight gradients fill the cool-down
+    if p == 1:      # no pipeline, no bubble: not 0 x the stage's time, a sum SymPy would ask is finite
+        bubble = Integer(0)
+    elif t.schedule not in ("zb-h1", "dualpipe"):
+        bubble = (p - 1) / t.virtual_stages * per_micro     # interleaving shrinks the warm-up by v
+    else:                                           # the weight gradients fill the cool-down
         w = _weight_gradient_time(cost, place, system, conventions)
         f = compute["fwd"] + tensor["fwd"]
         bubble = (p - 1) * (per_micro - w - minimum(w, f, per_micro - f - w)) if t.schedule == "zb-h1" \
