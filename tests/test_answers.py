@@ -1,6 +1,6 @@
-"""The command line's answers from the cache (``cli.answers``): a second ``summary`` with the same
-words prints what the full path printed, byte for byte, without importing SymPy; a refused input,
-an explicit ``argv`` and a file option are never answered from it."""
+"""The command line's answers from the cache (``cli.answers``): a second ``summary`` or ``sweep``
+with the same words prints what the full path printed, byte for byte, without importing SymPy; a
+refused input, an explicit ``argv``, a file option and a long output are never answered from it."""
 
 import os
 import subprocess
@@ -25,6 +25,10 @@ LINES = [
      "--units", "si"],
     ["summary", "--preset", "llama-2-7b", "--set", "d=8", "--zero", "3", "--offload", "optimizer", "--lora-rank", "16",
      "--lora-base", "nf4", "--system", "a100"],
+    ["sweep", "--preset", "gpt2", "--grid", "b=1,2,4", "m1=1,2", "--where", "memory_bytes <= 4e9",
+     "--field", "memory_bytes,total"],
+    ["sweep", "--preset", "gpt3-175b", "--set", "b=1", "l=2048", "d=8", "n_micro=64", "--zero", "1",
+     "--grid", "m1=1:8:x2", "p=1:32:x2", "--field", "memory_bytes,total", "--top", "3", "--by", "total"],
 ]
 
 
@@ -38,7 +42,7 @@ def command(words, cache, mark):
     return done.returncode, done.stdout, done.stderr, Path(mark).read_text() if Path(mark).exists() else None
 
 
-@pytest.mark.parametrize("words", LINES, ids=lambda w: w[2])
+@pytest.mark.parametrize("words", LINES, ids=lambda w: f"{w[0]}-{w[2]}")
 def test_a_cached_answer_is_the_full_paths_output_without_sympy(words, tmp_path):
     full = command(words, tmp_path / "cache", tmp_path / "full")
     assert full[0] == 0 and full[3] == "True"           # an empty cache: the formulas were built
@@ -99,3 +103,20 @@ def test_a_tool_preset_is_found_without_importing_the_package_first(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_a_long_answer_is_not_kept(tmp_path, monkeypatch, capsys):
+    """A sweep's rows can run to gigabytes: an output past ``ANSWER_BYTES`` is printed, not kept."""
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path))
+    monkeypatch.setattr(answers, "ANSWER_BYTES", 100)
+    words = ["sweep", "--preset", "gpt2", "--grid", "b=1,2"]
+    with answers.recording(words) as keep:
+        print("x" * 60)
+        print("y" * 60)
+        keep(0)
+    assert capsys.readouterr().out == "x" * 60 + "\n" + "y" * 60 + "\n"
+    assert not list(tmp_path.glob("answer_*"))
+    with answers.recording(words) as keep:
+        print("x" * 60)
+        keep(0)
+    assert len(list(tmp_path.glob("answer_*"))) == 1

@@ -1,15 +1,17 @@
-"""Answers on disk: a second ``summary`` with the same command line prints the first one's
-output without importing SymPy or building a formula.
+"""Answers on disk: a second ``summary`` or ``sweep`` with the same command line prints the
+first one's output without importing SymPy or building a formula.
 
 Only a command line the program typed (``main()`` reading ``sys.argv``) of a command in
 ``COMMANDS`` is answered from or written to the cache, and only when every option it gives is
-in ``OPTIONS``: options that read nothing but their own value (a file, the hub or the
-environment would make the same words mean different inputs).  An answer is filed under the
-SHA-256 of everything its output depends on: ``FORMAT``, the Python, the versions of SymPy,
-mpmath, symengine and numpy, the text of every file of this package (so an edited formula,
+in ``OPTIONS`` (or, for ``sweep``, ``SWEEP_OPTIONS``): options that read nothing but their own
+value (a file, the hub or the environment would make the same words mean different inputs).
+An answer is filed under the SHA-256 of everything its output depends on: ``FORMAT``, the
+Python and the platform, the versions of ``DEPENDENCIES``, the backend a sweep was told to use
+(``SYMBOLIC_COST_BACKEND``), the text of every file of this package (so an edited formula,
 preset or calibration is a new key, never a stale answer) and the command's words.  Only a run
 that succeeded is kept, its standard output and error as printed, so a refused input is
-refused again by the full path with the same message.
+refused again by the full path with the same message; and only up to ``ANSWER_BYTES`` of
+them (a sweep's rows can run to gigabytes).
 
 Where: ``numeric.kernel_cache.cache_dir()`` (``SYMBOLIC_COST_CACHE=off`` turns it off).
 This module imports only the standard library (and ``numeric.kernel_cache``, which does too): it
@@ -23,6 +25,7 @@ import importlib.util
 import io
 import json
 import os
+import platform
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,7 +35,7 @@ from symbolic_cost.numeric.kernel_cache import package_digest
 FORMAT = 1
 """Bumped whenever what an answer file holds changes."""
 
-COMMANDS = ("summary",)
+COMMANDS = ("summary", "sweep")
 """The commands answered from the cache."""
 
 OPTIONS = frozenset((
@@ -47,15 +50,29 @@ OPTIONS = frozenset((
 """The options whose value is the whole input: the file options (``--hf-config``,
 ``--megatron-args``, ...), ``--hf-model`` and ``--help`` are left to the full path."""
 
-DEPENDENCIES = ("sympy", "mpmath", "symengine", "numpy")
-"""The libraries whose version can change a printed number or formula."""
+SWEEP_OPTIONS = OPTIONS | {"--grid", "--field", "--where", "--chunk", "--top", "--by"}
+"""``sweep``'s options answered from the cache: not ``--out`` (a file written), ``--progress`` (its
+rates change from run to run) or ``--dask``."""
+
+ANSWER_BYTES = 2**20
+"""The most characters of output (standard output and error together) an answer keeps."""
+
+DEPENDENCIES = ("sympy", "mpmath", "symengine", "numpy", "pandas", "llvmlite", "numba")
+"""The libraries whose version can change a printed number or formula (a sweep's numbers are
+evaluated by numpy, LLVM's or numba's kernels and printed by pandas)."""
+
 
 def cacheable(words) -> bool:
     """Whether the command line ``words`` (without the program name) may be answered from the cache:
-    a command of ``COMMANDS`` whose every option is spelled out in full in ``OPTIONS``.
+    a command of ``COMMANDS`` whose every option is spelled out in full in ``OPTIONS`` (a sweep's
+    in ``SWEEP_OPTIONS``).
 
     >>> cacheable(["summary", "--preset", "gpt2", "--set", "b=8", "d=8", "--zero=1"])
     True
+    >>> cacheable(["sweep", "--preset", "gpt2", "--grid", "b=1,2"]), cacheable(["summary", "--grid", "b=1,2"])
+    (True, False)
+    >>> cacheable(["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--out", "rows.csv"])
+    False
     >>> cacheable(["summary", "--hf-config", "config.json"]), cacheable(["summary", "--pre", "gpt2"])
     (False, False)
     >>> cacheable(["table", "--preset", "gpt2"]), cacheable([])
@@ -63,7 +80,8 @@ def cacheable(words) -> bool:
     """
     if not words or words[0] not in COMMANDS:
         return False
-    return all(word.split("=", 1)[0] in OPTIONS for word in words[1:] if word.startswith("-"))
+    allowed = SWEEP_OPTIONS if words[0] == "sweep" else OPTIONS
+    return all(word.split("=", 1)[0] in allowed for word in words[1:] if word.startswith("-"))
 
 
 def key(words) -> str:
@@ -75,7 +93,9 @@ def key(words) -> str:
     False
     """
     digest = hashlib.sha256()
-    for part in (FORMAT, sys.version, *map(_installed, DEPENDENCIES), package_digest(), "|", *words):
+    told = os.environ.get("SYMBOLIC_COST_BACKEND", "")
+    for part in (FORMAT, sys.version, sys.platform, platform.machine(), *map(_installed, DEPENDENCIES), told,
+                 package_digest(), "|", *words):
         digest.update(str(part).encode())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
@@ -126,13 +146,17 @@ def answer(words) -> bool:
 
 
 class _Tee(io.TextIOBase):
-    """A text stream that writes to ``stream`` and keeps a copy."""
+    """A text stream that writes to ``stream`` and keeps a copy of up to ``ANSWER_BYTES``
+    characters (``copy`` is ``None`` past them)."""
 
     def __init__(self, stream):
         self.stream, self.copy = stream, io.StringIO()
 
     def write(self, text):
-        self.copy.write(text)
+        if self.copy is not None:
+            self.copy.write(text)
+            if self.copy.tell() > ANSWER_BYTES:
+                self.copy = None
         return self.stream.write(text)
 
     def flush(self):
@@ -164,17 +188,18 @@ def recording(words):
     real = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
     try:
-        yield lambda status: _keep(words, out.copy.getvalue(), err.copy.getvalue()) if status == 0 else None
+        yield lambda status: _keep(words, out.copy, err.copy) if status == 0 else None
     finally:
         sys.stdout, sys.stderr = real
 
 
-def _keep(words, out: str, err: str) -> None:
-    """File the answer of ``words``; a cache that cannot be written is skipped."""
+def _keep(words, out: io.StringIO | None, err: io.StringIO | None) -> None:
+    """File the answer of ``words`` (its output and error as copied, ``None`` when too long); a
+    cache that cannot be written is skipped."""
     from symbolic_cost.numeric.kernel_cache import write_text
     try:
         path = _path(words)
     except OSError:
         return
-    if path is not None:
-        write_text(path, json.dumps({"stdout": out, "stderr": err}))
+    if path is not None and out is not None and err is not None and out.tell() + err.tell() <= ANSWER_BYTES:
+        write_text(path, json.dumps({"stdout": out.getvalue(), "stderr": err.getvalue()}))
