@@ -212,13 +212,17 @@ def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch, m
                                   sweep(EXPRS, grid=DASK_GRID, constraints=constraints), check_exact=True)
 
 
-def test_dask_best_counts_the_threads_of_dask_s_local_schedulers():
-    """The synchronous scheduler runs one task at a time, Dask's thread and process pools one a
-    core; ``best``'s default tasks are four a thread (``TASKS_A_THREAD``) of at least 2^20 rows."""
+def test_dask_best_counts_the_threads_of_dask_s_local_schedulers(monkeypatch):
+    """The synchronous scheduler runs one task at a time, Dask's thread and process pools as many
+    as they are told or one a core the process may use; ``best``'s default tasks are four a
+    thread (``TASKS_A_THREAD``) of at least 2^20 rows."""
     pytest.importorskip("dask")
     from symbolic_cost.numeric import dask_sweep
     assert dask_sweep.threads(scheduler="sync") == 1
-    assert dask_sweep.threads(scheduler="threads") == dask_sweep.threads(scheduler="processes") == os.cpu_count()
+    assert dask_sweep.threads(scheduler="threads", num_workers=3) == 3
+    import dask.system
+    monkeypatch.setattr(dask.system, "CPU_COUNT", 5)         # the cores Dask's pools count: its own
+    assert dask_sweep.threads(scheduler="processes") == dask_sweep.threads() == 5
     assert dask_sweep.task_rows(3 * 2**23, threads=3) == 2**21 and dask_sweep.task_rows(2**22, threads=2) == 2**20
 
 

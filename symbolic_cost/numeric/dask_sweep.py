@@ -10,7 +10,6 @@ kept row instead, as a lazy ``dask.dataframe``.
 
 from __future__ import annotations
 
-import os
 from typing import Mapping
 
 import pandas as pd
@@ -81,15 +80,19 @@ are not spread: Dask's scheduler sends most of them to the worker that holds the
 
 def threads(**compute) -> int:
     """Threads the tasks of ``dask.compute(..., **compute)`` run on: a ``distributed.Client``'s
-    workers' (the one passed as ``scheduler`` or the current one), 1 for ``"sync"``, this
-    machine's cores for Dask's local schedulers."""
+    workers' (the one passed as ``scheduler`` or the current one), 1 for ``"sync"``, and for
+    Dask's local pools their ``num_workers`` (passed, or Dask's setting, or the cores Dask
+    counts: ``dask.system.CPU_COUNT``, which heeds the process's CPU affinity and quota)."""
     import dask.base
     import dask.local
+    import dask.system
     get = dask.base.get_scheduler(scheduler=compute.get("scheduler"))
     client = getattr(get, "__self__", None)
     if callable(getattr(client, "nthreads", None)):
         return max(sum(client.nthreads().values()), 1)
-    return 1 if get is dask.local.get_sync else os.cpu_count() or 1
+    if get is dask.local.get_sync:
+        return 1
+    return compute.get("num_workers") or dask.config.get("num_workers", None) or dask.system.CPU_COUNT
 
 
 def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000_000):
