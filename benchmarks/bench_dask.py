@@ -134,8 +134,8 @@ def main() -> None:
         f"kept where {CONSTRAINTS[0]}, top 10 by total; load average before: {loadavg()}")
     start = time.process_time()
     compiled = plan(exprs, grid, CONSTRAINTS, 10, "total")
-    say(f"compile on the client ({compiled.backend}, the kernel cache in $SYMBOLIC_COST_CACHE or a new temporary folder): "
-        f"{time.process_time() - start:.1f} CPU-s")
+    say(f"compile on the client ({compiled.backend}; the kernel cache in $SYMBOLIC_COST_CACHE, else a new "
+        f"temporary folder): {time.process_time() - start:.1f} CPU-s")
     timings, reference = {}, None
     for _ in range(args.rounds):                  # the three in turn, each alone on the machine
         for label, workers in (("one process", 0), ("1 worker", 1), ("2 workers", 2)):
