@@ -52,6 +52,9 @@ EXAMPLES = [
 ]
 
 
+CHUNK = 1_000_000
+"""Configurations a chunk of the rows ``sweep`` prints or writes (``--chunk``), with or without Dask."""
+
 grid_type = grid_option(TRAINING_SYMBOLS)
 """``--grid``'s check: ``NAME=V1,V2,...`` with NAME in ``TRAINING_SYMBOLS`` (``values.grid_option``)."""
 
@@ -70,7 +73,7 @@ def add_arguments(parser) -> None:
                    help="keep rows where EXPR holds, e.g. 'memory_bytes <= 80e9' or 'Eq(Mod(96, m1), 0)'")
     options.option(parser, "--out", help="write to a new .csv or .parquet file instead of stdout")
     options.option(parser, "--overwrite", action="store_true", help="with --out: replace an existing file")
-    options.option(parser, "--chunk", type=int, help="configurations per chunk (default: 1,000,000; with --top, "
+    options.option(parser, "--chunk", type=int, help=f"configurations per chunk (default: {CHUNK:,}; with --top, "
                    "the default of numeric.grid_tasks.top_rows, or of numeric.dask_sweep.best with --dask)")
     options.option(parser, "--top", type=int, metavar="N", help="only the N rows of least --by: each task keeps "
                    "its own N, in the memory of a block of rows a core however large the grid "
@@ -184,13 +187,14 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
     grid = {str(k): v for k, v in grid.items()}
     if args.top is not None:
         return _write(_best(args, chosen_exprs, grid, constraints), out)
+    chunk = args.chunk or CHUNK
     if args.dask is None:
-        return sweep(chosen_exprs, grid=grid, constraints=constraints, chunk_size=args.chunk or 1_000_000, out=out,
+        return sweep(chosen_exprs, grid=grid, constraints=constraints, chunk_size=chunk, out=out,
                      progress=args.progress)
     from symbolic_cost.numeric.sweep import sweep_dask
-    lazy = sweep_dask(chosen_exprs, grid, constraints, chunk_size=args.chunk or 1_000_000)
+    lazy = sweep_dask(chosen_exprs, grid, constraints, chunk_size=chunk)
     if args.progress:
-        print(f"sweep: {lazy.npartitions:,} Dask tasks of up to {args.chunk or 1_000_000:,} configurations on "
+        print(f"sweep: {lazy.npartitions:,} Dask tasks of up to {chunk:,} configurations on "
               f"{'a LocalCluster of ' + args.dask + ' worker processes' if args.dask.isdigit() else args.dask}",
               file=sys.stderr)
     return _write(lazy.compute().reset_index(drop=True), out)

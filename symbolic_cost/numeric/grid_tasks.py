@@ -17,7 +17,6 @@ through memory.  The kernel's text travels as ``numeric.shipped`` writes it.
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from symbolic_cost.numeric import loop_kernel, shipped
 from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.sweep import Progress, check_grid, grid_layout, grid_size, keep_exprs, write_rows
+from symbolic_cost.numeric.vector_kernel import CORES
 from symbolic_cost.symbols import resolve_names
 
 _LOADED: dict = {}
@@ -242,7 +242,7 @@ def check_best(exprs: Mapping, by: str, **counts) -> None:
 def top_rows(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=(), chunk_size: int = 2**22,
              threads: int | None = None, progress: bool | Callable[[str], None] = False) -> Best:
     """``dask_sweep.best`` without Dask: its tasks of ``chunk_size`` rows in this process, on
-    ``threads`` threads (default: ``cores()``; the kernels run without the interpreter's
+    ``threads`` threads (default: ``vector_kernel.CORES``; the kernels run without the interpreter's
     lock), each reduced to its counts and ``top`` rows of least ``by`` (memory: a block of rows,
     ``BLOCK``, a thread, whatever the grid's size), then combined in the grid's order.  The frame
     equals ``sweep(...)``'s rows sorted by ``by`` (stable, NaN last) and cut to ``top``.
@@ -254,7 +254,7 @@ def top_rows(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=
     >>> found.evaluated, found.kept, found.best["work"].tolist()
     (6, 5, [2.0, 2.0])
     """
-    threads = cores() if threads is None else threads
+    threads = CORES if threads is None else threads
     check_best(exprs, by, top=top, chunk_size=chunk_size, threads=threads)
     job = plan(exprs, grid, constraints, top, by)
     report, parts = Progress(job.size, progress), []
@@ -265,9 +265,3 @@ def top_rows(exprs: Mapping, grid: Mapping, by: str, top: int = 10, constraints=
     report.close()
     found = combine(parts, top, by)
     return Best(found.evaluated, found.kept, found.best.reset_index(drop=True))
-
-
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity, where the system says; else the
-    machine's)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -45,7 +45,9 @@ _STATE: dict = {}
 _KINDS: dict = {}
 _POOL: list = []
 _LOCK = threading.Lock()
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+"""The cores this process may run on (its CPU affinity, where the system says; else the
+machine's): what a call splits its rows between, and ``grid_tasks.top_rows`` its tasks."""
 
 
 def llvmlite():
@@ -207,7 +209,7 @@ class VectorKernel(ColumnKernel):
 
     def _split(self, rows: int, inputs, out, threads: int):
         """The rows in one call, or between two threads from ``THREAD_ROWS``."""
-        if rows < THREAD_ROWS or _CORES < 2 or threads < 2:
+        if rows < THREAD_ROWS or CORES < 2 or threads < 2:
             return self.run(rows, inputs, out)
         half = rows // 2 - rows // 2 % self.lanes
         pool = _POOL[0] if _POOL else _POOL.append(ThreadPoolExecutor(2)) or _POOL[0]
