@@ -86,7 +86,7 @@ def test_search_forks_no_more_processes_than_kernels(monkeypatch):
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
     monkeypatch.setattr(search, "run_family", lambda task: [(1, 1, task[0])])
-    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(search, "CORES", 64)
     tasks = [("a", ("variant",)), ("b", ("variant",))]          # a task: (..., its family of variants, ...)
     assert [r[0][2] for r in search._run_all(tasks, False, 40, False)] == ["a", "b"]
     assert started == [2]
@@ -263,7 +263,22 @@ def test_the_command_line_splits_a_search_of_many_variants_over_every_core(monke
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor",
                         lambda workers: started.append(workers) or contextlib.nullcontext(types.SimpleNamespace(map=map)))
     monkeypatch.setattr(search, "run_family", lambda task: [(1, 1, task)])
-    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(search, "CORES", 64)
     tasks = [(name, ("variant",)) for name in "abcdefgh"]
     assert len(list(search._run_all(tasks[:7], False, search.auto_workers(7), False))) == 7 and started == []
     assert len(list(search._run_all(tasks, False, search.auto_workers(8), False))) == 8 and started == [8]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
+def test_a_process_pinned_to_one_core_searches_and_sweeps_on_one(tmp_path):
+    """A batch scheduler or ``taskset`` gives a process fewer cores than the machine has: the
+    search forks one process a core it may use, and ``top_rows`` one thread a core, not one
+    a core of the machine (``os.cpu_count``)."""
+    import subprocess
+    import sys
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from symbolic_cost.numeric import search, vector_kernel; "
+            "print(search.auto_workers(120), vector_kernel.CORES)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "SYMBOLIC_COST_CACHE": str(tmp_path)})
+    assert done.stdout.split() == ["1", "1"]

@@ -88,8 +88,8 @@ def add_arguments(parser) -> None:
     options.option(parser, "--json", action="store_true",
                    help="JSON (seconds, bytes) instead of the table: the counts, the time model and every layout")
     options.option(parser, "--workers", type=options.integer(1), default=None,
-                   help="processes the kernels are split over (default: one per core for a search of "
-                        "8 variants or more, else 1)")
+                   help="processes the kernels are split over (default: one per core this process may use, "
+                        "for a search of 8 variants or more, else 1)")
     options.option(parser, "--dask", action="store_true",
                    help="run the kernels as Dask tasks (on the active Dask scheduler or cluster)")
     options.training(parser, distributed_optimizer=False, recompute=False, shard=False)

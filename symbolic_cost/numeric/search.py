@@ -40,6 +40,7 @@ from symbolic_cost.numeric.compile import compile_exprs, default_backend
 from symbolic_cost.numeric.kernel_cache import built
 from symbolic_cost.numeric.layouts import context_choices, grid_layouts, groups, layouts, row_count, shard_rows
 from symbolic_cost.numeric.variants import families, labelled, offload_allowed, variant_rows, variants
+from symbolic_cost.numeric.vector_kernel import CORES
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -258,12 +259,14 @@ in a second or two in this process, which keeps what it built for the next one."
 
 def auto_workers(tasks: int) -> int:
     """Processes a search of ``tasks`` variants runs in when ``workers`` is ``None`` (the command
-    line's default): one per core from ``AUTO_TASKS`` variants, else 1.
+    line's default): one per core this process may run on (``vector_kernel.CORES``: its CPU
+    affinity, which a batch scheduler or ``taskset`` narrows below the machine's cores) from
+    ``AUTO_TASKS`` variants, else 1.
 
-    >>> auto_workers(2), auto_workers(120) == (os.cpu_count() or 1)
+    >>> auto_workers(2), auto_workers(120) == CORES
     (1, True)
     """
-    return (os.cpu_count() or 1) if tasks >= AUTO_TASKS else 1
+    return CORES if tasks >= AUTO_TASKS else 1
 
 
 def _run_all(tasks, progress, workers: int, dask: bool):
@@ -275,9 +278,9 @@ def _run_all(tasks, progress, workers: int, dask: bool):
         shared = {id(t[2]): dask_.delayed(t[2], pure=True, traverse=False) for t in tasks}
         yield from _said(dask_.compute(*[dask_.delayed(run_family)((*t[:2], shared[id(t[2])], *t[3:])) for t in tasks]),
                          tasks, say)
-    elif min(workers, len(tasks), os.cpu_count() or 1) > 1:     # never more processes than kernels or cores
+    elif min(workers, len(tasks), CORES) > 1:     # never more processes than kernels or cores
         from concurrent.futures import ProcessPoolExecutor
-        with ProcessPoolExecutor(min(workers, len(tasks), os.cpu_count() or 1)) as pool:
+        with ProcessPoolExecutor(min(workers, len(tasks), CORES)) as pool:
             yield from _said(pool.map(run_family, tasks), tasks, say)
     else:
         yield from _said(map(run_family, tasks), tasks, say)
