@@ -12,10 +12,10 @@ Every comparison asserts that all outputs agree, not one.  Measured:
   fresh process, with an empty kernel cache (to the kernel's first tier, then to its machine
   code) and again with the machine code on disk;
 * configurations per CPU-second for those totals with the step-time breakdown, on the LLVM,
-  numba and numpy backends, against SymPy's plain ``lambdify``, ``subs`` on a sample, and the
-  limit one core's streaming bandwidth sets for the bytes a configuration reads and writes;
-  and on the LLVM and numba backends again with machine code for AVX2 without AVX-512 (``AVX2``),
-  as a machine without AVX-512 runs them;
+  numba and numpy backends, against SymPy's plain ``lambdify``, jax's XLA (where installed),
+  ``subs`` on a sample, and the limit one core's streaming bandwidth sets for the bytes a
+  configuration reads and writes; and on the LLVM and numba backends again with machine code
+  for AVX2 without AVX-512 (``AVX2``), as a machine without AVX-512 runs them;
 * one transformer layer's time against the same formulas written by hand in numpy, blocked
   the same way and with the common subexpressions computed once;
 * ``symbolic-cost summary --preset llama-2-7b --json`` in a fresh process;
@@ -238,6 +238,8 @@ def evaluation() -> dict:
             rates["llvm (per wall-second)"] = n / t.wall
     numba = numba_rates(exprs, values, outputs)
     rates.update(numba.pop("rates"))
+    jax = jax_rates(exprs, values, outputs)
+    rates.update(jax.pop("rates"))
     if "llvm" in rates:                           # the kernel alone, on buffers it reuses
         from symbolic_cost.numeric.compile import LLVM_BLOCK
         kernel = compile_exprs(exprs, backend="llvm", rows=n)
@@ -268,7 +270,7 @@ def evaluation() -> dict:
             assert abs(reference[k][r] - exact[i][k]) <= 1e-12 * abs(exact[i][k]), (k, r)
     ops = sum(sympy.count_ops(e) for e in exprs.values())
     moved = 8 * (len(symbols) + len(names))
-    return dict(rates=rates, ops=ops, limit=stream_bandwidth() / moved, moved=moved, **numba)
+    return dict(rates=rates, ops=ops, limit=stream_bandwidth() / moved, moved=moved, **numba, **jax)
 
 
 AVX2 = "x86-64-v3"
@@ -350,6 +352,36 @@ def numba_rates(exprs, values, outputs) -> dict:
         for k in exprs:                                              # every row, not a sample
             np.testing.assert_allclose(got[k], reference[k], rtol=1e-12, err_msg=f"numba {k}")
     return dict(rates=rates, numba_compile=compile_cpu)
+
+
+def jax_rates(exprs, values, outputs) -> dict:
+    """jax, where it is installed: SymPy's ``lambdify`` of the same expressions to ``jax.numpy``
+    (with CSE), compiled by XLA (``jax.jit``) in double precision, on XLA's own threads (every
+    core); its compilation (CPU s), configurations per CPU-second and per wall-second, each call
+    from numpy columns in to numpy columns out as the library's kernels are timed; every output
+    of every row asserted equal (1e-12) to the LLVM backend's, or to the numpy backend's."""
+    try:
+        import jax
+    except ImportError:
+        return dict(rates={}, jax_compile=None)
+    jax.config.update("jax_enable_x64", True)      # float64, as every other backend
+    names = list(exprs)
+    symbols = sorted(set().union(*(e.free_symbols for e in exprs.values())), key=str)
+    columns = [values[str(s)] for s in symbols]
+    start = time.process_time()
+    traced = jax.jit(sympy.lambdify(symbols, [exprs[k] for k in names], modules="jax", cse=True))
+    function = traced.lower(*columns).compile()         # XLA's machine code for columns of this length
+    compile_cpu = time.process_time() - start
+
+    def call():
+        return [np.asarray(column) for column in function(*columns)]
+    t, got = timed(call)
+    n, reference = len(next(iter(values.values()))), outputs.get("llvm", outputs.get("numpy"))
+    for k, column in zip(names, got):               # every row, not a sample
+        np.testing.assert_allclose(column, reference[k], rtol=1e-12, err_msg=f"jax {k}")
+    rates = {f"jax {jax.__version__}, XLA's threads (per CPU-second)": n / t.cpu,
+             f"jax {jax.__version__}, XLA's threads (per wall-second)": n / t.wall}
+    return dict(rates=rates, jax_compile=compile_cpu)
 
 
 # ------------------------------------------------------------------ one layer against hand-written numpy
@@ -600,7 +632,10 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
               "`lambdify` with CSE, unblocked; `subs` is exact substitution, `xreplace`, on a sample of 5). All "
               "eight outputs of every backend agree to 1e-12 and with exact substitution (asserted; numba's on every one "
               f"of the 2,000,000 rows). numba compiles the kernel in {ev['numba_compile'] or 0:.1f} CPU s with an "
-              "empty kernel cache.",
+              "empty kernel cache. "
+              + ("jax is not installed (`pip install jax` adds its row)." if ev["jax_compile"] is None else
+                 "jax: SymPy's `lambdify` to `jax.numpy` with CSE, compiled by XLA (`jax.jit`, float64) in "
+                 f"{ev['jax_compile']:.1f} CPU s, on XLA's threads; equal to 1e-12 on every row (asserted)."),
               f"* One transformer layer: the compiled kernel ({layer['backend']}) {layer['rate']:,.0f}/s against "
               f"{layer['hand_rate']:,.0f}/s for the same formulas written by hand in numpy, blocked the same way, "
               "with common subexpressions computed once (equal to 1e-12, asserted).",

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 import sys
 import time
 from dataclasses import dataclass, replace
