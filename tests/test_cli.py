@@ -354,6 +354,17 @@ def test_sweep_over_p_places_the_layers_of_each_p(capsys):
         assert (float(weights), float(activations)) == (float(cost.weight_bytes), float(cost.activation_bytes))
 
 
+@pytest.mark.parametrize("top", [[], ["--top", "3", "--by", "total"]])
+def test_a_sweep_that_keeps_nothing_says_so(capsys, top):
+    """GPT-3 175B's 175 billion parameters take 350 GB in 16-bit on one device (m1 = p = 1): no
+    row fits 80 GB, and beside the header-only CSV a note names the grid's size and the rule."""
+    assert main(["sweep", "--preset", "gpt3-175b", "--grid", "b=1,2", "l=1024,2048", "--where", "memory_bytes <= 80e9",
+                 "--field", "memory_bytes,total", *top]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == ["b,l,memory_bytes,total_s"]
+    assert "none of the 4 configurations meets memory_bytes <= 80e9" in err
+
+
 @pytest.mark.parametrize("dask", [False, True])
 def test_sweep_top_gives_the_plain_sweeps_rows_of_least_by(capsys, dask):
     """``--top N --by FIELD`` prints what the plain sweep prints, sorted by FIELD (stable: ties in

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import sys
 
 from symbolic_cost import symbols as S
@@ -151,6 +152,9 @@ def run(args) -> int:
         else:
             result = _sweep(args, arch, fixed, grid, chosen, args.out)
     if args.out is None:
+        if result.empty and args.where:
+            print(f"note: none of the {math.prod(len(v) for v in grid.values()):,} configurations meets "
+                  f"{' and '.join(args.where)}", file=sys.stderr)
         print(result.to_csv(index=False), end="")
     return 0
 
