@@ -354,6 +354,16 @@ def test_sweep_over_p_places_the_layers_of_each_p(capsys):
         assert (float(weights), float(activations)) == (float(cost.weight_bytes), float(cost.activation_bytes))
 
 
+def test_a_search_where_nothing_fits_says_so(capsys):
+    """GPT-3 175B's 16 bytes a parameter of weights, gradients and Adam's states (2.8 TB) over at
+    most 8 shards (m1 x p = 8, ZeRO-0) are 350 GB a device: nothing fits an H100's 80 GB
+    (74.5 GiB), and the search says so instead of printing an empty table."""
+    assert main(["search", "--preset", "gpt3-175b", "--devices", "8", "--global-batch", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "0 fit" in out and "none of the" in out and "74.5 GiB of one h100; --everything also tries" in out
+    assert "Empty DataFrame" not in out
+
+
 @pytest.mark.parametrize("top", [[], ["--top", "3", "--by", "total"]])
 def test_a_sweep_that_keeps_nothing_says_so(capsys, top):
     """GPT-3 175B's 175 billion parameters take 350 GB in 16-bit on one device (m1 = p = 1): no

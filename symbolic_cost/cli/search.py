@@ -177,6 +177,9 @@ def run(args) -> int:
           f"best {len(found.best)} by step time ({model})")
     for note in notes:
         print(f"note: {note}")
+    if found.best.empty:
+        print(nothing_fits(found.evaluated, system, args))
+        return 0
     seconds, time_unit = UNITS[args.units].per("seconds")
     size, size_unit = UNITS[args.units].per("bytes")
     scaled = found.best.assign(**{part: found.best[part] / float(seconds) for part in PARTS},
@@ -186,3 +189,12 @@ def run(args) -> int:
                                                                  "tokens_per_s_per_device": "tokens/s/device"}
     print(scaled.rename(columns=names).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     return 0
+
+
+def nothing_fits(evaluated: int, system, args) -> str:
+    """The line a search prints where no layout fits one device's memory, with what
+    ``--everything`` would add."""
+    size, unit = UNITS[args.units].per("bytes")
+    wider = "" if args.everything else "; --everything also tries every ZeRO stage, offload, schedule and recomputation"
+    return f"none of the {evaluated:,} layouts fits in the {float(system.hbm_capacity / size):.1f} {unit} of one " \
+           f"{args.system}{wider}"
