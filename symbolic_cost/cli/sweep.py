@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import sys
 
 from symbolic_cost import symbols as S
@@ -26,7 +25,7 @@ from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.models.peak import peak_bytes
-from symbolic_cost.numeric.sweep import sweep
+from symbolic_cost.numeric.sweep import grid_size, sweep
 from symbolic_cost.timing.step import step_time_breakdown
 
 TOTALS = ("parameters", "flops_fwd", "flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes",
@@ -153,7 +152,7 @@ def run(args) -> int:
             result = _sweep(args, arch, fixed, grid, chosen, args.out)
     if args.out is None:
         if result.empty and args.where:
-            print(f"note: none of the {math.prod(len(v) for v in grid.values()):,} configurations meets "
+            print(f"note: none of the {grid_size(grid):,} configurations meets "
                   f"{' and '.join(args.where)}", file=sys.stderr)
         print(result.to_csv(index=False), end="")
     return 0
@@ -235,7 +234,8 @@ def _least(frame, args):
     """With ``--top``: the ``--top`` rows of ``frame`` of least ``--by`` (stable: ties in row order)."""
     if args.top is None:
         return frame
-    return frame.sort_values(column(args.by), kind="stable").head(args.top).reset_index(drop=True)
+    from symbolic_cost.numeric.grid_tasks import ranked
+    return ranked(frame, column(args.by), args.top).reset_index(drop=True)
 
 
 def _scheduler(args):

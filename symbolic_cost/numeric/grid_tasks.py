@@ -215,8 +215,14 @@ def combine(parts, top: int, by: str) -> Best:
     row order, as a stable sort of the whole sweep)."""
     parts = list(parts)
     frames = [p.best for p in parts if len(p.best)]
-    best = pd.concat(frames).sort_values(by, kind="stable").head(top) if frames else parts[0].best
+    best = ranked(pd.concat(frames), by, top) if frames else parts[0].best
     return Best(sum(p.evaluated for p in parts), sum(p.kept for p in parts), best)
+
+
+def ranked(frame: pd.DataFrame, by: str, top: int) -> pd.DataFrame:
+    """The ``top`` rows of ``frame`` of least ``by``, as a stable sort orders them (ties in row
+    order, NaN last)."""
+    return frame.sort_values(by, kind="stable").head(top)
 
 
 def row_ranges(rows: int, chunk_size: int) -> list[tuple[int, int]]:
