@@ -26,6 +26,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.context import CONTEXT_ROWS
 from symbolic_cost.checks import InputError, INTERLEAVED_RULES, PIPELINE_RULES, check_rules
+from symbolic_cost.collector import paused
 from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
@@ -119,6 +120,7 @@ def _degrees(t: Training):
                                                 (t.micro_batches, "micro_batches")))
 
 
+@paused()
 def model_cost(arch: Architecture, training: Training = Training(), conventions=conv.DEFAULT) -> ModelCost:
     """Whole-model totals per iteration (``micro_batches`` micro-batches of ``b`` sequences
     on each of ``d`` replicas).

@@ -48,6 +48,7 @@ from sympy import Symbol, lambdify, sympify
 from sympy.printing.numpy import NumPyPrinter
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.collector import paused
 from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.symengine_kernel import OPTIMIZED_ROWS, PROGRAM_ROWS, QuickKernel, symengine
@@ -226,6 +227,7 @@ class Compiled:
         return pd.DataFrame({**inputs, **out})
 
 
+@paused()
 def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None = None,
                   rows: int | None = None) -> Compiled:
     """Compile ``{name: expression}`` over ``symbols`` (default: every free symbol, by name).

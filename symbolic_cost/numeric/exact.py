@@ -29,6 +29,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import MOE_RULES, check_sequence_parallel
 from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact
+from symbolic_cost.collector import paused
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.experts import expert_degrees
 from symbolic_cost.models.totals import check_schedule
@@ -187,11 +188,12 @@ def model_function(arch, system="h100", conventions=None, **policy):
         depends on ``p``, ``models.ranks.Placement``) built for each ``p`` asked for."""
         key = p if by_stage else None
         if key not in functions:
-            degrees = {**symbolic, "p": p} if by_stage else symbolic
-            cost = model_cost(arch, Training(**_training_degrees(degrees), **policy), chosen)
-            exprs = {**{f: getattr(cost, f) for f in FIELDS},
-                     **{f"step_{k}": v for k, v in step_time_breakdown(cost, system, chosen).items()}}
-            functions[key] = exact_function(exprs, [symbolic[n] for n in names if n != "p" or not by_stage])
+            with paused():
+                degrees = {**symbolic, "p": p} if by_stage else symbolic
+                cost = model_cost(arch, Training(**_training_degrees(degrees), **policy), chosen)
+                exprs = {**{f: getattr(cost, f) for f in FIELDS},
+                         **{f"step_{k}": v for k, v in step_time_breakdown(cost, system, chosen).items()}}
+                functions[key] = exact_function(exprs, [symbolic[n] for n in names if n != "p" or not by_stage])
         return functions[key]
 
     if not by_stage:

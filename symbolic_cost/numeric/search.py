@@ -31,6 +31,7 @@ import pandas as pd
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, count
+from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.ranks import placed_by_p
 from symbolic_cost.models.peak import peak_bytes
@@ -77,11 +78,13 @@ def fastest(total: np.ndarray, top: int) -> np.ndarray:
     return keep[np.argsort(total[keep], kind="stable")[:top]]
 
 
+@paused()
 def run_variant(task) -> tuple[int, int, pd.DataFrame]:
     """One variant on its layouts: ``run_family`` of a task whose variant is alone."""
     return run_family((task[0], (task[1],), *task[2:]))[0]
 
 
+@paused()
 def run_family(task) -> list[tuple[int, int, pd.DataFrame]]:
     """Build, compile and evaluate variants that run the same layouts (a task of ``search``:
     ``variants.families``), each group of layouts through one kernel of their peak memories and
@@ -185,6 +188,7 @@ def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, t
     return results
 
 
+@paused()
 def search(arch: Architecture, devices: int, system="h100", global_batch: int = 1024, seq: int = 2048,
            top: int = 10, zero=1, flash: bool = True, precision: str = "bf16", conventions=conv.DEFAULT,
            tensor=("1d",), micro_batch_sizes=(1, 2, 4, 8), recompute=None, offload=("none",),

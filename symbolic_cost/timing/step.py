@@ -5,6 +5,7 @@ from __future__ import annotations
 from sympy import Add, Expr, Integer
 
 from symbolic_cost import conventions as conv
+from symbolic_cost.collector import paused
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models import ModelCost
@@ -17,6 +18,7 @@ from symbolic_cost.timing.host import host_step_time, host_time
 from symbolic_cost.trees import remembered_on
 
 
+@paused()
 def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> dict[str, Expr]:
     """Seconds per iteration on the busiest device, by part (the busiest rank of
     ``models.ranks.Placement``):
