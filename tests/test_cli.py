@@ -364,6 +364,20 @@ def test_a_search_where_nothing_fits_says_so(capsys):
     assert "Empty DataFrame" not in out
 
 
+
+def test_search_in_si_units_prints_whole_bytes(capsys):
+    """``--units si``: memory in bytes is a whole number (no ``.0000``), equal to the GiB default's
+    column times 2^30 to the four decimals that one prints."""
+    argv = ["search", "--preset", "gpt2", "--devices", "2", "--global-batch", "8", "--seq", "128", "--top", "2"]
+    tables = {}
+    for units in ("si", "gib"):
+        assert main(argv + ["--units", units]) == 0
+        header, *rows = capsys.readouterr().out.strip().splitlines()[1:]
+        names = header.replace(" (s)", "").replace(" (GiB)", "").replace(" (B)", "").split()
+        tables[units] = [row.split()[names.index("memory")] for row in rows]
+    assert all(x.isdigit() for x in tables["si"]), tables
+    assert [round(int(x) / 2**30, 4) for x in tables["si"]] == [float(x) for x in tables["gib"]]
+
 @pytest.mark.parametrize("top", [[], ["--top", "3", "--by", "total"]])
 def test_a_sweep_that_keeps_nothing_says_so(capsys, top):
     """GPT-3 175B's 175 billion parameters take 350 GB in 16-bit on one device (m1 = p = 1): no

@@ -182,8 +182,9 @@ def run(args) -> int:
         return 0
     seconds, time_unit = UNITS[args.units].per("seconds")
     size, size_unit = UNITS[args.units].per("bytes")
+    memory = found.best["memory"] / float(size)
     scaled = found.best.assign(**{part: found.best[part] / float(seconds) for part in PARTS},
-                               memory=found.best["memory"] / float(size),
+                               memory=memory.round().astype("int64") if size == 1 else memory,   # bytes: whole
                                **predicted(arch, args, system, start, found.best))
     names = {part: f"{part} ({time_unit})" for part in PARTS} | {"memory": f"memory ({size_unit})",
                                                                  "tokens_per_s_per_device": "tokens/s/device"}
