@@ -7,6 +7,7 @@ import pathlib
 import re
 import shlex
 
+import pandas as pd
 import pytest
 
 from symbolic_cost import conventions as conv
@@ -387,6 +388,21 @@ def test_a_sweep_that_keeps_nothing_says_so(capsys, top):
     out, err = capsys.readouterr()
     assert out.split() == ["b,l,memory_bytes,total_s"]
     assert "none of the 4 configurations meets memory_bytes <= 80e9" in err
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_sweep_into_a_file_that_keeps_nothing_says_so(capsys, tmp_path, suffix):
+    """The same with ``--out``: the file holds no row, and the note says why; a file with rows
+    (the rule ``memory_bytes > 80e9``) gets no note."""
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow")
+    for rule, rows in (("memory_bytes <= 80e9", 0), ("memory_bytes > 80e9", 4)):
+        out = tmp_path / f"{rows}{suffix}"
+        assert main(["sweep", "--preset", "gpt3-175b", "--grid", "b=1,2", "l=1024,2048", "--where", rule,
+                     "--field", "memory_bytes,total", "--out", str(out)]) == 0
+        written = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
+        assert len(written) == rows
+        assert ("none of the 4 configurations meets" in capsys.readouterr().err) == (rows == 0)
 
 
 @pytest.mark.parametrize("dask", [False, True])

@@ -150,12 +150,22 @@ def run(args) -> int:
             result = _write(_least(pd.concat(frames, ignore_index=True), args), args.out)
         else:
             result = _sweep(args, arch, fixed, grid, chosen, args.out)
+    if args.where and (result.empty if args.out is None else _no_rows(result)):
+        print(f"note: none of the {grid_size(grid):,} configurations meets "
+              f"{' and '.join(args.where)}", file=sys.stderr)
     if args.out is None:
-        if result.empty and args.where:
-            print(f"note: none of the {grid_size(grid):,} configurations meets "
-                  f"{' and '.join(args.where)}", file=sys.stderr)
         print(result.to_csv(index=False), end="")
     return 0
+
+
+def _no_rows(path) -> bool:
+    """Whether the file a sweep wrote holds no row: a CSV its header alone, a Parquet file
+    whose footer counts none (neither read through)."""
+    if str(path).endswith(".csv"):
+        with open(path) as written:
+            return len(list(itertools.islice(written, 2))) < 2
+    import pyarrow.parquet as pq
+    return pq.ParquetFile(path).metadata.num_rows == 0
 
 
 def model_fields(cost, names, system, chosen) -> dict:
