@@ -2,7 +2,7 @@
 
 A build allocates tens of thousands of objects that stay alive (SymPy's nodes, the keys of its
 caches) and almost no garbage in cycles: a cold ``search`` ran 1,182 collections, six of them
-full passes over some 200,000 objects, and freed 3,600 objects in all (0.54 of 7.6 CPU-s).
+full passes over some 200,000 objects, and freed 3,600 objects in all (0.53-0.56 of 7.5-7.7 CPU-s).
 The collector is triggered by allocations, not by garbage, so it kept walking objects that
 were still in use; one full pass of 35-41 ms fell in DeepSeek-V3's compilation.
 
@@ -10,7 +10,8 @@ Inside ``paused`` the collector is off; on leaving it is on again if it was on w
 outermost ``paused`` began (a process that turned it off keeps it off).  Reference counting
 frees everything else as usual; the objects allocated meanwhile meet the collector at its
 next pass, once, instead of at every pass of the build.  Threads share the collector, so the
-pauses nest across threads: it comes back when the last of them ends.
+pauses nest across threads: it comes back when the last of them ends.  A process forked inside
+a pause (a search's worker processes) keeps the collector off: it ends with the search.
 
 >>> import gc
 >>> with paused():

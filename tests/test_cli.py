@@ -325,6 +325,14 @@ def test_search_predicts_the_mfu_summary_predicts_for_its_best_layout(capsys):
     assert float(best["tokens/s/device"]) == pytest.approx(report["predicted"]["tokens_per_s_per_device"], rel=1e-3)
 
 
+
+def test_summary_prints_counts_with_thousands_separators(capsys):
+    """GPT-2 small's 124,439,808 parameters (Hugging Face's count), all on the one device: both
+    lines print the count the same way."""
+    assert main(["summary", "--preset", "gpt2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "parameters: 124,439,808" in lines and "parameters per device: 124,439,808" in lines
+
 def test_version_is_the_installed_distributions(capsys):
     from importlib.metadata import version
     assert main(["--version"]) == 0

@@ -426,7 +426,7 @@ def test_inference_command_serves_experts_and_latent_attention(capsys):
                  "--field", "kv_bytes_per_token"]) == 0
     assert capsys.readouterr().out.strip() == f"kv_bytes_per_token = {61 * 576}"     # one byte an element
     assert main(["inference", "--hf-config", config, "--set", "ep=64", "d=64", "b=16"]) == 0
-    assert "decode turns compute-bound at (not solved" in capsys.readouterr().out
+    assert "where decode turns compute-bound is not solved (the experts" in capsys.readouterr().out
     assert main(["inference", "--hf-config", config, "--mla", "decompressed", "--field", "kv_bytes_per_token"]) == 0
     assert capsys.readouterr().out.strip() == f"kv_bytes_per_token = {61 * 128 * (192 + 128) * 2}"
 

@@ -271,10 +271,11 @@ def report(args) -> int:
           f"{out['tokens_per_s_per_device']:.6g} per device, {out['tokens_per_s_per_job']:.6g} per job; end to "
           f"end {out['end_to_end_tokens_per_s']:.6g} per replica")
     crossover = out.get("crossover_batch")
-    turns = "never (the cache's bytes grow with b as fast as its FLOPs)" if never else f"b = {crossover}" \
-        if crossover is not None else "(not solved: the experts a step reads grow with b; see --grid)"
+    turns = "decode never turns compute-bound (the cache's bytes grow with b as fast as its FLOPs)" if never \
+        else f"decode turns compute-bound at b = {crossover}" if crossover is not None \
+        else "where decode turns compute-bound is not solved (the experts a step reads grow with b; see --grid)"
     most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
-    print(f"largest batch whose peak fits: {most}; decode turns compute-bound at {turns}")
+    print(f"largest batch whose peak fits: {most}; {turns}")
     if load:
         ms = lambda name: amount(load[name], "seconds", args.units)  # noqa: E731
         print(f"under load ({args.requests} requests at {args.rate} per second, in-flight batching, calibrated "

@@ -203,9 +203,13 @@ def experts_report(cost, system, chosen) -> dict:
             "alltoall_time_s": number(sum(comm_time(c, system, chosen) for c in alltoalls))}
 
 
+def whole(value) -> str:
+    """A count as printed: ``6,738,415,616``; a formula (a degree left a symbol) as it stands."""
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
 def print_experts(x: dict, args, size, seconds) -> None:
     """The lines ``summary`` prints for a mixture of experts."""
-    whole = lambda value: f"{value:,}" if isinstance(value, int) else str(value)  # noqa: E731
     print(f"experts: {x['routed']} routed, {x['per_token']} per token, shared width {x['shared_width']}; "
           f"ep={x['ep']} etp={x['etp']} edp={x['edp']}; active parameters per token {whole(x['active_parameters'])}; "
           f"routed-expert parameters per device {whole(x['expert_parameters_per_device'])}")
@@ -232,11 +236,10 @@ def run(args) -> int:
     print(f"{out['model']}: b={t.b} l={t.l}{decoder} {tensor} d={t.d} p={t.p} micro-batches="
           f"{t.micro_batches} {t.precision} zero={t.zero}{sharding} recompute={t.recompute} schedule={t.schedule} "
           f"flash={t.flash}")
-    parameters = out["parameters"]
     mtp = (f" ({out['mtp_parameters']:,} of them in the multi-token-prediction modules; --no-mtp leaves them "
            f"out)" if "mtp_parameters" in out else "")
-    print(f"parameters: {parameters:,}{mtp}" if isinstance(parameters, int) else f"parameters: {parameters}{mtp}")
-    print(f"parameters per device: {out['parameters_per_device']}")
+    print(f"parameters: {whole(out['parameters'])}{mtp}")
+    print(f"parameters per device: {whole(out['parameters_per_device'])}")
     if "experts" in out:
         print_experts(out["experts"], args, size, seconds)
     if t.lora is not None or t.optimizer != "adam" or t.fp8 or t.offload != "none" or not t.master_weights:
