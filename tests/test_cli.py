@@ -333,6 +333,22 @@ def test_summary_prints_counts_with_thousands_separators(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert "parameters: 124,439,808" in lines and "parameters per device: 124,439,808" in lines
 
+
+def test_crossover_and_derivatives_over_l_leave_a_models_l_free(capsys):
+    """A model's context fixes ``l`` for a block's numbers, but ``crossover --for l`` and
+    ``formula --diff l`` ask about ``l``: it stays a symbol unless ``--set`` fixes it.  GPT-3 175B
+    (e = 12,288, h = 96, f = 4e), by the hand counts of ``tests/test_analysis.py``: attention's
+    forward FLOPs equal the MLP's at l = (8e^2 + 5e + h) / (4e + 3h); the MLP's grow by
+    16e^2 + 14e a token."""
+    from sympy import Rational, sympify
+    e, h = 12288, 96
+    assert main(["crossover", "--preset", "gpt3-175b"]) == 0
+    assert sympify(capsys.readouterr().out.splitlines()[1]) == Rational(8 * e**2 + 5 * e + h, 4 * e + 3 * h)
+    assert main(["formula", "--preset", "gpt3-175b", "--block", "mlp", "--diff", "l"]) == 0
+    assert capsys.readouterr().out.strip() == str(16 * e**2 + 14 * e)
+    assert main(["crossover", "--preset", "gpt3-175b", "--set", "l=2048"]) == 2       # nothing left to solve for
+    assert "--for l: the formula has no l" in capsys.readouterr().err
+
 def test_version_is_the_installed_distributions(capsys):
     from importlib.metadata import version
     assert main(["--version"]) == 0

@@ -52,13 +52,15 @@ def training_values(arch) -> dict:
             S.n_micro: PLAIN.micro_batches, S.ep: PLAIN.ep, S.etp: S.m1, S.cp: PLAIN.cp}
 
 
-def block_values(args, arch, base: dict | None = None) -> dict:
+def block_values(args, arch, base: dict | None = None, free=()) -> dict:
     """Values of a block command: element sizes of ``--precision``; with a model, its
-    dimensions and ``training_values`` too; then ``--set``.  Unset symbols stay symbols."""
+    dimensions and ``training_values`` too; then ``--set``.  Unset symbols stay symbols, and so
+    do those of ``free`` (what the command solves for or differentiates by: ``--for l``,
+    ``--diff l``) among ``b``, ``l``, ``m1``, ``s1``, which a model's defaults would fix."""
     values = {S.es: element_bytes(args.precision), S.es_mask: PLAIN.mask_bytes, **(base or {})}
     if arch is not None:
         values.update({S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers})
-        values.update({k: v for k, v in training_values(arch).items() if k in (S.b, S.l, S.m1, S.s1)})
+        values.update({k: v for k, v in training_values(arch).items() if k in (S.b, S.l, S.m1, S.s1) and k not in free})
         if arch.moe is not None:
             values[S.ep] = PLAIN.ep
     return resolve(values, args.set)

@@ -34,13 +34,14 @@ def run(args) -> int:
     arch = architecture(args)
     (solve_for,) = symbol_names(args.solve_for, "--for")
     honour_blocks(args, arch, args.a, args.b)
-    values = block_values(args, arch)
+    values = block_values(args, arch, free=(solve_for,))
     system, chosen = get_system(args.system), conventions(args)
     def both(a, values):
         return [field_expr(build_block(a, values, arch, name), a.field, None, system, chosen) for name in (a.a, a.b)]
     sides = both(args, values)
     options.refuse_unchanged(args, {"precision": "bf16", "flash": False}, sides,
-                             lambda plain: both(plain, block_values(plain, arch)), f"{args.field} of {args.a} or {args.b}")
+                             lambda plain: both(plain, block_values(plain, arch, free=(solve_for,))),
+                             f"{args.field} of {args.a} or {args.b}")
     present(sides[0] - sides[1], [solve_for], "--for")
     root = analysis.crossover(*sides, solve_for)
     print(f"{args.a} {args.field} = {args.b} {args.field} at {args.solve_for} =")

@@ -119,7 +119,9 @@ def block_field(args):
     honour_system(args, args.field)
     arch = architecture(args)
     honour_blocks(args, arch, args.block)
-    block = build_block(args, block_values(args, arch), arch)
+    asked = (("--leading", args.leading), ("--diff", args.diff), ("--elasticity", args.elasticity))
+    free = [s for option, names in asked if names for s in symbol_names(names, option)]
+    block = build_block(args, block_values(args, arch, free=free), arch)
     if args.row:
         block[args.row]  # a clear KeyError message for an unknown row
     expr = simplify(field_expr(block, args.field, args.row, get_system(args.system), conventions(args)))
