@@ -32,6 +32,7 @@ Targets are reported, never asserted.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -563,6 +564,7 @@ def main(only=()):
         if only and step.__name__ not in only:
             continue
         print(f"benchmark: {name} ...", file=sys.stderr)
+        gc.collect()        # each step from a collected heap, not paying for the full pass its predecessors put off
         got[name] = step()
         print(f"{name}: {got[name]}\n  machine: {machine()}; load average {loadavg()}", file=sys.stderr)
     if only:
