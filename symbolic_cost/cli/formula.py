@@ -82,16 +82,16 @@ def run(args) -> int:
     refuse_combinations(args)
     expr, check_point = whole_model(args) if args.total else block_field(args)
     at = assignments(args.at, "--at")
-    for option, names in (("--leading", args.leading), ("--diff", args.diff), ("--elasticity", args.elasticity)):
-        if names:
-            present(expr, symbol_names(names, option), option)
+    asked = asked_symbols(args)
+    for option, symbols in asked.items():
+        present(expr, symbols, option)
     present(expr, at, "--at")
     try:                    # the dimension rules (h | e, ...) hold at the point too
         check_point(at)
     except InputError as error:
         raise InputError(f"--at: {error}", "--at") from None
     if args.leading:
-        lead, rest = analysis.leading_terms(expr, symbol_names(args.leading, "--leading"), with_remainder=True)
+        lead, rest = analysis.leading_terms(expr, asked["--leading"], with_remainder=True)
         show(lead, args)
         if args.remainder:
             show(rest, args)
@@ -113,14 +113,20 @@ def run(args) -> int:
     return 0
 
 
+def asked_symbols(args) -> dict:
+    """``{option: symbols}`` of the given ``--leading``, ``--diff`` and ``--elasticity``: what the
+    formula is asked about, so it must keep them (a model's defaults fix ``l`` otherwise)."""
+    asked = (("--leading", args.leading), ("--diff", args.diff), ("--elasticity", args.elasticity))
+    return {option: symbol_names(names, option) for option, names in asked if names}
+
+
 def block_field(args):
     """``--field`` of ``--block`` (or of its ``--row``), simplified, and the check of a point:
     the block's dimension rules."""
     honour_system(args, args.field)
     arch = architecture(args)
     honour_blocks(args, arch, args.block)
-    asked = (("--leading", args.leading), ("--diff", args.diff), ("--elasticity", args.elasticity))
-    free = [s for option, names in asked if names for s in symbol_names(names, option)]
+    free = [s for symbols in asked_symbols(args).values() for s in symbols]
     block = build_block(args, block_values(args, arch, free=free), arch)
     if args.row:
         block[args.row]  # a clear KeyError message for an unknown row
