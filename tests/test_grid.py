@@ -497,6 +497,12 @@ def test_summary_runs_a_whole_model_on_a_grid(capsys):
     assert printed["step_time_s"]["total"] == pytest.approx(float(step_time_breakdown(cost, calibrated("h100"))["total"]))
     assert main(["summary", "--preset", "gpt2", "--tensor", "2d", "--set", "m1=2", "m2=2", "s1=2"]) == 2
     assert "s1 is the grid's devices" in capsys.readouterr().err
+    # a degree left unset is refused by name, where it once left every total a formula and the
+    # command simplified it until its 60 s budget ran out
+    assert main(["summary", "--preset", "gpt2", "--tensor", "2d", "--set", "m1=2"]) == 2
+    assert "needs numbers; m2 has none" in capsys.readouterr().err
+    assert main(["summary", "--preset", "gpt2", "--tensor", "3d"]) == 2
+    assert "--set mq=VALUE" in capsys.readouterr().err
 
 
 def test_a_grid_refuses_attention_sinks_by_name():

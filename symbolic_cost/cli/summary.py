@@ -11,6 +11,7 @@ from sympy import sympify
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import frameworks, options
+from symbolic_cost.cli.bookkeeping import numbers_needed
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, honour_mtp, number, resolve,
                                       tensor_grid, training_values)
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
@@ -50,7 +51,7 @@ EXAMPLES = [
 
 SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))
             + " (defaults: b=1, l=the model's context (2048 if it states none), every degree 1 but etp=m1, "
-            "l_dec=l)")
+            "l_dec=l; --tensor's m2 (2d), mq and md (2.5d) and mq (3d) have none)")
 
 
 def add_arguments(parser) -> None:
@@ -88,6 +89,9 @@ def whole_model(args):
         if values[S.s1] != 1:
             raise InputError(f"--tensor {layout}: s1 is the grid's devices (a grid splits every activation "
                              f"already); leave it unset, got s1={values[S.s1]}", "s1")
+        # a grid degree left a symbol would make every total a formula, which the printing
+        # simplifies until the time budget runs out: one configuration needs them all
+        numbers_needed(values, {S.BY_NAME[name] for name in DEGREES[layout]}, f"summary --tensor {layout}")
         training = on_grid(training, tensor_grid(args, values))
     chosen = conventions(args)
     return arch, training, model_cost(arch, training, chosen), chosen
