@@ -63,6 +63,24 @@ def test_help_has_a_description_examples_and_the_defaults(name, capsys):
             assert f"(default: {value})" in text, f"{name} --{dest}: default {value!r} not shown"
 
 
+RUN_ELSEWHERE = ("reproduce", "report", "calibrate", "serve")
+"""Commands whose examples rewrite the reports or start a server: their own tests run them."""
+FILE = re.compile(r"\.(json|sh|toml|ya?ml|csv|parquet)$")
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in RUN_ELSEWHERE])
+def test_every_example_that_names_no_file_runs(name, capsys):
+    """An example in ``--help`` is what a new user types first: each one that reads or writes no
+    file of the user's runs and exits 0 (two asked a context the model refuses, unnoticed)."""
+    module = COMMANDS[NAMES.index(name)]
+    runnable = [shlex.split(example)[1:] for example in module.EXAMPLES
+                if not any(FILE.search(word) for word in shlex.split(example))]
+    assert runnable, f"{name} has no example that runs without files"
+    for words in runnable:
+        assert main(words) == 0, f"{shlex.join(words)}: {capsys.readouterr().err.strip()}"
+        capsys.readouterr()
+
+
 def test_field_lists_the_valid_fields_and_each_one_works(capsys):
     from symbolic_cost.cost import EXPRESSION_FIELDS
     from symbolic_cost.numeric.tables import COST_COLUMNS

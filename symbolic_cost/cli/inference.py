@@ -50,7 +50,7 @@ EXAMPLES = [
     "symbolic-cost inference --preset mistral-7b --field kv_cache_bytes,tpot_s --set l_out=1",
     "symbolic-cost inference --preset llama-2-7b --grid b=1,8,64 l_in=512,4096 --field tpot_s,tokens_per_s",
     "symbolic-cost inference --preset llama-2-7b --set l_in=467 l_out=256 --system h100 --rate 8",
-    "symbolic-cost inference --preset llama-2-7b --set l_in=4096 cp=4 --flash --cp-variant ring",
+    "symbolic-cost inference --preset mistral-7b --set l_in=16384 cp=4 --flash --cp-variant ring",
 ]
 
 

@@ -24,7 +24,7 @@ EXAMPLES = [
     "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --zero 1 --flash",
     "symbolic-cost search --preset gpt2 --devices 64 --global-batch 512 --tensor 1d 2d 2.5d 3d",
     "symbolic-cost search --preset gpt3-175b --devices 1024 --global-batch 1536 --everything --progress",
-    "symbolic-cost search --preset llama-2-7b --devices 64 --global-batch 64 --seq 32768 --flash --cp 1,2,4,8",
+    "symbolic-cost search --preset mistral-7b --devices 64 --global-batch 64 --seq 32768 --flash --cp 1,2,4,8",
     "symbolic-cost search --preset llama-2-7b --devices 64 --global-batch 256 --flash --zero 3 --hsdp",
     "symbolic-cost search --megatron-args train_llama3_8b_h100_fp8.sh --devices 64",
 ]
