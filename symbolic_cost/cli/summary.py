@@ -51,12 +51,13 @@ EXAMPLES = [
 
 SETTABLE = ("NAME=VALUE pairs for " + ", ".join(map(str, TRAINING_SYMBOLS))
             + " (defaults: b=1, l=the model's context (2048 if it states none), every degree 1 but etp=m1, "
-            "l_dec=l; --tensor's m2 (2d), mq and md (2.5d) and mq (3d) have none)")
+            "l_dec=l)")
 
 
 def add_arguments(parser) -> None:
     options.model(parser, megatron=True)
-    options.settings(parser, help=SETTABLE)
+    options.settings(parser, help=SETTABLE + "; with --tensor, its grid's m2 (2d), mq and md (2.5d) or mq (3d) too, "
+                                                  "which have no default")
     options.training(parser)
     options.recipe(parser)
     options.experts(parser)
