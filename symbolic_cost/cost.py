@@ -71,6 +71,9 @@ class Collective:
     times); ``volume`` covers all of them.  ``stride`` is the rank distance between members
     (Megatron orders ranks tensor first, then data, then pipeline: a data-parallel group has
     stride ``m1``), so the group spans ``group x stride`` consecutive devices, which decides its link.
+    ``reshard``: the symbolic sequence degree ``s`` of a reduce-scatter and allgather that re-shard
+    a tensor-parallel result (``blocks.layout.reduce_to_shards``), where ``s = 1`` makes the two one
+    allreduce, which ``timing.hardware.comm_time`` prices as such; ``None`` elsewhere.
     """
 
     kind: str
@@ -81,6 +84,7 @@ class Collective:
     volume: Expr
     repeats: Expr = Integer(1)
     stride: Expr = Integer(1)
+    reshard: Expr | None = None
 
     _SIZES = ("elements", "element_bytes", "group", "volume", "repeats", "stride")
 
@@ -113,7 +117,8 @@ class Collective:
         return Integer(0)
 
     def subs(self, values: Mapping) -> "Collective":
-        return _subs_sizes(self, values)
+        done = _subs_sizes(self, values)
+        return done if self.reshard is None else replace(done, reshard=self.reshard.subs(values))
 
     def repeated(self, times) -> "Collective":
         """The same collective run ``times`` times as often (volume scales with it)."""

@@ -15,16 +15,19 @@ Layout (Megatron-LM, generalised so that ``s1`` is its own symbol)::
 allgather among the ``m1/s1`` devices that share a sequence shard.  With
 ``s1 = m1`` (Megatron sequence parallelism) the allgather is empty; with
 ``s1 = 1`` (plain tensor parallelism) the two together are an allreduce and
-are reported as one.  Sequence shards live inside the tensor group, so
-``s1`` must divide ``m1``.  Collectives are booked on the row next to them,
+are reported as one; a symbolic ``s1`` keeps the two, each marked with it
+(``Collective.reshard``), and the time model prices them as that allreduce where
+``s1 = 1`` (``timing.hardware.comm_time``: NCCL's allreduce has its own latency,
+NVLS and tree).  Sequence shards live inside the tensor group, so ``s1`` must
+divide ``m1``.  Collectives are booked on the row next to them,
 as the LBNL 2024 tables do.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from sympy import Expr
+from sympy import Expr, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import check_dims
@@ -84,11 +87,12 @@ class Layout:
 
     def reduce_to_shards(self, pass_) -> list[Collective]:
         """Sum the ``m1`` partial ``(b, l, e)`` results; leave each device its ``l/s`` shard."""
-        n = self.b * self.l * self.e
-        if self.s == 1:
+        n, s = self.b * self.l * self.e, sympify(self.s)
+        if s == 1:
             return self.collective("allreduce", n, self.m1, pass_)
-        return (self.collective("reducescatter", n, self.m1, pass_)
-                + self.collective("allgather", n / self.s, self.m1 / self.s, pass_))
+        pair = self.collective("reducescatter", n, self.m1, pass_) + self.collective("allgather", n / s, self.m1 / s, pass_)
+        # s = m1 is 1 only where the group is one device, and then nothing is sent either way
+        return pair if s.is_number or s == self.m1 else [replace(c, reshard=s) for c in pair]
 
     def attach(self, cost: Cost, collectives: list[Collective]) -> Cost:
         """Attach collectives and, if the conventions say so, their reduction FLOPs."""

@@ -123,10 +123,10 @@ SHARDS = ("none", "tensor", "partial")
 def _sequence_kind(rows) -> np.ndarray:
     """How each layout shards the sequence, as an index of ``SHARDS``: ``"none"`` (``s1 = 1``),
     ``"tensor"`` (``s1 = m1``, Megatron's sequence parallelism) or ``"partial"``.  Each kind is built apart with ``s1`` set
-    (1, or ``m1`` itself), so that the collectives are the ones that layout sends: with ``s1``
-    a free symbol, the tensor group's allreduce of ``s1 = 1`` is booked as its reduce-scatter
-    and allgather (``blocks.layout.reduce_to_shards``), which the calibrated model (NCCL's
-    latencies) prices apart."""
+    (1, or ``m1`` itself), so that each kernel holds the collectives its layouts send: with
+    ``s1`` a free symbol every tensor-parallel reduction is a choice between the allreduce of
+    ``s1 = 1`` and the reduce-scatter and allgather of the others (``blocks.layout.reduce_to_shards``,
+    ``timing.hardware.comm_time``), both arms evaluated on every row."""
     return np.where(rows["s1"] == 1, 0, np.where(rows["s1"] == rows["m1"], 1, 2))
 
 

@@ -26,7 +26,9 @@ uses (NVLink when the group fits in one NVLink domain, else InfiniBand, unless
 
 from __future__ import annotations
 
-from sympy import Add, Expr, Integer
+from dataclasses import replace
+
+from sympy import Add, Eq, Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.extrema import at_most, choice, maximum
@@ -34,7 +36,7 @@ from symbolic_cost.trees import remembered
 from symbolic_cost.parallel import collectives
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost.timing import efficiency, kernels, nccl
-from symbolic_cost.cost import Collective, Cost
+from symbolic_cost.cost import Collective, Cost, collective
 from symbolic_cost.checks import InputError
 from symbolic_cost.timing.systems import SYSTEMS, System, get_system, product_rate  # noqa: F401 (re-exported)
 
@@ -95,6 +97,8 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
     >>> comm_time(ag, SYSTEMS["a100-perlmutter"].but(ib_latency=0), link="ib")   # 3/4 of 2 GB at 100 GB/s
     3/200
     """
+    if c.reshard is not None:
+        return _resharded_time(c, system, conventions, link)
     model = conv.get(conventions).comm_time
     if system.efficiency is not None and model != "bandwidth":
         return _nccl_time(c, system, link)
@@ -116,6 +120,17 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
         spread = collectives.hierarchical_time(c.kind, c.group, members, c.tensor_bytes, nvlink, ib)
         flat = _on_link(c.span, system, flat, spread)
     return c.repeats * flat
+
+
+def _resharded_time(c: Collective, system: System, conventions, link: str | None) -> Expr:
+    """A reduce-scatter or allgather of ``blocks.layout.reduce_to_shards`` whose sequence degree
+    ``s`` (``c.reshard``) is a symbol: itself where ``s != 1``; where ``s = 1`` the two are one
+    allreduce of the reduce-scatter's tensor, priced on the reduce-scatter (the allgather then
+    adds nothing), so that the formula at ``s = 1`` is the time of a layout built with ``s1 = 1``."""
+    alone = comm_time(replace(c, reshard=None), system, conventions, link)
+    whole = Integer(0) if c.kind != "reducescatter" else Add(*(comm_time(r, system, conventions, link) for r in
+        collective("allreduce", c.elements, c.element_bytes, c.group, c.pass_, conv.get(conventions), c.repeats, c.stride)))
+    return choice(Eq(c.reshard, 1), whole, alone)
 
 
 def _nccl_time(c: Collective, system: System, link: str | None) -> Expr:
