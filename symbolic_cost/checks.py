@@ -250,6 +250,7 @@ def _whole(top: Expr, bottom: Expr) -> bool:
 
 WHY = {
     ("s1", "m1"): "sequence shards live inside the tensor-parallel group",
+    ("m1", "s1"): "a mixture-of-experts layer under tensor parallelism runs with s1 = m1",
     ("kv_heads", "h"): "each key/value head serves a whole group of query heads",
     ("m1", "kv_heads"): "each device needs whole key/value heads",
     ("p", "n_layers"): "each pipeline stage holds whole layers",

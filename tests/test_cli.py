@@ -421,6 +421,18 @@ def test_search_in_si_units_prints_whole_bytes(capsys):
     assert all(x.isdigit() for x in tables["si"]), tables
     assert [round(int(x) / 2**30, 4) for x in tables["si"]] == [float(x) for x in tables["gib"]]
 
+def test_a_sweep_holds_its_grid_to_the_models_context_as_summary_does(capsys):
+    """RoBERTa reads 514 positions: ``summary`` refuses l = 1024, and a sweep whose grid holds it
+    once evaluated that row (symbolic ``l`` passed the check); ``--allow-long`` lets both go on."""
+    roberta = ["--hf-config", str(pathlib.Path(__file__).parent / "hf_configs" / "roberta-base.json")]
+    assert main(["summary", *roberta, "--set", "l=1024"]) == 2
+    capsys.readouterr()
+    assert main(["sweep", *roberta, "--grid", "l=512,1024", "--field", "memory_bytes"]) == 2
+    assert "--grid at l=1024: l = 1024 tokens exceed the context of roberta-base" in capsys.readouterr().err
+    assert main(["sweep", *roberta, "--grid", "l=512,1024", "--field", "memory_bytes", "--allow-long"]) == 0
+    assert main(["sweep", *roberta, "--grid", "l=256,512", "--field", "memory_bytes"]) == 0
+
+
 @pytest.mark.parametrize("top", [[], ["--top", "3", "--by", "total"]])
 def test_a_sweep_that_keeps_nothing_says_so(capsys, top):
     """GPT-3 175B's 175 billion parameters take 350 GB in 16-bit on one device (m1 = p = 1): no

@@ -23,6 +23,7 @@ from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.parallel.pipeline import dualpipe_rules
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.ranks import placed_by_p
+from symbolic_cost.models.training import check_context
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.numeric.sweep import grid_size, sweep
@@ -98,9 +99,10 @@ def column(field: str) -> str:
 
 
 def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
-    """Every grid point obeys the layer rules (``blocks.block.layer_rules``), the pipeline's
-    (``checks.PIPELINE_RULES``), the interleaved schedule's (``checks.INTERLEAVED_RULES``) and
-    DualPipe's (``parallel.pipeline.dualpipe_rules``):
+    """Every grid point fits the model's context (``models.training.check_context``) and obeys
+    the layer rules (``blocks.block.layer_rules``), the pipeline's (``checks.PIPELINE_RULES``),
+    the interleaved schedule's (``checks.INTERLEAVED_RULES``) and DualPipe's
+    (``parallel.pipeline.dualpipe_rules``):
     ``m1 | h``, ``s1 | m1``, ``p | n_layers``, ...; sizes that follow a swept symbol
     (``--set s1=m1/2``) stay positive integers."""
     get = lambda sym: fixed.get(sym, sym)  # noqa: E731
@@ -116,6 +118,11 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
                      "m1 x cp x d": get(S.m1) * get(S.cp) * get(S.d)}, **({"shared_f": arch.moe.shared_f} if arch.moe.shared_f else {}))
         rules += MOE_RULES + EXPERT_GRID_RULES + (("m1", "s1"),)
     grid_rules(dims, grid, rules)
+    for tokens in grid.get(S.l, []):                # the model's context, which summary holds it to
+        try:
+            check_context(arch, (("l", tokens),), policy.get("allow_long", False))
+        except InputError as error:
+            raise InputError(f"--grid at l={tokens}: {error}", error.argument) from None
     if policy.get("schedule") == "dualpipe":        # p and n_micro even, n_micro >= 2p at every point
         for p, n in itertools.product(grid.get(S.p, [get(S.p)]), grid.get(S.n_micro, [get(S.n_micro)])):
             try:
