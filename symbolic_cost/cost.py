@@ -56,7 +56,8 @@ def _exact_sizes(record, what: str) -> None:
 
 
 def _subs_sizes(record, values: Mapping):
-    return replace(record, **{name: getattr(record, name).subs(values) for name in record._SIZES})
+    named = [name for name in (*record._SIZES, "reshard") if getattr(record, name, None) is not None]
+    return replace(record, **{name: getattr(record, name).subs(values) for name in named})
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,8 @@ class Collective:
     times); ``volume`` covers all of them.  ``stride`` is the rank distance between members
     (Megatron orders ranks tensor first, then data, then pipeline: a data-parallel group has
     stride ``m1``), so the group spans ``group x stride`` consecutive devices, which decides its link.
-    ``reshard``: the symbolic sequence degree ``s`` of a reduce-scatter and allgather that re-shard
-    a tensor-parallel result (``blocks.layout.reduce_to_shards``), where ``s = 1`` makes the two one
-    allreduce, which ``timing.hardware.comm_time`` prices as such; ``None`` elsewhere.
+    ``reshard``: a re-sharding pair's symbolic sequence degree ``s`` (``blocks.layout.reduce_to_shards``;
+    ``s = 1`` makes the two one allreduce, as ``timing.hardware.comm_time`` prices them), else ``None``.
     """
 
     kind: str
@@ -117,8 +117,7 @@ class Collective:
         return Integer(0)
 
     def subs(self, values: Mapping) -> "Collective":
-        done = _subs_sizes(self, values)
-        return done if self.reshard is None else replace(done, reshard=self.reshard.subs(values))
+        return _subs_sizes(self, values)
 
     def repeated(self, times) -> "Collective":
         """The same collective run ``times`` times as often (volume scales with it)."""
@@ -302,10 +301,8 @@ class Cost:
 def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, act_buffer,
               act_grads, act_in_other=0, weights=0, weight_grads=0, bwd_reads_weights=True,
               collectives=(), gemms=(), flops_wgrad=0) -> Cost:
-    """Build a Cost whose memory traffic follows the common rule.
-
-    ``flops_wgrad`` is the part of ``flops_bwd`` that forms parameter gradients (zero for an
-    operation without parameters).
+    """Build a Cost whose memory traffic follows the common rule (``flops_wgrad``: the part of
+    ``flops_bwd`` that forms parameter gradients, zero for an operation without parameters).
 
     Forward reads every input and the weights and writes the output:
     ``mem_fwd = act_in + act_in_other + act_out + weights``.
@@ -315,9 +312,7 @@ def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, 
     ``mem_bwd = act_buffer + act_grads + weight_grads (+ weights)``.
     """
     mem_fwd = exact(act_in) + exact(act_in_other) + exact(act_out) + exact(weights)
-    mem_bwd = exact(act_buffer) + exact(act_grads) + exact(weight_grads)
-    if bwd_reads_weights:
-        mem_bwd += exact(weights)
+    mem_bwd = exact(act_buffer) + exact(act_grads) + exact(weight_grads) + exact(weights if bwd_reads_weights else 0)
     return Cost(name=name, engine=engine, flops_fwd=flops_fwd, flops_bwd=flops_bwd,
                 act_in=act_in, act_in_other=act_in_other, act_out=act_out, act_buffer=act_buffer,
                 weights=weights, weight_grads=weight_grads, act_grads=act_grads,

@@ -90,7 +90,8 @@ class Layout:
         n, s = self.b * self.l * self.e, sympify(self.s)
         if s == 1:
             return self.collective("allreduce", n, self.m1, pass_)
-        pair = self.collective("reducescatter", n, self.m1, pass_) + self.collective("allgather", n / s, self.m1 / s, pass_)
+        pair = (self.collective("reducescatter", n, self.m1, pass_)
+                + self.collective("allgather", n / s, self.m1 / s, pass_))
         # s = m1 is 1 only where the group is one device, and then nothing is sent either way
         return pair if s.is_number or s == self.m1 else [replace(c, reshard=s) for c in pair]
 
