@@ -40,6 +40,9 @@ def _evaluator(model, index):
 @example(model="deepseek-lite", index=0, values=dict(b=1, l=512, m1=1, s1=1, d=2, p=3, n_micro=4),
          experts=dict(ep=2, etp=1))
 @example(model="gemma3", index=0, values=dict(b=2, l=512, m1=1, s1=1, d=1, p=13, n_micro=16), experts=dict(ep=1, etp=1))
+# full recomputation where a rank holds 1 global and 1 windowed layer, or 2 windowed: once counted
+# as the most of each group (1 + 2 layers a rank) where l <= window merges the two groups (2)
+@example(model="gemma3", index=2, values=dict(b=1, l=512, m1=1, s1=1, d=1, p=13, n_micro=16), experts=dict(ep=1, etp=1))
 def test_model_function_equals_a_model_built_with_the_numbers(model, index, values, experts):
     arch = MODELS[model]
     if arch.moe is not None:

@@ -39,7 +39,7 @@ from sympy import Expr, Integer
 
 from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.latent_attention import core_input_bytes
-from symbolic_cost.cost import Cost
+from symbolic_cost.cost import Cost, exact
 from symbolic_cost.models import op_recompute
 
 
@@ -75,7 +75,7 @@ def stage_kept_bytes(layer: Block, training, layers, tokens_bytes) -> Expr:
         return layers * kept_bytes(layer, training.recompute, tokens_bytes)
     group = training.recompute_layers
     if training.recompute_method == "uniform":
-        return layers / group * tokens_bytes
+        return exact(layers, "layers") / exact(group, "recompute_layers") * tokens_bytes    # a rank's count: ints
     return group * tokens_bytes + (layers - group) * kept_bytes(layer, "none", tokens_bytes)
 
 
@@ -95,11 +95,24 @@ def recompute_flops(layer: Block, recompute: str) -> Expr:
 def redone_layers(training, layers) -> Expr:
     """Layers of a stage whose forward runs again in backward: all ``layers``, or under full
     recomputation with ``recompute_method="block"`` the first ``recompute_layers``."""
-    if training.recompute == "full" and training.recompute_method == "block":
-        return training.recompute_layers
-    return layers
+    return layers if every_layer_redone(training) else training.recompute_layers
+
+
+def every_layer_redone(training) -> bool:
+    """Whether each layer a stage holds redoes its recomputed part (all but the block method)."""
+    return not (training.recompute == "full" and training.recompute_method == "block")
 
 
 def stage_recompute_flops(layer: Block, training, layers) -> Expr:
     """FLOPs the ``layers`` layers of one stage redo in backward for one micro-batch."""
     return redone_layers(training, layers) * recompute_flops(layer, training.recompute)
+
+
+def busiest_recompute_flops(place, groups, training) -> Expr:
+    """FLOPs the busiest pipeline rank (``models.ranks.Placement``) redoes in backward for one
+    micro-batch, ``groups`` its layer groups' blocks: each layer's recomputed part, rank by rank;
+    under the block method the first ``recompute_layers`` of each group (a bound where groups
+    interleave, as the rank holding the most of each runs them)."""
+    if every_layer_redone(training):
+        return place.busiest(0, 0, [recompute_flops(blk, training.recompute) for blk in groups])
+    return sum((stage_recompute_flops(blk, training, place.most(g)) for g, blk in enumerate(groups)), Integer(0))

@@ -10,7 +10,7 @@ from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models import ModelCost
 from symbolic_cost.models.ranks import cost_placement
-from symbolic_cost.models.memory import recomputed_costs, redone_layers
+from symbolic_cost.models.memory import every_layer_redone, recomputed_costs, redone_layers
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
 from symbolic_cost.timing.hardware import comm_time, get_system, row_seconds
 from symbolic_cost.timing.systems import check_block_scaling
@@ -105,11 +105,13 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str, redo
 
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
     start, end = parts(cost.embedding, (pass_,)), parts(cost.head, (pass_,))
-    groups = [(parts(blk, (pass_,)),
-               parts(recomputed_costs(blk, t.recompute), ("fwd",)) if pass_ == "bwd" else (0, 0),
-               count) for (blk, _), count in zip(middle, redone)]
-    return tuple(place.busiest(start[i], end[i], [whole[i] for whole, _, _ in groups])
-                 + sum((k * redo[i] for _, redo, k in groups), Integer(0)) for i in (0, 1))
+    whole = [parts(blk, (pass_,)) for blk, _ in middle]
+    redo = [parts(recomputed_costs(blk, t.recompute), ("fwd",)) if pass_ == "bwd" else (0, 0) for blk, _ in middle]
+    if every_layer_redone(t):     # each layer redoes its part: the rank's own layers, rank by rank
+        return tuple(place.busiest(start[i], end[i], [w[i] + r[i] for w, r in zip(whole, redo)]) for i in (0, 1))
+    # the block method's first recompute_layers of a stage, of each group (a bound where groups interleave)
+    return tuple(place.busiest(start[i], end[i], [w[i] for w in whole])
+                 + sum((k * r[i] for r, k in zip(redo, redone)), Integer(0)) for i in (0, 1))
 
 
 def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:
