@@ -109,19 +109,3 @@ def test_a_refused_configuration_is_refused_again():
     assert evaluate(m1=4)["parameters"] == evaluate(m1=4)["parameters"] == model_cost(
         preset("gpt2"), Training(b=1, l=1024, m1=4)).parameters
 
-
-@pytest.mark.parametrize("system", ["h100", "b200"])
-def test_a_symbolic_s1_at_1_is_the_allreduce_a_model_with_s1_1_sends(system):
-    """Under the calibrated model NCCL prices an allreduce apart from the reduce-scatter and
-    allgather it is made of (its own latency, NVLS, the tree).  A model built with ``s1`` a symbol
-    and evaluated at ``s1 = 1`` is the model built with ``s1 = 1``; it once priced the pair there
-    (Llama-3.2-1B, m1 = 4, on B200: 0.00749 s of tensor-parallel time against 0.00507)."""
-    from symbolic_cost.timing.hardware import calibrated
-    system = calibrated(system)
-    evaluate = model_function(MODELS["llama-gqa"], system, zero=0)
-    for s1 in (1, 2, 4):
-        values = dict(b=2, l=1024, m1=4, s1=s1, d=8, p=2, n_micro=4)
-        cost = model_cost(MODELS["llama-gqa"], Training(b=2, l=1024, m1=4, s1=s1, d=8, p=2, micro_batches=4, zero=0))
-        want = step_time_breakdown(cost, system)
-        got = evaluate(**values)
-        assert {k: got[f"step_{k}"] for k in want} == want, s1

@@ -128,9 +128,11 @@ def _resharded_time(c: Collective, system: System, conventions, link: str | None
     allreduce of the reduce-scatter's tensor, priced on the reduce-scatter (the allgather then
     adds nothing), so that the formula at ``s = 1`` is the time of a layout built with ``s1 = 1``."""
     alone = comm_time(replace(c, reshard=None), system, conventions, link)
-    whole = Integer(0) if c.kind != "reducescatter" else Add(*(comm_time(r, system, conventions, link) for r in
-        collective("allreduce", c.elements, c.element_bytes, c.group, c.pass_, conv.get(conventions), c.repeats, c.stride)))
-    return choice(Eq(c.reshard, 1), whole, alone)
+    if c.kind != "reducescatter":
+        return choice(Eq(c.reshard, 1), Integer(0), alone)
+    allreduce = collective("allreduce", c.elements, c.element_bytes, c.group, c.pass_, conv.get(conventions),
+                           c.repeats, c.stride)
+    return choice(Eq(c.reshard, 1), Add(*(comm_time(r, system, conventions, link) for r in allreduce)), alone)
 
 
 def _nccl_time(c: Collective, system: System, link: str | None) -> Expr:
