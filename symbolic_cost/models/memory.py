@@ -103,16 +103,12 @@ def every_layer_redone(training) -> bool:
     return not (training.recompute == "full" and training.recompute_method == "block")
 
 
-def stage_recompute_flops(layer: Block, training, layers) -> Expr:
-    """FLOPs the ``layers`` layers of one stage redo in backward for one micro-batch."""
-    return redone_layers(training, layers) * recompute_flops(layer, training.recompute)
-
-
-def busiest_recompute_flops(place, groups, training) -> Expr:
-    """FLOPs the busiest pipeline rank (``models.ranks.Placement``) redoes in backward for one
-    micro-batch, ``groups`` its layer groups' blocks: each layer's recomputed part, rank by rank;
-    under the block method the first ``recompute_layers`` of each group (a bound where groups
-    interleave, as the rank holding the most of each runs them)."""
+def busiest_with_recompute(place, first, last, per_layer, redo, training) -> Expr:
+    """``place.busiest(first, last, per_layer)`` (``models.ranks.Placement``) with each layer
+    group's recomputed part ``redo`` (one layer's, same order) added: to every layer, rank by
+    rank; under the block method the first ``recompute_layers`` of each group (a bound where
+    groups interleave, as the rank holding the most of each runs them)."""
     if every_layer_redone(training):
-        return place.busiest(0, 0, [recompute_flops(blk, training.recompute) for blk in groups])
-    return sum((stage_recompute_flops(blk, training, place.most(g)) for g, blk in enumerate(groups)), Integer(0))
+        return place.busiest(first, last, [w + r for w, r in zip(per_layer, redo)])
+    return place.busiest(first, last, per_layer) + sum(
+        (redone_layers(training, place.most(g)) * r for g, r in enumerate(redo)), Integer(0))

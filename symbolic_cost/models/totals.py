@@ -31,7 +31,7 @@ from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
-from symbolic_cost.models.memory import busiest_recompute_flops, recomputed_rows, redone_layers
+from symbolic_cost.models.memory import busiest_with_recompute, recompute_flops, recomputed_rows, redone_layers
 from symbolic_cost.models.ranks import (SPLIT, boundary_elements, busiest_activation_bytes, cost_placement, placement,
                                         rank_layers, tied_copy)
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
@@ -162,7 +162,8 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
         parameters=parameters, parameters_per_device=per_device,
         flops_fwd=n * stage("flops_fwd"), flops_bwd=n * stage("flops_bwd"),
-        flops_recompute=n * busiest_recompute_flops(place, [blk for blk, _ in layers], t),
+        flops_recompute=n * busiest_with_recompute(place, 0, 0, [0] * len(layers),
+                                                   [recompute_flops(blk, t.recompute) for blk, _ in layers], t),
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
         flops_wgrad=n * stage("flops_wgrad"), flops_agrad=n * stage("flops_agrad"),
         model_flops_wgrad=model("flops_wgrad"), model_flops_agrad=model("flops_agrad"),

@@ -10,7 +10,7 @@ from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models import ModelCost
 from symbolic_cost.models.ranks import cost_placement
-from symbolic_cost.models.memory import every_layer_redone, recomputed_costs, redone_layers
+from symbolic_cost.models.memory import busiest_with_recompute, recomputed_costs
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
 from symbolic_cost.timing.hardware import comm_time, get_system, row_seconds
 from symbolic_cost.timing.systems import check_block_scaling
@@ -86,16 +86,16 @@ def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tupl
     stage; the backward includes the forward its recomputed layers redo.  Remembered by stack
     (``trees.remembered_on``): a search's ZeRO stages, offloads and schedules share it."""
     t = cost.training
-    redone = tuple(redone_layers(t, place.most(g)) for g in range(len(cost.stack) - 2))
-    return remembered_on(_PASSES, cost.stack, (place, t.recompute, redone, system, conventions, pass_),
-                         lambda: _stage_seconds(cost, place, system, conventions, pass_, redone))
+    recompute = (t.recompute, t.recompute_method, t.recompute_layers)
+    return remembered_on(_PASSES, cost.stack, (place, recompute, system, conventions, pass_),
+                         lambda: _stage_seconds(cost, place, system, conventions, pass_))
 
 
 _PASSES: dict = {}
 """A stage's pass and weight-gradient seconds by stack, placement and system."""
 
 
-def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str, redone) -> tuple[Expr, Expr]:
+def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr]:
     t = cost.training
 
     def parts(rows, passes):
@@ -107,11 +107,8 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str, redo
     start, end = parts(cost.embedding, (pass_,)), parts(cost.head, (pass_,))
     whole = [parts(blk, (pass_,)) for blk, _ in middle]
     redo = [parts(recomputed_costs(blk, t.recompute), ("fwd",)) if pass_ == "bwd" else (0, 0) for blk, _ in middle]
-    if every_layer_redone(t):     # each layer redoes its part: the rank's own layers, rank by rank
-        return tuple(place.busiest(start[i], end[i], [w[i] + r[i] for w, r in zip(whole, redo)]) for i in (0, 1))
-    # the block method's first recompute_layers of a stage, of each group (a bound where groups interleave)
-    return tuple(place.busiest(start[i], end[i], [w[i] for w in whole])
-                 + sum((k * r[i] for r, k in zip(redo, redone)), Integer(0)) for i in (0, 1))
+    return tuple(busiest_with_recompute(place, start[i], end[i], [w[i] for w in whole], [r[i] for r in redo], t)
+                 for i in (0, 1))
 
 
 def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:
