@@ -45,7 +45,7 @@ Python       printed as   meaning
 ``md``       md           depth of the 2.5-D grid (copies of the ``mq x mq`` layer)
 ``vp``       vp           model chunks per pipeline rank of the interleaved
                           schedule (Megatron-LM's virtual pipeline stages)
-``n_rec``    n_rec        layers of each pipeline stage whose forward is redone
+``n_rec``    n_rec        layers of each model chunk whose forward is redone
                           (full recomputation of the first ``n_rec``, "block")
 ============ ============ ==================================================
 

@@ -488,7 +488,7 @@ def test_refusals_read_alike_at_each_entrance():
                                                ("full", dict(recompute_method="block", recompute_layers=2))],
                          ids=["selective", "activation", "full", "full-block"])
 def test_recomputed_forward_alike_in_totals_and_utilisation(recompute, extra):
-    """``models.memory.redone_layers`` and ``recomputed_rows`` decide which layers and rows redo
+    """``models.placement.Placement.redone`` and ``recomputed_rows`` decide which layers and rows redo
     their forward for ``model_cost`` (per device), ``models.utilisation`` (over the job) and step
     time: on ``p`` even stages of one device each, the job's recomputation is ``p`` times the
     busiest stage's; the collectives a redone forward repeats exist under full recomputation

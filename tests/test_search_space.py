@@ -40,12 +40,12 @@ def count_by_hand(flash):
             for s1 in _divisors(m1):
                 for b in (b for b in _divisors(BATCH) if BATCH % (b * d) == 0):
                     n = BATCH // (b * d)
-                    # GPipe, 1F1B and ZB-H1 on every layout, interleaved with every vp that fits,
-                    # DualPipe with p and n even, n >= 2p
-                    schedules = 3 + sum(1 for v in _divisors(12 // p) if v >= 2 and p > 1 and n % p == 0)
-                    schedules += p % 2 == 0 and n % 2 == 0 and n >= 2 * p
-                    for policy in policies:
-                        total += len(stages) * schedules * (12 // p if policy == "full" else 1)
+                    # chunks a rank of each schedule: GPipe, 1F1B and ZB-H1 on every layout (one),
+                    # interleaved with every vp that fits, DualPipe with p and n even, n >= 2p (one)
+                    chunks = [1, 1, 1] + [v for v in _divisors(12 // p) if v >= 2 and p > 1 and n % p == 0]
+                    chunks += [1] if p % 2 == 0 and n % 2 == 0 and n >= 2 * p else []
+                    for policy in policies:   # full: the first N = 1 .. all of a chunk's layers redone
+                        total += len(stages) * sum(12 // (p * v) if policy == "full" else 1 for v in chunks)
     return total
 
 

@@ -215,7 +215,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                help="activation recomputation: selective (the attention core), activation (every activation "
                     "function: the MLP's, the experts' as Megatron-LM's moe_act), full (whole layers)")
         option(group, "--recompute-method", choices=RECOMPUTE_METHODS, default=PLAIN.recompute_method,
-               help="full recomputation: checkpoint every group of N layers, or the first N of a stage")
+               help="full recomputation: checkpoint every group of N layers, or the first N of each model chunk")
         option(group, "--recompute-layers", type=int, default=PLAIN.recompute_layers,
                help="N for --recompute-method")
         option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule,

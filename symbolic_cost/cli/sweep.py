@@ -22,7 +22,7 @@ from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.parallel.pipeline import dualpipe_rules
 from symbolic_cost.models import Training, model_cost
-from symbolic_cost.models.ranks import placed_by_p
+from symbolic_cost.models.placement import placed_by_p
 from symbolic_cost.models.training import check_context
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.models.peak import peak_bytes
@@ -151,7 +151,7 @@ def run(args) -> int:
     check_grid(arch, fixed, grid, chosen, options.training_policy(args))
     with _scheduler(args):
         if S.p in grid and placed_by_p(arch, {**frameworks.recipe_fields(args), **options.training_policy(args)}):
-            # which layers a rank holds depends on p (models.ranks.Placement): one build per p
+            # which layers a rank holds depends on p (models.placement.Placement): one build per p
             import pandas as pd
             frames = [_sweep(args, arch, {**fixed, S.p: p}, {**grid, S.p: [p]}, chosen, None) for p in grid[S.p]]
             result = _write(_least(pd.concat(frames, ignore_index=True), args), args.out)

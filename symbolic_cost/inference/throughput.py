@@ -46,7 +46,8 @@ from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill, 
 from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens, prompt_tokens
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.overheads import get_overheads
-from symbolic_cost.models.ranks import placement, tied_copy
+from symbolic_cost.models.placement import placement
+from symbolic_cost.models.ranks import tied_copy
 from symbolic_cost.models.training import Training
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import comm_time, get_system, product_rate, step_time
@@ -229,7 +230,7 @@ def prefill_cache_bytes(arch: Architecture, s: Serving) -> Expr:
 
 
 def busiest_weights(arch: Architecture, phase: Phase) -> Expr:
-    """Weight bytes on the busiest device (``models.ranks.Placement``): a stage's layers and its
+    """Weight bytes on the busiest device (``models.placement.Placement``): a stage's layers and its
     end, the last stage with its own copy of a tied word table."""
     stack, p = phase.stack, phase.serving.p
     copy = tied_copy(arch, stack[0][0]) if p != 1 else 0

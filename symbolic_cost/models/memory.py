@@ -13,14 +13,16 @@ activation     each activation's output (the input of        the activations (an
                dropped (and ``dpr1``'s mask)
 full, uniform  the input of every group of ``N`` layers:     every layer
                ``k/N x`` the layer input
-full, block    the inputs of the first ``N <= k`` layers,    ``N`` layers
-               all of the other ``k - N``
+full, block    the inputs of the first ``N`` layers of each  those layers
+               model chunk, all of the others
 op             the layer input, the outputs of every other   the other products, every
                product (``wq, wv, w1, w2``) and the          element-wise row
                attention kernel's ``O`` and log-sum-exp
 ============== ============================================= =================================
 
-``N`` is ``Training.recompute_layers`` (Megatron-LM's ``--recompute-num-layers``).
+``N`` is ``Training.recompute_layers`` (Megatron-LM's ``--recompute-num-layers``); which
+layers the block method redoes on each pipeline rank is ``models.placement.Placement.redone``
+(all of a chunk's where it holds fewer than ``N``; DeepSeek's dense layers before its experts).
 Each row says what a recomputation does to it: ``Cost.recompute``, the recomputation that
 redoes its forward (``"selective"``: the core's rows, ``ops.attention.attention_core``;
 ``"activation"``: the activation functions and ``dpr1``), and ``Cost.rebuilt``, the one
@@ -69,14 +71,15 @@ def kept_bytes(layer: Block, recompute: str, tokens_bytes) -> Expr:
     return kept + core_input_bytes(layer) if recompute == "selective" and rebuilt else kept
 
 
-def stage_kept_bytes(layer: Block, training, layers, tokens_bytes) -> Expr:
-    """Bytes the ``layers`` layers of one stage keep for one micro-batch (see the table)."""
+def stage_kept_bytes(layer: Block, training, layers, tokens_bytes, redone) -> Expr:
+    """Bytes the ``layers`` layers of one stage keep for one micro-batch (see the table),
+    ``redone`` of them recomputed under the block method."""
     if training.recompute != "full":
         return layers * kept_bytes(layer, training.recompute, tokens_bytes)
     group = training.recompute_layers
     if training.recompute_method == "uniform":
         return exact(layers, "layers") / exact(group, "recompute_layers") * tokens_bytes    # a rank's count: ints
-    return group * tokens_bytes + (layers - group) * kept_bytes(layer, "none", tokens_bytes)
+    return redone * tokens_bytes + (layers - redone) * kept_bytes(layer, "none", tokens_bytes)
 
 
 def recomputed_costs(layer: Block, recompute: str) -> list[Cost]:
@@ -90,25 +93,3 @@ def recomputed_costs(layer: Block, recompute: str) -> list[Cost]:
 def recompute_flops(layer: Block, recompute: str) -> Expr:
     """FLOPs one recomputed layer redoes in backward."""
     return sum((c.flops_fwd for c in recomputed_costs(layer, recompute)), Integer(0))
-
-
-def redone_layers(training, layers) -> Expr:
-    """Layers of a stage whose forward runs again in backward: all ``layers``, or under full
-    recomputation with ``recompute_method="block"`` the first ``recompute_layers``."""
-    return layers if every_layer_redone(training) else training.recompute_layers
-
-
-def every_layer_redone(training) -> bool:
-    """Whether each layer a stage holds redoes its recomputed part (all but the block method)."""
-    return not (training.recompute == "full" and training.recompute_method == "block")
-
-
-def busiest_with_recompute(place, first, last, per_layer, redo, training) -> Expr:
-    """``place.busiest(first, last, per_layer)`` (``models.ranks.Placement``) with each layer
-    group's recomputed part ``redo`` (one layer's, same order) added: to every layer, rank by
-    rank; under the block method the first ``recompute_layers`` of each group (a bound where
-    groups interleave, as the rank holding the most of each runs them)."""
-    if every_layer_redone(training):
-        return place.busiest(first, last, [w + r for w, r in zip(per_layer, redo)])
-    return place.busiest(first, last, per_layer) + sum(
-        (redone_layers(training, place.most(g)) * r for g, r in enumerate(redo)), Integer(0))

@@ -1,32 +1,30 @@
-"""Memory per pipeline rank: the layers each rank holds (even or uneven stages), the
+"""Memory per pipeline rank: the layers each rank holds (``models.placement``), the
 micro-batches it keeps in flight under its schedule, and the activation bytes that makes;
 ``busiest_activation_bytes`` is ``ModelCost.activation_bytes``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 from sympy import Eq, Expr, Integer, Piecewise
 
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.memory import stage_kept_bytes
-from symbolic_cost.models.recipes import sixteen_bit, stack_units
+from symbolic_cost.models.placement import Placement, placement
 from symbolic_cost.models.training import Training, element_bytes
-from symbolic_cost.models.stack import units
-from symbolic_cost.parallel.pipeline import chunk_in_flight, per_stage
-from symbolic_cost.parallel.splits import chunk_layers, layout_layers
+from symbolic_cost.parallel.pipeline import chunk_in_flight
 from symbolic_cost.checks import InputError
 from symbolic_cost.trees import remembered_on
 
 
-def stage_kept(stack, t: Training, counts, tokens_bytes) -> Expr:
-    """Bytes one rank's ``counts`` layers of each layer group (``stack[1:-1]``) keep for one
-    micro-batch; ``tokens_bytes`` of a layer's input (a T5 decoder layer's: its own ``l_dec``
-    tokens, ``layer_input_bytes``)."""
-    return sum((stage_kept_bytes(blk, t, c, layer_input_bytes(blk, tokens_bytes, t.l))
-                for (blk, _), c in zip(stack[1:-1], counts)), exact(0))
+def stage_kept(stack, t: Training, counts, redone, tokens_bytes) -> Expr:
+    """Bytes one rank's ``counts`` layers of each layer group (``stack[1:-1]``), ``redone`` of
+    them recomputed (``Placement.redone``), keep for one micro-batch; ``tokens_bytes`` of a
+    layer's input (a T5 decoder layer's: its own ``l_dec`` tokens, ``layer_input_bytes``)."""
+    return sum((stage_kept_bytes(blk, t, c, layer_input_bytes(blk, tokens_bytes, t.l), r)
+                for (blk, _), c, r in zip(stack[1:-1], counts, redone)), exact(0))
 
 
 def layer_input_bytes(block, tokens_bytes, l) -> Expr:
@@ -44,145 +42,17 @@ def boundary_elements(cost) -> Expr:
     return t.b * tokens / (exact(t.s1, "s1") * exact(getattr(t, "cp", 1), "cp")) * arch.e   # a CP rank's l/cp
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Which of the model's layers each pipeline rank holds (Megatron-LM places them in order:
-    the first ``n_layers/p`` on rank 0, ...; with ``virtual_stages`` chunks, chunk ``c`` of
-    ``n_layers/(p v)`` layers on rank ``c mod p``; uneven first and last stages, the embedding and
-    the loss counted as layers, as ``parallel.splits.chunk_layers``).
-
-    ``groups``: the layers of each layer group of the stack; ``rows``: ``(rank, first, last,
-    counts)`` for each distinct kind of rank, the lowest-numbered of each (it holds the most
-    micro-batches in flight), ``counts`` its layers of each group, and ``every`` the counts of
-    every rank; both ``None`` when every rank holds ``1/p`` of every group (the even split's
-    closed form, symbolic in ``p``).
-    """
-
-    p: Expr
-    groups: tuple
-    rows: tuple | None = None
-    every: tuple | None = None        # the counts of every rank, when enumerated
-    chunks: tuple | None = None       # the counts of each model chunk of every rank, when enumerated
-
-    def ranks(self) -> tuple:
-        """The ranks that can be the busiest (``rows``; an even split: the first and the last)."""
-        if self.rows is not None:
-            return self.rows
-        even = tuple(c / self.p for c in self.groups)
-        return (0, True, False, even), (self.p - 1, False, True, even)
-
-    def worst(self, value, one) -> Expr:
-        """The largest ``value(rank, first, last, counts)`` over ``ranks``; ``one`` when ``p = 1``
-        (a Piecewise on ``p = 1`` for a symbolic ``p``)."""
-        if self.p == 1:
-            return one
-        many = maximum(*(value(*row) for row in self.ranks()))
-        return many if self.p.is_number else Piecewise((one, Eq(self.p, 1)), (many, True))
-
-    def holds(self, rank, first, last, per_layer, last_copy=0) -> Expr:
-        """A field on rank ``rank``: ``first`` on rank 0, ``last`` (and ``last_copy``, what only a
-        last rank that is not the first holds) on rank ``p - 1``, ``per_layer[g]`` for each of
-        its layers of group ``g`` (``counts``)."""
-        is_first, is_last = rank == 0, rank == self.p - 1
-        return ((first if is_first else 0) + (last if is_last else 0) + (last_copy if is_last and not is_first else 0)
-                + sum((c * v for c, v in zip(self.counts(rank), per_layer)), exact(0)))
-
-    def busiest(self, first, last, per_layer, last_copy=0) -> Expr:
-        """``holds`` on the busiest rank (``parallel.pipeline.per_stage`` for an even split)."""
-        if self.rows is None:
-            return per_stage(self.p, first, last, sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)),
-                             last_copy)
-        return self.worst(lambda rank, *_: self.holds(rank, first, last, per_layer, last_copy),
-                          first + last + sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)))
-
-    def paired(self, first, last, per_layer, last_copy=0) -> Expr:
-        """``holds`` of the two stages a DualPipe rank holds, ``r`` and ``p - 1 - r``
-        (``parallel.pipeline``), on the busiest rank: an even split's rank 0, with both ends and
-        two stages' layers (``p`` is even, at least 2)."""
-        if self.rows is None:
-            return first + last + last_copy + 2 * sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)) / self.p
-        return maximum(*(self.holds(r, first, last, per_layer, last_copy)
-                         + self.holds(self.p - 1 - r, first, last, per_layer, last_copy) for r in range(self.p // 2)))
-
-    def most(self, group: int) -> Expr:
-        """The most layers of ``group`` any rank holds (``count/p`` for an even split)."""
-        if self.rows is None:
-            return self.groups[group] / self.p
-        return max(counts[group] for *_, counts in self.rows)
-
-    def counts(self, rank: int) -> tuple:
-        """The layers of each group rank ``rank`` holds."""
-        return tuple(c / self.p for c in self.groups) if self.every is None else self.every[rank]
-
-
-def placed_by_p(arch, policy: dict) -> bool:
-    """Whether the layers a rank holds depend on ``p`` beyond ``1/p`` of each group: layers of
-    several recorded kinds (``units``), or uneven first and last stages in the ``Training``
-    fields ``policy`` (``SPLIT``: stage sizes, the embedding or the loss counted as a layer; the
-    first and last layers kept 16-bit, ``models.recipes.precision_groups``)."""
-    kinds = units(arch)
-    return (kinds is not None and len({g for g, _ in kinds}) > 1) or any(
-        policy.get(k) not in (None, False, 0) for k in SPLIT + ("first_layers_16bit", "last_layers_16bit"))
-
-
-SPLIT = ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "pipeline_layout")
-"""The ``Training`` fields that make pipeline ranks differ beyond ``1/p`` of each layer group."""
-
-
-def placement(arch, t: Training, stack, p) -> Placement:
-    """Where ``arch``'s layers sit on ``p`` pipeline ranks (``Placement``): enumerated when the
-    ranks differ (uneven stages, the embedding or the loss counted as a layer, layer groups not
-    spread evenly, as DeepSeek's dense layers before its experts or a T5's encoder before its
-    decoder), the even split's closed form otherwise."""
-    p = exact(p, "p")
-    groups = tuple(count for _, count in stack[1:-1])
-    split = next((k for k in SPLIT if getattr(t, k) not in (None, False)), None)
-    kinds = stack_units(units(arch), t, len(groups))      # kinds that cost the same are one group
-    if sixteen_bit(t) and p != 1:     # the 16-bit layers sit on the first and last ranks
-        split = split or "first_layers_16bit"
-    if split in SPLIT[2:] + ("first_layers_16bit",) and not p.is_number:
-        raise InputError(f"{split} needs a numeric p, got p={p}", split)
-    if p == 1 or not p.is_number or not (split or (len(groups) > 1 and kinds is not None)):
-        return Placement(p, groups)
-    if kinds is None:
-        raise InputError(f"{split}: uneven pipeline ranks need a model that records which layer is which (one kind of layer, dense and "
-                         "MoE layers, a window_pattern, an encoder-decoder)", split)
-    depth = max(i for _, i in kinds) + 1
-    count = lambda held: tuple(sum(1 for g2, i in kinds if g2 == g and i in held) for g in range(len(groups)))  # noqa: E731
-    chunks = [tuple(count(set(c)) for c in rank) for rank in rank_layers(t, depth, int(p))]
-    every = [tuple(map(sum, zip(*rank))) for rank in chunks]
-    if not split and all(c == tuple(n / p for n in groups) for c in every):
-        return Placement(p, groups)
-    rows, seen = [], set()
-    for r, counts in enumerate(every):
-        kind = (r == 0, r == p - 1, counts, chunks[r])
-        if kind not in seen:
-            seen.add(kind)
-            rows.append((r, *kind[:3]))
-    return Placement(p, groups, tuple(rows), tuple(every), tuple(chunks))
-
-
-def rank_layers(t: Training, depth: int, p: int) -> list[list[range]]:
-    """The indices of the layers of each model chunk of each rank, Megatron-Core's placement
-    (``parallel.splits.chunk_layers``) of ``t``'s stages, virtual stages and slots, or of its layout
-    (``parallel.splits.layout_layers``)."""
-    if t.pipeline_layout is not None:
-        return layout_layers(t.pipeline_layout, depth, p)
-    return chunk_layers(depth, p, t.virtual_stages, t.first_stage_layers, t.last_stage_layers,
-                        t.embedding_in_split, t.loss_in_split)
-
-
-def _rank_activations(cost, held, first, last, counts, chunks=None) -> Expr:
+def _rank_activations(cost, held, first, last, counts, redone, chunks=None) -> Expr:
     """Activation bytes of a pipeline rank holding ``held`` micro-batches' worth of its layers
-    (``counts`` of each group), with the embedding if it is the ``first`` rank and the head if
-    it is the ``last``; ``chunks``: ``(micro-batches, counts)`` of each of its model chunks, when
-    they differ (``_chunks``), for its layers instead."""
+    (``counts`` of each group, ``redone`` of them recomputed), with the embedding if it is the
+    ``first`` rank and the head if it is the ``last``; ``chunks``: ``(micro-batches, counts,
+    redone)`` of each of its model chunks, when they differ (``_chunks``), for its layers instead."""
     t, layer = cost.training, cost.layer
     p = exact(t.p, "p")
     es = element_bytes(t.precision)
     tokens_bytes = t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * es
-    layers = held * stage_kept(cost.stack, t, counts, tokens_bytes) if chunks is None else sum(
-        (k * stage_kept(cost.stack, t, c, tokens_bytes) for k, c in chunks), exact(0))
+    layers = held * stage_kept(cost.stack, t, counts, redone, tokens_bytes) if chunks is None else sum(
+        (k * stage_kept(cost.stack, t, c, r, tokens_bytes) for k, c, r in chunks), exact(0))
     sent = boundary_elements(cost) * es
     kept = layers + (held * cost.embedding.total("act_buffer") if first else 0) + (
         held * cost.head.total("act_buffer") if last else 0)
@@ -220,16 +90,17 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
     if schedule.name == "dualpipe":
         return _dualpipe_activations(cost, cost_placement(cost), rank)
     held, place = schedule.in_flight(p, n, rank), cost_placement(cost)
-    return _rank_activations(cost, held, rank == 0, rank == p - 1, place.counts(rank), _chunks(place, schedule, n, rank))
+    return _rank_activations(cost, held, rank == 0, rank == p - 1, place.counts(rank), place.redone(rank),
+                             _chunks(place, schedule, n, rank))
 
 
 def _chunks(place: Placement, schedule, n, rank):
-    """``(micro-batches in flight, counts)`` of each model chunk of rank ``rank`` under the
+    """``(micro-batches in flight, counts, redone)`` of each model chunk of rank ``rank`` under the
     interleaved schedule when the placement is enumerated (its chunks may differ: the embedding's
     or the loss's slot, uneven stages, layer groups), else ``None``."""
     if place.chunks is None or schedule.name != "interleaved":
         return None
-    return list(zip(chunk_in_flight(int(place.p), n, schedule.v, rank), place.chunks[rank]))
+    return list(zip(chunk_in_flight(int(place.p), n, schedule.v, rank), place.chunks[rank], place.chunk_redone(rank)))
 
 
 def _dualpipe_activations(cost, place: Placement, rank) -> Expr:
@@ -242,10 +113,11 @@ def _dualpipe_activations(cost, place: Placement, rank) -> Expr:
     ``"middle"`` for a middle rank of a symbolic ``p``."""
     p = place.p
     if rank == "middle":
-        return _rank_activations(cost, p + 1, False, False, place.counts(0))
+        return _rank_activations(cost, p + 1, False, False, place.counts(0), place.redone(0))
     counts = tuple(maximum(a, b) for a, b in zip(place.counts(rank), place.counts(p - 1 - rank)))
+    redone = tuple(minimum(a, b) for a, b in zip(place.redone(rank), place.redone(p - 1 - rank)))
     middle = Piecewise((1, Eq(p, 2)), (0, True)) if not p.is_number else int(min(rank, p - 1 - rank) == p // 2 - 1)
-    kept = _rank_activations(cost, p + middle, False, False, counts)
+    kept = _rank_activations(cost, p + middle, False, False, counts, redone)
     if rank == 0 or rank == p - 1:
         kept += p * cost.embedding.total("act_buffer") + cost.head.total("act_buffer")
     return kept
@@ -294,9 +166,11 @@ def _busiest_activations(cost) -> Expr:
     if schedule.name == "dualpipe":       # an even split: an end rank or a middle one; else every pair
         ranks = [0, "middle"] if place.rows is None else range(int(p) // 2)
         return maximum(*(_dualpipe_activations(cost, place, r) for r in ranks))
-    one = _rank_activations(cost, schedule.in_flight(1, n), True, True, place.groups)
+    alone = place.redone(0) if p.is_number else tuple(r.xreplace({p: 1}) for r in place.redone(0))    # p = 1
+    one = _rank_activations(cost, schedule.in_flight(1, n), True, True, place.groups, alone)
     return place.worst(lambda rank, first, last, counts: _rank_activations(
-        cost, schedule.in_flight(p, n, rank), first, last, counts, _chunks(place, schedule, n, rank)), one)
+        cost, schedule.in_flight(p, n, rank), first, last, counts, place.redone(rank), _chunks(place, schedule, n, rank)),
+        one)
 
 
 def cost_placement(cost) -> Placement:

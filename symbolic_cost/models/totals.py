@@ -31,9 +31,9 @@ from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
-from symbolic_cost.models.memory import busiest_with_recompute, recompute_flops, recomputed_rows, redone_layers
-from symbolic_cost.models.ranks import (SPLIT, boundary_elements, busiest_activation_bytes, cost_placement, placement,
-                                        rank_layers, tied_copy)
+from symbolic_cost.models.memory import recompute_flops, recomputed_rows
+from symbolic_cost.models.placement import SPLIT, placement, rank_layers
+from symbolic_cost.models.ranks import boundary_elements, busiest_activation_bytes, cost_placement, tied_copy
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, check_model, element_bytes
@@ -162,8 +162,8 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         architecture=arch, training=t, embedding=start, layer=layer, head=end, stack=stack,
         parameters=parameters, parameters_per_device=per_device,
         flops_fwd=n * stage("flops_fwd"), flops_bwd=n * stage("flops_bwd"),
-        flops_recompute=n * busiest_with_recompute(place, 0, 0, [0] * len(layers),
-                                                   [recompute_flops(blk, t.recompute) for blk, _ in layers], t),
+        flops_recompute=n * place.busiest_redoing(0, 0, [0] * len(layers),
+                                                  [recompute_flops(blk, t.recompute) for blk, _ in layers]),
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
         flops_wgrad=n * stage("flops_wgrad"), flops_agrad=n * stage("flops_agrad"),
         model_flops_wgrad=model("flops_wgrad"), model_flops_agrad=model("flops_agrad"),
@@ -215,7 +215,7 @@ def _block_collectives(stack, place, t: Training, n) -> tuple:
     for i, (blk, count) in enumerate(stack):
         end = i in (0, last)                  # the embedding and the head run once per micro-batch
         times = count if end else place.most(i - 1)
-        redone = 0 if end else redone_layers(t, times)         # models.memory: which layers and rows redo
+        redone = 0 if end else place.most_redone(i - 1)        # which layers redo (models.placement), which rows
         again_rows = () if end else recomputed_rows(blk, t.recompute)
         for row in blk:
             for c in row.collectives:
@@ -259,7 +259,7 @@ def check_schedule(t: Training, depth, p, n):
 
 def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=conv.DEFAULT) -> Expr:
     """Parameters on one device of pipeline stage ``stage`` (0-based) of ``p``: its layers
-    (``models.ranks.Placement``: ``n_layers/p`` of them, DeepSeek's dense ones on the first
+    (``models.placement.Placement``: ``n_layers/p`` of them, DeepSeek's dense ones on the first
     stages), the embedding on the first stage, the head on the last (with its own copy of a
     tied embedding when the two stages differ).  Refuses what ``model_cost`` refuses of the same
     ``p`` and ``m1``, with the same ``InputError`` (``check_schedule``: whole layers a stage)."""

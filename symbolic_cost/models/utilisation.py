@@ -22,7 +22,8 @@ from __future__ import annotations
 from sympy import Expr, Integer
 
 from symbolic_cost.cost import exact
-from symbolic_cost.models.memory import recomputed_costs, redone_layers
+from symbolic_cost.models.memory import recomputed_costs
+from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.recipes import recipe_stack
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.totals import ModelCost, world_size
@@ -82,13 +83,12 @@ def recompute_flops(cost: ModelCost, only: str = "all", accounting: str = "libra
     _choice(only, "only", ONLY)
     _choice(accounting, "accounting", ACCOUNTING)
     t, conventions = cost.training, cost.layer.conventions
-    p = exact(t.p, "p")
     passes = ("fwd", "bwd") if accounting == "korthikanti-eq8" and t.recompute == "selective" else ("fwd",)
-    total = Integer(0)
-    for blk, count in one_device_stack(cost)[1:-1]:
+    total, place = Integer(0), cost_placement(cost)
+    for g, (blk, _) in enumerate(one_device_stack(cost)[1:-1]):
         rows = recomputed_costs(blk, t.recompute)
         per_layer = sum((_row_flops(r, ps, only, conventions) for r in rows for ps in passes), Integer(0))
-        total += p * redone_layers(t, count / p) * per_layer
+        total += place.all_redone(g) * per_layer
     return _replicas(cost) * total
 
 

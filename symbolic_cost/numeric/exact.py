@@ -27,7 +27,7 @@ from sympy.printing.pycode import PythonCodePrinter
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import MOE_RULES, check_sequence_parallel
-from symbolic_cost.models.ranks import placed_by_p
+from symbolic_cost.models.placement import placed_by_p
 from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Training, model_cost
@@ -170,7 +170,7 @@ def model_function(arch, system="h100", conventions=None, **policy):
     numbers.  The model is built and compiled once; each call checks the numbers with the rules
     ``model_cost`` applies (``check_numbers``) and evaluates.  Where which layers a pipeline
     rank holds depends on ``p`` (dense and MoE layers, global and windowed ones, uneven
-    stages: ``models.ranks.Placement``) the model is built once for each ``p`` asked for.
+    stages: ``models.placement.Placement``) the model is built once for each ``p`` asked for.
 
     >>> from symbolic_cost.models.config import preset
     >>> evaluate = model_function(preset("gpt2"), zero=1)
@@ -185,7 +185,7 @@ def model_function(arch, system="h100", conventions=None, **policy):
 
     def function_for(p):
         """The compiled totals, with ``p`` a symbol, or (``by_stage``: which layers a rank holds
-        depends on ``p``, ``models.ranks.Placement``) built for each ``p`` asked for."""
+        depends on ``p``, ``models.placement.Placement``) built for each ``p`` asked for."""
         key = p if by_stage else None
         if key not in functions:
             with paused():

@@ -197,11 +197,11 @@ def context_choices(cp, cp_variant: str, shard, zeros) -> tuple:
     return cp, shard
 
 
-def by_stage(table, column: str, options, key: str = "p"):
+def by_stage(table, column: str, options, key="p"):
     """``table`` with one row per value of ``column`` among ``options(p)`` (a list that depends on
-    the row's pipeline degree only; or on its ``key`` column): rows with no option are dropped.
-    ``table`` is a DataFrame, or a dict of equal-length numpy columns (a search's own form: each
-    column taken once, no frame made and copied again), and the answer comes in the same form.
+    the row's pipeline degree; ``options(*values)`` of the ``key`` columns, a name or a tuple of
+    names): rows with no option are dropped.  ``table`` is a DataFrame, or a dict of equal-length
+    numpy columns (a search's own form: each taken once, no frame made), answered in that form.
 
     >>> by_stage(pd.DataFrame({"p": [1, 2, 4]}), "n_rec", lambda p: list(range(1, 4 // p)))
        p  n_rec
@@ -213,8 +213,8 @@ def by_stage(table, column: str, options, key: str = "p"):
     [1, 2, 3, 1]
     """
     columns = isinstance(table, dict)
-    found = [(at, np.asarray(options(p), dtype=np.int64))
-             for (p,), at in groups([table[key] if columns else table[key].to_numpy()])]
+    found = [(at, np.asarray(options(*values), dtype=np.int64)) for values, at in
+             groups([table[k] if columns else table[k].to_numpy() for k in ((key,) if isinstance(key, str) else key)])]
     if not any(chosen.size for _, chosen in found):
         return {**{c: v[:0] for c, v in table.items()}, column: np.zeros(0, dtype=np.int64)} if columns \
             else table.iloc[:0].assign(**{column: []})

@@ -33,7 +33,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, count
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
-from symbolic_cost.models.ranks import placed_by_p
+from symbolic_cost.models.placement import placed_by_p
 from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.models.grid_stack import unsupported
 from symbolic_cost.numeric.compile import compile_exprs, default_backend
@@ -89,7 +89,7 @@ def run_family(task) -> list[tuple[int, int, pd.DataFrame]]:
     """Build, compile and evaluate variants that run the same layouts (a task of ``search``:
     ``variants.families``), each group of layouts through one kernel of their peak memories and
     one of their step times (``_evaluate``); once per ``p`` (and ``vp``) where the layers a rank
-    holds depend on it (``models.ranks.placed_by_p``), apart for ``cp > 1`` and ``shard < d``
+    holds depend on it (``models.placement.placed_by_p``), apart for ``cp > 1`` and ``shard < d``
     (``Variant.shard``: ``layouts.shard_groups``).  For each variant: (layouts, fitting
     layouts, its ``top`` fastest fitting layouts)."""
     arch, family, base, seq, system, conventions, fixed, recompute_layers, top = task

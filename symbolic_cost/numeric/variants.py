@@ -101,8 +101,9 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
     (``layouts.by_stage``): interleaved ones with ``p > 1``,
     ``n_micro`` a multiple of ``p`` and each ``vp`` of ``layouts.virtual_stages``; DualPipe's with ``p``
     and ``n_micro`` even, ``n_micro >= 2p``; under full
-    recomputation each ``n_rec`` from 1 to a stage's layers (``recompute_layers="all"``) or all
-    of them (``"full"``, Megatron-LM's uniform recomputation of every layer).  Numbers only: the
+    recomputation each ``n_rec`` from 1 to a model chunk's layers (``recompute_layers="all"``;
+    the block method redoes the first ``n_rec`` of each chunk) or all of them (``"full"``,
+    Megatron-LM's uniform recomputation of every layer).  Numbers only: the
     variant's own choices are written on the fastest rows alone (``labelled``), since a column
     of text costs more to copy than the kernel takes to evaluate its rows."""
     rows = _of_policy(base, variant.recompute)
@@ -115,8 +116,8 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
     else:
         rows = _with(rows, vp=1)
     if variant.recompute == "full":
-        rows = by_stage(rows, "n_rec", lambda p: range(1, depth // p + 1) if recompute_layers == "all"
-                        else [depth // p])
+        rows = by_stage(rows, "n_rec", lambda p, vp: range(1, depth // (p * vp) + 1) if recompute_layers == "all"
+                        else [depth // (p * vp)], key=("p", "vp"))
     else:
         rows = _with(rows, n_rec=0)
     return rows

@@ -1,7 +1,7 @@
 """Pipeline splits as Megatron-Core makes them: which transformer layers each model chunk of each
 pipeline rank builds (``chunk_layers``: even, first/last stage sizes, the embedding and the loss
 counted as layers, virtual stages; ``layout_layers``: ``--pipeline-model-parallel-layout``).
-``models.ranks.placement`` counts each rank's layers of each kind from them.
+``models.placement.placement`` counts each rank's layers of each kind from them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models import ModelCost
 from symbolic_cost.models.ranks import cost_placement
-from symbolic_cost.models.memory import busiest_with_recompute, recomputed_costs
+from symbolic_cost.models.memory import recomputed_costs
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
 from symbolic_cost.timing.hardware import comm_time, get_system, row_seconds
 from symbolic_cost.timing.systems import check_block_scaling
@@ -21,7 +21,7 @@ from symbolic_cost.trees import remembered_on
 @paused()
 def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> dict[str, Expr]:
     """Seconds per iteration on the busiest device, by part (the busiest rank of
-    ``models.ranks.Placement``):
+    ``models.placement.Placement``):
 
     * ``compute``: micro-batches x the stage's roofline times (forward, backward, and the
       forward its recomputed layers redo);
@@ -107,8 +107,7 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> t
     start, end = parts(cost.embedding, (pass_,)), parts(cost.head, (pass_,))
     whole = [parts(blk, (pass_,)) for blk, _ in middle]
     redo = [parts(recomputed_costs(blk, t.recompute), ("fwd",)) if pass_ == "bwd" else (0, 0) for blk, _ in middle]
-    return tuple(busiest_with_recompute(place, start[i], end[i], [w[i] for w in whole], [r[i] for r in redo], t)
-                 for i in (0, 1))
+    return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in whole], [r[i] for r in redo]) for i in (0, 1))
 
 
 def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:
