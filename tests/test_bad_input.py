@@ -563,6 +563,8 @@ API = [
     (lambda: search(GPT2_ARCH, 8, zero=(1, 5)), InputError, "zero"),
     (lambda: search(GPT2_ARCH, 8, offload=("disk",)), InputError, "offload"),
     (lambda: search(GPT2_ARCH, 8, schedules=("zero-bubble",)), InputError, "schedules"),
+    (lambda: search(GPT2_ARCH, 1, global_batch=8, schedules=("interleaved",)), InputError,
+     "no layout of gpt2 on 1 devices with global batch 8 runs the schedules interleaved"),    # p = 1 only
     (lambda: search(GPT2_ARCH, 8, recompute_layers="some"), InputError, "recompute_layers"),
     (lambda: search(GPT2_ARCH, 8, micro_batch_sizes="many"), InputError, "micro_batch_sizes"),
     (lambda: search(GPT2_ARCH, 8, micro_batch_sizes=(1, 0)), InputError, "micro_batch_sizes"),

@@ -67,7 +67,7 @@ def add_arguments(parser) -> None:
     options.option(parser, "--everything", action="store_true",
                    help="search every choice the library expresses (numeric.search.SPACE): ZeRO 0-3, optimizer "
                         "and parameter offload, GPipe, 1F1B, ZB-H1, DualPipe and interleaved schedules with every chunk count, "
-                        "selective, activation and full recomputation of the first 1..all layers of a stage, "
+                        "selective, activation and full recomputation of the first 1..all layers of each model chunk, "
                         "every micro-batch size and every sequence-parallel degree dividing m1")
     options.option(parser, "--cp", type=degrees, default="1", metavar="N,...",
                    help="context-parallel degrees to try (1,2,4,8 or 1:8:x2; 1: none): the devices are "

@@ -248,6 +248,10 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
         results = [(n, k, f.assign(tensor="1d", grid="")) for n, k, f in results]
         results += [grid_frames(arch, grids, seq, system, conventions, top, zero=z, offload=o, schedule=s, **fixed)
                     for z, o, s in itertools.product(zeros, offload, schedules) if offload_allowed(o, z)]
+    if not sum(n for n, _, _ in results):
+        raise InputError(f"no layout of {arch.name} on {devices} devices with global batch {global_batch} runs the "
+                         f"schedules {', '.join(schedules)} (interleaved: p > 1 dividing n_micro, vp dividing a stage's "
+                         f"layers; dualpipe: p and n_micro even, n_micro >= 2p)", "schedules")
     every = pd.concat([f for _, _, f in results], ignore_index=True)
     every = every.assign(cp=every["cp"].fillna(1).astype(int)) if "cp" in every else every   # grids: cp = 1
     every = every.assign(shard=every["shard"].fillna(every["d"]).astype(int)) if "shard" in every else every  # below ZeRO-3: d
