@@ -180,8 +180,9 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
 
 def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
     """Every collective of one iteration on the busiest device, with its dimension; each layer
-    group's as often as the rank holding the most layers of that group runs them
-    (``Placement.most``: a bound when the groups' busiest ranks differ)."""
+    group's as often as the rank holding the most layers of that group runs them, and the
+    recomputed forward's as often as the rank redoing the most of them (``Placement.most`` and
+    ``most_redone``: a bound when the groups' busiest ranks differ)."""
     t = cost.training
     m1, s1, d, p, n = _degrees(t)
     place = cost_placement(cost)
