@@ -20,7 +20,8 @@ MODELS = {"gpt2": preset("gpt2"), "llama-gqa": load(CONFIGS / "Llama-3.2-1B.json
           # the layers a pipeline rank holds depend on p: a dense layer first, a global layer every sixth
           "deepseek-lite": load(CONFIGS / "DeepSeek-V2-Lite.json"), "gemma3": load(CONFIGS / "gemma-3-1b-pt.json")}
 POLICIES = [dict(zero=1, flash=True), dict(zero=3, recompute="selective"), dict(zero=0, recompute="full"),
-            dict(zero=2, schedule="interleaved", virtual_stages=2)]
+            dict(zero=2, schedule="interleaved", virtual_stages=2),
+            dict(zero=1, recompute="full", recompute_method="block", recompute_layers=1)]   # the first of each chunk
 EVALUATORS = {}
 
 
