@@ -68,22 +68,21 @@ class Placement:
         its layers of group ``g`` (``counts``)."""
         is_first, is_last = rank == 0, rank == self.p - 1
         return ((first if is_first else 0) + (last if is_last else 0) + (last_copy if is_last and not is_first else 0)
-                + sum((c * v for c, v in zip(self.counts(rank), per_layer)), exact(0)))
+                + _dot(self.counts(rank), per_layer))
 
     def busiest(self, first, last, per_layer, last_copy=0) -> Expr:
         """``holds`` on the busiest rank (``parallel.pipeline.per_stage`` for an even split)."""
         if self.rows is None:
-            return per_stage(self.p, first, last, sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)),
-                             last_copy)
+            return per_stage(self.p, first, last, _dot(self.groups, per_layer), last_copy)
         return self.worst(lambda rank, *_: self.holds(rank, first, last, per_layer, last_copy),
-                          first + last + sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)))
+                          first + last + _dot(self.groups, per_layer))
 
     def paired(self, first, last, per_layer, last_copy=0) -> Expr:
         """``holds`` of the two stages a DualPipe rank holds, ``r`` and ``p - 1 - r``
         (``parallel.pipeline``), on the busiest rank: an even split's rank 0, with both ends and
         two stages' layers (``p`` is even, at least 2)."""
         if self.rows is None:
-            return first + last + last_copy + 2 * sum((c * v for c, v in zip(self.groups, per_layer)), exact(0)) / self.p
+            return first + last + last_copy + 2 * _dot(self.groups, per_layer) / self.p
         return maximum(*(self.holds(r, first, last, per_layer, last_copy)
                          + self.holds(self.p - 1 - r, first, last, per_layer, last_copy) for r in range(self.p // 2)))
 
@@ -131,6 +130,7 @@ class Placement:
 
 
 def _dot(counts, per_layer) -> Expr:
+    """A field over layer groups: ``counts[g]`` layers of ``per_layer[g]`` each."""
     return sum((c * v for c, v in zip(counts, per_layer)), Integer(0))
 
 
