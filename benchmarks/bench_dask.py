@@ -75,11 +75,13 @@ def run(exprs, grid, client, chunk):
     the wall time in this process)."""
     from symbolic_cost.numeric.dask_sweep import best
     _forgotten(client)
-    cpu, wall = cpu_of(client), time.perf_counter()
-    with _task_stream(client) as stream:
+    with _task_stream(client) as stream:     # the clocks inside: reading the stream and the workers' CPU
+        cpu = cpu_of(client)                 # are round trips to the scheduler, not the sweep's
+        wall = time.perf_counter()
         found = best(exprs, grid, by="total", top=10, constraints=CONSTRAINTS, chunk_size=chunk,
                      scheduler="sync" if client is None else client)      # each run on its own cluster
-    cpu, wall = cpu_of(client) - cpu, time.perf_counter() - wall
+        wall = time.perf_counter() - wall
+    cpu = cpu_of(client) - cpu
     busy = wall if stream is None else sum(part["stop"] - part["start"] for task in stream.data
                                            for part in task["startstops"] if part["action"] == "compute")
     return cpu, wall, found, busy
