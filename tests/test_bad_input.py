@@ -322,6 +322,14 @@ CLI = [
     ("optimize --preset gpt2 --field flops_fwd --system a100", "--system"),
     ("inference --hf-config {hf}/Mixtral-8x7B-v0.1.json --set m1=4 ep=2 etp=1", "ep x etp must equal m1"),
     ("inference --hf-config {hf}/Mixtral-8x7B-v0.1.json --set m1=4 ep=3", "ep must divide m1"),
+    # DeepSeek-V3's ranks are enumerated (dense and MoE layers): the rule names what it counts
+    ("summary --hf-config {hf}/DeepSeek-V3.json --set m1=8 s1=8 ep=8 p=16 n_micro=32",
+     "p=16 must divide n_layers=61 (Megatron splits them evenly; first_stage_layers and last_stage_layers"),
+    ("summary --hf-config {hf}/DeepSeek-V3.json --set m1=8 s1=8 ep=8 p=16 n_micro=32 --embedding-in-split",
+     "p=16 must divide n_layers=61 plus one slot for the embedding counted as a layer (62 slots)"),
+    ("summary --hf-config {hf}/DeepSeek-V3.json --set m1=8 s1=8 ep=8 p=2 n_micro=32 --embedding-in-split "
+     "--loss-in-split", "p=2 must divide n_layers=61 plus one slot each for the embedding and the loss counted as "
+     "layers (63 slots)"),
     ("search --hf-config {hf}/gpt-oss-20b.json --devices 64 --global-batch 128 --tensor 2d",
      "a tensor grid does not model head_dim, rotary_dim, window, sinks, moe; add 1d to tensor (--tensor)"),
     ("summary --hf-config {cfg}/deep.json", "num_hidden_layers must be at most 1,000,000"),

@@ -40,8 +40,11 @@ def chunk_layers(depth: int, p: int, v: int = 1, first=None, last=None, embeddin
     else:
         slots = depth + int(bool(embedding)) + int(bool(loss))
         if slots % p:
-            raise InputError(f"p={p} must divide n_layers={depth} plus one slot each for the embedding and the loss "
-                             f"counted as layers ({slots} slots)", "p")
+            counted = ("one slot each for the embedding and the loss counted as layers" if embedding and loss else
+                       f"one slot for the {'embedding' if embedding else 'loss'} counted as a layer")
+            raise InputError(f"p={p} must divide n_layers={depth}" + (f" plus {counted} ({slots} slots)" if embedding
+                             or loss else " (Megatron splits them evenly; first_stage_layers and last_stage_layers "
+                             "make an uneven split)"), "p")
         sizes = [slots // p] * p
     for r, size in enumerate(sizes):
         if size % v:
