@@ -633,8 +633,9 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
               f"configurations per CPU-second: {rates} (the kernel alone reads and writes buffers it reuses: the "
               "rest of a call is copying the inputs in and the first touch of the output's pages; SymPy's own "
               "`lambdify` with CSE, unblocked; `subs` is exact substitution, `xreplace`, on a sample of 5). All "
-              "eight outputs of every backend agree to 1e-12 (asserted on every one of the 2,000,000 rows: LLVM's, numpy's, "
-              f"numba's and jax's; SymPy's `lambdify` on the 200,000 it ran) and with exact substitution (asserted). numba compiles the kernel in {ev['numba_compile'] or 0:.1f} CPU s with an "
+              "eight outputs of every backend agree to 1e-12 (asserted on every one of the 2,000,000 rows: "
+              "LLVM's, numpy's, numba's and jax's; SymPy's `lambdify` on the 200,000 it ran) and with exact "
+              f"substitution (asserted). numba compiles the kernel in {ev['numba_compile'] or 0:.1f} CPU s with an "
               "empty kernel cache. "
               + ("jax is not installed (`pip install jax` adds its row)." if ev["jax_compile"] is None else
                  "jax: SymPy's `lambdify` to `jax.numpy` with CSE, compiled by XLA (`jax.jit`, float64) in "
