@@ -155,8 +155,28 @@ def starting_point(args) -> tuple:
     return found.arch, dict(chosen, policy=kept, **extra, **context), notes + found.notes
 
 
+def even_split_note(arch, devices: int) -> list[str]:
+    """A note where no pipeline degree between 1 and the layer count both divides the devices and
+    splits the layers evenly (a prime depth such as DeepSeek-V3's 61): the search tries even splits
+    only, which then leaves no pipeline at all.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> even_split_note(preset("gpt3-175b"), 1024)
+    []
+    >>> even_split_note(preset("gpt3-175b"), 5 * 7)[0][:62]
+    "no pipeline degree splits gpt3-175b's 96 layers evenly over 35"
+    """
+    depth = arch.n_layers
+    if any(devices % p == 0 and depth % p == 0 for p in range(2, depth)) or devices < 2:
+        return []
+    return [f"no pipeline degree splits {arch.name}'s {depth} layers evenly over {devices} devices, and search "
+            "tries even splits only; summary and sweep take uneven ones (--first-stage-layers, --last-stage-layers, "
+            "--embedding-in-split, --loss-in-split, --pipeline-layout)"]
+
+
 def run(args) -> int:
     arch, start, notes = starting_point(args)
+    notes = notes + even_split_note(arch, start["devices"])
     system = options.timed_system(args)
     space = dict(SPACE) if args.everything else dict(zero=args.zero)
     found = search(arch, system=system, top=args.top, flash=args.flash,
@@ -170,7 +190,9 @@ def run(args) -> int:
                "time_model": "ideal" if args.ideal else "calibrated", "evaluated": int(found.evaluated),
                "fitting": int(found.fitting), "best": json.loads(layouts.to_json(orient="records"))}
         if args.framework is not None:
-            out.update(global_batch=start["global_batch"], seq=start["seq"], notes=notes)
+            out.update(global_batch=start["global_batch"], seq=start["seq"])
+        if args.framework is not None or notes:
+            out.update(notes=notes)
         print(json.dumps(out, indent=1))
         return 0
     print(f"{arch.name} on {devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
