@@ -49,7 +49,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_context_parallel.py", "tests/test_serving_peak.py", "tests/test_moe_context.py",
          "tests/test_inference.py", "tests/test_simulations.py", "tests/test_memory_fixes.py",
          "tests/test_grad_split.py", "tests/test_time_model.py", "tests/test_peak_memory.py",
-         "tests/test_serving_load.py", "tests/test_moe.py")
+         "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -365,6 +365,13 @@ MUTATIONS = (
     # the flash kernel's log-sum-exp is fp32 whatever the element size (tests/test_op_recompute.py, bf16)
     Mutation("flash-lse-at-element-size", "symbolic_cost/ops/attention.py", "b * h * l * LSE_BYTES,",
              "b * h * l * es,", required=False),
+    # a ranked sweep's tasks (tests/test_fast_numbers.py against the plain sweep): every output into
+    # one column, and the chosen rows rebuilt one value along each axis
+    Mutation("best-of-one-column", "symbolic_cost/numeric/grid_tasks.py",
+             "return [outputs[spare[0] if k in spare else k] for k in range(len(names))]",
+             "return [outputs[0] for k in range(len(names))]", required=False),
+    Mutation("rows-at-next-value", "symbolic_cost/numeric/grid_tasks.py",
+             "axis[(numbers // stride) % len(axis)]", "axis[(numbers // stride + 1) % len(axis)]", required=False),
 )
 
 
