@@ -16,6 +16,7 @@ from symbolic_cost.cli.parse import grid_range
 from symbolic_cost.cli.values import architecture, conventions, sequence_length
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.utilisation import model_flops, utilisation
+from symbolic_cost.numeric.layouts import allowed
 from symbolic_cost.numeric.search import MAX_DEVICES, PARTS, SPACE, search
 from symbolic_cost.numeric.tables import UNITS
 
@@ -157,8 +158,8 @@ def starting_point(args) -> tuple:
 
 def even_split_note(arch, devices: int) -> list[str]:
     """A note where no pipeline degree between 1 and the layer count both divides the devices and
-    splits the layers evenly (a prime depth such as DeepSeek-V3's 61): the search tries even splits
-    only, which then leaves no pipeline at all.
+    passes the search's own rule (``layouts.allowed``: ``p`` divides the layers; a prime depth such
+    as DeepSeek-V3's 61): the search tries even splits only, which then leaves no pipeline at all.
 
     >>> from symbolic_cost.models.config import preset
     >>> even_split_note(preset("gpt3-175b"), 1024)
@@ -167,7 +168,7 @@ def even_split_note(arch, devices: int) -> list[str]:
     "no pipeline degree splits gpt3-175b's 96 layers evenly over 35"
     """
     depth = arch.n_layers
-    if any(devices % p == 0 and depth % p == 0 for p in range(2, depth)) or devices < 2:
+    if devices < 2 or any(devices % p == 0 and allowed(dict(p=p, n_layers=depth)) for p in range(2, depth)):
         return []
     return [f"no pipeline degree splits {arch.name}'s {depth} layers evenly over {devices} devices, and search "
             "tries even splits only; summary and sweep take uneven ones (--first-stage-layers, --last-stage-layers, "
