@@ -49,7 +49,8 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_context_parallel.py", "tests/test_serving_peak.py", "tests/test_moe_context.py",
          "tests/test_inference.py", "tests/test_simulations.py", "tests/test_memory_fixes.py",
          "tests/test_grad_split.py", "tests/test_time_model.py", "tests/test_peak_memory.py",
-         "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py")
+         "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py",
+         "tests/test_exact_backends.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -372,6 +373,14 @@ MUTATIONS = (
              "return [outputs[0] for k in range(len(names))]", required=False),
     Mutation("rows-at-next-value", "symbolic_cost/numeric/grid_tasks.py",
              "axis[(numbers // stride) % len(axis)]", "axis[(numbers // stride + 1) % len(axis)]", required=False),
+    # floor and ceiling of whole ratios in every backend (issue 64, tests/test_exact_backends.py against
+    # exact substitution): no margin, and the floor's margin on the ceiling
+    Mutation("rounding-without-margin", "symbolic_cost/numeric/rounding_margin.py",
+             "return (top + (Rational(1, 2) if isinstance(call, floor) else Rational(-1, 2))) / bottom",
+             "return top / bottom", required=False),
+    Mutation("ceiling-margin-upwards", "symbolic_cost/numeric/rounding_margin.py",
+             "return (top + (Rational(1, 2) if isinstance(call, floor) else Rational(-1, 2))) / bottom",
+             "return (top + Rational(1, 2)) / bottom", required=False),
 )
 
 

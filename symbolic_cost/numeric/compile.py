@@ -25,6 +25,10 @@ one of three backends:
   and ``Piecewise`` as ``numpy.select``; evaluated in blocks of ``BLOCK`` rows
   so that the temporaries stay in cache.
 
+Every backend takes ``floor`` and ``ceiling`` of a ratio of whole numbers in the form doubles
+round exactly (``numeric.rounding_margin``): computed as a product with a rounded reciprocal,
+``floor(4048/2024)`` would otherwise come out as 1.
+
 The default is ``"llvm"`` where symengine is installed and the set converts
 (``Mod`` and the library's own functions are rewritten first), ``"numpy"``
 otherwise; the environment variable ``SYMBOLIC_COST_BACKEND`` pins one.  A backend
@@ -53,7 +57,7 @@ from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.symengine_kernel import OPTIMIZED_ROWS, PROGRAM_ROWS, QuickKernel, symengine
 from symbolic_cost.numeric.vector_kernel import ColumnKernel, VectorKernel
-from symbolic_cost.numeric.portable import free_symbols_of, portable_all
+from symbolic_cost.numeric.portable import exactly_rounded, free_symbols_of, portable_all
 from symbolic_cost.symbols import resolve_names
 
 BACKENDS = ("llvm", "numba", "numpy")
@@ -289,5 +293,5 @@ class _Printer(NumPyPrinter):
 
 def _numpy_kernel(values, symbols):
     def make():
-        return lambdify(symbols, list(values), modules="numpy", printer=_Printer, cse=True)
+        return lambdify(symbols, exactly_rounded(values), modules="numpy", printer=_Printer, cse=True)
     return kernel_cache.numpy_kernel(make, values, symbols)

@@ -5,9 +5,10 @@ part (``to_symengine``, ``symengine_form``), and without a branch a random input
 
 from __future__ import annotations
 
-from sympy import Function, sympify
+from sympy import Function, ceiling, floor, sympify
 
 from symbolic_cost.numeric.portable import rewritten
+from symbolic_cost.numeric.rounding_margin import margin_argument
 
 
 MEMO_LIMIT = 1 << 18
@@ -45,13 +46,15 @@ def to_symengine(expr, se, memo: dict):
     """``se.sympify(expr)``, each shared part converted once: symengine's own converter walks a
     part once per path to it, and a step time's collectives share parts so widely that this was a
     quarter of a search's cold builds.  A function LLVM lacks converts in its portable form
-    (``portable.rewritten``); nodes of another kind ``_NODES`` does not name convert whole.
+    (``portable.rewritten``), a ``floor`` or ``ceiling`` of a ratio of whole numbers in the form
+    doubles round exactly (``rounding_margin``); nodes of another kind ``_NODES`` does not name
+    convert whole.
 
     >>> import symengine
     >>> from sympy import Max, Piecewise, ceiling
     >>> from symbolic_cost.symbols import b, l
     >>> to_symengine(Piecewise((ceiling(b / l), b < l), (Max(b, 2 * l), True)), symengine, {})
-    Piecewise((ceiling(b/l), b < l), (max(b, 2*l), True))
+    Piecewise((ceiling((-1/2 + b)/l), b < l), (max(b, 2*l), True))
     >>> from sympy import ITE, Eq
     >>> to_symengine(ITE(Eq(b, 1), l < 3, l < b), symengine, {})
     Or(And(1 != b, l < b), And(1 == b, l < 3))
@@ -61,7 +64,9 @@ def to_symengine(expr, se, memo: dict):
         return known
     build = _NODES.get(type(expr).__name__) if expr.args else None
     portable = rewritten(expr) if build is None and isinstance(expr, Function) else None
-    if portable is not None:
+    if isinstance(expr, (floor, ceiling)):
+        result = build(se, [to_symengine(margin_argument(expr), se, memo)])
+    elif portable is not None:
         result = to_symengine(portable, se, memo)
     elif build is None:
         result = se.sympify(expr)

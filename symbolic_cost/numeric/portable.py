@@ -6,18 +6,20 @@ from __future__ import annotations
 from sympy import Function, Mod, ceiling, floor, log, sympify
 
 from symbolic_cost.extrema import swap
+from symbolic_cost.numeric.rounding_margin import rounded
 from symbolic_cost.parallel.collectives import Log2
 
 
 def portable(expr):
     """``expr`` with the functions LLVM lacks written in ones it has: ``Mod(a, n)`` as
     ``a - n floor(a/n)``, ``Log2(n)`` (``ceil(log2 n)``) with ``log``; exact up to n = 2^28; a
-    step function with ``as_piecewise`` as its pieces.
+    step function with ``as_piecewise`` as its pieces; and a ``floor``/``ceiling`` of a ratio of
+    whole numbers in the form doubles round exactly (``rounding_margin``).
 
     >>> from sympy import Mod
     >>> from symbolic_cost.symbols import b, l
     >>> portable(Mod(b, l))
-    b - l*floor(b/l)
+    b - l*floor((b + 1/2)/l)
     """
     return portable_all([expr])[0]
 
@@ -27,6 +29,17 @@ def portable_all(exprs) -> list:
     exprs = [sympify(e) for e in exprs]          # a plain number (a part that is 0) as well
     swaps = {a: rewritten(a) for a in parts(exprs) if isinstance(a, Function)}
     swaps = {a: form for a, form in swaps.items() if form is not None}
+    if swaps:
+        done: dict = {}
+        exprs = [swap(e, swaps, done) for e in exprs]
+    return exactly_rounded(exprs)
+
+
+def exactly_rounded(exprs) -> list:
+    """``exprs`` with each ``floor``/``ceiling`` of a ratio of whole numbers in the form doubles
+    round exactly (``rounding_margin``), the parts they share rewritten once."""
+    swaps = {a: rounded(a) for a in parts(exprs) if isinstance(a, (floor, ceiling))}
+    swaps = {a: form for a, form in swaps.items() if form != a}
     if not swaps:
         return exprs
     done: dict = {}
