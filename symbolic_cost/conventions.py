@@ -99,6 +99,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.named_conventions import PRESETS as NAMED
 
 _CHOICES = {
     "matmul_flops": ("exact", "2mnk"),
@@ -176,8 +177,10 @@ class Conventions:
 
 DEFAULT = Conventions()
 
-PRESETS = {"default": DEFAULT}
-"""Every named preset; each reproduced tool registers its own (``symbolic_cost.tools``)."""
+PRESETS = {"default": DEFAULT, **{name: DEFAULT.but(**{k: v for k, v in changes.items() if k != "source"})
+                                  for name, changes in NAMED.items()}}
+"""Every named preset: the default, each reproduced tool's (``named_conventions``), and those a
+user adds (``register``)."""
 
 
 def register(name: str, conventions: Conventions) -> Conventions:
@@ -192,7 +195,6 @@ def get(name: str | Conventions) -> Conventions:
     """Look up a preset by name (a ``Conventions`` value passes through)."""
     if isinstance(name, Conventions):
         return name
-    import symbolic_cost.tools  # noqa: F401  (registers the tools' presets; the package loads it lazily)
     try:
         return PRESETS[name]
     except KeyError:

@@ -278,7 +278,7 @@ class Cost:
 
     def _repr_latex_(self) -> str:
         """Jupyter shows a Cost as an aligned list of its formulas."""
-        from symbolic_cost.analysis.latex import latex
+        from symbolic_cost.latex import latex
         lines = [r"\mathrm{%s} &= %s" % (name.replace("_", r"\_"), latex(value))
                  for name, value in self.fields().items()]
         return r"$\begin{aligned}" + r" \\ ".join(lines) + r"\end{aligned}$"

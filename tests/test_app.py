@@ -38,7 +38,7 @@ def cli(*words):
 def test_a_request_gets_what_the_command_prints():
     request = {"model": "preset", "preset": "gpt2", "set": {"b": "2", "d": "2", "p": ""}, "zero": "1",
                "flash": True}
-    answer = commands.answer("summary", request)
+    answer = commands.answer("summary", request, main)
     status, out, _ = cli("summary", "--preset", "gpt2", "--set", "b=2", "d=2", "--zero", "1", "--flash", "--json")
     assert answer["status"] == status == 0 and answer["output"] == json.loads(out)
     assert answer["command"] == "symbolic-cost summary --preset=gpt2 --set b=2 d=2 --zero=1 --flash --json"
@@ -51,7 +51,7 @@ def test_a_request_gets_what_the_command_prints():
     ({"system": "tpu"}, ["--system", "tpu"]),
 ])
 def test_bad_input_is_refused_with_the_command_lines_message(request_, words):
-    answer = commands.answer("summary", {"model": "preset", "preset": "gpt2", **request_})
+    answer = commands.answer("summary", {"model": "preset", "preset": "gpt2", **request_}, main)
     status, _, error = cli("summary", "--preset", "gpt2", *words, "--json")
     assert answer["status"] == status == 2 and answer["output"] is None
     if words[1] != "--ideal":      # typed as two words the shell hands argparse another error
@@ -60,20 +60,20 @@ def test_bad_input_is_refused_with_the_command_lines_message(request_, words):
 
 
 def test_requests_the_page_never_sends_are_refused():
-    assert "unknown request field(s) command" in commands.answer("summary", {"command": "rm"})["error"]
-    assert "unknown layout field(s) e" in commands.answer("summary", {"set": {"e": "64"}})["error"]
+    assert "unknown request field(s) command" in commands.answer("summary", {"command": "rm"}, main)["error"]
+    assert "unknown layout field(s) e" in commands.answer("summary", {"set": {"e": "64"}}, main)["error"]
     assert "keep: unknown layout field(s) x" in commands.answer("formula", {"field": "parameters",
-                                                                            "keep": "x"})["error"]
-    assert "b must be text or an integer" in commands.answer("summary", {"set": {"b": [1]}})["error"]
-    assert "model must be one of" in commands.answer("summary", {"model": "file"})["error"]
-    assert "set must be an object" in commands.answer("search", {"set": 5, "devices": 4})["error"]
+                                                                            "keep": "x"}, main)["error"]
+    assert "b must be text or an integer" in commands.answer("summary", {"set": {"b": [1]}}, main)["error"]
+    assert "model must be one of" in commands.answer("summary", {"model": "file"}, main)["error"]
+    assert "set must be an object" in commands.answer("search", {"set": 5, "devices": 4}, main)["error"]
 
 
 def test_search_and_formula_refuse_as_the_command_line_does():
-    answer = commands.answer("search", {"model": "preset", "preset": "gpt2", "global_batch": "64"})
+    answer = commands.answer("search", {"model": "preset", "preset": "gpt2", "global_batch": "64"}, main)
     assert answer["error"] == cli("search", "--preset", "gpt2", "--global-batch", "64", "--json")[2]
     assert "search needs --devices" in answer["error"]
-    answer = commands.answer("formula", {"model": "preset", "preset": "gpt2", "field": "flops"})
+    answer = commands.answer("formula", {"model": "preset", "preset": "gpt2", "field": "flops"}, main)
     assert answer["status"] == 2 and "--total" in answer["error"] and "invalid choice: 'flops'" in answer["error"]
 
 

@@ -164,7 +164,7 @@ def test_search_and_sweep_commands(capsys):
 
 def test_dask_sweep_equals_the_local_sweep():
     pytest.importorskip("dask.dataframe")
-    from symbolic_cost.numeric.sweep import sweep_dask
+    from symbolic_cost.numeric.dask_sweep import sweep_dask
     grid = {"b": [1, 2, 4], "m1": [1, 2, 4], "d": [1, 8], "l": [512, 1024], "s1": [1], "p": [1, 2], "n_micro": [8]}
     lazy = sweep_dask(EXPRS, grid, constraints=[S.b <= 2], chunk_size=5)
     assert lazy.npartitions == 15                       # 72 configurations in chunks of 5
@@ -207,7 +207,7 @@ def test_dask_best_keeps_the_plain_sweeps_top_rows_on_the_workers(monkeypatch, m
         kept, expected = plain_best(top, "total", constraints)
         assert (found.evaluated, found.kept) == (72, kept) and 0 < kept < 72
         pd.testing.assert_frame_equal(found.best, expected, check_exact=True)
-    lazy = dask_sweep.frame(EXPRS, DASK_GRID, constraints, chunk_size=10)     # blocks of 4 rows
+    lazy = dask_sweep.sweep_dask(EXPRS, DASK_GRID, constraints, chunk_size=10)     # blocks of 4 rows
     pd.testing.assert_frame_equal(lazy.compute(scheduler="sync").reset_index(drop=True),
                                   sweep(EXPRS, grid=DASK_GRID, constraints=constraints), check_exact=True)
 
@@ -312,7 +312,7 @@ def test_dask_sweep_on_worker_processes_loads_the_kernel_and_compiles_nothing(mo
     from symbolic_cost.numeric.dask_cluster import cluster
     from symbolic_cost.numeric.dask_sweep import best, threads
     from symbolic_cost.numeric.loop_kernel import numba
-    from symbolic_cost.numeric.sweep import sweep_dask
+    from symbolic_cost.numeric.dask_sweep import sweep_dask
     numba_here = numba() is not None
     settings = ("distributed.worker.profile.enabled", "distributed.worker.memory.monitor-interval",
                 "distributed.admin.tick.interval")

@@ -9,7 +9,7 @@ from sympy import Symbol, simplify
 
 from symbolic_cost import attention, mlp, transformer_layer
 from symbolic_cost.cli import main
-from symbolic_cost.analysis.latex import formula_markdown, formula_table, latex, paper_form
+from symbolic_cost.latex import formula_markdown, formula_table, latex, paper_form
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1
 
 EXPRESSIONS = [mlp(b, l, e, f, m1, s1).total("flops_fwd"), attention(b, l, e, h, m1, m1).total("flops_bwd"),

@@ -135,11 +135,10 @@ WORDS = {"summary": summary_words, "formula": formula_words, "search": search_wo
 """The command each of the page's requests runs."""
 
 
-def answer(kind: str, request) -> dict:
-    """Run the command of ``kind`` for ``request``: ``{"command", "status", "output", "error"}``,
-    the command line as typed in a shell, its exit status, what it printed (parsed when JSON) and
-    its one-line refusal (empty when it ran)."""
-    from symbolic_cost.cli import main
+def answer(kind: str, request, main) -> dict:
+    """Run the command of ``kind`` for ``request`` through the command line's ``main``:
+    ``{"command", "status", "output", "error"}``, the command line as typed in a shell, its exit
+    status, what it printed (parsed when JSON) and its one-line refusal (empty when it ran)."""
     with tempfile.TemporaryDirectory(prefix="symbolic-cost-") as folder:
         try:
             words = WORDS[kind](checked(request), Path(folder))

@@ -59,7 +59,7 @@ class Block:
 
     def _repr_latex_(self) -> str:
         """Jupyter shows a Block as a LaTeX table of its main formulas."""
-        from symbolic_cost.analysis.latex import formula_table
+        from symbolic_cost.latex import formula_table
         return formula_table(self)
 
     def subs(self, values: Mapping) -> "Block":

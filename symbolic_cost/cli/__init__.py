@@ -14,6 +14,7 @@ import os
 import sys
 
 from symbolic_cost import __version__
+from symbolic_cost.checks import REPORT  # noqa: F401  (cli.REPORT: what an internal error asks)
 from symbolic_cost.cli import answers
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
@@ -60,8 +61,6 @@ SLOW = ("the command ran past its time budget: a formula too large to simplify (
         "or --at, or ask for a simpler --field) or a load test too long (fewer --requests)")
 """What a command past ``TIME_LIMIT`` says."""
 
-REPORT = "this is a bug in symbolic_cost, not in your input: please report it with the command line"
-"""Where an unexpected internal error asks to be reported."""
 
 
 def one_line(text: str) -> str:

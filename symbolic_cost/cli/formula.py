@@ -17,7 +17,7 @@ from sympy import Basic, simplify, sympify
 
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
-from symbolic_cost.analysis.latex import latex, paper_form
+from symbolic_cost.latex import latex, paper_form
 from symbolic_cost.blocks.block import check_dims
 from symbolic_cost.cli import options
 from symbolic_cost.cli.sweep import SWEEP_FIELDS, TIMES, model_fields

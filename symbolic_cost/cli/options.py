@@ -13,7 +13,6 @@ import argparse
 from fractions import Fraction
 
 from symbolic_cost import conventions as conv
-from symbolic_cost import tools  # noqa: F401  (registers the tools' presets: --conventions lists them)
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, Training

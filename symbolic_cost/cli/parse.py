@@ -110,7 +110,7 @@ def resolve(base: dict, sets: list[str], allowed=None, option: str = "--set") ->
 
 MAX_GRID = 10**8
 """Most configurations one ``--grid`` may describe (a sweep of about two minutes); split a
-larger grid, or use ``numeric.sweep.sweep_dask`` on a cluster."""
+larger grid, or use ``numeric.dask_sweep.sweep_dask`` on a cluster."""
 
 
 MAX_RANGE = 10**5
@@ -183,7 +183,7 @@ def grid_values(pairs, given: dict, option: str = "--grid") -> dict:
     size = math.prod(len(values) for values in grid.values())
     if size > MAX_GRID:
         raise InputError(f"{option}: {size:,} configurations, more than {MAX_GRID:,}; split the grid "
-                         f"(or use numeric.sweep.sweep_dask on a cluster)", option)
+                         f"(or use numeric.dask_sweep.sweep_dask on a cluster)", option)
     return grid
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sympy import simplify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.analysis.latex import latex
+from symbolic_cost.latex import latex
 from symbolic_cost.cli import options
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli.values import block_values, conventions, honour, symbols_of

@@ -17,7 +17,8 @@ from symbolic_cost.cli.values import architecture, conventions, sequence_length
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.utilisation import model_flops, utilisation
 from symbolic_cost.numeric.layouts import allowed
-from symbolic_cost.numeric.search import MAX_DEVICES, PARTS, SPACE, search
+from symbolic_cost.numeric.ranking import PARTS
+from symbolic_cost.numeric.search import MAX_DEVICES, SPACE, search
 from symbolic_cost.numeric.tables import UNITS
 
 EXAMPLES = [

@@ -29,5 +29,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from symbolic_cost import cli
     from symbolic_cost.app import server      # imported here: the other commands never need it
-    return server.serve(args.host, args.port)
+    return server.serve(args.host, args.port, cli.main, cli.build_parser)

@@ -211,7 +211,7 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
     if args.dask is None:
         return sweep(chosen_exprs, grid=grid, constraints=constraints, chunk_size=chunk, out=out,
                      progress=args.progress)
-    from symbolic_cost.numeric.sweep import sweep_dask
+    from symbolic_cost.numeric.dask_sweep import sweep_dask
     lazy = sweep_dask(chosen_exprs, grid, constraints, chunk_size=chunk)
     if args.progress:
         print(f"sweep: {lazy.npartitions:,} Dask tasks of up to {chunk:,} configurations on "

@@ -7,7 +7,7 @@ training defaults, changed by ``--set``; every column header states its unit.
 from __future__ import annotations
 
 from symbolic_cost import symbols as S
-from symbolic_cost.analysis.latex import tabular
+from symbolic_cost.latex import tabular
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, conventions_text,
                                       header, honour_blocks, model_block, numbers_needed)

@@ -43,7 +43,7 @@ from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.phases import decode, prefill
 from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens, prompt_tokens
-from symbolic_cost.inference.throughput import affine_in_batch, busiest_weights
+from symbolic_cost.inference.per_device import affine_in_batch, busiest_weights
 from symbolic_cost.models.peak import Moment
 
 SCORES_FP32 = 4
@@ -126,7 +126,7 @@ def fitting_batch(arch, s: Serving, capacity, conventions=conv.DEFAULT) -> Expr:
     """The most sequences whose serving peak fits ``capacity`` bytes: every moment is affine in
     ``b`` (``fixed + b per_sequence``), so the batch is the smallest of
     ``floor((capacity - fixed) / per_sequence)`` over the moments, and 0 when not even one fits.
-    A mixture of experts (the experts read grow with ``b``) is refused by ``throughput.affine_in_batch``."""
+    A mixture of experts (the experts read grow with ``b``) is refused by ``per_device.affine_in_batch``."""
     bounds = []
     for moment in serving_timeline(arch, replace(s, b=S.b), conventions):
         fixed, per_sequence = affine_in_batch(moment.bytes, S.b, f"the memory at {moment.name}")

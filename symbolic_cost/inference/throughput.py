@@ -36,19 +36,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, Max, Piecewise, ceiling, floor, oo
+from sympy import Expr, Integer, Max, Piecewise, ceiling, oo
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
+from symbolic_cost.inference.peak import fitting_batch
+from symbolic_cost.inference.per_device import affine_in_batch, busiest_weights
 from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill, weights_read
 from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens, prompt_tokens
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.overheads import get_overheads
-from symbolic_cost.models.placement import placement
-from symbolic_cost.models.ranks import tied_copy
-from symbolic_cost.models.training import Training
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import comm_time, get_system, product_rate, step_time
 from symbolic_cost.checks import InputError
@@ -229,27 +228,6 @@ def prefill_cache_bytes(arch: Architecture, s: Serving) -> Expr:
                           page=s.page, mla=s.mla)
 
 
-def busiest_weights(arch: Architecture, phase: Phase) -> Expr:
-    """Weight bytes on the busiest device (``models.placement.Placement``): a stage's layers and its
-    end, the last stage with its own copy of a tied word table."""
-    stack, p = phase.stack, phase.serving.p
-    copy = tied_copy(arch, stack[0][0]) if p != 1 else 0
-    return placement(arch, Training(p=p), stack, p).busiest(
-        stack[0][0].total("weights"), stack[-1][0].total("weights"), [blk.total("weights") for blk, _ in stack[1:-1]],
-        copy)
-
-
-def affine_in_batch(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
-    """``(a_0, a_1)`` of an expression ``a_0 + b a_1`` in the batch; refused when it is not one
-    (a mixture of experts reads more experts as the batch grows)."""
-    zero = expr.subs(b, 0)
-    one = expr.subs(b, 1) - zero
-    if (expr.subs(b, 2) - zero - 2 * one).equals(0) is False:
-        raise InputError(f"{what} is not affine in the batch b (a mixture of experts reads the experts its "
-                         f"tokens reach): solve it from the expressions of inference_cost with b symbolic")
-    return zero, one
-
-
 def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
               overheads="none") -> Expr:
     """The most sequences whose serving peak (``inference.peak``: the worst moment of the
@@ -263,7 +241,6 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
     ...     l_in=4000, l_out=96, flash=True, kv_dtype="fp8"))
     (27, 49)
     """
-    from symbolic_cost.inference.peak import fitting_batch      # the peak builds on this module
     system = get_system(system)
     system.require("the largest batch", "hbm_capacity")
     return fitting_batch(arch, serving, get_overheads(overheads).room(system.hbm_capacity), conventions)

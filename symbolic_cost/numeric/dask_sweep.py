@@ -5,7 +5,7 @@ node of the task graph, sent to each worker once, and a task is only ``(plan, st
 range of the grid's row numbers.  A worker loads the kernel once per process by its key, never
 rebuilding a SymPy formula, and evaluates its rows in one thread (Dask runs one task per core);
 for ``best`` it keeps only its ``top`` rows, and only those come back.  ``frame`` gives every
-kept row instead, as a lazy ``dask.dataframe``.
+kept row instead, as a lazy ``dask.dataframe`` (``sweep_dask``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Mapping
 
 import pandas as pd
 
+from symbolic_cost.checks import InputError
 from symbolic_cost.numeric.dask_cluster import need_dask
 from symbolic_cost.numeric.grid_tasks import Best, best_of, check_best, combine, plan, row_ranges, rows
 from symbolic_cost.numeric.sweep import grid_size
@@ -95,9 +96,15 @@ def threads(**compute) -> int:
     return compute.get("num_workers") or dask.config.get("num_workers", None) or dask.system.CPU_COUNT
 
 
-def frame(exprs: Mapping, grid: Mapping, constraints=(), chunk_size: int = 1_000_000):
-    """The sweep as a lazy ``dask.dataframe.DataFrame`` of the kept rows, one partition per
-    ``chunk_size`` rows of the grid (``numeric.sweep.sweep_dask``)."""
+def sweep_dask(exprs: Mapping, grid: Mapping, constraints=(), chunk_size=1_000_000):
+    """The sweep of ``numeric.sweep.sweep`` as a lazy ``dask.dataframe.DataFrame`` of the kept
+    rows, one partition per ``chunk_size`` rows of the grid, for a cluster (``pip install
+    'symbolic_cost[dask]'``): nothing runs until ``.compute()``, ``.to_parquet()`` and friends.
+    The kernel is compiled here once; each partition loads it by its key and evaluates and
+    filters its own range of the grid's rows, so no configuration list is built in one place and
+    no formula is rebuilt.  ``best`` keeps only the top rows on the workers."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}", "chunk_size")
     dask = need_dask()
     import dask.dataframe as dd
     job = dask.delayed(plan(exprs, grid, constraints), pure=True, traverse=False)

@@ -15,13 +15,13 @@ from symbolic_cost.models.grid_stack import on_grid
 from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.numeric.compile import compile_exprs
 from symbolic_cost.numeric.layouts import GRIDS, by_stage, virtual_stages
-from symbolic_cost.numeric.search import PARTS, RERUNS, fastest
+from symbolic_cost.numeric.ranking import PARTS, RERUNS, fastest
 from symbolic_cost.parallel.grid import Lcm
 from symbolic_cost.timing.step import step_time_breakdown
 
 
 def _chosen(values: dict, capacity: float, top: int) -> tuple[int, np.ndarray]:
-    """(fitting rows, the positions of the ``top`` fastest of them, fastest first: ``search.fastest``)."""
+    """(fitting rows, the positions of the ``top`` fastest of them, fastest first: ``ranking.fastest``)."""
     fits = np.flatnonzero(values["memory"] <= capacity)
     return len(fits), fits[fastest(values["total"][fits], top)]
 

@@ -38,25 +38,15 @@ from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.models.grid_stack import unsupported
 from symbolic_cost.numeric.compile import compile_exprs, default_backend
 from symbolic_cost.numeric.kernel_cache import built
+from symbolic_cost.numeric.ranking import PARTS, RERUNS, fastest
 from symbolic_cost.numeric.layouts import context_choices, grid_layouts, groups, layouts, row_count, shard_rows
 from symbolic_cost.numeric.variants import families, labelled, offload_allowed, variant_rows, variants
 from symbolic_cost.numeric.vector_kernel import CORES
 from symbolic_cost.timing.hardware import get_system
 from symbolic_cost.timing.step import step_time_breakdown
 
-PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host_comm", "host_step", "total")
-"""The step-time parts a search reports (``host_comm`` and ``host_step`` are 0 without offload)."""
-
 MAX_DEVICES = 2**20
 """Most devices a search takes: the layouts of ``N`` devices grow with the divisors of ``N``."""
-RERUNS = 4
-"""A search's kernels are filed on disk for the searches after it, so it asks for an optimised
-kernel as if each would run ``RERUNS`` times: from 131,072 layouts, where one run alone would
-need ``symengine_kernel.OPTIMIZED_ROWS`` (524,288).  The optimised compile takes three times
-the quick one for twice the speed: at 32 (until 2026-11-26) the 71 kernels of 16,384 layouts
-or more of ``SPACE`` for GPT-3 175B cost 1.3 CPU-s more to compile, which a group of 16,384
-layouts repays only after some 45 runs."""
-
 SPACE = dict(zero=(0, 1, 2, 3), offload=("none", "optimizer", "parameters"), schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"),
              recompute=("none", "selective", "activation", "full"), recompute_layers="all", micro_batch_sizes="all",
              sequence="all")
@@ -68,14 +58,6 @@ class SearchResult:
     evaluated: int
     fitting: int
     best: pd.DataFrame
-
-
-def fastest(total: np.ndarray, top: int) -> np.ndarray:
-    """The positions of the ``top`` least of ``total``, least first, ties in row order (as a
-    stable sort of it), found among the rows as fast as the ``top``-th alone."""
-    keep = np.flatnonzero(total <= np.partition(total, top - 1)[top - 1]) if len(total) > top else \
-        np.arange(len(total))
-    return keep[np.argsort(total[keep], kind="stable")[:top]]
 
 
 @paused()

@@ -5,7 +5,7 @@ or CSV path) in chunks of ``chunk_size`` rows, so memory stays bounded for
 any number of configurations; drops the rows that break a constraint (SymPy
 relations such as ``Eq(Mod(h, m1), 0)`` or ``memory <= capacity``, compiled
 with the rest); reports progress on long runs (a tqdm bar on a terminal); and returns a DataFrame or
-appends to a CSV or Parquet file.  On a Dask cluster, ``sweep_dask`` (and
+appends to a CSV or Parquet file.  On a Dask cluster, ``numeric.dask_sweep.sweep_dask`` (and
 ``numeric.dask_sweep.best``, which keeps only the top rows) run the chunks as tasks that load
 the compiled kernel by its key.
 """
@@ -269,16 +269,3 @@ class _Writer:
     def close(self) -> None:
         if self.parquet is not None:
             self.parquet.close()
-
-
-def sweep_dask(exprs: Mapping, grid: Mapping, constraints=(), chunk_size=1_000_000):
-    """The same sweep as a lazy ``dask.dataframe.DataFrame`` of the kept rows, one partition per
-    chunk, for a cluster (``pip install 'symbolic_cost[dask]'``): nothing runs until
-    ``.compute()``, ``.to_parquet()`` and friends.  The kernel is compiled here once; each
-    partition loads it by its key and evaluates and filters its own range of the grid's rows
-    (``numeric.dask_sweep``), so no configuration list is built in one place and no formula is
-    rebuilt.  ``dask_sweep.best`` keeps only the top rows on the workers."""
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}", "chunk_size")
-    from symbolic_cost.numeric import dask_sweep
-    return dask_sweep.frame(exprs, grid, constraints, chunk_size)

@@ -33,7 +33,7 @@ by itself: a search files it with the rest of its kernel, ``kernel_cache.built``
 2026-11-26, AVX-512 EPYC): LLVM compiles it without its optimisations in about 25 ms and runs
 0.13 µs a configuration; numpy runs it in 1.3 ms for 512 configurations, 6.3 ms for 8,192 and
 27 ms for 32,768.  A search tells its kernels four runs of each group of layouts
-(``search.RERUNS``): four numpy runs of 8,192 cost what one compile and four runs do."""
+(``ranking.RERUNS``): four numpy runs of 8,192 cost what one compile and four runs do."""
 CLOSURE_ROWS = 2**11
 """Configurations a kernel compiled for a number ``compile_exprs`` is not told evaluates in all
 through symengine's closure evaluator (``Lambdify(backend="lambda")``: each common subexpression

@@ -106,29 +106,25 @@ def chunk_in_flight(p: int, n, v: int, rank: int) -> list:
     return [minimum(sum(1 for j in range(warm) if (j % (p * v)) // p == c), n) for c in range(v)]
 
 
-def per_stage(p, first, last, layers, last_copy=0, shares=None) -> Expr:
+def per_stage(p, first, last, layers, last_copy=0) -> Expr:
     """A field on the busiest pipeline stage: everything when ``p = 1``; otherwise the
     layers of one stage plus the larger of the first stage's and the last stage's ends
     (``last_copy``: what the last stage holds only when it is not the first, such as
-    its copy of a tied embedding).  ``shares``: the fractions of ``layers`` on the first,
-    a middle and the last rank when the stages are uneven (``stage_layers``).  Remembered by
-    its arguments and their types: a search asks each stage's sums again for every ZeRO
-    stage, offload and schedule of a layout (1,692 times, 56 of them distinct, for GPT-3's)."""
-    return remembered_call(_STAGES, _per_stage, p, first, last, layers, last_copy, shares)
+    its copy of a tied embedding).  Uneven stages are placed layer by layer instead
+    (``models.placement``).  Remembered by its arguments and their types: a search asks each
+    stage's sums again for every ZeRO stage, offload and schedule of a layout."""
+    return remembered_call(_STAGES, _per_stage, p, first, last, layers, last_copy)
 
 
 _STAGES: dict = {}
 """``per_stage``'s answers by its arguments (``trees.remembered_call``)."""
 
 
-def _per_stage(p, first, last, layers, last_copy, shares) -> Expr:
+def _per_stage(p, first, last, layers, last_copy) -> Expr:
     p = sympify(p)
     one = first + last + layers
     if p == 1:
         return one
-    if shares is not None:
-        a, m, z = shares
-        return maximum(first + a * layers, last + last_copy + z * layers, *([m * layers] if p > 2 else []))
     many = maximum(first, last + last_copy) + layers / p
     return many if p.is_number else Piecewise((one, Eq(p, 1)), (many, True))
 

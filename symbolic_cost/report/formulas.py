@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from symbolic_cost import symbols as S
-from symbolic_cost.analysis.latex import formula_markdown, formula_table, latex, paper_form
+from symbolic_cost.latex import formula_markdown, formula_table, latex, paper_form
 from symbolic_cost.blocks import Run, attention, mlp
 from symbolic_cost.ops import attend, dropout, flash_attention, gelu, layer_norm, linear, logits, softmax
 

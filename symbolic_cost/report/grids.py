@@ -8,7 +8,7 @@ from sympy import Symbol, factor
 
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
-from symbolic_cost.analysis.latex import latex
+from symbolic_cost.latex import latex
 from symbolic_cost.blocks import Run, transformer_layer
 from symbolic_cost.checks import InputError
 from symbolic_cost.parallel.grid import make_grid

@@ -14,7 +14,7 @@ from __future__ import annotations
 from sympy import Expr, factor, simplify, symbols
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.analysis.latex import latex
+from symbolic_cost.latex import latex
 from symbolic_cost.blocks import Run, transformer_layer
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import from_config

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
-from symbolic_cost.analysis.latex import latex
+from symbolic_cost.latex import latex
 from symbolic_cost.blocks import Run, attention, mlp, transformer_layer
 from symbolic_cost.timing.hardware import step_time
 

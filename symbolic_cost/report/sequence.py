@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
-from symbolic_cost.analysis.latex import latex
+from symbolic_cost.latex import latex
 from symbolic_cost.ops import flash_attention
 from symbolic_cost.parallel.sequence import layer_volumes, ring_attention
 from symbolic_cost.timing.hardware import get_system

@@ -3,15 +3,8 @@ language model is ``tools.lstm``."""
 
 from __future__ import annotations
 
-from symbolic_cost.conventions import Conventions, register
+from symbolic_cost.conventions import PRESETS
 
-PRESET = Conventions(
-    matmul_flops="2mnk", kernel_time="tiled", gemm_output_overhead=True,
-    # quirks of perf.py at e6a5da02d1d6, visible in seed 002's numbers
-    lstm_grad_accumulate_bytes=False, lstm_softmax_weight_rows="projection",
-    lstm_count_disabled_projection=True,
-)
+PRESET = PRESETS["deepflow-2019"]
 """DeepFlow's LSTM performance model (arXiv 2211.03309) as it printed seed 002:
-``perf.py`` of nanocad-lab/DeepFlow at commit e6a5da02d1d6 (2019)."""
-
-register("deepflow-2019", PRESET)
+``perf.py`` of nanocad-lab/DeepFlow at commit e6a5da02d1d6 (2019) (``named_conventions``)."""

@@ -36,7 +36,7 @@ from symbolic_cost.models.stack import layer_kinds
 from symbolic_cost.ops.matmul import product_flops
 from symbolic_cost.checks import InputError
 
-PRESET = conv.register("deepspeed-profiler", conv.DEFAULT.but(matmul_flops="2mnk"))
+PRESET = conv.PRESETS["deepspeed-profiler"]
 """The profiler counts a multiply-add as one MAC and reports 2 FLOPs per MAC: ``2mnk``."""
 
 

@@ -28,12 +28,11 @@ from __future__ import annotations
 
 from sympy import Expr, Rational, sympify
 
-from symbolic_cost.conventions import Conventions, register
+from symbolic_cost.conventions import PRESETS
 from symbolic_cost.extrema import maximum
 from symbolic_cost.checks import InputError
 
-PRESET = register("megatron-training-info", Conventions(
-    mixed_precision="megatron", qkv_bias_elements="e", collective_volume="tensor"))
+PRESET = PRESETS["megatron-training-info"]
 """Megatron-LM's ``tools/get_training_info`` (seed 000): Megatron's bytes per parameter,
 its quirk of a QKV bias of ``e`` elements, and volumes as whole tensors."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from symbolic_cost.conventions import DEFAULT, register
+from symbolic_cost.conventions import PRESETS
 
-PRESET = register("pycomm-prefill", DEFAULT.but(matmul_flops="2mnk"))
+PRESET = PRESETS["pycomm-prefill"]
 """The script counts a product of ``(m, k) x (k, n)`` as ``2mnk`` FLOPs, summed over GPUs."""

@@ -71,23 +71,15 @@ from dataclasses import dataclass
 
 from sympy import Eq, Expr, Integer, Or, Piecewise, sympify
 
-from symbolic_cost.conventions import DEFAULT, register
+from symbolic_cost.conventions import PRESETS
 from symbolic_cost.models import Training, element_bytes, model_cost
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config
 from symbolic_cost.checks import InputError
 
-PRESET = register("pytorch-eager", DEFAULT.but(
-    mlp_activation_dropout=False,   # GPT-2, BERT, Llama: fc2 reads the activation directly
-    causal_flops="full",            # eager attention multiplies every query by every key
-    window_count="dense",           # and a sliding window masks a full l x l score matrix
-    layer_norm_keeps_stats=True,    # native_layer_norm saves mean and rstd
-    gated_activation="eager",       # silu(G) * U: silu keeps G, the product act(G) and U
-    gradient_lifetime="step",       # zero_grad(set_to_none=True): gradients made in backward
-    loss_backward="eager",          # log_softmax + nll_loss, the logits held by the model's output
-    optimizer_step="single-tensor", # AdamW(foreach=False), the CPU default (models.peak)
-))
-"""What PyTorch eager autograd keeps for Hugging Face models (see the module docstring)."""
+PRESET = PRESETS["pytorch-eager"]
+"""What PyTorch eager autograd keeps for Hugging Face models (see the module docstring and
+``named_conventions``)."""
 
 INDEX_BYTES = 8
 """Bytes of one token id or target as PyTorch keeps it (int64)."""

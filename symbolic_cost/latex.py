@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from sympy import Mul, Poly, PolynomialError, expand, factor_terms, fraction, together
 from sympy import latex as _sympy_latex, sympify
 
 from symbolic_cost import symbols as S
+
+if TYPE_CHECKING:                     # pandas is imported where a table is made, not with the module
+    import pandas as pd
 
 SYMBOL_NAMES = {
     S.m1: "m_{1}", S.s1: "s_{1}", S.n_layers: r"n_{\mathrm{layers}}",
@@ -97,6 +100,7 @@ def formula_frame(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weight
     rows = [{"operation": row.name, **{f: paper_form(getattr(row, f), by) for f in fields}}
             for row in block]
     rows.append({"operation": "total", **{f: paper_form(block.total(f), by) for f in fields}})
+    import pandas as pd
     return pd.DataFrame(rows, columns=["operation", *fields])
 
 
