@@ -2,11 +2,14 @@
 step model against hand counts of Llama 3 8B (its published parameter count), and the fitted
 overheads against the load tests they were fitted on."""
 
+import json
 import statistics
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from sympy import Rational
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference import load
@@ -100,7 +103,50 @@ def test_light_load_serves_at_the_arrival_rate(requests, tokens, rate):
         assert load.mean_itl == pytest.approx(0.001)
 
 
-@pytest.mark.parametrize("bad, name", [(dict(max_batch=0), "max_batch"), (dict(max_tokens=1.5), "max_tokens")])
+def test_a_prompt_longer_than_the_token_budget_is_prefilled_in_chunks():
+    # 9,000 tokens against 8,192 a step: two chunks of 5 ms (half the 10 ms prefill) each, then two
+    # decode steps of 10 ms; the second long prompt starts when the first has its first token,
+    # and its two chunks each run beside the first's decode (5 + 10 ms)
+    step = Constant(0.01, prompt=9000)
+    one = serve(step, 3, None, requests=1, runtime=NO_OVERHEAD)
+    assert step.calls == [(1, 0, 0.0), (1, 0, 0.0), (0, 1, 9000), (0, 1, 9001)]
+    assert one.mean_ttft == pytest.approx(0.01) and one.mean_itl == pytest.approx(0.01)
+    two = serve(Constant(0.01, prompt=9000), 3, None, requests=2, runtime=NO_OVERHEAD)
+    assert two.mean_ttft == pytest.approx((0.01 + 0.04) / 2)
+    assert two.mean_itl == pytest.approx((0.015 + 0.015 + 0.01 + 0.01) / 4)
+
+
+class Cached(Constant):
+    """A constant step whose engine pages ``blocks`` KV-cache blocks."""
+
+    def __init__(self, seconds, blocks, prompt=100):
+        super().__init__(seconds, prompt)
+        self.blocks = blocks
+
+    def cache_blocks(self, block_tokens, memory_fraction):
+        return self.blocks
+
+
+def test_the_kv_cache_admits_what_its_blocks_hold():
+    # 100 + 28 tokens: 4 blocks of 32 a request; 10 blocks hold two requests, the third waits
+    # until both have left (two tokens each: a prefill step and a decode step)
+    step = Cached(0.01, blocks=10)
+    serve(step, 28, None, requests=3, runtime=NO_OVERHEAD)
+    assert step.calls[:2] == [(2, 0, 0.0), (0, 2, 100)]
+    assert step.calls[27:29] == [(0, 2, 126), (1, 0, 0.0)]
+    with pytest.raises(InputError, match="needs 4 KV-cache blocks of 32 tokens, and the memory left by the weights "
+                                         "holds 3"):
+        serve(Cached(0.01, blocks=3), 28, None, requests=1, runtime=NO_OVERHEAD)
+
+
+def test_a_request_of_one_token_has_no_inter_token_latency():
+    assert serve(Constant(0.01), 1, 4.0, requests=3, runtime=NO_OVERHEAD).mean_itl is None
+
+
+@pytest.mark.parametrize("bad, name", [(dict(max_batch=0), "max_batch"), (dict(max_tokens=1.5), "max_tokens"),
+                                       (dict(block_tokens=True), "block_tokens"),
+                                       (dict(memory_fraction=0), "memory_fraction"),
+                                       (dict(memory_fraction=1.5), "memory_fraction")])
 def test_runtime_refuses_bad_limits(bad, name):
     with pytest.raises(InputError, match=name):
         Runtime(**bad)
@@ -111,8 +157,6 @@ def test_serve_refuses_bad_input():
         serve(Constant(0.01), 0, None)
     with pytest.raises(InputError, match="rate"):
         serve(Constant(0.01), 4, -1.0)
-    with pytest.raises(InputError, match="max_tokens"):
-        serve(Constant(0.01, prompt=9000), 4, None)
     with pytest.raises(InputError, match="requests must be an integer from 1 to 100,000, got 100001"):
         serve(Constant(0.01), 4, None, requests=100_001)     # before any work: the 60 s budget's cap
 
@@ -125,6 +169,15 @@ PARAMETERS = 8_030_261_248      # Meta's published count of Llama 3 8B
 @pytest.fixture(scope="module")
 def llama_step():
     return StepModel(LLAMA3_8B, Serving(l_in=467, flash=True), "h100")
+
+
+def test_the_cache_pool_is_the_memory_the_weights_leave_in_blocks(llama_step):
+    # bf16 weights 2 x 8,030,261,248 bytes; a block of 32 tokens holds K and V of 32 layers, 8 heads of
+    # 128: 32 x 2 x 8 x 128 x 2 bytes a token
+    capacity = calibrated("h100").hbm_capacity
+    weights, block = 2 * PARAMETERS, 32 * (32 * 2 * 8 * 128 * 2)
+    assert llama_step.cache_blocks(32, Rational(9, 10)) == int(Rational(9, 10) * (capacity - weights) // block)
+    assert llama_step.cache_blocks(16, 1) == int((capacity - weights) // (block // 2))
 
 
 def test_a_one_token_decode_step_reads_the_weights_once(llama_step):
@@ -165,3 +218,28 @@ def test_the_committed_overheads_are_the_best_nearby():
             moved = list(committed)
             moved[i] *= factor
             assert best <= loss(moved) * 1.001
+
+
+def _strict(text):
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_prefill_only_load_test_prints_valid_json(capsys):
+    from symbolic_cost.cli import main
+    assert main(["inference", "--preset", "gpt2", "--set", "l_in=64", "l_out=1", "--rate", "4", "--requests", "3",
+                 "--json"]) == 0
+    printed = _strict(capsys.readouterr().out)
+    assert printed["load"]["mean_itl"] is None and printed["load"]["mean_ttft"] > 0
+
+
+@pytest.mark.parametrize("words, message", [
+    (["--max-batch", "8"], "--max-batch sets the --rate simulation; give --rate too"),
+    (["--rate", "2", "--memory-fraction", "1.5"], "--memory-fraction must be a number in (0, 1], got '1.5'"),
+    (["--rate", "2", "--block-tokens", "0"], "--block-tokens"),
+])
+def test_the_engine_limits_on_the_command_line_are_checked(words, message, capsys):
+    from symbolic_cost.cli import main
+    assert main(["inference", "--preset", "gpt2", "--set", "l_in=64", "l_out=4", *words]) == 2
+    assert message in capsys.readouterr().err

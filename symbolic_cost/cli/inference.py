@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from fractions import Fraction
 
 from sympy import oo, simplify
 
@@ -94,6 +95,20 @@ def add_arguments(parser) -> None:
     options.option(load, "--requests", type=options.integer(1, MAX_REQUESTS), default=500, metavar="N", action=options.Given,
                    help="requests in the --rate simulation, as many as TensorRT-LLM's published load tests send; "
                         "at most 100,000 (about 20-30 s of the 60 s budget)")
+    options.option(load, "--max-batch", type=options.integer(1, 10**6), default=256, metavar="N", action=options.Given,
+                   help="the engine's most sequences in flight (TensorRT-LLM's max_batch_size, vLLM's max_num_seqs; "
+                        "default 256, TensorRT-LLM 0.x's build default)")
+    options.option(load, "--max-tokens", type=options.integer(1, 10**7), default=8192, metavar="N",
+                   action=options.Given,
+                   help="the engine's most tokens a step (max_num_tokens, vLLM's max_num_batched_tokens; default "
+                        "8192); a longer prompt is prefilled in chunks of at most N")
+    options.option(load, "--memory-fraction", type=_fraction, default=Fraction(9, 10), metavar="F",
+                   action=options.Given,
+                   help="share of the memory the weights leave that the engine gives the KV cache (TensorRT-LLM's "
+                        "free_gpu_memory_fraction; default 0.9); each request reserves the blocks of its whole "
+                        "length when admitted")
+    options.option(load, "--block-tokens", type=options.integer(1, 4096), default=32, metavar="N", action=options.Given,
+                   help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block, default 32; vLLM's is 16)")
     options.counting(parser)
     options.time_model(parser)
     options.units(parser)
@@ -119,16 +134,32 @@ def _rate(text: str):
     return value
 
 
+def _fraction(text: str) -> Fraction:
+    """A share in (0, 1], exact (``0.9`` is 9/10)."""
+    try:
+        value = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        value = None
+    if value is None or not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"--memory-fraction must be a number in (0, 1], got {text!r}")
+    return value
+
+
 def load_test(args, arch, serving) -> dict:
-    """``inference.load.serve`` of the configuration at ``--rate``: ``{quantity: value}`` in
-    seconds, requests/s and tokens/s."""
+    """``inference.load.serve`` of the configuration at ``--rate`` with the engine's limits
+    (``--max-batch``, ``--max-tokens``, ``--memory-fraction``, ``--block-tokens``):
+    ``{quantity: value}`` in seconds, requests/s and tokens/s (``None`` where no request has two
+    tokens to time a gap between)."""
     from dataclasses import asdict
-    from symbolic_cost.inference.load import StepModel, serve
+    from sympy import Rational
+    from symbolic_cost.inference.load import Runtime, StepModel, serve
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--rate needs numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
     step = StepModel(arch, serving, args.system, conventions(args))
     rate = None if args.rate == "inf" else args.rate
-    return asdict(serve(step, int(serving.l_out), rate, args.requests))
+    runtime = Runtime(max_batch=args.max_batch, max_tokens=args.max_tokens, block_tokens=args.block_tokens,
+                      memory_fraction=Rational(args.memory_fraction.numerator, args.memory_fraction.denominator))
+    return asdict(serve(step, int(serving.l_out), rate, args.requests, runtime))
 
 
 def configuration(args, keep=()):
@@ -206,8 +237,9 @@ def run(args) -> int:
     if options.given(args, "overheads") and (args.grid or args.field) and "max_batch" not in (args.field or []):
         raise InputError("--overheads changes the largest batch that fits; with --field or --grid name max_batch "
                          "(the other fields count the tensors only)", "--overheads")
-    if options.given(args, "requests") and args.rate is None:
-        raise InputError("--requests sets the size of the --rate simulation; give --rate too", "requests")
+    for name in ("requests", "max_batch", "max_tokens", "memory_fraction", "block_tokens"):
+        if options.given(args, name) and args.rate is None:
+            raise InputError(f"--{name.replace('_', '-')} sets the --rate simulation; give --rate too", name)
     if args.grid:
         grid = {str(k): v for k, v in grid_values(args.grid, assignments(args.set)).items()}
         plain = ["ttft_s", "tpot_s", "tokens_per_s", "memory_bytes"]
@@ -278,8 +310,9 @@ def report(args) -> int:
     print(f"largest batch whose peak fits: {most}; {turns}")
     if load:
         ms = lambda name: amount(load[name], "seconds", args.units)  # noqa: E731
+        itl = ms("mean_itl") if load["mean_itl"] is not None else "none (one token a request)"
         print(f"under load ({args.requests} requests at {args.rate} per second, in-flight batching, calibrated "
-              f"{args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
+              f"{args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {itl}; "
               f"{load['request_throughput']:.4g} requests/s, {load['output_token_throughput']:.6g} output tokens/s, "
               f"{load['total_token_throughput']:.6g} tokens/s in all")
     for note in arch.notes:

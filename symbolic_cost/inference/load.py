@@ -10,7 +10,11 @@ as an event simulation whose every step is priced by the library's own expressio
   phases on the calibrated roofline, the weights read once when both run in one step, and the
   step's tensor-parallel collectives at NCCL's price (see the class);
 * ``Runtime``: the engine's limits (``max_batch`` sequences in flight, ``max_tokens`` per step:
-  a prompt is admitted whole, first come first served, while both allow) and its fixed costs,
+  a prompt is admitted whole, first come first served, while both allow; a prompt longer than
+  ``max_tokens`` is prefilled alone in chunks of at most ``max_tokens``; and the KV cache: a
+  pool of ``memory_fraction`` of the memory the weights leave, in blocks of ``block_tokens``,
+  from which each request reserves the blocks of its whole length when it is admitted, as
+  TensorRT-LLM's ``GUARANTEED_NO_EVICT`` scheduler does, ``StepModel.cache_blocks``) and its fixed costs,
   ``step_overhead`` per step (scheduling, sampling), ``kernel_overhead`` per operation a step
   launches (``StepModel.kernels``: the gaps between kernels) and ``request_overhead`` per request
   (the front end and tokenisation, added to its time to first token); both fitted on the
@@ -18,8 +22,9 @@ as an event simulation whose every step is priced by the library's own expressio
   mean ITL, each load test simulated; stored in ``timing/calibration.json``);
 * ``serve``: Poisson arrivals at ``rate`` requests/s (a seeded generator; ``rate=None`` sends
   them all at once), every request ``P`` prompt and ``O`` output tokens; it returns mean time to
-  first token, mean inter-token latency (over every gap between two tokens of a request), and
-  request, total-token and output-token throughput from the first arrival to the last token.
+  first token, mean inter-token latency (over every gap between two tokens of a request; ``None``
+  when no request has two tokens), and request, total-token and output-token throughput from the
+  first arrival to the last token.
 """
 
 from __future__ import annotations
@@ -28,13 +33,15 @@ import math
 from collections import deque
 from dataclasses import dataclass, replace
 
-from sympy import Integer, Rational, Symbol, lambdify
+from sympy import Integer, Rational, Symbol, floor, lambdify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
+from symbolic_cost.inference.kv_cache import kv_cache_bytes
+from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import decode, prefill
 from symbolic_cost.inference.throughput import calibrated_run
-from symbolic_cost.inference.serving import Serving
+from symbolic_cost.inference.serving import Serving, encoder_tokens
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import calibrated, comm_time
 
@@ -47,23 +54,31 @@ SERVING = ("step_overhead", "kernel_overhead", "request_overhead")
 class Runtime:
     """An in-flight batching engine (see the module docstring).  ``max_batch`` and ``max_tokens``
     are TensorRT-LLM's engine-build defaults of its 0.x releases (256 sequences, 8,192 tokens: an
-    assumption where a benchmark does not print them); the overheads are seconds (``None``: the
-    fitted value of ``timing/calibration.json``)."""
+    assumption where a benchmark does not print them); ``memory_fraction`` and ``block_tokens``
+    are TensorRT-LLM's ``KvCacheConfig`` defaults (``free_gpu_memory_fraction`` 0.9 of the memory
+    left free, ``tokens_per_block`` 32; vLLM's are ``gpu_memory_utilization`` 0.9 and blocks of
+    16); the overheads are seconds (``None``: the fitted value of ``timing/calibration.json``)."""
 
     step_overhead: object = None
     request_overhead: object = None
     max_batch: int = 256
     max_tokens: int = 8192
     kernel_overhead: object = None
+    memory_fraction: object = Rational(9, 10)
+    block_tokens: int = 32
 
     def __post_init__(self):
         fitted = efficiency.CALIBRATION.get("serving", {})
         for name in SERVING:
             if getattr(self, name) is None:
                 object.__setattr__(self, name, Rational(fitted.get(name, "0")))
-        for name in ("max_batch", "max_tokens"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+        for name in ("max_batch", "max_tokens", "block_tokens"):
+            if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int) \
+                    or getattr(self, name) < 1:
                 raise InputError(f"{name} must be a positive integer, got {getattr(self, name)!r}", name)
+        fraction = self.memory_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float, Rational)) or not 0 < fraction <= 1:
+            raise InputError(f"memory_fraction must be a number in (0, 1], got {fraction!r}", "memory_fraction")
 
 
 class StepModel:
@@ -85,6 +100,7 @@ class StepModel:
         from symbolic_cost import conventions as conv
         conventions = conv.get(conventions or conv.DEFAULT)
         self.system, self.prompt = calibrated(system), int(serving.l_in)
+        self._memory = (arch, serving)
         k, tokens = Symbol("k", positive=True), Symbol("tokens", positive=True)
         pre = prefill(arch, replace(serving, b=k, l_out=2), conventions)
         dec = decode(arch, replace(serving, b=S.b, l_out=2), S.l_ctx, conventions)
@@ -96,6 +112,21 @@ class StepModel:
         self._comm = lambdify([tokens], comm.subs(S.b, tokens), "math")
         # the operations one step runs (every row of the decode phase): what kernel_overhead counts
         self.kernels = int(sum(n for _, n in decode(arch, replace(serving, b=1, l_out=2), 1, conventions).rows()))
+
+    def cache_blocks(self, block_tokens: int, memory_fraction) -> int:
+        """KV-cache blocks of ``block_tokens`` tokens the engine pages on the busiest device:
+        ``floor(memory_fraction (capacity - weights) / block bytes)``, the weights those of the
+        busiest device (``per_device.busiest_weights``), a block's bytes those of
+        ``kv_cache_bytes`` for one sequence of ``block_tokens`` tokens.  The engine's activation
+        workspace is taken to fit in the ``1 - memory_fraction`` left (TensorRT-LLM measures the
+        free memory after allocating it)."""
+        arch, serving = self._memory
+        self.system.require("the KV-cache pool of a load test", "hbm_capacity")
+        weights = busiest_weights(arch, prefill(arch, replace(serving, b=1, l_out=2)))
+        block = kv_cache_bytes(arch, 1, block_tokens, encoder=encoder_tokens(arch, replace(serving, b=1)),
+                               m1=serving.m1, p=serving.p, kv_dtype=serving.kv, mla=serving.mla)
+        free = Rational(memory_fraction) * (self.system.hbm_capacity - weights)
+        return max(int(floor(free / block)), 0)
 
     def _roofline(self, phase, conventions, with_weights=True):
         """Seconds of a phase: ``sum max(compute, memory)`` over its rows (``calibrated_run``)."""
@@ -150,14 +181,19 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     """Simulate the engine over ``requests`` requests (see the module docstring).
 
     Each step admits waiting requests that have arrived, first come first served, while the
-    engine has room (``max_batch`` sequences, ``max_tokens`` tokens: a prompt's ``P`` and one
-    per sequence decoding), then runs ``step(k, B, c) + step_overhead + kernels x kernel_overhead``
+    engine has room: ``max_batch`` sequences, ``max_tokens`` tokens (a prompt's ``P`` and one
+    per sequence decoding), and the KV cache's blocks (``step.cache_blocks``, where the step
+    states it: each request reserves ``ceil((P + O) / block_tokens)`` blocks until it leaves).
+    The step then runs ``step(k, B, c) + step_overhead + kernels x kernel_overhead``
     (``kernels``: ``step.kernels``, 0 for a step that does not state it): the admitted prompts
     yield their first token at its end (their time to first token, plus ``request_overhead``)
     and every sequence already running yields its next (one inter-token gap of the step's
-    duration).  A sequence leaves after ``output_tokens`` tokens.  All sequences advance
-    together, so they finish in the order they were admitted, and the mean context is
-    ``P + steps run since admission``, kept as a running sum."""
+    duration).  A prompt longer than ``max_tokens`` is admitted alone and prefilled in
+    ``n = ceil(P / max_tokens)`` chunks, one a step, each priced ``step(1, 0, 0) / n`` beside the
+    step's decodes: its first token comes at the end of the last.  A sequence leaves after
+    ``output_tokens`` tokens.  All sequences advance together, so they finish in the order they
+    were admitted, and the mean context is ``P + steps run since admission``, kept as a running
+    sum."""
     if not isinstance(output_tokens, int) or output_tokens < 1:
         raise InputError(f"output_tokens must be a positive integer, got {output_tokens!r}", "output_tokens")
     if not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
@@ -165,22 +201,40 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     prompt = step.prompt
-    if prompt > runtime.max_tokens:
-        raise InputError(f"a prompt of {prompt} tokens exceeds max_tokens={runtime.max_tokens}", "max_tokens")
+    chunks = -(-prompt // runtime.max_tokens)
+    blocks, need = _cache_limit(step, runtime, prompt + output_tokens)
     running, admitted_sum = deque(), 0         # running: the step index each sequence was admitted at
+    pending = None                             # [request, chunks left] of a long prompt being prefilled
     now, steps, nxt, ttft, gap_sum, gaps, last = 0.0, 0, 0, 0.0, 0.0, 0, 0.0
-    while nxt < requests or running:
-        if not running and times[nxt] > now:
+    while nxt < requests or running or pending:
+        if not running and pending is None and times[nxt] > now:
             now = times[nxt]
-        admitted, room = 0, runtime.max_tokens - len(running)
-        while (nxt + admitted < requests and times[nxt + admitted] <= now
-               and len(running) + admitted < runtime.max_batch and room >= prompt):
-            admitted, room = admitted + 1, room - prompt
         decoding = len(running)
         context = (prompt + steps - admitted_sum / decoding) if decoding else 0.0
-        duration = step(admitted, decoding, context) + overhead
+        held = decoding + (pending is not None)
+        admitted = 0
+        if chunks > 1:
+            if pending is None and nxt < requests and times[nxt] <= now and held < runtime.max_batch \
+                    and (held + 1) * need <= blocks:
+                pending, nxt = [nxt, chunks], nxt + 1
+            duration = (step(1, 0, 0.0) / chunks if pending else 0.0) \
+                + (step(0, decoding, context) if decoding else 0.0) + overhead
+        else:
+            room = runtime.max_tokens - decoding
+            while (nxt + admitted < requests and times[nxt + admitted] <= now
+                   and decoding + admitted < runtime.max_batch and room >= prompt
+                   and (decoding + admitted + 1) * need <= blocks):
+                admitted, room = admitted + 1, room - prompt
+            duration = step(admitted, decoding, context) + overhead
         now, steps = now + duration, steps + 1
         gap_sum, gaps = gap_sum + duration * decoding, gaps + decoding
+        if pending is not None:
+            pending[1] -= 1
+            if pending[1] == 0:              # the last chunk: the long prompt's first token
+                ttft += now - times[pending[0]]
+                running.append(steps)
+                admitted_sum += steps
+                pending = None
         for request in range(nxt, nxt + admitted):
             ttft += now - times[request]
             running.append(steps)
@@ -191,10 +245,24 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
             last = now
     span = last - times[0]
     return Load(mean_ttft=ttft / requests + float(runtime.request_overhead),
-                mean_itl=gap_sum / gaps if gaps else math.nan,
+                mean_itl=gap_sum / gaps if gaps else None,
                 request_throughput=requests / span,
                 total_token_throughput=requests * (prompt + output_tokens) / span,
                 output_token_throughput=requests * output_tokens / span)
+
+
+def _cache_limit(step, runtime: Runtime, length: int) -> tuple[float, int]:
+    """``(blocks in the pool, blocks a request reserves)``; ``(inf, 0)`` for a step that states no
+    cache (``cache_blocks``).  A request longer than the whole pool is refused: it would wait forever."""
+    if not hasattr(step, "cache_blocks"):
+        return math.inf, 0
+    blocks, need = step.cache_blocks(runtime.block_tokens, runtime.memory_fraction), -(-length // runtime.block_tokens)
+    if need > blocks:
+        raise InputError(f"a request of {length:,} tokens needs {need:,} KV-cache blocks of {runtime.block_tokens} "
+                         f"tokens, and the memory left by the weights holds {blocks:,} at memory_fraction="
+                         f"{float(runtime.memory_fraction):g}: a larger tensor or pipeline degree, a smaller KV "
+                         f"format (--kv-dtype) or a shorter request", "memory_fraction")
+    return blocks, need
 
 
 _SCALES = (Rational(1, 10**3), Rational(1, 10**6), Rational(1, 10**3))
