@@ -33,16 +33,25 @@ def _stats(errors: list[float]) -> str:
             f"{100 * p90:.1f} % | {100 * max(magnitudes):.1f} %")
 
 
-def summary_lines(rows) -> list[str]:
+def summary_lines(rows, by=None, heading: str = "source") -> list[str]:
+    """Errors of ``rows`` grouped by ``by(case)`` (sorted by its value; default: by source, in
+    the order of the rows), then of all of them."""
     groups = {}
-    for case, ideal, real, seconds in rows:
-        groups.setdefault(case.group, []).append((ideal / seconds - 1, real / seconds - 1))
+    for case, ideal, real, seconds in sorted(rows, key=lambda row: by(row[0])) if by else rows:
+        groups.setdefault(by(case) if by else case.group, []).append((ideal / seconds - 1, real / seconds - 1))
     groups["all"] = [e for g in list(groups.values()) for e in g]
-    lines = ["| source | cases | calibrated: median | mean | p90 | max abs. error | peak only: median | mean | p90 "
-             "| max |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| {heading} | cases | calibrated: median | mean | p90 | max abs. error | peak only: median | mean | "
+             "p90 | max |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, errors in groups.items():
         lines.append(f"| {name} | {len(errors)} | {_stats([r for _, r in errors])} | {_stats([i for i, _ in errors])} |")
     return lines
+
+
+def _length(case) -> str:
+    """A case's sequence length as a bucket: up to 2K, 4K, 8K, or longer (names that sort in
+    that order)."""
+    tokens = int(case.training.l)
+    return next((f"<= {k // 1024}K" for k in (2048, 4096, 8192) if tokens <= k), "> 8K")
 
 
 SERVED = (("mean_ttft", "TTFT", 1000, "ms"), ("mean_itl", "ITL", 1000, "ms"),
@@ -96,6 +105,8 @@ def write(folder: Path, cases, excluded, plot: bool = True, serving_cases=()) ->
         e = eff_module.efficiency(fam)
         lines.append(f"| {fam} | " + " | ".join(str(float(getattr(e, k))) for k in eff_module.FITTED) + " |")
     lines += ["", "## Error by source", ""] + summary_lines(rows)
+    lines += ["", "## Error by sequence length and by GPU", ""] + summary_lines(rows, _length, "tokens a sequence")
+    lines += [""] + summary_lines(rows, lambda case: case.system, "GPU")
     lines += ["", "## Every case", "", "| case | measured | s | calibrated | error | peak only | error | assumptions |",
               "|---|---|---|---|---|---|---|---|"]
     for case, ideal, real, seconds in rows:
