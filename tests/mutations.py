@@ -426,7 +426,21 @@ def run_tests(root: Path, tests=TESTS) -> subprocess.CompletedProcess:
 
 def _last_failure(output: str) -> str:
     lines = [line for line in output.splitlines() if line.startswith(("FAILED", "ERROR"))]
-    return lines[0].split(" ", 1)[1] if lines else output.strip().splitlines()[-1]
+    if lines:
+        return lines[0].split(" ", 1)[1]
+    printed = output.strip().splitlines()
+    return printed[-1] if printed else "(nothing printed)"
+
+
+CRASHED = (3, 4)
+"""pytest's exit statuses for its own internal error and a usage error: the harness failed, not
+the mutant's tests (a negative status, a signal, is a crash too)."""
+
+
+def crashed(result: subprocess.CompletedProcess) -> bool:
+    """Whether a test run ended without pytest's verdict: killed by a signal, an internal or a
+    usage error, or nothing printed at all."""
+    return result.returncode < 0 or result.returncode in CRASHED or not (result.stdout + result.stderr).strip()
 
 
 def failed_file(failure: str) -> str | None:
@@ -445,6 +459,9 @@ def check(mutation: Mutation | None, first: str | None = None, tests=TESTS) -> t
             mutation.apply(root)
         for files in filter(None, batches(first, tests)):
             result = run_tests(root, files)
+            if crashed(result):
+                raise RuntimeError(f"the test run of mutation {mutation.name if mutation else '(none)'} crashed "
+                                   f"(exit status {result.returncode}): {_last_failure(result.stdout + result.stderr)}")
             if result.returncode:
                 break
     return result.returncode != 0, _last_failure(result.stdout + result.stderr)

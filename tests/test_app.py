@@ -5,11 +5,14 @@ shows the numbers ``summary --json`` prints for the configuration typed into it.
 The oracle is the command line run here with the options written out by hand (``--set b=2 d=4``,
 ``--zero 1``, ...), not the page's own command.  The browser test needs Debian's ``chromium``
 and Playwright's Python package (``.ci/run`` installs both where it can); without either it is
-skipped, saying which is missing.  It saves the page as ``reports/app.png``."""
+skipped, saying which is missing.  It saves the page under its temporary folder, or where
+``SYMBOLIC_COST_SCREENSHOT`` names (``reports/app.png`` when the docs' screenshot is renewed):
+a test writes nothing into the tree by itself."""
 
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -162,7 +165,8 @@ def test_the_page_shows_what_summary_json_prints(tmp_path):
             printed = cli("formula", "--preset", "gpt2", "--total", "memory_bytes", "--set", "l=512", "m1=1",
                           "s1=1", "p=2", "d=4", "cp=1", "n_micro=4", "--precision", "bf16", "--flash", "--latex")[1]
             assert page.inner_text("#latex") == printed.strip() and "b" in printed     # b kept as a symbol
-            page.screenshot(path=str(ROOT / "reports" / "app.png"), full_page=True)
+            shot = os.environ.get("SYMBOLIC_COST_SCREENSHOT") or str(tmp_path / "app.png")
+            page.screenshot(path=shot, full_page=True)
 
             page.fill("#devices", "")
             page.click("#search-run")
@@ -197,17 +201,24 @@ def test_the_page_shows_what_summary_json_prints(tmp_path):
 def test_a_host_off_loopback_is_warned_about_and_still_served(monkeypatch, capsys):
     from symbolic_cost.app import server
 
-    class Stopped(server.HTTPServer):
-        """Binds nothing; stops at once, as Ctrl-C would."""
+    class Stopped:
+        """Binds nothing; serves nothing."""
         def __init__(self, address, handler):
-            self.server_address = address
+            self.server_address, self.RequestHandlerClass = address, handler
 
         def serve_forever(self):
-            raise KeyboardInterrupt
+            pass
+
+        def shutdown(self):
+            pass
 
         def server_close(self):
             pass
-    monkeypatch.setattr(server, "HTTPServer", Stopped)
+
+    def interrupted(self):
+        raise KeyboardInterrupt                # Ctrl-C in the main thread, which runs the answers
+    monkeypatch.setattr(server, "Server", Stopped)
+    monkeypatch.setattr(server.Jobs, "run_forever", interrupted)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")       # serve sets it; restored after the test
     assert main(["serve", "--host", "0.0.0.0", "--port", "8123"]) == 0
     printed = capsys.readouterr()

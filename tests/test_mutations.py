@@ -51,3 +51,11 @@ def test_a_failure_names_the_file_that_decides_the_verdict():
     assert mutations.failed_file(mutations._last_failure(
         "ERROR tests/test_fsdp.py - ImportError: boom\n1 error")) == "tests/test_fsdp.py"
     assert mutations.failed_file(mutations._last_failure("Traceback ...\nImportError: boom")) is None
+
+
+def test_a_crashed_run_is_the_harness_failing_not_a_kill():
+    import subprocess
+    assert mutations._last_failure("") == "(nothing printed)"
+    for status, out in ((-9, "partial"), (3, "INTERNALERROR"), (1, "")):
+        assert mutations.crashed(subprocess.CompletedProcess([], status, out, ""))
+    assert not mutations.crashed(subprocess.CompletedProcess([], 1, "FAILED tests/x.py::t - x", ""))

@@ -4,8 +4,20 @@ the command line's parsers accept (presets, systems, ZeRO stages, ...), and ``PO
 The command line is handed in by the ``serve`` command (its ``main`` and ``build_parser``): the
 page sits below it and imports none of it.
 
-One request at a time, in the main thread: the command line's time budget
-(``budget.time_limit``, a ``SIGALRM`` timer) then limits each answer as it limits a command."""
+Built for a network that may be hostile:
+
+* each connection is read by a thread of its own with a socket timeout (``READ_SECONDS``), so a
+  client that sends half a request, or nothing, holds only its own thread; at most
+  ``CONNECTIONS`` are open at once, and the next is answered ``503`` at once;
+* a body must state its ``Content-Length`` (an integer up to ``LARGEST_REQUEST``, else ``400``
+  or ``413``; none: ``411``), and a chunked body is refused (``411``), not misread;
+* the ``Host`` header must name the address and port the page is served on, and an ``Origin``,
+  when sent, must be that page (``403``): another site's script in the user's browser, or a DNS
+  name rebound to this machine, gets no answer;
+* the commands run one at a time in the main thread (``Jobs``): the command line's time budget
+  (``budget.time_limit``, a ``SIGALRM`` timer) limits each answer as it limits a command, and
+  at most ``WAITING`` answers queue (``503`` beyond).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +25,11 @@ import argparse
 import ipaddress
 import json
 import os
+import queue
 import socket
 import sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from symbolic_cost.app.commands import CHOICES, WORDS, answer
@@ -24,6 +38,12 @@ from symbolic_cost.checks import REPORT, InputError
 PAGE = Path(__file__).with_name("page.html")
 LARGEST_REQUEST = 1_000_000
 """Bytes a request body may hold (a config.json is a few kilobytes)."""
+READ_SECONDS = 10
+"""Seconds a connection may wait between the parts of its request before it is closed."""
+CONNECTIONS = 32
+"""Connections read at once; the next is answered ``503``."""
+WAITING = 8
+"""Answers that may wait for the main thread; the next is answered ``503``."""
 
 
 def parser_choices(build_parser, command: str) -> dict:
@@ -49,11 +69,45 @@ def choices(build_parser) -> dict:
             "field": formula["total"]}
 
 
+class Jobs:
+    """The answers the connections' threads hand to the main thread, which runs them one at a
+    time (``run_forever``): a command redirects the process's standard output and sets its
+    ``SIGALRM`` budget, neither of which threads may share."""
+
+    def __init__(self, size: int = WAITING):
+        self.waiting = queue.Queue(size)
+
+    def ask(self, work):
+        """``work()``'s result, run in the main thread; ``None`` when the queue is full."""
+        done, box = threading.Event(), {}
+        try:
+            self.waiting.put_nowait((work, box, done))
+        except queue.Full:
+            return None
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def run_forever(self):
+        while True:
+            work, box, done = self.waiting.get()
+            try:
+                box["value"] = work()
+            except Exception as error:        # handed back to the connection's thread
+                box["error"] = error
+            finally:
+                done.set()
+
+
 class Handler(BaseHTTPRequestHandler):
     """Answers the page's requests through the command line's ``main`` and ``build_parser`` (set by
-    ``serve``); logs nothing (the terminal shows the address only)."""
+    ``serve``, with the ``jobs`` queue and the ``origins`` allowed); logs nothing (the terminal
+    shows the address only)."""
 
-    main = build_parser = None
+    main = build_parser = jobs = None
+    origins: tuple | None = ()
+    timeout = READ_SECONDS                    # StreamRequestHandler: the socket's read timeout
 
     def log_message(self, *args) -> None:
         pass
@@ -69,7 +123,19 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, status: int, value) -> None:
         self.send(status, json.dumps(value).encode(), "application/json")
 
+    def refused(self) -> bool:
+        """Send ``403`` (and say so) when the ``Host`` is not one of ``origins`` (any, for a
+        wildcard address: ``None``) or an ``Origin`` is not the page of that ``Host``."""
+        host, origin = self.headers.get("Host"), self.headers.get("Origin")
+        if (self.origins is not None and host not in self.origins) or (origin is not None and origin != f"http://{host}"):
+            where = "this machine's addresses" if self.origins is None else self.origins[0]
+            self.send_json(403, {"error": f"this page answers requests for {where} from its own page only"})
+            return True
+        return False
+
     def do_GET(self) -> None:
+        if self.refused():
+            return
         if self.path in ("/", "/index.html"):
             self.send(200, PAGE.read_bytes(), "text/html; charset=utf-8")
         elif self.path == "/api/choices":
@@ -78,23 +144,77 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(404, {"error": f"no page {self.path}"})
 
     def do_POST(self) -> None:
+        if self.refused():
+            return
         kind = self.path.removeprefix("/api/")
         if kind not in WORDS:
             return self.send_json(404, {"error": f"no request {self.path}"})
-        size = int(self.headers.get("Content-Length") or 0)
-        if size > LARGEST_REQUEST:
-            return self.send_json(413, {"error": f"a request holds at most {LARGEST_REQUEST:,} bytes, got {size:,}"})
+        size = self.body_size()
+        if size is None:
+            return
         try:
             request = json.loads(self.rfile.read(size) or b"{}")
         except (ValueError, RecursionError):     # not JSON, or nested past the parser's depth
             return self.send_json(400, {"error": "a request is a JSON object"})
         try:
-            self.send_json(200, answer(kind, request, self.main))
+            answered = self.jobs.ask(lambda: answer(kind, request, self.main))
         except Exception as error:      # a bug of ours, as cli.main says of one: the server goes on
-            self.send_json(500, {"error": f"symbolic-cost: internal error: {type(error).__name__}: {error}; {REPORT}"})
+            return self.send_json(500, {"error": f"symbolic-cost: internal error: {type(error).__name__}: {error}; "
+                                                 f"{REPORT}"})
+        if answered is None:
+            return self.send_json(503, {"error": f"{WAITING} answers are waiting already: try again"})
+        self.send_json(200, answered)
+
+    def body_size(self) -> int | None:
+        """The body's stated length, or ``None`` after refusing the request: chunked or without
+        a length (411), a length that is not a whole number (400) or too large (413)."""
+        if self.headers.get("Transfer-Encoding"):
+            self.send_json(411, {"error": "a request states its Content-Length; a chunked body is not read"})
+            return None
+        stated = self.headers.get("Content-Length")
+        if stated is None:
+            self.send_json(411, {"error": "a request states its Content-Length"})
+            return None
+        if not stated.strip().isdigit():
+            self.send_json(400, {"error": f"Content-Length must be a whole number of bytes, got {stated[:40]!r}"})
+            return None
+        size = int(stated)
+        if size > LARGEST_REQUEST:
+            self.send_json(413, {"error": f"a request holds at most {LARGEST_REQUEST:,} bytes, got {size:,}"})
+            return None
+        return size
 
 
-class IPv6Server(HTTPServer):
+class Server(ThreadingHTTPServer):
+    """A thread for each connection, at most ``CONNECTIONS`` at once (the next is sent ``503`` and
+    closed); threads do not keep the process alive."""
+
+    daemon_threads = True
+
+    def __init__(self, address, handler):
+        self.open = threading.BoundedSemaphore(CONNECTIONS)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        if not self.open.acquire(blocking=False):
+            busy = json.dumps({"error": f"{CONNECTIONS} connections are open already: try again"}).encode()
+            try:
+                request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: %d\r\n\r\n%s" % (len(busy), busy))
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.open.release()
+
+
+class IPv6Server(Server):
     """The server on an IPv6 address (``--host ::1``)."""
     address_family = socket.AF_INET6
 
@@ -111,6 +231,23 @@ def loopback(host: str) -> bool:
         return False
 
 
+def origins(host: str, port: int) -> tuple | None:
+    """The ``Host`` values the page answers on ``host:port``: that address, and for a loopback
+    address the other names of this machine (``localhost``, ``127.0.0.1``, ``[::1]``); ``None``
+    (any) for a wildcard address (``0.0.0.0``, ``::``), reached by whatever name the network gives.
+
+    >>> origins("127.0.0.1", 8050)
+    ('127.0.0.1:8050', 'localhost:8050', '[::1]:8050')
+    >>> origins("0.0.0.0", 80) is None
+    True
+    """
+    if host in ("0.0.0.0", "::"):
+        return None
+    shown = f"[{host}]" if ":" in host else host
+    names = [shown] + (["localhost", "127.0.0.1", "[::1]"] if loopback(host) else [])
+    return tuple(dict.fromkeys(f"{name}:{port}" for name in names))
+
+
 def serve(host: str, port: int, main, build_parser) -> int:
     """Serve the page on ``host:port`` until interrupted, answering through the command line's
     ``main`` and ``build_parser``; the address goes to stdout as the first line (with ``port`` 0,
@@ -119,18 +256,24 @@ def serve(host: str, port: int, main, build_parser) -> int:
     if not loopback(host):
         print(f"symbolic-cost: warning: --host {host} is not a loopback address: anyone who can reach this "
               f"machine can use the page (it runs no code typed into it, but it has no password)", file=sys.stderr)
+    jobs = Jobs()
     try:
-        handler = type("CommandHandler", (Handler,), {"main": staticmethod(main),
-                                                      "build_parser": staticmethod(build_parser)})
-        server = (IPv6Server if ":" in host else HTTPServer)((host, port), handler)
+        server = (IPv6Server if ":" in host else Server)((host, port), Handler)
     except OSError as error:
         raise InputError(f"cannot listen on {host}:{port}: {error.strerror or error}", "port") from None
+    bound = server.server_address[1]
+    server.RequestHandlerClass = type("CommandHandler", (Handler,), {
+        "main": staticmethod(main), "build_parser": staticmethod(build_parser), "jobs": jobs,
+        "origins": origins(host, bound)})
     shown = f"[{host}]" if ":" in host else host
-    print(f"serving the page on http://{shown}:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
+    print(f"serving the page on http://{shown}:{bound}/ (Ctrl-C stops)", flush=True)
+    listener = threading.Thread(target=server.serve_forever, daemon=True)
+    listener.start()
     try:
-        server.serve_forever()
+        jobs.run_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        server.shutdown()
         server.server_close()
     return 0

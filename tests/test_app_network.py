@@ -1,0 +1,90 @@
+"""The page's server against slow, malformed and foreign clients (issue 66), on 127.0.0.1, each
+client bounded in count and time: a half request holds only its own connection, a body states a
+whole-number length (no chunks), the ``Host`` and ``Origin`` must be the page's, and connections
+past the limit are turned away at once.
+
+The server runs in this process (its listener and the answering queue in threads), with the
+limits made small here; the commands it answers are the command line's own."""
+
+import json
+import socket
+import threading
+
+import pytest
+
+from symbolic_cost.app import server
+from symbolic_cost.cli import build_parser, main
+
+WAIT = 60
+"""Seconds a client waits for an answer: a bound on a hung test, never a timing assertion."""
+
+
+@pytest.fixture
+def page(monkeypatch):
+    """A served page on a free port with at most 3 connections; its port."""
+    monkeypatch.setattr(server, "CONNECTIONS", 3)
+    httpd = server.Server(("127.0.0.1", 0), server.Handler)
+    port = httpd.server_address[1]
+    jobs = server.Jobs()
+    httpd.RequestHandlerClass = type("Handler", (server.Handler,), {
+        "main": staticmethod(main), "build_parser": staticmethod(build_parser), "jobs": jobs,
+        "origins": server.origins("127.0.0.1", port), "timeout": WAIT})
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=jobs.run_forever, daemon=True).start()
+    yield port
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def ask(port, text: str) -> tuple[int, dict]:
+    """Send ``text`` (``{port}`` filled in) as one raw request; the status and the JSON body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as client:
+        client.sendall(text.replace("{port}", str(port)).replace("\n", "\r\n").encode())
+        reply = b""
+        while chunk := client.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body) if body.startswith(b"{") else {}
+
+
+def post(body: str, **headers) -> str:
+    lines = ["POST /api/summary HTTP/1.1", "Host: 127.0.0.1:{port}", *(f"{k}: {v}" for k, v in headers.items())]
+    return "\n".join(lines) + "\n\n" + body
+
+
+def test_a_half_sent_request_holds_only_its_own_connection(page):
+    with socket.create_connection(("127.0.0.1", page), timeout=WAIT) as slow:
+        slow.sendall(b"POST /api/summary HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")     # and no more
+        status, choices = ask(page, "GET /api/choices HTTP/1.1\nHost: 127.0.0.1:{port}\n\n")
+    assert status == 200 and "gpt2" in choices["preset"]["choices"]
+
+
+@pytest.mark.parametrize("request_, status, message", [
+    (post("{}", **{"Content-Length": "abc"}), 400, "Content-Length must be a whole number of bytes, got 'abc'"),
+    (post("{}", **{"Content-Length": "-2"}), 400, "Content-Length must be a whole number of bytes, got '-2'"),
+    (post("2\n{}\n0\n", **{"Transfer-Encoding": "chunked"}), 411, "a chunked body is not read"),
+    (post(""), 411, "a request states its Content-Length"),
+    (post("", **{"Content-Length": "2000000"}), 413, "a request holds at most 1,000,000 bytes, got 2,000,000"),
+    ("GET /api/choices HTTP/1.1\nHost: evil.example:{port}\n\n", 403, "answers requests for 127.0.0.1:"),
+    (post("{}", **{"Content-Length": "2", "Origin": "http://evil.example"}), 403, "from its own page only"),
+])
+def test_malformed_and_foreign_requests_are_refused_naming_the_rule(page, request_, status, message):
+    got, body = ask(page, request_)
+    assert got == status and message in body["error"], body
+
+
+def test_a_request_from_the_page_itself_is_answered(page):
+    body = json.dumps({"model": "preset", "preset": "gpt2"})
+    status, answer = ask(page, post(body, **{"Content-Length": str(len(body)), "Origin": "http://localhost:{port}"})
+                         .replace("Host: 127.0.0.1", "Host: localhost"))
+    assert status == 200 and answer["status"] == 0 and answer["output"]["model"] == "gpt2"
+
+
+def test_connections_past_the_limit_are_turned_away_at_once(page):
+    idle = [socket.create_connection(("127.0.0.1", page), timeout=WAIT) for _ in range(3)]
+    try:
+        status, body = ask(page, "GET / HTTP/1.1\nHost: 127.0.0.1:{port}\n\n")
+        assert status == 503 and "3 connections are open already" in body["error"]
+    finally:
+        for client in idle:
+            client.close()
