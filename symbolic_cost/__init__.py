@@ -21,6 +21,10 @@ at 1,000; its memory at the peak was the same (772-780 MB; ``docs/fast.md``)."""
 if "sympy" not in sys.modules:
     os.environ.setdefault("SYMPY_CACHE_SIZE", SYMPY_CACHE_SIZE)
 
+REPORT = "this is a bug in symbolic_cost, not in your input: please report it with the command line"
+"""Where an unexpected internal error asks to be reported (the command line's and the page's);
+here, where reading it imports nothing (the command line answers from its cache without SymPy)."""
+
 _HOMES = {**dict.fromkeys(("Block", "Feedforward", "Heads", "Projections", "Residual", "Run", "Scores", "Wiring",
                            "attention", "mlp", "transformer_layer"), "symbolic_cost.blocks"),
           "Conventions": "symbolic_cost.conventions", "Collective": "symbolic_cost.cost", "Cost": "symbolic_cost.cost"}

@@ -315,7 +315,3 @@ def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") 
             except InputError as error:
                 shown_at = ", ".join(f"{s}={v}" for s, v in at.items())
                 raise InputError(f"{what} at {shown_at}: {error}", what) from None
-
-
-REPORT = "this is a bug in symbolic_cost, not in your input: please report it with the command line"
-"""Where an unexpected internal error asks to be reported (the command line's and the page's)."""

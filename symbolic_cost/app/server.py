@@ -33,7 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from symbolic_cost.app.commands import CHOICES, WORDS, answer
-from symbolic_cost.checks import REPORT, InputError
+from symbolic_cost import REPORT
+from symbolic_cost.checks import InputError
 
 PAGE = Path(__file__).with_name("page.html")
 LARGEST_REQUEST = 1_000_000

@@ -13,8 +13,7 @@ import importlib
 import os
 import sys
 
-from symbolic_cost import __version__
-from symbolic_cost.checks import REPORT  # noqa: F401  (cli.REPORT: what an internal error asks)
+from symbolic_cost import REPORT, __version__  # noqa: F401  (cli.REPORT: what an internal error asks)
 from symbolic_cost.cli import answers
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",

@@ -55,6 +55,10 @@ def known(text: str, option: str) -> str:
     return text
 
 
+EXPANSION = 1_000_000
+"""Most characters one line of a launch script may expand to (its values are a few kilobytes)."""
+
+
 class _Shell:
     def __init__(self, what: str):
         self.what, self.scalars, self.arrays, self.frames = what, {}, {}, []
@@ -65,8 +69,20 @@ class _Shell:
         return self.scalars.get(name)
 
     def expand(self, text: str, split_arrays: bool = True) -> str:
-        """Variables put into ``text`` (arrays as their quoted elements, or words when unquoted)."""
+        """Variables put into ``text`` (arrays as their quoted elements, or words when unquoted),
+        refused past ``EXPANSION`` characters: each value is counted before it is put in, so a
+        variable doubled on every line (``A=$A$A``) stops at the line that passes it."""
+        produced = [len(text)]
+
         def put(match):
+            value = fill(match)
+            produced[0] += len(value)
+            if produced[0] > EXPANSION:
+                raise InputError(f"{self.what}: a line expands past {EXPANSION:,} characters (a variable that "
+                                 f"grows on every line?); a launch script's values are short", self.what)
+            return value
+
+        def fill(match):
             array, name, default, arithmetic, command, plain = match.groups()
             if array is not None:
                 elements = self.arrays.get(array, [])
@@ -217,8 +233,9 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",)) -> Launch:
 
 def _words(shell: _Shell, text: str) -> list | None:
     """The words of ``text`` with its variables put in (None where the shell's quoting is beyond shlex)."""
+    expanded = shell.expand(text)           # an expansion past its bound is refused, not taken for quoting
     try:
-        return shlex.split(shell.expand(text))
+        return shlex.split(expanded)
     except ValueError:
         return None
 

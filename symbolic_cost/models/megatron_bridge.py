@@ -91,18 +91,54 @@ ATTENTION_BACKENDS = {1: "flash", 2: "fused", 3: "unfused", 4: "local", 5: "auto
 """Megatron-Core's ``AttnBackend`` enumeration, serialised by its value."""
 
 
+YAML_NODES = 100_000
+"""Most nodes a YAML file may hold once its aliases are expanded: a configuration holds hundreds;
+a file of a kilobyte whose aliases nest (``a: &a [x, x]``, ``b: &b [*a, *a]``, ...) expands to
+billions, and a reader walking it would never end."""
+
+
 def load_yaml(text: str, name: str, flag: str):
-    """The YAML's content (PyYAML's safe loader; the optional extra ``symbolic_cost[yaml]``)."""
+    """The YAML's content (PyYAML's safe loader; the optional extra ``symbolic_cost[yaml]``),
+    refused when its aliases expand it past ``YAML_NODES`` nodes (counted on the composed graph,
+    each shared node once, before anything is expanded)."""
     try:
         import yaml
     except ImportError:
         raise InputError(f"{flag} needs PyYAML: pip install 'symbolic_cost[yaml]'", flag) from None
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = expanded_nodes(node)
+        if size > YAML_NODES:
+            raise InputError(f"{flag}: {name} expands to {size:,} nodes through its aliases (at most "
+                             f"{YAML_NODES:,}): not a configuration", flag)
+        return loader.construct_document(node)
     except RecursionError:
         raise InputError(f"{flag}: {name} is nested too deeply to be a configuration", flag) from None
     except yaml.YAMLError as error:
         raise InputError(f"{name}: not a YAML file ({error})", flag) from None
+    finally:
+        loader.dispose()
+
+
+def expanded_nodes(node) -> int:
+    """Nodes of a composed YAML graph as if every alias were expanded: a node counts once for each
+    path to it (mapping keys and values, sequence items), each shared node summed once."""
+    import yaml
+    counted: dict = {}
+
+    def count(item) -> int:
+        if id(item) not in counted:
+            counted[id(item)] = 1      # a node that holds itself counts once (PyYAML refuses to build it)
+            if isinstance(item, yaml.MappingNode):
+                children = [part for pair in item.value for part in pair]
+            else:
+                children = item.value if isinstance(item, yaml.SequenceNode) else []
+            counted[id(item)] = 1 + sum(count(child) for child in children)
+        return counted[id(item)]
+    return count(node)
 
 
 def load(text: str, name: str) -> dict:

@@ -70,13 +70,30 @@ def layout_stages(layout: str) -> list[str]:
     """
     if not isinstance(layout, str):
         raise InputError(f"pipeline_layout must be a string, got {layout!r}", "pipeline_layout")
-    text = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), layout.replace(",", ""))
-    text = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    text = _expanded(r"\(([^)]+)\)\*(\d+)", layout.replace(",", ""), layout)
+    text = _expanded(r"(.)\*(\d+)", text, layout)
     unknown = sorted(set(text) - set("EtmL|"))
     if unknown:
         raise InputError(f"pipeline_layout {layout!r}: {''.join(unknown)!r} is not a layer (E, t, m, L, "
                          "stages split by |, (group)*n and x*n repeats)", "pipeline_layout")
     return text.split("|")
+
+
+LAYOUT_LENGTH = 1_000_000
+"""Most characters a pipeline layout may expand to: a model's layers and stages are thousands at
+most, and ``(t|)*1000000000`` would take gigabytes before any check could see it."""
+
+
+def _expanded(pattern: str, text: str, layout: str) -> str:
+    """``text`` with each ``pattern`` match (a group and a count) written out that many times,
+    refused when the result would pass ``LAYOUT_LENGTH`` characters: the length is summed before
+    anything is written."""
+    matches = list(re.finditer(pattern, text))
+    length = len(text) + sum(len(m.group(1)) * int(m.group(2)) - len(m.group(0)) for m in matches)
+    if length > LAYOUT_LENGTH:
+        raise InputError(f"pipeline_layout {layout[:60]!r} expands to {length:,} characters (at most "
+                         f"{LAYOUT_LENGTH:,}); a layout names each stage of the model", "pipeline_layout")
+    return re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
 
 
 def layout_layers(layout: str, depth: int, p: int) -> list:
