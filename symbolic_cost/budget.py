@@ -1,6 +1,7 @@
-"""The time budget: ``time_limit`` runs a piece of work for at most so many seconds and then
-refuses it with the library's ``InputError``, as any other bad input (a formula SymPy would take
-minutes to simplify).  It imports only ``checks``, so every module may use it."""
+"""The time budget: ``time_limit`` runs a piece of work for at most so many seconds of CPU time and
+then refuses it with the library's ``InputError``, as any other bad input (a formula SymPy would
+take minutes to simplify).  CPU time, not wall time: on a machine busy with other work a command
+gets the same budget as on an idle one.  It imports only ``checks``, so every module may use it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ class _Expired(BaseException):
 
 
 AGAIN = 0.25
-"""Seconds between further expiries once the budget is spent.  The one that ends the body can be
+"""CPU seconds between further expiries once the budget is spent.  The one that ends the body can be
 swallowed: Python reports and ignores an exception raised inside a finalizer (``__del__``, a weakref
 callback the garbage collector runs in the middle of SymPy's work), and a single expiry lost there
 let the body run on unlimited."""
@@ -25,18 +26,20 @@ let the body run on unlimited."""
 
 @contextmanager
 def time_limit(seconds, what: str, argument: str | None = None):
-    """Run the body for at most ``seconds`` of wall time, then refuse with an ``InputError``
-    naming ``argument``: ``what`` says what took too long and how to make it smaller.
+    """Run the body for at most ``seconds`` of the process's CPU time (user and system, every
+    thread), then refuse with an ``InputError`` naming ``argument``: ``what`` says what took too
+    long and how to make it smaller.
 
-    A ``SIGALRM`` timer, so it limits only the main thread of a process on a system that has one
-    (elsewhere, or with ``seconds`` None, the body runs unlimited).
+    A ``SIGPROF`` timer (``ITIMER_PROF``), so it limits only the main thread of a process on a
+    system that has one (elsewhere, or with ``seconds`` None, the body runs unlimited); a body
+    that waits without computing spends none of it.
 
-    >>> import time
-    >>> with time_limit(0.05, "sleeping"):
-    ...     time.sleep(1)
+    >>> with time_limit(0.05, "counting"):
+    ...     while True:
+    ...         pass
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: gave up after 0.05 s: sleeping
+    symbolic_cost.checks.InputError: gave up after 0.05 s of CPU time: counting
     """
     if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
@@ -48,16 +51,16 @@ def time_limit(seconds, what: str, argument: str | None = None):
         if running:
             raise _Expired
 
-    previous = signal.signal(signal.SIGALRM, expire)
+    previous = signal.signal(signal.SIGPROF, expire)
     try:
-        signal.setitimer(signal.ITIMER_REAL, seconds, AGAIN)
+        signal.setitimer(signal.ITIMER_PROF, seconds, AGAIN)
         try:
             yield
         finally:        # expiring on the way out (before ``running`` is cleared) is caught below
             running = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
     except _Expired:
-        raise InputError(f"gave up after {seconds} s: {what}", argument) from None
+        raise InputError(f"gave up after {seconds} s of CPU time: {what}", argument) from None
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)

@@ -15,7 +15,7 @@ Built for a network that may be hostile:
   when sent, must be that page (``403``): another site's script in the user's browser, or a DNS
   name rebound to this machine, gets no answer;
 * the commands run one at a time in the main thread (``Jobs``): the command line's time budget
-  (``budget.time_limit``, a ``SIGALRM`` timer) limits each answer as it limits a command, and
+  (``budget.time_limit``, a CPU-time ``SIGPROF`` timer) limits each answer as it limits a command, and
   at most ``WAITING`` answers queue (``503`` beyond).
 """
 
@@ -73,7 +73,7 @@ def choices(build_parser) -> dict:
 class Jobs:
     """The answers the connections' threads hand to the main thread, which runs them one at a
     time (``run_forever``): a command redirects the process's standard output and sets its
-    ``SIGALRM`` budget, neither of which threads may share."""
+    ``SIGPROF`` budget, neither of which threads may share."""
 
     def __init__(self, size: int = WAITING):
         self.waiting = queue.Queue(size)
