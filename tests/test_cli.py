@@ -495,3 +495,28 @@ def test_sweep_top_gives_the_plain_sweeps_rows_of_least_by(capsys, dask):
         assert len(plain) > 4
         top = table(["sweep", *argv, "--top", "4", "--by", by, *(["--dask", "1"] if dask else [])])
         pd.testing.assert_frame_equal(top, expected, check_exact=True)
+
+
+def test_the_command_list_answers_without_loading_a_command():
+    """``--help`` (and a command line naming no command) lists every command with the summary its
+    module's docstring gives, read from the source: neither SymPy, pandas nor a command module is
+    imported (the benchmark times it; here only what it imports is checked)."""
+    import subprocess
+    import sys
+    code = ("import contextlib, io, sys\nfrom symbolic_cost.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])\n"
+            "print(sorted(m for m in sys.modules if m in ('sympy', 'pandas', 'numpy') or m.startswith('symbolic_cost.cli.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "['symbolic_cost.cli.answers', 'symbolic_cost.cli.parser']"
+
+
+@pytest.mark.parametrize("name", __import__("symbolic_cost.cli", fromlist=["NAMES"]).NAMES)
+def test_each_listed_summary_is_its_commands_description(name):
+    import importlib
+    from symbolic_cost.cli import build_parser, commands_parser
+    listed = next(a for a in commands_parser()._actions if a.dest == "command")._choices_actions
+    shown = {action.dest: action.help for action in listed}
+    full = build_parser(name)
+    described = next(a for a in full._actions if a.dest == "command").choices[name].description
+    assert shown[name] == described
+    assert importlib.import_module(f"symbolic_cost.cli.{name}").__doc__.strip().startswith(described.split()[0])

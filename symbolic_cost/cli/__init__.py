@@ -30,15 +30,41 @@ def __getattr__(name):
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The ``symbolic-cost`` parser with every subcommand, or with ``only`` that one: a call
     imports the modules of the command it runs and no other (pandas, plotting)."""
-    from symbolic_cost.cli.options import Parser, command
+    from symbolic_cost.cli.options import command
+    parser, sub = _top()
+    for name in NAMES if only is None else (only,):
+        command(sub, importlib.import_module(f"symbolic_cost.cli.{name}"))
+    return parser
+
+
+def _top():
+    """The ``symbolic-cost`` parser without its commands, and the action that takes them."""
+    from symbolic_cost.cli.parser import Parser
     parser = Parser(prog="symbolic-cost", description="The cost of training a transformer (FLOPs, memory, "
                     "communication, time) as exact formulas, tables and reproductions.",
                     epilog="symbolic-cost COMMAND --help describes a command, its defaults and examples")
     parser.add_argument("--version", action="version", version=f"symbolic-cost {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in NAMES if only is None else (only,):
-        command(sub, importlib.import_module(f"symbolic_cost.cli.{name}"))
+    return parser, parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+
+def commands_parser() -> argparse.ArgumentParser:
+    """The parser of a command line that names no command (``--help``, ``--version``, nothing, a
+    misspelt command): every command listed with its summary, read from its module's docstring
+    without importing the module (``summary_of``), so that it answers at once."""
+    parser, sub = _top()
+    for name in NAMES:
+        sub.add_parser(name, help=summary_of(name))
     return parser
+
+
+def summary_of(name: str) -> str:
+    """The first paragraph of the docstring of the command ``name``'s module, read from its source
+    (what ``options.command`` shows as the command's description)."""
+    import ast
+    from importlib.util import find_spec
+    with open(find_spec(f"symbolic_cost.cli.{name}").origin, encoding="utf-8") as source:
+        doc = ast.get_docstring(ast.parse(source.read()), clean=False)
+    return " ".join(doc.strip().split("\n\n")[0].split())
 
 
 def _chosen(argv) -> str | None:
@@ -90,10 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:             # as below: output piped into `head` and closed
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    from symbolic_cost.budget import time_limit
-    from symbolic_cost.cli.options import UsageError, honour_tensor
+    from symbolic_cost.cli.parser import UsageError
     try:
-        args = build_parser(_chosen(argv)).parse_args(argv)
+        chosen = _chosen(argv)
+        args = (build_parser(chosen) if chosen else commands_parser()).parse_args(argv)
+        from symbolic_cost.budget import time_limit
+        from symbolic_cost.cli.options import honour_tensor
         honour_tensor(args)
         with time_limit(TIME_LIMIT if args.command in LIMITED else None, SLOW), \
                 answers.recording(words or []) as keep:

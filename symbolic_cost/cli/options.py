@@ -13,6 +13,7 @@ import argparse
 from fractions import Fraction
 
 from symbolic_cost import conventions as conv
+from symbolic_cost.cli.parser import MAX_INTEGER, Parser, UsageError, integer, text  # noqa: F401  (options.*)
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, Training
@@ -30,61 +31,6 @@ CONVENTIONS = "default"
 MODEL = "gpt3-175b"
 UNIT = "gib"
 """Defaults of ``--system``, ``--conventions``, ``--preset`` and ``--units``."""
-
-
-class UsageError(Exception):
-    """A command line argparse refused; ``main`` prints it as one line and exits 2."""
-
-
-MAX_INTEGER = 2**53
-"""Largest integer an option takes (the largest a float holds exactly)."""
-
-
-def integer(minimum: int = 1, maximum: int = MAX_INTEGER):
-    """An option type: an integer from ``minimum`` to ``maximum`` (``MAX_INTEGER`` unless the
-    option's work grows with it).  ``type=int`` means ``integer(1)`` in every ``Parser`` (a
-    size, a count, a degree), so a new integer option is checked without code of its own; an
-    option that takes 0 or -1 says so."""
-    largest = "2**53" if maximum == MAX_INTEGER else f"{maximum:,}"
-
-    def read(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expects an integer, got {text!r}") from None
-        if not minimum <= value <= maximum:
-            raise argparse.ArgumentTypeError(f"must be an integer from {minimum} to {largest}, got {value}")
-        return value
-    read.__name__ = f"integer >= {minimum}"
-    return read
-
-
-def text(value: str) -> str:
-    """The type of every option that takes text: refused when empty or blank (``--row ''`` or
-    ``--hf-model ''`` would read as not given, and the option be ignored)."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError(f"expects a value, got {value!r}")
-    return value
-
-
-class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors raise ``UsageError`` instead of printing usage, whose
-    ``type=int`` options take positive integers (``integer``) and whose text options refuse an
-    empty value (``text``)."""
-
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        self.register("type", int, integer(1))
-        self.register("type", None, text)
-
-    def add_subparsers(self, **kw):
-        """The commands: the words after one are its own parser's to read (``text`` there)."""
-        action = super().add_subparsers(**kw)
-        action.type = str
-        return action
-
-    def error(self, message):
-        raise UsageError(f"{self.prog}: error: {message}")
 
 
 class Given(argparse.Action):
