@@ -235,7 +235,8 @@ def test_a_prefill_only_load_test_prints_valid_json(capsys):
 
 
 @pytest.mark.parametrize("words, message", [
-    (["--max-batch", "8"], "--max-batch sets the --rate simulation; give --rate too"),
+    (["--max-batch", "8"], "--max-batch sets the --rate simulation; give --rate (or --slo-ttft, --slo-itl) too"),
+    (["--slo-ttft", "-1"], "--slo-ttft must be a positive number of seconds"),
     (["--rate", "2", "--memory-fraction", "1.5"], "--memory-fraction must be a number in (0, 1], got '1.5'"),
     (["--rate", "2", "--block-tokens", "0"], "--block-tokens"),
 ])
@@ -243,3 +244,44 @@ def test_the_engine_limits_on_the_command_line_are_checked(words, message, capsy
     from symbolic_cost.cli import main
     assert main(["inference", "--preset", "gpt2", "--set", "l_in=64", "l_out=4", *words]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_percentiles_of_requests_sent_at_once_to_a_one_sequence_engine():
+    # five one-token requests at once, one at a time, 10 ms each: first tokens at 10, 20, ..., 50 ms;
+    # numpy's linear percentile: p50 the middle one, p90 at rank 3.6, p99 at rank 3.96
+    load = serve(Constant(0.01), 1, None, requests=5, runtime=Runtime(0, 0, max_batch=1))
+    assert (load.p50_ttft, load.p90_ttft, load.p99_ttft) == pytest.approx((0.03, 0.046, 0.0496))
+    assert (load.p50_e2e, load.p90_e2e) == pytest.approx((0.03, 0.046))
+    assert load.p50_itl is None and load.goodput is None
+
+
+def test_goodput_counts_the_requests_that_meet_the_slo():
+    # three two-token requests at once, one at a time: first tokens at 10, 30, 50 ms, each a 10 ms
+    # gap later done (the run spans 60 ms); a TTFT of 35 ms at most keeps the first two
+    load = serve(Constant(0.01), 2, None, requests=3, runtime=Runtime(0, 0, max_batch=1), slo=(0.035, 0.02))
+    assert load.slo_attained == pytest.approx(2 / 3) and load.goodput == pytest.approx(2 / 0.06)
+    assert serve(Constant(0.01), 2, None, requests=3, runtime=Runtime(0, 0, max_batch=1),
+                 slo=(1.0, 0.005)).slo_attained == 0
+
+
+@pytest.mark.parametrize("load_factor", [0.3, 0.6, 0.8])
+def test_one_token_requests_on_a_one_sequence_engine_queue_as_m_d_1(load_factor):
+    # Poisson arrivals, one server, a fixed service time D: Pollaczek-Khinchine's mean wait
+    # rho D / (2 (1 - rho)), so the mean time to first token is D + that (a textbook closed form)
+    service = 0.01
+    load = serve(Constant(service), 1, load_factor / service, requests=40_000, runtime=Runtime(0, 0, max_batch=1),
+                 seed=5)
+    expected = service + load_factor * service / (2 * (1 - load_factor))
+    assert load.mean_ttft == pytest.approx(expected, rel=0.05)
+
+
+def test_the_sustained_rate_meets_the_slo_and_a_faster_one_does_not():
+    from symbolic_cost.inference.load import sustained_rate
+    slo, runtime = (0.03, 1.0), Runtime(0, 0, max_batch=1)
+    rate, at = sustained_rate(Constant(0.01), 1, slo, 90, requests=2000, runtime=runtime)
+    assert at.p90_ttft <= slo[0] and at.request_throughput > 0
+    faster = serve(Constant(0.01), 1, rate * 1.05, requests=2000, runtime=runtime, slo=slo)
+    assert faster.p90_ttft > slo[0]
+    assert sustained_rate(Constant(0.01), 1, (0.005, 1.0), 90, runtime=runtime) == (0.0, None)
+    with pytest.raises(InputError, match="one of 50, 90, 99"):
+        sustained_rate(Constant(0.01), 1, slo, 95)

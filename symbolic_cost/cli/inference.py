@@ -109,6 +109,14 @@ def add_arguments(parser) -> None:
                         "length when admitted")
     options.option(load, "--block-tokens", type=options.integer(1, 4096), default=32, metavar="N", action=options.Given,
                    help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block, default 32; vLLM's is 16)")
+    options.option(load, "--slo-ttft", type=_seconds("--slo-ttft"), metavar="S",
+                   help="a service-level objective on the time to first token, seconds: with --rate, the goodput "
+                        "(requests/s meeting every --slo-*); without it, the highest rate whose --slo-percentile "
+                        "TTFT and ITL meet them")
+    options.option(load, "--slo-itl", type=_seconds("--slo-itl"), metavar="S",
+                   help="a service-level objective on the inter-token latency, seconds (as --slo-ttft)")
+    options.option(load, "--slo-percentile", type=int, choices=(50, 90, 99), default=90, action=options.Given,
+                   help="the percentile of TTFT and ITL the highest sustained rate keeps within the SLO (default 90)")
     options.counting(parser)
     options.time_model(parser)
     options.units(parser)
@@ -145,21 +153,40 @@ def _fraction(text: str) -> Fraction:
     return value
 
 
+def _seconds(flag: str):
+    """An option type: a positive, finite number of seconds."""
+    def read(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{flag} must be a positive number of seconds, got {text!r}")
+        return value
+    return read
+
+
 def load_test(args, arch, serving) -> dict:
     """``inference.load.serve`` of the configuration at ``--rate`` with the engine's limits
-    (``--max-batch``, ``--max-tokens``, ``--memory-fraction``, ``--block-tokens``):
-    ``{quantity: value}`` in seconds, requests/s and tokens/s (``None`` where no request has two
-    tokens to time a gap between)."""
+    (``--max-batch``, ``--max-tokens``, ``--memory-fraction``, ``--block-tokens``) and the SLO
+    (``--slo-ttft``, ``--slo-itl``): ``{quantity: value}`` in seconds, requests/s and tokens/s
+    (``None`` where no request has two tokens to time a gap between).  Without ``--rate``, the
+    highest rate the SLO allows (``load.sustained_rate``) as ``sustained_rate``, and the test at it."""
     from dataclasses import asdict
     from sympy import Rational
-    from symbolic_cost.inference.load import Runtime, StepModel, serve
+    from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
-        raise InputError("--rate needs numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
+        raise InputError("--rate and --slo-* need numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
     step = StepModel(arch, serving, args.system, conventions(args))
-    rate = None if args.rate == "inf" else args.rate
     runtime = Runtime(max_batch=args.max_batch, max_tokens=args.max_tokens, block_tokens=args.block_tokens,
                       memory_fraction=Rational(args.memory_fraction.numerator, args.memory_fraction.denominator))
-    return asdict(serve(step, int(serving.l_out), rate, args.requests, runtime))
+    slo = None if args.slo_ttft is None and args.slo_itl is None else \
+        (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
+    if args.rate is None:
+        rate, at = sustained_rate(step, int(serving.l_out), slo, args.slo_percentile, args.requests, runtime)
+        return {"sustained_rate": rate, **(asdict(at) if at else {})}
+    rate = None if args.rate == "inf" else args.rate
+    return asdict(serve(step, int(serving.l_out), rate, args.requests, runtime, slo=slo))
 
 
 def configuration(args, keep=()):
@@ -237,9 +264,13 @@ def run(args) -> int:
     if options.given(args, "overheads") and (args.grid or args.field) and "max_batch" not in (args.field or []):
         raise InputError("--overheads changes the largest batch that fits; with --field or --grid name max_batch "
                          "(the other fields count the tensors only)", "--overheads")
-    for name in ("requests", "max_batch", "max_tokens", "memory_fraction", "block_tokens"):
-        if options.given(args, name) and args.rate is None:
-            raise InputError(f"--{name.replace('_', '-')} sets the --rate simulation; give --rate too", name)
+    simulated = args.rate is not None or args.slo_ttft is not None or args.slo_itl is not None
+    for name in ("requests", "max_batch", "max_tokens", "memory_fraction", "block_tokens", "slo_percentile"):
+        if options.given(args, name) and not simulated:
+            raise InputError(f"--{name.replace('_', '-')} sets the --rate simulation; give --rate (or --slo-ttft, "
+                             f"--slo-itl) too", name)
+    if simulated and (args.grid or args.field):
+        raise InputError("--slo-* runs load tests; it does not combine with --field or --grid", "slo_ttft")
     if args.grid:
         grid = {str(k): v for k, v in grid_values(args.grid, assignments(args.set)).items()}
         plain = ["ttft_s", "tpot_s", "tokens_per_s", "memory_bytes"]
@@ -265,7 +296,7 @@ def report(args) -> int:
     names = [name for name in ALL_FIELDS if arch.moe is None or name != "crossover_batch"]
     out = {name: None if value == oo else number(value) for name, value in expressions(args, names).items()}
     never = arch.moe is None and out["crossover_batch"] is None     # JSON: null, as the text's "never"
-    load = load_test(args, arch, s) if args.rate is not None else None
+    load = load_test(args, arch, s) if args.rate is not None or args.slo_ttft or args.slo_itl else None
     moments = {m.name: number(m.bytes) for m in serving_timeline(arch, s, conventions(args))}
     at = max(moments, key=moments.get)                  # the first of equals, as peak.peak_moment
     overheads = get_overheads(args.overheads)
@@ -309,12 +340,7 @@ def report(args) -> int:
     most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
     print(f"largest batch whose peak fits: {most}; {turns}")
     if load:
-        ms = lambda name: amount(load[name], "seconds", args.units)  # noqa: E731
-        itl = ms("mean_itl") if load["mean_itl"] is not None else "none (one token a request)"
-        print(f"under load ({args.requests} requests at {args.rate} per second, in-flight batching, calibrated "
-              f"{args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {itl}; "
-              f"{load['request_throughput']:.4g} requests/s, {load['output_token_throughput']:.6g} output tokens/s, "
-              f"{load['total_token_throughput']:.6g} tokens/s in all")
+        _print_load(args, load)
     for note in arch.notes:
         print(f"note: {note}")
     return 0
@@ -346,3 +372,25 @@ def _prefill_report(args, arch, s) -> int:
     for note in arch.notes:
         print(f"note: {note}")
     return 0
+
+
+def _print_load(args, load: dict) -> None:
+    """The load test's lines: the means and throughputs, the percentiles, the SLO's answer."""
+    def ms(name):
+        return amount(load[name], "seconds", args.units) if load[name] is not None else "none (one token a request)"
+    if "sustained_rate" in load and not load["sustained_rate"]:
+        print(f"no rate meets the SLO: a lone request misses p{args.slo_percentile} TTFT <= {args.slo_ttft or 'any'} s "
+              f"or ITL <= {args.slo_itl or 'any'} s")
+        return
+    rate = f"{load['sustained_rate']:.4g} (the highest whose p{args.slo_percentile} TTFT and ITL meet the SLO)" \
+        if "sustained_rate" in load else args.rate
+    print(f"under load ({args.requests} requests at {rate} per second, in-flight batching, calibrated "
+          f"{args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
+          f"{load['request_throughput']:.4g} requests/s, {load['output_token_throughput']:.6g} output tokens/s, "
+          f"{load['total_token_throughput']:.6g} tokens/s in all")
+    print("percentiles (p50, p90, p99): " + "; ".join(
+        f"{what} {', '.join(ms(f'p{q}_{key}') for q in (50, 90, 99))}"
+        for what, key in (("TTFT", "ttft"), ("ITL", "itl"), ("end to end", "e2e"))))
+    if load.get("goodput") is not None:
+        print(f"goodput: {load['goodput']:.4g} requests/s meet TTFT <= {args.slo_ttft or 'any'} s and ITL <= "
+              f"{args.slo_itl or 'any'} s ({100 * load['slo_attained']:.1f} % of requests)")

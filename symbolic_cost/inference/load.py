@@ -146,13 +146,59 @@ class StepModel:
 
 @dataclass(frozen=True)
 class Load:
-    """What a load test measures (seconds, requests/s, tokens/s)."""
+    """What a load test measures (seconds, requests/s, tokens/s): the means, and the 50th, 90th
+    and 99th percentiles of the time to first token, the inter-token latency (over every gap
+    between two tokens of a request) and the end-to-end latency (arrival to last token), each
+    linear between the order statistics as numpy's ``percentile`` (and vLLM's and TensorRT-LLM's
+    benchmarks) take them; ``None`` where no request has two tokens.  With a service-level
+    objective (``serve``'s ``slo``): ``slo_attained``, the share of requests whose time to first
+    token and mean inter-token latency meet it, and ``goodput``, those requests per second."""
 
     mean_ttft: float
-    mean_itl: float
+    mean_itl: float | None
     request_throughput: float
     total_token_throughput: float
     output_token_throughput: float
+    p50_ttft: float = 0.0
+    p90_ttft: float = 0.0
+    p99_ttft: float = 0.0
+    p50_itl: float | None = None
+    p90_itl: float | None = None
+    p99_itl: float | None = None
+    mean_e2e: float = 0.0
+    p50_e2e: float = 0.0
+    p90_e2e: float = 0.0
+    p99_e2e: float = 0.0
+    slo_attained: float | None = None
+    goodput: float | None = None
+
+
+PERCENTILES = (50, 90, 99)
+"""The percentiles a load test reports."""
+
+
+def percentile(pairs, q: float) -> float:
+    """The ``q``-th percentile of values given as ``(value, count)`` pairs, as numpy's
+    ``percentile`` takes it over the values written out ``count`` times each (linear between
+    the two order statistics around rank ``q/100 (n - 1)``).
+
+    >>> percentile([(3.0, 1), (1.0, 1), (2.0, 2)], 50), percentile([(1.0, 1), (2.0, 1)], 90)
+    (2.0, 1.9)
+    """
+    ordered = sorted((value, count) for value, count in pairs if count > 0)
+    total = sum(count for _, count in ordered)
+    rank = q / 100 * (total - 1)
+    below, above = math.floor(rank), math.ceil(rank)
+
+    def at(position):
+        seen = 0
+        for value, count in ordered:
+            seen += count
+            if position < seen:
+                return value
+        return ordered[-1][0]
+    low = at(below)
+    return low + (at(above) - low) * (rank - below)
 
 
 def arrivals(requests: int, rate, seed: int = 0) -> list[float]:
@@ -177,7 +223,7 @@ tests published (TensorRT-LLM's) send 500 to a few thousand."""
 
 
 def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
-          seed: int = 0) -> Load:
+          seed: int = 0, slo: tuple | None = None) -> Load:
     """Simulate the engine over ``requests`` requests (see the module docstring).
 
     Each step admits waiting requests that have arrived, first come first served, while the
@@ -193,7 +239,8 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     step's decodes: its first token comes at the end of the last.  A sequence leaves after
     ``output_tokens`` tokens.  All sequences advance together, so they finish in the order they
     were admitted, and the mean context is ``P + steps run since admission``, kept as a running
-    sum."""
+    sum.  ``slo``: ``(seconds to first token, seconds between tokens)`` a request must meet to
+    count in the goodput (``Load``)."""
     if not isinstance(output_tokens, int) or output_tokens < 1:
         raise InputError(f"output_tokens must be a positive integer, got {output_tokens!r}", "output_tokens")
     if not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
@@ -203,9 +250,10 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     prompt = step.prompt
     chunks = -(-prompt // runtime.max_tokens)
     blocks, need = _cache_limit(step, runtime, prompt + output_tokens)
-    running, admitted_sum = deque(), 0         # running: the step index each sequence was admitted at
+    running, admitted_sum = deque(), 0         # running: (the step it was admitted at, the request)
     pending = None                             # [request, chunks left] of a long prompt being prefilled
-    now, steps, nxt, ttft, gap_sum, gaps, last = 0.0, 0, 0, 0.0, 0.0, 0, 0.0
+    first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
+    now, steps, nxt, last = 0.0, 0, 0, 0.0
     while nxt < requests or running or pending:
         if not running and pending is None and times[nxt] > now:
             now = times[nxt]
@@ -227,28 +275,86 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
                 admitted, room = admitted + 1, room - prompt
             duration = step(admitted, decoding, context) + overhead
         now, steps = now + duration, steps + 1
-        gap_sum, gaps = gap_sum + duration * decoding, gaps + decoding
+        steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
+        started = [pending[0]] if pending is not None and pending[1] == 1 else []
         if pending is not None:
-            pending[1] -= 1
-            if pending[1] == 0:              # the last chunk: the long prompt's first token
-                ttft += now - times[pending[0]]
-                running.append(steps)
-                admitted_sum += steps
-                pending = None
-        for request in range(nxt, nxt + admitted):
-            ttft += now - times[request]
-            running.append(steps)
+            pending = None if pending[1] == 1 else [pending[0], pending[1] - 1]
+        for request in started + list(range(nxt, nxt + admitted)):   # their first token
+            first[request] = now
+            running.append((steps, request))
             admitted_sum += steps
         nxt += admitted
-        while running and steps - running[0] + 1 >= output_tokens:
-            admitted_sum -= running.popleft()
-            last = now
-    span = last - times[0]
-    return Load(mean_ttft=ttft / requests + float(runtime.request_overhead),
-                mean_itl=gap_sum / gaps if gaps else None,
-                request_throughput=requests / span,
-                total_token_throughput=requests * (prompt + output_tokens) / span,
-                output_token_throughput=requests * output_tokens / span)
+        while running and steps - running[0][0] + 1 >= output_tokens:
+            admitted_step, request = running.popleft()
+            admitted_sum -= admitted_step
+            finished[request], last = now, now
+    return _measured(times, first, finished, steps_run, prompt, output_tokens, float(runtime.request_overhead),
+                     last - times[0], slo)
+
+
+def _measured(times, first, finished, steps_run, prompt, output_tokens, front, span, slo) -> Load:
+    """The ``Load`` of a simulated run: each request's time to first token (plus the front end's
+    ``front``) and end-to-end latency, the steps' inter-token gaps, and, with ``slo`` (seconds of
+    time to first token and of mean inter-token latency), the requests that meet it."""
+    requests = len(times)
+    ttft = [f - t + front for f, t in zip(first, times)]
+    e2e = [f - t + front for f, t in zip(finished, times)]
+    gaps = [(duration, count) for duration, count in steps_run if count]
+    itl = {q: percentile(gaps, q) for q in PERCENTILES} if gaps else dict.fromkeys(PERCENTILES)
+    whole = [(value, 1) for value in ttft]
+    out = dict(mean_ttft=sum(ttft) / requests,
+               mean_itl=sum(d * c for d, c in gaps) / sum(c for _, c in gaps) if gaps else None,
+               request_throughput=requests / span, total_token_throughput=requests * (prompt + output_tokens) / span,
+               output_token_throughput=requests * output_tokens / span, mean_e2e=sum(e2e) / requests,
+               **{f"p{q}_ttft": percentile(whole, q) for q in PERCENTILES},
+               **{f"p{q}_itl": itl[q] for q in PERCENTILES},
+               **{f"p{q}_e2e": percentile([(value, 1) for value in e2e], q) for q in PERCENTILES})
+    if slo is not None:
+        limit_ttft, limit_itl = slo
+        per_token = [(end - start) / (output_tokens - 1) if output_tokens > 1 else 0.0
+                     for start, end in zip(first, finished)]
+        met = sum(1 for t, i in zip(ttft, per_token) if t <= limit_ttft and i <= limit_itl)
+        out.update(slo_attained=met / requests, goodput=met / span)
+    return Load(**out)
+
+
+def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int = 90, requests: int = 500,
+                   runtime: Runtime = Runtime(), seed: int = 0, rounds: int = 16) -> tuple[float, Load | None]:
+    """The highest request rate (requests/s, Poisson) whose load test keeps the ``level``-th
+    percentile (one of ``PERCENTILES``) of the time to first token and of the inter-token latency within ``slo``
+    (seconds: ``(ttft, itl)``), and the test at that rate; ``(0, None)`` where even a lone
+    request misses it.  A rate that misses it is found first, doubling from the rate the engine
+    serves when every request arrives at once, then ``rounds`` halvings of the interval; the
+    seeded arrivals of a rate ``r`` are those of rate 1 scaled by ``1/r`` (``arrivals``), so the
+    tests along the way differ by the rate alone.  A finite run of ``requests`` requests above
+    the engine's capacity still ends: its queue, and its tail latency, grow with the run."""
+    if level not in PERCENTILES:
+        raise InputError(f"the SLO's percentile must be one of {', '.join(map(str, PERCENTILES))}, got {level!r}",
+                         "level")
+    limit_ttft, limit_itl = (float(x) for x in slo)
+
+    def meets(load: Load) -> bool:
+        itl = getattr(load, f"p{level}_itl")
+        return getattr(load, f"p{level}_ttft") <= limit_ttft and (itl is None or itl <= limit_itl)
+
+    lone = serve(step, output_tokens, None, 1, runtime, seed, slo)
+    if not meets(lone):
+        return 0.0, None
+    low, best = 0.0, None
+    high = serve(step, output_tokens, None, requests, runtime, seed, slo).request_throughput
+    for _ in range(rounds):                  # a rate that misses the SLO, doubling from the saturated throughput
+        load = serve(step, output_tokens, high, requests, runtime, seed, slo)
+        if not meets(load):
+            break
+        low, best, high = high, load, 2 * high
+    for _ in range(rounds):
+        middle = (low + high) / 2
+        load = serve(step, output_tokens, middle, requests, runtime, seed, slo)
+        if meets(load):
+            low, best = middle, load
+        else:
+            high = middle
+    return low, best
 
 
 def _cache_limit(step, runtime: Runtime, length: int) -> tuple[float, int]:
