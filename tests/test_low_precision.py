@@ -98,9 +98,12 @@ def test_mxfp8_runs_at_the_fp8_rate_on_blackwell_only():
     got = _cost(fp8="mxfp8")
     assert times(got.layer["fc1"], SYSTEMS["b200"])["t_comp_fwd"] == got.layer["fc1"].flops_fwd / (4500 * 10**12)
     assert step_time_breakdown(got, "b200")["total"] > 0
-    for system in ("h100", "a100", "mi300x"):
+    for system in ("h100", "mi300x"):
         with pytest.raises(InputError, match="fp8='mxfp8' needs block-scaled"):
             step_time_breakdown(got, system)
+    for recipe in ("mxfp8", "delayed", "tensorwise"):     # Ampere: no FP8 tensor cores at all
+        with pytest.raises(InputError, match=f"fp8='{recipe}' runs FP8 products, and system a100 has no FP8"):
+            step_time_breakdown(_cost(fp8=recipe), "a100")
     tensorwise = _cost(fp8="tensorwise")           # per-tensor scales: Hopper's FP8 rate, 1978.9 TFLOP/s
     fc1 = tensorwise.layer["fc1"]
     assert times(fc1, SYSTEMS["h100"])["t_comp_bwd"] == fc1.flops_bwd / Rational("1978.9e12")

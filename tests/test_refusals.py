@@ -279,3 +279,14 @@ def test_a_process_pinned_to_one_core_searches_and_sweeps_on_one(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "SYMBOLIC_COST_CACHE": str(tmp_path)})
     assert done.stdout.split() == ["1", "1"]
+
+
+def test_silent_answers_of_issue_66_are_refusals(capsys):
+    """FP8 on a part with no FP8 tensor cores was timed at the 16-bit rate; a decode step past the
+    model's context (4,096 tokens for Llama 2) was answered without --allow-long."""
+    refused(capsys, ["summary", "--preset", "gpt2", "--system", "a100", "--fp8", "delayed"],
+            "fp8='delayed' runs FP8 products, and system a100 has no FP8 tensor cores", "(--fp8)")
+    refused(capsys, ["inference", "--preset", "llama-2-7b", "--set", "l_ctx=4096"],
+            "l_ctx + 1 = 4097 tokens exceed the context of llama-2-7b (4096 tokens)")
+    assert main(["inference", "--preset", "llama-2-7b", "--set", "l_ctx=4095"]) == 0
+    assert main(["inference", "--preset", "llama-2-7b", "--set", "l_ctx=4096", "--allow-long"]) == 0

@@ -164,6 +164,12 @@ def check_context(arch: Architecture, s: Serving) -> None:
     check_rules(dict(p=s.p, n_layers=sympify(arch.n_layers) + arch.decoder_layers), PIPELINE_RULES)
 
 
+def check_decode_context(arch: Architecture, s: Serving, l_ctx) -> None:
+    """Refuse a decode step over ``l_ctx`` cached tokens whose token, the ``l_ctx + 1``-th, lies
+    beyond the model's context (unless ``allow_long``), as ``check_context`` refuses a generation."""
+    shared_context_rule(arch, (("l_ctx + 1", sympify(l_ctx) + 1),), s.allow_long)
+
+
 def check_context_parallel(arch: Architecture, s: Serving) -> None:
     """Refuse a prefill under ``cp`` that training's context parallelism does not model or cannot
     split (``models.training.check_context_parallel``: latent attention, windows, an

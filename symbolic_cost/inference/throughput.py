@@ -45,7 +45,8 @@ from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.peak import fitting_batch
 from symbolic_cost.inference.per_device import affine_in_batch, busiest_weights
 from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill, weights_read
-from symbolic_cost.inference.serving import Serving, encoder_tokens, final_tokens, prompt_tokens
+from symbolic_cost.inference.serving import (Serving, check_decode_context, encoder_tokens, final_tokens,
+                                             prompt_tokens)
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.timing import efficiency
@@ -180,6 +181,8 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
     """
     conventions = conv.get(conventions)
     first = prefill(arch, serving, conventions)
+    if l_ctx is not None:
+        check_decode_context(arch, serving, l_ctx)
     step = mean_decode(arch, serving, conventions) if l_ctx is None else decode(arch, serving, l_ctx, conventions)
     cache = kv_cache_bytes(arch, serving.b, final_tokens(arch, serving), encoder=encoder_tokens(arch, serving),
                            m1=serving.m1, p=serving.p, kv_dtype=serving.kv, page=serving.page,

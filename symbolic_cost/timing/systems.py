@@ -186,8 +186,14 @@ def check_block_scaling(recipe: str | None, system: System) -> None:
     Blackwell's fifth-generation tensor cores brought the block-scaled (MX) products together with
     FP4 (Transformer Engine: MXFP8 and NVFP4 need SM 10.0 or later); among the systems those are
     exactly the ones with ``fp4_flops`` (b200, gb200), so that field stands for the support.  An
-    FP4 recipe (``nvfp4``) meets ``product_rate``'s refusal instead."""
+    FP8 recipe of any kind is refused on a system without FP8 tensor cores (``fp8_flops`` 0: A100,
+    whose Ampere cores Transformer Engine does not run FP8 on), rather than timed at the 16-bit
+    rate.  An FP4 recipe (``nvfp4``) meets ``product_rate``'s refusal instead."""
     fp8 = get_fp8(recipe)
+    if fp8 is not None and fp8.products == "fp8" and not system.fp8_flops:
+        raise InputError(f"fp8={recipe!r} runs FP8 products, and system {system.name} has no FP8 tensor cores "
+                         f"(fp8_flops is 0; Transformer Engine's FP8 needs compute capability 8.9 or later: Ada, "
+                         f"Hopper, Blackwell, or .but(fp8_flops=...))", "fp8")
     if fp8 is not None and fp8.block_scaled and fp8.products == "fp8" and not system.fp4_flops:
         raise InputError(f"fp8={recipe!r} needs block-scaled (MX) tensor cores, and system {system.name} has none: "
                          f"Blackwell parts (b200, gb200) have them (or .but(fp4_flops=...))", "fp8")
