@@ -895,3 +895,22 @@ def test_trainer_devices_set_search_sweep(capsys):
                  "2048", "--top", "3", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert (found["devices"], found["global_batch"]) == (8, 2 * 4 * 8)
+
+
+QUOTED = str(INPUTS / "pretrain_gpt_345m_quoted_args.sh")
+
+
+def test_a_script_whose_options_sit_in_multi_line_quoted_variables(capsys):
+    """Megatron-LM's examples until 2024 gather options in ``GPT_ARGS="`` ... ``"`` over many lines.
+    The "345M" model by hand: 24 layers of ``12 h^2 + 13 h`` at h = 1024, GPT-2's 50,257 tokens
+    padded to 50,304 (128 x tp), 1,024 learned positions, the final LayerNorm, the output layer
+    tied to the embedding (Megatron's default)."""
+    got = _json(capsys, "--megatron-args", QUOTED, "--devices", "1", "--vocab-size", "50257")
+    h = 1024
+    assert got["parameters"] == 24 * (12 * h * h + 13 * h) + 50304 * h + 1024 * h + 2 * h == 354_871_296
+
+
+def test_integer_tests_of_known_values_are_decided():
+    text = ("N=2\nif [[ $N -eq 2 ]]; then\n  A=--fp16\nelse\n  A=--bf16\nfi\nif [ $N -gt 5 ]; then\n  B=x\nfi\n"
+            "torchrun --nproc_per_node 8 pretrain_gpt.py $A --num-layers 2\n")
+    assert read_launch(text, "x.sh").program == ["--fp16", "--num-layers", "2"]

@@ -59,6 +59,15 @@ EXPANSION = 1_000_000
 """Most characters one line of a launch script may expand to (its values are a few kilobytes)."""
 
 
+_INTEGER_TESTS = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__,
+                  "-ge": int.__ge__}
+"""The shell's integer comparisons of a test, as Python's."""
+
+
+def _whole(word: str) -> bool:
+    return word.lstrip("+-").isdigit()
+
+
 class _Shell:
     def __init__(self, what: str):
         self.what, self.scalars, self.arrays, self.frames = what, {}, {}, []
@@ -118,7 +127,8 @@ class _Shell:
         return False if False in states else None if None in states else True
 
     def test(self, text: str) -> bool | None:
-        """A ``[[ ... ]]`` test of known values, or None."""
+        """A ``[[ ... ]]`` (or ``[ ... ]``) test of known values, or None: ``==``, ``!=``, ``-z``,
+        ``-n`` and the integer comparisons ``-eq``, ``-ne``, ``-lt``, ``-le``, ``-gt``, ``-ge``."""
         clauses = re.split(r"\|\||&&", text)
         joins = re.findall(r"\|\||&&", text)
         results = []
@@ -132,6 +142,8 @@ class _Shell:
                 return None
             if len(words) == 3 and words[1] in ("==", "=", "!="):
                 result = (words[0] == words[2]) == (words[1] != "!=")
+            elif len(words) == 3 and words[1] in _INTEGER_TESTS and all(_whole(w) for w in words[::2]):
+                result = _INTEGER_TESTS[words[1]](int(words[0]), int(words[2]))
             elif len(words) in (1, 2) and words[0] in ("-z", "-n"):
                 result = (len(words) == 1 or words[1] == "") == (words[0] == "-z")
             else:
@@ -144,11 +156,22 @@ class _Shell:
 
 
 def _statements(text: str):
-    """(line number, logical line): continuation lines joined, arrays gathered up to their ``)``."""
+    """(line number, logical line): continuation lines joined, a quoted string that spans lines
+    (``GPT_ARGS="`` over several lines, Megatron-LM's examples until 2024) gathered up to its closing
+    quote, arrays gathered up to their ``)``."""
     lines = text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines()
-    number, pending, start = 0, None, 0
+    number, pending, start, quoted = 0, None, 0, None
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
+        if quoted is not None:              # inside a quote: the newline is a space between words
+            quoted = (quoted[0], f"{quoted[1]} {stripped}")
+            if open_quote(quoted[1]) is None:
+                yield quoted
+                quoted = None
+            continue
+        if pending is None and open_quote(stripped) is not None:
+            quoted = (number, stripped)
+            continue
         if pending is not None:
             pending += " " + _uncommented(stripped)
             if pending.rstrip().endswith(")"):
@@ -162,6 +185,30 @@ def _statements(text: str):
         yield number, stripped
     if pending is not None:
         raise InputError(f"line {start}: the array is not closed with ')'")
+    if quoted is not None:
+        raise InputError(f"line {quoted[0]}: the quote opened there is not closed")
+
+
+def open_quote(line: str) -> str | None:
+    r"""The quote a line leaves open (``"`` or ``'``), or ``None``: a ``\`` escapes the next
+    character outside single quotes, and a ``#`` that starts a word outside quotes ends the line.
+
+    >>> open_quote('A="'), open_quote('A="x" # it is'), open_quote("B='a\\'"), open_quote('C="a\\"')
+    ('"', None, None, '"')
+    """
+    quote, escaped = None, False
+    for i, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            break
+    return quote
 
 
 def _uncommented(line: str) -> str:
