@@ -914,3 +914,25 @@ def test_integer_tests_of_known_values_are_decided():
     text = ("N=2\nif [[ $N -eq 2 ]]; then\n  A=--fp16\nelse\n  A=--bf16\nfi\nif [ $N -gt 5 ]; then\n  B=x\nfi\n"
             "torchrun --nproc_per_node 8 pretrain_gpt.py $A --num-layers 2\n")
     assert read_launch(text, "x.sh").program == ["--fp16", "--num-layers", "2"]
+
+
+def test_a_2021_script_with_checkpoint_activations_and_the_nccl_backend(capsys):
+    """Megatron-LM's examples/pretrain_gpt.sh of 2021: ``--checkpoint-activations`` is the full
+    recomputation of one-layer chunks (``--checkpoint-num-layers`` 1), ``--distributed-backend
+    nccl`` changes no count.  The recomputed forward is at least the 24 layers' products, twice
+    (two micro-batches of 4): ``24 b l h^2 + 4 b l^2 h`` a layer; the rest is element-wise work."""
+    got = _json(capsys, "--megatron-args", str(INPUTS / "pretrain_gpt_345m_2021.sh"), "--devices", "1",
+                "--vocab-size", "50257")
+    assert got["parameters"] == 354_871_296
+    b, l, h = 4, 1024, 1024
+    products = 2 * 24 * (24 * b * l * h * h + 4 * b * l * l * h)
+    assert products < got["flops_recompute"] < 1.01 * products
+
+
+def test_checkpoint_activations_beside_its_successor_is_refused(tmp_path, capsys):
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 1 pretrain_gpt.py --num-layers 2 --hidden-size 64 "
+                      "--num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 1 "
+                      "--checkpoint-activations --recompute-granularity full\n")
+    assert "--checkpoint-activations (Megatron-LM before 2022) and --recompute-granularity" in \
+        _error(capsys, "--megatron-args", str(script), "--vocab-size", "100")

@@ -68,6 +68,8 @@ world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-
 ``--recompute-granularity``,                ``recompute`` (selective, full; ``--recompute-activations``
 ``--recompute-method``,                     is selective), ``recompute_method`` (uniform, block),
 ``--recompute-num-layers`` (1)              ``recompute_layers``
+``--checkpoint-activations``,               the same before 2022: full, uniform chunks of
+``--checkpoint-num-layers`` (1)             ``--checkpoint-num-layers`` layers
 ``--overlap-grad-reduce``,                  ``overlap``: ``grad_reduce``, ``param_gather``, ``tensor``
 ``--overlap-param-gather``,
 ``--tp-comm-overlap``
@@ -232,6 +234,10 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
     if o.flag("bf16") and o.flag("fp16"):
         raise InputError("--bf16 and --fp16 together (Megatron-LM refuses them)", "--fp16")
     policy.update(megatron_low_precision(o))
+    if o.flag("checkpoint-activations"):
+        return _checkpointed(o, policy, arch, pp, sequence)
+    if "checkpoint-num-layers" in o.options:
+        raise InputError("--checkpoint-num-layers applies to --checkpoint-activations", "--checkpoint-num-layers")
     granularity = "selective" if o.flag("recompute-activations") else o.text("recompute-granularity", "none")
     if granularity not in ("none", "selective", "full"):
         raise InputError(f"--recompute-granularity {granularity}: the library reads selective and full",
@@ -247,6 +253,23 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
         for option in ("recompute-method", "recompute-num-layers"):
             if option in o.options:
                 raise InputError(f"--{option} applies to --recompute-granularity full", f"--{option}")
+    return _stages(o, policy, arch, pp, sequence)
+
+
+def _checkpointed(o: Options, policy: dict, arch: Architecture, pp: int, sequence: bool) -> dict:
+    """Megatron-LM's option before 2022, ``--checkpoint-activations``: the full recomputation of
+    uniform chunks of ``--checkpoint-num-layers`` layers (1 by default), what
+    ``--recompute-granularity full --recompute-method uniform`` names since; refused beside those."""
+    newer = [f"--{name}" for name in ("recompute-activations", "recompute-granularity", "recompute-method",
+                                      "recompute-num-layers") if name in o.options]
+    if newer:
+        raise InputError(f"--checkpoint-activations (Megatron-LM before 2022) and {newer[0]} (its successor) "
+                         f"together: keep one", newer[0])
+    policy.update(recompute="full", recompute_method="uniform", recompute_layers=o.integer("checkpoint-num-layers", 1))
+    return _stages(o, policy, arch, pp, sequence)
+
+
+def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: bool) -> dict:
     _split(o, policy)
     slots = arch.n_layers + policy.get("embedding_in_split", 0) + policy.get("loss_in_split", 0)
     per_stage, chunks = Fraction(slots, pp), None

@@ -25,7 +25,7 @@ untie-embeddings-and-output-weights-dummy use-cpu-initialization no-async-tensor
 data-parallel-random-init check-for-nan-in-loss-and-grad no-check-for-nan-in-loss-and-grad
 loss-scale initial-loss-scale min-loss-scale loss-scale-window hysteresis fp16-lm-cross-entropy
 attention-softmax-in-fp32 accumulate-allreduce-grads-in-fp32 bf16-dummy train-data-path valid-data-path
-test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-loss
+test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-loss distributed-backend
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -62,7 +62,8 @@ READ = {
     "recompute-num-layers", "recompute-activations", "recompute-modules", "overlap-grad-reduce",
     "overlap-param-gather", "tp-comm-overlap", "attention-backend", "use-flash-attn", "tokenizer-type",
     "make-vocab-size-divisible-by", "fp8-amax-history-len", "cp-comm-type",
-    "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16"}
+    "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16",
+    "checkpoint-activations", "checkpoint-num-layers"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
 def parse(words: list) -> dict:
