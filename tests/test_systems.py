@@ -30,7 +30,7 @@ def test_a_preset_states_its_datasheet(name):
 def test_every_preset_has_a_calibrated_model(name):
     system = calibrated(name)
     assert system.efficiency.matrix <= 1 and system.efficiency.memory <= 1
-    assert system.efficiency.matrix == Rational(eff.CALIBRATION["fitted"][eff.FAMILY[name]]["matrix"])
+    assert system.efficiency.matrix == Rational(eff.CALIBRATION["fitted"][eff.family(name)]["matrix"])
 
 
 def test_a_full_wave_product_on_b200_runs_at_its_peak_times_the_factor():
@@ -46,3 +46,59 @@ def test_a_full_wave_product_on_b200_runs_at_its_peak_times_the_factor():
 def test_an_unknown_system_lists_the_new_ones():
     with pytest.raises(InputError, match="b200.*gb200.*mi300x"):
         get_system("b100")
+
+
+H100_BY_HAND = {
+    # NVIDIA's H100 SXM datasheet (dense bf16 989.4 TFLOP/s, FP8 1,978.9; 3.35 TB/s; 80 GB; NVLink 900 GB/s
+    # in a domain of 8), a 400 Gb/s NIC a GPU, PCIe Gen5 to the host; Hopper's chip as the preset assumes
+    "name": "h100-typed", "matrix_flops": "989.4e12", "vector_flops": "133.8e12", "hbm_bandwidth": "3.35e12",
+    "nvlink_bandwidth": "900e9", "ib_bandwidth": "50e9", "nvlink_size": 8, "hbm_capacity": "80e9",
+    "host_bandwidth": "64e9", "fp8_flops": "1978.9e12", "host_memory_bandwidth": 2 * 8 * 4800 * 10**6 * 8,
+    "l2_capacity": 50 * 2**20, "shared_memory_capacity": 132 * 228 * 2**10, "l2_bandwidth": "10137.6e9",
+    "memory_latency": 0.5e-6, "launch_overhead": "4e-6",
+    # 132 SMs, 128 x 256 tiles, NCCL's ring at 235/600 of NVLink, the NIC's 50 GB/s, NVLS; H100's fitted factors
+    "calibrated": {"family": "h100", "sms": 132, "tile_m": 128, "tile_n": 256, "nvlink_bus": "352.5e9", "ib_bus": "50e9", "arch": "hopper", "nvls": True},
+}
+
+
+@pytest.fixture
+def forgets_added_systems():
+    """Leave the presets as they were (a system file adds one for the rest of the process)."""
+    from symbolic_cost.timing.systems import CALIBRATED
+    before, calibrated = dict(SYSTEMS), dict(CALIBRATED)
+    yield
+    for added in set(SYSTEMS) - set(before):
+        del SYSTEMS[added]
+    for added in set(CALIBRATED) - set(calibrated):
+        del CALIBRATED[added]
+
+
+def test_a_system_added_by_a_file_alone_answers_as_the_preset_it_restates(tmp_path, capsys, forgets_added_systems):
+    """The recipe of docs/contributing.md on a scratch file: H100's datasheet typed by hand as a
+    system file gives, through --system-file, every number the h100 preset gives."""
+    import json
+    from symbolic_cost.cli import main
+    path = tmp_path / "h100-typed.json"
+    path.write_text(json.dumps(H100_BY_HAND))
+    answers = []
+    for words in (["--system-file", str(path)], ["--system", "h100"]):
+        assert main(["summary", "--preset", "gpt2", "--set", "b=4", "d=8", "--zero", "1", *words, "--json"]) == 0
+        answers.append(json.loads(capsys.readouterr().out))
+    typed, preset = answers
+    assert typed == preset and typed["parameters"] > 0
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"matrix_flop": 1}, "unknown field(s) matrix_flop"),
+    ({"matrix_flops": [1]}, "matrix_flops must be a number"),
+    ({"matrix_flops": "fast"}, "matrix_flops must be a number, got 'fast'"),
+    ({"calibrated": {"family": "h100", "clock": 2}}, "calibrated holds family"),
+    ({"name": "h100", "matrix_flops": "1e15"}, "a system named 'h100' is a preset already"),
+])
+def test_a_system_file_is_refused_naming_the_field(tmp_path, capsys, change, message, forgets_added_systems):
+    import json
+    from symbolic_cost.cli import main
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({**H100_BY_HAND, **change}))
+    assert main(["summary", "--preset", "gpt2", "--system-file", str(path)]) == 2
+    assert message in capsys.readouterr().err

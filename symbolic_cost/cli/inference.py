@@ -97,18 +97,17 @@ def add_arguments(parser) -> None:
                         "at most 100,000 (about 20-30 s of the 60 s budget)")
     options.option(load, "--max-batch", type=options.integer(1, 10**6), default=256, metavar="N", action=options.Given,
                    help="the engine's most sequences in flight (TensorRT-LLM's max_batch_size, vLLM's max_num_seqs; "
-                        "default 256, TensorRT-LLM 0.x's build default)")
+                        "the default is TensorRT-LLM 0.x's build default)")
     options.option(load, "--max-tokens", type=options.integer(1, 10**7), default=8192, metavar="N",
                    action=options.Given,
-                   help="the engine's most tokens a step (max_num_tokens, vLLM's max_num_batched_tokens; default "
-                        "8192); a longer prompt is prefilled in chunks of at most N")
+                   help="the engine's most tokens a step (max_num_tokens, vLLM's max_num_batched_tokens); a longer "
+                        "prompt is prefilled in chunks of at most N")
     options.option(load, "--memory-fraction", type=_fraction, default=Fraction(9, 10), metavar="F",
                    action=options.Given,
                    help="share of the memory the weights leave that the engine gives the KV cache (TensorRT-LLM's "
-                        "free_gpu_memory_fraction; default 0.9); each request reserves the blocks of its whole "
-                        "length when admitted")
+                        "free_gpu_memory_fraction); each request reserves the blocks of its whole length when admitted")
     options.option(load, "--block-tokens", type=options.integer(1, 4096), default=32, metavar="N", action=options.Given,
-                   help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block, default 32; vLLM's is 16)")
+                   help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block; vLLM's is 16)")
     options.option(load, "--slo-ttft", type=_seconds("--slo-ttft"), metavar="S",
                    help="a service-level objective on the time to first token, seconds: with --rate, the goodput "
                         "(requests/s meeting every --slo-*); without it, the highest rate whose --slo-percentile "
@@ -116,7 +115,7 @@ def add_arguments(parser) -> None:
     options.option(load, "--slo-itl", type=_seconds("--slo-itl"), metavar="S",
                    help="a service-level objective on the inter-token latency, seconds (as --slo-ttft)")
     options.option(load, "--slo-percentile", type=int, choices=(50, 90, 99), default=90, action=options.Given,
-                   help="the percentile of TTFT and ITL the highest sustained rate keeps within the SLO (default 90)")
+                   help="the percentile of TTFT and ITL the highest sustained rate keeps within the SLO")
     options.counting(parser)
     options.time_model(parser)
     options.units(parser)

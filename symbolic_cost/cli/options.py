@@ -226,6 +226,10 @@ def counting(parser, conventions: str = CONVENTIONS, kernel_time: bool = True):
     option(group, "--conventions", action=Given, choices=list(conv.PRESETS), default=conventions,
            help="counting conventions preset")
     option(group, "--system", action=Given, choices=list(SYSTEMS), default=SYSTEM, help="the hardware")
+    option(group, "--system-file", metavar="FILE",
+           help="your own system: a JSON file as those of symbolic_cost/timing/system_files/ (datasheet fields, "
+                "and under calibrated the calibrated model's constants and the family whose fitted factors it "
+                "takes), used in place of --system")
     if kernel_time:
         option(group, "--kernel-time", choices=["roofline", "tiled"],
                help="override the conventions' time model: tiled GEMM traffic, latency, launches")
@@ -274,6 +278,19 @@ def tensor(parser):
     option(parser, "--grid-order", metavar="AXES",
            help="a grid's axes in rank order, innermost (neighbouring ranks) first: rows,cols or cols,rows "
                 "(2d); cols,rows,depth ... (2.5d); j,k,i ... (3d) (default: the activations' axes innermost)")
+
+
+def honour_system_file(args) -> None:
+    """Read ``--system-file`` into a system preset and answer on it (``args.system``); refused
+    beside an explicit ``--system``."""
+    path = getattr(args, "system_file", None)
+    if path is None:
+        return
+    from symbolic_cost.checks import InputError
+    if given(args, "system"):
+        raise InputError("--system-file and --system name the hardware twice; keep one", "--system-file")
+    from symbolic_cost.timing.systems import load_system_file
+    args.system = load_system_file(path)
 
 
 def honour_tensor(args) -> None:

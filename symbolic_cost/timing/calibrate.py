@@ -42,7 +42,7 @@ def predict(case, system):
 def symbolic_time(case):
     """``predict`` on the case's calibrated system with every fitted factor a symbol
     ``<factor>_<family>``."""
-    family = efficiency.FAMILY[case.system]
+    family = efficiency.family(case.system)
     names = {k: Symbol(f"{k}_{family}", positive=True) for k in efficiency.FITTED}
     system = calibrated(case.system)
     return predict(case, system.but(efficiency=system.efficiency.but(**names)))

@@ -33,7 +33,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 
-from sympy import Add, Expr, Integer, Max, Mul, Pow, Rational
+from sympy import Add, Expr, Max, Mul, Pow, Rational
 
 from symbolic_cost.checks import InputError, exact
 from symbolic_cost.extrema import maximum, minimum, sign, unevaluated
@@ -41,7 +41,7 @@ from symbolic_cost.sampled import changes_sign
 from symbolic_cost.trees import remembered
 from symbolic_cost.ops.matmul import matmul_flops
 from symbolic_cost.rounding import round_up
-from symbolic_cost.timing.systems import product_rate
+from symbolic_cost.timing.systems import CALIBRATED, product_rate
 
 MICRO = Rational(1, 10**6)
 
@@ -229,45 +229,30 @@ def _load() -> dict:
 CALIBRATION = _load()
 """The fitted factors with their provenance, as ``report.calibrate`` wrote them."""
 
-GIGA = Integer(10) ** 9
-_HOPPER_BUS = Rational(235, 600)
-"""NCCL's ring bus bandwidth as a share of the NVLink bandwidth: 235 GB/s of A100's 600 (NCCL's
-tuning model for compute capability 8.0), assumed the same on later parts."""
-# nvls: NVSwitch gen 3+ with multicast in one host (DGX H100/H200/B200); not A100's gen-2 NVSwitch,
-# not H100 PCIe's bridged pairs, not MI300X's Infinity Fabric; GB200 NVL72's domain spans hosts
-# (multi-node NVLink), where the NCCL version ``timing.nccl_nvls`` follows turns NVLS off.
-_CONSTANTS = {
-    "a100": dict(sms=108, tile_m=128, tile_n=128, nvlink_bus=235 * GIGA, ib_bus=25 * GIGA, arch="ampere"),
-    "h100": dict(sms=132, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 900 * GIGA, ib_bus=50 * GIGA,
-                 arch="hopper", nvls=True),
-    "h100-pcie": dict(sms=114, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 600 * GIGA, ib_bus=50 * GIGA,
-                      arch="hopper"),
-    # Blackwell: 148 SMs; its 2-SM 256-wide tiles counted as Hopper's 128 x 256 per SM (assumed)
-    "b200": dict(sms=148, tile_m=128, tile_n=256, nvlink_bus=_HOPPER_BUS * 1800 * GIGA, ib_bus=100 * GIGA,
-                 arch="blackwell", nvls=True),
-    # MI300X: 304 compute units, hipBLASLt's 256 x 256 macro tiles; RCCL priced as NCCL (assumed)
-    "mi300x": dict(sms=304, tile_m=256, tile_n=256, nvlink_bus=_HOPPER_BUS * 896 * GIGA, ib_bus=50 * GIGA),
-}
-_CONSTANTS["a100-perlmutter"] = _CONSTANTS["a100"]
-_CONSTANTS["h200"] = _CONSTANTS["h100"]
-_CONSTANTS["gb200"] = {**_CONSTANTS["b200"], "nvls": False}
+def family(name: str) -> str:
+    """Whose fitted factors a system takes (its file's ``calibrated.family``): A100's or H100's,
+    the two families the calibration runs cover.  H200 is H100's chip; H100 PCIe, B200, GB200 and
+    MI300X have no run in the calibration set and borrow H100's factors (an assumption, to be
+    replaced by a fit when runs on them are added)."""
+    return _calibrated(name)["family"]
 
-FAMILY = {"a100": "a100", "a100-perlmutter": "a100", "h100": "h100", "h200": "h100", "h100-pcie": "h100",
-          "b200": "h100", "gb200": "h100", "mi300x": "h100"}
-"""Whose fitted factors a system takes: A100's or H100's, the two families the calibration runs
-cover.  H200 is H100's chip; H100 PCIe, B200, GB200 and MI300X have no run in the calibration set
-and borrow H100's factors (an assumption, to be replaced by a fit when runs on them are added)."""
+
+def _calibrated(name: str) -> dict:
+    calibrated = CALIBRATED.get(name)
+    if calibrated is None:
+        raise InputError(f"no calibrated efficiency for system {name!r}; calibrated: {', '.join(CALIBRATED)} "
+                         f"(or pass a System with .but(efficiency=Efficiency(...)))", "system")
+    return calibrated
 
 
 def efficiency(name: str) -> Efficiency:
     """The calibrated ``Efficiency`` of a system preset: its own constants (SMs, tiles, NCCL's
-    bus bandwidths) and the fitted factors of its ``FAMILY``.
+    bus bandwidths, from the ``calibrated`` section of its file, ``systems.SYSTEM_FILES``) and
+    the fitted factors of its ``family``.
 
     >>> efficiency("a100").sms, efficiency("h100").tile_n, efficiency("b200").matrix == efficiency("h100").matrix
     (108, 256, True)
     """
-    if name not in _CONSTANTS:
-        raise InputError(f"no calibrated efficiency for system {name!r}; calibrated: {', '.join(_CONSTANTS)} "
-                         f"(or pass a System with .but(efficiency=Efficiency(...)))", "system")
-    fitted = {k: Rational(CALIBRATION["fitted"][FAMILY[name]][k]) for k in FITTED}
-    return Efficiency(**fitted, **_CONSTANTS[name])
+    calibrated = _calibrated(name)
+    fitted = {k: Rational(CALIBRATION["fitted"][calibrated["family"]][k]) for k in FITTED}
+    return Efficiency(**fitted, **{k: v for k, v in calibrated.items() if k not in ("family", "source")})

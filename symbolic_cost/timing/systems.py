@@ -8,7 +8,9 @@ what no source states is marked as an assumption.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
 from sympy import Expr, Integer, Rational
 
@@ -89,71 +91,82 @@ class System:
                                  f"set it with .but({name}=...)")
 
 
-KIB, MIB = Integer(2) ** 10, Integer(2) ** 20
+SYSTEM_FILES = Path(__file__).with_name("system_files")
+"""One JSON file a system preset: its ``System`` fields with their sources, and under
+``calibrated`` what the calibrated model needs (``timing.efficiency``).  Adding a GPU is adding a
+file here; ``load_system_file`` (``--system-file``) reads one from anywhere."""
 
-_AMPERE_CHIP = dict(
-    l2_capacity=40 * MIB, shared_memory_capacity=108 * 164 * KIB,   # 108 SMs x 164 KiB
-    l2_bandwidth=5120 * Rational(141, 100) * GIGA,   # 5120 B/clock at 1.41 GHz (whitepaper)
-    memory_latency=Rational(1, 2) * MICRO,           # assumed, order of a DRAM round trip
-    launch_overhead=4 * MICRO)                        # assumed, order of a CUDA launch
-_HOPPER_CHIP = dict(
-    l2_capacity=50 * MIB, shared_memory_capacity=132 * 228 * KIB,   # 132 SMs x 228 KiB
-    l2_bandwidth=5120 * Rational(198, 100) * GIGA,   # 5120 B/clock at 1.98 GHz (assumed)
-    memory_latency=Rational(1, 2) * MICRO, launch_overhead=4 * MICRO)
+_TEXT = ("name", "source", "chip_source", "listed")
+_CALIBRATED = ("family", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus", "arch", "nvls", "source")
 
-_BLACKWELL_CHIP = dict(
-    l2_capacity=126 * MIB, shared_memory_capacity=148 * 228 * KIB,  # 148 SMs x 228 KiB (assumed Hopper's per SM)
-    memory_latency=Rational(1, 2) * MICRO, launch_overhead=4 * MICRO)
 
-_DDR4_3200, _DDR5_4800 = 8 * 3200 * 10**6 * 8, 8 * 4800 * 10**6 * 8
-"""Peak bytes/s of one socket's 8 memory channels (channels x transfers/s x 8 bytes)."""
+def read_system(data: dict, where: str) -> tuple[System, dict | None]:
+    """The ``System`` a system file describes, and its ``calibrated`` section (``None`` without
+    one: the peak-only model alone).  Numbers are integers, or text read exactly (``"989.4e12"``,
+    ``"1/3"``); a JSON fraction is read as the decimal it prints (``0.5`` is 1/2)."""
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"].strip():
+        raise InputError(f"{where}: a system file is a JSON object with a \"name\"", "system_file")
+    known = {item.name for item in fields(System)} - {"efficiency"}
+    unknown = sorted(set(data) - known - set(_TEXT) - {"calibrated"})
+    if unknown:
+        raise InputError(f"{where}: unknown field(s) {', '.join(unknown)}; fields: {', '.join(sorted(known))}, "
+                         f"calibrated", "system_file")
+    values = {k: _exact(v, f"{where}: {k}") for k, v in data.items() if k in known and k != "name"}
+    missing = [k for k in System._REQUIRED if k not in values]
+    if missing:
+        raise InputError(f"{where}: {', '.join(missing)} must be given", "system_file")
+    calibrated = data.get("calibrated")
+    if calibrated is not None:
+        if not isinstance(calibrated, dict) or sorted(set(calibrated) - set(_CALIBRATED)):
+            raise InputError(f"{where}: calibrated holds {', '.join(_CALIBRATED)}", "system_file")
+        calibrated = {k: v if k in ("family", "arch", "nvls", "source") else _exact(v, f"{where}: calibrated.{k}")
+                      for k, v in calibrated.items()}
+    return System(data["name"], **values), calibrated
 
-SYSTEMS = {
-    # The numbers of seed 003 (LBNL, Perlmutter: 4 x A100-40GB per node).
-    "a100-perlmutter": System("a100-perlmutter", 312 * TERA, 78 * TERA, 1555 * GIGA,
-                              600 * GIGA, 100 * GIGA, 4, hbm_capacity=40 * GIGA, host_bandwidth=32 * GIGA,
-                              host_memory_bandwidth=_DDR4_3200, **_AMPERE_CHIP),
-    # DGX A100 80GB: 8 GPUs on NVSwitch, one 200 Gb/s HDR NIC per GPU.
-    "a100": System("a100", 312 * TERA, 78 * TERA, 2039 * GIGA, 600 * GIGA, 25 * GIGA, 8,
-                   hbm_capacity=80 * GIGA, host_bandwidth=32 * GIGA, host_memory_bandwidth=2 * _DDR4_3200,
-                   **_AMPERE_CHIP),
-    # DGX H100 (SXM): 989.4 TFLOP/s dense bf16 (1978.9 FP8), 8 GPUs, one 400 Gb/s NDR NIC per GPU.
-    "h100": System("h100", Rational("989.4") * TERA, Rational("133.8") * TERA, 3350 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=80 * GIGA, host_bandwidth=64 * GIGA,
-                   fp8_flops=Rational("1978.9") * TERA, host_memory_bandwidth=2 * _DDR5_4800, **_HOPPER_CHIP),
-    # H200 (SXM): H100 compute, 141 GB HBM3e at 4.8 TB/s.
-    "h200": System("h200", Rational("989.4") * TERA, Rational("133.8") * TERA, 4800 * GIGA,
-                   900 * GIGA, 50 * GIGA, 8, hbm_capacity=141 * GIGA, host_bandwidth=64 * GIGA,
-                   fp8_flops=Rational("1978.9") * TERA, host_memory_bandwidth=2 * _DDR5_4800, **_HOPPER_CHIP),
-    # H100 PCIe (NVIDIA H100 datasheet): 756 TFLOP/s dense bf16 (1,513 FP8; the datasheet's figures
-    # with sparsity halved), 2.0 TB/s HBM2e, 80 GB, 114 SMs; NVLink bridges join pairs at 600 GB/s;
-    # 16-bit vector rate twice the 51.2 TFLOP/s FP32; one 400 Gb/s NIC per GPU (assumed).
-    "h100-pcie": System("h100-pcie", 756 * TERA, Rational("102.4") * TERA, 2000 * GIGA, 600 * GIGA, 50 * GIGA, 2,
-                        hbm_capacity=80 * GIGA, host_bandwidth=64 * GIGA, fp8_flops=1513 * TERA,
-                        host_memory_bandwidth=2 * _DDR5_4800,
-                        **{**_HOPPER_CHIP, "shared_memory_capacity": 114 * 228 * KIB}),
-    # DGX B200: 2,250 TFLOP/s dense bf16, 4,500 FP8, 9,000 NVFP4 (NVIDIA/dgxc-benchmarking README), 7.7 TB/s HBM3e and
-    # 180 GB (ai-dynamo/aiconfigurator systems/b200_sxm.yaml; TensorRT-LLM's perf overview), NVLink 5 at
-    # 1.8 TB/s, 8 GPUs, one 800 Gb/s CX8 NIC per GPU (aiconfigurator); the 16-bit vector rate is not in
-    # the sources read: twice an FP32 rate of 80 TFLOP/s (assumed).
-    "b200": System("b200", 2250 * TERA, 160 * TERA, 7700 * GIGA, 1800 * GIGA, 100 * GIGA, 8,
-                   hbm_capacity=180 * GIGA, host_bandwidth=64 * GIGA, fp8_flops=4500 * TERA, fp4_flops=9000 * TERA,
-                   host_memory_bandwidth=2 * _DDR5_4800, **_BLACKWELL_CHIP),
-    # GB200 NVL72, one Blackwell GPU: 2,450 TFLOP/s dense bf16, 4,900 FP8, 9,800 NVFP4 (dgxc-benchmarking), 8 TB/s
-    # HBM3e, 189,471 MiB as nvidia-smi reports it, 72 GPUs on one NVLink domain at 1.8 TB/s, 100 GB/s
-    # between racks (aiconfigurator systems/gb200.yaml); NVLink-C2C to its Grace, 450 GB/s each way;
-    # vector rate assumed as B200's.
-    "gb200": System("gb200", 2450 * TERA, 160 * TERA, 8000 * GIGA, 1800 * GIGA, 100 * GIGA, 72,
-                    hbm_capacity=189471 * MIB, host_bandwidth=450 * GIGA, fp8_flops=4900 * TERA, fp4_flops=9800 * TERA,
-                    **_BLACKWELL_CHIP),
-    # AMD Instinct MI300X (AMD's datasheet): 1,307.4 TFLOP/s dense bf16, 2,614.9 FP8, 163.4 TFLOP/s
-    # vector (FP32, taken for 16-bit too), 5.3 TB/s HBM3, 192 GB, 8 GPUs fully connected by 7 Infinity
-    # Fabric links (896 GB/s in all), PCIe Gen5 to the host; one 400 Gb/s NIC per GPU (assumed).
-    "mi300x": System("mi300x", Rational("1307.4") * TERA, Rational("163.4") * TERA, 5300 * GIGA, 896 * GIGA,
-                     50 * GIGA, 8, hbm_capacity=192 * GIGA, host_bandwidth=64 * GIGA,
-                     fp8_flops=Rational("2614.9") * TERA, host_memory_bandwidth=2 * _DDR5_4800,
-                     memory_latency=Rational(1, 2) * MICRO, launch_overhead=4 * MICRO),
-}
+
+def _exact(value, where: str):
+    """A number of a system file, exact: an int, a float as the decimal it prints, or text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(f"{where} must be a number, got {value!r}", "system_file")
+    try:
+        return Rational(repr(value) if isinstance(value, float) else value)
+    except (TypeError, ValueError, SyntaxError):
+        raise InputError(f"{where} must be a number, got {value!r}", "system_file") from None
+
+
+def _presets() -> tuple[dict, dict]:
+    """Every system file of ``SYSTEM_FILES``: ``SYSTEMS`` in their ``listed`` order, and their
+    ``calibrated`` sections by name."""
+    read = []
+    for path in sorted(SYSTEM_FILES.glob("*.json")):
+        data = json.loads(path.read_text())
+        read.append((data.get("listed", 10**9), data.get("name", ""), *read_system(data, path.name)))
+    read.sort(key=lambda item: (item[0], item[1]))
+    return ({system.name: system for _, _, system, _ in read},
+            {system.name: calibrated for _, _, system, calibrated in read if calibrated is not None})
+
+
+SYSTEMS, CALIBRATED = _presets()
+"""The system presets by name, and what the calibrated model reads of each (``timing.efficiency``)."""
+
+
+def load_system_file(path) -> str:
+    """Read a system file (as those of ``SYSTEM_FILES``) and make it a preset like the others;
+    its name.  A file may not replace a preset of the package."""
+    from symbolic_cost.files import input_file
+    text = input_file(str(path), "--system-file")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise InputError(f"{Path(path).name}: not a JSON object", "--system-file") from None
+    system, calibrated = read_system(data, Path(path).name)
+    if system.name in SYSTEMS and SYSTEMS[system.name] != system:
+        raise InputError(f"{Path(path).name}: a system named {system.name!r} is a preset already; name yours "
+                         f"otherwise", "--system-file")
+    SYSTEMS[system.name] = system
+    if calibrated is not None:
+        CALIBRATED[system.name] = calibrated
+    return system.name
 
 
 def get_system(name: str | System) -> System:
