@@ -384,16 +384,20 @@ def test_search_json_gives_every_layout_with_its_prediction(capsys):
     assert [b["total"] for b in found["best"]] == sorted(b["total"] for b in found["best"])
 
 
-def test_a_search_that_no_even_split_pipelines_says_so(capsys):
-    """gpt2's 12 layers over 5 devices: 5 divides neither 12 nor any degree that does (by hand:
-    the divisors of 12 between 2 and 11 are 2, 3, 4, 6, none of which divides 5); over 4 devices
-    p = 2 and 4 split them, and nothing is noted."""
-    argv = ["search", "--preset", "gpt2", "--global-batch", "20", "--seq", "128", "--top", "1", "--json"]
-    assert main(argv + ["--devices", "5"]) == 0
+def test_a_search_that_no_split_pipelines_says_so(capsys):
+    """gpt2's 12 layers over 11 devices: 11 stages would need nine middle stages of
+    ``ceil(12/11) = 2`` layers, 18 in all, and 11 is the only degree between 2 and 11 that divides
+    11; over 5 devices p = 5 splits them unevenly (three middle stages of 3, ends of 1 and 2), and
+    nothing is noted."""
+    argv = ["search", "--preset", "gpt2", "--seq", "128", "--top", "1", "--json"]
+    assert main(argv + ["--global-batch", "22", "--devices", "11"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
-    assert len(notes) == 1 and "gpt2's 12 layers evenly over 5 devices" in notes[0] and "--first-stage-layers" in notes[0]
-    assert main(argv[:3] + ["--global-batch", "8", "--seq", "128", "--top", "1", "--json", "--devices", "4"]) == 0
-    assert "notes" not in json.loads(capsys.readouterr().out)
+    assert len(notes) == 1 and "gpt2's 12 layers over 11 devices as search splits them" in notes[0]
+    assert "--first-stage-layers" in notes[0]
+    assert main(argv + ["--global-batch", "20", "--devices", "5", "--top", "100"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert "notes" not in printed
+    assert {(row["first_stage_layers"], row["last_stage_layers"]) for row in printed["best"] if row["p"] == 5} == {(1, 2)}
 
 
 def test_sweep_over_p_places_the_layers_of_each_p(capsys):

@@ -16,7 +16,7 @@ from symbolic_cost.cli.parse import grid_range
 from symbolic_cost.cli.values import architecture, conventions, sequence_length
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.utilisation import model_flops, utilisation
-from symbolic_cost.numeric.layouts import allowed
+from symbolic_cost.numeric.layouts import pipeline_degrees
 from symbolic_cost.numeric.ranking import PARTS
 from symbolic_cost.numeric.search import MAX_DEVICES, SPACE, search
 from symbolic_cost.numeric.tables import UNITS
@@ -158,22 +158,23 @@ def starting_point(args) -> tuple:
 
 
 def even_split_note(arch, devices: int) -> list[str]:
-    """A note where no pipeline degree between 1 and the layer count both divides the devices and
-    passes the search's own rule (``layouts.allowed``: ``p`` divides the layers; a prime depth such
-    as DeepSeek-V3's 61): the search tries even splits only, which then leaves no pipeline at all.
+    """A note where no pipeline degree between 2 and the layer count divides the devices and
+    splits the layers as the search splits them (``layouts.pipeline_degrees``: evenly, or with
+    Megatron-LM's uneven first and last stages, ``layouts.uneven_split``): then no layout is
+    pipelined, and other splits are for summary and sweep.
 
     >>> from symbolic_cost.models.config import preset
     >>> even_split_note(preset("gpt3-175b"), 1024)
     []
-    >>> even_split_note(preset("gpt3-175b"), 5 * 7)[0][:62]
-    "no pipeline degree splits gpt3-175b's 96 layers evenly over 35"
+    >>> even_split_note(preset("gpt3-175b"), 97 * 101)[0][:60]
+    "no pipeline degree splits gpt3-175b's 96 layers over 9797 de"
     """
     depth = arch.n_layers
-    if devices < 2 or any(devices % p == 0 and allowed(dict(p=p, n_layers=depth)) for p in range(2, depth)):
+    if devices < 2 or pipeline_degrees(arch, [p for p in range(2, depth) if devices % p == 0]):
         return []
-    return [f"no pipeline degree splits {arch.name}'s {depth} layers evenly over {devices} devices, and search "
-            "tries even splits only; summary and sweep take uneven ones (--first-stage-layers, --last-stage-layers, "
-            "--embedding-in-split, --loss-in-split, --pipeline-layout)"]
+    return [f"no pipeline degree splits {arch.name}'s {depth} layers over {devices} devices as search splits "
+            "them (evenly, or Megatron-LM's uneven first and last stages); summary and sweep take other splits "
+            "(--first-stage-layers, --last-stage-layers, --embedding-in-split, --loss-in-split, --pipeline-layout)"]
 
 
 def run(args) -> int:

@@ -61,6 +61,34 @@ def accepts(arch: Architecture, **training) -> bool:
     return True
 
 
+def uneven_split(depth: int, p: int) -> tuple[int, int] | None:
+    """The first and last stages' layers of Megatron-LM's uneven split of ``depth`` layers over
+    ``p`` stages (``--decoder-first-pipeline-num-layers``, ``--decoder-last-pipeline-num-layers``:
+    the ``p - 2`` middle stages even), where ``p`` does not divide the layers: the middle stages
+    hold ``m = ceil(depth / p)``, the ends share the rest, the last one the larger half, each
+    between 1 and ``m``; ``None`` where ``p`` divides the layers (an even split) or no such split
+    exists.  DeepSeek-V3's 61 layers over 16 stages: 2, fourteen stages of 4, then 3.
+
+    >>> uneven_split(61, 16), uneven_split(61, 2), uneven_split(61, 32), uneven_split(96, 8)
+    ((2, 3), (30, 31), None, None)
+    """
+    if p < 2 or depth % p == 0:
+        return None
+    middle = -(-depth // p)
+    rest = depth - (p - 2) * middle
+    first, last = rest // 2, rest - rest // 2
+    return (first, last) if 1 <= first and last <= middle else None
+
+
+def pipeline_degrees(arch: Architecture, candidates) -> list[int]:
+    """The pipeline degrees of ``candidates`` the search tries: those that divide the layers, and
+    for a decoder-only model those with an ``uneven_split``."""
+    whole = [p for p in candidates if allowed(dict(p=p, n_layers=arch.n_layers))]
+    if arch.encoder_decoder:
+        return whole
+    return sorted(set(whole) | {p for p in candidates if uneven_split(int(arch.n_layers), p) is not None})
+
+
 def _divisors(n: int) -> list[int]:
     """The divisors of ``n``, in increasing order."""
     small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
@@ -98,7 +126,8 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
             cp=(1,), cp_variant="ring") -> pd.DataFrame:
     """Every layout whose degrees divide what they split: ``m1`` the heads, key/value heads and
     MLP width; ``p`` the layers; ``s1`` the sequence (``sequence="ends"``: 1 or ``m1``, as
-    Megatron-LM; ``"all"``: every divisor of ``m1``; ``m1`` with experts); ``b d`` the global
+    Megatron-LM; ``"all"``: every divisor of ``m1``; ``m1`` with experts; ``p`` the layers, or
+    unevenly, ``uneven_split``); ``b d`` the global
     batch (``micro_batch_sizes``, or ``"all"``); with experts ``ep`` and ``etp``
     (``expert_layouts``, columns only then).  ``cp`` lists the context-parallel degrees tried
     (of ``cp_variant``): the devices are ``m1 cp p d`` (``models.totals.world_size``), and a
@@ -116,7 +145,7 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
     split, rows = _split_by_tensor(arch), []
     for m1 in (m1 for m1 in _divisors(devices) if allowed(dict(split, m1=m1))):
         for c in (c for c in cps if (devices // m1) % c == 0):
-            for p in (p for p in _divisors(devices // (m1 * c)) if allowed(dict(p=p, n_layers=arch.n_layers))):
+            for p in pipeline_degrees(arch, _divisors(devices // (m1 * c))):
                 d = devices // (m1 * c * p)
                 for s1 in ([m1] if arch.moe is not None else _divisors(m1) if sequence == "all" else sorted({1, m1})):
                     if not allowed(dict(s1=s1, l=seq, m1=m1)) or (

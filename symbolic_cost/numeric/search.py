@@ -39,7 +39,8 @@ from symbolic_cost.models.grid_stack import unsupported
 from symbolic_cost.numeric.compile import compile_exprs, default_backend
 from symbolic_cost.numeric.kernel_cache import built
 from symbolic_cost.numeric.ranking import PARTS, RERUNS, fastest
-from symbolic_cost.numeric.layouts import context_choices, grid_layouts, groups, layouts, row_count, shard_rows
+from symbolic_cost.numeric.layouts import (context_choices, grid_layouts, groups, layouts, row_count, shard_rows,
+                                           uneven_split)
 from symbolic_cost.numeric.variants import families, labelled, offload_allowed, variant_rows, variants
 from symbolic_cost.numeric.vector_kernel import CORES
 from symbolic_cost.timing.hardware import get_system
@@ -80,7 +81,9 @@ def run_family(task) -> list[tuple[int, int, pd.DataFrame]]:
         columns = shard_rows(arch, columns, family[0].shard)
     if not row_count(columns):
         return [(0, 0, labelled(columns, variant)) for variant in family]
-    by_p = [columns["p"], columns["vp"]] if placed_by_p(arch, fixed) else []
+    uneven = (arch.n_layers % columns["p"]) != 0             # ``layouts.uneven_split``: a build for each such p
+    by_p = [columns["p"], columns["vp"]] if placed_by_p(arch, fixed) else \
+        [np.where(uneven, columns["p"], 0), np.where(uneven, columns["vp"], 0)] if uneven.any() else []
     apart = np.zeros(row_count(columns), dtype=bool)
     kinds = [_sequence_kind(columns), columns["cp"] > 1 if "cp" in columns else apart,
              columns["shard"] < columns["d"] if "shard" in columns else apart]
@@ -113,7 +116,8 @@ def _sequence_kind(rows) -> np.ndarray:
 
 
 def _stage_keys(key, by_p) -> tuple:
-    return tuple(int(k) for k in key) if by_p else (None, None)
+    """``(p, vp)`` of a group built for its pipeline degree, or ``(None, None)`` (``p`` a symbol)."""
+    return tuple(int(k) for k in key) if by_p and int(key[0]) else (None, None)
 
 
 def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, top, p=None, vp=None,
@@ -133,6 +137,9 @@ def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, t
         names = [n for n in names if n != "s1"]
     if p is not None:
         changes.update(p=p, **({"virtual_stages": vp} if family[0].schedule == "interleaved" else {}))
+        split = uneven_split(int(arch.n_layers), p)
+        if split is not None:
+            changes.update(first_stage_layers=split[0], last_stage_layers=split[1])
         names = [n for n in names if n not in ("p", "vp")]
     symbolic = {**(dict(cp=S.cp, cp_variant=family[0].cp_variant) if context else {}),
                 **(dict(shard=S.shard) if hsdp else {})}
@@ -238,7 +245,20 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
     every = every.assign(cp=every["cp"].fillna(1).astype(int)) if "cp" in every else every   # grids: cp = 1
     every = every.assign(shard=every["shard"].fillna(every["d"]).astype(int)) if "shard" in every else every  # below ZeRO-3: d
     best = every.sort_values("total", kind="stable").head(top).reset_index(drop=True)
-    return SearchResult(sum(n for n, _, _ in results), sum(k for _, k, _ in results), best)
+    return SearchResult(sum(n for n, _, _ in results), sum(k for _, k, _ in results), stages(best, int(arch.n_layers)))
+
+
+def stages(best: pd.DataFrame, depth: int) -> pd.DataFrame:
+    """``best`` with the first and last stages' layers after ``p`` where a layout splits the
+    layers unevenly (``layouts.uneven_split``; an even one's ends hold ``depth / p``), else as it is."""
+    if best.empty or "p" not in best or not (depth % best["p"] != 0).any():
+        return best
+    ends = [uneven_split(depth, int(p)) or (depth // int(p),) * 2 for p in best["p"]]
+    at = list(best.columns).index("p") + 1
+    best = best.copy()
+    best.insert(at, "last_stage_layers", [last for _, last in ends])
+    best.insert(at, "first_stage_layers", [first for first, _ in ends])
+    return best
 
 
 AUTO_TASKS = 8

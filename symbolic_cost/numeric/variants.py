@@ -111,13 +111,14 @@ def variant_rows(base: pd.DataFrame, variant: Variant, depth: int, recompute_lay
         rows = by_stage(where(rows, (rows["p"] > 1) & (rows["n_micro"] % rows["p"] == 0)), "vp",
                         lambda p: virtual_stages(depth, p))
     elif variant.schedule == "dualpipe":      # parallel.pipeline.dualpipe_rules (``_rows_of`` names the two)
-        even = (rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"])
+        even = (rows["p"] % 2 == 0) & (rows["n_micro"] % 2 == 0) & (rows["n_micro"] >= 2 * rows["p"]) \
+            & (depth % rows["p"] == 0)                       # DualPipe's halves of even stages
         rows = _with(where(rows, even), vp=1)
     else:
         rows = _with(rows, vp=1)
     if variant.recompute == "full":
-        rows = by_stage(rows, "n_rec", lambda p, vp: range(1, depth // (p * vp) + 1) if recompute_layers == "all"
-                        else [depth // (p * vp)], key=("p", "vp"))
+        rows = by_stage(rows, "n_rec", lambda p, vp: range(1, -(-depth // (p * vp)) + 1) if recompute_layers == "all"
+                        else [-(-depth // (p * vp))], key=("p", "vp"))     # an uneven split's middle stages: the most
     else:
         rows = _with(rows, n_rec=0)
     return rows
