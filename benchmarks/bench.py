@@ -11,20 +11,23 @@ Every comparison asserts that all outputs agree, not one.  Measured:
   DeepSeek-V3, every degree symbolic, with the peak and with the calibrated step time, in a
   fresh process, with an empty kernel cache (to the kernel's first tier, then to its machine
   code) and again with the machine code on disk;
-* configurations per CPU-second for those totals with the step-time breakdown, on the LLVM,
-  numba and numpy backends, against SymPy's plain ``lambdify``, jax's XLA (where installed),
-  exact substitution (``numeric.exact``) of every distinct configuration, and the limit one core's streaming bandwidth sets for the bytes a
-  configuration reads and writes; and on the LLVM and numba backends again with machine code
-  for AVX2 without AVX-512 (``AVX2``), as a machine without AVX-512 runs them;
+* configurations per CPU-second for GPT-3 175B's totals with the calibrated step-time breakdown
+  (what every command uses), on the LLVM, numba and numpy backends, against SymPy's plain
+  ``lambdify``, jax's XLA (where installed), exact substitution (``numeric.exact``) of every
+  distinct configuration, which every row of every backend is asserted to equal, and the limit
+  one core's streaming bandwidth sets for the bytes a configuration reads and writes; and on the
+  LLVM and numba backends again with machine code for AVX2 without AVX-512 (``AVX2``), as a
+  machine without AVX-512 runs them;
 * one transformer layer's time against the same formulas written by hand in numpy, blocked
   the same way and with the common subexpressions computed once;
-* ``symbolic-cost summary --preset llama-2-7b --json`` in a fresh process;
+* ``symbolic-cost summary --preset llama-2-7b --json`` in a fresh process, and ``symbolic-cost --help``;
 * one exact configuration through ``numeric.exact.model_function`` after the first;
 * the search of every layout the library expresses (``numeric.search.SPACE``, with context
   parallelism 1-8 and every FSDP shard group: 21 million layouts) for GPT-3 175B on 1,024 H100
   with the calibrated step time, in a fresh process, with an empty kernel cache and with the
   kernels on disk, in one process, and with an empty cache split over the cores as the command
   line splits it;
+* the search of DeepSeek-V3 (61 layers) on 2,048 H100, which only uneven splits pipeline;
 * llm-analysis per configuration, where it is installed.
 
 Targets are reported, never asserted.
@@ -498,7 +501,31 @@ def summary_cli() -> dict:
     cold = Timing(statistics.median(t.cpu for t in colds), statistics.median(t.wall for t in colds))
     filled = {"SYMBOLIC_COST_CACHE": tempfile.mkdtemp(prefix="bench_cli_")}
     fresh_process(command, filled, repeat=1)
-    return dict(cold=cold, warm=fresh_process(command, filled))
+    helped = fresh_process([sys.executable, "-m", "symbolic_cost", "--help"], filled)
+    return dict(cold=cold, warm=fresh_process(command, filled), help=helped)
+
+
+UNEVEN_SEARCH = """
+import sys
+from symbolic_cost.models.config import load
+from symbolic_cost.numeric.search import search
+from symbolic_cost.timing.hardware import calibrated
+found = search(load(sys.argv[1]), 2048, calibrated("h100"), global_batch=4096, seq=4096, top=10, zero=1, flash=True)
+uneven = found.best[found.best["p"] > 1]
+print(found.evaluated, len(uneven), int((61 % uneven["p"] != 0).sum()) if len(uneven) else 0)
+"""
+"""DeepSeek-V3 (61 layers, a prime) on 2,048 H100: how many of the ten fastest layouts pipeline,
+and how many of those split the layers unevenly (``layouts.uneven_split``)."""
+
+
+def uneven_search() -> dict:
+    """``UNEVEN_SEARCH`` in a fresh process with an empty kernel cache, and again from disk."""
+    cache, printed = tempfile.mkdtemp(prefix="bench_uneven_"), []
+    command = [sys.executable, "-c", UNEVEN_SEARCH, str(ROOT / "tests" / "hf_configs" / "DeepSeek-V3.json")]
+    cold = fresh_process(command, {"SYMBOLIC_COST_CACHE": cache}, repeat=1)
+    warm = fresh_process(command, {"SYMBOLIC_COST_CACHE": cache}, repeat=3, output=printed)
+    evaluated, pipelined, uneven = map(int, printed[0].split())
+    return dict(cold=cold, warm=warm, evaluated=evaluated, pipelined=pipelined, uneven=uneven)
 
 
 def space_search() -> dict:
@@ -574,7 +601,8 @@ def main(only=()):
     load_before = loadavg()
     steps = [("build and compile", build_and_compile), ("evaluation", evaluation),
              ("evaluation without AVX-512", avx2_evaluation), ("one layer", one_layer),
-             ("one exact configuration", one_exact), ("summary command", summary_cli), ("search", space_search)]
+             ("one exact configuration", one_exact), ("summary command", summary_cli), ("search", space_search),
+             ("uneven search", uneven_search)]
     got = {}
     for name, step in steps:
         if only and step.__name__ not in only:
@@ -593,6 +621,7 @@ def main(only=()):
 def write_report(got, overhead, load_before, load_after, compiled=""):
     build, ev, layer = got["build and compile"], got["evaluation"], got["one layer"]
     exact, cli, found = got["one exact configuration"], got["summary command"], got["search"]
+    uneven = got["uneven search"]
     avx2 = got["evaluation without AVX-512"]
     fastest = ev["rates"].get("llvm", ev["rates"]["numpy"])
     rates = ", ".join(f"{k} {v:,.0f}/s" for k, v in ev["rates"].items())
@@ -626,6 +655,8 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
          f"{cli['cold'].cpu:.2f}; {cli['cold'].wall:.2f}", "<= 0.8", cli["cold"].cpu <= 0.8),
         ("the same, the answer on disk (CPU s; wall)", f"{cli['warm'].cpu:.2f}; {cli['warm'].wall:.2f}",
          "<= 0.3", cli["warm"].cpu <= 0.3),
+        ("`symbolic-cost --help`, fresh process (CPU s; wall)", f"{cli['help'].cpu:.3f}; {cli['help'].wall:.3f}",
+         "<= 0.15", cli["help"].cpu <= 0.15),
         ("one exact configuration through `model_function` after the first (CPU ms; each of 1,440 new ones)",
          f"{exact['per_call'] * 1e3:.3f}; {exact['distinct'] * 1e3:.3f} ({exact['rational']})", "<= 0.1",
          exact["per_call"] <= 1e-4),
@@ -637,6 +668,10 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
          ">= 10,000,000 layouts in <= 10", found["evaluated"] >= 1e7 and found["warm"].cpu <= 10),
         ("the same, empty kernel cache, split over the cores as the command line splits it (CPU s of every "
          "process; wall)", f"{found['split'].cpu:.2f}; {found['split'].wall:.2f}", "", None),
+        (f"search of DeepSeek-V3 (61 layers) on 2,048 H100, calibrated, ZeRO-1: {uneven['evaluated']:,} layouts; of "
+         f"the 10 fastest, {uneven['pipelined']} pipelined, {uneven['uneven']} of them split unevenly; empty kernel "
+         "cache, then kernels on disk (CPU s)", f"{uneven['cold'].cpu:.2f}; {uneven['warm'].cpu:.2f}",
+         "pipelined layouts with uneven splits", uneven["uneven"] > 0),
     ]
     lines = ["# Benchmark", "", f"Generated by `python benchmarks/bench.py`. Machine: {machine()}. Load average "
              f"(1, 5, 15 min) {load_before} before, {load_after} after. Figures are medians of {REPEAT} repeats "
