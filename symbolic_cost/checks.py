@@ -215,6 +215,21 @@ def count(value, name: str, minimum: int = 1, maximum: int | None = None) -> int
     return value
 
 
+def given_counts(**values) -> tuple:
+    """Each of ``values`` that is given (not ``None``) as a ``count``: what a framework reader
+    takes beside its file (the world size, a vocabulary, devices per node), checked as the
+    command line checks them, so that a Python caller gets the same refusal.
+
+    >>> given_counts(world=8, vocab=None)
+    (8, None)
+    >>> given_counts(world=0)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: world must be an integer >= 1, got 0
+    """
+    return tuple(None if value is None else count(value, name) for name, value in values.items())
+
+
 def flag(value, name: str) -> bool:
     """A boolean that is a boolean (``1`` or ``"false"`` is refused)."""
     if not isinstance(value, bool):

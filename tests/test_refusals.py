@@ -290,3 +290,24 @@ def test_silent_answers_of_issue_66_are_refusals(capsys):
             "l_ctx + 1 = 4097 tokens exceed the context of llama-2-7b (4096 tokens)")
     assert main(["inference", "--preset", "llama-2-7b", "--set", "l_ctx=4095"]) == 0
     assert main(["inference", "--preset", "llama-2-7b", "--set", "l_ctx=4096", "--allow-long"]) == 0
+
+
+def test_a_reader_called_from_python_refuses_what_the_command_line_refuses():
+    """The world size and vocabulary given beside a file are checked in the reader, not only by the
+    command line's parser (issue 66: from Python, ``world=-2`` had been blamed on the layout and
+    ``world=0`` silently replaced by the launcher's 8)."""
+    from pathlib import Path
+    from symbolic_cost.checks import InputError
+    from symbolic_cost.models.launch_script import read_launch
+    from symbolic_cost.models.megatron_args import megatron_setup
+    from symbolic_cost.models.torchtitan import torchtitan_setup
+    inputs = Path(__file__).parent / "framework_inputs"
+    launch = read_launch((inputs / "train_gpt3_175b_distributed.sh").read_text(), "gpt3.sh")
+    for world, vocab, message in ((-2, 50257, "world must be an integer >= 1, got -2"),
+                                  (0, 50257, "world must be an integer >= 1, got 0"),
+                                  (1024, 0, "vocab must be an integer >= 1, got 0"),
+                                  (True, 50257, "world")):
+        with pytest.raises(InputError, match=message):
+            megatron_setup(launch, "gpt3.sh", world, vocab)
+    with pytest.raises(InputError, match="world must be an integer >= 1, got -2"):
+        torchtitan_setup((inputs / "llama3_8b.toml").read_text(), "llama3_8b.toml", -2)

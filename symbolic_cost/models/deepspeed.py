@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_args import Setup
 from symbolic_cost.models.training import Overlap
@@ -166,6 +166,7 @@ def zero_policy(zero: dict, stage: int, notes: list) -> dict:
 def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, command: dict) -> Setup:
     """The values and policy of a DeepSpeed config for ``arch``; ``given`` holds ``--set`` values
     and ``command`` the command line's ``precision`` and ``zero`` (for "auto")."""
+    world, = given_counts(world=world)
     config = read_json(text, name, "--deepspeed", "a DeepSpeed config")
     _check_keys(config, name)
     notes, zero = [], config.get("zero_optimization", {})

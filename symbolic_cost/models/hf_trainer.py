@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.accelerate import fsdp_policy
 from symbolic_cost.models.megatron_args import Setup
@@ -214,6 +214,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     """The values and policy of a TrainingArguments JSON for ``arch`` on ``world`` devices
     (``--devices``; 1 without), ``per_node`` the devices of a machine (``--shard``, for
     ``hybrid_shard``)."""
+    world, per_node = given_counts(world=world, per_node=per_node)
     args = read_json(text, name, "--hf-training-args", "TrainingArguments")
     _check_keys(args)
     if args.get("deepspeed"):

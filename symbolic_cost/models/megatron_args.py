@@ -91,7 +91,7 @@ from fractions import Fraction
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import MoE
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.parallel.splits import layout_stages
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.launch_script import Launch
@@ -116,6 +116,7 @@ class Setup:
 def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
     """The model, values and policy of Megatron arguments; ``world`` and ``vocab`` (from the command
     line) replace the launcher's world size and give a vocabulary read from a tokenizer file."""
+    world, vocab = given_counts(world=world, vocab=vocab)
     o, notes = Options(parse(launch.program)), []
     notes += [NOTED[n] for n in NOTED if n in o.options and NOTED[n]]
     stated = world_size(launch.launcher)

@@ -71,7 +71,7 @@ Megatron FSDP, a batch ramp, PEFT, ...) are refused at any other (``INERT``), an
 from __future__ import annotations
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import CP_COMM_TYPES, Setup
 from symbolic_cost.models.megatron_bridge_keys import Container
@@ -151,6 +151,7 @@ def load(text: str, name: str) -> dict:
 
 def megatron_bridge_setup(text: str, name: str, world: int | None) -> Setup:
     """The model, values and policy of a ``ConfigContainer`` YAML on ``world`` processes."""
+    world, = given_counts(world=world)
     c = Container(load(text, name), name)
     notes = fp32_gradients_note(c)
     if world is None:

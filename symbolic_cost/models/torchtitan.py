@@ -70,7 +70,7 @@ from fractions import Fraction
 from math import ceil
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import Setup
 from symbolic_cost.models.torchtitan_keys import Job
@@ -145,6 +145,7 @@ def stage_layers(layers: int, stages: int, first_less: int, last_less: int) -> l
 def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
     """The model, values and policy of a torchtitan job TOML; ``world`` is the number of
     processes (``--devices``), ``vocab`` a tokenizer's vocabulary."""
+    world, vocab = given_counts(world=world, vocab=vocab)
     job, notes = Job(text, name), []
     for section, key, inert, why in (
             ("training", "enable_cpu_offload", False, "FSDP's CPU offload of parameters, gradients and optimizer "
