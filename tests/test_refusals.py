@@ -311,3 +311,11 @@ def test_a_reader_called_from_python_refuses_what_the_command_line_refuses():
             megatron_setup(launch, "gpt3.sh", world, vocab)
     with pytest.raises(InputError, match="world must be an integer >= 1, got -2"):
         torchtitan_setup((inputs / "llama3_8b.toml").read_text(), "llama3_8b.toml", -2)
+
+
+@pytest.mark.parametrize("system, generation", [("a100", "ampere"), ("mi300x", "no generation stated"),
+                                                ("b200", "blackwell")])
+def test_overheads_measured_on_hopper_are_refused_elsewhere(capsys, system, generation):
+    refused(capsys, ["summary", "--preset", "gpt2", "--system", system, "--overheads", "hopper"],
+            f"overheads 'hopper' were measured on Hopper GPUs, and system {system} is not one ({generation})")
+    assert main(["summary", "--preset", "gpt2", "--system", "h200", "--overheads", "hopper"]) == 0

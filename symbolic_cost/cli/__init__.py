@@ -121,9 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         chosen = _chosen(argv)
         args = (build_parser(chosen) if chosen else commands_parser()).parse_args(argv)
         from symbolic_cost.budget import time_limit
-        from symbolic_cost.cli.options import honour_system_file, honour_tensor
+        from symbolic_cost.cli.options import honour_overheads, honour_system_file, honour_tensor
         honour_tensor(args)
         honour_system_file(args)
+        honour_overheads(args)
         with time_limit(TIME_LIMIT if args.command in LIMITED else None, SLOW), \
                 answers.recording(words or []) as keep:
             status = args.run(args)

@@ -293,6 +293,16 @@ def honour_system_file(args) -> None:
     args.system = load_system_file(path)
 
 
+def honour_overheads(args) -> None:
+    """Refuse ``--overheads`` measured on another GPU generation than ``--system``'s."""
+    name = getattr(args, "overheads", None)
+    if name in (None, "none") or not hasattr(args, "system"):
+        return
+    from symbolic_cost.models.overheads import check_overheads
+    from symbolic_cost.timing.systems import CALIBRATED
+    check_overheads(name, CALIBRATED.get(args.system, {}).get("arch"), args.system)
+
+
 def honour_tensor(args) -> None:
     """Refuse ``--panel`` and ``--grid-order`` without a tensor grid (``--tensor 1d``, the default,
     has no grid to shape: they would be ignored)."""

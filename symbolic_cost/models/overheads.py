@@ -104,6 +104,21 @@ OVERHEADS = {
 """The named choices of overheads (the module docstring gives each part's source)."""
 
 
+MEASURED_ON = {"hopper": "hopper"}
+"""The GPU generation each named set of overheads was measured on (``Efficiency.arch``): a CUDA
+context, cuBLAS's workspace and NCCL's buffers differ from one generation and driver to the next."""
+
+
+def check_overheads(name, arch: str | None, system: str) -> None:
+    """Refuse a named set of overheads on a system of another generation (``arch``, from the
+    system's file; ``None`` where it states none) than the one it was measured on."""
+    measured = MEASURED_ON.get(name) if isinstance(name, str) else None
+    if measured is not None and arch != measured:
+        raise InputError(f"overheads {name!r} were measured on {measured.title()} GPUs, and system {system} is not "
+                         f"one ({arch or 'no generation stated'}): --overheads none, or pass your own Overheads",
+                         "overheads")
+
+
 def get_overheads(name) -> Overheads:
     """An ``Overheads`` value or the name of one of ``OVERHEADS``."""
     if isinstance(name, Overheads):
