@@ -289,7 +289,7 @@ CLI = [
     ("search --preset gpt2 --devices 8 --top 0", "--top"),
     ("search --preset gpt2 --devices 8 --seq -1", "--seq"),
     ("search --preset gpt2 --devices 8 --system a100-perlmutter --zero 4", "--zero"),
-    ("search --preset gpt2 --devices 7 --global-batch 3", "devices"),
+    ("search --preset gpt2 --devices 11 --global-batch 3", "devices"),   # 11 stages would need 18 layers
     # inference
     ("inference --preset llama-2-7b --grid b=nan", "--grid"),
     ("inference --preset llama-2-7b --grid b=0", "--grid"),

@@ -319,3 +319,14 @@ def test_overheads_measured_on_hopper_are_refused_elsewhere(capsys, system, gene
     refused(capsys, ["summary", "--preset", "gpt2", "--system", system, "--overheads", "hopper"],
             f"overheads 'hopper' were measured on Hopper GPUs, and system {system} is not one ({generation})")
     assert main(["summary", "--preset", "gpt2", "--system", "h200", "--overheads", "hopper"]) == 0
+
+
+def test_options_a_framework_file_would_override_are_refused_even_at_their_default(capsys):
+    """``--no-flash`` is the default, so it could not be told from nothing; beside a torchtitan
+    file (whose model runs flash attention) it was ignored.  ``--vocab-size`` beside a DeepSpeed
+    config, whose model comes from --preset, was ignored too."""
+    toml = "tests/framework_inputs/llama3_8b.toml"
+    refused(capsys, ["summary", "--torchtitan", toml, "--no-flash", "--devices", "8", "--vocab-size", "128256"],
+            "--flash: the settings of --torchtitan decide it")
+    refused(capsys, ["summary", "--preset", "gpt2", "--deepspeed", "tests/framework_inputs/ds_zero_stage_3_config.json",
+                     "--devices", "8", "--vocab-size", "50000"], "--vocab-size gives the vocabulary of a Megatron-LM")

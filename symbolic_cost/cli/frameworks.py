@@ -84,8 +84,8 @@ def recipe_fields(args) -> dict:
 
 
 def _given(args, flags: tuple) -> str | None:
-    """The first option of ``flags`` set away from its default (one typed at its default value cannot
-    be told from none)."""
+    """The first option of ``flags`` set away from its default, or typed at it where the option
+    notes that (``options.Given``, ``GivenSwitch``: ``--no-flash`` beside a file that turns flash on)."""
     plain = options.PLAIN
     defaults = dict(precision=plain.precision, distributed_optimizer=plain.distributed_optimizer,
                     recompute=plain.recompute, recompute_method=plain.recompute_method,
@@ -98,7 +98,7 @@ def _given(args, flags: tuple) -> str | None:
                     reshard_after_forward=plain.reshard_after_forward)
     for name, default in defaults.items():
         flag = "--" + name.replace("_", "-")
-        if flag in flags and hasattr(args, name) and getattr(args, name) != default:
+        if flag in flags and hasattr(args, name) and (getattr(args, name) != default or options.given(args, name)):
             return flag
     return None
 
@@ -155,6 +155,9 @@ def _read(dest: str, path: str, args):
     """The ``Setup`` of one framework file.  Each reader is imported here, when its file is given:
     a command without one (most) does not load them (a thirtieth of a cold ``summary``)."""
     flag = FILES[dest]
+    if dest in ("hf_training_args", "deepspeed", "accelerate") and getattr(args, "vocab_size", None) is not None:
+        raise InputError(f"--vocab-size gives the vocabulary of a Megatron-LM script or a torchtitan file; beside "
+                         f"{flag} the model (--preset, --hf-config) states its own: it would be ignored", "--vocab-size")
     if dest == "hf_training_args":
         return _trainer(path, args)
     if dest == "deepspeed":

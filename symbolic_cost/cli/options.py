@@ -42,8 +42,18 @@ class Given(argparse.Action):
         setattr(namespace, f"given_{self.dest}", True)
 
 
+class GivenSwitch(argparse.BooleanOptionalAction):
+    """``--x`` / ``--no-x`` that notes it was given, as ``Given`` does: ``--no-flash`` typed at the
+    default is still a choice a framework file's setting would override."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        setattr(namespace, f"given_{self.dest}", True)
+
+
 def given(args, dest: str) -> bool:
-    """Whether option ``dest`` (declared with ``action=Given``) was on the command line."""
+    """Whether option ``dest`` (declared with ``action=Given`` or ``GivenSwitch``) was on the
+    command line."""
     return getattr(args, f"given_{dest}", False)
 
 
@@ -134,7 +144,7 @@ def precision(parser):
 
 def flash(parser):
     """``--flash`` / ``--no-flash``: fused attention that keeps no ``l^2`` scores."""
-    option(parser, "--flash", action=argparse.BooleanOptionalAction, default=PLAIN.flash,
+    option(parser, "--flash", action=GivenSwitch, default=PLAIN.flash,
            help="fused flash attention (keeps no l^2 scores)")
 
 
