@@ -330,3 +330,12 @@ def test_options_a_framework_file_would_override_are_refused_even_at_their_defau
             "--flash: the settings of --torchtitan decide it")
     refused(capsys, ["summary", "--preset", "gpt2", "--deepspeed", "tests/framework_inputs/ds_zero_stage_3_config.json",
                      "--devices", "8", "--vocab-size", "50000"], "--vocab-size gives the vocabulary of a Megatron-LM")
+
+
+def test_a_sweep_refuses_the_context_parallel_points_summary_refuses(capsys):
+    """gpt2 is causal: ring attention cuts a sequence into 2 cp chunks; 1,024 tokens are not cut
+    into 6, so cp = 3 is refused in the sweep as summary refuses it (the sweep had printed a row)."""
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "cp=3", "l=1024", "--flash"], "6 chunks (cp=3, ring)")
+    refused(capsys, ["sweep", "--preset", "gpt2", "--grid", "cp=2,3", "--set", "l=1024", "--flash", "--field", "total"],
+            "--grid at cp=3: 6 chunks (cp=3, ring) must divide l")
+    assert main(["sweep", "--preset", "gpt2", "--grid", "cp=1,2,4", "l=512,1024", "--flash", "--field", "total"]) == 0

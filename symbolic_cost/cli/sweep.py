@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sys
+from types import SimpleNamespace
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.block import layer_rules
@@ -23,7 +24,7 @@ from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.parallel.pipeline import dualpipe_rules
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.placement import placed_by_p
-from symbolic_cost.models.training import check_context
+from symbolic_cost.models.training import check_context, check_context_parallel
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.numeric.sweep import grid_size, sweep
@@ -123,12 +124,37 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
             check_context(arch, (("l", tokens),), policy.get("allow_long", False))
         except InputError as error:
             raise InputError(f"--grid at l={tokens}: {error}", error.argument) from None
+    _check_context_parallel(arch, get, grid, policy)
     if policy.get("schedule") == "dualpipe":        # p and n_micro even, n_micro >= 2p at every point
         for p, n in itertools.product(grid.get(S.p, [get(S.p)]), grid.get(S.n_micro, [get(S.n_micro)])):
             try:
                 dualpipe_rules(p, n)
             except InputError as error:
                 raise InputError(f"--grid at p={p}, n_micro={n}: {error}", error.argument) from None
+
+
+CP_READS = (S.cp, S.l, S.s1, S.m1, S.d, S.ep, S.etp)
+"""The symbols context parallelism's rules read (``models.training.check_context_parallel``)."""
+
+
+def _check_context_parallel(arch, get, grid: dict, policy: dict) -> None:
+    """Every grid point's context parallelism as ``summary`` checks it: the sequence cut into its
+    chunks, a rank's tokens into ``s1``, Ulysses' heads, the expert grid folding onto the ranks;
+    each combination of the swept symbols those rules read, once."""
+    if S.cp not in grid and get(S.cp) == 1:
+        return
+    swept = [s for s in CP_READS if s in grid]
+    for point in itertools.product(*(grid[s] for s in swept)):
+        at = dict(zip(swept, point))
+        value = lambda s: at.get(s, get(s))  # noqa: E731
+        run = SimpleNamespace(cp=value(S.cp), l=value(S.l), s1=value(S.s1), m1=value(S.m1), d=value(S.d),
+                              ep=value(S.ep), etp=None if S.etp not in at and policy.get("etp") is None else value(S.etp),
+                              cp_variant=policy.get("cp_variant") or "ring", tensor=None)
+        try:
+            check_context_parallel(arch, run)
+        except InputError as error:
+            shown = ", ".join(f"{s}={v}" for s, v in at.items())
+            raise InputError(f"--grid at {shown}: {error}", error.argument) from None
 
 
 def run(args) -> int:
