@@ -15,9 +15,11 @@ numerically::
 
 The margin is ``1/(2D)`` either side of every whole number, while evaluating ``(N ± 1/2)/D`` in
 doubles, by a division or by a product with ``1/D``, errs by a few units in the last place of
-the quotient: the rounding is exact while ``N`` (and ``D``) stay below ``2^50``, far beyond any
-count of bytes, FLOPs or devices here.  Only arguments that are provably ratios of whole numbers
-(``integer_ratio``) are rewritten; others (``log(n)/log(2)``) are left as they are.
+the quotient, or, where SymPy distributes a numeric ``D`` over the terms of ``N``, of its largest
+term over ``D``: the rounding is exact while ``D`` times the largest term of ``N`` stays below
+``2^50``, far beyond any count of bytes, FLOPs or devices here.  Only arguments that are
+provably ratios of whole numbers (``integer_ratio``) are rewritten; others (``log(n)/log(2)``)
+are left as they are.
 
 >>> from sympy import ceiling, floor
 >>> from symbolic_cost.symbols import d, m1
