@@ -412,9 +412,22 @@ def test_architecture_derived_sizes_by_hand():
 
 # ---------------------------------------------------------------- the search's rules are model_cost's
 
+def _ends(layers: int, p: int) -> dict:
+    """Megatron-LM's uneven split as the search tries it, written out: where ``p`` does not divide
+    the layers, ``p - 2`` middle stages of ``ceil(layers / p)`` and the rest to the ends (the last
+    the larger half), each end between 1 and a middle stage; nothing else to set where it divides."""
+    if p == 1 or layers % p == 0:
+        return {}
+    middle = -(-layers // p)
+    first = (layers - (p - 2) * middle) // 2
+    last = layers - (p - 2) * middle - first
+    return dict(first_stage_layers=first, last_stage_layers=last) if first >= 1 and last <= middle else {}
+
+
 def _accepted(arch, devices, seq, expert=False) -> set:
     """Every ``(m1, s1, d, p, ep, etp)`` with ``s1`` 1 or ``m1`` (``m1`` with experts) and ``b = 1``
-    that ``numeric.exact.check_numbers`` (the rules ``model_cost`` applies) accepts."""
+    that ``numeric.exact.check_numbers`` (the rules ``model_cost`` applies) accepts, a pipeline
+    that does not divide the layers split unevenly (``_ends``)."""
     from symbolic_cost.checks import InputError
     from symbolic_cost.numeric.exact import check_numbers
     out = set()
@@ -424,7 +437,7 @@ def _accepted(arch, devices, seq, expert=False) -> set:
             grids = [(ep, etp) for ep in range(1, m1 * d + 1) for etp in sorted({1, m1})] if expert else [(1, 1)]
             for s1, (ep, etp) in ((s1, g) for s1 in ({m1} if expert else {1, m1}) for g in grids):
                 t = Training(b=1, l=seq, m1=m1, s1=s1, d=d, p=p, micro_batches=64 // d or 1,
-                             **(dict(ep=ep, etp=etp) if expert else {}))
+                             **(dict(ep=ep, etp=etp) if expert else {}), **_ends(int(arch.n_layers), p))
                 try:
                     check_numbers(arch, t)
                 except InputError:
