@@ -136,7 +136,8 @@ def test_context_parallelism_from_the_arguments(tmp_path, capsys):
     kinds are refused by name."""
     base = ("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 "
             "--micro-batch-size 2 --global-batch-size 16 --tokenizer-type NullTokenizer --vocab-size 999 --swiglu ")
-    plain = _json(capsys, "--megatron-args", _program(tmp_path, base), "--devices", "4", "--set", "cp=2", "d=4")
+    plain = _json(capsys, "--megatron-args", _program(tmp_path, base), "--devices", "8", "--set", "cp=2", "d=4",
+                  "n_micro=2")
     ring = _json(capsys, "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"), "--devices", "8")
     assert ring["world_size"] == 8
     assert {k: v for k, v in ring.items() if k != "notes"} == {k: v for k, v in plain.items() if k != "notes"}

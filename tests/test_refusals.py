@@ -339,3 +339,13 @@ def test_a_sweep_refuses_the_context_parallel_points_summary_refuses(capsys):
     refused(capsys, ["sweep", "--preset", "gpt2", "--grid", "cp=2,3", "--set", "l=1024", "--flash", "--field", "total"],
             "--grid at cp=3: 6 chunks (cp=3, ring) must divide l")
     assert main(["sweep", "--preset", "gpt2", "--grid", "cp=1,2,4", "l=512,1024", "--flash", "--field", "total"]) == 0
+
+
+def test_set_degrees_that_change_the_devices_beside_a_framework_file_are_refused(capsys):
+    """GPT-3 175B's script runs tp 8 x pp 16 over 1,024 devices (d = 8); ``--set m1=2`` alone had
+    answered for 2 x 16 x 8 = 256 devices without a word."""
+    script = ["summary", "--megatron-args", "tests/framework_inputs/train_gpt3_175b_distributed.sh",
+              "--vocab-size", "50257", "--devices", "1024"]
+    refused(capsys, script + ["--set", "m1=2"], "--set m1=2 makes the layout m1 x cp x p x d = 256 devices, and "
+                                                "--devices 1024 runs 1024")
+    assert main(script + ["--set", "m1=2", "d=32"]) == 0

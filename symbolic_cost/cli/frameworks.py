@@ -151,6 +151,23 @@ def _trainer(path: str, args):
     return found
 
 
+def _same_devices(values: dict, typed: dict, args, name: str) -> None:
+    """Refuse ``--set`` degrees that change the devices the layout runs on (``m1 cp p d``) from
+    those of the file or of ``--devices``: the answer would be for another job than the one asked."""
+    degrees = (S.m1, S.cp, S.p, S.d)
+    if not any(s in typed for s in degrees) or not all(s in values or s in typed for s in (S.m1, S.p, S.d)):
+        return
+    def product(of: dict):
+        return of.get(S.m1, 1) * of.get(S.cp, 1) * of.get(S.p, 1) * of.get(S.d, 1)
+    before, after = product(values), product({**values, **typed})
+    if not (getattr(after, "is_number", True) and getattr(before, "is_number", True)) or after == before:
+        return
+    said = f"--devices {args.devices}" if getattr(args, "devices", None) else f"{name}"
+    changed = " ".join(f"{s}={typed[s]}" for s in degrees if s in typed)
+    raise InputError(f"--set {changed} makes the layout m1 x cp x p x d = {after} devices, and {said} runs "
+                     f"{before}: set d (or the other degrees) so that they multiply to {before}", "--set")
+
+
 def _read(dest: str, path: str, args):
     """The ``Setup`` of one framework file.  Each reader is imported here, when its file is given:
     a command without one (most) does not load them (a thirtieth of a cold ``summary``)."""
@@ -206,9 +223,11 @@ def setup(args, only_with: tuple = ONLY_WITH):
     if getattr(args, "tensor", "1d") not in ("1d", ["1d"]):       # search takes a list
         raise InputError(f"--tensor: the framework's tensor parallelism is 1d; {name} reads it", "--tensor")
     found = _read(dest, getattr(args, dest), args)
-    for symbol, value in assignments(getattr(args, "set", [])).items():
+    typed = assignments(getattr(args, "set", []))
+    for symbol, value in typed.items():
         if symbol in found.values and value != found.values[symbol]:
             found.notes.append(f"--set {symbol}={value} replaces the file's {symbol}={found.values[symbol]}")
+    _same_devices(found.values, typed, args, name)
     policy = dict(found.policy)
     overlap = policy.pop("overlap")
     args.overlap = [name for name, on in (("grad", overlap.grad_reduce), ("param", overlap.param_gather),
