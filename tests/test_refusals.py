@@ -349,3 +349,13 @@ def test_set_degrees_that_change_the_devices_beside_a_framework_file_are_refused
     refused(capsys, script + ["--set", "m1=2"], "--set m1=2 makes the layout m1 x cp x p x d = 256 devices, and "
                                                 "--devices 1024 runs 1024")
     assert main(script + ["--set", "m1=2", "d=32"]) == 0
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["formula", "--preset", "gpt2", "--block", "mlp", "--total", "flops_fwd"], "--block chooses a block's formula"),
+    (["formula", "--preset", "gpt2", "--layer-group", "1", "--total", "flops_fwd"], "--layer-group chooses"),
+    (["inference", "--preset", "gpt2", "--json", "--units", "si"], "--units does not apply to --json"),
+    (["search", "--preset", "gpt2", "--devices", "8", "--json", "--units", "si"], "--units does not apply to --json"),
+])
+def test_options_another_option_makes_moot_are_refused(capsys, argv, named):
+    refused(capsys, argv, named)

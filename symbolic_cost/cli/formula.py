@@ -80,6 +80,10 @@ def refuse_combinations(args) -> None:
 
 def run(args) -> int:
     refuse_combinations(args)
+    for flag, dest in (("--block", "block"), ("--layer-group", "layer_group")):
+        if args.total and (options.given(args, dest) if dest == "block" else getattr(args, dest) is not None):
+            raise InputError(f"{flag} chooses a block's formula, and --total asks for the whole model's; it would be "
+                             f"ignored", flag)
     expr, check_point = whole_model(args) if args.total else block_field(args)
     at = assignments(args.at, "--at")
     asked = asked_symbols(args)

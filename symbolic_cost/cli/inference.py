@@ -252,6 +252,7 @@ def kind(field: str) -> str | None:
 
 
 def run(args) -> int:
+    options.honour_json_units(args)
     if args.roofline != ROOFLINES[0] and not args.ideal:
         raise InputError("--roofline chooses between peak-only rooflines; add --ideal (the calibrated model "
                          "prices every operation on its own roofline)", "roofline")

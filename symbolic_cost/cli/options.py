@@ -269,7 +269,7 @@ def block(parser, default: str | None = "mlp"):
     """``--block`` and the block's switches (bias, flash attention)."""
     group = parser.add_argument_group("block")
     if default:
-        option(group, "--block", choices=sorted(BUILDERS), default=default, help="which block")
+        option(group, "--block", choices=sorted(BUILDERS), default=default, action=Given, help="which block")
     option(group, "--layer-group", type=int, metavar="N",
            help="with a model: which group of identical layers (in model order, as profile lists them; "
                 "e.g. Gemma 2's sliding-window and global layers, DeepSeek's dense and MoE layers) (default: 1)")
@@ -338,6 +338,14 @@ def units(parser):
     """``--units``: what FLOPs, bytes and seconds are printed in (``numeric.tables.UNITS``)."""
     option(parser, "--units", choices=list(UNITS), default=UNIT,
            help=f"printed units: {'; '.join(f'{k}: ' + ', '.join(u.labels) for k, u in UNITS.items())}")
+
+
+def honour_json_units(args) -> None:
+    """Refuse ``--units`` beside ``--json``, which is in FLOPs, bytes and seconds whatever it says."""
+    if getattr(args, "json", False) and getattr(args, "units", UNIT) != UNIT:
+        from symbolic_cost.checks import InputError
+        raise InputError("--units does not apply to --json (JSON is in FLOPs, bytes and seconds); it would be ignored",
+                         "--units")
 
 
 def latex(parser):

@@ -178,6 +178,7 @@ def even_split_note(arch, devices: int) -> list[str]:
 
 
 def run(args) -> int:
+    options.honour_json_units(args)
     arch, start, notes = starting_point(args)
     notes = notes + even_split_note(arch, start["devices"])
     system = options.timed_system(args)

@@ -224,8 +224,7 @@ def print_experts(x: dict, args, size, seconds) -> None:
 
 
 def run(args) -> int:
-    if args.json and args.units != options.UNIT:
-        raise InputError("--units does not apply to --json (JSON is in FLOPs, bytes and seconds); it would be ignored")
+    options.honour_json_units(args)
     out, t = report(args)
     if args.json:
         print(json.dumps(out, indent=1))
