@@ -242,6 +242,9 @@ def _calibrated(name: str) -> dict:
     if calibrated is None:
         raise InputError(f"no calibrated efficiency for system {name!r}; calibrated: {', '.join(CALIBRATED)} "
                          f"(or pass a System with .but(efficiency=Efficiency(...)))", "system")
+    if calibrated["family"] not in CALIBRATION["fitted"]:
+        raise InputError(f"system {name}: calibrated.family must be one of {', '.join(CALIBRATION['fitted'])} "
+                         f"(the families with fitted factors), got {calibrated['family']!r}", "system")
     return calibrated
 
 

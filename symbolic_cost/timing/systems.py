@@ -98,6 +98,7 @@ file here; ``load_system_file`` (``--system-file``) reads one from anywhere."""
 
 _TEXT = ("name", "source", "chip_source", "listed")
 _CALIBRATED = ("family", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus", "arch", "nvls", "source")
+_CALIBRATED_REQUIRED = ("family", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus")
 
 
 def read_system(data: dict, where: str) -> tuple[System, dict | None]:
@@ -119,6 +120,9 @@ def read_system(data: dict, where: str) -> tuple[System, dict | None]:
     if calibrated is not None:
         if not isinstance(calibrated, dict) or sorted(set(calibrated) - set(_CALIBRATED)):
             raise InputError(f"{where}: calibrated holds {', '.join(_CALIBRATED)}", "system_file")
+        missing = [k for k in _CALIBRATED_REQUIRED if k not in calibrated]
+        if missing:
+            raise InputError(f"{where}: calibrated needs {', '.join(missing)}", "system_file")
         calibrated = {k: v if k in ("family", "arch", "nvls", "source") else _exact(v, f"{where}: calibrated.{k}")
                       for k, v in calibrated.items()}
     return System(data["name"], **values), calibrated
