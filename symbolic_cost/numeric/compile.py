@@ -16,10 +16,10 @@ one of three backends:
   the rows (``numeric.loop_kernel``): every input and output a contiguous column, the
   formulas straight-line code LLVM vectorises across rows, the rows split between the
   cores (``numba.get_num_threads()``, ``NUMBA_NUM_THREADS``) by threads that release the
-  interpreter lock.  A third faster than the LLVM backend's vector kernel on one core, no
-  faster in a sweep, and seconds to compile: it runs where asked, and in sweeps of
-  ``NUMBA_ROWS`` configurations or more (``NUMBA_CACHED_ROWS`` where its kernel is already in
-  the disk cache).
+  interpreter lock.  Faster than the LLVM backend's vector kernel on some formulas, slower on
+  others, and seconds to compile: it runs where asked, and in sweeps of ``NUMBA_CACHED_ROWS``
+  configurations or more where its kernel is in the disk cache and measured faster on that
+  formula (``sweep_backend``).
 * ``"numpy"``: SymPy's ``lambdify`` with CSE, ``Max``/``Min`` printed as
   ``numpy.maximum``/``minimum`` (element-wise, so scalars and arrays broadcast)
   and ``Piecewise`` as ``numpy.select``; evaluated in blocks of ``BLOCK`` rows
@@ -70,33 +70,57 @@ LLVM_BLOCK = 16384
 input matrix for millions of rows costs more in page faults than the kernel itself; 16384
 rows keep the buffer and the block of outputs within a megabyte each, measured 3 % faster
 than 32768 on GPT-3's totals)."""
-NUMBA_ROWS = 10**9
-"""Configurations from which a sweep compiles with numba even without a cached kernel.
-Measured on GPT-3's totals with the step-time breakdown (2026-11-26, AVX-512 EPYC): importing
-numba and compiling its kernel take 2.8 CPU-s (the LLVM backend's vector kernel 0.11), and the
-loop then saves at most 2.8 CPU-ms per million configurations (121 against 90.5 million per
-CPU-second, ``benchmarks/bench.py``; in a sweep or a Dask task, where making the rows and
-keeping them cost as much, nothing measurable): repaid from about 10^9."""
 NUMBA_CACHED_ROWS = 2 * 10**8
-"""Configurations from which a sweep uses numba's kernel when it is in the disk cache (importing
-numba and loading the kernel, 0.57 CPU-s, is repaid from about 2 x 10^8, as above)."""
+"""Configurations from which a sweep considers numba's kernel, when it is in the disk cache: loading
+it costs about 0.6 CPU-s, repaid from about 2 x 10^8 where it runs faster (``sweep_backend``)."""
+SAMPLE_ROWS = 2**17
+"""Configurations each backend's kernel runs when ``sweep_backend`` measures which is faster."""
 _MEMORY: dict = {}
 _POOL: dict = {}
 
 
 def sweep_backend(rows: int | None, exprs: Mapping, symbols=None) -> str | None:
     """The backend a sweep of ``rows`` configurations uses: ``"numba"`` where numba is installed,
-    no backend is pinned, and the sweep is large (``NUMBA_ROWS``), or not small
-    (``NUMBA_CACHED_ROWS``) with the kernel cached on disk; otherwise ``None`` (the default)."""
+    no backend is pinned, the sweep is large (``NUMBA_CACHED_ROWS``), numba's kernel of these
+    expressions is in the disk cache, and it is measured faster than the LLVM backend's on this
+    formula (``numba_is_faster``); otherwise ``None`` (the default).  Which is faster depends on
+    the formula: numba's loop ran GPT-3 175B's totals on the peak step time at 1.3 times the vector
+    kernel's rate, and on the calibrated step time, which every command uses, at half of it
+    (``reports/benchmark.md``).  A kernel not on disk is not compiled for the choice: numba takes
+    seconds to a minute where LLVM takes a tenth of a second."""
     if os.environ.get("SYMBOLIC_COST_BACKEND") or rows is None or rows < NUMBA_CACHED_ROWS \
             or loop_kernel.numba() is None:
         return None
-    if rows is not None and rows >= NUMBA_ROWS:
-        return "numba"
     values = portable_all(exprs.values())
     if symbols is None:
         symbols = free_symbols_of(values)
-    return "numba" if loop_kernel.cached(values, tuple(resolve_names({s: None for s in symbols}))) else None
+    names = tuple(resolve_names({s: None for s in symbols}))
+    if not loop_kernel.cached(values, names):
+        return None
+    key = (tuple(exprs), tuple(sympify(v) for v in exprs.values()), names)
+    if key not in _FASTER:
+        _FASTER[key] = numba_is_faster(exprs, names)
+    return "numba" if _FASTER[key] else None
+
+
+_FASTER: dict = {}
+"""``numba_is_faster``'s verdicts in this process, by expression set."""
+
+
+def numba_is_faster(exprs: Mapping, symbols) -> bool:
+    """Whether numba's kernel of ``exprs`` runs ``SAMPLE_ROWS`` configurations (each symbol 2, a
+    whole number every formula takes) in less CPU time than the LLVM backend's optimised kernel,
+    each timed on its second call (the first loads it)."""
+    import time
+    sample = {str(s): np.full(SAMPLE_ROWS, 2.0) for s in symbols}
+    spent = {}
+    for backend in ("numba", "llvm"):
+        kernel = compile_exprs(exprs, symbols, backend=backend, rows=OPTIMIZED_ROWS)
+        kernel(sample)
+        start = time.process_time()
+        kernel(sample)
+        spent[kernel.backend] = time.process_time() - start
+    return "numba" in spent and spent["numba"] < spent.get("llvm", float("inf"))
 
 
 def default_backend() -> str:
