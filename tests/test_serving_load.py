@@ -146,7 +146,8 @@ def test_a_request_of_one_token_has_no_inter_token_latency():
 @pytest.mark.parametrize("bad, name", [(dict(max_batch=0), "max_batch"), (dict(max_tokens=1.5), "max_tokens"),
                                        (dict(block_tokens=True), "block_tokens"),
                                        (dict(memory_fraction=0), "memory_fraction"),
-                                       (dict(memory_fraction=1.5), "memory_fraction")])
+                                       (dict(memory_fraction=Rational(3, 2)), "memory_fraction must be a number in"),
+                                       (dict(memory_fraction=0.9), "memory_fraction must be exact")])
 def test_runtime_refuses_bad_limits(bad, name):
     with pytest.raises(InputError, match=name):
         Runtime(**bad)

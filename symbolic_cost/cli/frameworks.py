@@ -157,8 +157,11 @@ def _same_devices(values: dict, typed: dict, args, name: str) -> None:
     degrees = (S.m1, S.cp, S.p, S.d)
     if not any(s in typed for s in degrees) or not all(s in values or s in typed for s in (S.m1, S.p, S.d)):
         return
+    from symbolic_cost.models import Training
+    from symbolic_cost.models.totals import world_size
+
     def product(of: dict):
-        return of.get(S.m1, 1) * of.get(S.cp, 1) * of.get(S.p, 1) * of.get(S.d, 1)
+        return world_size(Training(**{str(s): of[s] for s in degrees if s in of}))
     before, after = product(values), product({**values, **typed})
     if not (getattr(after, "is_number", True) and getattr(before, "is_number", True)) or after == before:
         return

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sys
-from types import SimpleNamespace
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.block import layer_rules
@@ -147,10 +146,10 @@ def _check_context_parallel(arch, get, grid: dict, policy: dict) -> None:
     for point in itertools.product(*(grid[s] for s in swept)):
         at = dict(zip(swept, point))
         value = lambda s: at.get(s, get(s))  # noqa: E731
-        run = SimpleNamespace(cp=value(S.cp), l=value(S.l), s1=value(S.s1), m1=value(S.m1), d=value(S.d),
-                              ep=value(S.ep), etp=None if S.etp not in at and policy.get("etp") is None else value(S.etp),
-                              cp_variant=policy.get("cp_variant") or "ring", tensor=None)
         try:
+            run = Training(cp=value(S.cp), l=value(S.l), s1=value(S.s1), m1=value(S.m1), d=value(S.d), ep=value(S.ep),
+                           etp=value(S.etp) if value(S.etp) != S.etp else None, allow_long=True,
+                           cp_variant=policy.get("cp_variant") or "ring")
             check_context_parallel(arch, run)
         except InputError as error:
             shown = ", ".join(f"{s}={v}" for s, v in at.items())

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from sympy import Integer, Rational, Symbol, floor, lambdify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, positive
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import decode, prefill
@@ -76,9 +76,10 @@ class Runtime:
             if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int) \
                     or getattr(self, name) < 1:
                 raise InputError(f"{name} must be a positive integer, got {getattr(self, name)!r}", name)
-        fraction = self.memory_fraction
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float, Rational)) or not 0 < fraction <= 1:
-            raise InputError(f"memory_fraction must be a number in (0, 1], got {fraction!r}", "memory_fraction")
+        fraction = positive(self.memory_fraction, "memory_fraction")      # exact: a float is refused
+        if not (fraction.is_number and fraction <= 1):
+            raise InputError(f"memory_fraction must be a number in (0, 1], got {fraction}", "memory_fraction")
+        object.__setattr__(self, "memory_fraction", fraction)
 
 
 class StepModel:
@@ -125,7 +126,7 @@ class StepModel:
         weights = busiest_weights(arch, prefill(arch, replace(serving, b=1, l_out=2)))
         block = kv_cache_bytes(arch, 1, block_tokens, encoder=encoder_tokens(arch, replace(serving, b=1)),
                                m1=serving.m1, p=serving.p, kv_dtype=serving.kv, mla=serving.mla)
-        free = Rational(memory_fraction) * (self.system.hbm_capacity - weights)
+        free = memory_fraction * (self.system.hbm_capacity - weights)
         return max(int(floor(free / block)), 0)
 
     def _roofline(self, phase, conventions, with_weights=True):
