@@ -510,9 +510,10 @@ import sys
 from symbolic_cost.models.config import load
 from symbolic_cost.numeric.search import search
 from symbolic_cost.timing.hardware import calibrated
-found = search(load(sys.argv[1]), 2048, calibrated("h100"), global_batch=4096, seq=4096, top=10, zero=1, flash=True)
+arch = load(sys.argv[1])
+found = search(arch, 2048, calibrated("h100"), global_batch=4096, seq=4096, top=10, zero=1, flash=True)
 uneven = found.best[found.best["p"] > 1]
-print(found.evaluated, len(uneven), int((61 % uneven["p"] != 0).sum()) if len(uneven) else 0)
+print(found.evaluated, len(uneven), int((int(arch.n_layers) % uneven["p"] != 0).sum()) if len(uneven) else 0)
 """
 """DeepSeek-V3 (61 layers, a prime) on 2,048 H100: how many of the ten fastest layouts pipeline,
 and how many of those split the layers unevenly (``layouts.uneven_split``)."""

@@ -160,16 +160,16 @@ class Load:
     request_throughput: float
     total_token_throughput: float
     output_token_throughput: float
-    p50_ttft: float = 0.0
-    p90_ttft: float = 0.0
-    p99_ttft: float = 0.0
-    p50_itl: float | None = None
-    p90_itl: float | None = None
-    p99_itl: float | None = None
-    mean_e2e: float = 0.0
-    p50_e2e: float = 0.0
-    p90_e2e: float = 0.0
-    p99_e2e: float = 0.0
+    p50_ttft: float
+    p90_ttft: float
+    p99_ttft: float
+    p50_itl: float | None
+    p90_itl: float | None
+    p99_itl: float | None
+    mean_e2e: float
+    p50_e2e: float
+    p90_e2e: float
+    p99_e2e: float
     slo_attained: float | None = None
     goodput: float | None = None
 
