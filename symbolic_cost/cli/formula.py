@@ -163,7 +163,7 @@ def whole_model(args):
     cost = model_cost(arch, training, chosen)
     expr = simplify(model_fields(cost, (args.total,), get_system(args.system), chosen)[args.total])
     return expr, lambda at: check_numbers(arch, replace(training, **{
-        k: sympify(v).subs(at) for k, v in vars(training).items() if isinstance(v, Basic)}))
+        k: sympify(v).subs(at) for k, v in training.flat().items() if isinstance(v, Basic)}))
 
 
 def whole_training(arch, fixed: dict, precision: str, flash: bool) -> Training:

@@ -5,7 +5,6 @@ micro-batches it keeps in flight under its schedule, and the activation bytes th
 
 from __future__ import annotations
 
-from dataclasses import fields
 
 from sympy import Eq, Expr, Integer, Piecewise
 
@@ -151,8 +150,8 @@ def busiest_activation_bytes(cost) -> Expr:
     (``Placement.ranks``: an even split's first and last rank, a middle rank holding no more
     micro-batches than the first and neither end; else the lowest-numbered rank of each kind;
     DualPipe: ``_dualpipe_activations`` of each pair of stages)."""
-    t = cost.training                 # every field but the two it does not read, which a search varies
-    read = tuple(getattr(t, f.name) for f in fields(t) if f.name not in ("zero", "offload"))
+    t = cost.training                 # every setting but the two it does not read, which a search varies
+    read = tuple(v for k, v in t.flat().items() if k not in ("zero", "offload"))
     return remembered_on(_ACTIVATIONS, cost.stack, (cost.architecture, read), lambda: _busiest_activations(cost))
 
 

@@ -9,27 +9,25 @@ Rajbhandari et al. 2020; under ``"megatron"`` fp16 2, 2, 16 and bf16 2, 4, 12).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, choice, flag, positive, positive_dims
+from symbolic_cost.checks import InputError, InputTypeError, flag, positive_dims
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.op_recompute import check_training
-from symbolic_cost.models.optimizers import bytes_per_parameter, check_recipe
-from symbolic_cost.models.recipes import check_16bit_layers, check_offload, sixteen_bit
-from symbolic_cost.blocks.context import VARIANTS
-from symbolic_cost.blocks.wiring import check_expert_training
+from symbolic_cost.models.optimizers import bytes_per_parameter
+from symbolic_cost.models.recipes import sixteen_bit
+from symbolic_cost.models.training_values import (PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, Kernels, Pipeline,
+                                                  Precision, Recompute, Sharding)
+from symbolic_cost.blocks.context import Context
+from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
-from symbolic_cost.parallel.splits import layout_stages
 
 __all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
 
-PRECISIONS = ("fp32", "fp16", "bf16")
-RECOMPUTE = ("none", "selective", "activation", "full", "op")
-RECOMPUTE_METHODS = ("uniform", "block")
 
 
 @dataclass(frozen=True)
@@ -55,91 +53,128 @@ MEGATRON_OVERLAP = Overlap(grad_reduce=True, param_gather=True, tensor=True)
 """The three switches on, as Megatron-LM's performance recipes launch (its README's H100 table)."""
 
 
-@dataclass(frozen=True)
+FLAT = {
+    "p": ("pipeline", "p"), "schedule": ("pipeline", "schedule"),
+    "virtual_stages": ("pipeline", "virtual_stages"), "first_stage_layers": ("pipeline", "first_stage_layers"),
+    "last_stage_layers": ("pipeline", "last_stage_layers"), "embedding_in_split": ("pipeline", "embedding_in_split"),
+    "loss_in_split": ("pipeline", "loss_in_split"), "pipeline_layout": ("pipeline", "layout"),
+    "recompute": ("recomputation", "mode"), "recompute_method": ("recomputation", "method"),
+    "recompute_layers": ("recomputation", "layers"),
+    "zero": ("sharding", "zero"), "distributed_optimizer": ("sharding", "distributed_optimizer"),
+    "shard": ("sharding", "shard"), "reshard_after_forward": ("sharding", "reshard_after_forward"),
+    "offload": ("sharding", "offload"),
+    "precision": ("numerics", "dtype"), "optimizer": ("numerics", "optimizer"),
+    "master_weights": ("numerics", "master_weights"), "fp8": ("numerics", "fp8"),
+    "fp8_amax_history": ("numerics", "fp8_amax_history"), "first_layers_16bit": ("numerics", "first_layers_16bit"),
+    "last_layers_16bit": ("numerics", "last_layers_16bit"),
+    "ep": ("experts", "ep"), "etp": ("experts", "etp"), "capacity_factor": ("experts", "capacity_factor"),
+    "expert_imbalance": ("experts", "imbalance"),
+    "cp": ("context", "cp"), "cp_variant": ("context", "variant"),
+    "flash": ("kernels", "flash"), "mask_bytes": ("kernels", "mask_bytes"),
+}
+"""``Training``'s flat keywords (its fields before the tree): each names one attribute of one of
+its values.  ``Training(zero=3)``, ``replace(t, cp=2)`` and ``t.zero`` go through it."""
+
+_VALUES = {"pipeline": Pipeline, "recomputation": Recompute, "sharding": Sharding, "numerics": Precision,
+           "experts": Experts, "context": Context, "kernels": Kernels}
+"""The value fields of ``Training`` and their types."""
+
+NO_EXPERTS = Experts(etp=None)
+"""A training's experts when unset: no expert parallelism, the expert tensor degree ``m1``."""
+
+
+@dataclass(frozen=True, init=False)
 class Training:
-    """How the model is trained: micro-batch ``b``, sequence ``l``, degrees, memory policy."""
+    """How the model is trained: micro-batch ``b`` of sequences of ``l`` tokens, tensor ``m1``,
+    sequence ``s1`` and data ``d`` degrees, ``micro_batches`` a step, and one value per concern:
 
-    b: Expr = S.b
-    l: Expr = S.l
-    l_dec: Expr | None = None    # an encoder-decoder's decoder tokens per sequence (None: l)
-    m1: Expr = 1
-    s1: Expr = 1
-    d: Expr = 1
-    p: Expr = 1
-    micro_batches: Expr = 1
-    precision: str = "bf16"
-    zero: int = 0
-    distributed_optimizer: bool = False
-    shard: Expr | None = None    # ZeRO-3's shard group (HSDP: replicated over d/shard groups; None: all of d)
-    reshard_after_forward: bool = True   # ZeRO-3/FSDP2: free the gathered weights after forward (gather again)
-    recompute: str = "none"
-    recompute_method: str = "uniform"   # full recomputation: "uniform" groups or the first "block" layers
-    recompute_layers: Expr = 1   # full: layers per checkpointed group (uniform) or recomputed (block)
-    schedule: str = "1f1b"       # pipeline schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"
-    virtual_stages: int = 1      # model chunks per pipeline rank (interleaved only)
-    first_stage_layers: Expr | None = None   # layers on the first pipeline rank (None: an even split)
-    last_stage_layers: Expr | None = None    # layers on the last pipeline rank (None: an even split)
-    embedding_in_split: bool = False   # the embedding takes a layer's slot on the first rank (parallel.pipeline)
-    loss_in_split: bool = False        # the loss takes a layer's slot on the last rank (parallel.pipeline)
-    pipeline_layout: str | None = None  # Megatron's --pipeline-model-parallel-layout (parallel.splits)
-    flash: bool = False
-    mask_bytes: Expr = 1         # dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats)
-    ep: Expr = 1                 # expert-parallel degree of MoE layers (blocks.moe)
-    etp: Expr | None = None      # expert tensor-parallel degree (None: m1, as Megatron-LM)
-    capacity_factor: Expr | None = None   # expert capacity factor (None: dropless)
-    expert_imbalance: Expr = 1   # routed rows of the busiest expert-parallel rank over the mean
-    optimizer: str = "adam"      # models.optimizers.OPTIMIZERS
-    master_weights: bool = True  # 16-bit training keeps an fp32 master copy in the optimizer
-    fp8: str | None = None       # a low-precision recipe (FP8, MXFP8, NVFP4) of models.optimizers.FP8_RECIPES
-    fp8_amax_history: int | None = None   # delayed scaling's amax history (None: TE's 1024; Megatron-LM's is 1)
-    first_layers_16bit: int = 0  # layers at the start kept out of the fp8 recipe (Megatron --first-last-layers-bf16)
-    last_layers_16bit: int = 0   # layers at the end kept out of it (models.recipes.precision_groups)
-    offload: str = "none"        # "optimizer" or "parameters" to the host (models.recipes)
-    lora: LoRA | None = None     # adapters over a frozen base (models.lora)
-    mtp: bool = True             # train the model's multi-token-prediction modules (blocks.mtp), if any
-    tensor: object = None        # a 2-D/2.5-D/3-D tensor grid (parallel.grid; set with models.grid_stack.on_grid)
-    overlap: Overlap = Overlap()  # communication behind compute (timing.step)
-    allow_long: bool = False     # sequences may exceed the model's context (check_model)
-    cp: Expr = 1                 # context-parallel degree: ranks sharing each sequence (blocks.context)
-    cp_variant: str = "ring"     # blocks.context.VARIANTS: "ring", "all-gather", "ulysses"
+    * ``pipeline`` (``Pipeline``: ``p``, schedule, stage split), ``recomputation`` (``Recompute``),
+      ``sharding`` (``Sharding``: ZeRO/FSDP, offload), ``numerics`` (``Precision``: element type,
+      optimizer, low-precision recipe), ``experts`` (``blocks.wiring.Experts``: ``ep``, ``etp``
+      (``None``: ``m1``, as Megatron-LM), capacity, imbalance), ``context``
+      (``blocks.context.Context``: ``cp`` and its variant), ``kernels`` (``Kernels``: flash
+      attention, the dropout mask's element), ``overlap`` (``Overlap``);
+    * ``l_dec`` an encoder-decoder's decoder tokens (``None``: ``l``), ``lora`` adapters over a
+      frozen base (``models.lora``), ``mtp`` trains the model's multi-token-prediction modules,
+      ``tensor`` a 2-D/2.5-D/3-D tensor grid (``parallel.grid``, set with
+      ``models.grid_stack.on_grid``), ``allow_long`` sequences beyond the model's context.
 
-    def __post_init__(self):
-        uneven = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers", "l_dec")
-                  if getattr(self, k) is not None}
-        positive_dims(b=self.b, l=self.l, m1=self.m1, s1=self.s1, d=self.d, p=self.p, micro_batches=self.micro_batches,
-                      recompute_layers=self.recompute_layers, cp=self.cp, **uneven)
-        choice(self.cp_variant, "cp_variant", VARIANTS)
+    Every attribute of a value is also a keyword and an attribute of ``Training`` under its flat
+    name (``FLAT``): ``Training(p=4, zero=3).pipeline.p == Training(p=4, zero=3).p == 4``.
+
+    >>> t = Training(b=2, p=4, schedule="interleaved", virtual_stages=2, zero=1)
+    >>> t.pipeline
+    Pipeline(p=4, schedule='interleaved', virtual_stages=2, first_stage_layers=None, last_stage_layers=None, embedding_in_split=False, loss_in_split=False, layout=None)
+    >>> t.zero, replace(t, zero=3).sharding.zero
+    (1, 3)
+    """
+
+    b: Expr
+    l: Expr
+    l_dec: Expr | None
+    m1: Expr
+    s1: Expr
+    d: Expr
+    micro_batches: Expr
+    pipeline: Pipeline
+    recomputation: Recompute
+    sharding: Sharding
+    numerics: Precision
+    experts: Experts
+    context: Context
+    kernels: Kernels
+    overlap: Overlap
+    lora: LoRA | None
+    mtp: bool
+    tensor: object
+    allow_long: bool
+
+    def __init__(self, b: Expr = S.b, l: Expr = S.l, l_dec: Expr | None = None, m1: Expr = 1, s1: Expr = 1,
+                 d: Expr = 1, micro_batches: Expr = 1, pipeline: Pipeline = Pipeline(),
+                 recomputation: Recompute = Recompute(), sharding: Sharding = Sharding(),
+                 numerics: Precision = Precision(), experts: Experts = NO_EXPERTS, context: Context = Context(1),
+                 kernels: Kernels = Kernels(), overlap: Overlap = Overlap(), lora: LoRA | None = None,
+                 mtp: bool = True, tensor: object = None, allow_long: bool = False, **flat):
+        values = dict(pipeline=pipeline, recomputation=recomputation, sharding=sharding, numerics=numerics,
+                      experts=experts, context=context, kernels=kernels)
+        for name, value in values.items():
+            if not isinstance(value, _VALUES[name]):
+                raise InputError(f"{name} must be a {_VALUES[name].__name__} value, got {value!r}", name)
+        if "expert_imbalance" in flat:     # refused under the keyword given, not Experts' own name
+            check_expert_training(*(flat.get(k, getattr(experts, FLAT[k][1])) for k in
+                                    ("ep", "etp", "capacity_factor", "expert_imbalance")))
+        for name, value in values.items():
+            given = {FLAT[k][1]: v for k, v in flat.items() if FLAT.get(k, ("",))[0] == name}
+            values[name] = replace(value, **given) if given else value
+        unknown = sorted(set(flat) - set(FLAT))
+        if unknown:
+            raise InputTypeError(f"Training() got an unexpected keyword argument {unknown[0]!r} (its keywords: "
+                                 f"the fields and FLAT's names)", unknown[0])
+        for name, value in dict(b=b, l=l, l_dec=l_dec, m1=m1, s1=s1, d=d, micro_batches=micro_batches,
+                                overlap=overlap, lora=lora, mtp=mtp, tensor=tensor, allow_long=allow_long,
+                                **values).items():
+            object.__setattr__(self, name, value)
+        self._check()
+
+    def __getattr__(self, name):
+        # only reached when normal lookup fails: the flat names of FLAT
+        if name not in FLAT:
+            raise AttributeError(f"'Training' object has no attribute {name!r}")
+        value, attribute = FLAT[name]
+        return getattr(object.__getattribute__(self, value), attribute)
+
+    def _check(self) -> None:
+        """The rules that span more than one value."""
+        uneven = {} if self.l_dec is None else {"l_dec": self.l_dec}
+        positive_dims(b=self.b, l=self.l, m1=self.m1, s1=self.s1, d=self.d, micro_batches=self.micro_batches,
+                      cp=self.cp, **uneven)
         if self.cp_variant != "ring" and sympify(self.cp) == 1:
             raise InputError(f"cp_variant applies to context parallelism (cp > 1), got cp=1 and "
                              f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")
-        positive(self.mask_bytes, "mask_bytes")
-        choice(self.zero, "zero", (0, 1, 2, 3))
-        for name in ("distributed_optimizer", "flash", "master_weights", "mtp", "allow_long", "reshard_after_forward",
-                     "embedding_in_split", "loss_in_split"):
+        for name in ("mtp", "allow_long"):
             flag(getattr(self, name), name)
-        if self.recompute != "full" and (self.recompute_method, self.recompute_layers) != ("uniform", 1):
-            raise InputError("recompute_method and recompute_layers apply to recompute='full' only, got "
-                             f"recompute={self.recompute!r}", "recompute_layers")
-        if self.precision not in PRECISIONS:
-            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.zero not in (0, 1, 2, 3):
-            raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
-        if self.recompute not in RECOMPUTE:
-            raise InputError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
         if self.recompute == "op":
             check_training(self)
-        if self.recompute_method not in RECOMPUTE_METHODS:
-            raise InputError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
-                             f"got {self.recompute_method!r}")
-        for name in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "pipeline_layout"):
-            if getattr(self, name) not in (None, False) and self.p == 1:
-                raise InputError(f"{name} sizes a pipeline stage, and p=1 has none; it would be ignored", name)
-        check_split(self)
-        self.pipeline_schedule()     # refuses an unknown schedule or a bad number of virtual stages
-        check_expert_training(self.ep, self.etp, self.capacity_factor, self.expert_imbalance)
-        check_recipe(self.precision, self.optimizer, self.master_weights, self.fp8, amax_history=self.fp8_amax_history)
-        check_offload(self.offload, self.zero)
-        check_16bit_layers(self)
         check_sharding(self)
         if self.lora is not None and not isinstance(self.lora, LoRA):
             raise InputError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}")
@@ -147,6 +182,12 @@ class Training:
             raise InputError(f"overlap must be a models.training.Overlap value, got {self.overlap!r}", "overlap")
         if self.lora is not None and self.fp8 is not None:
             raise InputError("fp8 with lora is not modelled: choose one of them")
+
+    def flat(self) -> dict:
+        """Every setting under its flat keyword (``FLAT``) beside the plain fields: what
+        ``Training(**t.flat())`` rebuilds."""
+        plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _VALUES}
+        return plain | {name: getattr(self, name) for name in FLAT}
 
     @property
     def shard_group(self) -> Expr:
@@ -161,39 +202,17 @@ class Training:
     def without_cp(self) -> "Training":
         """The same training without context parallelism: the model's own per-sequence counts
         (model FLOPs, parameters), which CP does not change."""
-        return self if sympify(self.cp) == 1 else replace(self, cp=1, cp_variant="ring")
+        return self if sympify(self.cp) == 1 else replace(self, context=Context(1))
 
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
-        return Schedule(self.schedule, self.virtual_stages)
-
-
-def check_split(t: Training) -> None:
-    """Refuse the embedding or the loss counted as a layer (Megatron-LM's
-    ``--account-for-embedding/loss-in-pipeline-split``) together with first/last stage sizes
-    (Megatron-Core asserts against the two together), and a ``pipeline_layout`` beside any of them
-    or whose stage count is not ``p x virtual_stages``."""
-    for name in ("embedding_in_split", "loss_in_split"):
-        if getattr(t, name) and (t.first_stage_layers, t.last_stage_layers) != (None, None):
-            raise InputError(f"{name} cannot go with first_stage_layers or last_stage_layers (Megatron-Core "
-                             "asserts: no embedding or loss slot with uneven stages)", name)
-    if t.pipeline_layout is None:
-        return
-    other = next((k for k in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split")
-                  if getattr(t, k) not in (None, False)), None)
-    if other:
-        raise InputError(f"pipeline_layout places every layer itself; {other} cannot go with it (Megatron-LM "
-                         "takes one or the other)", other)
-    stages, p = len(layout_stages(t.pipeline_layout)), sympify(t.p)
-    if not p.is_number or stages % p or stages // p != t.virtual_stages:
-        raise InputError(f"pipeline_layout has {stages} stages: p={p} must divide them and virtual_stages "
-                         f"(got {t.virtual_stages}) be their number per rank", "virtual_stages")
+        return self.pipeline.schedule_value()
 
 
 def check_sharding(t: Training) -> None:
     """Refuse a shard group that does not apply or does not divide: ``shard`` (HSDP, PyTorch
-    FSDP2's 2-D device mesh ``(d/shard, shard)``) and ``reshard_after_forward=False`` belong to
-    ZeRO-3 (FSDP); ``shard`` must divide ``d`` (each replica group is ``shard`` whole ranks)."""
+    FSDP2's 2-D device mesh ``(d/shard, shard)``) belongs to ZeRO-3 (FSDP) and must divide ``d``
+    (each replica group is ``shard`` whole ranks).  The rules of ``Sharding`` alone are its own."""
     if t.shard is not None:
         positive_dims(shard=t.shard)
         replicas = sympify(t.d) / sympify(t.shard)
@@ -202,9 +221,6 @@ def check_sharding(t: Training) -> None:
         if t.zero != 3 and replicas != 1:
             raise InputError(f"shard sizes the shard group of ZeRO-3/FSDP (zero=3), got zero={t.zero}; "
                              "it would be ignored", "shard")
-    if not t.reshard_after_forward and t.zero != 3:
-        raise InputError(f"reshard_after_forward=False applies to ZeRO-3/FSDP (zero=3), got zero={t.zero}; "
-                         "it would be ignored", "reshard_after_forward")
 
 
 def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (--allow-long)") -> None:

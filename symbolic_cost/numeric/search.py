@@ -23,14 +23,14 @@ import functools
 import itertools
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import pandas as pd
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, count
+from symbolic_cost.checks import InputError, InputTypeError, count
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.placement import placed_by_p
@@ -178,41 +178,82 @@ def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, t
 
 
 @paused()
-def search(arch: Architecture, devices: int, system="h100", global_batch: int = 1024, seq: int = 2048,
-           top: int = 10, zero=1, flash: bool = True, precision: str = "bf16", conventions=conv.DEFAULT,
-           tensor=("1d",), micro_batch_sizes=(1, 2, 4, 8), recompute=None, offload=("none",),
-           schedules=("1f1b",), recompute_layers="full", sequence="ends", progress=False,
-           workers: int | None = 1, dask: bool = False, policy: dict | None = None, cp=(1,), cp_variant: str = "ring",
-           shard=None) -> SearchResult:
-    """The ``top`` fastest layouts that fit in the system's memory, with their time breakdown.
+@dataclass(frozen=True)
+class Space:
+    """What a layout search varies, and what every layout it tries keeps.
 
-    ``zero`` is a stage or a tuple of stages; ``recompute`` defaults to none and full (and
-    selective without ``flash``, which keeps no attention core); ``**SPACE`` searches everything.
-    ``cp`` lists context-parallel degrees of ``cp_variant`` (1-D layouts only); ``shard`` ZeRO-3's
-    shard groups (``layouts.shard_groups``; a ``shard`` column, ``d`` below ZeRO-3).  Not in ``SPACE``.
-    ``policy`` holds further ``Training`` fields every layout keeps (a framework file's distributed
-    optimizer, FP8, overlap: ``cli.search.FIXED``), never one the search varies.  ``workers``:
-    processes the variants are split over (``None``: ``auto_workers``, the command line's default).
+    * the step: ``global_batch`` sequences of ``seq`` tokens; ``micro_batch_sizes`` the
+      micro-batches ``b`` tried (``"all"``: every divisor that fits the batch);
+    * memory policy: ``zero`` a ZeRO stage or a tuple of them, ``offload``, ``recompute`` (default
+      none and full, and selective without ``flash``, which keeps no attention core) and
+      ``recompute_layers`` (``"full"``: every layer of a stage; ``"all"``: 1 to all of them);
+    * pipeline: ``schedules``, and ``sequence`` (``"ends"``: sequence parallelism at ``s1 = m1``
+      or 1; ``"all"``: every divisor);
+    * tensor: ``tensor`` the tensor layouts (``"1d"`` and the grids of ``layouts.GRIDS``);
+      ``cp`` context-parallel degrees of ``cp_variant`` (1-D layouts only); ``shard`` ZeRO-3's
+      shard groups (``layouts.shard_groups``);
+    * kept: ``flash``, ``precision``, and ``policy``, further ``Training`` keywords every layout
+      keeps (a framework file's distributed optimizer, FP8, overlap: ``cli.search.FIXED``), never
+      one the search varies.
+
+    ``SPACE`` holds every choice the library can express.
     """
+
+    global_batch: int = 1024
+    seq: int = 2048
+    micro_batch_sizes: object = (1, 2, 4, 8)
+    zero: object = 1
+    offload: tuple = ("none",)
+    schedules: tuple = ("1f1b",)
+    recompute: tuple | None = None
+    recompute_layers: str = "full"
+    sequence: str = "ends"
+    tensor: tuple = ("1d",)
+    cp: tuple = (1,)
+    cp_variant: str = "ring"
+    shard: tuple | None = None
+    flash: bool = True
+    precision: str = "bf16"
+    policy: dict | None = None
+
+    def __post_init__(self):
+        for name in ("global_batch", "seq"):
+            count(getattr(self, name), name)
+        if self.recompute_layers not in ("full", "all"):
+            raise InputError(f"recompute_layers must be 'full' (every layer of a stage) or 'all' (1 to all of "
+                             f"them), got {self.recompute_layers!r}", "recompute_layers")
+
+
+def search(arch: Architecture, devices: int, system="h100", space: Space | None = None, *, top: int = 10,
+           conventions=conv.DEFAULT, progress=False, workers: int | None = 1, dask: bool = False,
+           **ranges) -> SearchResult:
+    """The ``top`` fastest layouts of ``arch`` on ``devices`` devices of ``system`` that fit in its
+    memory, with their time breakdown, over ``space`` (a ``Space``; ``**ranges`` replace its
+    fields: ``search(arch, 8, zero=(1, 3))``, ``search(arch, 8, **SPACE)`` searches everything).
+    ``workers``: processes the variants are split over (``None``: ``auto_workers``, the command
+    line's default); ``dask``: as Dask tasks; ``progress``: said to stderr or to a callable.
+    """
+    unknown = sorted(set(ranges) - {f.name for f in fields(Space)})
+    if unknown:
+        raise InputTypeError(f"search() got an unexpected keyword argument {unknown[0]!r} (a Space field or one "
+                             "of search's own)", unknown[0])
+    space = replace(space or Space(), **ranges)
     count(devices, "devices", maximum=MAX_DEVICES)
-    for name, value in (("global_batch", global_batch), ("seq", seq), ("top", top)):
-        count(value, name)
+    count(top, "top")
     if workers is not None:
         count(workers, "workers")
     system = get_system(system)
     if not system.hbm_capacity:
         raise InputError(f"system {system.name} states no memory capacity to fit layouts into", "system")
-    zeros = (zero,) if isinstance(zero, int) else tuple(zero)
-    if recompute_layers not in ("full", "all"):
-        raise InputError(f"recompute_layers must be 'full' (every layer of a stage) or 'all' (1 to all of "
-                         f"them), got {recompute_layers!r}", "recompute_layers")
-    cp, shard = context_choices(cp, cp_variant, shard, zeros)
-    recompute = recompute or (("none", "full") if flash else ("none", "selective", "full"))
+    zeros = (space.zero,) if isinstance(space.zero, int) else tuple(space.zero)
+    global_batch, seq, flash, tensor = space.global_batch, space.seq, space.flash, space.tensor
+    cp, shard = context_choices(space.cp, space.cp_variant, space.shard, zeros)
+    recompute = space.recompute or (("none", "full") if flash else ("none", "selective", "full"))
     if flash:                               # flash keeps no attention core: selective = none
         recompute = tuple(r for r in recompute if r != "selective")
-    base = layouts(arch, devices, global_batch, seq, micro_batch_sizes, recompute, sequence, cp, cp_variant) \
-        if "1d" in tensor else pd.DataFrame()
-    grids = grid_layouts(arch, devices, global_batch, seq, tensor, micro_batch_sizes, recompute)
+    base = layouts(arch, devices, global_batch, seq, space.micro_batch_sizes, recompute, space.sequence, cp,
+                   space.cp_variant) if "1d" in tensor else pd.DataFrame()
+    grids = grid_layouts(arch, devices, global_batch, seq, tensor, space.micro_batch_sizes, recompute)
     if base.empty and grids.empty:
         refused = unsupported(arch)
         if "1d" not in tensor and refused:
@@ -220,15 +261,18 @@ def search(arch: Architecture, devices: int, system="h100", global_batch: int = 
                              f"{', '.join(refused)}; add 1d to tensor", "tensor")
         raise InputError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}",
                          "devices")
-    varied = set(policy or {}) & {"b", "m1", "s1", "d", "p", "micro_batches", "recompute", "recompute_method",
-                                  "recompute_layers", "zero", "offload", "schedule", "virtual_stages", "precision",
-                                  "flash", "l", "ep", "etp", "cp", "cp_variant", *(["shard"] if shard else [])}
+    varied = set(space.policy or {}) & {"b", "m1", "s1", "d", "p", "micro_batches", "recompute", "recompute_method",
+                                        "recompute_layers", "zero", "offload", "schedule", "virtual_stages",
+                                        "precision", "flash", "l", "ep", "etp", "cp", "cp_variant",
+                                        *(["shard"] if shard else [])}
     if varied:
         raise InputError(f"policy fixes {', '.join(sorted(varied))}, which the search varies or takes as arguments",
                          "policy")
-    fixed = dict(precision=precision, flash=flash, **(policy or {}))
-    kinds = variants(zeros, offload, schedules, recompute, cp_variant, shard) if not base.empty else []
-    tasks = [(arch, family, base, seq, system, conventions, fixed, recompute_layers, top) for family in families(kinds)]
+    fixed = dict(precision=space.precision, flash=flash, **(space.policy or {}))
+    offload, schedules = space.offload, space.schedules
+    kinds = variants(zeros, offload, schedules, recompute, space.cp_variant, shard) if not base.empty else []
+    tasks = [(arch, family, base, seq, system, conventions, fixed, space.recompute_layers, top)
+             for family in families(kinds)]
     found = dict(zip([v for t in tasks for v in t[1]], itertools.chain.from_iterable(
         _run_all(tasks, progress, auto_workers(len(kinds)) if workers is None else workers, dask))))
     results = [found[v] for v in kinds]              # in the variants' order: ties stay in it

@@ -1,0 +1,197 @@
+"""The values a ``Training`` is made of, one concern each, each refusing what it cannot be.
+
+==================  ===================================================================================
+value               what it says
+==================  ===================================================================================
+``Pipeline``        the pipeline degree ``p``, its schedule and virtual stages, and how layers are split
+                    over the stages (first/last stage sizes, the embedding or loss as a slot, a layout)
+``Recompute``       activation recomputation: the mode, and for ``"full"`` the method and group size
+``Sharding``        ZeRO/FSDP: the stage, Megatron's distributed optimizer, the HSDP shard group,
+                    resharding after forward, offload to the host
+``Precision``       the element type, the master weights, a low-precision recipe (FP8, MXFP8,
+                    NVFP4) with its amax history, and the layers kept out of it
+``Kernels``         fused attention (FlashAttention) and the dropout-mask element
+==================  ===================================================================================
+
+Expert parallelism is ``blocks.wiring.Experts`` and context parallelism ``blocks.context.Context``:
+the blocks' own values, which ``Training`` holds as they are.
+
+Refusals keep the names of ``Training``'s keywords (``recompute_layers``, ``pipeline_layout``…),
+which are what a user types.
+
+>>> Pipeline(p=4, schedule="interleaved", virtual_stages=2).p
+4
+>>> Recompute("selective", layers=2)
+Traceback (most recent call last):
+...
+symbolic_cost.checks.InputError: recompute_method and recompute_layers apply to recompute='full' only, got recompute='selective'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sympy import Expr, sympify
+
+from symbolic_cost.checks import InputError, choice, flag, positive, positive_dims
+from symbolic_cost.models.optimizers import check_recipe
+from symbolic_cost.models.recipes import check_16bit_layers, check_offload
+from symbolic_cost.parallel.pipeline import Schedule
+from symbolic_cost.parallel.splits import layout_stages
+
+__all__ = ["Pipeline", "Recompute", "Sharding", "Precision", "Kernels", "PRECISIONS", "RECOMPUTE",
+           "RECOMPUTE_METHODS"]
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+RECOMPUTE = ("none", "selective", "activation", "full", "op")
+RECOMPUTE_METHODS = ("uniform", "block")
+
+
+def _flags(value, *names: str) -> None:
+    for name in names:
+        flag(getattr(value, name), name)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Pipeline parallelism: ``p`` stages run ``schedule`` (``parallel.pipeline.SCHEDULES``) with
+    ``virtual_stages`` model chunks a rank (interleaved only).  The layers are split evenly unless
+    ``first_stage_layers``/``last_stage_layers`` size the end stages, ``embedding_in_split`` and
+    ``loss_in_split`` count the embedding and the loss as a layer's slot (Megatron-LM's
+    ``--account-for-embedding/loss-in-pipeline-split``, ``parallel.pipeline``), or ``layout`` places
+    every layer (Megatron-LM's ``--pipeline-model-parallel-layout``, ``parallel.splits``)."""
+
+    p: Expr = 1
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    first_stage_layers: Expr | None = None
+    last_stage_layers: Expr | None = None
+    embedding_in_split: bool = False
+    loss_in_split: bool = False
+    layout: str | None = None
+
+    def __post_init__(self):
+        sizes = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers")
+                 if getattr(self, k) is not None}
+        positive_dims(p=self.p, **sizes)
+        _flags(self, "embedding_in_split", "loss_in_split")
+        for name, value in (*self._placing(), ("pipeline_layout", self.layout)):
+            if value not in (None, False) and self.p == 1:
+                raise InputError(f"{name} sizes a pipeline stage, and p=1 has none; it would be ignored", name)
+        self._check_split()
+        self.schedule_value()     # refuses an unknown schedule or a bad number of virtual stages
+
+    def _placing(self) -> tuple:
+        return (("first_stage_layers", self.first_stage_layers), ("last_stage_layers", self.last_stage_layers),
+                ("embedding_in_split", self.embedding_in_split), ("loss_in_split", self.loss_in_split))
+
+    def schedule_value(self) -> Schedule:
+        """The schedule as a ``parallel.pipeline.Schedule``."""
+        return Schedule(self.schedule, self.virtual_stages)
+
+    def _check_split(self) -> None:
+        """Refuse the embedding or the loss counted as a layer together with first/last stage sizes
+        (Megatron-Core asserts against the two together), and a layout beside any of them or whose
+        stage count is not ``p x virtual_stages``."""
+        for name in ("embedding_in_split", "loss_in_split"):
+            if getattr(self, name) and (self.first_stage_layers, self.last_stage_layers) != (None, None):
+                raise InputError(f"{name} cannot go with first_stage_layers or last_stage_layers (Megatron-Core "
+                                 "asserts: no embedding or loss slot with uneven stages)", name)
+        if self.layout is None:
+            return
+        other = next((name for name, value in self._placing() if value not in (None, False)), None)
+        if other:
+            raise InputError(f"pipeline_layout places every layer itself; {other} cannot go with it (Megatron-LM "
+                             "takes one or the other)", other)
+        stages, p = len(layout_stages(self.layout)), sympify(self.p)
+        if not p.is_number or stages % p or stages // p != self.virtual_stages:
+            raise InputError(f"pipeline_layout has {stages} stages: p={p} must divide them and virtual_stages "
+                             f"(got {self.virtual_stages}) be their number per rank", "virtual_stages")
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """Activation recomputation: ``mode`` one of ``RECOMPUTE`` (``"selective"``: Korthikanti et
+    al. 2022's attention core; ``"full"``: whole layers; ``"op"``: torchtitan's op-level policy,
+    ``models.op_recompute``).  Full recomputation checkpoints ``layers`` layers a group
+    (``method="uniform"``) or recomputes the first ``layers`` layers (``"block"``), as Megatron-LM's
+    ``--recompute-method`` and ``--recompute-num-layers``."""
+
+    mode: str = "none"
+    method: str = "uniform"
+    layers: Expr = 1
+
+    def __post_init__(self):
+        positive_dims(recompute_layers=self.layers)
+        if self.mode not in RECOMPUTE:
+            raise InputError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.mode!r}", "recompute")
+        if self.mode != "full" and (self.method, self.layers) != ("uniform", 1):
+            raise InputError("recompute_method and recompute_layers apply to recompute='full' only, got "
+                             f"recompute={self.mode!r}", "recompute_layers")
+        if self.method not in RECOMPUTE_METHODS:
+            raise InputError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
+                             f"got {self.method!r}", "recompute_method")
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """Sharded data parallelism: ``zero`` the ZeRO stage (3: FSDP), ``distributed_optimizer``
+    Megatron-LM's ZeRO-1, ``shard`` the ZeRO-3 shard group (HSDP: replicated over ``d/shard``
+    groups; ``None``: all of ``d``), ``reshard_after_forward`` frees the gathered weights after
+    forward (FSDP2; gathered again in backward), ``offload`` ``"optimizer"`` or ``"parameters"``
+    to the host (``models.recipes``).  Whether ``shard`` divides ``d`` is ``Training``'s check
+    (``models.training.check_sharding``): the degree is not this value's."""
+
+    zero: int = 0
+    distributed_optimizer: bool = False
+    shard: Expr | None = None
+    reshard_after_forward: bool = True
+    offload: str = "none"
+
+    def __post_init__(self):
+        choice(self.zero, "zero", (0, 1, 2, 3))
+        _flags(self, "distributed_optimizer", "reshard_after_forward")
+        if not self.reshard_after_forward and self.zero != 3:
+            raise InputError(f"reshard_after_forward=False applies to ZeRO-3/FSDP (zero=3), got zero={self.zero}; "
+                             "it would be ignored", "reshard_after_forward")
+        check_offload(self.offload, self.zero)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Numbers of the run: ``dtype`` one of ``PRECISIONS`` (weights and activations), the
+    ``optimizer`` (``models.optimizers.OPTIMIZERS``), ``master_weights`` (an fp32 copy in the
+    optimizer under 16-bit training), ``fp8`` a low-precision recipe of
+    ``models.optimizers.FP8_RECIPES`` with ``fp8_amax_history`` (delayed scaling's history;
+    ``None``: Transformer Engine's 1024, Megatron-LM's is 1), and ``first_layers_16bit``/
+    ``last_layers_16bit`` layers kept out of the recipe (Megatron-LM's
+    ``--first-last-layers-bf16``, ``models.recipes.precision_groups``)."""
+
+    dtype: str = "bf16"
+    optimizer: str = "adam"
+    master_weights: bool = True
+    fp8: str | None = None
+    fp8_amax_history: int | None = None
+    first_layers_16bit: int = 0
+    last_layers_16bit: int = 0
+
+    def __post_init__(self):
+        if self.dtype not in PRECISIONS:
+            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}", "precision")
+        _flags(self, "master_weights")
+        check_recipe(self.dtype, self.optimizer, self.master_weights, self.fp8, amax_history=self.fp8_amax_history)
+        check_16bit_layers(self)
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """Kernel choices that change what is stored: ``flash`` (fused attention: no score matrix kept,
+    the scores recomputed in backward) and ``mask_bytes``, the dropout-mask element (CUDA keeps
+    bytes; PyTorch's CPU path, floats)."""
+
+    flash: bool = False
+    mask_bytes: Expr = 1
+
+    def __post_init__(self):
+        _flags(self, "flash")
+        positive(self.mask_bytes, "mask_bytes")

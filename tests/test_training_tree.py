@@ -1,0 +1,74 @@
+"""``Training`` as a tree of values (issue 61): each old flat keyword lands in exactly one value,
+reads back under its flat name, and a value given whole equals the same settings given flat.
+The settings below are written by hand from the fields' documentation, not from ``FLAT``."""
+
+from dataclasses import fields, replace
+
+import pytest
+
+from symbolic_cost.blocks.context import Context
+from symbolic_cost.blocks.wiring import Experts
+from symbolic_cost.checks import InputError
+from symbolic_cost.models import Training
+from symbolic_cost.models.training import FLAT
+from symbolic_cost.models.training_values import Kernels, Pipeline, Precision, Recompute, Sharding
+from symbolic_cost.numeric.search import Space, search
+from symbolic_cost.models.config import preset
+
+# (flat keyword, a value other than its default, the value field, the attribute there)
+SETTINGS = [
+    ("p", 4, "pipeline", "p"), ("schedule", "gpipe", "pipeline", "schedule"),
+    ("recompute", "selective", "recomputation", "mode"), ("zero", 2, "sharding", "zero"),
+    ("distributed_optimizer", True, "sharding", "distributed_optimizer"),
+    ("offload", "optimizer", "sharding", "offload"), ("precision", "fp16", "numerics", "dtype"),
+    ("optimizer", "sgd", "numerics", "optimizer"), ("master_weights", False, "numerics", "master_weights"),
+    ("fp8", "delayed", "numerics", "fp8"), ("ep", 2, "experts", "ep"), ("etp", 1, "experts", "etp"),
+    ("capacity_factor", 2, "experts", "capacity_factor"), ("expert_imbalance", 2, "experts", "imbalance"),
+    ("cp", 2, "context", "cp"), ("flash", True, "kernels", "flash"), ("mask_bytes", 4, "kernels", "mask_bytes"),
+]
+
+
+@pytest.mark.parametrize("name, value, field, attribute", SETTINGS, ids=[s[0] for s in SETTINGS])
+def test_a_flat_keyword_lands_in_its_value_and_reads_back(name, value, field, attribute):
+    base = dict(zero=1) if name == "offload" else {}
+    t = Training(**base, **{name: value})
+    assert getattr(getattr(t, field), attribute) == value
+    assert getattr(t, name) == value
+    others = Training(**base)
+    changed = [f.name for f in fields(Training) if getattr(t, f.name) != getattr(others, f.name)]
+    assert changed == [field]
+
+
+def test_values_given_whole_equal_the_same_settings_given_flat():
+    whole = Training(b=2, l=1024, d=8, micro_batches=8,
+                     pipeline=Pipeline(p=2, schedule="interleaved", virtual_stages=2),
+                     recomputation=Recompute("full", "block", 2), sharding=Sharding(zero=3, shard=4),
+                     numerics=Precision(dtype="fp16"), experts=Experts(ep=2, etp=None), context=Context(2, "ulysses"),
+                     kernels=Kernels(flash=True))
+    flat = Training(b=2, l=1024, d=8, micro_batches=8, p=2, schedule="interleaved", virtual_stages=2,
+                    recompute="full", recompute_method="block", recompute_layers=2, zero=3, shard=4,
+                    precision="fp16", ep=2, cp=2, cp_variant="ulysses", flash=True)
+    assert whole == flat and hash(whole) == hash(flat)
+    assert Training(**flat.flat()) == flat
+    assert replace(flat, cp=1, cp_variant="ring") == replace(flat, context=Context(1))
+
+
+@pytest.mark.parametrize("keywords, named", [
+    (dict(expert_imbalance=0), "expert_imbalance"), (dict(recompute_layers=2), "recompute_layers"),
+    (dict(pipeline_layout="Et|tL"), "pipeline_layout"), (dict(reshard_after_forward=False), "reshard_after_forward"),
+    (dict(zero=5), "zero"), (dict(precision="fp64"), "precision"), (dict(p=0), "p"), (dict(mask_bytes=0), "mask_bytes"),
+    (dict(pipeline=4), "pipeline"), (dict(depth=2), "depth"), (dict(shard=3, d=4, zero=3), "shard"),
+])
+def test_a_bad_setting_is_refused_under_the_name_a_user_typed(keywords, named):
+    with pytest.raises(InputError) as refused:
+        Training(**keywords)
+    assert refused.value.argument == named
+
+
+def test_search_takes_a_space_and_its_fields_as_keywords():
+    gpt2 = preset("gpt2")
+    by_value = search(gpt2, 8, "h100", Space(global_batch=32, seq=1024, zero=(1, 3)), top=3)
+    by_keywords = search(gpt2, 8, "h100", global_batch=32, seq=1024, zero=(1, 3), top=3)
+    assert by_value.best.equals(by_keywords.best) and by_value.evaluated == by_keywords.evaluated > 0
+    with pytest.raises(InputError, match="unexpected keyword argument 'zeros'"):
+        search(gpt2, 8, "h100", zeros=(1,))
