@@ -43,7 +43,7 @@ def _defaults(name):
 
 def test_every_command_is_listed():
     assert NAMES == ["table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile",
-                     "sweep", "search", "inference", "lstm", "report", "calibrate", "serve"]
+                     "sweep", "search", "inference", "lstm", "report", "calibrate", "serve", "plan"]
 
 
 @pytest.mark.parametrize("name", NAMES)

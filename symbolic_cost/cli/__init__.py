@@ -17,7 +17,7 @@ from symbolic_cost import REPORT, __version__  # noqa: F401  (cli.REPORT: what a
 from symbolic_cost.cli import answers
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
-         "inference", "lstm", "report", "calibrate", "serve")
+         "inference", "lstm", "report", "calibrate", "serve", "plan")
 """The subcommands, in the order ``--help`` lists them; each is the module ``cli.NAME``."""
 
 

@@ -62,6 +62,7 @@ class System:
     fp8_flops: Expr = 0                # FLOP/s of dense FP8 products on matrix units; 0: none (matrix_flops)
     fp4_flops: Expr = 0                # FLOP/s of dense FP4 (NVFP4) products; 0: no FP4 tensor cores
     host_memory_bandwidth: Expr = 0    # bytes/s of a node's host memory (all sockets); 0: not stated
+    board_power: Expr = 0              # W a device draws at its limit (the datasheet's TDP); 0: not stated
     efficiency: object = None          # a timing.efficiency.Efficiency: the calibrated model; None: peak only
 
     _REQUIRED = ("matrix_flops", "vector_flops", "hbm_bandwidth", "nvlink_size")

@@ -1,0 +1,172 @@
+"""Plan a training run from a budget: the compute-optimal model among buildable shapes, with the
+library's exact FLOPs per token, then its layout, days, GPU-hours, energy and cost.
+
+The papers' optimum assumes ``C = 6 N D``.  The FLOPs a model really runs per token, forward and
+backward, are ``F = 6 N`` plus attention (``~12 n_layers e l``), the head, norms and softmax
+(``models.model_cost``'s model FLOPs): more than ``6 N`` by a share that grows with the sequence.
+``plan`` takes the optimum over real shapes of a family (``Shape``: width ``aspect x depth``,
+heads of ``head_dim``, an MLP width rounded up as the family rounds it), each shape's exact ``N``
+and ``F``, and ``D = C / F``:
+
+* under a parametric loss (``scaling_laws.LossLaw``): the depth whose ``L(N, C/F)`` is least;
+* under published power laws (``scaling_laws.PowerLaws``): the depth whose ``F`` is nearest
+  ``C / D*(C)`` (DeepSeek LLM: ``M*(C)``; here ``F`` also counts the head, which ``M`` leaves out).
+
+``numeric.training_run.run_plan`` then searches the fastest layout that fits on a cluster and
+turns its step time into days, GPU-hours, energy and cost.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+from sympy import Expr, Rational, lambdify, sympify
+
+from symbolic_cost import symbols as S
+from symbolic_cost.analysis.scaling_laws import LossLaw, get_law
+from symbolic_cost.checks import InputError, count
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.config import from_config
+
+__all__ = ["Shape", "SHAPES", "get_shape", "per_token", "Plan", "plan"]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a family grows with depth ``n``: width about ``aspect n`` (``config``), ``e / head_dim``
+    heads in ``kv_heads`` groups, MLP width ``ffn e`` rounded up to a multiple of ``ffn_multiple``;
+    every other key from ``base``, a ``config.json`` of the family read by
+    ``models.config.from_config``."""
+
+    name: str
+    base: dict | tuple
+    source: str
+    aspect: int = 128
+    head_dim: int = 128
+    kv_heads: int = 8
+    ffn: Rational = Rational(52, 15)
+    ffn_multiple: int = 1024
+
+    def __post_init__(self):      # a dict's items, so that the shape is hashable (built once a shape)
+        object.__setattr__(self, "base", tuple(sorted(dict(self.base).items())))
+        for name in ("aspect", "head_dim", "kv_heads", "ffn_multiple"):
+            count(getattr(self, name), name)
+
+    min_depth = 2
+
+    def config(self, depth: int) -> dict:
+        """The ``config.json`` of the shape ``depth`` layers deep: width ``aspect x depth`` to the
+        nearest multiple of ``head_dim x kv_heads`` (whole heads, whole groups of them)."""
+        count(depth, "depth")
+        unit = self.head_dim * self.kv_heads
+        e = max(unit, (2 * self.aspect * depth + unit) // (2 * unit) * unit)
+        f = -(-self.ffn * e // self.ffn_multiple) * self.ffn_multiple
+        return {**dict(self.base), "num_hidden_layers": depth, "hidden_size": e, "num_attention_heads": e // self.head_dim,
+                "intermediate_size": int(f), "num_key_value_heads": self.kv_heads}
+
+    def architecture(self, depth: int) -> Architecture:
+        return from_config(self.config(depth), name=f"{self.name}-{depth}L")
+
+
+SHAPES = {
+    "llama-3": Shape(
+        "llama-3", {"model_type": "llama", "vocab_size": 128256, "max_position_embeddings": 131072,
+                    "tie_word_embeddings": False, "rope_theta": 500000.0},
+        "Llama 3's shapes (Dubey et al. 2024, Table 3; Meta's reference model.py): head size 128, 8 key/value "
+        "heads, SwiGLU width 8/3 x 1.3 x e rounded up to 1024, vocabulary 128,256, untied head; width 128 a "
+        "layer (Llama 3 8B's 4096/32; 70B is 8192/80, 405B 16384/126)"),
+}
+"""Depth/width rules of families, by name."""
+
+
+def get_shape(name: str) -> Shape:
+    if name not in SHAPES:
+        raise InputError(f"shape must be one of {', '.join(SHAPES)}, got {name!r}", "shape")
+    return SHAPES[name]
+
+
+def per_token(arch: Architecture, l, recompute: bool = False) -> tuple[Expr, Expr]:
+    """``(N, F)``: the parameters of ``arch`` and its FLOPs per token over sequences of ``l``,
+    forward and backward (``ModelCost.model_flops_fwd + model_flops_bwd`` of one sequence, over
+    ``l``); with ``recompute``, full recomputation's forward again (hardware FLOPs).
+
+    >>> n, f = per_token(SHAPES["llama-3"].architecture(32), 8192)
+    >>> n, round(float(f / (6 * n)), 3)          # Llama 3 8B's parameters; F over 6N at 8K tokens
+    (8030261248, 1.203)
+    """
+    cost = model_cost(arch, Training(b=1, l=l, recompute="full" if recompute else "none"))
+    flops = cost.model_flops_fwd + cost.model_flops_bwd + (cost.flops_recompute if recompute else 0)
+    return cost.parameters, sympify(flops) / l
+
+
+@functools.cache
+def _per_depth(shape: Shape, recompute: bool):
+    """``(N, F)`` of ``shape`` as functions of ``(n_layers, e, h, f, l)``: built once on the shape's
+    architecture with those symbols, which each depth then fills (a build a depth would take seconds
+    over a few hundred depths)."""
+    symbolic = replace(shape.architecture(shape.min_depth), n_layers=S.n_layers, e=S.e, h=S.h, f=S.f,
+                       head_dim=None, rotary_dim=None, context=0)
+    n, f = per_token(symbolic, S.l, recompute)
+    return tuple(lambdify([S.n_layers, S.e, S.h, S.f, S.l], x, "math") for x in (n, f))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The chosen shape (``depth`` layers of ``architecture``), its exact ``parameters`` and
+    ``flops_per_token``, the ``tokens`` the budget buys, the law's ``loss`` there (``None`` for
+    power laws), and the law's own optimum under ``C = 6 N D`` (``six_nd``) to compare with."""
+
+    law: object
+    shape: Shape
+    budget: float
+    seq: int
+    depth: int
+    architecture: Architecture
+    parameters: int
+    flops_per_token: float
+    tokens: float
+    loss: float | None
+    six_nd: dict
+
+
+def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 8192, recompute: bool = False,
+         depths: range | None = None) -> Plan:
+    """The compute-optimal model for ``budget`` FLOPs among ``shape``'s depths (default: from its
+    least to 512 layers) under ``law``, with exact FLOPs per token at ``seq`` tokens a sequence."""
+    chosen_law, family = get_law(law), get_shape(shape)
+    total = _budget(budget)
+    count(seq, "seq")
+    depths = depths or range(family.min_depth, 513)
+    params, flops = _per_depth(family, recompute)
+
+    def at(depth):
+        c = family.config(depth)
+        x = (depth, c["hidden_size"], c["num_attention_heads"], c["intermediate_size"], seq)
+        return params(*x), flops(*x)
+
+    if isinstance(chosen_law, LossLaw):
+        best = min(depths, key=lambda depth: chosen_law.at(*_n_d(at(depth), total)))
+    else:
+        target = math.log(float(total) / float(chosen_law.optimum().at(total)["tokens"]))   # C / D*(C)
+        best = min(depths, key=lambda depth: abs(math.log(at(depth)[1]) - target))
+    n, f = at(best)
+    optimum = chosen_law.optimum()
+    return Plan(chosen_law, family, float(total), seq, best, family.architecture(best), int(n), float(f),
+                float(total) / f, chosen_law.at(n, float(total) / f) if isinstance(chosen_law, LossLaw)
+                else None, {k: None if v is None else float(v) for k, v in optimum.at(total).items()})
+
+
+def _n_d(n_f, total):
+    n, f = n_f
+    return n, float(total) / f
+
+
+def _budget(budget) -> Expr:
+    value = sympify(budget)
+    if not value.is_number or not value.is_positive:
+        raise InputError(f"the budget must be a positive number of FLOPs, got {budget!r}", "budget")
+    return value
+

@@ -1,0 +1,170 @@
+"""Scaling laws as SymPy expressions, and the compute-optimal model size and tokens they imply.
+
+A parametric loss (Hoffmann et al. 2022, "Approach 3")::
+
+    L(N, D) = E + A / N^alpha + B / D^beta
+
+in the parameters ``N`` and training tokens ``D``, under a budget ``C = k N D`` (``k`` FLOPs per
+parameter per token: 6 in the papers, or the library's exact count, ``flops_per_token``), is
+least where the Lagrangian's gradient vanishes.  SymPy solves it (``lagrangian_optimum``)::
+
+    N*(C) = G (C/k)^a,   D*(C) = (C/k)^b / G,
+    G = (alpha A / (beta B))^(1/(alpha + beta)),   a = beta/(alpha + beta),   b = alpha/(alpha + beta)
+
+Other papers publish the optimum itself as power laws of ``C`` (``PowerLaws``): Llama 3 the
+tokens (``D*(C) = 0.299 C^0.537``, section 3.2.1), DeepSeek LLM the non-embedding FLOPs per
+token ``M`` and the tokens (``M*(C) = 0.1715 C^0.5243``, ``D*(C) = 5.8316 C^0.4757``, with
+``C = M D``; section 3.1).
+
+Every constant is the printed decimal as an exact Rational; expressions stay exact until a user
+substitutes a budget.
+
+>>> law = LAWS["hoffmann-2022"]
+>>> law.loss().subs({N: 70 * 10**9, D: 14 * 10**11}).evalf(4)      # Chinchilla's own size and tokens
+1.937
+>>> opt = law.optimum()
+>>> opt.exponents
+(14/31, 17/31)
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from sympy import Expr, Rational, Symbol, diff, log, simplify, solve, symbols, sympify
+
+from symbolic_cost.checks import InputError
+
+__all__ = ["N", "D", "C", "k", "LossLaw", "PowerLaws", "Optimum", "LAWS", "lagrangian_optimum", "get_law",
+           "elasticity"]
+
+N, D, C, k = symbols("N D C k", positive=True)
+"""Parameters, training tokens, training FLOPs, FLOPs per parameter per token."""
+
+
+def _exact(text: str) -> Rational:
+    return Rational(text)
+
+
+@functools.cache
+def lagrangian_optimum() -> dict:
+    """``{N: N*, D: D*, lambda: ...}`` minimising ``E + A/N^alpha + B/D^beta`` subject to
+    ``k N D = C``, solved by SymPy from the Lagrangian's stationarity conditions, all constants
+    symbols (positive).  Solved once; a ``LossLaw`` substitutes its constants."""
+    E, A, B, alpha, beta, lam = symbols("E A B alpha beta lambda", positive=True)
+    lagrangian = E + A / N**alpha + B / D**beta + lam * (k * N * D - C)
+    (found,) = solve([diff(lagrangian, x) for x in (N, D, lam)], [N, D, lam], dict=True)
+    return {"constants": (E, A, B, alpha, beta), N: found[N], D: found[D]}
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """The compute-optimal size ``n`` (parameters, or the FLOPs per token where ``size_is`` says
+    ``"flops_per_token"``), tokens ``d`` and loss ``loss`` (``None`` where the law gives none) as
+    expressions in ``C`` (and ``k``, FLOPs per parameter per token, where they need it), with the
+    exponents of ``C`` in ``n`` and ``d``."""
+
+    n: Expr
+    d: Expr
+    loss: Expr | None
+    exponents: tuple
+    size_is: str = "parameters"
+
+    def at(self, budget, per_token=6) -> dict:
+        """The optimum at ``budget`` FLOPs and ``per_token`` FLOPs per parameter per token, to 15
+        digits (SymPy's ``evalf`` at those values: substituting them exactly would have it factor
+        large integers for their rational powers).
+
+        >>> {name: f"{float(v):.3g}" for name, v in LAWS["llama-3"].optimum().at(10**24).items() if v}
+        {'parameters': '7.21e+10', 'tokens': '2.31e+12'}
+        """
+        at = {C: sympify(budget), k: sympify(per_token)}
+        value = lambda x: x.evalf(15, subs=at)  # noqa: E731
+        return {self.size_is: value(self.n), "tokens": value(self.d),
+                "loss": None if self.loss is None else value(self.loss)}
+
+
+@dataclass(frozen=True)
+class LossLaw:
+    """``L(N, D) = E + A/N^alpha + B/D^beta``, fitted by ``source``."""
+
+    name: str
+    E: Expr
+    A: Expr
+    B: Expr
+    alpha: Expr
+    beta: Expr
+    source: str
+
+    def loss(self, n=N, d=D) -> Expr:
+        """The predicted loss at ``n`` parameters and ``d`` tokens."""
+        return self.E + self.A / sympify(n)**self.alpha + self.B / sympify(d)**self.beta
+
+    def at(self, n, d) -> float:
+        """The loss at numbers ``n`` and ``d``, in floats (an exact rational power of a large integer
+        would have SymPy factor it)."""
+        return float(self.E) + float(self.A) / float(n)**float(self.alpha) + float(self.B) / float(d)**float(self.beta)
+
+    def optimum(self) -> Optimum:
+        """``N*(C)``, ``D*(C)`` and ``L(N*, D*)`` under ``C = k N D`` (``lagrangian_optimum``)."""
+        solved = lagrangian_optimum()
+        names = dict(zip(solved["constants"], (self.E, self.A, self.B, self.alpha, self.beta)))
+        n, d = (simplify(solved[x].subs(names)) for x in (N, D))
+        total = self.alpha + self.beta
+        return Optimum(n, d, self.loss(n, d), (self.beta / total, self.alpha / total))
+
+
+@dataclass(frozen=True)
+class PowerLaws:
+    """An optimum published as power laws of the budget ``C``: ``tokens = (coefficient, exponent)``
+    of ``D*(C)``; ``size`` the same of ``N*(C)`` when ``size_is`` is ``"parameters"``, of the
+    non-embedding FLOPs per token ``M*(C)`` when it is ``"flops_per_token"`` (DeepSeek LLM),
+    ``None`` where only the tokens are published (the size is then ``C / (k D*)``)."""
+
+    name: str
+    tokens: tuple
+    size: tuple | None
+    size_is: str
+    source: str
+
+    def optimum(self) -> Optimum:
+        """``N*(C)`` (parameters; for ``"flops_per_token"`` the size ``M*(C)``) and ``D*(C)``."""
+        d = self.tokens[0] * C**self.tokens[1]
+        n = C / (k * d) if self.size is None else self.size[0] * C**self.size[1]
+        exponent = 1 - self.tokens[1] if self.size is None else self.size[1]
+        return Optimum(n, d, None, (exponent, self.tokens[1]), self.size_is)
+
+
+LAWS = {
+    "hoffmann-2022": LossLaw(
+        "hoffmann-2022", _exact("1.69"), _exact("406.4"), _exact("410.7"), _exact("0.34"), _exact("0.28"),
+        "Hoffmann et al. 2022, Training Compute-Optimal Large Language Models, section 3.3 (Approach 3), "
+        "eq. (10): E = 1.69, A = 406.4, B = 410.7, alpha = 0.34, beta = 0.28"),
+    "besiroglu-2024": LossLaw(
+        "besiroglu-2024", _exact("1.8172"), _exact("482.01"), _exact("2085.43"), _exact("0.3478"), _exact("0.3658"),
+        "Besiroglu et al. 2024, Chinchilla Scaling: A replication attempt, Table 1 (the refit of Approach 3 on "
+        "the data read off Hoffmann et al.'s Figure 4): E = 1.8172, A = 482.01, B = 2085.43, alpha = 0.3478, "
+        "beta = 0.3658"),
+    "llama-3": PowerLaws(
+        "llama-3", (_exact("0.299"), _exact("0.537")), None, "parameters",
+        "Dubey et al. 2024, The Llama 3 Herd of Models, section 3.2.1: N*(C) = A C^alpha tokens with "
+        "(alpha, A) = (0.537, 0.299); at 3.8e25 FLOPs it gives 16.55T tokens and a 402B model"),
+    "deepseek-llm": PowerLaws(
+        "deepseek-llm", (_exact("5.8316"), _exact("0.4757")), (_exact("0.1715"), _exact("0.5243")), "flops_per_token",
+        "DeepSeek-AI 2024, DeepSeek LLM, section 3.1, eq. (4): M_opt = 0.1715 C^0.5243, D_opt = 5.8316 C^0.4757, "
+        "M the non-embedding FLOPs per token (72 n_layer d_model^2 + 12 n_layer d_model l_seq), C = M D"),
+}
+"""Published fits, by name, each with its source."""
+
+
+def get_law(name: str):
+    """The law ``name`` of ``LAWS``, or a clear refusal."""
+    if name not in LAWS:
+        raise InputError(f"scaling law must be one of {', '.join(LAWS)}, got {name!r}", "law")
+    return LAWS[name]
+
+
+def elasticity(expr: Expr, x: Symbol = C) -> Expr:
+    """``d log expr / d log x``: the exponent of a power law (``N*(C)``'s is ``a``)."""
+    return simplify(diff(log(expr), x) * x)

@@ -1,0 +1,228 @@
+"""Plan a training run from a budget: the compute-optimal model under a published scaling law with exact FLOPs per token, then the fastest layout on a cluster, days, GPU-hours, energy and cost.
+
+Three questions: ``--budget-flops C`` (which model and how many tokens; with ``--devices``, how
+long and at what cost); ``--devices N --days D`` (the budget the cluster delivers in those days
+at the predicted speed, then the same); a model (``--preset``, ``--hf-config``) with ``--devices``
+and ``--days`` or ``--tokens`` (the tokens, days and cost of training it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from sympy import Rational
+
+from symbolic_cost.analysis.planning import SHAPES, per_token, plan
+from symbolic_cost.numeric.training_run import SECONDS_A_DAY, run_plan
+from symbolic_cost.analysis.scaling_laws import LAWS, LossLaw, get_law
+from symbolic_cost.checks import InputError
+from symbolic_cost.cli import options
+from symbolic_cost.timing.hardware import calibrated
+from symbolic_cost.timing.systems import SYSTEMS
+
+EXAMPLES = [
+    "symbolic-cost plan --budget-flops 1e25",
+    "symbolic-cost plan --budget-flops 1e25 --devices 4096 --system h100 --price 2.5",
+    "symbolic-cost plan --devices 1024 --system h100 --days 30 --law besiroglu-2024",
+    "symbolic-cost plan --preset llama-2-7b --seq 4096 --devices 256 --system h100 --days 14",
+]
+
+ASSUMED_MFU = Rational(2, 5)
+"""The first guess of ``--days`` without a budget (the budget is then taken from the predicted step
+time, ``days_budget``): a model FLOP utilisation of 40 %."""
+
+
+def exact_number(text: str) -> Rational:
+    """An option's number read exactly (``1e25``, ``3.8e25``, ``2.5``), refused unless positive."""
+    try:
+        value = Rational(text)
+    except (TypeError, ValueError, SyntaxError):
+        raise argparse.ArgumentTypeError(f"expects a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def add_arguments(parser) -> None:
+    options.model(parser, default=None)
+    options.option(parser, "--budget-flops", type=exact_number, metavar="C",
+                   help="training FLOPs to spend (e.g. 1e25): the compute-optimal model for them")
+    options.option(parser, "--law", choices=list(LAWS), default="hoffmann-2022",
+                   help="the published scaling law (analysis.scaling_laws.LAWS, each with its source)")
+    options.option(parser, "--shape", choices=list(SHAPES), default="llama-3",
+                   help="the family whose depths are tried (analysis.planning.SHAPES)")
+    options.option(parser, "--seq", type=int, default=8192, help="tokens a sequence")
+    options.option(parser, "--recompute", choices=["none", "full"], default="none",
+                   help="full: count full recomputation's forward as FLOPs spent (hardware FLOPs)")
+    options.option(parser, "--devices", type=int, help="devices of the cluster: find the fastest layout that fits")
+    options.option(parser, "--system", choices=list(SYSTEMS), default="h100", help="the devices (calibrated time model)")
+    options.option(parser, "--days", type=exact_number, help="days the cluster trains (with --devices)")
+    options.option(parser, "--tokens", type=exact_number, help="tokens to train a given model on (with --devices)")
+    options.option(parser, "--global-batch", type=int,
+                   help="sequences a step (default: 4M tokens a step, 2**22 // --seq)")
+    options.option(parser, "--price", type=exact_number, metavar="USD", help="price of a GPU-hour, for the cost")
+    output = parser.add_mutually_exclusive_group()
+    options.option(output, "--json", action="store_true", help="JSON instead of the text")
+    options.option(output, "--latex", action="store_true", help="the plan as a LaTeX table")
+
+
+def run(args) -> int:
+    given_model = args.preset or args.hf_config or args.hf_model
+    _check(args, given_model)
+    if given_model:
+        result = _given_model(args)
+    else:
+        result = _optimal(args)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    elif args.latex:
+        print(_latex(result))
+    else:
+        print("\n".join(_text(result)))
+    return 0
+
+
+def _check(args, given_model) -> None:
+    if given_model:
+        if args.budget_flops is not None:
+            raise InputError("--budget-flops chooses a model; a given model (--preset, --hf-config) is trained for "
+                             "--days or --tokens instead", "--budget-flops")
+        if args.devices is None or (args.days is None) == (args.tokens is None):
+            raise InputError("a given model needs --devices and one of --days or --tokens", "--devices")
+        return
+    if args.tokens is not None:
+        raise InputError("--tokens applies to a given model (--preset, --hf-config)", "--tokens")
+    if args.budget_flops is None and (args.devices is None or args.days is None):
+        raise InputError("give --budget-flops, or --devices with --days (the budget the cluster delivers)",
+                         "--budget-flops")
+    if args.budget_flops is not None and args.days is not None:
+        raise InputError("--budget-flops and --days each set the budget: give one of them", "--days")
+    if args.devices is None and (args.price is not None or args.global_batch is not None):
+        raise InputError("--price and --global-batch apply to a run on a cluster: add --devices", "--devices")
+
+
+def _optimal(args) -> dict:
+    if args.budget_flops is not None:
+        chosen = plan(args.budget_flops, args.law, args.shape, args.seq, args.recompute == "full")
+        ran = None if args.devices is None else _run(args, chosen.architecture, chosen.flops_per_token, chosen.tokens)
+    else:
+        chosen, ran = days_budget(args)
+    return {"question": "budget" if args.budget_flops is not None else "days", **_plan_fields(chosen),
+            **({"run": _run_fields(ran)} if ran else {})}
+
+
+def days_budget(args):
+    """The compute-optimal plan for the FLOPs ``--devices`` deliver in ``--days``: from a first
+    guess at ``ASSUMED_MFU``, the budget each plan's predicted speed delivers, until it moves by
+    less than 1 % (at most 6 rounds)."""
+    system = calibrated(args.system)
+    budget = args.devices * system.matrix_flops * ASSUMED_MFU * args.days * SECONDS_A_DAY
+    for _ in range(6):
+        chosen = plan(budget, args.law, args.shape, args.seq, args.recompute == "full")
+        ran = _run(args, chosen.architecture, chosen.flops_per_token, None, days=args.days)
+        delivered = chosen.flops_per_token * ran.tokens
+        if abs(delivered / float(budget) - 1) < 0.01:
+            break
+        budget = Rational(repr(delivered))
+    return chosen, ran
+
+
+def _given_model(args) -> dict:
+    from symbolic_cost.cli.values import architecture
+    arch = architecture(args)
+    n, f = per_token(arch, args.seq, args.recompute == "full")
+    ran = _run(args, arch, f, args.tokens, days=args.days)
+    law = get_law(args.law)
+    flops = float(f) * ran.tokens
+    loss = law.at(n, ran.tokens) if isinstance(law, LossLaw) else None
+    return {"question": "model", "law": law.name, "model": arch.name, "seq": args.seq, "parameters": int(n),
+            "flops_per_token": float(f), "six_n_ratio": float(f) / (6 * int(n)), "tokens": ran.tokens,
+            "budget_flops": flops, "loss": loss, "run": _run_fields(ran)}
+
+
+def _run(args, arch, flops_per_token, tokens, days=None):
+    return run_plan(arch, flops_per_token, args.devices, args.system, args.seq, tokens=tokens, days=days,
+                    global_batch=args.global_batch, price=args.price)
+
+
+def _plan_fields(chosen) -> dict:
+    c = chosen.shape.config(chosen.depth)
+    return {"law": chosen.law.name, "law_source": chosen.law.source, "shape": chosen.shape.name, "seq": chosen.seq,
+            "budget_flops": chosen.budget, "model": chosen.architecture.name,
+            "layers": chosen.depth, "hidden_size": c["hidden_size"], "heads": c["num_attention_heads"],
+            "kv_heads": c["num_key_value_heads"], "intermediate_size": c["intermediate_size"],
+            "parameters": chosen.parameters, "tokens": chosen.tokens, "flops_per_token": chosen.flops_per_token,
+            "six_n_ratio": chosen.flops_per_token / (6 * chosen.parameters), "loss": chosen.loss,
+            "six_nd_optimum": chosen.six_nd}
+
+
+def _run_fields(ran) -> dict:
+    layout = {k: (v.item() if hasattr(v, "item") else v) for k, v in ran.layout.items()}
+    return {"devices": ran.devices, "system": ran.system, "global_batch": ran.global_batch, "layout": layout,
+            "step_time_s": ran.step_time, "mfu": ran.mfu, "tokens_per_s": ran.tokens_per_second, "tokens": ran.tokens,
+            "days": ran.days, "gpu_hours": ran.gpu_hours, "energy_kwh": ran.energy_kwh, "cost_usd": ran.cost}
+
+
+def _si(x: float, unit: str = "") -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:,.2f} {prefix}{unit}"
+    return f"{x:,.2f} {unit}".rstrip()
+
+
+def _text(r: dict) -> list[str]:
+    lines = []
+    if r["question"] == "model":
+        lines.append(f"{r['model']}: {_si(r['parameters'])} parameters, {r['flops_per_token']:.4g} FLOPs a token at "
+                     f"{r['seq']:,} tokens ({r['six_n_ratio']:.3f} x 6N)")
+        lines.append(f"trains on {_si(r['tokens'])} tokens ({r['budget_flops']:.3g} FLOPs)" +
+                     (f"; predicted loss {r['loss']:.4f} ({r['law']})" if r["loss"] is not None else ""))
+    else:
+        six = r["six_nd_optimum"]
+        size_key = "parameters" if "parameters" in six else "flops_per_token"
+        lines.append(f"plan for {r['budget_flops']:.3g} FLOPs under {r['law']}, {r['shape']} shapes, "
+                     f"{r['seq']:,}-token sequences")
+        lines.append(f"  {'':22}{'the law (C = 6ND)':>20}{'exact FLOPs, buildable':>26}")
+        six_size = _si(six[size_key]) + ("" if size_key == "parameters" else " FLOPs/token")
+        lines.append(f"  {'parameters':22}{six_size:>20}{_si(r['parameters']):>26}")
+        lines.append(f"  {'tokens':22}{_si(six['tokens']):>20}{_si(r['tokens']):>26}")
+        ratio = f"{r['six_n_ratio']:.3f} x 6N"
+        lines.append(f"  {'FLOPs per token':22}{'6 N':>20}{ratio:>26}")
+        if r["loss"] is not None:
+            lines.append(f"  {'predicted loss':22}{six['loss']:>20.4f}{r['loss']:>26.4f}")
+        lines.append(f"  model: {r['layers']} layers, hidden {r['hidden_size']:,}, {r['heads']} heads "
+                     f"({r['kv_heads']} key/value), MLP {r['intermediate_size']:,}")
+        lines.append(f"  law: {r['law_source']}")
+    if "run" in r:
+        lines += _run_text(r["run"])
+    return lines
+
+
+def _run_text(run: dict) -> list[str]:
+    lay = run["layout"]
+    shown = " ".join(f"{k}={lay[k]}" for k in ("m1", "s1", "d", "p", "b", "n_micro", "recompute", "zero", "schedule")
+                     if k in lay)
+    lines = [f"run on {run['devices']:,} {run['system']}: {shown}",
+             f"  step {run['step_time_s']:.3f} s for {run['global_batch']:,} sequences; MFU {100 * run['mfu']:.1f} %; "
+             f"{_si(run['tokens_per_s'])} tokens/s",
+             f"  {run['days']:,.1f} days; {_si(run['gpu_hours'])} GPU-hours"
+             + (f"; {run['energy_kwh'] / 1e6:,.2f} GWh at board power" if run["energy_kwh"] is not None else "")
+             + (f"; ${_si(run['cost_usd'])}" if run["cost_usd"] is not None else "")]
+    return lines
+
+
+def _latex(r: dict) -> str:
+    rows = [("parameters", f"{r['parameters']:.4g}"), ("tokens", f"{r['tokens']:.4g}"),
+            ("FLOPs per token", f"{r['flops_per_token']:.4g}"), ("budget (FLOPs)", f"{r['budget_flops']:.4g}")]
+    if r.get("loss") is not None:
+        rows.append(("predicted loss", f"{r['loss']:.4f}"))
+    if "run" in r:
+        run = r["run"]
+        rows += [("step time (s)", f"{run['step_time_s']:.3f}"), ("MFU", f"{100 * run['mfu']:.1f}\\%"),
+                 ("days", f"{run['days']:.1f}"), ("GPU-hours", f"{run['gpu_hours']:.4g}")]
+    body = "\n".join(f"{name} & {value} \\\\" for name, value in rows)
+    return f"\\begin{{tabular}}{{lr}}\n\\hline\n{body}\n\\hline\n\\end{{tabular}}"
+
+
+__all__ = ["add_arguments", "run"]

@@ -1,0 +1,70 @@
+"""A model trained on a cluster: the fastest layout that fits (``numeric.search``, calibrated time
+model) turned into step time, MFU, days, GPU-hours, energy and cost (``symbolic-cost plan``;
+``analysis.planning`` chooses the model)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.numeric.search import search
+from symbolic_cost.timing.hardware import calibrated
+
+__all__ = ["RunPlan", "run_plan", "default_global_batch", "SECONDS_A_DAY"]
+
+SECONDS_A_DAY = 86400
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A model trained on ``devices`` devices of ``system``: the fastest layout that fits
+    (``layout``, a row of ``numeric.search``'s table), its ``step_time`` (s) for ``global_batch``
+    sequences, ``mfu`` (model FLOPs over the devices' dense 16-bit peak), and for ``tokens``
+    tokens: ``days``, ``gpu_hours``, ``energy_kwh`` (every device at the system's board power for
+    the whole run: an upper bound that leaves out hosts, network and cooling; ``None`` where the
+    system states none) and ``cost`` (``gpu_hours x price``; ``None`` without a price)."""
+
+    devices: int
+    system: str
+    global_batch: int
+    layout: dict
+    step_time: float
+    mfu: float
+    tokens_per_second: float
+    tokens: float
+    days: float
+    gpu_hours: float
+    energy_kwh: float | None
+    cost: float | None
+
+
+def default_global_batch(seq: int) -> int:
+    """Sequences a step: 4M tokens (2**22) a step, as Llama 3's first stage (Dubey et al. 2024,
+    section 3.4.1: 4M tokens of 4,096-token sequences), at least one sequence."""
+    return max(1, 2**22 // seq)
+
+
+def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", seq: int = 8192,
+             tokens=None, days=None, global_batch: int | None = None, price=None, workers: int | None = 1) -> RunPlan:
+    """Train ``arch`` (``flops_per_token`` its exact model FLOPs a token, ``per_token``) on
+    ``devices`` devices of ``system`` (calibrated time model) for ``tokens`` tokens, or for ``days``
+    days (the tokens they allow): the fastest layout that fits, and what the run costs."""
+    if (tokens is None) == (days is None):
+        raise InputError("give the tokens to train or the days the cluster has, one of them", "days")
+    timed = calibrated(system)
+    batch = global_batch or default_global_batch(seq)
+    found = search(arch, devices, timed, global_batch=batch, seq=seq, top=1, workers=workers)
+    if found.best.empty:
+        raise InputError(f"no layout of {arch.name} fits {devices} {timed.name} devices ({found.evaluated:,} tried)",
+                         "devices")
+    row = found.best.iloc[0].to_dict()
+    step = float(row["total"])
+    rate = batch * seq / step
+    trained = float(tokens) if tokens is not None else rate * float(days) * SECONDS_A_DAY
+    seconds = trained / rate
+    hours = devices * seconds / 3600
+    power = float(timed.board_power)
+    return RunPlan(devices, timed.name, batch, row, step, float(flops_per_token) * rate / (devices * float(timed.matrix_flops)),
+                   rate, trained, seconds / SECONDS_A_DAY, hours, hours * power / 1000 if power else None,
+                   None if price is None else hours * float(price))

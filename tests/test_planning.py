@@ -1,0 +1,124 @@
+"""Planning from a budget (issue 68) against what nobody here wrote: the Lagrangian optimum solved
+by hand and by a numeric minimiser, Llama 3's published compute-optimal tokens, DeepSeek LLM's
+published FLOPs-per-token formula, Llama 3 8B's published parameter count, and the command line."""
+
+import json
+import math
+
+import pytest
+from scipy.optimize import minimize_scalar
+from sympy import Rational, simplify, symbols
+
+from symbolic_cost import conventions as conv
+from symbolic_cost.analysis.planning import SHAPES, per_token, plan
+from symbolic_cost.analysis.scaling_laws import LAWS, C, D, N, elasticity, k
+from symbolic_cost.checks import InputError
+from symbolic_cost.cli import main
+from symbolic_cost.models import Architecture, Training, model_cost
+
+CHINCHILLA = dict(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)   # Hoffmann et al. 2022, eq. (10)
+
+
+def test_the_loss_law_is_chinchillas_equation_ten():
+    law = LAWS["hoffmann-2022"]
+    n, d = 70e9, 1.4e12
+    by_hand = CHINCHILLA["E"] + CHINCHILLA["A"] / n**CHINCHILLA["alpha"] + CHINCHILLA["B"] / d**CHINCHILLA["beta"]
+    assert law.at(n, d) == pytest.approx(by_hand, rel=1e-15)
+    assert float(law.loss().subs({N: n, D: d})) == pytest.approx(by_hand, rel=1e-12)
+
+
+@pytest.mark.parametrize("budget", [1e19, 5.76e23, 1e25, 1e28])
+def test_the_optimum_is_the_lagrangian_solved_by_hand_and_a_numeric_minimiser(budget):
+    """N* = G (C/6)^(beta/(alpha+beta)), G = (alpha A / (beta B))^(1/(alpha+beta)), D* = C/(6 N*):
+    solved on paper; and the least of L(N, C/(6N)) found by scipy over log N."""
+    E, A, B, a, b = CHINCHILLA.values()
+    G = (a * A / (b * B)) ** (1 / (a + b))
+    n_hand = G * (budget / 6) ** (b / (a + b))
+    found = LAWS["hoffmann-2022"].optimum().at(budget)
+    assert float(found["parameters"]) == pytest.approx(n_hand, rel=1e-12)
+    assert float(found["tokens"]) == pytest.approx(budget / (6 * n_hand), rel=1e-12)
+    loss = lambda log_n: E + A / math.exp(log_n) ** a + B / (budget / (6 * math.exp(log_n))) ** b  # noqa: E731
+    numeric = minimize_scalar(loss, bounds=(math.log(1e6), math.log(1e15)), method="bounded",
+                              options={"xatol": 1e-10})
+    assert float(found["parameters"]) == pytest.approx(math.exp(numeric.x), rel=1e-4)
+    assert float(found["loss"]) == pytest.approx(numeric.fun, rel=1e-9)
+
+
+def test_the_optimum_spends_the_budget_and_grows_as_the_exponents_say():
+    opt = LAWS["besiroglu-2024"].optimum()
+    assert simplify(k * opt.n * opt.d / C) == 1                    # the constraint, for every C and k
+    a, b = Rational("0.3478"), Rational("0.3658")                  # Besiroglu et al. 2024, Table 1
+    assert elasticity(opt.n) == b / (a + b) and elasticity(opt.d) == a / (a + b)
+
+
+def test_llama_3_compute_optimal_tokens_within_the_printed_precision():
+    """Dubey et al. 2024, section 3.2.1: (alpha, A) = (0.537, 0.299) extrapolated to 3.8e25 FLOPs gives
+    16.55T tokens.  The constants are printed to three decimals: the published tokens must lie
+    within what half a unit of the last printed digit of each moves the result."""
+    budget = 3.8e25
+    tokens = float(LAWS["llama-3"].optimum().at(budget)["tokens"])
+    slack = 0.0005 * math.log(budget) + 0.0005 / 0.299
+    assert abs(math.log(tokens / 16.55e12)) <= slack
+
+
+def test_deepseek_llms_flops_per_token_are_the_librarys_products():
+    """DeepSeek LLM (2024), section 3.1: M = 72 n_layer d_model^2 + 12 n_layer d_model l_seq, the
+    non-embedding FLOPs per token of forward and backward, products counted 2mnk, the whole
+    causal score matrix.  The library's product rows of a layer (q/k/v, scores, attend, output,
+    both MLP matrices of a 4d MLP) at 2mnk give the same, for every depth, width and length."""
+    n, e, h, l = symbols("n_layers e h l", positive=True, integer=True)
+    arch = Architecture("m", n, e, h, 4 * e, 32000, bias=False, qkv_bias=False, dropouts=False)
+    cost = model_cost(arch, Training(b=1, l=l), conv.DEFAULT.but(matmul_flops="2mnk"))
+    (layer, depth), = [(blk, count) for blk, count in cost.blocks if blk.name == "layer"]
+    products = ("qkv_proj", "logits", "attend", "v_proj", "fc1", "fc2")
+    per_token = sum(r.flops_fwd + r.flops_bwd for r in layer.rows if r.name in products) * depth / l
+    assert simplify(per_token - (72 * n * e**2 + 12 * n * e * l)) == 0
+
+
+def test_a_llama_3_shape_is_llama_3_8b_with_its_published_parameters():
+    """The shape rule at 32 layers is Llama 3 8B (Meta's model card: 8.03B; transformers' count of
+    the config: 8,030,261,248)."""
+    config = SHAPES["llama-3"].config(32)
+    assert (config["hidden_size"], config["num_attention_heads"], config["intermediate_size"]) == (4096, 32, 14336)
+    params, flops = per_token(SHAPES["llama-3"].architecture(32), 8192)
+    assert params == 8030261248
+    assert flops > 6 * params                      # attention and the head on top of 6N
+
+
+def test_the_plan_spends_the_budget_on_a_buildable_model():
+    chosen = plan(1e25)
+    n, f = per_token(chosen.architecture, chosen.seq)
+    assert chosen.parameters == n and chosen.flops_per_token == pytest.approx(float(f), rel=1e-12)
+    assert chosen.tokens * chosen.flops_per_token == pytest.approx(1e25, rel=1e-12)
+    neighbours = [plan(1e25, depths=range(d, d + 1)) for d in (chosen.depth - 1, chosen.depth + 1)]
+    assert all(other.loss > chosen.loss for other in neighbours)
+
+
+def test_plan_on_the_command_line(capsys):
+    assert main(["plan", "--budget-flops", "1e23", "--devices", "64", "--system", "h100", "--price", "2",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    run = out["run"]
+    assert run["gpu_hours"] == pytest.approx(64 * run["days"] * 24, rel=1e-12)
+    assert run["cost_usd"] == pytest.approx(2 * run["gpu_hours"], rel=1e-12)
+    assert run["energy_kwh"] == pytest.approx(0.7 * run["gpu_hours"], rel=1e-12)     # 700 W an H100 SXM
+    assert run["tokens"] == pytest.approx(out["tokens"], rel=1e-12)
+
+
+@pytest.mark.parametrize("words, named", [
+    (["plan"], "--budget-flops"),
+    (["plan", "--budget-flops", "1e24", "--days", "3"], "--days"),
+    (["plan", "--budget-flops", "1e24", "--tokens", "1e12"], "--tokens"),
+    (["plan", "--preset", "gpt2", "--devices", "8"], "--devices"),
+    (["plan", "--budget-flops", "1e24", "--price", "2"], "--devices"),
+])
+def test_plan_refuses_what_it_cannot_answer(words, named, capsys):
+    assert main(words) == 2
+    assert named in capsys.readouterr().err
+
+
+def test_a_bad_law_or_budget_is_refused():
+    with pytest.raises(InputError, match="scaling law must be one of"):
+        plan(1e24, law="kaplan")
+    with pytest.raises(InputError, match="budget"):
+        plan(-1)
