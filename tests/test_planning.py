@@ -80,14 +80,14 @@ def test_a_llama_3_shape_is_llama_3_8b_with_its_published_parameters():
     the config: 8,030,261,248)."""
     config = SHAPES["llama-3"].config(32)
     assert (config["hidden_size"], config["num_attention_heads"], config["intermediate_size"]) == (4096, 32, 14336)
-    params, flops = per_token(SHAPES["llama-3"].architecture(32), 8192)
+    params, flops, _ = per_token(SHAPES["llama-3"].architecture(32), 8192)
     assert params == 8030261248
     assert flops > 6 * params                      # attention and the head on top of 6N
 
 
 def test_the_plan_spends_the_budget_on_a_buildable_model():
     chosen = plan(1e25)
-    n, f = per_token(chosen.architecture, chosen.seq)
+    n, f, _ = per_token(chosen.architecture, chosen.seq)
     assert chosen.parameters == n and chosen.flops_per_token == pytest.approx(float(f), rel=1e-12)
     assert chosen.tokens * chosen.flops_per_token == pytest.approx(1e25, rel=1e-12)
     neighbours = [plan(1e25, depths=range(d, d + 1)) for d in (chosen.depth - 1, chosen.depth + 1)]
@@ -122,3 +122,26 @@ def test_a_bad_law_or_budget_is_refused():
         plan(1e24, law="kaplan")
     with pytest.raises(InputError, match="budget"):
         plan(-1)
+
+
+def test_serving_aware_planning_holds_the_loss_and_costs_less_over_a_life():
+    """Sardana et al. 2023: at the loss of the compute-optimal model, a smaller model trained longer
+    costs fewer FLOPs over a life that serves many tokens.  By duality, the model of least training
+    FLOPs at that loss (nothing served) is the compute-optimal model itself."""
+    from symbolic_cost.analysis.planning import serving_aware
+    chosen = plan(1e24)
+    assert serving_aware(chosen, 1).depth == chosen.depth
+    served = serving_aware(chosen, 1e14)
+    assert served.parameters < chosen.parameters and served.tokens > chosen.tokens
+    law = LAWS["hoffmann-2022"]
+    assert law.at(served.parameters, served.tokens) == pytest.approx(chosen.loss, rel=1e-12)
+    life = served.serving
+    forward = per_token(served.architecture, served.seq).forward
+    assert life["lifetime_flops"] == pytest.approx(life["training_flops"] + float(forward) * 1e14, rel=1e-9)
+    assert life["lifetime_flops"] < life["compute_optimal_lifetime_flops"]
+
+
+def test_the_isoflop_plot_is_written(tmp_path, capsys):
+    path = tmp_path / "iso.png"
+    assert main(["plan", "--budget-flops", "1e23", "--plot", str(path)]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -21,17 +21,18 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from sympy import Expr, Rational, lambdify, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.analysis.scaling_laws import LossLaw, get_law
+from symbolic_cost.analysis.scaling_laws import LAWS, LossLaw, get_law
 from symbolic_cost.checks import InputError, count
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config
 
-__all__ = ["Shape", "SHAPES", "get_shape", "per_token", "Plan", "plan"]
+__all__ = ["Shape", "SHAPES", "get_shape", "PerToken", "per_token", "Plan", "plan", "serving_aware", "per_depth_table"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ class Shape:
         return {**dict(self.base), "num_hidden_layers": depth, "hidden_size": e, "num_attention_heads": e // self.head_dim,
                 "intermediate_size": int(f), "num_key_value_heads": self.kv_heads}
 
+    def values(self, depth: int, l) -> tuple:
+        """``(n_layers, e, h, f, l)`` of the shape ``depth`` layers deep: what ``_per_depth``'s
+        functions take."""
+        c = self.config(depth)
+        return depth, c["hidden_size"], c["num_attention_heads"], c["intermediate_size"], l
+
     def architecture(self, depth: int) -> Architecture:
         return from_config(self.config(depth), name=f"{self.name}-{depth}L")
 
@@ -88,29 +95,38 @@ def get_shape(name: str) -> Shape:
     return SHAPES[name]
 
 
-def per_token(arch: Architecture, l, recompute: bool = False) -> tuple[Expr, Expr]:
-    """``(N, F)``: the parameters of ``arch`` and its FLOPs per token over sequences of ``l``,
-    forward and backward (``ModelCost.model_flops_fwd + model_flops_bwd`` of one sequence, over
-    ``l``); with ``recompute``, full recomputation's forward again (hardware FLOPs).
+class PerToken(NamedTuple):
+    """A model's ``parameters``, its training FLOPs a token (``train``: forward and backward) and
+    its forward FLOPs a token (``forward``: what serving a token costs, prefill's count)."""
 
-    >>> n, f = per_token(SHAPES["llama-3"].architecture(32), 8192)
+    parameters: Expr
+    train: Expr
+    forward: Expr
+
+
+def per_token(arch: Architecture, l, recompute: bool = False) -> PerToken:
+    """The parameters of ``arch`` and its FLOPs per token over sequences of ``l``: forward and
+    backward (``ModelCost.model_flops_fwd + model_flops_bwd`` of one sequence, over ``l``; with
+    ``recompute``, full recomputation's forward again: hardware FLOPs), and forward alone.
+
+    >>> n, f, _ = per_token(SHAPES["llama-3"].architecture(32), 8192)
     >>> n, round(float(f / (6 * n)), 3)          # Llama 3 8B's parameters; F over 6N at 8K tokens
     (8030261248, 1.203)
     """
     cost = model_cost(arch, Training(b=1, l=l, recompute="full" if recompute else "none"))
     flops = cost.model_flops_fwd + cost.model_flops_bwd + (cost.flops_recompute if recompute else 0)
-    return cost.parameters, sympify(flops) / l
+    return PerToken(cost.parameters, sympify(flops) / l, sympify(cost.model_flops_fwd) / l)
 
 
 @functools.cache
 def _per_depth(shape: Shape, recompute: bool):
-    """``(N, F)`` of ``shape`` as functions of ``(n_layers, e, h, f, l)``: built once on the shape's
-    architecture with those symbols, which each depth then fills (a build a depth would take seconds
-    over a few hundred depths)."""
+    """``per_token`` of ``shape`` as functions of ``(n_layers, e, h, f, l)``: built once on the
+    shape's architecture with those symbols, which each depth then fills (a build a depth would
+    take seconds over a few hundred depths)."""
     symbolic = replace(shape.architecture(shape.min_depth), n_layers=S.n_layers, e=S.e, h=S.h, f=S.f,
                        head_dim=None, rotary_dim=None, context=0)
-    n, f = per_token(symbolic, S.l, recompute)
-    return tuple(lambdify([S.n_layers, S.e, S.h, S.f, S.l], x, "math") for x in (n, f))
+    made = per_token(symbolic, S.l, recompute)
+    return PerToken(*(lambdify([S.n_layers, S.e, S.h, S.f, S.l], x, "math") for x in made))
 
 
 @dataclass(frozen=True)
@@ -130,6 +146,7 @@ class Plan:
     tokens: float
     loss: float | None
     six_nd: dict
+    serving: dict | None = None
 
 
 def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 8192, recompute: bool = False,
@@ -140,12 +157,11 @@ def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 
     total = _budget(budget)
     count(seq, "seq")
     depths = depths or range(family.min_depth, 513)
-    params, flops = _per_depth(family, recompute)
+    made = _per_depth(family, recompute)
 
     def at(depth):
-        c = family.config(depth)
-        x = (depth, c["hidden_size"], c["num_attention_heads"], c["intermediate_size"], seq)
-        return params(*x), flops(*x)
+        x = family.values(depth, seq)
+        return made.parameters(*x), made.train(*x)
 
     if isinstance(chosen_law, LossLaw):
         best = min(depths, key=lambda depth: chosen_law.at(*_n_d(at(depth), total)))
@@ -157,6 +173,50 @@ def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 
     return Plan(chosen_law, family, float(total), seq, best, family.architecture(best), int(n), float(f),
                 float(total) / f, chosen_law.at(n, float(total) / f) if isinstance(chosen_law, LossLaw)
                 else None, {k: None if v is None else float(v) for k, v in optimum.at(total).items()})
+
+
+def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> Plan:
+    """The model of ``chosen``'s loss that costs the fewest FLOPs over its life when it also
+    serves ``served_tokens`` tokens (Sardana et al. 2023, Beyond Chinchilla-Optimal: training
+    ``F D`` plus serving ``F_fwd D_served``, the loss held at the compute-optimal model's): for
+    each depth, the tokens ``D`` that reach the loss, ``(B / (L - E - A/N^alpha))^(1/beta)``, and
+    the least lifetime FLOPs.  A smaller model trained longer: ``budget`` stays the one given,
+    ``serving`` holds the training FLOPs the model needs (more than the budget) and what the
+    compute-optimal model's life would have cost."""
+    law, family = chosen.law, chosen.shape
+    if not isinstance(law, LossLaw):
+        raise InputError(f"serving-aware planning holds the loss fixed: {law.name} gives no loss (use a loss law: "
+                         f"{', '.join(n for n, v in LAWS.items() if isinstance(v, LossLaw))})", "law")
+    served = float(_budget(served_tokens))
+    made = _per_depth(family, False)
+
+    def life(depth):
+        n, train, forward = (g(*family.values(depth, chosen.seq)) for g in made)
+        rest = chosen.loss - float(law.E) - float(law.A) / n ** float(law.alpha)
+        if rest <= 0:
+            return math.inf, n, train, math.inf
+        tokens = (float(law.B) / rest) ** (1 / float(law.beta))
+        return train * tokens + forward * served, n, train, tokens
+
+    best = min(depths or range(family.min_depth, 513), key=lambda depth: life(depth)[0])
+    total, n, train, tokens = life(best)
+    optimal_life = life(chosen.depth)[0]
+    return replace(chosen, depth=best, architecture=family.architecture(best), parameters=int(n),
+                   flops_per_token=train, tokens=tokens, loss=law.at(n, tokens),
+                   serving={"served_tokens": served, "training_flops": train * tokens, "lifetime_flops": total,
+                            "compute_optimal_lifetime_flops": optimal_life, "compute_optimal_parameters": chosen.parameters})
+
+
+def per_depth_table(chosen: Plan, budget, depths: range | None = None) -> list[tuple[int, float]]:
+    """``(parameters, loss)`` of each depth of ``chosen``'s shape trained on ``budget`` FLOPs with
+    its exact FLOPs per token: an isoFLOP curve (``report.planning.isoflop_plot``)."""
+    made = _per_depth(chosen.shape, False)
+    rows = []
+    for depth in depths or range(chosen.shape.min_depth, 513):
+        x = chosen.shape.values(depth, chosen.seq)
+        n, train = made.parameters(*x), made.train(*x)
+        rows.append((int(n), chosen.law.at(n, float(budget) / train)))
+    return rows
 
 
 def _n_d(n_f, total):

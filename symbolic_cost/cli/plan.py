@@ -13,7 +13,7 @@ import json
 
 from sympy import Rational
 
-from symbolic_cost.analysis.planning import SHAPES, per_token, plan
+from symbolic_cost.analysis.planning import SHAPES, per_token, plan, serving_aware
 from symbolic_cost.numeric.training_run import SECONDS_A_DAY, run_plan
 from symbolic_cost.analysis.scaling_laws import LAWS, LossLaw, get_law
 from symbolic_cost.checks import InputError
@@ -53,6 +53,12 @@ def add_arguments(parser) -> None:
     options.option(parser, "--shape", choices=list(SHAPES), default="llama-3",
                    help="the family whose depths are tried (analysis.planning.SHAPES)")
     options.option(parser, "--seq", type=int, default=8192, help="tokens a sequence")
+    options.option(parser, "--served-tokens", type=exact_number, metavar="T",
+                   help="tokens the model will serve over its life: the model of the compute-optimal loss that costs "
+                        "the fewest training plus serving FLOPs (Sardana et al. 2023; a loss law only)")
+    options.option(parser, "--plot", metavar="FILE.png",
+                   help="write the isoFLOP curves (loss against parameters at the budget, a tenth and ten times it) "
+                        "with the chosen model marked (needs matplotlib)")
     options.option(parser, "--recompute", choices=["none", "full"], default="none",
                    help="full: count full recomputation's forward as FLOPs spent (hardware FLOPs)")
     options.option(parser, "--devices", type=int, help="devices of the cluster: find the fastest layout that fits")
@@ -84,7 +90,12 @@ def run(args) -> int:
 
 
 def _check(args, given_model) -> None:
+    if args.served_tokens is not None and args.budget_flops is None:
+        raise InputError("--served-tokens holds the loss a --budget-flops buys: give --budget-flops", "--served-tokens")
     if given_model:
+        if args.plot:
+            raise InputError("--plot draws the isoFLOP curves of a chosen model; a given model has none",
+                             "--plot")
         if args.budget_flops is not None:
             raise InputError("--budget-flops chooses a model; a given model (--preset, --hf-config) is trained for "
                              "--days or --tokens instead", "--budget-flops")
@@ -105,9 +116,14 @@ def _check(args, given_model) -> None:
 def _optimal(args) -> dict:
     if args.budget_flops is not None:
         chosen = plan(args.budget_flops, args.law, args.shape, args.seq, args.recompute == "full")
+        if args.served_tokens is not None:
+            chosen = serving_aware(chosen, args.served_tokens)
         ran = None if args.devices is None else _run(args, chosen.architecture, chosen.flops_per_token, chosen.tokens)
     else:
         chosen, ran = days_budget(args)
+    if args.plot:
+        from symbolic_cost.report.planning import isoflop_plot
+        isoflop_plot(chosen, args.plot)
     return {"question": "budget" if args.budget_flops is not None else "days", **_plan_fields(chosen),
             **({"run": _run_fields(ran)} if ran else {})}
 
@@ -131,7 +147,7 @@ def days_budget(args):
 def _given_model(args) -> dict:
     from symbolic_cost.cli.values import architecture
     arch = architecture(args)
-    n, f = per_token(arch, args.seq, args.recompute == "full")
+    n, f, _ = per_token(arch, args.seq, args.recompute == "full")
     ran = _run(args, arch, f, args.tokens, days=args.days)
     law = get_law(args.law)
     flops = float(f) * ran.tokens
@@ -154,7 +170,7 @@ def _plan_fields(chosen) -> dict:
             "kv_heads": c["num_key_value_heads"], "intermediate_size": c["intermediate_size"],
             "parameters": chosen.parameters, "tokens": chosen.tokens, "flops_per_token": chosen.flops_per_token,
             "six_n_ratio": chosen.flops_per_token / (6 * chosen.parameters), "loss": chosen.loss,
-            "six_nd_optimum": chosen.six_nd}
+            "six_nd_optimum": chosen.six_nd, **({"serving": chosen.serving} if chosen.serving else {})}
 
 
 def _run_fields(ran) -> dict:
@@ -183,7 +199,8 @@ def _text(r: dict) -> list[str]:
         size_key = "parameters" if "parameters" in six else "flops_per_token"
         lines.append(f"plan for {r['budget_flops']:.3g} FLOPs under {r['law']}, {r['shape']} shapes, "
                      f"{r['seq']:,}-token sequences")
-        lines.append(f"  {'':22}{'the law (C = 6ND)':>20}{'exact FLOPs, buildable':>26}")
+        built = "serving-aware, buildable" if "serving" in r else "exact FLOPs, buildable"
+        lines.append(f"  {'':22}{'the law (C = 6ND)':>20}{built:>26}")
         six_size = _si(six[size_key]) + ("" if size_key == "parameters" else " FLOPs/token")
         lines.append(f"  {'parameters':22}{six_size:>20}{_si(r['parameters']):>26}")
         lines.append(f"  {'tokens':22}{_si(six['tokens']):>20}{_si(r['tokens']):>26}")
@@ -193,6 +210,13 @@ def _text(r: dict) -> list[str]:
             lines.append(f"  {'predicted loss':22}{six['loss']:>20.4f}{r['loss']:>26.4f}")
         lines.append(f"  model: {r['layers']} layers, hidden {r['hidden_size']:,}, {r['heads']} heads "
                      f"({r['kv_heads']} key/value), MLP {r['intermediate_size']:,}")
+        if "serving" in r:
+            sv = r["serving"]
+            lines.append(f"  serving {_si(sv['served_tokens'])} tokens, at the compute-optimal model's loss "
+                         f"(Sardana et al. 2023): trained on {sv['training_flops']:.3g} FLOPs, "
+                         f"{sv['lifetime_flops']:.3g} over its life, "
+                         f"{100 * sv['lifetime_flops'] / sv['compute_optimal_lifetime_flops']:.1f} % of the compute-optimal "
+                         f"{_si(sv['compute_optimal_parameters'])}'s")
         lines.append(f"  law: {r['law_source']}")
     if "run" in r:
         lines += _run_text(r["run"])
