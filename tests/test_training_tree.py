@@ -11,7 +11,9 @@ from symbolic_cost.blocks.wiring import Experts
 from symbolic_cost.checks import InputError
 from symbolic_cost.models import Training
 from symbolic_cost.models.training import FLAT
-from symbolic_cost.models.training_values import Kernels, Pipeline, Precision, Recompute, Sharding
+from symbolic_cost.models.lora import LoRA
+from symbolic_cost.models.training_values import (Batch, Degrees, Execution, Overlap, Pipeline, Precision,
+                                                  Recompute, Sharding, Trainable)
 from symbolic_cost.numeric.search import Space, search
 from symbolic_cost.models.config import preset
 
@@ -24,7 +26,11 @@ SETTINGS = [
     ("optimizer", "sgd", "numerics", "optimizer"), ("master_weights", False, "numerics", "master_weights"),
     ("fp8", "delayed", "numerics", "fp8"), ("ep", 2, "experts", "ep"), ("etp", 1, "experts", "etp"),
     ("capacity_factor", 2, "experts", "capacity_factor"), ("expert_imbalance", 2, "experts", "imbalance"),
-    ("cp", 2, "context", "cp"), ("flash", True, "kernels", "flash"), ("mask_bytes", 4, "kernels", "mask_bytes"),
+    ("cp", 2, "context", "cp"), ("flash", True, "execution", "flash"), ("mask_bytes", 4, "execution", "mask_bytes"),
+    ("overlap", Overlap(tensor=True), "execution", "overlap"), ("b", 8, "batch", "b"), ("l", 4096, "batch", "l"),
+    ("micro_batches", 4, "batch", "micro_batches"), ("allow_long", True, "batch", "allow_long"),
+    ("l_dec", 128, "batch", "l_dec"), ("m1", 2, "degrees", "m1"), ("s1", 2, "degrees", "s1"), ("d", 8, "degrees", "d"),
+    ("lora", LoRA(8), "trainable", "lora"), ("mtp", False, "trainable", "mtp"),
 ]
 
 
@@ -39,12 +45,17 @@ def test_a_flat_keyword_lands_in_its_value_and_reads_back(name, value, field, at
     assert changed == [field]
 
 
+def test_training_has_ten_values():
+    assert [f.name for f in fields(Training)] == ["batch", "degrees", "pipeline", "context", "experts",
+                                                  "recomputation", "sharding", "numerics", "execution", "trainable"]
+
+
 def test_values_given_whole_equal_the_same_settings_given_flat():
-    whole = Training(b=2, l=1024, d=8, micro_batches=8,
+    whole = Training(batch=Batch(b=2, l=1024, micro_batches=8), degrees=Degrees(d=8),
                      pipeline=Pipeline(p=2, schedule="interleaved", virtual_stages=2),
                      recomputation=Recompute("full", "block", 2), sharding=Sharding(zero=3, shard=4),
                      numerics=Precision(dtype="fp16"), experts=Experts(ep=2, etp=None), context=Context(2, "ulysses"),
-                     kernels=Kernels(flash=True))
+                     execution=Execution(flash=True), trainable=Trainable(mtp=True))
     flat = Training(b=2, l=1024, d=8, micro_batches=8, p=2, schedule="interleaved", virtual_stages=2,
                     recompute="full", recompute_method="block", recompute_layers=2, zero=3, shard=4,
                     precision="fp16", ep=2, cp=2, cp_variant="ulysses", flash=True)
@@ -58,6 +69,7 @@ def test_values_given_whole_equal_the_same_settings_given_flat():
     (dict(pipeline_layout="Et|tL"), "pipeline_layout"), (dict(reshard_after_forward=False), "reshard_after_forward"),
     (dict(zero=5), "zero"), (dict(precision="fp64"), "precision"), (dict(p=0), "p"), (dict(mask_bytes=0), "mask_bytes"),
     (dict(pipeline=4), "pipeline"), (dict(depth=2), "depth"), (dict(shard=3, d=4, zero=3), "shard"),
+    (dict(b=0), "b"), (dict(m1=-2), "m1"), (dict(mtp=1), "mtp"), (dict(overlap=True), "overlap"), (dict(lora="r8"), "lora"),
 ])
 def test_a_bad_setting_is_refused_under_the_name_a_user_typed(keywords, named):
     with pytest.raises(InputError) as refused:

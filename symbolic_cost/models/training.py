@@ -9,18 +9,17 @@ Rajbhandari et al. 2020; under ``"megatron"`` fp16 2, 2, 16 and bf16 2, 4, 12).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from sympy import Expr, sympify
 
-from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, flag, positive_dims
-from symbolic_cost.models.lora import LoRA
+from symbolic_cost.checks import InputError, InputTypeError, positive_dims
 from symbolic_cost.models.op_recompute import check_training
 from symbolic_cost.models.optimizers import bytes_per_parameter
 from symbolic_cost.models.recipes import sixteen_bit
-from symbolic_cost.models.training_values import (PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, Kernels, Pipeline,
-                                                  Precision, Recompute, Sharding)
+from symbolic_cost.models.training_values import (MEGATRON_OVERLAP, PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS,
+                                                  Batch, Degrees, Execution, Overlap, Pipeline, Precision, Recompute,
+                                                  Sharding, Trainable)
 from symbolic_cost.blocks.context import Context
 from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
@@ -30,30 +29,10 @@ __all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "ch
 
 
 
-@dataclass(frozen=True)
-class Overlap:
-    """Communication the framework runs behind compute (``timing.step``): ``grad_reduce``, the
-    data-parallel gradient reduction behind the last micro-batch's backward (Megatron-LM
-    ``--overlap-grad-reduce``, PyTorch DDP's buckets), or each micro-batch's where it reduces every
-    micro-batch (ZeRO-2/3, FSDP); ``param_gather``, the distributed optimizer's parameter
-    all-gather behind the first micro-batch's forward (``--overlap-param-gather``), FSDP's gathers
-    behind each micro-batch's; ``tensor``, the tensor/sequence-parallel collectives behind the
-    products (``--tp-comm-overlap``, Transformer Engine).  All off, as Megatron-LM's defaults."""
-
-    grad_reduce: bool = False
-    param_gather: bool = False
-    tensor: bool = False
-
-    def __post_init__(self):
-        for name in ("grad_reduce", "param_gather", "tensor"):
-            flag(getattr(self, name), name)
-
-
-MEGATRON_OVERLAP = Overlap(grad_reduce=True, param_gather=True, tensor=True)
-"""The three switches on, as Megatron-LM's performance recipes launch (its README's H100 table)."""
-
-
 FLAT = {
+    "b": ("batch", "b"), "l": ("batch", "l"), "l_dec": ("batch", "l_dec"),
+    "micro_batches": ("batch", "micro_batches"), "allow_long": ("batch", "allow_long"),
+    "m1": ("degrees", "m1"), "s1": ("degrees", "s1"), "d": ("degrees", "d"), "tensor": ("degrees", "tensor"),
     "p": ("pipeline", "p"), "schedule": ("pipeline", "schedule"),
     "virtual_stages": ("pipeline", "virtual_stages"), "first_stage_layers": ("pipeline", "first_stage_layers"),
     "last_stage_layers": ("pipeline", "last_stage_layers"), "embedding_in_split": ("pipeline", "embedding_in_split"),
@@ -70,13 +49,15 @@ FLAT = {
     "ep": ("experts", "ep"), "etp": ("experts", "etp"), "capacity_factor": ("experts", "capacity_factor"),
     "expert_imbalance": ("experts", "imbalance"),
     "cp": ("context", "cp"), "cp_variant": ("context", "variant"),
-    "flash": ("kernels", "flash"), "mask_bytes": ("kernels", "mask_bytes"),
+    "flash": ("execution", "flash"), "mask_bytes": ("execution", "mask_bytes"), "overlap": ("execution", "overlap"),
+    "lora": ("trainable", "lora"), "mtp": ("trainable", "mtp"),
 }
 """``Training``'s flat keywords (its fields before the tree): each names one attribute of one of
 its values.  ``Training(zero=3)``, ``replace(t, cp=2)`` and ``t.zero`` go through it."""
 
-_VALUES = {"pipeline": Pipeline, "recomputation": Recompute, "sharding": Sharding, "numerics": Precision,
-           "experts": Experts, "context": Context, "kernels": Kernels}
+_VALUES = {"batch": Batch, "degrees": Degrees, "pipeline": Pipeline, "recomputation": Recompute,
+           "sharding": Sharding, "numerics": Precision, "experts": Experts, "context": Context,
+           "execution": Execution, "trainable": Trainable}
 """The value fields of ``Training`` and their types."""
 
 NO_EXPERTS = Experts(etp=None)
@@ -85,19 +66,17 @@ NO_EXPERTS = Experts(etp=None)
 
 @dataclass(frozen=True, init=False)
 class Training:
-    """How the model is trained: micro-batch ``b`` of sequences of ``l`` tokens, tensor ``m1``,
-    sequence ``s1`` and data ``d`` degrees, ``micro_batches`` a step, and one value per concern:
+    """How the model is trained, one value per concern (``models.training_values``):
 
-    * ``pipeline`` (``Pipeline``: ``p``, schedule, stage split), ``recomputation`` (``Recompute``),
-      ``sharding`` (``Sharding``: ZeRO/FSDP, offload), ``numerics`` (``Precision``: element type,
-      optimizer, low-precision recipe), ``experts`` (``blocks.wiring.Experts``: ``ep``, ``etp``
-      (``None``: ``m1``, as Megatron-LM), capacity, imbalance), ``context``
-      (``blocks.context.Context``: ``cp`` and its variant), ``kernels`` (``Kernels``: flash
-      attention, the dropout mask's element), ``overlap`` (``Overlap``);
-    * ``l_dec`` an encoder-decoder's decoder tokens (``None``: ``l``), ``lora`` adapters over a
-      frozen base (``models.lora``), ``mtp`` trains the model's multi-token-prediction modules,
-      ``tensor`` a 2-D/2.5-D/3-D tensor grid (``parallel.grid``, set with
-      ``models.grid_stack.on_grid``), ``allow_long`` sequences beyond the model's context.
+    * ``batch`` (``Batch``: ``b``, ``l``, ``l_dec``, ``micro_batches``, ``allow_long``), ``degrees``
+      (``Degrees``: ``m1``, ``s1``, ``d`` or a tensor grid), ``pipeline`` (``Pipeline``: ``p``,
+      schedule, stage split), ``context`` (``blocks.context.Context``: ``cp`` and its variant),
+      ``experts`` (``blocks.wiring.Experts``: ``ep``, ``etp`` (``None``: ``m1``, as Megatron-LM),
+      capacity, imbalance);
+    * ``recomputation`` (``Recompute``), ``sharding`` (``Sharding``: ZeRO/FSDP, offload),
+      ``numerics`` (``Precision``: element type, optimizer, low-precision recipe), ``execution``
+      (``Execution``: flash attention, the dropout mask, ``Overlap``), ``trainable``
+      (``Trainable``: LoRA, the multi-token-prediction modules).
 
     Every attribute of a value is also a keyword and an attribute of ``Training`` under its flat
     name (``FLAT``): ``Training(p=4, zero=3).pipeline.p == Training(p=4, zero=3).p == 4``.
@@ -105,55 +84,41 @@ class Training:
     >>> t = Training(b=2, p=4, schedule="interleaved", virtual_stages=2, zero=1)
     >>> t.pipeline
     Pipeline(p=4, schedule='interleaved', virtual_stages=2, first_stage_layers=None, last_stage_layers=None, embedding_in_split=False, loss_in_split=False, layout=None)
-    >>> t.zero, replace(t, zero=3).sharding.zero
-    (1, 3)
+    >>> t.b, t.zero, replace(t, zero=3).sharding.zero
+    (2, 1, 3)
     """
 
-    b: Expr
-    l: Expr
-    l_dec: Expr | None
-    m1: Expr
-    s1: Expr
-    d: Expr
-    micro_batches: Expr
+    batch: Batch
+    degrees: Degrees
     pipeline: Pipeline
+    context: Context
+    experts: Experts
     recomputation: Recompute
     sharding: Sharding
     numerics: Precision
-    experts: Experts
-    context: Context
-    kernels: Kernels
-    overlap: Overlap
-    lora: LoRA | None
-    mtp: bool
-    tensor: object
-    allow_long: bool
+    execution: Execution
+    trainable: Trainable
 
-    def __init__(self, b: Expr = S.b, l: Expr = S.l, l_dec: Expr | None = None, m1: Expr = 1, s1: Expr = 1,
-                 d: Expr = 1, micro_batches: Expr = 1, pipeline: Pipeline = Pipeline(),
-                 recomputation: Recompute = Recompute(), sharding: Sharding = Sharding(),
-                 numerics: Precision = Precision(), experts: Experts = NO_EXPERTS, context: Context = Context(1),
-                 kernels: Kernels = Kernels(), overlap: Overlap = Overlap(), lora: LoRA | None = None,
-                 mtp: bool = True, tensor: object = None, allow_long: bool = False, **flat):
-        values = dict(pipeline=pipeline, recomputation=recomputation, sharding=sharding, numerics=numerics,
-                      experts=experts, context=context, kernels=kernels)
+    def __init__(self, batch: Batch = Batch(), degrees: Degrees = Degrees(), pipeline: Pipeline = Pipeline(),
+                 context: Context = Context(1), experts: Experts = NO_EXPERTS, recomputation: Recompute = Recompute(),
+                 sharding: Sharding = Sharding(), numerics: Precision = Precision(), execution: Execution = Execution(),
+                 trainable: Trainable = Trainable(), **flat):
+        values = dict(batch=batch, degrees=degrees, pipeline=pipeline, context=context, experts=experts,
+                      recomputation=recomputation, sharding=sharding, numerics=numerics, execution=execution,
+                      trainable=trainable)
         for name, value in values.items():
             if not isinstance(value, _VALUES[name]):
                 raise InputError(f"{name} must be a {_VALUES[name].__name__} value, got {value!r}", name)
-        if "expert_imbalance" in flat:     # refused under the keyword given, not Experts' own name
-            check_expert_training(*(flat.get(k, getattr(experts, FLAT[k][1])) for k in
-                                    ("ep", "etp", "capacity_factor", "expert_imbalance")))
-        for name, value in values.items():
-            given = {FLAT[k][1]: v for k, v in flat.items() if FLAT.get(k, ("",))[0] == name}
-            values[name] = replace(value, **given) if given else value
         unknown = sorted(set(flat) - set(FLAT))
         if unknown:
             raise InputTypeError(f"Training() got an unexpected keyword argument {unknown[0]!r} (its keywords: "
                                  f"the fields and FLAT's names)", unknown[0])
-        for name, value in dict(b=b, l=l, l_dec=l_dec, m1=m1, s1=s1, d=d, micro_batches=micro_batches,
-                                overlap=overlap, lora=lora, mtp=mtp, tensor=tensor, allow_long=allow_long,
-                                **values).items():
-            object.__setattr__(self, name, value)
+        if "expert_imbalance" in flat:     # refused under the keyword given, not Experts' own name
+            check_expert_training(*(flat.get(k, getattr(experts, FLAT[k][1])) for k in
+                                    ("ep", "etp", "capacity_factor", "expert_imbalance")))
+        for name, value in values.items():
+            given = {FLAT[k][1]: v for k, v in flat.items() if FLAT[k][0] == name}
+            object.__setattr__(self, name, replace(value, **given) if given else value)
         self._check()
 
     def __getattr__(self, name):
@@ -165,29 +130,19 @@ class Training:
 
     def _check(self) -> None:
         """The rules that span more than one value."""
-        uneven = {} if self.l_dec is None else {"l_dec": self.l_dec}
-        positive_dims(b=self.b, l=self.l, m1=self.m1, s1=self.s1, d=self.d, micro_batches=self.micro_batches,
-                      cp=self.cp, **uneven)
+        positive_dims(cp=self.cp)
         if self.cp_variant != "ring" and sympify(self.cp) == 1:
             raise InputError(f"cp_variant applies to context parallelism (cp > 1), got cp=1 and "
                              f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")
-        for name in ("mtp", "allow_long"):
-            flag(getattr(self, name), name)
         if self.recompute == "op":
             check_training(self)
         check_sharding(self)
-        if self.lora is not None and not isinstance(self.lora, LoRA):
-            raise InputError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}")
-        if not isinstance(self.overlap, Overlap):
-            raise InputError(f"overlap must be a models.training.Overlap value, got {self.overlap!r}", "overlap")
         if self.lora is not None and self.fp8 is not None:
             raise InputError("fp8 with lora is not modelled: choose one of them")
 
     def flat(self) -> dict:
-        """Every setting under its flat keyword (``FLAT``) beside the plain fields: what
-        ``Training(**t.flat())`` rebuilds."""
-        plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _VALUES}
-        return plain | {name: getattr(self, name) for name in FLAT}
+        """Every setting under its flat keyword (``FLAT``): what ``Training(**t.flat())`` rebuilds."""
+        return {name: getattr(self, name) for name in FLAT}
 
     @property
     def shard_group(self) -> Expr:

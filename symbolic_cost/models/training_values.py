@@ -10,7 +10,12 @@ value               what it says
                     resharding after forward, offload to the host
 ``Precision``       the element type, the master weights, a low-precision recipe (FP8, MXFP8,
                     NVFP4) with its amax history, and the layers kept out of it
-``Kernels``         fused attention (FlashAttention) and the dropout-mask element
+``Batch``           the micro-batch ``b`` of sequences of ``l`` tokens (an encoder-decoder's decoder:
+                    ``l_dec``), micro-batches a step, and whether sequences may exceed the context
+``Degrees``         the tensor ``m1``, sequence ``s1`` and data ``d`` degrees, or a tensor grid
+``Execution``       fused attention (FlashAttention), the dropout-mask element, and the
+                    communication run behind compute (``Overlap``)
+``Trainable``       what is trained: LoRA adapters over a frozen base, the multi-token-prediction modules
 ==================  ===================================================================================
 
 Expert parallelism is ``blocks.wiring.Experts`` and context parallelism ``blocks.context.Context``:
@@ -33,14 +38,16 @@ from dataclasses import dataclass
 
 from sympy import Expr, sympify
 
+from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, choice, flag, positive, positive_dims
+from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import check_recipe
 from symbolic_cost.models.recipes import check_16bit_layers, check_offload
 from symbolic_cost.parallel.pipeline import Schedule
 from symbolic_cost.parallel.splits import layout_stages
 
-__all__ = ["Pipeline", "Recompute", "Sharding", "Precision", "Kernels", "PRECISIONS", "RECOMPUTE",
-           "RECOMPUTE_METHODS"]
+__all__ = ["Batch", "Degrees", "Pipeline", "Recompute", "Sharding", "Precision", "Execution", "Overlap", "Trainable",
+           "MEGATRON_OVERLAP", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 RECOMPUTE = ("none", "selective", "activation", "full", "op")
@@ -184,14 +191,86 @@ class Precision:
 
 
 @dataclass(frozen=True)
-class Kernels:
-    """Kernel choices that change what is stored: ``flash`` (fused attention: no score matrix kept,
-    the scores recomputed in backward) and ``mask_bytes``, the dropout-mask element (CUDA keeps
-    bytes; PyTorch's CPU path, floats)."""
+class Batch:
+    """What a step trains on: micro-batches of ``b`` sequences of ``l`` tokens (``l_dec`` through an
+    encoder-decoder's decoder; ``None``: ``l``), ``micro_batches`` of them a step and rank, and
+    ``allow_long``: sequences may exceed the model's context (``models.training.check_model``)."""
+
+    b: Expr = S.b
+    l: Expr = S.l
+    l_dec: Expr | None = None
+    micro_batches: Expr = 1
+    allow_long: bool = False
+
+    def __post_init__(self):
+        decoder = {} if self.l_dec is None else {"l_dec": self.l_dec}
+        positive_dims(b=self.b, l=self.l, micro_batches=self.micro_batches, **decoder)
+        _flags(self, "allow_long")
+
+
+@dataclass(frozen=True)
+class Degrees:
+    """The tensor ``m1``, sequence ``s1`` and data ``d`` degrees, or ``tensor``, a 2-D/2.5-D/3-D
+    tensor grid (``parallel.grid``; set with ``models.grid_stack.on_grid``).  The pipeline,
+    context and expert degrees are their values' (``Pipeline``, ``Context``, ``Experts``)."""
+
+    m1: Expr = 1
+    s1: Expr = 1
+    d: Expr = 1
+    tensor: object = None
+
+    def __post_init__(self):
+        positive_dims(m1=self.m1, s1=self.s1, d=self.d)
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Communication the framework runs behind compute (``timing.step``): ``grad_reduce``, the
+    data-parallel gradient reduction behind the last micro-batch's backward (Megatron-LM
+    ``--overlap-grad-reduce``, PyTorch DDP's buckets), or each micro-batch's where it reduces every
+    micro-batch (ZeRO-2/3, FSDP); ``param_gather``, the distributed optimizer's parameter
+    all-gather behind the first micro-batch's forward (``--overlap-param-gather``), FSDP's gathers
+    behind each micro-batch's; ``tensor``, the tensor/sequence-parallel collectives behind the
+    products (``--tp-comm-overlap``, Transformer Engine).  All off, as Megatron-LM's defaults."""
+
+    grad_reduce: bool = False
+    param_gather: bool = False
+    tensor: bool = False
+
+    def __post_init__(self):
+        _flags(self, "grad_reduce", "param_gather", "tensor")
+
+
+MEGATRON_OVERLAP = Overlap(grad_reduce=True, param_gather=True, tensor=True)
+"""The three switches on, as Megatron-LM's performance recipes launch (its README's H100 table)."""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the step runs, where it changes what is stored or hidden: ``flash`` (fused attention:
+    no score matrix kept, the scores recomputed in backward), ``mask_bytes``, the dropout-mask
+    element (CUDA keeps bytes; PyTorch's CPU path, floats), and ``overlap`` (``Overlap``)."""
 
     flash: bool = False
     mask_bytes: Expr = 1
+    overlap: Overlap = Overlap()
 
     def __post_init__(self):
         _flags(self, "flash")
         positive(self.mask_bytes, "mask_bytes")
+        if not isinstance(self.overlap, Overlap):
+            raise InputError(f"overlap must be a models.training.Overlap value, got {self.overlap!r}", "overlap")
+
+
+@dataclass(frozen=True)
+class Trainable:
+    """What is trained: ``lora``, adapters over a frozen base (``models.lora.LoRA``; ``None``: every
+    weight), and ``mtp``, the model's multi-token-prediction modules (``blocks.mtp``), if any."""
+
+    lora: LoRA | None = None
+    mtp: bool = True
+
+    def __post_init__(self):
+        if self.lora is not None and not isinstance(self.lora, LoRA):
+            raise InputError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}", "lora")
+        _flags(self, "mtp")
