@@ -84,3 +84,35 @@ def test_search_takes_a_space_and_its_fields_as_keywords():
     assert by_value.best.equals(by_keywords.best) and by_value.evaluated == by_keywords.evaluated > 0
     with pytest.raises(InputError, match="unexpected keyword argument 'zeros'"):
         search(gpt2, 8, "h100", zeros=(1,))
+
+
+# Architecture's settings: (flat keyword, a value other than its default, the value field, the attribute)
+ARCH_SETTINGS = [
+    ("kv_heads", 2, "attention", "kv_heads"), ("qk_norm", "head", "attention", "qk_norm"),
+    ("rotary", True, "positional", "rotary"), ("context", 4096, "positional", "context"),
+    ("window", 128, "windows", "window"), ("mlp", "swiglu", "feedforward", "mlp"), ("norm", "rms", "normalization", "norm"),
+    ("dropouts", False, "dropout", "dropouts"), ("tied", False, "ends", "tied"), ("vocab_multiple", 128, "ends", "vocab_multiple"),
+]
+
+
+@pytest.mark.parametrize("name, value, field, attribute", ARCH_SETTINGS, ids=[s[0] for s in ARCH_SETTINGS])
+def test_an_architecture_keyword_lands_in_its_value(name, value, field, attribute):
+    from symbolic_cost.models import Architecture
+    plain = Architecture("toy", 2, 64, 4, 256, 1000)
+    arch = Architecture("toy", 2, 64, 4, 256, 1000, **{name: value})
+    assert getattr(getattr(arch, field), attribute) == value and getattr(arch, name) == value
+    assert [f.name for f in fields(arch) if getattr(arch, f.name) != getattr(plain, f.name)] == [field]
+    assert replace(plain, **{name: value}) == arch
+
+
+def test_an_architecture_given_by_values_equals_the_same_given_flat():
+    from symbolic_cost.models import Architecture
+    from symbolic_cost.models.architecture_values import Attention, Ends, Feedforward, Positions
+    whole = Architecture("toy", 2, 64, attention=Attention(h=4, kv_heads=2, qkv_bias=False),
+                         feedforward=Feedforward(f=256, mlp="swiglu"), positional=Positions(rotary=True),
+                         ends=Ends(vocab=1000, tied=False), bias=False)
+    flat = Architecture("toy", 2, 64, 4, 256, 1000, kv_heads=2, qkv_bias=False, mlp="swiglu", rotary=True, tied=False,
+                        bias=False)
+    assert whole == flat and hash(whole) == hash(flat) and len(fields(flat)) == 15
+    with pytest.raises(InputError, match="unexpected keyword argument 'heads'"):
+        Architecture("toy", 2, 64, 4, 256, 1000, heads=4)

@@ -1,9 +1,12 @@
 """``Architecture``: what the network is (sizes and the choices that change its cost).
 
-Every choice is a named field; ``models.stack`` turns it into blocks.
+Every choice is a named setting, held in one of the architecture's values
+(``models.architecture_values``: ``attention``, ``positional``, ``windows``, ``feedforward``,
+``normalization``, ``dropout``, ``ends``) and readable under its flat name (``FLAT``);
+``models.stack`` turns them into blocks.
 
 ====================== ======================================================================
-field                  meaning (default)
+setting                meaning (default)
 ====================== ======================================================================
 ``n_layers, e, h, f``  layers, width, query heads, MLP width; ``vocab`` the vocabulary
 ``kv_heads``           key/value heads (``None``: ``h``; 1 is multi-query; ``kv`` the derived count)
@@ -55,7 +58,7 @@ field                  meaning (default)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from sympy import Expr, ceiling, sympify
 
@@ -66,6 +69,8 @@ from symbolic_cost.blocks.specs import Heads
 from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown
 from symbolic_cost.blocks.layer import NORMS_PER_LAYER
 from symbolic_cost.ops.norm import NORMS
+from symbolic_cost.models.architecture_values import (Attention, Dropouts, Ends, Feedforward, Normalization,
+                                                      Positions, Windows)
 
 PLAIN_MLPS, GATED_MLPS = ("gelu", "relu", "silu"), ("swiglu", "geglu", "reglu")
 
@@ -86,72 +91,88 @@ def check_sizes(arch) -> None:
     sizes.update({k: getattr(arch, k) for k in OPTIONAL_SIZES if getattr(arch, k) is not None})
     positive_dims(**sizes)
     counts(**{k: getattr(arch, k) for k in COUNTS})
-    for item in fields(arch):
-        value = getattr(arch, item.name)
-        if item.type == "bool" or (item.type == "bool | None" and value is not None):
-            flag(value, item.name)
+    for name in ("bias", "causal") + _BOOLS + tuple(n for n in _OPTIONAL_BOOLS if getattr(arch, n) is not None):
+        flag(getattr(arch, name), name)
     dims = {k: sizes[k] for k in ("e", "h", "kv_heads") if k in sizes}
     check_rules(dims, rules=(("kv_heads", "h"),) + ((("h", "e"),) if arch.head_dim is None else ()))
 
 
-@dataclass(frozen=True)
+_UNSET = object()
+"""``h``, ``f`` and ``vocab`` not given in place (``None`` given is refused as a size)."""
+
+_VALUES = {"attention": Attention, "positional": Positions, "windows": Windows, "feedforward": Feedforward,
+           "normalization": Normalization, "dropout": Dropouts, "ends": Ends}
+"""The value fields of ``Architecture`` and their types (``models.architecture_values``)."""
+
+FLAT = {item.name: (name, item.name) for name, kind in _VALUES.items() for item in fields(kind)}
+"""``Architecture``'s flat keywords (its fields before the tree): each names one attribute of one
+of its values.  ``Architecture("gpt", 12, 768, 12, 3072, 50257, rotary=True)``,
+``replace(arch, kv_heads=8)`` and ``arch.kv_heads`` go through it."""
+
+_BOOLS, _OPTIONAL_BOOLS = (tuple(item.name for kind in _VALUES.values() for item in fields(kind) if item.type == t)
+                           for t in ("bool", "bool | None"))
+"""The flat names that hold a boolean, and a boolean or ``None``."""
+
+
+@dataclass(frozen=True, init=False)
 class Architecture:
-    """A transformer: sizes and the choices that change its cost (see the module docstring)."""
+    """A transformer: sizes and the choices that change its cost (see the module docstring),
+    ``name``, ``n_layers`` layers of width ``e``, ``bias`` on the output projection (and the MLP
+    unless ``mlp_bias``), ``causal``, an encoder-decoder's ``decoder_layers``, ``mtp_layers``, and
+    one value per part (``models.architecture_values``): ``attention``, ``positional``, ``windows``,
+    ``feedforward``, ``normalization``, ``dropout``, ``ends``.  Every attribute of a value is also
+    a keyword and an attribute under its flat name (``FLAT``); ``h``, ``f`` and ``vocab`` may be
+    given in place, after ``e``.
+
+    >>> gpt = Architecture("gpt", 12, 768, 12, 3072, 50257, rotary=True)
+    >>> gpt.attention.h, gpt.h, gpt.positional.rotary, gpt.ends.vocab
+    (12, 12, True, 50257)
+    """
 
     name: str
     n_layers: Expr
     e: Expr
-    h: Expr
-    f: Expr
-    vocab: Expr
-    kv_heads: Expr | None = None
-    positions: Expr = 0          # rows of a learned position table (0: none, e.g. rotary)
-    token_types: Expr = 0        # BERT segment embeddings
-    mlp: str = "gelu"
-    norm: str = "layer"
-    rotary: bool = False
-    rope_pattern: tuple | None = None
-    tied: bool = True
-    qkv_bias: bool = True
-    bias: bool = True
-    dropouts: bool = True
-    causal: bool = True
-    embedding_norm: bool = False
-    final_norm: bool = True
-    lm_head: bool = True         # LM head and loss; False for an encoder's base model
-    pooler: bool = False
-    vocab_multiple: int = 1      # Megatron pads the vocabulary to a multiple of this x m1
-    context: Expr = 0            # the context length the model was trained for (0: not stated)
-    head_dim: Expr | None = None
-    v_head_dim: Expr | None = None
-    mlp_bias: bool | None = None
-    activation_dropout: bool | None = None   # None: the mlp_activation_dropout convention
-    attention_dropout: bool | None = None    # None: dropouts
-    embedding_dropout: bool | None = None    # None: dropouts
-    rotary_dim: Expr | None = None
-    qk_norm: str | None = None
-    clip_qkv: bool = False
-    norms: int = 2
-    parallel: bool = False
-    window: Expr | None = None
-    windowed_layers: Expr | None = None
-    window_pattern: tuple | None = None
-    chunked: bool = False
-    score_bias: str | None = None
-    relative_buckets: Expr = 0
-    softcap: bool = False
-    sinks: bool = False
-    logit_softcap: bool = False
-    head_bias: bool = False
-    embedding_projection: Expr | None = None
-    task: str = ""
-    num_labels: Expr = 2
-    classifier: str = "pooled"
-    decoder_layers: Expr = 0
-    moe: MoE | None = None
-    latent: Latent | None = None
-    mtp_layers: Expr = 0
+    bias: bool
+    causal: bool
+    decoder_layers: Expr
+    mtp_layers: Expr
+    attention: Attention
+    positional: Positions
+    windows: Windows
+    feedforward: Feedforward
+    normalization: Normalization
+    dropout: Dropouts
+    ends: Ends
     notes: tuple = field(default=(), compare=False, repr=False)   # config.json keys accepted without effect
+
+    def __init__(self, name: str, n_layers: Expr, e: Expr, h: Expr = _UNSET, f: Expr = _UNSET, vocab: Expr = _UNSET, *,
+                 bias: bool = True, causal: bool = True, decoder_layers: Expr = 0, mtp_layers: Expr = 0,
+                 attention: Attention = Attention(), positional: Positions = Positions(), windows: Windows = Windows(),
+                 feedforward: Feedforward = Feedforward(), normalization: Normalization = Normalization(),
+                 dropout: Dropouts = Dropouts(), ends: Ends = Ends(), notes: tuple = (), **flat):
+        flat.update({k: v for k, v in dict(h=h, f=f, vocab=vocab).items() if v is not _UNSET})
+        unknown = sorted(set(flat) - set(FLAT))
+        if unknown:
+            raise InputTypeError(f"Architecture() got an unexpected keyword argument {unknown[0]!r} (its keywords: "
+                                 f"the fields and FLAT's names)", unknown[0])
+        values = dict(attention=attention, positional=positional, windows=windows, feedforward=feedforward,
+                      normalization=normalization, dropout=dropout, ends=ends)
+        for part, value in values.items():
+            if not isinstance(value, _VALUES[part]):
+                raise InputError(f"{part} must be a {_VALUES[part].__name__} value, got {shown(value)}", part)
+            given = {FLAT[k][1]: v for k, v in flat.items() if FLAT[k][0] == part}
+            values[part] = replace(value, **given) if given else value
+        for key, value in dict(name=name, n_layers=n_layers, e=e, bias=bias, causal=causal,
+                               decoder_layers=decoder_layers, mtp_layers=mtp_layers, notes=notes, **values).items():
+            object.__setattr__(self, key, value)
+        self.__post_init__()
+
+    def __getattr__(self, name):
+        # only reached when normal lookup fails: the flat names of FLAT
+        if name not in FLAT:
+            raise AttributeError(f"'Architecture' object has no attribute {name!r}")
+        part, attribute = FLAT[name]
+        return getattr(object.__getattribute__(self, part), attribute)
 
     def __post_init__(self):
         check_sizes(self)            # the same message as every other entrance of the same rule
