@@ -838,3 +838,10 @@ def test_random_json_documents_end_in_0_or_2(document, tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(document))
     _checked(["summary", "--hf-config", str(path)], capsys)
+
+
+def test_profile_refuses_a_symbol_it_cannot_print(capsys):
+    """Found by the random command lines above: ``--set b=b`` left the profiler's table a formula,
+    which ended in an internal error converting it to a float."""
+    status, _, err = run_cli(["profile", "--preset", "gpt2", "--set", "b=b", "--top", "1", "--depth", "0"], capsys)
+    assert status == 2 and "b stayed symbols" in err

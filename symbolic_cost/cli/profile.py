@@ -8,6 +8,7 @@ here are the ``deepspeed-profiler`` preset (shown in ``--help``); another
 
 from __future__ import annotations
 
+from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
 from symbolic_cost.cli.summary import SETTABLE, whole_model
 from symbolic_cost.tools.deepspeed_profiler import model_tree, render
@@ -39,7 +40,12 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     def tree(a):
-        return render(model_tree(whole_model(a)[2]), a.depth, a.top)
+        root = model_tree(whole_model(a)[2])
+        free = sorted(map(str, root.total("params").free_symbols | root.total("macs").free_symbols))
+        if free:        # the profiler's table holds numbers: b=b or a symbolic l leaves formulas
+            raise InputError(f"profile prints numbers, and {', '.join(free)} stayed symbols: give numbers with --set "
+                             f"(e.g. b=4 l=128)", "--set")
+        return render(root, a.depth, a.top)
     text = tree(args)
     options.refuse_unchanged(args, UNCOUNTED, text, tree, "the parameters and MACs per module")
     print(text)

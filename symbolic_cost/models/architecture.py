@@ -58,17 +58,16 @@ setting                meaning (default)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 
 from sympy import Expr, ceiling, sympify
 
 from symbolic_cost.blocks.heads import CLASSIFIERS, TASKS
-from symbolic_cost.blocks.latent_attention import Latent
-from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.blocks.specs import Heads
 from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown
 from symbolic_cost.blocks.layer import NORMS_PER_LAYER
 from symbolic_cost.ops.norm import NORMS
+from symbolic_cost.flat import FlatNames, with_flat
 from symbolic_cost.models.architecture_values import (Attention, Dropouts, Ends, Feedforward, Normalization,
                                                       Positions, Windows)
 
@@ -115,7 +114,7 @@ _BOOLS, _OPTIONAL_BOOLS = (tuple(item.name for kind in _VALUES.values() for item
 
 
 @dataclass(frozen=True, init=False)
-class Architecture:
+class Architecture(FlatNames):
     """A transformer: sizes and the choices that change its cost (see the module docstring),
     ``name``, ``n_layers`` layers of width ``e``, ``bias`` on the output projection (and the MLP
     unless ``mlp_bias``), ``causal``, an encoder-decoder's ``decoder_layers``, ``mtp_layers``, and
@@ -128,6 +127,8 @@ class Architecture:
     >>> gpt.attention.h, gpt.h, gpt.positional.rotary, gpt.ends.vocab
     (12, 12, True, 50257)
     """
+
+    FLAT = FLAT                  # the flat names (FlatNames reads them)
 
     name: str
     n_layers: Expr
@@ -151,28 +152,14 @@ class Architecture:
                  feedforward: Feedforward = Feedforward(), normalization: Normalization = Normalization(),
                  dropout: Dropouts = Dropouts(), ends: Ends = Ends(), notes: tuple = (), **flat):
         flat.update({k: v for k, v in dict(h=h, f=f, vocab=vocab).items() if v is not _UNSET})
-        unknown = sorted(set(flat) - set(FLAT))
-        if unknown:
-            raise InputTypeError(f"Architecture() got an unexpected keyword argument {unknown[0]!r} (its keywords: "
-                                 f"the fields and FLAT's names)", unknown[0])
-        values = dict(attention=attention, positional=positional, windows=windows, feedforward=feedforward,
-                      normalization=normalization, dropout=dropout, ends=ends)
-        for part, value in values.items():
-            if not isinstance(value, _VALUES[part]):
-                raise InputError(f"{part} must be a {_VALUES[part].__name__} value, got {shown(value)}", part)
-            given = {FLAT[k][1]: v for k, v in flat.items() if FLAT[k][0] == part}
-            values[part] = replace(value, **given) if given else value
+        values = with_flat(dict(attention=attention, positional=positional, windows=windows, feedforward=feedforward,
+                                normalization=normalization, dropout=dropout, ends=ends), flat, FLAT, _VALUES,
+                           "Architecture")
         for key, value in dict(name=name, n_layers=n_layers, e=e, bias=bias, causal=causal,
                                decoder_layers=decoder_layers, mtp_layers=mtp_layers, notes=notes, **values).items():
             object.__setattr__(self, key, value)
         self.__post_init__()
 
-    def __getattr__(self, name):
-        # only reached when normal lookup fails: the flat names of FLAT
-        if name not in FLAT:
-            raise AttributeError(f"'Architecture' object has no attribute {name!r}")
-        part, attribute = FLAT[name]
-        return getattr(object.__getattribute__(self, part), attribute)
 
     def __post_init__(self):
         check_sizes(self)            # the same message as every other entrance of the same rule

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 from sympy import Expr, sympify
 
-from symbolic_cost.checks import InputError, InputTypeError, positive_dims
+from symbolic_cost.checks import InputError, positive_dims
+from symbolic_cost.flat import FlatNames, with_flat
 from symbolic_cost.models.op_recompute import check_training
 from symbolic_cost.models.optimizers import bytes_per_parameter
 from symbolic_cost.models.recipes import sixteen_bit
@@ -65,7 +66,7 @@ NO_EXPERTS = Experts(etp=None)
 
 
 @dataclass(frozen=True, init=False)
-class Training:
+class Training(FlatNames):
     """How the model is trained, one value per concern (``models.training_values``):
 
     * ``batch`` (``Batch``: ``b``, ``l``, ``l_dec``, ``micro_batches``, ``allow_long``), ``degrees``
@@ -88,6 +89,8 @@ class Training:
     (2, 1, 3)
     """
 
+    FLAT = FLAT                  # the flat names (FlatNames reads them)
+
     batch: Batch
     degrees: Degrees
     pipeline: Pipeline
@@ -103,30 +106,15 @@ class Training:
                  context: Context = Context(1), experts: Experts = NO_EXPERTS, recomputation: Recompute = Recompute(),
                  sharding: Sharding = Sharding(), numerics: Precision = Precision(), execution: Execution = Execution(),
                  trainable: Trainable = Trainable(), **flat):
-        values = dict(batch=batch, degrees=degrees, pipeline=pipeline, context=context, experts=experts,
-                      recomputation=recomputation, sharding=sharding, numerics=numerics, execution=execution,
-                      trainable=trainable)
-        for name, value in values.items():
-            if not isinstance(value, _VALUES[name]):
-                raise InputError(f"{name} must be a {_VALUES[name].__name__} value, got {value!r}", name)
-        unknown = sorted(set(flat) - set(FLAT))
-        if unknown:
-            raise InputTypeError(f"Training() got an unexpected keyword argument {unknown[0]!r} (its keywords: "
-                                 f"the fields and FLAT's names)", unknown[0])
-        if "expert_imbalance" in flat:     # refused under the keyword given, not Experts' own name
+        if "expert_imbalance" in flat and isinstance(experts, Experts):   # refused under the keyword given
             check_expert_training(*(flat.get(k, getattr(experts, FLAT[k][1])) for k in
                                     ("ep", "etp", "capacity_factor", "expert_imbalance")))
+        values = with_flat(dict(batch=batch, degrees=degrees, pipeline=pipeline, context=context, experts=experts,
+                                recomputation=recomputation, sharding=sharding, numerics=numerics,
+                                execution=execution, trainable=trainable), flat, FLAT, _VALUES, "Training")
         for name, value in values.items():
-            given = {FLAT[k][1]: v for k, v in flat.items() if FLAT[k][0] == name}
-            object.__setattr__(self, name, replace(value, **given) if given else value)
+            object.__setattr__(self, name, value)
         self._check()
-
-    def __getattr__(self, name):
-        # only reached when normal lookup fails: the flat names of FLAT
-        if name not in FLAT:
-            raise AttributeError(f"'Training' object has no attribute {name!r}")
-        value, attribute = FLAT[name]
-        return getattr(object.__getattribute__(self, value), attribute)
 
     def _check(self) -> None:
         """The rules that span more than one value."""
