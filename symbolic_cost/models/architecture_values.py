@@ -1,20 +1,16 @@
 """The values an ``Architecture`` is made of, one part of the network each.
 
-==================  ===================================================================================
-value               what it says
-==================  ===================================================================================
-``Attention``       the heads (``h``, ``kv_heads``, head sizes, latent attention), their biases, norms,
-                    clamps, score biases (ALiBi, T5's relative buckets), soft caps and sinks
-``Positions``       learned position and token-type tables, rotary positions (which dims, which
-                    layers) and the context the model was trained for
-``Windows``         sliding windows or chunks: their size, how many layers and which
-``Feedforward``     the MLP: width ``f``, activation (plain or gated), its bias, a mixture of experts
-``Normalization``   the kind of norm, norms a layer, parallel attention and MLP, the embedding's
-                    norm and the final one
-``Dropouts``        the residual dropouts and those of the attention, the embeddings, the activation
-``Ends``            the vocabulary (and Megatron's padding), the tied or untied LM head, its bias and
-                    soft cap, a pooler, OPT's embedding projection, a task head
-==================  ===================================================================================
+- ``Attention``: the heads (``h``, ``kv_heads``, head sizes, latent attention), their biases, norms,
+  clamps, score biases (ALiBi, T5's relative buckets), soft caps and sinks
+- ``Positions``: learned position and token-type tables, rotary positions (which dims, which layers)
+  and the context the model was trained for
+- ``Windows``: sliding windows or chunks: their size, how many layers and which
+- ``Feedforward``: the MLP: width ``f``, activation (plain or gated), its bias, a mixture of experts
+- ``Normalization``: the kind of norm, norms a layer, parallel attention and MLP, the embedding's
+  norm and the final one
+- ``Dropouts``: the residual dropouts and those of the attention, the embeddings, the activation
+- ``Ends``: the vocabulary (and Megatron's padding), the tied or untied LM head, its bias and soft
+  cap, a pooler, OPT's embedding projection, a task head
 
 Each field keeps the name of ``Architecture``'s keyword (``models.architecture.FLAT``), and the
 rules stay ``Architecture``'s: a value is a part of a model, checked with the whole.

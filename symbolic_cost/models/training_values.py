@@ -1,22 +1,19 @@
 """The values a ``Training`` is made of, one concern each, each refusing what it cannot be.
 
-==================  ===================================================================================
-value               what it says
-==================  ===================================================================================
-``Pipeline``        the pipeline degree ``p``, its schedule and virtual stages, and how layers are split
-                    over the stages (first/last stage sizes, the embedding or loss as a slot, a layout)
-``Recompute``       activation recomputation: the mode, and for ``"full"`` the method and group size
-``Sharding``        ZeRO/FSDP: the stage, Megatron's distributed optimizer, the HSDP shard group,
-                    resharding after forward, offload to the host
-``Precision``       the element type, the master weights, a low-precision recipe (FP8, MXFP8,
-                    NVFP4) with its amax history, and the layers kept out of it
-``Batch``           the micro-batch ``b`` of sequences of ``l`` tokens (an encoder-decoder's decoder:
-                    ``l_dec``), micro-batches a step, and whether sequences may exceed the context
-``Degrees``         the tensor ``m1``, sequence ``s1`` and data ``d`` degrees, or a tensor grid
-``Execution``       fused attention (FlashAttention), the dropout-mask element, and the
-                    communication run behind compute (``Overlap``)
-``Trainable``       what is trained: LoRA adapters over a frozen base, the multi-token-prediction modules
-==================  ===================================================================================
+- ``Pipeline``: the pipeline degree ``p``, its schedule and virtual stages, and how layers are split
+  over the stages (first/last stage sizes, the embedding or loss as a slot, a layout)
+- ``Recompute``: activation recomputation: the mode, and for ``"full"`` the method and group size
+- ``Sharding``: ZeRO/FSDP: the stage, Megatron's distributed optimizer, the HSDP shard group,
+  resharding after forward, offload to the host
+- ``Precision``: the element type, the master weights, a low-precision recipe (FP8, MXFP8, NVFP4)
+  with its amax history, and the layers kept out of it
+- ``Batch``: the micro-batch ``b`` of sequences of ``l`` tokens (an encoder-decoder's decoder:
+  ``l_dec``), micro-batches a step, and whether sequences may exceed the context
+- ``Degrees``: the tensor ``m1``, sequence ``s1`` and data ``d`` degrees, or a tensor grid
+- ``Execution``: fused attention (FlashAttention), the dropout-mask element, and the communication
+  run behind compute (``Overlap``)
+- ``Trainable``: what is trained: LoRA adapters over a frozen base, the multi-token-prediction
+  modules
 
 Expert parallelism is ``blocks.wiring.Experts`` and context parallelism ``blocks.context.Context``:
 the blocks' own values, which ``Training`` holds as they are.
