@@ -122,6 +122,8 @@ def test_a_bad_law_or_budget_is_refused():
         plan(1e24, law="kaplan")
     with pytest.raises(InputError, match="budget"):
         plan(-1)
+    with pytest.raises(InputError, match="edge of the depths tried"):      # a 1,024-wide, 2-layer model is too big
+        plan(1e15)
 
 
 def test_serving_aware_planning_holds_the_loss_and_costs_less_over_a_life():

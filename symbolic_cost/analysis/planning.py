@@ -168,6 +168,10 @@ def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 
     else:
         target = math.log(float(total) / float(chosen_law.optimum().at(total)["tokens"]))   # C / D*(C)
         best = min(depths, key=lambda depth: abs(math.log(at(depth)[1]) - target))
+    if best in (depths[0], depths[-1]) and len(depths) > 1:
+        raise InputError(f"the compute-optimal {family.name} shape for {float(total):.3g} FLOPs lies at the edge of "
+                         f"the depths tried ({depths[0]} to {depths[-1]} layers), so the optimum is beyond them: "
+                         f"choose another budget", "budget")
     n, f = at(best)
     optimum = chosen_law.optimum()
     return Plan(chosen_law, family, float(total), seq, best, family.architecture(best), int(n), float(f),
