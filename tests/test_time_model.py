@@ -402,3 +402,22 @@ def test_a_symbolic_s1_at_1_is_the_allreduce_a_model_with_s1_1_sends(system):
         want = step_time_breakdown(cost, system)
         got = evaluate(**values)
         assert {k: got[f"step_{k}"] for k in want} == want, s1
+
+
+def test_tensor_overlap_hides_no_moe_all_to_all():
+    """Megatron-LM's ``--tp-comm-overlap`` overlaps Transformer Engine's tensor-parallel collectives
+    with their products, not the MoE dispatch and combine all-to-alls.  With the overlap on and the
+    products outlasting the tensor-parallel collectives, what shows of a step's tensor communication
+    is every all-to-all of its layers, summed here from the stack's own collectives."""
+    from symbolic_cost.models.config import load
+    arch = load(pathlib.Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
+    system = calibrated("h100")
+    run = dict(b=1, l=4096, m1=2, s1=2, d=4, ep=4, micro_batches=2, flash=True)
+    on = step_time_breakdown(model_cost(arch, Training(**run, overlap=Overlap(tensor=True))), system)
+    off = step_time_breakdown(model_cost(arch, Training(**run)), system)
+    cost = model_cost(arch, Training(**run))
+    all_to_all = sum(count * comm_time(c, system) for blk, count in cost.stack[1:-1] for row in blk
+                     for c in row.collectives if c.kind == "alltoall")
+    assert float(all_to_all) > 0
+    assert float(on["tensor_comm"]) == pytest.approx(2 * float(all_to_all), rel=1e-9)
+    assert float(off["tensor_comm"]) > float(on["tensor_comm"])

@@ -39,7 +39,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       the routed experts, less what ``Training.overlap`` hides behind the backward
       (gradients) or forward (parameters): a once-a-step collective behind one micro-batch's, one
       repeated every micro-batch (ZeRO-2/3, FSDP) behind each micro-batch's own (``_data_time``); the all-to-alls of MoE layers are block
-      collectives, in ``tensor_comm`` (with ``overlap.tensor`` only what outlasts the compute);
+      collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``UNHIDDEN``);
     * ``optimizer`` (calibrated systems only, ``timing.hardware.calibrated``): the
       memory-bound optimizer step (``optimizer_time``);
     * ``host_comm`` and ``host_step`` (only when the training offloads): the offload traffic
@@ -53,12 +53,13 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     check_block_scaling(t.fp8, system)
     p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
     place = cost_placement(cost)
-    compute, tensor = {}, {}
+    compute, tensor, unhidden = {}, {}, {}
     for pass_ in ("fwd", "bwd"):
-        compute[pass_], tensor[pass_] = _stage_pass(cost, place, system, conventions, pass_)
+        compute[pass_], tensor[pass_], unhidden[pass_] = _stage_pass(cost, place, system, conventions, pass_)
     compute_all, tensor_all = compute["fwd"] + compute["bwd"], tensor["fwd"] + tensor["bwd"]
-    if t.overlap.tensor:       # only what outlasts the products shows
-        tensor_all = maximum(0, tensor_all - compute_all)
+    if t.overlap.tensor:       # only what outlasts the products shows, the all-to-alls aside (UNHIDDEN)
+        exposed = unhidden["fwd"] + unhidden["bwd"]
+        tensor_all = maximum(0, tensor_all - exposed - compute_all) + exposed
     per_micro = compute_all + tensor_all
     if p == 1:      # no pipeline, no bubble: not 0 x the stage's time, a sum SymPy would ask is finite
         bubble = Integer(0)
@@ -81,9 +82,17 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     return out
 
 
-def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr]:
-    """(compute, tensor-communication) seconds of one micro-batch's ``pass_`` on the busiest
-    stage; the backward includes the forward its recomputed layers redo.  Remembered by stack
+UNHIDDEN = ("alltoall",)
+"""Collective kinds of the layers that ``Overlap.tensor`` does not hide: Megatron-LM's
+``--tp-comm-overlap`` overlaps Transformer Engine's tensor-parallel all-gathers and reduce-scatters
+with their products; the MoE token dispatch and combine (and Ulysses' head exchange) are
+all-to-alls outside it, with switches of their own (``--moe-shared-expert-overlap``, the 1F1B
+all-to-all overlap), not modelled."""
+
+
+def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr]:
+    """(compute, tensor-communication, its ``UNHIDDEN`` part) seconds of one micro-batch's ``pass_``
+    on the busiest stage; the backward includes the forward its recomputed layers redo.  Remembered by stack
     (``trees.remembered_on``): a search's ZeRO stages, offloads and schedules share it."""
     t = cost.training
     recompute = (t.recompute, t.recompute_method, t.recompute_layers)
@@ -95,19 +104,21 @@ _PASSES: dict = {}
 """A stage's pass and weight-gradient seconds by stack, placement and system."""
 
 
-def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr]:
+def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr]:
     t = cost.training
 
     def parts(rows, passes):
         seconds = [row_seconds(r, system, conventions) for r in rows]
+        unhidden = Add(*(comm_time(c, system, conventions) for r in rows for c in r.collectives
+                         if c.kind in UNHIDDEN and c.pass_ in passes))
         return tuple(Add(*(s[f"{kind}{p_}"] for s in seconds for p_ in passes))    # one flatten, not one a row
-                     for kind in ("t_", "t_comm_"))
+                     for kind in ("t_", "t_comm_")) + (unhidden,)
 
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
     start, end = parts(cost.embedding, (pass_,)), parts(cost.head, (pass_,))
     whole = [parts(blk, (pass_,)) for blk, _ in middle]
-    redo = [parts(recomputed_costs(blk, t.recompute), ("fwd",)) if pass_ == "bwd" else (0, 0) for blk, _ in middle]
-    return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in whole], [r[i] for r in redo]) for i in (0, 1))
+    redo = [parts(recomputed_costs(blk, t.recompute), ("fwd",)) if pass_ == "bwd" else (0, 0, 0) for blk, _ in middle]
+    return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in whole], [r[i] for r in redo]) for i in (0, 1, 2))
 
 
 def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:
