@@ -421,3 +421,26 @@ def test_tensor_overlap_hides_no_moe_all_to_all():
     assert float(all_to_all) > 0
     assert float(on["tensor_comm"]) == pytest.approx(2 * float(all_to_all), rel=1e-9)
     assert float(off["tensor_comm"]) > float(on["tensor_comm"])
+
+
+def test_fsdp_regathers_hide_behind_the_backward_not_the_forward():
+    """FSDP2 (ZeRO-3) gathers a unit's weights before its forward and again before its backward
+    (``reshard_after_forward``), prefetching the next unit behind the current one's compute: the
+    forward gathers hide behind the forward, the backward re-gathers and the gradient
+    reduce-scatters behind the backward.  One micro-batch, each window as wide as its pass."""
+    from symbolic_cost.models.ranks import cost_placement
+    from symbolic_cost.timing.step import _stage_pass
+    system = calibrated("h100")
+    run = Training(b=1, l=1024, d=64, zero=3, flash=True, overlap=Overlap(grad_reduce=True, param_gather=True))
+    cost = model_cost(preset("gpt2"), run)
+    forward, backward = (_stage_pass(cost, cost_placement(cost), system, DEFAULT, p)[0] for p in ("fwd", "bwd"))
+    seconds = {}
+    for dimension, c in cost.collectives:
+        if dimension == "data":
+            key = (c.kind, c.pass_)
+            seconds[key] = seconds.get(key, 0) + comm_time(c, system)
+    gathers, regathers = seconds[("allgather", "fwd")], seconds[("allgather", "bwd")]
+    reductions = sum(v for (kind, _), v in seconds.items() if kind in ("reducescatter", "allreduce"))
+    expected = max(0, gathers - forward) + max(0, regathers - backward) + max(0, reductions - backward)
+    assert float(step_time_breakdown(cost, system)["data_comm"]) == pytest.approx(float(expected), rel=1e-9)
+    assert float(regathers) > float(forward)        # the old window would have shown them

@@ -141,7 +141,9 @@ def _dimension_time(cost: ModelCost, dimension: str, system, conventions, kinds=
 def _data_time(cost: ModelCost, system, conventions, compute: dict) -> Expr:
     """Data-parallel (and expert data-parallel) collectives, less what ``Training.overlap``
     hides: the gradient reductions behind the backward, the parameter all-gathers behind the
-    forward (the window Megatron-LM's buckets and FSDP's prefetch have).  A collective run once
+    forward (the window Megatron-LM's buckets and FSDP's prefetch have), and ZeRO-3's backward
+    re-gathers behind the backward (FSDP2 prefetches the previous unit while one computes its
+    gradients, on an all-gather stream of its own beside the reduce-scatters').  A collective run once
     a step (DDP's all-reduce, the distributed optimizer's) has one micro-batch's pass to hide
     behind; one run every micro-batch (ZeRO-2's reduce-scatter, FSDP's gathers and reductions)
     has each micro-batch's own, the last one's shared with the once-a-step ones: per group,
@@ -151,17 +153,20 @@ def _data_time(cost: ModelCost, system, conventions, compute: dict) -> Expr:
     t = cost.training
     n = exact(t.micro_batches, "micro_batches")
     groups = {"allreduce": "grad", "reducescatter": "grad", "allgather": "param"}
-    each, once = {"grad": Integer(0), "param": Integer(0)}, {"grad": Integer(0), "param": Integer(0)}
+    each, once = ({group: Integer(0) for group in ("grad", "param", "regather")} for _ in range(2))
     for dim, c in cost.collectives:
         if dim in ("data", "expert_data") and c.kind in groups:
             seconds, group = comm_time(c, system, conventions), groups[c.kind]
+            if group == "param" and c.pass_ == "bwd" and t.zero == 3:
+                group = "regather"      # FSDP's backward re-gather: behind the backward, not the forward
             if n != 1 and c.repeats == n:
                 each[group] += seconds / n
             else:
                 once[group] += seconds
     exposed = Integer(0)
     for group, hidden, window in (("grad", t.overlap.grad_reduce, compute["bwd"]),
-                                  ("param", t.overlap.param_gather, compute["fwd"])):
+                                  ("param", t.overlap.param_gather, compute["fwd"]),
+                                  ("regather", t.overlap.param_gather, compute["bwd"])):
         if hidden:
             exposed += (n - 1) * maximum(0, each[group] - window) + maximum(0, each[group] + once[group] - window)
         else:
