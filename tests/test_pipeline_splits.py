@@ -265,11 +265,13 @@ def ours_layout(layout, N, p):
 
 def test_layout_by_hand_and_its_refusals():
     """Megatron's own example, "Et*3|(tt|)*29,m|L": 32 stages, E and three layers, 29 stages of two,
-    an MTP stage and the loss's (the MTP stage is refused: not modelled)."""
+    an MTP stage and the loss's (an MTP stage before the last is refused: not modelled; on the last
+    stage, as Megatron-Bridge's DeepSeek-V3 layouts end, it is where the library keeps it)."""
     from symbolic_cost.parallel.splits import layout_stages
     stages = layout_stages("Et*3|(tt|)*29,m|L")
     assert stages == ["Ettt"] + ["tt"] * 29 + ["m", "L"]
     assert ours_layout("Et|tt|tt|t,L", 6, 2) == [[[0], [3, 4]], [[1, 2], [5]]]      # chunk_layers' doctest case
+    assert ours_layout("Et|tt|tt|tmL", 6, 2) == ours_layout("Et|tt|tt|t,L", 6, 2)
     for layout, N, p, match in (("Et*3|(tt|)*29,m|L", 61, 16, "multi-token-prediction"), ("Et|tt|L", 3, 2, "multiple of p"),
                                 ("Et|tEt|t|L", 4, 2, "embedding"), ("Et|tt|t|tL", 6, 2, "n_layers=6"),
                                 ("Ex|t", 1, 2, "'x' is not a layer")):

@@ -101,11 +101,14 @@ def layout_layers(layout: str, depth: int, p: int) -> list:
     (``layout_stages``): stage ``s`` is chunk ``s // p`` of rank ``s mod p`` (Megatron-Core's
     ``layout[vpp_rank * p + pp_rank]``), its ``t``s the next layers in order.  Refused as
     Megatron refuses: a stage count ``p`` does not divide, ``t``s other than ``n_layers``, the
-    embedding outside the first stage or the loss outside the last; ``m`` (MTP modules placed by
-    the layout) is not modelled.
+    embedding outside the first stage or the loss outside the last; ``m`` (multi-token-prediction
+    modules) is taken on the last stage, where the library keeps them with the head
+    (Megatron-Bridge's DeepSeek-V3 layouts end ``...tmL``), and refused before it.
 
     >>> [[list(c) for c in rank] for rank in layout_layers("Et|tt|t,L", 4, 3)]
     [[[0]], [[1, 2]], [[3]]]
+    >>> layout_layers("Et|tt|tmL", 4, 3) == layout_layers("Et|tt|tL", 4, 3)
+    True
     """
     stages = layout_stages(layout)
     if len(stages) % p:
@@ -117,9 +120,9 @@ def layout_layers(layout: str, depth: int, p: int) -> list:
         if any(char in stage for i, stage in enumerate(stages) if i != allowed):
             raise InputError(f"pipeline_layout: {what} belongs to the {'first' if allowed == 0 else 'last'} stage",
                              "pipeline_layout")
-    if "m" in "".join(stages):
-        raise InputError("pipeline_layout: multi-token-prediction modules (m) placed by the layout are not "
-                         "modelled (the library keeps them with the head)", "pipeline_layout")
+    if "m" in "".join(stages[:-1]):
+        raise InputError("pipeline_layout: multi-token-prediction modules (m) before the last stage are not "
+                         "modelled (the library keeps them on the last stage, with the head)", "pipeline_layout")
     starts = [sum(stage.count("t") for stage in stages[:s]) for s in range(len(stages))]
     v = len(stages) // p
     return [[range(starts[c * p + r], starts[c * p + r] + stages[c * p + r].count("t")) for c in range(v)]
