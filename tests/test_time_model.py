@@ -444,3 +444,24 @@ def test_fsdp_regathers_hide_behind_the_backward_not_the_forward():
     expected = max(0, gathers - forward) + max(0, regathers - backward) + max(0, reductions - backward)
     assert float(step_time_breakdown(cost, system)["data_comm"]) == pytest.approx(float(expected), rel=1e-9)
     assert float(regathers) > float(forward)        # the old window would have shown them
+
+
+def test_the_expert_data_parallel_gradient_reduce_is_in_the_step():
+    """Issue 66's blind spot: dropping the routed experts' gradient reduce from the step changed
+    Mixtral's step time and no test failed.  Hand count: Mixtral-8x7B (46,702,792,704 parameters,
+    its model card) has 32 layers of 8 experts of 3 x 4096 x 14336 weights; on d = 16 ranks with
+    ep = 8, each rank holds an eighth of them and reduces their gradients over the 2 ranks of its
+    expert-data group, 8 ranks apart (Megatron-Core's expert grid); the rest, 1,605,636,096
+    parameters, over all 16.  With no overlap, one micro-batch, the step's data time is both."""
+    from symbolic_cost.models.config import load
+    arch = load(pathlib.Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
+    cost = model_cost(arch, Training(b=1, l=4096, d=16, ep=8, flash=True))
+    routed = 32 * 8 * 3 * 4096 * 14336
+    experts = [c for dimension, c in cost.collectives if dimension == "expert_data"]
+    dense = [c for dimension, c in cost.collectives if dimension == "data"]
+    assert [(c.kind, c.elements, c.group, c.stride) for c in experts] == [("allreduce", routed // 8, 2, 8)]
+    assert [(c.kind, c.elements, c.group) for c in dense] == [("allreduce", 46702792704 - routed, 16)]
+    system = calibrated("h100")
+    expected = sum(float(comm_time(c, system)) for c in experts + dense)
+    assert float(step_time_breakdown(cost, system)["data_comm"]) == pytest.approx(expected, rel=1e-12)
+    assert float(comm_time(experts[0], system)) > 0
