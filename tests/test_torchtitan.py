@@ -23,3 +23,30 @@ def test_pipeline_cut():
     assert stage_layers(80, 4, 1, 1) == [20, 21, 20, 19]  # 82 = 21 + 21 + 20 + 20
     assert stage_layers(32, 4, 0, 0) == [8, 8, 8, 8]
     assert stage_layers(30, 4, 2, 0) == [6, 8, 8, 8]  # 32 = 8 x 4
+
+
+def torchtitan_checkpointed(layers: int, frequency: int) -> int:
+    """torchtitan's ``_apply_ac_to_transformer_block`` with a layer frequency: a counter kept across
+    the blocks it wraps, incremented before the test, wraps a block when ``count % frequency == 0``."""
+    count = wrapped = 0
+    for _ in range(layers):
+        count += 1
+        wrapped += count % frequency == 0
+    return wrapped
+
+
+def test_activation_checkpoint_frequency_counts_the_layers_torchtitan_wraps():
+    """Issue 66's blind spot: the selective layer frequency ``N`` of ``[activation_checkpoint]`` (Llama 3
+    8B's 32 layers, one stage) recomputes the blocks torchtitan's counter wraps, every ``N``-th."""
+    import pathlib
+    from symbolic_cost.models.torchtitan import torchtitan_setup
+    text = (pathlib.Path(__file__).parent / "framework_inputs" / "llama3_8b.toml").read_text()
+    for frequency in (1, 2, 3, 5, 7, 32, 33):
+        job = text.replace('selective_ac_option = "op"', f'selective_ac_option = "{frequency}"')
+        policy = torchtitan_setup(job, "llama3-8b", world=8).policy
+        wrapped = torchtitan_checkpointed(32, frequency)
+        if wrapped:
+            assert (policy["recompute"], policy["recompute_method"], policy["recompute_layers"]) == \
+                ("full", "block", wrapped), frequency
+        else:
+            assert policy["recompute"] == "none", frequency
