@@ -845,3 +845,12 @@ def test_profile_refuses_a_symbol_it_cannot_print(capsys):
     which ended in an internal error converting it to a float."""
     status, _, err = run_cli(["profile", "--preset", "gpt2", "--set", "b=b", "--top", "1", "--depth", "0"], capsys)
     assert status == 2 and "b stayed symbols" in err
+
+
+def test_a_crossover_negative_at_every_real_width_is_refused(capsys):
+    """Issue 66: ``crossover --a layer --b mlp`` printed a root negative for every positive size (a
+    layer holds an MLP: its FLOPs are always more).  Each real width's value, by hand from the
+    printed root, is negative (gpt2: e = 768, h = 12, every degree 1: -8 e^2 - e - 10 e + 2 e + h < 0)."""
+    status, _, err = run_cli(["crossover", "--a", "layer", "--b", "mlp"], capsys)
+    assert status == 2 and "never have equal flops_fwd at a positive l" in err
+    assert run_cli(["crossover", "--set", "f=4*e", "m1=1", "s1=1"], capsys)[0] == 0
