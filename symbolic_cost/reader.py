@@ -131,11 +131,14 @@ def size(expr) -> tuple[int, int]:
 
 
 def bounded(expr, argument: str = "expression"):
-    """``expr``, refused naming ``argument`` past ``MAX_TERMS``/``MAX_DEGREE`` or as a number past 10**MAX_DIGITS."""
+    """``expr``, refused naming ``argument`` past ``MAX_TERMS``/``MAX_DEGREE``, or as a number or with a
+    coefficient past 10**MAX_DIGITS."""
     degree, terms = size(expr)
-    big = sympify(expr).is_number and abs(expr) > Integer(10) ** MAX_DIGITS
+    limit = Integer(10) ** MAX_DIGITS      # the value, and every coefficient of a formula (10**60*b)
+    big = (sympify(expr).is_number and abs(expr) > limit) or \
+        any(abs(n.p) > limit or n.q > limit for n in sympify(expr).atoms(Rational))
     if degree > MAX_DEGREE or terms > MAX_TERMS or big:
-        what = f"is larger than 10**{MAX_DIGITS} once the values it refers to are put in" if big else \
+        what = f"is (or holds a number) larger than 10**{MAX_DIGITS} once the values it refers to are put in" if big else \
             f"expands to up to {terms:,} terms of degree up to {degree:,} in the symbols (at most {MAX_TERMS} " \
             f"terms of degree {MAX_DEGREE}); write a smaller one"
         raise InputError(f"{argument}: the formula {what}", argument)

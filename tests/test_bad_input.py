@@ -854,3 +854,12 @@ def test_a_crossover_negative_at_every_real_width_is_refused(capsys):
     status, _, err = run_cli(["crossover", "--a", "layer", "--b", "mlp"], capsys)
     assert status == 2 and "never have equal flops_fwd at a positive l" in err
     assert run_cli(["crossover", "--set", "f=4*e", "m1=1", "s1=1"], capsys)[0] == 0
+
+
+def test_a_coefficient_past_the_digit_cap_is_refused(capsys):
+    """Issue 66: the 30-digit cap looked at numbers only, so values that refer to each other built a
+    formula with a coefficient of any size (10**29 f with f = 10**29 b: 10**58 b)."""
+    status, _, err = run_cli(["formula", "--block", "mlp", "--field", "flops_fwd", "--set", "e=10**29*f",
+                              "f=10**29*b"], capsys)
+    assert status == 2 and "larger than 10**30" in err
+    assert run_cli(["formula", "--block", "mlp", "--field", "flops_fwd", "--set", "e=10**29*b"], capsys)[0] == 0
