@@ -47,6 +47,23 @@ def ring_share(kind: str, group) -> Expr:
     raise InputError(f"collective kind must be one of {', '.join(KINDS)}, got {kind!r}")
 
 
+def ring_passes(kind: str) -> int:
+    """Times a ring runs around its group for one collective: 2 for an allreduce (a reduce-scatter,
+    then an allgather), 1 for every other kind."""
+    return 2 if kind == "allreduce" else 1
+
+
+def ring_steps(kind: str, group) -> Expr:
+    """Steps of the ring algorithm, each one message a device: ``ring_passes x (n - 1)``, and one
+    for a point-to-point send.  The one home of the count that ``parallel.collectives.traffic``
+    and NCCL's latency (``timing.nccl``) both take.
+
+    >>> ring_steps("allreduce", 8), ring_steps("allgather", 8), ring_steps("p2p", 8)
+    (14, 7, 1)
+    """
+    return Integer(1) if kind == "p2p" else ring_passes(kind) * (sympify(group) - 1)
+
+
 def _exact_sizes(record, what: str) -> None:
     """Check a record's pass and make its ``_SIZES`` fields exact expressions."""
     if record.pass_ not in PASSES:

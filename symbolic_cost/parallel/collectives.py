@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from sympy import Expr, Function, Integer, log, sympify
 
-from symbolic_cost.cost import KINDS, ring_share
+from symbolic_cost.cost import KINDS, ring_share, ring_steps
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.checks import InputError, exact, positive_dims
 
@@ -66,10 +66,7 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
     if kind in ("broadcast", "reduce"):       # the root sends (receives) V; nothing with one device
         return Traffic(minimum(n - 1, 1) * volume, minimum(n - 1, 1) * volume, _log2(n))
     moved = ring_share(kind, n) * volume
-    if kind == "allreduce":
-        steps = 2 * _log2(n) if algorithm == "tree" else 2 * (n - 1)
-    else:
-        steps = Integer(1) if kind == "p2p" else n - 1
+    steps = 2 * _log2(n) if kind == "allreduce" and algorithm == "tree" else ring_steps(kind, n)
     return Traffic(moved, moved, steps)
 
 

@@ -149,13 +149,10 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | 
     >>> t == Rational(100 + 14 * 19, 10**7) + Rational(7, 4) * 10**7 / (Rational(167, 200) * 235 * 10**9)
     True
     """
-    from symbolic_cost.cost import ring_share
+    from symbolic_cost.cost import ring_passes, ring_share, ring_steps
     n, nodes, volume = sympify(n), sympify(nodes), sympify(tensor_bytes)
-    if kind == "p2p":
-        steps, inter = Integer(1), Integer(1 if link == "ib" else 0)
-    else:
-        per = 2 if kind == "allreduce" else 1
-        steps, inter = per * (n - 1), per * (nodes - 1)
+    steps = ring_steps(kind, n)
+    inter = Integer(1 if link == "ib" else 0) if kind == "p2p" else ring_passes(kind) * (nodes - 1)
     sent = ring_share(kind, n) * volume
     # a group of one device runs no collective (a symbolic group keeps the factor: 0 at n = 1)
     active = Integer(1) if kind == "p2p" else minimum(1, n - 1)
