@@ -26,9 +26,7 @@ from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
-
-
+__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "FLAT"]
 
 FLAT = {
     "b": ("batch", "b"), "l": ("batch", "l"), "l_dec": ("batch", "l_dec"),
