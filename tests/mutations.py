@@ -279,7 +279,10 @@ MUTATIONS = (
              'ranks = exact(m1, "m1") * exact(cp, "cp") * exact(shard, "shard")',
              'ranks = exact(cp, "cp") * exact(shard, "shard")', required=False),
     # issue 32 item 3: mutations that survived, and their oracles (tests/test_mutation_oracles.py)
-    Mutation("step-time-recompute", STEP, "[r[i] for r in redo]) for i in (0, 1))", "[0 for r in redo]) for i in (0, 1))",
+    Mutation("tensor-overlap-hides-all-to-alls", STEP, 'UNHIDDEN = ("alltoall",)', "UNHIDDEN = ()", required=False),
+    Mutation("fsdp-regather-in-forward", STEP, 'group = "regather"      #', 'group = "param"      #', required=False),
+    Mutation("step-time-recompute", STEP, "[r[i] for r in redo]) for i in (0, 1, 2))",
+             "[0 for r in redo]) for i in (0, 1, 2))",
              required=False),
     Mutation("busiest-layer-recompute", PLACEMENT, "[w + r for w, r in zip(per_layer, redo)]", "per_layer", required=False),
     Mutation("busiest-block-recompute", PLACEMENT, "+ _dot(self.redone(r), redo) for r, *_ in self.rows)",
