@@ -132,18 +132,19 @@ def _per_depth(shape: Shape, recompute: bool):
 @dataclass(frozen=True)
 class Plan:
     """The chosen shape (``depth`` layers of ``architecture``), its exact ``parameters`` and
-    ``flops_per_token``, the ``tokens`` the budget buys, the law's ``loss`` there (``None`` for
-    power laws), and the law's own optimum under ``C = 6 N D`` (``six_nd``) to compare with."""
+    ``flops_per_token``, the ``tokens`` the budget buys (exact; a float where the serving-aware
+    plan solves the law for them), the law's ``loss`` there (a float, ``None`` for power laws),
+    and the law's own optimum under ``C = 6 N D`` (``six_nd``, floats) to compare with."""
 
     law: object
     shape: Shape
-    budget: float
+    budget: Expr
     seq: int
     depth: int
     architecture: Architecture
     parameters: int
-    flops_per_token: float
-    tokens: float
+    flops_per_token: Expr
+    tokens: Expr | float
     loss: float | None
     six_nd: dict
     serving: dict | None = None
@@ -172,11 +173,12 @@ def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 
         raise InputError(f"the compute-optimal {family.name} shape for {float(total):.3g} FLOPs lies at the edge of "
                          f"the depths tried ({depths[0]} to {depths[-1]} layers), so the optimum is beyond them: "
                          f"choose another budget", "budget")
-    n, f = at(best)
+    arch = family.architecture(best)
+    n, f, _ = per_token(arch, seq, recompute)                # the chosen model's exact counts
     optimum = chosen_law.optimum()
-    return Plan(chosen_law, family, float(total), seq, best, family.architecture(best), int(n), float(f),
-                float(total) / f, chosen_law.at(n, float(total) / f) if isinstance(chosen_law, LossLaw)
-                else None, {k: None if v is None else float(v) for k, v in optimum.at(total).items()})
+    return Plan(chosen_law, family, total, seq, best, arch, int(n), f, total / f,
+                chosen_law.at(n, total / f) if isinstance(chosen_law, LossLaw) else None,
+                {k: None if v is None else float(v) for k, v in optimum.at(total).items()})
 
 
 def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> Plan:
@@ -196,19 +198,19 @@ def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> P
 
     def life(depth):
         n, train, forward = (g(*family.values(depth, chosen.seq)) for g in made)
-        rest = chosen.loss - float(law.E) - float(law.A) / n ** float(law.alpha)
-        if rest <= 0:
-            return math.inf, n, train, math.inf
-        tokens = (float(law.B) / rest) ** (1 / float(law.beta))
-        return train * tokens + forward * served, n, train, tokens
+        tokens = law.tokens_for(chosen.loss, n)
+        return train * tokens + forward * served
 
-    best = min(depths or range(family.min_depth, 513), key=lambda depth: life(depth)[0])
-    total, n, train, tokens = life(best)
-    optimal_life = life(chosen.depth)[0]
-    return replace(chosen, depth=best, architecture=family.architecture(best), parameters=int(n),
-                   flops_per_token=train, tokens=tokens, loss=law.at(n, tokens),
-                   serving={"served_tokens": served, "training_flops": train * tokens, "lifetime_flops": total,
-                            "compute_optimal_lifetime_flops": optimal_life, "compute_optimal_parameters": chosen.parameters})
+    best = min(depths or range(family.min_depth, 513), key=life)
+    arch = family.architecture(best)
+    n, train, forward = per_token(arch, chosen.seq)           # the chosen model's exact counts
+    tokens = law.tokens_for(chosen.loss, n)
+    return replace(chosen, depth=best, architecture=arch, parameters=int(n), flops_per_token=train, tokens=tokens,
+                   loss=law.at(n, tokens),
+                   serving={"served_tokens": served, "training_flops": float(train) * tokens,
+                            "lifetime_flops": float(train) * tokens + float(forward) * served,
+                            "compute_optimal_lifetime_flops": life(chosen.depth),
+                            "compute_optimal_parameters": chosen.parameters})
 
 
 def per_depth_table(chosen: Plan, budget, depths: range | None = None) -> list[tuple[int, float]]:

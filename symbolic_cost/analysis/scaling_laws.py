@@ -30,9 +30,10 @@ substitutes a budget.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
-from sympy import Expr, Rational, Symbol, diff, log, simplify, solve, symbols, sympify
+from sympy import Expr, Rational, Symbol, diff, lambdify, log, simplify, solve, symbols, sympify
 
 from symbolic_cost.checks import InputError
 
@@ -41,10 +42,6 @@ __all__ = ["N", "D", "C", "k", "LossLaw", "PowerLaws", "Optimum", "LAWS", "lagra
 
 N, D, C, k = symbols("N D C k", positive=True)
 """Parameters, training tokens, training FLOPs, FLOPs per parameter per token."""
-
-
-def _exact(text: str) -> Rational:
-    return Rational(text)
 
 
 @functools.cache
@@ -102,9 +99,16 @@ class LossLaw:
         return self.E + self.A / sympify(n)**self.alpha + self.B / sympify(d)**self.beta
 
     def at(self, n, d) -> float:
-        """The loss at numbers ``n`` and ``d``, in floats (an exact rational power of a large integer
-        would have SymPy factor it)."""
-        return float(self.E) + float(self.A) / float(n)**float(self.alpha) + float(self.B) / float(d)**float(self.beta)
+        """The loss at numbers ``n`` and ``d``, in floats: ``loss()`` evaluated by ``lambdify`` (an
+        exact rational power of a large integer would have SymPy factor it)."""
+        return _numeric(self, "loss")(float(n), float(d))
+
+    def tokens_for(self, loss, n) -> float:
+        """The tokens at which ``n`` parameters reach ``loss``: ``loss()`` solved for ``D``,
+        ``(B / (loss - E - A/N^alpha))^(1/beta)``; infinite where ``n`` parameters never reach it
+        (``loss - E - A/N^alpha <= 0``)."""
+        rest = float(loss) - self.at(n, math.inf)
+        return _numeric(self, "tokens")(float(loss), float(n)) if rest > 0 else math.inf
 
     def optimum(self) -> Optimum:
         """``N*(C)``, ``D*(C)`` and ``L(N*, D*)`` under ``C = k N D`` (``lagrangian_optimum``)."""
@@ -113,6 +117,17 @@ class LossLaw:
         n, d = (simplify(solved[x].subs(names)) for x in (N, D))
         total = self.alpha + self.beta
         return Optimum(n, d, self.loss(n, d), (self.beta / total, self.alpha / total))
+
+
+@functools.cache
+def _numeric(law: LossLaw, what: str):
+    """``law``'s loss in ``(N, D)``, or the tokens that reach a loss in ``(loss, N)`` (``loss()``
+    solved for ``D`` by SymPy), as float functions: built once a law."""
+    if what == "loss":
+        return lambdify([N, D], law.loss(), "math")
+    target, u = Symbol("L", positive=True), Symbol("u", positive=True)     # u = D^-beta: the loss is linear in it
+    (share,) = solve(law.loss(N, u ** (-1 / law.beta)) - target, u)
+    return lambdify([target, N], share ** (-1 / law.beta), "math")
 
 
 @dataclass(frozen=True)
@@ -138,20 +153,20 @@ class PowerLaws:
 
 LAWS = {
     "hoffmann-2022": LossLaw(
-        "hoffmann-2022", _exact("1.69"), _exact("406.4"), _exact("410.7"), _exact("0.34"), _exact("0.28"),
+        "hoffmann-2022", Rational("1.69"), Rational("406.4"), Rational("410.7"), Rational("0.34"), Rational("0.28"),
         "Hoffmann et al. 2022, Training Compute-Optimal Large Language Models, section 3.3 (Approach 3), "
         "eq. (10): E = 1.69, A = 406.4, B = 410.7, alpha = 0.34, beta = 0.28"),
     "besiroglu-2024": LossLaw(
-        "besiroglu-2024", _exact("1.8172"), _exact("482.01"), _exact("2085.43"), _exact("0.3478"), _exact("0.3658"),
+        "besiroglu-2024", Rational("1.8172"), Rational("482.01"), Rational("2085.43"), Rational("0.3478"), Rational("0.3658"),
         "Besiroglu et al. 2024, Chinchilla Scaling: A replication attempt, Table 1 (the refit of Approach 3 on "
         "the data read off Hoffmann et al.'s Figure 4): E = 1.8172, A = 482.01, B = 2085.43, alpha = 0.3478, "
         "beta = 0.3658"),
     "llama-3": PowerLaws(
-        "llama-3", (_exact("0.299"), _exact("0.537")), None, "parameters",
+        "llama-3", (Rational("0.299"), Rational("0.537")), None, "parameters",
         "Dubey et al. 2024, The Llama 3 Herd of Models, section 3.2.1: N*(C) = A C^alpha tokens with "
         "(alpha, A) = (0.537, 0.299); at 3.8e25 FLOPs it gives 16.55T tokens and a 402B model"),
     "deepseek-llm": PowerLaws(
-        "deepseek-llm", (_exact("5.8316"), _exact("0.4757")), (_exact("0.1715"), _exact("0.5243")), "flops_per_token",
+        "deepseek-llm", (Rational("5.8316"), Rational("0.4757")), (Rational("0.1715"), Rational("0.5243")), "flops_per_token",
         "DeepSeek-AI 2024, DeepSeek LLM, section 3.1, eq. (4): M_opt = 0.1715 C^0.5243, D_opt = 5.8316 C^0.4757, "
         "M the non-embedding FLOPs per token (72 n_layer d_model^2 + 12 n_layer d_model l_seq), C = M D"),
 }

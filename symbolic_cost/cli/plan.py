@@ -14,11 +14,10 @@ import json
 from sympy import Rational
 
 from symbolic_cost.analysis.planning import SHAPES, per_token, plan, serving_aware
-from symbolic_cost.numeric.training_run import SECONDS_A_DAY, run_plan
+from symbolic_cost.numeric.training_run import plan_for_days, run_plan
 from symbolic_cost.analysis.scaling_laws import LAWS, LossLaw, get_law
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
-from symbolic_cost.timing.hardware import calibrated
 from symbolic_cost.timing.systems import SYSTEMS
 
 EXAMPLES = [
@@ -27,11 +26,6 @@ EXAMPLES = [
     "symbolic-cost plan --devices 1024 --system h100 --days 30 --law besiroglu-2024",
     "symbolic-cost plan --preset llama-2-7b --seq 4096 --devices 256 --system h100 --days 14",
 ]
-
-ASSUMED_MFU = Rational(2, 5)
-"""The first guess of ``--days`` without a budget (the budget is then taken from the predicted step
-time, ``days_budget``): a model FLOP utilisation of 40 %."""
-
 
 def exact_number(text: str) -> Rational:
     """An option's number read exactly (``1e25``, ``3.8e25``, ``2.5``), refused unless positive."""
@@ -120,28 +114,13 @@ def _optimal(args) -> dict:
             chosen = serving_aware(chosen, args.served_tokens)
         ran = None if args.devices is None else _run(args, chosen.architecture, chosen.flops_per_token, chosen.tokens)
     else:
-        chosen, ran = days_budget(args)
+        chosen, ran = plan_for_days(args.devices, args.days, args.system, args.law, args.shape, args.seq,
+                                    args.recompute == "full", args.global_batch, args.price)
     if args.plot:
         from symbolic_cost.report.planning import isoflop_plot
         isoflop_plot(chosen, args.plot)
     return {"question": "budget" if args.budget_flops is not None else "days", **_plan_fields(chosen),
             **({"run": _run_fields(ran)} if ran else {})}
-
-
-def days_budget(args):
-    """The compute-optimal plan for the FLOPs ``--devices`` deliver in ``--days``: from a first
-    guess at ``ASSUMED_MFU``, the budget each plan's predicted speed delivers, until it moves by
-    less than 1 % (at most 6 rounds)."""
-    system = calibrated(args.system)
-    budget = args.devices * system.matrix_flops * ASSUMED_MFU * args.days * SECONDS_A_DAY
-    for _ in range(6):
-        chosen = plan(budget, args.law, args.shape, args.seq, args.recompute == "full")
-        ran = _run(args, chosen.architecture, chosen.flops_per_token, None, days=args.days)
-        delivered = chosen.flops_per_token * ran.tokens
-        if abs(delivered / float(budget) - 1) < 0.01:
-            break
-        budget = Rational(repr(delivered))
-    return chosen, ran
 
 
 def _given_model(args) -> dict:
@@ -165,11 +144,12 @@ def _run(args, arch, flops_per_token, tokens, days=None):
 def _plan_fields(chosen) -> dict:
     c = chosen.shape.config(chosen.depth)
     return {"law": chosen.law.name, "law_source": chosen.law.source, "shape": chosen.shape.name, "seq": chosen.seq,
-            "budget_flops": chosen.budget, "model": chosen.architecture.name,
+            "budget_flops": float(chosen.budget), "model": chosen.architecture.name,
             "layers": chosen.depth, "hidden_size": c["hidden_size"], "heads": c["num_attention_heads"],
             "kv_heads": c["num_key_value_heads"], "intermediate_size": c["intermediate_size"],
-            "parameters": chosen.parameters, "tokens": chosen.tokens, "flops_per_token": chosen.flops_per_token,
-            "six_n_ratio": chosen.flops_per_token / (6 * chosen.parameters), "loss": chosen.loss,
+            "parameters": chosen.parameters, "tokens": float(chosen.tokens),
+            "flops_per_token": float(chosen.flops_per_token),
+            "six_n_ratio": float(chosen.flops_per_token / (6 * chosen.parameters)), "loss": chosen.loss,
             "six_nd_optimum": chosen.six_nd, **({"serving": chosen.serving} if chosen.serving else {})}
 
 

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sympy import Rational, sympify
+
+from symbolic_cost.analysis.planning import plan
 from symbolic_cost.checks import InputError
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.utilisation import utilisation
 from symbolic_cost.numeric.search import search
 from symbolic_cost.timing.hardware import calibrated
 
-__all__ = ["RunPlan", "run_plan", "default_global_batch", "SECONDS_A_DAY"]
+__all__ = ["RunPlan", "run_plan", "plan_for_days", "default_global_batch", "SECONDS_A_DAY", "ASSUMED_MFU"]
 
 SECONDS_A_DAY = 86400
 
@@ -47,7 +51,7 @@ def default_global_batch(seq: int) -> int:
 
 def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", seq: int = 8192,
              tokens=None, days=None, global_batch: int | None = None, price=None, workers: int | None = 1) -> RunPlan:
-    """Train ``arch`` (``flops_per_token`` its exact model FLOPs a token, ``per_token``) on
+    """Train ``arch`` (``flops_per_token`` its exact model FLOPs a token, ``analysis.planning.per_token``) on
     ``devices`` devices of ``system`` (calibrated time model) for ``tokens`` tokens, or for ``days``
     days (the tokens they allow): the fastest layout that fits, and what the run costs."""
     if (tokens is None) == (days is None):
@@ -65,6 +69,29 @@ def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", s
     seconds = trained / rate
     hours = devices * seconds / 3600
     power = float(timed.board_power)
-    return RunPlan(devices, timed.name, batch, row, step, float(flops_per_token) * rate / (devices * float(timed.matrix_flops)),
-                   rate, trained, seconds / SECONDS_A_DAY, hours, hours * power / 1000 if power else None,
-                   None if price is None else hours * float(price))
+    # the model's FLOPs of one step over the devices' peak; the step time read exactly as printed
+    mfu = float(utilisation(sympify(flops_per_token) * batch * seq, Rational(repr(step)), devices, timed))
+    return RunPlan(devices, timed.name, batch, row, step, mfu, rate, trained, seconds / SECONDS_A_DAY, hours,
+                   hours * power / 1000 if power else None, None if price is None else hours * float(price))
+
+
+ASSUMED_MFU = Rational(2, 5)
+"""``plan_for_days``' first guess: a model FLOP utilisation of 40 %."""
+
+
+def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022", shape: str = "llama-3",
+                  seq: int = 8192, recompute: bool = False, global_batch: int | None = None, price=None):
+    """``(plan, run)``: the compute-optimal model (``analysis.planning.plan``) for the FLOPs that
+    ``devices`` devices of ``system`` deliver in ``days`` days, and its run (``run_plan``).  From a
+    first guess at ``ASSUMED_MFU``, the budget becomes what each plan's predicted speed delivers in
+    those days, until it moves by less than 1 % (at most 6 rounds)."""
+    budget = devices * calibrated(system).matrix_flops * ASSUMED_MFU * sympify(days) * SECONDS_A_DAY
+    for _ in range(6):
+        chosen = plan(budget, law, shape, seq, recompute)
+        ran = run_plan(chosen.architecture, chosen.flops_per_token, devices, system, seq, days=days,
+                       global_batch=global_batch, price=price)
+        delivered = chosen.flops_per_token * Rational(repr(ran.tokens))
+        if abs(float(delivered / budget) - 1) < 0.01:
+            break
+        budget = delivered
+    return chosen, ran

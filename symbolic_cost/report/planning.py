@@ -21,7 +21,7 @@ def isoflop_plot(chosen: Plan, path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    spent = chosen.serving["training_flops"] if chosen.serving else chosen.budget
+    spent = chosen.serving["training_flops"] if chosen.serving else float(chosen.budget)
     for scale in (0.1, 1, 10):
         budget = spent * scale
         rows = per_depth_table(chosen, budget)
