@@ -5,6 +5,7 @@ from __future__ import annotations
 from symbolic_cost import analysis
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.checks import InputError
+from symbolic_cost.models.config import preset
 from symbolic_cost.cli import options
 from symbolic_cost.cli.formula import field, show
 from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, field_expr,
@@ -30,26 +31,27 @@ def add_arguments(parser) -> None:
     options.latex(parser)
 
 
-SHAPES = {"gpt2": dict(e=768, h=12, f=3072), "llama-2-7b": dict(e=4096, h=32, f=11008),
-          "gpt3-175b": dict(e=12288, h=96, f=49152)}
-"""Real widths at which a symbolic crossover is looked at (``refuse_negative``), each with tensor and
-sequence degrees 1 and 8, micro-batches 1 and 8, sequences of 1,024 and 8,192 tokens."""
+WIDTHS = ("gpt2", "llama-2-7b", "gpt3-175b")
+"""Presets whose widths (``e``, ``h``, ``f``) a symbolic crossover is looked at (``refuse_negative``),
+each with tensor and sequence degrees 1 and 8, micro-batches 1 and 8, sequences of 1,024 and 8,192
+tokens."""
 
 
 def refuse_negative(root, args) -> None:
-    """Refuse a crossover that is negative at every real shape of ``SHAPES`` (the two blocks never
+    """Refuse a crossover that is negative at every real width of ``WIDTHS`` (the two blocks never
     cost the same at a positive size there): SymPy keeps such a root, since it cannot tell that
     ``h s1 - 8 e^2 s1`` is negative without knowing that ``h <= e``."""
     free = {str(s): s for s in root.free_symbols}
     if not free:
         return
-    points = [{**shape, "m1": m, "s1": m, "b": b, "l": l} for shape in SHAPES.values() for m in (1, 8)
+    widths = [preset(name) for name in WIDTHS]
+    points = [{"e": a.e, "h": a.h, "f": a.f, "m1": m, "s1": m, "b": b, "l": l} for a in widths for m in (1, 8)
               for b in (1, 8) for l in (1024, 8192)]
     values = [root.subs({free[k]: v for k, v in point.items() if k in free}).subs({s: 1 for s in root.free_symbols})
               for point in points]
     if all(v.is_number and v < 0 for v in values):
         raise InputError(f"{args.a} and {args.b} never have equal {args.field} at a positive {args.solve_for}: the "
-                         f"crossover {root} is negative at every real width tried ({', '.join(SHAPES)}, with "
+                         f"crossover {root} is negative at every real width tried ({', '.join(WIDTHS)}, with "
                          f"degrees 1 and 8)", "--for")
 
 
