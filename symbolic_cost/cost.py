@@ -200,6 +200,36 @@ class Gemm:
         return _subs_sizes(self, values)
 
 
+@dataclass(frozen=True)
+class ScoreShape:
+    """The score matrix a fused attention kernel (flash) tiles, for timing the work it executes.
+
+    ``queries`` rows of scores on this device, each counted in the row's FLOPs as ``counted``
+    keys (``ops.matmul.scored_keys``: every key, or under ``causal_flops="exact"`` the unmasked
+    mean).  ``causal_length``: ``L`` when the queries are spread evenly over a causal square of
+    ``L`` tokens (self-attention: ``L = l``; a context-parallel rank's balanced chunks: the
+    whole sequence), so the kernel skips the key tiles above the diagonal; ``None`` when every
+    query sees its ``counted`` keys (no mask, or a decode step that sees the whole cache).
+    ``window``: a causal sliding window's size or an ``ops.matmul.Chunk``.  The tiles that
+    follow from it are the time model's (``timing.attention_kernels.executed_keys``): the
+    kernel's tile is a property of the kernel, not of the model.
+    """
+
+    queries: Expr
+    counted: Expr
+    causal_length: Expr | None = None
+    window: object = None
+
+    def subs(self, values: Mapping) -> "ScoreShape":
+        size = getattr(self.window, "size", self.window)
+        window = self.window if size is None else (
+            replace(self.window, size=sympify(size).subs(values)) if hasattr(self.window, "size")
+            else sympify(size).subs(values))
+        length = None if self.causal_length is None else self.causal_length.subs(values)
+        return replace(self, queries=self.queries.subs(values), counted=self.counted.subs(values),
+                       causal_length=length, window=window)
+
+
 EXPRESSION_FIELDS = ("flops_fwd", "flops_bwd", "act_in", "act_in_other", "act_out",
                      "act_buffer", "weights", "weight_grads", "act_grads", "mem_fwd", "mem_bwd")
 """The exact-expression fields of a Cost, in the order tables show them."""
@@ -236,6 +266,7 @@ class Cost:
     fp8, fp4       its products read FP8 (a recipe) or 4-bit (NVFP4) inputs: timed at the
                    system's rate for them (``timing.systems.product_rate``)
     fused          its ``gemms`` run in one fused kernel (flash): counted, not timed apart
+    scores         a fused attention kernel's ``ScoreShape``: the tiles it executes are timed
     flops_wgrad    the part of ``flops_bwd`` that forms parameter gradients
                    (``dW``, a bias's, a norm's ``gamma``/``beta``, a table's)
     ============== ==========================================================
@@ -267,6 +298,7 @@ class Cost:
     fused: bool = False
     recompute: str | None = None    # the recomputation that redoes its forward in backward (models.memory)
     rebuilt: str | None = None      # the recomputation that rebuilds what it keeps for backward, not keeping it
+    scores: ScoreShape | None = None
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -290,8 +322,9 @@ class Cost:
         from symbolic_cost.symbols import resolve_names
         values = resolve_names(values)
         changed = {name: getattr(self, name).subs(values) for name in EXPRESSION_FIELDS + SPLIT_FIELDS}
+        scores = None if self.scores is None else self.scores.subs(values)
         return replace(self, collectives=tuple(c.subs(values) for c in self.collectives),
-                       gemms=tuple(g.subs(values) for g in self.gemms), **changed)
+                       gemms=tuple(g.subs(values) for g in self.gemms), scores=scores, **changed)
 
     def _repr_latex_(self) -> str:
         """Jupyter shows a Cost as an aligned list of its formulas."""

@@ -50,7 +50,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_inference.py", "tests/test_simulations.py", "tests/test_memory_fixes.py",
          "tests/test_grad_split.py", "tests/test_time_model.py", "tests/test_peak_memory.py",
          "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py",
-         "tests/test_exact_backends.py")
+         "tests/test_exact_backends.py", "tests/test_attention_kernels.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -106,7 +106,16 @@ MUTATIONS = (
              "context = (prompt + 0 * admitted_sum / decoding)", required=False),
     Mutation("flash-recomputed-scores", "symbolic_cost/ops/attention.py",
              "return tuple(forward + again + backward)", "return tuple(forward + backward)", required=False),
-    Mutation("fused-row-one-kernel", EFFICIENCY, "gemms = [] if cost.fused else", "gemms = [] if False else",
+    Mutation("fused-row-one-kernel", EFFICIENCY, "if cost.fused:\n        return attention_kernels",
+             "if False:\n        return attention_kernels", required=False),
+    # fused attention by its executed tiles, and the kernel floor (issue 62, tests/test_attention_kernels.py)
+    Mutation("causal-tiles-whole-square", "symbolic_cost/timing/attention_kernels.py",
+             "tiles = rows * (rows + 1) / 2", "tiles = rows * rows", required=False),
+    Mutation("query-tile-overhead-dropped", "symbolic_cost/timing/attention_kernels.py",
+             "seconds * (1 + overhead * TILE / executed_keys(cost.scores))", "seconds", required=False),
+    Mutation("context-rank-square-of-its-own", "symbolic_cost/blocks/context.py",
+             "causal_length=l * cp)", "causal_length=l)", required=False),
+    Mutation("one-kernel-a-row", EFFICIENCY, "    if products:\n        return products", "    if products:\n        return 1",
              required=False),
     # the peak of a step (issue 31, tests/test_peak_memory.py against a measured PyTorch step)
     Mutation("peak-loss-two-gradients", PEAK, "return head.act_out + 2 * loss.act_in", "return head.act_out + loss.act_in",

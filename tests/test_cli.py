@@ -182,7 +182,8 @@ def test_summary_prints_the_step_time_breakdown(capsys):
     report = json.loads(capsys.readouterr().out)
     parts = report["step_time_s"]
     assert report["time_model"] == "calibrated" and parts["total"] > ideal["step_time_s"]["total"]
-    assert list(parts) == ["compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "optimizer", "total"]
+    assert list(parts) == ["compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "optimizer", "framework",
+                           "total"]
     # predicted MFU by hand: model FLOPs over (devices x peak x step time)
     flops = float(cost.model_flops_fwd + cost.model_flops_bwd)
     assert math.isclose(report["predicted"]["mfu"], flops / (4 * 989.4e12 * parts["total"]), rel_tol=1e-9)

@@ -427,12 +427,13 @@ def test_fsdp_regathers_hide_behind_the_backward_not_the_forward():
     """FSDP2 (ZeRO-3) gathers a unit's weights before its forward and again before its backward
     (``reshard_after_forward``), prefetching the next unit behind the current one's compute: the
     forward gathers hide behind the forward, the backward re-gathers and the gradient
-    reduce-scatters behind the backward.  One micro-batch, each window as wide as its pass."""
+    reduce-scatters behind the backward.  One micro-batch, each window as wide as its pass (a 7B
+    model on 256 tokens, so that the re-gathers outlast the forward)."""
     from symbolic_cost.models.ranks import cost_placement
     from symbolic_cost.timing.step import _stage_pass
     system = calibrated("h100")
-    run = Training(b=1, l=1024, d=64, zero=3, flash=True, overlap=Overlap(grad_reduce=True, param_gather=True))
-    cost = model_cost(preset("gpt2"), run)
+    run = Training(b=1, l=256, d=64, zero=3, flash=True, overlap=Overlap(grad_reduce=True, param_gather=True))
+    cost = model_cost(preset("llama-2-7b"), run)
     forward, backward = (_stage_pass(cost, cost_placement(cost), system, DEFAULT, p)[0] for p in ("fwd", "bwd"))
     seconds = {}
     for dimension, c in cost.collectives:

@@ -145,5 +145,9 @@ def context_core(b, l, q, heads, kv, v, context: Context, *, causal, flash, drop
     kept = flash_attention(b, l, q, heads, l_kv=l, **grouped)
     sent = (ring_exchange(kv_local, cp, es, conventions, stride) if context.variant == "ring"
             else gather_exchange(kv_local * cp, cp, es, conventions, stride))
-    row = replace(work, act_in_other=kept.act_in_other, act_buffer=kept.act_buffer, act_grads=kept.act_grads)
+    # the balanced chunks spread the rank's queries over the whole causal square: its kernels skip
+    # the key tiles above the diagonal as one square's would (ScoreShape)
+    shape = replace(work.scores, causal_length=l * cp) if causal else work.scores
+    row = replace(work, act_in_other=kept.act_in_other, act_buffer=kept.act_buffer, act_grads=kept.act_grads,
+                  scores=shape)
     return [attach(row, sent, conv.get(conventions))]

@@ -15,6 +15,7 @@ EXAMPLES = [
     "symbolic-cost calibrate",
     "symbolic-cost calibrate --write",
     "symbolic-cost calibrate --serving --write",
+    "symbolic-cost calibrate --attention",
 ]
 
 
@@ -24,6 +25,9 @@ def add_arguments(parser) -> None:
     options.option(parser, "--serving", action="store_true",
                    help="also fit the serving runtime's step and request overheads on the TensorRT-LLM load "
                         "tests (each fit step simulates all 36; about two minutes)")
+    options.option(parser, "--attention", action="store_true",
+                   help="fit only the fused attention kernels' constants on their published benchmarks "
+                        "(timing/attention_kernels.json); refit the training factors after writing them")
 
 
 SOURCE = ("symbolic_cost/reproduce/measured/calibration-{}.json (the project's calibration rows; "
@@ -46,9 +50,24 @@ def _fit_serving(calibrate, measured) -> tuple:
     return values, [c.id for c in cases], SOURCE.format("inference")
 
 
+def _fit_attention(write: bool) -> int:
+    """Fit, print (against the committed constants) and with ``write`` store the kernels' constants."""
+    from symbolic_cost.timing import attention_kernels
+    values = attention_kernels.fit_all()
+    committed = attention_kernels.BENCHMARKS.get("fitted", {})
+    for name, fitted in values.items():
+        print(f"{name}: " + ", ".join(f"{k} {v:.3g} (committed {committed.get(name, {}).get(k, 'none')})"
+                                      for k, v in fitted.items()))
+    if write:
+        print(f"wrote {attention_kernels.write(values)}")
+    return 0
+
+
 def run(args) -> int:
     if importlib.util.find_spec("scipy") is None:      # checked here so the message is ours
         raise InputError("the fit needs scipy: python -m pip install 'symbolic_cost[fit]'")
+    if args.attention:
+        return _fit_attention(args.write)
     from symbolic_cost.report.validation import summary_lines, timed
     from symbolic_cost.reproduce import measured
     from symbolic_cost.timing import calibrate, efficiency

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.cost import Cost, exact, make_cost
+from symbolic_cost.cost import Cost, ScoreShape, exact, make_cost
 from symbolic_cost.ops.matmul import attend, key_length, key_value_heads, logits, scored_keys, stored_keys
 from symbolic_cost.ops.pointwise import dropout, softmax
 
@@ -84,7 +84,17 @@ def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=
         flops_wgrad=sum(p.flops_wgrad for p in parts),
         act_in=queries, act_in_other=kv, act_out=out,
         act_buffer=queries + out + kv + b * h * l * LSE_BYTES, act_grads=queries + out + kv)
-    return replace(cost, gemms=_kernel_products(parts), fused=True)
+    return replace(cost, gemms=_kernel_products(parts), fused=True,
+                   scores=score_shape(l, keys, causal, window, conventions))
+
+
+def score_shape(l, keys, causal, window, conventions) -> ScoreShape:
+    """The ``ScoreShape`` of a flash kernel over ``l`` queries and ``keys`` keys: a causal
+    square when the mask is causal and the scores are square (``keys = l``), else every query
+    sees its counted keys (``scored_keys``)."""
+    square = causal and keys == l
+    return ScoreShape(l, scored_keys(l, keys, causal, conventions, window),
+                      causal_length=l if square else None, window=window if square else None)
 
 
 def _kernel_products(parts) -> tuple:

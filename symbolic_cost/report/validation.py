@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from symbolic_cost.timing import attention_kernels as ak
 from symbolic_cost.timing import efficiency as eff_module
 from symbolic_cost.timing.calibrate import FAMILIES, predict
 from symbolic_cost.timing.hardware import calibrated, get_system
@@ -89,6 +90,38 @@ def serving_lines(rows) -> list[str]:
     return lines
 
 
+def _factor(name: str, value) -> str:
+    """A fitted factor as the table shows it: a fraction as is, the kernel floor in microseconds,
+    the step's framework time in milliseconds."""
+    if name == "kernel":
+        return f"{float(value) * 1e6:.3g} us"
+    if name == "step":
+        return f"{float(value) * 1e3:.3g} ms"
+    return str(float(value))
+
+
+def kernel_lines() -> list[str]:
+    """The fused attention kernels' constants (``timing.attention_kernels``) with the model's
+    errors on the published bars they were fitted on (a kernel with a published level apart,
+    FlashAttention-2 on A100, is shown against its bars' own fit)."""
+    lines = ["## Fused attention kernels (not fitted on runs)", "",
+             "Fitted on the kernels' published TFLOP/s by sequence length (`timing/attention_kernels.json`, "
+             "`symbolic-cost calibrate --attention`): level A (fraction of the matrix rate) and a query tile's fixed "
+             "work c (in key tiles); error on the bars, causal and not.", "",
+             "| kernel | pass | A | c | bars | median abs. error | max |", "|---|---|---|---|---|---|---|"]
+    for name in ak.KERNELS:
+        kernel = ak.kernel(name)
+        for pass_ in ak.PASSES:
+            level, overhead = getattr(kernel, pass_), getattr(kernel, f"{pass_}_overhead")
+            own = getattr(ak.kernel(ak.bars_of(name)), pass_)     # the bars' own level, a published one aside
+            peak = ak.BENCHMARKS["kernels"][ak.bars_of(name)]["peak"]
+            bars = ak.points(name, pass_)
+            errors = [abs(ak.benchmark_rate(own, overhead, n, causal, peak) / v - 1) for n, causal, v in bars]
+            lines.append(f"| {name} | {pass_} | {float(level):.3g} | {float(overhead):.3g} | {len(bars)} "
+                         f"({ak.bars_of(name)}) | {100 * statistics.median(errors):.1f} % | {100 * max(errors):.1f} % |")
+    return lines
+
+
 def write(folder: Path, cases, excluded, plot: bool = True, serving_cases=()) -> Path:
     """Write ``validation.md`` (and ``validation.png``) into ``folder``: every case, the
     ``(id, reason)`` rows that could not be expressed, and the load tests ``serving_cases``."""
@@ -103,7 +136,8 @@ def write(folder: Path, cases, excluded, plot: bool = True, serving_cases=()) ->
              "|---|" + "---|" * len(eff_module.FITTED)]
     for fam in FAMILIES:
         e = eff_module.efficiency(fam)
-        lines.append(f"| {fam} | " + " | ".join(str(float(getattr(e, k))) for k in eff_module.FITTED) + " |")
+        lines.append(f"| {fam} | " + " | ".join(_factor(k, getattr(e, k)) for k in eff_module.FITTED) + " |")
+    lines += [""] + kernel_lines()
     lines += ["", "## Error by source", ""] + summary_lines(rows)
     lines += ["", "## Error by sequence length and by GPU", ""] + summary_lines(rows, _length, "tokens a sequence")
     lines += [""] + summary_lines(rows, lambda case: case.system, "GPU")

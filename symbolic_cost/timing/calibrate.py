@@ -3,7 +3,7 @@
 ``predict(case, system)`` times one measured case (a ``reproduce.measured.Case``: an
 architecture, a training, conventions and what was measured); ``fit(cases)`` finds, per GPU
 family, the factors that minimise the sum of squared log errors ``log(predicted / measured)``
-over the cases (scipy's ``least_squares``, factors bounded to ``[0.05, 1]``); ``write`` stores
+over the cases (scipy's ``least_squares``, each factor within its ``RANGES``); ``write`` stores
 them, rounded to three significant digits, with their provenance in ``calibration.json``.
 ``symbolic-cost calibrate`` runs the three on the project's calibration rows.
 
@@ -62,26 +62,37 @@ def fit(cases) -> dict:
         functions.append((lambdify(free, expr, "numpy"), [params.index(str(s)) for s in free], float(case.seconds)))
     used = sorted({i for _, idx, _ in functions for i in idx})
 
+    ranges = [RANGES[params[i].rsplit("_", 1)[0]] for i in used]
+    unit = np.array([r[3] for r in ranges])
+
     def residuals(x):
         full = np.ones(len(params))
-        full[used] = x
+        full[used] = x * unit
         return [np.log(fn(*full[idx]) / seconds) for fn, idx, seconds in functions]
 
-    result = least_squares(residuals, np.full(len(used), 0.7), bounds=(0.05, 1.0))
-    values = dict(zip([params[i] for i in used], result.x))
+    result = least_squares(residuals, [r[0] for r in ranges], bounds=([r[1] for r in ranges], [r[2] for r in ranges]))
+    values = dict(zip([params[i] for i in used], result.x * unit))
     return {fam: {k: values.get(f"{k}_{fam}", values.get(f"{k}_{FAMILIES[1 - FAMILIES.index(fam)]}"))
                   for k in efficiency.FITTED} for fam in FAMILIES}
 
 
+RANGES = {"matrix": (0.7, 0.05, 1.0, 1.0), "memory": (0.9, 0.8, 1.0, 1.0),
+          "kernel": (5.0, 0.0, 100.0, 1e-6), "step": (0.05, 0.0, 5.0, 1.0)}
+"""Each fitted factor's ``(start, lower bound, upper bound, unit)``, the bounds in its unit:
+fractions of a peak within ``[0.05, 1]``; the kernel floor in microseconds within ``[0, 100]``;
+the step's framework seconds within ``[0, 5]``."""
+
+
 def rounded(value: float) -> str:
-    """Three significant digits, as ``calibration.json`` stores a factor."""
-    return f"{value:.3g}"
+    """Three significant digits, as ``calibration.json`` stores a factor; 0 below a nanosecond
+    (a fixed cost the fit leaves at its lower bound, 0, to rounding)."""
+    return f"{value:.3g}" if abs(value) >= 1e-9 else "0"
 
 
 PROVENANCE = {
     "command": "symbolic-cost calibrate",
     "method": "scipy.optimize.least_squares on log(predicted / measured), one residual per case, "
-              "factors bounded to [0.05, 1], rounded to 3 significant digits",
+              "fractions of a peak bounded to [0.05, 1], the kernel floor to [0, 100] us, the step's framework time to [0, 5] s, rounded to 3 significant digits",
     "note": "A100's attention factor is not constrained (no A100 case runs fused attention): H100's"}
 SERVING_PROVENANCE = {
     "command": "symbolic-cost calibrate --serving",

@@ -9,10 +9,13 @@ A system that carries an ``Efficiency`` (``calibrated("a100")``) is timed as rea
   SMs (``wave_efficiency``: a product of ``tiles`` tiles runs in ``ceiling(tiles / sms)``
   waves, and partial tiles and waves do no useful work; a side shorter than the tile takes a
   narrow kernel, ``kernel_tile``);
-* **fused attention** (a matrix row without product shapes: flash attention) at
-  ``attention`` of peak (fitted);
+* **fused attention** (flash) by the tiles its kernel executes, at the rate the kernel's
+  published benchmarks show (``timing.attention_kernels``: not fitted on training runs);
 * **memory-bound work** at ``memory`` of the HBM bandwidth (fitted), taking the larger of
   that and the compute time, as the roofline does;
+* **fixed costs**: no kernel takes less than ``kernel`` seconds (its launch and the framework's
+  dispatch of it: an eager step of small kernels waits on the host), and every step pays
+  ``step`` seconds of framework work outside the kernels (both fitted);
 * **collectives** as NCCL's own cost model prices them (``timing.nccl``): a ring's bus
   bandwidth per link and a latency ``base + steps x hop`` per protocol, the cheapest of its
   low-latency ``LL``, ``LL128`` (where NCCL enables it: ``arch``) and bandwidth ``Simple``
@@ -41,6 +44,7 @@ from symbolic_cost.sampled import changes_sign
 from symbolic_cost.trees import remembered
 from symbolic_cost.ops.matmul import matmul_flops
 from symbolic_cost.rounding import round_up
+from symbolic_cost.timing import attention_kernels
 from symbolic_cost.timing.systems import CALIBRATED, product_rate
 
 MICRO = Rational(1, 10**6)
@@ -55,8 +59,14 @@ class Efficiency:
     ============== =====================================================================
     matrix         sustained fraction of the dense matrix peak on a full-wave product
                    (fitted)
-    attention      fraction of the matrix peak a fused attention kernel sustains (fitted)
+    attention_kernel the fused attention kernel the system's frameworks run
+                   (``timing.attention_kernels.KERNELS``: ``flash-attention-2`` on Ampere,
+                   Transformer Engine's ``cudnn-hopper`` on Hopper and later, an assumption
+                   for Blackwell until its kernels' benchmarks are read)
     memory         fraction of HBM bandwidth a memory-bound kernel achieves (fitted)
+    kernel         seconds no kernel runs under: launch and host dispatch (fitted)
+    step           seconds of framework work a training step pays outside its kernels
+                   (the data loader, the optimizer's bookkeeping, logging; fitted)
     sms            streaming multiprocessors (datasheet: A100 108, H100 SXM 132)
     tile_m, tile_n output tile of the product kernels (CUTLASS/cuBLAS: 128 x 128 on
                    Ampere, 128 x 256 on Hopper's warp-group kernels)
@@ -78,8 +88,9 @@ class Efficiency:
     """
 
     matrix: Expr
-    attention: Expr
     memory: Expr
+    kernel: Expr
+    step: Expr
     sms: Expr
     tile_m: Expr
     tile_n: Expr
@@ -87,16 +98,19 @@ class Efficiency:
     ib_bus: Expr
     arch: str = "other"
     nvls: bool = False
+    attention_kernel: str = "flash-attention-2"
 
     def __post_init__(self):
         if self.arch not in ARCHS:
             raise InputError(f"efficiency arch must be one of {', '.join(ARCHS)}, got {self.arch!r}", "arch")
+        attention_kernels.kernel(self.attention_kernel)          # refuses an unknown kernel
         for item in fields(self):
-            if item.name in ("arch", "nvls"):
+            if item.name in ("arch", "nvls", "attention_kernel"):
                 continue
             value = exact(getattr(self, item.name), item.name)
-            if value.is_number and value <= 0:
-                raise InputError(f"efficiency {item.name} must be positive, got {value}", item.name)
+            if value.is_number and (value < 0 or value == 0 and item.name not in FIXED_COSTS):
+                rule = "at least 0" if item.name in FIXED_COSTS else "positive"
+                raise InputError(f"efficiency {item.name} must be {rule}, got {value}", item.name)
             object.__setattr__(self, item.name, value)
 
     def but(self, **changes) -> "Efficiency":
@@ -111,8 +125,11 @@ class Efficiency:
 ARCHS = ("volta", "ampere", "hopper", "blackwell", "other")
 """The GPU generations NCCL's tuning model tells apart (``Efficiency.arch``)."""
 
-FITTED = ("matrix", "attention", "memory")
+FITTED = ("matrix", "memory", "kernel", "step")
 """The factors ``report.calibrate`` fits; the others are datasheet or NCCL constants."""
+
+FIXED_COSTS = ("kernel", "step")
+"""The fitted factors that are seconds, not fractions: 0 is a value they may take."""
 
 
 MMA_ROWS = 16
@@ -203,22 +220,42 @@ def tile_shapes(tile_m, tile_n) -> list[tuple[Expr, Expr]]:
 def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
     """``(compute, memory)`` seconds of one row's pass under the calibrated model: each of its
     products at ``rate x matrix x wave_efficiency``, the rest of a matrix row's FLOPs at
-    ``matrix`` of the rate (a fused attention row without product shapes: ``attention``), a vector
-    row at the vector rate; its bytes at ``memory`` of the HBM bandwidth."""
+    ``matrix`` of the rate, a fused attention row by the tiles its kernel executes
+    (``attention_kernels.AttentionKernel.time``), a vector row at the vector rate; its bytes at
+    ``memory`` of the HBM bandwidth."""
     eff = system.efficiency
     flops = getattr(cost, f"flops_{pass_}")
     memory = getattr(cost, f"mem_{pass_}") / (system.hbm_bandwidth * eff.memory)
     if cost.engine == "vector":
         return flops / system.vector_flops, memory
     rate = product_rate(cost, system)
-    gemms = [] if cost.fused else [g for g in cost.gemms if g.pass_ == pass_]
+    if cost.fused:
+        return attention_kernels.kernel(eff.attention_kernel).time(cost, pass_, rate), memory
+    gemms = [g for g in cost.gemms if g.pass_ == pass_]
     products = [(g.count * matmul_flops(g.m, g.k, g.n, conventions),
                  wave_efficiency(g.m, g.n, g.count, eff.sms, eff.tile_m, eff.tile_n)) for g in gemms]
     rest = flops - Add(*(fl for fl, _ in products))
     at_rate = Pow(rate * eff.matrix, -1)
     compute = Add(*(Mul(fl, at_rate, _reciprocal(wave)) for fl, wave in products)) \
-        + rest / (rate * (eff.matrix if gemms else eff.attention))
+        + rest / (rate * eff.matrix)
     return compute, memory
+
+
+def launches(cost, pass_: str) -> int:
+    """Kernels one row launches in ``pass_``: one a matrix product (a fused kernel: one), one for
+    a row that computes or moves anything else, none for a row with nothing to do in the pass
+    (a cast fused into the norm before it, an exchange that only communicates).
+
+    >>> from symbolic_cost.ops import linear, gelu
+    >>> launches(linear(2, 3, 4, 5), "bwd"), launches(gelu(2, 3, 4), "fwd")
+    (2, 1)
+    """
+    if cost.fused:
+        return 1
+    products = sum(1 for g in cost.gemms if g.pass_ == pass_)
+    if products:
+        return products
+    return int(getattr(cost, f"flops_{pass_}") != 0 or getattr(cost, f"mem_{pass_}") != 0)
 
 
 def _load() -> dict:

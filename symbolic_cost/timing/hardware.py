@@ -35,7 +35,7 @@ from symbolic_cost.extrema import at_most, choice, maximum
 from symbolic_cost.trees import remembered
 from symbolic_cost.parallel import collectives
 from symbolic_cost.rounding import round_down, round_up
-from symbolic_cost.timing import efficiency, kernels, nccl
+from symbolic_cost.timing import attention_kernels, efficiency, kernels, nccl
 from symbolic_cost.cost import Collective, Cost, collective
 from symbolic_cost.checks import InputError
 from symbolic_cost.timing.systems import SYSTEMS, System, get_system, product_rate  # noqa: F401 (re-exported)
@@ -208,11 +208,12 @@ def _row_times(cost: Cost, system: System, conventions) -> dict[str, Expr]:
 def _pass_seconds(cost: Cost, pass_: str, system: System, conventions) -> tuple[Expr, Expr, Expr]:
     """``(compute, memory, both)`` seconds of one row's pass: the calibrated model's achieved
     rates (``efficiency.pass_times``), the tiled kernel model, or the datasheet roofline."""
-    if system.efficiency is not None:
+    if system.efficiency is not None:       # and no kernel quicker than its launch (Efficiency.kernel)
         compute, memory = efficiency.pass_times(cost, pass_, system, conventions)
-        return compute, memory, maximum(compute, memory)
+        floor = efficiency.launches(cost, pass_) * system.efficiency.kernel
+        return compute, memory, maximum(compute, memory) + floor
     flops_rate = product_rate(cost, system) if cost.engine == "matrix" else system.vector_flops
-    compute = getattr(cost, f"flops_{pass_}") / flops_rate
+    compute = attention_kernels.executed_flops(cost, pass_) / flops_rate     # a flash kernel: its tiles
     if conventions.kernel_time == "tiled":
         return (compute, *kernels.pass_times(cost, pass_, system, conventions))
     memory = getattr(cost, f"mem_{pass_}") / system.hbm_bandwidth

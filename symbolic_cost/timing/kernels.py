@@ -41,6 +41,7 @@ from symbolic_cost.cost import Cost, Gemm, exact
 from symbolic_cost.extrema import minimum
 from symbolic_cost.ops.matmul import matmul_flops, product_flops
 from symbolic_cost.checks import InputError, counts, positive, positive_dims
+from symbolic_cost.timing import attention_kernels
 
 
 def tile_edge(capacity, element_bytes, operands=3) -> Expr:
@@ -267,7 +268,8 @@ def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tupl
     if not products:
         if flops == 0 and moved == 0:          # nothing to do in this pass: no kernel launched
             return Integer(0), Integer(0)
-        kernel = Kernel(cost.name, flops, moved, engine=engine)
+        work = attention_kernels.executed_flops(cost, pass_) if cost.fused else flops     # a flash kernel: its tiles
+        kernel = Kernel(cost.name, work, moved, engine=engine)
         return memory_time(kernel, system), kernel_time(kernel, system)
     rest = (flops - product_flops(products, pass_, conventions)) / _peak(system, engine)
     each = [product_times(g, system, conventions, cost.name, engine) for g in products]

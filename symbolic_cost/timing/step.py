@@ -41,7 +41,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       repeated every micro-batch (ZeRO-2/3, FSDP) behind each micro-batch's own (``_data_time``); the all-to-alls of MoE layers are block
       collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``UNHIDDEN``);
     * ``optimizer`` (calibrated systems only, ``timing.hardware.calibrated``): the
-      memory-bound optimizer step (``optimizer_time``);
+      memory-bound optimizer step (``optimizer_time``); ``framework``, the same systems' fixed
+      seconds of a step outside its kernels (``Efficiency.step``);
     * ``host_comm`` and ``host_step`` (only when the training offloads): the offload traffic
       on the host link (``timing.host.host_time``) and the optimizer step on the host
       (``timing.host.host_step_time``), not overlapped with the rest (an upper bound: DeepSpeed
@@ -75,6 +76,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
            "data_comm": _data_time(cost, system, conventions, compute)}
     if system.efficiency is not None:
         out["optimizer"] = optimizer_time(cost, system)
+        out["framework"] = system.efficiency.step
     if t.offload != "none":
         out["host_comm"] = host_time(cost, system)
         out["host_step"] = host_step_time(cost, system)

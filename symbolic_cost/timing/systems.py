@@ -98,7 +98,7 @@ SYSTEM_FILES = Path(__file__).with_name("system_files")
 file here; ``load_system_file`` (``--system-file``) reads one from anywhere."""
 
 _TEXT = ("name", "source", "chip_source", "listed")
-_CALIBRATED = ("family", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus", "arch", "nvls", "source")
+_CALIBRATED = ("family", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus", "arch", "nvls", "attention_kernel", "source")
 _CALIBRATED_REQUIRED = ("family", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus")
 
 
@@ -124,7 +124,7 @@ def read_system(data: dict, where: str) -> tuple[System, dict | None]:
         missing = [k for k in _CALIBRATED_REQUIRED if k not in calibrated]
         if missing:
             raise InputError(f"{where}: calibrated needs {', '.join(missing)}", "system_file")
-        calibrated = {k: v if k in ("family", "arch", "nvls", "source") else _exact(v, f"{where}: calibrated.{k}")
+        calibrated = {k: v if k in ("family", "arch", "nvls", "attention_kernel", "source") else _exact(v, f"{where}: calibrated.{k}")
                       for k, v in calibrated.items()}
     return System(data["name"], **values), calibrated
 

@@ -1,0 +1,192 @@
+"""Fused attention by the work it executes: the tiles a flash kernel runs, at the rate published
+kernel benchmarks show.
+
+A flash kernel (FlashAttention-2/3, cuDNN's fused attention) cuts the ``l x L`` score matrix
+into square tiles of ``TILE`` queries by ``TILE`` keys.  One thread block takes a query tile and
+walks its key tiles; under a causal mask it stops at the diagonal, so of a causal square of
+``n = ceiling(L/T)`` tile rows it runs ``n (n + 1)/2`` tiles, the diagonal ones whole
+(``executed_keys``).  Each query tile also pays a fixed cost (loading ``Q``, the softmax's
+final rescale, writing ``O``: the prologue and epilogue of the pipeline), worth ``c`` key tiles.
+So a kernel runs at
+
+    ``time = executed FLOPs / (rate x A) x (1 + c T / executed keys a query)``
+
+with two constants a pass, ``A`` (the fraction of the matrix rate its inner loop sustains) and
+``c`` (the fixed work of a query tile, in key tiles).  ``fit`` takes both from the kernel's
+published TFLOP/s by sequence length, with and without the causal mask
+(``attention_kernels.json``: the FlashAttention-3 paper's bars for cuDNN, FlashAttention-3 and
+FlashAttention-2, head dimension 128); no measured training run enters them.  The same two
+constants explain the causal and the unmasked bars: at 512 tokens a causal query tile has on
+average 2.5 key tiles, of which the diagonal one is half wasted, against 4 whole ones unmasked.
+
+Counting conventions are untouched: a model's FLOPs (and its MFU) stay as
+``conventions.causal_flops`` counts them; only the time follows the executed tiles.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+
+from sympy import Expr, Rational
+
+from symbolic_cost.checks import InputError, exact
+from symbolic_cost.extrema import minimum
+from symbolic_cost.ops.matmul import Chunk
+from symbolic_cost.rounding import round_down, round_up
+
+PASSES = ("forward", "backward")
+
+
+def _load() -> dict:
+    return json.loads(resources.files("symbolic_cost.timing").joinpath("attention_kernels.json").read_text())
+
+
+BENCHMARKS = _load()
+"""The published kernel throughputs and the constants fitted on them (``attention_kernels.json``)."""
+
+TILE = BENCHMARKS["tile"]
+"""Side of a score tile, queries and keys: 128 in FlashAttention-2's and -3's and cuDNN's kernels
+for head dimension 128 (FlashAttention-2 forward: 128 x 64 key tiles, two to a 128-key step)."""
+
+
+def executed_keys(shape, tile=TILE) -> Expr:
+    """Keys a query's share of the executed tiles covers, on average, for a ``cost.ScoreShape``.
+
+    Without a causal square (``causal_length`` None): the ``counted`` keys.  On a causal square
+    of ``L`` tokens, ``n = ceiling(L/T)`` tile rows: the kernel runs ``n (n + 1)/2`` tiles,
+    ``n (n + 1) T^2 / (2 L)`` keys a query; within a causal window of ``w`` keys, row ``i`` runs
+    ``min(i + 1, k)`` tiles with ``k = min(ceiling((w - 1)/T) + 1, n)``, ``k n - k (k - 1)/2``
+    in all; in chunks of ``c`` (``ops.matmul.Chunk``) each whole chunk is a causal square of
+    ``t = ceiling(c/T)`` rows and the rest one of ``u = ceiling((L - floor(L/c) c)/T)``.
+
+    >>> from symbolic_cost.cost import ScoreShape
+    >>> executed_keys(ScoreShape(512, 512, causal_length=512))        # 10 tiles of 128 x 128
+    320
+    >>> executed_keys(ScoreShape(1, 4096))                             # a decode step: every key
+    4096
+    """
+    if shape.causal_length is None:
+        return shape.counted
+    length, tile = exact(shape.causal_length, "causal_length"), exact(tile, "tile")
+    rows = round_up(length / tile)
+    window = shape.window
+    if window is None:
+        tiles = rows * (rows + 1) / 2
+    elif isinstance(window, Chunk):
+        size = exact(window.size, "window")
+        whole = round_down(length / size)
+        t, u = round_up(size / tile), round_up((length - whole * size) / tile)
+        tiles = whole * t * (t + 1) / 2 + u * (u + 1) / 2
+    else:
+        k = minimum(round_up((exact(window, "window") - 1) / tile) + 1, rows)
+        tiles = k * rows - k * (k - 1) / 2
+    return tiles * tile**2 / length
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """The two constants of a fused attention kernel a pass (see the module docstring):
+    ``forward``/``backward``, the fraction of the matrix rate its inner loop sustains, and
+    ``forward_overhead``/``backward_overhead``, a query tile's fixed work in key tiles."""
+
+    name: str
+    forward: Expr
+    backward: Expr
+    forward_overhead: Expr
+    backward_overhead: Expr
+
+    def time(self, cost, pass_: str, rate) -> Expr:
+        """Seconds of a fused row's ``pass_`` (``"fwd"``/``"bwd"``) at ``rate`` FLOP/s: its
+        ``executed_flops`` at ``A`` of the rate, plus the query tiles' fixed work."""
+        level, overhead = (self.forward, self.forward_overhead) if pass_ == "fwd" else \
+            (self.backward, self.backward_overhead)
+        seconds = executed_flops(cost, pass_) / (rate * level)
+        return seconds if cost.scores is None else seconds * (1 + overhead * TILE / executed_keys(cost.scores))
+
+
+def executed_flops(cost, pass_: str) -> Expr:
+    """FLOPs a fused row's kernel runs in ``pass_``: its counted FLOPs scaled from the counted keys
+    to the executed ones (``cost.scores``; as counted for a row built without a shape).  The
+    peak-only roofline times these too, so that it stays a lower bound of the calibrated time."""
+    flops = getattr(cost, f"flops_{pass_}")
+    shape = cost.scores
+    return flops if shape is None else flops * executed_keys(shape) / shape.counted
+
+
+def kernel(name: str) -> AttentionKernel:
+    """The fitted ``AttentionKernel`` of ``name`` (``KERNELS``).
+
+    >>> kernel("cudnn-hopper").name
+    'cudnn-hopper'
+    """
+    fitted = BENCHMARKS.get("fitted", {}).get(name)
+    if fitted is None:
+        raise InputError(f"attention_kernel must be one of {', '.join(KERNELS)}, got {name!r}", "attention_kernel")
+    return AttentionKernel(name, **{k: Rational(v) for k, v in fitted.items()})
+
+
+KERNELS = tuple(BENCHMARKS["kernels"])
+"""The kernels with published benchmarks: ``cudnn-hopper``, ``flash-attention-3``, ``flash-attention-2``."""
+
+
+def benchmark_rate(level, overhead, length, causal, peak, tile=TILE) -> float:
+    """TFLOP/s the model gives for a benchmark point of ``length`` tokens under FlashAttention's
+    count (causal: half the scores), for constants ``level`` and ``overhead``:
+    ``peak x level x counted keys / (executed keys + overhead x T)``."""
+    from symbolic_cost.cost import ScoreShape
+    shape = ScoreShape(length, length, causal_length=length if causal else None)
+    counted = length / 2 if causal else length
+    return float(peak * level * counted / (executed_keys(shape, tile) + overhead * tile))
+
+
+def bars_of(name: str) -> str:
+    """The kernel whose published bars give ``name``'s curve: its own, or those of ``shape_of``
+    (FlashAttention-2 on A100 takes its shape from the same kernel's bars on H100)."""
+    return BENCHMARKS["kernels"][name].get("shape_of", name)
+
+
+def points(name: str, pass_: str) -> list[tuple[int, bool, float]]:
+    """``(length, causal, TFLOP/s)`` of the published bars of ``bars_of(name)`` for ``pass_``."""
+    bars = BENCHMARKS["kernels"][bars_of(name)][pass_]
+    return [(length, mask == "causal", float(v)) for mask, values in bars.items()
+            for length, v in zip(BENCHMARKS["sequence_lengths"], values)]
+
+
+def fit(name: str, pass_: str) -> tuple[float, float]:
+    """``(level, overhead)`` minimising the squared log errors of ``benchmark_rate`` over the
+    kernel's bars (``points``; scipy's ``least_squares``).  A kernel whose level on its own GPU
+    is published apart (``asymptote``: FlashAttention-2 on A100) keeps that level, and its
+    overhead is the fit's on the bars it borrows (``shape_of``)."""
+    import numpy as np
+    from scipy.optimize import least_squares
+    record, peak = BENCHMARKS["kernels"][name], BENCHMARKS["kernels"][bars_of(name)]["peak"]
+    data = points(name, pass_)
+
+    def residuals(x):
+        return [np.log(benchmark_rate(x[0], x[1], length, causal, peak) / v) for length, causal, v in data]
+
+    level, overhead = least_squares(residuals, [0.6, 1.0], bounds=([0.05, 0.0], [1.0, 20.0])).x
+    published = record.get("asymptote", {}).get(pass_)
+    return (float(published) if published else level), overhead
+
+
+def fit_all() -> dict:
+    """``{kernel: {forward, forward_overhead, backward, backward_overhead}}`` of every kernel (``fit``)."""
+    out = {}
+    for name in KERNELS:
+        for pass_ in PASSES:
+            level, overhead = fit(name, pass_)
+            out.setdefault(name, {}).update({pass_: level, f"{pass_}_overhead": overhead})
+    return out
+
+
+def write(values: dict, path=None):
+    """Store ``fit_all``'s constants, three significant digits, in ``attention_kernels.json``."""
+    from pathlib import Path
+    path = Path(path or Path(__file__).with_name("attention_kernels.json"))
+    record = json.loads(path.read_text())
+    record["fitted"] = {name: {k: f"{v:.3g}" for k, v in fitted.items()} for name, fitted in values.items()}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path

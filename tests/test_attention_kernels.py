@@ -1,0 +1,149 @@
+"""Fused attention timed by the work its kernel executes (timing.attention_kernels), against
+independent counts: the tiles of a causal mask enumerated one by one, the model's benchmark rate
+worked by hand, a fit that must recover constants it was given, and the committed constants
+refitted from the committed benchmark bars."""
+
+from fractions import Fraction
+
+import numpy as np
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from sympy import Rational
+
+from symbolic_cost.blocks.context import Context, context_core
+from symbolic_cost.checks import InputError
+from symbolic_cost.cost import ScoreShape
+from symbolic_cost.ops import flash_attention, linear
+from symbolic_cost.ops.matmul import Chunk
+from symbolic_cost.timing import attention_kernels as ak
+from symbolic_cost.timing import efficiency as eff
+from symbolic_cost.timing.hardware import calibrated, times
+
+
+def enumerated_keys(length, tile, window=None, chunk=None):
+    """Keys a query's share of the tiles a causal kernel runs covers: the visibility of every
+    (query, key) pair laid out, cut into ``tile x tile`` blocks (padded), a block run whole when
+    any of its pairs is visible, then the keys run averaged over the ``length`` queries."""
+    q = np.arange(length)[:, None]
+    k = np.arange(length)[None, :]
+    seen = k <= q
+    if window is not None:
+        seen &= q - k < window
+    if chunk is not None:
+        seen &= q // chunk == k // chunk
+    rows = -(-length // tile)
+    padded = np.zeros((rows * tile, rows * tile), dtype=bool)
+    padded[:length, :length] = seen
+    run = padded.reshape(rows, tile, rows, tile).any(axis=(1, 3)).sum()
+    return Fraction(int(run) * tile * tile, length)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 1200), st.sampled_from([16, 64, 128]))
+def test_a_causal_square_runs_the_tiles_on_and_below_the_diagonal(length, tile):
+    shape = ScoreShape(length, length, causal_length=length)
+    assert ak.executed_keys(shape, tile) == Rational(enumerated_keys(length, tile))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 700), st.sampled_from([16, 64]), st.integers(1, 800))
+def test_a_causal_window_runs_the_tiles_its_band_touches(length, tile, window):
+    shape = ScoreShape(length, length, causal_length=length, window=window)
+    # the band of a window can end inside a tile that no query of the row reaches (the formula
+    # counts ceiling((w - 1)/T) + 1 tiles a row): never fewer than the enumeration, at most a
+    # tile a row more
+    counted, enumerated = ak.executed_keys(shape, tile), Rational(enumerated_keys(length, tile, window=window))
+    assert enumerated <= counted <= enumerated + Rational(-(-length // tile) * tile * tile, length)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 700), st.sampled_from([16, 64]), st.integers(1, 300))
+def test_chunked_attention_runs_a_causal_square_a_chunk(length, tile, size):
+    aligned = size * tile                         # chunks on tile bounds, as Llama 4's 8,192 on 128
+    shape = ScoreShape(length, length, causal_length=length, window=Chunk(aligned))
+    assert ak.executed_keys(shape, tile) == Rational(enumerated_keys(length, tile, chunk=aligned))
+
+
+def test_the_benchmark_rate_by_hand():
+    # 4,096 causal tokens in 128-tiles: 32 x 33 / 2 = 528 tiles, 2,112 keys a query; FlashAttention
+    # counts 2,048; with A = 1/2, c = 2: 989 x 1/2 x 2,048 / (2,112 + 256) TFLOP/s
+    assert ak.benchmark_rate(0.5, 2, 4096, True, 989) == pytest.approx(989 * 0.5 * 2048 / (2112 + 256))
+    assert ak.benchmark_rate(0.5, 2, 4096, False, 989) == pytest.approx(989 * 0.5 * 4096 / (4096 + 256))
+
+
+def test_the_fit_recovers_the_constants_it_was_given(monkeypatch):
+    pytest.importorskip("scipy")
+    level, overhead = 0.55, 2.5
+    bars = {p: {mask: [ak.benchmark_rate(level, overhead, n, mask == "causal", 989) for n in ak.BENCHMARKS["sequence_lengths"]]
+                for mask in ("causal", "full")} for p in ak.PASSES}
+    monkeypatch.setitem(ak.BENCHMARKS["kernels"], "synthetic", {"peak": 989, **bars})
+    assert ak.fit("synthetic", "forward") == pytest.approx((level, overhead), rel=1e-4)
+
+
+def test_the_committed_constants_are_the_fit_of_the_committed_bars():
+    pytest.importorskip("scipy")
+    for name, fitted in ak.fit_all().items():
+        for key, value in fitted.items():
+            assert float(ak.BENCHMARKS["fitted"][name][key]) == pytest.approx(value, rel=5e-3)
+
+
+def test_a_published_level_is_kept_and_only_the_shape_is_fitted():
+    pytest.importorskip("scipy")
+    level, overhead = ak.fit("flash-attention-2", "forward")
+    assert level == 0.73 and overhead == pytest.approx(ak.fit("flash-attention-2-hopper", "forward")[1])
+
+
+def test_a_flash_row_is_timed_by_its_executed_tiles():
+    # b 2, 4,096 tokens, 16 heads of 128, causal, counted as the full square: 2,112 keys a query run
+    # of the 4,096 counted; forward at cudnn-hopper's A_f with c_f tiles a query tile
+    row = flash_attention(2, 4096, 128, 16, causal=True)
+    kernel = ak.kernel("cudnn-hopper")
+    system = calibrated("h100")
+    rate = system.matrix_flops
+    forward = 4 * 2 * 16 * 4096 * 4096 * 128              # two products of 2 m n k, Q K^T and P V
+    assert row.flops_fwd >= forward
+    expected = row.flops_fwd * Rational(2112, 4096) / (rate * kernel.forward) * (1 + kernel.forward_overhead * 128 / 2112)
+    assert kernel.time(row, "fwd", rate) == expected
+    assert system.efficiency.attention_kernel == "cudnn-hopper" and times(row, system)["t_comp_fwd"] == expected
+
+
+def test_a_context_parallel_rank_runs_half_the_whole_square():
+    # ring CP of 4 over 8,192 tokens (2,048 a rank), causal: its kernels skip what a square of
+    # 8,192 skips, 64 x 65 / 2 tiles over 8,192 queries: 4,160 keys a query
+    (row,) = context_core(1, 2048, 128, 8, 8, 128, Context(cp=4), causal=True, flash=True)
+    assert row.scores.causal_length == 8192
+    assert ak.executed_keys(row.scores) == 4160
+
+
+def test_counting_is_untouched_only_time_follows_the_tiles():
+    # the default count (causal_flops="full") is every key's, mask or not; the time is the tiles'
+    causal, unmasked = flash_attention(1, 1024, 64, 4, causal=True), flash_attention(1, 1024, 64, 4)
+    assert causal.flops_fwd == unmasked.flops_fwd and causal.scores.counted == 1024
+    assert ak.executed_keys(causal.scores) == 576 and ak.executed_keys(unmasked.scores) == 1024
+
+
+def test_an_unknown_kernel_is_refused_by_name():
+    with pytest.raises(InputError, match="attention_kernel must be one of"):
+        eff.efficiency("h100").but(attention_kernel="mystery")
+
+
+def test_every_kernel_pays_the_fixed_cost_once():
+    system = calibrated("h100")
+    t = times(linear(1, 1, 8, 8), system)             # one 8 x 8 product forward, dX and dW backward
+    floor = system.efficiency.kernel
+    assert t["t_fwd"] - max(t["t_comp_fwd"], t["t_mem_fwd"]) == floor
+    assert t["t_bwd"] - max(t["t_comp_bwd"], t["t_mem_bwd"]) == 2 * floor
+
+
+@pytest.mark.parametrize("length", [512, 4096, 32768])
+@pytest.mark.parametrize("system", ["a100", "h100", "b200"])
+def test_the_peak_stays_a_lower_bound_of_a_causal_flash_kernel(length, system):
+    from symbolic_cost.timing.hardware import get_system
+    row = flash_attention(1, length, 128, 8, causal=True)
+    peak, real = times(row, get_system(system)), times(row, calibrated(system))
+    n = length // 128
+    executed = Rational(n * (n + 1) * 128 * 128, 2 * length)       # tiles on and below the diagonal
+    assert peak["t_comp_fwd"] == row.flops_fwd * executed / length / get_system(system).matrix_flops
+    for pass_ in ("fwd", "bwd"):
+        assert peak[f"t_{pass_}"] <= real[f"t_{pass_}"]
