@@ -16,6 +16,7 @@ EXAMPLES = [
     "symbolic-cost calibrate --write",
     "symbolic-cost calibrate --serving --write",
     "symbolic-cost calibrate --attention",
+    "symbolic-cost calibrate --bands",
 ]
 
 
@@ -28,6 +29,9 @@ def add_arguments(parser) -> None:
     options.option(parser, "--attention", action="store_true",
                    help="fit only the fused attention kernels' constants on their published benchmarks "
                         "(timing/attention_kernels.json); refit the training factors after writing them")
+    options.option(parser, "--bands", action="store_true",
+                   help="measure the committed model's error on every measured run, by family, and store the "
+                        "bands summary and search print (run after --write)")
 
 
 SOURCE = ("symbolic_cost/reproduce/measured/calibration-{}.json (the project's calibration rows; "
@@ -63,11 +67,27 @@ def _fit_attention(write: bool) -> int:
     return 0
 
 
+def _store_bands() -> int:
+    """Time every measured case on the committed model and store its error bands by family."""
+    from symbolic_cost.report.validation import timed
+    from symbolic_cost.reproduce import measured
+    from symbolic_cost.timing import calibrate, error_bands
+    from symbolic_cost.timing.hardware import calibrated
+    cases = measured.cases()
+    bands = error_bands.measure(timed(cases), lambda case: calibrated(case.system))
+    for key, found in bands.items():
+        print(f"{key}: {found['runs']} runs, median {100 * found['median']:.1f} %, p90 {100 * found['p90']:.1f} %")
+    print(f"wrote {calibrate.write_bands(bands, [c.id for c in cases])}")
+    return 0
+
+
 def run(args) -> int:
     if importlib.util.find_spec("scipy") is None:      # checked here so the message is ours
         raise InputError("the fit needs scipy: python -m pip install 'symbolic_cost[fit]'")
     if args.attention:
         return _fit_attention(args.write)
+    if args.bands:
+        return _store_bands()
     from symbolic_cost.report.validation import summary_lines, timed
     from symbolic_cost.reproduce import measured
     from symbolic_cost.timing import calibrate, efficiency

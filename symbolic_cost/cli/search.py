@@ -20,6 +20,8 @@ from symbolic_cost.numeric.layouts import pipeline_degrees
 from symbolic_cost.numeric.ranking import PARTS
 from symbolic_cost.numeric.search import MAX_DEVICES, SPACE, search
 from symbolic_cost.numeric.tables import UNITS
+from symbolic_cost.timing import error_bands
+from symbolic_cost.timing.efficiency import CALIBRATION
 
 EXAMPLES = [
     "symbolic-cost search --preset gpt2 --devices 8 --global-batch 64",
@@ -197,6 +199,8 @@ def run(args) -> int:
             out.update(global_batch=start["global_batch"], seq=start["seq"])
         if args.framework is not None or notes:
             out.update(notes=notes)
+        if not args.ideal:
+            out.update(expected_error=_band(arch, system))
         print(json.dumps(out, indent=1))
         return 0
     print(f"{arch.name} on {devices} x {args.system}: {found.evaluated} layouts, {found.fitting} fit; "
@@ -215,7 +219,15 @@ def run(args) -> int:
     names = {part: f"{part} ({time_unit})" for part in PARTS} | {"memory": f"memory ({size_unit})",
                                                                  "tokens_per_s_per_device": "tokens/s/device"}
     print(scaled.rename(columns=names).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    if not args.ideal:
+        print(error_bands.describe(_band(arch, system)))
     return 0
+
+
+def _band(arch, system) -> dict | None:
+    """The error band of the model's family on ``system`` (its kind: MoE or not; the layouts'
+    context parallelism and sharding vary row by row, so the band is the architecture's)."""
+    return error_bands.band(arch, Training(), system, CALIBRATION.get("bands"))
 
 
 def nothing_fits(evaluated: int, system, args) -> str:

@@ -26,6 +26,8 @@ from symbolic_cost.models.utilisation import hfu, mfu, seconds
 from symbolic_cost.timing.hardware import comm_time, get_system
 from symbolic_cost.timing.host import host_bytes_per_node, host_step_time, host_time
 from symbolic_cost.timing.step import step_time_breakdown
+from symbolic_cost.timing import error_bands
+from symbolic_cost.timing.efficiency import CALIBRATION
 
 FIELDS = ("parameters", "parameters_per_device", "flops_fwd", "flops_bwd", "flops_recompute", "model_flops_fwd",
           "model_flops_bwd", "weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes",
@@ -110,6 +112,8 @@ def report(args) -> tuple[dict, Training]:
                         "tokens_per_s_per_device": number(training.micro_batches * training.b * training.d
                                                           * training.decoder_tokens / steps["total"]
                                                           / world_size(training))}
+    if not args.ideal:       # how far the calibrated model was off on published runs of this family
+        out["predicted"]["expected_error"] = error_bands.band(arch, training, system, CALIBRATION.get("bands"))
     out["world_size"] = number(world_size(training))
     out["peak"] = peak_report(arch, training, cost, chosen, system, args.overheads)
     notes = list(arch.notes)
@@ -282,8 +286,9 @@ def run(args) -> int:
           + f"; total {seconds(steps['total'])}")
     predicted = {k: f"{100 * v:.1f}%" if k == "mfu" and isinstance(v, float) else
                  (f"{v:,.0f}" if isinstance(v, float) else str(v)) for k, v in out["predicted"].items()}
+    band = "; " + error_bands.describe(out["predicted"]["expected_error"]) if "expected_error" in out["predicted"] else ""
     print(f"predicted ({out['time_model']} time model): MFU {predicted['mfu']}, "
-          f"{predicted['tokens_per_s_per_device']} tokens/s per device")
+          f"{predicted['tokens_per_s_per_device']} tokens/s per device{band}")
     print(f"pipeline bubble (fraction): {out['bubble']}")
     if "utilisation" in out:
         u = {k: f"{100 * v:.1f}%" if isinstance(v, float) else str(v) for k, v in out["utilisation"].items()}

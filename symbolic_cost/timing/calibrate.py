@@ -115,3 +115,18 @@ def write(values: dict | None, case_ids: list[str], source: str, path: Path | No
         record["serving_provenance"] = dict(SERVING_PROVENANCE, data=data, cases=ids)
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
+
+
+def write_bands(bands: dict, case_ids: list[str], path: Path | None = None) -> Path:
+    """Store the committed model's error bands (``timing.error_bands.measure``) with the cases
+    they were measured on, keeping the rest of ``calibration.json``."""
+    path = path or Path(efficiency.__file__).with_name("calibration.json")
+    record = json.loads(path.read_text())
+    record["bands"] = bands
+    record["bands_provenance"] = {"command": "symbolic-cost calibrate --bands",
+                                  "method": "|predicted / measured - 1| of every measured case (fitted or not) on the "
+                                            "committed model, by kind (moe, context-parallel, fsdp, dense) and GPU "
+                                            "generation: median and 90th percentile",
+                                  "cases": case_ids}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path

@@ -1,0 +1,69 @@
+"""The expected error of a prediction (timing.error_bands): families by hand, bands of synthetic
+errors worked by hand, the fallback when a family has too few runs, and the committed bands
+measured again from the committed model."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from symbolic_cost.models import Training
+from symbolic_cost.models.config import preset
+from symbolic_cost.timing import error_bands
+from symbolic_cost.timing.efficiency import CALIBRATION
+from symbolic_cost.timing.hardware import calibrated
+
+DENSE = preset("llama-2-7b")
+
+
+def test_a_run_is_filed_by_what_it_runs_and_where():
+    h100, a100 = calibrated("h100"), calibrated("a100")
+    assert error_bands.family(DENSE, Training(), h100) == ("dense", "hopper")
+    assert error_bands.family(DENSE, Training(cp=2, l=4096, flash=True), a100) == ("context-parallel", "ampere")
+    assert error_bands.family(DENSE, Training(zero=3, d=8), calibrated("b200")) == ("fsdp", "blackwell")
+
+
+def _rows(errors_by_system):
+    """Validation rows whose calibrated seconds are ``1 + error`` of a measured 1 s."""
+    return [(SimpleNamespace(architecture=DENSE, training=Training(), system=system), None, 1 + e, 1.0)
+            for system, errors in errors_by_system.items() for e in errors]
+
+
+def test_bands_are_the_median_and_90th_percentile_of_the_absolute_errors():
+    # ten hopper errors: |e| sorted 0.01 .. 0.10; the median (0.055) and the 90th percentile by
+    # nearest rank, index round(0.9 x 9) = 8: 0.09
+    errors = [0.01, -0.02, 0.03, -0.04, 0.05, -0.06, 0.07, -0.08, 0.09, -0.10]
+    bands = error_bands.measure(_rows({"h100": errors}), lambda case: calibrated(case.system))
+    assert bands["dense/hopper"] == {"runs": 10, "median": 0.055, "p90": 0.09}
+    assert bands["dense"] == bands["all"] == bands["dense/hopper"]
+
+
+def test_a_family_with_too_few_runs_takes_its_kinds_band_then_all_runs():
+    rows = _rows({"h100": [0.1, 0.2, 0.3], "b200": [0.5]})
+    bands = error_bands.measure(rows, lambda case: calibrated(case.system))
+    on_blackwell = error_bands.band(DENSE, Training(), calibrated("b200"), bands)
+    assert on_blackwell["of"] == "dense runs on any GPU" and on_blackwell["runs"] == 4
+    sharded = error_bands.band(DENSE, Training(zero=3, d=4), calibrated("h100"), bands)     # no FSDP run at all
+    assert sharded["of"] == "all calibration runs"
+    assert error_bands.band(DENSE, Training(), calibrated("h100"), bands)["p90"] == 0.3
+    assert "±30.0 %" in error_bands.describe(error_bands.band(DENSE, Training(), calibrated("h100"), bands))
+
+
+def test_the_committed_bands_are_the_committed_models_errors():
+    from symbolic_cost.report.validation import timed
+    from symbolic_cost.reproduce import measured
+    cases = measured.cases()
+    assert CALIBRATION["bands_provenance"]["cases"] == [c.id for c in cases]
+    assert CALIBRATION["bands"] == error_bands.measure(timed(cases), lambda case: calibrated(case.system))
+
+
+def test_summary_prints_the_band_of_its_family(capsys):
+    from symbolic_cost.cli import main
+    settings = ["--preset", "gpt2", "--set", "b=8", "l=1024", "d=8"]
+    assert main(["summary", *settings, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["predicted"]["expected_error"]
+    assert found == error_bands.band(preset("gpt2"), Training(), calibrated("h100"), CALIBRATION["bands"])
+    assert main(["summary", *settings]) == 0
+    assert error_bands.describe(found) in capsys.readouterr().out
+    assert main(["summary", *settings, "--json", "--ideal"]) == 0
+    assert "expected_error" not in json.loads(capsys.readouterr().out)["predicted"]
