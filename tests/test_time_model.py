@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 from sympy import Rational
 
 from symbolic_cost import mlp, attention
+from symbolic_cost.checks import InputError
 from symbolic_cost.conventions import DEFAULT
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import preset
@@ -344,7 +345,7 @@ def test_two_printed_figures_of_the_megatron_a100_example_agree_under_narayanans
 def test_every_row_is_a_case_or_excluded_with_a_reason():
     ids = {r["id"] for r in measured.rows()}
     cases, excluded = {c.id for c in measured.cases()}, dict(measured.excluded())
-    assert cases | set(excluded) == ids and not cases & set(excluded) and len(ids) == 41
+    assert cases | set(excluded) == ids and not cases & set(excluded) and len(ids) == 88
     assert all(reason for reason in excluded.values())
 
 
@@ -372,7 +373,7 @@ def test_calibrate_command_prints_the_fit_and_the_errors(capsys):
     from symbolic_cost.cli import main
     assert main(["calibrate"]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("a100: matrix ") and "| all | 34 |" in text and "4 rows not expressible" in text
+    assert text.startswith("a100: matrix ") and "| all | 34 |" in text and "18 rows not expressible" in text
 
 
 @pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter", "alltoall"])
@@ -423,6 +424,27 @@ def test_tensor_overlap_hides_no_moe_all_to_all():
     assert float(off["tensor_comm"]) > float(on["tensor_comm"])
 
 
+def test_the_expert_overlap_hides_the_all_to_alls_up_to_the_compute():
+    """Megatron-Core's 1F1B all-to-all overlap runs one micro-batch's dispatch and combine behind
+    another's compute: with it alone, the all-to-alls show only where they outlast the compute, and
+    the tensor-parallel collectives all show; with both switches, what outlasts the compute shows."""
+    from symbolic_cost.models.config import load
+    arch = load(pathlib.Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
+    system = calibrated("h100")
+    run = dict(b=1, l=4096, m1=2, s1=2, d=4, ep=4, micro_batches=2, flash=True)
+    off = step_time_breakdown(model_cost(arch, Training(**run)), system)
+    cost = model_cost(arch, Training(**run))
+    all_to_all = 2 * sum(count * comm_time(c, system) for blk, count in cost.stack[1:-1] for row in blk
+                         for c in row.collectives if c.kind == "alltoall")       # two micro-batches
+    rest, compute = off["tensor_comm"] - all_to_all, off["compute"]
+    expert = step_time_breakdown(model_cost(arch, Training(**run, overlap=Overlap(expert=True))), system)
+    assert float(expert["tensor_comm"]) == pytest.approx(float(rest + max(0, all_to_all - compute)), rel=1e-9)
+    both = step_time_breakdown(model_cost(arch, Training(**run, overlap=Overlap(expert=True, tensor=True))), system)
+    assert float(both["tensor_comm"]) == pytest.approx(max(0.0, float(off["tensor_comm"] - compute)), abs=1e-12)
+    with pytest.raises(InputError, match="beside Ulysses"):
+        model_cost(arch, Training(**{**run, "ep": 1}, cp=2, cp_variant="ulysses", overlap=Overlap(expert=True)))
+
+
 def test_fsdp_regathers_hide_behind_the_backward_not_the_forward():
     """FSDP2 (ZeRO-3) gathers a unit's weights before its forward and again before its backward
     (``reshard_after_forward``), prefetching the next unit behind the current one's compute: the
@@ -466,3 +488,15 @@ def test_the_expert_data_parallel_gradient_reduce_is_in_the_step():
     expected = sum(float(comm_time(c, system)) for c in experts + dense)
     assert float(step_time_breakdown(cost, system)["data_comm"]) == pytest.approx(expected, rel=1e-12)
     assert float(comm_time(experts[0], system)) > 0
+
+
+def test_an_all_to_all_across_hosts_sends_only_the_other_hosts_share_over_the_network():
+    """16 H100 on two hosts, 1 GiB a device: NCCL's all-to-all is a send to every other rank, so
+    8/16 of the bytes cross InfiniBand (the other host's 8 ranks) while the 7 on the same host go
+    over NVLink at once; Simple protocol, 15 steps, one of them across the network."""
+    from sympy import Rational
+    from symbolic_cost.cost import Collective
+    volume, system = 2**30, calibrated("h100")
+    a2a = Collective("alltoall", volume, 1, 16, "fwd", volume=0)
+    latency = nccl.BASE["Simple"] + 14 * nccl.HOP[("nvlink", "Simple")] + nccl.HOP[("ib", "Simple")]
+    assert comm_time(a2a, system) == latency + Rational(8, 16) * volume / system.efficiency.ib_bus

@@ -73,7 +73,7 @@ def add_arguments(parser) -> None:
                    help="format of the KV cache (default: --precision's)")
     options.option(group, "--weights", choices=list(WEIGHT_FORMATS),
                    help="format of the layers' matrix weights: fp8 and mxfp8 multiply on FP8 tensor cores, nvfp4 on "
-                        "FP4 ones (b200, gb200), int4 is weight-only (default: --precision's)")
+                        "FP4 ones (b200, b300, gb200, gb300), int4 is weight-only (default: --precision's)")
     options.flash(group)
     options.option(group, "--mla", choices=MLA_FORMS, default=MLA_FORMS[0], action=options.Given,
                    help="multi-head latent attention: the latent cache decoded absorbed, or up-projected again "

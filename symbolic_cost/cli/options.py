@@ -193,8 +193,9 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                "passed point to point, Megatron-LM; default), all-gather (Llama 3) or ulysses (all-to-all of heads)")
         option(group, "--overlap", type=field_list(OVERLAPS), default=[],
                help="communication run behind compute: grad (--overlap-grad-reduce), param "
-                    "(--overlap-param-gather), tensor (--tp-comm-overlap), comma-separated (default: none, "
-                    "as Megatron-LM)")
+                    "(--overlap-param-gather), tensor (--tp-comm-overlap), expert (the MoE all-to-alls behind "
+                    "another micro-batch's compute: --overlap-moe-expert-parallel-comm), comma-separated "
+                    "(default: none, as Megatron-LM)")
     flash(group)
 
 
@@ -210,7 +211,7 @@ def experts(parser):
            help="leave out the model's multi-token-prediction modules (DeepSeek-V3's; trained by default)")
 
 
-OVERLAPS = ("grad", "param", "tensor")
+OVERLAPS = ("grad", "param", "tensor", "expert")
 
 
 def training_policy(args) -> dict:
@@ -220,7 +221,7 @@ def training_policy(args) -> dict:
     if getattr(args, "overlap", None):
         chosen = set(args.overlap)
         policy["overlap"] = Overlap(grad_reduce="grad" in chosen, param_gather="param" in chosen,
-                                    tensor="tensor" in chosen)
+                                    tensor="tensor" in chosen, expert="expert" in chosen)
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
              "loss_in_split", "pipeline_layout", "flash", "capacity_factor",

@@ -214,6 +214,9 @@ def check_context_parallel(arch, t: Training) -> None:
                              f"modelled; use cp=1", name)
     if arch.moe is not None:    # the expert layers see the m1 cp d ranks of a stage (parallel.expert)
         expert_data_degree(t.m1, t.d, t.ep, t.m1 if t.etp is None else t.etp, cp)
+    if t.cp_variant == "ulysses" and t.overlap.expert:
+        raise InputError("the expert all-to-all overlap (Overlap.expert, --overlap expert) beside Ulysses context "
+                         "parallelism is not modelled: it would hide Ulysses' head exchange too", "overlap")
     chunks = 2 * cp if arch.causal and t.cp_variant != "ulysses" else cp
     rules = [(f"{chunks} chunks (cp={cp}, {t.cp_variant})" if chunks != cp else "cp", chunks, t.l, "l"),
              ("s1", t.s1, t.l / cp, "l/cp, a rank's tokens")]

@@ -228,18 +228,22 @@ class Overlap:
     micro-batch (ZeRO-2/3, FSDP); ``param_gather``, the distributed optimizer's parameter
     all-gather behind the first micro-batch's forward (``--overlap-param-gather``), FSDP's gathers
     behind each micro-batch's; ``tensor``, the tensor/sequence-parallel collectives behind the
-    products (``--tp-comm-overlap``, Transformer Engine).  All off, as Megatron-LM's defaults."""
+    products (``--tp-comm-overlap``, Transformer Engine); ``expert``, the MoE token dispatch and
+    combine all-to-alls behind another micro-batch's compute (Megatron-Core's 1F1B all-to-all
+    overlap, ``--overlap-moe-expert-parallel-comm``, Megatron-Bridge's ``moe_a2a_overlap``), which
+    ``tensor`` does not hide.  All off, as Megatron-LM's defaults."""
 
     grad_reduce: bool = False
     param_gather: bool = False
     tensor: bool = False
+    expert: bool = False
 
     def __post_init__(self):
-        _flags(self, "grad_reduce", "param_gather", "tensor")
+        _flags(self, "grad_reduce", "param_gather", "tensor", "expert")
 
 
 MEGATRON_OVERLAP = Overlap(grad_reduce=True, param_gather=True, tensor=True)
-"""The three switches on, as Megatron-LM's performance recipes launch (its README's H100 table)."""
+"""The three dense switches on, as Megatron-LM's performance recipes launch (its README's H100 table)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from symbolic_cost.timing import attention_kernels as ak
 from symbolic_cost.timing import efficiency as eff_module
+from symbolic_cost.timing import error_bands
 from symbolic_cost.timing.calibrate import FAMILIES, predict
 from symbolic_cost.timing.hardware import calibrated, get_system
 
@@ -53,6 +54,16 @@ def _length(case) -> str:
     that order)."""
     tokens = int(case.training.l)
     return next((f"<= {k // 1024}K" for k in (2048, 4096, 8192) if tokens <= k), "> 8K")
+
+
+def _family(case) -> str:
+    """A case's family, ``kind/generation`` (``timing.error_bands.family``)."""
+    return "/".join(error_bands.family(case.architecture, case.training, calibrated(case.system)))
+
+
+def _precision(case) -> str:
+    """A case's arithmetic: its FP8/FP4 recipe, or its 16-bit type."""
+    return case.training.fp8 or str(case.training.precision)
 
 
 SERVED = (("mean_ttft", "TTFT", 1000, "ms"), ("mean_itl", "ITL", 1000, "ms"),
@@ -141,6 +152,9 @@ def write(folder: Path, cases, excluded, plot: bool = True, serving_cases=()) ->
     lines += ["", "## Error by source", ""] + summary_lines(rows)
     lines += ["", "## Error by sequence length and by GPU", ""] + summary_lines(rows, _length, "tokens a sequence")
     lines += [""] + summary_lines(rows, lambda case: case.system, "GPU")
+    lines += ["", "## Error by family and by precision", "",
+              "Families as `timing.error_bands` files them (the bands `summary` and `search` print):", ""]
+    lines += summary_lines(rows, _family, "family") + [""] + summary_lines(rows, _precision, "precision")
     lines += ["", "## Every case", "", "| case | measured | s | calibrated | error | peak only | error | assumptions |",
               "|---|---|---|---|---|---|---|---|"]
     for case, ideal, real, seconds in rows:

@@ -2,7 +2,8 @@
 
 ``measured/calibration-training.json`` holds the calibration rows of the project's measured set
 (Narayanan et al. 2021 Table 1, Korthikanti et al. 2022 Tables 4 and 5, the Megatron-LM README's
-A100 and H100 tables, Llama 3's Table 4), copied unchanged, with their provenance; its README says
+A100 and H100 tables, Llama 3's Table 4, Megatron-Bridge's performance summary of its 26.04.01
+container), copied unchanged, with their provenance; its README says
 what each field means.  ``cases()`` turns each row into an ``Architecture``, a ``Training``, a
 system and one measured time in seconds; ``excluded()`` names the rows that cannot be expressed
 and why.  What a source leaves unstated is filled with a named assumption, printed in the report.
@@ -15,23 +16,35 @@ How a measured time is read from a row:
 * ``tflops_per_gpu``, a throughput under the source's own FLOP count: back to seconds with that
   count, ``F / (X x GPUs)`` (Narayanan Eq. 3, which counts the recomputed forward,
   ``96 B s l h^2 (1 + s/6h + V/16lh)``; Megatron-LM's model count for its README's H100 table,
-  ``12 B s L h^2 [(1 + g/a + s/h) + f/h + V/(2Lh)]`` for an ungated GPT).
+  ``12 B s L h^2 [(1 + g/a + s/h) + f/h + V/(2Lh)]`` for an ungated GPT);
+* ``tokens_per_sec_per_gpu`` (Megatron-Bridge): the tokens of a step over the job's rate,
+  ``global batch x sequence / (tokens/s/GPU x GPUs)``.
+
+Megatron-Bridge's rows (``BRIDGE``) hold dense Llamas and mixtures of experts: the architecture is
+the row's numbers written as a Hugging Face ``config.json`` of the model's family and read by
+``models.config.from_config`` (``BRIDGE_MODELS``), the training the row's layout under the
+settings of Megatron-Bridge's performance recipes (``_bridge_training``).  A row the library
+refuses is excluded with the refusal's text.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import lru_cache
 from importlib import resources
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.config import from_config
 from symbolic_cost.models.totals import model_cost
 from symbolic_cost.models.training import MEGATRON_OVERLAP, Overlap, Training
 from symbolic_cost.models.utilisation import model_flops
+from symbolic_cost.timing.systems import check_block_scaling, get_system
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,9 @@ def rows(name: str = "calibration-training.json") -> list[dict]:
 
 def _reason(row) -> str | None:
     """Why a row cannot be expressed, or None."""
+    if row["group"] == BRIDGE:
+        built = _bridge_built(row["id"])
+        return built if isinstance(built, str) else None
     layout, arch = row["layout"], row["model"]["arch"]
     if layout.get("tp") is None or layout.get("dp") is None:
         return "layout not printed (only the GPU count)"
@@ -77,9 +93,13 @@ def _ends_take_slots(layout) -> bool:
     return "one fewer transformer layer" in str(layout.get("pipeline_notes"))
 
 
-NOT_FITTED = ("llama3_table4",)
-"""Groups whose rows became expressible after the committed fit (issue 28's pipeline splits): timed
-and reported, but left out of ``fit_cases`` so the fitted factors stay those of ``calibration.json``."""
+BRIDGE = "megatron_bridge_perf_summary"
+"""The group of Megatron-Bridge's performance summary (26.04.01 container: tokens/s per GPU)."""
+
+NOT_FITTED = ("llama3_table4", BRIDGE)
+"""Groups whose rows became expressible after the committed fit (issue 28's pipeline splits;
+Megatron-Bridge's rows, added with the B300/GB300 systems): timed and reported, but left out of
+``fit_cases`` so the fitted factors stay those of ``calibration.json``."""
 
 
 def excluded() -> list[tuple[str, str]]:
@@ -182,6 +202,9 @@ def _measured(row, architecture=None, training=None) -> tuple[str, Fraction, str
     """(quantity, seconds, how) of a row; Llama 3's TFLOP/s under the library's model FLOPs of
     ``architecture`` and ``training`` (the paper does not print its count)."""
     by = {m["quantity"]: m for m in row["measured"]}
+    if row["group"] == BRIDGE:
+        return "step", _bridge_seconds(row), \
+            "tokens/s per GPU as printed: global batch x sequence / (tokens/s/GPU x GPUs)"
     if row["group"] == "llama3_table4":
         flops = model_flops(model_cost(architecture, training))
         rate = Fraction(str(by["tflops_per_gpu"]["value"])) * 10**12
@@ -196,6 +219,8 @@ def _measured(row, architecture=None, training=None) -> tuple[str, Fraction, str
 
 
 def _case(row) -> Case:
+    if row["group"] == BRIDGE:
+        return _bridge_built(row["id"])
     assume: list[str] = []
     training, architecture = _training(row, assume), _architecture(row)
     quantity, seconds, how = _measured(row, architecture, training)
@@ -209,6 +234,248 @@ def _conventions(row) -> conv.Conventions:
     sends over the tensor group and gathers them on arrival; Megatron-Core sends what it holds."""
     legacy = row["group"].startswith(("narayanan", "korthikanti")) or row["group"] == "megatron_lm_readme_a100"
     return conv.DEFAULT.but(pipeline_sends="scatter-gather") if legacy else conv.DEFAULT
+
+
+# Megatron-Bridge's performance summary (``BRIDGE``) ---------------------------------------------
+
+BRIDGE_SYSTEMS = {"B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "H100-SXM-80GB": "h100"}
+"""The system preset of a row's ``hardware.gpu``: DGX B200, B300 and H100 (8 GPUs a host), one GPU
+of a GB200 or GB300 NVL72 rack."""
+
+BRIDGE_PRECISIONS = {"BF16": None, "FP8": "tensorwise", "MXFP8": "mxfp8", "NVFP4": "nvfp4"}
+"""``layout.precision`` as ``Training.fp8`` over bf16.  "FP8" is current (per-tensor) scaling,
+``tensorwise``: the default ``fp8_recipe`` of Megatron-Bridge's ``MixedPrecisionConfig``
+(``models.megatron_bridge``; its recipes write ``fp8_recipe = "tensorwise"  # default``), and the
+summary of the 25.11 container prints the same runs (Llama 3 70B on 64 GB300 with FSDP, 405B on
+GB200 at TP 4 PP 16, the H100 runs) as "FP8-CS"."""
+
+SLOT_SPLITS = ("llama3.1-405b", "qwen3-235b-a22b")
+"""Models whose Megatron-Bridge recipes count the embedding and the loss as a layer's slot of the
+first and the last stage (``account_for_embedding_in_pipeline_split``,
+``account_for_loss_in_pipeline_split``: ``llama31_405b_pretrain_config`` in
+``src/megatron/bridge/recipes/llama/llama3.py``, ``qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config``
+in ``src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py``): 126 + 2 and 94 + 2 slots."""
+
+DEEPSEEK_V3_LAYOUTS = {(2, 8): "Et*4|(t*4|)*14tmL", (4, 4): "Et*4|(t*4|)*14tmL", (8, 2): "Et*4|(t*4|)*14tmL",
+                       (8, 1): "Et*8|(t*8|)*6t*5mL"}
+"""DeepSeek-V3's pipeline layouts by ``(pp, vp)``, as Megatron-Bridge places its 61 layers and the
+MTP module: ``layout_map`` of ``src/megatron/bridge/recipes/deepseek/deepseek_v3.py`` for (4, 4),
+(8, 2) and (8, 1), the GB300 preset's ``pp_layout`` of
+``scripts/performance/configs/deepseek/deepseek_workload_base_configs.py`` for (2, 8)."""
+
+
+def _deepseek_v3(a: dict) -> dict:
+    """DeepSeek-V3's ``config.json`` from the row: latent attention (NeMo's ``qk_head_dim`` is the
+    part of a query/key head without rotary positions, ``qk_nope_head_dim``), ``dense_layers_first``
+    dense layers of ``ffn_dense`` then ``moe_layers`` layers of ``experts`` routed experts
+    (``top_k`` a token) and ``shared_experts`` shared ones of ``moe_ffn``, ``mtp_layers``
+    multi-token-prediction modules.  Not in the row, as the model's published ``config.json``
+    (deepseek-ai/DeepSeek-V3) and the reader's defaults give them: SiLU gates, a sigmoid router
+    renormalised over the chosen experts and scaled (2.5), no attention biases, an untied head."""
+    if a["dense_layers_first"] + a["moe_layers"] != a["layers"]:
+        raise InputError(f"deepseek-v3: {a['dense_layers_first']} dense and {a['moe_layers']} MoE layers are not "
+                         f"its {a['layers']} layers", "arch")
+    return dict(model_type="deepseek_v3", num_hidden_layers=a["layers"], hidden_size=a["hidden"],
+                num_attention_heads=a["heads"], num_key_value_heads=a["heads"], q_lora_rank=a["q_lora_rank"],
+                kv_lora_rank=a["kv_lora_rank"], qk_nope_head_dim=a["qk_head_dim"],
+                qk_rope_head_dim=a["qk_rope_head_dim"], v_head_dim=a["v_head_dim"], intermediate_size=a["ffn_dense"],
+                first_k_dense_replace=a["dense_layers_first"], n_routed_experts=a["experts"],
+                num_experts_per_tok=a["top_k"], n_shared_experts=a["shared_experts"],
+                moe_intermediate_size=a["moe_ffn"], vocab_size=a["vocab"], num_nextn_predict_layers=a["mtp_layers"],
+                hidden_act="silu", scoring_func="sigmoid", norm_topk_prob=True, moe_layer_freq=1,
+                attention_bias=False, tie_word_embeddings=False, max_position_embeddings=163840)
+
+
+def _qwen3_moe(a: dict) -> dict:
+    """A Qwen3-MoE ``config.json`` from the row: grouped-query attention with per-head q/k RMS norms
+    (the row's ``qk_norm``), ``experts`` experts of ``moe_ffn`` (``top_k`` a token) on every layer.
+    Not in the row, as the published ``config.json`` of Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B give
+    them: ``decoder_sparse_step`` 1 and no ``mlp_only_layers`` (every layer MoE), the chosen
+    experts' weights renormalised, no attention biases, an untied head, 40,960 positions."""
+    if a.get("qk_norm") is not True or a.get("norm") != "rmsnorm":
+        raise InputError("qwen3-moe: the family has RMS norms and per-head q/k norms; the row says "
+                         f"norm={a.get('norm')!r}, qk_norm={a.get('qk_norm')!r}", "arch")
+    return dict(model_type="qwen3_moe", num_hidden_layers=a["layers"], hidden_size=a["hidden"],
+                num_attention_heads=a["heads"], num_key_value_heads=a["kv_heads"], head_dim=a["head_dim"],
+                intermediate_size=a["ffn_dense"], num_experts=a["experts"], num_experts_per_tok=a["top_k"],
+                moe_intermediate_size=a["moe_ffn"], vocab_size=a["vocab"], decoder_sparse_step=1, mlp_only_layers=[],
+                norm_topk_prob=True, attention_bias=False, tie_word_embeddings=False, max_position_embeddings=40960,
+                use_sliding_window=False)
+
+
+_WINDOW = re.compile(r"sliding (\d+) on alternate layers")
+
+
+def _gpt_oss(a: dict) -> dict:
+    """GPT-OSS's ``config.json`` from the row: grouped-query attention of ``head_dim``, a window of
+    the row's size on every other layer from the first (the reader's default pattern, as the
+    published ``layer_types``), ``experts`` experts of ``moe_ffn`` (``top_k`` a token) on every
+    layer.  Not in the row, as openai/gpt-oss-120b's published ``config.json`` gives them:
+    biases on q, k, v, o, an untied head, 131,072 positions (the family's sinks and expert biases
+    are the reader's)."""
+    window = _WINDOW.fullmatch(str(a.get("window")))
+    if window is None:
+        raise InputError(f"gpt-oss: window {a.get('window')!r} is not 'sliding N on alternate layers'", "arch")
+    return dict(model_type="gpt_oss", num_hidden_layers=a["layers"], hidden_size=a["hidden"],
+                num_attention_heads=a["heads"], num_key_value_heads=a["kv_heads"], head_dim=a["head_dim"],
+                num_local_experts=a["experts"], num_experts_per_tok=a["top_k"], intermediate_size=a["moe_ffn"],
+                vocab_size=a["vocab"], sliding_window=int(window.group(1)), attention_bias=True,
+                tie_word_embeddings=False, max_position_embeddings=131072)
+
+
+BRIDGE_MODELS = {"deepseek-v3": (_deepseek_v3, "deepseek-ai/DeepSeek-V3's config.json"),
+                 "qwen3-30b-a3b": (_qwen3_moe, "Qwen/Qwen3-30B-A3B's config.json"),
+                 "qwen3-235b-a22b": (_qwen3_moe, "Qwen/Qwen3-235B-A22B's config.json"),
+                 "gpt-oss-120b": (_gpt_oss, "openai/gpt-oss-120b's config.json")}
+"""The mixtures of experts of the summary: the ``config.json`` each row's numbers are written into,
+and where what the row leaves out comes from."""
+
+
+def _bridge_architecture(row, assume: list) -> Architecture:
+    """A mixture of experts from ``BRIDGE_MODELS``, or a dense Llama (``_architecture``) with its
+    vocabulary unpadded: Megatron-Bridge pads it only with ``should_pad_vocab``, off by default
+    (``models.megatron_bridge``)."""
+    name, arch = row["model"]["name"], row["model"]["arch"]
+    if arch is None:
+        raise InputError(f"{name}: the row holds no architecture", "arch")
+    if name in BRIDGE_MODELS:
+        config, published = BRIDGE_MODELS[name]
+        assume.append(f"{name}: the row's sizes; activations, router, biases, untied head from {published}")
+        if arch.get("mtp_layers"):
+            assume.append("MTP module trained (Megatron-Bridge's DeepSeek-V3 recipe: mtp_num_layers 1; not printed)")
+        return from_config(config(arch), name)
+    if arch.get("ffn_type") != "swiglu" or "experts" in arch:
+        raise InputError(f"{name}: neither a dense Llama nor one of the mixtures of experts read "
+                         f"({', '.join(BRIDGE_MODELS)})", "arch")
+    assume.append("vocabulary unpadded (Megatron-Bridge's should_pad_vocab, off by default)")
+    return replace(_architecture(row), vocab_multiple=1)
+
+
+def _bridge_split(row, assume: list) -> dict:
+    """How the layers sit on the pipeline stages: ``SLOT_SPLITS``, ``DEEPSEEK_V3_LAYOUTS``, else
+    evenly (Megatron-Core's default)."""
+    name, layout = row["model"]["name"], row["layout"]
+    pp, vp = layout["pp"], layout["vp"] or 1
+    if pp == 1:
+        return {}
+    if name in SLOT_SPLITS:
+        assume.append("embedding and loss each a layer's slot of the end stages (Megatron-Bridge's recipe)")
+        return dict(embedding_in_split=True, loss_in_split=True)
+    if name == "deepseek-v3":
+        if (pp, vp) not in DEEPSEEK_V3_LAYOUTS:
+            raise InputError(f"deepseek-v3: no pipeline layout of Megatron-Bridge's for PP {pp} x VP {vp} read "
+                             f"(known: {', '.join(f'{p} x {v}' for p, v in DEEPSEEK_V3_LAYOUTS)})", "pipeline_layout")
+        assume.append(f"pipeline layout {DEEPSEEK_V3_LAYOUTS[pp, vp]} (Megatron-Bridge's for PP {pp} x VP {vp}; "
+                      "not printed)")
+        return dict(pipeline_layout=DEEPSEEK_V3_LAYOUTS[pp, vp])
+    return {}
+
+
+def _bridge_degrees(row) -> dict:
+    """The row's degrees and batch as ``Training`` fields, refused where they do not add up:
+    TP x PP x CP x DP must be the GPUs, the global batch whole micro-batches of every
+    data-parallel rank (``micro_batches = global / (micro x DP)``), VP > 1 interleaved."""
+    layout, count = row["layout"], row["hardware"]["count"]
+    tp, pp, cp, dp = layout["tp"], layout["pp"], layout["cp"], layout["dp"]
+    micro, batch, vp = layout["micro_batch"], layout["global_batch"], layout["vp"] or 1
+    if tp * pp * cp * dp != count:
+        raise InputError(f"TP {tp} x PP {pp} x CP {cp} x DP {dp} is not the row's {count} GPUs", "layout")
+    if batch % (micro * dp):
+        raise InputError(f"global batch {batch} is not whole micro-batches of {micro} on {dp} data-parallel ranks",
+                         "layout")
+    return dict(b=micro, l=layout["seq_len"], m1=tp, s1=tp, d=dp, p=pp, micro_batches=batch // (micro * dp),
+                schedule="interleaved" if vp > 1 else "1f1b", virtual_stages=vp)
+
+
+def _bridge_precision(row, assume: list) -> dict:
+    """``precision`` bf16 and the recipe of ``BRIDGE_PRECISIONS``, every layer in it."""
+    printed = row["layout"]["precision"]
+    if printed not in BRIDGE_PRECISIONS:
+        raise InputError(f"precision {printed!r} is not one of {', '.join(BRIDGE_PRECISIONS)}", "precision")
+    if printed == "FP8":
+        assume.append("FP8 as current scaling, tensorwise (Megatron-Bridge's default fp8_recipe; 25.11 prints FP8-CS)")
+    if printed != "BF16":
+        assume.append(f"{printed} on every layer, none kept in bf16 (not printed)")
+    return dict(precision="bf16", fp8=BRIDGE_PRECISIONS[printed])
+
+
+def _bridge_training(row, moe: bool, assume: list) -> Training:
+    """The row's layout under the settings of Megatron-Bridge's performance recipes: sequence
+    parallelism with TP, fused attention, the distributed optimizer, gradient reduction, parameter
+    gathers and TP collectives overlapped (``MEGATRON_OVERLAP``), no recomputation (not printed),
+    ring (p2p) context parallelism (Megatron-Core's default ``cp_comm_type``), experts over EP
+    ranks with expert TP 1 (the MoE presets' ``expert_tensor_parallel_size``), and ``fsdp`` > 0 as
+    Megatron-FSDP: ZeRO-3 over the data-parallel ranks (the summary: sharding group GPUs/(TP x PP))."""
+    layout = row["layout"]
+    fields = dict(_bridge_degrees(row), recompute="none", flash=True, distributed_optimizer=True,
+                  overlap=MEGATRON_OVERLAP, **_bridge_precision(row, assume), **_bridge_split(row, assume))
+    assume.append("recompute: not printed; none assumed")
+    assume.append("fused attention, grad-reduce/param-gather/TP overlap" + ("" if layout["fsdp"] else
+                  ", distributed optimizer") + " (Megatron-Bridge's recipes; not printed)")
+    if layout["tp"] > 1:
+        assume.append("sequence parallelism with TP (Megatron-Bridge's recipes; not printed)")
+    if layout["cp"] > 1:
+        fields.update(cp=layout["cp"], cp_variant="ring")
+        assume.append("context parallelism as ring exchange (Megatron-Core's cp_comm_type p2p default; not printed)")
+    if moe:
+        fields.update(ep=layout["ep"] or 1, etp=1)
+        read = EXPERT_OVERLAP.get((row["model"]["name"], row["hardware"]["gpu"], layout["precision"]))
+        if read is not None:
+            fields.update(overlap=replace(MEGATRON_OVERLAP, expert=True))
+            assume.append(f"MoE all-to-alls behind compute ({read})")
+        assume.append("expert TP 1 (Megatron-Bridge's MoE presets); tokens evenly over the experts (forced, as noted)")
+    if layout["fsdp"]:
+        if layout["fsdp"] != layout["dp"] * layout["cp"]:
+            raise InputError(f"FSDP {layout['fsdp']}: a sharding group other than the {layout['dp'] * layout['cp']} "
+                             "data-parallel ranks is not read", "fsdp")
+        fields.update(zero=3, distributed_optimizer=False)
+        assume.append("Megatron-FSDP as ZeRO-3 over the data-parallel ranks, gathers and reductions overlapped")
+    return Training(**fields)
+
+
+EXPERT_OVERLAP = {("deepseek-v3", "B200", "MXFP8"): "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 of Megatron-Bridge's "
+                  "scripts/performance/configs/deepseek/deepseek_workload_base_configs.py (PP 8, VP 2, EP 32: the "
+                  "row's layout) sets moe_a2a_overlap=True"}
+"""Rows whose recipe, as read, runs the MoE all-to-alls behind another micro-batch's compute
+(``Overlap.expert``), by ``(model, GPU, precision)``, with where that was read; the others keep it off
+(Megatron-Core's default; Qwen3-30B-A3B's H100 preset sets ``moe_a2a_overlap=False``)."""
+
+
+def _bridge_seconds(row) -> Fraction:
+    """Seconds of a step from the printed tokens/s per GPU: ``global batch x sequence / (rate x GPUs)``."""
+    layout = row["layout"]
+    rate = next(Fraction(str(m["value"])) for m in row["measured"] if m["quantity"] == "tokens_per_sec_per_gpu")
+    return Fraction(layout["global_batch"] * layout["seq_len"]) / (rate * row["hardware"]["count"])
+
+
+def _bridge_case(row) -> Case:
+    """A row of ``BRIDGE`` as a ``Case``; refused (``InputError``) where the library cannot express
+    it: out of scope, no architecture, a layout it does not place (``model_cost`` builds it), a
+    recipe the GPU's tensor cores do not run (``timing.systems.check_block_scaling``)."""
+    if not row.get("in_scope"):
+        raise InputError("not in scope of the measured set (in_scope false)", "in_scope")
+    gpu = row["hardware"]["gpu"]
+    if gpu not in BRIDGE_SYSTEMS:
+        raise InputError(f"GPU {gpu!r} is not one of the systems ({', '.join(BRIDGE_SYSTEMS)})", "system")
+    assume: list[str] = []
+    architecture = _bridge_architecture(row, assume)
+    training = _bridge_training(row, architecture.moe is not None, assume)
+    model_cost(architecture, training, conv.DEFAULT)
+    check_block_scaling(training.fp8, get_system(BRIDGE_SYSTEMS[gpu]))
+    quantity, seconds, how = _measured(row)
+    return Case(row["id"], row["group"], BRIDGE_SYSTEMS[gpu], architecture, training, quantity, seconds,
+                conv.DEFAULT, how, tuple(assume))
+
+
+@lru_cache(maxsize=None)
+def _bridge_built(row_id: str) -> Case | str:
+    """The ``Case`` of the ``BRIDGE`` row ``row_id``, or why it is excluded (the refusal's text);
+    built once, for ``cases`` and ``excluded`` alike."""
+    row = next(r for r in rows() if r["id"] == row_id)
+    try:
+        return _bridge_case(row)
+    except InputError as error:
+        return str(error)
 
 
 @dataclass(frozen=True)

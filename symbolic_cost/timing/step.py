@@ -39,7 +39,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       the routed experts, less what ``Training.overlap`` hides behind the backward
       (gradients) or forward (parameters): a once-a-step collective behind one micro-batch's, one
       repeated every micro-batch (ZeRO-2/3, FSDP) behind each micro-batch's own (``_data_time``); the all-to-alls of MoE layers are block
-      collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``UNHIDDEN``);
+      collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``UNHIDDEN``) and
+      ``overlap.expert`` does;
     * ``optimizer`` (calibrated systems only, ``timing.hardware.calibrated``): the
       memory-bound optimizer step (``optimizer_time``); ``framework``, the same systems' fixed
       seconds of a step outside its kernels (``Efficiency.step``);
@@ -58,9 +59,12 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     for pass_ in ("fwd", "bwd"):
         compute[pass_], tensor[pass_], unhidden[pass_] = _stage_pass(cost, place, system, conventions, pass_)
     compute_all, tensor_all = compute["fwd"] + compute["bwd"], tensor["fwd"] + tensor["bwd"]
-    if t.overlap.tensor:       # only what outlasts the products shows, the all-to-alls aside (UNHIDDEN)
-        exposed = unhidden["fwd"] + unhidden["bwd"]
-        tensor_all = maximum(0, tensor_all - exposed - compute_all) + exposed
+    alltoall = unhidden["fwd"] + unhidden["bwd"]
+    # what an overlap hides shows only where it outlasts the compute: Overlap.tensor the layers'
+    # collectives but the all-to-alls (UNHIDDEN), Overlap.expert those all-to-alls
+    hidden = (tensor_all - alltoall if t.overlap.tensor else 0) + (alltoall if t.overlap.expert else 0)
+    if hidden != 0:
+        tensor_all = tensor_all - hidden + maximum(0, hidden - compute_all)
     per_micro = compute_all + tensor_all
     if p == 1:      # no pipeline, no bubble: not 0 x the stage's time, a sum SymPy would ask is finite
         bubble = Integer(0)
@@ -88,8 +92,8 @@ UNHIDDEN = ("alltoall",)
 """Collective kinds of the layers that ``Overlap.tensor`` does not hide: Megatron-LM's
 ``--tp-comm-overlap`` overlaps Transformer Engine's tensor-parallel all-gathers and reduce-scatters
 with their products; the MoE token dispatch and combine (and Ulysses' head exchange) are
-all-to-alls outside it, with switches of their own (``--moe-shared-expert-overlap``, the 1F1B
-all-to-all overlap), not modelled."""
+all-to-alls outside it, with a switch of their own, the 1F1B all-to-all overlap (``Overlap.expert``;
+``models.training`` refuses it beside Ulysses, whose exchange it would hide too)."""
 
 
 def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr]:

@@ -191,7 +191,7 @@ def product_rate(cost, system: System) -> Expr:
     if getattr(cost, "fp4", False):
         if not system.fp4_flops:
             raise InputError(f"system {system.name} has no FP4 tensor cores (fp4_flops is 0): 4-bit products "
-                             f"need a Blackwell part (b200, gb200) or .but(fp4_flops=...)", "system")
+                             f"need a Blackwell part (b200, b300, gb200, gb300) or .but(fp4_flops=...)", "system")
         return system.fp4_flops
     if cost.fp8 and system.fp8_flops:
         return system.fp8_flops
@@ -203,7 +203,7 @@ def check_block_scaling(recipe: str | None, system: System) -> None:
     per 32 elements, ``models.optimizers.FP8_RECIPES``) on a system whose tensor cores cannot.
     Blackwell's fifth-generation tensor cores brought the block-scaled (MX) products together with
     FP4 (Transformer Engine: MXFP8 and NVFP4 need SM 10.0 or later); among the systems those are
-    exactly the ones with ``fp4_flops`` (b200, gb200), so that field stands for the support.  An
+    exactly the ones with ``fp4_flops`` (b200, b300, gb200, gb300), so that field stands for the support.  An
     FP8 recipe of any kind is refused on a system without FP8 tensor cores (``fp8_flops`` 0: A100,
     whose Ampere cores Transformer Engine does not run FP8 on), rather than timed at the 16-bit
     rate.  An FP4 recipe (``nvfp4``) meets ``product_rate``'s refusal instead."""
@@ -214,4 +214,4 @@ def check_block_scaling(recipe: str | None, system: System) -> None:
                          f"Hopper, Blackwell, or .but(fp8_flops=...))", "fp8")
     if fp8 is not None and fp8.block_scaled and fp8.products == "fp8" and not system.fp4_flops:
         raise InputError(f"fp8={recipe!r} needs block-scaled (MX) tensor cores, and system {system.name} has none: "
-                         f"Blackwell parts (b200, gb200) have them (or .but(fp4_flops=...))", "fp8")
+                         f"Blackwell parts (b200, b300, gb200, gb300) have them (or .but(fp4_flops=...))", "fp8")
