@@ -128,7 +128,8 @@ def kernel(name: str) -> AttentionKernel:
 
 
 KERNELS = tuple(BENCHMARKS["kernels"])
-"""The kernels with published benchmarks: ``cudnn-hopper``, ``flash-attention-3``, ``flash-attention-2``."""
+"""The kernels with published benchmarks: ``cudnn-hopper``, ``flash-attention-3``,
+``flash-attention-2-hopper`` (FlashAttention-2 as it runs on H100) and ``flash-attention-2`` (on A100)."""
 
 
 def benchmark_rate(level, overhead, length, causal, peak, tile=TILE) -> float:
