@@ -13,9 +13,9 @@ A system that carries an ``Efficiency`` (``calibrated("a100")``) is timed as rea
   published benchmarks show (``timing.attention_kernels``: not fitted on training runs);
 * **memory-bound work** at ``memory`` of the HBM bandwidth (fitted), taking the larger of
   that and the compute time, as the roofline does;
-* **fixed costs**: no kernel takes less than ``kernel`` seconds (its launch and the framework's
-  dispatch of it: an eager step of small kernels waits on the host), and every step pays
-  ``step`` seconds of framework work outside the kernels (both fitted);
+* **fixed costs**: every kernel adds ``kernel`` seconds (its launch and the framework's
+  dispatch of it, the gap between two kernels of an eager step; ``launches`` counts them), and
+  every step pays ``step`` seconds of framework work outside the kernels (both fitted);
 * **collectives** as NCCL's own cost model prices them (``timing.nccl``): a ring's bus
   bandwidth per link and a latency ``base + steps x hop`` per protocol, the cheapest of its
   low-latency ``LL``, ``LL128`` (where NCCL enables it: ``arch``) and bandwidth ``Simple``
@@ -64,7 +64,7 @@ class Efficiency:
                    Transformer Engine's ``cudnn-hopper`` on Hopper and later, an assumption
                    for Blackwell until its kernels' benchmarks are read)
     memory         fraction of HBM bandwidth a memory-bound kernel achieves (fitted)
-    kernel         seconds no kernel runs under: launch and host dispatch (fitted)
+    kernel         seconds each kernel adds: launch and host dispatch (fitted)
     step           seconds of framework work a training step pays outside its kernels
                    (the data loader, the optimizer's bookkeeping, logging; fitted)
     sms            streaming multiprocessors (datasheet: A100 108, H100 SXM 132)

@@ -208,7 +208,7 @@ def _row_times(cost: Cost, system: System, conventions) -> dict[str, Expr]:
 def _pass_seconds(cost: Cost, pass_: str, system: System, conventions) -> tuple[Expr, Expr, Expr]:
     """``(compute, memory, both)`` seconds of one row's pass: the calibrated model's achieved
     rates (``efficiency.pass_times``), the tiled kernel model, or the datasheet roofline."""
-    if system.efficiency is not None:       # and no kernel quicker than its launch (Efficiency.kernel)
+    if system.efficiency is not None:       # and each kernel's launch (Efficiency.kernel)
         compute, memory = efficiency.pass_times(cost, pass_, system, conventions)
         floor = efficiency.launches(cost, pass_) * system.efficiency.kernel
         return compute, memory, maximum(compute, memory) + floor
