@@ -26,3 +26,60 @@ def test_batch_rule_refusals():
         batch({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2}, 8, {})
     with pytest.raises(InputError, match="--devices"):
         batch({"train_micro_batch_size_per_gpu": 8}, None, {})
+
+
+# DeepSpeed's own reading of a config (deepspeed/runtime/config.py, its pydantic models), worked by hand
+
+import json  # noqa: E402
+
+from symbolic_cost.models.config import preset  # noqa: E402
+from symbolic_cost.models.deepspeed import _boolean, deepspeed_setup  # noqa: E402
+
+COMMAND = dict(zero=0, precision="bf16", precision_given=False, zero_given=False)
+
+
+def _setup(config: dict, **command):
+    base = {"train_micro_batch_size_per_gpu": 2, **config}
+    return deepspeed_setup(json.dumps(base), "ds.json", preset("gpt2"), 8, {}, {**COMMAND, **command})
+
+
+@pytest.mark.parametrize("value,on", [("false", False), ("False", False), ("0", False), (0, False), (False, False),
+                                      ("off", False), ("no", False), ("true", True), ("TRUE", True), (1, True),
+                                      ("on", True), ("yes", True), (True, True)])
+def test_booleans_read_as_deepspeeds_pydantic_reads_them(value, on):
+    # "false" is a non-empty string: read as truth it turned fp16 on, a wrong number
+    assert _setup({"fp16": {"enabled": value}}).policy["precision"] == ("fp16" if on else "fp32")
+    pydantic = pytest.importorskip("pydantic")
+    assert pydantic.TypeAdapter(bool).validate_python(value) is on
+
+
+@pytest.mark.parametrize("value", ["maybe", 2, None, 0.5])
+def test_what_pydantic_refuses_as_a_boolean_is_refused(value):
+    with pytest.raises(InputError, match="fp16.enabled must be a boolean"):
+        _setup({"fp16": {"enabled": value}})
+    pydantic = pytest.importorskip("pydantic")
+    with pytest.raises(pydantic.ValidationError):
+        pydantic.TypeAdapter(bool).validate_python(value)
+
+
+def test_an_auto_stage_needs_the_command_lines_zero():
+    with pytest.raises(InputError, match="give --zero"):
+        _setup({"zero_optimization": {"stage": "auto"}})
+    assert _setup({"zero_optimization": {"stage": "auto"}}, zero=2, zero_given=True).policy["zero"] == 2
+
+
+@pytest.mark.parametrize("name,ours", [("Adam", "adam"), ("adam", "adam"), ("AdamW", "adamw"), ("adamw", "adamw"),
+                                       ("ADAMW", "adamw")])
+def test_optimizer_names_in_any_case_as_deepspeed_lowercases_them(name, ours):
+    assert _setup({"optimizer": {"type": name}}).policy["optimizer"] == ours
+
+
+def test_an_optimizer_the_reader_does_not_model_is_refused_by_name():
+    with pytest.raises(InputError, match="optimizer.type 'Lamb'"):
+        _setup({"optimizer": {"type": "Lamb"}})
+
+
+def test_torch_autocast_off_is_accepted_and_on_is_refused():
+    assert _setup({"torch_autocast": {"enabled": False}, "bf16": {"enabled": True}}).policy["precision"] == "bf16"
+    with pytest.raises(InputError, match="torch_autocast.enabled"):
+        _setup({"torch_autocast": {"enabled": "true"}})

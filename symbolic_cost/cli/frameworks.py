@@ -107,7 +107,8 @@ def _deepspeed(path: str, args):
     """The ``Setup`` of ``--deepspeed`` with the model of ``--hf-config``/``--preset``; refuses what the
     config decides when the command line sets it too."""
     given = {k: int(v) for k, v in assignments(getattr(args, "set", [])).items() if getattr(v, "is_Integer", False)}
-    command = dict(zero=args.zero, precision=args.precision, precision_given=options.given(args, "precision"))
+    command = dict(zero=args.zero, precision=args.precision, precision_given=options.given(args, "precision"),
+                   zero_given=options.given(args, "zero"))
     from symbolic_cost.models.deepspeed import command_line_fills, deepspeed_setup    # _read's note
     text = input_file(path, "--deepspeed")
     found = deepspeed_setup(text, Path(path).stem, architecture(args), args.devices, given, command)

@@ -20,8 +20,10 @@ DeepSpeed key (default)                       library field
 ``zero_optimization.overlap_comm`` (true at   ``overlap``: gradient reduction (and, stage 3, the
 stage 3, false otherwise)                     parameter gathers) behind compute
 ``fp16.enabled``, ``bf16.enabled`` (false)    ``precision`` fp16, bf16 (fp32 without either)
-``optimizer.type``                            ``optimizer``: Adam, AdamW (absent: the command
-                                              line's, as the client's optimizer)
+``torch_autocast.enabled`` (false)            false accepted; true refused (not modelled)
+``optimizer.type``                            ``optimizer``: Adam, AdamW, any case as DeepSpeed
+                                              reads them (absent: the command line's, as the
+                                              client's optimizer)
 ``activation_checkpointing``                  configures DeepSpeed's checkpointing, which the
                                               model's code turns on (``--recompute``);
                                               ``cpu_checkpointing`` refused
@@ -29,7 +31,8 @@ stage 3, false otherwise)                     parameter gathers) behind compute
 
 A value ``"auto"`` (filled in by the Hugging Face Trainer from its own arguments) is taken from
 the command line: ``--set b=``, ``--set n_micro=``, ``--devices``, ``--precision``, ``--zero``;
-refused by name when the command line does not give it.  Keys that change no count are accepted
+refused by name when the command line does not give it.  Booleans are read as DeepSpeed's
+pydantic config reads them (``"false"`` is false; ``_boolean``).  Keys that change no count are accepted
 (``NO_COST``); any other key is refused, naming it.  At stage 3 DeepSpeed keeps parameters under
 ``stage3_param_persistence_threshold`` (100,000 elements) whole on every rank; the library shards
 them (noted).
@@ -50,10 +53,12 @@ NO_COST = {
          "tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler", "comms_logger", "memory_breakdown",
          "dump_state", "prescale_gradients", "gradient_predivide_factor", "sparse_gradients", "aio", "checkpoint",
          "zero_force_ds_cpu_optimizer", "activation_checkpointing", "fp16", "bf16", "zero_optimization", "optimizer",
+         "torch_autocast",
          "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print"},
     "fp16": {"enabled", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
              "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"},
     "bf16": {"enabled", "immediate_grad_update"},
+    "torch_autocast": {"enabled", "dtype", "lower_precision_safe_modules"},
     "optimizer": {"type", "params"},
     "activation_checkpointing": {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
                                  "number_checkpoints", "synchronize_checkpoint_boundary", "profile"},
@@ -75,7 +80,25 @@ The bucket sizes, loss scaling, logging and the scheduler change no count; the m
 ``stage3_param_persitence_threshold`` and ``..._persitance_...`` of DeepSpeedExamples' files are
 accepted as DeepSpeed of their time accepted them."""
 
-OPTIMIZERS = {"Adam": "adam", "AdamW": "adamw"}
+OPTIMIZERS = {"adam": "adam", "adamw": "adamw"}
+"""``optimizer.type`` as DeepSpeed reads it, case-insensitively (its ``DeepSpeedConfig`` lowercases
+a name of its own optimizers: ``"Adam"`` and ``"adam"`` alike), to the library's optimizers."""
+
+TRUE, FALSE = {"true", "1", "yes", "y", "on", "t"}, {"false", "0", "no", "n", "off", "f"}
+"""Strings DeepSpeed's pydantic config reads as booleans (pydantic's ``bool`` coercion, any case)."""
+
+
+def _boolean(value, where: str) -> bool:
+    """A boolean as DeepSpeed's pydantic config reads it: ``true``/``false``, 0 or 1, or a string
+    of ``TRUE``/``FALSE`` (``"false"`` is false, not a non-empty string's truth)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in TRUE | FALSE:
+        return value.lower() in TRUE
+    raise InputError(f"{where} must be a boolean (true, false, 0, 1 or a string DeepSpeed reads as one), "
+                     f"got {value!r}", where)
 
 
 def _check_keys(config: dict, name: str) -> None:
@@ -155,7 +178,7 @@ def zero_policy(zero: dict, stage: int, notes: list) -> dict:
     if offload is None:
         raise InputError("zero_optimization.offload_param without offload_optimizer is not modelled",
                          "zero_optimization.offload_param")
-    overlap = zero.get("overlap_comm", stage == 3)
+    overlap = _boolean(zero.get("overlap_comm", stage == 3), "zero_optimization.overlap_comm")
     if stage == 3:
         notes.append("ZeRO-3: DeepSpeed keeps parameters under stage3_param_persistence_threshold (100,000 elements "
                      "by default: norms, biases) whole on every rank; counted sharded")
@@ -171,19 +194,28 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     _check_keys(config, name)
     notes, zero = [], config.get("zero_optimization", {})
     stage = zero.get("stage", 0)
-    stage = command["zero"] if stage == "auto" else stage
+    if stage == "auto":        # the Hugging Face Trainer's placeholder: DeepSpeed itself refuses it
+        if not command.get("zero_given"):
+            raise InputError("zero_optimization.stage is \"auto\" (the Trainer fills it in); give --zero",
+                             "--zero")
+        stage = command["zero"]
     if stage not in (0, 1, 2, 3):
         raise InputError(f"zero_optimization.stage must be 0, 1, 2 or 3, got {stage!r}", "zero_optimization.stage")
-    if config.get("activation_checkpointing", {}).get("cpu_checkpointing") is True:
+    if _boolean(config.get("torch_autocast", {}).get("enabled", False), "torch_autocast.enabled"):
+        raise InputError("torch_autocast.enabled: DeepSpeed's autocast of the forward is not modelled; "
+                         "give the precision with bf16 or fp16", "torch_autocast.enabled")
+    if _boolean(config.get("activation_checkpointing", {}).get("cpu_checkpointing", False),
+                "activation_checkpointing.cpu_checkpointing"):
         raise InputError("activation_checkpointing.cpu_checkpointing: checkpoints moved to the host are not modelled",
                          "activation_checkpointing.cpu_checkpointing")
     micro, accum, dp = batch(config, world, given)
     policy = dict(zero=stage, precision=precision(config, command), **zero_policy(zero, stage, notes))
     kind = config.get("optimizer", {}).get("type")
     if kind is not None:
-        if kind not in OPTIMIZERS:
-            raise InputError(f"optimizer.type {kind!r}: the reader reads {', '.join(OPTIMIZERS)}", "optimizer.type")
-        policy["optimizer"] = OPTIMIZERS[kind]
+        if not isinstance(kind, str) or kind.lower() not in OPTIMIZERS:
+            raise InputError(f"optimizer.type {kind!r}: the reader reads {', '.join(OPTIMIZERS)} (any case)",
+                             "optimizer.type")
+        policy["optimizer"] = OPTIMIZERS[kind.lower()]
     values = {S.b: micro, S.n_micro: accum, S.d: dp, S.m1: 1, S.s1: 1, S.p: 1}
     return Setup(arch, values, policy, notes)
 
@@ -203,6 +235,7 @@ def command_line_fills(text: str) -> set:
 def precision(config: dict, command: dict) -> str:
     """``fp16.enabled`` or ``bf16.enabled`` (``"auto"``: the command line's ``--precision``)."""
     flags = {kind: config.get(kind, {}).get("enabled", False) for kind in ("fp16", "bf16")}
+    flags = {kind: on if on == "auto" else _boolean(on, f"{kind}.enabled") for kind, on in flags.items()}
     if "auto" in flags.values():
         if not command.get("precision_given"):
             raise InputError("fp16.enabled or bf16.enabled is \"auto\" (the Trainer fills it in); give --precision",
