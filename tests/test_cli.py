@@ -525,3 +525,15 @@ def test_each_listed_summary_is_its_commands_description(name):
     described = next(a for a in full._actions if a.dest == "command").choices[name].description
     assert shown[name] == described
     assert importlib.import_module(f"symbolic_cost.cli.{name}").__doc__.strip().startswith(described.split()[0])
+
+
+def test_summary_json_carries_the_layout_a_framework_file_decodes_to(capsys):
+    # DeepSpeedExamples' ZeRO-3 config on 8 devices: micro-batch 8, accumulation 1, ZeRO-3, fp16
+    # (tests/framework_inputs/PROVENANCE.md), as docs/frameworks.md works it by hand
+    here = pathlib.Path(__file__).parent
+    assert main(["summary", "--hf-config", str(here / "hf_configs" / "Llama-3.2-1B.json"), "--deepspeed",
+                 str(here / "framework_inputs" / "ds_zero_stage_3_config.json"), "--devices", "8", "--set", "l=2048",
+                 "--json"]) == 0
+    layout = json.loads(capsys.readouterr().out)["layout"]
+    assert {k: layout[k] for k in ("b", "l", "d", "micro_batches", "m1", "p", "zero", "precision", "recompute")} == \
+        dict(b=8, l=2048, d=8, micro_batches=1, m1=1, p=1, zero=3, precision="fp16", recompute="none")

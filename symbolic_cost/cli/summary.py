@@ -100,6 +100,18 @@ def whole_model(args):
     return arch, training, model_cost(arch, training, chosen), chosen
 
 
+LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "ep", "etp", "precision", "fp8",
+          "zero", "distributed_optimizer", "offload", "recompute", "schedule", "virtual_stages", "flash")
+"""The training fields ``summary --json`` reports as decoded (``layout``): what a framework file or
+the options set, so that a script reading a file sees what the reader made of it."""
+
+
+def decoded_layout(training: Training) -> dict:
+    """``LAYOUT``'s fields of ``training``: numbers as numbers, the rest as they are named."""
+    return {name: (number(value) if not isinstance(value, (str, bool, type(None))) else value)
+            for name in LAYOUT for value in (getattr(training, name),)}
+
+
 def report(args) -> tuple[dict, Training]:
     """Every number the command prints (FLOPs, bytes and seconds), and the training."""
     arch, training, cost, chosen = whole_model(args)
@@ -115,6 +127,7 @@ def report(args) -> tuple[dict, Training]:
     if not args.ideal:       # how far the calibrated model was off on published runs of this family
         out["predicted"]["expected_error"] = error_bands.band(arch, training, system, CALIBRATION.get("bands"))
     out["world_size"] = number(world_size(training))
+    out["layout"] = decoded_layout(training)
     out["peak"] = peak_report(arch, training, cost, chosen, system, args.overheads)
     notes = list(arch.notes)
     out["trainable_parameters"] = number(cost.trainable_parameters)
