@@ -359,3 +359,26 @@ def test_set_degrees_that_change_the_devices_beside_a_framework_file_are_refused
 ])
 def test_options_another_option_makes_moot_are_refused(capsys, argv, named):
     refused(capsys, argv, named)
+
+
+@pytest.mark.parametrize("key,value", [("local_batch_size", 0), ("pipeline_parallel_microbatch_size", 0)])
+def test_a_torchtitan_count_of_zero_is_refused_by_name(capsys, tmp_path, key, value):
+    """Issue 65: a count of 0 in a torchtitan file ended in ZeroDivisionError."""
+    section = "training" if key == "local_batch_size" else "parallelism"
+    body = {"training": {"local_batch_size": 8, "seq_len": 2048}, "parallelism": {"pipeline_parallel_degree": 2}}
+    body[section][key] = value
+    text = '[model]\nname = "llama3"\nflavor = "8B"\n' + "".join(
+        f"[{name}]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items()) for name, keys in body.items())
+    path = tmp_path / "train.toml"
+    path.write_text(text)
+    refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "8"], f"[{section}] {key}", "at least 1")
+
+
+def test_a_capacity_factor_of_one_over_zero_is_refused_by_name(capsys, tmp_path):
+    path = tmp_path / "run.sh"
+    path.write_text("torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                    "--seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 --global-batch-size 8 "
+                    "--num-experts 4 --moe-router-topk 2 --moe-expert-capacity-factor 1/0 --tokenizer-type NullTokenizer "
+                    "--vocab-size 1000\n")
+    refused(capsys, ["summary", "--megatron-args", str(path), "--devices", "8"], "--moe-expert-capacity-factor",
+            "must be a number")

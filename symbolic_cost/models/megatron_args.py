@@ -308,7 +308,7 @@ def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: boo
         text = o.text("moe-expert-capacity-factor")
         try:
             policy["capacity_factor"] = Fraction(text)
-        except ValueError:
+        except (ValueError, ZeroDivisionError):        # "1/0": no number (Megatron's argparse reads a float)
             raise InputError(f"--moe-expert-capacity-factor must be a number, got {text!r}",
                              "--moe-expert-capacity-factor") from None
     return policy

@@ -225,13 +225,13 @@ def layout(job: Job, arch: Architecture, world: int | None, notes: list) -> tupl
     if "local_batch_size" in training and "batch_size" in training:
         raise InputError("[training] local_batch_size and batch_size (its older name) together; give one",
                          "[training] batch_size")
-    local = job.get("training", "local_batch_size" if "local_batch_size" in training else "batch_size", 8)
+    local = job.get("training", "local_batch_size" if "local_batch_size" in training else "batch_size", 8, minimum=1)
     batch = job.get("training", "global_batch_size", -1)
     batch = local * d if batch == -1 else batch
     if batch < 1 or batch % (local * d):
         raise InputError(f"[training] global_batch_size {batch} is not a multiple of local batch x data-parallel "
                          f"degree = {local} x {d} (torchtitan's rule)", "[training] global_batch_size")
-    micro = job.get("parallelism", "pipeline_parallel_microbatch_size", 1) if pp > 1 else local
+    micro = job.get("parallelism", "pipeline_parallel_microbatch_size", 1, minimum=1) if pp > 1 else local
     if local % micro:
         raise InputError(f"[parallelism] pipeline_parallel_microbatch_size {micro} does not divide the local batch "
                          f"{local} (torchtitan's rule)", "[parallelism] pipeline_parallel_microbatch_size")

@@ -61,12 +61,16 @@ class Job:
                                      f"the cost); remove it or give the layout with --preset/--hf-config and --set",
                                      f"[{section}] {key}")
 
-    def get(self, section: str, key: str, default, kind=int):
+    def get(self, section: str, key: str, default, kind=int, minimum=None):
+        """``[section] key`` (``default`` when absent), of ``kind``, and at least ``minimum`` if given
+        (a count of 0 is refused here, by name, not left to divide by)."""
         value = self.data.get(section, {}).get(key, default)
         if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
             raise InputError(f"[{section}] {key} must be an integer, got {value!r}", f"[{section}] {key}")
         if kind is not int and not isinstance(value, kind):
             raise InputError(f"[{section}] {key} must be a {kind.__name__}, got {value!r}", f"[{section}] {key}")
+        if minimum is not None and value < minimum:
+            raise InputError(f"[{section}] {key} must be at least {minimum}, got {value}", f"[{section}] {key}")
         return value
 
     def degree(self, key: str, default: int = 1, minimum: int = 1) -> int:
