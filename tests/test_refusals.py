@@ -382,3 +382,14 @@ def test_a_capacity_factor_of_one_over_zero_is_refused_by_name(capsys, tmp_path)
                     "--vocab-size 1000\n")
     refused(capsys, ["summary", "--megatron-args", str(path), "--devices", "8"], "--moe-expert-capacity-factor",
             "must be a number")
+
+
+def test_heads_that_do_not_divide_the_hidden_size_are_refused_as_megatron_refuses_them(capsys, tmp_path):
+    """Issue 65: hidden 100 over 16 heads was read with a head size of 1; Megatron-LM asserts
+    ``hidden_size % num_attention_heads == 0`` before it derives ``kv_channels``."""
+    path = tmp_path / "run.sh"
+    path.write_text("torchrun pretrain_gpt.py --num-layers 2 --hidden-size 100 --num-attention-heads 16 "
+                    "--seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 --global-batch-size 8 "
+                    "--tokenizer-type NullTokenizer --vocab-size 1000\n")
+    refused(capsys, ["summary", "--megatron-args", str(path), "--devices", "8"], "--num-attention-heads 16",
+            "--hidden-size 100")

@@ -174,7 +174,10 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
         o.choice("position-embedding-type", "learned_absolute", ("learned_absolute", "rope", "none"))
     context = o.integer("max-position-embeddings")
     groups = o.integer("num-query-groups", 1)
-    head = o.integer("kv-channels", e // h if e % h == 0 else 1)
+    if "kv-channels" not in o.options and e % h:        # Megatron-LM asserts it before deriving kv_channels
+        raise InputError(f"--num-attention-heads {h} must divide --hidden-size {e} when --kv-channels is not given "
+                         f"(Megatron-LM's rule)", "--num-attention-heads")
+    head = o.integer("kv-channels", e // h)
     percent = o.fraction("rotary-percent", "1")
     rotary_dim = None if percent == 1 or positions != "rope" else percent * head
     if rotary_dim is not None and rotary_dim.denominator != 1:
