@@ -393,3 +393,15 @@ def test_heads_that_do_not_divide_the_hidden_size_are_refused_as_megatron_refuse
                     "--tokenizer-type NullTokenizer --vocab-size 1000\n")
     refused(capsys, ["summary", "--megatron-args", str(path), "--devices", "8"], "--num-attention-heads 16",
             "--hidden-size 100")
+
+
+def test_a_batch_size_ramp_is_noted_not_ignored(capsys, tmp_path):
+    """Issue 65: ``--rampup-batch-size`` was read and dropped without a word."""
+    from symbolic_cost.cli import main as run
+    path = tmp_path / "run.sh"
+    path.write_text("torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                    "--seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 --global-batch-size 8 "
+                    "--rampup-batch-size 2 2 1000 --tokenizer-type NullTokenizer --vocab-size 1000\n")
+    assert run(["summary", "--megatron-args", str(path), "--devices", "8", "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any(note.startswith("--rampup-batch-size") and "--global-batch-size" in note for note in notes), notes

@@ -10,7 +10,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.models.launch_script import known
 
 IGNORED = frozenset("""
-train-iters train-samples rampup-batch-size weight-decay clip-grad adam-beta1 adam-beta2 adam-eps
+train-iters train-samples weight-decay clip-grad adam-beta1 adam-beta2 adam-eps
 init-method-std lr min-lr decoupled-lr decoupled-min-lr split seed exit-duration-in-mins exit-interval
 mock-data vocab-file merge-file tiktoken-pattern num-workers no-mmap-bin-files
 no-create-attention-mask-in-dataloader norm-epsilon apply-layernorm-1p rotary-base rotary-interleaved
@@ -42,7 +42,9 @@ checkpoints, logging, profiling, restarts, bucket sizes."""
 
 NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in bf16; the gradient bytes "
                                 "follow --conventions (mixed_precision 'zero' counts 2 per parameter)",
-         "fp8-amax-history-len": None}
+         "fp8-amax-history-len": None,
+         "rampup-batch-size": "--rampup-batch-size: the step is timed at --global-batch-size, the batch the ramp "
+                              "ends at; the ramp's first steps run smaller batches"}
 
 READ = {
     "num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "group-query-attention",
