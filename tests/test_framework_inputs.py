@@ -49,7 +49,8 @@ def test_gpt3_script_equals_the_same_layout_given_with_set(capsys, monkeypatch):
     monkeypatch.setattr(config, "preset", lambda name: replace(original(name), vocab_multiple=128))
     typed = _json(capsys, "--preset", "gpt3-175b", "--set", "b=1", "l=2048", "m1=8", "s1=1", "d=8", "p=16",
                   "n_micro=192", "--precision", "fp16", "--flash")
-    assert got["notes"] == ["--devices 1024 replaces the 8 processes the launch starts"]
+    assert got["notes"][1:] == ["--devices 1024 replaces the 8 processes the launch starts"]
+    assert got["notes"][0].startswith("--rampup-batch-size")          # the script ramps its batch (line 43)
     assert {k: v for k, v in got.items() if k not in ("model", "notes")} == \
         {k: v for k, v in typed.items() if k != "model"}
     assert got["world_size"] == 1024
@@ -937,3 +938,59 @@ def test_checkpoint_activations_beside_its_successor_is_refused(tmp_path, capsys
                       "--checkpoint-activations --recompute-granularity full\n")
     assert "--checkpoint-activations (Megatron-LM before 2022) and --recompute-granularity" in \
         _error(capsys, "--megatron-args", str(script), "--vocab-size", "100")
+
+
+CASE_SCRIPT = """#!/bin/bash
+MODEL_SIZE=${MODEL_SIZE:-small}
+case $MODEL_SIZE in
+  tiny|small)
+    NUM_LAYERS=2
+    HIDDEN=64
+    ;;
+  large) NUM_LAYERS=24; HIDDEN=1024;;
+  *)
+    echo "unknown size"; exit 1
+    ;;
+esac
+if [ -n "$WANDB_API_KEY" ]; then
+  LOGGING_ARGS="--wandb-project test --wandb-exp-name x --log-interval 10"
+fi
+run_cmd="torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers $NUM_LAYERS --hidden-size $HIDDEN \\
+  --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 \\
+  --global-batch-size 8 --tokenizer-type NullTokenizer --vocab-size 1000 ${LOGGING_ARGS}"
+eval ${run_cmd}
+"""
+
+
+def test_case_on_a_known_value_takes_its_branch():
+    # MODEL_SIZE defaults to small: the tiny|small branch, as bash takes it
+    from symbolic_cost.models.megatron_words import inert
+    launch = read_launch(CASE_SCRIPT, "s", inert=inert)
+    words = launch.program
+    assert words[words.index("--num-layers") + 1] == "2" and words[words.index("--hidden-size") + 1] == "64"
+    large = read_launch(CASE_SCRIPT.replace("${MODEL_SIZE:-small}", "large"), "s", inert=inert).program
+    assert large[large.index("--num-layers") + 1] == "24" and large[large.index("--hidden-size") + 1] == "1024"
+    assert launch.launcher == ["torchrun", "--nproc_per_node", "8"]      # eval ${run_cmd}: the command's words
+
+
+def test_a_case_on_an_unknown_value_refuses_what_it_assigns():
+    with pytest.raises(InputError, match="line 5: an assignment sits under a test"):
+        read_launch(CASE_SCRIPT.replace("${MODEL_SIZE:-small}", "$1"), "s")
+
+
+def test_logging_under_an_unknown_test_is_taken_with_a_note_and_nothing_else_is(capsys, tmp_path):
+    from symbolic_cost.models.megatron_words import inert
+    launch = read_launch(CASE_SCRIPT, "s", inert=inert)
+    assert launch.notes == ["line 14: LOGGING_ARGS is set under a test the reader cannot decide; its options change "
+                            "no count, so the cost is the same either way"]
+    costly = CASE_SCRIPT.replace("--wandb-project test", "--recompute-granularity full")
+    with pytest.raises(InputError, match="line 14: an assignment sits under a test"):
+        read_launch(costly, "s", inert=inert)
+    path = tmp_path / "train.sh"
+    path.write_text(CASE_SCRIPT)
+    assert main(["summary", "--megatron-args", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # 2 layers of 64 (12 x 64^2 + 13 x 64 each), the 1,000 words padded to 1,024, 128 positions, the
+    # final norm; tied: the parameters by hand
+    assert report["parameters"] == 1024 * 64 + 128 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64
+    assert report["world_size"] == 8 and report["notes"][0].startswith("line 14: LOGGING_ARGS")

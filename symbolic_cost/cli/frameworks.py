@@ -196,7 +196,8 @@ def _read(dest: str, path: str, args):
         return torchtitan_setup(input_file(path, flag), Path(path).stem, world=args.devices, vocab=args.vocab_size)
     from symbolic_cost.models.launch_script import read_launch
     from symbolic_cost.models.megatron_args import megatron_setup
-    launch = read_launch(input_file(path, flag), f"{flag} {Path(path).name}")
+    from symbolic_cost.models.megatron_words import inert
+    launch = read_launch(input_file(path, flag), f"{flag} {Path(path).name}", inert=inert)
     return megatron_setup(launch, Path(path).stem, world=args.devices, vocab=args.vocab_size)
 
 

@@ -10,8 +10,12 @@ reads the part of shell those scripts use, statically (nothing is executed):
 * arrays ``NAME=( ... )`` over several lines, ``NAME+=( ... )``; ``${NAME[@]}`` unquoted splits
   each element into words, as the shell does;
 * ``if``/``elif``/``else``/``fi`` whose tests compare known values (``==``, ``!=``, ``-z``,
-  ``-n``, joined by ``||`` and ``&&``); a block under a test that cannot be decided (a file test,
-  an unknown value) may echo and exit, but an assignment or the launch inside it is refused;
+  ``-n``, ``-eq`` ..., joined by ``||`` and ``&&``), and ``case WORD in`` ... ``esac`` on a known
+  word (its branches' patterns globbed as the shell does); a block under a test that cannot be
+  decided (a file test, an unknown value) may echo and exit, and assign options that change no
+  count (``inert``: logging around ``if [ -n "$WANDB_API_KEY" ]``, noted), but another
+  assignment or the launch inside it is refused;
+* ``eval ${run_cmd}``: a command kept in a variable runs as its words;
 * the launch: the one line naming the entry point (``pretrain_gpt.py``); the words before it are
   the launcher's (``torchrun --nproc_per_node 8 --nnodes 2``), those after it the program's.
 
@@ -22,6 +26,7 @@ that matters is refused for it (``known``).
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -34,16 +39,20 @@ UNKNOWN = "\x00"
 
 _VARIABLE = re.compile(r"\$\{(\w+)\[@\]\}|\$\{(\w+)(?::?-([^}]*))?\}|\$\(\((.*?)\)\)|\$\((.*?)\)|\$(\w+)")
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
-_OPENERS, _CLOSERS = {"for", "while", "until", "case", "select"}, {"done", "esac"}
+_OPENERS, _CLOSERS = {"for", "while", "until", "select"}, {"done", "esac"}
+_PATTERN = re.compile(r"^\(?\s*([^()]*?)\s*\)\s*(.*)$")
+"""A ``case`` branch's patterns (``small|tiny)``, ``*)``) and what follows them on the line."""
 
 
 @dataclass
 class Launch:
-    """What the script runs: the launcher's words, the entry point and the program's words."""
+    """What the script runs: the launcher's words, the entry point and the program's words, and
+    ``notes`` on what the reader took without deciding (an inert assignment under an unknown test)."""
 
     launcher: list = field(default_factory=list)
     entry: str | None = None
     program: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
 
 
 def known(text: str, option: str) -> str:
@@ -224,12 +233,31 @@ def _uncommented(line: str) -> str:
     return line
 
 
-def read_launch(text: str, what: str, entries=("pretrain_gpt.py",)) -> Launch:
-    """The launch of a script (or an arguments file) whose program is one of ``entries``."""
-    shell, launches = _Shell(what), []
-    for number, line in _statements(text):
+def read_launch(text: str, what: str, entries=("pretrain_gpt.py",), inert=None) -> Launch:
+    """The launch of a script (or an arguments file) whose program is one of ``entries``.  ``inert``
+    (words -> bool) says which assigned words change no count: such an assignment under a test the
+    reader cannot decide (``if [ -n "$WANDB_API_KEY" ]`` around logging options) is taken, with a
+    note, since either way the cost is the same."""
+    shell, launches, notes = _Shell(what), [], []
+    todo = list(_statements(text))
+    while todo:
+        number, line = todo.pop(0)
         line = _uncommented(line)
+        if _case_pattern(shell, line, number, todo):
+            continue
+        parts = _commands(line)
+        if len(parts) > 1:                        # "A=1; B=2", "if [ ... ]; then": one command at a time
+            todo[:0] = [(number, part) for part in parts]
+            continue
         head = line.replace(";", " ").split()[0] if line.replace(";", " ").split() else ""
+        if head == "case":
+            _case(shell, line)
+            continue
+        ends_branch = line.endswith(";;")
+        if ends_branch:
+            line = line[:-2].rstrip()
+            if shell.frames and len(shell.frames[-1]) == 4:
+                shell.frames[-1][3] = True          # the next line is the next branch's patterns
         if head in ("if", "elif", "else"):
             _branch(shell, head, line)
             continue
@@ -250,9 +278,12 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",)) -> Launch:
         if not (assignment or launch):
             continue
         where = f"{what}: line {number}"
-        if shell.active() is None:
+        if shell.active() is None and not (assignment and _inert(shell, assignment, inert)):
             raise InputError(f"{where}: {'the launch' if launch else 'an assignment'} sits under a test the reader "
                              f"cannot decide (a file test or an unknown value); write the launch plainly", what)
+        if shell.active() is None:
+            notes.append(f"line {number}: {assignment.group(1)} is set under a test the reader cannot decide; its "
+                         f"options change no count, so the cost is the same either way")
         if launch:
             launches.append((where, words))
             continue
@@ -275,7 +306,75 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",)) -> Launch:
     entry = words[at].rsplit("/", 1)[-1]
     if entry not in entries:
         raise InputError(f"{where}: runs {entry}; read are {', '.join(entries)} (GPT decoders)", what)
-    return Launch(launcher=words[:at], entry=entry, program=words[at + 1:])
+    launcher = words[:at][1:] if words[:at][:1] == ["eval"] else words[:at]   # eval ${run_cmd}: the command's words
+    return Launch(launcher=launcher, entry=entry, program=words[at + 1:], notes=notes)
+
+
+def _commands(line: str) -> list[str]:
+    """The commands of a line split at its ``;`` outside quotes and ``$(( ))``; a ``;;`` (the end of
+    a ``case`` branch) stays on the command it ends."""
+    parts, start, quote, depth, i = [], 0, None, 0, 0
+    while i < len(line):
+        char = line[i]
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(0, depth - 1)
+        elif char == ";" and depth == 0:
+            end = i + 2 if line[i + 1:i + 2] == ";" else i
+            parts.append(line[start:end].strip())
+            start, i = end + (0 if end == i + 2 else 1), end + (0 if end == i + 2 else 1)
+            continue
+        i += 1
+    parts.append(line[start:].strip())
+    return [part for part in parts if part]
+
+
+def _inert(shell: _Shell, assignment, inert) -> bool:
+    """Whether an assignment's value is words that change no count (``inert``)."""
+    if inert is None:
+        return False
+    value = assignment.group(3)
+    words = (shlex.split(shell.expand(value[1:-1].strip(), split_arrays=False)) if value.startswith("(")
+             else _words(shell, value))
+    return bool(words) and all(UNKNOWN not in w for w in words) and inert(words)
+
+
+def _case(shell: _Shell, line: str) -> None:
+    """``case WORD in``: a frame ``[runs, a branch ran, the word (None: unknown), expecting patterns]``."""
+    match = re.match(r"^case\s+(.*?)\s+in\s*$", line)
+    if match is None:
+        raise InputError(f"{shell.what}: {line!r}: a case the reader does not read (write 'case WORD in' on a line "
+                         f"of its own)", shell.what)
+    words = _words(shell, match.group(1))
+    subject = words[0] if words and len(words) == 1 and UNKNOWN not in words[0] else None
+    shell.frames.append([False, False, subject, True])
+
+
+def _case_pattern(shell: _Shell, line: str, number: int, todo: list) -> bool:
+    """A ``case`` branch's patterns, where the frame expects them: the branch runs when a pattern
+    matches the word (shell globbing) and no earlier branch ran; unknown when the word is.  What
+    follows the ``)`` on the line is read next."""
+    if not shell.frames or len(shell.frames[-1]) != 4 or not shell.frames[-1][3] or line.strip() == "esac":
+        return False
+    match = _PATTERN.match(line.strip())
+    if match is None:
+        return False
+    frame = shell.frames[-1]
+    subject, ran = frame[2], frame[1]
+    if subject is None:
+        runs = None
+    else:
+        runs = not ran and any(fnmatch.fnmatchcase(subject, p.strip()) for p in match.group(1).split("|"))
+    frame[0], frame[1], frame[3] = runs, (ran or runs) if runs is not None else ran, False
+    rest = match.group(2).strip()
+    if rest:
+        todo.insert(0, (number, rest))
+    return True
 
 
 def _words(shell: _Shell, text: str) -> list | None:

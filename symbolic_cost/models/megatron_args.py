@@ -117,7 +117,7 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
     """The model, values and policy of Megatron arguments; ``world`` and ``vocab`` (from the command
     line) replace the launcher's world size and give a vocabulary read from a tokenizer file."""
     world, vocab = given_counts(world=world, vocab=vocab)
-    o, notes = Options(parse(launch.program)), []
+    o, notes = Options(parse(launch.program)), list(launch.notes)
     notes += [NOTED[n] for n in NOTED if n in o.options and NOTED[n]]
     stated = world_size(launch.launcher)
     if world is not None and stated is not None and world != stated:

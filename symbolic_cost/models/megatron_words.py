@@ -82,11 +82,21 @@ def parse(words: list) -> dict:
         else:
             options[name].append(word)
     for name in options:
-        if name not in READ and name not in IGNORED and name not in NOTED \
-                and not any(f"--{name}".startswith(p) for p in IGNORED_PREFIXES):
+        if name not in READ and name not in NOTED and not _no_cost(name):
             raise InputError(f"--{name}: a Megatron-LM option this reader does not read (it may change the cost); "
                              f"remove it or give the layout with --preset/--hf-config and --set", f"--{name}")
     return options
+
+
+def inert(words: list) -> bool:
+    """Whether ``words`` are options that change no count, with their values (``IGNORED``,
+    ``IGNORED_PREFIXES``): what a script may set under a test the reader cannot decide."""
+    return bool(words) and words[0].startswith("--") and all(
+        _no_cost(word[2:].partition("=")[0]) for word in words if word.startswith("--"))
+
+
+def _no_cost(name: str) -> bool:
+    return name in IGNORED or any(f"--{name}".startswith(p) for p in IGNORED_PREFIXES)
 
 
 class Options:
