@@ -405,3 +405,12 @@ def test_a_batch_size_ramp_is_noted_not_ignored(capsys, tmp_path):
     assert run(["summary", "--megatron-args", str(path), "--devices", "8", "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any(note.startswith("--rampup-batch-size") and "--global-batch-size" in note for note in notes), notes
+
+
+def test_a_nemo_1_yaml_is_named_for_what_it_is(capsys, tmp_path):
+    """Issue 65: NeMo 1.x's megatron_gpt_config.yaml was refused with a message about a
+    Megatron-Bridge section; its trainer and exp_manager sections say what it is."""
+    path = tmp_path / "megatron_gpt_config.yaml"
+    path.write_text("name: megatron_gpt\ntrainer:\n  devices: 8\n  num_nodes: 1\nexp_manager:\n  explicit_log_dir: null\n"
+                    "model:\n  micro_batch_size: 4\n  global_batch_size: 8\n  tensor_model_parallel_size: 1\n")
+    refused(capsys, ["summary", "--nemo-recipe", str(path), "--devices", "8"], "NeMo 1.x", "trainer")

@@ -166,6 +166,11 @@ class Container:
 
     def __init__(self, data: dict, name: str):
         self.data, self.name = data, name
+        if "trainer" in data and ("exp_manager" in data or "model" in data and "train" not in data):
+            raise InputError(f"{name}: a NeMo 1.x configuration (its trainer and exp_manager sections, NeMo's "
+                             f"megatron_gpt_config.yaml of 2023-2024); --nemo-recipe reads Megatron-Bridge's "
+                             f"(NeMo 2) ConfigContainer as a run dumps it; give the layout with --preset or "
+                             f"--hf-config and --set", "--nemo-recipe")
         for key in data:
             if not _known("", key) and key not in INERT[""]:
                 raise InputError(f"{key}: a Megatron-Bridge section this reader does not read (it may change the "
