@@ -994,3 +994,22 @@ def test_logging_under_an_unknown_test_is_taken_with_a_note_and_nothing_else_is(
     # final norm; tied: the parameters by hand
     assert report["parameters"] == 1024 * 64 + 128 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64
     assert report["world_size"] == 8 and report["notes"][0].startswith("line 14: LOGGING_ARGS")
+
+
+@pytest.mark.parametrize("reshard", ["true", "false"])
+def test_an_fsdp1_file_with_reshard_after_forward_is_read_as_accelerates_plugin_reads_it(tmp_path, capsys, reshard,
+                                                                                       monkeypatch):
+    """Issue 65: TRL's FSDP1 configs set fsdp_reshard_after_forward; accelerate's plugin takes an FSDP1
+    strategy from fsdp_sharding_strategy (FULL_SHARD by default), which wins over it."""
+    config = _accelerate(tmp_path, "fsdp_sharding_strategy: FULL_SHARD",
+                         f"fsdp_sharding_strategy: FULL_SHARD\n  fsdp_reshard_after_forward: {reshard}")
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
+    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "--precision", "bf16", "--set", "d=2",
+                  "--zero", "3", "--overlap", "grad,param")
+    _same(got, plain)
+    assert any(note.startswith("fsdp_config.fsdp_reshard_after_forward") for note in got["notes"])
+    # what `accelerate launch` hands the plugin from this file: its fsdp_config keys as FSDP_* variables
+    accelerate = pytest.importorskip("accelerate")
+    monkeypatch.setenv("FSDP_SHARDING_STRATEGY", "FULL_SHARD")
+    monkeypatch.setenv("FSDP_RESHARD_AFTER_FORWARD", reshard)
+    assert accelerate.utils.FullyShardedDataParallelPlugin().sharding_strategy.name == "FULL_SHARD"

@@ -108,9 +108,9 @@ def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
         reshard = fsdp.get("fsdp_reshard_after_forward", True)
         strategy = {True: "FULL_SHARD", False: "SHARD_GRAD_OP"}.get(reshard)
     else:
-        if "fsdp_reshard_after_forward" in fsdp:
-            raise InputError("fsdp_config.fsdp_reshard_after_forward is FSDP2's (fsdp_version: 2)",
-                             "fsdp_config.fsdp_reshard_after_forward")
+        if "fsdp_reshard_after_forward" in fsdp:      # FSDP1 defaults its sharding_strategy, which wins over it
+            notes.append("fsdp_config.fsdp_reshard_after_forward: FSDP1 (fsdp_version 1) takes its strategy from "
+                         "fsdp_sharding_strategy (FULL_SHARD unless given), as accelerate's plugin does")
         strategy = STRATEGIES.get(fsdp.get("fsdp_sharding_strategy", "FULL_SHARD"))
     if strategy is None:
         raise InputError("fsdp_config.fsdp_sharding_strategy: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD "
