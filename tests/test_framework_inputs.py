@@ -1013,3 +1013,20 @@ def test_an_fsdp1_file_with_reshard_after_forward_is_read_as_accelerates_plugin_
     monkeypatch.setenv("FSDP_SHARDING_STRATEGY", "FULL_SHARD")
     monkeypatch.setenv("FSDP_RESHARD_AFTER_FORWARD", reshard)
     assert accelerate.utils.FullyShardedDataParallelPlugin().sharding_strategy.name == "FULL_SHARD"
+
+
+def test_the_empty_sections_accelerate_config_writes_are_accepted(tmp_path, capsys):
+    """Issue 65: accelerate's documented ``accelerate config`` output holds ``deepspeed_config: {}``
+    and ``megatron_lm_config: {}`` beside an FSDP setup; empty, they change nothing."""
+    config = _accelerate(tmp_path, "distributed_type: FSDP", "deepspeed_config: {}\nmegatron_lm_config: {}\n"
+                                                             "distributed_type: FSDP")
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
+    plain = _json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path), "--set", "b=4", "l=2048")
+    assert got == plain
+
+
+def test_an_inline_deepspeed_config_is_sent_to_deepspeed(tmp_path, capsys):
+    config = _accelerate(tmp_path, "distributed_type: FSDP", "deepspeed_config:\n  zero_stage: 2\n"
+                                                             "distributed_type: FSDP")
+    err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", config)
+    assert "deepspeed_config" in err and "--deepspeed" in err and len(err.strip().splitlines()) == 1

@@ -65,9 +65,19 @@ STRATEGIES = {"FULL_SHARD": "FULL_SHARD", 1: "FULL_SHARD", "SHARD_GRAD_OP": "SHA
 PRECISIONS = {"no": "fp32", "fp16": "fp16", "bf16": "bf16"}
 
 
+EMPTY_SECTIONS = {"deepspeed_config": "give the DeepSpeed settings as a ds_config.json with --deepspeed",
+                  "megatron_lm_config": "give the Megatron-LM launch with --megatron-args",
+                  "ipex_config": "CPU training is not modelled", "mpirun_config": "an MPI launch is not modelled"}
+"""Sections ``accelerate config`` writes for other backends: accepted empty (``{}``, as its own
+documented output has them), refused with what to do when they hold settings."""
+
+
 def _check_keys(config: dict, name: str) -> None:
+    for key, instead in EMPTY_SECTIONS.items():
+        if config.get(key):
+            raise InputError(f"{key}: the reader does not read settings inline here; {instead}", key)
     for key in config:
-        if key not in NO_COST[""]:
+        if key not in NO_COST[""] and key not in EMPTY_SECTIONS:
             raise InputError(f"{key}: an accelerate key this reader does not read (it may change the cost); remove "
                              f"it or give the training with the command line's options", key)
     fsdp = config.get("fsdp_config") or {}
