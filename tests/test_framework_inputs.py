@@ -1030,3 +1030,14 @@ def test_an_inline_deepspeed_config_is_sent_to_deepspeed(tmp_path, capsys):
                                                              "distributed_type: FSDP")
     err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", config)
     assert "deepspeed_config" in err and "--deepspeed" in err and len(err.strip().splitlines()) == 1
+
+
+def test_fsdp_offload_alone_is_read_as_the_pinned_transformers_reads_it(tmp_path):
+    """Issue 65 said transformers refuses ``fsdp: "offload"`` alone; the pinned transformers (5.23)
+    accepts it as FSDP (version 2, resharding after forward) with the parameters on the host."""
+    from symbolic_cost.models.hf_trainer import fsdp_options
+    ours = fsdp_options("offload", {})
+    assert ours == {"fsdp_version": 2, "fsdp_reshard_after_forward": True, "fsdp_offload_params": True}
+    transformers = pytest.importorskip("transformers")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), fsdp="offload")
+    assert args.fsdp and args.fsdp_config["cpu_offload"] is True and args.fsdp_config.get("version", 2) == 2
