@@ -414,3 +414,12 @@ def test_a_nemo_1_yaml_is_named_for_what_it_is(capsys, tmp_path):
     path.write_text("name: megatron_gpt\ntrainer:\n  devices: 8\n  num_nodes: 1\nexp_manager:\n  explicit_log_dir: null\n"
                     "model:\n  micro_batch_size: 4\n  global_batch_size: 8\n  tensor_model_parallel_size: 1\n")
     refused(capsys, ["summary", "--nemo-recipe", str(path), "--devices", "8"], "NeMo 1.x", "trainer")
+
+
+def test_a_torchtitan_model_other_than_llama3_is_named_before_its_experts(capsys, tmp_path):
+    """Issue 65: torchtitan's DeepSeek-V3 file was told "llama3 has no experts", blaming the wrong model."""
+    path = tmp_path / "deepseek_v3_671b.toml"
+    path.write_text('[model]\nname = "deepseek_v3"\nflavor = "671B"\n[training]\nlocal_batch_size = 8\n'
+                    'seq_len = 4096\n[parallelism]\nexpert_parallel_degree = 8\n')
+    err = refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "64"], "[model] name 'deepseek_v3'")
+    assert "experts" not in err

@@ -100,12 +100,17 @@ def hidden_dim(dim: int, multiplier, multiple_of: int) -> int:
     return multiple_of * ceil(Fraction(hidden, multiple_of))
 
 
-def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list) -> Architecture:
-    """The Llama 3 of ``[model] flavor`` (``FLAVORS``), its vocabulary and context."""
+def check_model(job: Job) -> None:
+    """Refuse a model other than llama3 first, by its name, before any key that only it would explain."""
     model = job.get("model", "name", "llama3", str)
     if model != "llama3":
-        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 flavours only",
-                         "[model] name")
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 flavours only; give that "
+                         f"model's config.json with --hf-config and its layout with --set", "[model] name")
+
+
+def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list) -> Architecture:
+    """The Llama 3 of ``[model] flavor`` (``FLAVORS``), its vocabulary and context."""
+    check_model(job)
     flavor = job.get("model", "flavor", "debugmodel", str)
     if flavor not in FLAVORS:
         raise InputError(f"[model] flavor {flavor!r}: the reader bundles {', '.join(FLAVORS)}", "[model] flavor")
@@ -147,6 +152,7 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
     processes (``--devices``), ``vocab`` a tokenizer's vocabulary."""
     world, vocab = given_counts(world=world, vocab=vocab)
     job, notes = Job(text, name), []
+    check_model(job)
     for section, key, inert, why in (
             ("training", "enable_cpu_offload", False, "FSDP's CPU offload of parameters, gradients and optimizer "
              "state is not modelled"),
