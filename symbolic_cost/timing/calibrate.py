@@ -50,8 +50,7 @@ def symbolic_time(case):
 
 def fit(cases) -> dict:
     """``{family: {factor: value}}`` minimising the squared log errors over ``cases``.  A factor
-    no case constrains (A100's ``attention``: no A100 case runs fused attention) takes the other
-    family's value."""
+    no case constrains takes the other family's value."""
     import numpy as np
     from scipy.optimize import least_squares
     params = [f"{k}_{fam}" for fam in FAMILIES for k in efficiency.FITTED]
@@ -91,9 +90,10 @@ def rounded(value: float) -> str:
 
 PROVENANCE = {
     "command": "symbolic-cost calibrate",
-    "method": "scipy.optimize.least_squares on log(predicted / measured), one residual per case, "
-              "fractions of a peak bounded to [0.05, 1], the kernel floor to [0, 100] us, the step's framework time to [0, 5] s, rounded to 3 significant digits",
-    "note": "A100's attention factor is not constrained (no A100 case runs fused attention): H100's"}
+    "method": "scipy.optimize.least_squares on log(predicted / measured), one residual per case, each factor "
+              "within its bounds (timing.calibrate.RANGES: matrix in [0.05, 1], memory in [0.8, 1], the kernel "
+              "cost in [0, 100] us, the step's framework time in [0, 5] s), rounded to 3 significant digits",
+    "note": "fused attention is not fitted: timing.attention_kernels takes it from published kernel benchmarks"}
 SERVING_PROVENANCE = {
     "command": "symbolic-cost calibrate --serving",
     "method": "scipy.optimize.least_squares, soft-L1 loss with f_scale 0.1, on log(predicted / measured) of "
