@@ -423,3 +423,19 @@ def test_a_torchtitan_model_other_than_llama3_is_named_before_its_experts(capsys
                     'seq_len = 4096\n[parallelism]\nexpert_parallel_degree = 8\n')
     err = refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "64"], "[model] name 'deepseek_v3'")
     assert "experts" not in err
+
+
+@pytest.mark.parametrize("section,key,now", [("training", "tensor_parallel_degree", "[parallelism] tensor_parallel_degree"),
+                                             ("experimental", "pipeline_parallel_degree",
+                                              "[parallelism] pipeline_parallel_degree"),
+                                             ("model", "norm_type", "remove it")])
+def test_an_older_torchtitan_toml_is_told_its_generation(capsys, tmp_path, section, key, now):
+    """Issue 65: torchtitan's TOMLs before its [parallelism] section (2024) were refused by key name,
+    with no hint that the file's generation was the problem."""
+    tables = {"model": {"name": '"llama3"', "flavor": '"8B"'}, "training": {"batch_size": 8, "seq_len": 2048}}
+    tables.setdefault(section, {})[key] = 2
+    path = tmp_path / "old.toml"
+    path.write_text("".join(f"[{name}]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
+                            for name, keys in tables.items()))
+    refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "8"], f"[{section}] {key}", "before early 2025",
+            now)

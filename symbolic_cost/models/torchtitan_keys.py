@@ -39,6 +39,26 @@ READ = {
 }
 """Keys ``torchtitan_setup`` reads (see the module docstring's table)."""
 
+OLDER = {("training", "data_parallel_replicate_degree"): "[parallelism] data_parallel_replicate_degree",
+         ("training", "data_parallel_shard_degree"): "[parallelism] data_parallel_shard_degree",
+         ("training", "data_parallel_degree"): "[parallelism] data_parallel_shard_degree",
+         ("training", "tensor_parallel_degree"): "[parallelism] tensor_parallel_degree",
+         ("training", "enable_loss_parallel"): "[parallelism] disable_loss_parallel",
+         ("training", "enable_async_tensor_parallel"): "[parallelism] enable_async_tensor_parallel",
+         ("experimental", "pipeline_parallel_degree"): "[parallelism] pipeline_parallel_degree",
+         ("experimental", "pipeline_parallel_split_points"): "[parallelism] pipeline_parallel_split_points",
+         ("experimental", "pipeline_parallel_schedule"): "[parallelism] pipeline_parallel_schedule",
+         ("experimental", "pipeline_parallel_microbatches"): "[parallelism] pipeline_parallel_microbatch_size",
+         ("experimental", "context_parallel_degree"): "[parallelism] context_parallel_degree",
+         ("experimental", "enable_async_tensor_parallel"): "[parallelism] enable_async_tensor_parallel",
+         ("model", "norm_type"): None}
+"""Keys of torchtitan's TOMLs from before its ``[parallelism]`` section (2024 to early 2025), with
+where the reader's generation keeps them (None: dropped, the flavour decides)."""
+
+GENERATIONS = ("the reader reads torchtitan's TOMLs with a [parallelism] section (from early 2025 until "
+               "upstream replaced its TOMLs by Python configs on 2026-02-23)")
+
+
 class Job:
     """The TOML's sections: typed values with torchtitan's defaults; every key checked against
     ``READ`` and ``NO_COST`` (an unknown section or key is refused, naming it)."""
@@ -56,6 +76,11 @@ class Job:
                                  "--torchtitan")
             allowed = NO_COST.get(section)
             for key in table:
+                if (section, key) in OLDER and key not in READ.get(section, set()):
+                    now = OLDER[section, key]
+                    raise InputError(f"[{section}] {key}: a key of torchtitan's TOMLs before early 2025; "
+                                     f"{GENERATIONS}" + (f": write it as {now}" if now else ": remove it"),
+                                     f"[{section}] {key}")
                 if allowed != "*" and key not in (allowed or set()) and key not in READ.get(section, set()):
                     raise InputError(f"[{section}] {key}: a torchtitan key this reader does not read (it may change "
                                      f"the cost); remove it or give the layout with --preset/--hf-config and --set",
