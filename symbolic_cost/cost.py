@@ -221,13 +221,12 @@ class ScoreShape:
     window: object = None
 
     def subs(self, values: Mapping) -> "ScoreShape":
-        size = getattr(self.window, "size", self.window)
-        window = self.window if size is None else (
-            replace(self.window, size=sympify(size).subs(values)) if hasattr(self.window, "size")
-            else sympify(size).subs(values))
-        length = None if self.causal_length is None else self.causal_length.subs(values)
-        return replace(self, queries=self.queries.subs(values), counted=self.counted.subs(values),
-                       causal_length=length, window=window)
+        def put(x):
+            return None if x is None else sympify(x).subs(values)
+        window = self.window
+        window = replace(window, size=put(window.size)) if hasattr(window, "size") else put(window)    # a Chunk
+        return replace(self, queries=put(self.queries), counted=put(self.counted),
+                       causal_length=put(self.causal_length), window=window)
 
 
 EXPRESSION_FIELDS = ("flops_fwd", "flops_bwd", "act_in", "act_in_other", "act_out",

@@ -147,3 +147,15 @@ def test_the_peak_stays_a_lower_bound_of_a_causal_flash_kernel(length, system):
     assert peak["t_comp_fwd"] == row.flops_fwd * executed / length / get_system(system).matrix_flops
     for pass_ in ("fwd", "bwd"):
         assert peak[f"t_{pass_}"] <= real[f"t_{pass_}"]
+
+
+@pytest.mark.parametrize("window", [None, 700, Chunk(512)])
+def test_a_symbolic_shape_substituted_is_the_shape_built_with_numbers(window):
+    from sympy import Symbol
+    l, w = Symbol("l", positive=True, integer=True), Symbol("w", positive=True, integer=True)
+    symbolic = {None: None, 700: w, Chunk(512): Chunk(w)}[window]
+    built = flash_attention(1, l, 64, 4, causal=True, window=symbolic).scores
+    numeric = flash_attention(1, 2000, 64, 4, causal=True, window=window).scores
+    values = {l: 2000, w: 700 if window == 700 else 512}
+    assert ak.executed_keys(built.subs(values)) == ak.executed_keys(numeric)
+    assert built.subs(values).counted == numeric.counted

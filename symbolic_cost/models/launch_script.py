@@ -325,9 +325,9 @@ def _commands(line: str) -> list[str]:
         elif char == ")":
             depth = max(0, depth - 1)
         elif char == ";" and depth == 0:
-            end = i + 2 if line[i + 1:i + 2] == ";" else i
-            parts.append(line[start:end].strip())
-            start, i = end + (0 if end == i + 2 else 1), end + (0 if end == i + 2 else 1)
+            cut = i + 2 if line[i + 1:i + 2] == ";" else i          # ";;" stays on the branch it ends
+            parts.append(line[start:cut].strip())
+            i = start = max(cut, i + 1)
             continue
         i += 1
     parts.append(line[start:].strip())

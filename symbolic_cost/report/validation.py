@@ -102,7 +102,7 @@ def serving_lines(rows) -> list[str]:
 
 
 def _factor(name: str, value) -> str:
-    """A fitted factor as the table shows it: a fraction as is, the kernel floor in microseconds,
+    """A fitted factor as the table shows it: a fraction as is, the per-kernel cost in microseconds,
     the step's framework time in milliseconds."""
     if name == "kernel":
         return f"{float(value) * 1e6:.3g} us"
