@@ -5,37 +5,25 @@ shows the numbers ``summary --json`` prints for the configuration typed into it.
 The oracle is the command line run here with the options written out by hand (``--set b=2 d=4``,
 ``--zero 1``, ...), not the page's own command.  The browser test needs Debian's ``chromium``
 and Playwright's Python package (``.ci/run`` installs both where it can); without either it is
-skipped, saying which is missing.  It saves the page under its temporary folder, or where
-``SYMBOLIC_COST_SCREENSHOT`` names (``reports/app.png`` when the docs' screenshot is renewed):
-a test writes nothing into the tree by itself."""
+skipped, saying which is missing (``page_driver``).  It saves the page as ``app.png`` in the folder
+``SYMBOLIC_COST_ARTEFACTS`` names (else its temporary folder), and also where
+``SYMBOLIC_COST_SCREENSHOT`` names (``reports/app.png`` when the docs' picture is renewed): a test
+writes nothing into the tree by itself."""
 
-import contextlib
-import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from page_driver import ROOT, cli, opened, screenshot, searched, served_page, settle
 from symbolic_cost.app import commands
 from symbolic_cost.app.server import loopback
 from symbolic_cost.cli import main
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(*words):
-    """The command line's exit status, stdout and stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(list(words))
-    return status, out.getvalue(), err.getvalue().strip()
 
 
 def test_a_request_gets_what_the_command_prints():
@@ -97,19 +85,6 @@ def test_the_host_is_loopback_unless_told_and_a_busy_port_is_refused():
         server.wait(10)
 
 
-def browser():
-    """Chromium's path and Playwright's ``sync_playwright``, or a skip that says which is missing."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it with apt-get where it can): "
-                    "the page is not tested in a browser")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("Playwright's Python package is not installed (pip install playwright==1.65.2, as .ci/run does)")
-    return chromium, sync_playwright
-
-
 LAYOUT = {"b": "2", "l": "512", "d": "4", "p": "2", "n_micro": "4"}
 ORACLE = ["summary", "--preset", "gpt2", "--set", "b=2", "l=512", "m1=1", "s1=1", "p=2", "d=4", "cp=1",
           "n_micro=4", "--zero", "1", "--recompute", "selective", "--precision", "bf16", "--system", "a100",
@@ -122,80 +97,70 @@ TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "nu
 """A config.json pasted into the page."""
 
 
-def settle(page, answers: int) -> None:
-    """Wait until the page has shown more than ``answers`` summaries and has no request under way."""
-    page.wait_for_function(f"Number(document.body.dataset.answers) > {answers} && document.body.dataset.pending === '0'",
-                           timeout=30_000)
+def g4(value: float) -> str:
+    """As the command line prints a number: four significant digits."""
+    return f"{value:.4g}"
 
 
 def test_the_page_shows_what_summary_json_prints(tmp_path):
-    chromium, sync_playwright = browser()
-    server = subprocess.Popen([sys.executable, "-m", "symbolic_cost", "serve", "--port", "0"], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        url = re.search(r"http://127\.0\.0\.1:\d+/", server.stdout.readline()).group(0)
-        with sync_playwright() as playwright:
-            chrome = playwright.chromium.launch(executable_path=chromium, args=["--no-proxy-server"])
-            page = chrome.new_page(viewport={"width": 1280, "height": 1100})
-            page.goto(url)
-            page.wait_for_selector("body[data-ready=yes]", timeout=30_000)
-            for name, value in LAYOUT.items():
-                page.fill(f"#set-{name}", value)
-            for name, value in (("zero", "1"), ("recompute", "selective"), ("system", "a100")):
-                page.select_option(f"#{name}", value)
-            page.check("#flash")
-            answers = int(page.get_attribute("body", "data-answers"))
-            page.click("#run")
-            settle(page, answers)
-            oracle = json.loads(cli(*ORACLE)[1])
-            shown_bytes = lambda row: int(page.inner_text(f"#{row} td:nth-child(2)").replace(",", ""))  # noqa: E731
-            for key in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes", "memory_bytes"):
-                assert shown_bytes(f"mem-{key}") == oracle[key], key
-            assert shown_bytes("mem-peak") == oracle["peak"]["bytes"]
-            for part, seconds in oracle["step_time_s"].items():
-                assert float(page.inner_text(f"#time-{part} td:nth-child(2)")) == seconds, part
-            assert float(page.inner_text("#mfu-exact")) == oracle["predicted"]["mfu"]
-            assert page.inner_text("#mfu") == f"{100 * oracle['predicted']['mfu']:.1f} %"
-            assert page.locator("#memory-chart rect").count() == 4
+    with served_page() as (page, url):
+        opened(page, url)
+        for name, value in LAYOUT.items():
+            page.fill(f"#set-{name}", value)
+        for name, value in (("zero", "1"), ("recompute", "selective"), ("system", "a100")):
+            page.select_option(f"#{name}", value)
+        page.check("#flash")                  # every change answers by itself: no button pressed
+        settle(page)
+        oracle = json.loads(cli(*ORACLE)[1])
+        shown_bytes = lambda row: int(page.inner_text(f"#{row} td:nth-child(2)").replace(",", ""))  # noqa: E731
+        for key in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes", "memory_bytes"):
+            assert shown_bytes(f"mem-{key}") == oracle[key], key
+        assert shown_bytes("mem-peak") == oracle["peak"]["bytes"]
+        for part, seconds in oracle["step_time_s"].items():
+            cell = page.locator(f"#time-{part} td:nth-child(2) span")
+            assert float(cell.get_attribute("data-value")) == seconds, part
+            assert cell.inner_text() == f"{g4(seconds)} s", part
+        assert float(page.get_attribute("#mfu", "data-value")) == oracle["predicted"]["mfu"]
+        assert page.inner_text("#mfu") == f"{100 * oracle['predicted']['mfu']:.1f}%"
+        assert page.inner_text("#tokens") == f"{oracle['predicted']['tokens_per_s_per_device']:,.0f}"
+        assert page.locator("#memory-chart rect").count() == 4
+        peak, capacity = oracle["peak"]["bytes"], oracle["peak"]["capacity_bytes"]
+        assert page.inner_text("#verdict").startswith(f"fits: {g4(peak / 2**30)} GiB of {g4(capacity / 2**30)} GiB")
 
-            page.select_option("#field", "memory_bytes")
-            page.fill("#keep", "b")
-            page.click("#formula-run")
-            page.wait_for_function("document.getElementById('latex').textContent.length > 0")
-            printed = cli("formula", "--preset", "gpt2", "--total", "memory_bytes", "--set", "l=512", "m1=1",
-                          "s1=1", "p=2", "d=4", "cp=1", "n_micro=4", "--precision", "bf16", "--flash", "--latex")[1]
-            assert page.inner_text("#latex") == printed.strip() and "b" in printed     # b kept as a symbol
-            shot = os.environ.get("SYMBOLIC_COST_SCREENSHOT") or str(tmp_path / "app.png")
-            page.screenshot(path=shot, full_page=True)
+        page.select_option("#field", "memory_bytes")
+        page.fill("#keep", "b")
+        page.click("#formula-run")
+        page.wait_for_function("document.getElementById('latex').textContent.length > 0")
+        printed = cli("formula", "--preset", "gpt2", "--total", "memory_bytes", "--set", "l=512", "m1=1",
+                      "s1=1", "p=2", "d=4", "cp=1", "n_micro=4", "--precision", "bf16", "--flash", "--latex")[1]
+        assert page.inner_text("#latex") == printed.strip() and "b" in printed     # b kept as a symbol
+        settle(page)
+        screenshot(page, tmp_path, "app")
+        if os.environ.get("SYMBOLIC_COST_SCREENSHOT"):       # the docs' picture, renewed on request
+            page.screenshot(path=os.environ["SYMBOLIC_COST_SCREENSHOT"], full_page=True)
 
-            page.fill("#devices", "")
-            page.click("#search-run")
-            page.wait_for_function("document.getElementById('search-error').textContent.length > 0")
-            refused = cli("search", "--preset", "gpt2", "--global-batch", "64", "--json")[2]
-            assert page.inner_text("#search-error") == refused and "search needs --devices" in refused
+        searches = int(page.get_attribute("body", "data-searches") or 0)
+        page.fill("#devices", "")
+        page.click("#search-run")
+        searched(page, searches)
+        refused = cli("search", "--preset", "gpt2", "--global-batch", "64", "--seq", "512", "--json")[2]
+        assert page.inner_text("#search-error") == refused and "search needs --devices" in refused
 
-            config = tmp_path / "config.json"
-            config.write_text(json.dumps(TINY))
-            page.check("input[name=model][value=config]")
-            page.fill("#config", config.read_text())
-            answers = int(page.get_attribute("body", "data-answers"))
-            page.click("#run")
-            settle(page, answers)
-            oracle = json.loads(cli("summary", "--hf-config", str(config), *ORACLE[3:])[1])
-            assert shown_bytes("mem-memory_bytes") == oracle["memory_bytes"]
-            assert float(page.inner_text("#time-total td:nth-child(2)")) == oracle["step_time_s"]["total"]
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps(TINY))
+        page.check("input[name=model][value=config]")
+        page.fill("#config", config.read_text())
+        settle(page)
+        oracle = json.loads(cli("summary", "--hf-config", str(config), *ORACLE[3:])[1])
+        assert shown_bytes("mem-memory_bytes") == oracle["memory_bytes"]
+        total = page.locator("#time-total td:nth-child(2) span").get_attribute("data-value")
+        assert float(total) == oracle["step_time_s"]["total"]
 
-            answers = int(page.get_attribute("body", "data-answers"))
-            page.fill("#set-b", "2**99")
-            page.click("#run")
-            settle(page, answers)
-            refused = cli("summary", "--hf-config", str(config), "--set", "b=2**99", "--json")[2]
-            assert page.inner_text("#summary-error") == refused and "exponent 99" in refused
-            assert page.inner_text("#memory-table") == ""
-            chrome.close()
-    finally:
-        server.terminate()
-        server.wait(10)
+        page.fill("#set-b", "2**99")
+        settle(page)
+        refused = cli("summary", "--hf-config", str(config), "--set", "b=2**99", "--json")[2]
+        assert page.inner_text("#summary-error") == refused and "exponent 99" in refused
+        assert page.inner_text("#memory-table") == "" and page.inner_text("#verdict") == ""
 
 
 def test_a_host_off_loopback_is_warned_about_and_still_served(monkeypatch, capsys):

@@ -38,7 +38,8 @@ def test_bert_base_parameters_by_hand():
         embeddings + L * layer + pooler == 109_482_240                 # seed 004: 109.48 M
 
 
-@pytest.mark.parametrize("name, published", [("llama-2-7b", 6_738_415_616), ("mistral-7b", 7_241_732_096)])
+@pytest.mark.parametrize("name, published", [("llama-2-7b", 6_738_415_616), ("mistral-7b", 7_241_732_096),
+                                             ("llama-3-8b", 8_030_261_248), ("llama-3-70b", 70_553_706_496)])
 def test_llama_family_parameters_by_hand(name, published):
     c = _config(name)
     e, f, L, h = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["num_attention_heads"]

@@ -1,13 +1,26 @@
 """The page's requests as command lines: a request (a JSON object from the page) names the
-model, the layout and the choices; ``summary_words``, ``formula_words`` and ``search_words``
-turn it into the words of a ``symbolic-cost`` command line, and ``answer`` runs that line
-through ``cli.main`` and returns what it printed.  Every value stays a word of the command
-line (``--flag=value``, so no value is read as an option): the CLI's parser and reader check it,
-and refuse it with their own message."""
+model, the layout and the choices; the ``*_words`` functions turn it into the words of a
+``symbolic-cost`` command line, and ``answer`` runs that line through ``cli.main`` and returns
+what it printed.  Every value stays a word of the command line (``--flag=value``, so no value is
+read as an option): the CLI's parser and reader check it, and refuse it with their own message.
+
+The page's requests and the commands they run:
+
+==============  =====================================================================
+``summary``     ``summary --json``: the training verdict, memory and step time
+``sweep``       ``sweep --grid b=...`` or ``l=...``: peak memory and step time along one axis
+``layers``      ``table --block layer --format json --units si``: each operation's FLOPs,
+                bytes and roofline time
+``search``      ``search --json``: the fastest layouts that fit
+``formula``     ``formula --total FIELD --latex``
+``inference``   ``inference --json``: serving memory, latency and the rate an SLO allows
+==============  =====================================================================
+"""
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import shlex
@@ -19,14 +32,34 @@ from symbolic_cost.checks import InputError
 LAYOUT = ("b", "l", "m1", "s1", "p", "d", "cp", "n_micro")
 """The page's layout fields: ``summary --set`` values (the micro-batch, the sequence, the degrees)."""
 
+SERVING = ("b", "l_in", "l_out", "m1", "p", "d")
+"""The serving view's fields: ``inference --set`` values (the batch of the one-request numbers, the
+prompt and output lengths, the tensor- and pipeline-parallel degrees, the replicas)."""
+
+ROOFLINE = ("b", "l", "m1", "s1")
+"""The layout fields ``table`` takes: one layer on one tensor-parallel device."""
+
+FIELDS = {"set": LAYOUT, "serve": SERVING}
+"""The layout objects a request may hold, and the names each may hold."""
+
+SWEPT = ("b", "l")
+"""The axes the page sweeps: the micro-batch and the sequence length."""
+
 CHOICES = ("zero", "recompute", "precision", "system")
 """The page's choices: ``summary --zero``, ``--recompute``, ``--precision``, ``--system``."""
+
+SERVING_OPTIONS = {"kv_dtype": "--kv-dtype", "weights": "--weights", "rate": "--rate", "requests": "--requests",
+                   "slo_ttft": "--slo-ttft", "slo_itl": "--slo-itl", "slo_percentile": "--slo-percentile"}
+"""The serving view's options and the ``inference`` flags they become."""
+
+SERVING_CHOICES = ("kv_dtype", "weights", "slo_percentile")
+"""The serving options the page offers as menus, read from ``inference``'s parser."""
 
 MODELS = ("preset", "config", "hub")
 """Where the model comes from: a bundled preset, a pasted config.json, a hub id in the local cache."""
 
-KNOWN = {"model", "preset", "config", "hub", "set", "flash", "keep", "field", "devices", "global_batch", "top",
-         *CHOICES}
+KNOWN = {"model", "preset", "config", "hub", "set", "serve", "flash", "keep", "field", "devices", "global_batch",
+         "top", "grid", *CHOICES, *SERVING_OPTIONS}
 """Every key a request may hold; any other is refused rather than ignored."""
 
 
@@ -61,26 +94,31 @@ def model_words(request: dict, folder: Path) -> list[str]:
     return [f"--hf-model={text(request, 'hub')}"]
 
 
-def layout(request: dict) -> dict:
-    """The request's layout values (``set``), an object."""
-    values = request.get("set") or {}
+def layout(request: dict, key: str = "set") -> dict:
+    """The request's values under ``key`` (``set``: the training layout; ``serve``: the serving
+    one), an object."""
+    values = request.get(key) or {}
     if not isinstance(values, dict):
-        raise InputError("set must be an object of layout values", "set")
+        raise InputError(f"{key} must be an object of layout values", key)
     return values
 
 
-def layout_words(request: dict, leave=()) -> list[str]:
-    """``--set NAME=VALUE ...`` for the layout fields filled in (an empty one keeps the command's
-    default), less the names in ``leave``.
+def layout_words(request: dict, leave=(), key: str = "set", names=None) -> list[str]:
+    """``--set NAME=VALUE ...`` for the fields under ``key`` (``FIELDS``) that are filled in (an
+    empty one keeps the command's default), of ``names`` only when given, less those in ``leave``.
 
     >>> layout_words({"set": {"b": 2, "d": "8", "p": ""}})
     ['--set', 'b=2', 'd=8']
+    >>> layout_words({"set": {"b": 2, "d": "8"}}, names=ROOFLINE)
+    ['--set', 'b=2']
+    >>> layout_words({"serve": {"l_in": "2048", "m1": 4}}, key="serve")
+    ['--set', 'l_in=2048', 'm1=4']
     """
-    values = layout(request)
-    unknown = sorted(set(values) - set(LAYOUT))
+    values, known = layout(request, key), FIELDS[key]
+    unknown = sorted(set(values) - set(known))
     if unknown:
-        raise InputError(f"unknown layout field(s) {', '.join(unknown)}; known: {', '.join(LAYOUT)}", "set")
-    pairs = [f"{name}={text(values, name)}" for name in LAYOUT
+        raise InputError(f"unknown layout field(s) {', '.join(unknown)}; known: {', '.join(known)}", key)
+    pairs = [f"{name}={text(values, name)}" for name in (names or known)
              if name in values and name not in leave and text(values, name)]
     return ["--set", *pairs] if pairs else []
 
@@ -131,14 +169,73 @@ def search_words(request: dict, folder: Path) -> list[str]:
         choice_words(request, ("zero", "precision", "system")) + ["--json"]
 
 
-WORDS = {"summary": summary_words, "formula": formula_words, "search": search_words}
+def sweep_words(request: dict, folder: Path) -> list[str]:
+    """``sweep --grid NAME=VALUES --field peak_bytes,total`` of the request's model, layout and
+    choices: the peak memory and the step time along ``b`` or ``l`` (``grid``, the ``--grid`` word
+    as typed: ``b=1:16:+1``), the other layout values held.
+
+    >>> sweep_words({"preset": "gpt2", "set": {"b": 2, "l": 512}, "grid": "b=1:4:+1"}, Path("."))
+    ['sweep', '--preset=gpt2', '--set', 'l=512', '--grid=b=1:4:+1', '--field=peak_bytes,total']
+    """
+    grid = text(request, "grid")
+    axis = grid.partition("=")[0].strip()
+    if axis not in SWEPT:
+        raise InputError(f"grid sweeps one of {', '.join(SWEPT)} (NAME=V1,V2,... or a range), got {grid[:40]!r}",
+                         "grid")
+    return ["sweep", *model_words(request, folder), *layout_words(request, leave=(axis,)), *choice_words(request),
+            f"--grid={grid}", "--field=peak_bytes,total"]
+
+
+def layers_words(request: dict, folder: Path) -> list[str]:
+    """``table --block layer --format json --units si``: each operation of one layer on one
+    tensor-parallel device (the layout's ``b``, ``l``, ``m1``, ``s1``), its FLOPs, bytes and its
+    time at the system's peak FLOP/s and bandwidth (the roofline), forward and backward."""
+    return ["table", *model_words(request, folder), "--block=layer", *layout_words(request, names=ROOFLINE),
+            *choice_words(request, ("precision", "system")), "--format=json", "--units=si"]
+
+
+def inference_words(request: dict, folder: Path) -> list[str]:
+    """``inference --json`` of the request's model served with its ``serve`` values (``SERVING``)
+    on its system and precision, with the serving options given (``SERVING_OPTIONS``: a rate to
+    simulate, SLOs on TTFT and ITL, KV-cache and weight formats).
+
+    >>> inference_words({"preset": "llama-3-8b", "serve": {"l_in": 1024}, "system": "h100",
+    ...                  "slo_ttft": "0.5"}, Path("."))
+    ['inference', '--preset=llama-3-8b', '--set', 'l_in=1024', '--system=h100', '--slo-ttft=0.5', '--json']
+    """
+    given = [f"{flag}={text(request, key)}" for key, flag in SERVING_OPTIONS.items()
+             if request.get(key) not in (None, "")]
+    return ["inference", *model_words(request, folder), *layout_words(request, key="serve"),
+            *choice_words(request, ("precision", "system")), *given, "--json"]
+
+
+WORDS = {"summary": summary_words, "formula": formula_words, "search": search_words, "sweep": sweep_words,
+         "layers": layers_words, "inference": inference_words}
 """The command each of the page's requests runs."""
+
+
+def rows(printed: str) -> dict:
+    """A CSV table as ``{"columns": [...], "rows": [[number, ...], ...]}``.
+
+    >>> rows("b,peak_bytes\\n1.0,2048\\n2.0,4096\\n")
+    {'columns': ['b', 'peak_bytes'], 'rows': [[1.0, 2048.0], [2.0, 4096.0]]}
+    """
+    columns, *lines = list(csv.reader(io.StringIO(printed)))
+    return {"columns": columns, "rows": [[float(cell) for cell in line] for line in lines]}
+
+
+def parsed(kind: str, printed: str):
+    """What a command printed, as the page reads it: the LaTeX of ``formula`` as text, the CSV of
+    ``sweep`` as ``rows``, the others' JSON."""
+    if kind == "formula":
+        return printed
+    return rows(printed) if kind == "sweep" else json.loads(printed)
 
 
 def answer(kind: str, request, main) -> dict:
     """Run the command of ``kind`` for ``request`` through the command line's ``main``:
     ``{"command", "status", "output", "error"}``, the command line as typed in a shell, its exit
-    status, what it printed (parsed when JSON) and its one-line refusal (empty when it ran)."""
+    status, what it printed (parsed: ``parsed``) and its one-line refusal (empty when it ran)."""
     with tempfile.TemporaryDirectory(prefix="symbolic-cost-") as folder:
         try:
             words = WORDS[kind](checked(request), Path(folder))
@@ -148,8 +245,5 @@ def answer(kind: str, request, main) -> dict:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             status = main(words)
     shown = ["symbolic-cost", *(w.replace(folder, ".") for w in words)]
-    printed = out.getvalue()
-    if status == 0 and kind != "formula":
-        printed = json.loads(printed)
-    return {"command": shlex.join(shown), "status": status, "output": printed if status == 0 else None,
-            "error": err.getvalue().strip()}
+    return {"command": shlex.join(shown), "status": status,
+            "output": parsed(kind, out.getvalue()) if status == 0 else None, "error": err.getvalue().strip()}

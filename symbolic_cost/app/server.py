@@ -1,6 +1,7 @@
 """The HTTP side of the page: ``GET /`` sends ``page.html``, ``GET /api/choices`` the choices
-the command line's parsers accept (presets, systems, ZeRO stages, ...), and ``POST
-/api/summary``, ``/api/formula`` and ``/api/search`` run those commands (``app.commands``).
+the command line's parsers accept (presets, systems, ZeRO stages, ...), and ``POST /api/KIND``
+runs the command of each of the page's requests (``app.commands.WORDS``: ``summary``, ``sweep``,
+``layers``, ``search``, ``formula``, ``inference``).
 The command line is handed in by the ``serve`` command (its ``main`` and ``build_parser``): the
 page sits below it and imports none of it.
 
@@ -32,7 +33,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from symbolic_cost.app.commands import CHOICES, WORDS, answer
+from symbolic_cost.app.commands import CHOICES, SERVING_CHOICES, WORDS, answer
 from symbolic_cost import REPORT
 from symbolic_cost.checks import InputError
 
@@ -63,11 +64,12 @@ def parser_choices(build_parser, command: str) -> dict:
 
 
 def choices(build_parser) -> dict:
-    """What ``GET /api/choices`` sends: the presets, the page's choices, flash attention's default
-    and the formula fields."""
+    """What ``GET /api/choices`` sends: the presets, the page's choices, flash attention's default,
+    the formula fields and the serving view's formats and SLO percentiles."""
     summary, formula = parser_choices(build_parser, "summary"), parser_choices(build_parser, "formula")
+    inference = parser_choices(build_parser, "inference")
     return {"preset": summary["preset"], **{name: summary[name] for name in (*CHOICES, "flash")},
-            "field": formula["total"]}
+            "field": formula["total"], **{name: inference[name] for name in SERVING_CHOICES}}
 
 
 class Jobs:

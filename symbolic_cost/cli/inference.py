@@ -300,11 +300,12 @@ def report(args) -> int:
     moments = {m.name: number(m.bytes) for m in serving_timeline(arch, s, conventions(args))}
     at = max(moments, key=moments.get)                  # the first of equals, as peak.peak_moment
     overheads = get_overheads(args.overheads)
+    capacity = get_system(args.system).hbm_capacity
     if args.json:
         notes = {"notes": list(arch.notes)} if arch.notes else {}   # config.json keys accepted without effect
         extra = {"device_bytes": number(overheads.device_bytes(out["peak_bytes"]))} if overheads.counted else {}
         print(json.dumps({"model": arch.name, **out, "peak_at": at, "peak_moments": moments,
-                          "overheads": args.overheads, **extra,
+                          "capacity_bytes": number(capacity), "overheads": args.overheads, **extra,
                           **({"load": load} if load else {}), **notes}, indent=1))
         return 0
     size = lambda name: amount(out[name], "bytes", args.units)  # noqa: E731
@@ -314,7 +315,6 @@ def report(args) -> int:
     weights = f" (layer weights {s.weights})" if s.weights else ""
     print(f"{arch.name}: b={s.b} l_in={s.l_in} l_out={s.l_out} m1={s.m1} p={s.p} d={s.d} {s.precision}{weights}, "
           f"KV cache {kv}{f' in pages of {s.page} tokens' if s.page is not None else ''}, on {args.system}")
-    capacity = get_system(args.system).hbm_capacity
     print(f"memory per device: weights {size('weight_bytes')}, KV cache {size('kv_cache_bytes')} "
           f"({out['kv_bytes_per_token'] / 2**10:.4g} KiB per token), activations {size('activation_bytes')}; total "
           f"{size('memory_bytes')} of {amount(capacity, 'bytes', args.units)}")

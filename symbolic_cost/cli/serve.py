@@ -1,9 +1,11 @@
 """A local web page over the command line: pick a model (a bundled preset, a pasted
-config.json or a cached hub id), a layout and a system; see the memory per device as a
-stacked bar, the step time by part, the predicted MFU, a whole-model total as a LaTeX formula
-and the fastest layouts of a search.  Each answer is what ``summary --json``, ``formula --total
---latex`` and ``search --json`` print for the same choices (``symbolic_cost.app``): the page
-builds their command lines from its fields and shows their refusals word for word."""
+config.json or a cached hub id) and a system.  The training view gives a verdict (fits, or the
+smallest layout that does), the memory per device and the step time by part, curves against the
+micro-batch and the sequence length, each operation of a layer on the roofline, the layout search
+and a whole-model formula; the serving view gives the request rate an SLO allows and the latency
+against the rate.  Each answer is what ``summary``, ``sweep``, ``table``, ``search``, ``formula`` and
+``inference`` print for the same choices (``symbolic_cost.app``): the page builds their command
+lines from its fields and shows their refusals word for word."""
 
 from __future__ import annotations
 

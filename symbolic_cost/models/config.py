@@ -35,7 +35,9 @@ from symbolic_cost.models.families import FAMILIES, Keys
 MULTIMODAL = {"llama4": "llama4_text"}
 """Multimodal ``model_type``s whose language model is a supported family (its ``text_config``)."""
 
-PRESETS = ("gpt2", "gpt3-175b", "bert-base-uncased", "llama-2-7b", "mistral-7b")
+PRESETS = ("gpt2", "gpt3-175b", "bert-base-uncased", "llama-2-7b", "mistral-7b", "llama-3-8b", "llama-3-70b")
+"""The bundled models: each a published ``config.json`` (``models/configs``); the two Llama 3 ones are
+Meta-Llama-3-8B's and -70B's (8,192 tokens of context, grouped-query attention with 8 KV heads)."""
 
 
 def from_config(config: dict, name: str = "model") -> Architecture:
@@ -94,7 +96,11 @@ def load(path) -> Architecture:
 
 
 def preset(name: str) -> Architecture:
-    """A bundled model: ``gpt2``, ``gpt3-175b``, ``bert-base-uncased``, ``llama-2-7b``, ``mistral-7b``."""
+    """A bundled model, one of ``PRESETS``.
+
+    >>> preset("llama-3-8b").kv_heads
+    8
+    """
     if name not in PRESETS:
         raise InputError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
     text = resources.files("symbolic_cost.models").joinpath("configs", f"{name}.json").read_text()
