@@ -14,7 +14,7 @@ NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.ipynb"))
 
 
 def test_there_are_notebooks_and_the_docs_link_each():
-    assert 3 <= len(NOTEBOOKS) <= 5
+    assert len(NOTEBOOKS) == 7
     page = (ROOT / "docs" / "notebooks.md").read_text()
     for path in NOTEBOOKS:
         assert f"notebooks/{path.name}" in page, path.name
