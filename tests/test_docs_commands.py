@@ -41,3 +41,9 @@ def test_a_shell_example_of_the_docs_runs_as_written(page, line, tmp_path, monke
     words = [str(ROOT / w) if w.startswith("tests/") else w for w in shlex.split(line)[1:]]
     status = main(words)
     assert status == 0, (page, line, capsys.readouterr().err)
+
+
+def test_the_home_page_lists_every_framework_reader():
+    from symbolic_cost.cli.frameworks import FILES
+    home = (ROOT / "docs" / "index.md").read_text()
+    assert [flag for flag in FILES.values() if f"`{flag}`" not in home] == []
