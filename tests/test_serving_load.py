@@ -123,7 +123,7 @@ class Cached(Constant):
         super().__init__(seconds, prompt)
         self.blocks = blocks
 
-    def cache_blocks(self, block_tokens, memory_fraction):
+    def cache_blocks(self, block_tokens, memory_fraction, memory_of="free"):
         return self.blocks
 
 

@@ -24,6 +24,7 @@ from symbolic_cost.cli.values import (amount, architecture, assignments, convent
                                       resolve)
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
+from symbolic_cost.inference.engines import ENGINES
 from symbolic_cost.inference.load import MAX_REQUESTS
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
 from symbolic_cost.models.overheads import get_overheads
@@ -95,19 +96,28 @@ def add_arguments(parser) -> None:
     options.option(load, "--requests", type=options.integer(1, MAX_REQUESTS), default=500, metavar="N", action=options.Given,
                    help="requests in the --rate simulation, as many as TensorRT-LLM's published load tests send; "
                         "at most 100,000 (about 20-30 s of the 60 s budget)")
-    options.option(load, "--max-batch", type=options.integer(1, 10**6), default=256, metavar="N", action=options.Given,
-                   help="the engine's most sequences in flight (TensorRT-LLM's max_batch_size, vLLM's max_num_seqs; "
-                        "the default is TensorRT-LLM 0.x's build default)")
-    options.option(load, "--max-tokens", type=options.integer(1, 10**7), default=8192, metavar="N",
-                   action=options.Given,
-                   help="the engine's most tokens a step (max_num_tokens, vLLM's max_num_batched_tokens); a longer "
-                        "prompt is prefilled in chunks of at most N")
-    options.option(load, "--memory-fraction", type=_fraction, default=Fraction(9, 10), metavar="F",
-                   action=options.Given,
-                   help="share of the memory the weights leave that the engine gives the KV cache (TensorRT-LLM's "
-                        "free_gpu_memory_fraction); each request reserves the blocks of its whole length when admitted")
-    options.option(load, "--block-tokens", type=options.integer(1, 4096), default=32, metavar="N", action=options.Given,
-                   help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block; vLLM's is 16)")
+    options.option(load, "--engine", choices=list(ENGINES), default="trtllm", action=options.Given,
+                   help="the serving engine whose defaults the simulation starts from (inference.engines: limits, "
+                        "KV-cache pool and pages, chunked prefill; the fitted overheads are the same for each): "
+                        "trtllm (TensorRT-LLM 0.x, the default), vllm (V1, vllm serve) or sglang")
+    options.option(load, "--max-batch", type=options.integer(1, 10**6), metavar="N", action=options.Given,
+                   help="the engine's most sequences in flight (TensorRT-LLM's max_batch_size, vLLM's max_num_seqs, "
+                        "SGLang's max_running_requests; default: the --engine's)")
+    options.option(load, "--max-tokens", type=options.integer(1, 10**7), metavar="N", action=options.Given,
+                   help="the engine's most tokens a step (max_num_tokens, vLLM's max_num_batched_tokens, SGLang's "
+                        "chunked_prefill_size; default: the --engine's); without chunked prefill a longer prompt is "
+                        "prefilled alone in chunks of at most N")
+    options.option(load, "--chunked-prefill", action=argparse.BooleanOptionalAction, default=None,
+                   help="prefill prompts in chunks beside the decodes, within --max-tokens a step (TensorRT-LLM's "
+                        "enable_chunked_context; default: the --engine's: off for trtllm, on for vllm and sglang)")
+    options.option(load, "--memory-fraction", type=_fraction, metavar="F", action=options.Given,
+                   help="share of the memory the engine gives the KV cache (after the weights): of the memory the "
+                        "weights leave for trtllm (free_gpu_memory_fraction), of the device's whole memory for vllm "
+                        "(gpu_memory_utilization) and sglang (mem_fraction_static); default: the --engine's; each "
+                        "request reserves the blocks of its whole length when admitted")
+    options.option(load, "--block-tokens", type=options.integer(1, 4096), metavar="N", action=options.Given,
+                   help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block 32, vLLM's block_size 16, "
+                        "SGLang's page_size 1; default: the --engine's)")
     options.option(load, "--slo-ttft", type=_seconds("--slo-ttft"), metavar="S",
                    help="a service-level objective on the time to first token, seconds: with --rate, the goodput "
                         "(requests/s meeting every --slo-*); without it, the highest rate whose --slo-percentile "
@@ -166,26 +176,35 @@ def _seconds(flag: str):
 
 
 def load_test(args, arch, serving) -> dict:
-    """``inference.load.serve`` of the configuration at ``--rate`` with the engine's limits
-    (``--max-batch``, ``--max-tokens``, ``--memory-fraction``, ``--block-tokens``) and the SLO
-    (``--slo-ttft``, ``--slo-itl``): ``{quantity: value}`` in seconds, requests/s and tokens/s
-    (``None`` where no request has two tokens to time a gap between).  Without ``--rate``, the
+    """``inference.load.serve`` of the configuration at ``--rate`` with the ``--engine``'s limits
+    (``inference.engines``; ``--max-batch``, ``--max-tokens``, ``--memory-fraction``,
+    ``--block-tokens``, ``--chunked-prefill`` over them) and the SLO (``--slo-ttft``,
+    ``--slo-itl``): ``{quantity: value}`` in seconds, requests/s and tokens/s (``None`` where no
+    request has two tokens to time a gap between), with the engine, whether it chunks its
+    prefills, and its sequence and token limits.  Without ``--rate``, the
     highest rate the SLO allows (``load.sustained_rate``) as ``sustained_rate``, and the test at it."""
     from dataclasses import asdict
     from sympy import Rational
-    from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
+    from symbolic_cost.inference import engines
+    from symbolic_cost.inference.load import StepModel, serve, sustained_rate
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--rate and --slo-* need numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
     step = StepModel(arch, serving, args.system, conventions(args))
-    runtime = Runtime(max_batch=args.max_batch, max_tokens=args.max_tokens, block_tokens=args.block_tokens,
-                      memory_fraction=Rational(args.memory_fraction.numerator, args.memory_fraction.denominator))
+    fraction = None if args.memory_fraction is None else \
+        Rational(args.memory_fraction.numerator, args.memory_fraction.denominator)
+    context = arch.context or int(serving.l_in + serving.l_out)     # none stated: the request's length
+    runtime = engines.runtime(args.engine, step, args.system, serving.m1, context, max_batch=args.max_batch,
+                              max_tokens=args.max_tokens, block_tokens=args.block_tokens, memory_fraction=fraction,
+                              chunked=args.chunked_prefill)
     slo = None if args.slo_ttft is None and args.slo_itl is None else \
         (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
+    engine = {"engine": args.engine, "chunked_prefill": runtime.chunked, "max_batch": runtime.max_batch,
+              "max_tokens": runtime.max_tokens}
     if args.rate is None:
         rate, at = sustained_rate(step, int(serving.l_out), slo, args.slo_percentile, args.requests, runtime)
-        return {"sustained_rate": rate, **(asdict(at) if at else {})}
+        return {"sustained_rate": rate, **(asdict(at) if at else {}), **engine}
     rate = None if args.rate == "inf" else args.rate
-    return asdict(serve(step, int(serving.l_out), rate, args.requests, runtime, slo=slo))
+    return {**asdict(serve(step, int(serving.l_out), rate, args.requests, runtime, slo=slo)), **engine}
 
 
 def configuration(args, keep=()):
@@ -265,8 +284,10 @@ def run(args) -> int:
         raise InputError("--overheads changes the largest batch that fits; with --field or --grid name max_batch "
                          "(the other fields count the tensors only)", "--overheads")
     simulated = args.rate is not None or args.slo_ttft is not None or args.slo_itl is not None
-    for name in ("requests", "max_batch", "max_tokens", "memory_fraction", "block_tokens", "slo_percentile"):
-        if options.given(args, name) and not simulated:
+    for name in ("requests", "engine", "max_batch", "max_tokens", "memory_fraction", "block_tokens",
+                 "slo_percentile", "chunked_prefill"):
+        if (options.given(args, name) or (name == "chunked_prefill" and args.chunked_prefill is not None)) \
+                and not simulated:
             raise InputError(f"--{name.replace('_', '-')} sets the --rate simulation; give --rate (or --slo-ttft, "
                              f"--slo-itl) too", name)
     if simulated and (args.grid or args.field):
@@ -378,19 +399,21 @@ def _print_load(args, load: dict) -> None:
     """The load test's lines: the means and throughputs, the percentiles, the SLO's answer."""
     def ms(name):
         return amount(load[name], "seconds", args.units) if load[name] is not None else "none (one token a request)"
+    objectives = " and ".join(f"{what} <= {limit} s" for what, limit in (("TTFT", args.slo_ttft),
+                                                                           ("ITL", args.slo_itl)) if limit)
     if "sustained_rate" in load and not load["sustained_rate"]:
-        print(f"no rate meets the SLO: a lone request misses p{args.slo_percentile} TTFT <= {args.slo_ttft or 'any'} s "
-              f"or ITL <= {args.slo_itl or 'any'} s")
+        print(f"no rate meets the SLO: a lone request misses p{args.slo_percentile} {objectives}")
         return
     rate = f"{load['sustained_rate']:.4g} (the highest whose p{args.slo_percentile} TTFT and ITL meet the SLO)" \
         if "sustained_rate" in load else args.rate
-    print(f"under load ({args.requests} requests at {rate} per second, in-flight batching, calibrated "
-          f"{args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
+    chunked = f", chunked prefill of {load['max_tokens']:,} tokens a step" if load["chunked_prefill"] else ""
+    print(f"under load ({args.requests} requests at {rate} per second, {load['engine']}'s in-flight batching of "
+          f"up to {load['max_batch']:,} sequences{chunked}, calibrated {args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
           f"{load['request_throughput']:.4g} requests/s, {load['output_token_throughput']:.6g} output tokens/s, "
           f"{load['total_token_throughput']:.6g} tokens/s in all")
     print("percentiles (p50, p90, p99): " + "; ".join(
         f"{what} {', '.join(ms(f'p{q}_{key}') for q in (50, 90, 99))}"
         for what, key in (("TTFT", "ttft"), ("ITL", "itl"), ("end to end", "e2e"))))
     if load.get("goodput") is not None:
-        print(f"goodput: {load['goodput']:.4g} requests/s meet TTFT <= {args.slo_ttft or 'any'} s and ITL <= "
-              f"{args.slo_itl or 'any'} s ({100 * load['slo_attained']:.1f} % of requests)")
+        print(f"goodput: {load['goodput']:.4g} requests/s meet {objectives} "
+              f"({100 * load['slo_attained']:.1f} % of requests)")

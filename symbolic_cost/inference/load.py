@@ -49,6 +49,9 @@ from symbolic_cost.timing.hardware import calibrated, comm_time
 SERVING = ("step_overhead", "kernel_overhead", "request_overhead")
 """The serving runtime's fitted overheads (``Runtime``), in seconds."""
 
+MEMORY_OF = ("free", "total")
+"""What an engine's memory fraction is a share of (``Runtime.memory_of``)."""
+
 
 @dataclass(frozen=True)
 class Runtime:
@@ -56,8 +59,12 @@ class Runtime:
     are TensorRT-LLM's engine-build defaults of its 0.x releases (256 sequences, 8,192 tokens: an
     assumption where a benchmark does not print them); ``memory_fraction`` and ``block_tokens``
     are TensorRT-LLM's ``KvCacheConfig`` defaults (``free_gpu_memory_fraction`` 0.9 of the memory
-    left free, ``tokens_per_block`` 32; vLLM's are ``gpu_memory_utilization`` 0.9 and blocks of
-    16); the overheads are seconds (``None``: the fitted value of ``timing/calibration.json``)."""
+    left free, ``tokens_per_block`` 32); the overheads are seconds (``None``: the fitted value of
+    ``timing/calibration.json``).  ``chunked``: chunked prefill (``serve``), TensorRT-LLM's
+    ``enable_chunked_context``, always on in vLLM's V1 engine and SGLang; ``memory_of``: what
+    ``memory_fraction`` is a share of, ``"free"`` (the memory the weights leave: TensorRT-LLM) or
+    ``"total"`` (the device's memory, the weights' included: vLLM's ``gpu_memory_utilization``,
+    SGLang's ``mem_fraction_static``).  ``engines`` holds each engine's defaults."""
 
     step_overhead: object = None
     request_overhead: object = None
@@ -66,6 +73,8 @@ class Runtime:
     kernel_overhead: object = None
     memory_fraction: object = Rational(9, 10)
     block_tokens: int = 32
+    chunked: bool = False
+    memory_of: str = "free"
 
     def __post_init__(self):
         fitted = efficiency.CALIBRATION.get("serving", {})
@@ -80,6 +89,10 @@ class Runtime:
         if not (fraction.is_number and fraction <= 1):
             raise InputError(f"memory_fraction must be a number in (0, 1], got {fraction}", "memory_fraction")
         object.__setattr__(self, "memory_fraction", fraction)
+        if self.memory_of not in MEMORY_OF:
+            raise InputError(f"memory_of must be one of {', '.join(MEMORY_OF)}, got {self.memory_of!r}", "memory_of")
+        if not isinstance(self.chunked, bool):
+            raise InputError(f"chunked must be True or False, got {self.chunked!r}", "chunked")
 
 
 class StepModel:
@@ -114,19 +127,22 @@ class StepModel:
         # the operations one step runs (every row of the decode phase): what kernel_overhead counts
         self.kernels = int(sum(n for _, n in decode(arch, replace(serving, b=1, l_out=2), 1, conventions).rows()))
 
-    def cache_blocks(self, block_tokens: int, memory_fraction) -> int:
+    def cache_blocks(self, block_tokens: int, memory_fraction, memory_of: str = "free") -> int:
         """KV-cache blocks of ``block_tokens`` tokens the engine pages on the busiest device:
-        ``floor(memory_fraction (capacity - weights) / block bytes)``, the weights those of the
-        busiest device (``per_device.busiest_weights``), a block's bytes those of
-        ``kv_cache_bytes`` for one sequence of ``block_tokens`` tokens.  The engine's activation
-        workspace is taken to fit in the ``1 - memory_fraction`` left (TensorRT-LLM measures the
-        free memory after allocating it)."""
+        ``floor(memory_fraction (capacity - weights) / block bytes)`` (``memory_of="free"``,
+        TensorRT-LLM) or ``floor((memory_fraction capacity - weights) / block bytes)``
+        (``"total"``, vLLM and SGLang), the weights those of the busiest device
+        (``per_device.busiest_weights``), a block's bytes those of ``kv_cache_bytes`` for one
+        sequence of ``block_tokens`` tokens.  The engine's activation workspace is taken to fit in
+        the memory the fraction leaves (TensorRT-LLM measures the free memory after allocating it;
+        vLLM subtracts its profiled peak, which this leaves out)."""
         arch, serving = self._memory
         self.system.require("the KV-cache pool of a load test", "hbm_capacity")
         weights = busiest_weights(arch, prefill(arch, replace(serving, b=1, l_out=2)))
         block = kv_cache_bytes(arch, 1, block_tokens, encoder=encoder_tokens(arch, replace(serving, b=1)),
                                m1=serving.m1, p=serving.p, kv_dtype=serving.kv, mla=serving.mla)
-        free = memory_fraction * (self.system.hbm_capacity - weights)
+        capacity = self.system.hbm_capacity
+        free = memory_fraction * (capacity - weights) if memory_of == "free" else memory_fraction * capacity - weights
         return max(int(floor(free / block)), 0)
 
     def _roofline(self, phase, conventions, with_weights=True):
@@ -240,17 +256,27 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     step's decodes: its first token comes at the end of the last.  A sequence leaves after
     ``output_tokens`` tokens.  All sequences advance together, so they finish in the order they
     were admitted, and the mean context is ``P + steps run since admission``, kept as a running
-    sum.  ``slo``: ``(seconds to first token, seconds between tokens)`` a request must meet to
-    count in the goodput (``Load``)."""
+    sum.  With ``runtime.chunked`` the prompts are prefilled instead in chunks beside the decodes,
+    within the step's token budget (``_chunked_steps``).  ``slo``: ``(seconds to first token,
+    seconds between tokens)`` a request must meet to count in the goodput (``Load``)."""
     if not isinstance(output_tokens, int) or output_tokens < 1:
         raise InputError(f"output_tokens must be a positive integer, got {output_tokens!r}", "output_tokens")
     if not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
         raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
-    prompt = step.prompt
+    blocks, need = _cache_limit(step, runtime, step.prompt + output_tokens)
+    run = _chunked_steps if runtime.chunked else _whole_prompt_steps
+    first, finished, steps_run, last = run(step, output_tokens, times, runtime, overhead, blocks, need)
+    return _measured(times, first, finished, steps_run, step.prompt, output_tokens, float(runtime.request_overhead),
+                     last - times[0], slo)
+
+
+def _whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, need):
+    """The steps of an engine that prefills each prompt whole (``serve``): ``(first token times,
+    last token times, [(step seconds, sequences decoding)], the last token's time)``."""
+    requests, prompt = len(times), step.prompt
     chunks = -(-prompt // runtime.max_tokens)
-    blocks, need = _cache_limit(step, runtime, prompt + output_tokens)
     running, admitted_sum = deque(), 0         # running: (the step it was admitted at, the request)
     pending = None                             # [request, chunks left] of a long prompt being prefilled
     first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
@@ -289,8 +315,52 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
             admitted_step, request = running.popleft()
             admitted_sum -= admitted_step
             finished[request], last = now, now
-    return _measured(times, first, finished, steps_run, prompt, output_tokens, float(runtime.request_overhead),
-                     last - times[0], slo)
+    return first, finished, steps_run, last
+
+
+def _chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
+    """The steps of an engine with chunked prefill (``serve``), as vLLM's V1 scheduler runs them:
+    each step has a budget of ``max_tokens`` tokens; every running sequence decodes one token
+    first, and what is left goes to prefill, to the prompts already begun (oldest first), then to
+    newly admitted requests (first come first served, while ``max_batch`` sequences and the KV
+    cache's blocks allow), each taking as many of its remaining prompt tokens as the budget
+    leaves.  A step of ``t`` prompt tokens beside ``B`` decodes costs ``step(t / P, B, c)``: the
+    prefill's price for ``t / P`` prompts (its products and activations in proportion, the weights
+    read once).  A prompt's first token comes at the end of the step that prefills its last
+    chunk; it decodes from the next.  Returns as ``_whole_prompt_steps``."""
+    requests, prompt = len(times), step.prompt
+    running, admitted_sum = deque(), 0         # running: (the step its first token came at, the request)
+    prefilling = deque()                       # [request, prompt tokens left], in admission order
+    first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
+    now, steps, nxt, last = 0.0, 0, 0, 0.0
+    while nxt < requests or running or prefilling:
+        if not running and not prefilling and times[nxt] > now:
+            now = times[nxt]
+        decoding = len(running)
+        context = (prompt + steps - admitted_sum / decoding) if decoding else 0.0
+        room, chunk = runtime.max_tokens - decoding, 0
+        for begun in prefilling:
+            take = min(begun[1], room - chunk)
+            begun[1], chunk = begun[1] - take, chunk + take
+        while (chunk < room and nxt < requests and times[nxt] <= now
+               and decoding + len(prefilling) < runtime.max_batch
+               and (decoding + len(prefilling) + 1) * need <= blocks):
+            take = min(prompt, room - chunk)
+            prefilling.append([nxt, prompt - take])
+            chunk, nxt = chunk + take, nxt + 1
+        duration = step(chunk / prompt, decoding, context) + overhead
+        now, steps = now + duration, steps + 1
+        steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
+        while prefilling and prefilling[0][1] == 0:      # prompts fill in order: the done ones lead
+            request = prefilling.popleft()[0]
+            first[request] = now
+            running.append((steps, request))
+            admitted_sum += steps
+        while running and steps - running[0][0] + 1 >= output_tokens:
+            admitted_step, request = running.popleft()
+            admitted_sum -= admitted_step
+            finished[request], last = now, now
+    return first, finished, steps_run, last
 
 
 def _measured(times, first, finished, steps_run, prompt, output_tokens, front, span, slo) -> Load:
@@ -363,7 +433,8 @@ def _cache_limit(step, runtime: Runtime, length: int) -> tuple[float, int]:
     cache (``cache_blocks``).  A request longer than the whole pool is refused: it would wait forever."""
     if not hasattr(step, "cache_blocks"):
         return math.inf, 0
-    blocks, need = step.cache_blocks(runtime.block_tokens, runtime.memory_fraction), -(-length // runtime.block_tokens)
+    blocks = step.cache_blocks(runtime.block_tokens, runtime.memory_fraction, runtime.memory_of)
+    need = -(-length // runtime.block_tokens)
     if need > blocks:
         raise InputError(f"a request of {length:,} tokens needs {need:,} KV-cache blocks of {runtime.block_tokens} "
                          f"tokens, and the memory left by the weights holds {blocks:,} at memory_fraction="
