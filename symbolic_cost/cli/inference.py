@@ -118,6 +118,10 @@ def add_arguments(parser) -> None:
     options.option(load, "--block-tokens", type=options.integer(1, 4096), metavar="N", action=options.Given,
                    help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block 32, vLLM's block_size 16, "
                         "SGLang's page_size 1; default: the --engine's)")
+    options.option(load, "--disaggregate", type=_pools, metavar="P:D", action=options.Given,
+                   help="serve on P prefill and D decode instances of the deployment (each m1 x p devices), the KV "
+                        "cache sent between them over the system's InfiniBand (inference.disaggregated); the rate is "
+                        "the whole deployment's")
     options.option(load, "--slo-ttft", type=_seconds("--slo-ttft"), metavar="S",
                    help="a service-level objective on the time to first token, seconds: with --rate, the goodput "
                         "(requests/s meeting every --slo-*); without it, the highest rate whose --slo-percentile "
@@ -136,6 +140,15 @@ def add_arguments(parser) -> None:
                    help="evaluate --field over these values of b, l_in, l_out, l_ctx, B, as CSV; "
                    "listed or as ranges (b=1:64:x2 doubles, l_in=512:4096:+512 adds 512)")
     options.option(parser, "--json", action="store_true", help="JSON in bytes, FLOPs and seconds instead of text")
+
+
+def _pools(text: str):
+    """``P:D`` prefill and decode instances (``disaggregated.Pools``)."""
+    from symbolic_cost.inference.disaggregated import Pools
+    try:
+        return Pools.parse(text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _rate(text: str):
@@ -185,7 +198,9 @@ def load_test(args, arch, serving) -> dict:
     highest rate the SLO allows (``load.sustained_rate``) as ``sustained_rate``, and the test at it."""
     from dataclasses import asdict
     from sympy import Rational
+    from functools import partial
     from symbolic_cost.inference import engines
+    from symbolic_cost.inference.disaggregated import kv_transfer_seconds, serve_disaggregated
     from symbolic_cost.inference.load import StepModel, serve, sustained_rate
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--rate and --slo-* need numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
@@ -200,11 +215,19 @@ def load_test(args, arch, serving) -> dict:
         (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
     engine = {"engine": args.engine, "chunked_prefill": runtime.chunked, "max_batch": runtime.max_batch,
               "max_tokens": runtime.max_tokens}
+    simulate = serve
+    if args.disaggregate is not None:
+        pools = args.disaggregate
+        simulate = partial(serve_disaggregated, pools=pools)
+        engine["pools"] = {"prefill": pools.prefill, "decode": pools.decode,
+                           "devices": int((pools.prefill + pools.decode) * serving.m1 * serving.p),
+                           "kv_transfer_s": kv_transfer_seconds(step)}
     if args.rate is None:
-        rate, at = sustained_rate(step, int(serving.l_out), slo, args.slo_percentile, args.requests, runtime)
+        rate, at = sustained_rate(step, int(serving.l_out), slo, args.slo_percentile, args.requests, runtime,
+                                  simulate=simulate)
         return {"sustained_rate": rate, **(asdict(at) if at else {}), **engine}
     rate = None if args.rate == "inf" else args.rate
-    return {**asdict(serve(step, int(serving.l_out), rate, args.requests, runtime, slo=slo)), **engine}
+    return {**asdict(simulate(step, int(serving.l_out), rate, args.requests, runtime, slo=slo)), **engine}
 
 
 def configuration(args, keep=()):
@@ -285,7 +308,7 @@ def run(args) -> int:
                          "(the other fields count the tensors only)", "--overheads")
     simulated = args.rate is not None or args.slo_ttft is not None or args.slo_itl is not None
     for name in ("requests", "engine", "max_batch", "max_tokens", "memory_fraction", "block_tokens",
-                 "slo_percentile", "chunked_prefill"):
+                 "slo_percentile", "chunked_prefill", "disaggregate"):
         if (options.given(args, name) or (name == "chunked_prefill" and args.chunked_prefill is not None)) \
                 and not simulated:
             raise InputError(f"--{name.replace('_', '-')} sets the --rate simulation; give --rate (or --slo-ttft, "
@@ -411,6 +434,10 @@ def _print_load(args, load: dict) -> None:
           f"up to {load['max_batch']:,} sequences{chunked}, calibrated {args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
           f"{load['request_throughput']:.4g} requests/s, {load['output_token_throughput']:.6g} output tokens/s, "
           f"{load['total_token_throughput']:.6g} tokens/s in all")
+    if "pools" in load:
+        pools = load["pools"]
+        print(f"disaggregated: {pools['prefill']} prefill and {pools['decode']} decode instances, {pools['devices']} "
+              f"devices in all; each request's KV cache sent in {amount(pools['kv_transfer_s'], 'seconds', args.units)}")
     print("percentiles (p50, p90, p99): " + "; ".join(
         f"{what} {', '.join(ms(f'p{q}_{key}') for q in (50, 90, 99))}"
         for what, key in (("TTFT", "ttft"), ("ITL", "itl"), ("end to end", "e2e"))))

@@ -139,11 +139,17 @@ class StepModel:
         arch, serving = self._memory
         self.system.require("the KV-cache pool of a load test", "hbm_capacity")
         weights = busiest_weights(arch, prefill(arch, replace(serving, b=1, l_out=2)))
-        block = kv_cache_bytes(arch, 1, block_tokens, encoder=encoder_tokens(arch, replace(serving, b=1)),
-                               m1=serving.m1, p=serving.p, kv_dtype=serving.kv, mla=serving.mla)
+        block = self.kv_bytes(block_tokens)
         capacity = self.system.hbm_capacity
         free = memory_fraction * (capacity - weights) if memory_of == "free" else memory_fraction * capacity - weights
         return max(int(floor(free / block)), 0)
+
+    def kv_bytes(self, tokens: int):
+        """Bytes of the KV cache one sequence of ``tokens`` tokens holds on the busiest device
+        (``kv_cache_bytes`` under the deployment's tensor and pipeline split and cache format)."""
+        arch, serving = self._memory
+        return kv_cache_bytes(arch, 1, tokens, encoder=encoder_tokens(arch, replace(serving, b=1)),
+                              m1=serving.m1, p=serving.p, kv_dtype=serving.kv, mla=serving.mla)
 
     def _roofline(self, phase, conventions, with_weights=True):
         """Seconds of a phase: ``sum max(compute, memory)`` over its rows (``calibrated_run``)."""
@@ -257,7 +263,7 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     ``output_tokens`` tokens.  All sequences advance together, so they finish in the order they
     were admitted, and the mean context is ``P + steps run since admission``, kept as a running
     sum.  With ``runtime.chunked`` the prompts are prefilled instead in chunks beside the decodes,
-    within the step's token budget (``_chunked_steps``).  ``slo``: ``(seconds to first token,
+    within the step's token budget (``chunked_steps``).  ``slo``: ``(seconds to first token,
     seconds between tokens)`` a request must meet to count in the goodput (``Load``)."""
     if not isinstance(output_tokens, int) or output_tokens < 1:
         raise InputError(f"output_tokens must be a positive integer, got {output_tokens!r}", "output_tokens")
@@ -265,14 +271,14 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
         raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
-    blocks, need = _cache_limit(step, runtime, step.prompt + output_tokens)
-    run = _chunked_steps if runtime.chunked else _whole_prompt_steps
+    blocks, need = cache_limit(step, runtime, step.prompt + output_tokens)
+    run = chunked_steps if runtime.chunked else whole_prompt_steps
     first, finished, steps_run, last = run(step, output_tokens, times, runtime, overhead, blocks, need)
-    return _measured(times, first, finished, steps_run, step.prompt, output_tokens, float(runtime.request_overhead),
-                     last - times[0], slo)
+    return measured_load(times, first, finished, steps_run, step.prompt, output_tokens,
+                         float(runtime.request_overhead), last - times[0], slo)
 
 
-def _whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, need):
+def whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, need):
     """The steps of an engine that prefills each prompt whole (``serve``): ``(first token times,
     last token times, [(step seconds, sequences decoding)], the last token's time)``."""
     requests, prompt = len(times), step.prompt
@@ -318,7 +324,7 @@ def _whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, n
     return first, finished, steps_run, last
 
 
-def _chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
+def chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
     """The steps of an engine with chunked prefill (``serve``), as vLLM's V1 scheduler runs them:
     each step has a budget of ``max_tokens`` tokens; every running sequence decodes one token
     first, and what is left goes to prefill, to the prompts already begun (oldest first), then to
@@ -327,7 +333,7 @@ def _chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
     leaves.  A step of ``t`` prompt tokens beside ``B`` decodes costs ``step(t / P, B, c)``: the
     prefill's price for ``t / P`` prompts (its products and activations in proportion, the weights
     read once).  A prompt's first token comes at the end of the step that prefills its last
-    chunk; it decodes from the next.  Returns as ``_whole_prompt_steps``."""
+    chunk; it decodes from the next.  Returns as ``whole_prompt_steps``."""
     requests, prompt = len(times), step.prompt
     running, admitted_sum = deque(), 0         # running: (the step its first token came at, the request)
     prefilling = deque()                       # [request, prompt tokens left], in admission order
@@ -363,7 +369,7 @@ def _chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
     return first, finished, steps_run, last
 
 
-def _measured(times, first, finished, steps_run, prompt, output_tokens, front, span, slo) -> Load:
+def measured_load(times, first, finished, steps_run, prompt, output_tokens, front, span, slo) -> Load:
     """The ``Load`` of a simulated run: each request's time to first token (plus the front end's
     ``front``) and end-to-end latency, the steps' inter-token gaps, and, with ``slo`` (seconds of
     time to first token and of mean inter-token latency), the requests that meet it."""
@@ -390,7 +396,8 @@ def _measured(times, first, finished, steps_run, prompt, output_tokens, front, s
 
 
 def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int = 90, requests: int = 500,
-                   runtime: Runtime = Runtime(), seed: int = 0, rounds: int = 16) -> tuple[float, Load | None]:
+                   runtime: Runtime = Runtime(), seed: int = 0, rounds: int = 16,
+                   simulate=None) -> tuple[float, Load | None]:
     """The highest request rate (requests/s, Poisson) whose load test keeps the ``level``-th
     percentile (one of ``PERCENTILES``) of the time to first token and of the inter-token latency within ``slo``
     (seconds: ``(ttft, itl)``), and the test at that rate; ``(0, None)`` where even a lone
@@ -398,29 +405,32 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     serves when every request arrives at once, then ``rounds`` halvings of the interval; the
     seeded arrivals of a rate ``r`` are those of rate 1 scaled by ``1/r`` (``arrivals``), so the
     tests along the way differ by the rate alone.  A finite run of ``requests`` requests above
-    the engine's capacity still ends: its queue, and its tail latency, grow with the run."""
+    the engine's capacity still ends: its queue, and its tail latency, grow with the run.
+    ``simulate``: the load test, called as ``serve`` is (``None``: ``serve``; a disaggregated
+    deployment passes ``disaggregated.serve_disaggregated`` with its pools)."""
     if level not in PERCENTILES:
         raise InputError(f"the SLO's percentile must be one of {', '.join(map(str, PERCENTILES))}, got {level!r}",
                          "level")
     limit_ttft, limit_itl = (float(x) for x in slo)
+    simulate = simulate or serve
 
     def meets(load: Load) -> bool:
         itl = getattr(load, f"p{level}_itl")
         return getattr(load, f"p{level}_ttft") <= limit_ttft and (itl is None or itl <= limit_itl)
 
-    lone = serve(step, output_tokens, None, 1, runtime, seed, slo)
+    lone = simulate(step, output_tokens, None, 1, runtime, seed, slo)
     if not meets(lone):
         return 0.0, None
     low, best = 0.0, None
-    high = serve(step, output_tokens, None, requests, runtime, seed, slo).request_throughput
+    high = simulate(step, output_tokens, None, requests, runtime, seed, slo).request_throughput
     for _ in range(rounds):                  # a rate that misses the SLO, doubling from the saturated throughput
-        load = serve(step, output_tokens, high, requests, runtime, seed, slo)
+        load = simulate(step, output_tokens, high, requests, runtime, seed, slo)
         if not meets(load):
             break
         low, best, high = high, load, 2 * high
     for _ in range(rounds):
         middle = (low + high) / 2
-        load = serve(step, output_tokens, middle, requests, runtime, seed, slo)
+        load = simulate(step, output_tokens, middle, requests, runtime, seed, slo)
         if meets(load):
             low, best = middle, load
         else:
@@ -428,7 +438,7 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     return low, best
 
 
-def _cache_limit(step, runtime: Runtime, length: int) -> tuple[float, int]:
+def cache_limit(step, runtime: Runtime, length: int) -> tuple[float, int]:
     """``(blocks in the pool, blocks a request reserves)``; ``(inf, 0)`` for a step that states no
     cache (``cache_blocks``).  A request longer than the whole pool is refused: it would wait forever."""
     if not hasattr(step, "cache_blocks"):

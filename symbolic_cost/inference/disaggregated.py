@@ -1,0 +1,125 @@
+"""Disaggregated serving: prompts prefilled on one pool of instances, tokens decoded on another,
+the KV cache sent between them (DistServe, Splitwise, NVIDIA Dynamo, the layouts aiconfigurator
+searches).
+
+A request arrives (Poisson, at the deployment's whole rate), goes to a prefill instance (round
+robin), which prefills it as ``load.serve``'s engine does (whole prompts, or chunked under
+``runtime.chunked``) and yields its first token: its time to first token ends there.  Its KV
+cache is then sent to a decode instance (round robin), over the system's inter-node link: each
+of the instance's ``m1 p`` devices sends its share in parallel (``kv_transfer_seconds``).  The
+decode instance admits it when the cache has arrived and its limits allow (``max_batch``
+sequences, the KV-cache blocks of the request's whole length), and decodes its other
+``output_tokens - 1`` tokens with no prefill in its steps: a decode step is never held up by a
+prompt, which is the point of disaggregating.  The gap from the first token to the second holds
+the transfer and the wait for admission.
+
+Every step is priced by the same ``load.StepModel`` and the same fitted overheads as an
+aggregated engine's, so the two can be compared per GPU: a deployment of ``P`` prefill and
+``D`` decode instances holds ``(P + D) m1 p`` devices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.inference.load import (Load, Runtime, arrivals, cache_limit, chunked_steps, measured_load,
+                                          whole_prompt_steps)
+
+
+@dataclass(frozen=True)
+class Pools:
+    """``prefill`` and ``decode`` instances, each a copy of the deployment (``m1 p`` devices)."""
+
+    prefill: int
+    decode: int
+
+    def __post_init__(self):
+        for name in ("prefill", "decode"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"--disaggregate: {name} instances must be a positive integer, got {value!r}",
+                                 "disaggregate")
+
+    @classmethod
+    def parse(cls, text: str) -> "Pools":
+        """``"P:D"``, as ``--disaggregate`` takes it.
+
+        >>> Pools.parse("1:3")
+        Pools(prefill=1, decode=3)
+        """
+        prefill, colon, decode = str(text).partition(":")
+        if not (colon and prefill.strip().isdigit() and decode.strip().isdigit()):
+            raise InputError(f"--disaggregate takes P:D, the prefill and decode instances (1:3), got {text!r}",
+                             "disaggregate")
+        return cls(int(prefill), int(decode))
+
+
+def kv_transfer_seconds(step) -> float:
+    """Seconds to send one request's KV cache (its ``P`` prompt tokens) from a prefill instance to
+    a decode instance: the busiest device's share (``step.kv_bytes(P)``) over its own inter-node
+    link, at the system's InfiniBand bandwidth per device plus its latency (every device of the
+    instance sends its shard at once)."""
+    system = step.system
+    system.require("the KV-cache transfer of disaggregated serving", "ib_bandwidth")
+    return float(step.kv_bytes(step.prompt) / system.ib_bandwidth + system.ib_latency)
+
+
+def _decode_steps(step, tokens: int, ready: list[float], runtime: Runtime, overhead: float, blocks, need):
+    """A decode-only instance serving requests whose caches arrive at ``ready`` (sorted), each
+    decoding ``tokens`` tokens: ``(time of each request's first decoded token, of its last,
+    [(step seconds, sequences past their first decoded token)])``."""
+    count, prompt = len(ready), step.prompt
+    second, last = [0.0] * count, [0.0] * count
+    running, admitted_sum, steps_run = [], 0, []        # running: [request, tokens decoded, step admitted]
+    now, steps, nxt = 0.0, 0, 0
+    while nxt < count or running:
+        if not running and ready[nxt] > now:
+            now = ready[nxt]
+        while nxt < count and ready[nxt] <= now and len(running) < runtime.max_batch \
+                and (len(running) + 1) * need <= blocks:
+            running.append([nxt, 0, steps])
+            admitted_sum, nxt = admitted_sum + steps, nxt + 1
+        decoding = len(running)
+        context = prompt + 1 + steps - admitted_sum / decoding
+        duration = step(0, decoding, context) + overhead
+        now, steps = now + duration, steps + 1
+        steps_run.append((duration, sum(1 for _, done, _ in running if done)))
+        for entry in running:
+            entry[1] += 1
+            if entry[1] == 1:
+                second[entry[0]] = now
+            if entry[1] == tokens:
+                last[entry[0]] = now
+        admitted_sum -= sum(at for _, done, at in running if done == tokens)
+        running = [entry for entry in running if entry[1] < tokens]
+    return second, last, steps_run
+
+
+def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
+                        seed: int = 0, slo: tuple | None = None, *, pools: Pools, transfer: float | None = None) -> Load:
+    """``load.serve`` of a disaggregated deployment of ``pools`` (see the module docstring);
+    ``transfer``: seconds to send a request's cache (``None``: ``kv_transfer_seconds``)."""
+    times = arrivals(requests, rate, seed)
+    overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
+    transfer = kv_transfer_seconds(step) if transfer is None else transfer
+    prompt, run = step.prompt, (chunked_steps if runtime.chunked else whole_prompt_steps)
+    first, finished = [0.0] * requests, [0.0] * requests
+    blocks, need = cache_limit(step, runtime, prompt + 1)        # a prefill instance holds the prompt's cache
+    for k in range(pools.prefill):
+        mine = range(k, requests, pools.prefill)
+        yielded = run(step, 1, [times[i] for i in mine], runtime, overhead, blocks, need)[0]
+        for request, at in zip(mine, yielded):
+            first[request] = finished[request] = at
+    gaps = []
+    if output_tokens > 1:
+        blocks, need = cache_limit(step, runtime, prompt + output_tokens)
+        for k in range(pools.decode):
+            mine = sorted(range(k, requests, pools.decode), key=lambda i: first[i])
+            second, last, steps_run = _decode_steps(step, output_tokens - 1, [first[i] + transfer for i in mine],
+                                                    runtime, overhead, blocks, need)
+            gaps += steps_run + [(second[j] - first[i], 1) for j, i in enumerate(mine)]
+            for j, i in enumerate(mine):
+                finished[i] = last[j]
+    span = max(finished) - times[0]
+    return measured_load(times, first, finished, gaps, prompt, output_tokens, float(runtime.request_overhead), span, slo)
