@@ -48,8 +48,8 @@ SWEPT = ("b", "l")
 CHOICES = ("zero", "recompute", "precision", "system")
 """The page's choices: ``summary --zero``, ``--recompute``, ``--precision``, ``--system``."""
 
-SERVING_OPTIONS = {"kv_dtype": "--kv-dtype", "weights": "--weights", "engine": "--engine", "rate": "--rate",
-                   "requests": "--requests",
+SERVING_OPTIONS = {"kv_dtype": "--kv-dtype", "weights": "--weights", "engine": "--engine",
+                   "disaggregate": "--disaggregate", "rate": "--rate", "requests": "--requests",
                    "slo_ttft": "--slo-ttft", "slo_itl": "--slo-itl", "slo_percentile": "--slo-percentile"}
 """The serving view's options and the ``inference`` flags they become."""
 
