@@ -136,6 +136,13 @@ def _accelerate(path: str, args):
     return found
 
 
+def recipe_options(found) -> tuple:
+    """The options a TRL recipe's own fields decide (``models.trl_recipe``): ``--flash`` by its
+    ``attn_implementation``, the LoRA options by ``use_peft``."""
+    return (("--flash",) if "flash" in found.policy else ()) + \
+        (("--lora-rank", "--lora-targets", "--lora-base") if "lora_rank" in found.policy else ())
+
+
 def _trainer(path: str, args):
     """The ``Setup`` of ``--hf-training-args`` with the model of ``--hf-config``/``--preset``; refuses
     what the arguments decide when the command line sets it too (``--shard``: a machine's devices for
@@ -144,11 +151,30 @@ def _trainer(path: str, args):
     per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
     found = trainer_setup(input_file(path, "--hf-training-args"), Path(path).stem, architecture(args), args.devices,
                           per_node)
-    decided = tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy)
+    decided = tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy) + recipe_options(found)
     flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
     if flag:
         raise InputError(f"{flag}: the TrainingArguments of --hf-training-args decide it; change the file (it would "
                          f"be overridden otherwise)", flag)
+    return found
+
+
+def _launched_trainer(args):
+    """``--hf-training-args`` launched with the accelerate config of ``--accelerate`` (TRL's and the
+    alignment handbook's recipes): the world size from the launch config, the rest merged as
+    ``models.hf_trainer.launched`` says; refuses what either file decides when the command line
+    sets it too."""
+    from symbolic_cost.models.hf_trainer import trainer_setup     # _read's note
+    launch = _accelerate(args.accelerate, args)
+    per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
+    world = int(launch.values[S.d] * launch.values[S.m1] * launch.values[S.p])
+    found = trainer_setup(input_file(args.hf_training_args, "--hf-training-args"), Path(args.hf_training_args).stem,
+                          architecture(args), world, per_node, launch=launch)
+    flag = _given(args, tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy)
+                  + recipe_options(found))
+    if flag:
+        raise InputError(f"{flag}: the TrainingArguments of --hf-training-args and the accelerate config decide it; "
+                         f"change the files (it would be overridden otherwise)", flag)
     return found
 
 
@@ -207,9 +233,11 @@ def setup(args, only_with: tuple = ONLY_WITH):
     file decides and, without a file, the options of ``only_with`` (``--devices`` and
     ``--vocab-size``; ``search`` takes ``--devices`` without one)."""
     chosen = [d for d in FILES if getattr(args, d, None) is not None]
-    if len(chosen) > 1:
-        raise InputError(f"{' and '.join(FILES[d] for d in chosen)}: give one framework file", FILES[chosen[-1]])
-    dest = chosen[0] if chosen else None
+    pair = chosen == ["accelerate", "hf_training_args"]       # a Trainer script under accelerate launch
+    if len(chosen) > 1 and not pair:
+        raise InputError(f"{' and '.join(FILES[d] for d in chosen)}: give one framework file (or --accelerate "
+                         f"with --hf-training-args)", FILES[chosen[-1]])
+    dest = chosen[-1] if chosen else None
     if dest is None:
         for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
@@ -227,7 +255,9 @@ def setup(args, only_with: tuple = ONLY_WITH):
                          f"otherwise)", flag)
     if getattr(args, "tensor", "1d") not in ("1d", ["1d"]):       # search takes a list
         raise InputError(f"--tensor: the framework's tensor parallelism is 1d; {name} reads it", "--tensor")
-    found = _read(dest, getattr(args, dest), args)
+    found = _launched_trainer(args) if pair else _read(dest, getattr(args, dest), args)
+    if pair:
+        name = "--accelerate with --hf-training-args"
     typed = assignments(getattr(args, "set", []))
     for symbol, value in typed.items():
         if symbol in found.values and value != found.values[symbol]:

@@ -127,9 +127,10 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
                help="a Hugging Face accelerate config YAML beside --hf-config/--preset: its processes, FSDP or DDP, "
                     "precision, offload and checkpointing (docs/frameworks.md)")
         option(group, "--hf-training-args", metavar="FILE",
-               help="a Hugging Face TrainingArguments JSON (to_json_string()) beside --hf-config/--preset: its batch, "
-                    "accumulation, precision, FSDP, checkpointing and optimizer; the world size from --devices "
-                    "(docs/frameworks.md)")
+               help="a Hugging Face TrainingArguments JSON (to_json_string()) or a TRL / alignment-handbook recipe "
+                    "YAML beside --hf-config/--preset: its batch, accumulation, precision, FSDP, checkpointing and "
+                    "optimizer (and a recipe's sequence length, attention and LoRA); the world size from --devices, "
+                    "or from the launch config of --accelerate given with it (docs/frameworks.md)")
         option(group, "--deepspeed", metavar="FILE",
                help="a DeepSpeed config JSON beside --hf-config/--preset: its ZeRO stage, offload, batch and precision "
                     "(docs/frameworks.md)")

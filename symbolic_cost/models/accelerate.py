@@ -43,6 +43,11 @@ from symbolic_cost.models.megatron_args import Setup
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.training import Overlap
 
+FP32_MASTER = ("FSDP's mixed precision keeps fp32 sharded parameters: counted as the 16-bit recipe with an "
+               "fp32 master copy, the same 16 bytes per parameter")
+"""The note of FSDP's mixed precision over fp32 parameters (``models.hf_trainer.launched`` drops it
+for a model a recipe loads in 16 bits)."""
+
 NO_COST = {
     "": {"compute_environment", "debug", "downcast_bf16", "enable_cpu_affinity", "machine_rank", "main_process_ip",
          "main_process_port", "main_training_function", "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster",
@@ -171,8 +176,7 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     if kind == "FSDP":
         policy.update(fsdp_policy(config.get("fsdp_config") or {}, stated // machines, world, notes))
         if policy["precision"] != "fp32":
-            notes.append("FSDP's mixed precision keeps fp32 sharded parameters: counted as the 16-bit recipe with an "
-                         "fp32 master copy, the same 16 bytes per parameter")
+            notes.append(FP32_MASTER)
     elif config.get("fsdp_config"):
         raise InputError(f"fsdp_config applies to distributed_type FSDP, not {kind}", "fsdp_config")
     sharded = policy["zero"] == 3

@@ -48,7 +48,9 @@ import json
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.models.config import read_json
-from symbolic_cost.models.accelerate import fsdp_policy
+from symbolic_cost.models.megatron_bridge import load_yaml
+from symbolic_cost.models.trl_recipe import recipe_fields
+from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
 from symbolic_cost.models.megatron_args import Setup
 from symbolic_cost.models.training import Overlap
 
@@ -97,6 +99,18 @@ FSDP_CONFIG = {"version", "reshard_after_forward", "cpu_offload", "activation_ch
 """``fsdp_config`` keys (a ``fsdp_`` prefix dropped, as transformers drops it)."""
 
 OPTIMIZERS = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adafactor": "adafactor"}
+
+
+def read_arguments(text: str, name: str) -> dict:
+    """The fields of a TrainingArguments file: JSON (``to_json_string()``), or YAML (a TRL or
+    alignment-handbook recipe, which also holds ``trl_recipe``'s fields), an object either way."""
+    if text.lstrip()[:1] in ("{", "["):          # JSON (a YAML recipe is a block mapping)
+        return read_json(text, name, "--hf-training-args", "TrainingArguments")
+    args = load_yaml(text, name, "--hf-training-args")
+    if not isinstance(args, dict):
+        raise InputError(f"--hf-training-args: {name}: TrainingArguments are a mapping of field names to values",
+                         "--hf-training-args")
+    return args
 
 
 def _flag(value, where: str) -> bool:
@@ -210,12 +224,15 @@ def fsdp_options(fsdp, config: dict) -> dict:
     return options
 
 
-def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int | None = None) -> Setup:
+def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int | None = None,
+                  launch: Setup | None = None) -> Setup:
     """The values and policy of a TrainingArguments JSON for ``arch`` on ``world`` devices
     (``--devices``; 1 without), ``per_node`` the devices of a machine (``--shard``, for
-    ``hybrid_shard``)."""
+    ``hybrid_shard``); ``launch``: the ``Setup`` of the accelerate config the script is launched
+    with (``launched``)."""
     world, per_node = given_counts(world=world, per_node=per_node)
-    args = read_json(text, name, "--hf-training-args", "TrainingArguments")
+    args = read_arguments(text, name)
+    recipe_values, recipe_policy, recipe_notes = recipe_fields(args)
     _check_keys(args)
     if args.get("deepspeed"):
         raise InputError("deepspeed: give the DeepSpeed config with --deepspeed (the batch with --set b= n_micro=)",
@@ -244,10 +261,57 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
             notes.append("activation_checkpointing under FSDP gathers the weights once more in backward "
                          "(fsdp_config.activation_checkpointing does not): counted with FSDP's gathers only")
         policy["recompute"] = "full"
-    if policy["precision"] != "fp32":
+    notes += recipe_notes
+    if "precision" in recipe_policy:          # a model loaded in 16 bits: autocast's dtype where bf16/fp16 set it
+        dtype = recipe_policy.pop("precision")
+        policy["precision"] = dtype if policy["precision"] == "fp32" else policy["precision"]
+    policy.update(recipe_policy)
+    if policy["precision"] != "fp32" and policy.get("master_weights", True):
         notes.append("16-bit mixed precision keeps fp32 parameters: counted as the 16-bit recipe with an fp32 master "
                      "copy, the same 16 bytes per parameter with Adam")
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=policy["zero"] == 3 and world > 1)
     values = {S.b: _count(args, "per_device_train_batch_size"), S.n_micro: _count(args, "gradient_accumulation_steps"),
-              S.d: world, S.m1: 1, S.s1: 1, S.p: 1}
-    return Setup(arch, values, policy, notes)
+              S.d: world, S.m1: 1, S.s1: 1, S.p: 1, **recipe_values}
+    found = Setup(arch, values, policy, notes)
+    return found if launch is None else launched(args, found, launch)
+
+
+RECIPE_POLICY = ("flash", "master_weights", "lora_rank", "lora_targets", "lora_base", "double_quant")
+"""The policy keys of a TRL recipe's own fields (``trl_recipe``)."""
+
+DISTRIBUTION = ("zero", "overlap", "offload", "shard", "reshard_after_forward")
+"""The policy keys of how the data-parallel ranks share the model (FSDP or DDP)."""
+
+
+def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
+    """TrainingArguments (``args``, read as ``trainer``) run under ``accelerate launch
+    --config_file`` (``launch``, ``models.accelerate``), as TRL's and the alignment handbook's
+    recipes are: ``TrainingArguments.__post_init__`` writes its own mixed precision (``bf16``,
+    ``fp16``) and, with ``fsdp`` set, its FSDP plugin into the environment accelerate reads, so
+    those fields, where set, replace the launch config's; the processes, FSDP or DDP and offload
+    are otherwise the launch config's.  The batch, the accumulation and the optimizer are the
+    TrainingArguments'; activation checkpointing is on when either file turns it on."""
+    sixteen = trainer.policy.get("master_weights") is False       # a model a recipe loads in 16 bits
+    kept = [note for note in launch.notes if not (sixteen and note == FP32_MASTER)]
+    policy, notes = dict(launch.policy), list(dict.fromkeys(kept + trainer.notes))
+    if args.get("bf16") or args.get("fp16"):
+        if policy["precision"] != trainer.policy["precision"]:
+            notes.append(f"the TrainingArguments' {trainer.policy['precision']} replaces the launch config's "
+                         f"mixed_precision {policy['precision']} (TrainingArguments sets ACCELERATE_MIXED_PRECISION)")
+        policy["precision"] = trainer.policy["precision"]
+    if trainer.policy["zero"] != 0:
+        notes.append("the TrainingArguments' fsdp replaces the launch config's distributed setting")
+        for key in DISTRIBUTION:
+            policy.pop(key, None)
+            if key in trainer.policy:
+                policy[key] = trainer.policy[key]
+    policy["optimizer"] = trainer.policy["optimizer"]
+    if "recompute" in trainer.policy:
+        policy["recompute"] = "full"
+    for key in RECIPE_POLICY:                 # what a TRL recipe's model and LoRA fields set
+        if key in trainer.policy:
+            policy[key] = trainer.policy[key]
+    if sixteen:
+        policy["precision"] = trainer.policy["precision"]
+    values = {**launch.values, **{k: v for k, v in trainer.values.items() if k in (S.b, S.n_micro, S.l)}}
+    return Setup(trainer.arch, values, policy, notes)

@@ -1,0 +1,161 @@
+"""The fields a TRL recipe adds to its ``TrainingArguments`` (TRL's ``ModelConfig``,
+``ScriptArguments`` and ``SFTConfig``, the alignment handbook's data arguments): one YAML file that
+``trl sft --config`` or the handbook's ``run_sft.py`` splits into those dataclasses, launched with
+``accelerate launch --config_file``.  ``recipe_fields`` takes them out of the recipe and reads
+those that change a count:
+
+=================================  =======================================================
+field                              library field
+=================================  =======================================================
+``max_length`` (``max_seq_length``  ``l``: every sequence counted at the longest a batch
+of older TRL)                      holds (packed, or padded to it; noted)
+``attn_implementation``            ``flash``: ``flash_attention_2``, ``flash_attention_3`` and
+                                   ``sdpa`` (PyTorch's fused kernel on GPU) on, ``eager`` off
+``torch_dtype`` (``dtype``)        ``bfloat16``/``float16``: the parameters are 16-bit, so
+                                   AdamW keeps its moments in 16 bits and there is no fp32
+                                   master (``master_weights`` false; the precision too where
+                                   ``bf16``/``fp16`` do not set it), but under LoRA only the
+                                   frozen base is (PEFT keeps the adapters in fp32, as the
+                                   fp32 master counts them); ``float32`` as is;
+                                   ``auto``: the checkpoint's, noted and counted as float32
+``use_peft`` with ``lora_r`` (16),  LoRA (``lora_rank``, ``lora_targets``: ``q_proj`` ... as
+``lora_target_modules`` (PEFT's    ``q`` ..., ``all-linear`` as every projection;
+default ``q_proj, v_proj``),       ``lora_base`` nf4 with ``load_in_4bit``, int8 with
+``load_in_4bit``, ``load_in_8bit``, ``load_in_8bit``; ``double_quant`` as
+``use_bnb_nested_quant`` (false)   ``use_bnb_nested_quant``)
+=================================  =======================================================
+
+The model's name, the data, the chat template and LoRA's scalars change no count (``NO_COST``);
+a DPO recipe (a reference model and chosen/rejected pairs), DoRA, ``lora_modules_to_save``,
+``activation_offloading`` and a 4-bit type other than NF4 are refused by name (``REFUSED``).
+"""
+
+from __future__ import annotations
+
+from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError
+
+NO_COST = {
+    "model_name_or_path", "model_revision", "trust_remote_code", "tokenizer_name_or_path", "chat_template",
+    "chat_template_path", "dataset_name", "dataset_config", "dataset_mixture", "dataset_mixer", "dataset_splits",
+    "dataset_train_split", "dataset_test_split", "dataset_text_field", "dataset_num_proc", "dataset_kwargs",
+    "dataset_streaming", "preprocessing_num_workers", "overwrite_output_dir", "packing", "packing_strategy",
+    "padding_free", "pad_to_multiple_of", "eval_packing", "shuffle_dataset", "eos_token", "pad_token",
+    "completion_only_loss", "assistant_only_loss", "lora_alpha", "lora_dropout", "lora_task_type", "use_rslora",
+    "gradient_checkpointing_use_reentrant", "ignore_bias_buffers", "system_prompt", "hub_model_revision",
+}
+"""Recipe fields that change no count: the model's name (the model is ``--preset``/``--hf-config``),
+the data and its template, packing (the sequences are counted at ``max_length`` either way), LoRA's
+scaling and dropout."""
+
+REFUSED = {
+    "beta": "a DPO recipe (a reference model's forward, chosen and rejected sequences) is not modelled",
+    "max_prompt_length": "a DPO recipe (a reference model's forward, chosen and rejected sequences) is not modelled",
+    "ref_model_init_kwargs": "a DPO recipe (a reference model's forward) is not modelled",
+    "use_dora": "DoRA's magnitude vectors and their products are not modelled",
+    "lora_modules_to_save": "modules trained whole beside the adapters are not modelled",
+    "activation_offloading": "activations offloaded to the host are not modelled",
+    "use_liger": "Liger's fused kernels are not modelled",
+}
+"""Recipe fields that change the cost in ways not modelled, refused where set (true or non-empty)."""
+
+READ = {"max_length", "max_seq_length", "attn_implementation", "torch_dtype", "dtype", "use_peft", "lora_r",
+        "lora_target_modules", "load_in_4bit", "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_quant_type",
+        "model_init_kwargs"}
+"""Recipe fields read (the module's table)."""
+
+FIELDS = NO_COST | set(REFUSED) | READ
+"""Every recipe field ``recipe_fields`` takes out of a TrainingArguments file."""
+
+TARGETS = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate", "up_proj": "up",
+           "down_proj": "down"}
+"""PEFT's module names of a Llama-family layer and the library's LoRA targets."""
+
+FLASH = {"flash_attention_2": True, "flash_attention_3": True, "sdpa": True, "eager": False}
+
+
+def recipe_fields(args: dict) -> tuple[dict, dict, list]:
+    """Take the recipe's own fields out of ``args`` (a recipe as read; changed in place) and read
+    them: ``(values, policy, notes)`` over what the TrainingArguments say.
+
+    >>> args = {"max_length": 2048, "attn_implementation": "flash_attention_2", "per_device_train_batch_size": 4}
+    >>> recipe_fields(args)[:2], args
+    (({l: 2048}, {'flash': True}), {'per_device_train_batch_size': 4})
+    """
+    recipe = {key: args.pop(key) for key in list(args) if key in FIELDS}
+    for key, why in REFUSED.items():
+        if recipe.get(key) not in (None, False, [], {}, ""):
+            raise InputError(f"{key}: {why}", key)
+    if recipe.get("model_init_kwargs"):
+        raise InputError("model_init_kwargs: give the model's loading options as the recipe's own fields "
+                         "(torch_dtype, attn_implementation)", "model_init_kwargs")
+    values, policy, notes = {}, {}, []
+    length = recipe.get("max_length", recipe.get("max_seq_length"))
+    if length is not None:
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise InputError(f"max_length must be a positive integer, got {length!r}", "max_length")
+        values[S.l] = length
+        notes.append(f"every sequence counted at max_length {length} (packed, or padded to the longest of a batch)")
+    attention = recipe.get("attn_implementation")
+    if attention is not None:
+        if attention not in FLASH:
+            raise InputError(f"attn_implementation {attention!r}: one of {', '.join(FLASH)}", "attn_implementation")
+        policy["flash"] = FLASH[attention]
+    lora = _lora(recipe)
+    if lora:        # PEFT keeps the adapters in fp32 whatever the base's dtype: 16 bytes a parameter with AdamW
+        policy.update(lora)
+        if recipe.get("torch_dtype", recipe.get("dtype")) not in (None, "float32", "auto"):
+            notes.append("the LoRA adapters are trained in fp32 (PEFT's autocast_adapter_dtype), the base frozen "
+                         f"as {lora['lora_base']}")
+    else:
+        policy.update(_dtype(recipe, notes))
+    if "model_name_or_path" in recipe:
+        notes.append(f"model_name_or_path {recipe['model_name_or_path']}: the model counted is the one of "
+                     f"--preset/--hf-config")
+    return values, policy, notes
+
+
+def _dtype(recipe: dict, notes: list) -> dict:
+    """``master_weights`` false for a model loaded in 16 bits (see the module docstring)."""
+    dtype = recipe.get("torch_dtype", recipe.get("dtype"))
+    if dtype in (None, "float32"):
+        return {}
+    if dtype == "auto":
+        notes.append("torch_dtype auto loads the checkpoint's dtype, which the recipe does not state: counted with "
+                     "fp32 parameters (give torch_dtype)")
+        return {}
+    if dtype not in ("bfloat16", "float16"):
+        raise InputError(f"torch_dtype {dtype!r}: one of bfloat16, float16, float32, auto", "torch_dtype")
+    notes.append(f"torch_dtype {dtype}: the parameters are 16-bit, so AdamW keeps 16-bit moments and no fp32 master")
+    return {"master_weights": False, "precision": "bf16" if dtype == "bfloat16" else "fp16"}
+
+
+def _lora(recipe: dict) -> dict:
+    """LoRA's policy (``lora_rank``, ``lora_targets``, ``lora_base``, ``double_quant``) of
+    ``use_peft``; the LoRA fields without it are refused (TRL ignores them: they would be)."""
+    peft = recipe.get("use_peft", False)
+    if not isinstance(peft, bool):
+        raise InputError(f"use_peft must be true or false, got {peft!r}", "use_peft")
+    given = [k for k in ("lora_r", "lora_target_modules", "load_in_4bit", "load_in_8bit") if recipe.get(k)]
+    if not peft:
+        if given:
+            raise InputError(f"{given[0]} without use_peft: TRL trains the whole model and ignores it", given[0])
+        return {}
+    rank = recipe.get("lora_r", 16)
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise InputError(f"lora_r must be a positive integer, got {rank!r}", "lora_r")
+    modules = recipe.get("lora_target_modules") or ["q_proj", "v_proj"]
+    modules = [modules] if isinstance(modules, str) else modules
+    if modules == ["all-linear"]:
+        modules = list(TARGETS)
+    unknown = [m for m in modules if m not in TARGETS]
+    if unknown:
+        raise InputError(f"lora_target_modules {unknown[0]!r}: one of {', '.join(TARGETS)} or all-linear",
+                         "lora_target_modules")
+    if recipe.get("load_in_4bit") and recipe.get("load_in_8bit"):
+        raise InputError("load_in_4bit and load_in_8bit together: at most one", "load_in_8bit")
+    if recipe.get("load_in_4bit") and recipe.get("bnb_4bit_quant_type", "nf4") != "nf4":
+        raise InputError(f"bnb_4bit_quant_type {recipe['bnb_4bit_quant_type']!r}: NF4 only", "bnb_4bit_quant_type")
+    base = "nf4" if recipe.get("load_in_4bit") else "int8" if recipe.get("load_in_8bit") else "16-bit"
+    return {"lora_rank": rank, "lora_targets": ",".join(TARGETS[m] for m in modules), "lora_base": base,
+            "double_quant": bool(recipe.get("use_bnb_nested_quant", False))}

@@ -1,0 +1,90 @@
+"""TRL and alignment-handbook recipes (issue 65): a ``TrainingArguments`` YAML holding TRL's model,
+data and SFT fields, launched with an accelerate config, as the handbook's README launches them
+(``accelerate launch --config_file recipes/accelerate_configs/fsdp.yaml scripts/sft.py
+recipes/zephyr-7b-beta/sft/config_full.yaml``).  The files are the handbook's, unchanged
+(``framework_inputs/PROVENANCE.md``); each reading must equal the same training typed on the
+command line by hand from the recipe's fields and the rules of ``models.trl_recipe`` and
+``models.hf_trainer.launched``."""
+
+import json
+import pathlib
+
+import pytest
+
+from symbolic_cost.cli import main
+
+INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
+FULL = str(INPUTS / "handbook_sft_config_full.yaml")
+QLORA = str(INPUTS / "handbook_sft_config_qlora.yaml")
+FSDP = str(INPUTS / "handbook_fsdp.yaml")
+pytest.importorskip("yaml", reason="the recipes are YAML (pip install 'symbolic_cost[yaml]')")
+
+
+def _json(capsys, *words):
+    assert main(["summary", "--preset", "mistral-7b", *words, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _error(capsys, *words):
+    assert main(["summary", "--preset", "mistral-7b", *words]) == 2
+    return capsys.readouterr().err
+
+
+def _same(got, typed):
+    assert {k: v for k, v in got.items() if k not in ("model", "notes")} == \
+        {k: v for k, v in typed.items() if k not in ("model", "notes")}
+
+
+def test_full_sft_under_the_handbooks_fsdp_launch(capsys):
+    """config_full.yaml: per_device_train_batch_size 16, gradient_accumulation_steps 1,
+    max_seq_length 2048, gradient_checkpointing, bf16, flash_attention_2, torch_dtype bfloat16
+    (no fp32 master); fsdp.yaml: 8 processes, FULL_SHARD, bf16, the gathers and the gradient
+    reduction behind compute."""
+    got = _json(capsys, "--accelerate", FSDP, "--hf-training-args", FULL)
+    typed = _json(capsys, "--set", "b=16", "n_micro=1", "l=2048", "d=8", "--zero", "3", "--recompute", "full",
+                  "--flash", "--precision", "bf16", "--no-master-weights", "--overlap", "grad,param")
+    _same(got, typed)
+    assert got["weight_bytes"] * 8 == 2 * 7_241_732_096            # bf16 weights sharded 8 ways, no fp32 copy
+    assert any("torch_dtype bfloat16" in note for note in got["notes"])
+    assert not any("fp32 sharded parameters" in note for note in got["notes"])
+
+
+def test_qlora_sft_on_one_device(capsys):
+    """config_qlora.yaml alone: rank 16 on the seven projections, an NF4 base without nested
+    quantisation, 4 sequences of 2048 tokens, 2 accumulated; the adapters in fp32 (PEFT)."""
+    got = _json(capsys, "--hf-training-args", QLORA, "--devices", "1")
+    typed = _json(capsys, "--set", "b=4", "n_micro=2", "l=2048", "--recompute", "full", "--flash", "--precision",
+                  "bf16", "--lora-rank", "16", "--lora-targets", "q,k,v,o,gate,up,down", "--lora-base", "nf4",
+                  "--no-double-quant")
+    _same(got, typed)
+    # 32 layers x rank 16 x (q 4096+4096, k 4096+1024, v 4096+1024, o 4096+4096, gate, up 4096+14336, down 14336+4096)
+    per_layer = 16 * ((4096 + 4096) * 2 + (4096 + 1024) * 2 + (4096 + 14336) * 3)
+    assert got["trainable_parameters"] == 32 * per_layer == 41_943_040
+
+
+def test_the_training_arguments_precision_replaces_the_launch_configs(tmp_path, capsys):
+    """TrainingArguments.__post_init__ sets ACCELERATE_MIXED_PRECISION from its own fp16/bf16."""
+    recipe = tmp_path / "fp16.yaml"
+    recipe.write_text("per_device_train_batch_size: 2\nfp16: true\nmax_length: 1024\n")
+    got = _json(capsys, "--accelerate", FSDP, "--hf-training-args", str(recipe))
+    assert got["layout"]["precision"] == "fp16"
+    assert any("replaces the launch config's mixed_precision bf16" in note for note in got["notes"])
+
+
+@pytest.mark.parametrize("text, refused", [
+    ("beta: 0.01\n", "beta: a DPO recipe"),
+    ("lora_r: 8\n", "lora_r without use_peft"),
+    ("attn_implementation: flex_attention\n", "attn_implementation 'flex_attention'"),
+    ("use_peft: true\nlora_target_modules: [qkv]\n", "lora_target_modules 'qkv'"),
+    ("use_peft: true\nuse_dora: true\n", "use_dora: DoRA"),
+    ("- bf16\n", "a mapping of field names"),
+    ("max_length: 0\n", "max_length must be a positive integer"),
+])
+def test_recipe_fields_not_modelled_are_refused_by_name(tmp_path, capsys, text, refused):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(text)
+    assert refused in _error(capsys, "--hf-training-args", str(recipe))
+
+
+def test_the_recipe_decides_flash_attention(capsys):
+    assert "--flash: the TrainingArguments" in _error(capsys, "--hf-training-args", FULL, "--no-flash")
