@@ -50,7 +50,8 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_inference.py", "tests/test_simulations.py", "tests/test_memory_fixes.py",
          "tests/test_grad_split.py", "tests/test_time_model.py", "tests/test_peak_memory.py",
          "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py",
-         "tests/test_exact_backends.py", "tests/test_attention_kernels.py")
+         "tests/test_exact_backends.py", "tests/test_attention_kernels.py", "tests/test_serving_engines.py",
+         "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -102,8 +103,19 @@ MUTATIONS = (
              required=False),
     Mutation("fused-step-reads-weights-once", "symbolic_cost/inference/throughput.py",
              "m -= weights_read(row) / bandwidth", "m -= 0", required=False),
-    Mutation("load-context-grows", LOAD, "context = (prompt + steps - admitted_sum / decoding)",
-             "context = (prompt + 0 * admitted_sum / decoding)", required=False),
+    Mutation("load-context-grows", LOAD, "return (prompt + steps - admitted_sum / decoding) if decoding",
+             "return (prompt + 0 * admitted_sum / decoding) if decoding", required=False),
+    # engines, chunked prefill, disaggregation and TRL recipes (issues 63 and 65)
+    Mutation("chunked-decodes-first", LOAD, "room, chunk = runtime.max_tokens - decoding, 0",
+             "room, chunk = runtime.max_tokens, 0", required=False),
+    Mutation("engine-pool-of-total", LOAD, "else memory_fraction * capacity - weights",
+             "else memory_fraction * (capacity - weights)", required=False),
+    Mutation("disaggregated-transfer", "symbolic_cost/inference/disaggregated.py",
+             "[first[i] + transfer for i in mine]", "[first[i] for i in mine]", required=False),
+    Mutation("launched-precision", "symbolic_cost/models/hf_trainer.py",
+             'if args.get("bf16") or args.get("fp16"):', "if False:", required=False),
+    Mutation("recipe-16-bit-master", "symbolic_cost/models/trl_recipe.py",
+             'return {"master_weights": False,', 'return {"master_weights": True,', required=False),
     Mutation("flash-recomputed-scores", "symbolic_cost/ops/attention.py",
              "return tuple(forward + again + backward)", "return tuple(forward + backward)", required=False),
     Mutation("fused-row-one-kernel", EFFICIENCY, "if cost.fused:\n        return attention_kernels",

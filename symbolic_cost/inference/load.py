@@ -278,6 +278,17 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
                          float(runtime.request_overhead), last - times[0], slo)
 
 
+def mean_context(prompt, steps: int, admitted_sum, decoding: int) -> float:
+    """The mean cached tokens of ``decoding`` sequences before a step: each holds its ``prompt``
+    and one token for each step run since it was admitted, ``steps`` less its step of admission
+    (``admitted_sum`` sums those); 0 with none decoding.
+
+    >>> mean_context(100, 10, 4 + 8, 2)        # admitted at steps 4 and 8: 106 and 102 tokens
+    104.0
+    """
+    return (prompt + steps - admitted_sum / decoding) if decoding else 0.0
+
+
 def whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, need):
     """The steps of an engine that prefills each prompt whole (``serve``): ``(first token times,
     last token times, [(step seconds, sequences decoding)], the last token's time)``."""
@@ -291,7 +302,7 @@ def whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, ne
         if not running and pending is None and times[nxt] > now:
             now = times[nxt]
         decoding = len(running)
-        context = (prompt + steps - admitted_sum / decoding) if decoding else 0.0
+        context = mean_context(prompt, steps, admitted_sum, decoding)
         held = decoding + (pending is not None)
         admitted = 0
         if chunks > 1:
@@ -343,7 +354,7 @@ def chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
         if not running and not prefilling and times[nxt] > now:
             now = times[nxt]
         decoding = len(running)
-        context = (prompt + steps - admitted_sum / decoding) if decoding else 0.0
+        context = mean_context(prompt, steps, admitted_sum, decoding)
         room, chunk = runtime.max_tokens - decoding, 0
         for begun in prefilling:
             take = min(begun[1], room - chunk)
