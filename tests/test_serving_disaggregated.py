@@ -4,6 +4,7 @@ against schedules worked by hand, and the transfer's seconds against a hand coun
 
 import pytest
 
+from serving_steps import NO_OVERHEAD, Constant
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.inference.disaggregated import Pools, kv_transfer_seconds, serve_disaggregated
@@ -13,18 +14,6 @@ from symbolic_cost.models.config import preset
 from symbolic_cost.timing.hardware import calibrated
 
 
-class Constant:
-    """A step of ``seconds`` whatever it runs; records what it was asked."""
-
-    def __init__(self, seconds, prompt=100):
-        self.seconds, self.prompt, self.calls = seconds, prompt, []
-
-    def __call__(self, prompts, decoding, context):
-        self.calls.append((prompts, decoding, context))
-        return self.seconds
-
-
-NO_OVERHEAD = Runtime(step_overhead=0, request_overhead=0)
 
 
 def test_one_request_by_hand():

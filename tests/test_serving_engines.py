@@ -7,21 +7,11 @@ not read from the module)."""
 import pytest
 from sympy import Rational
 
+from serving_steps import Constant
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.inference import engines
 from symbolic_cost.inference.load import Runtime, serve
-
-
-class Constant:
-    """A step that takes ``seconds`` whatever it runs, and records what it was asked."""
-
-    def __init__(self, seconds, prompt):
-        self.seconds, self.prompt, self.calls = seconds, prompt, []
-
-    def __call__(self, prompts, decoding, context):
-        self.calls.append((prompts, decoding, context))
-        return self.seconds
 
 
 CHUNKED = Runtime(step_overhead=0, request_overhead=0, max_tokens=8, chunked=True)

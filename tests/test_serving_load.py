@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from sympy import Rational
 
+from serving_steps import NO_OVERHEAD, Constant
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference import load
 from symbolic_cost.inference.load import Runtime, StepModel, arrivals, serve
@@ -19,18 +20,6 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.timing.hardware import calibrated
 
 
-class Constant:
-    """A step that takes ``seconds`` whatever it runs, and records what it was asked."""
-
-    def __init__(self, seconds, prompt=100):
-        self.seconds, self.prompt, self.calls = seconds, prompt, []
-
-    def __call__(self, prompts, decoding, context):
-        self.calls.append((prompts, decoding, context))
-        return self.seconds
-
-
-NO_OVERHEAD = Runtime(step_overhead=0, request_overhead=0)
 
 
 def test_one_request_by_hand():

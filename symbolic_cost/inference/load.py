@@ -289,20 +289,49 @@ def mean_context(prompt, steps: int, admitted_sum, decoding: int) -> float:
     return (prompt + steps - admitted_sum / decoding) if decoding else 0.0
 
 
+class Decoding:
+    """The sequences an engine decodes, in the order they yielded their first token (all advance
+    together, so they also finish in that order), with the sum of the steps they started at
+    (``mean_context``'s ``admitted_sum``)."""
+
+    def __init__(self):
+        self.queue, self.admitted_sum = deque(), 0
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def start(self, request: int, steps: int) -> None:
+        """``request`` yielded its first token at the end of step ``steps``."""
+        self.queue.append((steps, request))
+        self.admitted_sum += steps
+
+    def context(self, prompt, steps: int) -> float:
+        """The mean cached tokens before the next step (``mean_context``)."""
+        return mean_context(prompt, steps, self.admitted_sum, len(self.queue))
+
+    def finish(self, steps: int, output_tokens: int) -> list[int]:
+        """The requests whose last token came at the end of step ``steps``, removed."""
+        done = []
+        while self.queue and steps - self.queue[0][0] + 1 >= output_tokens:
+            started, request = self.queue.popleft()
+            self.admitted_sum -= started
+            done.append(request)
+        return done
+
+
 def whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, need):
     """The steps of an engine that prefills each prompt whole (``serve``): ``(first token times,
     last token times, [(step seconds, sequences decoding)], the last token's time)``."""
     requests, prompt = len(times), step.prompt
     chunks = -(-prompt // runtime.max_tokens)
-    running, admitted_sum = deque(), 0         # running: (the step it was admitted at, the request)
+    running = Decoding()
     pending = None                             # [request, chunks left] of a long prompt being prefilled
     first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
     now, steps, nxt, last = 0.0, 0, 0, 0.0
     while nxt < requests or running or pending:
         if not running and pending is None and times[nxt] > now:
             now = times[nxt]
-        decoding = len(running)
-        context = mean_context(prompt, steps, admitted_sum, decoding)
+        decoding, context = len(running), running.context(prompt, steps)
         held = decoding + (pending is not None)
         admitted = 0
         if chunks > 1:
@@ -325,12 +354,9 @@ def whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, ne
             pending = None if pending[1] == 1 else [pending[0], pending[1] - 1]
         for request in started + list(range(nxt, nxt + admitted)):   # their first token
             first[request] = now
-            running.append((steps, request))
-            admitted_sum += steps
+            running.start(request, steps)
         nxt += admitted
-        while running and steps - running[0][0] + 1 >= output_tokens:
-            admitted_step, request = running.popleft()
-            admitted_sum -= admitted_step
+        for request in running.finish(steps, output_tokens):
             finished[request], last = now, now
     return first, finished, steps_run, last
 
@@ -346,15 +372,14 @@ def chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
     read once).  A prompt's first token comes at the end of the step that prefills its last
     chunk; it decodes from the next.  Returns as ``whole_prompt_steps``."""
     requests, prompt = len(times), step.prompt
-    running, admitted_sum = deque(), 0         # running: (the step its first token came at, the request)
+    running = Decoding()
     prefilling = deque()                       # [request, prompt tokens left], in admission order
     first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
     now, steps, nxt, last = 0.0, 0, 0, 0.0
     while nxt < requests or running or prefilling:
         if not running and not prefilling and times[nxt] > now:
             now = times[nxt]
-        decoding = len(running)
-        context = mean_context(prompt, steps, admitted_sum, decoding)
+        decoding, context = len(running), running.context(prompt, steps)
         room, chunk = runtime.max_tokens - decoding, 0
         for begun in prefilling:
             take = min(begun[1], room - chunk)
@@ -371,11 +396,8 @@ def chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
         while prefilling and prefilling[0][1] == 0:      # prompts fill in order: the done ones lead
             request = prefilling.popleft()[0]
             first[request] = now
-            running.append((steps, request))
-            admitted_sum += steps
-        while running and steps - running[0][0] + 1 >= output_tokens:
-            admitted_step, request = running.popleft()
-            admitted_sum -= admitted_step
+            running.start(request, steps)
+        for request in running.finish(steps, output_tokens):
             finished[request], last = now, now
     return first, finished, steps_run, last
 
