@@ -275,3 +275,15 @@ def test_the_sustained_rate_meets_the_slo_and_a_faster_one_does_not():
     assert sustained_rate(Constant(0.01), 1, (0.005, 1.0), 90, runtime=runtime) == (0.0, None)
     with pytest.raises(InputError, match="one of 50, 90, 99"):
         sustained_rate(Constant(0.01), 1, slo, 95)
+
+
+def test_replicas_take_the_requests_in_turn():
+    """Two requests at once on engines of one sequence each: one engine queues the second behind
+    the first's 3 steps (as ``test_a_full_engine_queues_the_second_request``); two replicas take
+    one each, both first tokens after one step."""
+    one = serve(Constant(0.01), 3, None, requests=2, runtime=Runtime(0, 0, max_batch=1))
+    two = serve(Constant(0.01), 3, None, requests=2, runtime=Runtime(0, 0, max_batch=1), replicas=2)
+    assert one.mean_ttft == pytest.approx((0.01 + 0.04) / 2)
+    assert two.mean_ttft == pytest.approx(0.01) and two.request_throughput == pytest.approx(2 / 0.03)
+    with pytest.raises(InputError, match="replicas must be a positive integer"):
+        serve(Constant(0.01), 3, None, requests=2, replicas=0)

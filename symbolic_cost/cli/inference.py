@@ -215,8 +215,12 @@ def load_test(args, arch, serving) -> dict:
         (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
     engine = {"engine": args.engine, "chunked_prefill": runtime.chunked, "max_batch": runtime.max_batch,
               "max_tokens": runtime.max_tokens}
-    simulate = serve
+    replicas = int(serving.d) if serving.d.is_Integer else 1
+    simulate, engine["replicas"] = partial(serve, replicas=replicas), replicas
     if args.disaggregate is not None:
+        if replicas > 1:
+            raise InputError("--disaggregate gives the instances (P prefill, D decode); d replicas of each would be "
+                             "the same copies: leave d=1", "disaggregate")
         pools = args.disaggregate
         simulate = partial(serve_disaggregated, pools=pools)
         engine["pools"] = {"prefill": pools.prefill, "decode": pools.decode,
@@ -430,8 +434,9 @@ def _print_load(args, load: dict) -> None:
     rate = f"{load['sustained_rate']:.4g} (the highest whose p{args.slo_percentile} TTFT and ITL meet the SLO)" \
         if "sustained_rate" in load else args.rate
     chunked = f", chunked prefill of {load['max_tokens']:,} tokens a step" if load["chunked_prefill"] else ""
-    print(f"under load ({args.requests} requests at {rate} per second, {load['engine']}'s in-flight batching of "
-          f"up to {load['max_batch']:,} sequences{chunked}, calibrated {args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
+    over = f" over {load['replicas']} replicas (round robin)" if load["replicas"] > 1 else ""
+    print(f"under load ({args.requests} requests at {rate} per second{over}, {load['engine']}'s in-flight batching "
+          f"of up to {load['max_batch']:,} sequences{chunked}, calibrated {args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
           f"{load['request_throughput']:.4g} requests/s, {load['output_token_throughput']:.6g} output tokens/s, "
           f"{load['total_token_throughput']:.6g} tokens/s in all")
     if "pools" in load:

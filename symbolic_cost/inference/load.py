@@ -246,7 +246,7 @@ tests published (TensorRT-LLM's) send 500 to a few thousand."""
 
 
 def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
-          seed: int = 0, slo: tuple | None = None) -> Load:
+          seed: int = 0, slo: tuple | None = None, replicas: int = 1) -> Load:
     """Simulate the engine over ``requests`` requests (see the module docstring).
 
     Each step admits waiting requests that have arrived, first come first served, while the
@@ -264,16 +264,26 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     were admitted, and the mean context is ``P + steps run since admission``, kept as a running
     sum.  With ``runtime.chunked`` the prompts are prefilled instead in chunks beside the decodes,
     within the step's token budget (``chunked_steps``).  ``slo``: ``(seconds to first token,
-    seconds between tokens)`` a request must meet to count in the goodput (``Load``)."""
+    seconds between tokens)`` a request must meet to count in the goodput (``Load``).
+    ``replicas``: engines that share the arrivals (``rate`` is theirs together), each request sent
+    to the next in turn (round robin), each engine as above (``d`` replicas of a deployment)."""
     if not isinstance(output_tokens, int) or output_tokens < 1:
         raise InputError(f"output_tokens must be a positive integer, got {output_tokens!r}", "output_tokens")
     if not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
         raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     blocks, need = cache_limit(step, runtime, step.prompt + output_tokens)
     run = chunked_steps if runtime.chunked else whole_prompt_steps
-    first, finished, steps_run, last = run(step, output_tokens, times, runtime, overhead, blocks, need)
+    first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
+    for replica in range(replicas):
+        mine = range(replica, requests, replicas)
+        yielded, done, gaps, end = run(step, output_tokens, [times[i] for i in mine], runtime, overhead, blocks, need)
+        for request, at, leaves in zip(mine, yielded, done):
+            first[request], finished[request] = at, leaves
+        steps_run, last = steps_run + gaps, max(last, end)
     return measured_load(times, first, finished, steps_run, step.prompt, output_tokens,
                          float(runtime.request_overhead), last - times[0], slo)
 
