@@ -15,7 +15,7 @@ import argparse
 import json
 from fractions import Fraction
 
-from sympy import oo, simplify
+from sympy import Rational, oo, simplify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
@@ -122,6 +122,10 @@ def add_arguments(parser) -> None:
                    help="serve on P prefill and D decode instances of the deployment (each m1 x p devices), the KV "
                         "cache sent between them over the system's InfiniBand (inference.disaggregated); the rate is "
                         "the whole deployment's")
+    options.option(load, "--devices", type=options.integer(1, 4096), metavar="N", action=options.Given,
+                   help="rank the serving layouts of N devices (tensor degree 1, 2, 4 or 8; replicas, or prefill:decode "
+                        "splits) by the request rate the SLO allows (inference.serving_search); needs --slo-ttft or "
+                        "--slo-itl")
     options.option(load, "--slo-ttft", type=_seconds("--slo-ttft"), metavar="S",
                    help="a service-level objective on the time to first token, seconds: with --rate, the goodput "
                         "(requests/s meeting every --slo-*); without it, the highest rate whose --slo-percentile "
@@ -197,20 +201,13 @@ def load_test(args, arch, serving) -> dict:
     prefills, and its sequence and token limits.  Without ``--rate``, the
     highest rate the SLO allows (``load.sustained_rate``) as ``sustained_rate``, and the test at it."""
     from dataclasses import asdict
-    from sympy import Rational
     from functools import partial
-    from symbolic_cost.inference import engines
     from symbolic_cost.inference.disaggregated import kv_transfer_seconds, serve_disaggregated
     from symbolic_cost.inference.load import StepModel, serve, sustained_rate
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--rate and --slo-* need numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
     step = StepModel(arch, serving, args.system, conventions(args))
-    fraction = None if args.memory_fraction is None else \
-        Rational(args.memory_fraction.numerator, args.memory_fraction.denominator)
-    context = arch.context or int(serving.l_in + serving.l_out)     # none stated: the request's length
-    runtime = engines.runtime(args.engine, step, args.system, serving.m1, context, max_batch=args.max_batch,
-                              max_tokens=args.max_tokens, block_tokens=args.block_tokens, memory_fraction=fraction,
-                              chunked=args.chunked_prefill)
+    runtime = engine_runtime(args, arch, serving)(step, serving.m1)
     slo = None if args.slo_ttft is None and args.slo_itl is None else \
         (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
     engine = {"engine": args.engine, "chunked_prefill": runtime.chunked, "max_batch": runtime.max_batch,
@@ -319,6 +316,8 @@ def run(args) -> int:
                              f"--slo-itl) too", name)
     if simulated and (args.grid or args.field):
         raise InputError("--slo-* runs load tests; it does not combine with --field or --grid", "slo_ttft")
+    if args.devices is not None:
+        return layout_search(args)
     if args.grid:
         grid = {str(k): v for k, v in grid_values(args.grid, assignments(args.set)).items()}
         plain = ["ttft_s", "tpot_s", "tokens_per_s", "memory_bytes"]
@@ -334,6 +333,59 @@ def run(args) -> int:
             print(f"{name} = {simplify(expr)}")
         return 0
     return report(args)
+
+
+def layout_search(args) -> int:
+    """``--devices N``: the serving layouts of N devices ranked by the rate the SLO allows
+    (``inference.serving_search.rank``), as a table or ``--json``."""
+    from symbolic_cost.inference import serving_search
+    if args.slo_ttft is None and args.slo_itl is None:
+        raise InputError("--devices ranks layouts by the rate an SLO allows: give --slo-ttft or --slo-itl", "devices")
+    for flag, name in (("--rate", "rate"), ("--disaggregate", "disaggregate")):
+        if getattr(args, name) is not None:
+            raise InputError(f"{flag}: --devices tries every layout and finds each one's rate; it would be ignored",
+                             name)
+    typed = {str(k) for k in assignments(args.set)}
+    if typed & {"m1", "d", "p", "ep", "cp"}:
+        raise InputError("--devices chooses the tensor degree and the replicas; --set gives the request (b, l_in, "
+                         "l_out) only", "--set")
+    arch, serving, _ = configuration(args)
+    if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
+        raise InputError("--devices needs numeric l_in and l_out (--set l_in=... l_out=...)", "devices")
+    slo = (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
+    ranked, left = serving_search.rank(arch, serving, args.system, args.devices, slo, args.slo_percentile,
+                                       args.requests, engine_runtime(args, arch, serving), conventions(args))
+    if args.json:
+        print(json.dumps({"model": arch.name, "devices": args.devices, "system": args.system, "engine": args.engine,
+                          "slo": {"ttft": args.slo_ttft, "itl": args.slo_itl, "percentile": args.slo_percentile},
+                          "layouts": ranked, "left_out": left}, indent=1))
+        return 0
+    q = args.slo_percentile
+    print(f"{arch.name} on {args.devices} {args.system} devices, l_in={serving.l_in} l_out={serving.l_out}, "
+          f"{args.engine}; ranked by the highest rate whose p{q} TTFT and ITL meet the SLO")
+    for i, row in enumerate(ranked, 1):
+        ttft, itl = row[f"p{q}_ttft"], row[f"p{q}_itl"]
+        print(f"{i:3}. {row['layout']:34} {row['rate']:10.4g} requests/s ({row['rate_per_device']:.4g} a device); "
+              f"p{q} TTFT {'-' if ttft is None else f'{ttft:.4g} s'}, ITL {'-' if itl is None else f'{itl:.4g} s'}")
+    for row in left:
+        print(f"left out: {row.get('layout') or 'TP' + str(row['m1'])}: {row['reason']}")
+    return 0
+
+
+def engine_runtime(args, arch, serving):
+    """``runtime_of(step, m1)``: the ``load.Runtime`` of ``--engine`` for a deployment of tensor
+    degree ``m1`` (``inference.engines.runtime``), with the limits given on the command line over
+    the engine's defaults."""
+    from symbolic_cost.inference import engines
+    fraction = None if args.memory_fraction is None else \
+        Rational(args.memory_fraction.numerator, args.memory_fraction.denominator)
+    context = arch.context or int(serving.l_in + serving.l_out)     # none stated: the request's length
+
+    def runtime_of(step, m1):
+        return engines.runtime(args.engine, step, args.system, m1, context, max_batch=args.max_batch,
+                               max_tokens=args.max_tokens, block_tokens=args.block_tokens, memory_fraction=fraction,
+                               chunked=args.chunked_prefill)
+    return runtime_of
 
 
 def report(args) -> int:

@@ -1,0 +1,104 @@
+"""The serving layouts of a model on a number of devices, ranked by the request rate each holds
+under a service-level objective: the question aiconfigurator answers.
+
+A layout puts the ``devices`` into copies of one tensor-parallel deployment (``m1`` devices
+each), and serves either **aggregated** (every copy a replica running prefill and decode, the
+requests taken in turn: ``load.serve(..., replicas=)``) or **disaggregated** (``P`` copies
+prefill, ``D`` decode, the KV cache sent between them: ``disaggregated.serve_disaggregated``).
+For each, ``load.sustained_rate`` finds the highest Poisson rate whose percentile TTFT and ITL
+meet the SLO; the layouts are ranked by that rate (per device, since every layout uses all of
+them).  A tensor degree whose weights do not fit, or that the model cannot split, is reported
+with its reason, not ranked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import partial
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
+from symbolic_cost.inference.load import StepModel, serve, sustained_rate
+
+TENSOR = (1, 2, 4, 8)
+"""Tensor-parallel degrees tried: within one NVLink node of eight."""
+
+SPLITS = 6
+"""Most prefill:decode splits tried for one tensor degree (evenly spread when there are more)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """``copies`` deployments of ``m1`` devices, aggregated, or split into ``pools``."""
+
+    m1: int
+    copies: int
+    pools: Pools | None = None
+
+    def __str__(self) -> str:
+        kind = f"{self.pools.prefill}:{self.pools.decode} disaggregated" if self.pools else \
+            f"{self.copies} replica{'s' if self.copies > 1 else ''}"
+        return f"TP{self.m1} x {self.copies}, {kind}"
+
+
+def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS) -> list[Layout]:
+    """Every layout of ``devices`` devices: for each tensor degree of ``tensor`` that divides
+    them, the aggregated one and up to ``splits`` prefill:decode splits of the copies (all of
+    them when there are that few, else evenly spread over ``1 .. copies - 1``).
+
+    >>> [str(x) for x in layouts(4)]
+    ['TP1 x 4, 4 replicas', 'TP1 x 4, 1:3 disaggregated', 'TP1 x 4, 2:2 disaggregated', 'TP1 x 4, 3:1 disaggregated', 'TP2 x 2, 2 replicas', 'TP2 x 2, 1:1 disaggregated', 'TP4 x 1, 1 replica']
+    """
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise InputError(f"devices must be a positive integer, got {devices!r}", "devices")
+    found = []
+    for m1 in (t for t in tensor if devices % t == 0):
+        copies = devices // m1
+        found.append(Layout(m1, copies))
+        prefill = list(range(1, copies))
+        if len(prefill) > splits:
+            prefill = sorted({max(1, min(copies - 1, round(copies * (k + 1) / (splits + 1)))) for k in range(splits)})
+        found += [Layout(m1, copies, Pools(p, copies - p)) for p in prefill]
+    return found
+
+
+def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, requests: int = 500,
+         runtime_of=None, conventions=None, tensor=TENSOR) -> tuple[list[dict], list[dict]]:
+    """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
+    first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
+    degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``) and
+    the formats; its ``m1`` and ``d`` are the layout's.  ``runtime_of(step, m1)``: the engine's
+    ``load.Runtime`` for a deployment (default: ``load.Runtime()``)."""
+    ranked, left = [], []
+    steps = {}
+    for layout in layouts(devices, tensor):
+        if layout.m1 not in steps:
+            try:
+                step = StepModel(arch, replace(serving, m1=layout.m1, d=1), system, conventions)
+                if step.cache_blocks(1, 1) == 0:
+                    raise InputError("the weights fill each device's memory, leaving none for the KV cache")
+                steps[layout.m1] = step
+            except InputError as error:             # the model does not split so, or does not fit
+                steps[layout.m1] = error
+        step = steps[layout.m1]
+        if isinstance(step, InputError):
+            if layout.pools is None:
+                left.append({"m1": layout.m1, "reason": str(step)})
+            continue
+        runtime = runtime_of(step, layout.m1) if runtime_of else None
+        simulate = partial(serve_disaggregated, pools=layout.pools) if layout.pools else \
+            partial(serve, replicas=layout.copies)
+        try:
+            rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests,
+                                      **({"runtime": runtime} if runtime else {}), simulate=simulate)
+        except InputError as error:              # the cache cannot hold one request
+            left.append({"m1": layout.m1, "layout": str(layout), "reason": str(error)})
+            continue
+        ranked.append({"layout": str(layout), "m1": layout.m1, "copies": layout.copies,
+                       "prefill": layout.pools.prefill if layout.pools else None,
+                       "decode": layout.pools.decode if layout.pools else None,
+                       "rate": rate, "rate_per_device": rate / devices,
+                       f"p{level}_ttft": getattr(at, f"p{level}_ttft") if at else None,
+                       f"p{level}_itl": getattr(at, f"p{level}_itl") if at else None})
+    ranked.sort(key=lambda row: -row["rate"])
+    return ranked, left

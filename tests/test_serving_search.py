@@ -1,0 +1,58 @@
+"""The serving layouts of N devices ranked by the rate an SLO allows (issue 63):
+the layouts enumerated by hand, the ranking against each layout's own load test, and what is left
+out and refused."""
+
+import json
+from functools import partial
+
+import pytest
+
+from symbolic_cost.cli import main
+from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
+from symbolic_cost.inference.load import StepModel, serve, sustained_rate
+from symbolic_cost.inference.serving import Serving
+from symbolic_cost.inference.serving_search import Layout, layouts, rank
+from symbolic_cost.models.config import preset
+
+
+def test_eight_devices_by_hand():
+    """TP1: 8 copies, aggregated and 6 of the 7 splits (round(8 k / 7), k = 1..6: 1, 2, 3, 5, 6, 7);
+    TP2: 4 copies, aggregated and 1:3, 2:2, 3:1; TP4: 2 copies, aggregated and 1:1; TP8: one."""
+    found = layouts(8)
+    assert len(found) == 14
+    assert [x.pools.prefill for x in found if x.m1 == 1 and x.pools] == [1, 2, 3, 5, 6, 7]
+    assert [x for x in found if x.m1 == 4] == [Layout(4, 2), Layout(4, 2, Pools(1, 1))]
+    assert found[-1] == Layout(8, 1)
+    assert layouts(6) == [Layout(1, 6)] + [Layout(1, 6, Pools(p, 6 - p)) for p in range(1, 6)] + \
+        [Layout(2, 3), Layout(2, 3, Pools(1, 2)), Layout(2, 3, Pools(2, 1))]     # 4 and 8 do not divide 6
+
+
+def test_each_rank_is_its_layouts_own_load_test():
+    arch, serving = preset("gpt2"), Serving(l_in=256, l_out=32)
+    ranked, left = rank(arch, serving, "h100", 2, (0.05, 0.01), requests=100, tensor=(1, 2))
+    assert left == [] and [row["rate"] for row in ranked] == sorted((row["rate"] for row in ranked), reverse=True)
+    step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100")
+    for simulate, name in ((partial(serve, replicas=2), "TP1 x 2, 2 replicas"),
+                           (partial(serve_disaggregated, pools=Pools(1, 1)), "TP1 x 2, 1:1 disaggregated")):
+        rate, _ = sustained_rate(step, 32, (0.05, 0.01), 90, 100, simulate=simulate)
+        assert next(row["rate"] for row in ranked if row["layout"] == name) == rate
+        assert next(row["rate_per_device"] for row in ranked if row["layout"] == name) == rate / 2
+
+
+def test_a_degree_that_does_not_fit_is_left_out_with_its_reason(capsys):
+    assert main(["inference", "--preset", "llama-3-70b", "--system", "h100", "--set", "l_in=512", "l_out=64",
+                 "--slo-ttft", "1", "--devices", "2", "--requests", "50", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["left_out"] == [{"m1": 1, "reason": "the weights fill each device's memory, leaving none for the KV "
+                                                   "cache"}]
+    assert {row["m1"] for row in out["layouts"]} == {2}        # 141 GB of bf16 weights over 2 devices leave room
+
+
+@pytest.mark.parametrize("words, refused", [
+    (["--devices", "8"], "give --slo-ttft or --slo-itl"),
+    (["--devices", "8", "--slo-ttft", "1", "--set", "m1=2"], "--devices chooses the tensor degree"),
+    (["--devices", "8", "--slo-ttft", "1", "--rate", "2"], "--rate: --devices tries every layout"),
+])
+def test_refusals(capsys, words, refused):
+    assert main(["inference", "--preset", "gpt2", *words]) == 2
+    assert refused in capsys.readouterr().err
