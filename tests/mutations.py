@@ -51,7 +51,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_grad_split.py", "tests/test_time_model.py", "tests/test_peak_memory.py",
          "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py",
          "tests/test_exact_backends.py", "tests/test_attention_kernels.py", "tests/test_serving_engines.py",
-         "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py")
+         "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -114,6 +114,8 @@ MUTATIONS = (
              "[first[i] + transfer for i in mine]", "[first[i] for i in mine]", required=False),
     Mutation("launched-precision", "symbolic_cost/models/hf_trainer.py",
              'if args.get("bf16") or args.get("fp16"):', "if False:", required=False),
+    Mutation("serving-layouts-best-first", "symbolic_cost/inference/serving_search.py",
+             'ranked.sort(key=lambda row: -row["rate"])', 'ranked.sort(key=lambda row: row["rate"])', required=False),
     Mutation("recipe-16-bit-master", "symbolic_cost/models/trl_recipe.py",
              'return {"master_weights": False,', 'return {"master_weights": True,', required=False),
     Mutation("flash-recomputed-scores", "symbolic_cost/ops/attention.py",
