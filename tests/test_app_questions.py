@@ -112,7 +112,7 @@ def test_four_questions_answered_on_the_page(tmp_path):
         page.select_option("#slo_percentile", "90")
         settle(page)
         status, out, error = cli("inference", "--preset", "llama-3-8b", "--system", "h100", "--slo-ttft", "0.5",
-                                 "--json")
+                                 "--flash", "--json")      # flash attention stays checked from question 1
         assert status == 0, error
         load = json.loads(out)["load"]
         assert page.inner_text("#sustained-rate") == g4(load["sustained_rate"])
@@ -120,3 +120,15 @@ def test_four_questions_answered_on_the_page(tmp_path):
         assert page.inner_text("#serving-verdict").startswith("fits:")
         assert page.locator("#plot-rate-ttft polyline").count() == 2        # p50 and p90 against the rate
         screenshot(page, tmp_path, "serving")
+
+        # and which layout of 2 devices serves most under that SLO: the page's ranking is the command line's
+        page.fill("#serve-devices", "2")
+        searches = int(page.get_attribute("body", "data-serve-searches") or 0)
+        page.click("#serve-search-run")
+        page.wait_for_function(f"Number(document.body.dataset.serveSearches || 0) > {searches} && "
+                               f"document.body.dataset.pending === '0'", timeout=120_000)
+        status, out, error = cli("inference", "--preset", "llama-3-8b", "--system", "h100", "--slo-ttft", "0.5",
+                                 "--flash", "--devices", "2", "--json")
+        assert status == 0, error
+        best = json.loads(out)["layouts"][0]
+        assert page.locator("#serve-layout-0 td").all_inner_texts()[1:3] == [best["layout"], g4(best["rate"])]

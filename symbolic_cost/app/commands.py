@@ -49,7 +49,7 @@ CHOICES = ("zero", "recompute", "precision", "system")
 """The page's choices: ``summary --zero``, ``--recompute``, ``--precision``, ``--system``."""
 
 SERVING_OPTIONS = {"kv_dtype": "--kv-dtype", "weights": "--weights", "engine": "--engine",
-                   "disaggregate": "--disaggregate", "rate": "--rate", "requests": "--requests",
+                   "disaggregate": "--disaggregate", "rate": "--rate", "requests": "--requests", "devices": "--devices",
                    "slo_ttft": "--slo-ttft", "slo_itl": "--slo-itl", "slo_percentile": "--slo-percentile"}
 """The serving view's options and the ``inference`` flags they become."""
 
