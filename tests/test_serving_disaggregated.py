@@ -7,11 +7,12 @@ import pytest
 from serving_steps import NO_OVERHEAD, Constant
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
+from symbolic_cost.cost import Collective
 from symbolic_cost.inference.disaggregated import Pools, kv_transfer_seconds, serve_disaggregated
 from symbolic_cost.inference.load import Runtime, StepModel, sustained_rate
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.config import preset
-from symbolic_cost.timing.hardware import calibrated
+from symbolic_cost.timing.hardware import calibrated, comm_time
 
 
 
@@ -58,10 +59,13 @@ def test_two_prefill_instances_split_the_prompts():
 
 def test_the_transfer_of_llama_3_8b_by_hand():
     """A 2,048-token prompt of Llama 3 8B holds 2 (K, V) x 32 layers x 8 heads x 128 x 2 bytes =
-    131,072 bytes a token, 268,435,456 bytes in all, sent over one H100's InfiniBand link."""
+    131,072 bytes a token, 268,435,456 bytes in all, sent as one p2p over one H100's InfiniBand
+    link: at least those bytes at the link's bandwidth, and priced as any p2p of them."""
     step = StepModel(preset("llama-3-8b"), Serving(b=1, l_in=2048, l_out=128), "h100")
-    h100 = calibrated("h100")
-    assert kv_transfer_seconds(step) == pytest.approx(float(268_435_456 / h100.ib_bandwidth + h100.ib_latency))
+    h100, size = calibrated("h100"), 268_435_456
+    send = Collective("p2p", size, 1, 2, "fwd", volume=size)
+    assert kv_transfer_seconds(step) == pytest.approx(float(comm_time(send, h100, link="ib")))
+    assert kv_transfer_seconds(step) >= size / float(h100.ib_bandwidth)
 
 
 def test_pools_are_read_and_refused_by_name():

@@ -23,8 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.cost import Collective
 from symbolic_cost.inference.load import (Load, Runtime, arrivals, cache_limit, chunked_steps, mean_context,
                                           measured_load, whole_prompt_steps)
+from symbolic_cost.timing.hardware import comm_time
 
 
 @dataclass(frozen=True)
@@ -57,12 +59,13 @@ class Pools:
 
 def kv_transfer_seconds(step) -> float:
     """Seconds to send one request's KV cache (its ``P`` prompt tokens) from a prefill instance to
-    a decode instance: the busiest device's share (``step.kv_bytes(P)``) over its own inter-node
-    link, at the system's InfiniBand bandwidth per device plus its latency (every device of the
-    instance sends its shard at once)."""
-    system = step.system
-    system.require("the KV-cache transfer of disaggregated serving", "ib_bandwidth")
-    return float(step.kv_bytes(step.prompt) / system.ib_bandwidth + system.ib_latency)
+    a decode instance: the busiest device's share (``step.kv_bytes(P)``) as one point-to-point
+    send over InfiniBand, priced as the system prices any p2p (``timing.hardware.comm_time``;
+    every device of the instance sends its shard at once, over its own link)."""
+    step.system.require("the KV-cache transfer of disaggregated serving", "ib_bandwidth")
+    shard = step.kv_bytes(step.prompt)
+    send = Collective("p2p", shard, 1, 2, "fwd", volume=shard)
+    return float(comm_time(send, step.system, link="ib"))
 
 
 def _decode_steps(step, tokens: int, ready: list[float], runtime: Runtime, overhead: float, blocks, need):

@@ -18,7 +18,7 @@ from functools import partial
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
-from symbolic_cost.inference.load import StepModel, serve, sustained_rate
+from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
 
 TENSOR = (1, 2, 4, 8)
 """Tensor-parallel degrees tried: within one NVLink node of eight."""
@@ -85,12 +85,11 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
             if layout.pools is None:
                 left.append({"m1": layout.m1, "reason": str(step)})
             continue
-        runtime = runtime_of(step, layout.m1) if runtime_of else None
+        runtime = runtime_of(step, layout.m1) if runtime_of else Runtime()
         simulate = partial(serve_disaggregated, pools=layout.pools) if layout.pools else \
             partial(serve, replicas=layout.copies)
         try:
-            rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests,
-                                      **({"runtime": runtime} if runtime else {}), simulate=simulate)
+            rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests, runtime, simulate=simulate)
         except InputError as error:              # the cache cannot hold one request
             left.append({"m1": layout.m1, "layout": str(layout), "reason": str(error)})
             continue

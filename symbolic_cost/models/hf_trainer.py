@@ -299,7 +299,7 @@ def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
             notes.append(f"the TrainingArguments' {trainer.policy['precision']} replaces the launch config's "
                          f"mixed_precision {policy['precision']} (TrainingArguments sets ACCELERATE_MIXED_PRECISION)")
         policy["precision"] = trainer.policy["precision"]
-    if trainer.policy["zero"] != 0:
+    if args.get("fsdp") not in (None, False, "", []):        # no_shard too: FSDP1 without sharding
         notes.append("the TrainingArguments' fsdp replaces the launch config's distributed setting")
         for key in DISTRIBUTION:
             policy.pop(key, None)

@@ -18,11 +18,12 @@ of older TRL)                      holds (packed, or padded to it; noted)
                                    frozen base is (PEFT keeps the adapters in fp32, as the
                                    fp32 master counts them); ``float32`` as is;
                                    ``auto``: the checkpoint's, noted and counted as float32
-``use_peft`` with ``lora_r`` (16),  LoRA (``lora_rank``, ``lora_targets``: ``q_proj`` ... as
-``lora_target_modules`` (PEFT's    ``q`` ..., ``all-linear`` as every projection;
-default ``q_proj, v_proj``),       ``lora_base`` nf4 with ``load_in_4bit``, int8 with
-``load_in_4bit``, ``load_in_8bit``, ``load_in_8bit``; ``double_quant`` as
-``use_bnb_nested_quant`` (false)   ``use_bnb_nested_quant``)
+``use_peft`` with ``lora_r`` (16),  LoRA (``lora_rank``, ``lora_targets``: PEFT's module names,
+``lora_target_modules`` (PEFT's    read as ``models.lora.PEFT_NAMES`` reads them,
+default ``q_proj, v_proj``),       ``all-linear`` as every projection of a Llama layer;
+``load_in_4bit``, ``load_in_8bit``,  ``lora_base`` nf4 with ``load_in_4bit``, int8 with
+``use_bnb_nested_quant`` (false)   ``load_in_8bit``; ``double_quant`` as
+                                   ``use_bnb_nested_quant``)
 =================================  =======================================================
 
 The model's name, the data, the chat template and LoRA's scalars change no count (``NO_COST``);
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
+from symbolic_cost.models.lora import PEFT_NAMES
 
 NO_COST = {
     "model_name_or_path", "model_revision", "trust_remote_code", "tokenizer_name_or_path", "chat_template",
@@ -67,9 +69,8 @@ READ = {"max_length", "max_seq_length", "attn_implementation", "torch_dtype", "d
 FIELDS = NO_COST | set(REFUSED) | READ
 """Every recipe field ``recipe_fields`` takes out of a TrainingArguments file."""
 
-TARGETS = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate", "up_proj": "up",
-           "down_proj": "down"}
-"""PEFT's module names of a Llama-family layer and the library's LoRA targets."""
+ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""PEFT's ``all-linear`` on a Llama-family layer: every projection (the head left out)."""
 
 FLASH = {"flash_attention_2": True, "flash_attention_3": True, "sdpa": True, "eager": False}
 
@@ -147,15 +148,15 @@ def _lora(recipe: dict) -> dict:
     modules = recipe.get("lora_target_modules") or ["q_proj", "v_proj"]
     modules = [modules] if isinstance(modules, str) else modules
     if modules == ["all-linear"]:
-        modules = list(TARGETS)
-    unknown = [m for m in modules if m not in TARGETS]
+        modules = list(ALL_LINEAR)
+    unknown = [m for m in modules if m not in PEFT_NAMES]
     if unknown:
-        raise InputError(f"lora_target_modules {unknown[0]!r}: one of {', '.join(TARGETS)} or all-linear",
+        raise InputError(f"lora_target_modules {unknown[0]!r}: one of {', '.join(PEFT_NAMES)} or all-linear",
                          "lora_target_modules")
     if recipe.get("load_in_4bit") and recipe.get("load_in_8bit"):
         raise InputError("load_in_4bit and load_in_8bit together: at most one", "load_in_8bit")
     if recipe.get("load_in_4bit") and recipe.get("bnb_4bit_quant_type", "nf4") != "nf4":
         raise InputError(f"bnb_4bit_quant_type {recipe['bnb_4bit_quant_type']!r}: NF4 only", "bnb_4bit_quant_type")
     base = "nf4" if recipe.get("load_in_4bit") else "int8" if recipe.get("load_in_8bit") else "16-bit"
-    return {"lora_rank": rank, "lora_targets": ",".join(TARGETS[m] for m in modules), "lora_base": base,
+    return {"lora_rank": rank, "lora_targets": ",".join(modules), "lora_base": base,      # models.lora maps them
             "double_quant": bool(recipe.get("use_bnb_nested_quant", False))}
