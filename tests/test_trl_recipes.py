@@ -88,3 +88,13 @@ def test_recipe_fields_not_modelled_are_refused_by_name(tmp_path, capsys, text, 
 
 def test_the_recipe_decides_flash_attention(capsys):
     assert "--flash: the TrainingArguments" in _error(capsys, "--hf-training-args", FULL, "--no-flash")
+
+
+def test_the_training_arguments_fsdp_replaces_the_launch_configs_even_unsharded(tmp_path, capsys):
+    """FSDP1's no_shard in the TrainingArguments (transformers writes its plugin into the
+    environment) replaces the launch config's FULL_SHARD: nothing is sharded."""
+    recipe = tmp_path / "no_shard.yaml"
+    recipe.write_text("per_device_train_batch_size: 2\nbf16: true\nfsdp: no_shard\nfsdp_config:\n  version: 1\n")
+    got = _json(capsys, "--accelerate", FSDP, "--hf-training-args", str(recipe), "--set", "l=1024")
+    assert got["layout"]["zero"] == 0 and got["world_size"] == 8
+    assert any("fsdp replaces the launch config's" in note for note in got["notes"])
