@@ -688,7 +688,8 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
               "rationals). All eight outputs of every backend agree to 1e-12 (asserted on every one of the 2,000,000 "
               "rows: LLVM's, numpy's, numba's and jax's; SymPy's `lambdify` on the 200,000 it ran) and with exact "
               "substitution on every one of the 2,000,000 rows (asserted; data-parallel degrees include 4,048 and "
-              "7,286, where a product with a rounded reciprocal once floored a whole quotient one too low). numba compiles the kernel in {ev['numba_compile'] or 0:.1f} CPU s with an "
+              "7,286, where a product with a rounded reciprocal once floored a whole quotient one too low). "
+              f"numba compiles the kernel in {ev['numba_compile'] or 0:.1f} CPU s with an "
               "empty kernel cache. "
               + ("jax is not installed (`pip install jax` adds its row)." if ev["jax_compile"] is None else
                  "jax: SymPy's `lambdify` to `jax.numpy` with CSE, compiled by XLA (`jax.jit`, float64) in "
