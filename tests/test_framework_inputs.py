@@ -608,7 +608,8 @@ def test_nemo_printed_configuration_of_a_run(tmp_path, capsys):
 @pytest.mark.parametrize("old,new,refused", [
     ("  cpu_offloading: false", "  cpu_offloading: true", "model.cpu_offloading"),
     ("  num_moe_experts: null", "  num_moe_experts: 8", "model.num_moe_experts"),
-    ("  use_megatron_fsdp: false\ndist:", "  use_megatron_fsdp: true\ndist:", "ddp.use_megatron_fsdp"),
+    ("  data_parallel_sharding_strategy: no_shard", "  data_parallel_sharding_strategy: everything",
+     "ddp.data_parallel_sharding_strategy 'everything'"),
     ("  rampup_batch_size: null", "  rampup_batch_size: [32, 32, 1000]", "train.rampup_batch_size"),
     ("peft: null", "peft:\n  dim: 8", "peft"),
     ("  window_size: null", "  window_size: null\n  mystery_knob: 3", "model.mystery_knob"),
@@ -627,6 +628,21 @@ def test_nemo_refusals_name_the_key(tmp_path, capsys, old, new, refused):
     path.write_text(text.replace(old, new, 1))
     err = _error(capsys, "--nemo-recipe", str(path), "--devices", "8")
     assert refused in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("strategy, zero", [("optim", 1), ("optim_grads", 2), ("optim_grads_params", 3)])
+def test_nemo_megatron_fsdp_shards_as_its_strategy_says(tmp_path, capsys, strategy, zero):
+    """Megatron-FSDP (``ddp.use_megatron_fsdp``) shards the optimizer state, then the gradients, then the
+    parameters over the data-parallel ranks (Megatron-Core's ``data_parallel_sharding_strategy``): the
+    weights per device are the parameters / 8 only when the parameters are sharded."""
+    text = pathlib.Path(BRIDGE_1B).read_text()
+    path = tmp_path / "fsdp.yaml"
+    path.write_text(text.replace("  use_megatron_fsdp: false\ndist:", "  use_megatron_fsdp: true\ndist:", 1)
+                    .replace("  data_parallel_sharding_strategy: no_shard", f"  data_parallel_sharding_strategy: "
+                             f"{strategy}", 1))
+    got = _json(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    assert (got["layout"]["zero"], got["layout"]["distributed_optimizer"]) == (zero, False)
+    assert (got["weight_bytes"] * 8 == 2 * got["parameters"]) == (zero == 3)
 
 
 def test_nemo_attention_backend_unfused_keeps_scores(tmp_path, capsys):

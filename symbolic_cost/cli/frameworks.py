@@ -60,7 +60,8 @@ TRAINER_OPTIONS = ACCELERATE_OPTIONS + ("--optimizer", "--recompute")
 ``hybrid_shard`` instead)."""
 
 FILES = {"megatron_args": "--megatron-args", "torchtitan": "--torchtitan", "deepspeed": "--deepspeed",
-         "nemo_recipe": "--nemo-recipe", "accelerate": "--accelerate", "hf_training_args": "--hf-training-args"}
+         "nemo_recipe": "--nemo-recipe", "accelerate": "--accelerate", "hf_training_args": "--hf-training-args",
+         "megatron_bridge_recipe": "--megatron-bridge-recipe"}
 """The framework files (``options.model``'s options) and their flags."""
 
 ONLY_WITH = ("--devices", "--vocab-size")
@@ -211,6 +212,8 @@ def _read(dest: str, path: str, args):
         return _deepspeed(path, args)
     if dest == "accelerate":
         return _accelerate(path, args)
+    if dest == "megatron_bridge_recipe":
+        return _bridge_recipe(args)
     if dest == "nemo_recipe":
         if args.vocab_size is not None:
             raise InputError("--vocab-size: a Megatron-Bridge configuration states model.vocab_size; change the file",
@@ -227,6 +230,31 @@ def _read(dest: str, path: str, args):
     return megatron_setup(launch, Path(path).stem, world=args.devices, vocab=args.vocab_size)
 
 
+def _bridge_recipe(args):
+    """The ``Setup`` of ``--megatron-bridge-recipe``: on the model of ``--preset``/``--hf-config``/
+    ``--hf-model`` when one is given, else on the Hugging Face model the recipe names (through the hub
+    client, as ``--hf-model``); a ``--nemo-recipe`` YAML beside it overrides the recipe's fields."""
+    from symbolic_cost.models import bridge_recipes, hub
+    from symbolic_cost.models.megatron_bridge import load_yaml
+    if args.vocab_size is not None:
+        raise InputError("--vocab-size: a Megatron-Bridge recipe's model states its vocabulary", "--vocab-size")
+    name, given = args.megatron_bridge_recipe, None
+    r = bridge_recipes.recipe(name)
+    if args.hf_config or args.hf_model or options.given(args, "preset"):
+        given = args.hf_config or args.hf_model or f"--preset {args.preset}"
+        arch = architecture(args)
+    else:
+        arch = hub.load(r["hf_model"], revision=r["hf_revision"])
+    overrides = None
+    if args.nemo_recipe is not None:
+        overrides = load_yaml(input_file(args.nemo_recipe, "--nemo-recipe"), Path(args.nemo_recipe).name,
+                              "--nemo-recipe")
+        if not isinstance(overrides, dict):
+            raise InputError(f"{args.nemo_recipe}: a Megatron-Bridge override YAML is a mapping of sections",
+                             "--nemo-recipe")
+    return bridge_recipes.recipe_setup(name, arch, args.devices, overrides, model_given=given)
+
+
 def setup(args, only_with: tuple = ONLY_WITH):
     """The ``models.megatron_args.Setup`` of ``--megatron-args`` or ``--torchtitan`` (None without
     one; ``args.framework`` too), its notes with the ``--set`` replacements; refuses the options the
@@ -234,21 +262,30 @@ def setup(args, only_with: tuple = ONLY_WITH):
     ``--vocab-size``; ``search`` takes ``--devices`` without one)."""
     chosen = [d for d in FILES if getattr(args, d, None) is not None]
     pair = chosen == ["accelerate", "hf_training_args"]       # a Trainer script under accelerate launch
+    if chosen == ["nemo_recipe", "megatron_bridge_recipe"]:    # a recipe and the YAML that overrides it
+        chosen = ["megatron_bridge_recipe"]
+    elif "nemo_recipe" in chosen and (getattr(args, "hf_config", None) or getattr(args, "hf_model", None)
+                                      or options.given(args, "preset")):
+        raise InputError("--nemo-recipe states its model (its model: section); --preset, --hf-config and --hf-model "
+                         "go with --megatron-bridge-recipe, whose YAML overrides it", "--nemo-recipe")
     if len(chosen) > 1 and not pair:
         raise InputError(f"{' and '.join(FILES[d] for d in chosen)}: give one framework file (or --accelerate "
-                         f"with --hf-training-args)", FILES[chosen[-1]])
+                         f"with --hf-training-args, or --megatron-bridge-recipe with --nemo-recipe)",
+                         FILES[chosen[-1]])
     dest = chosen[-1] if chosen else None
     if dest is None:
         for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:
                 raise InputError(f"{flag} applies to a framework file (--megatron-args, --torchtitan, --nemo-recipe, "
-                                 f"--deepspeed, --accelerate, --hf-training-args); it would be ignored", flag)
+                                 f"--megatron-bridge-recipe, --deepspeed, --accelerate, --hf-training-args); it would "
+                                 f"be ignored", flag)
         args.framework = None
         return None
     if getattr(args, "framework", None) is not None:
         return args.framework
     name = FILES[dest]
-    decides = dict(torchtitan=TORCHTITAN_OPTIONS, nemo_recipe=NEMO_OPTIONS).get(dest, FILE_OPTIONS)
+    decides = dict(torchtitan=TORCHTITAN_OPTIONS, nemo_recipe=NEMO_OPTIONS,
+                   megatron_bridge_recipe=NEMO_OPTIONS).get(dest, FILE_OPTIONS)
     flag = None if dest in ("deepspeed", "accelerate", "hf_training_args") else _given(args, decides)
     if flag:
         raise InputError(f"{flag}: the settings of {name} decide it; change the file (it would be overridden "
@@ -266,7 +303,7 @@ def setup(args, only_with: tuple = ONLY_WITH):
     policy = dict(found.policy)
     overlap = policy.pop("overlap")
     args.overlap = [name for name, on in (("grad", overlap.grad_reduce), ("param", overlap.param_gather),
-                                          ("tensor", overlap.tensor)) if on]
+                                          ("tensor", overlap.tensor), ("expert", overlap.expert)) if on]
     args.fp8_16bit_layers = [policy.pop("first_layers_16bit", 0), policy.pop("last_layers_16bit", 0)]
     for name, value in policy.items():     # read by options.training_policy and recipe_policy as if typed
         setattr(args, name, value)

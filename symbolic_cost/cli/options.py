@@ -108,7 +108,7 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
     group = parser.add_argument_group("model")
     source = group.add_mutually_exclusive_group()
     text = "a bundled model" if default else "a bundled model (default: none, every dimension a symbol)"
-    option(source, "--preset", choices=MODELS, default=default, help=text)
+    option(source, "--preset", choices=MODELS, default=default, help=text, action=Given)
     option(source, "--hf-config", metavar="PATH", help="a Hugging Face config.json instead of --preset")
     option(source, "--hf-model", metavar="ID",
            help="a Hugging Face model id (e.g. meta-llama/Llama-2-7b-hf): its config.json through the hub "
@@ -120,9 +120,15 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
         option(source, "--torchtitan", metavar="FILE",
                help="a torchtitan job TOML (train_configs/*.toml): the llama3 flavour and the training as torchtitan "
                     "builds them (docs/frameworks.md)")
-        option(source, "--nemo-recipe", metavar="FILE",
+        option(group, "--nemo-recipe", metavar="FILE",
                help="a NeMo Framework / Megatron-Bridge ConfigContainer YAML (to_yaml(), a run's printed task "
-                    "configuration): the model and the training as Megatron-Bridge builds them (docs/frameworks.md)")
+                    "configuration): the model and the training as Megatron-Bridge builds them; beside "
+                    "--megatron-bridge-recipe, the YAML that overrides it (docs/frameworks.md)")
+        option(group, "--megatron-bridge-recipe", metavar="NAME",
+               help="a Megatron-Bridge recipe by its function's name (llama31_405b_pretrain_config, "
+                    "llama3_70b_pretrain_64gpu_gb200_fp8cs_config, ...): its layout as published, on the Hugging "
+                    "Face model it names (or --preset/--hf-config/--hf-model), overridden by a --nemo-recipe YAML "
+                    "(docs/frameworks.md)")
         option(group, "--accelerate", metavar="FILE",
                help="a Hugging Face accelerate config YAML beside --hf-config/--preset: its processes, FSDP or DDP, "
                     "precision, offload and checkpointing (docs/frameworks.md)")

@@ -70,6 +70,8 @@ Megatron FSDP, a batch ramp, PEFT, ...) are refused at any other (``INERT``), an
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.models.architecture import Architecture
@@ -77,6 +79,7 @@ from symbolic_cost.models.megatron_args import CP_COMM_TYPES, Setup
 from symbolic_cost.models.megatron_bridge_keys import Container
 from symbolic_cost.models.megatron_precision import precision
 from symbolic_cost.models.training import Overlap
+from symbolic_cost.parallel.splits import layout_stages
 
 ACTIVATIONS = {"torch.nn.functional.silu": "silu", "torch.nn.functional.gelu": "gelu",
                "megatron.core.fusions.fused_bias_gelu.bias_gelu_impl": "gelu",
@@ -153,11 +156,18 @@ def megatron_bridge_setup(text: str, name: str, world: int | None) -> Setup:
     """The model, values and policy of a ``ConfigContainer`` YAML on ``world`` processes."""
     world, = given_counts(world=world)
     c = Container(load(text, name), name)
-    notes = fp32_gradients_note(c)
     if world is None:
         raise InputError("a Megatron-Bridge configuration does not say how many processes run it (torchrun's "
                          "--nproc_per_node x --nnodes); give --devices", "--devices")
-    arch = architecture(c, name)
+    return container_setup(c, architecture(c, name), world)
+
+
+def container_setup(c: Container, arch: Architecture, world: int, notes: list | None = None,
+                    etp_default: int | None = None) -> Setup:
+    """The values and policy of a ``Container``'s training sections for ``arch`` on ``world``
+    processes (``megatron_bridge_setup``'s, and a recipe's of ``models.bridge_recipes``, whose model
+    providers give ``etp_default``)."""
+    notes = list(notes or []) + fp32_gradients_note(c)
     tp, pp, cp = (c.get("model", k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
                                                  "context_parallel_size"))
     if world % (tp * pp * cp):
@@ -180,9 +190,9 @@ def megatron_bridge_setup(text: str, name: str, world: int | None) -> Setup:
                          "dataset.sequence_length")
     sequence = c.get("model", "sequence_parallel", False, bool) and tp > 1
     values = {S.b: micro, S.l: seq, S.m1: tp, S.s1: tp if sequence else 1, S.d: d, S.p: pp,
-              S.n_micro: batch // (micro * d), S.cp: cp, S.ep: 1, S.etp: tp}
-    policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c))
-    policy["overlap"] = overlap(c, policy["distributed_optimizer"], sequence, notes)
+              S.n_micro: batch // (micro * d), S.cp: cp, **experts(c, arch, d * cp, etp_default)}
+    policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c), **sharding(c))
+    policy["overlap"] = overlap(c, policy["distributed_optimizer"] or policy.get("zero", 0) > 0, sequence, notes)
     if cp > 1:
         kind = c.get("model", "cp_comm_type", "p2p", str)
         if kind not in CP_COMM_TYPES:
@@ -197,6 +207,43 @@ def megatron_bridge_setup(text: str, name: str, world: int | None) -> Setup:
                          f"or its name: {', '.join(ATTENTION_BACKENDS.values())})", "model.attention_backend")
     policy["flash"] = backend in ("flash", "fused", "auto")
     return Setup(arch, values, policy, notes)
+
+
+def experts(c: Container, arch: Architecture, ranks: int, etp_default: int | None = None) -> dict:
+    """``ep`` and ``etp`` of ``model.expert_model_parallel_size`` (1) and ``expert_tensor_parallel_size``
+    (unset: ``etp_default``, or Megatron-Core's default, the tensor-parallel size), for a model with
+    experts; the experts' ranks come out of the data- and context-parallel ones (Megatron-Core's rule:
+    ``ep x etp`` divides them)."""
+    tp = c.get("model", "tensor_model_parallel_size", 1)
+    if arch.moe is None:
+        return {S.ep: 1, S.etp: tp}
+    etp = c.get("model", "expert_tensor_parallel_size", etp_default or tp)
+    ep = c.get("model", "expert_model_parallel_size", 1)
+    if (ranks * tp) % (ep * etp):
+        raise InputError(f"model.expert_model_parallel_size {ep} x expert_tensor_parallel_size {etp} does not divide "
+                         f"the {ranks * tp} ranks of a pipeline stage (Megatron-Core's rule)",
+                         "model.expert_model_parallel_size")
+    if arch.moe.experts % ep:
+        raise InputError(f"model.expert_model_parallel_size {ep} does not divide the {arch.moe.experts} experts",
+                         "model.expert_model_parallel_size")
+    return {S.ep: ep, S.etp: etp}
+
+
+SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+"""Megatron-FSDP's ``ddp.data_parallel_sharding_strategy`` as the ZeRO stage it shards to: the
+optimizer state, then the gradients, then the parameters over the data-parallel ranks."""
+
+
+def sharding(c: Container) -> dict:
+    """``zero`` of Megatron-FSDP (``ddp.use_megatron_fsdp`` with its sharding strategy), which replaces
+    the distributed optimizer; nothing without it."""
+    strategy = c.get("ddp", "data_parallel_sharding_strategy", "no_shard", str)
+    if strategy not in SHARDING:
+        raise InputError(f"ddp.data_parallel_sharding_strategy {strategy!r}: Megatron-FSDP's are "
+                         f"{', '.join(SHARDING)}", "ddp.data_parallel_sharding_strategy")
+    if not c.get("ddp", "use_megatron_fsdp", False, bool):
+        return {}
+    return {"zero": SHARDING[strategy], "distributed_optimizer": False}
 
 
 def architecture(c: Container, name: str) -> Architecture:
@@ -251,13 +298,34 @@ def fp32_gradients_note(c: Container) -> list:
 
 
 def pipeline(c: Container, layers: int, pp: int) -> dict:
-    """The schedule and the stages of ``model``'s pipeline fields."""
+    """The schedule and the stages of ``model``'s pipeline fields; an explicit
+    ``pipeline_model_parallel_layout`` (Megatron-LM's string) decides the chunks, as Megatron-Core
+    lets it."""
     chunks, policy = c.get("model", "virtual_pipeline_model_parallel_size", 1), {}
+    layout = c.section("model").get("pipeline_model_parallel_layout")
+    if layout:
+        if not isinstance(layout, str):
+            raise InputError(f"model.pipeline_model_parallel_layout {layout!r}: the reader reads Megatron-LM's layout "
+                             f"string", "model.pipeline_model_parallel_layout")
+        stages = Fraction(len(layout_stages(layout)), pp)
+        if stages.denominator != 1:
+            raise InputError(f"model.pipeline_model_parallel_layout: its stages must be a multiple of "
+                             f"pipeline_model_parallel_size {pp} (Megatron-Core's rule)",
+                             "model.pipeline_model_parallel_layout")
+        policy["pipeline_layout"] = layout
+        return dict(policy, schedule="interleaved", virtual_stages=int(stages)) if stages > 1 else policy
+    for key, field in (("account_for_embedding_in_pipeline_split", "embedding_in_split"),
+                       ("account_for_loss_in_pipeline_split", "loss_in_split")):
+        if c.get("model", key, False, bool):
+            policy[field] = True
+    slots = layers + policy.get("embedding_in_split", 0) + policy.get("loss_in_split", 0)
+    uneven = any(c.get("model", k, None) is not None for k in ("num_layers_in_first_pipeline_stage",
+                                                                "num_layers_in_last_pipeline_stage"))
     if chunks > 1:
-        if pp == 1 or layers % (pp * chunks):
+        if pp == 1 or slots % (pp * chunks) and not uneven:
             raise InputError(f"model.virtual_pipeline_model_parallel_size {chunks} needs a pipeline whose stages "
-                             f"divide the {layers} layers into {chunks} chunks",
-                             "model.virtual_pipeline_model_parallel_size")
+                             f"divide the {slots} layers (the embedding and loss counted where the split accounts "
+                             f"for them) into {chunks} chunks", "model.virtual_pipeline_model_parallel_size")
         policy.update(schedule="interleaved", virtual_stages=chunks)
     for key, field in (("num_layers_in_first_pipeline_stage", "first_stage_layers"),
                        ("num_layers_in_last_pipeline_stage", "last_stage_layers")):
@@ -293,10 +361,12 @@ def overlap(c: Container, distributed: bool, sequence: bool, notes: list) -> Ove
         flags[key] = c.get("ddp", key, False, bool) if given is None else c.get("comm_overlap", key, False, bool)
     tensor = c.get("model", "tp_comm_overlap", False, bool) or c.get("comm_overlap", "tp_comm_overlap", False, bool)
     if flags["overlap_param_gather"] and not distributed:
-        raise InputError("ddp.overlap_param_gather needs ddp.use_distributed_optimizer (Megatron-Core's rule)",
-                         "ddp.overlap_param_gather")
+        raise InputError("ddp.overlap_param_gather needs ddp.use_distributed_optimizer or Megatron-FSDP "
+                         "(Megatron-Core's rule)", "ddp.overlap_param_gather")
+    expert = any(c.get(section, "overlap_moe_expert_parallel_comm", False, bool)
+                 for section in ("comm_overlap", "model"))
     if tensor and not sequence:
         notes.append("tp_comm_overlap: Megatron-Bridge turns it off without sequence parallelism over 2 or more "
                      "tensor ranks; counted off")
     return Overlap(grad_reduce=flags["overlap_grad_reduce"], param_gather=flags["overlap_param_gather"],
-                   tensor=tensor and sequence)
+                   tensor=tensor and sequence, expert=expert)

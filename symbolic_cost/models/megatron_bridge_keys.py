@@ -27,10 +27,6 @@ INERT = {
         "heterogeneous_block_specs": (False, "layers of different shapes are not modelled"),
         "is_hybrid_model": (False, "Mamba layers are not modelled"),
         "window_size": (None, "sliding-window attention is not read from a Megatron-Bridge file"),
-        "pipeline_model_parallel_layout": (None, "an explicit pipeline layout is not modelled"),
-        "account_for_embedding_in_pipeline_split": (False, "the embedding weighing one layer in the pipeline cut "
-                                                    "is not read"),
-        "account_for_loss_in_pipeline_split": (False, "the loss weighing one layer in the pipeline cut is not read"),
         "hierarchical_context_parallel_sizes": (None, "hierarchical context parallelism (a2a+p2p) is not modelled"),
         "softmax_type": ("vanilla", "attention sinks are not modelled"),
         "num_microbatches_with_partial_activation_checkpoints": (None, "recomputation in some micro-batches only "
@@ -40,11 +36,20 @@ INERT = {
         "delay_wgrad_compute": (False, "the weight gradients' deferral (zero-bubble split) is not modelled"),
         "use_kitchen": (False, "kitchen quantisation is not modelled"),
         "quant_recipe": (None, "quantised layers are not modelled"),
+        "fine_grained_activation_offloading": (False, "activation offload to the host is not modelled"),
+        "offload_modules": (None, "activation offload to the host is not modelled"),
+        "freeze_language_model": (False, "a frozen language model (no gradients) is not read"),
+        "freeze_vision_model": (False, "vision towers are not modelled"),
+        "freeze_vision_projection": (False, "vision towers are not modelled"),
+        "freeze_sound_encoder": (False, "sound encoders are not modelled"),
+        "freeze_sound_projection": (False, "sound encoders are not modelled"),
+        "vit_gradient_checkpointing": (False, "vision towers are not modelled"),
+        "freeze_audio_model": (False, "audio towers are not modelled"),
+        "freeze_mtp_model": (False, "frozen multi-token-prediction layers are not read"),
+        "keep_mtp_spec_in_bf16": (False, "multi-token-prediction layers kept in bf16 under FP8 are not read"),
     },
     "ddp": {
-        "use_custom_fsdp": (False, "Megatron FSDP is not read from a Megatron-Bridge file"),
-        "use_megatron_fsdp": (False, "Megatron FSDP is not read from a Megatron-Bridge file"),
-        "data_parallel_sharding_strategy": ("no_shard", "Megatron FSDP is not read from a Megatron-Bridge file"),
+        "use_custom_fsdp": (False, "the custom FSDP of older Megatron-Core is not read (use_megatron_fsdp is)"),
         "num_distributed_optimizer_instances": (1, "several distributed-optimizer instances are not modelled"),
     },
     "dist": {"use_megatron_fsdp": (False, "Megatron FSDP is not read from a Megatron-Bridge file"),
@@ -67,17 +72,22 @@ READ = {
         "make_vocab_size_divisible_by", "should_pad_vocab", "seq_length", "hidden_dropout", "attention_dropout",
         "qk_layernorm", "tensor_model_parallel_size", "pipeline_model_parallel_size",
         "virtual_pipeline_model_parallel_size", "context_parallel_size", "cp_comm_type", "sequence_parallel",
+        "pipeline_model_parallel_layout",
         "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "recompute_granularity",
         "recompute_method", "recompute_num_layers", "recompute_modules", "attention_backend", "tp_comm_overlap",
+        "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+        "overlap_moe_expert_parallel_comm",
         "fp4", "fp4_recipe"},
     "train": {"micro_batch_size", "global_batch_size"},
     "dataset": {"sequence_length", "seq_length"},
-    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32"},
+    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32",
+            "use_megatron_fsdp", "data_parallel_sharding_strategy"},
     "optimizer": {"optimizer", "use_distributed_optimizer"},
     "mixed_precision": {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param", "fp8_param_gather", "fp4", "fp4_recipe",
                         "fp8_amax_history_len", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
                         "num_layers_at_end_in_bf16"},
-    "comm_overlap": {"tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"},
+    "comm_overlap": {"tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
+                     "overlap_moe_expert_parallel_comm"},
 }
 """Keys ``megatron_bridge_setup`` reads (the table of ``models.megatron_bridge``)."""
 
@@ -90,7 +100,8 @@ NO_COST = {
             "check_for_nan_in_grad", "disable_symmetric_registration", "fsdp_double_buffer",
             "gradient_reduce_div_fusion", "keep_fp8_transpose_cache", "nccl_ub", "outer_dp_sharding_strategy",
             "pad_buckets_for_high_nccl_busbw", "preserve_fp32_weights", "reuse_grad_buf_for_mxfp8_param_ag",
-            "suggested_communication_unit_size", "delay_wgrad_compute", "fp8_param_gather"},
+            "suggested_communication_unit_size", "delay_wgrad_compute", "fp8_param_gather", "fsdp_manual_registration",
+            "megatron_fsdp_max_pool_double_buffer"},
     "optimizer": {"_target_", "adam_beta1", "adam_beta2", "adam_eps", "barrier_with_L1_time", "bf16", "fp16",
                   "clip_grad", "config_logger_dir", "decoupled_lr", "decoupled_min_lr", "decoupled_weight_decay",
                   "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_recipe", "hysteresis", "initial_loss_scale",
@@ -99,10 +110,11 @@ NO_COST = {
                   "overlap_cpu_optimizer_d2h_h2d", "overlap_param_gather", "overlap_param_gather_with_optimizer_step",
                   "params_dtype", "pin_cpu_grads", "pin_cpu_params", "reuse_grad_buf_for_mxfp8_param_ag",
                   "sgd_momentum", "store_param_remainders", "timers", "use_torch_optimizer_for_cpu_offload",
-                  "weight_decay"},
+                  "weight_decay", "apply_wd_to_qk_layernorm"},
     "comm_overlap": {"_target_", "tp_comm_overlap_cfg", "tp_comm_bootstrap_backend", "overlap_p2p_comm",
                      "batch_p2p_comm", "overlap_param_gather_with_optimizer_step", "align_param_gather",
-                     "bucket_size", "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "data_parallel_size"},
+                     "bucket_size", "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "data_parallel_size",
+                     "delay_wgrad_compute"},
     "model": {
         "_target_", "activation_func_clamp_value", "activation_func_fp8_input_store", "apply_query_key_layer_scaling",
         "apply_residual_connection_post_layernorm", "apply_rope_fusion", "async_tensor_model_parallel_allreduce",
@@ -126,7 +138,7 @@ NO_COST = {
         "mamba_num_groups", "mamba_num_heads", "mamba_state_dim", "use_mamba_mem_eff_path", "masked_softmax_fusion",
         "memory_efficient_layer_norm", "microbatch_group_size_per_vp_stage", "mlp_chunks_for_prefill",
         "mrope_section", "mtp_loss_scaling_factor", "no_rope_freq", "no_sync_func", "output_layer_init_method",
-        "overlap_moe_expert_parallel_comm", "overlap_p2p_comm", "overlap_p2p_comm_warmup_flush", "parallel_output",
+        "overlap_p2p_comm", "overlap_p2p_comm_warmup_flush", "parallel_output",
         "param_sync_func", "params_dtype", "perform_initialization", "persist_layer_norm", "pipeline_dtype",
         "pipeline_model_parallel_comm_backend", "restore_modelopt_state", "rotary_base", "rotary_interleaved",
         "scatter_embedding_sequence_parallel", "seq_len_interpolation_factor", "softmax_scale", "symmetric_ar_type",
@@ -136,7 +148,14 @@ NO_COST = {
         "tp_comm_split_ag", "tp_comm_split_rs", "tp_only_amax_red", "transformer_impl", "transformer_layer_spec",
         "use_cpu_initialization", "use_fused_weighted_squared_relu", "use_ring_exchange_p2p", "use_te_activation_func",
         "use_te_rng_tracker", "use_transformer_engine_full_layer_spec", "use_transformer_engine_op_fuser",
-        "variable_seq_lengths", "wgrad_deferral_limit", "window_attn_skip_freq", "moe_layer_recompute"},
+        "variable_seq_lengths", "wgrad_deferral_limit", "window_attn_skip_freq", "moe_layer_recompute",
+        "cuda_graph_impl", "cuda_graph_modules", "rotary_scaling_factor", "yarn_original_max_position_embeddings",
+        "yarn_beta_fast", "yarn_beta_slow", "yarn_mscale", "yarn_mscale_all_dim", "yarn_correction_range_round_to_int",
+        "apply_dsa_kernel_fusion", "dsa_kernel_backend", "use_fused_mhc", "fp8_output_proj",
+        "high_priority_a2a_comm_stream", "min_offloaded_tensor_size", "fine_grained_offloading_max_inflight_offloads",
+        "overlap_dispatch_backward_with_experts_wgrad", "dsa_indexer_loss_coeff", "dsa_indexer_use_sparse_loss",
+        "qk_clip", "rotary_base_per_layer", "vision_cuda_graph_impl", "vision_cuda_graph_scope",
+        "max_vision_cuda_graph_seq_length", "mtp_eval_in_bf16"},
 }
 """Keys that change no count (``"*"``: every key of the section but those ``READ`` and ``INERT``):
 logging, checkpoints, data loading, initialisation, learning rate and loss scaling, kernels'
@@ -164,7 +183,9 @@ class Container:
     symbolic_cost.checks.InputError: model.cpu_offloading = True: activation and weight offload to the host is not modelled
     """
 
-    def __init__(self, data: dict, name: str):
+    def __init__(self, data: dict, name: str, experts: bool = False):
+        """``experts``: the model has experts (it comes from elsewhere: a recipe's Hugging Face
+        model), so the experts' parallel sizes are read rather than refused."""
         self.data, self.name = data, name
         if "trainer" in data and ("exp_manager" in data or "model" in data and "train" not in data):
             raise InputError(f"{name}: a NeMo 1.x configuration (its trainer and exp_manager sections, NeMo's "
@@ -187,9 +208,11 @@ class Container:
                                      f"change the cost); remove it or give the layout with --set", f"{section}.{key}")
         for section, keys in INERT.items():
             for key, (inert, why) in keys.items():
+                if experts and why == MOE:
+                    continue
                 table = data if section == "" else data.get(section)
                 value = table.get(key, inert) if isinstance(table, dict) else inert   # a recipe's name: its defaults
-                if value != inert:
+                if value != inert and (value or inert):     # [] or None where the default is None: off too
                     where = f"{section}.{key}" if section else key
                     raise InputError(f"{where} = {value!r}: {why}", where)
 
