@@ -271,3 +271,22 @@ def test_merged_overrides_reach_into_sections():
 def test_an_unknown_recipe_from_python():
     with pytest.raises(InputError, match="not a recipe"):
         bridge_recipes.recipe("no_such_recipe_config")
+
+
+TUTORIAL = ROOT / "tests" / "framework_inputs" / "bridge_tutorial_llama32_1b_pretrain.yaml"
+
+
+def test_a_published_override_yaml_on_its_recipe():
+    """Megatron-Bridge's tutorial YAML (tutorials/recipes/llama/conf/llama32_1b_pretrain.yaml: sequence
+    4,096 for the data and the model, global batch 8, micro-batch 1, TP 1, PP 1, CP 1) over llama32_1b_pretrain_config (TP 1, PP 1), under its
+    README's torchrun --nproc_per_node=2: d = 2 and 8 / (1 x 2) = 4 micro-batches."""
+    out = summary("--megatron-bridge-recipe", "llama32_1b_pretrain_config", "--nemo-recipe", str(TUTORIAL),
+                  "--hf-config", str(ROOT / "tests" / "hf_configs" / "Llama-3.2-1B.json"), "--devices", "2")
+    layout = out["layout"]
+    assert (layout["l"], layout["b"], layout["m1"], layout["d"], layout["micro_batches"]) == (4096, 1, 1, 2, 4)
+    assert any("replaces the recipe's 1 GPUs" in n for n in out["notes"])
+
+
+def test_an_override_yaml_alone_is_told_to_name_its_recipe():
+    code, out, err = run("summary", "--nemo-recipe", str(TUTORIAL), "--devices", "2")
+    assert code != 0 and "--megatron-bridge-recipe" in err and "overrides a recipe" in err

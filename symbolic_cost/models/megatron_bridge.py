@@ -145,10 +145,16 @@ def expanded_nodes(node) -> int:
 
 
 def load(text: str, name: str) -> dict:
-    """The ``ConfigContainer``'s mapping, which has a ``model:`` section."""
+    """The ``ConfigContainer``'s mapping, which has a ``model:`` section with the model's sizes; a
+    mapping without them is an override of a recipe (Megatron-Bridge's ``--config-file``), refused
+    with the way to read it."""
     data = load_yaml(text, name, "--nemo-recipe")
-    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
-        raise InputError(f"{name}: a Megatron-Bridge ConfigContainer YAML has a model: section", "--nemo-recipe")
+    if not isinstance(data, dict):
+        raise InputError(f"{name}: a Megatron-Bridge ConfigContainer YAML is a mapping of sections", "--nemo-recipe")
+    model = data.get("model")
+    if not isinstance(model, dict) or not any(k in model for k in ("num_layers", "hidden_size")):
+        raise InputError(f"{name}: a YAML that overrides a recipe (no model sizes: model.num_layers, hidden_size); "
+                         f"give the recipe it overrides with --megatron-bridge-recipe NAME beside it", "--nemo-recipe")
     return data
 
 
@@ -181,9 +187,10 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
         raise InputError(f"train.global_batch_size {batch} is not a multiple of micro_batch_size x data-parallel "
                          f"size = {micro} x {d} (Megatron-Core's rule)", "train.global_batch_size")
     data = c.section("dataset")
-    seq = c.get("dataset", "sequence_length" if "sequence_length" in data else "seq_length", arch.context)
-    if seq != arch.context:
-        notes.append(f"dataset's sequence length {seq} is the training sequence; model.seq_length {arch.context} "
+    context = c.get("model", "seq_length", arch.context)
+    seq = c.get("dataset", "sequence_length" if "sequence_length" in data else "seq_length", context)
+    if seq != context:
+        notes.append(f"dataset's sequence length {seq} is the training sequence; model.seq_length {context} "
                      f"is the model's context")
     if arch.positions and seq > arch.context:
         raise InputError(f"sequence length {seq} exceeds the learned positions of model.seq_length {arch.context}",

@@ -92,7 +92,7 @@ READ = {
 """Keys ``megatron_bridge_setup`` reads (the table of ``models.megatron_bridge``)."""
 
 NO_COST = {
-    "": {"_target_", "checkpoint", "logger", "rng", "scheduler", "rerun_state_machine", "profiling", "ft",
+    "": {"_target_", "checkpoint", "logger", "rng", "scheduler", "rerun_state_machine", "profiling", "ft", "validation",
          "straggler", "nvrx_straggler", "inprocess_restart", "tokenizer", "model", "train", "dataset", "ddp",
          "dist", "optimizer", "mixed_precision", "comm_overlap", "peft"},
     "train": "*", "dataset": "*", "dist": "*", "mixed_precision": "*",
