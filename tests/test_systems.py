@@ -95,7 +95,7 @@ def test_a_system_added_by_a_file_alone_answers_as_the_preset_it_restates(tmp_pa
     ({"calibrated": {"family": "h100", "clock": 2}}, "calibrated holds family"),
     ({"name": "h100", "matrix_flops": "1e15"}, "a system named 'h100' is a preset already"),
     ({"calibrated": {"sms": 132}}, "calibrated needs family, tile_m"),
-    ({"calibrated": {**H100_BY_HAND["calibrated"], "family": "v100"}}, "calibrated.family must be one of a100, h100"),
+    ({"calibrated": {**H100_BY_HAND["calibrated"], "family": "v100"}}, "calibrated.family must be one of a100, h100, b200, b300"),
 ])
 def test_a_system_file_is_refused_naming_the_field(tmp_path, capsys, change, message, forgets_added_systems):
     import json

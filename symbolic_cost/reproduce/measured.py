@@ -97,9 +97,11 @@ BRIDGE = "megatron_bridge_perf_summary"
 """The group of Megatron-Bridge's performance summary (26.04.01 container: tokens/s per GPU)."""
 
 NOT_FITTED = ("llama3_table4", BRIDGE)
-"""Groups whose rows became expressible after the committed fit (issue 28's pipeline splits;
-Megatron-Bridge's rows, added with the B300/GB300 systems): timed and reported, but left out of
-``fit_cases`` so the fitted factors stay those of ``calibration.json``."""
+"""Groups whose rows became expressible after the fit of A100's and H100's factors (issue 28's
+pipeline splits; Megatron-Bridge's rows, added with the B300/GB300 systems): timed and reported, but
+left out of their fit, so that those factors stay fitted on Megatron-LM's runs.  Megatron-Bridge's
+rows on Blackwell are the only runs on those chips: they fit Blackwell's matrix fractions
+(``timing.calibrate.MATRIX_ONLY``), and nothing else."""
 
 
 def excluded() -> list[tuple[str, str]]:
@@ -113,8 +115,11 @@ def cases() -> list[Case]:
 
 
 def fit_cases() -> list[Case]:
-    """The cases ``timing.calibrate`` fits on: ``cases`` but the groups of ``NOT_FITTED``."""
-    return [c for c in cases() if c.group not in NOT_FITTED]
+    """The cases ``timing.calibrate`` fits on: ``cases`` but the groups of ``NOT_FITTED``, and
+    Megatron-Bridge's rows on the systems of ``timing.calibrate.MATRIX_ONLY``'s families."""
+    from symbolic_cost.timing.calibrate import MATRIX_ONLY
+    from symbolic_cost.timing.efficiency import family
+    return [c for c in cases() if c.group not in NOT_FITTED or c.group == BRIDGE and family(c.system) in MATRIX_ONLY]
 
 
 def _architecture(row) -> Architecture:

@@ -3,7 +3,8 @@
 ``predict(case, system)`` times one measured case (a ``reproduce.measured.Case``: an
 architecture, a training, conventions and what was measured); ``fit(cases)`` finds, per GPU
 family, the factors that minimise the sum of squared log errors ``log(predicted / measured)``
-over the cases (scipy's ``least_squares``, each factor within its ``RANGES``); ``write`` stores
+over the cases (scipy's ``least_squares``, each factor within its ``RANGES``), and then the matrix
+fraction of Blackwell's chips (``MATRIX_ONLY``) on theirs; ``write`` stores
 them, rounded to three significant digits, with their provenance in ``calibration.json``.
 ``symbolic-cost calibrate`` runs the three on the project's calibration rows.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sympy import Symbol, lambdify
+from sympy import Rational, Symbol, lambdify
 
 from symbolic_cost.models.totals import model_cost
 from symbolic_cost.timing import efficiency
@@ -28,7 +29,16 @@ from symbolic_cost.timing.hardware import calibrated
 from symbolic_cost.timing.step import layer_time, step_time_breakdown
 
 FAMILIES = ("a100", "h100")
-"""GPU families with their own fitted factors (H200 shares H100's chip, A100-Perlmutter A100's)."""
+"""GPU families with all their factors fitted (H200 shares H100's chip, A100-Perlmutter A100's)."""
+
+MATRIX_ONLY = {"b200": "h100", "b300": "h100"}
+"""GPU families whose matrix fraction is fitted on their own runs, after ``FAMILIES``, the other
+factors taken from the family named (the memory fraction, the per-kernel and per-step costs are the
+framework's and the memory system's, which the runs on them do not tell apart): Blackwell's two
+chips, B200 (B200, GB200) and B300 (B300, GB300, Blackwell Ultra, which holds higher clocks at its
+higher power), fitted on Megatron-Bridge's rows.  The fit there is robust (soft L1, a scale of 0.1 in
+log error): a model the time model misses by 30 % or more (GPT-OSS) is a miss of its own, which a
+plain least squares would spread over every run on the chip."""
 
 
 def predict(case, system):
@@ -49,8 +59,37 @@ def symbolic_time(case):
 
 
 def fit(cases) -> dict:
-    """``{family: {factor: value}}`` minimising the squared log errors over ``cases``.  A factor
-    no case constrains takes the other family's value."""
+    """``{family: {factor: value}}``: the factors of ``FAMILIES`` minimising the squared log errors
+    over their ``cases`` (a factor no case constrains takes the other family's value), then the
+    matrix fraction of each of ``MATRIX_ONLY`` over its cases (``fit_matrix``)."""
+    values = _fit_families([c for c in cases if efficiency.family(c.system) in FAMILIES])
+    for family, source in MATRIX_ONLY.items():
+        mine = [c for c in cases if efficiency.family(c.system) == family]
+        values[family] = dict(values[source], **({"matrix": fit_matrix(mine, values[source])} if mine else {}))
+    return values
+
+
+def fit_matrix(cases, others: dict) -> float:
+    """The matrix fraction that minimises the soft-L1 loss (scale 0.1) of the log errors over
+    ``cases``, the other factors at ``others``."""
+    import numpy as np
+    from scipy.optimize import least_squares
+    matrix = Symbol("matrix", positive=True)
+    functions = []
+    for case in cases:
+        system = calibrated(case.system)
+        fixed = {k: Rational(str(v)) for k, v in others.items() if k != "matrix"}
+        expr = predict(case, system.but(efficiency=system.efficiency.but(matrix=matrix, **fixed)))
+        functions.append((lambdify([matrix], expr, "math"), float(case.seconds)))
+    start, low, high, _ = RANGES["matrix"]
+
+    def residuals(x):
+        return [np.log(fn(x[0]) / seconds) for fn, seconds in functions]
+
+    return float(least_squares(residuals, [start], bounds=([low], [high]), loss="soft_l1", f_scale=0.1).x[0])
+
+
+def _fit_families(cases) -> dict:
     import numpy as np
     from scipy.optimize import least_squares
     params = [f"{k}_{fam}" for fam in FAMILIES for k in efficiency.FITTED]
@@ -95,7 +134,10 @@ PROVENANCE = {
     "method": "scipy.optimize.least_squares on log(predicted / measured), one residual per case, each factor "
               "within its bounds (timing.calibrate.RANGES: matrix in [0.05, 1], memory in [0.8, 1], the kernel "
               "cost in [0, 100] us, the step's framework time in [0, 5] s), rounded to 3 significant digits",
-    "note": "fused attention is not fitted: timing.attention_kernels takes it from published kernel benchmarks"}
+    "note": "fused attention is not fitted: timing.attention_kernels takes it from published kernel benchmarks",
+    "matrix_only": "b200 and b300 (Blackwell's two chips): only the matrix fraction is fitted, on the "
+                   "Megatron-Bridge rows run on them, after a100 and h100 (soft L1 loss, scale 0.1, on the log "
+                   "errors; timing.calibrate.fit_matrix); their other factors are h100's"}
 SERVING_PROVENANCE = {
     "command": "symbolic-cost calibrate --serving",
     "method": "scipy.optimize.least_squares, soft-L1 loss with f_scale 0.1, on log(predicted / measured) of "
@@ -109,7 +151,7 @@ def write(values: dict | None, case_ids: list[str], source: str, path: Path | No
     path = path or Path(efficiency.__file__).with_name("calibration.json")
     record = json.loads(path.read_text()) if path.exists() else {}
     if values is not None:
-        record["fitted"] = {fam: {k: rounded(v) for k, v in values[fam].items()} for fam in FAMILIES}
+        record["fitted"] = {fam: {k: rounded(v) for k, v in values[fam].items()} for fam in (*FAMILIES, *MATRIX_ONLY)}
         record["provenance"] = dict(PROVENANCE, data=source, cases=case_ids)
     if serving is not None:
         fitted, ids, data = serving

@@ -267,10 +267,11 @@ CALIBRATION = _load()
 """The fitted factors with their provenance, as ``report.calibrate`` wrote them."""
 
 def family(name: str) -> str:
-    """Whose fitted factors a system takes (its file's ``calibrated.family``): A100's or H100's,
-    the two families the calibration runs cover.  H200 is H100's chip; H100 PCIe, B200, GB200 and
-    MI300X have no run in the calibration set and borrow H100's factors (an assumption, to be
-    replaced by a fit when runs on them are added)."""
+    """Whose fitted factors a system takes (its file's ``calibrated.family``): A100's or H100's, or
+    one of Blackwell's two chips, B200's (B200, GB200) or B300's (B300, GB300), whose matrix fraction
+    is fitted on their own runs and the rest is H100's (``timing.calibrate.MATRIX_ONLY``).  H200 is
+    H100's chip; H100 PCIe and MI300X have no run in the calibration set and borrow H100's factors (an
+    assumption, to be replaced by a fit when runs on them are added)."""
     return _calibrated(name)["family"]
 
 
@@ -290,7 +291,7 @@ def efficiency(name: str) -> Efficiency:
     bus bandwidths, from the ``calibrated`` section of its file, ``systems.SYSTEM_FILES``) and
     the fitted factors of its ``family``.
 
-    >>> efficiency("a100").sms, efficiency("h100").tile_n, efficiency("b200").matrix == efficiency("h100").matrix
+    >>> efficiency("a100").sms, efficiency("h100").tile_n, efficiency("gb200").matrix == efficiency("b200").matrix
     (108, 256, True)
     """
     calibrated = _calibrated(name)
