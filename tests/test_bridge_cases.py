@@ -63,13 +63,14 @@ def test_each_case_is_its_rows_gpu_and_its_printed_rate():
         assert t.m1 * t.p * t.cp * t.d == gpus and t.b * t.d * t.micro_batches == layout["global_batch"]
 
 
-def test_only_the_blackwell_rows_fit_and_only_blackwells_matrix_fraction():
+def test_only_the_dense_blackwell_rows_fit_and_only_blackwells_matrix_fraction():
     """H100's factors stay those of Megatron-LM's runs: the summary's H100 rows are timed, not fitted;
-    its Blackwell rows fit the matrix fraction of the B200 and B300 chips and nothing else."""
+    its dense Blackwell rows fit the matrix fraction of the B200 and B300 chips and nothing else."""
     from symbolic_cost.timing import calibrate, efficiency
     assert GROUP in measured.NOT_FITTED
-    fitted = {c.system for c in measured.fit_cases() if c.group == GROUP}
-    assert fitted == {"b200", "gb200", "b300", "gb300"}
+    fitted = [c for c in measured.fit_cases() if c.group == GROUP]
+    assert {c.system for c in fitted} == {"gb200", "gb300"} and len(fitted) == 12
+    assert all(c.architecture.moe is None for c in fitted)
     committed = efficiency.CALIBRATION["fitted"]
     for chip in calibrate.MATRIX_ONLY:
         assert {k: v for k, v in committed[chip].items() if k != "matrix"} == \
@@ -167,3 +168,21 @@ def test_the_matrix_fit_recovers_a_factor_it_was_given():
                             method="bounded").x
     robust = calibrate.fit_matrix(skewed, others)
     assert plain < robust < 0.55 and 0.55 - robust < (0.55 - plain) * 0.75
+
+
+def test_a_rows_recipe_decides_what_the_summary_leaves_unprinted():
+    """The DeepSeek-V3 row on 256 B200 at MXFP8 has the layout of
+    ``deepseek_v3_pretrain_256gpu_b200_fp8mx_config`` (perf_recipes/deepseek/b200/deepseek_v3.py:124-155
+    at Megatron-Bridge 067f987df: micro-batch 1, and ``comm_overlap.overlap_moe_expert_parallel_comm = True``),
+    so its all-to-alls run behind compute; the GB300 row prints micro-batch 2 where its recipe now has 1
+    (perf_recipes/deepseek/gb300/deepseek_v3.py:146), so nothing is read from that recipe."""
+    rows = {r["id"]: r for r in measured.rows()}
+    b200 = next(i for i in rows if "DeepSeekV3-DGX-B200-MXFP8" in i)
+    gb300 = next(i for i in rows if "DeepSeekV3-DGX-GB300-MXFP8" in i)
+    notes: list = []
+    assert measured.bridge_recipe(rows[b200], notes)["function"] == "deepseek_v3_pretrain_256gpu_b200_fp8mx_config"
+    assert CASES[b200].training.overlap.expert is True
+    assert any("mla_up_proj" in n and "not modelled" in n for n in notes)      # its recompute_modules
+    notes = []
+    assert measured.bridge_recipe(rows[gb300], notes) is None and "another layout" in notes[0]
+    assert CASES[gb300].training.overlap.expert is False

@@ -373,7 +373,7 @@ def test_calibrate_command_prints_the_fit_and_the_errors(capsys):
     from symbolic_cost.cli import main
     assert main(["calibrate"]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("a100: matrix ") and "| all | 62 |" in text and "18 rows not expressible" in text
+    assert text.startswith("a100: matrix ") and "| all | 46 |" in text and "18 rows not expressible" in text
 
 
 @pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter", "alltoall"])

@@ -100,7 +100,7 @@ NOT_FITTED = ("llama3_table4", BRIDGE)
 """Groups whose rows became expressible after the fit of A100's and H100's factors (issue 28's
 pipeline splits; Megatron-Bridge's rows, added with the B300/GB300 systems): timed and reported, but
 left out of their fit, so that those factors stay fitted on Megatron-LM's runs.  Megatron-Bridge's
-rows on Blackwell are the only runs on those chips: they fit Blackwell's matrix fractions
+dense rows on Blackwell are the only dense runs on those chips: they fit Blackwell's matrix fractions
 (``timing.calibrate.MATRIX_ONLY``), and nothing else."""
 
 
@@ -116,10 +116,13 @@ def cases() -> list[Case]:
 
 def fit_cases() -> list[Case]:
     """The cases ``timing.calibrate`` fits on: ``cases`` but the groups of ``NOT_FITTED``, and
-    Megatron-Bridge's rows on the systems of ``timing.calibrate.MATRIX_ONLY``'s families."""
+    Megatron-Bridge's dense rows on the systems of ``timing.calibrate.MATRIX_ONLY``'s families (a chip's
+    rate is measured where the model holds every cost of the run; its mixtures of experts miss costs
+    of their own, which a chip's factor would absorb)."""
     from symbolic_cost.timing.calibrate import MATRIX_ONLY
     from symbolic_cost.timing.efficiency import family
-    return [c for c in cases() if c.group not in NOT_FITTED or c.group == BRIDGE and family(c.system) in MATRIX_ONLY]
+    return [c for c in cases() if c.group not in NOT_FITTED
+            or c.group == BRIDGE and family(c.system) in MATRIX_ONLY and c.architecture.moe is None]
 
 
 def _architecture(row) -> Architecture:
@@ -410,7 +413,9 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
     gathers and TP collectives overlapped (``MEGATRON_OVERLAP``), no recomputation (not printed),
     ring (p2p) context parallelism (Megatron-Core's default ``cp_comm_type``), experts over EP
     ranks with expert TP 1 (the MoE presets' ``expert_tensor_parallel_size``), and ``fsdp`` > 0 as
-    Megatron-FSDP: ZeRO-3 over the data-parallel ranks (the summary: sharding group GPUs/(TP x PP))."""
+    Megatron-FSDP: ZeRO-3 over the data-parallel ranks (the summary: sharding group GPUs/(TP x PP)).
+    Where the row's recipe is read (``bridge_recipe``), the MoE all-to-all overlap is the recipe's
+    (off otherwise: Megatron-Core's default)."""
     layout = row["layout"]
     fields = dict(_bridge_degrees(row), recompute="none", flash=True, distributed_optimizer=True,
                   overlap=MEGATRON_OVERLAP, **_bridge_precision(row, assume), **_bridge_split(row, assume))
@@ -422,12 +427,12 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
     if layout["cp"] > 1:
         fields.update(cp=layout["cp"], cp_variant="ring")
         assume.append("context parallelism as ring exchange (Megatron-Core's cp_comm_type p2p default; not printed)")
+    recipe = bridge_recipe(row, assume)
     if moe:
         fields.update(ep=layout["ep"] or 1, etp=1)
-        read = EXPERT_OVERLAP.get((row["model"]["name"], row["hardware"]["gpu"], layout["precision"]))
-        if read is not None:
+        if recipe is not None and _expert_overlap(recipe):
             fields.update(overlap=replace(MEGATRON_OVERLAP, expert=True))
-            assume.append(f"MoE all-to-alls behind compute ({read})")
+            assume.append(f"MoE all-to-alls behind compute ({recipe['function']}: overlap_moe_expert_parallel_comm)")
         assume.append("expert TP 1 (Megatron-Bridge's MoE presets); tokens evenly over the experts (forced, as noted)")
     if layout["fsdp"]:
         if layout["fsdp"] != layout["dp"] * layout["cp"]:
@@ -438,12 +443,52 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
     return Training(**fields)
 
 
-EXPERT_OVERLAP = {("deepseek-v3", "B200", "MXFP8"): "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2 of Megatron-Bridge's "
-                  "scripts/performance/configs/deepseek/deepseek_workload_base_configs.py (PP 8, VP 2, EP 32: the "
-                  "row's layout) sets moe_a2a_overlap=True"}
-"""Rows whose recipe, as read, runs the MoE all-to-alls behind another micro-batch's compute
-(``Overlap.expert``), by ``(model, GPU, precision)``, with where that was read; the others keep it off
-(Megatron-Core's default; Qwen3-30B-A3B's H100 preset sets ``moe_a2a_overlap=False``)."""
+BRIDGE_RECIPE_MODELS = {"llama3-70b": "llama3_70b", "llama3.1-405b": "llama31_405b", "deepseek-v3": "deepseek_v3",
+                        "gpt-oss-120b": "gpt_oss_120b", "qwen3-30b-a3b": "qwen3_30b_a3b",
+                        "qwen3-235b-a22b": "qwen3_235b_a22b"}
+BRIDGE_RECIPE_PRECISIONS = {"BF16": "bf16", "FP8": "fp8cs", "MXFP8": "fp8mx", "NVFP4": "nvfp4"}
+"""How Megatron-Bridge names its performance recipes:
+``{model}_pretrain_{GPUs}gpu_{system}_{precision}_config`` (``src/megatron/bridge/perf_recipes/``)."""
+
+
+def bridge_recipe(row, assume: list) -> dict | None:
+    """The performance recipe of ``models.bridge_recipes`` the row names, where its layout is the
+    row's (TP, PP, CP, VP, EP, micro-batch and global batch): the settings the summary leaves
+    unprinted are then read from it; ``None`` (noted) where it is missing or differs (the recipe
+    changed after the container that ran the row).  What the recipe does and the library does not
+    model (recomputed modules, activations offloaded to the host) is listed in ``assume``."""
+    from symbolic_cost.models import bridge_recipes
+    layout, model, commit = row["layout"], row["model"]["name"], bridge_recipes.source()["commit"][:9]
+    name = (f"{BRIDGE_RECIPE_MODELS.get(model, model)}_pretrain_{row['hardware']['count']}gpu_"
+            f"{BRIDGE_SYSTEMS[row['hardware']['gpu']]}_{BRIDGE_RECIPE_PRECISIONS.get(layout['precision'])}_config")
+    if name not in bridge_recipes.names():
+        assume.append(f"no recipe {name} at Megatron-Bridge {commit}: its unprinted settings assumed")
+        return None
+    recipe = bridge_recipes.recipe(name)
+    m, t = recipe["config"]["model"], recipe["config"]["train"]
+    keys = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+            "virtual_pipeline_model_parallel_size", "expert_model_parallel_size")
+    theirs = tuple(m.get(k) or 1 for k in keys) + (t.get("micro_batch_size"), t.get("global_batch_size"))
+    ours = tuple(layout[k] or 1 for k in ("tp", "pp", "cp", "vp", "ep")) + (layout["micro_batch"],
+                                                                             layout["global_batch"])
+    if theirs != ours:
+        assume.append(f"{name} at Megatron-Bridge {commit} has another layout (TP, PP, CP, VP, EP, micro-batch, "
+                      f"global batch {theirs}) than the row's {ours}: its unprinted settings assumed")
+        return None
+    modules = m.get("recompute_modules") or []
+    if m.get("recompute_granularity") == "selective" and modules not in ([], ["core_attn"]):
+        assume.append(f"{name} recomputes {', '.join(modules)}: not modelled, counted as kept")
+    if m.get("cpu_offloading"):
+        assume.append(f"{name} offloads {m.get('cpu_offloading_num_layers')} layers' activations to the host: not "
+                      f"modelled, counted as kept")
+    return recipe
+
+
+def _expert_overlap(recipe: dict) -> bool:
+    """Whether a recipe runs the MoE all-to-alls behind another micro-batch's compute
+    (``overlap_moe_expert_parallel_comm``, in ``comm_overlap`` or the model's fields)."""
+    sections = (recipe["config"].get("comm_overlap"), recipe["config"]["model"])
+    return any(isinstance(s, dict) and s.get("overlap_moe_expert_parallel_comm") for s in sections)
 
 
 def _bridge_seconds(row) -> Fraction:

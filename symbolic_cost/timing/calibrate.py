@@ -36,9 +36,9 @@ MATRIX_ONLY = {"b200": "h100", "b300": "h100"}
 factors taken from the family named (the memory fraction, the per-kernel and per-step costs are the
 framework's and the memory system's, which the runs on them do not tell apart): Blackwell's two
 chips, B200 (B200, GB200) and B300 (B300, GB300, Blackwell Ultra, which holds higher clocks at its
-higher power), fitted on Megatron-Bridge's rows.  The fit there is robust (soft L1, a scale of 0.1 in
-log error): a model the time model misses by 30 % or more (GPT-OSS) is a miss of its own, which a
-plain least squares would spread over every run on the chip."""
+higher power), fitted on Megatron-Bridge's dense runs on them (``reproduce.measured.fit_cases``).
+The fit there is robust (soft L1, a scale of 0.1 in log error): one run the time model misses is a
+miss of its own, which a plain least squares would spread over every run on the chip."""
 
 
 def predict(case, system):
@@ -136,8 +136,8 @@ PROVENANCE = {
               "cost in [0, 100] us, the step's framework time in [0, 5] s), rounded to 3 significant digits",
     "note": "fused attention is not fitted: timing.attention_kernels takes it from published kernel benchmarks",
     "matrix_only": "b200 and b300 (Blackwell's two chips): only the matrix fraction is fitted, on the "
-                   "Megatron-Bridge rows run on them, after a100 and h100 (soft L1 loss, scale 0.1, on the log "
-                   "errors; timing.calibrate.fit_matrix); their other factors are h100's"}
+                   "Megatron-Bridge dense rows run on them, after a100 and h100 (soft L1 loss, scale 0.1, on the "
+                   "log errors; timing.calibrate.fit_matrix); their other factors are h100's"}
 SERVING_PROVENANCE = {
     "command": "symbolic-cost calibrate --serving",
     "method": "scipy.optimize.least_squares, soft-L1 loss with f_scale 0.1, on log(predicted / measured) of "
