@@ -337,6 +337,15 @@ def test_a_formula_past_the_time_budget_is_refused_in_one_line(monkeypatch):
     assert status == 2 and err.count("\n") == 1 and "gave up after 1 s of CPU time" in err and "--set" in err
 
 
+def test_a_command_past_its_budget_prints_no_part_of_an_answer(monkeypatch):
+    """``scheme`` prints its tensors before it simplifies the collectives' times: refused midway (here
+    after a second of CPU time), it must leave stdout empty, as the drawn command lines expect
+    (``scheme --set b=(e+f)**64`` once printed half a table above the refusal on a loaded machine)."""
+    monkeypatch.setattr(cli, "TIME_LIMIT", 1)
+    status, out, err = run(shlex.split("scheme --set 'b=(e+f)**64'"))
+    assert status == 2 and out == "" and err.count("\n") == 1 and "gave up after 1 s" in err
+
+
 def test_the_time_budget_is_restored_and_spares_quick_commands(monkeypatch):
     import signal
     monkeypatch.setattr(cli, "TIME_LIMIT", 1)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import sys
+from contextlib import contextmanager, redirect_stdout
 
 from symbolic_cost import REPORT, __version__  # noqa: F401  (cli.REPORT: what an internal error asks)
 from symbolic_cost.cli import answers
@@ -102,6 +104,19 @@ def _flag(error, argv) -> str:
     return f" ({flag})" if flag and flag in words and flag not in str(error) else ""
 
 
+@contextmanager
+def _held(hold: bool):
+    """The standard output of a command of ``LIMITED`` held until it ends (written by ``main`` then):
+    one that runs past its budget, or is refused midway, prints one line on stderr and no part of an
+    answer. Other commands write as they go (a sweep's rows may not fit in memory)."""
+    if not hold:
+        yield io.StringIO()
+        return
+    held = io.StringIO()
+    with redirect_stdout(held):
+        yield held
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status: 0, 1 (a reproduction mismatched), 2 (bad input:
     one line on stderr naming the argument and the rule; also a file the system would not let it
@@ -125,11 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         honour_tensor(args)
         honour_system_file(args)
         honour_overheads(args)
-        with time_limit(TIME_LIMIT if args.command in LIMITED else None, SLOW), \
+        limited = args.command in LIMITED
+        with time_limit(TIME_LIMIT if limited else None, SLOW), _held(limited) as held, \
                 answers.recording(words or []) as keep:
             status = args.run(args)
             keep(status)
-            return status
+        sys.stdout.write(held.getvalue())
+        return status
     except SystemExit as done:          # --help
         return done.code if isinstance(done.code, int) else 0
     except BrokenPipeError:             # output piped into `head` and closed: not an error
