@@ -257,6 +257,21 @@ def adapt_stack(stack, lora: LoRA, es, conventions):
     return tuple(out)
 
 
+def check_low_precision_base(lora: LoRA, fp8: str) -> None:
+    """LoRA over a base whose products run in a low-precision recipe (Megatron-Bridge's FP8 and
+    MXFP8 PEFT recipes): the frozen products at the recipe's rate, each keeping no input (no weight
+    gradient) and its quantised weight copies, the adapters in 16-bit (Megatron-Core's parallel
+    linear layers, outside Transformer Engine's autocast).  Refused: a quantised base (its products
+    dequantise to 16-bit; QLoRA's recipe is its own) and FP8 primary weights (``fp8-params``: no
+    16-bit copy of a frozen base to count)."""
+    if lora.base != "16-bit":
+        raise InputError(f"a {lora.base} LoRA base with fp8={fp8!r}: a quantised base dequantises to 16-bit for its "
+                         f"products; choose one of them", "fp8")
+    if fp8 == "fp8-params":
+        raise InputError("fp8='fp8-params' with lora: FP8 primary weights of a frozen base are not modelled (its "
+                         "master copy is what fp8-params keeps); use tensorwise, delayed or mxfp8", "fp8")
+
+
 def is_adapter(row: Cost) -> bool:
     """Whether ``row`` is a LoRA adapter (its weights are the trainable parameters)."""
     return row.name.endswith(".lora")

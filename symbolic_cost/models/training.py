@@ -16,6 +16,7 @@ from sympy import Expr, sympify
 from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.flat import FlatNames, with_flat
 from symbolic_cost.models.op_recompute import check_training
+from symbolic_cost.models.lora import check_low_precision_base
 from symbolic_cost.models.optimizers import bytes_per_parameter
 from symbolic_cost.models.recipes import sixteen_bit
 from symbolic_cost.models.training_values import (MEGATRON_OVERLAP, PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS,
@@ -124,7 +125,7 @@ class Training(FlatNames):
             check_training(self)
         check_sharding(self)
         if self.lora is not None and self.fp8 is not None:
-            raise InputError("fp8 with lora is not modelled: choose one of them")
+            check_low_precision_base(self.lora, self.fp8)
 
     def flat(self) -> dict:
         """Every setting under its flat keyword (``FLAT``): what ``Training(**t.flat())`` rebuilds."""
