@@ -39,6 +39,7 @@ from symbolic_cost import conventions as conv  # noqa: E402
 from symbolic_cost.checks import InputError  # noqa: E402
 from symbolic_cost.models import Training, model_cost  # noqa: E402
 from symbolic_cost.models.config import from_config  # noqa: E402
+from symbolic_cost.models.lora import LoRA  # noqa: E402
 from symbolic_cost.models.memory import recomputed_costs  # noqa: E402
 
 MM = torch.ops.aten.mm.default
@@ -140,9 +141,72 @@ def test_refused_where_the_count_is_not_defined():
     arch = from_config(CONFIG)
     with pytest.raises(InputError, match="flash=True"):
         model_cost(arch, Training(b=1, l=16, recompute="op"))
-    for given in (dict(m1=2, s1=2), dict(fp8="delayed")):
+    for given in (dict(m1=2, s1=2), dict(lora=LoRA(4, ("q",)))):
         with pytest.raises(InputError, match="recompute='op'"):
             Training(b=1, l=16, flash=True, recompute="op", **given)
     biased = from_config({**CONFIG, "attention_bias": True})
     with pytest.raises(InputError, match="bias"):
         model_cost(biased, Training(b=1, l=16, flash=True, recompute="op"))
+
+
+SCALED_MM = torch.ops.aten._scaled_mm.default
+
+
+class _Float8Product(torch.autograd.Function):
+    """``x W^T`` as torchtitan's float8 training runs it: both operands cast to e4m3 with one scale
+    each (tensorwise), multiplied by ``aten._scaled_mm`` into bf16; backward in bf16 from the saved
+    high-precision operands (what backward computes does not change what the policy saves)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        sx, sw = x.abs().max().float() / 448, w.abs().max().float() / 448
+        xf, wf = (x / sx).to(torch.float8_e4m3fn), (w / sw).to(torch.float8_e4m3fn)
+        ctx.save_for_backward(x, w)
+        return torch._scaled_mm(xf, wf.t(), scale_a=sx, scale_b=sw, out_dtype=torch.bfloat16)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        return grad @ w, grad.t() @ x
+
+
+class Float8Linear(nn.Module):
+    def __init__(self, linear):
+        super().__init__()
+        self.weight = linear.weight
+
+    def forward(self, x):
+        return _Float8Product.apply(x.reshape(-1, x.shape[-1]), self.weight).reshape(*x.shape[:-1], -1)
+
+
+def test_under_float8_every_product_is_saved_and_none_counted():
+    """torchtitan's save list holds ``aten._scaled_mm``, and its count is of ``aten.mm`` alone: with
+    every product of a block in float8 (``Float8Linear``), all seven outputs are saved, and no product
+    runs again in backward; the library's ``recompute="op"`` under ``fp8`` keeps the same bytes."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**{k: v for k, v in CONFIG.items() if k != "model_type"})
+    model = transformers.LlamaForCausalLM._from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
+    model.train()
+    for layer in model.model.layers:
+        for block, names in ((layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")),
+                             (layer.mlp, ("gate_proj", "up_proj", "down_proj"))):
+            for name in names:
+                setattr(block, name, Float8Linear(getattr(block, name)))
+    saved = []
+    model.model.layers = nn.ModuleList(Checkpointed(layer, saved) for layer in model.model.layers)
+    SAVE.add(SCALED_MM)
+    try:
+        ids = torch.randint(0, VOCAB, (2, 16))
+        with OpCount() as forward:
+            loss = model(ids, labels=ids, use_cache=False).loss
+        with OpCount() as backward:
+            loss.backward()
+    finally:
+        SAVE.discard(SCALED_MM)
+    assert [func for func, _ in saved] == LAYERS * ([SCALED_MM] * 3 + [CPU_FLASH] + [SCALED_MM] * 4)
+    assert backward.ops[SCALED_MM] == 0 and forward.ops[SCALED_MM] == 7 * LAYERS
+
+    def kept(recompute):
+        return model_cost(from_config(CONFIG), Training(b=2, l=16, precision="bf16", flash=True, fp8="tensorwise",
+                                                         recompute=recompute)).activation_bytes
+    assert kept("op") - kept("full") == sum(nbytes for _, nbytes in saved)

@@ -25,8 +25,13 @@ Defined for a block whose only products are those four rows, without biases (a b
 ``aten.addmm``, which the count does not see), around the fused kernel (``flash_attention``: an
 eager core's batched products are ``aten.bmm``), on one tensor-parallel rank (under tensor
 parallelism torchtitan also saves the reduce-scatter outputs and gathers the norms' outputs
-again); ``Training`` refuses FP8 (``aten._scaled_mm`` is always saved), LoRA (its adapters'
-products shift the count), context parallelism and a tensor grid with it.
+again); ``Training`` refuses LoRA (its adapters' products shift the count), context parallelism
+and a tensor grid with it.
+
+Under a low-precision recipe (torchtitan's float8 and MX training: ``Float8Linear`` calls
+``aten._scaled_mm``, on the save list) every product's output is saved, and none enters the count
+of ``aten.mm``; the casts of their inputs (``<product>_cast`` rows) are element-wise ops, off the
+list, so backward runs them again, as it does the norms.
 """
 
 from __future__ import annotations
@@ -72,13 +77,19 @@ def products(layer) -> list[tuple[Cost, bool]]:
     [('w1', 1536), ('w2', 1024)]
     """
     check_layer(layer)
-    out = []
+    out, counted = [], 0
     for row in layer:
         if row.name in PRODUCTS:
             g = row.gemms[0]
-            out += [linear(g.m, 1, g.k, width, bias=False, es=g.element_bytes, conventions=layer.conventions,
-                           name=name) for name, width in _widths(layer, row)]
-    return [(p, i % 2 == 0) for i, p in enumerate(out)]      # torchtitan's count starts at 1
+            for name, width in _widths(layer, row):
+                product = linear(g.m, 1, g.k, width, bias=False, es=g.element_bytes, conventions=layer.conventions,
+                                 name=name)
+                if row.fp8 or row.fp4:          # aten._scaled_mm: always saved, outside the count of aten.mm
+                    out.append((product, True))
+                    continue
+                out.append((product, counted % 2 == 0))      # torchtitan's count starts at 1
+                counted += 1
+    return out
 
 
 def kept_bytes(layer, tokens_bytes) -> Expr:
@@ -128,11 +139,9 @@ def check_layer(layer) -> None:
 
 def check_training(training) -> None:
     """Refuse ``recompute="op"`` with what changes torchtitan's count or its save list: tensor
-    or context parallelism, a tensor grid, FP8 (``aten._scaled_mm``, always saved), LoRA (its
-    adapters' products)."""
+    or context parallelism, a tensor grid, LoRA (its adapters' products)."""
     given = [name for name, on in (("m1", training.m1 != 1), ("s1", training.s1 != 1), ("cp", training.cp != 1),
-                                   ("tensor", training.tensor is not None), ("fp8", training.fp8 is not None),
-                                   ("lora", training.lora is not None)) if on]
+                                   ("tensor", training.tensor is not None), ("lora", training.lora is not None)) if on]
     if not given:
         return
     name, value = given[0], getattr(training, given[0])
