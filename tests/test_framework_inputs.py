@@ -425,8 +425,34 @@ def test_torchtitan_refusals(tmp_path, capsys, change, refused):
     assert refused in _error(capsys, "--torchtitan", str(path), "--devices", "64")
 
 
-def test_torchtitan_file_refusals(capsys):
-    assert "converters" in _error(capsys, "--torchtitan", TITAN["llama3_405b"], "--devices", "128")
+def test_torchtitan_405b_reads_float8_with_fp8_gathers(capsys, tmp_path):
+    """The published llama3_405b.toml: converters = ["float8"] with enable_fsdp_float8_all_gather = true,
+    TP 8 over 128 processes, FSDP over the other 16.  Gathered in FP8, each of the FSDP all-gathers moves
+    one byte less for every element of a rank's weight matrices: per layer q and o 16384^2, k and v
+    16384 x 1024, gate, up and down 16384 x 53248 (126 layers), an eighth of them on a tensor rank; a
+    rank receives the other 15 of the 16 shards (``volume_bytes``)."""
+    got = json.loads(_out(capsys, "summary", "--torchtitan", TITAN["llama3_405b"], "--devices", "128", "--json"))
+    layout = got["layout"]
+    assert (layout["fp8"], layout["fp8_gather"], layout["zero"], layout["m1"], layout["d"]) == (
+        "tensorwise", True, 3, 8, 16)
+    path = tmp_path / "no_fp8_gather.toml"
+    path.write_text(pathlib.Path(TITAN["llama3_405b"]).read_text().replace(
+        "enable_fsdp_float8_all_gather = true", "enable_fsdp_float8_all_gather = false"))
+    plain = json.loads(_out(capsys, "summary", "--torchtitan", str(path), "--devices", "128", "--json"))
+    gathers = [c for c in got["collectives"] if c["dimension"] == "data" and c["kind"] == "allgather"]
+    bf16 = [c for c in plain["collectives"] if c["dimension"] == "data" and c["kind"] == "allgather"]
+    matrices = 126 * (2 * 16384 ** 2 + 2 * 16384 * 1024 + 3 * 16384 * 53248) // 8 * 15 // 16
+    assert len(gathers) == len(bf16) == 2
+    assert all(b["volume_bytes"] - g["volume_bytes"] == matrices for g, b in zip(gathers, bf16))
+
+
+def test_torchtitan_file_refusals(capsys, tmp_path):
+    text = pathlib.Path(TITAN["llama3_405b"]).read_text()
+    for change, refused in ((('converters = ["float8"]', 'converters = ["mx"]'), "[model] converters"),
+                            (("[float8]", '[float8]\nrecipe_name = "rowwise"'), "row-wise"),
+                            (("[float8]", "[float8]\nemulate = true"), "emulate")):
+        (tmp_path / "job.toml").write_text(text.replace(*change))
+        assert refused in _error(capsys, "--torchtitan", str(tmp_path / "job.toml"), "--devices", "128")
     assert "give the number of processes with --devices" in _error(capsys, "--torchtitan", TITAN["llama3_70b"])
     assert "--zero" in _error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64", "--zero", "1")
     assert "--optimizer" in _error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64", "--optimizer", "sgd")

@@ -40,7 +40,8 @@ FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--reco
 """Options whose choice the Megatron arguments make (refused beside ``--megatron-args`` when set away
 from their defaults)."""
 
-TORCHTITAN_OPTIONS = FILE_OPTIONS + ("--zero", "--shard", "--reshard-after-forward", "--optimizer", "--offload")
+TORCHTITAN_OPTIONS = FILE_OPTIONS + ("--zero", "--shard", "--reshard-after-forward", "--optimizer", "--offload",
+                                     "--fp8-gather")
 """Options a torchtitan TOML decides (FSDP's sharding, the optimizer, CPU offload)."""
 
 DEEPSPEED_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precision", "--optimizer")
@@ -80,7 +81,7 @@ def recipe_fields(args) -> dict:
     recipe options (``sweep``)."""
     found = getattr(args, "framework", None)
     return {k: found.policy[k] for k in ("fp8", "fp8_amax_history", "first_layers_16bit", "last_layers_16bit",
-                                         "offload", "optimizer")
+                                         "offload", "optimizer", "fp8_gather")
             if k in found.policy} if found else {}
 
 
@@ -93,7 +94,8 @@ def _given(args, flags: tuple) -> str | None:
                     recompute_layers=plain.recompute_layers, schedule=plain.schedule,
                     virtual_stages=plain.virtual_stages, first_stage_layers=None, last_stage_layers=None,
                     embedding_in_split=False, loss_in_split=False, pipeline_layout=None,
-                    overlap=[], fp8=None, fp8_amax_history=None, fp8_16bit_layers=[0, 0], flash=plain.flash,
+                    overlap=[], fp8=None, fp8_amax_history=None, fp8_16bit_layers=[0, 0], fp8_gather=False,
+                    flash=plain.flash,
                     capacity_factor=None, cp_variant=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
                     reshard_after_forward=plain.reshard_after_forward)

@@ -379,6 +379,9 @@ def recipe(parser):
     option(group, "--fp8-16bit-layers", type=integer(0), nargs=2, metavar=("FIRST", "LAST"), default=[0, 0],
            help="keep the first FIRST and last LAST layers' products in 16-bit under --fp8 (Megatron-LM's "
                 "--first-last-layers-bf16; not with delayed scaling) (default: 0 0)")
+    option(group, "--fp8-gather", action="store_true",
+           help="under --zero 3 and --fp8 tensorwise or delayed: FSDP all-gathers the FP8 products' weights in FP8, "
+                "one byte an element (torchtitan's enable_fsdp_float8_all_gather)")
     option(group, "--offload", choices=list(OFFLOAD), default=PLAIN.offload,
            help="move the optimizer state (and the parameters, ZeRO-3) to host memory")
     option(group, "--lora-rank", type=int, help="LoRA adapters of this rank over a frozen base (default: none)")
@@ -407,7 +410,8 @@ def recipe_policy(args) -> dict:
                     args.lora_base, args.double_quant)
     return dict(optimizer=args.optimizer, master_weights=args.master_weights, fp8=args.fp8,
                 fp8_amax_history=args.fp8_amax_history, first_layers_16bit=args.fp8_16bit_layers[0],
-                last_layers_16bit=args.fp8_16bit_layers[1], offload=args.offload, lora=lora)
+                last_layers_16bit=args.fp8_16bit_layers[1], offload=args.offload, lora=lora,
+                fp8_gather=getattr(args, "fp8_gather", False))
 
 
 def field_list(known):

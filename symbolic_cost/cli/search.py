@@ -36,7 +36,8 @@ EXAMPLES = [
 GLOBAL_BATCH = 1024
 """``--global-batch`` without a framework file."""
 
-FIXED = ("distributed_optimizer", "fp8", "overlap", "capacity_factor", "optimizer", "shard", "reshard_after_forward")
+FIXED = ("distributed_optimizer", "fp8", "fp8_gather", "overlap", "capacity_factor", "optimizer", "shard",
+         "reshard_after_forward")
 """The ``Training`` fields a framework file decides that every searched layout keeps (the precision
 and flash attention are ``search``'s own arguments, and a torchtitan file's ZeRO stage its
 ``--zero``); the degrees, the micro-batch, recomputation

@@ -100,7 +100,7 @@ def whole_model(args):
     return arch, training, model_cost(arch, training, chosen), chosen
 
 
-LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "ep", "etp", "precision", "fp8",
+LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "ep", "etp", "precision", "fp8", "fp8_gather",
           "zero", "distributed_optimizer", "offload", "recompute", "schedule", "virtual_stages", "flash")
 """The training fields ``summary --json`` reports as decoded (``layout``): what a framework file or
 the options set, so that a script reading a file sees what the reader made of it."""
@@ -265,7 +265,7 @@ def run(args) -> int:
         print_experts(out["experts"], args, size, seconds)
     if t.lora is not None or t.optimizer != "adam" or t.fp8 or t.offload != "none" or not t.master_weights:
         kept = (f" (16-bit layers: first {t.first_layers_16bit}, last {t.last_layers_16bit})"
-                if t.first_layers_16bit or t.last_layers_16bit else "")
+                if t.first_layers_16bit or t.last_layers_16bit else "") + (", gathered in FP8" if t.fp8_gather else "")
         print(f"recipe: optimizer={t.optimizer} master_weights={t.master_weights} fp8={t.fp8}{kept} offload={t.offload}"
               + (f" lora rank {t.lora.rank} on {','.join(t.lora.targets)}, base {t.lora.base}; trainable "
                  f"parameters {out['trainable_parameters']:,}" if t.lora is not None else ""))

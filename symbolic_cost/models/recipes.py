@@ -241,7 +241,7 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
     weights = train * w + (per_device - train) * es
     if t.lora is not None:
         weights += on_stage(lambda blk: _quantised(blk, t.lora, es))
-    fp8 = get_fp8(t.fp8)
+    fp8, matrices = get_fp8(t.fp8), Integer(0)
     if fp8 is not None:
         matrices = on_stage(matrix_elements)
         weights += matrices * fp8.weight_copies - (matrices * (w - 1) if fp8.primary_weights else 0)
@@ -253,7 +253,7 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
     shard = {s: shard_degree(s, t.zero, d, t.distributed_optimizer, t.shard) for s in ("weights", "gradients", "optimizer")}
     out = dict(weight_bytes=weights / shard["weights"], gradient_bytes=train * g / shard["gradients"],
                optimizer_bytes=optimizer / shard["optimizer"], trainable_per_device=train,
-               frozen_bytes=weights - train * w,
+               frozen_bytes=weights - train * w, fp8_matrix_elements=matrices,
                host_bytes=Integer(0), host_to_device=Integer(0), device_to_host=Integer(0))
     group = t.shard_group if t.zero == 3 else d          # a sharded state's ranks (ZeRO-1/2: d)
     return _offloaded(out, t, train * w / group, train * g / group, n) if t.offload != "none" else out
@@ -287,6 +287,23 @@ def _offloaded(out: dict, t, weight_shard, grad_shard, n) -> dict:
     return out
 
 
+def gathered_bytes(t, parameters, states: dict, es_w) -> Expr:
+    """Bytes an all-gathered parameter moves, on average over the ``parameters`` gathered: ``es_w``,
+    or under ``fp8_gather`` one for each element of the low-precision products' weight matrices
+    (``states["fp8_matrix_elements"]``) and ``es_w`` for the rest (norms, embeddings, the head, the
+    products kept in 16-bit), each rank casting its shard before the gather (torchao's float8
+    all-gather; the scales, one number a tensor, left out).
+
+    >>> from symbolic_cost.models import Training
+    >>> t = Training(zero=3, d=8, fp8="tensorwise", fp8_gather=True)
+    >>> gathered_bytes(t, 100, {"fp8_matrix_elements": 80}, 2)        # 80 elements at 1 byte, 20 at 2
+    6/5
+    """
+    if not t.fp8_gather:
+        return es_w
+    return es_w - sympify(states["fp8_matrix_elements"]) / parameters * (es_w - 1)
+
+
 def data_collectives(t, per_device, states: dict, es_w, es_g, d, n, stride, conventions) -> list:
     """The data-parallel collectives of one step: ``zero.data_parallel_collectives`` over the
     trainable parameters; under LoRA with ZeRO-3 the frozen base's shards are gathered too,
@@ -294,8 +311,8 @@ def data_collectives(t, per_device, states: dict, es_w, es_g, d, n, stride, conv
     train = states["trainable_per_device"]
     sharding = dict(shard=t.shard, reshard_after_forward=t.reshard_after_forward)
     if t.lora is None:
-        return data_parallel_collectives(per_device, es_w, es_g, d, t.zero, t.distributed_optimizer, n, stride,
-                                         conventions, **sharding)
+        return data_parallel_collectives(per_device, gathered_bytes(t, per_device, states, es_w), es_g, d, t.zero,
+                                         t.distributed_optimizer, n, stride, conventions, **sharding)
     out = data_parallel_collectives(train, es_w, es_g, d, t.zero, t.distributed_optimizer, n, stride, conventions,
                                     **sharding)
     if t.zero == 3:

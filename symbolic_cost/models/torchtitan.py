@@ -60,8 +60,9 @@ FSDP2 keeps fp32 sharded parameters and reduces gradients in fp32 (``mixed_preci
 the library counts the 16-bit recipe with an fp32 master copy, the same 16 bytes per parameter
 (noted in the output).  Keys that change no count are accepted (``NO_COST``: logging, profiling,
 checkpoints, data, learning rate, the optimizer's hyper-parameters, compilation, the float8 and
-quantisation sections while no converter applies them); any other key is refused, naming it
-(float8 and other ``converters``, CPU offload, context and expert parallelism, split points).
+quantisation sections but the keys ``float8`` reads when its converter applies them); any other key
+is refused, naming it (converters other than float8, CPU offload, context and expert parallelism,
+split points).  ``[model] converters = ["float8"]`` is ``fp8="tensorwise"`` (``float8``).
 """
 
 from __future__ import annotations
@@ -114,8 +115,6 @@ def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list) 
     flavor = job.get("model", "flavor", "debugmodel", str)
     if flavor not in FLAVORS:
         raise InputError(f"[model] flavor {flavor!r}: the reader bundles {', '.join(FLAVORS)}", "[model] flavor")
-    job.refuse("model", "converters", None, "converters (float8, MX, quantisation) are not modelled by this reader; "
-               "remove them")
     a = FLAVORS[flavor]
     stated = None if flavor == "debugmodel" else LLAMA3_VOCAB
     if vocab is not None and stated is not None and vocab != stated:
@@ -173,7 +172,7 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
     seq = job.get("training", "seq_len", 2048)
     arch = architecture(job, name, seq, vocab, notes)
     values, policy = layout(job, arch, world, notes)
-    policy.update(precision=_precision(job), flash=True, optimizer=_optimizer(job))
+    policy.update(precision=_precision(job), flash=True, optimizer=_optimizer(job), **float8(job, notes))
     policy.update(recompute(job, arch.n_layers, values[S.p], policy, notes))
     values[S.l] = seq
     if policy["precision"] == "bf16":
@@ -181,6 +180,37 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
                      "mixed_precision_reduce): counted as the 16-bit recipe with an fp32 master copy, the same 16 "
                      "bytes per parameter; the gradients' bytes follow --conventions")
     return Setup(arch, values, policy, notes)
+
+
+def float8(job: Job, notes: list) -> dict:
+    """The low-precision recipe of ``[model] converters``: ``["float8"]`` is torchao's ``Float8Linear``
+    on every linear layer of the blocks (``[float8] filter_fqns``, default ``["output"]``, keeps the
+    head out, as the library's recipes do) with dynamic tensorwise scaling (``recipe_name`` unset or
+    ``"tensorwise"``), ``fp8="tensorwise"``; ``enable_fsdp_float8_all_gather`` gathers those weights
+    in FP8 (``fp8_gather``).  Other converters (MX, quantisation), row-wise recipes, other filters and
+    emulation are refused by name."""
+    converters = job.get("model", "converters", [], list)
+    if not converters:
+        return {}
+    if converters != ["float8"]:
+        raise InputError(f"[model] converters {converters}: the reader reads [\"float8\"] (torchao's float8 "
+                         f"training); MX and quantisation converters are not modelled", "[model] converters")
+    recipe = job.get("float8", "recipe_name", "tensorwise", str)
+    if recipe != "tensorwise":
+        raise InputError(f"[float8] recipe_name {recipe!r}: row-wise scaling is not modelled (the library's FP8 "
+                         f"recipes scale a tensor, a block or a history)", "[float8] recipe_name")
+    filtered = job.get("float8", "filter_fqns", ["output"], list)
+    if filtered not in (["output"], []):
+        raise InputError(f"[float8] filter_fqns {filtered}: the library keeps the output head in 16-bit and "
+                         f"converts every linear layer of the blocks; other filters are not modelled",
+                         "[float8] filter_fqns")
+    if filtered == []:
+        notes.append("[float8] filter_fqns [] converts the output head too; the library keeps it in 16-bit")
+    if job.get("float8", "emulate", False, bool):
+        raise InputError("[float8] emulate = true runs float8 in 16-bit arithmetic (for testing): its time is "
+                         "not FP8's; remove it", "[float8] emulate")
+    gather = job.get("float8", "enable_fsdp_float8_all_gather", False, bool)
+    return dict(fp8="tensorwise", fp8_gather=gather)
 
 
 def _precision(job: Job) -> str:

@@ -19,7 +19,8 @@ NO_COST = {
     "activation_checkpoint": {"preserve_rng_state", "per_op_sac_force_recompute_mm_shapes_by_fqns", "early_stop"},
 }
 """Keys that change no count (``"*"``: every key of the section).  The float8, quantize and mx
-sections only configure a converter; ``[model] converters`` naming one is refused."""
+sections only configure a converter; ``models.torchtitan.float8`` reads float8's when
+``[model] converters`` names it, and refuses the others."""
 
 READ = {
     "model": {"name", "flavor", "converters"},

@@ -45,7 +45,7 @@ FLAT = {
     "precision": ("numerics", "dtype"), "optimizer": ("numerics", "optimizer"),
     "master_weights": ("numerics", "master_weights"), "fp8": ("numerics", "fp8"),
     "fp8_amax_history": ("numerics", "fp8_amax_history"), "first_layers_16bit": ("numerics", "first_layers_16bit"),
-    "last_layers_16bit": ("numerics", "last_layers_16bit"),
+    "last_layers_16bit": ("numerics", "last_layers_16bit"), "fp8_gather": ("numerics", "fp8_gather"),
     "ep": ("experts", "ep"), "etp": ("experts", "etp"), "capacity_factor": ("experts", "capacity_factor"),
     "expert_imbalance": ("experts", "imbalance"),
     "cp": ("context", "cp"), "cp_variant": ("context", "variant"),
@@ -163,6 +163,11 @@ def check_sharding(t: Training) -> None:
         if t.zero != 3 and replicas != 1:
             raise InputError(f"shard sizes the shard group of ZeRO-3/FSDP (zero=3), got zero={t.zero}; "
                              "it would be ignored", "shard")
+    if t.fp8_gather and t.lora is not None:
+        raise InputError("fp8_gather with lora: the frozen base's gathers in FP8 are not modelled", "fp8_gather")
+    if t.fp8_gather and t.zero != 3:
+        raise InputError(f"fp8_gather is FSDP's all-gather of the weights in FP8 (zero=3), got zero={t.zero}; it "
+                         f"would be ignored", "fp8_gather")
 
 
 def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (--allow-long)") -> None:

@@ -169,7 +169,9 @@ class Precision:
     ``models.optimizers.FP8_RECIPES`` with ``fp8_amax_history`` (delayed scaling's history;
     ``None``: Transformer Engine's 1024, Megatron-LM's is 1), and ``first_layers_16bit``/
     ``last_layers_16bit`` layers kept out of the recipe (Megatron-LM's
-    ``--first-last-layers-bf16``, ``models.recipes.precision_groups``)."""
+    ``--first-last-layers-bf16``, ``models.recipes.precision_groups``), and ``fp8_gather``: FSDP
+    all-gathers the low-precision products' weights in FP8, one byte an element, cast on each shard
+    before the gather (torchtitan's ``enable_fsdp_float8_all_gather``; ``Training`` asks for ZeRO-3)."""
 
     dtype: str = "bf16"
     optimizer: str = "adam"
@@ -178,13 +180,23 @@ class Precision:
     fp8_amax_history: int | None = None
     first_layers_16bit: int = 0
     last_layers_16bit: int = 0
+    fp8_gather: bool = False
 
     def __post_init__(self):
         if self.dtype not in PRECISIONS:
             raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}", "precision")
-        _flags(self, "master_weights")
+        _flags(self, "master_weights", "fp8_gather")
+        if self.fp8_gather and self.fp8 not in FP8_GATHERS:
+            raise InputError(f"fp8_gather gathers the weights of FP8 products cast with one scale a tensor "
+                             f"(fp8 {' or '.join(FP8_GATHERS)}), got fp8={self.fp8!r}", "fp8_gather")
         check_recipe(self.dtype, self.optimizer, self.master_weights, self.fp8, amax_history=self.fp8_amax_history)
         check_16bit_layers(self)
+
+
+FP8_GATHERS = ("tensorwise", "delayed")
+"""Recipes whose weights FSDP can gather in FP8: one scale a tensor, known before the gather
+(torchao's float8 with dynamic or delayed scaling); block-scaled formats (MXFP8, NVFP4) are not
+gathered so here."""
 
 
 @dataclass(frozen=True)
