@@ -51,7 +51,8 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_grad_split.py", "tests/test_time_model.py", "tests/test_peak_memory.py",
          "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py",
          "tests/test_exact_backends.py", "tests/test_attention_kernels.py", "tests/test_serving_engines.py",
-         "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py")
+         "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py",
+         "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -384,7 +385,7 @@ MUTATIONS = (
              "o.integer(option, 1, minimum=0)", "o.integer(option, 0, minimum=0)", required=False),
     # torchtitan's op-level policy (tests/test_op_recompute.py): the odd products saved, not the even
     Mutation("op-recompute-saves-even-products", "symbolic_cost/models/op_recompute.py",
-             "return [(p, i % 2 == 0) for i, p in enumerate(out)]", "return [(p, i % 2 == 1) for i, p in enumerate(out)]",
+             "out.append((product, counted % 2 == 0))", "out.append((product, counted % 2 == 1))",
              required=False),
     # delayed scaling's amax history: Megatron-LM's default is 1 (tests/test_low_precision.py)
     Mutation("megatron-amax-history-default", "symbolic_cost/models/megatron_precision.py",
@@ -409,6 +410,17 @@ MUTATIONS = (
     Mutation("ceiling-margin-upwards", "symbolic_cost/numeric/rounding_margin.py",
              "return (top + (Rational(1, 2) if isinstance(call, floor) else Rational(-1, 2))) / bottom",
              "return (top + Rational(1, 2)) / bottom", required=False),
+    # float8 products under torchtitan's op policy (aten._scaled_mm on the save list: PyTorch's own
+    # selective checkpointing, tests/test_op_recompute.py); FSDP's FP8 gathers (tests/test_fp8_gather.py);
+    # a NullTokenizer's end-of-document id in a Bridge recipe's vocabulary (tests/test_bridge_recipes.py)
+    Mutation("op-recompute-float8-counted", "symbolic_cost/models/op_recompute.py",
+             "if row.fp8 or row.fp4:          # aten._scaled_mm", "if False:", required=False),
+    Mutation("fp8-gather-at-16-bit", "symbolic_cost/models/recipes.py",
+             'return es_w - sympify(states["fp8_matrix_elements"]) / parameters * (es_w - 1)', "return es_w",
+             required=False),
+    Mutation("bridge-null-tokenizer-no-eod", "symbolic_cost/models/bridge_recipes.py",
+             'size = tokenizer["vocab_size"] + (tokenizer.get("tokenizer_type") == "NullTokenizer")',
+             'size = tokenizer["vocab_size"]', required=False),
 )
 
 
