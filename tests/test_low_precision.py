@@ -136,6 +136,8 @@ def _summary(capsys, *words):
     ("--fp4-format e2m1", "nvfp4"),                  # Megatron-LM's default --fp4-recipe
     ("--fp8-format hybrid", "delayed --fp8-amax-history 1"),     # Megatron-LM's default recipe and history
     ("--fp8-format hybrid --fp8-amax-history-len 1024", "delayed"),
+    ("--fp8-format e4m3 --fp8-recipe mxfp8 --fp8-param-gather", "mxfp8-params"),          # weights stored in FP8
+    ("--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather", "tensorwise-params"),
 ])
 def test_megatron_arguments_equal_the_typed_recipe(tmp_path, capsys, words, recipe):
     args, config = tmp_path / "args.txt", tmp_path / "config.json"
@@ -149,7 +151,6 @@ def test_megatron_arguments_equal_the_typed_recipe(tmp_path, capsys, words, reci
 
 @pytest.mark.parametrize("words, refused", [
     ("--fp8-format e4m3 --fp8-recipe blockwise", "--fp8-recipe"),
-    ("--fp8-format e4m3 --fp8-recipe mxfp8 --fp8-param-gather", "--fp8-param-gather"),
     ("--fp8-format e4m3 --fp4-format e2m1", "--fp4-format"),
     ("--fp4-recipe nvfp4", "--fp4-recipe"),
     ("--fp8-recipe mxfp8", "--fp8-recipe"),

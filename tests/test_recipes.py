@@ -65,6 +65,23 @@ def test_fp8_delayed_scaling_by_hand():
     assert fp8.optimizer_bytes == plain.optimizer_bytes and fp8.gradient_bytes == plain.gradient_bytes
 
 
+def test_fp8_primary_weights_by_hand():
+    """Megatron's --fp8-param-gather under current scaling and MXFP8 (Megatron-Bridge's FP8-CS and
+    MXFP8 recipes): each layer matrix stored in FP8 in place of its 16-bit copy, 1 byte an element
+    (current scaling: no other copy; 3 scaled tensors x 2 fp32 values a product), or under MXFP8
+    the row-wise copy in place of it beside the column-wise one, 2 x (1 + 1/32) bytes an element
+    (E8M0 scales inside); and the distributed optimizer's parameter all-gather moves those matrices
+    at one byte an element (the rest of the 124,439,808 parameters at two)."""
+    plain = _cost(distributed_optimizer=True, d=8)
+    tensorwise = _cost(fp8="tensorwise-params", distributed_optimizer=True, d=8)
+    mx = _cost(fp8="mxfp8-params", distributed_optimizer=True, d=8)
+    assert plain.weight_bytes - tensorwise.weight_bytes == MATRICES * (2 - 1) - 4 * L * 3 * 2 * 4
+    assert mx.weight_bytes - plain.weight_bytes == MATRICES * (2 * (1 + Rational(1, 32)) - 2)
+    for cost in (tensorwise, mx):
+        gathers = [c for dim, c in cost.collectives if dim == "data" and c.kind == "allgather"]
+        assert [c.elements * c.element_bytes for c in gathers] == [2 * PARAMS - MATRICES]
+
+
 def test_zero_offload_paper_counts():
     """Ren et al. 2021 (ZeRO-Offload), one device, M parameters: the GPU keeps the fp16
     parameters (2M); the host the fp32 master and two moments (12M) and the fp16 gradients

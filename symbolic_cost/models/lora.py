@@ -267,9 +267,9 @@ def check_low_precision_base(lora: LoRA, fp8: str) -> None:
     if lora.base != "16-bit":
         raise InputError(f"a {lora.base} LoRA base with fp8={fp8!r}: a quantised base dequantises to 16-bit for its "
                          f"products; choose one of them", "fp8")
-    if fp8 == "fp8-params":
-        raise InputError("fp8='fp8-params' with lora: FP8 primary weights of a frozen base are not modelled (its "
-                         "master copy is what fp8-params keeps); use tensorwise, delayed or mxfp8", "fp8")
+    if fp8.endswith("-params"):
+        raise InputError(f"fp8={fp8!r} with lora: FP8 primary weights of a frozen base are not modelled (its "
+                         f"master copy is what the recipe keeps); use tensorwise, delayed or mxfp8", "fp8")
 
 
 def is_adapter(row: Cost) -> bool:

@@ -56,8 +56,8 @@ world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-
 ``--nproc_per_node x --nnodes``, or given)  (``b d``): ``micro_batches = global/(b d)``
 ``--bf16``, ``--fp16`` (fp32)               ``precision``
 ``--fp8-format`` (e4m3 or hybrid),          ``fp8``: the ``--fp8-recipe`` (delayed, tensorwise,
-``--fp8-recipe`` (delayed),                 mxfp8; blockwise refused); ``fp8-params`` with
-``--fp8-param-gather``                      ``--fp8-param-gather`` (delayed only)
+``--fp8-recipe`` (delayed),                 mxfp8; blockwise refused); with ``--fp8-param-gather``
+``--fp8-param-gather``                      ``fp8-params``, ``tensorwise-params``, ``mxfp8-params``
 ``--fp8-amax-history-len`` (delayed only)   ``fp8_amax_history`` (Megatron-LM's default, 1)
 ``--fp4-format`` (e2m1), ``--fp4-recipe``   ``fp8``: ``nvfp4`` (one recipe field: Megatron-LM takes
 (nvfp4)                                     FP8 or FP4)

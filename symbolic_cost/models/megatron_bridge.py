@@ -54,8 +54,8 @@ gather`` (false)                             applies them)
 ``optimizer.optimizer`` (adam)               ``optimizer``: adam, sgd
 ``mixed_precision`` (a config or a recipe    ``precision`` bf16, fp16 (fp32 without either);
 name: bf16_mixed, fp16_mixed), its ``bf16``, ``fp8``: the ``fp8_recipe`` (delayed, tensorwise,
-``fp16``, ``fp8`` (hybrid, e4m3),            mxfp8; with ``fp8_param_gather``, delayed only:
-``fp8_recipe`` (tensorwise),                 ``fp8-params``), or ``nvfp4`` (``fp4: e2m1``,
+``fp16``, ``fp8`` (hybrid, e4m3),            mxfp8; with ``fp8_param_gather``: ``fp8-params``,
+``fp8_recipe`` (tensorwise),                 ``tensorwise-params``, ``mxfp8-params``), or ``nvfp4`` (``fp4: e2m1``,
 ``fp8_param_gather``, ``fp4``, ``fp4_recipe`` ``fp4_recipe: nvfp4``); ``first_layers_16bit``,
 (nvfp4), ``first_last_layers_bf16`` with     ``last_layers_16bit`` (not under delayed scaling;
 ``num_layers_at_start/end_in_bf16`` (0)      ``models.megatron_precision``)

@@ -15,6 +15,11 @@ PRECISION_RECIPES = {"bf16_mixed": "bf16", "fp16_mixed": "fp16"}
 """``mixed_precision`` given by a recipe name (Megatron-Bridge's ``mixed_precision`` presets)."""
 
 
+PARAM_RECIPES = {"delayed": "fp8-params", "tensorwise": "tensorwise-params", "mxfp8": "mxfp8-params"}
+"""A recipe with its weights stored in FP8 and gathered so (Megatron-Core's ``fp8_param_gather``,
+``fp8_model_init``), by the recipe it scales with (``models.optimizers.FP8_RECIPES``)."""
+
+
 def precision(c: Container) -> dict:
     """``precision``, ``fp8`` and ``distributed_optimizer`` of ``mixed_precision``, ``ddp`` and ``optimizer``."""
     mixed = c.data.get("mixed_precision")
@@ -61,10 +66,8 @@ def low_precision(c: Container) -> dict:
                          f"Engine's delayed, tensorwise and mxfp8 recipes of the hybrid or e4m3 formats", "mixed_precision.fp8_recipe")
     fields = {"fp8_amax_history": c.get("mixed_precision", "fp8_amax_history_len", 1, int)} if recipe == "delayed" else {}
     if any(c.get("mixed_precision", k, False, bool) for k in ("fp8_param", "fp8_param_gather")):
-        if recipe != "delayed":
-            raise InputError(f"mixed_precision.fp8_param_gather with fp8_recipe {recipe!r}: the library keeps FP8 "
-                             f"primary weights (fp8-params) under delayed scaling only", "mixed_precision.fp8_param_gather")
-        return {"fp8": "fp8-params", **fields, **sixteen_bit_layers(c, "fp8-params")}
+        stored = PARAM_RECIPES[recipe]
+        return {"fp8": stored, **fields, **sixteen_bit_layers(c, stored)}
     return {"fp8": recipe, **fields, **sixteen_bit_layers(c, recipe)}
 
 
@@ -113,10 +116,7 @@ def megatron_low_precision(o: Options) -> dict:
                          "support first / last layer in BF16'): give --fp8-recipe tensorwise or mxfp8",
                          "--first-last-layers-bf16")
     if o.flag("fp8-param-gather"):
-        if recipe != "delayed":
-            raise InputError(f"--fp8-param-gather with --fp8-recipe {recipe}: the library keeps FP8 primary "
-                             "weights (fp8-params) under delayed scaling only", "--fp8-param-gather")
-        return {"fp8": "fp8-params", **history}
+        return {"fp8": PARAM_RECIPES[recipe], **history, **kept}
     return {"fp8": recipe, **history, **kept}
 
 

@@ -60,10 +60,18 @@ recipe         kept input weight copies (bytes   fp32 state per products
                                                                 (Megatron ``--fp8-recipe
                                                                 tensorwise``): the scale from the
                                                                 tensor's own amax, no history
+``tensorwise-  1          none: stored only in   2              FP8; ``tensorwise`` with Megatron's
+params``                  FP8, as ``fp8-params``                ``--fp8-param-gather``
+                                                                (Megatron-Bridge's FP8-CS recipes)
 ``mxfp8``      1 + 1/32   2 (1 + 1/32): a row-   0 (the E8M0    FP8, on block-scaled (MX) tensor
                           wise and a column-     scales are in  cores only (Blackwell; refused
                           wise copy              the elements)  elsewhere by name); TE
                                                                 ``MXFP8BlockScaling``
+``mxfp8-      1 + 1/32   1 + 1/16: the row-wise 0              as ``mxfp8``, with Megatron's
+params``                  copy stored in place                  ``--fp8-param-gather``: per weight
+                          of the 16-bit weight,                 element the two copies, 2 (1 +
+                          the column-wise one                   1/32), and no 16-bit weight
+                          cached
 ``nvfp4``      1/2 + 1/16 2 (1/2 + 1/16)         1 (the fp32    FP4 (``System.fp4_flops``; refused
                                                  per-tensor     without); TE ``NVFP4BlockScaling``,
                                                  scale)         Megatron ``--fp4-recipe nvfp4``
@@ -150,7 +158,11 @@ FP8_RECIPES = {
     "delayed": Fp8Recipe("delayed", Integer(1), Integer(1)),
     "fp8-params": Fp8Recipe("fp8-params", Integer(1), Integer(0), primary_weights=True),
     "tensorwise": Fp8Recipe("tensorwise", Integer(1), Integer(1), amax_history=0, amax_pass=True),
+    "tensorwise-params": Fp8Recipe("tensorwise-params", Integer(1), Integer(0), primary_weights=True, amax_history=0,
+                                   amax_pass=True),
     "mxfp8": Fp8Recipe("mxfp8", MXFP8, 2 * MXFP8, scales=0, amax_history=0, block_scaled=True),
+    "mxfp8-params": Fp8Recipe("mxfp8-params", MXFP8, 2 * MXFP8 - 1, primary_weights=True, scales=0, amax_history=0,
+                              block_scaled=True),
     "nvfp4": Fp8Recipe("nvfp4", NVFP4, 2 * NVFP4, scales=1, amax_history=0, products="fp4", block_scaled=True,
                       amax_pass=True),
 }
@@ -190,7 +202,7 @@ def check_recipe(precision: str, optimizer: str, master_weights: bool, fp8: str 
         raise InputError("fp8 needs 16-bit training (precision bf16 or fp16): its products' other "
                          "tensors stay 16-bit")
     if recipe and recipe.primary_weights and not master_weights:
-        raise InputError("fp8='fp8-params' needs master_weights: the fp32 master is the only high-"
+        raise InputError(f"fp8={fp8!r} needs master_weights: the fp32 master is the only high-"
                          "precision copy of the weights")
     if not master_weights and conv.get(conventions).mixed_precision == "megatron":
         raise InputError("master_weights=False is not a Megatron-LM optimizer (it always keeps fp32 "

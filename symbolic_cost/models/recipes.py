@@ -289,7 +289,9 @@ def _offloaded(out: dict, t, weight_shard, grad_shard, n) -> dict:
 
 def gathered_bytes(t, parameters, states: dict, es_w) -> Expr:
     """Bytes an all-gathered parameter moves, on average over the ``parameters`` gathered: ``es_w``,
-    or under ``fp8_gather`` one for each element of the low-precision products' weight matrices
+    or under ``fp8_gather``, or a recipe that stores its weights in FP8 (``fp8-params``,
+    ``tensorwise-params``, ``mxfp8-params``: Megatron's ``--fp8-param-gather``, whose name says it),
+    one for each element of the low-precision products' weight matrices
     (``states["fp8_matrix_elements"]``) and ``es_w`` for the rest (norms, embeddings, the head, the
     products kept in 16-bit), each rank casting its shard before the gather (torchao's float8
     all-gather; the scales, one number a tensor, left out).
@@ -299,7 +301,8 @@ def gathered_bytes(t, parameters, states: dict, es_w) -> Expr:
     >>> gathered_bytes(t, 100, {"fp8_matrix_elements": 80}, 2)        # 80 elements at 1 byte, 20 at 2
     6/5
     """
-    if not t.fp8_gather:
+    recipe = get_fp8(t.fp8)
+    if not (t.fp8_gather or recipe is not None and recipe.primary_weights):
         return es_w
     return es_w - sympify(states["fp8_matrix_elements"]) / parameters * (es_w - 1)
 
