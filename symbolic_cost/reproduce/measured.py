@@ -42,6 +42,7 @@ from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config
 from symbolic_cost.models.totals import model_cost
+from symbolic_cost.models.megatron_precision import PARAM_RECIPES
 from symbolic_cost.models.training import MEGATRON_OVERLAP, Overlap, Training
 from symbolic_cost.models.utilisation import model_flops
 from symbolic_cost.timing.systems import check_block_scaling, get_system
@@ -428,6 +429,9 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
         fields.update(cp=layout["cp"], cp_variant="ring")
         assume.append("context parallelism as ring exchange (Megatron-Core's cp_comm_type p2p default; not printed)")
     recipe = bridge_recipe(row, assume)
+    if recipe is not None and fields["fp8"] in PARAM_RECIPES and _fp8_params(recipe):
+        fields.update(fp8=PARAM_RECIPES[fields["fp8"]])
+        assume.append(f"weights stored and gathered in FP8, {fields['fp8']} ({recipe['function']}: fp8_param_gather)")
     if moe:
         fields.update(ep=layout["ep"] or 1, etp=1)
         if recipe is not None and _expert_overlap(recipe):
@@ -482,6 +486,12 @@ def bridge_recipe(row, assume: list) -> dict | None:
         assume.append(f"{name} offloads {m.get('cpu_offloading_num_layers')} layers' activations to the host: not "
                       f"modelled, counted as kept")
     return recipe
+
+
+def _fp8_params(recipe: dict) -> bool:
+    """Whether a recipe stores its weights in FP8 (``mixed_precision.fp8_param_gather`` or ``fp8_param``)."""
+    mixed = recipe["config"].get("mixed_precision")
+    return isinstance(mixed, dict) and bool(mixed.get("fp8_param_gather") or mixed.get("fp8_param"))
 
 
 def _expert_overlap(recipe: dict) -> bool:
