@@ -145,23 +145,28 @@ def expanded_nodes(node) -> int:
 
 
 def load(text: str, name: str) -> dict:
-    """The ``ConfigContainer``'s mapping, which has a ``model:`` section with the model's sizes; a
-    mapping without them is an override of a recipe (Megatron-Bridge's ``--config-file``), refused
-    with the way to read it."""
+    """The ``ConfigContainer``'s mapping (``Container`` checks its sections, ``check_sizes`` that it
+    states the model's)."""
     data = load_yaml(text, name, "--nemo-recipe")
     if not isinstance(data, dict):
         raise InputError(f"{name}: a Megatron-Bridge ConfigContainer YAML is a mapping of sections", "--nemo-recipe")
-    model = data.get("model")
-    if not isinstance(model, dict) or not any(k in model for k in ("num_layers", "hidden_size")):
+    return data
+
+
+def check_sizes(c: Container, name: str) -> None:
+    """Refuse a ``ConfigContainer`` without the model's sizes: it overrides a recipe (Megatron-Bridge's
+    ``--config-file``), which ``--megatron-bridge-recipe`` names."""
+    model = c.section("model")
+    if not any(k in model for k in ("num_layers", "hidden_size")):
         raise InputError(f"{name}: a YAML that overrides a recipe (no model sizes: model.num_layers, hidden_size); "
                          f"give the recipe it overrides with --megatron-bridge-recipe NAME beside it", "--nemo-recipe")
-    return data
 
 
 def megatron_bridge_setup(text: str, name: str, world: int | None) -> Setup:
     """The model, values and policy of a ``ConfigContainer`` YAML on ``world`` processes."""
     world, = given_counts(world=world)
     c = Container(load(text, name), name)
+    check_sizes(c, name)
     if world is None:
         raise InputError("a Megatron-Bridge configuration does not say how many processes run it (torchrun's "
                          "--nproc_per_node x --nnodes); give --devices", "--devices")
