@@ -290,3 +290,9 @@ def test_a_published_override_yaml_on_its_recipe():
 def test_an_override_yaml_alone_is_told_to_name_its_recipe():
     code, out, err = run("summary", "--nemo-recipe", str(TUTORIAL), "--devices", "2")
     assert code != 0 and "--megatron-bridge-recipe" in err and "overrides a recipe" in err
+
+
+def test_a_recipe_model_missing_from_an_offline_cache_is_named(tmp_path):
+    env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "empty"), HF_HUB_OFFLINE="1")
+    code, out, err = run("summary", "--megatron-bridge-recipe", "llama2_7b_pretrain_config", env=env)
+    assert code == 2 and "meta-llama/Llama-2-7b-hf" in err and "--hf-config" in err and err.count("\n") == 1

@@ -246,7 +246,11 @@ def _bridge_recipe(args):
         given = args.hf_config or args.hf_model or f"--preset {args.preset}"
         arch = architecture(args)
     else:
-        arch = hub.load(r["hf_model"], revision=r["hf_revision"])
+        try:
+            arch = hub.load(r["hf_model"], revision=r["hf_revision"])
+        except InputError as error:       # say which model the recipe asked the Hub for
+            raise InputError(f"--megatron-bridge-recipe {name} builds {r['hf_model']} from the Hugging Face Hub: "
+                             f"{error.args[0]}", "--megatron-bridge-recipe") from None
     overrides = None
     if args.nemo_recipe is not None:
         overrides = load_yaml(input_file(args.nemo_recipe, "--nemo-recipe"), Path(args.nemo_recipe).name,
