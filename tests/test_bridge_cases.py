@@ -25,7 +25,9 @@ def test_the_step_of_two_rows_worked_by_hand():
     llama = CASES[ID.format("LLAMA3_70B-DGX-GB300-FP8-64-gbs256")]
     assert llama.seconds == Fraction(256 * 8192, 5248 * 64) == Fraction(256, 41)
     assert (llama.system, llama.quantity, llama.training.zero, llama.training.d) == ("gb300", "step", 3, 64)
-    assert (llama.training.b, llama.training.micro_batches, llama.training.fp8) == (2, 2, "tensorwise")
+    # its recipe, llama3_70b_pretrain_64gpu_gb300_fp8cs_config, takes bf16_with_fp8_current_scaling_mixed
+    # (training/mixed_precision.py:284-303 at 067f987df: fp8_recipe "tensorwise", fp8_param_gather = True)
+    assert (llama.training.b, llama.training.micro_batches, llama.training.fp8) == (2, 2, "tensorwise-params")
     # DeepSeek-V3 on 256 GB300 in MXFP8: 4,096 sequences of 4,096 tokens at 4,992 tokens/s a GPU
     # is 16,777,216 / 1,277,952 s = 512/39 s; TP 1, PP 2, VP 8, EP 32, DP 128, micro-batch 2:
     # 4,096 / (2 x 128) = 16 micro-batches
