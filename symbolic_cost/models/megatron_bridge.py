@@ -202,7 +202,7 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
                          "dataset.sequence_length")
     sequence = c.get("model", "sequence_parallel", False, bool) and tp > 1
     values = {S.b: micro, S.l: seq, S.m1: tp, S.s1: tp if sequence else 1, S.d: d, S.p: pp,
-              S.n_micro: batch // (micro * d), S.cp: cp, **experts(c, arch, d * cp, etp_default)}
+              S.n_micro: batch // (micro * d), S.cp: cp, **experts(c, arch, etp_default)}
     policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c), **sharding(c))
     policy["overlap"] = overlap(c, policy["distributed_optimizer"] or policy.get("zero", 0) > 0, sequence, notes)
     if cp > 1:
@@ -221,24 +221,16 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
     return Setup(arch, values, policy, notes)
 
 
-def experts(c: Container, arch: Architecture, ranks: int, etp_default: int | None = None) -> dict:
+def experts(c: Container, arch: Architecture, etp_default: int | None = None) -> dict:
     """``ep`` and ``etp`` of ``model.expert_model_parallel_size`` (1) and ``expert_tensor_parallel_size``
     (unset: ``etp_default``, or Megatron-Core's default, the tensor-parallel size), for a model with
-    experts; the experts' ranks come out of the data- and context-parallel ones (Megatron-Core's rule:
-    ``ep x etp`` divides them)."""
+    experts.  Whether they divide the experts and a stage's ranks is ``Training``'s and
+    ``model_cost``'s rule, as for every other reader."""
     tp = c.get("model", "tensor_model_parallel_size", 1)
     if arch.moe is None:
         return {S.ep: 1, S.etp: tp}
-    etp = c.get("model", "expert_tensor_parallel_size", etp_default or tp)
-    ep = c.get("model", "expert_model_parallel_size", 1)
-    if (ranks * tp) % (ep * etp):
-        raise InputError(f"model.expert_model_parallel_size {ep} x expert_tensor_parallel_size {etp} does not divide "
-                         f"the {ranks * tp} ranks of a pipeline stage (Megatron-Core's rule)",
-                         "model.expert_model_parallel_size")
-    if arch.moe.experts % ep:
-        raise InputError(f"model.expert_model_parallel_size {ep} does not divide the {arch.moe.experts} experts",
-                         "model.expert_model_parallel_size")
-    return {S.ep: ep, S.etp: etp}
+    return {S.ep: c.get("model", "expert_model_parallel_size", 1),
+            S.etp: c.get("model", "expert_tensor_parallel_size", etp_default or tp)}
 
 
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}

@@ -429,12 +429,13 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
         fields.update(cp=layout["cp"], cp_variant="ring")
         assume.append("context parallelism as ring exchange (Megatron-Core's cp_comm_type p2p default; not printed)")
     recipe = bridge_recipe(row, assume)
-    if recipe is not None and fields["fp8"] in PARAM_RECIPES and _fp8_params(recipe):
-        fields.update(fp8=PARAM_RECIPES[fields["fp8"]])
+    read = _recipe_settings(recipe) if recipe is not None else {}
+    if read.get("fp8") == PARAM_RECIPES.get(fields["fp8"]):
+        fields.update(fp8=read["fp8"])
         assume.append(f"weights stored and gathered in FP8, {fields['fp8']} ({recipe['function']}: fp8_param_gather)")
     if moe:
         fields.update(ep=layout["ep"] or 1, etp=1)
-        if recipe is not None and _expert_overlap(recipe):
+        if read.get("overlap") is not None and read["overlap"].expert:
             fields.update(overlap=replace(MEGATRON_OVERLAP, expert=True))
             assume.append(f"MoE all-to-alls behind compute ({recipe['function']}: overlap_moe_expert_parallel_comm)")
         assume.append("expert TP 1 (Megatron-Bridge's MoE presets); tokens evenly over the experts (forced, as noted)")
@@ -488,17 +489,19 @@ def bridge_recipe(row, assume: list) -> dict | None:
     return recipe
 
 
-def _fp8_params(recipe: dict) -> bool:
-    """Whether a recipe stores its weights in FP8 (``mixed_precision.fp8_param_gather`` or ``fp8_param``)."""
-    mixed = recipe["config"].get("mixed_precision")
-    return isinstance(mixed, dict) and bool(mixed.get("fp8_param_gather") or mixed.get("fp8_param"))
-
-
-def _expert_overlap(recipe: dict) -> bool:
-    """Whether a recipe runs the MoE all-to-alls behind another micro-batch's compute
-    (``overlap_moe_expert_parallel_comm``, in ``comm_overlap`` or the model's fields)."""
-    sections = (recipe["config"].get("comm_overlap"), recipe["config"]["model"])
-    return any(isinstance(s, dict) and s.get("overlap_moe_expert_parallel_comm") for s in sections)
+def _recipe_settings(recipe: dict) -> dict:
+    """The low-precision recipe (``fp8``) and the ``overlap`` a recipe's ``mixed_precision``,
+    ``comm_overlap`` and MoE overlap field say, read by the Megatron-Bridge reader's own functions
+    (``models.megatron_precision.precision``, ``models.megatron_bridge.overlap``): its other fields
+    are the row's printed layout, or are listed by ``bridge_recipe``."""
+    from symbolic_cost.models.megatron_bridge import overlap
+    from symbolic_cost.models.megatron_bridge_keys import Container
+    from symbolic_cost.models.megatron_precision import precision
+    config = recipe["config"]
+    model = {k: v for k, v in config["model"].items() if k == "overlap_moe_expert_parallel_comm"}
+    c = Container({**{k: config[k] for k in ("mixed_precision", "comm_overlap") if k in config}, "model": model},
+                  recipe["function"])
+    return {"fp8": precision(c).get("fp8"), "overlap": overlap(c, True, True, [])}
 
 
 def _bridge_seconds(row) -> Fraction:

@@ -75,10 +75,10 @@ def fit_matrix(cases, others: dict) -> float:
     import numpy as np
     from scipy.optimize import least_squares
     matrix = Symbol("matrix", positive=True)
+    fixed = {k: Rational(str(v)) for k, v in others.items() if k != "matrix"}
     functions = []
     for case in cases:
         system = calibrated(case.system)
-        fixed = {k: Rational(str(v)) for k, v in others.items() if k != "matrix"}
         expr = predict(case, system.but(efficiency=system.efficiency.but(matrix=matrix, **fixed)))
         functions.append((lambdify([matrix], expr, "math"), float(case.seconds)))
     start, low, high, _ = RANGES["matrix"]
