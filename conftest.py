@@ -14,3 +14,4 @@ collect_ignore = [] if importlib.util.find_spec("torch") else [
     str(path.relative_to(Path(__file__).parent)) for path in sorted(Path(__file__).parent.glob("tests/*.py"))
     if _needs_torch(path)]
 collect_ignore.append("docs/hooks")    # an MkDocs hook (needs markdown), not library code
+collect_ignore.append("tests/framework_inputs")     # published configuration files read as text, never imported

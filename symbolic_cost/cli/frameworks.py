@@ -223,13 +223,27 @@ def _read(dest: str, path: str, args):
         from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
         return megatron_bridge_setup(input_file(path, flag), Path(path).stem, world=args.devices)
     if dest == "torchtitan":
-        from symbolic_cost.models.torchtitan import torchtitan_setup
-        return torchtitan_setup(input_file(path, flag), Path(path).stem, world=args.devices, vocab=args.vocab_size)
+        return _torchtitan(path, flag, args)
     from symbolic_cost.models.launch_script import read_launch
     from symbolic_cost.models.megatron_args import megatron_setup
     from symbolic_cost.models.megatron_words import inert
     launch = read_launch(input_file(path, flag), f"{flag} {Path(path).name}", inert=inert)
     return megatron_setup(launch, Path(path).stem, world=args.devices, vocab=args.vocab_size)
+
+
+def _torchtitan(path: str, flag: str, args):
+    """The ``Setup`` of ``--torchtitan``: a job TOML, or a Python file's configuration named by
+    ``--torchtitan-config`` (``models.torchtitan_python``)."""
+    function = getattr(args, "torchtitan_config", None)
+    text = input_file(path, flag)
+    if Path(path).suffix == ".py":
+        from symbolic_cost.models.torchtitan_python import python_setup
+        return python_setup(text, Path(path), Path(path).name, function, world=args.devices, vocab=args.vocab_size)
+    if function is not None:
+        raise InputError(f"--torchtitan-config {function}: names a function of a Python file of torchtitan "
+                         f"configurations; {Path(path).name} is a job TOML", "--torchtitan-config")
+    from symbolic_cost.models.torchtitan import torchtitan_setup
+    return torchtitan_setup(text, Path(path).stem, world=args.devices, vocab=args.vocab_size)
 
 
 def _bridge_recipe(args):
@@ -279,6 +293,9 @@ def setup(args, only_with: tuple = ONLY_WITH):
                          f"with --hf-training-args, or --megatron-bridge-recipe with --nemo-recipe)",
                          FILES[chosen[-1]])
     dest = chosen[-1] if chosen else None
+    if getattr(args, "torchtitan_config", None) is not None and dest != "torchtitan":
+        raise InputError("--torchtitan-config names a function of the --torchtitan Python file; give the file",
+                         "--torchtitan-config")
     if dest is None:
         for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:

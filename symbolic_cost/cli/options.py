@@ -118,8 +118,12 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
                help="a Megatron-LM launch script (its pretrain_gpt.py line) or arguments file: the model and the "
                     "training as Megatron-LM builds them (README: Starting from a framework's settings)")
         option(source, "--torchtitan", metavar="FILE",
-               help="a torchtitan job TOML (train_configs/*.toml): the llama3 flavour and the training as torchtitan "
-                    "builds them (docs/frameworks.md)")
+               help="a torchtitan job TOML (train_configs/*.toml) or Python file of configurations "
+                    "(config_registry.py, torchtitan_recipes/*.py; with --torchtitan-config): the llama3 flavour and "
+                    "the training as torchtitan builds them (docs/frameworks.md)")
+        option(group, "--torchtitan-config", metavar="NAME",
+               help="with a --torchtitan Python file: the function returning the Trainer.Config, as torchtitan's "
+                    "--config names it (llama3_8b, ...); read without running the file")
         option(group, "--nemo-recipe", metavar="FILE",
                help="a NeMo Framework / Megatron-Bridge ConfigContainer YAML (to_yaml(), a run's printed task "
                     "configuration): the model and the training as Megatron-Bridge builds them; beside "

@@ -77,16 +77,36 @@ from symbolic_cost.models.megatron_args import Setup
 from symbolic_cost.models.torchtitan_keys import Job
 from symbolic_cost.models.training import Overlap
 
-FLAVORS = {
-    "debugmodel": dict(dim=256, n_layers=6, n_heads=16, n_kv_heads=None, ffn_dim_multiplier=None, multiple_of=256),
-    "8B": dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier="1.3", multiple_of=1024),
-    "70B": dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier="1.3", multiple_of=4096),
-    "405B": dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier="1.2", multiple_of=4096),
-}
-"""torchtitan's ``llama3_configs`` (``TransformerModelArgs``; ``multiple_of`` defaults to 256)."""
-
 LLAMA3_VOCAB = 128256
 """Llama 3's tokenizer: 128,000 byte-pair tokens and 256 special ones (the 8B, 70B and 405B flavours)."""
+
+FLAVORS = {
+    "debugmodel": dict(dim=256, n_layers=6, n_heads=16, n_kv_heads=None, ffn_dim_multiplier=None, multiple_of=256,
+                       vocab=None),
+    "8B": dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier="1.3", multiple_of=1024,
+               vocab=LLAMA3_VOCAB),
+    "70B": dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier="1.3", multiple_of=4096,
+                vocab=LLAMA3_VOCAB),
+    "405B": dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier="1.2", multiple_of=4096,
+                 vocab=LLAMA3_VOCAB),
+}
+"""torchtitan's ``llama3_configs`` of its TOML generation (``TransformerModelArgs``; ``multiple_of``
+defaults to 256; the debug model's vocabulary is its tokenizer's: ``None``, given on the command line)."""
+
+PYTHON_FLAVORS = {
+    **FLAVORS,
+    "debugmodel": dict(FLAVORS["debugmodel"], vocab=2048),
+    "debugmodel_flex_attn": dict(FLAVORS["debugmodel"], vocab=2048),
+    "debugmodel_varlen_attn": dict(FLAVORS["debugmodel"], vocab=2048),
+    "1B": dict(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, ffn_dim_multiplier="1.5", multiple_of=1024,
+               vocab=LLAMA3_VOCAB, tied=True),
+    "3B": dict(dim=3072, n_layers=28, n_heads=24, n_kv_heads=8, ffn_dim_multiplier="1.0", multiple_of=1024,
+               vocab=LLAMA3_VOCAB, tied=True),
+}
+"""The flavours of the Python configurations (``torchtitan/models/llama3/__init__.py`` at 9810191
+and b5bcd76): the debug model states its 2,048 tokens (the first generation also has it with flex
+and varlen attention under its own names), and the 1B and 3B (Llama 3.2's sizes, the second
+generation) tie the head to the word table (``enable_weight_tying``)."""
 
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe"}
 """torchtitan's single-stage pipeline schedules as ``Training.schedule``."""
@@ -109,14 +129,14 @@ def check_model(job: Job) -> None:
                          f"model's config.json with --hf-config and its layout with --set", "[model] name")
 
 
-def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list) -> Architecture:
-    """The Llama 3 of ``[model] flavor`` (``FLAVORS``), its vocabulary and context."""
+def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list, flavors=FLAVORS) -> Architecture:
+    """The Llama 3 of ``[model] flavor`` (of ``flavors``), its vocabulary and context."""
     check_model(job)
     flavor = job.get("model", "flavor", "debugmodel", str)
-    if flavor not in FLAVORS:
-        raise InputError(f"[model] flavor {flavor!r}: the reader bundles {', '.join(FLAVORS)}", "[model] flavor")
-    a = FLAVORS[flavor]
-    stated = None if flavor == "debugmodel" else LLAMA3_VOCAB
+    if flavor not in flavors:
+        raise InputError(f"[model] flavor {flavor!r}: the reader bundles {', '.join(flavors)}", "[model] flavor")
+    a = flavors[flavor]
+    stated = a["vocab"]
     if vocab is not None and stated is not None and vocab != stated:
         notes.append(f"--vocab-size {vocab} (command line) replaces Llama 3's tokenizer's {stated}")
     vocab = vocab or stated
@@ -127,7 +147,7 @@ def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list) 
     return Architecture(
         f"{name} (llama3 {flavor})", a["n_layers"], a["dim"], heads,
         hidden_dim(a["dim"], a["ffn_dim_multiplier"], a["multiple_of"]), vocab, kv_heads=a["n_kv_heads"],
-        mlp="swiglu", norm="rms", rotary=True, tied=False, qkv_bias=False, bias=False, dropouts=False, context=seq)
+        mlp="swiglu", norm="rms", rotary=True, tied=a.get("tied", False), qkv_bias=False, bias=False, dropouts=False, context=seq)
 
 
 def stage_layers(layers: int, stages: int, first_less: int, last_less: int) -> list[int]:
@@ -149,8 +169,15 @@ def stage_layers(layers: int, stages: int, first_less: int, last_less: int) -> l
 def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
     """The model, values and policy of a torchtitan job TOML; ``world`` is the number of
     processes (``--devices``), ``vocab`` a tokenizer's vocabulary."""
+    return job_setup(Job(text, name), name, world, vocab)
+
+
+def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors=FLAVORS,
+              notes: list | None = None) -> Setup:
+    """``torchtitan_setup`` of the sections ``job`` holds (a TOML's, or a Python configuration's:
+    ``models.torchtitan_python``, with its ``flavors``)."""
     world, vocab = given_counts(world=world, vocab=vocab)
-    job, notes = Job(text, name), []
+    notes = [] if notes is None else notes
     check_model(job)
     for section, key, inert, why in (
             ("training", "enable_cpu_offload", False, "FSDP's CPU offload of parameters, gradients and optimizer "
@@ -170,7 +197,7 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
             ("parallelism", "pipeline_parallel_schedule_csv", None, "a schedule from a file is not modelled")):
         job.refuse(section, key, inert, why)
     seq = job.get("training", "seq_len", 2048)
-    arch = architecture(job, name, seq, vocab, notes)
+    arch = architecture(job, name, seq, vocab, notes, flavors)
     values, policy = layout(job, arch, world, notes)
     policy.update(precision=_precision(job), flash=True, optimizer=_optimizer(job), **float8(job, notes))
     policy.update(recompute(job, arch.n_layers, values[S.p], policy, notes))

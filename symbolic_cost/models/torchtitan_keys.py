@@ -61,16 +61,21 @@ GENERATIONS = ("the reader reads torchtitan's TOMLs with a [parallelism] section
 
 
 class Job:
-    """The TOML's sections: typed values with torchtitan's defaults; every key checked against
-    ``READ`` and ``NO_COST`` (an unknown section or key is refused, naming it)."""
+    """The TOML's sections (or ``data``, the sections a Python configuration stands for): typed
+    values with torchtitan's defaults; every key checked against ``READ`` and ``NO_COST`` (an
+    unknown section or key is refused, naming it)."""
 
-    def __init__(self, text: str, name: str):
-        try:
-            self.data = tomllib.loads(text)
-        except RecursionError:
-            raise InputError(f"--torchtitan: {name} is nested too deeply to be a torchtitan job", "--torchtitan") from None
-        except tomllib.TOMLDecodeError as error:
-            raise InputError(f"{name}: not a TOML file ({error})", "--torchtitan") from None
+    def __init__(self, text: str, name: str, data: dict | None = None):
+        if data is not None:        # the sections of a Python configuration (models.torchtitan_python)
+            self.data = data
+        else:
+            try:
+                self.data = tomllib.loads(text)
+            except RecursionError:
+                raise InputError(f"--torchtitan: {name} is nested too deeply to be a torchtitan job",
+                                 "--torchtitan") from None
+            except tomllib.TOMLDecodeError as error:
+                raise InputError(f"{name}: not a TOML file ({error})", "--torchtitan") from None
         for section, table in self.data.items():
             if not isinstance(table, dict):
                 raise InputError(f"{name}: {section} = ... outside a [section]; torchtitan reads sections",

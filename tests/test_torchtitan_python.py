@@ -1,0 +1,191 @@
+"""torchtitan's Python configurations (``--torchtitan FILE.py --torchtitan-config NAME``), read from the
+files as published (``tests/framework_inputs/torchtitan_python/<commit>/``, the paths of pytorch/torchtitan at
+the commit named by the folder: b5bcd76c66d0acb1a08b176d9639425bc55e0b2a, the second generation, and
+9810191bbb0385d8ac91cd31abbc7f4156a0d462, the first).  Oracles: the same layout typed with ``--set`` beside a
+config.json of the same Llama 3 (``test_framework_inputs._llama3``), and degrees, batches and parameter counts
+worked out by hand from torchtitan's rules (``Trainer.__init__``: a data-parallel rank's forward takes
+``num_tokens_per_microbatch_per_dp_rank`` tokens, ``num_pp_microbatches`` of them a pipeline step, and
+``num_tokens_per_train_step`` / (those tokens x pipeline micro-batches x DP) accumulation steps)."""
+
+import pathlib
+
+import pytest
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.torchtitan_python import python_setup
+from tests.test_framework_inputs import _error, _json, _llama3, _llama3_parameters, _same
+
+ROOT = pathlib.Path(__file__).resolve().parent / "framework_inputs" / "torchtitan_python"
+SECOND, FIRST = ROOT / "b5bcd76", ROOT / "9810191"
+LLAMA3 = "torchtitan/models/llama3/config_registry.py"
+H100 = str(SECOND / "torchtitan_recipes/tests/h100.py")
+PLAIN = ["--precision", "bf16", "--flash", "--overlap", "grad,param", "--optimizer", "adamw"]
+
+
+def _config(capsys, path, function, *words):
+    return _json(capsys, "--torchtitan", str(path), "--torchtitan-config", function, *words)
+
+
+def test_second_generation_70b_as_published(tmp_path, capsys):
+    """llama3_70b(): 8 x 8192 tokens a forward in rows of 8192 (b 8), TP 8, FullAC; on 64 processes the shard
+    degree -1 takes 64 / 8 = 8 (FSDP); one accumulation step."""
+    got = _config(capsys, SECOND / LLAMA3, "llama3_70b", "--devices", "64")
+    f = 28672
+    assert got["parameters"] == _llama3_parameters(8192, f, 80) == 70_553_706_496
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 8192, f, 80, 64), "--set", "b=8", "l=8192", "m1=8", "s1=8",
+                  "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", *PLAIN)
+    _same(got, typed)
+
+
+def test_second_generation_8b_selective_ac_is_op_level(tmp_path, capsys):
+    """llama3_8b(): 1 x 8192 tokens (b 1), SelectiveAC (torchtitan's per-op policy: recompute op), 64 processes."""
+    got = _config(capsys, SECOND / LLAMA3, "llama3_8b", "--devices", "64")
+    assert got["parameters"] == _llama3_parameters(4096, 14336, 32) == 8_030_261_248
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
+                  "n_micro=1", "--zero", "3", "--recompute", "op", *PLAIN)
+    _same(got, typed)
+    assert any("fuse_qkv" in note for note in got["notes"])
+
+
+def test_debug_model_states_its_vocabulary(capsys):
+    """The debug model: 6 layers of dim 256, 16 heads (no GQA), FFN 768, 2,048 tokens (stated since the Python
+    configurations): 6 x (4 x 256^2 + 3 x 256 x 768 + 2 x 256) + 2 x 2048 x 256 + 256 = 6,163,712 parameters;
+    8 x 2048 tokens a forward (b 8, l 2048); the Interleaved1F1B schedule without pipelining changes nothing."""
+    for root in (SECOND, FIRST):
+        got = _config(capsys, root / LLAMA3, "llama3_debugmodel", "--devices", "8")
+        assert got["parameters"] == 6 * (4 * 256 ** 2 + 3 * 256 * 768 + 2 * 256) + 2 * 2048 * 256 + 256 == 6_163_712
+        assert (got["layout"]["b"], got["layout"]["l"], got["layout"]["d"], got["layout"]["p"]) == (8, 2048, 8, 1)
+
+
+def test_first_generation_selective_frequency_and_float8(capsys):
+    """The first generation states the TOML's keys as fields: the debug model's ActivationCheckpointConfig(mode=
+    "selective", selective_ac_option="2") recomputes every second of its 6 layers (3); llama3_405b's
+    model_converters hold Float8LinearConverter(enable_fsdp_float8_all_gather=True, filter_fqns=["output"]), whose
+    recipe unnamed is tensor-wise, beside TP 8 with async TP under compile; local batch 2 of 8192."""
+    text = (FIRST / LLAMA3).read_text()
+    debug = python_setup(text, FIRST / LLAMA3, LLAMA3, "llama3_debugmodel", world=8).policy
+    assert (debug["recompute"], debug["recompute_method"], debug["recompute_layers"]) == ("full", "block", 3)
+    big = _config(capsys, FIRST / LLAMA3, "llama3_405b", "--devices", "128")["layout"]
+    assert (big["fp8"], big["fp8_gather"], big["m1"], big["d"], big["b"], big["l"], big["recompute"]) == (
+        "tensorwise", True, 8, 16, 2, 8192, "full")
+    assert python_setup(text, FIRST / LLAMA3, LLAMA3, "llama3_405b", world=128).policy["overlap"].tensor
+
+
+def test_recipes_follow_imports_into_the_checkout(capsys):
+    """torchtitan_recipes/tests/h100.py builds on llama3_debugmodel() imported from the llama3 registry of the
+    same checkout (symmetric-memory FSDP changes no count: 8 processes, shard 8, the debug model's b 8 and op-level
+    SAC); its TP runs keep that SAC, which the library counts on one tensor rank only, and its float8 of the second
+    generation is row-wise: each refused by name."""
+    got = _config(capsys, H100, "llama3_debugmodel_fsdp_symm_mem", "--devices", "8")["layout"]
+    assert (got["m1"], got["d"], got["b"], got["l"], got["recompute"], got["zero"]) == (1, 8, 8, 2048, "op", 3)
+    assert "recompute='op'" in _error(capsys, "--torchtitan", H100, "--torchtitan-config",
+                                      "llama3_debugmodel_tp2_asynctp_compile", "--devices", "8")
+    assert "row-wise" in _error(capsys, "--torchtitan", str(SECOND / LLAMA3), "--torchtitan-config",
+                                "llama3_debugmodel_float8", "--devices", "8")
+    assert "Interleaved1F1B" in _error(capsys, "--torchtitan", H100, "--torchtitan-config",
+                                       "llama3_debugmodel_float8_fsdp2_tp2_pp2_asynctp_compile", "--devices", "8")
+
+
+def _write(tmp_path, body: str, name="my_runs.py") -> str:
+    """A user's configuration module inside a copy of the checkout's layout (so its imports resolve)."""
+    root = tmp_path / "checkout"
+    for part in ("torchtitan/config/configs.py", LLAMA3):
+        (root / part).parent.mkdir(parents=True, exist_ok=True)
+        (root / part).write_text((SECOND / part).read_text())
+    (root / "torchtitan_recipes").mkdir(exist_ok=True)
+    path = root / "torchtitan_recipes" / name
+    path.write_text("from torchtitan.models.llama3.config_registry import llama3_debugmodel, llama3_8b\n"
+                    "from torchtitan.distributed.activation_checkpoint import FullAC\n" + body)
+    return str(path)
+
+
+def test_pipeline_tokens_and_accumulation(tmp_path, capsys):
+    """PP 2 (1F1B) with 4 pipeline micro-batches of 2 x 2048 tokens, and a step of 2 x 2048 x 4 x DP x 3 tokens: 3
+    accumulation steps, so 4 x 3 = 12 micro-batches of b 2 a step (8 processes: DP 4)."""
+    path = _write(tmp_path, """
+def pp_run():
+    config = llama3_debugmodel()
+    config.parallelism.pipeline_parallel_degree = 2
+    config.parallelism.pipeline_parallel_schedule = "1F1B"
+    config.parallelism.num_pp_microbatches = 4
+    config.training.num_tokens_per_microbatch_per_dp_rank = 2 * 2048
+    config.training.num_tokens_per_train_step = 2 * 2048 * 4 * 4 * 3
+    config.activation_checkpoint = FullAC.Config()
+    return config
+""")
+    got = _config(capsys, path, "pp_run", "--devices", "8")["layout"]
+    assert (got["p"], got["d"], got["b"], got["micro_batches"], got["recompute"]) == (2, 4, 2, 12, "full")
+
+
+def test_tensor_parallelism_without_sequence_parallelism(tmp_path, capsys):
+    path = _write(tmp_path, """
+def no_sp():
+    config = llama3_debugmodel()
+    config.parallelism.tensor_parallel_degree = 2
+    config.parallelism.enable_sequence_parallel = False
+    config.activation_checkpoint = FullAC.Config()
+    return config
+""")
+    got = _config(capsys, path, "no_sp", "--devices", "8")
+    assert (got["layout"]["m1"], got["layout"]["s1"]) == (2, 1)
+    assert any("enable_sequence_parallel False" in note for note in got["notes"])
+
+
+@pytest.mark.parametrize("body, refused", [
+    ("def f():\n    config = llama3_8b()\n    if True:\n        config.training.steps = 1\n    return config\n",
+     "if True: (line 5)"),
+    ("def f():\n    return f()\n", "more than 16 deep"),
+    ("def f(x=1):\n    return llama3_8b()\n", "with parameters"),
+    ("def f():\n    config = llama3_8b()\n    config.training.max_context_length = compute()\n    return config\n",
+     "max_context_length = compute()"),
+    ("def f():\n    config = llama3_8b()\n    config.training.num_tokens_per_microbatch_per_dp_rank = 1000\n"
+     "    return config\n", "not whole rows"),
+    ("def f():\n    config = llama3_8b()\n    config.parallelism.tensor_parallel_degree = degree()\n    return config\n",
+     "tensor_parallel_degree = degree()"),
+    ("def f():\n    config = llama3_8b()\n    config.loss = MTPLoss.Config()\n    return config\n", "MTPLoss.Config"),
+    ("def f():\n    config = llama3_8b()\n    config.fault_tolerance = FT.Config(enable=True)\n    return config\n",
+     "fault_tolerance"),
+    ("def f():\n    return 3\n", "not a Trainer.Config"),
+    ("def f():\n    return " + "(" * 400 + "1" + ")" * 400 + "\n", "not Python"),
+    ("def f():\n    return " + " + ".join(["1"] * 20000) + "\n", "nested too deeply"),
+])
+def test_refusals_name_the_construct(tmp_path, capsys, body, refused):
+    err = _error(capsys, "--torchtitan", _write(tmp_path, body), "--torchtitan-config", "f", "--devices", "8")
+    assert refused in err and len(err.strip().splitlines()) == 1
+
+
+def test_refusals_of_the_file_and_options(tmp_path, capsys):
+    registry = str(SECOND / LLAMA3)
+    assert "llama3_8b" in _error(capsys, "--torchtitan", registry, "--devices", "8")      # no function named
+    assert "no function 'llama3_9b'" in _error(capsys, "--torchtitan", registry, "--torchtitan-config", "llama3_9b")
+    assert "[model] name 'deepseek_v3'" in _error(
+        capsys, "--torchtitan", str(SECOND / "torchtitan/models/deepseek_v3/config_registry.py"),
+        "--torchtitan-config", "deepseek_v3_16b", "--devices", "8")
+    toml = str(pathlib.Path(__file__).resolve().parent / "framework_inputs" / "llama3_8b.toml")
+    assert "is a job TOML" in _error(capsys, "--torchtitan", toml, "--torchtitan-config", "llama3_8b")
+    assert "give the file" in _error(capsys, "--preset", "gpt2", "--torchtitan-config", "llama3_8b")
+    lone = tmp_path / "lone.py"           # outside a checkout: its import cannot be followed
+    lone.write_text("from torchtitan.models.llama3.config_registry import llama3_8b\n\n"
+                    "def f():\n    return llama3_8b()\n")
+    assert "not in one" in _error(capsys, "--torchtitan", str(lone), "--torchtitan-config", "f", "--devices", "8")
+
+
+def test_every_published_function_is_read_or_refused_by_name():
+    """Each public function of the stored files either reads or is refused with a one-line message; none raises
+    anything but ``InputError``."""
+    files = [SECOND / LLAMA3, FIRST / LLAMA3, pathlib.Path(H100), SECOND / "torchtitan/models/deepseek_v3/config_registry.py"]
+    read = 0
+    for path in files:
+        text = path.read_text()
+        for function in [n for n in python_functions(text) if not n.startswith(("_", "enable_"))]:
+            try:
+                python_setup(text, path, path.name, function, world=64)
+                read += 1
+            except InputError as error:
+                assert "\n" not in error.args[0].strip(), (function, error)
+    assert read >= 14
+
+
+def python_functions(text: str) -> list[str]:
+    import ast
+    return [node.name for node in ast.parse(text).body if isinstance(node, ast.FunctionDef)]
