@@ -7,6 +7,7 @@ worked out by hand from torchtitan's rules (``Trainer.__init__``: a data-paralle
 ``num_tokens_per_microbatch_per_dp_rank`` tokens, ``num_pp_microbatches`` of them a pipeline step, and
 ``num_tokens_per_train_step`` / (those tokens x pipeline micro-batches x DP) accumulation steps)."""
 
+import json
 import pathlib
 
 import pytest
@@ -132,10 +133,12 @@ def no_sp():
 
 
 @pytest.mark.parametrize("body, refused", [
-    ("def f():\n    config = llama3_8b()\n    if True:\n        config.training.steps = 1\n    return config\n",
-     "if True: (line 5)"),
+    ("def f():\n    config = llama3_8b()\n    if config.training.steps > 5:\n        config.training.steps = 1\n"
+     "    return config\n", "if config.training.steps > 5: (line 5)"),
+    ("def f():\n    config = elsewhere()\n    config.training.steps = 1\n    return config\n",
+     "elsewhere() (line 4): a value the reader does not follow"),
     ("def f():\n    return f()\n", "more than 16 deep"),
-    ("def f(x=1):\n    return llama3_8b()\n", "with parameters"),
+    ("def f(x):\n    return llama3_8b()\n", "its parameter x has no value"),
     ("def f():\n    config = llama3_8b()\n    config.training.max_context_length = compute()\n    return config\n",
      "max_context_length = compute()"),
     ("def f():\n    config = llama3_8b()\n    config.training.num_tokens_per_microbatch_per_dp_rank = 1000\n"
@@ -158,9 +161,10 @@ def test_refusals_of_the_file_and_options(tmp_path, capsys):
     registry = str(SECOND / LLAMA3)
     assert "llama3_8b" in _error(capsys, "--torchtitan", registry, "--devices", "8")      # no function named
     assert "no function 'llama3_9b'" in _error(capsys, "--torchtitan", registry, "--torchtitan-config", "llama3_9b")
-    assert "[model] name 'deepseek_v3'" in _error(
-        capsys, "--torchtitan", str(SECOND / "torchtitan/models/deepseek_v3/config_registry.py"),
-        "--torchtitan-config", "deepseek_v3_16b", "--devices", "8")
+    other = _write(tmp_path, "from torchtitan.models.gpt_oss import model_registry\n\n"
+                   "def f():\n    config = llama3_8b()\n    config.model_spec = model_registry('20b')\n    return config\n")
+    assert "[model] name 'gpt_oss'" in _error(capsys, "--torchtitan", other, "--torchtitan-config", "f",
+                                              "--devices", "8")
     toml = str(pathlib.Path(__file__).resolve().parent / "framework_inputs" / "llama3_8b.toml")
     assert "is a job TOML" in _error(capsys, "--torchtitan", toml, "--torchtitan-config", "llama3_8b")
     assert "give the file" in _error(capsys, "--preset", "gpt2", "--torchtitan-config", "llama3_8b")
@@ -173,7 +177,8 @@ def test_refusals_of_the_file_and_options(tmp_path, capsys):
 def test_every_published_function_is_read_or_refused_by_name():
     """Each public function of the stored files either reads or is refused with a one-line message; none raises
     anything but ``InputError``."""
-    files = [SECOND / LLAMA3, FIRST / LLAMA3, pathlib.Path(H100), SECOND / "torchtitan/models/deepseek_v3/config_registry.py"]
+    files = [SECOND / LLAMA3, FIRST / LLAMA3, pathlib.Path(H100), SECOND / "torchtitan_recipes/tests/models.py",
+             SECOND / "torchtitan/models/deepseek_v3/config_registry.py", SECOND / "torchtitan/models/qwen3/config_registry.py"]
     read = 0
     for path in files:
         text = path.read_text()
@@ -183,9 +188,86 @@ def test_every_published_function_is_read_or_refused_by_name():
                 read += 1
             except InputError as error:
                 assert "\n" not in error.args[0].strip(), (function, error)
-    assert read >= 14
+    assert read >= 24
 
 
 def python_functions(text: str) -> list[str]:
     import ast
     return [node.name for node in ast.parse(text).body if isinstance(node, ast.FunctionDef)]
+
+
+QWEN3 = SECOND / "torchtitan/models/qwen3/config_registry.py"
+DEEPSEEK = SECOND / "torchtitan/models/deepseek_v3/config_registry.py"
+
+
+def test_qwen3_30b_a3b_as_published(capsys):
+    """qwen3_30b_a3b(): 2 x 4096 tokens (b 2), FullAC, no expert parallelism (each expert over the tensor ranks,
+    here 1). Parameters by hand from the flavour (48 layers of dim 2048; 32 query and 4 key/value heads of 128;
+    128 experts of 768, SwiGLU; untied 151,936-token vocabulary): a layer 2048 x (4096 + 512 + 512) + 4096 x 2048
+    (attention) + 2 x 128 (q/k norms) + 2048 x 128 (router) + 128 x 3 x 2048 x 768 (experts) + 2 x 2048 (norms) =
+    623,120,640; x 48, + 2 x 151936 x 2048 + 2048 = 30,532,122,624 (the published 30.5B)."""
+    got = _config(capsys, QWEN3, "qwen3_30b_a3b", "--devices", "64")
+    assert got["parameters"] == 48 * 623_120_640 + 2 * 151936 * 2048 + 2048 == 30_532_122_624
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["d"], layout["ep"], layout["recompute"]) == (2, 4096, 64, 1, "full")
+
+
+def _deepseek_v2_lite(tmp_path) -> str:
+    """deepseek-ai/DeepSeek-V2-Lite's published config.json (its sizes; torchtitan's 16B flavour is this model)."""
+    path = tmp_path / "deepseek-v2-lite.json"
+    path.write_text(json.dumps({
+        "model_type": "deepseek_v2", "architectures": ["DeepseekV2ForCausalLM"], "hidden_size": 2048,
+        "intermediate_size": 10944, "moe_intermediate_size": 1408, "num_hidden_layers": 27, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "n_shared_experts": 2, "n_routed_experts": 64, "routed_scaling_factor": 1.0,
+        "kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
+        "topk_method": "greedy", "n_group": 1, "topk_group": 1, "num_experts_per_tok": 6, "moe_layer_freq": 1,
+        "first_k_dense_replace": 1, "norm_topk_prob": False, "scoring_func": "softmax", "aux_loss_alpha": 0.001,
+        "seq_aux": True, "hidden_act": "silu", "max_position_embeddings": 4096, "initializer_range": 0.02,
+        "rms_norm_eps": 1e-06, "use_cache": True, "tie_word_embeddings": False, "rope_theta": 10000,
+        "attention_bias": False, "attention_dropout": 0.0, "vocab_size": 102400, "bos_token_id": 100000,
+        "eos_token_id": 100001}))
+    return str(path)
+
+
+def test_deepseek_16b_with_experts_over_fsdp_ranks(tmp_path, capsys):
+    """deepseek_v3_16b() keeps torchtitan's per-op SAC, which the library counts on dense Llama blocks only
+    (refused by name); with FullAC in its place it equals DeepSeek-V2-Lite's published config.json typed with the
+    same layout: 4 x 4096 tokens (b 4), expert parallelism 8 borrowed from the 64 shard ranks (experts whole,
+    etp 1), ZeRO-3."""
+    assert "recompute='op'" in _error(capsys, "--torchtitan", str(DEEPSEEK), "--torchtitan-config", "deepseek_v3_16b",
+                                      "--devices", "64")
+    path = _write(tmp_path, "from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_16b\n\n"
+                  "def full():\n    config = deepseek_v3_16b()\n    config.activation_checkpoint = FullAC.Config()\n"
+                  "    return config\n")
+    root = pathlib.Path(path).parents[1]
+    (root / "torchtitan/models/deepseek_v3").mkdir(parents=True)
+    (root / "torchtitan/models/deepseek_v3/config_registry.py").write_text(DEEPSEEK.read_text())
+    got = _config(capsys, path, "full", "--devices", "64")
+    typed = _json(capsys, "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64", "n_micro=1",
+                  "ep=8", "etp=1", "--zero", "3", "--recompute", "full", *PLAIN)
+    _same(got, typed)
+    assert got["parameters"] == 15_706_484_224        # DeepSeek-V2-Lite's 15.7B
+    assert "does not divide" in _error(capsys, "--torchtitan", path, "--torchtitan-config", "full", "--devices", "12")
+
+
+def test_qwen3_flavours_are_the_published_models(tmp_path, capsys):
+    """Qwen/Qwen3-8B's published config.json (36 layers of 4096, 32 heads over 8 key/value heads of 128, FFN
+    12,288, untied, 151,936 tokens) typed with the layout of qwen3_8b-sized runs equals the flavour read from a
+    configuration; the count by hand: 36 x (4096 x (4096 + 2 x 1024) + 4096 x 4096 + 2 x 128 + 3 x 4096 x 12288 +
+    2 x 4096) + 2 x 151936 x 4096 + 4096 = 8,190,735,360."""
+    path = _write(tmp_path, "from torchtitan.models.qwen3 import model_registry\n\n"
+                  "def eight():\n    config = llama3_8b()\n    config.model_spec = model_registry('8B')\n"
+                  "    config.activation_checkpoint = FullAC.Config()\n    return config\n")
+    got = _config(capsys, path, "eight", "--devices", "8")
+    config = tmp_path / "qwen3-8b.json"
+    config.write_text(json.dumps({
+        "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "intermediate_size": 12288,
+        "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+        "hidden_act": "silu", "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+        "tie_word_embeddings": False, "attention_bias": False, "attention_dropout": 0.0, "vocab_size": 151936,
+        "use_sliding_window": False, "bos_token_id": 151643, "eos_token_id": 151645}))
+    typed = _json(capsys, "--hf-config", str(config), "--set", "b=1", "l=8192", "d=8", "n_micro=1", "--zero", "3",
+                  "--recompute", "full", *PLAIN)
+    assert got["parameters"] == typed["parameters"] == (36 * (4096 * 6144 + 4096 * 4096 + 256 + 3 * 4096 * 12288
+                                                              + 8192) + 2 * 151936 * 4096 + 4096) == 8_190_735_360
+    _same(got, typed)

@@ -173,12 +173,16 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
 
 
 def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors=FLAVORS,
-              notes: list | None = None) -> Setup:
+              notes: list | None = None, model=None) -> Setup:
     """``torchtitan_setup`` of the sections ``job`` holds (a TOML's, or a Python configuration's:
-    ``models.torchtitan_python``, with its ``flavors``)."""
+    ``models.torchtitan_python``, with its ``flavors``; ``model``, a function of the sequence length
+    giving another model than llama3's flavours, ``models.torchtitan_models``)."""
     world, vocab = given_counts(world=world, vocab=vocab)
     notes = [] if notes is None else notes
-    check_model(job)
+    if model is None:
+        check_model(job)
+        for key in ("expert_parallel_degree", "expert_tensor_parallel_degree"):
+            job.refuse("parallelism", key, 1, "llama3 has no experts")
     for section, key, inert, why in (
             ("training", "enable_cpu_offload", False, "FSDP's CPU offload of parameters, gradients and optimizer "
              "state is not modelled"),
@@ -186,8 +190,6 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
             ("fault_tolerance", "enable", False, "torchft's replica groups are not modelled"),
             ("parallelism", "context_parallel_degree", 1, "torchtitan shards parameters over data x context ranks; "
              "the reader does not model context parallelism"),
-            ("parallelism", "expert_parallel_degree", 1, "llama3 has no experts"),
-            ("parallelism", "expert_tensor_parallel_degree", 1, "llama3 has no experts"),
             ("parallelism", "disable_loss_parallel", False, "the library keeps the logits split over the tensor "
              "ranks (loss parallel)"),
             ("parallelism", "pipeline_parallel_split_points", None, "the reader cuts stages as torchtitan's default"),
@@ -197,7 +199,7 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
             ("parallelism", "pipeline_parallel_schedule_csv", None, "a schedule from a file is not modelled")):
         job.refuse(section, key, inert, why)
     seq = job.get("training", "seq_len", 2048)
-    arch = architecture(job, name, seq, vocab, notes, flavors)
+    arch = architecture(job, name, seq, vocab, notes, flavors) if model is None else model(seq)
     values, policy = layout(job, arch, world, notes)
     policy.update(precision=_precision(job), flash=True, optimizer=_optimizer(job), **float8(job, notes))
     policy.update(recompute(job, arch.n_layers, values[S.p], policy, notes))
@@ -299,7 +301,7 @@ def layout(job: Job, arch: Architecture, world: int | None, notes: list) -> tupl
         raise InputError(f"[parallelism] pipeline_parallel_microbatch_size {micro} does not divide the local batch "
                          f"{local} (torchtitan's rule)", "[parallelism] pipeline_parallel_microbatch_size")
     values = {S.b: micro, S.m1: tp, S.s1: tp, S.d: d, S.p: pp, S.n_micro: batch // (local * d) * (local // micro),
-              S.cp: 1, S.ep: 1, S.etp: tp}
+              S.cp: 1, **experts(job, arch, shard, tp)}
     policy = dict(zero=3 if shard > 1 else 0, overlap=overlap(job, d, shard, tp, notes))
     if replicate > 1 and shard > 1:         # HSDP: FSDP2 on the mesh (replicate, shard)
         policy["shard"] = shard
@@ -307,6 +309,23 @@ def layout(job: Job, arch: Architecture, world: int | None, notes: list) -> tupl
     if shard > 1:
         policy.update(resharding(job, pp, notes))
     return values, policy
+
+
+def experts(job: Job, arch: Architecture, shard: int, tp: int) -> dict:
+    """``ep`` and ``etp``: with expert parallelism the experts whole on ``ep`` ranks borrowed from the
+    shard and tensor ranks (torchtitan's mesh rule ``dp_shard x cp x tp = efsdp x ep``; the tokens
+    stay split over the tensor ranks), without it each expert split over the tensor ranks (its
+    ``MOE_SHARDING.md``).  The first generation's ``expert_tensor_parallel_degree`` is refused."""
+    ep = job.degree("expert_parallel_degree")
+    if arch.moe is None:
+        return {S.ep: 1, S.etp: tp}
+    job.refuse("parallelism", "expert_tensor_parallel_degree", 1, "experts split over tensor ranks beside expert "
+               "parallelism are not read")
+    if (shard * tp) % ep:
+        raise InputError(f"[parallelism] expert_parallel_degree {ep} does not divide data_parallel_shard_degree x "
+                         f"tensor_parallel_degree = {shard * tp} (torchtitan's rule dp_shard x cp x tp = efsdp x ep)",
+                         "[parallelism] expert_parallel_degree")
+    return {S.ep: ep, S.etp: 1 if ep > 1 else tp}
 
 
 def resharding(job: Job, pp: int, notes: list) -> dict:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from symbolic_cost.checks import InputError
@@ -57,16 +58,19 @@ class Built:
 
 @dataclass(frozen=True)
 class Unread:
-    """A value the reader does not evaluate, by its source text and line."""
+    """A value the reader does not evaluate, by its source text, line and file."""
 
     text: str
     line: int
+    where: str = ""
 
 
-SECTIONS = {"training": "TrainingConfig", "parallelism": "ParallelismConfig", "compile": "CompileConfig",
-            "activation_checkpoint": "SelectiveAC.Config", "comm": "CommConfig", "debug": "DebugConfig"}
+SECTIONS = {"training": ("TrainingConfig", {}), "parallelism": ("ParallelismConfig", {}),
+            "compile": ("CompileConfig", {}), "activation_checkpoint": ("SelectiveAC.Config", {}),
+            "comm": ("CommConfig", {}), "debug": ("DebugConfig", {}), "override": ("OverrideConfig", {"imports": []})}
 """``Trainer.Config``'s sections a function may assign into before building them, with the class
-each defaults to (``Trainer.Config``'s ``default_factory``; selective AC its default policy)."""
+each defaults to (``Trainer.Config``'s ``default_factory``; selective AC its default policy) and the
+defaults of the fields a function may change in place (``override.imports.append(...)``)."""
 
 
 def refusal(what: str, line: int | None, why: str, name: str) -> InputError:
@@ -129,7 +133,9 @@ class Reader:
         self.modules = {None: module}
         self.main = module
 
-    def call(self, module: Module, function: str, depth: int = 0):
+    def call(self, module: Module, function: str, depth: int = 0, args=(), keywords=None):
+        """What ``function`` of ``module`` returns, its parameters bound to ``args`` and ``keywords``
+        (their defaults otherwise); ``None`` where it returns nothing (a helper run for its effect)."""
         if depth > DEPTH:
             raise refusal(f"{function}()", None, f"config functions call each other more than {DEPTH} deep", module.name)
         node = module.functions.get(function)
@@ -137,33 +143,95 @@ class Reader:
             known = ", ".join(n for n in module.functions if not n.startswith("_")) or "none"
             raise InputError(f"{module.name}: no function {function!r} (its functions: {known})",
                              "--torchtitan-config")
-        if node.args.args or node.args.posonlyargs or node.args.kwonlyargs or node.args.vararg or node.args.kwarg:
-            raise refusal(f"{function}(...)", node.lineno, "a config function with parameters is not read; name a "
-                          "function of none, as torchtitan's --config does", module.name)
-        scope: dict = {}
-        for statement in node.body:
+        scope = self.bind(module, node, list(args), dict(keywords or {}), depth)
+        done, value = self.block(module, node.body, scope, depth)
+        return value if done else None
+
+    def bind(self, module: Module, node, args: list, keywords: dict, depth: int) -> dict:
+        """The parameters of ``node`` bound as Python binds them (no ``*args`` or ``**kwargs``)."""
+        a = node.args
+        if a.vararg or a.kwarg:
+            raise refusal(f"def {node.name}(...)", node.lineno, "*args and **kwargs are not read", module.name)
+        positional = a.posonlyargs + a.args
+        defaults = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults):]], a.defaults))
+        defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+        if len(args) > len(positional):
+            raise refusal(f"{node.name}(...)", node.lineno, "called with more arguments than it takes", module.name)
+        scope = dict(zip([p.arg for p in positional], args))
+        for parameter in positional[len(args):] + a.kwonlyargs:
+            name = parameter.arg
+            if name in keywords:
+                scope[name] = keywords.pop(name)
+            elif name in defaults:
+                scope[name] = self.value(module, defaults[name], {}, depth)
+            else:
+                raise refusal(f"def {node.name}(...)", node.lineno, f"its parameter {name} has no value (torchtitan "
+                              f"calls a configuration with none)", module.name)
+        if keywords:
+            raise refusal(f"{node.name}(...)", node.lineno, f"no parameter {next(iter(keywords))}", module.name)
+        return scope
+
+    def block(self, module: Module, statements, scope: dict, depth: int):
+        """``(returned, value)`` of a run of statements."""
+        for statement in statements:
             done, value = self.statement(module, statement, scope, depth)
             if done:
-                return value
-        raise refusal(f"{function}()", node.lineno, "returns nothing the reader sees", module.name)
+                return True, value
+        return False, None
 
     def statement(self, module: Module, s, scope: dict, depth: int):
-        """``(returned, value)`` of one statement of a config function."""
-        if isinstance(s, ast.Return) and s.value is not None:
-            return True, self.value(module, s.value, scope, depth)
+        """``(returned, value)`` of one statement of a config function: assignments, returns, imports,
+        asserts; ``if`` on a value the reader knows, ``for`` over a list it knows, a list's
+        ``append`` and a helper called for its effect on its arguments."""
+        if isinstance(s, ast.Return):
+            return True, None if s.value is None else self.value(module, s.value, scope, depth)
         if isinstance(s, (ast.Assert, ast.Pass)) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)):
             return False, None
         if isinstance(s, ast.ImportFrom):
             module.imported(s)
             return False, None
+        if isinstance(s, ast.FunctionDef):       # a local helper (an SFT sample formatter): never a cost
+            scope[s.name] = Unread(f"def {s.name}", s.lineno, module.name)
+            return False, None
+        if isinstance(s, ast.If):
+            test = self.value(module, s.test, scope, depth)
+            if isinstance(test, (bool, type(None))):
+                return self.block(module, s.body if test else s.orelse, scope, depth)
+        if isinstance(s, ast.For) and isinstance(s.target, ast.Name) and not s.orelse:
+            items = self.value(module, s.iter, scope, depth)
+            if isinstance(items, list):
+                for item in items:
+                    scope[s.target.id] = item
+                    done, value = self.block(module, s.body, scope, depth)
+                    if done:
+                        return True, value
+                return False, None
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and self.effect(module, s.value, scope, depth):
+            return False, None
         target, value = self.assignment(s)
         if target is None:
             raise refusal(ast.get_source_segment(module.source, s) or type(s).__name__, s.lineno,
-                          "a statement the reader does not follow (it reads assignments, returns and imports); "
-                          "write the configuration without it", module.name)
+                          "a statement the reader does not follow (it reads assignments, returns, imports, and if "
+                          "and for on values it knows); write the configuration without it", module.name)
         if value is not None:
             self.assign(module, target, self.value(module, value, scope, depth), scope, depth)
         return False, None
+
+    def effect(self, module: Module, node, scope: dict, depth: int) -> bool:
+        """Run a call made for its effect: ``list.append(value)`` or a helper of the checkout."""
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "append" and len(node.args) == 1:
+            owner = self.value(module, node.func.value, scope, depth)
+            if isinstance(owner, list):
+                owner.append(self.value(module, node.args[0], scope, depth))
+                return True
+            return False
+        target = self.function(module, ast.get_source_segment(module.source, node.func) or "")
+        if target is None:
+            return False
+        args = [self.value(module, a, scope, depth) for a in node.args]
+        keywords = {k.arg: self.value(module, k.value, scope, depth) for k in node.keywords if k.arg is not None}
+        self.call(target[0], target[1], depth + 1, args, keywords)
+        return True
 
     @staticmethod
     def assignment(s):
@@ -182,6 +250,10 @@ class Reader:
             if isinstance(owner, Built):
                 owner.fields[target.attr] = value
                 return
+            if isinstance(owner, Unread):
+                raise refusal(owner.text, owner.line or target.lineno, "a value the reader does not follow (a call of "
+                              "a function outside the file and the checkout it sits in), so it cannot set its fields",
+                              owner.where or module.name)
         raise refusal(ast.get_source_segment(module.source, target) or "an assignment", target.lineno,
                       "an assignment the reader does not follow", module.name)
 
@@ -200,6 +272,8 @@ class Reader:
             owner = self.value(module, node.value, scope, depth)
             if isinstance(owner, Built):
                 return self.section(owner, node.attr)
+            if isinstance(owner, Unread):       # named by what the reader could not follow
+                return owner
         if isinstance(node, ast.BinOp):
             return self.arithmetic(module, node, scope, depth)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -214,7 +288,8 @@ class Reader:
     def section(owner: Built, attr: str):
         """``owner.attr``: the field set, else (on ``Trainer.Config``) the section with its defaults."""
         if attr not in owner.fields and owner.kind == "Trainer.Config" and attr in SECTIONS:
-            owner.fields[attr] = Built(SECTIONS[attr])
+            kind, defaults = SECTIONS[attr]
+            owner.fields[attr] = Built(kind, {k: list(v) for k, v in defaults.items()})
         return owner.fields.get(attr, Unread(f"{owner.kind}.{attr}", 0))
 
     def arithmetic(self, module: Module, node, scope: dict, depth: int):
@@ -237,8 +312,9 @@ class Reader:
         if callee == "default_adamw":
             return Built("OptimizersContainer.Config", dict(keywords, name="AdamW"))
         target = self.function(module, callee)
-        if target is not None and not node.args and not node.keywords:
-            return self.call(target[0], target[1], depth + 1)
+        if target is not None and len(keywords) == len(node.keywords):
+            args = [self.value(module, a, scope, depth) for a in node.args]
+            return self.call(target[0], target[1], depth + 1, args, keywords)
         return self.unread(module, node)
 
     def model_spec(self, module: Module, node, keywords: dict, scope: dict, depth: int) -> Built:
@@ -289,14 +365,15 @@ class Reader:
 
     @staticmethod
     def unread(module: Module, node) -> Unread:
-        return Unread(ast.get_source_segment(module.source, node) or type(node).__name__, getattr(node, "lineno", 0))
+        return Unread(ast.get_source_segment(module.source, node) or type(node).__name__, getattr(node, "lineno", 0),
+                      module.name)
 
 
 def evaluate(text: str, path: Path | None, name: str, function: str) -> Built:
     """The ``Trainer.Config`` that ``function`` of the file returns (refused otherwise)."""
     module = Module(text, path, name)
     try:
-        value = Reader(module).call(module, function)
+        value = Reader(module).call(module, function, args=(), keywords={})
     except RecursionError:
         raise InputError(f"{name}: nested too deeply to be a torchtitan configuration", "--torchtitan") from None
     if not isinstance(value, Built) or value.kind != "Trainer.Config":
@@ -350,6 +427,16 @@ def _fields(value: Built, section: str, name: str) -> dict:
     return out
 
 
+def mtp_layers(trainer: Built) -> int:
+    """DeepSeek's multi-token-prediction modules that ``model_registry(num_mtp_layers=...)`` builds."""
+    spec = trainer.fields.get("model_spec")
+    count = spec.fields.get("num_mtp_layers", 0) if isinstance(spec, Built) else 0
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InputError(f"num_mtp_layers = {getattr(count, 'text', count)!r}: a whole number, written as one",
+                         "num_mtp_layers")
+    return count
+
+
 def sections(trainer: Built, name: str, notes: list) -> dict:
     """The job TOML's sections that ``trainer`` (a ``Trainer.Config``) stands for."""
     data, f = {}, trainer.fields
@@ -364,14 +451,19 @@ def sections(trainer: Built, name: str, notes: list) -> dict:
         value = f.get(section)
         if isinstance(value, Built):
             data[section] = _fields(value, section, name)
-    if f.get("activation_checkpoint") is not None:
-        data["activation_checkpoint"] = _checkpointing(f["activation_checkpoint"], name)
+    data["activation_checkpoint"] = _checkpointing(f.get("activation_checkpoint", DEFAULT_AC[generation(f)]), name)
     data["optimizer"] = _optimizer(f.get("optimizer"), name)
-    _loss(f.get("loss"), name)
+    _loss(f.get("loss"), mtp_layers(trainer), name)
     _override(f.get("override"), notes)
     _batch(f, data, name)
     return data
 
+
+REGISTRY = {"llama3": ("attn_backend", "tp_gemm_backend"),
+            "deepseek_v3": ("attn_backend", "moe_comm_backend", "non_blocking_capacity_factor", "num_mtp_layers"),
+            "qwen3": ("attn_backend", "moe_comm_backend")}
+"""The arguments of each model's ``model_registry`` the reader reads (their defaults: flex attention,
+the standard all-to-all, no MTP modules)."""
 
 CONVERTERS = {"Float8LinearConverter.Config": "float8", "MXFP8LinearConverter.Config": "mx",
               "NVFP4LinearConverter.Config": "nvfp4"}
@@ -387,13 +479,21 @@ def _model(spec, converters_container, data: dict, name: str, notes: list) -> di
         raise InputError(f"{name}: the Trainer.Config has no model_spec=model_registry(...) the reader sees",
                          "model_spec")
     fields = spec.fields
+    if not isinstance(fields["flavor"], str):
+        raise InputError(f"{name}: model_registry({getattr(fields['flavor'], 'text', fields['flavor'])!r}): the "
+                         f"reader reads a flavour written as a string", "model_registry")
     model = dict(name=fields["name"], flavor=fields["flavor"])
-    if fields["name"] != "llama3":
-        return model                        # models.torchtitan.check_model refuses it by name
     for key, value in fields.items():
-        if key not in ("name", "flavor", "converters", "converters_given", "attn_backend", "tp_gemm_backend"):
-            raise InputError(f"{name}: model_registry(..., {key}=...): an argument the reader does not read",
-                             f"model_registry {key}")
+        if key not in ("name", "flavor", "converters", "converters_given") + REGISTRY.get(fields["name"], ()):
+            raise InputError(f"{name}: {fields['name']}'s model_registry(..., {key}=...): an argument the reader does "
+                             f"not read", f"model_registry {key}")
+    if fields.get("non_blocking_capacity_factor") is not None:
+        raise InputError(f"{name}: non_blocking_capacity_factor={fields['non_blocking_capacity_factor']}: HybridEP's "
+                         f"buffers of a fixed capacity are not read (the library routes every token)",
+                         "non_blocking_capacity_factor")
+    if fields.get("moe_comm_backend", "standard") != "standard":
+        notes.append(f"moe_comm_backend {fields['moe_comm_backend']!r}: the tokens' all-to-alls counted as "
+                     f"all-to-alls of the same bytes")
     if fields.get("attn_backend") == "varlen" or str(fields["flavor"]).endswith("_attn"):
         notes.append("attention within each packed document (varlen, or a block-causal mask): counted as causal "
                      "attention over the whole sequence (an upper bound)")
@@ -428,9 +528,27 @@ def _float8(converter: Built, second: bool) -> dict:
     return {k: v for k, v in out.items() if not isinstance(v, (Unread, Built))}
 
 
+DEFAULT_AC = {1: Built("ActivationCheckpointConfig"), 2: Built("SelectiveAC.Config")}
+"""``Trainer.Config``'s activation checkpointing when the function sets none, by generation."""
+
+
+def generation(f: dict) -> int:
+    """The generation of a ``Trainer.Config``'s fields: 1 where they hold a field only the first has
+    (``model_converters``, ``profiling``, ``ActivationCheckpointConfig``, the batch as
+    ``local_batch_size`` and ``seq_len``, ``pipeline_parallel_microbatch_size``), else 2."""
+    training = f["training"].fields if isinstance(f.get("training"), Built) else {}
+    parallelism = f["parallelism"].fields if isinstance(f.get("parallelism"), Built) else {}
+    first = ("model_converters" in f or "profiling" in f or GEN1_BATCH & set(training)
+             or "pipeline_parallel_microbatch_size" in parallelism
+             or getattr(f.get("activation_checkpoint"), "kind", None) == "ActivationCheckpointConfig")
+    return 1 if first else 2
+
+
 def _checkpointing(value, name: str) -> dict:
     """``[activation_checkpoint]``: the first generation's ``ActivationCheckpointConfig(mode=...)``
-    or the second's classes (``AC_MODES``)."""
+    or the second's classes (``AC_MODES``); ``None``, none."""
+    if value is None:
+        return {"mode": "none"}
     if isinstance(value, Built) and value.kind == "ActivationCheckpointConfig":
         return {k: v for k, v in _fields(value, "activation_checkpoint", name).items()
                 if k in ("mode", "selective_ac_option")}
@@ -457,13 +575,19 @@ def _optimizer(value, name: str) -> dict:
                      f"OptimizersContainer.Config(name=...)", "optimizer")
 
 
-def _loss(value, name: str) -> None:
-    """Refuse a loss other than cross-entropy (``LOSSES``): DeepSeek's MTP loss trains extra heads."""
+def _loss(value, mtp: int, name: str) -> None:
+    """Refuse a loss other than cross-entropy (``LOSSES``), and DeepSeek's MTP loss (``MTPLoss``)
+    other than beside the model's MTP modules (``num_mtp_layers``), which it trains."""
     inner = value.fields.get("loss_fn") if isinstance(value, Built) and value.kind == LOSSES[0] else None
-    for loss in (value, inner):
+    multi = isinstance(value, Built) and value.kind == "MTPLoss.Config"
+    if multi != (mtp > 0):
+        raise InputError(f"{name}: num_mtp_layers={mtp} with loss {getattr(value, 'kind', 'cross-entropy')}: the MTP "
+                         f"modules and MTPLoss go together", "loss")
+    for loss in (() if multi else (value, inner)):
         if loss is not None and not (isinstance(loss, Built) and loss.kind in LOSSES):
             shown = loss.text if isinstance(loss, Unread) else getattr(loss, "kind", loss)
-            raise InputError(f"{name}: loss = {shown}: the reader reads cross-entropy ({', '.join(LOSSES)})", "loss")
+            raise InputError(f"{name}: loss = {shown}: the reader reads cross-entropy ({', '.join(LOSSES)}) and "
+                             f"MTPLoss beside MTP modules", "loss")
 
 
 def _override(value, notes: list) -> None:
@@ -488,7 +612,7 @@ def _batch(f: dict, data: dict, name: str) -> None:
     compiled = f["compile"].fields if isinstance(f.get("compile"), Built) else {}
     if "enable_async_tensor_parallel" in compiled:
         data.setdefault("parallelism", {})["enable_async_tensor_parallel"] = compiled["enable_async_tensor_parallel"]
-    if GEN1_BATCH & set(training) or "pipeline_parallel_microbatch_size" in parallelism:
+    if generation(f) == 1:
         return
     tokens = _count(training, "num_tokens_per_microbatch_per_dp_rank", 16384, name)
     context = _count(training, "max_context_length", 2048, name)
@@ -534,7 +658,15 @@ def python_setup(text: str, path: Path | None, name: str, function: str | None, 
     trainer = evaluate(text, path, name, function)
     notes = [f"{function}() of {name} read without running it ({GENERATIONS})"]
     data = sections(trainer, f"{name} {function}()", notes)
-    setup = torchtitan.job_setup(Job("", name, data), function, world, vocab, torchtitan.PYTHON_FLAVORS, notes)
+    model = None
+    if data["model"]["name"] != "llama3":
+        if vocab is not None:
+            raise InputError(f"--vocab-size: torchtitan's {data['model']['name']} flavours state their vocabulary",
+                             "--vocab-size")
+        from symbolic_cost.models.torchtitan_models import architecture
+        model = partial(architecture, data["model"]["name"], data["model"]["flavor"], mtp_layers=mtp_layers(trainer))
+    setup = torchtitan.job_setup(Job("", name, data), function, world, vocab, torchtitan.PYTHON_FLAVORS, notes,
+                                 model=model)
     parallelism = trainer.fields.get("parallelism")
     if isinstance(parallelism, Built) and parallelism.fields.get("enable_sequence_parallel") is False \
             and setup.values[S.m1] > 1:

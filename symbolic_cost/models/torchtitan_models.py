@@ -1,0 +1,94 @@
+"""The models of torchtitan's Python configurations besides llama3, as the ``config.json`` of the
+Hugging Face family with the same modules, read by that family's reader (``models.families``).
+
+The sizes are torchtitan's flavours at b5bcd76 (``torchtitan/models/deepseek_v3/__init__.py``,
+``torchtitan/models/qwen3/__init__.py``), written here as facts:
+
+* ``deepseek_v3``: latent attention (``kv_lora_rank`` 512, 128 + 64 query/key head dimensions, 128
+  for values), ``n_dense_layers`` dense SwiGLU layers then MoE layers with shared experts.  The
+  debug, 16B and 236B flavours route with a softmax, not renormalised (``route_norm`` False, a
+  ``route_scale`` of 1, 1 and 16): DeepSeek-V2's router, ``deepseek_v2``; the 671B with a sigmoid
+  renormalised and scaled by 2.5: ``deepseek_v3``.  ``q_lora_rank`` 0 is no query compression.
+  The head is untied, the MLPs have no biases.
+* ``qwen3``: grouped-query attention of head dimension 128 with per-head q/k RMS norms; the dense
+  flavours' FFN widths as stated; the 0.6B, 1.7B, 4B and the dense debug model tie the head to the
+  word table; the MoE flavours route with a softmax renormalised over the chosen experts, no shared
+  experts, every layer MoE (``qwen3_moe``).
+
+How experts are chosen (groups, limited groups) and the balancing bias are comparisons and adds
+the families' readers do not count either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.architecture import Architecture
+
+
+def _deepseek(layers, dim, vocab, heads, q_lora, ffn, experts, shared, moe_ffn, top_k, dense, scale=1.0,
+              v3=False) -> dict:
+    v2_only = {} if v3 else dict(mlp_bias=False)         # V2's reader defaults its MLP biases on
+    return dict(v2_only, model_type="deepseek_v3" if v3 else "deepseek_v2", num_hidden_layers=layers, hidden_size=dim,
+                vocab_size=vocab, num_attention_heads=heads, num_key_value_heads=heads, q_lora_rank=q_lora or None,
+                kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, intermediate_size=ffn,
+                n_routed_experts=experts, n_shared_experts=shared, moe_intermediate_size=moe_ffn,
+                num_experts_per_tok=top_k, first_k_dense_replace=dense, routed_scaling_factor=scale,
+                hidden_act="silu", moe_layer_freq=1, attention_bias=False, tie_word_embeddings=False,
+                norm_topk_prob=v3, scoring_func="sigmoid" if v3 else "softmax")
+
+
+def _qwen3(layers, dim, vocab, heads, kv, ffn, tied) -> dict:
+    return dict(model_type="qwen3", num_hidden_layers=layers, hidden_size=dim, vocab_size=vocab,
+                num_attention_heads=heads, num_key_value_heads=kv, head_dim=128, intermediate_size=ffn,
+                tie_word_embeddings=tied, attention_bias=False, hidden_act="silu")
+
+
+def _qwen3_moe(layers, dim, vocab, heads, kv, moe_ffn, experts) -> dict:
+    return dict(model_type="qwen3_moe", num_hidden_layers=layers, hidden_size=dim, vocab_size=vocab,
+                num_attention_heads=heads, num_key_value_heads=kv, head_dim=128, intermediate_size=moe_ffn,
+                moe_intermediate_size=moe_ffn, num_experts=experts, num_experts_per_tok=8, norm_topk_prob=True,
+                decoder_sparse_step=1, mlp_only_layers=[], tie_word_embeddings=False, attention_bias=False,
+                hidden_act="silu")
+
+
+QWEN3_VOCAB = 151936
+
+CONFIGS = {
+    "deepseek_v3": {
+        "debugmodel": _deepseek(6, 256, 2048, 16, 0, 1024, 8, 2, 256, 3, 1),
+        "16B": _deepseek(27, 2048, 102400, 16, 0, 10944, 64, 2, 1408, 6, 1),
+        "236B": _deepseek(60, 5120, 102400, 128, 1536, 12288, 160, 2, 1536, 6, 1, scale=16.0),
+        "671B": _deepseek(61, 7168, 129280, 128, 1536, 18432, 256, 1, 2048, 8, 3, scale=2.5, v3=True),
+    },
+    "qwen3": {
+        "debugmodel": _qwen3(8, 256, 2048, 16, 8, 3072, True),
+        "debugmodel_non_fused_qkv": _qwen3(8, 256, 2048, 16, 8, 3072, True),
+        "0.6B": _qwen3(28, 1024, QWEN3_VOCAB, 16, 8, 3072, True),
+        "1.7B": _qwen3(28, 2048, QWEN3_VOCAB, 16, 8, 6144, True),
+        "4B": _qwen3(36, 2560, QWEN3_VOCAB, 32, 8, 9728, True),
+        "8B": _qwen3(36, 4096, QWEN3_VOCAB, 32, 8, 12288, False),
+        "14B": _qwen3(40, 5120, QWEN3_VOCAB, 40, 8, 17408, False),
+        "32B": _qwen3(64, 5120, QWEN3_VOCAB, 64, 8, 25600, False),
+        "debugmodel_moe": _qwen3_moe(8, 256, 2048, 16, 8, 768, 64),
+        "30B-A3B": _qwen3_moe(48, 2048, QWEN3_VOCAB, 32, 4, 768, 128),
+        "235B-A22B": _qwen3_moe(94, 4096, QWEN3_VOCAB, 64, 4, 1536, 128),
+    },
+}
+"""torchtitan's flavours by model and name, as ``config.json`` dicts (see the module docstring)."""
+
+
+def architecture(model: str, flavor: str, context: int, mtp_layers: int = 0) -> Architecture:
+    """The ``Architecture`` of torchtitan's ``model`` flavour ``flavor`` at ``context`` positions,
+    with ``mtp_layers`` multi-token-prediction modules (DeepSeek's ``num_mtp_layers``)."""
+    from symbolic_cost.models.config import from_config
+    if model not in CONFIGS:
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3, "
+                         f"{', '.join(CONFIGS)} flavours; give that model's config.json with --hf-config and its "
+                         f"layout with --set", "[model] name")
+    if flavor not in CONFIGS[model]:
+        raise InputError(f"[model] flavor {flavor!r} of {model}: the reader bundles {', '.join(CONFIGS[model])}",
+                         "[model] flavor")
+    arch = from_config(dict(CONFIGS[model][flavor], max_position_embeddings=context), f"{model} {flavor}")
+    return replace(arch, mtp_layers=mtp_layers) if mtp_layers else arch
