@@ -52,7 +52,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py",
          "tests/test_exact_backends.py", "tests/test_attention_kernels.py", "tests/test_serving_engines.py",
          "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py",
-         "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py")
+         "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -421,6 +421,17 @@ MUTATIONS = (
     Mutation("bridge-null-tokenizer-no-eod", "symbolic_cost/models/bridge_recipes.py",
              'size = tokenizer["vocab_size"] + (tokenizer.get("tokenizer_type") == "NullTokenizer")',
              'size = tokenizer["vocab_size"]', required=False),
+    # torchtitan's Python configurations (tests/test_torchtitan_python.py: typed layouts, torchtitan's token
+    # arithmetic by hand): a pipeline step's micro-batches, experts split over the tensor ranks beside EP, the
+    # float8 recipe each generation defaults to
+    Mutation("torchtitan-pipeline-step-one-forward", "symbolic_cost/models/torchtitan_python.py",
+             "t.update(seq_len=context, local_batch_size=rows * pipelined)",
+             "t.update(seq_len=context, local_batch_size=rows)", required=False),
+    Mutation("torchtitan-experts-over-tensor-ranks", "symbolic_cost/models/torchtitan.py",
+             "return {S.ep: ep, S.etp: 1 if ep > 1 else tp}", "return {S.ep: ep, S.etp: tp}", required=False),
+    Mutation("torchtitan-float8-defaults-swapped", "symbolic_cost/models/torchtitan_python.py",
+             'recipe = f.get("recipe_name") or ("rowwise" if second else "tensorwise")',
+             'recipe = f.get("recipe_name") or ("tensorwise" if second else "rowwise")', required=False),
 )
 
 

@@ -102,7 +102,8 @@ def _write(tmp_path, body: str, name="my_runs.py") -> str:
 
 def test_pipeline_tokens_and_accumulation(tmp_path, capsys):
     """PP 2 (1F1B) with 4 pipeline micro-batches of 2 x 2048 tokens, and a step of 2 x 2048 x 4 x DP x 3 tokens: 3
-    accumulation steps, so 4 x 3 = 12 micro-batches of b 2 a step (8 processes: DP 4)."""
+    accumulation steps, so 4 x 3 = 12 micro-batches of b 2 a step (8 processes: DP 4); by default one
+    accumulation step, 4."""
     path = _write(tmp_path, """
 def pp_run():
     config = llama3_debugmodel()
@@ -116,6 +117,10 @@ def pp_run():
 """)
     got = _config(capsys, path, "pp_run", "--devices", "8")["layout"]
     assert (got["p"], got["d"], got["b"], got["micro_batches"], got["recompute"]) == (2, 4, 2, 12, "full")
+    # without num_tokens_per_train_step, a step is one pipeline step on every data-parallel rank: 4 micro-batches
+    pathlib.Path(path).write_text(pathlib.Path(path).read_text().replace(
+        "    config.training.num_tokens_per_train_step = 2 * 2048 * 4 * 4 * 3\n", ""))
+    assert _config(capsys, path, "pp_run", "--devices", "8")["layout"]["micro_batches"] == 4
 
 
 def test_tensor_parallelism_without_sequence_parallelism(tmp_path, capsys):
@@ -270,4 +275,22 @@ def test_qwen3_flavours_are_the_published_models(tmp_path, capsys):
                   "--recompute", "full", *PLAIN)
     assert got["parameters"] == typed["parameters"] == (36 * (4096 * 6144 + 4096 * 4096 + 256 + 3 * 4096 * 12288
                                                               + 8192) + 2 * 151936 * 4096 + 4096) == 8_190_735_360
+    _same(got, typed)
+
+
+def test_expert_parallelism_beside_tensor_parallelism(tmp_path, capsys):
+    """Qwen3-30B-A3B on 8 processes with TP 2 and EP 4: shard 8 / 2 = 4, and EP 4 borrows ranks of the shard x
+    tensor = 8 (torchtitan's mesh rule); the experts whole on each EP rank (etp 1, MOE_SHARDING.md's "EP on":
+    Shard(0) on EP), as the same layout typed."""
+    path = _write(tmp_path, "from torchtitan.models.qwen3 import model_registry\n\n"
+                  "def moe():\n    config = llama3_8b()\n    config.model_spec = model_registry('30B-A3B')\n"
+                  "    config.parallelism.tensor_parallel_degree = 2\n    config.parallelism.expert_parallel_degree = 4\n"
+                  "    config.activation_checkpoint = FullAC.Config()\n    return config\n")
+    got = _config(capsys, path, "moe", "--devices", "8")
+    assert (got["layout"]["m1"], got["layout"]["d"], got["layout"]["ep"], got["layout"]["etp"]) == (2, 4, 4, 1)
+    architecture = str(tmp_path / "qwen3-30b-a3b.json")
+    from symbolic_cost.models.torchtitan_models import CONFIGS
+    pathlib.Path(architecture).write_text(json.dumps(dict(CONFIGS["qwen3"]["30B-A3B"], max_position_embeddings=8192)))
+    typed = _json(capsys, "--hf-config", architecture, "--set", "b=1", "l=8192", "m1=2", "s1=2", "d=4", "n_micro=1",
+                  "ep=4", "etp=1", "--zero", "3", "--recompute", "full", *PLAIN)
     _same(got, typed)
