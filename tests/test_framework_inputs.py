@@ -365,8 +365,8 @@ def test_torchtitan_debug_model(tmp_path, capsys):
 def test_torchtitan_pipeline_stages(tmp_path, capsys):
     """torchtitan's cut (generate_llm_fqn_per_model_part, embedding and output weighing one layer each): 32
     layers on 3 stages are 34 weighted, 11 + 1 extra on the first: [12 - 1, 11, 11 - 1] = [11, 11, 10]; on 4
-    stages [9 - 1, 9, 8, 8 - 1] = [8, 9, 8, 7], whose unequal middle stages are refused.  Local batch 8 in
-    micro-batches of 2: 4 a step; 24 processes: shard 24 / 3 = 8."""
+    stages [9 - 1, 9, 8, 8 - 1] = [8, 9, 8, 7], whose unequal middle stages are Megatron's layout string of the
+    same stages.  Local batch 8 in micro-batches of 2: 4 a step; 24 processes: shard 24 / 3 = 8."""
     from symbolic_cost.models.torchtitan import stage_layers
     assert stage_layers(32, 3, 1, 1) == [11, 11, 10] and stage_layers(32, 4, 1, 1) == [8, 9, 8, 7]
     assert stage_layers(32, 2, 1, 1) == [16, 16]
@@ -381,8 +381,22 @@ def test_torchtitan_pipeline_stages(tmp_path, capsys):
                   "p=3", "n_micro=4", "--zero", "3", "--precision", "bf16", "--flash", "--overlap", "grad,param",
                   "--optimizer", "adamw", "--first-stage-layers", "11", "--last-stage-layers", "10")
     _same(got, typed)
+    # 4 stages, unequal in the middle: Megatron's layout string of the same stages
     path.write_text(text.replace("pipeline_parallel_degree = 3", "pipeline_parallel_degree = 4"))
-    assert "[8, 9, 8, 7]" in _error(capsys, "--torchtitan", str(path), "--devices", "32")
+    typed4 = ["--set", "b=2", "l=8192", "d=8", "p=4", "n_micro=4", "--zero", "3", "--precision", "bf16", "--flash",
+              "--overlap", "grad,param", "--optimizer", "adamw"]
+    _same(_json(capsys, "--torchtitan", str(path), "--devices", "32"),
+          _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), *typed4,
+                "--pipeline-layout", "E" + "t" * 8 + "|" + "t" * 9 + "|" + "t" * 8 + "|" + "t" * 7 + "L"))
+    # Interleaved1F1B: two stages a rank by default, 34 weighted layers over 8 stages = [5, 5, 4, 4, 4, 4, 4, 4]
+    # less the embedding's and the output's weight, stage s on rank s mod 4
+    path.write_text(text.replace("pipeline_parallel_degree = 3", 'pipeline_parallel_degree = 4\n'
+                                 'pipeline_parallel_schedule = "Interleaved1F1B"'))
+    stages = [4, 5, 4, 4, 4, 4, 4, 3]
+    layout = "|".join(("E" if i == 0 else "") + "t" * c + ("L" if i == 7 else "") for i, c in enumerate(stages))
+    _same(_json(capsys, "--torchtitan", str(path), "--devices", "32"),
+          _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), *typed4, "--schedule", "interleaved",
+                "--virtual-stages", "2", "--pipeline-layout", layout))
     # torchtitan's default with pipelining keeps the gathered weights from forward to backward
     path.write_text(text.replace('fsdp_reshard_after_forward = "always"', ""))
     kept = _json(capsys, "--torchtitan", str(path), "--devices", "24")

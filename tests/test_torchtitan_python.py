@@ -83,8 +83,8 @@ def test_recipes_follow_imports_into_the_checkout(capsys):
                                       "llama3_debugmodel_tp2_asynctp_compile", "--devices", "8")
     assert "row-wise" in _error(capsys, "--torchtitan", str(SECOND / LLAMA3), "--torchtitan-config",
                                 "llama3_debugmodel_float8", "--devices", "8")
-    assert "Interleaved1F1B" in _error(capsys, "--torchtitan", H100, "--torchtitan-config",
-                                       "llama3_debugmodel_float8_fsdp2_tp2_pp2_asynctp_compile", "--devices", "8")
+    assert "row-wise" in _error(capsys, "--torchtitan", H100, "--torchtitan-config",
+                                "llama3_debugmodel_float8_fsdp2_tp2_pp2_asynctp_compile", "--devices", "8")
 
 
 def _write(tmp_path, body: str, name="my_runs.py") -> str:
@@ -293,4 +293,28 @@ def test_expert_parallelism_beside_tensor_parallelism(tmp_path, capsys):
     pathlib.Path(architecture).write_text(json.dumps(dict(CONFIGS["qwen3"]["30B-A3B"], max_position_embeddings=8192)))
     typed = _json(capsys, "--hf-config", architecture, "--set", "b=1", "l=8192", "m1=2", "s1=2", "d=4", "n_micro=1",
                   "ep=4", "etp=1", "--zero", "3", "--recompute", "full", *PLAIN)
+    _same(got, typed)
+
+
+def test_interleaved_schedule_of_the_debug_model(tmp_path, capsys):
+    """The debug model's Interleaved1F1B on 2 ranks: two stages a rank, its 6 layers + the embedding's and the
+    output's weight = 8 over 4 stages, 2 each, less the ends: [1, 2, 2, 1], stage s on rank s mod 2 (Megatron's
+    layout "Et|tt|tt|tL"); 4 pipeline micro-batches of 8 rows; 8 processes: shard 4."""
+    path = _write(tmp_path, """
+def looped():
+    config = llama3_debugmodel()
+    config.parallelism.pipeline_parallel_degree = 2
+    config.parallelism.num_pp_microbatches = 4
+    config.activation_checkpoint = FullAC.Config()
+    return config
+""")
+    got = _config(capsys, path, "looped", "--devices", "8")
+    architecture = tmp_path / "debug.json"
+    architecture.write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 6,
+        "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 2048, "max_position_embeddings": 2048,
+        "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False, "rms_norm_eps": 1e-05}))
+    typed = _json(capsys, "--hf-config", str(architecture), "--set", "b=8", "l=2048", "d=4", "p=2", "n_micro=4",
+                  "--zero", "3", "--recompute", "full", "--schedule", "interleaved", "--virtual-stages", "2",
+                  "--pipeline-layout", "Et|tt|tt|tL", "--no-reshard-after-forward", *PLAIN)
     _same(got, typed)

@@ -111,6 +111,11 @@ generation) tie the head to the word table (``enable_weight_tying``)."""
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe"}
 """torchtitan's single-stage pipeline schedules as ``Training.schedule``."""
 
+LOOPED = {"Interleaved1F1B": "interleaved"}
+"""torchtitan's looped schedules read (stage ``s`` on rank ``s mod p``: PyTorch's
+``ScheduleInterleaved1F1B``) as ``Training.schedule``; the V-shaped ones (ZBVZeroBubble,
+DualPipeV) place stages otherwise and are refused."""
+
 
 def hidden_dim(dim: int, multiplier, multiple_of: int) -> int:
     """torchtitan's ``FeedForward`` width: ``int(2 (4 dim) / 3)``, times ``ffn_dim_multiplier``
@@ -194,8 +199,6 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
              "ranks (loss parallel)"),
             ("parallelism", "pipeline_parallel_split_points", None, "the reader cuts stages as torchtitan's default"),
             ("parallelism", "module_fqns_per_model_part", None, "the reader cuts stages as torchtitan's default"),
-            ("parallelism", "pipeline_parallel_layers_per_stage", None, "the reader cuts stages as torchtitan's "
-             "default"),
             ("parallelism", "pipeline_parallel_schedule_csv", None, "a schedule from a file is not modelled")):
         job.refuse(section, key, inert, why)
     seq = job.get("training", "seq_len", 2048)
@@ -305,7 +308,7 @@ def layout(job: Job, arch: Architecture, world: int | None, notes: list) -> tupl
     policy = dict(zero=3 if shard > 1 else 0, overlap=overlap(job, d, shard, tp, notes))
     if replicate > 1 and shard > 1:         # HSDP: FSDP2 on the mesh (replicate, shard)
         policy["shard"] = shard
-    policy.update(pipeline(job, arch.n_layers, pp))
+    policy.update(pipeline(job, arch.n_layers, pp, arch.mtp_layers or 0))
     if shard > 1:
         policy.update(resharding(job, pp, notes))
     return values, policy
@@ -352,23 +355,52 @@ def overlap(job: Job, d: int, shard: int, tp: int, notes: list) -> Overlap:
     return Overlap(grad_reduce=d > 1, param_gather=shard > 1, tensor=asked and compiled and tp > 1)
 
 
-def pipeline(job: Job, layers: int, pp: int) -> dict:
-    """The schedule and the uneven first and last stages of torchtitan's cut (``stage_layers``)."""
+def pipeline(job: Job, layers: int, pp: int, mtp: int = 0) -> dict:
+    """The schedule and torchtitan's cut of the layers into stages (``stage_layers``): one stage a
+    rank (1F1B, GPipe) or, under a looped schedule (``LOOPED``), ``v`` a rank, stage ``s`` on rank
+    ``s mod p`` (torchtitan's ``_get_pipeline_metadata``: ``v`` = 2 by default, or the stages
+    ``pipeline_parallel_layers_per_stage`` makes).  Uneven end stages are ``first/last_stage_layers``;
+    any other cut (unequal middle stages, model chunks) is written as Megatron's layout string of the
+    same stages (``parallel.splits.layout_layers`` places stage ``s`` the same way), the embedding on
+    the first and the head, after the MTP modules, on the last."""
     name = job.get("parallelism", "pipeline_parallel_schedule", "1F1B", str)
     if pp == 1:
         return {}
-    if name not in SCHEDULES:
+    if name not in SCHEDULES and name not in LOOPED:
         raise InputError(f"[parallelism] pipeline_parallel_schedule {name!r}: the reader reads "
-                         f"{', '.join(SCHEDULES)} (one stage per rank)", "[parallelism] pipeline_parallel_schedule")
-    counts = stage_layers(layers, pp, job.get("parallelism", "pipeline_parallel_first_stage_less_layers", 1),
-                          job.get("parallelism", "pipeline_parallel_last_stage_less_layers", 1))
-    if pp > 2 and len(set(counts[1:-1])) > 1:
-        raise InputError(f"torchtitan cuts {layers} layers into stages of {counts} layers; the library places "
-                         f"equal middle stages", "[parallelism] pipeline_parallel_degree")
-    policy = dict(schedule=SCHEDULES[name])
-    if len(set(counts)) > 1:
-        policy.update(first_stage_layers=counts[0], last_stage_layers=counts[-1])
-    return policy
+                         f"{', '.join(SCHEDULES)} (one stage per rank) and {', '.join(LOOPED)} (looped)",
+                         "[parallelism] pipeline_parallel_schedule")
+    first = job.get("parallelism", "pipeline_parallel_first_stage_less_layers", 1)
+    last = job.get("parallelism", "pipeline_parallel_last_stage_less_layers", 1)
+    stages = _stages(job, layers + first + last, pp, name in LOOPED)
+    counts = stage_layers(layers, stages, first, last)
+    v = stages // pp
+    if v == 1 and len(set(counts[1:-1])) <= 1:
+        policy = dict(schedule=SCHEDULES[name])
+        if len(set(counts)) > 1:
+            policy.update(first_stage_layers=counts[0], last_stage_layers=counts[-1])
+        return policy
+    ends = {0: ("E", ""), len(counts) - 1: ("", "m" * mtp + "L")}
+    layout = "|".join(ends.get(i, ("", ""))[0] + "t" * c + ends.get(i, ("", ""))[1] for i, c in enumerate(counts))
+    return dict(schedule=LOOPED.get(name, SCHEDULES.get(name)), virtual_stages=v, pipeline_layout=layout)
+
+
+def _stages(job: Job, weighted: int, pp: int, looped: bool) -> int:
+    """The number of pipeline stages: ``p`` (one a rank) or ``2 p`` (looped), or
+    ``ceil(weighted layers / pipeline_parallel_layers_per_stage)``, a multiple of ``p`` with one stage
+    a rank for a single-stage schedule and two or more for a looped one (torchtitan's checks)."""
+    per_stage = job.get("parallelism", "pipeline_parallel_layers_per_stage", None, object)
+    if per_stage is None:
+        return pp * (2 if looped else 1)
+    if isinstance(per_stage, bool) or not isinstance(per_stage, int) or per_stage < 1:
+        raise InputError(f"[parallelism] pipeline_parallel_layers_per_stage must be a positive integer, got "
+                         f"{per_stage!r}", "[parallelism] pipeline_parallel_layers_per_stage")
+    stages = -(-weighted // per_stage)
+    if stages % pp or (stages // pp != 1 if not looped else stages // pp < 2):
+        raise InputError(f"[parallelism] pipeline_parallel_layers_per_stage {per_stage} makes {stages} stages on "
+                         f"{pp} ranks: torchtitan needs a multiple of the ranks, one a rank for a single-stage "
+                         f"schedule and two or more for a looped one", "[parallelism] pipeline_parallel_layers_per_stage")
+    return stages
 
 
 def recompute(job: Job, layers: int, pp: int, policy: dict, notes: list) -> dict:
@@ -388,7 +420,7 @@ def recompute(job: Job, layers: int, pp: int, policy: dict, notes: list) -> dict
                      "of wq, wv, w1, w2 and the attention kernel kept; models.op_recompute)")
         return dict(recompute="op")
     stage = layers // pp
-    if policy.get("first_stage_layers") is not None or policy.get("last_stage_layers") is not None:
+    if any(policy.get(k) is not None for k in ("first_stage_layers", "last_stage_layers", "pipeline_layout")):
         raise InputError("[activation_checkpoint] selective_ac_option: a layer frequency with uneven pipeline "
                          "stages is not modelled", "[activation_checkpoint] selective_ac_option")
     count = stage // int(option)
