@@ -52,7 +52,8 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py",
          "tests/test_exact_backends.py", "tests/test_attention_kernels.py", "tests/test_serving_engines.py",
          "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py",
-         "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py")
+         "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
+         "tests/test_speculative.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -429,6 +430,12 @@ MUTATIONS = (
              "t.update(seq_len=context, local_batch_size=rows)", required=False),
     Mutation("torchtitan-experts-over-tensor-ranks", "symbolic_cost/models/torchtitan.py",
              "return {S.ep: ep, S.etp: 1 if ep > 1 else tp}", "return {S.ep: ep, S.etp: tp}", required=False),
+    # speculative decoding (tests/test_speculative.py: a Monte-Carlo run of the acceptance rule, the step by hand)
+    Mutation("speculative-no-bonus-token", "symbolic_cost/inference/speculative.py",
+             "return (1 - alpha ** (k + 1)) / (1 - alpha)", "return (1 - alpha ** k) / (1 - alpha)", required=False),
+    Mutation("speculative-verify-k-tokens", "symbolic_cost/inference/speculative.py",
+             "return _mean(decode(arch, s, prompt, conventions, tokens=k + 1),",
+             "return _mean(decode(arch, s, prompt, conventions, tokens=k),", required=False),
     Mutation("torchtitan-float8-defaults-swapped", "symbolic_cost/models/torchtitan_python.py",
              'recipe = f.get("recipe_name") or ("rowwise" if second else "tensorwise")',
              'recipe = f.get("recipe_name") or ("tensorwise" if second else "rowwise")', required=False),

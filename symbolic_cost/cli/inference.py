@@ -27,6 +27,7 @@ from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.engines import ENGINES
 from symbolic_cost.inference.load import MAX_REQUESTS
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
+from symbolic_cost.inference.speculative import speculative_fields
 from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
@@ -88,6 +89,16 @@ def add_arguments(parser) -> None:
                    help="with --set cp=N, how the prefill's attention sees the whole prompt: ring (K, V passed "
                         "point to point, Megatron-LM; default), all-gather (Llama 3) or ulysses (all-to-all of "
                         "heads); decode under CP is not modelled")
+    speculation = parser.add_argument_group("speculative decoding")
+    options.option(speculation, "--speculative", type=options.integer(1, 64), metavar="K",
+                   help="K draft tokens a step, verified by the model in one step (inference.speculative; with "
+                        "--acceptance and a draft model)")
+    options.option(speculation, "--acceptance", type=_share("--acceptance", zero=True), metavar="A",
+                   help="the probability that the model accepts a draft token (0 to 1; measured on your traffic)")
+    draft = speculation.add_mutually_exclusive_group()
+    options.option(draft, "--draft-preset", choices=options.MODELS, metavar="NAME",
+                   help="the draft model, a bundled one (its vocabulary must be the model's)")
+    options.option(draft, "--draft-hf-config", metavar="PATH", help="the draft model's Hugging Face config.json")
     load = parser.add_argument_group("under load")
     options.option(load, "--rate", type=_rate, metavar="R",
                    help="simulate in-flight batching of requests arriving at R per second (Poisson; 'inf': all at "
@@ -168,15 +179,20 @@ def _rate(text: str):
     return value
 
 
-def _fraction(text: str) -> Fraction:
-    """A share in (0, 1], exact (``0.9`` is 9/10)."""
-    try:
-        value = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        value = None
-    if value is None or not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"--memory-fraction must be a number in (0, 1], got {text!r}")
-    return value
+def _share(flag: str, zero: bool = False):
+    """An option type: a share in (0, 1] (``[0, 1]`` with ``zero``), exact (``0.9`` is 9/10)."""
+    def read(text: str) -> Fraction:
+        try:
+            value = Fraction(text.strip())
+        except (ValueError, ZeroDivisionError):
+            value = None
+        if value is None or not (0 <= value if zero else 0 < value) or value > 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number in {'[0' if zero else '(0'}, 1], got {text!r}")
+        return value
+    return read
+
+
+_fraction = _share("--memory-fraction")
 
 
 def _seconds(flag: str):
@@ -316,6 +332,7 @@ def run(args) -> int:
                              f"--slo-itl) too", name)
     if simulated and (args.grid or args.field):
         raise InputError("--slo-* runs load tests; it does not combine with --field or --grid", "slo_ttft")
+    _check_speculation(args, simulated)
     if args.devices is not None:
         return layout_search(args)
     if args.grid:
@@ -333,6 +350,37 @@ def run(args) -> int:
             print(f"{name} = {simplify(expr)}")
         return 0
     return report(args)
+
+
+SPECULATIVE = ("speculative", "acceptance", "draft_preset", "draft_hf_config")
+
+
+def _check_speculation(args, simulated: bool) -> None:
+    """Refuse speculative decoding's options given in part, or beside what does not model it (a load
+    test, a layout search, formulas and grids: the report answers it)."""
+    given = [name for name in SPECULATIVE if getattr(args, name, None) is not None]
+    if not given:
+        return
+    missing = [f"--{name.replace('_', '-')}" for name in ("speculative", "acceptance") if name not in given]
+    if missing or not ({"draft_preset", "draft_hf_config"} & set(given)):
+        raise InputError(f"speculative decoding needs --speculative K, --acceptance A and a draft model "
+                         f"(--draft-preset or --draft-hf-config); missing {', '.join(missing) or 'the draft'}",
+                         missing[0] if missing else "--draft-preset")
+    beside = next((flag for flag, on in (("--rate", simulated), ("--devices", args.devices is not None),
+                                         ("--grid", bool(args.grid)), ("--field", bool(args.field))) if on), None)
+    if beside:
+        raise InputError(f"--speculative is reported for one configuration; {beside} does not model it (it would "
+                         f"be ignored)", "--speculative")
+
+
+def speculation(args, arch):
+    """The ``inference.speculative.Speculation`` of the options, or None."""
+    if args.speculative is None:
+        return None
+    from symbolic_cost.inference.speculative import Speculation
+    from symbolic_cost.models import config as hf
+    draft = hf.load(args.draft_hf_config) if args.draft_hf_config else hf.preset(args.draft_preset)
+    return Speculation(draft, args.speculative, Rational(args.acceptance.numerator, args.acceptance.denominator))
 
 
 def layout_search(args) -> int:
@@ -397,6 +445,10 @@ def report(args) -> int:
     out = {name: None if value == oo else number(value) for name, value in expressions(args, names).items()}
     never = arch.moe is None and out["crossover_batch"] is None     # JSON: null, as the text's "never"
     load = load_test(args, arch, s) if args.rate is not None or args.slo_ttft or args.slo_itl else None
+    spec = speculation(args, arch)
+    speculative = None if spec is None else {
+        name: number(value) for name, value in speculative_fields(arch, s, spec, options.timed_system(args),
+                                                                  conventions(args), args.roofline).items()}
     moments = {m.name: number(m.bytes) for m in serving_timeline(arch, s, conventions(args))}
     at = max(moments, key=moments.get)                  # the first of equals, as peak.peak_moment
     overheads = get_overheads(args.overheads)
@@ -406,7 +458,9 @@ def report(args) -> int:
         extra = {"device_bytes": number(overheads.device_bytes(out["peak_bytes"]))} if overheads.counted else {}
         print(json.dumps({"model": arch.name, **out, "peak_at": at, "peak_moments": moments,
                           "capacity_bytes": number(capacity), "overheads": args.overheads, **extra,
-                          **({"load": load} if load else {}), **notes}, indent=1))
+                          **({"load": load} if load else {}),
+                          **({"speculative": dict(k=spec.k, acceptance=number(spec.acceptance), draft=spec.draft.name,
+                                                  **speculative)} if spec else {}), **notes}, indent=1))
         return 0
     size = lambda name: amount(out[name], "bytes", args.units)  # noqa: E731
     flops = lambda name: amount(out[name], "flops", args.units)  # noqa: E731
@@ -439,12 +493,24 @@ def report(args) -> int:
         else "where decode turns compute-bound is not solved (the experts a step reads grow with b; see --grid)"
     most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
     print(f"largest batch whose peak fits: {most}; {turns}")
+    if spec:
+        _print_speculation(args, spec, speculative, out)
     if load:
         _print_load(args, load)
     for note in arch.notes:
         print(f"note: {note}")
     return 0
 
+
+
+def _print_speculation(args, spec, got: dict, out: dict) -> None:
+    seconds = lambda value: amount(value, "seconds", args.units)  # noqa: E731
+    print(f"speculative decoding: {spec.k} tokens a step from {spec.draft.name}, each accepted with probability "
+          f"{float(spec.acceptance):.4g}: {got['tokens_per_step']:.4g} tokens a step; step {seconds(got['step_s'])} "
+          f"({spec.k} draft steps of {seconds(got['draft_step_s'])}, verification {seconds(got['verify_s'])}); "
+          f"TPOT {seconds(got['tpot_s'])} (without: {seconds(out['tpot_s'])}), {got['tokens_per_s']:.6g} tokens/s "
+          f"per replica; the draft's prefill adds {seconds(got['draft_prefill_s'])} to TTFT and its weights and "
+          f"cache {amount(got['draft_bytes'], 'bytes', args.units)} a device")
 
 
 def _prefill_report(args, arch, s) -> int:

@@ -177,13 +177,13 @@ def _formatted(stack, s: Serving) -> tuple:
     return (stack[0], *((quantized(blk, fmt, s.es), n) for blk, n in stack[1:-1]), stack[-1])
 
 
-def _head(prompt: Block, last: Block, s: Serving, vocab, conventions) -> Block:
+def _head(prompt: Block, last: Block, s: Serving, vocab, conventions, tokens=1) -> Block:
     """The generation head: ``prompt``'s rows before the LM head (final norm, ``project_out``),
-    then ``last``'s (the head at one token) from the LM head on without the loss, the LM head
-    allgathering the ``b x vocab`` logits over ``m1``."""
+    then ``last``'s (the head at ``tokens`` tokens: one, or a verification's q) from the LM head on
+    without the loss, the LM head allgathering the ``b x tokens x vocab`` logits over ``m1``."""
     rows = list(prompt.rows[:prompt.names.index("lm_head")])
     lm = [r for r in last.rows[last.names.index("lm_head"):] if r.name != "loss"]
-    lm[0] = lm[0].plus(collectives=collective("allgather", s.b * vocab, s.es, s.m1, "fwd", conventions))
+    lm[0] = lm[0].plus(collectives=collective("allgather", s.b * tokens * vocab, s.es, s.m1, "fwd", conventions))
     return Block("head", tuple(rows + lm), prompt.dims, prompt.conventions)
 
 
@@ -230,37 +230,50 @@ def prefill(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT
     return Phase("prefill", stack, s, s.l_in, arch.e)
 
 
-def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, conventions=conv.DEFAULT) -> Phase:
-    """One decode step: ``b`` sequences, one token each, over ``l_ctx`` cached tokens.
+def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, conventions=conv.DEFAULT,
+           tokens: int = 1) -> Phase:
+    """One decode step: ``b`` sequences, one token each, over ``l_ctx`` cached tokens; with
+    ``tokens`` = q > 1, a speculative decoder's verification (``inference.speculative``): q new
+    tokens a sequence through every layer, each query over the ``l_ctx + q`` keys (the cache and
+    the q new ones, counted whole: the mask's q(q-1)/2 hidden pairs sit in the kernel's one tile
+    of queries), and the logits of all q positions.
 
     >>> from symbolic_cost.models.config import preset
     >>> step = decode(preset("llama-2-7b"), Serving(b=1, l_in=8, l_out=2), l_ctx=8)
     >>> step.layer["logits"].flops_fwd            # 32 heads x (1, 128) x (128, 9)
     73440
+    >>> verify = decode(preset("llama-2-7b"), Serving(b=1, l_in=8, l_out=2), l_ctx=8, tokens=3)
+    >>> verify.layer["logits"].flops_fwd          # 32 heads x (3, 128) x (128, 11): 32 x 3 x 11 x 255
+    269280
     """
     conventions = conv.get(conventions)
     inference = _check(arch, s)
+    tokens = exact(tokens, "tokens")
+    if tokens != 1 and (arch.encoder_decoder or arch.latent is not None):
+        raise InputError(f"a step of {tokens} tokens a sequence (speculative verification) is modelled for decoders "
+                         f"without latent attention; {arch.name} has "
+                         f"{'an encoder' if arch.encoder_decoder else 'latent attention'}", "tokens")
     if s.cp != 1:
         raise InputError(f"decode under context parallelism (cp={s.cp}, {s.cp_variant}) is not modelled: each CP "
                          f"rank holds 1/cp of the cache, and splitting one token's attention over them (pass-Q "
                          f"ring, partial-attention merges) is not counted; the prefill is (prefill, "
                          f"throughput.prefill_fields)", "cp")
     l_ctx = exact(l_ctx, "l_ctx")
-    one = _stack(inference, s, 1, conventions)
-    head = (_head(one[-1][0], one[-1][0], s, arch.padded_vocab(s.m1), conventions), Integer(1))
+    one = _stack(inference, s, tokens, conventions)
+    head = (_head(one[-1][0], one[-1][0], s, arch.padded_vocab(s.m1), conventions, tokens), Integer(1))
     step = conventions.but(causal_flops="full", window_count="windowed")
     kw = dict(es=s.es, es_mask=1, conventions=step)
-    t = Training(b=s.b, l=1, flash=s.flash)
+    t = Training(b=s.b, l=tokens, flash=s.flash)
     if not arch.encoder_decoder:
         experts = Experts(s.ep, s.expert_tensor, replicated=s.replicated_experts) if arch.moe is not None else None
-        layers, reads = layer_groups(inference, t, s.m1, 1, kw, experts, attended=l_ctx + 1), None
+        layers, reads = layer_groups(inference, t, s.m1, 1, kw, experts, attended=l_ctx + tokens), None
         if arch.latent is not None:
             layers, reads = decode_layers(layers, arch.latent, s.mla, l_ctx + 1, flash=s.flash, es=s.es,
                                           conventions=step)
         reads = tuple((reads or CACHE_READS).items())
         stack = (one[0], *((_cached(blk, s, reads), count) for blk, count in layers), head)
-        return Phase("decode", serving=s, tokens=Integer(1), width=arch.e, sends=_sends(arch, s, 1, conventions),
-                     reads=reads, **_routed(stack, arch, s, 1))
+        return Phase("decode", serving=s, tokens=Integer(tokens), width=arch.e,
+                     sends=_sends(arch, s, tokens, conventions), reads=reads, **_routed(stack, arch, s, tokens))
     layer = build_layer(layer_options(inference, t, s.m1, 1, cross=s.l_in, keys=l_ctx + 1), kw)
     layer = replace(layer, rows=tuple(r for r in layer.rows if r.name != "cross_kv_proj"))
     start = _relative_lookups(one[3][0], arch, s, l_ctx + 1)

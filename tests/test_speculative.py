@@ -1,0 +1,122 @@
+"""Speculative decoding (``inference.speculative``) against oracles written apart from it:
+
+* the tokens a step yields against a Monte-Carlo run of the acceptance rule (each of the ``k``
+  proposals accepted with probability ``alpha`` until the first rejection, then one token of the
+  served model's own), and the closed form's ends by hand (one token at ``alpha = 0``, ``k + 1`` at 1);
+* the verification step's matrix FLOPs against PyTorch's ``FlopCounterMode`` around a
+  ``transformers`` Llama's forward over ``q`` new tokens a sequence after a cache of ``l_ctx``
+  (the same forward a speculative decoder's verification runs), in ``tests/test_inference_hf.py``'s
+  eager configuration;
+* the step's composition by hand: ``k`` draft steps and one verification, ``TPOT = step / E``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from sympy import Rational
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.inference import Serving, decode
+from symbolic_cost.inference.speculative import Speculation, expected_tokens, speculative_fields
+from symbolic_cost.inference.throughput import phase_time
+from symbolic_cost.models.config import from_config
+
+LLAMA = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=40, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=10, intermediate_size=48, num_hidden_layers=2, vocab_size=64,
+             max_position_embeddings=64)
+DRAFT = dict(LLAMA, num_hidden_layers=1, intermediate_size=24)
+
+
+def simulated_tokens(k: int, alpha: float, steps: int, seed: int) -> float:
+    """Mean tokens a step over ``steps`` simulated steps: proposals accepted in turn while a uniform draw
+    falls under ``alpha``, plus the served model's own token (its correction or its bonus)."""
+    rng, total = random.Random(seed), 0
+    for _ in range(steps):
+        accepted = 0
+        while accepted < k and rng.random() < alpha:
+            accepted += 1
+        total += accepted + 1
+    return total / steps
+
+
+@pytest.mark.parametrize("k, alpha", [(1, Rational(1, 2)), (3, Rational(7, 10)), (5, Rational(9, 10)),
+                                      (8, Rational(1, 4))])
+def test_tokens_a_step_match_a_simulation_of_the_acceptance_rule(k, alpha):
+    expected = float(expected_tokens(k, alpha))
+    assert abs(simulated_tokens(k, float(alpha), 200_000, seed=k) - expected) < 0.02
+
+
+def test_tokens_a_step_at_the_ends():
+    assert expected_tokens(4, 0) == 1 and expected_tokens(4, 1) == 5
+    assert expected_tokens(2, Rational(1, 2)) == 1 + Rational(1, 2) + Rational(1, 4)     # 1 + a + a^2
+
+
+def test_step_is_k_drafts_and_one_verification():
+    """b 2, 8 prompt tokens, 6 generated: the verification of k + 1 = 4 tokens at the mean context (the first
+    step over 8 cached tokens, the last over 8 + 6 - 2 = 12, each at half weight); the draft's steps over
+    8 and 8 + 6 + 3 - 3 = 14; TPOT = (3 draft + verify) / E."""
+    target, draft = from_config(LLAMA, "target"), from_config(DRAFT, "draft")
+    s = Serving(b=2, l_in=8, l_out=6)
+    alpha = Rational(3, 5)
+    got = speculative_fields(target, s, Speculation(draft, 3, alpha), "h100")
+    at = lambda arch, ctx, q=1: phase_time(decode(arch, s, ctx, tokens=q), "h100")["total"]  # noqa: E731
+    verify = (at(target, 8, 4) + at(target, 12, 4)) / 2
+    drafting = (at(draft, 8) + at(draft, 14)) / 2
+    tokens = (1 - alpha ** 4) / (1 - alpha)
+    assert got["verify_s"] == verify and got["draft_step_s"] == drafting
+    assert got["tpot_s"] == (3 * drafting + verify) / tokens
+    assert got["tokens_per_s"] == 2 * tokens / (3 * drafting + verify)
+
+
+def test_refusals():
+    target = from_config(LLAMA, "target")
+    with pytest.raises(InputError, match="vocabulary"):
+        speculative_fields(target, Serving(b=1, l_in=8, l_out=4),
+                           Speculation(from_config(dict(DRAFT, vocab_size=32), "d"), 2, Rational(1, 2)))
+    for k, alpha, name in ((0, Rational(1, 2), "k"), (2, Rational(3, 2), "acceptance"), (2, 0.5, "acceptance")):
+        with pytest.raises(InputError, match=name):
+            Speculation(target, k, alpha)
+    with pytest.raises(InputError, match="one pipeline stage"):
+        speculative_fields(target, Serving(b=1, l_in=8, l_out=4, p=2), Speculation(target, 2, Rational(1, 2)))
+
+
+def test_verification_matrix_flops_equal_flop_counter():
+    """transformers' Llama after a cache of 7 tokens, fed q = 4 more a sequence in one forward (logits at every
+    position), under FlopCounterMode: the library's verification step of 4 tokens over l_ctx = 7."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+    from tests.test_inference_hf import EAGER, hf_model, products
+    model, b, cached, q = hf_model(LLAMA), 2, 7, 4
+    ids = torch.randint(3, 60, (b, cached + q))
+    with torch.no_grad():
+        past = model(ids[:, :cached], use_cache=True).past_key_values
+        with FlopCounterMode(display=False) as counter:
+            model(ids[:, cached:], past_key_values=past, use_cache=True)
+    arch = from_config(LLAMA, "llama")
+    assert products(decode(arch, Serving(b=b, l_in=cached, l_out=q, precision="fp32"), cached, EAGER, tokens=q)) \
+        == counter.get_total_flops()
+
+
+def test_inference_command_reports_it(tmp_path, capsys):
+    """``inference --speculative K --acceptance A --draft-hf-config``: the JSON's speculative fields are the
+    library's (the same configuration through ``speculative_fields``); refused in part and beside a load test."""
+    import json
+    from symbolic_cost.cli import main
+    from symbolic_cost.timing.hardware import calibrated
+    target, draft = tmp_path / "target.json", tmp_path / "draft.json"
+    target.write_text(json.dumps(LLAMA))
+    draft.write_text(json.dumps(DRAFT))
+    words = ["inference", "--hf-config", str(target), "--set", "b=2", "l_in=8", "l_out=6", "--speculative", "3",
+             "--acceptance", "0.6", "--draft-hf-config", str(draft)]
+    assert main([*words, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["speculative"]
+    expected = speculative_fields(from_config(LLAMA, "t"), Serving(b=2, l_in=8, l_out=6),
+                                  Speculation(from_config(DRAFT, "d"), 3, Rational(3, 5)), calibrated("h100"))
+    assert got["k"] == 3 and got["tokens_per_step"] == pytest.approx(float(expected["tokens_per_step"]))
+    assert got["tpot_s"] == pytest.approx(float(expected["tpot_s"]), rel=1e-12)
+    assert main(words) == 0 and "speculative decoding: 3 tokens a step" in capsys.readouterr().out
+    assert main(words[:-2]) == 2 and "a draft model" in capsys.readouterr().err
+    assert main([*words, "--rate", "2"]) == 2 and "--rate does not model it" in capsys.readouterr().err
