@@ -129,9 +129,8 @@ class Module:
 class Reader:
     """Evaluates config functions of ``Module`` s (see the module docstring)."""
 
-    def __init__(self, module: Module):
-        self.modules = {None: module}
-        self.main = module
+    def __init__(self):
+        self.modules: dict[str, Module] = {}     # the checkout's modules opened, by path
 
     def call(self, module: Module, function: str, depth: int = 0, args=(), keywords=None):
         """What ``function`` of ``module`` returns, its parameters bound to ``args`` and ``keywords``
@@ -373,7 +372,7 @@ def evaluate(text: str, path: Path | None, name: str, function: str) -> Built:
     """The ``Trainer.Config`` that ``function`` of the file returns (refused otherwise)."""
     module = Module(text, path, name)
     try:
-        value = Reader(module).call(module, function, args=(), keywords={})
+        value = Reader().call(module, function, args=(), keywords={})
     except RecursionError:
         raise InputError(f"{name}: nested too deeply to be a torchtitan configuration", "--torchtitan") from None
     if not isinstance(value, Built) or value.kind != "Trainer.Config":
