@@ -6,6 +6,7 @@ gets the same budget as on an idle one.  It imports only ``checks``, so every mo
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -51,7 +52,16 @@ def time_limit(seconds, what: str, argument: str | None = None):
         if running:
             raise _Expired
 
+    hook = sys.unraisablehook
+
+    def quiet(unraisable):
+        """An expiry that lands in a finalizer is lost there (``AGAIN`` fires another): say nothing of it,
+        where Python would print its traceback on stderr beside the one-line refusal."""
+        if not isinstance(unraisable.exc_value, _Expired):
+            hook(unraisable)
+
     previous = signal.signal(signal.SIGPROF, expire)
+    sys.unraisablehook = quiet
     try:
         signal.setitimer(signal.ITIMER_PROF, seconds, AGAIN)
         try:
@@ -64,3 +74,4 @@ def time_limit(seconds, what: str, argument: str | None = None):
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous)
+        sys.unraisablehook = hook
