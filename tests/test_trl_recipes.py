@@ -42,7 +42,8 @@ def test_full_sft_under_the_handbooks_fsdp_launch(capsys):
     reduction behind compute."""
     got = _json(capsys, "--accelerate", FSDP, "--hf-training-args", FULL)
     typed = _json(capsys, "--set", "b=16", "n_micro=1", "l=2048", "d=8", "--zero", "3", "--recompute", "full",
-                  "--flash", "--precision", "bf16", "--no-master-weights", "--overlap", "grad,param")
+                  "--flash", "--precision", "bf16", "--no-master-weights", "--overlap", "grad,param", "--optimizer",
+                  "adamw")
     _same(got, typed)
     assert got["weight_bytes"] * 8 == 2 * 7_241_732_096            # bf16 weights sharded 8 ways, no fp32 copy
     assert any("torch_dtype bfloat16" in note for note in got["notes"])
@@ -55,7 +56,7 @@ def test_qlora_sft_on_one_device(capsys):
     got = _json(capsys, "--hf-training-args", QLORA, "--devices", "1")
     typed = _json(capsys, "--set", "b=4", "n_micro=2", "l=2048", "--recompute", "full", "--flash", "--precision",
                   "bf16", "--lora-rank", "16", "--lora-targets", "q,k,v,o,gate,up,down", "--lora-base", "nf4",
-                  "--no-double-quant")
+                  "--no-double-quant", "--optimizer", "adamw")
     _same(got, typed)
     # 32 layers x rank 16 x (q 4096+4096, k 4096+1024, v 4096+1024, o 4096+4096, gate, up 4096+14336, down 14336+4096)
     per_layer = 16 * ((4096 + 4096) * 2 + (4096 + 1024) * 2 + (4096 + 14336) * 3)

@@ -101,15 +101,22 @@ def whole_model(args):
 
 
 LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "ep", "etp", "precision", "fp8", "fp8_gather",
-          "zero", "distributed_optimizer", "offload", "recompute", "schedule", "virtual_stages", "flash")
+          "zero", "shard", "reshard_after_forward", "distributed_optimizer", "offload", "optimizer", "recompute",
+          "recompute_method", "recompute_layers", "schedule", "virtual_stages", "first_stage_layers",
+          "last_stage_layers", "pipeline_layout", "overlap", "flash")
 """The training fields ``summary --json`` reports as decoded (``layout``): what a framework file or
 the options set, so that a script reading a file sees what the reader made of it."""
 
 
 def decoded_layout(training: Training) -> dict:
-    """``LAYOUT``'s fields of ``training``: numbers as numbers, the rest as they are named."""
-    return {name: (number(value) if not isinstance(value, (str, bool, type(None))) else value)
-            for name in LAYOUT for value in (getattr(training, name),)}
+    """``LAYOUT``'s fields of ``training``: numbers as numbers, the overlap as the names of what it
+    hides (``--overlap``'s words), the rest as they are named."""
+    def shown(name, value):
+        if name == "overlap":
+            return [word for word, on in (("grad", value.grad_reduce), ("param", value.param_gather),
+                                          ("tensor", value.tensor), ("expert", value.expert)) if on]
+        return number(value) if not isinstance(value, (str, bool, type(None))) else value
+    return {name: shown(name, getattr(training, name)) for name in LAYOUT}
 
 
 def report(args) -> tuple[dict, Training]:
