@@ -53,7 +53,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_exact_backends.py", "tests/test_attention_kernels.py", "tests/test_serving_engines.py",
          "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py",
          "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
-         "tests/test_speculative.py")
+         "tests/test_speculative.py", "tests/test_megatron_examples.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -436,6 +436,12 @@ MUTATIONS = (
     Mutation("speculative-verify-k-tokens", "symbolic_cost/inference/speculative.py",
              "return _mean(decode(arch, s, prompt, conventions, tokens=k + 1),",
              "return _mean(decode(arch, s, prompt, conventions, tokens=k),", required=False),
+    # Megatron-LM's older and newer options (tests/test_megatron_examples.py: its arguments.py by hand)
+    Mutation("megatron-activations-checkpoint-method-ignored", "symbolic_cost/models/megatron_args.py",
+             'method = "uniform" if o.flag("checkpoint-activations") else \\', 'method = "uniform" if True else \\',
+             required=False),
+    Mutation("megatron-gpt2-vocabulary-off-by-one", "symbolic_cost/models/megatron_args.py",
+             "GPT2_VOCAB = 50257", "GPT2_VOCAB = 50256", required=False),
     Mutation("torchtitan-float8-defaults-swapped", "symbolic_cost/models/torchtitan_python.py",
              'recipe = f.get("recipe_name") or ("rowwise" if second else "tensorwise")',
              'recipe = f.get("recipe_name") or ("tensorwise" if second else "rowwise")', required=False),

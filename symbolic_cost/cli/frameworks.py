@@ -40,6 +40,10 @@ FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--reco
 """Options whose choice the Megatron arguments make (refused beside ``--megatron-args`` when set away
 from their defaults)."""
 
+MEGATRON_OPTIONS = FILE_OPTIONS + ("--optimizer",)
+"""Options Megatron-LM's arguments decide: ``FILE_OPTIONS`` and its optimizer (``--optimizer``, adam
+by default); ``--zero`` too where the script shards with Megatron-FSDP or FSDP2 (``setup``)."""
+
 TORCHTITAN_OPTIONS = FILE_OPTIONS + ("--zero", "--shard", "--reshard-after-forward", "--optimizer", "--offload",
                                      "--fp8-gather")
 """Options a torchtitan TOML decides (FSDP's sharding, the optimizer, CPU offload)."""
@@ -307,8 +311,8 @@ def setup(args, only_with: tuple = ONLY_WITH):
     if getattr(args, "framework", None) is not None:
         return args.framework
     name = FILES[dest]
-    decides = dict(torchtitan=TORCHTITAN_OPTIONS, nemo_recipe=NEMO_OPTIONS,
-                   megatron_bridge_recipe=NEMO_OPTIONS).get(dest, FILE_OPTIONS)
+    decides = dict(torchtitan=TORCHTITAN_OPTIONS, nemo_recipe=NEMO_OPTIONS, megatron_bridge_recipe=NEMO_OPTIONS,
+                   megatron_args=MEGATRON_OPTIONS).get(dest, FILE_OPTIONS)
     flag = None if dest in ("deepspeed", "accelerate", "hf_training_args") else _given(args, decides)
     if flag:
         raise InputError(f"{flag}: the settings of {name} decide it; change the file (it would be overridden "
@@ -316,6 +320,9 @@ def setup(args, only_with: tuple = ONLY_WITH):
     if getattr(args, "tensor", "1d") not in ("1d", ["1d"]):       # search takes a list
         raise InputError(f"--tensor: the framework's tensor parallelism is 1d; {name} reads it", "--tensor")
     found = _launched_trainer(args) if pair else _read(dest, getattr(args, dest), args)
+    if dest == "megatron_args" and "zero" in found.policy and _given(args, ("--zero",)):
+        raise InputError(f"--zero: the script's FSDP decides it (ZeRO-{found.policy['zero']}); change the file",
+                         "--zero")
     if pair:
         name = "--accelerate with --hf-training-args"
     typed = assignments(getattr(args, "set", []))

@@ -69,7 +69,18 @@ world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-
 ``--recompute-method``,                     is selective), ``recompute_method`` (uniform, block),
 ``--recompute-num-layers`` (1)              ``recompute_layers``
 ``--checkpoint-activations``,               the same before 2022: full, uniform chunks of
-``--checkpoint-num-layers`` (1)             ``--checkpoint-num-layers`` layers
+``--checkpoint-num-layers`` (1);            ``--checkpoint-num-layers`` layers; from August 2021
+``--activations-checkpoint-method``,        the method and its layers under these names
+``--activations-checkpoint-num-layers`` (1)
+``--use-megatron-fsdp`` (``--use-custom-    ``zero`` 0 to 3 of the strategy (no_shard, optim,
+fsdp``), ``--data-parallel-sharding-        optim_grads, optim_grads_params), in place of the
+strategy`` (no_shard); ``--use-torch-fsdp2`` distributed optimizer; FSDP2: ``zero`` 3
+``--optimizer`` (adam)                      ``optimizer``: adam (Megatron's decoupled weight decay),
+                                            sgd (with momentum)
+``--no-position-embedding`` (2023)          no learned position table (``positions`` 0)
+``--tokenizer-type GPT2BPETokenizer`` with  ``vocab`` 50,257 (GPT-2's ``gpt2-vocab.json``, noted);
+``--vocab-file .../gpt2-vocab.json``        any other tokenizer file needs ``--vocab-size``
+launched by ``python`` alone                one process (world size 1, noted)
 ``--overlap-grad-reduce``,                  ``overlap``: ``grad_reduce``, ``param_gather``, ``tensor``
 ``--overlap-param-gather``,
 ``--tp-comm-overlap``
@@ -96,7 +107,7 @@ from symbolic_cost.parallel.splits import layout_stages
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.launch_script import Launch
 from symbolic_cost.models.megatron_precision import megatron_low_precision
-from symbolic_cost.models.megatron_words import NOTED, Options, parse, world_size
+from symbolic_cost.models.megatron_words import NOTED, Options, parse, single_process, world_size
 from symbolic_cost.models.training import Overlap
 
 CP_COMM_TYPES = {"p2p": "ring", "all_gather": "all-gather", "a2a": "ulysses"}
@@ -120,6 +131,8 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
     o, notes = Options(parse(launch.program)), list(launch.notes)
     notes += [NOTED[n] for n in NOTED if n in o.options and NOTED[n]]
     stated = world_size(launch.launcher)
+    if stated == 1 and single_process(launch.launcher) and world is None:
+        notes.append(f"{' '.join(launch.launcher)} {launch.entry} starts one process (no launcher)")
     if world is not None and stated is not None and world != stated:
         notes.append(f"--devices {world} replaces the {stated} processes the launch starts")
     world = world or stated
@@ -165,6 +178,20 @@ def _cp_variant(o: Options) -> str:
     return CP_COMM_TYPES[kind]
 
 
+
+GPT2_VOCAB = 50257
+"""GPT-2's byte-pair vocabulary, as its ``gpt2-vocab.json`` holds it (OpenAI's encoder: 256 byte tokens,
+50,000 merges and ``<|endoftext|>``): what Megatron-LM's ``GPT2BPETokenizer`` reads from that file."""
+
+
+def _gpt2_vocabulary_file(o) -> bool:
+    """Whether ``--vocab-file`` names GPT-2's own ``gpt2-vocab.json`` (its folder may be a variable the
+    launch leaves unset: the file's name is what says which vocabulary it is)."""
+    values = o.options.get("vocab-file") or []
+    return len(values) == 1 and values[0].strip().strip('"').endswith("/gpt2-vocab.json") or \
+        len(values) == 1 and values[0].strip().strip('"') == "gpt2-vocab.json"
+
+
 def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Architecture:
     e, h, n = o.integer("hidden-size"), o.integer("num-attention-heads"), o.integer("num-layers")
     swiglu = o.flag("swiglu")
@@ -172,6 +199,8 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
     f = o.integer("ffn-hidden-size", e // 24 * 64 if swiglu else 4 * e)
     positions = "rope" if o.flag("use-rotary-position-embeddings") else \
         o.choice("position-embedding-type", "learned_absolute", ("learned_absolute", "rope", "none"))
+    if o.flag("no-position-embedding") and positions == "learned_absolute":     # 2023: no learned table
+        positions = "none"
     context = o.integer("max-position-embeddings")
     groups = o.integer("num-query-groups", 1)
     if "kv-channels" not in o.options and e % h:        # Megatron-LM asserts it before deriving kv_channels
@@ -192,6 +221,9 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
     if vocab is not None and stated is not None and vocab != stated:
         notes.append(f"--vocab-size {vocab} (command line) replaces the {tokenizer}'s {stated}")
     vocab = vocab or (stated if tokenizer == "NullTokenizer" else None)
+    if vocab is None and tokenizer == "GPT2BPETokenizer" and _gpt2_vocabulary_file(o):
+        vocab = GPT2_VOCAB
+        notes.append(f"GPT2BPETokenizer with gpt2-vocab.json: GPT-2's {GPT2_VOCAB:,} tokens (--vocab-size replaces)")
     if vocab is None:
         raise InputError(f"the vocabulary comes from the {tokenizer}'s files, which the reader does not open; give "
                          f"--vocab-size on the command line (the tokenizer's size before Megatron pads it)",
@@ -234,11 +266,13 @@ def _split(o: Options, policy: dict) -> None:
 
 def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
     policy = dict(precision="bf16" if o.flag("bf16") else "fp16" if o.flag("fp16") else "fp32",
-                  distributed_optimizer=o.flag("use-distributed-optimizer"))
+                  distributed_optimizer=o.flag("use-distributed-optimizer"),
+                  optimizer=o.choice("optimizer", "adam", ("adam", "sgd")))     # Megatron's adam is AdamW's
     if o.flag("bf16") and o.flag("fp16"):
         raise InputError("--bf16 and --fp16 together (Megatron-LM refuses them)", "--fp16")
     policy.update(megatron_low_precision(o))
-    if o.flag("checkpoint-activations"):
+    policy.update(_fsdp(o))
+    if o.flag("checkpoint-activations") or "activations-checkpoint-method" in o.options:
         return _checkpointed(o, policy, arch, pp, sequence)
     if "checkpoint-num-layers" in o.options:
         raise InputError("--checkpoint-num-layers applies to --checkpoint-activations", "--checkpoint-num-layers")
@@ -261,16 +295,47 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
 
 
 def _checkpointed(o: Options, policy: dict, arch: Architecture, pp: int, sequence: bool) -> dict:
-    """Megatron-LM's option before 2022, ``--checkpoint-activations``: the full recomputation of
-    uniform chunks of ``--checkpoint-num-layers`` layers (1 by default), what
-    ``--recompute-granularity full --recompute-method uniform`` names since; refused beside those."""
+    """Megatron-LM's options before 2022: ``--checkpoint-activations``, the full recomputation of
+    uniform chunks of ``--checkpoint-num-layers`` layers (1 by default), and from August 2021
+    ``--activations-checkpoint-method uniform|block`` with ``--activations-checkpoint-num-layers``
+    (1 by default; ``--checkpoint-activations`` then sets the method to uniform): what
+    ``--recompute-granularity full --recompute-method`` names since; refused beside those."""
+    given = "--checkpoint-activations" if o.flag("checkpoint-activations") else "--activations-checkpoint-method"
     newer = [f"--{name}" for name in ("recompute-activations", "recompute-granularity", "recompute-method",
                                       "recompute-num-layers") if name in o.options]
     if newer:
-        raise InputError(f"--checkpoint-activations (Megatron-LM before 2022) and {newer[0]} (its successor) "
-                         f"together: keep one", newer[0])
-    policy.update(recompute="full", recompute_method="uniform", recompute_layers=o.integer("checkpoint-num-layers", 1))
+        raise InputError(f"{given} (Megatron-LM before 2022) and {newer[0]} (its successor) together: keep one",
+                         newer[0])
+    if "checkpoint-num-layers" in o.options and "activations-checkpoint-num-layers" in o.options:
+        raise InputError("--checkpoint-num-layers and --activations-checkpoint-num-layers (its later name) together: "
+                         "keep one", "--checkpoint-num-layers")
+    method = "uniform" if o.flag("checkpoint-activations") else \
+        o.choice("activations-checkpoint-method", "uniform", ("uniform", "block"))
+    layers = o.integer("activations-checkpoint-num-layers" if "activations-checkpoint-num-layers" in o.options
+                       else "checkpoint-num-layers", 1)
+    policy.update(recompute="full", recompute_method=method, recompute_layers=layers)
     return _stages(o, policy, arch, pp, sequence)
+
+
+FSDP_SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+"""``--data-parallel-sharding-strategy`` of Megatron-FSDP (``--use-megatron-fsdp``, earlier
+``--use-custom-fsdp``) as the ZeRO stage it shards to (Megatron-LM's default ``no_shard``)."""
+
+
+def _fsdp(o: Options) -> dict:
+    """Megatron-FSDP or PyTorch's FSDP2 (``--use-torch-fsdp2``: parameters, gradients and optimizer
+    state sharded, ZeRO-3) over the data-parallel ranks, in place of the distributed optimizer."""
+    megatron = o.flag("use-megatron-fsdp") or o.flag("use-custom-fsdp")
+    torch = o.flag("use-torch-fsdp2")
+    if megatron and torch:
+        raise InputError("--use-megatron-fsdp and --use-torch-fsdp2 together: Megatron-LM takes one", "--use-torch-fsdp2")
+    if not (megatron or torch):
+        if "data-parallel-sharding-strategy" in o.options:
+            raise InputError("--data-parallel-sharding-strategy applies to --use-megatron-fsdp",
+                             "--data-parallel-sharding-strategy")
+        return {}
+    zero = 3 if torch else FSDP_SHARDING[o.choice("data-parallel-sharding-strategy", "no_shard", tuple(FSDP_SHARDING))]
+    return dict(zero=zero, distributed_optimizer=False)
 
 
 def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: bool) -> dict:
@@ -300,9 +365,10 @@ def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: boo
     backend = o.choice("attention-backend", "auto", ("auto", "flash", "fused", "unfused", "local"))
     policy["flash"] = backend in ("auto", "flash", "fused") or o.flag("use-flash-attn")
     grad, param, tensor = (o.flag(x) for x in ("overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap"))
-    if param and not (grad and policy["distributed_optimizer"]):
-        raise InputError("--overlap-param-gather needs --overlap-grad-reduce and --use-distributed-optimizer "
-                         "(Megatron-LM's rule)", "--overlap-param-gather")
+    fsdp = any(o.flag(x) for x in ("use-megatron-fsdp", "use-custom-fsdp", "use-torch-fsdp2"))
+    if param and not (grad and (policy["distributed_optimizer"] or fsdp)):
+        raise InputError("--overlap-param-gather needs --overlap-grad-reduce and --use-distributed-optimizer or an "
+                         "FSDP (Megatron-LM's rule)", "--overlap-param-gather")
     if tensor and not sequence:
         raise InputError("--tp-comm-overlap needs --sequence-parallel with a tensor-parallel size above 1 "
                          "(Megatron-LM's rule)", "--tp-comm-overlap")

@@ -4,6 +4,7 @@ refused, naming it (``parse``).  Also the world size a launcher starts (``world_
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 from symbolic_cost.checks import InputError
@@ -26,6 +27,8 @@ data-parallel-random-init check-for-nan-in-loss-and-grad no-check-for-nan-in-los
 loss-scale initial-loss-scale min-loss-scale loss-scale-window hysteresis fp16-lm-cross-entropy
 attention-softmax-in-fp32 accumulate-allreduce-grads-in-fp32 bf16-dummy train-data-path valid-data-path
 test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-loss distributed-backend
+override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual-registration init-model-with-meta-device
+use-nccl-ub sgd-momentum logging-level
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -65,7 +68,9 @@ READ = {
     "overlap-param-gather", "tp-comm-overlap", "attention-backend", "use-flash-attn", "tokenizer-type",
     "make-vocab-size-divisible-by", "fp8-amax-history-len", "cp-comm-type",
     "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16",
-    "checkpoint-activations", "checkpoint-num-layers"}
+    "checkpoint-activations", "checkpoint-num-layers", "activations-checkpoint-method",
+    "activations-checkpoint-num-layers", "no-position-embedding", "use-megatron-fsdp", "use-custom-fsdp",
+    "use-torch-fsdp2", "data-parallel-sharding-strategy", "optimizer"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
 def parse(words: list) -> dict:
@@ -144,7 +149,10 @@ class Options:
 
 
 def world_size(launcher: list) -> int | None:
-    """Processes the launcher starts (torchrun's ``--nproc_per_node x --nnodes``), or None."""
+    """Processes the launcher starts (torchrun's ``--nproc_per_node x --nnodes``; one for a plain
+    ``python``, ``single_process``), or None."""
+    if single_process(launcher):
+        return 1
     if not launcher:
         return None
     values = {}
@@ -158,3 +166,11 @@ def world_size(launcher: list) -> int | None:
             values[name.replace("-", "_").lstrip("_")] = int(text)
     per_node, nodes = values.get("nproc_per_node"), values.get("nnodes", 1)
     return None if per_node is None else per_node * nodes
+
+
+def single_process(launcher: list) -> bool:
+    """Whether the launch is the interpreter alone (``python pretrain_gpt.py``, ``python3 -u ...``):
+    one process, whatever ``RANK`` or ``WORLD_SIZE`` the script exports (Megatron-LM's own
+    single-GPU examples)."""
+    return bool(launcher) and re.fullmatch(r"(.*/)?python(3(\.\d+)?)?", launcher[0]) is not None and \
+        all(word in ("-u", "-O", "-B") for word in launcher[1:])
