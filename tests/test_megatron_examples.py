@@ -118,3 +118,12 @@ def test_zero_beside_a_script_that_shards_is_refused(tmp_path, capsys):
     assert main(["summary", "--megatron-args", str(path), "--devices", "4", "--zero", "1"]) == 2
     assert "the script's FSDP decides it" in capsys.readouterr().err
     assert main(["summary", "--megatron-args", str(path), "--devices", "4", "--json"]) == 0
+
+
+def test_a_comment_ending_in_a_backslash_continues_nothing():
+    """Megatron-LM's examples/llama/train_llama3.sh (2024) comments an option out between two quoted blocks,
+    ``#--data-path $DATA_PATH \\``: bash continues no comment, so the next line (``OUTPUT_ARGS="``) opens its
+    quote as a line of its own (read as a continuation, the quote was left open)."""
+    text = ('GPT_ARGS="\n --num-layers 2 \\\n"\n#--data-path $DATA_PATH \\\nOUT="\n --log-interval 1\n"\n'
+            'torchrun --nproc_per_node 1 pretrain_gpt.py $GPT_ARGS $OUT\n')
+    assert read_launch(text, "x").program == ["--num-layers", "2", "--log-interval", "1"]

@@ -168,7 +168,7 @@ def _statements(text: str):
     """(line number, logical line): continuation lines joined, a quoted string that spans lines
     (``GPT_ARGS="`` over several lines, Megatron-LM's examples until 2024) gathered up to its closing
     quote, arrays gathered up to their ``)``."""
-    lines = text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines()
+    lines = _continued(text).splitlines()
     number, pending, start, quoted = 0, None, 0, None
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
@@ -196,6 +196,15 @@ def _statements(text: str):
         raise InputError(f"line {start}: the array is not closed with ')'")
     if quoted is not None:
         raise InputError(f"line {quoted[0]}: the quote opened there is not closed")
+
+
+def _continued(text: str) -> str:
+    """``text`` with its continuation lines joined (a ``\\`` before the newline), except where the
+    ``\\`` ends a comment line (``#--data-path $DATA_PATH \\``, as Megatron-LM's examples comment an
+    option out): bash continues no comment, so the next line stays a line of its own."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    kept = [line[:-1] if line.lstrip().startswith("#") and line.endswith("\\") else line for line in lines]
+    return "\n".join(kept).replace("\\\n", " ")
 
 
 def open_quote(line: str) -> str | None:
