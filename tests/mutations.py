@@ -434,8 +434,8 @@ MUTATIONS = (
     Mutation("speculative-no-bonus-token", "symbolic_cost/inference/speculative.py",
              "return (1 - alpha ** (k + 1)) / (1 - alpha)", "return (1 - alpha ** k) / (1 - alpha)", required=False),
     Mutation("speculative-verify-k-tokens", "symbolic_cost/inference/speculative.py",
-             "return _mean(decode(arch, s, prompt, conventions, tokens=k + 1),",
-             "return _mean(decode(arch, s, prompt, conventions, tokens=k),", required=False),
+             "return mean_decode(arch, s, conventions, tokens=k + 1)",
+             "return mean_decode(arch, s, conventions, tokens=k)", required=False),
     # Megatron-LM's older and newer options (tests/test_megatron_examples.py: its arguments.py by hand)
     Mutation("megatron-activations-checkpoint-method-ignored", "symbolic_cost/models/megatron_args.py",
              'method = "uniform" if o.flag("checkpoint-activations") else \\', 'method = "uniform" if True else \\',

@@ -283,16 +283,21 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
                             head), s, Integer(1), arch.e, (), reads)
 
 
-def mean_decode(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT) -> Phase:
+def mean_decode(arch: Architecture, s: Serving = Serving(), conventions=conv.DEFAULT, tokens: int = 1) -> Phase:
     """The mean of the ``l_out - 1`` decode steps of a generation, over ``P`` to ``P + l_out - 2``
-    cached tokens (``serving``): the first and the last step at half weight each, which is the
-    mean of every step for costs linear in the context (full attention; a sliding window that
-    stays full or never fills).  With ``l_out = 1`` (no step): the step over ``P`` that would
-    come next.  A symbolic ``l_out`` is taken to be at least 2."""
-    first = decode(arch, s, prompt_tokens(arch, s), conventions)
+    cached tokens (``serving``): the first and the last step at half weight each (``mean_step``),
+    which is the mean of every step for costs linear in the context (full attention; a sliding
+    window that stays full or never fills).  With ``l_out = 1`` (no step): the step over ``P`` that
+    would come next.  A symbolic ``l_out`` is taken to be at least 2.  ``tokens``: each step's new
+    tokens a sequence (``decode``; a speculative verification's ``k + 1``)."""
+    first = decode(arch, s, prompt_tokens(arch, s), conventions, tokens)
     if s.l_out == 1:
         return first
-    last = decode(arch, s, prompt_tokens(arch, s) + s.l_out - 2, conventions)
+    return mean_step(first, decode(arch, s, prompt_tokens(arch, s) + s.l_out - 2, conventions, tokens))
+
+
+def mean_step(first: Phase, last: Phase) -> Phase:
+    """The mean of two steps of the same shape over different contexts: each block at half weight."""
     half = Rational(1, 2)
     return replace(first, stack=tuple((blk, count * half) for blk, count in first.stack + last.stack))
 

@@ -33,15 +33,15 @@ is not counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from sympy import Expr, Integer, Rational, sympify
+from sympy import Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, exact
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
-from symbolic_cost.inference.phases import Phase, decode, prefill
+from symbolic_cost.inference.phases import Phase, decode, mean_decode, mean_step, prefill
 from symbolic_cost.inference.serving import Serving, final_tokens, prompt_tokens
 from symbolic_cost.inference.throughput import phase_time
 from symbolic_cost.models.architecture import Architecture
@@ -72,6 +72,7 @@ def expected_tokens(k, alpha) -> Expr:
     """Tokens a sequence gains in one step: ``(1 - alpha^(k+1)) / (1 - alpha)``, ``k + 1`` at
     ``alpha = 1`` (Leviathan et al. 2023, eq. 1).
 
+    >>> from sympy import Rational
     >>> expected_tokens(4, Rational(4, 5))
     2101/625
     >>> expected_tokens(3, 1), expected_tokens(3, 0)
@@ -81,12 +82,6 @@ def expected_tokens(k, alpha) -> Expr:
     if alpha == 1:
         return Integer(k) + 1
     return (1 - alpha ** (k + 1)) / (1 - alpha)
-
-
-def _mean(first: Phase, last: Phase) -> Phase:
-    """The mean of two steps of the same shape: each block at half its count."""
-    half = Rational(1, 2)
-    return replace(first, stack=tuple((blk, count * half) for blk, count in first.stack + last.stack))
 
 
 def _check(arch: Architecture, s: Serving, spec: Speculation) -> None:
@@ -100,16 +95,15 @@ def _check(arch: Architecture, s: Serving, spec: Speculation) -> None:
 
 def verification(arch: Architecture, s: Serving, k: int, conventions=conv.DEFAULT) -> Phase:
     """The served model's step over ``k + 1`` tokens a sequence, at the generation's mean context."""
-    prompt = prompt_tokens(arch, s)
-    return _mean(decode(arch, s, prompt, conventions, tokens=k + 1),
-                 decode(arch, s, prompt + s.l_out - 2, conventions, tokens=k + 1))
+    return mean_decode(arch, s, conventions, tokens=k + 1)
 
 
 def draft_step(spec: Speculation, s: Serving, conventions=conv.DEFAULT) -> Phase:
-    """One of the draft's ``k`` steps, at the mean of its contexts over the generation and the step."""
+    """One of the draft's ``k`` steps, at the mean of its contexts over the generation and the step:
+    ``P`` to ``P + l_out + k - 3`` (the verification's last context and ``k - 1`` proposals more)."""
     prompt = prompt_tokens(spec.draft, s)
-    return _mean(decode(spec.draft, s, prompt, conventions),
-                 decode(spec.draft, s, prompt + s.l_out + spec.k - 3, conventions))
+    return mean_step(decode(spec.draft, s, prompt, conventions),
+                     decode(spec.draft, s, prompt + s.l_out + spec.k - 3, conventions))
 
 
 def speculative_fields(arch: Architecture, s: Serving, spec: Speculation, system="h100",

@@ -317,9 +317,10 @@ def _checkpointed(o: Options, policy: dict, arch: Architecture, pp: int, sequenc
     return _stages(o, policy, arch, pp, sequence)
 
 
-FSDP_SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
-"""``--data-parallel-sharding-strategy`` of Megatron-FSDP (``--use-megatron-fsdp``, earlier
-``--use-custom-fsdp``) as the ZeRO stage it shards to (Megatron-LM's default ``no_shard``)."""
+SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+"""Megatron-FSDP's sharding strategy (``--data-parallel-sharding-strategy``; Megatron-Bridge's
+``ddp.data_parallel_sharding_strategy``) as the ZeRO stage it shards to: the optimizer state, then
+the gradients, then the parameters over the data-parallel ranks (Megatron-LM's default ``no_shard``)."""
 
 
 def _fsdp(o: Options) -> dict:
@@ -334,7 +335,7 @@ def _fsdp(o: Options) -> dict:
             raise InputError("--data-parallel-sharding-strategy applies to --use-megatron-fsdp",
                              "--data-parallel-sharding-strategy")
         return {}
-    zero = 3 if torch else FSDP_SHARDING[o.choice("data-parallel-sharding-strategy", "no_shard", tuple(FSDP_SHARDING))]
+    zero = 3 if torch else SHARDING[o.choice("data-parallel-sharding-strategy", "no_shard", tuple(SHARDING))]
     return dict(zero=zero, distributed_optimizer=False)
 
 

@@ -75,7 +75,7 @@ from fractions import Fraction
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.megatron_args import CP_COMM_TYPES, Setup
+from symbolic_cost.models.megatron_args import CP_COMM_TYPES, SHARDING, Setup
 from symbolic_cost.models.megatron_bridge_keys import Container
 from symbolic_cost.models.megatron_precision import precision
 from symbolic_cost.models.training import Overlap
@@ -231,11 +231,6 @@ def experts(c: Container, arch: Architecture, etp_default: int | None = None) ->
         return {S.ep: 1, S.etp: tp}
     return {S.ep: c.get("model", "expert_model_parallel_size", 1),
             S.etp: c.get("model", "expert_tensor_parallel_size", etp_default or tp)}
-
-
-SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
-"""Megatron-FSDP's ``ddp.data_parallel_sharding_strategy`` as the ZeRO stage it shards to: the
-optimizer state, then the gradients, then the parameters over the data-parallel ranks."""
 
 
 def sharding(c: Container) -> dict:
