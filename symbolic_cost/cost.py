@@ -348,22 +348,22 @@ class Cost:
 
 
 def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, act_buffer,
-              act_grads, act_in_other=0, weights=0, weight_grads=0, bwd_reads_weights=True,
-              collectives=(), gemms=(), flops_wgrad=0) -> Cost:
+              act_grads, act_in_other=0, weights=0, weight_grads=0, gemms=(), flops_wgrad=0) -> Cost:
     """Build a Cost whose memory traffic follows the common rule (``flops_wgrad``: the part of
     ``flops_bwd`` that forms parameter gradients, zero for an operation without parameters).
 
     Forward reads every input and the weights and writes the output:
     ``mem_fwd = act_in + act_in_other + act_out + weights``.
-    Backward reads the saved buffer (and the weights, unless
-    ``bwd_reads_weights`` is false), reads and writes the activation gradients
+    Backward reads the saved buffer and the weights, reads and writes the activation gradients
     and writes the weight gradients:
-    ``mem_bwd = act_buffer + act_grads + weight_grads (+ weights)``.
+    ``mem_bwd = act_buffer + act_grads + weight_grads + weights``.
+    ``gemms``: the matrix products it runs (``Gemm``).  Collectives are attached by those who
+    send them (``blocks.layout.attach``); a count that departs from the rule adjusts the result
+    where it is owned (the norms' ``layer_norm_bwd_reads_weights``: ``ops.norm``).
     """
     mem_fwd = exact(act_in) + exact(act_in_other) + exact(act_out) + exact(weights)
-    mem_bwd = exact(act_buffer) + exact(act_grads) + exact(weight_grads) + exact(weights if bwd_reads_weights else 0)
+    mem_bwd = exact(act_buffer) + exact(act_grads) + exact(weight_grads) + exact(weights)
     return Cost(name=name, engine=engine, flops_fwd=flops_fwd, flops_bwd=flops_bwd,
                 act_in=act_in, act_in_other=act_in_other, act_out=act_out, act_buffer=act_buffer,
                 weights=weights, weight_grads=weight_grads, act_grads=act_grads,
-                mem_fwd=mem_fwd, mem_bwd=mem_bwd, collectives=collectives, gemms=gemms,
-                flops_wgrad=flops_wgrad)
+                mem_fwd=mem_fwd, mem_bwd=mem_bwd, gemms=gemms, flops_wgrad=flops_wgrad)

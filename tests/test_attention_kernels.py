@@ -14,7 +14,7 @@ from sympy import Rational
 from symbolic_cost.blocks.context import Context, context_core
 from symbolic_cost.checks import InputError
 from symbolic_cost.cost import ScoreShape
-from symbolic_cost.ops import flash_attention, linear
+from symbolic_cost.ops import Keys, flash_attention, linear
 from symbolic_cost.ops.matmul import Chunk
 from symbolic_cost.timing import attention_kernels as ak
 from symbolic_cost.timing import efficiency as eff
@@ -97,7 +97,7 @@ def test_a_published_level_is_kept_and_only_the_shape_is_fitted():
 def test_a_flash_row_is_timed_by_its_executed_tiles():
     # b 2, 4,096 tokens, 16 heads of 128, causal, counted as the full square: 2,112 keys a query run
     # of the 4,096 counted; forward at cudnn-hopper's A_f with c_f tiles a query tile
-    row = flash_attention(2, 4096, 128, 16, causal=True)
+    row = flash_attention(2, 4096, 128, 16, Keys(causal=True))
     kernel = ak.kernel("cudnn-hopper")
     system = calibrated("h100")
     rate = system.matrix_flops
@@ -111,14 +111,14 @@ def test_a_flash_row_is_timed_by_its_executed_tiles():
 def test_a_context_parallel_rank_runs_half_the_whole_square():
     # ring CP of 4 over 8,192 tokens (2,048 a rank), causal: its kernels skip what a square of
     # 8,192 skips, 64 x 65 / 2 tiles over 8,192 queries: 4,160 keys a query
-    (row,) = context_core(1, 2048, 128, 8, 8, 128, Context(cp=4), causal=True, flash=True)
+    (row,) = context_core(1, 2048, 128, 8, Keys(kv_heads=8, v_dim=128, causal=True), Context(cp=4), flash=True)
     assert row.scores.causal_length == 8192
     assert ak.executed_keys(row.scores) == 4160
 
 
 def test_counting_is_untouched_only_time_follows_the_tiles():
     # the default count (causal_flops="full") is every key's, mask or not; the time is the tiles'
-    causal, unmasked = flash_attention(1, 1024, 64, 4, causal=True), flash_attention(1, 1024, 64, 4)
+    causal, unmasked = flash_attention(1, 1024, 64, 4, Keys(causal=True)), flash_attention(1, 1024, 64, 4)
     assert causal.flops_fwd == unmasked.flops_fwd and causal.scores.counted == 1024
     assert ak.executed_keys(causal.scores) == 576 and ak.executed_keys(unmasked.scores) == 1024
 
@@ -140,7 +140,7 @@ def test_every_kernel_pays_the_fixed_cost_once():
 @pytest.mark.parametrize("system", ["a100", "h100", "b200"])
 def test_the_peak_stays_a_lower_bound_of_a_causal_flash_kernel(length, system):
     from symbolic_cost.timing.hardware import get_system
-    row = flash_attention(1, length, 128, 8, causal=True)
+    row = flash_attention(1, length, 128, 8, Keys(causal=True))
     peak, real = times(row, get_system(system)), times(row, calibrated(system))
     n = length // 128
     executed = Rational(n * (n + 1) * 128 * 128, 2 * length)       # tiles on and below the diagonal
@@ -154,8 +154,8 @@ def test_a_symbolic_shape_substituted_is_the_shape_built_with_numbers(window):
     from sympy import Symbol
     l, w = Symbol("l", positive=True, integer=True), Symbol("w", positive=True, integer=True)
     symbolic = {None: None, 700: w, Chunk(512): Chunk(w)}[window]
-    built = flash_attention(1, l, 64, 4, causal=True, window=symbolic).scores
-    numeric = flash_attention(1, 2000, 64, 4, causal=True, window=window).scores
+    built = flash_attention(1, l, 64, 4, Keys(causal=True, window=symbolic)).scores
+    numeric = flash_attention(1, 2000, 64, 4, Keys(causal=True, window=window)).scores
     values = {l: 2000, w: 700 if window == 700 else 512}
     assert ak.executed_keys(built.subs(values)) == ak.executed_keys(numeric)
     assert built.subs(values).counted == numeric.counted

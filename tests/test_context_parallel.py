@@ -14,7 +14,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.models import Architecture, Training, model_cost, world_size
 from symbolic_cost.models.config import from_config, preset
 from symbolic_cost.models.utilisation import model_flops
-from symbolic_cost.ops import flash_attention
+from symbolic_cost.ops import Keys, flash_attention
 from symbolic_cost.symbols import cp as CP
 from symbolic_cost.blocks.wiring import Run
 
@@ -38,7 +38,7 @@ def _sent(block, pass_):
 def _pairs_flops(l, cp, pairs):
     """The flash kernel's forward FLOPs for ``pairs`` (query, key) pairs of the rank's queries."""
     queries = l // cp
-    return flash_attention(B, queries, Q, H // M1, l_kv=Rational(pairs, queries), kv_heads=KV // M1).flops_fwd
+    return flash_attention(B, queries, Q, H // M1, Keys(l_kv=Rational(pairs, queries), kv_heads=KV // M1)).flops_fwd
 
 
 LAYOUTS = [(cp, chunk) for cp in (2, 3, 4) for chunk in (1, 2, 3)]

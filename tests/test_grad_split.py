@@ -21,8 +21,8 @@ from symbolic_cost.blocks.moe import MoE, moe
 from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.config import preset
 from symbolic_cost.models.lora import LoRA, adapter, frozen
-from symbolic_cost.ops import (add, attend, attention_core, cross_entropy, dropout, embedding, flash_attention, gated,
-                               gelu, layer_norm, linear, logits, rms_norm, rotary, softmax)
+from symbolic_cost.ops import (Keys, add, attend, attention_core, cross_entropy, dropout, embedding, flash_attention,
+                               gated, gelu, layer_norm, linear, logits, rms_norm, rotary, softmax)
 from symbolic_cost.ops.routing import combine, grouped_linear, permute, router_probabilities, topk_weights
 from symbolic_cost.ops.scores import attention_sinks, score_bias, softcap
 from symbolic_cost.parallel.grid import make_grid
@@ -41,12 +41,12 @@ GRIDS = {"2d": make_grid("2d", m1=2, m2=2), "2.5d": make_grid("2.5d", mq=2, md=2
 @cache
 def primitives() -> dict:
     """Every primitive, symbolic in its sizes (``t`` tokens, ``E`` experts, ``q`` a head)."""
-    core = attention_core(b, l, q, h, score_ops=(score_bias(b, l, h * l, learned=True),))
+    core = attention_core(b, l, q, h, Keys(score_ops=(score_bias(b, l, h * l, learned=True),)))
     rows = {
         "linear": linear(b, l, e, f), "linear no bias": linear(b, l, e, f, bias=False),
         "logits": logits(b, l, q, h), "logits gqa": logits(b, l, q, h, kv_heads=1, causal=True),
         "attend": attend(b, l, q, h), "attend cross": attend(b, l, q, h, l_kv=t),
-        "flash": flash_attention(b, l, q, h, score_ops=(score_bias(b, l, h * l, learned=True),)),
+        "flash": flash_attention(b, l, q, h, Keys(score_ops=(score_bias(b, l, h * l, learned=True),))),
         "softmax": softmax(b, l, h), "dropout": dropout(b, l, e), "gelu": gelu(b, l, f), "gated": gated(b, l, f),
         "rotary": rotary(b, l, h, q), "add": add(b, l, e),
         "layer_norm": layer_norm(b, l, e), "layer_norm no bias": layer_norm(b, l, e, bias=False),

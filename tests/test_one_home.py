@@ -18,7 +18,7 @@ from symbolic_cost.checks import MODEL_RULES
 from symbolic_cost.cost import Collective
 from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.config import preset
-from symbolic_cost.ops import attention_core, flash_attention
+from symbolic_cost.ops import Keys, attention_core, flash_attention
 from symbolic_cost.parallel.sequence import megatron_sp, ring_attention, ulysses
 from symbolic_cost.symbols import b, e, f, h, l, m1, s1
 from symbolic_cost.timing.hardware import SYSTEMS, System, comm_time
@@ -132,15 +132,14 @@ def test_attention_block_core_is_attention_core(options):
     kv = options.get("kv_heads")
     block = attention(2, 64, 128, Heads(8, kv_heads=kv), 2, 2, scores=Scores(causal=options.get("causal", False)),
                       residual=Residual(dropouts=options.get("dropouts", True)), run=Run(conventions=exact))
-    core = attention_core(2, 64, 16, 4, kv_heads=None if kv is None else kv // 2,
-                          causal=options.get("causal", False), dropouts=options.get("dropouts", True),
-                          conventions=exact)
+    keys = Keys(kv_heads=None if kv is None else kv // 2, causal=options.get("causal", False))
+    core = attention_core(2, 64, 16, 4, keys, dropouts=options.get("dropouts", True), conventions=exact)
     _same_rows([row for row in block if row.name in CORE], core)
 
 
 def test_flash_rows_are_flash_attention():
     block = attention(2, 64, 128, Heads(8, kv_heads=2), 2, 1, run=Run(flash=True))
-    assert _fields(block["flash_attention"]) == _fields(flash_attention(2, 64, 16, 4, kv_heads=1))
+    assert _fields(block["flash_attention"]) == _fields(flash_attention(2, 64, 16, 4, Keys(kv_heads=1)))
 
 
 def test_ulysses_and_ring_cores():
@@ -149,11 +148,11 @@ def test_ulysses_and_ring_cores():
     fused = ulysses(2, 64, 128, 8, 2, m1=2, flash=True)
     assert _fields(fused.block["flash_attention"]) == _fields(flash_attention(2, 64, 16, 2))
     ring = ring_attention(2, 64, 128, 8, 4, causal=False)
-    assert _fields(ring.block["ring_flash_attention"]) == _fields(flash_attention(2, 16, 16, 8, l_kv=64))
+    assert _fields(ring.block["ring_flash_attention"]) == _fields(flash_attention(2, 16, 16, 8, Keys(l_kv=64)))
     # causal, zig-zag balanced: every query sees (l + 1)/2 keys on average
     ring = ring_attention(2, 64, 128, 8, 4, causal=True)
     assert _fields(ring.block["ring_flash_attention"]) == _fields(
-        flash_attention(2, 16, 16, 8, l_kv=Rational(65, 2)))
+        flash_attention(2, 16, 16, 8, Keys(l_kv=Rational(65, 2))))
 
 
 def test_flash_flops_by_hand():
@@ -169,8 +168,8 @@ def test_flash_flops_by_hand():
                          ids=["plain", "gqa", "cross", "causal"])
 def test_flash_flops_are_the_core_forward_recompute_and_backward(options):
     exact = conv.DEFAULT.but(causal_flops="exact")
-    flash = flash_attention(2, 32, 16, 4, conventions=exact, **options)
-    core = attention_core(2, 32, 16, 4, fused=True, conventions=exact, **options)
+    flash = flash_attention(2, 32, 16, 4, Keys(**options), conventions=exact)
+    core = attention_core(2, 32, 16, 4, Keys(**options), fused=True, conventions=exact)
     forward = sum(r.flops_fwd for r in core)
     recompute = sum(r.flops_fwd for r in core if r.name != "attend")
     assert flash.flops_fwd == forward

@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 import reference as ref
 from symbolic_cost import Projections, attention, conventions as conv, mlp
 from symbolic_cost.cost import EXPRESSION_FIELDS
-from symbolic_cost.ops import (attend, dropout, flash_attention, gelu, layer_norm, linear, logits,
+from symbolic_cost.ops import (Keys, attend, dropout, flash_attention, gelu, layer_norm, linear, logits,
                                   softmax)
 from symbolic_cost.symbols import b, c, e, es, es_mask, f, h, l, m1, s1
 from symbolic_cost.blocks.wiring import Run
@@ -69,7 +69,7 @@ def _primitives(cv):
          lambda v, F: ref.softmax(v[b], v[l], v[h], v[es], F, v[c])),
         (flash_attention(b, l, e, h, es=es, conventions=cv),
          lambda v, F: ref.flash(v[b], v[l], v[e], v[h], v[es], F)),
-        (flash_attention(b, l, e, h, l_kv=c, es=es, conventions=cv),
+        (flash_attention(b, l, e, h, Keys(l_kv=c), es=es, conventions=cv),
          lambda v, F: ref.flash(v[b], v[l], v[e], v[h], v[es], F, v[c])),
     ]
 

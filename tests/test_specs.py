@@ -1,11 +1,14 @@
 """The value objects of ``blocks.specs``: what they refuse (naming the field and the rule), the
 sizes they derive, and that a block built from them is the block built from their defaults."""
 
+import importlib
 import inspect
+import pkgutil
 
 import pytest
 from sympy import Rational
 
+import symbolic_cost
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks import (Experts, Feedforward, Heads, Projections, Residual, Run, Scores, Wiring, attention,
@@ -101,6 +104,39 @@ BUILDERS = [attention, mlp, transformer_layer, latent_attention, moe, embedding_
 @pytest.mark.parametrize("build", BUILDERS, ids=lambda build: build.__name__)
 def test_no_builder_takes_more_than_twelve_parameters(build):
     assert len(inspect.signature(build).parameters) <= 12
+
+
+def _signatures():
+    """``{qualified name: parameter count}`` of every public function of the package and every
+    public method of its public classes (a dataclass's generated ``__init__`` is its fields)."""
+    counts = {}
+    for found in pkgutil.walk_packages(symbolic_cost.__path__, "symbolic_cost."):
+        if found.name.endswith("__main__"):          # runs the command line when imported
+            continue
+        module = importlib.import_module(found.name)
+        for name, obj in vars(module).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != found.name:
+                continue
+            if inspect.isclass(getattr(obj, "__wrapped__", None)):    # a value class under a decorator
+                obj = obj.__wrapped__
+            if inspect.isfunction(obj):
+                counts[f"{found.name}.{name}"] = len(inspect.signature(obj).parameters)
+            elif inspect.isclass(obj):
+                counts.update({f"{found.name}.{name}.{m}": len(inspect.signature(f).parameters) - 1
+                               for m, f in vars(obj).items() if inspect.isfunction(f) and not m.startswith("_")})
+    return counts
+
+
+LONG_SIGNATURES = {"symbolic_cost.cost.make_cost": 13}
+"""Public functions over twelve parameters, each with why: ``make_cost`` takes the fields of the
+``Cost`` that its traffic rule reads (name, engine, three FLOP counts, five activation sizes, two
+weight sizes and the products)."""
+
+
+def test_no_public_function_takes_more_than_twelve_parameters():
+    counts = _signatures()
+    assert len(counts) > 500                         # the walk found the package, not a corner of it
+    assert {name: n for name, n in counts.items() if n > 12} == LONG_SIGNATURES
 
 
 def test_plain_values_build_the_default_blocks():

@@ -12,7 +12,7 @@ from symbolic_cost.blocks.latent_attention import latent_attention
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.specs import Heads, Projections, Scores, as_heads
 from symbolic_cost.blocks.wiring import Residual, Run
-from symbolic_cost.ops import attention_core, flash_attention, gelu, linear, rotary
+from symbolic_cost.ops import Keys, attention_core, flash_attention, gelu, linear, rotary
 from symbolic_cost.ops.attention import reads_flash_output
 from symbolic_cost.ops.matmul import stored_keys
 from symbolic_cost.ops.scores import attention_sinks, score_bias as bias_row, softcap as softcap_row
@@ -96,14 +96,13 @@ def _core(at: Layout, heads: Heads, scores: Scores, keys, flash, context, dropou
     stored = local * stored_keys(keys, scores.window, at.conventions)
     score_ops = ([bias_row(b, l, stored, learned=scores.bias == "relative", es=at.es)] if scores.bias else []) + \
         ([softcap_row(b, l, stored, es=at.es, name="score_softcap")] if scores.softcap else [])
-    grouped = dict(l_kv=keys, kv_heads=kv, v_dim=v, causal=scores.causal, window=scores.window,
-                   score_ops=score_ops, **at.kw)
     if context is not None:
-        rows = context_core(b, l, q, local, kv, v, context, causal=scores.causal, flash=flash, dropouts=dropout,
-                            es_mask=at.es_mask, stride=at.m1, **at.kw)
+        rows = context_core(b, l, q, local, Keys(kv_heads=kv, v_dim=v, causal=scores.causal), context, flash=flash,
+                            dropouts=dropout, es_mask=at.es_mask, stride=at.m1, **at.kw)
     else:
-        rows = ([flash_attention(b, l, q, local, **grouped)] if flash else
-                attention_core(b, l, q, local, dropouts=dropout, es_mask=at.es_mask, **grouped))
+        seen = Keys(l_kv=keys, kv_heads=kv, v_dim=v, causal=scores.causal, window=scores.window, score_ops=score_ops)
+        rows = ([flash_attention(b, l, q, local, seen, **at.kw)] if flash else
+                attention_core(b, l, q, local, seen, dropouts=dropout, es_mask=at.es_mask, **at.kw))
     if scores.sinks:
         rows.append(attention_sinks(b, l, local, flash=flash, es=at.es))
     return rows

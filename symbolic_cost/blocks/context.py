@@ -31,7 +31,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, choice
 from symbolic_cost.cost import Collective, Cost, collective, exact, make_cost
 from symbolic_cost.blocks.layout import attach
-from symbolic_cost.ops import attention_core, flash_attention
+from symbolic_cost.ops import Keys, attention_core, flash_attention
 
 VARIANTS = ("ring", "all-gather", "ulysses")
 """The context-parallel variants ``Training.cp_variant`` names."""
@@ -112,10 +112,12 @@ def check_attention(context, **unmodelled) -> None:
                              f"modelled", name)
 
 
-def context_core(b, l, q, heads, kv, v, context: Context, *, causal, flash, dropouts=True, es_mask=1, es=2,
+def context_core(b, l, q, heads, keys: Keys, context: Context, *, flash, dropouts=True, es_mask=1, es=2,
                  conventions=conv.DEFAULT, stride=1) -> list[Cost]:
     """The attention core of one rank of a CP group of ``context.cp``, ``l`` being its own tokens
-    (``l cp`` the sequence), with ``heads``, ``kv`` query and key/value heads of sizes ``q``, ``v``.
+    (``l cp`` the sequence), with ``heads`` query heads of size ``q`` and ``keys`` (``ops.attention.Keys``)
+    their ``kv_heads``, value size ``v_dim`` and mask (``causal``; the keys' length follows from the
+    variant, and windows and score rows are refused before: ``check_attention``).
 
     * ring / all-gather: one fused row ``context_attention`` (flash only): the FLOPs of ``l``
       queries against ``context_keys`` keys; it keeps the local ``Q (b, heads, l, q)``, ``K, V
@@ -126,11 +128,12 @@ def context_core(b, l, q, heads, kv, v, context: Context, *, causal, flash, drop
     """
     cp = exact(context.cp, "cp")
     kw = dict(es=es, conventions=conventions)
+    kv, v, causal = keys.kv_heads, keys.v_dim, keys.causal
     kv_local = b * l * kv * (q + v)
     if context.variant == "ulysses":
-        whole, split = l * cp, dict(kv_heads=kv / cp, v_dim=v, causal=causal, **kw)
-        rows = ([flash_attention(b, whole, q, heads / cp, **split)] if flash else
-                attention_core(b, whole, q, heads / cp, dropouts=dropouts, es_mask=es_mask, **split))
+        whole, split = l * cp, Keys(kv_heads=kv / cp, v_dim=v, causal=causal)
+        rows = ([flash_attention(b, whole, q, heads / cp, split, **kw)] if flash else
+                attention_core(b, whole, q, heads / cp, split, dropouts=dropouts, es_mask=es_mask, **kw))
         before, after = ulysses_exchange((b * l * heads * q, b * l * kv * q, b * l * kv * v, b * l * heads * v),
                                          cp, es, conventions, stride)
         exchange = make_cost("context_exchange", "vector", flops_fwd=0, flops_bwd=0, act_in=0, act_out=0,
@@ -139,10 +142,10 @@ def context_core(b, l, q, heads, kv, v, context: Context, *, causal, flash, drop
     if not flash:
         raise InputError(f"{context.variant} context parallelism runs a fused (flash) attention kernel per step "
                          f"(Transformer Engine); set flash=True (--flash)", "flash")
-    keys = context_keys(l * cp, cp, context.variant, causal, conventions)
-    grouped = dict(kv_heads=kv, v_dim=v, **kw)
-    work = flash_attention(b, l, q, heads, l_kv=keys, name="context_attention", **grouped)
-    kept = flash_attention(b, l, q, heads, l_kv=l, **grouped)
+    seen = context_keys(l * cp, cp, context.variant, causal, conventions)
+    grouped = Keys(kv_heads=kv, v_dim=v)
+    work = flash_attention(b, l, q, heads, replace(grouped, l_kv=seen), name="context_attention", **kw)
+    kept = flash_attention(b, l, q, heads, replace(grouped, l_kv=l), **kw)
     sent = (ring_exchange(kv_local, cp, es, conventions, stride) if context.variant == "ring"
             else gather_exchange(kv_local * cp, cp, es, conventions, stride))
     # the balanced chunks spread the rank's queries over the whole causal square: its kernels skip

@@ -32,7 +32,7 @@ from symbolic_cost.blocks.specs import Latent, Scores
 from symbolic_cost.blocks.wiring import Residual, Run
 from symbolic_cost.checks import InputError
 from symbolic_cost.cost import exact
-from symbolic_cost.ops import attention_core, flash_attention, linear, rotary
+from symbolic_cost.ops import Keys, attention_core, flash_attention, linear, rotary
 from symbolic_cost.ops.attention import reads_flash_output
 
 
@@ -98,10 +98,10 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, scor
              NORMS[norm](b, l, kv_rank, name="kv_a_norm", **at.kw),
              linear(b, l, kv_rank, heads * (qk - rope + v), bias=False, name="kv_b_proj", **at.kw),
              rotary(b, l, heads + 1, rope, es=at.es)]
-    core = dict(l_kv=keys, kv_heads=heads, v_dim=v, causal=scores.causal, **at.kw)
-    rows += ([flash_attention(b, l, qk, heads, **core)] if flash else
-             attention_core(b, l, qk, heads, dropouts=dropouts if scores.dropout is None else scores.dropout,
-                            es_mask=at.es_mask, **core))
+    core = Keys(l_kv=keys, kv_heads=heads, v_dim=v, causal=scores.causal)
+    rows += ([flash_attention(b, l, qk, heads, core, **at.kw)] if flash else
+             attention_core(b, l, qk, heads, core, dropouts=dropouts if scores.dropout is None else scores.dropout,
+                            es_mask=at.es_mask, **at.kw))
     out = linear(b, l, heads * v, e, bias=bias, name="v_proj", **at.kw)
     rows.append(at.leaving(reads_flash_output(out) if flash else out))
     if residual.post_norm:

@@ -34,7 +34,7 @@ from dataclasses import replace
 
 from symbolic_cost.blocks import Block
 from symbolic_cost.cost import exact
-from symbolic_cost.ops import attention_core, flash_attention, linear
+from symbolic_cost.ops import Keys, attention_core, flash_attention, linear
 from symbolic_cost.ops.routing import grouped_linear
 
 CORE = ("logits", "score_softcap", "position_bias", "softmax", "dropout_softmax", "attend", "flash_attention")
@@ -50,9 +50,9 @@ def absorbed(layer: Block, latent, keys, *, flash=False, es=2, conventions=None)
     rank, rope = exact(latent.kv_rank, "kv_rank"), exact(latent.rope_dim, "rope_dim")
     nope, v_dim = exact(latent.nope_dim, "nope_dim"), exact(latent.v_dim, "v_dim")
     kw = dict(es=es, conventions=conventions or layer.conventions)
-    shape = dict(l_kv=keys, kv_heads=1, v_dim=rank, **kw)
-    core = [flash_attention(b, 1, rank + rope, heads, **shape)] if flash else \
-        attention_core(b, 1, rank + rope, heads, dropouts=False, **shape)
+    shape = Keys(l_kv=keys, kv_heads=1, v_dim=rank)
+    core = [flash_attention(b, 1, rank + rope, heads, shape, **kw)] if flash else \
+        attention_core(b, 1, rank + rope, heads, shape, dropouts=False, **kw)
     once = b * keys * rank * es                 # the values are the keys' latent part: read with them
     core[-1] = core[-1].plus(act_in_other=-once, mem_fwd=-once)
     rows = ([r for r in layer.rows[:first] if r.name != "kv_b_proj"]

@@ -7,7 +7,7 @@ written in one place.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, ScoreShape, exact, make_cost
@@ -15,19 +15,48 @@ from symbolic_cost.ops.matmul import attend, key_length, key_value_heads, logits
 from symbolic_cost.ops.pointwise import dropout, softmax
 
 
-def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=False, window=None,
-                   score_ops=(), dropouts=True, fused=False, es=2, es_mask=1,
+@dataclass(frozen=True)
+class Keys:
+    """What each query of an attention core scores and reads.
+
+    - ``l_kv``: keys per query row (default ``l``, self-attention; the cache in a decode step);
+    - ``kv_heads``: key/value heads (default ``h``; fewer under grouped-query attention);
+    - ``v_dim``: the value head size (default the query size ``q``);
+    - ``causal``: the causal mask (a query sees the keys up to its own position);
+    - ``window``: a sliding window's size or an ``ops.matmul.Chunk`` (``stored_keys``);
+    - ``score_ops``: element-wise rows on the scores (a position bias, a soft cap) that run
+      between ``logits`` and ``softmax``.
+
+    >>> Keys(l_kv=512, kv_heads=8).causal
+    False
+    """
+
+    l_kv: object = None
+    kv_heads: object = None
+    v_dim: object = None
+    causal: bool = False
+    window: object = None
+    score_ops: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "score_ops", tuple(self.score_ops))
+
+
+SELF = Keys()
+"""Self-attention without a mask: every query scores all ``l`` keys of its ``h`` heads."""
+
+
+def attention_core(b, l, q, h, keys: Keys = SELF, *, dropouts=True, fused=False, es=2, es_mask=1,
                    conventions=conv.DEFAULT) -> list[Cost]:
     """The unfused core on one device: ``logits -> softmax -> dropout_softmax -> attend``.
 
-    ``Q (b, h, l, q)``, ``K, V (b, kv, l_kv, q)``, scores ``(b, h, l, l_kv)``.
+    ``Q (b, h, l, q)``, ``K, V (b, kv, l_kv, q)``, scores ``(b, h, l, l_kv)`` (``keys``: ``Keys``).
     The dropout covers every score of the stored ``(l, l_kv)`` tensor; with
     ``fused`` (the arithmetic inside a flash kernel) only the scores the kernel
     computes (``scored_keys``).  Without dropout, ``attend`` keeps the very
     tensor ``softmax`` keeps, so it is held once.  A sliding ``window`` bounds the scores
     per query (``stored_keys``) in every row.  ``v_dim`` (default ``q``) is the value head
-    size (``V (b, kv, l_kv, v_dim)``); ``score_ops`` are element-wise rows on the scores
-    (a position bias, a soft cap) that run between ``logits`` and ``softmax``.  The four rows
+    size (``V (b, kv, l_kv, v_dim)``); ``score_ops`` run between ``logits`` and ``softmax``.  The four rows
     are what selective recomputation redoes and keeps nothing of (``Cost.recompute``,
     ``Cost.rebuilt``: ``"selective"``; the ``score_ops`` are not marked).
 
@@ -35,16 +64,16 @@ def attention_core(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=F
     >>> [row.name for row in attention_core(b, l, 64, h)]
     ['logits', 'softmax', 'dropout_softmax', 'attend']
     """
-    keys = key_length(l, l_kv)
+    length, causal, window, score_ops = key_length(l, keys.l_kv), keys.causal, keys.window, keys.score_ops
     kw = dict(es=es, conventions=conventions)
-    grouped = dict(l_kv=keys, kv_heads=kv_heads, causal=causal, window=window, **kw)
+    grouped = dict(l_kv=length, kv_heads=keys.kv_heads, causal=causal, window=window, **kw)
     rows = [logits(b, l, q, h, **grouped), *score_ops,
-            softmax(b, l, h, l_kv=keys, causal=causal, window=window, **kw)]
+            softmax(b, l, h, l_kv=length, causal=causal, window=window, **kw)]
     if dropouts:
-        width = (scored_keys(exact(l, "l"), keys, causal, conventions, window) if fused
-                 else stored_keys(keys, window, conventions))
+        width = (scored_keys(exact(l, "l"), length, causal, conventions, window) if fused
+                 else stored_keys(length, window, conventions))
         rows.append(dropout(b, l, width * exact(h, "h"), es_mask=es_mask, name="dropout_softmax", **kw))
-    av = attend(b, l, q if v_dim is None else v_dim, h, **grouped)
+    av = attend(b, l, q if keys.v_dim is None else keys.v_dim, h, **grouped)
     rows += [av if dropouts else av.plus(act_buffer=-rows[1 + len(score_ops)].act_buffer)]
     ops = {id(op) for op in score_ops}
     return [row if id(row) in ops else replace(row, recompute="selective", rebuilt="selective") for row in rows]
@@ -56,15 +85,15 @@ type (FlashAttention-2's ``softmax_lse``, PyTorch's ``logsumexp`` output of
 ``_scaled_dot_product_flash_attention`` on CUDA and on CPU, cuDNN's softmax statistics)."""
 
 
-def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=False, window=None,
-                    score_ops=(), es=2, conventions=conv.DEFAULT, name="flash_attention") -> Cost:
+def flash_attention(b, l, q, h, keys: Keys = SELF, *, es=2, conventions=conv.DEFAULT,
+                    name="flash_attention") -> Cost:
     """Fused ``softmax(Q K^T) V`` with dropout (FlashAttention): no ``(l, l_kv)`` tensor is stored.
 
-    ``Q, O (b, h, l, q)``, ``K, V (b, h, l_kv, q)``; keeps ``Q, K, V, O`` and the
-    row log-sum-exp ``(b, h, l)`` in fp32 (``LSE_BYTES``) whatever the element size.  Forward does the arithmetic of ``logits``, ``softmax``,
-    ``dropout`` and ``attend`` (``attention_core``); backward recomputes the scores, the
-    softmax and the dropout mask (their forward again) and then does the backward of all
-    four.  Gradients touch ``dQ, dK, dV, dO``.  A sliding ``window`` bounds the scores each
+    ``Q, O (b, h, l, q)``, ``K, V (b, h, l_kv, q)`` (``keys``: ``Keys``); keeps ``Q, K, V, O``
+    and the row log-sum-exp ``(b, h, l)`` in fp32 (``LSE_BYTES``) whatever the element size.
+    Forward does the arithmetic of ``logits``, ``softmax``, ``dropout`` and ``attend``
+    (``attention_core``); backward recomputes the scores, the softmax and the dropout mask
+    (their forward again) and then does the backward of all four.  Gradients touch ``dQ, dK, dV, dO``.  A sliding ``window`` bounds the scores each
     query computes (``scored_keys``); what is kept does not change.  ``v_dim`` and
     ``score_ops`` (done inside the kernel, and again in backward) as in ``attention_core``.
     Split of the backward: the four parts' own (``flops_wgrad``: a learned position bias's
@@ -72,12 +101,12 @@ def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=
     counts as activation gradient.
     """
     b, l, q, h, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (q, "q"), (h, "h"), (es, "es")))
-    keys, groups = key_length(l, l_kv), key_value_heads(h, kv_heads)
-    v = q if v_dim is None else exact(v_dim, "v_dim")
-    parts = attention_core(b, l, q, h, l_kv=keys, kv_heads=groups, v_dim=v, causal=causal, window=window,
-                           score_ops=score_ops, fused=True, es=es, conventions=conventions)
+    length, groups = key_length(l, keys.l_kv), key_value_heads(h, keys.kv_heads)
+    v = q if keys.v_dim is None else exact(keys.v_dim, "v_dim")
+    parts = attention_core(b, l, q, h, replace(keys, l_kv=length, kv_heads=groups, v_dim=v), fused=True, es=es,
+                           conventions=conventions)
     recompute = sum(p.flops_fwd for p in parts[:-1])          # everything before attend
-    queries, out, kv = b * h * l * q * es, b * h * l * v * es, b * groups * keys * (q + v) * es
+    queries, out, kv = b * h * l * q * es, b * h * l * v * es, b * groups * length * (q + v) * es
     cost = make_cost(
         name, "matrix",
         flops_fwd=sum(p.flops_fwd for p in parts), flops_bwd=recompute + sum(p.flops_bwd for p in parts),
@@ -85,7 +114,7 @@ def flash_attention(b, l, q, h, *, l_kv=None, kv_heads=None, v_dim=None, causal=
         act_in=queries, act_in_other=kv, act_out=out,
         act_buffer=queries + out + kv + b * h * l * LSE_BYTES, act_grads=queries + out + kv)
     return replace(cost, gemms=_kernel_products(parts), fused=True,
-                   scores=score_shape(l, keys, causal, window, conventions))
+                   scores=score_shape(l, length, keys.causal, keys.window, conventions))
 
 
 def score_shape(l, keys, causal, window, conventions) -> ScoreShape:

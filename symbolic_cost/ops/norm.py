@@ -43,13 +43,12 @@ def layer_norm(b, l, e, *, weight=True, bias=True, es=2, conventions=conv.DEFAUL
     n = b * l * e
     stats = 2 * b * l * es if conventions.layer_norm_keeps_stats else 0
     params = (int(bool(weight)) + int(bool(bias))) * e * es
-    return make_cost(
-        name, "vector", flops_fwd=7 * n + (n if weight else 0) + (n if bias else 0),
+    return _norm_cost(
+        name, conventions, flops_fwd=7 * n + (n if weight else 0) + (n if bias else 0),
         flops_bwd=4 * n + 4 * b * l * (e - 1) + (3 * n if weight else 0) + (2 * n if bias else 0),
         flops_wgrad=(2 * n if weight else 0) + (2 * n if bias else 0),
         act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
-        weights=params, weight_grads=params, act_grads=2 * n * es,
-        bwd_reads_weights=conventions.layer_norm_bwd_reads_weights)
+        weights=params, weight_grads=params, act_grads=2 * n * es)
 
 
 def rms_norm(b, l, e, *, weight=True, es=2, conventions=conv.DEFAULT, name="rms_norm") -> Cost:
@@ -75,13 +74,20 @@ def rms_norm(b, l, e, *, weight=True, es=2, conventions=conv.DEFAULT, name="rms_
     n, rows = b * l * e, b * l
     stats = rows * es if conventions.layer_norm_keeps_stats else 0
     gain = e * es if weight else 0
-    return make_cost(
-        name, "vector", flops_fwd=2 * n + rows * (e + 1) + (n if weight else 0),
+    return _norm_cost(
+        name, conventions, flops_fwd=2 * n + rows * (e + 1) + (n if weight else 0),
         flops_bwd=4 * n + rows * (e - 1) + (3 * n if weight else 0),
         flops_wgrad=2 * n if weight else 0,
         act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
-        weights=gain, weight_grads=gain, act_grads=2 * n * es,
-        bwd_reads_weights=conventions.layer_norm_bwd_reads_weights)
+        weights=gain, weight_grads=gain, act_grads=2 * n * es)
+
+
+def _norm_cost(name, conventions, **fields) -> Cost:
+    """``make_cost`` for a norm, whose backward reads its gain (and shift) as every operation reads
+    its weights, unless ``conventions.layer_norm_bwd_reads_weights`` is false (a named preset's
+    count: ``named_conventions``)."""
+    cost = make_cost(name, "vector", **fields)
+    return cost if conventions.layer_norm_bwd_reads_weights else cost.plus(mem_bwd=-cost.weights)
 
 
 NORMS = {"layer": layer_norm, "layer_nobias": partial(layer_norm, bias=False),

@@ -27,7 +27,7 @@ from symbolic_cost.blocks.layout import attach
 from symbolic_cost.blocks.specs import as_heads
 from symbolic_cost.checks import InputError
 from symbolic_cost.cost import Cost, exact
-from symbolic_cost.ops import add, attention_core, dropout, flash_attention, gated, gelu, rotary
+from symbolic_cost.ops import Keys, add, attention_core, dropout, flash_attention, gated, gelu, rotary
 from symbolic_cost.ops.norm import NORMS
 from symbolic_cost.parallel.grid import Grid, check_grid, panels
 from symbolic_cost.parallel.grid_linear import grid_linear, shared_gradients
@@ -170,10 +170,10 @@ def grid_attention(b, l, e, heads, grid: Grid, *, scores: Scores | None = None,
             grid_linear(grid, b * l, e, (h + 2 * kv) * q, bias=projections.qkv_bias, name="qkv_proj", **kw)]
     if heads.rotary:
         rows.append(rotary(seqs, l, local_heads + kv / grid.cols, q, es=es))
-    local = dict(kv_heads=kv / grid.cols, causal=scores.causal, **kw)
-    rows += ([flash_attention(seqs, l, q, local_heads, **local)] if run.flash else
-             attention_core(seqs, l, q, local_heads, dropouts=dropouts if scores.dropout is None else scores.dropout,
-                            es_mask=es_mask, **local))
+    local = Keys(kv_heads=kv / grid.cols, causal=scores.causal)
+    rows += ([flash_attention(seqs, l, q, local_heads, local, **kw)] if run.flash else
+             attention_core(seqs, l, q, local_heads, local,
+                            dropouts=dropouts if scores.dropout is None else scores.dropout, es_mask=es_mask, **kw))
     rows += [grid_linear(grid, b * l, h * q, e, bias=projections.out_bias, flip=True, name="v_proj", **kw),
              _closing(grid, b, l, e, dropouts, es, es_mask, conventions, "dropout")]
     if conventions.norm_placement == "attention":

@@ -28,7 +28,7 @@ from symbolic_cost.blocks import Block, Projections, Run, attention, transformer
 from symbolic_cost.blocks.context import Context, ring_exchange
 from symbolic_cost.checks import InputError, check_rules, count, divides
 from symbolic_cost.cost import exact
-from symbolic_cost.ops import flash_attention
+from symbolic_cost.ops import Keys, flash_attention
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def ring_attention(b, l, e, h, c, m1=1, *, causal=True, balanced=True, es=2,
     q, local, heads = e / h, l / c, h / m1
     keys = l if not causal else ((l + 1) / 2 if balanced else l - l / (2 * c) + Rational(1, 2))
     chunk = b * local * e / m1                     # K (or V) of one device
-    core = flash_attention(b, local, q, heads, l_kv=keys, name="ring_flash_attention", es=es,
+    core = flash_attention(b, local, q, heads, Keys(l_kv=keys), name="ring_flash_attention", es=es,
                            conventions=conventions).plus(collectives=ring_exchange(2 * chunk, c, es, conventions))
     plain = attention(b, local, e, h, m1, 1, projections=Projections(False, False),
                       run=Run(flash=True, es=es, conventions=conventions))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
 from symbolic_cost.latex import latex
-from symbolic_cost.ops import flash_attention
+from symbolic_cost.ops import Keys, flash_attention
 from symbolic_cost.parallel.sequence import layer_volumes, ring_attention
 from symbolic_cost.timing.hardware import get_system
 
@@ -17,7 +17,7 @@ def ring_overlap_length(system="h100"):
     formula in the matrix rate ``F`` and link bandwidth ``B``."""
     F, B = S.Symbol("F", positive=True), S.Symbol("B", positive=True)
     b, l, e, h, c = S.b, S.l, S.e, S.h, S.c
-    step = flash_attention(b, l / c, e / h, h, l_kv=l / c)
+    step = flash_attention(b, l / c, e / h, h, Keys(l_kv=l / c))
     ring = ring_attention(b, l, e, h, c, causal=False).block["ring_flash_attention"]
     send, = (s for s in ring.collectives if s.pass_ == "fwd")
     return analysis.crossover(step.flops_fwd / F, send.tensor_bytes / B, l), F, B
