@@ -53,7 +53,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_exact_backends.py", "tests/test_attention_kernels.py", "tests/test_serving_engines.py",
          "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py",
          "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
-         "tests/test_speculative.py", "tests/test_megatron_examples.py")
+         "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -91,7 +91,7 @@ PLACEMENT = "symbolic_cost/models/placement.py"
 EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
 NCCL, NVLS = "symbolic_cost/timing/nccl.py", "symbolic_cost/timing/nccl_nvls.py"
 PEAK, SERVING_PEAK = "symbolic_cost/models/peak.py", "symbolic_cost/inference/peak.py"
-LOAD = "symbolic_cost/inference/load.py"
+LOAD, PAGED = "symbolic_cost/inference/load.py", "symbolic_cost/inference/paged.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
 MUTATIONS = (
     Mutation("wave-quantisation", EFFICIENCY, "_reciprocal(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms))",
@@ -112,6 +112,15 @@ MUTATIONS = (
              "room, chunk = runtime.max_tokens, 0", required=False),
     Mutation("engine-pool-of-total", LOAD, "else memory_fraction * capacity - weights",
              "else memory_fraction * (capacity - weights)", required=False),
+    # KV blocks on demand with preemption (issue 63: vLLM's scheduler)
+    Mutation("paged-admits-after-preempting", PAGED, "if self.preempted or (not chunked and",
+             "if (not chunked and", required=False),
+    Mutation("paged-preempts-the-oldest", PAGED, "request = self.running.order.pop()",
+             "request = self.running.order.popleft()", required=False),
+    Mutation("paged-block-phase", PAGED, "return self.phases[(-steps) % self.block]",
+             "return self.phases[steps % self.block]", required=False),
+    Mutation("paged-recompute-prompt-only", PAGED, "todo = self.prompt + before", "todo = self.prompt",
+             required=False),
     Mutation("disaggregated-transfer", "symbolic_cost/inference/disaggregated.py",
              "[first[i] + transfer for i in mine]", "[first[i] for i in mine]", required=False),
     Mutation("launched-precision", "symbolic_cost/models/hf_trainer.py",

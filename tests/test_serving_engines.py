@@ -76,10 +76,11 @@ def test_an_engine_fraction_of_the_whole_device_by_hand():
 @pytest.mark.parametrize("engine, system, tensor, expected", [
     # TensorRT-LLM 0.x: max_batch_size 256, max_num_tokens 8192, free_gpu_memory_fraction 0.9, 32 tokens a block
     ("trtllm", "h100", 1, dict(max_batch=256, max_tokens=8192, memory_fraction=Rational(9, 10), memory_of="free",
-                               block_tokens=32, chunked=False)),
-    # vLLM V1, vllm serve on an H100 (>= 70 GiB, not an A100): 8192 tokens, 1024 sequences, 0.9 of the device
+                               block_tokens=32, chunked=False, allocation="reserve")),
+    # vLLM V1, vllm serve on an H100 (>= 70 GiB, not an A100): 8192 tokens, 1024 sequences, 0.9 of the device,
+    # blocks allocated as tokens come (KVCacheManager.allocate_slots), preemption by recomputation
     ("vllm", "h100", 1, dict(max_batch=1024, max_tokens=8192, memory_fraction=Rational(9, 10), memory_of="total",
-                             block_tokens=16, chunked=True)),
+                             block_tokens=16, chunked=True, allocation="on-demand")),
     # ... and on an A100: 2048 tokens, 256 sequences
     ("vllm", "a100", 1, dict(max_batch=256, max_tokens=2048, block_tokens=16, chunked=True)),
     # SGLang 0.4 on an H100 at TP 8: chunked_prefill_size 8192, mem_fraction_static 0.81, pages of 1 token

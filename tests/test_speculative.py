@@ -119,4 +119,49 @@ def test_inference_command_reports_it(tmp_path, capsys):
     assert got["tpot_s"] == pytest.approx(float(expected["tpot_s"]), rel=1e-12)
     assert main(words) == 0 and "speculative decoding: 3 tokens a step" in capsys.readouterr().out
     assert main(words[:-2]) == 2 and "a draft model" in capsys.readouterr().err
-    assert main([*words, "--rate", "2"]) == 2 and "--rate does not model it" in capsys.readouterr().err
+    assert main([*words, "--grid", "b=1,2"]) == 2 and "--grid does not model it" in capsys.readouterr().err
+    assert main([*words, "--rate", "2", "--requests", "20", "--json"]) == 0
+    load = json.loads(capsys.readouterr().out)["load"]
+    assert load["speculative"]["tokens_per_step"] == pytest.approx(float(expected_tokens(3, Rational(3, 5))))
+    assert main([*words, "--rate", "2", "--engine", "vllm"]) == 2 and "--kv-allocation reserve" in \
+        capsys.readouterr().err
+    assert main([*words, "--rate", "2", "--disaggregate", "1:1"]) == 2 and "--disaggregate is not modelled" in \
+        capsys.readouterr().err
+
+
+def test_a_request_under_load_takes_its_first_token_and_o_minus_one_over_e_steps():
+    """1 s a step, E = 5/2 tokens a decode step: 11 tokens take the prefill's step and ceil(10 / 2.5) = 4
+    decode steps (first token at 1 s, the last at 5 s), each step a gap of 1 / 2.5 s a token; 12 tokens
+    take ceil(11 / 2.5) = 5 (done at 6 s).  The 11 output tokens over the 5 s are the throughput."""
+    from serving_steps import NO_OVERHEAD, Constant
+    from symbolic_cost.inference.load import serve
+    step = Constant(1.0)
+    step.tokens_per_step = Rational(5, 2)
+    load = serve(step, 11, None, 1, NO_OVERHEAD)
+    assert (load.mean_ttft, load.mean_e2e, load.mean_itl, load.output_token_throughput) == (1.0, 5.0, 0.4, 2.2)
+    assert serve(step, 12, None, 1, NO_OVERHEAD).mean_e2e == 6.0
+
+
+def test_a_speculative_engine_step_is_k_drafts_and_one_verification():
+    """The load test's decode step under speculation, by hand from the phases: ``k = 3`` draft steps, each
+    over the context and one of the step's proposals on average ((k - 1) / 2), and the served model's
+    verification of 4 tokens; the step's context is ``P`` plus E tokens for each step run (E = 15/8 at
+    alpha = 1/2: 8 steps are 15 tokens); the prefill adds the draft's prefill."""
+    from symbolic_cost import conventions as conv
+    from symbolic_cost.inference import prefill
+    from symbolic_cost.inference.load import StepModel
+    from symbolic_cost.inference.throughput import calibrated_run
+    from symbolic_cost.timing.hardware import calibrated
+    target, draft = from_config(LLAMA, "t"), from_config(DRAFT, "d")
+    serving = Serving(b=1, l_in=8, l_out=6)
+    step = StepModel(target, serving, "h100", speculation=Speculation(draft, 3, Rational(1, 2)))
+    system = calibrated("h100")
+
+    def run(phase):
+        return float(calibrated_run(phase, system, conv.DEFAULT)[2])
+    b4 = Serving(b=4, l_in=8, l_out=2)
+    by_hand = 3 * run(decode(draft, b4, 8 + 15 + 1)) + run(decode(target, b4, 8 + 15, tokens=4))
+    assert step(0, 4, 8 + 8) == pytest.approx(by_hand, rel=1e-12)
+    two = Serving(b=2, l_in=8, l_out=2)
+    assert step(2, 0, 0.0) == pytest.approx(run(prefill(target, two)) + run(prefill(draft, two)), rel=1e-12)
+    assert step.tokens_per_step == Rational(15, 8) and step.extra_tokens == 3

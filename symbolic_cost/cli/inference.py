@@ -25,7 +25,7 @@ from symbolic_cost.cli.values import (amount, architecture, assignments, convent
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.engines import ENGINES
-from symbolic_cost.inference.load import MAX_REQUESTS
+from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
 from symbolic_cost.inference.speculative import speculative_fields
 from symbolic_cost.models.overheads import get_overheads
@@ -92,7 +92,7 @@ def add_arguments(parser) -> None:
     speculation = parser.add_argument_group("speculative decoding")
     options.option(speculation, "--speculative", type=options.integer(1, 64), metavar="K",
                    help="K draft tokens a step, verified by the model in one step (inference.speculative; with "
-                        "--acceptance and a draft model)")
+                        "--acceptance and a draft model; under --rate and --slo-* too, with KV blocks reserved)")
     options.option(speculation, "--acceptance", type=_share("--acceptance", zero=True), metavar="A",
                    help="the probability that the model accepts a draft token (0 to 1; measured on your traffic)")
     draft = speculation.add_mutually_exclusive_group()
@@ -124,8 +124,12 @@ def add_arguments(parser) -> None:
     options.option(load, "--memory-fraction", type=_fraction, metavar="F", action=options.Given,
                    help="share of the memory the engine gives the KV cache (after the weights): of the memory the "
                         "weights leave for trtllm (free_gpu_memory_fraction), of the device's whole memory for vllm "
-                        "(gpu_memory_utilization) and sglang (mem_fraction_static); default: the --engine's; each "
-                        "request reserves the blocks of its whole length when admitted")
+                        "(gpu_memory_utilization) and sglang (mem_fraction_static); default: the --engine's")
+    options.option(load, "--kv-allocation", choices=list(ALLOCATIONS), metavar="HOW", action=options.Given,
+                   help="how a request gets KV-cache blocks: reserve (the blocks of its whole length when admitted: "
+                        "TensorRT-LLM's GUARANTEED_NO_EVICT, and sglang here) or on-demand (as its tokens come, the "
+                        "request scheduled last preempted and recomputed when they run out: vLLM); default: the "
+                        "--engine's")
     options.option(load, "--block-tokens", type=options.integer(1, 4096), metavar="N", action=options.Given,
                    help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block 32, vLLM's block_size 16, "
                         "SGLang's page_size 1; default: the --engine's)")
@@ -222,15 +226,22 @@ def load_test(args, arch, serving) -> dict:
     from symbolic_cost.inference.load import StepModel, serve, sustained_rate
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--rate and --slo-* need numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
-    step = StepModel(arch, serving, args.system, conventions(args))
+    drafting = speculation(args, arch)
+    step = StepModel(arch, serving, args.system, conventions(args), speculation=drafting)
     runtime = engine_runtime(args, arch, serving)(step, serving.m1)
     slo = None if args.slo_ttft is None and args.slo_itl is None else \
         (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
     engine = {"engine": args.engine, "chunked_prefill": runtime.chunked, "max_batch": runtime.max_batch,
-              "max_tokens": runtime.max_tokens}
+              "max_tokens": runtime.max_tokens, "kv_allocation": runtime.allocation}
     replicas = int(serving.d) if serving.d.is_Integer else 1
     simulate, engine["replicas"] = partial(serve, replicas=replicas), replicas
+    if drafting is not None:
+        engine["speculative"] = {"k": drafting.k, "acceptance": float(drafting.acceptance),
+                                 "draft": drafting.draft.name, "tokens_per_step": float(step.tokens_per_step)}
     if args.disaggregate is not None:
+        if drafting is not None:
+            raise InputError("--speculative beside --disaggregate is not modelled (the decode pools' steps would "
+                             "need the draft); serve it aggregated", "--speculative")
         if replicas > 1:
             raise InputError("--disaggregate gives the instances (P prefill, D decode); d replicas of each would be "
                              "the same copies: leave d=1", "disaggregate")
@@ -325,14 +336,14 @@ def run(args) -> int:
                          "(the other fields count the tensors only)", "--overheads")
     simulated = args.rate is not None or args.slo_ttft is not None or args.slo_itl is not None
     for name in ("requests", "engine", "max_batch", "max_tokens", "memory_fraction", "block_tokens",
-                 "slo_percentile", "chunked_prefill", "disaggregate"):
+                 "slo_percentile", "chunked_prefill", "disaggregate", "kv_allocation"):
         if (options.given(args, name) or (name == "chunked_prefill" and args.chunked_prefill is not None)) \
                 and not simulated:
             raise InputError(f"--{name.replace('_', '-')} sets the --rate simulation; give --rate (or --slo-ttft, "
                              f"--slo-itl) too", name)
     if simulated and (args.grid or args.field):
         raise InputError("--slo-* runs load tests; it does not combine with --field or --grid", "slo_ttft")
-    _check_speculation(args, simulated)
+    _check_speculation(args)
     if args.devices is not None:
         return layout_search(args)
     if args.grid:
@@ -355,9 +366,9 @@ def run(args) -> int:
 SPECULATIVE = ("speculative", "acceptance", "draft_preset", "draft_hf_config")
 
 
-def _check_speculation(args, simulated: bool) -> None:
-    """Refuse speculative decoding's options given in part, or beside what does not model it (a load
-    test, a layout search, formulas and grids: the report answers it)."""
+def _check_speculation(args) -> None:
+    """Refuse speculative decoding's options given in part, or beside what does not model it (a
+    layout search, formulas and grids: the report and the load test answer it)."""
     given = [name for name in SPECULATIVE if getattr(args, name, None) is not None]
     if not given:
         return
@@ -366,7 +377,7 @@ def _check_speculation(args, simulated: bool) -> None:
         raise InputError(f"speculative decoding needs --speculative K, --acceptance A and a draft model "
                          f"(--draft-preset or --draft-hf-config); missing {', '.join(missing) or 'the draft'}",
                          missing[0] if missing else "--draft-preset")
-    beside = next((flag for flag, on in (("--rate", simulated), ("--devices", args.devices is not None),
+    beside = next((flag for flag, on in (("--devices", args.devices is not None),
                                          ("--grid", bool(args.grid)), ("--field", bool(args.field))) if on), None)
     if beside:
         raise InputError(f"--speculative is reported for one configuration; {beside} does not model it (it would "
@@ -432,7 +443,7 @@ def engine_runtime(args, arch, serving):
     def runtime_of(step, m1):
         return engines.runtime(args.engine, step, args.system, m1, context, max_batch=args.max_batch,
                                max_tokens=args.max_tokens, block_tokens=args.block_tokens, memory_fraction=fraction,
-                               chunked=args.chunked_prefill)
+                               chunked=args.chunked_prefill, allocation=args.kv_allocation)
     return runtime_of
 
 
@@ -552,6 +563,11 @@ def _print_load(args, load: dict) -> None:
     rate = f"{load['sustained_rate']:.4g} (the highest whose p{args.slo_percentile} TTFT and ITL meet the SLO)" \
         if "sustained_rate" in load else args.rate
     chunked = f", chunked prefill of {load['max_tokens']:,} tokens a step" if load["chunked_prefill"] else ""
+    chunked += ", KV blocks on demand (preemption by recomputation)" if load["kv_allocation"] == "on-demand" else ""
+    if "speculative" in load:
+        drafting = load["speculative"]
+        chunked += (f", speculative decoding of {drafting['k']} tokens from {drafting['draft']} "
+                    f"({drafting['tokens_per_step']:.4g} a step)")
     over = f" over {load['replicas']} replicas (round robin)" if load["replicas"] > 1 else ""
     print(f"under load ({args.requests} requests at {rate} per second{over}, {load['engine']}'s in-flight batching "
           f"of up to {load['max_batch']:,} sequences{chunked}, calibrated {args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "

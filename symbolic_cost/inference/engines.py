@@ -8,16 +8,20 @@ The per-step, per-kernel and per-request overheads are not: they stay the fitted
 tests) for every engine, so a difference between engines here is a difference of scheduling
 and memory alone.
 
-==========  ===========  ============  ==============================  ======  =======
-engine      sequences    tokens/step   KV-cache pool                   block   chunked
-==========  ===========  ============  ==============================  ======  =======
-``trtllm``  256          8,192         0.9 of the memory left free     32      no
-``vllm``    1,024 (256)  8,192 (2,048) 0.9 of the device's memory      16      yes
-``sglang``  from memory  8,192         0.88 ... 0.79 of the device's   1       yes
-==========  ===========  ============  ==============================  ======  =======
+==========  ===========  ============  ==============================  ======  =======  =========
+engine      sequences    tokens/step   KV-cache pool                   block   chunked  blocks
+==========  ===========  ============  ==============================  ======  =======  =========
+``trtllm``  256          8,192         0.9 of the memory left free     32      no       reserve
+``vllm``    1,024 (256)  8,192 (2,048) 0.9 of the device's memory      16      yes      on demand
+``sglang``  from memory  8,192         0.88 ... 0.79 of the device's   1       yes      reserve
+==========  ===========  ============  ==============================  ======  =======  =========
 
 (vLLM's smaller pair on a device under 70 GiB or an A100; SGLang's budget is 2,048 under 35 GiB
-and 16,384 from 160 GiB, and its fraction falls with the tensor-parallel degree.)
+and 16,384 from 160 GiB, and its fraction falls with the tensor-parallel degree.  "blocks": a
+request's whole length reserved at admission, or blocks as tokens come with preemption
+(``load.Runtime.allocation``).  SGLang admits by an estimate of the tokens its running requests
+will still write and retracts requests when it runs short; that estimate is not modelled, and
+its requests reserve their whole length.)
 """
 
 from __future__ import annotations
@@ -47,14 +51,16 @@ def vllm(step, system: str, tensor: int, context: int) -> dict:
     ``OPENAI_API_SERVER`` usage context): ``max_num_batched_tokens`` 8,192 and ``max_num_seqs``
     1,024 on a device of at least 70 GiB that is not an A100, else 2,048 and 256;
     ``gpu_memory_utilization`` 0.9 of the device's whole memory (the weights inside it);
-    ``block_size`` 16; chunked prefill always on in V1.
+    ``block_size`` 16; chunked prefill always on in V1; KV blocks on demand, a request preempted
+    and recomputed when they run out (``inference.paged``).
 
     >>> vllm(None, "h100", 1, 8192)["max_batch"], vllm(None, "a100", 1, 8192)["max_tokens"]
     (1024, 2048)
     """
     large = _capacity(step, system) >= 70 * GIB and "a100" not in system
     return dict(max_batch=1024 if large else 256, max_tokens=8192 if large else 2048,
-                memory_fraction=Rational(9, 10), memory_of="total", block_tokens=16, chunked=True)
+                memory_fraction=Rational(9, 10), memory_of="total", block_tokens=16, chunked=True,
+                allocation="on-demand")
 
 
 def sglang(step, system: str, tensor: int, context: int) -> dict:

@@ -33,15 +33,17 @@ import math
 from collections import deque
 from dataclasses import dataclass, replace
 
-from sympy import Integer, Rational, Symbol, floor, lambdify
+from sympy import Integer, Rational, Symbol, ceiling, floor, lambdify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, positive
+from symbolic_cost.inference import paged
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import decode, prefill
 from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import Serving, encoder_tokens
+from symbolic_cost.inference.speculative import check_speculation, expected_tokens
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import calibrated, comm_time
 
@@ -51,6 +53,9 @@ SERVING = ("step_overhead", "kernel_overhead", "request_overhead")
 
 MEMORY_OF = ("free", "total")
 """What an engine's memory fraction is a share of (``Runtime.memory_of``)."""
+
+ALLOCATIONS = ("reserve", "on-demand")
+"""How an engine gives KV-cache blocks to a request (``Runtime.allocation``)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,10 @@ class Runtime:
     ``enable_chunked_context``, always on in vLLM's V1 engine and SGLang; ``memory_of``: what
     ``memory_fraction`` is a share of, ``"free"`` (the memory the weights leave: TensorRT-LLM) or
     ``"total"`` (the device's memory, the weights' included: vLLM's ``gpu_memory_utilization``,
-    SGLang's ``mem_fraction_static``).  ``engines`` holds each engine's defaults."""
+    SGLang's ``mem_fraction_static``).  ``allocation``: ``"reserve"``, the blocks of a request's
+    whole length when it is admitted (TensorRT-LLM's ``GUARANTEED_NO_EVICT``), or
+    ``"on-demand"``, the blocks of the tokens it has, preempting by recomputation when they run
+    out (vLLM: ``inference.paged``).  ``engines`` holds each engine's defaults."""
 
     step_overhead: object = None
     request_overhead: object = None
@@ -75,6 +83,7 @@ class Runtime:
     block_tokens: int = 32
     chunked: bool = False
     memory_of: str = "free"
+    allocation: str = "reserve"
 
     def __post_init__(self):
         fitted = efficiency.CALIBRATION.get("serving", {})
@@ -93,6 +102,9 @@ class Runtime:
             raise InputError(f"memory_of must be one of {', '.join(MEMORY_OF)}, got {self.memory_of!r}", "memory_of")
         if not isinstance(self.chunked, bool):
             raise InputError(f"chunked must be True or False, got {self.chunked!r}", "chunked")
+        if self.allocation not in ALLOCATIONS:
+            raise InputError(f"allocation must be one of {', '.join(ALLOCATIONS)}, got {self.allocation!r}",
+                             "allocation")
 
 
 class StepModel:
@@ -108,24 +120,48 @@ class StepModel:
       ``prefill(k) + decode_fused(B, c)``, where each decode row's memory time leaves out its
       ``weights`` bytes;
     * plus the forward collectives of the step's ``k P + B`` tokens (NCCL's cost, ``comm_time``).
+
+    With a ``speculation`` (``inference.speculative.Speculation``: a draft model proposing ``k``
+    tokens a step, each accepted with probability ``alpha``), a decode step is the draft's ``k``
+    decode steps (each over ``c + (k - 1) / 2`` tokens: its cache also holds the proposals of the
+    step so far, ``k - 1`` at most) and the served model's verification of ``k + 1`` tokens a
+    sequence (``phases.decode(tokens=k + 1)``, the part fused with prefills); a prefill also runs
+    the draft's prefill of the prompts; a sequence gains ``tokens_per_step`` =
+    ``speculative.expected_tokens(k, alpha)`` tokens a step, and ``context`` is then in steps (see
+    ``__call__``).  The cache holds both models' keys and values, and ``k`` proposals more a
+    request (``extra_tokens``).
     """
 
-    def __init__(self, arch, serving: Serving, system, conventions=None):
+    def __init__(self, arch, serving: Serving, system, conventions=None, speculation=None):
         from symbolic_cost import conventions as conv
         conventions = conv.get(conventions or conv.DEFAULT)
         self.system, self.prompt = calibrated(system), int(serving.l_in)
-        self._memory = (arch, serving)
+        self._memory = (arch, serving, speculation)
+        one = replace(serving, b=S.b, l_out=2)
         k, tokens = Symbol("k", positive=True), Symbol("tokens", positive=True)
         pre = prefill(arch, replace(serving, b=k, l_out=2), conventions)
-        dec = decode(arch, replace(serving, b=S.b, l_out=2), S.l_ctx, conventions)
+        dec = decode(arch, one, S.l_ctx, conventions, tokens=1 if speculation is None else speculation.k + 1)
         args = (S.b, S.l_ctx)
-        self._prefill = lambdify([k], self._roofline(pre, conventions), "math")
-        self._decode = lambdify(args, self._roofline(dec, conventions), "math")
-        self._decode_fused = lambdify(args, self._roofline(dec, conventions, with_weights=False), "math")
+        pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
+                                 self._roofline(dec, conventions, with_weights=False))
+        self.tokens_per_step, self.extra_tokens = 1, 0
+        self.kernels = _operations(arch, serving, conventions)
+        if speculation is not None:
+            check_speculation(arch, serving, speculation)
+            draft = speculation.draft
+            drafts = speculation.k * self._roofline(decode(draft, one, S.l_ctx, conventions), conventions).subs(
+                S.l_ctx, S.l_ctx + Rational(speculation.k - 1, 2))
+            pre_s += self._roofline(prefill(draft, replace(serving, b=k, l_out=2), conventions), conventions)
+            dec_s, fused_s = dec_s + drafts, fused_s + drafts
+            self.tokens_per_step = expected_tokens(speculation.k, speculation.acceptance)
+            self.extra_tokens = speculation.k
+            self.kernels += speculation.k * _operations(draft, serving, conventions)
+        self._per_step = float(self.tokens_per_step)
+        self._prefill = lambdify([k], pre_s, "math")
+        self._decode = lambdify(args, dec_s, "math")
+        self._decode_fused = lambdify(args, fused_s, "math")
         comm = sum((n * comm_time(c, self.system, conventions) for c, n in dec.collectives), Integer(0))
         self._comm = lambdify([tokens], comm.subs(S.b, tokens), "math")
-        # the operations one step runs (every row of the decode phase): what kernel_overhead counts
-        self.kernels = int(sum(n for _, n in decode(arch, replace(serving, b=1, l_out=2), 1, conventions).rows()))
 
     def cache_blocks(self, block_tokens: int, memory_fraction, memory_of: str = "free") -> int:
         """KV-cache blocks of ``block_tokens`` tokens the engine pages on the busiest device:
@@ -136,9 +172,10 @@ class StepModel:
         sequence of ``block_tokens`` tokens.  The engine's activation workspace is taken to fit in
         the memory the fraction leaves (TensorRT-LLM measures the free memory after allocating it;
         vLLM subtracts its profiled peak, which this leaves out)."""
-        arch, serving = self._memory
+        arch, serving, speculation = self._memory
         self.system.require("the KV-cache pool of a load test", "hbm_capacity")
-        weights = busiest_weights(arch, prefill(arch, replace(serving, b=1, l_out=2)))
+        weights = sum(busiest_weights(model, prefill(model, replace(serving, b=1, l_out=2)))
+                      for model in (arch,) + ((speculation.draft,) if speculation else ()))
         block = self.kv_bytes(block_tokens)
         capacity = self.system.hbm_capacity
         free = memory_fraction * (capacity - weights) if memory_of == "free" else memory_fraction * capacity - weights
@@ -146,10 +183,14 @@ class StepModel:
 
     def kv_bytes(self, tokens: int):
         """Bytes of the KV cache one sequence of ``tokens`` tokens holds on the busiest device
-        (``kv_cache_bytes`` under the deployment's tensor and pipeline split and cache format)."""
-        arch, serving = self._memory
-        return kv_cache_bytes(arch, 1, tokens, encoder=encoder_tokens(arch, replace(serving, b=1)),
-                              m1=serving.m1, p=serving.p, kv_dtype=serving.kv, mla=serving.mla)
+        (``kv_cache_bytes`` under the deployment's tensor and pipeline split and cache format), the
+        draft's beside it under speculation."""
+        arch, serving, speculation = self._memory
+        served = kv_cache_bytes(arch, 1, tokens, encoder=encoder_tokens(arch, replace(serving, b=1)),
+                                m1=serving.m1, p=serving.p, kv_dtype=serving.kv, mla=serving.mla)
+        if speculation is None:
+            return served
+        return served + kv_cache_bytes(speculation.draft, 1, tokens, m1=serving.m1, kv_dtype=serving.kv)
 
     def _roofline(self, phase, conventions, with_weights=True):
         """Seconds of a phase: ``sum max(compute, memory)`` over its rows (``calibrated_run``)."""
@@ -157,7 +198,11 @@ class StepModel:
 
     def __call__(self, prompts: int, decoding: int, context: float) -> float:
         """Seconds of a step with ``prompts`` prefills and ``decoding`` sequences over ``context``
-        cached tokens on average (before the step's fixed overhead)."""
+        cached tokens on average (before the step's fixed overhead).  Under speculation ``context``
+        is ``P`` and the mean steps run since the first token, each of ``tokens_per_step`` tokens
+        (``serve`` runs the engines in steps)."""
+        if decoding and self.tokens_per_step != 1:
+            context = self.prompt + self._per_step * (context - self.prompt)
         if prompts and decoding:
             seconds = self._prefill(prompts) + self._decode_fused(decoding, context)
         elif prompts:
@@ -165,6 +210,12 @@ class StepModel:
         else:
             seconds = self._decode(decoding, context)
         return seconds + self._comm(prompts * self.prompt + decoding)
+
+
+def _operations(arch, serving: Serving, conventions) -> int:
+    """The operations one decode step of ``arch`` launches (every row of the phase): what
+    ``Runtime.kernel_overhead`` counts."""
+    return int(sum(n for _, n in decode(arch, replace(serving, b=1, l_out=2), 1, conventions).rows()))
 
 
 @dataclass(frozen=True)
@@ -266,7 +317,11 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     within the step's token budget (``chunked_steps``).  ``slo``: ``(seconds to first token,
     seconds between tokens)`` a request must meet to count in the goodput (``Load``).
     ``replicas``: engines that share the arrivals (``rate`` is theirs together), each request sent
-    to the next in turn (round robin), each engine as above (``d`` replicas of a deployment)."""
+    to the next in turn (round robin), each engine as above (``d`` replicas of a deployment).
+    A speculative step (``StepModel.tokens_per_step`` = E > 1) runs a request for its first token
+    and ``ceil((O - 1) / E)`` decode steps, each a gap of its duration over E tokens (the mean
+    gap a streamed token waits; the acceptance's spread from step to step is not simulated), and
+    reserves ``P + O + k`` tokens (``extra_tokens``)."""
     if not isinstance(output_tokens, int) or output_tokens < 1:
         raise InputError(f"output_tokens must be a positive integer, got {output_tokens!r}", "output_tokens")
     if not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
@@ -275,17 +330,36 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
-    blocks, need = cache_limit(step, runtime, step.prompt + output_tokens)
-    run = chunked_steps if runtime.chunked else whole_prompt_steps
+    blocks, need = cache_limit(step, runtime, step.prompt + output_tokens + getattr(step, "extra_tokens", 0))
+    per_step = getattr(step, "tokens_per_step", 1)
+    if per_step != 1 and runtime.allocation == "on-demand":
+        raise InputError("speculative decoding under load is modelled with the KV blocks of a request's whole "
+                         "length reserved at admission (allocation 'reserve', --kv-allocation reserve): on demand, "
+                         "blocks follow whole tokens and a step gains a mean of fractional ones", "allocation")
+    slots = _steps_for(output_tokens, per_step)
+    run = paged.steps if runtime.allocation == "on-demand" else chunked_steps if runtime.chunked \
+        else whole_prompt_steps
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
     for replica in range(replicas):
         mine = range(replica, requests, replicas)
-        yielded, done, gaps, end = run(step, output_tokens, [times[i] for i in mine], runtime, overhead, blocks, need)
+        yielded, done, gaps, end = run(step, slots, [times[i] for i in mine], runtime, overhead, blocks, need)
         for request, at, leaves in zip(mine, yielded, done):
             first[request], finished[request] = at, leaves
         steps_run, last = steps_run + gaps, max(last, end)
+    if per_step != 1:                              # each step's gap holds that many tokens of a sequence
+        steps_run = [(duration / float(per_step), count) for duration, count in steps_run]
     return measured_load(times, first, finished, steps_run, step.prompt, output_tokens,
                          float(runtime.request_overhead), last - times[0], slo)
+
+
+def _steps_for(output_tokens: int, per_step) -> int:
+    """Steps a request runs for its ``output_tokens``: the first token from its prefill, then
+    ``per_step`` tokens a decode step (one; a speculative decoder's expected tokens, exact).
+
+    >>> _steps_for(11, 1), _steps_for(11, Rational(5, 2)), _steps_for(12, Rational(5, 2))
+    (11, 5, 6)
+    """
+    return output_tokens if per_step == 1 else 1 + int(ceiling(Rational(output_tokens - 1) / per_step))
 
 
 def mean_context(prompt, steps: int, admitted_sum, decoding: int) -> float:

@@ -84,7 +84,9 @@ def expected_tokens(k, alpha) -> Expr:
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
-def _check(arch: Architecture, s: Serving, spec: Speculation) -> None:
+def check_speculation(arch: Architecture, s: Serving, spec: Speculation) -> None:
+    """Refuse what speculative decoding is not modelled with: pipeline stages, context parallelism,
+    and a draft of another vocabulary."""
     if s.p != 1 or s.cp != 1:
         raise InputError(f"speculative decoding is modelled on one pipeline stage without context parallelism "
                          f"(got p={s.p}, cp={s.cp})", "p" if s.p != 1 else "cp")
@@ -114,7 +116,7 @@ def speculative_fields(arch: Architecture, s: Serving, spec: Speculation, system
     draft's prefill (``draft_prefill_s``), and the bytes of its weights and cache a device holds
     (``draft_bytes``)."""
     conventions = conv.get(conventions)
-    _check(arch, s, spec)
+    check_speculation(arch, s, spec)
     draft_s = phase_time(draft_step(spec, s, conventions), system, conventions, roofline)["total"]
     verify_s = phase_time(verification(arch, s, spec.k, conventions), system, conventions, roofline)["total"]
     reading = prefill(spec.draft, s, conventions)

@@ -1,0 +1,220 @@
+"""KV-cache blocks on demand, and preemption by recomputation when they run out.
+
+``load.Runtime.allocation = "reserve"`` admits a request only when the pool holds the blocks of its
+whole length (TensorRT-LLM's ``GUARANTEED_NO_EVICT`` scheduler), so nothing is ever evicted.
+vLLM allocates instead as tokens are written: a request takes the blocks of the tokens it has, one
+more block every ``block_tokens`` tokens, so far more requests run at once, until a step finds no
+free block for the tokens it must write.  Then the scheduler preempts the running request of
+lowest priority, the one scheduled last (first come first served), frees its blocks and puts it
+back at the head of the waiting queue; when it is scheduled again its prompt and the tokens it had
+generated are prefilled anew (vLLM V1's ``Scheduler.schedule`` with ``preemption_mode``
+recompute, ``KVCacheManager.allocate_slots``; V1 has no swap).  ``steps`` runs that engine for
+``load.serve`` (``allocation="on-demand"``).
+
+A step, as V1 schedules it, within a budget of ``max_tokens`` tokens:
+
+* every decoding sequence writes one token (a new block where its last one is full); while the free
+  blocks fall short, the request scheduled last is preempted;
+* the prompts being prefilled take their next chunks, oldest first, preempting from the tail when
+  their blocks do not fit (a prompt may preempt itself);
+* unless the step preempted, waiting requests are admitted in order, preempted ones first, while
+  ``max_batch``, the budget and the free blocks allow (none is preempted to admit another); a
+  waiting request prefills its prompt and the tokens it had generated (``P + g``), in chunks, or
+  whole without chunked prefill (a prompt longer than ``max_tokens`` then alone, chunk by chunk).
+
+The running requests are always the decoding ones, in the order they were scheduled, then the
+prompts being prefilled (a prompt admitted later finishes its prefill later), so the decodes are
+served together and the tail is always the last prompt admitted.  vLLM's prefix cache (on by
+default in V1) would let a recomputed prompt reuse its blocks where no other request took them;
+that is not modelled: a recomputation prefills every token again.
+
+A fresh prompt's last chunk yields its first token; a recomputed one yields its next token, and
+the time since its previous token is one inter-token gap of its own.  A step of ``t`` prefilled
+tokens is priced as ``load.chunked_steps`` prices it, ``step(t / P, B, c)``: a recomputed prompt
+longer than ``P`` at the per-token price of ``P`` (its attention over the longer context is not
+priced apart).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, deque
+
+
+class Running:
+    """The decoding sequences: for each, the step ``start`` such that it had ``steps - start + 1``
+    tokens after step ``steps`` (``load.Decoding``'s convention: a recomputed request with ``g``
+    tokens resumed at step ``s`` has ``start = s - g``), the order they were scheduled in (the
+    preemption order), and per block phase how many start a new block at a step."""
+
+    def __init__(self, prompt: int, block_tokens: int):
+        self.prompt, self.block = prompt, block_tokens
+        self.start, self.order, self.heap = {}, deque(), []
+        self.start_sum, self.phases = 0, Counter()
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def add(self, request: int, start: int) -> None:
+        self.start[request] = start
+        self.order.append(request)
+        heapq.heappush(self.heap, (start, request))
+        self.start_sum += start
+        self.phases[(self.prompt - start) % self.block] += 1
+
+    def remove(self, request: int) -> None:
+        start = self.start.pop(request)
+        self.start_sum -= start
+        self.phases[(self.prompt - start) % self.block] -= 1      # its heap entry is dropped when met
+
+    def cached(self, request: int, steps: int) -> int:
+        """Tokens in the cache of ``request`` before step ``steps + 1``."""
+        return self.prompt + steps - self.start[request]
+
+    def new_blocks(self, steps: int) -> int:
+        """Blocks step ``steps + 1`` opens: one for each sequence whose next token starts a block."""
+        return self.phases[(-steps) % self.block]
+
+    def context(self, steps: int) -> float:
+        """Mean cached tokens before step ``steps + 1`` (0 with none)."""
+        return self.prompt + steps - self.start_sum / len(self) if self.start else 0.0
+
+    def finish(self, steps: int, output_tokens: int) -> list[int]:
+        """The requests whose last token came at step ``steps``, removed."""
+        done = []
+        while self.heap and steps - self.heap[0][0] + 1 >= output_tokens:
+            start, request = heapq.heappop(self.heap)
+            if self.start.get(request) == start:
+                self.remove(request)
+                done.append(request)
+        return done
+
+
+def blocks_of(tokens: int, block_tokens: int) -> int:
+    """Blocks ``tokens`` tokens fill: ``ceil(tokens / block_tokens)``.
+
+    >>> blocks_of(33, 16), blocks_of(32, 16), blocks_of(0, 16)
+    (3, 2, 0)
+    """
+    return -(-tokens // block_tokens)
+
+
+class Engine:
+    """One engine's scheduler state (see the module docstring): ``steps`` drives it."""
+
+    def __init__(self, step, output_tokens, times, runtime, blocks):
+        self.prompt, self.output, self.times, self.runtime = step.prompt, output_tokens, times, runtime
+        self.block, self.free = runtime.block_tokens, blocks
+        self.running = Running(step.prompt, runtime.block_tokens)
+        self.prefilling = []                   # [request, tokens left, tokens cached, tokens generated before]
+        self.waiting = deque()                 # (request, tokens generated before), preempted first
+        self.generated_at, self.last_token = {}, {}
+        self.arrived, self.steps, self.now, self.preempted = 0, 0, 0.0, False
+
+    def held(self) -> int:
+        return len(self.running) + len(self.prefilling)
+
+    def victim(self) -> int:
+        """The request scheduled last (a prefilling one if any: they were scheduled after every
+        decoding sequence), preempted: its blocks freed, back at the head of the queue."""
+        self.preempted = True
+        if self.prefilling:
+            request, _, cached, before = self.prefilling.pop()
+            self.free += blocks_of(cached, self.block)
+            self.waiting.appendleft((request, before))
+            return request
+        while self.running.order[-1] not in self.running.start:      # dropped entries of finished requests
+            self.running.order.pop()
+        request = self.running.order.pop()
+        cached = self.running.cached(request, self.steps)
+        generated = self.steps - self.running.start[request] + 1
+        self.running.remove(request)
+        self.free += blocks_of(cached, self.block)
+        self.waiting.appendleft((request, generated))
+        self.last_token[request] = self.now           # its last token came at the end of the last step
+        return request
+
+    def decode(self) -> None:
+        """Room for every decoding sequence's token, preempting from the tail while it is short."""
+        while len(self.running) and self.running.new_blocks(self.steps) > self.free:
+            self.victim()
+        self.free -= self.running.new_blocks(self.steps)
+
+    def prefill(self, room: int) -> int:
+        """The chunks of the prompts being prefilled within ``room`` tokens, oldest first, preempting
+        from the tail where their blocks do not fit: the tokens scheduled."""
+        chunk, index = 0, 0
+        while index < len(self.prefilling) and chunk < room:
+            entry = self.prefilling[index]
+            take = min(entry[1], room - chunk)
+            more = blocks_of(entry[2] + take, self.block) - blocks_of(entry[2], self.block)
+            while more > self.free and entry in self.prefilling:
+                self.victim()
+            if entry not in self.prefilling:
+                break
+            self.free -= more
+            entry[1], entry[2], chunk, index = entry[1] - take, entry[2] + take, chunk + take, index + 1
+        return chunk
+
+    def admit(self, room: int, chunk: int, chunked: bool) -> int:
+        """Waiting requests admitted while the limits and the free blocks allow: the tokens added.
+        None is admitted in a step that preempted (vLLM's ``if not preempted_reqs``), nor, without
+        chunked prefill, beside a long prompt still being prefilled chunk by chunk."""
+        while self.arrived < len(self.times) and self.times[self.arrived] <= self.now:
+            self.waiting.append((self.arrived, 0))
+            self.arrived += 1
+        if self.preempted or (not chunked and any(entry[1] for entry in self.prefilling)):
+            return chunk
+        while self.waiting and chunk < room and self.held() < self.runtime.max_batch:
+            request, before = self.waiting[0]
+            todo = self.prompt + before
+            alone = todo > self.runtime.max_tokens and not self.prefilling and chunk == 0
+            if not chunked and not alone and todo > room - chunk:
+                break
+            take = min(todo, room - chunk)
+            if blocks_of(take, self.block) > self.free:
+                break
+            self.waiting.popleft()
+            self.free -= blocks_of(take, self.block)
+            self.prefilling.append([request, todo - take, take, before])
+            chunk += take
+        return chunk
+
+    def yielded(self, first: list, gaps: list) -> list:
+        """Prompts whose last chunk ran: fresh ones yield their first token, recomputed ones their
+        next (a gap of their own); all start decoding.  Returns the requests that started."""
+        started = []
+        while self.prefilling and self.prefilling[0][1] == 0:
+            request, _, _, before = self.prefilling.pop(0)
+            if before == 0:
+                first[request] = self.now
+            else:
+                gaps.append((self.now - self.last_token.pop(request), 1))
+            self.running.add(request, self.steps - before)
+            started.append(request)
+        return started
+
+
+def steps(step, output_tokens, times, runtime, overhead, blocks, need):
+    """The steps of an engine that allocates KV blocks on demand and preempts by recomputation (see
+    the module docstring); ``need`` (the blocks of a whole request) is not reserved.  Returns as
+    ``load.whole_prompt_steps``."""
+    engine = Engine(step, output_tokens, times, runtime, blocks)
+    requests = len(times)
+    first, finished, gaps, last = [0.0] * requests, [0.0] * requests, [], 0.0
+    while engine.arrived < requests or engine.waiting or engine.held():
+        if not engine.held() and not engine.waiting and times[engine.arrived] > engine.now:
+            engine.now = times[engine.arrived]
+        engine.preempted = False
+        engine.decode()
+        decoding, context = len(engine.running), engine.running.context(engine.steps)
+        room = runtime.max_tokens - decoding
+        chunk = engine.admit(room, engine.prefill(room), runtime.chunked)
+        duration = step(chunk / engine.prompt, decoding, context) + overhead
+        engine.now, engine.steps = engine.now + duration, engine.steps + 1
+        gaps.append((duration, decoding))           # one inter-token gap for each sequence decoding
+        engine.yielded(first, gaps)
+        for request in engine.running.finish(engine.steps, output_tokens):
+            finished[request] = last = engine.now
+            engine.free += blocks_of(engine.prompt + output_tokens - 1, engine.block)
+    return first, finished, gaps, last

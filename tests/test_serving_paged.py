@@ -1,0 +1,155 @@
+"""KV-cache blocks on demand with preemption by recomputation (``inference.paged``), against a case
+worked by hand and against vLLM V1's scheduling loop written out request by request below (every
+running request in turn, its blocks counted from its cached tokens each step), not from the
+library's bookkeeping."""
+
+import math
+import random
+from collections import deque
+from dataclasses import replace
+
+import pytest
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.inference import paged
+from symbolic_cost.inference.load import Runtime, serve
+
+from serving_steps import Constant
+
+ON_DEMAND = Runtime(step_overhead=0, request_overhead=0, kernel_overhead=0, chunked=True, allocation="on-demand",
+                    block_tokens=2, max_batch=8, max_tokens=64)
+
+
+class Pooled(Constant):
+    """A constant step whose KV cache holds ``blocks`` blocks, whatever their size."""
+
+    def __init__(self, seconds, prompt, blocks):
+        super().__init__(seconds, prompt)
+        self.blocks = blocks
+
+    def cache_blocks(self, block_tokens, memory_fraction, memory_of="free"):
+        return self.blocks
+
+
+def test_two_requests_in_four_blocks_by_hand():
+    """P = 4, O = 3, blocks of 2 tokens, a pool of 4, 1 s a step, both at t = 0.  Reserving, the
+    second waits for the first's 4 blocks: first tokens at 1 and 4 s, done at 3 and 6 s.  On
+    demand both prefill in step 1 (2 blocks each: first tokens at 1 s); step 2's tokens open a
+    block each, none is free, so the second is preempted (its 2 blocks freed) and the first
+    writes on; the second needs 3 blocks for its 5 tokens, free once the first leaves at 3 s
+    (3 blocks freed): recomputed in step 4 (its second token at 4 s, 3 s after its first) and
+    done at 5 s.  Mean inter-token gap (1 + 1 + 3 + 1) / 4."""
+    step = Pooled(1.0, 4, 4)
+    reserved = serve(step, 3, None, 2, replace(ON_DEMAND, allocation="reserve"))
+    assert (reserved.mean_ttft, reserved.mean_e2e) == (2.5, 4.5)
+    load = serve(step, 3, None, 2, ON_DEMAND)
+    assert (load.mean_ttft, load.mean_e2e, load.mean_itl) == (1.0, 4.0, 1.5)
+    assert load.p99_itl == pytest.approx(3.0, abs=0.1)
+
+
+def test_a_step_that_preempts_admits_none():
+    """Blocks of one token, P = 2, O = 6, 4 tokens a step, a pool of 10: both prompts fill in
+    step 1 (4 blocks) and decode in steps 2-4 (2 blocks a step), leaving none.  Step 5 preempts
+    the second (5 blocks back: its 2 + 3 tokens) and the first writes its token.  The freed
+    blocks would hold a 3-token chunk of the second's 6 to recompute, but a step that preempted
+    admits none (vLLM's ``if not preempted_reqs``): step 5 decodes the first alone (over its 5
+    tokens), and step 6 takes 3 of the second's tokens."""
+    step = Pooled(1.0, 2, 10)
+    serve(step, 6, None, 2, replace(ON_DEMAND, block_tokens=1, max_tokens=4))
+    assert step.calls[4:6] == [(0.0, 1, 5.0), (1.5, 1, 6.0)]
+
+
+def v1_reference(prompt, output, block, pool, runtime, times):
+    """vLLM V1's ``Scheduler.schedule`` loop (recompute preemption, FCFS), request by request:
+    ``(first token times, last token times, inter-token gaps, the step calls)``."""
+    n = len(times)
+    cached, generated = [0] * n, [0] * n
+    running, waiting = [], deque()
+    first, finished, gaps, calls, last_token = [0.0] * n, [0.0] * n, [], [], {}
+    now, arrived = 0.0, 0
+
+    def held(r):
+        return math.ceil(cached[r] / block)
+
+    while arrived < n or waiting or running:
+        if not running and not waiting and times[arrived] > now:
+            now = times[arrived]
+        while arrived < n and times[arrived] <= now:
+            waiting.append(arrived)
+            arrived += 1
+        budget, scheduled, preempted = runtime.max_tokens, {}, False
+        free = pool - sum(held(r) for r in running)
+        index = 0
+        while index < len(running) and budget > 0:
+            r = running[index]
+            take = min(prompt + generated[r] - cached[r], budget)
+            more = math.ceil((cached[r] + take) / block) - held(r)
+            while more > free:
+                victim = running.pop()
+                preempted = True
+                free += held(victim)              # the tail: not yet scheduled this step
+                if generated[victim] and victim not in last_token:
+                    last_token[victim] = now
+                cached[victim] = 0
+                waiting.appendleft(victim)
+                if victim == r:
+                    break
+            if r not in running:
+                break
+            free -= more
+            scheduled[r], budget, index = take, budget - take, index + 1
+        if not preempted:
+            while waiting and budget > 0 and len(running) < runtime.max_batch:
+                r = waiting[0]
+                todo = prompt + generated[r]
+                if not runtime.chunked and todo > budget:
+                    break
+                take = min(todo, budget)
+                if math.ceil(take / block) > free:
+                    break
+                waiting.popleft()
+                free -= math.ceil(take / block)
+                running.append(r)
+                scheduled[r], budget = take, budget - take
+        decoding = [r for r in running if cached[r] >= prompt + generated[r] - 1 and generated[r]]
+        prefilled = sum(t for r, t in scheduled.items() if r not in decoding)
+        context = sum(cached[r] for r in decoding) / len(decoding) if decoding else 0.0
+        calls.append((prefilled / prompt, len(decoding), context))
+        now += 1.0
+        gaps.append((1.0, len(decoding)))
+        for r, take in scheduled.items():
+            cached[r] += take
+            if cached[r] == prompt + generated[r]:            # its last computed token: a new one sampled
+                if generated[r] == 0:
+                    first[r] = now
+                elif r not in decoding:
+                    gaps.append((now - last_token.pop(r), 1))
+                generated[r] += 1
+        for r in [r for r in running if generated[r] == output]:
+            running.remove(r)
+            finished[r] = now
+    return first, finished, gaps, calls
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_engine_is_vllms_loop(seed):
+    rng = random.Random(seed)
+    prompt, output, block = rng.randint(1, 40), rng.randint(1, 30), rng.choice([1, 2, 4, 16])
+    need = math.ceil((prompt + output) / block)
+    pool = rng.randint(need, 4 * need)
+    runtime = replace(ON_DEMAND, block_tokens=block, max_batch=rng.randint(1, 12), max_tokens=rng.randint(48, 120),
+                      chunked=rng.random() < 0.7)
+    requests = rng.randint(1, 25)
+    times = sorted(round(rng.uniform(0, 10), 1) for _ in range(requests))
+    step = Pooled(1.0, prompt, pool)
+    first, finished, gaps, last = paged.steps(step, output, times, runtime, 0.0, pool, need)
+    want_first, want_finished, want_gaps, want_calls = v1_reference(prompt, output, block, pool, runtime, times)
+    assert (first, finished) == (want_first, want_finished)
+    assert sorted(g for g in gaps if g[1]) == sorted(g for g in want_gaps if g[1])
+    assert [(p, d) for p, d, _ in step.calls] == [(p, d) for p, d, _ in want_calls]
+    assert [c for _, _, c in step.calls] == pytest.approx([c for _, _, c in want_calls])
+
+
+def test_an_unknown_allocation_is_refused_by_name():
+    with pytest.raises(InputError, match="allocation must be one of reserve, on-demand"):
+        Runtime(allocation="lazy")
