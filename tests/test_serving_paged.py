@@ -153,3 +153,9 @@ def test_the_engine_is_vllms_loop(seed):
 def test_an_unknown_allocation_is_refused_by_name():
     with pytest.raises(InputError, match="allocation must be one of reserve, on-demand"):
         Runtime(allocation="lazy")
+
+
+def test_disaggregated_pools_refuse_blocks_on_demand():
+    from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
+    with pytest.raises(InputError, match="--kv-allocation reserve"):
+        serve_disaggregated(Pooled(1.0, 4, 64), 3, None, 2, ON_DEMAND, pools=Pools(1, 1))

@@ -102,7 +102,13 @@ def _decode_steps(step, tokens: int, ready: list[float], runtime: Runtime, overh
 def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
                         seed: int = 0, slo: tuple | None = None, *, pools: Pools, transfer: float | None = None) -> Load:
     """``load.serve`` of a disaggregated deployment of ``pools`` (see the module docstring);
-    ``transfer``: seconds to send a request's cache (``None``: ``kv_transfer_seconds``)."""
+    ``transfer``: seconds to send a request's cache (``None``: ``kv_transfer_seconds``).  Every
+    instance reserves a request's whole length (``Runtime.allocation="reserve"``); blocks on demand
+    (``inference.paged``) are not modelled in the pools and are refused."""
+    if runtime.allocation != "reserve":
+        raise InputError("disaggregated pools are modelled with the KV blocks of a request's whole length reserved "
+                         "at admission (allocation 'reserve', --kv-allocation reserve), not on demand",
+                         "allocation")
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     transfer = kv_transfer_seconds(step) if transfer is None else transfer
