@@ -176,8 +176,10 @@ def test_a_rows_recipe_decides_what_the_summary_leaves_unprinted():
     """The DeepSeek-V3 row on 256 B200 at MXFP8 has the layout of
     ``deepseek_v3_pretrain_256gpu_b200_fp8mx_config`` (perf_recipes/deepseek/b200/deepseek_v3.py:124-155
     at Megatron-Bridge 067f987df: micro-batch 1, and ``comm_overlap.overlap_moe_expert_parallel_comm = True``),
-    so its all-to-alls run behind compute; the GB300 row prints micro-batch 2 where its recipe now has 1
-    (perf_recipes/deepseek/gb300/deepseek_v3.py:146), so nothing is read from that recipe."""
+    and its recomputed modules are noted from it; the GB300 row prints micro-batch 2 where its recipe now
+    has 1 (perf_recipes/deepseek/gb300/deepseek_v3.py:146), so nothing is read from that recipe.  Both
+    rows' all-to-all overlap is the workload's that ran them, which agrees here
+    (``tests/test_bridge_workloads.py``)."""
     rows = {r["id"]: r for r in measured.rows()}
     b200 = next(i for i in rows if "DeepSeekV3-DGX-B200-MXFP8" in i)
     gb300 = next(i for i in rows if "DeepSeekV3-DGX-GB300-MXFP8" in i)

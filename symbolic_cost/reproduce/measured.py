@@ -415,8 +415,8 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
     ring (p2p) context parallelism (Megatron-Core's default ``cp_comm_type``), experts over EP
     ranks with expert TP 1 (the MoE presets' ``expert_tensor_parallel_size``), and ``fsdp`` > 0 as
     Megatron-FSDP: ZeRO-3 over the data-parallel ranks (the summary: sharding group GPUs/(TP x PP)).
-    Where the row's recipe is read (``bridge_recipe``), the MoE all-to-all overlap is the recipe's
-    (off otherwise: Megatron-Core's default)."""
+    The MoE all-to-all overlap is that of the workload that ran the row (``bridge_workload``), else
+    the later recipe's where it is read (``bridge_recipe``), else off (Megatron-Core's default)."""
     layout = row["layout"]
     fields = dict(_bridge_degrees(row), recompute="none", flash=True, distributed_optimizer=True,
                   overlap=MEGATRON_OVERLAP, **_bridge_precision(row, assume), **_bridge_split(row, assume))
@@ -435,7 +435,13 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
         assume.append(f"weights stored and gathered in FP8, {fields['fp8']} ({recipe['function']}: fp8_param_gather)")
     if moe:
         fields.update(ep=layout["ep"] or 1, etp=1)
-        if read.get("overlap") is not None and read["overlap"].expert:
+        workload = bridge_workload(row)
+        if workload is not None:
+            name, settings = workload
+            fields.update(overlap=replace(MEGATRON_OVERLAP, expert=settings["moe_a2a_overlap"]))
+            assume.append(f"MoE all-to-alls {'behind compute' if settings['moe_a2a_overlap'] else 'exposed'} "
+                          f"(Megatron-Bridge v0.4.2's {name}: moe_a2a_overlap)")
+        elif read.get("overlap") is not None and read["overlap"].expert:
             fields.update(overlap=replace(MEGATRON_OVERLAP, expert=True))
             assume.append(f"MoE all-to-alls behind compute ({recipe['function']}: overlap_moe_expert_parallel_comm)")
         assume.append("expert TP 1 (Megatron-Bridge's MoE presets); tokens evenly over the experts (forced, as noted)")
@@ -454,6 +460,39 @@ BRIDGE_RECIPE_MODELS = {"llama3-70b": "llama3_70b", "llama3.1-405b": "llama31_40
 BRIDGE_RECIPE_PRECISIONS = {"BF16": "bf16", "FP8": "fp8cs", "MXFP8": "fp8mx", "NVFP4": "nvfp4"}
 """How Megatron-Bridge names its performance recipes:
 ``{model}_pretrain_{GPUs}gpu_{system}_{precision}_config`` (``src/megatron/bridge/perf_recipes/``)."""
+
+
+BRIDGE_WORKLOAD_MODELS = {"deepseek-v3": "DEEPSEEK_V3", "gpt-oss-120b": "GPT_OSS_120B",
+                          "qwen3-30b-a3b": "QWEN3_30B_A3B", "qwen3-235b-a22b": "QWEN3_235B_A22B"}
+BRIDGE_WORKLOAD_PRECISIONS = {"BF16": "BF16", "FP8": "FP8_CS", "MXFP8": "FP8_MX", "NVFP4": "NVFP4"}
+"""How Megatron-Bridge v0.4.2's performance scripts name a workload:
+``{MODEL}_PRETRAIN_CONFIG_{GPU}_{PRECISION}_V{1|2}`` (``scripts/performance/configs/``)."""
+
+
+@lru_cache(maxsize=None)
+def _workloads() -> dict:
+    return json.loads(resources.files("symbolic_cost.reproduce").joinpath(
+        "measured", "bridge-workloads-v0.4.2.json").read_text())["configs"]
+
+
+def bridge_workload(row) -> tuple[str, dict] | None:
+    """``(name, settings)`` of the workload of Megatron-Bridge v0.4.2's performance scripts that ran
+    the row (``measured/bridge-workloads-v0.4.2.json``: the release whose performance summary
+    prints the 26.04.01 container's rows): the one named for the row's model, GPU and precision
+    whose layout (GPUs, TP, PP, VP, EP, micro-batch and global batch) is the row's; ``None``
+    where none is (a model or a layout the file does not hold)."""
+    model, layout = BRIDGE_WORKLOAD_MODELS.get(row["model"]["name"]), row["layout"]
+    precision = BRIDGE_WORKLOAD_PRECISIONS.get(layout["precision"])
+    ours = (row["hardware"]["count"], layout["tp"], layout["pp"], layout["vp"], layout["ep"],
+            layout["micro_batch"], layout["global_batch"])
+    for version in (1, 2):
+        gpu = row["hardware"]["gpu"].split("-")[0]          # H100-SXM-80GB: the scripts' H100
+        name = f"{model}_PRETRAIN_CONFIG_{gpu}_{precision}_V{version}"
+        settings = _workloads().get(name)
+        if settings and tuple(settings[k] for k in ("gpus", "tp", "pp", "vp", "ep", "micro_batch",
+                                                    "global_batch")) == ours:
+            return name, settings
+    return None
 
 
 def bridge_recipe(row, assume: list) -> dict | None:
