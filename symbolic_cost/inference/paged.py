@@ -102,13 +102,13 @@ def blocks_of(tokens: int, block_tokens: int) -> int:
 class Engine:
     """One engine's scheduler state (see the module docstring): ``steps`` drives it."""
 
-    def __init__(self, step, output_tokens, times, runtime, blocks):
-        self.prompt, self.output, self.times, self.runtime = step.prompt, output_tokens, times, runtime
+    def __init__(self, step, times, runtime, blocks):
+        self.prompt, self.times, self.runtime = step.prompt, times, runtime
         self.block, self.free = runtime.block_tokens, blocks
         self.running = Running(step.prompt, runtime.block_tokens)
         self.prefilling = []                   # [request, tokens left, tokens cached, tokens generated before]
         self.waiting = deque()                 # (request, tokens generated before), preempted first
-        self.generated_at, self.last_token = {}, {}
+        self.last_token = {}                   # a preempted request's last token time
         self.arrived, self.steps, self.now, self.preempted = 0, 0, 0.0, False
 
     def held(self) -> int:
@@ -199,7 +199,7 @@ def steps(step, output_tokens, times, runtime, overhead, blocks, need):
     """The steps of an engine that allocates KV blocks on demand and preempts by recomputation (see
     the module docstring); ``need`` (the blocks of a whole request) is not reserved.  Returns as
     ``load.whole_prompt_steps``."""
-    engine = Engine(step, output_tokens, times, runtime, blocks)
+    engine = Engine(step, times, runtime, blocks)
     requests = len(times)
     first, finished, gaps, last = [0.0] * requests, [0.0] * requests, [], 0.0
     while engine.arrived < requests or engine.waiting or engine.held():
