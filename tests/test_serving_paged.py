@@ -159,3 +159,12 @@ def test_disaggregated_pools_refuse_blocks_on_demand():
     from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
     with pytest.raises(InputError, match="--kv-allocation reserve"):
         serve_disaggregated(Pooled(1.0, 4, 64), 3, None, 2, ON_DEMAND, pools=Pools(1, 1))
+
+
+def test_disaggregated_pools_refuse_a_speculative_step():
+    from sympy import Rational
+    from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
+    step = Pooled(1.0, 4, 64)
+    step.tokens_per_step = Rational(5, 2)
+    with pytest.raises(InputError, match="speculative decoding in disaggregated pools"):
+        serve_disaggregated(step, 3, None, 2, replace(ON_DEMAND, allocation="reserve"), pools=Pools(1, 1))

@@ -105,6 +105,9 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
     ``transfer``: seconds to send a request's cache (``None``: ``kv_transfer_seconds``).  Every
     instance reserves a request's whole length (``Runtime.allocation="reserve"``); blocks on demand
     (``inference.paged``) are not modelled in the pools and are refused."""
+    if getattr(step, "tokens_per_step", 1) != 1:
+        raise InputError("speculative decoding in disaggregated pools is not modelled (the decode instances' "
+                         "steps would run the draft); serve it aggregated", "speculation")
     if runtime.allocation != "reserve":
         raise InputError("disaggregated pools are modelled with the KV blocks of a request's whole length reserved "
                          "at admission (allocation 'reserve', --kv-allocation reserve), not on demand",
