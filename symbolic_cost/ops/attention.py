@@ -93,9 +93,10 @@ def flash_attention(b, l, q, h, keys: Keys = SELF, *, es=2, conventions=conv.DEF
     and the row log-sum-exp ``(b, h, l)`` in fp32 (``LSE_BYTES``) whatever the element size.
     Forward does the arithmetic of ``logits``, ``softmax``, ``dropout`` and ``attend``
     (``attention_core``); backward recomputes the scores, the softmax and the dropout mask
-    (their forward again) and then does the backward of all four.  Gradients touch ``dQ, dK, dV, dO``.  A sliding ``window`` bounds the scores each
-    query computes (``scored_keys``); what is kept does not change.  ``v_dim`` and
-    ``score_ops`` (done inside the kernel, and again in backward) as in ``attention_core``.
+    (their forward again) and then does the backward of all four.  Gradients touch ``dQ, dK,
+    dV, dO``.  A sliding ``window`` bounds the scores each query computes (``scored_keys``);
+    what is kept does not change.  ``v_dim`` and ``score_ops`` (done inside the kernel, and
+    again in backward) as in ``attention_core``.
     Split of the backward: the four parts' own (``flops_wgrad``: a learned position bias's
     among the ``score_ops``, 0 otherwise); the recomputed forward leads to ``dQ, dK, dV`` and
     counts as activation gradient.
