@@ -191,3 +191,19 @@ def test_a_host_off_loopback_is_warned_about_and_still_served(monkeypatch, capsy
     assert "http://0.0.0.0:8123/" in printed.out
     assert main(["serve", "--port", "8123"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_the_serving_view_offers_how_an_engine_gives_kv_blocks():
+    """The serving view's menu of KV-block allocation is the command line's ``--kv-allocation``
+    (its choices read from ``inference``'s parser), and a load test asked with it is the command
+    line's, written out by hand."""
+    from symbolic_cost.app.server import choices
+    from symbolic_cost.cli import build_parser
+    assert choices(build_parser)["kv_allocation"]["choices"] == ["reserve", "on-demand"]
+    request = {"model": "preset", "preset": "llama-2-7b", "serve": {"l_in": "256", "l_out": "16"}, "engine": "vllm",
+               "kv_allocation": "reserve", "rate": "4", "requests": "20"}
+    answer = commands.answer("inference", request, main)
+    status, out, _ = cli("inference", "--preset", "llama-2-7b", "--set", "l_in=256", "l_out=16", "--engine", "vllm",
+                         "--kv-allocation", "reserve", "--rate", "4", "--requests", "20", "--json")
+    assert answer["status"] == status == 0 and answer["output"] == json.loads(out)
+    assert answer["output"]["load"]["kv_allocation"] == "reserve"

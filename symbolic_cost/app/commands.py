@@ -49,11 +49,12 @@ CHOICES = ("zero", "recompute", "precision", "system")
 """The page's choices: ``summary --zero``, ``--recompute``, ``--precision``, ``--system``."""
 
 SERVING_OPTIONS = {"kv_dtype": "--kv-dtype", "weights": "--weights", "engine": "--engine",
-                   "disaggregate": "--disaggregate", "rate": "--rate", "requests": "--requests", "devices": "--devices",
-                   "slo_ttft": "--slo-ttft", "slo_itl": "--slo-itl", "slo_percentile": "--slo-percentile"}
+                   "kv_allocation": "--kv-allocation", "disaggregate": "--disaggregate", "rate": "--rate",
+                   "requests": "--requests", "devices": "--devices", "slo_ttft": "--slo-ttft", "slo_itl": "--slo-itl",
+                   "slo_percentile": "--slo-percentile"}
 """The serving view's options and the ``inference`` flags they become."""
 
-SERVING_CHOICES = ("kv_dtype", "weights", "engine", "slo_percentile")
+SERVING_CHOICES = ("kv_dtype", "weights", "engine", "kv_allocation", "slo_percentile")
 """The serving options the page offers as menus, read from ``inference``'s parser."""
 
 MODELS = ("preset", "config", "hub")
