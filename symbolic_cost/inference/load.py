@@ -148,20 +148,25 @@ class StepModel:
         self.kernels = _operations(arch, serving, conventions)
         if speculation is not None:
             check_speculation(arch, serving, speculation)
-            draft = speculation.draft
-            drafts = speculation.k * self._roofline(decode(draft, one, S.l_ctx, conventions), conventions).subs(
-                S.l_ctx, S.l_ctx + Rational(speculation.k - 1, 2))
-            pre_s += self._roofline(prefill(draft, replace(serving, b=k, l_out=2), conventions), conventions)
-            dec_s, fused_s = dec_s + drafts, fused_s + drafts
+            prefills, drafts = self._drafting(speculation, serving, k, conventions)
+            pre_s, dec_s, fused_s = pre_s + prefills, dec_s + drafts, fused_s + drafts
             self.tokens_per_step = expected_tokens(speculation.k, speculation.acceptance)
             self.extra_tokens = speculation.k
-            self.kernels += speculation.k * _operations(draft, serving, conventions)
+            self.kernels += speculation.k * _operations(speculation.draft, serving, conventions)
         self._per_step = float(self.tokens_per_step)
         self._prefill = lambdify([k], pre_s, "math")
         self._decode = lambdify(args, dec_s, "math")
         self._decode_fused = lambdify(args, fused_s, "math")
         comm = sum((n * comm_time(c, self.system, conventions) for c, n in dec.collectives), Integer(0))
         self._comm = lambdify([tokens], comm.subs(S.b, tokens), "math")
+
+    def _drafting(self, speculation, serving: Serving, prompts, conventions):
+        """Seconds the draft adds: its prefill of ``prompts`` prompts, and its ``k`` decode steps of
+        ``b`` sequences over ``l_ctx + (k - 1) / 2`` tokens (the proposals of the step so far)."""
+        draft, k = speculation.draft, speculation.k
+        steps = self._roofline(decode(draft, replace(serving, b=S.b, l_out=2), S.l_ctx, conventions), conventions)
+        reading = self._roofline(prefill(draft, replace(serving, b=prompts, l_out=2), conventions), conventions)
+        return reading, k * steps.subs(S.l_ctx, S.l_ctx + Rational(k - 1, 2))
 
     def cache_blocks(self, block_tokens: int, memory_fraction, memory_of: str = "free") -> int:
         """KV-cache blocks of ``block_tokens`` tokens the engine pages on the busiest device:
