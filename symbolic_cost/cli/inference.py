@@ -236,12 +236,9 @@ def load_test(args, arch, serving) -> dict:
     replicas = int(serving.d) if serving.d.is_Integer else 1
     simulate, engine["replicas"] = partial(serve, replicas=replicas), replicas
     if drafting is not None:
-        engine["speculative"] = {"k": drafting.k, "acceptance": float(drafting.acceptance),
-                                 "draft": drafting.draft.name, "tokens_per_step": float(step.tokens_per_step)}
+        engine["speculative"] = {"k": drafting.k, "acceptance": number(drafting.acceptance),
+                                 "draft": drafting.draft.name, "tokens_per_step": number(step.tokens_per_step)}
     if args.disaggregate is not None:
-        if drafting is not None:
-            raise InputError("--speculative beside --disaggregate is not modelled (the decode pools' steps would "
-                             "need the draft); serve it aggregated", "--speculative")
         if replicas > 1:
             raise InputError("--disaggregate gives the instances (P prefill, D decode); d replicas of each would be "
                              "the same copies: leave d=1", "disaggregate")

@@ -40,7 +40,7 @@ from symbolic_cost.checks import InputError, positive
 from symbolic_cost.inference import paged
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
-from symbolic_cost.inference.phases import decode, prefill
+from symbolic_cost.inference.phases import decode, mean_step, prefill
 from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import Serving, encoder_tokens
 from symbolic_cost.inference.speculative import check_speculation, expected_tokens
@@ -123,8 +123,8 @@ class StepModel:
 
     With a ``speculation`` (``inference.speculative.Speculation``: a draft model proposing ``k``
     tokens a step, each accepted with probability ``alpha``), a decode step is the draft's ``k``
-    decode steps (each over ``c + (k - 1) / 2`` tokens: its cache also holds the proposals of the
-    step so far, ``k - 1`` at most) and the served model's verification of ``k + 1`` tokens a
+    decode steps (over ``c`` to ``c + k - 1`` tokens: its cache also holds the proposals of the
+    step so far) and the served model's verification of ``k + 1`` tokens a
     sequence (``phases.decode(tokens=k + 1)``, the part fused with prefills); a prefill also runs
     the draft's prefill of the prompts; a sequence gains ``tokens_per_step`` =
     ``speculative.expected_tokens(k, alpha)`` tokens a step, and ``context`` is then in steps (see
@@ -162,11 +162,12 @@ class StepModel:
 
     def _drafting(self, speculation, serving: Serving, prompts, conventions):
         """Seconds the draft adds: its prefill of ``prompts`` prompts, and its ``k`` decode steps of
-        ``b`` sequences over ``l_ctx + (k - 1) / 2`` tokens (the proposals of the step so far)."""
-        draft, k = speculation.draft, speculation.k
-        steps = self._roofline(decode(draft, replace(serving, b=S.b, l_out=2), S.l_ctx, conventions), conventions)
+        ``b`` sequences, over ``l_ctx`` to ``l_ctx + k - 1`` tokens (its cache holds the step's
+        proposals so far): ``k`` times their mean (``phases.mean_step``)."""
+        draft, k, one = speculation.draft, speculation.k, replace(serving, b=S.b, l_out=2)
+        steps = mean_step(decode(draft, one, S.l_ctx, conventions), decode(draft, one, S.l_ctx + k - 1, conventions))
         reading = self._roofline(prefill(draft, replace(serving, b=prompts, l_out=2), conventions), conventions)
-        return reading, k * steps.subs(S.l_ctx, S.l_ctx + Rational(k - 1, 2))
+        return reading, k * self._roofline(steps, conventions)
 
     def cache_blocks(self, block_tokens: int, memory_fraction, memory_of: str = "free") -> int:
         """KV-cache blocks of ``block_tokens`` tokens the engine pages on the busiest device:
