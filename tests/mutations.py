@@ -54,7 +54,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py",
          "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
          "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py",
-         "tests/test_bridge_workloads.py")
+         "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -388,6 +388,26 @@ MUTATIONS = (
              "per_element = es + 2 * quantised", required=False),
     Mutation("cast-every-input", "symbolic_cost/models/recipes.py", "inputs = 0 if r.name in NORM_FUSED else",
              "inputs = 0 if False else", required=False),
+    # torchao's float8 (tests/test_torchao_float8.py, against torchao's Float8Linear run on the CPU)
+    Mutation("torchao-cast-two-copies", "symbolic_cost/ops/quantise.py",
+             "per_element = (2 if amax_pass else 1) * es + quantised",
+             "per_element = (2 if amax_pass else 1) * es + 2 * quantised", required=False),
+    Mutation("torchao-one-output-gradient-cast", "symbolic_cost/models/recipes.py",
+             "2 * outputs + weight_bwd + inputs", "outputs + weight_bwd + inputs", required=False),
+    Mutation("torchao-weights-not-cast-in-forward", "symbolic_cost/models/recipes.py",
+             "dynamic_casts(inputs + weight_fwd, ", "dynamic_casts(inputs, ", required=False),
+    Mutation("torchao-keeps-fp8-input", "symbolic_cost/models/recipes.py", "kept, cast = r.act_buffer, ",
+             "kept, cast = r.act_buffer / 2, ", required=False),
+    Mutation("torchao-gather-casts-whole-weight", "symbolic_cost/models/recipes.py",
+             "weight_fwd = weights / shard_degree(", "weight_fwd = weights + 0 * shard_degree(", required=False),
+    Mutation("torchao-gather-recast-backward", "symbolic_cost/models/recipes.py",
+             "weight_bwd = weight_fwd if t.reshard_after_forward else Integer(0)", "weight_bwd = weight_fwd",
+             required=False),
+    Mutation("torchao-rowwise-gathers", "symbolic_cost/models/training_values.py",
+             'FP8_GATHERS = ("torchao-tensorwise", "tensorwise", "delayed")',
+             'FP8_GATHERS = ("torchao-tensorwise", "torchao-rowwise", "tensorwise", "delayed")', required=False),
+    Mutation("torchao-weight-copy-cached", OPTIMIZERS, '"torchao-tensorwise", Integer(2), Integer(0)',
+             '"torchao-tensorwise", Integer(2), Integer(1)', required=False),
     # the products and layers a recipe reaches (tests/test_fp8_layers.py, by hand)
     Mutation("expert-matrices-once", "symbolic_cost/models/recipes.py",
              "return sum((g.groups * g.k * g.n for r in blk", "return sum((g.k * g.n for r in blk", required=False),

@@ -448,7 +448,7 @@ def test_torchtitan_405b_reads_float8_with_fp8_gathers(capsys, tmp_path):
     got = json.loads(_out(capsys, "summary", "--torchtitan", TITAN["llama3_405b"], "--devices", "128", "--json"))
     layout = got["layout"]
     assert (layout["fp8"], layout["fp8_gather"], layout["zero"], layout["m1"], layout["d"]) == (
-        "tensorwise", True, 3, 8, 16)
+        "torchao-tensorwise", True, 3, 8, 16)
     path = tmp_path / "no_fp8_gather.toml"
     path.write_text(pathlib.Path(TITAN["llama3_405b"]).read_text().replace(
         "enable_fsdp_float8_all_gather = true", "enable_fsdp_float8_all_gather = false"))
@@ -463,7 +463,8 @@ def test_torchtitan_405b_reads_float8_with_fp8_gathers(capsys, tmp_path):
 def test_torchtitan_file_refusals(capsys, tmp_path):
     text = pathlib.Path(TITAN["llama3_405b"]).read_text()
     for change, refused in ((('converters = ["float8"]', 'converters = ["mx"]'), "[model] converters"),
-                            (("[float8]", '[float8]\nrecipe_name = "rowwise"'), "row-wise"),
+                            (("[float8]", '[float8]\nrecipe_name = "rowwise"'), "tensor-wise scaling only"),
+                            (("[float8]", '[float8]\nrecipe_name = "rowwise_with_gw_hp"'), "weight gradients"),
                             (("[float8]", "[float8]\nemulate = true"), "emulate")):
         (tmp_path / "job.toml").write_text(text.replace(*change))
         assert refused in _error(capsys, "--torchtitan", str(tmp_path / "job.toml"), "--devices", "128")

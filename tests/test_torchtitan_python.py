@@ -68,23 +68,23 @@ def test_first_generation_selective_frequency_and_float8(capsys):
     assert (debug["recompute"], debug["recompute_method"], debug["recompute_layers"]) == ("full", "block", 3)
     big = _config(capsys, FIRST / LLAMA3, "llama3_405b", "--devices", "128")["layout"]
     assert (big["fp8"], big["fp8_gather"], big["m1"], big["d"], big["b"], big["l"], big["recompute"]) == (
-        "tensorwise", True, 8, 16, 2, 8192, "full")
+        "torchao-tensorwise", True, 8, 16, 2, 8192, "full")
     assert python_setup(text, FIRST / LLAMA3, LLAMA3, "llama3_405b", world=128).policy["overlap"].tensor
 
 
 def test_recipes_follow_imports_into_the_checkout(capsys):
     """torchtitan_recipes/tests/h100.py builds on llama3_debugmodel() imported from the llama3 registry of the
     same checkout (symmetric-memory FSDP changes no count: 8 processes, shard 8, the debug model's b 8 and op-level
-    SAC); its TP runs keep that SAC, which the library counts on one tensor rank only, and its float8 of the second
-    generation is row-wise: each refused by name."""
+    SAC); its TP runs keep that SAC, which the library counts on one tensor rank only, refused by name; its float8
+    of the second generation is row-wise (torchao's rowwise recipe)."""
     got = _config(capsys, H100, "llama3_debugmodel_fsdp_symm_mem", "--devices", "8")["layout"]
     assert (got["m1"], got["d"], got["b"], got["l"], got["recompute"], got["zero"]) == (1, 8, 8, 2048, "op", 3)
     assert "recompute='op'" in _error(capsys, "--torchtitan", H100, "--torchtitan-config",
                                       "llama3_debugmodel_tp2_asynctp_compile", "--devices", "8")
-    assert "row-wise" in _error(capsys, "--torchtitan", str(SECOND / LLAMA3), "--torchtitan-config",
-                                "llama3_debugmodel_float8", "--devices", "8")
-    assert "row-wise" in _error(capsys, "--torchtitan", H100, "--torchtitan-config",
-                                "llama3_debugmodel_float8_fsdp2_tp2_pp2_asynctp_compile", "--devices", "8")
+    float8 = _config(capsys, SECOND / LLAMA3, "llama3_debugmodel_float8", "--devices", "8")["layout"]
+    assert (float8["fp8"], float8["fp8_gather"]) == ("torchao-rowwise", False)
+    assert "recompute='op'" in _error(capsys, "--torchtitan", H100, "--torchtitan-config",
+                                      "llama3_debugmodel_float8_fsdp2_tp2_pp2_asynctp_compile", "--devices", "8")
 
 
 def _write(tmp_path, body: str, name="my_runs.py") -> str:

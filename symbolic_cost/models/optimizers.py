@@ -75,6 +75,11 @@ params``                  copy stored in place                  ``--fp8-param-ga
 ``nvfp4``      1/2 + 1/16 2 (1/2 + 1/16)         1 (the fp32    FP4 (``System.fp4_flops``; refused
                                                  per-tensor     without); TE ``NVFP4BlockScaling``,
                                                  scale)         Megatron ``--fp4-recipe nvfp4``
+``torchao-     2 (the     none: cast where used  0 (scales made FP8; torchao's ``Float8Linear``,
+tensorwise``   16-bit                            where used)    recipe ``tensorwise`` (torchtitan's
+               input)                                           ``[float8]``): one scale a tensor
+``torchao-     2          none                   0              FP8; torchao's ``rowwise``: one
+rowwise``                                                       scale a row of each operand
 ============== ========== ====================== ============== ==================================
 
 Sources.  The kept input of a product is what its weight gradient reads, quantised once in
@@ -93,7 +98,12 @@ its 16 rows; one scale per 256 elements would be ``1/2 + 1/256``: an assumption 
 The cast kernels that quantise each product's input and output gradient are rows of their own
 (``ops.quantise``); ``amax_pass``: the recipe takes each scale from the tensor's own absolute
 maximum, found in a pass before the cast (``tensorwise``; ``nvfp4``'s fp32 per-tensor scale).
-Not modelled: the ``blockwise`` (128x128) FP8 recipe.
+``dynamic``: torchao's recipes keep no quantised tensor at all.  Its ``matmul_with_hp_or_float8_args``
+saves the 16-bit input and weight for backward and casts every operand where a product reads it
+(forward: the input and the weight; backward: the output gradient twice, once along each axis, the
+weight and the saved input), so the cast rows are ``ops.quantise.dynamic_casts``, not TE's
+cast-transposes.  Not modelled: the ``blockwise`` (128x128) FP8 recipe, and torchao's
+``rowwise_with_gw_hp`` (its weight gradient is a 16-bit product).
 """
 
 from __future__ import annotations
@@ -142,6 +152,7 @@ class Fp8Recipe:
     products: str = "fp8"          # "fp8" (System.fp8_flops) or "fp4" (System.fp4_flops)
     block_scaled: bool = False     # needs tensor cores that apply block scales (MX: Blackwell)
     amax_pass: bool = False        # the scale comes from the tensor's own amax: a pass before the cast
+    dynamic: bool = False          # torchao: 16-bit operands kept, each cast where a product reads it
 
     def scale_bytes(self, history: int | None = None) -> Expr:
         """fp32 bytes of one product's scaling state: ``tensors x (scales + history) x 4``;
@@ -165,6 +176,10 @@ FP8_RECIPES = {
                               block_scaled=True),
     "nvfp4": Fp8Recipe("nvfp4", NVFP4, 2 * NVFP4, scales=1, amax_history=0, products="fp4", block_scaled=True,
                       amax_pass=True),
+    "torchao-tensorwise": Fp8Recipe("torchao-tensorwise", Integer(2), Integer(0), scales=0, amax_history=0,
+                                    amax_pass=True, dynamic=True),
+    "torchao-rowwise": Fp8Recipe("torchao-rowwise", Integer(2), Integer(0), scales=0, amax_history=0,
+                                 amax_pass=True, dynamic=True),
 }
 
 

@@ -45,7 +45,7 @@ from symbolic_cost.cost import collective
 from symbolic_cost.models.lora import LINEAR_ROWS, adapt_stack, is_adapter, is_linear, weight_matrix
 from symbolic_cost.models.stack import units
 from symbolic_cost.models.optimizers import bytes_per_parameter, factored_state_bytes, get_fp8
-from symbolic_cost.ops.quantise import quantise
+from symbolic_cost.ops.quantise import dynamic_casts, quantise
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
 from symbolic_cost.checks import InputError
 
@@ -83,7 +83,7 @@ def recipe_stack(stack, t, es, conventions, arch):
     (``lora.adapt_stack``)."""
     recipe = get_fp8(t.fp8)
     if recipe is not None:
-        middle = tuple((_low_precision_layer(blk, es, recipe) if low else blk, count)
+        middle = tuple((_low_precision_layer(blk, es, recipe, t) if low else blk, count)
                        for blk, low, count in precision_groups(t, units(arch), stack[1:-1]))
         stack = (stack[0], *middle, stack[-1])
     if t.lora is not None:
@@ -166,25 +166,45 @@ def _split(t, base) -> tuple[list, list]:
     return order, [(order.index(key), i) for key, i in keyed]
 
 
-def _low_precision_layer(blk, es, recipe):
+def _low_precision_layer(blk, es, recipe, t):
     """A layer whose linear products (all but ``KEPT_16BIT``) keep their input in
     ``recipe.kept_bytes`` per element (``act_buffer x kept_bytes / es``: the quantised copy the
     weight gradient reads) and run on its tensor cores in both passes (``Cost.fp8`` or
-    ``Cost.fp4``), each followed by its cast kernels (``ops.quantise``, row ``<product>_cast``):
-    backward casts every output gradient, forward the input of every product but the
-    ``NORM_FUSED`` ones."""
+    ``Cost.fp4``), each followed by its cast kernels (row ``<product>_cast``): under Transformer
+    Engine's recipes ``ops.quantise``, backward casting every output gradient and forward the input
+    of every product but the ``NORM_FUSED`` ones; under torchao's (``recipe.dynamic``) the 16-bit
+    input kept as it is and ``_dynamic_casts``."""
     def rows(r):
         if not (is_linear(r) and r.name not in KEPT_16BIT):
             return (r,)
-        kept = r.act_buffer * recipe.kept_bytes / es
         forward = _forward(r)
-        inputs = 0 if r.name in NORM_FUSED else sum((g.count * g.m * g.k for g in forward), Integer(0))
-        cast = quantise(inputs, sum((g.count * g.m * g.n for g in forward), Integer(0)), es=es,
-                        quantised=recipe.kept_bytes, amax_pass=recipe.amax_pass, name=f"{r.name}_cast")
+        outputs = sum((g.count * g.m * g.n for g in forward), Integer(0))
+        if recipe.dynamic:
+            kept, cast = r.act_buffer, _dynamic_casts(forward, outputs, es, recipe, t, f"{r.name}_cast")
+        else:
+            kept = r.act_buffer * recipe.kept_bytes / es
+            inputs = 0 if r.name in NORM_FUSED else sum((g.count * g.m * g.k for g in forward), Integer(0))
+            cast = quantise(inputs, outputs, es=es, quantised=recipe.kept_bytes, amax_pass=recipe.amax_pass,
+                            name=f"{r.name}_cast")
         return (replace(r, act_buffer=kept, mem_bwd=r.mem_bwd - r.act_buffer + kept,
                         fp8=recipe.products == "fp8", fp4=recipe.products == "fp4"),
                 replace(cast, recompute=r.recompute))
     return replace(blk, rows=tuple(row for r in blk for row in rows(r)))
+
+
+def _dynamic_casts(forward, outputs, es, recipe, t, name):
+    """torchao's casts of one product (``ops.quantise.dynamic_casts``): forward the input ``X`` and
+    the weight ``W``, backward the output gradient twice, ``W`` and ``X``.  Under ``fp8_gather``
+    the weight arrives in FP8 (torchao's float8 all-gather): each rank casts only its shard,
+    ``W / shard``, once a gather (backward's only where FSDP gathers again, ``reshard_after_forward``)."""
+    inputs = sum((g.count * g.m * g.k for g in forward), Integer(0))
+    weights = sum((g.groups * g.k * g.n for g in forward), Integer(0))
+    weight_fwd = weight_bwd = weights
+    if t.fp8_gather:
+        weight_fwd = weights / shard_degree("weights", t.zero, t.d, t.distributed_optimizer, t.shard)
+        weight_bwd = weight_fwd if t.reshard_after_forward else Integer(0)
+    return dynamic_casts(inputs + weight_fwd, 2 * outputs + weight_bwd + inputs, es=es, quantised=1,
+                         amax_pass=recipe.amax_pass, name=name)
 
 
 def matrix_elements(blk) -> Expr:

@@ -217,10 +217,11 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
 def float8(job: Job, notes: list) -> dict:
     """The low-precision recipe of ``[model] converters``: ``["float8"]`` is torchao's ``Float8Linear``
     on every linear layer of the blocks (``[float8] filter_fqns``, default ``["output"]``, keeps the
-    head out, as the library's recipes do) with dynamic tensorwise scaling (``recipe_name`` unset or
-    ``"tensorwise"``), ``fp8="tensorwise"``; ``enable_fsdp_float8_all_gather`` gathers those weights
-    in FP8 (``fp8_gather``).  Other converters (MX, quantisation), row-wise recipes, other filters and
-    emulation are refused by name."""
+    head out, as the library's recipes do) with dynamic scaling (``TORCHAO_RECIPES``: ``recipe_name``
+    unset or ``"tensorwise"``, ``fp8="torchao-tensorwise"``; ``"rowwise"``, ``"torchao-rowwise"``);
+    ``enable_fsdp_float8_all_gather`` gathers those weights in FP8 (``fp8_gather``, tensor-wise
+    only).  Other converters (MX, quantisation), ``rowwise_with_gw_hp``, other filters and emulation
+    are refused by name."""
     converters = job.get("model", "converters", [], list)
     if not converters:
         return {}
@@ -228,9 +229,10 @@ def float8(job: Job, notes: list) -> dict:
         raise InputError(f"[model] converters {converters}: the reader reads [\"float8\"] (torchao's float8 "
                          f"training); MX and quantisation converters are not modelled", "[model] converters")
     recipe = job.get("float8", "recipe_name", "tensorwise", str)
-    if recipe != "tensorwise":
-        raise InputError(f"[float8] recipe_name {recipe!r}: row-wise scaling is not modelled (the library's FP8 "
-                         f"recipes scale a tensor, a block or a history)", "[float8] recipe_name")
+    if recipe not in TORCHAO_RECIPES:
+        raise InputError(f"[float8] recipe_name {recipe!r}: the reader reads torchao's "
+                         f"{' and '.join(map(repr, TORCHAO_RECIPES))}; rowwise_with_gw_hp's weight gradients, "
+                         f"16-bit products beside FP8 ones, are not modelled", "[float8] recipe_name")
     filtered = job.get("float8", "filter_fqns", ["output"], list)
     if filtered not in (["output"], []):
         raise InputError(f"[float8] filter_fqns {filtered}: the library keeps the output head in 16-bit and "
@@ -242,7 +244,22 @@ def float8(job: Job, notes: list) -> dict:
         raise InputError("[float8] emulate = true runs float8 in 16-bit arithmetic (for testing): its time is "
                          "not FP8's; remove it", "[float8] emulate")
     gather = job.get("float8", "enable_fsdp_float8_all_gather", False, bool)
-    return dict(fp8="tensorwise", fp8_gather=gather)
+    if gather and recipe != "tensorwise":
+        raise InputError(f"[float8] enable_fsdp_float8_all_gather with recipe_name {recipe!r}: torchao gathers "
+                         f"weights in float8 under tensor-wise scaling only", "[float8] enable_fsdp_float8_all_gather")
+    if not compiled(job):
+        notes.append("float8 without compile: its casts are timed as torch.compile fuses them (one kernel finds "
+                     "the scale, one casts); eager runs several kernels a cast")
+    return dict(fp8=TORCHAO_RECIPES[recipe], fp8_gather=gather)
+
+
+def compiled(job: Job) -> bool:
+    """Whether the job runs under torch.compile (``[compile] enable``; ``[training] compile`` before it)."""
+    return job.data.get("training", {}).get("compile") is True or job.data.get("compile", {}).get("enable") is True
+
+
+TORCHAO_RECIPES = {"tensorwise": "torchao-tensorwise", "rowwise": "torchao-rowwise"}
+"""torchao's float8 recipe names (``Float8LinearRecipeName``) and the library's FP8 recipe of each."""
 
 
 def _precision(job: Job) -> str:
@@ -347,12 +364,11 @@ def resharding(job: Job, pp: int, notes: list) -> dict:
 def overlap(job: Job, d: int, shard: int, tp: int, notes: list) -> Overlap:
     """FSDP2 and DDP run their collectives behind compute (prefetched gathers, reduce-scatters and
     bucketed all-reduces on their own streams); async tensor parallelism needs ``compile``."""
-    compiled = job.data.get("training", {}).get("compile") is True or job.data.get("compile", {}).get("enable") is True
     asked = job.get("parallelism", "enable_async_tensor_parallel", False, bool)
-    if asked and not (compiled and tp > 1):
+    if asked and not (compiled(job) and tp > 1):
         notes.append("enable_async_tensor_parallel takes effect with compile and tensor parallelism only "
                      "(torchtitan); not counted")
-    return Overlap(grad_reduce=d > 1, param_gather=shard > 1, tensor=asked and compiled and tp > 1)
+    return Overlap(grad_reduce=d > 1, param_gather=shard > 1, tensor=asked and compiled(job) and tp > 1)
 
 
 def pipeline(job: Job, layers: int, pp: int, mtp: int = 0) -> dict:

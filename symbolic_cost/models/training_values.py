@@ -193,10 +193,10 @@ class Precision:
         check_16bit_layers(self)
 
 
-FP8_GATHERS = ("tensorwise", "delayed")
+FP8_GATHERS = ("torchao-tensorwise", "tensorwise", "delayed")
 """Recipes whose weights FSDP can gather in FP8: one scale a tensor, known before the gather
-(torchao's float8 with dynamic or delayed scaling); block-scaled formats (MXFP8, NVFP4) are not
-gathered so here."""
+(torchao's float8 with dynamic or delayed scaling); block-scaled formats (MXFP8, NVFP4) and
+torchao's row-wise scales (its float8 all-gather is tensor-wise only) are not gathered so here."""
 
 
 @dataclass(frozen=True)

@@ -48,3 +48,31 @@ def quantise(inputs, outputs, *, es=2, quantised=1, amax_pass=False, name="cast"
                 act_in=inputs * es, act_in_other=zero, act_out=2 * inputs * quantised, act_buffer=zero,
                 weights=zero, weight_grads=zero, act_grads=outputs * (es + 2 * quantised),
                 mem_fwd=inputs * per_element, mem_bwd=outputs * per_element)
+
+
+def dynamic_casts(forward, backward, *, es=2, quantised=1, amax_pass=True, name="cast") -> Cost:
+    """torchao's casts of one product (``Float8Linear``): ``forward`` and ``backward`` are the
+    elements cast in each pass, every cast of ``n`` elements reading its 16-bit tensor ``r`` times
+    and writing one quantised copy: ``mem = n (r es + q)``, ``r = 2`` under ``amax_pass`` (one
+    kernel reduces the scale, a tensor's or a row's, the next casts; torch.compile's fusion of
+    each cast, and none across casts).
+
+    torchao's ``matmul_with_hp_or_float8_args`` casts where each product reads: forward, the input
+    ``X`` and the weight ``W``; backward, the output gradient ``dY`` twice (one copy scaled along
+    each axis, for the input's and the weight's gradients), ``W`` again and the saved 16-bit ``X``.
+    Unlike ``quantise`` nothing is cached from one micro-batch to the next.  The per-row scales of
+    a row-wise recipe (one fp32 a row) are not counted.
+
+    >>> c = dynamic_casts(10 + 6, 2 * 20 + 6 + 10)          # X 10, W 6, dY 20 elements
+    >>> c.mem_fwd, c.mem_bwd, c.act_out                    # 16 (2 x 2 + 1), 56 (2 x 2 + 1)
+    (80, 280, 16)
+    """
+    forward, backward, es, quantised = (exact(v, n) for v, n in
+                                        ((forward, "forward"), (backward, "backward"), (es, "es"),
+                                         (quantised, "quantised")))
+    per_element = (2 if amax_pass else 1) * es + quantised
+    zero = exact(0)
+    return Cost(name=name, engine="vector", flops_fwd=zero, flops_bwd=zero,
+                act_in=forward * es, act_in_other=zero, act_out=forward * quantised, act_buffer=zero,
+                weights=zero, weight_grads=zero, act_grads=backward * (es + quantised),
+                mem_fwd=forward * per_element, mem_bwd=backward * per_element)
