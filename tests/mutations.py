@@ -54,7 +54,8 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py",
          "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
          "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py",
-         "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py")
+         "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
+         "tests/test_megatron_scripts.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -408,6 +409,26 @@ MUTATIONS = (
              'FP8_GATHERS = ("torchao-tensorwise", "torchao-rowwise", "tensorwise", "delayed")', required=False),
     Mutation("torchao-weight-copy-cached", OPTIMIZERS, '"torchao-tensorwise", Integer(2), Integer(0)',
              '"torchao-tensorwise", Integer(2), Integer(1)', required=False),
+    # Megatron-LM scripts as published (tests/test_megatron_scripts.py: the corpus's scripts and publishers' counts)
+    Mutation("argument-loop-runs", "symbolic_cost/models/launch_script.py",
+             "shell.frames.append([False if over_arguments else None, None])", "shell.frames.append([None, None])",
+             required=False),
+    Mutation("heredoc-read-as-commands", "symbolic_cost/models/launch_script.py", "document = heredoc.group(2)",
+             "document = None", required=False),
+    Mutation("undecided-value-refused", "symbolic_cost/models/launch_script.py",
+             'if add or words is None or any(w.startswith("-") for w in words):', "if True:", required=False),
+    Mutation("moe-layer-list-inner-dense", "symbolic_cost/models/megatron_args.py",
+             '"dense_layers": tuple(i for i, v in enumerate(pattern) if not v and i >= first)', '"dense_layers": ()',
+             required=False),
+    Mutation("megatron-sigmoid-not-normalised", "symbolic_cost/models/megatron_args.py",
+             'normalise=score == "sigmoid" and top_k > 1', "normalise=False", required=False),
+    Mutation("megatron-latent-default-rank", "symbolic_cost/models/megatron_args.py", 'o.integer("kv-lora-rank", 32)',
+             'o.integer("kv-lora-rank", 512)', required=False),
+    Mutation("batch-schedule-first-size", "symbolic_cost/models/megatron_args.py",
+             'last = text.split()[-1].rpartition(":")[2]', 'last = text.split()[0].rpartition(":")[2]', required=False),
+    Mutation("arithmetic-braced-names-unknown", "symbolic_cost/models/launch_script.py",
+             r'r"\$\{(\w+)\}|\$?\b([A-Za-z_]\w*)\b"', r'r"\$\{(\w+)\}-|\$?\b([A-Za-z_]\w*)\b"',
+             required=False),
     # the products and layers a recipe reaches (tests/test_fp8_layers.py, by hand)
     Mutation("expert-matrices-once", "symbolic_cost/models/recipes.py",
              "return sum((g.groups * g.k * g.n for r in blk", "return sum((g.k * g.n for r in blk", required=False),

@@ -17,6 +17,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.models import config
 from symbolic_cost.models.launch_script import read_launch
+from symbolic_cost.models.megatron_args import megatron_setup
 
 INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
 GPT3 = str(INPUTS / "train_gpt3_175b_distributed.sh")
@@ -1030,9 +1031,18 @@ def test_case_on_a_known_value_takes_its_branch():
     assert launch.launcher == ["torchrun", "--nproc_per_node", "8"]      # eval ${run_cmd}: the command's words
 
 
-def test_a_case_on_an_unknown_value_refuses_what_it_assigns():
-    with pytest.raises(InputError, match="line 5: an assignment sits under a test"):
+def test_a_case_on_an_unknown_value_leaves_what_it_assigns_unknown():
+    """``case $1 in``: the script's argument decides the branch, so the sizes it sets are unknown, and
+    the first option that needs one is refused naming it; options set under such a test stay refused."""
+    from symbolic_cost.models.megatron_words import inert
+    launch = read_launch(CASE_SCRIPT.replace("${MODEL_SIZE:-small}", "$1"), "s", inert=inert)
+    with pytest.raises(InputError, match=r"--hidden-size is \$HIDDEN, whose value the script does not decide"):
+        megatron_setup(launch, "s")
+    with pytest.raises(InputError, match="line 14: an assignment sits under a test"):
         read_launch(CASE_SCRIPT.replace("${MODEL_SIZE:-small}", "$1"), "s")
+    tiny = CASE_SCRIPT.replace("${MODEL_SIZE:-small}", "$1").replace("NUM_LAYERS=2", "NUM_LAYERS=2; GPT_ARGS=(--fp16)")
+    with pytest.raises(InputError, match="line 5: an assignment sits under a test"):
+        read_launch(tiny, "s", inert=inert)                 # an array under it: which options run is unknown
 
 
 def test_logging_under_an_unknown_test_is_taken_with_a_note_and_nothing_else_is(capsys, tmp_path):

@@ -12,15 +12,21 @@ reads the part of shell those scripts use, statically (nothing is executed):
 * ``if``/``elif``/``else``/``fi`` whose tests compare known values (``==``, ``!=``, ``-z``,
   ``-n``, ``-eq`` ..., joined by ``||`` and ``&&``), and ``case WORD in`` ... ``esac`` on a known
   word (its branches' patterns globbed as the shell does); a block under a test that cannot be
-  decided (a file test, an unknown value) may echo and exit, and assign options that change no
-  count (``inert``: logging around ``if [ -n "$WANDB_API_KEY" ]``, noted), but another
-  assignment or the launch inside it is refused;
+  decided (a file test, an unknown value) may echo and exit, assign options that change no
+  count (``inert``: logging around ``if [ -n "$WANDB_API_KEY" ]``, noted) and plain values, which
+  become unknown (``_undecided_value``), but options of another kind, arrays or the launch inside
+  it are refused;
 * ``eval ${run_cmd}``: a command kept in a variable runs as its words;
+* a loop over the script's own arguments (``for A in "$@"``, ``while [[ $# -gt 0 ]]``, the option
+  parsers of Megatron-LM's examples) is read as the script run without them: its body never runs,
+  so the values the script sets stand (noted); a here-document (``cat <<EOF > config.json``) is
+  data, not commands;
 * the launch: the one line naming the entry point (``pretrain_gpt.py``); the words before it are
   the launcher's (``torchrun --nproc_per_node 8 --nnodes 2``), those after it the program's.
 
 A file without a launch line whose first word is an option is an arguments file: every word is
-the program's.  An unknown value stays a marker (``UNKNOWN`` + its name) so that only an option
+the program's; so are the words of the one variable that holds options in a script without a launch
+line (``MODEL_ARGS``, Megatron-LM's model files for its post-training examples).  An unknown value stays a marker (``UNKNOWN`` + its name) so that only an option
 that matters is refused for it (``known``).
 """
 
@@ -40,6 +46,10 @@ UNKNOWN = "\x00"
 _VARIABLE = re.compile(r"\$\{(\w+)\[@\]\}|\$\{(\w+)(?::?-([^}]*))?\}|\$\(\((.*?)\)\)|\$\((.*?)\)|\$(\w+)")
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
 _OPENERS, _CLOSERS = {"for", "while", "until", "select"}, {"done", "esac"}
+_ARGUMENT_FOR = re.compile(r'^for\s+\w+(?:\s+in\s+("\$[@*]"|\$[@*]))?\s*$')
+"""``for A in "$@"`` (or ``$*``, or ``for A`` alone, which is the same loop)."""
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+"""A here-document's start (``<<EOF``, ``<<-'EOF'``): the lines up to its delimiter are its data."""
 _PATTERN = re.compile(r"^\(?\s*([^()]*?)\s*\)\s*(.*)$")
 """A ``case`` branch's patterns (``small|tiny)``, ``*)``) and what follows them on the line."""
 
@@ -59,8 +69,10 @@ def known(text: str, option: str) -> str:
     """``text``, refused when it holds a value the script does not set."""
     if UNKNOWN in text:
         name = text.split(UNKNOWN, 1)[1].split()[0] if text.split(UNKNOWN, 1)[1].strip() else "?"
-        raise InputError(f"{option} is ${name}, which the script does not set (an argument of the script or "
-                         f"a command's output); write the value into the file", option)
+        name = name if name.startswith("$") else f"${name}"
+        raise InputError(f"{option} is {name}, whose value the script does not decide (an argument of the script, "
+                         f"a command's output, or a value set under a test the reader cannot decide); write the "
+                         f"value into the file", option)
     return text
 
 
@@ -121,14 +133,17 @@ class _Shell:
         return _VARIABLE.sub(put, text)
 
     def arithmetic(self, text: str) -> str:
-        expanded = re.sub(r"\$?\b([A-Za-z_]\w*)\b", lambda m: self.value(m.group(1)) or f"{UNKNOWN}{m.group(1)}",
-                          text)
+        """``$(( ... ))`` worked out exactly; its variables as ``NAME``, ``$NAME`` or ``${NAME}``."""
+        expanded = re.sub(r"\$\{(\w+)\}|\$?\b([A-Za-z_]\w*)\b",
+                          lambda m: self.value(m.group(1) or m.group(2)) or f"{UNKNOWN}{m.group(1) or m.group(2)}", text)
         if UNKNOWN in expanded:
             return expanded
         try:
-            return str(read(expanded, argument=f"{self.what}: $(({text}))"))
+            value = read(expanded.strip(), argument=f"{self.what}: $(({text}))")
         except InputError:
-            return f"{UNKNOWN}$(({text}))"
+            return f"{UNKNOWN}$(({text.replace(' ', '')}))"
+        # the shell divides whole numbers, truncating: a fraction left is not worked out here
+        return str(value) if getattr(value, "is_Integer", False) else f"{UNKNOWN}$(({text.replace(' ', '')}))"
 
     def active(self) -> bool | None:
         """True where statements run, False in a branch not taken, None under an undecided test."""
@@ -169,9 +184,16 @@ def _statements(text: str):
     (``GPT_ARGS="`` over several lines, Megatron-LM's examples until 2024) gathered up to its closing
     quote, arrays gathered up to their ``)``."""
     lines = _continued(text).splitlines()
-    number, pending, start, quoted = 0, None, 0, None
+    number, pending, start, quoted, document = 0, None, 0, None, None
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
+        if document is not None:            # a here-document's data, up to its delimiter
+            document = None if stripped == document else document
+            continue
+        heredoc = _HEREDOC.search(_uncommented(stripped)) if "<<" in stripped and pending is None \
+            and quoted is None else None
+        if heredoc is not None:
+            document = heredoc.group(2)
         if quoted is not None:              # inside a quote: the newline is a space between words
             quoted = (quoted[0], f"{quoted[1]} {stripped}")
             if open_quote(quoted[1]) is None:
@@ -275,7 +297,11 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",), inert=None) 
                 shell.frames.pop()
             continue
         if head in _OPENERS or line.endswith("{"):
-            shell.frames.append([None, None])
+            over_arguments = shell.active() is not False and _over_arguments(shell, head, line)
+            if over_arguments:
+                notes.append(f"line {number}: the loop over the script's arguments is read as the script run "
+                             f"without them: its body does not run, the values the script sets stand")
+            shell.frames.append([False if over_arguments else None, None])
             continue
         if not head or head == "then" or shell.active() is False:
             continue
@@ -287,6 +313,8 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",), inert=None) 
         if not (assignment or launch):
             continue
         where = f"{what}: line {number}"
+        if shell.active() is None and assignment and _undecided_value(shell, assignment):
+            continue
         if shell.active() is None and not (assignment and _inert(shell, assignment, inert)):
             raise InputError(f"{where}: {'the launch' if launch else 'an assignment'} sits under a test the reader "
                              f"cannot decide (a file test or an unknown value); write the launch plainly", what)
@@ -308,6 +336,10 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",), inert=None) 
         words = _words(shell, " ".join(_uncommented(line) for _, line in _statements(text))) or []
         if words and words[0].startswith("--"):
             return Launch(program=words)
+        held = _held_options(shell, what)
+        if held is not None:
+            return Launch(program=held[1], notes=notes + [f"no launch line: the options {held[0]} holds read as the "
+                                                          f"program's (a model's arguments)"])
         raise InputError(f"{what}: no line runs {' or '.join(entries)}, and it is not an arguments file (its "
                          f"first word is not an option)", what)
     where, words = launches[0]
@@ -317,6 +349,28 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",), inert=None) 
         raise InputError(f"{where}: runs {entry}; read are {', '.join(entries)} (GPT decoders)", what)
     launcher = words[:at][1:] if words[:at][:1] == ["eval"] else words[:at]   # eval ${run_cmd}: the command's words
     return Launch(launcher=launcher, entry=entry, program=words[at + 1:], notes=notes)
+
+
+def _over_arguments(shell: _Shell, head: str, line: str) -> bool:
+    """Whether a loop runs only over the script's own arguments, so that, given none, its body never
+    runs: ``for A in "$@"`` (``$*``, or ``for A`` alone), or a ``while`` whose test of ``$#`` is false
+    at 0 (``while [[ $# -gt 0 ]]``, ``while (( $# ))``).
+
+    >>> shell = _Shell("x")
+    >>> _over_arguments(shell, "for", 'for ARGUMENT in "$@"'), _over_arguments(shell, "while", "while [[ $# -gt 0 ]]")
+    (True, True)
+    >>> _over_arguments(shell, "for", "for F in a b"), _over_arguments(shell, "while", "while [[ $# -ge 0 ]]")
+    (False, False)
+    """
+    if head == "for":
+        return bool(_ARGUMENT_FOR.match(line.strip()))
+    test = line.strip()[len("while"):].strip()
+    if head != "while" or "$#" not in test:
+        return False
+    test = test.replace('"$#"', "0").replace("$#", "0")
+    if re.fullmatch(r"\(\(\s*0\s*(?:(?:>|!=)\s*0\s*)?\)\)", test):
+        return True
+    return test.startswith("[") and shell.test(test) is False
 
 
 def _commands(line: str) -> list[str]:
@@ -341,6 +395,34 @@ def _commands(line: str) -> list[str]:
         i += 1
     parts.append(line[start:].strip())
     return [part for part in parts if part]
+
+
+def _held_options(shell: _Shell, what: str) -> tuple[str, list] | None:
+    """``(name, words)`` of the one variable of a script without a launch whose value is options
+    (``MODEL_ARGS="--num-layers 27 ..."``, as Megatron-LM's ``post_training/modelopt/conf`` files
+    give a model), or None; two such variables are refused, naming them."""
+    held = {}
+    for name, value in shell.scalars.items():
+        words = _words(shell, value) if UNKNOWN not in value else None
+        if words and words[0].startswith("--"):
+            held[name] = words
+    if len(held) > 1:
+        raise InputError(f"{what}: no launch line, and {' and '.join(held)} both hold options; give the program's "
+                         f"arguments in one file", what)
+    return next(iter(held.items()), None)
+
+
+def _undecided_value(shell: _Shell, assignment) -> bool:
+    """A variable set to a plain value (no option, not an array) under a test the reader cannot
+    decide (``if ! [ -d "$TOKENIZER" ]; then export HF_TOKEN=...``) has a value the reader does not
+    know: it becomes unknown, and only an option that needs it is refused (``known``).  Option
+    words or an array keep the refusal: which options run would be unknown."""
+    name, add, value = assignment.groups()
+    words = None if value.startswith("(") else _words(shell, value)
+    if add or words is None or any(w.startswith("-") for w in words):
+        return False
+    shell.scalars[name] = f"{UNKNOWN}{name}"
+    return True
 
 
 def _inert(shell: _Shell, assignment, inert) -> bool:

@@ -97,11 +97,13 @@ checkpoints, kernels' fusions); any other option is refused, naming it.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import MoE
+from symbolic_cost.blocks.specs import Latent
 from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.parallel.splits import layout_stages
 from symbolic_cost.models.architecture import Architecture
@@ -128,9 +130,15 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
     """The model, values and policy of Megatron arguments; ``world`` and ``vocab`` (from the command
     line) replace the launcher's world size and give a vocabulary read from a tokenizer file."""
     world, vocab = given_counts(world=world, vocab=vocab)
-    o, notes = Options(parse(launch.program)), list(launch.notes)
+    notes = list(launch.notes)
+    o = Options(parse(launch.program, notes))
     notes += [NOTED[n] for n in NOTED if n in o.options and NOTED[n]]
-    stated = world_size(launch.launcher)
+    try:
+        stated = world_size(launch.launcher)
+    except InputError:
+        if world is None:
+            raise
+        stated = None                   # a count the launch computes (`python -c ...`): --devices gives it
     if stated == 1 and single_process(launch.launcher) and world is None:
         notes.append(f"{' '.join(launch.launcher)} {launch.entry} starts one process (no launcher)")
     if world is not None and stated is not None and world != stated:
@@ -146,7 +154,7 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
         raise InputError(f"world size {world} is not a multiple of tensor x pipeline x context parallel = "
                          f"{tp * pp * cp} (Megatron-LM's rule); give --devices", "--devices")
     d, micro = world // (tp * pp * cp), o.integer("micro-batch-size")
-    batch = o.integer("global-batch-size", micro * d)
+    batch = _scheduled_batch(o, notes) or o.integer("global-batch-size", micro * d)
     if batch % (micro * d):
         raise InputError(f"--global-batch-size {batch} is not a multiple of --micro-batch-size x data-parallel "
                          f"size = {micro} x {d} (Megatron-LM's rule)", "--global-batch-size")
@@ -228,6 +236,7 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
         raise InputError(f"the vocabulary comes from the {tokenizer}'s files, which the reader does not open; give "
                          f"--vocab-size on the command line (the tokenizer's size before Megatron pads it)",
                          "--vocab-size")
+    latent = _latent(o)
     return Architecture(
         name, n, e, h, f, vocab, kv_heads=groups if o.flag("group-query-attention") else None,
         positions=context if positions == "learned_absolute" else 0, mlp="swiglu" if swiglu else "gelu",
@@ -236,7 +245,49 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
         tied=not o.flag("untie-embeddings-and-output-weights"), qkv_bias=bias or o.flag("add-qkv-bias"), bias=bias,
         dropouts=o.fraction("hidden-dropout", "0.1") != 0, attention_dropout=o.fraction("attention-dropout", "0.1") != 0,
         vocab_multiple=o.integer("make-vocab-size-divisible-by", 128), context=context,
-        head_dim=None if head * h == e else head, qk_norm="head" if o.flag("qk-layernorm") else None, moe=_moe(o, f, n))
+        head_dim=None if head * h == e or latent else head, latent=latent,
+        qk_norm="head" if o.flag("qk-layernorm") and not latent else None, moe=_moe(o, f, n))
+
+
+def _scheduled_batch(o: Options, notes: list) -> int | None:
+    """The global batch ``--step-batch-size-schedule`` ends at (``"0:16 2.4B:320 ... 12B:1536"``:
+    from each step, or number of samples, a batch size), the batch the step is timed at; Megatron-LM
+    refuses the schedule beside ``--global-batch-size``, and so does the reader."""
+    text = o.text("step-batch-size-schedule")
+    if text is None:
+        return None
+    if "global-batch-size" in o.options:
+        raise InputError("--step-batch-size-schedule and --global-batch-size: Megatron-LM refuses both ('Cannot "
+                         "specify both'); keep one", "--step-batch-size-schedule")
+    last = text.split()[-1].rpartition(":")[2] if text.split() else ""
+    if not last.isdigit() or int(last) < 1:
+        raise InputError(f"--step-batch-size-schedule {text!r}: 'START:SIZE' pairs, each size a whole number",
+                         "--step-batch-size-schedule")
+    notes.append(f"--step-batch-size-schedule: the step is timed at the batch the schedule ends at, {last}; its "
+                 f"earlier steps run smaller batches")
+    return int(last)
+
+
+def _latent(o: Options) -> Latent | None:
+    """``--multi-latent-attention`` (Megatron-Core's ``MLASelfAttention``) as ``Latent``, with
+    Megatron-LM's defaults: ``--kv-lora-rank`` 32, ``--q-lora-rank`` none (a full-rank query
+    projection), ``--qk-head-dim`` 128, ``--qk-pos-emb-head-dim`` 64, ``--v-head-dim`` 128
+    (``--kv-channels`` is not used).  Its latent norms exist with ``--qk-layernorm`` only, as in
+    DeepSeek's models and the library's latent attention: without it the layout is refused."""
+    if not o.flag("multi-latent-attention"):
+        for option in LATENT_OPTIONS:
+            if option in o.options:
+                raise InputError(f"--{option} applies to --multi-latent-attention, which is not given", f"--{option}")
+        return None
+    if not o.flag("qk-layernorm"):
+        raise InputError("--multi-latent-attention without --qk-layernorm has no latent norms; the library's latent "
+                         "attention (DeepSeek's) normalises both latents: add --qk-layernorm", "--qk-layernorm")
+    q_rank = o.integer("q-lora-rank") if "q-lora-rank" in o.options else None
+    return Latent(o.integer("kv-lora-rank", 32), o.integer("qk-pos-emb-head-dim", 64), o.integer("qk-head-dim", 128),
+                  o.integer("v-head-dim", 128), q_rank)
+
+
+LATENT_OPTIONS = ("q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim")
 
 
 def _moe(o: Options, f: int, n: int) -> MoE | None:
@@ -245,11 +296,55 @@ def _moe(o: Options, f: int, n: int) -> MoE | None:
             if option in o.options:
                 raise InputError(f"--{option} applies to --num-experts, which is not given", f"--{option}")
         return None
-    o.choice("moe-router-score-function", "softmax", ("softmax",))
-    every = o.integer("moe-layer-freq", 1)
-    return MoE(o.integer("num-experts"), o.integer("moe-router-topk", 2), o.integer("moe-ffn-hidden-size", f),
-               shared_f=o.integer("moe-shared-expert-intermediate-size", 0, minimum=0),
-               router="softmax" if o.flag("moe-router-pre-softmax") else "topk_softmax", every=every)
+    score = o.choice("moe-router-score-function", "softmax", ("softmax", "sigmoid"))
+    top_k, pre = o.integer("moe-router-topk", 2), o.flag("moe-router-pre-softmax")
+    if score == "sigmoid" and pre:
+        raise InputError("--moe-router-pre-softmax applies to --moe-router-score-function softmax",
+                         "--moe-router-pre-softmax")
+    router = "sigmoid" if score == "sigmoid" else "softmax" if pre else "topk_softmax"
+    if "moe-router-topk-scaling-factor" in o.options:
+        o.text("moe-router-topk-scaling-factor")
+    return MoE(o.integer("num-experts"), top_k, o.integer("moe-ffn-hidden-size", f),
+               shared_f=o.integer("moe-shared-expert-intermediate-size", 0, minimum=0), router=router,
+               normalise=score == "sigmoid" and top_k > 1, scale="moe-router-topk-scaling-factor" in o.options,
+               **_moe_layers(o.text("moe-layer-freq", "1"), n))
+
+
+def _moe_layers(text: str, n: int) -> dict:
+    """``MoE`` fields of ``--moe-layer-freq``, read as Megatron-LM's ``moe_freq_type`` does: an
+    integer ``N`` (an MoE layer every ``N``, from layer 0), or a Python list of 0 and 1 per layer
+    (``([0]+[1]*26)``; lists added and repeated by an integer, nothing else evaluated), whose zeros
+    are dense layers: the leading ones ``first_dense``, the rest ``dense_layers``.
+
+    >>> _moe_layers("2", 4), _moe_layers("([0]+[1]*3)", 4), _moe_layers("[1,0,1,0]", 4)
+    ({'every': 2}, {'first_dense': 1, 'dense_layers': ()}, {'first_dense': 0, 'dense_layers': (1, 3)})
+    """
+    if text.strip().isdigit() and int(text) >= 1:
+        return {"every": int(text)}
+    try:
+        pattern = _layer_list(ast.parse(text.strip().strip("'\""), mode="eval").body)
+    except (SyntaxError, ValueError):
+        raise InputError(f"--moe-layer-freq {text!r}: an integer or a list of 0 and 1 per layer, as "
+                         f"([0]*3+[1]*58)", "--moe-layer-freq") from None
+    if len(pattern) != n or set(pattern) - {0, 1}:
+        raise InputError(f"--moe-layer-freq {text!r}: {len(pattern)} values of 0 and 1 for --num-layers {n} "
+                         f"(Megatron-LM's rule: one a layer)", "--moe-layer-freq")
+    first = next((i for i, v in enumerate(pattern) if v), n)
+    return {"first_dense": first, "dense_layers": tuple(i for i, v in enumerate(pattern) if not v and i >= first)}
+
+
+def _layer_list(node) -> list:
+    """A list expression of ``--moe-layer-freq``: list literals of integers, ``+`` and ``* N``."""
+    if isinstance(node, ast.List) and all(isinstance(v, ast.Constant) and type(v.value) is int for v in node.elts):
+        return [v.value for v in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _layer_list(node.left) + _layer_list(node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        times = node.right if isinstance(node.right, ast.Constant) else node.left
+        listed = node.left if times is node.right else node.right
+        if isinstance(times, ast.Constant) and type(times.value) is int and 0 <= times.value <= 100_000:
+            return _layer_list(listed) * times.value
+    raise ValueError("not a list of layers")
 
 
 def _split(o: Options, policy: dict) -> None:

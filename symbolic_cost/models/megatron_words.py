@@ -28,7 +28,7 @@ loss-scale initial-loss-scale min-loss-scale loss-scale-window hysteresis fp16-l
 attention-softmax-in-fp32 accumulate-allreduce-grads-in-fp32 bf16-dummy train-data-path valid-data-path
 test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-loss distributed-backend
 override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual-registration init-model-with-meta-device
-use-nccl-ub sgd-momentum logging-level
+use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -47,7 +47,11 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
                                 "follow --conventions (mixed_precision 'zero' counts 2 per parameter)",
          "fp8-amax-history-len": None,
          "rampup-batch-size": "--rampup-batch-size: the step is timed at --global-batch-size, the batch the ramp "
-                              "ends at; the ramp's first steps run smaller batches"}
+                              "ends at; the ramp's first steps run smaller batches",
+         "moe-router-num-groups": "--moe-router-num-groups, --moe-router-group-topk: counted as the router's plain "
+                                  "top-k; the group-limited choice (a score a group, a top-k over the groups) is not "
+                                  "counted",
+         "moe-router-group-topk": None}
 
 READ = {
     "num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "group-query-attention",
@@ -70,22 +74,32 @@ READ = {
     "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16",
     "checkpoint-activations", "checkpoint-num-layers", "activations-checkpoint-method",
     "activations-checkpoint-num-layers", "no-position-embedding", "use-megatron-fsdp", "use-custom-fsdp",
-    "use-torch-fsdp2", "data-parallel-sharding-strategy", "optimizer"}
+    "use-torch-fsdp2", "data-parallel-sharding-strategy", "optimizer", "multi-latent-attention", "q-lora-rank",
+    "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim", "moe-router-topk-scaling-factor",
+    "step-batch-size-schedule"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
-def parse(words: list) -> dict:
-    """``{option name: [values]}`` from the program's words; a read option given twice is refused."""
-    options, name = {}, None
+def parse(words: list, notes: list | None = None) -> dict:
+    """``{option name: [values]}`` from the program's words.  An option given again replaces what it
+    was given before, as argparse (Megatron-LM's parser) takes the last; where a read option's
+    values differ, ``notes`` says which stand."""
+    options, name, given = {}, None, {}
     for word in words:
         if word.startswith("--"):
             name, _, value = word[2:].partition("=")
-            if name in options and name in READ:
-                raise InputError(f"--{name} is given twice in the Megatron arguments; give it once", f"--{name}")
+            if name in options:
+                given[name] = given.get(name, [options[name]])
             options[name] = [value] if value else []
+            if name in given:
+                given[name].append(options[name])
         elif name is None:
             raise InputError(f"the Megatron arguments start with {word!r}, not an option", "--megatron-args")
         else:
             options[name].append(word)
+    for name, each in given.items():
+        if name in READ and notes is not None and any(v != options[name] for v in each):
+            notes.append(f"--{name} is given {len(each)} times; the last stands, as in Megatron-LM's parser: "
+                         f"--{' '.join([name, *options[name]])}")
     for name in options:
         if name not in READ and name not in NOTED and not _no_cost(name):
             raise InputError(f"--{name}: a Megatron-LM option this reader does not read (it may change the cost); "
