@@ -55,7 +55,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
          "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py",
          "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
-         "tests/test_megatron_scripts.py")
+         "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -429,6 +429,17 @@ MUTATIONS = (
     Mutation("arithmetic-braced-names-unknown", "symbolic_cost/models/launch_script.py",
              r'r"\$\{(\w+)\}|\$?\b([A-Za-z_]\w*)\b"', r'r"\$\{(\w+)\}-|\$?\b([A-Za-z_]\w*)\b"',
              required=False),
+    # the MTP module as a draft (tests/test_mtp_draft.py, by hand on DeepSeek-V3's config)
+    Mutation("mtp-draft-word-table-counted", "symbolic_cost/inference/drafts.py",
+             'return count * layer.total("weights") + ', 'return reading.stack[0][0].total("weights") + count * layer.total("weights") + ',
+             required=False),
+    Mutation("mtp-eh-proj-one-width", "symbolic_cost/inference/drafts.py", "linear(b, l, 2 * e, e / s.m1,",
+             "linear(b, l, e, e / s.m1,", required=False),
+    Mutation("mtp-layer-dense", "symbolic_cost/inference/drafts.py",
+             "moe = replace(moe, first_dense=0, dense_layers=()) if moe.is_moe(last) else None", "moe = None",
+             required=False),
+    Mutation("absorbed-verification-one-token", "symbolic_cost/inference/latent.py",
+             "grouped_linear(b * heads * tokens, nope, rank", "grouped_linear(b * heads, nope, rank", required=False),
     # the products and layers a recipe reaches (tests/test_fp8_layers.py, by hand)
     Mutation("expert-matrices-once", "symbolic_cost/models/recipes.py",
              "return sum((g.groups * g.k * g.n for r in blk", "return sum((g.k * g.n for r in blk", required=False),

@@ -99,6 +99,9 @@ def add_arguments(parser) -> None:
     options.option(draft, "--draft-preset", choices=options.MODELS, metavar="NAME",
                    help="the draft model, a bundled one (its vocabulary must be the model's)")
     options.option(draft, "--draft-hf-config", metavar="PATH", help="the draft model's Hugging Face config.json")
+    options.option(draft, "--draft-mtp", action="store_true", default=None,
+                   help="the model's own multi-token-prediction module as the draft, run K times a step "
+                        "(DeepSeek-V3's; SGLang's and TensorRT-LLM's MTP speculative decoding)")
     load = parser.add_argument_group("under load")
     options.option(load, "--rate", type=_rate, metavar="R",
                    help="simulate in-flight batching of requests arriving at R per second (Poisson; 'inf': all at "
@@ -360,7 +363,8 @@ def run(args) -> int:
     return report(args)
 
 
-SPECULATIVE = ("speculative", "acceptance", "draft_preset", "draft_hf_config")
+SPECULATIVE = ("speculative", "acceptance", "draft_preset", "draft_hf_config", "draft_mtp")
+DRAFTS = ("draft_preset", "draft_hf_config", "draft_mtp")
 
 
 def _check_speculation(args) -> None:
@@ -370,9 +374,9 @@ def _check_speculation(args) -> None:
     if not given:
         return
     missing = [f"--{name.replace('_', '-')}" for name in ("speculative", "acceptance") if name not in given]
-    if missing or not ({"draft_preset", "draft_hf_config"} & set(given)):
-        raise InputError(f"speculative decoding needs --speculative K, --acceptance A and a draft model "
-                         f"(--draft-preset or --draft-hf-config); missing {', '.join(missing) or 'the draft'}",
+    if missing or not (set(DRAFTS) & set(given)):
+        raise InputError(f"speculative decoding needs --speculative K, --acceptance A and a draft (--draft-preset, "
+                         f"--draft-hf-config or --draft-mtp); missing {', '.join(missing) or 'the draft'}",
                          missing[0] if missing else "--draft-preset")
     beside = next((flag for flag, on in (("--devices", args.devices is not None),
                                          ("--grid", bool(args.grid)), ("--field", bool(args.field))) if on), None)
@@ -387,7 +391,11 @@ def speculation(args, arch):
         return None
     from symbolic_cost.inference.speculative import Speculation
     from symbolic_cost.models import config as hf
-    draft = hf.load(args.draft_hf_config) if args.draft_hf_config else hf.preset(args.draft_preset)
+    if args.draft_mtp:
+        from symbolic_cost.inference.drafts import MtpDraft
+        draft = MtpDraft(arch)
+    else:
+        draft = hf.load(args.draft_hf_config) if args.draft_hf_config else hf.preset(args.draft_preset)
     return Speculation(draft, args.speculative, Rational(args.acceptance.numerator, args.acceptance.denominator))
 
 

@@ -40,9 +40,22 @@ from symbolic_cost.ops.routing import grouped_linear
 CORE = ("logits", "score_softcap", "position_bias", "softmax", "dropout_softmax", "attend", "flash_attention")
 
 
-def absorbed(layer: Block, latent, keys, *, flash=False, es=2, conventions=None) -> Block:
-    """A decode layer of ``transformer_layer`` (latent attention at one token over ``keys`` keys)
-    rewritten in the absorbed form of the module docstring."""
+def absorbed(layer: Block, latent, keys, *, flash=False, es=2, conventions=None, tokens=1) -> Block:
+    """A decode layer of ``transformer_layer`` (latent attention at ``tokens`` new tokens a sequence,
+    one for a decode step, ``k + 1`` for a speculative verification, over ``keys`` keys) rewritten in
+    the absorbed form of the module docstring: ``b H tokens`` rows through each absorbed product,
+    ``tokens`` queries a head over the latent.
+
+    >>> from symbolic_cost.blocks.specs import Latent
+    >>> from symbolic_cost.inference.phases import decode
+    >>> from symbolic_cost.inference.serving import Serving
+    >>> from symbolic_cost.models.architecture import Architecture
+    >>> mla = Architecture("mla", 2, 256, 4, 512, 1000, latent=Latent(64, 16, 32, 32), norm="rms", rotary=True,
+    ...                    mlp="swiglu", bias=False, qkv_bias=False)
+    >>> three = decode(mla, Serving(b=2, l_in=8, l_out=2, flash=True), l_ctx=8, tokens=3)
+    >>> three.layer["q_absorb"].flops_fwd    # 2 x 4 heads x 3 tokens = 24 rows of (1, 32) x (32, 64): 24 x 64 x 63
+    96768
+    """
     names = layer.names
     first = min(names.index(n) for n in CORE if n in names)
     last = max(names.index(n) for n in CORE if n in names)
@@ -51,13 +64,13 @@ def absorbed(layer: Block, latent, keys, *, flash=False, es=2, conventions=None)
     nope, v_dim = exact(latent.nope_dim, "nope_dim"), exact(latent.v_dim, "v_dim")
     kw = dict(es=es, conventions=conventions or layer.conventions)
     shape = Keys(l_kv=keys, kv_heads=1, v_dim=rank)
-    core = [flash_attention(b, 1, rank + rope, heads, shape, **kw)] if flash else \
-        attention_core(b, 1, rank + rope, heads, shape, dropouts=False, **kw)
+    core = [flash_attention(b, tokens, rank + rope, heads, shape, **kw)] if flash else \
+        attention_core(b, tokens, rank + rope, heads, shape, dropouts=False, **kw)
     once = b * keys * rank * es                 # the values are the keys' latent part: read with them
     core[-1] = core[-1].plus(act_in_other=-once, mem_fwd=-once)
     rows = ([r for r in layer.rows[:first] if r.name != "kv_b_proj"]
-            + [grouped_linear(b * heads, nope, rank, heads, name="q_absorb", **kw), *core,
-               grouped_linear(b * heads, rank, v_dim, heads, name="o_absorb", **kw)]
+            + [grouped_linear(b * heads * tokens, nope, rank, heads, name="q_absorb", **kw), *core,
+               grouped_linear(b * heads * tokens, rank, v_dim, heads, name="o_absorb", **kw)]
             + list(layer.rows[last + 1:]))
     return replace(layer, rows=tuple(rows))
 
@@ -73,12 +86,13 @@ def recompute(layer: Block, latent, keys, *, es=2, conventions=None) -> Block:
     return replace(layer, rows=tuple(again if r.name == "kv_b_proj" else r for r in layer.rows))
 
 
-def decode_layers(groups, latent, form: str, keys, *, flash=False, es=2, conventions=None):
-    """The decode layer groups ``(block, count)`` of a latent-attention model in ``form``, and the
-    rows that read the cache with the field that holds the bytes they read from it."""
+def decode_layers(groups, latent, form: str, keys, *, flash=False, es=2, conventions=None, tokens=1):
+    """The decode layer groups ``(block, count)`` of a latent-attention model in ``form`` (``tokens``
+    new tokens a sequence over ``keys`` keys), and the rows that read the cache with the field that
+    holds the bytes they read from it."""
     if form == "absorbed":
-        return [(absorbed(blk, latent, keys, flash=flash, es=es, conventions=conventions), n) for blk, n in groups], \
-            None
+        return [(absorbed(blk, latent, keys, flash=flash, es=es, conventions=conventions, tokens=tokens), n)
+                for blk, n in groups], None
     if form == "recompute":
         return [(recompute(blk, latent, keys, es=es, conventions=conventions), n) for blk, n in groups], \
             {"kv_b_proj": "act_in"}

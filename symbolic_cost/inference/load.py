@@ -41,6 +41,7 @@ from symbolic_cost.inference import paged
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import decode, mean_step, prefill
+from symbolic_cost.inference.drafts import draft_cache_bytes, draft_decode, draft_prefill, draft_weights
 from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import Serving, encoder_tokens
 from symbolic_cost.inference.speculative import check_speculation, expected_tokens
@@ -165,8 +166,9 @@ class StepModel:
         ``b`` sequences, over ``l_ctx`` to ``l_ctx + k - 1`` tokens (its cache holds the step's
         proposals so far): ``k`` times their mean (``phases.mean_step``)."""
         draft, k, one = speculation.draft, speculation.k, replace(serving, b=S.b, l_out=2)
-        steps = mean_step(decode(draft, one, S.l_ctx, conventions), decode(draft, one, S.l_ctx + k - 1, conventions))
-        reading = self._roofline(prefill(draft, replace(serving, b=prompts, l_out=2), conventions), conventions)
+        steps = mean_step(draft_decode(draft, one, S.l_ctx, conventions),
+                          draft_decode(draft, one, S.l_ctx + k - 1, conventions))
+        reading = self._roofline(draft_prefill(draft, replace(serving, b=prompts, l_out=2), conventions), conventions)
         return reading, k * self._roofline(steps, conventions)
 
     def cache_blocks(self, block_tokens: int, memory_fraction, memory_of: str = "free") -> int:
@@ -180,8 +182,8 @@ class StepModel:
         vLLM subtracts its profiled peak, which this leaves out)."""
         arch, serving, speculation = self._memory
         self.system.require("the KV-cache pool of a load test", "hbm_capacity")
-        weights = sum(busiest_weights(model, prefill(model, replace(serving, b=1, l_out=2)))
-                      for model in (arch,) + ((speculation.draft,) if speculation else ()))
+        weights = busiest_weights(arch, prefill(arch, replace(serving, b=1, l_out=2))) + \
+            (draft_weights(speculation.draft, serving) if speculation else 0)
         block = self.kv_bytes(block_tokens)
         capacity = self.system.hbm_capacity
         free = memory_fraction * (capacity - weights) if memory_of == "free" else memory_fraction * capacity - weights
@@ -196,7 +198,7 @@ class StepModel:
                                 m1=serving.m1, p=serving.p, kv_dtype=serving.kv, mla=serving.mla)
         if speculation is None:
             return served
-        return served + kv_cache_bytes(speculation.draft, 1, tokens, m1=serving.m1, kv_dtype=serving.kv)
+        return served + draft_cache_bytes(speculation.draft, serving, 1, tokens)
 
     def _roofline(self, phase, conventions, with_weights=True):
         """Seconds of a phase: ``sum max(compute, memory)`` over its rows (``calibrated_run``)."""
@@ -219,9 +221,9 @@ class StepModel:
 
 
 def _operations(arch, serving: Serving, conventions) -> int:
-    """The operations one decode step of ``arch`` launches (every row of the phase): what
-    ``Runtime.kernel_overhead`` counts."""
-    return int(sum(n for _, n in decode(arch, replace(serving, b=1, l_out=2), 1, conventions).rows()))
+    """The operations one decode step of ``arch`` (a model, or a draft: ``drafts.draft_decode``)
+    launches (every row of the phase): what ``Runtime.kernel_overhead`` counts."""
+    return int(sum(n for _, n in draft_decode(arch, replace(serving, b=1, l_out=2), 1, conventions).rows()))
 
 
 @dataclass(frozen=True)

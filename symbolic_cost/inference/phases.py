@@ -249,10 +249,9 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
     conventions = conv.get(conventions)
     inference = _check(arch, s)
     tokens = exact(tokens, "tokens")
-    if tokens != 1 and (arch.encoder_decoder or arch.latent is not None):
-        raise InputError(f"a step of {tokens} tokens a sequence (speculative verification) is modelled for decoders "
-                         f"without latent attention; {arch.name} has "
-                         f"{'an encoder' if arch.encoder_decoder else 'latent attention'}", "tokens")
+    if tokens != 1 and arch.encoder_decoder:
+        raise InputError(f"a step of {tokens} tokens a sequence (speculative verification) is modelled for decoders; "
+                         f"{arch.name} has an encoder", "tokens")
     if s.cp != 1:
         raise InputError(f"decode under context parallelism (cp={s.cp}, {s.cp_variant}) is not modelled: each CP "
                          f"rank holds 1/cp of the cache, and splitting one token's attention over them (pass-Q "
@@ -268,8 +267,8 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
         experts = Experts(s.ep, s.expert_tensor, replicated=s.replicated_experts) if arch.moe is not None else None
         layers, reads = layer_groups(inference, t, s.m1, 1, kw, experts, attended=l_ctx + tokens), None
         if arch.latent is not None:
-            layers, reads = decode_layers(layers, arch.latent, s.mla, l_ctx + 1, flash=s.flash, es=s.es,
-                                          conventions=step)
+            layers, reads = decode_layers(layers, arch.latent, s.mla, l_ctx + tokens, flash=s.flash, es=s.es,
+                                          conventions=step, tokens=tokens)
         reads = tuple((reads or CACHE_READS).items())
         stack = (one[0], *((_cached(blk, s, reads), count) for blk, count in layers), head)
         return Phase("decode", serving=s, tokens=Integer(tokens), width=arch.e,

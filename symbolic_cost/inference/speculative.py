@@ -22,13 +22,15 @@ tokens a sequence.  Time per output token is then ``(k T_draft + T_verify) / E``
 first and last steps at half weight, as ``phases.mean_decode``, and the draft's over the ``k - 1``
 tokens further its steps run on average (the draft also caches the proposals it makes).
 
-The draft runs on the same devices as the served model, split over the same ``m1`` tensor ranks
-(vLLM's default ``draft_tensor_parallel_size``), with its own weights and cache beside the served
-model's (``draft_bytes``), and reads each prompt once before its first proposal
-(``draft_prefill_s``, added to the time to first token).  Not modelled (refused): pipeline stages,
-context parallelism, latent attention and encoder-decoders in the verification; the draft's
-catching up on tokens it did not propose (one token a step: one more draft token's cost at most)
-is not counted.
+The draft is another model of the same vocabulary, or the served model's own multi-token-prediction
+module (``inference.drafts.MtpDraft``: DeepSeek-V3's, run ``k`` times a step).  It runs on the same
+devices as the served model, split over the same ``m1`` tensor ranks (vLLM's default
+``draft_tensor_parallel_size``), with its own weights and cache beside the served model's
+(``draft_bytes``; an MTP module shares the word table and the head), and reads each prompt once
+before its first proposal (``draft_prefill_s``, added to the time to first token).  Not modelled
+(refused): pipeline stages, context parallelism and encoder-decoders in the verification; the
+draft's catching up on tokens it did not propose (one token a step: one more draft token's cost at
+most) is not counted.
 """
 
 from __future__ import annotations
@@ -39,9 +41,8 @@ from sympy import Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, exact
-from symbolic_cost.inference.kv_cache import kv_cache_bytes
-from symbolic_cost.inference.per_device import busiest_weights
-from symbolic_cost.inference.phases import Phase, decode, mean_decode, mean_step, prefill
+from symbolic_cost.inference.drafts import MtpDraft, draft_cache_bytes, draft_decode, draft_prefill, draft_weights
+from symbolic_cost.inference.phases import Phase, mean_decode, mean_step
 from symbolic_cost.inference.serving import Serving, final_tokens, prompt_tokens
 from symbolic_cost.inference.throughput import phase_time
 from symbolic_cost.models.architecture import Architecture
@@ -52,7 +53,7 @@ class Speculation:
     """``k`` proposals a step from the ``draft`` model, each accepted with probability
     ``acceptance`` (see the module docstring)."""
 
-    draft: Architecture
+    draft: Architecture | MtpDraft
     k: int
     acceptance: Expr
 
@@ -103,9 +104,9 @@ def verification(arch: Architecture, s: Serving, k: int, conventions=conv.DEFAUL
 def draft_step(spec: Speculation, s: Serving, conventions=conv.DEFAULT) -> Phase:
     """One of the draft's ``k`` steps, at the mean of its contexts over the generation and the step:
     ``P`` to ``P + l_out + k - 3`` (the verification's last context and ``k - 1`` proposals more)."""
-    prompt = prompt_tokens(spec.draft, s)
-    return mean_step(decode(spec.draft, s, prompt, conventions),
-                     decode(spec.draft, s, prompt + s.l_out + spec.k - 3, conventions))
+    prompt = prompt_tokens(arch_of(spec.draft), s)
+    return mean_step(draft_decode(spec.draft, s, prompt, conventions),
+                     draft_decode(spec.draft, s, prompt + s.l_out + spec.k - 3, conventions))
 
 
 def speculative_fields(arch: Architecture, s: Serving, spec: Speculation, system="h100",
@@ -119,12 +120,16 @@ def speculative_fields(arch: Architecture, s: Serving, spec: Speculation, system
     check_speculation(arch, s, spec)
     draft_s = phase_time(draft_step(spec, s, conventions), system, conventions, roofline)["total"]
     verify_s = phase_time(verification(arch, s, spec.k, conventions), system, conventions, roofline)["total"]
-    reading = prefill(spec.draft, s, conventions)
+    reading = draft_prefill(spec.draft, s, conventions)
     step = spec.k * draft_s + verify_s
     tokens = expected_tokens(spec.k, spec.acceptance)
-    cache = kv_cache_bytes(spec.draft, s.b, final_tokens(spec.draft, s) + spec.k, m1=s.m1, kv_dtype=s.kv,
-                           page=s.page)
+    cache = draft_cache_bytes(spec.draft, s, s.b, final_tokens(arch_of(spec.draft), s) + spec.k, s.page)
     return {"tokens_per_step": tokens, "draft_step_s": draft_s, "verify_s": verify_s, "step_s": step,
             "tpot_s": step / tokens, "tokens_per_s": s.b * tokens / step,
             "draft_prefill_s": phase_time(reading, system, conventions, roofline)["total"],
-            "draft_bytes": busiest_weights(spec.draft, reading) + cache}
+            "draft_bytes": draft_weights(spec.draft, s, conventions) + cache}
+
+
+def arch_of(draft) -> Architecture:
+    """The model a draft's steps run: a draft model, or an MTP module's one-layer model."""
+    return draft.layer_model if isinstance(draft, MtpDraft) else draft
