@@ -26,8 +26,9 @@ reads the part of shell those scripts use, statically (nothing is executed):
 
 A file without a launch line whose first word is an option is an arguments file: every word is
 the program's; so are the words of the one variable that holds options in a script without a launch
-line (``MODEL_ARGS``, Megatron-LM's model files for its post-training examples).  An unknown value stays a marker (``UNKNOWN`` + its name) so that only an option
-that matters is refused for it (``known``).
+line (``MODEL_ARGS``, Megatron-LM's model files for its post-training examples).  An unknown
+value stays a marker (``UNKNOWN`` + its name) so that only an option that matters is refused for
+it (``known``).
 """
 
 from __future__ import annotations
@@ -134,8 +135,10 @@ class _Shell:
 
     def arithmetic(self, text: str) -> str:
         """``$(( ... ))`` worked out exactly; its variables as ``NAME``, ``$NAME`` or ``${NAME}``."""
-        expanded = re.sub(r"\$\{(\w+)\}|\$?\b([A-Za-z_]\w*)\b",
-                          lambda m: self.value(m.group(1) or m.group(2)) or f"{UNKNOWN}{m.group(1) or m.group(2)}", text)
+        def named(match):
+            name = match.group(1) or match.group(2)
+            return self.value(name) or f"{UNKNOWN}{name}"
+        expanded = re.sub(r"\$\{(\w+)\}|\$?\b([A-Za-z_]\w*)\b", named, text)
         if UNKNOWN in expanded:
             return expanded
         try:
