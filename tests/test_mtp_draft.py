@@ -84,3 +84,10 @@ def test_the_command_line(capsys):
                  "--system", "h200", "--speculative", "2", "--acceptance", "0.5", "--draft-mtp", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)["speculative"]
     assert got["draft"] == "DeepSeek-V3's MTP module" and got["tokens_per_step"] == 1.75
+
+
+def test_a_symbolic_depth_does_not_name_the_last_layer():
+    from dataclasses import replace
+    from sympy import Symbol
+    with pytest.raises(InputError, match="symbolic depth"):
+        MtpDraft(replace(V3, n_layers=Symbol("n", positive=True, integer=True)))

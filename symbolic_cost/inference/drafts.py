@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer
+from sympy import Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError
@@ -51,6 +51,9 @@ class MtpDraft:
                              f"model instead", "draft")
         if self.model.encoder_decoder:
             raise InputError(f"{self.model.name}: multi-token prediction is modelled for decoders", "draft")
+        if self.model.moe is not None and not sympify(self.model.n_layers).is_Integer:
+            raise InputError(f"{self.model.name}: the MTP module's layer is like the last, which a symbolic depth "
+                             f"({self.model.n_layers}) does not name; give the layers as a number", "n_layers")
 
     @property
     def name(self) -> str:

@@ -338,13 +338,21 @@ def _layer_list(node) -> list:
     if isinstance(node, ast.List) and all(isinstance(v, ast.Constant) and type(v.value) is int for v in node.elts):
         return [v.value for v in node.elts]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _layer_list(node.left) + _layer_list(node.right)
+        joined = _layer_list(node.left) + _layer_list(node.right)
+        if len(joined) <= MOST_LAYERS:
+            return joined
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
         times = node.right if isinstance(node.right, ast.Constant) else node.left
         listed = node.left if times is node.right else node.right
-        if isinstance(times, ast.Constant) and type(times.value) is int and 0 <= times.value <= 100_000:
-            return _layer_list(listed) * times.value
+        if isinstance(times, ast.Constant) and type(times.value) is int and times.value >= 0:
+            once = _layer_list(listed)
+            if len(once) * times.value <= MOST_LAYERS:           # counted before it is made
+                return once * times.value
     raise ValueError("not a list of layers")
+
+
+MOST_LAYERS = 100_000
+"""The longest ``--moe-layer-freq`` list the reader builds (a model's layers are far fewer)."""
 
 
 def _split(o: Options, policy: dict) -> None:
