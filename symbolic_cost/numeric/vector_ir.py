@@ -183,13 +183,24 @@ class _Writer:
         return value
 
     def _relation(self, kind: str, args) -> int:
-        """A comparison of numbers; of conditions (symengine's ``x == True``) only (in)equality."""
+        """A comparison of numbers; of conditions (symengine's ``x == True``) only (in)equality,
+        ``c == True`` being ``c`` itself (no operation: GPT-3's calibrated totals wrote 29).
+
+        >>> import symengine
+        >>> b, l = symengine.symbols("b l")
+        >>> made = program([symengine.Piecewise((b, symengine.Eq(b < l, True)), (l, True))], [b, l])
+        >>> [op for op, *_ in made.ops]
+        ['const', 'const', 'lt', 'select']
+        """
         registers = self.operands(args, None)
         if not any(r in self.booleans for r in registers):
             return self.emit(_RELATIONS[kind], *registers, boolean=True)
         if kind not in ("Equality", "Unequality"):
             raise NotImplementedError(f"{kind} of conditions")
-        return self.emit("ieq" if kind == "Equality" else "ine", *self.operands(args, True), boolean=True)
+        conditions = self.operands(args, True)
+        if kind == "Equality" and self.constants.get((bool, "True")) in conditions:
+            return next((r for r in conditions if r != self.constants[(bool, "True")]), conditions[0])  # c == True: c
+        return self.emit("ieq" if kind == "Equality" else "ine", *conditions, boolean=True)
 
     def _call(self, kind: str, args) -> int:
         return self.emit(_CALLS[kind], self.number(args[0]))
