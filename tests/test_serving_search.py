@@ -56,3 +56,21 @@ def test_a_degree_that_does_not_fit_is_left_out_with_its_reason(capsys):
 def test_refusals(capsys, words, refused):
     assert main(["inference", "--preset", "gpt2", *words]) == 2
     assert refused in capsys.readouterr().err
+
+
+def test_a_speculative_search_ranks_each_layout_s_own_speculative_load_test():
+    """With a draft, each aggregated layout's rate is its own load test decoding speculatively (the
+    draft on the same devices); disaggregated pools, which do not decode so, are left out with their
+    reason.  A draft whose proposals are never accepted (alpha = 0) only adds work: the rate falls."""
+    from sympy import Rational
+    from symbolic_cost.inference.speculative import Speculation
+    arch, serving = preset("llama-2-7b"), Serving(l_in=256, l_out=32)
+    draft = Speculation(preset("llama-2-7b"), 2, Rational(0))
+    ranked, left = rank(arch, serving, "h100", 2, (0.5, 0.02), requests=60, tensor=(1,), speculation=draft)
+    assert [row["layout"] for row in ranked] == ["TP1 x 2, 2 replicas"]
+    assert [row["layout"] for row in left] == ["TP1 x 2, 1:1 disaggregated"] and "speculative" in left[0]["reason"]
+    step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100", speculation=draft)
+    rate, _ = sustained_rate(step, 32, (0.5, 0.02), 90, 60, simulate=partial(serve, replicas=2))
+    assert ranked[0]["rate"] == rate
+    plain, _ = rank(arch, serving, "h100", 2, (0.5, 0.02), requests=60, tensor=(1,))
+    assert rate < next(row["rate"] for row in plain if row["layout"] == "TP1 x 2, 2 replicas")

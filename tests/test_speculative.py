@@ -118,7 +118,7 @@ def test_inference_command_reports_it(tmp_path, capsys):
     assert got["k"] == 3 and got["tokens_per_step"] == pytest.approx(float(expected["tokens_per_step"]))
     assert got["tpot_s"] == pytest.approx(float(expected["tpot_s"]), rel=1e-12)
     assert main(words) == 0 and "speculative decoding: 3 tokens a step" in capsys.readouterr().out
-    assert main(words[:-2]) == 2 and "a draft model" in capsys.readouterr().err
+    assert main(words[:-2]) == 2 and "a draft (--draft-preset" in capsys.readouterr().err
     assert main([*words, "--grid", "b=1,2"]) == 2 and "--grid does not model it" in capsys.readouterr().err
     assert main([*words, "--rate", "2", "--requests", "20", "--json"]) == 0
     load = json.loads(capsys.readouterr().out)["load"]

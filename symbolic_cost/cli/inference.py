@@ -378,8 +378,7 @@ def _check_speculation(args) -> None:
         raise InputError(f"speculative decoding needs --speculative K, --acceptance A and a draft (--draft-preset, "
                          f"--draft-hf-config or --draft-mtp); missing {', '.join(missing) or 'the draft'}",
                          missing[0] if missing else "--draft-preset")
-    beside = next((flag for flag, on in (("--devices", args.devices is not None),
-                                         ("--grid", bool(args.grid)), ("--field", bool(args.field))) if on), None)
+    beside = next((flag for flag, on in (("--grid", bool(args.grid)), ("--field", bool(args.field))) if on), None)
     if beside:
         raise InputError(f"--speculative is reported for one configuration; {beside} does not model it (it would "
                          f"be ignored)", "--speculative")
@@ -418,7 +417,8 @@ def layout_search(args) -> int:
         raise InputError("--devices needs numeric l_in and l_out (--set l_in=... l_out=...)", "devices")
     slo = (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
     ranked, left = serving_search.rank(arch, serving, args.system, args.devices, slo, args.slo_percentile,
-                                       args.requests, engine_runtime(args, arch, serving), conventions(args))
+                                       args.requests, engine_runtime(args, arch, serving), conventions(args),
+                                       speculation=speculation(args, arch))
     if args.json:
         print(json.dumps({"model": arch.name, "devices": args.devices, "system": args.system, "engine": args.engine,
                           "slo": {"ttft": args.slo_ttft, "itl": args.slo_itl, "percentile": args.slo_percentile},

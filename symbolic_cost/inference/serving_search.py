@@ -63,18 +63,20 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS) -> list[Layout]:
 
 
 def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, requests: int = 500,
-         runtime_of=None, conventions=None, tensor=TENSOR) -> tuple[list[dict], list[dict]]:
+         runtime_of=None, conventions=None, tensor=TENSOR, speculation=None) -> tuple[list[dict], list[dict]]:
     """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
     first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
     degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``) and
     the formats; its ``m1`` and ``d`` are the layout's.  ``runtime_of(step, m1)``: the engine's
-    ``load.Runtime`` for a deployment (default: ``load.Runtime()``)."""
+    ``load.Runtime`` for a deployment (default: ``load.Runtime()``).  ``speculation``
+    (``speculative.Speculation``): every deployment decodes speculatively, its draft on the same
+    ``m1`` devices; disaggregated pools, which do not, are left out with that reason."""
     ranked, left = [], []
     steps = {}
     for layout in layouts(devices, tensor):
         if layout.m1 not in steps:
             try:
-                step = StepModel(arch, replace(serving, m1=layout.m1, d=1), system, conventions)
+                step = StepModel(arch, replace(serving, m1=layout.m1, d=1), system, conventions, speculation)
                 if step.cache_blocks(1, 1) == 0:
                     raise InputError("the weights fill each device's memory, leaving none for the KV cache")
                 steps[layout.m1] = step
