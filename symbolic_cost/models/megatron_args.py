@@ -321,11 +321,12 @@ def _moe_layers(text: str, n: int) -> dict:
     """
     if text.strip().isdigit() and int(text) >= 1:
         return {"every": int(text)}
+    refused = InputError(f"--moe-layer-freq {text!r}: an integer or a list of 0 and 1 per layer, as ([0]*3+[1]*58)",
+                         "--moe-layer-freq")
     try:
-        pattern = _layer_list(ast.parse(text.strip().strip("'\""), mode="eval").body)
-    except (SyntaxError, ValueError):
-        raise InputError(f"--moe-layer-freq {text!r}: an integer or a list of 0 and 1 per layer, as "
-                         f"([0]*3+[1]*58)", "--moe-layer-freq") from None
+        pattern = _layer_list(ast.parse(text.strip().strip("'\""), mode="eval").body, refused)
+    except SyntaxError:
+        raise refused from None
     if len(pattern) != n or set(pattern) - {0, 1}:
         raise InputError(f"--moe-layer-freq {text!r}: {len(pattern)} values of 0 and 1 for --num-layers {n} "
                          f"(Megatron-LM's rule: one a layer)", "--moe-layer-freq")
@@ -333,22 +334,23 @@ def _moe_layers(text: str, n: int) -> dict:
     return {"first_dense": first, "dense_layers": tuple(i for i, v in enumerate(pattern) if not v and i >= first)}
 
 
-def _layer_list(node) -> list:
-    """A list expression of ``--moe-layer-freq``: list literals of integers, ``+`` and ``* N``."""
+def _layer_list(node, refused: InputError) -> list:
+    """A list expression of ``--moe-layer-freq``: list literals of integers, ``+`` and ``* N``
+    (``refused`` raised for anything else)."""
     if isinstance(node, ast.List) and all(isinstance(v, ast.Constant) and type(v.value) is int for v in node.elts):
         return [v.value for v in node.elts]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        joined = _layer_list(node.left) + _layer_list(node.right)
+        joined = _layer_list(node.left, refused) + _layer_list(node.right, refused)
         if len(joined) <= MOST_LAYERS:
             return joined
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
         times = node.right if isinstance(node.right, ast.Constant) else node.left
         listed = node.left if times is node.right else node.right
         if isinstance(times, ast.Constant) and type(times.value) is int and times.value >= 0:
-            once = _layer_list(listed)
+            once = _layer_list(listed, refused)
             if len(once) * times.value <= MOST_LAYERS:           # counted before it is made
                 return once * times.value
-    raise ValueError("not a list of layers")
+    raise refused
 
 
 MOST_LAYERS = 100_000
