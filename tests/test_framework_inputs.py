@@ -425,7 +425,8 @@ def test_torchtitan_hsdp(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("change,refused", [
-    (("context_parallel_degree = 1", "context_parallel_degree = 2"), "context_parallel_degree"),
+    (("context_parallel_degree = 1", "context_parallel_degree = 2\ncontext_parallel_load_balancer = \"none\""),
+     "context_parallel_load_balancer"),
     (("dataset = \"c4\"", "dataset = \"c4\"\nenable_cpu_offload = true"), "enable_cpu_offload"),
     (("dataset = \"c4\"", "dataset = \"c4\"\nunknown_knob = 3"), "[training] unknown_knob"),
     (("[job]", "[mystery]\nx = 1\n\n[job]"), "[mystery] x"),
@@ -1108,3 +1109,32 @@ def test_fsdp_offload_alone_is_read_as_the_pinned_transformers_reads_it(tmp_path
     transformers = pytest.importorskip("transformers")
     args = transformers.TrainingArguments(output_dir=str(tmp_path), fsdp="offload")
     assert args.fsdp and args.fsdp_config["cpu_offload"] is True and args.fsdp_config.get("version", 2) == 2
+
+
+def test_torchtitan_context_parallelism(capsys, tmp_path):
+    """llama3_8b.toml with context_parallel_degree = 2 on 8 processes: torchtitan's rule replicate x shard x cp x
+    tp x pp = world leaves a shard degree of 4; FSDP shards (and reduces gradients) over the shard x context ranks,
+    8; each sequence of 8,192 split over 2 ranks, the keys and values all-gathered (PyTorch's default rotation)
+    or passed round the ring (``alltoall``)."""
+    text = pathlib.Path(TITAN["llama3_8b"]).read_text().replace("context_parallel_degree = 1",
+                                                                   "context_parallel_degree = 2")
+    text = text.replace('selective_ac_option = "op"', 'selective_ac_option = "2"')
+    path = tmp_path / "cp.toml"
+    path.write_text(text)
+    got = json.loads(_out(capsys, "summary", "--torchtitan", str(path), "--devices", "8", "--json"))
+    layout = got["layout"]
+    assert (layout["cp"], layout["cp_variant"], layout["d"], layout["zero"], layout["l"]) == (2, "all-gather", 4, 3,
+                                                                                             8192)
+    assert {c["group"] for c in got["collectives"] if c["dimension"] == "data"} == {8}
+    assert {c["group"] for c in got["collectives"] if c["dimension"] == "context"} == {2}
+    ring = tmp_path / "ring.toml"
+    ring.write_text(text.replace("[parallelism]", '[parallelism]\ncontext_parallel_rotate_method = "alltoall"'))
+    got = json.loads(_out(capsys, "summary", "--torchtitan", str(ring), "--devices", "8", "--json"))
+    assert got["layout"]["cp_variant"] == "ring"
+    for change, refused in ((('[parallelism]', '[parallelism]\ncontext_parallel_load_balancer = "ptrr"'),
+                             "head-tail"),
+                            (('[parallelism]', '[parallelism]\ncontext_parallel_rotate_method = "ring"'),
+                             "allgather and alltoall")):
+        (tmp_path / "bad.toml").write_text(text.replace(*change))
+        assert refused in _error(capsys, "--torchtitan", str(tmp_path / "bad.toml"), "--devices", "8")
+    assert "replicate x context x tensor x pipeline = 2" in _error(capsys, "--torchtitan", str(path), "--devices", "7")

@@ -34,6 +34,9 @@ torchtitan key (default)                     library field
                                              parallel; the loss is vocabulary-parallel)
 ``[parallelism] enable_async_tensor_parallel`` ``overlap`` tensor (with ``compile``; without it
                                              torchtitan ignores it, and so does the reader)
+``[parallelism] context_parallel_degree``    ``cp``, each sequence split head-tail; ``cp_variant``
+(1), ``context_parallel_rotate_method``      ``all-gather`` (``allgather``) or ``ring``
+(allgather)                                  (``alltoall``); FSDP over shard x context ranks
 ``[parallelism] pipeline_parallel_degree``   ``p``; its stages as torchtitan's
 (1), ``pipeline_parallel_first_stage_less_   ``generate_llm_fqn_per_model_part`` cuts them (the
 layers``, ``..._last_stage_less_layers``     embedding and the output each weigh one layer):
@@ -193,8 +196,6 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
              "state is not modelled"),
             ("optimizer", "early_step_in_backward", False, "the optimizer step in backward is not modelled"),
             ("fault_tolerance", "enable", False, "torchft's replica groups are not modelled"),
-            ("parallelism", "context_parallel_degree", 1, "torchtitan shards parameters over data x context ranks; "
-             "the reader does not model context parallelism"),
             ("parallelism", "disable_loss_parallel", False, "the library keeps the logits split over the tensor "
              "ranks (loss parallel)"),
             ("parallelism", "pipeline_parallel_split_points", None, "the reader cuts stages as torchtitan's default"),
@@ -280,23 +281,24 @@ def _optimizer(job: Job) -> str:
 def world_and_data(job: Job, world: int | None) -> tuple[int, int, int]:
     """``(world, replicate, shard)``: torchtitan's ``ParallelDims`` rule ``replicate x shard x cp x
     tp x pp = world``, the shard degree -1 taking the rest."""
-    replicate, tp, pp = (job.degree(k) for k in ("data_parallel_replicate_degree", "tensor_parallel_degree",
-                                                  "pipeline_parallel_degree"))
+    replicate, cp, tp, pp = (job.degree(k) for k in ("data_parallel_replicate_degree", "context_parallel_degree",
+                                                      "tensor_parallel_degree", "pipeline_parallel_degree"))
+    others = replicate * cp * tp * pp
     shard = job.get("parallelism", "data_parallel_shard_degree", -1)
     if shard == -1:
         if world is None:
             raise InputError("[parallelism] data_parallel_shard_degree = -1 takes the rest of the world; give the "
                              "number of processes with --devices", "--devices")
-        if world % (replicate * tp * pp):
-            raise InputError(f"world size {world} is not a multiple of replicate x tensor x pipeline = "
-                             f"{replicate * tp * pp} (torchtitan's rule)", "--devices")
-        shard = world // (replicate * tp * pp)
+        if world % others:
+            raise InputError(f"world size {world} is not a multiple of replicate x context x tensor x pipeline = "
+                             f"{others} (torchtitan's rule)", "--devices")
+        shard = world // others
     elif shard < 1:
         raise InputError(f"[parallelism] data_parallel_shard_degree must be -1 or at least 1, got {shard}",
                          "[parallelism] data_parallel_shard_degree")
-    product = replicate * shard * tp * pp
+    product = shard * others
     if world is not None and world != product:
-        raise InputError(f"world size {world} is not replicate x shard x tensor x pipeline = {product} "
+        raise InputError(f"world size {world} is not replicate x shard x context x tensor x pipeline = {product} "
                          f"(torchtitan's rule)", "--devices")
     return product, replicate, shard
 
@@ -320,18 +322,44 @@ def layout(job: Job, arch: Architecture, world: int | None, notes: list) -> tupl
     if local % micro:
         raise InputError(f"[parallelism] pipeline_parallel_microbatch_size {micro} does not divide the local batch "
                          f"{local} (torchtitan's rule)", "[parallelism] pipeline_parallel_microbatch_size")
+    cp = job.degree("context_parallel_degree")
     values = {S.b: micro, S.m1: tp, S.s1: tp, S.d: d, S.p: pp, S.n_micro: batch // (local * d) * (local // micro),
-              S.cp: 1, **experts(job, arch, shard, tp)}
-    policy = dict(zero=3 if shard > 1 else 0, overlap=overlap(job, d, shard, tp, notes))
+              S.cp: cp, **experts(job, arch, shard, tp, cp)}
+    policy = dict(zero=3 if shard * cp > 1 else 0, overlap=overlap(job, d * cp, shard * cp, tp, notes),
+                  **context(job, cp))     # FSDP shards (and gradients reduce) over the shard x context ranks
     if replicate > 1 and shard > 1:         # HSDP: FSDP2 on the mesh (replicate, shard)
         policy["shard"] = shard
     policy.update(pipeline(job, arch.n_layers, pp, arch.mtp_layers or 0))
-    if shard > 1:
+    if shard * cp > 1:
         policy.update(resharding(job, pp, notes))
     return values, policy
 
 
-def experts(job: Job, arch: Architecture, shard: int, tp: int) -> dict:
+CP_ROTATIONS = {"allgather": "all-gather", "alltoall": "ring"}
+"""PyTorch's ``context_parallel`` exchanges of keys and values (``_RotateMethod``): all-gathered (its
+default) or passed round the ring (``alltoall``), as ``Training.cp_variant`` names them."""
+
+
+def context(job: Job, cp: int) -> dict:
+    """torchtitan's context parallelism (PyTorch's ``context_parallel``): each sequence split over
+    ``cp`` ranks head-tail (the load balancer by default; two chunks a rank, as Megatron-LM's), the
+    keys and values all-gathered or passed round a ring (``[parallelism] context_parallel_rotate_method``,
+    ``CP_ROTATIONS``); FSDP shards the parameters over the shard x context ranks.  Another balancer
+    (none, or ``ptrr`` for FlexAttention) is refused."""
+    if cp == 1:
+        return {}
+    balancer = job.get("parallelism", "context_parallel_load_balancer", "headtail", str)
+    if balancer != "headtail":
+        raise InputError(f"[parallelism] context_parallel_load_balancer {balancer!r}: the library splits each "
+                         f"sequence head-tail (torchtitan's default)", "[parallelism] context_parallel_load_balancer")
+    method = job.get("parallelism", "context_parallel_rotate_method", "allgather", str)
+    if method not in CP_ROTATIONS:
+        raise InputError(f"[parallelism] context_parallel_rotate_method {method!r}: PyTorch's are "
+                         f"{' and '.join(CP_ROTATIONS)}", "[parallelism] context_parallel_rotate_method")
+    return {"cp_variant": CP_ROTATIONS[method]}
+
+
+def experts(job: Job, arch: Architecture, shard: int, tp: int, cp: int = 1) -> dict:
     """``ep`` and ``etp``: with expert parallelism the experts whole on ``ep`` ranks borrowed from the
     shard and tensor ranks (torchtitan's mesh rule ``dp_shard x cp x tp = efsdp x ep``; the tokens
     stay split over the tensor ranks), without it each expert split over the tensor ranks (its
@@ -341,6 +369,10 @@ def experts(job: Job, arch: Architecture, shard: int, tp: int) -> dict:
         return {S.ep: 1, S.etp: tp}
     job.refuse("parallelism", "expert_tensor_parallel_degree", 1, "experts split over tensor ranks beside expert "
                "parallelism are not read")
+    if cp > 1 and ep > 1:
+        raise InputError("[parallelism] expert_parallel_degree with context_parallel_degree: experts borrowing "
+                         "context ranks (dp_shard x cp x tp = efsdp x ep) are not read", "[parallelism] "
+                         "context_parallel_degree")
     if (shard * tp) % ep:
         raise InputError(f"[parallelism] expert_parallel_degree {ep} does not divide data_parallel_shard_degree x "
                          f"tensor_parallel_degree = {shard * tp} (torchtitan's rule dp_shard x cp x tp = efsdp x ep)",

@@ -15,7 +15,7 @@ NO_COST = {
     "optimizer": {"lr", "beta1", "beta2", "eps", "weight_decay", "implementation"},
     "training": {"max_norm", "steps", "dataset", "dataset_path", "compile", "gc_freq", "gc_debug", "seed",
                  "deterministic", "warmup_steps", "mixed_precision_reduce"},
-    "parallelism": {"enable_compiled_autograd", "context_parallel_rotate_method"},
+    "parallelism": {"enable_compiled_autograd"},
     "activation_checkpoint": {"preserve_rng_state", "per_op_sac_force_recompute_mm_shapes_by_fqns", "early_stop"},
 }
 """Keys that change no count (``"*"``: every key of the section).  The float8, quantize and mx
@@ -33,7 +33,8 @@ READ = {
                     "pipeline_parallel_last_stage_less_layers", "enable_async_tensor_parallel",
                     "disable_loss_parallel", "fsdp_reshard_after_forward", "expert_parallel_degree",
                     "expert_tensor_parallel_degree", "pipeline_parallel_split_points", "module_fqns_per_model_part",
-                    "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule_csv"},
+                    "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule_csv",
+                    "context_parallel_rotate_method", "context_parallel_load_balancer"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "fault_tolerance": {"enable"},
     "experimental": set(),

@@ -393,8 +393,7 @@ the library counts for its head)."""
 DROPPED = {
     "training": {"disable_cuda_graphs", "num_tokens_per_microbatch_per_dp_rank", "num_tokens_per_train_step",
                  "max_context_length"},
-    "parallelism": {"spmd_backend", "enable_fsdp_symm_mem", "context_parallel_load_balancer",
-                    "context_parallel_ptrr_mask_key", "pipeline_parallel_expert_parallel_overlap",
+    "parallelism": {"spmd_backend", "enable_fsdp_symm_mem", "context_parallel_ptrr_mask_key", "pipeline_parallel_expert_parallel_overlap",
                     "expert_parallel_comm_backend", "num_pp_microbatches", "enable_sequence_parallel"},
     "compile": {"enable_async_tensor_parallel"},
 }
