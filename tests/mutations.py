@@ -55,7 +55,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
          "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py",
          "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
-         "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py")
+         "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -440,6 +440,12 @@ MUTATIONS = (
              required=False),
     Mutation("absorbed-verification-one-token", "symbolic_cost/inference/latent.py",
              "grouped_linear(b * heads * tokens, nope, rank", "grouped_linear(b * heads, nope, rank", required=False),
+    # torchtitan's context parallelism (tests/test_framework_inputs.py)
+    Mutation("torchtitan-cp-rotations-swapped", "symbolic_cost/models/torchtitan.py",
+             'CP_ROTATIONS = {"allgather": "all-gather", "alltoall": "ring"}',
+             'CP_ROTATIONS = {"allgather": "ring", "alltoall": "all-gather"}', required=False),
+    Mutation("torchtitan-cp-ranks-left-out-of-the-world", "symbolic_cost/models/torchtitan.py",
+             "    others = replicate * cp * tp * pp", "    others = replicate * tp * pp", required=False),
     # the products and layers a recipe reaches (tests/test_fp8_layers.py, by hand)
     Mutation("expert-matrices-once", "symbolic_cost/models/recipes.py",
              "return sum((g.groups * g.k * g.n for r in blk", "return sum((g.k * g.n for r in blk", required=False),

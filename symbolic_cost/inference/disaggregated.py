@@ -105,7 +105,7 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
     ``transfer``: seconds to send a request's cache (``None``: ``kv_transfer_seconds``).  Every
     instance reserves a request's whole length (``Runtime.allocation="reserve"``); blocks on demand
     (``inference.paged``) are not modelled in the pools and are refused."""
-    if getattr(step, "extra_tokens", 0):              # a draft runs (even one whose proposals all fail)
+    if getattr(step, "extra_tokens", 0) or getattr(step, "tokens_per_step", 1) != 1:   # a draft runs (at alpha = 0 too)
         raise InputError("speculative decoding in disaggregated pools is not modelled (the decode instances' "
                          "steps would run the draft); serve it aggregated", "speculation")
     if runtime.allocation != "reserve":
