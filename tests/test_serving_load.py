@@ -287,3 +287,17 @@ def test_replicas_take_the_requests_in_turn():
     assert two.mean_ttft == pytest.approx(0.01) and two.request_throughput == pytest.approx(2 / 0.03)
     with pytest.raises(InputError, match="replicas must be a positive integer"):
         serve(Constant(0.01), 3, None, requests=2, replicas=0)
+
+
+def test_an_slo_on_the_inter_token_latency_alone_is_held_at_the_capacity():
+    """Without a bound on the time to first token a full batch keeps its inter-token latency however long
+    the queue grows, so no rate above the engine's capacity (its throughput with every request waiting)
+    is sustained: the search stops there, where it once doubled to thousands of times that rate."""
+    import math
+    from symbolic_cost.inference.load import StepModel, serve, sustained_rate
+    from symbolic_cost.inference.serving import Serving
+    from symbolic_cost.models.config import preset
+    step = StepModel(preset("gpt2"), Serving(l_in=128, l_out=16), "h100")
+    capacity = serve(step, 16, None, 40).request_throughput
+    rate, at = sustained_rate(step, 16, (math.inf, 1.0), 90, 40)
+    assert rate == capacity and at.p90_itl <= 1.0

@@ -526,12 +526,14 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     """The highest request rate (requests/s, Poisson) whose load test keeps the ``level``-th
     percentile (one of ``PERCENTILES``) of the time to first token and of the inter-token latency within ``slo``
     (seconds: ``(ttft, itl)``), and the test at that rate; ``(0, None)`` where even a lone
-    request misses it.  A rate that misses it is found first, doubling from the rate the engine
-    serves when every request arrives at once, then ``rounds`` halvings of the interval; the
-    seeded arrivals of a rate ``r`` are those of rate 1 scaled by ``1/r`` (``arrivals``), so the
-    tests along the way differ by the rate alone.  A finite run of ``requests`` requests above
-    the engine's capacity still ends: its queue, and its tail latency, grow with the run.
-    ``simulate``: the load test, called as ``serve`` is (``None``: ``serve``; a disaggregated
+    request misses it.  A rate that misses it is found first, doubling from the engine's capacity
+    (the rate it serves when every request arrives at once), then ``rounds`` halvings of the
+    interval; the seeded arrivals of a rate ``r`` are those of rate 1 scaled by ``1/r``
+    (``arrivals``), so the tests along the way differ by the rate alone.  A finite run of
+    ``requests`` requests above the capacity still ends: its queue, and its time to first token,
+    grow with the run.  Without a bound on the time to first token (an SLO on the inter-token
+    latency alone, which a full batch keeps however long the queue) no rate above the capacity is
+    sustained, however long the run, and the search stays below it.  ``simulate``: the load test, called as ``serve`` is (``None``: ``serve``; a disaggregated
     deployment passes ``disaggregated.serve_disaggregated`` with its pools)."""
     if level not in PERCENTILES:
         raise InputError(f"the SLO's percentile must be one of {', '.join(map(str, PERCENTILES))}, got {level!r}",
@@ -548,11 +550,16 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
         return 0.0, None
     low, best = 0.0, None
     high = simulate(step, output_tokens, None, requests, runtime, seed, slo).request_throughput
-    for _ in range(rounds):                  # a rate that misses the SLO, doubling from the saturated throughput
+    if math.isinf(limit_ttft):               # no bound on the queue: the engine's capacity bounds the rate
         load = simulate(step, output_tokens, high, requests, runtime, seed, slo)
-        if not meets(load):
-            break
-        low, best, high = high, load, 2 * high
+        if meets(load):
+            return high, load
+    else:
+        for _ in range(rounds):              # a rate that misses the SLO, doubling from the capacity
+            load = simulate(step, output_tokens, high, requests, runtime, seed, slo)
+            if not meets(load):
+                break
+            low, best, high = high, load, 2 * high
     for _ in range(rounds):
         middle = (low + high) / 2
         load = simulate(step, output_tokens, middle, requests, runtime, seed, slo)
