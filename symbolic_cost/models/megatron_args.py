@@ -34,9 +34,17 @@ that is ``floor(e/24) 64``)
                                             tokenizer with files (GPT2BPETokenizer, the default,
                                             HuggingFaceTokenizer, ...) needs ``vocab`` given
 ``--num-experts``, ``--moe-router-topk``    ``moe``: ``experts``, ``top_k``, ``expert_f``, ``shared_f``,
-(2), ``--moe-ffn-hidden-size`` (``f``),     ``every``; router ``topk_softmax`` (``softmax`` with
-``--moe-shared-expert-intermediate-size``,  ``--moe-router-pre-softmax``)
-``--moe-layer-freq`` (1)
+(2), ``--moe-ffn-hidden-size`` (``f``),     ``every`` (an integer), or ``first_dense`` and
+``--moe-shared-expert-intermediate-size``,  ``dense_layers`` (a list, ``([0]+[1]*26)``); router
+``--moe-layer-freq`` (1),                   ``topk_softmax`` (``softmax`` with ``--moe-router-pre-
+``--moe-router-score-function`` (softmax),  softmax``; ``sigmoid``, normalised over the k chosen);
+``--moe-router-topk-scaling-factor``        ``scale``
+``--multi-latent-attention``,               ``latent`` (``Latent(kv_rank, rope_dim, nope_dim, v_dim,
+``--q-lora-rank`` (none), ``--kv-lora-rank`` q_rank)``); needs ``--qk-layernorm`` (the latent
+(32), ``--qk-head-dim`` (128), ``--qk-pos-  norms)
+emb-head-dim`` (64), ``--v-head-dim`` (128)
+``--step-batch-size-schedule``              the global batch it ends at (noted); refused beside
+                                            ``--global-batch-size``, as Megatron-LM refuses it
 ``--micro-batch-size``, ``--seq-length``    ``b``, ``l``
 ``--tensor-model-parallel-size`` (1)        ``m1``; ``s1 = m1`` with ``--sequence-parallel``
                                             (Megatron turns it off at ``m1 = 1``)
