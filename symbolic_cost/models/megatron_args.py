@@ -40,9 +40,10 @@ that is ``floor(e/24) 64``)
 ``--moe-router-score-function`` (softmax),  softmax``; ``sigmoid``, normalised over the k chosen);
 ``--moe-router-topk-scaling-factor``        ``scale``
 ``--multi-latent-attention``,               ``latent`` (``Latent(kv_rank, rope_dim, nope_dim, v_dim,
-``--q-lora-rank`` (none), ``--kv-lora-rank`` q_rank)``); needs ``--qk-layernorm`` (the latent
-(32), ``--qk-head-dim`` (128), ``--qk-pos-  norms)
-emb-head-dim`` (64), ``--v-head-dim`` (128)
+``--q-lora-rank`` (none),                   q_rank)``); needs ``--qk-layernorm`` (the latent
+``--kv-lora-rank`` (32), ``--qk-head-dim``  norms)
+(128), ``--qk-pos-emb-head-dim`` (64),
+``--v-head-dim`` (128)
 ``--step-batch-size-schedule``              the global batch it ends at (noted); refused beside
                                             ``--global-batch-size``, as Megatron-LM refuses it
 ``--micro-batch-size``, ``--seq-length``    ``b``, ``l``
