@@ -390,6 +390,8 @@ MUTATIONS = (
     Mutation("cast-every-input", "symbolic_cost/models/recipes.py", "inputs = 0 if r.name in NORM_FUSED else",
              "inputs = 0 if False else", required=False),
     # torchao's float8 (tests/test_torchao_float8.py, against torchao's Float8Linear run on the CPU)
+    Mutation("torchao-converts-grouped-experts", "symbolic_cost/models/recipes.py",
+             "if recipe.dynamic and any(g.groups != 1 for g in forward):", "if False:", required=False),
     Mutation("torchao-cast-two-copies", "symbolic_cost/ops/quantise.py",
              "per_element = (2 if amax_pass else 1) * es + quantised",
              "per_element = (2 if amax_pass else 1) * es + 2 * quantised", required=False),

@@ -30,6 +30,7 @@ from pathlib import Path  # noqa: E402
 from symbolic_cost.checks import InputError  # noqa: E402
 from symbolic_cost.cli import main  # noqa: E402
 from symbolic_cost.models import Training, model_cost  # noqa: E402
+from symbolic_cost.models import config  # noqa: E402
 from symbolic_cost.models.config import preset  # noqa: E402
 
 TOKENS = 32                                     # b=2 sequences of l=16
@@ -134,3 +135,16 @@ def test_float8_gathers_cast_only_each_rank_s_shard(reshard, gathers):
     shard, x, dy = 768 * 3072 // 8, TOKENS * 768, TOKENS * 3072
     assert cast.mem_fwd == (x + shard) * 5
     assert cast.mem_bwd == (2 * dy + (shard if gathers == 2 else 0) + x) * 5
+
+
+def test_grouped_experts_stay_16_bit():
+    """torchao's ``Float8Linear`` replaces linear layers; torchtitan converts its ``GroupedExperts`` only with a
+    converter of their own (``Float8GroupedExpertsConverter``).  Transformer Engine's recipes run the grouped
+    experts in FP8 too."""
+    moe = config.load(str(Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json"))
+    for fp8, experts in (("torchao-rowwise", False), ("tensorwise", True)):
+        layer = {r.name: r for r in model_cost(moe, Training(b=1, l=64, precision="bf16", fp8=fp8)).stack[1][0]}
+        grouped = [r for r in layer.values() if any(g.groups != 1 for g in r.gemms)]
+        assert grouped and all(r.fp8 == experts for r in grouped), fp8
+        assert layer["qkv_proj"].fp8 and not any(name.startswith(r.name) and name.endswith("_cast") and not experts
+                                                for r in grouped for name in layer), fp8

@@ -173,11 +173,15 @@ def _low_precision_layer(blk, es, recipe, t):
     ``Cost.fp4``), each followed by its cast kernels (row ``<product>_cast``): under Transformer
     Engine's recipes ``ops.quantise``, backward casting every output gradient and forward the input
     of every product but the ``NORM_FUSED`` ones; under torchao's (``recipe.dynamic``) the 16-bit
-    input kept as it is and ``_dynamic_casts``."""
+    input kept as it is and ``_dynamic_casts``, the grouped experts left in 16-bit (torchtitan converts
+    them with a converter of their own, ``Float8GroupedExpertsConverter``, which the library does not
+    model)."""
     def rows(r):
         if not (is_linear(r) and r.name not in KEPT_16BIT):
             return (r,)
         forward = _forward(r)
+        if recipe.dynamic and any(g.groups != 1 for g in forward):
+            return (r,)          # torchao's Float8Linear converts linear layers: grouped experts stay 16-bit
         outputs = sum((g.count * g.m * g.n for g in forward), Integer(0))
         if recipe.dynamic:
             kept, cast = r.act_buffer, _dynamic_casts(forward, outputs, es, recipe, t, f"{r.name}_cast")

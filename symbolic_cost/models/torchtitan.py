@@ -235,12 +235,12 @@ def float8(job: Job, notes: list) -> dict:
                          f"{' and '.join(map(repr, TORCHAO_RECIPES))}; rowwise_with_gw_hp's weight gradients, "
                          f"16-bit products beside FP8 ones, are not modelled", "[float8] recipe_name")
     filtered = job.get("float8", "filter_fqns", ["output"], list)
-    if filtered not in (["output"], []):
-        raise InputError(f"[float8] filter_fqns {filtered}: the library keeps the output head in 16-bit and "
-                         f"converts every linear layer of the blocks; other filters are not modelled",
-                         "[float8] filter_fqns")
-    if filtered == []:
-        notes.append("[float8] filter_fqns [] converts the output head too; the library keeps it in 16-bit")
+    if not set(filtered) <= KEPT_BY_THE_LIBRARY:
+        raise InputError(f"[float8] filter_fqns {filtered}: the library keeps the output head and the MoE router "
+                         f"in 16-bit and converts every other linear layer of the blocks; other filters are not "
+                         f"modelled", "[float8] filter_fqns")
+    if "output" not in filtered:
+        notes.append(f"[float8] filter_fqns {filtered} converts the output head too; the library keeps it in 16-bit")
     if job.get("float8", "emulate", False, bool):
         raise InputError("[float8] emulate = true runs float8 in 16-bit arithmetic (for testing): its time is "
                          "not FP8's; remove it", "[float8] emulate")
@@ -257,6 +257,11 @@ def float8(job: Job, notes: list) -> dict:
 def compiled(job: Job) -> bool:
     """Whether the job runs under torch.compile (``[compile] enable``; ``[training] compile`` before it)."""
     return job.data.get("training", {}).get("compile") is True or job.data.get("compile", {}).get("enable") is True
+
+
+KEPT_BY_THE_LIBRARY = {"output", "router.gate"}
+"""Layers a float8 filter may leave out that the library keeps in 16-bit anyway: the head, and the
+MoE router (``models.recipes.KEPT_16BIT``)."""
 
 
 TORCHAO_RECIPES = {"tensorwise": "torchao-tensorwise", "rowwise": "torchao-rowwise"}
