@@ -54,8 +54,7 @@ def mtp_rows(b, l, e, vocab, layer: Block, m1=1, s1=1, *, norm="rms", es=2, es_m
     run = Run(es=es, es_mask=es_mask, conventions=conventions)
     at = Layout.of(dict(b=b, l=l, e=e, m1=m1, s1=s1), es, es_mask, conventions)
     lookup = embedding_block(b, l, e, vocab, m1, s1, embeddings=Embeddings(dropout=False, shared=True), run=run)
-    norms = [NORMS[norm](at.b, at.l / at.s, at.e, name=f"mtp_{side}", **at.kw) for side in ("enorm", "hnorm")]
-    project = linear(at.b, at.l, 2 * at.e, at.e / at.m1, bias=False, name="mtp_eh_proj", **at.kw)
+    *norms, project = module_inputs(at, norm)
     width = at.b * at.l * at.e
     project = at.attach(project, at.collective("allgather", 2 * width, at.s, "fwd")
                         + at.collective("reducescatter", 2 * width, at.m1, "bwd")
@@ -65,3 +64,12 @@ def mtp_rows(b, l, e, vocab, layer: Block, m1=1, s1=1, *, norm="rms", es=2, es_m
                       run=run)
     start, end = ([replace(r, name=f"mtp_{r.name}") for r in blk.rows] for blk in (lookup, head))
     return (*start, *norms, project, *layer.rows, *end)
+
+
+def module_inputs(at: Layout, norm: str = "rms") -> tuple:
+    """The rows a module runs before its layer: ``mtp_enorm`` and ``mtp_hnorm`` (``e`` each, over
+    the sequence shard) and ``mtp_eh_proj`` (``2e -> e/m1``, no bias), without the collectives
+    tensor parallelism adds around the projection (``mtp_rows`` attaches them; serving's MTP draft,
+    ``inference.drafts``, leaves them out)."""
+    norms = [NORMS[norm](at.b, at.l / at.s, at.e, name=f"mtp_{side}", **at.kw) for side in ("enorm", "hnorm")]
+    return (*norms, linear(at.b, at.l, 2 * at.e, at.e / at.m1, bias=False, name="mtp_eh_proj", **at.kw))

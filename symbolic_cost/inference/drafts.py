@@ -29,14 +29,14 @@ from dataclasses import dataclass, replace
 from sympy import Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
+from symbolic_cost.blocks.layout import Layout
+from symbolic_cost.blocks.mtp import module_inputs
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import Phase, decode, prefill
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.ops import linear
-from symbolic_cost.ops.norm import NORMS
 
 
 @dataclass(frozen=True)
@@ -111,10 +111,7 @@ def _with_module(draft: MtpDraft, phase: Phase, conventions) -> Phase:
     """``phase`` of the module's one-layer model with the module's own rows before its layer: the
     two norms and ``eh_proj`` over the phase's tokens."""
     model, s = draft.model, phase.serving
-    conventions = conv.get(conventions)
-    b, l, e = s.b, phase.tokens, model.e
-    kw = dict(es=s.es, conventions=conventions)
-    rows = (*(NORMS[model.norm](b, l, e, name=f"mtp_{side}", **kw) for side in ("enorm", "hnorm")),
-            linear(b, l, 2 * e, e / s.m1, bias=False, name="mtp_eh_proj", **kw))
+    at = Layout.of(dict(b=s.b, l=phase.tokens, e=model.e, m1=s.m1, s1=1), s.es, 1, conv.get(conventions))
+    rows = module_inputs(at, model.norm)
     (layer, count), = phase.stack[1:-1]
     return replace(phase, stack=(phase.stack[0], (replace(layer, rows=rows + layer.rows), count), phase.stack[-1]))
