@@ -55,7 +55,8 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
          "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py",
          "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
-         "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py")
+         "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py",
+         "tests/test_recompute_modules.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -227,7 +228,8 @@ MUTATIONS = (
     Mutation("full-recompute-collectives", TOTALS, "again = redone if", "again = 0 if"),
     Mutation("zero3-allgathers", ZERO, 'within("allgather", weight_bytes, "fwd", micro_batches)',
              'within("allgather", weight_bytes, "fwd", 1)'),
-    Mutation("selective-keeps-qkv", MEMORY, "return kept + core_input_bytes(layer) if", "return kept if"),
+    Mutation("selective-keeps-qkv", "symbolic_cost/models/recompute_modules.py",
+             "core_input_bytes(layer) if tagged.rebuilt else Integer(0)", "Integer(0)"),
     Mutation("zero3-backward-allgathers", ZERO, 'within("allgather", weight_bytes, "bwd", micro_batches)',
              'within("allgather", weight_bytes, "bwd", 1)', required=False),
     Mutation("interleaved-in-flight", PIPELINE, "(self.v - 1) * p + 1, n * self.v)",
@@ -253,8 +255,8 @@ MUTATIONS = (
              required=False),
     Mutation("block-redone-layers", MEMORY, "return redone * tokens_bytes + (layers - redone)",
              "return training.recompute_layers * tokens_bytes + (layers - training.recompute_layers)", required=False),
-    Mutation("recompute-flops-rank-by-rank", TOTALS, "[recompute_flops(blk, t.recompute) for blk, _ in layers]",
-             "[0 * recompute_flops(blk, t.recompute) for blk, _ in layers]", required=False),
+    Mutation("recompute-flops-rank-by-rank", TOTALS, "[recompute_flops(blk, t.recomputation) for blk, _ in layers]",
+             "[0 * recompute_flops(blk, t.recomputation) for blk, _ in layers]", required=False),
     Mutation("sends-per-chunk", TOTALS, "p, n * t.virtual_stages,", "p, n,", required=False),
     Mutation("sequence-parallel-input-shard", "symbolic_cost/blocks/layout.py",
              "cost.plus(act_buffer=-cost.act_buffer * (1 - 1 / self.s))", "cost", required=False),
@@ -466,6 +468,23 @@ MUTATIONS = (
              'o.integer("fp8-amax-history-len", 1)', 'o.integer("fp8-amax-history-len", 1024)', required=False),
     Mutation("amax-history-ignored", "symbolic_cost/models/recipes.py", "fp8.scale_bytes(t.fp8_amax_history)",
              "fp8.scale_bytes()", required=False),
+    # Megatron-LM's recomputed modules (tests/test_recompute_modules.py, counted by hand): the rotary key
+    # kept by the up-projections' checkpoint, the whole-MoE checkpoint's kept input, a norm redone
+    # without its gather, the dense MLP's fused norm, the experts' activation rebuilding fc2's input
+    Mutation("mla-up-proj-drops-rotary-key", "symbolic_cost/models/recompute_modules.py",
+             "kept = latents + rotary_key_bytes(layer) - kernel.act_in", "kept = latents - kernel.act_in",
+             required=False),
+    Mutation("moe-checkpoint-keeps-nothing", "symbolic_cost/models/recompute_modules.py",
+             'Integer(0) if "layernorm" in units else layer["router"].act_in', "Integer(0)", required=False),
+    Mutation("layernorm-regathers", "symbolic_cost/models/recompute_modules.py",
+             "Selection(norms, _at(layer, consumers), quiet=norms)", "Selection(norms, _at(layer, consumers))",
+             required=False),
+    Mutation("mlp-without-its-norm", "symbolic_cost/models/recompute_modules.py",
+             'rows = _at(layer, MLP_ROWS) | _norm(layer, "_norm_2")', "rows = _at(layer, MLP_ROWS)",
+             required=False),
+    Mutation("moe-act-keeps-fc2-input", "symbolic_cost/models/recompute_modules.py",
+             'return Selection(_at(layer, ("expert_act",)), _at(layer, ("expert_fc2",)))',
+             'return Selection(_at(layer, ("expert_act",)), frozenset())', required=False),
     # the flash kernel's log-sum-exp is fp32 whatever the element size (tests/test_op_recompute.py, bf16)
     Mutation("flash-lse-at-element-size", "symbolic_cost/ops/attention.py", "b * h * l * LSE_BYTES,",
              "b * h * l * es,", required=False),

@@ -176,8 +176,8 @@ def test_a_rows_recipe_decides_what_the_summary_leaves_unprinted():
     """The DeepSeek-V3 row on 256 B200 at MXFP8 has the layout of
     ``deepseek_v3_pretrain_256gpu_b200_fp8mx_config`` (perf_recipes/deepseek/b200/deepseek_v3.py:124-155
     at Megatron-Bridge 067f987df: micro-batch 1, and ``comm_overlap.overlap_moe_expert_parallel_comm = True``),
-    and its recomputed modules are noted from it; the GB300 row prints micro-batch 2 where its recipe now
-    has 1 (perf_recipes/deepseek/gb300/deepseek_v3.py:146), so nothing is read from that recipe.  Both
+    and its recomputed modules are modelled (the workload's: ``tests/test_bridge_workloads.py``); the GB300 row
+    prints micro-batch 2 where its recipe now has 1 (perf_recipes/deepseek/gb300/deepseek_v3.py:146), so nothing is read from that recipe.  Both
     rows' all-to-all overlap is the workload's that ran them, which agrees here
     (``tests/test_bridge_workloads.py``)."""
     rows = {r["id"]: r for r in measured.rows()}
@@ -186,7 +186,7 @@ def test_a_rows_recipe_decides_what_the_summary_leaves_unprinted():
     notes: list = []
     assert measured.bridge_recipe(rows[b200], notes)["function"] == "deepseek_v3_pretrain_256gpu_b200_fp8mx_config"
     assert CASES[b200].training.overlap.expert is True
-    assert any("mla_up_proj" in n and "not modelled" in n for n in notes)      # its recompute_modules
+    assert not any("recompute" in n for n in notes)     # its modules are modelled: the workload's are taken
     notes = []
     assert measured.bridge_recipe(rows[gb300], notes) is None and "another layout" in notes[0]
     assert CASES[gb300].training.overlap.expert is False

@@ -32,3 +32,22 @@ def test_every_moe_row_in_scope_finds_the_workload_that_ran_it():
            and r["model"]["name"] in measured.BRIDGE_WORKLOAD_MODELS]
     assert len(moe) == 19
     assert [r["id"] for r in moe if measured.bridge_workload(r) is None] == []
+
+
+RECOMPUTED = {
+    # deepseek_workload_base_configs.py:203-214 (B200_FP8_MX_V2: recompute_modules=["mla_up_proj", "mlp"])
+    "mbridge-26.04.01-pre-training-DeepSeekV3-DGX-B200-MXFP8-256-gbs4096-primary": ("mla_up_proj", "mlp"),
+    # gpt_oss_workload_base_configs.py:79-83 (H100_BF16_V1: ["layernorm", "moe_act"]) and 124 (V2 replaces it)
+    "mbridge-26.04.01-pre-training-GPTOSS120B-DGX-H100-BF16-64-gbs1280-primary": ("layernorm", "moe_act"),
+    # gpt_oss_workload_base_configs.py:45-51 (GB300_BF16_V1: CUDA graphs, no recompute_modules) and 96-99
+    "mbridge-26.04.01-pre-training-GPTOSS120B-DGX-GB300-BF16-64-gbs1280-primary": (),
+}
+
+
+@pytest.mark.parametrize("row_id, modules", RECOMPUTED.items(), ids=[r.split("training-")[1][:30] for r in RECOMPUTED])
+def test_a_rows_recomputed_modules_are_its_workloads(row_id, modules):
+    """``utils/overrides.py:148-150`` (``_set_recompute_overrides``): a workload's modules make the
+    granularity selective."""
+    case = next(c for c in measured.cases() if c.id == row_id)
+    assert case.training.recompute_modules == modules
+    assert case.training.recompute == ("selective" if modules else "none")

@@ -47,7 +47,7 @@ def latent_cache_elements(latent: Latent) -> Expr:
     return exact(latent.kv_rank, "kv_rank") + exact(latent.rope_dim, "rope_dim")
 
 
-__all__ = ["Latent", "latent_attention", "latent_cache_elements", "core_input_bytes"]
+__all__ = ["Latent", "latent_attention", "latent_cache_elements", "core_input_bytes", "rotary_key_bytes"]
 
 CAUSAL = Scores(causal=True)
 """The scores of ``latent_attention`` by default: causal (DeepSeek's)."""
@@ -130,5 +130,10 @@ def core_input_bytes(layer: Block) -> Expr:
     if "qkv_proj" in layer.names:
         return layer["qkv_proj"].act_out
     query = layer["q_b_proj" if "q_b_proj" in layer.names else "q_proj"].act_out
-    shared_key = layer["rotary"].act_in / (layer.dims["h"] / layer.dims["m1"] + 1)
-    return query + layer["kv_b_proj"].act_out + shared_key
+    return query + layer["kv_b_proj"].act_out + rotary_key_bytes(layer)
+
+
+def rotary_key_bytes(layer: Block) -> Expr:
+    """Bytes of the rotary key ``k_r`` of a latent-attention layer, ``(b, l, d_r)``: one of the
+    ``h/m1 + 1`` heads the ``rotary`` row reads (the key is shared by every query head)."""
+    return layer["rotary"].act_in / (layer.dims["h"] / layer.dims["m1"] + 1)

@@ -41,7 +41,7 @@ COMMANDS = ("summary", "sweep")
 OPTIONS = frozenset((
     "--set", "--tensor", "--panel", "--grid-order", "--units", "--overheads", "--ideal", "--step-time", "--json",
     "--preset", "--precision", "--zero", "--shard", "--reshard-after-forward", "--distributed-optimizer",
-    "--recompute", "--recompute-method", "--recompute-layers", "--schedule", "--virtual-stages",
+    "--recompute", "--recompute-modules", "--recompute-method", "--recompute-layers", "--schedule", "--virtual-stages",
     "--first-stage-layers", "--last-stage-layers", "--embedding-in-split", "--loss-in-split", "--pipeline-layout",
     "--pipeline-model-parallel-layout", "--allow-long", "--cp-variant", "--overlap", "--flash", "--optimizer",
     "--no-master-weights", "--fp8", "--fp8-amax-history", "--fp8-16bit-layers", "--offload", "--lora-rank",

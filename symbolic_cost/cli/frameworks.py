@@ -33,8 +33,8 @@ from symbolic_cost.files import input_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import architecture, assignments
 
-FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-method", "--recompute-layers",
-                "--schedule", "--virtual-stages", "--first-stage-layers", "--last-stage-layers", "--embedding-in-split",
+FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-modules", "--recompute-method",
+                "--recompute-layers", "--schedule", "--virtual-stages", "--first-stage-layers", "--last-stage-layers", "--embedding-in-split",
                 "--loss-in-split", "--pipeline-layout", "--overlap", "--fp8", "--fp8-amax-history",
                 "--fp8-16bit-layers", "--flash", "--capacity-factor", "--cp-variant")
 """Options whose choice the Megatron arguments make (refused beside ``--megatron-args`` when set away
@@ -94,7 +94,7 @@ def _given(args, flags: tuple) -> str | None:
     notes that (``options.Given``, ``GivenSwitch``: ``--no-flash`` beside a file that turns flash on)."""
     plain = options.PLAIN
     defaults = dict(precision=plain.precision, distributed_optimizer=plain.distributed_optimizer,
-                    recompute=plain.recompute, recompute_method=plain.recompute_method,
+                    recompute=plain.recompute, recompute_modules=[], recompute_method=plain.recompute_method,
                     recompute_layers=plain.recompute_layers, schedule=plain.schedule,
                     virtual_stages=plain.virtual_stages, first_stage_layers=None, last_stage_layers=None,
                     embedding_in_split=False, loss_in_split=False, pipeline_layout=None,

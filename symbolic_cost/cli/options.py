@@ -16,7 +16,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.cli.parser import MAX_INTEGER, Parser, UsageError, integer, text  # noqa: F401  (options.*)
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
-from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, Training
+from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, RECOMPUTE_MODULES, Training
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
 from symbolic_cost.parallel.grid import KINDS as TENSOR_LAYOUTS
 from symbolic_cost.parallel.pipeline import SCHEDULES
@@ -180,6 +180,9 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
         option(group, "--recompute", choices=RECOMPUTE, default=PLAIN.recompute,
                help="activation recomputation: selective (the attention core), activation (every activation "
                     "function: the MLP's, the experts' as Megatron-LM's moe_act), full (whole layers)")
+        option(group, "--recompute-modules", nargs="+", metavar="MODULE", default=list(PLAIN.recompute_modules),
+               help="with --recompute selective: Megatron-LM's modules to recompute, any of "
+                    f"{', '.join(RECOMPUTE_MODULES)} (default core_attn)")
         option(group, "--recompute-method", choices=RECOMPUTE_METHODS, default=PLAIN.recompute_method,
                help="full recomputation: checkpoint every group of N layers, or the first N of each model chunk")
         option(group, "--recompute-layers", type=int, default=PLAIN.recompute_layers,
@@ -233,6 +236,8 @@ def training_policy(args) -> dict:
         chosen = set(args.overlap)
         policy["overlap"] = Overlap(grad_reduce="grad" in chosen, param_gather="param" in chosen,
                                     tensor="tensor" in chosen, expert="expert" in chosen)
+    if getattr(args, "recompute_modules", None):
+        policy["recompute_modules"] = tuple(args.recompute_modules)
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
              "loss_in_split", "pipeline_layout", "flash", "capacity_factor",

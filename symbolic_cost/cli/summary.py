@@ -102,7 +102,7 @@ def whole_model(args):
 
 LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "ep", "etp", "precision", "fp8", "fp8_gather",
           "zero", "shard", "reshard_after_forward", "distributed_optimizer", "offload", "optimizer", "recompute",
-          "recompute_method", "recompute_layers", "schedule", "virtual_stages", "first_stage_layers",
+          "recompute_modules", "recompute_method", "recompute_layers", "schedule", "virtual_stages", "first_stage_layers",
           "last_stage_layers", "pipeline_layout", "overlap", "flash")
 """The training fields ``summary --json`` reports as decoded (``layout``): what a framework file or
 the options set, so that a script reading a file sees what the reader made of it."""
@@ -110,11 +110,13 @@ the options set, so that a script reading a file sees what the reader made of it
 
 def decoded_layout(training: Training) -> dict:
     """``LAYOUT``'s fields of ``training``: numbers as numbers, the overlap as the names of what it
-    hides (``--overlap``'s words), the rest as they are named."""
+    hides (``--overlap``'s words), the recomputed modules as a list, the rest as they are named."""
     def shown(name, value):
         if name == "overlap":
             return [word for word, on in (("grad", value.grad_reduce), ("param", value.param_gather),
                                           ("tensor", value.tensor), ("expert", value.expert)) if on]
+        if name == "recompute_modules":
+            return list(value)
         return number(value) if not isinstance(value, (str, bool, type(None))) else value
     return {name: shown(name, getattr(training, name)) for name in LAYOUT}
 
@@ -262,7 +264,8 @@ def run(args) -> int:
     sharding = (f" shard={t.shard}" if t.shard is not None else "") + \
         ("" if t.reshard_after_forward else " reshard_after_forward=False")
     print(f"{out['model']}: b={t.b} l={t.l}{decoder} {tensor} d={t.d} p={t.p} micro-batches="
-          f"{t.micro_batches} {t.precision} zero={t.zero}{sharding} recompute={t.recompute} schedule={t.schedule} "
+          f"{t.micro_batches} {t.precision} zero={t.zero}{sharding} recompute={t.recompute}"
+          f"{'(' + ','.join(t.recompute_modules) + ')' if t.recompute_modules else ''} schedule={t.schedule} "
           f"flash={t.flash}")
     mtp = (f" ({out['mtp_parameters']:,} of them in the multi-token-prediction modules; --no-mtp leaves them "
            f"out)" if "mtp_parameters" in out else "")

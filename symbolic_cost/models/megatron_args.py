@@ -77,6 +77,8 @@ world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-
 ``--recompute-granularity``,                ``recompute`` (selective, full; ``--recompute-activations``
 ``--recompute-method``,                     is selective), ``recompute_method`` (uniform, block),
 ``--recompute-num-layers`` (1)              ``recompute_layers``
+``--recompute-modules`` (core_attn),        ``recompute_modules`` (``models.recompute_modules``);
+``--moe-layer-recompute``                   the latter adds ``moe`` (selective), as Megatron-Core
 ``--checkpoint-activations``,               the same before 2022: full, uniform chunks of
 ``--checkpoint-num-layers`` (1);            ``--checkpoint-num-layers`` layers; from August 2021
 ``--activations-checkpoint-method``,        the method and its layers under these names
@@ -177,7 +179,7 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
               S.etp: o.integer("expert-tensor-parallel-size", tp)}
     if arch.moe is None and values[S.ep] != 1:
         raise InputError("--expert-model-parallel-size needs --num-experts", "--expert-model-parallel-size")
-    policy = _policy(o, arch, pp, sequence)
+    policy = _policy(o, arch, pp, sequence, notes)
     if cp > 1:
         policy["cp_variant"] = _cp_variant(o)
     return Setup(arch, values, policy, notes)
@@ -378,7 +380,7 @@ def _split(o: Options, policy: dict) -> None:
             policy[key] = True
 
 
-def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
+def _policy(o: Options, arch: Architecture, pp: int, sequence: bool, notes: list) -> dict:
     policy = dict(precision="bf16" if o.flag("bf16") else "fp16" if o.flag("fp16") else "fp32",
                   distributed_optimizer=o.flag("use-distributed-optimizer"),
                   optimizer=o.choice("optimizer", "adam", ("adam", "sgd")))     # Megatron's adam is AdamW's
@@ -394,10 +396,10 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
     if granularity not in ("none", "selective", "full"):
         raise InputError(f"--recompute-granularity {granularity}: the library reads selective and full",
                          "--recompute-granularity")
-    if o.text("recompute-modules", "core_attn") != "core_attn" or len(o.options.get("recompute-modules", [])) > 1:
-        raise InputError("--recompute-modules: the library reads core_attn (selective recomputation) only",
-                         "--recompute-modules")
+    granularity, modules = _modules(o, granularity, notes)
     policy["recompute"] = granularity
+    if modules:
+        policy["recompute_modules"] = modules
     if granularity == "full":
         policy["recompute_method"] = o.choice("recompute-method", "uniform", ("uniform", "block"))
         policy["recompute_layers"] = o.integer("recompute-num-layers", 1)
@@ -406,6 +408,26 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool) -> dict:
             if option in o.options:
                 raise InputError(f"--{option} applies to --recompute-granularity full", f"--{option}")
     return _stages(o, policy, arch, pp, sequence)
+
+
+def _modules(o: Options, granularity: str, notes: list) -> tuple[str, tuple]:
+    """The granularity and ``--recompute-modules`` (``Recompute.modules``), with the deprecated
+    ``--moe-layer-recompute``, which Megatron-Core turns into selective recomputation of ``moe``
+    added to the modules (refused beside full granularity, as Megatron-Core refuses it).  Modules
+    without selective granularity are ignored by Megatron-LM, and said so in ``notes``."""
+    modules = list(o.options.get("recompute-modules", []))
+    if "recompute-modules" in o.options and not modules:
+        raise InputError("--recompute-modules takes the modules' names", "--recompute-modules")
+    if o.flag("moe-layer-recompute"):
+        if granularity == "full":
+            raise InputError("--moe-layer-recompute with --recompute-granularity full (Megatron-Core refuses them)",
+                             "--moe-layer-recompute")
+        granularity, modules = "selective", (modules or ["core_attn"]) + (["moe"] if "moe" not in modules else [])
+    if modules and granularity != "selective":
+        notes.append(f"--recompute-modules {' '.join(modules)}: Megatron-LM recomputes them only under "
+                     f"--recompute-granularity selective; ignored, as it does")
+        return granularity, ()
+    return granularity, tuple(modules)
 
 
 def _checkpointed(o: Options, policy: dict, arch: Architecture, pp: int, sequence: bool) -> dict:

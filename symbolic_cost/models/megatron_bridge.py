@@ -203,7 +203,7 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
     sequence = c.get("model", "sequence_parallel", False, bool) and tp > 1
     values = {S.b: micro, S.l: seq, S.m1: tp, S.s1: tp if sequence else 1, S.d: d, S.p: pp,
               S.n_micro: batch // (micro * d), S.cp: cp, **experts(c, arch, etp_default)}
-    policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c), **sharding(c))
+    policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c, notes), **sharding(c))
     policy["overlap"] = overlap(c, policy["distributed_optimizer"] or policy.get("zero", 0) > 0, sequence, notes)
     if cp > 1:
         kind = c.get("model", "cp_comm_type", "p2p", str)
@@ -333,16 +333,23 @@ def pipeline(c: Container, layers: int, pp: int) -> dict:
     return policy
 
 
-def recompute(c: Container) -> dict:
-    """``recompute`` of ``model.recompute_granularity`` (null: none)."""
+def recompute(c: Container, notes: list | None = None) -> dict:
+    """``recompute`` of ``model.recompute_granularity`` (null: none) and, when selective,
+    ``model.recompute_modules`` (``recompute_modules``; null: Megatron-Core's ``core_attn``).
+    Modules beside another granularity are ignored by Megatron-Core, and said so in ``notes``."""
     granularity = c.get("model", "recompute_granularity", "none", str)
     if granularity not in ("none", "selective", "full"):
         raise InputError(f"model.recompute_granularity {granularity!r}: the reader reads selective and full",
                          "model.recompute_granularity")
-    modules = c.section("model").get("recompute_modules") or ["core_attn"]
-    if granularity == "selective" and list(modules) != ["core_attn"]:
-        raise InputError(f"model.recompute_modules {modules}: the library reads core_attn (selective recomputation) "
-                         f"only", "model.recompute_modules")
+    modules = c.section("model").get("recompute_modules") or []
+    if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) for m in modules):
+        raise InputError(f"model.recompute_modules must be a list of module names, got {modules!r}",
+                         "model.recompute_modules")
+    if granularity == "selective":
+        return dict(recompute="selective", recompute_modules=tuple(modules))
+    if modules and notes is not None:
+        notes.append(f"model.recompute_modules {', '.join(modules)} with recompute_granularity {granularity}: "
+                     f"Megatron-Core recomputes them only under selective granularity; ignored, as it does")
     if granularity != "full":
         return dict(recompute=granularity)
     method = c.get("model", "recompute_method", "uniform", str)

@@ -68,7 +68,7 @@ READ = {
     "virtual-pipeline-model-parallel-size", "context-parallel-size", "expert-model-parallel-size",
     "expert-tensor-parallel-size", "moe-expert-capacity-factor", "bf16", "fp16", "fp8-format", "fp8-recipe",
     "fp8-param-gather", "fp4-format", "fp4-recipe", "use-distributed-optimizer", "recompute-granularity", "recompute-method",
-    "recompute-num-layers", "recompute-activations", "recompute-modules", "overlap-grad-reduce",
+    "recompute-num-layers", "recompute-activations", "recompute-modules", "moe-layer-recompute", "overlap-grad-reduce",
     "overlap-param-gather", "tp-comm-overlap", "attention-backend", "use-flash-attn", "tokenizer-type",
     "make-vocab-size-divisible-by", "fp8-amax-history-len", "cp-comm-type",
     "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16",

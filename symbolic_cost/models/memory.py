@@ -37,59 +37,76 @@ rebuilding its second product's input.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sympy import Expr, Integer
 
 from symbolic_cost.blocks import Block
-from symbolic_cost.blocks.latent_attention import core_input_bytes
 from symbolic_cost.cost import Cost, exact
 from symbolic_cost.models import op_recompute
+from symbolic_cost.models.recompute_modules import selection
+from symbolic_cost.models.training_values import Recompute
 
 
-def recomputed_rows(layer: Block, recompute: str) -> list[str]:
-    """Names of the rows whose forward runs again in backward, in a recomputed layer: all of
-    them (``full``), or those whose ``Cost.recompute`` is ``recompute`` (``op``: the rows it
-    redoes whole, ``op_recompute.whole_rows``)."""
-    if recompute == "full":
+def policy(recompute) -> Recompute:
+    """A recomputation as its value: a ``Recompute``, or a mode's name (selective: ``core_attn``)."""
+    return recompute if isinstance(recompute, Recompute) else Recompute(recompute)
+
+
+def recomputed_rows(layer: Block, recompute) -> list[str]:
+    """Names of the rows whose forward runs again in backward, collectives and all, in a
+    recomputed layer: all of them (``full``), those ``op`` redoes whole
+    (``op_recompute.whole_rows``), or those the policy's units redo
+    (``models.recompute_modules``; not a ``quiet`` one).  ``recompute``: a ``Recompute`` or a mode."""
+    recompute = policy(recompute)
+    if recompute.mode == "full":
         return layer.names
-    if recompute == "op":
+    if recompute.mode == "op":
         return op_recompute.whole_rows(layer)
-    return [row.name for row in layer if row.recompute == recompute]
+    chosen = selection(layer, recompute.units)
+    return [name for i, name in enumerate(layer.names) if i in chosen.redone - chosen.quiet]
 
 
-def kept_bytes(layer: Block, recompute: str, tokens_bytes) -> Expr:
+def kept_bytes(layer: Block, recompute, tokens_bytes) -> Expr:
     """Activation bytes one layer keeps for backward under a recomputation policy
     (``full``: the layer's input, ``tokens_bytes``, as one group of one layer)."""
-    if recompute == "full":
+    recompute = policy(recompute)
+    if recompute.mode == "full":
         return tokens_bytes                                    # only the layer's input
-    if recompute == "op":
+    if recompute.mode == "op":
         return op_recompute.kept_bytes(layer, tokens_bytes)
-    rebuilt = [row.act_buffer for row in layer if row.rebuilt == recompute]
-    kept = layer.total("act_buffer") - sum(rebuilt, Integer(0))
+    chosen = selection(layer, recompute.units)
+    rebuilt = [row.act_buffer for i, row in enumerate(layer) if i in chosen.rebuilt]
     # selective: keep Q, K, V to redo the core; activation: fc2's input is rebuilt from the
     # activation's input, and a dropout between them draws its mask again from the saved
     # random state (torch.utils.checkpoint), so it keeps none
-    return kept + core_input_bytes(layer) if recompute == "selective" and rebuilt else kept
+    return layer.total("act_buffer") - sum(rebuilt, Integer(0)) + chosen.kept
 
 
 def stage_kept_bytes(layer: Block, training, layers, tokens_bytes, redone) -> Expr:
     """Bytes the ``layers`` layers of one stage keep for one micro-batch (see the table),
     ``redone`` of them recomputed under the block method."""
     if training.recompute != "full":
-        return layers * kept_bytes(layer, training.recompute, tokens_bytes)
+        return layers * kept_bytes(layer, training.recomputation, tokens_bytes)
     group = training.recompute_layers
     if training.recompute_method == "uniform":
         return exact(layers, "layers") / exact(group, "recompute_layers") * tokens_bytes    # a rank's count: ints
     return redone * tokens_bytes + (layers - redone) * kept_bytes(layer, "none", tokens_bytes)
 
 
-def recomputed_costs(layer: Block, recompute: str) -> list[Cost]:
+def recomputed_costs(layer: Block, recompute) -> list[Cost]:
     """The forward work a recomputed layer redoes in backward, as Costs: its recomputed rows,
     or under ``op`` the element-wise rows and the unsaved products (``op_recompute.redone``)."""
-    if recompute == "op":
+    recompute = policy(recompute)
+    if recompute.mode == "op":
         return op_recompute.redone(layer)
-    return [layer[r] for r in recomputed_rows(layer, recompute)]
+    if recompute.mode == "full":
+        return list(layer)
+    chosen = selection(layer, recompute.units)
+    return [replace(row, collectives=()) if i in chosen.quiet else row
+            for i, row in enumerate(layer) if i in chosen.redone]
 
 
-def recompute_flops(layer: Block, recompute: str) -> Expr:
+def recompute_flops(layer: Block, recompute) -> Expr:
     """FLOPs one recomputed layer redoes in backward."""
     return sum((c.flops_fwd for c in recomputed_costs(layer, recompute)), Integer(0))

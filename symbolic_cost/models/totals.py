@@ -34,6 +34,7 @@ from symbolic_cost.models.experts import (active_parameters, block_dimension, de
 from symbolic_cost.models.memory import recompute_flops, recomputed_rows
 from symbolic_cost.models.placement import SPLIT, placement, rank_layers
 from symbolic_cost.models.ranks import boundary_elements, busiest_activation_bytes, cost_placement, tied_copy
+from symbolic_cost.models.recompute_modules import check_modules
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, check_model, element_bytes
@@ -145,6 +146,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     parameters = _whole(whole, "weights")
     place = placement(arch, t, stack, p)
     layers = stack[1:-1]
+    check_modules([blk for blk, _ in layers], t.recompute_modules, t.flash, arch.name)
     schedule = check_schedule(t, depth, p, n)
     # DualPipe: a rank holds two stages, state and all, and runs n/2 micro-batches through each
     held, share = (place.paired, Rational(1, 2)) if schedule.name == "dualpipe" else (place.busiest, 1)
@@ -163,7 +165,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         parameters=parameters, parameters_per_device=per_device,
         flops_fwd=n * stage("flops_fwd"), flops_bwd=n * stage("flops_bwd"),
         flops_recompute=n * place.busiest_redoing(0, 0, [0] * len(layers),
-                                                  [recompute_flops(blk, t.recompute) for blk, _ in layers]),
+                                                  [recompute_flops(blk, t.recomputation) for blk, _ in layers]),
         model_flops_fwd=model("flops_fwd"), model_flops_bwd=model("flops_bwd"),
         flops_wgrad=n * stage("flops_wgrad"), flops_agrad=n * stage("flops_agrad"),
         model_flops_wgrad=model("flops_wgrad"), model_flops_agrad=model("flops_agrad"),
@@ -217,7 +219,7 @@ def _block_collectives(stack, place, t: Training, n) -> tuple:
         end = i in (0, last)                  # the embedding and the head run once per micro-batch
         times = count if end else place.most(i - 1)
         redone = 0 if end else place.most_redone(i - 1)        # which layers redo (models.placement), which rows
-        again_rows = () if end else recomputed_rows(blk, t.recompute)
+        again_rows = () if end else recomputed_rows(blk, t.recomputation)
         for row in blk:
             for c in row.collectives:
                 again = redone if c.pass_ == "fwd" and row.name in again_rows else 0   # its forward runs again

@@ -20,14 +20,14 @@ from symbolic_cost.models.lora import check_low_precision_base
 from symbolic_cost.models.optimizers import bytes_per_parameter
 from symbolic_cost.models.recipes import sixteen_bit
 from symbolic_cost.models.training_values import (MEGATRON_OVERLAP, PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS,
-                                                  Batch, Degrees, Execution, Overlap, Pipeline, Precision, Recompute,
-                                                  Sharding, Trainable)
+                                                  RECOMPUTE_MODULES, Batch, Degrees, Execution, Overlap, Pipeline,
+                                                  Precision, Recompute, Sharding, Trainable)
 from symbolic_cost.blocks.context import Context
 from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "FLAT"]
+__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT"]
 
 FLAT = {
     "b": ("batch", "b"), "l": ("batch", "l"), "l_dec": ("batch", "l_dec"),
@@ -38,7 +38,7 @@ FLAT = {
     "last_stage_layers": ("pipeline", "last_stage_layers"), "embedding_in_split": ("pipeline", "embedding_in_split"),
     "loss_in_split": ("pipeline", "loss_in_split"), "pipeline_layout": ("pipeline", "layout"),
     "recompute": ("recomputation", "mode"), "recompute_method": ("recomputation", "method"),
-    "recompute_layers": ("recomputation", "layers"),
+    "recompute_layers": ("recomputation", "layers"), "recompute_modules": ("recomputation", "modules"),
     "zero": ("sharding", "zero"), "distributed_optimizer": ("sharding", "distributed_optimizer"),
     "shard": ("sharding", "shard"), "reshard_after_forward": ("sharding", "reshard_after_forward"),
     "offload": ("sharding", "offload"),

@@ -2,7 +2,8 @@
 
 - ``Pipeline``: the pipeline degree ``p``, its schedule and virtual stages, and how layers are split
   over the stages (first/last stage sizes, the embedding or loss as a slot, a layout)
-- ``Recompute``: activation recomputation: the mode, and for ``"full"`` the method and group size
+- ``Recompute``: activation recomputation: the mode, for ``"selective"`` Megatron-LM's modules, and for
+  ``"full"`` the method and group size
 - ``Sharding``: ZeRO/FSDP: the stage, Megatron's distributed optimizer, the HSDP shard group,
   resharding after forward, offload to the host
 - ``Precision``: the element type, the master weights, a low-precision recipe (FP8, MXFP8, NVFP4)
@@ -44,11 +45,16 @@ from symbolic_cost.parallel.pipeline import Schedule
 from symbolic_cost.parallel.splits import layout_stages
 
 __all__ = ["Batch", "Degrees", "Pipeline", "Recompute", "Sharding", "Precision", "Execution", "Overlap", "Trainable",
-           "MEGATRON_OVERLAP", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS"]
+           "MEGATRON_OVERLAP", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 RECOMPUTE = ("none", "selective", "activation", "full", "op")
 RECOMPUTE_METHODS = ("uniform", "block")
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+"""Megatron-LM's ``--recompute-modules`` the library models (``models.recompute_modules``)."""
+UNMODELLED_MODULES = ("gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc")
+"""Megatron-LM's other modules: parts of architectures the library does not build (gated delta
+nets and products, manifold hyper-connections)."""
 
 
 def _flags(value, *names: str) -> None:
@@ -116,14 +122,25 @@ class Pipeline:
 @dataclass(frozen=True)
 class Recompute:
     """Activation recomputation: ``mode`` one of ``RECOMPUTE`` (``"selective"``: Korthikanti et
-    al. 2022's attention core; ``"full"``: whole layers; ``"op"``: torchtitan's op-level policy,
-    ``models.op_recompute``).  Full recomputation checkpoints ``layers`` layers a group
-    (``method="uniform"``) or recomputes the first ``layers`` layers (``"block"``), as Megatron-LM's
-    ``--recompute-method`` and ``--recompute-num-layers``."""
+    al. 2022's attention core, or Megatron-LM's ``modules``; ``"full"``: whole layers; ``"op"``:
+    torchtitan's op-level policy, ``models.op_recompute``).  Full recomputation checkpoints
+    ``layers`` layers a group (``method="uniform"``) or recomputes the first ``layers`` layers
+    (``"block"``), as Megatron-LM's ``--recompute-method`` and ``--recompute-num-layers``.
+
+    ``modules`` (selective only) are Megatron-LM's ``--recompute-modules``, any of
+    ``RECOMPUTE_MODULES`` (``models.recompute_modules`` says what each redoes and drops); empty
+    is Megatron-LM's default, ``core_attn``.
+
+    >>> sorted(Recompute("selective", modules=("moe_act", "layernorm")).units)
+    ['layernorm', 'moe_act']
+    >>> Recompute("selective").units, Recompute("none").units
+    (frozenset({'core_attn'}), frozenset())
+    """
 
     mode: str = "none"
     method: str = "uniform"
     layers: Expr = 1
+    modules: tuple = ()
 
     def __post_init__(self):
         positive_dims(recompute_layers=self.layers)
@@ -135,6 +152,37 @@ class Recompute:
         if self.method not in RECOMPUTE_METHODS:
             raise InputError(f"recompute_method must be one of {', '.join(RECOMPUTE_METHODS)}, "
                              f"got {self.method!r}", "recompute_method")
+        object.__setattr__(self, "modules", _modules(self.modules, self.mode))
+
+    @property
+    def units(self) -> frozenset:
+        """What a selective policy recomputes: its ``modules`` (``core_attn`` when none are
+        named); ``{"activation"}`` for ``"activation"``; empty otherwise (``full`` and ``op``
+        recompute by layer and by operation, ``models.memory``)."""
+        if self.mode == "selective":
+            return frozenset(self.modules or ("core_attn",))
+        return frozenset({"activation"}) if self.mode == "activation" else frozenset()
+
+
+def _modules(modules, mode: str) -> tuple:
+    """``modules`` as a tuple of names, refusing names Megatron-LM does not have or the library
+    does not model, repeats, and modules beside a mode other than ``"selective"``."""
+    if isinstance(modules, str) or not isinstance(modules, (tuple, list)):
+        raise InputError(f"recompute_modules must be a list of Megatron-LM module names, got {modules!r}",
+                         "recompute_modules")
+    for name in modules:
+        if name in UNMODELLED_MODULES:
+            raise InputError(f"recompute_modules {name!r} recomputes part of an architecture the library does not "
+                             f"build; it models {', '.join(RECOMPUTE_MODULES)}", "recompute_modules")
+        if name not in RECOMPUTE_MODULES:
+            raise InputError(f"recompute_modules must be among {', '.join(RECOMPUTE_MODULES)} (Megatron-LM's "
+                             f"names), got {name!r}", "recompute_modules")
+    if len(set(modules)) != len(modules):
+        raise InputError(f"recompute_modules names a module twice: {list(modules)}", "recompute_modules")
+    if modules and mode != "selective":
+        raise InputError(f"recompute_modules apply to recompute='selective' (Megatron-LM's selective granularity), "
+                         f"got recompute={mode!r}; they would be ignored", "recompute_modules")
+    return tuple(modules)
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def recompute_flops(cost: ModelCost, only: str = "all", accounting: str = "libra
     passes = ("fwd", "bwd") if accounting == "korthikanti-eq8" and t.recompute == "selective" else ("fwd",)
     total, place = Integer(0), cost_placement(cost)
     for g, (blk, _) in enumerate(one_device_stack(cost)[1:-1]):
-        rows = recomputed_costs(blk, t.recompute)
+        rows = recomputed_costs(blk, t.recomputation)
         per_layer = sum((_row_flops(r, ps, only, conventions) for r in rows for ps in passes), Integer(0))
         total += place.all_redone(g) * per_layer
     return _replicas(cost) * total

@@ -411,7 +411,8 @@ def _bridge_precision(row, assume: list) -> dict:
 def _bridge_training(row, moe: bool, assume: list) -> Training:
     """The row's layout under the settings of Megatron-Bridge's performance recipes: sequence
     parallelism with TP, fused attention, the distributed optimizer, gradient reduction, parameter
-    gathers and TP collectives overlapped (``MEGATRON_OVERLAP``), no recomputation (not printed),
+    gathers and TP collectives overlapped (``MEGATRON_OVERLAP``), the recomputation of the workload or
+    recipe that ran it (``_bridge_recompute``; none where neither says),
     ring (p2p) context parallelism (Megatron-Core's default ``cp_comm_type``), experts over EP
     ranks with expert TP 1 (the MoE presets' ``expert_tensor_parallel_size``), and ``fsdp`` > 0 as
     Megatron-FSDP: ZeRO-3 over the data-parallel ranks (the summary: sharding group GPUs/(TP x PP)).
@@ -420,7 +421,6 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
     layout = row["layout"]
     fields = dict(_bridge_degrees(row), recompute="none", flash=True, distributed_optimizer=True,
                   overlap=MEGATRON_OVERLAP, **_bridge_precision(row, assume), **_bridge_split(row, assume))
-    assume.append("recompute: not printed; none assumed")
     assume.append("fused attention, grad-reduce/param-gather/TP overlap" + ("" if layout["fsdp"] else
                   ", distributed optimizer") + " (Megatron-Bridge's recipes; not printed)")
     if layout["tp"] > 1:
@@ -433,9 +433,10 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
     if read.get("fp8") == PARAM_RECIPES.get(fields["fp8"]):
         fields.update(fp8=read["fp8"])
         assume.append(f"weights stored and gathered in FP8, {fields['fp8']} ({recipe['function']}: fp8_param_gather)")
+    workload = bridge_workload(row) if moe else None
+    fields.update(_bridge_recompute(workload, recipe, assume))
     if moe:
         fields.update(ep=layout["ep"] or 1, etp=1)
-        workload = bridge_workload(row)
         if workload is not None:
             name, settings = workload
             fields.update(overlap=replace(MEGATRON_OVERLAP, expert=settings["moe_a2a_overlap"]))
@@ -452,6 +453,23 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
         fields.update(zero=3, distributed_optimizer=False)
         assume.append("Megatron-FSDP as ZeRO-3 over the data-parallel ranks, gathers and reductions overlapped")
     return Training(**fields)
+
+
+def _bridge_recompute(workload, recipe, assume: list) -> dict:
+    """The recomputation that ran the row: the modules of its v0.4.2 workload (which make the
+    granularity selective, ``utils/overrides.py``), else the selective modules of the later recipe
+    where it is read, else none (not printed)."""
+    if workload is not None and workload[1].get("recompute_modules"):
+        name, modules = workload[0], tuple(workload[1]["recompute_modules"])
+        assume.append(f"recompute {', '.join(modules)} (Megatron-Bridge v0.4.2's {name}: recompute_modules)")
+        return dict(recompute="selective", recompute_modules=modules)
+    model = recipe["config"]["model"] if recipe is not None else {}
+    if model.get("recompute_granularity") == "selective" and model.get("recompute_modules"):
+        modules = tuple(model["recompute_modules"])
+        assume.append(f"recompute {', '.join(modules)} ({recipe['function']}: recompute_modules)")
+        return dict(recompute="selective", recompute_modules=modules)
+    assume.append("recompute: not printed; none assumed")
+    return dict(recompute="none")
 
 
 BRIDGE_RECIPE_MODELS = {"llama3-70b": "llama3_70b", "llama3.1-405b": "llama31_405b", "deepseek-v3": "deepseek_v3",
@@ -500,7 +518,7 @@ def bridge_recipe(row, assume: list) -> dict | None:
     row's (TP, PP, CP, VP, EP, micro-batch and global batch): the settings the summary leaves
     unprinted are then read from it; ``None`` (noted) where it is missing or differs (the recipe
     changed after the container that ran the row).  What the recipe does and the library does not
-    model (recomputed modules, activations offloaded to the host) is listed in ``assume``."""
+    model (activations offloaded to the host) is listed in ``assume``."""
     from symbolic_cost.models import bridge_recipes
     layout, model, commit = row["layout"], row["model"]["name"], bridge_recipes.source()["commit"][:9]
     name = (f"{BRIDGE_RECIPE_MODELS.get(model, model)}_pretrain_{row['hardware']['count']}gpu_"
@@ -519,9 +537,6 @@ def bridge_recipe(row, assume: list) -> dict | None:
         assume.append(f"{name} at Megatron-Bridge {commit} has another layout (TP, PP, CP, VP, EP, micro-batch, "
                       f"global batch {theirs}) than the row's {ours}: its unprinted settings assumed")
         return None
-    modules = m.get("recompute_modules") or []
-    if m.get("recompute_granularity") == "selective" and modules not in ([], ["core_attn"]):
-        assume.append(f"{name} recomputes {', '.join(modules)}: not modelled, counted as kept")
     if m.get("cpu_offloading"):
         assume.append(f"{name} offloads {m.get('cpu_offloading_num_layers')} layers' activations to the host: not "
                       f"modelled, counted as kept")

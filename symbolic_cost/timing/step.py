@@ -123,7 +123,7 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> t
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
     start, end = parts(cost.embedding, (pass_,)), parts(cost.head, (pass_,))
     whole = [parts(blk, (pass_,)) for blk, _ in middle]
-    redo = [parts(recomputed_costs(blk, t.recompute), ("fwd",)) if pass_ == "bwd" else (0, 0, 0) for blk, _ in middle]
+    redo = [parts(recomputed_costs(blk, t.recomputation), ("fwd",)) if pass_ == "bwd" else (0, 0, 0) for blk, _ in middle]
     return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in whole], [r[i] for r in redo]) for i in (0, 1, 2))
 
 
@@ -196,7 +196,7 @@ def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0
     system, conventions = get_system(system), conv.get(conventions)
     check_block_scaling(cost.training.fp8, system)
     layer = cost.stack[1 + group][0]
-    recomputed = recomputed_costs(layer, cost.training.recompute)
+    recomputed = recomputed_costs(layer, cost.training.recomputation)
     seconds = lambda rows, p_: sum((row_seconds(r, system, conventions)[f"t_total_{p_}"] for r in rows), Integer(0))  # noqa: E731
     out = {"fwd": seconds(layer, "fwd"), "bwd": seconds(layer, "bwd") + seconds(recomputed, "fwd")}
     out["total"] = out["fwd"] + out["bwd"]
