@@ -196,3 +196,6 @@ def test_a_bridge_recipe_with_modules_reads(tmp_path):
     chosen, notes = layout("model:\n  recompute_granularity: null\n  recompute_modules: [moe, moe_act]\n")
     assert (chosen["recompute"], chosen["recompute_modules"]) == ("none", [])
     assert any("recompute_modules moe, moe_act" in note and "ignored" in note for note in notes)
+    # the deprecated moe_layer_recompute: selective, "moe" added to the default core_attn
+    chosen, _ = layout("model:\n  recompute_granularity: null\n  moe_layer_recompute: true\n")
+    assert (chosen["recompute"], chosen["recompute_modules"]) == ("selective", ["core_attn", "moe"])

@@ -335,8 +335,10 @@ def pipeline(c: Container, layers: int, pp: int) -> dict:
 
 def recompute(c: Container, notes: list | None = None) -> dict:
     """``recompute`` of ``model.recompute_granularity`` (null: none) and, when selective,
-    ``model.recompute_modules`` (``recompute_modules``; null: Megatron-Core's ``core_attn``).
-    Modules beside another granularity are ignored by Megatron-Core, and said so in ``notes``."""
+    ``model.recompute_modules`` (``recompute_modules``; null: Megatron-Core's ``core_attn``), with
+    the deprecated ``model.moe_layer_recompute``, which Megatron-Core turns into selective
+    recomputation with ``moe`` added (refused beside full, as Megatron-Core refuses it).  Modules
+    beside another granularity are ignored by Megatron-Core, and said so in ``notes``."""
     granularity = c.get("model", "recompute_granularity", "none", str)
     if granularity not in ("none", "selective", "full"):
         raise InputError(f"model.recompute_granularity {granularity!r}: the reader reads selective and full",
@@ -345,6 +347,11 @@ def recompute(c: Container, notes: list | None = None) -> dict:
     if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) for m in modules):
         raise InputError(f"model.recompute_modules must be a list of module names, got {modules!r}",
                          "model.recompute_modules")
+    if c.get("model", "moe_layer_recompute", False, bool):
+        if granularity == "full":
+            raise InputError("model.moe_layer_recompute with recompute_granularity full (Megatron-Core refuses them)",
+                             "model.moe_layer_recompute")
+        granularity, modules = "selective", list(modules or ["core_attn"]) + (["moe"] if "moe" not in modules else [])
     if granularity == "selective":
         return dict(recompute="selective", recompute_modules=tuple(modules))
     if modules and notes is not None:
