@@ -199,3 +199,19 @@ def test_a_bridge_recipe_with_modules_reads(tmp_path):
     # the deprecated moe_layer_recompute: selective, "moe" added to the default core_attn
     chosen, _ = layout("model:\n  recompute_granularity: null\n  moe_layer_recompute: true\n")
     assert (chosen["recompute"], chosen["recompute_modules"]) == ("selective", ["core_attn", "moe"])
+
+
+def test_a_shared_stack_is_timed_under_each_policy(deepseek):
+    """A search times many trainings on one stack, remembering a stage's seconds by its placement
+    and recomputation: two module lists are two policies, timed apart (equal to a fresh build)."""
+    from dataclasses import replace
+
+    from symbolic_cost.timing.step import step_time_breakdown
+    layout = dict(b=1, l=L, ep=8, d=8, flash=True)
+    modules = dict(recompute="selective", recompute_modules=("moe",))
+    plain = model_cost(deepseek, Training(**layout, recompute="selective", recompute_modules=("moe_act",)))
+    step_time_breakdown(plain, "h100")
+    shared = replace(plain, training=Training(**layout, **modules))
+    fresh = model_cost(deepseek, Training(**layout, **modules))
+    assert step_time_breakdown(shared, "h100")["compute"] == step_time_breakdown(fresh, "h100")["compute"]
+    assert step_time_breakdown(shared, "h100")["compute"] != step_time_breakdown(plain, "h100")["compute"]

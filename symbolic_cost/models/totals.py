@@ -188,7 +188,7 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
     t = cost.training
     m1, s1, d, p, n = _degrees(t)
     place = cost_placement(cost)
-    out = list(remembered_on(_STAGES, cost.stack, (place, n, t.recompute, t.recompute_method, t.recompute_layers),
+    out = list(remembered_on(_STAGES, cost.stack, (place, n, t.recomputation),
                              lambda: _block_collectives(cost.stack, place, t, n)))
     if p != 1:   # neighbouring stages are m1 d ranks apart; each of the v chunks sends
         boundary = boundary_elements(cost)

@@ -100,9 +100,7 @@ def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tupl
     """(compute, tensor-communication, its ``UNHIDDEN`` part) seconds of one micro-batch's ``pass_``
     on the busiest stage; the backward includes the forward its recomputed layers redo.  Remembered by stack
     (``trees.remembered_on``): a search's ZeRO stages, offloads and schedules share it."""
-    t = cost.training
-    recompute = (t.recompute, t.recompute_method, t.recompute_layers)
-    return remembered_on(_PASSES, cost.stack, (place, recompute, system, conventions, pass_),
+    return remembered_on(_PASSES, cost.stack, (place, cost.training.recomputation, system, conventions, pass_),
                          lambda: _stage_seconds(cost, place, system, conventions, pass_))
 
 
