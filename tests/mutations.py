@@ -56,7 +56,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py",
          "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
          "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py",
-         "tests/test_recompute_modules.py")
+         "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -482,6 +482,23 @@ MUTATIONS = (
     Mutation("mlp-without-its-norm", "symbolic_cost/models/recompute_modules.py",
              'rows = _at(layer, MLP_ROWS) | _norm(layer, "_norm_2")', "rows = _at(layer, MLP_ROWS)",
              required=False),
+    # the shared-expert overlap hides the smaller of the all-to-alls and the shared experts
+    # (tests/test_shared_expert_overlap.py, each timed on its own)
+    Mutation("shared-overlap-hides-every-all-to-all", "symbolic_cost/timing/step.py",
+             "tensor_all - minimum(alltoall, _shared_expert_seconds(cost, place, system, conventions))",
+             "tensor_all - alltoall", required=False),
+    Mutation("shared-overlap-forward-only", "symbolic_cost/timing/step.py",
+             'return Add(*(s[f"t_total_{p_}"] for s in seconds for p_ in ("fwd", "bwd")))',
+             'return Add(*(s["t_total_fwd"] for s in seconds))', required=False),
+    # SGLang's scheduler (tests/test_serving_sglang.py, worked by hand): the running requests charged
+    # at the ratio, the fewest-generated retracted first, decoders waiting for the prefill rounds
+    Mutation("sglang-charges-running-in-full", "symbolic_cost/inference/estimated.py",
+             "return self.free - ahead * self.ratio", "return self.free - ahead", required=False),
+    Mutation("sglang-retracts-the-eldest", "symbolic_cost/inference/estimated.py",
+             "request = max(self.running.start, key=lambda r: (self.running.start[r], r))",
+             "request = min(self.running.start, key=lambda r: (self.running.start[r], r))", required=False),
+    Mutation("sglang-decodes-never-wait", "symbolic_cost/inference/estimated.py",
+             "gaps += waited(stalls, decoding, duration)", "gaps.append((duration, decoding))", required=False),
     Mutation("moe-act-keeps-fc2-input", "symbolic_cost/models/recompute_modules.py",
              'return Selection(_at(layer, ("expert_act",)), _at(layer, ("expert_fc2",)))',
              'return Selection(_at(layer, ("expert_act",)), frozenset())', required=False),

@@ -190,3 +190,12 @@ def test_a_rows_recipe_decides_what_the_summary_leaves_unprinted():
     notes = []
     assert measured.bridge_recipe(rows[gb300], notes) is None and "another layout" in notes[0]
     assert CASES[gb300].training.overlap.expert is False
+
+
+def test_a_16_bit_row_claims_no_fp8_weights():
+    """A BF16 row whose recipe gathers no FP8 parameters says nothing of FP8 weights (the recipe's
+    missing FP8 recipe once matched the row's missing one, and the row printed "stored and gathered
+    in FP8, None")."""
+    for case in CASES.values():
+        if case.training.fp8 is None:
+            assert not any("gathered in FP8" in note for note in case.assumptions), case.id

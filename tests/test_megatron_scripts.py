@@ -175,3 +175,12 @@ def test_devices_replace_a_count_the_launch_computes():
     with pytest.raises(InputError, match="give --devices"):
         _setup_text(text)
     assert megatron_setup(read_launch(text, "s", inert=inert), "s", world=8).values[S.d] == 8
+
+
+def test_options_that_change_no_count_are_read():
+    """Megatron-LM's ``--rope-type`` (rope or yarn: the same rotary products), ``--enable-experimental``,
+    ``--fp8-margin`` (a delayed-scaling margin) and ``--disable-gloo-process-groups`` change no count;
+    the layout is the one without them."""
+    plain = _setup(_model(""))
+    quiet = _setup(_model("--rope-type yarn --enable-experimental --fp8-margin 0 --disable-gloo-process-groups"))
+    assert (quiet.values, quiet.policy) == (plain.values, plain.policy)

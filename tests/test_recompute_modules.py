@@ -215,3 +215,17 @@ def test_a_shared_stack_is_timed_under_each_policy(deepseek):
     fresh = model_cost(deepseek, Training(**layout, **modules))
     assert step_time_breakdown(shared, "h100")["compute"] == step_time_breakdown(fresh, "h100")["compute"]
     assert step_time_breakdown(shared, "h100")["compute"] != step_time_breakdown(plain, "h100")["compute"]
+
+
+def test_search_says_the_files_modules_are_not_searched(tmp_path):
+    """``search`` varies the recomputation by mode; a file's module list is said not to be among them."""
+    import subprocess
+    import sys
+    override = tmp_path / "override.yaml"
+    override.write_text("model:\n  recompute_granularity: selective\n  recompute_modules: [moe_act, layernorm]\n")
+    done = subprocess.run([sys.executable, "-m", "symbolic_cost", "search", "--megatron-bridge-recipe",
+                           "qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config", "--hf-config",
+                           "tests/hf_configs/Qwen3-30B-A3B.json", "--nemo-recipe", str(override), "--devices", "8"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "modules moe_act, layernorm; the search tries recompute none, full, selective" in done.stdout + done.stderr

@@ -61,6 +61,8 @@ EXPERT_ROWS = ("expert_fc1", "expert_fc2")
 """Rows whose weights are routed experts (sharded over expert data parallelism)."""
 EXPERT_COMM_ROWS = ("dispatch", "combine")
 """Rows that carry the expert-parallel collectives."""
+SHARED_ROWS = ("shared_fc1", "shared_act", "shared_fc2", "shared_gate", "shared_gate_act", "shared_gate_scale")
+"""Rows of the shared experts and their gate (Megatron-Core's ``SharedExpertMLP``)."""
 MOE_RULES = (("ep", "experts"), ("etp", "expert_f"), ("m1", "shared_f"))
 """``(divisor, dividend)``: whole experts per rank, whole expert slices, whole shared slices."""
 

@@ -332,8 +332,7 @@ def setup(args, only_with: tuple = ONLY_WITH):
     _same_devices(found.values, typed, args, name)
     policy = dict(found.policy)
     overlap = policy.pop("overlap")
-    args.overlap = [name for name, on in (("grad", overlap.grad_reduce), ("param", overlap.param_gather),
-                                          ("tensor", overlap.tensor), ("expert", overlap.expert)) if on]
+    args.overlap = overlap.words()
     args.fp8_16bit_layers = [policy.pop("first_layers_16bit", 0), policy.pop("last_layers_16bit", 0)]
     for name, value in policy.items():     # read by options.training_policy and recipe_policy as if typed
         setattr(args, name, value)

@@ -130,9 +130,10 @@ def add_arguments(parser) -> None:
                         "(gpu_memory_utilization) and sglang (mem_fraction_static); default: the --engine's")
     options.option(load, "--kv-allocation", choices=list(ALLOCATIONS), metavar="HOW", action=options.Given,
                    help="how a request gets KV-cache blocks: reserve (the blocks of its whole length when admitted: "
-                        "TensorRT-LLM's GUARANTEED_NO_EVICT, and sglang here) or on-demand (as its tokens come, the "
-                        "request scheduled last preempted and recomputed when they run out: vLLM); default: the "
-                        "--engine's")
+                        "TensorRT-LLM's GUARANTEED_NO_EVICT), on-demand (as its tokens come, the request scheduled "
+                        "last preempted and recomputed when they run out: vLLM) or estimate (as its tokens come, "
+                        "admitted by an estimate of what the running requests will still write, prefill before "
+                        "decode, retracted when short: SGLang); default: the --engine's")
     options.option(load, "--block-tokens", type=options.integer(1, 4096), metavar="N", action=options.Given,
                    help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block 32, vLLM's block_size 16, "
                         "SGLang's page_size 1; default: the --engine's)")
@@ -568,7 +569,9 @@ def _print_load(args, load: dict) -> None:
     rate = f"{load['sustained_rate']:.4g} (the highest whose p{args.slo_percentile} TTFT and ITL meet the SLO)" \
         if "sustained_rate" in load else args.rate
     chunked = f", chunked prefill of {load['max_tokens']:,} tokens a step" if load["chunked_prefill"] else ""
-    chunked += ", KV blocks on demand (preemption by recomputation)" if load["kv_allocation"] == "on-demand" else ""
+    chunked += {"on-demand": ", KV blocks on demand (preemption by recomputation)",
+                "estimate": ", KV slots admitted by SGLang's estimate (retraction by recomputation)"}.get(
+        load["kv_allocation"], "")
     if "speculative" in load:
         drafting = load["speculative"]
         chunked += (f", speculative decoding of {drafting['k']} tokens from {drafting['draft']} "

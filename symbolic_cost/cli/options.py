@@ -16,7 +16,8 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.cli.parser import MAX_INTEGER, Parser, UsageError, integer, text  # noqa: F401  (options.*)
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
-from symbolic_cost.models.training import PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, RECOMPUTE_MODULES, Training
+from symbolic_cost.models.training import (PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, RECOMPUTE_MODULES, Overlap,
+                                           Training)
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
 from symbolic_cost.parallel.grid import KINDS as TENSOR_LAYOUTS
 from symbolic_cost.parallel.pipeline import SCHEDULES
@@ -208,7 +209,8 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
         option(group, "--overlap", type=field_list(OVERLAPS), default=[],
                help="communication run behind compute: grad (--overlap-grad-reduce), param "
                     "(--overlap-param-gather), tensor (--tp-comm-overlap), expert (the MoE all-to-alls behind "
-                    "another micro-batch's compute: --overlap-moe-expert-parallel-comm), comma-separated "
+                    "another micro-batch's compute: --overlap-moe-expert-parallel-comm), shared (the same "
+                    "all-to-alls behind the layer's shared experts: --moe-shared-expert-overlap), comma-separated "
                     "(default: none, as Megatron-LM)")
     flash(group)
 
@@ -225,17 +227,14 @@ def experts(parser):
            help="leave out the model's multi-token-prediction modules (DeepSeek-V3's; trained by default)")
 
 
-OVERLAPS = ("grad", "param", "tensor", "expert")
+OVERLAPS = tuple(word for word, _ in Overlap.WORDS)
 
 
 def training_policy(args) -> dict:
     """The ``Training`` fields the training options set (those a command offers)."""
-    from symbolic_cost.models.training import Overlap
     policy = {}
     if getattr(args, "overlap", None):
-        chosen = set(args.overlap)
-        policy["overlap"] = Overlap(grad_reduce="grad" in chosen, param_gather="param" in chosen,
-                                    tensor="tensor" in chosen, expert="expert" in chosen)
+        policy["overlap"] = Overlap.of_words(set(args.overlap))
     if getattr(args, "recompute_modules", None):
         policy["recompute_modules"] = tuple(args.recompute_modules)
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",

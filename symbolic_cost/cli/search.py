@@ -153,8 +153,11 @@ def starting_point(args) -> tuple:
         raise InputError("--everything varies the ZeRO stage; the file's FSDP sharding (HSDP or keeping the gathered "
                          "weights) holds at ZeRO-3 only", "--everything")
     searched = ("none", "full") if args.flash else ("none", "selective", "full")
-    extra = dict(micro_batch_sizes=tuple(sorted({1, 2, 4, 8, int(v[S.b])})),
-                 recompute=tuple(dict.fromkeys(searched + (policy.get("recompute", "none"),))),
+    recompute = tuple(dict.fromkeys(searched + (policy.get("recompute", "none"),)))
+    if policy.get("recompute_modules"):
+        notes.append(f"the file recomputes Megatron-LM's modules {', '.join(policy['recompute_modules'])}; the search "
+                     f"tries recompute {', '.join(recompute)} (selective: the attention core), not that list")
+    extra = dict(micro_batch_sizes=tuple(sorted({1, 2, 4, 8, int(v[S.b])})), recompute=recompute,
                  schedules=tuple(dict.fromkeys(("1f1b", policy.get("schedule", "1f1b")))),
                  offload=(policy.get("offload", "none"),))
     return found.arch, dict(chosen, policy=kept, **extra, **context), notes + found.notes

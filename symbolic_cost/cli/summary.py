@@ -113,8 +113,7 @@ def decoded_layout(training: Training) -> dict:
     hides (``--overlap``'s words), the recomputed modules as a list, the rest as they are named."""
     def shown(name, value):
         if name == "overlap":
-            return [word for word, on in (("grad", value.grad_reduce), ("param", value.param_gather),
-                                          ("tensor", value.tensor), ("expert", value.expert)) if on]
+            return value.words()
         if name == "recompute_modules":
             return list(value)
         return number(value) if not isinstance(value, (str, bool, type(None))) else value

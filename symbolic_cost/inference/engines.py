@@ -13,15 +13,15 @@ engine      sequences    tokens/step   KV-cache pool                   block   c
 ==========  ===========  ============  ==============================  ======  =======  =========
 ``trtllm``  256          8,192         0.9 of the memory left free     32      no       reserve
 ``vllm``    1,024 (256)  8,192 (2,048) 0.9 of the device's memory      16      yes      on demand
-``sglang``  from memory  8,192         0.88 ... 0.79 of the device's   1       yes      reserve
+``sglang``  from memory  8,192         0.88 ... 0.79 of the device's   1       yes      estimate
 ==========  ===========  ============  ==============================  ======  =======  =========
 
 (vLLM's smaller pair on a device under 70 GiB or an A100; SGLang's budget is 2,048 under 35 GiB
 and 16,384 from 160 GiB, and its fraction falls with the tensor-parallel degree.  "blocks": a
 request's whole length reserved at admission, or blocks as tokens come with preemption
-(``load.Runtime.allocation``).  SGLang admits by an estimate of the tokens its running requests
-will still write and retracts requests when it runs short; that estimate is not modelled, and
-its requests reserve their whole length.)
+(``load.Runtime.allocation``), or, SGLang's, slots as tokens come, a request admitted by an
+estimate of the tokens the running ones will still write, prefill run before decode, and requests
+retracted when it runs short (``inference.estimated``).)
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def sglang(step, system: str, tensor: int, context: int) -> dict:
     16,384; ``mem_fraction_static`` of the device's whole memory 0.88 at tensor degree 1, 0.87 at
     2, 0.85 at 4, 0.81 at 8 and 0.79 from 16; pages of one token; at most
     ``min(max(floor(pool tokens / context x 512), 2048), 4096)`` requests running (the request
-    pool's size); chunked prefill on.
+    pool's size); chunked prefill on, prefill rounds before decode rounds; admission by the
+    estimate of ``inference.estimated`` (``allocation="estimate"``).
 
     >>> sglang(None, "h100", 8, 8192)["memory_fraction"]
     81/100
@@ -79,7 +80,7 @@ def sglang(step, system: str, tensor: int, context: int) -> dict:
     fraction = next(f for least, f in ((16, "0.79"), (8, "0.81"), (4, "0.85"), (2, "0.87"), (1, "0.88"))
                     if tensor >= least)
     fields = dict(max_tokens=budget, memory_fraction=Rational(fraction), memory_of="total", block_tokens=1,
-                  chunked=True)
+                  chunked=True, allocation="estimate")
     if step is not None and hasattr(step, "cache_blocks"):
         tokens = step.cache_blocks(1, fields["memory_fraction"], "total")
         fields["max_batch"] = min(max(tokens * 512 // context, 2048), 4096)

@@ -37,7 +37,7 @@ from sympy import Integer, Rational, Symbol, ceiling, floor, lambdify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, positive
-from symbolic_cost.inference import paged
+from symbolic_cost.inference import estimated, paged
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import decode, mean_step, prefill
@@ -55,7 +55,7 @@ SERVING = ("step_overhead", "kernel_overhead", "request_overhead")
 MEMORY_OF = ("free", "total")
 """What an engine's memory fraction is a share of (``Runtime.memory_of``)."""
 
-ALLOCATIONS = ("reserve", "on-demand")
+ALLOCATIONS = ("reserve", "on-demand", "estimate")
 """How an engine gives KV-cache blocks to a request (``Runtime.allocation``)."""
 
 
@@ -71,9 +71,11 @@ class Runtime:
     ``memory_fraction`` is a share of, ``"free"`` (the memory the weights leave: TensorRT-LLM) or
     ``"total"`` (the device's memory, the weights' included: vLLM's ``gpu_memory_utilization``,
     SGLang's ``mem_fraction_static``).  ``allocation``: ``"reserve"``, the blocks of a request's
-    whole length when it is admitted (TensorRT-LLM's ``GUARANTEED_NO_EVICT``), or
+    whole length when it is admitted (TensorRT-LLM's ``GUARANTEED_NO_EVICT``),
     ``"on-demand"``, the blocks of the tokens it has, preempting by recomputation when they run
-    out (vLLM: ``inference.paged``).  ``engines`` holds each engine's defaults."""
+    out (vLLM: ``inference.paged``), or ``"estimate"``, slots as tokens come, requests admitted by
+    an estimate of the tokens the running ones will still write and retracted when short
+    (SGLang: ``inference.estimated``).  ``engines`` holds each engine's defaults."""
 
     step_overhead: object = None
     request_overhead: object = None
@@ -340,13 +342,13 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     blocks, need = cache_limit(step, runtime, step.prompt + output_tokens + getattr(step, "extra_tokens", 0))
     per_step = getattr(step, "tokens_per_step", 1)
-    if per_step != 1 and runtime.allocation == "on-demand":
+    if per_step != 1 and runtime.allocation != "reserve":
         raise InputError("speculative decoding under load is modelled with the KV blocks of a request's whole "
                          "length reserved at admission (allocation 'reserve', --kv-allocation reserve): on demand, "
                          "blocks follow whole tokens and a step gains a mean of fractional ones", "allocation")
     slots = _steps_for(output_tokens, per_step)
-    run = paged.steps if runtime.allocation == "on-demand" else chunked_steps if runtime.chunked \
-        else whole_prompt_steps
+    run = {"on-demand": paged.steps, "estimate": estimated.steps}.get(runtime.allocation) \
+        or (chunked_steps if runtime.chunked else whole_prompt_steps)
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
     for replica in range(replicas):
         mine = range(replica, requests, replicas)

@@ -92,9 +92,11 @@ strategy`` (no_shard); ``--use-torch-fsdp2`` distributed optimizer; FSDP2: ``zer
 ``--tokenizer-type GPT2BPETokenizer`` with  ``vocab`` 50,257 (GPT-2's ``gpt2-vocab.json``, noted);
 ``--vocab-file .../gpt2-vocab.json``        any other tokenizer file needs ``--vocab-size``
 launched by ``python`` alone                one process (world size 1, noted)
-``--overlap-grad-reduce``,                  ``overlap``: ``grad_reduce``, ``param_gather``, ``tensor``
-``--overlap-param-gather``,
-``--tp-comm-overlap``
+``--overlap-grad-reduce``,                  ``overlap``: ``grad_reduce``, ``param_gather``, ``tensor``,
+``--overlap-param-gather``,                 ``expert``, ``shared_expert`` (the last only with shared
+``--tp-comm-overlap``,                      experts: elsewhere noted as ignored, as Megatron-Core
+``--overlap-moe-expert-parallel-comm``,     ignores it)
+``--moe-shared-expert-overlap``
 ``--attention-backend`` (auto),             ``flash``: auto, flash and fused keep no ``l^2`` scores
 ``--use-flash-attn``                        (Transformer Engine's fused kernels); unfused, local do
 ``--context-parallel-size`` (1),            ``cp``; ``cp_variant`` from ``CP_COMM_TYPES``: p2p is
@@ -389,7 +391,7 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool, notes: list
     policy.update(megatron_low_precision(o))
     policy.update(_fsdp(o))
     if o.flag("checkpoint-activations") or "activations-checkpoint-method" in o.options:
-        return _checkpointed(o, policy, arch, pp, sequence)
+        return _checkpointed(o, policy, arch, pp, sequence, notes)
     if "checkpoint-num-layers" in o.options:
         raise InputError("--checkpoint-num-layers applies to --checkpoint-activations", "--checkpoint-num-layers")
     granularity = "selective" if o.flag("recompute-activations") else o.text("recompute-granularity", "none")
@@ -407,7 +409,19 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool, notes: list
         for option in ("recompute-method", "recompute-num-layers"):
             if option in o.options:
                 raise InputError(f"--{option} applies to --recompute-granularity full", f"--{option}")
-    return _stages(o, policy, arch, pp, sequence)
+    return _stages(o, policy, arch, pp, sequence, notes)
+
+
+def _expert_overlap(o: Options, arch: Architecture, notes: list) -> dict:
+    """``expert`` (``--overlap-moe-expert-parallel-comm``) and ``shared_expert``
+    (``--moe-shared-expert-overlap``, which Megatron-Core applies only where there are shared
+    experts: elsewhere noted as ignored) of ``Overlap``."""
+    expert, shared = o.flag("overlap-moe-expert-parallel-comm"), o.flag("moe-shared-expert-overlap")
+    if shared and (arch.moe is None or arch.moe.shared_f == 0):
+        notes.append("--moe-shared-expert-overlap: the model has no shared experts; ignored, as Megatron-Core "
+                     "ignores it")
+        shared = False
+    return dict(expert=expert, shared_expert=shared)
 
 
 def _modules(o: Options, granularity: str, notes: list) -> tuple[str, tuple]:
@@ -430,7 +444,7 @@ def _modules(o: Options, granularity: str, notes: list) -> tuple[str, tuple]:
     return granularity, tuple(modules)
 
 
-def _checkpointed(o: Options, policy: dict, arch: Architecture, pp: int, sequence: bool) -> dict:
+def _checkpointed(o: Options, policy: dict, arch: Architecture, pp: int, sequence: bool, notes: list) -> dict:
     """Megatron-LM's options before 2022: ``--checkpoint-activations``, the full recomputation of
     uniform chunks of ``--checkpoint-num-layers`` layers (1 by default), and from August 2021
     ``--activations-checkpoint-method uniform|block`` with ``--activations-checkpoint-num-layers``
@@ -450,7 +464,7 @@ def _checkpointed(o: Options, policy: dict, arch: Architecture, pp: int, sequenc
     layers = o.integer("activations-checkpoint-num-layers" if "activations-checkpoint-num-layers" in o.options
                        else "checkpoint-num-layers", 1)
     policy.update(recompute="full", recompute_method=method, recompute_layers=layers)
-    return _stages(o, policy, arch, pp, sequence)
+    return _stages(o, policy, arch, pp, sequence, notes)
 
 
 SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
@@ -475,7 +489,7 @@ def _fsdp(o: Options) -> dict:
     return dict(zero=zero, distributed_optimizer=False)
 
 
-def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: bool) -> dict:
+def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: bool, notes: list) -> dict:
     _split(o, policy)
     slots = arch.n_layers + policy.get("embedding_in_split", 0) + policy.get("loss_in_split", 0)
     per_stage, chunks = Fraction(slots, pp), None
@@ -509,7 +523,8 @@ def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: boo
     if tensor and not sequence:
         raise InputError("--tp-comm-overlap needs --sequence-parallel with a tensor-parallel size above 1 "
                          "(Megatron-LM's rule)", "--tp-comm-overlap")
-    policy["overlap"] = Overlap(grad_reduce=grad, param_gather=param, tensor=tensor)
+    policy["overlap"] = Overlap(grad_reduce=grad, param_gather=param, tensor=tensor,
+                                **_expert_overlap(o, arch, notes))
     if "moe-expert-capacity-factor" in o.options:
         text = o.text("moe-expert-capacity-factor")
         try:

@@ -204,7 +204,8 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
     values = {S.b: micro, S.l: seq, S.m1: tp, S.s1: tp if sequence else 1, S.d: d, S.p: pp,
               S.n_micro: batch // (micro * d), S.cp: cp, **experts(c, arch, etp_default)}
     policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c, notes), **sharding(c))
-    policy["overlap"] = overlap(c, policy["distributed_optimizer"] or policy.get("zero", 0) > 0, sequence, notes)
+    policy["overlap"] = overlap(c, policy["distributed_optimizer"] or policy.get("zero", 0) > 0, sequence, notes,
+                                arch.moe is not None and arch.moe.shared_f != 0)
     if cp > 1:
         kind = c.get("model", "cp_comm_type", "p2p", str)
         if kind not in CP_COMM_TYPES:
@@ -365,7 +366,7 @@ def recompute(c: Container, notes: list | None = None) -> dict:
     return dict(recompute="full", recompute_method=method, recompute_layers=c.get("model", "recompute_num_layers", 1))
 
 
-def overlap(c: Container, distributed: bool, sequence: bool, notes: list) -> Overlap:
+def overlap(c: Container, distributed: bool, sequence: bool, notes: list, shared_experts: bool = False) -> Overlap:
     """``ddp``'s overlap flags (``comm_overlap``'s when it sets them) and tensor-parallel overlap
     (which Megatron-Bridge turns off, warning, without sequence parallelism over 2 or more ranks)."""
     flags = {}
@@ -378,8 +379,13 @@ def overlap(c: Container, distributed: bool, sequence: bool, notes: list) -> Ove
                          "(Megatron-Core's rule)", "ddp.overlap_param_gather")
     expert = any(c.get(section, "overlap_moe_expert_parallel_comm", False, bool)
                  for section in ("comm_overlap", "model"))
+    shared = c.get("model", "moe_shared_expert_overlap", False, bool)
+    if shared and not shared_experts:       # Megatron-Core: only effective with shared experts
+        notes.append("model.moe_shared_expert_overlap: the model has no shared experts; ignored, as Megatron-Core "
+                     "ignores it")
+        shared = False
     if tensor and not sequence:
         notes.append("tp_comm_overlap: Megatron-Bridge turns it off without sequence parallelism over 2 or more "
                      "tensor ranks; counted off")
     return Overlap(grad_reduce=flags["overlap_grad_reduce"], param_gather=flags["overlap_param_gather"],
-                   tensor=tensor and sequence, expert=expert)
+                   tensor=tensor and sequence, expert=expert, shared_expert=shared)

@@ -77,7 +77,7 @@ READ = {
         "recompute_method", "recompute_num_layers", "recompute_modules", "moe_layer_recompute", "attention_backend",
         "tp_comm_overlap",
         "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-        "overlap_moe_expert_parallel_comm",
+        "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
         "fp4", "fp4_recipe"},
     "train": {"micro_batch_size", "global_batch_size"},
     "dataset": {"sequence_length", "seq_length"},

@@ -29,6 +29,7 @@ attention-softmax-in-fp32 accumulate-allreduce-grads-in-fp32 bf16-dummy train-da
 test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-loss distributed-backend
 override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual-registration init-model-with-meta-device
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
+rope-type enable-experimental fp8-margin disable-gloo-process-groups
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -68,7 +69,8 @@ READ = {
     "virtual-pipeline-model-parallel-size", "context-parallel-size", "expert-model-parallel-size",
     "expert-tensor-parallel-size", "moe-expert-capacity-factor", "bf16", "fp16", "fp8-format", "fp8-recipe",
     "fp8-param-gather", "fp4-format", "fp4-recipe", "use-distributed-optimizer", "recompute-granularity", "recompute-method",
-    "recompute-num-layers", "recompute-activations", "recompute-modules", "moe-layer-recompute", "overlap-grad-reduce",
+    "recompute-num-layers", "recompute-activations", "recompute-modules", "moe-layer-recompute", "overlap-moe-expert-parallel-comm",
+    "moe-shared-expert-overlap", "overlap-grad-reduce",
     "overlap-param-gather", "tp-comm-overlap", "attention-backend", "use-flash-attn", "tokenizer-type",
     "make-vocab-size-divisible-by", "fp8-amax-history-len", "cp-comm-type",
     "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16",

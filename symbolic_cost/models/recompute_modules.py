@@ -54,10 +54,10 @@ from sympy import Expr, Integer
 
 from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.latent_attention import core_input_bytes, rotary_key_bytes
+from symbolic_cost.blocks.moe import SHARED_ROWS
 from symbolic_cost.checks import InputError
 
 MOE_ROWS = ("router", "router_probs", "router_topk", "dispatch", "expert_fc1", "expert_act", "expert_fc2", "combine")
-SHARED_ROWS = ("shared_fc1", "shared_act", "shared_fc2", "shared_gate", "shared_gate_act", "shared_gate_scale")
 MLP_ROWS = ("fc1", "act", "dpr1", "fc2")
 UP_PROJECTIONS = ("q_a_norm", "q_b_proj", "kv_a_norm", "kv_b_proj", "rotary")
 KERNEL = "flash_attention"

@@ -27,7 +27,7 @@ from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT"]
+__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_shared_expert_overlap", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT"]
 
 FLAT = {
     "b": ("batch", "b"), "l": ("batch", "l"), "l_dec": ("batch", "l_dec"),
@@ -193,12 +193,27 @@ def check_model(arch, t: Training) -> None:
     if sixteen_bit(t) and arch.encoder_decoder:
         raise InputError(f"first_layers_16bit, last_layers_16bit: {arch.name} is an encoder-decoder, whose layers are "
                          "not numbered as one stack (Megatron-Core's global layer number)", "first_layers_16bit")
+    check_shared_expert_overlap(arch, t)
     if arch.moe is None:
         for name, value, plain in (("ep", t.ep, 1), ("capacity_factor", t.capacity_factor, None),
                                    ("expert_imbalance", t.expert_imbalance, 1)):
             if value != plain:
                 raise InputError(f"{name} applies to a mixture of experts, and {arch.name} has none "
                                  f"(got {name}={value}); it would be ignored", name)
+
+
+def check_shared_expert_overlap(arch, t: Training) -> None:
+    """Refuse ``Overlap.shared_expert`` where the model has no shared experts (it would be ignored,
+    as Megatron-Core ignores ``--moe-shared-expert-overlap`` there) and beside the recomputed
+    ``shared_experts`` module (Megatron-Core raises: the recompute cannot work with the overlap)."""
+    if not t.overlap.shared_expert:
+        return
+    if arch.moe is None or sympify(arch.moe.shared_f) == 0:
+        raise InputError(f"overlap shared_expert hides the all-to-alls behind shared experts, and {arch.name} has "
+                         f"none; it would be ignored", "overlap")
+    if "shared_experts" in t.recompute_modules:
+        raise InputError("recompute_modules shared_experts with overlap shared_expert (Megatron-Core: shared_experts "
+                         "recompute cannot work with --moe-shared-expert-overlap)", "recompute_modules")
 
 
 def check_context_parallel(arch, t: Training) -> None:

@@ -291,15 +291,38 @@ class Overlap:
     products (``--tp-comm-overlap``, Transformer Engine); ``expert``, the MoE token dispatch and
     combine all-to-alls behind another micro-batch's compute (Megatron-Core's 1F1B all-to-all
     overlap, ``--overlap-moe-expert-parallel-comm``, Megatron-Bridge's ``moe_a2a_overlap``), which
-    ``tensor`` does not hide.  All off, as Megatron-LM's defaults."""
+    ``tensor`` does not hide; ``shared_expert``, those all-to-alls behind the same layer's shared
+    experts, run on a stream of their own (``--moe-shared-expert-overlap``; Megatron-Core asserts it
+    off beside ``expert``).  All off, as Megatron-LM's defaults."""
 
     grad_reduce: bool = False
     param_gather: bool = False
     tensor: bool = False
     expert: bool = False
+    shared_expert: bool = False
+
+    WORDS = (("grad", "grad_reduce"), ("param", "param_gather"), ("tensor", "tensor"), ("expert", "expert"),
+             ("shared", "shared_expert"))
+    """The command line's word for each switch (``--overlap grad,param``)."""
 
     def __post_init__(self):
-        _flags(self, "grad_reduce", "param_gather", "tensor", "expert")
+        _flags(self, "grad_reduce", "param_gather", "tensor", "expert", "shared_expert")
+        if self.expert and self.shared_expert:
+            raise InputError("overlap shared_expert (--moe-shared-expert-overlap) with expert (the 1F1B all-to-all "
+                             "overlap): Megatron-Core asserts the first off under the second", "overlap")
+
+    @classmethod
+    def of_words(cls, words) -> "Overlap":
+        """The switches ``words`` name (``WORDS``).
+
+        >>> Overlap.of_words(["grad", "shared"]).words()
+        ['grad', 'shared']
+        """
+        return cls(**{field: word in words for word, field in cls.WORDS})
+
+    def words(self) -> list:
+        """The words of the switches that are on."""
+        return [word for word, field in self.WORDS if getattr(self, field)]
 
 
 MEGATRON_OVERLAP = Overlap(grad_reduce=True, param_gather=True, tensor=True)

@@ -430,7 +430,7 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
         assume.append("context parallelism as ring exchange (Megatron-Core's cp_comm_type p2p default; not printed)")
     recipe = bridge_recipe(row, assume)
     read = _recipe_settings(recipe) if recipe is not None else {}
-    if read.get("fp8") == PARAM_RECIPES.get(fields["fp8"]):
+    if fields["fp8"] is not None and read.get("fp8") == PARAM_RECIPES.get(fields["fp8"]):
         fields.update(fp8=read["fp8"])
         assume.append(f"weights stored and gathered in FP8, {fields['fp8']} ({recipe['function']}: fp8_param_gather)")
     workload = bridge_workload(row) if moe else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sympy import Add, Expr, Integer
 
 from symbolic_cost import conventions as conv
+from symbolic_cost.blocks.moe import SHARED_ROWS
 from symbolic_cost.collector import paused
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
@@ -65,6 +66,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     hidden = (tensor_all - alltoall if t.overlap.tensor else 0) + (alltoall if t.overlap.expert else 0)
     if hidden != 0:
         tensor_all = tensor_all - hidden + maximum(0, hidden - compute_all)
+    if t.overlap.shared_expert:     # the all-to-alls under the shared experts' stream, as far as it lasts
+        tensor_all = tensor_all - minimum(alltoall, _shared_expert_seconds(cost, place, system, conventions))
     per_micro = compute_all + tensor_all
     if p == 1:      # no pipeline, no bubble: not 0 x the stage's time, a sum SymPy would ask is finite
         bubble = Integer(0)
@@ -123,6 +126,25 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> t
     whole = [parts(blk, (pass_,)) for blk, _ in middle]
     redo = [parts(recomputed_costs(blk, t.recomputation), ("fwd",)) if pass_ == "bwd" else (0, 0, 0) for blk, _ in middle]
     return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in whole], [r[i] for r in redo]) for i in (0, 1, 2))
+
+
+def _shared_expert_seconds(cost: ModelCost, place, system, conventions) -> Expr:
+    """Seconds of one micro-batch's shared experts (``blocks.moe.SHARED_ROWS``: their products and
+    collectives, forward, backward and any forward recomputation redoes) on the busiest stage:
+    what Megatron-Core's ``--moe-shared-expert-overlap`` runs on its own stream while the token
+    dispatch and combine all-to-alls of the same layer are in flight (``SharedExpertMLP``: fc1
+    under the dispatch, fc2 under the combine; backward on the stream of its forward)."""
+    def part(rows):
+        seconds = [row_seconds(r, system, conventions) for r in rows if r.name in SHARED_ROWS]
+        return Add(*(s[f"t_total_{p_}"] for s in seconds for p_ in ("fwd", "bwd")))
+
+    def redone(rows):
+        return Add(*(row_seconds(r, system, conventions)["t_total_fwd"] for r in rows if r.name in SHARED_ROWS))
+    t = cost.training
+    return remembered_on(_PASSES, cost.stack, (place, t.recomputation, system, conventions, "shared"),
+                         lambda: place.busiest_redoing(0, 0, [part(blk) for blk, _ in cost.stack[1:-1]],
+                                                       [redone(recomputed_costs(blk, t.recomputation))
+                                                        for blk, _ in cost.stack[1:-1]]))
 
 
 def _weight_gradient_time(cost: ModelCost, place, system, conventions) -> Expr:

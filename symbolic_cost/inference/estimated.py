@@ -1,0 +1,199 @@
+"""SGLang's scheduler: requests admitted by an estimate of the tokens they will still write,
+prefill before decode, and retraction when the KV cache runs short.
+
+``load.Runtime.allocation = "estimate"``.  SGLang gives KV-cache slots a token at a time (pages of
+one token), as a request writes them, and admits a waiting request when its prompt and its whole
+(clipped) output fit in what the running requests are expected to leave: each running request is
+charged only ``r`` of the tokens it may still write, where the ratio ``r`` starts at 0.7, falls by
+``(0.7 - 0.098) / 600`` every decode step to 0.098 (0.7 x 0.14), and jumps back up when the
+estimate proved wrong.  When a decode step finds fewer free slots than decoding requests, the
+scheduler retracts requests (the one with the fewest generated tokens first) until the rest fit,
+frees their slots, puts them back at the head of the queue (they prefill their prompt and the
+tokens they had generated again) and resets the ratio to what the remaining requests have shown:
+``(tokens generated + 20 x requests) / tokens asked``, at most 1.
+
+Sources (``sgl-project/sglang``, ``python/sglang/srt``): ``environ.py`` (``SGLANG_INIT_NEW_TOKEN_RATIO``
+0.7, ``SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR`` 0.14, ``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`` 600,
+``SGLANG_RETRACT_DECODE_STEPS`` 20, ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`` 4,096);
+``managers/schedule_policy.py`` (``PrefillAdder``: the running requests' offset
+``min(max_new - generated, 4096) x r``; a request is refused once its extend plus its clipped
+``max_new`` reaches what remains; one chunked request a batch); ``managers/schedule_batch.py``
+(``retract_decode``: sorted by generated tokens, the fewest retracted first).
+
+A scheduling round, as ``Scheduler.get_next_batch_to_run`` runs it with its defaults (mixed
+chunks off):
+
+* a prefill batch if any waiting request (or the chunked one) can run: the chunked request's next
+  chunk, then waiting requests in order while ``max_batch`` sequences, the chunk budget
+  (``max_tokens``, SGLang's ``chunked_prefill_size``) and the estimate allow, the first that does
+  not fit whole in the budget cut to it (the chunked request); the decoding requests wait;
+* else a decode step of every decoding request, one slot each, retracting first if short.
+
+A request decoding while prefill batches ran waited for them: its next inter-token gap is their
+seconds and the decode step's together (SGLang's known inter-token spikes under arrivals).
+
+A prefill step of ``t`` tokens costs ``step(t / P, 0, c)``, a decode step ``step(0, B, c)``
+(``load.chunked_steps``' pricing; a re-prefilled request longer than ``P`` at the per-token price of
+``P``).  A prompt's last chunk yields its first token (a re-prefilled one its next, a gap of its
+own).  The radix (prefix) cache is not modelled: the load tests' prompts share no prefix.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.inference.paged import Running
+
+INIT_RATIO = 0.7
+MIN_RATIO = INIT_RATIO * 0.14
+DECAY = (INIT_RATIO - MIN_RATIO) / 600
+RETRACT_STEPS = 20
+CLIP = 4096
+
+
+class Scheduler:
+    """One SGLang scheduler's state (see the module docstring): ``steps`` drives it."""
+
+    def __init__(self, step, times, runtime, tokens, output_tokens):
+        self.prompt, self.times, self.runtime, self.output = step.prompt, times, runtime, output_tokens
+        self.free, self.ratio = tokens, INIT_RATIO
+        self.running = Running(step.prompt, 1)
+        self.waiting = deque()                 # (request, tokens generated before), retracted first
+        self.chunked = None                    # [request, tokens left, tokens cached, generated before]
+        self.batch = []                        # this prefill's requests, as ``chunked``
+        self.last_token = {}
+        self.arrived, self.decodes, self.now = 0, 0, 0.0     # decode steps run: the decoding requests' clock
+
+    def generated(self, request: int) -> int:
+        return self.decodes - self.running.start[request] + 1
+
+    def remaining_estimate(self) -> float:
+        """Slots the scheduler counts as still free: the free ones less ``r`` of what each decoding
+        request may still write (``PrefillAdder``'s ``rem_total_tokens``)."""
+        ahead = sum(min(self.output - self.generated(request), CLIP) for request in self.running.start)
+        return self.free - ahead * self.ratio
+
+    def prefill(self) -> int:
+        """The tokens of the prefill batch this round (0: none can run): the chunked request's next
+        chunk, then waiting requests while the limits and the estimate allow."""
+        while self.arrived < len(self.times) and self.times[self.arrived] <= self.now:
+            self.waiting.append((self.arrived, 0))
+            self.arrived += 1
+        room, left = self.runtime.max_tokens, self.remaining_estimate()
+        self.batch = []
+        if self.chunked is not None:
+            take = min(self.chunked[1], room)
+            self.batch.append(self._take(self.chunked, take))
+            room, left = room - take, left - take
+        while self.waiting and room > 0 and len(self.running) + len(self.batch) < self.runtime.max_batch:
+            request, before = self.waiting[0]
+            extend, ahead = self.prompt + before, min(self.output - before, CLIP)
+            if extend + ahead >= left or (self.chunked is not None and extend > room):
+                break
+            self.waiting.popleft()
+            entry = [request, extend, 0, before]
+            self.batch.append(self._take(entry, min(extend, room)))
+            room, left = room - min(extend, room), left - extend - ahead
+        return sum(taken for _, taken in self.batch)
+
+    def _take(self, entry: list, take: int) -> tuple:
+        entry[1], entry[2] = entry[1] - take, entry[2] + take
+        self.free -= take
+        self.chunked = entry if entry[1] else None
+        return entry, take
+
+    def retract(self) -> bool:
+        """Room for every decoding request's next slot, retracting the one with the fewest generated
+        tokens while short; the ratio reset where any was (else decayed).  Whether any was."""
+        retracted = False
+        while len(self.running) > 1 and self.free < len(self.running):
+            request = max(self.running.start, key=lambda r: (self.running.start[r], r))   # fewest generated
+            generated = self.generated(request)
+            self.free += self.running.cached(request, self.decodes)
+            self.running.remove(request)
+            self.waiting.appendleft((request, generated))
+            self.last_token[request] = self.now
+            retracted = True
+        if retracted:
+            asked = len(self.running) * self.output
+            done = sum(self.generated(r) for r in self.running.start)
+            self.ratio = min(1.0, (done + RETRACT_STEPS * len(self.running)) / asked)
+        else:
+            self.ratio = max(self.ratio - DECAY, MIN_RATIO)
+        return retracted
+
+    def yielded(self, first: list, gaps: list, finished: list) -> None:
+        """The batch's requests whose prefill ended: fresh ones yield their first token,
+        re-prefilled ones their next (a gap of their own); they start decoding, or leave where
+        that token was their last (their prompt and tokens freed)."""
+        for entry, _ in self.batch:
+            request, left, cached, before = entry
+            if left:
+                continue
+            if before == 0:
+                first[request] = self.now
+            else:
+                gaps.append((self.now - self.last_token.pop(request), 1))
+            if before + 1 >= self.output:
+                finished[request] = self.now
+                self.free += cached
+            else:
+                self.running.add(request, self.decodes - before)
+
+
+def waited(stalls: list, decoding: int, duration: float) -> list:
+    """The inter-token gaps of a decode step of ``duration`` after prefill steps ``stalls``
+    (``(requests decoding when it ran, its seconds)``, in order): the requests that were decoding
+    at a prefill waited for it and every later one (those that joined later, for the later ones
+    alone), counted among the ``decoding`` that remain (a retraction takes the latest first).
+
+    >>> waited([(1, 2.0), (3, 0.5)], 4, 1.0)
+    [(3.5, 1), (1.5, 2), (1.0, 1)]
+    """
+    out, before, left = [], 0, sum(seconds for _, seconds in stalls)
+    for count, seconds in stalls:
+        group = min(count, decoding) - min(before, decoding)
+        out.append((left + duration, group))
+        before, left = count, left - seconds
+    return out + [(duration, decoding - min(before, decoding))]
+
+
+def steps(step, output_tokens, times, runtime, overhead, blocks, need):
+    """The steps of an SGLang scheduler (see the module docstring); ``need`` (the blocks of a whole
+    request) is only the admission's bound through the estimate.  Returns as
+    ``load.whole_prompt_steps``."""
+    engine = Scheduler(step, times, runtime, blocks * runtime.block_tokens, output_tokens)
+    requests, prompt = len(times), step.prompt
+    if prompt + min(output_tokens, CLIP) >= engine.free:
+        raise InputError(f"a request of {prompt:,} prompt and {output_tokens:,} output tokens never fits SGLang's "
+                         f"admission, which needs them below the {engine.free:,} slots of the KV cache: a larger "
+                         f"tensor or pipeline degree, a smaller KV format (--kv-dtype) or a shorter request",
+                         "memory_fraction")
+    first, finished, gaps, last = [0.0] * requests, [0.0] * requests, [], 0.0
+    stalls = []                                # (requests decoding, seconds) of each prefill since a decode
+    while engine.arrived < requests or engine.waiting or len(engine.running) or engine.chunked:
+        if not len(engine.running) and not engine.waiting and engine.chunked is None \
+                and times[engine.arrived] > engine.now:
+            engine.now = times[engine.arrived]
+        tokens = engine.prefill()
+        if tokens:                             # the decoding requests wait: they write nothing
+            duration = step(tokens / prompt, 0, engine.running.context(engine.decodes)) + overhead
+            stalls.append((len(engine.running), duration))
+            engine.now += duration
+            engine.yielded(first, gaps, finished)
+            last = max([last] + [finished[entry[0]] for entry, _ in engine.batch if not entry[1]])
+            continue
+        if not len(engine.running):
+            continue
+        engine.retract()
+        decoding, context = len(engine.running), engine.running.context(engine.decodes)
+        engine.free -= decoding
+        duration = step(0, decoding, context) + overhead
+        engine.now, engine.decodes = engine.now + duration, engine.decodes + 1
+        gaps += waited(stalls, decoding, duration)
+        stalls = []
+        for request in engine.running.finish(engine.decodes, output_tokens):
+            finished[request] = last = engine.now
+            engine.free += prompt + output_tokens - 1
+    return first, finished, gaps, last
