@@ -19,6 +19,7 @@ from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import load
 from symbolic_cost.models.memory import kept_bytes, recompute_flops, recomputed_rows
 from symbolic_cost.models.training_values import Recompute
+from test_megatron_scripts import _model, _setup
 
 L, ES = 1024, 2                                  # tokens of one sequence, bf16 bytes
 E, H, QK, V, ROPE, RQ, RKV = 7168, 128, 192, 128, 64, 1536, 512
@@ -141,14 +142,7 @@ def test_modules_the_model_lacks_are_refused(deepseek):
 
 
 def _megatron(words: str):
-    from symbolic_cost.models.launch_script import read_launch
-    from symbolic_cost.models.megatron_args import megatron_setup
-    from symbolic_cost.models.megatron_words import inert
-    model = ("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
-             "--micro-batch-size 1 --global-batch-size 8 --tokenizer-type NullTokenizer --vocab-size 1000 --swiglu "
-             "--num-experts 8 --moe-ffn-hidden-size 64 --moe-router-topk 2 --moe-grouped-gemm")
-    return megatron_setup(read_launch(f"torchrun --nproc_per_node 8 pretrain_gpt.py {model} {words}", "s",
-                                      inert=inert), "s")
+    return _setup(_model(f"--moe-grouped-gemm {words}"))
 
 
 def test_megatron_arguments_name_the_modules():

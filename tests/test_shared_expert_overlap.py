@@ -18,6 +18,7 @@ from symbolic_cost.models.config import load
 from symbolic_cost.models.training import Overlap
 from symbolic_cost.timing.hardware import comm_time, get_system, row_seconds
 from symbolic_cost.timing.step import step_time_breakdown
+from test_megatron_scripts import _model, _setup
 
 SHARED = ("shared_fc1", "shared_act", "shared_fc2", "shared_gate", "shared_gate_act", "shared_gate_scale")
 
@@ -77,14 +78,7 @@ def test_refused_where_megatron_refuses_or_ignores_it(qwen):
 
 
 def _megatron(extra: str):
-    from symbolic_cost.models.launch_script import read_launch
-    from symbolic_cost.models.megatron_args import megatron_setup
-    from symbolic_cost.models.megatron_words import inert
-    model = ("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
-             "--micro-batch-size 1 --global-batch-size 8 --tokenizer-type NullTokenizer --vocab-size 1000 --swiglu "
-             "--num-experts 8 --moe-ffn-hidden-size 64 --moe-router-topk 2 --expert-model-parallel-size 8")
-    return megatron_setup(read_launch(f"torchrun --nproc_per_node 8 pretrain_gpt.py {model} {extra}", "s",
-                                      inert=inert), "s")
+    return _setup(_model(f"--expert-model-parallel-size 8 {extra}"))
 
 
 def test_the_megatron_options():

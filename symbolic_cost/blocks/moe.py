@@ -61,6 +61,9 @@ EXPERT_ROWS = ("expert_fc1", "expert_fc2")
 """Rows whose weights are routed experts (sharded over expert data parallelism)."""
 EXPERT_COMM_ROWS = ("dispatch", "combine")
 """Rows that carry the expert-parallel collectives."""
+ROUTED_ROWS = ("router", "router_probs", "router_topk", "dispatch", "expert_fc1", "expert_act", "expert_fc2",
+               "combine")
+"""Rows of the router and the routed experts, from the router's product to the combine."""
 SHARED_ROWS = ("shared_fc1", "shared_act", "shared_fc2", "shared_gate", "shared_gate_act", "shared_gate_scale")
 """Rows of the shared experts and their gate (Megatron-Core's ``SharedExpertMLP``)."""
 MOE_RULES = (("ep", "experts"), ("etp", "expert_f"), ("m1", "shared_f"))

@@ -7,7 +7,8 @@ Per micro-batch, for the ``k`` layers of one pipeline stage:
 ============== ============================================= =================================
 none           ``k x`` every row's ``act_buffer``            nothing
 selective      the attention core dropped, Q, K, V kept      the core (Korthikanti et al.
-               instead                                       2022)
+               instead; with Megatron-LM's modules, what     2022); with modules, theirs
+               each frees (``models.recompute_modules``)
 activation     each activation's output (the input of        the activations (and ``dpr1``)
                ``fc2``, ``expert_fc2``, ``shared_fc2``)
                dropped (and ``dpr1``'s mask)
@@ -77,9 +78,10 @@ def kept_bytes(layer: Block, recompute, tokens_bytes) -> Expr:
         return op_recompute.kept_bytes(layer, tokens_bytes)
     chosen = selection(layer, recompute.units)
     rebuilt = [row.act_buffer for i, row in enumerate(layer) if i in chosen.rebuilt]
-    # selective: keep Q, K, V to redo the core; activation: fc2's input is rebuilt from the
-    # activation's input, and a dropout between them draws its mask again from the saved
-    # random state (torch.utils.checkpoint), so it keeps none
+    # what each unit keeps instead (Q, K, V to redo the core, a checkpoint's input) is its
+    # Selection.kept; activation: fc2's input is rebuilt from the activation's input, and a
+    # dropout between them draws its mask again from the saved random state
+    # (torch.utils.checkpoint), so it keeps none
     return layer.total("act_buffer") - sum(rebuilt, Integer(0)) + chosen.kept
 
 

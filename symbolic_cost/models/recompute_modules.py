@@ -19,9 +19,8 @@ core_attn      whole-module       the attention core's rows      the core's (Q, 
 moe_act        output-discarding  ``expert_act``                 ``expert_fc2``'s input
 layernorm      output-discarding  the norms Transformer Engine   what their consumers keep:
                                   does not fuse into the next    the router, the shared
-                                  product: a mixture of experts'  experts' products (MoE), the
-                                  norm before the experts,       first query projection (MLA)
-                                  latent attention's first norm
+                                  product: an MoE layer's norm,  experts' products (MoE), the
+                                  latent attention's first norm  first query projection (MLA)
 mla_up_proj    output-discarding  the latent norms, the up-      their own, and the kernel's
                (inputs to the     projections, the rotary row    Q, K, V (the latents and the
                up-projections)                                   rotary key)
@@ -54,10 +53,9 @@ from sympy import Expr, Integer
 
 from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.latent_attention import core_input_bytes, rotary_key_bytes
-from symbolic_cost.blocks.moe import SHARED_ROWS
+from symbolic_cost.blocks.moe import ROUTED_ROWS, SHARED_ROWS
 from symbolic_cost.checks import InputError
 
-MOE_ROWS = ("router", "router_probs", "router_topk", "dispatch", "expert_fc1", "expert_act", "expert_fc2", "combine")
 MLP_ROWS = ("fc1", "act", "dpr1", "fc2")
 UP_PROJECTIONS = ("q_a_norm", "q_b_proj", "kv_a_norm", "kv_b_proj", "rotary")
 KERNEL = "flash_attention"
@@ -172,7 +170,7 @@ def _moe(layer: Block, units) -> Selection:
     norm's output, the router's input) unless ``layernorm`` discards that too."""
     if "router" not in layer.names:
         return Selection()
-    rows = _at(layer, MOE_ROWS + SHARED_ROWS + ("moe_sum",))
+    rows = _at(layer, ROUTED_ROWS + SHARED_ROWS + ("moe_sum",))
     return Selection(rows, rows, Integer(0) if "layernorm" in units else layer["router"].act_in)
 
 
