@@ -179,8 +179,12 @@ def test_devices_replace_a_count_the_launch_computes():
 
 def test_options_that_change_no_count_are_read():
     """Megatron-LM's ``--rope-type`` (rope or yarn: the same rotary products), ``--enable-experimental``,
-    ``--fp8-margin`` (a delayed-scaling margin) and ``--disable-gloo-process-groups`` change no count;
-    the layout is the one without them."""
+    ``--fp8-margin`` and ``--fp8-interval`` (delayed scaling's margin and update interval),
+    ``--disable-gloo-process-groups`` and ``--export-force-local-attention`` (an export's) change no
+    count: the layout is the one without them.  The flex dispatcher's backend is read with a note."""
     plain = _setup(_model(""))
-    quiet = _setup(_model("--rope-type yarn --enable-experimental --fp8-margin 0 --disable-gloo-process-groups"))
+    quiet = _setup(_model("--rope-type yarn --enable-experimental --fp8-margin 0 --fp8-interval 1 "
+                          "--disable-gloo-process-groups --export-force-local-attention"))
     assert (quiet.values, quiet.policy) == (plain.values, plain.policy)
+    flex = _setup(_model("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"))
+    assert flex.policy == plain.policy and any("DeepEP" in note for note in flex.notes)

@@ -29,7 +29,7 @@ attention-softmax-in-fp32 accumulate-allreduce-grads-in-fp32 bf16-dummy train-da
 test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-loss distributed-backend
 override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual-registration init-model-with-meta-device
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
-rope-type enable-experimental fp8-margin disable-gloo-process-groups
+rope-type enable-experimental fp8-margin fp8-interval disable-gloo-process-groups export-force-local-attention
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -52,7 +52,10 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
          "moe-router-num-groups": "--moe-router-num-groups, --moe-router-group-topk: counted as the router's plain "
                                   "top-k; the group-limited choice (a score a group, a top-k over the groups) is not "
                                   "counted",
-         "moe-router-group-topk": None}
+         "moe-router-group-topk": None,
+         "moe-flex-dispatcher-backend": "--moe-flex-dispatcher-backend: DeepEP's and HybridEP's kernels are timed as "
+                                        "the all-to-all dispatcher's collectives (their node-level deduplication of "
+                                        "the tokens sent is not modelled)"}
 
 READ = {
     "num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "group-query-attention",
