@@ -87,3 +87,12 @@ def test_a_request_that_never_fits_is_refused():
 
 def test_sglang_profile_admits_by_the_estimate():
     assert engines.runtime("sglang", None, "h100", 1, 8192).allocation == "estimate"
+
+
+@pytest.mark.parametrize("output, expected", [(10, 10_000 - 9 * 0.7), (5000, 10_000 - 4096 * 0.7)])
+def test_what_a_running_request_is_charged(output, expected):
+    """One request with one token of ``output``: charged 0.7 of the tokens it may still write,
+    at most SGLang's 4,096 (``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``)."""
+    engine = estimated.Scheduler(OneSecond(2), [0.0], RUNTIME, 10_000, output)
+    engine.running.add(0, 0)
+    assert engine.remaining_estimate() == pytest.approx(expected)

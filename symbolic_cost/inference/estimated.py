@@ -71,7 +71,11 @@ class Scheduler:
     def remaining_estimate(self) -> float:
         """Slots the scheduler counts as still free: the free ones less ``r`` of what each decoding
         request may still write (``PrefillAdder``'s ``rem_total_tokens``)."""
-        ahead = sum(min(self.output - self.generated(request), CLIP) for request in self.running.start)
+        if self.output <= CLIP:                # no clipping: sum(O - g) from the running sum of starts
+            n = len(self.running)
+            ahead = n * (self.output - self.decodes - 1) + self.running.start_sum
+        else:
+            ahead = sum(min(self.output - self.generated(request), CLIP) for request in self.running.start)
         return self.free - ahead * self.ratio
 
     def prefill(self) -> int:
@@ -80,8 +84,10 @@ class Scheduler:
         while self.arrived < len(self.times) and self.times[self.arrived] <= self.now:
             self.waiting.append((self.arrived, 0))
             self.arrived += 1
-        room, left = self.runtime.max_tokens, self.remaining_estimate()
         self.batch = []
+        if not self.waiting and self.chunked is None:
+            return 0
+        room, left = self.runtime.max_tokens, self.remaining_estimate()
         if self.chunked is not None:
             take = min(self.chunked[1], room)
             self.batch.append(self._take(self.chunked, take))
