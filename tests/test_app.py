@@ -199,7 +199,7 @@ def test_the_serving_view_offers_how_an_engine_gives_kv_blocks():
     line's, written out by hand."""
     from symbolic_cost.app.server import choices
     from symbolic_cost.cli import build_parser
-    assert choices(build_parser)["kv_allocation"]["choices"] == ["reserve", "on-demand"]
+    assert choices(build_parser)["kv_allocation"]["choices"] == ["reserve", "on-demand", "estimate"]
     request = {"model": "preset", "preset": "llama-2-7b", "serve": {"l_in": "256", "l_out": "16"}, "engine": "vllm",
                "kv_allocation": "reserve", "rate": "4", "requests": "20"}
     answer = commands.answer("inference", request, main)
