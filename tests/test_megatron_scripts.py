@@ -188,3 +188,44 @@ def test_options_that_change_no_count_are_read():
     assert (quiet.values, quiet.policy) == (plain.values, plain.policy)
     flex = _setup(_model("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"))
     assert flex.policy == plain.policy and any("DeepEP" in note for note in flex.notes)
+
+
+GPT_OSS_120B = "9bc6142375d4c6b1503cc8198965d8697a473a76"
+"""examples/post_training/modelopt/conf/openai/gpt-oss-120b.sh at 6ec369d4a1: ``MODEL_ARGS`` of
+GPT-OSS-120B (``--quick-geglu``, ``--softmax-type learnable``, ``--window-size 127,0``,
+``--window-attn-skip-freq 2``, ``--enable-gpt-oss``, ``--padded-vocab-size 201088``)."""
+GPT_OSS_TRAIN = "2659b17cc19b4918015295601b68b6612006df1f"
+"""examples/gptoss/02_train.sh at 12db36f2fc: a 12-layer GPT-OSS-style model of 512 for a benchmark."""
+
+
+def test_gpt_oss_120b_as_its_model_file_gives_it():
+    """116,829,156,672 parameters, GPT-OSS-120B's (OpenAI's model card: 116.8 B; the same count from
+    its config.json, ``test_hf_families``): ``--enable-gpt-oss`` makes the positions YaRN's rotary
+    ones (``post_training/model_builder.py``), no learned table; biases everywhere (Megatron-LM's
+    ``add_bias_linear``: attention, router and experts); a sink per head; a 128-key window (127 back
+    and the token) on layers 1, 3, 5, ... (1-based, ``is_layer_window_attention``: ``n % 2 != 0``)."""
+    s = setup(GPT_OSS_120B, world=8)
+    a = s.arch
+    assert _parameters(s) == 116_829_156_672
+    assert (a.windows.window, a.windows.windowed_layers, a.windows.window_pattern[:4]) == (128, 18, (True, False) * 2)
+    assert a.attention.sinks and a.feedforward.moe.router_bias and a.feedforward.moe.expert_bias
+    assert any("--glu-linear-offset" in note for note in s.notes)
+
+
+def test_gpt_oss_benchmark_script_by_hand():
+    """02_train.sh's model: 12 layers of 512, 64 heads of 8 in 8 groups, no biases
+    (``--disable-bias-linear``), 4 experts of 2,048 (2 a token, gated), a sink per head, untied
+    NullTokenizer vocabulary of 128,256 + 1 padded to 128,384."""
+    e, heads, groups, head, experts, width, vocab = 512, 64, 8, 8, 4, 2048, 128_384
+    attention = 2 * e * heads * head + 2 * e * groups * head + heads      # q, o; k, v; the sinks
+    layer = attention + 2 * e + e * experts + experts * (e * 2 * width + width * e)
+    assert _parameters(setup(GPT_OSS_TRAIN, world=8)) == 12 * layer + 2 * vocab * e + e == 289_576_192
+
+
+@pytest.mark.parametrize("words, argument", [("--window-size 128,64", "--window-size"),
+                                             ("--window-attn-skip-freq 2", "--window-attn-skip-freq"),
+                                             ("--softmax-type off-by-one", "--softmax-type")])
+def test_gpt_oss_options_refused(words, argument):
+    with pytest.raises(InputError) as info:
+        _setup(_model(words))
+    assert info.value.argument == argument

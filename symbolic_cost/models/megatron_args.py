@@ -38,7 +38,15 @@ that is ``floor(e/24) 64``)
 ``--moe-shared-expert-intermediate-size``,  ``dense_layers`` (a list, ``([0]+[1]*26)``); router
 ``--moe-layer-freq`` (1),                   ``topk_softmax`` (``softmax`` with ``--moe-router-pre-
 ``--moe-router-score-function`` (softmax),  softmax``; ``sigmoid``, normalised over the k chosen);
-``--moe-router-topk-scaling-factor``        ``scale``
+``--moe-router-topk-scaling-factor``        ``scale``; the router's and the experts' biases are
+                                            ``add_bias_linear``'s (Megatron-Core's)
+``--window-size`` (LEFT,0),                 ``window`` ``LEFT + 1`` on every layer, or where
+``--window-attn-skip-freq``                 ``is_layer_window_attention`` puts it (``_windows``)
+``--softmax-type`` (vanilla)                ``sinks`` with ``learnable`` (off-by-one refused)
+``--quick-geglu``                           ``mlp``: ``swiglu`` (GPT-OSS's gated unit; its clamp
+                                            and offset noted, not counted)
+``--padded-vocab-size``                     ``vocab`` as given, padded already (``vocab_multiple`` 1)
+``--enable-gpt-oss``                        rotary (YaRN) positions, as the model builder sets them
 ``--multi-latent-attention``,               ``latent`` (``Latent(kv_rank, rope_dim, nope_dim, v_dim,
 ``--q-lora-rank`` (none),                   q_rank)``); needs ``--qk-layernorm`` (the latent
 ``--kv-lora-rank`` (32), ``--qk-head-dim``  norms)
@@ -215,13 +223,15 @@ def _gpt2_vocabulary_file(o) -> bool:
 
 def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Architecture:
     e, h, n = o.integer("hidden-size"), o.integer("num-attention-heads"), o.integer("num-layers")
-    swiglu = o.flag("swiglu")
+    swiglu = o.flag("swiglu") or o.flag("quick-geglu")        # GPT-OSS's gated unit, counted as SwiGLU
     o.flag("openai-gelu")
     f = o.integer("ffn-hidden-size", e // 24 * 64 if swiglu else 4 * e)
     positions = "rope" if o.flag("use-rotary-position-embeddings") else \
         o.choice("position-embedding-type", "learned_absolute", ("learned_absolute", "rope", "none"))
     if o.flag("no-position-embedding") and positions == "learned_absolute":     # 2023: no learned table
         positions = "none"
+    if o.flag("enable-gpt-oss"):        # post_training/model_builder.py: YaRN rotary positions, as GPT-OSS's
+        positions = "rope"
     context = o.integer("max-position-embeddings")
     groups = o.integer("num-query-groups", 1)
     if "kv-channels" not in o.options and e % h:        # Megatron-LM asserts it before deriving kv_channels
@@ -235,6 +245,9 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
     bias = not o.flag("disable-bias-linear") or o.flag("add-bias-linear")
     tokenizer = o.text("tokenizer-type", "GPT2BPETokenizer")
     stated = o.integer("vocab-size") if "vocab-size" in o.options else None
+    padded = o.integer("padded-vocab-size") if "padded-vocab-size" in o.options else None
+    if padded is not None and vocab is None:            # Megatron-LM takes it as the padded table, as it is
+        vocab = padded
     if tokenizer == "NullTokenizer":
         if stated is None:
             raise InputError("--tokenizer-type NullTokenizer needs --vocab-size", "--vocab-size")
@@ -257,9 +270,54 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
         .replace("RMSNorm", "rms"), rotary=positions == "rope", rotary_dim=rotary_dim,
         tied=not o.flag("untie-embeddings-and-output-weights"), qkv_bias=bias or o.flag("add-qkv-bias"), bias=bias,
         dropouts=o.fraction("hidden-dropout", "0.1") != 0, attention_dropout=o.fraction("attention-dropout", "0.1") != 0,
-        vocab_multiple=o.integer("make-vocab-size-divisible-by", 128), context=context,
+        vocab_multiple=1 if padded is not None else o.integer("make-vocab-size-divisible-by", 128), context=context,
         head_dim=None if head * h == e or latent else head, latent=latent,
-        qk_norm="head" if o.flag("qk-layernorm") and not latent else None, moe=_moe(o, f, n))
+        qk_norm="head" if o.flag("qk-layernorm") and not latent else None, moe=_moe(o, f, n, bias),
+        sinks=_sinks(o), **_windows(o, n))
+
+
+def _sinks(o: Options) -> bool:
+    """``--softmax-type``: vanilla, or ``learnable`` (a learned sink logit per head: GPT-OSS)."""
+    kind = o.choice("softmax-type", "vanilla", ("vanilla", "learnable", "off-by-one"))
+    if kind == "off-by-one":
+        raise InputError("--softmax-type off-by-one (a fixed sink, no parameter) is not modelled; vanilla and "
+                         "learnable are", "--softmax-type")
+    return kind == "learnable"
+
+
+def _windows(o: Options, n: int) -> dict:
+    """Sliding-window attention: ``--window-size LEFT,RIGHT`` (a causal window of ``LEFT + 1`` keys,
+    the token's own included: Transformer Engine's ``(left, 0)``) on every layer, or with
+    ``--window-attn-skip-freq`` as Megatron-Core's ``is_layer_window_attention`` places it: an
+    integer ``N``, a full-attention layer every ``N`` (layer ``i``, 0-based, windowed unless
+    ``(i + 1) % N == 0``), or a list of 0 and 1 a layer (1: windowed).
+
+    >>> from symbolic_cost.models.megatron_words import Options
+    >>> _windows(Options({"window-size": ["127,0"], "window-attn-skip-freq": ["2"]}), 4)
+    {'window': 128, 'windowed_layers': 2, 'window_pattern': (True, False, True, False)}
+    """
+    if "window-size" not in o.options:
+        if "window-attn-skip-freq" in o.options:
+            raise InputError("--window-attn-skip-freq applies to --window-size, which is not given",
+                             "--window-attn-skip-freq")
+        return {}
+    text = o.text("window-size")
+    left, _, right = text.strip("()").partition(",")
+    if not (left.strip().isdigit() and right.strip() == "0"):
+        raise InputError(f"--window-size {text!r}: a causal window LEFT,0 is read (keys LEFT back and the token's "
+                         f"own)", "--window-size")
+    freq = o.text("window-attn-skip-freq", None)
+    if freq is None:
+        pattern = (True,) * n
+    elif freq.strip().isdigit() and int(freq) >= 1:
+        pattern = tuple((i + 1) % int(freq) != 0 for i in range(n))
+    else:
+        layers = _moe_layers(freq, n)       # the same list of 0 and 1 a layer as --moe-layer-freq
+        pattern = tuple(i >= layers["first_dense"] and i not in layers["dense_layers"] for i in range(n))
+    windowed = sum(pattern)
+    if not windowed:
+        return {}
+    return dict(window=int(left) + 1, windowed_layers=windowed, **({"window_pattern": pattern} if windowed < n else {}))
 
 
 def _scheduled_batch(o: Options, notes: list) -> int | None:
@@ -303,7 +361,7 @@ def _latent(o: Options) -> Latent | None:
 LATENT_OPTIONS = ("q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim")
 
 
-def _moe(o: Options, f: int, n: int) -> MoE | None:
+def _moe(o: Options, f: int, n: int, bias: bool) -> MoE | None:
     if "num-experts" not in o.options:
         for option in ("moe-router-topk", "moe-ffn-hidden-size", "moe-expert-capacity-factor"):
             if option in o.options:
@@ -320,6 +378,7 @@ def _moe(o: Options, f: int, n: int) -> MoE | None:
     return MoE(o.integer("num-experts"), top_k, o.integer("moe-ffn-hidden-size", f),
                shared_f=o.integer("moe-shared-expert-intermediate-size", 0, minimum=0), router=router,
                normalise=score == "sigmoid" and top_k > 1, scale="moe-router-topk-scaling-factor" in o.options,
+               router_bias=bias, expert_bias=bias,      # Megatron-Core's router and experts take add_bias_linear
                **_moe_layers(o.text("moe-layer-freq", "1"), n))
 
 

@@ -30,6 +30,7 @@ test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-
 override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual-registration init-model-with-meta-device
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
 rope-type enable-experimental fp8-margin fp8-interval disable-gloo-process-groups export-force-local-attention
+disable-bf16-reduced-precision-matmul moe-per-layer-logging
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -53,6 +54,10 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
                                   "top-k; the group-limited choice (a score a group, a top-k over the groups) is not "
                                   "counted",
          "moe-router-group-topk": None,
+         "glu-linear-offset": "--glu-linear-offset, --activation-func-clamp-value (GPT-OSS's gated unit): counted "
+                              "as a SwiGLU; the clamps, the gate's scale and the value's offset are a few element-wise "
+                              "operations more, not counted",
+         "activation-func-clamp-value": None,
          "moe-flex-dispatcher-backend": "--moe-flex-dispatcher-backend: DeepEP's and HybridEP's kernels are timed as "
                                         "the all-to-all dispatcher's collectives (their node-level deduplication of "
                                         "the tokens sent is not modelled)"}
@@ -81,7 +86,8 @@ READ = {
     "activations-checkpoint-num-layers", "no-position-embedding", "use-megatron-fsdp", "use-custom-fsdp",
     "use-torch-fsdp2", "data-parallel-sharding-strategy", "optimizer", "multi-latent-attention", "q-lora-rank",
     "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim", "moe-router-topk-scaling-factor",
-    "step-batch-size-schedule"}
+    "step-batch-size-schedule", "quick-geglu", "softmax-type", "window-size", "window-attn-skip-freq",
+    "padded-vocab-size", "enable-gpt-oss"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
 def parse(words: list, notes: list | None = None) -> dict:
