@@ -222,8 +222,16 @@ def test_gpt_oss_benchmark_script_by_hand():
     assert _parameters(setup(GPT_OSS_TRAIN, world=8)) == 12 * layer + 2 * vocab * e + e == 289_576_192
 
 
+def test_a_window_pattern_as_a_list():
+    """``--window-attn-skip-freq`` as a list of 0 and 1 a layer (1: windowed), as ``moe_freq_type`` reads it."""
+    a = _setup(_model("--window-size 63,0 --window-attn-skip-freq '[1,1,0,1]'")).arch
+    assert (a.windows.window, a.windows.window_pattern) == (64, (True, True, False, True))
+
+
 @pytest.mark.parametrize("words, argument", [("--window-size 128,64", "--window-size"),
                                              ("--window-attn-skip-freq 2", "--window-attn-skip-freq"),
+                                             ("--window-size 127,0 --window-attn-skip-freq '[1,0]'",
+                                              "--window-attn-skip-freq"),
                                              ("--softmax-type off-by-one", "--softmax-type")])
 def test_gpt_oss_options_refused(words, argument):
     with pytest.raises(InputError) as info:

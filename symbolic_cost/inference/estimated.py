@@ -129,10 +129,11 @@ class Scheduler:
             self.ratio = max(self.ratio - DECAY, MIN_RATIO)
         return retracted
 
-    def yielded(self, first: list, gaps: list, finished: list) -> None:
+    def yielded(self, first: list, gaps: list, finished: list) -> bool:
         """The batch's requests whose prefill ended: fresh ones yield their first token,
         re-prefilled ones their next (a gap of their own); they start decoding, or leave where
-        that token was their last (their prompt and tokens freed)."""
+        that token was their last (their prompt and tokens freed).  Whether any left."""
+        left_now = False
         for entry, _ in self.batch:
             request, left, cached, before = entry
             if left:
@@ -142,10 +143,11 @@ class Scheduler:
             else:
                 gaps.append((self.now - self.last_token.pop(request), 1))
             if before + 1 >= self.output:
-                finished[request] = self.now
+                finished[request], left_now = self.now, True
                 self.free += cached
             else:
                 self.running.add(request, self.decodes - before)
+        return left_now
 
 
 def waited(stalls: list, decoding: int, duration: float) -> list:
@@ -187,11 +189,14 @@ def steps(step, output_tokens, times, runtime, overhead, blocks, need):
             duration = step(tokens / prompt, 0, engine.running.context(engine.decodes)) + overhead
             stalls.append((len(engine.running), duration))
             engine.now += duration
-            engine.yielded(first, gaps, finished)
-            last = max([last] + [finished[entry[0]] for entry, _ in engine.batch if not entry[1]])
+            if engine.yielded(first, gaps, finished):
+                last = engine.now
             continue
-        if not len(engine.running):
-            continue
+        if not len(engine.running):             # an empty engine that admits nothing never will
+            raise InputError(f"a retracted request of {prompt:,} prompt and {output_tokens:,} output tokens no "
+                             f"longer fits SGLang's admission in the {engine.free:,} slots of the KV cache (its "
+                             f"clipped estimate grew with the tokens it had written): a larger KV cache or a "
+                             f"shorter request", "memory_fraction")
         engine.retract()
         decoding, context = len(engine.running), engine.running.context(engine.decodes)
         engine.free -= decoding

@@ -312,8 +312,7 @@ def _windows(o: Options, n: int) -> dict:
     elif freq.strip().isdigit() and int(freq) >= 1:
         pattern = tuple((i + 1) % int(freq) != 0 for i in range(n))
     else:
-        layers = _moe_layers(freq, n)       # the same list of 0 and 1 a layer as --moe-layer-freq
-        pattern = tuple(i >= layers["first_dense"] and i not in layers["dense_layers"] for i in range(n))
+        pattern = tuple(bool(v) for v in _layer_flags(freq, n, "--window-attn-skip-freq"))
     windowed = sum(pattern)
     if not windowed:
         return {}
@@ -393,21 +392,29 @@ def _moe_layers(text: str, n: int) -> dict:
     """
     if text.strip().isdigit() and int(text) >= 1:
         return {"every": int(text)}
-    refused = InputError(f"--moe-layer-freq {text!r}: an integer or a list of 0 and 1 per layer, as ([0]*3+[1]*58)",
-                         "--moe-layer-freq")
+    pattern = _layer_flags(text, n, "--moe-layer-freq")
+    first = next((i for i, v in enumerate(pattern) if v), n)
+    return {"first_dense": first, "dense_layers": tuple(i for i, v in enumerate(pattern) if not v and i >= first)}
+
+
+def _layer_flags(text: str, n: int, option: str) -> list:
+    """The list of 0 and 1 a layer that ``option`` gives as a Python list expression
+    (``moe_freq_type``'s form: list literals added and repeated by an integer, nothing else
+    evaluated), one a layer, or ``option`` refused by name."""
+    refused = InputError(f"{option} {text!r}: an integer or a list of 0 and 1 per layer, as ([0]*3+[1]*58)",
+                         option)
     try:
         pattern = _layer_list(ast.parse(text.strip().strip("'\""), mode="eval").body, refused)
     except SyntaxError:
         raise refused from None
     if len(pattern) != n or set(pattern) - {0, 1}:
-        raise InputError(f"--moe-layer-freq {text!r}: {len(pattern)} values of 0 and 1 for --num-layers {n} "
-                         f"(Megatron-LM's rule: one a layer)", "--moe-layer-freq")
-    first = next((i for i, v in enumerate(pattern) if v), n)
-    return {"first_dense": first, "dense_layers": tuple(i for i, v in enumerate(pattern) if not v and i >= first)}
+        raise InputError(f"{option} {text!r}: {len(pattern)} values of 0 and 1 for --num-layers {n} "
+                         f"(Megatron-LM's rule: one a layer)", option)
+    return pattern
 
 
 def _layer_list(node, refused: InputError) -> list:
-    """A list expression of ``--moe-layer-freq``: list literals of integers, ``+`` and ``* N``
+    """A list expression of ``_layer_flags``: list literals of integers, ``+`` and ``* N``
     (``refused`` raised for anything else)."""
     if isinstance(node, ast.List) and all(isinstance(v, ast.Constant) and type(v.value) is int for v in node.elts):
         return [v.value for v in node.elts]
