@@ -151,6 +151,50 @@ torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size $TP --n
         _setup_text(text.replace("GROUPS_OF=2", "GROUPS_OF=3"))            # 4 / 3: the shell truncates; not read
 
 
+UNDECIDED = """#!/bin/bash
+MODEL_ARGS=" --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+if [[ -z "${MEGATRON_LM_ROOT}" ]]; then
+    MEGATRON_LM_ROOT=$(realpath "$(dirname "$0")"/../../)
+    NP=${NP:-$(cat "$HOSTFILE" | grep -v '^#' | awk '{s += $1} END {print s}')}
+fi
+OUTPUT_ARGS=" --log-interval 1 --seq-length 128 "
+if [ -n "$SAVE_PATH" ]; then
+    OUTPUT_ARGS="$OUTPUT_ARGS --save-interval 100 --save ${SAVE_PATH}"
+    CKPT=( --load "$SAVE_PATH" --exit-on-missing-checkpoint )
+fi
+TP=1
+if [ -v TP ]; then PP=1; else PP=2; fi
+torchrun --nproc_per_node 8 pretrain_gpt.py ${MODEL_ARGS[@]} $OUTPUT_ARGS ${CKPT[@]} \\
+  --tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP \\
+  --max-position-embeddings 128 --micro-batch-size 1 --global-batch-size 8 \\
+  --tokenizer-type NullTokenizer --vocab-size 1000
+"""
+
+
+def test_values_under_undecided_tests_as_bash_sets_them():
+    """Under ``[ -n "$SAVE_PATH" ]`` (the environment's, unknown) a command's output is an unknown
+    value, checkpoint and logging options change no count (their paths unknown), and ``-v`` of a
+    variable the script sets is true; ``${MODEL_ARGS[@]}`` of a string is the string, as bash expands it."""
+    launch = read_launch(UNDECIDED, "s", inert=inert)
+    words = launch.program
+    assert words[:7] == "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --log-interval".split()
+    assert words[words.index("--pipeline-model-parallel-size") + 1] == "1"
+    assert sum("set under a test the reader cannot decide" in note for note in launch.notes) == 2
+    assert _setup_text(UNDECIDED).values[S.d] == 8
+
+
+@pytest.mark.parametrize("change, refused", [
+    ('--save ${SAVE_PATH}"', '--sequence-parallel"'),                  # an option that changes a count
+    ('"$SAVE_PATH" --exit', '"$SAVE_PATH" $EXTRA --exit'),             # an unknown word in an option's place
+    ("TP=1\n", 'TP=1\nIFS="," read -r TP PP <<< "$CONFIG"\n'),        # read sets what it reads: unknown
+])
+def test_values_under_undecided_tests_refused(change, refused):
+    text = UNDECIDED.replace(change, refused, 1)
+    assert text != UNDECIDED
+    with pytest.raises(InputError, match=r"cannot decide|\$TP, whose value the script does not decide"):
+        _setup_text(text)
+
+
 def _setup_text(text):
     return megatron_setup(read_launch(text, "s", inert=inert), "s")
 

@@ -115,7 +115,9 @@ class _Shell:
 
         def fill(match):
             array, name, default, arithmetic, command, plain = match.groups()
-            if array is not None:
+            if array is not None and array not in self.arrays and array in self.scalars:
+                name = array             # ${MODEL_ARGS[@]} of a string: the string, as bash gives it
+            elif array is not None:
                 elements = self.arrays.get(array, [])
                 quoted = match.start() > 0 and text[match.start() - 1] == '"'
                 return " ".join(shlex.quote(e) for e in elements) if quoted or not split_arrays \
@@ -155,7 +157,8 @@ class _Shell:
 
     def test(self, text: str) -> bool | None:
         """A ``[[ ... ]]`` (or ``[ ... ]``) test of known values, or None: ``==``, ``!=``, ``-z``,
-        ``-n`` and the integer comparisons ``-eq``, ``-ne``, ``-lt``, ``-le``, ``-gt``, ``-ge``."""
+        ``-n``, ``-v`` of a variable the script sets, and the integer comparisons ``-eq``, ``-ne``,
+        ``-lt``, ``-le``, ``-gt``, ``-ge``."""
         clauses = re.split(r"\|\||&&", text)
         joins = re.findall(r"\|\||&&", text)
         results = []
@@ -173,6 +176,8 @@ class _Shell:
                 result = _INTEGER_TESTS[words[1]](int(words[0]), int(words[2]))
             elif len(words) in (1, 2) and words[0] in ("-z", "-n"):
                 result = (len(words) == 1 or words[1] == "") == (words[0] == "-z")
+            elif len(words) == 2 and words[0] == "-v" and (words[1] in self.scalars or words[1] in self.arrays):
+                result = True               # set by the script; one it leaves unset may be in the environment
             else:
                 return None
             results.append(result != negate)
@@ -308,6 +313,8 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",), inert=None) 
             continue
         if not head or head == "then" or shell.active() is False:
             continue
+        if _read_into(shell, line):
+            continue
         assignment = _ASSIGN.match(line)
         words = None if assignment else _words(shell, line)
         launch = bool(words) and words[0] not in ("echo", "printf") and any(
@@ -377,8 +384,9 @@ def _over_arguments(shell: _Shell, head: str, line: str) -> bool:
 
 
 def _commands(line: str) -> list[str]:
-    """The commands of a line split at its ``;`` outside quotes and ``$(( ))``; a ``;;`` (the end of
-    a ``case`` branch) stays on the command it ends."""
+    """The commands of a line split at its ``;`` outside quotes and ``$(( ))``, and after a ``then``,
+    ``else`` or ``do`` that starts one; a ``;;`` (the end of a ``case`` branch) stays on the command it
+    ends."""
     parts, start, quote, depth, i = [], 0, None, 0, 0
     while i < len(line):
         char = line[i]
@@ -397,7 +405,11 @@ def _commands(line: str) -> list[str]:
             continue
         i += 1
     parts.append(line[start:].strip())
-    return [part for part in parts if part]
+    split = []                              # "then PP=1", "else PP=2": the keyword, then its command
+    for part in parts:
+        keyword, _, rest = part.partition(" ")
+        split += [keyword, rest.strip()] if keyword in ("then", "else", "do") and rest.strip() else [part]
+    return [part for part in split if part]
 
 
 def _held_options(shell: _Shell, what: str) -> tuple[str, list] | None:
@@ -415,27 +427,67 @@ def _held_options(shell: _Shell, what: str) -> tuple[str, list] | None:
     return next(iter(held.items()), None)
 
 
+_READ = re.compile(r"^(?:[A-Za-z_]\w*=\S*\s+)*read\s+(.*)$")
+"""``read`` (after any ``IFS=,`` of its own): the names it sets, then where it reads from."""
+
+
+def _read_into(shell: _Shell, line: str) -> bool:
+    """A ``read`` (``IFS=',' read -r TP PP <<< "$CONFIG"``) sets its names to what it reads, which
+    the reader does not follow: each becomes unknown, so an option that needs one is refused."""
+    match = _READ.match(line)
+    if match is None:
+        return False
+    words = match.group(1).split("<", 1)[0].split()
+    taking = {"-a", "-d", "-i", "-n", "-N", "-p", "-t", "-u"}      # options that take the next word
+    names = [w for i, w in enumerate(words)
+             if re.fullmatch(r"[A-Za-z_]\w*", w) and (i == 0 or words[i - 1] not in taking)]
+    for name in names + [w for i, w in enumerate(words) if i and words[i - 1] == "-a"]:
+        shell.arrays.pop(name, None)
+        shell.scalars[name] = f"{UNKNOWN}{name}"
+    return True
+
+
 def _undecided_value(shell: _Shell, assignment) -> bool:
     """A variable set to a plain value (no option, not an array) under a test the reader cannot
-    decide (``if ! [ -d "$TOKENIZER" ]; then export HF_TOKEN=...``) has a value the reader does not
-    know: it becomes unknown, and only an option that needs it is refused (``known``).  Option
-    words or an array keep the refusal: which options run would be unknown."""
+    decide (``if ! [ -d "$TOKENIZER" ]; then export HF_TOKEN=...``, ``ROOT=$(realpath ..)``,
+    ``PATTERN+="$A$B"``) has a value the reader does not know: it becomes unknown, and only an
+    option that needs it is refused (``known``).  Option words or an array keep the refusal: which
+    options run would be unknown.  A command's or arithmetic's text (``$(grep -v ..)``) is not the
+    value's words, so its dashes are not options."""
     name, add, value = assignment.groups()
-    words = None if value.startswith("(") else _words(shell, value)
-    if add or words is None or any(w.startswith("-") for w in words):
+    if value.startswith("(") or any(w.startswith("-") for w in _substituted(value).replace('"', " ").split()):
         return False
     shell.scalars[name] = f"{UNKNOWN}{name}"
     return True
 
 
+def _substituted(value: str) -> str:
+    """``value`` with each ``$( .. )`` and ``$(( .. ))`` (nested ones too) cut to ``$``."""
+    out, depth = [], 0
+    for i, char in enumerate(value):
+        if char == "(" and (value[i - 1:i] == "$" or depth):
+            depth += 1
+        elif char == ")" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(char)
+    return "".join(out)
+
+
 def _inert(shell: _Shell, assignment, inert) -> bool:
-    """Whether an assignment's value is words that change no count (``inert``)."""
+    """Whether an assignment's value is words that change no count (``inert``; of
+    ``X="$X --profile"``, the words it adds).  An unknown word
+    may stand only as an option's value (``--load "$LOAD_PATH"``): where it stood for an option,
+    which options run would be unknown."""
     if inert is None:
         return False
-    value = assignment.group(3)
+    name, value = assignment.group(1), assignment.group(3)
+    value = re.sub(rf'^(")?\$(?:{name}\b|\{{{name}\}})', r"\1", value)   # X="$X --profile": what it adds
     words = (shlex.split(shell.expand(value[1:-1].strip(), split_arrays=False)) if value.startswith("(")
-             else _words(shell, value))
-    return bool(words) and all(UNKNOWN not in w for w in words) and inert(words)
+             else " ".join(_words(shell, value) or ()).split())        # a scalar's one word, as it splits
+    return bool(words) and not any(
+        UNKNOWN in w and (i == 0 or not words[i - 1].startswith("-") or w.startswith("-"))
+        for i, w in enumerate(words)) and inert(words)
 
 
 def _case(shell: _Shell, line: str) -> None:

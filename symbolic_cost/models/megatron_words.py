@@ -30,7 +30,7 @@ test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-
 override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual-registration init-model-with-meta-device
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
 rope-type enable-experimental fp8-margin fp8-interval disable-gloo-process-groups export-force-local-attention
-disable-bf16-reduced-precision-matmul moe-per-layer-logging
+disable-bf16-reduced-precision-matmul moe-per-layer-logging exit-on-missing-checkpoint use-dist-ckpt
 """.split())
 """Options that change no count of the library (read, not used)."""
 
