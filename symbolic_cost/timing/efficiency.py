@@ -36,10 +36,10 @@ import json
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 
-from sympy import Add, Expr, Max, Mul, Pow, Rational
+from sympy import Add, Expr, Min, Mul, Pow, Rational
 
 from symbolic_cost.checks import InputError, exact
-from symbolic_cost.extrema import maximum, minimum, sign, unevaluated
+from symbolic_cost.extrema import minimum, sign, unevaluated
 from symbolic_cost.sampled import changes_sign
 from symbolic_cost.trees import remembered
 from symbolic_cost.ops.matmul import matmul_flops
@@ -161,11 +161,7 @@ def _tile(sides) -> Expr:
 
 def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
     """Useful fraction of the tile slots a batch of ``count`` ``(m, k) x (k, n)`` products
-    occupies, on the best of the kernel's tiles (``tile_shapes``).  On a tile of sides
-    ``T_m = kernel_tile(m, t_m)`` and ``T_n = kernel_tile(n, t_n)``,
-    ``tiles = ceiling(m/T_m) ceiling(n/T_n) count`` output tiles run in ``ceiling(tiles/sms)``
-    waves of ``sms`` tiles; the useful part is ``m n count`` of those ``waves x sms x T_m x T_n``
-    outputs.
+    occupies, on the best of the kernel's tiles: ``m n count / wave_slots(...)``.
 
     >>> # 128 x 128: 16 x 36 = 576 tiles in 6 waves of 108 SMs (8/9); 128 x 64: 1,152 in 11 (32/33)
     >>> wave_efficiency(2048, 4608, 1, 108, 128, 128)
@@ -174,28 +170,43 @@ def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
     >>> wave_efficiency(100, 128, 1, 108, 128, 128)
     25/1512
     """
+    return m * n * count * _reciprocal(wave_slots(m, n, count, sms, tile_m, tile_n))
+
+
+def wave_slots(m, n, count, sms, tile_m, tile_n) -> Expr:
+    """Output slots a batch of ``count`` ``(m, k) x (k, n)`` products occupies on the best of the
+    kernel's tiles (``tile_shapes``).  On a tile of sides ``T_m = kernel_tile(m, t_m)`` and
+    ``T_n = kernel_tile(n, t_n)``, ``tiles = ceiling(m/T_m) ceiling(n/T_n) count`` output tiles run
+    in ``ceiling(tiles/sms)`` waves of ``sms`` tiles, which hold ``waves x sms x T_m x T_n``
+    outputs; the best tile holds the fewest.  A product's time is its ``2 m k n count`` FLOPs
+    over the rate, times ``slots / (m n count)``: written so, it needs no division by the
+    extremum (what the compiled kernels spend most on).
+
+    >>> wave_slots(2048, 4608, 1, 108, 128, 128)       # 11 waves of 108 128 x 64 tiles
+    9732096
+    """
     sides = tuple(exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms")))
-    return remembered(_WAVES, (*sides, exact(tile_m, "tile_m"), exact(tile_n, "tile_n")), _waves)
+    return remembered(_WAVES, (*sides, exact(tile_m, "tile_m"), exact(tile_n, "tile_n")), _slots)
 
 
 _WAVES: dict = {}
-"""Wave efficiencies already built: a layer's products share their shapes (DeepSeek-V3's step
-time asks 45 times for 31 of them; ``(b l, 7168)`` nine times)."""
+"""Wave slots already built: a layer's products share their shapes (DeepSeek-V3's step time
+asks 45 times for 31 of them; ``(b l, 7168)`` nine times)."""
 
 
-def _waves(key) -> Expr:
+def _slots(key) -> Expr:
     m, n, count, sms, tile_m, tile_n = key
-    shapes = [(kernel_tile(m, t_m), kernel_tile(n, t_n)) for t_m, t_n in tile_shapes(tile_m, tile_n)]
-    useful = m * n * count
-    # one product a shape, not a chain of them: each ``*`` and ``/`` flattens the whole product again
-    fills = [Mul(useful, _reciprocal(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms)),
-                 Pow(sms, -1), Pow(t_m, -1), Pow(t_n, -1)) for t_m, t_n in shapes]
-    if all(f.is_Number for f in fills):
-        return maximum(*fills)
-    # kept whole, without ``maximum``'s proofs: which tile fills the SMs best turns on ceilings of
+    # ``ceiling(m / T_m)`` is ``ceiling(m / t_m)``: a side shorter than the tile takes one narrow tile
+    # (and one full one); written with the constant ``t_m``, the kernels need no division for it
+    slots = [Mul(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms), sms, kernel_tile(m, t_m),
+                 kernel_tile(n, t_n)) for t_m, t_n in tile_shapes(tile_m, tile_n)]
+    # one product a shape, not a chain of them: each ``*`` flattens the whole product again
+    if all(v.is_Number for v in slots):
+        return minimum(*slots)
+    # kept whole, without ``minimum``'s proofs: which tile fills the SMs best turns on ceilings of
     # different sizes (``ceiling(56 x/132)`` against ``2 ceiling(28 x/132)``), which no structural
     # sign compares; none of the 111 pairs DeepSeek-V3's step time asked was decided (0.012 CPU-s of 0.27)
-    return unevaluated(Max, fills)
+    return unevaluated(Min, slots)
 
 
 def _reciprocal(x) -> Expr:
@@ -232,11 +243,12 @@ def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
     if cost.fused:
         return attention_kernels.kernel(eff.attention_kernel).time(cost, pass_, rate), memory
     gemms = [g for g in cost.gemms if g.pass_ == pass_]
-    products = [(g.count * matmul_flops(g.m, g.k, g.n, conventions),
-                 wave_efficiency(g.m, g.n, g.count, eff.sms, eff.tile_m, eff.tile_n)) for g in gemms]
-    rest = flops - Add(*(fl for fl, _ in products))
+    products = [(g.count * matmul_flops(g.m, g.k, g.n, conventions), g.m * g.n * g.count,
+                 wave_slots(g.m, g.n, g.count, eff.sms, eff.tile_m, eff.tile_n)) for g in gemms]
+    rest = flops - Add(*(fl for fl, _, _ in products))
     at_rate = Pow(rate * eff.matrix, -1)
-    compute = Add(*(Mul(fl, at_rate, _reciprocal(wave)) for fl, wave in products)) \
+    # flops / wave_efficiency, as flops x slots / useful: the useful outputs cancel with the FLOPs
+    compute = Add(*(Mul(fl, Pow(useful, -1), at_rate, slots) for fl, useful, slots in products)) \
         + rest / (rate * eff.matrix)
     return compute, memory
 
