@@ -56,7 +56,8 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py",
          "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
          "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py",
-         "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py")
+         "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py",
+         "tests/test_op_recompute_moe.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -554,6 +555,22 @@ MUTATIONS = (
     # float8 products under torchtitan's op policy (aten._scaled_mm on the save list: PyTorch's own
     # selective checkpointing, tests/test_op_recompute.py); FSDP's FP8 gathers (tests/test_fp8_gather.py);
     # a NullTokenizer's end-of-document id in a Bridge recipe's vocabulary (tests/test_bridge_recipes.py)
+    Mutation("op-topk-not-kept", "symbolic_cost/models/op_recompute.py", "return choices * (4 + 8) + (",
+             "return choices * 0 + (", required=False),
+    Mutation("op-exchanges-not-kept", "symbolic_cost/models/op_recompute.py",
+             '(exchanged if dims.get("ep", 1) != 1 else 0)', "0", required=False),
+    Mutation("op-exchanges-sent-again", "symbolic_cost/models/op_recompute.py",
+             "replace(row, collectives=()) if row.name in EXCHANGES else row", "row", required=False),
+    Mutation("op-exchanges-rows-whole", "symbolic_cost/models/op_recompute.py",
+             "if row.name in layer.names and row.name not in EXCHANGES]", "if row.name in layer.names]",
+             required=False),
+    Mutation("op-grouped-products-kept", "symbolic_cost/models/op_recompute.py",
+             "for row in layer if row.name not in PRODUCTS + (KERNEL, TOPK)]",
+             "for row in layer if row.name not in PRODUCTS + GROUPED + (KERNEL, TOPK)]", required=False),
+    Mutation("op-gate-in-the-count", "symbolic_cost/models/op_recompute.py",
+             'PRODUCTS = ("qkv_proj", "q_proj",', 'PRODUCTS = ("router", "qkv_proj", "q_proj",', required=False),
+    Mutation("op-gated-by-width-never", "symbolic_cost/models/op_recompute.py",
+             "if simplify(n - 2 * layer[after].gemms[0].k) == 0:", "if False:", required=False),
     Mutation("op-recompute-float8-counted", "symbolic_cost/models/op_recompute.py",
              "if row.fp8 or row.fp4:          # aten._scaled_mm", "if False:", required=False),
     Mutation("fp8-gather-at-16-bit", "symbolic_cost/models/recipes.py",

@@ -235,12 +235,13 @@ def _deepseek_v2_lite(tmp_path) -> str:
 
 
 def test_deepseek_16b_with_experts_over_fsdp_ranks(tmp_path, capsys):
-    """deepseek_v3_16b() keeps torchtitan's per-op SAC, which the library counts on dense Llama blocks only
-    (refused by name); with FullAC in its place it equals DeepSeek-V2-Lite's published config.json typed with the
-    same layout: 4 x 4096 tokens (b 4), expert parallelism 8 borrowed from the 64 shard ranks (experts whole,
-    etp 1), ZeRO-3."""
-    assert "recompute='op'" in _error(capsys, "--torchtitan", str(DEEPSEEK), "--torchtitan-config", "deepseek_v3_16b",
-                                      "--devices", "64")
+    """deepseek_v3_16b() keeps torchtitan's per-op SAC (recompute op, on its latent attention and experts:
+    models.op_recompute); as published, and with FullAC in its place, it equals DeepSeek-V2-Lite's published
+    config.json typed with the same layout: 4 x 4096 tokens (b 4), expert parallelism 8 borrowed from the 64
+    shard ranks (experts whole, etp 1), ZeRO-3."""
+    published = _config(capsys, str(DEEPSEEK), "deepseek_v3_16b", "--devices", "64")
+    _same(published, _json(capsys, "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
+                           "n_micro=1", "ep=8", "etp=1", "--zero", "3", "--recompute", "op", *PLAIN))
     path = _write(tmp_path, "from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_16b\n\n"
                   "def full():\n    config = deepseek_v3_16b()\n    config.activation_checkpoint = FullAC.Config()\n"
                   "    return config\n")

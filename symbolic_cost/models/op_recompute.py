@@ -21,12 +21,29 @@ The rule is torchtitan's count of ``aten.mm`` beside its ``_op_sac_save_list``
 (``models/llama3/infra/parallelize.py``); its newest code names the saved tensors per model
 instead (``sac_save_list``), which this does not read.
 
-Defined for a block whose only products are those four rows, without biases (a biased linear is
+Latent attention (DeepSeek's ``wq`` or ``wq_a``, ``wq_b``, then ``wkv_a``, ``wkv_b`` and ``wo``:
+rows ``q_proj`` or ``q_a_proj``, ``q_b_proj``, ``kv_a_proj``, ``kv_b_proj``, ``v_proj``) is counted
+the same way, in the same order.  torchtitan's mixture of experts (``models/common/moe.py``) runs
+its router's gate, ``topk``, the token dispatch, the experts' ``torch._grouped_mm`` products, the
+combine, then the shared experts' ``w1``, ``w3``, ``w2``.  Under the policy:
+
+* the gate's product is recomputed and left out of the count (``SelectiveAC``'s
+  ``force_recompute_mm_shapes_by_fqns``, ``["moe.router.gate"]`` by default);
+* ``aten.topk`` is on the save list: its values (fp32, the gate runs in fp32) and indices (int64),
+  12 bytes a token's choice, are kept;
+* the experts' grouped products are not on it (``aten._grouped_mm``): backward runs all three again;
+* under expert parallelism the ``all_to_all_single`` outputs are saved (the token-count exchange,
+  ``E`` int64, and the dispatch and combine exchanges, a routed token's hidden vector each), so
+  backward sends nothing again, and its copies of the split sizes to the host are kept on the host;
+* the shared experts' products continue the count of ``aten.mm``.
+
+Defined for a block whose only products are those rows, without biases (a biased linear is
 ``aten.addmm``, which the count does not see), around the fused kernel (``flash_attention``: an
 eager core's batched products are ``aten.bmm``), on one tensor-parallel rank (under tensor
 parallelism torchtitan also saves the reduce-scatter outputs and gathers the norms' outputs
 again); ``Training`` refuses LoRA (its adapters' products shift the count), context parallelism
-and a tensor grid with it.
+and a tensor grid with it.  A mixture of experts under a low-precision recipe (torchtitan's
+scaled grouped products) is refused.
 
 Under a low-precision recipe (torchtitan's float8 and MX training: ``Float8Linear`` calls
 ``aten._scaled_mm``, on the save list) every product's output is saved, and none enters the count
@@ -36,16 +53,32 @@ list, so backward runs them again, as it does the norms.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sympy import Expr, Integer, Symbol, simplify
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.cost import Cost
 from symbolic_cost.ops import linear
 
-PRODUCTS = ("qkv_proj", "v_proj", "fc1", "fc2")
-"""The rows whose products torchtitan's policy counts (``aten.mm``), in a Llama block's order."""
+PRODUCTS = ("qkv_proj", "q_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "v_proj", "fc1", "fc2",
+            "shared_fc1", "shared_fc2")
+"""The rows whose products torchtitan's policy counts (``aten.mm``); a block calls them in the rows' order."""
 KERNEL = "flash_attention"
 """The fused attention kernel, whose outputs the policy saves."""
+FORCED = ("router",)
+"""Products recomputed outside the count (``force_recompute_mm_shapes_by_fqns``: the router's gate)."""
+GROUPED = ("expert_fc1", "expert_fc2")
+"""The experts' ``torch._grouped_mm`` products: off the save list, recomputed."""
+TOPK = "router_topk"
+"""The router's ``aten.topk``, whose outputs the policy saves."""
+EXCHANGES = ("dispatch", "combine")
+"""The rows around the experts that hold the expert-parallel all-to-alls, whose outputs it saves."""
+SINGLE = {"q_proj": "wq", "q_a_proj": "wq_a", "q_b_proj": "wq_b", "kv_a_proj": "wkv_a", "kv_b_proj": "wkv_b",
+          "v_proj": "wo", "fc1": "w1", "fc2": "w2", "shared_fc1": "shared_w1", "shared_fc2": "shared_w2"}
+"""torchtitan's name of the one product each row stands for (a gated ``fc1`` stands for two)."""
+_GATED = {"fc1": ("fc2", "w1", "w3"), "shared_fc1": ("shared_fc2", "shared_w1", "shared_w3")}
+"""A first feed-forward row, the row after its activation, and its two products' names (gate, value)."""
 
 
 def _widths(layer, row: Cost) -> list[tuple[str, Expr]]:
@@ -56,9 +89,11 @@ def _widths(layer, row: Cost) -> list[tuple[str, Expr]]:
         q = dims.get("head_dim", dims["e"] / dims["h"])
         v, kv = dims.get("v_head_dim", q), dims.get("kv_heads", dims["h"])
         return [("wq", dims["h"] / m1 * q), ("wk", kv / m1 * q), ("wv", kv / m1 * v)]
-    if row.name == "fc1" and simplify(n - 2 * dims["f"] / m1) == 0:          # gated: gate, then value
-        return [("w1", n / 2), ("w3", n / 2)]
-    return [({"v_proj": "wo", "fc1": "w1", "fc2": "w2"}[row.name], n)]
+    if row.name in _GATED:
+        after, gate, value = _GATED[row.name]
+        if simplify(n - 2 * layer[after].gemms[0].k) == 0:      # gated: twice the width the next product reads
+            return [(gate, n / 2), (value, n / 2)]
+    return [(SINGLE[row.name], n)]
 
 
 def products(layer) -> list[tuple[Cost, bool]]:
@@ -94,27 +129,44 @@ def products(layer) -> list[tuple[Cost, bool]]:
 
 def kept_bytes(layer, tokens_bytes) -> Expr:
     """Bytes one layer keeps for backward: its input (``tokens_bytes``), the outputs of the
-    saved products and the kernel's outputs (what it keeps beyond its inputs Q, K, V:
-    ``O`` and the log-sum-exp, ``ops.attention.flash_attention``)."""
+    saved products, the kernel's outputs (what it keeps beyond its inputs Q, K, V: ``O`` and the
+    log-sum-exp, ``ops.attention.flash_attention``) and a router's (``saved_routing``)."""
     kernel = layer[KERNEL]
     saved = sum((p.act_out for p, keep in products(layer) if keep), Integer(0))
-    return tokens_bytes + saved + kernel.act_buffer - kernel.act_in - kernel.act_in_other
+    return tokens_bytes + saved + kernel.act_buffer - kernel.act_in - kernel.act_in_other + saved_routing(layer)
+
+
+def saved_routing(layer) -> Expr:
+    """Bytes a mixture of experts keeps beside its products: ``topk``'s values (fp32) and indices
+    (int64) of every token's ``top_k`` choices, and under expert parallelism (``ep > 1``) the
+    all-to-alls' outputs: the token counts (``E`` int64) and the dispatched and the combined
+    tokens (``tokens x top_k`` hidden vectors each, evenly routed).  0 without experts."""
+    if TOPK not in layer.names:
+        return Integer(0)
+    dims, router, expert = layer.dims, layer[FORCED[0]].gemms[0], layer[GROUPED[0]].gemms[0]
+    choices = router.m * dims["top_k"]
+    exchanged = dims["experts"] * 8 + 2 * choices * expert.k * expert.element_bytes
+    return choices * (4 + 8) + (exchanged if dims.get("ep", 1) != 1 else 0)
 
 
 def redone(layer) -> list[Cost]:
-    """The forward work backward runs again: every row that is not a product or the kernel
-    (norms, rotary, activation, residual adds), and the products whose output is not saved."""
+    """The forward work backward runs again: every row that is not a counted product, the
+    kernel or ``topk`` (norms, rotary, activations, residual adds, the router's gate, the
+    experts' grouped products, the token dispatch and combine without their all-to-alls), and
+    the counted products whose output is not saved."""
     check_layer(layer)
-    rows = [row for row in layer if row.name not in PRODUCTS + (KERNEL,)]
+    rows = [replace(row, collectives=()) if row.name in EXCHANGES else row
+            for row in layer if row.name not in PRODUCTS + (KERNEL, TOPK)]
     return rows + [p for p, keep in products(layer) if not keep]
 
 
 def whole_rows(layer) -> list[str]:
     """Names of the rows whose forward runs again whole (their collectives with it): the
-    element-wise rows and, when its product is not saved, ``v_proj`` or ``fc2``."""
-    names = [row.name for row in redone(layer) if row.name in layer.names]
+    element-wise rows (not the exchanges, whose all-to-alls' outputs are kept) and the rows of
+    the unsaved products torchtitan does not fuse (``v_proj``, ``fc2``, ...)."""
+    names = [row.name for row in redone(layer) if row.name in layer.names and row.name not in EXCHANGES]
     singles = {p.name: keep for p, keep in products(layer)}
-    return names + [row for row, name in (("v_proj", "wo"), ("fc2", "w2")) if singles.get(name) is False]
+    return names + [row for row, name in SINGLE.items() if row not in _GATED and singles.get(name) is False]
 
 
 def check_layer(layer) -> None:
@@ -127,14 +179,17 @@ def check_layer(layer) -> None:
         raise InputError("recompute='op' counts torchtitan's policy around the fused attention kernel (flash=True); "
                          "an eager core's products are aten.bmm, outside its save list", "recompute")
     for row in layer:
-        if row.gemms and row.name not in PRODUCTS + (KERNEL,):
-            raise InputError(f"recompute='op' is defined on a Llama-style dense block (products "
-                             f"{', '.join(PRODUCTS)}); row {row.name!r} is a product it does not place "
-                             f"(experts, latent or cross attention)", "recompute")
-        if row.name in PRODUCTS and simplify(row.weights - row.gemms[0].k * row.gemms[0].n
-                                             * row.gemms[0].element_bytes) != 0:
+        if row.gemms and row.name not in PRODUCTS + FORCED + GROUPED + (KERNEL,):
+            raise InputError(f"recompute='op' is defined on torchtitan's blocks (products "
+                             f"{', '.join(PRODUCTS + FORCED + GROUPED)}); row {row.name!r} is a product it "
+                             f"does not place (cross attention, a gated shared expert, ...)", "recompute")
+        if row.name in PRODUCTS + FORCED and simplify(row.weights - row.gemms[0].k * row.gemms[0].n
+                                                      * row.gemms[0].element_bytes) != 0:
             raise InputError(f"recompute='op': {row.name} has a bias (aten.addmm, which torchtitan's count of "
                              f"aten.mm does not see); the policy is defined on bias-free products", "recompute")
+        if row.name in GROUPED and (row.fp8 or row.fp4):
+            raise InputError(f"recompute='op' with experts under a low-precision recipe: torchtitan's scaled "
+                             f"grouped products ({row.name}) are not counted here", "recompute")
 
 
 def check_training(training) -> None:

@@ -470,7 +470,8 @@ def recompute(job: Job, layers: int, pp: int, policy: dict, notes: list) -> dict
                          f"none, full, and selective with 'op' or a layer frequency", "[activation_checkpoint] mode")
     if option == "op":
         notes.append("selective_ac_option op: torchtitan's op-level policy, counted as recompute op (the outputs "
-                     "of wq, wv, w1, w2 and the attention kernel kept; models.op_recompute)")
+                     "of every other product, the attention kernel and the router's topk kept; the router's gate "
+                     "and the experts' grouped products run again; models.op_recompute)")
         return dict(recompute="op")
     stage = layers // pp
     if any(policy.get(k) is not None for k in ("first_stage_layers", "last_stage_layers", "pipeline_layout")):

@@ -670,7 +670,7 @@ def python_setup(text: str, path: Path | None, name: str, function: str | None, 
             and setup.values[S.m1] > 1:
         setup.values[S.s1] = 1
         notes.append("enable_sequence_parallel False: the norms and residuals run whole on every tensor rank (s1 = 1)")
-    if setup.policy.get("recompute") == "op":
+    if setup.policy.get("recompute") == "op" and data["model"]["name"] == "llama3":
         notes.append("the Python configurations' llama3 computes q, k and v in one product (fuse_qkv), whose output "
                      "the policy keeps whole: counted as the unfused policy, which runs k's product again and keeps "
                      "kv_heads/heads less of it")
