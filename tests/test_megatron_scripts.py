@@ -281,3 +281,40 @@ def test_gpt_oss_options_refused(words, argument):
     with pytest.raises(InputError) as info:
         _setup(_model(words))
     assert info.value.argument == argument
+
+
+ROCM_LLAMA2 = "004bf7d5d0a117d8b82678014407db4f90e7d461"
+"""examples/llama/train_llama2.sh at fe353fddf (ROCm's Llama-2 example): its launch kept in
+``run_cmd``, then ``run_cmd="$run_cmd |& tee $TRAIN_LOG"`` and ``eval $run_cmd``."""
+
+
+def test_a_launch_ends_at_its_pipe():
+    """The program's words end where bash's command does, at ``|&``: ``--optimizer adam`` (the last
+    option before it) keeps its one value; ``2>&1``, ``>`` and ``&&`` end it too."""
+    s = setup(ROCM_LLAMA2, world=8, vocab=32000)
+    assert s.policy["optimizer"] == "adam" and (s.arch.n_layers, s.arch.e) == (80, 8192)     # MODEL_SIZE 70
+    for tail in ("2>&1 | tee log", "> log 2>&1", ">>$LOG", "&& echo done", "; echo done", "&> log"):
+        words = read_launch("torchrun --nproc_per_node 8 pretrain_gpt.py " + _model("") + " " + tail, "s",
+                            inert=inert).program
+        assert words == read_launch("torchrun --nproc_per_node 8 pretrain_gpt.py " + _model(""), "s",
+                                    inert=inert).program, tail
+
+
+GPT_OSS_20B = "1eac4e5edd06e6f3605fc72cfae7b5f50e30c882"
+"""examples/gptoss/training_gptoss_20b_h100_bf16_fp8.sh at f2ffcc5af: GPT-OSS-20B with
+``--position-embedding-type yarn``, ``--padded-vocab-size 201088``."""
+
+
+def test_gpt_oss_20b_script_with_yarn_positions():
+    """YaRN's rotary positions are rope's work (other frequencies, a scale folded into cos and sin).
+    Parameters by hand: 24 layers of attention (q 2880 x 4096, k and v 2880 x 512, o 4096 x 2880, their
+    biases 4096 + 2 x 512 + 2880, 64 sinks), 32 experts (2880 x 5760 + 5760 and 2880 x 2880 + 2880), a
+    router 2880 x 32 + 32 and two norms of 2880; the untied 201,088-token embedding and head, the final
+    norm."""
+    s = setup(GPT_OSS_20B, world=8)
+    attention = 2 * 2880 * 4096 + 2 * 2880 * 512 + 4096 + 2 * 512 + 2880 + 64
+    experts = 32 * (2880 * 5760 + 5760 + 2880 * 2880 + 2880)
+    layer = attention + experts + 2880 * 32 + 32 + 2 * 2880
+    assert _parameters(s) == 24 * layer + 2 * 201088 * 2880 + 2880 == 20_914_757_184
+    assert any("yarn" in note for note in s.notes)
+    assert s.arch.rotary

@@ -359,7 +359,24 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",), inert=None) 
     if entry not in entries:
         raise InputError(f"{where}: runs {entry}; read are {', '.join(entries)} (GPT decoders)", what)
     launcher = words[:at][1:] if words[:at][:1] == ["eval"] else words[:at]   # eval ${run_cmd}: the command's words
-    return Launch(launcher=launcher, entry=entry, program=words[at + 1:], notes=notes)
+    return Launch(launcher=launcher, entry=entry, program=_command(words[at + 1:]), notes=notes)
+
+
+_CONTROL = re.compile(r"\|&?|\|\||&&?|;|\d*>>?(&\d*)?\S*|&>>?\S*")
+"""A pipe, a list operator or an output redirection (``| tee log``, ``2>&1``, ``>$LOG``, ``&>>log``):
+where the program's words end.  (An input redirection is left alone: ``<Specify path>`` is how
+published examples write a placeholder.)"""
+
+
+def _command(words: list) -> list:
+    """The program's words up to the first pipe, list operator or output redirection
+    (``eval "$run_cmd |& tee $LOG"`` runs the program's output into ``tee``).
+
+    >>> _command(["--optimizer", "adam", "|&", "tee", "log"]), _command(["--bf16", "2>&1", ">", "x"])
+    (['--optimizer', 'adam'], ['--bf16'])
+    """
+    end = next((i for i, w in enumerate(words) if _CONTROL.fullmatch(w)), len(words))
+    return words[:end]
 
 
 def _over_arguments(shell: _Shell, head: str, line: str) -> bool:

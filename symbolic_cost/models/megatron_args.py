@@ -21,7 +21,7 @@ that is ``floor(e/24) 64``)
 ``--qk-layernorm``                          ``qk_norm``: ``head``
 ``--untie-embeddings-and-output-weights``   ``tied`` (tied without it)
 ``--position-embedding-type``               learned_absolute: ``positions`` = max positions;
-(learned_absolute),                         rope: ``rotary`` (``--rotary-percent``: ``rotary_dim``);
+(learned_absolute),                         rope, yarn: ``rotary`` (``--rotary-percent``: ``rotary_dim``);
 ``--use-rotary-position-embeddings``        none: no positions
 ``--max-position-embeddings`` (required)    ``context`` (``--seq-length`` must not exceed it)
 ``--disable-bias-linear``,                  ``bias``, ``qkv_bias`` (biases on every linear layer
@@ -227,7 +227,11 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
     o.flag("openai-gelu")
     f = o.integer("ffn-hidden-size", e // 24 * 64 if swiglu else 4 * e)
     positions = "rope" if o.flag("use-rotary-position-embeddings") else \
-        o.choice("position-embedding-type", "learned_absolute", ("learned_absolute", "rope", "none"))
+        o.choice("position-embedding-type", "learned_absolute", ("learned_absolute", "rope", "yarn", "none"))
+    if positions == "yarn":             # YaRN's rotary: other frequencies and a scale in its cos/sin, the same work
+        notes.append("--position-embedding-type yarn: rotary positions (YaRN rescales their frequencies; the "
+                     "count is rope's)")
+        positions = "rope"
     if o.flag("no-position-embedding") and positions == "learned_absolute":     # 2023: no learned table
         positions = "none"
     if o.flag("enable-gpt-oss"):        # post_training/model_builder.py: YaRN rotary positions, as GPT-OSS's

@@ -41,7 +41,7 @@ IGNORED_PREFIXES = ("--log-", "--save", "--load", "--eval-", "--tensorboard-", "
                     "--rerun-", "--start-weight-decay", "--end-weight-decay", "--weight-decay-incr-style",
                     "--optimizer-cpu", "--ddp-bucket-size",
                     "--ddp-average-in-collective", "--tp-comm-", "--moe-aux-", "--moe-router-bias-update",
-                    "--moe-router-enable-expert-bias")
+                    "--moe-router-enable-expert-bias", "--yarn-", "--no-yarn-")
 """Families of options that change no count: data and tokenizer files, learning-rate schedule,
 checkpoints, logging, profiling, restarts, bucket sizes."""
 
