@@ -98,8 +98,10 @@ PEAK, SERVING_PEAK = "symbolic_cost/models/peak.py", "symbolic_cost/inference/pe
 LOAD, PAGED = "symbolic_cost/inference/load.py", "symbolic_cost/inference/paged.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
 MUTATIONS = (
-    Mutation("wave-quantisation", EFFICIENCY, "_reciprocal(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms))",
-             "_reciprocal(round_up(m / t_m) * round_up(n / t_n) * count / sms)", required=False),
+    Mutation("wave-quantisation", EFFICIENCY, "Mul(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms), sms,",
+             "Mul(round_up(m / t_m) * round_up(n / t_n) * count / sms, sms,", required=False),
+    Mutation("wave-slots-full-tile-only", EFFICIENCY, "return unevaluated(Min, slots)", "return unevaluated(Min, slots[:1])",
+             required=False),
     Mutation("narrow-tile", EFFICIENCY, "return minimum(tile, MMA_ROWS * round_up(size / MMA_ROWS))", "return tile",
              required=False),
     Mutation("tile-halves", EFFICIENCY, "return [(tile_m, tile_n), (tile_m, tile_n / 2), (tile_m / 2, tile_n)]",

@@ -152,19 +152,43 @@ def test_megatron_arguments_equal_the_typed_recipe(tmp_path, capsys, words, reci
 @pytest.mark.parametrize("words, refused", [
     ("--fp8-format e4m3 --fp8-recipe blockwise", "--fp8-recipe"),
     ("--fp8-format e4m3 --fp4-format e2m1", "--fp4-format"),
-    ("--fp4-recipe nvfp4", "--fp4-recipe"),
-    ("--fp8-recipe mxfp8", "--fp8-recipe"),
     ("--fp8-format e4m3 --first-last-layers-bf16", "--first-last-layers-bf16"),      # delayed scaling
-    ("--first-last-layers-bf16", "--first-last-layers-bf16"),                        # no recipe
-    ("--fp4-format e2m1 --num-layers-at-end-in-bf16 2", "--num-layers-at-end-in-bf16"),
-    ("--fp8-format e4m3 --fp8-recipe tensorwise --fp8-amax-history-len 16", "--fp8-amax-history-len"),
-    ("--fp8-amax-history-len 16", "--fp8-amax-history-len"),
+    ("--fp8-param-gather", "--fp8-param-gather"),
 ])
 def test_megatron_arguments_refusals(tmp_path, capsys, words, refused):
     args = tmp_path / "args.txt"
     args.write_text(SMALL + words)
     assert main(["summary", "--megatron-args", str(args), "--devices", "4", "--system", "b200"]) == 2
     assert refused in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("words, unused, base", [
+    ("--fp4-recipe nvfp4", "--fp4-recipe", ""),
+    ("--fp8-recipe mxfp8", "--fp8-recipe", ""),
+    ("--first-last-layers-bf16", "--first-last-layers-bf16", ""),                     # no recipe
+    ("--fp4-format e2m1 --num-layers-at-end-in-bf16 2", "--num-layers-at-end-in-bf16", "--fp4-format e2m1"),
+    ("--fp8-format e4m3 --fp8-recipe tensorwise --fp8-amax-history-len 16", "--fp8-amax-history-len",
+     "--fp8-format e4m3 --fp8-recipe tensorwise"),
+    ("--fp8-amax-history-len 16", "--fp8-amax-history-len", ""),
+])
+def test_megatron_options_it_runs_without(tmp_path, capsys, words, unused, base):
+    """Megatron-LM reads these only beside another option (``args.fp8`` is None without a format;
+    an amax history is delayed scaling's; the bf16 layer counts follow ``--first-last-layers-bf16``)
+    and runs without them otherwise: the layout is the one without them, and a note names each."""
+    args, plain = tmp_path / "args.txt", tmp_path / "plain.txt"
+    args.write_text(SMALL + words)
+    plain.write_text(SMALL + base)
+    got = _summary_json(capsys, args)
+    assert got["notes"] and any(unused in note for note in got["notes"])
+    without = _summary_json(capsys, plain)
+    assert {k: v for k, v in got.items() if k not in ("notes", "model")} == \
+        {k: v for k, v in without.items() if k not in ("notes", "model")}          # the model is named after its file
+
+
+def _summary_json(capsys, path):
+    import json
+    assert main(["summary", "--megatron-args", str(path), "--devices", "4", "--system", "b200", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
 
 
 def test_bridge_fp4_and_mxfp8_keys(tmp_path, capsys):

@@ -458,7 +458,7 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool, notes: list
                   optimizer=o.choice("optimizer", "adam", ("adam", "sgd")))     # Megatron's adam is AdamW's
     if o.flag("bf16") and o.flag("fp16"):
         raise InputError("--bf16 and --fp16 together (Megatron-LM refuses them)", "--fp16")
-    policy.update(megatron_low_precision(o))
+    policy.update(megatron_low_precision(o, notes))
     policy.update(_fsdp(o))
     if o.flag("checkpoint-activations") or "activations-checkpoint-method" in o.options:
         return _checkpointed(o, policy, arch, pp, sequence, notes)

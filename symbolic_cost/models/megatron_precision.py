@@ -87,19 +87,20 @@ def sixteen_bit_layers(c: Container, recipe: str | None) -> dict:
             for end, at in (("first", "start"), ("last", "end"))}
 
 
-def megatron_low_precision(o: Options) -> dict:
+def megatron_low_precision(o: Options, notes: list) -> dict:
     """``fp8`` from ``--fp8-format``/``--fp8-recipe`` (default delayed) or ``--fp4-format``/``--fp4-recipe``
     (default nvfp4), as ``models.optimizers.FP8_RECIPES`` names them; ``--fp8-param-gather``: delayed's
-    ``fp8-params``."""
+    ``fp8-params``.  Options Megatron-LM reads only beside another (a recipe without its format, the
+    amax history of a recipe without one, bf16 layer counts without ``--first-last-layers-bf16``) run
+    without effect there: ``notes`` names them."""
     fp8, fp4 = "fp8-format" in o.options, "fp4-format" in o.options
     if fp8 and fp4:
         raise InputError("--fp8-format and --fp4-format together: Megatron-LM takes one of them", "--fp4-format")
-    for option in ("fp8-recipe", "fp8-param-gather", "fp8-amax-history-len") if not fp8 else ():
-        if option in o.options:
-            raise InputError(f"--{option} needs --fp8-format", f"--{option}")
-    if "fp4-recipe" in o.options and not fp4:
-        raise InputError("--fp4-recipe needs --fp4-format", "--fp4-recipe")
-    kept = _megatron_16bit_layers(o, fp8 or fp4)
+    if "fp8-param-gather" in o.options and not fp8:
+        raise InputError("--fp8-param-gather needs --fp8-format", "--fp8-param-gather")
+    _unused(o, notes, ("fp8-recipe", "fp8-amax-history-len") if not fp8 else (), "without --fp8-format")
+    _unused(o, notes, ("fp4-recipe",) if not fp4 else (), "without --fp4-format")
+    kept = _megatron_16bit_layers(o, fp8 or fp4, notes)
     if fp4:
         o.choice("fp4-format", "e2m1", ("e2m1",))
         return {"fp8": o.choice("fp4-recipe", "nvfp4", ("nvfp4",)), **kept}
@@ -107,9 +108,8 @@ def megatron_low_precision(o: Options) -> dict:
         return {}
     o.choice("fp8-format", "hybrid", ("e4m3", "hybrid"))
     recipe = o.choice("fp8-recipe", "delayed", ("delayed", "tensorwise", "mxfp8"))
-    if recipe != "delayed" and "fp8-amax-history-len" in o.options:
-        raise InputError(f"--fp8-amax-history-len applies to delayed scaling, got --fp8-recipe {recipe}; it would be "
-                         "ignored", "--fp8-amax-history-len")
+    _unused(o, notes, ("fp8-amax-history-len",) if recipe != "delayed" else (), f"beside --fp8-recipe {recipe} "
+            f"(an amax history is delayed scaling's)")
     history = {"fp8_amax_history": o.integer("fp8-amax-history-len", 1)} if recipe == "delayed" else {}
     if kept and recipe == "delayed":
         raise InputError("--first-last-layers-bf16 with delayed scaling (Megatron-LM: 'Delayed scaling does not "
@@ -120,18 +120,23 @@ def megatron_low_precision(o: Options) -> dict:
     return {"fp8": recipe, **history, **kept}
 
 
-def _megatron_16bit_layers(o: Options, recipe: bool) -> dict:
+def _unused(o: Options, notes: list, options, why: str) -> None:
+    """Note each of ``options`` the arguments give: Megatron-LM reads it without effect (``why``)."""
+    for option in options:
+        if option in o.options:
+            notes.append(f"--{option} {why}: Megatron-LM runs without it (no count changes)")
+
+
+def _megatron_16bit_layers(o: Options, recipe: bool, notes: list) -> dict:
     """``first_layers_16bit`` and ``last_layers_16bit`` from ``--first-last-layers-bf16`` with
     ``--num-layers-at-start-in-bf16`` and ``--num-layers-at-end-in-bf16`` (Megatron-LM's defaults,
     1 and 1)."""
     counts = ("num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16")
     if not o.flag("first-last-layers-bf16"):
-        for option in counts:
-            if option in o.options:
-                raise InputError(f"--{option} needs --first-last-layers-bf16 (it would be ignored)", f"--{option}")
+        _unused(o, notes, counts, "without --first-last-layers-bf16")
         return {}
     if not recipe:
-        raise InputError("--first-last-layers-bf16 needs --fp8-format or --fp4-format (it would be ignored)",
-                         "--first-last-layers-bf16")
+        _unused(o, notes, ("first-last-layers-bf16",) + counts, "without --fp8-format or --fp4-format")
+        return {}
     start, end = (o.integer(option, 1, minimum=0) for option in counts)
     return {"first_layers_16bit": start, "last_layers_16bit": end}
