@@ -562,6 +562,11 @@ MUTATIONS = (
     # float8 products under torchtitan's op policy (aten._scaled_mm on the save list: PyTorch's own
     # selective checkpointing, tests/test_op_recompute.py); FSDP's FP8 gathers (tests/test_fp8_gather.py);
     # a NullTokenizer's end-of-document id in a Bridge recipe's vocabulary (tests/test_bridge_recipes.py)
+    Mutation("core-attn-fused-redoes-nothing", "symbolic_cost/models/recompute_modules.py",
+             "if tagged.rebuilt or not fused:", "if True:", required=False),
+    Mutation("core-attn-fused-frees-o", "symbolic_cost/models/recompute_modules.py",
+             "kept = sum((row.act_in + row.act_in_other + row.act_out for i",
+             "kept = sum((row.act_in + row.act_in_other for i", required=False),
     Mutation("op-topk-not-kept", "symbolic_cost/models/op_recompute.py", "return choices * (4 + 8) + (",
              "return choices * 0 + (", required=False),
     Mutation("op-exchanges-not-kept", "symbolic_cost/models/op_recompute.py",

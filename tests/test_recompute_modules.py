@@ -223,3 +223,62 @@ def test_search_says_the_files_modules_are_not_searched(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "modules moe_act, layernorm; the search tries recompute none, full, selective" in done.stdout + done.stderr
+
+
+def test_core_attn_reruns_a_fused_kernel_as_pytorch_does(monkeypatch):
+    """Megatron-Core checkpoints the core attention whatever it runs (``checkpoint_core_attention``):
+    with a fused kernel, backward runs it again, and the checkpoint keeps its inputs Q, K, V, while
+    ``linear_proj`` keeps its output O; the kernel's fp32 log-sum-exp, ``(b, h, l)``, is what it frees.
+    The re-run against PyTorch: a small Hugging Face Llama (CPU, ``sdpa``) whose
+    ``scaled_dot_product_attention`` runs inside ``torch.utils.checkpoint`` (reentrant, as Megatron's
+    ``tensor_parallel.checkpoint``); the kernel's products counted from the shapes of each call of
+    ``aten._scaled_dot_product_flash_attention_for_cpu`` (``2 l_q l_k d`` for the scores and for
+    the values, per batch row and head), with and without it."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from dataclasses import replace
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.checkpoint import checkpoint
+
+    from symbolic_cost.models.config import from_config
+    kernel_op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+
+    class KernelFlops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.flops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func == kernel_op:
+                q, k, v = args[:3]
+                batch, heads, lq, d = q.shape
+                self.flops += 2 * batch * heads * lq * k.shape[2] * (d + v.shape[3])
+            return func(*args, **(kwargs or {}))
+
+    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 100, "max_position_embeddings": 64,
+              "tie_word_embeddings": False}
+    b, l, heads, layers = 2, 16, 4, 2
+
+    def kernel_flops(wrapped):
+        torch.manual_seed(0)
+        hf = transformers.LlamaConfig(**{k: v for k, v in config.items() if k != "model_type"})
+        model = transformers.LlamaForCausalLM._from_config(hf, attn_implementation="sdpa")
+        plain = torch.nn.functional.scaled_dot_product_attention
+        if wrapped:
+            monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                                lambda *a, **kw: checkpoint(lambda *t: plain(*t, **kw), *a, use_reentrant=True))
+        ids = torch.randint(0, 100, (b, l))
+        with KernelFlops() as counter:
+            model(ids, labels=ids, use_cache=False).loss.backward()
+        monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", plain)
+        return counter.flops
+
+    two_mnk = replace(conv.DEFAULT, matmul_flops="2mnk")
+    arch = from_config(config)
+    none, core = (model_cost(arch, Training(b=b, l=l, flash=True, recompute=r), two_mnk) for r in ("none", "selective"))
+    kernel = core.stack[1][0]["flash_attention"]
+    assert core.flops_recompute == layers * kernel.flops_fwd
+    products = sum(g.count * 2 * g.m * g.k * g.n for g in kernel.gemms if g.pass_ == "fwd")
+    assert layers * products == kernel_flops(True) - kernel_flops(False) > 0
+    assert none.activation_bytes - core.activation_bytes == layers * b * heads * l * 4

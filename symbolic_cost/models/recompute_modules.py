@@ -15,7 +15,8 @@ module         checkpoint         redone                         no longer kept 
 ============== ================== ============================== =============================
 core_attn      whole-module       the attention core's rows      the core's (Q, K, V:
                                   (``Cost.recompute``             ``blocks.latent_attention.
-                                  ``"selective"``)               core_input_bytes``)
+                                  ``"selective"``), or the fused ``core_input_bytes``); a fused
+                                  kernel                         kernel's log-sum-exp
 moe_act        output-discarding  ``expert_act``                 ``expert_fc2``'s input
 layernorm      output-discarding  the norms Transformer Engine   what their consumers keep:
                                   does not fuse into the next    the router, the shared
@@ -114,9 +115,17 @@ def _tagged(tag: str):
 
 
 def _core_attn(layer: Block, units) -> Selection:
-    """The attention core; Q, K and V kept to redo it (Korthikanti et al. 2022)."""
+    """The attention core; Q, K and V kept to redo it (Korthikanti et al. 2022).  A fused kernel
+    is redone too: Megatron-Core checkpoints ``core_attention`` whatever it runs
+    (``attention.py``'s ``checkpoint_core_attention``; it warns that a fused one needs no
+    recomputation, and runs it again).  The checkpoint keeps the kernel's inputs Q, K, V, and
+    ``linear_proj`` its output O; the log-sum-exp is what it frees."""
     tagged = _tagged("selective")(layer, units)
-    return Selection(tagged.redone, tagged.rebuilt, core_input_bytes(layer) if tagged.rebuilt else Integer(0))
+    fused = frozenset(i for i, row in enumerate(layer) if row.fused)      # the kernel, or its context-parallel run
+    if tagged.rebuilt or not fused:
+        return Selection(tagged.redone, tagged.rebuilt, core_input_bytes(layer) if tagged.rebuilt else Integer(0))
+    kept = sum((row.act_in + row.act_in_other + row.act_out for i, row in enumerate(layer) if i in fused), Integer(0))
+    return Selection(fused, fused, kept)
 
 
 def _moe_act(layer: Block, units) -> Selection:
@@ -190,7 +199,7 @@ def check_modules(layers, modules, flash: bool, model: str) -> None:
     """Refuse ``modules`` (Megatron-LM's names) that apply to none of ``layers`` (would be
     ignored), ``mla_up_proj`` without latent attention (Megatron-LM refuses it) or without the
     fused kernel whose Q, K, V it frees (not modelled).  ``core_attn``, Megatron-LM's default, is
-    taken on any core (a fused one has no rows of its own to redo)."""
+    taken on any core (a fused one is the kernel, run again)."""
     for name in modules:
         if name == "core_attn":        # the default: kept as it always was, whatever the core
             continue
