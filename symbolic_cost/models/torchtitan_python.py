@@ -401,6 +401,9 @@ DROPPED = {
 load balancer), or turned into the TOML's keys by ``sections`` (the token counts, the pipeline's
 micro-batches, async TP)."""
 
+FUSED_QKV = ("llama3", "qwen3")
+"""The models whose Python configurations build q, k and v as one product by default (their
+``fuse_qkv=True``; a flavour named ``non_fused`` turns it off)."""
 AC_MODES = {"FullAC.Config": {"mode": "full"}, "SelectiveAC.Config": {"mode": "selective", "selective_ac_option": "op"},
             "MemoryBudgetAC.Config": {"mode": "memory_budget"}}
 """The second generation's activation-checkpointing classes as the TOML's ``mode`` (its selective
@@ -670,8 +673,9 @@ def python_setup(text: str, path: Path | None, name: str, function: str | None, 
             and setup.values[S.m1] > 1:
         setup.values[S.s1] = 1
         notes.append("enable_sequence_parallel False: the norms and residuals run whole on every tensor rank (s1 = 1)")
-    if setup.policy.get("recompute") == "op" and data["model"]["name"] == "llama3":
-        notes.append("the Python configurations' llama3 computes q, k and v in one product (fuse_qkv), whose output "
+    name = data["model"]["name"]
+    if setup.policy.get("recompute") == "op" and name in FUSED_QKV and "non_fused" not in data["model"]["flavor"]:
+        notes.append(f"the Python configurations' {name} computes q, k and v in one product (fuse_qkv), whose output "
                      "the policy keeps whole: counted as the unfused policy, which runs k's product again and keeps "
                      "kv_heads/heads less of it")
     return setup
