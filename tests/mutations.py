@@ -570,7 +570,7 @@ MUTATIONS = (
     Mutation("op-topk-not-kept", "symbolic_cost/models/op_recompute.py", "return choices * (4 + 8) + (",
              "return choices * 0 + (", required=False),
     Mutation("op-exchanges-not-kept", "symbolic_cost/models/op_recompute.py",
-             '(exchanged if dims.get("ep", 1) != 1 else 0)', "0", required=False),
+             'exchanged * Min(1, dims.get("ep", 1) - 1)', "0", required=False),
     Mutation("op-exchanges-sent-again", "symbolic_cost/models/op_recompute.py",
              "replace(row, collectives=()) if row.name in EXCHANGES else row", "row", required=False),
     Mutation("op-exchanges-rows-whole", "symbolic_cost/models/op_recompute.py",

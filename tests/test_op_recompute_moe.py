@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 
 import pytest
+from sympy import Symbol
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -192,6 +193,9 @@ def test_expert_parallelism_keeps_the_exchanges():
     exchanges = {r: step_time_breakdown(c, "h100")["tensor_comm"] for r, c in costs.items()}
     assert exchanges["op"] == exchanges["none"] < exchanges["full"]
     assert costs["op"].collectives == costs["none"].collectives != costs["full"].collectives
+    ep = Symbol("ep", positive=True, integer=True)                # a symbolic degree, substituted, is either
+    symbolic = _library(b, l, "op", ep=ep, d=2).activation_bytes
+    assert (symbolic.subs(ep, 1), symbolic.subs(ep, 2)) == (one.activation_bytes, two.activation_bytes)
 
 
 QWEN2_MOE = {"model_type": "qwen2_moe", "hidden_size": E, "intermediate_size": DENSE_F, "moe_intermediate_size": 32,

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sympy import Expr, Integer, Symbol, simplify
+from sympy import Expr, Integer, Min, Symbol, simplify
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.cost import Cost
@@ -146,7 +146,7 @@ def saved_routing(layer) -> Expr:
     dims, router, expert = layer.dims, layer[FORCED[0]].gemms[0], layer[GROUPED[0]].gemms[0]
     choices = router.m * dims["top_k"]
     exchanged = dims["experts"] * 8 + 2 * choices * expert.k * expert.element_bytes
-    return choices * (4 + 8) + (exchanged if dims.get("ep", 1) != 1 else 0)
+    return choices * (4 + 8) + exchanged * Min(1, dims.get("ep", 1) - 1)      # 0 at ep = 1, a symbol's too
 
 
 def redone(layer) -> list[Cost]:
