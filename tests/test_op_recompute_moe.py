@@ -211,5 +211,5 @@ def test_refused_where_the_count_is_not_defined():
     qwen2_moe = from_config(QWEN2_MOE)
     with pytest.raises(InputError, match="qkv_proj has a bias"):
         model_cost(qwen2_moe, Training(b=1, l=16, flash=True, recompute="op"))
-    with pytest.raises(InputError, match="'shared_gate' is a product it does not place"):      # its shared expert's gate
+    with pytest.raises(InputError, match="'shared_gate' is a product it does not place"):    # the shared expert's
         model_cost(replace(qwen2_moe, qkv_bias=False), Training(b=1, l=16, flash=True, recompute="op"))

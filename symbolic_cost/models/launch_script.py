@@ -11,8 +11,9 @@ reads the part of shell those scripts use, statically (nothing is executed):
   each element into words, as the shell does (of a string, it is the string); ``read`` sets its
   names to values the reader does not know;
 * ``if``/``elif``/``else``/``fi`` whose tests compare known values (``==``, ``!=``, ``-z``,
-  ``-n``, ``-v`` of a variable the script sets, ``-eq`` ..., joined by ``||`` and ``&&``), and ``case WORD in`` ... ``esac`` on a known
-  word (its branches' patterns globbed as the shell does); a block under a test that cannot be
+  ``-n``, ``-v`` of a variable the script sets, ``-eq`` ..., joined by ``||`` and ``&&``), and
+  ``case WORD in`` ... ``esac`` on a known word (its branches' patterns globbed as the shell
+  does); a block under a test that cannot be
   decided (a file test, an unknown value) may echo and exit, assign options that change no
   count (``inert``: logging around ``if [ -n "$WANDB_API_KEY" ]``, noted) and plain values, which
   become unknown (``_undecided_value``), but options of another kind, arrays or the launch inside
