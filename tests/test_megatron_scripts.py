@@ -318,3 +318,23 @@ def test_gpt_oss_20b_script_with_yarn_positions():
     assert _parameters(s) == 24 * layer + 2 * 201088 * 2880 + 2880 == 20_914_757_184
     assert any("yarn" in note for note in s.notes)
     assert s.arch.rotary
+
+
+@pytest.mark.parametrize("launch, world", [
+    ('srun --ntasks=8 --mpi=pmix bash -c "cd /w && python pretrain_gpt.py {words}" 2>&1 | tee log', 8),
+    ('srun -N 2 --ntasks-per-node 4 sh -c "export A=1; python pretrain_gpt.py {words}"', 8),
+    ('srun --ntasks-per-node=4 python pretrain_gpt.py {words}', 4),
+])
+def test_a_launch_given_as_a_string_under_srun(launch, world):
+    """``srun`` starts its ``--ntasks`` (or ``--ntasks-per-node`` x ``--nodes``) processes, one
+    each; a launch given to ``bash -c``/``sh -c`` as one string is that string's last command."""
+    s = megatron_setup(read_launch(launch.format(words=_model("")), "s", inert=inert), "s")
+    assert s.values[S.d] == world
+    assert s.arch.n_layers == 4 and s.policy == _setup(_model("")).policy
+
+
+def test_a_null_tokenizer_vocabulary_with_its_end_of_document():
+    """Megatron-LM's NullTokenizer adds an end-of-document id to ``--vocab-size``, unless
+    ``--null-tokenizer-vocab-includes-eod`` says the size holds it (``build_tokenizer.py``)."""
+    assert _setup(_model("")).arch.vocab == 1001
+    assert _setup(_model("--null-tokenizer-vocab-includes-eod")).arch.vocab == 1000

@@ -318,7 +318,7 @@ def read_launch(text: str, what: str, entries=("pretrain_gpt.py",), inert=None) 
         if _read_into(shell, line):
             continue
         assignment = _ASSIGN.match(line)
-        words = None if assignment else _words(shell, line)
+        words = None if assignment else _inline_shell(_words(shell, line))
         launch = bool(words) and words[0] not in ("echo", "printf") and any(
             w.endswith(".py") and not any(c.isspace() for c in w)
             and (w.rsplit("/", 1)[-1] in entries or w.rsplit("/", 1)[-1].startswith("pretrain")) for w in words)
@@ -367,6 +367,30 @@ _CONTROL = re.compile(r"\|&?|\|\||&&?|;|\d*>>?(&\d*)?\S*|&>>?\S*")
 """A pipe, a list operator or an output redirection (``| tee log``, ``2>&1``, ``>$LOG``, ``&>>log``):
 where the program's words end.  (An input redirection is left alone: ``<Specify path>`` is how
 published examples write a placeholder.)"""
+
+
+def _inline_shell(words: list | None) -> list | None:
+    """``words`` with a command given as one string opened (``srun ... bash -c "$SETUP && python
+    pretrain_gpt.py ..."``, ``docker exec ... sh -c "..."``): the word holding a ``.py`` program
+    among other words is split into the words of its last command (after the last ``&&`` or ``;``
+    before the program), in its place.
+
+    >>> _inline_shell(["srun", "-n", "8", "bash", "-c", "cd /w && python pretrain_gpt.py --bf16", "|", "tee", "x"])
+    ['srun', '-n', '8', 'bash', '-c', 'python', 'pretrain_gpt.py', '--bf16', '|', 'tee', 'x']
+    """
+    if not words or any(w.endswith(".py") and not any(c.isspace() for c in w) for w in words):
+        return words
+    for i, word in enumerate(words):
+        program = re.search(r"\S+\.py(?=\s|$)", word)
+        if program is not None and any(c.isspace() for c in word):
+            start = max(word.rfind("&&", 0, program.start()), word.rfind(";", 0, program.start()))
+            text = word[start + 1:].lstrip("&") if start >= 0 else word
+            try:
+                inner = shlex.split(text)
+            except ValueError:
+                inner = text.split()
+            return words[:i] + inner + words[i + 1:]
+    return words
 
 
 def _command(words: list) -> list:

@@ -99,7 +99,11 @@ strategy`` (no_shard); ``--use-torch-fsdp2`` distributed optimizer; FSDP2: ``zer
 ``--no-position-embedding`` (2023)          no learned position table (``positions`` 0)
 ``--tokenizer-type GPT2BPETokenizer`` with  ``vocab`` 50,257 (GPT-2's ``gpt2-vocab.json``, noted);
 ``--vocab-file .../gpt2-vocab.json``        any other tokenizer file needs ``--vocab-size``
+``--tokenizer-type NullTokenizer``          ``vocab``: ``--vocab-size`` + 1 (its end-of-document id),
+                                            or as given with ``--null-tokenizer-vocab-includes-eod``
 launched by ``python`` alone                one process (world size 1, noted)
+``srun`` (without torchrun)                 ``--ntasks`` (``-n``), or ``--ntasks-per-node`` x
+                                            ``--nodes`` (``-N``) processes
 ``--overlap-grad-reduce``,                  ``overlap``: ``grad_reduce``, ``param_gather``, ``tensor``,
 ``--overlap-param-gather``,                 ``expert``, ``shared_expert`` (the last only with shared
 ``--tp-comm-overlap``,                      experts: elsewhere noted as ignored, as Megatron-Core
@@ -255,7 +259,8 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
     if tokenizer == "NullTokenizer":
         if stated is None:
             raise InputError("--tokenizer-type NullTokenizer needs --vocab-size", "--vocab-size")
-        stated += 1                     # Megatron's NullTokenizer adds its end-of-document id
+        if not o.flag("null-tokenizer-vocab-includes-eod"):
+            stated += 1                 # Megatron's NullTokenizer adds its end-of-document id
     if vocab is not None and stated is not None and vocab != stated:
         notes.append(f"--vocab-size {vocab} (command line) replaces the {tokenizer}'s {stated}")
     vocab = vocab or (stated if tokenizer == "NullTokenizer" else None)
