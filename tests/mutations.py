@@ -434,6 +434,8 @@ MUTATIONS = (
              "words = None if assignment else _words(shell, line)", required=False),
     Mutation("null-tokenizer-eod-always-added", "symbolic_cost/models/megatron_args.py",
              'if not o.flag("null-tokenizer-vocab-includes-eod"):', 'if True:', required=False),
+    Mutation("older-names-unread", "symbolic_cost/models/megatron_args.py", "for old, new in OLDER.items():",
+             "for old, new in ():", required=False),
     Mutation("launch-pipe-kept", "symbolic_cost/models/launch_script.py",
              "end = next((i for i, w in enumerate(words) if _CONTROL.fullmatch(w)), len(words))", "end = len(words)",
              required=False),

@@ -338,3 +338,20 @@ def test_a_null_tokenizer_vocabulary_with_its_end_of_document():
     ``--null-tokenizer-vocab-includes-eod`` says the size holds it (``build_tokenizer.py``)."""
     assert _setup(_model("")).arch.vocab == 1001
     assert _setup(_model("--null-tokenizer-vocab-includes-eod")).arch.vocab == 1000
+
+
+GPT2_2020 = "1d7462504c9c3f305cd1613599a7ae9794a64779"
+"""examples/pretrain_gpt2_distributed.sh at 1f45adccd (2020): ``pretrain_gpt2.py`` with Megatron-LM's
+names of then, ``--model-parallel-size 1`` and ``--batch-size 8`` (each data-parallel rank's), on
+8 processes of ``torch.distributed.launch``, ``--checkpoint-activations``, GPT-2's vocabulary."""
+
+
+def test_the_gpt2_program_of_2020_and_its_names():
+    """24 layers of 1024 (GPT-2 medium, "345M"): parameters by hand as in the 2021 example, 8
+    sequences a rank on 8 ranks, full recomputation; both names of one option are refused."""
+    s = setup(GPT2_2020)
+    assert _parameters(s) == 24 * (12 * 1024 ** 2 + 13 * 1024) + 50304 * 1024 + 1024 * 1024 + 2 * 1024
+    assert (s.values[S.b], s.values[S.d], s.values[S.n_micro], s.values[S.m1]) == (8, 8, 1, 1)
+    assert s.policy["recompute"] == "full" and any("--batch-size" in note for note in s.notes)
+    with pytest.raises(InputError, match="--batch-size and --micro-batch-size together"):
+        _setup(_model("--batch-size 1"))

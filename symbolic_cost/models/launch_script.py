@@ -274,7 +274,11 @@ def _uncommented(line: str) -> str:
     return line
 
 
-def read_launch(text: str, what: str, entries=("pretrain_gpt.py",), inert=None) -> Launch:
+ENTRIES = ("pretrain_gpt.py", "pretrain_gpt_core.py", "pretrain_gpt2.py")
+"""Megatron-LM's GPT programs: today's, Megatron-Core's of 2023 and GPT-2's of 2019-2020."""
+
+
+def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
     """The launch of a script (or an arguments file) whose program is one of ``entries``.  ``inert``
     (words -> bool) says which assigned words change no count: such an assignment under a test the
     reader cannot decide (``if [ -n "$WANDB_API_KEY" ]`` around logging options) is taken, with a

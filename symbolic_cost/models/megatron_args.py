@@ -102,6 +102,8 @@ strategy`` (no_shard); ``--use-torch-fsdp2`` distributed optimizer; FSDP2: ``zer
 ``--tokenizer-type NullTokenizer``          ``vocab``: ``--vocab-size`` + 1 (its end-of-document id),
                                             or as given with ``--null-tokenizer-vocab-includes-eod``
 launched by ``python`` alone                one process (world size 1, noted)
+``--model-parallel-size``, ``--batch-size`` ``--tensor-model-parallel-size`` and ``--micro-batch-size``
+(``pretrain_gpt2.py``, 2019-2020)           under their names of then (no accumulated micro-batches)
 ``srun`` (without torchrun)                 ``--ntasks`` (``-n``), or ``--ntasks-per-node`` x
                                             ``--nodes`` (``-N``) processes
 ``--overlap-grad-reduce``,                  ``overlap``: ``grad_reduce``, ``param_gather``, ``tensor``,
@@ -156,7 +158,7 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
     line) replace the launcher's world size and give a vocabulary read from a tokenizer file."""
     world, vocab = given_counts(world=world, vocab=vocab)
     notes = list(launch.notes)
-    o = Options(parse(launch.program, notes))
+    o = Options(_older_names(parse(launch.program, notes), notes))
     notes += [NOTED[n] for n in NOTED if n in o.options and NOTED[n]]
     try:
         stated = world_size(launch.launcher)
@@ -215,6 +217,24 @@ def _cp_variant(o: Options) -> str:
 GPT2_VOCAB = 50257
 """GPT-2's byte-pair vocabulary, as its ``gpt2-vocab.json`` holds it (OpenAI's encoder: 256 byte tokens,
 50,000 merges and ``<|endoftext|>``): what Megatron-LM's ``GPT2BPETokenizer`` reads from that file."""
+
+
+OLDER = {"model-parallel-size": "tensor-model-parallel-size", "batch-size": "micro-batch-size"}
+"""Megatron-LM's names before pipeline parallelism (2019-2020, ``pretrain_gpt2.py``) and today's:
+``--batch-size`` was each data-parallel rank's batch, with no accumulation of micro-batches."""
+
+
+def _older_names(options: dict, notes: list) -> dict:
+    """``options`` under today's names (``OLDER``); both names of one option are refused, as
+    Megatron-LM refuses ``--batch-size`` since it has ``--micro-batch-size``."""
+    for old, new in OLDER.items():
+        if old in options:
+            if new in options:
+                raise InputError(f"--{old} and --{new} together: --{old} is Megatron-LM's name before 2021 "
+                                 f"(it refuses it now)", f"--{old}")
+            options[new] = options.pop(old)
+            notes.append(f"--{old}: Megatron-LM's name of 2019-2020 for --{new}")
+    return options
 
 
 def _gpt2_vocabulary_file(o) -> bool:

@@ -30,7 +30,7 @@ test-data-path dataloader-type reset-position-ids reset-attention-mask eod-mask-
 override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual-registration init-model-with-meta-device
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
 rope-type enable-experimental fp8-margin fp8-interval disable-gloo-process-groups export-force-local-attention
-disable-bf16-reduced-precision-matmul moe-per-layer-logging exit-on-missing-checkpoint use-dist-ckpt
+disable-bf16-reduced-precision-matmul moe-per-layer-logging exit-on-missing-checkpoint use-dist-ckpt warmup
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -63,7 +63,7 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
                                         "the tokens sent is not modelled)"}
 
 READ = {
-    "null-tokenizer-vocab-includes-eod", "num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "group-query-attention",
+    "model-parallel-size", "batch-size", "null-tokenizer-vocab-includes-eod", "num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "group-query-attention",
     "num-query-groups", "kv-channels", "swiglu", "openai-gelu", "normalization", "qk-layernorm",
     "untie-embeddings-and-output-weights", "position-embedding-type", "use-rotary-position-embeddings",
     "rotary-percent", "max-position-embeddings", "disable-bias-linear", "add-bias-linear", "add-qkv-bias",
