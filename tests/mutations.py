@@ -434,6 +434,8 @@ MUTATIONS = (
              "words = None if assignment else _words(shell, line)", required=False),
     Mutation("null-tokenizer-eod-always-added", "symbolic_cost/models/megatron_args.py",
              'if not o.flag("null-tokenizer-vocab-includes-eod"):', 'if True:', required=False),
+    Mutation("launch-string-any-message", "symbolic_cost/models/launch_script.py",
+             'if start < 0 and words[i - 1:i] != ["-c"]:', "if False:", required=False),
     Mutation("older-names-unread", "symbolic_cost/models/megatron_args.py", "for old, new in OLDER.items():",
              "for old, new in ():", required=False),
     Mutation("launch-pipe-kept", "symbolic_cost/models/launch_script.py",

@@ -331,6 +331,8 @@ def test_a_launch_given_as_a_string_under_srun(launch, world):
     s = megatron_setup(read_launch(launch.format(words=_model("")), "s", inert=inert), "s")
     assert s.values[S.d] == world
     assert s.arch.n_layers == 4 and s.policy == _setup(_model("")).policy
+    logged = 'log "starting python pretrain_gpt.py now"\n' + launch.format(words=_model(""))   # a message, no launch
+    assert read_launch(logged, "s", inert=inert).program == read_launch(launch.format(words=_model("")), "s").program
 
 
 def test_a_null_tokenizer_vocabulary_with_its_end_of_document():

@@ -376,8 +376,8 @@ published examples write a placeholder.)"""
 def _inline_shell(words: list | None) -> list | None:
     """``words`` with a command given as one string opened (``srun ... bash -c "$SETUP && python
     pretrain_gpt.py ..."``, ``docker exec ... sh -c "..."``): the word holding a ``.py`` program
-    among other words is split into the words of its last command (after the last ``&&`` or ``;``
-    before the program), in its place.
+    among other words, after ``-c`` or after a ``&&`` or ``;`` of its own (not a message that
+    names the program), is split into the words of its last command, in its place.
 
     >>> _inline_shell(["srun", "-n", "8", "bash", "-c", "cd /w && python pretrain_gpt.py --bf16", "|", "tee", "x"])
     ['srun', '-n', '8', 'bash', '-c', 'python', 'pretrain_gpt.py', '--bf16', '|', 'tee', 'x']
@@ -388,6 +388,8 @@ def _inline_shell(words: list | None) -> list | None:
         program = re.search(r"\S+\.py(?=\s|$)", word)
         if program is not None and any(c.isspace() for c in word):
             start = max(word.rfind("&&", 0, program.start()), word.rfind(";", 0, program.start()))
+            if start < 0 and words[i - 1:i] != ["-c"]:
+                continue
             text = word[start + 1:].lstrip("&") if start >= 0 else word
             try:
                 inner = shlex.split(text)
