@@ -357,3 +357,21 @@ def test_the_gpt2_program_of_2020_and_its_names():
     assert s.policy["recompute"] == "full" and any("--batch-size" in note for note in s.notes)
     with pytest.raises(InputError, match="--batch-size and --micro-batch-size together"):
         _setup(_model("--batch-size 1"))
+
+
+GPT3_175B_SRUN = "1820ce21878322a95fb8b55a72fa671d274d1ca5"
+"""examples/pretrain_gpt3_175B.sh at 090e141cc: ``run_cmd="python -u .../pretrain_gpt.py $@ ${options}"``
+run by ``srun ... sh -c "${run_cmd}"`` (no task count: the SLURM job's)."""
+
+
+def test_a_launch_string_with_the_scripts_arguments():
+    """``$@`` is none of them (the script read as run without arguments); srun without
+    ``--ntasks`` leaves the count to ``--devices``.  GPT-3 175B by hand: 96 layers of 12,288,
+    GPT-2's vocabulary padded to 50,304 (the model's own count pads to 128; a tensor rank's table
+    to 128 x 8), 2,048 positions."""
+    with pytest.raises(InputError, match="srun's --ntasks"):
+        setup(GPT3_175B_SRUN, vocab=50257)
+    s = setup(GPT3_175B_SRUN, world=1024, vocab=50257)
+    e = 12288
+    assert _parameters(s) == 96 * (12 * e * e + 13 * e) + 50304 * e + 2048 * e + 2 * e
+    assert (s.values[S.m1], s.values[S.p], s.values[S.d], s.values[S.n_micro]) == (8, 16, 8, 192)

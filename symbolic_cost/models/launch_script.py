@@ -6,7 +6,8 @@ reads the part of shell those scripts use, statically (nothing is executed):
 
 * ``NAME=value`` and ``export NAME=value``; ``${N:-default}`` and ``${NAME:-default}`` take the
   default when unset; ``$((A*B))`` is worked out exactly (``reader.read``); ``$(...)`` and the
-  script's own arguments (``$1``) stay unknown;
+  script's own arguments (``$1``) stay unknown, and all of them (``"$@"``) are none, the script
+  read as run without them;
 * arrays ``NAME=( ... )`` over several lines, ``NAME+=( ... )``; ``${NAME[@]}`` unquoted splits
   each element into words, as the shell does (of a string, it is the string); ``read`` sets its
   names to values the reader does not know;
@@ -51,6 +52,8 @@ _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
 _OPENERS, _CLOSERS = {"for", "while", "until", "select"}, {"done", "esac"}
 _ARGUMENT_FOR = re.compile(r'^for\s+\w+(?:\s+in\s+("\$[@*]"|\$[@*]))?\s*$')
 """``for A in "$@"`` (or ``$*``, or ``for A`` alone, which is the same loop)."""
+_ARGUMENTS = re.compile(r'"\$[@*]"|\$\{[@*]\}|\$[@*]')
+"""The script's arguments all at once (``"$@"``, ``$*``): nothing, the script read as run without them."""
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 """A here-document's start (``<<EOF``, ``<<-'EOF'``): the lines up to its delimiter are its data."""
 _PATTERN = re.compile(r"^\(?\s*([^()]*?)\s*\)\s*(.*)$")
@@ -135,7 +138,7 @@ class _Shell:
                     return self.expand(default.strip('"').strip("'"))
                 return f"{UNKNOWN}{name} "
             return value
-        return _VARIABLE.sub(put, text)
+        return _VARIABLE.sub(put, _ARGUMENTS.sub("", text))
 
     def arithmetic(self, text: str) -> str:
         """``$(( ... ))`` worked out exactly; its variables as ``NAME``, ``$NAME`` or ``${NAME}``."""

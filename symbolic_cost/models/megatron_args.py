@@ -173,7 +173,7 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
     world = world or stated
     if world is None:
         raise InputError("the launch does not say how many processes it starts (torchrun's --nproc_per_node and "
-                         "--nnodes); give --devices", "--devices")
+                         "--nnodes, srun's --ntasks); give --devices", "--devices")
     arch = _architecture(o, name, vocab, notes)
     tp, pp = o.integer("tensor-model-parallel-size", 1), o.integer("pipeline-model-parallel-size", 1)
     cp = o.integer("context-parallel-size", 1)
