@@ -80,7 +80,8 @@ world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-
 (nvfp4)                                     FP8 or FP4)
 ``--first-last-layers-bf16``,               ``first_layers_16bit``, ``last_layers_16bit`` (not with
 ``--num-layers-at-start-in-bf16`` (1),      delayed scaling, as Megatron-LM)
-``--num-layers-at-end-in-bf16`` (1)
+``--num-layers-at-end-in-bf16`` (1)         (each of these without the option it needs: noted,
+                                            as Megatron-LM runs without it)
 ``--use-distributed-optimizer``             ``distributed_optimizer``
 ``--recompute-granularity``,                ``recompute`` (selective, full; ``--recompute-activations``
 ``--recompute-method``,                     is selective), ``recompute_method`` (uniform, block),
