@@ -39,6 +39,15 @@ def test_a_launch_script_doubling_a_variable_stops_at_the_line_that_passes_the_b
     assert "a line expands past 1,000,000 characters" in err
 
 
+def test_a_long_word_beside_a_launch_is_read_in_one_pass():
+    """A word of 500,000 characters among others (a message, a command string) is looked through
+    once for a program's name: a pattern that backtracked over it would take minutes."""
+    from symbolic_cost.models.launch_script import read_launch
+    long = "x" * 500_000
+    text = f'log "{long} y && z"\nbash -c "{long} && python pretrain_gpt.py --num-layers 2"\n'
+    assert read_launch(text, "s").program == ["--num-layers", "2"]
+
+
 def test_a_launch_script_doubling_an_array_is_refused_too(tmp_path, capsys):
     script = tmp_path / "train.sh"
     script.write_text("A=(xx)\n" + 'A=(${A[@]} ${A[@]})\n' * 34 + "torchrun pretrain_gpt.py --num-layers 2\n")

@@ -376,6 +376,11 @@ where the program's words end.  (An input redirection is left alone: ``<Specify 
 published examples write a placeholder.)"""
 
 
+_PROGRAM = re.compile(r"\.py(?=\s|$)")
+"""Where a program's name ends in a command string (a pattern that never backtracks: a long word
+costs its length)."""
+
+
 def _inline_shell(words: list | None) -> list | None:
     """``words`` with a command given as one string opened (``srun ... bash -c "$SETUP && python
     pretrain_gpt.py ..."``, ``docker exec ... sh -c "..."``): the word holding a ``.py`` program
@@ -388,8 +393,8 @@ def _inline_shell(words: list | None) -> list | None:
     if not words or any(w.endswith(".py") and not any(c.isspace() for c in w) for w in words):
         return words
     for i, word in enumerate(words):
-        program = re.search(r"\S+\.py(?=\s|$)", word)
-        if program is not None and any(c.isspace() for c in word):
+        program = _PROGRAM.search(word) if any(c.isspace() for c in word) else None
+        if program is not None:
             start = max(word.rfind("&&", 0, program.start()), word.rfind(";", 0, program.start()))
             if start < 0 and words[i - 1:i] != ["-c"]:
                 continue
