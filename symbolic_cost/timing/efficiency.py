@@ -196,11 +196,11 @@ asks 45 times for 31 of them; ``(b l, 7168)`` nine times)."""
 
 def _slots(key) -> Expr:
     m, n, count, sms, tile_m, tile_n = key
-    # ``ceiling(m / T_m)`` is ``ceiling(m / t_m)``: a side shorter than the tile takes one narrow tile
-    # (and one full one); written with the constant ``t_m``, the kernels need no division for it
+    # ``ceiling(m / T_m)`` is ``ceiling(m / t_m)``: a side shorter than the tile is one tile either
+    # way; written with the constant ``t_m``, the kernels need no division for it.  One product a
+    # shape, not a chain of them: each ``*`` flattens the whole product again
     slots = [Mul(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms), sms, kernel_tile(m, t_m),
                  kernel_tile(n, t_n)) for t_m, t_n in tile_shapes(tile_m, tile_n)]
-    # one product a shape, not a chain of them: each ``*`` flattens the whole product again
     if all(v.is_Number for v in slots):
         return minimum(*slots)
     # kept whole, without ``minimum``'s proofs: which tile fills the SMs best turns on ceilings of
