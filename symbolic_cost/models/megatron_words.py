@@ -63,7 +63,8 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
                                         "the tokens sent is not modelled)"}
 
 READ = {
-    "model-parallel-size", "batch-size", "null-tokenizer-vocab-includes-eod", "num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "group-query-attention",
+    "model-parallel-size", "batch-size", "null-tokenizer-vocab-includes-eod",
+    "num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "group-query-attention",
     "num-query-groups", "kv-channels", "swiglu", "openai-gelu", "normalization", "qk-layernorm",
     "untie-embeddings-and-output-weights", "position-embedding-type", "use-rotary-position-embeddings",
     "rotary-percent", "max-position-embeddings", "disable-bias-linear", "add-bias-linear", "add-qkv-bias",
@@ -174,43 +175,44 @@ class Options:
 
 
 def world_size(launcher: list) -> int | None:
-    """Processes the launcher starts (torchrun's ``--nproc_per_node x --nnodes``; one for a plain
-    ``python``, ``single_process``), or None."""
+    """Processes the launcher starts (torchrun's ``--nproc_per_node x --nnodes``; ``srun``'s
+    tasks without torchrun, ``_srun_tasks``; one for a plain ``python``, ``single_process``), or
+    None."""
     if single_process(launcher):
         return 1
     if not launcher:
         return None
     if launcher[0] == "srun" and not any(w.rsplit("/", 1)[-1] == "torchrun" for w in launcher):
         return _srun_tasks(launcher)
-    values = {}
-    for i, word in enumerate(launcher):
-        name, _, value = word.partition("=")
-        if name in ("--nproc_per_node", "--nproc-per-node", "--nnodes"):
-            text = known(value or (launcher[i + 1] if i + 1 < len(launcher) else ""), f"torchrun {name}")
-            if not text.isdigit() or int(text) < 1:
-                raise InputError(f"torchrun {name} {text!r}: the reader needs a number of processes (give "
-                                 f"--devices)", "--devices")
-            values[name.replace("-", "_").lstrip("_")] = int(text)
-    per_node, nodes = values.get("nproc_per_node"), values.get("nnodes", 1)
+    values = _counts(launcher, "torchrun", {"--nproc_per_node": "per_node", "--nproc-per-node": "per_node",
+                                            "--nnodes": "nodes"})
+    per_node, nodes = values.get("per_node"), values.get("nodes", 1)
     return None if per_node is None else per_node * nodes
 
 
 def _srun_tasks(launcher: list) -> int | None:
     """The tasks ``srun`` starts, one process each: ``--ntasks`` (``-n``), else ``--ntasks-per-node``
     times ``--nodes`` (``-N``, 1), or None."""
-    values, names = {}, {"-n": "ntasks", "--ntasks": "ntasks", "--ntasks-per-node": "per_node", "-N": "nodes",
-                         "--nodes": "nodes"}
-    for i, word in enumerate(launcher):
-        name, equals, value = word.partition("=")
-        if name in names:
-            text = known(value if equals else (launcher[i + 1] if i + 1 < len(launcher) else ""), f"srun {name}")
-            if not text.isdigit() or int(text) < 1:
-                raise InputError(f"srun {name} {text!r}: the reader needs a number of processes (give --devices)",
-                                 "--devices")
-            values[names[name]] = int(text)
+    values = _counts(launcher, "srun", {"-n": "ntasks", "--ntasks": "ntasks", "--ntasks-per-node": "per_node",
+                                        "-N": "nodes", "--nodes": "nodes"})
     if "ntasks" in values:
         return values["ntasks"]
     return values["per_node"] * values.get("nodes", 1) if "per_node" in values else None
+
+
+def _counts(launcher: list, program: str, names: dict) -> dict:
+    """``{key: count}`` of the launcher's options ``names`` (option -> key), each given as
+    ``--name N`` or ``--name=N``; a value that is not a positive whole number is refused."""
+    values = {}
+    for i, word in enumerate(launcher):
+        name, equals, value = word.partition("=")
+        if name in names:
+            text = known(value if equals else (launcher[i + 1] if i + 1 < len(launcher) else ""), f"{program} {name}")
+            if not text.isdigit() or int(text) < 1:
+                raise InputError(f"{program} {name} {text!r}: the reader needs a number of processes (give "
+                                 f"--devices)", "--devices")
+            values[names[name]] = int(text)
+    return values
 
 
 def single_process(launcher: list) -> bool:
