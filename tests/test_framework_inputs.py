@@ -35,10 +35,15 @@ def _error(capsys, *words):
 
 
 def test_gpt3_script_needs_what_it_does_not_say(capsys):
-    # GPT2BPETokenizer reads its vocabulary from a file; torchrun starts 8 processes, and tp x pp = 8 x 16 = 128
-    assert "--vocab-size" in _error(capsys, "--megatron-args", GPT3)
+    # torchrun starts 8 processes, and tp x pp = 8 x 16 = 128
     err = _error(capsys, "--megatron-args", GPT3, "--vocab-size", "50257")
     assert "world size 8 is not a multiple of" in err and "128" in err and len(err.strip().splitlines()) == 1
+    # GPT2BPETokenizer's file is the script's third argument: GPT-2's own 50,257 tokens, said in a note
+    got = _json(capsys, "--megatron-args", GPT3, "--devices", "1024")
+    assert any("GPT2BPETokenizer: --vocab-file is not decided by the script; read as GPT-2's 50,257" in note
+               for note in got["notes"])
+    assert got["parameters"] == _json(capsys, "--megatron-args", GPT3, "--devices", "1024",
+                                      "--vocab-size", "50257")["parameters"]
 
 
 def test_gpt3_script_equals_the_same_layout_given_with_set(capsys, monkeypatch):

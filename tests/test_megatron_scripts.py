@@ -375,3 +375,66 @@ def test_a_launch_string_with_the_scripts_arguments():
     e = 12288
     assert _parameters(s) == 96 * (12 * e * e + 13 * e) + 50304 * e + 2048 * e + 2 * e
     assert (s.values[S.m1], s.values[S.p], s.values[S.d], s.values[S.n_micro]) == (8, 16, 8, 192)
+
+
+MIXTRAL = "c8d2c9f837c503e57d47c05ed32871f6d998bda3"
+"""examples/mixtral/train_mixtral_8x7b_distributed.sh at 157006d6: ``--tokenizer-type Llama2Tokenizer``
+with ``--tokenizer-model ${TOKENIZER_MODEL}``, the script's second argument."""
+
+
+def test_a_tokenizer_written_for_one_vocabulary():
+    """Llama2Tokenizer reads Llama 2's SentencePiece model (32,000 pieces, Mixtral's too): Mixtral-8x7B's
+    46,702,792,704 parameters, as its ``transformers`` model counts them (32,000 tokens); a GPT-2 tokenizer
+    given another vocabulary file needs the size."""
+    s = setup(MIXTRAL, world=64)
+    assert _parameters(s) == 46_702_792_704
+    assert any("Llama2Tokenizer: --tokenizer-model is not decided by the script" in note for note in s.notes)
+    assert _setup(_model("").replace("--tokenizer-type NullTokenizer --vocab-size 1000",
+                                     "--vocab-file gpt2-vocab.json")).arch.vocab == 50257
+    with pytest.raises(InputError, match="GPT2BPETokenizer's files"):
+        _setup(_model("").replace("--tokenizer-type NullTokenizer --vocab-size 1000",
+                                  "--vocab-file /data/gpt-neox-20b-tokenizer/vocab.json"))
+
+
+SC21_SRUN = "52a9aff0c1294acb1e5527faad4f73fe5e027e21"
+"""examples/sc21/SRUN.sh at 4076ab38: ``python -u .../pretrain_gpt.py ${MEGATRON_PARAMS}``, the options
+left to the caller's environment."""
+
+
+def test_options_the_script_leaves_to_its_caller_are_named():
+    with pytest.raises(InputError, match=r"the first Megatron argument is \$MEGATRON_PARAMS, whose value the "
+                                         r"script does not decide"):
+        setup(SC21_SRUN, world=8)
+
+
+def test_quoted_arrays_and_a_job_script_given_to_sbatch():
+    """``"${A[@]}"`` is a word for each element (an array grown from itself keeps its options apart, an
+    empty one gives no word); ``sbatch <<EOF`` runs its here-document as the job's script, whose
+    ``srun ... bash -x -c "${CMD}"`` is the launch (examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh)."""
+    model = _model("").split()
+    text = ("ARGS=(\n" + "\n".join(model[:6]) + "\n)\nARGS=(\n\"${ARGS[@]}\"\n" + "\n".join(model[6:]) +
+            "\n--tensorboard-dir \"a b\"\n)\nEMPTY=()\n"
+            "CMD=\"\ncd /w;\nexport A=1;\npython pretrain_gpt.py ${ARGS[@]} \\\"${EMPTY[@]}\\\"\"\n"
+            "sbatch <<EOF\n#!/bin/bash\n#SBATCH --nodes=1\nsrun --ntasks=8 bash -x -c \"${CMD}\" 2>&1 | tee log\nEOF\n"
+            "echo submitted\n")
+    launch = read_launch(text, "s", inert=inert)
+    assert launch.program == model + ["--tensorboard-dir", "a", "b"]
+    assert _setup_text(text).arch == _setup(_model("")).arch
+    assert read_launch('A=(--x "p q")\nE=()\npython pretrain_gpt.py "${A[@]}" "${E[@]}" --y ""', "s").program \
+        == ["--x", "p q", "--y", ""]
+    document = "cat <<EOF > notes.txt\npython pretrain_gpt.py --num-layers 1\nEOF\n"
+    assert read_launch(document + "python pretrain_gpt.py " + _model(""), "s").program == model
+
+
+def test_multi_token_prediction_modules():
+    """``--mtp-num-layers 1``: one module on the last stage, beside the head; its parameters by hand
+    (Megatron-LM's MultiTokenPredictionLayer): enorm, hnorm and its final norm (RMSNorm: e each),
+    eh_proj (2e x e, no bias), and one more layer of the model's (Q, K, V and output 4e^2, the MLP
+    2ef, two norms 2e)."""
+    words = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 256 --seq-length 1024 "
+             "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --tokenizer-type "
+             "NullTokenizer --vocab-size 1000 --disable-bias-linear --normalization RMSNorm ")
+    plain, mtp = _setup(words), _setup(words + "--mtp-num-layers 1 --mtp-loss-scaling-factor 0.1")
+    e, f = 64, 256
+    assert mtp.arch.mtp_layers == 1
+    assert _parameters(mtp) - _parameters(plain) == 3 * e + 2 * e * e + (4 * e * e + 2 * e * f + 2 * e)

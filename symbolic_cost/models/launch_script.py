@@ -23,7 +23,8 @@ reads the part of shell those scripts use, statically (nothing is executed):
 * a loop over the script's own arguments (``for A in "$@"``, ``while [[ $# -gt 0 ]]``, the option
   parsers of Megatron-LM's examples) is read as the script run without them: its body never runs,
   so the values the script sets stand (noted); a here-document (``cat <<EOF > config.json``) is
-  data, not commands;
+  data, not commands, unless a shell or ``sbatch`` runs it (``sbatch <<EOF``): then its lines are
+  the script's, run in place;
 * the launch: the one line naming the entry point (``pretrain_gpt.py``); the words before it are
   the launcher's (``torchrun --nproc_per_node 8 --nnodes 2``), those after it the program's.
 
@@ -82,6 +83,8 @@ def known(text: str, option: str) -> str:
     return text
 
 
+_QUOTED_ARRAY = re.compile(r'"\$\{(\w+)\[@\]\}"')
+
 EXPANSION = 1_000_000
 """Most characters one line of a launch script may expand to (its values are a few kilobytes)."""
 
@@ -109,6 +112,8 @@ class _Shell:
         refused past ``EXPANSION`` characters: each value is counted before it is put in, so a
         variable doubled on every line (``A=$A$A``) stops at the line that passes it."""
         produced = [len(text)]
+        # "${A[@]}" of an empty array is no word at all
+        text = _QUOTED_ARRAY.sub(lambda m: "" if self.arrays.get(m.group(1), None) == [] else m.group(0), text)
 
         def put(match):
             value = fill(match)
@@ -124,9 +129,10 @@ class _Shell:
                 name = array             # ${MODEL_ARGS[@]} of a string: the string, as bash gives it
             elif array is not None:
                 elements = self.arrays.get(array, [])
-                quoted = match.start() > 0 and text[match.start() - 1] == '"'
-                return " ".join(shlex.quote(e) for e in elements) if quoted or not split_arrays \
-                    else " ".join(elements)
+                if match.start() > 0 and text[match.start() - 1] == '"':
+                    # "${A[@]}": a word for each element, as bash gives them (the quotes close between)
+                    return '" "'.join(e.replace("\\", "\\\\").replace('"', '\\"') for e in elements)
+                return " ".join(elements) if split_arrays else " ".join(shlex.quote(e) for e in elements)
             if arithmetic is not None:
                 return self.arithmetic(arithmetic)
             if command is not None:
@@ -192,20 +198,36 @@ class _Shell:
         return value
 
 
+_SCRIPT_READERS = ("sbatch", "bash", "sh")
+"""Commands that run a here-document as a script (``sbatch <<EOF`` submits it as a SLURM job)."""
+
+
+def _runs_its_document(line: str, heredoc) -> bool:
+    """Whether ``line`` feeds its here-document to a shell or to ``sbatch`` with its variables
+    expanded (an unquoted delimiter): its lines are then the script's own, run in place."""
+    before = line[:heredoc.start()].split()
+    return not heredoc.group(1) and bool(before) and before[0].rsplit("/", 1)[-1] in _SCRIPT_READERS
+
+
 def _statements(text: str):
     """(line number, logical line): continuation lines joined, a quoted string that spans lines
     (``GPT_ARGS="`` over several lines, Megatron-LM's examples until 2024) gathered up to its closing
     quote, arrays gathered up to their ``)``."""
     lines = _continued(text).splitlines()
-    number, pending, start, quoted, document = 0, None, 0, None, None
+    number, pending, start, quoted, document, script = 0, None, 0, None, None, None
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
         if document is not None:            # a here-document's data, up to its delimiter
             document = None if stripped == document else document
             continue
+        if script is not None and stripped == script:
+            script = None                   # the end of a script given to sbatch or a shell
+            continue
         heredoc = _HEREDOC.search(_uncommented(stripped)) if "<<" in stripped and pending is None \
             and quoted is None else None
-        if heredoc is not None:
+        if heredoc is not None and _runs_its_document(stripped, heredoc):
+            script = heredoc.group(2)
+        elif heredoc is not None:
             document = heredoc.group(2)
         if quoted is not None:              # inside a quote: the newline is a space between words
             quoted = (quoted[0], f"{quoted[1]} {stripped}")

@@ -99,7 +99,9 @@ strategy`` (no_shard); ``--use-torch-fsdp2`` distributed optimizer; FSDP2: ``zer
                                             sgd (with momentum)
 ``--no-position-embedding`` (2023)          no learned position table (``positions`` 0)
 ``--tokenizer-type GPT2BPETokenizer`` with  ``vocab`` 50,257 (GPT-2's ``gpt2-vocab.json``, noted);
-``--vocab-file .../gpt2-vocab.json``        any other tokenizer file needs ``--vocab-size``
+``--vocab-file .../gpt2-vocab.json``        any other tokenizer file needs ``--vocab-size``; a file
+                                            the script leaves undecided is the tokenizer's own
+``--tokenizer-type Llama2Tokenizer``        ``vocab`` 32,000 (Llama 2's ``tokenizer.model``, noted)
 ``--tokenizer-type NullTokenizer``          ``vocab``: ``--vocab-size`` + 1 (its end-of-document id),
                                             or as given with ``--null-tokenizer-vocab-includes-eod``
 launched by ``python`` alone                one process (world size 1, noted)
@@ -135,7 +137,7 @@ from symbolic_cost.blocks.specs import Latent
 from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.parallel.splits import layout_stages
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.launch_script import Launch
+from symbolic_cost.models.launch_script import UNKNOWN, Launch
 from symbolic_cost.models.megatron_precision import megatron_low_precision
 from symbolic_cost.models.megatron_words import NOTED, Options, parse, single_process, world_size
 from symbolic_cost.models.training import Overlap
@@ -218,6 +220,15 @@ def _cp_variant(o: Options) -> str:
 GPT2_VOCAB = 50257
 """GPT-2's byte-pair vocabulary, as its ``gpt2-vocab.json`` holds it (OpenAI's encoder: 256 byte tokens,
 50,000 merges and ``<|endoftext|>``): what Megatron-LM's ``GPT2BPETokenizer`` reads from that file."""
+LLAMA2_VOCAB = 32000
+"""The SentencePiece model of Llama 2 (``tokenizer.model``, 32,000 pieces; Mistral's and Mixtral's
+hold as many), which Megatron-LM's ``Llama2Tokenizer`` was written for."""
+TOKENIZER_FILES = {"GPT2BPETokenizer": ("vocab-file", "gpt2-vocab.json", GPT2_VOCAB, "GPT-2's"),
+                   "Llama2Tokenizer": ("tokenizer-model", None, LLAMA2_VOCAB, "Llama 2's")}
+"""Tokenizers written for one published vocabulary: ``{type: (file option, the file's own name or None
+for any, tokens, whose)}``.  A script whose file is its publisher's, or a path the script does not
+decide (an argument, a variable set elsewhere), is read with that vocabulary and a note; a file of
+another name needs ``--vocab-size``."""
 
 
 OLDER = {"model-parallel-size": "tensor-model-parallel-size", "batch-size": "micro-batch-size"}
@@ -238,12 +249,24 @@ def _older_names(options: dict, notes: list) -> dict:
     return options
 
 
-def _gpt2_vocabulary_file(o) -> bool:
-    """Whether ``--vocab-file`` names GPT-2's own ``gpt2-vocab.json`` (its folder may be a variable the
-    launch leaves unset: the file's name is what says which vocabulary it is)."""
-    values = o.options.get("vocab-file") or []
-    return len(values) == 1 and values[0].strip().strip('"').endswith("/gpt2-vocab.json") or \
-        len(values) == 1 and values[0].strip().strip('"') == "gpt2-vocab.json"
+def _published_vocabulary(o, tokenizer: str, notes: list) -> int | None:
+    """The size of the one vocabulary ``tokenizer`` was written for (``TOKENIZER_FILES``), where the
+    script's file is that one or left undecided; None where the file is another.  The file's folder
+    may be a variable the launch leaves unset: its name is what says which vocabulary it is."""
+    if tokenizer not in TOKENIZER_FILES:
+        return None
+    option, own, size, whose = TOKENIZER_FILES[tokenizer]
+    values = o.options.get(option) or []
+    path = values[0].strip().strip('"\'') if len(values) == 1 else ""
+    name = path.rsplit("/", 1)[-1]
+    if name and UNKNOWN not in name and own in (None, name):
+        notes.append(f"{tokenizer} with {name}: {whose} {size:,} tokens (--vocab-size replaces)")
+    elif not path or UNKNOWN in path:
+        notes.append(f"{tokenizer}: --{option} is {'not given' if not path else 'not decided by the script'}; "
+                     f"read as {whose} {size:,} tokens (--vocab-size replaces)")
+    else:
+        return None
+    return size
 
 
 def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Architecture:
@@ -285,9 +308,7 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
     if vocab is not None and stated is not None and vocab != stated:
         notes.append(f"--vocab-size {vocab} (command line) replaces the {tokenizer}'s {stated}")
     vocab = vocab or (stated if tokenizer == "NullTokenizer" else None)
-    if vocab is None and tokenizer == "GPT2BPETokenizer" and _gpt2_vocabulary_file(o):
-        vocab = GPT2_VOCAB
-        notes.append(f"GPT2BPETokenizer with gpt2-vocab.json: GPT-2's {GPT2_VOCAB:,} tokens (--vocab-size replaces)")
+    vocab = vocab or _published_vocabulary(o, tokenizer, notes)
     if vocab is None:
         raise InputError(f"the vocabulary comes from the {tokenizer}'s files, which the reader does not open; give "
                          f"--vocab-size on the command line (the tokenizer's size before Megatron pads it)",
@@ -303,7 +324,7 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
         vocab_multiple=1 if padded is not None else o.integer("make-vocab-size-divisible-by", 128), context=context,
         head_dim=None if head * h == e or latent else head, latent=latent,
         qk_norm="head" if o.flag("qk-layernorm") and not latent else None, moe=_moe(o, f, n, bias),
-        sinks=_sinks(o), **_windows(o, n))
+        mtp_layers=o.integer("mtp-num-layers", 0), sinks=_sinks(o), **_windows(o, n))
 
 
 def _sinks(o: Options) -> bool:

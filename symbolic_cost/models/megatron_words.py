@@ -31,6 +31,7 @@ override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
 rope-type enable-experimental fp8-margin fp8-interval disable-gloo-process-groups export-force-local-attention
 disable-bf16-reduced-precision-matmul moe-per-layer-logging exit-on-missing-checkpoint use-dist-ckpt warmup
+mtp-loss-scaling-factor
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -58,6 +59,9 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
                               "as a SwiGLU; the clamps, the gate's scale and the value's offset are a few element-wise "
                               "operations more, not counted",
          "activation-func-clamp-value": None,
+         "moe-router-force-load-balancing": "--moe-router-force-load-balancing: tokens go to the experts evenly "
+                                            "(a benchmark's routing), as the library counts them unless "
+                                            "expert_imbalance is set",
          "moe-flex-dispatcher-backend": "--moe-flex-dispatcher-backend: DeepEP's and HybridEP's kernels are timed as "
                                         "the all-to-all dispatcher's collectives (their node-level deduplication of "
                                         "the tokens sent is not modelled)"}
@@ -88,7 +92,7 @@ READ = {
     "use-torch-fsdp2", "data-parallel-sharding-strategy", "optimizer", "multi-latent-attention", "q-lora-rank",
     "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim", "moe-router-topk-scaling-factor",
     "step-batch-size-schedule", "quick-geglu", "softmax-type", "window-size", "window-attn-skip-freq",
-    "padded-vocab-size", "enable-gpt-oss"}
+    "padded-vocab-size", "enable-gpt-oss", "mtp-num-layers"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
 def parse(words: list, notes: list | None = None) -> dict:
@@ -105,6 +109,7 @@ def parse(words: list, notes: list | None = None) -> dict:
             if name in given:
                 given[name].append(options[name])
         elif name is None:
+            known(word, "the first Megatron argument")
             raise InputError(f"the Megatron arguments start with {word!r}, not an option", "--megatron-args")
         else:
             options[name].append(word)
