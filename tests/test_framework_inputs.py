@@ -40,7 +40,7 @@ def test_gpt3_script_needs_what_it_does_not_say(capsys):
     assert "world size 8 is not a multiple of" in err and "128" in err and len(err.strip().splitlines()) == 1
     # GPT2BPETokenizer's file is the script's third argument: GPT-2's own 50,257 tokens, said in a note
     got = _json(capsys, "--megatron-args", GPT3, "--devices", "1024")
-    assert any("GPT2BPETokenizer: --vocab-file is not decided by the script; read as GPT-2's 50,257" in note
+    assert any("GPT2BPETokenizer: --vocab-file is not decided by the script; read as 50,257 tokens (GPT-2's" in note
                for note in got["notes"])
     assert got["parameters"] == _json(capsys, "--megatron-args", GPT3, "--devices", "1024",
                                       "--vocab-size", "50257")["parameters"]

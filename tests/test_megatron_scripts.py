@@ -34,8 +34,8 @@ GPT3_SCHEDULE = "0b4977b42881e55d286815d96d51ec41f65e0d7f"
 ``--global-batch-size 1536``."""
 
 
-def _parameters(s) -> int:
-    return int(model_cost(s.arch, Training(b=1, l=1024)).parameters)
+def _parameters(s, l=1024) -> int:
+    return int(model_cost(s.arch, Training(b=1, l=l)).parameters)
 
 
 def test_amd_llama2_reads_at_its_defaults():
@@ -438,3 +438,104 @@ def test_multi_token_prediction_modules():
     e, f = 64, 256
     assert mtp.arch.mtp_layers == 1
     assert _parameters(mtp) - _parameters(plain) == 3 * e + 2 * e * e + (4 * e * e + 2 * e * f + 2 * e)
+
+
+BERT_WITH_MP = "3225d1d65db0f64f7145e026abab9472eb7e0365"
+"""examples/pretrain_bert_distributed_with_mp.sh at 152aab30: BERT-large (24 layers of 1024, 16 heads,
+512 tokens) on 8 processes, tensor and pipeline degree 2, micro-batch 2 of global 16, the uncased
+vocabulary file ``bert-vocab.txt``."""
+
+
+def _hf_bert_parameters(head: str, vocab: int, token_types: int) -> int:
+    """Parameters of ``transformers``' BERT-large with ``head`` (``BertForPreTraining``,
+    ``BertForMaskedLM``), built on the meta device.  Megatron-LM's BERT has the same tensors but
+    one norm moved: a final norm after its pre-norm layers where BERT normalises its embeddings."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    config = transformers.BertConfig(vocab_size=vocab, hidden_size=1024, num_hidden_layers=24,
+                                     num_attention_heads=16, intermediate_size=4096, type_vocab_size=token_types)
+    with torch.device("meta"):
+        model = getattr(transformers, head)(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_megatron_bert_as_transformers_counts_it():
+    """``pretrain_bert.py``: bidirectional attention, two token types, the masked-LM head and the
+    binary head over the pooler, the decoder tied to the word table; the uncased vocabulary's 30,522
+    tokens and Megatron's [BOS] and [EOS] padded to 128 x 2 (30,720 on a tensor rank; 30,592 in the
+    model's own count, padded to 128)."""
+    s = setup(BERT_WITH_MP)
+    assert (s.values[S.b], s.values[S.m1], s.values[S.p], s.values[S.d], s.values[S.n_micro]) == (2, 2, 2, 2, 4)
+    assert not s.arch.causal and s.arch.vocab == 30524
+    assert _parameters(s, 512) == _hf_bert_parameters("BertForPreTraining", 30592, 2) == 336_297_858
+    words = ("--num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 512 "
+             "--max-position-embeddings 512 --micro-batch-size 2 --global-batch-size 16 --vocab-file bert-vocab.txt ")
+    launch = "torchrun --nproc_per_node 8 pretrain_bert.py "
+    plain = megatron_setup(read_launch(launch + words + "--bert-no-binary-head", "s", inert=inert), "s")
+    assert _parameters(plain, 512) == _hf_bert_parameters("BertForMaskedLM", 30592, 0)
+    cased = megatron_setup(read_launch(launch + words.replace("bert-vocab.txt", "bert-large-cased-vocab.txt") +
+                                       "--tokenizer-type BertWordPieceCase --vocab-extra-ids 100", "s"), "s")
+    assert cased.arch.vocab == 28996 + 2 + 100
+
+
+T5_WITH_MP = "23f1cd664e34f2b8e8ba33e4d246c9ce0c48e35a"
+"""examples/pretrain_t5_distributed_with_mp.sh at ef5d4fca: T5 "base" (12 layers of 768, 12 heads of 64,
+MLP 3,072), 512 encoder and 128 decoder tokens, tensor degree 2 on 8 processes, micro-batch 16 of global
+128, ``t5-vocab.txt`` (BERT's uncased vocabulary, as Megatron-LM's README says) with 100 extra ids."""
+
+
+def test_megatron_t5_by_hand():
+    """Megatron-LM's T5 module by module: one word table (30,522 + [BOS], [EOS] + 100 extra ids =
+    30,624 tokens, padded to 30,720) and one position table (512) for both stacks; 12 encoder layers
+    (12e^2 + 13e each, as GPT's) and a final LayerNorm; 12 decoder layers (self-attention 4e^2 + 4e,
+    cross-attention 4e^2 + 4e, MLP 8e^2 + 5e, three LayerNorms 6e) and a final LayerNorm; the head
+    tied to the word table, with a bias of 30,720."""
+    s = setup(T5_WITH_MP)
+    assert (s.values[S.b], s.values[S.l], s.values[S.l_dec], s.values[S.m1], s.values[S.d], s.values[S.n_micro]) \
+        == (16, 512, 128, 2, 4, 2)
+    e, vocab = 768, 30720
+    encoder, decoder = 12 * e * e + 13 * e, 16 * e * e + 19 * e
+    hand = vocab * e + 512 * e + 12 * encoder + 2 * e + 12 * decoder + 2 * e + vocab
+    assert s.arch.vocab == 30624 and int(model_cost(s.arch, Training(b=1, l=512, l_dec=128)).parameters) == hand
+
+
+def _t5(words: str, decoder="--decoder-seq-length 32"):
+    base = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --encoder-seq-length 128 --max-position-embeddings "
+            "128 --micro-batch-size 1 --global-batch-size 8 --vocab-file bert-vocab.txt ")
+    return megatron_setup(read_launch(f"torchrun --nproc_per_node 8 pretrain_t5.py {base}{decoder} {words}", "s",
+                                      inert=inert), "s")
+
+
+def test_megatron_t5_relative_positions_and_refusals():
+    """Relative positions: no position table, a table of 32 buckets per head in each stack."""
+    learned, relative = _t5(""), _t5("--position-embedding-type relative")
+    parameters = lambda s: int(model_cost(s.arch, Training(b=1, l=128, l_dec=32)).parameters)  # noqa: E731
+    assert parameters(relative) - parameters(learned) == 2 * 32 * 4 - 128 * 64
+    with pytest.raises(InputError, match="--decoder-num-layers 3 beside 2 encoder layers"):
+        _t5("--decoder-num-layers 3")
+    with pytest.raises(InputError, match="T5 runs on one pipeline stage"):
+        _t5("--pipeline-model-parallel-size 2")
+    with pytest.raises(InputError, match="--seq-length and --encoder-seq-length together"):
+        _t5("--seq-length 128")
+    with pytest.raises(InputError, match="--decoder-seq-length is required"):
+        _t5("", decoder="")
+
+
+@pytest.mark.parametrize("launcher, world", [("torchrun", 1), ("torchrun --nnodes 2 --master-port 29600", 2),
+                                             ("python -m torch.distributed.launch", 1)])
+def test_torchrun_without_a_count_starts_one_process_a_node(launcher, world):
+    """torchrun's ``--nproc-per-node`` is 1 unless given (as ``torch.distributed.launch``'s was):
+    Megatron-LM's single-GPU T5 example runs ``torchrun pretrain_t5.py``."""
+    s = megatron_setup(read_launch(f"{launcher} pretrain_gpt.py {_model('')}", "s", inert=inert), "s")
+    assert (s.values[S.d], s.values[S.n_micro]) == (world, 8 // world)
+    assert any("torchrun without --nproc_per_node starts one process a node" in note for note in s.notes)
+
+
+def test_a_script_that_runs_another_program_is_named_so():
+    """A launcher's options held in a variable are not a model's: the script runs another program."""
+    text = 'DISTRIBUTED_ARGS="--nproc_per_node 8 --nnodes 1"\npython -m torch.distributed.launch $DISTRIBUTED_ARGS ' \
+           'tasks/main.py --task RACE\n'
+    with pytest.raises(InputError, match="no line runs pretrain_gpt.py"):
+        read_launch(text, "s")
+    model = 'MODEL_ARGS="--num-layers 2 --hidden-size 64"\n'
+    assert read_launch(model, "s").program == ["--num-layers", "2", "--hidden-size", "64"]

@@ -299,8 +299,10 @@ def _uncommented(line: str) -> str:
     return line
 
 
-ENTRIES = ("pretrain_gpt.py", "pretrain_gpt_core.py", "pretrain_gpt2.py")
-"""Megatron-LM's GPT programs: today's, Megatron-Core's of 2023 and GPT-2's of 2019-2020."""
+ENTRIES = ("pretrain_gpt.py", "pretrain_gpt_core.py", "pretrain_gpt2.py", "pretrain_bert.py", "pretrain_t5.py",
+           "pretrain_t5_core.py")
+"""Megatron-LM's GPT programs (today's, Megatron-Core's of 2023 and GPT-2's of 2019-2020), its BERT
+and its T5."""
 
 
 def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
@@ -387,7 +389,7 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
     at = next(i for i, w in enumerate(words) if w.endswith(".py") and not any(c.isspace() for c in w))
     entry = words[at].rsplit("/", 1)[-1]
     if entry not in entries:
-        raise InputError(f"{where}: runs {entry}; read are {', '.join(entries)} (GPT decoders)", what)
+        raise InputError(f"{where}: runs {entry}; read are {', '.join(entries)}", what)
     launcher = words[:at][1:] if words[:at][:1] == ["eval"] else words[:at]   # eval ${run_cmd}: the command's words
     return Launch(launcher=launcher, entry=entry, program=_command(words[at + 1:]), notes=notes)
 
@@ -491,14 +493,20 @@ def _commands(line: str) -> list[str]:
     return [part for part in split if part]
 
 
+_MODEL_WORDS = frozenset(("--num-layers", "--hidden-size", "--encoder-num-layers"))
+"""Options that only a model's arguments hold."""
+
+
 def _held_options(shell: _Shell, what: str) -> tuple[str, list] | None:
-    """``(name, words)`` of the one variable of a script without a launch whose value is options
-    (``MODEL_ARGS="--num-layers 27 ..."``, as Megatron-LM's ``post_training/modelopt/conf`` files
-    give a model), or None; two such variables are refused, naming them."""
+    """``(name, words)`` of the one variable of a script without a launch whose value is a model's
+    options (``MODEL_ARGS="--num-layers 27 ..."``, as Megatron-LM's ``post_training/modelopt/conf``
+    files give a model), or None; two such variables are refused, naming them.  A launcher's
+    options (``DISTRIBUTED_ARGS="--nproc_per_node 8 ..."`` of a script that runs another program)
+    are not a model's."""
     held = {}
     for name, value in shell.scalars.items():
         words = _words(shell, value) if UNKNOWN not in value else None
-        if words and words[0].startswith("--"):
+        if words and words[0].startswith("--") and any(w.split("=")[0] in _MODEL_WORDS for w in words):
             held[name] = words
     if len(held) > 1:
         raise InputError(f"{what}: no launch line, and {' and '.join(held)} both hold options; give the program's "

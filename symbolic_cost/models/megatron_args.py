@@ -1,8 +1,8 @@
 """Megatron-LM / Megatron-Core command-line arguments as an ``Architecture`` and a ``Training``.
 
-``megatron_setup`` reads the words after ``pretrain_gpt.py`` (``models.launch_script`` finds them in
-a launch script, or reads an arguments file) with Megatron-LM's own defaults (its
-``megatron/training/arguments.py``, ``validate_args``):
+``megatron_setup`` reads the words after ``pretrain_gpt.py``, ``pretrain_bert.py`` or
+``pretrain_t5.py`` (``models.launch_script`` finds them in a launch script, or reads an arguments
+file) with Megatron-LM's own defaults (its ``megatron/training/arguments.py``, ``validate_args``):
 
 =========================================== =========================================================
 Megatron-LM option (default)                library field
@@ -118,6 +118,19 @@ launched by ``python`` alone                one process (world size 1, noted)
 ``--use-flash-attn``                        (Transformer Engine's fused kernels); unfused, local do
 ``--context-parallel-size`` (1),            ``cp``; ``cp_variant`` from ``CP_COMM_TYPES``: p2p is
 ``--cp-comm-type`` (p2p)                    ``ring``, all_gather ``all-gather``, a2a ``ulysses``
+``--mtp-num-layers`` (0)                    ``mtp_layers``, on the last stage
+``pretrain_bert.py``,                       ``causal`` off; ``task`` ``pretraining`` (the pooler and
+``--bert-no-binary-head``                   the binary head, 2 ``token_types``), or ``masked_lm``;
+                                            the tokenizer ``BertWordPieceLowerCase`` unless given
+``--tokenizer-type BertWordPieceLowerCase`` ``vocab`` 30,522 or 28,996 (BERT's uncased or cased
+(or ``BertWordPieceCase``)                  files) + 2 ([BOS], [EOS]) + ``--vocab-extra-ids``
+``pretrain_t5.py``: ``--num-layers``         ``n_layers`` and ``decoder_layers`` (the same: Megatron-
+(or ``--encoder-num-layers``),              Core builds the decoder with ``num_layers``); ``l``,
+``--encoder-seq-length`` (or                ``l_dec``; ``head_bias`` with the tied head;
+``--seq-length``), ``--decoder-seq-length``  ``score_bias`` ``relative`` with ``relative_buckets``;
+``--position-embedding-type relative``,     one pipeline stage (``pretrain_t5.py`` refuses more)
+``--relative-attention-num-buckets`` (32)
+torchrun without ``--nproc_per_node``       one process a node (its default; noted)
 =========================================== =========================================================
 
 Options that change no count are accepted (``megatron_words.IGNORED`` and ``IGNORED_PREFIXES``:
@@ -139,7 +152,8 @@ from symbolic_cost.parallel.splits import layout_stages
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.launch_script import UNKNOWN, Launch
 from symbolic_cost.models.megatron_precision import megatron_low_precision
-from symbolic_cost.models.megatron_words import NOTED, Options, parse, single_process, world_size
+from symbolic_cost.models.megatron_words import (NOTED, Options, parse, single_process, torchrun_default,
+                                                 world_size)
 from symbolic_cost.models.training import Overlap
 
 CP_COMM_TYPES = {"p2p": "ring", "all_gather": "all-gather", "a2a": "ulysses"}
@@ -171,13 +185,16 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
         stated = None                   # a count the launch computes (`python -c ...`): --devices gives it
     if stated == 1 and single_process(launch.launcher) and world is None:
         notes.append(f"{' '.join(launch.launcher)} {launch.entry} starts one process (no launcher)")
+    if stated is not None and torchrun_default(launch.launcher) and world is None:
+        notes.append(f"torchrun without --nproc_per_node starts one process a node (its default): {stated} in all")
     if world is not None and stated is not None and world != stated:
         notes.append(f"--devices {world} replaces the {stated} processes the launch starts")
     world = world or stated
     if world is None:
         raise InputError("the launch does not say how many processes it starts (torchrun's --nproc_per_node and "
                          "--nnodes, srun's --ntasks); give --devices", "--devices")
-    arch = _architecture(o, name, vocab, notes)
+    program = PROGRAMS.get(launch.entry, "gpt")
+    arch = _architecture(o, name, vocab, notes, program)
     tp, pp = o.integer("tensor-model-parallel-size", 1), o.integer("pipeline-model-parallel-size", 1)
     cp = o.integer("context-parallel-size", 1)
     if world % (tp * pp * cp):
@@ -188,7 +205,7 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
     if batch % (micro * d):
         raise InputError(f"--global-batch-size {batch} is not a multiple of --micro-batch-size x data-parallel "
                          f"size = {micro} x {d} (Megatron-LM's rule)", "--global-batch-size")
-    seq = o.integer("seq-length")
+    seq = _encoder_length(o) if program == "t5" else o.integer("seq-length")
     if seq > arch.context:
         raise InputError(f"--seq-length {seq} exceeds --max-position-embeddings {arch.context} (Megatron-LM's rule)",
                          "--seq-length")
@@ -196,6 +213,8 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
     values = {S.b: micro, S.l: seq, S.m1: tp, S.s1: tp if sequence else 1, S.d: d, S.p: pp,
               S.n_micro: batch // (micro * d), S.cp: cp, S.ep: o.integer("expert-model-parallel-size", 1),
               S.etp: o.integer("expert-tensor-parallel-size", tp)}
+    if program == "t5":
+        values[S.l_dec] = _t5_decoder(o, pp)
     if arch.moe is None and values[S.ep] != 1:
         raise InputError("--expert-model-parallel-size needs --num-experts", "--expert-model-parallel-size")
     policy = _policy(o, arch, pp, sequence, notes)
@@ -220,13 +239,26 @@ def _cp_variant(o: Options) -> str:
 GPT2_VOCAB = 50257
 """GPT-2's byte-pair vocabulary, as its ``gpt2-vocab.json`` holds it (OpenAI's encoder: 256 byte tokens,
 50,000 merges and ``<|endoftext|>``): what Megatron-LM's ``GPT2BPETokenizer`` reads from that file."""
+BERT_UNCASED_VOCAB, BERT_CASED_VOCAB = 30522, 28996
+"""The WordPiece vocabularies of Google's BERT (``bert-large-uncased-vocab.txt``,
+``bert-large-cased-vocab.txt``), which Megatron-LM's ``BertWordPieceLowerCase`` and
+``BertWordPieceCase`` read."""
+BERT_ADDED = 2
+"""The ``[BOS]`` and ``[EOS]`` that Megatron-LM's ``_BertWordPieceTokenizer`` adds to the file's
+tokens (since 2021; before it, none: padded to 128 the table is the same)."""
 LLAMA2_VOCAB = 32000
 """The SentencePiece model of Llama 2 (``tokenizer.model``, 32,000 pieces; Mistral's and Mixtral's
 hold as many), which Megatron-LM's ``Llama2Tokenizer`` was written for."""
-TOKENIZER_FILES = {"GPT2BPETokenizer": ("vocab-file", "gpt2-vocab.json", GPT2_VOCAB, "GPT-2's"),
-                   "Llama2Tokenizer": ("tokenizer-model", None, LLAMA2_VOCAB, "Llama 2's")}
-"""Tokenizers written for one published vocabulary: ``{type: (file option, the file's own name or None
-for any, tokens, whose)}``.  A script whose file is its publisher's, or a path the script does not
+TOKENIZER_FILES = {
+    "GPT2BPETokenizer": ("vocab-file", ("gpt2-vocab.json",), GPT2_VOCAB, "GPT-2's"),
+    "Llama2Tokenizer": ("tokenizer-model", None, LLAMA2_VOCAB, "Llama 2's"),
+    "BertWordPieceLowerCase": ("vocab-file", ("bert-vocab.txt", "bert-vocab.json", "bert-large-uncased-vocab.txt",
+                                              "bert-base-uncased-vocab.txt", "t5-vocab.txt"),
+                               BERT_UNCASED_VOCAB + BERT_ADDED, "uncased BERT's 30,522, [BOS] and [EOS]"),
+    "BertWordPieceCase": ("vocab-file", ("bert-large-cased-vocab.txt", "bert-base-cased-vocab.txt"),
+                          BERT_CASED_VOCAB + BERT_ADDED, "cased BERT's 28,996, [BOS] and [EOS]")}
+"""Tokenizers written for one published vocabulary: ``{type: (file option, the file's own names or
+None for any, tokens, whose they are)}``.  A script whose file is its publisher's, or a path the script does not
 decide (an argument, a variable set elsewhere), is read with that vocabulary and a note; a file of
 another name needs ``--vocab-size``."""
 
@@ -256,26 +288,95 @@ def _published_vocabulary(o, tokenizer: str, notes: list) -> int | None:
     if tokenizer not in TOKENIZER_FILES:
         return None
     option, own, size, whose = TOKENIZER_FILES[tokenizer]
+    if tokenizer.startswith("BertWordPiece") and o.integer("vocab-extra-ids", 0):
+        size += o.integer("vocab-extra-ids", 0)     # T5's sentinels, added after [BOS] and [EOS]
+        whose = whose.replace(" and ", ", ") + f" and {o.integer('vocab-extra-ids', 0)} extra ids"
     values = o.options.get(option) or []
     path = values[0].strip().strip('"\'') if len(values) == 1 else ""
     name = path.rsplit("/", 1)[-1]
-    if name and UNKNOWN not in name and own in (None, name):
-        notes.append(f"{tokenizer} with {name}: {whose} {size:,} tokens (--vocab-size replaces)")
+    if name and UNKNOWN not in name and (own is None or name in own):
+        notes.append(f"{tokenizer} with {name}: {size:,} tokens ({whose}; --vocab-size replaces)")
     elif not path or UNKNOWN in path:
         notes.append(f"{tokenizer}: --{option} is {'not given' if not path else 'not decided by the script'}; "
-                     f"read as {whose} {size:,} tokens (--vocab-size replaces)")
+                     f"read as {size:,} tokens ({whose}; --vocab-size replaces)")
     else:
         return None
     return size
 
 
-def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Architecture:
-    e, h, n = o.integer("hidden-size"), o.integer("num-attention-heads"), o.integer("num-layers")
+PROGRAMS = {"pretrain_bert.py": "bert", "pretrain_t5.py": "t5", "pretrain_t5_core.py": "t5"}
+"""Megatron-LM's programs other than GPT's (``examples/bert/pretrain_bert.py`` and
+``examples/t5/pretrain_t5.py`` today, at the top of the repository before; Megatron-Core's T5 of
+2023 as ``pretrain_t5_core.py``)."""
+
+
+def _bert(o: Options) -> dict:
+    """The ``Architecture`` fields of Megatron-LM's BERT (``megatron.core.models.bert.BertModel``,
+    and the legacy ``megatron/model/bert_model.py`` before it): attention over the whole sequence;
+    the masked-LM head (``dense e -> e``, GeLU, LayerNorm, then the decoder tied to the word table
+    with a bias of its own); and, unless ``--bert-no-binary-head``, two token types and the binary
+    head (the pooler's ``dense e -> e`` and tanh on the first token, ``linear e -> 2``).  Its
+    layers are pre-norm, so the model ends in a final norm and its embeddings have none."""
+    binary = not o.flag("bert-no-binary-head")
+    return dict(causal=False, token_types=2 if binary else 0, lm_head=False,
+                task="pretraining" if binary else "masked_lm")
+
+
+def _t5(o: Options, n: int) -> dict:
+    """The ``Architecture`` fields of Megatron-LM's T5 (``megatron.core.models.T5.T5Model``, and the
+    legacy ``megatron/model/t5_model.py`` before it): ``n`` encoder layers and as many decoder
+    layers, each with cross-attention over the encoder's output; one embedding (word and position
+    tables) for both stacks; the LM head (``T5LMHead``) tied to the word table with a bias of its
+    own.  Relative positions (``--position-embedding-type relative``) are a table of
+    ``--relative-attention-num-buckets`` (32) per head in each stack."""
+    tied = not o.flag("untie-embeddings-and-output-weights")
+    relative = o.text("position-embedding-type") == "relative"
+    buckets = o.integer("relative-attention-num-buckets", 32)
+    return dict(decoder_layers=n, head_bias=tied, score_bias="relative" if relative else None,
+                relative_buckets=buckets if relative else 0)
+
+
+def _t5_layers(o: Options) -> int:
+    """The encoder's layers: ``--num-layers`` or ``--encoder-num-layers``, not both (Megatron-LM's
+    ``validate_args``).  The decoder is built with as many (Megatron-Core's ``config.num_layers``):
+    a different ``--decoder-num-layers`` is refused."""
+    if "num-layers" in o.options and "encoder-num-layers" in o.options:
+        raise InputError("--num-layers and --encoder-num-layers together (Megatron-LM: 'cannot have both')",
+                         "--encoder-num-layers")
+    n = o.integer("num-layers") if "num-layers" in o.options else o.integer("encoder-num-layers")
+    if o.integer("decoder-num-layers", n) != n:
+        raise InputError(f"--decoder-num-layers {o.integer('decoder-num-layers')} beside {n} encoder layers: "
+                         f"pretrain_t5.py builds its decoder with the encoder's count (Megatron-Core's "
+                         f"config.num_layers)", "--decoder-num-layers")
+    return n
+
+
+def _encoder_length(o: Options) -> int:
+    """T5's encoder tokens: ``--seq-length`` or ``--encoder-seq-length``, not both."""
+    if "seq-length" in o.options and "encoder-seq-length" in o.options:
+        raise InputError("--seq-length and --encoder-seq-length together (Megatron-LM asserts one)",
+                         "--encoder-seq-length")
+    return o.integer("seq-length") if "seq-length" in o.options else o.integer("encoder-seq-length")
+
+
+def _t5_decoder(o: Options, pp: int) -> int:
+    """T5's decoder tokens (``--decoder-seq-length``, required); one pipeline stage, as
+    ``pretrain_t5.py`` requires ('Pipeline parallelism is not supported for T5')."""
+    if pp != 1:
+        raise InputError(f"--pipeline-model-parallel-size {pp} with pretrain_t5.py: Megatron-LM's T5 runs on one "
+                         f"pipeline stage", "--pipeline-model-parallel-size")
+    return o.integer("decoder-seq-length")
+
+
+def _architecture(o: Options, name: str, vocab: int | None, notes: list, program: str = "gpt") -> Architecture:
+    e, h = o.integer("hidden-size"), o.integer("num-attention-heads")
+    n = _t5_layers(o) if program == "t5" else o.integer("num-layers")
     swiglu = o.flag("swiglu") or o.flag("quick-geglu")        # GPT-OSS's gated unit, counted as SwiGLU
     o.flag("openai-gelu")
     f = o.integer("ffn-hidden-size", e // 24 * 64 if swiglu else 4 * e)
     positions = "rope" if o.flag("use-rotary-position-embeddings") else \
-        o.choice("position-embedding-type", "learned_absolute", ("learned_absolute", "rope", "yarn", "none"))
+        o.choice("position-embedding-type", "learned_absolute",
+                 ("learned_absolute", "rope", "yarn", "none") + (("relative",) if program == "t5" else ()))
     if positions == "yarn":             # YaRN's rotary: other frequencies and a scale in its cos/sin, the same work
         notes.append("--position-embedding-type yarn: rotary positions (YaRN rescales their frequencies; the "
                      "count is rope's)")
@@ -295,7 +396,8 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
     if rotary_dim is not None and rotary_dim.denominator != 1:
         raise InputError(f"--rotary-percent {percent} of {head} channels is not a whole number", "--rotary-percent")
     bias = not o.flag("disable-bias-linear") or o.flag("add-bias-linear")
-    tokenizer = o.text("tokenizer-type", "GPT2BPETokenizer")
+    # each program's own default (its initialize_megatron's args_defaults)
+    tokenizer = o.text("tokenizer-type", "GPT2BPETokenizer" if program == "gpt" else "BertWordPieceLowerCase")
     stated = o.integer("vocab-size") if "vocab-size" in o.options else None
     padded = o.integer("padded-vocab-size") if "padded-vocab-size" in o.options else None
     if padded is not None and vocab is None:            # Megatron-LM takes it as the padded table, as it is
@@ -324,7 +426,8 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list) -> Arch
         vocab_multiple=1 if padded is not None else o.integer("make-vocab-size-divisible-by", 128), context=context,
         head_dim=None if head * h == e or latent else head, latent=latent,
         qk_norm="head" if o.flag("qk-layernorm") and not latent else None, moe=_moe(o, f, n, bias),
-        mtp_layers=o.integer("mtp-num-layers", 0), sinks=_sinks(o), **_windows(o, n))
+        mtp_layers=o.integer("mtp-num-layers", 0), sinks=_sinks(o), **_windows(o, n),
+        **{"gpt": {}, "bert": _bert(o), "t5": _t5(o, n)}[program])
 
 
 def _sinks(o: Options) -> bool:

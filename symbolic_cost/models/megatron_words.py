@@ -31,7 +31,7 @@ override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
 rope-type enable-experimental fp8-margin fp8-interval disable-gloo-process-groups export-force-local-attention
 disable-bf16-reduced-precision-matmul moe-per-layer-logging exit-on-missing-checkpoint use-dist-ckpt warmup
-mtp-loss-scaling-factor
+mtp-loss-scaling-factor relative-attention-max-distance mask-prob short-seq-prob max-preds-per-seq presplit-sentences lazy-loader
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -92,7 +92,9 @@ READ = {
     "use-torch-fsdp2", "data-parallel-sharding-strategy", "optimizer", "multi-latent-attention", "q-lora-rank",
     "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim", "moe-router-topk-scaling-factor",
     "step-batch-size-schedule", "quick-geglu", "softmax-type", "window-size", "window-attn-skip-freq",
-    "padded-vocab-size", "enable-gpt-oss", "mtp-num-layers"}
+    "padded-vocab-size", "enable-gpt-oss", "mtp-num-layers", "bert-no-binary-head",
+    "vocab-extra-ids", "encoder-num-layers", "decoder-num-layers", "encoder-seq-length", "decoder-seq-length",
+    "relative-attention-num-buckets"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
 def parse(words: list, notes: list | None = None) -> dict:
@@ -191,7 +193,7 @@ def world_size(launcher: list) -> int | None:
         return _srun_tasks(launcher)
     values = _counts(launcher, "torchrun", {"--nproc_per_node": "per_node", "--nproc-per-node": "per_node",
                                             "--nnodes": "nodes"})
-    per_node, nodes = values.get("per_node"), values.get("nodes", 1)
+    per_node, nodes = values.get("per_node", 1 if torchrun_default(launcher) else None), values.get("nodes", 1)
     return None if per_node is None else per_node * nodes
 
 
@@ -218,6 +220,14 @@ def _counts(launcher: list, program: str, names: dict) -> dict:
                                  f"--devices)", "--devices")
             values[names[name]] = int(text)
     return values
+
+
+def torchrun_default(launcher: list) -> bool:
+    """Whether the launch is ``torchrun`` (or ``python -m torch.distributed.run``/``launch``) without
+    a count of processes a node: one a node, its default (``--nproc-per-node 1``)."""
+    runs = any(w.rsplit("/", 1)[-1] == "torchrun" or w in ("torch.distributed.run", "torch.distributed.launch")
+               for w in launcher)
+    return runs and not any(w.partition("=")[0] in ("--nproc_per_node", "--nproc-per-node") for w in launcher)
 
 
 def single_process(launcher: list) -> bool:
