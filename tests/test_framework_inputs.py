@@ -130,7 +130,7 @@ def test_an_arguments_file_and_megatron_rules(tmp_path, capsys):
     assert got["parameters"] == 4 * layer + 1024 * e + 64 * e + 2 * e
     assert got["world_size"] == 2 and got["predicted"]
     for words, refused in (("--context-parallel-size 4", "world size 2 is not a multiple of"),
-                           ("--squared-relu", "--squared-relu"),
+                           ("--is-hybrid-model", "--is-hybrid-model"),
                            ("--global-batch-size 6", "--global-batch-size"), ("--seq-length 128", "--seq-length")):
         text = base.replace("--seq-length 64 ", "") + words if "seq-length" in words else base + words
         assert refused in _error(capsys, "--megatron-args", _program(tmp_path, text), "--devices", "2")

@@ -12,6 +12,8 @@ as ``tests/test_moe.py`` pins it); the rest are read off the scripts by hand.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from symbolic_cost import symbols as S
@@ -92,8 +94,10 @@ def test_routers_as_megatron_scores_them():
     assert _setup(_model("--moe-router-pre-softmax")).arch.moe.router == "softmax"
     sigmoid = _setup(_model("--moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5")).arch.moe
     assert (sigmoid.router, sigmoid.normalise, sigmoid.scale) == ("sigmoid", True, True)
-    with pytest.raises(InputError, match="pre-softmax"):
-        _setup(_model("--moe-router-score-function sigmoid --moe-router-pre-softmax"))
+    # the softmax before the choice is not read beside sigmoid scores (the softmax branch reads it)
+    both = _setup(_model("--moe-router-score-function sigmoid --moe-router-pre-softmax"))
+    assert both.arch.moe == _setup(_model("--moe-router-score-function sigmoid")).arch.moe
+    assert any("Megatron-Core ignores it" in note for note in both.notes)
 
 
 def test_latent_attention_needs_its_norms_and_its_switch():
@@ -539,3 +543,27 @@ def test_a_script_that_runs_another_program_is_named_so():
         read_launch(text, "s")
     model = 'MODEL_ARGS="--num-layers 2 --hidden-size 64"\n'
     assert read_launch(model, "s").program == ["--num-layers", "2", "--hidden-size", "64"]
+
+
+def test_squared_relu_and_options_named_by_a_command():
+    """``--squared-relu`` (Nemotron's) is a plain MLP of one activation, e -> f -> e with no gate,
+    where SwiGLU's fc1 is e -> 2f (ef weights and f biases more a layer); an option whose name comes from a
+    command's output is refused, naming the command."""
+    words = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 256 --seq-length 128 "
+             "--max-position-embeddings 128 --micro-batch-size 1 --tokenizer-type NullTokenizer --vocab-size 9 ")
+    s = _setup(words + "--squared-relu --deterministic-mode --trust-remote-code")
+    assert s.arch.mlp == "relu" and any("--squared-relu: counted as ReLU" in note for note in s.notes)
+    assert _parameters(_setup(words + "--swiglu"), 128) - _parameters(s, 128) == 2 * (64 * 256 + 256)  # 2 layers
+    text = 'G=$(nvidia-smi --query-gpu=name)\ntorchrun --nproc_per_node 8 pretrain_gpt.py ' + words + '--$G 1'
+    with pytest.raises(InputError, match=r"an option's name is \$\(nvidia-smi\)"):
+        _setup_text(text)
+
+
+@pytest.mark.parametrize("words, named", [("--bf16 $X", "the word after --bf16 is $X"),
+                                          ("--hidden-size $X", "--hidden-size is $X"),
+                                          ("--hidden-size $(( $(nproc) - 2 ))", "--hidden-size is $")])
+def test_undecided_values_are_named_without_the_readers_marker(words, named):
+    text = "torchrun --nproc_per_node 8 pretrain_gpt.py " + _model(words)
+    with pytest.raises(InputError, match=re.escape(named)) as refused:
+        _setup_text(text)
+    assert "\x00" not in refused.value.args[0]

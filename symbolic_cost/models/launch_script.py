@@ -76,6 +76,7 @@ def known(text: str, option: str) -> str:
     """``text``, refused when it holds a value the script does not set."""
     if UNKNOWN in text:
         name = text.split(UNKNOWN, 1)[1].split()[0] if text.split(UNKNOWN, 1)[1].strip() else "?"
+        name = name.replace(UNKNOWN, "")     # a value built from several undecided ones
         name = name if name.startswith("$") else f"${name}"
         raise InputError(f"{option} is {name}, whose value the script does not decide (an argument of the script, "
                          f"a command's output, or a value set under a test the reader cannot decide); write the "
@@ -152,8 +153,8 @@ class _Shell:
             name = match.group(1) or match.group(2)
             return self.value(name) or f"{UNKNOWN}{name}"
         expanded = re.sub(r"\$\{(\w+)\}|\$?\b([A-Za-z_]\w*)\b", named, text)
-        if UNKNOWN in expanded:
-            return expanded
+        if UNKNOWN in expanded:         # one word, as the shell gives it, named by what it computes
+            return f"{UNKNOWN}$(({text.replace(' ', '')}))"
         try:
             value = read(expanded.strip(), argument=f"{self.what}: $(({text}))")
         except InputError:

@@ -373,6 +373,8 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list, program
     n = _t5_layers(o) if program == "t5" else o.integer("num-layers")
     swiglu = o.flag("swiglu") or o.flag("quick-geglu")        # GPT-OSS's gated unit, counted as SwiGLU
     o.flag("openai-gelu")
+    if o.flag("squared-relu"):          # Nemotron's relu(x)^2: one element-wise product more than ReLU
+        notes.append("--squared-relu: counted as ReLU (the square is one element-wise product more)")
     f = o.integer("ffn-hidden-size", e // 24 * 64 if swiglu else 4 * e)
     positions = "rope" if o.flag("use-rotary-position-embeddings") else \
         o.choice("position-embedding-type", "learned_absolute",
@@ -418,14 +420,15 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list, program
     latent = _latent(o)
     return Architecture(
         name, n, e, h, f, vocab, kv_heads=groups if o.flag("group-query-attention") else None,
-        positions=context if positions == "learned_absolute" else 0, mlp="swiglu" if swiglu else "gelu",
+        positions=context if positions == "learned_absolute" else 0,
+        mlp="swiglu" if swiglu else "relu" if o.flag("squared-relu") else "gelu",
         norm=o.choice("normalization", "LayerNorm", ("LayerNorm", "RMSNorm")).replace("LayerNorm", "layer")
         .replace("RMSNorm", "rms"), rotary=positions == "rope", rotary_dim=rotary_dim,
         tied=not o.flag("untie-embeddings-and-output-weights"), qkv_bias=bias or o.flag("add-qkv-bias"), bias=bias,
         dropouts=o.fraction("hidden-dropout", "0.1") != 0, attention_dropout=o.fraction("attention-dropout", "0.1") != 0,
         vocab_multiple=1 if padded is not None else o.integer("make-vocab-size-divisible-by", 128), context=context,
         head_dim=None if head * h == e or latent else head, latent=latent,
-        qk_norm="head" if o.flag("qk-layernorm") and not latent else None, moe=_moe(o, f, n, bias),
+        qk_norm="head" if o.flag("qk-layernorm") and not latent else None, moe=_moe(o, f, n, bias, notes),
         mtp_layers=o.integer("mtp-num-layers", 0), sinks=_sinks(o), **_windows(o, n),
         **{"gpt": {}, "bert": _bert(o), "t5": _t5(o, n)}[program])
 
@@ -514,7 +517,7 @@ def _latent(o: Options) -> Latent | None:
 LATENT_OPTIONS = ("q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim")
 
 
-def _moe(o: Options, f: int, n: int, bias: bool) -> MoE | None:
+def _moe(o: Options, f: int, n: int, bias: bool, notes: list) -> MoE | None:
     if "num-experts" not in o.options:
         for option in ("moe-router-topk", "moe-ffn-hidden-size", "moe-expert-capacity-factor"):
             if option in o.options:
@@ -522,9 +525,8 @@ def _moe(o: Options, f: int, n: int, bias: bool) -> MoE | None:
         return None
     score = o.choice("moe-router-score-function", "softmax", ("softmax", "sigmoid"))
     top_k, pre = o.integer("moe-router-topk", 2), o.flag("moe-router-pre-softmax")
-    if score == "sigmoid" and pre:
-        raise InputError("--moe-router-pre-softmax applies to --moe-router-score-function softmax",
-                         "--moe-router-pre-softmax")
+    if score == "sigmoid" and pre:      # Megatron-Core's topk_routing_with_score_function reads it for softmax only
+        notes.append("--moe-router-pre-softmax beside --moe-router-score-function sigmoid: Megatron-Core ignores it")
     router = "sigmoid" if score == "sigmoid" else "softmax" if pre else "topk_softmax"
     if "moe-router-topk-scaling-factor" in o.options:
         o.text("moe-router-topk-scaling-factor")

@@ -31,7 +31,7 @@ override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
 rope-type enable-experimental fp8-margin fp8-interval disable-gloo-process-groups export-force-local-attention
 disable-bf16-reduced-precision-matmul moe-per-layer-logging exit-on-missing-checkpoint use-dist-ckpt warmup
-mtp-loss-scaling-factor relative-attention-max-distance mask-prob short-seq-prob max-preds-per-seq presplit-sentences lazy-loader
+mtp-loss-scaling-factor trust-remote-code relative-attention-max-distance mask-prob short-seq-prob max-preds-per-seq presplit-sentences lazy-loader
 """.split())
 """Options that change no count of the library (read, not used)."""
 
@@ -62,6 +62,9 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
          "moe-router-force-load-balancing": "--moe-router-force-load-balancing: tokens go to the experts evenly "
                                             "(a benchmark's routing), as the library counts them unless "
                                             "expert_imbalance is set",
+         "deterministic-mode": "--deterministic-mode: deterministic kernels; the counts are the same (their "
+                               "speed is not modelled)",
+         "use-fused-weighted-squared-relu": None,
          "moe-flex-dispatcher-backend": "--moe-flex-dispatcher-backend: DeepEP's and HybridEP's kernels are timed as "
                                         "the all-to-all dispatcher's collectives (their node-level deduplication of "
                                         "the tokens sent is not modelled)"}
@@ -92,7 +95,7 @@ READ = {
     "use-torch-fsdp2", "data-parallel-sharding-strategy", "optimizer", "multi-latent-attention", "q-lora-rank",
     "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim", "moe-router-topk-scaling-factor",
     "step-batch-size-schedule", "quick-geglu", "softmax-type", "window-size", "window-attn-skip-freq",
-    "padded-vocab-size", "enable-gpt-oss", "mtp-num-layers", "bert-no-binary-head",
+    "padded-vocab-size", "enable-gpt-oss", "mtp-num-layers", "squared-relu", "bert-no-binary-head",
     "vocab-extra-ids", "encoder-num-layers", "decoder-num-layers", "encoder-seq-length", "decoder-seq-length",
     "relative-attention-num-buckets"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
@@ -120,6 +123,7 @@ def parse(words: list, notes: list | None = None) -> dict:
             notes.append(f"--{name} is given {len(each)} times; the last stands, as in Megatron-LM's parser: "
                          f"--{' '.join([name, *options[name]])}")
     for name in options:
+        known(name, "an option's name")         # built from a value the script leaves open
         if name not in READ and name not in NOTED and not _no_cost(name):
             raise InputError(f"--{name}: a Megatron-LM option this reader does not read (it may change the cost); "
                              f"remove it or give the layout with --preset/--hf-config and --set", f"--{name}")
@@ -143,6 +147,7 @@ class Options:
 
     def flag(self, name: str) -> bool:
         if name in self.options and self.options[name]:
+            known(" ".join(self.options[name]), f"the word after --{name}")
             raise InputError(f"--{name} is a switch and takes no value, got {self.options[name]}", f"--{name}")
         return name in self.options
 
