@@ -3,6 +3,8 @@ DeepSpeed's ``_set_batch_related_parameters`` (``deepspeed/runtime/config.py``):
 = micro x accumulation x world``; given two, the third is derived; given one, the accumulation is 1.
 Fast: ``tests/mutations.py`` runs it."""
 
+import re
+
 import pytest
 
 from symbolic_cost.checks import InputError
@@ -75,8 +77,25 @@ def test_optimizer_names_in_any_case_as_deepspeed_lowercases_them(name, ours):
 
 
 def test_an_optimizer_the_reader_does_not_model_is_refused_by_name():
-    with pytest.raises(InputError, match="optimizer.type 'Lamb'"):
-        _setup({"optimizer": {"type": "Lamb"}})
+    with pytest.raises(InputError, match="optimizer.type 'Adagrad'"):
+        _setup({"optimizer": {"type": "Adagrad"}})
+    # 1-bit Adam (DeepSpeedExamples' bing_bert): a compressed allreduce after its warm-up
+    with pytest.raises(InputError, match="optimizer.type 'OneBitAdam': its compressed gradient exchange"):
+        _setup({"optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 23000}}})
+
+
+def test_lamb_keeps_adams_two_moments():
+    """DeepSpeed's FusedLamb keeps ``exp_avg`` and ``exp_avg_sq`` per parameter, as Adam does."""
+    lamb = _setup({"optimizer": {"type": "Lamb"}})
+    assert lamb.policy["optimizer"] == "adam" and any("Lamb: Adam's two moments" in n for n in lamb.notes)
+
+
+@pytest.mark.parametrize("section, why", [("compression_training", "quantizes, prunes or removes layers"),
+                                          ("sparse_attention", "block layouts"), ("autotuning", "--set b=, --zero"),
+                                          ("progressive_layer_drop", "layers skipped")])
+def test_sections_that_change_the_work_are_refused_with_the_reason(section, why):
+    with pytest.raises(InputError, match=re.escape(f"{section}: ") + ".*" + re.escape(why)):
+        _setup({section: {"enabled": True}})
 
 
 def test_torch_autocast_off_is_accepted_and_on_is_refused():

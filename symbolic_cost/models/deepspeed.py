@@ -23,7 +23,8 @@ stage 3, false otherwise)                     parameter gathers) behind compute
 ``torch_autocast.enabled`` (false)            false accepted; true refused (not modelled)
 ``optimizer.type``                            ``optimizer``: Adam, AdamW, any case as DeepSpeed
                                               reads them (absent: the command line's, as the
-                                              client's optimizer)
+                                              client's optimizer); Lamb as Adam's moments
+                                              (noted); 1-bit Adam, 0/1 Adam, 1-bit LAMB refused
 ``activation_checkpointing``                  configures DeepSpeed's checkpointing, which the
                                               model's code turns on (``--recompute``);
                                               ``cpu_checkpointing`` refused
@@ -80,9 +81,31 @@ The bucket sizes, loss scaling, logging and the scheduler change no count; the m
 ``stage3_param_persitence_threshold`` and ``..._persitance_...`` of DeepSpeedExamples' files are
 accepted as DeepSpeed of their time accepted them."""
 
-OPTIMIZERS = {"adam": "adam", "adamw": "adamw"}
+OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "lamb": "adam"}
 """``optimizer.type`` as DeepSpeed reads it, case-insensitively (its ``DeepSpeedConfig`` lowercases
-a name of its own optimizers: ``"Adam"`` and ``"adam"`` alike), to the library's optimizers."""
+a name of its own optimizers: ``"Adam"`` and ``"adam"`` alike), to the library's optimizers.
+DeepSpeed's LAMB (``FusedLamb``) keeps Adam's two moments; its per-tensor trust ratios, a few
+norms a step, are not counted (noted)."""
+
+COMPRESSED = ("onebitadam", "zerooneadam", "onebitlamb")
+"""DeepSpeed's optimizers that compress the gradient exchange (1-bit Adam, 0/1 Adam, 1-bit LAMB):
+after their warm-up the allreduce sends a sign a value, with error-feedback buffers kept beside
+the moments, which the library does not model."""
+
+UNMODELLED = {
+    "compression_training": "DeepSpeed Compression quantizes, prunes or removes layers while it trains, which "
+                            "changes the model's work",
+    "sparse_attention": "sparse attention's block layouts change the attention's work",
+    "progressive_layer_drop": "layers skipped at random while it trains change each step's work",
+    "autotuning": "the autotuner picks the micro-batch and the ZeRO stage itself; give the ones it picked "
+                  "(--set b=, --zero) without the section",
+    "curriculum_learning": "the sequence length grows while it trains; give the length of the step to cost "
+                           "(--set l=) without the section",
+    "data_efficiency": "data sampling and routing change the tokens of each step; give the step to cost without "
+                       "the section",
+    "amp": "NVIDIA Apex's automatic mixed precision is not modelled; give fp16 or bf16",
+}
+"""Sections that change what a step costs in a way the library does not model, and why."""
 
 TRUE, FALSE = {"true", "1", "yes", "y", "on", "t"}, {"false", "0", "no", "n", "off", "f"}
 """Strings DeepSpeed's pydantic config reads as booleans (pydantic's ``bool`` coercion, any case)."""
@@ -109,6 +132,8 @@ def _check_keys(config: dict, name: str) -> None:
         for key in table:
             if key not in NO_COST[section]:
                 where = f"{section}.{key}" if section else key
+                if where in UNMODELLED:
+                    raise InputError(f"{where}: {UNMODELLED[where]}", where)
                 raise InputError(f"{where}: a DeepSpeed key this reader does not read (it may change the cost); "
                                  f"remove it or give the training with the command line's options", where)
     for key in ("offload_optimizer", "offload_param"):
@@ -212,10 +237,16 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     policy = dict(zero=stage, precision=precision(config, command), **zero_policy(zero, stage, notes))
     kind = config.get("optimizer", {}).get("type")
     if kind is not None:
+        if isinstance(kind, str) and kind.lower() in COMPRESSED:
+            raise InputError(f"optimizer.type {kind!r}: its compressed gradient exchange (a sign a value after "
+                             f"the warm-up, error-feedback buffers) is not modelled; give adam or lamb",
+                             "optimizer.type")
         if not isinstance(kind, str) or kind.lower() not in OPTIMIZERS:
             raise InputError(f"optimizer.type {kind!r}: the reader reads {', '.join(OPTIMIZERS)} (any case)",
                              "optimizer.type")
         policy["optimizer"] = OPTIMIZERS[kind.lower()]
+        if kind.lower() == "lamb":
+            notes.append("optimizer.type Lamb: Adam's two moments (its per-tensor trust ratios are not counted)")
     values = {S.b: micro, S.n_micro: accum, S.d: dp, S.m1: 1, S.s1: 1, S.p: 1}
     return Setup(arch, values, policy, notes)
 
