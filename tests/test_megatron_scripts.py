@@ -567,3 +567,12 @@ def test_undecided_values_are_named_without_the_readers_marker(words, named):
     with pytest.raises(InputError, match=re.escape(named)) as refused:
         _setup_text(text)
     assert "\x00" not in refused.value.args[0]
+
+
+def test_a_quote_an_expansion_leaves_open_is_named():
+    """A value holding a quote, put into an array or a test unquoted, leaves shlex a quote it cannot
+    close: refused naming the text, not a ValueError."""
+    for text in ("Q='\"'\nA=(--x $Q)\npython pretrain_gpt.py ${A[@]}\n",
+                 "Q='\"'\nif [ $Q == 1 ]; then\nB=1\nfi\npython pretrain_gpt.py --x\n"):
+        with pytest.raises(InputError, match="is not closed"):
+            read_launch(text, "s")

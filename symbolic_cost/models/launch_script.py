@@ -175,8 +175,8 @@ class _Shell:
         joins = re.findall(r"\|\||&&", text)
         results = []
         for clause in clauses:
-            words = shlex.split(self.expand(clause.replace("[[", " ").replace("]]", " ").replace("[", " ")
-                                            .replace("]", " ").replace(";", " ")), comments=True)
+            words = _split(self.expand(clause.replace("[[", " ").replace("]]", " ").replace("[", " ")
+                                       .replace("]", " ").replace(";", " ")), self.what, comments=True)
             words = [w for w in words if w != "then"]
             negate = bool(words) and words[0] == "!"
             words = words[1:] if negate else words
@@ -370,7 +370,7 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
             continue
         name, add, value = assignment.groups()
         if value.startswith("("):
-            elements = shlex.split(shell.expand(value[1:-1].strip(), split_arrays=False))
+            elements = _split(shell.expand(value[1:-1].strip(), split_arrays=False), what)
             shell.arrays[name] = (shell.arrays.get(name, []) if add else []) + elements
         else:
             shell.scalars[name] = " ".join(_words(shell, value) or [""])
@@ -571,7 +571,7 @@ def _inert(shell: _Shell, assignment, inert) -> bool:
         return False
     name, value = assignment.group(1), assignment.group(3)
     value = re.sub(rf'^(")?\$(?:{name}\b|\{{{name}\}})', r"\1", value)   # X="$X --profile": what it adds
-    words = (shlex.split(shell.expand(value[1:-1].strip(), split_arrays=False)) if value.startswith("(")
+    words = (_split(shell.expand(value[1:-1].strip(), split_arrays=False), shell.what) if value.startswith("(")
              else " ".join(_words(shell, value) or ()).split())        # a scalar's one word, as it splits
     return bool(words) and not any(
         UNKNOWN in w and (i == 0 or not words[i - 1].startswith("-") or w.startswith("-"))
@@ -609,6 +609,14 @@ def _case_pattern(shell: _Shell, line: str, number: int, todo: list) -> bool:
     if rest:
         todo.insert(0, (number, rest))
     return True
+
+
+def _split(text: str, what: str, comments: bool = False) -> list:
+    """The shell's words of ``text``; a quote left open is refused, naming the text."""
+    try:
+        return shlex.split(text, comments=comments)
+    except ValueError:
+        raise InputError(f"{what}: a quote in {text.strip()[:60]!r} is not closed", what) from None
 
 
 def _words(shell: _Shell, text: str) -> list | None:
