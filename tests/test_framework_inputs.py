@@ -818,6 +818,11 @@ def test_accelerate_ddp_template(capsys):
     ("fsdp_use_orig_params: true", "fsdp_use_orig_params: true\n  fsdp_mystery: 1", "fsdp_config.fsdp_mystery"),
     ("num_processes: 2", "num_processes: 2\nparallelism_config:\n  parallelism_config_tp_size: 2",
      "parallelism_config"),
+    # a list or a mapping where accelerate takes a name (found by fuzzing: they ended in a TypeError)
+    ("mixed_precision: 'bf16'", "mixed_precision:\n  a: 1", "mixed_precision {'a': 1}"),
+    ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: [1, 2]", "fsdp_config.fsdp_sharding_strategy"),
+    ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_version: 2\n  fsdp_reshard_after_forward: [1]",
+     "fsdp_config.fsdp_reshard_after_forward must be true or false"),
 ])
 def test_accelerate_refusals(tmp_path, capsys, old, new, refused):
     err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path, old, new))

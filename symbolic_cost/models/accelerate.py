@@ -100,6 +100,12 @@ def _count(config: dict, key: str) -> int:
     return value
 
 
+def _scalar(value):
+    """``value`` where YAML gave one value, else a key no table holds (a list or a mapping where
+    accelerate takes a name is refused as a name it does not know, not looked up)."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else ()
+
+
 def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
     """``zero``, ``shard``, ``reshard_after_forward``, offload and recomputation of ``fsdp_config``
     (``per_node`` devices a machine of ``world``).
@@ -121,12 +127,15 @@ def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
             raise InputError("fsdp_config.fsdp_sharding_strategy is FSDP1's; FSDP2 takes fsdp_reshard_after_forward "
                              "(accelerate refuses both)", "fsdp_config.fsdp_sharding_strategy")
         reshard = fsdp.get("fsdp_reshard_after_forward", True)
-        strategy = {True: "FULL_SHARD", False: "SHARD_GRAD_OP"}.get(reshard)
+        strategy = {True: "FULL_SHARD", False: "SHARD_GRAD_OP"}.get(_scalar(reshard))
+        if strategy is None:
+            raise InputError(f"fsdp_config.fsdp_reshard_after_forward must be true or false, got {reshard!r}",
+                             "fsdp_config.fsdp_reshard_after_forward")
     else:
         if "fsdp_reshard_after_forward" in fsdp:      # FSDP1 defaults its sharding_strategy, which wins over it
             notes.append("fsdp_config.fsdp_reshard_after_forward: FSDP1 (fsdp_version 1) takes its strategy from "
                          "fsdp_sharding_strategy (FULL_SHARD unless given), as accelerate's plugin does")
-        strategy = STRATEGIES.get(fsdp.get("fsdp_sharding_strategy", "FULL_SHARD"))
+        strategy = STRATEGIES.get(_scalar(fsdp.get("fsdp_sharding_strategy", "FULL_SHARD")))
     if strategy is None:
         raise InputError("fsdp_config.fsdp_sharding_strategy: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD "
                          "(HYBRID_SHARD_ZERO2 is not modelled)", "fsdp_config.fsdp_sharding_strategy")
@@ -170,7 +179,7 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     if kind == "NO" and world != 1:
         raise InputError(f"distributed_type NO runs one process, not {world}", "--devices")
     precision = config.get("mixed_precision", "no")
-    if precision not in PRECISIONS:
+    if _scalar(precision) not in PRECISIONS:
         raise InputError(f"mixed_precision {precision!r}: the reader reads no, fp16 and bf16", "mixed_precision")
     policy = dict(precision=PRECISIONS[precision], zero=0)
     if kind == "FSDP":
