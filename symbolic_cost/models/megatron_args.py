@@ -258,9 +258,9 @@ TOKENIZER_FILES = {
     "BertWordPieceCase": ("vocab-file", ("bert-large-cased-vocab.txt", "bert-base-cased-vocab.txt"),
                           BERT_CASED_VOCAB + BERT_ADDED, "cased BERT's 28,996, [BOS] and [EOS]")}
 """Tokenizers written for one published vocabulary: ``{type: (file option, the file's own names or
-None for any, tokens, whose they are)}``.  A script whose file is its publisher's, or a path the script does not
-decide (an argument, a variable set elsewhere), is read with that vocabulary and a note; a file of
-another name needs ``--vocab-size``."""
+None for any, tokens, whose they are)}``.  A script whose file is its publisher's, or a path the
+script does not decide (an argument, a variable set elsewhere), is read with that vocabulary and a
+note; a file of another name needs ``--vocab-size``."""
 
 
 OLDER = {"model-parallel-size": "tensor-model-parallel-size", "batch-size": "micro-batch-size"}
