@@ -102,3 +102,9 @@ def test_torch_autocast_off_is_accepted_and_on_is_refused():
     assert _setup({"torch_autocast": {"enabled": False}, "bf16": {"enabled": True}}).policy["precision"] == "bf16"
     with pytest.raises(InputError, match="torch_autocast.enabled"):
         _setup({"torch_autocast": {"enabled": "true"}})
+
+
+def test_an_offload_section_that_is_not_an_object_is_refused():
+    """Found by fuzzing DeepSpeedExamples' files: ``"offload_optimizer": 2`` ended in a TypeError."""
+    with pytest.raises(InputError, match="zero_optimization.offload_optimizer must be an object, got 2"):
+        _setup({"zero_optimization": {"stage": 3, "offload_optimizer": 2}})

@@ -137,7 +137,10 @@ def _check_keys(config: dict, name: str) -> None:
                 raise InputError(f"{where}: a DeepSpeed key this reader does not read (it may change the cost); "
                                  f"remove it or give the training with the command line's options", where)
     for key in ("offload_optimizer", "offload_param"):
-        for sub in config.get("zero_optimization", {}).get(key, None) or {}:
+        section = config.get("zero_optimization", {}).get(key, None) or {}
+        if not isinstance(section, dict):
+            raise InputError(f"zero_optimization.{key} must be an object, got {section!r}", f"zero_optimization.{key}")
+        for sub in section:
             if sub not in NO_COST["offload"]:
                 raise InputError(f"zero_optimization.{key}.{sub}: a DeepSpeed key this reader does not read",
                                  f"zero_optimization.{key}.{sub}")

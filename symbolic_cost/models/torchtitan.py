@@ -235,7 +235,7 @@ def float8(job: Job, notes: list) -> dict:
                          f"{' and '.join(map(repr, TORCHAO_RECIPES))}; rowwise_with_gw_hp's weight gradients, "
                          f"16-bit products beside FP8 ones, are not modelled", "[float8] recipe_name")
     filtered = job.get("float8", "filter_fqns", ["output"], list)
-    if not set(filtered) <= KEPT_BY_THE_LIBRARY:
+    if not all(isinstance(name, str) for name in filtered) or not set(filtered) <= KEPT_BY_THE_LIBRARY:
         raise InputError(f"[float8] filter_fqns {filtered}: the library keeps the output head and the MoE router "
                          f"in 16-bit and converts every other linear layer of the blocks; other filters are not "
                          f"modelled", "[float8] filter_fqns")
