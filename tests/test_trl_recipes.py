@@ -80,6 +80,10 @@ def test_the_training_arguments_precision_replaces_the_launch_configs(tmp_path, 
     ("use_peft: true\nuse_dora: true\n", "use_dora: DoRA"),
     ("- bf16\n", "a mapping of field names"),
     ("max_length: 0\n", "max_length must be a positive integer"),
+    # a number, a nested list or a mapping where names are taken (found by fuzzing: internal TypeErrors)
+    ("use_peft: true\nlora_target_modules: -1\n", "lora_target_modules must be a name or a list of names"),
+    ("use_peft: true\nlora_target_modules: [q_proj, [1, 2]]\n", "lora_target_modules must be a name or a list"),
+    ("attn_implementation: {}\n", "attn_implementation {}"),
 ])
 def test_recipe_fields_not_modelled_are_refused_by_name(tmp_path, capsys, text, refused):
     recipe = tmp_path / "recipe.yaml"

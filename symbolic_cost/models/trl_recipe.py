@@ -99,7 +99,7 @@ def recipe_fields(args: dict) -> tuple[dict, dict, list]:
         notes.append(f"every sequence counted at max_length {length} (packed, or padded to the longest of a batch)")
     attention = recipe.get("attn_implementation")
     if attention is not None:
-        if attention not in FLASH:
+        if not isinstance(attention, str) or attention not in FLASH:
             raise InputError(f"attn_implementation {attention!r}: one of {', '.join(FLASH)}", "attn_implementation")
         policy["flash"] = FLASH[attention]
     lora = _lora(recipe)
@@ -147,6 +147,9 @@ def _lora(recipe: dict) -> dict:
         raise InputError(f"lora_r must be a positive integer, got {rank!r}", "lora_r")
     modules = recipe.get("lora_target_modules") or ["q_proj", "v_proj"]
     modules = [modules] if isinstance(modules, str) else modules
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise InputError(f"lora_target_modules must be a name or a list of names, got {modules!r}",
+                         "lora_target_modules")
     if modules == ["all-linear"]:
         modules = list(ALL_LINEAR)
     unknown = [m for m in modules if m not in PEFT_NAMES]
