@@ -85,6 +85,7 @@ def known(text: str, option: str) -> str:
 
 
 _QUOTED_ARRAY = re.compile(r'"\$\{(\w+)\[@\]\}"')
+"""``"${NAME[@]}"``, quoted whole: a word for each element, none for an empty array."""
 
 EXPANSION = 1_000_000
 """Most characters one line of a launch script may expand to (its values are a few kilobytes)."""
