@@ -576,3 +576,11 @@ def test_a_quote_an_expansion_leaves_open_is_named():
                  "Q='\"'\nif [ $Q == 1 ]; then\nB=1\nfi\npython pretrain_gpt.py --x\n"):
         with pytest.raises(InputError, match="is not closed"):
             read_launch(text, "s")
+
+
+def test_megatron_fsdp_gradient_dtypes_are_noted():
+    """Megatron-FSDP's gradient dtypes (examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh gives both as
+    bf16) are noted, as --grad-reduce-in-bf16 is: the gradient bytes follow the conventions."""
+    s = _setup(_model("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
+                      "--megatron-fsdp-grad-comm-dtype bf16 --megatron-fsdp-main-grads-dtype bf16"))
+    assert s.policy["zero"] == 3 and any("--megatron-fsdp-grad-comm-dtype" in note for note in s.notes)

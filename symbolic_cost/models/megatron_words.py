@@ -48,6 +48,11 @@ checkpoints, logging, profiling, restarts, bucket sizes."""
 
 NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in bf16; the gradient bytes "
                                 "follow --conventions (mixed_precision 'zero' counts 2 per parameter)",
+         "megatron-fsdp-grad-comm-dtype": "--megatron-fsdp-grad-comm-dtype, --megatron-fsdp-main-grads-dtype: "
+                                           "Megatron-FSDP's gradients kept and reduced in the dtype given; the "
+                                           "gradient bytes follow --conventions (mixed_precision 'zero' counts 2 "
+                                           "per parameter)",
+         "megatron-fsdp-main-grads-dtype": None,
          "fp8-amax-history-len": None,
          "rampup-batch-size": "--rampup-batch-size: the step is timed at --global-batch-size, the batch the ramp "
                               "ends at; the ramp's first steps run smaller batches",
