@@ -633,7 +633,7 @@ MUTATIONS = (
     Mutation("launch-quoted-array-one-word", "symbolic_cost/models/launch_script.py",
              "return '\" \"'.join(", "return ' '.join(", required=False),
     Mutation("launch-empty-quoted-array-a-word", "symbolic_cost/models/launch_script.py",
-             'lambda m: "" if self.arrays.get(m.group(1), None) == [] else m.group(0)', 'lambda m: m.group(0)',
+             'lambda m: "" if self.arrays.get(m.group(1)) == [] else m.group(0)', 'lambda m: m.group(0)',
              required=False),
     Mutation("launch-sbatch-document-is-data", "symbolic_cost/models/launch_script.py",
              "return not heredoc.group(1) and bool(before)", "return False and bool(before)", required=False),

@@ -59,10 +59,10 @@ def rows(lines: list[str], spans) -> list[list[str]]:
     return found
 
 
-def markdown_table(header: list[list[str]], body: list[list[str]], indent: str) -> list[str]:
+def markdown_table(header: list[list[str]], body: list[list[str]], indent: str, width: int) -> list[str]:
     def line(parts):
         return indent + "| " + " | ".join(p.replace("|", "\\|") for p in parts) + " |"
-    heading = [" ".join(column).strip() for column in zip(*header)] if header else [""] * len(body[0])
+    heading = [" ".join(column).strip() for column in zip(*header)] if header else [""] * width
     return [line(heading), indent + "|" + "---|" * len(heading), *(line(r) for r in body)]
 
 
@@ -86,7 +86,7 @@ def convert(lines: list[str]) -> list[str]:
             header, body, end = rows(lines[i + 1:borders[0]], spans), rows(lines[after:borders[1]], spans), borders[1]
         else:                                                                   # rows only
             header, body, end = [], rows(lines[i + 1:borders[0]], spans), borders[0]
-        out += ([""] if out and out[-1].strip() else []) + markdown_table(header, body, match.group(1)) + [""]
+        out += ([""] if out and out[-1].strip() else []) + markdown_table(header, body, match.group(1), len(spans)) + [""]
         i = end + 1
     return out
 

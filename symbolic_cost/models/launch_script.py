@@ -115,7 +115,7 @@ class _Shell:
         variable doubled on every line (``A=$A$A``) stops at the line that passes it."""
         produced = [len(text)]
         # "${A[@]}" of an empty array is no word at all
-        text = _QUOTED_ARRAY.sub(lambda m: "" if self.arrays.get(m.group(1), None) == [] else m.group(0), text)
+        text = _QUOTED_ARRAY.sub(lambda m: "" if self.arrays.get(m.group(1)) == [] else m.group(0), text)
 
         def put(match):
             value = fill(match)

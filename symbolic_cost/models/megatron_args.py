@@ -288,9 +288,10 @@ def _published_vocabulary(o, tokenizer: str, notes: list) -> int | None:
     if tokenizer not in TOKENIZER_FILES:
         return None
     option, own, size, whose = TOKENIZER_FILES[tokenizer]
-    if tokenizer.startswith("BertWordPiece") and o.integer("vocab-extra-ids", 0):
-        size += o.integer("vocab-extra-ids", 0)     # T5's sentinels, added after [BOS] and [EOS]
-        whose = whose.replace(" and ", ", ") + f" and {o.integer('vocab-extra-ids', 0)} extra ids"
+    extra = o.integer("vocab-extra-ids", 0, minimum=0) if tokenizer.startswith("BertWordPiece") else 0
+    if extra:
+        size += extra                   # T5's sentinels, added after [BOS] and [EOS]
+        whose = whose.replace(" and ", ", ") + f" and {extra} extra ids"
     values = o.options.get(option) or []
     path = values[0].strip().strip('"\'') if len(values) == 1 else ""
     name = path.rsplit("/", 1)[-1]
@@ -322,14 +323,13 @@ def _bert(o: Options) -> dict:
                 task="pretraining" if binary else "masked_lm")
 
 
-def _t5(o: Options, n: int) -> dict:
+def _t5(o: Options, n: int, tied: bool) -> dict:
     """The ``Architecture`` fields of Megatron-LM's T5 (``megatron.core.models.T5.T5Model``, and the
     legacy ``megatron/model/t5_model.py`` before it): ``n`` encoder layers and as many decoder
     layers, each with cross-attention over the encoder's output; one embedding (word and position
     tables) for both stacks; the LM head (``T5LMHead``) tied to the word table with a bias of its
     own.  Relative positions (``--position-embedding-type relative``) are a table of
     ``--relative-attention-num-buckets`` (32) per head in each stack."""
-    tied = not o.flag("untie-embeddings-and-output-weights")
     relative = o.text("position-embedding-type") == "relative"
     buckets = o.integer("relative-attention-num-buckets", 32)
     return dict(decoder_layers=n, head_bias=tied, score_bias="relative" if relative else None,
@@ -398,6 +398,7 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list, program
     if rotary_dim is not None and rotary_dim.denominator != 1:
         raise InputError(f"--rotary-percent {percent} of {head} channels is not a whole number", "--rotary-percent")
     bias = not o.flag("disable-bias-linear") or o.flag("add-bias-linear")
+    tied = not o.flag("untie-embeddings-and-output-weights")
     # each program's own default (its initialize_megatron's args_defaults)
     tokenizer = o.text("tokenizer-type", "GPT2BPETokenizer" if program == "gpt" else "BertWordPieceLowerCase")
     stated = o.integer("vocab-size") if "vocab-size" in o.options else None
@@ -424,13 +425,13 @@ def _architecture(o: Options, name: str, vocab: int | None, notes: list, program
         mlp="swiglu" if swiglu else "relu" if o.flag("squared-relu") else "gelu",
         norm=o.choice("normalization", "LayerNorm", ("LayerNorm", "RMSNorm")).replace("LayerNorm", "layer")
         .replace("RMSNorm", "rms"), rotary=positions == "rope", rotary_dim=rotary_dim,
-        tied=not o.flag("untie-embeddings-and-output-weights"), qkv_bias=bias or o.flag("add-qkv-bias"), bias=bias,
+        tied=tied, qkv_bias=bias or o.flag("add-qkv-bias"), bias=bias,
         dropouts=o.fraction("hidden-dropout", "0.1") != 0, attention_dropout=o.fraction("attention-dropout", "0.1") != 0,
         vocab_multiple=1 if padded is not None else o.integer("make-vocab-size-divisible-by", 128), context=context,
         head_dim=None if head * h == e or latent else head, latent=latent,
         qk_norm="head" if o.flag("qk-layernorm") and not latent else None, moe=_moe(o, f, n, bias, notes),
         mtp_layers=o.integer("mtp-num-layers", 0), sinks=_sinks(o), **_windows(o, n),
-        **{"gpt": {}, "bert": _bert(o), "t5": _t5(o, n)}[program])
+        **(_bert(o) if program == "bert" else _t5(o, n, tied) if program == "t5" else {}))
 
 
 def _sinks(o: Options) -> bool:
