@@ -135,3 +135,27 @@ def test_imports_inside_functions_are_found(tmp_path):
     path.write_text("import symbolic_cost.symbols\n\n\ndef f():\n    from symbolic_cost.cli import main\n")
     assert sorted(_imports(path)) == [("symbolic_cost.cli", False), ("symbolic_cost.cli.main", False),
                                       ("symbolic_cost.symbols", True)]
+
+
+def _architecture_page():
+    """``docs/architecture.md``'s module lines: ``(section heading, module path)`` in page order."""
+    section, listed = None, []
+    for line in (PACKAGE.parent / "docs" / "architecture.md").read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+        elif line.startswith("- `") and "`: " in line:
+            listed.append((section, line[3:line.index("`: ")]))
+    return listed
+
+
+def test_the_architecture_page_names_every_module_once_under_its_layer():
+    """The map of modules a newcomer reads stays the package's (issue 61): no module missing,
+    none gone, each under its own layer, the layers in the order data flows."""
+    listed = _architecture_page()
+    paths = [path for _, path in listed]
+    actual = sorted(str(p.relative_to(PACKAGE)) for _, p in _modules())
+    assert sorted(paths) == actual, (set(paths) ^ set(actual), len(paths) - len(set(paths)))
+    wrong = [(s, p) for s, p in listed if ("/" in p) != s.startswith("`") or "/" in p and s != f"`{p.split('/')[0]}/`"]
+    assert not wrong, wrong
+    order = [RANK.get(p.split("/")[0] if "/" in p else p.removesuffix(".py"), 0) for p in paths]
+    assert order == sorted(order), "the page's layers are not in the order of LAYERS"
