@@ -342,6 +342,15 @@ def test_two_printed_figures_of_the_megatron_a100_example_agree_under_narayanans
     assert float(flops / (138 * 10**12 * 1024)) == pytest.approx(32, rel=0.01)
 
 
+def test_llama3s_tflops_are_read_under_palms_count_of_llama_3_405b():
+    # Llama 3 reports "MFU; Chowdhery et al. (2023)": PaLM's 6N + 12 L H Q T a token, N the
+    # 405,853,388,800 parameters of Llama-3.1-405B's checkpoint, L = 126, H Q = 16,384; the
+    # 8K-GPU row runs 64 x 32 sequences of 8,192 tokens at 430 TFLOP/s a GPU
+    case = next(c for c in measured.cases() if c.id == "llama3-405b-8192-seq8192")
+    per_token = 6 * 405_853_388_800 + 12 * 126 * 16_384 * 8_192
+    assert case.seconds == Fraction(64 * 32 * 8_192 * per_token, 430 * 10**12 * 8_192)
+
+
 def test_every_row_is_a_case_or_excluded_with_a_reason():
     ids = {r["id"] for r in measured.rows()}
     cases, excluded = {c.id for c in measured.cases()}, dict(measured.excluded())

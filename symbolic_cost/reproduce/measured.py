@@ -17,6 +17,8 @@ How a measured time is read from a row:
   count, ``F / (X x GPUs)`` (Narayanan Eq. 3, which counts the recomputed forward,
   ``96 B s l h^2 (1 + s/6h + V/16lh)``; Megatron-LM's model count for its README's H100 table,
   ``12 B s L h^2 [(1 + g/a + s/h) + f/h + V/(2Lh)]`` for an ungated GPT);
+* Llama 3's Table 4 ``TFLOPs/GPU``: back to seconds with the model FLOPs of the MFU it cites,
+  PaLM's ``6N + 12 L H Q T`` a token (``llama3_flops``);
 * ``tokens_per_sec_per_gpu`` (Megatron-Bridge): the tokens of a step over the job's rate,
   ``global batch x sequence / (tokens/s/GPU x GPUs)``.
 
@@ -40,11 +42,11 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.closed_forms import palm_flops
 from symbolic_cost.models.config import from_config
 from symbolic_cost.models.totals import model_cost
 from symbolic_cost.models.megatron_precision import PARAM_RECIPES
 from symbolic_cost.models.training import MEGATRON_OVERLAP, Overlap, Training
-from symbolic_cost.models.utilisation import model_flops
 from symbolic_cost.timing.systems import check_block_scaling, get_system
 
 
@@ -207,18 +209,28 @@ def source_flops(row) -> Fraction:
     raise InputError(f"no FLOP count for group {row['group']}", "group")
 
 
+def llama3_flops(architecture, training) -> Fraction:
+    """FLOPs of one iteration as Llama 3's Table 4 counts them: its TFLOPs/GPU and MFU are "BF16
+    Model FLOPs Utilization (MFU; Chowdhery et al. (2023))" (Dubey et al. 2024, Section 3.3.2), the
+    model FLOPs PaLM defines (App. B): ``6N + 12 L H Q T`` a token, ``N`` every parameter, the
+    attention products forward and backward over the whole ``T x T`` square (no causal halving,
+    no recomputation), times the tokens of an iteration."""
+    parameters = model_cost(architecture, training).parameters
+    tokens = training.b * training.l * training.micro_batches * training.d
+    return Fraction(int(tokens * palm_flops(architecture, training.l, parameters)))
+
+
 def _measured(row, architecture=None, training=None) -> tuple[str, Fraction, str]:
-    """(quantity, seconds, how) of a row; Llama 3's TFLOP/s under the library's model FLOPs of
-    ``architecture`` and ``training`` (the paper does not print its count)."""
+    """(quantity, seconds, how) of a row; Llama 3's TFLOP/s under the count its paper cites
+    (``llama3_flops``)."""
     by = {m["quantity"]: m for m in row["measured"]}
     if row["group"] == BRIDGE:
         return "step", _bridge_seconds(row), \
             "tokens/s per GPU as printed: global batch x sequence / (tokens/s/GPU x GPUs)"
     if row["group"] == "llama3_table4":
-        flops = model_flops(model_cost(architecture, training))
         rate = Fraction(str(by["tflops_per_gpu"]["value"])) * 10**12
-        return "step", Fraction(int(flops)) / (rate * row["hardware"]["count"]), \
-            "TFLOP/s per GPU under the library's model FLOPs (the paper's count not printed)"
+        return "step", llama3_flops(architecture, training) / (rate * row["hardware"]["count"]), \
+            "TFLOP/s per GPU under PaLM's model FLOPs, the MFU Llama 3 cites (6N + 12 L H Q T a token)"
     if "step_time" in by:
         return "step", Fraction(str(by["step_time"]["value"])), "step time as printed"
     if "layer_fwd_bwd_time" in by:
