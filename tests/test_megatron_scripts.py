@@ -13,6 +13,8 @@ as ``tests/test_moe.py`` pins it); the rest are read off the scripts by hand.
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -584,3 +586,40 @@ def test_megatron_fsdp_gradient_dtypes_are_noted():
     s = _setup(_model("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
                       "--megatron-fsdp-grad-comm-dtype bf16 --megatron-fsdp-main-grads-dtype bf16"))
     assert s.policy["zero"] == 3 and any("--megatron-fsdp-grad-comm-dtype" in note for note in s.notes)
+
+
+GROUPS = """#!/bin/bash
+L=4
+X=1
+for f in a b; do
+  [ -e "$f" ] || { echo "missing $f" >&2; exit 1; }
+done
+if [ "$X" = 1 ]; then
+  H=64
+else
+  H=32
+fi
+[ "$X" = 1 ] || { L=9; }
+[ "$X" = 1 ] && { HEADS=4; }
+{ SEQ=128; }
+torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers $L --hidden-size $H --num-attention-heads $HEADS \\
+  --seq-length $SEQ --max-position-embeddings $SEQ --micro-batch-size 1 --global-batch-size 8 \\
+  --tokenizer-type NullTokenizer --vocab-size 1000
+"""
+"""Command groups ``{ ...; }`` after ``||`` and ``&&`` and on their own (examples/mamba/train_dsa_gqa.sh:
+``[ -e "$f" ] || { echo "...: missing $f" >&2; exit 1; }`` inside a loop and an ``if``)."""
+
+
+def test_command_groups_as_bash_runs_them(tmp_path):
+    """bash itself is the oracle: the script run with a ``torchrun`` that prints its words (the
+    files the loop tests exist), against the words the reader takes.  A group's ``}`` closes the
+    group, not the loop or the ``if`` around it."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash on this machine")
+    (tmp_path / "a").write_text(""), (tmp_path / "b").write_text("")
+    stub = "torchrun() { printf '%s\\n' \"$@\"; exit 0; }\n"
+    ran = subprocess.run([bash, "-c", stub + GROUPS], cwd=tmp_path, capture_output=True, text=True, check=True)
+    launch = read_launch(GROUPS, "s", inert=inert)
+    assert ran.stdout.split("\n")[:-1] == launch.launcher[1:] + [launch.entry] + launch.program
+    assert _setup_text(GROUPS).arch.n_layers == 4

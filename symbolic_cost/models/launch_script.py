@@ -19,6 +19,8 @@ reads the part of shell those scripts use, statically (nothing is executed):
   count (``inert``: logging around ``if [ -n "$WANDB_API_KEY" ]``, noted) and plain values, which
   become unknown (``_undecided_value``), but options of another kind, arrays or the launch inside
   it are refused;
+* command groups ``{ ...; }``, on their own (they run) or after ``||``/``&&`` (as the test before
+  them decides, or undecided: ``[ -e "$f" ] || { echo "missing $f"; exit 1; }``);
 * ``eval ${run_cmd}``: a command kept in a variable runs as its words;
 * a loop over the script's own arguments (``for A in "$@"``, ``while [[ $# -gt 0 ]]``, the option
   parsers of Megatron-LM's examples) is read as the script run without them: its body never runs,
@@ -335,6 +337,8 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
         if head in ("if", "elif", "else"):
             _branch(shell, head, line)
             continue
+        if _group(shell, line, number, todo):
+            continue
         if head in ("fi", "}") or head in _CLOSERS:
             if shell.frames:
                 shell.frames.pop()
@@ -627,6 +631,27 @@ def _words(shell: _Shell, text: str) -> list | None:
         return shlex.split(expanded)
     except ValueError:
         return None
+
+
+_GROUP = re.compile(r"^(?:(?P<test>.*?)\s*(?P<join>\|\||&&)\s*)?\{(?:\s+(?P<rest>.*))?$")
+"""A command group opened on this line: ``{ ...``, or ``TEST || { ...`` / ``TEST && { ...`` (its
+``}`` closes it on a later command)."""
+
+
+def _group(shell: _Shell, line: str, number: int, todo: list) -> bool:
+    """Open a command group ``{ ... }`` as a frame, as ``if`` opens one: a group on its own always
+    runs; after ``||`` it runs where the test before it fails, after ``&&`` where it holds
+    (``[ -e "$f" ] || { echo "missing $f"; exit 1; }``: undecided, a file test).  The command
+    after the ``{`` is read next."""
+    group = _GROUP.match(line)
+    if group is None:
+        return False
+    decided = shell.test(group["test"]) if group["join"] else True
+    runs = decided if group["join"] in (None, "&&") or decided is None else not decided
+    shell.frames.append([runs, runs])
+    if group["rest"]:
+        todo.insert(0, (number, group["rest"]))
+    return True
 
 
 def _branch(shell: _Shell, head: str, line: str) -> None:
