@@ -33,6 +33,9 @@ def test_batch_rule_refusals():
 # DeepSpeed's own reading of a config (deepspeed/runtime/config.py, its pydantic models), worked by hand
 
 import json  # noqa: E402
+import pathlib  # noqa: E402
+
+from symbolic_cost import symbols as S  # noqa: E402
 
 from symbolic_cost.models.config import preset  # noqa: E402
 from symbolic_cost.models.deepspeed import _boolean, deepspeed_setup  # noqa: E402
@@ -108,3 +111,24 @@ def test_an_offload_section_that_is_not_an_object_is_refused():
     """Found by fuzzing DeepSpeedExamples' files: ``"offload_optimizer": 2`` ended in a TypeError."""
     with pytest.raises(InputError, match="zero_optimization.offload_optimizer must be an object, got 2"):
         _setup({"zero_optimization": {"stage": 3, "offload_optimizer": 2}})
+
+
+def test_a_key_deepspeed_does_not_read_is_ignored_as_deepspeed_ignores_it():
+    """DeepSpeedExamples' ImageNet config (``training/imagenet/config/ds_config.json``) carries
+    ``"cuda_visible_devices": 0``, a key DeepSpeed's config never reads: DeepSpeed runs the file, so
+    the reader takes it, ZeRO-0 and fp32 as the file says (on 8 devices, a micro-batch of 256 / (1 x 8)),
+    and notes the key."""
+    text = (pathlib.Path(__file__).parent / "framework_inputs" / "ds_config_imagenet.json").read_text()
+    setup = deepspeed_setup(text, "ds_config.json", preset("gpt2"), 8, {}, COMMAND)
+    assert (setup.values[S.b], setup.values[S.n_micro], setup.values[S.d]) == (32, 1, 8)
+    assert setup.policy["zero"] == 0 and setup.policy["precision"] == "fp32"
+    assert any(n.startswith("cuda_visible_devices: not a key DeepSpeed reads") for n in setup.notes)
+
+
+def test_a_misspelt_section_is_ignored_and_noted_and_an_unread_deepspeed_key_refused():
+    # DeepSpeed reads "zero_optimization" and nothing else for ZeRO: a misspelt section runs ZeRO-0
+    misspelt = _setup({"zero_optimisation": {"stage": 3}})
+    assert misspelt.policy["zero"] == 0 and any(n.startswith("zero_optimisation: not a key") for n in misspelt.notes)
+    # "elasticity" is DeepSpeed's (it picks the batch and the world size itself): refused, not ignored
+    with pytest.raises(InputError, match="elasticity: a DeepSpeed key this reader does not read"):
+        _setup({"elasticity": {"enabled": True}})

@@ -34,7 +34,8 @@ A value ``"auto"`` (filled in by the Hugging Face Trainer from its own arguments
 the command line: ``--set b=``, ``--set n_micro=``, ``--devices``, ``--precision``, ``--zero``;
 refused by name when the command line does not give it.  Booleans are read as DeepSpeed's
 pydantic config reads them (``"false"`` is false; ``_boolean``).  Keys that change no count are accepted
-(``NO_COST``); any other key is refused, naming it.  At stage 3 DeepSpeed keeps parameters under
+(``NO_COST``); a top-level key DeepSpeed itself does not read is ignored, as DeepSpeed ignores it,
+and noted (``DEEPSPEED_KEYS``); any other key is refused, naming it.  At stage 3 DeepSpeed keeps parameters under
 ``stage3_param_persistence_threshold`` (100,000 elements) whole on every rank; the library shards
 them (noted).
 """
@@ -81,6 +82,26 @@ The bucket sizes, loss scaling, logging and the scheduler change no count; the m
 ``stage3_param_persitence_threshold`` and ``..._persitance_...`` of DeepSpeedExamples' files are
 accepted as DeepSpeed of their time accepted them."""
 
+DEEPSPEED_KEYS = frozenset({
+    "activation_checkpointing", "aio", "allgather_size", "amp", "autotuning", "bf16", "bfloat16", "checkpoint",
+    "comet", "comms_logger", "communication_data_type", "compile", "compression_training", "csv_monitor",
+    "curriculum_learning", "data_efficiency", "data_types", "dataloader_drop_last", "datastates_ckpt",
+    "disable_allgather", "dump_state", "elasticity", "expert_parallel", "flops_profiler", "fp16",
+    "gradient_accumulation_steps", "gradient_allreduce_op", "gradient_clipping", "gradient_predivide_factor",
+    "graph_harvesting", "hybrid_engine", "log_level", "managed_gradient_accumulation", "memory_breakdown", "nebula",
+    "optimizer", "pipeline", "prescale_gradients", "progressive_layer_drop", "quantize_training", "scheduler",
+    "seq_parallel_communication_data_type", "sequence_parallel_size", "sparse_attention", "sparse_gradients",
+    "steps_per_print", "tensor_parallel", "tensorboard", "timers", "torch_autocast", "train_batch_size",
+    "train_micro_batch_size_per_gpu", "use_data_before_expert_parallelism", "wall_clock_breakdown", "wandb",
+    "weight_quantization", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "zero_optimization"})
+"""The top-level keys DeepSpeed's own config reads (deepspeedai/DeepSpeed at edaa722, 2026-08-22:
+``DeepSpeedConfig.__init__`` and ``_initialize_params`` in ``deepspeed/runtime/config.py`` and the
+getters and config classes they hand the dictionary to; ``monitor/config.py`` reads ``tensorboard``,
+``wandb``, ``csv_monitor`` and ``comet``).  DeepSpeed checks no other top-level key: one it does not
+read (``"cuda_visible_devices"`` in DeepSpeedExamples' ImageNet configs, or a misspelt section) is
+ignored without a word.  The reader ignores it too, as DeepSpeed runs the file, and notes it; a key
+DeepSpeed reads and the reader does not is refused."""
+
 OPTIMIZERS = {"adam": "adam", "adamw": "adamw", "lamb": "adam"}
 """``optimizer.type`` as DeepSpeed reads it, case-insensitively (its ``DeepSpeedConfig`` lowercases
 a name of its own optimizers: ``"Adam"`` and ``"adam"`` alike), to the library's optimizers.
@@ -124,8 +145,10 @@ def _boolean(value, where: str) -> bool:
                      f"got {value!r}", where)
 
 
-def _check_keys(config: dict, name: str) -> None:
-    """Refuse a key outside ``NO_COST`` (by its path) and a section that is not a dictionary."""
+def _check_keys(config: dict, name: str, notes: list) -> None:
+    """Refuse a key outside ``NO_COST`` (by its path) and a section that is not a dictionary; a
+    top-level key DeepSpeed does not read (``DEEPSPEED_KEYS``) is ignored, as DeepSpeed ignores it,
+    and noted."""
     for section, table in [("", config)] + [(k, v) for k, v in config.items() if k in NO_COST and k]:
         if not isinstance(table, dict):
             raise InputError(f"{name}: {section} must be an object, got {table!r}", section)
@@ -134,6 +157,9 @@ def _check_keys(config: dict, name: str) -> None:
                 where = f"{section}.{key}" if section else key
                 if where in UNMODELLED:
                     raise InputError(f"{where}: {UNMODELLED[where]}", where)
+                if not section and key not in DEEPSPEED_KEYS:
+                    notes.append(f"{key}: not a key DeepSpeed reads; DeepSpeed ignores it, and so does this reading")
+                    continue
                 raise InputError(f"{where}: a DeepSpeed key this reader does not read (it may change the cost); "
                                  f"remove it or give the training with the command line's options", where)
     for key in ("offload_optimizer", "offload_param"):
@@ -219,8 +245,8 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     and ``command`` the command line's ``precision`` and ``zero`` (for "auto")."""
     world, = given_counts(world=world)
     config = read_json(text, name, "--deepspeed", "a DeepSpeed config")
-    _check_keys(config, name)
     notes, zero = [], config.get("zero_optimization", {})
+    _check_keys(config, name, notes)
     stage = zero.get("stage", 0)
     if stage == "auto":        # the Hugging Face Trainer's placeholder: DeepSpeed itself refuses it
         if not command.get("zero_given"):
