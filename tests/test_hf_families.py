@@ -645,3 +645,21 @@ def test_derived_head_sizes_are_the_projections_transformers_builds(name):
         assert widths == (arch.h + 2 * arch.kv) * arch.head_size == (arch.h + 2 * arch.kv) * arch.value_size
     else:
         assert widths == (arch.h * arch.head_size, arch.kv * arch.head_size, arch.kv * arch.value_size)
+
+
+@pytest.mark.parametrize("model_type, language", [("llama4", "llama4_text"), ("gemma3", "gemma3_text"),
+                                                  ("mistral3", "mistral"), ("llava", "llama"),
+                                                  ("qwen2_5_vl", None)])
+def test_a_multimodal_config_is_refused_naming_its_language_model(model_type, language):
+    """A vision-language model's ``config.json`` (as ``transformers`` writes its defaults) is refused by
+    name, pointing to its ``text_config``; where that language model is a supported family, the
+    ``text_config`` saved alone reads."""
+    from symbolic_cost.checks import InputError
+    config = transformers.AutoConfig.for_model(model_type).to_dict()
+    with pytest.raises(InputError, match=f"model_type '{model_type}' is a multimodal model") as refused:
+        from_config(config)
+    if language is None:
+        assert "not supported either" in str(refused.value)
+    else:
+        assert f"(model_type '{language}'): save that object" in str(refused.value)
+        assert from_config(config["text_config"]).n_layers == config["text_config"]["num_hidden_layers"]

@@ -32,12 +32,30 @@ from symbolic_cost.files import input_file
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families import FAMILIES, Keys
 
-MULTIMODAL = {"llama4": "llama4_text"}
-"""Multimodal ``model_type``s whose language model is a supported family (its ``text_config``)."""
+MULTIMODAL = {"llama4": "llama4_text", "gemma3": "gemma3_text", "mistral3": "mistral"}
+"""Multimodal ``model_type``s and the family of their language model (their ``text_config``), where
+the ``text_config`` the file publishes does not name it.  Any config with a ``text_config`` and a
+``vision_config`` object is multimodal too (LLaVA and its kin), its language model named by its
+``text_config``'s own ``model_type``."""
 
 PRESETS = ("gpt2", "gpt3-175b", "bert-base-uncased", "llama-2-7b", "mistral-7b", "llama-3-8b", "llama-3-70b")
 """The bundled models: each a published ``config.json`` (``models/configs``); the two Llama 3 ones are
 Meta-Llama-3-8B's and -70B's (8,192 tokens of context, grouped-query attention with 8 KV heads)."""
+
+
+def _refuse_multimodal(config: dict, family) -> None:
+    """Refuse a multimodal model's config by name, pointing to its language model: the library
+    costs a language model, and a vision tower is not one."""
+    text = config.get("text_config")
+    if not (isinstance(family, str) and family in MULTIMODAL or isinstance(text, dict)
+            and isinstance(config.get("vision_config"), dict)):
+        return
+    inner = text.get("model_type") if isinstance(text, dict) else None
+    inner = inner if isinstance(inner, str) else MULTIMODAL.get(family)
+    then = ("save that object as its own config.json (the vision tower is then not counted)"
+            if inner in FAMILIES else "that family is not supported either")
+    raise InputError(f"config.json: model_type {family!r} is a multimodal model; the language model is its "
+                     f"text_config (model_type {inner!r}): {then}", "model_type")
 
 
 def from_config(config: dict, name: str = "model") -> Architecture:
@@ -52,9 +70,7 @@ def from_config(config: dict, name: str = "model") -> Architecture:
         raise InputTypeError(f"config.json must be a JSON object, got {type(config).__name__} "
                              f"{shown(config)}", "config.json")
     family = config.get("model_type")
-    if isinstance(family, str) and family in MULTIMODAL:
-        raise InputError(f"config.json: model_type {family!r} is a multimodal model; the language model is its "
-                         f"text_config (model_type {MULTIMODAL[family]!r}): save that object as its own config.json")
+    _refuse_multimodal(config, family)
     if not isinstance(family, str) or family not in FAMILIES:
         raise InputError(f"config.json: model_type {family!r} is not supported; "
                          f"supported: {', '.join(FAMILIES)}")
