@@ -38,6 +38,9 @@ counted on the full-depth model itself.  Latent attention multiplies queries and
 ``E`` experts (a score of 0 where not chosen): the products of the ``E - k`` it is not routed
 to are subtracted (``idle_experts``), the library counting what the training frameworks run.
 
+``Nemotron-Mini-4B`` is NVIDIA's Nemotron-4 4B ``config.json`` as NVIDIA/TensorRT-LLM quotes it
+(``tests/unittest/_torch/modeling/test_modeling_nemotron.py`` at 8cb8331, ``Nemotron_4_4B_CONFIG``).
+
 Families the library does not load yet are strict ``xfail``: when one lands the case passes,
 strict-xfail fails, and the mark must go.  Skipped without torch or transformers (CI pins both).
 """

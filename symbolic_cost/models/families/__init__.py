@@ -6,7 +6,7 @@ group           ``model_type``
 ``decoders``    ``gpt2``, ``gpt_neox``, ``gptj``, ``opt``, ``bloom``, ``falcon``, ``phi``, ``starcoder2``
 ``llama``       ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``, ``gemma3_text``,
                 ``phi3``, ``olmo``, ``olmo2``, ``olmo3``, ``granite``, ``seed_oss``, ``ernie4_5``,
-                ``exaone4``, ``smollm3``, ``arcee``, ``cohere``, ``cohere2``
+                ``exaone4``, ``smollm3``, ``arcee``, ``cohere``, ``cohere2``, ``nemotron``
 ``encoders``    ``bert``, ``roberta``, ``t5``
 ``moe``         ``mixtral``, ``qwen2_moe``, ``qwen3_moe``, ``olmoe``, ``gpt_oss``, ``glm4_moe``,
                 ``granitemoe``, ``granitemoeshared``, ``llama4_text``, ``phimoe``,

@@ -28,6 +28,10 @@ IGNORED: dict[str, dict[str, str]] = {
         "is_llama_config": "nanotron's export marker, read by no module of transformers' Llama classes",
         "rope_interleaved": "nanotron's rotary layout, read by no module of transformers' Llama classes",
     },
+    "nemotron": {
+        "kv_channels": "Megatron-LM's name of the head size, left by NeMo's export; read by no module of "
+                       "transformers' Nemotron classes (head_dim, else hidden_size / num_attention_heads, sets it)",
+    },
     "phi3": {
         "full_attn_mod": "read by no module of transformers' Phi3 classes",
         "interpolate_factor": "read by no module of transformers' Phi3 classes",

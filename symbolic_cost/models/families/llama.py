@@ -1,7 +1,8 @@
 """Llama-style decoders: ``llama``, ``mistral``, ``qwen2``, ``qwen3``, ``gemma``, ``gemma2``,
 ``gemma3_text``, ``phi3``, ``olmo``, ``olmo2``, ``olmo3``, ``granite``, ``seed_oss``, ``ernie4_5``,
-``exaone4``, ``smollm3``, ``arcee``, ``cohere``, ``cohere2`` (RMS or parameter-free norms, gated
-MLP, rotary positions, grouped K/V, a head size of their own).
+``exaone4``, ``smollm3``, ``arcee``, ``cohere``, ``cohere2``, ``nemotron`` (RMS or parameter-free
+norms, gated MLP, rotary positions, grouped K/V, a head size of their own; Arcee's MLP ungated,
+Nemotron's too, with LayerNorm).
 
 Each reads the keys of its ``transformers`` config class with that class's defaults
 (``transformers`` 5.23) and the module shapes of its model code.  Not counted: Gemma's
@@ -9,6 +10,8 @@ Each reads the keys of its ``transformers`` config class with that class's defau
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families.common import GRANITE_SCALES, attention_biases, llama_style, rotating_layers
@@ -239,6 +242,19 @@ def cohere2(k: Keys, name: str) -> Architecture:
                        **attention_biases(k), rope_pattern=rope, **windows)
 
 
+def nemotron(k: Keys, name: str) -> Architecture:
+    """Nemotron-4 and its pruned Minitron models (NVIDIA, trained with Megatron-LM): LayerNorm with
+    a bias (``NemotronLayerNorm1P`` stores its gain less one: the same parameters), an ungated MLP
+    with ReLU² (``relu2``), rotary positions on ``partial_rotary_factor`` (half) of each head,
+    ``attention_bias`` and ``mlp_bias`` (off), an untied head; ``NemotronConfig``'s defaults."""
+    k.known("norm_eps")
+    return llama_style(k, name, dict(vocab_size=256000, hidden_size=6144, intermediate_size=24576,
+                                     num_attention_heads=48, hidden_act="relu2", max_position_embeddings=4096,
+                                     gated=False, rotary_keys=("partial_rotary_factor",),
+                                     rotary_share=Fraction(1, 2)),
+                       norm="layer", **{**attention_biases(k), "mlp_bias": k.flag("mlp_bias", False)})
+
+
 def arcee(k: Keys, name: str) -> Architecture:
     """Arcee (AFM): an ungated MLP (``up_proj``, ``down_proj``) with ReLU² (``relu2``), counted
     one FLOP an element as every activation; ``attention_bias``, ``mlp_bias``."""
@@ -250,4 +266,4 @@ def arcee(k: Keys, name: str) -> Architecture:
 FAMILIES = {"llama": llama, "mistral": mistral, "qwen2": qwen2, "qwen3": qwen3, "gemma": gemma, "gemma2": gemma2,
             "gemma3_text": gemma3_text, "phi3": phi3, "olmo": olmo, "olmo2": olmo2, "olmo3": olmo3,
             "granite": granite, "seed_oss": seed_oss, "ernie4_5": ernie4_5, "exaone4": exaone4, "smollm3": smollm3,
-            "arcee": arcee, "cohere": cohere, "cohere2": cohere2}
+            "arcee": arcee, "cohere": cohere, "cohere2": cohere2, "nemotron": nemotron}
