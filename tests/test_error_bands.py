@@ -49,12 +49,28 @@ def test_a_family_with_too_few_runs_takes_its_kinds_band_then_all_runs():
     assert "±30.0 %" in error_bands.describe(error_bands.band(DENSE, Training(), calibrated("h100"), bands))
 
 
+def test_a_model_outside_the_sizes_of_its_bands_runs_is_said_to_be():
+    # three hopper runs of 7B, 70B and 405B parameters: 1B and 1T lie outside, 70B inside
+    rows = _rows({"h100": [0.1, 0.2, 0.3]})
+    sizes = iter([7 * 10**9, 70 * 10**9, 405 * 10**9])
+    bands = error_bands.measure(rows, lambda case: calibrated(case.system), lambda case: next(sizes))
+    assert bands["dense/hopper"]["parameters"] == [7 * 10**9, 405 * 10**9]
+    h100 = calibrated("h100")
+    assert "outside" not in error_bands.band(DENSE, Training(), h100, bands, 70 * 10**9)
+    assert "outside" not in error_bands.band(DENSE, Training(), h100, bands)          # no size given
+    small = error_bands.band(DENSE, Training(), h100, bands, 10**9)
+    assert small["outside"] == {"parameters": 10**9, "range": [7 * 10**9, 405 * 10**9]}
+    assert "this model's 1B parameters lie outside those runs' 7B to 405B" in error_bands.describe(small)
+    assert "outside" in error_bands.band(DENSE, Training(), h100, bands, 10**12)
+
+
 def test_the_committed_bands_are_the_committed_models_errors():
     from symbolic_cost.report.validation import timed
     from symbolic_cost.reproduce import measured
     cases = measured.cases()
     assert CALIBRATION["bands_provenance"]["cases"] == [c.id for c in cases]
-    assert CALIBRATION["bands"] == error_bands.measure(timed(cases), lambda case: calibrated(case.system))
+    assert CALIBRATION["bands"] == error_bands.measure(timed(cases), lambda case: calibrated(case.system),
+                                                       error_bands.case_parameters)
 
 
 def test_summary_prints_the_band_of_its_family(capsys):
@@ -62,7 +78,10 @@ def test_summary_prints_the_band_of_its_family(capsys):
     settings = ["--preset", "gpt2", "--set", "b=8", "l=1024", "d=8"]
     assert main(["summary", *settings, "--json"]) == 0
     found = json.loads(capsys.readouterr().out)["predicted"]["expected_error"]
-    assert found == error_bands.band(preset("gpt2"), Training(), calibrated("h100"), CALIBRATION["bands"])
+    # GPT-2 small's 124,439,808 parameters (OpenAI's release) are fewer than any calibration run's
+    assert found == error_bands.band(preset("gpt2"), Training(), calibrated("h100"), CALIBRATION["bands"],
+                                     124_439_808)
+    assert found["outside"]["parameters"] == 124_439_808
     assert main(["summary", *settings]) == 0
     assert error_bands.describe(found) in capsys.readouterr().out
     assert main(["summary", *settings, "--json", "--ideal"]) == 0

@@ -74,7 +74,7 @@ def _store_bands() -> int:
     from symbolic_cost.timing import calibrate, error_bands
     from symbolic_cost.timing.hardware import calibrated
     cases = measured.cases()
-    bands = error_bands.measure(timed(cases), lambda case: calibrated(case.system))
+    bands = error_bands.measure(timed(cases), lambda case: calibrated(case.system), error_bands.case_parameters)
     for key, found in bands.items():
         print(f"{key}: {found['runs']} runs, median {100 * found['median']:.1f} %, p90 {100 * found['p90']:.1f} %")
     print(f"wrote {calibrate.write_bands(bands, [c.id for c in cases])}")

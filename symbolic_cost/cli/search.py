@@ -231,7 +231,8 @@ def run(args) -> int:
 def _band(arch, system) -> dict | None:
     """The error band of the model's family on ``system`` (its kind: MoE or not; the layouts'
     context parallelism and sharding vary row by row, so the band is the architecture's)."""
-    return error_bands.band(arch, Training(), system, CALIBRATION.get("bands"))
+    return error_bands.band(arch, Training(), system, CALIBRATION.get("bands"),
+                            model_cost(arch, Training(l=1)).parameters)
 
 
 def nothing_fits(evaluated: int, system, args) -> str:

@@ -133,7 +133,8 @@ def report(args) -> tuple[dict, Training]:
                                                           * training.decoder_tokens / steps["total"]
                                                           / world_size(training))}
     if not args.ideal:       # how far the calibrated model was off on published runs of this family
-        out["predicted"]["expected_error"] = error_bands.band(arch, training, system, CALIBRATION.get("bands"))
+        out["predicted"]["expected_error"] = error_bands.band(arch, training, system, CALIBRATION.get("bands"),
+                                                              cost.parameters)
     out["world_size"] = number(world_size(training))
     out["layout"] = decoded_layout(training)
     out["peak"] = peak_report(arch, training, cost, chosen, system, args.overheads)

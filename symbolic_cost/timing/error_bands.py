@@ -46,21 +46,37 @@ def _band(errors: list[float]) -> dict:
     return {"runs": len(errors), "median": round(statistics.median(magnitudes), 4), "p90": round(_p90(magnitudes), 4)}
 
 
-def measure(rows, system_of) -> dict:
+def case_parameters(case) -> int:
+    """The parameters of a measured case's model (``size_of`` of ``measure``)."""
+    from symbolic_cost.models.totals import model_cost
+    return int(model_cost(case.architecture, case.training, case.conventions).parameters)
+
+
+def measure(rows, system_of, size_of=None) -> dict:
     """``{key: {"runs", "median", "p90"}}`` of the validation ``rows`` (``(case, peak, calibrated,
     measured)`` seconds, ``report.validation.timed``) by ``kind/generation``, by ``kind`` and
-    ``"all"``; ``system_of(case)`` is the calibrated system a case ran on."""
+    ``"all"``; ``system_of(case)`` is the calibrated system a case ran on.  With ``size_of(case)``
+    (a model's parameters) each band also holds ``"parameters"``: the smallest and the largest of
+    its runs."""
     groups: dict[str, list[float]] = {}
+    sizes: dict[str, list[int]] = {}
     for case, _, real, seconds in rows:
         kind, generation = family(case.architecture, case.training, system_of(case))
+        size = None if size_of is None else int(size_of(case))
         for key in (f"{kind}/{generation}", kind, "all"):
             groups.setdefault(key, []).append(real / seconds - 1)
-    return {key: _band(errors) for key, errors in sorted(groups.items())}
+            if size is not None:
+                sizes.setdefault(key, []).append(size)
+    return {key: {**_band(errors), **({"parameters": [min(sizes[key]), max(sizes[key])]} if key in sizes else {})}
+            for key, errors in sorted(groups.items())}
 
 
-def band(architecture, training, system, bands: dict) -> dict | None:
+def band(architecture, training, system, bands: dict, parameters=None) -> dict | None:
     """The band of a run: ``{"family", "p90", "median", "runs", "of"}`` where ``of`` names the
-    runs it comes from (its family, its kind on every GPU, or all runs); None without bands."""
+    runs it comes from (its family, its kind on every GPU, or all runs); None without bands.
+    Given the run's ``parameters``, a model smaller or larger than every run of the band adds
+    ``"outside": {"parameters", "range"}``: the band was measured on models unlike it (a small
+    model's step is mostly the fixed costs a kernel pays, fitted on large ones)."""
     if not bands:
         return None
     kind, generation = family(architecture, training, system)
@@ -68,13 +84,33 @@ def band(architecture, training, system, bands: dict) -> dict | None:
                     ("all", "all calibration runs")):
         found = bands.get(key)
         if found and found["runs"] >= MIN_RUNS:
-            return {"family": f"{kind}/{generation}", **found, "of": of}
+            found = {"family": f"{kind}/{generation}", **found, "of": of}
+            span = found.get("parameters")
+            if span and _whole(parameters) and not span[0] <= int(parameters) <= span[1]:
+                found["outside"] = {"parameters": int(parameters), "range": list(span)}
+            return found
     return None
 
 
+def _whole(value) -> bool:
+    """Whether ``value`` is a number of parameters (not None, not a symbolic count)."""
+    return value is not None and getattr(value, "is_Integer", isinstance(value, int))
+
+
+def _size(n: int) -> str:
+    return next(f"{n / 10 ** k:.3g}{unit}" for k, unit in ((12, "T"), (9, "B"), (6, "M"), (0, "")) if n >= 10 ** k
+                or k == 0)
+
+
 def describe(found: dict | None) -> str:
-    """One line for a band: ``expected error ±7.8 % (90th percentile over 9 dense runs on hopper)``."""
+    """One line for a band: ``expected error ±7.8 % (90th percentile over 9 dense runs on hopper)``,
+    and where the run's model is outside the band's sizes, so."""
     if found is None:
         return "expected error: no calibration runs to say"
-    return (f"expected error ±{100 * found['p90']:.1f} % (90th percentile of |error| over {found['runs']} "
+    line = (f"expected error ±{100 * found['p90']:.1f} % (90th percentile of |error| over {found['runs']} "
             f"{found['of']}; median {100 * found['median']:.1f} %)")
+    if "outside" in found:
+        low, high = found["outside"]["range"]
+        line += (f"; but this model's {_size(found['outside']['parameters'])} parameters lie outside those runs' "
+                 f"{_size(low)} to {_size(high)}: the band may not hold")
+    return line
