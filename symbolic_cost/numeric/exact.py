@@ -17,7 +17,7 @@ numbers with the same rules ``model_cost`` applies before evaluating.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Mapping
 
@@ -199,6 +199,7 @@ def model_function(arch, system="h100", conventions=None, **policy):
     if not by_stage:
         function_for(None)
     checked: set = set()
+    check = _Checks(arch, policy)
     defaults = {"b": 1, "l": arch.context or 2048, "m1": 1, "s1": 1, "d": 1, "p": 1, "n_micro": 1, "ep": 1}
     allowed, start = frozenset(names), {n: defaults.get(n) for n in names}
 
@@ -211,11 +212,61 @@ def model_function(arch, system="h100", conventions=None, **policy):
             chosen_values["etp"] = chosen_values["m1"]       # Megatron-LM's default, as Training's
         seen = tuple(chosen_values.values())
         if seen not in checked:      # the rules depend on these numbers only: checked once each
-            check_numbers(arch, Training(**_training_degrees(chosen_values), **policy))
+            check(chosen_values)
             checked.add(seen) if len(checked) < CHECKED else None
         function = function_for(chosen_values["p"])
         return function.at([_exact_number(chosen_values[s.name], s.name) for s in function.symbols])
     return evaluate
+
+
+class _Checks:
+    """``model_function``'s check of a configuration's numbers: the ``Training`` they make with
+    the policy, and the rules ``model_cost`` applies (``check_numbers``), each part checked once
+    for the numbers it reads.  A ``Training``'s values are built once each (``Batch`` from ``b``,
+    ``l``, ``n_micro``; ``Degrees`` from ``m1``, ``s1``, ``d``; ``Pipeline`` from ``p``; ``Experts``
+    from ``ep``, ``etp``) on the policy's own values, so a new configuration that shares a part
+    with an earlier one validates only what differs; the ``Training`` itself (its rules across
+    values) is built each time.  A policy that does not make a ``Training`` at the default
+    numbers builds each one from the flat keywords, as ``Training(**...)`` does."""
+
+    def __init__(self, arch, policy: dict):
+        self.arch, self.policy, self.parts, self.passed = arch, policy, {}, set()
+        try:
+            self.base = Training(**policy)
+        except InputError:
+            self.base = None
+
+    def _part(self, kind: str, key: tuple, build):
+        if (kind, key) not in self.parts:
+            made = build()                  # refused numbers raise here, and are not remembered
+            if len(self.parts) < CHECKED:
+                self.parts[(kind, key)] = made
+            return made
+        return self.parts[(kind, key)]
+
+    def training(self, v: Mapping) -> Training:
+        """The ``Training`` of the numbers ``v`` with the policy."""
+        base = self.base
+        if base is None:
+            return Training(**_training_degrees(v), **self.policy)
+        experts = base.experts
+        if "ep" in v:
+            experts = self._part("experts", (v["ep"], v["etp"]), lambda: replace(base.experts, ep=v["ep"], etp=v["etp"]))
+        return Training(batch=self._part("batch", (v["b"], v["l"], v["n_micro"]),
+                                         lambda: replace(base.batch, b=v["b"], l=v["l"], micro_batches=v["n_micro"])),
+                        degrees=self._part("degrees", (v["m1"], v["s1"], v["d"]),
+                                           lambda: replace(base.degrees, m1=v["m1"], s1=v["s1"], d=v["d"])),
+                        pipeline=self._part("pipeline", (v["p"],), lambda: replace(base.pipeline, p=v["p"])),
+                        context=base.context, experts=experts, recomputation=base.recomputation,
+                        sharding=base.sharding, numerics=base.numerics, execution=base.execution,
+                        trainable=base.trainable)
+
+    def __call__(self, v: Mapping) -> None:
+        t = self.training(v)
+        for name, key, run in _number_checks(self.arch, t):
+            if (name, key) not in self.passed:
+                run()
+                self.passed.add((name, key)) if len(self.passed) < CHECKED else None
 
 
 def _training_degrees(values: Mapping) -> dict:
@@ -229,12 +280,22 @@ def check_numbers(arch, training) -> None:
     """The rules ``model_cost`` applies to the numbers of a training: the layer's divisibility
     rules (``checks.MODEL_RULES``), the pipeline's (whole layers a stage, the schedule's), and
     the expert grid's (``parallel.expert``, ``blocks.moe``)."""
-    t = training
+    for _, _, run in _number_checks(arch, training):
+        run()
+
+
+def _number_checks(arch, t: Training) -> list:
+    """``check_numbers``' rules as ``(name, the numbers it reads, check)``: for one model and
+    policy, a rule that passed for its numbers passes again for them."""
     heads = dict(**({"e": arch.e} if arch.head_dim is None else {}), h=arch.h, f=arch.f, kv_heads=arch.kv)
-    check_rules(dict(**heads, l=t.l, m1=t.m1, s1=t.s1), MODEL_RULES)
-    check_schedule(t, exact(arch.n_layers + arch.decoder_layers), exact(t.p), exact(t.micro_batches))
+    checks = [("layer", (t.l, t.m1, t.s1), lambda: check_rules(dict(**heads, l=t.l, m1=t.m1, s1=t.s1), MODEL_RULES)),
+              ("schedule", (t.p, t.micro_batches),
+               lambda: check_schedule(t, exact(arch.n_layers + arch.decoder_layers), exact(t.p), exact(t.micro_batches)))]
     if arch.moe is not None:
-        ep, etp = expert_degrees(t, t.m1)
-        expert_data_degree(t.m1, t.d, ep, etp, t.cp)
-        check_sequence_parallel(exact(t.m1), exact(t.s1))
-        check_rules(dict(ep=ep, experts=arch.moe.experts, etp=etp, expert_f=arch.moe.expert_f), MOE_RULES)
+        def experts():
+            ep, etp = expert_degrees(t, t.m1)
+            expert_data_degree(t.m1, t.d, ep, etp, t.cp)
+            check_sequence_parallel(exact(t.m1), exact(t.s1))
+            check_rules(dict(ep=ep, experts=arch.moe.experts, etp=etp, expert_f=arch.moe.expert_f), MOE_RULES)
+        checks.append(("experts", (t.m1, t.s1, t.d, t.ep, t.etp), experts))
+    return checks
