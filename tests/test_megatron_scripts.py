@@ -12,6 +12,7 @@ as ``tests/test_moe.py`` pins it); the rest are read off the scripts by hand.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -623,3 +624,40 @@ def test_command_groups_as_bash_runs_them(tmp_path):
     launch = read_launch(GROUPS, "s", inert=inert)
     assert ran.stdout.split("\n")[:-1] == launch.launcher[1:] + [launch.entry] + launch.program
     assert _setup_text(GROUPS).arch.n_layers == 4
+
+
+DEFAULTS = """#!/bin/bash
+if [ -z "$NUM_LAYERS" ]; then
+  NUM_LAYERS=4
+fi
+if [[ -z ${DATA_ARGS} ]]; then DATA_ARGS="--seq-length 128 --max-position-embeddings 128"; fi
+HIDDEN=64
+if [ -z "$HIDDEN" ]; then HIDDEN=32; fi
+torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers $NUM_LAYERS --hidden-size $HIDDEN \\
+  --num-attention-heads 4 $DATA_ARGS --micro-batch-size 1 --global-batch-size 8 \\
+  --tokenizer-type NullTokenizer --vocab-size 1000
+"""
+"""``if [ -z "$NAME" ]; then NAME=...; fi``, the shell's spelling of ``NAME=${NAME:-...}``
+(Megatron-LM's ``examples/post_training/modelopt/train.sh``: ``MLM_DATA_ARGS``, ``MLM_MODEL_SAVE``)."""
+
+
+def test_a_default_set_where_the_script_finds_a_variable_unset_as_bash_runs_it(tmp_path):
+    """bash, run with an empty environment, is the oracle: the reader takes the value the script
+    gives a variable it finds unset, as it takes ``${NAME:-default}``, and says so in a note; a
+    variable the script set before is not unset, so its branch does not run."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash on this machine")
+    stub = "torchrun() { printf '%s\\n' \"$@\"; exit 0; }\n"
+    ran = subprocess.run([bash, "-c", stub + DEFAULTS], cwd=tmp_path, capture_output=True, text=True, check=True,
+                         env={"PATH": os.environ.get("PATH", "")})
+    launch = read_launch(DEFAULTS, "s", inert=inert)
+    assert ran.stdout.split("\n")[:-1] == launch.launcher[1:] + [launch.entry] + launch.program
+    assert [n.split(" is given")[0] for n in launch.notes] == ["line 3: NUM_LAYERS", "line 5: DATA_ARGS"]
+    # a variable the script reads (or computes) is not the environment's: its test stays undecided
+    for sets in ("read -r NUM_LAYERS < layers.txt", "NUM_LAYERS=$(cat layers.txt)"):
+        computed = read_launch(DEFAULTS.replace("#!/bin/bash\n", f"#!/bin/bash\n{sets}\n"), "s", inert=inert)
+        assert computed.program[computed.program.index("--num-layers") + 1] != "4", sets
+    # any other assignment under such a test stays undecided: its options are refused
+    with pytest.raises(InputError, match="line 5: an assignment sits under a test the reader cannot decide"):
+        read_launch(DEFAULTS.replace('then DATA_ARGS="', 'then OTHER_ARGS="'), "s", inert=inert)

@@ -14,7 +14,8 @@ reads the part of shell those scripts use, statically (nothing is executed):
 * ``if``/``elif``/``else``/``fi`` whose tests compare known values (``==``, ``!=``, ``-z``,
   ``-n``, ``-v`` of a variable the script sets, ``-eq`` ..., joined by ``||`` and ``&&``), and
   ``case WORD in`` ... ``esac`` on a known word (its branches' patterns globbed as the shell
-  does); a block under a test that cannot be
+  does); ``if [ -z "$NAME" ]; then NAME=...`` of a variable the script never sets is read as
+  ``NAME=${NAME:-...}`` is (noted; ``_default_idiom``); a block under a test that cannot be
   decided (a file test, an unknown value) may echo and exit, assign options that change no
   count (``inert``: logging around ``if [ -n "$WANDB_API_KEY" ]``, noted) and plain values, which
   become unknown (``_undecided_value``), but options of another kind, arrays or the launch inside
@@ -169,6 +170,18 @@ class _Shell:
         """True where statements run, False in a branch not taken, None under an undecided test."""
         states = [frame[0] for frame in self.frames]
         return False if False in states else None if None in states else True
+
+    def unset_test(self, text: str) -> str | None:
+        """The variable a test ``-z "$NAME"`` asks about, where it is the whole test and the script
+        never sets ``NAME`` (the environment's, which the reader does not see); else None."""
+        if re.search(r"\|\||&&", text):
+            return None
+        words = [w for w in _split(self.expand(re.sub(r"[\[\];]", " ", text)), self.what, comments=True)
+                 if w != "then"]
+        if len(words) != 2 or words[0] != "-z" or not words[1].startswith(UNKNOWN):
+            return None
+        name = words[1][len(UNKNOWN):].strip()
+        return name if name.isidentifier() and name not in self.scalars and name not in self.arrays else None
 
     def test(self, text: str) -> bool | None:
         """A ``[[ ... ]]`` (or ``[ ... ]``) test of known values, or None: ``==``, ``!=``, ``-z``,
@@ -362,12 +375,17 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
         if not (assignment or launch):
             continue
         where = f"{what}: line {number}"
-        if shell.active() is None and assignment and _undecided_value(shell, assignment):
+        default = shell.active() is None and assignment is not None and _default_idiom(shell, assignment.group(1))
+        if default:
+            notes.append(f"line {number}: {assignment.group(1)} is given the value the script sets where it finds it "
+                         f"unset ([ -z \"${assignment.group(1)}\" ]), as ${{{assignment.group(1)}:-default}} would be: "
+                         f"set in the environment, it would keep that value")
+        elif shell.active() is None and assignment and _undecided_value(shell, assignment):
             continue
-        if shell.active() is None and not (assignment and _inert(shell, assignment, inert)):
+        if shell.active() is None and not default and not (assignment and _inert(shell, assignment, inert)):
             raise InputError(f"{where}: {'the launch' if launch else 'an assignment'} sits under a test the reader "
                              f"cannot decide (a file test or an unknown value); write the launch plainly", what)
-        if shell.active() is None:
+        if shell.active() is None and not default:
             notes.append(f"line {number}: {assignment.group(1)} is set under a test the reader cannot decide; its "
                          f"options change no count, so the cost is the same either way")
         if launch:
@@ -540,6 +558,15 @@ def _read_into(shell: _Shell, line: str) -> bool:
     return True
 
 
+def _default_idiom(shell: _Shell, name: str) -> bool:
+    """Whether ``NAME=...`` sits in ``if [ -z "$NAME" ]; then`` (the innermost frame, every other
+    one running) of a variable the script never sets before: the shell's spelling of
+    ``NAME=${NAME:-...}``, read as that is, the environment taken to leave ``NAME`` unset."""
+    inner, outer = shell.frames[-1] if shell.frames else None, shell.frames[:-1]
+    return (inner is not None and len(inner) == 3 and inner[0] is None and inner[2] == name
+            and all(frame[0] is True for frame in outer))
+
+
 def _undecided_value(shell: _Shell, assignment) -> bool:
     """A variable set to a plain value (no option, not an array) under a test the reader cannot
     decide (``if ! [ -d "$TOKENIZER" ]; then export HF_TOKEN=...``, ``ROOT=$(realpath ..)``,
@@ -655,12 +682,15 @@ def _group(shell: _Shell, line: str, number: int, todo: list) -> bool:
 
 
 def _branch(shell: _Shell, head: str, line: str) -> None:
-    """``if``/``elif``/``else``: each frame is [this branch runs, an earlier branch ran] (None: undecided)."""
+    """``if``/``elif``/``else``: each frame is [this branch runs, an earlier branch ran] (None:
+    undecided), and for ``if [ -z "$NAME" ]`` of a variable the script never sets, ``NAME``
+    (``_default_idiom``)."""
     condition = line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else ""
     condition = re.sub(r";?\s*then\s*$", "", condition)
     decided = shell.test(condition) if head != "else" else True
     if head == "if":
-        shell.frames.append([decided, decided])
+        unset = shell.unset_test(condition) if decided is None else None
+        shell.frames.append([decided, decided] + ([unset] if unset else []))
         return
     if not shell.frames:
         raise InputError(f"{shell.what}: {head} without if", shell.what)
