@@ -796,6 +796,14 @@ def run(mutations=MUTATIONS, jobs=2) -> dict:
     run stops at its first failure (``-x``), in files that passed before it, so a verdict rests on
     one file: the unmutated copy must pass each file that failed (all of ``TESTS`` when a failure
     names none), else no verdict stands and ``RuntimeError`` says why."""
+    results = judge(mutations, jobs)
+    check_baseline(results)
+    return results
+
+
+def judge(mutations=MUTATIONS, jobs=2) -> dict:
+    """Every mutation, without the unmutated copy's run (``check_baseline``), which the verdicts
+    need before they stand: ``{name: (killed, what failed)}``."""
     for mutation in mutations:
         with tempfile.TemporaryDirectory() as tmp:
             target = Path(tmp) / mutation.path
@@ -804,14 +812,17 @@ def run(mutations=MUTATIONS, jobs=2) -> dict:
             mutation.apply(Path(tmp))
     known = killers()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = dict(zip((m.name for m in mutations),
-                           pool.map(lambda m: check(m, known.get(m.name)), mutations)))
+        return dict(zip((m.name for m in mutations), pool.map(lambda m: check(m, known.get(m.name)), mutations)))
+
+
+def check_baseline(results: dict) -> None:
+    """The unmutated copy on the files whose failures killed a mutation of ``results`` (every file
+    of ``TESTS`` when a failure names none); ``RuntimeError`` where it fails them too."""
     deciding = {failed_file(failure) for killed, failure in results.values() if killed}
     baseline = TESTS if None in deciding else tuple(test for test in TESTS if test in deciding)
     failed, output = check(None, tests=baseline) if baseline else (False, "")
     if failed:
         raise RuntimeError(f"the tests fail without any mutation, so no mutation can be judged: {output}")
-    return results
 
 
 def record(results: dict) -> None:

@@ -2,8 +2,9 @@
 makes ``tests/test_simulations.py``, ``tests/test_model.py`` or ``tests/test_framework_memory.py`` fail.
 
 Each mutation runs the files against a mutated copy of the package in a subprocess, its recorded
-killer first (``tests/mutation_killers.json``); deselect with ``-k "not mutation"``, or run the
-script alone: ``python tests/mutations.py``.
+killer first (``tests/mutation_killers.json``); the mutations are split between ``SHARDS`` tests, each
+under the suite's limit for one test, and the unmutated copy runs once after them.  Deselect with
+``-k "not mutation"``, or run the script alone: ``python tests/mutations.py``.
 """
 
 import os
@@ -26,16 +27,35 @@ def test_a_missing_anchor_is_refused(tmp_path):
             mutations.Mutation("m", "x.py", anchor, "").apply(tmp_path)
 
 
-def test_every_mutation_is_killed_and_the_working_tree_is_untouched():
+SHARDS = 3
+"""The mutations run in this many tests, each under the suite's limit for one test (20 minutes:
+``faulthandler_timeout``); one more test runs the unmutated copy for all of them."""
+JUDGED: dict = {}
+"""The verdicts of the shards run in this session, for ``test_the_unmutated_copy_passes_what_killed``."""
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_every_mutation_is_killed_and_the_working_tree_is_untouched(shard):
+    chosen = mutations.MUTATIONS[shard::SHARDS]
+
     def sources():
-        return {m.path: (mutations.ROOT / m.path).read_text() for m in mutations.MUTATIONS}
+        return {m.path: (mutations.ROOT / m.path).read_text() for m in chosen}
     before = sources()
-    results = mutations.run(mutations.MUTATIONS, jobs=2)
+    results = mutations.judge(chosen, jobs=2)
+    JUDGED.update(results)
     if os.environ.get("RECORD_MUTATION_KILLERS"):       # the run's killers, for the next run's order
         mutations.record(results)
     assert sources() == before
     survivors = [name for name, (killed, _) in results.items() if not killed]
     assert not survivors, f"mutations the tests do not catch: {', '.join(survivors)}"
+
+
+def test_the_unmutated_copy_passes_what_killed():
+    """A kill stands only where the unmutated copy passes the file that failed (``check_baseline``):
+    run once, after the shards, for every verdict they gave."""
+    if not JUDGED:
+        pytest.skip("no shard of the mutations ran in this session")
+    mutations.check_baseline(JUDGED)
 
 
 def test_a_recorded_killer_runs_first_and_no_file_is_dropped():
