@@ -382,6 +382,8 @@ def test_every_key_of_each_config_class_is_accounted_for():
         config = transformers.AutoConfig.for_model(model_type)
         if model_type == "deepseek_v2":     # its default num_experts_per_tok (null) routes no token
             config.num_experts_per_tok = 6
+        if model_type == "nemotron":        # its default num_key_value_heads (null) builds no attention
+            config.num_key_value_heads = config.num_attention_heads
         arch = from_config(json.loads(config.to_json_string(use_diff=False)), model_type)
         auto = (transformers.AutoModel if model_type in ("bert", "roberta") else
                 transformers.AutoModelForSeq2SeqLM if model_type == "t5" else transformers.AutoModelForCausalLM)
