@@ -348,9 +348,13 @@ class Cost:
 
 
 def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, act_buffer,
-              act_grads, act_in_other=0, weights=0, weight_grads=0, gemms=(), flops_wgrad=0) -> Cost:
+              act_grads, act_in_other=0, weights=0, gemms=(), flops_wgrad=0) -> Cost:
     """Build a Cost whose memory traffic follows the common rule (``flops_wgrad``: the part of
     ``flops_bwd`` that forms parameter gradients, zero for an operation without parameters).
+
+    Every weight is trained here, so its gradient is as large as it is (``weight_grads = weights``);
+    a frozen weight (LoRA's base) loses its gradient where the freezing is decided
+    (``models.lora.frozen``).
 
     Forward reads every input and the weights and writes the output:
     ``mem_fwd = act_in + act_in_other + act_out + weights``.
@@ -362,8 +366,8 @@ def make_cost(name: str, engine: str, *, flops_fwd, flops_bwd, act_in, act_out, 
     where it is owned (the norms' ``layer_norm_bwd_reads_weights``: ``ops.norm``).
     """
     mem_fwd = exact(act_in) + exact(act_in_other) + exact(act_out) + exact(weights)
-    mem_bwd = exact(act_buffer) + exact(act_grads) + exact(weight_grads) + exact(weights)
+    mem_bwd = exact(act_buffer) + exact(act_grads) + 2 * exact(weights)
     return Cost(name=name, engine=engine, flops_fwd=flops_fwd, flops_bwd=flops_bwd,
                 act_in=act_in, act_in_other=act_in_other, act_out=act_out, act_buffer=act_buffer,
-                weights=weights, weight_grads=weight_grads, act_grads=act_grads,
+                weights=weights, weight_grads=weights, act_grads=act_grads,
                 mem_fwd=mem_fwd, mem_bwd=mem_bwd, gemms=gemms, flops_wgrad=flops_wgrad)

@@ -218,7 +218,7 @@ def adapter(name: str, b, l, pairs, r, es, conventions, m1=1, s1=1) -> Cost:
         act_in=rows_a * fan_in * es, act_out=rows_b * outs * es,
         act_buffer=(rows_a * fan_in + len(pairs) * rows_b * r) * es,
         act_grads=(rows_b * outs + len(pairs) * rows_a * fan_in) * es,
-        weights=weights, weight_grads=weights, gemms=gemms), reduced, conventions)
+        weights=weights, gemms=gemms), reduced, conventions)
 
 
 def _shards(m1, s1, conventions):

@@ -35,7 +35,7 @@ def embedding(b, l, rows, e, *, share=1, es=2, conventions=conv.DEFAULT, name="e
     n = b * l * e
     table = rows * e * es
     cost = make_cost(name, "vector", flops_fwd=0, flops_bwd=n, flops_wgrad=n, act_in=0, act_out=n * es,
-                     act_buffer=0, weights=table, weight_grads=table, act_grads=n * es)
+                     act_buffer=0, weights=table, act_grads=n * es)
     if conv.get(conventions).embedding_reads == "table":
         return cost
     return cost.plus(mem_fwd=minimum(exact(share, "share") * n * es, table) - table)

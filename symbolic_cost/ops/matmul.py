@@ -96,7 +96,7 @@ def linear(b, l, e, f, *, bias=True, es=2, conventions=conv.DEFAULT, name="linea
         flops_bwd=product_flops(gemms, "bwd", conventions) + bias_adds,
         flops_wgrad=product_flops(gemms, "bwd", conventions, grad="weight") + bias_adds,
         act_in=tokens * e * es, act_out=tokens * f * es, act_buffer=tokens * e * es,
-        weights=weights, weight_grads=weights, act_grads=(tokens * e + tokens * f) * es, gemms=gemms)
+        weights=weights, act_grads=(tokens * e + tokens * f) * es, gemms=gemms)
 
 
 def key_length(l, l_kv):

@@ -48,7 +48,7 @@ def layer_norm(b, l, e, *, weight=True, bias=True, es=2, conventions=conv.DEFAUL
         flops_bwd=4 * n + 4 * b * l * (e - 1) + (3 * n if weight else 0) + (2 * n if bias else 0),
         flops_wgrad=(2 * n if weight else 0) + (2 * n if bias else 0),
         act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
-        weights=params, weight_grads=params, act_grads=2 * n * es)
+        weights=params, act_grads=2 * n * es)
 
 
 def rms_norm(b, l, e, *, weight=True, es=2, conventions=conv.DEFAULT, name="rms_norm") -> Cost:
@@ -79,7 +79,7 @@ def rms_norm(b, l, e, *, weight=True, es=2, conventions=conv.DEFAULT, name="rms_
         flops_bwd=4 * n + rows * (e - 1) + (3 * n if weight else 0),
         flops_wgrad=2 * n if weight else 0,
         act_in=n * es, act_in_other=stats, act_out=n * es, act_buffer=n * es + stats,
-        weights=gain, weight_grads=gain, act_grads=2 * n * es)
+        weights=gain, act_grads=2 * n * es)
 
 
 def _norm_cost(name, conventions, **fields) -> Cost:

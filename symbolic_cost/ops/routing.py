@@ -121,5 +121,5 @@ def grouped_linear(rows, e_in, e_out, groups, *, bias=False, es=2, conventions=c
     weights = exact(groups, "groups") * per_group * exact(es, "es")
     return make_cost(name, "matrix", flops_fwd=one.flops_fwd, flops_bwd=one.flops_bwd, flops_wgrad=one.flops_wgrad,
                      act_in=one.act_in, act_out=one.act_out, act_buffer=one.act_buffer, act_grads=one.act_grads,
-                     weights=weights, weight_grads=weights,
+                     weights=weights,
                      gemms=tuple(replace(g, groups=exact(groups, "groups")) for g in one.gemms))

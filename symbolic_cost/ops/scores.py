@@ -69,5 +69,4 @@ def attention_sinks(b, l, heads, *, flash=False, es=2, name="attention_sinks") -
     b, l, heads, es = (exact(v, n) for v, n in ((b, "b"), (l, "l"), (heads, "heads"), (es, "es")))
     n = b * l * heads
     return make_cost(name, "vector", flops_fwd=2 * n, flops_bwd=2 * n, flops_wgrad=2 * n, act_in=n * es,
-                     act_out=n * es, act_buffer=0 if flash else n * es, act_grads=n * es, weights=heads * es,
-                     weight_grads=heads * es)
+                     act_out=n * es, act_buffer=0 if flash else n * es, act_grads=n * es, weights=heads * es)

@@ -129,7 +129,7 @@ def _cost(products: Cost, es, *, own_x, own_w, own_y, received, bwd_extra, kept=
                      flops_wgrad=products.flops_wgrad,
                      act_in=own_x * es, act_in_other=received * es, act_out=own_y * es,
                      act_buffer=(own_x if kept is None else kept) * es, weights=own_w * es,
-                     weight_grads=own_w * es, act_grads=(own_y + own_x) * es, gemms=products.gemms)
+                     act_grads=(own_y + own_x) * es, gemms=products.gemms)
     return cost.plus(mem_fwd=fwd_extra * es, mem_bwd=bwd_extra * es)
 
 
