@@ -46,7 +46,7 @@ def quantise(inputs, outputs, *, es=2, quantised=1, amax_pass=False, name="cast"
     zero = exact(0)
     return Cost(name=name, engine="vector", flops_fwd=zero, flops_bwd=zero,
                 act_in=inputs * es, act_in_other=zero, act_out=2 * inputs * quantised, act_buffer=zero,
-                weights=zero, act_grads=outputs * (es + 2 * quantised),
+                weights=zero, weight_grads=zero, act_grads=outputs * (es + 2 * quantised),
                 mem_fwd=inputs * per_element, mem_bwd=outputs * per_element)
 
 
@@ -74,5 +74,5 @@ def dynamic_casts(forward, backward, *, es=2, quantised=1, amax_pass=True, name=
     zero = exact(0)
     return Cost(name=name, engine="vector", flops_fwd=zero, flops_bwd=zero,
                 act_in=forward * es, act_in_other=zero, act_out=forward * quantised, act_buffer=zero,
-                weights=zero, act_grads=backward * (es + quantised),
+                weights=zero, weight_grads=zero, act_grads=backward * (es + quantised),
                 mem_fwd=forward * per_element, mem_bwd=backward * per_element)
