@@ -292,6 +292,23 @@ def test_silent_answers_of_issue_66_are_refusals(capsys):
     assert main(["inference", "--preset", "llama-2-7b", "--set", "l_ctx=4096", "--allow-long"]) == 0
 
 
+def test_a_symbol_where_the_inference_report_needs_a_number_is_refused(capsys):
+    """Issue 66: ``inference --set b=b`` ran for a minute and ended in a TypeError; the report
+    prints numbers, so a symbol is refused at once, and ``--field`` still prints its formula."""
+    for value in ("b", "2*l_in"):
+        refused(capsys, ["inference", "--preset", "llama-3-8b", "--set", f"b={value}"],
+                "needs numbers; b has none", "--field prints formulas")
+    refused(capsys, ["inference", "--preset", "llama-3-8b", "--set", "b=b", "--devices", "8"], "needs numbers")
+    assert main(["inference", "--preset", "llama-3-8b", "--set", "b=b", "--field", "kv_cache_bytes"]) == 0
+    assert "kv_cache_bytes = 131072*b*" in capsys.readouterr().out       # 32 layers x 2 x 8 KV heads x 128 x 2 bytes
+
+
+@pytest.mark.parametrize("argv", [["summary", "--set", "etp=2"], ["summary", "--set", "etp=1"],
+                                  ["sweep", "--grid", "etp=1,2", "--field", "total"]])
+def test_an_expert_tensor_degree_on_a_dense_model_is_refused_as_ep_is(capsys, argv):
+    refused(capsys, [argv[0], "--preset", "gpt2", *argv[1:]], "etp applies to a mixture of experts, and gpt2 has none")
+
+
 def test_a_reader_called_from_python_refuses_what_the_command_line_refuses():
     """The world size and vocabulary given beside a file are checked in the reader, not only by the
     command line's parser (issue 66: from Python, ``world=-2`` had been blamed on the layout and

@@ -52,6 +52,15 @@ def training_values(arch) -> dict:
             S.n_micro: PLAIN.micro_batches, S.ep: PLAIN.ep, S.etp: S.m1, S.cp: PLAIN.cp}
 
 
+def refuse_expert_tensor_degree(arch, given) -> None:
+    """Refuse ``etp`` among the symbols ``given`` (``--set``, ``--grid``) for a model without
+    experts, as ``models.training`` refuses ``ep``: ``etp`` defaults to ``m1`` there, so its value
+    alone cannot tell whether it was given."""
+    if arch.moe is None and S.etp in given:
+        raise InputError(f"etp applies to a mixture of experts, and {arch.name} has none; it would be ignored",
+                         "etp")
+
+
 def block_values(args, arch, base: dict | None = None, free=()) -> dict:
     """Values of a block command: element sizes of ``--precision``; with a model, its
     dimensions and ``training_values`` too; then ``--set``.  Unset symbols stay symbols, and so

@@ -20,6 +20,7 @@ from sympy import Rational, oo, simplify
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
+from symbolic_cost.cli.bookkeeping import numbers_needed
 from symbolic_cost.cli.values import (amount, architecture, assignments, conventions, grid_option, grid_values, number,
                                       resolve)
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
@@ -345,6 +346,9 @@ def run(args) -> int:
     if simulated and (args.grid or args.field):
         raise InputError("--slo-* runs load tests; it does not combine with --field or --grid", "slo_ttft")
     _check_speculation(args)
+    if not (args.grid or args.field):       # the report and the layout search print numbers
+        given = assignments(args.set)
+        numbers_needed(given, set(given), "inference (its report; --field prints formulas)")
     if args.devices is not None:
         return layout_search(args)
     if args.grid:

@@ -14,6 +14,8 @@ from symbolic_cost.cli import frameworks, options
 from symbolic_cost.cli.bookkeeping import numbers_needed
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, honour_mtp, number, resolve,
                                       tensor_grid, training_values)
+from symbolic_cost.cli.building import refuse_expert_tensor_degree
+from symbolic_cost.cli.parse import assignments
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
 from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
 from symbolic_cost.models.grid_stack import on_grid
@@ -83,6 +85,7 @@ def whole_model(args):
     honour_mtp(args, arch)
     layout = getattr(args, "tensor", "1d")
     allowed = TRAINING_SYMBOLS + tuple(S.BY_NAME[n] for n in DEGREES.get(layout, ()) if n != "m1")
+    refuse_expert_tensor_degree(arch, assignments(args.set, allowed=allowed))
     values = resolve({**training_values(arch), **(framework.values if framework else {})}, args.set, allowed=allowed)
     training = Training(b=values[S.b], l=values[S.l], m1=values[S.m1], s1=values[S.s1], d=values[S.d],
                         p=values[S.p], micro_batches=values[S.n_micro], ep=values[S.ep], etp=values[S.etp],

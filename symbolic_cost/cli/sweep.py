@@ -18,6 +18,7 @@ from symbolic_cost.cli import frameworks, options
 from symbolic_cost.cli.summary import SETTABLE
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, grid_option, honour_mtp,
                                       grid_values, numbers_needed, parse_condition, resolve, training_values)
+from symbolic_cost.cli.building import refuse_expert_tensor_degree
 from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.parallel.pipeline import dualpipe_rules
@@ -166,6 +167,7 @@ def run(args) -> int:
     framework = frameworks.setup(args)      # a framework file: its values are the defaults the grid replaces
     arch = framework.arch if framework else architecture(args)
     honour_mtp(args, arch)
+    refuse_expert_tensor_degree(arch, {**grid, **assignments(args.set, allowed=TRAINING_SYMBOLS)})
     stated = {**training_values(arch), **(framework.values if framework else {})}
     for note in (framework.notes if framework else []) + [
             f"--grid {k} replaces the file's {k}={stated[k]}" for k in grid if framework and k in framework.values]:
