@@ -156,6 +156,13 @@ def test_the_page_shows_what_summary_json_prints(tmp_path):
         total = page.locator("#time-total td:nth-child(2) span").get_attribute("data-value")
         assert float(total) == oracle["step_time_s"]["total"]
 
+        page.fill("#config", json.dumps({"model_type": "gpt2", "n_layer": 2}))     # the rest at GPT2Config()'s
+        settle(page)
+        assert page.inner_text("#summary-error").startswith("note: config.json leaves out n_embd, n_head, vocab_size")
+        page.fill("#config", config.read_text())
+        settle(page)
+        assert page.inner_text("#summary-error") == ""
+
         page.fill("#set-b", "2**99")
         settle(page)
         refused = cli("summary", "--hf-config", str(config), "--set", "b=2**99", "--json")[2]

@@ -309,6 +309,28 @@ def test_an_expert_tensor_degree_on_a_dense_model_is_refused_as_ep_is(capsys, ar
     refused(capsys, [argv[0], "--preset", "gpt2", *argv[1:]], "etp applies to a mixture of experts, and gpt2 has none")
 
 
+def test_a_config_that_leaves_out_its_sizes_says_which_defaults_it_took(capsys, tmp_path):
+    """Issue 66: ``{"model_type": "llama"}`` alone silently became a 6.7B model.  transformers
+    reads it too (``LlamaConfig()``'s sizes, the oracle here), so it is answered, with a note
+    naming every size left out; published configs state them all (``tests/hf_configs``)."""
+    transformers = pytest.importorskip("transformers")
+    from symbolic_cost.models.config import from_config
+    arch = from_config({"model_type": "llama"})
+    plain = transformers.LlamaConfig()
+    assert (arch.e, arch.h, arch.n_layers, arch.vocab) == (plain.hidden_size, plain.num_attention_heads,
+                                                           plain.num_hidden_layers, plain.vocab_size)
+    assert arch.notes == ("config.json leaves out hidden_size, num_attention_heads, num_hidden_layers, vocab_size: "
+                          "taken at the defaults of transformers' config class for model_type 'llama' "
+                          "(hidden_size=4096, num_attention_heads=32, num_hidden_layers=32, vocab_size=32000)",)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2}))
+    assert main(["summary", "--hf-config", str(config)]) == 0
+    assert "note: config.json leaves out vocab_size: taken at" in capsys.readouterr().out
+    config.write_text(json.dumps({"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 99}))
+    assert main(["summary", "--hf-config", str(config)]) == 0
+    assert "leaves out" not in capsys.readouterr().out
+
+
 def test_a_reader_called_from_python_refuses_what_the_command_line_refuses():
     """The world size and vocabulary given beside a file are checked in the reader, not only by the
     command line's parser (issue 66: from Python, ``world=-2`` had been blamed on the layout and

@@ -52,6 +52,13 @@ PLAIN_ACTIVATIONS = frozenset("""
 
 LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers")
 MAX_LAYERS = 1_000_000
+
+SIZES = frozenset("""
+hidden_size n_embd d_model num_hidden_layers n_layer num_layers num_attention_heads n_head num_heads vocab_size
+""".split())
+"""The keys that make a model's size: every published ``config.json`` states them, so one left out is
+taken at its ``transformers`` default with a note (``Keys.done``); ``{"model_type": "llama"}`` alone is
+the 6.7B model of ``LlamaConfig()``, which nothing in the file asked for."""
 """Layer counts above this are refused: the readers record each layer's kind (windows,
 experts, rotary positions), and no model comes near it."""
 
@@ -64,6 +71,7 @@ class Keys:
             raise InputError(f"config.json must be a JSON object, got {type(config).__name__}")
         self.config, self.family, self.used = config, family, set(COMMON)
         self.notes: list[str] = []     # keys accepted without effect (``families.ignored``)
+        self.defaulted: dict = {}      # keys of ``SIZES`` left out, at the family's default
         labels, count = config.get("id2label"), config.get("num_labels")
         if isinstance(labels, dict) and count is not None and len(labels) != count:
             raise self.error(f"num_labels={shown(count)} contradicts id2label, which names {len(labels)} labels "
@@ -79,6 +87,8 @@ class Keys:
         if key not in self.config:
             if default is MISSING:
                 raise self.error(f"missing key {key!r}")
+            if key in SIZES:
+                self.defaulted[key] = default
             return default
         if self.config[key] is None and not nullable:     # transformers' typed fields refuse null too
             raise self.error(f"{key} must not be null (leave the key out for its default)")
@@ -193,6 +203,10 @@ class Keys:
             if why is not None:
                 self.notes.append(note(key, self.config[key], why))
                 self.used.add(key)
+        if self.defaulted:
+            taken = ", ".join(f"{key}={shown(value)}" for key, value in self.defaulted.items())
+            self.notes.append(f"config.json leaves out {', '.join(self.defaulted)}: taken at the defaults of "
+                              f"transformers' config class for model_type {self.family!r} ({taken})")
         unknown = sorted(set(self.config) - self.used)
         if unknown:
             raise self.error(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: "
