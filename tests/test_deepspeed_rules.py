@@ -107,6 +107,15 @@ def test_torch_autocast_off_is_accepted_and_on_is_refused():
         _setup({"torch_autocast": {"enabled": "true"}})
 
 
+def test_fp16_auto_cast_changes_no_count():
+    """DeepSpeedExamples' ``training/imagenet/config/ds_fp16_config.json`` sets ``"auto_cast"`` in its fp16 section;
+    DeepSpeed casts only floating-point inputs (``FP16_AUTO_CAST``), so the count is the same either way."""
+    plain = _setup({"fp16": {"enabled": True}})
+    for value in (False, True):
+        cast = _setup({"fp16": {"enabled": True, "auto_cast": value}})
+        assert cast.policy == plain.policy and cast.values == plain.values
+
+
 def test_an_offload_section_that_is_not_an_object_is_refused():
     """Found by fuzzing DeepSpeedExamples' files: ``"offload_optimizer": 2`` ended in a TypeError."""
     with pytest.raises(InputError, match="zero_optimization.offload_optimizer must be an object, got 2"):

@@ -58,7 +58,7 @@ NO_COST = {
          "torch_autocast",
          "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print"},
     "fp16": {"enabled", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
-             "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"},
+             "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads", "auto_cast"},
     "bf16": {"enabled", "immediate_grad_update"},
     "torch_autocast": {"enabled", "dtype", "lower_precision_safe_modules"},
     "optimizer": {"type", "params"},
@@ -78,7 +78,9 @@ NO_COST = {
                 "pipeline_write", "max_in_cpu", "pipeline"},
 }
 """The keys read or accepted, by section (``""``: the top level; ``offload``: both offload sections).
-The bucket sizes, loss scaling, logging and the scheduler change no count; the misspelt
+The bucket sizes, loss scaling, logging and the scheduler change no count, nor does ``fp16.auto_cast``
+(DeepSpeed's engine casts the floating-point inputs of the model's forward to fp16: a language model's
+are token ids, which it leaves alone; ``_cast_inputs_half``); the misspelt
 ``stage3_param_persitence_threshold`` and ``..._persitance_...`` of DeepSpeedExamples' files are
 accepted as DeepSpeed of their time accepted them."""
 
