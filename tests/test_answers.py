@@ -1,6 +1,7 @@
 """The command line's answers from the cache (``cli.answers``): a second ``summary`` or ``sweep``
 with the same words prints what the full path printed, byte for byte, without importing SymPy; a
-refused input, an explicit ``argv``, a file option and a long output are never answered from it."""
+refused input, an explicit ``argv``, a file the readers would refuse and a long output are never
+answered from it; a file's bytes are part of the key."""
 
 import os
 import subprocess
@@ -120,3 +121,33 @@ def test_a_long_answer_is_not_kept(tmp_path, monkeypatch, capsys):
         print("x" * 60)
         keep(0)
     assert len(list(tmp_path.glob("answer_*"))) == 1
+
+
+def test_a_file_option_is_answered_under_its_bytes(tmp_path):
+    """Issue 64: ``summary --hf-config`` always ran in full.  The same words over the same bytes are
+    answered from the cache without SymPy; the same words over an edited file are a new key, run in
+    full, and print the edited model (12 layers, then 2: hand-made configs)."""
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257}')
+    words = ["summary", "--hf-config", str(config), "--set", "b=2", "l=512", "d=4", "--zero", "1"]
+    full = command(words, tmp_path / "cache", tmp_path / "full")
+    cached = command(words, tmp_path / "cache", tmp_path / "cached")
+    assert full[0] == 0 and full[3] == "True" and cached[:3] == full[:3] and cached[3] == "False"
+    assert b"parameters: 124,439,808" in full[1]            # GPT-2 small, as GPT2Config counts it
+    config.write_text('{"model_type": "gpt2", "n_layer": 2, "n_embd": 768, "n_head": 12, "vocab_size": 50257}')
+    edited = command(words, tmp_path / "cache", tmp_path / "edited")
+    assert edited[0] == 0 and edited[3] == "True" and edited[1] != full[1]
+    assert b"parameters: 53,561,088" in edited[1]          # 124,439,808 - 10 layers x 7,087,872
+    assert len(list((tmp_path / "cache").glob("answer_*.json"))) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_file_option_that_is_no_small_regular_file_is_left_to_the_full_path(tmp_path, monkeypatch):
+    fifo, big = tmp_path / "fifo.json", tmp_path / "big.json"
+    os.mkfifo(fifo)                     # reading it would block: it is never opened for the key
+    big.write_text(" " * (answers.LARGEST_FILE + 1))
+    for path in (fifo, big, tmp_path / "missing.json"):
+        assert not answers.cacheable(["summary", "--hf-config", str(path)])
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(OSError):
+        answers.key(["summary", f"--hf-config={fifo}"])

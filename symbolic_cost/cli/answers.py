@@ -3,12 +3,14 @@ first one's output without importing SymPy or building a formula.
 
 Only a command line the program typed (``main()`` reading ``sys.argv``) of a command in
 ``COMMANDS`` is answered from or written to the cache, and only when every option it gives is
-in ``OPTIONS`` (or, for ``sweep``, ``SWEEP_OPTIONS``): options that read nothing but their own
-value (a file, the hub or the environment would make the same words mean different inputs).
+in ``OPTIONS`` (or, for ``sweep``, ``SWEEP_OPTIONS``), options that read nothing but their own
+value, or in ``FILE_OPTIONS``, options that read one file and nothing else (the hub or the
+environment would make the same words mean different inputs).
 An answer is filed under the SHA-256 of everything its output depends on: ``FORMAT``, the
 Python and the platform, the versions of ``DEPENDENCIES``, the backend a sweep was told to use
 (``SYMBOLIC_COST_BACKEND``), the text of every file of this package (so an edited formula,
-preset or calibration is a new key, never a stale answer) and the command's words.  Only a run
+preset or calibration is a new key, never a stale answer), the command's words and the bytes of
+the files its ``FILE_OPTIONS`` name (an edited config is a new key too).  Only a run
 that succeeded is kept, its standard output and error as printed, so a refused input is
 refused again by the full path with the same message; and only up to ``ANSWER_BYTES`` of
 them (a sweep's rows can run to gigabytes).
@@ -26,6 +28,7 @@ import io
 import json
 import os
 import platform
+import stat
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,9 +49,21 @@ OPTIONS = frozenset((
     "--pipeline-model-parallel-layout", "--allow-long", "--cp-variant", "--overlap", "--flash", "--optimizer",
     "--no-master-weights", "--fp8", "--fp8-amax-history", "--fp8-16bit-layers", "--offload", "--lora-rank",
     "--lora-targets", "--lora-base", "--no-double-quant",
-    "--capacity-factor", "--expert-imbalance", "--no-mtp", "--conventions", "--system", "--kernel-time"))
-"""The options whose value is the whole input: the file options (``--hf-config``,
-``--megatron-args``, ...), ``--hf-model`` and ``--help`` are left to the full path."""
+    "--capacity-factor", "--expert-imbalance", "--no-mtp", "--conventions", "--system", "--kernel-time",
+    "--devices", "--vocab-size"))
+"""The options whose value is the whole input; ``FILE_OPTIONS`` name a file instead, ``--hf-model`` the hub
+cache and ``--help`` nothing to keep: the last two are left to the full path."""
+
+FILE_OPTIONS = frozenset(("--hf-config", "--system-file", "--deepspeed", "--megatron-args"))
+"""The options naming a file whose text is the whole input (a ``config.json``, a system file, a DeepSpeed
+config, a launch script: none of their readers opens another file or the environment), answered from the
+cache under a key that holds the file's bytes, so the same words over an edited file are a new key.  The
+other readers are left to the full path: a torchtitan Python config reads the files beside it, an
+accelerate or TrainingArguments recipe may name a DeepSpeed file, a Megatron-Bridge recipe the hub."""
+
+LARGEST_FILE = 2**20
+"""The largest file (bytes) ``FILE_OPTIONS`` may name for an answer from the cache; a larger one, or
+anything but a regular file (a FIFO, a device), goes to the full path, whose reader refuses it by name."""
 
 SWEEP_OPTIONS = OPTIONS | {"--grid", "--field", "--where", "--chunk", "--top", "--by"}
 """``sweep``'s options answered from the cache: not ``--out`` (a file written), ``--progress`` (its
@@ -73,15 +88,43 @@ def cacheable(words) -> bool:
     (True, False)
     >>> cacheable(["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--out", "rows.csv"])
     False
-    >>> cacheable(["summary", "--hf-config", "config.json"]), cacheable(["summary", "--pre", "gpt2"])
+    >>> cacheable(["summary", "--hf-config", "no-such-config.json"]), cacheable(["summary", "--pre", "gpt2"])
     (False, False)
-    >>> cacheable(["table", "--preset", "gpt2"]), cacheable([])
-    (False, False)
+    >>> cacheable(["summary", "--hf-model", "gpt2"]), cacheable(["table", "--preset", "gpt2"]), cacheable([])
+    (False, False, False)
+
+    A file option counts only where it names a regular file of at most ``LARGEST_FILE`` bytes.
     """
     if not words or words[0] not in COMMANDS:
         return False
-    allowed = SWEEP_OPTIONS if words[0] == "sweep" else OPTIONS
-    return all(word.split("=", 1)[0] in allowed for word in words[1:] if word.startswith("-"))
+    allowed = (SWEEP_OPTIONS if words[0] == "sweep" else OPTIONS) | FILE_OPTIONS
+    if not all(word.split("=", 1)[0] in allowed for word in words[1:] if word.startswith("-")):
+        return False
+    try:
+        return all(_small_file(path) for path in files(words))
+    except OSError:
+        return False
+
+
+def files(words) -> list[str]:
+    """The paths the ``FILE_OPTIONS`` of ``words`` name (``--opt PATH`` or ``--opt=PATH``), in order.
+
+    >>> files(["summary", "--hf-config", "a.json", "--system-file=h.toml", "--set", "b=2"])
+    ['a.json', 'h.toml']
+    """
+    found = []
+    for i, word in enumerate(words):
+        name, _, value = word.partition("=")
+        if name in FILE_OPTIONS:
+            found.append(value if value else words[i + 1] if i + 1 < len(words) else "")
+    return found
+
+
+def _small_file(path: str) -> bool:
+    """Whether ``path`` is a regular file of at most ``LARGEST_FILE`` bytes (``OSError`` where it
+    cannot be looked at)."""
+    info = os.stat(path)
+    return stat.S_ISREG(info.st_mode) and info.st_size <= LARGEST_FILE
 
 
 def key(words) -> str:
@@ -94,11 +137,21 @@ def key(words) -> str:
     """
     digest = hashlib.sha256()
     told = os.environ.get("SYMBOLIC_COST_BACKEND", "")
+    contents = [hashlib.sha256(_read(path)).hexdigest() for path in files(words)]
     for part in (FORMAT, sys.version, sys.platform, platform.machine(), *map(_installed, DEPENDENCIES), told,
-                 package_digest(), "|", *words):
+                 package_digest(), "|", *words, "|", *contents):
         digest.update(str(part).encode())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
+
+
+def _read(path: str) -> bytes:
+    """The bytes of a file ``FILE_OPTIONS`` name, read only where it is a small regular file
+    (``OSError`` otherwise: no key, so no answer from the cache and none kept)."""
+    if not _small_file(path):
+        raise OSError(f"{path} is not a regular file of at most {LARGEST_FILE} bytes")
+    with open(path, "rb") as file:
+        return file.read(LARGEST_FILE + 1)
 
 
 def _installed(name: str) -> str:
