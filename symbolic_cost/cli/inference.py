@@ -347,7 +347,7 @@ def run(args) -> int:
         raise InputError("--slo-* runs load tests; it does not combine with --field or --grid", "slo_ttft")
     _check_speculation(args)
     if not (args.grid or args.field):       # the report and the layout search print numbers
-        given = assignments(args.set)
+        given = resolve({}, args.set, allowed=SERVING_SYMBOLS)     # a symbol the model fixes: refused by name
         numbers_needed(given, set(given), "inference (its report; --field prints formulas)")
     if args.devices is not None:
         return layout_search(args)
