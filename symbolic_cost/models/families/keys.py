@@ -52,6 +52,8 @@ PLAIN_ACTIVATIONS = frozenset("""
 
 LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers")
 MAX_LAYERS = 1_000_000
+"""Layer counts above this are refused: the readers record each layer's kind (windows,
+experts, rotary positions), and no model comes near it."""
 
 SIZES = frozenset("""
 hidden_size n_embd d_model num_hidden_layers n_layer num_layers num_attention_heads n_head num_heads vocab_size
@@ -59,8 +61,6 @@ hidden_size n_embd d_model num_hidden_layers n_layer num_layers num_attention_he
 """The keys that make a model's size: every published ``config.json`` states them, so one left out is
 taken at its ``transformers`` default with a note (``Keys.done``); ``{"model_type": "llama"}`` alone is
 the 6.7B model of ``LlamaConfig()``, which nothing in the file asked for."""
-"""Layer counts above this are refused: the readers record each layer's kind (windows,
-experts, rotary positions), and no model comes near it."""
 
 
 class Keys:
