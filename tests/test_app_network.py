@@ -88,3 +88,27 @@ def test_connections_past_the_limit_are_turned_away_at_once(page):
     finally:
         for client in idle:
             client.close()
+
+
+
+def test_a_client_that_leaves_before_its_answer_is_no_error_of_the_server(page, capsys):
+    """A client that closes its connection while its request is answered made the server print a
+    ``BrokenPipeError`` traceback (found by hand: a page closed mid-request).  The server says nothing
+    of a client that left, goes on answering, and still prints any other error in full."""
+    body = json.dumps({"model": "preset", "preset": "gpt2"})
+    with socket.create_connection(("127.0.0.1", page), timeout=WAIT) as gone:
+        gone.sendall(post(body, **{"Content-Length": str(len(body)), "Content-Type": "application/json"})
+                     .replace("{port}", str(page)).replace("\n", "\r\n").encode())
+    status, answered = ask(page, post(body, **{"Content-Length": str(len(body)), "Content-Type": "application/json"}))
+    assert status == 200 and answered["status"] == 0          # queued after the one whose client left
+    quiet = server.Server(("127.0.0.1", 0), server.Handler)
+    try:
+        for error, printed in ((BrokenPipeError(32, "Broken pipe"), False), (ConnectionResetError(), False),
+                               (ValueError("a bug"), True)):
+            try:
+                raise error
+            except Exception:
+                quiet.handle_error(None, ("127.0.0.1", 1))
+            assert ("Traceback" in capsys.readouterr().err) == printed, error
+    finally:
+        quiet.server_close()

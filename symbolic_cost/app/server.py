@@ -216,6 +216,12 @@ class Server(ThreadingHTTPServer):
         finally:
             self.open.release()
 
+    def handle_error(self, request, client_address):
+        """A client that left before its answer (a broken pipe, a reset connection) is no error of the
+        server's and prints nothing; anything else prints its traceback, as ``socketserver`` does."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class IPv6Server(Server):
     """The server on an IPv6 address (``--host ::1``)."""
