@@ -90,7 +90,6 @@ def test_connections_past_the_limit_are_turned_away_at_once(page):
             client.close()
 
 
-
 def test_a_client_that_leaves_before_its_answer_is_no_error_of_the_server(page, capsys):
     """A client that closes its connection while its request is answered made the server print a
     ``BrokenPipeError`` traceback (found by hand: a page closed mid-request).  The server says nothing

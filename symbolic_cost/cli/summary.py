@@ -12,10 +12,9 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import frameworks, options
 from symbolic_cost.cli.bookkeeping import numbers_needed
-from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, conventions, honour_mtp, number, resolve,
-                                      tensor_grid, training_values)
+from symbolic_cost.cli.values import (TRAINING_SYMBOLS, amount, architecture, assignments, conventions, honour_mtp,
+                                      number, resolve, tensor_grid, training_values)
 from symbolic_cost.cli.building import refuse_expert_tensor_degree
-from symbolic_cost.cli.parse import assignments
 from symbolic_cost.models import Training, cluster_volume, model_cost, world_size
 from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
 from symbolic_cost.models.grid_stack import on_grid
