@@ -21,7 +21,8 @@ Every comparison asserts that all outputs agree, not one.  Measured:
 * one transformer layer's time against the same formulas written by hand in numpy, blocked
   the same way and with the common subexpressions computed once;
 * ``symbolic-cost summary --preset llama-2-7b --json`` in a fresh process, and ``symbolic-cost --help``;
-* one exact configuration through ``numeric.exact.model_function`` after the first;
+* one new exact configuration on the calibrated model through ``numeric.exact.model_function``
+  after the first (checked and evaluated), and one asked again;
 * the search of every layout the library expresses (``numeric.search.SPACE``, with context
   parallelism 1-8 and every FSDP shard group: 21 million layouts) for GPT-3 175B on 1,024 H100
   with the calibrated step time, in a fresh process, with an empty kernel cache and with the
@@ -470,10 +471,12 @@ def one_layer() -> dict:
 def one_exact() -> dict:
     from symbolic_cost.models.config import preset
     from symbolic_cost.numeric.exact import model_function
-    first, evaluate = timed(lambda: model_function(preset("gpt3-175b"), "h100", zero=1, flash=True), repeat=1)
+    from symbolic_cost.timing.hardware import calibrated
+    first, evaluate = timed(lambda: model_function(preset("gpt3-175b"), calibrated("h100"), zero=1, flash=True),
+                            repeat=1)
     configs = [dict(b=b, l=2048, m1=8, s1=8, d=d, p=16, n_micro=n) for b in (1, 2) for d in (4, 8) for n in (16, 32, 64)]
     t, _ = timed(lambda: [evaluate(**c) for c in configs])
-    distinct = [dict(b=b, l=l, m1=m, s1=m, d=d, p=p, n_micro=n) for b in (1, 2, 4) for l in (1024, 2048, 4096)
+    distinct = [dict(b=b, l=l, m1=m, s1=m, d=d, p=p, n_micro=n) for b in (1, 2, 4) for l in (512, 1024, 2048)
                 for m in (1, 2, 4, 8) for d in (1, 2, 4, 8) for p in (1, 2, 4, 8, 16) for n in (16, 32)]
     fresh, _ = timed(lambda: [evaluate(**c) for c in distinct], repeat=1)     # each checked the first time
     from symbolic_cost.models import Training, model_cost
@@ -482,7 +485,7 @@ def one_exact() -> dict:
     def built(c):            # the same answers from a model built with the numbers
         cost = model_cost(preset("gpt3-175b"), Training(b=c["b"], l=c["l"], m1=c["m1"], s1=c["s1"], d=c["d"],
                                                         p=c["p"], micro_batches=c["n_micro"], zero=1, flash=True))
-        return step_time_breakdown(cost, "h100")
+        return step_time_breakdown(cost, calibrated("h100"))
     numbers, _ = timed(lambda: [built(c) for c in configs])
     try:
         from symbolic_cost.rationals import RATIONAL
@@ -658,9 +661,10 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
          "<= 0.3", cli["warm"].cpu <= 0.3),
         ("`symbolic-cost --help`, fresh process (CPU s; wall)", f"{cli['help'].cpu:.3f}; {cli['help'].wall:.3f}",
          "<= 0.15", cli["help"].cpu <= 0.15),
-        ("one exact configuration through `model_function` after the first (CPU ms; each of 1,440 new ones)",
-         f"{exact['per_call'] * 1e3:.3f}; {exact['distinct'] * 1e3:.3f} ({exact['rational']})", "<= 0.1",
-         exact["per_call"] <= 1e-4),
+        ("one new exact configuration on the calibrated model through `model_function` after the first (CPU ms; "
+         "each of 1,440 new ones, checked and evaluated; then a configuration asked again)",
+         f"{exact['distinct'] * 1e3:.3f}; {exact['per_call'] * 1e3:.3f} ({exact['rational']})", "<= 0.1 new",
+         exact["distinct"] <= 1e-4),
         (f"search of {found['evaluated']:,} layouts ({found['fitting']:,} fit): `SPACE` with cp 1-8 and every "
          "shard group, GPT-3 175B on 1,024 H100, calibrated step time, fresh process, one process, empty kernel "
          "cache: every kernel built (CPU s; wall)", f"{found['cold'].cpu:.2f}; {found['cold'].wall:.2f}",
@@ -697,7 +701,8 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
               f"* One transformer layer: the compiled kernel ({layer['backend']}) {layer['rate']:,.0f}/s against "
               f"{layer['hand_rate']:,.0f}/s for the same formulas written by hand in numpy, blocked the same way, "
               "with common subexpressions computed once (equal to 1e-12, asserted).",
-              f"* One exact configuration: {exact['per_call'] * 1e3:.3f} ms through `model_function` (built and "
+              f"* One exact configuration on the calibrated model: {exact['distinct'] * 1e3:.3f} ms new, "
+              f"{exact['per_call'] * 1e3:.3f} ms asked again, through `model_function` (built and "
               f"compiled once in {exact['first']:.2f} s) against {exact['numeric_build'] * 1e3:.1f} ms for "
               "`model_cost` and `step_time_breakdown` built with the numbers (the same twelve configurations).",
               f"* `import symbolic_cost` beyond SymPy's own import: {overhead:.3f} CPU s.",

@@ -33,7 +33,7 @@ def _evaluator(model, index):
 
 @settings(max_examples=60, deadline=None)
 @given(model=st.sampled_from(sorted(MODELS)), index=st.integers(0, len(POLICIES) - 1),
-       values=st.fixed_dictionaries({"b": st.integers(1, 4), "l": st.sampled_from([256, 512, 768]),
+       values=st.fixed_dictionaries({"b": st.integers(1, 4), "l": st.sampled_from([256, 512, 768, 2048]),
                                      "m1": st.sampled_from([1, 2, 3, 4, 8]), "s1": st.sampled_from([1, 2, 4]),
                                      "d": st.sampled_from([1, 2, 3, 8]), "p": st.sampled_from([1, 2, 3, 4]),
                                      "n_micro": st.sampled_from([1, 2, 4, 8])}),
@@ -83,7 +83,7 @@ def test_model_function_refuses_unknown_names_and_bad_numbers():
 def test_both_exact_number_types_give_sympy_numbers_equal_to_substitution(number, monkeypatch):
     """GMP's ``mpq`` (the fast extra) and ``Fraction`` (without it) give the same SymPy numbers as
     ``xreplace`` with the values, built the way SymPy builds them (equal, same hash, singletons)."""
-    from sympy import Integer, Max, S, ceiling
+    from sympy import Integer, Max, S, ceiling, floor
     from symbolic_cost import rationals
     from symbolic_cost.numeric import exact
     if number == "gmpy2":
@@ -92,7 +92,9 @@ def test_both_exact_number_types_give_sympy_numbers_equal_to_substitution(number
         monkeypatch.setattr(exact, "RATIONAL", Fraction)
     monkeypatch.setattr(exact, "_MEMORY", {})
     exprs = {"x": b * l / 3 + m1 ** -2, "zero": b - l + 1, "half": Max(b, l) / (2 * l), "one": ceiling(b / l),
-             "big": b ** 40 * l / 7, "minus": 1 - m1}
+             "big": b ** 40 * l / 7, "minus": 1 - m1,
+             # a rational times the rest: printed as floor division, on ints and on rationals
+             "up": ceiling(3 * b / 7), "down": floor(-5 * l * m1 / 3), "up_q": ceiling(-b * m1 / 4) + floor(m1 / 2)}
     f = exact.exact_function(exprs)
     for values in ({"b": 2, "l": 3, "m1": 4}, {"b": 5, "l": 6, "m1": 2}, {"b": 9, "l": 1, "m1": Fraction(1, 3)}):
         got = f(values)
@@ -100,6 +102,15 @@ def test_both_exact_number_types_give_sympy_numbers_equal_to_substitution(number
         assert got == want and all(hash(got[k]) == hash(want[k]) and type(got[k]) is type(want[k]) for k in want)
     assert f({"b": 2, "l": 3, "m1": 4})["zero"] is S.Zero and f({"b": 3, "l": 3, "m1": 2})["minus"] is S.NegativeOne
     assert rationals.to_sympy(rationals.RATIONAL(1, 2)) is S.Half and rationals.to_sympy(True) == Integer(1)
+
+
+def test_a_sequence_beyond_the_context_is_refused_as_model_cost_refuses_it():
+    """GPT-3's context is 2,048 tokens (Brown et al. 2020, Table 2.1): ``model_cost`` refuses 4,096
+    without ``allow_long``, and so does ``model_function``, which once answered for it."""
+    with pytest.raises(ValueError, match="exceed the context of gpt3-175b"):
+        model_function(preset("gpt3-175b"), zero=1)(b=1, l=4096, m1=8, s1=8, p=16, n_micro=16)
+    assert model_function(preset("gpt3-175b"), zero=1, allow_long=True)(l=4096)["parameters"] == model_cost(
+        preset("gpt3-175b"), Training(l=4096, zero=1, allow_long=True)).parameters
 
 
 def test_a_refused_configuration_is_refused_again():

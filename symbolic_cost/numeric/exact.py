@@ -33,6 +33,7 @@ from symbolic_cost.collector import paused
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.experts import expert_degrees
 from symbolic_cost.models.totals import check_schedule
+from symbolic_cost.models.training import check_model
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.rationals import RATIONAL, is_whole, to_sympy
 from symbolic_cost.symbols import resolve_names
@@ -48,20 +49,16 @@ def _log2(n):
     return math.ceil(math.log2(n))
 
 
-def _inverse(x, power: int):
-    return RATIONAL(1, x) ** power
-
-
-NAMESPACE = {"math": math, "_inverse": _inverse, "_log2": _log2}
+NAMESPACE = {"math": math, "_log2": _log2}
 """What the generated code calls besides Python's built-ins."""
 
 
 class _Printer(PythonCodePrinter):
-    """Python over ints and ``RATIONAL``: rationals become named constants, ``x**-k`` a ``RATIONAL``."""
+    """Python over ints and ``RATIONAL``: rationals become named constants, ``x**-k`` a ``RATIONAL`` quotient."""
 
     def __init__(self, settings=None):
         super().__init__(settings)
-        self.constants: dict[str, object] = {}
+        self.constants: dict[str, object] = {"_one": RATIONAL(1)}
 
     def _print_Rational(self, expr):
         name = f"_q{len(self.constants)}"
@@ -75,8 +72,9 @@ class _Printer(PythonCodePrinter):
         return "*".join(f"({self._print(factor)})" for factor in expr.args)   # no float '/'
 
     def _print_Pow(self, expr, rational=False):
-        if expr.exp.is_Integer and expr.exp < 0:
-            return f"_inverse({self._print(expr.base)}, {-int(expr.exp)})"
+        if expr.exp.is_Integer and expr.exp < 0:         # an exact quotient, inline (no call)
+            power = "" if expr.exp == -1 else f"**{-int(expr.exp)}"
+            return f"(_one/({self._print(expr.base)}){power})"
         if expr.exp.is_Integer:
             return f"({self._print(expr.base)})**{int(expr.exp)}"
         return super()._print_Pow(expr, rational)
@@ -87,11 +85,22 @@ class _Printer(PythonCodePrinter):
     def _print_Min(self, expr):
         return f"min({', '.join(map(self._print, expr.args))})"
 
+    # ceiling(p/q x) = -floor(-p x / q) and floor(p/q x) = floor(p x / q): Python's floor division,
+    # exact on ints and rationals alike, where ``math`` would first build the rational p/q x
     def _print_ceiling(self, expr):
-        return f"math.ceil({self._print(expr.args[0])})"
+        p, q, rest = self._fraction(expr.args[0])
+        return f"math.ceil({self._print(expr.args[0])})" if q == 1 else f"(-((-{p}*({rest}))//{q}))"
 
     def _print_floor(self, expr):
-        return f"math.floor({self._print(expr.args[0])})"
+        p, q, rest = self._fraction(expr.args[0])
+        return f"math.floor({self._print(expr.args[0])})" if q == 1 else f"(({p}*({rest}))//{q})"
+
+    def _fraction(self, expr):
+        """``expr`` as ``p/q`` times the printed rest (``q`` 1 where its coefficient is whole)."""
+        coefficient, rest = expr.as_coeff_Mul()
+        if not coefficient.is_Rational or coefficient.is_Integer:
+            return None, 1, None
+        return int(coefficient.p), int(coefficient.q), self._print(rest)
 
     def _print_Log2(self, expr):
         return f"_log2({self._print(expr.args[0])})"
@@ -231,6 +240,7 @@ class _Checks:
 
     def __init__(self, arch, policy: dict):
         self.arch, self.policy, self.parts, self.passed = arch, policy, {}, set()
+        self.heads = _heads(arch)
         try:
             self.base = Training(**policy)
         except InputError:
@@ -263,7 +273,7 @@ class _Checks:
 
     def __call__(self, v: Mapping) -> None:
         t = self.training(v)
-        for name, key, run in _number_checks(self.arch, t):
+        for name, key, run in _number_checks(self.arch, t, self.heads):
             if (name, key) not in self.passed:
                 run()
                 self.passed.add((name, key)) if len(self.passed) < CHECKED else None
@@ -278,24 +288,37 @@ def _training_degrees(values: Mapping) -> dict:
 
 def check_numbers(arch, training) -> None:
     """The rules ``model_cost`` applies to the numbers of a training: the layer's divisibility
-    rules (``checks.MODEL_RULES``), the pipeline's (whole layers a stage, the schedule's), and
-    the expert grid's (``parallel.expert``, ``blocks.moe``)."""
+    rules (``checks.MODEL_RULES``), the model's (the context; ``models.training.check_model``),
+    the pipeline's (whole layers a stage, the schedule's), and the expert grid's
+    (``parallel.expert``, ``blocks.moe``)."""
     for _, _, run in _number_checks(arch, training):
         run()
 
 
-def _number_checks(arch, t: Training) -> list:
+def _number_checks(arch, t: Training, heads=None) -> list:
     """``check_numbers``' rules as ``(name, the numbers it reads, check)``: for one model and
-    policy, a rule that passed for its numbers passes again for them."""
-    heads = dict(**({"e": arch.e} if arch.head_dim is None else {}), h=arch.h, f=arch.f, kv_heads=arch.kv)
-    checks = [("layer", (t.l, t.m1, t.s1), lambda: check_rules(dict(**heads, l=t.l, m1=t.m1, s1=t.s1), MODEL_RULES)),
-              ("schedule", (t.p, t.micro_batches),
+    policy, a rule that passed for its numbers passes again for them.  The model's own rules
+    (``models.training.check_model``: the context, what context parallelism splits, the expert
+    grid's fold) read every degree but the batch, the pipeline and the micro-batches.  ``heads``:
+    the model's sizes the layer's rules read (``_heads``), when the caller keeps them."""
+    heads = heads or _heads(arch)
+    batch, degrees, experts = t.batch, t.degrees, t.experts       # read once: a new configuration's cost
+    l, m1, s1 = batch.l, degrees.m1, degrees.s1
+    grid = (m1, s1, degrees.d, experts.ep, experts.etp)
+    checks = [("layer", (l, m1, s1), lambda: check_rules(dict(**heads, l=l, m1=m1, s1=s1), MODEL_RULES)),
+              ("model", (l, *grid), lambda: check_model(arch, t)),
+              ("schedule", (t.pipeline.p, batch.micro_batches),
                lambda: check_schedule(t, exact(arch.n_layers + arch.decoder_layers), exact(t.p), exact(t.micro_batches)))]
     if arch.moe is not None:
-        def experts():
+        def expert_grid():
             ep, etp = expert_degrees(t, t.m1)
             expert_data_degree(t.m1, t.d, ep, etp, t.cp)
             check_sequence_parallel(exact(t.m1), exact(t.s1))
             check_rules(dict(ep=ep, experts=arch.moe.experts, etp=etp, expert_f=arch.moe.expert_f), MOE_RULES)
-        checks.append(("experts", (t.m1, t.s1, t.d, t.ep, t.etp), experts))
+        checks.append(("experts", grid, expert_grid))
     return checks
+
+
+def _heads(arch) -> dict:
+    """The sizes of ``arch`` that the layer's divisibility rules read (``checks.MODEL_RULES``)."""
+    return dict(**({"e": arch.e} if arch.head_dim is None else {}), h=arch.h, f=arch.f, kv_heads=arch.kv)
