@@ -91,6 +91,10 @@ class Collective:
     stride ``m1``), so the group spans ``group x stride`` consecutive devices, which decides its link.
     ``reshard``: a re-sharding pair's symbolic sequence degree ``s`` (``blocks.layout.reduce_to_shards``;
     ``s = 1`` makes the two one allreduce, as ``timing.hardware.comm_time`` prices them), else ``None``.
+    ``routing``: for an all-to-all of routed tokens whose dispatcher sends a token once to each
+    NVLink domain holding one of its experts (``blocks.wiring.Experts.dispatcher`` ``"flex"``),
+    the routed experts and the experts a token picks ``(E, k)``; the bytes that cross the network
+    follow (``parallel.collectives.network_share``), the volume does not change.
     """
 
     kind: str
@@ -102,6 +106,7 @@ class Collective:
     repeats: Expr = Integer(1)
     stride: Expr = Integer(1)
     reshard: Expr | None = None
+    routing: tuple | None = None
 
     _SIZES = ("elements", "element_bytes", "group", "volume", "repeats", "stride")
 
@@ -141,13 +146,15 @@ class Collective:
         return replace(self, repeats=self.repeats * times, volume=self.volume * times)
 
 
-def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=1) -> list[Collective]:
+def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=1, routing=None) -> list[Collective]:
     """One collective with the volume the conventions report; none when the group is one device.
 
     This is the one volume rule of the package: ``collective_volume="ring"`` reports
     what one device sends in a ring, ``repeats x ring_share(kind, n) x elements x es``;
     ``"tensor"`` reports the whole tensor ``repeats x elements x es`` (zero when a
     symbolic group turns out to be one device).
+
+    ``routing``: ``Collective.routing`` (an all-to-all of routed tokens deduplicated by domain).
 
     >>> from symbolic_cost.conventions import DEFAULT
     >>> [c.volume for c in collective("allreduce", 100, 2, 4, "fwd", DEFAULT)]
@@ -164,7 +171,7 @@ def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=
     else:  # the whole tensor moves only if there is someone to move it to
         volume = Piecewise((tensor_bytes, group > 1), (0, True))
     return [Collective(kind=kind, elements=elements, element_bytes=es, group=group, pass_=pass_,
-                       volume=volume, repeats=repeats, stride=stride)]
+                       volume=volume, repeats=repeats, stride=stride, routing=routing)]
 
 
 @dataclass(frozen=True)

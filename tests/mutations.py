@@ -57,7 +57,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
          "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py",
          "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py",
-         "tests/test_op_recompute_moe.py")
+         "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -700,6 +700,14 @@ MUTATIONS = (
     Mutation("launch-default-idiom-of-a-set-variable", "symbolic_cost/models/launch_script.py",
              "        return name if name.isidentifier() and name not in self.scalars and name not in self.arrays else None",
              "        return name if name.isidentifier() else None", required=False),
+    Mutation("flex-dispatch-per-copy", "symbolic_cost/parallel/collectives.py",
+             "    return (domains - 1) * (1 - missed) / k", "    return (domains - 1) * (1 - missed)", required=False),
+    Mutation("flex-dispatch-unpriced", "symbolic_cost/timing/nccl.py",
+             "        sent = network_share(n, nodes, routing) * volume", "        sent = network_share(n, nodes) * volume",
+             required=False),
+    Mutation("flex-dispatch-unmarked", "symbolic_cost/blocks/moe.py",
+             '        routing = (experts, k) if placed.dispatcher == "flex" else None', "        routing = None",
+             required=False),
     Mutation("torchtitan-float8-defaults-swapped", "symbolic_cost/models/torchtitan_python.py",
              'recipe = f.get("recipe_name") or ("rowwise" if second else "tensorwise")',
              'recipe = f.get("recipe_name") or ("tensorwise" if second else "rowwise")', required=False),

@@ -232,13 +232,22 @@ def test_options_that_change_no_count_are_read():
     """Megatron-LM's ``--rope-type`` (rope or yarn: the same rotary products), ``--enable-experimental``,
     ``--fp8-margin`` and ``--fp8-interval`` (delayed scaling's margin and update interval),
     ``--disable-gloo-process-groups`` and ``--export-force-local-attention`` (an export's) change no
-    count: the layout is the one without them.  The flex dispatcher's backend is read with a note."""
+    count: the layout is the one without them.  The flex dispatcher is read as the library's
+    (``Experts.dispatcher``), its backend with a note; Megatron-LM's default dispatcher, ``allgather``
+    (``arguments.py``), is timed as the all-to-all one, and said so."""
     plain = _setup(_model(""))
     quiet = _setup(_model("--rope-type yarn --enable-experimental --fp8-margin 0 --fp8-interval 1 "
                           "--disable-gloo-process-groups --export-force-local-attention"))
     assert (quiet.values, quiet.policy) == (plain.values, plain.policy)
+    assert any("allgather (Megatron-LM's default)" in note for note in plain.notes)
     flex = _setup(_model("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"))
-    assert flex.policy == plain.policy and any("DeepEP" in note for note in flex.notes)
+    assert flex.policy == {**plain.policy, "dispatcher": "flex"} and any("DeepEP" in note for note in flex.notes)
+    assert not any("allgather" in note for note in flex.notes)
+    alltoall = _setup(_model("--moe-token-dispatcher-type alltoall"))
+    assert alltoall.policy == {**plain.policy, "dispatcher": "alltoall"} and alltoall.notes == [
+        note for note in plain.notes if "allgather" not in note]
+    with pytest.raises(InputError, match="--moe-token-dispatcher-type ring: the library reads allgather"):
+        _setup(_model("--moe-token-dispatcher-type ring"))
 
 
 GPT_OSS_120B = "9bc6142375d4c6b1503cc8198965d8697a473a76"

@@ -256,6 +256,26 @@ def test_deepseek_16b_with_experts_over_fsdp_ranks(tmp_path, capsys):
     assert "does not divide" in _error(capsys, "--torchtitan", path, "--torchtitan-config", "full", "--devices", "12")
 
 
+def test_deepseek_16b_over_hybridep_is_the_flex_dispatcher(tmp_path, capsys):
+    """deepseek_v3_16b() with ``model_registry("16B", moe_comm_backend="hybridep")`` (as the published
+    deepseek_v3_16b_hybridep(), without its fixed-capacity buffers, which the reader refuses) is the layout typed
+    with ``--dispatcher flex`` (a token sent once a node); the published ``minimal_async_ep`` variant is the
+    standard all-to-all layout, with a note."""
+    path = _write(tmp_path, "from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_16b\n"
+                  "from torchtitan.models.deepseek_v3 import model_registry\n\n"
+                  "def hybrid():\n    config = deepseek_v3_16b()\n"
+                  "    config.model_spec = model_registry(\"16B\", moe_comm_backend=\"hybridep\")\n    return config\n")
+    root = pathlib.Path(path).parents[1]
+    (root / "torchtitan/models/deepseek_v3").mkdir(parents=True)
+    (root / "torchtitan/models/deepseek_v3/config_registry.py").write_text(DEEPSEEK.read_text())
+    got = _config(capsys, path, "hybrid", "--devices", "64")
+    assert got["layout"]["dispatcher"] == "flex"
+    _same(got, _json(capsys, "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
+                     "n_micro=1", "ep=8", "etp=1", "--zero", "3", "--recompute", "op", "--dispatcher", "flex", *PLAIN))
+    plain = _config(capsys, str(DEEPSEEK), "deepseek_v3_16b_minimal_async_ep", "--devices", "1")
+    assert plain["layout"]["dispatcher"] == "alltoall" and any("minimal_async_ep" in n for n in plain["notes"])
+
+
 def test_qwen3_flavours_are_the_published_models(tmp_path, capsys):
     """Qwen/Qwen3-8B's published config.json (36 layers of 4096, 32 heads over 8 key/value heads of 128, FFN
     12,288, untied, 151,936 tokens) typed with the layout of qwen3_8b-sized runs equals the flavour read from a

@@ -184,7 +184,8 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
                     "combine": [] if "shared_f" in dims else at.reduce_to_shards("fwd")}
     else:
         check_sequence_parallel(at.m1, at.s)
-        through, exchange = etp * received, _exchange(at, received * at.e, ep, etp)
+        routing = (experts, k) if placed.dispatcher == "flex" else None
+        through, exchange = etp * received, _exchange(at, received * at.e, ep, etp, routing)
     sent = tokens * k if placed.capacity_factor is None and not placed.replicated else received
     rows = _norm(at, residual.norm, "shared_f" in dims) + [
              linear(at.b, at.l / at.s, at.e, experts, bias=spec.router_bias, name="router", **at.kw),
@@ -257,12 +258,13 @@ def _norm(at: Layout, kind: str, shared: bool):
     return [at.norm(name, kind) if shared else NORMS[kind](at.b, at.l / at.s, at.e, name=name, **at.kw)]
 
 
-def _exchange(at: Layout, elements, ep, etp) -> dict:
+def _exchange(at: Layout, elements, ep, etp, routing=None) -> dict:
     """The expert-parallel collectives of ``dispatch`` and ``combine``: all-to-all of the
-    busiest rank's ``elements`` over ``ep`` ranks ``etp`` apart; allgather (reduce-scatter) of
-    the ``etp`` ranks' rows over adjacent ranks; backward the mirror images."""
+    busiest rank's ``elements`` over ``ep`` ranks ``etp`` apart (``routing``: ``(E, k)`` for a
+    dispatcher that sends a token once to each NVLink domain, ``Collective.routing``); allgather
+    (reduce-scatter) of the ``etp`` ranks' rows over adjacent ranks; backward the mirror images."""
     def a2a(pass_):
-        return collective("alltoall", elements, at.es, ep, pass_, at.conventions, stride=etp)
+        return collective("alltoall", elements, at.es, ep, pass_, at.conventions, stride=etp, routing=routing)
 
     def etp_group(kind, pass_):
         return collective(kind, etp * elements, at.es, etp, pass_, at.conventions)

@@ -142,7 +142,12 @@ class Experts:
       (``None``: dropless);
     * ``imbalance``: the busiest rank's rows over the mean (``1 <= imbalance <= ep``);
     * ``replicated``: every tensor rank routes the same tokens (serving without sequence
-      parallelism; ``blocks.moe``'s module docstring).
+      parallelism; ``blocks.moe``'s module docstring);
+    * ``dispatcher``: how the tokens reach the experts' ranks (``DISPATCHERS``): ``"alltoall"``
+      (Megatron-Core's all-to-all token dispatcher: every routed copy is sent to its expert's
+      rank) or ``"flex"`` (``--moe-token-dispatcher-type flex`` with DeepEP or HybridEP: a token
+      crosses the network once for each other NVLink domain holding one of its experts, and is
+      forwarded inside that domain over NVLink; ``parallel.collectives.network_share``).
 
     >>> Experts(ep=8, capacity_factor=0)
     Traceback (most recent call last):
@@ -155,10 +160,17 @@ class Experts:
     capacity_factor: Expr | None = None
     imbalance: Expr = 1
     replicated: bool = False
+    dispatcher: str = "alltoall"
 
     def __post_init__(self):
         check_expert_training(self.ep, self.etp, self.capacity_factor, self.imbalance, imbalance_name="imbalance")
         flags(self, "replicated")
+        one_of(self.dispatcher, "dispatcher", DISPATCHERS)
+
+
+DISPATCHERS = ("alltoall", "flex")
+"""The token dispatchers ``Experts`` models: Megatron-Core's ``--moe-token-dispatcher-type``
+``alltoall`` and ``flex`` (DeepEP's or HybridEP's kernels: ``--moe-flex-dispatcher-backend``)."""
 
 
 def check_expert_training(ep, etp, capacity_factor, imbalance, imbalance_name="expert_imbalance") -> None:

@@ -19,6 +19,7 @@ from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import (PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, RECOMPUTE_MODULES, Overlap,
                                            Training)
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
+from symbolic_cost.blocks.wiring import DISPATCHERS
 from symbolic_cost.parallel.grid import KINDS as TENSOR_LAYOUTS
 from symbolic_cost.parallel.pipeline import SCHEDULES
 from symbolic_cost.numeric.tables import UNITS
@@ -216,13 +217,17 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
 
 
 def experts(parser):
-    """``--capacity-factor``, ``--expert-imbalance``: how tokens reach the experts of an MoE model
-    (``blocks.moe``; the degrees ``ep`` and ``etp`` are set with ``--set``)."""
+    """``--capacity-factor``, ``--expert-imbalance``, ``--dispatcher``: how tokens reach the experts
+    of an MoE model (``blocks.moe``; the degrees ``ep`` and ``etp`` are set with ``--set``)."""
     group = parser.add_argument_group("mixture of experts")
     option(group, "--capacity-factor", type=Fraction, metavar="C",
            help="pad or drop every expert's rows from each rank to ceil(C t k / E) (default: dropless)")
     option(group, "--expert-imbalance", type=Fraction, default=Fraction(PLAIN.expert_imbalance), metavar="X",
            help="rows the busiest expert-parallel rank receives over the mean (1: token-balanced routing)")
+    option(group, "--dispatcher", choices=DISPATCHERS, default=PLAIN.dispatcher,
+           help="the token dispatcher: alltoall (Megatron-LM's default: every routed copy sent to its expert's "
+                "rank) or flex (DeepEP or HybridEP: a token crosses the network once for each other NVLink "
+                "domain holding one of its experts; --moe-token-dispatcher-type flex)")
     option(group, "--no-mtp", dest="mtp", action="store_false",
            help="leave out the model's multi-token-prediction modules (DeepSeek-V3's; trained by default)")
 
@@ -240,7 +245,7 @@ def training_policy(args) -> dict:
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
              "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
-             "expert_imbalance", "mtp", "allow_long", "shard", "reshard_after_forward")
+             "expert_imbalance", "dispatcher", "mtp", "allow_long", "shard", "reshard_after_forward")
     if getattr(args, "cp_variant", None) is not None:
         policy["cp_variant"] = args.cp_variant
     return policy | {name: getattr(args, name) for name in names if hasattr(args, name)}

@@ -102,7 +102,8 @@ def whole_model(args):
     return arch, training, model_cost(arch, training, chosen), chosen
 
 
-LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "ep", "etp", "precision", "fp8", "fp8_gather",
+LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "ep", "etp", "dispatcher", "precision",
+          "fp8", "fp8_gather",
           "zero", "shard", "reshard_after_forward", "distributed_optimizer", "offload", "optimizer", "recompute",
           "recompute_modules", "recompute_method", "recompute_layers", "schedule", "virtual_stages", "first_stage_layers",
           "last_stage_layers", "pipeline_layout", "overlap", "flash")
@@ -229,6 +230,7 @@ def experts_report(cost, system, chosen) -> dict:
     alltoalls = [c for dim, c in cost.collectives if dim == "expert" and c.kind == "alltoall"]
     return {"routed": number(moe.experts), "per_token": number(moe.top_k), "shared_width": number(moe.shared_f),
             "ep": number(ep), "etp": number(etp), "edp": number(expert_data_degree(t.m1, t.d, ep, etp, t.cp)),
+            "dispatcher": t.dispatcher,
             "active_parameters": number(cost.active_parameters),
             "expert_parameters_per_device": number(cost.expert_parameters_per_device),
             "flops_per_token": number((cost.model_flops_fwd + cost.model_flops_bwd) / tokens),
@@ -244,7 +246,9 @@ def whole(value) -> str:
 def print_experts(x: dict, args, size, seconds) -> None:
     """The lines ``summary`` prints for a mixture of experts."""
     print(f"experts: {x['routed']} routed, {x['per_token']} per token, shared width {x['shared_width']}; "
-          f"ep={x['ep']} etp={x['etp']} edp={x['edp']}; active parameters per token {whole(x['active_parameters'])}; "
+          f"ep={x['ep']} etp={x['etp']} edp={x['edp']}"
+          f"{'' if x['dispatcher'] == 'alltoall' else ' dispatcher ' + x['dispatcher']}; "
+          f"active parameters per token {whole(x['active_parameters'])}; "
           f"routed-expert parameters per device {whole(x['expert_parameters_per_device'])}")
     print(f"model FLOPs per token (forward + backward): {amount(x['flops_per_token'], 'flops', args.units)}")
     print(f"all-to-all per iteration, busiest device: {size(x['alltoall_bytes'])} sent in {x['alltoall_count']} "

@@ -69,6 +69,8 @@ split``, ``--account-for-loss-in-...``      each; ``parallel.splits.chunk_layers
 ``--pipeline-model-parallel-layout``        ``pipeline_layout``; ``virtual_stages``: its stages over ``p``
 ``--expert-model-parallel-size`` (1),       ``ep``, ``etp``; ``--moe-expert-capacity-factor``:
 ``--expert-tensor-parallel-size`` (``m1``)  ``capacity_factor``
+``--moe-token-dispatcher-type`` (allgather) ``dispatcher``: ``flex`` and ``alltoall`` as such;
+                                            ``allgather``, ``alltoall_seq`` timed as ``alltoall`` (noted)
 world size (the launcher's                  ``d = world/(m1 p cp)``; ``--global-batch-size``
 ``--nproc_per_node x --nnodes``, or given)  (``b d``): ``micro_batches = global/(b d)``
 ``--bf16``, ``--fp16`` (fp32)               ``precision``
@@ -647,6 +649,25 @@ def _expert_overlap(o: Options, arch: Architecture, notes: list) -> dict:
     return dict(expert=expert, shared_expert=shared)
 
 
+DISPATCHER_TYPES = ("allgather", "alltoall", "flex", "alltoall_seq")
+"""``--moe-token-dispatcher-type``'s values (Megatron-LM's default: ``allgather``)."""
+
+
+def _dispatcher(o: Options, arch: Architecture, notes: list) -> dict:
+    """``dispatcher`` from ``--moe-token-dispatcher-type``: ``flex`` (DeepEP, HybridEP) and
+    ``alltoall`` as themselves; ``allgather`` (Megatron-LM's default) and ``alltoall_seq`` timed
+    as the all-to-all dispatcher, which ``notes`` says.  A model without experts reads none."""
+    given = o.choice("moe-token-dispatcher-type", "allgather", DISPATCHER_TYPES)
+    if arch.moe is None:
+        return {}
+    if given in ("allgather", "alltoall_seq"):
+        default = "" if "moe-token-dispatcher-type" in o.options else " (Megatron-LM's default)"
+        notes.append(f"--moe-token-dispatcher-type {given}{default}: the tokens' exchange is timed as the alltoall "
+                     f"dispatcher's (its all-gather of the tokens over the expert ranks is not modelled)")
+        return {}
+    return {"dispatcher": given}
+
+
 def _modules(o: Options, granularity: str, notes: list) -> tuple[str, tuple]:
     """The granularity and ``--recompute-modules`` (``Recompute.modules``), with the deprecated
     ``--moe-layer-recompute``, which Megatron-Core turns into selective recomputation of ``moe``
@@ -748,6 +769,7 @@ def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: boo
                          "(Megatron-LM's rule)", "--tp-comm-overlap")
     policy["overlap"] = Overlap(grad_reduce=grad, param_gather=param, tensor=tensor,
                                 **_expert_overlap(o, arch, notes))
+    policy.update(_dispatcher(o, arch, notes))
     if "moe-expert-capacity-factor" in o.options:
         text = o.text("moe-expert-capacity-factor")
         try:

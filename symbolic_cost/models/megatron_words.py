@@ -19,7 +19,7 @@ use-rope-scaling rope-scaling-factor rotary-seq-len-interpolation-factor cross-e
 cross-entropy-fusion-impl calculate-per-token-loss manual-gc manual-gc-interval empty-unused-memory-level
 use-mcore-models transformer-impl fp8-amax-compute-algo distributed-timeout-minutes
 use-legacy-models spec moe-grouped-gemm moe-aux-loss-coeff moe-z-loss-coeff moe-router-load-balancing-type
-moe-router-dtype moe-permute-fusion moe-router-fusion moe-token-dispatcher-type no-gradient-accumulation-fusion
+moe-router-dtype moe-permute-fusion moe-router-fusion no-gradient-accumulation-fusion
 no-masked-softmax-fusion no-bias-gelu-fusion no-bias-swiglu-fusion no-bias-dropout-fusion no-rope-fusion
 no-persist-layer-norm bias-gelu-fusion bias-swiglu-fusion apply-rope-fusion masked-softmax-fusion
 untie-embeddings-and-output-weights-dummy use-cpu-initialization no-async-tensor-model-parallel-allreduce
@@ -71,8 +71,9 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
                                "speed is not modelled)",
          "use-fused-weighted-squared-relu": None,
          "moe-flex-dispatcher-backend": "--moe-flex-dispatcher-backend: DeepEP's and HybridEP's kernels are timed as "
-                                        "the all-to-all dispatcher's collectives (their node-level deduplication of "
-                                        "the tokens sent is not modelled)"}
+                                        "the flex dispatcher's exchanges where --moe-token-dispatcher-type is flex (a "
+                                        "token crosses the network once for each other node holding one of its "
+                                        "experts); their own speed is not modelled"}
 
 READ = {
     "model-parallel-size", "batch-size", "null-tokenizer-vocab-includes-eod",
@@ -88,7 +89,7 @@ READ = {
     "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split", "pipeline-model-parallel-layout",
     "num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank",
     "virtual-pipeline-model-parallel-size", "context-parallel-size", "expert-model-parallel-size",
-    "expert-tensor-parallel-size", "moe-expert-capacity-factor", "bf16", "fp16", "fp8-format", "fp8-recipe",
+    "expert-tensor-parallel-size", "moe-expert-capacity-factor", "moe-token-dispatcher-type", "bf16", "fp16", "fp8-format", "fp8-recipe",
     "fp8-param-gather", "fp4-format", "fp4-recipe", "use-distributed-optimizer", "recompute-granularity", "recompute-method",
     "recompute-num-layers", "recompute-activations", "recompute-modules", "moe-layer-recompute", "overlap-moe-expert-parallel-comm",
     "moe-shared-expert-overlap", "overlap-grad-reduce",

@@ -26,7 +26,8 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.ops.matmul import Chunk
 
 
-READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "mtp", "cp", "cp_variant")
+READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "dispatcher", "mtp", "cp",
+         "cp_variant")
 """The ``Training`` fields the blocks depend on: stacks that agree on these (and on the
 degrees) are the same, whatever the memory policy, ZeRO stage, schedule or offload."""
 _STACKS: dict = {}
@@ -60,7 +61,8 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
     t = context_shard(t)
     kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
     experts = None if arch.moe is None else Experts(ep, etp, getattr(t, "capacity_factor", None),
-                                                    getattr(t, "expert_imbalance", 1), replicated)
+                                                    getattr(t, "expert_imbalance", 1), replicated,
+                                                    getattr(t, "dispatcher", "alltoall"))
     vocab = arch.padded_vocab(m1)
     relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
     run = Run(es=es, es_mask=t.mask_bytes, conventions=conventions)

@@ -335,6 +335,7 @@ def layout(job: Job, arch: Architecture, world: int | None, notes: list) -> tupl
     if replicate > 1 and shard > 1:         # HSDP: FSDP2 on the mesh (replicate, shard)
         policy["shard"] = shard
     policy.update(pipeline(job, arch.n_layers, pp, arch.mtp_layers or 0))
+    policy.update(dispatcher(job, arch, notes))
     if shard * cp > 1:
         policy.update(resharding(job, pp, notes))
     return values, policy
@@ -383,6 +384,37 @@ def experts(job: Job, arch: Architecture, shard: int, tp: int, cp: int = 1) -> d
                          f"tensor_parallel_degree = {shard * tp} (torchtitan's rule dp_shard x cp x tp = efsdp x ep)",
                          "[parallelism] expert_parallel_degree")
     return {S.ep: ep, S.etp: 1 if ep > 1 else tp}
+
+
+COMM_BACKENDS = ("standard", "deepep", "hybridep", "minimal_async_ep")
+"""How torchtitan's experts exchange their tokens: ``standard`` all-to-alls, DeepEP's or HybridEP's
+kernels, or its own asynchronous all-to-alls (``[parallelism] expert_parallel_comm_backend``; a Python
+configuration's ``model_registry(moe_comm_backend=...)``)."""
+FLEX_BACKENDS = ("deepep", "hybridep")
+"""The backends that send a token once to each node holding one of its experts."""
+
+
+def dispatcher(job: Job, arch: Architecture, notes: list) -> dict:
+    """``dispatcher``: ``flex`` (a token sent once to each node holding one of its experts,
+    ``blocks.wiring.Experts``) under DeepEP or HybridEP, the all-to-all one under ``standard`` and
+    ``minimal_async_ep`` (its overlap noted as not modelled); a model without experts ignores the
+    backend, as torchtitan does, and is told so."""
+    found = {f"[{section}] {key}": job.get(section, key, "standard", str)
+             for section, key in (("parallelism", "expert_parallel_comm_backend"), ("model", "moe_comm_backend"))}
+    for where, backend in found.items():
+        if backend not in COMM_BACKENDS:
+            raise InputError(f"{where} {backend!r}: torchtitan's are {', '.join(COMM_BACKENDS)}", where)
+    chosen = {where: backend for where, backend in found.items() if backend != "standard"}
+    if not chosen:
+        return {}
+    if arch.moe is None:
+        notes.append(f"{', '.join(chosen)}: {arch.name} has no experts; ignored, as torchtitan ignores it")
+        return {}
+    if not set(chosen.values()) & set(FLEX_BACKENDS):
+        notes.append(f"{', '.join(chosen)} minimal_async_ep: the tokens' all-to-alls counted as the standard "
+                     f"ones, exposed (their overlap with compute is not modelled)")
+        return {}
+    return {"dispatcher": "flex"}
 
 
 def resharding(job: Job, pp: int, notes: list) -> dict:

@@ -23,7 +23,7 @@ sections only configure a converter; ``models.torchtitan.float8`` reads float8's
 ``[model] converters`` names it, and refuses the others."""
 
 READ = {
-    "model": {"name", "flavor", "converters"},
+    "model": {"name", "flavor", "converters", "moe_comm_backend"},
     "optimizer": {"name", "early_step_in_backward"},
     "training": {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
                  "enable_cpu_offload"},
@@ -34,7 +34,7 @@ READ = {
                     "disable_loss_parallel", "fsdp_reshard_after_forward", "expert_parallel_degree",
                     "expert_tensor_parallel_degree", "pipeline_parallel_split_points", "module_fqns_per_model_part",
                     "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule_csv",
-                    "context_parallel_rotate_method", "context_parallel_load_balancer"},
+                    "context_parallel_rotate_method", "context_parallel_load_balancer", "expert_parallel_comm_backend"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "fault_tolerance": {"enable"},
     "experimental": set(),

@@ -394,7 +394,7 @@ DROPPED = {
     "training": {"disable_cuda_graphs", "num_tokens_per_microbatch_per_dp_rank", "num_tokens_per_train_step",
                  "max_context_length"},
     "parallelism": {"spmd_backend", "enable_fsdp_symm_mem", "context_parallel_ptrr_mask_key", "pipeline_parallel_expert_parallel_overlap",
-                    "expert_parallel_comm_backend", "num_pp_microbatches", "enable_sequence_parallel"},
+                    "num_pp_microbatches", "enable_sequence_parallel"},
     "compile": {"enable_async_tensor_parallel"},
 }
 """Fields of the Python generations with no TOML key: no cost (CUDA graphs, the SPMD backend, the
@@ -492,9 +492,8 @@ def _model(spec, converters_container, data: dict, name: str, notes: list) -> di
         raise InputError(f"{name}: non_blocking_capacity_factor={fields['non_blocking_capacity_factor']}: HybridEP's "
                          f"buffers of a fixed capacity are not read (the library routes every token)",
                          "non_blocking_capacity_factor")
-    if fields.get("moe_comm_backend", "standard") != "standard":
-        notes.append(f"moe_comm_backend {fields['moe_comm_backend']!r}: the tokens' all-to-alls counted as "
-                     f"all-to-alls of the same bytes")
+    if fields.get("moe_comm_backend", "standard") != "standard":    # read with [parallelism]'s backend
+        model["moe_comm_backend"] = fields["moe_comm_backend"]
     if fields.get("attn_backend") == "varlen" or str(fields["flavor"]).endswith("_attn"):
         notes.append("attention within each packed document (varlen, or a block-causal mask): counted as causal "
                      "attention over the whole sequence (an upper bound)")

@@ -47,7 +47,7 @@ FLAT = {
     "fp8_amax_history": ("numerics", "fp8_amax_history"), "first_layers_16bit": ("numerics", "first_layers_16bit"),
     "last_layers_16bit": ("numerics", "last_layers_16bit"), "fp8_gather": ("numerics", "fp8_gather"),
     "ep": ("experts", "ep"), "etp": ("experts", "etp"), "capacity_factor": ("experts", "capacity_factor"),
-    "expert_imbalance": ("experts", "imbalance"),
+    "expert_imbalance": ("experts", "imbalance"), "dispatcher": ("experts", "dispatcher"),
     "cp": ("context", "cp"), "cp_variant": ("context", "variant"),
     "flash": ("execution", "flash"), "mask_bytes": ("execution", "mask_bytes"), "overlap": ("execution", "overlap"),
     "lora": ("trainable", "lora"), "mtp": ("trainable", "mtp"),
@@ -196,7 +196,7 @@ def check_model(arch, t: Training) -> None:
     check_shared_expert_overlap(arch, t)
     if arch.moe is None:
         for name, value, plain in (("ep", t.ep, 1), ("capacity_factor", t.capacity_factor, None),
-                                   ("expert_imbalance", t.expert_imbalance, 1)):
+                                   ("expert_imbalance", t.expert_imbalance, 1), ("dispatcher", t.dispatcher, "alltoall")):
             if value != plain:
                 raise InputError(f"{name} applies to a mixture of experts, and {arch.name} has none "
                                  f"(got {name}={value}); it would be ignored", name)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr, Function, Integer, log, sympify
+from sympy import Expr, Function, Integer, ff, log, sympify
 
 from symbolic_cost.cost import KINDS, ring_share, ring_steps
 from symbolic_cost.extrema import maximum, minimum
@@ -130,7 +130,35 @@ def time(kind: str, n, tensor_bytes, bandwidth, latency, algorithm: str = "ring"
     return moved.steps * latency + moved.sent / bandwidth
 
 
-def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple) -> Expr:
+def network_share(n, domains, routing=None) -> Expr:
+    """The share of an all-to-all's buffer ``V`` (a device's sends to ``n`` ranks spread evenly over
+    ``domains`` NVLink domains) that crosses the network between domains.
+
+    * Pairwise sends (NCCL's all-to-all, Megatron-Core's all-to-all token dispatcher): the
+      pairs in other domains, ``(n - n/domains)/n``.
+    * ``routing = (E, k)``: a token dispatcher that deduplicates by domain (DeepEP's normal
+      kernels, HybridEP: Megatron-Core's ``flex`` dispatcher; DeepSeek-V3's report, section
+      3.2.2): ``V`` holds ``k`` copies of each token, one for each of its ``k`` distinct experts
+      among ``E`` (``E/domains`` a domain); a token crosses the network once to each other
+      domain holding one of them, then fans out over NVLink.  With the ``k`` experts a uniform
+      draw (balanced routing), a given domain holds none with probability
+      ``C(E - E/domains, k) / C(E, k)``, so the share is
+      ``(domains - 1) (1 - C(E - E/domains, k) / C(E, k)) / k``.
+
+    >>> network_share(16, 2)            # EP 16 over two 8-GPU nodes: half the pairs
+    1/2
+    >>> network_share(16, 2, (128, 8))  # Qwen3-30B-A3B: about once a token, not four times
+    31404823/252018800
+    """
+    n, domains = sympify(n), sympify(domains)
+    if routing is None:
+        return (n - n / domains) / n
+    experts, k = map(sympify, routing)
+    missed = ff(experts - experts / domains, k) / ff(experts, k)
+    return (domains - 1) * (1 - missed) / k
+
+
+def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple, routing=None) -> Expr:
     """Seconds for a group of ``n`` devices spread over NVLink domains of ``k``
     (``nvlink`` and ``ib`` are ``(bandwidth, latency)`` pairs; ``k`` divides ``n``).
 
@@ -139,7 +167,8 @@ def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple) -
       image; allreduce is both.
     * all-to-all: the ``(k-1)/n`` of the buffer bound for the same domain goes
       over NVLink while the ``(n-k)/n`` bound elsewhere goes over InfiniBand,
-      at the same time.
+      at the same time (with ``routing``, a dispatcher that sends a token once a
+      domain: ``network_share`` of it).
     * p2p, broadcast and reduce cross InfiniBand.
 
     >>> # 2 x (7/8 of 16 GB at 100 GB/s) + 2 x (1/2 of 2 GB at 10 GB/s) = 0.28 + 0.2 s
@@ -152,7 +181,7 @@ def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple) -
         return time(kind, n, volume, *ib)
     if kind == "alltoall":
         near = (k - 1) / n * volume / nvlink[0] + (k - 1) * nvlink[1]
-        far = (n - k) / n * volume / ib[0] + (n / k - 1) * ib[1]
+        far = network_share(n, n / k, routing) * volume / ib[0] + (n / k - 1) * ib[1]
         return maximum(near, far)
     inside = time("reducescatter", k, volume, *nvlink)
     across = time("reducescatter", n / k, volume / k, *ib)

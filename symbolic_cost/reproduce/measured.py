@@ -429,7 +429,9 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
     ranks with expert TP 1 (the MoE presets' ``expert_tensor_parallel_size``), and ``fsdp`` > 0 as
     Megatron-FSDP: ZeRO-3 over the data-parallel ranks (the summary: sharding group GPUs/(TP x PP)).
     The MoE all-to-all overlap is that of the workload that ran the row (``bridge_workload``), else
-    the later recipe's where it is read (``bridge_recipe``), else off (Megatron-Core's default)."""
+    the later recipe's where it is read (``bridge_recipe``), else off (Megatron-Core's default); the
+    token dispatcher is the workload's (``flex`` where it names a DeepEP or HybridEP backend, as
+    Megatron-Bridge's ``apply_flex_dispatcher_backend`` sets it), else the all-to-all one."""
     layout = row["layout"]
     fields = dict(_bridge_degrees(row), recompute="none", flash=True, distributed_optimizer=True,
                   overlap=MEGATRON_OVERLAP, **_bridge_precision(row, assume), **_bridge_split(row, assume))
@@ -454,6 +456,10 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
             fields.update(overlap=replace(MEGATRON_OVERLAP, expert=settings["moe_a2a_overlap"]))
             assume.append(f"MoE all-to-alls {'behind compute' if settings['moe_a2a_overlap'] else 'exposed'} "
                           f"(Megatron-Bridge v0.4.2's {name}: moe_a2a_overlap)")
+            if settings.get("moe_flex_dispatcher_backend"):      # apply_flex_dispatcher_backend: type "flex"
+                fields.update(dispatcher="flex")
+                assume.append(f"the flex token dispatcher, {settings['moe_flex_dispatcher_backend']}: a token sent "
+                              f"once a node (Megatron-Bridge v0.4.2's {name}: moe_flex_dispatcher_backend)")
         elif read.get("overlap") is not None and read["overlap"].expert:
             fields.update(overlap=replace(MEGATRON_OVERLAP, expert=True))
             assume.append(f"MoE all-to-alls behind compute ({recipe['function']}: overlap_moe_expert_parallel_comm)")

@@ -117,7 +117,7 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
         # members of the group in one NVLink domain: a group of stride s holds nvlink_size / s of its
         # ranks in each domain (an expert-parallel group ``etp`` apart, a data-parallel one ``m1``)
         members = maximum(1, round_down(system.nvlink_size / c.stride))
-        spread = collectives.hierarchical_time(c.kind, c.group, members, c.tensor_bytes, nvlink, ib)
+        spread = collectives.hierarchical_time(c.kind, c.group, members, c.tensor_bytes, nvlink, ib, c.routing)
         flat = _on_link(c.span, system, flat, spread)
     return c.repeats * flat
 
@@ -140,7 +140,7 @@ def _nccl_time(c: Collective, system: System, link: str | None) -> Expr:
     the group fits one domain (or ``link`` pins it), else across ``ceiling(span / domain)``
     domains with the network's bus bandwidth.  Remembered by the fields it reads: a step sends
     the same collectives in both passes and in every kind of layer (22 distinct of DeepSeek-V3's 50)."""
-    key = (c.kind, c.elements, c.element_bytes, c.group, c.repeats, c.stride, system, link)
+    key = (c.kind, c.elements, c.element_bytes, c.group, c.repeats, c.stride, c.routing, system, link)
     return remembered(_NCCL_TIMES, key, lambda _: _priced(c, system, link), kept=_ROWS_KEPT)
 
 

@@ -38,7 +38,7 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.cost import Collective
 from symbolic_cost.extrema import choice, maximum, minimum
-from symbolic_cost.parallel.collectives import Log2
+from symbolic_cost.parallel.collectives import Log2, network_share
 from symbolic_cost.rounding import round_down
 
 MICRO = Rational(1, 10**6)
@@ -123,7 +123,7 @@ def _by_nic(values, n, nodes) -> Expr:
 
 
 def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | None = None,
-              arch: str = "other") -> Expr:
+              arch: str = "other", routing=None) -> Expr:
     """Seconds of one ring collective as NCCL's tuning model prices it: for each protocol
     ``p``, ``base_p + steps_intra x hop(link_intra, p) + steps_inter x hop(ib, p)`` plus
     ``sent / bus_p`` (``sent = ring_share x V``: the ring's bytes per device, which is how NCCL
@@ -132,7 +132,8 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | 
     ``n - 1`` for allgather, reduce-scatter and all-to-all, ``2(n - 1)`` for allreduce, 1 for
     a send (a group of one device costs nothing); ``nodes`` is how many NVLink domains the group
     spans, whose ``nodes - 1`` (twice for an allreduce) steps cross the network (an all-to-all's
-    bytes on the network are only those of the pairs in other domains); the other steps
+    bytes on the network are only those of the pairs in other domains, or with ``routing`` those of
+    a dispatcher that sends a token once a domain: ``parallel.collectives.network_share``); the other steps
     run on ``intra`` (default ``link``: a group pinned to one link runs every step on it; a group
     spread over NVLink domains takes its intra-domain steps on NVLink, as NCCL's ``intraLat``).
     An allreduce spread over several domains (``nodes > 1`` on ``ib``) may run as NCCL's tree
@@ -159,7 +160,7 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | 
         # an all-to-all is point-to-point sends: only the pairs in other NVLink domains cross the
         # network, (n - n/nodes)/n of V a device, while a domain's own pairs move over NVLink at the
         # same time (seven or more times faster on every system here)
-        sent = (n - n / nodes) / n * volume
+        sent = network_share(n, nodes, routing) * volume
     # a group of one device runs no collective (a symbolic group keeps the factor: 0 at n = 1)
     active = Integer(1) if kind == "p2p" else minimum(1, n - 1)
     share = {"LL": Rational(1, 4) if kind == "allreduce" else Rational(1, 3), "Simple": Integer(1)}
@@ -295,7 +296,7 @@ def collective_time(c: Collective, system, link: str, nodes=1, intra: str | None
     from symbolic_cost.timing.nccl_nvls import nvls_candidate
     eff = system.efficiency
     bus = eff.nvlink_bus if link == "nvlink" else eff.ib_bus
-    ring = nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes, intra, eff.arch)
+    ring = nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes, intra, eff.arch, c.routing)
     found = nvls_candidate(c.kind, c.group, c.tensor_bytes, eff, link, nodes) if eff.nvls else None
     if found is None:
         return c.repeats * ring
