@@ -149,8 +149,8 @@ MUTATIONS = (
              "seconds * (1 + overhead * TILE / executed_keys(cost.scores))", "seconds", required=False),
     Mutation("context-rank-square-of-its-own", "symbolic_cost/blocks/context.py",
              "causal_length=l * cp)", "causal_length=l)", required=False),
-    Mutation("all-to-all-every-byte-over-the-network", NCCL, "sent = (n - n / nodes) / n * volume",
-             "sent = (n - 1) / n * volume", required=False),
+    Mutation("all-to-all-every-byte-over-the-network", "symbolic_cost/parallel/collectives.py",
+             "        return (n - n / domains) / n", "        return (n - 1) / n", required=False),
     Mutation("one-kernel-a-row", EFFICIENCY, "    if products:\n        return products", "    if products:\n        return 1",
              required=False),
     # the peak of a step (issue 31, tests/test_peak_memory.py against a measured PyTorch step)

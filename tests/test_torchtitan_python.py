@@ -234,6 +234,15 @@ def _deepseek_v2_lite(tmp_path) -> str:
     return str(path)
 
 
+def _beside_deepseek(tmp_path, body: str) -> str:
+    """A user's module (``_write``) importing ``deepseek_v3_16b`` from a copy of the published DeepSeek registry."""
+    path = _write(tmp_path, "from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_16b\n" + body)
+    root = pathlib.Path(path).parents[1]
+    (root / "torchtitan/models/deepseek_v3").mkdir(parents=True)
+    (root / "torchtitan/models/deepseek_v3/config_registry.py").write_text(DEEPSEEK.read_text())
+    return path
+
+
 def test_deepseek_16b_with_experts_over_fsdp_ranks(tmp_path, capsys):
     """deepseek_v3_16b() keeps torchtitan's per-op SAC (recompute op, on its latent attention and experts:
     models.op_recompute); as published, and with FullAC in its place, it equals DeepSeek-V2-Lite's published
@@ -242,12 +251,8 @@ def test_deepseek_16b_with_experts_over_fsdp_ranks(tmp_path, capsys):
     published = _config(capsys, str(DEEPSEEK), "deepseek_v3_16b", "--devices", "64")
     _same(published, _json(capsys, "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
                            "n_micro=1", "ep=8", "etp=1", "--zero", "3", "--recompute", "op", *PLAIN))
-    path = _write(tmp_path, "from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_16b\n\n"
-                  "def full():\n    config = deepseek_v3_16b()\n    config.activation_checkpoint = FullAC.Config()\n"
-                  "    return config\n")
-    root = pathlib.Path(path).parents[1]
-    (root / "torchtitan/models/deepseek_v3").mkdir(parents=True)
-    (root / "torchtitan/models/deepseek_v3/config_registry.py").write_text(DEEPSEEK.read_text())
+    path = _beside_deepseek(tmp_path, "def full():\n    config = deepseek_v3_16b()\n"
+                                      "    config.activation_checkpoint = FullAC.Config()\n    return config\n")
     got = _config(capsys, path, "full", "--devices", "64")
     typed = _json(capsys, "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64", "n_micro=1",
                   "ep=8", "etp=1", "--zero", "3", "--recompute", "full", *PLAIN)
@@ -261,13 +266,9 @@ def test_deepseek_16b_over_hybridep_is_the_flex_dispatcher(tmp_path, capsys):
     deepseek_v3_16b_hybridep(), without its fixed-capacity buffers, which the reader refuses) is the layout typed
     with ``--dispatcher flex`` (a token sent once a node); the published ``minimal_async_ep`` variant is the
     standard all-to-all layout, with a note."""
-    path = _write(tmp_path, "from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_16b\n"
-                  "from torchtitan.models.deepseek_v3 import model_registry\n\n"
-                  "def hybrid():\n    config = deepseek_v3_16b()\n"
-                  "    config.model_spec = model_registry(\"16B\", moe_comm_backend=\"hybridep\")\n    return config\n")
-    root = pathlib.Path(path).parents[1]
-    (root / "torchtitan/models/deepseek_v3").mkdir(parents=True)
-    (root / "torchtitan/models/deepseek_v3/config_registry.py").write_text(DEEPSEEK.read_text())
+    path = _beside_deepseek(tmp_path, "from torchtitan.models.deepseek_v3 import model_registry\n\n"
+                                      "def hybrid():\n    config = deepseek_v3_16b()\n    config.model_spec = "
+                                      "model_registry(\"16B\", moe_comm_backend=\"hybridep\")\n    return config\n")
     got = _config(capsys, path, "hybrid", "--devices", "64")
     assert got["layout"]["dispatcher"] == "flex"
     _same(got, _json(capsys, "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
