@@ -49,7 +49,7 @@ OPTIONS = frozenset((
     "--pipeline-model-parallel-layout", "--allow-long", "--cp-variant", "--overlap", "--flash", "--optimizer",
     "--no-master-weights", "--fp8", "--fp8-amax-history", "--fp8-16bit-layers", "--offload", "--lora-rank",
     "--lora-targets", "--lora-base", "--no-double-quant",
-    "--capacity-factor", "--expert-imbalance", "--no-mtp", "--conventions", "--system", "--kernel-time",
+    "--capacity-factor", "--expert-imbalance", "--dispatcher", "--no-mtp", "--conventions", "--system", "--kernel-time",
     "--devices", "--vocab-size"))
 """The options whose value is the whole input; ``FILE_OPTIONS`` name a file instead, ``--hf-model`` the hub
 cache and ``--help`` nothing to keep: the last two are left to the full path."""
