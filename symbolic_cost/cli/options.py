@@ -225,7 +225,7 @@ def experts(parser):
     option(group, "--expert-imbalance", type=Fraction, default=Fraction(PLAIN.expert_imbalance), metavar="X",
            help="rows the busiest expert-parallel rank receives over the mean (1: token-balanced routing)")
     option(group, "--dispatcher", choices=DISPATCHERS, default=PLAIN.dispatcher,
-           help="the token dispatcher: alltoall (Megatron-LM's default: every routed copy sent to its expert's "
+           help="the token dispatcher: alltoall (the default: every routed copy sent to its expert's "
                 "rank) or flex (DeepEP or HybridEP: a token crosses the network once for each other NVLink "
                 "domain holding one of its experts; --moe-token-dispatcher-type flex)")
     option(group, "--no-mtp", dest="mtp", action="store_false",
