@@ -490,7 +490,9 @@ def _model(spec, converters_container, data: dict, name: str, notes: list) -> di
                              f"not read", f"model_registry {key}")
     if fields.get("non_blocking_capacity_factor") is not None:
         raise InputError(f"{name}: non_blocking_capacity_factor={fields['non_blocking_capacity_factor']}: HybridEP's "
-                         f"buffers of a fixed capacity are not read (the library routes every token)",
+                         f"non-blocking dispatch into a buffer of fixed capacity (tokens x EP x min(local experts, "
+                         f"top-k) x the factor rows, dropping any beyond) is not modelled: its memory and drops "
+                         f"would be missed; leave it out (blocking dispatch)",
                          "non_blocking_capacity_factor")
     if fields.get("moe_comm_backend", "standard") != "standard":    # read with [parallelism]'s backend
         model["moe_comm_backend"] = fields["moe_comm_backend"]
