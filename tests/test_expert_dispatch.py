@@ -56,10 +56,11 @@ def test_within_one_domain_nothing_crosses():
 
 def test_the_flex_dispatch_prices_only_the_bytes_it_sends_across():
     """NCCL's model of the all-to-all is linear in the bytes on the network: the flex dispatch of ``V`` costs
-    what the pairwise all-to-all of the same share of ``V`` costs, across two nodes; inside one NVLink domain
-    the two are the same collective."""
-    routing, volume, bus = (128, 8), 8 * 2 ** 20, 40 * 10 ** 9
-    scaled = volume * network_share(16, 2, routing) / network_share(16, 2)
+    what the pairwise all-to-all of ``V`` scaled by the counted ratio of sends to crossing copies costs, across
+    two nodes; inside one NVLink domain the two are the same collective."""
+    routing, volume, bus = (16, 4), 8 * 2 ** 20, 40 * 10 ** 9
+    copies, sends = _crossings(*routing, 2)
+    scaled = volume * Rational((sends / copies).numerator, (sends / copies).denominator)
     assert nccl_time("alltoall", 16, volume, bus, "ib", 2, "nvlink", "hopper", routing) == \
         nccl_time("alltoall", 16, scaled, bus, "ib", 2, "nvlink", "hopper")
     assert nccl_time("alltoall", 8, volume, bus, "nvlink", 1, None, "hopper", routing) == \
