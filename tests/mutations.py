@@ -16,13 +16,14 @@ Run from the repository root (``tests/test_mutations.py`` runs the same in the s
 
 It prints one line per mutation and exits with 1 if one survives or an anchor is missing.
 
-Each mutation runs its recorded *killer* first (``tests/mutation_killers.json``: the test file
-that failed first when it was last run in full) alone, then the other files in one ``pytest -x``:
-a killed mutation stops in the file that kills it, in seconds instead of after every file before
-it.  The order never changes the verdict (the same files run, and any failure kills); a stale or
-missing entry only costs time.  ``python tests/mutations.py --record`` (or the suite's mutation test with
-``RECORD_MUTATION_KILLERS=1``) rewrites the file.  The unmutated copy runs last, on the files whose
-failures killed a mutation: a kill counts only where that file passes without it.
+Each mutation runs its recorded *killer* first (``tests/mutation_killers.json``: the test that
+failed first when it was last run in full, ``file::function``) alone, then, if that test passes, every
+file in one ``pytest -x``, the killer's own file first: a killed mutation stops at the test that kills
+it, in a second or two instead of after every test before it.  The order never changes the verdict
+(the same files run, and any failure kills); a stale or missing entry only costs time.
+``python tests/mutations.py --record`` (or the suite's mutation test with ``RECORD_MUTATION_KILLERS=1``)
+rewrites the file.  The unmutated copy runs last, on the tests whose failures killed a mutation: a
+kill counts only where that test passes without it.
 """
 
 from __future__ import annotations
@@ -731,27 +732,38 @@ KILLERS = ROOT / "tests" / "mutation_killers.json"
 
 
 def killers() -> dict:
-    """``{mutation: test file}`` as last recorded (``--record``); empty when there is none."""
+    """``{mutation: test}`` as last recorded (``--record``): ``tests/x.py::test_function``, or a
+    file alone in records older than test-level ones; empty when there is none."""
     return json.loads(KILLERS.read_text()) if KILLERS.exists() else {}
 
 
 def batches(first: str | None, tests=TESTS) -> list[tuple]:
-    """The runs of ``tests`` for one mutation: ``first`` (its recorded killer, if it is one of
-    them) alone, then the others; otherwise all at once.  The killer runs alone because
-    collecting every file costs more than most kills take."""
-    rest = tuple(test for test in tests if test != first)
-    return [(first,), rest] if first in tests else [rest]
+    """The runs of ``tests`` for one mutation: ``first`` (its recorded killer, a test or a file of
+    ``tests``) alone, then every file not yet run in full, the killer's file first; without a
+    recorded killer, all at once.  The killer runs alone because collecting every file costs more
+    than most kills take."""
+    file = first.split("::")[0] if first else None
+    if file not in tests:
+        return [tests]
+    rest = tuple(test for test in tests if test != file)
+    return [(first,), rest] if first == file else [(first,), (file,) + rest]
+
+
+HYPOTHESIS_PLUGIN = "_hypothesis_pytestplugin"
+"""The one pytest plugin the runs load (hypothesis's own entry point): loading every installed
+plugin from its entry point (anyio's, platformdirs') took half of a run of one test."""
 
 
 def run_tests(root: Path, tests=TESTS) -> subprocess.CompletedProcess:
     """``tests`` (in that order) against the package under ``root`` (first on ``sys.path``),
     stopping at the first failure."""
-    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     check = "import symbolic_cost, sys; sys.exit(not symbolic_cost.__file__.startswith(sys.argv[1]))"
     if subprocess.run([sys.executable, "-c", check, str(root)], cwd=root, env=env).returncode:
         raise RuntimeError(f"the copy under {root} is not the package the tests import")
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header",
-               "--hypothesis-profile=mutations", *tests]
+               "-p", HYPOTHESIS_PLUGIN, "--hypothesis-profile=mutations", *tests]
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
 
 
@@ -781,6 +793,25 @@ def failed_file(failure: str) -> str | None:
     return file if file in TESTS else None
 
 
+def failed_test(failure: str) -> str | None:
+    """The test function a failure line names, without its parameters (``tests/x.py::test``, or
+    ``tests/x.py::Class::test``); the file alone where the line names no test (an error while
+    collecting it), ``None`` where it names no file of ``TESTS``."""
+    if failed_file(failure) is None:
+        return None
+    return failure.split(" ")[0].split("[")[0]
+
+
+STALE = "not found"
+"""What pytest prints (exit status 4) for a test that is no longer there: a recorded killer that
+was renamed or removed, which only costs the run of every file."""
+
+
+def _stale(result: subprocess.CompletedProcess) -> bool:
+    """Whether a run of one recorded test found no such test (``STALE``)."""
+    return result.returncode == 4 and STALE in result.stdout + result.stderr
+
+
 def check(mutation: Mutation | None, first: str | None = None, tests=TESTS) -> tuple[bool, str]:
     """(killed, what failed) for one mutation, running the test file ``first`` before the others
     of ``tests``; for ``None`` (the unmutated copy): (failed, what failed)."""
@@ -790,6 +821,8 @@ def check(mutation: Mutation | None, first: str | None = None, tests=TESTS) -> t
             mutation.apply(root)
         for files in filter(None, batches(first, tests)):
             result = run_tests(root, files)
+            if files == (first,) and _stale(result):
+                continue
             if crashed(result):
                 raise RuntimeError(f"the test run of mutation {mutation.name if mutation else '(none)'} crashed "
                                    f"(exit status {result.returncode}): {_last_failure(result.stdout + result.stderr)}")
@@ -825,19 +858,19 @@ def judge(mutations=MUTATIONS, jobs=2) -> dict:
 
 
 def check_baseline(results: dict) -> None:
-    """The unmutated copy on the files whose failures killed a mutation of ``results`` (every file
+    """The unmutated copy on the tests whose failures killed a mutation of ``results`` (every file
     of ``TESTS`` when a failure names none); ``RuntimeError`` where it fails them too."""
-    deciding = {failed_file(failure) for killed, failure in results.values() if killed}
-    baseline = TESTS if None in deciding else tuple(test for test in TESTS if test in deciding)
+    deciding = {failed_test(failure) for killed, failure in results.values() if killed}
+    baseline = TESTS if None in deciding else tuple(sorted(deciding))
     failed, output = check(None, tests=baseline) if baseline else (False, "")
     if failed:
         raise RuntimeError(f"the tests fail without any mutation, so no mutation can be judged: {output}")
 
 
 def record(results: dict) -> None:
-    """Write each killed mutation's failing test file to ``KILLERS`` (kept for the others)."""
-    found = {name: failed_file(failure) for name, (killed, failure) in results.items()
-             if killed and failed_file(failure)}
+    """Write each killed mutation's failing test to ``KILLERS`` (kept for the others)."""
+    found = {name: failed_test(failure) for name, (killed, failure) in results.items()
+             if killed and failed_test(failure)}
     KILLERS.write_text(json.dumps({**killers(), **found}, indent=1, sort_keys=True) + "\n")
 
 

@@ -51,7 +51,7 @@ def test_every_mutation_is_killed_and_the_working_tree_is_untouched(shard):
 
 
 def test_the_unmutated_copy_passes_what_killed():
-    """A kill stands only where the unmutated copy passes the file that failed (``check_baseline``):
+    """A kill stands only where the unmutated copy passes the test that failed (``check_baseline``):
     run once, after the shards, for every verdict they gave."""
     if not JUDGED:
         pytest.skip("no shard of the mutations ran in this session")
@@ -61,16 +61,40 @@ def test_the_unmutated_copy_passes_what_killed():
 def test_a_recorded_killer_runs_first_and_no_file_is_dropped():
     first = mutations.TESTS[-1]
     assert mutations.batches(first) == [(first,), mutations.TESTS[:-1]]
-    for unknown in (None, "tests/test_no_such_file.py"):
+    test = first + "::test_x"
+    assert mutations.batches(test) == [(test,), (first,) + mutations.TESTS[:-1]]
+    for unknown in (None, "tests/test_no_such_file.py", "tests/test_no_such_file.py::test_x"):
         assert mutations.batches(unknown) == [mutations.TESTS]
 
 
-def test_a_failure_names_the_file_that_decides_the_verdict():
-    assert mutations.failed_file(mutations._last_failure(
-        "x\nFAILED tests/test_model.py::test_a[1] - assert 1 == 2\n1 failed")) == "tests/test_model.py"
-    assert mutations.failed_file(mutations._last_failure(
-        "ERROR tests/test_fsdp.py - ImportError: boom\n1 error")) == "tests/test_fsdp.py"
-    assert mutations.failed_file(mutations._last_failure("Traceback ...\nImportError: boom")) is None
+def test_a_failure_names_the_file_and_the_test_that_decide_the_verdict():
+    line = mutations._last_failure("x\nFAILED tests/test_model.py::test_a[1 - 2] - assert 1 == 2\n1 failed")
+    assert mutations.failed_file(line) == "tests/test_model.py"
+    assert mutations.failed_test(line) == "tests/test_model.py::test_a"
+    line = mutations._last_failure("FAILED tests/test_model.py::TestA::test_b - x")
+    assert mutations.failed_test(line) == "tests/test_model.py::TestA::test_b"
+    line = mutations._last_failure("ERROR tests/test_fsdp.py - ImportError: boom\n1 error")
+    assert (mutations.failed_file(line), mutations.failed_test(line)) == ("tests/test_fsdp.py",) * 2
+    line = mutations._last_failure("Traceback ...\nImportError: boom")
+    assert (mutations.failed_file(line), mutations.failed_test(line)) == (None, None)
+
+
+def test_a_killer_no_longer_there_runs_every_file(monkeypatch):
+    """A recorded test that was renamed away (pytest: exit 4, "not found") is not a crash: the
+    mutation is judged on every file, the killer's first."""
+    import subprocess
+    ran = []
+
+    def run(root, files):
+        ran.append(files)
+        if files == ("tests/test_model.py::test_gone",):
+            return subprocess.CompletedProcess([], 4, "ERROR: not found: tests/test_model.py::test_gone\n", "")
+        return subprocess.CompletedProcess([], 1, "FAILED tests/test_model.py::test_a - x\n", "")
+    monkeypatch.setattr(mutations, "run_tests", run)
+    monkeypatch.setattr(mutations, "_copy", lambda tmp: tmp)
+    tests = ("tests/test_fsdp.py", "tests/test_model.py")
+    assert mutations.check(None, "tests/test_model.py::test_gone", tests) == (True, "tests/test_model.py::test_a - x")
+    assert ran == [("tests/test_model.py::test_gone",), ("tests/test_model.py", "tests/test_fsdp.py")]
 
 
 def test_a_crashed_run_is_the_harness_failing_not_a_kill():
