@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sympy import Max, sympify
+from sympy import Max, evaluate, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.models import Architecture, Training, model_cost
@@ -31,6 +31,16 @@ def _best(rows: pd.DataFrame, values: dict, capacity: float, top: int):
     fitting, order = _chosen(values, capacity, top)
     best = rows.iloc[order].assign(**{k: np.asarray(v)[order] for k, v in values.items()})
     return len(rows), fitting, best
+
+
+def _lcm_as_max(expr):
+    """``expr`` with each ``Lcm(a, b)`` written ``Max(a, b)``, its equal where one side divides the
+    other.  The nodes above a replaced one are rebuilt as they are, unevaluated: evaluating them
+    again (SymPy's ``replace``) re-sorts every ``Max`` and ``Min`` above, seconds per grid for
+    the same numbers."""
+    expr = sympify(expr)
+    with evaluate(False):
+        return expr.xreplace({lcm: Max(*lcm.args) for lcm in expr.atoms(Lcm)})
 
 
 def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, conventions, top, zero=1, offload="none",
@@ -58,7 +68,7 @@ def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, convention
         parts = step_time_breakdown(cost, system, conventions)
         exprs = {**{k: parts.get(k, 0) for k in PARTS}, "memory": peak_bytes(cost, conventions)}
         if kind == "2d":         # one side divides the other (layouts._grid_degrees): lcm is the larger
-            exprs = {k: sympify(v).replace(Lcm, Max) for k, v in exprs.items()}
+            exprs = {k: _lcm_as_max(v) for k, v in exprs.items()}
         compiled = compile_exprs(exprs, symbols=[S.BY_NAME[k] for k in symbols], rows=len(group) * RERUNS)
         names = [{"2d": f"{q}x{d}", "2.5d": f"{q}x{q}x{d}", "3d": f"{q}x{q}x{q}"}[kind]
                  for q, d in zip(group["mq"], group["md"])]
