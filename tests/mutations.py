@@ -813,8 +813,9 @@ def _stale(result: subprocess.CompletedProcess) -> bool:
 
 
 def check(mutation: Mutation | None, first: str | None = None, tests=TESTS) -> tuple[bool, str]:
-    """(killed, what failed) for one mutation, running the test file ``first`` before the others
-    of ``tests``; for ``None`` (the unmutated copy): (failed, what failed)."""
+    """(killed, what failed) for one mutation, running ``first`` (a recorded test or test file)
+    before the files of ``tests`` (``batches``); for ``None`` (the unmutated copy): (failed, what
+    failed)."""
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         root = _copy(Path(tmp))
         if mutation is not None:
