@@ -60,7 +60,7 @@ def test_the_flex_dispatch_prices_only_the_bytes_it_sends_across():
     two nodes; inside one NVLink domain the two are the same collective."""
     routing, volume, bus = (16, 4), 8 * 2 ** 20, 40 * 10 ** 9
     copies, sends = _crossings(*routing, 2)
-    scaled = volume * Rational((sends / copies).numerator, (sends / copies).denominator)
+    scaled = volume * Rational(sends / copies)
     assert nccl_time("alltoall", 16, volume, bus, "ib", 2, "nvlink", "hopper", routing) == \
         nccl_time("alltoall", 16, scaled, bus, "ib", 2, "nvlink", "hopper")
     assert nccl_time("alltoall", 8, volume, bus, "nvlink", 1, None, "hopper", routing) == \
