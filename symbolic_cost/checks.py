@@ -237,6 +237,37 @@ def flag(value, name: str) -> bool:
     return value
 
 
+def instance(value, kind: type, name: str, how: str = ""):
+    """``value`` if it is a ``kind``, else ``InputTypeError`` naming ``name`` and, in ``how``, where
+    a ``kind`` comes from: what a public entry point says for a preset's name, a dict or ``None``
+    passed where its model, training or cost belongs (rather than an ``AttributeError`` deep inside).
+
+    >>> instance("gpt2", int, "arch", " (models.config.preset builds one)")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputTypeError: arch must be an int (models.config.preset builds one), got the string 'gpt2'
+    """
+    if not isinstance(value, kind):
+        article = "an" if kind.__name__[0].lower() in "aeiou" else "a"
+        raise _type_error(name, value, f"{article} {kind.__name__}{how}")
+    return value
+
+
+def file_text(text, option: str, name: str = "") -> str:
+    """A file's contents as a ``str``, what every framework reader takes: ``option`` (the
+    command-line option that gives such a file) and ``name`` (the file's) name it in a refusal.
+
+    >>> file_text(b"{}", "--deepspeed", "ds.json")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputTypeError: --deepspeed ds.json's text must be a str (the file's contents: Path(...).read_text()), got the bytes b'{}'
+    """
+    if not isinstance(text, str):
+        raise _type_error(f"{option} {name}'s text".replace("  ", " "), text,
+                          "a str (the file's contents: Path(...).read_text())")
+    return text
+
+
 def choice(value, name: str, allowed) -> object:
     """One of ``allowed`` (compared by equality and type, so ``True`` is not ``1``)."""
     if not any(value == a and type(value) is type(a) for a in allowed):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -27,7 +28,7 @@ from sympy import Expr, Rational, lambdify, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.analysis.scaling_laws import LAWS, LossLaw, get_law
-from symbolic_cost.checks import InputError, count
+from symbolic_cost.checks import InputError, InputTypeError, count, instance, shown
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config
@@ -90,7 +91,7 @@ SHAPES = {
 
 
 def get_shape(name: str) -> Shape:
-    if name not in SHAPES:
+    if not isinstance(name, str) or name not in SHAPES:
         raise InputError(f"shape must be one of {', '.join(SHAPES)}, got {name!r}", "shape")
     return SHAPES[name]
 
@@ -157,7 +158,7 @@ def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 
     chosen_law, family = get_law(law), get_shape(shape)
     total = _budget(budget)
     count(seq, "seq")
-    depths = depths or range(family.min_depth, 513)
+    depths = _depths(depths, family)
     made = _per_depth(family, recompute)
 
     def at(depth):
@@ -189,11 +190,11 @@ def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> P
     the least lifetime FLOPs.  A smaller model trained longer: ``budget`` stays the one given,
     ``serving`` holds the training FLOPs the model needs (more than the budget) and what the
     compute-optimal model's life would have cost."""
-    law, family = chosen.law, chosen.shape
+    law, family = instance(chosen, Plan, "chosen", " (analysis.planning.plan(budget))").law, chosen.shape
     if not isinstance(law, LossLaw):
         raise InputError(f"serving-aware planning holds the loss fixed: {law.name} gives no loss (use a loss law: "
                          f"{', '.join(n for n, v in LAWS.items() if isinstance(v, LossLaw))})", "law")
-    served = float(_budget(served_tokens))
+    served = float(_budget(served_tokens, "served_tokens", "tokens"))
     made = _per_depth(family, False)
 
     def life(depth):
@@ -201,7 +202,7 @@ def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> P
         tokens = law.tokens_for(chosen.loss, n)
         return train * tokens + forward * served
 
-    best = min(depths or range(family.min_depth, 513), key=life)
+    best = min(_depths(depths, family), key=life)
     arch = family.architecture(best)
     n, train, forward = per_token(arch, chosen.seq)           # the chosen model's exact counts
     tokens = law.tokens_for(chosen.loss, n)
@@ -218,7 +219,7 @@ def per_depth_table(chosen: Plan, budget, depths: range | None = None) -> list[t
     its exact FLOPs per token: an isoFLOP curve (``report.planning.isoflop_plot``)."""
     made = _per_depth(chosen.shape, False)
     rows = []
-    for depth in depths or range(chosen.shape.min_depth, 513):
+    for depth in _depths(depths, chosen.shape):
         x = chosen.shape.values(depth, chosen.seq)
         n, train = made.parameters(*x), made.train(*x)
         rows.append((int(n), chosen.law.at(n, float(budget) / train)))
@@ -230,9 +231,26 @@ def _n_d(n_f, total):
     return n, float(total) / f
 
 
-def _budget(budget) -> Expr:
+def _depths(depths, family: Shape):
+    """The depths to try: ``family``'s least to 512 layers, or those given (a range or a sequence of
+    layer counts, none of them 0)."""
+    if depths is None:
+        return range(family.min_depth, 513)
+    if isinstance(depths, (str, bytes)) or not hasattr(depths, "__getitem__") or len(depths) == 0:
+        raise InputTypeError(f"depths must be a range or a non-empty sequence of layer counts, got {shown(depths)}",
+                             "depths")
+    for depth in depths:
+        count(depth, "each of depths")
+    return depths
+
+
+def _budget(budget, name: str = "budget", unit: str = "FLOPs") -> Expr:
+    """``budget`` as a positive SymPy number (a float is taken: budgets are written ``1e25``)."""
+    rule = f"the {name} must be a positive number of {unit}, got {shown(budget)}"
+    if isinstance(budget, bool) or not isinstance(budget, (int, float, Fraction, Expr)):
+        raise InputTypeError(rule, name)
     value = sympify(budget)
-    if not value.is_number or not value.is_positive:
-        raise InputError(f"the budget must be a positive number of FLOPs, got {budget!r}", "budget")
+    if not value.is_number or not value.is_positive or not value.is_finite:
+        raise InputError(rule, name)
     return value
 

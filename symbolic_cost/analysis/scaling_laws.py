@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from sympy import Expr, Rational, Symbol, diff, lambdify, log, simplify, solve, symbols, sympify
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, exact
 
 __all__ = ["N", "D", "C", "k", "LossLaw", "PowerLaws", "Optimum", "LAWS", "lagrangian_optimum", "get_law",
            "elasticity"]
@@ -175,11 +175,11 @@ LAWS = {
 
 def get_law(name: str):
     """The law ``name`` of ``LAWS``, or a clear refusal."""
-    if name not in LAWS:
+    if not isinstance(name, str) or name not in LAWS:
         raise InputError(f"scaling law must be one of {', '.join(LAWS)}, got {name!r}", "law")
     return LAWS[name]
 
 
 def elasticity(expr: Expr, x: Symbol = C) -> Expr:
     """``d log expr / d log x``: the exponent of a power law (``N*(C)``'s is ``a``)."""
-    return simplify(diff(log(expr), x) * x)
+    return simplify(diff(log(exact(expr, "expr")), x) * x)

@@ -38,10 +38,10 @@ from dataclasses import dataclass, replace
 from sympy import Expr, Integer, ceiling
 
 from symbolic_cost.blocks.latent_attention import latent_cache_elements
-from symbolic_cost.checks import InputError, counts, positive_dims
+from symbolic_cost.checks import InputError, counts, instance, positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
-from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.architecture import MADE_BY, Architecture
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,9 @@ class CacheGroup:
 
 def check_decoder(arch: Architecture) -> None:
     """Refuse a bidirectional encoder: it generates nothing and keeps no KV cache (the one home
-    of this refusal: ``inference.serving.check_generative`` too)."""
+    of this refusal: ``inference.serving.check_generative`` too); anything but an ``Architecture``
+    is refused by type, as every serving entry point reaches here first."""
+    instance(arch, Architecture, "arch", MADE_BY)
     if not (arch.causal or arch.encoder_decoder):
         raise InputError(f"{arch.name} is a bidirectional encoder: it generates nothing, has no decode phase "
                          f"and keeps no KV cache")

@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from sympy import Integer, Rational, Symbol, ceiling, floor, lambdify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, positive
+from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown
 from symbolic_cost.inference import estimated, paged
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
@@ -138,6 +139,7 @@ class StepModel:
     def __init__(self, arch, serving: Serving, system, conventions=None, speculation=None):
         from symbolic_cost import conventions as conv
         conventions = conv.get(conventions or conv.DEFAULT)
+        instance(serving, Serving, "serving", " (inference.Serving(b=..., l_in=..., l_out=...))")
         self.system, self.prompt = calibrated(system), int(serving.l_in)
         self._memory = (arch, serving, speculation)
         one = replace(serving, b=S.b, l_out=2)
@@ -306,6 +308,30 @@ CPU-seconds, within the command line's 60 s budget with room for slower machines
 tests published (TensorRT-LLM's) send 500 to a few thousand."""
 
 
+def check_slo(slo) -> tuple[float, float]:
+    """``slo`` as ``(seconds to first token, seconds between tokens)``, two positive numbers
+    (``math.inf``: no bound on that one).
+
+    >>> check_slo((0.5, 0.05)), check_slo([1, 0.1])
+    ((0.5, 0.05), (1.0, 0.1))
+    >>> check_slo(0.5)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputTypeError: slo must be a pair (seconds to first token, seconds between tokens), got 0.5
+    """
+    if isinstance(slo, (str, bytes)) or not hasattr(slo, "__len__") or len(slo) != 2:
+        raise InputTypeError(f"slo must be a pair (seconds to first token, seconds between tokens), got {shown(slo)}",
+                             "slo")
+    limits = []
+    for limit, name in zip(slo, ("slo's time to first token", "slo's time between tokens")):
+        if isinstance(limit, bool) or not isinstance(limit, (int, float, Fraction, Rational)):
+            raise InputTypeError(f"{name} must be a number of seconds, got {shown(limit)}", "slo")
+        if not float(limit) > 0:          # NaN fails too; infinity is no bound
+            raise InputError(f"{name} must be a positive number of seconds (inf: no bound), got {shown(limit)}", "slo")
+        limits.append(float(limit))
+    return tuple(limits)
+
+
 def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
           seed: int = 0, slo: tuple | None = None, replicas: int = 1) -> Load:
     """Simulate the engine over ``requests`` requests (see the module docstring).
@@ -338,6 +364,7 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
         raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
+    slo = None if slo is None else check_slo(slo)
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     blocks, need = cache_limit(step, runtime, step.prompt + output_tokens + getattr(step, "extra_tokens", 0))
@@ -540,7 +567,7 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     if level not in PERCENTILES:
         raise InputError(f"the SLO's percentile must be one of {', '.join(map(str, PERCENTILES))}, got {level!r}",
                          "level")
-    limit_ttft, limit_itl = (float(x) for x in slo)
+    limit_ttft, limit_itl = slo = check_slo(slo)
     simulate = simulate or serve
 
     def meets(load: Load) -> bool:

@@ -17,10 +17,10 @@ from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import check_tensor_group_grid
-from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, choice, positive_dims
+from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, choice, instance, positive_dims
 from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, check_decoder, kv_format
 from symbolic_cost.inference.weight_formats import weight_format
-from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.blocks.context import VARIANTS
 from symbolic_cost.models.training import PRECISIONS, Training, element_bytes
 from symbolic_cost.models.training import check_context as shared_context_rule
@@ -156,6 +156,8 @@ def check_context(arch: Architecture, s: Serving) -> None:
     more tokens than the model's context (unless ``allow_long``): ``l_in + l_out - 1`` through a
     decoder, ``l_in`` through an encoder and ``l_out`` through its decoder; pipeline stages that
     do not hold whole layers (``p`` must divide them)."""
+    instance(arch, Architecture, "arch", MADE_BY)
+    instance(s, Serving, "serving", " (inference.Serving(b=..., l_in=..., l_out=...))")
     if arch.encoder_decoder:
         spans = (("l_in", s.l_in), ("l_out", s.l_out))
     else:

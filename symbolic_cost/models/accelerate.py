@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, given_counts
-from symbolic_cost.models.megatron_args import Setup
+from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.training import Overlap
 
@@ -159,7 +159,7 @@ def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
 def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list | None = None) -> Setup:
     """The values and policy of an accelerate config for ``arch``; ``world`` (``--devices``)
     replaces ``num_processes``."""
-    world, = given_counts(world=world)
+    world, arch = given_counts(world=world)[0], model_for(arch)
     config, notes = load_yaml(text, name, "--accelerate"), list(notes or [])
     if not isinstance(config, dict):
         raise InputError(f"{name}: an accelerate config is a YAML mapping", "--accelerate")

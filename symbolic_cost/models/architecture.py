@@ -113,6 +113,10 @@ _BOOLS, _OPTIONAL_BOOLS = (tuple(item.name for kind in _VALUES.values() for item
 """The flat names that hold a boolean, and a boolean or ``None``."""
 
 
+MADE_BY = " (models.config.preset('gpt2'), models.config.from_config(...) or Architecture(...))"
+"""Where an ``Architecture`` comes from, for the refusal of anything else where one belongs."""
+
+
 @dataclass(frozen=True, init=False)
 class Architecture(FlatNames):
     """A transformer: sizes and the choices that change its cost (see the module docstring),

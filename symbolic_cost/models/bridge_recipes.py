@@ -27,8 +27,8 @@ from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
-from symbolic_cost.checks import InputError, given_counts
-from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.checks import InputError, InputTypeError, given_counts, instance, shown
+from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.models.megatron_args import Setup
 from symbolic_cost.models.megatron_bridge import container_setup
 from symbolic_cost.models.megatron_bridge_keys import Container
@@ -57,6 +57,8 @@ def recipe(name: str) -> dict:
     ``system``, ``config`` (its cost sections) and ``skipped``; an unknown name is refused with the
     closest known ones."""
     recipes = _data()["recipes"]
+    if not isinstance(name, str):
+        raise InputTypeError(f"{FLAG} takes a recipe's name (a str), got {shown(name)}", FLAG)
     if name not in recipes:
         close = difflib.get_close_matches(name, recipes, n=3, cutoff=0.6)
         hint = f"; closest: {', '.join(close)}" if close else \
@@ -82,7 +84,7 @@ def recipe_setup(name: str, arch: Architecture, world: int | None = None, overri
                  model_given: str | None = None) -> Setup:
     """The ``Setup`` of recipe ``name`` on ``world`` processes (the recipe's own GPU count when
     ``None``) for ``arch``: the recipe's model, or the one ``model_given`` names (noted)."""
-    world, = given_counts(world=world)
+    world, arch = given_counts(world=world)[0], instance(arch, Architecture, "arch", MADE_BY)
     r = recipe(name)
     where = f"{r['module']}.{r['function']} of {source()['repo']} {source()['commit'][:9]}"
     notes = [f"{FLAG} {name}: {where}; model {r['hf_model']}"

@@ -27,7 +27,7 @@ from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
-from symbolic_cost.checks import InputError, InputTypeError, shown
+from symbolic_cost.checks import InputError, InputTypeError, file_text, shown
 from symbolic_cost.files import input_file
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families import FAMILIES, Keys
@@ -95,7 +95,7 @@ def read_json(text: str, name: str, option: str, what: str | None = None):
     symbolic_cost.checks.InputError: --deepspeed: ds.json: a DeepSpeed config is a JSON object
     """
     try:
-        value = json.loads(text)
+        value = json.loads(file_text(text, option, name))
     except RecursionError:
         raise InputError(f"{option}: {name} is nested too deeply to be {what or 'a config.json'}", option) from None
     except json.JSONDecodeError as error:

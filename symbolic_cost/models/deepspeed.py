@@ -45,9 +45,9 @@ from __future__ import annotations
 import json
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, given_counts
+from symbolic_cost.checks import InputError, given_counts, instance
 from symbolic_cost.models.config import read_json
-from symbolic_cost.models.megatron_args import Setup
+from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
 
 NO_COST = {
@@ -245,7 +245,9 @@ def zero_policy(zero: dict, stage: int, notes: list) -> dict:
 def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, command: dict) -> Setup:
     """The values and policy of a DeepSpeed config for ``arch``; ``given`` holds ``--set`` values
     and ``command`` the command line's ``precision`` and ``zero`` (for "auto")."""
-    world, = given_counts(world=world)
+    world, arch = given_counts(world=world)[0], model_for(arch)
+    instance(given, dict, "given", " of --set values")
+    instance(command, dict, "command", " of the command line's precision and zero")
     config = read_json(text, name, "--deepspeed", "a DeepSpeed config")
     notes, zero = [], config.get("zero_optimization", {})
     _check_keys(config, name, notes)

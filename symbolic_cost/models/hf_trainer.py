@@ -46,12 +46,12 @@ from __future__ import annotations
 import json
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, given_counts
+from symbolic_cost.checks import InputError, file_text, given_counts
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.trl_recipe import recipe_fields
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
-from symbolic_cost.models.megatron_args import Setup
+from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
 
 DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "bf16": False, "fp16": False,
@@ -104,7 +104,7 @@ OPTIMIZERS = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": 
 def read_arguments(text: str, name: str) -> dict:
     """The fields of a TrainingArguments file: JSON (``to_json_string()``), or YAML (a TRL or
     alignment-handbook recipe, which also holds ``trl_recipe``'s fields), an object either way."""
-    if text.lstrip()[:1] in ("{", "["):          # JSON (a YAML recipe is a block mapping)
+    if file_text(text, "--hf-training-args", name).lstrip()[:1] in ("{", "["):          # JSON (a YAML recipe is a block mapping)
         return read_json(text, name, "--hf-training-args", "TrainingArguments")
     args = load_yaml(text, name, "--hf-training-args")
     if not isinstance(args, dict):
@@ -231,6 +231,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     ``hybrid_shard``); ``launch``: the ``Setup`` of the accelerate config the script is launched
     with (``launched``)."""
     world, per_node = given_counts(world=world, per_node=per_node)
+    arch = model_for(arch)
     args = read_arguments(text, name)
     recipe_values, recipe_policy, recipe_notes = recipe_fields(args)
     _check_keys(args)

@@ -45,7 +45,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, file_text
 from symbolic_cost.reader import read
 
 UNKNOWN = "\x00"
@@ -328,7 +328,7 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
     reader cannot decide (``if [ -n "$WANDB_API_KEY" ]`` around logging options) is taken, with a
     note, since either way the cost is the same."""
     shell, launches, notes = _Shell(what), [], []
-    todo = list(_statements(text))
+    todo = list(_statements(file_text(text, "--megatron-args", what)))
     while todo:
         number, line = todo.pop(0)
         line = _uncommented(line)

@@ -149,9 +149,9 @@ from fractions import Fraction
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.blocks.specs import Latent
-from symbolic_cost.checks import InputError, given_counts
+from symbolic_cost.checks import InputError, given_counts, instance
 from symbolic_cost.parallel.splits import layout_stages
-from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.models.launch_script import UNKNOWN, Launch
 from symbolic_cost.models.megatron_precision import megatron_low_precision
 from symbolic_cost.models.megatron_words import (NOTED, Options, parse, single_process, torchrun_default,
@@ -172,11 +172,18 @@ class Setup:
     notes: list = field(default_factory=list)
 
 
+def model_for(arch) -> Architecture:
+    """``arch`` checked as the model a framework file's layout is read for, by the readers that
+    take the model beside the file (accelerate, DeepSpeed, TrainingArguments, Megatron-Bridge's
+    recipes)."""
+    return instance(arch, Architecture, "arch", MADE_BY)
+
+
 def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
     """The model, values and policy of Megatron arguments; ``world`` and ``vocab`` (from the command
     line) replace the launcher's world size and give a vocabulary read from a tokenizer file."""
     world, vocab = given_counts(world=world, vocab=vocab)
-    notes = list(launch.notes)
+    notes = list(instance(launch, Launch, "launch", " (models.launch_script.read_launch(text, name))").notes)
     o = Options(_older_names(parse(launch.program, notes), notes))
     notes += [NOTED[n] for n in NOTED if n in o.options and NOTED[n]]
     try:

@@ -73,7 +73,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, given_counts
+from symbolic_cost.checks import InputError, file_text, given_counts, instance
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import CP_COMM_TYPES, SHARDING, Setup
 from symbolic_cost.models.megatron_bridge_keys import Container
@@ -104,6 +104,7 @@ def load_yaml(text: str, name: str, flag: str):
     """The YAML's content (PyYAML's safe loader; the optional extra ``symbolic_cost[yaml]``),
     refused when its aliases expand it past ``YAML_NODES`` nodes (counted on the composed graph,
     each shared node once, before anything is expanded)."""
+    file_text(text, flag, name)
     try:
         import yaml
     except ImportError:

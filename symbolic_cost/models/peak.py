@@ -54,6 +54,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.extrema import maximum
 from symbolic_cost.models.overheads import OVERHEADS, Overheads, get_overheads  # noqa: F401 (Overheads: its old home)
 from symbolic_cost.models.ranks import cost_placement
+from symbolic_cost.models.totals import model_cost_of
 from symbolic_cost.models.training import element_bytes
 
 GATHERED_LAYERS = 2
@@ -200,7 +201,7 @@ def step_terms(cost, conventions=conv.DEFAULT) -> tuple:
     """``(state, kept, made, during, after)``: the state all step long, the kept activations, the
     gradients backward makes, and the transients of the moments while activations are kept
     (forward, loss, head) and after they are freed (embedding, optimizer), in ``MOMENTS`` order."""
-    c = conv.get(conventions)
+    cost, c = model_cost_of(cost), conv.get(conventions)
     buffer = c.gradient_lifetime == "buffer"
     state = (cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost) + bucket_bytes(cost, c)
              + (cost.gradient_bytes if buffer else 0))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tomllib
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, file_text
 
 NO_COST = {
     "job": "*", "profiling": "*", "metrics": "*", "lr_scheduler": "*", "checkpoint": "*", "comm": "*",
@@ -71,7 +71,7 @@ class Job:
             self.data = data
         else:
             try:
-                self.data = tomllib.loads(text)
+                self.data = tomllib.loads(file_text(text, "--torchtitan", name))
             except RecursionError:
                 raise InputError(f"--torchtitan: {name} is nested too deeply to be a torchtitan job",
                                  "--torchtitan") from None

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, file_text
 from symbolic_cost.files import input_file
 
 GENERATIONS = ("torchtitan's Python configurations: the first generation (from 9810191, 2026-02-23: TrainingConfig's "
@@ -653,6 +653,7 @@ def python_setup(text: str, path: Path | None, name: str, function: str | None, 
     from symbolic_cost import symbols as S
     from symbolic_cost.models import torchtitan
     from symbolic_cost.models.torchtitan_keys import Job
+    file_text(text, "--torchtitan", name)
     if function is None:
         functions = ", ".join(n for n in Module(text, path, name).functions if not n.startswith("_")) or "none"
         raise InputError(f"{name} is a Python file of torchtitan configurations: name one with --torchtitan-config "

@@ -25,10 +25,10 @@ from sympy import Expr, Integer, Rational
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.context import CONTEXT_ROWS
-from symbolic_cost.checks import InputError, INTERLEAVED_RULES, PIPELINE_RULES, check_rules
+from symbolic_cost.checks import InputError, INTERLEAVED_RULES, PIPELINE_RULES, check_rules, instance
 from symbolic_cost.collector import paused
 from symbolic_cost.cost import Collective, collective, exact
-from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
 from symbolic_cost.models.memory import recompute_flops, recomputed_rows
@@ -40,6 +40,12 @@ from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import Training, bytes_per_parameter, check_model, element_bytes
 from symbolic_cost.trees import remembered_on
 from symbolic_cost.parallel.pipeline import dualpipe_gradient_sum, dualpipe_rules, stage_layers, stage_sends
+
+
+def model_cost_of(cost, name: str = "cost") -> "ModelCost":
+    """``cost`` if it is a ``ModelCost``, else ``InputTypeError`` naming ``name``: what the
+    functions that read a whole model's totals (step time, peak memory) take."""
+    return instance(cost, ModelCost, name, " (models.model_cost(arch, training))")
 
 
 @dataclass(frozen=True)
@@ -131,8 +137,9 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     >>> cost.parameters
     124439808
     """
+    instance(arch, Architecture, "arch", MADE_BY)
+    t = instance(training, Training, "training", " (models.Training(b=..., l=..., ...))")
     conventions = conv.get(conventions)
-    t = training
     check_model(arch, t)
     m1, s1, d, p, n = _degrees(t)
     es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)

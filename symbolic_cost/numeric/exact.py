@@ -28,9 +28,10 @@ from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import MOE_RULES, check_sequence_parallel
 from symbolic_cost.models.placement import placed_by_p
-from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact
+from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact, instance
 from symbolic_cost.collector import paused
-from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.models.architecture import MADE_BY
 from symbolic_cost.models.experts import expert_degrees
 from symbolic_cost.models.totals import check_schedule
 from symbolic_cost.models.training import check_model
@@ -186,6 +187,7 @@ def model_function(arch, system="h100", conventions=None, **policy):
     >>> evaluate(b=8, l=1024, d=4)["parameters"]
     124439808
     """
+    instance(arch, Architecture, "arch", MADE_BY)
     chosen = conv.get(conventions or conv.DEFAULT)
     names = DEGREES + (("ep", "etp") if arch.moe is not None else ())
     symbolic = {n: S.BY_NAME[n] for n in names}

@@ -30,9 +30,10 @@ import pandas as pd
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, count
+from symbolic_cost.checks import InputError, InputTypeError, count, instance
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
+from symbolic_cost.models.architecture import MADE_BY
 from symbolic_cost.models.placement import placed_by_p
 from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.models.grid_stack import unsupported
@@ -237,6 +238,7 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
     if unknown:
         raise InputTypeError(f"search() got an unexpected keyword argument {unknown[0]!r} (a Space field or one "
                              "of search's own)", unknown[0])
+    instance(arch, Architecture, "arch", MADE_BY)
     space = replace(space or Space(), **ranges)
     count(devices, "devices", maximum=MAX_DEVICES)
     count(top, "top")

@@ -22,7 +22,7 @@ import pandas as pd
 from sympy import Basic, Integer, Piecewise, S, sympify
 from sympy.functions.elementary.piecewise import ExprCondPair
 
-from symbolic_cost.checks import InputError, InputTypeError
+from symbolic_cost.checks import InputError, InputTypeError, instance
 from symbolic_cost.files import output_file
 from symbolic_cost.numeric.compile import compile_exprs, sweep_backend
 from symbolic_cost.numeric.pages import keep_freed_pages
@@ -149,6 +149,7 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     2  2.0  1.0  4.0   4.0
     3  2.0  2.0  4.0   2.0
     """
+    instance(exprs, Mapping, "exprs", " of names to expressions ({'flops': cost.flops_fwd, ...})")
     if (grid is None) == (table is None):
         raise InputError("sweep needs exactly one of grid= or table=")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:

@@ -26,6 +26,7 @@ uses (NVLink when the group fits in one NVLink domain, else InfiniBand, unless
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from sympy import Add, Eq, Expr, Integer
@@ -37,7 +38,7 @@ from symbolic_cost.parallel import collectives
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost.timing import attention_kernels, efficiency, kernels, nccl
 from symbolic_cost.cost import Collective, Cost, collective
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, InputTypeError, instance, shown
 from symbolic_cost.timing.systems import SYSTEMS, System, get_system, product_rate  # noqa: F401 (re-exported)
 
 
@@ -229,7 +230,10 @@ def step_time(costs, system: System | str, conventions=conv.DEFAULT, passes=("fw
     """Seconds for ``costs`` (a Block or any Costs) in the given passes: the sum of
     each row's ``t_total``, forward plus backward by default."""
     system, conventions = get_system(system), conv.get(conventions)
-    return Add(*(row_seconds(cost, system, conventions)[f"t_total_{p}"] for cost in costs for p in passes))
+    if not isinstance(costs, Iterable) or isinstance(costs, (str, Mapping)):
+        raise InputTypeError(f"costs must be a Block or other Costs, got {shown(costs)}", "costs")
+    return Add(*(row_seconds(instance(cost, Cost, "costs' rows"), system, conventions)[f"t_total_{p}"]
+                 for cost in costs for p in passes))
 
 
 def calibrated(system: System | str) -> System:

@@ -10,6 +10,7 @@ from symbolic_cost.collector import paused
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models import ModelCost
+from symbolic_cost.models.totals import model_cost_of
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_costs
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
@@ -51,7 +52,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       overlaps part of the traffic with backward);
     * ``total``: their sum.
     """
-    system, conventions = get_system(system), conv.get(conventions)
+    cost, system, conventions = model_cost_of(cost), get_system(system), conv.get(conventions)
     t = cost.training
     check_block_scaling(t.fp8, system)
     p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
@@ -213,7 +214,7 @@ def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0
     """Seconds of one layer of layer group ``group`` for one micro-batch, as Korthikanti et al.
     2022 (Table 4) time it: ``fwd``, its rows' forward with their collectives; ``bwd``, their
     backward plus the forward its recomputed rows redo; ``total``, both."""
-    system, conventions = get_system(system), conv.get(conventions)
+    cost, system, conventions = model_cost_of(cost), get_system(system), conv.get(conventions)
     check_block_scaling(cost.training.fp8, system)
     layer = cost.stack[1 + group][0]
     recomputed = recomputed_costs(layer, cost.training.recomputation)

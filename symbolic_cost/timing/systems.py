@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sympy import Expr, Integer, Rational
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, InputTypeError, shown
 from symbolic_cost.cost import exact
 from symbolic_cost.models.optimizers import get_fp8
 
@@ -178,6 +178,9 @@ def get_system(name: str | System) -> System:
     """Look up a system preset by name (a ``System`` passes through)."""
     if isinstance(name, System):
         return name
+    if not isinstance(name, str):
+        raise InputTypeError(f"system must be a preset's name ({', '.join(SYSTEMS)}) or a System, got {shown(name)}",
+                             "system")
     try:
         return SYSTEMS[name]
     except KeyError:

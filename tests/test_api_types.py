@@ -1,0 +1,161 @@
+"""The Python API refuses an argument of the wrong kind by name, as the command line does.
+
+A preset's name, a dict or ``None`` passed where a model, a training, a model's totals, a serving
+or a file's text belongs used to end in an ``AttributeError`` or ``TypeError`` from deep inside
+(``'str' object has no attribute 'encoder_decoder'``).  Each entry point below now raises
+``InputTypeError`` (an ``InputError`` and a ``TypeError``) whose ``argument`` is the parameter's
+name, before it builds anything.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from symbolic_cost.checks import InputError, InputTypeError
+from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.config import preset
+
+WRONG = [None, "gpt2", {}, 3, [1]]
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return preset("gpt2")
+
+
+@pytest.fixture(scope="module")
+def cost(gpt2):
+    return model_cost(gpt2, Training(b=2, l=128))
+
+
+def refused(call, argument):
+    with pytest.raises(InputTypeError) as raised:
+        call()
+    assert raised.value.argument == argument, str(raised.value)
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("wrong", WRONG)
+def test_training_entry_points(wrong, gpt2, cost):
+    from symbolic_cost.numeric.exact import model_function
+    from symbolic_cost.numeric.search import search
+    from symbolic_cost.models.peak import peak_bytes
+    from symbolic_cost.timing.step import layer_time, step_time_breakdown
+    assert "preset('gpt2')" in refused(lambda: model_cost(wrong, Training()), "arch")
+    refused(lambda: model_cost(gpt2, wrong), "training")
+    refused(lambda: model_function(wrong), "arch")
+    refused(lambda: search(wrong, 8), "arch")
+    assert "model_cost(arch, training)" in refused(lambda: step_time_breakdown(wrong, "h100"), "cost")
+    refused(lambda: layer_time(wrong, "h100"), "cost")
+    refused(lambda: peak_bytes(wrong), "cost")
+
+
+@pytest.mark.parametrize("wrong", [None, {}, 3, [1]])
+def test_systems(wrong, cost):
+    from symbolic_cost.timing.step import step_time_breakdown
+    refused(lambda: step_time_breakdown(cost, wrong), "system")
+
+
+@pytest.mark.parametrize("wrong", [None, 3, "b", [1]])
+def test_sweeps_and_rows(wrong):
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.timing.hardware import step_time
+    refused(lambda: sweep(wrong, {"b": [1, 2]}), "exprs")
+    if not isinstance(wrong, list):
+        refused(lambda: step_time(wrong, "h100"), "costs")
+
+
+def test_step_time_rows_are_costs():
+    from symbolic_cost.timing.hardware import step_time
+    refused(lambda: step_time(["mlp"], "h100"), "costs' rows")
+
+
+@pytest.mark.parametrize("wrong", WRONG)
+def test_serving_entry_points(wrong):
+    from symbolic_cost.inference import Serving, kv_bytes_per_token, kv_cache_bytes
+    from symbolic_cost.inference.load import StepModel
+    from symbolic_cost.inference.throughput import inference_cost, max_batch
+    llama = preset("llama-2-7b")
+    serving = Serving(b=1, l_in=128, l_out=16)
+    refused(lambda: kv_bytes_per_token(wrong), "arch")
+    refused(lambda: kv_cache_bytes(wrong, 1, 128), "arch")
+    refused(lambda: inference_cost(wrong, serving, "h100"), "arch")
+    refused(lambda: inference_cost(llama, wrong, "h100"), "serving")
+    refused(lambda: max_batch(wrong, serving, "h100"), "arch")
+    refused(lambda: StepModel(llama, wrong, "h100"), "serving")
+
+
+class TenMs:
+    """A step of 10 ms whatever it runs: the load simulator needs nothing more."""
+    prompt = 100
+
+    def __call__(self, prompts, decoding, context):
+        return 0.010
+
+
+@pytest.mark.parametrize("slo, kind", [(None, InputTypeError), (0.5, InputTypeError), ((1, 2, 3), InputTypeError),
+                                       (("1", 0.1), InputTypeError), ((True, 0.1), InputTypeError),
+                                       ((0, 0.1), InputError), ((1, float("nan")), InputError),
+                                       ((-1, 0.1), InputError)])
+def test_slo_is_two_positive_seconds(slo, kind):
+    from symbolic_cost.inference.load import serve, sustained_rate
+    with pytest.raises(kind) as raised:
+        sustained_rate(TenMs(), 10, slo, 90)
+    assert raised.value.argument == "slo"
+    if slo is not None:
+        with pytest.raises(kind):
+            serve(TenMs(), 10, 1.0, requests=2, slo=slo)
+
+
+def test_slo_as_given():
+    from symbolic_cost.inference.load import serve
+    load = serve(TenMs(), 5, None, requests=1, slo=(0.02, 0.02))
+    assert load.slo_attained == 1          # 10 ms to the first token and between tokens: within 20 ms
+
+
+@pytest.mark.parametrize("text", [None, b"{}", {}, 3])
+def test_framework_readers_take_text(text, gpt2):
+    from symbolic_cost.models.accelerate import accelerate_setup
+    from symbolic_cost.models.deepspeed import deepspeed_setup
+    from symbolic_cost.models.hf_trainer import trainer_setup
+    from symbolic_cost.models.launch_script import read_launch
+    from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
+    from symbolic_cost.models.torchtitan import torchtitan_setup
+    assert "read_text()" in refused(lambda: accelerate_setup(text, "a.yaml", gpt2, 8), "--accelerate a.yaml's text")
+    refused(lambda: deepspeed_setup(text, "ds.json", gpt2, 8, {}, {}), "--deepspeed ds.json's text")
+    refused(lambda: trainer_setup(text, "t.json", gpt2, 8), "--hf-training-args t.json's text")
+    refused(lambda: megatron_bridge_setup(text, "b.yaml", 8), "--nemo-recipe b.yaml's text")
+    refused(lambda: torchtitan_setup(text, "t.toml", 8), "--torchtitan t.toml's text")
+    refused(lambda: read_launch(text, "x.sh"), "--megatron-args x.sh's text")
+
+
+@pytest.mark.parametrize("wrong", WRONG)
+def test_framework_readers_take_a_model(wrong):
+    from symbolic_cost.models.accelerate import accelerate_setup
+    from symbolic_cost.models.bridge_recipes import recipe_setup
+    from symbolic_cost.models.deepspeed import deepspeed_setup
+    from symbolic_cost.models.megatron_args import megatron_setup
+    ds = '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1}'
+    refused(lambda: accelerate_setup("distributed_type: FSDP\n", "a.yaml", wrong, 8), "arch")
+    refused(lambda: deepspeed_setup(ds, "ds.json", wrong, 8, {}, {}), "arch")
+    refused(lambda: recipe_setup("llama3_8b_pretrain_config", wrong, 8), "arch")
+    refused(lambda: megatron_setup(wrong, "x.sh", 8), "launch")
+
+
+@pytest.mark.parametrize("wrong", [None, {}, [1], True])
+def test_planner(wrong):
+    from symbolic_cost.analysis.planning import plan
+    from symbolic_cost.analysis.scaling_laws import get_law
+    refused(lambda: plan(wrong), "budget")
+    with pytest.raises(InputError):
+        get_law(wrong)
+    with pytest.raises(InputError):
+        plan(1e21, shape=wrong)
+
+
+@pytest.mark.parametrize("depths", [[], [0], [12, -1], -1, "x", 1.5, range(0)])
+def test_planner_depths(depths):
+    from symbolic_cost.analysis.planning import plan
+    with pytest.raises(InputError) as raised:
+        plan(1e21, depths=depths)
+    assert "depths" in str(raised.value)
