@@ -159,3 +159,29 @@ def test_planner_depths(depths):
     with pytest.raises(InputError) as raised:
         plan(1e21, depths=depths)
     assert "depths" in str(raised.value)
+
+
+@pytest.mark.parametrize("field, wrong", [("flash", "x"), ("flash", 1), ("allow_long", None), ("kv_dtype", ["fp8"]),
+                                          ("weights", {}), ("kv_dtype", 8)])
+def test_serving_values(field, wrong):
+    from symbolic_cost.inference import Serving
+    with pytest.raises(InputError):
+        Serving(**{field: wrong})
+
+
+@pytest.mark.parametrize("wrong", ["x", [1], -1, 0, float("nan"), 1.5])
+def test_sharding_group(wrong):
+    from symbolic_cost.models.training_values import Sharding
+    with pytest.raises(InputError) as raised:
+        Sharding(zero=3, shard=wrong)
+    assert raised.value.argument == "shard"
+
+
+@pytest.mark.parametrize("field", ["step_overhead", "request_overhead", "kernel_overhead"])
+@pytest.mark.parametrize("wrong", ["x", [1], -1, float("nan"), float("inf"), True])
+def test_runtime_overheads(field, wrong):
+    from symbolic_cost.inference.load import Runtime
+    with pytest.raises(InputError) as raised:
+        Runtime(**{field: wrong})
+    assert raised.value.argument == field
+    assert Runtime(**{field: 0.001}) == Runtime(**{field: 0.001})       # seconds as a float are taken

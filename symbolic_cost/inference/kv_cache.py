@@ -104,7 +104,7 @@ def kv_format(fmt) -> KVFormat:
     """
     if isinstance(fmt, KVFormat):
         return fmt
-    if fmt not in KV_FORMATS:
+    if not isinstance(fmt, str) or fmt not in KV_FORMATS:
         raise InputError(f"kv_dtype must be one of {', '.join(KV_FORMATS)} (or a KVFormat), got {fmt!r}")
     return KV_FORMATS[fmt]
 

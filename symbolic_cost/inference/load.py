@@ -94,6 +94,10 @@ class Runtime:
         for name in SERVING:
             if getattr(self, name) is None:
                 object.__setattr__(self, name, Rational(fitted.get(name, "0")))
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, Rational)) \
+                    or not 0 <= float(value) < math.inf:
+                raise InputError(f"{name} must be a finite number of seconds, at least 0, got {shown(value)}", name)
         for name in ("max_batch", "max_tokens", "block_tokens"):
             if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int) \
                     or getattr(self, name) < 1:

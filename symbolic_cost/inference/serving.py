@@ -17,7 +17,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import check_tensor_group_grid
-from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, choice, instance, positive_dims
+from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, choice, flag, instance, positive_dims
 from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, check_decoder, kv_format
 from symbolic_cost.inference.weight_formats import weight_format
 from symbolic_cost.models.architecture import MADE_BY, Architecture
@@ -69,6 +69,7 @@ class Serving:
             raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {self.mla!r}")
         if self.precision not in PRECISIONS:
             raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        flag(self.flash, "flash"), flag(self.allow_long, "allow_long")
         self.kv                                   # refuses an unknown kv_dtype
         weight_format(self.weights)               # refuses an unknown weight format
         choice(self.cp_variant, "cp_variant", VARIANTS)

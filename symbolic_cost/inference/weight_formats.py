@@ -60,7 +60,7 @@ def weight_format(name: str | None) -> WeightFormat | None:
     """
     if name is None:
         return None
-    if name not in WEIGHT_FORMATS:
+    if not isinstance(name, str) or name not in WEIGHT_FORMATS:
         raise InputError(f"weights must be one of {', '.join(WEIGHT_FORMATS)} or None (the precision), "
                          f"got {name!r}", "weights")
     return WEIGHT_FORMATS[name]

@@ -203,6 +203,8 @@ class Sharding:
     def __post_init__(self):
         choice(self.zero, "zero", (0, 1, 2, 3))
         _flags(self, "distributed_optimizer", "reshard_after_forward")
+        if self.shard is not None:
+            object.__setattr__(self, "shard", positive_dims(shard=self.shard)["shard"])
         if not self.reshard_after_forward and self.zero != 3:
             raise InputError(f"reshard_after_forward=False applies to ZeRO-3/FSDP (zero=3), got zero={self.zero}; "
                              "it would be ignored", "reshard_after_forward")
