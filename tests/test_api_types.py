@@ -185,3 +185,39 @@ def test_runtime_overheads(field, wrong):
         Runtime(**{field: wrong})
     assert raised.value.argument == field
     assert Runtime(**{field: 0.001}) == Runtime(**{field: 0.001})       # seconds as a float are taken
+
+
+@pytest.mark.parametrize("wrong", WRONG)
+def test_more_entry_points(wrong, gpt2, cost):
+    from symbolic_cost.conventions import DEFAULT
+    from symbolic_cost.cost import collective
+    from symbolic_cost.models.peak import largest_micro_batch, loss_transient
+    from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
+    from symbolic_cost.numeric.compile import compile_exprs
+    from symbolic_cost.parallel.grid_blocks import grid_attention, grid_mlp
+    from symbolic_cost.symbols import b, e, f, l
+    from symbolic_cost.timing.hardware import calibrated
+    from symbolic_cost.timing.nccl import collective_time
+    from symbolic_cost.timing.power import system_from_power
+    refused(lambda: largest_micro_batch(wrong, Training(), 80 * 2**30), "arch")
+    refused(lambda: largest_micro_batch(gpt2, wrong, 80 * 2**30), "training")
+    refused(lambda: loss_transient(wrong), "cost")
+    refused(lambda: rank_parameters(wrong, 0), "cost")
+    refused(lambda: rank_activation_bytes(wrong, 0), "cost")
+    if wrong != {}:                 # an empty mapping compiles to nothing
+        refused(lambda: compile_exprs(wrong), "exprs")
+    refused(lambda: grid_mlp(b, l, e, f, wrong), "grid")
+    refused(lambda: grid_attention(b, l, e, 12, wrong), "grid")
+    refused(lambda: system_from_power("chip", wrong, None), "budget")
+    ring = collective("allreduce", 2**20, 2, 8, "bwd", DEFAULT)[0]
+    refused(lambda: collective_time(wrong, calibrated("h100"), "nvlink"), "c")
+    refused(lambda: collective_time(ring, wrong, "nvlink"), "system")
+    with pytest.raises(InputError):
+        collective_time(ring, calibrated("h100"), wrong)
+
+
+@pytest.mark.parametrize("depth, p, v", [(None, 2, 1), ("24", 2, 1), (24, 0, 1), (24, 2, 1.5), (24, [2], 1)])
+def test_chunk_layers_counts(depth, p, v):
+    from symbolic_cost.parallel.splits import chunk_layers
+    with pytest.raises(InputError):
+        chunk_layers(depth, p, v)

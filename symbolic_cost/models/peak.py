@@ -50,12 +50,13 @@ from dataclasses import dataclass, replace
 from sympy import Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, exact, instance
+from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.extrema import maximum
 from symbolic_cost.models.overheads import OVERHEADS, Overheads, get_overheads  # noqa: F401 (Overheads: its old home)
 from symbolic_cost.models.ranks import cost_placement
-from symbolic_cost.models.totals import model_cost_of
-from symbolic_cost.models.training import element_bytes
+from symbolic_cost.models.whole_model import model_cost_of
+from symbolic_cost.models.training import Training, element_bytes
 
 GATHERED_LAYERS = 2
 """Layers whose ZeRO-3 weights are gathered at once: the one computing and the next one,
@@ -91,7 +92,7 @@ def loss_transient(cost, conventions=conv.DEFAULT) -> Expr:
       that of the logits, ``2 n es_loss``, while the model's output still holds ``Z``, ``n es``.
 
     0 without a language-model loss."""
-    conventions = conv.get(conventions)
+    cost, conventions = model_cost_of(cost), conv.get(conventions)
     loss, head = _row(cost.head, "loss"), _row(cost.head, "lm_head")
     if loss is None or head is None:
         return Integer(0)
@@ -106,7 +107,7 @@ def head_transient(cost, conventions=conv.DEFAULT) -> Expr:
     its backward ran; under ``"eager"`` the model's output still holds the logits (``n es``);
     under ``gradient_lifetime="step"`` the head's weight gradients (a tied word table's too)
     are made here. 0 without a language-model loss."""
-    conventions = conv.get(conventions)
+    cost, conventions = model_cost_of(cost), conv.get(conventions)
     loss, head = _row(cost.head, "loss"), _row(cost.head, "lm_head")
     if loss is None or head is None:
         return Integer(0)
@@ -272,7 +273,9 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
     >>> n > 1 and peak(n) <= 80 * 10**9 < peak(n + 1)
     True
     """
-    capacity = sympify(capacity)
+    instance(arch, Architecture, "arch", MADE_BY)
+    instance(training, Training, "training", " (models.Training(b=..., l=..., ...))")
+    capacity = exact(capacity, "capacity")
     if not (capacity.is_number and capacity > 0):
         raise InputError(f"capacity must be a positive number of bytes, got {capacity}", "capacity")
     capacity = get_overheads(overheads).room(capacity)

@@ -15,6 +15,7 @@ from symbolic_cost.models.placement import Placement, placement
 from symbolic_cost.models.training import Training, element_bytes
 from symbolic_cost.parallel.pipeline import chunk_in_flight
 from symbolic_cost.checks import InputError
+from symbolic_cost.models.whole_model import model_cost_of
 from symbolic_cost.trees import remembered_on
 
 
@@ -82,7 +83,8 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
     >>> [rank_activation_bytes(cost, r) > 0 for r in range(4)]
     [True, True, True, True]
     """
-    p, n = exact(cost.training.p, "p"), exact(cost.training.micro_batches, "micro_batches")
+    t = model_cost_of(cost).training
+    p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
     if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
         raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
     schedule = cost.training.pipeline_schedule()
@@ -134,7 +136,7 @@ def rank_parameters(cost, rank: int) -> Expr:
     copy of a tied word table when the two differ), under DualPipe of both its stages ``rank`` and
     ``p - 1 - rank``; ``ModelCost.parameters_per_device`` is the largest.  1-byte weights over
     the element size, as ``model_cost`` counts them."""
-    p = exact(cost.training.p, "p")
+    p = exact(model_cost_of(cost).training.p, "p")
     if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
         raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
     es = element_bytes(cost.training.precision)

@@ -51,7 +51,7 @@ import numpy as np
 from sympy import Symbol, lambdify, sympify
 from sympy.printing.numpy import NumPyPrinter
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, instance
 from symbolic_cost.collector import paused
 from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
@@ -270,6 +270,7 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
     >>> f({"b": [1, 2], "l": 3})["bigger"]
     array([3., 3.])
     """
+    instance(exprs, Mapping, "exprs", " of names to expressions ({'flops': cost.flops_fwd, ...})")
     names = tuple(exprs)
     values = tuple(sympify(exprs[n]) for n in names)
     if symbols is None:

@@ -117,7 +117,7 @@ def make_grid(kind: str, *, m1=None, m2=None, mq=None, md=None, order=None, pane
     ...
     symbolic_cost.checks.InputError: a 3d grid takes mq only (a cube mq x mq x mq); got m1=4
     """
-    if kind not in AXES:
+    if not isinstance(kind, str) or kind not in AXES:
         raise InputError(f"tensor grid must be one of {', '.join(AXES)}, got {kind!r}", "kind")
     given = {name: value for name, value in dict(m1=m1, m2=m2, mq=mq, md=md).items() if value is not None}
     wanted = DEGREES[kind]
@@ -155,7 +155,7 @@ def grid_for(kind: str, devices: int, depth: int = 1) -> Grid:
     ...
     symbolic_cost.checks.InputError: a 3d grid needs a cube number of devices (mq x mq x mq), got 12
     """
-    if kind not in AXES:
+    if not isinstance(kind, str) or kind not in AXES:
         raise InputError(f"tensor grid must be one of {', '.join(AXES)}, got {kind!r}", "kind")
     power = 3 if kind == "3d" else 2
     if kind == "2.5d":

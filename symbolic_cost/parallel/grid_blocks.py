@@ -25,7 +25,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block, Feedforward, Heads, Projections, Residual, Run, Scores, Wiring
 from symbolic_cost.blocks.layout import attach
 from symbolic_cost.blocks.specs import as_heads
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, instance
 from symbolic_cost.cost import Cost, exact
 from symbolic_cost.ops import Keys, add, attention_core, dropout, flash_attention, gated, gelu, rotary
 from symbolic_cost.ops.norm import NORMS
@@ -109,6 +109,10 @@ _REQUIRED = {Heads: (1,)}
 """The required fields of a value whose defaults ``_modelled`` compares with."""
 
 
+GRID_MADE_BY = " (parallel.grid.make_grid(kind, ...))"
+"""Where a ``Grid`` comes from, for the refusal of anything else where one belongs."""
+
+
 def grid_mlp(b, l, e, f, grid: Grid, *, bias=True, gated_act=False, activation_dropout=None,
              residual: Residual | None = None, run: Run | None = None) -> GridBlock:
     """The MLP ``dropout(fc2(act(fc1(norm(x)))))`` on one device of ``grid``; options as in
@@ -119,6 +123,7 @@ def grid_mlp(b, l, e, f, grid: Grid, *, bias=True, gated_act=False, activation_d
     >>> grid_mlp(8, 16, 64, 256, make_grid("3d", mq=2)).names
     ['layer_norm_2', 'fc1', 'act', 'fc2', 'dpr2']
     """
+    instance(grid, Grid, "grid", GRID_MADE_BY)
     residual, run = residual or Residual(), run or Run()
     _modelled(residual, "Residual", "post_norm", "branch", "shared_input")
     norm, dropouts, es, es_mask = residual.norm, residual.dropouts, run.es, run.es_mask
@@ -151,6 +156,7 @@ def grid_attention(b, l, e, heads, grid: Grid, *, scores: Scores | None = None,
     >>> grid_attention(8, 16, 64, 8, make_grid("2.5d", mq=2, md=2)).names
     ['layer_norm_1', 'qkv_proj', 'logits', 'softmax', 'dropout_softmax', 'attend', 'v_proj', 'dropout']
     """
+    instance(grid, Grid, "grid", GRID_MADE_BY)
     heads, scores, projections = as_heads(heads), scores or Scores(), projections or Projections()
     residual, run = residual or Residual(), run or Run()
     _modelled(heads, "Heads", "head_dim", "v_head_dim", "qk_norm", "rotary_dim", "latent")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, count
 from symbolic_cost.parallel.pipeline import stage_layers
 
 
@@ -30,6 +30,9 @@ def chunk_layers(depth: int, p: int, v: int = 1, first=None, last=None, embeddin
     >>> [[list(c) for c in rank] for rank in chunk_layers(6, 2, 2, embedding=True, loss=True)]
     [[[0], [3, 4]], [[1, 2], [5]]]
     """
+    # plain ints, or SymPy Integers (a Training's degrees)
+    depth, p, v = (count(int(x) if getattr(x, "is_Integer", False) else x, name)
+                   for x, name in ((depth, "depth"), (p, "p"), (v, "v")))
     if (embedding or loss) and (first, last) != (None, None):
         raise InputError("embedding_in_split and loss_in_split cannot go with first_stage_layers or "
                          "last_stage_layers (Megatron-Core asserts: no embedding or loss slot with uneven stages)",

@@ -170,7 +170,8 @@ def wave_efficiency(m, n, count, sms, tile_m, tile_n) -> Expr:
     >>> wave_efficiency(100, 128, 1, 108, 128, 128)
     25/1512
     """
-    return m * n * count * _reciprocal(wave_slots(m, n, count, sms, tile_m, tile_n))
+    slots = wave_slots(m, n, count, sms, tile_m, tile_n)       # checks the sizes first
+    return m * n * count * _reciprocal(slots)
 
 
 def wave_slots(m, n, count, sms, tile_m, tile_n) -> Expr:

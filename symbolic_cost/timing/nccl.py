@@ -36,6 +36,7 @@ from __future__ import annotations
 from sympy import Basic, Expr, Function, Integer, Piecewise, Rational, S, StrictLessThan, Tuple, sympify
 from sympy.functions.elementary.piecewise import ExprCondPair
 
+from symbolic_cost.checks import InputTypeError, choice as one_of, instance, shown
 from symbolic_cost.cost import Collective
 from symbolic_cost.extrema import choice, maximum, minimum
 from symbolic_cost.parallel.collectives import Log2, network_share
@@ -46,6 +47,9 @@ GIGA = Integer(10) ** 9
 
 
 # the ring's base latency per protocol and latency per ring step on NVLink and on the network
+LINKS = ("nvlink", "ib")
+"""The links a collective runs on: the NVLink domain, or the network between nodes."""
+
 BASE = {"LL": Rational(36, 10) * MICRO, "LL128": 10 * MICRO, "Simple": Rational(84, 10) * MICRO}
 HOP = {("nvlink", "LL"): Rational(47, 100) * MICRO, ("nvlink", "LL128"): Rational(19, 10) * MICRO,
        ("nvlink", "Simple"): Rational(34, 10) * MICRO,
@@ -294,7 +298,12 @@ def collective_time(c: Collective, system, link: str, nodes=1, intra: str | None
     cheapest with NVLS where it is set up, the ring's and tree's elsewhere (the same ``ring``
     object twice, so neither a comparison nor the compiled kernel pays for it twice)."""
     from symbolic_cost.timing.nccl_nvls import nvls_candidate
-    eff = system.efficiency
+    instance(c, Collective, "c", " (cost.collective(...) or a ModelCost's collectives)")
+    one_of(link, "link", LINKS)
+    eff = getattr(system, "efficiency", None)
+    if eff is None:
+        raise InputTypeError(f"system must be a System with NCCL's factors (timing.hardware.calibrated('h100')), "
+                             f"got {shown(system)}", "system")
     bus = eff.nvlink_bus if link == "nvlink" else eff.ib_bus
     ring = nccl_time(c.kind, c.group, c.tensor_bytes, bus, link, nodes, intra, eff.arch, c.routing)
     found = nvls_candidate(c.kind, c.group, c.tensor_bytes, eff, link, nodes) if eff.nvls else None

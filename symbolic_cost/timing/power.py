@@ -24,7 +24,7 @@ from sympy import Expr, Integer, Rational
 
 from symbolic_cost.cost import exact
 from symbolic_cost.timing.hardware import System
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, instance
 
 
 def _exact_fields(record, positive=(), unit_interval=()):
@@ -103,6 +103,8 @@ def system_from_power(name: str, budget: PowerBudget, tech: Technology, *, memor
     >>> chip.matrix_flops, chip.hbm_bandwidth    # 150 W / 10 pJ * 0.7; 75 W / 40 pJ * 0.7
     (10500000000000, 1312500000000)
     """
+    instance(budget, PowerBudget, "budget", " (timing.power.PowerBudget(tdp, core, dram, l2, shared_memory))")
+    instance(tech, Technology, "tech", " (timing.power.Technology(...))")
     dram = peak_dram_bandwidth(budget, tech)
     compute = peak_flops(budget, tech) * budget.compute_derate
     l2 = budget.watts("l2") / (8 * tech.l2_bit_energy)

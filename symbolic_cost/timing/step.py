@@ -10,7 +10,7 @@ from symbolic_cost.collector import paused
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models import ModelCost
-from symbolic_cost.models.totals import model_cost_of
+from symbolic_cost.models.whole_model import model_cost_of
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_costs
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
