@@ -221,3 +221,50 @@ def test_chunk_layers_counts(depth, p, v):
     from symbolic_cost.parallel.splits import chunk_layers
     with pytest.raises(InputError):
         chunk_layers(depth, p, v)
+
+
+@pytest.mark.parametrize("table", ["no-such-table.csv", 3, [1, 2], {"b": [1]}])
+def test_sweep_tables_by_kind(table):
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.symbols import b, l
+    with pytest.raises(InputError) as raised:
+        sweep({"t": b * l}, table=table)
+    assert raised.value.argument == "table"
+
+
+@pytest.mark.parametrize("column, rule", [(["x"], "numbers"), ([-1], "positive integers"), ([1.5], "positive integers"),
+                                          ([float("nan")], "positive integers")])
+def test_sweep_table_columns_as_grid_axes(column, rule):
+    """A table's column named after a symbol holds what the symbol admits, as a grid's axis must."""
+    import pandas as pd
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.symbols import b, l
+    with pytest.raises(InputError) as raised:
+        sweep({"t": b * l}, table=pd.DataFrame({"b": column, "l": [2]}))
+    assert raised.value.argument == "b" and rule in str(raised.value)
+
+
+@pytest.mark.parametrize("constraints", [None, 3, "b <= 2", [None], [1.5], [True]])
+def test_sweep_constraints_by_kind(constraints):
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.symbols import b, l
+    with pytest.raises(InputTypeError) as raised:
+        sweep({"t": b * l}, {"b": [1, 2], "l": [2]}, constraints=constraints)
+    assert raised.value.argument == "constraints"
+
+
+@pytest.mark.parametrize("field, wrong", [("micro_batch_sizes", None), ("micro_batch_sizes", 3), ("zero", None),
+                                          ("offload", "none"), ("schedules", 3), ("recompute", 3), ("tensor", None),
+                                          ("cp", None), ("cp", ()), ("policy", "x"), ("policy", [1])])
+def test_search_space_by_kind(field, wrong):
+    from symbolic_cost.numeric.search import Space
+    with pytest.raises(InputTypeError) as raised:
+        Space(**{field: wrong})
+    assert raised.value.argument == field
+
+
+def test_model_function_values_by_kind(gpt2):
+    from symbolic_cost.numeric.exact import model_function
+    with pytest.raises(InputTypeError) as raised:
+        model_function(gpt2)(b=[1])
+    assert raised.value.argument == "b"

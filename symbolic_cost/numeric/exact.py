@@ -222,7 +222,13 @@ def model_function(arch, system="h100", conventions=None, **policy):
         if "etp" in names and chosen_values["etp"] is None:
             chosen_values["etp"] = chosen_values["m1"]       # Megatron-LM's default, as Training's
         seen = tuple(chosen_values.values())
-        if seen not in checked:      # the rules depend on these numbers only: checked once each
+        try:
+            new = seen not in checked
+        except TypeError:            # an unhashable value (a list): refused by kind, as any inexact one is
+            for name, value in chosen_values.items():
+                _exact_number(value, name)
+            raise
+        if new:                      # the rules depend on these numbers only: checked once each
             check(chosen_values)
             checked.add(seen) if len(checked) < CHECKED else None
         function = function_for(chosen_values["p"])

@@ -23,6 +23,7 @@ import functools
 import itertools
 import sys
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -30,7 +31,7 @@ import pandas as pd
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, count, instance
+from symbolic_cost.checks import InputError, InputTypeError, count, instance, shown
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.architecture import MADE_BY
@@ -178,6 +179,11 @@ def _evaluate(arch, family, columns: dict, at, trainings, system, conventions, t
     return results
 
 
+SPACE_SCALARS = {"micro_batch_sizes": ("all",), "zero": (int,), "offload": (), "schedules": (), "recompute": (None,),
+                 "tensor": (), "cp": (int,), "shard": (None, int, "all")}
+"""``Space``'s fields of values to try, each with what it also takes alone (``int``: one integer)."""
+
+
 @paused()
 @dataclass(frozen=True)
 class Space:
@@ -220,6 +226,18 @@ class Space:
     def __post_init__(self):
         for name in ("global_batch", "seq"):
             count(getattr(self, name), name)
+        for name, alone in SPACE_SCALARS.items():       # a field of values to try, or the scalar it takes alone
+            value = getattr(self, name)
+            if value in alone if isinstance(value, (str, type(None))) else type(value) is int and int in alone:
+                continue
+            if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable) or not value:
+                words = " or ".join("an integer" if a is int else repr(a) for a in alone)
+                raise InputTypeError(f"{name} must be a non-empty tuple of the values to try"
+                                     f"{' (or ' + words + ')' if alone else ''}, got {shown(value)}", name)
+            object.__setattr__(self, name, tuple(value))
+        if self.policy is not None and not isinstance(self.policy, Mapping):
+            raise InputTypeError(f"policy must be a dict of Training keywords every layout keeps, got {shown(self.policy)}",
+                                 "policy")
         if self.recompute_layers not in ("full", "all"):
             raise InputError(f"recompute_layers must be 'full' (every layer of a stage) or 'all' (1 to all of "
                              f"them), got {self.recompute_layers!r}", "recompute_layers")

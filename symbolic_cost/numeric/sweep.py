@@ -15,18 +15,20 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
 from sympy import Basic, Integer, Piecewise, S, sympify
+from sympy.logic.boolalg import Boolean
 from sympy.functions.elementary.piecewise import ExprCondPair
 
-from symbolic_cost.checks import InputError, InputTypeError, instance
+from symbolic_cost.checks import InputError, InputTypeError, instance, shown
 from symbolic_cost.files import output_file
 from symbolic_cost.numeric.compile import compile_exprs, sweep_backend
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.reader import read
+from symbolic_cost import symbols as S_
 from symbolic_cost.symbols import resolve_names
 
 
@@ -107,28 +109,46 @@ def _axis_rows(axis: np.ndarray, stride: int, start: int, out: np.ndarray) -> np
 def _table_chunks(table, chunk_size: int) -> Iterator[dict]:
     frames = pd.read_csv(table, chunksize=chunk_size) if isinstance(table, (str, Path)) else \
         (table.iloc[i:i + chunk_size] for i in range(0, len(table), chunk_size))
-    for frame in frames:
-        yield {c: frame[c].to_numpy(dtype=np.float64) for c in frame.columns}
+    for frame in frames:      # a column named after a symbol holds values it admits, as a grid's axis does
+        yield {c: _check_axis(S_.BY_NAME[c], frame[c], "table column") if c in S_.BY_NAME else
+               frame[c].to_numpy(dtype=np.float64) for c in frame.columns}
+
+
+def _check_table(table) -> None:
+    """A table is a DataFrame, or the path of a CSV file that exists (read a chunk at a time)."""
+    if isinstance(table, (str, Path)):
+        if not Path(table).is_file():
+            raise InputError(f"table {str(table)!r} is not a CSV file (it does not exist, or is not a regular file)",
+                             "table")
+    elif not isinstance(table, pd.DataFrame):
+        raise InputTypeError(f"table must be a pandas DataFrame or the path of a CSV file, got {shown(table)}", "table")
 
 
 def check_grid(grid: Mapping) -> None:
     """Each axis of a grid: a non-empty list of finite numbers that its symbol admits (positive;
     integral for an integer symbol)."""
     for symbol, values in resolve_names(grid).items():
-        try:
-            axis = np.asarray(values, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InputTypeError(f"grid {symbol} must be a list of numbers, got {values!r}", str(symbol)) from None
-        if axis.ndim != 1 or axis.size == 0:
-            raise InputError(f"grid {symbol} must be a non-empty list of numbers, got {values!r}", str(symbol))
-        bad = ~np.isfinite(axis)
-        if getattr(symbol, "is_positive", False):
-            bad |= ~(axis > 0)
-        if getattr(symbol, "is_integer", False):
-            bad |= axis != np.round(axis)
-        if bad.any():
-            kind = "positive integers" if symbol.is_integer else "positive numbers" if symbol.is_positive else "finite"
-            raise InputError(f"grid {symbol} must be {kind}, got {axis[bad][0]}", str(symbol))
+        _check_axis(symbol, values, "grid")
+
+
+def _check_axis(symbol, values, what: str) -> np.ndarray:
+    """One axis of a grid, or one column of a table (``what``), as float64 values its symbol admits."""
+    try:
+        axis = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        values = list(values) if isinstance(values, pd.Series) else values       # a column, shown as its values
+        raise InputTypeError(f"{what} {symbol} must be a list of numbers, got {shown(values)}", str(symbol)) from None
+    if axis.ndim != 1 or axis.size == 0:
+        raise InputError(f"{what} {symbol} must be a non-empty list of numbers, got {shown(values)}", str(symbol))
+    bad = ~np.isfinite(axis)
+    if getattr(symbol, "is_positive", False):
+        bad |= ~(axis > 0)
+    if getattr(symbol, "is_integer", False):
+        bad |= axis != np.round(axis)
+    if bad.any():
+        kind = "positive integers" if symbol.is_integer else "positive numbers" if symbol.is_positive else "finite"
+        raise InputError(f"{what} {symbol} must be {kind}, got {axis[bad][0]}", str(symbol))
+    return axis
 
 
 def grid_size(grid: Mapping) -> int:
@@ -152,6 +172,8 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     instance(exprs, Mapping, "exprs", " of names to expressions ({'flops': cost.flops_fwd, ...})")
     if (grid is None) == (table is None):
         raise InputError("sweep needs exactly one of grid= or table=")
+    if table is not None:
+        _check_table(table)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}", "chunk_size")
     if grid is not None:
@@ -194,6 +216,14 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
 def keep_exprs(exprs: Mapping, constraints) -> dict:
     """``{"_keep0": 1 where the first constraint holds else 0, ...}``: constraints as text (naming
     symbols or ``exprs``) or SymPy relations, compiled with the expressions."""
+    if isinstance(constraints, (str, Mapping)) or not isinstance(constraints, Iterable):
+        raise InputTypeError(f"constraints must be a list of conditions (text or SymPy relations), got "
+                             f"{shown(constraints)}", "constraints")
+    constraints = list(constraints)
+    for c in constraints:
+        if isinstance(c, bool) or not isinstance(c, (str, Boolean)):
+            raise InputTypeError(f"each of constraints must be a condition, as text ('b*l <= 8192') or a SymPy "
+                                 f"relation (Eq(Mod(h, m1), 0)), got {shown(c)}", "constraints")
     constraints = [read(c, argument="constraints", names={str(k): v for k, v in exprs.items()}, condition=True)
                    if isinstance(c, str) else c for c in constraints]
     return {f"_keep{i}": indicator(sympify(c)) for i, c in enumerate(constraints)}
