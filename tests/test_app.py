@@ -58,6 +58,7 @@ def test_requests_the_page_never_sends_are_refused():
     assert "b must be text or an integer" in commands.answer("summary", {"set": {"b": [1]}}, main)["error"]
     assert "model must be one of" in commands.answer("summary", {"model": "file"}, main)["error"]
     assert "set must be an object" in commands.answer("search", {"set": 5, "devices": 4}, main)["error"]
+    assert "flash must be true or false" in commands.answer("summary", {"flash": "yes"}, main)["error"]
 
 
 def test_search_and_formula_refuse_as_the_command_line_does():

@@ -129,7 +129,9 @@ def choice_words(request: dict, names=CHOICES) -> list[str]:
     """``--zero=1``, ``--system=h100`` ... for each choice given, and ``--flash`` or ``--no-flash``."""
     words = [f"--{name}={text(request, name)}" for name in names if request.get(name) not in (None, "")]
     if "flash" in request:
-        words.append("--flash" if request["flash"] is True else "--no-flash")
+        if not isinstance(request["flash"], bool):
+            raise InputError(f"flash must be true or false, got {type(request['flash']).__name__}", "flash")
+        words.append("--flash" if request["flash"] else "--no-flash")
     return words
 
 
