@@ -172,11 +172,11 @@ class Setup:
     notes: list = field(default_factory=list)
 
 
-def model_for(arch) -> Architecture:
+def model_for(arch) -> Architecture | None:
     """``arch`` checked as the model a framework file's layout is read for, by the readers that
-    take the model beside the file (accelerate, DeepSpeed, TrainingArguments, Megatron-Bridge's
-    recipes)."""
-    return instance(arch, Architecture, "arch", MADE_BY)
+    take the model beside the file (accelerate, DeepSpeed, TrainingArguments): an
+    ``Architecture``, or ``None`` to read the layout alone."""
+    return arch if arch is None else instance(arch, Architecture, "arch", MADE_BY + " or None")
 
 
 def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: int | None = None) -> Setup:

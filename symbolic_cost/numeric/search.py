@@ -184,7 +184,6 @@ SPACE_SCALARS = {"micro_batch_sizes": ("all",), "zero": (int,), "offload": (), "
 """``Space``'s fields of values to try, each with what it also takes alone (``int``: one integer)."""
 
 
-@paused()
 @dataclass(frozen=True)
 class Space:
     """What a layout search varies, and what every layout it tries keeps.
@@ -243,6 +242,7 @@ class Space:
                              f"them), got {self.recompute_layers!r}", "recompute_layers")
 
 
+@paused()
 def search(arch: Architecture, devices: int, system="h100", space: Space | None = None, *, top: int = 10,
            conventions=conv.DEFAULT, progress=False, workers: int | None = 1, dask: bool = False,
            **ranges) -> SearchResult:
