@@ -268,3 +268,36 @@ def test_model_function_values_by_kind(gpt2):
     with pytest.raises(InputTypeError) as raised:
         model_function(gpt2)(b=[1])
     assert raised.value.argument == "b"
+
+
+@pytest.mark.parametrize("wrong", WRONG)
+def test_utilisation_and_collectives(wrong, cost):
+    from symbolic_cost.models.utilisation import hardware_flops, hfu, mfu, model_flops
+    from symbolic_cost.timing.hardware import comm_time
+    for f in (model_flops, hardware_flops):
+        refused(lambda: f(wrong), "cost")
+    refused(lambda: mfu(wrong, 1, "h100"), "cost")
+    refused(lambda: hfu(wrong, 1, "h100"), "cost")
+    refused(lambda: comm_time(wrong, "h100"), "c")
+
+
+@pytest.mark.parametrize("wrong", [None, {}, [1], "4*l"])
+def test_scaling_analysis_expressions(wrong):
+    """Text is read by ``reader.read``, never parsed here (SymPy's own parser evaluates it)."""
+    from symbolic_cost.analysis.scaling import crossover, derivative, leading_terms, share
+    from symbolic_cost.symbols import e, l
+    refused(lambda: derivative(wrong, l), "expr")
+    refused(lambda: leading_terms(wrong, l), "expr")
+    refused(lambda: crossover(l * e, wrong, l), "b")
+    refused(lambda: share(l, wrong), "whole")
+
+
+@pytest.mark.parametrize("wrong", [None, {}, [1], 3, []])
+def test_scaling_analysis_symbols(wrong):
+    from symbolic_cost.analysis.scaling import elasticity, leading_terms, limit, optimum
+    from symbolic_cost.symbols import e, l
+    refused(lambda: elasticity(l * e, wrong), "x")
+    refused(lambda: limit(l * e, wrong), "x")
+    refused(lambda: leading_terms(l * e, wrong), "grow")
+    if not isinstance(wrong, list):
+        refused(lambda: optimum(l + 1 / l, wrong, [1, 2]), "x")

@@ -22,7 +22,7 @@ from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Symb
                    expand, fraction, limit as _limit, log, nsolve, oo, simplify, solve, sympify, together)
 
 from symbolic_cost.symbols import resolve_names
-from symbolic_cost.checks import InputError, count
+from symbolic_cost.checks import InputError, InputTypeError, count, exact, shown
 
 
 def _real(x: Symbol) -> Symbol:
@@ -43,10 +43,21 @@ def _solve_positive(expr, x) -> list:
             if root.is_positive is not False and root.is_real is not False and root != 0]
 
 
-def _symbols(grow) -> list[Symbol]:
+def _symbols(grow, name: str = "grow") -> list[Symbol]:
+    """The symbols ``grow`` names: one symbol (or its name) or a list of them."""
     if isinstance(grow, (str, Symbol)):
         grow = [grow]
+    if not isinstance(grow, (list, tuple, set, frozenset)) or not grow \
+            or not all(isinstance(s, (str, Symbol)) for s in grow):
+        raise InputTypeError(f"{name} must be a symbol, its name, or a list of them, got {shown(grow)}", name)
     return list(resolve_names({s: None for s in grow}))
+
+
+def _symbol(x) -> Symbol:
+    """The one symbol ``x`` names (a ``Symbol`` or its name)."""
+    if not isinstance(x, (str, Symbol)):
+        raise InputTypeError(f"x must be one symbol or its name, got {shown(x)}", "x")
+    return _symbols(x, "x")[0]
 
 
 def leading_terms(expr, grow, *, with_remainder: bool = False):
@@ -61,7 +72,7 @@ def leading_terms(expr, grow, *, with_remainder: bool = False):
     >>> leading_terms(24*b*l*e**2 + 4*b*l**2*e + 10*b*l*e, l, with_remainder=True)
     (4*b*e*l**2, 24*b*e**2*l + 10*b*e*l)
     """
-    expr = sympify(expr)
+    expr = exact(expr, "expr")
     t = Dummy("t", positive=True)
     scaled = together(expr.subs({s: t * s for s in _symbols(grow)}, simultaneous=True))
     numerator, denominator = fraction(scaled)
@@ -77,8 +88,8 @@ def leading_terms(expr, grow, *, with_remainder: bool = False):
 
 def derivative(expr, x) -> Expr:
     """``dC/dx``, simplified."""
-    (x,) = _symbols(x)
-    return simplify(diff(sympify(expr), x))
+    x = _symbol(x)
+    return simplify(diff(exact(expr, "expr"), x))
 
 
 def elasticity(expr, x, at: dict | None = None) -> Expr:
@@ -88,8 +99,8 @@ def elasticity(expr, x, at: dict | None = None) -> Expr:
     >>> elasticity(4*l**2*e + 24*l*e**2, l)
     2*(3*e + l)/(6*e + l)
     """
-    (x,) = _symbols(x)
-    expr = sympify(expr)
+    x = _symbol(x)
+    expr = exact(expr, "expr")
     value = simplify(x * diff(expr, x) / expr)
     return simplify(value.subs(resolve_names(at))) if at else value
 
@@ -104,8 +115,8 @@ def crossover(a, b, x) -> Expr:
     >>> crossover(4*l**2*e, 24*l*e**2, l)
     6*e
     """
-    (x,) = _symbols(x)
-    roots = _solve_positive(sympify(a) - sympify(b), x)
+    x = _symbol(x)
+    roots = _solve_positive(exact(a, "a") - exact(b, "b"), x)
     if len(roots) != 1:
         found = ", ".join(map(str, roots)) or "none"
         raise InputError(f"expected one positive crossover in {x}; found {found}")
@@ -114,13 +125,13 @@ def crossover(a, b, x) -> Expr:
 
 def share(part, whole) -> Expr:
     """``part / whole``, simplified (e.g. attention's share of a layer's FLOPs)."""
-    return simplify(sympify(part) / sympify(whole))
+    return simplify(exact(part, "part") / exact(whole, "whole"))
 
 
 def limit(expr, x, to=oo) -> Expr:
     """The limit of ``expr`` as ``x`` goes to ``to`` (infinity by default)."""
-    (x,) = _symbols(x)
-    return simplify(_limit(sympify(expr), x, to))
+    x = _symbol(x)
+    return simplify(_limit(exact(expr, "expr"), x, to))
 
 
 def smooth_at(expr, point: dict) -> Expr:
@@ -131,8 +142,10 @@ def smooth_at(expr, point: dict) -> Expr:
     >>> smooth_at(Max(1/m1, m1/16), {m1: 2})
     1/m1
     """
+    if not isinstance(point, dict):
+        raise InputTypeError(f"point must be a dict of symbols to numbers, got {shown(point)}", "point")
     point = resolve_names(point)
-    expr = sympify(expr)
+    expr = exact(expr, "expr")
     if isinstance(expr, (Max, Min)):
         pick = max if isinstance(expr, Max) else min
         branch = pick(expr.args, key=lambda arg: float(arg.subs(point)))
@@ -176,9 +189,11 @@ def optimum(expr, x, candidates) -> Optimum:
     >>> found.best, found.relaxed, found.derivative
     (8, 8, 1 - 64/m1**2)
     """
-    (x,) = _symbols(x)
-    expr = sympify(expr)
-    candidates = [sympify(c) for c in candidates]
+    x = _symbol(x)
+    expr = exact(expr, "expr")
+    if isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__"):
+        raise InputTypeError(f"candidates must be a list of values of {x}, got {shown(candidates)}", "candidates")
+    candidates = [exact(c, "each of candidates") for c in candidates]
     if not candidates:
         raise InputError(f"optimum over {x} needs at least one candidate value")
     values = {c: simplify(expr.subs(x, c)) for c in candidates}
@@ -228,7 +243,7 @@ def valid_values(block, x, upto: int) -> list[int]:
     >>> valid_values(attention(1, 2048, 768, 12, m1, m1), m1, 16)   # s1 = m1 must divide l too
     [1, 2, 4]
     """
-    (x,) = _symbols(x)
+    x = _symbol(x)
     good = []
     for value in range(1, count(upto, "upto", maximum=MAX_CANDIDATES) + 1):
         try:

@@ -28,6 +28,7 @@ from symbolic_cost.models.recipes import recipe_stack
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.totals import ModelCost, world_size
 from symbolic_cost.models.training import element_bytes
+from symbolic_cost.models.whole_model import model_cost_of
 from symbolic_cost.ops.matmul import product_flops
 from symbolic_cost.checks import InputError, positive, positive_dims
 from symbolic_cost.reader import read_number
@@ -51,7 +52,7 @@ def _row_flops(row, pass_, only, conventions) -> Expr:
 def one_device_stack(cost: ModelCost):
     """The model's blocks unsharded (``m1 = s1 = 1``, no context parallelism), under the cost's
     recipe and conventions."""
-    t, conventions = cost.training.without_cp(), cost.layer.conventions
+    t, conventions = model_cost_of(cost).training.without_cp(), cost.layer.conventions
     es = element_bytes(t.precision)
     return recipe_stack(model_stack(cost.architecture, t, 1, 1, es, conventions), t, es, conventions,
                         cost.architecture)
@@ -71,7 +72,7 @@ def model_flops(cost: ModelCost, only: str = "all") -> Expr:
     True
     """
     _choice(only, "only", ONLY)
-    conventions = cost.layer.conventions
+    conventions = model_cost_of(cost).layer.conventions
     total = sum((count * _row_flops(row, p, only, conventions) for blk, count in one_device_stack(cost)
                  for row in blk for p in ("fwd", "bwd")), Integer(0))
     return _replicas(cost) * total
@@ -82,7 +83,7 @@ def recompute_flops(cost: ModelCost, only: str = "all", accounting: str = "libra
     rows forward (``"korthikanti-eq8"``: a selectively recomputed core forward and backward)."""
     _choice(only, "only", ONLY)
     _choice(accounting, "accounting", ACCOUNTING)
-    t, conventions = cost.training, cost.layer.conventions
+    t, conventions = model_cost_of(cost).training, cost.layer.conventions
     passes = ("fwd", "bwd") if accounting == "korthikanti-eq8" and t.recompute == "selective" else ("fwd",)
     total, place = Integer(0), cost_placement(cost)
     for g, (blk, _) in enumerate(one_device_stack(cost)[1:-1]):
@@ -117,9 +118,10 @@ def utilisation(flops, step_time, devices, peak) -> Expr:
 def mfu(cost: ModelCost, step_time, peak, only: str = "all") -> Expr:
     """Model FLOPs utilisation of one iteration that took ``step_time`` seconds on
     ``m1 d p`` devices of ``peak`` FLOP/s each (a number, or a ``System``: its matrix peak)."""
-    return utilisation(model_flops(cost, only), step_time, world_size(cost.training), peak)
+    return utilisation(model_flops(model_cost_of(cost), only), step_time, world_size(cost.training), peak)
 
 
 def hfu(cost: ModelCost, step_time, peak, only: str = "all", accounting: str = "library") -> Expr:
     """Hardware FLOPs utilisation: ``mfu`` with the recomputed FLOPs counted."""
-    return utilisation(hardware_flops(cost, only, accounting), step_time, world_size(cost.training), peak)
+    return utilisation(hardware_flops(model_cost_of(cost), only, accounting), step_time, world_size(cost.training),
+                       peak)

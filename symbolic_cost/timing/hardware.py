@@ -98,6 +98,8 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
     >>> comm_time(ag, SYSTEMS["a100-perlmutter"].but(ib_latency=0), link="ib")   # 3/4 of 2 GB at 100 GB/s
     3/200
     """
+    instance(c, Collective, "c", " (cost.collective(...) or a ModelCost's collectives)")
+    system = get_system(system)
     if c.reshard is not None:
         return _resharded_time(c, system, conventions, link)
     model = conv.get(conventions).comm_time
