@@ -263,7 +263,7 @@ def file_text(text, option: str, name: str = "") -> str:
     symbolic_cost.checks.InputTypeError: --deepspeed ds.json's text must be a str (the file's contents: Path(...).read_text()), got the bytes b'{}'
     """
     if not isinstance(text, str):
-        raise _type_error(f"{option} {name}'s text".replace("  ", " "), text,
+        raise _type_error(f"{option} {name}'s text" if name else f"{option}'s text", text,
                           "a str (the file's contents: Path(...).read_text())")
     return text
 

@@ -77,6 +77,9 @@ def _subs_sizes(record, values: Mapping):
     return replace(record, **{name: getattr(record, name).subs(values) for name in named})
 
 
+COLLECTIVE_MADE_BY = " (cost.collective(...), or a ModelCost's collectives)"
+"""Where a ``Collective`` comes from, for the refusal of anything else where one belongs."""
+
 @dataclass(frozen=True)
 class Collective:
     """One communication: ``kind`` over ``group`` devices in pass ``pass_``.

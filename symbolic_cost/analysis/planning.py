@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import functools
 import math
-from fractions import Fraction
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import NamedTuple
 
 from sympy import Expr, Rational, lambdify, sympify

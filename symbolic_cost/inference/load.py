@@ -44,7 +44,7 @@ from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import decode, mean_step, prefill
 from symbolic_cost.inference.drafts import draft_cache_bytes, draft_decode, draft_prefill, draft_weights
 from symbolic_cost.inference.throughput import calibrated_run
-from symbolic_cost.inference.serving import Serving, encoder_tokens
+from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving, encoder_tokens
 from symbolic_cost.inference.speculative import check_speculation, expected_tokens
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import calibrated, comm_time
@@ -143,7 +143,7 @@ class StepModel:
     def __init__(self, arch, serving: Serving, system, conventions=None, speculation=None):
         from symbolic_cost import conventions as conv
         conventions = conv.get(conventions or conv.DEFAULT)
-        instance(serving, Serving, "serving", " (inference.Serving(b=..., l_in=..., l_out=...))")
+        instance(serving, Serving, "serving", SERVING_MADE_BY)
         self.system, self.prompt = calibrated(system), int(serving.l_in)
         self._memory = (arch, serving, speculation)
         one = replace(serving, b=S.b, l_out=2)

@@ -28,6 +28,9 @@ from symbolic_cost.models.training import check_context_parallel as shared_conte
 from symbolic_cost.parallel.expert import expert_data_degree
 
 
+SERVING_MADE_BY = " (inference.Serving(b=..., l_in=..., l_out=...))"
+"""How a ``Serving`` is made, for the refusal of anything else where one belongs."""
+
 @dataclass(frozen=True)
 class Serving:
     """``b`` sequences of ``l_in`` prompt tokens each generating ``l_out`` tokens, on ``m1``
@@ -158,7 +161,7 @@ def check_context(arch: Architecture, s: Serving) -> None:
     decoder, ``l_in`` through an encoder and ``l_out`` through its decoder; pipeline stages that
     do not hold whole layers (``p`` must divide them)."""
     instance(arch, Architecture, "arch", MADE_BY)
-    instance(s, Serving, "serving", " (inference.Serving(b=..., l_in=..., l_out=...))")
+    instance(s, Serving, "serving", SERVING_MADE_BY)
     if arch.encoder_decoder:
         spans = (("l_in", s.l_in), ("l_out", s.l_out))
     else:

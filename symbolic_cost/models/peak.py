@@ -55,8 +55,8 @@ from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.extrema import maximum
 from symbolic_cost.models.overheads import OVERHEADS, Overheads, get_overheads  # noqa: F401 (Overheads: its old home)
 from symbolic_cost.models.ranks import cost_placement
+from symbolic_cost.models.training import TRAINING_MADE_BY, Training, element_bytes
 from symbolic_cost.models.whole_model import model_cost_of
-from symbolic_cost.models.training import Training, element_bytes
 
 GATHERED_LAYERS = 2
 """Layers whose ZeRO-3 weights are gathered at once: the one computing and the next one,
@@ -274,7 +274,7 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
     True
     """
     instance(arch, Architecture, "arch", MADE_BY)
-    instance(training, Training, "training", " (models.Training(b=..., l=..., ...))")
+    instance(training, Training, "training", TRAINING_MADE_BY)
     capacity = exact(capacity, "capacity")
     if not (capacity.is_number and capacity > 0):
         raise InputError(f"capacity must be a positive number of bytes, got {capacity}", "capacity")

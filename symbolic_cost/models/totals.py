@@ -37,7 +37,7 @@ from symbolic_cost.models.ranks import boundary_elements, busiest_activation_byt
 from symbolic_cost.models.recompute_modules import check_modules
 from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
 from symbolic_cost.models.stack import model_stack
-from symbolic_cost.models.training import Training, bytes_per_parameter, check_model, element_bytes
+from symbolic_cost.models.training import TRAINING_MADE_BY, Training, bytes_per_parameter, check_model, element_bytes
 from symbolic_cost.models.whole_model import ModelCost, model_cost_of  # noqa: F401 (model_cost_of: re-exported)
 from symbolic_cost.trees import remembered_on
 from symbolic_cost.parallel.pipeline import dualpipe_gradient_sum, dualpipe_rules, stage_layers, stage_sends
@@ -83,7 +83,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     124439808
     """
     instance(arch, Architecture, "arch", MADE_BY)
-    t = instance(training, Training, "training", " (models.Training(b=..., l=..., ...))")
+    t = instance(training, Training, "training", TRAINING_MADE_BY)
     conventions = conv.get(conventions)
     check_model(arch, t)
     m1, s1, d, p, n = _degrees(t)

@@ -27,7 +27,7 @@ from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_shared_expert_overlap", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT"]
+__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_shared_expert_overlap", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT", "TRAINING_MADE_BY"]
 
 FLAT = {
     "b": ("batch", "b"), "l": ("batch", "l"), "l_dec": ("batch", "l_dec"),
@@ -149,6 +149,10 @@ class Training(FlatNames):
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
         return self.pipeline.schedule_value()
+
+
+TRAINING_MADE_BY = " (models.Training(b=..., l=..., ...))"
+"""How a ``Training`` is made, for the refusal of anything else where one belongs."""
 
 
 def check_sharding(t: Training) -> None:

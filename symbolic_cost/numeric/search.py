@@ -184,6 +184,13 @@ SPACE_SCALARS = {"micro_batch_sizes": ("all",), "zero": (int,), "offload": (), "
 """``Space``'s fields of values to try, each with what it also takes alone (``int``: one integer)."""
 
 
+def _taken_alone(value, alone: tuple) -> bool:
+    """Whether ``value`` is one of the scalars ``alone`` a field of ``Space`` also takes (``int``: any integer)."""
+    if type(value) is int:
+        return int in alone
+    return isinstance(value, (str, type(None))) and value in alone
+
+
 @dataclass(frozen=True)
 class Space:
     """What a layout search varies, and what every layout it tries keeps.
@@ -227,7 +234,7 @@ class Space:
             count(getattr(self, name), name)
         for name, alone in SPACE_SCALARS.items():       # a field of values to try, or the scalar it takes alone
             value = getattr(self, name)
-            if value in alone if isinstance(value, (str, type(None))) else type(value) is int and int in alone:
+            if _taken_alone(value, alone):
                 continue
             if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable) or not value:
                 words = " or ".join("an integer" if a is int else repr(a) for a in alone)

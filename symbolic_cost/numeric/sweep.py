@@ -28,8 +28,7 @@ from symbolic_cost.files import output_file
 from symbolic_cost.numeric.compile import compile_exprs, sweep_backend
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.reader import read
-from symbolic_cost import symbols as S_
-from symbolic_cost.symbols import resolve_names
+from symbolic_cost.symbols import BY_NAME, resolve_names
 
 
 def _grid_chunks(grid: Mapping, chunk_size: int) -> Iterator[dict]:
@@ -110,7 +109,7 @@ def _table_chunks(table, chunk_size: int) -> Iterator[dict]:
     frames = pd.read_csv(table, chunksize=chunk_size) if isinstance(table, (str, Path)) else \
         (table.iloc[i:i + chunk_size] for i in range(0, len(table), chunk_size))
     for frame in frames:      # a column named after a symbol holds values it admits, as a grid's axis does
-        yield {c: _check_axis(S_.BY_NAME[c], frame[c], "table column") if c in S_.BY_NAME else
+        yield {c: _check_axis(BY_NAME[c], frame[c], "table column") if c in BY_NAME else
                frame[c].to_numpy(dtype=np.float64) for c in frame.columns}
 
 

@@ -37,7 +37,7 @@ from symbolic_cost.trees import remembered
 from symbolic_cost.parallel import collectives
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost.timing import attention_kernels, efficiency, kernels, nccl
-from symbolic_cost.cost import Collective, Cost, collective
+from symbolic_cost.cost import COLLECTIVE_MADE_BY, Collective, Cost, collective
 from symbolic_cost.checks import InputError, InputTypeError, instance, shown
 from symbolic_cost.timing.systems import SYSTEMS, System, get_system, product_rate  # noqa: F401 (re-exported)
 
@@ -98,7 +98,7 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
     >>> comm_time(ag, SYSTEMS["a100-perlmutter"].but(ib_latency=0), link="ib")   # 3/4 of 2 GB at 100 GB/s
     3/200
     """
-    instance(c, Collective, "c", " (cost.collective(...) or a ModelCost's collectives)")
+    instance(c, Collective, "c", COLLECTIVE_MADE_BY)
     system = get_system(system)
     if c.reshard is not None:
         return _resharded_time(c, system, conventions, link)

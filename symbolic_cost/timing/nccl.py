@@ -37,7 +37,7 @@ from sympy import Basic, Expr, Function, Integer, Piecewise, Rational, S, Strict
 from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.checks import InputTypeError, choice as one_of, instance, shown
-from symbolic_cost.cost import Collective
+from symbolic_cost.cost import COLLECTIVE_MADE_BY, Collective
 from symbolic_cost.extrema import choice, maximum, minimum
 from symbolic_cost.parallel.collectives import Log2, network_share
 from symbolic_cost.rounding import round_down
@@ -298,7 +298,7 @@ def collective_time(c: Collective, system, link: str, nodes=1, intra: str | None
     cheapest with NVLS where it is set up, the ring's and tree's elsewhere (the same ``ring``
     object twice, so neither a comparison nor the compiled kernel pays for it twice)."""
     from symbolic_cost.timing.nccl_nvls import nvls_candidate
-    instance(c, Collective, "c", " (cost.collective(...) or a ModelCost's collectives)")
+    instance(c, Collective, "c", COLLECTIVE_MADE_BY)
     one_of(link, "link", LINKS)
     eff = getattr(system, "efficiency", None)
     if eff is None:
