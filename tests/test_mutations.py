@@ -103,3 +103,34 @@ def test_a_crashed_run_is_the_harness_failing_not_a_kill():
     for status, out in ((-9, "partial"), (3, "INTERNALERROR"), (1, "")):
         assert mutations.crashed(subprocess.CompletedProcess([], status, out, ""))
     assert not mutations.crashed(subprocess.CompletedProcess([], 1, "FAILED tests/x.py::t - x", ""))
+
+
+def test_a_run_forked_from_the_zygote_judges_as_a_fresh_interpreter(tmp_path, monkeypatch):
+    """The same mutated copy and test, run in a child of ``mutation_zygote`` and in a fresh
+    interpreter: the same status and the same failing test; the child imports the copy."""
+    mutation = next(m for m in mutations.MUTATIONS if m.name == "flex-dispatch-unmarked")
+    killer = mutations.killers()[mutation.name]
+    root = mutations._copy(tmp_path)
+    mutation.apply(root)
+    if mutations.Zygote.of_this_thread() is None:
+        pytest.skip("no zygote on this platform (os.fork, Linux)")
+    try:
+        forked = mutations.run_tests(root, (killer,))
+    finally:
+        mutations.Zygote.close_all()
+    monkeypatch.setenv("MUTATION_ZYGOTE", "0")
+    fresh = mutations.run_tests(root, (killer,))
+    assert forked.returncode == fresh.returncode == 1
+    assert mutations._last_failure(forked.stdout) == mutations._last_failure(fresh.stdout)
+    assert mutations._last_failure(forked.stdout).startswith(killer)
+
+
+def test_a_zygote_child_that_cannot_import_the_copy_is_a_crash(tmp_path):
+    if mutations.Zygote.of_this_thread() is None:
+        pytest.skip("no zygote on this platform (os.fork, Linux)")
+    (tmp_path / "tests").mkdir()
+    try:
+        result = mutations.Zygote.of_this_thread().run(tmp_path, ("tests",))   # no package under tmp_path
+    finally:
+        mutations.Zygote.close_all()
+    assert mutations.crashed(result) and "symbolic_cost" in result.stderr
