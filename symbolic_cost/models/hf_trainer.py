@@ -242,7 +242,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     world = world or 1
     policy = dict(precision=precision(args), zero=0)
     optim = args.get("optim", DEFAULTS["optim"])
-    if optim not in OPTIMIZERS:
+    if not isinstance(optim, str) or optim not in OPTIMIZERS:       # a list or an object is no optimizer's name
         raise InputError(f"optim {optim!r}: the reader reads {', '.join(OPTIMIZERS)}", "optim")
     policy["optimizer"] = OPTIMIZERS[optim]
     fsdp = args.get("fsdp")
