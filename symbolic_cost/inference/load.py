@@ -94,10 +94,9 @@ class Runtime:
         for name in SERVING:
             if getattr(self, name) is None:
                 object.__setattr__(self, name, Rational(fitted.get(name, "0")))
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, Rational)) \
-                    or not 0 <= float(value) < math.inf:
-                raise InputError(f"{name} must be a finite number of seconds, at least 0, got {shown(value)}", name)
+            if not 0 <= seconds(getattr(self, name), name) < math.inf:
+                raise InputError(f"{name} must be a finite number of seconds, at least 0, got "
+                                 f"{shown(getattr(self, name))}", name)
         for name in ("max_batch", "max_tokens", "block_tokens"):
             if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int) \
                     or getattr(self, name) < 1:
@@ -312,6 +311,15 @@ CPU-seconds, within the command line's 60 s budget with room for slower machines
 tests published (TensorRT-LLM's) send 500 to a few thousand."""
 
 
+def seconds(value, name: str, argument: str | None = None) -> float:
+    """``value`` as a float of seconds: an int, a float, a ``Fraction`` or a SymPy ``Rational`` (the
+    simulator keeps its clock in floats); anything else is an ``InputTypeError`` naming ``argument``
+    (default ``name``).  The range is the caller's rule."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, Rational)):
+        raise InputTypeError(f"{name} must be a number of seconds, got {shown(value)}", argument or name)
+    return float(value)
+
+
 def check_slo(slo) -> tuple[float, float]:
     """``slo`` as ``(seconds to first token, seconds between tokens)``, two positive numbers
     (``math.inf``: no bound on that one).
@@ -328,9 +336,7 @@ def check_slo(slo) -> tuple[float, float]:
                              "slo")
     limits = []
     for limit, name in zip(slo, ("slo's time to first token", "slo's time between tokens")):
-        if isinstance(limit, bool) or not isinstance(limit, (int, float, Fraction, Rational)):
-            raise InputTypeError(f"{name} must be a number of seconds, got {shown(limit)}", "slo")
-        if not float(limit) > 0:          # NaN fails too; infinity is no bound
+        if not seconds(limit, name, "slo") > 0:          # NaN fails too; infinity is no bound
             raise InputError(f"{name} must be a positive number of seconds (inf: no bound), got {shown(limit)}", "slo")
         limits.append(float(limit))
     return tuple(limits)

@@ -213,11 +213,7 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
             raise InputError(f"model.cp_comm_type {kind!r}: the reader reads {', '.join(CP_COMM_TYPES)}",
                              "model.cp_comm_type")
         policy["cp_variant"] = CP_COMM_TYPES[kind]
-    backend = c.section("model").get("attention_backend") or {"_args_": [5]}
-    arguments = backend.get("_args_") if isinstance(backend, dict) else [backend]
-    number = arguments[0] if isinstance(arguments, list) and arguments else None
-    if not isinstance(number, (int, str)) or isinstance(number, bool):     # a list or a mapping names no backend
-        number = None
+    number = c.argument("model", "attention_backend") or 5          # AttnBackend.auto, GPTModelProvider's default
     backend = number if number in ATTENTION_BACKENDS.values() else ATTENTION_BACKENDS.get(number)
     if backend is None:
         raise InputError(f"model.attention_backend {number!r}: the reader reads Megatron-Core's AttnBackend (1 to 5, "
@@ -258,7 +254,7 @@ def architecture(c: Container, name: str) -> Architecture:
         if value is None:
             raise InputError(f"model.{key} is required", f"model.{key}")
     target = c.target("model", "activation_func") or "torch.nn.functional.gelu"
-    if not isinstance(target, str) or target not in ACTIVATIONS:
+    if target not in ACTIVATIONS:
         raise InputError(f"model.activation_func {target}: the reader reads {', '.join(ACTIVATIONS)}",
                          "model.activation_func")
     act = ACTIVATIONS[target]

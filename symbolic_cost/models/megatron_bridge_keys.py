@@ -242,6 +242,29 @@ class Container:
             raise InputError(f"{section}.{key} must be a number, got {value!r}", f"{section}.{key}") from None
 
     def target(self, section: str, key: str) -> str | None:
-        """The ``_target_`` of a serialised object (``activation_func``, ``attention_backend``)."""
+        """The ``_target_`` of a serialised object (``activation_func``), or its name written alone;
+        ``None`` when absent."""
         value = self.section(section).get(key)
-        return value.get("_target_") if isinstance(value, dict) else value
+        return _name(value.get("_target_") if isinstance(value, dict) else value, f"{section}.{key}")
+
+    def argument(self, section: str, key: str) -> int | str | None:
+        """The first of ``_args_`` of a serialised enum (``attention_backend``: ``AttnBackend(5)``),
+        or the value written alone; ``None`` when absent or empty (``null``, ``0``, ``{}``)."""
+        value = self.section(section).get(key)
+        if not value:
+            return None
+        if isinstance(value, dict):
+            arguments = value.get("_args_")
+            if not isinstance(arguments, list) or not arguments or arguments[0] is None:
+                raise InputError(f"{section}.{key} must hold its member in _args_ (a list of one), got {value!r}",
+                                 f"{section}.{key}")
+            value = arguments[0]
+        return _name(value, f"{section}.{key}")
+
+
+def _name(value, where: str) -> int | str | None:
+    """A value that names something in a file (a function's path, an enum's member): text or an
+    integer; a list or a mapping is refused naming ``where``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, str))):
+        raise InputError(f"{where} must name one (text or an integer), got {value!r}", where)
+    return value
