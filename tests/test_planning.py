@@ -111,6 +111,10 @@ def test_plan_on_the_command_line(capsys):
     (["plan", "--budget-flops", "1e24", "--tokens", "1e12"], "--tokens"),
     (["plan", "--preset", "gpt2", "--devices", "8"], "--devices"),
     (["plan", "--budget-flops", "1e24", "--price", "2"], "--devices"),
+    (["plan", "--budget-flops", "1/0"], "--budget-flops"),       # an exact number, not ZeroDivisionError
+    (["plan", "--budget-flops", "1e400"], "--budget-flops"),     # past a double: every figure would print inf
+    (["plan", "--devices", "1024", "--days", "1e300"], "--days"),
+    (["plan", "--preset", "gpt2", "--seq", "1024", "--devices", "8", "--tokens", "1e300"], "--tokens"),
 ])
 def test_plan_refuses_what_it_cannot_answer(words, named, capsys):
     assert main(words) == 2

@@ -108,6 +108,12 @@ def test_capacity_factor_on_a_dense_model_is_refused(capsys):
     refused(capsys, ["summary", "--preset", "gpt2", "--capacity-factor", "1.25"], "--capacity-factor", "experts")
 
 
+@pytest.mark.parametrize("flag", ["--capacity-factor", "--expert-imbalance"])
+@pytest.mark.parametrize("value", ["1/0", "nan", "-2", "1e400"])
+def test_an_expert_factor_that_is_no_positive_number_is_refused_by_name(capsys, flag, value):
+    refused(capsys, ["summary", "--preset", "gpt2", flag, value], flag, value)
+
+
 def test_expert_parallelism_on_a_dense_model_is_refused(capsys):
     refused(capsys, ["summary", "--preset", "gpt2", "--set", "ep=2"], "ep applies to a mixture of experts")
 

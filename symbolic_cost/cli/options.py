@@ -13,7 +13,7 @@ import argparse
 from fractions import Fraction
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.cli.parser import MAX_INTEGER, Parser, UsageError, integer, text  # noqa: F401  (options.*)
+from symbolic_cost.cli.parser import MAX_INTEGER, Parser, UsageError, exact, integer, text  # noqa: F401  (options.*)
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import (PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, RECOMPUTE_MODULES, Overlap,
@@ -220,9 +220,9 @@ def experts(parser):
     """``--capacity-factor``, ``--expert-imbalance``, ``--dispatcher``: how tokens reach the experts
     of an MoE model (``blocks.moe``; the degrees ``ep`` and ``etp`` are set with ``--set``)."""
     group = parser.add_argument_group("mixture of experts")
-    option(group, "--capacity-factor", type=Fraction, metavar="C",
+    option(group, "--capacity-factor", type=exact(), metavar="C",
            help="pad or drop every expert's rows from each rank to ceil(C t k / E) (default: dropless)")
-    option(group, "--expert-imbalance", type=Fraction, default=Fraction(PLAIN.expert_imbalance), metavar="X",
+    option(group, "--expert-imbalance", type=exact(), default=Fraction(PLAIN.expert_imbalance), metavar="X",
            help="rows the busiest expert-parallel rank receives over the mean (1: token-balanced routing)")
     option(group, "--dispatcher", choices=DISPATCHERS, default=PLAIN.dispatcher,
            help="the token dispatcher: alltoall (the default: every routed copy sent to its expert's "

@@ -34,6 +34,32 @@ def integer(minimum: int = 1, maximum: int = MAX_INTEGER):
     return read
 
 
+def exact(minimum: str = "positive"):
+    """An option type: an exact number (``2``, ``1.25``, ``3/2``, ``1e25``) read as a ``Fraction``,
+    positive (``minimum="positive"``) or at least 0 (``"zero"``), and finite as a double (an
+    answer printed from a larger one would read ``inf``).
+
+    >>> exact()("3/2"), exact("zero")("0")
+    (Fraction(3, 2), Fraction(0, 1))
+    """
+    from fractions import Fraction
+    from sys import float_info
+
+    def read(text: str):
+        try:
+            value = Fraction(text.strip())
+        except (ValueError, ZeroDivisionError):
+            raise argparse.ArgumentTypeError(f"expects a number (e.g. 2, 1.25, 3/2 or 1e25), got {text!r}") from None
+        if not (value > 0 if minimum == "positive" else value >= 0):
+            raise argparse.ArgumentTypeError(f"must be {'positive' if minimum == 'positive' else 'at least 0'}, "
+                                             f"got {text!r}")
+        if value > float_info.max:
+            raise argparse.ArgumentTypeError(f"must be at most {float_info.max:.4g} (a double's range), got {text!r}")
+        return value
+    read.__name__ = "exact number"
+    return read
+
+
 def text(value: str) -> str:
     """The type of every option that takes text: refused when empty or blank (``--row ''`` or
     ``--hf-model ''`` would read as not given, and the option be ignored)."""

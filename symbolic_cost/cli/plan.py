@@ -28,14 +28,9 @@ EXAMPLES = [
 ]
 
 def exact_number(text: str) -> Rational:
-    """An option's number read exactly (``1e25``, ``3.8e25``, ``2.5``), refused unless positive."""
-    try:
-        value = Rational(text)
-    except (TypeError, ValueError, SyntaxError):
-        raise argparse.ArgumentTypeError(f"expects a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
+    """An option's number read exactly (``1e25``, ``3.8e25``, ``2.5``), refused unless positive and
+    finite as a double (``cli.parser.exact``)."""
+    return Rational(options.exact()(text))
 
 
 def add_arguments(parser) -> None:

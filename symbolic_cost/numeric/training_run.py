@@ -4,6 +4,8 @@ model) turned into step time, MFU, days, GPU-hours, energy and cost (``symbolic-
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from sympy import Rational, sympify
@@ -66,6 +68,8 @@ def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", s
     step = float(row["total"])
     rate = batch * seq / step
     trained = float(tokens) if tokens is not None else rate * float(days) * SECONDS_A_DAY
+    if not math.isfinite(trained * float(flops_per_token) * devices):     # printed as inf, not as a number
+        _too_large(*(("tokens", tokens) if tokens is not None else ("days", days)))
     seconds = trained / rate
     hours = devices * seconds / 3600
     power = float(timed.board_power)
@@ -86,6 +90,8 @@ def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022",
     first guess at ``ASSUMED_MFU``, the budget becomes what each plan's predicted speed delivers in
     those days, until it moves by less than 1 % (at most 6 rounds)."""
     budget = devices * calibrated(system).matrix_flops * ASSUMED_MFU * sympify(days) * SECONDS_A_DAY
+    if not math.isfinite(float(budget)):
+        _too_large("days", days)
     for _ in range(6):
         chosen = plan(budget, law, shape, seq, recompute)
         ran = run_plan(chosen.architecture, chosen.flops_per_token, devices, system, seq, days=days,
@@ -95,3 +101,10 @@ def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022",
             break
         budget = delivered
     return chosen, ran
+
+
+def _too_large(name: str, value) -> None:
+    """Refuse ``name``'s ``value``: the FLOPs of the run it asks for pass a double's range, so every
+    figure printed from them would read ``inf``."""
+    raise InputError(f"{name}={float(value):.4g} is too large: the run's FLOPs pass a double's range "
+                     f"(about 1.8e308)", name)
