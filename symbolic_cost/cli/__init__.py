@@ -16,7 +16,7 @@ import sys
 from contextlib import contextmanager, redirect_stdout
 
 from symbolic_cost import REPORT, __version__  # noqa: F401  (cli.REPORT: what an internal error asks)
-from symbolic_cost.cli import answers
+from symbolic_cost.cli import answers, warm
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
          "inference", "lstm", "report", "calibrate", "serve", "plan")
@@ -123,11 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     read or write) or 3 (an internal error: one line
     and a request to report it).  Never a traceback.  The command line the program was given
     (``argv`` left ``None``) is answered from the cache of earlier answers (``answers``) when it
-    can be, without importing the formulas; an explicit ``argv`` always runs in full."""
+    can be, or with ``SYMBOLIC_COST_WARM=on`` by a warm process (``warm``), without importing the
+    formulas; an explicit ``argv`` always runs in full."""
     words = None if argv is not None else sys.argv[1:]
     try:
         if words is not None and answers.answer(words):
             return 0
+        status = None if words is None else warm.answer(words)
+        if status is not None:
+            return status
     except BrokenPipeError:             # as below: output piped into `head` and closed
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -135,14 +135,26 @@ def key(words) -> str:
     >>> key(["summary", "--preset", "gpt2"]) == key(["summary", "--preset", "gpt2", "--json"])
     False
     """
-    digest = hashlib.sha256()
-    told = os.environ.get("SYMBOLIC_COST_BACKEND", "")
     contents = [hashlib.sha256(_read(path)).hexdigest() for path in files(words)]
-    for part in (FORMAT, sys.version, sys.platform, platform.machine(), *map(_installed, DEPENDENCIES), told,
-                 package_digest(), "|", *words, "|", *contents):
-        digest.update(str(part).encode())
-        digest.update(b"\0")
-    return digest.hexdigest()[:32]
+    return digest(code_digest(), "|", *words, "|", *contents)
+
+
+def code_digest() -> str:
+    """A hash of the code an answer comes from: ``FORMAT``, the Python and the platform, the
+    versions of ``DEPENDENCIES``, the backend a sweep was told to use and the text of every file of
+    this package (``cli.warm`` names its process by it too)."""
+    told = os.environ.get("SYMBOLIC_COST_BACKEND", "")
+    return digest(FORMAT, sys.version, sys.platform, platform.machine(), *map(_installed, DEPENDENCIES), told,
+                   package_digest())
+
+
+def digest(*parts) -> str:
+    """The first 32 hexadecimal digits of the SHA-256 of ``parts``, each as text."""
+    hashed = hashlib.sha256()
+    for part in parts:
+        hashed.update(str(part).encode())
+        hashed.update(b"\0")
+    return hashed.hexdigest()[:32]
 
 
 def _read(path: str) -> bytes:
@@ -244,6 +256,12 @@ def recording(words):
         yield lambda status: _keep(words, out.copy, err.copy) if status == 0 else None
     finally:
         sys.stdout, sys.stderr = real
+
+
+def file_answer(words, out: str, err: str) -> None:
+    """File ``out`` and ``err`` as the answer of ``words`` (a command that succeeded elsewhere: a warm
+    process, ``cli.warm``)."""
+    _keep(words, io.StringIO(out), io.StringIO(err))
 
 
 def _keep(words, out: io.StringIO | None, err: io.StringIO | None) -> None:
