@@ -505,7 +505,36 @@ def summary_cli() -> dict:
     filled = {"SYMBOLIC_COST_CACHE": tempfile.mkdtemp(prefix="bench_cli_")}
     fresh_process(command, filled, repeat=1)
     helped = fresh_process([sys.executable, "-m", "symbolic_cost", "--help"], filled)
-    return dict(cold=cold, warm=fresh_process(command, filled), help=helped)
+    return dict(cold=cold, warm=fresh_process(command, filled), help=helped, **new_set_values())
+
+
+def new_set_values() -> dict:
+    """``summary --hf-config`` with a ``--set`` value not asked before, each time: in full (its
+    own cache, so no answer on disk), then with a warm process (``cli.warm``; started by a first
+    command line, not timed): the caller's CPU plus the forked child's, which the caller reports
+    (``SYMBOLIC_COST_WARM_REPORT``), since the warm process is no child of this one."""
+    config = str(ROOT / "tests" / "hf_configs" / "Llama-2-7b-hf.json")
+
+    def line(b):
+        return [sys.executable, "-m", "symbolic_cost", "summary", "--hf-config", config, "--set", f"b={b}", "d=8"]
+    plain = {"SYMBOLIC_COST_CACHE": tempfile.mkdtemp(prefix="bench_cli_")}
+    full = [fresh_process(line(b), plain, repeat=1) for b in range(1, REPEAT + 1)]
+    folder = Path(tempfile.mkdtemp(prefix="bench_warm_"))
+    report = folder / "child_cpu.txt"
+    warm = {"SYMBOLIC_COST_CACHE": str(folder), "SYMBOLIC_COST_WARM": "on", "SYMBOLIC_COST_WARM_REPORT": str(report)}
+    fresh_process(line(100), warm, repeat=1)            # runs in full and starts the warm process
+    deadline = time.monotonic() + 120
+    while not list(folder.glob("warm_*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    callers = [fresh_process(line(b), warm, repeat=1) for b in range(101, 101 + REPEAT)]
+    children = [float(x) for x in report.read_text().split()] if report.exists() else []
+    from symbolic_cost.cli import warm as warmed
+    for socket_path in folder.glob("warm_*.sock"):
+        warmed.stop(socket_path)
+    both = [c.cpu + child for c, child in zip(callers, children)] if len(children) == REPEAT else [float("nan")]
+    return dict(new_full=Timing(statistics.median(t.cpu for t in full), statistics.median(t.wall for t in full)),
+                new_warm=Timing(statistics.median(both), statistics.median(t.wall for t in callers)),
+                new_warm_parts=(statistics.median(t.cpu for t in callers), statistics.median(children or [0])))
 
 
 UNEVEN_SEARCH = """
@@ -661,6 +690,12 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
          "<= 0.3", cli["warm"].cpu <= 0.3),
         ("`symbolic-cost --help`, fresh process (CPU s; wall)", f"{cli['help'].cpu:.3f}; {cli['help'].wall:.3f}",
          "<= 0.15", cli["help"].cpu <= 0.15),
+        ("`summary --hf-config Llama-2-7b-hf.json --set b=N d=8` with an N not asked before, fresh process, in "
+         "full (CPU s; wall)", f"{cli['new_full'].cpu:.2f}; {cli['new_full'].wall:.2f}", "", ""),
+        ("the same with a warm process (`SYMBOLIC_COST_WARM=on`, `cli.warm`; the same code, so the same answer): "
+         "the caller's CPU s plus the forked child's (caller + child); wall",
+         f"{cli['new_warm'].cpu:.3f} ({cli['new_warm_parts'][0]:.3f} + {cli['new_warm_parts'][1]:.3f}); "
+         f"{cli['new_warm'].wall:.3f}", "<= 0.2 for any --set value", cli["new_warm"].cpu <= 0.2),
         ("one new exact configuration on the calibrated model through `model_function` after the first (CPU ms; "
          "each of 1,440 new ones, checked and evaluated; then a configuration asked again)",
          f"{exact['distinct'] * 1e3:.3f}; {exact['per_call'] * 1e3:.3f} ({exact['rational']})", "<= 0.1 new",
