@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:             # as below: output piped into `head` and closed
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:           # as below: waiting for a warm process
+        print("symbolic-cost: interrupted", file=sys.stderr)
+        return 130
     from symbolic_cost.cli.parser import UsageError
     try:
         chosen = _chosen(argv)
