@@ -119,3 +119,23 @@ def test_its_name_follows_the_code_and_the_settings(warm_env, monkeypatch):
     monkeypatch.delenv("SYMBOLIC_COST_BACKEND")
     monkeypatch.setenv(warm.SETTING + "_REPORT", "cpu.txt")
     assert warm.address() == first                   # its own settings are not the code's
+
+
+def test_the_caller_of_a_warm_process_imports_no_formula(warm_env, tmp_path, monkeypatch):
+    """The point of it: a new ``--set`` value through the program as typed (``main()`` reading
+    ``sys.argv``) prints the full path's answer, status included, without SymPy in the caller."""
+    from test_answers import command
+    path = warm.address()
+    process = _started(path)
+    try:
+        for words in (LINES[0][:-1] + ["d=16"], LINES[2]):
+            words = [str(tmp_path / w) if w == "config.json" else w for w in words]
+            monkeypatch.setenv(warm.SETTING, "off")
+            full = command(words, tmp_path / "full-cache", tmp_path / "full")
+            monkeypatch.setenv(warm.SETTING, "on")
+            warmed = command(words, warm_env, tmp_path / "warm")
+            assert warmed[:3] == full[:3]
+            assert (full[3], warmed[3]) == ("True", "False")
+    finally:
+        warm.stop(path)
+        process.wait(timeout=60)
