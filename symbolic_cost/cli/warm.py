@@ -85,12 +85,7 @@ def answer(words) -> int | None:
     if path is None:
         return None
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.settimeout(CONNECT)
-            connection.connect(str(path))
-            connection.settimeout(None)         # the command runs under its own time budget
-            _send(connection, {"words": list(words), "cwd": os.getcwd(), "env": dict(os.environ)})
-            reply = _receive(connection)
+        reply = _ask(path, {"words": list(words), "cwd": os.getcwd(), "env": dict(os.environ)})
         status, out, err = int(reply["status"]), str(reply["stdout"]), str(reply["stderr"])
     except (OSError, ValueError, KeyError, TypeError):      # none listening, or it went away: start one
         _start(path)
@@ -111,14 +106,21 @@ def stop(path: Path | None = None) -> bool:
     if path is None:
         return False
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.settimeout(CONNECT)
-            connection.connect(str(path))
-            _send(connection, {"stop": True})
-            _receive(connection)
+        _ask(path, {"stop": True})
         return True
     except (OSError, ValueError):
         return False
+
+
+def _ask(path: Path, message: dict) -> dict:
+    """Send ``message`` to the warm process at ``path`` and return its reply (``OSError`` where
+    none is listening within ``CONNECT`` seconds; the reply itself may take as long as the command)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(CONNECT)
+        connection.connect(str(path))
+        connection.settimeout(None)             # a command runs under its own time budget
+        _send(connection, message)
+        return _receive(connection)
 
 
 def _start(path: Path) -> None:
