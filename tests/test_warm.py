@@ -55,8 +55,8 @@ def warm_env(tmp_path, monkeypatch):
 
 
 def _started(path):
-    process = subprocess.Popen([sys.executable, "-m", "symbolic_cost.cli.warm", str(path)],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(warm.command(path), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
     assert _wait_for(lambda: path.exists() or process.poll() is not None), "no warm process came up"
     assert path.exists(), process.stderr.read().decode()
     return process

@@ -128,10 +128,15 @@ def _start(path: Path) -> None:
     session; no standard streams)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.Popen([sys.executable, "-m", "symbolic_cost.cli.warm", str(path)], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(command(path), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         pass
+
+
+def command(path: Path) -> list[str]:
+    """The command line of a warm process listening at ``path``."""
+    return [sys.executable, "-c", "import sys; from symbolic_cost.cli import warm; warm.serve(sys.argv[1])", str(path)]
 
 
 def _report(cpu) -> None:
@@ -168,11 +173,15 @@ def _exactly(connection, size: int) -> bytes:
 # the process itself
 
 
-def serve(path: Path, idle: float = IDLE) -> None:
+def serve(path, idle: float = IDLE) -> None:
     """Listen at ``path`` until ``idle`` seconds pass without a command line or one asks to stop;
     each command line is answered by a forked child (``_run``)."""
+    path = Path(path)
     if _listening(path):                            # another one is there already
         return
+    # a child forked from here must not inherit a BLAS thread pool: one thread, set before NumPy loads
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     from symbolic_cost.cli import main
     _warm_up(main)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -278,10 +287,3 @@ def _reap() -> None:
             pass
     except ChildProcessError:
         pass
-
-
-if __name__ == "__main__":
-    # a child forked from here must not inherit a BLAS thread pool: one thread, set before NumPy loads
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    serve(Path(sys.argv[1]))
