@@ -691,7 +691,7 @@ def write_report(got, overhead, load_before, load_after, compiled=""):
         ("`symbolic-cost --help`, fresh process (CPU s; wall)", f"{cli['help'].cpu:.3f}; {cli['help'].wall:.3f}",
          "<= 0.15", cli["help"].cpu <= 0.15),
         ("`summary --hf-config Llama-2-7b-hf.json --set b=N d=8` with an N not asked before, fresh process, in "
-         "full (CPU s; wall)", f"{cli['new_full'].cpu:.2f}; {cli['new_full'].wall:.2f}", "", ""),
+         "full (CPU s; wall)", f"{cli['new_full'].cpu:.2f}; {cli['new_full'].wall:.2f}", "", None),
         ("the same with a warm process (`SYMBOLIC_COST_WARM=on`, `cli.warm`; the same code, so the same answer): "
          "the caller's CPU s plus the forked child's (caller + child); wall",
          f"{cli['new_warm'].cpu:.3f} ({cli['new_warm_parts'][0]:.3f} + {cli['new_warm_parts'][1]:.3f}); "
