@@ -27,6 +27,7 @@ LINES = [
     ["table", "--block", "mlp", "--set", "m1=2", "b=4"],
     ["inference", "--preset", "llama-2-7b", "--set", "b=8", "l_in=512", "l_out=64", "--json"],
     ["formula", "--block", "mlp", "--field", "flops_fwd", "--set", "m1=1", "s1=1"],
+    ["summary", "--help"],                                                # wrapped to the caller's width
 ]
 
 

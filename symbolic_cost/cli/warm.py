@@ -26,6 +26,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -85,8 +86,12 @@ def answer(words) -> int | None:
         return None
     if path is None:
         return None
+    env = dict(os.environ)
+    size = shutil.get_terminal_size()       # what argparse's help wraps to here, not at the child's /dev/null
+    env.setdefault("COLUMNS", str(size.columns))
+    env.setdefault("LINES", str(size.lines))
     try:
-        reply = _ask(path, {"words": list(words), "cwd": os.getcwd(), "env": dict(os.environ)})
+        reply = _ask(path, {"words": list(words), "cwd": os.getcwd(), "env": env})
         status, out, err = int(reply["status"]), str(reply["stdout"]), str(reply["stderr"])
     except (OSError, ValueError, KeyError, TypeError):      # none listening, or it went away: start one
         _start(path)
