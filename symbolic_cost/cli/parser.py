@@ -34,15 +34,14 @@ def integer(minimum: int = 1, maximum: int = MAX_INTEGER):
     return read
 
 
-def exact(minimum: str = "positive"):
-    """An option type: an exact number (``2``, ``1.25``, ``3/2``, ``1e25``) read as a ``Fraction``,
-    positive (``minimum="positive"``) or at least 0 (``"zero"``), and finite as a double (an
-    answer printed from a larger one would read ``inf``).
+def exact():
+    """An option type: a positive exact number (``2``, ``1.25``, ``3/2``, ``1e25``) read as a
+    ``Fraction``, finite as a double (an answer printed from a larger one would read ``inf``).
 
-    >>> exact()("3/2"), exact("zero")("0")
-    (Fraction(3, 2), Fraction(0, 1))
+    >>> exact()("3/2"), exact()("1e25") == 10**25
+    (Fraction(3, 2), True)
     """
-    from fractions import Fraction
+    from fractions import Fraction          # here: --help imports this module and nothing else it needs
     from sys import float_info
 
     def read(text: str):
@@ -50,9 +49,8 @@ def exact(minimum: str = "positive"):
             value = Fraction(text.strip())
         except (ValueError, ZeroDivisionError):
             raise argparse.ArgumentTypeError(f"expects a number (e.g. 2, 1.25, 3/2 or 1e25), got {text!r}") from None
-        if not (value > 0 if minimum == "positive" else value >= 0):
-            raise argparse.ArgumentTypeError(f"must be {'positive' if minimum == 'positive' else 'at least 0'}, "
-                                             f"got {text!r}")
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
         if value > float_info.max:
             raise argparse.ArgumentTypeError(f"must be at most {float_info.max:.4g} (a double's range), got {text!r}")
         return value

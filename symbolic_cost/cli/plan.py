@@ -8,7 +8,6 @@ and ``--days`` or ``--tokens`` (the tokens, days and cost of training it).
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from sympy import Rational

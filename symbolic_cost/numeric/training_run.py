@@ -5,7 +5,6 @@ model) turned into step time, MFU, days, GPU-hours, energy and cost (``symbolic-
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 from sympy import Rational, sympify
@@ -67,7 +66,7 @@ def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", s
     row = found.best.iloc[0].to_dict()
     step = float(row["total"])
     rate = batch * seq / step
-    trained = float(tokens) if tokens is not None else rate * float(days) * SECONDS_A_DAY
+    trained = _double(tokens) if tokens is not None else rate * _double(days) * SECONDS_A_DAY
     if not math.isfinite(trained * float(flops_per_token) * devices):     # printed as inf, not as a number
         _too_large(*(("tokens", tokens) if tokens is not None else ("days", days)))
     seconds = trained / rate
@@ -90,7 +89,7 @@ def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022",
     first guess at ``ASSUMED_MFU``, the budget becomes what each plan's predicted speed delivers in
     those days, until it moves by less than 1 % (at most 6 rounds)."""
     budget = devices * calibrated(system).matrix_flops * ASSUMED_MFU * sympify(days) * SECONDS_A_DAY
-    if not math.isfinite(float(budget)):
+    if not math.isfinite(_double(budget)):
         _too_large("days", days)
     for _ in range(6):
         chosen = plan(budget, law, shape, seq, recompute)
@@ -103,8 +102,16 @@ def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022",
     return chosen, ran
 
 
+def _double(value) -> float:
+    """``value`` as a double, ``inf`` past a double's range (where ``float`` of an integer raises)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
 def _too_large(name: str, value) -> None:
     """Refuse ``name``'s ``value``: the FLOPs of the run it asks for pass a double's range, so every
     figure printed from them would read ``inf``."""
-    raise InputError(f"{name}={float(value):.4g} is too large: the run's FLOPs pass a double's range "
+    raise InputError(f"{name}={sympify(value).evalf(4)} is too large: the run's FLOPs pass a double's range "
                      f"(about 1.8e308)", name)
