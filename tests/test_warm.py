@@ -140,3 +140,29 @@ def test_the_caller_of_a_warm_process_imports_no_formula(warm_env, tmp_path, mon
     finally:
         warm.stop(path)
         process.wait(timeout=60)
+
+
+def test_a_request_it_cannot_read_is_dropped_and_the_process_goes_on(warm_env, capsys):
+    """Half a message, a size past ``REQUEST_BYTES``, or bytes that are no JSON: the connection is
+    closed, and the next command line is answered."""
+    import socket
+    import struct
+    path = warm.address()
+    process = _started(path)
+    try:
+        for payload in (b"\x00\x00", struct.pack(">Q", warm.REQUEST_BYTES + 1) + b"{}",
+                        struct.pack(">Q", 3) + b"{{{"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+                connection.settimeout(30)
+                connection.connect(str(path))
+                connection.sendall(payload)
+                connection.shutdown(socket.SHUT_WR)
+                try:
+                    assert connection.recv(1) == b""       # closed without an answer
+                except ConnectionResetError:               # closed with bytes it never read
+                    pass
+        assert warm.answer(LINES[0]) == 0
+        assert capsys.readouterr().out
+    finally:
+        warm.stop(path)
+        process.wait(timeout=60)

@@ -51,6 +51,9 @@ IDLE = 900
 CONNECT = 2.0
 """Seconds the caller waits to reach a warm process before it runs the command itself."""
 
+REQUEST_BYTES = 2**24
+"""The largest request a warm process reads (a command line and an environment: kilobytes)."""
+
 LONGEST_ADDRESS = 100
 """The longest socket path used (Linux takes 107 bytes): a longer cache folder means no warm process."""
 
@@ -160,8 +163,10 @@ def _send(connection, message: dict) -> None:
     connection.sendall(struct.pack(">Q", len(data)) + data)
 
 
-def _receive(connection) -> dict:
+def _receive(connection, largest: int = 2**40) -> dict:
     size = struct.unpack(">Q", _exactly(connection, 8))[0]
+    if size > largest:
+        raise ConnectionError(f"a message of {size} bytes, past the {largest} this end reads")
     return json.loads(_exactly(connection, size).decode())
 
 
@@ -241,7 +246,7 @@ def _dispatch(connection, listener, main) -> bool:
     """Answer one connection: a stop request here (``True``), a command line in a child."""
     try:
         connection.settimeout(CONNECT)
-        request = _receive(connection)
+        request = _receive(connection, REQUEST_BYTES)
         connection.settimeout(None)
     except (OSError, ValueError):
         connection.close()
