@@ -2,7 +2,7 @@
 
 A fresh ``symbolic-cost summary`` spends most of its time importing (SymPy alone is about
 0.2 s of CPU), and the answers on disk (``answers``) serve only a command line seen before.  With
-``SYMBOLIC_COST_WARM=on`` (Linux), the first command line of ``COMMANDS`` runs as usual and
+``SYMBOLIC_COST_WARM=on`` (Linux), the first command line of ``commands()`` runs as usual and
 starts a process in the background that imports the package once; every later one is sent to
 that process, which forks a child for it.  The child runs ``cli.main`` on the same words, in the
 caller's working directory and environment, and sends back its output and exit status, which
@@ -39,11 +39,14 @@ from symbolic_cost.cli import answers
 SETTING = "SYMBOLIC_COST_WARM"
 """The environment variable that turns the warm process on (``on``, ``1``, ``true`` or ``yes``)."""
 
-COMMANDS = ("table", "formula", "crossover", "optimize", "scheme", "summary", "profile", "inference", "lstm")
-"""The commands a warm process answers: those whose output is held until they end and whose work
-has a time budget (``cli.LIMITED``); ``sweep`` (rows by the gigabyte), ``search`` and ``plan``
-(worker processes, progress as it goes) and the commands that write the package's files run as
-usual."""
+def commands() -> tuple[str, ...]:
+    """The commands a warm process answers: ``cli.LIMITED``, those whose output is held until they
+    end and whose work has a time budget; ``sweep`` (rows by the gigabyte), ``search`` and ``plan``
+    (worker processes, progress as it goes) and the commands that write the package's files run as
+    usual.  Read when asked: ``cli`` imports this module before it defines them."""
+    from symbolic_cost.cli import LIMITED
+    return LIMITED
+
 
 IDLE = 900
 """Seconds a warm process waits for a command line before it ends."""
@@ -80,8 +83,8 @@ def address() -> Path | None:
 def answer(words) -> int | None:
     """The exit status of ``words`` (without the program name) as a warm process answered it, its
     output printed; ``None`` (nothing printed) where none answers: the setting is off, the command
-    is not one of ``COMMANDS``, or no process is listening yet (one is started for the next)."""
-    if not (words and words[0] in COMMANDS and enabled()):
+    is not one of ``commands()``, or no process is listening yet (one is started for the next)."""
+    if not (words and enabled() and words[0] in commands()):
         return None
     try:
         path = address()
