@@ -121,3 +121,17 @@ def test_a_refused_configuration_is_refused_again():
     assert evaluate(m1=4)["parameters"] == evaluate(m1=4)["parameters"] == model_cost(
         preset("gpt2"), Training(b=1, l=1024, m1=4)).parameters
 
+
+
+def test_a_new_combination_of_passed_numbers_is_checked_by_training_s_own_rules():
+    """HSDP's shard group must divide ``d`` (``Training``'s rule across values): ``d=3`` with
+    ``shard=2`` is refused although its batch and schedule were seen with ``d=2``, and a new
+    batch size is checked although its grid passed."""
+    evaluate = model_function(preset("gpt2"), zero=3, shard=2)
+    assert evaluate(b=1, d=2)["parameters"] == 124439808
+    with pytest.raises(ValueError, match="shard must divide d"):
+        evaluate(b=1, d=3)
+    with pytest.raises(ValueError, match="b must be a positive"):
+        evaluate(b=0, d=2)
+    with pytest.raises(ValueError, match="shard must divide d"):
+        evaluate(b=2, d=3)

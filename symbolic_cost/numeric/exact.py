@@ -243,7 +243,8 @@ class _Checks:
     ``l``, ``n_micro``; ``Degrees`` from ``m1``, ``s1``, ``d``; ``Pipeline`` from ``p``; ``Experts``
     from ``ep``, ``etp``) on the policy's own values, so a new configuration that shares a part
     with an earlier one validates only what differs; the ``Training`` itself (its rules across
-    values) is built each time.  A policy that does not make a ``Training`` at the default
+    values) is built only where one of the numbers' three spans (``_spans``) is new: a new
+    configuration made of spans that passed costs a few set lookups.  A policy that does not make a ``Training`` at the default
     numbers builds each one from the flat keywords, as ``Training(**...)`` does."""
 
     def __init__(self, arch, policy: dict):
@@ -280,11 +281,26 @@ class _Checks:
                         trainable=base.trainable)
 
     def __call__(self, v: Mapping) -> None:
+        spans = self._spans(v)
+        if self.passed.issuperset(spans):     # every part seen and passed: no Training to build
+            return
         t = self.training(v)
         for name, key, run in _number_checks(self.arch, t, self.heads):
             if (name, key) not in self.passed:
                 run()
                 self.passed.add((name, key)) if len(self.passed) < CHECKED else None
+        self.passed.update(spans) if len(self.passed) < CHECKED else None
+
+    @staticmethod
+    def _spans(v: Mapping) -> tuple:
+        """What every rule reads, in three spans: the ``Batch`` (``b``, ``l``, ``n_micro``), the
+        schedule (``p``, ``n_micro``: the ``Pipeline`` and ``check_schedule``), and the grid with
+        the sequence (``l``, ``m1``, ``s1``, ``d``, ``ep``, ``etp``: the ``Degrees`` and ``Experts``,
+        ``Training``'s own rules across values, and the layer's, the model's and the expert grid's
+        rules).  A configuration whose three spans each passed with the policy passes as a whole:
+        every rule reads the numbers of one span only."""
+        return (("batch span", (v["b"], v["l"], v["n_micro"])), ("schedule span", (v["p"], v["n_micro"])),
+                ("grid span", (v["l"], v["m1"], v["s1"], v["d"], v.get("ep"), v.get("etp"))))
 
 
 def _training_degrees(values: Mapping) -> dict:
