@@ -67,7 +67,7 @@ def kernel(request):
     return made
 
 
-@pytest.mark.parametrize("rows", [1, 7, 8, 13, vector_kernel.THREAD_ROWS + 5])
+@pytest.mark.parametrize("rows", [1, 7, 8, 13, vector_kernel.THREAD_ROWS + 5, vector_kernel.STREAM_ROWS + 13])
 def test_every_node_kind_gives_the_numbers_written_by_hand(kernel, rows):
     rng = np.random.default_rng(rows)
     values = {"b": rng.choice([1.0, 2, 3, 4, 5, 6, 9], rows), "l": rng.choice([1.0, 2, 3, 7], rows)}
@@ -174,3 +174,41 @@ def test_a_kernel_not_told_its_rows_climbs_to_the_vector_kernel(monkeypatch):
     kernel({"b": np.ones(symengine_kernel.CLOSURE_ROWS), "l": 2})
     assert kernel.function.level == "quick" and isinstance(kernel.function.function, vector_kernel.VectorKernel)
     compiled._MEMORY.clear()
+
+
+def test_log2_rounded_up_is_exact_at_every_power_of_two_a_double_holds(kernel):
+    """``Log2(n)`` (the rounds of a tree) from the bits of ``n``, against Python's
+    ``(n - 1).bit_length()``: at 2**j - 1, 2**j and 2**j + 1 up to 2**52, where
+    ``ceil(log(n) / log(2))`` once rounded 2**29 up to 30, and at fractions."""
+    from symbolic_cost.parallel.collectives import Log2
+    n = sorted({2**j + k for j in range(53) for k in (-1, 0, 1) if 2**j + k >= 1})
+    made = compiled.compile_exprs({"rounds": Log2(b)}, symbols=[b], backend="llvm",
+                                  rows=symengine_kernel.PROGRAM_ROWS if isinstance(kernel.function, vector_kernel.VectorKernel) else 1)
+    got = made({"b": np.array(n, dtype=float)})["rounds"]
+    assert got.tolist() == [(k - 1).bit_length() for k in n]
+    halves = np.array([0.75, 1.5, 2.5, 3.0, 1000.5])
+    assert made({"b": halves})["rounds"].tolist() == [0, 1, 2, 2, 10]          # ceil(log2 x) of each, by hand
+
+
+def test_streamed_stores_need_aligned_columns_and_give_the_same_numbers(kernel):
+    """From ``STREAM_ROWS`` rows the kernel writes past the caches, which needs each output column
+    on a 64-byte boundary: columns a caller gives one double off are written the usual way, with
+    the same numbers (and no fault)."""
+    if not isinstance(kernel.function, vector_kernel.VectorKernel):
+        pytest.skip("numpy's run has no stores of its own")
+    rows = vector_kernel.STREAM_ROWS + 64
+    rng = np.random.default_rng(5)
+    values = {"b": rng.choice([1.0, 2, 3, 4, 5, 6, 9], rows), "l": rng.choice([1.0, 2, 3, 7], rows)}
+    want = _by_hand(values["b"], values["l"])
+    for shift in (0, 1):
+        out = [vector_kernel.aligned_empty(rows + 1)[shift:shift + rows] for _ in EXPRS]
+        kernel.into(out, [values["b"], values["l"]])
+        for name, column in zip(EXPRS, out):
+            np.testing.assert_allclose(column, want[name], rtol=1e-14, atol=0, equal_nan=True, err_msg=f"{name} {shift}")
+
+
+def test_threads_is_one_or_two():
+    made = compiled.compile_exprs({"x": b * l}, backend="llvm")
+    assert made({"b": np.ones(9), "l": np.ones(9)}, threads=1)["x"].tolist() == [1.0] * 9
+    with pytest.raises(InputError, match="threads must be 1 or 2, got 3"):
+        made({"b": 1, "l": 2}, threads=3)

@@ -143,10 +143,13 @@ class Compiled:
     function: object
     backend: str
 
-    def __call__(self, values: Mapping, at=None) -> dict[str, np.ndarray]:
+    def __call__(self, values: Mapping, at=None, threads: int = 2) -> dict[str, np.ndarray]:
         """Every expression at ``values`` (numbers or arrays, broadcast together); with ``at``,
         at the rows ``at`` of ``values``' columns (the LLVM kernel reads them a block at a time:
-        no copy of a column's rows, nor of their floats)."""
+        no copy of a column's rows, nor of their floats).  The LLVM kernel splits a large call
+        between ``threads`` cores (1 or 2; numba's loop between ``numba.get_num_threads()``)."""
+        if type(threads) is not int or threads not in (1, 2):
+            raise InputError(f"threads must be 1 or 2, got {threads!r}", "threads")
         values = resolve_names(values)
         missing = [str(s) for s in self.symbols if s not in values]
         if missing:
@@ -154,14 +157,14 @@ class Compiled:
         if at is not None:
             columns = [np.asarray(values[s]) for s in self.symbols]
             if self.backend == "llvm" and columns and all(c.ndim == 1 for c in columns):
-                return dict(zip(self.names, self._llvm(columns, np.asarray(at))))
+                return dict(zip(self.names, self._llvm(columns, np.asarray(at), threads=threads)))
             values = {s: np.asarray(values[s])[at] for s in self.symbols}
         arrays = np.broadcast_arrays(*(np.asarray(values[s], dtype=np.float64) for s in self.symbols)) \
             if self.symbols else [np.zeros(())]
         shape = arrays[0].shape
         flat = [a.ravel() for a in arrays]
-        run = {"llvm": self._llvm, "numba": self._numba, "numpy": self._numpy}[self.backend]
-        out = run(flat)
+        out = self._llvm(flat, threads=threads) if self.backend == "llvm" else \
+            {"numba": self._numba, "numpy": self._numpy}[self.backend](flat)
         return {name: column.reshape(shape) for name, column in zip(self.names, out)}
 
     def _numpy(self, flat) -> list[np.ndarray]:

@@ -26,7 +26,7 @@ COMPARISONS = {"lt": "olt", "le": "ole", "eq": "oeq", "ne": "une", "gt": "ogt"}
 where either side is NaN, as numpy's; ``une`` true there, as numpy's ``!=``)."""
 LOGIC = {"ieq": "icmp eq", "ine": "icmp ne", "and": "and", "or": "or"}
 """Operations on conditions (``not`` apart); the rest are LLVM's intrinsics (``ceil``,
-``floor``, ``log``, ``sqrt``, ``pow``) and ``select``."""
+``floor``, ``log``, ``sqrt``, ``pow``), ``select`` and ``log2up`` (``log2_up_ir``)."""
 _RELATIONS = {"StrictLessThan": "lt", "LessThan": "le", "Equality": "eq", "Unequality": "ne"}
 _CALLS = {"ceiling": "ceil", "floor": "floor", "log": "log"}
 
@@ -46,21 +46,25 @@ class Program:
 
 def program(converted, arguments) -> Program:
     """The ``Program`` of the symengine expressions ``converted`` over ``arguments`` (after
-    symengine's CSE); ``NotImplementedError`` for a node it does not write."""
+    symengine's CSE; a common subexpression written where it is first read, so one that only a
+    recognised form read is never written); ``NotImplementedError`` for a node it does not write."""
     import symengine as se
     replacements, reduced = se.cse(list(converted))
     writer = _Writer(len(arguments))
     for k, symbol in enumerate(arguments):
         writer.names[symbol] = k
-    for symbol, expr in replacements:
-        writer.names[symbol] = writer.operands((expr,), None)[0]
+    writer.definitions, writer.inverse_ln2 = dict(replacements), 1 / se.log(se.Integer(2))
     outputs = [writer.number(e) for e in reduced]
     return Program(len(arguments), writer.ops, outputs, writer.booleans)
 
 
 def ir_text(made: Program, lanes: int) -> str:
-    """LLVM IR of ``kernel(n, a0.., o0..)``: a loop over ``n`` rows, ``lanes`` at a time, that
-    runs ``made`` and writes each output into its column."""
+    """LLVM IR of ``kernel(n, stream, a0.., o0..)``: a loop over ``n`` rows, ``lanes`` at a time,
+    that runs ``made`` and writes each output into its column.  Where ``stream`` is not 0 the
+    outputs are written past the caches (non-temporal stores, ``vmovntpd``), and each output
+    column must then start on a 64-byte boundary: a call whose columns outgrow the caches
+    spares reading every line of them before writing it (``VectorKernel.STREAM_ROWS``).  The
+    choice is a branch taken the same way on every row."""
     vector, bits = f"<{lanes} x double>", f"<{lanes} x i1>"
     names = [f"%a{k}" for k in range(made.inputs)]
     lines = [f"  %p{k} = getelementptr double, ptr %in{k}, i64 %i\n  %a{k} = load {vector}, ptr %p{k}, align 8"
@@ -81,23 +85,78 @@ def ir_text(made: Program, lanes: int) -> str:
             text = f"xor {bits} {args[0]}, splat (i1 true)"
         elif op == "select":
             text = f"select {bits} {args[0]}, {vector} {args[1]}, {vector} {args[2]}"
+        elif op == "log2up":
+            lines.append(log2_up_ir(f"%v{len(names)}", args[0], lanes))
+            names.append(f"%v{len(names)}")
+            continue
         else:
             calls[op] = len(args)
             text = f"call {vector} @llvm.{op}.v{lanes}f64({', '.join(f'{vector} {a}' for a in args)})"
         names.append(f"%v{len(names)}")
         lines.append(f"  {names[-1]} = {text}")
+    stores = {"near": [], "far": []}
     for k, r in enumerate(made.outputs):
-        lines.append(f"  %q{k} = getelementptr double, ptr %out{k}, i64 %i\n  store {vector} {names[r]}, ptr %q{k}, align 8")
+        lines.append(f"  %q{k} = getelementptr double, ptr %out{k}, i64 %i")
+        stores["near"].append(f"  store {vector} {names[r]}, ptr %q{k}, align 8")
+        stores["far"].append(f"  store {vector} {names[r]}, ptr %q{k}, align 64, !nontemporal !0")
     parameters = ", ".join([f"ptr noalias %in{k}" for k in range(made.inputs)]
                            + [f"ptr noalias %out{k}" for k in range(len(made.outputs))])
     head = [f"declare {vector} @llvm.{name}.v{lanes}f64({', '.join([vector] * arity)})"
             for name, arity in sorted(calls.items())]
     return "\n".join(head + [
-        f"define void @kernel(i64 %n{', ' if parameters else ''}{parameters}) {{",
-        "entry:", "  %none = icmp sle i64 %n, 0", "  br i1 %none, label %done, label %loop",
-        "loop:", "  %i = phi i64 [0, %entry], [%next, %loop]", *lines,
-        f"  %next = add i64 %i, {lanes}", "  %more = icmp slt i64 %next, %n",
-        "  br i1 %more, label %loop, label %done", "done:", "  ret void", "}"])
+        f"define void @kernel(i64 %n, i64 %stream{', ' if parameters else ''}{parameters}) {{",
+        "entry:", "  %none = icmp sle i64 %n, 0", "  %far = icmp ne i64 %stream, 0",
+        "  br i1 %none, label %done, label %loop",
+        "loop:", "  %i = phi i64 [0, %entry], [%next, %latch]", *lines,
+        "  br i1 %far, label %far_stores, label %near_stores",
+        "near_stores:", *stores["near"], "  br label %latch",
+        "far_stores:", *stores["far"], "  br label %latch",
+        "latch:", f"  %next = add i64 %i, {lanes}", "  %more = icmp slt i64 %next, %n",
+        "  br i1 %more, label %loop, label %done",
+        "done:", "  fence seq_cst", "  ret void", "}",      # streamed stores seen by every thread after
+        "!0 = !{i32 1}"])
+
+
+EXPONENT_BIAS = 1023
+MANTISSA = (1 << 52) - 1
+TWO_52 = 0x4330000000000000
+"""The bits of the double 2**52: or-ed with a whole number below 2**52, the double 2**52 plus it."""
+
+
+def log2_up_ir(name: str, x: str, lanes: int) -> str:
+    """LLVM IR of ``name = ceil(log2 x)`` for positive normal doubles ``x``, from the bits of
+    ``x`` (no ``log``): with ``x = 2**(E - 1023) * (1 + m / 2**52)``, ``floor(log2 x)`` is
+    ``E - 1023``, one more where the mantissa ``m`` is not 0.  Exact for every such ``x``,
+    where ``ceil(log(x) / log(2))`` rounds one too high at some powers of two past 2**28; and
+    no ``log`` call, which took a quarter of GPT-3's calibrated kernel.  The whole number
+    ``E + [m != 0]`` becomes a double by or-ing it into the bits of 2**52 (exact below 2**52,
+    and any instruction set has it, where converting 64-bit integers needs AVX-512)."""
+    words, bits, vector = f"<{lanes} x i64>", f"<{lanes} x i1>", f"<{lanes} x double>"
+    t = f"{name}_"
+    return "\n".join([
+        f"  {t}b = bitcast {vector} {x} to {words}",
+        f"  {t}e = lshr {words} {t}b, splat (i64 52)",
+        f"  {t}m = and {words} {t}b, splat (i64 {MANTISSA})",
+        f"  {t}z = icmp ne {words} {t}m, zeroinitializer",
+        f"  {t}c = zext {bits} {t}z to {words}",
+        f"  {t}k = add {words} {t}e, {t}c",
+        f"  {t}o = or {words} {t}k, splat (i64 {TWO_52})",
+        f"  {t}f = bitcast {words} {t}o to {vector}",
+        f"  {name} = fsub {vector} {t}f, {_splat(float(2 ** 52 + EXPONENT_BIAS))}"])
+
+
+def log2_up(x):
+    """numpy's ``ceil(log2 x)`` of a column of doubles, bit for bit as ``log2_up_ir`` computes
+    it (every double, not only positive ones: the same bits in, the same number out).
+
+    >>> import numpy as np
+    >>> log2_up(np.array([1.0, 2.0, 3.0, 4.0, 5.0, 2.0 ** 40, 2.0 ** 40 + 1, 0.75])).tolist()
+    [0.0, 1.0, 2.0, 2.0, 3.0, 40.0, 41.0, 0.0]
+    """
+    import numpy as np
+    bits = np.ascontiguousarray(x, dtype=np.float64).view(np.uint64)
+    whole = (bits >> np.uint64(52)) + ((bits & np.uint64(MANTISSA)) != 0)
+    return (whole | np.uint64(TWO_52)).view(np.float64) - float(2 ** 52 + EXPONENT_BIAS)
 
 
 def _splat(value) -> str:
@@ -114,6 +173,8 @@ class _Writer:
 
     def __init__(self, inputs: int):
         self.inputs, self.names, self.ops, self.booleans, self.constants = inputs, {}, [], set(), {}
+        self.definitions: dict = {}       # symengine's common subexpressions, by their symbols
+        self.inverse_ln2 = None           # symengine's 1/log(2), set by ``program``
 
     def emit(self, op: str, *operands, boolean: bool = False) -> int:
         self.ops.append((op, *operands))
@@ -136,7 +197,7 @@ class _Writer:
         for arg in args:
             register = names.get(arg)
             if register is None:
-                register = names[arg] = self._write(arg)
+                register = names[arg] = self._write(self.definitions.get(arg, arg))
             if boolean is not None and (register in booleans) != boolean:
                 raise NotImplementedError(f"{'a number' if boolean else 'a condition'} where the other belongs")
             out.append(register)
@@ -203,7 +264,28 @@ class _Writer:
         return self.emit("ieq" if kind == "Equality" else "ine", *conditions, boolean=True)
 
     def _call(self, kind: str, args) -> int:
+        whole = self._log2_of(args[0]) if kind == "ceiling" else None
+        if whole is not None:
+            return self.emit("log2up", self.number(whole))
         return self.emit(_CALLS[kind], self.number(args[0]))
+
+    def _log2_of(self, x):
+        """``n`` where ``x`` is ``log(n)/log(2)`` (``portable``'s form of ``Log2(n)``, the rounds of
+        a tree, whose ceiling is ``log2up``), else ``None``.
+
+        >>> import symengine
+        >>> n = symengine.symbols("n")
+        >>> made = program([symengine.ceiling(symengine.log(n) / symengine.log(2)), symengine.ceiling(n / 2)], [n])
+        >>> [op for op, *_ in made.ops]
+        ['log2up', 'const', 'mul', 'ceil']
+        """
+        if type(x).__name__ != "Mul" or len(x.args) != 2:
+            return None
+        one, two = (self.definitions.get(f, f) for f in x.args)
+        for log, scale in ((one, two), (two, one)):
+            if type(log).__name__ == "log" and scale == self.inverse_ln2:
+                return log.args[0]
+        return None
 
     def _not(self, kind: str, args) -> int:
         return self.emit("not", self.condition(args[0]), boolean=True)

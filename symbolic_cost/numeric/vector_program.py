@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from symbolic_cost.numeric.vector_ir import Program
+from symbolic_cost.numeric.vector_ir import Program, log2_up
 from symbolic_cost.numeric.vector_kernel import ColumnKernel
 
 BLOCK = 1 << 15
@@ -26,7 +26,8 @@ BLOCK = 1 << 15
 _UFUNCS = {"add": np.add, "mul": np.multiply, "div": np.divide, "lt": np.less, "le": np.less_equal,
            "eq": np.equal, "ne": np.not_equal, "gt": np.greater, "ieq": np.equal, "ine": np.not_equal,
            "and": np.logical_and, "or": np.logical_or, "not": np.logical_not, "select": np.where,
-           "ceil": np.ceil, "floor": np.floor, "log": np.log, "sqrt": np.sqrt, "pow": np.power}
+           "ceil": np.ceil, "floor": np.floor, "log": np.log, "sqrt": np.sqrt, "pow": np.power,
+           "log2up": log2_up}
 
 
 def _freed(made: Program) -> list:
