@@ -10,6 +10,7 @@ import os
 import pickle
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -54,17 +55,31 @@ def _by_hand(b, l):
         }
 
 
-@pytest.fixture(scope="module", params=["vector kernel", "numpy's run of its operations"])
+ROWS = {"vector kernel": symengine_kernel.PROGRAM_ROWS, "optimised vector kernel": symengine_kernel.OPTIMIZED_ROWS,
+        "numpy's run of its operations": 1}
+
+
+@pytest.fixture(scope="module", params=list(ROWS))
 def kernel(request):
-    """The vector kernel (told of ``PROGRAM_ROWS`` rows), or the same operations run by numpy
-    (``numeric.vector_program``: told of one row)."""
-    machine = request.param == "vector kernel"
+    """The vector kernel (told of ``PROGRAM_ROWS`` rows: LLVM's quick code generation; of
+    ``OPTIMIZED_ROWS``: its optimised one, whose numbers are loaded from a table), or the same
+    operations run by numpy (``numeric.vector_program``: told of one row)."""
+    machine = request.param != "numpy's run of its operations"
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("SYMBOLIC_COST_CACHE", "off")
-        made = compiled.compile_exprs(EXPRS, symbols=[b, l], backend="llvm",
-                                      rows=symengine_kernel.PROGRAM_ROWS if machine else 1)
+        made = compiled.compile_exprs(EXPRS, symbols=[b, l], backend="llvm", rows=ROWS[request.param])
     assert isinstance(made.function, vector_kernel.VectorKernel if machine else vector_program.ProgramKernel)
+    if machine:                       # the optimised code reads its numbers from the table
+        pooled = "@numbers" in zlib.decompress(made.function.source).decode()
+        assert (made.function.level, pooled) == ((1, True) if request.param.startswith("optimised") else (0, False))
     return made
+
+
+def _rows_of(kernel) -> int:
+    """The rows ``kernel``'s fixture told ``compile_exprs`` of."""
+    if not isinstance(kernel.function, vector_kernel.VectorKernel):
+        return ROWS["numpy's run of its operations"]
+    return ROWS["optimised vector kernel" if kernel.function.level else "vector kernel"]
 
 
 @pytest.mark.parametrize("rows", [1, 7, 8, 13, vector_kernel.THREAD_ROWS + 5, vector_kernel.STREAM_ROWS + 13])
@@ -182,8 +197,7 @@ def test_log2_rounded_up_is_exact_at_every_power_of_two_a_double_holds(kernel):
     ``ceil(log(n) / log(2))`` once rounded 2**29 up to 30, and at fractions."""
     from symbolic_cost.parallel.collectives import Log2
     n = sorted({2**j + k for j in range(53) for k in (-1, 0, 1) if 2**j + k >= 1})
-    made = compiled.compile_exprs({"rounds": Log2(b)}, symbols=[b], backend="llvm",
-                                  rows=symengine_kernel.PROGRAM_ROWS if isinstance(kernel.function, vector_kernel.VectorKernel) else 1)
+    made = compiled.compile_exprs({"rounds": Log2(b)}, symbols=[b], backend="llvm", rows=_rows_of(kernel))
     got = made({"b": np.array(n, dtype=float)})["rounds"]
     assert got.tolist() == [(k - 1).bit_length() for k in n]
     halves = np.array([0.75, 1.5, 2.5, 3.0, 1000.5])

@@ -143,7 +143,7 @@ def compile_vector(converted, arguments, opt_level: int):
     if llvmlite() is None:
         return None
     try:
-        text = ir_text(program(converted, arguments), width())
+        text = ir_text(program(converted, arguments), width(), pooled=CODEGEN[opt_level] > 0)
     except NotImplementedError:
         return None
     name = f"kernel_{hashlib.sha256(text.encode()).hexdigest()[:24]}_{CODEGEN[opt_level]}"
