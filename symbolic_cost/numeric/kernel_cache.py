@@ -27,7 +27,7 @@ import pickle
 import sys
 from pathlib import Path
 
-FORMAT = 10
+FORMAT = 11
 """Bumped whenever the code a backend generates, or a key's text, changes."""
 PACKAGE = Path(__file__).resolve().parent.parent
 _DIGEST: list[str] = []
