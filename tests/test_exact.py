@@ -135,3 +135,22 @@ def test_a_new_combination_of_passed_numbers_is_checked_by_training_s_own_rules(
         evaluate(b=0, d=2)
     with pytest.raises(ValueError, match="shard must divide d"):
         evaluate(b=2, d=3)
+
+
+def test_parts_that_read_one_or_two_symbols_are_remembered_and_give_substitution_s_numbers():
+    """Tile counts that read ``m1`` alone and token counts that read ``b`` and ``l`` are grouped
+    and remembered by their numbers; every point of a grid that asks for each number many times,
+    int and rational, equals ``xreplace``."""
+    from sympy import Max, Min, ceiling, floor
+    from symbolic_cost.numeric import exact
+    tiles = ceiling(50257 / m1) * Min(256, 16 * ceiling(2304 / m1)) + floor(m1 / 3) + Max(1, 8 - m1)
+    tokens = ceiling(b * l / 128) * Min(128, 16 * ceiling(b * l / 16)) + (b * l) ** 2
+    exprs = {"time": tiles * tokens / (m1 + l), "tiles": tiles + 1 / m1, "mixed": Max(tiles, tokens / 7) - b}
+    f = exact.exact_function(exprs)
+    assert any(k.startswith("_group") for k in f.function.__globals__)      # the grouped code runs here
+    for bv in (1, 2, 3):
+        for lv in (Rational(1, 2), 7, 128, 2048):
+            for mv in (1, 2, 3, 8, Rational(3, 2)):
+                got = f({"b": bv, "l": lv, "m1": mv})
+                want = {k: e.xreplace({b: Rational(bv), l: Rational(lv), m1: Rational(mv)}) for k, e in exprs.items()}
+                assert got == want, (bv, lv, mv)

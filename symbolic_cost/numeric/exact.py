@@ -3,7 +3,7 @@
 ``exact_function`` compiles an expression set once into plain Python over
 integers and exact rationals (``rationals.RATIONAL``: GMP's ``mpq`` with the
 ``fast`` extra, else ``fractions.Fraction``; common subexpressions computed once,
-rational constants built once, ``Max``/``Min`` as ``max``/``min``, ceilings,
+those that read one or two symbols remembered by their numbers, rational constants built once, ``Max``/``Min`` as ``max``/``min``, ceilings,
 floors and ``Log2`` on exact numbers); calling it with exact values returns
 SymPy ``Integer``/``Rational`` results equal to substituting them, in well
 under a millisecond for a whole model.  Only what is irrational by nature
@@ -16,12 +16,13 @@ numbers with the same rules ``model_cost`` applies before evaluating.
 
 from __future__ import annotations
 
+import keyword
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Mapping
 
-from sympy import Expr, Integer, Rational, Symbol, lambdify, sympify
+from sympy import Expr, Integer, Rational, Symbol, cse, lambdify, numbered_symbols, sympify
 from sympy.printing.pycode import PythonCodePrinter
 
 from symbolic_cost import conventions as conv
@@ -156,10 +157,88 @@ def exact_function(exprs: Mapping[str, object], symbols=None) -> Exact:
     key = (names, values, symbols)
     if key not in _MEMORY:
         printer = _Printer({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": False})
-        function = lambdify(symbols, list(values), modules=[dict(NAMESPACE)], printer=printer, cse=True)
-        function.__globals__.update(printer.constants)     # the rational constants, built once
+        if all(s.name.isidentifier() and not keyword.iskeyword(s.name) and not s.name.startswith("_")
+               for s in symbols):
+            function = _grouped_function(symbols, values, printer)
+        else:                                # names Python cannot take as arguments: lambdify's own
+            function = lambdify(symbols, list(values), modules=[dict(NAMESPACE)], printer=printer, cse=True)
+            function.__globals__.update(printer.constants)     # the rational constants, built once
         _MEMORY[key] = Exact(names, symbols, function)
     return _MEMORY[key]
+
+
+def _groups(replacements, reads) -> dict:
+    """``_grouped_function``'s groups, ``{symbols read: names}`` in the order they are computed
+    (fewer symbols first): the subexpressions that read only those one or two symbols and,
+    besides each other, only the groups before, where they hold ``GROUP_OPERATIONS`` or more."""
+    wanted: dict = {}
+    for name, _ in replacements:
+        if 0 < len(reads[name]) <= 2:
+            wanted.setdefault(reads[name], []).append(name)
+    uses = {name: value.free_symbols for name, value in replacements}
+    groups, ready = {}, set()
+    for k in sorted(wanted, key=lambda k: (len(k), sorted(map(str, k)))):
+        members = set(wanted[k])
+        while True:                  # drop what reads a subexpression computed after the group
+            late = {m for m in members if any(u in reads and u not in members and u not in ready for u in uses[m])}
+            if not late:
+                break
+            members -= late
+        if sum(value.count_ops() for name, value in replacements if name in members) >= GROUP_OPERATIONS:
+            groups[k] = members
+            ready |= members
+    return groups
+
+
+GROUP_OPERATIONS = 8
+"""Operations of the common subexpressions that read the same one or two symbols from which
+their values are remembered by those symbols' numbers (``_grouped_function``): fewer cost less
+than the look-up."""
+GROUP_MEMORY = 4096
+"""Numbers a group remembers its values for before it forgets them all."""
+
+
+def _grouped_function(symbols, values, printer):
+    """Python that computes ``values`` at exact numbers for ``symbols``: SymPy's common
+    subexpressions in order, those that read only one or two of the symbols in groups by the
+    symbols they read, each group computed once for each of its symbols' numbers and remembered
+    (a model's tile and wave counts read ``m1`` alone, its token counts ``b`` and ``l``: a sweep
+    or a search asks for the same few numbers of each again and again).
+
+    >>> from symbolic_cost.symbols import b, l
+    >>> f = _grouped_function((b, l), [b * l + (b * l) ** 2, b + 1], _Printer())
+    >>> f(2, 3)
+    [42, 3]
+    """
+    replacements, reduced = cse(list(values), symbols=numbered_symbols("_x"))
+    inputs = set(symbols)
+    reads = {}
+    for name, value in replacements:
+        reads[name] = frozenset().union(*({s} if s in inputs else reads.get(s, frozenset()) for s in value.free_symbols))
+    groups = _groups(replacements, reads)
+    used_outside = {k: set() for k in groups}
+    for name, value in [*replacements, *((None, r) for r in reduced)]:
+        for k, members in groups.items():
+            if name not in members:
+                used_outside[k] |= members & value.free_symbols
+    order = [str(s) for s in symbols]
+    lines = [f"def _exact({', '.join(order)}):"]
+    namespace = {**NAMESPACE}
+    for n, (k, members) in enumerate(groups.items()):
+        key = ", ".join(str(s) for s in symbols if s in k) + ","
+        kept = sorted(map(str, used_outside[k])) or ["None"]
+        lines += [f"    _v = _group{n}.get(({key}))", "    if _v is None:"]
+        lines += [f"        {name} = {printer.doprint(value)}" for name, value in replacements if name in members]
+        lines += [f"        _v = ({', '.join(kept)},)",
+                  f"        _group{n}.clear() if len(_group{n}) >= {GROUP_MEMORY} else None",
+                  f"        _group{n}[({key})] = _v", f"    {', '.join(kept)}, = _v"]
+        namespace[f"_group{n}"] = {}
+    grouped = set().union(*groups.values()) if groups else set()
+    lines += [f"    {name} = {printer.doprint(value)}" for name, value in replacements if name not in grouped]
+    lines.append(f"    return [{', '.join(printer.doprint(r) for r in reduced)}]")
+    namespace.update(printer.constants)
+    exec(compile("\n".join(lines), "<exact>", "exec"), namespace)
+    return namespace["_exact"]
 
 
 DEGREES = ("b", "l", "m1", "s1", "d", "p", "n_micro")
