@@ -199,46 +199,61 @@ GROUP_MEMORY = 4096
 
 
 def _grouped_function(symbols, values, printer):
-    """Python that computes ``values`` at exact numbers for ``symbols``: SymPy's common
+    """A function of exact numbers for ``symbols`` that computes ``values``: SymPy's common
     subexpressions in order, those that read only one or two of the symbols in groups by the
-    symbols they read, each group computed once for each of its symbols' numbers and remembered
-    (a model's tile and wave counts read ``m1`` alone, its token counts ``b`` and ``l``: a sweep
-    or a search asks for the same few numbers of each again and again).
+    symbols they read (``_groups``), each group a function of its own computed once for each of
+    its symbols' numbers and remembered (a model's tile and wave counts read ``m1`` alone, its
+    token counts ``b`` and ``l``: a sweep or a search asks for the same few numbers of each again
+    and again); then the rest, with the groups' values as arguments.
 
     >>> from symbolic_cost.symbols import b, l
     >>> f = _grouped_function((b, l), [b * l + (b * l) ** 2, b + 1], _Printer())
-    >>> f(2, 3)
-    [42, 3]
+    >>> f(2, 3), f.groups
+    ([42, 3], [])
     """
     replacements, reduced = cse(list(values), symbols=numbered_symbols("_x"))
-    inputs = set(symbols)
-    reads = {}
+    inputs, reads = set(symbols), {}
     for name, value in replacements:
         reads[name] = frozenset().union(*({s} if s in inputs else reads.get(s, frozenset()) for s in value.free_symbols))
     groups = _groups(replacements, reads)
-    used_outside = {k: set() for k in groups}
-    for name, value in [*replacements, *((None, r) for r in reduced)]:
-        for k, members in groups.items():
-            if name not in members:
-                used_outside[k] |= members & value.free_symbols
-    order = [str(s) for s in symbols]
-    lines = [f"def _exact({', '.join(order)}):"]
-    namespace = {**NAMESPACE}
-    for n, (k, members) in enumerate(groups.items()):
-        key = ", ".join(str(s) for s in symbols if s in k) + ","
-        kept = sorted(map(str, used_outside[k])) or ["None"]
-        lines += [f"    _v = _group{n}.get(({key}))", "    if _v is None:"]
-        lines += [f"        {name} = {printer.doprint(value)}" for name, value in replacements if name in members]
-        lines += [f"        _v = ({', '.join(kept)},)",
-                  f"        _group{n}.clear() if len(_group{n}) >= {GROUP_MEMORY} else None",
-                  f"        _group{n}[({key})] = _v", f"    {', '.join(kept)}, = _v"]
-        namespace[f"_group{n}"] = {}
     grouped = set().union(*groups.values()) if groups else set()
-    lines += [f"    {name} = {printer.doprint(value)}" for name, value in replacements if name not in grouped]
-    lines.append(f"    return [{', '.join(printer.doprint(r) for r in reduced)}]")
-    namespace.update(printer.constants)
-    exec(compile("\n".join(lines), "<exact>", "exec"), namespace)
-    return namespace["_exact"]
+    parts, exports = [], []
+    for k, members in groups.items():
+        inner = [(n, v) for n, v in replacements if n in members]
+        outside = set().union(*(r.free_symbols for r in reduced),
+                              *(v.free_symbols for n, v in replacements if n not in members))
+        kept = [n for n, _ in inner if n in outside]
+        earlier = sorted(set().union(*(v.free_symbols for _, v in inner)) - members - inputs, key=str)
+        at = [i for i, s in enumerate(symbols) if s in k]
+        function = _lambdified([symbols[i] for i in at] + earlier, kept, inner, printer)
+        parts.append((at, [exports.index(e) for e in earlier], function, {}))
+        exports += kept
+    rest = [(n, v) for n, v in replacements if n not in grouped]
+    main = _lambdified(list(symbols) + exports, list(reduced), rest, printer)
+
+    def exact(*numbers):
+        found = []
+        for at, earlier, function, memory in parts:
+            key = tuple(numbers[i] for i in at)
+            got = memory.get(key)
+            if got is None:
+                got = function(*key, *(found[i] for i in earlier))
+                if len(memory) >= GROUP_MEMORY:
+                    memory.clear()
+                memory[key] = got
+            found.extend(got)
+        return main(*numbers, *found)
+    exact.groups = [tuple(str(symbols[i]) for i in at) for at, *_ in parts]     # what each group reads
+    return exact
+
+
+def _lambdified(arguments, outputs, replacements, printer):
+    """SymPy's ``lambdify`` of ``outputs`` over ``arguments`` with ``printer``, computing the
+    common subexpressions ``replacements`` (already found) first."""
+    function = lambdify(arguments, list(outputs), modules=[dict(NAMESPACE)], printer=printer,
+                        cse=lambda _: (replacements, list(outputs)))
+    function.__globals__.update(printer.constants)     # the rational constants, built once
+    return function
 
 
 DEGREES = ("b", "l", "m1", "s1", "d", "p", "n_micro")
