@@ -226,3 +226,18 @@ def test_threads_is_one_or_two():
     assert made({"b": np.ones(9), "l": np.ones(9)}, threads=1)["x"].tolist() == [1.0] * 9
     with pytest.raises(InputError, match="threads must be 1 or 2, got 3"):
         made({"b": 1, "l": 2}, threads=3)
+
+
+def test_the_program_of_the_set_last_written_is_written_once():
+    """The quick and the optimised tier of one kernel share its program; an equal set that is
+    another object, or the same set over other arguments, is written anew (its own registers)."""
+    import symengine as se
+    from symbolic_cost.numeric import vector_ir
+    x, y = se.symbols("x y")
+    converted = [se.Max(x, y) / 2, x * y + 1]
+    made = vector_ir.program(converted, [x, y])
+    assert vector_ir.program(converted, [x, y]) is made
+    again = vector_ir.program(list(converted), [x, y])
+    assert again is not made and again.ops == made.ops
+    swapped = vector_ir.program(converted, [y, x])
+    assert swapped is not made and swapped.ops != made.ops
