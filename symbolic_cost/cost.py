@@ -187,7 +187,9 @@ class Gemm:
     a parameter (``dW = X^T dY``); ``ops.matmul.product_flops`` sums either kind.  A forward
     product keeps the default.  The kernel-level time model (``kernel_time="tiled"``) reads
     the shapes: the tiled traffic of a product depends on them, not only on its FLOPs.  ``groups``:
-    the ``k x n`` weights a grouped GEMM's rows spread over (``ops.routing``), timed as one product.
+    the ``k x n`` weights a grouped GEMM's rows spread over (``ops.routing``); its FLOPs are
+    counted as one product's, its time as the ``groups`` products a kernel library runs
+    (``launched``).
     """
 
     pass_: str
@@ -208,6 +210,27 @@ class Gemm:
 
     def subs(self, values: Mapping) -> "Gemm":
         return _subs_sizes(self, values)
+
+    def launched(self) -> "Gemm":
+        """The products a kernel library runs for this record: itself, or for a grouped GEMM one
+        product per weight matrix over that matrix's share of the rows, ``count x groups`` of
+        them: ``m/groups`` rows of an activation product (``(m, k) x (k, n)``: forward and
+        ``dX``), a ``k/groups``-row reduction of a weight gradient (``dW = X^T dY``, ``(m, k) x
+        (k, n)`` with ``k`` the rows).  Rows spread evenly: ``m`` is already the busiest rank's
+        rows (``blocks.moe.routed_rows``: imbalance and capacity included).  Transformer Engine's
+        ``GroupedLinear`` runs them as one cuBLAS product per expert (``general_grouped_gemm``);
+        CUTLASS's and cuBLASLt's grouped kernels as one launch over all of them.  Either way each
+        expert's product is tiled on its own rows: few tokens an expert make short, narrow tiles.
+
+        >>> Gemm("fwd", 4096, 2048, 1536, groups=8).launched()
+        Gemm(pass_='fwd', m=512, k=2048, n=1536, count=8, element_bytes=2, grad='input', groups=1)
+        >>> Gemm("bwd", 2048, 4096, 1536, grad="weight", groups=8).launched().k
+        512
+        """
+        if self.groups == 1:
+            return self
+        share = {"k": self.k / self.groups} if self.grad == "weight" else {"m": self.m / self.groups}
+        return replace(self, count=self.count * self.groups, groups=Integer(1), **share)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ Plain Python on integers and Fractions, written from Megatron-LM's description o
 * Each token picks ``k`` experts (a router function); each rank packs, for every expert, the
   rows routed to it (with a capacity, exactly ``ceil(C t k / E)`` rows: padded or dropped) and
   sends each pack to the rank of its expert in its expert group (the all-to-all); the ranks of
-  an expert-tensor group then allgather their packs (a ring), run the expert slices, and
+  an expert-tensor group then allgather their packs (a ring), regroup the rows by expert (the
+  all-to-all dispatcher's sort: the chunks arrive by sender), run the expert slices, and
   reduce-scatter the outputs (a ring); the reverse all-to-all sends each row home.
 """
 
@@ -50,6 +51,7 @@ class Rank:
     sent: dict = field(default_factory=dict)        # phase -> elements sent to other ranks
     received: dict = field(default_factory=dict)    # phase -> elements received from other ranks
     rows: int = 0                                   # rows through this rank's expert slices
+    regrouped: int = 0                              # elements moved regrouping them by expert
     expert_parameters: int = 0
     optimizer_shard: Fraction = Fraction(0)         # expert parameters whose optimizer state it keeps
 
@@ -114,6 +116,11 @@ def moe_layer(m1, d, ep, etp, experts, k, b, l, e, f, *, gated=True, capacity=No
             _ring(group, held, e, "gather", out)
             _ring(group, held, e, "scatter", out, reduce=True)
         out[r].rows = sum(held[g] for g in group)
+        # the gathered rows arrive sender by sender, each sender's pack in expert order; the
+        # grouped products take them expert by expert.  Megatron-Core sorts the chunks wherever the
+        # rank holds more than one expert (``num_local_experts > 1``), even where one sender's
+        # chunks already are in order: every row is copied once; with one expert, none
+        out[r].regrouped = out[r].rows * e if local > 1 else 0
     width = f // etp
     for r in range(world):
         slices = [(x, grid[r][0]) for x in range(experts) if x // local == grid[r][1]]

@@ -49,12 +49,17 @@ def layouts(draw):
 
 def toy(x: dict, capacity=None, imbalance=1, conventions=conv.DEFAULT, n=1):
     """One MoE layer (RMS norms, rotary, no biases, untied head) under the layout ``x``."""
+    return model_cost(*toy_parts(x, capacity, imbalance, n), conventions)
+
+
+def toy_parts(x: dict, capacity=None, imbalance=1, n=1, dispatcher="alltoall"):
+    """``toy``'s architecture and training."""
     arch = Architecture("toy", 1, x["e"], x["h"], x["m1"], 8 * x["m1"], mlp="swiglu", norm="rms", rotary=True,
                         tied=False, qkv_bias=False, bias=False, dropouts=False, moe=MoE(x["experts"], x["k"], x["f"]))
     training = Training(b=x["b"], l=x["l"], m1=x["m1"], s1=x["m1"], d=x["d"], ep=x["ep"], etp=x["etp"],
                         zero=x["zero"], distributed_optimizer=x["dist"], micro_batches=n, capacity_factor=capacity,
-                        expert_imbalance=imbalance)
-    return model_cost(arch, training, conventions)
+                        expert_imbalance=imbalance, dispatcher=dispatcher)
+    return arch, training
 
 
 def dense_parameters(x: dict) -> int:
@@ -154,6 +159,36 @@ def test_imbalance_names_the_busiest_ranks_rows(x, seed):
     layer = toy(x, imbalance=imbalance, conventions=TORCH).blocks[1][0]
     assert layer["expert_fc1"].flops_fwd + layer["expert_fc2"].flops_fwd == max(
         sim.expert_flops(rank, x["e"], x["f"], x["etp"]) for rank in ranks.values())
+
+
+@settings(max_examples=25, deadline=None)
+@given(x=layouts())
+def test_the_dispatchers_sorts_move_the_rows_the_simulation_regroups(x):
+    """Megatron-Core's all-to-all dispatcher regroups a rank's rows by expert after the exchange and
+    sorts the outputs back before the reverse one: each a read and a write of every row where a rank
+    holds several experts (bf16), nothing where it holds one; the flex dispatcher sorts nothing."""
+    busiest = max(rank.regrouped for rank in simulate(x).values())
+    layer = toy(x, conventions=TORCH).blocks[1][0]
+    for row in ("dispatch_sort", "combine_sort"):
+        assert layer[row].mem_fwd == layer[row].mem_bwd == 2 * busiest * 2
+        assert layer[row].act_buffer == 0 and layer[row].flops_fwd == 0
+    arch, training = toy_parts(x, dispatcher="flex")
+    flex = model_cost(arch, training, TORCH).blocks[1][0]
+    assert "dispatch_sort" not in flex.names and "combine_sort" not in flex.names
+
+
+def test_the_sorts_by_hand():
+    """Qwen3-30B-A3B's shapes, 4,096 tokens a rank, top 8 of 128 experts over EP 8: 16 experts a rank
+    take 4,096 x 8 = 32,768 rows of 2,048 bf16 values, read and written by each sort (256 MiB); over
+    EP 128 a rank holds one expert and sorts nothing; a symbolic ``ep`` gives both."""
+    from sympy import Symbol
+    from symbolic_cost.blocks.wiring import Experts
+    spec = MoE(128, 8, 768)
+    assert moe(1, 4096, 2048, spec, experts=Experts(ep=8))["dispatch_sort"].mem_fwd == 2 * 32768 * 2048 * 2
+    assert moe(1, 4096, 2048, spec, experts=Experts(ep=128))["combine_sort"].mem_bwd == 0
+    ep = Symbol("ep", positive=True, integer=True)
+    moved = moe(1, 4096, 2048, spec, experts=Experts(ep=ep))["dispatch_sort"].mem_fwd
+    assert (moved.subs(ep, 8), moved.subs(ep, 128)) == (2 * 32768 * 2048 * 2, 0)
 
 
 def test_alltoall_per_step_is_layers_micro_batches_and_both_passes():

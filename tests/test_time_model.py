@@ -65,6 +65,39 @@ def test_wave_efficiency_of_a_symbolic_token_count_is_exact_where_substituted():
         assert expr.subs(t, tokens) == Rational(best_waves(tokens, 4096, 1, 132, 128, 256))
 
 
+def test_a_grouped_gemm_is_timed_on_the_tiles_of_its_experts_products():
+    """8 experts, 72 rows each, (2880 -> 4096), GPT-OSS's hidden size: each expert's forward and dX
+    are products of its own 72 rows, its dW a full 2880 x 4096 output; the tiles of all 8 share the
+    waves.  The tile-by-tile simulation gives 0.873, 0.614 and 0.992 of the slots useful; timed as
+    one product of 576 rows (and one dW output) they would be 0.545, 0.767 and 0.909."""
+    from symbolic_cost.ops.matmul import matmul_flops
+    from symbolic_cost.ops.routing import grouped_linear
+    from symbolic_cost.timing.systems import product_rate
+    h100 = calibrated("h100")
+    row = grouped_linear(576, 2880, 4096, 8, bias=False)
+    at = product_rate(row, h100) * h100.efficiency.matrix
+    forward, _ = eff.pass_times(row, "fwd", h100, DEFAULT)
+    assert forward == matmul_flops(576, 2880, 4096) / at / Rational(best_waves(72, 4096, 8, 132, 128, 256))
+    backward, _ = eff.pass_times(row, "bwd", h100, DEFAULT)
+    assert backward == (matmul_flops(576, 4096, 2880) / Rational(best_waves(72, 2880, 8, 132, 128, 256))
+                        + matmul_flops(2880, 576, 4096) / Rational(best_waves(2880, 4096, 8, 132, 128, 256))) / at
+    # the few rows an expert gets make its dX slower than one product's, its forward faster (narrow tiles)
+    assert best_waves(72, 2880, 8, 132, 128, 256) < best_waves(576, 2880, 1, 132, 128, 256)
+    assert best_waves(72, 4096, 8, 132, 128, 256) > best_waves(576, 4096, 1, 132, 128, 256)
+
+
+def test_the_tiled_kernel_model_reads_every_experts_weights():
+    """Under ``kernel_time="tiled"`` a grouped GEMM runs one product per expert, each reading its own
+    2048 x 4096 weights: at least 8 x 16 MiB from memory in the forward (one product would read one)."""
+    from symbolic_cost.conventions import get
+    from symbolic_cost.ops.routing import grouped_linear
+    from symbolic_cost.timing import kernels
+    h100 = get_system("h100")
+    t_mem, _ = kernels.pass_times(grouped_linear(576, 2048, 4096, 8, bias=False), "fwd", h100,
+                                  get(DEFAULT).but(kernel_time="tiled"))
+    assert t_mem >= 8 * 2048 * 4096 * 2 / h100.hbm_bandwidth
+
+
 # NCCL 2.8's tuning.cc (the file with ll128MaxBwPerCh = {18.8, 12.0, 18.3, 15.2, 16.7}), its LL128
 # default rule as the later file (NCCL 2.19/2.20, with NVLS) writes it, and topo.h's NVLink GB/s per channel
 LL128_ON = {"volta", "ampere", "hopper"}                  # pEnable: compute capability 7.0, 8.0, 9.0

@@ -4,8 +4,8 @@
 Layout (Megatron-LM's all-to-all token dispatcher, with its "parallel folding" of the expert
 grid onto the tensor and data-parallel ranks)::
 
-    (b, l/s, e) --router, top-k--> permute --A2A over ep--> [AG over etp] --> experts
-    (b, l/s, e) <--combine---- unpermute <--A2A over ep--- [RS over etp] <---
+    (b, l/s, e) --router, top-k--> permute --A2A over ep--> [AG over etp] --> sort --> experts
+    (b, l/s, e) <--combine---- unpermute <--A2A over ep--- [RS over etp] <--- sort <---
 
 * Each device routes the ``t = b l / s`` tokens of its sequence shard (under context
   parallelism ``l`` is the rank's ``l/cp`` tokens of a sequence, ``parallel.expert``); with tensor parallelism
@@ -15,8 +15,11 @@ grid onto the tensor and data-parallel ranks)::
   expert's width ``f_x`` is split over ``etp`` ranks (expert tensor parallelism, adjacent ranks).
   The all-to-all (``dispatch``) sends every routed copy to the rank of its expert; the ``etp``
   ranks of an expert then allgather their tokens and reduce-scatter the outputs; the reverse
-  all-to-all (``combine``) brings them home.  Backward runs the mirror images (an all-to-all
-  for each all-to-all, a reduce-scatter for the allgather and the reverse).
+  all-to-all (``combine``) brings them home.  A rank with several experts regroups what it
+  receives by expert and sorts the outputs back (``dispatch_sort``, ``combine_sort``:
+  Megatron-Core's ``sort_chunks_by_idxs``; a flex dispatcher permutes once, in ``dispatch``).
+  Backward runs the mirror images (an all-to-all for each all-to-all, a reduce-scatter for the
+  allgather and the reverse).
 * The router and the shared experts' gate are replicated (computed on the local shard); the
   shared experts are a tensor-parallel MLP of width ``f_s`` (allgather in, reduce-scatter out).
 * Routing is token-balanced by default: the busiest rank receives ``t k`` rows.  ``imbalance``
@@ -47,7 +50,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
+from sympy import Eq, Expr, Min, Piecewise, ceiling, floor, sympify
 
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
@@ -55,14 +58,15 @@ from symbolic_cost.blocks.wiring import Experts, Residual, Run
 from symbolic_cost.checks import InputError, check_rules
 from symbolic_cost.cost import collective, exact
 from symbolic_cost.ops import add, gated, gelu, linear
-from symbolic_cost.ops.routing import ROUTERS, combine, grouped_linear, permute, router_probabilities, topk_weights
+from symbolic_cost.ops.routing import (ROUTERS, combine, grouped_linear, permute, router_probabilities, sort_chunks,
+                                       topk_weights)
 
 EXPERT_ROWS = ("expert_fc1", "expert_fc2")
 """Rows whose weights are routed experts (sharded over expert data parallelism)."""
 EXPERT_COMM_ROWS = ("dispatch", "combine")
 """Rows that carry the expert-parallel collectives."""
-ROUTED_ROWS = ("router", "router_probs", "router_topk", "dispatch", "expert_fc1", "expert_act", "expert_fc2",
-               "combine")
+ROUTED_ROWS = ("router", "router_probs", "router_topk", "dispatch", "dispatch_sort", "expert_fc1", "expert_act",
+               "expert_fc2", "combine_sort", "combine")
 """Rows of the router and the routed experts, from the router's product to the combine."""
 SHARED_ROWS = ("shared_fc1", "shared_act", "shared_fc2", "shared_gate", "shared_gate_act", "shared_gate_scale")
 """Rows of the shared experts and their gate (Megatron-Core's ``SharedExpertMLP``)."""
@@ -155,8 +159,9 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
     ``Experts``: ``ep``, ``etp``, capacity, imbalance, replicated tokens).
 
     Rows: ``{norm}_norm_2``, ``router (e -> E)``, ``router_probs``, ``router_topk``,
-    ``dispatch``, ``expert_fc1``, ``expert_act``, ``expert_fc2`` (``E/ep`` experts of width
-    ``f_x/etp`` on ``etp`` x the rows received), ``combine``; with shared experts
+    ``dispatch``, ``dispatch_sort``, ``expert_fc1``, ``expert_act``, ``expert_fc2`` (``E/ep``
+    experts of width ``f_x/etp`` on ``etp`` x the rows received), ``combine_sort``, ``combine``
+    (the two sorts only under the all-to-all dispatcher, ``_sorts``); with shared experts
     ``shared_fc1``, ``shared_act``, ``shared_fc2`` (``bias`` on these three), then (Qwen-MoE)
     ``shared_gate``, ``shared_gate_act``, ``shared_gate_scale``, and ``moe_sum``; then the
     closing dropout (or residual add).  ``residual`` (a ``blocks.wiring.Residual``, default
@@ -187,22 +192,37 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
         routing = (experts, k) if placed.dispatcher == "flex" else None
         through, exchange = etp * received, _exchange(at, received * at.e, ep, etp, routing)
     sent = tokens * k if placed.capacity_factor is None and not placed.replicated else received
+    sorts = [] if placed.replicated or placed.dispatcher != "alltoall" else _sorts(at, through, experts / ep)
     rows = _norm(at, residual.norm, "shared_f" in dims) + [
              linear(at.b, at.l / at.s, at.e, experts, bias=spec.router_bias, name="router", **at.kw),
              router_probabilities(tokens, experts, kind=spec.router, top_k=k, **at.kw),
              topk_weights(tokens, k, normalise=spec.normalise, scale=spec.scale, es=at.es)]
     rows.append(at.attach(permute(tokens, k, at.e, sent, es=at.es), exchange["dispatch"]))
+    rows += sorts[:1]
     rows += [grouped_linear(through, at.e, (2 if gated_act else 1) * width, experts / ep, bias=spec.expert_bias,
                             name="expert_fc1", **at.kw),
              replace((gated if gated_act else gelu)(1, through, width, name="expert_act", **at.kw),
                      recompute="activation"),     # activation recomputation redoes it, rebuilding fc2's input
              replace(grouped_linear(through, width, at.e, experts / ep, bias=spec.expert_bias, name="expert_fc2",
-                                    **at.kw), rebuilt="activation"),
-             at.attach(combine(tokens, k, at.e, es=at.es), exchange["combine"])]
+                                    **at.kw), rebuilt="activation")]
+    rows += sorts[1:]
+    rows.append(at.attach(combine(tokens, k, at.e, es=at.es), exchange["combine"]))
     if "shared_f" in dims:
         rows += _shared(at, dims["shared_f"], spec.shared_gate, gated_act, bias, placed.replicated)
     rows.append(at.closing_dropout("dpr2", residual.dropouts))
     return Block("moe", tuple(rows), dims, at.conventions)
+
+
+def _sorts(at: Layout, rows, local) -> list:
+    """``dispatch_sort`` and ``combine_sort``: Megatron-Core's all-to-all dispatcher regroups the
+    ``rows`` a rank's experts take (after the all-to-all and the ``etp`` allgather) from by-sender
+    to by-expert, and sorts the experts' outputs back before the reverse exchange
+    (``ops.routing.sort_chunks``), where the rank holds more than one expert (``local = E/ep``;
+    ``Min(1, local - 1)`` is 0 for one, 1 for more, a symbol's too).  The flex dispatchers (DeepEP,
+    HybridEP) take the routing itself and permute once, in ``dispatch``."""
+    moved = rows * Min(1, local - 1)
+    return [sort_chunks(moved, at.e, es=at.es, name="dispatch_sort"),
+            sort_chunks(moved, at.e, es=at.es, name="combine_sort")]
 
 
 def _placed(experts) -> Experts:

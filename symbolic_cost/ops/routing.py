@@ -1,5 +1,6 @@
 """Routing primitives of a mixture-of-experts layer: the router's probabilities and top-k
-weights, the copy of each token to its experts (``permute``) and back (``combine``), and the
+weights, the copy of each token to its experts (``permute``) and back (``combine``), the regrouping
+of the rows a rank receives by local expert (``sort_chunks``), and the
 experts' products grouped over several weight matrices (``grouped_linear``).
 
 ``t`` is the number of tokens a device routes, ``E`` the routed experts, ``k`` the experts
@@ -83,6 +84,23 @@ def permute(tokens, k, width, rows=None, *, es=2, name="dispatch") -> Cost:
     rows = tokens * k if rows is None else exact(rows, "rows")
     return make_cost(name, "vector", flops_fwd=0, flops_bwd=tokens * (k - 1) * width, act_in=tokens * width * es,
                      act_out=rows * width * es, act_buffer=0, act_grads=(rows + tokens) * width * es)
+
+
+def sort_chunks(rows, width, *, es=2, name="dispatch_sort") -> Cost:
+    """Reorder ``rows`` rows of ``width`` values by chunk, without arithmetic: Megatron-Core's
+    all-to-all token dispatcher receives a rank's rows grouped by the rank that sent them and
+    regroups them by local expert for the grouped products (``sort_chunks_by_idxs``, its
+    "permutation 2", after the all-to-all), and sorts the experts' outputs back before the
+    reverse all-to-all.  Forward reads and writes every row; backward sorts the gradient back
+    (a read and a write).  Keeps nothing (the chunk sizes are small and not counted).
+
+    >>> sort_chunks(6, 4).mem_fwd, sort_chunks(6, 4).mem_bwd, sort_chunks(6, 4).act_buffer
+    (96, 96, 0)
+    """
+    rows, width, es = exact(rows, "rows"), exact(width, "width"), exact(es, "es")
+    moved = rows * width * es
+    return make_cost(name, "vector", flops_fwd=0, flops_bwd=0, act_in=moved, act_out=moved, act_buffer=0,
+                     act_grads=2 * moved)
 
 
 def combine(tokens, k, width, *, es=2, name="combine") -> Cost:

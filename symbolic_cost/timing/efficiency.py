@@ -231,7 +231,8 @@ def tile_shapes(tile_m, tile_n) -> list[tuple[Expr, Expr]]:
 
 def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
     """``(compute, memory)`` seconds of one row's pass under the calibrated model: each of its
-    products at ``rate x matrix x wave_efficiency``, the rest of a matrix row's FLOPs at
+    products at ``rate x matrix x wave_efficiency`` (a grouped GEMM's on the tiles of its
+    experts' products, ``Gemm.launched``), the rest of a matrix row's FLOPs at
     ``matrix`` of the rate, a fused attention row by the tiles its kernel executes
     (``attention_kernels.AttentionKernel.time``), a vector row at the vector rate; its bytes at
     ``memory`` of the HBM bandwidth."""
@@ -243,9 +244,9 @@ def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
     rate = product_rate(cost, system)
     if cost.fused:
         return attention_kernels.kernel(eff.attention_kernel).time(cost, pass_, rate), memory
-    gemms = [g for g in cost.gemms if g.pass_ == pass_]
-    products = [(g.count * matmul_flops(g.m, g.k, g.n, conventions), g.m * g.n * g.count,
-                 wave_slots(g.m, g.n, g.count, eff.sms, eff.tile_m, eff.tile_n)) for g in gemms]
+    gemms = [(g, g.launched()) for g in cost.gemms if g.pass_ == pass_]
+    products = [(g.count * matmul_flops(g.m, g.k, g.n, conventions), run.m * run.n * run.count,
+                 wave_slots(run.m, run.n, run.count, eff.sms, eff.tile_m, eff.tile_n)) for g, run in gemms]
     rest = flops - Add(*(fl for fl, _, _ in products))
     at_rate = Pow(rate * eff.matrix, -1)
     # flops / wave_efficiency, as flops x slots / useful: the useful outputs cancel with the FLOPs

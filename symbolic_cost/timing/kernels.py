@@ -252,7 +252,8 @@ def product_times(g: Gemm, system, conventions=conv.DEFAULT, name="gemm", engine
 def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tuple[Expr, Expr]:
     """``(t_mem, t)`` of one row of a block in ``pass_`` under the kernel-level model.
 
-    A row with matrix products runs one tiled GEMM kernel per product; its other
+    A row with matrix products runs one tiled GEMM kernel per product (a grouped GEMM one per
+    expert, ``Gemm.launched``: each reads its own weights); its other
     FLOPs (bias adds, grouped-query sums) are fused into them and add
     ``rest / peak``.  A row without products is one kernel moving ``mem_<pass>``, none when it
     has neither FLOPs nor bytes in that pass (a cast fused into the norm before it).
@@ -272,5 +273,5 @@ def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tupl
         kernel = Kernel(cost.name, work, moved, engine=engine)
         return memory_time(kernel, system), kernel_time(kernel, system)
     rest = (flops - product_flops(products, pass_, conventions)) / _peak(system, engine)
-    each = [product_times(g, system, conventions, cost.name, engine) for g in products]
+    each = [product_times(g.launched(), system, conventions, cost.name, engine) for g in products]
     return sum((m for m, _ in each), Integer(0)), sum((t for _, t in each), rest)
