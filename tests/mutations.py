@@ -725,7 +725,7 @@ MUTATIONS = (
     Mutation("grouped-gemm-weights-read-once", "symbolic_cost/timing/kernels.py",
              "    each = [product_times(g.launched(), system, conventions, cost.name, engine) for g in products]",
              "    each = [product_times(g, system, conventions, cost.name, engine) for g in products]", required=False),
-    Mutation("dispatcher-sorts-one-expert", "symbolic_cost/blocks/moe.py", "    moved = rows * Min(1, local - 1)",
+    Mutation("dispatcher-sorts-one-expert", "symbolic_cost/blocks/moe.py", "    moved = rows * (1 - floor(1 / local))",
              "    moved = rows", required=False),
     Mutation("dispatcher-sorts-unpriced", "symbolic_cost/blocks/moe.py",
              '    sorts = [] if placed.replicated or placed.dispatcher != "alltoall" else _sorts(at, through, experts / ep)',
