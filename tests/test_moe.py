@@ -191,6 +191,24 @@ def test_the_sorts_by_hand():
     assert (moved.subs(ep, 8), moved.subs(ep, 128)) == (2 * 32768 * 2048 * 2, 0)
 
 
+def test_one_expert_a_rank_times_alike_with_ep_a_number_or_a_symbol():
+    """The sorts run only where a rank holds several experts: with ``ep`` a symbol, substituting
+    ``ep = E`` gives the time of the block built with ``ep = E`` (no sort, no kernel launched for one),
+    and ``ep = 2`` that of ``ep = 2`` (both sorts)."""
+    from symbolic_cost.blocks.wiring import Experts
+    from symbolic_cost.timing.hardware import calibrated, row_seconds
+    h100, ep, spec = calibrated("h100"), Symbol("ep", positive=True, integer=True), MoE(8, 2, 64)
+
+    def seconds(block, values=None):
+        total = sum(row_seconds(r, h100)[f"t_{p}"] for r in block for p in ("fwd", "bwd"))
+        return total.subs(values) if values else total
+    symbolic = moe(2, 64, 32, spec, experts=Experts(ep=ep))
+    for n in (8, 2):
+        assert seconds(symbolic, {ep: n}) == seconds(moe(2, 64, 32, spec, experts=Experts(ep=n)))
+    assert seconds(moe(2, 64, 32, spec, experts=Experts(ep=2))) > seconds(
+        moe(2, 64, 32, spec, experts=Experts(ep=2, dispatcher="flex")))
+
+
 def test_alltoall_per_step_is_layers_micro_batches_and_both_passes():
     x = dict(m1=2, d=4, ep=4, etp=1, experts=8, k=2, b=1, l=32, h=2, e=4, f=4, zero=1, dist=False)
     ranks = simulate(x)

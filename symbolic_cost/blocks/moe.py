@@ -222,9 +222,9 @@ def _sorts(at: Layout, rows, local) -> list:
     as ``Min(1, local - 1)``, whose sign every maximum over the rows then asks: DeepSeek-V3's
     symbolic build 0.08 CPU-s slower).  The flex dispatchers (DeepEP, HybridEP) take the routing
     itself and permute once, in ``dispatch``."""
-    moved = rows * (1 - floor(1 / local))
-    return [sort_chunks(moved, at.e, es=at.es, name="dispatch_sort"),
-            sort_chunks(moved, at.e, es=at.es, name="combine_sort")]
+    runs = 1 - floor(1 / local)
+    return [sort_chunks(rows, at.e, es=at.es, runs=runs, name="dispatch_sort"),
+            sort_chunks(rows, at.e, es=at.es, runs=runs, name="combine_sort")]
 
 
 def _placed(experts) -> Experts:

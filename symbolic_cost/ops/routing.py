@@ -86,21 +86,25 @@ def permute(tokens, k, width, rows=None, *, es=2, name="dispatch") -> Cost:
                      act_out=rows * width * es, act_buffer=0, act_grads=(rows + tokens) * width * es)
 
 
-def sort_chunks(rows, width, *, es=2, name="dispatch_sort") -> Cost:
+def sort_chunks(rows, width, *, es=2, runs=1, name="dispatch_sort") -> Cost:
     """Reorder ``rows`` rows of ``width`` values by chunk, without arithmetic: Megatron-Core's
     all-to-all token dispatcher receives a rank's rows grouped by the rank that sent them and
     regroups them by local expert for the grouped products (``sort_chunks_by_idxs``, its
     "permutation 2", after the all-to-all), and sorts the experts' outputs back before the
     reverse all-to-all.  Forward reads and writes every row; backward sorts the gradient back
-    (a read and a write).  Keeps nothing (the chunk sizes are small and not counted).
+    (a read and a write).  Keeps nothing (the chunk sizes are small and not counted).  ``runs``
+    (0 or 1, or an expression of those values): whether it runs at all; the rows and the one
+    kernel a pass it launches are counted that many times.
 
     >>> sort_chunks(6, 4).mem_fwd, sort_chunks(6, 4).mem_bwd, sort_chunks(6, 4).act_buffer
     (96, 96, 0)
+    >>> sort_chunks(6, 4, runs=0).mem_fwd, sort_chunks(6, 4, runs=0).kernels
+    (0, 0)
     """
-    rows, width, es = exact(rows, "rows"), exact(width, "width"), exact(es, "es")
-    moved = rows * width * es
-    return make_cost(name, "vector", flops_fwd=0, flops_bwd=0, act_in=moved, act_out=moved, act_buffer=0,
-                     act_grads=2 * moved)
+    rows, width, es, runs = exact(rows, "rows"), exact(width, "width"), exact(es, "es"), exact(runs, "runs")
+    moved = runs * rows * width * es
+    return replace(make_cost(name, "vector", flops_fwd=0, flops_bwd=0, act_in=moved, act_out=moved, act_buffer=0,
+                             act_grads=2 * moved), kernels=runs)
 
 
 def combine(tokens, k, width, *, es=2, name="combine") -> Cost:
