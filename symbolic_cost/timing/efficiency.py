@@ -255,7 +255,7 @@ def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
     return compute, memory
 
 
-def launches(cost, pass_: str) -> int:
+def launches(cost, pass_: str) -> Expr | int:
     """Kernels one row launches in ``pass_``: one a matrix product (a fused kernel: one), one for
     a row that computes or moves anything else, none for a row with nothing to do in the pass
     (a cast fused into the norm before it, an exchange that only communicates); a row's own
