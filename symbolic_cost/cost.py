@@ -299,9 +299,10 @@ class Cost:
                    system's rate for them (``timing.systems.product_rate``)
     fused          its ``gemms`` run in one fused kernel (flash): counted, not timed apart
     scores         a fused attention kernel's ``ScoreShape``: the tiles it executes are timed
-    kernels        the kernels a row without products launches in a pass, where its being run
-                   depends on a symbol (the dispatcher's sorts: none for one expert a rank);
-                   ``None``: one where it moves or computes anything (``timing.efficiency.launches``)
+    runs           1 where the row runs, 0 where it does not, or an expression of those values
+                   where that turns on a symbol (the dispatcher's sorts: not for one expert a
+                   rank); ``None``: it runs.  Its fields already hold it; the time models scale
+                   what a row pays beyond them by it (its kernels' launches and latency)
     flops_wgrad    the part of ``flops_bwd`` that forms parameter gradients
                    (``dW``, a bias's, a norm's ``gamma``/``beta``, a table's)
     ============== ==========================================================
@@ -334,7 +335,7 @@ class Cost:
     recompute: str | None = None    # the recomputation that redoes its forward in backward (models.memory)
     rebuilt: str | None = None      # the recomputation that rebuilds what it keeps for backward, not keeping it
     scores: ScoreShape | None = None
-    kernels: Expr | None = None
+    runs: Expr | None = None
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -343,8 +344,8 @@ class Cost:
             object.__setattr__(self, name, exact(getattr(self, name), name))
         object.__setattr__(self, "collectives", tuple(self.collectives))
         object.__setattr__(self, "gemms", tuple(self.gemms))
-        if self.kernels is not None:
-            object.__setattr__(self, "kernels", exact(self.kernels, "kernels"))
+        if self.runs is not None:
+            object.__setattr__(self, "runs", exact(self.runs, "runs"))
 
     @property
     def flops_agrad(self) -> Expr:
@@ -361,9 +362,9 @@ class Cost:
         values = resolve_names(values)
         changed = {name: getattr(self, name).subs(values) for name in EXPRESSION_FIELDS + SPLIT_FIELDS}
         scores = None if self.scores is None else self.scores.subs(values)
-        kernels = None if self.kernels is None else self.kernels.subs(values)
+        runs = None if self.runs is None else self.runs.subs(values)
         return replace(self, collectives=tuple(c.subs(values) for c in self.collectives),
-                       gemms=tuple(g.subs(values) for g in self.gemms), scores=scores, kernels=kernels, **changed)
+                       gemms=tuple(g.subs(values) for g in self.gemms), scores=scores, runs=runs, **changed)
 
     def _repr_latex_(self) -> str:
         """Jupyter shows a Cost as an aligned list of its formulas."""

@@ -93,18 +93,18 @@ def sort_chunks(rows, width, *, es=2, runs=1, name="dispatch_sort") -> Cost:
     "permutation 2", after the all-to-all), and sorts the experts' outputs back before the
     reverse all-to-all.  Forward reads and writes every row; backward sorts the gradient back
     (a read and a write).  Keeps nothing (the chunk sizes are small and not counted).  ``runs``
-    (0 or 1, or an expression of those values): whether it runs at all; the rows and the one
-    kernel a pass it launches are counted that many times.
+    (0 or 1, or an expression of those values): whether it runs at all (``Cost.runs``); its bytes
+    are counted that many times, and the time models scale its kernel's launch by it.
 
     >>> sort_chunks(6, 4).mem_fwd, sort_chunks(6, 4).mem_bwd, sort_chunks(6, 4).act_buffer
     (96, 96, 0)
-    >>> sort_chunks(6, 4, runs=0).mem_fwd, sort_chunks(6, 4, runs=0).kernels
+    >>> sort_chunks(6, 4, runs=0).mem_fwd, sort_chunks(6, 4, runs=0).runs
     (0, 0)
     """
     rows, width, es, runs = exact(rows, "rows"), exact(width, "width"), exact(es, "es"), exact(runs, "runs")
     moved = runs * rows * width * es
     return replace(make_cost(name, "vector", flops_fwd=0, flops_bwd=0, act_in=moved, act_out=moved, act_buffer=0,
-                             act_grads=2 * moved), kernels=runs)
+                             act_grads=2 * moved), runs=runs)
 
 
 def combine(tokens, k, width, *, es=2, name="combine") -> Cost:

@@ -258,17 +258,21 @@ def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
 def launches(cost, pass_: str) -> Expr | int:
     """Kernels one row launches in ``pass_``: one a matrix product (a fused kernel: one), one for
     a row that computes or moves anything else, none for a row with nothing to do in the pass
-    (a cast fused into the norm before it, an exchange that only communicates); a row's own
-    ``Cost.kernels`` where it has them (one that runs or not by a symbol).
+    (a cast fused into the norm before it, an exchange that only communicates); times
+    ``Cost.runs`` for a row that runs or not by a symbol.
 
     >>> from symbolic_cost.ops import linear, gelu
     >>> launches(linear(2, 3, 4, 5), "bwd"), launches(gelu(2, 3, 4), "fwd")
     (2, 1)
     """
+    count = _launched(cost, pass_)
+    return count if cost.runs is None else cost.runs * count
+
+
+def _launched(cost, pass_: str) -> int:
+    """``launches`` of a row that runs."""
     if cost.fused:
         return 1
-    if cost.kernels is not None:
-        return cost.kernels
     products = sum(1 for g in cost.gemms if g.pass_ == pass_)
     if products:
         return products

@@ -250,7 +250,8 @@ def product_times(g: Gemm, system, conventions=conv.DEFAULT, name="gemm", engine
 
 
 def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tuple[Expr, Expr]:
-    """``(t_mem, t)`` of one row of a block in ``pass_`` under the kernel-level model.
+    """``(t_mem, t)`` of one row of a block in ``pass_`` under the kernel-level model, times
+    ``Cost.runs`` for a row that runs or not by a symbol (its kernels' latency and launch too).
 
     A row with matrix products runs one tiled GEMM kernel per product (a grouped GEMM one per
     expert, ``Gemm.launched``: each reads its own weights); its other
@@ -263,6 +264,12 @@ def pass_times(cost: Cost, pass_: str, system, conventions=conv.DEFAULT) -> tupl
     if cost.fp4:
         raise InputError("kernel_time='tiled' does not time 4-bit (NVFP4) products; use the default "
                          "kernel_time", "kernel_time")
+    times = _running_times(cost, pass_, system, conventions)
+    return times if cost.runs is None else tuple(cost.runs * t for t in times)
+
+
+def _running_times(cost: Cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
+    """``pass_times`` of a row that runs."""
     flops, moved = getattr(cost, f"flops_{pass_}"), getattr(cost, f"mem_{pass_}")
     products = [] if cost.fused else [g for g in cost.gemms if g.pass_ == pass_]
     engine = "fp8" if cost.fp8 and cost.engine == "matrix" else cost.engine
