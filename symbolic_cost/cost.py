@@ -245,13 +245,16 @@ class ScoreShape:
     query sees its ``counted`` keys (no mask, or a decode step that sees the whole cache).
     ``window``: a causal sliding window's size or an ``ops.matmul.Chunk``.  The tiles that
     follow from it are the time model's (``timing.attention_kernels.executed_keys``): the
-    kernel's tile is a property of the kernel, not of the model.
+    kernel's tile is a property of the kernel, not of the model.  ``head_dim``: the width of the
+    products each score runs, the mean of the query and value head dimensions (``None``: timed
+    as 128, ``timing.attention_kernels.head_factor``).
     """
 
     queries: Expr
     counted: Expr
     causal_length: Expr | None = None
     window: object = None
+    head_dim: Expr | None = None
 
     def subs(self, values: Mapping) -> "ScoreShape":
         def put(x):
@@ -259,7 +262,7 @@ class ScoreShape:
         window = self.window
         window = replace(window, size=put(window.size)) if hasattr(window, "size") else put(window)    # a Chunk
         return replace(self, queries=put(self.queries), counted=put(self.counted),
-                       causal_length=put(self.causal_length), window=window)
+                       causal_length=put(self.causal_length), window=window, head_dim=put(self.head_dim))
 
 
 EXPRESSION_FIELDS = ("flops_fwd", "flops_bwd", "act_in", "act_in_other", "act_out",

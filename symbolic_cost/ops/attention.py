@@ -115,16 +115,16 @@ def flash_attention(b, l, q, h, keys: Keys = SELF, *, es=2, conventions=conv.DEF
         act_in=queries, act_in_other=kv, act_out=out,
         act_buffer=queries + out + kv + b * h * l * LSE_BYTES, act_grads=queries + out + kv)
     return replace(cost, gemms=_kernel_products(parts), fused=True,
-                   scores=score_shape(l, length, keys.causal, keys.window, conventions))
+                   scores=score_shape(l, length, keys.causal, keys.window, conventions, (q + v) / 2))
 
 
-def score_shape(l, keys, causal, window, conventions) -> ScoreShape:
-    """The ``ScoreShape`` of a flash kernel over ``l`` queries and ``keys`` keys: a causal
-    square when the mask is causal and the scores are square (``keys = l``), else every query
-    sees its counted keys (``scored_keys``)."""
+def score_shape(l, keys, causal, window, conventions, head_dim=None) -> ScoreShape:
+    """The ``ScoreShape`` of a flash kernel over ``l`` queries and ``keys`` keys, whose scores each
+    run products ``head_dim`` wide: a causal square when the mask is causal and the scores are
+    square (``keys = l``), else every query sees its counted keys (``scored_keys``)."""
     square = causal and keys == l
     return ScoreShape(l, scored_keys(l, keys, causal, conventions, window),
-                      causal_length=l if square else None, window=window if square else None)
+                      causal_length=l if square else None, window=window if square else None, head_dim=head_dim)
 
 
 def _kernel_products(parts) -> tuple:

@@ -12,12 +12,24 @@ So a kernel runs at
     ``time = executed FLOPs / (rate x A) x (1 + c T / executed keys a query)``
 
 with two constants a pass, ``A`` (the fraction of the matrix rate its inner loop sustains) and
-``c`` (the fixed work of a query tile, in key tiles).  ``fit`` takes both from the kernel's
-published TFLOP/s by sequence length, with and without the causal mask
+``c`` (the fixed work of a query tile, in key tiles).  The same two constants explain the causal
+and the unmasked bars: at 512 tokens a causal query tile has on average 2.5 key tiles, of which
+the diagonal one is half wasted, against 4 whole ones unmasked.
+
+A third constant carries the head dimension ``d``.  A score costs ``4 d`` FLOPs of products
+forward (``Q K^T`` and ``P V``) but one exponential and its rescaling whatever ``d`` is, and the
+exponential unit is far slower than the tensor cores (on H100, 3.9 against 989 TFLOP/s), so a
+short head spends more of the inner loop on the softmax.  With ``s`` the share of a head-128 key
+tile's time that does not scale with ``d``::
+
+    ``time x (1 + s (128 / min(d, 128) - 1))``
+
+(``head_factor``; ``d`` the mean of the query and value head dimensions, whose products each
+score runs; heads wider than 128 are taken at 128's rate, the widest the bars of both head
+dimensions give).  ``fit`` takes the three constants of a pass from the kernel's published
+TFLOP/s by sequence length, with and without the causal mask, at head dimensions 64 and 128
 (``attention_kernels.json``: the FlashAttention-3 paper's bars for cuDNN, FlashAttention-3 and
-FlashAttention-2, head dimension 128); no measured training run enters them.  The same two
-constants explain the causal and the unmasked bars: at 512 tokens a causal query tile has on
-average 2.5 key tiles, of which the diagonal one is half wasted, against 4 whole ones unmasked.
+FlashAttention-2); no measured training run enters them.
 
 Counting conventions are untouched: a model's FLOPs (and its MFU) stay as
 ``conventions.causal_flops`` counts them; only the time follows the executed tiles.
@@ -29,7 +41,7 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
-from sympy import Expr, Rational
+from sympy import Expr, Integer, Rational
 
 from symbolic_cost.checks import InputError, exact
 from symbolic_cost.extrema import minimum
@@ -45,6 +57,10 @@ def _load() -> dict:
 
 BENCHMARKS = _load()
 """The published kernel throughputs and the constants fitted on them (``attention_kernels.json``)."""
+
+HEAD_DIM = 128
+"""Head dimension of the kernels' main bars (``forward``, ``backward``); ``head_dim_64`` holds the
+bars at 64."""
 
 TILE = BENCHMARKS["tile"]
 """Side of a score tile, queries and keys: 128 in FlashAttention-2's and -3's and cuDNN's kernels
@@ -85,25 +101,45 @@ def executed_keys(shape, tile=TILE) -> Expr:
     return tiles * tile**2 / length
 
 
+def head_factor(head_dim, share) -> Expr:
+    """How much longer a kernel's inner loop takes a FLOP at head dimension ``head_dim`` than at
+    ``HEAD_DIM`` (128), when ``share`` of a head-128 key tile's time does not scale with the head
+    (the softmax): ``1 + share (128 / min(d, 128) - 1)``; 1 for a shape built without one.
+
+    >>> head_factor(64, Rational(1, 4)), head_factor(128, Rational(1, 4)), head_factor(192, Rational(1, 4))
+    (5/4, 1, 1)
+    """
+    if head_dim is None:
+        return Integer(1)
+    return 1 + share * (HEAD_DIM / minimum(exact(head_dim, "head_dim"), HEAD_DIM) - 1)
+
+
 @dataclass(frozen=True)
 class AttentionKernel:
-    """The two constants of a fused attention kernel a pass (see the module docstring):
-    ``forward``/``backward``, the fraction of the matrix rate its inner loop sustains, and
-    ``forward_overhead``/``backward_overhead``, a query tile's fixed work in key tiles."""
+    """The three constants of a fused attention kernel a pass (see the module docstring):
+    ``forward``/``backward``, the fraction of the matrix rate its inner loop sustains at head
+    dimension 128; ``forward_overhead``/``backward_overhead``, a query tile's fixed work in key
+    tiles; ``forward_softmax``/``backward_softmax``, the share of a head-128 key tile's time that
+    does not scale with the head dimension (``head_factor``)."""
 
     name: str
     forward: Expr
     backward: Expr
     forward_overhead: Expr
     backward_overhead: Expr
+    forward_softmax: Expr = Integer(0)
+    backward_softmax: Expr = Integer(0)
 
     def time(self, cost, pass_: str, rate) -> Expr:
         """Seconds of a fused row's ``pass_`` (``"fwd"``/``"bwd"``) at ``rate`` FLOP/s: its
-        ``executed_flops`` at ``A`` of the rate, plus the query tiles' fixed work."""
-        level, overhead = (self.forward, self.forward_overhead) if pass_ == "fwd" else \
-            (self.backward, self.backward_overhead)
+        ``executed_flops`` at ``A`` of the rate, slower by ``head_factor`` for a head narrower
+        than 128, plus the query tiles' fixed work."""
+        name = "forward" if pass_ == "fwd" else "backward"
+        level, overhead, share = (getattr(self, f"{name}{part}") for part in ("", "_overhead", "_softmax"))
         seconds = executed_flops(cost, pass_) / (rate * level)
-        return seconds if cost.scores is None else seconds * (1 + overhead * TILE / executed_keys(cost.scores))
+        if cost.scores is None:
+            return seconds
+        return seconds * head_factor(cost.scores.head_dim, share) * (1 + overhead * TILE / executed_keys(cost.scores))
 
 
 def executed_flops(cost, pass_: str) -> Expr:
@@ -132,14 +168,15 @@ KERNELS = tuple(BENCHMARKS["kernels"])
 ``flash-attention-2-hopper`` (FlashAttention-2 as it runs on H100) and ``flash-attention-2`` (on A100)."""
 
 
-def benchmark_rate(level, overhead, length, causal, peak, tile=TILE) -> float:
+def benchmark_rate(level, overhead, length, causal, peak, tile=TILE, head_dim=HEAD_DIM, share=0) -> float:
     """TFLOP/s the model gives for a benchmark point of ``length`` tokens under FlashAttention's
-    count (causal: half the scores), for constants ``level`` and ``overhead``:
-    ``peak x level x counted keys / (executed keys + overhead x T)``."""
+    count (causal: half the scores), for constants ``level``, ``overhead`` and ``share`` at
+    ``head_dim``: ``peak x level x counted keys / ((executed keys + overhead x T) x head_factor)``."""
     from symbolic_cost.cost import ScoreShape
     shape = ScoreShape(length, length, causal_length=length if causal else None)
     counted = length / 2 if causal else length
-    return float(peak * level * counted / (executed_keys(shape, tile) + overhead * tile))
+    slower = float(head_factor(head_dim, Rational(share)))
+    return float(peak * level * counted / (executed_keys(shape, tile) + overhead * tile)) / slower
 
 
 def bars_of(name: str) -> str:
@@ -148,38 +185,46 @@ def bars_of(name: str) -> str:
     return BENCHMARKS["kernels"][name].get("shape_of", name)
 
 
-def points(name: str, pass_: str) -> list[tuple[int, bool, float]]:
-    """``(length, causal, TFLOP/s)`` of the published bars of ``bars_of(name)`` for ``pass_``."""
-    bars = BENCHMARKS["kernels"][bars_of(name)][pass_]
-    return [(length, mask == "causal", float(v)) for mask, values in bars.items()
+def points(name: str, pass_: str) -> list[tuple[int, bool, int, float]]:
+    """``(length, causal, head dimension, TFLOP/s)`` of the published bars of ``bars_of(name)`` for
+    ``pass_``, at head dimension 128 and, where published, 64 (``head_dim_64``)."""
+    record = BENCHMARKS["kernels"][bars_of(name)]
+    by_head = [(HEAD_DIM, record[pass_]), (64, record.get("head_dim_64", {}).get(pass_, {}))]
+    return [(length, mask == "causal", head, float(v)) for head, bars in by_head for mask, values in bars.items()
             for length, v in zip(BENCHMARKS["sequence_lengths"], values)]
 
 
-def fit(name: str, pass_: str) -> tuple[float, float]:
-    """``(level, overhead)`` minimising the squared log errors of ``benchmark_rate`` over the
-    kernel's bars (``points``; scipy's ``least_squares``).  A kernel whose level on its own GPU
-    is published apart (``asymptote``: FlashAttention-2 on A100) keeps that level, and its
-    overhead is the fit's on the bars it borrows (``shape_of``)."""
+def fit(name: str, pass_: str) -> tuple[float, float, float]:
+    """``(level, overhead, softmax share)`` minimising the squared log errors of ``benchmark_rate``
+    over the kernel's bars (``points``; scipy's ``least_squares``); the share stays 0 for a kernel
+    with bars at one head dimension only, which cannot tell it apart.  A kernel whose level on its
+    own GPU is published apart (``asymptote``: FlashAttention-2 on A100) keeps that level, and its
+    overhead and share are the fit's on the bars it borrows (``shape_of``)."""
     import numpy as np
     from scipy.optimize import least_squares
     record, peak = BENCHMARKS["kernels"][name], BENCHMARKS["kernels"][bars_of(name)]["peak"]
     data = points(name, pass_)
+    heads = len({head for _, _, head, _ in data}) > 1
 
     def residuals(x):
-        return [np.log(benchmark_rate(x[0], x[1], length, causal, peak) / v) for length, causal, v in data]
+        share = x[2] if heads else 0
+        return [np.log(benchmark_rate(x[0], x[1], length, causal, peak, head_dim=head, share=share) / v)
+                for length, causal, head, v in data]
 
-    level, overhead = least_squares(residuals, [0.6, 1.0], bounds=([0.05, 0.0], [1.0, 20.0])).x
+    x = least_squares(residuals, [0.6, 1.0, 0.2], bounds=([0.05, 0.0, 0.0], [1.0, 20.0, 0.95])).x
+    level, overhead, share = x[0], x[1], (x[2] if heads else 0.0)
     published = record.get("asymptote", {}).get(pass_)
-    return (float(published) if published else level), overhead
+    return (float(published) if published else level), overhead, share
 
 
 def fit_all() -> dict:
-    """``{kernel: {forward, forward_overhead, backward, backward_overhead}}`` of every kernel (``fit``)."""
+    """``{kernel: {forward, forward_overhead, forward_softmax, backward, ...}}`` of every kernel
+    (``fit``)."""
     out = {}
     for name in KERNELS:
         for pass_ in PASSES:
-            level, overhead = fit(name, pass_)
-            out.setdefault(name, {}).update({pass_: level, f"{pass_}_overhead": overhead})
+            level, overhead, share = fit(name, pass_)
+            out.setdefault(name, {}).update({pass_: level, f"{pass_}_overhead": overhead, f"{pass_}_softmax": share})
     return out
 
 
