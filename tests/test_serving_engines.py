@@ -74,8 +74,10 @@ def test_an_engine_fraction_of_the_whole_device_by_hand():
 
 
 @pytest.mark.parametrize("engine, system, tensor, expected", [
-    # TensorRT-LLM 0.x: max_batch_size 256, max_num_tokens 8192, free_gpu_memory_fraction 0.9, 32 tokens a block
-    ("trtllm", "h100", 1, dict(max_batch=256, max_tokens=8192, memory_fraction=Rational(9, 10), memory_of="free",
+    # TensorRT-LLM since 0.14 ("[BREAKING CHANGE] The default max_batch_size of the trtllm-build command is
+    # set to 2048", its release notes; 256 from 0.11): max_num_tokens 8192, free_gpu_memory_fraction 0.9,
+    # 32 tokens a block
+    ("trtllm", "h100", 1, dict(max_batch=2048, max_tokens=8192, memory_fraction=Rational(9, 10), memory_of="free",
                                block_tokens=32, chunked=False, allocation="reserve")),
     # vLLM V1, vllm serve on an H100 (>= 70 GiB, not an A100): 8192 tokens, 1024 sequences, 0.9 of the device,
     # blocks allocated as tokens come (KVCacheManager.allocate_slots), preemption by recomputation

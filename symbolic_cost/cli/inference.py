@@ -114,7 +114,7 @@ def add_arguments(parser) -> None:
     options.option(load, "--engine", choices=list(ENGINES), default="trtllm", action=options.Given,
                    help="the serving engine whose defaults the simulation starts from (inference.engines: limits, "
                         "KV-cache pool and pages, chunked prefill; the fitted overheads are the same for each): "
-                        "trtllm (TensorRT-LLM 0.x, the default), vllm (V1, vllm serve) or sglang")
+                        "trtllm (TensorRT-LLM since 0.14, the default), vllm (V1, vllm serve) or sglang")
     options.option(load, "--max-batch", type=options.integer(1, 10**6), metavar="N", action=options.Given,
                    help="the engine's most sequences in flight (TensorRT-LLM's max_batch_size, vLLM's max_num_seqs, "
                         "SGLang's max_running_requests; default: the --engine's)")

@@ -11,7 +11,7 @@ and memory alone.
 ==========  ===========  ============  ==============================  ======  =======  =========
 engine      sequences    tokens/step   KV-cache pool                   block   chunked  blocks
 ==========  ===========  ============  ==============================  ======  =======  =========
-``trtllm``  256          8,192         0.9 of the memory left free     32      no       reserve
+``trtllm``  2,048        8,192         0.9 of the memory left free     32      no       reserve
 ``vllm``    1,024 (256)  8,192 (2,048) 0.9 of the device's memory      16      yes      on demand
 ``sglang``  from memory  8,192         0.88 ... 0.79 of the device's   1       yes      estimate
 ==========  ===========  ============  ==============================  ======  =======  =========
@@ -35,7 +35,8 @@ GIB = 2**30
 
 
 def trtllm(step, system: str, tensor: int, context: int) -> dict:
-    """TensorRT-LLM 0.x: ``trtllm-build``'s ``max_batch_size`` 256 and ``max_num_tokens`` 8,192,
+    """TensorRT-LLM since 0.14: ``trtllm-build``'s ``max_batch_size`` 2,048 (256 in 0.11 to 0.13;
+    the 0.14 release notes) and ``max_num_tokens`` 8,192,
     ``KvCacheConfig``'s ``free_gpu_memory_fraction`` 0.9 of the memory free after the weights and
     ``tokens_per_block`` 32, ``enable_chunked_context`` off: the engine the overheads were fitted
     on, so ``load.Runtime``'s own defaults.

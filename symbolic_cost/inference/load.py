@@ -63,8 +63,10 @@ ALLOCATIONS = ("reserve", "on-demand", "estimate")
 @dataclass(frozen=True)
 class Runtime:
     """An in-flight batching engine (see the module docstring).  ``max_batch`` and ``max_tokens``
-    are TensorRT-LLM's engine-build defaults of its 0.x releases (256 sequences, 8,192 tokens: an
-    assumption where a benchmark does not print them); ``memory_fraction`` and ``block_tokens``
+    are TensorRT-LLM's engine-build defaults since its 0.14 release (``trtllm-build``'s
+    ``max_batch_size`` 2,048, 256 in 0.11 to 0.13, and ``max_num_tokens`` 8,192; its 0.14 release
+    notes; ``trtllm-serve`` keeps both): an assumption where a benchmark does not print them, under
+    which the KV cache, not the count of sequences, bounds a batch; ``memory_fraction`` and ``block_tokens``
     are TensorRT-LLM's ``KvCacheConfig`` defaults (``free_gpu_memory_fraction`` 0.9 of the memory
     left free, ``tokens_per_block`` 32); the overheads are seconds (``None``: the fitted value of
     ``timing/calibration.json``).  ``chunked``: chunked prefill (``serve``), TensorRT-LLM's
@@ -80,7 +82,7 @@ class Runtime:
 
     step_overhead: object = None
     request_overhead: object = None
-    max_batch: int = 256
+    max_batch: int = 2048
     max_tokens: int = 8192
     kernel_overhead: object = None
     memory_fraction: object = Rational(9, 10)
