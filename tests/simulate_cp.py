@@ -63,18 +63,22 @@ def ring(l: int, cp: int, kv_elements: int) -> list[dict]:
     return out
 
 
-def all_gather(l: int, cp: int, kv_elements: int) -> list[dict]:
-    """Per rank, as ``ring``, for Llama 3's all-gather CP (``kv_elements``: a rank's own K, V)."""
+def all_gather(l: int, cp: int, kv_elements: int, window: int | None = None) -> list[dict]:
+    """Per rank, as ``ring``, for Llama 3's all-gather CP (``kv_elements``: a rank's own K, V).
+    With a sliding ``window`` of ``w`` keys (Transformer Engine's all-gather CP with SWA), query
+    ``t`` keeps the keys ``t - w < s <= t``, and each chunk is handed the keys from ``w - 1`` before
+    its first query to its last (the whole sequence is still gathered)."""
     size = l // (2 * cp)
     out = []
     for i in range(cp):
         tile = unmasked = 0
         covered = set()
         for chunk in chunks_of(i, cp):
-            q, k = list(positions(chunk, size)), range(0, (chunk + 1) * size)
-            a, u = _pairs(q, k)
-            tile, unmasked = tile + a, unmasked + u
-            covered |= {(t, x) for t in q for x in k if x <= t}
+            first = 0 if window is None else max(0, chunk * size - window + 1)
+            q, k = list(positions(chunk, size)), range(first, (chunk + 1) * size)
+            kept = [(t, x) for t in q for x in k if x <= t and (window is None or t - x < window)]
+            tile, unmasked = tile + len(q) * len(k), unmasked + len(kept)
+            covered |= set(kept)
         gather = sum(kv_elements for _ in range(cp - 1))      # a ring allgather: one shard a step
         out.append(dict(tile=tile, unmasked=unmasked, fwd=gather, bwd=2 * gather, covered=covered,
                         queries=2 * size))

@@ -9,12 +9,13 @@ from sympy import Integer, Rational
 import simulate_cp as sim
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Heads, Scores, attention
+from symbolic_cost.blocks.specs import Latent
 from symbolic_cost.blocks.context import Context
 from symbolic_cost.checks import InputError
 from symbolic_cost.models import Architecture, Training, model_cost, world_size
 from symbolic_cost.models.config import from_config, preset
 from symbolic_cost.models.utilisation import model_flops
-from symbolic_cost.ops import Keys, flash_attention
+from symbolic_cost.ops import Keys, flash_attention, matmul_flops
 from symbolic_cost.symbols import cp as CP
 from symbolic_cost.blocks.wiring import Run
 
@@ -69,6 +70,85 @@ def test_ulysses_matches_the_simulation(cp):
                       run=Run(flash=True, context=Context(cp, "ulysses")))
     expected = sim.ulysses(l, cp, B, H // M1, KV * cp // M1, Q, Q)
     assert (_sent(block, "fwd"), _sent(block, "bwd")) == (expected["fwd"] * ES, expected["bwd"] * ES)
+
+
+@pytest.mark.parametrize("cp,chunk,window", [(2, 4, 3), (3, 4, 5), (4, 3, 7), (2, 8, 40)])
+def test_a_sliding_window_under_all_gather_is_every_ranks_share_of_the_simulation(cp, chunk, window):
+    """All-gather CP with a causal window of ``w`` keys against the simulation: the ranks together
+    keep each windowed pair once; the library gives every rank the mean of their kept pairs (the
+    balanced chunks' share, exact under ``causal_flops="exact"``), which a window leaves a little
+    uneven (rank 0's first chunk starts the sequence); the whole sequence's K and V still gathered."""
+    l = 2 * cp * chunk
+    kv_local = B * (l // cp) * (KV // M1) * 2 * Q
+    ranks = sim.all_gather(l, cp, kv_local, window=window)
+    every = {(t, s) for t in range(l) for s in range(max(0, t - window + 1), t + 1)}
+    assert set().union(*(r["covered"] for r in ranks)) == every and sum(len(r["covered"]) for r in ranks) == len(every)
+    mean = Rational(sum(r["unmasked"] for r in ranks), cp)
+    assert max(r["unmasked"] for r in ranks) - min(r["unmasked"] for r in ranks) <= window * window
+    block = attention(B, l // cp, E, Heads(H, kv_heads=KV), M1, 1, scores=Scores(causal=True, window=window),
+                      run=Run(flash=True, context=Context(cp, "all-gather"), conventions=EXACT))
+    row = block["context_attention"]
+    assert row.flops_fwd == _pairs_flops(l, cp, mean)
+    assert (row.scores.causal_length, row.scores.window) == (l, window)    # timed by the window's tiles
+    assert _sent(block, "fwd") == ranks[0]["fwd"] * ES and _sent(block, "bwd") == ranks[0]["bwd"] * ES
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_a_sliding_window_under_ulysses_is_the_windowed_core_of_a_ranks_heads(cp):
+    """Ulysses with a window: each rank runs the windowed kernel over the whole sequence for its
+    ``1/cp`` of the heads (pairs ``t - w < s <= t`` counted by hand), and exchanges what it does
+    without one."""
+    l, window = 16 * cp, 6
+    block = attention(B, l // cp, E, Heads(H, kv_heads=KV * cp), M1, 1, scores=Scores(causal=True, window=window),
+                      run=Run(flash=True, context=Context(cp, "ulysses"), conventions=EXACT))
+    pairs = sum(min(t + 1, window) for t in range(l))
+    heads, keys = H // M1 // cp, Rational(pairs, l)     # a query's mean kept keys
+    by_hand = B * heads * (matmul_flops(l, Q, keys, EXACT) + matmul_flops(l, keys, Q, EXACT))   # Q K^T, P V
+    row = block["flash_attention"]
+    products = sum(g.count * matmul_flops(g.m, g.k, g.n, EXACT) for g in row.gemms if g.pass_ == "fwd")
+    assert products == by_hand
+    assert row.scores.window == window and row.scores.causal_length == l
+    expected = sim.ulysses(l, cp, B, H // M1, KV * cp // M1, Q, Q)
+    assert (_sent(block, "fwd"), _sent(block, "bwd")) == (expected["fwd"] * ES, expected["bwd"] * ES)
+
+
+@pytest.mark.parametrize("cp,chunk", [(2, 3), (4, 2)])
+def test_latent_attention_under_the_ring_passes_every_heads_keys_and_values(cp, chunk):
+    """Multi-head latent attention under ring CP (Transformer Engine's ``p2p``, the one exchange it
+    runs for query and value heads of different sizes): each ring step passes the rank's heads'
+    decompressed keys (``d_n + d_r`` wide) and values (``d_v``), the simulation's K, V, and the core
+    scores the simulation's pairs at those widths."""
+    latent, heads = Latent(kv_rank=16, rope_dim=4, nope_dim=12, v_dim=8), H // M1
+    l = 2 * cp * chunk
+    kv_local = B * (l // cp) * heads * (16 + 8)              # K: d_n + d_r = 16 wide, V: 8
+    ranks = sim.ring(l, cp, kv_local)
+    block = attention(B, l // cp, E, Heads(H, latent=latent), M1, 1, scores=Scores(causal=True),
+                      run=Run(flash=True, context=Context(cp, "ring"), conventions=EXACT))
+    assert _sent(block, "fwd") == ranks[0]["fwd"] * ES and _sent(block, "bwd") == ranks[0]["bwd"] * ES
+    row = block["context_attention"]
+    pairs = Rational(ranks[0]["unmasked"], l // cp)
+    products = sum(g.count * matmul_flops(g.m, g.k, g.n, EXACT) for g in row.gemms if g.pass_ == "fwd")
+    assert products == B * heads * (matmul_flops(l // cp, 16, pairs, EXACT) + matmul_flops(l // cp, pairs, 8, EXACT))
+
+
+@pytest.mark.parametrize("arch,variant,needle", [
+    ("latent", "all-gather", "ring's K/V exchange only"),
+    ("latent", "ulysses", "ring's K/V exchange only"),
+    ("window", "ring", "all-gather or Ulysses"),
+])
+def test_context_parallel_variants_transformer_engine_refuses(arch, variant, needle):
+    """Refused as Transformer Engine refuses them, naming the variant to use."""
+    config = (dict(model_type="deepseek_v2", hidden_size=256, intermediate_size=512, moe_intermediate_size=64,
+                   num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=2, vocab_size=1000,
+                   kv_lora_rank=32, q_lora_rank=None, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                   n_routed_experts=4, num_experts_per_tok=2, first_k_dense_replace=1, max_position_embeddings=4096)
+              if arch == "latent" else
+              dict(model_type="mistral", hidden_size=256, intermediate_size=512, num_attention_heads=4,
+                   num_key_value_heads=4, num_hidden_layers=2, vocab_size=1000, sliding_window=64,
+                   max_position_embeddings=4096))
+    with pytest.raises(InputError, match=needle) as refused:
+        model_cost(from_config(config, arch), Training(l=1024, cp=2, cp_variant=variant, flash=True))
+    assert refused.value.argument == "cp_variant"
 
 
 TOY = Architecture("toy", 2, E, H, 4 * E, 256, kv_heads=KV, rotary=True, mlp="swiglu", norm="rms", bias=False,

@@ -14,7 +14,7 @@ from symbolic_cost.blocks.specs import Heads, Projections, Scores, as_heads
 from symbolic_cost.blocks.wiring import Residual, Run
 from symbolic_cost.ops import Keys, attention_core, flash_attention, gelu, linear, rotary
 from symbolic_cost.ops.attention import reads_flash_output
-from symbolic_cost.ops.matmul import stored_keys
+from symbolic_cost.ops.matmul import Chunk, stored_keys
 from symbolic_cost.ops.scores import attention_sinks, score_bias as bias_row, softcap as softcap_row
 
 
@@ -65,8 +65,9 @@ def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, proje
     heads, scores = heads.checked(dims), scores.checked(dims)
     keys = at.l if scores.keys is None else _cached_keys(positive_dims(keys=scores.keys)["keys"], scores.span)
     context, norm, dropouts = run.context, residual.norm, residual.dropouts
-    if context is not None:
-        check_attention(context, window=scores.window, score_bias=scores.bias, softcap=scores.softcap,
+    if context is not None:     # a sliding window runs under all-gather and Ulysses (context_core)
+        window = scores.window if context.variant == "ring" or isinstance(scores.window, Chunk) else None
+        check_attention(context, window=window, score_bias=scores.bias, softcap=scores.softcap,
                         sinks=scores.sinks, cross=projections.cross, keys=scores.keys)
     rows = [at.norm(f"{norm}_norm_1", norm), *_inputs(at, heads, projections, norm, keys)]
     rows += _core(at, heads, scores, keys, run.flash, context, dropouts if scores.dropout is None else scores.dropout)
@@ -97,8 +98,8 @@ def _core(at: Layout, heads: Heads, scores: Scores, keys, flash, context, dropou
     score_ops = ([bias_row(b, l, stored, learned=scores.bias == "relative", es=at.es)] if scores.bias else []) + \
         ([softcap_row(b, l, stored, es=at.es, name="score_softcap")] if scores.softcap else [])
     if context is not None:
-        rows = context_core(b, l, q, local, Keys(kv_heads=kv, v_dim=v, causal=scores.causal), context, flash=flash,
-                            dropouts=dropout, es_mask=at.es_mask, stride=at.m1, **at.kw)
+        rows = context_core(b, l, q, local, Keys(kv_heads=kv, v_dim=v, causal=scores.causal, window=scores.window),
+                            context, flash=flash, dropouts=dropout, es_mask=at.es_mask, stride=at.m1, **at.kw)
     else:
         seen = Keys(l_kv=keys, kv_heads=kv, v_dim=v, causal=scores.causal, window=scores.window, score_ops=score_ops)
         rows = ([flash_attention(b, l, q, local, seen, **at.kw)] if flash else
@@ -129,7 +130,7 @@ def _latent(b, l, e, heads: Heads, m1, s1, scores: Scores, projections: Projecti
             run: Run) -> Block:
     """Multi-head latent attention (``latent_attention``) for ``Heads.latent``: its biases are
     the output projection's, its scores causal or not, with their dropout and keys (it refuses
-    context parallelism and a parallel layer's branch)."""
+    context parallelism but the ring's, and a parallel layer's branch)."""
     return latent_attention(b, l, e, heads.h, heads.latent, m1, s1, bias=projections.out_bias,
                             scores=Scores(causal=scores.causal, dropout=scores.dropout, keys=scores.keys),
                             residual=residual, run=run)

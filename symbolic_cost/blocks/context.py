@@ -32,6 +32,7 @@ from symbolic_cost.checks import InputError, choice
 from symbolic_cost.cost import Collective, Cost, collective, exact, make_cost
 from symbolic_cost.blocks.layout import attach
 from symbolic_cost.ops import Keys, attention_core, flash_attention
+from symbolic_cost.ops.matmul import Chunk, scored_keys
 
 VARIANTS = ("ring", "all-gather", "ulysses")
 """The context-parallel variants ``Training.cp_variant`` names."""
@@ -116,22 +117,26 @@ def context_core(b, l, q, heads, keys: Keys, context: Context, *, flash, dropout
                  conventions=conv.DEFAULT, stride=1) -> list[Cost]:
     """The attention core of one rank of a CP group of ``context.cp``, ``l`` being its own tokens
     (``l cp`` the sequence), with ``heads`` query heads of size ``q`` and ``keys`` (``ops.attention.Keys``)
-    their ``kv_heads``, value size ``v_dim`` and mask (``causal``; the keys' length follows from the
-    variant, and windows and score rows are refused before: ``check_attention``).
+    their ``kv_heads``, value size ``v_dim``, mask (``causal``) and sliding ``window`` (the keys'
+    length follows from the variant; score rows are refused before: ``check_attention``).
 
     * ring / all-gather: one fused row ``context_attention`` (flash only): the FLOPs of ``l``
       queries against ``context_keys`` keys; it keeps the local ``Q (b, heads, l, q)``, ``K, V
       (b, kv, l, q|v)``, ``O`` and the log-sum-exp, as ``flash_attention`` over ``l`` keys (TE
-      saves ``q, kv, out, softmax_lse``; the gathered or passed K, V are transient).
+      saves ``q, kv, out, softmax_lse``; the gathered or passed K, V are transient).  A causal
+      sliding window runs under all-gather only (Transformer Engine refuses it with the ring's
+      ``p2p``): every rank still gathers the whole sequence's K and V, and its balanced chunks'
+      queries each score the keys of the window, counted as without context parallelism
+      (``ops.matmul.scored_keys`` over the whole sequence) and timed by the window's tiles.
     * ulysses: a row ``context_exchange`` with the all-to-alls (no arithmetic), then the core of
-      ``heads/cp`` heads over the whole ``l cp`` tokens (flash or not).
+      ``heads/cp`` heads over the whole ``l cp`` tokens (flash or not), windowed or not.
     """
     cp = exact(context.cp, "cp")
     kw = dict(es=es, conventions=conventions)
-    kv, v, causal = keys.kv_heads, keys.v_dim, keys.causal
+    kv, v, causal, window = keys.kv_heads, keys.v_dim, keys.causal, keys.window
     kv_local = b * l * kv * (q + v)
     if context.variant == "ulysses":
-        whole, split = l * cp, Keys(kv_heads=kv / cp, v_dim=v, causal=causal)
+        whole, split = l * cp, Keys(kv_heads=kv / cp, v_dim=v, causal=causal, window=window)
         rows = ([flash_attention(b, whole, q, heads / cp, split, **kw)] if flash else
                 attention_core(b, whole, q, heads / cp, split, dropouts=dropouts, es_mask=es_mask, **kw))
         before, after = ulysses_exchange((b * l * heads * q, b * l * kv * q, b * l * kv * v, b * l * heads * v),
@@ -142,7 +147,12 @@ def context_core(b, l, q, heads, keys: Keys, context: Context, *, flash, dropout
     if not flash:
         raise InputError(f"{context.variant} context parallelism runs a fused (flash) attention kernel per step "
                          f"(Transformer Engine); set flash=True (--flash)", "flash")
-    seen = context_keys(l * cp, cp, context.variant, causal, conventions)
+    if window is not None and (context.variant == "ring" or not causal or isinstance(window, Chunk)):
+        raise InputError(f"{context.variant} context parallelism with a window ({window}, causal={causal}): Transformer "
+                         f"Engine runs a causal sliding window under all-gather or Ulysses context parallelism only "
+                         f"(chunked attention is not modelled)", "window")
+    seen = (context_keys(l * cp, cp, context.variant, causal, conventions) if window is None
+            else scored_keys(l * cp, l * cp, causal, conventions, window))
     grouped = Keys(kv_heads=kv, v_dim=v)
     work = flash_attention(b, l, q, heads, replace(grouped, l_kv=seen), name="context_attention", **kw)
     kept = flash_attention(b, l, q, heads, replace(grouped, l_kv=l), **kw)
@@ -150,7 +160,7 @@ def context_core(b, l, q, heads, keys: Keys, context: Context, *, flash, dropout
             else gather_exchange(kv_local * cp, cp, es, conventions, stride))
     # the balanced chunks spread the rank's queries over the whole causal square: its kernels skip
     # the key tiles above the diagonal as one square's would (ScoreShape)
-    shape = replace(work.scores, causal_length=l * cp) if causal else work.scores
+    shape = replace(work.scores, causal_length=l * cp, window=window) if causal else work.scores
     row = replace(work, act_in_other=kept.act_in_other, act_buffer=kept.act_buffer, act_grads=kept.act_grads,
                   scores=shape)
     return [attach(row, sent, conv.get(conventions))]

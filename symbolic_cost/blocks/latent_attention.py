@@ -27,6 +27,7 @@ from __future__ import annotations
 from sympy import Expr
 
 from symbolic_cost.blocks.block import Block
+from symbolic_cost.blocks.context import context_core
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.specs import Latent, Scores
 from symbolic_cost.blocks.wiring import Residual, Run
@@ -72,13 +73,14 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, scor
     (``None``: ``residual.dropouts``) and ``keys``; its window, bias, soft cap and sinks are not
     modelled here.  ``residual`` (``Residual``): the norms' kind, the closing dropout, the
     post-norm (``branch`` and ``shared_input`` are refused).  ``run`` (``Run``): ``flash``, the
-    element sizes and conventions (no context parallelism).
+    element sizes and conventions, and ``context``: ring context parallelism only, the core the
+    ring's ``blocks.context.context_core`` over the heads' decompressed keys and values.
 
     >>> block = latent_attention(1, 8, 2048, 16, Latent(512, 64, 128, 128))
     >>> block.total("weights") / 2 == 2048 * 16 * 192 + 2048 * 576 + 512 + 512 * 16 * 256 + 16 * 128 * 2048 + 2048
     True
     """
-    run = _checked(residual, run or Run())
+    run = _checked(residual, run or Run(), scores.keys)
     norm, dropouts, flash, keys = residual.norm, residual.dropouts, run.flash, scores.keys
     dims = dict(b=b, l=l, e=e, h=h, m1=m1, s1=s1, head_dim=latent.qk_dim, v_head_dim=latent.v_dim)
     at = Layout.of(dims, run.es, run.es_mask, run.conventions)
@@ -98,10 +100,14 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, scor
              NORMS[norm](b, l, kv_rank, name="kv_a_norm", **at.kw),
              linear(b, l, kv_rank, heads * (qk - rope + v), bias=False, name="kv_b_proj", **at.kw),
              rotary(b, l, heads + 1, rope, es=at.es)]
-    core = Keys(l_kv=keys, kv_heads=heads, v_dim=v, causal=scores.causal)
-    rows += ([flash_attention(b, l, qk, heads, core, **at.kw)] if flash else
-             attention_core(b, l, qk, heads, core, dropouts=dropouts if scores.dropout is None else scores.dropout,
-                            es_mask=at.es_mask, **at.kw))
+    dropout = dropouts if scores.dropout is None else scores.dropout
+    if run.context is not None:       # the ring passes the heads' decompressed K and V (blocks.context)
+        rows += context_core(b, l, qk, heads, Keys(kv_heads=heads, v_dim=v, causal=scores.causal), run.context,
+                             flash=flash, dropouts=dropout, es_mask=at.es_mask, stride=at.m1, **at.kw)
+    else:
+        core = Keys(l_kv=keys, kv_heads=heads, v_dim=v, causal=scores.causal)
+        rows += ([flash_attention(b, l, qk, heads, core, **at.kw)] if flash else
+                 attention_core(b, l, qk, heads, core, dropouts=dropout, es_mask=at.es_mask, **at.kw))
     out = linear(b, l, heads * v, e, bias=bias, name="v_proj", **at.kw)
     rows.append(at.leaving(reads_flash_output(out) if flash else out))
     if residual.post_norm:
@@ -112,11 +118,18 @@ def latent_attention(b, l, e, h, latent: Latent, m1=1, s1=1, *, bias=False, scor
     return Block("latent_attention", tuple(rows), dims, at.conventions)
 
 
-def _checked(residual: Residual, run: Run) -> Run:
-    """``run``, refusing what latent attention does not model: context parallelism, a parallel
-    layer's branch."""
-    if run.context is not None:
-        raise InputError("context parallelism with multi-head latent attention is not modelled", "latent")
+def _checked(residual: Residual, run: Run, keys) -> Run:
+    """``run``, refusing what latent attention does not model: context parallelism but the ring's
+    (Transformer Engine passes the heads' K and V around the ring, ``cp_comm_type="p2p"``, and
+    refuses the other exchanges for query and value heads of different sizes) or over cached keys,
+    a parallel layer's branch."""
+    context = run.context
+    if context is not None and context.variant != "ring":
+        raise InputError(f"{context.variant} context parallelism with multi-head latent attention: Transformer Engine "
+                         f"runs it as the ring's K/V exchange only (cp_comm_type p2p)", "latent")
+    if context is not None and keys is not None:
+        raise InputError("context parallelism over cached keys with multi-head latent attention is not modelled",
+                         "keys")
     if residual.branch or residual.shared_input:
         raise InputError("multi-head latent attention in a parallel layer is not modelled", "latent")
     return run

@@ -157,7 +157,7 @@ def _mla_up_proj(layer: Block, units) -> Selection:
     if "kv_b_proj" not in layer.names:
         return Selection()
     rebuilt = _at(layer, UP_PROJECTIONS)
-    kernel = layer[KERNEL]
+    kernel = layer[KERNEL if KERNEL in layer.names else "context_attention"]     # the ring's, under CP
     latents = sum((row.act_in for row in layer if row.name in ("q_a_norm", "kv_a_norm")), Integer(0))
     kept = latents + rotary_key_bytes(layer) - kernel.act_in - kernel.act_in_other
     return Selection(rebuilt | _at(layer, ("q_proj",)), rebuilt, kept)

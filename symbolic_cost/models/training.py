@@ -222,7 +222,8 @@ def check_shared_expert_overlap(arch, t: Training) -> None:
 
 def check_context_parallel(arch, t: Training) -> None:
     """Refuse what context parallelism (``cp != 1``, ``blocks.context``) does not model or cannot
-    split: an encoder-decoder, latent attention, sliding windows, a tensor grid; routed experts
+    split: an encoder-decoder, a tensor grid, latent attention or sliding windows where Transformer
+    Engine does not run them (``check_context_attention``); routed experts
     whose grid ``ep x etp`` does not fold onto the ``m1 x cp x d`` ranks (``parallel.expert``, as
     Megatron-Core refuses); ``l``
     not cut into ``2 cp`` chunks (ring and all-gather of a causal model: the causal balance) or
@@ -231,12 +232,13 @@ def check_context_parallel(arch, t: Training) -> None:
     cp = sympify(t.cp)
     if cp == 1:
         return
-    unmodelled = dict(encoder_decoder=arch.encoder_decoder, latent=arch.latent is not None,
-                      window=arch.window is not None and arch.windowed_layers != 0, tensor=t.tensor is not None)
+    unmodelled = dict(encoder_decoder=arch.encoder_decoder, tensor=t.tensor is not None,
+                      chunked=arch.window is not None and arch.windowed_layers != 0 and arch.chunked)
     for name, on in unmodelled.items():
         if on:
             raise InputError(f"cp={cp} ({t.cp_variant} context parallelism) with {name} ({arch.name}) is not "
                              f"modelled; use cp=1", name)
+    check_context_attention(arch, t.cp_variant, cp)
     if arch.moe is not None:    # the expert layers see the m1 cp d ranks of a stage (parallel.expert)
         expert_data_degree(t.m1, t.d, t.ep, t.m1 if t.etp is None else t.etp, cp)
     if t.cp_variant == "ulysses" and t.overlap.expert:
@@ -252,6 +254,21 @@ def check_context_parallel(arch, t: Training) -> None:
         ratio = sympify(dividend) / divisor
         if ratio.is_integer is False:
             raise InputError(f"{name} must divide {what} (got {divisor} and {dividend})", "cp")
+
+
+def check_context_attention(arch, variant: str, cp) -> None:
+    """Refuse the context-parallel variants Transformer Engine does not run a model's attention
+    with: latent attention (query and value heads of different sizes) only as the ring's K/V
+    exchange (``cp_comm_type="p2p"``: "MLA CP currently only support KV P2P"), a sliding window
+    only under all-gather or Ulysses (``all_gather``, ``a2a``: no sliding window with ``p2p``)."""
+    if arch.latent is not None and variant != "ring":
+        raise InputError(f"cp={cp} ({variant} context parallelism) with latent attention ({arch.name}): Transformer "
+                         f"Engine runs latent attention's context parallelism as the ring's K/V exchange only "
+                         f"(cp_comm_type p2p); use cp_variant='ring' (--cp-variant ring)", "cp_variant")
+    if arch.window is not None and arch.windowed_layers != 0 and variant == "ring":
+        raise InputError(f"cp={cp} (ring context parallelism) with a sliding window ({arch.name}): Transformer Engine "
+                         f"runs sliding windows under all-gather or Ulysses context parallelism only (cp_comm_type "
+                         f"all_gather or a2a); use cp_variant='all-gather' or 'ulysses' (--cp-variant)", "cp_variant")
 
 
 def element_bytes(precision: str) -> int:
