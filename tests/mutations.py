@@ -172,6 +172,8 @@ MUTATIONS = (
     Mutation("ulysses-window-dropped", "symbolic_cost/blocks/context.py",
              "Keys(kv_heads=kv / cp, v_dim=v, causal=causal, window=window)",
              "Keys(kv_heads=kv / cp, v_dim=v, causal=causal)", required=False),
+    Mutation("a-window-past-the-context-kept", "symbolic_cost/models/families/llama.py",
+             'if window and window >= k.int("max_position_embeddings", 4096):', "if False:", required=False),
     Mutation("latent-ring-values-as-wide-as-keys", "symbolic_cost/blocks/latent_attention.py",
              "Keys(kv_heads=heads, v_dim=v, causal=scores.causal), run.context",
              "Keys(kv_heads=heads, v_dim=qk, causal=scores.causal), run.context", required=False),

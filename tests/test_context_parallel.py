@@ -2,6 +2,9 @@
 simulation of ``tests/simulate_cp.py``, a hand count and the invariant that ``cp = 1`` is today's
 model."""
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings, strategies as st
 from sympy import Integer, Rational
@@ -149,6 +152,22 @@ def test_context_parallel_variants_transformer_engine_refuses(arch, variant, nee
     with pytest.raises(InputError, match=needle) as refused:
         model_cost(from_config(config, arch), Training(l=1024, cp=2, cp_variant=variant, flash=True))
     assert refused.value.argument == "cp_variant"
+
+
+def test_a_window_longer_than_the_context_is_no_window():
+    """Phi-4-mini's ``sliding_window`` (262,144) exceeds its 131,072 positions: it masks nothing, so the
+    model has no window, and ring context parallelism (which Transformer Engine refuses beside a window)
+    runs; Phi-3-mini-4k's 2,047 over 4,096 is a window, and refused under the ring."""
+    here = Path(__file__).parent
+    published = json.loads((here / "published_configs" / "Phi-4-mini-instruct.json").read_text())
+    assert published["sliding_window"] > published["max_position_embeddings"]
+    phi4 = from_config(published, "phi-4-mini")
+    assert phi4.window is None
+    model_cost(phi4, Training(l=8192, cp=2, flash=True))
+    phi3 = from_config(json.loads((here / "hf_configs" / "Phi-3-mini-4k-instruct.json").read_text()), "phi-3")
+    assert (phi3.window, phi3.windowed_layers) == (2047, phi3.n_layers)
+    with pytest.raises(InputError, match="sliding window"):
+        model_cost(phi3, Training(l=4096, cp=2, flash=True))
 
 
 TOY = Architecture("toy", 2, E, H, 4 * E, 256, kv_heads=KV, rotary=True, mlp="swiglu", norm="rms", bias=False,

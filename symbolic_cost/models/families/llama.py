@@ -113,11 +113,15 @@ def gemma3_text(k: Keys, name: str) -> Architecture:
 
 def phi3(k: Keys, name: str) -> Architecture:
     """Phi-3: fused ``qkv_proj`` and ``gate_up_proj`` without biases, rotary on
-    ``partial_rotary_factor`` of each head, ``sliding_window`` on every layer when set."""
+    ``partial_rotary_factor`` of each head, ``sliding_window`` on every layer when set and shorter
+    than the context: Phi-3-128K's and Phi-4-mini's 262,144 over 131,072 positions masks no key of
+    any sequence the model takes, so it is no window (context parallelism then runs as without one)."""
     k.refuse_if("attention_bias", bool, "Phi-3's projections have no bias", False)
     k.known("original_max_position_embeddings")
     depth = k.int("num_hidden_layers", 32)
     window = k.int("sliding_window", None, nullable=True)
+    if window and window >= k.int("max_position_embeddings", 4096):
+        window = None
     fields = dict(window=window, windowed_layers=depth) if window else {}
     dropouts = k.dropout_fields([("resid_pdrop", 0)], [("attention_dropout", 0)], [("embd_pdrop", 0)])
     return llama_style(k, name, dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, max_position_embeddings=4096,
