@@ -172,6 +172,8 @@ MUTATIONS = (
     Mutation("ulysses-window-dropped", "symbolic_cost/blocks/context.py",
              "Keys(kv_heads=kv / cp, v_dim=v, causal=causal, window=window)",
              "Keys(kv_heads=kv / cp, v_dim=v, causal=causal)", required=False),
+    Mutation("sinks-refused-under-ulysses", "symbolic_cost/blocks/attention.py",
+             'sinks=scores.sinks and context.variant != "ulysses"', "sinks=scores.sinks", required=False),
     Mutation("a-window-past-the-context-kept", "symbolic_cost/models/families/llama.py",
              'if window and window >= k.int("max_position_embeddings", 4096):', "if False:", required=False),
     Mutation("latent-ring-values-as-wide-as-keys", "symbolic_cost/blocks/latent_attention.py",

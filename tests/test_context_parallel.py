@@ -154,6 +154,25 @@ def test_context_parallel_variants_transformer_engine_refuses(arch, variant, nee
     assert refused.value.argument == "cp_variant"
 
 
+@pytest.mark.parametrize("cp", [2, 4])
+def test_attention_sinks_under_ulysses_run_a_ranks_heads_over_the_whole_sequence(cp):
+    """GPT-OSS's sinks under Ulysses (Transformer Engine's learnable softmax offset runs under its
+    ``a2a`` CP only): the sink column of the ``h/(m1 cp)`` heads' softmax rows over all ``L`` tokens,
+    ``2 b L h/(m1 cp)`` FLOPs each way; the logits of every head of the tensor rank (replicated over
+    CP); refused under the ring and all-gather."""
+    l = 16 * cp
+    scores = Scores(causal=True, window=6, sinks=True)
+    block = attention(B, l // cp, E, Heads(H, kv_heads=KV * cp), M1, 1, scores=scores,
+                      run=Run(flash=True, context=Context(cp, "ulysses")))
+    sinks = block["attention_sinks"]
+    assert sinks.flops_fwd == sinks.flops_bwd == 2 * B * l * (H // M1 // cp)
+    assert sinks.weights == (H // M1) * ES
+    for variant in ("ring", "all-gather"):
+        with pytest.raises(InputError, match="sinks"):
+            attention(B, l // cp, E, Heads(H, kv_heads=KV * cp), M1, 1, scores=Scores(causal=True, sinks=True),
+                      run=Run(flash=True, context=Context(cp, variant)))
+
+
 def test_a_window_longer_than_the_context_is_no_window():
     """Phi-4-mini's ``sliding_window`` (262,144) exceeds its 131,072 positions: it masks nothing, so the
     model has no window, and ring context parallelism (which Transformer Engine refuses beside a window)

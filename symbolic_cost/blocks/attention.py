@@ -65,10 +65,10 @@ def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, proje
     heads, scores = heads.checked(dims), scores.checked(dims)
     keys = at.l if scores.keys is None else _cached_keys(positive_dims(keys=scores.keys)["keys"], scores.span)
     context, norm, dropouts = run.context, residual.norm, residual.dropouts
-    if context is not None:     # a sliding window runs under all-gather and Ulysses (context_core)
+    if context is not None:     # a sliding window runs under all-gather and Ulysses, sinks under Ulysses
         window = scores.window if context.variant == "ring" or isinstance(scores.window, Chunk) else None
         check_attention(context, window=window, score_bias=scores.bias, softcap=scores.softcap,
-                        sinks=scores.sinks, cross=projections.cross, keys=scores.keys)
+                        sinks=scores.sinks and context.variant != "ulysses", cross=projections.cross, keys=scores.keys)
     rows = [at.norm(f"{norm}_norm_1", norm), *_inputs(at, heads, projections, norm, keys)]
     rows += _core(at, heads, scores, keys, run.flash, context, dropouts if scores.dropout is None else scores.dropout)
     rows += _output(at, heads, projections, run.flash and getattr(context, "variant", None) != "ulysses", residual)

@@ -259,12 +259,17 @@ def check_context_parallel(arch, t: Training) -> None:
 def check_context_attention(arch, variant: str, cp) -> None:
     """Refuse the context-parallel variants Transformer Engine does not run a model's attention
     with: latent attention (query and value heads of different sizes) only as the ring's K/V
-    exchange (``cp_comm_type="p2p"``: "MLA CP currently only support KV P2P"), a sliding window
-    only under all-gather or Ulysses (``all_gather``, ``a2a``: no sliding window with ``p2p``)."""
+    exchange (``cp_comm_type="p2p"``: "MLA CP currently only support KV P2P"), attention sinks (a
+    learnable softmax offset) only under Ulysses (``a2a``), a sliding window only under all-gather or
+    Ulysses (``all_gather``, ``a2a``: no sliding window with ``p2p``)."""
     if arch.latent is not None and variant != "ring":
         raise InputError(f"cp={cp} ({variant} context parallelism) with latent attention ({arch.name}): Transformer "
                          f"Engine runs latent attention's context parallelism as the ring's K/V exchange only "
                          f"(cp_comm_type p2p); use cp_variant='ring' (--cp-variant ring)", "cp_variant")
+    if arch.sinks and variant != "ulysses":
+        raise InputError(f"cp={cp} ({variant} context parallelism) with attention sinks ({arch.name}): Transformer "
+                         f"Engine runs a learnable softmax offset under Ulysses context parallelism only (cp_comm_type "
+                         f"a2a); use cp_variant='ulysses' (--cp-variant ulysses)", "cp_variant")
     if arch.window is not None and arch.windowed_layers != 0 and variant == "ring":
         raise InputError(f"cp={cp} (ring context parallelism) with a sliding window ({arch.name}): Transformer Engine "
                          f"runs sliding windows under all-gather or Ulysses context parallelism only (cp_comm_type "
