@@ -206,7 +206,9 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                "repeats; stage s is chunk s // p of rank s mod p: --virtual-stages = stages / p)")
         option(group, "--allow-long", action="store_true", help="allow sequences longer than the model's context")
         option(group, "--cp-variant", choices=CP_VARIANTS, help="context parallelism (--set cp=N): ring (K, V "
-               "passed point to point, Megatron-LM; default), all-gather (Llama 3) or ulysses (all-to-all of heads)")
+               "passed point to point, Megatron-LM; default; latent attention runs under it only), all-gather "
+               "(Llama 3) or ulysses (all-to-all of heads); a sliding window runs under the last two, sinks under "
+               "ulysses, as Transformer Engine runs them")
         option(group, "--overlap", type=field_list(OVERLAPS), default=[],
                help="communication run behind compute: grad (--overlap-grad-reduce), param "
                     "(--overlap-param-gather), tensor (--tp-comm-overlap), expert (the MoE all-to-alls behind "
