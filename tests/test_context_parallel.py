@@ -135,9 +135,9 @@ def test_latent_attention_under_the_ring_passes_every_heads_keys_and_values(cp, 
 
 
 @pytest.mark.parametrize("arch,variant,needle", [
-    ("latent", "all-gather", "ring's K/V exchange only"),
-    ("latent", "ulysses", "ring's K/V exchange only"),
-    ("window", "ring", "all-gather or Ulysses"),
+    ("latent", "all-gather", "latent attention .*: Transformer Engine runs it under ring only"),
+    ("latent", "ulysses", "latent attention .*: Transformer Engine runs it under ring only"),
+    ("window", "ring", "a sliding window .*: Transformer Engine runs it under all-gather or ulysses only"),
 ])
 def test_context_parallel_variants_transformer_engine_refuses(arch, variant, needle):
     """Refused as Transformer Engine refuses them, naming the variant to use."""

@@ -7,7 +7,7 @@ from dataclasses import replace
 from symbolic_cost.checks import positive_dims
 from symbolic_cost.extrema import minimum
 from symbolic_cost.blocks.block import Block
-from symbolic_cost.blocks.context import check_attention, context_core
+from symbolic_cost.blocks.context import check_attention, check_variant, context_core
 from symbolic_cost.blocks.latent_attention import latent_attention
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.specs import Heads, Projections, Scores, as_heads
@@ -65,10 +65,13 @@ def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, proje
     heads, scores = heads.checked(dims), scores.checked(dims)
     keys = at.l if scores.keys is None else _cached_keys(positive_dims(keys=scores.keys)["keys"], scores.span)
     context, norm, dropouts = run.context, residual.norm, residual.dropouts
-    if context is not None:     # a sliding window runs under all-gather and Ulysses, sinks under Ulysses
-        window = scores.window if context.variant == "ring" or isinstance(scores.window, Chunk) else None
-        check_attention(context, window=window, score_bias=scores.bias, softcap=scores.softcap,
-                        sinks=scores.sinks and context.variant != "ulysses", cross=projections.cross, keys=scores.keys)
+    if context is not None:     # windows and sinks: as Transformer Engine runs them (context.RUNS_UNDER)
+        if scores.window is not None and not isinstance(scores.window, Chunk):
+            check_variant(context.variant, "a sliding window")
+        if scores.sinks:
+            check_variant(context.variant, "attention sinks")
+        check_attention(context, window=scores.window if isinstance(scores.window, Chunk) else None,
+                        score_bias=scores.bias, softcap=scores.softcap, cross=projections.cross, keys=scores.keys)
     rows = [at.norm(f"{norm}_norm_1", norm), *_inputs(at, heads, projections, norm, keys)]
     rows += _core(at, heads, scores, keys, run.flash, context, dropouts if scores.dropout is None else scores.dropout)
     rows += _output(at, heads, projections, run.flash and getattr(context, "variant", None) != "ulysses", residual)

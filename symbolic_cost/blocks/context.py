@@ -104,6 +104,32 @@ def context_keys(l, cp, variant, causal, conventions) -> Expr:
     return l * (cp + 1) / (2 * cp) if variant == "ring" else l * (2 * cp + 1) / (4 * cp)
 
 
+RUNS_UNDER = {"latent attention": ("ring", "cp_comm_type p2p: \"MLA CP currently only support KV P2P\""),
+              "a sliding window": ("all-gather", "ulysses", "cp_comm_type all_gather or a2a: no window with p2p"),
+              "attention sinks": ("ulysses", "cp_comm_type a2a: a learnable softmax offset")}
+"""The context-parallel variants Transformer Engine runs each of these attention features under
+(the last item: its own terms), and no other: latent attention (query and value heads of
+different sizes) passes the heads' K and V around the ring; a causal sliding window needs the
+gathered or exchanged whole sequence; sinks (GPT-OSS) need every key of a head on one rank."""
+
+
+def check_variant(variant: str, feature: str, model: str = "") -> None:
+    """Refuse context parallelism ``variant`` for an attention ``feature`` of ``RUNS_UNDER`` that
+    Transformer Engine does not run under it, naming the variants that run it.
+
+    >>> check_variant("ring", "latent attention")
+    >>> check_variant("ring", "a sliding window", "mistral")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: ring context parallelism with a sliding window (mistral): Transformer Engine runs it under all-gather or ulysses only (cp_comm_type all_gather or a2a: no window with p2p); set cp_variant (--cp-variant) to one of them
+    """
+    *variants, terms = RUNS_UNDER[feature]
+    if variant not in variants:
+        raise InputError(f"{variant} context parallelism with {feature}{f' ({model})' if model else ''}: Transformer "
+                         f"Engine runs it under {' or '.join(variants)} only ({terms}); set cp_variant "
+                         f"(--cp-variant) to {'it' if len(variants) == 1 else 'one of them'}", "cp_variant")
+
+
 def check_attention(context, **unmodelled) -> None:
     """Refuse, under context parallelism, attention options the CP kernels are not modelled with
     (``unmodelled``: name -> value, refused when set)."""
@@ -147,10 +173,11 @@ def context_core(b, l, q, heads, keys: Keys, context: Context, *, flash, dropout
     if not flash:
         raise InputError(f"{context.variant} context parallelism runs a fused (flash) attention kernel per step "
                          f"(Transformer Engine); set flash=True (--flash)", "flash")
-    if window is not None and (context.variant == "ring" or not causal or isinstance(window, Chunk)):
-        raise InputError(f"{context.variant} context parallelism with a window ({window}, causal={causal}): Transformer "
-                         f"Engine runs a causal sliding window under all-gather or Ulysses context parallelism only "
-                         f"(chunked attention is not modelled)", "window")
+    if window is not None:
+        check_variant(context.variant, "a sliding window")
+        if not causal or isinstance(window, Chunk):
+            raise InputError(f"context parallelism with a {'chunked' if causal else 'non-causal'} window is not "
+                             f"modelled", "window")
     seen = (context_keys(l * cp, cp, context.variant, causal, conventions) if window is None
             else scored_keys(l * cp, l * cp, causal, conventions, window))
     grouped = Keys(kv_heads=kv, v_dim=v)

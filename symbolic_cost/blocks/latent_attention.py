@@ -27,7 +27,7 @@ from __future__ import annotations
 from sympy import Expr
 
 from symbolic_cost.blocks.block import Block
-from symbolic_cost.blocks.context import context_core
+from symbolic_cost.blocks.context import check_variant, context_core
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.specs import Latent, Scores
 from symbolic_cost.blocks.wiring import Residual, Run
@@ -124,9 +124,8 @@ def _checked(residual: Residual, run: Run, keys) -> Run:
     refuses the other exchanges for query and value heads of different sizes) or over cached keys,
     a parallel layer's branch."""
     context = run.context
-    if context is not None and context.variant != "ring":
-        raise InputError(f"{context.variant} context parallelism with multi-head latent attention: Transformer Engine "
-                         f"runs it as the ring's K/V exchange only (cp_comm_type p2p)", "latent")
+    if context is not None:
+        check_variant(context.variant, "latent attention")
     if context is not None and keys is not None:
         raise InputError("context parallelism over cached keys with multi-head latent attention is not modelled",
                          "keys")

@@ -22,7 +22,7 @@ from symbolic_cost.models.recipes import sixteen_bit
 from symbolic_cost.models.training_values import (MEGATRON_OVERLAP, PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS,
                                                   RECOMPUTE_MODULES, Batch, Degrees, Execution, Overlap, Pipeline,
                                                   Precision, Recompute, Sharding, Trainable)
-from symbolic_cost.blocks.context import Context
+from symbolic_cost.blocks.context import Context, check_variant
 from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
@@ -238,7 +238,7 @@ def check_context_parallel(arch, t: Training) -> None:
         if on:
             raise InputError(f"cp={cp} ({t.cp_variant} context parallelism) with {name} ({arch.name}) is not "
                              f"modelled; use cp=1", name)
-    check_context_attention(arch, t.cp_variant, cp)
+    check_context_attention(arch, t.cp_variant)
     if arch.moe is not None:    # the expert layers see the m1 cp d ranks of a stage (parallel.expert)
         expert_data_degree(t.m1, t.d, t.ep, t.m1 if t.etp is None else t.etp, cp)
     if t.cp_variant == "ulysses" and t.overlap.expert:
@@ -256,24 +256,15 @@ def check_context_parallel(arch, t: Training) -> None:
             raise InputError(f"{name} must divide {what} (got {divisor} and {dividend})", "cp")
 
 
-def check_context_attention(arch, variant: str, cp) -> None:
-    """Refuse the context-parallel variants Transformer Engine does not run a model's attention
-    with: latent attention (query and value heads of different sizes) only as the ring's K/V
-    exchange (``cp_comm_type="p2p"``: "MLA CP currently only support KV P2P"), attention sinks (a
-    learnable softmax offset) only under Ulysses (``a2a``), a sliding window only under all-gather or
-    Ulysses (``all_gather``, ``a2a``: no sliding window with ``p2p``)."""
-    if arch.latent is not None and variant != "ring":
-        raise InputError(f"cp={cp} ({variant} context parallelism) with latent attention ({arch.name}): Transformer "
-                         f"Engine runs latent attention's context parallelism as the ring's K/V exchange only "
-                         f"(cp_comm_type p2p); use cp_variant='ring' (--cp-variant ring)", "cp_variant")
-    if arch.sinks and variant != "ulysses":
-        raise InputError(f"cp={cp} ({variant} context parallelism) with attention sinks ({arch.name}): Transformer "
-                         f"Engine runs a learnable softmax offset under Ulysses context parallelism only (cp_comm_type "
-                         f"a2a); use cp_variant='ulysses' (--cp-variant ulysses)", "cp_variant")
-    if arch.window is not None and arch.windowed_layers != 0 and variant == "ring":
-        raise InputError(f"cp={cp} (ring context parallelism) with a sliding window ({arch.name}): Transformer Engine "
-                         f"runs sliding windows under all-gather or Ulysses context parallelism only (cp_comm_type "
-                         f"all_gather or a2a); use cp_variant='all-gather' or 'ulysses' (--cp-variant)", "cp_variant")
+def check_context_attention(arch, variant: str) -> None:
+    """Refuse the context-parallel variants Transformer Engine does not run the model's attention
+    under (``blocks.context.RUNS_UNDER``): latent attention, attention sinks, a sliding window on
+    any layer."""
+    present = {"latent attention": arch.latent is not None, "attention sinks": bool(arch.sinks),
+               "a sliding window": arch.window is not None and arch.windowed_layers != 0}
+    for feature, on in present.items():
+        if on:
+            check_variant(variant, feature, arch.name)
 
 
 def element_bytes(precision: str) -> int:
