@@ -205,3 +205,29 @@ def test_a_symbolic_shape_substituted_is_the_shape_built_with_numbers(window):
     values = {l: 2000, w: 700 if window == 700 else 512}
     assert ak.executed_keys(built.subs(values)) == ak.executed_keys(numeric)
     assert built.subs(values).counted == numeric.counted
+
+
+def test_a_measured_case_is_timed_with_the_kernel_its_framework_ran():
+    # Llama 3's Table 4 runs name no kernel: they are timed with FlashAttention-2 (PyTorch's SDPA
+    # flash backend in 2024), whose published bars at 16K tokens (causal forward, backward) are
+    # below cuDNN's, so the 128K run, mostly attention, comes out longer than with H100's default
+    from dataclasses import replace
+
+    from symbolic_cost.reproduce import measured
+    from symbolic_cost.timing.calibrate import predict
+    from symbolic_cost.timing.systems import get_system
+
+    bars = ak.BENCHMARKS["kernels"]
+    for pass_, mask in (("forward", "causal"), ("backward", "full")):
+        assert bars["flash-attention-2-hopper"][pass_][mask][-1] < bars["cudnn-hopper"][pass_][mask][-1]
+    cases = {c.id: c for c in measured.cases()}
+    assert {i for i, c in cases.items() if c.attention_kernel} == {i for i in cases if i.startswith("llama3-")}
+    case = cases["llama3-405b-16384-seq131072"]
+    assert case.attention_kernel == "flash-attention-2-hopper"
+    h100 = calibrated("h100")
+    assert h100.efficiency.attention_kernel == "cudnn-hopper"
+    fa2 = h100.but(efficiency=h100.efficiency.but(attention_kernel="flash-attention-2-hopper"))
+    default = replace(case, attention_kernel=None)
+    assert predict(case, h100) == predict(default, fa2)
+    assert predict(case, h100) > 1.1 * predict(default, h100)
+    assert predict(case, get_system("h100")) == predict(default, get_system("h100"))   # peak only: no kernel

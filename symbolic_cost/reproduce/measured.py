@@ -66,6 +66,9 @@ class Case:
     conventions: conv.Conventions
     how: str
     assumptions: tuple[str, ...]
+    attention_kernel: str | None = None
+    """The fused attention kernel the run's framework ran, where it is not the system's default
+    (``timing.attention_kernels.KERNELS``); ``None``: the system's."""
 
 
 def rows(name: str = "calibration-training.json") -> list[dict]:
@@ -176,6 +179,13 @@ def _training(row, assume: list) -> Training:
                     precision=precision, **extra)
 
 
+LLAMA3_KERNEL = "flash-attention-2-hopper"
+LLAMA3_KERNEL_WHY = ("Meta's PyTorch stack, whose scaled_dot_product_attention runs FlashAttention-2 as its "
+                     "flash backend from PyTorch 2.2 (January 2024); FlashAttention-3 was published in "
+                     "July 2024, with the paper")
+"""The fused attention Llama 3's Table 4 runs are timed with (the paper names no kernel)."""
+
+
 def _llama3(row, assume: list) -> tuple[int, int, dict]:
     """Llama 3's Table 4 layout (Section 3.3.2): the embedding and the loss each take a layer's slot
     of the first and the last stage (126 + 2 = 128 slots, 8 a rank), FSDP sharding optimizer states
@@ -189,6 +199,7 @@ def _llama3(row, assume: list) -> tuple[int, int, dict]:
                       f"{row['hardware']['count']}; DP={dp} gives both the GPUs and the 16M tokens)")
     assume += ["interleaved with v=4 (not printed; Megatron accepts 2, 4 or 8 for 8 slots a rank)",
                "sequence parallelism with TP, flash attention (not printed)",
+               f"attention by {LLAMA3_KERNEL} (not printed): {LLAMA3_KERNEL_WHY}",
                "FSDP's gradient reduce-scatter and parameter all-gather overlapped with compute (not printed)"]
     fields = dict(zero=2, flash=True, embedding_in_split=_ends_take_slots(layout),
                   loss_in_split=_ends_take_slots(layout), overlap=Overlap(grad_reduce=True, param_gather=True))
@@ -246,8 +257,9 @@ def _case(row) -> Case:
     training, architecture = _training(row, assume), _architecture(row)
     quantity, seconds, how = _measured(row, architecture, training)
     system = "a100" if "A100" in row["hardware"]["gpu"] else "h100"
+    kernel = LLAMA3_KERNEL if row["group"] == "llama3_table4" else None
     return Case(row["id"], row["group"], system, architecture, training, quantity, seconds,
-                _conventions(row), how, tuple(assume))
+                _conventions(row), how, tuple(assume), kernel)
 
 
 def _conventions(row) -> conv.Conventions:
