@@ -767,6 +767,15 @@ MUTATIONS = (
     Mutation("grouped-gemm-wgrad-rows-not-shared", "symbolic_cost/cost.py",
              '        share = {"k": self.k / self.groups} if self.grad == "weight" else {"m": self.m / self.groups}',
              '        share = {"m": self.m / self.groups}', required=False),
+    # the attention library a training names (tests/test_attention_kernels.py)
+    Mutation("training-kernel-ignored-by-the-step", "symbolic_cost/timing/step.py",
+             "    system = attention_kernels.for_training(system, t)\n", "", required=False),
+    Mutation("training-kernel-ignored-by-the-layer", "symbolic_cost/timing/step.py",
+             "    system = attention_kernels.for_training(system, cost.training)\n", "", required=False),
+    Mutation("fa2-on-hopper-as-on-ampere", "symbolic_cost/timing/attention_kernels.py",
+             '"hopper": "flash-attention-2-hopper",', '"hopper": "flash-attention-2",', required=False),
+    Mutation("torchtitan-sdpa-cudnn-on-hopper", "symbolic_cost/models/torchtitan.py",
+             '"hopper": "flash-attention-2", "ampere"', '"hopper": "cudnn", "ampere"', required=False),
 )
 
 

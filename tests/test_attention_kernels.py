@@ -207,6 +207,7 @@ def test_a_symbolic_shape_substituted_is_the_shape_built_with_numbers(window):
     assert built.subs(values).counted == numeric.counted
 
 
+
 def test_a_measured_case_is_timed_with_the_kernel_its_framework_ran():
     # Llama 3's Table 4 runs name no kernel: they are timed with FlashAttention-2 (PyTorch's SDPA
     # flash backend in 2024), whose published bars at 16K tokens (causal forward, backward) are
@@ -215,19 +216,91 @@ def test_a_measured_case_is_timed_with_the_kernel_its_framework_ran():
 
     from symbolic_cost.reproduce import measured
     from symbolic_cost.timing.calibrate import predict
-    from symbolic_cost.timing.systems import get_system
 
     bars = ak.BENCHMARKS["kernels"]
     for pass_, mask in (("forward", "causal"), ("backward", "full")):
         assert bars["flash-attention-2-hopper"][pass_][mask][-1] < bars["cudnn-hopper"][pass_][mask][-1]
     cases = {c.id: c for c in measured.cases()}
-    assert {i for i, c in cases.items() if c.attention_kernel} == {i for i in cases if i.startswith("llama3-")}
+    named = {i for i, c in cases.items() if c.training.attention_kernel}
+    assert named == {i for i in cases if i.startswith("llama3-")}
     case = cases["llama3-405b-16384-seq131072"]
-    assert case.attention_kernel == "flash-attention-2-hopper"
+    assert case.training.attention_kernel == "flash-attention-2"
     h100 = calibrated("h100")
-    assert h100.efficiency.attention_kernel == "cudnn-hopper"
     fa2 = h100.but(efficiency=h100.efficiency.but(attention_kernel="flash-attention-2-hopper"))
-    default = replace(case, attention_kernel=None)
+    default = replace(case, training=replace(case.training, attention_kernel=None))
     assert predict(case, h100) == predict(default, fa2)
     assert predict(case, h100) > 1.1 * predict(default, h100)
-    assert predict(case, get_system("h100")) == predict(default, get_system("h100"))   # peak only: no kernel
+
+
+@pytest.mark.parametrize("system, library, kernel", [
+    ("h100", "flash-attention-2", "flash-attention-2-hopper"), ("h100", "flash-attention-3", "flash-attention-3"),
+    ("h100", "cudnn", "cudnn-hopper"), ("h200", "flash-attention-2", "flash-attention-2-hopper"),
+    ("a100", "flash-attention-2", "flash-attention-2"), ("b200", "cudnn", "cudnn-hopper"),
+    ("gb300", "flash-attention-2", "flash-attention-2-hopper"), ("h100", None, "cudnn-hopper"),
+    ("a100", None, "flash-attention-2")])
+def test_a_training_names_its_attention_library_and_the_gpu_picks_the_bars(system, library, kernel):
+    from symbolic_cost.models.training import Training
+    training = Training(flash=True, attention_kernel=library)
+    assert ak.for_training(calibrated(system), training).efficiency.attention_kernel == kernel
+
+
+@pytest.mark.parametrize("system, library, why", [
+    ("a100", "flash-attention-3", "Hopper"), ("b200", "flash-attention-3", "Hopper"),
+    ("a100", "cudnn", "cuDNN"), ("mi300x", "flash-attention-2", "FlashAttention-2")])
+def test_a_library_that_does_not_run_or_was_not_benchmarked_on_the_gpu_is_refused(system, library, why):
+    from symbolic_cost.models.training import Training
+    with pytest.raises(InputError, match=why) as raised:
+        ak.for_training(calibrated(system), Training(flash=True, attention_kernel=library))
+    assert raised.value.argument == "attention_kernel"
+
+
+def test_a_named_kernel_needs_flash_and_a_known_name():
+    from symbolic_cost.models.training import Training
+    for fields, words in (({"attention_kernel": "flash-attention-2"}, "flash is off"),
+                          ({"flash": True, "attention_kernel": "xformers"}, "must be one of")):
+        with pytest.raises(InputError, match=words) as raised:
+            Training(**fields)
+        assert raised.value.argument == "attention_kernel"
+
+
+def test_the_step_and_the_layer_run_the_training_s_kernel_and_the_peak_has_none():
+    # a 32K-token layer on H100: FlashAttention-2's published bars are below cuDNN's, so naming it
+    # lengthens the calibrated step and layer; the peak-only time runs every kernel at peak
+    from symbolic_cost.models import model_cost
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.training import Training
+    from symbolic_cost.timing.hardware import get_system
+    from symbolic_cost.timing.step import layer_time, step_time_breakdown
+
+    arch = preset("llama-2-7b")
+    plain = model_cost(arch, Training(b=1, l=32768, flash=True, allow_long=True))
+    named = model_cost(arch, Training(b=1, l=32768, flash=True, allow_long=True, attention_kernel="flash-attention-2"))
+    h100 = calibrated("h100")
+    fa2 = h100.but(efficiency=h100.efficiency.but(attention_kernel="flash-attention-2-hopper"))
+    assert step_time_breakdown(named, h100)["total"] == step_time_breakdown(plain, fa2)["total"]
+    assert step_time_breakdown(named, h100)["total"] > step_time_breakdown(plain, h100)["total"]
+    assert layer_time(named, h100)["total"] == layer_time(plain, fa2)["total"]
+    peak = get_system("h100")
+    assert step_time_breakdown(named, peak)["total"] == step_time_breakdown(plain, peak)["total"]
+
+
+def test_search_and_sweep_time_every_layout_with_the_named_kernel(capsys):
+    # the same layouts, each slower with FlashAttention-2 than with H100's cuDNN kernel (the bars above)
+    import json
+
+    from symbolic_cost.cli import main
+
+    def search(*words):
+        assert main(["search", "--preset", "llama-2-7b", "--system", "h100", "--devices", "8", "--seq", "4096",
+                     "--flash", "--top", "3", "--json", *words]) == 0
+        return {(r["m1"], r["d"], r["p"], r["b"]): r["total"] for r in json.loads(capsys.readouterr().out)["best"]}
+
+    def sweep(*words):
+        assert main(["sweep", "--preset", "llama-2-7b", "--system", "h100", "--set", "b=1", "l=4096", "--grid",
+                     "d=1,2", "--flash", "--field", "total", *words]) == 0
+        return [float(line.split(",")[1]) for line in capsys.readouterr().out.split()[1:]]
+
+    cudnn, fa2 = search(), search("--attention-kernel", "flash-attention-2")
+    both = set(cudnn) & set(fa2)
+    assert both and all(fa2[k] > cudnn[k] for k in both)
+    assert all(a > c for a, c in zip(sweep("--attention-kernel", "flash-attention-2"), sweep(), strict=True))

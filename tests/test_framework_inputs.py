@@ -298,6 +298,10 @@ def _llama3_parameters(e, f, layers):
     return layers * (2 * e * e + 2 * e * 1024 + 3 * e * f + 2 * e) + 2 * 128256 * e + e
 
 
+TITAN_FLASH = ("--flash", "--attention-kernel", "flash-attention-2")
+"""torchtitan's attention on the default system, H100: PyTorch's SDPA, FlashAttention-2 first."""
+
+
 def _same(got, typed):
     assert {k: v for k, v in got.items() if k not in ("model", "notes")} == \
         {k: v for k, v in typed.items() if k != "model"}
@@ -311,7 +315,7 @@ def test_torchtitan_70b_as_published(tmp_path, capsys):
     assert got["world_size"] == 64
     assert got["parameters"] == _llama3_parameters(8192, f, 80) == 70_553_706_496
     typed = _json(capsys, "--hf-config", _llama3(tmp_path, 8192, f, 80, 64), "--set", "b=8", "l=8192", "m1=8",
-                  "s1=8", "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", "--precision", "bf16", "--flash",
+                  "s1=8", "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", "--precision", "bf16", *TITAN_FLASH,
                   "--overlap", "grad,param", "--optimizer", "adamw")
     _same(got, typed)
     assert any("mixed_precision_reduce" in note for note in got["notes"])
@@ -323,7 +327,7 @@ def test_torchtitan_8b(tmp_path, capsys):
     """As published: op-level selective recomputation (recompute op), 64 processes, shard 64, local batch 1: one
     micro-batch of 1; and with mode "full" in its place, full recomputation."""
     f = 14336       # 16384 -> 10922 -> int(1.3 x) = 14198 -> up to a multiple of 1024
-    plain = ["--set", "b=1", "l=8192", "d=64", "n_micro=1", "--zero", "3", "--precision", "bf16", "--flash",
+    plain = ["--set", "b=1", "l=8192", "d=64", "n_micro=1", "--zero", "3", "--precision", "bf16", *TITAN_FLASH,
              "--overlap", "grad,param", "--optimizer", "adamw"]
     got = _json(capsys, "--torchtitan", TITAN["llama3_8b"], "--devices", "64")
     assert got["parameters"] == _llama3_parameters(4096, f, 32) == 8_030_261_248
@@ -345,6 +349,21 @@ def test_torchtitan_8b(tmp_path, capsys):
     assert "search with recompute 'full' or 'selective'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("system, library", [("h100", "flash-attention-2"), ("a100", "flash-attention-2"),
+                                             ("b200", "cudnn")])
+def test_torchtitan_times_the_attention_its_sdpa_runs_on_the_gpu(tmp_path, capsys, system, library):
+    """torchtitan's ScaledDotProductAttention keeps PyTorch's backend order, FlashAttention-2 first, below
+    compute capability 10.0 and puts cuDNN first from it (torchtitan/models/attention.py, _init_backend)."""
+    plain = ["--set", "b=1", "l=8192", "d=64", "n_micro=1", "--zero", "3", "--precision", "bf16", "--flash",
+             "--overlap", "grad,param", "--optimizer", "adamw", "--recompute", "op", "--system", system]
+    got = _json(capsys, "--torchtitan", TITAN["llama3_8b"], "--devices", "64", "--system", system)
+    model = _llama3(tmp_path, 4096, 14336, 32, 32)
+    _same(got, _json(capsys, "--hf-config", model, *plain, "--attention-kernel", library))
+    assert any(f"attention timed as {library}" in note for note in got["notes"])
+    if system == "h100":          # H100's own kernel is cuDNN's: the torchtitan run is slower than that
+        assert got["step_time_s"]["total"] > _json(capsys, "--hf-config", model, *plain)["step_time_s"]["total"]
+
+
 def test_torchtitan_debug_model(tmp_path, capsys):
     """dim 256, 6 layers, 16 heads (no GQA), f = int(2 x 1024 / 3) = 682 up to 768; selective_ac_option '2':
     every second layer recomputed whole, 3 of 6; local batch 8 on 8 processes."""
@@ -353,7 +372,7 @@ def test_torchtitan_debug_model(tmp_path, capsys):
     assert got["parameters"] == 6 * (4 * e * e + 3 * e * f + 2 * e) + 2 * 2000 * e + e
     typed = _json(capsys, "--hf-config", _llama3(tmp_path, e, f, 6, 16, kv=16, vocab=2000, context=2048), "--set",
                   "b=8", "l=2048", "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", "--recompute-method",
-                  "block", "--recompute-layers", "3", "--precision", "bf16", "--flash", "--overlap", "grad,param",
+                  "block", "--recompute-layers", "3", "--precision", "bf16", *TITAN_FLASH, "--overlap", "grad,param",
                   "--optimizer", "adamw")
     _same(got, typed)
     assert main(["summary", "--torchtitan", TITAN["debug_model"], "--devices", "8", "--vocab-size", "2000"]) == 0
@@ -384,12 +403,12 @@ def test_torchtitan_pipeline_stages(tmp_path, capsys):
     path.write_text(text)
     got = _json(capsys, "--torchtitan", str(path), "--devices", "24")
     typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=2", "l=8192", "d=8",
-                  "p=3", "n_micro=4", "--zero", "3", "--precision", "bf16", "--flash", "--overlap", "grad,param",
+                  "p=3", "n_micro=4", "--zero", "3", "--precision", "bf16", *TITAN_FLASH, "--overlap", "grad,param",
                   "--optimizer", "adamw", "--first-stage-layers", "11", "--last-stage-layers", "10")
     _same(got, typed)
     # 4 stages, unequal in the middle: Megatron's layout string of the same stages
     path.write_text(text.replace("pipeline_parallel_degree = 3", "pipeline_parallel_degree = 4"))
-    typed4 = ["--set", "b=2", "l=8192", "d=8", "p=4", "n_micro=4", "--zero", "3", "--precision", "bf16", "--flash",
+    typed4 = ["--set", "b=2", "l=8192", "d=8", "p=4", "n_micro=4", "--zero", "3", "--precision", "bf16", *TITAN_FLASH,
               "--overlap", "grad,param", "--optimizer", "adamw"]
     _same(_json(capsys, "--torchtitan", str(path), "--devices", "32"),
           _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), *typed4,
@@ -407,7 +426,7 @@ def test_torchtitan_pipeline_stages(tmp_path, capsys):
     path.write_text(text.replace('fsdp_reshard_after_forward = "always"', ""))
     kept = _json(capsys, "--torchtitan", str(path), "--devices", "24")
     typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=2", "l=8192", "d=8",
-                  "p=3", "n_micro=4", "--zero", "3", "--precision", "bf16", "--flash", "--overlap", "grad,param",
+                  "p=3", "n_micro=4", "--zero", "3", "--precision", "bf16", *TITAN_FLASH, "--overlap", "grad,param",
                   "--optimizer", "adamw", "--first-stage-layers", "11", "--last-stage-layers", "10",
                   "--no-reshard-after-forward")
     _same(kept, typed)
@@ -423,7 +442,7 @@ def test_torchtitan_hsdp(tmp_path, capsys):
     path.write_text(text)
     got = _json(capsys, "--torchtitan", str(path), "--devices", "64")
     typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
-                  "n_micro=1", "--zero", "3", "--shard", "32", "--precision", "bf16", "--flash", "--overlap",
+                  "n_micro=1", "--zero", "3", "--shard", "32", "--precision", "bf16", *TITAN_FLASH, "--overlap",
                   "grad,param", "--optimizer", "adamw")
     _same(got, typed)
     assert "--shard" in _error(capsys, "--torchtitan", str(path), "--devices", "64", "--shard", "8")

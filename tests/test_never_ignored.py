@@ -52,6 +52,8 @@ HARMLESS = {
     "--allow-long": "a permission: the sequence is within the model's context here",
     "--kernel-time roofline": "the default conventions' own time model typed out (tiled is the override)",
     "--cp-variant ring": "the default variant typed out (the ring is what cp > 1 runs without it)",
+    "--attention-kernel cudnn": "H100's own kernel typed out (the default system; tests/test_attention_kernels.py "
+                                "shows flash-attention-2 acting in summary, search and sweep)",
     "--no-bias": "formula's act_buffer: a bias keeps nothing for backward",
     "--no-qkv-bias": "formula's act_buffer: a bias keeps nothing for backward",
 }

@@ -37,13 +37,13 @@ def _same(got, typed):
 
 def test_full_sft_under_the_handbooks_fsdp_launch(capsys):
     """config_full.yaml: per_device_train_batch_size 16, gradient_accumulation_steps 1,
-    max_seq_length 2048, gradient_checkpointing, bf16, flash_attention_2, torch_dtype bfloat16
-    (no fp32 master); fsdp.yaml: 8 processes, FULL_SHARD, bf16, the gathers and the gradient
-    reduction behind compute."""
+    max_seq_length 2048, gradient_checkpointing, bf16, flash_attention_2 (timed by
+    FlashAttention-2's bars), torch_dtype bfloat16 (no fp32 master); fsdp.yaml: 8 processes,
+    FULL_SHARD, bf16, the gathers and the gradient reduction behind compute."""
     got = _json(capsys, "--accelerate", FSDP, "--hf-training-args", FULL)
     typed = _json(capsys, "--set", "b=16", "n_micro=1", "l=2048", "d=8", "--zero", "3", "--recompute", "full",
-                  "--flash", "--precision", "bf16", "--no-master-weights", "--overlap", "grad,param", "--optimizer",
-                  "adamw")
+                  "--flash", "--attention-kernel", "flash-attention-2", "--precision", "bf16", "--no-master-weights",
+                  "--overlap", "grad,param", "--optimizer", "adamw")
     _same(got, typed)
     assert got["weight_bytes"] * 8 == 2 * 7_241_732_096            # bf16 weights sharded 8 ways, no fp32 copy
     assert any("torch_dtype bfloat16" in note for note in got["notes"])
@@ -54,7 +54,8 @@ def test_qlora_sft_on_one_device(capsys):
     """config_qlora.yaml alone: rank 16 on the seven projections, an NF4 base without nested
     quantisation, 4 sequences of 2048 tokens, 2 accumulated; the adapters in fp32 (PEFT)."""
     got = _json(capsys, "--hf-training-args", QLORA, "--devices", "1")
-    typed = _json(capsys, "--set", "b=4", "n_micro=2", "l=2048", "--recompute", "full", "--flash", "--precision",
+    typed = _json(capsys, "--set", "b=4", "n_micro=2", "l=2048", "--recompute", "full", "--flash",
+                  "--attention-kernel", "flash-attention-2", "--precision",
                   "bf16", "--lora-rank", "16", "--lora-targets", "q,k,v,o,gate,up,down", "--lora-base", "nf4",
                   "--no-double-quant", "--optimizer", "adamw")
     _same(got, typed)
@@ -93,6 +94,25 @@ def test_recipe_fields_not_modelled_are_refused_by_name(tmp_path, capsys, text, 
 
 def test_the_recipe_decides_flash_attention(capsys):
     assert "--flash: the TrainingArguments" in _error(capsys, "--hf-training-args", FULL, "--no-flash")
+    assert "--attention-kernel: the TrainingArguments" in _error(capsys, "--hf-training-args", FULL,
+                                                                 "--attention-kernel", "cudnn")
+
+
+@pytest.mark.parametrize("implementation, kernel", [("flash_attention_2", "flash-attention-2"),
+                                                    ("sdpa", "flash-attention-2"),
+                                                    ("flash_attention_3", "flash-attention-3")])
+def test_the_recipe_s_attention_is_timed_by_the_library_it_runs(tmp_path, capsys, implementation, kernel):
+    """PyTorch's scaled_dot_product_attention tries its FlashAttention-2 backend first; the
+    recipe's run is timed as the same run typed with that library."""
+    recipe, plain = tmp_path / "recipe.yaml", tmp_path / "plain.yaml"
+    plain.write_text("per_device_train_batch_size: 2\nmax_length: 4096\n")
+    recipe.write_text(plain.read_text() + f"attn_implementation: {implementation}\n")
+    words = ("--devices", "1", "--system", "h100")
+    got = _json(capsys, "--hf-training-args", str(recipe), *words)
+    typed = _json(capsys, "--hf-training-args", str(plain), *words, "--flash", "--attention-kernel", kernel)
+    cudnn = _json(capsys, "--hf-training-args", str(plain), *words, "--flash")
+    _same(got, typed)
+    assert got["step_time_s"] != cudnn["step_time_s"]
 
 
 def test_the_training_arguments_fsdp_replaces_the_launch_configs_even_unsharded(tmp_path, capsys):

@@ -45,8 +45,9 @@ MEGATRON_OPTIONS = FILE_OPTIONS + ("--optimizer",)
 by default); ``--zero`` too where the script shards with Megatron-FSDP or FSDP2 (``setup``)."""
 
 TORCHTITAN_OPTIONS = FILE_OPTIONS + ("--zero", "--shard", "--reshard-after-forward", "--optimizer", "--offload",
-                                     "--fp8-gather")
-"""Options a torchtitan TOML decides (FSDP's sharding, the optimizer, CPU offload)."""
+                                     "--fp8-gather", "--attention-kernel")
+"""Options a torchtitan TOML decides (FSDP's sharding, the optimizer, CPU offload, and with the GPU the
+attention kernel: ``models.torchtitan.SDPA_LIBRARY``)."""
 
 DEEPSPEED_OPTIONS = ("--zero", "--offload", "--distributed-optimizer", "--precision", "--optimizer")
 """Options a DeepSpeed config decides (``--precision`` and ``--zero`` fill its "auto" values instead;
@@ -100,7 +101,7 @@ def _given(args, flags: tuple) -> str | None:
                     embedding_in_split=False, loss_in_split=False, pipeline_layout=None,
                     overlap=[], fp8=None, fp8_amax_history=None, fp8_16bit_layers=[0, 0], fp8_gather=False,
                     flash=plain.flash,
-                    capacity_factor=None, cp_variant=None, zero=plain.zero,
+                    capacity_factor=None, cp_variant=None, attention_kernel=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
                     reshard_after_forward=plain.reshard_after_forward)
     for name, default in defaults.items():
@@ -144,9 +145,10 @@ def _accelerate(path: str, args):
 
 
 def recipe_options(found) -> tuple:
-    """The options a TRL recipe's own fields decide (``models.trl_recipe``): ``--flash`` by its
-    ``attn_implementation``, the LoRA options by ``use_peft``."""
+    """The options a TRL recipe's own fields decide (``models.trl_recipe``): ``--flash`` and
+    ``--attention-kernel`` by its ``attn_implementation``, the LoRA options by ``use_peft``."""
     return (("--flash",) if "flash" in found.policy else ()) + \
+        (("--attention-kernel",) if "attention_kernel" in found.policy else ()) + \
         (("--lora-rank", "--lora-targets", "--lora-base") if "lora_rank" in found.policy else ())
 
 
@@ -246,8 +248,10 @@ def _torchtitan(path: str, flag: str, args):
     if function is not None:
         raise InputError(f"--torchtitan-config {function}: names a function of a Python file of torchtitan "
                          f"configurations; {Path(path).name} is a job TOML", "--torchtitan-config")
-    from symbolic_cost.models.torchtitan import torchtitan_setup
-    return torchtitan_setup(text, Path(path).stem, world=args.devices, vocab=args.vocab_size)
+    from symbolic_cost.models.torchtitan import sdpa_attention, torchtitan_setup
+    from symbolic_cost.timing.systems import CALIBRATED
+    found = torchtitan_setup(text, Path(path).stem, world=args.devices, vocab=args.vocab_size)
+    return sdpa_attention(found, CALIBRATED.get(getattr(args, "system", None), {}).get("arch"))
 
 
 def _bridge_recipe(args):

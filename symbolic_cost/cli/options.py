@@ -19,6 +19,7 @@ from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import (PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, RECOMPUTE_MODULES, Overlap,
                                            Training)
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
+from symbolic_cost.models.training_values import ATTENTION_KERNELS
 from symbolic_cost.blocks.wiring import DISPATCHERS
 from symbolic_cost.parallel.grid import KINDS as TENSOR_LAYOUTS
 from symbolic_cost.parallel.pipeline import SCHEDULES
@@ -216,6 +217,11 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                     "all-to-alls behind the layer's shared experts: --moe-shared-expert-overlap), comma-separated "
                     "(default: none, as Megatron-LM)")
     flash(group)
+    option(group, "--attention-kernel", choices=ATTENTION_KERNELS,
+           help="the fused attention library your framework runs, for the time model: cudnn (Transformer "
+                "Engine: Megatron-LM, NeMo), flash-attention-2 (PyTorch's scaled_dot_product_attention, Hugging "
+                "Face's sdpa and flash_attention_2), flash-attention-3 (Hopper only) (default: the system's, "
+                "cudnn on Hopper and Blackwell, flash-attention-2 on A100); needs --flash")
 
 
 def experts(parser):
@@ -247,7 +253,8 @@ def training_policy(args) -> dict:
     names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
              "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
-             "expert_imbalance", "dispatcher", "mtp", "allow_long", "shard", "reshard_after_forward")
+             "expert_imbalance", "dispatcher", "mtp", "allow_long", "shard", "reshard_after_forward",
+             "attention_kernel")
     if getattr(args, "cp_variant", None) is not None:
         policy["cp_variant"] = args.cp_variant
     return policy | {name: getattr(args, name) for name in names if hasattr(args, name)}

@@ -37,11 +37,11 @@ GLOBAL_BATCH = 1024
 """``--global-batch`` without a framework file."""
 
 FIXED = ("distributed_optimizer", "fp8", "fp8_gather", "overlap", "capacity_factor", "optimizer", "shard",
-         "reshard_after_forward")
+         "reshard_after_forward", "attention_kernel")
 """The ``Training`` fields a framework file decides that every searched layout keeps (the precision
 and flash attention are ``search``'s own arguments, and a torchtitan file's ZeRO stage its
-``--zero``); the degrees, the micro-batch, recomputation
-and the schedule are what the search varies."""
+``--zero``; ``--attention-kernel`` is kept too, file or not); the degrees, the micro-batch,
+recomputation and the schedule are what the search varies."""
 
 
 def degrees(text: str) -> tuple:
@@ -133,6 +133,8 @@ def starting_point(args) -> tuple:
         if kept and (args.everything or args.zero != 3):
             raise InputError("--no-reshard-after-forward keeps FSDP's gathered weights, which only ZeRO-3 gathers: "
                              "give --zero 3 (and not --everything, which varies the stage)", "--reshard-after-forward")
+        if args.attention_kernel:
+            kept.setdefault("policy", {})["attention_kernel"] = args.attention_kernel
         return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq, **context,
                           **kept), []
     found = args.framework
@@ -149,6 +151,8 @@ def starting_point(args) -> tuple:
              and not (key == "global_batch" and getattr(args, "accelerate", None))]      # accelerate states no batch
     chosen = {name: getattr(args, name) or stated[name] for name in stated}
     kept = {name: policy[name] for name in FIXED if name in policy}
+    if args.attention_kernel:            # a file that decides it refuses the option (cli.frameworks)
+        kept["attention_kernel"] = args.attention_kernel
     if args.everything and {"shard", "reshard_after_forward"} & set(kept):
         raise InputError("--everything varies the ZeRO stage; the file's FSDP sharding (HSDP or keeping the gathered "
                          "weights) holds at ZeRO-3 only", "--everything")

@@ -277,7 +277,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     return found if launch is None else launched(args, found, launch)
 
 
-RECIPE_POLICY = ("flash", "master_weights", "lora_rank", "lora_targets", "lora_base", "double_quant")
+RECIPE_POLICY = ("flash", "attention_kernel", "master_weights", "lora_rank", "lora_targets", "lora_base", "double_quant")
 """The policy keys of a TRL recipe's own fields (``trl_recipe``)."""
 
 DISTRIBUTION = ("zero", "overlap", "offload", "shard", "reshard_after_forward")

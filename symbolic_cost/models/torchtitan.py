@@ -174,6 +174,25 @@ def stage_layers(layers: int, stages: int, first_less: int, last_less: int) -> l
     return counts
 
 
+SDPA_LIBRARY = {"blackwell": "cudnn", "hopper": "flash-attention-2", "ampere": "flash-attention-2"}
+"""The fused attention torchtitan's SDPA attention runs by GPU generation (``Training.attention_kernel``):
+its ``ScaledDotProductAttention`` puts PyTorch's cuDNN backend first from compute capability 10.0
+(Blackwell) and otherwise keeps PyTorch's order, FlashAttention-2 first
+(``torchtitan/models/attention.py``, ``_init_backend``)."""
+
+
+def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
+    """``setup`` (a job TOML's: SDPA attention) with the library torchtitan runs on ``arch``
+    (``SDPA_LIBRARY``), noted; as it is on a generation the table leaves out."""
+    library = SDPA_LIBRARY.get(arch)
+    if library is None or not setup.policy.get("flash"):
+        return setup
+    setup.policy["attention_kernel"] = library
+    setup.notes.append(f"attention timed as {library}: torchtitan's scaled_dot_product_attention runs it first on "
+                       f"{arch} GPUs")
+    return setup
+
+
 def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
     """The model, values and policy of a torchtitan job TOML; ``world`` is the number of
     processes (``--devices``), ``vocab`` a tokenizer's vocabulary."""

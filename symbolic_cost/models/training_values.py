@@ -331,21 +331,41 @@ MEGATRON_OVERLAP = Overlap(grad_reduce=True, param_gather=True, tensor=True)
 """The three dense switches on, as Megatron-LM's performance recipes launch (its README's H100 table)."""
 
 
+ATTENTION_KERNELS = ("cudnn", "flash-attention-2", "flash-attention-3")
+"""The fused attention libraries a training can name (``Execution.attention_kernel``): cuDNN's
+fused attention (Transformer Engine's, so Megatron-LM's and NeMo's), FlashAttention-2 (the flash
+backend of PyTorch's ``scaled_dot_product_attention``, Hugging Face's ``sdpa`` and
+``flash_attention_2``), FlashAttention-3 (Hopper only).  The time model runs each at its published
+benchmarks on the system's GPU (``timing.attention_kernels.LIBRARIES``)."""
+
+
 @dataclass(frozen=True)
 class Execution:
     """How the step runs, where it changes what is stored or hidden: ``flash`` (fused attention:
-    no score matrix kept, the scores recomputed in backward), ``mask_bytes``, the dropout-mask
-    element (CUDA keeps bytes; PyTorch's CPU path, floats), and ``overlap`` (``Overlap``)."""
+    no score matrix kept, the scores recomputed in backward), ``attention_kernel``, the fused
+    attention library the framework runs (``ATTENTION_KERNELS``; ``None``: the system's, cuDNN's
+    on Hopper and later, FlashAttention-2 on Ampere; only the time depends on it), ``mask_bytes``,
+    the dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats), and ``overlap``
+    (``Overlap``)."""
 
     flash: bool = False
     mask_bytes: Expr = 1
     overlap: Overlap = Overlap()
+    attention_kernel: str | None = None
 
     def __post_init__(self):
         _flags(self, "flash")
         positive(self.mask_bytes, "mask_bytes")
         if not isinstance(self.overlap, Overlap):
             raise InputError(f"overlap must be a models.training.Overlap value, got {self.overlap!r}", "overlap")
+        if self.attention_kernel is not None:
+            if self.attention_kernel not in ATTENTION_KERNELS:
+                raise InputError(f"attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, got "
+                                 f"{self.attention_kernel!r}", "attention_kernel")
+            if not self.flash:
+                raise InputError(f"attention_kernel {self.attention_kernel!r} names a fused attention kernel, "
+                                 "but flash is off (attention as separate products keeps the score matrix); "
+                                 "turn flash on or leave attention_kernel unset", "attention_kernel")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,10 @@ field                              library field
 ``max_length`` (``max_seq_length``  ``l``: every sequence counted at the longest a batch
 of older TRL)                      holds (packed, or padded to it; noted)
 ``attn_implementation``            ``flash``: ``flash_attention_2``, ``flash_attention_3`` and
-                                   ``sdpa`` (PyTorch's fused kernel on GPU) on, ``eager`` off
+                                   ``sdpa`` (PyTorch's fused kernel on GPU) on, ``eager`` off;
+                                   ``attention_kernel``: ``flash-attention-2`` for
+                                   ``flash_attention_2`` and ``sdpa`` (whose backends PyTorch
+                                   tries FlashAttention-2 first), ``flash-attention-3``
 ``torch_dtype`` (``dtype``)        ``bfloat16``/``float16``: the parameters are 16-bit, so
                                    AdamW keeps its moments in 16 bits and there is no fp32
                                    master (``master_weights`` false; the precision too where
@@ -74,6 +77,11 @@ ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 
 FLASH = {"flash_attention_2": True, "flash_attention_3": True, "sdpa": True, "eager": False}
 
+KERNEL = {"flash_attention_2": "flash-attention-2", "flash_attention_3": "flash-attention-3",
+          "sdpa": "flash-attention-2"}
+"""The fused attention library each ``attn_implementation`` runs (``Training.attention_kernel``):
+PyTorch's ``scaled_dot_product_attention`` takes its FlashAttention-2 backend first."""
+
 
 def recipe_fields(args: dict) -> tuple[dict, dict, list]:
     """Take the recipe's own fields out of ``args`` (a recipe as read; changed in place) and read
@@ -81,7 +89,7 @@ def recipe_fields(args: dict) -> tuple[dict, dict, list]:
 
     >>> args = {"max_length": 2048, "attn_implementation": "flash_attention_2", "per_device_train_batch_size": 4}
     >>> recipe_fields(args)[:2], args
-    (({l: 2048}, {'flash': True}), {'per_device_train_batch_size': 4})
+    (({l: 2048}, {'flash': True, 'attention_kernel': 'flash-attention-2'}), {'per_device_train_batch_size': 4})
     """
     recipe = {key: args.pop(key) for key in list(args) if key in FIELDS}
     for key, why in REFUSED.items():
@@ -102,6 +110,8 @@ def recipe_fields(args: dict) -> tuple[dict, dict, list]:
         if not isinstance(attention, str) or attention not in FLASH:
             raise InputError(f"attn_implementation {attention!r}: one of {', '.join(FLASH)}", "attn_implementation")
         policy["flash"] = FLASH[attention]
+        if attention in KERNEL:
+            policy["attention_kernel"] = KERNEL[attention]
     lora = _lora(recipe)
     if lora:        # PEFT keeps the adapters in fp32 whatever the base's dtype: 16 bytes a parameter with AdamW
         policy.update(lora)

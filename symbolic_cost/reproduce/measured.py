@@ -66,9 +66,6 @@ class Case:
     conventions: conv.Conventions
     how: str
     assumptions: tuple[str, ...]
-    attention_kernel: str | None = None
-    """The fused attention kernel the run's framework ran, where it is not the system's default
-    (``timing.attention_kernels.KERNELS``); ``None``: the system's."""
 
 
 def rows(name: str = "calibration-training.json") -> list[dict]:
@@ -179,11 +176,12 @@ def _training(row, assume: list) -> Training:
                     precision=precision, **extra)
 
 
-LLAMA3_KERNEL = "flash-attention-2-hopper"
+LLAMA3_KERNEL = "flash-attention-2"
 LLAMA3_KERNEL_WHY = ("Meta's PyTorch stack, whose scaled_dot_product_attention runs FlashAttention-2 as its "
                      "flash backend from PyTorch 2.2 (January 2024); FlashAttention-3 was published in "
                      "July 2024, with the paper")
-"""The fused attention Llama 3's Table 4 runs are timed with (the paper names no kernel)."""
+"""The fused attention Llama 3's Table 4 runs are timed with (``Training.attention_kernel``; the
+paper names no kernel)."""
 
 
 def _llama3(row, assume: list) -> tuple[int, int, dict]:
@@ -201,7 +199,7 @@ def _llama3(row, assume: list) -> tuple[int, int, dict]:
                "sequence parallelism with TP, flash attention (not printed)",
                f"attention by {LLAMA3_KERNEL} (not printed): {LLAMA3_KERNEL_WHY}",
                "FSDP's gradient reduce-scatter and parameter all-gather overlapped with compute (not printed)"]
-    fields = dict(zero=2, flash=True, embedding_in_split=_ends_take_slots(layout),
+    fields = dict(zero=2, flash=True, attention_kernel=LLAMA3_KERNEL, embedding_in_split=_ends_take_slots(layout),
                   loss_in_split=_ends_take_slots(layout), overlap=Overlap(grad_reduce=True, param_gather=True))
     if cp > 1:
         fields.update(cp=cp, cp_variant="all-gather")
@@ -257,9 +255,8 @@ def _case(row) -> Case:
     training, architecture = _training(row, assume), _architecture(row)
     quantity, seconds, how = _measured(row, architecture, training)
     system = "a100" if "A100" in row["hardware"]["gpu"] else "h100"
-    kernel = LLAMA3_KERNEL if row["group"] == "llama3_table4" else None
     return Case(row["id"], row["group"], system, architecture, training, quantity, seconds,
-                _conventions(row), how, tuple(assume), kernel)
+                _conventions(row), how, tuple(assume))
 
 
 def _conventions(row) -> conv.Conventions:

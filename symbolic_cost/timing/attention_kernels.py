@@ -167,6 +167,46 @@ KERNELS = tuple(BENCHMARKS["kernels"])
 """The kernels with published benchmarks: ``cudnn-hopper``, ``flash-attention-3``,
 ``flash-attention-2-hopper`` (FlashAttention-2 as it runs on H100) and ``flash-attention-2`` (on A100)."""
 
+LIBRARIES = {
+    "cudnn": {"hopper": "cudnn-hopper", "blackwell": "cudnn-hopper"},
+    "flash-attention-2": {"ampere": "flash-attention-2", "hopper": "flash-attention-2-hopper",
+                          "blackwell": "flash-attention-2-hopper"},
+    "flash-attention-3": {"hopper": "flash-attention-3"},
+}
+"""The kernel a training's attention library (``models.training_values.ATTENTION_KERNELS``) runs
+as, by the GPU generation (``Efficiency.arch``).  Blackwell takes the Hopper bars of the same
+library, as its systems' default kernel already does (no benchmark of these kernels on Blackwell
+is read yet); a generation a library is missing from is refused (``UNAVAILABLE``)."""
+
+UNAVAILABLE = {
+    "flash-attention-3": "FlashAttention-3 runs on Hopper (sm90) only",
+    "cudnn": "no published benchmark of cuDNN's fused attention on this generation is read (A100 runs are "
+             "timed with FlashAttention-2, the a100 system's kernel)",
+    "flash-attention-2": "no published benchmark of FlashAttention-2 on this generation is read",
+}
+"""Why ``LIBRARIES`` leaves a library out on a generation, as ``for_training`` refuses it."""
+
+
+def for_training(system, training):
+    """``system`` running the fused attention ``training`` names (``Training.attention_kernel``,
+    through ``LIBRARIES``); ``system`` itself where the training names none or the system has no
+    calibrated efficiencies (the peak-only time runs every kernel at peak).
+
+    >>> from symbolic_cost.models.training import Training
+    >>> from symbolic_cost.timing.hardware import calibrated
+    >>> sdpa = Training(flash=True, attention_kernel="flash-attention-2")
+    >>> for_training(calibrated("h100"), sdpa).efficiency.attention_kernel
+    'flash-attention-2-hopper'
+    """
+    library, eff = training.attention_kernel, system.efficiency
+    if library is None or eff is None:
+        return system
+    name = LIBRARIES[library].get(eff.arch)
+    if name is None:
+        raise InputError(f"attention_kernel {library!r} cannot time on {system.name} ({eff.arch}): "
+                         f"{UNAVAILABLE[library]}", "attention_kernel")
+    return system.but(efficiency=eff.but(attention_kernel=name))
+
 
 def benchmark_rate(level, overhead, length, causal, peak, tile=TILE, head_dim=HEAD_DIM, share=0) -> float:
     """TFLOP/s the model gives for a benchmark point of ``length`` tokens under FlashAttention's

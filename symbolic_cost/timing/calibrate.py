@@ -42,11 +42,7 @@ miss of its own, which a plain least squares would spread over every run on the 
 
 
 def predict(case, system):
-    """Predicted seconds of what ``case`` measured (a step, or one layer's forward and backward),
-    with the fused attention kernel the case ran where it names one (``Case.attention_kernel``;
-    the peak-only system, without efficiencies, has no kernel)."""
-    if case.attention_kernel is not None and system.efficiency is not None:
-        system = system.but(efficiency=system.efficiency.but(attention_kernel=case.attention_kernel))
+    """Predicted seconds of what ``case`` measured (a step, or one layer's forward and backward)."""
     cost = model_cost(case.architecture, case.training, case.conventions)
     if case.quantity == "layer":
         return layer_time(cost, system, case.conventions)["total"]

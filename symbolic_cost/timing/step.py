@@ -14,6 +14,7 @@ from symbolic_cost.models.whole_model import model_cost_of
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_costs
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
+from symbolic_cost.timing import attention_kernels
 from symbolic_cost.timing.hardware import comm_time, get_system, row_seconds
 from symbolic_cost.timing.systems import check_block_scaling
 from symbolic_cost.timing.host import host_step_time, host_time
@@ -55,6 +56,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     cost, system, conventions = model_cost_of(cost), get_system(system), conv.get(conventions)
     t = cost.training
     check_block_scaling(t.fp8, system)
+    system = attention_kernels.for_training(system, t)
     p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
     place = cost_placement(cost)
     compute, tensor, unhidden = {}, {}, {}
@@ -216,6 +218,7 @@ def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0
     backward plus the forward its recomputed rows redo; ``total``, both."""
     cost, system, conventions = model_cost_of(cost), get_system(system), conv.get(conventions)
     check_block_scaling(cost.training.fp8, system)
+    system = attention_kernels.for_training(system, cost.training)
     layer = cost.stack[1 + group][0]
     recomputed = recomputed_costs(layer, cost.training.recomputation)
     seconds = lambda rows, p_: sum((row_seconds(r, system, conventions)[f"t_total_{p_}"] for r in rows), Integer(0))  # noqa: E731
