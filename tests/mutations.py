@@ -64,7 +64,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
          "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py",
          "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py",
-         "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py")
+         "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -767,6 +767,13 @@ MUTATIONS = (
     Mutation("grouped-gemm-wgrad-rows-not-shared", "symbolic_cost/cost.py",
              '        share = {"k": self.k / self.groups} if self.grad == "weight" else {"m": self.m / self.groups}',
              '        share = {"m": self.m / self.groups}', required=False),
+    # a mixture of experts planned from a budget (tests/test_planning.py)
+    Mutation("expert-shape-width-alone", "symbolic_cost/analysis/planning.py",
+             "                **{key: base[key] * e // width for key in self.scaled}}", "                }",
+             required=False),
+    Mutation("expert-plan-first-depth-past-target", "symbolic_cost/analysis/planning.py",
+             "    near = [depths[i] for i in (low - 1, low) if 0 <= i < len(depths)]", "    near = [depths[low]]",
+             required=False),
     # the attention library a training names (tests/test_attention_kernels.py)
     Mutation("training-kernel-ignored-by-the-step", "symbolic_cost/timing/step.py",
              "    system = attention_kernels.for_training(system, t)\n", "", required=False),

@@ -4,6 +4,7 @@ published FLOPs-per-token formula, Llama 3 8B's published parameter count, and t
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from scipy.optimize import minimize_scalar
@@ -15,6 +16,7 @@ from symbolic_cost.analysis.scaling_laws import LAWS, C, D, N, elasticity, k
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.models import Architecture, Training, model_cost
+from symbolic_cost.models.config import from_config
 
 CHINCHILLA = dict(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)   # Hoffmann et al. 2022, eq. (10)
 
@@ -151,3 +153,55 @@ def test_the_isoflop_plot_is_written(tmp_path, capsys):
     path = tmp_path / "iso.png"
     assert main(["plan", "--budget-flops", "1e23", "--plot", str(path)]) == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+DEEPSEEK_V3 = json.loads((Path(__file__).parent / "hf_configs" / "DeepSeek-V3.json").read_text())
+
+
+def test_the_deepseek_v3_shape_at_61_layers_is_deepseek_v3():
+    """The shape rule at 61 layers is deepseek-ai/DeepSeek-V3's config.json, key by key, and its
+    published size (the technical report: 671B parameters, 37B activated a token; the main model,
+    without the multi-token-prediction module)."""
+    shape = SHAPES["deepseek-v3"]
+    config = shape.config(61)
+    assert {k: v for k, v in config.items() if DEEPSEEK_V3.get(k, v) != v} == {}
+    cost = model_cost(from_config({**config, "num_nextn_predict_layers": 0}), Training(b=1, l=4096))
+    assert int(cost.parameters) // 10**9 == 671 and int(cost.active_parameters) // 10**9 == 37
+
+
+@pytest.mark.parametrize("depth", [4, 7, 16, 33, 61, 100, 257, 512])
+def test_a_deepseek_v3_shape_keeps_its_ratios_whole(depth):
+    """Every size the width carries stays V3's fraction of it and whole: heads width/56, experts
+    2/7 of it, the dense layers' MLP 18/7; the width a multiple of 896 near 7168/61 a layer."""
+    c = SHAPES["deepseek-v3"].config(depth)
+    e = c["hidden_size"]
+    assert e % 896 == 0 and abs(e - 7168 * depth / 61) <= 448
+    assert (c["num_attention_heads"] * 56, c["moe_intermediate_size"] * 7, c["intermediate_size"] * 7) == \
+        (e, 2 * e, 18 * e)
+    assert c["n_routed_experts"] == 256 and c["num_experts_per_tok"] == 8 and c["kv_lora_rank"] == 512
+
+
+@pytest.mark.parametrize("budget, law", [(1e23, "deepseek-llm"), (3e24, "llama-3")])
+def test_a_mixture_of_experts_plan_is_the_depth_whose_flops_are_nearest_the_law(budget, law):
+    """Every depth tried counted one by one: the chosen one's exact FLOPs a token are the nearest,
+    in ratio, to C / D*(C); the budget is spent on its tokens."""
+    depths = range(20, 140)
+    chosen = plan(budget, law, "deepseek-v3", 4096, depths=depths)
+    target = budget / float(LAWS[law].optimum().at(budget)["tokens"])
+    shape = SHAPES["deepseek-v3"]
+    flops = {d: float(per_token(shape.architecture(d), 4096).train) for d in depths}
+    assert chosen.depth == min(depths, key=lambda d: abs(math.log(flops[d] / target)))
+    assert float(chosen.tokens * chosen.flops_per_token) == pytest.approx(budget, rel=1e-12)
+    assert chosen.active_parameters < chosen.parameters / 10
+
+
+def test_a_mixture_of_experts_is_planned_under_a_compute_law_only(capsys):
+    with pytest.raises(InputError, match="compute law") as raised:
+        plan(1e24, "hoffmann-2022", "deepseek-v3")
+    assert raised.value.argument == "law"
+    assert main(["plan", "--budget-flops", "1e23", "--law", "deepseek-llm", "--shape", "deepseek-v3",
+                 "--seq", "4096", "--devices", "512", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["experts"] == 256 and out["active_parameters"] < out["parameters"]
+    assert out["six_n_ratio"] == pytest.approx(out["flops_per_token"] / (6 * out["active_parameters"]), rel=1e-12)
+    assert out["run"]["layout"]["ep"] > 1

@@ -33,7 +33,7 @@ from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config
 
-__all__ = ["Shape", "SHAPES", "get_shape", "PerToken", "per_token", "Plan", "plan", "serving_aware", "per_depth_table"]
+__all__ = ["Shape", "ExpertShape", "SHAPES", "get_shape", "PerToken", "per_token", "Plan", "plan", "serving_aware", "per_depth_table"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,57 @@ class Shape:
         return from_config(self.config(depth), name=f"{self.name}-{depth}L")
 
 
+@dataclass(frozen=True)
+class ExpertShape:
+    """A mixture-of-experts family grown with depth from one published model: ``base`` (its
+    ``config.json``, read by ``models.config.from_config``) is ``base_depth`` layers of width
+    ``hidden_size``; ``depth`` layers have the width ``hidden_size x depth / base_depth`` rounded
+    to a multiple of ``unit``, and each key of ``scaled`` the base's value times the same
+    ratio (``unit`` is chosen so that every one stays whole); the rest (experts, experts a
+    token, head sizes, latent ranks, the dense layers first) is the base's.  The parameters a
+    token runs through (active) and the parameters held part, so a law of ``N`` does not say
+    which to take: only the compute laws, of FLOPs or tokens a budget, plan for it."""
+
+    name: str
+    base: dict | tuple
+    source: str
+    base_depth: int
+    unit: int
+    scaled: tuple = ()
+    min_depth: int = 2
+
+    experts = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "base", tuple(sorted(dict(self.base).items())))
+        for name in ("base_depth", "unit", "min_depth"):
+            count(getattr(self, name), name)
+
+    def config(self, depth: int) -> dict:
+        """The ``config.json`` of the shape ``depth`` layers deep (the base's at ``base_depth``)."""
+        count(depth, "depth")
+        base = dict(self.base)
+        width = base["hidden_size"]
+        e = max(self.unit, (2 * width * depth + self.unit * self.base_depth) // (2 * self.unit * self.base_depth)
+                * self.unit)
+        return {**base, "num_hidden_layers": depth, "hidden_size": e,
+                **{key: base[key] * e // width for key in self.scaled}}
+
+    def architecture(self, depth: int) -> Architecture:
+        return from_config(self.config(depth), name=f"{self.name}-{depth}L")
+
+
+_DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+    "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+    "moe_layer_freq": 1, "n_group": 8, "topk_group": 4, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+    "scoring_func": "sigmoid", "topk_method": "noaux_tc", "q_lora_rank": 1536, "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "num_nextn_predict_layers": 1,
+    "hidden_act": "silu", "vocab_size": 129280, "max_position_embeddings": 163840, "tie_word_embeddings": False,
+    "attention_bias": False, "rms_norm_eps": 1e-06, "rope_theta": 10000}
+"""DeepSeek-V3's ``config.json`` (deepseek-ai/DeepSeek-V3), the keys that shape a count."""
+
 SHAPES = {
     "llama-3": Shape(
         "llama-3", {"model_type": "llama", "vocab_size": 128256, "max_position_embeddings": 131072,
@@ -86,6 +137,16 @@ SHAPES = {
         "Llama 3's shapes (Dubey et al. 2024, Table 3; Meta's reference model.py): head size 128, 8 key/value "
         "heads, SwiGLU width 8/3 x 1.3 x e rounded up to 1024, vocabulary 128,256, untied head; width 128 a "
         "layer (Llama 3 8B's 4096/32; 70B is 8192/80, 405B 16384/126)"),
+    "deepseek-v3": ExpertShape(
+        "deepseek-v3", _DEEPSEEK_V3,
+        "DeepSeek-V3's shape (DeepSeek-AI 2024, the technical report's section 4.2; deepseek-ai/DeepSeek-V3's "
+        "config.json): 61 layers of 7,168 (671B parameters, 37B a token), grown with the width 7,168/61 a layer "
+        "rounded to a multiple of 896, the attention heads (128 of 128 + 64 query/key and 128 value dimensions), "
+        "the expert width (2/7 of the width) and the first three dense layers' MLP (18/7) with it; 256 routed "
+        "experts and one shared, 8 a token, latent ranks 1,536 (queries) and 512 (keys and values), one "
+        "multi-token-prediction module, vocabulary 129,280, kept",
+        base_depth=61, unit=896, min_depth=4,
+        scaled=("num_attention_heads", "num_key_value_heads", "intermediate_size", "moe_intermediate_size")),
 }
 """Depth/width rules of families, by name."""
 
@@ -149,6 +210,7 @@ class Plan:
     loss: float | None
     six_nd: dict
     serving: dict | None = None
+    active_parameters: int | None = None
 
 
 def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 8192, recompute: bool = False,
@@ -159,6 +221,8 @@ def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 
     total = _budget(budget)
     count(seq, "seq")
     depths = _depths(depths, family)
+    if getattr(family, "experts", False):
+        return _expert_plan(chosen_law, family, total, seq, recompute, depths)
     made = _per_depth(family, recompute)
 
     def at(depth):
@@ -170,16 +234,46 @@ def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 
     else:
         target = math.log(float(total) / float(chosen_law.optimum().at(total)["tokens"]))   # C / D*(C)
         best = min(depths, key=lambda depth: abs(math.log(at(depth)[1]) - target))
-    if best in (depths[0], depths[-1]) and len(depths) > 1:
-        raise InputError(f"the compute-optimal {family.name} shape for {float(total):.3g} FLOPs lies at the edge of "
-                         f"the depths tried ({depths[0]} to {depths[-1]} layers), so the optimum is beyond them: "
-                         f"choose another budget", "budget")
+    _inside(best, depths, family, total)
     arch = family.architecture(best)
     n, f, _ = per_token(arch, seq, recompute)                # the chosen model's exact counts
     optimum = chosen_law.optimum()
     return Plan(chosen_law, family, total, seq, best, arch, int(n), f, total / f,
                 chosen_law.at(n, total / f) if isinstance(chosen_law, LossLaw) else None,
                 {k: None if v is None else float(v) for k, v in optimum.at(total).items()})
+
+
+def _expert_plan(law, family: ExpertShape, total, seq: int, recompute: bool, depths) -> Plan:
+    """``plan`` for a mixture-of-experts family: under a compute law only (``ExpertShape``), the
+    depth whose exact FLOPs a token are nearest ``C / D*(C)``, found by halving the depths (the
+    FLOPs a token grow with the depth); each depth's counts are built with numbers."""
+    if isinstance(law, LossLaw):
+        compute = ", ".join(name for name, value in LAWS.items() if not isinstance(value, LossLaw))
+        raise InputError(f"{law.name} is a loss in N, fitted on dense models; a mixture of experts such as "
+                         f"{family.name} holds more parameters than a token runs through, and the law does not say "
+                         f"which N is: plan it under a compute law ({compute})", "law")
+    target = float(total) / float(law.optimum().at(total)["tokens"])              # C / D*(C), FLOPs a token
+    made = functools.lru_cache(maxsize=None)(lambda depth: per_token(family.architecture(depth), seq, recompute))
+    low, high = 0, len(depths) - 1
+    while low < high:                                       # the first depth whose FLOPs reach the target
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if float(made(depths[middle]).train) < target else (low, middle)
+    near = [depths[i] for i in (low - 1, low) if 0 <= i < len(depths)]
+    best = min(near, key=lambda depth: abs(math.log(float(made(depth).train) / target)))
+    _inside(best, depths, family, total)
+    n, f, _ = made(best)
+    arch = family.architecture(best)
+    return Plan(law, family, total, seq, best, arch, int(n), f, total / f, None,
+                {k: None if v is None else float(v) for k, v in law.optimum().at(total).items()},
+                active_parameters=int(model_cost(arch, Training(b=1, l=seq)).active_parameters))
+
+
+def _inside(best: int, depths, family, total) -> None:
+    """Refuse an optimum at either end of the depths tried: the true one lies beyond them."""
+    if best in (depths[0], depths[-1]) and len(depths) > 1:
+        raise InputError(f"the compute-optimal {family.name} shape for {float(total):.3g} FLOPs lies at the edge of "
+                         f"the depths tried ({depths[0]} to {depths[-1]} layers), so the optimum is beyond them: "
+                         f"choose another budget", "budget")
 
 
 def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> Plan:

@@ -39,7 +39,8 @@ def add_arguments(parser) -> None:
     options.option(parser, "--law", choices=list(LAWS), default="hoffmann-2022",
                    help="the published scaling law (analysis.scaling_laws.LAWS, each with its source)")
     options.option(parser, "--shape", choices=list(SHAPES), default="llama-3",
-                   help="the family whose depths are tried (analysis.planning.SHAPES)")
+                   help="the family whose depths are tried (analysis.planning.SHAPES; deepseek-v3, a mixture of "
+                        "experts, under a compute law: llama-3 or deepseek-llm)")
     options.option(parser, "--seq", type=int, default=8192, help="tokens a sequence")
     options.option(parser, "--served-tokens", type=exact_number, metavar="T",
                    help="tokens the model will serve over its life: the model of the compute-optimal loss that costs "
@@ -136,14 +137,21 @@ def _run(args, arch, flops_per_token, tokens, days=None):
 
 
 def _plan_fields(chosen) -> dict:
+    """The plan's numbers; a mixture of experts adds its experts and the parameters a token runs
+    through (``active_parameters``), over which its ``six_n_ratio`` is taken."""
     c = chosen.shape.config(chosen.depth)
+    runs = chosen.active_parameters or chosen.parameters
+    experts = {"active_parameters": chosen.active_parameters, "experts": c["n_routed_experts"],
+               "experts_per_token": c["num_experts_per_tok"], "shared_experts": c["n_shared_experts"],
+               "expert_intermediate_size": c["moe_intermediate_size"],
+               "dense_layers_first": c["first_k_dense_replace"]} if chosen.active_parameters else {}
     return {"law": chosen.law.name, "law_source": chosen.law.source, "shape": chosen.shape.name, "seq": chosen.seq,
             "budget_flops": float(chosen.budget), "model": chosen.architecture.name,
             "layers": chosen.depth, "hidden_size": c["hidden_size"], "heads": c["num_attention_heads"],
             "kv_heads": c["num_key_value_heads"], "intermediate_size": c["intermediate_size"],
-            "parameters": chosen.parameters, "tokens": float(chosen.tokens),
+            "parameters": chosen.parameters, **experts, "tokens": float(chosen.tokens),
             "flops_per_token": float(chosen.flops_per_token),
-            "six_n_ratio": float(chosen.flops_per_token / (6 * chosen.parameters)), "loss": chosen.loss,
+            "six_n_ratio": float(chosen.flops_per_token / (6 * runs)), "loss": chosen.loss,
             "six_nd_optimum": chosen.six_nd, **({"serving": chosen.serving} if chosen.serving else {})}
 
 
@@ -177,13 +185,21 @@ def _text(r: dict) -> list[str]:
         lines.append(f"  {'':22}{'the law (C = 6ND)':>20}{built:>26}")
         six_size = _si(six[size_key]) + ("" if size_key == "parameters" else " FLOPs/token")
         lines.append(f"  {'parameters':22}{six_size:>20}{_si(r['parameters']):>26}")
+        if r.get("active_parameters"):
+            lines.append(f"  {'parameters a token':22}{'':>20}{_si(r['active_parameters']):>26}")
         lines.append(f"  {'tokens':22}{_si(six['tokens']):>20}{_si(r['tokens']):>26}")
-        ratio = f"{r['six_n_ratio']:.3f} x 6N"
+        ratio = f"{r['six_n_ratio']:.3f} x 6N" + (" (N a token's)" if r.get("active_parameters") else "")
         lines.append(f"  {'FLOPs per token':22}{'6 N':>20}{ratio:>26}")
         if r["loss"] is not None:
             lines.append(f"  {'predicted loss':22}{six['loss']:>20.4f}{r['loss']:>26.4f}")
-        lines.append(f"  model: {r['layers']} layers, hidden {r['hidden_size']:,}, {r['heads']} heads "
-                     f"({r['kv_heads']} key/value), MLP {r['intermediate_size']:,}")
+        if r.get("active_parameters"):
+            lines.append(f"  model: {r['layers']} layers, hidden {r['hidden_size']:,}, {r['heads']} heads, "
+                         f"{r['experts']} experts of {r['expert_intermediate_size']:,} ({r['experts_per_token']} a "
+                         f"token, {r['shared_experts']} shared), the first {r['dense_layers_first']} dense "
+                         f"(MLP {r['intermediate_size']:,})")
+        else:
+            lines.append(f"  model: {r['layers']} layers, hidden {r['hidden_size']:,}, {r['heads']} heads "
+                         f"({r['kv_heads']} key/value), MLP {r['intermediate_size']:,}")
         if "serving" in r:
             sv = r["serving"]
             lines.append(f"  serving {_si(sv['served_tokens'])} tokens, at the compute-optimal model's loss "
@@ -199,8 +215,8 @@ def _text(r: dict) -> list[str]:
 
 def _run_text(run: dict) -> list[str]:
     lay = run["layout"]
-    shown = " ".join(f"{k}={lay[k]}" for k in ("m1", "s1", "d", "p", "b", "n_micro", "recompute", "zero", "schedule")
-                     if k in lay)
+    shown = " ".join(f"{k}={lay[k]}" for k in ("m1", "s1", "d", "p", "ep", "b", "n_micro", "recompute", "zero",
+                                                 "schedule") if k in lay)
     lines = [f"run on {run['devices']:,} {run['system']}: {shown}",
              f"  step {run['step_time_s']:.3f} s for {run['global_batch']:,} sequences; MFU {100 * run['mfu']:.1f} %; "
              f"{_si(run['tokens_per_s'])} tokens/s",
