@@ -235,8 +235,8 @@ def test_a_measured_case_is_timed_with_the_kernel_its_framework_ran():
 @pytest.mark.parametrize("system, library, kernel", [
     ("h100", "flash-attention-2", "flash-attention-2-hopper"), ("h100", "flash-attention-3", "flash-attention-3"),
     ("h100", "cudnn", "cudnn-hopper"), ("h200", "flash-attention-2", "flash-attention-2-hopper"),
-    ("a100", "flash-attention-2", "flash-attention-2"), ("b200", "cudnn", "cudnn-hopper"),
-    ("gb300", "flash-attention-2", "flash-attention-2-hopper"), ("h100", None, "cudnn-hopper"),
+    ("a100", "flash-attention-2", "flash-attention-2"), ("b200", "cudnn", "cudnn-blackwell"),
+    ("gb300", "flash-attention-2", "flash-attention-2-blackwell"), ("h100", None, "cudnn-hopper"),
     ("a100", None, "flash-attention-2")])
 def test_a_training_names_its_attention_library_and_the_gpu_picks_the_bars(system, library, kernel):
     from symbolic_cost.models.training import Training
@@ -304,3 +304,16 @@ def test_search_and_sweep_time_every_layout_with_the_named_kernel(capsys):
     both = set(cudnn) & set(fa2)
     assert both and all(fa2[k] > cudnn[k] for k in both)
     assert all(a > c for a, c in zip(sweep("--attention-kernel", "flash-attention-2"), sweep(), strict=True))
+
+
+def test_a_windowed_bar_counts_the_pairs_inside_the_window_by_hand():
+    # cuDNN's benchmark counts 4 d FLOPs a visible pair: 2,048 tokens in a causal window of 1,024
+    # hold 1,573,376 pairs, and its 0.104 ms at batch 2, 64 heads of 64 is its printed 497 TFLOP/s
+    pairs = sum(min(i + 1, 1024) for i in range(2048))
+    assert pairs == 1_573_376
+    assert 4 * 2 * 64 * 64 * pairs / 0.104e-3 / 1e12 == pytest.approx(497, rel=0.01)
+    # the model's rate on that bar: peak x level x the counted keys a query over the keys its tiles run
+    executed = enumerated_keys(2048, ak.TILE, window=1024)
+    assert ak.benchmark_rate(0.5, 0, 2048, True, 1000, window=1024) == \
+        pytest.approx(1000 * 0.5 * pairs / 2048 / executed)
+    assert ak.points("cudnn-blackwell", "forward")[-1] == ak.Bar(32768, True, 64, 1024, 632.0)

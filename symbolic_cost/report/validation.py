@@ -128,8 +128,8 @@ def kernel_lines() -> list[str]:
             own = getattr(ak.kernel(ak.bars_of(name)), pass_)     # the bars' own level, a published one aside
             peak = ak.BENCHMARKS["kernels"][ak.bars_of(name)]["peak"]
             bars = ak.points(name, pass_)
-            errors = [abs(ak.benchmark_rate(own, overhead, n, causal, peak, head_dim=head, share=share) / v - 1)
-                      for n, causal, head, v in bars]
+            errors = [abs(ak.benchmark_rate(own, overhead, bar.length, bar.causal, peak, head_dim=bar.head,
+                                            share=share, window=bar.window) / bar.tflops - 1) for bar in bars]
             lines.append(f"| {name} | {pass_} | {float(level):.3g} | {float(overhead):.3g} | {float(share):.3g} | "
                          f"{len(bars)} ({ak.bars_of(name)}) | {100 * statistics.median(errors):.1f} % | "
                          f"{100 * max(errors):.1f} % |")

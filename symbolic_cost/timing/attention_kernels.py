@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from importlib import resources
+from typing import NamedTuple
 
 from sympy import Expr, Integer, Rational
 
@@ -165,18 +166,18 @@ def kernel(name: str) -> AttentionKernel:
 
 KERNELS = tuple(BENCHMARKS["kernels"])
 """The kernels with published benchmarks: ``cudnn-hopper``, ``flash-attention-3``,
-``flash-attention-2-hopper`` (FlashAttention-2 as it runs on H100) and ``flash-attention-2`` (on A100)."""
+``flash-attention-2-hopper`` (FlashAttention-2 as it runs on H100), ``flash-attention-2`` (on A100),
+``cudnn-blackwell`` (cuDNN 9.19 on GB200) and ``flash-attention-2-blackwell`` (on B200)."""
 
 LIBRARIES = {
-    "cudnn": {"hopper": "cudnn-hopper", "blackwell": "cudnn-hopper"},
+    "cudnn": {"hopper": "cudnn-hopper", "blackwell": "cudnn-blackwell"},
     "flash-attention-2": {"ampere": "flash-attention-2", "hopper": "flash-attention-2-hopper",
-                          "blackwell": "flash-attention-2-hopper"},
+                          "blackwell": "flash-attention-2-blackwell"},
     "flash-attention-3": {"hopper": "flash-attention-3"},
 }
 """The kernel a training's attention library (``models.training_values.ATTENTION_KERNELS``) runs
-as, by the GPU generation (``Efficiency.arch``).  Blackwell takes the Hopper bars of the same
-library, as its systems' default kernel already does (no benchmark of these kernels on Blackwell
-is read yet); a generation a library is missing from is refused (``UNAVAILABLE``)."""
+as, by the GPU generation (``Efficiency.arch``), each with its own published bars; a generation a
+library is missing from is refused (``UNAVAILABLE``)."""
 
 UNAVAILABLE = {
     "flash-attention-3": "FlashAttention-3 runs on Hopper (sm90) only",
@@ -208,13 +209,18 @@ def for_training(system, training):
     return system.but(efficiency=eff.but(attention_kernel=name))
 
 
-def benchmark_rate(level, overhead, length, causal, peak, tile=TILE, head_dim=HEAD_DIM, share=0) -> float:
+def benchmark_rate(level, overhead, length, causal, peak, tile=TILE, head_dim=HEAD_DIM, share=0,
+                   window=None) -> float:
     """TFLOP/s the model gives for a benchmark point of ``length`` tokens under FlashAttention's
-    count (causal: half the scores), for constants ``level``, ``overhead`` and ``share`` at
+    count (causal: half the scores; within a causal ``window``, the pairs inside it, as
+    cuDNN's benchmarks count them), for constants ``level``, ``overhead`` and ``share`` at
     ``head_dim``: ``peak x level x counted keys / ((executed keys + overhead x T) x head_factor)``."""
     from symbolic_cost.cost import ScoreShape
-    shape = ScoreShape(length, length, causal_length=length if causal else None)
-    counted = length / 2 if causal else length
+    shape = ScoreShape(length, length, causal_length=length if causal else None, window=window if causal else None)
+    if window is not None and causal:
+        counted = window - window * (window - 1) / (2 * length)     # min(i + 1, w) keys, over the queries
+    else:
+        counted = length / 2 if causal else length
     slower = float(head_factor(head_dim, Rational(share)))
     return float(peak * level * counted / (executed_keys(shape, tile) + overhead * tile)) / slower
 
@@ -225,13 +231,28 @@ def bars_of(name: str) -> str:
     return BENCHMARKS["kernels"][name].get("shape_of", name)
 
 
-def points(name: str, pass_: str) -> list[tuple[int, bool, int, float]]:
-    """``(length, causal, head dimension, TFLOP/s)`` of the published bars of ``bars_of(name)`` for
-    ``pass_``, at head dimension 128 and, where published, 64 (``head_dim_64``)."""
+class Bar(NamedTuple):
+    """One published benchmark point: ``length`` tokens, ``causal`` or not, at head dimension
+    ``head`` within a causal ``window`` (``None``: the whole square), ``tflops`` under the
+    benchmark's count (``benchmark_rate``)."""
+
+    length: int
+    causal: bool
+    head: int
+    window: int | None
+    tflops: float
+
+
+def points(name: str, pass_: str) -> list[Bar]:
+    """The published bars of ``bars_of(name)`` for ``pass_``, at head dimension 128 and, where
+    published, 64 (``head_dim_64``, within its ``window`` where it gives one), at the record's
+    ``sequence_lengths`` (the file's unless the record names its own)."""
     record = BENCHMARKS["kernels"][bars_of(name)]
-    by_head = [(HEAD_DIM, record[pass_]), (64, record.get("head_dim_64", {}).get(pass_, {}))]
-    return [(length, mask == "causal", head, float(v)) for head, bars in by_head for mask, values in bars.items()
-            for length, v in zip(BENCHMARKS["sequence_lengths"], values)]
+    lengths = record.get("sequence_lengths", BENCHMARKS["sequence_lengths"])
+    short = record.get("head_dim_64", {})
+    by_head = [(HEAD_DIM, None, record[pass_]), (64, short.get("window"), short.get(pass_, {}))]
+    return [Bar(length, mask == "causal", head, window, float(v)) for head, window, bars in by_head
+            for mask, values in bars.items() for length, v in zip(lengths, values)]
 
 
 def fit(name: str, pass_: str) -> tuple[float, float, float]:
@@ -244,12 +265,12 @@ def fit(name: str, pass_: str) -> tuple[float, float, float]:
     from scipy.optimize import least_squares
     record, peak = BENCHMARKS["kernels"][name], BENCHMARKS["kernels"][bars_of(name)]["peak"]
     data = points(name, pass_)
-    heads = len({head for _, _, head, _ in data}) > 1
+    heads = len({bar.head for bar in data}) > 1
 
     def residuals(x):
         share = x[2] if heads else 0
-        return [np.log(benchmark_rate(x[0], x[1], length, causal, peak, head_dim=head, share=share) / v)
-                for length, causal, head, v in data]
+        return [np.log(benchmark_rate(x[0], x[1], bar.length, bar.causal, peak, head_dim=bar.head, share=share,
+                                      window=bar.window) / bar.tflops) for bar in data]
 
     x = least_squares(residuals, [0.6, 1.0, 0.2], bounds=([0.05, 0.0, 0.0], [1.0, 20.0, 0.95])).x
     level, overhead, share = x[0], x[1], (x[2] if heads else 0.0)

@@ -61,8 +61,8 @@ class Efficiency:
                    (fitted)
     attention_kernel the fused attention kernel the system's frameworks run
                    (``timing.attention_kernels.KERNELS``: ``flash-attention-2`` on Ampere,
-                   Transformer Engine's ``cudnn-hopper`` on Hopper and later, an assumption
-                   for Blackwell until its kernels' benchmarks are read)
+                   Transformer Engine's ``cudnn-hopper`` on Hopper (and, assumed, MI300X),
+                   ``cudnn-blackwell`` on Blackwell)
     memory         fraction of HBM bandwidth a memory-bound kernel achieves (fitted)
     kernel         seconds each kernel adds: launch and host dispatch (fitted)
     step           seconds of framework work a training step pays outside its kernels
