@@ -181,8 +181,7 @@ library is missing from is refused (``UNAVAILABLE``)."""
 
 UNAVAILABLE = {
     "flash-attention-3": "FlashAttention-3 runs on Hopper (sm90) only",
-    "cudnn": "no published benchmark of cuDNN's fused attention on this generation is read (A100 runs are "
-             "timed with FlashAttention-2, the a100 system's kernel)",
+    "cudnn": "no published benchmark of cuDNN's fused attention on this generation is read",
     "flash-attention-2": "no published benchmark of FlashAttention-2 on this generation is read",
 }
 """Why ``LIBRARIES`` leaves a library out on a generation, as ``for_training`` refuses it."""
@@ -205,7 +204,8 @@ def for_training(system, training):
     name = LIBRARIES[library].get(eff.arch)
     if name is None:
         raise InputError(f"attention_kernel {library!r} cannot time on {system.name} ({eff.arch}): "
-                         f"{UNAVAILABLE[library]}", "attention_kernel")
+                         f"{UNAVAILABLE[library]}; leave it unset for the system's own kernel, "
+                         f"{eff.attention_kernel}", "attention_kernel")
     return system.but(efficiency=eff.but(attention_kernel=name))
 
 
