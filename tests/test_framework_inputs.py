@@ -903,12 +903,16 @@ def test_trainer_defaults_are_transformers_own():
     assert not hf_trainer.RETIRED & set(fields)
 
 
+SDPA = ("--flash", "--attention-kernel", "flash-attention-2")
+"""transformers' attention when a Trainer's run names none: sdpa (cli.frameworks.transformers_attention)."""
+
+
 def test_trainer_alpaca_equals_the_typed_training(capsys):
     """Stanford Alpaca's LLaMA-7B fine-tuning on 4 GPUs: 4 x 8 accumulation x 4 devices = its README's batch 128;
     FSDP full_shard (ZeRO-3, gathers and reduce-scatters overlapped), bf16, torch's AdamW (the default optim)."""
     got = _json(capsys, "--hf-config", LLAMA2, "--hf-training-args", ALPACA, "--devices", "4", "--set", "l=512")
     typed = _json(capsys, "--hf-config", LLAMA2, "--set", "b=4", "n_micro=8", "d=4", "l=512", "--zero", "3",
-                  "--optimizer", "adamw", "--overlap", "grad,param")
+                  "--optimizer", "adamw", "--overlap", "grad,param", *SDPA)
     _same(got, typed)
     assert got["world_size"] == 4 and 4 * 8 * 4 == 128
 
@@ -937,7 +941,7 @@ def test_trainer_dump_equals_the_typed_training(tmp_path, capsys, changes, typed
     got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, **changes),
                 "--devices", "8", "--set", "l=2048")
     plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=8", "l=2048", "--optimizer",
-                  "adamw", *typed)
+                  "adamw", *typed, *SDPA)
     _same(got, plain)
     regathers = "--zero" in typed and "--no-reshard-after-forward" not in typed and "fsdp_config" not in changes
     assert any("gathers the weights once more" in n for n in got["notes"]) == regathers
@@ -947,7 +951,7 @@ def test_trainer_hybrid_shard_takes_a_machine_from_shard(tmp_path, capsys):
     path = _trainer_args(tmp_path, fsdp="hybrid_shard", fsdp_config={"version": 1})
     assert "--shard" in _error(capsys, "--hf-config", LLAMA32, "--hf-training-args", path, "--devices", "16")
     got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", path, "--devices", "16", "--shard", "8")
-    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=16", "--optimizer", "adamw",
+    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=16", "--optimizer", "adamw", *SDPA,
                   "--zero", "3", "--shard", "8", "--recompute", "full", "--overlap", "grad,param")
     _same(got, plain)
 

@@ -110,9 +110,23 @@ def test_the_recipe_s_attention_is_timed_by_the_library_it_runs(tmp_path, capsys
     words = ("--devices", "1", "--system", "h100")
     got = _json(capsys, "--hf-training-args", str(recipe), *words)
     typed = _json(capsys, "--hf-training-args", str(plain), *words, "--flash", "--attention-kernel", kernel)
-    cudnn = _json(capsys, "--hf-training-args", str(plain), *words, "--flash")
+    cudnn = _json(capsys, "--hf-training-args", str(plain), *words, "--attention-kernel", "cudnn")
     _same(got, typed)
     assert got["step_time_s"] != cudnn["step_time_s"]
+
+
+def test_without_attn_implementation_transformers_runs_sdpa(tmp_path, capsys):
+    """transformers picks sdpa when nothing names an attention: PyTorch's fused kernel keeps no score
+    matrix (flash on) and tries FlashAttention-2 first; --no-flash counts eager (the l x l scores kept)."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("per_device_train_batch_size: 2\nmax_length: 4096\n")
+    words = ("--hf-training-args", str(recipe), "--devices", "1")
+    sdpa, eager = _json(capsys, *words), _json(capsys, *words, "--no-flash")
+    assert (sdpa["layout"]["flash"], sdpa["layout"]["attention_kernel"]) == (True, "flash-attention-2")
+    assert any("sdpa" in note for note in sdpa["notes"])
+    assert (eager["layout"]["flash"], eager["layout"]["attention_kernel"]) == (False, None)
+    # eager keeps every layer's 4096 x 4096 scores: at least a byte each, 2 sequences x 32 heads x 32 layers
+    assert eager["activation_bytes"] > sdpa["activation_bytes"] + 2 * 32 * 32 * 4096**2
 
 
 def test_the_training_arguments_fsdp_replaces_the_launch_configs_even_unsharded(tmp_path, capsys):

@@ -165,7 +165,7 @@ def _trainer(path: str, args):
     if flag:
         raise InputError(f"{flag}: the TrainingArguments of --hf-training-args decide it; change the file (it would "
                          f"be overridden otherwise)", flag)
-    return found
+    return transformers_attention(found, args)
 
 
 def _launched_trainer(args):
@@ -184,6 +184,21 @@ def _launched_trainer(args):
     if flag:
         raise InputError(f"{flag}: the TrainingArguments of --hf-training-args and the accelerate config decide it; "
                          f"change the files (it would be overridden otherwise)", flag)
+    return transformers_attention(found, args)
+
+
+def transformers_attention(found, args):
+    """``found`` (a Trainer's run) with the attention transformers runs when nothing names one (no
+    recipe's ``attn_implementation``): ``sdpa``, PyTorch's fused kernel, which keeps no score
+    matrix (flash on) and tries FlashAttention-2 first; noted.  ``--no-flash`` asks for ``eager``,
+    and ``--attention-kernel`` for another library."""
+    if "flash" in found.policy or (options.given(args, "flash") and not args.flash):
+        return found
+    found.policy["flash"] = True
+    if not getattr(args, "attention_kernel", None):
+        found.policy["attention_kernel"] = "flash-attention-2"
+    found.notes.append("attention as transformers runs it when attn_implementation is unset, sdpa: PyTorch's fused "
+                       "kernel (no score matrix kept; FlashAttention-2 tried first); --no-flash counts eager")
     return found
 
 
