@@ -350,3 +350,13 @@ def test_blackwell_s_kernel_times_gpt_oss_s_window_of_128_it_was_not_fitted_on()
             for length, tflops in bars.items():
                 modelled = ak.benchmark_rate(level, overhead, length, True, 2450, head_dim=64, share=share, window=128)
                 assert (abs(modelled / tflops - 1) < 0.20) == near, (name, pass_, length, modelled, tflops)
+
+
+@pytest.mark.parametrize("words", [
+    ["summary", "--preset", "gpt2", "--set", "b=2", "l=512", "--flash", "--ideal"],
+    ["profile", "--preset", "gpt2", "--set", "b=2", "l=512", "--flash"]])
+def test_a_named_kernel_where_no_kernel_is_timed_is_refused_not_ignored(words, capsys):
+    # the peak-only time runs every kernel at peak, and profile counts parameters and MACs
+    from symbolic_cost.cli import main
+    assert main([*words, "--attention-kernel", "flash-attention-2"]) == 2
+    assert "--attention-kernel" in capsys.readouterr().err

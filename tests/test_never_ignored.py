@@ -38,9 +38,12 @@ BASES = {
 on four devices), so its base is small; ``--everything`` is left to ``tests/test_search_space.py``.
 ``reproduce`` takes only where to write (``--reports``) and which tables; ``report`` only where
 to write (``--out``) and ``--small``, which ``tests/test_reports.py`` covers: neither is here."""
-VALUES = {("search", "--tensor"): ["--tensor", "1d", "2d"]}
+VALUES = {("search", "--tensor"): ["--tensor", "1d", "2d"],
+          **{(command, "--attention-kernel"): ["--attention-kernel", "flash-attention-2"]
+             for command in ("summary", "sweep", "search", "profile")}}
 """Where the first choice away from the default is the default itself (search's ``--tensor``
-defaults to the list ``[1d]``)."""
+defaults to the list ``[1d]``; ``--attention-kernel cudnn`` is H100's own kernel, the default
+system's)."""
 ELSEWHERE = {"search --everything": "every choice the library expresses: minutes a run; "
                                     "tests/test_search_space.py checks the space it searches"}
 NOT_VALUES = {"--help", "--out", "--overwrite", "--chunk", "--workers", "--progress", "--dask", "--preset",
@@ -52,8 +55,6 @@ HARMLESS = {
     "--allow-long": "a permission: the sequence is within the model's context here",
     "--kernel-time roofline": "the default conventions' own time model typed out (tiled is the override)",
     "--cp-variant ring": "the default variant typed out (the ring is what cp > 1 runs without it)",
-    "--attention-kernel cudnn": "H100's own kernel typed out (the default system; tests/test_attention_kernels.py "
-                                "shows flash-attention-2 acting in summary, search and sweep)",
     "--no-bias": "formula's act_buffer: a bias keeps nothing for backward",
     "--no-qkv-bias": "formula's act_buffer: a bias keeps nothing for backward",
 }

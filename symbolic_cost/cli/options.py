@@ -217,7 +217,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                     "all-to-alls behind the layer's shared experts: --moe-shared-expert-overlap), comma-separated "
                     "(default: none, as Megatron-LM)")
     flash(group)
-    option(group, "--attention-kernel", choices=ATTENTION_KERNELS,
+    option(group, "--attention-kernel", choices=ATTENTION_KERNELS, action=Given,
            help="the fused attention library your framework runs, for the time model: cudnn (Transformer "
                 "Engine: Megatron-LM, NeMo), flash-attention-2 (PyTorch's scaled_dot_product_attention, Hugging "
                 "Face's sdpa and flash_attention_2), flash-attention-3 (Hopper only) (default: the system's, "
@@ -288,6 +288,9 @@ def timed_system(args):
     from symbolic_cost.checks import InputError
     from symbolic_cost.timing.hardware import calibrated, get_system
     if args.ideal:
+        if given(args, "attention_kernel"):
+            raise InputError("--attention-kernel times fused attention on the calibrated model; --ideal runs every "
+                             "kernel at peak, so it would be ignored: drop one", "--attention-kernel")
         return get_system(args.system)
     if getattr(args, "kernel_time", None):
         raise InputError("--kernel-time chooses a peak-side time model; add --ideal to use it (the default "

@@ -35,7 +35,8 @@ def add_arguments(parser) -> None:
     options.option(parser, "--depth", type=options.integer(-1), default=-1, help="deepest level shown (-1: all)")
     options.option(parser, "--top", type=int, default=3, help="modules listed per depth")
     UNCOUNTED.update({dest: parser.get_default(dest) for dest in ("precision", "zero", "distributed_optimizer",
-                      "recompute", "schedule", "first_stage_layers", "last_stage_layers", "system", "kernel_time")})
+                      "recompute", "schedule", "first_stage_layers", "last_stage_layers", "system", "kernel_time",
+                      "attention_kernel")})
 
 
 def run(args) -> int:
