@@ -777,6 +777,13 @@ MUTATIONS = (
     # Blackwell's windowed bars, counted as cuDNN's benchmark counts them (tests/test_attention_kernels.py)
     Mutation("windowed-bar-counted-as-square", "symbolic_cost/timing/attention_kernels.py",
              "    if window is not None and causal:\n", "    if False:\n", required=False),
+    # the B300 chip's kernel, and a system's own kernel of the library named (tests/test_attention_kernels.py)
+    Mutation("ultra-at-b200-s-levels", "symbolic_cost/timing/attention_kernels.py",
+             "        return level * paired_ratio(name, pass_), overhead, share",
+             "        return level, overhead, share", required=False),
+    Mutation("system-s-own-kernel-ignored", "symbolic_cost/timing/attention_kernels.py",
+             "    if library is None or eff is None or library_of(eff.attention_kernel) == library:",
+             "    if library is None or eff is None:", required=False),
     # the attention library a training names (tests/test_attention_kernels.py)
     Mutation("training-kernel-ignored-by-the-step", "symbolic_cost/timing/step.py",
              "    system = attention_kernels.for_training(system, t)\n", "", required=False),

@@ -237,6 +237,8 @@ def test_a_measured_case_is_timed_with_the_kernel_its_framework_ran():
     ("h100", "cudnn", "cudnn-hopper"), ("h200", "flash-attention-2", "flash-attention-2-hopper"),
     ("a100", "flash-attention-2", "flash-attention-2"), ("b200", "cudnn", "cudnn-blackwell"),
     ("gb300", "flash-attention-2", "flash-attention-2-blackwell"), ("h100", None, "cudnn-hopper"),
+    ("gb300", "cudnn", "cudnn-blackwell-ultra"), ("b300", None, "cudnn-blackwell-ultra"),
+    ("b300", "flash-attention-2", "flash-attention-2-blackwell"),
     ("a100", None, "flash-attention-2")])
 def test_a_training_names_its_attention_library_and_the_gpu_picks_the_bars(system, library, kernel):
     from symbolic_cost.models.training import Training
@@ -360,3 +362,19 @@ def test_a_named_kernel_where_no_kernel_is_timed_is_refused_not_ignored(words, c
     from symbolic_cost.cli import main
     assert main([*words, "--attention-kernel", "flash-attention-2"]) == 2
     assert "--attention-kernel" in capsys.readouterr().err
+
+
+def test_the_b300_chip_runs_b200_s_curve_faster_by_its_paired_bars():
+    # the same day's cuDNN 9.22 runs on a GB300 and a GB200 (cudnn-frontend, commit 60e572b7c8fe,
+    # llama3.1_20260424_* and gpt_oss_20260424_*), TFLOP/s; the median of the 15 ratios a pass, by hand
+    import statistics
+    forward = [(1373, 1097), (1703, 1408), (1856, 1574), (1915, 1708), (1953, 1622), (1805, 1433), (1900, 1599),
+               (2017, 1771), (2014, 1697), (1836, 1634), (160, 153), (167, 161), (172, 165), (173, 167), (108, 104)]
+    backward = [(967, 885), (1248, 1148), (1435, 1332), (1507, 1328), (1490, 1226), (1213, 1124), (1429, 1350),
+                (1531, 1404), (1536, 1374), (1427, 1262), (184, 176), (191, 182), (198, 187), (200, 188), (199, 186)]
+    for pass_, pairs in (("forward", forward), ("backward", backward)):
+        ratio = statistics.median(a / b for a, b in pairs)
+        assert ak.paired_ratio("cudnn-blackwell-ultra", pass_) == pytest.approx(ratio)
+        ultra, base = ak.kernel("cudnn-blackwell-ultra"), ak.kernel("cudnn-blackwell")
+        assert float(getattr(ultra, pass_)) == pytest.approx(float(getattr(base, pass_)) * ratio, rel=2e-3)
+        assert getattr(ultra, f"{pass_}_overhead") == getattr(base, f"{pass_}_overhead")

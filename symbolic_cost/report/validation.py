@@ -125,6 +125,13 @@ def kernel_lines() -> list[str]:
         kernel = ak.kernel(name)
         for pass_ in ak.PASSES:
             level, overhead, share = (getattr(kernel, f"{pass_}{part}") for part in ("", "_overhead", "_softmax"))
+            record = ak.BENCHMARKS["kernels"][name]
+            if "scaled_of" in record:          # another chip's curve at the ratio of paired bars
+                pairs = sum(len(v) for v in record["paired"][pass_].values())
+                lines.append(f"| {name} | {pass_} | {float(level):.3g} | {float(overhead):.3g} | {float(share):.3g} | "
+                             f"{record['scaled_of']}'s x {ak.paired_ratio(name, pass_):.3g} (median of {pairs} "
+                             f"paired bars) | | |")
+                continue
             own = getattr(ak.kernel(ak.bars_of(name)), pass_)     # the bars' own level, a published one aside
             peak = ak.BENCHMARKS["kernels"][ak.bars_of(name)]["peak"]
             bars = ak.points(name, pass_)

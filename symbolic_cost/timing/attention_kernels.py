@@ -167,7 +167,8 @@ def kernel(name: str) -> AttentionKernel:
 KERNELS = tuple(BENCHMARKS["kernels"])
 """The kernels with published benchmarks: ``cudnn-hopper``, ``flash-attention-3``,
 ``flash-attention-2-hopper`` (FlashAttention-2 as it runs on H100), ``flash-attention-2`` (on A100),
-``cudnn-blackwell`` (cuDNN 9.19 on GB200) and ``flash-attention-2-blackwell`` (on B200)."""
+``cudnn-blackwell`` (cuDNN 9.19 on GB200), ``cudnn-blackwell-ultra`` (the B300 chip: its curve at the
+ratio of same-day GB300 and GB200 bars) and ``flash-attention-2-blackwell`` (on B200)."""
 
 LIBRARIES = {
     "cudnn": {"hopper": "cudnn-hopper", "blackwell": "cudnn-blackwell"},
@@ -177,7 +178,20 @@ LIBRARIES = {
 }
 """The kernel a training's attention library (``models.training_values.ATTENTION_KERNELS``) runs
 as, by the GPU generation (``Efficiency.arch``), each with its own published bars; a generation a
-library is missing from is refused (``UNAVAILABLE``)."""
+library is missing from is refused (``UNAVAILABLE``).  A system whose own kernel is of the library
+named runs its own (``for_training``): the B300 chip's cuDNN, ``CHIP_KERNELS``."""
+
+CHIP_KERNELS = {"cudnn-blackwell-ultra": "cudnn"}
+"""Kernels of one chip of a generation (the system files name them), by the library they are."""
+
+
+def library_of(kernel: str) -> str | None:
+    """The attention library ``kernel`` is (``LIBRARIES``, ``CHIP_KERNELS``); ``None`` for none.
+
+    >>> library_of("cudnn-blackwell-ultra"), library_of("flash-attention-2-hopper")
+    ('cudnn', 'flash-attention-2')
+    """
+    return CHIP_KERNELS.get(kernel) or next((lib for lib, by in LIBRARIES.items() if kernel in by.values()), None)
 
 UNAVAILABLE = {
     "flash-attention-3": "FlashAttention-3 runs on Hopper (sm90) only",
@@ -199,7 +213,7 @@ def for_training(system, training):
     'flash-attention-2-hopper'
     """
     library, eff = training.attention_kernel, system.efficiency
-    if library is None or eff is None:
+    if library is None or eff is None or library_of(eff.attention_kernel) == library:
         return system
     name = LIBRARIES[library].get(eff.arch)
     if name is None:
@@ -227,8 +241,10 @@ def benchmark_rate(level, overhead, length, causal, peak, tile=TILE, head_dim=HE
 
 def bars_of(name: str) -> str:
     """The kernel whose published bars give ``name``'s curve: its own, or those of ``shape_of``
-    (FlashAttention-2 on A100 takes its shape from the same kernel's bars on H100)."""
-    return BENCHMARKS["kernels"][name].get("shape_of", name)
+    (FlashAttention-2 on A100 takes its shape from the same kernel's bars on H100) or of
+    ``scaled_of`` (cuDNN on the B300 chip: B200's curve at its paired ratio, ``paired_ratio``)."""
+    record = BENCHMARKS["kernels"][name]
+    return record.get("shape_of", record.get("scaled_of", name))
 
 
 class Bar(NamedTuple):
@@ -263,7 +279,11 @@ def fit(name: str, pass_: str) -> tuple[float, float, float]:
     overhead and share are the fit's on the bars it borrows (``shape_of``)."""
     import numpy as np
     from scipy.optimize import least_squares
-    record, peak = BENCHMARKS["kernels"][name], BENCHMARKS["kernels"][bars_of(name)]["peak"]
+    record = BENCHMARKS["kernels"][name]
+    if "scaled_of" in record:
+        level, overhead, share = fit(record["scaled_of"], pass_)
+        return level * paired_ratio(name, pass_), overhead, share
+    peak = BENCHMARKS["kernels"][bars_of(name)]["peak"]
     data = points(name, pass_)
     heads = len({bar.head for bar in data}) > 1
 
@@ -276,6 +296,15 @@ def fit(name: str, pass_: str) -> tuple[float, float, float]:
     level, overhead, share = x[0], x[1], (x[2] if heads else 0.0)
     published = record.get("asymptote", {}).get(pass_)
     return (float(published) if published else level), overhead, share
+
+
+def paired_ratio(name: str, pass_: str) -> float:
+    """The median ratio of ``name``'s bars to those of the kernel it scales (``scaled_of``), measured
+    the same day with the same code on the two chips (``paired``: ``[this chip, the other]`` a
+    point): how much faster the same kernel runs there, at the same peak."""
+    import statistics
+    pairs = BENCHMARKS["kernels"][name]["paired"][pass_]
+    return statistics.median(mine / theirs for bars in pairs.values() for mine, theirs in bars)
 
 
 def fit_all() -> dict:
