@@ -340,3 +340,14 @@ def looped():
                   "--zero", "3", "--recompute", "full", "--schedule", "interleaved", "--virtual-stages", "2",
                   "--pipeline-layout", "Et|tt|tt|tL", "--no-reshard-after-forward", *PLAIN)
     _same(got, typed)
+
+
+def test_a_python_configuration_s_attention_takes_the_kernel_you_name(capsys):
+    """FlexAttention, the configurations' default, has no published bars the time model reads: the
+    system's fused kernel times it, and --attention-kernel beside the file names another (a job
+    TOML's SDPA decides it: tests/test_framework_inputs.py)."""
+    words = (SECOND / LLAMA3, "llama3_70b", "--devices", "64", "--system", "h100")
+    own = _config(capsys, *words)
+    named = _config(capsys, *words, "--attention-kernel", "flash-attention-2")
+    assert (own["layout"]["attention_kernel"], named["layout"]["attention_kernel"]) == (None, "flash-attention-2")
+    assert named["step_time_s"]["total"] > own["step_time_s"]["total"]

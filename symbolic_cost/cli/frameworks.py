@@ -332,6 +332,8 @@ def setup(args, only_with: tuple = ONLY_WITH):
     name = FILES[dest]
     decides = dict(torchtitan=TORCHTITAN_OPTIONS, nemo_recipe=NEMO_OPTIONS, megatron_bridge_recipe=NEMO_OPTIONS,
                    megatron_args=MEGATRON_OPTIONS).get(dest, FILE_OPTIONS)
+    if dest == "torchtitan" and Path(str(args.torchtitan)).suffix == ".py":   # its attention has no bars: yours
+        decides = tuple(flag for flag in decides if flag != "--attention-kernel")
     flag = None if dest in ("deepspeed", "accelerate", "hf_training_args") else _given(args, decides)
     if flag:
         raise InputError(f"{flag}: the settings of {name} decide it; change the file (it would be overridden "
