@@ -193,6 +193,7 @@ def library_of(kernel: str) -> str | None:
     """
     return CHIP_KERNELS.get(kernel) or next((lib for lib, by in LIBRARIES.items() if kernel in by.values()), None)
 
+
 UNAVAILABLE = {
     "flash-attention-3": "FlashAttention-3 runs on Hopper (sm90) only",
     "cudnn": "no published benchmark of cuDNN's fused attention on this generation is read",
@@ -276,7 +277,8 @@ def fit(name: str, pass_: str) -> tuple[float, float, float]:
     over the kernel's bars (``points``; scipy's ``least_squares``); the share stays 0 for a kernel
     with bars at one head dimension only, which cannot tell it apart.  A kernel whose level on its
     own GPU is published apart (``asymptote``: FlashAttention-2 on A100) keeps that level, and its
-    overhead and share are the fit's on the bars it borrows (``shape_of``)."""
+    overhead and share are the fit's on the bars it borrows (``shape_of``); a kernel another chip's
+    curve times (``scaled_of``) takes that kernel's constants, each level times ``paired_ratio``."""
     import numpy as np
     from scipy.optimize import least_squares
     record = BENCHMARKS["kernels"][name]
