@@ -230,10 +230,12 @@ def benchmark_rate(level, overhead, length, causal, peak, tile=TILE, head_dim=HE
     count (causal: half the scores; within a causal ``window``, the pairs inside it, as
     cuDNN's benchmarks count them), for constants ``level``, ``overhead`` and ``share`` at
     ``head_dim``: ``peak x level x counted keys / ((executed keys + overhead x T) x head_factor)``."""
+    from symbolic_cost.conventions import DEFAULT
     from symbolic_cost.cost import ScoreShape
+    from symbolic_cost.ops.matmul import scored_keys
     shape = ScoreShape(length, length, causal_length=length if causal else None, window=window if causal else None)
-    if window is not None and causal:
-        counted = window - window * (window - 1) / (2 * length)     # min(i + 1, w) keys, over the queries
+    if window is not None and causal:      # min(i + 1, w) keys a query: the count's own exact mean
+        counted = scored_keys(length, length, True, DEFAULT.but(causal_flops="exact"), window)
     else:
         counted = length / 2 if causal else length
     slower = float(head_factor(head_dim, Rational(share)))
