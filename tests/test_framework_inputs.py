@@ -904,7 +904,7 @@ def test_trainer_defaults_are_transformers_own():
 
 
 SDPA = ("--flash", "--attention-kernel", "flash-attention-2")
-"""transformers' attention when a Trainer's run names none: sdpa (cli.frameworks.transformers_attention)."""
+"""transformers' attention when a Trainer's run names none: sdpa (models.hf_trainer.default_attention)."""
 
 
 def test_trainer_alpaca_equals_the_typed_training(capsys):

@@ -188,18 +188,12 @@ def _launched_trainer(args):
 
 
 def transformers_attention(found, args):
-    """``found`` (a Trainer's run) with the attention transformers runs when nothing names one (no
-    recipe's ``attn_implementation``): ``sdpa``, PyTorch's fused kernel, which keeps no score
-    matrix (flash on) and tries FlashAttention-2 first; noted.  ``--no-flash`` asks for ``eager``,
-    and ``--attention-kernel`` for another library."""
-    if "flash" in found.policy or (options.given(args, "flash") and not args.flash):
-        return found
-    found.policy["flash"] = True
-    if not getattr(args, "attention_kernel", None):
-        found.policy["attention_kernel"] = "flash-attention-2"
-    found.notes.append("attention as transformers runs it when attn_implementation is unset, sdpa: PyTorch's fused "
-                       "kernel (no score matrix kept; FlashAttention-2 tried first); --no-flash counts eager")
-    return found
+    """``found`` (a Trainer's run) with transformers' attention when nothing names one
+    (``models.hf_trainer.default_attention``); ``--no-flash`` counts ``eager``, and
+    ``--attention-kernel`` names another library."""
+    from symbolic_cost.models.hf_trainer import default_attention
+    return default_attention(found, eager=options.given(args, "flash") and not args.flash,
+                             library=getattr(args, "attention_kernel", None))
 
 
 def _same_devices(values: dict, typed: dict, args, name: str) -> None:

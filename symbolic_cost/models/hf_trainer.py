@@ -49,7 +49,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, file_text, given_counts
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
-from symbolic_cost.models.trl_recipe import recipe_fields
+from symbolic_cost.models.trl_recipe import FLASH, KERNEL, recipe_fields
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
@@ -275,6 +275,21 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
               S.d: world, S.m1: 1, S.s1: 1, S.p: 1, **recipe_values}
     found = Setup(arch, values, policy, notes)
     return found if launch is None else launched(args, found, launch)
+
+
+def default_attention(setup: Setup, eager: bool = False, library: str | None = None) -> Setup:
+    """``setup`` (a Trainer's run) with the attention transformers picks when nothing names one (no
+    recipe's ``attn_implementation``): ``sdpa``, PyTorch's fused kernel, which keeps no score matrix
+    and tries FlashAttention-2 first (``trl_recipe.FLASH``, ``KERNEL``); noted.  ``eager`` (asked
+    for apart) leaves flash off, and a ``library`` named apart takes sdpa's kernel's place."""
+    if "flash" in setup.policy or eager:
+        return setup
+    setup.policy["flash"] = FLASH["sdpa"]
+    if library is None:
+        setup.policy["attention_kernel"] = KERNEL["sdpa"]
+    setup.notes.append("attention as transformers runs it when attn_implementation is unset, sdpa: PyTorch's fused "
+                       "kernel (no score matrix kept; FlashAttention-2 tried first); --no-flash counts eager")
+    return setup
 
 
 RECIPE_POLICY = ("flash", "attention_kernel", "master_weights", "lora_rank", "lora_targets", "lora_base", "double_quant")
