@@ -35,6 +35,26 @@ def test_a_request_gets_what_the_command_prints():
     assert answer["command"] == "symbolic-cost summary --preset=gpt2 --set b=2 d=2 --zero=1 --flash --json"
 
 
+def test_the_attention_kernel_chosen_on_the_page_is_the_command_lines():
+    """The page's menu of fused attention libraries is ``summary --attention-kernel``'s (none
+    chosen: the system's own), and a summary and a search asked with one are the command line's."""
+    from symbolic_cost.app.server import choices
+    from symbolic_cost.cli import build_parser
+    offered = choices(build_parser)["attention_kernel"]
+    assert offered == {"choices": ["cudnn", "flash-attention-2", "flash-attention-3"], "default": None}
+    request = {"model": "preset", "preset": "llama-2-7b", "system": "h100", "set": {"l": "4096"}, "flash": True,
+               "attention_kernel": "flash-attention-2"}
+    answer = commands.answer("summary", request, main)
+    status, out, _ = cli("summary", "--preset", "llama-2-7b", "--set", "l=4096", "--system", "h100",
+                         "--attention-kernel", "flash-attention-2", "--flash", "--json")
+    assert answer["status"] == status == 0 and answer["output"] == json.loads(out)
+    assert answer["output"]["layout"]["attention_kernel"] == "flash-attention-2"
+    searched = commands.answer("search", {**request, "devices": "8", "global_batch": "64", "top": "1"}, main)
+    assert "--attention-kernel=flash-attention-2" in searched["command"].split()
+    refused = commands.answer("summary", {**request, "flash": False}, main)     # a fused kernel without flash
+    assert refused["status"] == 2 and "attention_kernel" in refused["error"]
+
+
 @pytest.mark.parametrize("request_, words", [
     ({"set": {"b": "__import__('os').system('true')"}}, ["--set", "b=__import__('os').system('true')"]),
     ({"set": {"b": "0"}}, ["--set", "b=0"]),

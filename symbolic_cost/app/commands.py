@@ -45,8 +45,9 @@ FIELDS = {"set": LAYOUT, "serve": SERVING}
 SWEPT = ("b", "l")
 """The axes the page sweeps: the micro-batch and the sequence length."""
 
-CHOICES = ("zero", "recompute", "precision", "system")
-"""The page's choices: ``summary --zero``, ``--recompute``, ``--precision``, ``--system``."""
+CHOICES = ("zero", "recompute", "precision", "system", "attention_kernel")
+"""The page's choices: ``summary --zero``, ``--recompute``, ``--precision``, ``--system`` and
+``--attention-kernel`` (the fused attention library; none chosen: the system's own)."""
 
 SERVING_OPTIONS = {"kv_dtype": "--kv-dtype", "weights": "--weights", "engine": "--engine",
                    "kv_allocation": "--kv-allocation", "disaggregate": "--disaggregate", "rate": "--rate",
@@ -126,8 +127,13 @@ def layout_words(request: dict, leave=(), key: str = "set", names=None) -> list[
 
 
 def choice_words(request: dict, names=CHOICES) -> list[str]:
-    """``--zero=1``, ``--system=h100`` ... for each choice given, and ``--flash`` or ``--no-flash``."""
-    words = [f"--{name}={text(request, name)}" for name in names if request.get(name) not in (None, "")]
+    """``--zero=1``, ``--system=h100`` ... for each choice given, and ``--flash`` or ``--no-flash``.
+
+    >>> choice_words({"zero": 1, "attention_kernel": "flash-attention-3", "recompute": ""})
+    ['--zero=1', '--attention-kernel=flash-attention-3']
+    """
+    words = [f"--{name.replace('_', '-')}={text(request, name)}" for name in names
+             if request.get(name) not in (None, "")]
     if "flash" in request:
         if not isinstance(request["flash"], bool):
             raise InputError(f"flash must be true or false, got {type(request['flash']).__name__}", "flash")
@@ -164,13 +170,14 @@ def formula_words(request: dict, folder: Path) -> list[str]:
 
 def search_words(request: dict, folder: Path) -> list[str]:
     """``search --json`` of the request's model on ``devices`` with ``global_batch`` sequences of
-    the layout's ``l`` (when given) per step, at its ZeRO stage, precision and system."""
+    the layout's ``l`` (when given) per step, at its ZeRO stage, precision, system and attention
+    kernel."""
     sequence = text(layout(request), "l") if layout(request).get("l") not in (None, "") else ""
     given = [(flag, key) for flag, key in (("--devices", "devices"), ("--global-batch", "global_batch"),
                                            ("--top", "top")) if request.get(key) not in (None, "")]
     words = ["search", *model_words(request, folder), *(f"{flag}={text(request, key)}" for flag, key in given)]
     return words + ([f"--seq={sequence}"] if sequence else []) + \
-        choice_words(request, ("zero", "precision", "system")) + ["--json"]
+        choice_words(request, ("zero", "precision", "system", "attention_kernel")) + ["--json"]
 
 
 def sweep_words(request: dict, folder: Path) -> list[str]:
