@@ -141,3 +141,25 @@ def test_a_misspelt_section_is_ignored_and_noted_and_an_unread_deepspeed_key_ref
     # "elasticity" is DeepSpeed's (it picks the batch and the world size itself): refused, not ignored
     with pytest.raises(InputError, match="elasticity: a DeepSpeed key this reader does not read"):
         _setup({"elasticity": {"enabled": True}})
+
+
+@pytest.mark.parametrize("flag,stage", [(True, 1), (False, 0)])
+def test_the_old_boolean_zero_is_read_as_deepspeed_reads_it(flag, stage):
+    """DeepSpeed's ``read_zero_config_deprecated`` (``zero/config.py``, kept to this day) turns a
+    boolean ``zero_optimization`` into ``{"stage": 1 if it else 0}``, its bucket from the top-level
+    ``allgather_size``; DeepSpeedExamples' Megatron-LM configs of 2020 write ``true``."""
+    setup = _setup({"zero_optimization": flag, "allgather_size": 500000000})
+    assert setup.policy["zero"] == stage and setup.policy["offload"] == "none"
+    assert any("deprecated boolean form" in n and f"stage {stage}" in n for n in setup.notes)
+
+
+@pytest.mark.parametrize("key", ["cpu_offload_params", "cpu_offload_param"])
+def test_the_older_names_of_parameter_offload_offload_the_parameters(key):
+    """DeepSpeed 0.3's ``cpu_offload_params`` (its ``ZERO_FORMAT`` documents it) and today's
+    deprecated ``cpu_offload_param`` both become ``offload_param: {device: cpu}``; beside the old
+    ``cpu_offload`` (the optimizer's), both are on the host: the library's ``offload=parameters``."""
+    both = _setup({"zero_optimization": {"stage": 3, "cpu_offload": True, key: True}})
+    assert both.policy["offload"] == "parameters"
+    assert _setup({"zero_optimization": {"stage": 3, "cpu_offload": True, key: False}}).policy["offload"] == "optimizer"
+    with pytest.raises(InputError, match="offload_param without offload_optimizer"):
+        _setup({"zero_optimization": {"stage": 3, key: True}})

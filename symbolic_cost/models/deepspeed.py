@@ -16,7 +16,13 @@ DeepSpeed key (default)                       library field
 ``zero_optimization.offload_optimizer.device``  ``offload``: optimizer (cpu; also the older
 (none), ``cpu_offload`` (false)               ``cpu_offload: true``); nvme refused
 ``zero_optimization.offload_param.device``    with the optimizer's: ``offload`` parameters (cpu,
-(none)                                        stage 3); alone or nvme refused
+(none), ``cpu_offload_param(s)`` (false)      stage 3); alone or nvme refused; also the older
+                                              ``cpu_offload_params: true`` (DeepSpeed 0.3's
+                                              name) and ``cpu_offload_param: true`` (today's
+                                              deprecated name)
+``zero_optimization: true`` / ``false``       ZeRO-1 / none, as DeepSpeed's
+                                              ``read_zero_config_deprecated`` reads the old
+                                              boolean form (noted)
 ``zero_optimization.overlap_comm`` (true at   ``overlap``: gradient reduction (and, stage 3, the
 stage 3, false otherwise)                     parameter gathers) behind compute
 ``fp16.enabled``, ``bf16.enabled`` (false)    ``precision`` fp16, bf16 (fp32 without either)
@@ -56,7 +62,8 @@ NO_COST = {
          "dump_state", "prescale_gradients", "gradient_predivide_factor", "sparse_gradients", "aio", "checkpoint",
          "zero_force_ds_cpu_optimizer", "activation_checkpointing", "fp16", "bf16", "zero_optimization", "optimizer",
          "torch_autocast",
-         "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print"},
+         "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print",
+         "allgather_size"},
     "fp16": {"enabled", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
              "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads", "auto_cast"},
     "bf16": {"enabled", "immediate_grad_update"},
@@ -71,7 +78,8 @@ NO_COST = {
         "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
         "stage3_gather_16bit_weights_on_model_save",
         "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint", "ignore_unused_parameters",
-        "load_from_fp32_weights", "memory_efficient_linear", "cpu_offload_params", "cpu_offload_use_pin_memory",
+        "load_from_fp32_weights", "memory_efficient_linear", "cpu_offload_params", "cpu_offload_param",
+        "cpu_offload_use_pin_memory",
         "stage3_model_persistence_threshold", "stage3_param_persitence_threshold",
         "stage3_param_persitance_threshold"},
     "offload": {"device", "pin_memory", "buffer_count", "buffer_size", "fast_init", "nvme_path", "pipeline_read",
@@ -174,6 +182,18 @@ def _check_keys(config: dict, name: str, notes: list) -> None:
                                  f"zero_optimization.{key}.{sub}")
 
 
+def _boolean_zero(config: dict, notes: list) -> dict:
+    """``config`` with the old boolean ``zero_optimization`` (DeepSpeed before 0.3) as DeepSpeed
+    still reads it (``read_zero_config_deprecated`` in ``zero/config.py``): ``true`` is stage 1,
+    ``false`` stage 0; its bucket size, ``allgather_size``, changes no count."""
+    flag = config.get("zero_optimization")
+    if not isinstance(flag, bool):
+        return config
+    notes.append(f"zero_optimization: {str(flag).lower()}: DeepSpeed's deprecated boolean form, read as it reads "
+                 f"it: stage {int(flag)}")
+    return {**config, "zero_optimization": {"stage": int(flag)}}
+
+
 def _integer(value, where: str):
     """A positive integer, ``None`` (absent) or ``"auto"``."""
     if value is None or value == "auto":
@@ -225,6 +245,8 @@ def zero_policy(zero: dict, stage: int, notes: list) -> dict:
     devices = {key: (zero.get(key) or {}).get("device", "none") for key in ("offload_optimizer", "offload_param")}
     if zero.get("cpu_offload") is True:         # DeepSpeed's older name of the optimizer's CPU offload
         devices["offload_optimizer"] = "cpu"
+    if True in (zero.get("cpu_offload_params"), zero.get("cpu_offload_param")):    # and of the parameters'
+        devices["offload_param"] = "cpu"
     for key, device in devices.items():
         if device not in ("none", "cpu"):
             raise InputError(f"zero_optimization.{key}.device {device!r}: the library models the host (cpu), "
@@ -249,7 +271,9 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     instance(given, dict, "given", " of --set values")
     instance(command, dict, "command", " of the command line's precision and zero")
     config = read_json(text, name, "--deepspeed", "a DeepSpeed config")
-    notes, zero = [], config.get("zero_optimization", {})
+    notes = []
+    config = _boolean_zero(config, notes)
+    zero = config.get("zero_optimization", {})
     _check_keys(config, name, notes)
     stage = zero.get("stage", 0)
     if stage == "auto":        # the Hugging Face Trainer's placeholder: DeepSpeed itself refuses it
@@ -291,7 +315,8 @@ def command_line_fills(text: str) -> set:
     flags = {"--optimizer"} if "type" not in (config.get("optimizer") or {}) else set()
     if "auto" in (config.get(kind, {}).get("enabled") for kind in ("fp16", "bf16")):
         flags.add("--precision")
-    if config.get("zero_optimization", {}).get("stage") == "auto":
+    zero = config.get("zero_optimization")       # the old boolean form fixes the stage
+    if isinstance(zero, dict) and zero.get("stage") == "auto":
         flags.add("--zero")
     return flags
 
