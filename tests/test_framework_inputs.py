@@ -1128,6 +1128,32 @@ def test_the_empty_sections_accelerate_config_writes_are_accepted(tmp_path, caps
     assert got == plain
 
 
+def test_unset_ignored_modules_are_accepted_and_set_ones_refused(tmp_path, capsys):
+    """accelerate's own ``tests/test_configs/latest_fsdp.yaml`` (the file ``accelerate config`` writes)
+    holds ``fsdp_ignored_modules: null``; the plugin acts only on a value that is not ``None``
+    (``FullyShardedDataParallelPlugin.__post_init__``), so null changes nothing, and modules left
+    unsharded are refused by name."""
+    unset = _accelerate(tmp_path, "fsdp_use_orig_params: true", "fsdp_use_orig_params: true\n  fsdp_ignored_modules: null")
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", unset, "--set", "b=4", "l=2048")
+    assert got == _json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path), "--set", "b=4", "l=2048")
+    given = _accelerate(tmp_path, "fsdp_use_orig_params: true",
+                        "fsdp_use_orig_params: true\n  fsdp_ignored_modules: lm_head")
+    err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", given)
+    assert "fsdp_config.fsdp_ignored_modules 'lm_head'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_file_without_num_processes_needs_the_devices(tmp_path, capsys):
+    """accelerate's ``examples/slurm/fsdp_config.yaml`` has no ``num_processes``: ``ClusterConfig``
+    defaults it to -1 and ``accelerate launch`` raises "You need to manually pass in --num_processes"
+    (``commands/launch.py``), so the reader asks for ``--devices`` instead of reading one process."""
+    config = _accelerate(tmp_path, "num_processes: 2\n", "")
+    assert "give --devices" in _error(capsys, "--hf-config", LLAMA32, "--accelerate", config)
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--devices", "16", "--set", "b=4", "l=2048")
+    assert got["world_size"] == 16 and not any("replaces" in note for note in got["notes"])
+    accelerate = pytest.importorskip("accelerate")
+    assert accelerate.commands.config.config_args.ClusterConfig.num_processes == -1
+
+
 def test_an_inline_deepspeed_config_is_sent_to_deepspeed(tmp_path, capsys):
     config = _accelerate(tmp_path, "distributed_type: FSDP", "deepspeed_config:\n  zero_stage: 2\n"
                                                              "distributed_type: FSDP")

@@ -12,8 +12,11 @@ accelerate key (default)                        library field
 ``distributed_type``                            NO (one process), MULTI_GPU (DDP: ``zero`` 0,
                                                 gradient all-reduce behind backward), FSDP;
                                                 DEEPSPEED refused (give ``--deepspeed``)
-``num_processes`` (1), ``num_machines`` (1)     ``d`` = ``num_processes`` (every machine's);
-                                                devices per node ``num_processes / num_machines``
+``num_processes`` (-1), ``num_machines`` (1)    ``d`` = ``num_processes`` (every machine's);
+                                                devices per node ``num_processes / num_machines``;
+                                                absent: ``--devices`` (``accelerate launch``
+                                                asks for ``--num_processes``), one process for
+                                                distributed_type NO
 ``mixed_precision`` (no)                        ``precision``: fp32, fp16, bf16 (fp8 refused)
 ``fsdp_config.fsdp_sharding_strategy``          FULL_SHARD (1): ``zero`` 3; SHARD_GRAD_OP (2):
 (FULL_SHARD)                                    ``zero`` 3 keeping the gathered weights until
@@ -69,6 +72,11 @@ STRATEGIES = {"FULL_SHARD": "FULL_SHARD", 1: "FULL_SHARD", "SHARD_GRAD_OP": "SHA
 
 PRECISIONS = {"no": "fp32", "fp16": "fp16", "bf16": "bf16"}
 
+UNSET_ONLY = {"fsdp_ignored_modules": "modules FSDP leaves unsharded, whole on every device, are not modelled"}
+"""``fsdp_config`` keys accepted only unset (``null``, as accelerate's own ``latest_fsdp.yaml`` test
+fixture writes them: the plugin acts only on a value that is not ``None``), refused with the reason
+when they hold one."""
+
 
 EMPTY_SECTIONS = {"deepspeed_config": "give the DeepSpeed settings as a ds_config.json with --deepspeed",
                   "megatron_lm_config": "give the Megatron-LM launch with --megatron-args",
@@ -89,6 +97,10 @@ def _check_keys(config: dict, name: str) -> None:
     if not isinstance(fsdp, dict):
         raise InputError(f"{name}: fsdp_config must be a mapping", "fsdp_config")
     for key in fsdp:
+        if key in UNSET_ONLY and fsdp[key] is None:       # as accelerate's own files write it: nothing set
+            continue
+        if key in UNSET_ONLY:
+            raise InputError(f"fsdp_config.{key} {fsdp[key]!r}: {UNSET_ONLY[key]}", f"fsdp_config.{key}")
         if key not in NO_COST["fsdp_config"]:
             raise InputError(f"fsdp_config.{key}: an accelerate key this reader does not read", f"fsdp_config.{key}")
 
@@ -170,7 +182,11 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     if kind not in ("NO", "MULTI_GPU", "FSDP"):
         raise InputError(f"distributed_type {kind!r}: the reader reads NO, MULTI_GPU and FSDP (DEEPSPEED: give the "
                          f"DeepSpeed config with --deepspeed)", "distributed_type")
-    stated, machines = _count(config, "num_processes"), _count(config, "num_machines")
+    if "num_processes" not in config and world is None and kind != "NO":
+        raise InputError("num_processes is not in the file (accelerate's default -1: `accelerate launch` asks for "
+                         "--num_processes, as SLURM templates leave it to the job); give --devices", "--devices")
+    stated, machines = config.get("num_processes", world or 1), _count(config, "num_machines")
+    stated = _count({"num_processes": stated}, "num_processes")
     if stated % machines:
         raise InputError(f"num_processes {stated} is not a multiple of num_machines {machines}", "num_processes")
     if world is not None and world != stated:
