@@ -74,7 +74,7 @@ def test_the_training_arguments_precision_replaces_the_launch_configs(tmp_path, 
 
 
 @pytest.mark.parametrize("text, refused", [
-    ("beta: 0.01\n", "beta: a DPO recipe"),
+    ("beta: 0.01\n", "beta: a preference recipe (DPO, ORPO"),
     ("lora_r: 8\n", "lora_r without use_peft"),
     ("attn_implementation: flex_attention\n", "attn_implementation 'flex_attention'"),
     ("use_peft: true\nlora_target_modules: [qkv]\n", "lora_target_modules 'qkv'"),
@@ -119,7 +119,8 @@ def test_without_attn_implementation_transformers_runs_sdpa(tmp_path, capsys):
     """transformers picks sdpa when nothing names an attention: PyTorch's fused kernel keeps no score
     matrix (flash on) and tries FlashAttention-2 first; --no-flash counts eager (the l x l scores kept)."""
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("per_device_train_batch_size: 2\nmax_length: 4096\n")
+    # no checkpointing (TRL's default recomputes every layer, whose scores are then not kept)
+    recipe.write_text("per_device_train_batch_size: 2\nmax_length: 4096\ngradient_checkpointing: false\n")
     words = ("--hf-training-args", str(recipe), "--devices", "1")
     sdpa, eager = _json(capsys, *words), _json(capsys, *words, "--no-flash")
     assert (sdpa["layout"]["flash"], sdpa["layout"]["attention_kernel"]) == (True, "flash-attention-2")
@@ -137,3 +138,44 @@ def test_the_training_arguments_fsdp_replaces_the_launch_configs_even_unsharded(
     got = _json(capsys, "--accelerate", FSDP, "--hf-training-args", str(recipe), "--set", "l=1024")
     assert got["layout"]["zero"] == 0 and got["world_size"] == 8
     assert any("fsdp replaces the launch config's" in note for note in got["notes"])
+
+
+@pytest.mark.parametrize("recipe,layout", [
+    # TRL's SFTConfig (huggingface/trl at f2cd577, trl/trainer/base_config.py and sft_config.py):
+    # gradient_checkpointing True, max_length 1024, bf16 = not fp16, where TrainingArguments has none
+    ("per_device_train_batch_size: 2\n", {"precision": "bf16", "recompute": "full", "l": 1024}),
+    ("per_device_train_batch_size: 2\nfp16: true\n", {"precision": "fp16", "recompute": "full", "l": 1024}),
+    ("per_device_train_batch_size: 2\nbf16: false\ngradient_checkpointing: false\nmax_length: 512\n",
+     {"precision": "fp32", "recompute": "none", "l": 512}),
+])
+def test_a_recipe_takes_trls_defaults_where_it_leaves_fields_out(tmp_path, capsys, recipe, layout):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(recipe)
+    got = _json(capsys, "--hf-training-args", str(path), "--devices", "1")
+    assert {key: got["layout"][key] for key in layout} == layout
+    assert any(note.startswith("TRL's defaults") for note in got["notes"]) == ("max_length" not in recipe)
+
+
+def test_a_trainingarguments_json_keeps_transformers_defaults(tmp_path, capsys):
+    """A JSON (``to_json_string()``, or typed as a dictionary) is TrainingArguments alone: no TRL."""
+    path = tmp_path / "args.json"
+    path.write_text('{"per_device_train_batch_size": 2}')
+    got = _json(capsys, "--hf-training-args", str(path), "--devices", "1", "--set", "l=512")
+    assert (got["layout"]["precision"], got["layout"]["recompute"]) == ("fp32", "none")
+
+
+@pytest.mark.parametrize("flag,flash", [("true", True), ("false", None)])
+def test_the_handbooks_older_flash_flag_is_its_attn_implementation(tmp_path, capsys, flag, flash):
+    """The alignment handbook's ``ModelArguments.use_flash_attention_2`` (its recipes of 2023-24,
+    e.g. ``recipes/zephyr-7b-beta/sft/config_full.yaml``) loads the model with
+    ``attn_implementation="flash_attention_2"`` when true; false leaves transformers' own choice."""
+    older, newer = tmp_path / "older.yaml", tmp_path / "newer.yaml"
+    older.write_text(f"per_device_train_batch_size: 2\nmax_length: 2048\nuse_flash_attention_2: {flag}\n"
+                     f"dataset_configs:\n- all\n")
+    newer.write_text("per_device_train_batch_size: 2\nmax_length: 2048\n" +
+                     ("attn_implementation: flash_attention_2\n" if flash else ""))
+    got = _json(capsys, "--hf-training-args", str(older), "--devices", "1")
+    assert got == _json(capsys, "--hf-training-args", str(newer), "--devices", "1")
+    assert got["layout"]["attention_kernel"] == "flash-attention-2" and got["layout"]["flash"] is True
+    older.write_text("per_device_train_batch_size: 2\nuse_flash_attention_2: true\nattn_implementation: eager\n")
+    assert "use_flash_attention_2" in _error(capsys, "--hf-training-args", str(older), "--devices", "1")

@@ -49,7 +49,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, file_text, given_counts
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
-from symbolic_cost.models.trl_recipe import FLASH, KERNEL, recipe_fields
+from symbolic_cost.models.trl_recipe import FLASH, KERNEL, recipe_fields, trl_defaults
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
@@ -101,16 +101,17 @@ FSDP_CONFIG = {"version", "reshard_after_forward", "cpu_offload", "activation_ch
 OPTIMIZERS = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adafactor": "adafactor"}
 
 
-def read_arguments(text: str, name: str) -> dict:
-    """The fields of a TrainingArguments file: JSON (``to_json_string()``), or YAML (a TRL or
-    alignment-handbook recipe, which also holds ``trl_recipe``'s fields), an object either way."""
+def read_arguments(text: str, name: str) -> tuple[dict, list]:
+    """The fields of a TrainingArguments file, an object either way: JSON (``to_json_string()``),
+    or YAML (a TRL or alignment-handbook recipe, which also holds ``trl_recipe``'s fields and takes
+    TRL's defaults, ``trl_recipe.trl_defaults``); and the notes of the defaults filled in."""
     if file_text(text, "--hf-training-args", name).lstrip()[:1] in ("{", "["):          # JSON (a YAML recipe is a block mapping)
-        return read_json(text, name, "--hf-training-args", "TrainingArguments")
+        return read_json(text, name, "--hf-training-args", "TrainingArguments"), []
     args = load_yaml(text, name, "--hf-training-args")
     if not isinstance(args, dict):
         raise InputError(f"--hf-training-args: {name}: TrainingArguments are a mapping of field names to values",
                          "--hf-training-args")
-    return args
+    return args, trl_defaults(args)
 
 
 def _flag(value, where: str) -> bool:
@@ -232,8 +233,9 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     with (``launched``)."""
     world, per_node = given_counts(world=world, per_node=per_node)
     arch = model_for(arch)
-    args = read_arguments(text, name)
+    args, defaults = read_arguments(text, name)
     recipe_values, recipe_policy, recipe_notes = recipe_fields(args)
+    recipe_notes = defaults + recipe_notes
     _check_keys(args)
     if args.get("deepspeed"):
         raise InputError("deepspeed: give the DeepSpeed config with --deepspeed (the batch with --set b= n_micro=)",

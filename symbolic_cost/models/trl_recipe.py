@@ -9,7 +9,9 @@ field                              library field
 =================================  =======================================================
 ``max_length`` (``max_seq_length``  ``l``: every sequence counted at the longest a batch
 of older TRL)                      holds (packed, or padded to it; noted)
-``attn_implementation``            ``flash``: ``flash_attention_2``, ``flash_attention_3`` and
+``attn_implementation`` (the       ``flash``: ``flash_attention_2``, ``flash_attention_3`` and
+handbook's older
+``use_flash_attention_2: true``)
                                    ``sdpa`` (PyTorch's fused kernel on GPU) on, ``eager`` off;
                                    ``attention_kernel``: ``flash-attention-2`` for
                                    ``flash_attention_2`` and ``sdpa`` (whose backends PyTorch
@@ -30,7 +32,7 @@ default ``q_proj, v_proj``),       ``all-linear`` as every projection of a Llama
 =================================  =======================================================
 
 The model's name, the data, the chat template and LoRA's scalars change no count (``NO_COST``);
-a DPO recipe (a reference model and chosen/rejected pairs), DoRA, ``lora_modules_to_save``,
+a preference recipe (DPO, ORPO: chosen/rejected pairs, DPO's reference model), DoRA, ``lora_modules_to_save``,
 ``activation_offloading`` and a 4-bit type other than NF4 are refused by name (``REFUSED``).
 """
 
@@ -44,8 +46,8 @@ NO_COST = {
     "model_name_or_path", "model_revision", "trust_remote_code", "tokenizer_name_or_path", "chat_template",
     "chat_template_path", "dataset_name", "dataset_config", "dataset_mixture", "dataset_mixer", "dataset_splits",
     "dataset_train_split", "dataset_test_split", "dataset_text_field", "dataset_num_proc", "dataset_kwargs",
-    "dataset_streaming", "preprocessing_num_workers", "overwrite_output_dir", "packing", "packing_strategy",
-    "padding_free", "pad_to_multiple_of", "eval_packing", "shuffle_dataset", "eos_token", "pad_token",
+    "dataset_streaming", "dataset_configs", "preprocessing_num_workers", "overwrite_output_dir", "packing",
+    "packing_strategy", "padding_free", "pad_to_multiple_of", "eval_packing", "shuffle_dataset", "eos_token", "pad_token",
     "completion_only_loss", "assistant_only_loss", "lora_alpha", "lora_dropout", "lora_task_type", "use_rslora",
     "gradient_checkpointing_use_reentrant", "ignore_bias_buffers", "system_prompt", "hub_model_revision",
 }
@@ -53,9 +55,12 @@ NO_COST = {
 the data and its template, packing (the sequences are counted at ``max_length`` either way), LoRA's
 scaling and dropout."""
 
+PREFERENCE = ("a preference recipe (DPO, ORPO: chosen and rejected sequences, and DPO's reference model's forward) "
+              "is not modelled")
+
 REFUSED = {
-    "beta": "a DPO recipe (a reference model's forward, chosen and rejected sequences) is not modelled",
-    "max_prompt_length": "a DPO recipe (a reference model's forward, chosen and rejected sequences) is not modelled",
+    "beta": PREFERENCE,
+    "max_prompt_length": PREFERENCE,
     "ref_model_init_kwargs": "a DPO recipe (a reference model's forward) is not modelled",
     "use_dora": "DoRA's magnitude vectors and their products are not modelled",
     "lora_modules_to_save": "modules trained whole beside the adapters are not modelled",
@@ -64,7 +69,7 @@ REFUSED = {
 }
 """Recipe fields that change the cost in ways not modelled, refused where set (true or non-empty)."""
 
-READ = {"max_length", "max_seq_length", "attn_implementation", "torch_dtype", "dtype", "use_peft", "lora_r",
+READ = {"max_length", "max_seq_length", "attn_implementation", "use_flash_attention_2", "torch_dtype", "dtype", "use_peft", "lora_r",
         "lora_target_modules", "load_in_4bit", "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_quant_type",
         "model_init_kwargs"}
 """Recipe fields read (the module's table)."""
@@ -81,6 +86,36 @@ KERNEL = {"flash_attention_2": "flash-attention-2", "flash_attention_3": "flash-
           "sdpa": "flash-attention-2"}
 """The fused attention library each ``attn_implementation`` runs (``Training.attention_kernel``):
 PyTorch's ``scaled_dot_product_attention`` takes its FlashAttention-2 backend first."""
+
+
+TRL_DEFAULTS = {"gradient_checkpointing": True, "max_length": 1024}
+"""The defaults TRL's configurations give a recipe that leaves these fields out (huggingface/trl at
+f2cd577, 2026-07: ``_BaseConfig`` in ``trl/trainer/base_config.py`` and ``SFTConfig``; since TRL
+0.22, August 2025), where ``TrainingArguments`` would give no checkpointing and no length: every
+layer recomputed, sequences of 1,024 tokens; and ``bf16`` on unless ``fp16`` is (``bf16 = not
+fp16`` in ``__post_init__``)."""
+
+
+def trl_defaults(args: dict) -> list:
+    """Fill in ``args`` (a YAML recipe, which ``trl sft --config`` or the alignment handbook parses into
+    TRL's ``SFTConfig``) the fields TRL defaults otherwise than ``TrainingArguments`` does
+    (``TRL_DEFAULTS``); the notes saying which.
+
+    >>> args = {"per_device_train_batch_size": 4, "fp16": True}
+    >>> trl_defaults(args), args["gradient_checkpointing"], args["bf16"], args["max_length"]
+    (['TRL's defaults where the recipe leaves them out: gradient_checkpointing true, max_length 1024'], True, False, 1024)
+    """
+    filled = []
+    if "activation_checkpointing" not in args and "gradient_checkpointing" not in args:
+        args["gradient_checkpointing"] = TRL_DEFAULTS["gradient_checkpointing"]
+        filled.append("gradient_checkpointing true")
+    if "max_length" not in args and "max_seq_length" not in args:
+        args["max_length"] = TRL_DEFAULTS["max_length"]
+        filled.append("max_length 1024")
+    if "bf16" not in args:
+        args["bf16"] = str(args.get("fp16", False)).lower() != "true"
+        filled += ["bf16 true (fp16 unset)"] if args["bf16"] else []
+    return [f"TRL's defaults where the recipe leaves them out: {', '.join(filled)}"] if filled else []
 
 
 def recipe_fields(args: dict) -> tuple[dict, dict, list]:
@@ -106,6 +141,8 @@ def recipe_fields(args: dict) -> tuple[dict, dict, list]:
         values[S.l] = length
         notes.append(f"every sequence counted at max_length {length} (packed, or padded to the longest of a batch)")
     attention = recipe.get("attn_implementation")
+    if recipe.get("use_flash_attention_2") is not None:
+        attention = _older_flash(recipe, attention)
     if attention is not None:
         if not isinstance(attention, str) or attention not in FLASH:
             raise InputError(f"attn_implementation {attention!r}: one of {', '.join(FLASH)}", "attn_implementation")
@@ -124,6 +161,19 @@ def recipe_fields(args: dict) -> tuple[dict, dict, list]:
         notes.append(f"model_name_or_path {recipe['model_name_or_path']}: the model counted is the one of "
                      f"--preset/--hf-config")
     return values, policy, notes
+
+
+def _older_flash(recipe: dict, attention):
+    """``attn_implementation`` of the alignment handbook's ``use_flash_attention_2`` (its
+    ``ModelArguments`` before ``attn_implementation``, 2023-24: true loads the model with
+    ``attn_implementation="flash_attention_2"``, false leaves transformers' default)."""
+    flag = recipe["use_flash_attention_2"]
+    if not isinstance(flag, bool):
+        raise InputError(f"use_flash_attention_2 must be true or false, got {flag!r}", "use_flash_attention_2")
+    if flag and attention not in (None, "flash_attention_2"):
+        raise InputError(f"use_flash_attention_2 true beside attn_implementation {attention!r}: one attention",
+                         "use_flash_attention_2")
+    return "flash_attention_2" if flag else attention
 
 
 def _dtype(recipe: dict, notes: list) -> dict:
