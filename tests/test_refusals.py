@@ -5,6 +5,7 @@ names the option (or an ``InputError`` naming the argument), within a few second
 import contextlib
 import json
 import os
+import pathlib
 import types
 
 import pytest
@@ -468,6 +469,20 @@ def test_a_torchtitan_model_other_than_llama3_is_named_before_its_experts(capsys
                     'seq_len = 4096\n[parallelism]\nexpert_parallel_degree = 8\n')
     err = refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "64"], "[model] name 'deepseek_v3'")
     assert "experts" not in err
+
+
+def test_a_spring_2025_torchtitan_toml_writes_out_its_norm(capsys, tmp_path):
+    """torchtitan's Llama 3 70B TOML of 2025-04-07 (the [parallelism] section, and ``norm_type =
+    "rmsnorm"`` until 2025-04-17): the norm the flavour is built with, so the file is read; 70B's
+    published 70,553,706,496 parameters, 8-way tensor parallel over 64 devices leaving 8 shards."""
+    path = pathlib.Path(__file__).parent / "framework_inputs" / "llama3_70b_2025-04.toml"
+    assert main(["summary", "--torchtitan", str(path), "--devices", "64", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["parameters"] == 70_553_706_496 and (got["layout"]["m1"], got["layout"]["d"]) == (8, 8)
+    layernorm = tmp_path / "layernorm.toml"       # another norm than the flavour's: refused as the older key
+    layernorm.write_text(path.read_text().replace('norm_type = "rmsnorm"', 'norm_type = "layernorm"'))
+    refused(capsys, ["summary", "--torchtitan", str(layernorm), "--devices", "64"], "[model] norm_type",
+            "before early 2025")
 
 
 @pytest.mark.parametrize("section,key,now", [("training", "tensor_parallel_degree", "[parallelism] tensor_parallel_degree"),

@@ -57,6 +57,12 @@ OLDER = {("training", "data_parallel_replicate_degree"): "[parallelism] data_par
 """Keys of torchtitan's TOMLs from before its ``[parallelism]`` section (2024 to early 2025), with
 where the reader's generation keeps them (None: dropped, the flavour decides)."""
 
+RMS_NORMS = ("rmsnorm", "fused_rmsnorm", "compiled_rmsnorm")
+"""``[model] norm_type`` values that run the RMSNorm torchtitan's Llama flavours are built with (its
+TOMLs wrote ``rmsnorm`` until 2025-04-17, after the ``[parallelism]`` section came on 2025-03-18):
+implementations of the same norm, accepted; ``layernorm`` and ``np_layernorm`` change the model and
+are refused as the older key."""
+
 GENERATIONS = ("the reader reads torchtitan's TOMLs with a [parallelism] section (from early 2025 until "
                "upstream replaced its TOMLs by Python configs on 2026-02-23)")
 
@@ -83,6 +89,8 @@ class Job:
                                  "--torchtitan")
             allowed = NO_COST.get(section)
             for key in table:
+                if (section, key) == ("model", "norm_type") and table[key] in RMS_NORMS:
+                    continue        # the flavour's own norm, written out (spring 2025 TOMLs)
                 if (section, key) in OLDER and key not in READ.get(section, set()):
                     now = OLDER[section, key]
                     raise InputError(f"[{section}] {key}: a key of torchtitan's TOMLs before early 2025; "
