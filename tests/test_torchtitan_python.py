@@ -177,6 +177,13 @@ def test_refusals_of_the_file_and_options(tmp_path, capsys):
     lone.write_text("from torchtitan.models.llama3.config_registry import llama3_8b\n\n"
                     "def f():\n    return llama3_8b()\n")
     assert "not in one" in _error(capsys, "--torchtitan", str(lone), "--torchtitan-config", "f", "--devices", "8")
+    # the first generation's llama3 registry copied out of its checkout: `from . import model_registry`
+    # names the package the file sits in, here tmp_path's folder, which no model is named after
+    moved = tmp_path / "files" / "config_registry.py"
+    moved.parent.mkdir()
+    moved.write_text((FIRST / LLAMA3).read_text())
+    err = _error(capsys, "--torchtitan", str(moved), "--torchtitan-config", "llama3_8b", "--devices", "8")
+    assert "not in a torchtitan checkout's torchtitan/models/<model>/ folder" in err and "'files'" not in err
 
 
 def test_every_published_function_is_read_or_refused_by_name():

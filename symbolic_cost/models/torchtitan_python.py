@@ -112,8 +112,9 @@ class Module:
         parts = module.split(".")
         if module.startswith("torchtitan.models.") and len(parts) >= 3:
             return parts[2]
-        if module == "." and self.path is not None:
-            return self.path.resolve().parent.name
+        folder = self.path.resolve().parent if self.path is not None else None
+        if module == "." and folder is not None and folder.parent.name == "models":
+            return folder.name          # torchtitan/models/<model>/config_registry.py
         return None
 
     def checkout(self) -> Path | None:
@@ -319,6 +320,10 @@ class Reader:
     def model_spec(self, module: Module, node, keywords: dict, scope: dict, depth: int) -> Built:
         source = module.imports.get("model_registry", (None, None))[0]
         model = module.model(source) if source is not None else None
+        if model is None and source == ".":
+            raise refusal("model_registry(...)", node.lineno, "model_registry comes from '.', the package the file "
+                          "sits in, but the file is not in a torchtitan checkout's torchtitan/models/<model>/ "
+                          "folder; read it where the checkout keeps it", module.name)
         if model is None:
             raise refusal("model_registry(...)", node.lineno, "the reader finds the model from an import of "
                           "model_registry from torchtitan.models.<model> (or . inside it)", module.name)
