@@ -700,13 +700,17 @@ def test_nemo_refusals_name_the_key(tmp_path, capsys, old, new, refused):
 
 
 @pytest.mark.parametrize("strategy, zero", [("optim", 1), ("optim_grads", 2), ("optim_grads_params", 3)])
-def test_nemo_megatron_fsdp_shards_as_its_strategy_says(tmp_path, capsys, strategy, zero):
-    """Megatron-FSDP (``ddp.use_megatron_fsdp``) shards the optimizer state, then the gradients, then the
-    parameters over the data-parallel ranks (Megatron-Core's ``data_parallel_sharding_strategy``): the
-    weights per device are the parameters / 8 only when the parameters are sharded."""
+@pytest.mark.parametrize("flag", ["  use_megatron_fsdp: false\ndist:", "  use_megatron_fsdp: false\n  use_sharp:"])
+def test_nemo_megatron_fsdp_shards_as_its_strategy_says(tmp_path, capsys, strategy, zero, flag):
+    """Megatron-FSDP (``ddp.use_megatron_fsdp``, or ``dist.use_megatron_fsdp``: Megatron-Bridge's
+    ``ConfigContainer.validate`` turns both on when either is) shards the optimizer state, then the
+    gradients, then the parameters over the data-parallel ranks (Megatron-Core's
+    ``data_parallel_sharding_strategy``): the weights per device are the parameters / 8 only when the
+    parameters are sharded."""
     text = pathlib.Path(BRIDGE_1B).read_text()
+    assert flag in text
     path = tmp_path / "fsdp.yaml"
-    path.write_text(text.replace("  use_megatron_fsdp: false\ndist:", "  use_megatron_fsdp: true\ndist:", 1)
+    path.write_text(text.replace(flag, flag.replace("false", "true"), 1)
                     .replace("  data_parallel_sharding_strategy: no_shard", f"  data_parallel_sharding_strategy: "
                              f"{strategy}", 1))
     got = _json(capsys, "--nemo-recipe", str(path), "--devices", "8")

@@ -235,13 +235,14 @@ def experts(c: Container, arch: Architecture, etp_default: int | None = None) ->
 
 
 def sharding(c: Container) -> dict:
-    """``zero`` of Megatron-FSDP (``ddp.use_megatron_fsdp`` with its sharding strategy), which replaces
-    the distributed optimizer; nothing without it."""
+    """``zero`` of Megatron-FSDP (``ddp.use_megatron_fsdp`` or ``dist.use_megatron_fsdp``, either of
+    which turns both on in Megatron-Bridge's ``ConfigContainer.validate``, with the sharding
+    strategy), which replaces the distributed optimizer; nothing without it."""
     strategy = c.get("ddp", "data_parallel_sharding_strategy", "no_shard", str)
     if strategy not in SHARDING:
         raise InputError(f"ddp.data_parallel_sharding_strategy {strategy!r}: Megatron-FSDP's are "
                          f"{', '.join(SHARDING)}", "ddp.data_parallel_sharding_strategy")
-    if not c.get("ddp", "use_megatron_fsdp", False, bool):
+    if not any(c.get(section, "use_megatron_fsdp", False, bool) for section in ("ddp", "dist")):
         return {}
     return {"zero": SHARDING[strategy], "distributed_optimizer": False}
 

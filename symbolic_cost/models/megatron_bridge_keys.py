@@ -52,8 +52,7 @@ INERT = {
         "use_custom_fsdp": (False, "the custom FSDP of older Megatron-Core is not read (use_megatron_fsdp is)"),
         "num_distributed_optimizer_instances": (1, "several distributed-optimizer instances are not modelled"),
     },
-    "dist": {"use_megatron_fsdp": (False, "Megatron FSDP is not read from a Megatron-Bridge file"),
-             "use_torch_fsdp2": (False, "PyTorch FSDP2 is not read from a Megatron-Bridge file")},
+    "dist": {"use_torch_fsdp2": (False, "PyTorch FSDP2 is not read from a Megatron-Bridge file")},
     "optimizer": {"optimizer_cpu_offload": (False, "the optimizer's host offload is not read from a Megatron-Bridge "
                                              "file"),
                   "use_precision_aware_optimizer": (False, "16-bit optimizer state is not read from a Megatron-"
