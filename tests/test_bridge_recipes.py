@@ -128,6 +128,15 @@ def test_a_yaml_overrides_the_recipe(tmp_path):
     assert out["parameters"] == LLAMA_2_7B + 2 * (32128 - 32000) * 4096     # padded to 128 x TP 1
 
 
+def test_an_override_yaml_of_comments_only_overrides_nothing(tmp_path):
+    """Megatron-Bridge's ``examples/recipes/llama/conf/template_overrides.yaml`` is every key commented
+    out: OmegaConf.load reads a YAML of no value as an empty config, so the recipe runs as published."""
+    override = tmp_path / "template_overrides.yaml"
+    override.write_text("# model:\n#   tensor_model_parallel_size: 1\n# train:\n#   global_batch_size: 256\n")
+    words = ("--megatron-bridge-recipe", "llama2_7b_pretrain_config", "--preset", "llama-2-7b")
+    assert summary(*words, "--nemo-recipe", str(override)) == summary(*words)
+
+
 def test_the_recipe_model_through_the_hub_cache(tmp_path):
     pytest.importorskip("huggingface_hub")
     from tests.test_hub import write_cache

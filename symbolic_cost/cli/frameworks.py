@@ -286,6 +286,8 @@ def _bridge_recipe(args):
     if args.nemo_recipe is not None:
         overrides = load_yaml(input_file(args.nemo_recipe, "--nemo-recipe"), Path(args.nemo_recipe).name,
                               "--nemo-recipe")
+        if overrides is None:       # a file of comments only: OmegaConf.load gives an empty config, no override
+            overrides = {}
         if not isinstance(overrides, dict):
             raise InputError(f"{args.nemo_recipe}: a Megatron-Bridge override YAML is a mapping of sections",
                              "--nemo-recipe")
