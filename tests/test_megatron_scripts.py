@@ -13,6 +13,7 @@ as ``tests/test_moe.py`` pins it); the rest are read off the scripts by hand.
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -382,15 +383,27 @@ run by ``srun ... sh -c "${run_cmd}"`` (no task count: the SLURM job's)."""
 
 def test_a_launch_string_with_the_scripts_arguments():
     """``$@`` is none of them (the script read as run without arguments); srun without
-    ``--ntasks`` leaves the count to ``--devices``.  GPT-3 175B by hand: 96 layers of 12,288,
-    GPT-2's vocabulary padded to 50,304 (the model's own count pads to 128; a tensor rank's table
-    to 128 x 8), 2,048 positions."""
-    with pytest.raises(InputError, match="srun's --ntasks"):
-        setup(GPT3_175B_SRUN, vocab=50257)
-    s = setup(GPT3_175B_SRUN, world=1024, vocab=50257)
+    ``--ntasks`` runs the tasks of the job's ``#SBATCH --nodes=128 --ntasks-per-node=8``: 1,024.
+    GPT-3 175B by hand: 96 layers of 12,288, GPT-2's vocabulary padded to 50,304 (the model's own
+    count pads to 128; a tensor rank's table to 128 x 8), 2,048 positions; tensor 8 x pipeline 16
+    leaves 8 data-parallel ranks, 1,536 / (1 x 8) = 192 micro-batches."""
+    s = setup(GPT3_175B_SRUN, vocab=50257)
     e = 12288
     assert _parameters(s) == 96 * (12 * e * e + 13 * e) + 50304 * e + 2048 * e + 2 * e
     assert (s.values[S.m1], s.values[S.p], s.values[S.d], s.values[S.n_micro]) == (8, 16, 8, 192)
+    assert any("#SBATCH allocation (--nodes=128 --ntasks-per-node=8)" in note for note in s.notes)
+    assert setup(GPT3_175B_SRUN, world=512, vocab=50257).values[S.d] == 4
+
+
+@pytest.mark.parametrize("srun,world", [("srun", 32), ("srun -N 2", 16), ("srun --ntasks 4", 4)])
+def test_srun_takes_the_allocation_unless_it_counts_its_own(srun, world):
+    """``srun`` inside a job runs on the job's allocation; its own ``-N``/``--ntasks`` replace it."""
+    text = (f"#!/bin/bash\n#SBATCH --nodes=4 --ntasks-per-node=8 --job-name=x\n"
+            f"{srun} python pretrain_gpt.py {_model('--global-batch-size 64')}\n")
+    assert _setup_text(text).values[S.d] == world
+    if srun == "srun":
+        with pytest.raises(InputError, match="srun's --ntasks"):
+            _setup_text(text.replace("#SBATCH", "# SBATCH"))       # not a directive: no count
 
 
 MIXTRAL = "c8d2c9f837c503e57d47c05ed32871f6d998bda3"
@@ -670,3 +683,4 @@ def test_a_default_set_where_the_script_finds_a_variable_unset_as_bash_runs_it(t
     # any other assignment under such a test stays undecided: its options are refused
     with pytest.raises(InputError, match="line 5: an assignment sits under a test the reader cannot decide"):
         read_launch(DEFAULTS.replace('then DATA_ARGS="', 'then OTHER_ARGS="'), "s", inert=inert)
+

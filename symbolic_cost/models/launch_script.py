@@ -415,7 +415,29 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
     if entry not in entries:
         raise InputError(f"{where}: runs {entry}; read are {', '.join(entries)}", what)
     launcher = words[:at][1:] if words[:at][:1] == ["eval"] else words[:at]   # eval ${run_cmd}: the command's words
+    allocation = _allocation(text) if launcher[:1] == ["srun"] else []
+    if allocation:              # srun's own counts, after them, still win
+        launcher = ["srun", *allocation, *launcher[1:]]
+        notes.append(f"srun starts the tasks of the job's #SBATCH allocation ({' '.join(allocation)}) unless it "
+                     f"gives its own")
     return Launch(launcher=launcher, entry=entry, program=_command(words[at + 1:]), notes=notes)
+
+
+_SBATCH_COUNT = re.compile(r"(?<!\S)(--nodes|--ntasks-per-node|--ntasks|-N|-n)(?:=|\s+)(\d+)(?!\S)")
+"""A count of an ``#SBATCH`` directive: nodes, tasks, tasks a node (``--nodes=128``, ``-N 4``)."""
+
+
+def _allocation(text: str) -> list:
+    r"""The counts of the job's ``#SBATCH`` directives as ``srun`` words (``["--nodes=128",
+    "--ntasks-per-node=8"]``): the allocation an ``srun`` without counts of its own runs on.
+
+    >>> _allocation("#!/bin/bash\n#SBATCH <SLURM OPTIONS> --nodes=128 --exclusive --ntasks-per-node=8\nsrun x")
+    ['--nodes=128', '--ntasks-per-node=8']
+    >>> _allocation("#SBATCH -N 4 --job-name=n-1\n# SBATCH --ntasks=9\n")
+    ['-N=4']
+    """
+    return [f"{name}={count}" for line in text.splitlines() if line.startswith("#SBATCH")
+            for name, count in _SBATCH_COUNT.findall(line)]
 
 
 _CONTROL = re.compile(r"\|&?|\|\||&&?|;|\d*>>?(&\d*)?\S*|&>>?\S*")
