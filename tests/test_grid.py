@@ -7,6 +7,7 @@ Counted as the simulation counts: exact matmul FLOPs (``m n (2k - 1)``), reducti
 included, ring (and chain) volumes per device, one-byte elements.
 """
 
+import json
 from dataclasses import replace
 from math import gcd
 
@@ -515,3 +516,16 @@ def test_a_grid_refuses_attention_sinks_by_name():
     arch = replace(preset("gpt2"), sinks=True)
     with pytest.raises(InputError, match="does not model sinks"):
         model_cost(arch, on_grid(Training(b=1, l=1024), make_grid("2d", m1=2, m2=2)))
+
+
+def test_search_json_with_grids_is_json(capsys):
+    """Found by a fuzz of hostile input: a grid's size (a SymPy integer) made the degrees' columns
+    SymPy objects, which ``search --json`` could not write.  On 8 devices at 8 sequences a step,
+    every layout's ``b x d x n_micro`` is the global batch (8) and ``m1 x d x p`` the devices."""
+    from symbolic_cost.cli import main
+    assert main(["search", "--preset", "gpt2", "--devices", "8", "--global-batch", "8", "--tensor", "2d",
+                 "--top", "3", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best and all(isinstance(row[k], int) for row in best for k in ("m1", "d", "p", "b", "n_micro"))
+    assert all(row["b"] * row["d"] * row["n_micro"] == 8 and row["m1"] * row["d"] * row["p"] == 8 for row in best)
+    assert all(0 < row["mfu"] < 1 for row in best)

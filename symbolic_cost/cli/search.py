@@ -113,7 +113,8 @@ def predicted(arch, args, system, start, best) -> dict:
     run = Training(b=S.b, l=seq, d=S.d, micro_batches=S.n_micro, flash=args.flash, precision=args.precision)
     at_one_second = utilisation(model_flops(model_cost(arch, run)), 1, devices, system)
     per_second = lambdify([S.b, S.d, S.n_micro], at_one_second, "numpy")
-    return {"mfu": per_second(best["b"], best["d"], best["n_micro"]) / best["total"],
+    columns = (best[name].to_numpy(dtype=float) for name in ("b", "d", "n_micro"))     # doubles, whatever the frame
+    return {"mfu": per_second(*columns) / best["total"].to_numpy(dtype=float),
             "tokens_per_s_per_device": start["global_batch"] * seq / devices / best["total"]}
 
 

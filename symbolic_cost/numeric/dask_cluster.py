@@ -6,6 +6,7 @@ the length of a ``with`` block (``symbolic-cost sweep --dask``).
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 
 from symbolic_cost.checks import InputError
@@ -30,18 +31,33 @@ nanny (every 100 ms) once a second.  An idle two-worker cluster took 97 ms of CP
 Dask's defaults, 22 ms with these; a sweep on it took 4-8 % longer (``docs/fast.md``)."""
 
 
+def local_cores() -> int:
+    """The cores this process may run on (its affinity where the system says it, else the CPU
+    count): the most worker processes a local cluster starts (two on a machine of one, as the
+    documentation's ``--dask 2`` asks)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 @contextmanager
 def cluster(where: str, argument: str = "where"):
     """A ``distributed.Client`` for the body: on a ``LocalCluster`` of ``where`` worker
     processes of one thread each (a count, started and stopped here), or on the running
     scheduler at the address ``where`` (``tcp://host:8786``).  Dask's tasks go to it while it
     is open."""
+    where = str(where).strip()
+    if where.isdigit() and int(where) > max(2, local_cores()):
+        raise InputError(f"{argument} {where}: a LocalCluster of more worker processes than this machine's "
+                         f"{local_cores()} cores only shares them (each process a Python interpreter and its memory); "
+                         f"give at most {max(2, local_cores())}, or a scheduler's address such as tcp://host:8786",
+                         argument)
     dask = need_dask()
     try:
         from distributed import Client, LocalCluster
     except ImportError:
         raise InputError("Dask clusters need distributed: python -m pip install 'symbolic_cost[dask]'", argument) from None
-    where = str(where).strip()
     if where.isdigit() and int(where) >= 1:
         with dask.config.set(QUIET):     # read as each server and worker starts
             local = LocalCluster(n_workers=int(where), threads_per_worker=1, processes=True, dashboard_address=None)

@@ -315,11 +315,12 @@ def grid_layouts(arch: Architecture, devices: int, global_batch: int, seq: int, 
     for kind in [k for k in GRIDS if k in tensor and not unsupported(arch)]:
         for q, depth in _grid_degrees(kind, devices):
             grid = GRIDS[kind](q, depth)
-            if devices % grid.devices or not allowed(dict(s1=grid.devices, l=seq)):
+            size = int(grid.devices)          # a SymPy integer: the frame's columns hold machine integers
+            if devices % size or not allowed(dict(s1=size, l=seq)):
                 continue
-            for p in (p for p in _divisors(devices // grid.devices) if allowed(dict(p=p, n_layers=arch.n_layers))):
-                d = devices // (grid.devices * p)
-                rows += [(grid.devices, grid.devices, d, p, b, global_batch // (b * d), policy, kind, q, depth)
+            for p in (p for p in _divisors(devices // size) if allowed(dict(p=p, n_layers=arch.n_layers))):
+                d = devices // (size * p)
+                rows += [(size, size, d, p, b, global_batch // (b * d), policy, kind, q, depth)
                          for b in micro_batches(micro_batch_sizes, global_batch, d) if _meets(arch, grid, b)
                          for policy in recompute]
     return pd.DataFrame(rows, columns=["m1", "s1", "d", "p", "b", "n_micro", "recompute", "tensor", "mq", "md"])

@@ -72,6 +72,9 @@ def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", s
     seconds = trained / rate
     hours = devices * seconds / 3600
     power = float(timed.board_power)
+    if price is not None and not math.isfinite(hours * float(price)):
+        raise InputError(f"price={sympify(price).evalf(4)} is too large: the run's cost ({hours:.4g} GPU-hours at "
+                         f"it) passes a double's range (about 1.8e308)", "price")
     # the model's FLOPs of one step over the devices' peak; the step time read exactly as printed
     mfu = float(utilisation(sympify(flops_per_token) * batch * seq, Rational(repr(step)), devices, timed))
     return RunPlan(devices, timed.name, batch, row, step, mfu, rate, trained, seconds / SECONDS_A_DAY, hours,
