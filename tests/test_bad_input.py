@@ -341,6 +341,7 @@ CLI = [
     # found by a fuzz of hostile input (issue 66)
     ("sweep --preset gpt2 --grid b=1 --dask 100000", "--dask 100000: a LocalCluster of more worker processes"),
     ("plan --devices 8 --days 30 --price 1e308 --json", "price=1.000E+308 is too large"),
+    ("inference --preset llama-2-7b --rate 1e-15 --json", "--rate must be at least 0.0001 requests/s"),
 ]
 
 

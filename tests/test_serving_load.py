@@ -81,6 +81,15 @@ def test_arrivals_are_a_seeded_poisson_process():
     assert arrivals(3, None) == [0.0, 0.0, 0.0]
 
 
+def test_a_rate_whose_clock_passes_a_doubles_resolution_is_refused():
+    """At 1e-15 requests/s arrivals fall near 1e15 s, where doubles are 0.125 s apart: a 13 ms TTFT
+    cannot be told from 0 (found by a fuzz: the mean TTFT came out below the lone request's)."""
+    assert (1e15 + 0.013) - 1e15 != pytest.approx(0.013, rel=0.1)      # why: the clock's resolution
+    with pytest.raises(InputError, match="rate 1e-15 is below"):
+        arrivals(5, 1e-15)
+    assert len(arrivals(5, 1e-4)) == 5
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 30), st.floats(0.5, 50))
 def test_light_load_serves_at_the_arrival_rate(requests, tokens, rate):

@@ -26,7 +26,7 @@ from symbolic_cost.cli.values import (amount, architecture, assignments, convent
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.engines import ENGINES
-from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS
+from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS, MIN_RATE
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
 from symbolic_cost.inference.speculative import speculative_fields
 from symbolic_cost.models.overheads import get_overheads
@@ -185,6 +185,9 @@ def _rate(text: str):
         value = float("nan")
     if not (value > 0 and value != float("inf")):
         raise argparse.ArgumentTypeError(f"--rate must be a positive number of requests/s or 'inf', got {text!r}")
+    if value < MIN_RATE:
+        raise argparse.ArgumentTypeError(f"--rate must be at least {MIN_RATE} requests/s (a slower clock passes what "
+                                         f"a double resolves), got {text!r}")
     return value
 
 

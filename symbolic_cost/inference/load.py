@@ -300,12 +300,21 @@ def arrivals(requests: int, rate, seed: int = 0) -> list[float]:
         return [0.0] * requests
     if not rate > 0:
         raise InputError(f"rate must be positive requests/s or None (all at once), got {rate!r}", "rate")
+    if rate < MIN_RATE:
+        raise InputError(f"rate {rate!r} is below {MIN_RATE} requests/s: the simulation's clock would run past "
+                         f"1e9 s, where a double no longer resolves a step's microseconds (give a rate of at least "
+                         f"{MIN_RATE}; one request at a time is what it simulates anyway)", "rate")
     draw, t, out = random.Random(seed), 0.0, []
     for _ in range(requests):
         t += draw.expovariate(float(rate))
         out.append(t)
     return out
 
+
+MIN_RATE = 1e-4
+"""Least rate ``arrivals`` takes, requests/s: ``MAX_REQUESTS`` requests at it span 10^9 s, where a
+double still resolves 0.1 us (a rate of 1e-15 put arrivals near 10^18 s, where it resolves 128 s:
+a TTFT came out below the lone request's)."""
 
 MAX_REQUESTS = 100_000
 """Most requests one simulation takes: 100,000 (Llama 2 7B, 128 tokens out each) run in 20-30
@@ -603,6 +612,8 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
             low, best, high = high, load, 2 * high
     for _ in range(rounds):
         middle = (low + high) / 2
+        if middle < MIN_RATE:               # slower than arrivals' clock resolves: alone, as the lone request
+            break
         load = simulate(step, output_tokens, middle, requests, runtime, seed, slo)
         if meets(load):
             low, best = middle, load
