@@ -342,6 +342,8 @@ CLI = [
     ("sweep --preset gpt2 --grid b=1 --dask 100000", "--dask 100000: a LocalCluster of more worker processes"),
     ("plan --devices 8 --days 30 --price 1e308 --json", "price=1.000E+308 is too large"),
     ("inference --preset llama-2-7b --rate 1e-15 --json", "--rate must be at least 0.0001 requests/s"),
+    ("search --preset gpt2 --devices 8 --global-batch 8 --seq 4096", "give a --seq within it (search keeps"),
+    ("plan --preset gpt2 --devices 64 --tokens 1e12", "give a --seq within it (plan keeps"),
 ]
 
 

@@ -15,6 +15,7 @@ from symbolic_cost.cli import frameworks, options
 from symbolic_cost.cli.parse import grid_range
 from symbolic_cost.cli.values import architecture, conventions, sequence_length
 from symbolic_cost.models import Training, model_cost
+from symbolic_cost.models.training import check_context
 from symbolic_cost.models.utilisation import model_flops, utilisation
 from symbolic_cost.numeric.layouts import pipeline_degrees
 from symbolic_cost.numeric.ranking import PARTS
@@ -130,6 +131,7 @@ def starting_point(args) -> tuple:
         if args.devices is None:
             raise InputError("search needs --devices (or a framework file: --megatron-args, --torchtitan)", "--devices")
         arch, seq = architecture(args), args.seq or sequence_length(architecture(args))
+        check_context(arch, [("--seq", seq)], False, remedy="give a --seq within it (search keeps to the model's context)")
         kept = {} if args.reshard_after_forward else {"policy": dict(reshard_after_forward=False)}
         if kept and (args.everything or args.zero != 3):
             raise InputError("--no-reshard-after-forward keeps FSDP's gathered weights, which only ZeRO-3 gathers: "
