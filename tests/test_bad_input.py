@@ -344,6 +344,7 @@ CLI = [
     ("inference --preset llama-2-7b --rate 1e-15 --json", "--rate must be at least 0.0001 requests/s"),
     ("search --preset gpt2 --devices 8 --global-batch 8 --seq 4096", "give a --seq within it (search keeps"),
     ("plan --preset gpt2 --devices 64 --tokens 1e12", "give a --seq within it (plan keeps"),
+    ("lstm --from deepflow-lstm --system h100 --kernel-time roofline", "--kernel-time"),    # always tiled
 ]
 
 

@@ -56,7 +56,7 @@ def add_arguments(parser) -> None:
         plain = _PLAIN[name.replace("-", "_")]
         options.option(group, f"--{name}", type=int, help=f"{text} (default: {plain}, or --from's)")
     options.option(group, "--projected", action="store_true", help="run the projection layer (width --projection)")
-    options.counting(parser)
+    options.counting(parser, kernel_time=False)      # its kernels are tiled GEMMs always (tools.lstm)
     options.units(parser)
 
 
@@ -75,7 +75,7 @@ def setup(args):
         raise InputError(f"lstm: {', '.join(missing)} required (or --from NAME)")
     system = source.SYSTEM if source and not options.given(args, "system") else get_system(args.system)
     chosen = source.CONVENTIONS if source and not options.given(args, "conventions") else conv.get(args.conventions)
-    return model, system, chosen.but(kernel_time=args.kernel_time) if args.kernel_time else chosen
+    return model, system, chosen
 
 
 def run(args) -> int:
