@@ -82,5 +82,43 @@ class Parser(argparse.ArgumentParser):
         action.type = str
         return action
 
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, after refusing an option given twice (``refuse_repeats``)."""
+        import sys
+        refuse_repeats(self, sys.argv[1:] if args is None else list(args))
+        return super().parse_known_args(args, namespace)
+
     def error(self, message):
         raise UsageError(f"{self.prog}: error: {message}")
+
+
+REPEATABLE = (argparse._AppendAction, argparse._AppendConstAction, argparse._CountAction, argparse._ExtendAction,
+              argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+"""Actions that take an option more than once (``--where``, the ``extend`` of ``--set`` and
+``--grid``); every other option holds one value, which a second use would replace."""
+
+
+def refuse_repeats(parser: argparse.ArgumentParser, words: list) -> None:
+    """Refuse an option of ``parser`` given twice (``--preset a --preset b``, ``--zero 1 --zero 3``,
+    ``--flash --no-flash``): argparse keeps the last silently, so the first would be ignored.  Words
+    after a command are its own parser's, which checks them in turn.
+
+    >>> p = Parser(prog="p"); _ = p.add_argument("--zero"); _ = p.add_argument("--set", action="extend", nargs="+")
+    >>> refuse_repeats(p, ["--set", "b=1", "--set", "l=2", "--zero", "1"])
+    >>> refuse_repeats(p, ["--zero", "1", "--zero=3"])
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.cli.parser.UsageError: p: error: --zero given twice: give it once (the last would replace the first)
+    """
+    seen = {}
+    for word in words:
+        if word == "--":
+            break
+        name = word.split("=", 1)[0]
+        action = parser._option_string_actions.get(name) if word.startswith("-") else None
+        if action is None or isinstance(action, REPEATABLE):
+            continue
+        if action.dest in seen:
+            both = f"{name} given twice" if seen[action.dest] == name else f"{seen[action.dest]} and {name} both given"
+            raise UsageError(f"{parser.prog}: error: {both}: give it once (the last would replace the first)")
+        seen[action.dest] = name
