@@ -345,6 +345,11 @@ CLI = [
     ("search --preset gpt2 --devices 8 --global-batch 8 --seq 4096", "give a --seq within it (search keeps"),
     ("plan --preset gpt2 --devices 64 --tokens 1e12", "give a --seq within it (plan keeps"),
     ("lstm --from deepflow-lstm --system h100 --kernel-time roofline", "--kernel-time"),    # always tiled
+    # an option given twice: argparse kept the last, silently
+    ("summary --preset gpt2 --preset llama-2-7b", "--preset given twice"),
+    ("summary --preset gpt2 --flash --no-flash", "--flash and --no-flash both given"),
+    ("search --preset gpt2 --devices 8 --devices=4", "--devices given twice"),
+    ("inference --preset gpt2 --kv-dtype fp8 --kv-dtype int4", "--kv-dtype given twice"),
 ]
 
 

@@ -390,8 +390,8 @@ def test_a_search_that_no_split_pipelines_says_so(capsys):
     ``ceil(12/11) = 2`` layers, 18 in all, and 11 is the only degree between 2 and 11 that divides
     11; over 5 devices p = 5 splits them unevenly (three middle stages of 3, ends of 1 and 2), and
     nothing is noted."""
-    argv = ["search", "--preset", "gpt2", "--seq", "128", "--top", "1", "--json"]
-    assert main(argv + ["--global-batch", "22", "--devices", "11"]) == 0
+    argv = ["search", "--preset", "gpt2", "--seq", "128", "--json"]
+    assert main(argv + ["--global-batch", "22", "--devices", "11", "--top", "1"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert len(notes) == 1 and "gpt2's 12 layers over 11 devices as search splits them" in notes[0]
     assert "--first-stage-layers" in notes[0]

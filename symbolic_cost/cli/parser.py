@@ -88,14 +88,49 @@ class Parser(argparse.ArgumentParser):
         refuse_repeats(self, sys.argv[1:] if args is None else list(args))
         return super().parse_known_args(args, namespace)
 
+    def add_argument(self, *flags, **kw):
+        """argparse's, noting the option (``noted``)."""
+        return noted(self, super().add_argument(*flags, **kw), kw.get("action"))
+
+    def add_argument_group(self, *args, **kw):
+        """argparse's group, whose options are noted as the parser's own are."""
+        return noting(self, super().add_argument_group(*args, **kw))
+
+    def add_mutually_exclusive_group(self, **kw):
+        """argparse's exclusive group, whose options are noted as the parser's own are."""
+        return noting(self, super().add_mutually_exclusive_group(**kw))
+
     def error(self, message):
         raise UsageError(f"{self.prog}: error: {message}")
 
 
-REPEATABLE = (argparse._AppendAction, argparse._AppendConstAction, argparse._CountAction, argparse._ExtendAction,
-              argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+REPEATABLE = ("append", "append_const", "count", "extend", "help", "version")
 """Actions that take an option more than once (``--where``, the ``extend`` of ``--set`` and
 ``--grid``); every other option holds one value, which a second use would replace."""
+
+
+def noted(parser, action, kind) -> argparse.Action:
+    """``action`` with its option strings noted in ``parser.single_options`` (option -> its
+    destination) when it holds one value (its ``kind`` not ``REPEATABLE``)."""
+    if not hasattr(parser, "single_options"):
+        parser.single_options = {}
+    if kind not in REPEATABLE:
+        parser.single_options.update(dict.fromkeys(action.option_strings, action.dest))
+    return action
+
+
+def noting(parser, group):
+    """``group`` with its ``add_argument`` noting each option in ``parser`` (``noted``), and the
+    groups made inside it (an exclusive group of a titled one) noting theirs."""
+    add, exclusive = group.add_argument, group.add_mutually_exclusive_group
+
+    def add_argument(*flags, **kw):
+        return noted(parser, add(*flags, **kw), kw.get("action"))
+
+    def add_mutually_exclusive_group(**kw):
+        return noting(parser, exclusive(**kw))
+    group.add_argument, group.add_mutually_exclusive_group = add_argument, add_mutually_exclusive_group
+    return group
 
 
 def refuse_repeats(parser: argparse.ArgumentParser, words: list) -> None:
@@ -110,15 +145,15 @@ def refuse_repeats(parser: argparse.ArgumentParser, words: list) -> None:
     ...
     symbolic_cost.cli.parser.UsageError: p: error: --zero given twice: give it once (the last would replace the first)
     """
-    seen = {}
+    seen, single = {}, getattr(parser, "single_options", {})
     for word in words:
         if word == "--":
             break
         name = word.split("=", 1)[0]
-        action = parser._option_string_actions.get(name) if word.startswith("-") else None
-        if action is None or isinstance(action, REPEATABLE):
+        dest = single.get(name) if word.startswith("-") else None
+        if dest is None:
             continue
-        if action.dest in seen:
-            both = f"{name} given twice" if seen[action.dest] == name else f"{seen[action.dest]} and {name} both given"
+        if dest in seen:
+            both = f"{name} given twice" if seen[dest] == name else f"{seen[dest]} and {name} both given"
             raise UsageError(f"{parser.prog}: error: {both}: give it once (the last would replace the first)")
-        seen[action.dest] = name
+        seen[dest] = name

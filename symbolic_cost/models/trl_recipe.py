@@ -102,8 +102,10 @@ def trl_defaults(args: dict) -> list:
     (``TRL_DEFAULTS``); the notes saying which.
 
     >>> args = {"per_device_train_batch_size": 4, "fp16": True}
-    >>> trl_defaults(args), args["gradient_checkpointing"], args["bf16"], args["max_length"]
-    (['TRL's defaults where the recipe leaves them out: gradient_checkpointing true, max_length 1024'], True, False, 1024)
+    >>> trl_defaults(args)[0]
+    "TRL's defaults where the recipe leaves them out: gradient_checkpointing true, max_length 1024"
+    >>> args["gradient_checkpointing"], args["bf16"], args["max_length"]
+    (True, False, 1024)
     """
     filled = []
     if "activation_checkpointing" not in args and "gradient_checkpointing" not in args:
