@@ -350,6 +350,13 @@ CLI = [
     ("summary --preset gpt2 --flash --no-flash", "--flash and --no-flash both given"),
     ("search --preset gpt2 --devices 8 --devices=4", "--devices given twice"),
     ("inference --preset gpt2 --kv-dtype fp8 --kv-dtype int4", "--kv-dtype given twice"),
+    # typed at their defaults, where nothing reads them: refused as they are away from their defaults
+    ("summary --preset llama-2-7b --recompute-method uniform", "--recompute-method applies to --recompute full"),
+    ("summary --preset gpt2 --reshard-after-forward", "--reshard-after-forward applies to --zero 3"),
+    ("summary --preset gpt2 --json --units gib", "--units does not apply to --json"),
+    ("summary --preset llama-2-7b --precision fp32 --no-master-weights", "fp32 keeps none"),
+    ("summary --preset llama-2-7b --schedule interleaved --virtual-stages 2", "p=1 has no pipeline to interleave"),
+    ("scheme --scheme ring-attention --no-causal --contiguous", "--contiguous does not apply with --no-causal"),
 ]
 
 

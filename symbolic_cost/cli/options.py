@@ -172,7 +172,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
         option(group, "--shard", type=integer(1), metavar="N", default=PLAIN.shard,
                help="with --zero 3: shard the state over groups of N data-parallel ranks, replicated over d/N "
                     "groups (HSDP: FSDP2 on a 2-D mesh; gradients all-reduced across the groups; default: all of d)")
-    option(group, "--reshard-after-forward", action=argparse.BooleanOptionalAction,
+    option(group, "--reshard-after-forward", action=GivenSwitch,
            default=PLAIN.reshard_after_forward,
            help="with --zero 3: free each layer's gathered weights after its forward and gather them again in "
                 "backward (FSDP2's default); --no-reshard-after-forward keeps them until backward")
@@ -186,9 +186,9 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
         option(group, "--recompute-modules", nargs="+", metavar="MODULE", default=list(PLAIN.recompute_modules),
                help="with --recompute selective: Megatron-LM's modules to recompute, any of "
                     f"{', '.join(RECOMPUTE_MODULES)} (default core_attn)")
-        option(group, "--recompute-method", choices=RECOMPUTE_METHODS, default=PLAIN.recompute_method,
+        option(group, "--recompute-method", choices=RECOMPUTE_METHODS, default=PLAIN.recompute_method, action=Given,
                help="full recomputation: checkpoint every group of N layers, or the first N of each model chunk")
-        option(group, "--recompute-layers", type=int, default=PLAIN.recompute_layers,
+        option(group, "--recompute-layers", type=int, default=PLAIN.recompute_layers, action=Given,
                help="N for --recompute-method")
         option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule,
                help="pipeline schedule (zb-h1: zero-bubble H1; dualpipe: DeepSeek-V3's bidirectional schedule, "
@@ -243,8 +243,30 @@ def experts(parser):
 OVERLAPS = tuple(word for word, _ in Overlap.WORDS)
 
 
+def refuse_unread(args) -> None:
+    """Refuse an option typed at its default where the training it sets is never read (away from it,
+    ``Training`` refuses it itself):
+    ``--recompute-method``/``--recompute-layers`` without full recomputation, ``--reshard-after-forward``
+    without ZeRO-3, ``--no-master-weights`` in fp32 (no 16-bit recipe keeps a master copy there)."""
+    from symbolic_cost.checks import InputError
+    at_default = lambda name: given(args, name) and getattr(args, name) == getattr(PLAIN, name)  # noqa: E731
+    unread = [("--recompute-method", at_default("recompute_method"), getattr(args, "recompute", None) != "full",
+               "applies to --recompute full only"),      # away from the default, Training refuses it itself
+              ("--recompute-layers", at_default("recompute_layers"), getattr(args, "recompute", None) != "full",
+               "applies to --recompute full only"),
+              ("--reshard-after-forward", given(args, "reshard_after_forward") and args.reshard_after_forward,
+               getattr(args, "zero", 3) != 3, "applies to --zero 3 (FSDP's gathers) only"),
+              ("--no-master-weights", getattr(args, "master_weights", True) is False,
+               getattr(args, "precision", None) == "fp32", "drops the fp32 copy of a 16-bit recipe; fp32 keeps none")]
+    for flag, typed, unused, why in unread:
+        if typed and unused:
+            raise InputError(f"{flag} {why}; it would be ignored", flag)
+
+
 def training_policy(args) -> dict:
-    """The ``Training`` fields the training options set (those a command offers)."""
+    """The ``Training`` fields the training options set (those a command offers); an option typed
+    where the training never reads it (``refuse_unread``) is refused."""
+    refuse_unread(args)
     policy = {}
     if getattr(args, "overlap", None):
         policy["overlap"] = Overlap.of_words(set(args.overlap))
@@ -369,13 +391,13 @@ def overheads(parser):
 
 def units(parser):
     """``--units``: what FLOPs, bytes and seconds are printed in (``numeric.tables.UNITS``)."""
-    option(parser, "--units", choices=list(UNITS), default=UNIT,
+    option(parser, "--units", choices=list(UNITS), default=UNIT, action=Given,
            help=f"printed units: {'; '.join(f'{k}: ' + ', '.join(u.labels) for k, u in UNITS.items())}")
 
 
 def honour_json_units(args) -> None:
     """Refuse ``--units`` beside ``--json``, which is in FLOPs, bytes and seconds whatever it says."""
-    if getattr(args, "json", False) and getattr(args, "units", UNIT) != UNIT:
+    if getattr(args, "json", False) and given(args, "units"):
         from symbolic_cost.checks import InputError
         raise InputError("--units does not apply to --json (JSON is in FLOPs, bytes and seconds); it would be ignored",
                          "--units")

@@ -58,6 +58,9 @@ def refuse_ignored(args) -> None:
                      ("--flash", args.flash and ring)):
         if on:
             raise InputError(f"{flag} does not apply to --scheme {args.scheme}; it would be ignored", flag)
+    if args.contiguous and args.no_causal:     # zig-zag evens a causal mask's work; without one every chunk is even
+        raise InputError("--contiguous does not apply with --no-causal (without a causal mask every chunk of keys is "
+                         "the same work, balanced or not); it would be ignored", "--contiguous")
     symbolic = build(args, {})
     honour(args, symbols_of(symbolic.block) | {t for x in symbolic.tensors for t in x.bytes.free_symbols},
            f"--scheme {args.scheme}")
