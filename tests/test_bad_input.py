@@ -357,6 +357,7 @@ CLI = [
     ("summary --preset llama-2-7b --precision fp32 --no-master-weights", "fp32 keeps none"),
     ("summary --preset llama-2-7b --schedule interleaved --virtual-stages 2", "p=1 has no pipeline to interleave"),
     ("scheme --scheme ring-attention --no-causal --contiguous", "--contiguous does not apply with --no-causal"),
+    ("summary --hf-config {cfg}/mtp.json --json", "num_nextn_predict_layers must be at most 64"),
 ]
 
 
@@ -369,7 +370,9 @@ def _write_configs(folder: pathlib.Path) -> None:
              "tie_text.json": {**LLAMA, "tie_word_embeddings": "false"},
              "attention_bias_5.json": {**LLAMA, "attention_bias": 5},
              "llama4.json": {"model_type": "llama4", "text_config": {"model_type": "llama4_text"}},
-             "deep.json": {**LLAMA, "num_hidden_layers": 10**12}}
+             "deep.json": {**LLAMA, "num_hidden_layers": 10**12},
+             "mtp.json": {**json.loads((pathlib.Path(__file__).parent / "hf_configs" / "DeepSeek-V3.json").read_text()),
+                          "num_nextn_predict_layers": 10**6}}
     for name, content in files.items():
         (folder / name).write_text(json.dumps(content))
 

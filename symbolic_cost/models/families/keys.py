@@ -55,6 +55,11 @@ MAX_LAYERS = 1_000_000
 """Layer counts above this are refused: the readers record each layer's kind (windows,
 experts, rotary positions), and no model comes near it."""
 
+MTP_COUNTS = ("num_nextn_predict_layers", "num_mtp_layers")
+MAX_MTP = 64
+"""Multi-token-prediction modules above this are refused: each is a layer with its own model
+cost (DeepSeek-V3 and GLM-4.5 have one; a million ran past the time budget, unnamed)."""
+
 SIZES = frozenset("""
 hidden_size n_embd d_model num_hidden_layers n_layer num_layers num_attention_heads n_head num_heads vocab_size
 """.split())
@@ -106,6 +111,9 @@ class Keys:
             raise self.error(f"{key} must be at most 2**53 (a size a float holds exactly), got {shown(value)}")
         if key in LAYER_COUNTS and value > MAX_LAYERS:
             raise self.error(f"{key} must be at most {MAX_LAYERS:,} (each layer's kind is recorded), got {shown(value)}")
+        if key in MTP_COUNTS and value > MAX_MTP:
+            raise self.error(f"{key} must be at most {MAX_MTP} (each multi-token-prediction module is built as a "
+                             f"layer of its own; published models have 1 to 3), got {shown(value)}")
         return value
 
     def flag(self, key, default=MISSING, *, nullable=False):
