@@ -358,6 +358,8 @@ CLI = [
     ("summary --preset llama-2-7b --schedule interleaved --virtual-stages 2", "p=1 has no pipeline to interleave"),
     ("scheme --scheme ring-attention --no-causal --contiguous", "--contiguous does not apply with --no-causal"),
     ("summary --hf-config {cfg}/mtp.json --json", "num_nextn_predict_layers must be at most 64"),
+    ("summary --hf-config {cfg}/digits.json", "--hf-config: digits.json holds a number of more than 4,300 digits"),
+    ("summary --preset gpt2 --system-file {cfg}/digits.json", "digits.json: holds a number of more than 4,300"),
 ]
 
 
@@ -375,6 +377,8 @@ def _write_configs(folder: pathlib.Path) -> None:
                           "num_nextn_predict_layers": 10**6}}
     for name, content in files.items():
         (folder / name).write_text(json.dumps(content))
+    # an integer of 5,001 digits: Python's JSON reader refuses it with its own message (sys.set_int_max_str_digits)
+    (folder / "digits.json").write_text('{"model_type": "llama", "hidden_size": 1' + "0" * 5000 + "}")
 
 
 @pytest.fixture

@@ -162,8 +162,14 @@ def load_system_file(path) -> str:
     text = input_file(str(path), "--system-file")
     try:
         data = json.loads(text)
-    except (ValueError, RecursionError):
-        raise InputError(f"{Path(path).name}: not a JSON object", "--system-file") from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"{Path(path).name}: not valid JSON ({error.msg}, line {error.lineno})", "--system-file") \
+            from None
+    except RecursionError:
+        raise InputError(f"{Path(path).name}: nested too deeply to be a system file", "--system-file") from None
+    except ValueError:      # Python reads no integer of more than 4,300 digits
+        raise InputError(f"{Path(path).name}: holds a number of more than 4,300 digits, which no system's figure "
+                         f"needs", "--system-file") from None
     system, calibrated = read_system(data, Path(path).name)
     if system.name in SYSTEMS and SYSTEMS[system.name] != system:
         raise InputError(f"{Path(path).name}: a system named {system.name!r} is a preset already; name yours "
