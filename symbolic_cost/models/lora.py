@@ -65,7 +65,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, Rational
+from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
@@ -245,6 +245,8 @@ def adapt_stack(stack, lora: LoRA, es, conventions):
     adapted (``adapt_layer``); refuses targets no layer has."""
     conventions = conv.get(conventions)
     out, found = [], False
+    for blk, _ in stack:
+        _check_rank(lora, blk.dims.get("e"))
     for i, (blk, count) in enumerate(stack):
         if 0 < i < len(stack) - 1 and any(r.name in LINEAR_ROWS for r in blk):
             blk, hit = adapt_layer(blk, lora, es, conventions)
@@ -255,6 +257,16 @@ def adapt_stack(stack, lora: LoRA, es, conventions):
     if not found:
         raise InputError(f"lora targets {', '.join(lora.targets)} match no product of the model's layers")
     return tuple(out)
+
+
+def _check_rank(lora: LoRA, e) -> None:
+    """Refuse a rank above the hidden size ``e``: every product an adapter targets has ``e`` on one
+    side (q, k, v, o, gate, up, down), so ``A B`` has rank at most ``e`` and a larger ``r`` adds
+    ``r (in + out)`` parameters and no rank."""
+    if e is not None and lora.rank.is_number and sympify(e).is_number and lora.rank > e:
+        raise InputError(f"lora rank {lora.rank} exceeds the hidden size e={e}: every adapted product has e on one "
+                         f"side, so the update's rank is at most e (a larger rank adds parameters, no rank)",
+                         "lora_rank")
 
 
 def check_low_precision_base(lora: LoRA, fp8: str) -> None:
