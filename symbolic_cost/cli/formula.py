@@ -100,6 +100,9 @@ def run(args) -> int:
         if args.remainder:
             show(rest, args)
         return 0
+    if args.diff and args.elasticity:       # one transform: chained, the second would act on the first's result
+        raise InputError("--diff and --elasticity together: give one (the elasticity is d log C / d log x "
+                         "of the formula itself)", "--elasticity")
     if args.diff:
         expr = analysis.derivative(expr, args.diff)
     if args.elasticity:
@@ -110,6 +113,11 @@ def run(args) -> int:
         by = read(args.by, argument="--by")
         if by == 0:
             raise InputError("--by must not be 0", "--by")
+        factors = by.args if by.is_Mul else (by,)
+        if not all(f.is_Symbol or f.is_Number or (f.is_Pow and f.base.is_Symbol and f.exp.is_Number)
+                   for f in factors):
+            raise InputError(f"--by factors out a monomial (a product of symbols and numbers, e.g. b*l*e), "
+                             f"got {args.by!r}", "--by")
         expr = paper_form(expr, by)
     show(expr, args)
     if expr.is_number and not expr.is_Integer:
