@@ -83,6 +83,18 @@ def test_serving_entry_points(wrong):
     refused(lambda: inference_cost(llama, wrong, "h100"), "serving")
     refused(lambda: max_batch(wrong, serving, "h100"), "arch")
     refused(lambda: StepModel(llama, wrong, "h100"), "serving")
+    from symbolic_cost.inference.peak import serving_peak
+    refused(lambda: serving_peak(llama, wrong), "s")
+
+
+def test_a_prompt_past_the_context_is_refused_whatever_the_output():
+    """A fuzz of the Python API: ``Serving(l_in=10**9)`` with its symbolic ``l_out`` passed, since
+    ``l_in + l_out - 1`` is no number; the prompt alone is past Llama 2's 4,096 tokens."""
+    from symbolic_cost.inference import Serving
+    from symbolic_cost.inference.throughput import inference_cost
+    with pytest.raises(InputError, match="l_in = 1000000000 tokens exceed the context of llama-2-7b"):
+        inference_cost(preset("llama-2-7b"), Serving(l_in=10**9))
+    assert inference_cost(preset("llama-2-7b"), Serving(l_in=10**9, allow_long=True)).serving.l_in == 10**9
 
 
 class TenMs:

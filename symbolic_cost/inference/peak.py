@@ -38,7 +38,7 @@ from sympy import Expr, Integer, Max, Min, floor, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, instance
 from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.phases import decode, prefill
@@ -109,6 +109,7 @@ def serving_peak(arch, s: Serving = Serving(), conventions=conv.DEFAULT) -> Expr
     >>> cost.weight_bytes + cost.kv_cache_bytes < peak      # the kept bytes and a transient
     True
     """
+    instance(s, Serving, "s", " (inference.serving.Serving(...))")
     return maximum(*(m.bytes for m in serving_timeline(arch, s, conventions)))
 
 

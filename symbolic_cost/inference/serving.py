@@ -158,14 +158,14 @@ def mean_context(arch: Architecture, s: Serving) -> Expr:
 def check_context(arch: Architecture, s: Serving) -> None:
     """Refuse what training refuses too (``models.training.check_context``, ``checks.PIPELINE_RULES``):
     more tokens than the model's context (unless ``allow_long``): ``l_in + l_out - 1`` through a
-    decoder, ``l_in`` through an encoder and ``l_out`` through its decoder; pipeline stages that
+    decoder (and ``l_in`` alone, which a symbolic ``l_out`` leaves to be checked), ``l_in`` through an encoder and ``l_out`` through its decoder; pipeline stages that
     do not hold whole layers (``p`` must divide them)."""
     instance(arch, Architecture, "arch", MADE_BY)
     instance(s, Serving, "serving", SERVING_MADE_BY)
     if arch.encoder_decoder:
         spans = (("l_in", s.l_in), ("l_out", s.l_out))
-    else:
-        spans = (("l_in + l_out - 1", s.l_in + s.l_out - 1),)
+    else:       # l_in alone where l_out is a symbol: the prompt is already past the context
+        spans = (("l_in + l_out - 1", s.l_in + s.l_out - 1), ("l_in", s.l_in))
     shared_context_rule(arch, spans, s.allow_long)
     check_rules(dict(p=s.p, n_layers=sympify(arch.n_layers) + arch.decoder_layers), PIPELINE_RULES)
 

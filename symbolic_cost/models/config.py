@@ -94,13 +94,14 @@ def read_json(text: str, name: str, option: str, what: str | None = None):
     ...
     symbolic_cost.checks.InputError: --deepspeed: ds.json: a DeepSpeed config is a JSON object
     """
+    text = file_text(text, option, name)
     try:
-        value = json.loads(file_text(text, option, name))
+        value = json.loads(text)
     except RecursionError:
         raise InputError(f"{option}: {name} is nested too deeply to be {what or 'a config.json'}", option) from None
     except json.JSONDecodeError as error:
         raise InputError(f"{option}: {name} is not valid JSON ({error.msg}, line {error.lineno})", option) from None
-    except ValueError:      # Python reads no integer of more than 4,300 digits (sys.get_int_max_str_digits)
+    except ValueError:      # beyond JSONDecodeError: an integer of more than 4,300 digits (sys.get_int_max_str_digits)
         raise InputError(f"{option}: {name} holds a number of more than 4,300 digits, which no size or count "
                          f"needs", option) from None
     if what is not None and not isinstance(value, dict):
