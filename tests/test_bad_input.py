@@ -360,6 +360,7 @@ CLI = [
     ("summary --hf-config {cfg}/mtp.json --json", "num_nextn_predict_layers must be at most 64"),
     ("formula --block mlp --field flops_fwd --by b*(l+1)", "--by factors out a monomial"),
     ("formula --block mlp --field flops_fwd --diff b --elasticity b", "--diff and --elasticity together"),
+    ("plan --budget-flops 1e25 --plot {tmp}/isoflop.txt", "--plot must end in .png or .pdf or .svg"),
     ("summary --preset llama-2-7b --lora-rank 1000000", "lora rank 1000000 exceeds the hidden size e=4096"),
     ("summary --hf-config {cfg}/digits.json", "--hf-config: digits.json holds a number of more than 4,300 digits"),
     ("summary --preset gpt2 --system-file {cfg}/digits.json", "digits.json: holds a number of more than 4,300"),

@@ -78,7 +78,14 @@ def run(args) -> int:
     return 0
 
 
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+"""What ``--plot`` writes: matplotlib's raster and vector formats a page or a paper takes."""
+
+
 def _check(args, given_model) -> None:
+    if args.plot and not given_model:       # before the plan is worked out, not after
+        from symbolic_cost.files import output_file
+        output_file(args.plot, "--plot", overwrite=True, suffixes=PLOT_FORMATS)
     if args.served_tokens is not None and args.budget_flops is None:
         raise InputError("--served-tokens holds the loss a --budget-flops buys: give --budget-flops", "--served-tokens")
     if given_model:
