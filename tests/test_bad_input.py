@@ -928,3 +928,13 @@ def test_every_option_type_reads_or_refuses_hostile_text_as_argparse_reports_it(
                 pass
             except Exception as error:       # noqa: BLE001  the point of the test
                 pytest.fail(f"{command} {flag} {text!r}: {type(error).__name__}: {error}")
+
+
+def test_a_sympy_cache_size_sympy_would_choke_on_is_refused_by_name(monkeypatch, capsys):
+    """The package sets SYMPY_CACHE_SIZE where none is set; one SymPy cannot read (it raises as it
+    imports) ended in an internal error.  A whole number or 'none' is what SymPy's cache reads."""
+    monkeypatch.setenv("SYMPY_CACHE_SIZE", "abc")
+    status, out, err = run_cli(["sweep", "--preset", "gpt2", "--grid", "b=1"], capsys)
+    assert status == 2 and not out and err.count("\n") == 1 and "SYMPY_CACHE_SIZE='abc'" in err
+    monkeypatch.setenv("SYMPY_CACHE_SIZE", "none")
+    assert run_cli(["summary", "--preset", "gpt2", "--field", "parameters"], capsys)[0] == 0

@@ -117,6 +117,23 @@ def _held(hold: bool):
         yield held
 
 
+def environment_refusal(environ=os.environ) -> str | None:
+    """The one-line refusal of an environment variable the library sets or reads that SymPy would
+    choke on (``SYMPY_CACHE_SIZE``: a whole number or ``none``, which SymPy reads as it imports);
+    ``None`` when all is well.
+
+    >>> environment_refusal({"SYMPY_CACHE_SIZE": "abc"})
+    "symbolic-cost: error: SYMPY_CACHE_SIZE='abc' must be a whole number of cache entries or 'none' (SymPy reads it as it imports)"
+    >>> environment_refusal({"SYMPY_CACHE_SIZE": "4096"}), environment_refusal({})
+    (None, None)
+    """
+    size = environ.get("SYMPY_CACHE_SIZE")
+    if size is None or size.strip().isdigit() or size.strip().lower() == "none":
+        return None
+    return (f"symbolic-cost: error: SYMPY_CACHE_SIZE={size!r} must be a whole number of cache entries or 'none' "
+            f"(SymPy reads it as it imports)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status: 0, 1 (a reproduction mismatched), 2 (bad input:
     one line on stderr naming the argument and the rule; also a file the system would not let it
@@ -126,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     can be, or with ``SYMBOLIC_COST_WARM=on`` by a warm process (``warm``), without importing the
     formulas; an explicit ``argv`` always runs in full."""
     words = None if argv is not None else sys.argv[1:]
+    refused = environment_refusal()
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     try:
         if words is not None and answers.answer(words):
             return 0
