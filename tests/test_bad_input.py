@@ -937,4 +937,4 @@ def test_a_sympy_cache_size_sympy_would_choke_on_is_refused_by_name(monkeypatch,
     status, out, err = run_cli(["sweep", "--preset", "gpt2", "--grid", "b=1"], capsys)
     assert status == 2 and not out and err.count("\n") == 1 and "SYMPY_CACHE_SIZE='abc'" in err
     monkeypatch.setenv("SYMPY_CACHE_SIZE", "none")
-    assert run_cli(["summary", "--preset", "gpt2", "--field", "parameters"], capsys)[0] == 0
+    assert run_cli(["summary", "--preset", "gpt2", "--json"], capsys)[0] == 0
