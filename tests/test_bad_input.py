@@ -363,6 +363,7 @@ CLI = [
     ("plan --budget-flops 1e25 --plot {tmp}/isoflop.txt", "--plot must end in .png or .pdf or .svg"),
     ("summary --preset llama-2-7b --lora-rank 1000000", "lora rank 1000000 exceeds the hidden size e=4096"),
     ("summary --hf-config {cfg}/digits.json", "--hf-config: digits.json holds a number of more than 4,300 digits"),
+    ("summary --preset gpt2 --system-file {cfg}/half_domain.json", "nvlink_size counts devices, a whole number"),
     ("summary --preset gpt2 --system-file {cfg}/digits.json", "digits.json: holds a number of more than 4,300"),
 ]
 
@@ -381,6 +382,9 @@ def _write_configs(folder: pathlib.Path) -> None:
                           "num_nextn_predict_layers": 10**6}}
     for name, content in files.items():
         (folder / name).write_text(json.dumps(content))
+    h100 = json.loads((pathlib.Path(__file__).parents[1] / "symbolic_cost" / "timing" / "system_files" / "h100.json")
+                      .read_text())
+    (folder / "half_domain.json").write_text(json.dumps({**h100, "name": "mine", "nvlink_size": 2.5}))
     # an integer of 5,001 digits: Python's JSON reader refuses it with its own message (sys.set_int_max_str_digits)
     (folder / "digits.json").write_text('{"model_type": "llama", "hidden_size": 1' + "0" * 5000 + "}")
 

@@ -66,6 +66,7 @@ class System:
     efficiency: object = None          # a timing.efficiency.Efficiency: the calibrated model; None: peak only
 
     _REQUIRED = ("matrix_flops", "vector_flops", "hbm_bandwidth", "nvlink_size")
+    _COUNTS = ("nvlink_size",)
 
     def __post_init__(self):
         for item in fields(self)[1:]:
@@ -74,6 +75,8 @@ class System:
             value = exact(getattr(self, item.name), item.name)
             if value.is_number and (value < 0 or (value == 0 and item.name in self._REQUIRED)):
                 raise InputError(f"system {self.name}: {item.name} must be positive, got {value}")
+            if item.name in self._COUNTS and value.is_number and not value.is_integer:
+                raise InputError(f"system {self.name}: {item.name} counts devices, a whole number, got {value}")
             object.__setattr__(self, item.name, value)
 
     def but(self, **changes) -> "System":
