@@ -10,6 +10,7 @@ name, before it builds anything.
 from __future__ import annotations
 
 import pytest
+from sympy import Rational
 
 from symbolic_cost.checks import InputError, InputTypeError
 from symbolic_cost.models import Training, model_cost
@@ -313,3 +314,18 @@ def test_scaling_analysis_symbols(wrong):
     refused(lambda: leading_terms(l * e, wrong), "grow")
     if not isinstance(wrong, list):
         refused(lambda: optimum(l + 1 / l, wrong, [1, 2]), "x")
+
+
+def test_text_is_never_evaluated_by_the_speculation_api(tmp_path):
+    """A fuzz of the Python API: ``Speculation``'s acceptance went through ``sympify``, which
+    evaluates text as Python; a string that wrote a file wrote it.  Text is refused, unread."""
+    from symbolic_cost.inference.speculative import Speculation, expected_tokens
+    marker = tmp_path / "written"
+    code = f"__import__('pathlib').Path({str(marker)!r}).write_text('x') and 0"
+    refused(lambda: Speculation(preset("gpt2"), 4, code), "acceptance")
+    refused(lambda: expected_tokens(4, code), "alpha")
+    assert not marker.exists()
+    with pytest.raises(InputError, match="alpha"):
+        expected_tokens(4, 2)           # no acceptance rate above 1
+    with pytest.raises(InputError, match="at least 1"):
+        expected_tokens(-3, Rational(1, 2))

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr, Integer, sympify
+from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, exact
@@ -61,7 +61,7 @@ class Speculation:
         k = exact(self.k, "k")
         if not (isinstance(k, Integer) and k >= 1):
             raise InputError(f"k (draft tokens a step) must be a whole number of at least 1, got {self.k!r}", "k")
-        alpha = sympify(self.acceptance)
+        alpha = exact(self.acceptance, "acceptance")      # never text: SymPy would evaluate it
         if not alpha.is_number or alpha.is_real is not True or alpha < 0 or alpha > 1 or alpha.is_Float:
             raise InputError(f"acceptance must be an exact number from 0 to 1 (a Rational), got {self.acceptance!r}",
                              "acceptance")
@@ -79,7 +79,11 @@ def expected_tokens(k, alpha) -> Expr:
     >>> expected_tokens(3, 1), expected_tokens(3, 0)
     (4, 1)
     """
-    alpha = sympify(alpha)
+    k, alpha = exact(k, "k"), exact(alpha, "alpha")      # never text: SymPy would evaluate it
+    if k.is_number and not (k.is_Integer and k >= 1):
+        raise InputError(f"k (draft tokens a step) must be a whole number of at least 1, got {k}", "k")
+    if alpha.is_number and not 0 <= alpha <= 1:
+        raise InputError(f"alpha (the acceptance rate) must be from 0 to 1, got {alpha}", "alpha")
     if alpha == 1:
         return Integer(k) + 1
     return (1 - alpha ** (k + 1)) / (1 - alpha)
