@@ -35,6 +35,13 @@ def test_a_request_gets_what_the_command_prints():
     assert answer["command"] == "symbolic-cost summary --preset=gpt2 --set b=2 d=2 --zero=1 --flash --json"
 
 
+def test_a_pasted_config_that_is_not_text_is_refused():
+    """A fuzz of the server: a lone surrogate (``"\\ud800"`` in the request's JSON) cannot be written
+    to the config file; it ended in an internal error."""
+    answer = commands.answer("summary", {"model": "config", "config": "\ud800"}, main)
+    assert answer["status"] == 2 and "config must be text" in answer["error"]
+
+
 def test_the_attention_kernel_chosen_on_the_page_is_the_command_lines():
     """The page's menu of fused attention libraries is ``summary --attention-kernel``'s (none
     chosen: the system's own), and a summary and a search asked with one are the command line's."""

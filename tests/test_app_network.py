@@ -73,6 +73,18 @@ def test_malformed_and_foreign_requests_are_refused_naming_the_rule(page, reques
     assert got == status and message in body["error"], body
 
 
+def test_a_length_of_a_digit_python_cannot_read_is_refused(page):
+    """A fuzz of the server: ``Content-Length: ²`` (the byte 0xB2, a digit to ``str.isdigit`` but
+    not to ``int``) got no answer and a traceback on the server's side."""
+    with socket.create_connection(("127.0.0.1", page), timeout=WAIT) as client:
+        client.sendall(b"POST /api/summary HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: \xb2\r\n\r\n{}" % page)
+        reply = b""
+        while chunk := client.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert int(head.split()[1]) == 400 and "Content-Length must be a whole number" in json.loads(body)["error"]
+
+
 def test_a_request_from_the_page_itself_is_answered(page):
     body = json.dumps({"model": "preset", "preset": "gpt2"})
     status, answer = ask(page, post(body, **{"Content-Length": str(len(body)), "Origin": "http://localhost:{port}"})

@@ -361,6 +361,8 @@ CLI = [
     ("formula --block mlp --field flops_fwd --by b*(l+1)", "--by factors out a monomial"),
     ("formula --block mlp --field flops_fwd --diff b --elasticity b", "--diff and --elasticity together"),
     ("plan --budget-flops 1e25 --plot {tmp}/isoflop.txt", "--plot must end in .png or .pdf or .svg"),
+    ("inference --preset llama-3-8b --disaggregate 10000000:1 --slo-ttft 1", "must be at most 4,096"),
+    ("inference --preset llama-3-8b --disaggregate ²:1 --slo-ttft 1", "--disaggregate takes P:D"),
     ("summary --preset llama-2-7b --lora-rank 1000000", "lora rank 1000000 exceeds the hidden size e=4096"),
     ("summary --hf-config {cfg}/digits.json", "--hf-config: digits.json holds a number of more than 4,300 digits"),
     ("summary --preset gpt2 --system-file {cfg}/half_domain.json", "nvlink_size counts devices, a whole number"),

@@ -90,7 +90,10 @@ def model_words(request: dict, folder: Path) -> list[str]:
         raise InputError(f"model must be one of {', '.join(MODELS)}, got {kind!r}", "model")
     if kind == "config":
         path = folder / "config.json"
-        path.write_text(text(request, "config"))
+        config = text(request, "config")
+        if not config.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in config):
+            raise InputError("config must be text (it holds a lone UTF-16 surrogate, which no file can)", "config")
+        path.write_text(config, encoding="utf-8")
         return [f"--hf-config={path}"]
     if kind == "preset":                # none named: the command's default model
         return [f"--preset={text(request, 'preset')}"] if request.get("preset") not in (None, "") else []

@@ -178,7 +178,7 @@ class Handler(BaseHTTPRequestHandler):
         if stated is None:
             self.send_json(411, {"error": "a request states its Content-Length"})
             return None
-        if not stated.strip().isdigit():
+        if not (stated.strip().isascii() and stated.strip().isdigit()):      # "²" is a digit to isdigit alone
             self.send_json(400, {"error": f"Content-Length must be a whole number of bytes, got {stated[:40]!r}"})
             return None
         size = int(stated)

@@ -128,7 +128,7 @@ def environment_refusal(environ=os.environ) -> str | None:
     (None, None)
     """
     size = environ.get("SYMPY_CACHE_SIZE")
-    if size is None or size.strip().isdigit() or size.strip().lower() == "none":
+    if size is None or (size.strip().isascii() and size.strip().isdigit()) or size.strip().lower() == "none":
         return None
     return (f"symbolic-cost: error: SYMPY_CACHE_SIZE={size!r} must be a whole number of cache entries or 'none' "
             f"(SymPy reads it as it imports)")

@@ -29,6 +29,11 @@ from symbolic_cost.inference.load import (Load, Runtime, arrivals, cache_limit, 
 from symbolic_cost.timing.hardware import comm_time
 
 
+MAX_INSTANCES = 4096
+"""Most instances of a pool: as many as ``inference --devices`` takes devices (each instance holds
+at least one); ten million ran past the time budget, blamed on a formula."""
+
+
 @dataclass(frozen=True)
 class Pools:
     """``prefill`` and ``decode`` instances, each a copy of the deployment (``m1 p`` devices)."""
@@ -42,6 +47,9 @@ class Pools:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"--disaggregate: {name} instances must be a positive integer, got {value!r}",
                                  "disaggregate")
+            if value > MAX_INSTANCES:
+                raise InputError(f"--disaggregate: {name} instances must be at most {MAX_INSTANCES:,} (each is a copy "
+                                 f"of the deployment, simulated one by one), got {value:,}", "disaggregate")
 
     @classmethod
     def parse(cls, text: str) -> "Pools":
@@ -51,7 +59,7 @@ class Pools:
         Pools(prefill=1, decode=3)
         """
         prefill, colon, decode = str(text).partition(":")
-        if not (colon and prefill.strip().isdigit() and decode.strip().isdigit()):
+        if not (colon and all(part.strip().isascii() and part.strip().isdigit() for part in (prefill, decode))):
             raise InputError(f"--disaggregate takes P:D, the prefill and decode instances (1:3), got {text!r}",
                              "disaggregate")
         return cls(int(prefill), int(decode))
