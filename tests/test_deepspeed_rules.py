@@ -163,3 +163,15 @@ def test_the_older_names_of_parameter_offload_offload_the_parameters(key):
     assert _setup({"zero_optimization": {"stage": 3, "cpu_offload": True, key: False}}).policy["offload"] == "optimizer"
     with pytest.raises(InputError, match="offload_param without offload_optimizer"):
         _setup({"zero_optimization": {"stage": 3, key: True}})
+
+
+def test_zero_3_fields_by_their_own_names_change_no_count():
+    """DeepSpeed's ``DeepSpeedZeroConfig`` reads ``stage3_max_live_parameters`` also as
+    ``max_live_parameters`` (its pydantic model populates fields by name as well as by alias);
+    axolotl's ZeRO-3 configs write the short names.  Buckets and thresholds change no count."""
+    short = {"max_live_parameters": 10**9, "max_reuse_distance": 10**9, "prefetch_bucket_size": 10**8,
+             "param_persistence_threshold": 10**4, "gather_16bit_weights_on_model_save": True}
+    long = {f"stage3_{k}": v for k, v in short.items()}
+    plain = _setup({"zero_optimization": {"stage": 3, **long}})
+    named = _setup({"zero_optimization": {"stage": 3, **short}})
+    assert named.policy == plain.policy and named.values == plain.values

@@ -179,3 +179,13 @@ def test_the_handbooks_older_flash_flag_is_its_attn_implementation(tmp_path, cap
     assert got["layout"]["attention_kernel"] == "flash-attention-2" and got["layout"]["flash"] is True
     older.write_text("per_device_train_batch_size: 2\nuse_flash_attention_2: true\nattn_implementation: eager\n")
     assert "use_flash_attention_2" in _error(capsys, "--hf-training-args", str(older), "--devices", "1")
+
+
+def test_the_hub_fields_of_transformers_4_change_no_count(tmp_path, capsys):
+    """The alignment handbook's 2023 recipes name their hub repository with transformers 4.x's
+    ``push_to_hub_model_id`` (retired since): a name, no count."""
+    plain, older = tmp_path / "plain.yaml", tmp_path / "older.yaml"
+    plain.write_text("per_device_train_batch_size: 2\nmax_length: 1024\n")
+    older.write_text("per_device_train_batch_size: 2\nmax_length: 1024\npush_to_hub_model_id: zephyr-7b-sft\n")
+    assert _json(capsys, "--hf-training-args", str(older), "--devices", "1") == \
+        _json(capsys, "--hf-training-args", str(plain), "--devices", "1")

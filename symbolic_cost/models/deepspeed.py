@@ -81,7 +81,10 @@ NO_COST = {
         "load_from_fp32_weights", "memory_efficient_linear", "cpu_offload_params", "cpu_offload_param",
         "cpu_offload_use_pin_memory",
         "stage3_model_persistence_threshold", "stage3_param_persitence_threshold",
-        "stage3_param_persitance_threshold"},
+        "stage3_param_persitance_threshold",
+        # the same fields by their own names, which DeepSpeed's pydantic model also reads (populate_by_name)
+        "max_live_parameters", "max_reuse_distance", "prefetch_bucket_size", "param_persistence_threshold",
+        "model_persistence_threshold", "gather_16bit_weights_on_model_save"},
     "offload": {"device", "pin_memory", "buffer_count", "buffer_size", "fast_init", "nvme_path", "pipeline_read",
                 "pipeline_write", "max_in_cpu", "pipeline"},
 }

@@ -88,9 +88,10 @@ NO_COST = {
 """The step count, the schedule and the optimizer's scalars, logging, evaluation, saving, the hub,
 data loading and DDP's buckets: no count changes (``accelerator_config.split_batches`` is refused)."""
 
-RETIRED = {"evaluation_strategy", "warmup_ratio", "fsdp_transformer_layer_cls_to_wrap"}
+RETIRED = {"evaluation_strategy", "warmup_ratio", "fsdp_transformer_layer_cls_to_wrap", "push_to_hub_model_id",
+           "push_to_hub_organization", "push_to_hub_token"}
 """Fields of older ``transformers`` that change no count (``eval_strategy``, the warm-up as a
-fraction, the wrapped layer's class name)."""
+fraction, the wrapped layer's class name, the hub's names and token of 4.x)."""
 
 FSDP_CONFIG = {"version", "reshard_after_forward", "cpu_offload", "activation_checkpointing", "auto_wrap_policy",
                "min_num_params", "transformer_layer_cls_to_wrap", "backward_prefetch", "forward_prefetch",

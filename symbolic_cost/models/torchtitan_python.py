@@ -391,7 +391,7 @@ NO_COST = {"hf_assets_path", "dump_folder", "profiler", "profiling", "metrics", 
 """``Trainer.Config`` fields that change no count (logging, data, checkpoints, the learning rate's
 schedule, seeds)."""
 
-LOSSES = ("ChunkedLossWrapper.Config", "CrossEntropyLoss.Config", "BaseLoss.Config")
+LOSSES = ("ChunkedLossWrapper.Config", "CrossEntropyLoss.Config", "BaseLoss.Config", "ChunkedCELoss.Config")
 """The losses read: cross-entropy over the vocabulary, chunked or not (the same FLOPs and bytes
 the library counts for its head)."""
 
