@@ -684,3 +684,14 @@ def test_a_default_set_where_the_script_finds_a_variable_unset_as_bash_runs_it(t
     with pytest.raises(InputError, match="line 5: an assignment sits under a test the reader cannot decide"):
         read_launch(DEFAULTS.replace('then DATA_ARGS="', 'then OTHER_ARGS="'), "s", inert=inert)
 
+
+
+def test_assignments_before_the_launch_are_its_environment():
+    """``CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun ...`` (Megatron-LM's cluster_scripts of 2023) runs
+    torchrun with the variable set: the launch is read as without it (it hid the program)."""
+    words = f"torchrun --nproc_per_node 8 pretrain_gpt.py {_model('')}"
+    plain = _setup_text(f"#!/bin/bash\n{words}\n")
+    prefixed = _setup_text(f"#!/bin/bash\nCUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_DEBUG=WARN {words}\n")
+    assert (prefixed.values, prefixed.policy) == (plain.values, plain.policy)
+    quoted = _setup_text(f'#!/bin/bash\nOPTS="--bf16"\n{words} $OPTS\n')       # a plain assignment stays one
+    assert quoted.policy["precision"] == "bf16"

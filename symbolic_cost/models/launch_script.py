@@ -53,6 +53,9 @@ UNKNOWN = "\x00"
 
 _VARIABLE = re.compile(r"\$\{(\w+)\[@\]\}|\$\{(\w+)(?::?-([^}]*))?\}|\$\(\((.*?)\)\)|\$\((.*?)\)|\$(\w+)")
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
+_ENV_PREFIX = re.compile(r"^((?:[A-Za-z_]\w*=[^\s'\"]*\s+)+)(\S.*)$")
+"""Assignments before a command on its line (``CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun ...``): the
+command's environment, not the script's variables."""
 _OPENERS, _CLOSERS = {"for", "while", "until", "select"}, {"done", "esac"}
 _ARGUMENT_FOR = re.compile(r'^for\s+\w+(?:\s+in\s+("\$[@*]"|\$[@*]))?\s*$')
 """``for A in "$@"`` (or ``$*``, or ``for A`` alone, which is the same loop)."""
@@ -367,6 +370,9 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
             continue
         if _read_into(shell, line):
             continue
+        prefixed = _ENV_PREFIX.match(line)
+        if prefixed and any(w.endswith(".py") for w in prefixed.group(2).split()):
+            line = prefixed.group(2)        # NAME=value cmd: bash runs cmd with NAME set for it alone
         assignment = _ASSIGN.match(line)
         words = None if assignment else _inline_shell(_words(shell, line))
         launch = bool(words) and words[0] not in ("echo", "printf") and any(
