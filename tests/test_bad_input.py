@@ -363,6 +363,7 @@ CLI = [
     ("plan --budget-flops 1e25 --plot {tmp}/isoflop.txt", "--plot must end in .png or .pdf or .svg"),
     ("inference --preset llama-3-8b --disaggregate 10000000:1 --slo-ttft 1", "must be at most 4,096"),
     ("inference --preset llama-3-8b --disaggregate ²:1 --slo-ttft 1", "--disaggregate takes P:D"),
+    ("inference --preset llama-3-8b --set l_ctx=4", "l_ctx=4 is fewer cached tokens than the prompt's l_in=512"),
     ("summary --preset llama-2-7b --lora-rank 1000000", "lora rank 1000000 exceeds the hidden size e=4096"),
     ("summary --hf-config {cfg}/digits.json", "--hf-config: digits.json holds a number of more than 4,300 digits"),
     ("summary --preset gpt2 --system-file {cfg}/half_domain.json", "nvlink_size counts devices, a whole number"),

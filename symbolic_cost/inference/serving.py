@@ -172,8 +172,13 @@ def check_context(arch: Architecture, s: Serving) -> None:
 
 def check_decode_context(arch: Architecture, s: Serving, l_ctx) -> None:
     """Refuse a decode step over ``l_ctx`` cached tokens whose token, the ``l_ctx + 1``-th, lies
-    beyond the model's context (unless ``allow_long``), as ``check_context`` refuses a generation."""
+    beyond the model's context (unless ``allow_long``), as ``check_context`` refuses a generation,
+    and one over fewer tokens than the prompt (``l_in``): a decode step follows the whole prompt."""
     shared_context_rule(arch, (("l_ctx + 1", sympify(l_ctx) + 1),), s.allow_long)
+    short = sympify(l_ctx) - sympify(s.l_in)
+    if short.is_number and short < 0:
+        raise InputError(f"l_ctx={l_ctx} is fewer cached tokens than the prompt's l_in={s.l_in}: a decode step runs "
+                         f"over the whole prompt at least", "l_ctx")
 
 
 def check_context_parallel(arch: Architecture, s: Serving) -> None:
