@@ -361,3 +361,20 @@ def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") 
             except InputError as error:
                 shown_at = ", ".join(f"{s}={v}" for s, v in at.items())
                 raise InputError(f"{what} at {shown_at}: {error}", what) from None
+
+
+def timed(duration: float) -> float:
+    """A simulated step's ``duration`` (seconds), refused unless finite and positive: a step model
+    may be any callable (``inference.load.serve``, ``docs/inference.md``), and a NaN step never let
+    the simulation's clock pass an arrival.
+
+    >>> timed(0.25)
+    0.25
+    >>> timed(float("nan"))
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: step: a step must take a finite positive time, got nan s
+    """
+    if not 0 < duration < math.inf:
+        raise InputError(f"step: a step must take a finite positive time, got {duration!r} s", "step")
+    return duration

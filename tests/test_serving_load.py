@@ -326,3 +326,23 @@ def test_an_slo_on_the_inter_token_latency_alone_is_held_at_the_capacity():
     capacity = serve(step, 16, None, 40).request_throughput
     rate, at = sustained_rate(step, 16, (math.inf, 1.0), 90, 40)
     assert rate == capacity and at.p90_itl <= 1.0
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), -0.5, float("inf")])
+def test_a_step_callable_that_takes_no_finite_positive_time_is_refused(seconds):
+    """A fuzz of the Python API: a step returning NaN kept the simulation's clock from passing an
+    arrival (it ran for ever); a negative one gave negative latencies."""
+    class Broken:
+        prompt = 100
+
+        def __call__(self, prompts, decoding, context):
+            return seconds
+    with pytest.raises(InputError, match="finite positive time"):
+        serve(Broken(), 5, 1.0, requests=3)
+
+
+def test_output_tokens_are_bounded():
+    """A billion tokens a request is a billion steps simulated; more than a million is past every
+    model's context."""
+    with pytest.raises(InputError, match="output_tokens must be an integer from 1 to 1,048,576"):
+        serve(Constant(0.01), 10**9, 5.0, requests=5)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, timed
 from symbolic_cost.cost import Collective
 from symbolic_cost.inference.load import (Load, Runtime, arrivals, cache_limit, chunked_steps, mean_context,
                                           measured_load, whole_prompt_steps)
@@ -93,7 +93,7 @@ def _decode_steps(step, tokens: int, ready: list[float], runtime: Runtime, overh
             admitted_sum, nxt = admitted_sum + steps, nxt + 1
         decoding = len(running)
         context = mean_context(prompt + 1, steps, admitted_sum, decoding)     # the prompt and its first token
-        duration = step(0, decoding, context) + overhead
+        duration = timed(step(0, decoding, context) + overhead)
         now, steps = now + duration, steps + 1
         steps_run.append((duration, sum(1 for _, done, _ in running if done)))
         for entry in running:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, timed
 from symbolic_cost.inference.paged import Running
 
 INIT_RATIO = 0.7
@@ -186,7 +186,7 @@ def steps(step, output_tokens, times, runtime, overhead, blocks, need):
             engine.now = times[engine.arrived]
         tokens = engine.prefill()
         if tokens:                             # the decoding requests wait: they write nothing
-            duration = step(tokens / prompt, 0, engine.running.context(engine.decodes)) + overhead
+            duration = timed(step(tokens / prompt, 0, engine.running.context(engine.decodes)) + overhead)
             stalls.append((len(engine.running), duration))
             engine.now += duration
             if engine.yielded(first, gaps, finished):
@@ -200,7 +200,7 @@ def steps(step, output_tokens, times, runtime, overhead, blocks, need):
         engine.retract()
         decoding, context = len(engine.running), engine.running.context(engine.decodes)
         engine.free -= decoding
-        duration = step(0, decoding, context) + overhead
+        duration = timed(step(0, decoding, context) + overhead)
         engine.now, engine.decodes = engine.now + duration, engine.decodes + 1
         gaps += waited(stalls, decoding, duration)
         stalls = []

@@ -37,7 +37,7 @@ from fractions import Fraction
 from sympy import Integer, Rational, Symbol, ceiling, floor, lambdify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown
+from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown, timed
 from symbolic_cost.inference import estimated, paged
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
@@ -379,9 +379,10 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     and ``ceil((O - 1) / E)`` decode steps, each a gap of its duration over E tokens (the mean
     gap a streamed token waits; the acceptance's spread from step to step is not simulated), and
     reserves ``P + O + k`` tokens (``extra_tokens``)."""
-    if not isinstance(output_tokens, int) or output_tokens < 1:
-        raise InputError(f"output_tokens must be a positive integer, got {output_tokens!r}", "output_tokens")
-    if not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
+    if isinstance(output_tokens, bool) or not isinstance(output_tokens, int) or not 1 <= output_tokens <= MAX_OUTPUT:
+        raise InputError(f"output_tokens must be an integer from 1 to {MAX_OUTPUT:,}, got {output_tokens!r}",
+                         "output_tokens")
+    if isinstance(requests, bool) or not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
         raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
@@ -408,6 +409,11 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
         steps_run = [(duration / float(per_step), count) for duration, count in steps_run]
     return measured_load(times, first, finished, steps_run, step.prompt, output_tokens,
                          float(runtime.request_overhead), last - times[0], slo)
+
+
+MAX_OUTPUT = 2**20
+"""Most tokens a request generates in a simulation: each is a step simulated; a million is past
+every model's context (a billion ran for ever)."""
 
 
 def _steps_for(output_tokens: int, per_step) -> int:
@@ -480,15 +486,15 @@ def whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, ne
             if pending is None and nxt < requests and times[nxt] <= now and held < runtime.max_batch \
                     and (held + 1) * need <= blocks:
                 pending, nxt = [nxt, chunks], nxt + 1
-            duration = (step(1, 0, 0.0) / chunks if pending else 0.0) \
-                + (step(0, decoding, context) if decoding else 0.0) + overhead
+            duration = timed((step(1, 0, 0.0) / chunks if pending else 0.0)
+                             + (step(0, decoding, context) if decoding else 0.0) + overhead)
         else:
             room = runtime.max_tokens - decoding
             while (nxt + admitted < requests and times[nxt + admitted] <= now
                    and decoding + admitted < runtime.max_batch and room >= prompt
                    and (decoding + admitted + 1) * need <= blocks):
                 admitted, room = admitted + 1, room - prompt
-            duration = step(admitted, decoding, context) + overhead
+            duration = timed(step(admitted, decoding, context) + overhead)
         now, steps = now + duration, steps + 1
         steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
         started = [pending[0]] if pending is not None and pending[1] == 1 else []
@@ -532,7 +538,7 @@ def chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
             take = min(prompt, room - chunk)
             prefilling.append([nxt, prompt - take])
             chunk, nxt = chunk + take, nxt + 1
-        duration = step(chunk / prompt, decoding, context) + overhead
+        duration = timed(step(chunk / prompt, decoding, context) + overhead)
         now, steps = now + duration, steps + 1
         steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
         while prefilling and prefilling[0][1] == 0:      # prompts fill in order: the done ones lead

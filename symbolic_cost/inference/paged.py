@@ -40,6 +40,8 @@ from __future__ import annotations
 import heapq
 from collections import Counter, deque
 
+from symbolic_cost.checks import timed
+
 
 class Running:
     """The decoding sequences: for each, the step ``start`` such that it had ``steps - start + 1``
@@ -210,7 +212,7 @@ def steps(step, output_tokens, times, runtime, overhead, blocks, need):
         decoding, context = len(engine.running), engine.running.context(engine.steps)
         room = runtime.max_tokens - decoding
         chunk = engine.admit(room, engine.prefill(room), runtime.chunked)
-        duration = step(chunk / engine.prompt, decoding, context) + overhead
+        duration = timed(step(chunk / engine.prompt, decoding, context) + overhead)
         engine.now, engine.steps = engine.now + duration, engine.steps + 1
         gaps.append((duration, decoding))           # one inter-token gap for each sequence decoding
         engine.yielded(first, gaps)
