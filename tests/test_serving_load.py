@@ -346,3 +346,17 @@ def test_output_tokens_are_bounded():
     model's context."""
     with pytest.raises(InputError, match="output_tokens must be an integer from 1 to 1,048,576"):
         serve(Constant(0.01), 10**9, 5.0, requests=5)
+
+
+def test_the_sustained_rate_stays_at_the_capacity_whatever_the_time_to_first_token_allows():
+    """A fuzz of the command line: a loose bound on the time to first token (100 s) let the search
+    double past the engine's capacity to 2^16 times it, since a finite run still met it.  With one
+    sequence at a time and 10 ms a request (one token, no overheads) the capacity is 100 requests/s
+    (every request arriving at once), and no sustained rate is above it."""
+    from symbolic_cost.inference.load import sustained_rate
+    runtime = Runtime(0, 0, max_batch=1)
+    rate, at = sustained_rate(Constant(0.01), 1, (100.0, 1.0), 90, requests=200, runtime=runtime)
+    assert rate == pytest.approx(100, rel=1e-9) and at is not None
+    for level, rounds in ((90.0, 16), (90, 0), (90, True)):
+        with pytest.raises(InputError):
+            sustained_rate(Constant(0.01), 1, (1.0, 1.0), level, rounds=rounds, runtime=runtime)

@@ -582,18 +582,20 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     """The highest request rate (requests/s, Poisson) whose load test keeps the ``level``-th
     percentile (one of ``PERCENTILES``) of the time to first token and of the inter-token latency within ``slo``
     (seconds: ``(ttft, itl)``), and the test at that rate; ``(0, None)`` where even a lone
-    request misses it.  A rate that misses it is found first, doubling from the engine's capacity
-    (the rate it serves when every request arrives at once), then ``rounds`` halvings of the
-    interval; the seeded arrivals of a rate ``r`` are those of rate 1 scaled by ``1/r``
-    (``arrivals``), so the tests along the way differ by the rate alone.  A finite run of
-    ``requests`` requests above the capacity still ends: its queue, and its time to first token,
-    grow with the run.  Without a bound on the time to first token (an SLO on the inter-token
-    latency alone, which a full batch keeps however long the queue) no rate above the capacity is
-    sustained, however long the run, and the search stays below it.  ``simulate``: the load test, called as ``serve`` is (``None``: ``serve``; a disaggregated
+    request misses it.  The rate is at most the engine's capacity (the rate it serves when every
+    request arrives at once): above it the queue, and the time to first token, grow without end,
+    although a finite run of ``requests`` requests may still meet a loose bound on the time to
+    first token (a search that doubled past the capacity answered 2^16 times it).  The capacity is
+    tried first, then ``rounds`` halvings of the interval below it; the seeded arrivals of a rate
+    ``r`` are those of rate 1 scaled by ``1/r`` (``arrivals``), so the tests along the way differ
+    by the rate alone.  ``simulate``: the load test, called as ``serve`` is (``None``: ``serve``; a disaggregated
     deployment passes ``disaggregated.serve_disaggregated`` with its pools)."""
-    if level not in PERCENTILES:
+    if isinstance(level, bool) or not isinstance(level, int) or level not in PERCENTILES:
         raise InputError(f"the SLO's percentile must be one of {', '.join(map(str, PERCENTILES))}, got {level!r}",
                          "level")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 64:
+        raise InputError(f"rounds (halvings of the rate's interval) must be an integer from 1 to 64, got {rounds!r}",
+                         "rounds")
     limit_ttft, limit_itl = slo = check_slo(slo)
     simulate = simulate or serve
 
@@ -605,17 +607,12 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     if not meets(lone):
         return 0.0, None
     low, best = 0.0, None
+    # the engine's capacity bounds the rate: above it the queue grows without end, however loose
+    # the bound on the time to first token that a finite run of requests still meets
     high = simulate(step, output_tokens, None, requests, runtime, seed, slo).request_throughput
-    if math.isinf(limit_ttft):               # no bound on the queue: the engine's capacity bounds the rate
-        load = simulate(step, output_tokens, high, requests, runtime, seed, slo)
-        if meets(load):
-            return high, load
-    else:
-        for _ in range(rounds):              # a rate that misses the SLO, doubling from the capacity
-            load = simulate(step, output_tokens, high, requests, runtime, seed, slo)
-            if not meets(load):
-                break
-            low, best, high = high, load, 2 * high
+    load = simulate(step, output_tokens, high, requests, runtime, seed, slo)
+    if meets(load):
+        return high, load
     for _ in range(rounds):
         middle = (low + high) / 2
         if middle < MIN_RATE:               # slower than arrivals' clock resolves: alone, as the lone request
