@@ -477,6 +477,8 @@ def report(args) -> int:
     at = max(moments, key=moments.get)                  # the first of equals, as peak.peak_moment
     overheads = get_overheads(args.overheads)
     capacity = get_system(args.system).hbm_capacity
+    if speculative is not None:
+        _draft_fits(spec, speculative["draft_bytes"], out["peak_bytes"], capacity, args.system)
     if args.json:
         notes = {"notes": list(arch.notes)} if arch.notes else {}   # config.json keys accepted without effect
         extra = {"device_bytes": number(overheads.device_bytes(out["peak_bytes"]))} if overheads.counted else {}
@@ -525,6 +527,17 @@ def report(args) -> int:
         print(f"note: {note}")
     return 0
 
+
+
+def _draft_fits(spec, draft_bytes, peak_bytes, capacity, system: str) -> None:
+    """Refuse a draft whose weights and cache, beside a served model's peak that fits, pass the
+    device's memory: the peak and the largest batch are the served model's alone, and would read
+    as if the draft took nothing (a model that does not fit alone is reported so already)."""
+    if capacity and peak_bytes <= capacity < draft_bytes + peak_bytes:
+        raise InputError(f"the draft {spec.draft.name} holds {draft_bytes / 2**30:.4g} GiB a device beside the served "
+                         f"model's peak of {peak_bytes / 2**30:.4g} GiB: more than {system}'s "
+                         f"{float(capacity) / 2**30:.4g} GiB (a smaller draft, or more devices: --set m1=)",
+                         "--draft-preset")
 
 
 def _print_speculation(args, spec, got: dict, out: dict) -> None:
