@@ -173,6 +173,7 @@ def test_a_draft_that_does_not_fit_beside_the_model_is_refused(capsys):
     """A fuzz of the command line: Llama-3-70B drafting for Llama-3-8B on one H100 reported the
     8B's peak (15 GiB) and a largest batch of 554, while its own line said the draft took 131.6 GiB
     a device: 70.55e9 parameters x 2 bytes alone are 141 GB, past the 80 GB of memory."""
+    from symbolic_cost.cli import main
     assert main(["inference", "--preset", "llama-3-8b", "--speculative", "4", "--acceptance", "0.7",
                  "--draft-preset", "llama-3-70b"]) == 2
     err = capsys.readouterr().err
