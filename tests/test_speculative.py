@@ -177,4 +177,4 @@ def test_a_draft_that_does_not_fit_beside_the_model_is_refused(capsys):
     assert main(["inference", "--preset", "llama-3-8b", "--speculative", "4", "--acceptance", "0.7",
                  "--draft-preset", "llama-3-70b"]) == 2
     err = capsys.readouterr().err
-    assert "the draft llama-3-70b holds 131.6 GiB a device" in err and "--draft-preset" in err
+    assert "the draft llama-3-70b holds 131.6 GiB a device" in err and "a smaller draft" in err
