@@ -366,6 +366,7 @@ CLI = [
     ("inference --preset llama-3-8b --set l_ctx=4", "l_ctx=4 is fewer cached tokens than the prompt's l_in=512"),
     ("summary --preset llama-2-7b --lora-rank 1000000", "lora rank 1000000 exceeds the hidden size e=4096"),
     ("summary --hf-config {cfg}/digits.json", "--hf-config: digits.json holds a number of more than 4,300 digits"),
+    ("inference --preset gpt2 --system-file {cfg}/endless.json --json", "hbm_capacity must be within a double's"),
     ("summary --preset gpt2 --system-file {cfg}/half_domain.json", "nvlink_size counts devices, a whole number"),
     ("summary --preset gpt2 --system-file {cfg}/digits.json", "digits.json: holds a number of more than 4,300"),
 ]
@@ -388,6 +389,7 @@ def _write_configs(folder: pathlib.Path) -> None:
     h100 = json.loads((pathlib.Path(__file__).parents[1] / "symbolic_cost" / "timing" / "system_files" / "h100.json")
                       .read_text())
     (folder / "half_domain.json").write_text(json.dumps({**h100, "name": "mine", "nvlink_size": 2.5}))
+    (folder / "endless.json").write_text(json.dumps({**h100, "name": "mine", "hbm_capacity": "1e400"}))
     # an integer of 5,001 digits: Python's JSON reader refuses it with its own message (sys.set_int_max_str_digits)
     (folder / "digits.json").write_text('{"model_type": "llama", "hidden_size": 1' + "0" * 5000 + "}")
 

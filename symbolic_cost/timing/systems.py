@@ -9,6 +9,7 @@ what no source states is marked as an assumption.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -75,6 +76,9 @@ class System:
             value = exact(getattr(self, item.name), item.name)
             if value.is_number and (value < 0 or (value == 0 and item.name in self._REQUIRED)):
                 raise InputError(f"system {self.name}: {item.name} must be positive, got {value}")
+            if value.is_number and value > sys.float_info.max:     # every result from it would print as inf
+                raise InputError(f"system {self.name}: {item.name} must be within a double's range (about 1.8e308), "
+                                 f"got {value.evalf(4)}")
             if item.name in self._COUNTS and value.is_number and not value.is_integer:
                 raise InputError(f"system {self.name}: {item.name} counts devices, a whole number, got {value}")
             object.__setattr__(self, item.name, value)
