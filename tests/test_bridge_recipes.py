@@ -137,6 +137,18 @@ def test_an_override_yaml_of_comments_only_overrides_nothing(tmp_path):
     assert summary(*words, "--nemo-recipe", str(override)) == summary(*words)
 
 
+def test_a_performance_scripts_override_merges_its_config_container(tmp_path):
+    """Megatron-Bridge's ``scripts/performance/configs/*.yaml`` (2025) nest their overrides under
+    ``ConfigContainer``, the subtree ``run_script.py`` merges; ``ddp.use_torch_fsdp2: false`` is
+    the default, inert."""
+    plain, wrapped = tmp_path / "plain.yaml", tmp_path / "wrapped.yaml"
+    plain.write_text("model:\n  tensor_model_parallel_size: 1\ntrain:\n  global_batch_size: 256\n")
+    wrapped.write_text("ConfigContainer:\n  model:\n    tensor_model_parallel_size: 1\n  train:\n"
+                       "    global_batch_size: 256\n  ddp:\n    use_torch_fsdp2: false\n")
+    words = ("--megatron-bridge-recipe", "llama2_7b_pretrain_config", "--preset", "llama-2-7b", "--devices", "8")
+    assert summary(*words, "--nemo-recipe", str(wrapped)) == summary(*words, "--nemo-recipe", str(plain))
+
+
 def test_the_recipe_model_through_the_hub_cache(tmp_path):
     pytest.importorskip("huggingface_hub")
     from tests.test_hub import write_cache

@@ -288,6 +288,9 @@ def _bridge_recipe(args):
                               "--nemo-recipe")
         if overrides is None:       # a file of comments only: OmegaConf.load gives an empty config, no override
             overrides = {}
+        if isinstance(overrides, dict) and "ConfigContainer" in overrides:
+            # Megatron-Bridge's performance script (scripts/performance/run_script.py) merges only this subtree
+            overrides = overrides["ConfigContainer"] or {}
         if not isinstance(overrides, dict):
             raise InputError(f"{args.nemo_recipe}: a Megatron-Bridge override YAML is a mapping of sections",
                              "--nemo-recipe")

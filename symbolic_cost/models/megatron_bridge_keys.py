@@ -50,6 +50,7 @@ INERT = {
     },
     "ddp": {
         "use_custom_fsdp": (False, "the custom FSDP of older Megatron-Core is not read (use_megatron_fsdp is)"),
+        "use_torch_fsdp2": (False, "PyTorch FSDP2 is not read from a Megatron-Bridge file"),
         "num_distributed_optimizer_instances": (1, "several distributed-optimizer instances are not modelled"),
     },
     "dist": {"use_torch_fsdp2": (False, "PyTorch FSDP2 is not read from a Megatron-Bridge file")},
