@@ -485,6 +485,28 @@ def test_a_spring_2025_torchtitan_toml_writes_out_its_norm(capsys, tmp_path):
             "before early 2025")
 
 
+def test_the_float8_section_of_autumn_2025_is_read_where_its_converter_names_it(capsys, tmp_path):
+    """torchtitan moved float8's settings to [quantize.linear.float8] on 2025-09-26, registering the
+    converter under that name (components/quantization/float8.py); its own 405B TOML of 2025-09-30
+    kept converters = ["float8"], which that torchtitan does not run: refused, not counted without
+    its FP8 gathers as the section was passed over."""
+    path = pathlib.Path(__file__).parent / "framework_inputs" / "llama3_405b.toml"
+    older = path.read_text()
+    moved = older.replace("[float8]", "[quantize.linear.float8]")
+    newer = moved.replace('converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
+    assert moved != older and newer != moved
+    files = {name: tmp_path / f"{name}.toml" for name in ("older", "moved", "newer")}
+    for name, text in (("older", older), ("moved", moved), ("newer", newer)):
+        files[name].write_text(text)
+    layouts = []
+    for name in ("older", "newer"):
+        assert main(["summary", "--torchtitan", str(files[name]), "--devices", "128", "--json"]) == 0
+        layouts.append(json.loads(capsys.readouterr().out)["layout"])
+    assert layouts[0] == layouts[1] and layouts[0]["fp8_gather"] is True
+    refused(capsys, ["summary", "--torchtitan", str(files["moved"]), "--devices", "128"],
+            "beside a [quantize.linear.float8] section", "would not run 'float8'")
+
+
 @pytest.mark.parametrize("section,key,now", [("training", "tensor_parallel_degree", "[parallelism] tensor_parallel_degree"),
                                              ("experimental", "pipeline_parallel_degree",
                                               "[parallelism] pipeline_parallel_degree"),

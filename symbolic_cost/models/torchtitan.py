@@ -245,9 +245,17 @@ def float8(job: Job, notes: list) -> dict:
     converters = job.get("model", "converters", [], list)
     if not converters:
         return {}
-    if converters != ["float8"]:
+    if len(converters) != 1 or converters[0] not in FLOAT8_SECTIONS:
         raise InputError(f"[model] converters {converters}: the reader reads [\"float8\"] (torchao's float8 "
-                         f"training); MX and quantisation converters are not modelled", "[model] converters")
+                         f"training; \"quantize.linear.float8\" from 2025-09-26 to 2026-02-23); MX and other "
+                         f"quantisation converters are not modelled", "[model] converters")
+    path = FLOAT8_SECTIONS[converters[0]]
+    for other, where in FLOAT8_SECTIONS.items():
+        if where != path and _table(job, where):
+            raise InputError(f"[model] converters {converters} beside a [{'.'.join(where)}] section: torchtitan of "
+                             f"the file's generation registers its float8 converter as {other!r} (the section's name), "
+                             f"and would not run {converters[0]!r}", "[model] converters")
+    job = Job("", "", data={"float8": _table(job, path)})       # the converter's settings, wherever they sit
     recipe = job.get("float8", "recipe_name", "tensorwise", str)
     if recipe not in TORCHAO_RECIPES:
         raise InputError(f"[float8] recipe_name {recipe!r}: the reader reads torchao's "
@@ -271,6 +279,21 @@ def float8(job: Job, notes: list) -> dict:
         notes.append("float8 without compile: its casts are timed as torch.compile fuses them (one kernel finds "
                      "the scale, one casts); eager runs several kernels a cast")
     return dict(fp8=TORCHAO_RECIPES[recipe], fp8_gather=gather)
+
+
+FLOAT8_SECTIONS = {"float8": ("float8",), "quantize.linear.float8": ("quantize", "linear", "float8"),
+                   "quantize.dense.float8": ("quantize", "dense", "float8")}
+"""Each float8 converter's name in ``[model] converters`` and the section of its settings: ``[float8]``
+until 2025-09, ``[quantize.linear.float8]`` after (``[quantize.dense.float8]`` briefly, at 5b5d468),
+torchtitan's ``components/quantization/float8.py`` registering the converter under that name."""
+
+
+def _table(job: Job, path: tuple) -> dict:
+    """The (nested) TOML table at ``path``, empty when absent."""
+    table = job.data
+    for key in path:
+        table = table.get(key, {}) if isinstance(table, dict) else {}
+    return table if isinstance(table, dict) else {}
 
 
 def compiled(job: Job) -> bool:
