@@ -364,6 +364,8 @@ CLI = [
     ("inference --preset llama-3-8b --disaggregate 10000000:1 --slo-ttft 1", "must be at most 4,096"),
     ("inference --preset llama-3-8b --disaggregate ²:1 --slo-ttft 1", "--disaggregate takes P:D"),
     ("inference --preset llama-3-8b --set l_ctx=4", "l_ctx=4 is fewer cached tokens than the prompt's l_in=512"),
+    ("plan --preset llama-2-7b --devices 256 --days 14 --seq 4096 --shape deepseek-v3", "--shape is the family"),
+    ("sweep --preset gpt2 --grid b=1 --field total,total", "total named twice"),
     ("summary --preset llama-2-7b --lora-rank 1000000", "lora rank 1000000 exceeds the hidden size e=4096"),
     ("summary --hf-config {cfg}/digits.json", "--hf-config: digits.json holds a number of more than 4,300 digits"),
     ("inference --preset gpt2 --system-file {cfg}/endless.json --json", "hbm_capacity must be within a double's"),

@@ -469,5 +469,8 @@ def field_list(known):
         unknown = [name for name in chosen if name not in known]
         if unknown:
             raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; known: {', '.join(known)}")
+        twice = sorted({name for name in chosen if chosen.count(name) > 1})
+        if twice:
+            raise argparse.ArgumentTypeError(f"{', '.join(twice)} named twice: name each once")
         return chosen
     return names

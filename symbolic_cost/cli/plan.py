@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
                    help="training FLOPs to spend (e.g. 1e25): the compute-optimal model for them")
     options.option(parser, "--law", choices=list(LAWS), default="hoffmann-2022",
                    help="the published scaling law (analysis.scaling_laws.LAWS, each with its source)")
-    options.option(parser, "--shape", choices=list(SHAPES), default="llama-3",
+    options.option(parser, "--shape", choices=list(SHAPES), default="llama-3", action=options.Given,
                    help="the family whose depths are tried (analysis.planning.SHAPES; deepseek-v3, a mixture of "
                         "experts, under a compute law: llama-3 or deepseek-llm)")
     options.option(parser, "--seq", type=int, default=8192, help="tokens a sequence")
@@ -89,6 +89,9 @@ def _check(args, given_model) -> None:
     if args.served_tokens is not None and args.budget_flops is None:
         raise InputError("--served-tokens holds the loss a --budget-flops buys: give --budget-flops", "--served-tokens")
     if given_model:
+        if options.given(args, "shape"):
+            raise InputError("--shape is the family a budget's model is chosen from; a given model (--preset, "
+                             "--hf-config) has its own (it would be ignored)", "--shape")
         if args.plot:
             raise InputError("--plot draws the isoFLOP curves of a chosen model; a given model has none",
                              "--plot")
