@@ -329,3 +329,23 @@ def test_text_is_never_evaluated_by_the_speculation_api(tmp_path):
         expected_tokens(4, 2)           # no acceptance rate above 1
     with pytest.raises(InputError, match="at least 1"):
         expected_tokens(-3, Rational(1, 2))
+
+
+@pytest.mark.parametrize("call", [
+    lambda laws: laws["hoffmann-2022"].at(0, 1e12),        # divided by zero
+    lambda laws: laws["hoffmann-2022"].at(-1, 1e12),       # a complex loss
+    lambda laws: laws["hoffmann-2022"].at(float("nan"), 1e12),
+    lambda laws: laws["hoffmann-2022"].tokens_for(2.0, -1),
+    lambda laws: laws["hoffmann-2022"].optimum().at(0),
+    lambda laws: laws["hoffmann-2022"].optimum().at(1e25, per_token=0),
+])
+def test_scaling_laws_refuse_counts_that_are_not_positive(call):
+    """A fuzz of the Python API: a zero ended in ZeroDivisionError, a negative in a complex loss."""
+    from symbolic_cost.analysis.scaling_laws import LAWS
+    with pytest.raises(InputError, match="must be positive"):
+        call(LAWS)
+
+
+def test_a_budget_given_as_text_is_refused_unread():
+    from symbolic_cost.analysis.scaling_laws import LAWS
+    refused(lambda: LAWS["hoffmann-2022"].optimum().at("__import__('os')"), "budget")

@@ -311,6 +311,7 @@ def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> P
 def per_depth_table(chosen: Plan, budget, depths: range | None = None) -> list[tuple[int, float]]:
     """``(parameters, loss)`` of each depth of ``chosen``'s shape trained on ``budget`` FLOPs with
     its exact FLOPs per token: an isoFLOP curve (``report.planning.isoflop_plot``)."""
+    budget = _budget(budget)
     made = _per_depth(chosen.shape, False)
     rows = []
     for depth in _depths(depths, chosen.shape):

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 from dataclasses import dataclass
 
 from sympy import Expr, Rational, Symbol, diff, lambdify, log, simplify, solve, symbols, sympify
 
-from symbolic_cost.checks import InputError, exact
+from symbolic_cost.checks import InputError, InputTypeError, exact, shown
 
 __all__ = ["N", "D", "C", "k", "LossLaw", "PowerLaws", "Optimum", "LAWS", "lagrangian_optimum", "get_law",
            "elasticity"]
@@ -76,10 +77,30 @@ class Optimum:
         >>> {name: f"{float(v):.3g}" for name, v in LAWS["llama-3"].optimum().at(10**24).items() if v}
         {'parameters': '7.21e+10', 'tokens': '2.31e+12'}
         """
-        at = {C: sympify(budget), k: sympify(per_token)}
+        at = {C: exact_positive(budget, "budget"), k: exact_positive(per_token, "per_token")}
         value = lambda x: x.evalf(15, subs=at)  # noqa: E731
         return {self.size_is: value(self.n), "tokens": value(self.d),
                 "loss": None if self.loss is None else value(self.loss)}
+
+
+def positive(value, name: str, infinite: bool = False) -> float:
+    """``value`` as a positive finite float (``infinite``: or ``inf``), refused by ``name`` (a count
+    of parameters or tokens, a loss, a budget: a zero divided, a negative gave a complex loss)."""
+    if isinstance(value, (bool, str)) or not isinstance(value, (int, float, Fraction, Expr)):
+        raise InputTypeError(f"{name} must be a number, got {shown(value)}", name)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a real number, got {shown(value)}", name) from None
+    if not number > 0 or (math.isinf(number) and not infinite):
+        raise InputError(f"{name} must be positive and finite, got {shown(value)}", name)
+    return number
+
+
+def exact_positive(value, name: str) -> Expr:
+    """``value`` (a positive finite number) exactly: a float as the decimal it prints (``1e25``)."""
+    positive(value, name)
+    return Rational(repr(value)) if isinstance(value, float) else sympify(value)
 
 
 @dataclass(frozen=True)
@@ -100,15 +121,17 @@ class LossLaw:
 
     def at(self, n, d) -> float:
         """The loss at numbers ``n`` and ``d``, in floats: ``loss()`` evaluated by ``lambdify`` (an
-        exact rational power of a large integer would have SymPy factor it)."""
-        return _numeric(self, "loss")(float(n), float(d))
+        exact rational power of a large integer would have SymPy factor it); ``d`` may be
+        infinite (the loss ``n`` parameters tend to)."""
+        return _numeric(self, "loss")(positive(n, "n"), positive(d, "d", infinite=True))
 
     def tokens_for(self, loss, n) -> float:
         """The tokens at which ``n`` parameters reach ``loss``: ``loss()`` solved for ``D``,
         ``(B / (loss - E - A/N^alpha))^(1/beta)``; infinite where ``n`` parameters never reach it
         (``loss - E - A/N^alpha <= 0``)."""
-        rest = float(loss) - self.at(n, math.inf)
-        return _numeric(self, "tokens")(float(loss), float(n)) if rest > 0 else math.inf
+        loss, n = positive(loss, "loss"), positive(n, "n")
+        rest = loss - self.at(n, math.inf)
+        return _numeric(self, "tokens")(loss, n) if rest > 0 else math.inf
 
     def optimum(self) -> Optimum:
         """``N*(C)``, ``D*(C)`` and ``L(N*, D*)`` under ``C = k N D`` (``lagrangian_optimum``)."""
