@@ -695,3 +695,12 @@ def test_assignments_before_the_launch_are_its_environment():
     assert (prefixed.values, prefixed.policy) == (plain.values, plain.policy)
     quoted = _setup_text(f'#!/bin/bash\nOPTS="--bf16"\n{words} $OPTS\n')       # a plain assignment stays one
     assert quoted.policy["precision"] == "bf16"
+
+
+@pytest.mark.parametrize("value,logged", [("1", True), ("", False), (None, False)])
+def test_an_alternate_value_is_the_word_where_its_variable_is_set(value, logged):
+    """``${EXTRA:+--log-params-norm}`` (Megatron-LM's functional test scripts): bash puts the word
+    where EXTRA is set and not empty, nothing otherwise; it was read as an option's value."""
+    assignment = "" if value is None else f"EXTRA={value}\n"
+    text = f"#!/bin/bash\n{assignment}torchrun --nproc_per_node 8 pretrain_gpt.py {_model('')} ${{EXTRA:+--bf16}}\n"
+    assert (_setup_text(text).policy["precision"] == "bf16") == logged

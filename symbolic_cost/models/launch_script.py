@@ -5,7 +5,8 @@ variables, arrays of options, a ``torchrun ... pretrain_gpt.py ${ARGS[@]}`` line
 reads the part of shell those scripts use, statically (nothing is executed):
 
 * ``NAME=value`` and ``export NAME=value``; ``${N:-default}`` and ``${NAME:-default}`` take the
-  default when unset; ``$((A*B))`` is worked out exactly (``reader.read``); ``$(...)`` and the
+  default when unset, ``${NAME:+word}`` the word when set (and not empty), nothing otherwise (the
+  environment taken to leave it unset); ``$((A*B))`` is worked out exactly (``reader.read``); ``$(...)`` and the
   script's own arguments (``$1``) stay unknown, and all of them (``"$@"``) are none, the script
   read as run without them;
 * arrays ``NAME=( ... )`` over several lines, ``NAME+=( ... )``; ``${NAME[@]}`` unquoted splits
@@ -51,7 +52,8 @@ from symbolic_cost.reader import read
 UNKNOWN = "\x00"
 """Marks a value the script does not set (followed by the variable's name)."""
 
-_VARIABLE = re.compile(r"\$\{(\w+)\[@\]\}|\$\{(\w+)(?::?-([^}]*))?\}|\$\(\((.*?)\)\)|\$\((.*?)\)|\$(\w+)")
+_VARIABLE = re.compile(r"\$\{(\w+)\[@\]\}|\$\{(\w+)(:?)\+([^}]*)\}|\$\{(\w+)(?::?-([^}]*))?\}|\$\(\((.*?)\)\)"
+                       r"|\$\((.*?)\)|\$(\w+)")
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
 _ENV_PREFIX = re.compile(r"^((?:[A-Za-z_]\w*=[^\s'\"]*\s+)+)(\S.*)$")
 """Assignments before a command on its line (``CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun ...``): the
@@ -132,7 +134,10 @@ class _Shell:
             return value
 
         def fill(match):
-            array, name, default, arithmetic, command, plain = match.groups()
+            array, alternate, colon, word, name, default, arithmetic, command, plain = match.groups()
+            if alternate is not None:       # ${NAME:+word}: the word where NAME is set (and not empty)
+                value = self.value(alternate)
+                return "" if value is None or (colon and value == "") else self.expand(word.strip('"').strip("'"))
             if array is not None and array not in self.arrays and array in self.scalars:
                 name = array             # ${MODEL_ARGS[@]} of a string: the string, as bash gives it
             elif array is not None:
