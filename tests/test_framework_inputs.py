@@ -1138,7 +1138,8 @@ def test_unset_ignored_modules_are_accepted_and_set_ones_refused(tmp_path, capsy
     holds ``fsdp_ignored_modules: null``; the plugin acts only on a value that is not ``None``
     (``FullyShardedDataParallelPlugin.__post_init__``), so null changes nothing, and modules left
     unsharded are refused by name."""
-    unset = _accelerate(tmp_path, "fsdp_use_orig_params: true", "fsdp_use_orig_params: true\n  fsdp_ignored_modules: null")
+    unset = _accelerate(tmp_path, "fsdp_use_orig_params: true",
+                        "fsdp_use_orig_params: true\n  fsdp_ignored_modules: null")
     got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", unset, "--set", "b=4", "l=2048")
     assert got == _json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path), "--set", "b=4", "l=2048")
     given = _accelerate(tmp_path, "fsdp_use_orig_params: true",

@@ -132,7 +132,8 @@ def _given_model(args) -> dict:
     from symbolic_cost.cli.values import architecture
     from symbolic_cost.models.training import check_context
     arch = architecture(args)
-    check_context(arch, [("--seq", args.seq)], False, remedy="give a --seq within it (plan keeps to the model's context)")
+    check_context(arch, [("--seq", args.seq)], False,
+                  remedy="give a --seq within it (plan keeps to the model's context)")
     n, f, _ = per_token(arch, args.seq, args.recompute == "full")
     ran = _run(args, arch, f, args.tokens, days=args.days)
     law = get_law(args.law)

@@ -131,7 +131,8 @@ def starting_point(args) -> tuple:
         if args.devices is None:
             raise InputError("search needs --devices (or a framework file: --megatron-args, --torchtitan)", "--devices")
         arch, seq = architecture(args), args.seq or sequence_length(architecture(args))
-        check_context(arch, [("--seq", seq)], False, remedy="give a --seq within it (search keeps to the model's context)")
+        check_context(arch, [("--seq", seq)], False,
+                      remedy="give a --seq within it (search keeps to the model's context)")
         kept = {} if args.reshard_after_forward else {"policy": dict(reshard_after_forward=False)}
         if kept and (args.everything or args.zero != 3):
             raise InputError("--no-reshard-after-forward keeps FSDP's gathered weights, which only ZeRO-3 gathers: "

@@ -158,7 +158,8 @@ def mean_context(arch: Architecture, s: Serving) -> Expr:
 def check_context(arch: Architecture, s: Serving) -> None:
     """Refuse what training refuses too (``models.training.check_context``, ``checks.PIPELINE_RULES``):
     more tokens than the model's context (unless ``allow_long``): ``l_in + l_out - 1`` through a
-    decoder (and ``l_in`` alone, which a symbolic ``l_out`` leaves to be checked), ``l_in`` through an encoder and ``l_out`` through its decoder; pipeline stages that
+    decoder (and ``l_in`` alone, which a symbolic ``l_out`` leaves to be checked), ``l_in`` through
+    an encoder and ``l_out`` through its decoder; pipeline stages that
     do not hold whole layers (``p`` must divide them)."""
     instance(arch, Architecture, "arch", MADE_BY)
     instance(s, Serving, "serving", SERVING_MADE_BY)

@@ -90,7 +90,8 @@ class Pipeline:
                 raise InputError(f"{name} sizes a pipeline stage, and p=1 has none; it would be ignored", name)
         if self.virtual_stages != 1 and self.p == 1:      # Megatron-LM asserts a pipeline for virtual stages
             raise InputError(f"virtual_stages={self.virtual_stages}: virtual stages split each pipeline rank's layers "
-                             f"into chunks, and p=1 has no pipeline to interleave; it would be ignored", "virtual_stages")
+                             f"into chunks, and p=1 has no pipeline to interleave; it would be ignored",
+                             "virtual_stages")
         self._check_split()
         self.schedule_value()     # refuses an unknown schedule or a bad number of virtual stages
 

@@ -47,7 +47,8 @@ NO_COST = {
     "chat_template_path", "dataset_name", "dataset_config", "dataset_mixture", "dataset_mixer", "dataset_splits",
     "dataset_train_split", "dataset_test_split", "dataset_text_field", "dataset_num_proc", "dataset_kwargs",
     "dataset_streaming", "dataset_configs", "preprocessing_num_workers", "overwrite_output_dir", "packing",
-    "packing_strategy", "padding_free", "pad_to_multiple_of", "eval_packing", "shuffle_dataset", "eos_token", "pad_token",
+    "packing_strategy", "padding_free", "pad_to_multiple_of", "eval_packing", "shuffle_dataset", "eos_token",
+    "pad_token",
     "completion_only_loss", "assistant_only_loss", "lora_alpha", "lora_dropout", "lora_task_type", "use_rslora",
     "gradient_checkpointing_use_reentrant", "ignore_bias_buffers", "system_prompt", "hub_model_revision",
 }
@@ -69,8 +70,8 @@ REFUSED = {
 }
 """Recipe fields that change the cost in ways not modelled, refused where set (true or non-empty)."""
 
-READ = {"max_length", "max_seq_length", "attn_implementation", "use_flash_attention_2", "torch_dtype", "dtype", "use_peft", "lora_r",
-        "lora_target_modules", "load_in_4bit", "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_quant_type",
+READ = {"max_length", "max_seq_length", "attn_implementation", "use_flash_attention_2", "torch_dtype", "dtype",
+        "use_peft", "lora_r", "lora_target_modules", "load_in_4bit", "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_quant_type",
         "model_init_kwargs"}
 """Recipe fields read (the module's table)."""
 
