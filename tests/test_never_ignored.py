@@ -30,7 +30,7 @@ BASES = {
     ("crossover", "symbols"): ["--set", "m1=2", "s1=2"],
     ("optimize", "dense"): ["--preset", "gpt2", "--set", "b=2", "l=512"],
     ("scheme", "symbols"): ["--set", "b=2", "l=4096", "e=1024", "h=16"],
-    ("profile", "dense"): ["--preset", "gpt2", "--set", "b=2", "l=512", *LAYOUT],
+    ("profile", "dense"): ["--preset", "gpt2", "--set", "b=2", "l=512", "m1=2", "s1=2"],   # d, p, n_micro: refused
     ("lstm", "numbers"): ["--batch", "4", "--steps", "3", "--hidden", "64", "--vocab", "100", "--layers", "3"],
     ("search", "dense"): ["--preset", "gpt2", "--devices", "4", "--global-batch", "8", "--seq", "256", "--top", "1"],
 }

@@ -8,6 +8,8 @@ here are the ``deepspeed-profiler`` preset (shown in ``--help``); another
 
 from __future__ import annotations
 
+import argparse
+
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
 from symbolic_cost.cli.summary import SETTABLE, whole_model
@@ -36,7 +38,7 @@ def add_arguments(parser) -> None:
     options.option(parser, "--top", type=int, default=3, help="modules listed per depth")
     UNCOUNTED.update({dest: parser.get_default(dest) for dest in ("precision", "zero", "distributed_optimizer",
                       "recompute", "schedule", "first_stage_layers", "last_stage_layers", "system", "kernel_time",
-                      "attention_kernel")})
+                      "attention_kernel", "overlap")})
 
 
 def run(args) -> int:
@@ -48,6 +50,18 @@ def run(args) -> int:
                              f"(e.g. b=4 l=128)", "--set")
         return render(root, a.depth, a.top)
     text = tree(args)
-    options.refuse_unchanged(args, UNCOUNTED, text, tree, "the parameters and MACs per module")
+    what = "the parameters and MACs per module"
+    options.refuse_unchanged(args, UNCOUNTED, text, tree, what)
+    if options.given(args, "system"):           # typed at its default, which refuse_unchanged lets pass
+        raise InputError(f"--system does not change {what} here; it would be ignored", "--system")
+    for name in LAYOUT_ONLY:        # degrees that place the model, typed with --set: the tree is the whole model's
+        kept = [word for word in args.set if word.split("=", 1)[0].strip() != name]
+        if len(kept) < len(args.set) and tree(argparse.Namespace(**{**vars(args), "set": kept})) == text:
+            raise InputError(f"--set {name}: it does not change {what} here; it would be ignored", "--set")
     print(text)
     return 0
+
+
+LAYOUT_ONLY = ("d", "p", "n_micro")
+"""``--set`` names that place the model on devices (data parallel, pipeline stages, micro-batches a
+step) rather than size it: the module tree is the whole model's, the same for any of them."""
