@@ -176,6 +176,10 @@ def _run_fields(ran) -> dict:
 
 
 def _si(x: float, unit: str = "") -> str:
+    """``x`` with an SI prefix (``1.50 T``), in scientific notation from 10^18 on (no prefix reads
+    better than ``1,000,000.00 T``, and a double's noise shows in fixed notation)."""
+    if abs(x) >= 1e18:
+        return f"{x:.3g} {unit}".rstrip()
     for scale, prefix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
             return f"{x / scale:,.2f} {prefix}{unit}"
