@@ -90,10 +90,11 @@ def model_words(request: dict, folder: Path) -> list[str]:
         raise InputError(f"model must be one of {', '.join(MODELS)}, got {kind!r}", "model")
     if kind == "config":
         path = folder / "config.json"
-        config = text(request, "config")
-        if not config.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in config):
-            raise InputError("config must be text (it holds a lone UTF-16 surrogate, which no file can)", "config")
-        path.write_text(config, encoding="utf-8")
+        try:
+            path.write_text(text(request, "config"), encoding="utf-8")
+        except UnicodeEncodeError:          # a lone UTF-16 surrogate, which JSON can carry and no file can
+            raise InputError("config must be text (it holds a lone UTF-16 surrogate, which no file can)",
+                             "config") from None
         return [f"--hf-config={path}"]
     if kind == "preset":                # none named: the command's default model
         return [f"--preset={text(request, 'preset')}"] if request.get("preset") not in (None, "") else []
