@@ -493,7 +493,8 @@ def test_torchtitan_file_refusals(capsys, tmp_path):
                             (("[float8]", '[float8]\nrecipe_name = "rowwise_with_gw_hp"'), "weight gradients"),
                             (("[float8]", "[float8]\nemulate = true"), "emulate"),
                             # a list in the list (found by fuzzing: it ended in a TypeError)
-                            (('filter_fqns = ["output"]', "filter_fqns = [[]]"), "[float8] filter_fqns [[]]")):
+                            (('filter_fqns = ["output"]', "filter_fqns = [[]]"), "[float8] filter_fqns [[]]"),
+                            (('converters = ["float8"]', "converters = [[]]"), "[model] converters [[]]")):
         (tmp_path / "job.toml").write_text(text.replace(*change))
         assert refused in _error(capsys, "--torchtitan", str(tmp_path / "job.toml"), "--devices", "128")
     assert "give the number of processes with --devices" in _error(capsys, "--torchtitan", TITAN["llama3_70b"])

@@ -245,7 +245,7 @@ def float8(job: Job, notes: list) -> dict:
     converters = job.get("model", "converters", [], list)
     if not converters:
         return {}
-    if len(converters) != 1 or converters[0] not in FLOAT8_SECTIONS:
+    if len(converters) != 1 or not isinstance(converters[0], str) or converters[0] not in FLOAT8_SECTIONS:
         raise InputError(f"[model] converters {converters}: the reader reads [\"float8\"] (torchao's float8 "
                          f"training; \"quantize.linear.float8\" from 2025-09-26 to 2026-02-23); MX and other "
                          f"quantisation converters are not modelled", "[model] converters")
