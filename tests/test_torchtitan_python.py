@@ -1,7 +1,8 @@
 """torchtitan's Python configurations (``--torchtitan FILE.py --torchtitan-config NAME``), read from the
 files as published (``tests/framework_inputs/torchtitan_python/<commit>/``, the paths of pytorch/torchtitan at
-the commit named by the folder: b5bcd76c66d0acb1a08b176d9639425bc55e0b2a, the second generation, and
-9810191bbb0385d8ac91cd31abbc7f4156a0d462, the first).  Oracles: the same layout typed with ``--set`` beside a
+the commit named by the folder: b5bcd76c66d0acb1a08b176d9639425bc55e0b2a, the second generation,
+9810191bbb0385d8ac91cd31abbc7f4156a0d462, the first, and 114151ad4d3cbe71464f9d709f910fc4cd332027, the first
+after its selective mode lost the layer frequency).  Oracles: the same layout typed with ``--set`` beside a
 config.json of the same Llama 3 (``test_framework_inputs._llama3``), and degrees, batches and parameter counts
 worked out by hand from torchtitan's rules (``Trainer.__init__``: a data-parallel rank's forward takes
 ``num_tokens_per_microbatch_per_dp_rank`` tokens, ``num_pp_microbatches`` of them a pipeline step, and
@@ -17,7 +18,7 @@ from symbolic_cost.models.torchtitan_python import python_setup
 from tests.test_framework_inputs import _error, _json, _llama3, _llama3_parameters, _same
 
 ROOT = pathlib.Path(__file__).resolve().parent / "framework_inputs" / "torchtitan_python"
-SECOND, FIRST = ROOT / "b5bcd76", ROOT / "9810191"
+SECOND, FIRST, OP_ONLY = ROOT / "b5bcd76", ROOT / "9810191", ROOT / "114151a"
 LLAMA3 = "torchtitan/models/llama3/config_registry.py"
 H100 = str(SECOND / "torchtitan_recipes/tests/h100.py")
 PLAIN = ["--precision", "bf16", "--flash", "--overlap", "grad,param", "--optimizer", "adamw"]
@@ -70,6 +71,28 @@ def test_first_generation_selective_frequency_and_float8(capsys):
     assert (big["fp8"], big["fp8_gather"], big["m1"], big["d"], big["b"], big["l"], big["recompute"]) == (
         "torchao-tensorwise", True, 8, 16, 2, 8192, "full")
     assert python_setup(text, FIRST / LLAMA3, LLAMA3, "llama3_405b", world=128).policy["overlap"].tensor
+
+
+def test_first_generation_selective_after_the_layer_frequency_went_is_op_level(tmp_path, capsys):
+    """At 114151a (2026-03-23) torchtitan removed selective_ac_option: ActivationCheckpointConfig(mode="selective")
+    is its op-level policy.  The same commit's llama3_8b() dropped the selective_ac_option="op" that 9810191's
+    stated, so both read the same; its debug model, which stated "2" (every second layer), is op-level now.  A
+    selective_ac_option written in that checkout is refused, as torchtitan's own class would refuse it."""
+    text = (OP_ONLY / LLAMA3).read_text()
+    debug = python_setup(text, OP_ONLY / LLAMA3, LLAMA3, "llama3_debugmodel", world=8).policy
+    assert debug["recompute"] == "op"
+    now, before = (_config(capsys, root / LLAMA3, "llama3_8b", "--devices", "64") for root in (OP_ONLY, FIRST))
+    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
+                  "n_micro=1", "--zero", "3", "--recompute", "op", *PLAIN)
+    _same(now, typed)
+    _same(before, typed)
+    stated = tmp_path / "torchtitan" / "models" / "llama3" / "config_registry.py"
+    stated.parent.mkdir(parents=True)
+    (tmp_path / "torchtitan" / "config").mkdir()
+    (tmp_path / "torchtitan" / "config" / "configs.py").write_text((OP_ONLY / "torchtitan/config/configs.py").read_text())
+    stated.write_text(text.replace('mode="selective",', 'mode="selective", selective_ac_option="2",', 1))
+    err = _error(capsys, "--torchtitan", str(stated), "--torchtitan-config", "llama3_debugmodel", "--devices", "8")
+    assert "selective_ac_option" in err and "114151a" in err
 
 
 def test_recipes_follow_imports_into_the_checkout(capsys):
@@ -189,7 +212,7 @@ def test_refusals_of_the_file_and_options(tmp_path, capsys):
 def test_every_published_function_is_read_or_refused_by_name():
     """Each public function of the stored files either reads or is refused with a one-line message; none raises
     anything but ``InputError``."""
-    files = [SECOND / LLAMA3, FIRST / LLAMA3, pathlib.Path(H100), SECOND / "torchtitan_recipes/tests/models.py",
+    files = [SECOND / LLAMA3, FIRST / LLAMA3, OP_ONLY / LLAMA3, pathlib.Path(H100), SECOND / "torchtitan_recipes/tests/models.py",
              SECOND / "torchtitan/models/deepseek_v3/config_registry.py", SECOND / "torchtitan/models/qwen3/config_registry.py"]
     read = 0
     for path in files:

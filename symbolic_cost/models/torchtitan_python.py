@@ -40,7 +40,8 @@ from symbolic_cost.checks import InputError, file_text
 from symbolic_cost.files import input_file
 
 GENERATIONS = ("torchtitan's Python configurations: the first generation (from 9810191, 2026-02-23: TrainingConfig's "
-               "local_batch_size and seq_len, ActivationCheckpointConfig, model_converters) and the second (from "
+               "local_batch_size and seq_len, ActivationCheckpointConfig, model_converters; its selective mode a "
+               "layer frequency until 114151a, 2026-03-23, op-level after) and the second (from "
                "73aed7f, 2026-08-20: num_tokens_per_microbatch_per_dp_rank and max_context_length, FullAC and "
                "SelectiveAC, converters given to model_registry), read up to b5bcd76 (2026-08-21)")
 
@@ -81,6 +82,15 @@ def refusal(what: str, line: int | None, why: str, name: str) -> InputError:
     return InputError(f"{name}: {shown}{where}: {why}", "--torchtitan")
 
 
+def checkout(path: Path | None) -> Path | None:
+    """The torchtitan checkout holding the file ``path``: the first folder above it with
+    ``torchtitan/config/``."""
+    for folder in path.resolve().parents if path is not None else ():
+        if (folder / "torchtitan" / "config").is_dir():
+            return folder
+    return None
+
+
 class Module:
     """One Python file of configurations: its functions, its imports, the model of its
     ``model_registry`` and the checkout it sits in (to follow imports of other config modules)."""
@@ -118,13 +128,7 @@ class Module:
         return None
 
     def checkout(self) -> Path | None:
-        """The torchtitan checkout holding the file: the first folder above it with ``torchtitan/``."""
-        if self.path is None:
-            return None
-        for folder in self.path.resolve().parents:
-            if (folder / "torchtitan" / "config").is_dir():
-                return folder
-        return None
+        return checkout(self.path)
 
 
 class Reader:
@@ -407,8 +411,9 @@ load balancer), or turned into the TOML's keys by ``sections`` (the token counts
 micro-batches, async TP)."""
 
 FUSED_QKV = ("llama3", "qwen3")
-"""The models whose Python configurations build q, k and v as one product by default (their
-``fuse_qkv=True``; a flavour named ``non_fused`` turns it off)."""
+"""The models whose Python configurations of the second generation build q, k and v as one product
+by default (their ``fuse_qkv=True`` since 3396a4b, 2026-06-24; a flavour named ``non_fused`` turns
+it off)."""
 AC_MODES = {"FullAC.Config": {"mode": "full"}, "SelectiveAC.Config": {"mode": "selective", "selective_ac_option": "op"},
             "MemoryBudgetAC.Config": {"mode": "memory_budget"}}
 """The second generation's activation-checkpointing classes as the TOML's ``mode`` (its selective
@@ -443,8 +448,9 @@ def mtp_layers(trainer: Built) -> int:
     return count
 
 
-def sections(trainer: Built, name: str, notes: list) -> dict:
-    """The job TOML's sections that ``trainer`` (a ``Trainer.Config``) stands for."""
+def sections(trainer: Built, name: str, notes: list, frequency: bool | None = None) -> dict:
+    """The job TOML's sections that ``trainer`` (a ``Trainer.Config``) stands for; ``frequency``
+    as ``layer_frequency`` finds it in the file's checkout."""
     data, f = {}, trainer.fields
     for key, value in f.items():
         if key in NO_COST or key in ("model_spec", "model_converters", "training", "parallelism", "compile",
@@ -457,7 +463,8 @@ def sections(trainer: Built, name: str, notes: list) -> dict:
         value = f.get(section)
         if isinstance(value, Built):
             data[section] = _fields(value, section, name)
-    data["activation_checkpoint"] = _checkpointing(f.get("activation_checkpoint", DEFAULT_AC[generation(f)]), name)
+    data["activation_checkpoint"] = _checkpointing(f.get("activation_checkpoint", DEFAULT_AC[generation(f)]), name,
+                                                   frequency)
     data["optimizer"] = _optimizer(f.get("optimizer"), name)
     _loss(f.get("loss"), mtp_layers(trainer), name)
     _override(f.get("override"), notes)
@@ -551,14 +558,17 @@ def generation(f: dict) -> int:
     return 1 if first else 2
 
 
-def _checkpointing(value, name: str) -> dict:
+def _checkpointing(value, name: str, frequency: bool | None) -> dict:
     """``[activation_checkpoint]``: the first generation's ``ActivationCheckpointConfig(mode=...)``
-    or the second's classes (``AC_MODES``); ``None``, none."""
+    or the second's classes (``AC_MODES``); ``None``, none.  ``frequency`` says whether the
+    checkout's ``ActivationCheckpointConfig`` still has ``selective_ac_option`` (see
+    ``layer_frequency``): without it, ``mode="selective"`` is the op-level policy."""
     if value is None:
         return {"mode": "none"}
     if isinstance(value, Built) and value.kind == "ActivationCheckpointConfig":
-        return {k: v for k, v in _fields(value, "activation_checkpoint", name).items()
+        read = {k: v for k, v in _fields(value, "activation_checkpoint", name).items()
                 if k in ("mode", "selective_ac_option")}
+        return _selective(read, name, frequency) if read.get("mode", "selective") == "selective" else read
     if isinstance(value, Built) and value.kind in AC_MODES:
         forced = value.fields.get("force_recompute_mm_shapes_by_fqns", ["moe.router.gate"])
         if forced != ["moe.router.gate"]:
@@ -568,6 +578,41 @@ def _checkpointing(value, name: str) -> dict:
     shown = value.text if isinstance(value, Unread) else getattr(value, "kind", value)
     raise InputError(f"{name}: activation_checkpoint = {shown}: the reader reads FullAC.Config, SelectiveAC.Config "
                      f"and ActivationCheckpointConfig", "activation_checkpoint")
+
+
+def _selective(read: dict, name: str, frequency: bool | None) -> dict:
+    """``ActivationCheckpointConfig(mode="selective")`` as the checkout runs it: its
+    ``selective_ac_option`` (a layer frequency, ``"2"`` by default, or ``"op"``) where the class
+    has that field, the op-level policy where it does not (torchtitan 114151a, 2026-03-23, removed
+    the layer frequency)."""
+    if frequency is None:
+        raise InputError(f"{name}: ActivationCheckpointConfig(mode=\"selective\") is a layer frequency or the "
+                         f"op-level policy depending on the torchtitan it runs in (114151a, 2026-03-23, removed "
+                         f"selective_ac_option), and torchtitan/config/configs.py of the file's checkout could "
+                         f"not be read: read the file where its checkout keeps it", "activation_checkpoint")
+    if frequency:
+        return read
+    if "selective_ac_option" in read:
+        raise InputError(f"{name}: ActivationCheckpointConfig(selective_ac_option=...): the checkout's "
+                         f"ActivationCheckpointConfig has no such field (removed in 114151a, 2026-03-23), so "
+                         f"torchtitan would refuse it", "selective_ac_option")
+    return dict(read, mode="selective", selective_ac_option="op")
+
+
+def layer_frequency(checkout: Path | None) -> bool | None:
+    """Whether ``ActivationCheckpointConfig`` in the checkout's ``torchtitan/config/configs.py``
+    has the field ``selective_ac_option``; ``None`` where that file cannot be read or holds no
+    such class."""
+    path = checkout / "torchtitan" / "config" / "configs.py" if checkout is not None else None
+    try:
+        tree = ast.parse(path.read_text()) if path is not None else None
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    for node in tree.body if tree is not None else ():
+        if isinstance(node, ast.ClassDef) and node.name == "ActivationCheckpointConfig":
+            return any(isinstance(item, ast.AnnAssign) and getattr(item.target, "id", None) == "selective_ac_option"
+                       for item in node.body)
+    return None
 
 
 def _optimizer(value, name: str) -> dict:
@@ -665,7 +710,7 @@ def python_setup(text: str, path: Path | None, name: str, function: str | None, 
                          f"(its functions: {functions})", "--torchtitan-config")
     trainer = evaluate(text, path, name, function)
     notes = [f"{function}() of {name} read without running it ({GENERATIONS})"]
-    data = sections(trainer, f"{name} {function}()", notes)
+    data = sections(trainer, f"{name} {function}()", notes, layer_frequency(checkout(path)))
     model = None
     if data["model"]["name"] != "llama3":
         if vocab is not None:
@@ -681,7 +726,8 @@ def python_setup(text: str, path: Path | None, name: str, function: str | None, 
         setup.values[S.s1] = 1
         notes.append("enable_sequence_parallel False: the norms and residuals run whole on every tensor rank (s1 = 1)")
     name = data["model"]["name"]
-    if setup.policy.get("recompute") == "op" and name in FUSED_QKV and "non_fused" not in data["model"]["flavor"]:
+    if setup.policy.get("recompute") == "op" and name in FUSED_QKV and "non_fused" not in data["model"]["flavor"] \
+            and generation(trainer.fields) == 2:
         notes.append(f"the Python configurations' {name} computes q, k and v in one product (fuse_qkv), whose output "
                      "the policy keeps whole: counted as the unfused policy, which runs k's product again and keeps "
                      "kv_heads/heads less of it")
