@@ -13,7 +13,7 @@ import shlex
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from sympy import Max, Rational, Symbol
+from sympy import I, Max, Rational, Symbol
 
 from symbolic_cost import attention, conventions as conv, mlp, transformer_layer
 from symbolic_cost import analysis
@@ -24,6 +24,7 @@ from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.config import from_config, load, preset
 from symbolic_cost.numeric.search import search
 from symbolic_cost.numeric.sweep import sweep
+from symbolic_cost.numeric.compile import compile_exprs
 from symbolic_cost.reader import read, read_number
 from symbolic_cost.symbols import b, e, f, l, m1
 from symbolic_cost.blocks.wiring import Run
@@ -604,6 +605,10 @@ API = [
     (lambda: sweep({"w": 2 * b}, grid={"b": [1]}, constraints=[CODE]), InputError, "constraints"),
     (lambda: sweep({"w": 2 * b}, grid={"b": [1]}, chunk_size=0), InputError, "chunk_size"),
     (lambda: sweep({"w": 2 * b}, grid={"b": [1]}, out="/no/such/folder/x.csv"), InputError, "out"),
+    # a symbol the grid does not give ended in NameError; the imaginary unit was printed as 0
+    (lambda: sweep({"w": 2 * b * Symbol("x")}, grid={"b": [1]}), InputError, "expression 'w' holds x, for which"),
+    (lambda: sweep({"w": I * b}, grid={"b": [1, 2]}), InputError, "expression 'w' is complex"),
+    (lambda: compile_exprs({"w": b + e}, symbols=["b"]), InputError, "expression 'w' holds e, for which"),
     (lambda: search(GPT2_ARCH, 0), InputError, "devices"),
     (lambda: search(GPT2_ARCH, 10**9), InputError, "devices"),
     (lambda: search(GPT2_ARCH, "8"), InputTypeError, "devices"),

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-from sympy import Symbol, lambdify, sympify
+from sympy import S, Symbol, lambdify, sympify
 from sympy.printing.numpy import NumPyPrinter
 
 from symbolic_cost.checks import InputError, instance
@@ -57,7 +57,7 @@ from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
 from symbolic_cost.numeric.symengine_kernel import OPTIMIZED_ROWS, PROGRAM_ROWS, QuickKernel, symengine
 from symbolic_cost.numeric.vector_kernel import ColumnKernel, VectorKernel
-from symbolic_cost.numeric.portable import exactly_rounded, free_symbols_of, portable_all
+from symbolic_cost.numeric.portable import exactly_rounded, free_symbols_of, parts, portable_all
 from symbolic_cost.symbols import resolve_names
 
 BACKENDS = ("llvm", "numba", "numpy")
@@ -286,8 +286,29 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
         else "program"
     key = (names, values, symbols, backend, level)
     if key not in _MEMORY:
+        _refuse_uncomputable(names, values, symbols)
         _MEMORY[key] = _build(names, values, symbols, backend, level)
     return _MEMORY[key]
+
+
+def _refuse_uncomputable(names, values, symbols) -> None:
+    """Refuse an expression the kernels cannot compute: one holding a symbol ``symbols`` does not
+    give (generated code would meet an undefined name), or the imaginary unit (a real kernel would
+    drop the imaginary part and print 0)."""
+    given = {str(s) for s in symbols}
+    nodes = parts(values)
+    if S.ImaginaryUnit not in nodes and all(str(n) in given for n in nodes if n.is_Symbol):
+        return                          # one walk of the shared parts; the name is looked for below
+    for name, value in zip(names, values):
+        own = parts([value])
+        missing = sorted({str(n) for n in own if n.is_Symbol} - given)
+        if missing:
+            raise InputError(f"expression {name!r} holds {', '.join(missing)}, for which no value is given (the "
+                             f"symbols compiled over, a sweep's grid or table: {', '.join(sorted(given)) or 'none'})",
+                             str(name))
+        if S.ImaginaryUnit in own:
+            raise InputError(f"expression {name!r} is complex (it holds I): the kernels compute real numbers",
+                             str(name))
 
 
 def _build(names, values, symbols, backend, level: str) -> Compiled:
