@@ -147,6 +147,24 @@ def test_training_refuses_sequences_beyond_the_context_as_serving_does(capsys):
     refused(capsys, ["inference", "--preset", "llama-2-7b", "--set", "l_in=5000"], "4096 tokens", "--allow-long")
 
 
+def test_block_commands_keep_to_the_model_they_name(capsys):
+    """A block of a named model at a sequence past its context (bert-base-uncased: 512 tokens,
+    max_position_embeddings) is refused as summary refuses it, and --allow-long lets it go on; the model's
+    own dimensions are not --set (gpt2 is e 768, h 12: another width is another model)."""
+    for command in (["table"], ["optimize"], ["formula", "--block", "mlp"], ["formula", "--total", "flops_fwd"]):
+        line = [*command, "--preset", "bert-base-uncased", "--set", "l=1024"]
+        refused(capsys, line, "1024 tokens exceed the context of bert-base-uncased (512 tokens)", "--allow-long")
+        assert main([*line, "--allow-long"]) == 0
+        capsys.readouterr()
+    for fixed in ("n_layers=2", "f=4*e"):
+        refused(capsys, ["table", "--preset", "gpt2", "--set", fixed], f"--set {fixed.split('=')[0]}",
+                "not settable here")
+    for command in (["table"], ["crossover"], ["formula", "--block", "attention"]):
+        for fixed in ("e=1024", "h=7"):
+            refused(capsys, [*command, "--preset", "gpt2", "--set", fixed], f"--set {fixed.split('=')[0]}",
+                    "not settable here")
+
+
 def test_serving_refuses_more_stages_than_whole_layers(capsys):
     refused(capsys, ["inference", "--preset", "llama-2-7b", "--set", "p=64"], "p must divide n_layers")
 

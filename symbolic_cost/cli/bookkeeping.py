@@ -35,7 +35,7 @@ def honour(args, used: set, what: str, attention: bool = True) -> None:
     outside ``used``, and ``--flash`` or ``--no-qkv-bias`` without an attention block."""
     for symbol in assignments(args.set):
         if symbol not in used:
-            raise InputError(f"--set {symbol}: {what} does not depend on {symbol}; it would be ignored", "--set")
+            raise InputError(f"--set {symbol}: nothing in {what} depends on {symbol}; it would be ignored", "--set")
     if not attention:
         for flag, on in (("--flash", getattr(args, "flash", False)), ("--no-qkv-bias", getattr(args, "no_qkv_bias", False))):
             if on:

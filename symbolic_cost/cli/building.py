@@ -14,11 +14,11 @@ from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks import BUILDERS, Experts, Feedforward, Heads, Projections, Residual, Run, Scores, Wiring
 from symbolic_cost.checks import InputError
-from symbolic_cost.cli.options import PLAIN
+from symbolic_cost.cli.options import PLAIN, given
 from symbolic_cost.cli.parse import resolve
 from symbolic_cost.models import config as hf
 from symbolic_cost.models import hub
-from symbolic_cost.models.training import element_bytes
+from symbolic_cost.models.training import check_context, element_bytes
 from symbolic_cost.parallel.grid import DEGREES, make_grid
 from symbolic_cost.parallel.grid_blocks import GRID_BUILDERS
 
@@ -61,18 +61,30 @@ def refuse_expert_tensor_degree(arch, given) -> None:
                          "etp")
 
 
+MODEL_FIXED = (S.e, S.f, S.h, S.n_layers)
+"""The symbols a model (``--preset``, ``--hf-config``) gives a block command's values."""
+
+
 def block_values(args, arch, base: dict | None = None, free=()) -> dict:
     """Values of a block command: element sizes of ``--precision``; with a model, its
     dimensions and ``training_values`` too; then ``--set``.  Unset symbols stay symbols, and so
     do those of ``free`` (what the command solves for or differentiates by: ``--for l``,
-    ``--diff l``) among ``b``, ``l``, ``m1``, ``s1``, which a model's defaults would fix."""
+    ``--diff l``) among ``b``, ``l``, ``m1``, ``s1``, which a model's defaults would fix.  A model
+    named on the command line keeps its dimensions (``MODEL_FIXED``) and its context."""
     values = {S.es: element_bytes(args.precision), S.es_mask: PLAIN.mask_bytes, **(base or {})}
-    if arch is not None:
-        values.update({S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers})
-        values.update({k: v for k, v in training_values(arch).items() if k in (S.b, S.l, S.m1, S.s1) and k not in free})
-        if arch.moe is not None:
-            values[S.ep] = PLAIN.ep
-    return resolve(values, args.set)
+    if arch is None:
+        return resolve(values, args.set)
+    values.update({S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers})
+    values.update({k: v for k, v in training_values(arch).items() if k in (S.b, S.l, S.m1, S.s1) and k not in free})
+    if arch.moe is not None:
+        values[S.ep] = PLAIN.ep
+    if not (given(args, "preset") or args.hf_config or args.hf_model):
+        return resolve(values, args.set)    # the command's default model: a shape --set may change
+    # a model named is kept to: its dimensions are its own (another width is another model), and
+    # so is its context, as summary keeps to it
+    values = resolve(values, args.set, [s for s in S.BY_NAME.values() if s not in MODEL_FIXED])
+    check_context(arch, (("l", values.get(S.l, S.l)),), args.allow_long, "--allow-long")
+    return values
 
 
 def conventions(args) -> conv.Conventions:

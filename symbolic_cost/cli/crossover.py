@@ -21,6 +21,7 @@ EXAMPLES = [
 def add_arguments(parser) -> None:
     options.model(parser, default=None)
     options.settings(parser)
+    options.long_sequences(parser)
     options.precision(parser)
     options.block(parser, default=None)
     options.counting(parser)

@@ -47,6 +47,7 @@ def field(parser, default: str):
 def add_arguments(parser) -> None:
     options.model(parser, default=None)
     options.settings(parser)
+    options.long_sequences(parser)
     options.precision(parser)
     options.block(parser)
     options.counting(parser)
@@ -166,7 +167,7 @@ def whole_model(args):
     if arch is None:
         raise InputError("--total needs a model: --preset, --hf-config or --hf-model", "--total")
     fixed = resolve({}, args.set, allowed=TRAINING_SYMBOLS)
-    training = whole_training(arch, fixed, args.precision, args.flash)
+    training = whole_training(arch, fixed, args.precision, args.flash, args.allow_long)
     chosen = conventions(args)
     cost = model_cost(arch, training, chosen)
     expr = simplify(model_fields(cost, (args.total,), get_system(args.system), chosen)[args.total])
@@ -174,11 +175,12 @@ def whole_model(args):
         k: sympify(v).subs(at) for k, v in training.flat().items() if isinstance(v, Basic)}))
 
 
-def whole_training(arch, fixed: dict, precision: str, flash: bool) -> Training:
+def whole_training(arch, fixed: dict, precision: str, flash: bool, allow_long: bool = False) -> Training:
     """A ``Training`` whose degrees are ``fixed``'s values or their symbols (the expert degrees only
-    for a mixture of experts, context parallelism only when set: its ring runs flash attention)."""
+    for a mixture of experts, context parallelism only when set: its ring runs flash attention);
+    ``allow_long`` lets the sequence pass the model's context."""
     value = lambda sym: fixed.get(sym, sym)  # noqa: E731
     experts = dict(ep=value(S.ep), etp=fixed.get(S.etp)) if arch.moe is not None else {}
     return Training(b=value(S.b), l=value(S.l), m1=value(S.m1), s1=value(S.s1), d=value(S.d), p=value(S.p),
                     micro_batches=value(S.n_micro), cp=fixed.get(S.cp, 1), flash=flash, precision=precision,
-                    **experts)
+                    allow_long=allow_long, **experts)

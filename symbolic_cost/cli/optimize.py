@@ -21,6 +21,7 @@ EXAMPLES = [
 def add_arguments(parser) -> None:
     options.model(parser)
     options.settings(parser)
+    options.long_sequences(parser)
     options.precision(parser)
     options.block(parser, default="layer")
     options.counting(parser)

@@ -105,6 +105,11 @@ def settings(parser, help: str = "fix symbols: NAME=VALUE pairs, several after o
     return pairs(parser, "--set", help)
 
 
+def long_sequences(group):
+    """``--allow-long``: sequences past the model's stated context (refused without it)."""
+    option(group, "--allow-long", action="store_true", help="allow sequences longer than the model's context")
+
+
 def model(parser, default: str | None = MODEL, megatron: bool = False):
     """``--preset``, ``--hf-config`` or ``--hf-model`` (or, with ``megatron``, a framework file:
     ``--megatron-args`` or ``--torchtitan``, ``cli.frameworks``): the model whose dimensions are used."""
@@ -205,7 +210,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
         option(group, "--pipeline-layout", metavar="LAYOUT", help="every pipeline stage's layers, as Megatron-LM's "
                "--pipeline-model-parallel-layout (E embedding, t layer, L loss, | between stages, (..)*n and x*n "
                "repeats; stage s is chunk s // p of rank s mod p: --virtual-stages = stages / p)")
-        option(group, "--allow-long", action="store_true", help="allow sequences longer than the model's context")
+        long_sequences(group)
         option(group, "--cp-variant", choices=CP_VARIANTS, help="context parallelism (--set cp=N): ring (K, V "
                "passed point to point, Megatron-LM; default; latent attention runs under it only), all-gather "
                "(Llama 3) or ulysses (all-to-all of heads); a sliding window runs under the last two, sinks under "
