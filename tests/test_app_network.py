@@ -67,6 +67,11 @@ def test_a_half_sent_request_holds_only_its_own_connection(page):
     (post("", **{"Content-Length": "2000000"}), 413, "a request holds at most 1,000,000 bytes, got 2,000,000"),
     ("GET /api/choices HTTP/1.1\nHost: evil.example:{port}\n\n", 403, "answers requests for 127.0.0.1:"),
     (post("{}", **{"Content-Length": "2", "Origin": "http://evil.example"}), 403, "from its own page only"),
+    # a number of 5,000 digits was told "a request is a JSON object"; a PUT got an HTML page of 501
+    (post('{"b": ' + "9" * 5000 + "}", **{"Content-Length": "5007"}), 400, "has more than 4,300 digits"),
+    ("PUT /api/summary HTTP/1.1\nHost: 127.0.0.1:{port}\nContent-Length: 0\n\n", 405, "answers GET and POST, not PUT"),
+    ("DELETE / HTTP/1.1\nHost: 127.0.0.1:{port}\n\n", 405, "not DELETE"),
+    ("GET /" + "a" * 70000 + " HTTP/1.1\n\n", 414, "URI Too Long"),
 ])
 def test_malformed_and_foreign_requests_are_refused_naming_the_rule(page, request_, status, message):
     got, body = ask(page, request_)

@@ -157,8 +157,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             request = json.loads(self.rfile.read(size) or b"{}")
-        except (ValueError, RecursionError):     # not JSON, or nested past the parser's depth
-            return self.send_json(400, {"error": "a request is a JSON object"})
+        except (ValueError, RecursionError) as error:     # not JSON, or nested past the parser's depth
+            return self.send_json(400, {"error": unreadable(error)})
         try:
             answered = self.jobs.ask(lambda: answer(kind, request, self.main))
         except Exception as error:      # a bug of ours, as cli.main says of one: the server goes on
@@ -167,6 +167,24 @@ class Handler(BaseHTTPRequestHandler):
         if answered is None:
             return self.send_json(503, {"error": f"{WAITING} answers are waiting already: try again"})
         self.send_json(200, answered)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """``http.server``'s own refusals (a malformed request line, a method without a ``do_``
+        handler) as JSON, as every other answer: a method other than GET and POST is ``405`` with
+        ``Allow``, not an HTML page of ``501``."""
+        if code == 501:
+            code, message = 405, f"this page answers GET and POST, not {self.command}"
+        self.close_connection = True
+        body = json.dumps({"error": message or self.responses.get(code, ("refused",))[0]}).encode()
+        self.send_response(code)
+        if code == 405:
+            self.send_header("Allow", "GET, POST")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def body_size(self) -> int | None:
         """The body's stated length, or ``None`` after refusing the request: chunked or without
@@ -186,6 +204,18 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(413, {"error": f"a request holds at most {LARGEST_REQUEST:,} bytes, got {size:,}"})
             return None
         return size
+
+
+def unreadable(error: Exception) -> str:
+    """Why a request's body is not read: a number past the digits Python turns into an integer
+    (``sys.get_int_max_str_digits``, 4,300), or not a JSON object at all.
+
+    >>> unreadable(ValueError("Exceeds the limit (4300 digits) for integer string conversion"))
+    'a number in the request has more than 4,300 digits'
+    """
+    if "digits" in str(error) and isinstance(error, ValueError):
+        return f"a number in the request has more than {sys.get_int_max_str_digits():,} digits"
+    return "a request is a JSON object"
 
 
 class Server(ThreadingHTTPServer):
