@@ -126,6 +126,32 @@ def test_slo_as_given():
     assert load.slo_attained == 1          # 10 ms to the first token and between tokens: within 20 ms
 
 
+def test_the_simulator_and_its_helpers_refuse_by_name():
+    """A fuzz of the Python API: a symbolic prompt ended in ``TypeError`` (int of a symbol), a
+    symbolic degree was accepted and failed at the first step, a seed of text was hashed into the
+    arrivals, ``percentile`` of nothing raised ``IndexError``, and ``Speculation(draft=None)``
+    failed only when priced."""
+    from symbolic_cost import symbols as S
+    from symbolic_cost.inference import Serving
+    from symbolic_cost.inference.load import StepModel, percentile, serve
+    from symbolic_cost.inference.speculative import Speculation
+    llama = preset("llama-2-7b")
+    for serving, name in ((Serving(b=1, l_in=S.l_in, l_out=10), "l_in"), (Serving(b=1, l_in=100, l_out=10, m1=S.m1),
+                                                                          "m1")):
+        with pytest.raises(InputError, match=f"needs a number for {name}") as raised:
+            StepModel(llama, serving, "h100")
+        assert raised.value.argument == name
+    for seed in ("x", 1.5, True):
+        with pytest.raises(InputTypeError, match="seed must be an integer"):
+            serve(TenMs(), 5, 1.0, requests=2, seed=seed)
+    with pytest.raises(InputError, match="at least one value"):
+        percentile([(2.0, 0)], 50)
+    with pytest.raises(InputError, match="from 0 to 100"):
+        percentile([(2.0, 1)], 101)
+    with pytest.raises(InputTypeError, match="draft must be an Architecture"):
+        Speculation(None, 2, 0)
+
+
 @pytest.mark.parametrize("text", [None, b"{}", {}, 3])
 def test_framework_readers_take_text(text, gpt2):
     from symbolic_cost.models.accelerate import accelerate_setup

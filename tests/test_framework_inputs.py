@@ -1071,6 +1071,9 @@ def test_case_on_a_known_value_takes_its_branch():
     large = read_launch(CASE_SCRIPT.replace("${MODEL_SIZE:-small}", "large"), "s", inert=inert).program
     assert large[large.index("--num-layers") + 1] == "24" and large[large.index("--hidden-size") + 1] == "1024"
     assert launch.launcher == ["torchrun", "--nproc_per_node", "8"]      # eval ${run_cmd}: the command's words
+    # eval "${run_cmd}": eval reads the one string as words again (the launcher was lost, and the devices with it)
+    quoted = read_launch(CASE_SCRIPT.replace("eval ${run_cmd}", 'eval "${run_cmd}"'), "s", inert=inert)
+    assert quoted.launcher == ["torchrun", "--nproc_per_node", "8"] and quoted.program == words
 
 
 def test_a_case_on_an_unknown_value_leaves_what_it_assigns_unknown():

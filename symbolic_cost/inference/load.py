@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 
-from sympy import Integer, Rational, Symbol, ceiling, floor, lambdify
+from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown, timed
@@ -145,6 +145,12 @@ class StepModel:
         from symbolic_cost import conventions as conv
         conventions = conv.get(conventions or conv.DEFAULT)
         instance(serving, Serving, "serving", SERVING_MADE_BY)
+        symbolic = sorted({f.name for f in fields(serving)
+                           if isinstance(getattr(serving, f.name), Basic) and getattr(serving, f.name).free_symbols}
+                          - {"b", "l_out"})
+        if symbolic:        # the simulator runs numbers: all but the batch and the output it runs step by step
+            raise InputError(f"the load simulator needs a number for {', '.join(symbolic)} of the serving (its steps "
+                             f"set only the batch b and the tokens out, l_out)", symbolic[0])
         self.system, self.prompt = calibrated(system), int(serving.l_in)
         self._memory = (arch, serving, speculation)
         one = replace(serving, b=S.b, l_out=2)
@@ -276,8 +282,12 @@ def percentile(pairs, q: float) -> float:
     >>> percentile([(3.0, 1), (1.0, 1), (2.0, 2)], 50), percentile([(1.0, 1), (2.0, 1)], 90)
     (2.0, 1.9)
     """
+    if not 0 <= q <= 100:
+        raise InputError(f"q must be a percentile from 0 to 100, got {q!r}", "q")
     ordered = sorted((value, count) for value, count in pairs if count > 0)
     total = sum(count for _, count in ordered)
+    if total == 0:
+        raise InputError("a percentile needs at least one value (pairs holds none with a positive count)", "pairs")
     rank = q / 100 * (total - 1)
     below, above = math.floor(rank), math.ceil(rank)
 
@@ -386,6 +396,8 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
         raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InputTypeError(f"seed must be an integer (the arrivals' generator), got {shown(seed)}", "seed")
     slo = None if slo is None else check_slo(slo)
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import InputError, exact
+from symbolic_cost.checks import InputError, InputTypeError, exact
 from symbolic_cost.inference.drafts import MtpDraft, draft_cache_bytes, draft_decode, draft_prefill, draft_weights
 from symbolic_cost.inference.phases import Phase, mean_decode, mean_step
 from symbolic_cost.inference.serving import Serving, final_tokens, prompt_tokens
@@ -58,6 +58,9 @@ class Speculation:
     acceptance: Expr
 
     def __post_init__(self):
+        if not isinstance(self.draft, (Architecture, MtpDraft)):
+            raise InputTypeError(f"draft must be an Architecture (a draft model) or an MtpDraft (the served model's "
+                                 f"MTP heads), got {type(self.draft).__name__}", "draft")
         k = exact(self.k, "k")
         if not (isinstance(k, Integer) and k >= 1):
             raise InputError(f"k (draft tokens a step) must be a whole number of at least 1, got {self.k!r}", "k")

@@ -465,9 +465,12 @@ costs its length)."""
 def _inline_shell(words: list | None) -> list | None:
     """``words`` with a command given as one string opened (``srun ... bash -c "$SETUP && python
     pretrain_gpt.py ..."``, ``docker exec ... sh -c "..."``): the word holding a ``.py`` program
-    among other words, after ``-c`` or after a ``&&`` or ``;`` of its own (not a message that
-    names the program), is split into the words of its last command, in its place.
+    among other words, after ``-c`` or ``eval`` or after a ``&&`` or ``;`` of its own (not a message that
+    names the program), is split into the words of its last command, in its place; so is the one
+    string of ``eval "$cmd"``, which ``eval`` reads as words again.
 
+    >>> _inline_shell(["eval", "torchrun --nproc_per_node 8 pretrain_gpt.py --bf16"])
+    ['eval', 'torchrun', '--nproc_per_node', '8', 'pretrain_gpt.py', '--bf16']
     >>> _inline_shell(["srun", "-n", "8", "bash", "-c", "cd /w && python pretrain_gpt.py --bf16", "|", "tee", "x"])
     ['srun', '-n', '8', 'bash', '-c', 'python', 'pretrain_gpt.py', '--bf16', '|', 'tee', 'x']
     """
@@ -477,7 +480,7 @@ def _inline_shell(words: list | None) -> list | None:
         program = _PROGRAM.search(word) if any(c.isspace() for c in word) else None
         if program is not None:
             start = max(word.rfind("&&", 0, program.start()), word.rfind(";", 0, program.start()))
-            if start < 0 and words[i - 1:i] != ["-c"]:
+            if start < 0 and words[i - 1:i] not in (["-c"], ["eval"]):
                 continue
             text = word[start + 1:].lstrip("&") if start >= 0 else word
             try:
