@@ -685,6 +685,15 @@ def test_a_default_set_where_the_script_finds_a_variable_unset_as_bash_runs_it(t
         read_launch(DEFAULTS.replace('then DATA_ARGS="', 'then OTHER_ARGS="'), "s", inert=inert)
 
 
+def test_a_refusal_names_the_line_of_the_file():
+    """Lines joined by a backslash, and a quote over three lines, above the ``if``: its assignment is on line 10
+    of the file, counted by hand (continuation lines were joined before counting, so it was named line 8)."""
+    script = ("#!/bin/bash\n# two\nA=1 \\\n  B=2\nC=\"x\ny\nz\"\n\nif [ -f /etc/foo ]; then\n"
+              "  EXTRA=\"--num-layers 4\"\nfi\n" f"torchrun --nproc_per_node 8 pretrain_gpt.py {_model('')} $EXTRA\n")
+    assert script.splitlines()[9] == '  EXTRA="--num-layers 4"'
+    with pytest.raises(InputError, match="line 10: an assignment sits under a test the reader cannot decide"):
+        read_launch(script, "s", inert=inert)
+
 
 def test_assignments_before_the_launch_are_its_environment():
     """``CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun ...`` (Megatron-LM's cluster_scripts of 2023) runs

@@ -238,9 +238,8 @@ def _statements(text: str):
     """(line number, logical line): continuation lines joined, a quoted string that spans lines
     (``GPT_ARGS="`` over several lines, Megatron-LM's examples until 2024) gathered up to its closing
     quote, arrays gathered up to their ``)``."""
-    lines = _continued(text).splitlines()
     number, pending, start, quoted, document, script = 0, None, 0, None, None, None
-    for number, line in enumerate(lines, 1):
+    for number, line in _continued(text):
         stripped = line.strip()
         if document is not None:            # a here-document's data, up to its delimiter
             document = None if stripped == document else document
@@ -280,13 +279,29 @@ def _statements(text: str):
         raise InputError(f"line {quoted[0]}: the quote opened there is not closed")
 
 
-def _continued(text: str) -> str:
-    """``text`` with its continuation lines joined (a ``\\`` before the newline), except where the
-    ``\\`` ends a comment line (``#--data-path $DATA_PATH \\``, as Megatron-LM's examples comment an
-    option out): bash continues no comment, so the next line stays a line of its own."""
-    lines = text.replace("\r\n", "\n").split("\n")
-    kept = [line[:-1] if line.lstrip().startswith("#") and line.endswith("\\") else line for line in lines]
-    return "\n".join(kept).replace("\\\n", " ")
+def _continued(text: str) -> list[tuple[int, str]]:
+    r"""``text``'s lines, each with the number of its first line in the file, its continuation
+    lines joined (a ``\`` before the newline), except where the ``\`` ends a comment line
+    (``#--data-path $DATA_PATH \``, as Megatron-LM's examples comment an option out): bash
+    continues no comment, so the next line stays a line of its own.
+
+    >>> _continued("A=1 \\\n  B=2\n#C \\\nD=4")
+    [(1, 'A=1    B=2'), (3, '#C '), (4, 'D=4')]
+    """
+    joined, start = [], None
+    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), 1):
+        if line.lstrip().startswith("#") and line.endswith("\\"):
+            line = line[:-1]
+        if start is None:
+            start, parts = number, []
+        if line.endswith("\\"):
+            parts.append(line[:-1] + " ")
+            continue
+        joined.append((start, "".join(parts) + line))
+        start = None
+    if start is not None:
+        joined.append((start, "".join(parts)))
+    return joined
 
 
 def open_quote(line: str) -> str | None:
