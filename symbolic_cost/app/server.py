@@ -36,6 +36,7 @@ from pathlib import Path
 from symbolic_cost.app.commands import CHOICES, SERVING_CHOICES, WORDS, answer
 from symbolic_cost import REPORT
 from symbolic_cost.checks import InputError
+from symbolic_cost.digits import whole_number
 
 PAGE = Path(__file__).with_name("page.html")
 LARGEST_REQUEST = 1_000_000
@@ -196,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
         if stated is None:
             self.send_json(411, {"error": "a request states its Content-Length"})
             return None
-        if not (stated.strip().isascii() and stated.strip().isdigit()):      # "²" is a digit to isdigit alone
+        if not whole_number(stated):
             self.send_json(400, {"error": f"Content-Length must be a whole number of bytes, got {stated[:40]!r}"})
             return None
         size = int(stated)

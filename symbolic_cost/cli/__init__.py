@@ -17,6 +17,7 @@ from contextlib import contextmanager, redirect_stdout
 
 from symbolic_cost import REPORT, __version__  # noqa: F401  (cli.REPORT: what an internal error asks)
 from symbolic_cost.cli import answers, warm
+from symbolic_cost.digits import whole_number
 
 NAMES = ("table", "formula", "crossover", "optimize", "reproduce", "scheme", "summary", "profile", "sweep", "search",
          "inference", "lstm", "report", "calibrate", "serve", "plan")
@@ -128,7 +129,7 @@ def environment_refusal(environ=os.environ) -> str | None:
     (None, None)
     """
     size = environ.get("SYMPY_CACHE_SIZE")
-    if size is None or (size.strip().isascii() and size.strip().isdigit()) or size.strip().lower() == "none":
+    if size is None or whole_number(size) or size.strip().lower() == "none":
         return None
     return (f"symbolic-cost: error: SYMPY_CACHE_SIZE={size!r} must be a whole number of cache entries or 'none' "
             f"(SymPy reads it as it imports)")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from symbolic_cost.checks import InputError, timed
 from symbolic_cost.cost import Collective
+from symbolic_cost.digits import whole_number
 from symbolic_cost.inference.load import (Load, Runtime, arrivals, cache_limit, chunked_steps, mean_context,
                                           measured_load, whole_prompt_steps)
 from symbolic_cost.timing.hardware import comm_time
@@ -59,7 +60,7 @@ class Pools:
         Pools(prefill=1, decode=3)
         """
         prefill, colon, decode = str(text).partition(":")
-        if not (colon and all(part.strip().isascii() and part.strip().isdigit() for part in (prefill, decode))):
+        if not (colon and whole_number(prefill) and whole_number(decode)):
             raise InputError(f"--disaggregate takes P:D, the prefill and decode instances (1:3), got {text!r}",
                              "disaggregate")
         return cls(int(prefill), int(decode))

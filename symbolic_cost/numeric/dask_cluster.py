@@ -10,6 +10,7 @@ import os
 from contextlib import contextmanager
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.digits import whole_number
 
 
 def need_dask():
@@ -48,7 +49,7 @@ def cluster(where: str, argument: str = "where"):
     scheduler at the address ``where`` (``tcp://host:8786``).  Dask's tasks go to it while it
     is open."""
     where = str(where).strip()
-    if where.isascii() and where.isdigit() and int(where) > max(2, local_cores()):
+    if whole_number(where) and int(where) > max(2, local_cores()):
         raise InputError(f"{argument} {where}: a LocalCluster of more worker processes than this machine's "
                          f"{local_cores()} cores only shares them (each process a Python interpreter and its memory); "
                          f"give at most {max(2, local_cores())}, or a scheduler's address such as tcp://host:8786",
@@ -58,7 +59,7 @@ def cluster(where: str, argument: str = "where"):
         from distributed import Client, LocalCluster
     except ImportError:
         raise InputError("Dask clusters need distributed: python -m pip install 'symbolic_cost[dask]'", argument) from None
-    if where.isascii() and where.isdigit() and int(where) >= 1:
+    if whole_number(where) and int(where) >= 1:
         with dask.config.set(QUIET):     # read as each server and worker starts
             local = LocalCluster(n_workers=int(where), threads_per_worker=1, processes=True, dashboard_address=None)
         with local, Client(local) as client:
