@@ -1137,6 +1137,16 @@ def test_the_empty_sections_accelerate_config_writes_are_accepted(tmp_path, caps
     assert got == plain
 
 
+def test_accelerate_megatron_plugin_is_refused_with_what_to_give_instead(tmp_path, capsys):
+    """distributed_type MEGATRON_LM, with its settings or without, as accelerate's Megatron-LM guide
+    (docs/source/usage_guides/megatron_lm.md) writes it: refused naming the plugin and the options that state its
+    layout (it was told to give a Megatron-LM launch, which such a user does not have)."""
+    for extra in ("megatron_lm_config: {}", "megatron_lm_config:\n  megatron_lm_tp_degree: 2"):
+        config = _accelerate(tmp_path, "distributed_type: FSDP", f"distributed_type: MEGATRON_LM\n{extra}")
+        err = _error(capsys, "--preset", "gpt2", "--accelerate", config)
+        assert "accelerate's Megatron-LM plugin is not read" in err and "--set m1=TP p=PP" in err
+
+
 def test_unset_ignored_modules_are_accepted_and_set_ones_refused(tmp_path, capsys):
     """accelerate's own ``tests/test_configs/latest_fsdp.yaml`` (the file ``accelerate config`` writes)
     holds ``fsdp_ignored_modules: null``; the plugin acts only on a value that is not ``None``

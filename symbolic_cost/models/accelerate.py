@@ -78,8 +78,14 @@ fixture writes them: the plugin acts only on a value that is not ``None``), refu
 when they hold one."""
 
 
+MEGATRON_PLUGIN = ("accelerate's Megatron-LM plugin is not read: give its layout with "
+                   "the command line's options (--set m1=TP p=PP n_micro=N, --recompute, --distributed-optimizer) "
+                   "beside the model, or a Megatron-LM launch with --megatron-args")
+"""What to do with a configuration of accelerate's ``MegatronLMPlugin``, whose defaults the reader
+does not follow (its environment variables, as ``accelerate launch`` sets them)."""
+
 EMPTY_SECTIONS = {"deepspeed_config": "give the DeepSpeed settings as a ds_config.json with --deepspeed",
-                  "megatron_lm_config": "give the Megatron-LM launch with --megatron-args",
+                  "megatron_lm_config": MEGATRON_PLUGIN,
                   "ipex_config": "CPU training is not modelled", "mpirun_config": "an MPI launch is not modelled"}
 """Sections ``accelerate config`` writes for other backends: accepted empty (``{}``, as its own
 documented output has them), refused with what to do when they hold settings."""
@@ -179,6 +185,8 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     if config.get("use_cpu", False) is not False:
         raise InputError("use_cpu: training on the host is not modelled", "use_cpu")
     kind = config.get("distributed_type", "NO")
+    if kind == "MEGATRON_LM":
+        raise InputError(f"distributed_type MEGATRON_LM: {MEGATRON_PLUGIN}", "distributed_type")
     if kind not in ("NO", "MULTI_GPU", "FSDP"):
         raise InputError(f"distributed_type {kind!r}: the reader reads NO, MULTI_GPU and FSDP (DEEPSPEED: give the "
                          f"DeepSpeed config with --deepspeed)", "distributed_type")
