@@ -195,7 +195,7 @@ def get(name: str | Conventions) -> Conventions:
     """Look up a preset by name (a ``Conventions`` value passes through)."""
     if isinstance(name, Conventions):
         return name
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise InputError(f"unknown conventions {name!r}; known: {', '.join(PRESETS)}") from None
+    if not isinstance(name, str) or name not in PRESETS:
+        raise InputError(f"unknown conventions {name!r}; known: {', '.join(PRESETS)} (or a Conventions value)",
+                         "conventions")
+    return PRESETS[name]

@@ -375,3 +375,104 @@ def test_scaling_laws_refuse_counts_that_are_not_positive(call):
 def test_a_budget_given_as_text_is_refused_unread():
     from symbolic_cost.analysis.scaling_laws import LAWS
     refused(lambda: LAWS["hoffmann-2022"].optimum().at("__import__('os')"), "budget")
+
+
+def _refuses(call, argument, words):
+    """``call`` raises an ``InputError`` naming ``argument`` and saying ``words``."""
+    with pytest.raises(InputError) as raised:
+        call()
+    assert raised.value.argument == argument and words in str(raised.value), (argument, str(raised.value))
+
+
+def test_load_tests_check_what_they_run():
+    """A fuzz of the Python API (issue 66): a negative transfer time gave negative latencies and a NaN one
+    hung; 5,000 tokens out of gpt2's 1,024-token context ran; a billion replicas hung on 5 requests; a
+    mapping was read as an SLO by its keys, a boolean as a rate, infinity as "all at once"."""
+    import math
+    from symbolic_cost.inference import Serving
+    from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
+    from symbolic_cost.inference.load import StepModel, serve
+    step = StepModel(preset("gpt2"), Serving(b=1, l_in=128, l_out=16), "h100")
+    pools = Pools(1, 1)
+    for transfer in (-100.0, math.nan, math.inf):
+        _refuses(lambda: serve_disaggregated(step, 16, 1.0, requests=5, pools=pools, transfer=transfer), "transfer",
+                 "at least 0")
+    _refuses(lambda: serve_disaggregated(step, -5, 1.0, requests=5, pools=pools), "output_tokens", "from 1 to")
+    _refuses(lambda: serve_disaggregated(step, 16, 1.0, requests=0, pools=pools), "requests", "from 1 to")
+    refused(lambda: serve_disaggregated(step, 16, 1.0, requests=5, pools=(1, 1)), "pools")
+    refused(lambda: serve_disaggregated(step, 16, 1.0, requests=5, pools=pools, seed="x"), "seed")
+    for call in (lambda: serve(step, 5000, 1.0, requests=2),
+                 lambda: serve_disaggregated(step, 5000, 1.0, requests=2, pools=pools)):
+        _refuses(call, "output_tokens", "l_in + output_tokens - 1 = 5127 tokens exceed the context of gpt2 (1024")
+    long = StepModel(preset("gpt2"), Serving(b=1, l_in=128, l_out=16, allow_long=True), "h100")
+    assert serve(long, 5000, None, requests=1).mean_ttft > 0
+    one = serve(step, 16, 1.0, requests=5, replicas=5)
+    assert serve(step, 16, 1.0, requests=5, replicas=10**9) == one      # the replicas past the requests get none
+    refused(lambda: serve(step, 16, 1.0, requests=5, slo={1: 2, 3: 4}), "slo")
+    for rate, kind in ((True, InputTypeError), ("x", InputTypeError), (math.inf, InputError), (-1.0, InputError)):
+        with pytest.raises(kind) as raised:
+            serve(step, 16, rate, requests=5)
+        assert raised.value.argument == "rate"
+    refused(lambda: serve(None, 16, 1.0), "step")
+    refused(lambda: serve(step, 16, 1.0, runtime=None), "runtime")
+
+
+def test_the_cache_and_the_batch_keep_the_serving_rules():
+    """``kv_cache_bytes`` took splits ``Serving`` refuses (half a layer a stage at p = 24 on gpt2's 12 layers;
+    12 key/value heads over 5 devices) and an encoder gpt2 does not have; ``fitting_batch`` answered 0 for a
+    complex or negative capacity and an infinite batch for an infinite one."""
+    from sympy import I
+    from symbolic_cost.inference import Serving
+    from symbolic_cost.inference.kv_cache import kv_cache_bytes
+    from symbolic_cost.inference.peak import fitting_batch
+    gpt2 = preset("gpt2")
+    assert kv_cache_bytes(gpt2, 1, 100, p=4, m1=4) == 2 * 12 * 768 * 2 * 100 // 16    # K and V, 12 layers, bf16
+    _refuses(lambda: kv_cache_bytes(gpt2, 1, 100, p=24), "p", "p must divide n_layers")
+    _refuses(lambda: kv_cache_bytes(gpt2, 1, 100, m1=5), "m1", "m1 must divide kv_heads")
+    _refuses(lambda: kv_cache_bytes(gpt2, 1, 100, encoder=50), "encoder", "has no encoder")
+    for capacity in (-1, I, float("inf")):
+        with pytest.raises(InputError):
+            fitting_batch(gpt2, Serving(l_in=128, l_out=16), capacity)
+
+
+def test_values_that_would_be_ignored_or_break_later_are_refused_where_given():
+    """A list where a name is taken raised
+    ``TypeError: unhashable``; ``moe=5`` failed in ``model_cost``; a decidably negative symbolic rate
+    (``-F``) dropped the compute time out of the step; ``layer_time`` of group 7 of one group raised
+    ``IndexError``; ``Speculation(k=10**30)`` hung; ``l_ctx=True`` raised a SymPy ``TypeError``."""
+    from sympy import Symbol
+    from symbolic_cost.inference import Serving
+    from symbolic_cost.inference.speculative import Speculation
+    from symbolic_cost.inference.throughput import inference_cost
+    from symbolic_cost.models import Architecture
+    from symbolic_cost.timing.hardware import step_time
+    from symbolic_cost.timing.step import layer_time
+    from symbolic_cost.timing.systems import get_system
+    dense = Architecture("t", 2, 64, 4, 256, 100)
+    _refuses(lambda: Training(b=1, l=16, optimizer=["adam"]), "optimizer", "optimizer must be one of")
+    _refuses(lambda: Training(b=1, l=16, fp8=["delayed"]), "fp8", "fp8 must be one of")
+    _refuses(lambda: model_cost(dense, Training(b=1, l=16), conventions=["megatron"]), "conventions", "unknown")
+    _refuses(lambda: Architecture("t", 2, 64, 4, 256, 100, moe=5), "moe", "moe must be a blocks.moe.MoE")
+    _refuses(lambda: get_system("h100").but(matrix_flops=-Symbol("F", positive=True)), "matrix_flops",
+             "must be positive")
+    cost = model_cost(dense, Training(b=1, l=16))
+    _refuses(lambda: layer_time(cost, "h100", group=7), "group", "0 to 0")
+    _refuses(lambda: step_time(cost.stack[1][0], "h100", passes=("zz",)), "passes", "'fwd' and/or 'bwd'")
+    _refuses(lambda: Speculation(dense, 10**30, Rational(1, 2)), "k", "from 1 to 64")
+    refused(lambda: inference_cost(preset("gpt2"), Serving(b=1, l_in=128, l_out=16), l_ctx=True), "l_ctx")
+
+
+def test_analysis_refuses_what_has_no_answer():
+    """``optimum`` chose m1 = -1; ``share`` of a whole of 0 and ``elasticity`` of 0 returned zoo and NaN;
+    ``limit(to="x")`` parsed the text; ``smooth_at`` at a point that decides nothing raised SymPy's
+    ``TypeError``; a million candidates ran for minutes."""
+    from sympy import Max
+    from symbolic_cost.analysis import elasticity, limit, optimum, share, smooth_at
+    from symbolic_cost.symbols import e, l, m1
+    _refuses(lambda: optimum(64 / m1 + m1, m1, [-1, 1]), "each of candidates (m1)", "positive integer")
+    _refuses(lambda: optimum(64 / m1 + m1, m1, list(range(1, 10**6))), "candidates", "1 to 4,096")
+    _refuses(lambda: share(l, 0), "whole", "a share of nothing")
+    _refuses(lambda: elasticity(0, l), "expr", "an elasticity of nothing")
+    refused(lambda: limit(l, l, to="x"), "to")
+    _refuses(lambda: smooth_at(Max(l, e), {l: 2}), "point", "does not decide")
+    assert optimum(64 / m1 + m1, m1, [1, 2, 4, 8, 16]).best == 8          # 8 + 8 = 16, the least of the five

@@ -609,6 +609,10 @@ API = [
     (lambda: sweep({"w": 2 * b * Symbol("x")}, grid={"b": [1]}), InputError, "expression 'w' holds x, for which"),
     (lambda: sweep({"w": I * b}, grid={"b": [1, 2]}), InputError, "expression 'w' is complex"),
     (lambda: compile_exprs({"w": b + e}, symbols=["b"]), InputError, "expression 'w' holds e, for which"),
+    # an output named as an input replaced its column; "b" beside b dropped one axis; 2**53 + 1 came out 2**53
+    (lambda: sweep({"b": 2 * m1}, grid={"b": [1, 2], "m1": [3]}), InputError, "exprs names b, an input"),
+    (lambda: sweep({"w": 2 * b}, grid={"b": [1], b: [2]}), InputError, "grid names a symbol twice"),
+    (lambda: sweep({"w": 2 * b}, grid={"b": [2**53 + 1]}), InputError, "below 2**53"),
     (lambda: search(GPT2_ARCH, 0), InputError, "devices"),
     (lambda: search(GPT2_ARCH, 10**9), InputError, "devices"),
     (lambda: search(GPT2_ARCH, "8"), InputTypeError, "devices"),

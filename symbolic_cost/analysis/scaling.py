@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Symbol, diff,
-                   expand, fraction, limit as _limit, log, nsolve, oo, simplify, solve, sympify, together)
+                   expand, false, fraction, limit as _limit, log, nsolve, oo, simplify, solve, sympify, together,
+                   true)
 
 from symbolic_cost.symbols import resolve_names
-from symbolic_cost.checks import InputError, InputTypeError, count, exact, shown
+from symbolic_cost.checks import InputError, InputTypeError, count, exact, fits, shown
 
 
 def _real(x: Symbol) -> Symbol:
@@ -100,9 +101,9 @@ def elasticity(expr, x, at: dict | None = None) -> Expr:
     2*(3*e + l)/(6*e + l)
     """
     x = _symbol(x)
-    expr = exact(expr, "expr")
+    expr = _nonzero(expr, "expr", "an elasticity of nothing")
     value = simplify(x * diff(expr, x) / expr)
-    return simplify(value.subs(resolve_names(at))) if at else value
+    return simplify(value.subs(_point(at, "at"))) if at else value
 
 
 def crossover(a, b, x) -> Expr:
@@ -125,12 +126,29 @@ def crossover(a, b, x) -> Expr:
 
 def share(part, whole) -> Expr:
     """``part / whole``, simplified (e.g. attention's share of a layer's FLOPs)."""
-    return simplify(exact(part, "part") / exact(whole, "whole"))
+    return simplify(exact(part, "part") / _nonzero(whole, "whole", "a share of nothing"))
+
+
+def _nonzero(value, name: str, what: str) -> Expr:
+    """``value`` exact, refused where it is 0 (``what`` it would be: a division by it)."""
+    value = exact(value, name)
+    if value.is_zero:
+        raise InputError(f"{name} is 0: {what}", name)
+    return value
+
+
+def _point(point, name: str) -> dict:
+    """``point``: a dict of symbols (or their names) to exact values."""
+    if not isinstance(point, dict):
+        raise InputTypeError(f"{name} must be a dict of symbols to numbers, got {shown(point)}", name)
+    return {k: exact(v, f"{name}[{k}]") for k, v in resolve_names(point).items()}
 
 
 def limit(expr, x, to=oo) -> Expr:
-    """The limit of ``expr`` as ``x`` goes to ``to`` (infinity by default)."""
+    """The limit of ``expr`` as ``x`` goes to ``to`` (infinity by default; ``-oo`` or an exact
+    value otherwise)."""
     x = _symbol(x)
+    to = to if to in (oo, -oo) else exact(to, "to")
     return simplify(_limit(exact(expr, "expr"), x, to))
 
 
@@ -142,22 +160,31 @@ def smooth_at(expr, point: dict) -> Expr:
     >>> smooth_at(Max(1/m1, m1/16), {m1: 2})
     1/m1
     """
-    if not isinstance(point, dict):
-        raise InputTypeError(f"point must be a dict of symbols to numbers, got {shown(point)}", "point")
-    point = resolve_names(point)
+    point = _point(point, "point")
     expr = exact(expr, "expr")
     if isinstance(expr, (Max, Min)):
         pick = max if isinstance(expr, Max) else min
-        branch = pick(expr.args, key=lambda arg: float(arg.subs(point)))
-        return smooth_at(branch, point)
+        values = [_decided(arg.subs(point), expr, point) for arg in expr.args]
+        return smooth_at(expr.args[values.index(pick(values))], point)
     if isinstance(expr, Piecewise):
         for branch, condition in expr.args:
-            if bool(condition.subs(point)):
+            if _decided(condition.subs(point), expr, point):
                 return smooth_at(branch, point)
         raise InputError(f"no branch of {expr} holds at {point}")
     if expr.args:
         return expr.func(*(smooth_at(arg, point) for arg in expr.args))
     return expr
+
+
+def _decided(value, expr, point):
+    """``value`` (an argument of ``expr`` or a branch's test, at ``point``) as a real number or a
+    truth value; refused where ``point`` leaves it undecided or complex."""
+    if value in (true, false):
+        return bool(value)
+    if not (value.is_number and value.is_real):
+        raise InputError(f"{point} does not decide {expr}: its branch is {value} there (fix every symbol of the "
+                         f"branch tests, with real values)", "point")
+    return value
 
 
 @dataclass(frozen=True)
@@ -191,15 +218,19 @@ def optimum(expr, x, candidates) -> Optimum:
     """
     x = _symbol(x)
     expr = exact(expr, "expr")
-    if isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__"):
+    if not isinstance(candidates, (list, tuple, range)):     # a set or a mapping has no values of its own order
         raise InputTypeError(f"candidates must be a list of values of {x}, got {shown(candidates)}", "candidates")
-    candidates = [exact(c, "each of candidates") for c in candidates]
-    if not candidates:
-        raise InputError(f"optimum over {x} needs at least one candidate value")
+    if not 1 <= len(candidates) <= MAX_CANDIDATES:
+        raise InputError(f"optimum over {x} takes 1 to {MAX_CANDIDATES:,} candidate values (each is simplified), "
+                         f"got {len(candidates):,}", "candidates")
+    candidates = [fits(x, c, f"each of candidates ({x})") for c in candidates]
     values = {c: simplify(expr.subs(x, c)) for c in candidates}
     if any(not v.is_number for v in values.values()):
         raise InputError(f"optimum over {x}: fix every other symbol first "
                          f"(free: {', '.join(sorted(map(str, expr.free_symbols - {x})))})")
+    for c, v in values.items():
+        if not (v.is_real and v.is_finite):
+            raise InputError(f"optimum over {x}: the expression is {v} at {x} = {c}, not a real number", "candidates")
     best = min(candidates, key=lambda c: values[c])
     smooth = smooth_at(expr, {x: best})
     slope = diff(smooth, x)
@@ -228,7 +259,7 @@ def _positive_root(slope, x, start):
 
 
 MAX_CANDIDATES = 4096
-"""Most values ``valid_values`` tries: each costs a substitution into the block (a millisecond),
+"""Most values ``valid_values`` tries and ``optimum`` takes: each costs a substitution (a millisecond),
 and ``optimize`` then evaluates each that is valid."""
 
 

@@ -28,7 +28,7 @@ from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.engines import ENGINES
 from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS, MIN_RATE
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
-from symbolic_cost.inference.speculative import speculative_fields
+from symbolic_cost.inference.speculative import MAX_DRAFT, speculative_fields
 from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
@@ -91,7 +91,7 @@ def add_arguments(parser) -> None:
                         "point to point, Megatron-LM; default), all-gather (Llama 3) or ulysses (all-to-all of "
                         "heads); decode under CP is not modelled")
     speculation = parser.add_argument_group("speculative decoding")
-    options.option(speculation, "--speculative", type=options.integer(1, 64), metavar="K",
+    options.option(speculation, "--speculative", type=options.integer(1, MAX_DRAFT), metavar="K",
                    help="K draft tokens a step, verified by the model in one step (inference.speculative; with "
                         "--acceptance and a draft model; under --rate and --slo-* too, with KV blocks reserved)")
     options.option(speculation, "--acceptance", type=_share("--acceptance", zero=True), metavar="A",

@@ -20,13 +20,14 @@ aggregated engine's, so the two can be compared per GPU: a deployment of ``P`` p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from symbolic_cost.checks import InputError, timed
+from symbolic_cost.checks import InputError, instance, timed
 from symbolic_cost.cost import Collective
 from symbolic_cost.digits import whole_number
-from symbolic_cost.inference.load import (Load, Runtime, arrivals, cache_limit, chunked_steps, mean_context,
-                                          measured_load, whole_prompt_steps)
+from symbolic_cost.inference.load import (Load, Runtime, arrivals, cache_limit, check_run, chunked_steps,
+                                          mean_context, measured_load, seconds, whole_prompt_steps)
 from symbolic_cost.timing.hardware import comm_time
 
 
@@ -114,6 +115,8 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
     ``transfer``: seconds to send a request's cache (``None``: ``kv_transfer_seconds``).  Every
     instance reserves a request's whole length (``Runtime.allocation="reserve"``); blocks on demand
     (``inference.paged``) are not modelled in the pools and are refused."""
+    slo = check_run(step, output_tokens, requests, runtime, seed, slo)
+    instance(pools, Pools, "pools", " (inference.disaggregated.Pools: Pools(prefill, decode))")
     if getattr(step, "extra_tokens", 0) or getattr(step, "tokens_per_step", 1) != 1:   # a draft runs (at alpha = 0 too)
         raise InputError("speculative decoding in disaggregated pools is not modelled (the decode instances' "
                          "steps would run the draft); serve it aggregated", "speculation")
@@ -123,7 +126,9 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
                          "allocation")
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
-    transfer = kv_transfer_seconds(step) if transfer is None else transfer
+    transfer = kv_transfer_seconds(step) if transfer is None else seconds(transfer, "transfer")
+    if not 0 <= transfer < math.inf:
+        raise InputError(f"transfer must be a finite number of seconds, at least 0, got {transfer!r}", "transfer")
     prompt, run = step.prompt, (chunked_steps if runtime.chunked else whole_prompt_steps)
     first, finished = [0.0] * requests, [0.0] * requests
     blocks, need = cache_limit(step, runtime, prompt + 1)        # a prefill instance holds the prompt's cache

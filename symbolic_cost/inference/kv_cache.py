@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from sympy import Expr, Integer, ceiling
 
 from symbolic_cost.blocks.latent_attention import latent_cache_elements
-from symbolic_cost.checks import InputError, counts, instance, positive_dims
+from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, counts, instance, positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.architecture import MADE_BY, Architecture
@@ -171,6 +171,7 @@ def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, 
         raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {mla!r}", "mla")
     if arch.latent is not None:
         return (_latent_group(arch, m1, mla),)
+    check_rules(dict(m1=m1, kv_heads=exact(arch.kv, "kv_heads")), (("m1", "kv_heads"),))   # as Serving refuses
     heads = exact(arch.kv, "kv_heads") / exact(m1, "m1")
     k_dim, v_dim = exact(arch.head_size, "head_dim"), exact(arch.value_size, "v_head_dim")
     shape = dict(heads=heads, k_dim=k_dim, v_dim=v_dim)
@@ -226,8 +227,13 @@ def kv_cache_bytes(arch: Architecture, b, tokens, *, encoder=0, m1=1, p=1, kv_dt
     >>> kv_cache_bytes(preset("llama-2-7b"), b, l_ctx)      # 2 x 32 layers x 4096 x 2 bytes
     524288*b*l_ctx
     """
+    instance(arch, Architecture, "arch", MADE_BY)
     positive_dims(b=b, m1=m1, p=p, **({} if page is None else {"page": page}))
     counts(tokens=tokens, encoder=encoder)
+    check_rules(dict(p=p, n_layers=exact(arch.n_layers, "n_layers") + arch.decoder_layers), PIPELINE_RULES)
+    if not arch.encoder_decoder and exact(encoder, "encoder") != 0:
+        raise InputError(f"encoder={encoder}: {arch.name} has no encoder, whose output a cross-attention would cache; "
+                         f"it would be ignored", "encoder")
     fmt = kv_format(kv_dtype)
     return on_busiest_stage(arch, cache_groups(arch, m1, mla), p, lambda groups, share: fmt.bytes(
         kv_elements(groups, b, tokens, encoder, page, share), sum((g.tensors for g in groups), Integer(0)) / share))
@@ -263,8 +269,13 @@ def paging_waste(arch: Architecture, b, tokens, page, *, encoder=0, m1=1, p=1, k
                  mla="absorbed") -> Expr:
     """Bytes paged allocation adds to the cache: the unused tail of every sequence's last page
     in every layer, ``b sum_layers (ceil(T/B) B - T) kv (k + v)`` at the format's bytes."""
+    instance(arch, Architecture, "arch", MADE_BY)
     positive_dims(b=b, m1=m1, p=p, **({} if page is None else {"page": page}))
     counts(tokens=tokens, encoder=encoder)
+    check_rules(dict(p=p, n_layers=exact(arch.n_layers, "n_layers") + arch.decoder_layers), PIPELINE_RULES)
+    if not arch.encoder_decoder and exact(encoder, "encoder") != 0:
+        raise InputError(f"encoder={encoder}: {arch.name} has no encoder, whose output a cross-attention would cache; "
+                         f"it would be ignored", "encoder")
     fmt = kv_format(kv_dtype)
     return on_busiest_stage(arch, cache_groups(arch, m1, mla), p, lambda groups, share: fmt.bytes(
         kv_elements(groups, b, tokens, encoder, page, share) - kv_elements(groups, b, tokens, encoder, None, share)))

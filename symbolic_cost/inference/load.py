@@ -46,6 +46,7 @@ from symbolic_cost.inference.drafts import draft_cache_bytes, draft_decode, draf
 from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving, encoder_tokens
 from symbolic_cost.inference.speculative import check_speculation, expected_tokens
+from symbolic_cost.models.training import check_context
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import calibrated, comm_time
 
@@ -175,6 +176,13 @@ class StepModel:
         self._decode_fused = lambdify(args, fused_s, "math")
         comm = sum((n * comm_time(c, self.system, conventions) for c, n in dec.collectives), Integer(0))
         self._comm = lambdify([tokens], comm.subs(S.b, tokens), "math")
+
+    def check_context(self, output_tokens: int) -> None:
+        """Refuse a generation of ``output_tokens`` past the model's context after the prompt, as
+        ``inference_cost`` refuses ``l_in + l_out - 1`` (unless the serving's ``allow_long``)."""
+        arch, serving, _ = self._memory
+        check_context(arch, (("l_in + output_tokens - 1", self.prompt + output_tokens - 1),), serving.allow_long,
+                      argument="output_tokens")
 
     def _drafting(self, speculation, serving: Serving, prompts, conventions):
         """Seconds the draft adds: its prefill of ``prompts`` prompts, and its ``k`` decode steps of
@@ -308,8 +316,10 @@ def arrivals(requests: int, rate, seed: int = 0) -> list[float]:
     import random
     if rate is None:
         return [0.0] * requests
-    if not rate > 0:
-        raise InputError(f"rate must be positive requests/s or None (all at once), got {rate!r}", "rate")
+    if isinstance(rate, (bool, str, bytes, complex)) or not isinstance(rate, (int, float, Fraction, Rational)):
+        raise InputTypeError(f"rate must be a number of requests/s or None (all at once), got {shown(rate)}", "rate")
+    if not 0 < rate < math.inf:
+        raise InputError(f"rate must be positive and finite requests/s or None (all at once), got {rate!r}", "rate")
     if rate < MIN_RATE:
         raise InputError(f"rate {rate!r} is below {MIN_RATE} requests/s: the simulation's clock would run past "
                          f"1e9 s, where a double no longer resolves a step's microseconds (give a rate of at least "
@@ -332,6 +342,27 @@ CPU-seconds, within the command line's 60 s budget with room for slower machines
 tests published (TensorRT-LLM's) send 500 to a few thousand."""
 
 
+def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo) -> tuple | None:
+    """Refuse what a load test cannot run, and return ``slo`` as ``check_slo`` reads it: ``step``
+    without its prompt, ``runtime`` not a ``Runtime``, ``output_tokens`` from 1 to ``MAX_OUTPUT``
+    (and within the model's context, for a ``StepModel``, unless its serving allows longer),
+    ``requests`` from 1 to ``MAX_REQUESTS``, a ``seed`` that is not an integer."""
+    if not callable(step) or not isinstance(getattr(step, "prompt", None), int):
+        raise InputTypeError(f"step must be a StepModel (a step's seconds, called, and its prompt), got {shown(step)}",
+                             "step")
+    instance(runtime, Runtime, "runtime", " (inference.load.Runtime)")
+    if isinstance(output_tokens, bool) or not isinstance(output_tokens, int) or not 1 <= output_tokens <= MAX_OUTPUT:
+        raise InputError(f"output_tokens must be an integer from 1 to {MAX_OUTPUT:,}, got {output_tokens!r}",
+                         "output_tokens")
+    if isinstance(step, StepModel):
+        step.check_context(output_tokens)
+    if isinstance(requests, bool) or not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
+        raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InputTypeError(f"seed must be an integer (the arrivals' generator), got {shown(seed)}", "seed")
+    return None if slo is None else check_slo(slo)
+
+
 def seconds(value, name: str, argument: str | None = None) -> float:
     """``value`` as a float of seconds: an int, a float, a ``Fraction`` or a SymPy ``Rational`` (the
     simulator keeps its clock in floats); anything else is an ``InputTypeError`` naming ``argument``
@@ -352,7 +383,7 @@ def check_slo(slo) -> tuple[float, float]:
     ...
     symbolic_cost.checks.InputTypeError: slo must be a pair (seconds to first token, seconds between tokens), got 0.5
     """
-    if isinstance(slo, (str, bytes)) or not hasattr(slo, "__len__") or len(slo) != 2:
+    if not isinstance(slo, (tuple, list)) or len(slo) != 2:     # a mapping or a set has no order of its own
         raise InputTypeError(f"slo must be a pair (seconds to first token, seconds between tokens), got {shown(slo)}",
                              "slo")
     limits = []
@@ -389,16 +420,9 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     and ``ceil((O - 1) / E)`` decode steps, each a gap of its duration over E tokens (the mean
     gap a streamed token waits; the acceptance's spread from step to step is not simulated), and
     reserves ``P + O + k`` tokens (``extra_tokens``)."""
-    if isinstance(output_tokens, bool) or not isinstance(output_tokens, int) or not 1 <= output_tokens <= MAX_OUTPUT:
-        raise InputError(f"output_tokens must be an integer from 1 to {MAX_OUTPUT:,}, got {output_tokens!r}",
-                         "output_tokens")
-    if isinstance(requests, bool) or not isinstance(requests, int) or not 1 <= requests <= MAX_REQUESTS:
-        raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
+    slo = check_run(step, output_tokens, requests, runtime, seed, slo)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InputTypeError(f"seed must be an integer (the arrivals' generator), got {shown(seed)}", "seed")
-    slo = None if slo is None else check_slo(slo)
     times = arrivals(requests, rate, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     blocks, need = cache_limit(step, runtime, step.prompt + output_tokens + getattr(step, "extra_tokens", 0))
@@ -411,7 +435,7 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     run = {"on-demand": paged.steps, "estimate": estimated.steps}.get(runtime.allocation) \
         or (chunked_steps if runtime.chunked else whole_prompt_steps)
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
-    for replica in range(replicas):
+    for replica in range(min(replicas, requests)):      # a replica past the requests gets none
         mine = range(replica, requests, replicas)
         yielded, done, gaps, end = run(step, slots, [times[i] for i in mine], runtime, overhead, blocks, need)
         for request, at, leaves in zip(mine, yielded, done):

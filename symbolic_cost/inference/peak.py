@@ -38,7 +38,7 @@ from sympy import Expr, Integer, Max, Min, floor, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, instance
+from symbolic_cost.checks import InputError, instance, positive
 from symbolic_cost.extrema import maximum
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.phases import decode, prefill
@@ -127,7 +127,10 @@ def fitting_batch(arch, s: Serving, capacity, conventions=conv.DEFAULT) -> Expr:
     """The most sequences whose serving peak fits ``capacity`` bytes: every moment is affine in
     ``b`` (``fixed + b per_sequence``), so the batch is the smallest of
     ``floor((capacity - fixed) / per_sequence)`` over the moments, and 0 when not even one fits.
+    The batch is the answer: ``s.b`` is replaced by the symbol ``b``.  ``capacity``: exact, finite
+    and positive bytes.
     A mixture of experts (the experts read grow with ``b``) is refused by ``per_device.affine_in_batch``."""
+    capacity = positive(capacity, "capacity")
     bounds = []
     for moment in serving_timeline(arch, replace(s, b=S.b), conventions):
         fixed, per_sequence = affine_in_batch(moment.bytes, S.b, f"the memory at {moment.name}")

@@ -48,6 +48,12 @@ from symbolic_cost.inference.throughput import phase_time
 from symbolic_cost.models.architecture import Architecture
 
 
+MAX_DRAFT = 64
+"""Most draft tokens a step (``--speculative`` takes up to it): engines propose a handful (vLLM's
+and TensorRT-LLM's examples 1-8); each is a step of the draft, and ``alpha^(k+1)`` of a larger
+``k`` is a rational of as many digits."""
+
+
 @dataclass(frozen=True)
 class Speculation:
     """``k`` proposals a step from the ``draft`` model, each accepted with probability
@@ -62,8 +68,9 @@ class Speculation:
             raise InputTypeError(f"draft must be an Architecture (a draft model) or an MtpDraft (the served model's "
                                  f"MTP heads), got {type(self.draft).__name__}", "draft")
         k = exact(self.k, "k")
-        if not (isinstance(k, Integer) and k >= 1):
-            raise InputError(f"k (draft tokens a step) must be a whole number of at least 1, got {self.k!r}", "k")
+        if not (isinstance(k, Integer) and 1 <= k <= MAX_DRAFT):
+            raise InputError(f"k (draft tokens a step) must be a whole number from 1 to {MAX_DRAFT}, got {self.k!r}",
+                             "k")
         alpha = exact(self.acceptance, "acceptance")      # never text: SymPy would evaluate it
         if not alpha.is_number or alpha.is_real is not True or alpha < 0 or alpha > 1 or alpha.is_Float:
             raise InputError(f"acceptance must be an exact number from 0 to 1 (a Rational), got {self.acceptance!r}",

@@ -51,7 +51,7 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import comm_time, get_system, product_rate, step_time
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, exact
 
 ROOFLINES = ("phase", "operation")
 
@@ -182,6 +182,7 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
     conventions = conv.get(conventions)
     first = prefill(arch, serving, conventions)
     if l_ctx is not None:
+        l_ctx = exact(l_ctx, "l_ctx")          # never a boolean, a list or NaN into the comparisons
         check_decode_context(arch, serving, l_ctx)
     step = mean_decode(arch, serving, conventions) if l_ctx is None else decode(arch, serving, l_ctx, conventions)
     cache = kv_cache_bytes(arch, serving.b, final_tokens(arch, serving), encoder=encoder_tokens(arch, serving),

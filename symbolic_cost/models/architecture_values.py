@@ -24,6 +24,7 @@ from sympy import Expr
 
 from symbolic_cost.blocks.latent_attention import Latent
 from symbolic_cost.blocks.moe import MoE
+from symbolic_cost.checks import InputError
 
 __all__ = ["Attention", "Positions", "Windows", "Feedforward", "Normalization", "Dropouts", "Ends"]
 
@@ -86,6 +87,10 @@ class Feedforward:
     mlp: str = "gelu"
     mlp_bias: bool | None = None
     moe: MoE | None = None
+
+    def __post_init__(self):
+        if self.moe is not None and not isinstance(self.moe, MoE):
+            raise InputError(f"moe must be a blocks.moe.MoE, got {self.moe!r}", "moe")
 
 
 @dataclass(frozen=True)

@@ -185,20 +185,18 @@ FP8_RECIPES = {
 
 def get_optimizer(name: str) -> Optimizer:
     """The optimizer named ``name``."""
-    try:
-        return OPTIMIZERS[name]
-    except KeyError:
-        raise InputError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}") from None
+    if not isinstance(name, str) or name not in OPTIMIZERS:     # a list is no key: refused, not a TypeError
+        raise InputError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}", "optimizer")
+    return OPTIMIZERS[name]
 
 
 def get_fp8(name: str | None) -> Fp8Recipe | None:
     """The FP8 recipe named ``name`` (``None``: no FP8)."""
     if name is None:
         return None
-    try:
-        return FP8_RECIPES[name]
-    except KeyError:
-        raise InputError(f"fp8 must be one of {', '.join(FP8_RECIPES)} or None, got {name!r}") from None
+    if not isinstance(name, str) or name not in FP8_RECIPES:
+        raise InputError(f"fp8 must be one of {', '.join(FP8_RECIPES)} or None, got {name!r}", "fp8")
+    return FP8_RECIPES[name]
 
 
 def check_recipe(precision: str, optimizer: str, master_weights: bool, fp8: str | None,

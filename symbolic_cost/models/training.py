@@ -176,15 +176,17 @@ def check_sharding(t: Training) -> None:
 
 
 def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (--allow-long)",
-                  remedy: str | None = None) -> None:
+                  remedy: str | None = None, argument: str | None = None) -> None:
     """Refuse (unless ``allow_long``) a span of tokens beyond the model's context (``Architecture.context``,
     when stated); ``spans`` are ``(what, tokens)`` pairs.  Training and serving share the rule.  The
-    refusal says ``flag`` goes beyond it, or ``remedy`` where the caller has no such flag."""
+    refusal says ``flag`` goes beyond it, or ``remedy`` where the caller has no such flag, and names
+    ``argument`` (default: ``what``, where it is a name)."""
     limit = sympify(arch.context)
     for text, tokens in ((text, sympify(tokens)) for text, tokens in spans):
         if not allow_long and limit != 0 and tokens.is_number and limit.is_number and tokens > limit:
             raise InputError(f"{text} = {tokens} tokens exceed the context of {arch.name} ({limit} tokens); "
-                             f"{remedy or flag + ' goes beyond it'}", text if text.isidentifier() else None)
+                             f"{remedy or flag + ' goes beyond it'}",
+                             argument or (text if text.isidentifier() else None))
 
 
 def check_model(arch, t: Training) -> None:

@@ -126,7 +126,11 @@ def _check_table(table) -> None:
 def check_grid(grid: Mapping) -> None:
     """Each axis of a grid: a non-empty list of finite numbers that its symbol admits (positive;
     integral for an integer symbol)."""
-    for symbol, values in resolve_names(grid).items():
+    axes = resolve_names(grid)
+    if len(axes) != len(grid):          # "b" and the symbol b: one axis would be dropped
+        raise InputError(f"grid names a symbol twice (by its name and as a symbol): {', '.join(map(str, grid))}",
+                         "grid")
+    for symbol, values in axes.items():
         _check_axis(symbol, values, "grid")
 
 
@@ -142,10 +146,11 @@ def _check_axis(symbol, values, what: str) -> np.ndarray:
     bad = ~np.isfinite(axis)
     if getattr(symbol, "is_positive", False):
         bad |= ~(axis > 0)
-    if getattr(symbol, "is_integer", False):
-        bad |= axis != np.round(axis)
+    if getattr(symbol, "is_integer", False):         # from 2**53 on, a double skips integers
+        bad |= (axis != np.round(axis)) | (np.abs(axis) >= 2.0 ** 53)
     if bad.any():
-        kind = "positive integers" if symbol.is_integer else "positive numbers" if symbol.is_positive else "finite"
+        kind = "positive integers below 2**53 (a double's whole numbers)" if symbol.is_integer \
+            else "positive numbers" if symbol.is_positive else "finite"
         raise InputError(f"{what} {symbol} must be {kind}, got {axis[bad][0]}", str(symbol))
     return axis
 
@@ -179,6 +184,10 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
         check_grid(grid)
     keep = keep_exprs(exprs, constraints)
     inputs = [str(k) for k in resolve_names(grid)] if grid is not None else None
+    given = inputs if inputs is not None else list(table.columns) if isinstance(table, pd.DataFrame) else []
+    clash = sorted(set(map(str, exprs)) & set(map(str, given)))
+    if clash:                           # the output's column would replace the input's
+        raise InputError(f"exprs names {', '.join(clash)}, an input of the sweep: name the output otherwise", "exprs")
     symbols = None if grid is None else [s for s in resolve_names(grid)]
     rows = grid_size(grid) if grid is not None else len(table) if isinstance(table, pd.DataFrame) else None
     compiled = compile_exprs({**exprs, **keep}, symbols=symbols,

@@ -6,6 +6,7 @@ from sympy import Add, Expr, Integer
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.moe import SHARED_ROWS
+from symbolic_cost.checks import InputError
 from symbolic_cost.collector import paused
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
@@ -219,6 +220,9 @@ def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0
     cost, system, conventions = model_cost_of(cost), get_system(system), conv.get(conventions)
     check_block_scaling(cost.training.fp8, system)
     system = attention_kernels.for_training(system, cost.training)
+    groups = len(cost.stack) - 2            # between the embedding and the head
+    if isinstance(group, bool) or not isinstance(group, int) or not 0 <= group < groups:
+        raise InputError(f"group must be the index of a layer group, 0 to {groups - 1}, got {group!r}", "group")
     layer = cost.stack[1 + group][0]
     recomputed = recomputed_costs(layer, cost.training.recomputation)
     seconds = lambda rows, p_: sum((row_seconds(r, system, conventions)[f"t_total_{p_}"] for r in rows), Integer(0))  # noqa: E731

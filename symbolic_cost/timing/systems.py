@@ -74,13 +74,16 @@ class System:
             if item.name == "efficiency":
                 continue
             value = exact(getattr(self, item.name), item.name)
-            if value.is_number and (value < 0 or (value == 0 and item.name in self._REQUIRED)):
-                raise InputError(f"system {self.name}: {item.name} must be positive, got {value}")
+            required = item.name in self._REQUIRED       # decidably negative (-F of a positive F) is refused too
+            if value.is_negative or (value.is_number and (value < 0 or (value == 0 and required))) \
+                    or (required and value.is_nonpositive):
+                raise InputError(f"system {self.name}: {item.name} must be positive, got {value}", item.name)
             if value.is_number and value > sys.float_info.max:     # every result from it would print as inf
                 raise InputError(f"system {self.name}: {item.name} must be within a double's range (about 1.8e308), "
-                                 f"got {value.evalf(4)}")
+                                 f"got {value.evalf(4)}", item.name)
             if item.name in self._COUNTS and value.is_number and not value.is_integer:
-                raise InputError(f"system {self.name}: {item.name} counts devices, a whole number, got {value}")
+                raise InputError(f"system {self.name}: {item.name} counts devices, a whole number, got {value}",
+                                 item.name)
             object.__setattr__(self, item.name, value)
 
     def but(self, **changes) -> "System":
