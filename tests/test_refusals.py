@@ -147,6 +147,43 @@ def test_training_refuses_sequences_beyond_the_context_as_serving_does(capsys):
     refused(capsys, ["inference", "--preset", "llama-2-7b", "--set", "l_in=5000"], "4096 tokens", "--allow-long")
 
 
+def test_an_inference_grid_keeps_to_the_context_as_set_does(capsys):
+    """llama-2-7b's context is 4,096 tokens: a grid's longest prompt with the default 128 tokens out
+    (4,096 + 128 - 1 = 4,223), a decode step over 5,000 cached tokens, and one over 100 tokens after a
+    512-token prompt are refused at that point, as --set refuses each; --allow-long lets the first go on."""
+    line = ["inference", "--preset", "llama-2-7b", "--field", "tpot_s", "--grid"]
+    refused(capsys, [*line, "l_in=512,4096"], "--grid at l_in=4096", "4223 tokens exceed the context")
+    refused(capsys, [*line, "l_ctx=600,5000"], "--grid at l_ctx=5000", "5001 tokens exceed the context")
+    refused(capsys, [*line, "l_ctx=100,1000"], "--grid at l_in=512, l_ctx=100", "fewer cached tokens")
+    assert main([*line, "l_in=512,4096", "--allow-long"]) == 0
+    assert "4096.0," in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("line, named", [
+    # a survey of 450 command lines (issue 66): each was accepted and changed nothing, or sped the step up
+    ("lstm --batch 64 --steps 20 --hidden 4096 --vocab 50000 --layers 2 --hlp 100", "hlp must be at most layers"),
+    ("summary --preset gpt2 --set b=8 --overlap expert", "overlap expert hides the MoE all-to-alls"),
+    ("search --preset gpt2 --devices 8 --global-batch 64 --everything --zero 3", "--everything tries every ZeRO"),
+    ("inference --preset llama-2-7b --speculative 4 --acceptance 0.7 --draft-preset llama-2-7b --set cp=2 --flash",
+     "under context parallelism (cp=2) the prefill alone"),
+    ("inference --preset llama-2-7b --field tpot_s --units si", "--units does not apply to --field"),
+    ("optimize --preset gpt2 --field intensity", "choose a time or a count"),
+    # other scripts' digits: int() reads "٨" as 8, and --set refuses it
+    ("search --preset gpt2 --devices \u0668", "expects an integer"),
+    ("inference --preset llama-2-7b --rate \u0663", "--rate must be a positive number"),
+    ("plan --budget-flops \u0661e25", "expects a number"),
+])
+def test_options_that_would_be_ignored_or_misread_are_refused(line, named, capsys):
+    refused(capsys, line.encode().decode("unicode_escape").split(), named)
+
+
+def test_a_crossover_batch_that_never_comes_is_said_in_words(capsys):
+    """llama-2-7b's decode step at 512 + 128 tokens never turns compute-bound: SymPy's oo was printed."""
+    assert main(["inference", "--preset", "llama-2-7b", "--field", "crossover_batch", "--set", "l_in=512",
+                 "l_out=128"]) == 0
+    assert capsys.readouterr().out.strip() == "crossover_batch = none: decode never turns compute-bound"
+
+
 def test_block_commands_keep_to_the_model_they_name(capsys):
     """A block of a named model at a sequence past its context (bert-base-uncased: 512 tokens,
     max_position_embeddings) is refused as summary refuses it, and --allow-long lets it go on; the model's

@@ -64,7 +64,8 @@ def run(args) -> int:
     values = block_values(args, arch, free=(solve_for,))
     system, chosen = get_system(args.system), conventions(args)
     def both(a, values):
-        return [field_expr(build_block(a, values, arch, name), a.field, None, system, chosen) for name in (a.a, a.b)]
+        return [field_expr(build_block(a, values, arch, name), a.field, None, system, chosen,
+                           rows_option=False) for name in (a.a, a.b)]
     sides = both(args, values)
     options.refuse_unchanged(args, {"precision": "bf16", "flash": False}, sides,
                              lambda plain: both(plain, block_values(plain, arch, free=(solve_for,))),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from fractions import Fraction
 
 from sympy import Rational, oo, simplify
@@ -20,6 +21,7 @@ from sympy import Rational, oo, simplify
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
+from symbolic_cost.cli.parser import ascii_only
 from symbolic_cost.cli.bookkeeping import numbers_needed
 from symbolic_cost.cli.values import (amount, architecture, assignments, conventions, grid_option, grid_values, number,
                                       resolve)
@@ -28,6 +30,7 @@ from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.engines import ENGINES
 from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS, MIN_RATE
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
+from symbolic_cost.inference.serving import check_context, check_decode_context
 from symbolic_cost.inference.speculative import MAX_DRAFT, speculative_fields
 from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
@@ -52,7 +55,7 @@ EXAMPLES = [
     "symbolic-cost inference --preset llama-2-7b --set b=8 l_in=2048 l_out=256 --system h100",
     "symbolic-cost inference --preset llama-2-7b --set b=32 l_in=4000 l_out=96 m1=2 --kv-dtype fp8 --set B=16",
     "symbolic-cost inference --preset mistral-7b --field kv_cache_bytes,tpot_s --set l_out=1",
-    "symbolic-cost inference --preset llama-2-7b --grid b=1,8,64 l_in=512,4096 --field tpot_s,tokens_per_s",
+    "symbolic-cost inference --preset llama-2-7b --grid b=1,8,64 l_in=512,3968 --field tpot_s,tokens_per_s",
     "symbolic-cost inference --preset llama-2-7b --set l_in=467 l_out=256 --system h100 --rate 8",
     "symbolic-cost inference --preset mistral-7b --set l_in=16384 cp=4 --flash --cp-variant ring",
 ]
@@ -180,7 +183,7 @@ def _rate(text: str):
     if text.strip().lower() in ("inf", "infinity"):
         return "inf"
     try:
-        value = float(text)
+        value = float(ascii_only(text))
     except ValueError:
         value = float("nan")
     if not (value > 0 and value != float("inf")):
@@ -195,7 +198,7 @@ def _share(flag: str, zero: bool = False):
     """An option type: a share in (0, 1] (``[0, 1]`` with ``zero``), exact (``0.9`` is 9/10)."""
     def read(text: str) -> Fraction:
         try:
-            value = Fraction(text.strip())
+            value = Fraction(ascii_only(text).strip())
         except (ValueError, ZeroDivisionError):
             value = None
         if value is None or not (0 <= value if zero else 0 < value) or value > 1:
@@ -211,7 +214,7 @@ def _seconds(flag: str):
     """An option type: a positive, finite number of seconds."""
     def read(text: str) -> float:
         try:
-            value = float(text)
+            value = float(ascii_only(text))
         except ValueError:
             value = float("nan")
         if not 0 < value < float("inf"):
@@ -287,6 +290,26 @@ def configuration(args, keep=()):
     return arch, serving, values.get(S.l_ctx, S.l_ctx if S.l_ctx in keep else None)
 
 
+def _check_grid_context(args, grid: dict, keep) -> None:
+    """Refuse a grid whose longest generation (the largest ``l_in`` and ``l_out``), or largest
+    ``l_ctx``, passes the model's context, or whose least ``l_ctx`` is fewer tokens than its largest
+    prompt: the rules ``--set`` applies (``serving.check_context``, ``check_decode_context``),
+    named at the grid's point that breaks them."""
+    arch, serving, _ = configuration(args, keep)
+    most = {name: int(max(grid[name])) for name in ("l_in", "l_out") if name in grid}
+    at = replace(serving, **most)
+    checks = [(", ".join(f"{name}={value}" for name, value in most.items()), lambda: check_context(arch, at))]
+    if "l_ctx" in grid:
+        high, low = int(max(grid["l_ctx"])), int(min(grid["l_ctx"]))
+        checks += [(f"l_ctx={high}", lambda: check_decode_context(arch, at, high)),
+                   (f"l_in={at.l_in}, l_ctx={low}", lambda: check_decode_context(arch, at, low))]
+    for point, check in checks:
+        try:
+            check()
+        except InputError as error:
+            raise InputError(f"--grid at {point or 'its values'}: {error}", "--grid") from None
+
+
 def expressions(args, names, keep=()) -> dict:
     """``{field: expression}`` for ``names``."""
     arch, serving, l_ctx = configuration(args, keep)
@@ -328,6 +351,9 @@ def kind(field: str) -> str | None:
 
 def run(args) -> int:
     options.honour_json_units(args)
+    if (args.field or args.grid) and options.given(args, "units"):
+        raise InputError(f"--units does not apply to {'--grid (CSV in base units)' if args.grid else '--field'}: its "
+                         f"formulas are in FLOPs, bytes and seconds; it would be ignored", "--units")
     if args.roofline != ROOFLINES[0] and not args.ideal:
         raise InputError("--roofline chooses between peak-only rooflines; add --ideal (the calibrated model "
                          "prices every operation on its own roofline)", "roofline")
@@ -360,13 +386,16 @@ def run(args) -> int:
         names = args.field or (plain if resolve({}, args.set, allowed=SERVING_SYMBOLS).get(S.cp, 1) == 1
                                else ["ttft_s", "memory_bytes"])
         keep = tuple(S.BY_NAME[name] for name in grid)
+        _check_grid_context(args, grid, keep)
         result = sweep(expressions(args, names, keep), grid=grid)
         print(result.to_csv(index=False), end="")
         return 0
     if args.field:
         keep = (S.b, S.l_in, S.l_out)
         for name, expr in expressions(args, args.field, keep).items():
-            print(f"{name} = {simplify(expr)}")
+            expr = simplify(expr)
+            print(f"{name} = none: decode never turns compute-bound" if name == "crossover_batch" and expr == oo
+                  else f"{name} = {expr}")
         return 0
     return report(args)
 
@@ -387,6 +416,10 @@ def _check_speculation(args) -> None:
                          f"--draft-hf-config or --draft-mtp); missing {', '.join(missing) or 'the draft'}",
                          missing[0] if missing else "--draft-preset")
     beside = next((flag for flag, on in (("--grid", bool(args.grid)), ("--field", bool(args.field))) if on), None)
+    cp = resolve({}, args.set, allowed=SERVING_SYMBOLS).get(S.cp, 1)
+    if cp != 1:
+        raise InputError(f"--speculative drafts decode tokens, and under context parallelism (cp={cp}) the prefill "
+                         f"alone is reported; it would be ignored", "--speculative")
     if beside:
         raise InputError(f"--speculative is reported for one configuration; {beside} does not model it (it would "
                          f"be ignored)", "--speculative")

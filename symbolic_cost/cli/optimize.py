@@ -43,7 +43,8 @@ def run(args) -> int:
         raise InputError(f"--over {over}: the {args.block} block does not depend on {over}", "--over")
     args.set = [*args.set, f"{over}={over}"]
     block = build_block(args, block_values(args, arch), arch)
-    expr = field_expr(block, args.field, None, get_system(args.system), conventions(args))
+    expr = field_expr(block, args.field, None, get_system(args.system), conventions(args),
+                      rows_option=False)
     candidates = analysis.valid_values(block, over, args.max)
     found = analysis.optimum(expr, over, candidates)
     divisor, label = UNITS[args.units].per(field_kind(args.field))

@@ -24,7 +24,7 @@ def integer(minimum: int = 1, maximum: int = MAX_INTEGER):
 
     def read(text: str) -> int:
         try:
-            value = int(text)
+            value = int(ascii_only(text))
         except ValueError:
             raise argparse.ArgumentTypeError(f"expects an integer, got {text!r}") from None
         if not minimum <= value <= maximum:
@@ -46,7 +46,7 @@ def exact():
 
     def read(text: str):
         try:
-            value = Fraction(text.strip())
+            value = Fraction(ascii_only(text).strip())
         except (ValueError, ZeroDivisionError):
             raise argparse.ArgumentTypeError(f"expects a number (e.g. 2, 1.25, 3/2 or 1e25), got {text!r}") from None
         if not value > 0:
@@ -56,6 +56,27 @@ def exact():
         return value
     read.__name__ = "exact number"
     return read
+
+
+def ascii_only(text: str) -> str:
+    """``text`` where it is ASCII, else a ``ValueError``: ``int``, ``float`` and ``Fraction`` read
+    other scripts' digits (``"٣"`` as 3, ``"８"`` as 8), which ``--set`` refuses; every number
+    option refuses them alike.
+
+    >>> ascii_only("8")
+    '8'
+    """
+    if not text.isascii():
+        raise ValueError(text)
+    return text
+
+
+def decimal(text: str) -> float:
+    """The type of ``type=float`` options: ``float`` of ASCII text only (``ascii_only``)."""
+    try:
+        return float(ascii_only(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects a number, got {text!r}") from None
 
 
 def text(value: str) -> str:
@@ -68,12 +89,13 @@ def text(value: str) -> str:
 
 class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors raise ``UsageError`` instead of printing usage, whose
-    ``type=int`` options take positive integers (``integer``) and whose text options refuse an
-    empty value (``text``)."""
+    ``type=int`` options take positive integers (``integer``), ``type=float`` ones ASCII numbers
+    (``decimal``), and whose text options refuse an empty value (``text``)."""
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self.register("type", int, integer(1))
+        self.register("type", float, decimal)
         self.register("type", None, text)
 
     def add_subparsers(self, **kw):

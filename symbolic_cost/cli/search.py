@@ -196,6 +196,9 @@ def run(args) -> int:
     arch, start, notes = starting_point(args)
     notes = notes + even_split_note(arch, start["devices"])
     system = options.timed_system(args)
+    if args.everything and args.zero != options.PLAIN.zero:
+        raise InputError(f"--zero {args.zero}: --everything tries every ZeRO stage; it would be ignored (give one of "
+                         f"them)", "--zero")
     space = dict(SPACE) if args.everything else dict(zero=args.zero)
     found = search(arch, system=system, top=args.top, flash=args.flash,
                    precision=args.precision, conventions=conventions(args), tensor=tuple(args.tensor),

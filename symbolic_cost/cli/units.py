@@ -30,10 +30,11 @@ def field_type(text: str) -> str:
     return text
 
 
-def field_expr(block, field: str, row: str | None, system, conventions):
+def field_expr(block, field: str, row: str | None, system, conventions, rows_option: bool = True):
     """A field summed over the block's rows (or of one row): a Cost field, its table
     name, ``comm_fwd``/``comm_bwd`` (reported collective volume), a time column, or
-    ``time`` (forward plus backward seconds, the quantity ``optimize`` minimises)."""
+    ``time`` (forward plus backward seconds, the quantity ``optimize`` minimises).
+    ``rows_option``: whether the command offers ``--row`` (a ratio asks for one)."""
     field = COST_COLUMNS.get(field, field)
     rows = [block[row]] if row else list(block)
     if field in EXPRESSION_FIELDS:
@@ -44,7 +45,9 @@ def field_expr(block, field: str, row: str | None, system, conventions):
         return step_time(rows, system, conventions)
     if field in TIME_FIELDS:
         if not row and field in _RATIOS:
-            raise InputError(f"--field {field} is a ratio; choose one row with --row")
+            raise InputError(f"--field {field} is a ratio of one row's times, which a sum over the block's rows "
+                             f"does not give; " + ("choose one row with --row" if rows_option
+                                                   else "choose a time or a count"), "--field")
         return sum((times(r, system, conventions)[field] for r in rows), Integer(0))
     raise InputError(f"unknown --field {field!r}; known: {', '.join(FIELDS)}")
 

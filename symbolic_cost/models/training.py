@@ -203,6 +203,9 @@ def check_model(arch, t: Training) -> None:
         raise InputError(f"first_layers_16bit, last_layers_16bit: {arch.name} is an encoder-decoder, whose layers are "
                          "not numbered as one stack (Megatron-Core's global layer number)", "first_layers_16bit")
     check_shared_expert_overlap(arch, t)
+    if arch.moe is None and t.overlap.expert:
+        raise InputError(f"overlap expert hides the MoE all-to-alls behind compute, and {arch.name} has none; it "
+                         f"would be ignored", "overlap")
     if arch.moe is None:
         for name, value, plain in (("ep", t.ep, 1), ("capacity_factor", t.capacity_factor, None),
                                    ("expert_imbalance", t.expert_imbalance, 1), ("dispatcher", t.dispatcher, "alltoall")):

@@ -78,6 +78,11 @@ class LSTM:
         if self.projected and projection.is_number and not projection > 0:
             raise InputError(f"projection must be a positive width when projected, got {projection}")
         object.__setattr__(self, "projection", projection)
+        for name in ("lp", "hlp"):            # a group or a device of no whole layer would speed the step up
+            more = getattr(self, name) - self.layers
+            if more.is_number and more > 0:
+                raise InputError(f"{name} must be at most layers (got {name}={getattr(self, name)}, "
+                                 f"layers={self.layers}): each holds at least one layer", name)
 
     @property
     def mini_batch(self) -> Expr:
