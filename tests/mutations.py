@@ -469,7 +469,7 @@ MUTATIONS = (
     Mutation("null-tokenizer-eod-always-added", "symbolic_cost/models/megatron_args.py",
              'if not o.flag("null-tokenizer-vocab-includes-eod"):', 'if True:', required=False),
     Mutation("launch-string-any-message", "symbolic_cost/models/launch_script.py",
-             'if start < 0 and words[i - 1:i] != ["-c"]:', "if False:", required=False),
+             'if start < 0 and words[i - 1:i] not in (["-c"], ["eval"]):', "if False:", required=False),
     Mutation("script-arguments-left", "symbolic_cost/models/launch_script.py",
              'return _VARIABLE.sub(put, _ARGUMENTS.sub("", text))', "return _VARIABLE.sub(put, text)", required=False),
     Mutation("older-names-unread", "symbolic_cost/models/megatron_args.py", "for old, new in OLDER.items():",

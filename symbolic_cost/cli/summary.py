@@ -316,12 +316,15 @@ def run(args) -> int:
     predicted = {k: f"{100 * v:.1f}%" if k == "mfu" and isinstance(v, float) else
                  (f"{v:,.0f}" if isinstance(v, float) else str(v)) for k, v in out["predicted"].items()}
     band = "; " + error_bands.describe(out["predicted"]["expected_error"]) if "expected_error" in out["predicted"] else ""
-    print(f"predicted ({out['time_model']} time model): MFU {predicted['mfu']}, "
+    # MFU divides by the 16-bit matrix peak, as it is reported for low-precision runs too: say so,
+    # since an FP8 or FP4 run may then pass 100 %
+    basis = f" (of the 16-bit peak; {out['layout']['fp8']} products run faster)" if out["layout"].get("fp8") else ""
+    print(f"predicted ({out['time_model']} time model): MFU {predicted['mfu']}{basis}, "
           f"{predicted['tokens_per_s_per_device']} tokens/s per device{band}")
     print(f"pipeline bubble (fraction): {out['bubble']}")
     if "utilisation" in out:
         u = {k: f"{100 * v:.1f}%" if isinstance(v, float) else str(v) for k, v in out["utilisation"].items()}
-        print(f"utilisation at {args.step_time} s per step on {args.system}: MFU {u['mfu']}, HFU {u['hfu']} "
+        print(f"utilisation at {args.step_time} s per step on {args.system}{basis}: MFU {u['mfu']}, HFU {u['hfu']} "
               f"(matrix products only: MFU {u['mfu_matrix']}, HFU {u['hfu_matrix']})")
     for note in out.get("notes", []):
         print(f"note: {note}")

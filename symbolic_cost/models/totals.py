@@ -89,7 +89,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     m1, s1, d, p, n = _degrees(t)
     es_w, es_g, _ = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     es = element_bytes(t.precision)
-    plain = t.without_cp()                  # the model's own counts (parameters, model FLOPs)
+    plain = t.own_counts()                  # the model's own counts (parameters, model FLOPs)
     stack = recipe_stack(model_stack(arch, t, m1, s1, es, conventions, *expert_degrees(t, m1), t.tensor), t, es,
                          conventions, arch)
     (start, _), (layer, _), (end, _) = stack[0], stack[1], stack[-1]

@@ -142,10 +142,15 @@ class Training(FlatNames):
         """Tokens per sequence through an encoder-decoder's decoder: ``l_dec``, or ``l``."""
         return self.l if self.l_dec is None else self.l_dec
 
-    def without_cp(self) -> "Training":
-        """The same training without context parallelism: the model's own per-sequence counts
-        (model FLOPs, parameters), which CP does not change."""
-        return self if sympify(self.cp) == 1 else replace(self, context=Context(1))
+    def own_counts(self) -> "Training":
+        """The training whose counts are the model's own (model FLOPs, parameters): without
+        context parallelism, which does not change them, and with every routed token computed
+        once, dropless: the slots a capacity factor pads are work of the hardware, not of the model
+        (Megatron-LM's ``num_floating_point_operations`` counts ``moe_router_topk`` tokens an expert
+        layer, whatever the capacity)."""
+        own = self if sympify(self.cp) == 1 else replace(self, context=Context(1))
+        return own if self.capacity_factor is None else replace(own, experts=replace(self.experts,
+                                                                                    capacity_factor=None))
 
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""

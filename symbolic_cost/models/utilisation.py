@@ -50,9 +50,9 @@ def _row_flops(row, pass_, only, conventions) -> Expr:
 
 
 def one_device_stack(cost: ModelCost):
-    """The model's blocks unsharded (``m1 = s1 = 1``, no context parallelism), under the cost's
-    recipe and conventions."""
-    t, conventions = model_cost_of(cost).training.without_cp(), cost.layer.conventions
+    """The model's blocks unsharded (``m1 = s1 = 1``; ``Training.own_counts``: no context
+    parallelism, dropless experts), under the cost's recipe and conventions."""
+    t, conventions = model_cost_of(cost).training.own_counts(), cost.layer.conventions
     es = element_bytes(t.precision)
     return recipe_stack(model_stack(cost.architecture, t, 1, 1, es, conventions), t, es, conventions,
                         cost.architecture)
