@@ -476,3 +476,17 @@ def test_analysis_refuses_what_has_no_answer():
     refused(lambda: limit(l, l, to="x"), "to")
     _refuses(lambda: smooth_at(Max(l, e), {l: 2}), "point", "does not decide")
     assert optimum(64 / m1 + m1, m1, [1, 2, 4, 8, 16]).best == 8          # 8 + 8 = 16, the least of the five
+
+
+def test_a_system_without_a_network_times_no_collective_across_domains():
+    """An H100 system stating no network (ib_bandwidth 0) kept its calibrated block's fitted bus, and the
+    calibrated model timed a 16-device all-reduce over two 8-GPU domains on it; the peak model refused it.
+    Within one domain (d = 8) it times as before."""
+    from symbolic_cost.timing.hardware import calibrated
+    from symbolic_cost.timing.step import step_time_breakdown
+    alone = calibrated("h100").but(ib_bandwidth=0)
+    gpt2 = preset("gpt2")
+    _refuses(lambda: step_time_breakdown(model_cost(gpt2, Training(b=8, l=1024, d=16)), alone), "ib_bandwidth",
+             "has no network (ib_bandwidth 0) for a allreduce over 16 devices")
+    inside = model_cost(gpt2, Training(b=8, l=1024, d=8))
+    assert step_time_breakdown(inside, alone)["total"] == step_time_breakdown(inside, calibrated("h100"))["total"]

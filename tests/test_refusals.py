@@ -172,9 +172,18 @@ def test_an_inference_grid_keeps_to_the_context_as_set_does(capsys):
     ("search --preset gpt2 --devices \u0668", "expects an integer"),
     ("inference --preset llama-2-7b --rate \u0663", "--rate must be a positive number"),
     ("plan --budget-flops \u0661e25", "expects a number"),
+    ("plan --preset llama-2-7b --seq 4096 --devices 8 --tokens 0.5", "--tokens 0.5 is fewer than one sequence"),
 ])
 def test_options_that_would_be_ignored_or_misread_are_refused(line, named, capsys):
     refused(capsys, line.encode().decode("unicode_escape").split(), named)
+
+
+def test_plan_keeps_a_given_model_within_its_context(capsys):
+    """Llama 2 7B states 4,096 positions: plan's default of 8,192 tokens a sequence refused it unless --seq was
+    given; a given model now plans at its context where that is shorter."""
+    import json
+    assert main(["plan", "--preset", "llama-2-7b", "--devices", "8", "--tokens", "1e12", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seq"] == 4096
 
 
 def test_a_crossover_batch_that_never_comes_is_said_in_words(capsys):
@@ -182,6 +191,22 @@ def test_a_crossover_batch_that_never_comes_is_said_in_words(capsys):
     assert main(["inference", "--preset", "llama-2-7b", "--field", "crossover_batch", "--set", "l_in=512",
                  "l_out=128"]) == 0
     assert capsys.readouterr().out.strip() == "crossover_batch = none: decode never turns compute-bound"
+
+
+def test_a_layout_past_the_memory_says_so_before_its_times(capsys):
+    """Llama 3 70B on one H100: 70.6 B parameters of 16 bytes each (bf16 weights and gradients, fp32 master
+    and two Adam moments) are 1.13 TB against 80 GB; summary printed its step time and MFU with only "the
+    largest micro-batch that fits: 0" to tell.  GPT-2 (124 M) fits and is not told so."""
+    assert main(["summary", "--preset", "llama-3-70b"]) == 0
+    assert "does not fit: the peak of" in capsys.readouterr().out
+    assert main(["summary", "--preset", "gpt2"]) == 0
+    assert "does not fit" not in capsys.readouterr().out
+    # serving alike: Llama 2 7B's 13.5 GB of bf16 weights fit; a batch of 10,000 sequences of 640 tokens
+    # (0.5 MiB of cache a token: 2 x 32 layers x 4096 x 2 bytes) needs 3.3 TB
+    assert main(["inference", "--preset", "llama-2-7b"]) == 0
+    assert "does not fit" not in capsys.readouterr().out
+    assert main(["inference", "--preset", "llama-2-7b", "--set", "b=10000"]) == 0
+    assert "does not fit: the peak of" in capsys.readouterr().out
 
 
 def test_block_commands_keep_to_the_model_they_name(capsys):

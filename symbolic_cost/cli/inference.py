@@ -536,6 +536,10 @@ def report(args) -> int:
           + ", ".join(f"{name} {amount(value, 'bytes', args.units)}" for name, value in moments.items()) + "); "
           + (f"with the {args.overheads} GPU overheads {device}" if overheads.counted
              else "GPU overheads not counted (--overheads hopper)"))
+    held = overheads.device_bytes(out["peak_bytes"])
+    if capacity and float(held) > float(capacity):
+        print(f"does not fit: the peak of {amount(held, 'bytes', args.units)} is past {args.system}'s "
+              f"{amount(capacity, 'bytes', args.units)}; the times below are what the steps would take with the memory")
     print(f"prefill: {flops('prefill_flops')}, {size('prefill_bytes')} moved; compute {seconds('prefill_compute_s')}, "
           f"memory {seconds('prefill_memory_s')}, comm {seconds('prefill_comm_s')}: TTFT {seconds('ttft_s')}")
     context = "mean decode step" if l_ctx is None else f"decode step over l_ctx={l_ctx}"

@@ -41,7 +41,8 @@ def add_arguments(parser) -> None:
     options.option(parser, "--shape", choices=list(SHAPES), default="llama-3", action=options.Given,
                    help="the family whose depths are tried (analysis.planning.SHAPES; deepseek-v3, a mixture of "
                         "experts, under a compute law: llama-3 or deepseek-llm)")
-    options.option(parser, "--seq", type=int, default=8192, help="tokens a sequence")
+    options.option(parser, "--seq", type=int, help=f"tokens a sequence (default {SEQ:,}; a given model's "
+                   "context where it is shorter)")
     options.option(parser, "--served-tokens", type=exact_number, metavar="T",
                    help="tokens the model will serve over its life: the model of the compute-optimal loss that costs "
                         "the fewest training plus serving FLOPs (Sardana et al. 2023; a loss law only)")
@@ -78,6 +79,10 @@ def run(args) -> int:
     return 0
 
 
+SEQ = 8192
+"""Tokens a sequence unless ``--seq`` says (Llama 3's pre-training length); a given model whose
+context is shorter plans at its context."""
+
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 """What ``--plot`` writes: matplotlib's raster and vector formats a page or a paper takes."""
 
@@ -113,6 +118,7 @@ def _check(args, given_model) -> None:
 
 
 def _optimal(args) -> dict:
+    args.seq = args.seq or SEQ
     if args.budget_flops is not None:
         chosen = plan(args.budget_flops, args.law, args.shape, args.seq, args.recompute == "full")
         if args.served_tokens is not None:
@@ -129,11 +135,15 @@ def _optimal(args) -> dict:
 
 
 def _given_model(args) -> dict:
-    from symbolic_cost.cli.values import architecture
+    from symbolic_cost.cli.values import architecture, sequence_length
     from symbolic_cost.models.training import check_context
     arch = architecture(args)
+    args.seq = args.seq or min(SEQ, sequence_length(arch))
     check_context(arch, [("--seq", args.seq)], False,
                   remedy="give a --seq within it (plan keeps to the model's context)")
+    if args.tokens is not None and args.tokens < args.seq:
+        raise InputError(f"--tokens {float(args.tokens):g} is fewer than one sequence of {args.seq:,} tokens (--seq)",
+                         "--tokens")
     n, f, _ = per_token(arch, args.seq, args.recompute == "full")
     ran = _run(args, arch, f, args.tokens, days=args.days)
     law = get_law(args.law)

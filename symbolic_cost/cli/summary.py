@@ -309,6 +309,9 @@ def run(args) -> int:
     device = (f"; with the {peak['overheads']} GPU overheads {size(peak['device_bytes'])}" if "device_bytes" in peak
               else "; GPU overheads not counted (--overheads hopper)")
     print(f"peak memory per device: {size(peak['bytes'])}{where} (kept total {size(out['memory_bytes'])}){device}{fit}")
+    if "capacity_bytes" in peak and peak.get("device_bytes", peak["bytes"]) > peak["capacity_bytes"]:
+        print(f"does not fit: the peak of {size(peak.get('device_bytes', peak['bytes']))} is past {args.system}'s "
+              f"{size(peak['capacity_bytes'])}; the times below are what the step would take with the memory")
     steps = out["step_time_s"]
     print(f"step time per iteration on {args.system}: "
           + ", ".join(f"{part} {seconds(value)}" for part, value in steps.items() if part != "total")

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from sympy import Add, Eq, Expr, Integer
+from sympy import Add, Eq, Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.extrema import at_most, choice, maximum
@@ -159,6 +159,9 @@ def _priced(c: Collective, system: System, link: str | None) -> Expr:
     if link is not None:
         return nccl.collective_time(c, system, link)
     nodes = round_up(c.span / system.nvlink_size)
+    if system.ib_bandwidth == 0 and (sympify(c.span) - system.nvlink_size).is_positive:
+        raise InputError(f"system {system.name} has no network (ib_bandwidth 0) for a {c.kind} over {c.span} devices, "
+                         f"past one NVLink domain of {system.nvlink_size}", "ib_bandwidth")
     return _on_link(c.span, system, nccl.collective_time(c, system, "nvlink"),
                     nccl.collective_time(c, system, "ib", nodes, intra="nvlink"))
 
