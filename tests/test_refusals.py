@@ -173,6 +173,7 @@ def test_an_inference_grid_keeps_to_the_context_as_set_does(capsys):
     ("inference --preset llama-2-7b --rate \u0663", "--rate must be a positive number"),
     ("plan --budget-flops \u0661e25", "expects a number"),
     ("plan --preset llama-2-7b --seq 4096 --devices 8 --tokens 0.5", "--tokens 0.5 is fewer than one sequence"),
+    ("optimize --preset gpt2 --over l --max 1100", "1100 tokens exceed the context of gpt2 (1024 tokens)"),
 ])
 def test_options_that_would_be_ignored_or_misread_are_refused(line, named, capsys):
     refused(capsys, line.encode().decode("unicode_escape").split(), named)

@@ -65,6 +65,12 @@ MODEL_FIXED = (S.e, S.f, S.h, S.n_layers)
 """The symbols a model (``--preset``, ``--hf-config``) gives a block command's values."""
 
 
+def named_model(args) -> bool:
+    """Whether the command line names its model (``--preset``, ``--hf-config``, ``--hf-model``),
+    rather than taking the command's default."""
+    return bool(given(args, "preset") or args.hf_config or args.hf_model)
+
+
 def block_values(args, arch, base: dict | None = None, free=()) -> dict:
     """Values of a block command: element sizes of ``--precision``; with a model, its
     dimensions and ``training_values`` too; then ``--set``.  Unset symbols stay symbols, and so
@@ -78,7 +84,7 @@ def block_values(args, arch, base: dict | None = None, free=()) -> dict:
     values.update({k: v for k, v in training_values(arch).items() if k in (S.b, S.l, S.m1, S.s1) and k not in free})
     if arch.moe is not None:
         values[S.ep] = PLAIN.ep
-    if not (given(args, "preset") or args.hf_config or args.hf_model):
+    if not named_model(args):
         return resolve(values, args.set)    # the command's default model: a shape --set may change
     # a model named is kept to: its dimensions are its own (another width is another model), and
     # so is its context, as summary keeps to it

@@ -4,11 +4,14 @@ over the valid degrees and relaxed to reals."""
 from __future__ import annotations
 
 from symbolic_cost import analysis
+from symbolic_cost import symbols as S
 from symbolic_cost.cli import options
+from symbolic_cost.cli.building import named_model
 from symbolic_cost.cli.formula import field, show
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli.values import (architecture, assignments, block_values, build_block, conventions, field_expr,
                                       field_kind, honour_blocks, honour_system, symbol_names)
+from symbolic_cost.models.training import check_context
 from symbolic_cost.numeric.tables import UNITS
 from symbolic_cost.timing.hardware import get_system
 
@@ -41,6 +44,8 @@ def run(args) -> int:
     arch = architecture(args)
     if over not in honour_blocks(args, arch, args.block):
         raise InputError(f"--over {over}: the {args.block} block does not depend on {over}", "--over")
+    if over == S.l and named_model(args):      # the candidates run to --max: keep them within the context
+        check_context(arch, (("--over l --max", args.max),), args.allow_long, "--allow-long", argument="--max")
     args.set = [*args.set, f"{over}={over}"]
     block = build_block(args, block_values(args, arch), arch)
     expr = field_expr(block, args.field, None, get_system(args.system), conventions(args),
