@@ -19,6 +19,8 @@ named when it was fetched; a ``revision`` is a branch, a tag or a commit hash.
 
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
 from pathlib import Path
 
 from symbolic_cost.models.architecture import Architecture
@@ -40,6 +42,18 @@ def _client():
     return hf_hub_download, constants, errors
 
 
+@contextmanager
+def _quiet(name: str):
+    """The logger ``name`` (and those under it) held to errors while the body runs."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def config_file(model_id: str, revision: str | None = None, cache_dir=None, offline: bool | None = None) -> Path:
     """The cached ``config.json`` of ``model_id``, fetched first when the cache lacks it.
 
@@ -51,8 +65,9 @@ def config_file(model_id: str, revision: str | None = None, cache_dir=None, offl
     download, constants, errors = _client()
     where = model_id + (f" (revision {revision})" if revision else "")
     try:
-        return Path(download(model_id, "config.json", revision=revision, cache_dir=cache_dir,
-                             local_files_only=bool(offline)))
+        with _quiet("huggingface_hub"):     # its retries log a line each; the refusal below says it once
+            return Path(download(model_id, "config.json", revision=revision, cache_dir=cache_dir,
+                                 local_files_only=bool(offline)))
     except errors.HFValidationError as error:
         raise InputError(f"--hf-model {model_id!r} is not a valid model id: {error}") from None
     except errors.LocalEntryNotFoundError:
