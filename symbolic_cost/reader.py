@@ -209,8 +209,8 @@ class _Reader:
             return self.compare(node)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CONDITIONS:
             return self.call(node, CONDITIONS)
-        result = self.value(node)
-        raise _Refused(f"{result} is not a condition (compare it: '<=', '==', ...)", node)
+        self.value(node)                  # refused first where it is no value at all
+        raise _Refused(f"{ast.unparse(node)} is not a condition (compare it: '<=', '==', ...)", node)
 
     def compare(self, node: ast.Compare):
         sides = [self.value(node.left)] + [self.value(c) for c in node.comparators]

@@ -174,6 +174,11 @@ def test_an_inference_grid_keeps_to_the_context_as_set_does(capsys):
     ("plan --budget-flops \u0661e25", "expects a number"),
     ("plan --preset llama-2-7b --seq 4096 --devices 8 --tokens 0.5", "--tokens 0.5 is fewer than one sequence"),
     ("optimize --preset gpt2 --over l --max 1100", "1100 tokens exceed the context of gpt2 (1024 tokens)"),
+    ("summary --preset gpt2 --zero 1 --distributed-optimizer", "which --zero 1 and above do already"),
+    # the messages named an internal symbol (_memory_bytes) and told --conventions of --lp's transfers
+    ("sweep --preset gpt2 --grid b=1,2 --where memory_bytes", "--where: memory_bytes is not a condition"),
+    ("lstm --batch 64 --steps 20 --hidden 4096 --vocab 50000 --layers 2 --conventions pytorch-eager",
+     "--conventions does not change the step time or the memory here; it would be ignored"),
 ])
 def test_options_that_would_be_ignored_or_misread_are_refused(line, named, capsys):
     refused(capsys, line.encode().decode("unicode_escape").split(), named)

@@ -81,8 +81,10 @@ def setup(args):
 def run(args) -> int:
     model, system, chosen = setup(args)
     counts = lambda a: (lambda m, s, c: (step_time(m, s, c), memory(m, c)))(*setup(a))  # noqa: E731
-    options.refuse_unchanged(args, {"lp": None, "conventions": options.CONVENTIONS}, counts(args), counts,
+    options.refuse_unchanged(args, {"lp": None}, counts(args), counts,
                              "the step time or the memory (lp acts through the transfers between --hlp groups)")
+    options.refuse_unchanged(args, {"conventions": options.CONVENTIONS}, counts(args), counts,
+                             "the step time or the memory")
     seconds, label = UNITS[args.units].per("seconds")
     size, size_label = UNITS[args.units].per("bytes")
     print(f"LSTM language model on {system.name}: {float(parameters(model, chosen)) / 1e9:.4g} billion "

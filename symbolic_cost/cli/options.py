@@ -252,7 +252,8 @@ def refuse_unread(args) -> None:
     """Refuse an option typed at its default where the training it sets is never read (away from it,
     ``Training`` refuses it itself):
     ``--recompute-method``/``--recompute-layers`` without full recomputation, ``--reshard-after-forward``
-    without ZeRO-3, ``--no-master-weights`` in fp32 (no 16-bit recipe keeps a master copy there)."""
+    without ZeRO-3, ``--no-master-weights`` in fp32 (no 16-bit recipe keeps a master copy there),
+    ``--distributed-optimizer`` beside ``--zero`` 1 to 3 (which shard the optimizer state already)."""
     from symbolic_cost.checks import InputError
     at_default = lambda name: given(args, name) and getattr(args, name) == getattr(PLAIN, name)  # noqa: E731
     unread = [("--recompute-method", at_default("recompute_method"), getattr(args, "recompute", None) != "full",
@@ -262,7 +263,9 @@ def refuse_unread(args) -> None:
               ("--reshard-after-forward", given(args, "reshard_after_forward") and args.reshard_after_forward,
                getattr(args, "zero", 3) != 3, "applies to --zero 3 (FSDP's gathers) only"),
               ("--no-master-weights", getattr(args, "master_weights", True) is False,
-               getattr(args, "precision", None) == "fp32", "drops the fp32 copy of a 16-bit recipe; fp32 keeps none")]
+               getattr(args, "precision", None) == "fp32", "drops the fp32 copy of a 16-bit recipe; fp32 keeps none"),
+              ("--distributed-optimizer", getattr(args, "distributed_optimizer", False), getattr(args, "zero", 0) >= 1,
+               "shards the optimizer state over the data-parallel ranks, which --zero 1 and above do already")]
     for flag, typed, unused, why in unread:
         if typed and unused:
             raise InputError(f"{flag} {why}; it would be ignored", flag)
