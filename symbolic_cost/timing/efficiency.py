@@ -300,7 +300,8 @@ def _calibrated(name: str) -> dict:
     calibrated = CALIBRATED.get(name)
     if calibrated is None:
         raise InputError(f"no calibrated efficiency for system {name!r}; calibrated: {', '.join(CALIBRATED)} "
-                         f"(or pass a System with .but(efficiency=Efficiency(...)))", "system")
+                         f"(or a --system-file with a calibrated block; System.but(efficiency=Efficiency(...)) "
+                         f"in Python)", "system")
     if calibrated["family"] not in CALIBRATION["fitted"]:
         raise InputError(f"system {name}: calibrated.family must be one of {', '.join(CALIBRATION['fitted'])} "
                          f"(the families with fitted factors), got {calibrated['family']!r}", "system")

@@ -99,7 +99,7 @@ class System:
         for name in names:
             if getattr(self, name) == 0:
                 raise InputError(f"system {self.name}: {purpose} needs {name}, which is 0 (not stated); "
-                                 f"set it with .but({name}=...)")
+                                 f"state it in a --system-file (System.but({name}=...) in Python)")
 
 
 SYSTEM_FILES = Path(__file__).with_name("system_files")
@@ -210,7 +210,8 @@ def product_rate(cost, system: System) -> Expr:
     if getattr(cost, "fp4", False):
         if not system.fp4_flops:
             raise InputError(f"system {system.name} has no FP4 tensor cores (fp4_flops is 0): 4-bit products "
-                             f"need a Blackwell part (b200, b300, gb200, gb300) or .but(fp4_flops=...)", "system")
+                             f"need a Blackwell part (b200, b300, gb200, gb300), or fp4_flops in a --system-file "
+                             f"(System.but(fp4_flops=...) in Python)", "system")
         return system.fp4_flops
     if cost.fp8 and system.fp8_flops:
         return system.fp8_flops
@@ -230,7 +231,9 @@ def check_block_scaling(recipe: str | None, system: System) -> None:
     if fp8 is not None and fp8.products == "fp8" and not system.fp8_flops:
         raise InputError(f"fp8={recipe!r} runs FP8 products, and system {system.name} has no FP8 tensor cores "
                          f"(fp8_flops is 0; Transformer Engine's FP8 needs compute capability 8.9 or later: Ada, "
-                         f"Hopper, Blackwell, or .but(fp8_flops=...))", "fp8")
+                         f"Hopper, Blackwell; or fp8_flops in a --system-file, System.but(fp8_flops=...) in "
+                         f"Python)", "fp8")
     if fp8 is not None and fp8.block_scaled and fp8.products == "fp8" and not system.fp4_flops:
         raise InputError(f"fp8={recipe!r} needs block-scaled (MX) tensor cores, and system {system.name} has none: "
-                         f"Blackwell parts (b200, b300, gb200, gb300) have them (or .but(fp4_flops=...))", "fp8")
+                         f"Blackwell parts (b200, b300, gb200, gb300) have them (or fp4_flops in a --system-file, "
+                         f"System.but(fp4_flops=...) in Python)", "fp8")
