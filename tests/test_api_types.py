@@ -490,3 +490,17 @@ def test_a_system_without_a_network_times_no_collective_across_domains():
              "has no network (ib_bandwidth 0) for a allreduce over 16 devices")
     inside = model_cost(gpt2, Training(b=8, l=1024, d=8))
     assert step_time_breakdown(inside, alone)["total"] == step_time_breakdown(inside, calibrated("h100"))["total"]
+
+
+def test_architecture_values_that_would_be_ignored_or_cannot_be():
+    """rotary_dim without rotary positions changed nothing, rotary_dim past the head's 16 dimensions was priced,
+    chunked attention without a window was ignored, and 16 tokens ran through an 8-row learned position table
+    (no context stated): each refused, as the Training and Serving values refuse theirs."""
+    from symbolic_cost.models import Architecture
+    _refuses(lambda: Architecture("t", 2, 64, 4, 256, 100, rotary_dim=8), "rotary_dim", "it would be ignored")
+    _refuses(lambda: Architecture("t", 2, 64, 4, 256, 100, rotary=True, rotary_dim=1000), "rotary_dim",
+             "at most a head's 16 dimensions")
+    _refuses(lambda: Architecture("t", 2, 64, 4, 256, 100, chunked=True), "chunked", "it would be ignored")
+    table = Architecture("t", 2, 64, 4, 256, 100, positions=8)
+    _refuses(lambda: model_cost(table, Training(b=1, l=16)), "l", "16 tokens exceed the context of t (8 tokens)")
+    assert model_cost(table, Training(b=1, l=8)).parameters > 0

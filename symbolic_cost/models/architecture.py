@@ -202,6 +202,22 @@ class Architecture(FlatNames):
         if self.latent is not None and sympify(self.kv) != sympify(self.h):
             raise InputError(f"architecture {self.name}: latent attention makes keys and values for every "
                              f"head (kv_heads must be h, got {self.kv_heads})")
+        self._check_rotary()
+        if self.chunked and self.window is None:
+            raise InputError(f"architecture {self.name}: chunked attention splits the sequence in chunks of the "
+                             f"window, and there is none; it would be ignored", "chunked")
+
+    def _check_rotary(self) -> None:
+        """``rotary_dim``: given with rotary positions only, at most the head's dimensions (an odd
+        count is taken as given: transformers builds GLM's ``head_dim x partial_rotary_factor`` so)."""
+        if self.rotary_dim is None:
+            return
+        if not self.rotary:
+            raise InputError(f"architecture {self.name}: rotary_dim applies to rotary positions (rotary=True); "
+                             f"it would be ignored", "rotary_dim")
+        if (sympify(self.rotary_dim) - self.head_size).is_positive:
+            raise InputError(f"architecture {self.name}: rotary_dim must be at most a head's {self.head_size} "
+                             f"dimensions, got {self.rotary_dim}", "rotary_dim")
 
     @property
     def kv(self) -> Expr:

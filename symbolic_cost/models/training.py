@@ -182,11 +182,12 @@ def check_sharding(t: Training) -> None:
 
 def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (--allow-long)",
                   remedy: str | None = None, argument: str | None = None) -> None:
-    """Refuse (unless ``allow_long``) a span of tokens beyond the model's context (``Architecture.context``,
-    when stated); ``spans`` are ``(what, tokens)`` pairs.  Training and serving share the rule.  The
-    refusal says ``flag`` goes beyond it, or ``remedy`` where the caller has no such flag, and names
-    ``argument`` (default: ``what``, where it is a name)."""
-    limit = sympify(arch.context)
+    """Refuse (unless ``allow_long``) a span of tokens beyond the model's context (``Architecture.context``
+    when stated, else the rows of its learned position table, ``positions``); ``spans`` are
+    ``(what, tokens)`` pairs.  Training and serving share the rule.  The refusal says ``flag`` goes
+    beyond it, or ``remedy`` where the caller has no such flag, and names ``argument`` (default:
+    ``what``, where it is a name)."""
+    limit = sympify(arch.context) or sympify(arch.positions)     # unstated: a learned table's rows bound it
     for text, tokens in ((text, sympify(tokens)) for text, tokens in spans):
         if not allow_long and limit != 0 and tokens.is_number and limit.is_number and tokens > limit:
             raise InputError(f"{text} = {tokens} tokens exceed the context of {arch.name} ({limit} tokens); "
