@@ -232,7 +232,8 @@ def batch(config: dict, world: int | None, given: dict) -> tuple[int, int, int]:
         raise InputError("the DeepSpeed config does not fix the world size (train_batch_size with the micro-batch "
                          "and the accumulation steps); give --devices", "--devices")
     if train is None and micro is None:
-        raise InputError("DeepSpeed needs train_batch_size or train_micro_batch_size_per_gpu", "train_batch_size")
+        raise InputError("DeepSpeed needs train_batch_size or train_micro_batch_size_per_gpu (its own rule): add one "
+                         "to the file (\"auto\", where the Trainer fills it, with --set b=)", "train_batch_size")
     if train is not None:
         accum = accum or (1 if micro is None else None)
         share = micro * world if micro is not None else accum * world
