@@ -586,6 +586,30 @@ def test_deepspeed_batch_rule_and_unknown_keys(tmp_path, capsys):
 
 
 
+def test_a_section_with_everything_off_changes_nothing(tmp_path, capsys):
+    """DeepSpeedExamples' compression/bert/config/ds_config.json lists every compression technique with
+    enabled false (DeepSpeed runs a technique only where its shared_parameters.enabled, or layer_reduction's
+    enabled, is true): it reads as the same file without the section, with a note; one technique on is
+    refused, and so is progressive_layer_drop on, while it is accepted off."""
+    published = INPUTS / "ds_compression_bert_off.json"
+    config = json.loads(published.read_text())
+    got = _json(capsys, "--preset", "gpt2", "--deepspeed", str(published), "--devices", "1")
+    assert any(note.startswith("compression_training: every part of it off") for note in got["notes"])
+    without = tmp_path / "without.json"
+    without.write_text(json.dumps({k: v for k, v in config.items() if k != "compression_training"}))
+    plain = _json(capsys, "--preset", "gpt2", "--deepspeed", str(without), "--devices", "1")
+    assert (got["layout"], got["step_time_s"], got["memory_bytes"]) == (plain["layout"], plain["step_time_s"],
+                                                                        plain["memory_bytes"])
+    on = json.loads(published.read_text())
+    on["compression_training"]["weight_quantization"]["shared_parameters"]["enabled"] = True
+    for name, changed, why in (("on.json", on, "changes the model's work"),
+                               ("pld_on.json", {**config, "progressive_layer_drop": {"enabled": True}}, "skipped")):
+        (tmp_path / name).write_text(json.dumps(changed))
+        assert why in _error(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / name), "--devices", "1")
+    (tmp_path / "pld_off.json").write_text(json.dumps({**config, "progressive_layer_drop": {"enabled": False}}))
+    assert _json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "pld_off.json"), "--devices", "1")
+
+
 @pytest.mark.parametrize("text, refused", [("{", "is not valid JSON (Expecting property name"), ("[1]", "is a JSON object"),
                                            ("[" * 100_000, "nested too deeply")])
 def test_a_file_that_is_not_a_json_object_is_refused(tmp_path, capsys, text, refused):
@@ -1145,6 +1169,26 @@ def test_accelerate_megatron_plugin_is_refused_with_what_to_give_instead(tmp_pat
         config = _accelerate(tmp_path, "distributed_type: FSDP", f"distributed_type: MEGATRON_LM\n{extra}")
         err = _error(capsys, "--preset", "gpt2", "--accelerate", config)
         assert "accelerate's Megatron-LM plugin is not read" in err and "--set m1=TP p=PP" in err
+
+
+def test_distributed_type_no_runs_one_process_whatever_the_count(capsys):
+    """TRL's packaged trl/accelerate_configs/single_gpu.yaml says distributed_type "NO" beside num_processes 8:
+    accelerate launch then takes its simple launcher, one process (launch.py: multi_gpu stays false for NO), so
+    the file reads as one device with a note; --devices 8 beside it is refused."""
+    path = str(INPUTS / "trl_single_gpu.yaml")
+    got = _json(capsys, "--preset", "gpt2", "--accelerate", path)
+    assert got["layout"]["d"] == 1 and any("distributed_type NO runs one process" in n for n in got["notes"])
+    assert "distributed_type NO runs one process, not 8" in _error(capsys, "--preset", "gpt2", "--accelerate", path,
+                                                                    "--devices", "8")
+
+
+def test_an_unquoted_no_is_told_apart_from_the_word(tmp_path, capsys):
+    """YAML reads ``distributed_type: NO`` and ``mixed_precision: no`` unquoted as false, which accelerate's own
+    ``DistributedType`` refuses; the refusal said "distributed_type False" without the cause."""
+    for old, new, key in (("distributed_type: FSDP", "distributed_type: NO", "distributed_type"),
+                          ("mixed_precision: 'bf16'", "mixed_precision: no", "mixed_precision")):
+        err = _error(capsys, "--preset", "gpt2", "--accelerate", _accelerate(tmp_path, old, new))
+        assert f"{key} False: YAML reads an unquoted NO or no as false; quote it" in err
 
 
 def test_unset_ignored_modules_are_accepted_and_set_ones_refused(tmp_path, capsys):

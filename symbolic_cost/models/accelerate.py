@@ -185,6 +185,10 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     if config.get("use_cpu", False) is not False:
         raise InputError("use_cpu: training on the host is not modelled", "use_cpu")
     kind = config.get("distributed_type", "NO")
+    for key in ("distributed_type", "mixed_precision"):
+        if isinstance(config.get(key), bool):       # accelerate refuses it too (DistributedType(False))
+            raise InputError(f"{key} {config[key]}: YAML reads an unquoted NO or no as false; quote it ('NO', as "
+                             f"accelerate config writes it)", key)
     if kind == "MEGATRON_LM":
         raise InputError(f"distributed_type MEGATRON_LM: {MEGATRON_PLUGIN}", "distributed_type")
     if kind not in ("NO", "MULTI_GPU", "FSDP"):
@@ -197,6 +201,10 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     stated = _count({"num_processes": stated}, "num_processes")
     if stated % machines:
         raise InputError(f"num_processes {stated} is not a multiple of num_machines {machines}", "num_processes")
+    if kind == "NO" and world is None and stated != 1:      # accelerate launch's simple launcher: one process
+        notes.append(f"num_processes {stated}: distributed_type NO runs one process (accelerate launch's simple "
+                     f"launcher), whatever the count")
+        stated = 1
     if world is not None and world != stated:
         notes.append(f"--devices {world} replaces the {stated} processes of num_processes")
     world = world or stated

@@ -158,6 +158,28 @@ def _boolean(value, where: str) -> bool:
                      f"got {value!r}", where)
 
 
+SWITCHED = ("progressive_layer_drop", "autotuning", "curriculum_learning", "data_efficiency", "amp")
+"""The ``UNMODELLED`` sections DeepSpeed runs only with their ``enabled`` true (false when absent);
+``compression_training`` runs a technique only where its ``shared_parameters.enabled`` (or, for
+``layer_reduction``, its ``enabled``) is true.  ``sparse_attention`` runs wherever it is given."""
+
+
+def _switched_off(where: str, section) -> bool:
+    """Whether an ``UNMODELLED`` section is there with everything in it off (``SWITCHED``):
+    DeepSpeedExamples' compression configs list every technique with ``enabled: false``."""
+    def off(part) -> bool:
+        if not isinstance(part, dict):
+            return False
+        shared = part.get("shared_parameters") or {}
+        return isinstance(shared, dict) and not _boolean(shared.get("enabled", False), f"{where} enabled") \
+            and not _boolean(part.get("enabled", False), f"{where} enabled")
+    if where in SWITCHED:
+        return off(section)
+    if where == "compression_training":
+        return isinstance(section, dict) and all(off(part) for part in section.values())
+    return False
+
+
 def _check_keys(config: dict, name: str, notes: list) -> None:
     """Refuse a key outside ``NO_COST`` (by its path) and a section that is not a dictionary; a
     top-level key DeepSpeed does not read (``DEEPSPEED_KEYS``) is ignored, as DeepSpeed ignores it,
@@ -168,6 +190,10 @@ def _check_keys(config: dict, name: str, notes: list) -> None:
         for key in table:
             if key not in NO_COST[section]:
                 where = f"{section}.{key}" if section else key
+                if where in UNMODELLED and _switched_off(where, table[key]):
+                    notes.append(f"{where}: every part of it off (enabled false, as DeepSpeed reads it); it "
+                                 f"changes nothing")
+                    continue
                 if where in UNMODELLED:
                     raise InputError(f"{where}: {UNMODELLED[where]}", where)
                 if not section and key not in DEEPSPEED_KEYS:
