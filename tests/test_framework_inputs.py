@@ -1171,6 +1171,37 @@ def test_accelerate_megatron_plugin_is_refused_with_what_to_give_instead(tmp_pat
         assert "accelerate's Megatron-LM plugin is not read" in err and "--set m1=TP p=PP" in err
 
 
+def test_an_inline_deepspeed_config_is_the_json_accelerate_builds(tmp_path, capsys):
+    """TRL's trl/accelerate_configs/zero3.yaml: distributed_type DEEPSPEED with an inline deepspeed_config (ZeRO-3,
+    no offload), bf16, 8 processes.  Without a config file accelerate's DeepSpeedPlugin builds the DeepSpeed
+    JSON itself (utils/dataclasses.py: train_batch_size and the micro-batch "auto", gradient_accumulation_steps
+    "auto", zero_optimization's stage and offload devices), with bf16 from mixed_precision: written here by
+    hand, with the Trainer's "auto" values the script's (--set b=2 n_micro=4), it reads the same.  An offload
+    and an accumulation stated in the YAML are read; a deepspeed_config_file is sent to --deepspeed."""
+    yaml_path = str(INPUTS / "trl_zero3.yaml")
+    got = _json(capsys, "--preset", "gpt2", "--accelerate", yaml_path, "--set", "b=2", "n_micro=4")
+    plugin = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+              "gradient_accumulation_steps": "auto", "bf16": {"enabled": True},
+              "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "none"},
+                                    "offload_param": {"device": "none"}}}
+    (tmp_path / "plugin.json").write_text(json.dumps(plugin))
+    typed = _json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "plugin.json"), "--devices", "8",
+                  "--set", "b=2", "n_micro=4")
+    _same(got, {k: v for k, v in typed.items() if k != "notes"})
+    text = (INPUTS / "trl_zero3.yaml").read_text()
+    offload = tmp_path / "offload.yaml"
+    offload.write_text(text.replace("offload_optimizer_device: none", "offload_optimizer_device: cpu").replace(
+        "zero3_init_flag: true", "zero3_init_flag: true\n  gradient_accumulation_steps: 4"))
+    read = _json(capsys, "--preset", "gpt2", "--accelerate", str(offload))["layout"]
+    assert (read["zero"], read["offload"], read["micro_batches"]) == (3, "optimizer", 4)
+    assert "accelerate refuses two values" in _error(capsys, "--preset", "gpt2", "--accelerate", str(offload),
+                                                      "--set", "n_micro=2")
+    with_file = tmp_path / "file.yaml"
+    with_file.write_text(text.replace("zero_stage: 3", "zero_stage: 3\n  deepspeed_config_file: ds.json"))
+    assert "give that DeepSpeed JSON with --deepspeed" in _error(capsys, "--preset", "gpt2", "--accelerate",
+                                                                 str(with_file))
+
+
 def test_distributed_type_no_runs_one_process_whatever_the_count(capsys):
     """TRL's packaged trl/accelerate_configs/single_gpu.yaml says distributed_type "NO" beside num_processes 8:
     accelerate launch then takes its simple launcher, one process (launch.py: multi_gpu stays false for NO), so
@@ -1218,11 +1249,16 @@ def test_a_file_without_num_processes_needs_the_devices(tmp_path, capsys):
     assert accelerate.commands.config.config_args.ClusterConfig.num_processes == -1
 
 
-def test_an_inline_deepspeed_config_is_sent_to_deepspeed(tmp_path, capsys):
+def test_an_inline_deepspeed_config_beside_fsdp_is_ignored_as_accelerate_ignores_it(tmp_path, capsys):
+    """accelerate reads deepspeed_config under distributed_type DEEPSPEED only (its launch builds the
+    DeepSpeedPlugin there alone): beside FSDP it changes nothing, and is noted (it was refused)."""
     config = _accelerate(tmp_path, "distributed_type: FSDP", "deepspeed_config:\n  zero_stage: 2\n"
                                                              "distributed_type: FSDP")
-    err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", config)
-    assert "deepspeed_config" in err and "--deepspeed" in err and len(err.strip().splitlines()) == 1
+    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config)
+    plain = _json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path))
+    assert got["layout"] == plain["layout"] and got["step_time_s"] == plain["step_time_s"]
+    assert any(note.startswith("deepspeed_config: accelerate reads it under distributed_type DEEPSPEED only")
+               for note in got["notes"])
 
 
 def test_fsdp_offload_alone_is_read_as_the_pinned_transformers_reads_it(tmp_path):

@@ -135,7 +135,11 @@ def _accelerate(path: str, args):
     from symbolic_cost.models.accelerate import accelerate_setup     # _read's note
     found = accelerate_setup(input_file(path, "--accelerate"), Path(path).stem, architecture(args), args.devices)
     given = assignments(getattr(args, "set", []))      # the script's batch: --set b= n_micro= (1 and 1 without)
-    found.values.update({k: given.get(k, 1) for k in (S.b, S.n_micro)})
+    stated = found.values.get(S.n_micro)                # an inline deepspeed_config's gradient_accumulation_steps
+    if stated is not None and given.get(S.n_micro, stated) != stated:
+        raise InputError(f"--set n_micro={given[S.n_micro]}: the accelerate config's deepspeed_config."
+                         f"gradient_accumulation_steps is {stated} (accelerate refuses two values)", "--set")
+    found.values.update({k: given.get(k, found.values.get(k, 1)) for k in (S.b, S.n_micro)})
     decided = ACCELERATE_OPTIONS + (("--recompute",) if "recompute" in found.policy else ())
     flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
     if flag:

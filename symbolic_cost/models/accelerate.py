@@ -10,8 +10,8 @@ from ``--set b= n_micro=`` (the training script's arguments, not the launcher's)
 accelerate key (default)                        library field
 =============================================== ===================================================
 ``distributed_type``                            NO (one process), MULTI_GPU (DDP: ``zero`` 0,
-                                                gradient all-reduce behind backward), FSDP;
-                                                DEEPSPEED refused (give ``--deepspeed``)
+                                                gradient all-reduce behind backward), FSDP,
+                                                DEEPSPEED (``deepspeed_config`` below)
 ``num_processes`` (-1), ``num_machines`` (1)    ``d`` = ``num_processes`` (every machine's);
                                                 devices per node ``num_processes / num_machines``;
                                                 absent: ``--devices`` (``accelerate launch``
@@ -29,6 +29,9 @@ accelerate key (default)                        library field
 ``fsdp_config.fsdp_offload_params`` (false)     ``offload`` parameters (and the optimizer step)
 ``fsdp_config.fsdp_activation_checkpointing``   ``recompute`` full (every transformer layer)
 (false)
+``deepspeed_config`` (under DEEPSPEED)          ``deepspeed_plugin``: ``zero`` and ``offload`` of
+                                                ``zero_stage`` (2) and the offload devices,
+                                                accumulation steps as ``n_micro``
 =============================================== ===================================================
 
 FSDP prefetches its gathers and reduce-scatters behind compute (``overlap`` grad, param).  FSDP's
@@ -43,6 +46,7 @@ from __future__ import annotations
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.models.megatron_args import Setup, model_for
+from symbolic_cost.models.deepspeed import zero_policy
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.training import Overlap
 
@@ -91,9 +95,14 @@ EMPTY_SECTIONS = {"deepspeed_config": "give the DeepSpeed settings as a ds_confi
 documented output has them), refused with what to do when they hold settings."""
 
 
-def _check_keys(config: dict, name: str) -> None:
+def _check_keys(config: dict, name: str, notes: list) -> None:
     for key, instead in EMPTY_SECTIONS.items():
-        if config.get(key):
+        if key == "deepspeed_config" and config.get(key) and config.get("distributed_type") != "DEEPSPEED":
+            notes.append(f"deepspeed_config: accelerate reads it under distributed_type DEEPSPEED only, not "
+                         f"{config.get('distributed_type', 'NO')}; ignored, as accelerate ignores it")
+        elif key == "deepspeed_config" and config.get(key):
+            continue                    # read by deepspeed_plugin
+        elif config.get(key):
             raise InputError(f"{key}: the reader does not read settings inline here; {instead}", key)
     for key in config:
         if key not in NO_COST[""] and key not in EMPTY_SECTIONS:
@@ -181,7 +190,7 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     config, notes = load_yaml(text, name, "--accelerate"), list(notes or [])
     if not isinstance(config, dict):
         raise InputError(f"{name}: an accelerate config is a YAML mapping", "--accelerate")
-    _check_keys(config, name)
+    _check_keys(config, name, notes)
     if config.get("use_cpu", False) is not False:
         raise InputError("use_cpu: training on the host is not modelled", "use_cpu")
     kind = config.get("distributed_type", "NO")
@@ -191,9 +200,9 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
                              f"accelerate config writes it)", key)
     if kind == "MEGATRON_LM":
         raise InputError(f"distributed_type MEGATRON_LM: {MEGATRON_PLUGIN}", "distributed_type")
-    if kind not in ("NO", "MULTI_GPU", "FSDP"):
-        raise InputError(f"distributed_type {kind!r}: the reader reads NO, MULTI_GPU and FSDP (DEEPSPEED: give the "
-                         f"DeepSpeed config with --deepspeed)", "distributed_type")
+    if kind not in ("NO", "MULTI_GPU", "FSDP", "DEEPSPEED"):
+        raise InputError(f"distributed_type {kind!r}: the reader reads NO, MULTI_GPU, FSDP and DEEPSPEED",
+                         "distributed_type")
     if "num_processes" not in config and world is None and kind != "NO":
         raise InputError("num_processes is not in the file (accelerate's default -1: `accelerate launch` asks for "
                          "--num_processes, as SLURM templates leave it to the job); give --devices", "--devices")
@@ -220,6 +229,53 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
             notes.append(FP32_MASTER)
     elif config.get("fsdp_config"):
         raise InputError(f"fsdp_config applies to distributed_type FSDP, not {kind}", "fsdp_config")
+    values = {S.d: world, S.m1: 1, S.s1: 1, S.p: 1}
+    if kind == "DEEPSPEED":
+        plugin, steps = deepspeed_plugin(config.get("deepspeed_config") or {}, notes)
+        policy.update(plugin)
+        values.update({} if steps is None else {S.n_micro: steps})
+        return Setup(arch, values, policy, notes)
     sharded = policy["zero"] == 3
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=sharded and world > 1)
-    return Setup(arch, {S.d: world, S.m1: 1, S.s1: 1, S.p: 1}, policy, notes)
+    return Setup(arch, values, policy, notes)
+
+
+PLUGIN_NO_COST = {"gradient_clipping", "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher",
+                  "deepspeed_hostfile", "deepspeed_exclusion_filter", "deepspeed_inclusion_filter",
+                  "offload_optimizer_nvme_path", "offload_param_nvme_path", "deepspeed_moe_layer_cls_names",
+                  "transformer_moe_cls_names"}
+"""``deepspeed_config`` keys of accelerate's ``DeepSpeedPlugin`` that change no count: clipping,
+how the model is built and saved, how the launcher reaches the hosts, which modules are MoE
+layers to ZeRO-3's leaf hooks."""
+
+
+def deepspeed_plugin(section: dict, notes: list) -> tuple[dict, int | None]:
+    """The policy of an inline ``deepspeed_config`` as accelerate's ``DeepSpeedPlugin`` builds its
+    DeepSpeed config without a file (``utils/dataclasses.py``): ``zero_stage`` (2 unless given),
+    ``offload_optimizer_device`` and ``offload_param_device`` (none unless given) as
+    ``zero_optimization``, whose overlap DeepSpeed defaults (``deepspeed.zero_policy``); and
+    ``gradient_accumulation_steps`` (``None``: "auto", the script's, ``--set n_micro=``).  A
+    ``deepspeed_config_file`` is DeepSpeed's own JSON: refused, to be given with ``--deepspeed``.
+
+    >>> deepspeed_plugin({"zero_stage": 3, "offload_optimizer_device": "cpu"}, [])[0]["offload"]
+    'optimizer'
+    """
+    if not isinstance(section, dict):
+        raise InputError(f"deepspeed_config must be a mapping, got {section!r}", "deepspeed_config")
+    if "deepspeed_config_file" in section:
+        raise InputError("deepspeed_config.deepspeed_config_file: give that DeepSpeed JSON with --deepspeed (its "
+                         "settings, not the plugin's, are DeepSpeed's then)", "deepspeed_config.deepspeed_config_file")
+    read = {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_accumulation_steps"}
+    for key in section:
+        if key not in read | PLUGIN_NO_COST:
+            raise InputError(f"deepspeed_config.{key}: an accelerate DeepSpeed key this reader does not read (it may "
+                             f"change the cost)", f"deepspeed_config.{key}")
+    stage = section.get("zero_stage", 2)
+    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
+        raise InputError(f"deepspeed_config.zero_stage must be 0, 1, 2 or 3, got {stage!r}", "deepspeed_config.zero_stage")
+    zero = {key: {"device": section.get(f"{key}_device", "none")} for key in ("offload_optimizer", "offload_param")}
+    steps = section.get("gradient_accumulation_steps", "auto")
+    if steps != "auto" and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise InputError(f"deepspeed_config.gradient_accumulation_steps must be a positive integer or \"auto\", "
+                         f"got {steps!r}", "deepspeed_config.gradient_accumulation_steps")
+    return dict(zero=stage, **zero_policy(zero, stage, notes)), None if steps == "auto" else steps
