@@ -169,9 +169,9 @@ def test_an_inference_grid_keeps_to_the_context_as_set_does(capsys):
     ("inference --preset llama-2-7b --field tpot_s --units si", "--units does not apply to --field"),
     ("optimize --preset gpt2 --field intensity", "choose a time or a count"),
     # other scripts' digits: int() reads "٨" as 8, and --set refuses it
-    ("search --preset gpt2 --devices \u0668", "expects an integer"),
-    ("inference --preset llama-2-7b --rate \u0663", "--rate must be a positive number"),
-    ("plan --budget-flops \u0661e25", "expects a number"),
+    ("search --preset gpt2 --devices \u0668", "expects a number in ASCII digits"),
+    ("inference --preset llama-2-7b --rate \u0663", "expects a number in ASCII digits"),
+    ("plan --budget-flops \u0661e25", "expects a number in ASCII digits"),
     ("plan --preset llama-2-7b --seq 4096 --devices 8 --tokens 0.5", "--tokens 0.5 is fewer than one sequence"),
     ("optimize --preset gpt2 --over l --max 1100", "1100 tokens exceed the context of gpt2 (1024 tokens)"),
     ("summary --preset gpt2 --zero 1 --distributed-optimizer", "which --zero 1 and above do already"),

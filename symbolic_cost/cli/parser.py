@@ -59,15 +59,15 @@ def exact():
 
 
 def ascii_only(text: str) -> str:
-    """``text`` where it is ASCII, else a ``ValueError``: ``int``, ``float`` and ``Fraction`` read
-    other scripts' digits (``"٣"`` as 3, ``"８"`` as 8), which ``--set`` refuses; every number
-    option refuses them alike.
+    """``text`` where it is ASCII, else argparse's refusal of the option's value: ``int``,
+    ``float`` and ``Fraction`` read other scripts' digits (``"٣"`` as 3, ``"８"`` as 8), which
+    ``--set`` refuses; every number option refuses them alike.
 
     >>> ascii_only("8")
     '8'
     """
     if not text.isascii():
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"expects a number in ASCII digits, got {text!r}")
     return text
 
 
