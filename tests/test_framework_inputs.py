@@ -586,6 +586,33 @@ def test_deepspeed_batch_rule_and_unknown_keys(tmp_path, capsys):
 
 
 
+@pytest.mark.parametrize("extra, said", [
+    # the survey of published files: each was refused as "a key this reader does not read", without its reason
+    ({"compile": {"disable": False, "backend": "inductor"}}, "fuses and moves kernels"),       # axolotl
+    ({"tensor_parallel": {"autotp_size": 2}}, "automatic tensor parallelism (AutoTP)"),        # LLaMA-Factory
+    ({"quantize_training": {"enabled": True}}, "quantisation-aware training (MoQ)"),
+    ({"bf16": {"enabled": True, "bf16_master_weights_and_grads": True}}, "without an fp32 copy"),
+    ({"zero_optimization": {"stage": 2, "zenflow": {"topk_ratio": 0.1}}}, "ZenFlow's optimizer steps"),
+])
+def test_deepspeed_sections_the_library_does_not_model_say_why(tmp_path, capsys, extra, said):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, **extra}))
+    assert said in _error(capsys, "--preset", "gpt2", "--deepspeed", str(path), "--devices", "8")
+
+
+def test_deepspeed_keys_that_act_on_nothing_the_file_runs_are_noted(tmp_path, capsys):
+    """accelerate's sp-alst.ds-config.json states seq_parallel_communication_data_type without sequence
+    parallelism, and compile with disable true runs no compiler: each reads as the file without it."""
+    base = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    plain = _json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "base.json"), "--devices", "8")
+    for extra in ({"seq_parallel_communication_data_type": "bf16"}, {"compile": {"disable": True}}):
+        (tmp_path / "ds.json").write_text(json.dumps({**base, **extra}))
+        got = _json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "ds.json"), "--devices", "8")
+        assert got["layout"] == plain["layout"] and got["step_time_s"] == plain["step_time_s"]
+        assert any(note.startswith(next(iter(extra))) for note in got["notes"])
+
+
 def test_a_section_with_everything_off_changes_nothing(tmp_path, capsys):
     """DeepSpeedExamples' compression/bert/config/ds_config.json lists every compression technique with
     enabled false (DeepSpeed runs a technique only where its shared_parameters.enabled, or layer_reduction's
@@ -1211,6 +1238,14 @@ def test_distributed_type_no_runs_one_process_whatever_the_count(capsys):
     assert got["layout"]["d"] == 1 and any("distributed_type NO runs one process" in n for n in got["notes"])
     assert "distributed_type NO runs one process, not 8" in _error(capsys, "--preset", "gpt2", "--accelerate", path,
                                                                     "--devices", "8")
+
+
+def test_tpu_pod_commands_change_no_count(tmp_path, capsys):
+    """accelerate's tests/test_configs/latest.yaml holds commands and command_file, what `accelerate tpu-config`
+    runs on a TPU pod's hosts: read as the file without them (they were refused as unread keys)."""
+    plain = _json(capsys, "--preset", "gpt2", "--accelerate", _accelerate(tmp_path))
+    pod = _accelerate(tmp_path, "distributed_type: FSDP", "commands: null\ncommand_file: run.sh\ndistributed_type: FSDP")
+    assert _json(capsys, "--preset", "gpt2", "--accelerate", pod)["layout"] == plain["layout"]
 
 
 def test_an_unquoted_no_is_told_apart_from_the_word(tmp_path, capsys):

@@ -58,15 +58,15 @@ for a model a recipe loads in 16 bits)."""
 NO_COST = {
     "": {"compute_environment", "debug", "downcast_bf16", "enable_cpu_affinity", "machine_rank", "main_process_ip",
          "main_process_port", "main_training_function", "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster",
-         "tpu_use_sudo", "tpu_name", "tpu_zone", "gpu_ids", "dynamo_config", "distributed_type", "num_processes",
-         "num_machines", "mixed_precision", "fsdp_config", "use_cpu"},
+         "tpu_use_sudo", "tpu_name", "tpu_zone", "commands", "command_file", "gpu_ids", "dynamo_config",
+         "distributed_type", "num_processes", "num_machines", "mixed_precision", "fsdp_config", "use_cpu"},
     "fsdp_config": {"fsdp_auto_wrap_policy", "fsdp_backward_prefetch", "fsdp_backward_prefetch_policy",
                     "fsdp_forward_prefetch", "fsdp_cpu_ram_efficient_loading", "fsdp_state_dict_type",
                     "fsdp_sync_module_states", "fsdp_use_orig_params", "fsdp_transformer_layer_cls_to_wrap",
                     "fsdp_sharding_strategy", "fsdp_version", "fsdp_reshard_after_forward", "fsdp_offload_params",
                     "fsdp_activation_checkpointing"},
 }
-"""The keys read or accepted: launcher settings (addresses, ranks, TPU names, compilation) change no
+"""The keys read or accepted: launcher settings (addresses, ranks, TPU names and pod commands, compilation) change no
 count; the ``fsdp_config`` keys other than sharding, offload and checkpointing only choose loading,
 saving and prefetching."""
 

@@ -138,6 +138,15 @@ UNMODELLED = {
     "data_efficiency": "data sampling and routing change the tokens of each step; give the step to cost without "
                        "the section",
     "amp": "NVIDIA Apex's automatic mixed precision is not modelled; give fp16 or bf16",
+    "compile": "torch.compile (or DeepSpeed's deepcompile, which reschedules ZeRO's gathers and frees) fuses and "
+               "moves kernels, which the time model does not price",
+    "tensor_parallel": "DeepSpeed's automatic tensor parallelism (AutoTP) splits the layers over tensor ranks; the "
+                       "reader does not take that layout from the file",
+    "quantize_training": "quantisation-aware training (MoQ) changes the products' precision while it trains",
+    "bf16.bf16_master_weights_and_grads": "master weights and gradients kept in bf16, without an fp32 copy, are "
+                                          "not modelled",
+    "zero_optimization.zenflow": "ZenFlow's optimizer steps on the host, overlapped with the next steps, are not "
+                                 "modelled",
 }
 """Sections that change what a step costs in a way the library does not model, and why."""
 
@@ -158,10 +167,11 @@ def _boolean(value, where: str) -> bool:
                      f"got {value!r}", where)
 
 
-SWITCHED = ("progressive_layer_drop", "autotuning", "curriculum_learning", "data_efficiency", "amp")
+SWITCHED = ("progressive_layer_drop", "autotuning", "curriculum_learning", "data_efficiency", "amp", "quantize_training")
 """The ``UNMODELLED`` sections DeepSpeed runs only with their ``enabled`` true (false when absent);
 ``compression_training`` runs a technique only where its ``shared_parameters.enabled`` (or, for
-``layer_reduction``, its ``enabled``) is true.  ``sparse_attention`` runs wherever it is given."""
+``layer_reduction``, its ``enabled``) is true; ``compile`` is off where it says ``disable: true``
+without ``deepcompile``.  ``sparse_attention`` runs wherever it is given."""
 
 
 def _switched_off(where: str, section) -> bool:
@@ -177,6 +187,9 @@ def _switched_off(where: str, section) -> bool:
         return off(section)
     if where == "compression_training":
         return isinstance(section, dict) and all(off(part) for part in section.values())
+    if where == "compile":
+        return isinstance(section, dict) and _boolean(section.get("disable", False), "compile.disable") \
+            and not _boolean(section.get("deepcompile", False), "compile.deepcompile")
     return False
 
 
@@ -190,9 +203,13 @@ def _check_keys(config: dict, name: str, notes: list) -> None:
         for key in table:
             if key not in NO_COST[section]:
                 where = f"{section}.{key}" if section else key
+                if where == "seq_parallel_communication_data_type" and config.get("sequence_parallel_size", 1) == 1:
+                    notes.append(f"{where}: the data type of sequence parallelism's exchanges, and the file runs "
+                                 f"none (sequence_parallel_size 1); it changes nothing")
+                    continue
                 if where in UNMODELLED and _switched_off(where, table[key]):
-                    notes.append(f"{where}: every part of it off (enabled false, as DeepSpeed reads it); it "
-                                 f"changes nothing")
+                    notes.append(f"{where}: every part of it off, as DeepSpeed reads it (enabled false, or "
+                                 f"compile's disable true); it changes nothing")
                     continue
                 if where in UNMODELLED:
                     raise InputError(f"{where}: {UNMODELLED[where]}", where)
