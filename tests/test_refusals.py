@@ -215,6 +215,14 @@ def test_a_layout_past_the_memory_says_so_before_its_times(capsys):
     assert "does not fit: the peak of" in capsys.readouterr().out
 
 
+def test_the_default_models_changed_shape_is_said(capsys):
+    """table's default model is a shape --set may change; its header named it "gpt3-175b" at another width."""
+    assert main(["table", "--block", "mlp", "--set", "e=8192"]) == 0
+    assert capsys.readouterr().out.startswith("mlp of gpt3-175b with e set: ")
+    assert main(["table", "--block", "mlp"]) == 0
+    assert capsys.readouterr().out.startswith("mlp of gpt3-175b: ")
+
+
 def test_block_commands_keep_to_the_model_they_name(capsys):
     """A block of a named model at a sequence past its context (bert-base-uncased: 512 tokens,
     max_position_embeddings) is refused as summary refuses it, and --allow-long lets it go on; the model's

@@ -15,7 +15,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.blocks import BUILDERS, Experts, Feedforward, Heads, Projections, Residual, Run, Scores, Wiring
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli.options import PLAIN, given
-from symbolic_cost.cli.parse import resolve
+from symbolic_cost.cli.parse import assignments, resolve
 from symbolic_cost.models import config as hf
 from symbolic_cost.models import hub
 from symbolic_cost.models.training import check_context, element_bytes
@@ -69,6 +69,13 @@ def named_model(args) -> bool:
     """Whether the command line names its model (``--preset``, ``--hf-config``, ``--hf-model``),
     rather than taking the command's default."""
     return bool(given(args, "preset") or args.hf_config or args.hf_model)
+
+
+def model_label(args, arch) -> str:
+    """The model's name as a block command prints it: the default model's, with the dimensions
+    ``--set`` changed named (``gpt3-175b with e, n_layers set``: another width is another model)."""
+    changed = [str(s) for s in MODEL_FIXED if s in assignments(args.set)]
+    return arch.name + (f" with {', '.join(changed)} set" if changed else "")
 
 
 def block_values(args, arch, base: dict | None = None, free=()) -> dict:

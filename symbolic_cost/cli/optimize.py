@@ -6,7 +6,7 @@ from __future__ import annotations
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
 from symbolic_cost.cli import options
-from symbolic_cost.cli.building import named_model
+from symbolic_cost.cli.building import model_label, named_model
 from symbolic_cost.cli.formula import field, show
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli.values import (architecture, assignments, block_values, build_block, conventions, field_expr,
@@ -54,7 +54,7 @@ def run(args) -> int:
     found = analysis.optimum(expr, over, candidates)
     divisor, label = UNITS[args.units].per(field_kind(args.field))
     unit = f" ({label})" if label else ""
-    print(f"minimise {args.field}{unit} of {args.block} of {arch.name} over {over} (system {args.system})")
+    print(f"minimise {args.field}{unit} of {args.block} of {model_label(args, arch)} over {over} (system {args.system})")
     for value in candidates:
         mark = "  <- best" if value == found.best else ""
         print(f"  {over} = {value:>4}: {float(found.values[value] / divisor):.6g}{mark}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from symbolic_cost import symbols as S
 from symbolic_cost.latex import tabular
 from symbolic_cost.cli import options
+from symbolic_cost.cli.building import model_label
 from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, conventions_text,
                                       header, honour_blocks, model_block, numbers_needed)
 from symbolic_cost.numeric.tables import UNITS, comm_fraction, table, totals_table
@@ -55,7 +56,7 @@ def run(args) -> int:
         print(tabular(headed))
     else:
         shown = sorted(values, key=lambda symbol: S.ALL.index(symbol) if symbol in S.ALL else len(S.ALL))
-        print(f"{args.block} of {arch.name}{group}: " + ", ".join(f"{k}={values[k]}" for k in shown))
+        print(f"{args.block} of {model_label(args, arch)}{group}: " + ", ".join(f"{k}={values[k]}" for k in shown))
         print(f"conventions {conventions_text(args)}, system {args.system}; units "
               + ", ".join(UNITS[args.units].labels) + "\n")
         print(headed.to_string(index=False, float_format=lambda x: f"{x:.6f}", na_rep="-"))   # "-": no collective
