@@ -196,6 +196,17 @@ def _si(x: float, unit: str = "") -> str:
     return f"{x:,.2f} {unit}".rstrip()
 
 
+def _energy(kwh: float) -> str:
+    """Energy in the largest of GWh, MWh and kWh that reads at least 1 (8 GPUs for a day drew
+    0.13 MWh, printed as 0.00 GWh).
+
+    >>> _energy(5.05e6), _energy(130.0), _energy(2500.0)
+    ('5.05 GWh', '130.00 kWh', '2.50 MWh')
+    """
+    scale, unit = next(((s, u) for s, u in ((1e6, "GWh"), (1e3, "MWh")) if kwh >= s), (1, "kWh"))
+    return f"{kwh / scale:,.2f} {unit}"
+
+
 def _text(r: dict) -> list[str]:
     lines = []
     if r["question"] == "model":
@@ -248,7 +259,7 @@ def _run_text(run: dict) -> list[str]:
              f"  step {run['step_time_s']:.3f} s for {run['global_batch']:,} sequences; MFU {100 * run['mfu']:.1f} %; "
              f"{_si(run['tokens_per_s'])} tokens/s",
              f"  {run['days']:,.1f} days; {_si(run['gpu_hours'])} GPU-hours"
-             + (f"; {run['energy_kwh'] / 1e6:,.2f} GWh at board power" if run["energy_kwh"] is not None else "")
+             + (f"; {_energy(run['energy_kwh'])} at board power" if run["energy_kwh"] is not None else "")
              + (f"; ${_si(run['cost_usd'])}" if run["cost_usd"] is not None else "")]
     return lines
 
