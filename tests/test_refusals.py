@@ -215,6 +215,14 @@ def test_a_layout_past_the_memory_says_so_before_its_times(capsys):
     assert "does not fit: the peak of" in capsys.readouterr().out
 
 
+def test_a_serving_search_no_layout_of_which_meets_the_slo_says_so(capsys):
+    """A time to first token of 1 us: no step of Llama 2 7B is that short, so every layout sustains 0 requests/s;
+    the ranked list said nothing more."""
+    assert main(["inference", "--preset", "llama-2-7b", "--set", "l_in=467", "l_out=256", "--devices", "8",
+                 "--slo-ttft", "1e-6"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("no layout meets the SLO")
+
+
 def test_the_default_models_changed_shape_is_said(capsys):
     """table's default model is a shape --set may change; its header named it "gpt3-175b" at another width."""
     assert main(["table", "--block", "mlp", "--set", "e=8192"]) == 0

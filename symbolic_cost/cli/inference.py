@@ -468,6 +468,9 @@ def layout_search(args) -> int:
     q = args.slo_percentile
     print(f"{arch.name} on {args.devices} {args.system} devices, l_in={serving.l_in} l_out={serving.l_out}, "
           f"{args.engine}; ranked by the highest rate whose p{q} TTFT and ITL meet the SLO")
+    if ranked and all(row["rate"] == 0 for row in ranked):
+        print(f"no layout meets the SLO: a lone request misses its p{q} TTFT or ITL on every one; the layouts "
+              f"below are ranked by nothing")
     for i, row in enumerate(ranked, 1):
         ttft, itl = row[f"p{q}_ttft"], row[f"p{q}_itl"]
         print(f"{i:3}. {row['layout']:34} {row['rate']:10.4g} requests/s ({row['rate_per_device']:.4g} a device); "
