@@ -47,11 +47,12 @@ class Pools:
         for name in ("prefill", "decode"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"--disaggregate: {name} instances must be a positive integer, got {value!r}",
-                                 "disaggregate")
+                raise InputError(f"{name} instances (Pools.{name}; --disaggregate P:D) must be a positive integer, "
+                                 f"got {value!r}", "disaggregate")
             if value > MAX_INSTANCES:
-                raise InputError(f"--disaggregate: {name} instances must be at most {MAX_INSTANCES:,} (each is a copy "
-                                 f"of the deployment, simulated one by one), got {value:,}", "disaggregate")
+                raise InputError(f"{name} instances (Pools.{name}; --disaggregate P:D) must be at most "
+                                 f"{MAX_INSTANCES:,} (each is a copy of the deployment, simulated one by one), got "
+                                 f"{value:,}", "disaggregate")
 
     @classmethod
     def parse(cls, text: str) -> "Pools":
