@@ -344,7 +344,7 @@ CLI = [
     ("plan --devices 8 --days 30 --price 1e308 --json", "price=1.000E+308 is too large"),
     ("inference --preset llama-2-7b --rate 1e-15 --json", "--rate must be at least 0.0001 requests/s"),
     ("search --preset gpt2 --devices 8 --global-batch 8 --seq 4096", "give a --seq within it (search keeps"),
-    ("plan --preset gpt2 --devices 64 --tokens 1e12", "give a --seq within it (plan keeps"),
+    ("plan --preset gpt2 --devices 64 --tokens 1e12 --seq 8192", "give a --seq within it (plan keeps"),
     ("lstm --from deepflow-lstm --system h100 --kernel-time roofline", "--kernel-time"),    # always tiled
     # an option given twice: argparse kept the last, silently
     ("summary --preset gpt2 --preset llama-2-7b", "--preset given twice"),

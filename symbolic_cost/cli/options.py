@@ -264,7 +264,8 @@ def refuse_unread(args) -> None:
                getattr(args, "zero", 3) != 3, "applies to --zero 3 (FSDP's gathers) only"),
               ("--no-master-weights", getattr(args, "master_weights", True) is False,
                getattr(args, "precision", None) == "fp32", "drops the fp32 copy of a 16-bit recipe; fp32 keeps none"),
-              ("--distributed-optimizer", getattr(args, "distributed_optimizer", False), getattr(args, "zero", 0) >= 1,
+              ("--distributed-optimizer", getattr(args, "distributed_optimizer", False)     # typed, not a file's
+               and getattr(args, "framework", None) is None, getattr(args, "zero", 0) >= 1,
                "shards the optimizer state over the data-parallel ranks, which --zero 1 and above do already")]
     for flag, typed, unused, why in unread:
         if typed and unused:
