@@ -613,6 +613,9 @@ API = [
     (lambda: sweep({"b": 2 * m1}, grid={"b": [1, 2], "m1": [3]}), InputError, "exprs names b, an input"),
     (lambda: sweep({"w": 2 * b}, grid={"b": [1], b: [2]}), InputError, "grid names a symbol twice"),
     (lambda: sweep({"w": 2 * b}, grid={"b": [2**53 + 1]}), InputError, "below 2**53"),
+    # a symbol is a SymPy Boolean too: it reached numpy's select as a condition; rows of text, a TypeError
+    (lambda: sweep({"w": 2 * b}, grid={"b": [1, 2]}, constraints=[b]), InputTypeError, "must be a condition"),
+    (lambda: compile_exprs({"w": 2 * b}, rows="x"), InputTypeError, "rows must be a whole number"),
     (lambda: search(GPT2_ARCH, 0), InputError, "devices"),
     (lambda: search(GPT2_ARCH, 10**9), InputError, "devices"),
     (lambda: search(GPT2_ARCH, "8"), InputTypeError, "devices"),

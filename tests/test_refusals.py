@@ -175,6 +175,7 @@ def test_an_inference_grid_keeps_to_the_context_as_set_does(capsys):
     ("plan --preset llama-2-7b --seq 4096 --devices 8 --tokens 0.5", "--tokens 0.5 is fewer than one sequence"),
     ("optimize --preset gpt2 --over l --max 1100", "1100 tokens exceed the context of gpt2 (1024 tokens)"),
     ("summary --preset gpt2 --zero 1 --distributed-optimizer", "which --zero 1 and above do already"),
+    ("search --preset gpt2 --devices 8 --zero 3 --shard 3", "--shard 3 divides no data-parallel degree of 8 devices"),
     # the messages named an internal symbol (_memory_bytes) and told --conventions of --lp's transfers
     ("sweep --preset gpt2 --grid b=1,2 --where memory_bytes", "--where: memory_bytes is not a condition"),
     ("lstm --batch 64 --steps 20 --hidden 4096 --vocab 50000 --layers 2 --conventions pytorch-eager",

@@ -196,6 +196,11 @@ def run(args) -> int:
     arch, start, notes = starting_point(args)
     notes = notes + even_split_note(arch, start["devices"])
     system = options.timed_system(args)
+    sizes = start.get("shard")
+    for size in sizes if isinstance(sizes, (tuple, list)) else [sizes] if isinstance(sizes, int) else []:
+        if start["devices"] % size:          # every d divides the devices: a group of d's ranks would too
+            raise InputError(f"--shard {size} divides no data-parallel degree of {start['devices']} devices; it would "
+                             f"be ignored", "--shard")
     if args.everything and args.zero != options.PLAIN.zero:
         raise InputError(f"--zero {args.zero}: --everything tries every ZeRO stage; it would be ignored (give one of "
                          f"them)", "--zero")

@@ -51,7 +51,7 @@ import numpy as np
 from sympy import S, Symbol, lambdify, sympify
 from sympy.printing.numpy import NumPyPrinter
 
-from symbolic_cost.checks import InputError, instance
+from symbolic_cost.checks import InputError, InputTypeError, instance
 from symbolic_cost.collector import paused
 from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
@@ -279,6 +279,8 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
     if symbols is None:
         symbols = free_symbols_of(values)
     symbols = tuple(resolve_names({s: None for s in symbols}))
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 0):
+        raise InputTypeError(f"rows must be a whole number of configurations (or None), got {rows!r}", "rows")
     backend = backend or default_backend()
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}", "backend")

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
-from sympy import Basic, Integer, Piecewise, S, sympify
+from sympy import Basic, Integer, Piecewise, S, Symbol, sympify
 from sympy.logic.boolalg import Boolean
 from sympy.functions.elementary.piecewise import ExprCondPair
 
@@ -229,7 +229,7 @@ def keep_exprs(exprs: Mapping, constraints) -> dict:
                              f"{shown(constraints)}", "constraints")
     constraints = list(constraints)
     for c in constraints:
-        if isinstance(c, bool) or not isinstance(c, (str, Boolean)):
+        if isinstance(c, (bool, Symbol)) or not isinstance(c, (str, Boolean)):     # a SymPy symbol is a Boolean too
             raise InputTypeError(f"each of constraints must be a condition, as text ('b*l <= 8192') or a SymPy "
                                  f"relation (Eq(Mod(h, m1), 0)), got {shown(c)}", "constraints")
     constraints = [read(c, argument="constraints", names={str(k): v for k, v in exprs.items()}, condition=True)
