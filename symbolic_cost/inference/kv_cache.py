@@ -227,6 +227,16 @@ def kv_cache_bytes(arch: Architecture, b, tokens, *, encoder=0, m1=1, p=1, kv_dt
     >>> kv_cache_bytes(preset("llama-2-7b"), b, l_ctx)      # 2 x 32 layers x 4096 x 2 bytes
     524288*b*l_ctx
     """
+    _check_cache(arch, b, tokens, encoder, m1, p, page)
+    fmt = kv_format(kv_dtype)
+    return on_busiest_stage(arch, cache_groups(arch, m1, mla), p, lambda groups, share: fmt.bytes(
+        kv_elements(groups, b, tokens, encoder, page, share), sum((g.tensors for g in groups), Integer(0)) / share))
+
+
+def _check_cache(arch: Architecture, b, tokens, encoder, m1, p, page) -> None:
+    """What ``kv_cache_bytes`` and ``paging_waste`` take, checked as ``Serving`` checks it: positive
+    sizes, whole layers on each of the ``p`` stages, and an encoder's tokens only where there is
+    an encoder (cross-attention caches its output)."""
     instance(arch, Architecture, "arch", MADE_BY)
     positive_dims(b=b, m1=m1, p=p, **({} if page is None else {"page": page}))
     counts(tokens=tokens, encoder=encoder)
@@ -234,9 +244,6 @@ def kv_cache_bytes(arch: Architecture, b, tokens, *, encoder=0, m1=1, p=1, kv_dt
     if not arch.encoder_decoder and exact(encoder, "encoder") != 0:
         raise InputError(f"encoder={encoder}: {arch.name} has no encoder, whose output a cross-attention would cache; "
                          f"it would be ignored", "encoder")
-    fmt = kv_format(kv_dtype)
-    return on_busiest_stage(arch, cache_groups(arch, m1, mla), p, lambda groups, share: fmt.bytes(
-        kv_elements(groups, b, tokens, encoder, page, share), sum((g.tensors for g in groups), Integer(0)) / share))
 
 
 def on_busiest_stage(arch: Architecture, groups, p, value) -> Expr:
@@ -269,13 +276,7 @@ def paging_waste(arch: Architecture, b, tokens, page, *, encoder=0, m1=1, p=1, k
                  mla="absorbed") -> Expr:
     """Bytes paged allocation adds to the cache: the unused tail of every sequence's last page
     in every layer, ``b sum_layers (ceil(T/B) B - T) kv (k + v)`` at the format's bytes."""
-    instance(arch, Architecture, "arch", MADE_BY)
-    positive_dims(b=b, m1=m1, p=p, **({} if page is None else {"page": page}))
-    counts(tokens=tokens, encoder=encoder)
-    check_rules(dict(p=p, n_layers=exact(arch.n_layers, "n_layers") + arch.decoder_layers), PIPELINE_RULES)
-    if not arch.encoder_decoder and exact(encoder, "encoder") != 0:
-        raise InputError(f"encoder={encoder}: {arch.name} has no encoder, whose output a cross-attention would cache; "
-                         f"it would be ignored", "encoder")
+    _check_cache(arch, b, tokens, encoder, m1, p, page)
     fmt = kv_format(kv_dtype)
     return on_busiest_stage(arch, cache_groups(arch, m1, mla), p, lambda groups, share: fmt.bytes(
         kv_elements(groups, b, tokens, encoder, page, share) - kv_elements(groups, b, tokens, encoder, None, share)))

@@ -59,16 +59,18 @@ NO_COST = {
     "": {"compute_environment", "debug", "downcast_bf16", "enable_cpu_affinity", "machine_rank", "main_process_ip",
          "main_process_port", "main_training_function", "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster",
          "tpu_use_sudo", "tpu_name", "tpu_zone", "commands", "command_file", "gpu_ids", "dynamo_config",
-         "distributed_type", "num_processes", "num_machines", "mixed_precision", "fsdp_config", "use_cpu"},
+         "distributed_type", "num_processes", "num_machines", "mixed_precision", "fsdp_config", "deepspeed_config",
+         "use_cpu"},
     "fsdp_config": {"fsdp_auto_wrap_policy", "fsdp_backward_prefetch", "fsdp_backward_prefetch_policy",
                     "fsdp_forward_prefetch", "fsdp_cpu_ram_efficient_loading", "fsdp_state_dict_type",
                     "fsdp_sync_module_states", "fsdp_use_orig_params", "fsdp_transformer_layer_cls_to_wrap",
                     "fsdp_sharding_strategy", "fsdp_version", "fsdp_reshard_after_forward", "fsdp_offload_params",
                     "fsdp_activation_checkpointing"},
 }
-"""The keys read or accepted: launcher settings (addresses, ranks, TPU names and pod commands, compilation) change no
-count; the ``fsdp_config`` keys other than sharding, offload and checkpointing only choose loading,
-saving and prefetching."""
+"""The keys read or accepted: launcher settings (addresses, ranks, TPU names and pod commands,
+compilation) change no count; ``deepspeed_config`` is read under DEEPSPEED (``deepspeed_plugin``)
+and noted elsewhere; the ``fsdp_config`` keys other than sharding, offload and checkpointing only
+choose loading, saving and prefetching."""
 
 STRATEGIES = {"FULL_SHARD": "FULL_SHARD", 1: "FULL_SHARD", "SHARD_GRAD_OP": "SHARD_GRAD_OP", 2: "SHARD_GRAD_OP",
               "NO_SHARD": "NO_SHARD", 3: "NO_SHARD", "HYBRID_SHARD": "HYBRID_SHARD", 4: "HYBRID_SHARD"}
@@ -88,8 +90,7 @@ MEGATRON_PLUGIN = ("accelerate's Megatron-LM plugin is not read: give its layout
 """What to do with a configuration of accelerate's ``MegatronLMPlugin``, whose defaults the reader
 does not follow (its environment variables, as ``accelerate launch`` sets them)."""
 
-EMPTY_SECTIONS = {"deepspeed_config": "give the DeepSpeed settings as a ds_config.json with --deepspeed",
-                  "megatron_lm_config": MEGATRON_PLUGIN,
+EMPTY_SECTIONS = {"megatron_lm_config": MEGATRON_PLUGIN,
                   "ipex_config": "CPU training is not modelled", "mpirun_config": "an MPI launch is not modelled"}
 """Sections ``accelerate config`` writes for other backends: accepted empty (``{}``, as its own
 documented output has them), refused with what to do when they hold settings."""
@@ -97,13 +98,11 @@ documented output has them), refused with what to do when they hold settings."""
 
 def _check_keys(config: dict, name: str, notes: list) -> None:
     for key, instead in EMPTY_SECTIONS.items():
-        if key == "deepspeed_config" and config.get(key) and config.get("distributed_type") != "DEEPSPEED":
-            notes.append(f"deepspeed_config: accelerate reads it under distributed_type DEEPSPEED only, not "
-                         f"{config.get('distributed_type', 'NO')}; ignored, as accelerate ignores it")
-        elif key == "deepspeed_config" and config.get(key):
-            continue                    # read by deepspeed_plugin
-        elif config.get(key):
+        if config.get(key):
             raise InputError(f"{key}: the reader does not read settings inline here; {instead}", key)
+    if config.get("deepspeed_config") and config.get("distributed_type") != "DEEPSPEED":    # else deepspeed_plugin's
+        notes.append(f"deepspeed_config: accelerate reads it under distributed_type DEEPSPEED only, not "
+                     f"{config.get('distributed_type', 'NO')}; ignored, as accelerate ignores it")
     for key in config:
         if key not in NO_COST[""] and key not in EMPTY_SECTIONS:
             raise InputError(f"{key}: an accelerate key this reader does not read (it may change the cost); remove "

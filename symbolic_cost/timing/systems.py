@@ -74,9 +74,8 @@ class System:
             if item.name == "efficiency":
                 continue
             value = exact(getattr(self, item.name), item.name)
-            required = item.name in self._REQUIRED       # decidably negative (-F of a positive F) is refused too
-            if value.is_negative or (value.is_number and (value < 0 or (value == 0 and required))) \
-                    or (required and value.is_nonpositive):
+            # decided as far as SymPy can: -F of a positive F is negative, a number is either
+            if value.is_negative or (item.name in self._REQUIRED and value.is_nonpositive):
                 raise InputError(f"system {self.name}: {item.name} must be positive, got {value}", item.name)
             if value.is_number and value > sys.float_info.max:     # every result from it would print as inf
                 raise InputError(f"system {self.name}: {item.name} must be within a double's range (about 1.8e308), "
