@@ -82,9 +82,28 @@ def test_optimizer_names_in_any_case_as_deepspeed_lowercases_them(name, ours):
 def test_an_optimizer_the_reader_does_not_model_is_refused_by_name():
     with pytest.raises(InputError, match="optimizer.type 'Adagrad'"):
         _setup({"optimizer": {"type": "Adagrad"}})
-    # 1-bit Adam (DeepSpeedExamples' bing_bert): a compressed allreduce after its warm-up
-    with pytest.raises(InputError, match="optimizer.type 'OneBitAdam': its compressed gradient exchange"):
-        _setup({"optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 23000}}})
+    # 0/1 Adam (DeepSpeedExamples' bing_bert): its local steps skip the exchange at a varying interval
+    with pytest.raises(InputError, match="optimizer.type 'ZeroOneAdam': 0/1 Adam skips the momentum exchange"):
+        _setup({"optimizer": {"type": "ZeroOneAdam", "params": {"var_freeze_step": 1000}}})
+
+
+@pytest.mark.parametrize("name, ours", [("OneBitAdam", "onebit-adam"), ("OnebitAdam", "onebit-adam"),
+                                        ("OneBitLamb", "onebit-lamb")])
+def test_one_bit_optimizers_are_read_after_their_warm_up(name, ours):
+    """DeepSpeed's names (``ONEBIT_ADAM_OPTIMIZER = 'onebitadam'``, any case); the note names the
+    warm-up, ``freeze_step`` (100000 when unset, ``OnebitAdam.__init__``)."""
+    given = _setup({"optimizer": {"type": name, "params": {"freeze_step": 23000}}})
+    assert given.policy["optimizer"] == ours
+    assert any("freeze_step 23000" in n for n in given.notes)
+    assert any("freeze_step 100000" in n for n in _setup({"optimizer": {"type": name}}).notes)
+    mpi = _setup({"optimizer": {"type": name, "params": {"comm_backend_name": "mpi"}}})
+    assert any("timed as NCCL's (comm_backend_name 'mpi')" in n for n in mpi.notes)
+
+
+def test_one_bit_adam_with_zero_is_refused_as_deepspeed_asserts():
+    # engine.py: assert not self.zero_optimization(), "1bit-Adam is not compatible with ZeRO"
+    with pytest.raises(InputError, match="OneBitAdam' with zero_optimization.stage 1: DeepSpeed asserts"):
+        _setup({"optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 1}})
 
 
 def test_lamb_keeps_adams_two_moments():

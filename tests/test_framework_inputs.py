@@ -613,6 +613,26 @@ def test_deepspeed_keys_that_act_on_nothing_the_file_runs_are_noted(tmp_path, ca
         assert any(note.startswith(next(iter(extra))) for note in got["notes"])
 
 
+@pytest.mark.parametrize("name, optimizer, micro, freeze", [
+    ("ds_onebitadam_bert_seq128.json", "onebit-adam", 16, 23000),      # 4096 = 16 x 8 x 32
+    ("ds_onebitlamb_bert_seq128.json", "onebit-lamb", 64, 1000),       # 65536 = 64 x 32 x 32
+])
+def test_one_bit_optimizers_of_bing_bert(capsys, name, optimizer, micro, freeze):
+    """DeepSpeedExamples' BERT pre-training with 1-bit Adam and 1-bit LAMB on 32 GPUs: no gradient
+    all-reduce; BERT-base's 109,482,240 parameters' signs, 1/8 byte each, 31/32 of them leave a rank
+    in the all-to-all and again in the all-gather."""
+    got = _json(capsys, "--preset", "bert-base-uncased", "--deepspeed", str(INPUTS / name), "--devices", "32",
+                "--set", "l=128")
+    layout = got["layout"]
+    assert (layout["optimizer"], layout["b"], layout["zero"], layout["precision"]) == (optimizer, micro, 0, "fp16")
+    assert any(f"freeze_step {freeze} steps" in note for note in got["notes"])
+    moved = [(c["dimension"], c["kind"], c["volume_bytes"]) for c in got["collectives"]
+             if c["dimension"] in ("data", "optimizer")]
+    signs, scales = 109482240 // 8 * 31 // 32, 32 * 4 * 31 // 32
+    assert moved == [("optimizer", "alltoall", signs), ("optimizer", "allgather", scales),
+                     ("optimizer", "allgather", signs), ("optimizer", "allgather", scales)]
+
+
 def test_a_section_with_everything_off_changes_nothing(tmp_path, capsys):
     """DeepSpeedExamples' compression/bert/config/ds_config.json lists every compression technique with
     enabled false (DeepSpeed runs a technique only where its shared_parameters.enabled, or layer_reduction's

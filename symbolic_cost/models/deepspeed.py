@@ -121,10 +121,15 @@ a name of its own optimizers: ``"Adam"`` and ``"adam"`` alike), to the library's
 DeepSpeed's LAMB (``FusedLamb``) keeps Adam's two moments; its per-tensor trust ratios, a few
 norms a step, are not counted (noted)."""
 
-COMPRESSED = ("onebitadam", "zerooneadam", "onebitlamb")
-"""DeepSpeed's optimizers that compress the gradient exchange (1-bit Adam, 0/1 Adam, 1-bit LAMB):
-after their warm-up the allreduce sends a sign a value, with error-feedback buffers kept beside
-the moments, which the library does not model."""
+COMPRESSED = {"onebitadam": "onebit-adam", "onebitlamb": "onebit-lamb"}
+"""DeepSpeed's optimizers that compress the momentum exchange after their warm-up (1-bit Adam,
+1-bit LAMB), to the library's (``models.optimizers``: the step after ``freeze_step``, a sign an
+element, error-feedback buffers beside the moments).  DeepSpeed asserts they run without ZeRO."""
+
+LOCAL_STEPS = "zerooneadam"
+"""0/1 Adam (``ZeroOneAdam``): besides the compressed exchange it skips the exchange on "local
+steps" at an interval that grows with the learning rate's schedule, so no one step is the step
+of the run: refused, saying so."""
 
 UNMODELLED = {
     "compression_training": "DeepSpeed Compression quantizes, prunes or removes layers while it trains, which "
@@ -341,18 +346,34 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     policy = dict(zero=stage, precision=precision(config, command), **zero_policy(zero, stage, notes))
     kind = config.get("optimizer", {}).get("type")
     if kind is not None:
-        if isinstance(kind, str) and kind.lower() in COMPRESSED:
-            raise InputError(f"optimizer.type {kind!r}: its compressed gradient exchange (a sign a value after "
-                             f"the warm-up, error-feedback buffers) is not modelled; give adam or lamb",
-                             "optimizer.type")
-        if not isinstance(kind, str) or kind.lower() not in OPTIMIZERS:
-            raise InputError(f"optimizer.type {kind!r}: the reader reads {', '.join(OPTIMIZERS)} (any case)",
-                             "optimizer.type")
-        policy["optimizer"] = OPTIMIZERS[kind.lower()]
-        if kind.lower() == "lamb":
-            notes.append("optimizer.type Lamb: Adam's two moments (its per-tensor trust ratios are not counted)")
+        policy["optimizer"] = _optimizer(kind, config["optimizer"].get("params", {}), stage, notes)
     values = {S.b: micro, S.n_micro: accum, S.d: dp, S.m1: 1, S.s1: 1, S.p: 1}
     return Setup(arch, values, policy, notes)
+
+
+def _optimizer(kind, params, stage: int, notes: list) -> str:
+    """The library's optimizer for DeepSpeed's ``optimizer.type`` (``OPTIMIZERS``, ``COMPRESSED``)."""
+    name = kind.lower() if isinstance(kind, str) else None
+    if name == LOCAL_STEPS:
+        raise InputError(f"optimizer.type {kind!r}: 0/1 Adam skips the momentum exchange on local steps at an "
+                         "interval its learning-rate schedule sets, so no one step is the run's; give OneBitAdam "
+                         "or Adam", "optimizer.type")
+    if name in COMPRESSED:
+        if stage != 0:
+            raise InputError(f"optimizer.type {kind!r} with zero_optimization.stage {stage}: DeepSpeed asserts it is "
+                             "not compatible with ZeRO", "optimizer.type")
+        freeze = params.get("freeze_step", 100000) if isinstance(params, dict) else 100000
+        notes.append(f"optimizer.type {kind}: the step after its warm-up of freeze_step {freeze} steps, which "
+                     "all-reduce the gradients as Adam does; then the momentum is exchanged in signs"
+                     + ("" if not isinstance(params, dict) or params.get("comm_backend_name", "nccl") == "nccl" else
+                        f", timed as NCCL's (comm_backend_name {params['comm_backend_name']!r})"))
+        return COMPRESSED[name]
+    if name not in OPTIMIZERS:
+        raise InputError(f"optimizer.type {kind!r}: the reader reads {', '.join([*OPTIMIZERS, 'OneBitAdam', 'OneBitLamb'])} "
+                         "(any case)", "optimizer.type")
+    if name == "lamb":
+        notes.append("optimizer.type Lamb: Adam's two moments (its per-tensor trust ratios are not counted)")
+    return OPTIMIZERS[name]
 
 
 def command_line_fills(text: str) -> set:

@@ -28,7 +28,21 @@ Optimizers (``OPTIMIZERS``), their state per parameter:
 ``adam-8bit``  two moments of one byte each with an fp32 absolute maximum per block of
                2048 values (Dettmers et al. 2022, block-wise quantisation): ``1 + 4/2048``
                bytes per moment (blocks assumed full)
+``onebit-adam`` Adam's two moments, exchanged compressed (``compressed``, below): 1-bit Adam
+               (Tang et al. 2021), DeepSpeed's ``OnebitAdam``
+``onebit-lamb`` LAMB's two moments and a third, ``exp_avg_sq_fresh`` (the second moment kept
+               fresh after the freeze), exchanged compressed: 1-bit LAMB (Li et al. 2022),
+               DeepSpeed's ``OnebitLamb``
 ============== =================================================================================
+
+A ``compressed`` optimizer (DeepSpeed's ``deepspeed/runtime/fp16/onebit``) stops the gradient
+all-reduce once its warm-up (``freeze_step`` steps of plain Adam or LAMB) is over: each rank
+updates its momentum from its own gradient and the momentum is averaged by
+``compressed_allreduce`` (``deepspeed/runtime/comm/nccl.py``) in the optimizer step, one sign bit
+per element with an fp32 scale per rank, its rounding error fed back into the next step.  The
+step is the one after the warm-up.  The error feedback costs fp32 state
+(``error_feedback_bytes``): ``worker_error``, the size of the momentum, and ``server_error``, the
+``1/d`` chunk this rank averages.  The exchange itself is ``parallel.zero.compressed_exchange``.
 
 Low-precision recipes (``FP8_RECIPES``; Micikevicius et al. 2022; NVIDIA Transformer Engine,
 TE): the linear products of the transformer layers (attention's projections, latent attention's
@@ -127,6 +141,7 @@ class Optimizer:
     moments: int
     moment_bytes: Expr | None = None
     factored: bool = False
+    compressed: bool = False      # the momentum exchanged in signs after the warm-up (module docstring)
 
 
 OPTIMIZERS = {
@@ -135,6 +150,8 @@ OPTIMIZERS = {
     "sgd": Optimizer("sgd", 1),
     "adafactor": Optimizer("adafactor", 0, factored=True),
     "adam-8bit": Optimizer("adam-8bit", 2, moment_bytes=1 + Rational(4, 2048)),
+    "onebit-adam": Optimizer("onebit-adam", 2, compressed=True),
+    "onebit-lamb": Optimizer("onebit-lamb", 3, compressed=True),
 }
 
 
@@ -244,6 +261,18 @@ def bytes_per_parameter(precision: str, conventions=conv.DEFAULT, optimizer: str
         return (Integer(2), Integer(2), 4 + 4 + moments) if precision == "fp16" else \
             (Integer(2), Integer(4), 4 + moments)
     return Integer(2), Integer(2), 4 + moments
+
+
+def error_feedback_bytes(optimizer: str, d) -> Expr:
+    """fp32 bytes per trainable parameter of a compressed optimizer's error feedback over ``d``
+    data-parallel ranks (module docstring): ``worker_error``, 4, and ``server_error``, ``4/d``
+    (DeepSpeed pads both to a multiple of ``d lcm(d, 8)`` elements, fewer than 4,096 more at
+    ``d = 64``: not counted); 0 for other optimizers.
+
+    >>> error_feedback_bytes("onebit-adam", 8), error_feedback_bytes("adam", 8)
+    (9/2, 0)
+    """
+    return 4 + Integer(4) / sympify(d) if get_optimizer(optimizer).compressed else Integer(0)
 
 
 def factored_state_bytes(optimizer: str) -> Expr:

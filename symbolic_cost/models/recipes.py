@@ -13,7 +13,8 @@ weights      ``T w + (P - T) es`` (LoRA's frozen base: ``G`` at ``LoRA.base_byte
              ``nvfp4`` 2 (1/2 + 1/16)), ``fp8-params``: ``- G (w - 1)``; its scaling state
              ``Fp8Recipe.scale_bytes`` per product; ZeRO-3: ``/ d``
 gradients    ``T g`` (ZeRO-2, 3: ``/ d``)
-optimizer    ``T o`` plus Adafactor's ``4 x factored_elements`` (ZeRO-1, 2, 3: ``/ d``)
+optimizer    ``T o`` plus Adafactor's ``4 x factored_elements`` and a compressed optimizer's
+             error feedback, ``T x error_feedback_bytes`` (ZeRO-1, 2, 3: ``/ d``)
 ============ ====================================================================================
 
 Offload (ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity, Rajbhandari et al. 2021) moves the
@@ -44,7 +45,7 @@ from sympy import Add, Expr, Integer, sympify
 from symbolic_cost.cost import collective
 from symbolic_cost.models.lora import LINEAR_ROWS, adapt_stack, is_adapter, is_linear, weight_matrix
 from symbolic_cost.models.stack import units
-from symbolic_cost.models.optimizers import bytes_per_parameter, factored_state_bytes, get_fp8
+from symbolic_cost.models.optimizers import bytes_per_parameter, error_feedback_bytes, factored_state_bytes, get_fp8
 from symbolic_cost.ops.quantise import dynamic_casts, quantise
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
 from symbolic_cost.checks import InputError
@@ -270,7 +271,7 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
         matrices = on_stage(matrix_elements)
         weights += matrices * fp8.weight_copies - (matrices * (w - 1) if fp8.primary_weights else 0)
         weights += on_stage(fp8_products) * fp8.scale_bytes(t.fp8_amax_history)
-    optimizer = train * o
+    optimizer = train * (o + error_feedback_bytes(t.optimizer, d))
     if factored_state_bytes(t.optimizer) != 0:        # Adafactor's factored second moment
         factored = on_stage(lambda blk: factored_elements(blk, es, t.lora), tied / e + e if whole else 0)
         optimizer += factored * factored_state_bytes(t.optimizer)

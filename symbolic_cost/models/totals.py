@@ -32,6 +32,7 @@ from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
 from symbolic_cost.models.memory import recompute_flops, recomputed_rows
+from symbolic_cost.models.optimizers import get_optimizer
 from symbolic_cost.models.placement import SPLIT, placement, rank_layers
 from symbolic_cost.models.ranks import boundary_elements, busiest_activation_bytes, cost_placement, tied_copy
 from symbolic_cost.models.recompute_modules import check_modules
@@ -41,6 +42,7 @@ from symbolic_cost.models.training import TRAINING_MADE_BY, Training, bytes_per_
 from symbolic_cost.models.whole_model import ModelCost, model_cost_of  # noqa: F401 (model_cost_of: re-exported)
 from symbolic_cost.trees import remembered_on
 from symbolic_cost.parallel.pipeline import dualpipe_gradient_sum, dualpipe_rules, stage_layers, stage_sends
+from symbolic_cost.parallel.zero import compressed_exchange
 
 
 def model_blocks(arch: Architecture, t: Training, m1, s1, es, conventions) -> tuple[Block, Block, Block]:
@@ -156,7 +158,10 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
                                                                (p - 1) * m1 * d * exact(t.cp, "cp"))]
     dense, dense_states = dense_state(states, cost.parameters_per_device)
     group = data_group(t)
-    if group.d != 1:   # data-parallel members (with the CP ranks: Megatron's dp-cp group) are m1 ranks apart
+    if group.d != 1 and get_optimizer(t.optimizer).compressed:      # no gradient all-reduce after the warm-up
+        out += [("optimizer", c) for c in compressed_exchange(dense_states["trainable_per_device"], group.d, m1,
+                                                              conventions)]
+    elif group.d != 1:   # data-parallel members (with the CP ranks: Megatron's dp-cp group) are m1 ranks apart
         out += [("data", c) for c in data_collectives(group, dense, dense_states, es_w, es_g, group.d, n, m1,
                                                       conventions)]
     out += [("expert_data", c) for c in expert_data_collectives(group, m1, states, es_w, es_g, n, conventions)]

@@ -17,7 +17,7 @@ from symbolic_cost.checks import InputError, positive_dims
 from symbolic_cost.flat import FlatNames, with_flat
 from symbolic_cost.models.op_recompute import check_training
 from symbolic_cost.models.lora import check_low_precision_base
-from symbolic_cost.models.optimizers import bytes_per_parameter
+from symbolic_cost.models.optimizers import bytes_per_parameter, get_optimizer
 from symbolic_cost.models.recipes import sixteen_bit
 from symbolic_cost.models.training_values import (MEGATRON_OVERLAP, PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS,
                                                   RECOMPUTE_MODULES, Batch, Degrees, Execution, Overlap, Pipeline,
@@ -164,7 +164,8 @@ TRAINING_MADE_BY = " (models.Training(b=..., l=..., ...))"
 def check_sharding(t: Training) -> None:
     """Refuse a shard group that does not apply or does not divide: ``shard`` (HSDP, PyTorch
     FSDP2's 2-D device mesh ``(d/shard, shard)``) belongs to ZeRO-3 (FSDP) and must divide ``d``
-    (each replica group is ``shard`` whole ranks).  The rules of ``Sharding`` alone are its own."""
+    (each replica group is ``shard`` whole ranks); a compressed optimizer (1-bit Adam) with a
+    sharded optimizer state.  The rules of ``Sharding`` alone are its own."""
     if t.shard is not None:
         positive_dims(shard=t.shard)
         replicas = sympify(t.d) / sympify(t.shard)
@@ -173,6 +174,10 @@ def check_sharding(t: Training) -> None:
         if t.zero != 3 and replicas != 1:
             raise InputError(f"shard sizes the shard group of ZeRO-3/FSDP (zero=3), got zero={t.zero}; "
                              "it would be ignored", "shard")
+    if get_optimizer(t.optimizer).compressed and (t.zero != 0 or t.distributed_optimizer):
+        raise InputError(f"optimizer={t.optimizer!r} averages the whole momentum on every rank, which a sharded "
+                         f"optimizer state does not hold (DeepSpeed asserts it is not compatible with ZeRO); got "
+                         f"zero={t.zero}, distributed_optimizer={t.distributed_optimizer}", "optimizer")
     if t.fp8_gather and t.lora is not None:
         raise InputError("fp8_gather with lora: the frozen base's gathers in FP8 are not modelled", "fp8_gather")
     if t.fp8_gather and t.zero != 3:
@@ -209,6 +214,9 @@ def check_model(arch, t: Training) -> None:
         raise InputError(f"first_layers_16bit, last_layers_16bit: {arch.name} is an encoder-decoder, whose layers are "
                          "not numbered as one stack (Megatron-Core's global layer number)", "first_layers_16bit")
     check_shared_expert_overlap(arch, t)
+    if arch.moe is not None and get_optimizer(t.optimizer).compressed:
+        raise InputError(f"optimizer={t.optimizer!r} with {arch.name}'s routed experts: their momentum exchanged "
+                         "over the expert data-parallel group is not modelled", "optimizer")
     if arch.moe is None and t.overlap.expert:
         raise InputError(f"overlap expert hides the MoE all-to-alls behind compute, and {arch.name} has none; it "
                          f"would be ignored", "overlap")

@@ -38,7 +38,7 @@ backward gathers nothing.
 
 from __future__ import annotations
 
-from sympy import Expr, sympify
+from sympy import Expr, Rational, sympify
 
 from symbolic_cost.cost import Collective, collective
 from symbolic_cost.checks import InputError, positive_dims
@@ -97,3 +97,35 @@ def fsdp_collectives(parameters, weight_bytes, grad_bytes, d, shard, micro_batch
         out += within("allgather", weight_bytes, "bwd", micro_batches)
     return out + collective("allreduce", parameters / shard, grad_bytes, d / shard, "bwd", conventions,
                             repeats=micro_batches, stride=stride * shard)
+
+
+SIGN_BYTES = Rational(1, 8)
+"""Bytes of one element sent as its sign: eight to a byte (``cupy.packbits``)."""
+
+
+def compressed_exchange(parameters, d, stride, conventions) -> list[Collective]:
+    """A compressed optimizer's momentum exchange over ``d`` ranks ``stride`` apart, once a step
+    in the optimizer step (DeepSpeed's ``NcclBackend.compressed_allreduce``, after its warm-up:
+    ``models.optimizers``), the momentum of ``parameters`` elements:
+
+    ========== ======================= ==================================================
+    collective tensor                  what moves
+    ========== ======================= ==================================================
+    alltoall   ``parameters`` signs    each rank's signs, chunk ``j`` to rank ``j``
+    allgather  ``d`` fp32              each rank's scale
+    allgather  ``parameters`` signs    each rank's averaged chunk, its signs, to all
+    allgather  ``d`` fp32              each averaged chunk's scale
+    ========== ======================= ==================================================
+
+    The signs are ``SIGN_BYTES`` each, so a rank sends ``2 (d - 1)/d x parameters / 8`` bytes
+    and the scales: a ring all-reduce of the same elements at one bit.  Pass ``"bwd"`` (it
+    follows the backward; no overlap hides it: ``timing.step`` counts it whole).
+
+    >>> from symbolic_cost.conventions import DEFAULT
+    >>> [(c.kind, c.volume) for c in compressed_exchange(1024, 4, 1, DEFAULT)]
+    [('alltoall', 96), ('allgather', 12), ('allgather', 96), ('allgather', 12)]
+    """
+    def one(kind, elements, nbytes):
+        return collective(kind, elements, nbytes, d, "bwd", conventions, stride=stride)
+    return (one("alltoall", parameters, SIGN_BYTES) + one("allgather", d, 4)
+            + one("allgather", parameters, SIGN_BYTES) + one("allgather", d, 4))

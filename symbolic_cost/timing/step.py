@@ -42,7 +42,9 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       parameter collectives of data parallelism, and of expert data parallelism for
       the routed experts, less what ``Training.overlap`` hides behind the backward
       (gradients) or forward (parameters): a once-a-step collective behind one micro-batch's, one
-      repeated every micro-batch (ZeRO-2/3, FSDP) behind each micro-batch's own (``_data_time``); the all-to-alls of MoE layers are block
+      repeated every micro-batch (ZeRO-2/3, FSDP) behind each micro-batch's own (``_data_time``),
+      and a compressed optimizer's momentum exchange (dimension ``"optimizer"``:
+      ``parallel.zero.compressed_exchange``), in the optimizer step, whole; the all-to-alls of MoE layers are block
       collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``UNHIDDEN``) and
       ``overlap.expert`` does;
     * ``optimizer`` (calibrated systems only, ``timing.hardware.calibrated``): the
@@ -84,7 +86,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
             else dualpipe_bubble(p, f, per_micro - f - w, w)
     out = {"compute": n * compute_all, "tensor_comm": n * tensor_all, "bubble": bubble,
            "pipeline_comm": _dimension_time(cost, "pipeline", system, conventions),
-           "data_comm": _data_time(cost, system, conventions, compute)}
+           "data_comm": _data_time(cost, system, conventions, compute)
+           + _dimension_time(cost, "optimizer", system, conventions)}     # a compressed exchange, never hidden
     if system.efficiency is not None:
         out["optimizer"] = optimizer_time(cost, system)
         out["framework"] = system.efficiency.step
