@@ -65,7 +65,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py",
          "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py",
          "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py",
-         "tests/test_compressed_exchange.py")
+         "tests/test_compressed_exchange.py", "tests/test_recipes.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -718,6 +718,13 @@ MUTATIONS = (
     Mutation("one-bit-exchange-hidden", "symbolic_cost/timing/step.py",
              '+ _dimension_time(cost, "optimizer", system, conventions)}',
              '+ 0 * _dimension_time(cost, "optimizer", system, conventions)}', required=False),
+    Mutation("weight-offload-steps-on-the-host", "symbolic_cost/models/recipes.py",
+             '    return offload in ("optimizer", "parameters")', '    return offload != "none"', required=False),
+    Mutation("weight-offload-writes-back-nothing", "symbolic_cost/models/recipes.py",
+             'device_to_host=weight_shard, weight_bytes=Integer(0))', 'device_to_host=0, weight_bytes=Integer(0))',
+             required=False),
+    Mutation("deepspeed-weight-offload-as-both", "symbolic_cost/models/deepspeed.py",
+             '("none", "cpu"): "weights"}', '("none", "cpu"): "parameters"}', required=False),
     Mutation("one-bit-with-zero-accepted", "symbolic_cost/models/training.py",
              'if get_optimizer(t.optimizer).compressed and (t.zero != 0 or t.distributed_optimizer):',
              'if get_optimizer(t.optimizer).compressed and (t.zero > 3 or t.distributed_optimizer):', required=False),

@@ -176,12 +176,13 @@ def test_the_old_boolean_zero_is_read_as_deepspeed_reads_it(flag, stage):
 def test_the_older_names_of_parameter_offload_offload_the_parameters(key):
     """DeepSpeed 0.3's ``cpu_offload_params`` (its ``ZERO_FORMAT`` documents it) and today's
     deprecated ``cpu_offload_param`` both become ``offload_param: {device: cpu}``; beside the old
-    ``cpu_offload`` (the optimizer's), both are on the host: the library's ``offload=parameters``."""
+    ``cpu_offload`` (the optimizer's), both are on the host: the library's ``offload=parameters``;
+    alone, the weights only (``offload=weights``: the optimizer stays on the device)."""
     both = _setup({"zero_optimization": {"stage": 3, "cpu_offload": True, key: True}})
     assert both.policy["offload"] == "parameters"
     assert _setup({"zero_optimization": {"stage": 3, "cpu_offload": True, key: False}}).policy["offload"] == "optimizer"
-    with pytest.raises(InputError, match="offload_param without offload_optimizer"):
-        _setup({"zero_optimization": {"stage": 3, key: True}})
+    assert _setup({"zero_optimization": {"stage": 3, key: True}}).policy["offload"] == "weights"
+    assert _setup({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}).policy["offload"] == "weights"
 
 
 def test_zero_3_fields_by_their_own_names_change_no_count():

@@ -5,6 +5,7 @@ GPT-2 / Llama shapes (``e``, ``f``, ``L``, ``V``, positions ``P``) and the sourc
 import pytest
 from sympy import Rational
 
+from symbolic_cost.checks import InputError
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import preset
 from symbolic_cost.models.lora import LoRA
@@ -116,6 +117,25 @@ def test_parameter_offload_by_hand():
     assert cost.host_bytes == Rational(16 * PARAMS, d)
     assert cost.host_to_device == 2 * n * Rational(2 * PARAMS, d)
     assert cost.device_to_host == n * Rational(2 * PARAMS, d)
+
+
+def test_weight_offload_alone_by_hand():
+    """ZeRO-3 with DeepSpeed's ``offload_param`` and no ``offload_optimizer``: the 16-bit weight
+    shard (2M/d) lives on the host and is fetched for forward and backward of each micro-batch; the
+    gradient shard (2M/d) and the optimizer shard (12M/d) stay on the device, where the step runs,
+    and the updated weight shard goes back to the host once."""
+    from symbolic_cost.timing.step import step_time_breakdown
+    d, n = 4, 3
+    cost = _cost(d=d, zero=3, micro_batches=n, offload="weights")
+    assert (cost.weight_bytes, cost.gradient_bytes, cost.optimizer_bytes) == (
+        0, Rational(2 * PARAMS, d), Rational(12 * PARAMS, d))
+    assert cost.host_bytes == Rational(2 * PARAMS, d)
+    assert cost.host_to_device == 2 * n * Rational(2 * PARAMS, d)
+    assert cost.device_to_host == Rational(2 * PARAMS, d)
+    times = step_time_breakdown(cost, "h100")
+    assert times["host_step"] == 0 and times["host_comm"] == Rational((2 * n + 1) * 2 * PARAMS, d * 64 * 10**9)
+    with pytest.raises(InputError, match="needs ZeRO-3"):
+        _cost(d=d, zero=2, offload="weights")
 
 
 def test_host_time_on_the_pcie_link():

@@ -303,11 +303,8 @@ def zero_policy(zero: dict, stage: int, notes: list) -> dict:
         if device not in ("none", "cpu"):
             raise InputError(f"zero_optimization.{key}.device {device!r}: the library models the host (cpu), "
                              f"not {device}", f"zero_optimization.{key}.device")
-    offload = {("none", "none"): "none", ("cpu", "none"): "optimizer", ("cpu", "cpu"): "parameters"}.get(
-        (devices["offload_optimizer"], devices["offload_param"]))
-    if offload is None:
-        raise InputError("zero_optimization.offload_param without offload_optimizer is not modelled",
-                         "zero_optimization.offload_param")
+    offload = {("none", "none"): "none", ("cpu", "none"): "optimizer", ("cpu", "cpu"): "parameters",
+               ("none", "cpu"): "weights"}[(devices["offload_optimizer"], devices["offload_param"])]
     overlap = _boolean(zero.get("overlap_comm", stage == 3), "zero_optimization.overlap_comm")
     if stage == 3:
         notes.append("ZeRO-3: DeepSpeed keeps parameters under stage3_param_persistence_threshold (100,000 elements "

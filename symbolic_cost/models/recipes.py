@@ -30,7 +30,14 @@ sharded state to the host's memory and the optimizer step to the CPU:
                                                                        once under ZeRO-1
 ``parameters`` also the weight shard  the weight shard in forward and  as ``optimizer``
 (ZeRO-3 only)  (device: none)         backward of every micro-batch
+``weights``    the weight shard only  as ``parameters``                the updated weights' shard
+(ZeRO-3 only)  (device: none)                                          ``T w / d``, once
 ============== ====================== ================================ ===========================
+
+``weights`` is DeepSpeed's ``offload_param`` without ``offload_optimizer``: the 16-bit partitions
+live on the host and are copied to the device on use (``partitioned_param_coordinator``), while
+the optimizer, its state and the gradient shard stay on the device, where the step runs; the
+updated 16-bit partition is copied back after it (``optimizer_on_host`` is false: no host step).
 
 The device keeps no gradient shard under ZeRO-2/3 offload (the reduce buckets in flight are
 not counted); the host's gradient is in the gradients' precision (the paper's ``2M`` fp16).
@@ -50,7 +57,12 @@ from symbolic_cost.ops.quantise import dynamic_casts, quantise
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
 from symbolic_cost.checks import InputError
 
-OFFLOAD = ("none", "optimizer", "parameters")
+OFFLOAD = ("none", "optimizer", "parameters", "weights")
+
+
+def optimizer_on_host(offload: str) -> bool:
+    """Whether the optimizer step runs on the host (ZeRO-Offload's CPU Adam) under ``offload``."""
+    return offload in ("optimizer", "parameters")
 
 
 def check_offload(offload: str, zero: int) -> None:
@@ -60,8 +72,8 @@ def check_offload(offload: str, zero: int) -> None:
     if offload == "optimizer" and zero < 1:
         raise InputError("offload='optimizer' needs ZeRO (zero >= 1): ZeRO-Offload moves each rank's "
                          "optimizer shard to the host")
-    if offload == "parameters" and zero != 3:
-        raise InputError("offload='parameters' needs ZeRO-3 (zero=3): only sharded parameters are "
+    if offload in ("parameters", "weights") and zero != 3:
+        raise InputError(f"offload={offload!r} needs ZeRO-3 (zero=3): only sharded parameters are "
                          "fetched from the host on use")
 
 
@@ -295,6 +307,10 @@ def _quantised(blk, lora, es) -> Expr:
 def _offloaded(out: dict, t, weight_shard, grad_shard, n) -> dict:
     """Move the offloaded state to the host and count the host-device traffic."""
     out = dict(out)
+    if not optimizer_on_host(t.offload):        # the weights alone: fetched on use, written back once
+        out.update(host_bytes=out["weight_bytes"], host_to_device=2 * n * out["weight_bytes"],
+                   device_to_host=weight_shard, weight_bytes=Integer(0))
+        return out
     out["host_bytes"] = out["optimizer_bytes"]
     out["optimizer_bytes"] = Integer(0)
     out["device_to_host"] = grad_shard * (n if t.zero >= 2 else 1)

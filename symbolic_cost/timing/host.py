@@ -11,7 +11,8 @@ optimizer step or on use), so their times add::
 Each node's host holds the offloaded state of its devices: ``host_bytes x`` devices per
 node, taken as the NVLink domain (``System.nvlink_size``: 8 on a DGX, 4 on Perlmutter).
 
-The optimizer step then runs on the host (DeepSpeed's CPU Adam), streaming its state through
+Where the optimizer is offloaded (``models.recipes.optimizer_on_host``; not under ``offload =
+"weights"``, whose step runs on the device), its step runs on the host (DeepSpeed's CPU Adam), streaming its state through
 host memory: every offloaded byte (the optimizer shard, the gradient buffer, the weights when
 they live there) read and written once, plus the transfers themselves (the gradients arriving
 are written, the weights leaving are read), for every device of the node at once over the
@@ -28,6 +29,7 @@ from sympy import Expr, Integer
 
 from symbolic_cost.extrema import minimum
 from symbolic_cost.models import ModelCost, world_size
+from symbolic_cost.models.recipes import optimizer_on_host
 from symbolic_cost.timing.hardware import System, get_system
 
 
@@ -49,7 +51,7 @@ def host_time(cost: ModelCost, system: System | str) -> Expr:
 def host_step_time(cost: ModelCost, system: System | str) -> Expr:
     """Seconds of the optimizer step on the host (see the module docstring); 0 without offload."""
     system = get_system(system)
-    if cost.host_bytes == 0:
+    if cost.host_bytes == 0 or not optimizer_on_host(cost.training.offload):
         return Integer(0)
     system.require("the optimizer step on the host", "host_memory_bandwidth")
     streamed = 2 * cost.host_bytes + host_traffic(cost)
