@@ -152,3 +152,19 @@ def test_recompute_op_acts_or_is_refused():
     assert run([*llama, "--recompute", "op", "--set", "m1=2", "s1=2"])[0] == 2
     assert run(["summary", *BASES[("summary", "dense")][1:], "--flash", "--recompute", "op"])[0] == 2
     assert run(["summary", "--preset", "gpt2", "--set", "b=2", "l=512", "--flash", "--recompute", "op"])[0] == 2
+
+
+@pytest.mark.parametrize("word, idle, busy", [
+    ("grad", ["d=1"], ["d=2"]),                              # one replica reduces no gradient
+    ("param", ["d=2"], ["d=2", "--zero", "1"]),              # DDP gathers no parameter; ZeRO-1 its updated shards
+    ("tensor", ["m1=1", "s1=1"], ["m1=2", "s1=2"]),          # one tensor rank sends nothing in its layers
+])
+def test_an_overlap_with_nothing_to_hide_is_refused(capsys, word, idle, busy):
+    base = ["summary", "--preset", "gpt2", "--set", "b=2", "l=512"]
+    split = lambda extra: ([w for w in extra if not w.startswith("--") and "=" in w],   # noqa: E731
+                           [w for w in extra if w.startswith("--") or "=" not in w])
+    values, flags = split(idle)
+    assert main([*base, *values, *flags, "--overlap", word]) == 2
+    assert f"--overlap {word}: this step has no" in capsys.readouterr().err
+    values, flags = split(busy)
+    assert main([*base, *values, *flags, "--overlap", word]) == 0

@@ -272,6 +272,40 @@ def refuse_unread(args) -> None:
             raise InputError(f"{flag} {why}; it would be ignored", flag)
 
 
+DATA_DIMENSIONS = ("data", "expert_data")
+"""The collective dimensions of data parallelism (``models.totals``), whose gradients and
+parameters ``--overlap grad`` and ``param`` hide."""
+
+OVERLAP_HIDES = {
+    "grad": ("gradient reduction over data-parallel ranks",
+             lambda dim, c: dim in DATA_DIMENSIONS and c.kind in ("allreduce", "reducescatter")),
+    "param": ("parameter all-gather over data-parallel ranks",
+              lambda dim, c: dim in DATA_DIMENSIONS and c.kind == "allgather"),
+    "tensor": ("tensor- or context-parallel collective in its layers",
+               lambda dim, c: dim not in DATA_DIMENSIONS + ("pipeline", "optimizer") and c.kind != "alltoall"),
+    "expert": ("MoE all-to-all", lambda dim, c: c.kind == "alltoall" and dim not in DATA_DIMENSIONS),
+}
+"""What each ``--overlap`` word hides (``timing.step``): the step's collectives it would run
+behind compute, as ``(words, test on (dimension, collective))``."""
+
+
+def refuse_idle_overlap(args, cost) -> None:
+    """Refuse an ``--overlap`` word typed on the command line (a framework file's are its own)
+    where the step has nothing it hides (``OVERLAP_HIDES``: ``grad`` at ``d = 1``, ``tensor`` at
+    ``m1 = cp = 1``, ...); it would be ignored.  Decided only where every collective's group is a
+    number: a symbolic degree may be 1 or not."""
+    from symbolic_cost.checks import InputError
+    typed = getattr(args, "overlap", None) if getattr(args, "framework", None) is None else None
+    if not typed or any(not c.group.is_number for _, c in cost.collectives):
+        return
+    for word in typed:
+        if word in OVERLAP_HIDES:
+            what, hidden = OVERLAP_HIDES[word]
+            if not any(hidden(dim, c) for dim, c in cost.collectives):
+                raise InputError(f"--overlap {word}: this step has no {what} to hide; it would be ignored",
+                                 "--overlap")
+
+
 def training_policy(args) -> dict:
     """The ``Training`` fields the training options set (those a command offers); an option typed
     where the training never reads it (``refuse_unread``) is refused."""

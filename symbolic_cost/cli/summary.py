@@ -99,7 +99,9 @@ def whole_model(args):
         numbers_needed(values, {S.BY_NAME[name] for name in DEGREES[layout]}, f"summary --tensor {layout}")
         training = on_grid(training, tensor_grid(args, values))
     chosen = conventions(args)
-    return arch, training, model_cost(arch, training, chosen), chosen
+    cost = model_cost(arch, training, chosen)
+    options.refuse_idle_overlap(args, cost)
+    return arch, training, cost, chosen
 
 
 LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "ep", "etp", "dispatcher", "precision",
