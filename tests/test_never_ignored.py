@@ -168,3 +168,10 @@ def test_an_overlap_with_nothing_to_hide_is_refused(capsys, word, idle, busy):
     assert f"--overlap {word}: this step has no" in capsys.readouterr().err
     values, flags = split(busy)
     assert main([*base, *values, *flags, "--overlap", word]) == 0
+
+
+def test_allow_long_within_the_context_is_refused(capsys):
+    # GPT-2 learned 1,024 positions: 1,024 tokens need no permission, 2,048 do
+    assert main(["summary", "--preset", "gpt2", "--set", "l=1024", "--allow-long"]) == 2
+    assert "--allow-long: l = 1024 is within the context of gpt2 (1024 tokens)" in capsys.readouterr().err
+    assert main(["summary", "--preset", "gpt2", "--set", "l=2048", "--allow-long"]) == 0

@@ -306,6 +306,21 @@ def refuse_idle_overlap(args, cost) -> None:
                                  "--overlap")
 
 
+def refuse_idle_allow_long(args, arch, training) -> None:
+    """Refuse ``--allow-long`` where every sequence of ``training`` is within ``arch``'s context
+    (the limit ``models.training.check_context`` applies; it would be ignored).  Decided only
+    where the lengths and the limit are numbers."""
+    from sympy import sympify
+    from symbolic_cost.checks import InputError
+    if not getattr(args, "allow_long", False):
+        return
+    limit = sympify(arch.context) or sympify(arch.positions)
+    spans = [sympify(training.l)] + ([sympify(training.decoder_tokens)] if arch.encoder_decoder else [])
+    if limit.is_number and limit != 0 and all(s.is_number and s <= limit for s in spans):
+        raise InputError(f"--allow-long: l = {', '.join(str(s) for s in spans)} is within the context of "
+                         f"{arch.name} ({limit} tokens); it would be ignored", "--allow-long")
+
+
 def training_policy(args) -> dict:
     """The ``Training`` fields the training options set (those a command offers); an option typed
     where the training never reads it (``refuse_unread``) is refused."""

@@ -99,6 +99,7 @@ def whole_model(args):
         numbers_needed(values, {S.BY_NAME[name] for name in DEGREES[layout]}, f"summary --tensor {layout}")
         training = on_grid(training, tensor_grid(args, values))
     chosen = conventions(args)
+    options.refuse_idle_allow_long(args, arch, training)
     cost = model_cost(arch, training, chosen)
     options.refuse_idle_overlap(args, cost)
     return arch, training, cost, chosen
