@@ -233,3 +233,17 @@ def test_layer_kinds_share_their_blocks_and_equal_a_build_that_remembers_none(mo
     assert all(new == old and all(n is not o for n, o in zip(new.rows, old.rows))
                for (new, _), (old, _) in zip(anew[1:-1], shared[1:-1]))
     stack_module._STACKS.clear()
+
+
+@pytest.mark.parametrize("fields, named", [
+    (dict(num_labels=3), "num_labels=3 applies to the sequence classifier"),
+    (dict(classifier="dense"), "classifier='dense' applies to the sequence classifier"),
+    (dict(lm_head=False, head_bias=True), "head_bias=True applies to the LM head"),
+])
+def test_a_head_setting_without_its_head_is_refused(fields, named):
+    """A decoder with its LM head has no classifier, and one without an LM head no bias on it: the
+    setting would change no count."""
+    from dataclasses import replace
+    with pytest.raises(InputError, match=named):
+        replace(preset("gpt2"), **fields)
+    assert replace(preset("gpt2"), lm_head=False, pooler=False, task="classification", num_labels=3).num_labels == 3

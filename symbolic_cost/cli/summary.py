@@ -99,10 +99,7 @@ def whole_model(args):
         numbers_needed(values, {S.BY_NAME[name] for name in DEGREES[layout]}, f"summary --tensor {layout}")
         training = on_grid(training, tensor_grid(args, values))
     chosen = conventions(args)
-    options.refuse_idle_allow_long(args, arch, training)
-    cost = model_cost(arch, training, chosen)
-    options.refuse_idle_overlap(args, cost)
-    return arch, training, cost, chosen
+    return arch, training, model_cost(arch, training, chosen), chosen
 
 
 LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "ep", "etp", "dispatcher", "precision",
@@ -129,6 +126,8 @@ def decoded_layout(training: Training) -> dict:
 def report(args) -> tuple[dict, Training]:
     """Every number the command prints (FLOPs, bytes and seconds), and the training."""
     arch, training, cost, chosen = whole_model(args)
+    options.refuse_idle_allow_long(args, arch, training)
+    options.refuse_idle_overlap(args, cost)
     system = options.timed_system(args)
     out = {"model": arch.name, **{name: number(getattr(cost, name)) for name in FIELDS}}
     steps = step_time_breakdown(cost, system, chosen)

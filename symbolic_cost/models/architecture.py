@@ -177,6 +177,7 @@ class Architecture(FlatNames):
         if self.task and (self.lm_head or self.pooler):
             raise InputError(f"architecture {self.name}: a task head ({self.task}) replaces the LM head "
                              f"and the pooler (set lm_head=False, pooler=False)")
+        self._check_heads_used()
         if (self.score_bias == "relative") != (sympify(self.relative_buckets) != 0):
             raise InputError(f"architecture {self.name}: relative_buckets must be set exactly when "
                              f"score_bias is 'relative'")
@@ -206,6 +207,19 @@ class Architecture(FlatNames):
         if self.chunked and self.window is None:
             raise InputError(f"architecture {self.name}: chunked attention splits the sequence in chunks of the "
                              f"window, and there is none; it would be ignored", "chunked")
+
+    def _check_heads_used(self) -> None:
+        """Refuse a head's setting where that head is absent (it would be ignored): ``num_labels``
+        and ``classifier`` belong to ``task="classification"``, ``head_bias`` to the LM head."""
+        unused = [(name, getattr(self, name), why) for name, plain, why in (
+            ("num_labels", 2, "the sequence classifier (task='classification')"),
+            ("classifier", "pooled", "the sequence classifier (task='classification')"))
+            if self.task != "classification" and getattr(self, name) != plain]
+        if self.head_bias and not self.lm_head:
+            unused.append(("head_bias", True, "the LM head (lm_head=True)"))
+        for name, value, why in unused:
+            raise InputError(f"architecture {self.name}: {name}={value!r} applies to {why}, which it has not; it "
+                             f"would be ignored", name)
 
     def _check_rotary(self) -> None:
         """``rotary_dim``: given with rotary positions only, at most the head's dimensions (an odd

@@ -8,7 +8,7 @@ Each reads the keys of its ``transformers`` config class with that class's defau
 from __future__ import annotations
 
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.families.keys import (Keys, check_heads, head_fields, plain_mlp, rotary_dim,
+from symbolic_cost.models.families.keys import (Keys, check_heads, head_fields, lm_head_of, plain_mlp, rotary_dim,
                                                 window_fields)
 
 GPT2_KNOWN = ("layer_norm_epsilon", "n_ctx", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
@@ -59,7 +59,7 @@ def gptj(k: Keys, name: str) -> Architecture:
     return Architecture(name, k.int("n_layer", 28), e, h, k.int("n_inner", None, nullable=True) or 4 * e,
                         k.int("vocab_size", 50400), mlp=plain_mlp(k.activation("activation_function", "gelu_new")),
                         rotary=True, rotary_dim=part, tied=k.flag("tie_word_embeddings", False), qkv_bias=False,
-                        bias=False, mlp_bias=True, parallel=True, norms=1, head_bias=True,
+                        bias=False, mlp_bias=True, parallel=True, norms=1, head_bias=lm_head_of(k),
                         **k.dropout_fields([("resid_pdrop", 0)], [("attn_pdrop", 0)], [("embd_pdrop", 0)]),
                         context=k.int("n_positions", 2048), **head_fields(k))
 
@@ -144,7 +144,7 @@ def phi(k: Keys, name: str) -> Architecture:
                         mlp=plain_mlp(k.activation("hidden_act", "gelu_new")), rotary=True,
                         rotary_dim=rotary_dim(hd or e // h, k.rotary_fraction("0.5", "partial_rotary_factor")),
                         qk_norm="head" if k.flag("qk_layernorm", False) else None,
-                        tied=k.flag("tie_word_embeddings", False), parallel=True, norms=1, head_bias=True,
+                        tied=k.flag("tie_word_embeddings", False), parallel=True, norms=1, head_bias=lm_head_of(k),
                         **k.dropout_fields([("resid_pdrop", 0)], [("attention_dropout", 0)], [("embd_pdrop", 0)]),
                         context=k.int("max_position_embeddings", 2048), **head_fields(k))
 

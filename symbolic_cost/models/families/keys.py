@@ -253,6 +253,12 @@ def num_labels(k: Keys) -> int:
 LM_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
 
 
+def lm_head_of(k: Keys) -> bool:
+    """Whether the config's model has its LM head (``head_fields`` of a decoder): a bias of that
+    head (GPT-J's, Phi-2's, ``lm_head_bias``) exists only then."""
+    return head_fields(k).get("lm_head", True)
+
+
 def head_fields(k: Keys, *, encoder=False, classifier="score") -> dict:
     """``Architecture`` fields of the head the config's ``architectures`` names: an LM head
     (decoders, and the default without ``architectures``), the base model (``...Model``; BERT's

@@ -25,7 +25,7 @@ from fractions import Fraction
 
 from symbolic_cost.blocks.moe import MoE
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.families.keys import Keys, window_fields
+from symbolic_cost.models.families.keys import Keys, lm_head_of, window_fields
 from symbolic_cost.models.families.common import GRANITE_SCALES, attention_biases, llama_style, rotating_layers
 
 AUX_LOSS = ("router_aux_loss_coef", "output_router_logits", "aux_loss_alpha", "seq_aux")
@@ -241,7 +241,7 @@ def phimoe(k: Keys, name: str) -> Architecture:
     moe = MoE(k.int("num_local_experts", 16), experts_per_token(k, 2), k.int("intermediate_size", 6400), router="sparsemixer")
     return llama_style(k, name, dict(vocab_size=32064, intermediate_size=6400, num_key_value_heads=8,
                                      max_position_embeddings=4096 * 32),
-                       norm="layer", **attention_biases(k), head_bias=k.flag("lm_head_bias", False), moe=moe, **fields)
+                       norm="layer", **attention_biases(k), head_bias=k.flag("lm_head_bias", False) and lm_head_of(k), moe=moe, **fields)
 
 
 def minimax_m2(k: Keys, name: str) -> Architecture:
