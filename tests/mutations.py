@@ -728,6 +728,8 @@ MUTATIONS = (
     Mutation("unused-head-settings-accepted", "symbolic_cost/models/architecture.py",
              '        for name, value, why in unused:\n            raise InputError(',
              '        for name, value, why in unused[:0]:\n            raise InputError(', required=False),
+    Mutation("dense-etp-accepted", "symbolic_cost/models/training.py",
+             '("etp", sympify(etp), sympify(t.m1)),', '("etp", sympify(etp), sympify(etp)),', required=False),
     Mutation("one-bit-with-zero-accepted", "symbolic_cost/models/training.py",
              'if get_optimizer(t.optimizer).compressed and (t.zero != 0 or t.distributed_optimizer):',
              'if get_optimizer(t.optimizer).compressed and (t.zero > 3 or t.distributed_optimizer):', required=False),

@@ -443,3 +443,14 @@ def test_windows_on_some_layers_and_experts_on_others_need_the_window_pattern():
     known = Architecture("toy", 4, 64, 4, 128, 100, window=8, windowed_layers=2, moe=moe,
                          window_pattern=(True, False, True, False))
     assert [int(n) for _, n in model_cost(known, Training(b=1, l=16)).blocks[1:-1]] == [1, 1, 2]
+
+
+def test_an_expert_tensor_degree_on_a_dense_model_is_refused():
+    """A dense model has no expert layer to split: ``etp`` other than ``m1`` (its default) would
+    change nothing, so it is refused as ``ep`` is; equal to ``m1`` it is no setting."""
+    from symbolic_cost.checks import InputError
+    from symbolic_cost.models.config import preset
+    with pytest.raises(InputError, match="etp applies to a mixture of experts"):
+        model_cost(preset("gpt2"), Training(b=1, l=128, m1=4, etp=2))
+    assert model_cost(preset("gpt2"), Training(b=1, l=128, m1=4, etp=4)).parameters == \
+        model_cost(preset("gpt2"), Training(b=1, l=128, m1=4)).parameters

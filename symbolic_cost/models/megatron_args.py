@@ -226,6 +226,11 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
         values[S.l_dec] = _t5_decoder(o, pp)
     if arch.moe is None and values[S.ep] != 1:
         raise InputError("--expert-model-parallel-size needs --num-experts", "--expert-model-parallel-size")
+    if arch.moe is None:        # no expert layer to split: the expert degree follows m1 (a --set m1 too)
+        if values[S.etp] != tp:
+            notes.append(f"--expert-tensor-parallel-size {values[S.etp]}: the model has no experts; ignored, as "
+                         f"Megatron-LM ignores it")
+        values[S.etp] = S.m1
     policy = _policy(o, arch, pp, sequence, notes)
     if cp > 1:
         policy["cp_variant"] = _cp_variant(o)

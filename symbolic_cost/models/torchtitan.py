@@ -414,7 +414,7 @@ def experts(job: Job, arch: Architecture, shard: int, tp: int, cp: int = 1) -> d
     ``MOE_SHARDING.md``).  The first generation's ``expert_tensor_parallel_degree`` is refused."""
     ep = job.degree("expert_parallel_degree")
     if arch.moe is None:
-        return {S.ep: 1, S.etp: tp}
+        return {S.ep: 1, S.etp: S.m1}           # no expert layer: the degree follows m1, a --set m1 too
     job.refuse("parallelism", "expert_tensor_parallel_degree", 1, "experts split over tensor ranks beside expert "
                "parallelism are not read")
     if cp > 1 and ep > 1:
