@@ -637,6 +637,7 @@ API = [
     # analysis by name, conventions
     (lambda: analysis.derivative(b * l, "q"), InputError, "unknown symbol name 'q'"),
     (lambda: analysis.leading_terms(b * l, ["q"]), InputError, "unknown symbol name 'q'"),
+    (lambda: analysis.leading_terms(b * l**(10**9) + l, [l]), InputError, "expands powers up to 100"),
     (lambda: conv.get("nope"), ValueError, "unknown conventions 'nope'"),
     (lambda: conv.DEFAULT.but(matmul_flops="3mnk"), ValueError, "matmul_flops must be one of"),
 ]

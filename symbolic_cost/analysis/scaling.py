@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Symbol, diff,
+from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Pow, Symbol, diff,
                    expand, false, fraction, limit as _limit, log, nsolve, oo, simplify, solve, sympify, together,
                    true)
 
@@ -61,6 +61,18 @@ def _symbol(x) -> Symbol:
     return _symbols(x, "x")[0]
 
 
+MAX_POWER = 100
+"""The largest whole power ``leading_terms`` expands: a cost's powers are a few (``l**2`` of the
+scores, a tensor grid's ``m**3``); ``l**(10**9)`` would make a polynomial of a billion terms."""
+
+
+def _check_powers(expr) -> None:
+    """Refuse a whole power beyond ``MAX_POWER`` before anything expands it."""
+    for power in expr.atoms(Pow):
+        if power.exp.is_Integer and abs(power.exp) > MAX_POWER:
+            raise InputError(f"leading_terms expands powers up to {MAX_POWER}; got {shown(power)}", "expr")
+
+
 def leading_terms(expr, grow, *, with_remainder: bool = False):
     """Terms of highest degree as the symbols in ``grow`` grow together.
 
@@ -74,6 +86,7 @@ def leading_terms(expr, grow, *, with_remainder: bool = False):
     (4*b*e*l**2, 24*b*e**2*l + 10*b*e*l)
     """
     expr = exact(expr, "expr")
+    _check_powers(expr)
     t = Dummy("t", positive=True)
     scaled = together(expr.subs({s: t * s for s in _symbols(grow)}, simultaneous=True))
     numerator, denominator = fraction(scaled)
