@@ -1260,6 +1260,48 @@ def test_distributed_type_no_runs_one_process_whatever_the_count(capsys):
                                                                     "--devices", "8")
 
 
+@pytest.mark.parametrize("name, cp", [("accelerate_cp.yaml", 8), ("trl_context_parallel_2gpu.yaml", 2)])
+def test_parallelism_config_context_parallel_as_typed(capsys, name, cp):
+    """accelerate's torch_native_parallelism cp.yaml (8 processes, cp_size 8) and TRL's
+    context_parallel_2gpu.yaml (2, cp_size 2), FSDP2 with activation checkpointing: one sequence split over
+    the cp ranks, FSDP over the shard x cp ranks (accelerate's dp_shard_cp mesh), keys and values
+    all-gathered (cp_comm_strategy's default), SDPA's fused kernels: the layout typed by hand."""
+    model = ["--preset", "llama-3-8b", "--set", "l=8192"]
+    got = _json(capsys, *model, "--accelerate", str(INPUTS / name))
+    layout = got["layout"]
+    assert (layout["d"], layout["cp"], layout["cp_variant"], layout["zero"], layout["flash"]) == \
+        (1, cp, "all-gather", 3, True)
+    typed = _json(capsys, *model, "d=1", f"cp={cp}", "--zero", "3", "--precision", "bf16", "--flash", "--cp-variant",
+                  "all-gather", "--recompute", "full", "--overlap", "grad,param")
+    assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
+
+
+def test_parallelism_config_replicas_shard_within_their_group(tmp_path, capsys):
+    """dp_replicate 2 x dp_shard 2 x cp 2 on 8 processes: HSDP, FSDP over each replica's 2 x 2 shard and
+    context ranks, the gradient shards all-reduced over the 2 replicas (``--shard 2`` of the 4 data ranks)."""
+    text = (INPUTS / "accelerate_cp.yaml").read_text()
+    text = text.replace("parallelism_config_cp_size: 8", "parallelism_config_cp_size: 2").replace(
+        "parallelism_config_dp_replicate_size: 1", "parallelism_config_dp_replicate_size: 2").replace(
+        "parallelism_config_dp_shard_size: 1", "parallelism_config_dp_shard_size: 2")
+    (tmp_path / "hsdp.yaml").write_text(text)
+    model = ["--preset", "llama-3-8b", "--set", "l=8192"]
+    got = _json(capsys, *model, "--accelerate", str(tmp_path / "hsdp.yaml"))
+    assert (got["layout"]["d"], got["layout"]["cp"], got["layout"]["shard"]) == (4, 2, 2)
+    typed = _json(capsys, *model, "d=4", "cp=2", "--zero", "3", "--shard", "2", "--precision", "bf16", "--flash",
+                  "--cp-variant", "all-gather", "--recompute", "full", "--overlap", "grad,param")
+    assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
+    (tmp_path / "eight.yaml").write_text(text.replace("num_processes: 8", "num_processes: 16"))
+    assert "dp_replicate x dp_shard x tp x cp x sp = 8 is not the 16 processes" in _error(
+        capsys, *model, "--accelerate", str(tmp_path / "eight.yaml"))
+
+
+def test_parallelism_config_tensor_parallel_is_refused_with_the_reason(capsys):
+    """accelerate's tp_hsdp.yaml: transformers' tp_plan keeps the embedding whole and splits the LM head, which
+    is not Megatron-LM's tensor parallelism the library counts."""
+    err = _error(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_tp_hsdp.yaml"))
+    assert "parallelism_config_tp_size 2: tensor parallelism through transformers' tp_plan" in err
+
+
 def test_tpu_pod_commands_change_no_count(tmp_path, capsys):
     """accelerate's tests/test_configs/latest.yaml holds commands and command_file, what `accelerate tpu-config`
     runs on a TPU pod's hosts: read as the file without them (they were refused as unread keys)."""

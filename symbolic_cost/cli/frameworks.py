@@ -140,7 +140,8 @@ def _accelerate(path: str, args):
         raise InputError(f"--set n_micro={given[S.n_micro]}: the accelerate config's deepspeed_config."
                          f"gradient_accumulation_steps is {stated} (accelerate refuses two values)", "--set")
     found.values.update({k: given.get(k, found.values.get(k, 1)) for k in (S.b, S.n_micro)})
-    decided = ACCELERATE_OPTIONS + (("--recompute",) if "recompute" in found.policy else ())
+    decided = ACCELERATE_OPTIONS + (("--recompute",) if "recompute" in found.policy else ()) + \
+        (("--flash", "--cp-variant") if "cp_variant" in found.policy else ())      # its parallelism_config's CP
     flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
     if flag:
         raise InputError(f"{flag}: the accelerate config of --accelerate decides it; change the file (it would be "

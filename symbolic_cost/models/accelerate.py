@@ -29,6 +29,8 @@ accelerate key (default)                        library field
 ``fsdp_config.fsdp_offload_params`` (false)     ``offload`` parameters (and the optimizer step)
 ``fsdp_config.fsdp_activation_checkpointing``   ``recompute`` full (every transformer layer)
 (false)
+``parallelism_config`` (FSDP2)                  ``parallelism``: ``d`` = replicate x shard, ``cp``
+                                                (PyTorch's context parallelism), HSDP's ``shard``
 ``deepspeed_config`` (under DEEPSPEED)          ``deepspeed_plugin``: ``zero`` and ``offload`` of
                                                 ``zero_stage`` (2) and the offload devices,
                                                 accumulation steps as ``n_micro``
@@ -48,6 +50,7 @@ from symbolic_cost.checks import InputError, given_counts
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.deepspeed import zero_policy
 from symbolic_cost.models.megatron_bridge import load_yaml
+from symbolic_cost.models.torchtitan import CP_ROTATIONS
 from symbolic_cost.models.training import Overlap
 
 FP32_MASTER = ("FSDP's mixed precision keeps fp32 sharded parameters: counted as the 16-bit recipe with an "
@@ -60,7 +63,10 @@ NO_COST = {
          "main_process_port", "main_training_function", "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster",
          "tpu_use_sudo", "tpu_name", "tpu_zone", "commands", "command_file", "gpu_ids", "dynamo_config",
          "distributed_type", "num_processes", "num_machines", "mixed_precision", "fsdp_config", "deepspeed_config",
-         "use_cpu"},
+         "use_cpu", "parallelism_config"},
+    "parallelism_config": {"parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size",
+                           "parallelism_config_tp_size", "parallelism_config_cp_size", "parallelism_config_cp_backend",
+                           "parallelism_config_cp_comm_strategy", "parallelism_config_sp_size"},
     "fsdp_config": {"fsdp_auto_wrap_policy", "fsdp_backward_prefetch", "fsdp_backward_prefetch_policy",
                     "fsdp_forward_prefetch", "fsdp_cpu_ram_efficient_loading", "fsdp_state_dict_type",
                     "fsdp_sync_module_states", "fsdp_use_orig_params", "fsdp_transformer_layer_cls_to_wrap",
@@ -234,9 +240,69 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
         policy.update(plugin)
         values.update({} if steps is None else {S.n_micro: steps})
         return Setup(arch, values, policy, notes)
+    mesh = parallelism(config, kind, world, notes)
+    if mesh:
+        values.update(mesh.pop("values"))
+        policy.update({k: v for k, v in mesh.items() if k != "shard" or policy["zero"] == 3})
     sharded = policy["zero"] == 3
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=sharded and world > 1)
     return Setup(arch, values, policy, notes)
+
+
+MESH = ("dp_replicate", "dp_shard", "tp", "cp", "sp")
+"""The sizes of accelerate's ``ParallelismConfig`` (``accelerate/parallelism_config.py``), each 1
+unless given, as ``parallelism_config_<name>_size`` in the YAML."""
+
+
+def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
+    """The layout of accelerate's ``parallelism_config`` (FSDP2's device mesh): ``d`` the replicate x
+    shard ranks, ``cp`` the context ranks (PyTorch's ``context_parallel``, which accelerate's
+    ``_prepare_cp`` hooks into the attention: each sequence split head-tail, keys and values
+    all-gathered or rotated, ``cp_comm_strategy``, as ``models.torchtitan.CP_ROTATIONS`` names
+    them; its SDPA kernels are fused, so ``flash``), FSDP over the shard x context ranks and
+    replicated over ``dp_replicate`` (HSDP: ``shard`` = ``dp_shard``).  The sizes must multiply to
+    the processes (accelerate's ``_validate_accelerator``; all 1: every process a replica).
+    Tensor parallelism (transformers' ``tp_plan``: the embedding whole, the LM head column-split
+    with its logits gathered) and DeepSpeed's sequence parallelism (ALST) are refused; ``{}``
+    without the section."""
+    section = config.get("parallelism_config") or {}
+    if not section:
+        return {}
+    if not isinstance(section, dict):
+        raise InputError("parallelism_config must be a mapping", "parallelism_config")
+    for key in section:
+        if key not in NO_COST["parallelism_config"]:
+            raise InputError(f"parallelism_config.{key}: an accelerate key this reader does not read",
+                             f"parallelism_config.{key}")
+    if kind != "FSDP" or (config.get("fsdp_config") or {}).get("fsdp_version", 1) != 2:
+        raise InputError("parallelism_config needs distributed_type FSDP with fsdp_version 2 (accelerate launch "
+                         "refuses it otherwise)", "parallelism_config")
+    size = {name: _count(section, f"parallelism_config_{name}_size") for name in MESH}
+    for name, why in (("tp", "tensor parallelism through transformers' tp_plan (the embedding whole, the LM head "
+                             "split with its logits gathered) is not modelled"),
+                      ("sp", "DeepSpeed's sequence parallelism (ALST) is not read here")):
+        if size[name] > 1:
+            raise InputError(f"parallelism_config_{name}_size {size[name]}: {why}", f"parallelism_config_{name}_size")
+    total = size["dp_replicate"] * size["dp_shard"] * size["cp"]
+    if total == 1:
+        size["dp_replicate"] = total = world
+    if total != world:
+        raise InputError(f"parallelism_config: dp_replicate x dp_shard x tp x cp x sp = {total} is not the {world} "
+                         f"processes (accelerate's rule)", "parallelism_config")
+    out = {"values": {S.d: size["dp_replicate"] * size["dp_shard"], S.cp: size["cp"]}}
+    if size["dp_replicate"] > 1:
+        out["shard"] = size["dp_shard"]
+    if size["cp"] > 1:
+        strategy = section.get("parallelism_config_cp_comm_strategy", "allgather")
+        backend = section.get("parallelism_config_cp_backend", "torch")
+        if backend != "torch" or _scalar(strategy) not in CP_ROTATIONS:
+            raise InputError(f"parallelism_config: context parallelism by PyTorch (cp_backend torch) with "
+                             f"cp_comm_strategy {' or '.join(CP_ROTATIONS)}, got {backend!r}, {strategy!r}",
+                             "parallelism_config_cp_comm_strategy")
+        out.update(cp_variant=CP_ROTATIONS[strategy], flash=True)
+        notes.append("parallelism_config: PyTorch's context parallelism runs SDPA's fused attention kernels "
+                     "(counted as flash attention)")
+    return out
 
 
 PLUGIN_NO_COST = {"gradient_clipping", "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher",
