@@ -243,7 +243,7 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     mesh = parallelism(config, kind, world, notes)
     if mesh:
         values.update(mesh.pop("values"))
-        policy.update({k: v for k, v in mesh.items() if k != "shard" or policy["zero"] == 3})
+        policy.update(mesh)
     sharded = policy["zero"] == 3
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=sharded and world > 1)
     return Setup(arch, values, policy, notes)

@@ -350,7 +350,7 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
 
 def _optimizer(kind, params, stage: int, notes: list) -> str:
     """The library's optimizer for DeepSpeed's ``optimizer.type`` (``OPTIMIZERS``, ``COMPRESSED``)."""
-    name = kind.lower() if isinstance(kind, str) else None
+    name, params = (kind.lower() if isinstance(kind, str) else None), (params if isinstance(params, dict) else {})
     if name == LOCAL_STEPS:
         raise InputError(f"optimizer.type {kind!r}: 0/1 Adam skips the momentum exchange on local steps at an "
                          "interval its learning-rate schedule sets, so no one step is the run's; give OneBitAdam "
@@ -359,11 +359,11 @@ def _optimizer(kind, params, stage: int, notes: list) -> str:
         if stage != 0:
             raise InputError(f"optimizer.type {kind!r} with zero_optimization.stage {stage}: DeepSpeed asserts it is "
                              "not compatible with ZeRO", "optimizer.type")
-        freeze = params.get("freeze_step", 100000) if isinstance(params, dict) else 100000
-        notes.append(f"optimizer.type {kind}: the step after its warm-up of freeze_step {freeze} steps, which "
-                     "all-reduce the gradients as Adam does; then the momentum is exchanged in signs"
-                     + ("" if not isinstance(params, dict) or params.get("comm_backend_name", "nccl") == "nccl" else
-                        f", timed as NCCL's (comm_backend_name {params['comm_backend_name']!r})"))
+        backend = params.get("comm_backend_name", "nccl")        # OnebitAdam.__init__'s defaults
+        notes.append(f"optimizer.type {kind}: the step after its warm-up of freeze_step "
+                     f"{params.get('freeze_step', 100000)} steps, which all-reduce the gradients as Adam does; then "
+                     f"the momentum is exchanged in signs"
+                     + ("" if backend == "nccl" else f", timed as NCCL's (comm_backend_name {backend!r})"))
         return COMPRESSED[name]
     if name not in OPTIMIZERS:
         raise InputError(f"optimizer.type {kind!r}: the reader reads {', '.join([*OPTIMIZERS, 'OneBitAdam', 'OneBitLamb'])} "
