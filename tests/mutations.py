@@ -736,6 +736,8 @@ MUTATIONS = (
     Mutation("accelerate-hsdp-unsharded", "symbolic_cost/models/accelerate.py",
              '        out["shard"] = size["dp_shard"]', '        out["shard"] = size["dp_shard"] * size["dp_replicate"]',
              required=False),
+    Mutation("bf16-load-drops-the-launchers-master", "symbolic_cost/models/hf_trainer.py",
+             '    return launcher in FP32_COPY', '    return False', required=False),
     Mutation("one-bit-with-zero-accepted", "symbolic_cost/models/training.py",
              'if get_optimizer(t.optimizer).compressed and (t.zero != 0 or t.distributed_optimizer):',
              'if get_optimizer(t.optimizer).compressed and (t.zero > 3 or t.distributed_optimizer):', required=False),

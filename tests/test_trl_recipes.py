@@ -38,16 +38,41 @@ def _same(got, typed):
 def test_full_sft_under_the_handbooks_fsdp_launch(capsys):
     """config_full.yaml: per_device_train_batch_size 16, gradient_accumulation_steps 1,
     max_seq_length 2048, gradient_checkpointing, bf16, flash_attention_2 (timed by
-    FlashAttention-2's bars), torch_dtype bfloat16 (no fp32 master); fsdp.yaml: 8 processes,
-    FULL_SHARD, bf16, the gathers and the gradient reduction behind compute."""
+    FlashAttention-2's bars), torch_dtype bfloat16; fsdp.yaml: 8 processes, FULL_SHARD, bf16, the
+    gathers and the gradient reduction behind compute.  Under mixed precision accelerate upcasts
+    FSDP's trainable parameters to fp32 whatever dtype the model loads in (accelerate 16cb6eb,
+    ``fsdp2_prepare_model``: "Upcast to fp32 master weights"), so the bf16 load keeps an fp32
+    master: 16 bytes a parameter with AdamW, sharded 8 ways."""
     got = _json(capsys, "--accelerate", FSDP, "--hf-training-args", FULL)
     typed = _json(capsys, "--set", "b=16", "n_micro=1", "l=2048", "d=8", "--zero", "3", "--recompute", "full",
-                  "--flash", "--attention-kernel", "flash-attention-2", "--precision", "bf16", "--no-master-weights",
+                  "--flash", "--attention-kernel", "flash-attention-2", "--precision", "bf16",
                   "--overlap", "grad,param", "--optimizer", "adamw")
     _same(got, typed)
-    assert got["weight_bytes"] * 8 == 2 * 7_241_732_096            # bf16 weights sharded 8 ways, no fp32 copy
-    assert any("torch_dtype bfloat16" in note for note in got["notes"])
-    assert not any("fp32 sharded parameters" in note for note in got["notes"])
+    assert got["weight_bytes"] * 8 == 2 * 7_241_732_096
+    assert got["optimizer_bytes"] * 8 == 12 * 7_241_732_096         # fp32 master and two fp32 moments
+    assert any("fp32 sharded parameters" in note for note in got["notes"])
+    assert not any("16-bit moments" in note for note in got["notes"])
+
+
+def test_a_bf16_load_keeps_deepspeeds_fp32_master_and_ddp_none(capsys, tmp_path):
+    """The same recipe under a ZeRO-3 launch: DeepSpeed builds fp32 partitions of the trainable
+    parameters whatever their dtype (``stage3.py``'s ``_create_fp32_partitions``; stage 1 and 2's
+    ``weights_partition ... .to(master_weights_and_grads_dtype)``), with Adam's state on them:
+    12 bytes a parameter over 8 ranks.  Under DDP (``MULTI_GPU``) nothing upcasts: torch's AdamW
+    keeps bf16 moments of the bf16 parameters, 4 bytes a parameter, and no master."""
+    zero3 = tmp_path / "zero3.yaml"
+    zero3.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
+                     "  zero_stage: 3\n  offload_optimizer_device: none\n  offload_param_device: none\n"
+                     "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 8\n")
+    ddp = tmp_path / "ddp.yaml"
+    ddp.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nmixed_precision: bf16\n"
+                   "num_machines: 1\nnum_processes: 8\n")
+    sharded = _json(capsys, "--accelerate", str(zero3), "--hf-training-args", FULL)
+    assert sharded["optimizer_bytes"] * 8 == 12 * 7_241_732_096
+    assert any("DeepSpeed keeps fp32 partitions" in note for note in sharded["notes"])
+    plain = _json(capsys, "--accelerate", str(ddp), "--hf-training-args", FULL)
+    assert plain["optimizer_bytes"] == 4 * 7_241_732_096
+    assert any("16-bit moments and no fp32 master" in note for note in plain["notes"])
 
 
 def test_qlora_sft_on_one_device(capsys):

@@ -235,18 +235,18 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     elif config.get("fsdp_config"):
         raise InputError(f"fsdp_config applies to distributed_type FSDP, not {kind}", "fsdp_config")
     values = {S.d: world, S.m1: 1, S.s1: 1, S.p: 1}
+    mesh = parallelism(config, kind, world, notes)
     if kind == "DEEPSPEED":
         plugin, steps = deepspeed_plugin(config.get("deepspeed_config") or {}, notes)
         policy.update(plugin)
         values.update({} if steps is None else {S.n_micro: steps})
-        return Setup(arch, values, policy, notes)
-    mesh = parallelism(config, kind, world, notes)
+        return Setup(arch, values, policy, notes, launcher=kind)
     if mesh:
         values.update(mesh.pop("values"))
         policy.update(mesh)
     sharded = policy["zero"] == 3
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=sharded and world > 1)
-    return Setup(arch, values, policy, notes)
+    return Setup(arch, values, policy, notes, launcher=kind)
 
 
 MESH = ("dp_replicate", "dp_shard", "tp", "cp", "sp")
@@ -274,15 +274,17 @@ def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
         if key not in NO_COST["parallelism_config"]:
             raise InputError(f"parallelism_config.{key}: an accelerate key this reader does not read",
                              f"parallelism_config.{key}")
+    size = {name: _count(section, f"parallelism_config_{name}_size") for name in MESH}
+    if size["sp"] > 1:                      # ALST runs under DeepSpeed, which accelerate lets it
+        raise InputError(f"parallelism_config_sp_size {size['sp']}: DeepSpeed's sequence parallelism (ALST, "
+                         f"Ulysses' head exchange in its own groups) is not read here", "parallelism_config_sp_size")
     if kind != "FSDP" or (config.get("fsdp_config") or {}).get("fsdp_version", 1) != 2:
         raise InputError("parallelism_config needs distributed_type FSDP with fsdp_version 2 (accelerate launch "
                          "refuses it otherwise)", "parallelism_config")
-    size = {name: _count(section, f"parallelism_config_{name}_size") for name in MESH}
-    for name, why in (("tp", "tensor parallelism through transformers' tp_plan (the embedding whole, the LM head "
-                             "split with its logits gathered) is not modelled"),
-                      ("sp", "DeepSpeed's sequence parallelism (ALST) is not read here")):
-        if size[name] > 1:
-            raise InputError(f"parallelism_config_{name}_size {size[name]}: {why}", f"parallelism_config_{name}_size")
+    if size["tp"] > 1:
+        raise InputError(f"parallelism_config_tp_size {size['tp']}: tensor parallelism through transformers' tp_plan "
+                         f"(the embedding whole, the LM head split with its logits gathered) is not modelled",
+                         "parallelism_config_tp_size")
     total = size["dp_replicate"] * size["dp_shard"] * size["cp"]
     if total == 1:
         size["dp_replicate"] = total = world

@@ -49,7 +49,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, file_text, given_counts
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
-from symbolic_cost.models.trl_recipe import FLASH, KERNEL, recipe_fields, trl_defaults
+from symbolic_cost.models.trl_recipe import FLASH, KERNEL, SIXTEEN_BIT, recipe_fields, trl_defaults
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
@@ -270,6 +270,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
         dtype = recipe_policy.pop("precision")
         policy["precision"] = dtype if policy["precision"] == "fp32" else policy["precision"]
     policy.update(recipe_policy)
+    notes = kept_in_fp32(policy, notes, "FSDP" if fsdp not in (None, False, "", []) else "")
     if policy["precision"] != "fp32" and policy.get("master_weights", True):
         notes.append("16-bit mixed precision keeps fp32 parameters: counted as the 16-bit recipe with an fp32 master "
                      "copy, the same 16 bytes per parameter with Adam")
@@ -302,6 +303,30 @@ DISTRIBUTION = ("zero", "overlap", "offload", "shard", "reshard_after_forward")
 """The policy keys of how the data-parallel ranks share the model (FSDP or DDP)."""
 
 
+FP32_COPY = {"DEEPSPEED": "DeepSpeed keeps fp32 partitions of the trainable parameters and its optimizer state on "
+                          "them (ZeRO's _create_fp32_partitions; its bf16 and fp16 optimizers likewise)",
+             "FSDP": "accelerate upcasts FSDP's trainable parameters to fp32 under mixed precision "
+                     "(fsdp2_prepare_model; FSDP1's flat parameters in prepare_model)"}
+"""The launchers that keep an fp32 copy of the trainable parameters whatever dtype the model loads
+in, and where they do it (accelerate at 16cb6eb, DeepSpeed at edaa722)."""
+
+
+def _fp32_copy(launcher: str) -> bool:
+    """Whether the launch keeps an fp32 copy of the trainable parameters (``FP32_COPY``)."""
+    return launcher in FP32_COPY
+
+
+def kept_in_fp32(policy: dict, notes: list, launcher: str) -> list:
+    """The notes, and ``policy`` with the fp32 master back, where a model loaded in 16 bits
+    (``master_weights`` false) trains under ``launcher``'s fp32 copy in mixed precision."""
+    if not (_fp32_copy(launcher) and policy.get("master_weights") is False and policy["precision"] != "fp32"):
+        return notes
+    del policy["master_weights"]
+    said = FP32_MASTER in notes or launcher == "FSDP"       # FSDP's notes say it (the Trainer's own too)
+    return [n for n in notes if SIXTEEN_BIT not in n] + ([] if said else [
+        f"{launcher}: {FP32_COPY[launcher]}, whatever dtype the model loads in: an fp32 master"])
+
+
 def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
     """TrainingArguments (``args``, read as ``trainer``) run under ``accelerate launch
     --config_file`` (``launch``, ``models.accelerate``), as TRL's and the alignment handbook's
@@ -310,7 +335,7 @@ def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
     those fields, where set, replace the launch config's; the processes, FSDP or DDP and offload
     are otherwise the launch config's.  The batch, the accumulation and the optimizer are the
     TrainingArguments'; activation checkpointing is on when either file turns it on."""
-    sixteen = trainer.policy.get("master_weights") is False       # a model a recipe loads in 16 bits
+    sixteen = trainer.policy.get("master_weights") is False and not _fp32_copy(launch.launcher)
     kept = [note for note in launch.notes if not (sixteen and note == FP32_MASTER)]
     policy, notes = dict(launch.policy), list(dict.fromkeys(kept + trainer.notes))
     if args.get("bf16") or args.get("fp16"):
@@ -332,5 +357,7 @@ def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
             policy[key] = trainer.policy[key]
     if sixteen:
         policy["precision"] = trainer.policy["precision"]
+    else:
+        notes = kept_in_fp32(policy, notes, launch.launcher)
     values = {**launch.values, **{k: v for k, v in trainer.values.items() if k in (S.b, S.n_micro, S.l)}}
     return Setup(trainer.arch, values, policy, notes)

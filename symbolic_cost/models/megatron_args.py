@@ -170,6 +170,7 @@ class Setup:
     values: dict
     policy: dict
     notes: list = field(default_factory=list)
+    launcher: str = ""          # accelerate's distributed_type of an accelerate config (hf_trainer.launched)
 
 
 def model_for(arch) -> Architecture | None:

@@ -21,7 +21,9 @@ handbook's older
                                    master (``master_weights`` false; the precision too where
                                    ``bf16``/``fp16`` do not set it), but under LoRA only the
                                    frozen base is (PEFT keeps the adapters in fp32, as the
-                                   fp32 master counts them); ``float32`` as is;
+                                   fp32 master counts them); under FSDP in mixed precision
+                                   and DeepSpeed the master stays (their fp32 copy:
+                                   ``hf_trainer.FP32_COPY``); ``float32`` as is;
                                    ``auto``: the checkpoint's, noted and counted as float32
 ``use_peft`` with ``lora_r`` (16),  LoRA (``lora_rank``, ``lora_targets``: PEFT's module names,
 ``lora_target_modules`` (PEFT's    read as ``models.lora.PEFT_NAMES`` reads them,
@@ -179,6 +181,11 @@ def _older_flash(recipe: dict, attention):
     return "flash_attention_2" if flag else attention
 
 
+SIXTEEN_BIT = "the parameters are 16-bit, so AdamW keeps 16-bit moments and no fp32 master"
+"""The note of a model loaded in 16 bits (``_dtype``), which a launcher keeping an fp32 copy drops
+(``models.hf_trainer.FP32_COPY``)."""
+
+
 def _dtype(recipe: dict, notes: list) -> dict:
     """``master_weights`` false for a model loaded in 16 bits (see the module docstring)."""
     dtype = recipe.get("torch_dtype", recipe.get("dtype"))
@@ -190,7 +197,7 @@ def _dtype(recipe: dict, notes: list) -> dict:
         return {}
     if dtype not in ("bfloat16", "float16"):
         raise InputError(f"torch_dtype {dtype!r}: one of bfloat16, float16, float32, auto", "torch_dtype")
-    notes.append(f"torch_dtype {dtype}: the parameters are 16-bit, so AdamW keeps 16-bit moments and no fp32 master")
+    notes.append(f"torch_dtype {dtype}: {SIXTEEN_BIT}")
     return {"master_weights": False, "precision": "bf16" if dtype == "bfloat16" else "fp16"}
 
 
