@@ -1300,6 +1300,9 @@ def test_parallelism_config_tensor_parallel_is_refused_with_the_reason(capsys):
     is not Megatron-LM's tensor parallelism the library counts."""
     err = _error(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_tp_hsdp.yaml"))
     assert "parallelism_config_tp_size 2: tensor parallelism through transformers' tp_plan" in err
+    # TRL's ALST config: DeepSpeed's Ulysses sequence parallelism under distributed_type DEEPSPEED (it was ignored)
+    err = _error(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "trl_alst_ulysses_4gpu.yaml"))
+    assert "parallelism_config_sp_size 2: DeepSpeed's sequence parallelism (ALST" in err
 
 
 def test_tpu_pod_commands_change_no_count(tmp_path, capsys):
