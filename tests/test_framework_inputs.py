@@ -1305,6 +1305,33 @@ def test_parallelism_config_tensor_parallel_is_refused_with_the_reason(capsys):
     assert "parallelism_config_sp_size 2: DeepSpeed's sequence parallelism (ALST" in err
 
 
+def test_a_trl_recipe_names_its_processes_and_its_launch(capsys, tmp_path):
+    """TRL's CLI page: ``num_processes: 4`` goes to ``accelerate launch`` (4 devices), ``accelerate_config:
+    zero2`` to its packaged ``trl/accelerate_configs/zero2.yaml`` (DeepSpeed ZeRO-2 on 8 processes, bf16), a
+    dataset mixture changes nothing; the typed layout of each."""
+    model = ["--preset", "llama-3-8b"]
+    four = _json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_num_processes.yaml"))
+    assert four["layout"]["d"] == 4 and any(n.startswith("num_processes 4") for n in four["notes"])
+    zero2 = _json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_accelerate_config.yaml"))
+    assert (zero2["layout"]["d"], zero2["layout"]["zero"], zero2["layout"]["precision"]) == (8, 2, "bf16")
+    (tmp_path / "zero2.yaml").write_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n"
+                                        "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 8\n")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text((INPUTS / "trl_clis_sft_accelerate_config.yaml").read_text().replace(
+        "accelerate_config: zero2", "accelerate_config: " + str(tmp_path / "zero2.yaml")))
+    by_file = _json(capsys, *model, "--hf-training-args", str(recipe))
+    given = _json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_accelerate_config.yaml"),
+                  "--accelerate", str(tmp_path / "zero2.yaml"))
+    for other in (by_file, given):
+        assert (other["layout"], other["step_time_s"], other["memory_bytes"]) == \
+            (zero2["layout"], zero2["step_time_s"], zero2["memory_bytes"])
+    mixture = _json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_datasets.yaml"))
+    assert mixture["layout"]["d"] == 1
+    recipe.write_text("accelerate_config: zero4\n")
+    assert "accelerate_config 'zero4': neither a file nor one of TRL's packaged configs" in _error(
+        capsys, *model, "--hf-training-args", str(recipe))
+
+
 def test_tpu_pod_commands_change_no_count(tmp_path, capsys):
     """accelerate's tests/test_configs/latest.yaml holds commands and command_file, what `accelerate tpu-config`
     runs on a TPU pod's hosts: read as the file without them (they were refused as unread keys)."""

@@ -129,11 +129,13 @@ def _deepspeed(path: str, args):
     return found
 
 
-def _accelerate(path: str, args):
-    """The ``Setup`` of ``--accelerate`` with the model of ``--hf-config``/``--preset``; refuses what the
+def _accelerate(path: str, args, text: str | None = None, world: int | None = None):
+    """The ``Setup`` of ``--accelerate`` (or of ``text``, a recipe's launch config) with the model of
+    ``--hf-config``/``--preset`` on ``world`` processes (``--devices`` unless given); refuses what the
     config decides when the command line sets it too."""
     from symbolic_cost.models.accelerate import accelerate_setup     # _read's note
-    found = accelerate_setup(input_file(path, "--accelerate"), Path(path).stem, architecture(args), args.devices)
+    text = input_file(path, "--accelerate") if text is None else text
+    found = accelerate_setup(text, Path(path).stem, architecture(args), world or args.devices)
     given = assignments(getattr(args, "set", []))      # the script's batch: --set b= n_micro= (1 and 1 without)
     stated = found.values.get(S.n_micro)                # an inline deepspeed_config's gradient_accumulation_steps
     if stated is not None and given.get(S.n_micro, stated) != stated:
@@ -173,13 +175,45 @@ def _trainer(path: str, args):
     return transformers_attention(found, args)
 
 
+def _recipe_launch(args) -> tuple:
+    """A TRL recipe's launch (``models.trl_recipe.LAUNCH``): ``(path or name, text, processes,
+    notes)`` of the accelerate config to launch with (``--accelerate``, else the recipe's
+    ``accelerate_config``: a file, or TRL's packaged config of that name; ``None`` without one) and
+    the processes (``--devices``, else the recipe's ``num_processes``)."""
+    import yaml
+    from symbolic_cost.models.hf_trainer import read_arguments
+    from symbolic_cost.models.trl_recipe import trl_launch_config
+    recipe, _ = read_arguments(input_file(args.hf_training_args, "--hf-training-args"), Path(args.hf_training_args).stem)
+    named, processes, notes = recipe.get("accelerate_config"), recipe.get("num_processes"), []
+    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        raise InputError(f"num_processes must be a positive integer, got {processes!r}", "num_processes")
+    if processes is not None and args.devices is None:
+        notes.append(f"num_processes {processes}: the processes trl passes to accelerate launch")
+    world = args.devices or processes
+    if getattr(args, "accelerate", None) is not None:
+        notes += [f"accelerate_config {named}: --accelerate replaces it"] if named is not None else []
+        return args.accelerate, None, world, notes
+    if named is None:
+        return None, None, world, notes
+    if not isinstance(named, str):
+        raise InputError(f"accelerate_config must be a file or the name of TRL's packaged config, got {named!r}",
+                         "accelerate_config")
+    if Path(named).is_file():           # trl's rule: a path first, then a name of its package
+        return named, None, world, notes + [f"accelerate_config {named}: launched with that file"]
+    text = yaml.safe_dump(trl_launch_config(named))
+    return named, text, world, notes + [f"accelerate_config {named}: TRL's packaged trl/accelerate_configs/"
+                                        f"{named}.yaml (trl at f2cd577)"]
+
+
 def _launched_trainer(args):
-    """``--hf-training-args`` launched with the accelerate config of ``--accelerate`` (TRL's and the
-    alignment handbook's recipes): the world size from the launch config, the rest merged as
-    ``models.hf_trainer.launched`` says; refuses what either file decides when the command line
-    sets it too."""
+    """``--hf-training-args`` launched with an accelerate config (``--accelerate``, or the recipe's
+    ``accelerate_config``: TRL's and the alignment handbook's recipes): the world size from the
+    launch config, the rest merged as ``models.hf_trainer.launched`` says; refuses what either file
+    decides when the command line sets it too."""
     from symbolic_cost.models.hf_trainer import trainer_setup     # _read's note
-    launch = _accelerate(args.accelerate, args)
+    path, text, processes, notes = _recipe_launch(args)
+    launch = _accelerate(path, args, text, processes)
+    launch.notes[:0] = notes
     per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
     world = int(launch.values[S.d] * launch.values[S.m1] * launch.values[S.p])
     found = trainer_setup(input_file(args.hf_training_args, "--hf-training-args"), Path(args.hf_training_args).stem,
@@ -344,7 +378,15 @@ def setup(args, only_with: tuple = ONLY_WITH):
                          f"otherwise)", flag)
     if getattr(args, "tensor", "1d") not in ("1d", ["1d"]):       # search takes a list
         raise InputError(f"--tensor: the framework's tensor parallelism is 1d; {name} reads it", "--tensor")
+    launch_notes = []
+    if dest == "hf_training_args" and not pair:     # a TRL recipe may name its launch itself
+        path, _, processes, launch_notes = _recipe_launch(args)
+        pair = path is not None
+        if not pair and processes is not None and args.devices is None:
+            args.devices = processes            # accelerate launch --num_processes, one process a device
     found = _launched_trainer(args) if pair else _read(dest, getattr(args, dest), args)
+    if not pair:
+        found.notes[:0] = launch_notes
     if dest == "megatron_args" and "zero" in found.policy and _given(args, ("--zero",)):
         raise InputError(f"--zero: the script's FSDP decides it (ZeRO-{found.policy['zero']}); change the file",
                          "--zero")

@@ -221,7 +221,7 @@ def check_model(arch, t: Training) -> None:
         raise InputError(f"overlap expert hides the MoE all-to-alls behind compute, and {arch.name} has none; it "
                          f"would be ignored", "overlap")
     if arch.moe is None:
-        etp = t.m1 if t.etp is None else t.etp         # the expert tensor degree equal to m1 is no setting
+        etp = t.m1 if t.etp is None or t.tensor is not None else t.etp    # equal to m1 (a grid's: none) is no setting
         for name, value, plain in (("ep", t.ep, 1), ("etp", sympify(etp), sympify(t.m1)),
                                    ("capacity_factor", t.capacity_factor, None),
                                    ("expert_imbalance", t.expert_imbalance, 1), ("dispatcher", t.dispatcher, "alltoall")):

@@ -53,10 +53,41 @@ NO_COST = {
     "pad_token",
     "completion_only_loss", "assistant_only_loss", "lora_alpha", "lora_dropout", "lora_task_type", "use_rslora",
     "gradient_checkpointing_use_reentrant", "ignore_bias_buffers", "system_prompt", "hub_model_revision",
+    "datasets", "streaming", "test_split_size",
 }
 """Recipe fields that change no count: the model's name (the model is ``--preset``/``--hf-config``),
-the data and its template, packing (the sequences are counted at ``max_length`` either way), LoRA's
+the data and its template (TRL's ``DatasetMixtureConfig``: ``datasets``, ``streaming``,
+``test_split_size``), packing (the sequences are counted at ``max_length`` either way), LoRA's
 scaling and dropout."""
+
+LAUNCH = ("accelerate_config", "num_processes")
+"""Keys of a recipe that ``trl <command> --config`` passes to ``accelerate launch`` (TRL's
+``training.py`` hands the keys outside its dataclasses to the launcher; ``accelerate_config.py``
+turns ``accelerate_config`` into ``--config_file``): the launch config and the processes, read
+beside the recipe (``cli.frameworks``)."""
+
+TRL_LAUNCH_CONFIGS = {
+    "zero1": dict(distributed_type="DEEPSPEED", deepspeed_config=dict(zero_stage=1, gradient_accumulation_steps=1)),
+    "zero2": dict(distributed_type="DEEPSPEED", deepspeed_config=dict(zero_stage=2, offload_optimizer_device="none",
+                                                                      offload_param_device="none")),
+    "zero3": dict(distributed_type="DEEPSPEED", deepspeed_config=dict(zero_stage=3, offload_optimizer_device="none",
+                                                                      offload_param_device="none")),
+    "fsdp1": dict(distributed_type="FSDP", fsdp_config=dict(fsdp_version=1, fsdp_sharding_strategy="FULL_SHARD")),
+    "fsdp2": dict(distributed_type="FSDP", fsdp_config=dict(fsdp_version=2, fsdp_reshard_after_forward=True)),
+    "multi_gpu": dict(distributed_type="MULTI_GPU"),
+    "single_gpu": dict(distributed_type="NO"),
+}
+"""TRL's packaged accelerate configs (``trl/accelerate_configs/<name>.yaml`` at f2cd577, which
+``accelerate_config: <name>`` names), their keys that change a count; each runs ``num_processes`` 8
+on one machine in ``mixed_precision`` bf16, FSDP without activation checkpointing or offload."""
+
+
+def trl_launch_config(name: str) -> dict:
+    """The accelerate config of TRL's packaged ``name`` (``TRL_LAUNCH_CONFIGS``), as a YAML mapping."""
+    if name not in TRL_LAUNCH_CONFIGS:
+        raise InputError(f"accelerate_config {name!r}: neither a file nor one of TRL's packaged configs "
+                         f"({', '.join(TRL_LAUNCH_CONFIGS)})", "accelerate_config")
+    return dict(TRL_LAUNCH_CONFIGS[name], mixed_precision="bf16", num_machines=1, num_processes=8)
 
 PREFERENCE = ("a preference recipe (DPO, ORPO: chosen and rejected sequences, and DPO's reference model's forward) "
               "is not modelled")
@@ -77,7 +108,7 @@ READ = {"max_length", "max_seq_length", "attn_implementation", "use_flash_attent
         "model_init_kwargs"}
 """Recipe fields read (the module's table)."""
 
-FIELDS = NO_COST | set(REFUSED) | READ
+FIELDS = NO_COST | set(REFUSED) | READ | set(LAUNCH)
 """Every recipe field ``recipe_fields`` takes out of a TrainingArguments file."""
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
