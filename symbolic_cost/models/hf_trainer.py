@@ -235,6 +235,11 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     world, per_node = given_counts(world=world, per_node=per_node)
     arch = model_for(arch)
     args, defaults = read_arguments(text, name)
+    if {"stage", "finetuning_type"} & set(args) and "output_dir" in args:
+        raise InputError(f"{name}: a LLaMA-Factory configuration (its stage, finetuning_type, cutoff_len around the "
+                         f"Trainer's fields) is not read; give its batch, length and LoRA with the command line's "
+                         f"options (--set b= n_micro= l=, --lora-rank), its DeepSpeed file with --deepspeed",
+                         "--hf-training-args")
     recipe_values, recipe_policy, recipe_notes = recipe_fields(args)
     recipe_notes = defaults + recipe_notes
     _check_keys(args)
