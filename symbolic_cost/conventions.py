@@ -165,7 +165,7 @@ class Conventions:
             allowed = _CHOICES.get(item.name, (True, False))
             if value not in allowed or type(value) is not type(allowed[0]):
                 raise InputError(f"conventions field {item.name} must be one of "
-                                 f"{', '.join(map(repr, allowed))}, got {value!r}")
+                                 f"{', '.join(map(repr, allowed))}, got {value!r}", item.name)
 
     def but(self, **changes) -> "Conventions":
         """A copy with some fields changed: ``DEFAULT.but(matmul_flops="2mnk")``."""
@@ -186,7 +186,7 @@ user adds (``register``)."""
 def register(name: str, conventions: Conventions) -> Conventions:
     """Make ``conventions`` available as ``get(name)`` (and ``--conventions name``)."""
     if not isinstance(conventions, Conventions):
-        raise InputError(f"preset {name!r} must be a Conventions value, got {conventions!r}")
+        raise InputError(f"preset {name!r} must be a Conventions value, got {conventions!r}", "conventions")
     PRESETS[name] = conventions
     return conventions
 

@@ -44,7 +44,7 @@ def ring_share(kind: str, group) -> Expr:
         return 2 * (n - 1) / n
     if kind == "p2p":
         return Integer(1)
-    raise InputError(f"collective kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    raise InputError(f"collective kind must be one of {', '.join(KINDS)}, got {kind!r}", "kind")
 
 
 def ring_passes(kind: str) -> int:
@@ -67,7 +67,7 @@ def ring_steps(kind: str, group) -> Expr:
 def _exact_sizes(record, what: str) -> None:
     """Check a record's pass and make its ``_SIZES`` fields exact expressions."""
     if record.pass_ not in PASSES:
-        raise InputError(f"{what} pass must be 'fwd' or 'bwd', got {record.pass_!r}")
+        raise InputError(f"{what} pass must be 'fwd' or 'bwd', got {record.pass_!r}", "pass_")
     for name in record._SIZES:
         object.__setattr__(record, name, exact(getattr(record, name), name))
 
@@ -115,7 +115,7 @@ class Collective:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise InputError(f"collective kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+            raise InputError(f"collective kind must be one of {', '.join(KINDS)}, got {self.kind!r}", "kind")
         _exact_sizes(self, "collective")
 
     @property
@@ -205,7 +205,7 @@ class Gemm:
 
     def __post_init__(self):
         if self.grad not in GRADS:
-            raise InputError(f"gemm grad must be 'input' or 'weight', got {self.grad!r}")
+            raise InputError(f"gemm grad must be 'input' or 'weight', got {self.grad!r}", "grad")
         _exact_sizes(self, "gemm")
 
     def subs(self, values: Mapping) -> "Gemm":
@@ -342,7 +342,7 @@ class Cost:
 
     def __post_init__(self):
         if self.engine not in ENGINES:
-            raise InputError(f"engine must be 'matrix' or 'vector', got {self.engine!r}")
+            raise InputError(f"engine must be 'matrix' or 'vector', got {self.engine!r}", "engine")
         for name in EXPRESSION_FIELDS + SPLIT_FIELDS:
             object.__setattr__(self, name, exact(getattr(self, name), name))
         object.__setattr__(self, "collectives", tuple(self.collectives))

@@ -94,7 +94,7 @@ def leading_terms(expr, grow, *, with_remainder: bool = False):
         top = Poly(expand(numerator), t).LC() / Poly(expand(denominator), t).LC()
     except PolynomialError:
         raise InputError("leading_terms needs a polynomial or ratio of polynomials in "
-                         f"{', '.join(map(str, _symbols(grow)))}; got {expr}") from None
+                         f"{', '.join(map(str, _symbols(grow)))}; got {expr}", "expr") from None
     tidy = lambda v: expand(v) if v.is_polynomial() else simplify(v)  # noqa: E731
     top = tidy(top)
     return (top, tidy(expr - top)) if with_remainder else top
@@ -183,7 +183,7 @@ def smooth_at(expr, point: dict) -> Expr:
         for branch, condition in expr.args:
             if _decided(condition.subs(point), expr, point):
                 return smooth_at(branch, point)
-        raise InputError(f"no branch of {expr} holds at {point}")
+        raise InputError(f"no branch of {expr} holds at {point}", "point")
     if expr.args:
         return expr.func(*(smooth_at(arg, point) for arg in expr.args))
     return expr
@@ -240,7 +240,7 @@ def optimum(expr, x, candidates) -> Optimum:
     values = {c: simplify(expr.subs(x, c)) for c in candidates}
     if any(not v.is_number for v in values.values()):
         raise InputError(f"optimum over {x}: fix every other symbol first "
-                         f"(free: {', '.join(sorted(map(str, expr.free_symbols - {x})))})")
+                         f"(free: {', '.join(sorted(map(str, expr.free_symbols - {x})))})", "expr")
     for c, v in values.items():
         if not (v.is_real and v.is_finite):
             raise InputError(f"optimum over {x}: the expression is {v} at {x} = {c}, not a real number", "candidates")

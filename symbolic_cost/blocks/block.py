@@ -44,7 +44,7 @@ class Block:
         """Sum of one field over all rows, e.g. ``block.total("flops_fwd")``; also the two
         parts of ``flops_bwd``, ``"flops_wgrad"`` and ``"flops_agrad"`` (``cost.TOTAL_FIELDS``)."""
         if field not in TOTAL_FIELDS:
-            raise InputError(f"unknown field {field!r}; fields: {', '.join(TOTAL_FIELDS)}")
+            raise InputError(f"unknown field {field!r}; fields: {', '.join(TOTAL_FIELDS)}", "field")
         return Add(*(getattr(row, field) for row in self.rows))      # one flatten, not one per row
 
     @property

@@ -118,7 +118,7 @@ class Layout:
     def norm(self, name: str, kind: str = "layer") -> Cost:
         """Layer (or RMS) norm on the sequence shard, then the allgather into the tensor region."""
         if kind not in NORMS:
-            raise InputError(f"norm must be one of {', '.join(NORMS)}, got {kind!r}")
+            raise InputError(f"norm must be one of {', '.join(NORMS)}, got {kind!r}", "norm")
         cost = NORMS[kind](self.b, self.l / self.s, self.e, name=name, **self.kw)
         return self.attach(cost, self.collective("allgather", self.b * self.l * self.e, self.s, "fwd"))
 

@@ -103,13 +103,13 @@ class MoE:
 
     def __post_init__(self):
         if self.router not in ROUTERS:
-            raise InputError(f"moe router must be one of {', '.join(ROUTERS)}, got {self.router!r}")
+            raise InputError(f"moe router must be one of {', '.join(ROUTERS)}, got {self.router!r}", "router")
         if not (isinstance(self.every, int) and self.every >= 1 and 0 <= self.phase < self.every):
             raise InputError(f"moe every must be a positive integer and 0 <= phase < every, "
-                             f"got every={self.every!r}, phase={self.phase!r}")
+                             f"got every={self.every!r}, phase={self.phase!r}", "every")
         k, experts = exact(self.top_k, "top_k"), exact(self.experts, "experts")
         if (experts - k).is_negative:
-            raise InputError(f"moe top_k must be at most experts, got top_k={k}, experts={experts}")
+            raise InputError(f"moe top_k must be at most experts, got top_k={k}, experts={experts}", "top_k")
 
     def layers(self, depth) -> Expr:
         """How many of the first ``depth`` layers are MoE layers.
@@ -148,7 +148,7 @@ def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> 
         return tokens * k
     if load.is_number and ep.is_number and not 1 <= load <= ep:
         raise InputError(f"imbalance must be between 1 and ep (the busiest rank receives at most every "
-                         f"routed token of its group), got imbalance={load}, ep={ep}")
+                         f"routed token of its group), got imbalance={load}, ep={ep}", "imbalance")
     return tokens * k * (load if ep.is_number else Piecewise((1, Eq(ep, 1)), (load, True)))
 
 
@@ -248,7 +248,8 @@ def _alone(residual: Residual) -> None:
 def _check_replicated(at: Layout, ep, etp) -> None:
     """Replicated tokens: no sequence shards, and the expert grid is the tensor group."""
     if at.s != 1:
-        raise InputError(f"s1 must be 1 when every tensor rank routes the same tokens (replicated), got s1={at.s}")
+        raise InputError(f"s1 must be 1 when every tensor rank routes the same tokens (replicated), got s1={at.s}",
+                         "s1")
     check_tensor_group_grid(ep, etp, at.m1)
 
 
@@ -259,7 +260,7 @@ def check_tensor_group_grid(ep, etp, m1, model: str = "") -> None:
     if (ep * etp - m1).is_number and ep * etp != m1:
         raise InputError(f"ep x etp must equal m1{model} when the tensor ranks share their tokens (serving without "
                          f"sequence parallelism: the m1 ranks split the experts among them, etp=m1 slicing every "
-                         f"expert, ep=m1 spreading whole experts), got ep={ep}, etp={etp}, m1={m1}")
+                         f"expert, ep=m1 spreading whole experts), got ep={ep}, etp={etp}, m1={m1}", "ep x etp")
 
 
 def check_sequence_parallel(m1, s1) -> None:
@@ -267,7 +268,7 @@ def check_sequence_parallel(m1, s1) -> None:
     if m1 != 1 and (m1 - s1).is_number and m1 != s1:
         raise InputError(f"s1 must equal m1 in a mixture-of-experts layer under tensor parallelism "
                          f"(got m1={m1}, s1={s1}): each device routes its own sequence shard, "
-                         f"as Megatron-LM requires sequence parallelism with MoE")
+                         f"as Megatron-LM requires sequence parallelism with MoE", "s1")
 
 
 def _norm(at: Layout, kind: str, shared: bool):

@@ -69,7 +69,7 @@ def setup(args):
     model = replace(model, **given, projected=args.projected or model.projected)
     if "projection" in given and not model.projected:
         raise InputError("--projection needs --projected (or a --from model with a projection layer); "
-                         "it would be ignored")
+                         "it would be ignored", "--projection")
     missing = [f"--{name}" for name in SIZES if not getattr(model, name).is_number]
     if missing:
         raise InputError(f"lstm: {', '.join(missing)} required (or --from NAME)")

@@ -49,7 +49,7 @@ def field_expr(block, field: str, row: str | None, system, conventions, rows_opt
                              f"does not give; " + ("choose one row with --row" if rows_option
                                                    else "choose a time or a count"), "--field")
         return sum((times(r, system, conventions)[field] for r in rows), Integer(0))
-    raise InputError(f"unknown --field {field!r}; known: {', '.join(FIELDS)}")
+    raise InputError(f"unknown --field {field!r}; known: {', '.join(FIELDS)}", "--field")
 
 
 def field_kind(field: str) -> str | None:

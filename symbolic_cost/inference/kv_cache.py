@@ -59,11 +59,11 @@ class KVFormat:
         for name in ("bits", "group", "group_bytes", "tensor_bytes"):
             value = exact(getattr(self, name), name)
             if value.is_negative or (name == "bits" and value.is_zero):
-                raise InputError(f"KV format {self.name}: {name} must be positive, got {value}")
+                raise InputError(f"KV format {self.name}: {name} must be positive, got {value}", name)
             object.__setattr__(self, name, value)
         if (self.group == 0) != (self.group_bytes == 0):
             raise InputError(f"KV format {self.name}: group and group_bytes go together, got "
-                             f"group={self.group}, group_bytes={self.group_bytes}")
+                             f"group={self.group}, group_bytes={self.group_bytes}", "group")
 
     @property
     def element_bytes(self) -> Expr:
@@ -105,7 +105,7 @@ def kv_format(fmt) -> KVFormat:
     if isinstance(fmt, KVFormat):
         return fmt
     if not isinstance(fmt, str) or fmt not in KV_FORMATS:
-        raise InputError(f"kv_dtype must be one of {', '.join(KV_FORMATS)} (or a KVFormat), got {fmt!r}")
+        raise InputError(f"kv_dtype must be one of {', '.join(KV_FORMATS)} (or a KVFormat), got {fmt!r}", "kv_dtype")
     return KV_FORMATS[fmt]
 
 
@@ -152,7 +152,7 @@ def check_decoder(arch: Architecture) -> None:
     instance(arch, Architecture, "arch", MADE_BY)
     if not (arch.causal or arch.encoder_decoder):
         raise InputError(f"{arch.name} is a bidirectional encoder: it generates nothing, has no decode phase "
-                         f"and keeps no KV cache")
+                         f"and keeps no KV cache", "arch")
 
 
 def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, ...]:

@@ -199,7 +199,7 @@ def _check(arch: Architecture, s: Serving) -> Architecture:
     check_experts(arch, s)
     check_context_parallel(arch, s)
     if arch.encoder_decoder and s.p != 1:
-        raise InputError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)")
+        raise InputError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)", "p")
     if arch.encoder_decoder and s.weights is not None:
         raise InputError("weights: quantised weights of an encoder-decoder are not modelled (decoder-only models)",
                          "weights")

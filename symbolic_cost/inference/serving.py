@@ -69,9 +69,9 @@ class Serving:
 
     def __post_init__(self):
         if self.mla not in MLA_FORMS:
-            raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {self.mla!r}")
+            raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {self.mla!r}", "mla")
         if self.precision not in PRECISIONS:
-            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}", "precision")
         flag(self.flash, "flash"), flag(self.allow_long, "allow_long")
         self.kv                                   # refuses an unknown kv_dtype
         weight_format(self.weights)               # refuses an unknown weight format
@@ -84,7 +84,7 @@ class Serving:
             object.__setattr__(self, name, value)
         if self.etp is None and self.m1 != 1 and (self.m1 / self.ep).is_integer is False:
             raise InputError(f"ep must divide m1 under tensor parallelism (the tensor ranks split the experts "
-                             f"ep x etp = m1 ways), got ep={self.ep}, m1={self.m1}")
+                             f"ep x etp = m1 ways), got ep={self.ep}, m1={self.m1}", "ep")
         if self.etp is not None:
             object.__setattr__(self, "etp", positive_dims(etp=self.etp)["etp"])
         expert_data_degree(self.m1, self.d, self.ep, self.expert_tensor)     # the grid folds onto the ranks
@@ -204,7 +204,7 @@ def check_experts(arch: Architecture, s: Serving) -> None:
     other than the tensor group: the ``m1`` ranks share their tokens (one decoded token has no
     sequence shards), so their experts are split ``ep etp = m1`` ways among them."""
     if arch.moe is None and (s.ep != 1 or s.etp not in (None, 1)):
-        raise InputError(f"ep and etp split experts, and {arch.name} has none (got ep={s.ep}, etp={s.etp})")
+        raise InputError(f"ep and etp split experts, and {arch.name} has none (got ep={s.ep}, etp={s.etp})", "ep")
     if arch.moe is not None and s.m1 != 1:
         check_tensor_group_grid(s.ep, s.expert_tensor, s.m1, f" for {arch.name} under tensor parallelism")
 
@@ -214,4 +214,4 @@ def check_generative(arch: Architecture) -> None:
     check_decoder(arch)
     if not arch.lm_head or arch.task:
         raise InputError(f"{arch.name} has no language-model head (task {arch.task or 'base model'!r}): "
-                         f"inference generates tokens with one")
+                         f"inference generates tokens with one", "arch")

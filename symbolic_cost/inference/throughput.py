@@ -59,7 +59,7 @@ ROOFLINES = ("phase", "operation")
 def phase_time(phase: Phase, system, conventions=conv.DEFAULT, roofline: str = "phase") -> dict[str, Expr]:
     """Seconds of one phase: ``compute``, ``memory``, ``comm`` and ``total`` (see the module docstring)."""
     if roofline not in ROOFLINES:
-        raise InputError(f"roofline must be one of {', '.join(ROOFLINES)}, got {roofline!r}")
+        raise InputError(f"roofline must be one of {', '.join(ROOFLINES)}, got {roofline!r}", "roofline")
     system, conventions = get_system(system), conv.get(conventions)
     compute = sum((n * r.flops_fwd / (product_rate(r, system) if r.engine == "matrix" else system.vector_flops)
                    for r, n in phase.rows()), Integer(0))

@@ -173,16 +173,16 @@ class Architecture(FlatNames):
                               ("norms", NORMS_PER_LAYER[bool(self.parallel)])):
             if getattr(self, name) not in allowed:
                 raise InputError(f"architecture {self.name}: {name} must be one of "
-                                 f"{', '.join(map(str, allowed))}, got {getattr(self, name)!r}")
+                                 f"{', '.join(map(str, allowed))}, got {getattr(self, name)!r}", name)
         if self.task and (self.lm_head or self.pooler):
             raise InputError(f"architecture {self.name}: a task head ({self.task}) replaces the LM head "
-                             f"and the pooler (set lm_head=False, pooler=False)")
+                             f"and the pooler (set lm_head=False, pooler=False)", "task")
         self._check_heads_used()
         if (self.score_bias == "relative") != (sympify(self.relative_buckets) != 0):
             raise InputError(f"architecture {self.name}: relative_buckets must be set exactly when "
-                             f"score_bias is 'relative'")
+                             f"score_bias is 'relative'", "relative_buckets")
         if self.windowed_layers is not None and self.window is None:
-            raise InputError(f"architecture {self.name}: windowed_layers needs a window")
+            raise InputError(f"architecture {self.name}: windowed_layers needs a window", "windowed_layers")
         pattern = self.window_pattern
         if pattern is not None and not (isinstance(pattern, tuple) and all(isinstance(x, bool) for x in pattern)
                                         and sympify(len(pattern)) == sympify(self.n_layers)
@@ -196,13 +196,13 @@ class Architecture(FlatNames):
                              f"rotary positions", "rope_pattern")
         extra = sympify(self.n_layers) - sympify(0 if self.windowed_layers is None else self.windowed_layers)
         if extra.is_negative:
-            raise InputError(f"architecture {self.name}: windowed_layers must not exceed n_layers")
+            raise InputError(f"architecture {self.name}: windowed_layers must not exceed n_layers", "windowed_layers")
         if (self.moe is not None or self.latent is not None) and (self.parallel or self.encoder_decoder):
             raise InputError(f"architecture {self.name}: experts and latent attention are modelled in "
                              f"sequential decoder layers only")
         if self.latent is not None and sympify(self.kv) != sympify(self.h):
             raise InputError(f"architecture {self.name}: latent attention makes keys and values for every "
-                             f"head (kv_heads must be h, got {self.kv_heads})")
+                             f"head (kv_heads must be h, got {self.kv_heads})", "kv_heads")
         self._check_rotary()
         if self.chunked and self.window is None:
             raise InputError(f"architecture {self.name}: chunked attention splits the sequence in chunks of the "

@@ -73,7 +73,7 @@ def from_config(config: dict, name: str = "model") -> Architecture:
     _refuse_multimodal(config, family)
     if not isinstance(family, str) or family not in FAMILIES:
         raise InputError(f"config.json: model_type {family!r} is not supported; "
-                         f"supported: {', '.join(FAMILIES)}")
+                         f"supported: {', '.join(FAMILIES)}", "model_type")
     keys = Keys(config, family)
     if family != "t5":
         keys.refuse_if("is_encoder_decoder", lambda x: x is True, "an encoder-decoder of this family", False)
@@ -122,6 +122,6 @@ def preset(name: str) -> Architecture:
     8
     """
     if name not in PRESETS:
-        raise InputError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        raise InputError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}", "preset")
     text = resources.files("symbolic_cost.models").joinpath("configs", f"{name}.json").read_text()
     return from_config(json.loads(text), name)

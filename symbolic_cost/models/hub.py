@@ -38,7 +38,7 @@ def _client():
         from huggingface_hub import constants, errors, hf_hub_download
     except ImportError:
         raise InputError(f"--hf-model needs the Hugging Face hub client (huggingface_hub): {INSTALL}, "
-                         f"or pass the model's config.json with --hf-config") from None
+                         f"or pass the model's config.json with --hf-config", "--hf-model") from None
     return hf_hub_download, constants, errors
 
 
@@ -61,7 +61,8 @@ def config_file(model_id: str, revision: str | None = None, cache_dir=None, offl
     the cache only.  Every failure is a ``ValueError`` naming the model id and the reason.
     """
     if not isinstance(model_id, str) or not model_id.strip():
-        raise InputError(f"--hf-model must be a model id such as 'meta-llama/Llama-2-7b-hf', got {model_id!r}")
+        raise InputError(f"--hf-model must be a model id such as 'meta-llama/Llama-2-7b-hf', got {model_id!r}",
+                         "--hf-model")
     download, constants, errors = _client()
     where = model_id + (f" (revision {revision})" if revision else "")
     try:
@@ -69,22 +70,22 @@ def config_file(model_id: str, revision: str | None = None, cache_dir=None, offl
             return Path(download(model_id, "config.json", revision=revision, cache_dir=cache_dir,
                                  local_files_only=bool(offline)))
     except errors.HFValidationError as error:
-        raise InputError(f"--hf-model {model_id!r} is not a valid model id: {error}") from None
+        raise InputError(f"--hf-model {model_id!r} is not a valid model id: {error}", "--hf-model") from None
     except errors.LocalEntryNotFoundError:
         cache = cache_dir or constants.HF_HUB_CACHE
         mode = "offline mode is on" if offline or constants.HF_HUB_OFFLINE else "the hub could not be reached"
         raise InputError(f"--hf-model {where}: config.json is not in the hub cache {str(cache)!r} and {mode}; "
-                         f"fetch it once online, or pass the file with --hf-config") from None
+                         f"fetch it once online, or pass the file with --hf-config", "--hf-model") from None
     except errors.GatedRepoError:
         raise InputError(f"--hf-model {where} is gated: accept its licence on the hub, then log in "
-                         f"(hf auth login) or set HF_TOKEN") from None
+                         f"(hf auth login) or set HF_TOKEN", "--hf-model") from None
     except errors.RepositoryNotFoundError:
         raise InputError(f"--hf-model {where}: no such model on the hub (or it is private: log in "
-                         f"or set HF_TOKEN)") from None
+                         f"or set HF_TOKEN)", "--hf-model") from None
     except errors.RevisionNotFoundError:
-        raise InputError(f"--hf-model {model_id}: no revision {revision!r} on the hub") from None
+        raise InputError(f"--hf-model {model_id}: no revision {revision!r} on the hub", "--hf-model") from None
     except errors.EntryNotFoundError:
-        raise InputError(f"--hf-model {where} has no config.json") from None
+        raise InputError(f"--hf-model {where} has no config.json", "--hf-model") from None
 
 
 def fetch_config(model_id: str, revision: str | None = None, cache_dir=None, offline: bool | None = None) -> dict:

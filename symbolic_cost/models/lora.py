@@ -103,19 +103,19 @@ class LoRA:
     def __post_init__(self):
         rank = exact(self.rank, "lora rank")
         if rank.is_number and not (rank.is_integer and rank > 0):
-            raise InputError(f"lora rank must be a positive integer, got {self.rank!r}")
+            raise InputError(f"lora rank must be a positive integer, got {self.rank!r}", "lora_rank")
         object.__setattr__(self, "rank", rank)
         targets = tuple(x for t in self.targets for x in (PEFT_NAMES.get(t, (t,)) if isinstance(t, str) else (t,)))
         unknown = [t for t in targets if t not in TARGETS]
         if unknown or not targets:
             raise InputError(f"lora targets must be a non-empty list of {', '.join(TARGETS)} or peft's module "
                              f"names {', '.join(PEFT_NAMES)}; "
-                             f"unknown: {', '.join(map(repr, unknown)) or 'none given'}")
+                             f"unknown: {', '.join(map(repr, unknown)) or 'none given'}", "lora_targets")
         if len(set(targets)) != len(targets) or _overlap(targets):
             raise InputError(f"lora targets must not adapt a slice twice (qkv covers q, k, v; gate_up "
-                             f"covers gate, up), got {', '.join(targets)}")
+                             f"covers gate, up), got {', '.join(targets)}", "lora_targets")
         if self.base not in BASES:
-            raise InputError(f"lora base must be one of {', '.join(BASES)}, got {self.base!r}")
+            raise InputError(f"lora base must be one of {', '.join(BASES)}, got {self.base!r}", "lora_base")
         object.__setattr__(self, "targets", targets)
 
     def base_bytes(self, es, fan_in) -> Expr:
@@ -180,7 +180,7 @@ def slices(layer: Block, row: str, targets) -> list[tuple[Expr, Expr]]:
         if _ROW[target] != row:
             continue
         if target in ("gate", "gate_up") and not gated:
-            raise InputError(f"lora target {target!r} needs a gated MLP (fc1 makes a gate and a value)")
+            raise InputError(f"lora target {target!r} needs a gated MLP (fc1 makes a gate and a value)", "lora_targets")
         out.append((fan_in, size[target]))
     return out
 
@@ -255,7 +255,8 @@ def adapt_stack(stack, lora: LoRA, es, conventions):
             blk = replace(blk, rows=tuple(frozen(r, conventions) for r in blk))
         out.append((blk, count))
     if not found:
-        raise InputError(f"lora targets {', '.join(lora.targets)} match no product of the model's layers")
+        raise InputError(f"lora targets {', '.join(lora.targets)} match no product of the model's layers",
+                         "lora_targets")
     return tuple(out)
 
 

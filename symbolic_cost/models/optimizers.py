@@ -230,13 +230,13 @@ def check_recipe(precision: str, optimizer: str, master_weights: bool, fp8: str 
                              f"fp8={fp8!r}; it would be ignored", "fp8_amax_history")
     if recipe and precision == "fp32":
         raise InputError("fp8 needs 16-bit training (precision bf16 or fp16): its products' other "
-                         "tensors stay 16-bit")
+                         "tensors stay 16-bit", "fp8")
     if recipe and recipe.primary_weights and not master_weights:
         raise InputError(f"fp8={fp8!r} needs master_weights: the fp32 master is the only high-"
-                         "precision copy of the weights")
+                         "precision copy of the weights", "fp8")
     if not master_weights and conv.get(conventions).mixed_precision == "megatron":
         raise InputError("master_weights=False is not a Megatron-LM optimizer (it always keeps fp32 "
-                         "main parameters); use the 'zero' mixed_precision convention")
+                         "main parameters); use the 'zero' mixed_precision convention", "master_weights")
 
 
 def bytes_per_parameter(precision: str, conventions=conv.DEFAULT, optimizer: str = "adam",

@@ -86,7 +86,7 @@ def rank_activation_bytes(cost, rank: int) -> Expr:
     t = model_cost_of(cost).training
     p, n = exact(t.p, "p"), exact(t.micro_batches, "micro_batches")
     if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
-        raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
+        raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}", "rank")
     schedule = cost.training.pipeline_schedule()
     if schedule.name == "dualpipe":
         return _dualpipe_activations(cost, cost_placement(cost), rank)
@@ -138,7 +138,7 @@ def rank_parameters(cost, rank: int) -> Expr:
     the element size, as ``model_cost`` counts them."""
     p = exact(model_cost_of(cost).training.p, "p")
     if not (p.is_number and isinstance(rank, int) and 0 <= rank < p):
-        raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}")
+        raise InputError(f"rank must be an integer in [0, p) with a numeric p, got rank={rank!r}, p={p}", "rank")
     es = element_bytes(cost.training.precision)
     weights = lambda blk: blk.total("weights") / es  # noqa: E731
     place = cost_placement(cost)

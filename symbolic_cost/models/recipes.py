@@ -68,13 +68,13 @@ def optimizer_on_host(offload: str) -> bool:
 def check_offload(offload: str, zero: int) -> None:
     """Offload needs the state ZeRO shards: the optimizer from ZeRO-1, the parameters ZeRO-3."""
     if offload not in OFFLOAD:
-        raise InputError(f"offload must be one of {', '.join(OFFLOAD)}, got {offload!r}")
+        raise InputError(f"offload must be one of {', '.join(OFFLOAD)}, got {offload!r}", "offload")
     if offload == "optimizer" and zero < 1:
         raise InputError("offload='optimizer' needs ZeRO (zero >= 1): ZeRO-Offload moves each rank's "
-                         "optimizer shard to the host")
+                         "optimizer shard to the host", "offload")
     if offload in ("parameters", "weights") and zero != 3:
         raise InputError(f"offload={offload!r} needs ZeRO-3 (zero=3): only sharded parameters are "
-                         "fetched from the host on use")
+                         "fetched from the host on use", "offload")
 
 
 KEPT_16BIT = ("router", "shared_gate")

@@ -224,7 +224,7 @@ def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=c
     tied embedding when the two stages differ).  Refuses what ``model_cost`` refuses of the same
     ``p`` and ``m1``, with the same ``InputError`` (``check_schedule``: whole layers a stage)."""
     if not 0 <= stage < p:
-        raise InputError(f"stage must be in [0, {p}), got {stage}")
+        raise InputError(f"stage must be in [0, {p}), got {stage}", "stage")
     t = Training(p=p)
     stack = model_stack(arch, Training(), m1, m1, 1, conventions, 1, m1)   # any s1; experts: etp = m1, ep = 1
     start, end = stack[0][0], stack[-1][0]

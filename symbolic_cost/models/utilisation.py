@@ -39,7 +39,7 @@ ACCOUNTING = ("library", "korthikanti-eq8")
 
 def _choice(value, name, allowed):
     if value not in allowed:
-        raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}", name)
 
 
 def _row_flops(row, pass_, only, conventions) -> Expr:

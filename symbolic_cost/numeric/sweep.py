@@ -288,7 +288,7 @@ class _Writer:
 
     def __init__(self, path: Path):
         if path.suffix not in (".csv", ".parquet"):
-            raise InputError(f"sweep output must end in .csv or .parquet, got {path.name!r}")
+            raise InputError(f"sweep output must end in .csv or .parquet, got {path.name!r}", "out")
         self.path, self.parquet, self.first = path, None, True
 
     def write(self, frame: pd.DataFrame) -> None:

@@ -139,7 +139,7 @@ def scored_keys(l, keys, causal, conventions, window=None):
     counted = stored_keys(keys, window, conventions)
     if causal and conv.get(conventions).causal_flops == "exact":
         if keys != l:
-            raise InputError("causal counting needs square scores (l_kv = l)")
+            raise InputError("causal counting needs square scores (l_kv = l)", "l_kv")
         if counted == keys:
             return (l + 1) / 2
         if isinstance(window, Chunk):

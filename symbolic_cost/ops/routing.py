@@ -43,7 +43,7 @@ def router_probabilities(tokens, experts, *, kind="softmax", top_k=None, es=2, c
     8
     """
     if kind not in ROUTERS:
-        raise InputError(f"router must be one of {', '.join(ROUTERS)}, got {kind!r}")
+        raise InputError(f"router must be one of {', '.join(ROUTERS)}, got {kind!r}", "router")
     if kind == "sparsemixer":
         return softmax(1, tokens * exact(top_k, "top_k"), 1, l_kv=experts, es=es, conventions=conventions, name=name)
     width = top_k if kind.startswith("topk_") else experts

@@ -59,9 +59,9 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
     """
     if kind not in KINDS:
         raise InputError(f"collective kind must be one of {', '.join(KINDS)}, "
-                         f"got {kind!r}")
+                         f"got {kind!r}", "kind")
     if algorithm not in ALGORITHMS:
-        raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+        raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}", "algorithm")
     n, volume = _sizes(n=n, tensor_bytes=tensor_bytes)
     if kind in ("broadcast", "reduce"):       # the root sends (receives) V; nothing with one device
         return Traffic(minimum(n - 1, 1) * volume, minimum(n - 1, 1) * volume, _log2(n))

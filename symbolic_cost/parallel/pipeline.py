@@ -139,13 +139,14 @@ class Schedule:
 
     def __post_init__(self):
         if self.name not in SCHEDULES:
-            raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.name!r}")
+            raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.name!r}", "schedule")
         whole = isinstance(self.v, int) and not isinstance(self.v, bool) and self.v >= 1
         symbolic = isinstance(self.v, Symbol) and self.v.is_integer and self.v.is_positive
         interleaved = self.name == "interleaved"
         if not ((whole and interleaved == (self.v > 1)) or (symbolic and interleaved)):
             raise InputError(f"virtual stages v must be an integer > 1 (or a positive integer symbol) for the "
-                             f"interleaved schedule and 1 otherwise, got v={self.v!r} for {self.name}")
+                             f"interleaved schedule and 1 otherwise, got v={self.v!r} for {self.name}",
+                             "virtual_stages")
 
     def in_flight(self, p, n, rank=0) -> Expr:
         """Micro-batches' worth of rank ``rank``'s layers whose activations it holds at its peak.

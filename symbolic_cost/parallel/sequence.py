@@ -231,7 +231,7 @@ def sequence_shard(l: int, degree: int, rank: int, zigzag: bool = False) -> list
         raise InputError(f"rank must be in [0, {degree}), got {rank}", "rank")
     parts = 2 * degree if zigzag else degree
     if l % parts:
-        raise InputError(f"{parts} must divide l (got l={l})")
+        raise InputError(f"{parts} must divide l (got l={l})", "l")
     size = l // parts
     chunks = [rank, parts - 1 - rank] if zigzag else [rank]
     return [(i * size, (i + 1) * size) for i in chunks]
@@ -243,6 +243,6 @@ def head_shard(h: int, degree: int, rank: int) -> tuple[int, int]:
     if not 0 <= count(rank, "rank", minimum=0) < degree:
         raise InputError(f"rank must be in [0, {degree}), got {rank}", "rank")
     if h % degree:
-        raise InputError(f"s1 must divide h (got s1={degree}, h={h})")
+        raise InputError(f"s1 must divide h (got s1={degree}, h={h})", "s1")
     size = h // degree
     return rank * size, (rank + 1) * size

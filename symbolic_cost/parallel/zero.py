@@ -54,7 +54,7 @@ def shard_degree(state: str, zero: int, d, distributed_optimizer: bool = False, 
     (8, 1, 4)
     """
     if state not in STATES:
-        raise InputError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+        raise InputError(f"state must be one of {', '.join(STATES)}, got {state!r}", "state")
     if zero not in (0, 1, 2, 3) or isinstance(zero, bool):
         raise InputError(f"zero must be a ZeRO stage 0, 1, 2 or 3, got {zero!r}", "zero")
     d = positive_dims(d=d, **({} if shard is None else {"shard": shard}))["d"]

@@ -97,7 +97,7 @@ def names() -> list[str]:
 def module(name: str):
     """The reproduction module registered as ``name``."""
     if name not in _REGISTRY:
-        raise InputError(f"unknown reproduction {name!r}; known: {', '.join(_REGISTRY)}")
+        raise InputError(f"unknown reproduction {name!r}; known: {', '.join(_REGISTRY)}", "name")
     return _REGISTRY[name]
 
 

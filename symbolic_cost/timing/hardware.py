@@ -78,7 +78,7 @@ def _link(c: Collective, system: System, link: str | None) -> tuple[Expr, Expr]:
                 _on_link(c.span, system, system.nvlink_latency, system.ib_latency))
     if link not in LINKS:
         raise InputError(f"link must be one of {', '.join(LINKS)} or None (chosen by the group's span), "
-                         f"got {link!r}")
+                         f"got {link!r}", "link")
     return getattr(system, f"{link}_bandwidth"), getattr(system, f"{link}_latency")
 
 
@@ -110,7 +110,7 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
         if c.group == 1:
             return Integer(0)   # a group of one moves nothing
         raise InputError(f"system {system.name} has no {link + ' ' if link else ''}link for a {c.kind} "
-                         f"over {c.group} devices (its bandwidth is 0)")
+                         f"over {c.group} devices (its bandwidth is 0)", "system")
     if model == "bandwidth":
         return c.volume / bandwidth
     flat = collectives.time(c.kind, c.group, c.tensor_bytes, bandwidth, latency)

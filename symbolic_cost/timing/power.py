@@ -32,9 +32,9 @@ def _exact_fields(record, positive=(), unit_interval=()):
         value = exact(getattr(record, item.name), item.name)
         if value.is_number:
             if item.name in positive and not value > 0:
-                raise InputError(f"{item.name} must be positive, got {value}")
+                raise InputError(f"{item.name} must be positive, got {value}", item.name)
             if item.name in unit_interval and not 0 <= value <= 1:
-                raise InputError(f"{item.name} must lie in [0, 1], got {value}")
+                raise InputError(f"{item.name} must lie in [0, 1], got {value}", item.name)
         object.__setattr__(record, item.name, value)
 
 

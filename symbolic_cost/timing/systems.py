@@ -98,7 +98,7 @@ class System:
         for name in names:
             if getattr(self, name) == 0:
                 raise InputError(f"system {self.name}: {purpose} needs {name}, which is 0 (not stated); "
-                                 f"state it in a --system-file (System.but({name}=...) in Python)")
+                                 f"state it in a --system-file (System.but({name}=...) in Python)", "system")
 
 
 SYSTEM_FILES = Path(__file__).with_name("system_files")
@@ -199,7 +199,7 @@ def get_system(name: str | System) -> System:
     try:
         return SYSTEMS[name]
     except KeyError:
-        raise InputError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
+        raise InputError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}", "system") from None
 
 
 def product_rate(cost, system: System) -> Expr:

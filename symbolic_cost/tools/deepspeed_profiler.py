@@ -113,7 +113,7 @@ def hf_bert(arch, b, l, conventions=PRESET) -> Module:
     are ``logits`` and ``attend``, its FLOPs twice those plus the softmax's ``numel``."""
     if arch.kv != arch.h:
         raise InputError(f"hf_bert: kv_heads must equal h (BERT has one key and value head per query head), "
-                         f"got kv_heads {arch.kv_heads} with h {arch.h}")
+                         f"got kv_heads {arch.kv_heads} with h {arch.h}", "kv_heads")
     start, block, end = view_blocks(arch, b, l, conventions)
     linear = partial(_linear, conventions=conventions)
 

@@ -76,7 +76,7 @@ class LSTM:
         object.__setattr__(self, "element_bytes", exact(self.element_bytes, "element_bytes"))
         projection = exact(self.projection, "projection")
         if self.projected and projection.is_number and not projection > 0:
-            raise InputError(f"projection must be a positive width when projected, got {projection}")
+            raise InputError(f"projection must be a positive width when projected, got {projection}", "projection")
         object.__setattr__(self, "projection", projection)
         for name in ("lp", "hlp"):            # a group or a device of no whole layer would speed the step up
             more = getattr(self, name) - self.layers

@@ -57,7 +57,7 @@ TRACED = {
 def module_elements(module: str, s, b, h, f) -> Expr:
     """Activation elements the tool books for one module."""
     if module not in TRACED:
-        raise InputError(f"unknown module {module!r}; known: {', '.join(TRACED)}")
+        raise InputError(f"unknown module {module!r}; known: {', '.join(TRACED)}", "module")
     per_h, per_f = TRACED[module]
     return sympify(per_h) * s * b * h + per_f * s * b * f
 

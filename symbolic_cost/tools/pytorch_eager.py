@@ -106,7 +106,7 @@ def training(b, l, precision="fp32", device="cpu") -> Training:
     on the CPU (a noise tensor of the activation's dtype, measured), 1 byte on CUDA (the bool
     mask of PyTorch's fused ``native_dropout``; not measured here)."""
     if device not in DEVICES:
-        raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+        raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}", "device")
     mask = element_bytes(precision) if device == "cpu" else 1
     return Training(b=b, l=l, precision=precision, mask_bytes=mask)
 
@@ -130,7 +130,7 @@ def hf_terms(config: dict, b, l, es) -> list[Term]:
     family = config.get("model_type")
     if family not in _FAMILIES:
         raise InputError(f"config.json: model_type {family!r} has no measured Hugging Face terms; "
-                         f"measured: {', '.join(_FAMILIES)}")
+                         f"measured: {', '.join(_FAMILIES)}", "model_type")
     return _FAMILIES[family](config, from_config(config), sympify(b), sympify(l), sympify(es))
 
 

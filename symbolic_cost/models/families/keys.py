@@ -73,7 +73,7 @@ class Keys:
 
     def __init__(self, config, family: str):
         if not isinstance(config, dict):
-            raise InputError(f"config.json must be a JSON object, got {type(config).__name__}")
+            raise InputError(f"config.json must be a JSON object, got {type(config).__name__}", "config.json")
         self.config, self.family, self.used = config, family, set(COMMON)
         self.notes: list[str] = []     # keys accepted without effect (``families.ignored``)
         self.defaulted: dict = {}      # keys of ``SIZES`` left out, at the family's default
