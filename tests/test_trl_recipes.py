@@ -30,6 +30,11 @@ def _error(capsys, *words):
     return capsys.readouterr().err
 
 
+def _json_model(capsys, model: list, *words):
+    assert main(["summary", *model, *words, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def _same(got, typed):
     assert {k: v for k, v in got.items() if k not in ("model", "notes")} == \
         {k: v for k, v in typed.items() if k not in ("model", "notes")}
@@ -214,3 +219,19 @@ def test_the_hub_fields_of_transformers_4_change_no_count(tmp_path, capsys):
     older.write_text("per_device_train_batch_size: 2\nmax_length: 1024\npush_to_hub_model_id: zephyr-7b-sft\n")
     assert _json(capsys, "--hf-training-args", str(older), "--devices", "1") == \
         _json(capsys, "--hf-training-args", str(plain), "--devices", "1")
+
+
+def test_a_lora_recipe_without_a_dtype_keeps_its_base_in_fp32(capsys):
+    """TRL's SKILL.md recipe: use_peft, lora_r 16 on PEFT's default q_proj and v_proj, no dtype: TRL's
+    ModelConfig.dtype defaults to "float32" (trl/trainer/model_config.py at f2cd577), so the frozen base is
+    4 bytes a parameter, embeddings and norms too, while bf16 autocast runs its products; the typed layout
+    with --lora-base fp32.  Qwen2.5-7B: 28 layers x 16 x (q 3584+3584, v 3584+512) adapters."""
+    recipe = str(pathlib.Path(__file__).parent / "framework_inputs" / "trl_skill_sft_config.yaml")
+    model = ["--hf-config", str(pathlib.Path(__file__).parent / "hf_configs" / "Qwen2.5-7B.json")]
+    got = _json_model(capsys, model, "--hf-training-args", recipe)
+    typed = _json_model(capsys, model, "--set", "b=8", "n_micro=2", "l=1024", "--recompute", "full", "--flash",
+                        "--attention-kernel", "flash-attention-2", "--precision", "bf16", "--lora-rank", "16",
+                        "--lora-targets", "q,v", "--lora-base", "fp32", "--optimizer", "adamw")
+    assert (got["weight_bytes"], got["memory_bytes"]) == (typed["weight_bytes"], typed["memory_bytes"])
+    adapters = 28 * 16 * ((3584 + 3584) + (3584 + 512))
+    assert got["weight_bytes"] == 2 * adapters + 4 * (got["parameters"] - adapters)

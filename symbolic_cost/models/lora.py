@@ -52,6 +52,8 @@ transformer layers' products; embeddings, norms, biases and the head stay 16-bit
 
 =========== =============================================================================
 ``16-bit``  the training precision's element (2 bytes in bf16)
+``fp32``    a model loaded in fp32 and trained under 16-bit autocast (TRL's default
+            ``dtype``): 4 bytes, and every frozen weight with it (embeddings, norms, head)
 ``int8``    LLM.int8 (Dettmers et al. 2022): 1 byte plus an fp32 scale per output row,
             ``1 + 4/in``
 ``nf4``     QLoRA's 4-bit NormalFloat with an fp32 absmax per block of 64: ``1/2 + 4/64``;
@@ -81,7 +83,7 @@ PEFT_NAMES = {"q_proj": ("q",), "k_proj": ("k",), "v_proj": ("v",), "o_proj": ("
 """peft's ``target_modules`` (the models' own module names: Llama's, Phi-3's fused ones, GPT-2's) as
 ``TARGETS``; a name matches every module it ends (peft's rule), so GPT-2's ``c_proj`` is both the
 attention's output projection and the MLP's ``fc2``."""
-BASES = ("16-bit", "int8", "nf4")
+BASES = ("16-bit", "fp32", "int8", "nf4")
 LINEAR_ROWS = ("qkv_proj", "v_proj", "fc1", "fc2")
 """The transformer layer's linear products (``v_proj`` is the output projection)."""
 ROW_PARALLEL = ("v_proj", "fc2")
@@ -122,6 +124,8 @@ class LoRA:
         """Bytes per frozen weight element of a product with ``fan_in`` inputs (module table)."""
         if self.base == "16-bit":
             return exact(es, "es")
+        if self.base == "fp32":
+            return Integer(4)
         if self.base == "int8":
             return 1 + 4 / exact(fan_in, "fan_in")
         scales = Rational(1, 64) + Rational(4, 64 * 256) if self.double_quant else Rational(4, 64)

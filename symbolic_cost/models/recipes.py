@@ -275,7 +275,8 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
     w, g, o = bytes_per_parameter(t.precision, conventions, t.optimizer, t.master_weights)
     whole = t.lora is None and tied != 0         # the last stage's copy of a tied table is trained
     train = on_stage(lambda blk: trainable(blk, es, t.lora), tied if whole else 0)
-    weights = train * w + (per_device - train) * es
+    frozen = 4 if t.lora is not None and t.lora.base == "fp32" else es      # a base loaded in fp32: all of it
+    weights = train * w + (per_device - train) * frozen
     if t.lora is not None:
         weights += on_stage(lambda blk: _quantised(blk, t.lora, es))
     fp8, matrices = get_fp8(t.fp8), Integer(0)
@@ -298,7 +299,7 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
 
 def _quantised(blk, lora, es) -> Expr:
     """Bytes a quantised base saves (negative) against 16-bit, over a layer's matrices."""
-    if lora.base == "16-bit":
+    if lora.base in ("16-bit", "fp32"):
         return Integer(0)
     return sum(((lora.base_bytes(es, k) - es) * k * n for k, n in
                 (weight_matrix(r) for r in blk if r.name in LINEAR_ROWS and not is_adapter(r))), Integer(0))

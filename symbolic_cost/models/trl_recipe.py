@@ -29,7 +29,9 @@ handbook's older
 ``lora_target_modules`` (PEFT's    read as ``models.lora.PEFT_NAMES`` reads them,
 default ``q_proj, v_proj``),       ``all-linear`` as every projection of a Llama layer;
 ``load_in_4bit``, ``load_in_8bit``,  ``lora_base`` nf4 with ``load_in_4bit``, int8 with
-``use_bnb_nested_quant`` (false)   ``load_in_8bit``; ``double_quant`` as
+``use_bnb_nested_quant`` (false)   ``load_in_8bit``, else fp32 unless ``torch_dtype`` is
+                                   16-bit (TRL's ``ModelConfig.dtype``: ``float32``);
+                                   ``double_quant`` as
                                    ``use_bnb_nested_quant``)
 =================================  =======================================================
 
@@ -191,6 +193,9 @@ def recipe_fields(args: dict) -> tuple[dict, dict, list]:
         if recipe.get("torch_dtype", recipe.get("dtype")) not in (None, "float32", "auto"):
             notes.append("the LoRA adapters are trained in fp32 (PEFT's autocast_adapter_dtype), the base frozen "
                          f"as {lora['lora_base']}")
+        elif lora["lora_base"] == "fp32":
+            notes.append("the model loaded in float32 (TRL's ModelConfig.dtype unless the recipe gives one): the "
+                         "frozen base kept in fp32, its products run in 16 bits under autocast")
     else:
         policy.update(_dtype(recipe, notes))
     if "model_name_or_path" in recipe:
@@ -261,6 +266,7 @@ def _lora(recipe: dict) -> dict:
         raise InputError("load_in_4bit and load_in_8bit together: at most one", "load_in_8bit")
     if recipe.get("load_in_4bit") and recipe.get("bnb_4bit_quant_type", "nf4") != "nf4":
         raise InputError(f"bnb_4bit_quant_type {recipe['bnb_4bit_quant_type']!r}: NF4 only", "bnb_4bit_quant_type")
-    base = "nf4" if recipe.get("load_in_4bit") else "int8" if recipe.get("load_in_8bit") else "16-bit"
+    loaded = "16-bit" if recipe.get("torch_dtype", recipe.get("dtype")) in ("bfloat16", "float16") else "fp32"
+    base = "nf4" if recipe.get("load_in_4bit") else "int8" if recipe.get("load_in_8bit") else loaded
     return {"lora_rank": rank, "lora_targets": ",".join(modules), "lora_base": base,      # models.lora maps them
             "double_quant": bool(recipe.get("use_bnb_nested_quant", False))}
