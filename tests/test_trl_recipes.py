@@ -235,3 +235,16 @@ def test_a_lora_recipe_without_a_dtype_keeps_its_base_in_fp32(capsys):
     assert (got["weight_bytes"], got["memory_bytes"]) == (typed["weight_bytes"], typed["memory_bytes"])
     adapters = 28 * 16 * ((3584 + 3584) + (3584 + 512))
     assert got["weight_bytes"] == 2 * adapters + 4 * (got["parameters"] - adapters)
+
+
+def test_deepspeed_casts_an_fp32_lora_base_to_16_bits(capsys, tmp_path):
+    """The same recipe under a DeepSpeed launch in bf16: its engine casts every floating parameter to bf16
+    (DeepSpeed edaa722, ``_cast_module_mixed_precision``), the frozen base too: 2 bytes a parameter."""
+    recipe = str(pathlib.Path(__file__).parent / "framework_inputs" / "trl_skill_sft_config.yaml")
+    model = ["--hf-config", str(pathlib.Path(__file__).parent / "hf_configs" / "Qwen2.5-7B.json")]
+    launch = tmp_path / "zero2.yaml"
+    launch.write_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\nmixed_precision: bf16\n"
+                      "num_machines: 1\nnum_processes: 8\n")
+    got = _json_model(capsys, model, "--hf-training-args", recipe, "--accelerate", str(launch))
+    assert got["weight_bytes"] == 2 * got["parameters"]
+    assert any("DeepSpeed casts the model's parameters" in n for n in got["notes"])

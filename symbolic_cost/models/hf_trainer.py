@@ -49,7 +49,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, file_text, given_counts
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
-from symbolic_cost.models.trl_recipe import FLASH, KERNEL, SIXTEEN_BIT, recipe_fields, trl_defaults
+from symbolic_cost.models.trl_recipe import FLASH, FP32_BASE, KERNEL, SIXTEEN_BIT, recipe_fields, trl_defaults
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
@@ -364,5 +364,10 @@ def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
         policy["precision"] = trainer.policy["precision"]
     else:
         notes = kept_in_fp32(policy, notes, launch.launcher)
+    if launch.launcher == "DEEPSPEED" and policy.get("lora_base") == "fp32" and policy["precision"] != "fp32":
+        policy["lora_base"] = "16-bit"      # its engine casts every floating parameter to the 16-bit type
+        notes = [n for n in notes if FP32_BASE not in n] + [
+            "DeepSpeed casts the model's parameters to the 16-bit type (_cast_module_mixed_precision): the frozen "
+            "LoRA base in 16 bits"]
     values = {**launch.values, **{k: v for k, v in trainer.values.items() if k in (S.b, S.n_micro, S.l)}}
     return Setup(trainer.arch, values, policy, notes)

@@ -194,8 +194,7 @@ def recipe_fields(args: dict) -> tuple[dict, dict, list]:
             notes.append("the LoRA adapters are trained in fp32 (PEFT's autocast_adapter_dtype), the base frozen "
                          f"as {lora['lora_base']}")
         elif lora["lora_base"] == "fp32":
-            notes.append("the model loaded in float32 (TRL's ModelConfig.dtype unless the recipe gives one): the "
-                         "frozen base kept in fp32, its products run in 16 bits under autocast")
+            notes.append(FP32_BASE)
     else:
         policy.update(_dtype(recipe, notes))
     if "model_name_or_path" in recipe:
@@ -216,6 +215,10 @@ def _older_flash(recipe: dict, attention):
                          "use_flash_attention_2")
     return "flash_attention_2" if flag else attention
 
+
+FP32_BASE = ("the model loaded in float32 (TRL's ModelConfig.dtype unless the recipe gives one): the frozen base "
+             "kept in fp32, its products run in 16 bits under autocast")
+"""The note of a LoRA base left in fp32 (``_lora``), which a DeepSpeed launch casts to 16 bits."""
 
 SIXTEEN_BIT = "the parameters are 16-bit, so AdamW keeps 16-bit moments and no fp32 master"
 """The note of a model loaded in 16 bits (``_dtype``), which a launcher keeping an fp32 copy drops
