@@ -340,7 +340,9 @@ def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
     those fields, where set, replace the launch config's; the processes, FSDP or DDP and offload
     are otherwise the launch config's.  The batch, the accumulation and the optimizer are the
     TrainingArguments'; activation checkpointing is on when either file turns it on."""
-    sixteen = trainer.policy.get("master_weights") is False and not _fp32_copy(launch.launcher)
+    mixed = trainer.policy["precision"] if args.get("bf16") or args.get("fp16") else launch.policy["precision"]
+    copied = _fp32_copy(launch.launcher) and mixed != "fp32"     # the launcher's fp32 copy, in mixed precision
+    sixteen = trainer.policy.get("master_weights") is False and not copied
     kept = [note for note in launch.notes if not (sixteen and note == FP32_MASTER)]
     policy, notes = dict(launch.policy), list(dict.fromkeys(kept + trainer.notes))
     if args.get("bf16") or args.get("fp16"):
