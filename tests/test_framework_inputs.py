@@ -1437,3 +1437,15 @@ def test_a_llama_factory_configuration_is_named_as_such(tmp_path, capsys):
                     "output_dir: saves/qwen3\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 8\n"
                     "bf16: true\n")
     assert "a LLaMA-Factory configuration" in _error(capsys, "--preset", "llama-3-8b", "--hf-training-args", str(path))
+
+
+def test_an_fsdp_section_beside_another_distributed_type_is_noted(tmp_path, capsys):
+    """accelerate's tests/test_configs/validate_launch_cmd.yaml holds an fsdp_config beside distributed_type NO:
+    accelerate launch turns FSDP on only for distributed_type FSDP (launch.py: use_fsdp), so the section is
+    ignored, as deepspeed_config is elsewhere; noted, not refused."""
+    path = tmp_path / "mg.yaml"
+    path.write_text("distributed_type: MULTI_GPU\nfsdp_config:\n  fsdp_version: 2\nmixed_precision: bf16\n"
+                    "num_processes: 8\n")
+    got = _json(capsys, "--preset", "gpt2", "--accelerate", str(path))
+    assert got["layout"]["zero"] == 0 and any(n.startswith("fsdp_config: accelerate reads it under") for n in
+                                              got["notes"])

@@ -235,7 +235,8 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
         if policy["precision"] != "fp32":
             notes.append(FP32_MASTER)
     elif config.get("fsdp_config"):
-        raise InputError(f"fsdp_config applies to distributed_type FSDP, not {kind}", "fsdp_config")
+        notes.append(f"fsdp_config: accelerate reads it under distributed_type FSDP only, not {kind}; ignored, as "
+                     f"accelerate ignores it")
     values = {S.d: world, S.m1: 1, S.s1: 1, S.p: 1}
     mesh = parallelism(config, kind, world, notes)
     if kind == "DEEPSPEED":
