@@ -906,7 +906,7 @@ def test_accelerate_ddp_template(capsys):
 
 
 @pytest.mark.parametrize("old,new,refused", [
-    ("distributed_type: FSDP", "distributed_type: DEEPSPEED", "distributed_type"),
+    ("distributed_type: FSDP", "distributed_type: MULTI_XPU", "distributed_type"),
     ("mixed_precision: 'bf16'", "mixed_precision: 'fp8'", "mixed_precision"),
     ("fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP", "fsdp_auto_wrap_policy: SIZE_BASED_WRAP",
      "fsdp_config.fsdp_auto_wrap_policy"),
