@@ -34,7 +34,7 @@ def test_second_generation_70b_as_published(tmp_path, capsys):
     got = _config(capsys, SECOND / LLAMA3, "llama3_70b", "--devices", "64")
     f = 28672
     assert got["parameters"] == _llama3_parameters(8192, f, 80) == 70_553_706_496
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 8192, f, 80, 64), "--set", "b=8", "l=8192", "m1=8", "s1=8",
+    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", _llama3(tmp_path, 8192, f, 80, 64), "--set", "b=8", "l=8192", "m1=8", "s1=8",
                   "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", *PLAIN)
     _same(got, typed)
 
@@ -43,7 +43,7 @@ def test_second_generation_8b_selective_ac_is_op_level(tmp_path, capsys):
     """llama3_8b(): 1 x 8192 tokens (b 1), SelectiveAC (torchtitan's per-op policy: recompute op), 64 processes."""
     got = _config(capsys, SECOND / LLAMA3, "llama3_8b", "--devices", "64")
     assert got["parameters"] == _llama3_parameters(4096, 14336, 32) == 8_030_261_248
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
+    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
                   "n_micro=1", "--zero", "3", "--recompute", "op", *PLAIN)
     _same(got, typed)
     assert any("fuse_qkv" in note for note in got["notes"])
@@ -279,12 +279,12 @@ def test_deepseek_16b_with_experts_over_fsdp_ranks(tmp_path, capsys):
     config.json typed with the same layout: 4 x 4096 tokens (b 4), expert parallelism 8 borrowed from the 64
     shard ranks (experts whole, etp 1), ZeRO-3."""
     published = _config(capsys, str(DEEPSEEK), "deepseek_v3_16b", "--devices", "64")
-    _same(published, _json(capsys, "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
+    _same(published, _json(capsys, "--loss-chunks", "8", "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
                            "n_micro=1", "ep=8", "etp=1", "--zero", "3", "--recompute", "op", *PLAIN))
     path = _beside_deepseek(tmp_path, "def full():\n    config = deepseek_v3_16b()\n"
                                       "    config.activation_checkpoint = FullAC.Config()\n    return config\n")
     got = _config(capsys, path, "full", "--devices", "64")
-    typed = _json(capsys, "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64", "n_micro=1",
+    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64", "n_micro=1",
                   "ep=8", "etp=1", "--zero", "3", "--recompute", "full", *PLAIN)
     _same(got, typed)
     assert got["parameters"] == 15_706_484_224        # DeepSeek-V2-Lite's 15.7B
@@ -301,7 +301,7 @@ def test_deepseek_16b_over_hybridep_is_the_flex_dispatcher(tmp_path, capsys):
                                       "model_registry(\"16B\", moe_comm_backend=\"hybridep\")\n    return config\n")
     got = _config(capsys, path, "hybrid", "--devices", "64")
     assert got["layout"]["dispatcher"] == "flex"
-    _same(got, _json(capsys, "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
+    _same(got, _json(capsys, "--loss-chunks", "8", "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
                      "n_micro=1", "ep=8", "etp=1", "--zero", "3", "--recompute", "op", "--dispatcher", "flex", *PLAIN))
     plain = _config(capsys, str(DEEPSEEK), "deepseek_v3_16b_minimal_async_ep", "--devices", "1")
     assert plain["layout"]["dispatcher"] == "alltoall" and any("minimal_async_ep" in n for n in plain["notes"])
@@ -323,7 +323,7 @@ def test_qwen3_flavours_are_the_published_models(tmp_path, capsys):
         "hidden_act": "silu", "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
         "tie_word_embeddings": False, "attention_bias": False, "attention_dropout": 0.0, "vocab_size": 151936,
         "use_sliding_window": False, "bos_token_id": 151643, "eos_token_id": 151645}))
-    typed = _json(capsys, "--hf-config", str(config), "--set", "b=1", "l=8192", "d=8", "n_micro=1", "--zero", "3",
+    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", str(config), "--set", "b=1", "l=8192", "d=8", "n_micro=1", "--zero", "3",
                   "--recompute", "full", *PLAIN)
     assert got["parameters"] == typed["parameters"] == (36 * (4096 * 6144 + 4096 * 4096 + 256 + 3 * 4096 * 12288
                                                               + 8192) + 2 * 151936 * 4096 + 4096) == 8_190_735_360
@@ -343,7 +343,7 @@ def test_expert_parallelism_beside_tensor_parallelism(tmp_path, capsys):
     architecture = str(tmp_path / "qwen3-30b-a3b.json")
     from symbolic_cost.models.torchtitan_models import CONFIGS
     pathlib.Path(architecture).write_text(json.dumps(dict(CONFIGS["qwen3"]["30B-A3B"], max_position_embeddings=8192)))
-    typed = _json(capsys, "--hf-config", architecture, "--set", "b=1", "l=8192", "m1=2", "s1=2", "d=4", "n_micro=1",
+    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", architecture, "--set", "b=1", "l=8192", "m1=2", "s1=2", "d=4", "n_micro=1",
                   "ep=4", "etp=1", "--zero", "3", "--recompute", "full", *PLAIN)
     _same(got, typed)
 
@@ -366,10 +366,31 @@ def looped():
         "model_type": "llama", "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 6,
         "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 2048, "max_position_embeddings": 2048,
         "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False, "rms_norm_eps": 1e-05}))
-    typed = _json(capsys, "--hf-config", str(architecture), "--set", "b=8", "l=2048", "d=4", "p=2", "n_micro=4",
-                  "--zero", "3", "--recompute", "full", "--schedule", "interleaved", "--virtual-stages", "2",
+    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", str(architecture), "--set", "b=8", "l=2048", "d=4",
+                  "p=2", "n_micro=4", "--zero", "3", "--recompute", "full", "--schedule", "interleaved",
+                  "--virtual-stages", "2",
                   "--pipeline-layout", "Et|tt|tt|tL", "--no-reshard-after-forward", *PLAIN)
     _same(got, typed)
+
+
+def test_the_chunked_loss_keeps_one_chunk_of_logits(capsys):
+    """torchtitan's ChunkedLossWrapper (num_chunks 8 by default, every b5bcd76 configuration's loss): the LM head,
+    the loss and their backward a chunk of the sequence at a time.  By hand, GPT-2 (vocabulary 50,257), 2
+    sequences of 64 tokens, 4 chunks: of the n = 128 x 50,257 logits a quarter are alive at once, so the kept
+    fp32 loss tensor (4 n bytes) keeps 3/4 less, and the forward's peak, which also holds the bf16 logits (2 n),
+    3/4 of both less."""
+    from symbolic_cost.models import Training
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.peak import step_timeline
+    from symbolic_cost.models.totals import model_cost
+    whole, chunked = (model_cost(preset("gpt2"), Training(b=2, l=64, loss_chunks=k)) for k in (1, 4))
+    n = 128 * 50257
+    assert whole.activation_bytes - chunked.activation_bytes == 3 * n * 4 // 4
+    forward = [next(m.bytes for m in step_timeline(c) if m.name == "forward") for c in (whole, chunked)]
+    assert forward[0] - forward[1] == 3 * n * (4 + 2) // 4
+    assert (whole.flops_fwd, whole.flops_bwd) == (chunked.flops_fwd, chunked.flops_bwd)
+    got = _config(capsys, SECOND / "torchtitan/models/llama3/config_registry.py", "llama3_8b", "--devices", "64")
+    assert got["layout"]["loss_chunks"] == 8
 
 
 def test_a_python_configuration_s_attention_takes_the_kernel_you_name(capsys):

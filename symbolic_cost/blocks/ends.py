@@ -67,7 +67,8 @@ class Head:
       ``final_dropout`` after it (T5);
     * ``projection``: OPT's ``project_out`` (``e -> projection``, no bias; ``None``: none);
     * ``loss``: the LM head and its loss, ``tied`` to the word table (no weights of its own),
-      with a ``bias`` (GPT-J, Phi) and a ``softcap`` of the logits (Gemma 2);
+      with a ``bias`` (GPT-J, Phi) and a ``softcap`` of the logits (Gemma 2), run in
+      ``loss_chunks`` pieces of the sequence (``heads.lm_rows``);
     * ``pooler``: BERT's pooler.
     """
 
@@ -79,6 +80,7 @@ class Head:
     bias: bool = False
     softcap: bool = False
     pooler: bool = False
+    loss_chunks: int = 1
 
     def __post_init__(self):
         one_of(self.final_norm, "final_norm", (None, *NORMS))
@@ -163,7 +165,8 @@ def head_block(b, l, e, vocab, m1=1, s1=1, *, head: Head | None = None, task: Ta
         width = exact(head.projection, "projection")
         rows.append(linear(b, l, e, width, bias=False, name="project_out", **at.kw))
     if head.loss:
-        rows += lm_rows(at, width, vocab, tied=head.tied, bias=head.bias, softcap=head.softcap)
+        rows += lm_rows(at, width, vocab, tied=head.tied, bias=head.bias, softcap=head.softcap,
+                        chunks=head.loss_chunks)
     if head.pooler:
         rows += pooler_rows(at)
     rows += task_rows(at, task, vocab, norm=residual.norm, dropouts=residual.dropouts, tied=head.tied)

@@ -25,11 +25,18 @@ out_proj`` on the first token (``dense``), a decoder's ``score`` projection of e
 (the last token's logits are the prediction)."""
 
 
-def lm_rows(at: Layout, width, vocab, *, tied=True, bias=False, softcap=False, name="lm_head") -> list[Cost]:
+def lm_rows(at: Layout, width, vocab, *, tied=True, bias=False, softcap=False, name="lm_head",
+            chunks: int = 1) -> list[Cost]:
     """``width -> vocab`` logits split by vocabulary over ``m1`` (no weight matrix of its own
     when tied to the word embedding; a bias stays its own), an optional ``tanh`` soft cap, and
     the cross-entropy loss, whose vocabulary-parallel form allreduces a max, a sum and the
-    target logit per token."""
+    target logit per token.
+
+    ``chunks``: the head and the loss run on ``chunks`` pieces of the sequence one after the
+    other, each piece's backward before the next piece (torchtitan's ``ChunkedLossWrapper``:
+    "reduces peak memory from O(T*V) to O(T/N*V)"): the same FLOPs and bytes moved, but only one
+    piece's logits, their loss's tensors and their gradients alive at once, ``1/chunks`` of
+    each (``chunked``); the head's input, the hidden states, stays whole."""
     b, l, m1 = at.b, at.l, at.m1
     head = at.entering(linear(b, l, width, vocab / m1, bias=bias, name=name, **at.kw))
     if tied:
@@ -39,7 +46,21 @@ def lm_rows(at: Layout, width, vocab, *, tied=True, bias=False, softcap=False, n
     caps = [softcap_row(b, l, vocab / m1, es=at.es, name="logit_softcap")] if softcap else []
     stats = at.collective("allreduce", 3 * b * l, m1, "fwd")
     loss_es = 4 if at.conventions.loss_precision == "fp32" else at.es     # the loss's own logits
-    return [head, *caps, at.attach(cross_entropy(b, l, vocab / m1, es=loss_es), stats)]
+    loss = at.attach(cross_entropy(b, l, vocab / m1, es=loss_es), stats)
+    if chunks == 1:
+        return [head, *caps, loss]
+    return [chunked(head, chunks, ("act_out",)), *(chunked(c, chunks) for c in caps), chunked(loss, chunks)]
+
+
+LOGIT_TENSORS = ("act_in", "act_out", "act_buffer", "act_grads")
+"""The live tensors of a row over the logits (``Cost``'s activation fields; the bytes moved,
+``mem_fwd`` and ``mem_bwd``, are the whole sequence's either way)."""
+
+
+def chunked(row: Cost, chunks: int, fields=LOGIT_TENSORS) -> Cost:
+    """``row`` run in ``chunks`` pieces one after the other: its tensors ``fields`` alive one
+    piece at a time, ``1/chunks`` of them."""
+    return replace(row, **{f: getattr(row, f) / chunks for f in fields})
 
 
 def pooler_rows(at: Layout) -> list[Cost]:

@@ -45,7 +45,7 @@ MEGATRON_OPTIONS = FILE_OPTIONS + ("--optimizer",)
 by default); ``--zero`` too where the script shards with Megatron-FSDP or FSDP2 (``setup``)."""
 
 TORCHTITAN_OPTIONS = FILE_OPTIONS + ("--zero", "--shard", "--reshard-after-forward", "--optimizer", "--offload",
-                                     "--fp8-gather", "--attention-kernel")
+                                     "--fp8-gather", "--attention-kernel", "--loss-chunks")
 """Options a torchtitan TOML decides (FSDP's sharding, the optimizer, CPU offload, and with the GPU the
 attention kernel: ``models.torchtitan.SDPA_LIBRARY``)."""
 
@@ -100,7 +100,7 @@ def _given(args, flags: tuple) -> str | None:
                     virtual_stages=plain.virtual_stages, first_stage_layers=None, last_stage_layers=None,
                     embedding_in_split=False, loss_in_split=False, pipeline_layout=None,
                     overlap=[], fp8=None, fp8_amax_history=None, fp8_16bit_layers=[0, 0], fp8_gather=False,
-                    flash=plain.flash,
+                    flash=plain.flash, loss_chunks=plain.loss_chunks,
                     capacity_factor=None, cp_variant=None, attention_kernel=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
                     reshard_after_forward=plain.reshard_after_forward)

@@ -227,6 +227,10 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                 "Engine: Megatron-LM, NeMo), flash-attention-2 (PyTorch's scaled_dot_product_attention, Hugging "
                 "Face's sdpa and flash_attention_2), flash-attention-3 (Hopper only) (default: the system's, "
                 "cudnn on Hopper and Blackwell, flash-attention-2 on A100); needs --flash")
+    option(group, "--loss-chunks", type=integer(1), metavar="N", default=PLAIN.loss_chunks,
+           help="the LM head and its loss run a piece of the sequence at a time, each piece's backward before "
+                "the next, so one piece's logits are alive at once (torchtitan's chunked loss) (default: 1, the "
+                "whole logits)")
 
 
 def experts(parser):
@@ -334,7 +338,7 @@ def training_policy(args) -> dict:
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
              "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
              "expert_imbalance", "dispatcher", "mtp", "allow_long", "shard", "reshard_after_forward",
-             "attention_kernel")
+             "attention_kernel", "loss_chunks")
     if getattr(args, "cp_variant", None) is not None:
         policy["cp_variant"] = args.cp_variant
     return policy | {name: getattr(args, name) for name in names if hasattr(args, name)}

@@ -38,7 +38,7 @@ GLOBAL_BATCH = 1024
 """``--global-batch`` without a framework file."""
 
 FIXED = ("distributed_optimizer", "fp8", "fp8_gather", "overlap", "capacity_factor", "optimizer", "shard",
-         "reshard_after_forward", "attention_kernel")
+         "reshard_after_forward", "attention_kernel", "loss_chunks")
 """The ``Training`` fields a framework file decides that every searched layout keeps (the precision
 and flash attention are ``search``'s own arguments, and a torchtitan file's ZeRO stage its
 ``--zero``; ``--attention-kernel`` is kept too, file or not); the degrees, the micro-batch,
@@ -139,6 +139,8 @@ def starting_point(args) -> tuple:
                              "give --zero 3 (and not --everything, which varies the stage)", "--reshard-after-forward")
         if args.attention_kernel:
             kept.setdefault("policy", {})["attention_kernel"] = args.attention_kernel
+        if args.loss_chunks != options.PLAIN.loss_chunks:
+            kept.setdefault("policy", {})["loss_chunks"] = args.loss_chunks
         return arch, dict(devices=args.devices, global_batch=args.global_batch or GLOBAL_BATCH, seq=seq, **context,
                           **kept), []
     found = args.framework

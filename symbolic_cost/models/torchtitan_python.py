@@ -397,7 +397,11 @@ schedule, seeds)."""
 
 LOSSES = ("ChunkedLossWrapper.Config", "CrossEntropyLoss.Config", "BaseLoss.Config", "ChunkedCELoss.Config")
 """The losses read: cross-entropy over the vocabulary, chunked or not (the same FLOPs and bytes
-the library counts for its head)."""
+moved; a chunked one, ``CHUNKED``, keeps one chunk's logits alive at a time: ``Training.loss_chunks``)."""
+
+CHUNKED = ("ChunkedLossWrapper.Config", "ChunkedCELoss.Config")
+"""The losses that run the LM head and the loss a chunk of the sequence at a time, each chunk's
+backward before the next (``num_chunks``, 8 unless given, in both: torchtitan 786e26f and b5bcd76)."""
 
 DROPPED = {
     "training": {"disable_cuda_graphs", "num_tokens_per_microbatch_per_dp_rank", "num_tokens_per_train_step",
@@ -466,7 +470,7 @@ def sections(trainer: Built, name: str, notes: list, frequency: bool | None = No
     data["activation_checkpoint"] = _checkpointing(f.get("activation_checkpoint", DEFAULT_AC[generation(f)]), name,
                                                    frequency)
     data["optimizer"] = _optimizer(f.get("optimizer"), name)
-    _loss(f.get("loss"), mtp_layers(trainer), name)
+    data["loss_chunks"] = _loss(f.get("loss"), mtp_layers(trainer), name)
     _override(f.get("override"), notes)
     _batch(f, data, name)
     return data
@@ -627,9 +631,10 @@ def _optimizer(value, name: str) -> dict:
                      f"OptimizersContainer.Config(name=...)", "optimizer")
 
 
-def _loss(value, mtp: int, name: str) -> None:
-    """Refuse a loss other than cross-entropy (``LOSSES``), and DeepSeek's MTP loss (``MTPLoss``)
-    other than beside the model's MTP modules (``num_mtp_layers``), which it trains."""
+def _loss(value, mtp: int, name: str) -> int:
+    """The chunks the loss runs in (``CHUNKED``; 1 otherwise); refuse a loss other than
+    cross-entropy (``LOSSES``), and DeepSeek's MTP loss (``MTPLoss``) other than beside the
+    model's MTP modules (``num_mtp_layers``), which it trains."""
     inner = value.fields.get("loss_fn") if isinstance(value, Built) and value.kind == LOSSES[0] else None
     multi = isinstance(value, Built) and value.kind == "MTPLoss.Config"
     if multi != (mtp > 0):
@@ -640,6 +645,13 @@ def _loss(value, mtp: int, name: str) -> None:
             shown = loss.text if isinstance(loss, Unread) else getattr(loss, "kind", loss)
             raise InputError(f"{name}: loss = {shown}: the reader reads cross-entropy ({', '.join(LOSSES)}) and "
                              f"MTPLoss beside MTP modules", "loss")
+    if not (isinstance(value, Built) and value.kind in CHUNKED):
+        return 1
+    chunks = value.fields.get("num_chunks", 8)
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise InputError(f"{name}: num_chunks = {getattr(chunks, 'text', chunks)!r}: a positive whole number, "
+                         f"written as one", "num_chunks")
+    return chunks
 
 
 def _override(value, notes: list) -> None:
@@ -718,8 +730,13 @@ def python_setup(text: str, path: Path | None, name: str, function: str | None, 
                              "--vocab-size")
         from symbolic_cost.models.torchtitan_models import architecture
         model = partial(architecture, data["model"]["name"], data["model"]["flavor"], mtp_layers=mtp_layers(trainer))
+    chunks = data.pop("loss_chunks")
     setup = torchtitan.job_setup(Job("", name, data), function, world, vocab, torchtitan.PYTHON_FLAVORS, notes,
                                  model=model)
+    if chunks > 1:
+        setup.policy["loss_chunks"] = chunks
+        notes.append(f"the loss in {chunks} chunks of the sequence (torchtitan's chunked loss): one chunk's logits "
+                     f"alive at a time")
     parallelism = trainer.fields.get("parallelism")
     if isinstance(parallelism, Built) and parallelism.fields.get("enable_sequence_parallel") is False \
             and setup.values[S.m1] > 1:

@@ -50,7 +50,7 @@ FLAT = {
     "expert_imbalance": ("experts", "imbalance"), "dispatcher": ("experts", "dispatcher"),
     "cp": ("context", "cp"), "cp_variant": ("context", "variant"),
     "flash": ("execution", "flash"), "mask_bytes": ("execution", "mask_bytes"), "overlap": ("execution", "overlap"),
-    "attention_kernel": ("execution", "attention_kernel"),
+    "attention_kernel": ("execution", "attention_kernel"), "loss_chunks": ("execution", "loss_chunks"),
     "lora": ("trainable", "lora"), "mtp": ("trainable", "mtp"),
 }
 """``Training``'s flat keywords (its fields before the tree): each names one attribute of one of

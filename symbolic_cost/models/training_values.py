@@ -349,17 +349,22 @@ class Execution:
     no score matrix kept, the scores recomputed in backward), ``attention_kernel``, the fused
     attention library the framework runs (``ATTENTION_KERNELS``; ``None``: the system's, cuDNN's
     on Hopper and later, FlashAttention-2 on Ampere; only the time depends on it), ``mask_bytes``,
-    the dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats), and ``overlap``
-    (``Overlap``)."""
+    the dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats), ``overlap``
+    (``Overlap``), and ``loss_chunks``, the pieces of the sequence the LM head and its loss run
+    in, one after the other, each with its backward (``blocks.heads.lm_rows``; torchtitan's
+    ``ChunkedLossWrapper``; 1: the whole logits at once)."""
 
     flash: bool = False
     mask_bytes: Expr = 1
     overlap: Overlap = Overlap()
     attention_kernel: str | None = None
+    loss_chunks: int = 1
 
     def __post_init__(self):
         _flags(self, "flash")
         positive(self.mask_bytes, "mask_bytes")
+        if isinstance(self.loss_chunks, bool) or not isinstance(self.loss_chunks, int) or self.loss_chunks < 1:
+            raise InputError(f"loss_chunks must be a positive integer, got {self.loss_chunks!r}", "loss_chunks")
         if not isinstance(self.overlap, Overlap):
             raise InputError(f"overlap must be a models.training.Overlap value, got {self.overlap!r}", "overlap")
         if self.attention_kernel is not None:
