@@ -393,6 +393,13 @@ def test_the_chunked_loss_keeps_one_chunk_of_logits(capsys):
     assert got["layout"]["loss_chunks"] == 8
 
 
+def test_a_compiled_float8_run_is_not_told_it_runs_without_compile(capsys):
+    """llama3_405b() compiles (CompileConfig(enable=True)) beside its float8 converter: the note of an eager
+    float8 run read the converter's own settings for the compile switch, and so appeared on every run."""
+    got = _config(capsys, SECOND / "torchtitan/models/llama3/config_registry.py", "llama3_405b", "--devices", "128")
+    assert got["layout"]["fp8"] and not any(n.startswith("float8 without compile") for n in got["notes"])
+
+
 def test_a_python_configuration_s_attention_takes_the_kernel_you_name(capsys):
     """FlexAttention, the configurations' default, has no published bars the time model reads: the
     system's fused kernel times it, and --attention-kernel beside the file names another (a job

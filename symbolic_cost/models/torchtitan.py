@@ -255,7 +255,7 @@ def float8(job: Job, notes: list) -> dict:
             raise InputError(f"[model] converters {converters} beside a [{'.'.join(where)}] section: torchtitan of "
                              f"the file's generation registers its float8 converter as {other!r} (the section's name), "
                              f"and would not run {converters[0]!r}", "[model] converters")
-    job = Job("", "", data={"float8": _table(job, path)})       # the converter's settings, wherever they sit
+    whole, job = job, Job("", "", data={"float8": _table(job, path)})       # the converter's settings, wherever they sit
     recipe = job.get("float8", "recipe_name", "tensorwise", str)
     if recipe not in TORCHAO_RECIPES:
         raise InputError(f"[float8] recipe_name {recipe!r}: the reader reads torchao's "
@@ -275,7 +275,7 @@ def float8(job: Job, notes: list) -> dict:
     if gather and recipe != "tensorwise":
         raise InputError(f"[float8] enable_fsdp_float8_all_gather with recipe_name {recipe!r}: torchao gathers "
                          f"weights in float8 under tensor-wise scaling only", "[float8] enable_fsdp_float8_all_gather")
-    if not compiled(job):
+    if not compiled(whole):
         notes.append("float8 without compile: its casts are timed as torch.compile fuses them (one kernel finds "
                      "the scale, one casts); eager runs several kernels a cast")
     return dict(fp8=TORCHAO_RECIPES[recipe], fp8_gather=gather)
