@@ -484,6 +484,13 @@ def test_torchtitan_405b_reads_float8_with_fp8_gathers(capsys, tmp_path):
     matrices = 126 * (2 * 16384 ** 2 + 2 * 16384 * 1024 + 3 * 16384 * 53248) // 8 * 15 // 16
     assert len(gathers) == len(bf16) == 2
     assert all(b["volume_bytes"] - g["volume_bytes"] == matrices for g, b in zip(gathers, bf16))
+    # torchtitan before e0d2de6 (2025-04-18) split a string on commas (config_manager's string_list): 785c34c's
+    # llama3_405b.toml writes converters = "float8", the same run
+    (tmp_path / "string.toml").write_text(pathlib.Path(TITAN["llama3_405b"]).read_text().replace(
+        'converters = ["float8"]', 'converters = "float8"'))
+    written = json.loads(_out(capsys, "summary", "--torchtitan", str(tmp_path / "string.toml"), "--devices", "128",
+                              "--json"))
+    assert (written["layout"], written["memory_bytes"]) == (got["layout"], got["memory_bytes"])
 
 
 def test_torchtitan_file_refusals(capsys, tmp_path):

@@ -242,7 +242,10 @@ def float8(job: Job, notes: list) -> dict:
     ``enable_fsdp_float8_all_gather`` gathers those weights in FP8 (``fp8_gather``, tensor-wise
     only).  Other converters (MX, quantisation), ``rowwise_with_gw_hp``, other filters and emulation
     are refused by name."""
-    converters = job.get("model", "converters", [], list)
+    converters = job.data.get("model", {}).get("converters", [])
+    if isinstance(converters, str):     # torchtitan's string_list: a TOML string split on commas (to e0d2de6)
+        converters = [word.strip() for word in converters.split(",") if word.strip()]
+    converters = Job("", "", data={"model": {"converters": converters}}).get("model", "converters", [], list)
     if not converters:
         return {}
     if len(converters) != 1 or not isinstance(converters[0], str) or converters[0] not in FLOAT8_SECTIONS:
