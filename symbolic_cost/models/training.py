@@ -122,6 +122,9 @@ class Training(FlatNames):
         if self.cp_variant != "ring" and sympify(self.cp) == 1:
             raise InputError(f"cp_variant applies to context parallelism (cp > 1), got cp=1 and "
                              f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")
+        if self.loss_chunks > 1 and sympify(self.decoder_tokens).is_number and self.loss_chunks > self.decoder_tokens:
+            raise InputError(f"loss_chunks={self.loss_chunks} splits the sequence of {self.decoder_tokens} tokens into "
+                             f"more chunks than it has tokens", "loss_chunks")
         if self.recompute == "op":
             check_training(self)
         check_sharding(self)
