@@ -205,13 +205,13 @@ def _recipe_launch(args) -> tuple:
                                         f"{named}.yaml (trl at f2cd577)"]
 
 
-def _launched_trainer(args):
-    """``--hf-training-args`` launched with an accelerate config (``--accelerate``, or the recipe's
-    ``accelerate_config``: TRL's and the alignment handbook's recipes): the world size from the
-    launch config, the rest merged as ``models.hf_trainer.launched`` says; refuses what either file
-    decides when the command line sets it too."""
+def _launched_trainer(args, recipe_launch: tuple):
+    """``--hf-training-args`` launched with an accelerate config (``recipe_launch``, ``_recipe_launch``'s:
+    ``--accelerate``, or the recipe's ``accelerate_config``: TRL's and the alignment handbook's
+    recipes): the world size from the launch config, the rest merged as ``models.hf_trainer.launched``
+    says; refuses what either file decides when the command line sets it too."""
     from symbolic_cost.models.hf_trainer import trainer_setup     # _read's note
-    path, text, processes, notes = _recipe_launch(args)
+    path, text, processes, notes = recipe_launch
     launch = _accelerate(path, args, text, processes)
     launch.notes[:0] = notes
     per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
@@ -378,14 +378,12 @@ def setup(args, only_with: tuple = ONLY_WITH):
                          f"otherwise)", flag)
     if getattr(args, "tensor", "1d") not in ("1d", ["1d"]):       # search takes a list
         raise InputError(f"--tensor: the framework's tensor parallelism is 1d; {name} reads it", "--tensor")
-    launch_notes = []
-    if dest == "hf_training_args" and not pair:     # a TRL recipe may name its launch itself
-        path, _, processes, launch_notes = _recipe_launch(args)
-        pair = path is not None
-        if not pair and processes is not None and args.devices is None:
-            args.devices = processes            # accelerate launch --num_processes, one process a device
-    found = _launched_trainer(args) if pair else _read(dest, getattr(args, dest), args)
-    if not pair:
+    recipe_launch = _recipe_launch(args) if dest == "hf_training_args" else (None, None, None, [])
+    path, _, processes, launch_notes = recipe_launch      # a TRL recipe may name its launch itself
+    if path is None and processes is not None and args.devices is None:
+        args.devices = processes            # accelerate launch --num_processes, one process a device
+    found = _launched_trainer(args, recipe_launch) if path is not None else _read(dest, getattr(args, dest), args)
+    if path is None:
         found.notes[:0] = launch_notes
     if dest == "megatron_args" and "zero" in found.policy and _given(args, ("--zero",)):
         raise InputError(f"--zero: the script's FSDP decides it (ZeRO-{found.policy['zero']}); change the file",

@@ -316,9 +316,10 @@ def refuse_idle_allow_long(args, arch, training) -> None:
     where the lengths and the limit are numbers."""
     from sympy import sympify
     from symbolic_cost.checks import InputError
+    from symbolic_cost.models.training import context_limit
     if not getattr(args, "allow_long", False):
         return
-    limit = sympify(arch.context) or sympify(arch.positions)
+    limit = context_limit(arch)
     spans = [sympify(training.l)] + ([sympify(training.decoder_tokens)] if arch.encoder_decoder else [])
     if limit.is_number and limit != 0 and all(s.is_number and s <= limit for s in spans):
         raise InputError(f"--allow-long: l = {', '.join(str(s) for s in spans)} is within the context of "

@@ -104,13 +104,19 @@ EMPTY_SECTIONS = {"megatron_lm_config": MEGATRON_PLUGIN,
 documented output has them), refused with what to do when they hold settings."""
 
 
+SECTION_OF = {"deepspeed_config": "DEEPSPEED", "fsdp_config": "FSDP"}
+"""The sections a ``distributed_type`` reads (``accelerate launch`` acts on ``deepspeed_config`` and
+``fsdp_config`` only under their own type, and ignores them otherwise)."""
+
+
 def _check_keys(config: dict, name: str, notes: list) -> None:
     for key, instead in EMPTY_SECTIONS.items():
         if config.get(key):
             raise InputError(f"{key}: the reader does not read settings inline here; {instead}", key)
-    if config.get("deepspeed_config") and config.get("distributed_type") != "DEEPSPEED":    # else deepspeed_plugin's
-        notes.append(f"deepspeed_config: accelerate reads it under distributed_type DEEPSPEED only, not "
-                     f"{config.get('distributed_type', 'NO')}; ignored, as accelerate ignores it")
+    for key, kind in SECTION_OF.items():         # under its own type, deepspeed_plugin's or fsdp_policy's
+        if config.get(key) and config.get("distributed_type", "NO") != kind:
+            notes.append(f"{key}: accelerate reads it under distributed_type {kind} only, not "
+                         f"{config.get('distributed_type', 'NO')}; ignored, as accelerate ignores it")
     for key in config:
         if key not in NO_COST[""] and key not in EMPTY_SECTIONS:
             raise InputError(f"{key}: an accelerate key this reader does not read (it may change the cost); remove "
@@ -234,9 +240,6 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
         policy.update(fsdp_policy(config.get("fsdp_config") or {}, stated // machines, world, notes))
         if policy["precision"] != "fp32":
             notes.append(FP32_MASTER)
-    elif config.get("fsdp_config"):
-        notes.append(f"fsdp_config: accelerate reads it under distributed_type FSDP only, not {kind}; ignored, as "
-                     f"accelerate ignores it")
     values = {S.d: world, S.m1: 1, S.s1: 1, S.p: 1}
     mesh = parallelism(config, kind, world, notes)
     if kind == "DEEPSPEED":

@@ -327,7 +327,7 @@ def kept_in_fp32(policy: dict, notes: list, launcher: str) -> list:
     if not (_fp32_copy(launcher) and policy.get("master_weights") is False and policy["precision"] != "fp32"):
         return notes
     del policy["master_weights"]
-    said = FP32_MASTER in notes or launcher == "FSDP"       # FSDP's notes say it (the Trainer's own too)
+    said = launcher == "FSDP"       # FSDP's notes say it (the launch config's, or the Trainer's own)
     return [n for n in notes if SIXTEEN_BIT not in n] + ([] if said else [
         f"{launcher}: {FP32_COPY[launcher]}, whatever dtype the model loads in: an fp32 master"])
 

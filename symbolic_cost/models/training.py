@@ -188,6 +188,12 @@ def check_sharding(t: Training) -> None:
                          f"would be ignored", "fp8_gather")
 
 
+def context_limit(arch) -> Expr:
+    """The tokens a sequence of ``arch`` may hold: its stated context, else the rows of its learned
+    position table (0: no limit known)."""
+    return sympify(arch.context) or sympify(arch.positions)
+
+
 def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (--allow-long)",
                   remedy: str | None = None, argument: str | None = None) -> None:
     """Refuse (unless ``allow_long``) a span of tokens beyond the model's context (``Architecture.context``
@@ -195,7 +201,7 @@ def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (-
     ``(what, tokens)`` pairs.  Training and serving share the rule.  The refusal says ``flag`` goes
     beyond it, or ``remedy`` where the caller has no such flag, and names ``argument`` (default:
     ``what``, where it is a name)."""
-    limit = sympify(arch.context) or sympify(arch.positions)     # unstated: a learned table's rows bound it
+    limit = context_limit(arch)
     for text, tokens in ((text, sympify(tokens)) for text, tokens in spans):
         if not allow_long and limit != 0 and tokens.is_number and limit.is_number and tokens > limit:
             raise InputError(f"{text} = {tokens} tokens exceed the context of {arch.name} ({limit} tokens); "
