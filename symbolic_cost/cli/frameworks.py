@@ -183,7 +183,8 @@ def _recipe_launch(args) -> tuple:
     import yaml
     from symbolic_cost.models.hf_trainer import read_arguments
     from symbolic_cost.models.trl_recipe import trl_launch_config
-    recipe, _ = read_arguments(input_file(args.hf_training_args, "--hf-training-args"), Path(args.hf_training_args).stem)
+    recipe, _ = read_arguments(input_file(args.hf_training_args, "--hf-training-args"),
+                               Path(args.hf_training_args).stem)
     named, processes, notes = recipe.get("accelerate_config"), recipe.get("num_processes"), []
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
         raise InputError(f"num_processes must be a positive integer, got {processes!r}", "num_processes")

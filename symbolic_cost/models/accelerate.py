@@ -345,7 +345,8 @@ def deepspeed_plugin(section: dict, notes: list) -> tuple[dict, int | None]:
                              f"change the cost)", f"deepspeed_config.{key}")
     stage = section.get("zero_stage", 2)
     if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
-        raise InputError(f"deepspeed_config.zero_stage must be 0, 1, 2 or 3, got {stage!r}", "deepspeed_config.zero_stage")
+        raise InputError(f"deepspeed_config.zero_stage must be 0, 1, 2 or 3, got {stage!r}",
+                         "deepspeed_config.zero_stage")
     zero = {key: {"device": section.get(f"{key}_device", "none")} for key in ("offload_optimizer", "offload_param")}
     steps = section.get("gradient_accumulation_steps", "auto")
     if steps != "auto" and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):

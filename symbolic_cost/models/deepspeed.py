@@ -172,7 +172,8 @@ def _boolean(value, where: str) -> bool:
                      f"got {value!r}", where)
 
 
-SWITCHED = ("progressive_layer_drop", "autotuning", "curriculum_learning", "data_efficiency", "amp", "quantize_training")
+SWITCHED = ("progressive_layer_drop", "autotuning", "curriculum_learning", "data_efficiency", "amp",
+            "quantize_training")
 """The ``UNMODELLED`` sections DeepSpeed runs only with their ``enabled`` true (false when absent);
 ``compression_training`` runs a technique only where its ``shared_parameters.enabled`` (or, for
 ``layer_reduction``, its ``enabled``) is true; ``compile`` is off where it says ``disable: true``
@@ -366,8 +367,8 @@ def _optimizer(kind, params, stage: int, notes: list) -> str:
                      + ("" if backend == "nccl" else f", timed as NCCL's (comm_backend_name {backend!r})"))
         return COMPRESSED[name]
     if name not in OPTIMIZERS:
-        raise InputError(f"optimizer.type {kind!r}: the reader reads {', '.join([*OPTIMIZERS, 'OneBitAdam', 'OneBitLamb'])} "
-                         "(any case)", "optimizer.type")
+        known = ", ".join([*OPTIMIZERS, "OneBitAdam", "OneBitLamb"])
+        raise InputError(f"optimizer.type {kind!r}: the reader reads {known} (any case)", "optimizer.type")
     if name == "lamb":
         notes.append("optimizer.type Lamb: Adam's two moments (its per-tensor trust ratios are not counted)")
     return OPTIMIZERS[name]

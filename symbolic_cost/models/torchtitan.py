@@ -258,7 +258,8 @@ def float8(job: Job, notes: list) -> dict:
             raise InputError(f"[model] converters {converters} beside a [{'.'.join(where)}] section: torchtitan of "
                              f"the file's generation registers its float8 converter as {other!r} (the section's name), "
                              f"and would not run {converters[0]!r}", "[model] converters")
-    whole, job = job, Job("", "", data={"float8": _table(job, path)})       # the converter's settings, wherever they sit
+    whole = job             # its [compile] says whether the casts are compiled
+    job = Job("", "", data={"float8": _table(job, path)})       # the converter's settings, wherever they sit
     recipe = job.get("float8", "recipe_name", "tensorwise", str)
     if recipe not in TORCHAO_RECIPES:
         raise InputError(f"[float8] recipe_name {recipe!r}: the reader reads torchao's "

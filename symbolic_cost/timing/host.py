@@ -12,8 +12,8 @@ Each node's host holds the offloaded state of its devices: ``host_bytes x`` devi
 node, taken as the NVLink domain (``System.nvlink_size``: 8 on a DGX, 4 on Perlmutter).
 
 Where the optimizer is offloaded (``models.recipes.optimizer_on_host``; not under ``offload =
-"weights"``, whose step runs on the device), its step runs on the host (DeepSpeed's CPU Adam), streaming its state through
-host memory: every offloaded byte (the optimizer shard, the gradient buffer, the weights when
+"weights"``, whose step runs on the device), its step runs on the host (DeepSpeed's CPU Adam),
+streaming its state through host memory: every offloaded byte (the optimizer shard, the gradient buffer, the weights when
 they live there) read and written once, plus the transfers themselves (the gradients arriving
 are written, the weights leaving are read), for every device of the node at once over the
 node's ``System.host_memory_bandwidth``::

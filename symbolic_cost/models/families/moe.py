@@ -241,7 +241,8 @@ def phimoe(k: Keys, name: str) -> Architecture:
     moe = MoE(k.int("num_local_experts", 16), experts_per_token(k, 2), k.int("intermediate_size", 6400), router="sparsemixer")
     return llama_style(k, name, dict(vocab_size=32064, intermediate_size=6400, num_key_value_heads=8,
                                      max_position_embeddings=4096 * 32),
-                       norm="layer", **attention_biases(k), head_bias=k.flag("lm_head_bias", False) and lm_head_of(k), moe=moe, **fields)
+                       norm="layer", **attention_biases(k), head_bias=k.flag("lm_head_bias", False) and lm_head_of(k),
+                       moe=moe, **fields)
 
 
 def minimax_m2(k: Keys, name: str) -> Architecture:
