@@ -65,7 +65,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py",
          "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py",
          "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py",
-         "tests/test_compressed_exchange.py", "tests/test_recipes.py")
+         "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -846,6 +846,27 @@ MUTATIONS = (
              '"hopper": "flash-attention-2-hopper",', '"hopper": "flash-attention-2",', required=False),
     Mutation("torchtitan-sdpa-cudnn-on-hopper", "symbolic_cost/models/torchtitan.py",
              '"hopper": "flash-attention-2", "ampere"', '"hopper": "cudnn", "ampere"', required=False),
+    # DPO's reference model (tests/test_preference.py)
+    Mutation("reference-copy-holds-the-adapters", "symbolic_cost/models/recipes.py",
+             "    return (per_device - (train if t.lora is not None else 0)) * REFERENCE_BYTES[t.reference]",
+             "    return per_device * REFERENCE_BYTES[t.reference]", required=False),
+    Mutation("reference-copy-unsharded", "symbolic_cost/models/recipes.py",
+             'weight_bytes=(weights + reference) / shard["weights"]',
+             'weight_bytes=weights / shard["weights"] + reference', required=False),
+    Mutation("reference-runs-the-adapters", "symbolic_cost/models/recipes.py",
+             "    return [r for r in blk if not is_adapter(r)]", "    return list(blk)", required=False),
+    Mutation("reference-gather-bytes-doubled", "symbolic_cost/models/recipes.py",
+             'return collective("allgather", states["reference_bytes"], 1, t.shard_group, "fwd", conventions, repeats=n,',
+             'return collective("allgather", states["reference_bytes"], 2, t.shard_group, "fwd", conventions, repeats=n,',
+             required=False),
+    Mutation("reference-forward-not-timed", "symbolic_cost/timing/step.py",
+             "    return n * (compute + tensor) + exposed", "    return n * tensor + exposed", required=False),
+    Mutation("dpo-examples-counted-once", "symbolic_cost/models/hf_trainer.py",
+             '_count(args, "per_device_train_batch_size") * (2 if pairs else 1)',
+             '_count(args, "per_device_train_batch_size")', required=False),
+    Mutation("deepspeed-leaves-the-reference-fp32", "symbolic_cost/models/hf_trainer.py",
+             '        policy["reference"] = "16-bit"      # TRL prepares', '        pass  # TRL prepares',
+             required=False),
 )
 
 

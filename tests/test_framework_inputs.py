@@ -8,6 +8,7 @@ and Megatron-LM's rules (``megatron/training/arguments.py``: ``data_parallel_siz
 is ``--vocab-size + 1``)."""
 
 import json
+from fractions import Fraction
 import pathlib
 from dataclasses import replace
 
@@ -933,6 +934,22 @@ def test_accelerate_refusals(tmp_path, capsys, old, new, refused):
     assert refused in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("optim, state_bytes", [
+    ("adamw_8bit", 4 + 2 * (1 + Fraction(4, 2048))), ("adamw_bnb_8bit", 4 + 2 * (1 + Fraction(4, 2048))),
+    ("paged_adamw_8bit", 4 + 2 * (1 + Fraction(4, 2048))), ("paged_adamw_32bit", 4 + 2 * 4),
+])
+def test_trainer_bitsandbytes_optimizers(tmp_path, capsys, optim, state_bytes):
+    """bitsandbytes' AdamW through ``optim`` (names of the installed transformers' ``OptimizerNames``):
+    the fp32 master (bf16 mixed precision) and two moments, of one byte and an fp32 absolute maximum
+    per block of 2048 (Dettmers et al. 2022) in the 8-bit ones, fp32 in the 32-bit one; "paged"
+    memory stays on the device until it runs out (noted).  Llama-3.2-1B: 1,235,814,400 parameters."""
+    transformers = pytest.importorskip("transformers")
+    assert optim in {name.value for name in transformers.training_args.OptimizerNames}
+    got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, optim=optim))
+    assert Fraction(got["optimizer_bytes"]) == 1_235_814_400 * state_bytes
+    assert any("paged" in note for note in got["notes"]) == optim.startswith("paged")
+
+
 @pytest.mark.parametrize("words,refused", [
     (("--zero", "2"), "--zero"), (("--precision", "fp16"), "--precision"), (("--offload", "optimizer"), "--offload"),
 ])
@@ -1041,7 +1058,7 @@ def test_trainer_hybrid_shard_takes_a_machine_from_shard(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("changes,refused", [
-    ({"fp16": True}, "fp16"), ({"optim": "sgd"}, "optim"), ({"optim": "adamw_8bit"}, "optim"),
+    ({"fp16": True}, "fp16"), ({"optim": "sgd"}, "optim"), ({"optim": "lion_32bit"}, "optim"),
     ({"deepspeed": "ds_config.json"}, "deepspeed"), ({"fsdp": "hybrid_shard"}, "fsdp"),
     ({"fsdp": "hybrid_shard_zero2", "fsdp_config": {"version": 1}}, "fsdp hybrid_shard_zero2"),
     ({"fsdp_config": {"mystery": 1}}, "fsdp_config.mystery"), ({"mystery_knob": 1}, "mystery_knob"),

@@ -70,7 +70,9 @@ FILES = {"megatron_args": "--megatron-args", "torchtitan": "--torchtitan", "deep
          "megatron_bridge_recipe": "--megatron-bridge-recipe"}
 """The framework files (``options.model``'s options) and their flags."""
 
-ONLY_WITH = ("--devices", "--vocab-size")
+ONLY_WITH = ("--devices", "--vocab-size", "--trl-trainer")
+"""Options that apply to a framework file only (refused without one; ``search`` takes ``--devices``
+alone)."""
 
 
 def add_arguments(parser) -> None:
@@ -86,7 +88,7 @@ def recipe_fields(args) -> dict:
     recipe options (``sweep``)."""
     found = getattr(args, "framework", None)
     return {k: found.policy[k] for k in ("fp8", "fp8_amax_history", "first_layers_16bit", "last_layers_16bit",
-                                         "offload", "optimizer", "fp8_gather")
+                                         "offload", "optimizer", "fp8_gather", "reference")
             if k in found.policy} if found else {}
 
 
@@ -103,7 +105,7 @@ def _given(args, flags: tuple) -> str | None:
                     flash=plain.flash, loss_chunks=plain.loss_chunks,
                     capacity_factor=None, cp_variant=None, attention_kernel=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
-                    reshard_after_forward=plain.reshard_after_forward)
+                    reshard_after_forward=plain.reshard_after_forward, reference=None)
     for name, default in defaults.items():
         flag = "--" + name.replace("_", "-")
         if flag in flags and hasattr(args, name) and (getattr(args, name) != default or options.given(args, name)):
@@ -153,10 +155,12 @@ def _accelerate(path: str, args, text: str | None = None, world: int | None = No
 
 def recipe_options(found) -> tuple:
     """The options a TRL recipe's own fields decide (``models.trl_recipe``): ``--flash`` and
-    ``--attention-kernel`` by its ``attn_implementation``, the LoRA options by ``use_peft``."""
+    ``--attention-kernel`` by its ``attn_implementation``, the LoRA options by ``use_peft``, and
+    ``--reference`` always (the trainer that runs it, ``--trl-trainer``, decides whether it has one)."""
     return (("--flash",) if "flash" in found.policy else ()) + \
         (("--attention-kernel",) if "attention_kernel" in found.policy else ()) + \
-        (("--lora-rank", "--lora-targets", "--lora-base") if "lora_rank" in found.policy else ())
+        (("--lora-rank", "--lora-targets", "--lora-base") if "lora_rank" in found.policy else ()) + \
+        ("--reference",)
 
 
 def _trainer(path: str, args):
@@ -166,7 +170,7 @@ def _trainer(path: str, args):
     from symbolic_cost.models.hf_trainer import trainer_setup     # _read's note
     per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
     found = trainer_setup(input_file(path, "--hf-training-args"), Path(path).stem, architecture(args), args.devices,
-                          per_node)
+                          per_node, trainer=args.trl_trainer or "sft")
     decided = tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy) + recipe_options(found)
     flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
     if flag:
@@ -218,7 +222,7 @@ def _launched_trainer(args, recipe_launch: tuple):
     per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
     world = int(launch.values[S.d] * launch.values[S.m1] * launch.values[S.p])
     found = trainer_setup(input_file(args.hf_training_args, "--hf-training-args"), Path(args.hf_training_args).stem,
-                          architecture(args), world, per_node, launch=launch)
+                          architecture(args), world, per_node, launch=launch, trainer=args.trl_trainer or "sft")
     flag = _given(args, tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy)
                   + recipe_options(found))
     if flag:
@@ -358,6 +362,9 @@ def setup(args, only_with: tuple = ONLY_WITH):
     if getattr(args, "torchtitan_config", None) is not None and dest != "torchtitan":
         raise InputError("--torchtitan-config names a function of the --torchtitan Python file; give the file",
                          "--torchtitan-config")
+    if getattr(args, "trl_trainer", None) is not None and dest not in (None, "hf_training_args"):
+        raise InputError(f"--trl-trainer names the TRL trainer of a --hf-training-args recipe; {FILES[dest]} has "
+                         f"none (it would be ignored)", "--trl-trainer")
     if dest is None:
         for flag in only_with:
             if getattr(args, flag[2:].replace("-", "_"), None) is not None:

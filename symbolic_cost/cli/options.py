@@ -149,6 +149,10 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
                     "YAML beside --hf-config/--preset: its batch, accumulation, precision, FSDP, checkpointing and "
                     "optimizer (and a recipe's sequence length, attention and LoRA); the world size from --devices, "
                     "or from the launch config of --accelerate given with it (docs/frameworks.md)")
+        option(group, "--trl-trainer", choices=("sft", "dpo", "orpo"),
+               help="with --hf-training-args: the TRL trainer that runs the recipe (trl sft|dpo|orpo, the alignment "
+                    "handbook's scripts/<trainer>.py): dpo and orpo run each example's chosen and rejected "
+                    "sequences, dpo a reference model's forward too (default: sft)")
         option(group, "--deepspeed", metavar="FILE",
                help="a DeepSpeed config JSON beside --hf-config/--preset: its ZeRO stage, offload, batch and precision "
                     "(docs/frameworks.md)")
@@ -276,9 +280,10 @@ def refuse_unread(args) -> None:
             raise InputError(f"{flag} {why}; it would be ignored", flag)
 
 
-DATA_DIMENSIONS = ("data", "expert_data")
+DATA_DIMENSIONS = ("data", "expert_data", "reference")
 """The collective dimensions of data parallelism (``models.totals``), whose gradients and
-parameters ``--overlap grad`` and ``param`` hide."""
+parameters ``--overlap grad`` and ``param`` hide (``"reference"``: a reference model's ZeRO-3
+gathers)."""
 
 OVERLAP_HIDES = {
     "grad": ("gradient reduction over data-parallel ranks",
@@ -477,6 +482,7 @@ def recipe(parser):
     from symbolic_cost.models.lora import BASES, TARGETS
     from symbolic_cost.models.optimizers import FP8_RECIPES, OPTIMIZERS
     from symbolic_cost.models.recipes import OFFLOAD
+    from symbolic_cost.models.training_values import REFERENCES
     group = parser.add_argument_group("recipe")
     option(group, "--optimizer", choices=list(OPTIMIZERS), default=PLAIN.optimizer, help="the optimizer's state")
     option(group, "--no-master-weights", dest="master_weights", action="store_false",
@@ -502,6 +508,10 @@ def recipe(parser):
            help="storage of the frozen base (nf4: QLoRA)")
     option(group, "--no-double-quant", dest="double_quant", action="store_false",
            help="nf4 without QLoRA's double quantisation of the block scales")
+    option(group, "--reference", choices=[r for r in REFERENCES if r is not None],
+           help="a frozen reference model's forward each micro-batch, without gradients (DPO): a copy held in "
+                "16-bit or fp32, or adapters (LoRA's base with the adapters off, no copy); count b in sequences, "
+                "the chosen and the rejected of each example (default: none)")
 
 
 def recipe_policy(args) -> dict:
@@ -522,7 +532,7 @@ def recipe_policy(args) -> dict:
     return dict(optimizer=args.optimizer, master_weights=args.master_weights, fp8=args.fp8,
                 fp8_amax_history=args.fp8_amax_history, first_layers_16bit=args.fp8_16bit_layers[0],
                 last_layers_16bit=args.fp8_16bit_layers[1], offload=args.offload, lora=lora,
-                fp8_gather=getattr(args, "fp8_gather", False))
+                fp8_gather=getattr(args, "fp8_gather", False), reference=getattr(args, "reference", None))
 
 
 def field_list(known):

@@ -38,7 +38,7 @@ GLOBAL_BATCH = 1024
 """``--global-batch`` without a framework file."""
 
 FIXED = ("distributed_optimizer", "fp8", "fp8_gather", "overlap", "capacity_factor", "optimizer", "shard",
-         "reshard_after_forward", "attention_kernel", "loss_chunks")
+         "reshard_after_forward", "attention_kernel", "loss_chunks", "reference")
 """The ``Training`` fields a framework file decides that every searched layout keeps (the precision
 and flash attention are ``search``'s own arguments, and a torchtitan file's ZeRO stage its
 ``--zero``; ``--attention-kernel`` is kept too, file or not); the degrees, the micro-batch,
@@ -127,7 +127,7 @@ def starting_point(args) -> tuple:
     the options; a file's context-parallel degree (and variant) joins ``--cp``."""
     context = dict(cp=tuple(args.cp), shard="all" if args.hsdp else args.shard,
                    **({"cp_variant": args.cp_variant} if args.cp_variant else {}))
-    if frameworks.setup(args, only_with=("--vocab-size",)) is None:
+    if frameworks.setup(args, only_with=("--vocab-size", "--trl-trainer")) is None:
         if args.devices is None:
             raise InputError("search needs --devices (or a framework file: --megatron-args, --torchtitan)", "--devices")
         arch, seq = architecture(args), args.seq or sequence_length(architecture(args))

@@ -142,6 +142,9 @@ def report(args) -> tuple[dict, Training]:
                                                               cost.parameters)
     out["world_size"] = number(world_size(training))
     out["layout"] = decoded_layout(training)
+    if training.reference is not None:     # DPO's reference model (only where there is one: no new keys otherwise)
+        out["layout"]["reference"] = training.reference
+        out["flops_reference"] = number(cost.flops_reference)
     out["peak"] = peak_report(arch, training, cost, chosen, system, args.overheads)
     notes = list(arch.notes)
     out["trainable_parameters"] = number(cost.trainable_parameters)
@@ -281,14 +284,17 @@ def run(args) -> int:
     print(f"parameters per device: {whole(out['parameters_per_device'])}")
     if "experts" in out:
         print_experts(out["experts"], args, size, seconds)
-    if t.lora is not None or t.optimizer != "adam" or t.fp8 or t.offload != "none" or not t.master_weights:
+    if t.lora is not None or t.optimizer != "adam" or t.fp8 or t.offload != "none" or not t.master_weights \
+            or t.reference is not None:
         kept = (f" (16-bit layers: first {t.first_layers_16bit}, last {t.last_layers_16bit})"
                 if t.first_layers_16bit or t.last_layers_16bit else "") + (", gathered in FP8" if t.fp8_gather else "")
         print(f"recipe: optimizer={t.optimizer} master_weights={t.master_weights} fp8={t.fp8}{kept} offload={t.offload}"
               + (f" lora rank {t.lora.rank} on {','.join(t.lora.targets)}, base {t.lora.base}; trainable "
-                 f"parameters {out['trainable_parameters']:,}" if t.lora is not None else ""))
+                 f"parameters {out['trainable_parameters']:,}" if t.lora is not None else "")
+              + (f" reference {t.reference}" if t.reference is not None else ""))
     print(f"FLOPs per iteration, busiest device: forward {flops('flops_fwd')}, backward {flops('flops_bwd')}, "
-          f"recompute {flops('flops_recompute')}")
+          f"recompute {flops('flops_recompute')}"
+          + (f", reference forward {flops('flops_reference')}" if t.reference is not None else ""))
     print(f"model FLOPs per iteration (all devices): forward {flops('model_flops_fwd')}, "
           f"backward {flops('model_flops_bwd')}")
     print("memory per device: weights {}, gradients {}, optimizer {}, activations {}; total {}".format(

@@ -24,7 +24,7 @@ from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.parallel.pipeline import dualpipe_rules
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.placement import placed_by_p
-from symbolic_cost.models.training import check_context, check_context_parallel
+from symbolic_cost.models.training import check_context, check_context_parallel, check_reference_pipeline
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.numeric.sweep import grid_size, sweep
@@ -125,6 +125,11 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
         except InputError as error:
             raise InputError(f"--grid at l={tokens}: {error}", error.argument) from None
     _check_context_parallel(arch, get, grid, policy)
+    for p in grid.get(S.p, []):                     # a reference model's forward is modelled at p = 1 only
+        try:
+            check_reference_pipeline(policy.get("reference"), p)
+        except InputError as error:
+            raise InputError(f"--grid at p={p}: {error}", error.argument) from None
     if policy.get("schedule") == "dualpipe":        # p and n_micro even, n_micro >= 2p at every point
         for p, n in itertools.product(grid.get(S.p, [get(S.p)]), grid.get(S.n_micro, [get(S.n_micro)])):
             try:
@@ -175,7 +180,7 @@ def run(args) -> int:
     base = {k: v for k, v in stated.items() if k not in grid}
     fixed = resolve(base, args.set, allowed=TRAINING_SYMBOLS)
     chosen = conventions(args)
-    check_grid(arch, fixed, grid, chosen, options.training_policy(args))
+    check_grid(arch, fixed, grid, chosen, {**frameworks.recipe_fields(args), **options.training_policy(args)})
     with _scheduler(args):
         if S.p in grid and placed_by_p(arch, {**frameworks.recipe_fields(args), **options.training_policy(args)}):
             # which layers a rank holds depends on p (models.placement.Placement): one build per p

@@ -50,6 +50,7 @@ from symbolic_cost.checks import InputError, file_text, given_counts
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.trl_recipe import FLASH, FP32_BASE, KERNEL, SIXTEEN_BIT, recipe_fields, trl_defaults
+from symbolic_cost.models.preference import COPY_NOTE
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
@@ -99,7 +100,15 @@ FSDP_CONFIG = {"version", "reshard_after_forward", "cpu_offload", "activation_ch
                "state_dict_type", "xla", "xla_fsdp_v2", "xla_fsdp_grad_ckpt"}
 """``fsdp_config`` keys (a ``fsdp_`` prefix dropped, as transformers drops it)."""
 
-OPTIMIZERS = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adafactor": "adafactor"}
+OPTIMIZERS = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adafactor": "adafactor",
+              "adamw_bnb_8bit": "adam-8bit", "adamw_8bit": "adam-8bit", "paged_adamw_32bit": "adamw",
+              "paged_adamw_8bit": "adam-8bit"}
+"""transformers' ``optim`` names and the library's optimizers: bitsandbytes' 8-bit AdamW keeps its
+moments block-wise in one byte (``adam-8bit``), its 32-bit one as torch's; "paged" state is in
+memory the device can page out to the host under pressure, counted on the device (``PAGED``)."""
+
+PAGED = ("optim {}: bitsandbytes' paged optimizer state is paged to the host only when the device runs out of "
+         "memory: counted on the device")
 
 
 def read_arguments(text: str, name: str) -> tuple[dict, list]:
@@ -227,11 +236,12 @@ def fsdp_options(fsdp, config: dict) -> dict:
 
 
 def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int | None = None,
-                  launch: Setup | None = None) -> Setup:
+                  launch: Setup | None = None, trainer: str = "sft") -> Setup:
     """The values and policy of a TrainingArguments JSON for ``arch`` on ``world`` devices
     (``--devices``; 1 without), ``per_node`` the devices of a machine (``--shard``, for
     ``hybrid_shard``); ``launch``: the ``Setup`` of the accelerate config the script is launched
-    with (``launched``)."""
+    with (``launched``); ``trainer``: the TRL trainer that runs a recipe (``models.preference``:
+    DPO and ORPO run two sequences an example)."""
     world, per_node = given_counts(world=world, per_node=per_node)
     arch = model_for(arch)
     args, defaults = read_arguments(text, name)
@@ -240,7 +250,8 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
                          f"Trainer's fields) is not read; give its batch, length and LoRA with the command line's "
                          f"options (--set b= n_micro= l=, --lora-rank), its DeepSpeed file with --deepspeed",
                          "--hf-training-args")
-    recipe_values, recipe_policy, recipe_notes = recipe_fields(args)
+    recipe_values, recipe_policy, recipe_notes = recipe_fields(args, trainer)
+    pairs = recipe_policy.pop("pairs", False)
     recipe_notes = defaults + recipe_notes
     _check_keys(args)
     if args.get("deepspeed"):
@@ -253,6 +264,8 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     if not isinstance(optim, str) or optim not in OPTIMIZERS:       # a list or an object is no optimizer's name
         raise InputError(f"optim {optim!r}: the reader reads {', '.join(OPTIMIZERS)}", "optim")
     policy["optimizer"] = OPTIMIZERS[optim]
+    if optim.startswith("paged_"):
+        notes.append(PAGED.format(optim))
     fsdp = args.get("fsdp")
     if fsdp not in (None, False, "", []):
         if fsdp is not True and not isinstance(fsdp, (str, list)):
@@ -280,7 +293,8 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
         notes.append("16-bit mixed precision keeps fp32 parameters: counted as the 16-bit recipe with an fp32 master "
                      "copy, the same 16 bytes per parameter with Adam")
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=policy["zero"] == 3 and world > 1)
-    values = {S.b: _count(args, "per_device_train_batch_size"), S.n_micro: _count(args, "gradient_accumulation_steps"),
+    values = {S.b: _count(args, "per_device_train_batch_size") * (2 if pairs else 1),
+              S.n_micro: _count(args, "gradient_accumulation_steps"),
               S.d: world, S.m1: 1, S.s1: 1, S.p: 1, **recipe_values}
     found = Setup(arch, values, policy, notes)
     return found if launch is None else launched(args, found, launch)
@@ -301,7 +315,8 @@ def default_attention(setup: Setup, eager: bool = False, library: str | None = N
     return setup
 
 
-RECIPE_POLICY = ("flash", "attention_kernel", "master_weights", "lora_rank", "lora_targets", "lora_base", "double_quant")
+RECIPE_POLICY = ("flash", "attention_kernel", "master_weights", "lora_rank", "lora_targets", "lora_base", "double_quant",
+                 "reference")
 """The policy keys of a TRL recipe's own fields (``trl_recipe``)."""
 
 DISTRIBUTION = ("zero", "overlap", "offload", "shard", "reshard_after_forward")
@@ -371,5 +386,9 @@ def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
         notes = [n for n in notes if FP32_BASE not in n] + [
             "DeepSpeed casts the model's parameters to the 16-bit type (_cast_module_mixed_precision): the frozen "
             "LoRA base in 16 bits"]
+    if launch.launcher == "DEEPSPEED" and policy.get("reference") == "fp32" and policy["precision"] != "fp32":
+        policy["reference"] = "16-bit"      # TRL prepares the reference with the same engine (prepare_deepspeed)
+        notes = [n for n in notes if not n.startswith(COPY_NOTE)] + [
+            "DeepSpeed casts the reference model's parameters to the 16-bit type, as the trained model's"]
     values = {**launch.values, **{k: v for k, v in trainer.values.items() if k in (S.b, S.n_micro, S.l)}}
     return Setup(trainer.arch, values, policy, notes)

@@ -289,12 +289,33 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
         factored = on_stage(lambda blk: factored_elements(blk, es, t.lora), tied / e + e if whole else 0)
         optimizer += factored * factored_state_bytes(t.optimizer)
     shard = {s: shard_degree(s, t.zero, d, t.distributed_optimizer, t.shard) for s in ("weights", "gradients", "optimizer")}
-    out = dict(weight_bytes=weights / shard["weights"], gradient_bytes=train * g / shard["gradients"],
+    reference = reference_bytes(t, per_device, train)
+    out = dict(weight_bytes=(weights + reference) / shard["weights"], gradient_bytes=train * g / shard["gradients"],
                optimizer_bytes=optimizer / shard["optimizer"], trainable_per_device=train,
-               frozen_bytes=weights - train * w, fp8_matrix_elements=matrices,
+               frozen_bytes=weights - train * w, fp8_matrix_elements=matrices, reference_bytes=reference,
                host_bytes=Integer(0), host_to_device=Integer(0), device_to_host=Integer(0))
     group = t.shard_group if t.zero == 3 else d          # a sharded state's ranks (ZeRO-1/2: d)
     return _offloaded(out, t, train * w / group, train * g / group, n) if t.offload != "none" else out
+
+
+REFERENCE_BYTES = {"16-bit": 2, "fp32": 4}
+"""Bytes an element of a reference model's copy (``Trainable.reference``) is held in."""
+
+
+def reference_bytes(t, per_device, train) -> Expr:
+    """Bytes of the stage's copy of a frozen reference model (``Trainable.reference``), before any
+    sharding: every parameter of the stage but LoRA's adapters, at ``REFERENCE_BYTES``; none for
+    ``"adapters"`` (LoRA's base with its adapters off) or without a reference.  The copy is sharded
+    as the weights are (``shard_degree``): TRL prepares it with ZeRO-3 or FSDP when the trained model
+    has them, and as a whole copy (DeepSpeed's stage 0) under ZeRO-1 and 2 (``prepare_deepspeed``).
+
+    >>> from symbolic_cost.models import Training
+    >>> reference_bytes(Training(reference="16-bit"), 1000, 1000), reference_bytes(Training(), 1000, 1000)
+    (2000, 0)
+    """
+    if t.reference not in REFERENCE_BYTES:
+        return Integer(0)
+    return (per_device - (train if t.lora is not None else 0)) * REFERENCE_BYTES[t.reference]
 
 
 def _quantised(blk, lora, es) -> Expr:
@@ -365,3 +386,25 @@ def data_collectives(t, per_device, states: dict, es_w, es_g, d, n, stride, conv
         for pass_ in ("fwd", "bwd") if t.reshard_after_forward else ("fwd",):
             out += collective("allgather", base, 1, t.shard_group, pass_, conventions, repeats=n, stride=stride)
     return out
+
+
+def reference_rows(blk) -> list:
+    """The rows of ``blk`` a reference model's forward runs (``Trainable.reference``): all but LoRA's
+    adapters (a copy has none; with ``"adapters"`` PEFT switches them off)."""
+    return [r for r in blk if not is_adapter(r)]
+
+
+def reference_flops(blk) -> Expr:
+    """Forward FLOPs of a block's ``reference_rows``: the reference model's share of the block."""
+    return Add(*(r.flops_fwd for r in reference_rows(blk)))
+
+
+def reference_gathers(t, states: dict, n, stride, conventions) -> list:
+    """ZeRO-3's (FSDP's) all-gathers of a reference model's shards (``reference_bytes``): its whole
+    stage copy, in the forward of every micro-batch, over the shard group; it has no backward.
+    ``models.totals`` files them under the dimension ``"reference"``, which ``timing.step`` hides
+    behind the reference's own forward."""
+    if t.zero != 3 or states["reference_bytes"] == 0 or sympify(t.shard_group) == 1:
+        return []
+    return collective("allgather", states["reference_bytes"], 1, t.shard_group, "fwd", conventions, repeats=n,
+                      stride=stride)

@@ -36,7 +36,8 @@ from symbolic_cost.models.optimizers import get_optimizer
 from symbolic_cost.models.placement import SPLIT, placement, rank_layers
 from symbolic_cost.models.ranks import boundary_elements, busiest_activation_bytes, cost_placement, tied_copy
 from symbolic_cost.models.recompute_modules import check_modules
-from symbolic_cost.models.recipes import data_collectives, recipe_stack, trainable
+from symbolic_cost.models.recipes import (data_collectives, recipe_stack, reference_flops, reference_gathers,
+                                         trainable)
 from symbolic_cost.models.stack import model_stack
 from symbolic_cost.models.training import TRAINING_MADE_BY, Training, bytes_per_parameter, check_model, element_bytes
 from symbolic_cost.models.whole_model import ModelCost, model_cost_of  # noqa: F401 (model_cost_of: re-exported)
@@ -128,6 +129,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         trainable_parameters=sum((count * trainable(blk, 1, t.lora) for blk, count in whole), exact(0)),
         active_parameters=active_parameters(whole, parameters, arch.moe),
         expert_parameters_per_device=states["expert_parameters_per_device"],
+        flops_reference=n * share * on_stage(reference_flops) if t.reference is not None else Integer(0),
         activation_bytes=Integer(0),          # the busiest rank's, set below
         bubble=schedule.bubble(p, n))
     cost = replace(cost, activation_bytes=busiest_activation_bytes(cost))
@@ -164,6 +166,7 @@ def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
     elif group.d != 1:   # data-parallel members (with the CP ranks: Megatron's dp-cp group) are m1 ranks apart
         out += [("data", c) for c in data_collectives(group, dense, dense_states, es_w, es_g, group.d, n, m1,
                                                       conventions)]
+        out += [("reference", c) for c in reference_gathers(group, dense_states, n, m1, conventions)]
     out += [("expert_data", c) for c in expert_data_collectives(group, m1, states, es_w, es_g, n, conventions)]
     return out
 

@@ -51,7 +51,7 @@ FLAT = {
     "cp": ("context", "cp"), "cp_variant": ("context", "variant"),
     "flash": ("execution", "flash"), "mask_bytes": ("execution", "mask_bytes"), "overlap": ("execution", "overlap"),
     "attention_kernel": ("execution", "attention_kernel"), "loss_chunks": ("execution", "loss_chunks"),
-    "lora": ("trainable", "lora"), "mtp": ("trainable", "mtp"),
+    "lora": ("trainable", "lora"), "mtp": ("trainable", "mtp"), "reference": ("trainable", "reference"),
 }
 """``Training``'s flat keywords (its fields before the tree): each names one attribute of one of
 its values.  ``Training(zero=3)``, ``replace(t, cp=2)`` and ``t.zero`` go through it."""
@@ -128,6 +128,8 @@ class Training(FlatNames):
         if self.recompute == "op":
             check_training(self)
         check_sharding(self)
+        if self.reference is not None:
+            check_reference(self)
         if self.lora is not None and self.fp8 is not None:
             check_low_precision_base(self.lora, self.fp8)
 
@@ -158,6 +160,25 @@ class Training(FlatNames):
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
         return self.pipeline.schedule_value()
+
+
+def check_reference(t: "Training") -> None:
+    """Refuse a reference model (``Trainable.reference``) where its cost is not modelled: inside a
+    pipeline schedule (``check_reference_pipeline``) and beside offload (the reference's shards
+    would be fetched from the host as well)."""
+    check_reference_pipeline(t.reference, t.p)
+    if t.offload != "none":
+        raise InputError(f"reference {t.reference!r} with offload {t.offload!r}: a reference model's state on the "
+                         "host is not modelled", "reference")
+
+
+def check_reference_pipeline(reference, p) -> None:
+    """Refuse a reference model at a pipeline degree ``p`` other than 1 (a symbolic ``p`` is left to
+    its values: ``sweep`` and ``search`` check theirs): the frameworks that run DPO's reference,
+    TRL's trainers, do not pipeline, and its forward inside a schedule is not modelled."""
+    if reference is not None and sympify(p).is_number and sympify(p) != 1:
+        raise InputError(f"reference {reference!r} with p={p}: a reference model's forward inside a pipeline "
+                         "schedule is not modelled", "reference")
 
 
 TRAINING_MADE_BY = " (models.Training(b=..., l=..., ...))"
@@ -226,6 +247,9 @@ def check_model(arch, t: Training) -> None:
     if arch.moe is not None and get_optimizer(t.optimizer).compressed:
         raise InputError(f"optimizer={t.optimizer!r} with {arch.name}'s routed experts: their momentum exchanged "
                          "over the expert data-parallel group is not modelled", "optimizer")
+    if arch.moe is not None and t.reference is not None:
+        raise InputError(f"reference {t.reference!r} with {arch.name}'s routed experts: a reference model's expert "
+                         "shards and their gathers are not modelled", "reference")
     if arch.moe is None and t.overlap.expert:
         raise InputError(f"overlap expert hides the MoE all-to-alls behind compute, and {arch.name} has none; it "
                          f"would be ignored", "overlap")

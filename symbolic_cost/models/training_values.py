@@ -377,15 +377,30 @@ class Execution:
                                  "turn flash on or leave attention_kernel unset", "attention_kernel")
 
 
+REFERENCES = (None, "16-bit", "fp32", "adapters")
+"""A frozen reference model beside the trained one (``Trainable.reference``): none; a copy held in
+16-bit or fp32 elements; or LoRA's base with the adapters switched off (no copy)."""
+
+
 @dataclass(frozen=True)
 class Trainable:
     """What is trained: ``lora``, adapters over a frozen base (``models.lora.LoRA``; ``None``: every
-    weight), and ``mtp``, the model's multi-token-prediction modules (``blocks.mtp``), if any."""
+    weight), and ``mtp``, the model's multi-token-prediction modules (``blocks.mtp``), if any; and
+    ``reference``, a frozen reference model that runs one forward a micro-batch over the same
+    sequences, without gradients, as DPO's loss compares the trained model's log-probabilities
+    with it (Rafailov et al. 2023; TRL's ``DPOTrainer``): ``"16-bit"`` or ``"fp32"``, a second copy
+    of the model held in those elements; ``"adapters"``, under LoRA, the base itself with the
+    adapters off (TRL's default with PEFT: no copy); ``None`` (default), none."""
 
     lora: LoRA | None = None
     mtp: bool = True
+    reference: str | None = None
 
     def __post_init__(self):
         if self.lora is not None and not isinstance(self.lora, LoRA):
             raise InputError(f"lora must be a models.lora.LoRA value or None, got {self.lora!r}", "lora")
         _flags(self, "mtp")
+        choice(self.reference, "reference", REFERENCES)
+        if self.reference == "adapters" and self.lora is None:
+            raise InputError("reference 'adapters' is LoRA's base with the adapters off: it needs lora (a full "
+                             "fine-tune's reference is a copy: '16-bit' or 'fp32')", "reference")

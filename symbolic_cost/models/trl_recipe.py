@@ -36,8 +36,10 @@ default ``q_proj, v_proj``),       ``all-linear`` as every projection of a Llama
 =================================  =======================================================
 
 The model's name, the data, the chat template and LoRA's scalars change no count (``NO_COST``);
-a preference recipe (DPO, ORPO: chosen/rejected pairs, DPO's reference model), DoRA, ``lora_modules_to_save``,
-``activation_offloading`` and a 4-bit type other than NF4 are refused by name (``REFUSED``).
+a preference recipe's fields (DPO, ORPO: their chosen and rejected sequences, DPO's reference model)
+are read by ``models.preference`` for the trainer that runs the recipe; a reference model loaded
+with its own options, DoRA, ``lora_modules_to_save``, ``activation_offloading`` and a 4-bit type
+other than NF4 are refused by name (``REFUSED``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from __future__ import annotations
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.models.lora import PEFT_NAMES
+from symbolic_cost.models.preference import FIELDS as PREFERENCE_FIELDS, preference_fields
 
 NO_COST = {
     "model_name_or_path", "model_revision", "trust_remote_code", "tokenizer_name_or_path", "chat_template",
@@ -91,13 +94,8 @@ def trl_launch_config(name: str) -> dict:
                          f"({', '.join(TRL_LAUNCH_CONFIGS)})", "accelerate_config")
     return dict(TRL_LAUNCH_CONFIGS[name], mixed_precision="bf16", num_machines=1, num_processes=8)
 
-PREFERENCE = ("a preference recipe (DPO, ORPO: chosen and rejected sequences, and DPO's reference model's forward) "
-              "is not modelled")
-
 REFUSED = {
-    "beta": PREFERENCE,
-    "max_prompt_length": PREFERENCE,
-    "ref_model_init_kwargs": "a DPO recipe (a reference model's forward) is not modelled",
+    "ref_model_init_kwargs": "a reference model loaded otherwise than the trained one is not modelled",
     "use_dora": "DoRA's magnitude vectors and their products are not modelled",
     "lora_modules_to_save": "modules trained whole beside the adapters are not modelled",
     "activation_offloading": "activations offloaded to the host are not modelled",
@@ -110,7 +108,7 @@ READ = {"max_length", "max_seq_length", "attn_implementation", "use_flash_attent
         "model_init_kwargs"}
 """Recipe fields read (the module's table)."""
 
-FIELDS = NO_COST | set(REFUSED) | READ | set(LAUNCH)
+FIELDS = NO_COST | set(REFUSED) | READ | set(LAUNCH) | PREFERENCE_FIELDS
 """Every recipe field ``recipe_fields`` takes out of a TrainingArguments file."""
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -156,9 +154,11 @@ def trl_defaults(args: dict) -> list:
     return [f"TRL's defaults where the recipe leaves them out: {', '.join(filled)}"] if filled else []
 
 
-def recipe_fields(args: dict) -> tuple[dict, dict, list]:
+def recipe_fields(args: dict, trainer: str = "sft") -> tuple[dict, dict, list]:
     """Take the recipe's own fields out of ``args`` (a recipe as read; changed in place) and read
-    them: ``(values, policy, notes)`` over what the TrainingArguments say.
+    them: ``(values, policy, notes)`` over what the TrainingArguments say, for the TRL ``trainer``
+    that runs the recipe (``models.preference``: ``pairs`` and ``reference`` in the policy for DPO
+    and ORPO).
 
     >>> args = {"max_length": 2048, "attn_implementation": "flash_attention_2", "per_device_train_batch_size": 4}
     >>> recipe_fields(args)[:2], args
@@ -197,6 +197,9 @@ def recipe_fields(args: dict) -> tuple[dict, dict, list]:
             notes.append(FP32_BASE)
     else:
         policy.update(_dtype(recipe, notes))
+    preference, preference_notes = preference_fields(recipe, trainer, bool(lora), _loaded_16bit(recipe))
+    policy.update(preference)
+    notes += preference_notes
     if "model_name_or_path" in recipe:
         notes.append(f"model_name_or_path {recipe['model_name_or_path']}: the model counted is the one of "
                      f"--preset/--hf-config")
@@ -269,7 +272,12 @@ def _lora(recipe: dict) -> dict:
         raise InputError("load_in_4bit and load_in_8bit together: at most one", "load_in_8bit")
     if recipe.get("load_in_4bit") and recipe.get("bnb_4bit_quant_type", "nf4") != "nf4":
         raise InputError(f"bnb_4bit_quant_type {recipe['bnb_4bit_quant_type']!r}: NF4 only", "bnb_4bit_quant_type")
-    loaded = "16-bit" if recipe.get("torch_dtype", recipe.get("dtype")) in ("bfloat16", "float16") else "fp32"
+    loaded = "16-bit" if _loaded_16bit(recipe) else "fp32"
     base = "nf4" if recipe.get("load_in_4bit") else "int8" if recipe.get("load_in_8bit") else loaded
     return {"lora_rank": rank, "lora_targets": ",".join(modules), "lora_base": base,      # models.lora maps them
             "double_quant": bool(recipe.get("use_bnb_nested_quant", False))}
+
+
+def _loaded_16bit(recipe: dict) -> bool:
+    """Whether the recipe loads the model's weights in 16 bits (``torch_dtype``/``dtype``)."""
+    return recipe.get("torch_dtype", recipe.get("dtype")) in ("bfloat16", "float16")

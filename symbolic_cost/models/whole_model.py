@@ -60,6 +60,7 @@ class ModelCost:
     device_to_host: Expr = Integer(0)
     active_parameters: Expr = None           # parameters a token goes through (MoE: k of E experts)
     expert_parameters_per_device: Expr = Integer(0)   # routed experts' (sharded over edp, models.experts)
+    flops_reference: Expr = Integer(0)       # a reference model's forwards (Trainable.reference), busiest device
 
     @property
     def blocks(self) -> tuple:

@@ -281,6 +281,8 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
     base = layouts(arch, devices, global_batch, seq, space.micro_batch_sizes, recompute, space.sequence, cp,
                    space.cp_variant) if "1d" in tensor else pd.DataFrame()
     grids = grid_layouts(arch, devices, global_batch, seq, tensor, space.micro_batch_sizes, recompute)
+    if (space.policy or {}).get("reference") is not None:    # a reference model: unpipelined layouts only
+        base, grids = (frame[frame["p"] == 1] if not frame.empty else frame for frame in (base, grids))
     if base.empty and grids.empty:
         refused = unsupported(arch)
         if "1d" not in tensor and refused:

@@ -14,6 +14,7 @@ from symbolic_cost.models import ModelCost
 from symbolic_cost.models.whole_model import model_cost_of
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_costs
+from symbolic_cost.models.recipes import reference_rows
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
 from symbolic_cost.timing import attention_kernels
 from symbolic_cost.timing.hardware import comm_time, get_system, row_seconds
@@ -47,6 +48,11 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       ``parallel.zero.compressed_exchange``), in the optimizer step, whole; the all-to-alls of MoE layers are block
       collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``UNHIDDEN``) and
       ``overlap.expert`` does;
+    * ``reference`` (only with ``Trainable.reference``): micro-batches x the stage's forward
+      of a frozen reference model (``models.recipes.reference_rows``: the layers' rows but LoRA's
+      adapters) with its tensor collectives, run in turn with the rest (TRL runs it between the
+      trained model's forward and backward), and its ZeRO-3 gathers less what ``Overlap.param_gather``
+      hides behind it (``_reference_time``);
     * ``optimizer`` (calibrated systems only, ``timing.hardware.calibrated``): the
       memory-bound optimizer step (``optimizer_time``); ``framework``, the same systems' fixed
       seconds of a step outside its kernels (``Efficiency.step``);
@@ -88,6 +94,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
            "pipeline_comm": _dimension_time(cost, "pipeline", system, conventions),
            "data_comm": _data_time(cost, system, conventions, compute)
            + _dimension_time(cost, "optimizer", system, conventions)}     # a compressed exchange, never hidden
+    if t.reference is not None:     # its forward after the trained model's, before the backward (TRL's DPOTrainer)
+        out["reference"] = _reference_time(cost, place, system, conventions)
     if system.efficiency is not None:
         out["optimizer"] = optimizer_time(cost, system)
         out["framework"] = system.efficiency.step
@@ -129,10 +137,26 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> t
                      for kind in ("t_", "t_comm_")) + (unhidden,)
 
     middle = cost.stack[1:-1]                       # every layer group (and T5's middle ends)
-    start, end = parts(cost.embedding, (pass_,)), parts(cost.head, (pass_,))
-    whole = [parts(blk, (pass_,)) for blk, _ in middle]
+    if pass_ == "reference":                        # the reference model's forward: no adapters, nothing redone
+        rows, pass_ = reference_rows, "fwd"
+    else:
+        rows = lambda blk: blk  # noqa: E731
+    start, end = parts(rows(cost.embedding), (pass_,)), parts(rows(cost.head), (pass_,))
+    whole = [parts(rows(blk), (pass_,)) for blk, _ in middle]
     redo = [parts(recomputed_costs(blk, t.recomputation), ("fwd",)) if pass_ == "bwd" else (0, 0, 0) for blk, _ in middle]
     return tuple(place.busiest_redoing(start[i], end[i], [w[i] for w in whole], [r[i] for r in redo]) for i in (0, 1, 2))
+
+
+def _reference_time(cost: ModelCost, place, system, conventions) -> Expr:
+    """Seconds of a step's reference-model forwards (``Trainable.reference``) on the busiest device:
+    each micro-batch's forward of ``models.recipes.reference_rows`` with its tensor collectives, and
+    its ZeRO-3 gathers (dimension ``"reference"``), each micro-batch's behind that forward where
+    ``Overlap.param_gather`` is on (the prefetch FSDP and ZeRO-3 run for any module they wrap)."""
+    n = exact(cost.training.micro_batches, "micro_batches")
+    compute, tensor, _ = _stage_pass(cost, place, system, conventions, "reference")
+    gathers = _dimension_time(cost, "reference", system, conventions)
+    exposed = n * maximum(0, gathers / n - compute) if cost.training.overlap.param_gather else gathers
+    return n * (compute + tensor) + exposed
 
 
 def _shared_expert_seconds(cost: ModelCost, place, system, conventions) -> Expr:
