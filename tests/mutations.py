@@ -65,7 +65,8 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_megatron_scripts.py", "tests/test_mtp_draft.py", "tests/test_framework_inputs.py",
          "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py",
          "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py",
-         "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py")
+         "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py",
+         "tests/test_trainer_deepspeed.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -867,6 +868,11 @@ MUTATIONS = (
     Mutation("deepspeed-leaves-the-reference-fp32", "symbolic_cost/models/hf_trainer.py",
              '        policy["reference"] = "16-bit"      # TRL prepares', '        pass  # TRL prepares',
              required=False),
+    # a Trainer with a DeepSpeed config (tests/test_trainer_deepspeed.py)
+    Mutation("trainer-deepspeed-mismatch-accepted", "symbolic_cost/models/trainer_deepspeed.py",
+             "        if launch.values[symbol] != fills[symbol]:", "        if False:", required=False),
+    Mutation("trainer-deepspeed-optimizer-section-ignored", "symbolic_cost/models/trainer_deepspeed.py",
+             '    if "optimizer" in launch.policy:', "    if False:", required=False),
 )
 
 

@@ -169,8 +169,14 @@ def _trainer(path: str, args):
     ``hybrid_shard``, refused otherwise)."""
     from symbolic_cost.models.hf_trainer import trainer_setup     # _read's note
     per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
-    found = trainer_setup(input_file(path, "--hf-training-args"), Path(path).stem, architecture(args), args.devices,
-                          per_node, trainer=args.trl_trainer or "sft")
+    if getattr(args, "deepspeed", None) is not None:        # the Trainer's deepspeed: models.trainer_deepspeed
+        from symbolic_cost.models.trainer_deepspeed import trainer_with_deepspeed
+        found = trainer_with_deepspeed(input_file(path, "--hf-training-args"), Path(path).stem,
+                                       input_file(args.deepspeed, "--deepspeed"), Path(args.deepspeed).stem,
+                                       architecture(args), args.devices, per_node, trainer=args.trl_trainer or "sft")
+    else:
+        found = trainer_setup(input_file(path, "--hf-training-args"), Path(path).stem, architecture(args),
+                              args.devices, per_node, trainer=args.trl_trainer or "sft")
     decided = tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy) + recipe_options(found)
     flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
     if flag:
@@ -347,7 +353,8 @@ def setup(args, only_with: tuple = ONLY_WITH):
     file decides and, without a file, the options of ``only_with`` (``--devices`` and
     ``--vocab-size``; ``search`` takes ``--devices`` without one)."""
     chosen = [d for d in FILES if getattr(args, d, None) is not None]
-    pair = chosen == ["accelerate", "hf_training_args"]       # a Trainer script under accelerate launch
+    pair = chosen in (["accelerate", "hf_training_args"],       # a Trainer script under accelerate launch
+                      ["deepspeed", "hf_training_args"])         # or with a DeepSpeed config
     if chosen == ["nemo_recipe", "megatron_bridge_recipe"]:    # a recipe and the YAML that overrides it
         chosen = ["megatron_bridge_recipe"]
     elif "nemo_recipe" in chosen and (getattr(args, "hf_config", None) or getattr(args, "hf_model", None)
@@ -356,7 +363,7 @@ def setup(args, only_with: tuple = ONLY_WITH):
                          "go with --megatron-bridge-recipe, whose YAML overrides it", "--nemo-recipe")
     if len(chosen) > 1 and not pair:
         raise InputError(f"{' and '.join(FILES[d] for d in chosen)}: give one framework file (or --accelerate "
-                         f"with --hf-training-args, or --megatron-bridge-recipe with --nemo-recipe)",
+                         f"or --deepspeed with --hf-training-args, or --megatron-bridge-recipe with --nemo-recipe)",
                          FILES[chosen[-1]])
     dest = chosen[-1] if chosen else None
     if getattr(args, "torchtitan_config", None) is not None and dest != "torchtitan":
@@ -388,6 +395,9 @@ def setup(args, only_with: tuple = ONLY_WITH):
         raise InputError(f"--tensor: the framework's tensor parallelism is 1d; {name} reads it", "--tensor")
     recipe_launch = _recipe_launch(args) if dest == "hf_training_args" else (None, None, None, [])
     path, _, processes, launch_notes = recipe_launch      # a TRL recipe may name its launch itself
+    if path is not None and getattr(args, "deepspeed", None) is not None:
+        raise InputError(f"--deepspeed beside a recipe launched with the accelerate config {path}: give one launch "
+                         f"(an accelerate config's deepspeed_config, or --deepspeed)", "--deepspeed")
     if path is None and processes is not None and args.devices is None:
         args.devices = processes            # accelerate launch --num_processes, one process a device
     found = _launched_trainer(args, recipe_launch) if path is not None else _read(dest, getattr(args, dest), args)
@@ -397,7 +407,7 @@ def setup(args, only_with: tuple = ONLY_WITH):
         raise InputError(f"--zero: the script's FSDP decides it (ZeRO-{found.policy['zero']}); change the file",
                          "--zero")
     if pair:
-        name = "--accelerate with --hf-training-args"
+        name = f"{FILES[chosen[0]]} with --hf-training-args"
     typed = assignments(getattr(args, "set", []))
     for symbol, value in typed.items():
         if symbol in found.values and value != found.values[symbol]:

@@ -132,7 +132,8 @@ def _flag(value, where: str) -> bool:
     return text == "true"
 
 
-def _count(args: dict, key: str) -> int:
+def count_field(args: dict, key: str) -> int:
+    """The positive integer of field ``key`` (transformers' default where absent)."""
     value = args.get(key, DEFAULTS[key])
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{key} must be a positive integer, got {value!r}", key)
@@ -236,12 +237,13 @@ def fsdp_options(fsdp, config: dict) -> dict:
 
 
 def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int | None = None,
-                  launch: Setup | None = None, trainer: str = "sft") -> Setup:
+                  launch: Setup | None = None, trainer: str = "sft", deepspeed: str | None = None) -> Setup:
     """The values and policy of a TrainingArguments JSON for ``arch`` on ``world`` devices
     (``--devices``; 1 without), ``per_node`` the devices of a machine (``--shard``, for
     ``hybrid_shard``); ``launch``: the ``Setup`` of the accelerate config the script is launched
     with (``launched``); ``trainer``: the TRL trainer that runs a recipe (``models.preference``:
-    DPO and ORPO run two sequences an example)."""
+    DPO and ORPO run two sequences an example); ``deepspeed``: the name of the DeepSpeed config that
+    ``launch`` reads, which replaces the arguments' own ``deepspeed`` (``models.trainer_deepspeed``)."""
     world, per_node = given_counts(world=world, per_node=per_node)
     arch = model_for(arch)
     args, defaults = read_arguments(text, name)
@@ -254,9 +256,12 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     pairs = recipe_policy.pop("pairs", False)
     recipe_notes = defaults + recipe_notes
     _check_keys(args)
-    if args.get("deepspeed"):
-        raise InputError("deepspeed: give the DeepSpeed config with --deepspeed (the batch with --set b= n_micro=)",
-                         "deepspeed")
+    if args.get("deepspeed") and deepspeed is None:
+        raise InputError(f"deepspeed {args['deepspeed']!r}: give that DeepSpeed config with --deepspeed beside "
+                         f"--hf-training-args", "deepspeed")
+    if deepspeed is not None:
+        recipe_notes.append(f"deepspeed {args['deepspeed']}: the DeepSpeed config read is --deepspeed's {deepspeed}"
+                            if args.get("deepspeed") else f"run with the DeepSpeed config {deepspeed}")
     notes = [] if world is not None else ["the world size is 1 (TrainingArguments do not hold it; give --devices)"]
     world = world or 1
     policy = dict(precision=precision(args), zero=0)
@@ -293,8 +298,8 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
         notes.append("16-bit mixed precision keeps fp32 parameters: counted as the 16-bit recipe with an fp32 master "
                      "copy, the same 16 bytes per parameter with Adam")
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=policy["zero"] == 3 and world > 1)
-    values = {S.b: _count(args, "per_device_train_batch_size") * (2 if pairs else 1),
-              S.n_micro: _count(args, "gradient_accumulation_steps"),
+    values = {S.b: count_field(args, "per_device_train_batch_size") * (2 if pairs else 1),
+              S.n_micro: count_field(args, "gradient_accumulation_steps"),
               S.d: world, S.m1: 1, S.s1: 1, S.p: 1, **recipe_values}
     found = Setup(arch, values, policy, notes)
     return found if launch is None else launched(args, found, launch)
