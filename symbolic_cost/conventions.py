@@ -171,7 +171,7 @@ class Conventions:
         """A copy with some fields changed: ``DEFAULT.but(matmul_flops="2mnk")``."""
         unknown = set(changes) - {item.name for item in fields(self)}
         if unknown:
-            raise InputError(f"unknown conventions field(s): {', '.join(sorted(unknown))}")
+            raise InputError(f"unknown conventions field(s): {', '.join(sorted(unknown))}", sorted(unknown)[0])
         return replace(self, **changes)
 
 

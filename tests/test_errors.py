@@ -1,5 +1,7 @@
 """Bad input gets a clear error naming the argument and the rule."""
 
+import pathlib
+
 import pytest
 from sympy import Rational
 
@@ -56,3 +58,31 @@ def test_substitution_by_name_uses_our_symbols():
     assert by_name == by_symbol and not by_name.total("flops_fwd").has(m1)
     with pytest.raises(ValueError, match="unknown symbol name 'heads'"):
         mlp(b, l, e, f).subs({"heads": 4})
+
+
+NO_ARGUMENT = {
+    "blocks/layer.py": "an internal invariant: the layer builder's own dispatch, no input reaches it",
+    "extrema.py": "an internal invariant: Max and Min of nothing, which no input builds",
+    "cli/calibrate.py": "a missing package (scipy), not an input",
+    "cli/report.py": "a missing package (matplotlib), not an input",
+    "numeric/dask_cluster.py": "a missing package (dask), not an input",
+    "numeric/sweep.py": "a missing package (pyarrow), not an input",
+}
+"""Modules whose refusals name no argument, with the reason (one refusal each)."""
+
+
+def test_every_refusal_names_its_argument():
+    """Every ``InputError`` the package raises names the argument it refuses (issue 66: "every
+    refusal names the input and the rule"), but those of ``NO_ARGUMENT``: read from the source, so a
+    new refusal without one fails here."""
+    import ast
+    package = pathlib.Path(__file__).resolve().parents[1] / "symbolic_cost"
+    bare = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = getattr(node, "func", None)
+            name = getattr(name, "id", getattr(name, "attr", None))
+            if isinstance(node, ast.Call) and name in ("InputError", "InputTypeError") and len(node.args) < 2 \
+                    and not any(k.arg == "argument" for k in node.keywords):
+                bare.append(str(path.relative_to(package)))
+    assert sorted(bare) == sorted(NO_ARGUMENT), sorted(set(bare) ^ set(NO_ARGUMENT))

@@ -39,7 +39,7 @@ def _solve_positive(expr, x) -> list:
         roots = solve(sympify(expr).subs(x, r), r)
     except NotImplementedError:       # SymPy has no closed form (Max, Piecewise, mixed powers)
         raise InputError(f"no closed-form solution in {x}: SymPy cannot solve it (a time field has Max and "
-                         f"Piecewise; try a FLOPs or bytes field, or fix more symbols)") from None
+                         f"Piecewise; try a FLOPs or bytes field, or fix more symbols)", str(x)) from None
     return [root.subs(r, x) for root in roots
             if root.is_positive is not False and root.is_real is not False and root != 0]
 
@@ -133,7 +133,7 @@ def crossover(a, b, x) -> Expr:
     roots = _solve_positive(exact(a, "a") - exact(b, "b"), x)
     if len(roots) != 1:
         found = ", ".join(map(str, roots)) or "none"
-        raise InputError(f"expected one positive crossover in {x}; found {found}")
+        raise InputError(f"expected one positive crossover in {x}; found {found}", str(x))
     return simplify(roots[0])
 
 

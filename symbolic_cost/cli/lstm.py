@@ -72,7 +72,7 @@ def setup(args):
                          "it would be ignored", "--projection")
     missing = [f"--{name}" for name in SIZES if not getattr(model, name).is_number]
     if missing:
-        raise InputError(f"lstm: {', '.join(missing)} required (or --from NAME)")
+        raise InputError(f"lstm: {', '.join(missing)} required (or --from NAME)", missing[0])
     system = source.SYSTEM if source and not options.given(args, "system") else get_system(args.system)
     chosen = source.CONVENTIONS if source and not options.given(args, "conventions") else conv.get(args.conventions)
     return model, system, chosen

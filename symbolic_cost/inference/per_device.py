@@ -32,5 +32,5 @@ def affine_in_batch(expr: Expr, b, what: str) -> tuple[Expr, Expr]:
     one = expr.subs(b, 1) - zero
     if (expr.subs(b, 2) - zero - 2 * one).equals(0) is False:
         raise InputError(f"{what} is not affine in the batch b (a mixture of experts reads the experts its "
-                         f"tokens reach): solve it from the expressions of inference_cost with b symbolic")
+                         f"tokens reach): solve it from the expressions of inference_cost with b symbolic", "b")
     return zero, one

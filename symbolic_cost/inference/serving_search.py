@@ -78,7 +78,7 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
             try:
                 step = StepModel(arch, replace(serving, m1=layout.m1, d=1), system, conventions, speculation)
                 if step.cache_blocks(1, 1) == 0:
-                    raise InputError("the weights fill each device's memory, leaving none for the KV cache")
+                    raise InputError("the weights fill each device's memory, leaving none for the KV cache", "m1")
                 steps[layout.m1] = step
             except InputError as error:             # the model does not split so, or does not fit
                 steps[layout.m1] = error

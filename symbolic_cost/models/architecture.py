@@ -199,7 +199,7 @@ class Architecture(FlatNames):
             raise InputError(f"architecture {self.name}: windowed_layers must not exceed n_layers", "windowed_layers")
         if (self.moe is not None or self.latent is not None) and (self.parallel or self.encoder_decoder):
             raise InputError(f"architecture {self.name}: experts and latent attention are modelled in "
-                             f"sequential decoder layers only")
+                             f"sequential decoder layers only", "parallel" if self.parallel else "encoder_decoder")
         if self.latent is not None and sympify(self.kv) != sympify(self.h):
             raise InputError(f"architecture {self.name}: latent attention makes keys and values for every "
                              f"head (kv_heads must be h, got {self.kv_heads})", "kv_heads")

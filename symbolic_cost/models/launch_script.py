@@ -274,9 +274,9 @@ def _statements(text: str):
             continue
         yield number, stripped
     if pending is not None:
-        raise InputError(f"line {start}: the array is not closed with ')'")
+        raise InputError(f"line {start}: the array is not closed with ')'", f"line {start}")
     if quoted is not None:
-        raise InputError(f"line {quoted[0]}: the quote opened there is not closed")
+        raise InputError(f"line {quoted[0]}: the quote opened there is not closed", f"line {quoted[0]}")
 
 
 def _continued(text: str) -> list[tuple[int, str]]:

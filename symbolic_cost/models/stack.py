@@ -164,7 +164,7 @@ def group_options(arch: Architecture, t, m1, s1, experts=None, attended=None) ->
         if keys is None:
             raise InputError(f"architecture {arch.name}: its layers differ (windows, experts, rotary positions) "
                              f"and which layer is which is not recorded (which window layer is an MoE layer: "
-                             f"window_pattern)")
+                             f"window_pattern)", "window_pattern")
         return [(layer_options(arch, t, m1, s1, window=arch.window if windowed_ else None,
                                moe=arch.moe if routed_ else None, experts=experts, rotary=rotates, keys=attended),
                  sympify(keys.count(key))) for key in _ordered(keys) for windowed_, routed_, rotates in [key]]

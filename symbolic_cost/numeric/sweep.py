@@ -175,7 +175,7 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     """
     instance(exprs, Mapping, "exprs", " of names to expressions ({'flops': cost.flops_fwd, ...})")
     if (grid is None) == (table is None):
-        raise InputError("sweep needs exactly one of grid= or table=")
+        raise InputError("sweep needs exactly one of grid= or table=", "grid")
     if table is not None:
         _check_table(table)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:

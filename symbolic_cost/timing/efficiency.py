@@ -118,7 +118,7 @@ class Efficiency:
         unknown = set(changes) - known
         if unknown:
             raise InputError(f"unknown efficiency field(s): {', '.join(sorted(unknown))}; "
-                             f"fields: {', '.join(sorted(known))}")
+                             f"fields: {', '.join(sorted(known))}", sorted(unknown)[0])
         return replace(self, **changes)
 
 

@@ -76,7 +76,7 @@ class PowerBudget:
         spent = sum(getattr(self, name) for name in shares)
         if spent.is_number and spent > 1:
             raise InputError(f"power shares must sum to at most 1, got {spent} "
-                             f"({' + '.join(str(getattr(self, n)) for n in shares)})")
+                             f"({' + '.join(str(getattr(self, n)) for n in shares)})", shares[0])
 
     def watts(self, share: str) -> Expr:
         return self.tdp * getattr(self, share)

@@ -90,7 +90,7 @@ class System:
         unknown = set(changes) - known
         if unknown:
             raise InputError(f"unknown system field(s): {', '.join(sorted(unknown))}; "
-                             f"fields: {', '.join(sorted(known - {'name'}))}")
+                             f"fields: {', '.join(sorted(known - {'name'}))}", sorted(unknown)[0])
         return replace(self, **changes)
 
     def require(self, purpose: str, *names: str) -> None:

@@ -10,6 +10,8 @@ of training the model.
 
 from __future__ import annotations
 
+import re
+
 from fractions import Fraction
 
 from symbolic_cost.checks import InputError, shown
@@ -82,8 +84,14 @@ class Keys:
             raise self.error(f"num_labels={shown(count)} contradicts id2label, which names {len(labels)} labels "
                              f"(transformers refuses it)")
 
-    def error(self, message: str) -> InputError:
-        return InputError(f"config.json ({self.family}): {message}")
+    def error(self, message: str, argument: str | None = None) -> InputError:
+        """The refusal of ``message``, naming ``argument``: by default the key the message starts
+        with (``"num_experts_per_tok is null: ..."``), else the file itself."""
+        if argument is None:
+            head = re.match(r"[A-Za-z_][A-Za-z0-9_]*", message)
+            word = head.group(0) if head else ""
+            argument = word if word in self.config or "_" in word else "config.json"
+        return InputError(f"config.json ({self.family}): {message}", argument)
 
     def raw(self, key, default=MISSING, nullable=True):
         """The value of ``key`` as written (``default`` when absent; ``MISSING``: refused),
@@ -91,7 +99,7 @@ class Keys:
         self.used.add(key)
         if key not in self.config:
             if default is MISSING:
-                raise self.error(f"missing key {key!r}")
+                raise self.error(f"missing key {key!r}", key)
             if key in SIZES:
                 self.defaulted[key] = default
             return default
