@@ -136,6 +136,18 @@ def test_reference_time_is_its_forward_and_nothing_without_one():
     assert with_reference["total"] == plain["total"] + with_reference["reference"]
 
 
+def test_the_optimizer_step_leaves_the_reference_alone():
+    """The optimizer step reads and writes the trained model's state; the frozen reference copy,
+    counted in the device's weights, is neither read nor written by it."""
+    from symbolic_cost.timing.hardware import calibrated
+    from symbolic_cost.timing.step import optimizer_time
+    arch = preset("gpt2")
+    plain = model_cost(arch, Training(b=2, l=512, d=4, zero=1))
+    with_reference = model_cost(arch, Training(b=2, l=512, d=4, zero=1, reference="fp32"))
+    assert with_reference.weight_bytes - plain.weight_bytes == 4 * plain.parameters == with_reference.reference_bytes
+    assert optimizer_time(with_reference, calibrated("h100")) == optimizer_time(plain, calibrated("h100"))
+
+
 @pytest.mark.parametrize("kwargs, argument", [
     (dict(reference="int8"), "reference"),
     (dict(reference="adapters"), "reference"),                  # no LoRA: nothing to switch off

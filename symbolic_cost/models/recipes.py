@@ -293,6 +293,7 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
     out = dict(weight_bytes=(weights + reference) / shard["weights"], gradient_bytes=train * g / shard["gradients"],
                optimizer_bytes=optimizer / shard["optimizer"], trainable_per_device=train,
                frozen_bytes=weights - train * w, fp8_matrix_elements=matrices, reference_bytes=reference,
+               reference_device_bytes=reference / shard["weights"],
                host_bytes=Integer(0), host_to_device=Integer(0), device_to_host=Integer(0))
     group = t.shard_group if t.zero == 3 else d          # a sharded state's ranks (ZeRO-1/2: d)
     return _offloaded(out, t, train * w / group, train * g / group, n) if t.offload != "none" else out

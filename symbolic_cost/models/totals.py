@@ -130,6 +130,7 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         active_parameters=active_parameters(whole, parameters, arch.moe),
         expert_parameters_per_device=states["expert_parameters_per_device"],
         flops_reference=n * share * on_stage(reference_flops) if t.reference is not None else Integer(0),
+        reference_bytes=states.get("reference_device_bytes", Integer(0)),
         activation_bytes=Integer(0),          # the busiest rank's, set below
         bubble=schedule.bubble(p, n))
     cost = replace(cost, activation_bytes=busiest_activation_bytes(cost))

@@ -61,6 +61,7 @@ class ModelCost:
     active_parameters: Expr = None           # parameters a token goes through (MoE: k of E experts)
     expert_parameters_per_device: Expr = Integer(0)   # routed experts' (sharded over edp, models.experts)
     flops_reference: Expr = Integer(0)       # a reference model's forwards (Trainable.reference), busiest device
+    reference_bytes: Expr = Integer(0)       # its copy's share of weight_bytes, busiest device
 
     @property
     def blocks(self) -> tuple:

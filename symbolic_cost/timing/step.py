@@ -235,8 +235,9 @@ def optimizer_time(cost: ModelCost, system) -> Expr:
     """Seconds of the optimizer step on the busiest device, memory bound: it reads the
     gradients and the optimizer state (master weights, moments) and writes the state and the
     working weights back, ``2 x optimizer + gradient + weight`` bytes at the calibrated HBM
-    bandwidth (``Efficiency.memory``).  Only the calibrated model times it."""
-    moved = 2 * cost.optimizer_bytes + cost.gradient_bytes + cost.weight_bytes
+    bandwidth (``Efficiency.memory``; a reference model's copy is not written).  Only the
+    calibrated model times it."""
+    moved = 2 * cost.optimizer_bytes + cost.gradient_bytes + cost.weight_bytes - cost.reference_bytes
     return moved / (system.hbm_bandwidth * system.efficiency.memory)
 
 
