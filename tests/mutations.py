@@ -66,7 +66,7 @@ TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_
          "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py",
          "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py",
          "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py",
-         "tests/test_trainer_deepspeed.py")
+         "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -874,6 +874,15 @@ MUTATIONS = (
     # a Trainer with a DeepSpeed config (tests/test_trainer_deepspeed.py)
     Mutation("trainer-deepspeed-mismatch-accepted", "symbolic_cost/models/trainer_deepspeed.py",
              "        if launch.values[symbol] != fills[symbol]:", "        if False:", required=False),
+    # LLaMA-Factory's YAML (tests/test_llamafactory.py)
+    Mutation("llamafactory-lora-rank-default-16", "symbolic_cost/models/llamafactory.py",
+             '"lora_r": own.get("lora_rank", 8)', '"lora_r": own.get("lora_rank", 16)', required=False),
+    Mutation("llamafactory-simpo-keeps-a-reference", "symbolic_cost/models/llamafactory.py",
+             'own.get("pref_loss", "sigmoid") in ("orpo", "simpo")', 'own.get("pref_loss", "sigmoid") in ("orpo",)',
+             required=False),
+    Mutation("llamafactory-nested-quant-off", "symbolic_cost/models/llamafactory.py",
+             '"use_bnb_nested_quant": own.get("double_quantization", True)',
+             '"use_bnb_nested_quant": own.get("double_quantization", False)', required=False),
     Mutation("trainer-deepspeed-optimizer-section-ignored", "symbolic_cost/models/trainer_deepspeed.py",
              '    if "optimizer" in launch.policy:', "    if False:", required=False),
 )

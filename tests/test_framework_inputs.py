@@ -1452,15 +1452,18 @@ def test_torchtitan_context_parallelism(capsys, tmp_path):
     assert "replicate x context x tensor x pipeline = 2" in _error(capsys, "--torchtitan", str(path), "--devices", "7")
 
 
-def test_a_llama_factory_configuration_is_named_as_such(tmp_path, capsys):
+def test_a_llama_factory_configuration_is_read_as_such(tmp_path, capsys):
     """LLaMA-Factory's examples/train_lora/*.yaml (hiyouga/LLaMA-Factory at ff6d4d1) wrap the Trainer's fields
-    in its own (stage, finetuning_type, cutoff_len): refused saying whose format it is, not by its first key."""
+    in its own (stage, finetuning_type, cutoff_len): read as LLaMA-Factory runs them (models.llamafactory;
+    tests/test_llamafactory.py), not refused at its first key."""
     path = tmp_path / "qwen3_lora_sft.yaml"
     path.write_text("model_name_or_path: Qwen/Qwen3-4B\nstage: sft\ndo_train: true\nfinetuning_type: lora\n"
                     "lora_rank: 8\nlora_target: all\ndataset: identity\ntemplate: qwen3\ncutoff_len: 2048\n"
                     "output_dir: saves/qwen3\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 8\n"
                     "bf16: true\n")
-    assert "a LLaMA-Factory configuration" in _error(capsys, "--preset", "llama-3-8b", "--hf-training-args", str(path))
+    got = _json(capsys, "--preset", "llama-3-8b", "--hf-training-args", str(path))
+    assert (got["layout"]["b"], got["layout"]["micro_batches"], got["layout"]["l"]) == (1, 8, 2048)
+    assert any("LLaMA-Factory's stage sft, lora fine-tuning" in note for note in got["notes"])
 
 
 def test_an_fsdp_section_beside_another_distributed_type_is_noted(tmp_path, capsys):

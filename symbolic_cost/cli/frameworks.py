@@ -173,10 +173,10 @@ def _trainer(path: str, args):
         from symbolic_cost.models.trainer_deepspeed import trainer_with_deepspeed
         found = trainer_with_deepspeed(input_file(path, "--hf-training-args"), Path(path).stem,
                                        input_file(args.deepspeed, "--deepspeed"), Path(args.deepspeed).stem,
-                                       architecture(args), args.devices, per_node, trainer=args.trl_trainer or "sft")
+                                       architecture(args), args.devices, per_node, trainer=args.trl_trainer)
     else:
         found = trainer_setup(input_file(path, "--hf-training-args"), Path(path).stem, architecture(args),
-                              args.devices, per_node, trainer=args.trl_trainer or "sft")
+                              args.devices, per_node, trainer=args.trl_trainer)
     decided = tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy) + recipe_options(found)
     flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
     if flag:
@@ -228,7 +228,7 @@ def _launched_trainer(args, recipe_launch: tuple):
     per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
     world = int(launch.values[S.d] * launch.values[S.m1] * launch.values[S.p])
     found = trainer_setup(input_file(args.hf_training_args, "--hf-training-args"), Path(args.hf_training_args).stem,
-                          architecture(args), world, per_node, launch=launch, trainer=args.trl_trainer or "sft")
+                          architecture(args), world, per_node, launch=launch, trainer=args.trl_trainer)
     flag = _given(args, tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy)
                   + recipe_options(found))
     if flag:

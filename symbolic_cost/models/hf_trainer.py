@@ -51,6 +51,7 @@ from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.trl_recipe import FLASH, FP32_BASE, KERNEL, SIXTEEN_BIT, recipe_fields, trl_defaults
 from symbolic_cost.models.preference import COPY_NOTE
+from symbolic_cost.models.llamafactory import is_llamafactory, recipe as llamafactory_recipe
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
@@ -121,7 +122,7 @@ def read_arguments(text: str, name: str) -> tuple[dict, list]:
     if not isinstance(args, dict):
         raise InputError(f"--hf-training-args: {name}: TrainingArguments are a mapping of field names to values",
                          "--hf-training-args")
-    return args, trl_defaults(args)
+    return args, [] if is_llamafactory(args) else trl_defaults(args)       # LLaMA-Factory's defaults are its own
 
 
 def _flag(value, where: str) -> bool:
@@ -237,22 +238,23 @@ def fsdp_options(fsdp, config: dict) -> dict:
 
 
 def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int | None = None,
-                  launch: Setup | None = None, trainer: str = "sft", deepspeed: str | None = None) -> Setup:
+                  launch: Setup | None = None, trainer: str | None = None, deepspeed: str | None = None) -> Setup:
     """The values and policy of a TrainingArguments JSON for ``arch`` on ``world`` devices
     (``--devices``; 1 without), ``per_node`` the devices of a machine (``--shard``, for
     ``hybrid_shard``); ``launch``: the ``Setup`` of the accelerate config the script is launched
     with (``launched``); ``trainer``: the TRL trainer that runs a recipe (``models.preference``:
-    DPO and ORPO run two sequences an example); ``deepspeed``: the name of the DeepSpeed config that
+    DPO and ORPO run two sequences an example; ``None``: ``sft``, or a LLaMA-Factory stage's); ``deepspeed``: the name of the DeepSpeed config that
     ``launch`` reads, which replaces the arguments' own ``deepspeed`` (``models.trainer_deepspeed``)."""
     world, per_node = given_counts(world=world, per_node=per_node)
     arch = model_for(arch)
     args, defaults = read_arguments(text, name)
-    if {"stage", "finetuning_type"} & set(args) and "output_dir" in args:
-        raise InputError(f"{name}: a LLaMA-Factory configuration (its stage, finetuning_type, cutoff_len around the "
-                         f"Trainer's fields) is not read; give its batch, length and LoRA with the command line's "
-                         f"options (--set b= n_micro= l=, --lora-rank), its DeepSpeed file with --deepspeed",
-                         "--hf-training-args")
-    recipe_values, recipe_policy, recipe_notes = recipe_fields(args, trainer)
+    sixteen_bit = None
+    if is_llamafactory(args):           # its own fields as the TRL recipe they amount to (models.llamafactory)
+        own, trainer, sixteen_bit, factory_notes = llamafactory_recipe(args, trainer)
+        args.update(own)
+        defaults = factory_notes
+    trainer = trainer or "sft"
+    recipe_values, recipe_policy, recipe_notes = recipe_fields(args, trainer, sixteen_bit)
     pairs = recipe_policy.pop("pairs", False)
     recipe_notes = defaults + recipe_notes
     _check_keys(args)

@@ -38,7 +38,7 @@ FILLED = (("train_micro_batch_size_per_gpu", S.b, "per_device_train_batch_size")
 
 
 def trainer_with_deepspeed(text: str, name: str, ds_text: str, ds_name: str, arch, world: int | None,
-                           per_node: int | None = None, trainer: str = "sft") -> Setup:
+                           per_node: int | None = None, trainer: str | None = None) -> Setup:
     """The ``Setup`` of TrainingArguments (``text``) run with the DeepSpeed config ``ds_text`` on
     ``world`` devices (``None``: the config's ``train_batch_size`` decides), for ``arch``; ``trainer``:
     the TRL trainer of a recipe (``models.preference``)."""

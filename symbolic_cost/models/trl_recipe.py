@@ -154,11 +154,12 @@ def trl_defaults(args: dict) -> list:
     return [f"TRL's defaults where the recipe leaves them out: {', '.join(filled)}"] if filled else []
 
 
-def recipe_fields(args: dict, trainer: str = "sft") -> tuple[dict, dict, list]:
+def recipe_fields(args: dict, trainer: str = "sft", sixteen_bit: bool | None = None) -> tuple[dict, dict, list]:
     """Take the recipe's own fields out of ``args`` (a recipe as read; changed in place) and read
     them: ``(values, policy, notes)`` over what the TrainingArguments say, for the TRL ``trainer``
     that runs the recipe (``models.preference``: ``pairs`` and ``reference`` in the policy for DPO
-    and ORPO).
+    and ORPO); ``sixteen_bit``: whether the model loads in 16 bits, where the recipe's dtype does not
+    say it (LLaMA-Factory's checkpoint dtype).
 
     >>> args = {"max_length": 2048, "attn_implementation": "flash_attention_2", "per_device_train_batch_size": 4}
     >>> recipe_fields(args)[:2], args
@@ -197,7 +198,8 @@ def recipe_fields(args: dict, trainer: str = "sft") -> tuple[dict, dict, list]:
             notes.append(FP32_BASE)
     else:
         policy.update(_dtype(recipe, notes))
-    preference, preference_notes = preference_fields(recipe, trainer, bool(lora), _loaded_16bit(recipe))
+    loaded = _loaded_16bit(recipe) if sixteen_bit is None else sixteen_bit
+    preference, preference_notes = preference_fields(recipe, trainer, bool(lora), loaded)
     policy.update(preference)
     notes += preference_notes
     if "model_name_or_path" in recipe:

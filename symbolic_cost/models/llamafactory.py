@@ -1,0 +1,230 @@
+"""LLaMA-Factory's training YAML (``llamafactory-cli train config.yaml``, hiyouga/LLaMA-Factory at
+ff6d4d1, 2026-08): ``TrainingArguments`` beside LLaMA-Factory's model, data and fine-tuning
+arguments, read as the TRL recipe it amounts to (``models.trl_recipe``) and run by the trainer its
+``stage`` names (``models.preference``).
+
+======================================= ==============================================================
+LLaMA-Factory field (default)           read as
+======================================= ==============================================================
+``stage`` (``sft``)                     ``pt``, ``sft``: a language-model loss; ``dpo``: DPO's pairs and
+                                        reference (``pref_loss`` ``orpo``, ``simpo``: pairs without a
+                                        reference, ``use_ref_model`` false); ``rm``, ``ppo``, ``kto``
+                                        refused
+``finetuning_type`` (``lora``)          ``lora``: TRL's ``use_peft``; ``full``; ``freeze``, ``oft``
+                                        refused
+``lora_rank`` (8), ``lora_target``      ``lora_r``, ``lora_target_modules`` (``all``: every linear
+(``all``)                               layer but the head, PEFT's ``all-linear``)
+``quantization_bit`` (none) with        4: ``load_in_4bit`` (``quantization_type`` nf4,
+``quantization_method`` ``bnb``         ``double_quantization`` true: QLoRA's double quantisation);
+                                        8: ``load_in_8bit``; other bits and methods refused
+``cutoff_len`` (2048)                   ``max_length``: every sequence counted at it
+``flash_attn`` (``auto``)               ``attn_implementation``: ``fa2`` flash_attention_2, ``fa3``
+                                        flash_attention_3, ``sdpa``, ``disabled`` eager; ``auto``
+                                        transformers' default
+``disable_gradient_checkpointing``      gradient checkpointing on unless true (``prepare_model_for_
+(false)                                 training``)
+``pure_bf16`` (false)                   bf16 parameters without an fp32 copy
+======================================= ==============================================================
+
+The weights load in the checkpoint's dtype (``torch_dtype="auto"``), taken as 16-bit (noted); the
+trainable parameters are cast to fp32 unless ``pure_bf16`` (``adapter.init_adapter``: an fp32 master
+for a full fine-tune, fp32 adapters under LoRA, as PEFT's); DPO's reference is loaded as the model
+(``trainer_utils.create_ref_model``: a 16-bit copy for a full fine-tune, the base with the adapters
+off under LoRA).  The data, the template, evaluation, logging and the loss's scalars change no count
+(``NO_COST``); what changes a count and is not modelled is refused by name (``REFUSED``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from symbolic_cost.checks import InputError
+
+MARKS = ("stage", "finetuning_type", "template", "cutoff_len", "infer_backend", "export_dir")
+"""Fields only LLaMA-Factory's configurations hold: a YAML with one of them is LLaMA-Factory's."""
+
+MEGATRON = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
+            "context_parallel_size", "sequence_parallel")
+"""Megatron-Core's layout fields: a configuration of LLaMA-Factory's Megatron backends
+(``USE_MCA=1``: mcore_adapter; ``use_megatron_bridge``), refused."""
+
+MULTIMODAL = ("image_max_pixels", "image_min_pixels", "video_max_pixels", "video_min_pixels", "video_fps",
+              "video_maxlen", "freeze_vision_tower", "freeze_multi_modal_projector", "use_audio_in_video")
+"""Fields of a model with vision or audio inputs, which the library does not model (refused)."""
+
+NO_COST = {
+    "model_name_or_path", "trust_remote_code", "do_train", "dataset", "eval_dataset", "dataset_dir", "media_dir",
+    "template", "max_samples", "overwrite_cache", "preprocessing_num_workers", "preprocessing_batch_size",
+    "tokenized_path", "val_size", "eval_num_beams", "ignore_pad_token_for_loss", "mix_strategy", "interleave_probs",
+    "buffer_size", "streaming", "train_on_prompt", "mask_history", "tool_format", "default_system", "enable_thinking",
+    "preserve_thinking", "eval_on_each_dataset", "data_shared_file_system", "packing", "neat_packing",
+    "lora_alpha", "lora_dropout", "use_rslora", "loraplus_lr_ratio", "loraplus_lr_embedding", "adapter_name_or_path",
+    "adapter_folder", "create_new_adapter", "pref_beta", "pref_ftx", "pref_loss", "dpo_label_smoothing",
+    "simpo_gamma", "ld_alpha", "plot_loss", "compute_accuracy", "disable_shuffling", "early_stopping_steps",
+    "include_effective_tokens_per_second", "do_train", "predict_with_generate", "generation_max_length",
+    "generation_num_beams", "generation_config", "sortish_sampler", "model_revision", "cache_dir", "use_fast_tokenizer",
+    "split_special_tokens", "hf_hub_token", "ms_hub_token", "om_hub_token", "print_param_status",
+    "low_cpu_mem_usage", "infer_backend", "infer_dtype", "use_kv_cache", "moe_aux_loss_coef", "use_reentrant_gc",
+    "upcast_layernorm", "rope_scaling", "train_from_scratch", "use_swanlab", "swanlab_project", "swanlab_workspace",
+    "swanlab_run_name", "swanlab_mode", "swanlab_api_key", "swanlab_logdir", "finetuning_type", "stage",
+    "lora_rank", "lora_target", "quantization_bit", "quantization_method", "quantization_type",
+    "double_quantization", "cutoff_len", "flash_attn", "disable_gradient_checkpointing", "pure_bf16",
+}
+"""LLaMA-Factory fields that change no count, and those this module reads into the recipe's own
+(all taken out before the ``TrainingArguments`` are read)."""
+
+REFUSED = {
+    "use_galore": "GaLore's projected optimizer state is not modelled",
+    "use_apollo": "APOLLO's projected optimizer state is not modelled",
+    "use_badam": "BAdam's block-wise updates are not modelled",
+    "use_adam_mini": "Adam-mini's shared second moments are not modelled",
+    "use_muon": "Muon's optimizer state is not modelled",
+    "use_llama_pro": "LLaMA Pro's expanded blocks are not modelled",
+    "use_dora": "DoRA's magnitude vectors and their products are not modelled",
+    "pissa_init": "PiSSA's initialisation is not modelled",
+    "use_unsloth": "Unsloth's kernels are not modelled",
+    "use_unsloth_gc": "Unsloth's offloaded checkpoints are not modelled",
+    "enable_liger_kernel": "Liger's fused kernels are not modelled",
+    "shift_attn": "LongLoRA's shifted sparse attention is not modelled",
+    "mixture_of_depths": "a mixture of depths is not modelled",
+    "additional_target": "modules trained whole beside the adapters are not modelled",
+    "upcast_lmhead_output": "fp32 logits are not modelled",
+    "resize_vocab": "a resized vocabulary is not the model's",
+    "add_tokens": "added tokens change the vocabulary, which is the model's",
+    "add_special_tokens": "added tokens change the vocabulary, which is the model's",
+    "ref_model": "a reference model other than the trained one is not modelled",
+    "use_dft_loss": "DFT's loss is not modelled", "use_asft_loss": "ASFT's reference model is not modelled",
+    "use_eaft_loss": "EAFT's loss is not modelled",
+    "use_mca": "the Megatron-Core backend (mcore_adapter) is not read here: give its layout with --set",
+    "use_megatron_bridge": "the Megatron-Bridge backend is not read here: give its recipe with "
+                           "--megatron-bridge-recipe",
+    "use_hyper_parallel": "hyper-parallel training is not modelled",
+    "use_kt": "KTransformers' CPU experts are not modelled",
+    "use_v1_kernels": "LLaMA-Factory's fused kernels are not modelled",
+    "fp8": "LLaMA-Factory's FP8 through accelerate (which linear layers accelerate converts) is not modelled",
+    "ray_num_workers": "a Ray launch is not read: give the devices with --devices",
+}
+"""Fields that change the cost in ways not modelled, refused where set (true or non-empty)."""
+
+STAGES = {"rm": "the reward model's value head and its pairwise loss are not modelled",
+          "ppo": "PPO's generation, reward and value models are not modelled",
+          "kto": "KTO's unpaired examples and their KL batch are not modelled"}
+"""Stages refused, and why."""
+
+PREQUANTIZED = ("awq", "gptq", "aqlm", "exl2", "hqq", "eetq", "quanto")
+"""Quantisation methods a checkpoint's name carries (``...-AWQ``): LLaMA-Factory trains LoRA over
+such a base as stored, in its own format (refused)."""
+
+ATTENTION = {"auto": None, "disabled": "eager", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
+"""``flash_attn`` as transformers' ``attn_implementation`` (``None``: transformers' default)."""
+
+
+def is_llamafactory(args: dict) -> bool:
+    """Whether a ``TrainingArguments`` file is LLaMA-Factory's (``MARKS``)."""
+    return bool(set(MARKS) & set(args))
+
+
+def check_training(args: dict) -> None:
+    """Refuse a LLaMA-Factory YAML that is not a training run of a text model this module reads:
+    inference, export and evaluation configurations, its Megatron backends, multimodal models."""
+    if args.get("do_train") is not True:     # LLaMA-Factory's workflows train only with it (TrainingArguments: false)
+        raise InputError("a LLaMA-Factory configuration without do_train: true (inference, export, merge, "
+                         "prediction or evaluation) is not a training run", "do_train")
+    for key in MEGATRON:
+        if key in args:
+            raise InputError(f"{key}: a configuration of LLaMA-Factory's Megatron backends (mcore_adapter, "
+                             f"Megatron-Bridge) is not read; give its layout with --set", key)
+    for key in MULTIMODAL:
+        if key in args:
+            raise InputError(f"{key}: a model's vision or audio inputs are not modelled", key)
+    name = str(args.get("model_name_or_path", ""))
+    marks = [m for m in re.split(r"[-_./]", name.lower()) if m in PREQUANTIZED]
+    if marks:
+        raise InputError(f"model_name_or_path {name}: a checkpoint quantized with {marks[0].upper()}, whose stored "
+                         f"weights the library does not count (its config.json's quantization_config)",
+                         "model_name_or_path")
+
+
+def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
+    """``(recipe, trainer, sixteen_bit, notes)``: ``args`` (a LLaMA-Factory YAML as read; its own fields
+    taken out in place) as the TRL recipe fields it amounts to, the trainer its stage runs, whether
+    the model loads in 16 bits (a reference's copy: the checkpoint's dtype, taken as 16-bit), and
+    the notes.  ``trainer``: the ``--trl-trainer`` given, refused (the stage decides it).
+
+    >>> args = {"stage": "sft", "do_train": True, "finetuning_type": "lora", "output_dir": "x", "bf16": True}
+    >>> recipe(args, None)[:3], args
+    (({'max_length': 2048, 'gradient_checkpointing': True, 'use_peft': True, 'lora_r': 8, 'lora_target_modules': ['all-linear'], 'torch_dtype': 'bfloat16'}, 'sft', True), {'output_dir': 'x', 'bf16': True})
+    """
+    if trainer is not None:
+        raise InputError(f"--trl-trainer {trainer}: a LLaMA-Factory configuration's stage decides the trainer",
+                         "--trl-trainer")
+    check_training(args)
+    own = {key: args.pop(key) for key in list(args) if key in NO_COST or key in REFUSED}
+    for key, why in REFUSED.items():
+        if own.get(key) not in (None, False, "", [], {}):
+            raise InputError(f"{key}: {why}", key)
+    stage = own.get("stage", "sft")
+    if stage in STAGES:
+        raise InputError(f"stage {stage}: {STAGES[stage]}", "stage")
+    if stage not in ("pt", "sft", "dpo"):
+        raise InputError(f"stage {stage!r}: one of pt, sft, dpo (rm, ppo, kto refused)", "stage")
+    out = {"max_length": own.get("cutoff_len", 2048),
+           "gradient_checkpointing": not own.get("disable_gradient_checkpointing", False)}
+    attention = own.get("flash_attn", "auto")
+    if attention not in ATTENTION:
+        raise InputError(f"flash_attn {attention!r}: one of {', '.join(ATTENTION)}", "flash_attn")
+    if ATTENTION[attention] is not None:
+        out["attn_implementation"] = ATTENTION[attention]
+    out.update(_tuning(own, args))
+    notes = [f"LLaMA-Factory's stage {stage}, {own.get('finetuning_type', 'lora')} fine-tuning"]
+    pairs = stage == "dpo"
+    if out.get("use_peft") or pairs:
+        notes.append(f"LLaMA-Factory loads the model in its checkpoint's dtype (torch_dtype auto): the "
+                     f"{'frozen base' if out.get('use_peft') else 'reference'} taken as 16-bit")
+    reference_free = pairs and own.get("pref_loss", "sigmoid") in ("orpo", "simpo")
+    if reference_free:
+        notes.append(f"pref_loss {own['pref_loss']}: no reference model (use_ref_model false)")
+    return out, "orpo" if reference_free else "dpo" if pairs else "sft", True, notes
+
+
+def _tuning(own: dict, args: dict) -> dict:
+    """The recipe fields of ``finetuning_type``, LoRA's and quantisation's, and the load dtype."""
+    kind = own.get("finetuning_type", "lora")
+    if kind in ("freeze", "oft"):
+        raise InputError(f"finetuning_type {kind}: "
+                         f"{'training some layers whole' if kind == 'freeze' else 'OFT adapters'} is not modelled",
+                         "finetuning_type")
+    if kind not in ("lora", "full"):
+        raise InputError(f"finetuning_type {kind!r}: one of lora, full (freeze, oft refused)", "finetuning_type")
+    bits = own.get("quantization_bit")
+    if bits is not None and kind != "lora":
+        raise InputError(f"quantization_bit {bits} with finetuning_type {kind}: LLaMA-Factory quantizes for LoRA only",
+                         "quantization_bit")
+    if kind == "full":
+        if own.get("pure_bf16"):     # bf16 parameters kept so: no fp32 copy
+            return {"torch_dtype": "bfloat16"}
+        return {}                   # trainable parameters cast to fp32 (adapter.init_adapter)
+    if own.get("pure_bf16"):
+        raise InputError("pure_bf16 with LoRA: bf16 adapters without an fp32 copy are not modelled", "pure_bf16")
+    target = own.get("lora_target", "all")
+    modules = ["all-linear"] if target == "all" else [m.strip() for m in str(target).split(",") if m.strip()]
+    out = {"use_peft": True, "lora_r": own.get("lora_rank", 8), "lora_target_modules": modules}
+    out.update(_quantised(own, bits))
+    if not out.get("load_in_4bit") and not out.get("load_in_8bit"):
+        out["torch_dtype"] = "float16" if args.get("fp16") else "bfloat16"
+    return out
+
+
+def _quantised(own: dict, bits) -> dict:
+    """bitsandbytes' on-the-fly quantisation of the base (``quantization_bit``)."""
+    if bits is None:
+        return {}
+    method = own.get("quantization_method", "bnb")
+    if method not in ("bnb", "bitsandbytes"):
+        raise InputError(f"quantization_method {method!r}: only bitsandbytes (bnb) is modelled", "quantization_method")
+    if bits == 8:
+        return {"load_in_8bit": True}
+    if bits != 4:
+        raise InputError(f"quantization_bit {bits!r}: bitsandbytes quantizes to 4 or 8 bits", "quantization_bit")
+    return {"load_in_4bit": True, "bnb_4bit_quant_type": own.get("quantization_type", "nf4"),
+            "use_bnb_nested_quant": own.get("double_quantization", True)}

@@ -1,0 +1,142 @@
+"""LLaMA-Factory's training YAMLs (``models.llamafactory``), read with ``--hf-training-args`` as
+``llamafactory-cli train`` runs them.  The files are LLaMA-Factory's examples, unchanged
+(``framework_inputs/PROVENANCE.md``), read here for Qwen3-0.6B's published config (the examples
+name Qwen3-4B; the reader counts the model given beside the file).  Every number is counted by hand
+from the file's fields, LLaMA-Factory's defaults (hparams at ff6d4d1: ``lora_rank`` 8, ``lora_target``
+all, ``cutoff_len`` 2048, gradient checkpointing on) and Qwen3-0.6B's sizes: hidden 1,024, 28
+layers, 16 query and 8 key/value heads of 128, MLP 3,072, 151,936 tied embeddings, so
+28 x 15,730,944 + 155,582,464 + 1,024 = 596,049,920 parameters."""
+
+import json
+import pathlib
+
+import pytest
+
+from symbolic_cost.cli import main
+
+INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
+QWEN3 = ["--hf-config", str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Qwen3-0.6B.json")]
+P = 596_049_920
+PROJECTIONS = [(1024, 2048), (1024, 1024), (1024, 1024), (2048, 1024), (1024, 3072), (1024, 3072), (3072, 1024)]
+"""Qwen3-0.6B's seven linear layers of a block, ``in -> out``: what LoRA's ``all`` adapts."""
+pytest.importorskip("yaml", reason="the configurations are YAML (pip install 'symbolic_cost[yaml]')")
+
+
+def _file(name: str) -> str:
+    return str(INPUTS / f"llamafactory_{name}.yaml")
+
+
+def _changed(tmp_path, name: str, drop=(), **fields) -> str:
+    import yaml
+    config = yaml.safe_load(pathlib.Path(_file(name)).read_text())
+    config.update(fields)
+    for key in drop:
+        del config[key]
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def _json(capsys, *words):
+    assert main(["summary", *QWEN3, *words, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _error(capsys, *words) -> str:
+    assert main(["summary", *QWEN3, *words]) == 2
+    return capsys.readouterr().err
+
+
+def test_lora_sft_is_the_typed_lora(capsys):
+    """qwen3_lora_sft.yaml: one sequence a micro-batch, 8 accumulated, 2,048 tokens (cutoff_len),
+    bf16, LoRA rank 8 on the seven projections over a 16-bit base, every layer recomputed; the
+    adapters hold 28 x 8 x sum(in + out) = 5,046,272 parameters."""
+    got = _json(capsys, "--hf-training-args", _file("qwen3_lora_sft"), "--devices", "8")
+    assert got["trainable_parameters"] == 28 * sum(8 * (k + n) for k, n in PROJECTIONS) == 5_046_272
+    assert got["parameters"] == P + 5_046_272
+    typed = _json(capsys, "--set", "b=1", "n_micro=8", "l=2048", "d=8", "--recompute", "full", "--precision", "bf16",
+                  "--overlap", "grad", "--optimizer", "adamw", "--flash", "--attention-kernel", "flash-attention-2",
+                  "--lora-rank", "8", "--lora-targets", "q,k,v,o,gate,up,down")
+    assert {k: v for k, v in got.items() if k != "notes"} == {k: v for k, v in typed.items() if k != "notes"}
+    assert any("LLaMA-Factory's stage sft, lora fine-tuning" in note for note in got["notes"])
+
+
+def test_left_out_fields_take_llamafactorys_defaults(tmp_path, capsys):
+    """Without lora_rank, lora_target, cutoff_len and flash_attn the file trains what LLaMA-Factory's
+    dataclasses default to (hparams at ff6d4d1: rank 8 on all, 2,048 tokens, transformers' sdpa):
+    the same as the example that states them."""
+    path = _changed(tmp_path, "qwen3_lora_sft", drop=("lora_rank", "lora_target", "cutoff_len"))
+    stated = _json(capsys, "--hf-training-args", _file("qwen3_lora_sft"), "--devices", "8")
+    got = _json(capsys, "--hf-training-args", path, "--devices", "8")
+    assert got["trainable_parameters"] == 5_046_272 and got["layout"] == stated["layout"]
+
+
+def test_lora_dpo_runs_pairs_and_the_base_as_reference(capsys):
+    """qwen3_lora_dpo.yaml: stage dpo, pref_loss sigmoid, so a reference (use_ref_model); under LoRA
+    it is the base with the adapters off (create_ref_model returns none).  Two sequences an example;
+    the reference's forward is the trained one's less the adapters': per token and layer,
+    r (2 in - 1) + out (2r - 1) + 2 out FLOPs an adapter (an m x k x n product is m n (2k - 1))."""
+    got = _json(capsys, "--hf-training-args", _file("qwen3_lora_dpo"), "--devices", "8")
+    layout = got["layout"]
+    assert (layout["b"], layout["micro_batches"], layout["reference"]) == (2, 8, "adapters")
+    adapters = sum(8 * (2 * k - 1) + n * (2 * 8 - 1) + 2 * n for k, n in PROJECTIONS)
+    assert got["flops_fwd"] - got["flops_reference"] == adapters * 28 * (2 * 2048 * 8)
+
+
+def test_full_sft_under_its_zero3_config(capsys):
+    """qwen3_full_sft.yaml names examples/deepspeed/ds_z3_config.json (given with --deepspeed): ZeRO-3
+    over 8, "auto" batch and bf16 from the YAML; the trainable parameters in fp32 under ZeRO-3
+    (DeepSpeed's partitions), 2 + 2 + 12 bytes a parameter sharded 8 ways."""
+    got = _json(capsys, "--hf-training-args", _file("qwen3_full_sft"), "--deepspeed",
+                str(INPUTS / "llamafactory_ds_z3_config.json"), "--devices", "8")
+    layout = got["layout"]
+    assert (layout["b"], layout["micro_batches"], layout["zero"], layout["recompute"]) == (1, 2, 3, "full")
+    assert got["weight_bytes"] * 8 == 2 * P and got["optimizer_bytes"] * 8 == 12 * P
+    assert got["trainable_parameters"] == P
+
+
+def test_full_dpo_holds_a_16bit_reference_copy(tmp_path, capsys):
+    """The DPO example as a full fine-tune (finetuning_type full): the reference is a second model
+    loaded as the first (the checkpoint's 16-bit dtype), sharded by ZeRO-3 as the weights are."""
+    path = _changed(tmp_path, "qwen3_lora_dpo", finetuning_type="full")
+    got = _json(capsys, "--hf-training-args", path, "--deepspeed", str(INPUTS / "llamafactory_ds_z3_config.json"),
+                "--devices", "8")
+    assert got["layout"]["reference"] == "16-bit"
+    assert got["weight_bytes"] * 8 == (2 + 2) * P
+
+
+@pytest.mark.parametrize("loss", ["orpo", "simpo"])
+def test_reference_free_losses_have_no_reference(tmp_path, capsys, loss):
+    got = _json(capsys, "--hf-training-args", _changed(tmp_path, "qwen3_lora_dpo", pref_loss=loss), "--devices", "8")
+    assert got["layout"]["b"] == 2 and "reference" not in got["layout"]
+
+
+def test_qlora_on_the_fly_is_nf4_with_double_quantization(capsys):
+    """qwen3_lora_sft_otfq.yaml: quantization_bit 4, bitsandbytes, nf4 and double quantisation by
+    LLaMA-Factory's defaults: the same as the typed QLoRA."""
+    got = _json(capsys, "--hf-training-args", _file("qwen3_lora_sft_otfq"), "--devices", "8")
+    typed = _json(capsys, "--set", "b=1", "n_micro=8", "l=2048", "d=8", "--recompute", "full", "--precision", "bf16",
+                  "--overlap", "grad", "--optimizer", "adamw", "--flash", "--attention-kernel", "flash-attention-2",
+                  "--lora-rank", "8", "--lora-targets", "q,k,v,o,gate,up,down", "--lora-base", "nf4")
+    assert got["weight_bytes"] == typed["weight_bytes"] and got["trainable_parameters"] == typed["trainable_parameters"]
+
+
+@pytest.mark.parametrize("name, changes, refused", [
+    ("qwen3_lora_kto", {}, "stage kto"),
+    ("llama3_lora_sft_awq", {}, "quantized with AWQ"),
+    ("qwen3_lora_sft", {"do_train": False}, "not a training run"),
+    ("qwen3_lora_sft", {"finetuning_type": "freeze"}, "finetuning_type freeze"),
+    ("qwen3_lora_sft", {"tensor_model_parallel_size": 2}, "Megatron backends"),
+    ("qwen3_lora_sft", {"image_max_pixels": 262144}, "vision or audio"),
+    ("qwen3_lora_sft", {"use_galore": True}, "GaLore"),
+    ("qwen3_lora_sft", {"quantization_bit": 4, "quantization_method": "hqq"}, "only bitsandbytes"),
+])
+def test_refusals_name_the_field(tmp_path, capsys, name, changes, refused):
+    path = _changed(tmp_path, name, **changes) if changes else _file(name)
+    err = _error(capsys, "--hf-training-args", path, "--devices", "8")
+    assert refused in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_stage_decides_the_trainer(capsys):
+    assert "stage decides the trainer" in _error(capsys, "--hf-training-args", _file("qwen3_lora_sft"),
+                                                 "--trl-trainer", "dpo", "--devices", "8")
