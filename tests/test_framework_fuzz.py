@@ -41,6 +41,9 @@ STRUCTURED = [
     ("--hf-training-args", "handbook_sft_config_full.yaml", ["--preset", "gpt2", "--devices", "8"]),
     ("--hf-training-args", "trainer_to_json_string.json", ["--preset", "gpt2", "--devices", "8"]),
     ("--hf-training-args", "handbook_sft_config_qlora.yaml", ["--preset", "gpt2", "--devices", "1"]),
+    ("--hf-training-args", "handbook_dpo_config_full.yaml", ["--preset", "gpt2", "--devices", "8", "--trl-trainer",
+                                                             "dpo"]),
+    ("--hf-training-args", "llamafactory_qwen3_lora_dpo.yaml", ["--preset", "gpt2", "--devices", "8"]),
     ("--nemo-recipe", "megatron_bridge_llama32_1b.yaml", ["--devices", "8"]),
 ]
 TOMLS = [("llama3_8b.toml", "64"), ("llama3_405b.toml", "128"), ("debug_model.toml", "8")]
