@@ -1466,6 +1466,17 @@ def test_a_llama_factory_configuration_is_read_as_such(tmp_path, capsys):
     assert any("LLaMA-Factory's stage sft, lora fine-tuning" in note for note in got["notes"])
 
 
+def test_an_axolotl_configuration_is_named_as_such(tmp_path, capsys):
+    """axolotl's examples/llama-3/lora-1b.yml (axolotl-ai-cloud/axolotl at 067b021) names its fields its
+    own way (base_model, micro_batch_size, sequence_len, adapter): refused saying whose format it is, not
+    at a field TrainingArguments would misread (its lora_r beside no use_peft)."""
+    path = tmp_path / "lora-1b.yml"
+    path.write_text("base_model: NousResearch/Llama-3.2-1B\nadapter: lora\nsequence_len: 2048\nlora_r: 16\n"
+                    "gradient_accumulation_steps: 2\nmicro_batch_size: 2\noptimizer: adamw_8bit\nbf16: auto\n")
+    err = _error(capsys, "--preset", "llama-3-8b", "--hf-training-args", str(path))
+    assert "an axolotl configuration" in err and "lora_r" not in err.split("(")[0]
+
+
 def test_an_fsdp_section_beside_another_distributed_type_is_noted(tmp_path, capsys):
     """accelerate's tests/test_configs/validate_launch_cmd.yaml holds an fsdp_config beside distributed_type NO:
     accelerate launch turns FSDP on only for distributed_type FSDP (launch.py: use_fsdp), so the section is
