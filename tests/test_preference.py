@@ -106,13 +106,19 @@ def test_orpo_runs_pairs_without_a_reference(capsys):
     assert any(note.startswith("ORPO: each example") for note in got["notes"])
 
 
+SMALL = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 512}
+"""A small Llama (its config as transformers writes one): few enough weights to move one by one."""
+
+
 def test_reference_gathers_are_a_simulated_zero3_forward():
-    """ZeRO-3's gathers of a reference copy of GPT-2 over 4 ranks, 3 micro-batches: each forward
-    gathers the whole copy once, in 16 bits, and it has no backward.  Simulated with the ring
-    all-gather of ``tests/simulate_fsdp.py`` (every chunk really moved), bytes a rank sends."""
-    arch, d, n = preset("gpt2"), 4, 3
-    cost = model_cost(arch, Training(b=2, l=256, d=d, micro_batches=n, zero=3, reference="16-bit"))
+    """ZeRO-3's gathers of a reference copy over 4 ranks, 3 micro-batches: each forward gathers
+    the whole copy once, in 16 bits, and it has no backward.  Simulated with the ring all-gather of
+    ``tests/simulate_fsdp.py`` (every chunk really moved), bytes a rank sends."""
+    d, n = 4, 3
+    cost = model_cost(from_config(SMALL), Training(b=2, l=256, d=d, micro_batches=n, zero=3, reference="16-bit"))
     elements = int(cost.parameters)
+    assert elements % d == 0
     chunks = [list(range(i * elements // d, (i + 1) * elements // d)) for i in range(d)]
     gathered, sent = sim.ring_allgather(chunks)
     assert all(len(held) == d for held in gathered)
