@@ -19,7 +19,8 @@ alias ``gradient_checkpointing``),              the ``_kwargs`` only ``use_reent
 ``optim`` (adamw_torch_fused)                   ``adamw_torch``, ``adamw_torch_fused``,
                                                 ``adamw_hf``: ``optimizer`` adamw; ``adafactor``
                                                 (transformers' Adafactor, no first moment):
-                                                adafactor; any other refused by name
+                                                adafactor; bitsandbytes' (``OPTIMIZERS``);
+                                                any other refused by name
 ``fsdp`` (none) with ``fsdp_config.version``    FSDP2 (the default): ``reshard_after_forward``
 (2), ``reshard_after_forward`` (true;           true (``full_shard``): ``zero`` 3; false
 FSDP1: ``full_shard``)                          (``shard_grad_op``): ``zero`` 3 keeping the
@@ -28,9 +29,14 @@ FSDP1: ``full_shard``)                          (``shard_grad_op``): ``zero`` 3 
                                                 ``zero`` 3 sharded over ``--shard N`` (the
                                                 devices of a machine). As ``models.accelerate``
 ``fsdp`` ``offload``, ``fsdp_config.cpu_offload``  ``offload`` parameters (and the optimizer step)
-``deepspeed`` (none)                            refused: give the DeepSpeed JSON with
-                                                ``--deepspeed`` (its "auto" values from ``--set``)
+``deepspeed`` (none)                            the DeepSpeed JSON given with ``--deepspeed``
+                                                beside (``models.trainer_deepspeed``); refused
+                                                without it
 =============================================== ===================================================
+
+A TRL recipe's own fields are ``models.trl_recipe``'s (run by the trainer ``--trl-trainer``
+names: ``models.preference``), a LLaMA-Factory YAML's ``models.llamafactory``'s; an axolotl
+configuration is refused saying whose it is.
 
 The data-parallel gradient all-reduce (DDP) and FSDP's gathers and reduce-scatters run behind
 compute (``overlap``), as in ``models.accelerate``; the 16-bit mixed precision of autocast (or of
