@@ -115,6 +115,9 @@ PREQUANTIZED = ("awq", "gptq", "aqlm", "exl2", "hqq", "eetq", "quanto")
 """Quantisation methods a checkpoint's name carries (``...-AWQ``): LLaMA-Factory trains LoRA over
 such a base as stored, in its own format (refused)."""
 
+PREFERENCE_LOSSES = ("sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo")
+"""``pref_loss``'s values (``FinetuningArguments``); ``orpo`` and ``simpo`` need no reference."""
+
 ATTENTION = {"auto": None, "disabled": "eager", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
 """``flash_attn`` as transformers' ``attn_implementation`` (``None``: transformers' default)."""
 
@@ -127,7 +130,7 @@ def is_llamafactory(args: dict) -> bool:
 def check_training(args: dict) -> None:
     """Refuse a LLaMA-Factory YAML that is not a training run of a text model this module reads:
     inference, export and evaluation configurations, its Megatron backends, multimodal models."""
-    if args.get("do_train") is not True:     # LLaMA-Factory's workflows train only with it (TrainingArguments: false)
+    if not _flag(args, "do_train", False):     # LLaMA-Factory's workflows train only with it (TrainingArguments: false)
         raise InputError("a LLaMA-Factory configuration without do_train: true (inference, export, merge, "
                          "prediction or evaluation) is not a training run", "do_train")
     for key in MEGATRON:
@@ -163,14 +166,14 @@ def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
     for key, why in REFUSED.items():
         if own.get(key) not in (None, False, "", [], {}):
             raise InputError(f"{key}: {why}", key)
-    stage = own.get("stage", "sft")
+    stage = _word(own, "stage", "sft")
     if stage in STAGES:
         raise InputError(f"stage {stage}: {STAGES[stage]}", "stage")
     if stage not in ("pt", "sft", "dpo"):
         raise InputError(f"stage {stage!r}: one of pt, sft, dpo (rm, ppo, kto refused)", "stage")
-    out = {"max_length": own.get("cutoff_len", 2048),
-           "gradient_checkpointing": not own.get("disable_gradient_checkpointing", False)}
-    attention = own.get("flash_attn", "auto")
+    out = {"max_length": _count(own, "cutoff_len", 2048),
+           "gradient_checkpointing": not _flag(own, "disable_gradient_checkpointing", False)}
+    attention = _word(own, "flash_attn", "auto")
     if attention not in ATTENTION:
         raise InputError(f"flash_attn {attention!r}: one of {', '.join(ATTENTION)}", "flash_attn")
     if ATTENTION[attention] is not None:
@@ -181,7 +184,10 @@ def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
     if out.get("use_peft") or pairs:
         notes.append(f"LLaMA-Factory loads the model in its checkpoint's dtype (torch_dtype auto): the "
                      f"{'frozen base' if out.get('use_peft') else 'reference'} taken as 16-bit")
-    reference_free = pairs and own.get("pref_loss", "sigmoid") in ("orpo", "simpo")
+    loss = _word(own, "pref_loss", "sigmoid")
+    if loss not in PREFERENCE_LOSSES:
+        raise InputError(f"pref_loss {loss!r}: one of {', '.join(PREFERENCE_LOSSES)}", "pref_loss")
+    reference_free = pairs and loss in ("orpo", "simpo")
     if reference_free:
         notes.append(f"pref_loss {own['pref_loss']}: no reference model (use_ref_model false)")
     return out, "orpo" if reference_free else "dpo" if pairs else "sft", True, notes
@@ -189,7 +195,7 @@ def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
 
 def _tuning(own: dict, args: dict) -> dict:
     """The recipe fields of ``finetuning_type``, LoRA's and quantisation's, and the load dtype."""
-    kind = own.get("finetuning_type", "lora")
+    kind = _word(own, "finetuning_type", "lora")
     if kind in ("freeze", "oft"):
         raise InputError(f"finetuning_type {kind}: "
                          f"{'training some layers whole' if kind == 'freeze' else 'OFT adapters'} is not modelled",
@@ -200,15 +206,16 @@ def _tuning(own: dict, args: dict) -> dict:
     if bits is not None and kind != "lora":
         raise InputError(f"quantization_bit {bits} with finetuning_type {kind}: LLaMA-Factory quantizes for LoRA only",
                          "quantization_bit")
+    pure = _flag(own, "pure_bf16", False)
     if kind == "full":
-        if own.get("pure_bf16"):     # bf16 parameters kept so: no fp32 copy
+        if pure:                    # bf16 parameters kept so: no fp32 copy
             return {"torch_dtype": "bfloat16"}
         return {}                   # trainable parameters cast to fp32 (adapter.init_adapter)
-    if own.get("pure_bf16"):
+    if pure:
         raise InputError("pure_bf16 with LoRA: bf16 adapters without an fp32 copy are not modelled", "pure_bf16")
-    target = own.get("lora_target", "all")
-    modules = ["all-linear"] if target == "all" else [m.strip() for m in str(target).split(",") if m.strip()]
-    out = {"use_peft": True, "lora_r": own.get("lora_rank", 8), "lora_target_modules": modules}
+    target = _word(own, "lora_target", "all")
+    modules = ["all-linear"] if target == "all" else [m.strip() for m in target.split(",") if m.strip()]
+    out = {"use_peft": True, "lora_r": _count(own, "lora_rank", 8), "lora_target_modules": modules}
     out.update(_quantised(own, bits))
     if not out.get("load_in_4bit") and not out.get("load_in_8bit"):
         out["torch_dtype"] = "float16" if args.get("fp16") else "bfloat16"
@@ -219,12 +226,36 @@ def _quantised(own: dict, bits) -> dict:
     """bitsandbytes' on-the-fly quantisation of the base (``quantization_bit``)."""
     if bits is None:
         return {}
-    method = own.get("quantization_method", "bnb")
+    method = _word(own, "quantization_method", "bnb")
     if method not in ("bnb", "bitsandbytes"):
         raise InputError(f"quantization_method {method!r}: only bitsandbytes (bnb) is modelled", "quantization_method")
     if bits == 8:
         return {"load_in_8bit": True}
     if bits != 4:
         raise InputError(f"quantization_bit {bits!r}: bitsandbytes quantizes to 4 or 8 bits", "quantization_bit")
-    return {"load_in_4bit": True, "bnb_4bit_quant_type": own.get("quantization_type", "nf4"),
-            "use_bnb_nested_quant": own.get("double_quantization", True)}
+    return {"load_in_4bit": True, "bnb_4bit_quant_type": _word(own, "quantization_type", "nf4"),
+            "use_bnb_nested_quant": _flag(own, "double_quantization", True)}
+
+
+def _flag(fields: dict, key: str, default: bool) -> bool:
+    """A boolean field (``true``/``false`` also as text, as a command line gives them)."""
+    value = fields.get(key, default)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise InputError(f"{key} must be true or false, got {value!r}", key)
+    return value
+
+
+def _word(fields: dict, key: str, default: str) -> str:
+    value = fields.get(key, default)
+    if not isinstance(value, str):
+        raise InputError(f"{key} must be a name, got {value!r}", key)
+    return value
+
+
+def _count(fields: dict, key: str, default: int) -> int:
+    value = fields.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{key} must be a positive integer, got {value!r}", key)
+    return value
