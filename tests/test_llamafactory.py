@@ -140,3 +140,15 @@ def test_refusals_name_the_field(tmp_path, capsys, name, changes, refused):
 def test_the_stage_decides_the_trainer(capsys):
     assert "stage decides the trainer" in _error(capsys, "--hf-training-args", _file("qwen3_lora_sft"),
                                                  "--trl-trainer", "dpo", "--devices", "8")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("cutoff_len", "abc"), ("lora_rank", -1), ("lora_target", ["q_proj", "v_proj"]), ("stage", ["sft"]),
+    ("pref_loss", 5), ("pref_loss", "dpo"), ("finetuning_type", None), ("pure_bf16", "yes"),
+    ("disable_gradient_checkpointing", 1), ("flash_attn", 3), ("quantization_bit", "4"),
+])
+def test_a_value_of_the_wrong_kind_is_refused_naming_its_field(tmp_path, capsys, field, value):
+    """Values LLaMA-Factory's dataclasses would not hold end in a refusal naming the field, not in a
+    wrong answer or a traceback."""
+    err = _error(capsys, "--hf-training-args", _changed(tmp_path, "qwen3_lora_dpo", **{field: value}), "--devices", "8")
+    assert field in err and len(err.strip().splitlines()) == 1
