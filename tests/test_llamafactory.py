@@ -152,3 +152,13 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_its_field(tmp_path, capsys,
     wrong answer or a traceback."""
     err = _error(capsys, "--hf-training-args", _changed(tmp_path, "qwen3_lora_dpo", **{field: value}), "--devices", "8")
     assert field in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_v1_format_is_named_as_such(tmp_path, capsys):
+    """LLaMA-Factory's examples/v1/train_lora/train_lora_sft.yaml (ff6d4d1): its second format, refused as
+    a whole, naming it (not as an unknown TrainingArguments field, nor as axolotl's)."""
+    path = tmp_path / "train_lora_sft.yaml"
+    path.write_text("model: Qwen/Qwen3-4B\nmodel_class: llm\npeft_config:\n  name: lora\n  r: 16\n"
+                    "dist_config:\n  name: fsdp2\ntrain_dataset: data/v1_sft_demo.yaml\noutput_dir: ./outputs\n"
+                    "micro_batch_size: 1\ncutoff_len: 2048\nlearning_rate: 1.0e-4\nmax_steps: 10\n")
+    assert "LLaMA-Factory's v1 configuration" in _error(capsys, "--hf-training-args", str(path), "--devices", "8")

@@ -254,7 +254,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     world, per_node = given_counts(world=world, per_node=per_node)
     arch = model_for(arch)
     args, defaults = read_arguments(text, name)
-    if {"base_model", "micro_batch_size", "sequence_len"} & set(args):        # axolotl's own names of them
+    if {"base_model", "sequence_len"} & set(args) and not is_llamafactory(args):    # axolotl's own names
         raise InputError(f"{name}: an axolotl configuration (base_model, micro_batch_size, sequence_len, adapter) is "
                          f"not read; give its batch, length and LoRA with the command line's options (--set b= "
                          f"n_micro= l=, --lora-rank, --lora-base), its DeepSpeed file with --deepspeed",

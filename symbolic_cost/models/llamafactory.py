@@ -40,7 +40,8 @@ import re
 
 from symbolic_cost.checks import InputError
 
-MARKS = ("stage", "finetuning_type", "template", "cutoff_len", "infer_backend", "export_dir")
+MARKS = ("stage", "finetuning_type", "template", "cutoff_len", "infer_backend", "export_dir", "model_class",
+         "dist_config")
 """Fields only LLaMA-Factory's configurations hold: a YAML with one of them is LLaMA-Factory's."""
 
 MEGATRON = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
@@ -127,9 +128,19 @@ def is_llamafactory(args: dict) -> bool:
     return bool(set(MARKS) & set(args))
 
 
+V1 = ("model_class", "dist_config", "kernel_config", "train_dataset", "peft_config", "quant_config")
+"""Sections of LLaMA-Factory's second configuration format (``examples/v1``, ``llamafactory.v1``):
+``model``, ``micro_batch_size`` and nested ``peft_config``/``dist_config`` in place of the
+``TrainingArguments`` fields (refused, as a whole)."""
+
+
 def check_training(args: dict) -> None:
     """Refuse a LLaMA-Factory YAML that is not a training run of a text model this module reads:
-    inference, export and evaluation configurations, its Megatron backends, multimodal models."""
+    its v1 format, inference, export and evaluation configurations, its Megatron backends,
+    multimodal models."""
+    if "model" in args and set(V1) & set(args):
+        raise InputError(f"LLaMA-Factory's v1 configuration ({', '.join(k for k in V1 if k in args)}: "
+                         f"llamafactory.v1) is not read; its first format (examples/train_*) is", "model")
     if not _flag(args, "do_train", False):     # LLaMA-Factory's workflows train only with it (TrainingArguments: false)
         raise InputError("a LLaMA-Factory configuration without do_train: true (inference, export, merge, "
                          "prediction or evaluation) is not a training run", "do_train")
