@@ -937,9 +937,11 @@ def test_accelerate_refusals(tmp_path, capsys, old, new, refused):
 @pytest.mark.parametrize("optim, state_bytes", [
     ("adamw_8bit", 4 + 2 * (1 + Fraction(4, 2048))), ("adamw_bnb_8bit", 4 + 2 * (1 + Fraction(4, 2048))),
     ("paged_adamw_8bit", 4 + 2 * (1 + Fraction(4, 2048))), ("paged_adamw_32bit", 4 + 2 * 4),
+    ("rmsprop", 4 + 4),       # torch's RMSprop at its defaults: square_avg alone, fp32
 ])
 def test_trainer_bitsandbytes_optimizers(tmp_path, capsys, optim, state_bytes):
-    """bitsandbytes' AdamW through ``optim`` (names of the installed transformers' ``OptimizerNames``):
+    """bitsandbytes' AdamW and torch's RMSprop through ``optim`` (names of the installed transformers'
+    ``OptimizerNames``):
     the fp32 master (bf16 mixed precision) and two moments, of one byte and an fp32 absolute maximum
     per block of 2048 (Dettmers et al. 2022) in the 8-bit ones, fp32 in the 32-bit one; "paged"
     memory stays on the device until it runs out (noted).  Llama-3.2-1B: 1,235,814,400 parameters."""

@@ -109,9 +109,10 @@ FSDP_CONFIG = {"version", "reshard_after_forward", "cpu_offload", "activation_ch
 
 OPTIMIZERS = {"adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adafactor": "adafactor",
               "adamw_bnb_8bit": "adam-8bit", "adamw_8bit": "adam-8bit", "paged_adamw_32bit": "adamw",
-              "paged_adamw_8bit": "adam-8bit"}
+              "paged_adamw_8bit": "adam-8bit", "rmsprop": "rmsprop"}
 """transformers' ``optim`` names and the library's optimizers: bitsandbytes' 8-bit AdamW keeps its
-moments block-wise in one byte (``adam-8bit``), its 32-bit one as torch's; "paged" state is in
+moments block-wise in one byte (``adam-8bit``), its 32-bit one as torch's; ``rmsprop`` is
+``torch.optim.RMSprop`` at its defaults (transformers passes only the learning rate); "paged" state is in
 memory the device can page out to the host under pressure, counted on the device (``PAGED``)."""
 
 PAGED = ("optim {}: bitsandbytes' paged optimizer state is paged to the host only when the device runs out of "

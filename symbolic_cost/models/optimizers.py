@@ -21,6 +21,8 @@ Optimizers (``OPTIMIZERS``), their state per parameter:
 ``adam``,      two moments (Kingma & Ba 2015; Loshchilov & Hutter 2019's decoupled decay adds
 ``adamw``      no state)
 ``sgd``        one momentum buffer (``torch.optim.SGD(momentum>0)``)
+``rmsprop``    one running average of the squared gradient (``torch.optim.RMSprop`` at its
+               defaults, ``momentum=0`` and ``centered=False``: ``square_avg`` alone)
 ``adafactor``  no first moment (``beta1=0``, Shazeer & Stern 2018's default) and a factored
                second moment: a row and a column accumulator per weight matrix (``r + c``
                fp32 values for an ``r x c`` matrix), the full second moment of every vector;
@@ -148,6 +150,7 @@ OPTIMIZERS = {
     "adam": Optimizer("adam", 2),
     "adamw": Optimizer("adamw", 2),
     "sgd": Optimizer("sgd", 1),
+    "rmsprop": Optimizer("rmsprop", 1),
     "adafactor": Optimizer("adafactor", 0, factored=True),
     "adam-8bit": Optimizer("adam-8bit", 2, moment_bytes=1 + Rational(4, 2048)),
     "onebit-adam": Optimizer("onebit-adam", 2, compressed=True),
