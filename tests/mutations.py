@@ -871,6 +871,8 @@ MUTATIONS = (
     Mutation("deepspeed-leaves-the-reference-fp32", "symbolic_cost/models/hf_trainer.py",
              '        policy["reference"] = "16-bit"      # TRL prepares', '        pass  # TRL prepares',
              required=False),
+    Mutation("reward-model-keeps-the-lm-head", "symbolic_cost/models/hf_trainer.py",
+             "        arch = reward_model(arch)", "        pass", required=False),
     # a Trainer with a DeepSpeed config (tests/test_trainer_deepspeed.py)
     Mutation("trainer-deepspeed-mismatch-accepted", "symbolic_cost/models/trainer_deepspeed.py",
              "        if launch.values[symbol] != fills[symbol]:", "        if False:", required=False),

@@ -27,6 +27,7 @@ DPO_FULL, DPO_QLORA, ORPO, ZERO3 = (str(INPUTS / name) for name in (
     "handbook_dpo_config_full.yaml", "handbook_dpo_config_qlora.yaml", "handbook_orpo_141b_config_full.yaml",
     "handbook_zero3.yaml"))
 MIXTRAL = str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
+QWEN3 = str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Qwen3-0.6B.json")
 MISTRAL = 7_241_732_096
 pytest.importorskip("yaml", reason="the recipes are YAML (pip install 'symbolic_cost[yaml]')")
 
@@ -208,6 +209,41 @@ def test_sweep_refuses_a_pipelined_point_of_a_dpo_recipe(capsys):
     assert main(["sweep", "--preset", "mistral-7b", "--hf-training-args", DPO_FULL, "--trl-trainer", "dpo",
                  "--accelerate", ZERO3, "--grid", "p=1,2", "--field", "total"]) == 2
     assert "--grid at p=2" in capsys.readouterr().err
+
+
+REWARD_RECIPE = ("model_name_or_path: Qwen/Qwen3-0.6B\ndataset_name: trl-lib/ultrafeedback_binarized\n"
+                 "output_dir: Qwen3-0.6B-Reward\nper_device_train_batch_size: 8\nnum_train_epochs: 1\n"
+                 "gradient_checkpointing: true\nlearning_rate: 1.0e-5\nmax_length: 2048\n")
+"""TRL's reward-modelling example (docs/source/reward_trainer.md's ``trl reward`` flags), as a recipe."""
+
+
+def test_a_reward_model_is_transformers_sequence_classifier_of_one_label(tmp_path, capsys):
+    """``--trl-trainer reward``: the model as ``AutoModelForSequenceClassification`` builds it with
+    ``num_labels=1`` (the outside oracle: transformers' own class on the meta device, its parameters
+    counted), two sequences an example, no reference."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = json.loads(pathlib.Path(QWEN3).read_text())
+    hf = transformers.AutoConfig.for_model(config["model_type"], **{k: v for k, v in config.items()
+                                                                      if k != "model_type"})
+    hf.num_labels = 1
+    with torch.device("meta"):
+        model = transformers.AutoModelForSequenceClassification.from_config(hf)
+    expected = sum(p.numel() for p in model.parameters())
+    recipe = tmp_path / "reward.yaml"
+    recipe.write_text(REWARD_RECIPE)
+    got = _json(capsys, "--hf-training-args", str(recipe), "--trl-trainer", "reward", "--devices", "8",
+                model=("--hf-config", QWEN3))
+    assert got["parameters"] == expected
+    assert got["layout"]["b"] == 16 and "reference" not in got["layout"]
+
+
+def test_a_lora_reward_model_is_refused(tmp_path, capsys):
+    recipe = tmp_path / "reward.yaml"
+    recipe.write_text(REWARD_RECIPE + "use_peft: true\n")
+    assert main(["summary", "--hf-config", QWEN3, "--hf-training-args", str(recipe), "--trl-trainer", "reward",
+                 "--devices", "8"]) == 2
+    assert "score head whole" in capsys.readouterr().err
 
 
 def test_the_command_lines_trainers_are_the_readers():

@@ -149,10 +149,11 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
                     "YAML beside --hf-config/--preset: its batch, accumulation, precision, FSDP, checkpointing and "
                     "optimizer (and a recipe's sequence length, attention and LoRA); the world size from --devices, "
                     "or from the launch config of --accelerate given with it (docs/frameworks.md)")
-        option(group, "--trl-trainer", choices=("sft", "dpo", "orpo"),
-               help="with --hf-training-args: the TRL trainer that runs the recipe (trl sft|dpo|orpo, the alignment "
-                    "handbook's scripts/<trainer>.py): dpo and orpo run each example's chosen and rejected "
-                    "sequences, dpo a reference model's forward too (default: sft)")
+        option(group, "--trl-trainer", choices=("sft", "dpo", "orpo", "reward"),
+               help="with --hf-training-args: the TRL trainer that runs the recipe (trl sft|dpo|orpo|reward, the "
+                    "alignment handbook's scripts/<trainer>.py): dpo, orpo and reward run each example's chosen and "
+                    "rejected sequences, dpo a reference model's forward too, reward the model as a classifier of "
+                    "one label (default: sft)")
         option(group, "--deepspeed", metavar="FILE",
                help="a DeepSpeed config JSON beside --hf-config/--preset: its ZeRO stage, offload, batch and precision "
                     "(docs/frameworks.md)")

@@ -56,7 +56,7 @@ from symbolic_cost.checks import InputError, file_text, given_counts
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.trl_recipe import FLASH, FP32_BASE, KERNEL, SIXTEEN_BIT, recipe_fields, trl_defaults
-from symbolic_cost.models.preference import COPY_NOTE
+from symbolic_cost.models.preference import COPY_NOTE, reward_model
 from symbolic_cost.models.llamafactory import is_llamafactory, recipe as llamafactory_recipe
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
 from symbolic_cost.models.megatron_args import Setup, model_for
@@ -268,6 +268,8 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     trainer = trainer or "sft"
     recipe_values, recipe_policy, recipe_notes = recipe_fields(args, trainer, sixteen_bit)
     pairs = recipe_policy.pop("pairs", False)
+    if recipe_policy.pop("reward_model", False) and arch is not None:
+        arch = reward_model(arch)
     recipe_notes = defaults + recipe_notes
     _check_keys(args)
     if args.get("deepspeed") and deepspeed is None:

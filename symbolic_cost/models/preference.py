@@ -17,6 +17,11 @@ trainer     what a step runs beside the trained model's forward and backward
             (``"adapters"``, no copy); none with ``precompute_ref_log_probs`` (the log-probabilities
             are computed once before training) or the older ``reference_free``
 ``orpo``    nothing: the odds-ratio loss needs no reference model (Hong et al. 2024)
+``reward``  nothing, on the model as a sequence classifier of one label (``RewardTrainer`` loads
+            it with ``AutoModelForSequenceClassification``, ``num_labels=1``): its LM head
+            replaced by a score projection (``reward_model``), the pairs' rewards compared
+            (Ouyang et al. 2022); under LoRA refused (PEFT trains the score head whole beside the
+            adapters)
 =========== ========================================================================================
 
 The loss's own fields (``beta``, ``loss_type``, ...) change no count (``NO_COST``); a reference
@@ -26,17 +31,19 @@ model synchronised with the trained one (``sync_ref_model``) is copied every
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symbolic_cost.checks import InputError
 
-TRAINERS = ("sft", "dpo", "orpo")
-"""The TRL trainers a recipe can be run with (``--trl-trainer``): ``trl sft``/``dpo``/``orpo``, or
-the alignment handbook's ``scripts/sft.py``, ``dpo.py``, ``orpo.py``."""
+TRAINERS = ("sft", "dpo", "orpo", "reward")
+"""The TRL trainers a recipe can be run with (``--trl-trainer``): ``trl sft``/``dpo``/``orpo``/``reward``,
+or the alignment handbook's ``scripts/sft.py``, ``dpo.py``, ``orpo.py``."""
 
 NO_COST = {
     "beta", "max_prompt_length", "max_completion_length", "loss_type", "loss_weights", "label_smoothing",
     "rpo_alpha", "f_divergence_type", "f_alpha_divergence_coef", "use_weighting", "ld_alpha", "discopop_tau",
     "truncation_mode", "disable_dropout", "generate_during_eval", "label_pad_token_id", "padding_value",
-    "precompute_ref_batch_size", "ref_model_mixup_alpha", "ref_model_sync_steps",
+    "precompute_ref_batch_size", "ref_model_mixup_alpha", "ref_model_sync_steps", "center_rewards_coefficient",
 }
 """Preference fields that change no count of a step: the loss's shape and temperature, how the
 prompt is truncated (every sequence is counted at ``max_length`` either way), evaluation, and the
@@ -47,6 +54,9 @@ READ = {"precompute_ref_log_probs", "reference_free", "sync_ref_model"}
 
 FIELDS = NO_COST | READ
 """Every preference field: a recipe of ``trl sft`` holding one is refused (``preference_fields``)."""
+
+REWARD = {"center_rewards_coefficient"}
+"""Fields of ``RewardConfig`` alone."""
 
 DPO_ONLY = READ | {"rpo_alpha", "f_divergence_type", "f_alpha_divergence_coef", "use_weighting", "ld_alpha",
                    "discopop_tau", "loss_weights", "precompute_ref_batch_size", "ref_model_mixup_alpha",
@@ -76,12 +86,22 @@ def preference_fields(recipe: dict, trainer: str, lora: bool, sixteen_bit: bool)
                              f"recipe with --trl-trainer dpo or orpo (trl dpo, the handbook's scripts/dpo.py)",
                              given[0])
         return {}, []
-    if trainer == "orpo" and any(key in DPO_ONLY for key in given):
-        key = next(key for key in given if key in DPO_ONLY)
-        raise InputError(f"{key}: a DPO field, which ORPOConfig does not have (--trl-trainer orpo)", key)
+    foreign = [key for key in given if key in DPO_ONLY and trainer != "dpo" or key in REWARD and trainer != "reward"
+               or trainer == "reward" and key not in REWARD]
+    if foreign:
+        owner = "a DPO" if foreign[0] in DPO_ONLY else "a RewardConfig" if foreign[0] in REWARD else "a DPO or ORPO"
+        raise InputError(f"{foreign[0]}: {owner} field, which the {trainer} trainer's configuration does not have "
+                         f"(--trl-trainer {trainer})", foreign[0])
+    if trainer == "reward" and lora:
+        raise InputError("use_peft with --trl-trainer reward: PEFT trains the score head whole beside the adapters "
+                         "(SEQ_CLS modules_to_save), which is not modelled", "use_peft")
     notes = [f"{trainer.upper()}: each example is its chosen and its rejected sequence, run as one batch: b = 2 x "
              f"per_device_train_batch_size sequences"]
     policy = {"pairs": True}
+    if trainer == "reward":
+        policy["reward_model"] = True
+        notes.append("TRL's RewardTrainer: the model as a sequence classifier of one label (AutoModelForSequence"
+                     "Classification, num_labels 1), its LM head replaced by a score projection")
     if trainer == "dpo":
         reference, why = _reference(recipe, lora, sixteen_bit)
         if reference is not None:
@@ -118,3 +138,9 @@ def _flag(recipe: dict, key: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{key} must be true or false, got {value!r}", key)
     return value
+
+
+def reward_model(arch):
+    """``arch`` as ``AutoModelForSequenceClassification`` builds it with ``num_labels=1`` (a reward
+    model): the LM head (and any pooler) replaced by a decoder's ``score`` projection of one label."""
+    return replace(arch, lm_head=False, pooler=False, task="classification", classifier="score", num_labels=1)
