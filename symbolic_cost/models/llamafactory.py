@@ -191,16 +191,16 @@ def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
         out["attn_implementation"] = ATTENTION[attention]
     out.update(_tuning(own, args))
     notes = [f"LLaMA-Factory's stage {stage}, {own.get('finetuning_type', 'lora')} fine-tuning"]
-    pairs = stage == "dpo"
-    if out.get("use_peft") or pairs:
-        notes.append(f"LLaMA-Factory loads the model in its checkpoint's dtype (torch_dtype auto): the "
-                     f"{'frozen base' if out.get('use_peft') else 'reference'} taken as 16-bit")
     loss = _word(own, "pref_loss", "sigmoid")
     if loss not in PREFERENCE_LOSSES:
         raise InputError(f"pref_loss {loss!r}: one of {', '.join(PREFERENCE_LOSSES)}", "pref_loss")
+    pairs = stage == "dpo"
     reference_free = pairs and loss in ("orpo", "simpo")
     if reference_free:
-        notes.append(f"pref_loss {own['pref_loss']}: no reference model (use_ref_model false)")
+        notes.append(f"pref_loss {loss}: no reference model (use_ref_model false)")
+    if out.get("use_peft") or pairs and not reference_free:
+        notes.append(f"LLaMA-Factory loads the model in its checkpoint's dtype (torch_dtype auto): the "
+                     f"{'frozen base' if out.get('use_peft') else 'reference'} taken as 16-bit")
     return out, "orpo" if reference_free else "dpo" if pairs else "sft", True, notes
 
 
