@@ -77,7 +77,7 @@ class Training(FlatNames):
     * ``recomputation`` (``Recompute``), ``sharding`` (``Sharding``: ZeRO/FSDP, offload),
       ``numerics`` (``Precision``: element type, optimizer, low-precision recipe), ``execution``
       (``Execution``: flash attention, the dropout mask, ``Overlap``), ``trainable``
-      (``Trainable``: LoRA, the multi-token-prediction modules).
+      (``Trainable``: LoRA, the multi-token-prediction modules, DPO's reference model).
 
     Every attribute of a value is also a keyword and an attribute of ``Training`` under its flat
     name (``FLAT``): ``Training(p=4, zero=3).pipeline.p == Training(p=4, zero=3).p == 4``.
