@@ -878,13 +878,13 @@ MUTATIONS = (
              "        if launch.values[symbol] != fills[symbol]:", "        if False:", required=False),
     # LLaMA-Factory's YAML (tests/test_llamafactory.py)
     Mutation("llamafactory-lora-rank-default-16", "symbolic_cost/models/llamafactory.py",
-             '"lora_r": own.get("lora_rank", 8)', '"lora_r": own.get("lora_rank", 16)', required=False),
+             '"lora_r": _count(own, "lora_rank", 8)', '"lora_r": _count(own, "lora_rank", 16)', required=False),
     Mutation("llamafactory-simpo-keeps-a-reference", "symbolic_cost/models/llamafactory.py",
-             'own.get("pref_loss", "sigmoid") in ("orpo", "simpo")', 'own.get("pref_loss", "sigmoid") in ("orpo",)',
+             'reference_free = pairs and loss in ("orpo", "simpo")', 'reference_free = pairs and loss in ("orpo",)',
              required=False),
     Mutation("llamafactory-nested-quant-off", "symbolic_cost/models/llamafactory.py",
-             '"use_bnb_nested_quant": own.get("double_quantization", True)',
-             '"use_bnb_nested_quant": own.get("double_quantization", False)', required=False),
+             '"use_bnb_nested_quant": _flag(own, "double_quantization", True)',
+             '"use_bnb_nested_quant": _flag(own, "double_quantization", False)', required=False),
     Mutation("trainer-deepspeed-optimizer-section-ignored", "symbolic_cost/models/trainer_deepspeed.py",
              '    if "optimizer" in launch.policy:', "    if False:", required=False),
 )
