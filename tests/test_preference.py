@@ -189,7 +189,7 @@ def test_a_reference_copy_beside_lora_holds_the_base_alone():
 
 
 def test_recipe_refusals_name_the_field_and_the_trainer(capsys, tmp_path):
-    assert "--trl-trainer dpo or orpo" in _error(capsys, "--hf-training-args", DPO_FULL, "--devices", "8")
+    assert "--trl-trainer dpo, orpo or reward" in _error(capsys, "--hf-training-args", DPO_FULL, "--devices", "8")
     precomputed = tmp_path / "dpo.yaml"
     precomputed.write_text(pathlib.Path(DPO_FULL).read_text() + "\nprecompute_ref_log_probs: true\n")
     assert "a DPO field" in _error(capsys, "--hf-training-args", str(precomputed), "--trl-trainer", "orpo",

@@ -104,7 +104,7 @@ def test_the_training_arguments_precision_replaces_the_launch_configs(tmp_path, 
 
 
 @pytest.mark.parametrize("text, refused", [
-    ("beta: 0.01\n", "beta: a preference recipe's field (DPO, ORPO); give the trainer"),
+    ("beta: 0.01\n", "beta: a preference recipe's field (DPO, ORPO, reward); give the trainer"),
     ("lora_r: 8\n", "lora_r without use_peft"),
     ("attn_implementation: flex_attention\n", "attn_implementation 'flex_attention'"),
     ("use_peft: true\nlora_target_modules: [qkv]\n", "lora_target_modules 'qkv'"),

@@ -68,7 +68,8 @@ def preference_fields(recipe: dict, trainer: str, lora: bool, sixteen_bit: bool)
     """``(policy, notes)`` of a recipe's preference fields (``recipe``: the fields
     ``models.trl_recipe`` took out of the file) run by ``trainer`` (``TRAINERS``): ``reference``
     for DPO (``lora``: the recipe trains LoRA adapters; ``sixteen_bit``: it loads the model in 16
-    bits), ``pairs`` true for DPO and ORPO (each example is two sequences).
+    bits), ``pairs`` true for DPO, ORPO and reward models (each example is two sequences),
+    ``reward_model`` for the last (``reward_model``: the model as a classifier of one label).
 
     >>> preference_fields({"beta": 0.01}, "dpo", lora=False, sixteen_bit=True)[0]
     {'pairs': True, 'reference': '16-bit'}
@@ -82,9 +83,9 @@ def preference_fields(recipe: dict, trainer: str, lora: bool, sixteen_bit: bool)
     given = [key for key in recipe if key in FIELDS]
     if trainer == "sft":
         if given:
-            raise InputError(f"{given[0]}: a preference recipe's field (DPO, ORPO); give the trainer that runs the "
-                             f"recipe with --trl-trainer dpo or orpo (trl dpo, the handbook's scripts/dpo.py)",
-                             given[0])
+            raise InputError(f"{given[0]}: a preference recipe's field (DPO, ORPO, reward); give the trainer that "
+                             f"runs the recipe with --trl-trainer dpo, orpo or reward (trl dpo, the handbook's "
+                             f"scripts/dpo.py)", given[0])
         return {}, []
     foreign = [key for key in given if key in DPO_ONLY and trainer != "dpo" or key in REWARD and trainer != "reward"
                or trainer == "reward" and key not in REWARD]
