@@ -237,6 +237,19 @@ def flag(value, name: str) -> bool:
     return value
 
 
+def text_flag(value, name: str) -> bool:
+    """A boolean as a configuration file written by hand holds one, and as transformers' argument
+    parser reads it: ``true``/``false``, or their text in any case (``1`` or ``"yes"`` refused).
+
+    >>> text_flag("True", "bf16"), text_flag(False, "bf16")
+    (True, False)
+    """
+    text = str(value).lower()
+    if not isinstance(value, (bool, str)) or text not in ("true", "false"):
+        raise InputError(f"{name} must be true or false, got {value!r}", name)
+    return text == "true"
+
+
 def instance(value, kind: type, name: str, how: str = ""):
     """``value`` if it is a ``kind``, else ``InputTypeError`` naming ``name`` and, in ``how``, where
     a ``kind`` comes from: what a public entry point says for a preset's name, a dict or ``None``

@@ -52,7 +52,7 @@ from __future__ import annotations
 import json
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, file_text, given_counts
+from symbolic_cost.checks import InputError, count, file_text, given_counts, text_flag
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.trl_recipe import FLASH, FP32_BASE, KERNEL, SIXTEEN_BIT, recipe_fields, trl_defaults
@@ -132,20 +132,9 @@ def read_arguments(text: str, name: str) -> tuple[dict, list]:
     return args, [] if is_llamafactory(args) else trl_defaults(args)       # LLaMA-Factory's defaults are its own
 
 
-def _flag(value, where: str) -> bool:
-    """A boolean as transformers reads one (``true``/``false`` also as text)."""
-    text = str(value).lower()
-    if not isinstance(value, (bool, str)) or text not in ("true", "false"):
-        raise InputError(f"{where} must be true or false, got {value!r}", where)
-    return text == "true"
-
-
 def count_field(args: dict, key: str) -> int:
     """The positive integer of field ``key`` (transformers' default where absent)."""
-    value = args.get(key, DEFAULTS[key])
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{key} must be a positive integer, got {value!r}", key)
-    return value
+    return count(args.get(key, DEFAULTS[key]), key)
 
 
 def _check_keys(args: dict) -> None:
@@ -174,7 +163,7 @@ def _checkpointing(args: dict) -> bool:
     value = args.get("activation_checkpointing")
     key = "activation_checkpointing" if value is not None else "gradient_checkpointing"
     value = args.get(key)
-    return False if value is None else _flag(value, key)
+    return False if value is None else text_flag(value, key)
 
 
 def precision(args: dict) -> str:
@@ -183,7 +172,7 @@ def precision(args: dict) -> str:
     >>> precision({"bf16": True}), precision({})
     ('bf16', 'fp32')
     """
-    bf16, fp16 = (_flag(args.get(k, False), k) for k in ("bf16", "fp16"))
+    bf16, fp16 = (text_flag(args.get(k, False), k) for k in ("bf16", "fp16"))
     if bf16 and fp16:
         raise InputError("bf16 and fp16 together (transformers refuses them: at most one)", "fp16")
     if args.get("tf32") and not (bf16 or fp16):
@@ -205,7 +194,7 @@ def fsdp_options(fsdp, config: dict) -> dict:
         if key not in FSDP_CONFIG:
             raise InputError(f"fsdp_config.{key}: an FSDP key this reader does not read", f"fsdp_config.{key}")
     for key in ("xla", "xla_fsdp_v2"):
-        if _flag(config.get(key, False), f"fsdp_config.{key}"):
+        if text_flag(config.get(key, False), f"fsdp_config.{key}"):
             raise InputError(f"fsdp_config.{key}: FSDP on XLA is not modelled", f"fsdp_config.{key}")
     version = config.get("version", 2)
     if version not in (1, 2):
@@ -226,7 +215,7 @@ def fsdp_options(fsdp, config: dict) -> dict:
                              f"offload, auto_wrap)", "fsdp")
     options = {"fsdp_version": version}
     if version == 2:
-        options["fsdp_reshard_after_forward"] = _flag(config.get("reshard_after_forward", True),
+        options["fsdp_reshard_after_forward"] = text_flag(config.get("reshard_after_forward", True),
                                                       "fsdp_config.reshard_after_forward")
     else:
         strategy = str(config.get("reshard_after_forward", "full_shard")).upper()
@@ -234,9 +223,9 @@ def fsdp_options(fsdp, config: dict) -> dict:
             raise InputError(f"fsdp {strategy.lower()}: full_shard, shard_grad_op, no_shard or hybrid_shard "
                              f"(hybrid_shard_zero2 is not modelled)", "fsdp")
         options["fsdp_sharding_strategy"] = strategy
-    options["fsdp_offload_params"] = _flag(config.get("cpu_offload", False), "fsdp_config.cpu_offload")
+    options["fsdp_offload_params"] = text_flag(config.get("cpu_offload", False), "fsdp_config.cpu_offload")
     if "activation_checkpointing" in config:
-        options["fsdp_activation_checkpointing"] = _flag(config["activation_checkpointing"],
+        options["fsdp_activation_checkpointing"] = text_flag(config["activation_checkpointing"],
                                                          "fsdp_config.activation_checkpointing")
     if config.get("auto_wrap_policy", "TRANSFORMER_BASED_WRAP") != "TRANSFORMER_BASED_WRAP":
         raise InputError(f"fsdp_config.auto_wrap_policy {config['auto_wrap_policy']!r}: the library gathers one "

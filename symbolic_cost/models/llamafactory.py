@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, count, text_flag
 
 MARKS = ("stage", "finetuning_type", "template", "cutoff_len", "infer_backend", "export_dir", "model_class",
          "dist_config")
@@ -250,12 +250,7 @@ def _quantised(own: dict, bits) -> dict:
 
 def _flag(fields: dict, key: str, default: bool) -> bool:
     """A boolean field (``true``/``false`` also as text, as a command line gives them)."""
-    value = fields.get(key, default)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if not isinstance(value, bool):
-        raise InputError(f"{key} must be true or false, got {value!r}", key)
-    return value
+    return text_flag(fields.get(key, default), key)
 
 
 def _word(fields: dict, key: str, default: str) -> str:
@@ -266,7 +261,4 @@ def _word(fields: dict, key: str, default: str) -> str:
 
 
 def _count(fields: dict, key: str, default: int) -> int:
-    value = fields.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{key} must be a positive integer, got {value!r}", key)
-    return value
+    return count(fields.get(key, default), key)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, flag
 
 TRAINERS = ("sft", "dpo", "orpo", "reward")
 """The TRL trainers a recipe can be run with (``--trl-trainer``): ``trl sft``/``dpo``/``orpo``/``reward``,
@@ -87,8 +87,7 @@ def preference_fields(recipe: dict, trainer: str, lora: bool, sixteen_bit: bool)
                              f"runs the recipe with --trl-trainer dpo, orpo or reward (trl dpo, the handbook's "
                              f"scripts/dpo.py)", given[0])
         return {}, []
-    foreign = [key for key in given if key in DPO_ONLY and trainer != "dpo" or key in REWARD and trainer != "reward"
-               or trainer == "reward" and key not in REWARD]
+    foreign = [key for key in given if not _belongs(key, trainer)]
     if foreign:
         owner = "a DPO" if foreign[0] in DPO_ONLY else "a RewardConfig" if foreign[0] in REWARD else "a DPO or ORPO"
         raise InputError(f"{foreign[0]}: {owner} field, which the {trainer} trainer's configuration does not have "
@@ -114,6 +113,14 @@ def preference_fields(recipe: dict, trainer: str, lora: bool, sixteen_bit: bool)
     return policy, notes
 
 
+def _belongs(key: str, trainer: str) -> bool:
+    """Whether ``trainer``'s configuration has the preference field ``key``: ``REWARD`` the reward
+    trainer's alone, ``DPO_ONLY`` DPO's, the rest DPO's and ORPO's."""
+    if trainer == "reward":
+        return key in REWARD
+    return key not in REWARD and (trainer == "dpo" or key not in DPO_ONLY)
+
+
 def _reference(recipe: dict, lora: bool, sixteen_bit: bool) -> tuple[str | None, str]:
     """DPO's reference (``Training.reference``) and the note saying which."""
     if _flag(recipe, "precompute_ref_log_probs"):
@@ -135,10 +142,7 @@ casts an fp32 copy to 16 bits replaces (``models.hf_trainer.launched``)."""
 
 
 def _flag(recipe: dict, key: str) -> bool:
-    value = recipe.get(key, False)
-    if not isinstance(value, bool):
-        raise InputError(f"{key} must be true or false, got {value!r}", key)
-    return value
+    return flag(recipe.get(key, False), key)
 
 
 def reward_model(arch):
