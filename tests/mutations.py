@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # cheapest first (seconds of the unmutated run, one core): a mutation without a recorded killer
 # stops at the first file that fails, so the cheap files go before test_serving_load and test_moe
-TESTS = ("tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_torchtitan.py",
+TESTS = ("tests/test_serving_lengths.py", "tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_torchtitan.py",
          "tests/test_deepspeed_rules.py", "tests/test_zero_bubble.py", "tests/test_mutation_oracles.py",
          "tests/test_utilisation.py", "tests/test_op_recompute.py", "tests/test_block_recompute.py",
          "tests/test_pipeline_splits.py", "tests/test_fsdp.py", "tests/test_serving_cp.py",
@@ -137,6 +137,16 @@ MUTATIONS = (
              "request = self.running.order.popleft()", required=False),
     Mutation("paged-block-phase", PAGED, "return self.phases[(-steps) % self.block]",
              "return self.phases[steps % self.block]", required=False),
+    Mutation("lengths-uncapped", "symbolic_cost/inference/lengths.py", "[min(k, most) for k in lengths]",
+             "list(lengths)"),
+    Mutation("lengths-end-together", LOAD, "(steps + self.outputs[request] - 1, steps, request)",
+             "(steps + max(self.outputs) - 1, steps, request)"),
+    Mutation("lengths-reserve-the-longest", LOAD, "and reserved + needs[nxt + admitted] <= blocks):",
+             "and reserved + max(needs) <= blocks):"),
+    Mutation("lengths-throughput-of-the-first", LOAD, "output_token_throughput=generated / span,",
+             "output_token_throughput=requests * outputs[0] / span,"),
+    Mutation("lengths-paged-end-together", PAGED, "(start + self.outputs[request] - 1, start, request)",
+             "(start + self.outputs[0] - 1, start, request)"),
     Mutation("paged-recompute-prompt-only", PAGED, "todo = self.prompt + before", "todo = self.prompt",
              required=False),
     Mutation("disaggregated-transfer", "symbolic_cost/inference/disaggregated.py",

@@ -59,9 +59,10 @@ def test_a_step_that_preempts_admits_none():
     assert step.calls[4:6] == [(0.0, 1, 5.0), (1.5, 1, 6.0)]
 
 
-def v1_reference(prompt, output, block, pool, runtime, times):
-    """vLLM V1's ``Scheduler.schedule`` loop (recompute preemption, FCFS), request by request:
-    ``(first token times, last token times, inter-token gaps, the step calls)``."""
+def v1_reference(prompt, outputs, block, pool, runtime, times):
+    """vLLM V1's ``Scheduler.schedule`` loop (recompute preemption, FCFS), request by request, each
+    request ending after its ``outputs`` tokens: ``(first token times, last token times,
+    inter-token gaps, the step calls)``."""
     n = len(times)
     cached, generated = [0] * n, [0] * n
     running, waiting = [], deque()
@@ -125,7 +126,7 @@ def v1_reference(prompt, output, block, pool, runtime, times):
                 elif r not in decoding:
                     gaps.append((now - last_token.pop(r), 1))
                 generated[r] += 1
-        for r in [r for r in running if generated[r] == output]:
+        for r in [r for r in running if generated[r] == outputs[r]]:
             running.remove(r)
             finished[r] = now
     return first, finished, gaps, calls
@@ -135,15 +136,17 @@ def v1_reference(prompt, output, block, pool, runtime, times):
 def test_the_engine_is_vllms_loop(seed):
     rng = random.Random(seed)
     prompt, output, block = rng.randint(1, 40), rng.randint(1, 30), rng.choice([1, 2, 4, 16])
-    need = math.ceil((prompt + output) / block)
-    pool = rng.randint(need, 4 * need)
     runtime = replace(ON_DEMAND, block_tokens=block, max_batch=rng.randint(1, 12), max_tokens=rng.randint(48, 120),
                       chunked=rng.random() < 0.7)
     requests = rng.randint(1, 25)
     times = sorted(round(rng.uniform(0, 10), 1) for _ in range(requests))
+    # half the engines serve requests of one length, half of lengths of their own
+    outputs = [output] * requests if seed % 2 else [rng.randint(1, 30) for _ in range(requests)]
+    needs = [math.ceil((prompt + o) / block) for o in outputs]
+    pool = rng.randint(max(needs), 4 * max(needs))
     step = Pooled(1.0, prompt, pool)
-    first, finished, gaps, last = paged.steps(step, output, times, runtime, 0.0, pool, need)
-    want_first, want_finished, want_gaps, want_calls = v1_reference(prompt, output, block, pool, runtime, times)
+    first, finished, gaps, last = paged.steps(step, outputs, times, runtime, 0.0, pool, needs)
+    want_first, want_finished, want_gaps, want_calls = v1_reference(prompt, outputs, block, pool, runtime, times)
     assert (first, finished) == (want_first, want_finished)
     assert sorted(g for g in gaps if g[1]) == sorted(g for g in want_gaps if g[1])
     assert [(p, d) for p, d, _ in step.calls] == [(p, d) for p, d, _ in want_calls]

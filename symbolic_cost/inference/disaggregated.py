@@ -27,7 +27,8 @@ from symbolic_cost.checks import InputError, instance, timed
 from symbolic_cost.cost import Collective
 from symbolic_cost.digits import whole_number
 from symbolic_cost.inference.load import (Load, Runtime, arrivals, cache_limit, check_run, chunked_steps,
-                                          mean_context, measured_load, seconds, whole_prompt_steps)
+                                          mean_context, measured_load, request_blocks, request_outputs, seconds,
+                                          whole_prompt_steps)
 from symbolic_cost.timing.hardware import comm_time
 
 
@@ -79,21 +80,21 @@ def kv_transfer_seconds(step) -> float:
     return float(comm_time(send, step.system, link="ib"))
 
 
-def _decode_steps(step, tokens: int, ready: list[float], runtime: Runtime, overhead: float, blocks, need):
+def _decode_steps(step, tokens: list[int], ready: list[float], runtime: Runtime, overhead: float, blocks, needs):
     """A decode-only instance serving requests whose caches arrive at ``ready`` (sorted), each
-    decoding ``tokens`` tokens: ``(time of each request's first decoded token, of its last,
-    [(step seconds, sequences past their first decoded token)])``."""
+    decoding its ``tokens`` tokens and reserving its ``needs`` blocks: ``(time of each request's
+    first decoded token, of its last, [(step seconds, sequences past their first decoded token)])``."""
     count, prompt = len(ready), step.prompt
     second, last = [0.0] * count, [0.0] * count
     running, admitted_sum, steps_run = [], 0, []        # running: [request, tokens decoded, step admitted]
-    now, steps, nxt = 0.0, 0, 0
+    now, steps, nxt, reserved = 0.0, 0, 0, 0
     while nxt < count or running:
         if not running and ready[nxt] > now:
             now = ready[nxt]
         while nxt < count and ready[nxt] <= now and len(running) < runtime.max_batch \
-                and (len(running) + 1) * need <= blocks:
+                and reserved + needs[nxt] <= blocks:
             running.append([nxt, 0, steps])
-            admitted_sum, nxt = admitted_sum + steps, nxt + 1
+            admitted_sum, nxt, reserved = admitted_sum + steps, nxt + 1, reserved + needs[nxt]
         decoding = len(running)
         context = mean_context(prompt + 1, steps, admitted_sum, decoding)     # the prompt and its first token
         duration = timed(step(0, decoding, context) + overhead)
@@ -103,20 +104,22 @@ def _decode_steps(step, tokens: int, ready: list[float], runtime: Runtime, overh
             entry[1] += 1
             if entry[1] == 1:
                 second[entry[0]] = now
-            if entry[1] == tokens:
+            if entry[1] == tokens[entry[0]]:
                 last[entry[0]] = now
-        admitted_sum -= sum(at for _, done, at in running if done == tokens)
-        running = [entry for entry in running if entry[1] < tokens]
+                admitted_sum, reserved = admitted_sum - entry[2], reserved - needs[entry[0]]
+        running = [entry for entry in running if entry[1] < tokens[entry[0]]]
     return second, last, steps_run
 
 
 def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
-                        seed: int = 0, slo: tuple | None = None, *, pools: Pools, transfer: float | None = None) -> Load:
+                        seed: int = 0, slo: tuple | None = None, *, pools: Pools, transfer: float | None = None,
+                        lengths: str = "fixed") -> Load:
     """``load.serve`` of a disaggregated deployment of ``pools`` (see the module docstring);
-    ``transfer``: seconds to send a request's cache (``None``: ``kv_transfer_seconds``).  Every
+    ``transfer``: seconds to send a request's cache (``None``: ``kv_transfer_seconds``); ``lengths``:
+    the requests' output lengths, as ``load.serve`` draws them.  Every
     instance reserves a request's whole length (``Runtime.allocation="reserve"``); blocks on demand
     (``inference.paged``) are not modelled in the pools and are refused."""
-    slo = check_run(step, output_tokens, requests, runtime, seed, slo)
+    slo = check_run(step, output_tokens, requests, runtime, seed, slo, lengths)
     instance(pools, Pools, "pools", " (inference.disaggregated.Pools: Pools(prefill, decode))")
     if getattr(step, "extra_tokens", 0) or getattr(step, "tokens_per_step", 1) != 1:   # a draft runs (at alpha = 0 too)
         raise InputError("speculative decoding in disaggregated pools is not modelled (the decode instances' "
@@ -126,6 +129,7 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
                          "at admission (allocation 'reserve', --kv-allocation reserve), not on demand",
                          "allocation")
     times = arrivals(requests, rate, seed)
+    outputs = request_outputs(step, output_tokens, requests, lengths, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     transfer = kv_transfer_seconds(step) if transfer is None else seconds(transfer, "transfer")
     if not 0 <= transfer < math.inf:
@@ -135,18 +139,20 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
     blocks, need = cache_limit(step, runtime, prompt + 1)        # a prefill instance holds the prompt's cache
     for k in range(pools.prefill):
         mine = range(k, requests, pools.prefill)
-        yielded = run(step, 1, [times[i] for i in mine], runtime, overhead, blocks, need)[0]
+        yielded = run(step, [1] * len(mine), [times[i] for i in mine], runtime, overhead, blocks, [need] * len(mine))[0]
         for request, at in zip(mine, yielded):
             first[request] = finished[request] = at
     gaps = []
-    if output_tokens > 1:
-        blocks, need = cache_limit(step, runtime, prompt + output_tokens)
+    decoded = [i for i in range(requests) if outputs[i] > 1]    # a one-token request ends at its prefill
+    if decoded:
+        blocks, needs = request_blocks(step, runtime, [prompt + o for o in outputs])
         for k in range(pools.decode):
-            mine = sorted(range(k, requests, pools.decode), key=lambda i: first[i])
-            second, last, steps_run = _decode_steps(step, output_tokens - 1, [first[i] + transfer for i in mine],
-                                                    runtime, overhead, blocks, need)
+            mine = sorted(decoded[k::pools.decode], key=lambda i: first[i])
+            second, last, steps_run = _decode_steps(step, [outputs[i] - 1 for i in mine],
+                                                    [first[i] + transfer for i in mine], runtime, overhead, blocks,
+                                                    [needs[i] for i in mine])
             gaps += steps_run + [(second[j] - first[i], 1) for j, i in enumerate(mine)]
             for j, i in enumerate(mine):
                 finished[i] = last[j]
     span = max(finished) - times[0]
-    return measured_load(times, first, finished, gaps, prompt, output_tokens, float(runtime.request_overhead), span, slo)
+    return measured_load(times, first, finished, gaps, prompt, outputs, float(runtime.request_overhead), span, slo)

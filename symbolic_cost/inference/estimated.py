@@ -55,10 +55,11 @@ CLIP = 4096
 class Scheduler:
     """One SGLang scheduler's state (see the module docstring): ``steps`` drives it."""
 
-    def __init__(self, step, times, runtime, tokens, output_tokens):
-        self.prompt, self.times, self.runtime, self.output = step.prompt, times, runtime, output_tokens
+    def __init__(self, step, times, runtime, tokens, outputs):
+        self.prompt, self.times, self.runtime, self.outputs = step.prompt, times, runtime, outputs
         self.free, self.ratio = tokens, INIT_RATIO
-        self.running = Running(step.prompt, 1)
+        self.clipped = max(outputs) > CLIP     # some request's estimate is clipped
+        self.running = Running(step.prompt, 1, outputs)
         self.waiting = deque()                 # (request, tokens generated before), retracted first
         self.chunked = None                    # [request, tokens left, tokens cached, generated before]
         self.batch = []                        # this prefill's requests, as ``chunked``
@@ -71,11 +72,10 @@ class Scheduler:
     def remaining_estimate(self) -> float:
         """Slots the scheduler counts as still free: the free ones less ``r`` of what each decoding
         request may still write (``PrefillAdder``'s ``rem_total_tokens``)."""
-        if self.output <= CLIP:                # no clipping: sum(O - g) from the running sum of starts
-            n = len(self.running)
-            ahead = n * (self.output - self.decodes - 1) + self.running.start_sum
+        if not self.clipped:                    # sum(O - g) from the running sums of lengths and starts
+            ahead = self.running.length_sum - len(self.running) * (self.decodes + 1) + self.running.start_sum
         else:
-            ahead = sum(min(self.output - self.generated(request), CLIP) for request in self.running.start)
+            ahead = sum(min(self.outputs[request] - self.generated(request), CLIP) for request in self.running.start)
         return self.free - ahead * self.ratio
 
     def prefill(self) -> int:
@@ -94,7 +94,7 @@ class Scheduler:
             room, left = room - take, left - take
         while self.waiting and room > 0 and len(self.running) + len(self.batch) < self.runtime.max_batch:
             request, before = self.waiting[0]
-            extend, ahead = self.prompt + before, min(self.output - before, CLIP)
+            extend, ahead = self.prompt + before, min(self.outputs[request] - before, CLIP)
             if extend + ahead >= left or (self.chunked is not None and extend > room):
                 break
             self.waiting.popleft()
@@ -122,7 +122,7 @@ class Scheduler:
             self.last_token[request] = self.now
             retracted = True
         if retracted:
-            asked = len(self.running) * self.output
+            asked = self.running.length_sum
             done = sum(self.generated(r) for r in self.running.start)
             self.ratio = min(1.0, (done + RETRACT_STEPS * len(self.running)) / asked)
         else:
@@ -142,7 +142,7 @@ class Scheduler:
                 first[request] = self.now
             else:
                 gaps.append((self.now - self.last_token.pop(request), 1))
-            if before + 1 >= self.output:
+            if before + 1 >= self.outputs[request]:
                 finished[request], left_now = self.now, True
                 self.free += cached
             else:
@@ -167,12 +167,12 @@ def waited(stalls: list, decoding: int, duration: float) -> list:
     return out + [(duration, decoding - min(before, decoding))]
 
 
-def steps(step, output_tokens, times, runtime, overhead, blocks, need):
-    """The steps of an SGLang scheduler (see the module docstring); ``need`` (the blocks of a whole
-    request) is only the admission's bound through the estimate.  Returns as
-    ``load.whole_prompt_steps``."""
-    engine = Scheduler(step, times, runtime, blocks * runtime.block_tokens, output_tokens)
-    requests, prompt = len(times), step.prompt
+def steps(step, outputs, times, runtime, overhead, blocks, needs):
+    """The steps of an SGLang scheduler (see the module docstring), for requests of ``outputs``
+    tokens each; ``needs`` (the blocks of each whole request) is only the admission's bound through
+    the estimate.  Returns as ``load.whole_prompt_steps``."""
+    engine = Scheduler(step, times, runtime, blocks * runtime.block_tokens, outputs)
+    requests, prompt, output_tokens = len(times), step.prompt, max(outputs)
     if prompt + min(output_tokens, CLIP) >= engine.free:
         raise InputError(f"a request of {prompt:,} prompt and {output_tokens:,} output tokens never fits SGLang's "
                          f"admission, which needs them below the {engine.free:,} slots of the KV cache: a larger "
@@ -193,7 +193,8 @@ def steps(step, output_tokens, times, runtime, overhead, blocks, need):
                 last = engine.now
             continue
         if not len(engine.running):             # an empty engine that admits nothing never will
-            raise InputError(f"a retracted request of {prompt:,} prompt and {output_tokens:,} output tokens no "
+            stuck = outputs[engine.waiting[0][0]] if engine.waiting else output_tokens
+            raise InputError(f"a retracted request of {prompt:,} prompt and {stuck:,} output tokens no "
                              f"longer fits SGLang's admission in the {engine.free:,} slots of the KV cache (its "
                              f"clipped estimate grew with the tokens it had written): a larger KV cache or a "
                              f"shorter request", "memory_fraction")
@@ -204,7 +205,7 @@ def steps(step, output_tokens, times, runtime, overhead, blocks, need):
         engine.now, engine.decodes = engine.now + duration, engine.decodes + 1
         gaps += waited(stalls, decoding, duration)
         stalls = []
-        for request in engine.running.finish(engine.decodes, output_tokens):
+        for request in engine.running.finish(engine.decodes):
             finished[request] = last = engine.now
-            engine.free += prompt + output_tokens - 1
+            engine.free += prompt + outputs[request] - 1
     return first, finished, gaps, last

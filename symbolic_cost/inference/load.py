@@ -29,10 +29,12 @@ as an event simulation whose every step is priced by the library's own expressio
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, fields, replace
 from fractions import Fraction
+from functools import partial
 
 from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify
 
@@ -40,13 +42,14 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown, timed
 from symbolic_cost.inference import estimated, paged
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
+from symbolic_cost.inference.lengths import LENGTHS, output_lengths
 from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import decode, mean_step, prefill
 from symbolic_cost.inference.drafts import draft_cache_bytes, draft_decode, draft_prefill, draft_weights
 from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving, encoder_tokens
 from symbolic_cost.inference.speculative import check_speculation, expected_tokens
-from symbolic_cost.models.training import check_context
+from symbolic_cost.models.training import check_context, context_limit
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import calibrated, comm_time
 
@@ -183,6 +186,16 @@ class StepModel:
         arch, serving, _ = self._memory
         check_context(arch, (("l_in + output_tokens - 1", self.prompt + output_tokens - 1),), serving.allow_long,
                       argument="output_tokens")
+
+    def output_room(self) -> int:
+        """The most output tokens the model's context leaves after the prompt, ``context - l_in + 1``
+        (``MAX_OUTPUT`` where the serving allows longer or the model states no context): where an
+        engine ends a drawn length (``inference.lengths``)."""
+        arch, serving, _ = self._memory
+        limit = context_limit(arch)
+        if serving.allow_long or limit == 0 or not limit.is_number:
+            return MAX_OUTPUT
+        return max(1, min(MAX_OUTPUT, int(limit) - self.prompt + 1))
 
     def _drafting(self, speculation, serving: Serving, prompts, conventions):
         """Seconds the draft adds: its prefill of ``prompts`` prompts, and its ``k`` decode steps of
@@ -342,11 +355,12 @@ CPU-seconds, within the command line's 60 s budget with room for slower machines
 tests published (TensorRT-LLM's) send 500 to a few thousand."""
 
 
-def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo) -> tuple | None:
+def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo, lengths: str = "fixed") -> tuple | None:
     """Refuse what a load test cannot run, and return ``slo`` as ``check_slo`` reads it: ``step``
     without its prompt, ``runtime`` not a ``Runtime``, ``output_tokens`` from 1 to ``MAX_OUTPUT``
     (and within the model's context, for a ``StepModel``, unless its serving allows longer),
-    ``requests`` from 1 to ``MAX_REQUESTS``, a ``seed`` that is not an integer."""
+    ``requests`` from 1 to ``MAX_REQUESTS``, a ``seed`` that is not an integer, ``lengths`` not
+    one of ``inference.lengths.LENGTHS``."""
     if not callable(step) or not isinstance(getattr(step, "prompt", None), int):
         raise InputTypeError(f"step must be a StepModel (a step's seconds, called, and its prompt), got {shown(step)}",
                              "step")
@@ -360,6 +374,8 @@ def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo) 
         raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise InputTypeError(f"seed must be an integer (the arrivals' generator), got {shown(seed)}", "seed")
+    if not isinstance(lengths, str) or lengths not in LENGTHS:
+        raise InputError(f"lengths must be one of {', '.join(LENGTHS)}, got {shown(lengths)}", "lengths")
     return None if slo is None else check_slo(slo)
 
 
@@ -395,7 +411,7 @@ def check_slo(slo) -> tuple[float, float]:
 
 
 def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
-          seed: int = 0, slo: tuple | None = None, replicas: int = 1) -> Load:
+          seed: int = 0, slo: tuple | None = None, replicas: int = 1, lengths: str = "fixed") -> Load:
     """Simulate the engine over ``requests`` requests (see the module docstring).
 
     Each step admits waiting requests that have arrived, first come first served, while the
@@ -408,10 +424,11 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     and every sequence already running yields its next (one inter-token gap of the step's
     duration).  A prompt longer than ``max_tokens`` is admitted alone and prefilled in
     ``n = ceil(P / max_tokens)`` chunks, one a step, each priced ``step(1, 0, 0) / n`` beside the
-    step's decodes: its first token comes at the end of the last.  A sequence leaves after
-    ``output_tokens`` tokens.  All sequences advance together, so they finish in the order they
-    were admitted, and the mean context is ``P + steps run since admission``, kept as a running
-    sum.  With ``runtime.chunked`` the prompts are prefilled instead in chunks beside the decodes,
+    step's decodes: its first token comes at the end of the last.  A sequence leaves after its
+    output tokens: ``output_tokens`` each, or, with ``lengths="geometric"``, each drawn with that
+    mean (``inference.lengths``: a dataset whose answers end where they end; a request reserves
+    the blocks of its own length).  The mean context is ``P + steps run since admission``, kept as
+    a running sum.  With ``runtime.chunked`` the prompts are prefilled instead in chunks beside the decodes,
     within the step's token budget (``chunked_steps``).  ``slo``: ``(seconds to first token,
     seconds between tokens)`` a request must meet to count in the goodput (``Load``).
     ``replicas``: engines that share the arrivals (``rate`` is theirs together), each request sent
@@ -420,31 +437,47 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     and ``ceil((O - 1) / E)`` decode steps, each a gap of its duration over E tokens (the mean
     gap a streamed token waits; the acceptance's spread from step to step is not simulated), and
     reserves ``P + O + k`` tokens (``extra_tokens``)."""
-    slo = check_run(step, output_tokens, requests, runtime, seed, slo)
+    slo = check_run(step, output_tokens, requests, runtime, seed, slo, lengths)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
     times = arrivals(requests, rate, seed)
+    outputs = request_outputs(step, output_tokens, requests, lengths, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
-    blocks, need = cache_limit(step, runtime, step.prompt + output_tokens + getattr(step, "extra_tokens", 0))
+    blocks, needs = request_blocks(step, runtime, [step.prompt + o + getattr(step, "extra_tokens", 0) for o in outputs])
     per_step = getattr(step, "tokens_per_step", 1)
     if per_step != 1 and runtime.allocation != "reserve":
         raise InputError("speculative decoding under load is modelled with the KV blocks of a request's whole "
                          "length reserved at admission (allocation 'reserve', --kv-allocation reserve): on demand, "
                          "blocks follow whole tokens and a step gains a mean of fractional ones", "allocation")
-    slots = _steps_for(output_tokens, per_step)
+    slots = [_steps_for(o, per_step) for o in outputs]
     run = {"on-demand": paged.steps, "estimate": estimated.steps}.get(runtime.allocation) \
         or (chunked_steps if runtime.chunked else whole_prompt_steps)
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
     for replica in range(min(replicas, requests)):      # a replica past the requests gets none
         mine = range(replica, requests, replicas)
-        yielded, done, gaps, end = run(step, slots, [times[i] for i in mine], runtime, overhead, blocks, need)
+        yielded, done, gaps, end = run(step, [slots[i] for i in mine], [times[i] for i in mine], runtime, overhead,
+                                       blocks, [needs[i] for i in mine])
         for request, at, leaves in zip(mine, yielded, done):
             first[request], finished[request] = at, leaves
         steps_run, last = steps_run + gaps, max(last, end)
     if per_step != 1:                              # each step's gap holds that many tokens of a sequence
         steps_run = [(duration / float(per_step), count) for duration, count in steps_run]
-    return measured_load(times, first, finished, steps_run, step.prompt, output_tokens,
+    return measured_load(times, first, finished, steps_run, step.prompt, outputs,
                          float(runtime.request_overhead), last - times[0], slo)
+
+
+def request_outputs(step, output_tokens: int, requests: int, lengths: str, seed: int) -> list[int]:
+    """Each request's output tokens (``inference.lengths.output_lengths``), a drawn length cut where
+    the model's context ends (``StepModel.output_room``)."""
+    most = step.output_room() if isinstance(step, StepModel) else MAX_OUTPUT
+    return output_lengths(output_tokens, requests, lengths, seed, most)
+
+
+def request_blocks(step, runtime: Runtime, lengths: list[int]) -> tuple[float, list[int]]:
+    """``(blocks in the pool, the blocks each request of ``lengths`` tokens reserves)``
+    (``cache_limit``, which refuses the longest where the pool cannot hold it)."""
+    blocks, _ = cache_limit(step, runtime, max(lengths))
+    return blocks, [0 if blocks == math.inf else -(-n // runtime.block_tokens) for n in lengths]
 
 
 MAX_OUTPUT = 2**20
@@ -474,44 +507,45 @@ def mean_context(prompt, steps: int, admitted_sum, decoding: int) -> float:
 
 
 class Decoding:
-    """The sequences an engine decodes, in the order they yielded their first token (all advance
-    together, so they also finish in that order), with the sum of the steps they started at
-    (``mean_context``'s ``admitted_sum``)."""
+    """The sequences an engine decodes, by the step their last token comes at (a sequence of ``O``
+    tokens that yielded its first at step ``s`` yields its last at ``s + O - 1``), with the sum of
+    the steps they started at (``mean_context``'s ``admitted_sum``)."""
 
-    def __init__(self):
-        self.queue, self.admitted_sum = deque(), 0
+    def __init__(self, outputs: list[int]):
+        self.outputs, self.heap, self.admitted_sum = outputs, [], 0
 
     def __len__(self) -> int:
-        return len(self.queue)
+        return len(self.heap)
 
     def start(self, request: int, steps: int) -> None:
         """``request`` yielded its first token at the end of step ``steps``."""
-        self.queue.append((steps, request))
+        heapq.heappush(self.heap, (steps + self.outputs[request] - 1, steps, request))
         self.admitted_sum += steps
 
     def context(self, prompt, steps: int) -> float:
         """The mean cached tokens before the next step (``mean_context``)."""
-        return mean_context(prompt, steps, self.admitted_sum, len(self.queue))
+        return mean_context(prompt, steps, self.admitted_sum, len(self.heap))
 
-    def finish(self, steps: int, output_tokens: int) -> list[int]:
+    def finish(self, steps: int) -> list[int]:
         """The requests whose last token came at the end of step ``steps``, removed."""
         done = []
-        while self.queue and steps - self.queue[0][0] + 1 >= output_tokens:
-            started, request = self.queue.popleft()
+        while self.heap and self.heap[0][0] <= steps:
+            _, started, request = heapq.heappop(self.heap)
             self.admitted_sum -= started
             done.append(request)
         return done
 
 
-def whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, need):
-    """The steps of an engine that prefills each prompt whole (``serve``): ``(first token times,
-    last token times, [(step seconds, sequences decoding)], the last token's time)``."""
+def whole_prompt_steps(step, outputs, times, runtime, overhead, blocks, needs):
+    """The steps of an engine that prefills each prompt whole (``serve``), for requests arriving at
+    ``times`` with ``outputs`` tokens (decode steps) and ``needs`` KV blocks each: ``(first token
+    times, last token times, [(step seconds, sequences decoding)], the last token's time)``."""
     requests, prompt = len(times), step.prompt
     chunks = -(-prompt // runtime.max_tokens)
-    running = Decoding()
+    running = Decoding(outputs)
     pending = None                             # [request, chunks left] of a long prompt being prefilled
     first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
-    now, steps, nxt, last = 0.0, 0, 0, 0.0
+    now, steps, nxt, last, reserved = 0.0, 0, 0, 0.0, 0
     while nxt < requests or running or pending:
         if not running and pending is None and times[nxt] > now:
             now = times[nxt]
@@ -520,16 +554,16 @@ def whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, ne
         admitted = 0
         if chunks > 1:
             if pending is None and nxt < requests and times[nxt] <= now and held < runtime.max_batch \
-                    and (held + 1) * need <= blocks:
-                pending, nxt = [nxt, chunks], nxt + 1
+                    and reserved + needs[nxt] <= blocks:
+                pending, nxt, reserved = [nxt, chunks], nxt + 1, reserved + needs[nxt]
             duration = timed((step(1, 0, 0.0) / chunks if pending else 0.0)
                              + (step(0, decoding, context) if decoding else 0.0) + overhead)
         else:
             room = runtime.max_tokens - decoding
             while (nxt + admitted < requests and times[nxt + admitted] <= now
                    and decoding + admitted < runtime.max_batch and room >= prompt
-                   and (decoding + admitted + 1) * need <= blocks):
-                admitted, room = admitted + 1, room - prompt
+                   and reserved + needs[nxt + admitted] <= blocks):
+                admitted, room, reserved = admitted + 1, room - prompt, reserved + needs[nxt + admitted]
             duration = timed(step(admitted, decoding, context) + overhead)
         now, steps = now + duration, steps + 1
         steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
@@ -540,26 +574,26 @@ def whole_prompt_steps(step, output_tokens, times, runtime, overhead, blocks, ne
             first[request] = now
             running.start(request, steps)
         nxt += admitted
-        for request in running.finish(steps, output_tokens):
-            finished[request], last = now, now
+        for request in running.finish(steps):
+            finished[request], last, reserved = now, now, reserved - needs[request]
     return first, finished, steps_run, last
 
 
-def chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
+def chunked_steps(step, outputs, times, runtime, overhead, blocks, needs):
     """The steps of an engine with chunked prefill (``serve``), as vLLM's V1 scheduler runs them:
     each step has a budget of ``max_tokens`` tokens; every running sequence decodes one token
     first, and what is left goes to prefill, to the prompts already begun (oldest first), then to
     newly admitted requests (first come first served, while ``max_batch`` sequences and the KV
-    cache's blocks allow), each taking as many of its remaining prompt tokens as the budget
+    cache's blocks, ``needs`` a request, allow), each taking as many of its remaining prompt tokens as the budget
     leaves.  A step of ``t`` prompt tokens beside ``B`` decodes costs ``step(t / P, B, c)``: the
     prefill's price for ``t / P`` prompts (its products and activations in proportion, the weights
     read once).  A prompt's first token comes at the end of the step that prefills its last
     chunk; it decodes from the next.  Returns as ``whole_prompt_steps``."""
     requests, prompt = len(times), step.prompt
-    running = Decoding()
+    running = Decoding(outputs)
     prefilling = deque()                       # [request, prompt tokens left], in admission order
     first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
-    now, steps, nxt, last = 0.0, 0, 0, 0.0
+    now, steps, nxt, last, reserved = 0.0, 0, 0, 0.0, 0
     while nxt < requests or running or prefilling:
         if not running and not prefilling and times[nxt] > now:
             now = times[nxt]
@@ -570,10 +604,10 @@ def chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
             begun[1], chunk = begun[1] - take, chunk + take
         while (chunk < room and nxt < requests and times[nxt] <= now
                and decoding + len(prefilling) < runtime.max_batch
-               and (decoding + len(prefilling) + 1) * need <= blocks):
+               and reserved + needs[nxt] <= blocks):
             take = min(prompt, room - chunk)
             prefilling.append([nxt, prompt - take])
-            chunk, nxt = chunk + take, nxt + 1
+            chunk, nxt, reserved = chunk + take, nxt + 1, reserved + needs[nxt]
         duration = timed(step(chunk / prompt, decoding, context) + overhead)
         now, steps = now + duration, steps + 1
         steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
@@ -581,16 +615,17 @@ def chunked_steps(step, output_tokens, times, runtime, overhead, blocks, need):
             request = prefilling.popleft()[0]
             first[request] = now
             running.start(request, steps)
-        for request in running.finish(steps, output_tokens):
-            finished[request], last = now, now
+        for request in running.finish(steps):
+            finished[request], last, reserved = now, now, reserved - needs[request]
     return first, finished, steps_run, last
 
 
-def measured_load(times, first, finished, steps_run, prompt, output_tokens, front, span, slo) -> Load:
-    """The ``Load`` of a simulated run: each request's time to first token (plus the front end's
-    ``front``) and end-to-end latency, the steps' inter-token gaps, and, with ``slo`` (seconds of
-    time to first token and of mean inter-token latency), the requests that meet it."""
-    requests = len(times)
+def measured_load(times, first, finished, steps_run, prompt, outputs, front, span, slo) -> Load:
+    """The ``Load`` of a simulated run of requests of ``outputs`` tokens each: each request's time
+    to first token (plus the front end's ``front``) and end-to-end latency, the steps' inter-token
+    gaps, and, with ``slo`` (seconds of time to first token and of mean inter-token latency), the
+    requests that meet it."""
+    requests, generated = len(times), sum(outputs)
     ttft = [f - t + front for f, t in zip(first, times)]
     e2e = [f - t + front for f, t in zip(finished, times)]
     gaps = [(duration, count) for duration, count in steps_run if count]
@@ -598,15 +633,15 @@ def measured_load(times, first, finished, steps_run, prompt, output_tokens, fron
     whole = [(value, 1) for value in ttft]
     out = dict(mean_ttft=sum(ttft) / requests,
                mean_itl=sum(d * c for d, c in gaps) / sum(c for _, c in gaps) if gaps else None,
-               request_throughput=requests / span, total_token_throughput=requests * (prompt + output_tokens) / span,
-               output_token_throughput=requests * output_tokens / span, mean_e2e=sum(e2e) / requests,
+               request_throughput=requests / span, total_token_throughput=(requests * prompt + generated) / span,
+               output_token_throughput=generated / span, mean_e2e=sum(e2e) / requests,
                **{f"p{q}_ttft": percentile(whole, q) for q in PERCENTILES},
                **{f"p{q}_itl": itl[q] for q in PERCENTILES},
                **{f"p{q}_e2e": percentile([(value, 1) for value in e2e], q) for q in PERCENTILES})
     if slo is not None:
         limit_ttft, limit_itl = slo
-        per_token = [(end - start) / (output_tokens - 1) if output_tokens > 1 else 0.0
-                     for start, end in zip(first, finished)]
+        per_token = [(end - start) / (tokens - 1) if tokens > 1 else 0.0
+                     for start, end, tokens in zip(first, finished, outputs)]
         met = sum(1 for t, i in zip(ttft, per_token) if t <= limit_ttft and i <= limit_itl)
         out.update(slo_attained=met / requests, goodput=met / span)
     return Load(**out)
@@ -614,7 +649,7 @@ def measured_load(times, first, finished, steps_run, prompt, output_tokens, fron
 
 def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int = 90, requests: int = 500,
                    runtime: Runtime = Runtime(), seed: int = 0, rounds: int = 16,
-                   simulate=None) -> tuple[float, Load | None]:
+                   simulate=None, lengths: str = "fixed") -> tuple[float, Load | None]:
     """The highest request rate (requests/s, Poisson) whose load test keeps the ``level``-th
     percentile (one of ``PERCENTILES``) of the time to first token and of the inter-token latency within ``slo``
     (seconds: ``(ttft, itl)``), and the test at that rate; ``(0, None)`` where even a lone
@@ -624,8 +659,9 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     first token (a search that doubled past the capacity answered 2^16 times it).  The capacity is
     tried first, then ``rounds`` halvings of the interval below it; the seeded arrivals of a rate
     ``r`` are those of rate 1 scaled by ``1/r`` (``arrivals``), so the tests along the way differ
-    by the rate alone.  ``simulate``: the load test, called as ``serve`` is (``None``: ``serve``; a disaggregated
-    deployment passes ``disaggregated.serve_disaggregated`` with its pools)."""
+    by the rate alone, as are their output lengths (``lengths``, ``serve``'s).  ``simulate``: the load test,
+    called as ``serve`` is (``None``: ``serve``; a disaggregated deployment passes
+    ``disaggregated.serve_disaggregated`` with its pools)."""
     if isinstance(level, bool) or not isinstance(level, int) or level not in PERCENTILES:
         raise InputError(f"the SLO's percentile must be one of {', '.join(map(str, PERCENTILES))}, got {level!r}",
                          "level")
@@ -633,7 +669,7 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
         raise InputError(f"rounds (halvings of the rate's interval) must be an integer from 1 to 64, got {rounds!r}",
                          "rounds")
     limit_ttft, limit_itl = slo = check_slo(slo)
-    simulate = simulate or serve
+    simulate = partial(simulate or serve, lengths=lengths)
 
     def meets(load: Load) -> bool:
         itl = getattr(load, f"p{level}_itl")
@@ -697,7 +733,7 @@ def serve_case(case, runtime, models: dict | None = None):
     key = (case.architecture, case.serving, case.system)
     if key not in models:
         models[key] = StepModel(case.architecture, case.serving, case.system)
-    return serve(models[key], case.output_tokens, case.rate, case.requests, runtime)
+    return serve(models[key], case.output_tokens, case.rate, case.requests, runtime, lengths=case.lengths)
 
 
 def serving_residuals(cases, values, models: dict | None = None) -> list[float]:

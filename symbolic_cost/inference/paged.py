@@ -46,13 +46,15 @@ from symbolic_cost.checks import timed
 class Running:
     """The decoding sequences: for each, the step ``start`` such that it had ``steps - start + 1``
     tokens after step ``steps`` (``load.Decoding``'s convention: a recomputed request with ``g``
-    tokens resumed at step ``s`` has ``start = s - g``), the order they were scheduled in (the
-    preemption order), and per block phase how many start a new block at a step."""
+    tokens resumed at step ``s`` has ``start = s - g``), so that a request of ``outputs[request]``
+    tokens ends at step ``start + outputs[request] - 1``; the order they were scheduled in (the
+    preemption order), per block phase how many start a new block at a step, and the sum of their
+    output lengths (``length_sum``)."""
 
-    def __init__(self, prompt: int, block_tokens: int):
-        self.prompt, self.block = prompt, block_tokens
+    def __init__(self, prompt: int, block_tokens: int, outputs: list[int]):
+        self.prompt, self.block, self.outputs = prompt, block_tokens, outputs
         self.start, self.order, self.heap = {}, deque(), []
-        self.start_sum, self.phases = 0, Counter()
+        self.start_sum, self.length_sum, self.phases = 0, 0, Counter()
 
     def __len__(self) -> int:
         return len(self.start)
@@ -60,13 +62,15 @@ class Running:
     def add(self, request: int, start: int) -> None:
         self.start[request] = start
         self.order.append(request)
-        heapq.heappush(self.heap, (start, request))
+        heapq.heappush(self.heap, (start + self.outputs[request] - 1, start, request))
         self.start_sum += start
+        self.length_sum += self.outputs[request]
         self.phases[(self.prompt - start) % self.block] += 1
 
     def remove(self, request: int) -> None:
         start = self.start.pop(request)
         self.start_sum -= start
+        self.length_sum -= self.outputs[request]
         self.phases[(self.prompt - start) % self.block] -= 1      # its heap entry is dropped when met
 
     def cached(self, request: int, steps: int) -> int:
@@ -81,11 +85,11 @@ class Running:
         """Mean cached tokens before step ``steps + 1`` (0 with none)."""
         return self.prompt + steps - self.start_sum / len(self) if self.start else 0.0
 
-    def finish(self, steps: int, output_tokens: int) -> list[int]:
+    def finish(self, steps: int) -> list[int]:
         """The requests whose last token came at step ``steps``, removed."""
         done = []
-        while self.heap and steps - self.heap[0][0] + 1 >= output_tokens:
-            start, request = heapq.heappop(self.heap)
+        while self.heap and self.heap[0][0] <= steps:
+            _, start, request = heapq.heappop(self.heap)
             if self.start.get(request) == start:
                 self.remove(request)
                 done.append(request)
@@ -104,10 +108,10 @@ def blocks_of(tokens: int, block_tokens: int) -> int:
 class Engine:
     """One engine's scheduler state (see the module docstring): ``steps`` drives it."""
 
-    def __init__(self, step, times, runtime, blocks):
+    def __init__(self, step, times, runtime, blocks, outputs):
         self.prompt, self.times, self.runtime = step.prompt, times, runtime
         self.block, self.free = runtime.block_tokens, blocks
-        self.running = Running(step.prompt, runtime.block_tokens)
+        self.running = Running(step.prompt, runtime.block_tokens, outputs)
         self.prefilling = []                   # [request, tokens left, tokens cached, tokens generated before]
         self.waiting = deque()                 # (request, tokens generated before), preempted first
         self.last_token = {}                   # a preempted request's last token time
@@ -197,11 +201,11 @@ class Engine:
         return started
 
 
-def steps(step, output_tokens, times, runtime, overhead, blocks, need):
+def steps(step, outputs, times, runtime, overhead, blocks, needs):
     """The steps of an engine that allocates KV blocks on demand and preempts by recomputation (see
-    the module docstring); ``need`` (the blocks of a whole request) is not reserved.  Returns as
-    ``load.whole_prompt_steps``."""
-    engine = Engine(step, times, runtime, blocks)
+    the module docstring), for requests of ``outputs`` tokens each; ``needs`` (the blocks of each
+    whole request) is not reserved.  Returns as ``load.whole_prompt_steps``."""
+    engine = Engine(step, times, runtime, blocks, outputs)
     requests = len(times)
     first, finished, gaps, last = [0.0] * requests, [0.0] * requests, [], 0.0
     while engine.arrived < requests or engine.waiting or engine.held():
@@ -216,7 +220,7 @@ def steps(step, output_tokens, times, runtime, overhead, blocks, need):
         engine.now, engine.steps = engine.now + duration, engine.steps + 1
         gaps.append((duration, decoding))           # one inter-token gap for each sequence decoding
         engine.yielded(first, gaps)
-        for request in engine.running.finish(engine.steps, output_tokens):
+        for request in engine.running.finish(engine.steps):
             finished[request] = last = engine.now
-            engine.free += blocks_of(engine.prompt + output_tokens - 1, engine.block)
+            engine.free += blocks_of(engine.prompt + outputs[request] - 1, engine.block)
     return first, finished, gaps, last

@@ -63,14 +63,16 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS) -> list[Layout]:
 
 
 def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, requests: int = 500,
-         runtime_of=None, conventions=None, tensor=TENSOR, speculation=None) -> tuple[list[dict], list[dict]]:
+         runtime_of=None, conventions=None, tensor=TENSOR, speculation=None,
+         lengths: str = "fixed") -> tuple[list[dict], list[dict]]:
     """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
     first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
     degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``) and
     the formats; its ``m1`` and ``d`` are the layout's.  ``runtime_of(step, m1)``: the engine's
     ``load.Runtime`` for a deployment (default: ``load.Runtime()``).  ``speculation``
     (``speculative.Speculation``): every deployment decodes speculatively, its draft on the same
-    ``m1`` devices; disaggregated pools, which do not, are left out with that reason."""
+    ``m1`` devices; disaggregated pools, which do not, are left out with that reason.  ``lengths``:
+    the requests' output lengths (``load.serve``'s)."""
     ranked, left = [], []
     steps = {}
     for layout in layouts(devices, tensor):
@@ -91,7 +93,8 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
         simulate = partial(serve_disaggregated, pools=layout.pools) if layout.pools else \
             partial(serve, replicas=layout.copies)
         try:
-            rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests, runtime, simulate=simulate)
+            rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests, runtime, simulate=simulate,
+                                      lengths=lengths)
         except InputError as error:              # the cache cannot hold one request
             left.append({"m1": layout.m1, "layout": str(layout), "reason": str(error)})
             continue

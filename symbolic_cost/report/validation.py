@@ -85,7 +85,9 @@ def serving_lines(rows) -> list[str]:
              "Every load test of `calibration-inference.json` (TensorRT-LLM 0.14 on H100, BF16), simulated by "
              "`inference.load.serve` (in-flight batching of Poisson arrivals, every step priced by the calibrated "
              "model) with the fitted runtime overheads (" + ", ".join(f"{k} {v} s" for k, v in fitted.items()) +
-             ") and without them.", "",
+             ") and without them.  Output lengths as `reproduce.measured.serving_cases` reads the printed one: "
+             "every request its 256 or 16 tokens (settings), or drawn geometric with the printed mean 214 (a "
+             "dataset's; `inference.lengths`).", "",
              "| quantity | cases | with overheads: median | mean | p90 | max abs. error | without: median | mean | p90 "
              "| max |", "|---|---|---|---|---|---|---|---|---|---|"]
     for key, label, _, _ in SERVED:
