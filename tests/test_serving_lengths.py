@@ -1,19 +1,23 @@
-"""Requests of different output lengths (inference.lengths, issue 63): the geometric draw against
-its closed-form distribution function, schedules of requests of their own lengths worked by hand,
-vLLM's and SGLang's admissions by each request's length, and a one-sequence engine against the
-M/G/1 queue's mean wait (Pollaczek-Khinchine), a textbook closed form."""
+"""Requests of their own lengths (inference.lengths, issue 63): the geometric draw against its
+closed-form distribution function, schedules of requests of their own prompt and output lengths
+worked by hand, SGLang's admission by each request's length (vLLM's: tests/test_serving_paged.py),
+and a one-sequence engine against the M/G/1 queue's mean wait (Pollaczek-Khinchine), a textbook
+closed form."""
 
 import json
+import math
 
 import pytest
 
 from serving_steps import NO_OVERHEAD, Constant
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, InputTypeError
 from symbolic_cost.cli import main
 from symbolic_cost.inference import estimated
 from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
-from symbolic_cost.inference.lengths import output_lengths
+from symbolic_cost.inference.lengths import Lengths, drawn, requests_of
 from symbolic_cost.inference.load import Runtime, chunked_steps, serve, whole_prompt_steps
+
+GEOMETRIC = Lengths(outputs="geometric")
 from symbolic_cost.reproduce.measured import serving_cases
 
 
@@ -21,27 +25,34 @@ from symbolic_cost.reproduce.measured import serving_cases
 def test_geometric_lengths_follow_the_distribution_function(mean):
     # P(O <= k) = 1 - (1 - 1/mean)^k; n draws at the midpoints of n equal shares are within 1/n of it
     n = 4000
-    drawn = output_lengths(mean, n, "geometric", seed=3)
+    lengths = drawn(mean, n, "geometric", seed=3)
     for k in (1, 2, mean // 2 + 1, mean, 3 * mean, 6 * mean):
-        share = sum(1 for o in drawn if o <= k) / n
+        share = sum(1 for o in lengths if o <= k) / n
         assert abs(share - (1 - (1 - 1 / mean) ** k)) <= 1 / n
-    assert min(drawn) == 1 and sum(drawn) / n == pytest.approx(mean, rel=0.01)
+    assert min(lengths) == 1 and sum(lengths) / n == pytest.approx(mean, rel=0.01)
 
 
 def test_the_draw_is_a_seeded_order_of_the_same_lengths():
-    one, again, other = (output_lengths(50, 300, "geometric", seed=s) for s in (1, 1, 2))
+    one, again, other = (drawn(50, 300, "geometric", seed=s) for s in (1, 1, 2))
     assert one == again and one != other and sorted(one) == sorted(other)
-    assert output_lengths(50, 300) == [50] * 300 and output_lengths(1, 5, "geometric") == [1] * 5
+    assert drawn(50, 300, "geometric", stream="prompt") != one         # prompts and outputs drawn apart
+    assert drawn(50, 300) == [50] * 300 and drawn(1, 5, "geometric") == [1] * 5
 
 
-def test_a_cap_cuts_only_the_longest():
-    free, capped = output_lengths(100, 500, "geometric"), output_lengths(100, 500, "geometric", most=150)
-    assert capped == [min(o, 150) for o in free] and max(free) > 150
+def test_the_context_cuts_only_the_longest():
+    # a prompt past 300 tokens is cut to 300, an output to what its prompt leaves: p + o - 1 <= 300
+    both = Lengths("geometric", "geometric")
+    (free_p, free_o), (prompts, outputs) = requests_of(100, 50, 500, both), requests_of(100, 50, 500, both, context=300)
+    assert prompts == [min(p, 300) for p in free_p] and max(free_p) > 300
+    assert outputs == [min(o, 300 - p + 1) for p, o in zip(prompts, free_o)] and outputs != free_o
 
 
 def test_an_unknown_shape_is_refused_by_name():
-    with pytest.raises(InputError, match="lengths must be one of fixed, geometric") as error:
-        serve(Constant(0.01), 5, None, requests=2, runtime=NO_OVERHEAD, lengths="poisson")
+    with pytest.raises(InputError, match="lengths' outputs must be one of fixed, geometric") as error:
+        Lengths(outputs="poisson")
+    assert error.value.argument == "outputs"
+    with pytest.raises(InputTypeError, match="lengths must be a Lengths") as error:
+        serve(Constant(0.01), 5, None, requests=2, runtime=NO_OVERHEAD, lengths="geometric")
     assert error.value.argument == "lengths"
 
 
@@ -53,24 +64,53 @@ def test_each_request_leaves_after_its_own_tokens_and_frees_its_own_blocks(run):
     for 7 more, and the first after its 5 (t = 5); the third is prefilled at step 6 and ends at
     t = 10.  Reserving the longest request's 7 blocks for each would have kept the second out."""
     runtime = Runtime(0, 0, block_tokens=1)
-    first, finished, _, last = run(Constant(1.0, prompt=2), [5, 2, 5], [0.0, 0.0, 0.0], runtime, 0.0, 12, [7, 4, 7])
+    first, finished, _, last = run(Constant(1.0, prompt=2), [5, 2, 5], [0.0, 0.0, 0.0], runtime, 0.0, 12, [7, 4, 7],
+                                   [2, 2, 2])
     assert (first, finished, last) == ([1.0, 1.0, 6.0], [5.0, 2.0, 10.0], 10.0)
+
+
+def test_prompts_of_their_own_lengths_fill_the_budget_and_the_context_by_their_tokens():
+    """A budget of 10 tokens a step, prompts of 4, 5 and 3 tokens (the step model's prompt is 4),
+    two output tokens each, all at once: the first two fit (9), the third waits a step, beside the
+    two decoding.  The first step prefills 9 tokens, priced as 9/4 prompts; the second prefills 3
+    (3/4) beside two sequences whose cache holds 4 and 5 tokens (a mean of 4.5); the third decodes
+    alone at the third step over its 3 tokens."""
+    step = Constant(1.0, prompt=4)
+    first, finished, _, _ = whole_prompt_steps(step, [2, 2, 2], [0.0] * 3, Runtime(0, 0, max_tokens=10), 0.0,
+                                               math.inf, [0, 0, 0], [4, 5, 3])
+    assert (first, finished) == ([1.0, 1.0, 2.0], [2.0, 2.0, 3.0])
+    assert step.calls == [(9 / 4, 0, 0.0), (3 / 4, 2, 4.5), (0, 1, 3.0)]
+
+
+def test_a_prompt_longer_than_the_budget_is_prefilled_alone_in_its_own_chunks():
+    """A budget of 100 tokens; prompts of 50 and 250 (three chunks), then 50, one output token each,
+    all at once: the first step prefills the first prompt (250 does not fit beside it), the next
+    three the long one alone, each a third of its price (the step model's 1 s over 3 chunks: its
+    first token at 2 s), the last the third."""
+    step = Constant(1.0, prompt=50)
+    first, _, _, _ = whole_prompt_steps(step, [1, 1, 1], [0.0] * 3, Runtime(0, 0, max_tokens=100), 0.0, math.inf,
+                                        [0, 0, 0], [50, 250, 50])
+    assert first == pytest.approx([1.0, 2.0, 3.0])
+    assert step.calls == [(1.0, 0, 0.0), (5.0, 0, 0.0), (5.0, 0, 0.0), (5.0, 0, 0.0), (1.0, 0, 0.0)]
 
 
 def test_the_throughput_counts_every_drawn_token():
     # output tokens over requests, per second each: the mean of the lengths drawn, in every engine
-    drawn = output_lengths(20, 60, "geometric", seed=4)
+    both = Lengths("geometric", "geometric")
+    prompts, outputs = drawn(100, 60, "geometric", 4, "prompt"), drawn(20, 60, "geometric", 4, "output")
     runs = [serve(Constant(0.01), 20, 50.0, requests=60, runtime=Runtime(0, 0, allocation=allocation), seed=4,
-                  lengths="geometric") for allocation in ("reserve", "on-demand", "estimate")]
+                  lengths=both) for allocation in ("reserve", "on-demand", "estimate")]
+    runs.append(serve(Constant(0.01), 20, 50.0, requests=60, runtime=Runtime(0, 0, chunked=True), seed=4, lengths=both))
     runs.append(serve_disaggregated(Constant(0.01), 20, 50.0, requests=60, runtime=NO_OVERHEAD, seed=4,
-                                    pools=Pools(1, 2), transfer=0.001, lengths="geometric"))
+                                    pools=Pools(1, 2), transfer=0.001, lengths=both))
     for load in runs:
-        assert load.output_token_throughput / load.request_throughput == pytest.approx(sum(drawn) / 60)
+        assert load.output_token_throughput / load.request_throughput == pytest.approx(sum(outputs) / 60)
+        assert load.total_token_throughput / load.request_throughput == pytest.approx(sum(prompts + outputs) / 60)
 
 
 def test_sglang_charges_each_running_request_its_own_remaining_tokens():
     """Two running requests of 10 and 30 tokens, one written each: charged 0.7 x (9 + 29)."""
-    engine = estimated.Scheduler(Constant(1.0, prompt=2), [0.0, 0.0], Runtime(0, 0), 10_000, [10, 30])
+    engine = estimated.Scheduler([0.0, 0.0], Runtime(0, 0), 10_000, [10, 30], [2, 2])
     engine.running.add(0, 0)
     engine.running.add(1, 0)
     assert engine.remaining_estimate() == pytest.approx(10_000 - 0.7 * (9 + 29))
@@ -85,7 +125,7 @@ def test_a_one_sequence_engine_of_geometric_requests_queues_as_m_g_1(load_factor
     tau, mean = 0.01, 4
     rate = load_factor / (mean * tau)
     load = serve(Constant(tau), mean, rate, requests=40_000, runtime=Runtime(0, 0, max_batch=1), seed=5,
-                 lengths="geometric")
+                 lengths=GEOMETRIC)
     q = 1 / mean
     wait = rate * tau ** 2 * (2 - q) / q ** 2 / (2 * (1 - load_factor))
     assert load.mean_ttft == pytest.approx(tau + wait, rel=0.05)
@@ -93,13 +133,14 @@ def test_a_one_sequence_engine_of_geometric_requests_queues_as_m_g_1(load_factor
 
 def test_the_measured_load_tests_of_a_datasets_mean_draw_their_lengths():
     shapes = {(case.output_tokens, case.lengths) for case in serving_cases()}
-    assert shapes == {(256, "fixed"), (16, "fixed"), (214, "geometric")}
+    assert shapes == {(256, Lengths()), (16, Lengths()), (214, GEOMETRIC)}
 
 
 def test_the_command_line_draws_lengths_under_load(capsys):
     words = ["inference", "--preset", "llama-2-7b", "--set", "l_in=100", "l_out=20", "--system", "h100",
-             "--rate", "5", "--requests", "40", "--output-lengths", "geometric", "--json"]
+             "--rate", "5", "--requests", "40", "--output-lengths", "geometric", "--prompt-lengths", "geometric", "--json"]
     assert main(words) == 0
-    assert json.loads(capsys.readouterr().out)["load"]["output_lengths"] == "geometric"
+    load = json.loads(capsys.readouterr().out)["load"]
+    assert (load["prompt_lengths"], load["output_lengths"]) == ("geometric", "geometric")
     assert main(["inference", "--preset", "llama-2-7b", "--output-lengths", "geometric"]) == 2
     assert "--output-lengths sets the --rate simulation" in capsys.readouterr().err

@@ -59,10 +59,11 @@ def test_a_step_that_preempts_admits_none():
     assert step.calls[4:6] == [(0.0, 1, 5.0), (1.5, 1, 6.0)]
 
 
-def v1_reference(prompt, outputs, block, pool, runtime, times):
+def v1_reference(prompts, outputs, block, pool, runtime, times, size):
     """vLLM V1's ``Scheduler.schedule`` loop (recompute preemption, FCFS), request by request, each
-    request ending after its ``outputs`` tokens: ``(first token times, last token times,
-    inter-token gaps, the step calls)``."""
+    request of ``prompts`` tokens ending after its ``outputs`` tokens (a step of ``t`` prompt tokens
+    priced as ``t / size`` prompts): ``(first token times, last token times, inter-token gaps, the
+    step calls)``."""
     n = len(times)
     cached, generated = [0] * n, [0] * n
     running, waiting = [], deque()
@@ -83,7 +84,7 @@ def v1_reference(prompt, outputs, block, pool, runtime, times):
         index = 0
         while index < len(running) and budget > 0:
             r = running[index]
-            take = min(prompt + generated[r] - cached[r], budget)
+            take = min(prompts[r] + generated[r] - cached[r], budget)
             more = math.ceil((cached[r] + take) / block) - held(r)
             while more > free:
                 victim = running.pop()
@@ -102,7 +103,7 @@ def v1_reference(prompt, outputs, block, pool, runtime, times):
         if not preempted:
             while waiting and budget > 0 and len(running) < runtime.max_batch:
                 r = waiting[0]
-                todo = prompt + generated[r]
+                todo = prompts[r] + generated[r]
                 if not runtime.chunked and todo > budget:
                     break
                 take = min(todo, budget)
@@ -112,15 +113,15 @@ def v1_reference(prompt, outputs, block, pool, runtime, times):
                 free -= math.ceil(take / block)
                 running.append(r)
                 scheduled[r], budget = take, budget - take
-        decoding = [r for r in running if cached[r] >= prompt + generated[r] - 1 and generated[r]]
+        decoding = [r for r in running if cached[r] >= prompts[r] + generated[r] - 1 and generated[r]]
         prefilled = sum(t for r, t in scheduled.items() if r not in decoding)
         context = sum(cached[r] for r in decoding) / len(decoding) if decoding else 0.0
-        calls.append((prefilled / prompt, len(decoding), context))
+        calls.append((prefilled / size, len(decoding), context))
         now += 1.0
         gaps.append((1.0, len(decoding)))
         for r, take in scheduled.items():
             cached[r] += take
-            if cached[r] == prompt + generated[r]:            # its last computed token: a new one sampled
+            if cached[r] == prompts[r] + generated[r]:            # its last computed token: a new one sampled
                 if generated[r] == 0:
                     first[r] = now
                 elif r not in decoding:
@@ -142,11 +143,13 @@ def test_the_engine_is_vllms_loop(seed):
     times = sorted(round(rng.uniform(0, 10), 1) for _ in range(requests))
     # half the engines serve requests of one length, half of lengths of their own
     outputs = [output] * requests if seed % 2 else [rng.randint(1, 30) for _ in range(requests)]
-    needs = [math.ceil((prompt + o) / block) for o in outputs]
+    prompts = [prompt] * requests if seed % 2 else [rng.randint(1, 40) for _ in range(requests)]
+    needs = [math.ceil((p + o) / block) for p, o in zip(prompts, outputs)]
     pool = rng.randint(max(needs), 4 * max(needs))
     step = Pooled(1.0, prompt, pool)
-    first, finished, gaps, last = paged.steps(step, outputs, times, runtime, 0.0, pool, needs)
-    want_first, want_finished, want_gaps, want_calls = v1_reference(prompt, outputs, block, pool, runtime, times)
+    first, finished, gaps, last = paged.steps(step, outputs, times, runtime, 0.0, pool, needs, prompts)
+    want_first, want_finished, want_gaps, want_calls = v1_reference(prompts, outputs, block, pool, runtime, times,
+                                                                    prompt)
     assert (first, finished) == (want_first, want_finished)
     assert sorted(g for g in gaps if g[1]) == sorted(g for g in want_gaps if g[1])
     assert [(p, d) for p, d, _ in step.calls] == [(p, d) for p, d, _ in want_calls]

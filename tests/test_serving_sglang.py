@@ -32,8 +32,9 @@ class OneSecond:
 
 
 def _run(prompt, output, arrivals, slots, runtime=RUNTIME):
-    first, finished, gaps, last = estimated.steps(OneSecond(prompt), [output] * len(arrivals), arrivals, runtime, 0.0,
-                                                  slots, None)
+    n = len(arrivals)
+    first, finished, gaps, last = estimated.steps(OneSecond(prompt), [output] * n, arrivals, runtime, 0.0, slots, None,
+                                                  [prompt] * n)
     return first, finished, sorted((g for g in gaps if g[1]), reverse=True), last
 
 
@@ -70,7 +71,7 @@ def test_the_ratio_after_a_retraction():
     """The ratio the retraction leaves: (tokens generated + 20 x requests) / tokens asked, at most 1
     (here 2 requests of 9 tokens, 10 asked each: (18 + 40) / 20, so 1); a decode without one
     decays it by (0.7 - 0.098) / 600 to at least 0.098."""
-    engine = estimated.Scheduler(OneSecond(2), [0.0, 0.0, 0.0], RUNTIME, 30, [10] * 3)
+    engine = estimated.Scheduler([0.0, 0.0, 0.0], RUNTIME, 30, [10] * 3, [2] * 3)
     engine.ratio = 0.2
     for request in range(3):
         engine.running.add(request, -8)            # nine tokens each, at decode step 0
@@ -94,6 +95,6 @@ def test_sglang_profile_admits_by_the_estimate():
 def test_what_a_running_request_is_charged(output, expected):
     """One request with one token of ``output``: charged 0.7 of the tokens it may still write,
     at most SGLang's 4,096 (``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``)."""
-    engine = estimated.Scheduler(OneSecond(2), [0.0], RUNTIME, 10_000, [output])
+    engine = estimated.Scheduler([0.0], RUNTIME, 10_000, [output], [2])
     engine.running.add(0, 0)
     assert engine.remaining_estimate() == pytest.approx(expected)

@@ -28,7 +28,7 @@ from symbolic_cost.cli.values import (amount, architecture, assignments, convent
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.engines import ENGINES
-from symbolic_cost.inference.lengths import LENGTHS
+from symbolic_cost.inference.lengths import SHAPES, Lengths
 from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS, MIN_RATE
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
 from symbolic_cost.inference.serving import check_context, check_decode_context
@@ -115,10 +115,13 @@ def add_arguments(parser) -> None:
     options.option(load, "--requests", type=options.integer(1, MAX_REQUESTS), default=500, metavar="N", action=options.Given,
                    help="requests in the --rate simulation, as many as TensorRT-LLM's published load tests send; "
                         "at most 100,000 (about 20-30 s of the 60 s budget)")
-    options.option(load, "--output-lengths", choices=list(LENGTHS), default="fixed", action=options.Given,
+    options.option(load, "--output-lengths", choices=list(SHAPES), default="fixed", action=options.Given,
                    help="fixed: every request generates l_out tokens (a synthetic benchmark's max_tokens); "
                         "geometric: each request's length drawn with mean l_out, as a dataset's answers end where "
                         "they end (inference.lengths; cut at the model's context)")
+    options.option(load, "--prompt-lengths", choices=list(SHAPES), default="fixed", action=options.Given,
+                   help="fixed: every prompt l_in tokens; geometric: each drawn with mean l_in, as a dataset's "
+                        "(inference.lengths)")
     options.option(load, "--engine", choices=list(ENGINES), default="trtllm", action=options.Given,
                    help="the serving engine whose defaults the simulation starts from (inference.engines: limits, "
                         "KV-cache pool and pages, chunked prefill; the fitted overheads are the same for each): "
@@ -251,7 +254,8 @@ def load_test(args, arch, serving) -> dict:
               "max_tokens": runtime.max_tokens, "kv_allocation": runtime.allocation}
     replicas = int(serving.d) if serving.d.is_Integer else 1
     simulate, engine["replicas"] = partial(serve, replicas=replicas), replicas
-    engine["output_lengths"] = args.output_lengths
+    engine["prompt_lengths"], engine["output_lengths"] = args.prompt_lengths, args.output_lengths
+    lengths = Lengths(args.prompt_lengths, args.output_lengths)
     if drafting is not None:
         engine["speculative"] = {"k": drafting.k, "acceptance": number(drafting.acceptance),
                                  "draft": drafting.draft.name, "tokens_per_step": number(step.tokens_per_step)}
@@ -266,11 +270,11 @@ def load_test(args, arch, serving) -> dict:
                            "kv_transfer_s": kv_transfer_seconds(step)}
     if args.rate is None:
         rate, at = sustained_rate(step, int(serving.l_out), slo, args.slo_percentile, args.requests, runtime,
-                                  simulate=simulate, lengths=args.output_lengths)
+                                  simulate=simulate, lengths=lengths)
         return {"sustained_rate": rate, **(asdict(at) if at else {}), **engine}
     rate = None if args.rate == "inf" else args.rate
     return {**asdict(simulate(step, int(serving.l_out), rate, args.requests, runtime, slo=slo,
-                              lengths=args.output_lengths)), **engine}
+                              lengths=lengths)), **engine}
 
 
 def configuration(args, keep=()):
@@ -373,7 +377,7 @@ def run(args) -> int:
         raise InputError("--overheads changes the largest batch that fits; with --field or --grid name max_batch "
                          "(the other fields count the tensors only)", "--overheads")
     simulated = args.rate is not None or args.slo_ttft is not None or args.slo_itl is not None
-    for name in ("requests", "output_lengths", "engine", "max_batch", "max_tokens", "memory_fraction", "block_tokens",
+    for name in ("requests", "output_lengths", "prompt_lengths", "engine", "max_batch", "max_tokens", "memory_fraction", "block_tokens",
                  "slo_percentile", "chunked_prefill", "disaggregate", "kv_allocation"):
         if (options.given(args, name) or (name == "chunked_prefill" and args.chunked_prefill is not None)) \
                 and not simulated:
@@ -466,10 +470,11 @@ def layout_search(args) -> int:
     slo = (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
     ranked, left = serving_search.rank(arch, serving, args.system, args.devices, slo, args.slo_percentile,
                                        args.requests, engine_runtime(args, arch, serving), conventions(args),
-                                       speculation=speculation(args, arch), lengths=args.output_lengths)
+                                       speculation=speculation(args, arch),
+                                       lengths=Lengths(args.prompt_lengths, args.output_lengths))
     if args.json:
         print(json.dumps({"model": arch.name, "devices": args.devices, "system": args.system, "engine": args.engine,
-                          "output_lengths": args.output_lengths,
+                          "prompt_lengths": args.prompt_lengths, "output_lengths": args.output_lengths,
                           "slo": {"ttft": args.slo_ttft, "itl": args.slo_itl, "percentile": args.slo_percentile},
                           "layouts": ranked, "left_out": left}, indent=1))
         return 0
@@ -645,8 +650,11 @@ def _print_load(args, load: dict) -> None:
         chunked += (f", speculative decoding of {drafting['k']} tokens from {drafting['draft']} "
                     f"({drafting['tokens_per_step']:.4g} a step)")
     over = f" over {load['replicas']} replicas (round robin)" if load["replicas"] > 1 else ""
-    if load.get("output_lengths") == "geometric":
-        over += ", output lengths geometric with the mean l_out"
+    drawn = [(what, mean) for what, mean, key in (("prompt", "l_in", "prompt_lengths"),
+                                                   ("output", "l_out", "output_lengths")) if load.get(key) == "geometric"]
+    if drawn:
+        over += (f", {' and '.join(what for what, _ in drawn)} lengths geometric with mean "
+                 f"{' and '.join(mean for _, mean in drawn)}")
     print(f"under load ({args.requests} requests at {rate} per second{over}, {load['engine']}'s in-flight batching "
           f"of up to {load['max_batch']:,} sequences{chunked}, calibrated {args.system}): mean TTFT {ms('mean_ttft')}, mean ITL {ms('mean_itl')}; "
           f"{load['request_throughput']:.4g} requests/s, {load['output_token_throughput']:.6g} output tokens/s, "

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from symbolic_cost.checks import InputError, instance, timed
 from symbolic_cost.cost import Collective
 from symbolic_cost.digits import whole_number
-from symbolic_cost.inference.load import (Load, Runtime, arrivals, cache_limit, check_run, chunked_steps,
-                                          mean_context, measured_load, request_blocks, request_outputs, seconds,
-                                          whole_prompt_steps)
+from symbolic_cost.inference.lengths import FIXED, Lengths
+from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_run, chunked_steps, mean_context,
+                                          measured_load, request_blocks, request_lengths, seconds, whole_prompt_steps)
 from symbolic_cost.timing.hardware import comm_time
 
 
@@ -80,13 +80,15 @@ def kv_transfer_seconds(step) -> float:
     return float(comm_time(send, step.system, link="ib"))
 
 
-def _decode_steps(step, tokens: list[int], ready: list[float], runtime: Runtime, overhead: float, blocks, needs):
-    """A decode-only instance serving requests whose caches arrive at ``ready`` (sorted), each
-    decoding its ``tokens`` tokens and reserving its ``needs`` blocks: ``(time of each request's
-    first decoded token, of its last, [(step seconds, sequences past their first decoded token)])``."""
-    count, prompt = len(ready), step.prompt
+def _decode_steps(step, tokens: list[int], ready: list[float], runtime: Runtime, overhead: float, blocks, needs,
+                  prompts: list[int]):
+    """A decode-only instance serving requests of ``prompts`` tokens whose caches arrive at
+    ``ready`` (sorted), each decoding its ``tokens`` tokens and reserving its ``needs`` blocks:
+    ``(time of each request's first decoded token, of its last, [(step seconds, sequences past their
+    first decoded token)])``."""
+    count = len(ready)
     second, last = [0.0] * count, [0.0] * count
-    running, admitted_sum, steps_run = [], 0, []        # running: [request, tokens decoded, step admitted]
+    running, admitted_sum, prompt_sum, steps_run = [], 0, 0, []   # running: [request, tokens decoded, step admitted]
     now, steps, nxt, reserved = 0.0, 0, 0, 0
     while nxt < count or running:
         if not running and ready[nxt] > now:
@@ -94,9 +96,11 @@ def _decode_steps(step, tokens: list[int], ready: list[float], runtime: Runtime,
         while nxt < count and ready[nxt] <= now and len(running) < runtime.max_batch \
                 and reserved + needs[nxt] <= blocks:
             running.append([nxt, 0, steps])
-            admitted_sum, nxt, reserved = admitted_sum + steps, nxt + 1, reserved + needs[nxt]
+            admitted_sum, prompt_sum, reserved = admitted_sum + steps, prompt_sum + prompts[nxt], reserved + needs[nxt]
+            nxt += 1
         decoding = len(running)
-        context = mean_context(prompt + 1, steps, admitted_sum, decoding)     # the prompt and its first token
+        # the mean prompt and its first token
+        context = mean_context(prompt_sum / decoding + 1, steps, admitted_sum, decoding) if decoding else 0.0
         duration = timed(step(0, decoding, context) + overhead)
         now, steps = now + duration, steps + 1
         steps_run.append((duration, sum(1 for _, done, _ in running if done)))
@@ -107,16 +111,18 @@ def _decode_steps(step, tokens: list[int], ready: list[float], runtime: Runtime,
             if entry[1] == tokens[entry[0]]:
                 last[entry[0]] = now
                 admitted_sum, reserved = admitted_sum - entry[2], reserved - needs[entry[0]]
+                prompt_sum -= prompts[entry[0]]
         running = [entry for entry in running if entry[1] < tokens[entry[0]]]
     return second, last, steps_run
 
 
 def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
                         seed: int = 0, slo: tuple | None = None, *, pools: Pools, transfer: float | None = None,
-                        lengths: str = "fixed") -> Load:
+                        lengths: Lengths = FIXED) -> Load:
     """``load.serve`` of a disaggregated deployment of ``pools`` (see the module docstring);
-    ``transfer``: seconds to send a request's cache (``None``: ``kv_transfer_seconds``); ``lengths``:
-    the requests' output lengths, as ``load.serve`` draws them.  Every
+    ``transfer``: seconds to send a request's cache of ``P`` prompt tokens (``None``:
+    ``kv_transfer_seconds``; a prompt of its own length sends in proportion); ``lengths``: the
+    requests' prompt and output lengths, as ``load.serve`` draws them.  Every
     instance reserves a request's whole length (``Runtime.allocation="reserve"``); blocks on demand
     (``inference.paged``) are not modelled in the pools and are refused."""
     slo = check_run(step, output_tokens, requests, runtime, seed, slo, lengths)
@@ -129,30 +135,33 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
                          "at admission (allocation 'reserve', --kv-allocation reserve), not on demand",
                          "allocation")
     times = arrivals(requests, rate, seed)
-    outputs = request_outputs(step, output_tokens, requests, lengths, seed)
+    prompts, outputs = request_lengths(step, output_tokens, requests, lengths, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     transfer = kv_transfer_seconds(step) if transfer is None else seconds(transfer, "transfer")
     if not 0 <= transfer < math.inf:
         raise InputError(f"transfer must be a finite number of seconds, at least 0, got {transfer!r}", "transfer")
-    prompt, run = step.prompt, (chunked_steps if runtime.chunked else whole_prompt_steps)
+    run = chunked_steps if runtime.chunked else whole_prompt_steps
     first, finished = [0.0] * requests, [0.0] * requests
-    blocks, need = cache_limit(step, runtime, prompt + 1)        # a prefill instance holds the prompt's cache
+    # a prefill instance holds the prompt's cache
+    blocks, needs = request_blocks(step, runtime, [p + 1 for p in prompts])
     for k in range(pools.prefill):
         mine = range(k, requests, pools.prefill)
-        yielded = run(step, [1] * len(mine), [times[i] for i in mine], runtime, overhead, blocks, [need] * len(mine))[0]
+        yielded = run(step, [1] * len(mine), [times[i] for i in mine], runtime, overhead, blocks,
+                      [needs[i] for i in mine], [prompts[i] for i in mine])[0]
         for request, at in zip(mine, yielded):
             first[request] = finished[request] = at
     gaps = []
     decoded = [i for i in range(requests) if outputs[i] > 1]    # a one-token request ends at its prefill
     if decoded:
-        blocks, needs = request_blocks(step, runtime, [prompt + o for o in outputs])
+        blocks, needs = request_blocks(step, runtime, [p + o for p, o in zip(prompts, outputs)])
         for k in range(pools.decode):
             mine = sorted(decoded[k::pools.decode], key=lambda i: first[i])
             second, last, steps_run = _decode_steps(step, [outputs[i] - 1 for i in mine],
-                                                    [first[i] + transfer for i in mine], runtime, overhead, blocks,
-                                                    [needs[i] for i in mine])
+                                                    [first[i] + transfer * (prompts[i] / step.prompt) for i in mine],
+                                                    runtime, overhead, blocks, [needs[i] for i in mine],
+                                                    [prompts[i] for i in mine])
             gaps += steps_run + [(second[j] - first[i], 1) for j, i in enumerate(mine)]
             for j, i in enumerate(mine):
                 finished[i] = last[j]
     span = max(finished) - times[0]
-    return measured_load(times, first, finished, gaps, prompt, outputs, float(runtime.request_overhead), span, slo)
+    return measured_load(times, first, finished, gaps, prompts, outputs, float(runtime.request_overhead), span, slo)

@@ -55,11 +55,11 @@ CLIP = 4096
 class Scheduler:
     """One SGLang scheduler's state (see the module docstring): ``steps`` drives it."""
 
-    def __init__(self, step, times, runtime, tokens, outputs):
-        self.prompt, self.times, self.runtime, self.outputs = step.prompt, times, runtime, outputs
+    def __init__(self, times, runtime, tokens, outputs, prompts):
+        self.prompts, self.times, self.runtime, self.outputs = prompts, times, runtime, outputs
         self.free, self.ratio = tokens, INIT_RATIO
         self.clipped = max(outputs) > CLIP     # some request's estimate is clipped
-        self.running = Running(step.prompt, 1, outputs)
+        self.running = Running(prompts, 1, outputs)
         self.waiting = deque()                 # (request, tokens generated before), retracted first
         self.chunked = None                    # [request, tokens left, tokens cached, generated before]
         self.batch = []                        # this prefill's requests, as ``chunked``
@@ -94,7 +94,7 @@ class Scheduler:
             room, left = room - take, left - take
         while self.waiting and room > 0 and len(self.running) + len(self.batch) < self.runtime.max_batch:
             request, before = self.waiting[0]
-            extend, ahead = self.prompt + before, min(self.outputs[request] - before, CLIP)
+            extend, ahead = self.prompts[request] + before, min(self.outputs[request] - before, CLIP)
             if extend + ahead >= left or (self.chunked is not None and extend > room):
                 break
             self.waiting.popleft()
@@ -167,12 +167,13 @@ def waited(stalls: list, decoding: int, duration: float) -> list:
     return out + [(duration, decoding - min(before, decoding))]
 
 
-def steps(step, outputs, times, runtime, overhead, blocks, needs):
-    """The steps of an SGLang scheduler (see the module docstring), for requests of ``outputs``
-    tokens each; ``needs`` (the blocks of each whole request) is only the admission's bound through
-    the estimate.  Returns as ``load.whole_prompt_steps``."""
-    engine = Scheduler(step, times, runtime, blocks * runtime.block_tokens, outputs)
-    requests, prompt, output_tokens = len(times), step.prompt, max(outputs)
+def steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
+    """The steps of an SGLang scheduler (see the module docstring), for requests of ``prompts`` and
+    ``outputs`` tokens each; ``needs`` (the blocks of each whole request) is only the admission's
+    bound through the estimate.  Returns as ``load.whole_prompt_steps``."""
+    engine = Scheduler(times, runtime, blocks * runtime.block_tokens, outputs, prompts)
+    requests, size = len(times), step.prompt
+    prompt, output_tokens = max(zip(prompts, outputs), key=lambda pair: pair[0] + min(pair[1], CLIP))
     if prompt + min(output_tokens, CLIP) >= engine.free:
         raise InputError(f"a request of {prompt:,} prompt and {output_tokens:,} output tokens never fits SGLang's "
                          f"admission, which needs them below the {engine.free:,} slots of the KV cache: a larger "
@@ -186,16 +187,16 @@ def steps(step, outputs, times, runtime, overhead, blocks, needs):
             engine.now = times[engine.arrived]
         tokens = engine.prefill()
         if tokens:                             # the decoding requests wait: they write nothing
-            duration = timed(step(tokens / prompt, 0, engine.running.context(engine.decodes)) + overhead)
+            duration = timed(step(tokens / size, 0, engine.running.context(engine.decodes)) + overhead)
             stalls.append((len(engine.running), duration))
             engine.now += duration
             if engine.yielded(first, gaps, finished):
                 last = engine.now
             continue
         if not len(engine.running):             # an empty engine that admits nothing never will
-            stuck = outputs[engine.waiting[0][0]] if engine.waiting else output_tokens
-            raise InputError(f"a retracted request of {prompt:,} prompt and {stuck:,} output tokens no "
-                             f"longer fits SGLang's admission in the {engine.free:,} slots of the KV cache (its "
+            stuck = engine.waiting[0][0] if engine.waiting else 0
+            raise InputError(f"a retracted request of {prompts[stuck]:,} prompt and {outputs[stuck]:,} output tokens "
+                             f"no longer fits SGLang's admission in the {engine.free:,} slots of the KV cache (its "
                              f"clipped estimate grew with the tokens it had written): a larger KV cache or a "
                              f"shorter request", "memory_fraction")
         engine.retract()
@@ -207,5 +208,5 @@ def steps(step, outputs, times, runtime, overhead, blocks, needs):
         stalls = []
         for request in engine.running.finish(engine.decodes):
             finished[request] = last = engine.now
-            engine.free += prompt + outputs[request] - 1
+            engine.free += prompts[request] + outputs[request] - 1
     return first, finished, gaps, last

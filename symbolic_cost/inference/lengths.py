@@ -1,51 +1,103 @@
-"""How many tokens each request of a load test generates: all the same, or drawn.
+"""How long each request of a load test is: all the same, or drawn around the printed lengths.
 
-A benchmark that prints one output length ``O`` ran one of two workloads.  A synthetic one sets
-every request's ``max_tokens`` to ``O`` and ignores the end-of-sequence token (TensorRT-LLM's and
-vLLM's random datasets): every request generates ``O`` tokens (``"fixed"``).  A dataset of real
-conversations (ShareGPT) lets each answer stop where it ends, and ``O`` is then the mean of very
-different lengths.  Their spread matters under load: the short requests leave early and the long
-ones hold the engine at a small batch for the end of the run, so throughput falls and the
-inter-token gaps shrink, although the mean is the same.
+A benchmark that prints one prompt length and one output length ran one of two workloads.  A
+synthetic one gives every request that many prompt tokens and sets its ``max_tokens`` to the
+output length, the end-of-sequence token ignored (TensorRT-LLM's and vLLM's random datasets):
+every request is the same (``"fixed"``).  A dataset of real conversations (ShareGPT) has prompts
+of every length and lets each answer stop where it ends, and the printed lengths are then means
+of very different ones.  Their spread matters under load: the short answers leave early and the
+long ones hold the engine at a small batch for the end of the run, so throughput falls and the
+inter-token gaps shrink, although the means are the same; a long prompt holds up the prompts
+behind it.
 
-Knowing only the mean, ``"geometric"`` draws each length from the geometric distribution on
-1, 2, 3, ... with that mean, ``P(O = k) = q (1 - q)^(k - 1)`` with ``q = 1 / O``: of all
+Knowing only a mean, ``"geometric"`` draws each length from the geometric distribution on
+1, 2, 3, ... with that mean, ``P(L = k) = q (1 - q)^(k - 1)`` with ``q = 1 / mean``: of all
 distributions on the positive integers with a given mean, the one of largest entropy (the
-discrete counterpart of the exponential), so it assumes nothing the mean does not say.  A length
-past what the model's context leaves after the prompt is cut to it, as an engine ends a sequence
-at its ``max_seq_len``.
+discrete counterpart of the exponential), so it assumes nothing the mean does not say.  The
+lengths of ``n`` requests are the distribution's quantiles at ``(i + 1/2) / n``, in a seeded random
+order: the run holds the distribution's spread without the luck of one draw (the longest of 500
+requests decides when a saturated run ends).  A prompt past the model's context is cut to it, and
+an output to what the context leaves after its prompt, as an engine ends a sequence at its
+``max_seq_len``.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, shown
 
-LENGTHS = ("fixed", "geometric")
-"""The output-length workloads ``output_lengths`` draws (``--output-lengths``)."""
+SHAPES = ("fixed", "geometric")
+"""How a request's length spreads around the printed one (``Lengths``; ``--prompt-lengths``,
+``--output-lengths``)."""
 
 
-def output_lengths(mean: int, requests: int, shape: str = "fixed", seed: int = 0, most: int | None = None) -> list[int]:
-    """Output tokens of each of ``requests`` requests whose mean is ``mean`` (see the module
-    docstring), in arrival order; ``seed`` seeds the draw (a stream of its own, apart from the
-    arrivals'), and ``most`` caps a drawn length (``None``: no cap).
+@dataclass(frozen=True)
+class Lengths:
+    """How the requests' ``prompts`` and ``outputs`` spread around the printed lengths, each one of
+    ``SHAPES`` (see the module docstring).
 
-    >>> output_lengths(3, 4)
-    [3, 3, 3, 3]
-    >>> draws = output_lengths(200, 20_000, "geometric", seed=1)
-    >>> min(draws), round(sum(draws) / len(draws) / 200, 1)
-    (1, 1.0)
-    >>> max(output_lengths(200, 1_000, "geometric", most=256))
-    256
+    >>> Lengths(outputs="geometric")
+    Lengths(prompts='fixed', outputs='geometric')
+    >>> Lengths(prompts="normal")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: lengths' prompts must be one of fixed, geometric, got 'normal'
     """
-    if shape not in LENGTHS:
-        raise InputError(f"output lengths must be one of {', '.join(LENGTHS)}, got {shape!r}", "lengths")
+
+    prompts: str = "fixed"
+    outputs: str = "fixed"
+
+    def __post_init__(self):
+        for name in ("prompts", "outputs"):
+            shape = getattr(self, name)
+            if not isinstance(shape, str) or shape not in SHAPES:
+                raise InputError(f"lengths' {name} must be one of {', '.join(SHAPES)}, got {shown(shape)}", name)
+
+
+FIXED = Lengths()
+"""Every request of the printed lengths."""
+
+
+def drawn(mean: int, requests: int, shape: str = "fixed", seed: int = 0, stream: str = "output") -> list[int]:
+    """Lengths of ``requests`` requests whose mean is ``mean`` (see the module docstring), in
+    arrival order; ``seed`` and ``stream`` (``"prompt"``, ``"output"``) seed the order, each
+    stream apart from the others and from the arrivals.
+
+    >>> drawn(3, 4)
+    [3, 3, 3, 3]
+    >>> lengths = drawn(200, 20_000, "geometric", seed=1)
+    >>> min(lengths), round(sum(lengths) / len(lengths) / 200, 2)
+    (1, 1.0)
+    """
+    if shape not in SHAPES:
+        raise InputError(f"a length's shape must be one of {', '.join(SHAPES)}, got {shown(shape)}", "shape")
     if shape == "fixed" or mean == 1:
         return [mean] * requests
     log_stay = math.log1p(-1 / mean)
     # the inverse of the distribution function 1 - (1 - q)^k at the midpoints (i + 1/2) / n
     lengths = [max(1, math.ceil(math.log1p(-(i + 0.5) / requests) / log_stay)) for i in range(requests)]
-    random.Random(f"output lengths {seed}").shuffle(lengths)
-    return [min(k, most) for k in lengths] if most is not None else lengths
+    random.Random(f"{stream} lengths {seed}").shuffle(lengths)
+    return lengths
+
+
+def requests_of(prompt: int, output: int, requests: int, lengths: Lengths = FIXED, seed: int = 0,
+                context: int | None = None) -> tuple[list[int], list[int]]:
+    """``(prompts, outputs)``: each request's prompt and output tokens around ``prompt`` and
+    ``output`` as ``lengths`` spreads them, a prompt cut at ``context`` tokens and an output at
+    ``context - prompt + 1`` (``None``: no limit).
+
+    >>> requests_of(100, 20, 3)
+    ([100, 100, 100], [20, 20, 20])
+    >>> prompts, outputs = requests_of(100, 50, 500, Lengths("geometric", "geometric"), context=300)
+    >>> max(prompts), max(p + o - 1 for p, o in zip(prompts, outputs))
+    (300, 300)
+    """
+    prompts = drawn(prompt, requests, lengths.prompts, seed, "prompt")
+    outputs = drawn(output, requests, lengths.outputs, seed, "output")
+    if context is None:
+        return prompts, outputs
+    prompts = [min(p, context) for p in prompts]
+    return prompts, [min(o, context - p + 1) for p, o in zip(prompts, outputs)]

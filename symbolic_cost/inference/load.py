@@ -42,7 +42,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown, timed
 from symbolic_cost.inference import estimated, paged
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
-from symbolic_cost.inference.lengths import LENGTHS, output_lengths
+from symbolic_cost.inference.lengths import FIXED, Lengths, requests_of
 from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import decode, mean_step, prefill
 from symbolic_cost.inference.drafts import draft_cache_bytes, draft_decode, draft_prefill, draft_weights
@@ -187,15 +187,13 @@ class StepModel:
         check_context(arch, (("l_in + output_tokens - 1", self.prompt + output_tokens - 1),), serving.allow_long,
                       argument="output_tokens")
 
-    def output_room(self) -> int:
-        """The most output tokens the model's context leaves after the prompt, ``context - l_in + 1``
-        (``MAX_OUTPUT`` where the serving allows longer or the model states no context): where an
-        engine ends a drawn length (``inference.lengths``)."""
+    def context_tokens(self) -> int | None:
+        """The model's context in tokens, where an engine ends a drawn length
+        (``inference.lengths.requests_of``); ``None`` where the serving allows longer or the model
+        states none."""
         arch, serving, _ = self._memory
         limit = context_limit(arch)
-        if serving.allow_long or limit == 0 or not limit.is_number:
-            return MAX_OUTPUT
-        return max(1, min(MAX_OUTPUT, int(limit) - self.prompt + 1))
+        return None if serving.allow_long or limit == 0 or not limit.is_number else int(limit)
 
     def _drafting(self, speculation, serving: Serving, prompts, conventions):
         """Seconds the draft adds: its prefill of ``prompts`` prompts, and its ``k`` decode steps of
@@ -355,12 +353,13 @@ CPU-seconds, within the command line's 60 s budget with room for slower machines
 tests published (TensorRT-LLM's) send 500 to a few thousand."""
 
 
-def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo, lengths: str = "fixed") -> tuple | None:
+def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo,
+              lengths: Lengths = FIXED) -> tuple | None:
     """Refuse what a load test cannot run, and return ``slo`` as ``check_slo`` reads it: ``step``
     without its prompt, ``runtime`` not a ``Runtime``, ``output_tokens`` from 1 to ``MAX_OUTPUT``
     (and within the model's context, for a ``StepModel``, unless its serving allows longer),
-    ``requests`` from 1 to ``MAX_REQUESTS``, a ``seed`` that is not an integer, ``lengths`` not
-    one of ``inference.lengths.LENGTHS``."""
+    ``requests`` from 1 to ``MAX_REQUESTS``, a ``seed`` that is not an integer, ``lengths`` not a
+    ``inference.lengths.Lengths``."""
     if not callable(step) or not isinstance(getattr(step, "prompt", None), int):
         raise InputTypeError(f"step must be a StepModel (a step's seconds, called, and its prompt), got {shown(step)}",
                              "step")
@@ -374,8 +373,7 @@ def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo, 
         raise InputError(f"requests must be an integer from 1 to {MAX_REQUESTS:,}, got {requests!r}", "requests")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise InputTypeError(f"seed must be an integer (the arrivals' generator), got {shown(seed)}", "seed")
-    if not isinstance(lengths, str) or lengths not in LENGTHS:
-        raise InputError(f"lengths must be one of {', '.join(LENGTHS)}, got {shown(lengths)}", "lengths")
+    instance(lengths, Lengths, "lengths", " (inference.lengths.Lengths: Lengths(prompts, outputs))")
     return None if slo is None else check_slo(slo)
 
 
@@ -411,7 +409,7 @@ def check_slo(slo) -> tuple[float, float]:
 
 
 def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtime: Runtime = Runtime(),
-          seed: int = 0, slo: tuple | None = None, replicas: int = 1, lengths: str = "fixed") -> Load:
+          seed: int = 0, slo: tuple | None = None, replicas: int = 1, lengths: Lengths = FIXED) -> Load:
     """Simulate the engine over ``requests`` requests (see the module docstring).
 
     Each step admits waiting requests that have arrived, first come first served, while the
@@ -424,12 +422,14 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     and every sequence already running yields its next (one inter-token gap of the step's
     duration).  A prompt longer than ``max_tokens`` is admitted alone and prefilled in
     ``n = ceil(P / max_tokens)`` chunks, one a step, each priced ``step(1, 0, 0) / n`` beside the
-    step's decodes: its first token comes at the end of the last.  A sequence leaves after its
-    output tokens: ``output_tokens`` each, or, with ``lengths="geometric"``, each drawn with that
-    mean (``inference.lengths``: a dataset whose answers end where they end; a request reserves
-    the blocks of its own length).  The mean context is ``P + steps run since admission``, kept as
-    a running sum.  With ``runtime.chunked`` the prompts are prefilled instead in chunks beside the decodes,
-    within the step's token budget (``chunked_steps``).  ``slo``: ``(seconds to first token,
+    step's decodes: its first token comes at the end of the last.  A sequence leaves after
+    ``output_tokens`` tokens.  ``lengths`` (``inference.lengths.Lengths``) may draw each request's
+    prompt and output around ``P`` and ``output_tokens`` instead, as a dataset's (its prompts
+    admitted and priced by their tokens, ``step(tokens / P, B, c)``; each request reserving the
+    blocks of its own length).  The mean context is the sequences' mean prompt plus the mean steps
+    run since their admission, kept as running sums.  With ``runtime.chunked`` the prompts are
+    prefilled instead in chunks beside the decodes, within the step's token budget
+    (``chunked_steps``).  ``slo``: ``(seconds to first token,
     seconds between tokens)`` a request must meet to count in the goodput (``Load``).
     ``replicas``: engines that share the arrivals (``rate`` is theirs together), each request sent
     to the next in turn (round robin), each engine as above (``d`` replicas of a deployment).
@@ -441,14 +441,19 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
     times = arrivals(requests, rate, seed)
-    outputs = request_outputs(step, output_tokens, requests, lengths, seed)
+    prompts, outputs = request_lengths(step, output_tokens, requests, lengths, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
-    blocks, needs = request_blocks(step, runtime, [step.prompt + o + getattr(step, "extra_tokens", 0) for o in outputs])
+    extra = getattr(step, "extra_tokens", 0)
+    blocks, needs = request_blocks(step, runtime, [p + o + extra for p, o in zip(prompts, outputs)])
     per_step = getattr(step, "tokens_per_step", 1)
     if per_step != 1 and runtime.allocation != "reserve":
         raise InputError("speculative decoding under load is modelled with the KV blocks of a request's whole "
                          "length reserved at admission (allocation 'reserve', --kv-allocation reserve): on demand, "
                          "blocks follow whole tokens and a step gains a mean of fractional ones", "allocation")
+    if per_step != 1 and lengths.prompts != "fixed":
+        raise InputError("speculative decoding under load is modelled with prompts of one length (its steps count "
+                         "the context from the prompt): give lengths' prompts 'fixed' (--prompt-lengths fixed)",
+                         "lengths")
     slots = [_steps_for(o, per_step) for o in outputs]
     run = {"on-demand": paged.steps, "estimate": estimated.steps}.get(runtime.allocation) \
         or (chunked_steps if runtime.chunked else whole_prompt_steps)
@@ -456,21 +461,21 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     for replica in range(min(replicas, requests)):      # a replica past the requests gets none
         mine = range(replica, requests, replicas)
         yielded, done, gaps, end = run(step, [slots[i] for i in mine], [times[i] for i in mine], runtime, overhead,
-                                       blocks, [needs[i] for i in mine])
+                                       blocks, [needs[i] for i in mine], [prompts[i] for i in mine])
         for request, at, leaves in zip(mine, yielded, done):
             first[request], finished[request] = at, leaves
         steps_run, last = steps_run + gaps, max(last, end)
     if per_step != 1:                              # each step's gap holds that many tokens of a sequence
         steps_run = [(duration / float(per_step), count) for duration, count in steps_run]
-    return measured_load(times, first, finished, steps_run, step.prompt, outputs,
+    return measured_load(times, first, finished, steps_run, prompts, outputs,
                          float(runtime.request_overhead), last - times[0], slo)
 
 
-def request_outputs(step, output_tokens: int, requests: int, lengths: str, seed: int) -> list[int]:
-    """Each request's output tokens (``inference.lengths.output_lengths``), a drawn length cut where
-    the model's context ends (``StepModel.output_room``)."""
-    most = step.output_room() if isinstance(step, StepModel) else MAX_OUTPUT
-    return output_lengths(output_tokens, requests, lengths, seed, most)
+def request_lengths(step, output_tokens: int, requests: int, lengths: Lengths, seed: int) -> tuple[list, list]:
+    """``(prompts, outputs)``: each request's tokens (``inference.lengths.requests_of``), a drawn
+    length cut where the model's context ends (``StepModel.context_tokens``)."""
+    context = step.context_tokens() if isinstance(step, StepModel) else None
+    return requests_of(step.prompt, output_tokens, requests, lengths, seed, context)
 
 
 def request_blocks(step, runtime: Runtime, lengths: list[int]) -> tuple[float, list[int]]:
@@ -508,11 +513,11 @@ def mean_context(prompt, steps: int, admitted_sum, decoding: int) -> float:
 
 class Decoding:
     """The sequences an engine decodes, by the step their last token comes at (a sequence of ``O``
-    tokens that yielded its first at step ``s`` yields its last at ``s + O - 1``), with the sum of
-    the steps they started at (``mean_context``'s ``admitted_sum``)."""
+    tokens that yielded its first at step ``s`` yields its last at ``s + O - 1``), with the sums of
+    their prompts and of the steps they started at (``mean_context``)."""
 
-    def __init__(self, outputs: list[int]):
-        self.outputs, self.heap, self.admitted_sum = outputs, [], 0
+    def __init__(self, outputs: list[int], prompts: list[int]):
+        self.outputs, self.prompts, self.heap, self.admitted_sum, self.prompt_sum = outputs, prompts, [], 0, 0
 
     def __len__(self) -> int:
         return len(self.heap)
@@ -521,10 +526,12 @@ class Decoding:
         """``request`` yielded its first token at the end of step ``steps``."""
         heapq.heappush(self.heap, (steps + self.outputs[request] - 1, steps, request))
         self.admitted_sum += steps
+        self.prompt_sum += self.prompts[request]
 
-    def context(self, prompt, steps: int) -> float:
-        """The mean cached tokens before the next step (``mean_context``)."""
-        return mean_context(prompt, steps, self.admitted_sum, len(self.heap))
+    def context(self, steps: int) -> float:
+        """The mean cached tokens before the next step (``mean_context`` of the mean prompt)."""
+        return mean_context(self.prompt_sum / len(self.heap), steps, self.admitted_sum, len(self.heap)) \
+            if self.heap else 0.0
 
     def finish(self, steps: int) -> list[int]:
         """The requests whose last token came at the end of step ``steps``, removed."""
@@ -532,44 +539,47 @@ class Decoding:
         while self.heap and self.heap[0][0] <= steps:
             _, started, request = heapq.heappop(self.heap)
             self.admitted_sum -= started
+            self.prompt_sum -= self.prompts[request]
             done.append(request)
         return done
 
 
-def whole_prompt_steps(step, outputs, times, runtime, overhead, blocks, needs):
+def whole_prompt_steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
     """The steps of an engine that prefills each prompt whole (``serve``), for requests arriving at
-    ``times`` with ``outputs`` tokens (decode steps) and ``needs`` KV blocks each: ``(first token
-    times, last token times, [(step seconds, sequences decoding)], the last token's time)``."""
-    requests, prompt = len(times), step.prompt
-    chunks = -(-prompt // runtime.max_tokens)
-    running = Decoding(outputs)
-    pending = None                             # [request, chunks left] of a long prompt being prefilled
+    ``times`` with ``prompts`` tokens, ``outputs`` tokens (decode steps) and ``needs`` KV blocks
+    each: ``(first token times, last token times, [(step seconds, sequences decoding)], the last
+    token's time)``.  A step prefills whole prompts while they fit its budget; a prompt longer than
+    the budget is prefilled alone, a chunk a step, when it is the next in line."""
+    requests, size = len(times), step.prompt        # size: the prompt a prefill of the step model holds
+    running = Decoding(outputs, prompts)
+    pending = None                      # [request, chunks left, chunks] of a long prompt being prefilled
     first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
     now, steps, nxt, last, reserved = 0.0, 0, 0, 0.0, 0
     while nxt < requests or running or pending:
         if not running and pending is None and times[nxt] > now:
             now = times[nxt]
-        decoding, context = len(running), running.context(prompt, steps)
-        held = decoding + (pending is not None)
-        admitted = 0
-        if chunks > 1:
-            if pending is None and nxt < requests and times[nxt] <= now and held < runtime.max_batch \
-                    and reserved + needs[nxt] <= blocks:
-                pending, nxt, reserved = [nxt, chunks], nxt + 1, reserved + needs[nxt]
-            duration = timed((step(1, 0, 0.0) / chunks if pending else 0.0)
+        decoding, context = len(running), running.context(steps)
+        admitted, tokens = 0, 0
+        if pending is None and nxt < requests and prompts[nxt] > runtime.max_tokens and times[nxt] <= now \
+                and decoding < runtime.max_batch and reserved + needs[nxt] <= blocks:
+            chunks = -(-prompts[nxt] // runtime.max_tokens)
+            pending, nxt, reserved = [nxt, chunks, chunks], nxt + 1, reserved + needs[nxt]
+        if pending is not None:
+            duration = timed(step(prompts[pending[0]] / size, 0, 0.0) / pending[2]
                              + (step(0, decoding, context) if decoding else 0.0) + overhead)
         else:
             room = runtime.max_tokens - decoding
             while (nxt + admitted < requests and times[nxt + admitted] <= now
-                   and decoding + admitted < runtime.max_batch and room >= prompt
+                   and decoding + admitted < runtime.max_batch and room >= prompts[nxt + admitted]
                    and reserved + needs[nxt + admitted] <= blocks):
-                admitted, room, reserved = admitted + 1, room - prompt, reserved + needs[nxt + admitted]
-            duration = timed(step(admitted, decoding, context) + overhead)
+                room, tokens = room - prompts[nxt + admitted], tokens + prompts[nxt + admitted]
+                admitted, reserved = admitted + 1, reserved + needs[nxt + admitted]
+            duration = timed(step(tokens / size, decoding, context) + overhead)
         now, steps = now + duration, steps + 1
         steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
         started = [pending[0]] if pending is not None and pending[1] == 1 else []
         if pending is not None:
-            pending = None if pending[1] == 1 else [pending[0], pending[1] - 1]
+            pending = None if pending[1] == 1 else [pending[0], pending[1] - 1, pending[2]]
         for request in started + list(range(nxt, nxt + admitted)):   # their first token
             first[request] = now
             running.start(request, steps)
@@ -579,7 +589,7 @@ def whole_prompt_steps(step, outputs, times, runtime, overhead, blocks, needs):
     return first, finished, steps_run, last
 
 
-def chunked_steps(step, outputs, times, runtime, overhead, blocks, needs):
+def chunked_steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
     """The steps of an engine with chunked prefill (``serve``), as vLLM's V1 scheduler runs them:
     each step has a budget of ``max_tokens`` tokens; every running sequence decodes one token
     first, and what is left goes to prefill, to the prompts already begun (oldest first), then to
@@ -589,15 +599,15 @@ def chunked_steps(step, outputs, times, runtime, overhead, blocks, needs):
     prefill's price for ``t / P`` prompts (its products and activations in proportion, the weights
     read once).  A prompt's first token comes at the end of the step that prefills its last
     chunk; it decodes from the next.  Returns as ``whole_prompt_steps``."""
-    requests, prompt = len(times), step.prompt
-    running = Decoding(outputs)
+    requests, size = len(times), step.prompt
+    running = Decoding(outputs, prompts)
     prefilling = deque()                       # [request, prompt tokens left], in admission order
     first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
     now, steps, nxt, last, reserved = 0.0, 0, 0, 0.0, 0
     while nxt < requests or running or prefilling:
         if not running and not prefilling and times[nxt] > now:
             now = times[nxt]
-        decoding, context = len(running), running.context(prompt, steps)
+        decoding, context = len(running), running.context(steps)
         room, chunk = runtime.max_tokens - decoding, 0
         for begun in prefilling:
             take = min(begun[1], room - chunk)
@@ -605,10 +615,10 @@ def chunked_steps(step, outputs, times, runtime, overhead, blocks, needs):
         while (chunk < room and nxt < requests and times[nxt] <= now
                and decoding + len(prefilling) < runtime.max_batch
                and reserved + needs[nxt] <= blocks):
-            take = min(prompt, room - chunk)
-            prefilling.append([nxt, prompt - take])
+            take = min(prompts[nxt], room - chunk)
+            prefilling.append([nxt, prompts[nxt] - take])
             chunk, nxt, reserved = chunk + take, nxt + 1, reserved + needs[nxt]
-        duration = timed(step(chunk / prompt, decoding, context) + overhead)
+        duration = timed(step(chunk / size, decoding, context) + overhead)
         now, steps = now + duration, steps + 1
         steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
         while prefilling and prefilling[0][1] == 0:      # prompts fill in order: the done ones lead
@@ -620,11 +630,11 @@ def chunked_steps(step, outputs, times, runtime, overhead, blocks, needs):
     return first, finished, steps_run, last
 
 
-def measured_load(times, first, finished, steps_run, prompt, outputs, front, span, slo) -> Load:
-    """The ``Load`` of a simulated run of requests of ``outputs`` tokens each: each request's time
-    to first token (plus the front end's ``front``) and end-to-end latency, the steps' inter-token
-    gaps, and, with ``slo`` (seconds of time to first token and of mean inter-token latency), the
-    requests that meet it."""
+def measured_load(times, first, finished, steps_run, prompts, outputs, front, span, slo) -> Load:
+    """The ``Load`` of a simulated run of requests of ``prompts`` and ``outputs`` tokens each: each
+    request's time to first token (plus the front end's ``front``) and end-to-end latency, the
+    steps' inter-token gaps, and, with ``slo`` (seconds of time to first token and of mean
+    inter-token latency), the requests that meet it."""
     requests, generated = len(times), sum(outputs)
     ttft = [f - t + front for f, t in zip(first, times)]
     e2e = [f - t + front for f, t in zip(finished, times)]
@@ -633,7 +643,7 @@ def measured_load(times, first, finished, steps_run, prompt, outputs, front, spa
     whole = [(value, 1) for value in ttft]
     out = dict(mean_ttft=sum(ttft) / requests,
                mean_itl=sum(d * c for d, c in gaps) / sum(c for _, c in gaps) if gaps else None,
-               request_throughput=requests / span, total_token_throughput=(requests * prompt + generated) / span,
+               request_throughput=requests / span, total_token_throughput=(sum(prompts) + generated) / span,
                output_token_throughput=generated / span, mean_e2e=sum(e2e) / requests,
                **{f"p{q}_ttft": percentile(whole, q) for q in PERCENTILES},
                **{f"p{q}_itl": itl[q] for q in PERCENTILES},
@@ -649,7 +659,7 @@ def measured_load(times, first, finished, steps_run, prompt, outputs, front, spa
 
 def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int = 90, requests: int = 500,
                    runtime: Runtime = Runtime(), seed: int = 0, rounds: int = 16,
-                   simulate=None, lengths: str = "fixed") -> tuple[float, Load | None]:
+                   simulate=None, lengths: Lengths = FIXED) -> tuple[float, Load | None]:
     """The highest request rate (requests/s, Poisson) whose load test keeps the ``level``-th
     percentile (one of ``PERCENTILES``) of the time to first token and of the inter-token latency within ``slo``
     (seconds: ``(ttft, itl)``), and the test at that rate; ``(0, None)`` where even a lone

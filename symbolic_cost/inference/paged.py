@@ -48,13 +48,13 @@ class Running:
     tokens after step ``steps`` (``load.Decoding``'s convention: a recomputed request with ``g``
     tokens resumed at step ``s`` has ``start = s - g``), so that a request of ``outputs[request]``
     tokens ends at step ``start + outputs[request] - 1``; the order they were scheduled in (the
-    preemption order), per block phase how many start a new block at a step, and the sum of their
-    output lengths (``length_sum``)."""
+    preemption order), per block phase how many start a new block at a step, and the sums of their
+    prompts (``prompt_sum``) and output lengths (``length_sum``)."""
 
-    def __init__(self, prompt: int, block_tokens: int, outputs: list[int]):
-        self.prompt, self.block, self.outputs = prompt, block_tokens, outputs
+    def __init__(self, prompts: list[int], block_tokens: int, outputs: list[int]):
+        self.prompts, self.block, self.outputs = prompts, block_tokens, outputs
         self.start, self.order, self.heap = {}, deque(), []
-        self.start_sum, self.length_sum, self.phases = 0, 0, Counter()
+        self.start_sum, self.prompt_sum, self.length_sum, self.phases = 0, 0, 0, Counter()
 
     def __len__(self) -> int:
         return len(self.start)
@@ -65,17 +65,19 @@ class Running:
         heapq.heappush(self.heap, (start + self.outputs[request] - 1, start, request))
         self.start_sum += start
         self.length_sum += self.outputs[request]
-        self.phases[(self.prompt - start) % self.block] += 1
+        self.prompt_sum += self.prompts[request]
+        self.phases[(self.prompts[request] - start) % self.block] += 1
 
     def remove(self, request: int) -> None:
         start = self.start.pop(request)
         self.start_sum -= start
         self.length_sum -= self.outputs[request]
-        self.phases[(self.prompt - start) % self.block] -= 1      # its heap entry is dropped when met
+        self.prompt_sum -= self.prompts[request]
+        self.phases[(self.prompts[request] - start) % self.block] -= 1      # its heap entry is dropped when met
 
     def cached(self, request: int, steps: int) -> int:
         """Tokens in the cache of ``request`` before step ``steps + 1``."""
-        return self.prompt + steps - self.start[request]
+        return self.prompts[request] + steps - self.start[request]
 
     def new_blocks(self, steps: int) -> int:
         """Blocks step ``steps + 1`` opens: one for each sequence whose next token starts a block."""
@@ -83,7 +85,7 @@ class Running:
 
     def context(self, steps: int) -> float:
         """Mean cached tokens before step ``steps + 1`` (0 with none)."""
-        return self.prompt + steps - self.start_sum / len(self) if self.start else 0.0
+        return self.prompt_sum / len(self) + steps - self.start_sum / len(self) if self.start else 0.0
 
     def finish(self, steps: int) -> list[int]:
         """The requests whose last token came at step ``steps``, removed."""
@@ -108,10 +110,10 @@ def blocks_of(tokens: int, block_tokens: int) -> int:
 class Engine:
     """One engine's scheduler state (see the module docstring): ``steps`` drives it."""
 
-    def __init__(self, step, times, runtime, blocks, outputs):
-        self.prompt, self.times, self.runtime = step.prompt, times, runtime
+    def __init__(self, times, runtime, blocks, outputs, prompts):
+        self.prompts, self.times, self.runtime = prompts, times, runtime
         self.block, self.free = runtime.block_tokens, blocks
-        self.running = Running(step.prompt, runtime.block_tokens, outputs)
+        self.running = Running(prompts, runtime.block_tokens, outputs)
         self.prefilling = []                   # [request, tokens left, tokens cached, tokens generated before]
         self.waiting = deque()                 # (request, tokens generated before), preempted first
         self.last_token = {}                   # a preempted request's last token time
@@ -173,7 +175,7 @@ class Engine:
             return chunk
         while self.waiting and chunk < room and self.held() < self.runtime.max_batch:
             request, before = self.waiting[0]
-            todo = self.prompt + before
+            todo = self.prompts[request] + before
             alone = todo > self.runtime.max_tokens and not self.prefilling and chunk == 0
             if not chunked and not alone and todo > room - chunk:
                 break
@@ -201,11 +203,11 @@ class Engine:
         return started
 
 
-def steps(step, outputs, times, runtime, overhead, blocks, needs):
+def steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
     """The steps of an engine that allocates KV blocks on demand and preempts by recomputation (see
-    the module docstring), for requests of ``outputs`` tokens each; ``needs`` (the blocks of each
-    whole request) is not reserved.  Returns as ``load.whole_prompt_steps``."""
-    engine = Engine(step, times, runtime, blocks, outputs)
+    the module docstring), for requests of ``prompts`` and ``outputs`` tokens each; ``needs`` (the
+    blocks of each whole request) is not reserved.  Returns as ``load.whole_prompt_steps``."""
+    engine = Engine(times, runtime, blocks, outputs, prompts)
     requests = len(times)
     first, finished, gaps, last = [0.0] * requests, [0.0] * requests, [], 0.0
     while engine.arrived < requests or engine.waiting or engine.held():
@@ -216,11 +218,11 @@ def steps(step, outputs, times, runtime, overhead, blocks, needs):
         decoding, context = len(engine.running), engine.running.context(engine.steps)
         room = runtime.max_tokens - decoding
         chunk = engine.admit(room, engine.prefill(room), runtime.chunked)
-        duration = timed(step(chunk / engine.prompt, decoding, context) + overhead)
+        duration = timed(step(chunk / step.prompt, decoding, context) + overhead)
         engine.now, engine.steps = engine.now + duration, engine.steps + 1
         gaps.append((duration, decoding))           # one inter-token gap for each sequence decoding
         engine.yielded(first, gaps)
         for request in engine.running.finish(engine.steps):
             finished[request] = last = engine.now
-            engine.free += blocks_of(engine.prompt + outputs[request] - 1, engine.block)
+            engine.free += blocks_of(prompts[request] + outputs[request] - 1, engine.block)
     return first, finished, gaps, last

@@ -18,6 +18,7 @@ from functools import partial
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
+from symbolic_cost.inference.lengths import FIXED, Lengths
 from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
 
 TENSOR = (1, 2, 4, 8)
@@ -64,7 +65,7 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS) -> list[Layout]:
 
 def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, requests: int = 500,
          runtime_of=None, conventions=None, tensor=TENSOR, speculation=None,
-         lengths: str = "fixed") -> tuple[list[dict], list[dict]]:
+         lengths: Lengths = FIXED) -> tuple[list[dict], list[dict]]:
     """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
     first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
     degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``) and
@@ -72,7 +73,7 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     ``load.Runtime`` for a deployment (default: ``load.Runtime()``).  ``speculation``
     (``speculative.Speculation``): every deployment decodes speculatively, its draft on the same
     ``m1`` devices; disaggregated pools, which do not, are left out with that reason.  ``lengths``:
-    the requests' output lengths (``load.serve``'s)."""
+    the requests' prompt and output lengths (``load.serve``'s)."""
     ranked, left = [], []
     steps = {}
     for layout in layouts(devices, tensor):
