@@ -242,3 +242,21 @@ def test_the_serving_view_offers_how_an_engine_gives_kv_blocks():
                          "--kv-allocation", "reserve", "--rate", "4", "--requests", "20", "--json")
     assert answer["status"] == status == 0 and answer["output"] == json.loads(out)
     assert answer["output"]["load"]["kv_allocation"] == "reserve"
+
+
+def test_the_serving_view_offers_requests_of_their_own_lengths():
+    """The serving view's menus of prompt and output lengths are the command line's
+    ``--prompt-lengths`` and ``--output-lengths``, and a load test asked with them is the command
+    line's, written out by hand."""
+    from symbolic_cost.app.server import choices
+    from symbolic_cost.cli import build_parser
+    offered = choices(build_parser)
+    assert offered["output_lengths"] == offered["prompt_lengths"] == {"choices": ["fixed", "geometric"],
+                                                                      "default": "fixed"}
+    request = {"model": "preset", "preset": "llama-2-7b", "serve": {"l_in": "256", "l_out": "16"},
+               "prompt_lengths": "fixed", "output_lengths": "geometric", "rate": "4", "requests": "20"}
+    answer = commands.answer("inference", request, main)
+    status, out, _ = cli("inference", "--preset", "llama-2-7b", "--set", "l_in=256", "l_out=16", "--prompt-lengths",
+                         "fixed", "--output-lengths", "geometric", "--rate", "4", "--requests", "20", "--json")
+    assert answer["status"] == status == 0 and answer["output"] == json.loads(out)
+    assert answer["output"]["load"]["output_lengths"] == "geometric"

@@ -50,12 +50,14 @@ CHOICES = ("zero", "recompute", "precision", "system", "attention_kernel")
 ``--attention-kernel`` (the fused attention library; none chosen: the system's own)."""
 
 SERVING_OPTIONS = {"kv_dtype": "--kv-dtype", "weights": "--weights", "engine": "--engine",
-                   "kv_allocation": "--kv-allocation", "disaggregate": "--disaggregate", "rate": "--rate",
+                   "kv_allocation": "--kv-allocation", "prompt_lengths": "--prompt-lengths",
+                   "output_lengths": "--output-lengths", "disaggregate": "--disaggregate", "rate": "--rate",
                    "requests": "--requests", "devices": "--devices", "slo_ttft": "--slo-ttft", "slo_itl": "--slo-itl",
                    "slo_percentile": "--slo-percentile"}
 """The serving view's options and the ``inference`` flags they become."""
 
-SERVING_CHOICES = ("kv_dtype", "weights", "engine", "kv_allocation", "slo_percentile")
+SERVING_CHOICES = ("kv_dtype", "weights", "engine", "kv_allocation", "prompt_lengths", "output_lengths",
+                   "slo_percentile")
 """The serving options the page offers as menus, read from ``inference``'s parser."""
 
 MODELS = ("preset", "config", "hub")
