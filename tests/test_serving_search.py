@@ -4,6 +4,7 @@ out and refused."""
 
 import json
 from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,8 @@ from symbolic_cost.inference.load import StepModel, serve, sustained_rate
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.inference.serving_search import Layout, layouts, rank
 from symbolic_cost.models.config import preset
+
+HF_CONFIGS = Path(__file__).parent / "hf_configs"
 
 
 def test_eight_devices_by_hand():
@@ -74,3 +77,30 @@ def test_a_speculative_search_ranks_each_layout_s_own_speculative_load_test():
     assert ranked[0]["rate"] == rate
     plain, _ = rank(arch, serving, "h100", 2, (0.5, 0.02), requests=60, tensor=(1,))
     assert rate < next(row["rate"] for row in plain if row["layout"] == "TP1 x 2, 2 replicas")
+
+
+def test_a_mixture_of_experts_also_serves_with_attention_data_parallelism(capsys):
+    """A model with routed experts adds one layout, every device a replica of the attention with the
+    experts split over all of them; its rate is the load test the command line runs for that
+    deployment (``--set d=4 ep=4 etp=1``, requests taken in turn by the four replicas)."""
+    from symbolic_cost.models.config import from_config
+    assert [str(x) for x in layouts(4, experts=True)][-1] == "TP1 x 4, attention data-parallel, experts over 4"
+    assert not any(x.attention_dp for x in layouts(4)) and not any(x.attention_dp for x in layouts(1, experts=True))
+    arch = from_config(json.loads((HF_CONFIGS / "OLMoE-1B-7B-0924.json").read_text()))
+    serving = Serving(l_in=256, l_out=32, flash=True)
+    ranked, _ = rank(arch, serving, "h100", 4, (0.5, 0.02), requests=60, tensor=(1,))
+    row = next(row for row in ranked if row["attention_dp"])
+    step = StepModel(arch, Serving(l_in=256, l_out=32, flash=True, m1=1, d=4, ep=4, etp=1), "h100")
+    rate, _ = sustained_rate(step, 32, (0.5, 0.02), 90, 60, simulate=partial(serve, replicas=4))
+    assert row["rate"] == rate and row["layout"] == "TP1 x 4, attention data-parallel, experts over 4"
+    assert all(not row["attention_dp"] for row in rank(preset("gpt2"), serving, "h100", 4, (0.5, 0.02),
+                                                         requests=30, tensor=(1,))[0])
+
+
+def test_experts_that_do_not_split_over_the_devices_leave_the_layout_out():
+    # Mixtral's 8 experts over 16 devices: no whole expert a device; the layout is left out, named
+    from symbolic_cost.models.config import from_config
+    arch = from_config(json.loads((HF_CONFIGS / "Mixtral-8x7B-v0.1.json").read_text()))
+    _, left = rank(arch, Serving(l_in=256, l_out=32, flash=True), "h100", 16, (1.0, 0.05), requests=30, tensor=(1,))
+    assert [(row["layout"], row["reason"]) for row in left if "layout" in row] == [
+        ("TP1 x 16, attention data-parallel, experts over 16", "ep must divide experts (got ep=16, experts=8)")]

@@ -484,9 +484,10 @@ def layout_search(args) -> int:
     if ranked and all(row["rate"] == 0 for row in ranked):
         print(f"no layout meets the SLO: a lone request misses its p{q} TTFT or ITL on every one; the layouts "
               f"below are ranked by nothing")
+    width = max([34] + [len(row["layout"]) for row in ranked])       # the aggregated layouts fit 34
     for i, row in enumerate(ranked, 1):
         ttft, itl = row[f"p{q}_ttft"], row[f"p{q}_itl"]
-        print(f"{i:3}. {row['layout']:34} {row['rate']:10.4g} requests/s ({row['rate_per_device']:.4g} a device); "
+        print(f"{i:3}. {row['layout']:{width}} {row['rate']:10.4g} requests/s ({row['rate_per_device']:.4g} a device); "
               f"p{q} TTFT {'-' if ttft is None else f'{ttft:.4g} s'}, ITL {'-' if itl is None else f'{itl:.4g} s'}")
     for row in left:
         print(f"left out: {row.get('layout') or 'TP' + str(row['m1'])}: {row['reason']}")

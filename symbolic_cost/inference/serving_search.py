@@ -5,6 +5,10 @@ A layout puts the ``devices`` into copies of one tensor-parallel deployment (``m
 each), and serves either **aggregated** (every copy a replica running prefill and decode, the
 requests taken in turn: ``load.serve(..., replicas=)``) or **disaggregated** (``P`` copies
 prefill, ``D`` decode, the KV cache sent between them: ``disaggregated.serve_disaggregated``).
+A mixture of experts may also serve with **attention data parallelism** (TensorRT-LLM's
+``enable_attention_dp``, vLLM's and SGLang's DP attention): every device a replica of the
+attention with its own requests, the routed experts split over all of them (``d`` = ``ep`` = the
+devices, expert TP 1), each step's token dispatch and combine an all-to-all among them.
 For each, ``load.sustained_rate`` finds the highest Poisson rate whose percentile TTFT and ITL
 meet the SLO; the layouts are ranked by that rate (per device, since every layout uses all of
 them).  A tensor degree whose weights do not fit, or that the model cannot split, is reported
@@ -30,25 +34,40 @@ SPLITS = 6
 
 @dataclass(frozen=True)
 class Layout:
-    """``copies`` deployments of ``m1`` devices, aggregated, or split into ``pools``."""
+    """``copies`` deployments of ``m1`` devices, aggregated, or split into ``pools``; with
+    ``attention_dp``, replicas of the attention sharing their experts, split over every device."""
 
     m1: int
     copies: int
     pools: Pools | None = None
+    attention_dp: bool = False
 
     def __str__(self) -> str:
+        if self.attention_dp:
+            return f"TP{self.m1} x {self.copies}, attention data-parallel, experts over {self.m1 * self.copies}"
         kind = f"{self.pools.prefill}:{self.pools.decode} disaggregated" if self.pools else \
             f"{self.copies} replica{'s' if self.copies > 1 else ''}"
         return f"TP{self.m1} x {self.copies}, {kind}"
 
+    def serving(self, serving):
+        """The ``Serving`` of one copy: its tensor degree, alone (``d`` 1), or under attention data
+        parallelism the ``copies`` replicas with the experts over every device (``ep`` the
+        devices, ``etp`` 1)."""
+        if self.attention_dp:
+            return replace(serving, m1=self.m1, d=self.copies, ep=self.m1 * self.copies, etp=1)
+        return replace(serving, m1=self.m1, d=1)
 
-def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS) -> list[Layout]:
+
+def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = False) -> list[Layout]:
     """Every layout of ``devices`` devices: for each tensor degree of ``tensor`` that divides
     them, the aggregated one and up to ``splits`` prefill:decode splits of the copies (all of
-    them when there are that few, else evenly spread over ``1 .. copies - 1``).
+    them when there are that few, else evenly spread over ``1 .. copies - 1``); for a model with
+    routed ``experts``, also attention data parallelism over every device (tensor degree 1).
 
     >>> [str(x) for x in layouts(4)]
     ['TP1 x 4, 4 replicas', 'TP1 x 4, 1:3 disaggregated', 'TP1 x 4, 2:2 disaggregated', 'TP1 x 4, 3:1 disaggregated', 'TP2 x 2, 2 replicas', 'TP2 x 2, 1:1 disaggregated', 'TP4 x 1, 1 replica']
+    >>> str(layouts(4, experts=True)[-1])
+    'TP1 x 4, attention data-parallel, experts over 4'
     """
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise InputError(f"devices must be a positive integer, got {devices!r}", "devices")
@@ -60,6 +79,8 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS) -> list[Layout]:
         if len(prefill) > splits:
             prefill = sorted({max(1, min(copies - 1, round(copies * (k + 1) / (splits + 1)))) for k in range(splits)})
         found += [Layout(m1, copies, Pools(p, copies - p)) for p in prefill]
+    if experts and devices > 1 and 1 in tensor:
+        found.append(Layout(1, devices, attention_dp=True))
     return found
 
 
@@ -69,26 +90,29 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
     first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
     degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``) and
-    the formats; its ``m1`` and ``d`` are the layout's.  ``runtime_of(step, m1)``: the engine's
+    the formats; its ``m1`` and ``d`` (and under attention data parallelism ``ep`` and ``etp``) are
+    the layout's.  ``runtime_of(step, m1)``: the engine's
     ``load.Runtime`` for a deployment (default: ``load.Runtime()``).  ``speculation``
     (``speculative.Speculation``): every deployment decodes speculatively, its draft on the same
     ``m1`` devices; disaggregated pools, which do not, are left out with that reason.  ``lengths``:
     the requests' prompt and output lengths (``load.serve``'s)."""
     ranked, left = [], []
     steps = {}
-    for layout in layouts(devices, tensor):
-        if layout.m1 not in steps:
+    for layout in layouts(devices, tensor, experts=arch.moe is not None):
+        key = (layout.m1, layout.attention_dp)
+        if key not in steps:
             try:
-                step = StepModel(arch, replace(serving, m1=layout.m1, d=1), system, conventions, speculation)
+                step = StepModel(arch, layout.serving(serving), system, conventions, speculation)
                 if step.cache_blocks(1, 1) == 0:
                     raise InputError("the weights fill each device's memory, leaving none for the KV cache", "m1")
-                steps[layout.m1] = step
+                steps[key] = step
             except InputError as error:             # the model does not split so, or does not fit
-                steps[layout.m1] = error
-        step = steps[layout.m1]
+                steps[key] = error
+        step = steps[key]
         if isinstance(step, InputError):
             if layout.pools is None:
-                left.append({"m1": layout.m1, "reason": str(step)})
+                left.append({"m1": layout.m1, **({"layout": str(layout)} if layout.attention_dp else {}),
+                             "reason": str(step)})
             continue
         runtime = runtime_of(step, layout.m1) if runtime_of else Runtime()
         simulate = partial(serve_disaggregated, pools=layout.pools) if layout.pools else \
@@ -100,6 +124,7 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
             left.append({"m1": layout.m1, "layout": str(layout), "reason": str(error)})
             continue
         ranked.append({"layout": str(layout), "m1": layout.m1, "copies": layout.copies,
+                       "attention_dp": layout.attention_dp,
                        "prefill": layout.pools.prefill if layout.pools else None,
                        "decode": layout.pools.decode if layout.pools else None,
                        "rate": rate, "rate_per_device": rate / devices,
