@@ -48,7 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # cheapest first (seconds of the unmutated run, one core): a mutation without a recorded killer
 # stops at the first file that fails, so the cheap files go before test_serving_load and test_moe
-TESTS = ("tests/test_serving_lengths.py", "tests/test_low_precision.py", "tests/test_fp8_layers.py", "tests/test_torchtitan.py",
+TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tests/test_low_precision.py",
+         "tests/test_fp8_layers.py", "tests/test_torchtitan.py",
          "tests/test_deepspeed_rules.py", "tests/test_zero_bubble.py", "tests/test_mutation_oracles.py",
          "tests/test_utilisation.py", "tests/test_op_recompute.py", "tests/test_block_recompute.py",
          "tests/test_pipeline_splits.py", "tests/test_fsdp.py", "tests/test_serving_cp.py",
@@ -105,6 +106,7 @@ EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/s
 NCCL, NVLS = "symbolic_cost/timing/nccl.py", "symbolic_cost/timing/nccl_nvls.py"
 PEAK, SERVING_PEAK = "symbolic_cost/models/peak.py", "symbolic_cost/inference/peak.py"
 LOAD, PAGED = "symbolic_cost/inference/load.py", "symbolic_cost/inference/paged.py"
+BATCHING = "symbolic_cost/inference/batching.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
 MUTATIONS = (
     Mutation("wave-quantisation", EFFICIENCY, "Mul(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms), sms,",
@@ -120,11 +122,11 @@ MUTATIONS = (
              required=False),
     Mutation("fused-step-reads-weights-once", "symbolic_cost/inference/throughput.py",
              "m -= weights_read(row) / bandwidth", "m -= 0", required=False),
-    Mutation("load-context-grows", LOAD, "return (prompt + steps - admitted_sum / decoding) if decoding",
+    Mutation("load-context-grows", BATCHING, "return (prompt + steps - admitted_sum / decoding) if decoding",
              "return (prompt + 0 * admitted_sum / decoding) if decoding", required=False),
     # engines, chunked prefill, disaggregation and TRL recipes (issues 63 and 65)
-    Mutation("chunked-decodes-first", LOAD, "room, chunk = runtime.max_tokens - decoding, 0",
-             "room, chunk = runtime.max_tokens, 0", required=False),
+    Mutation("chunked-decodes-first", BATCHING, "room, chunk = self.runtime.max_tokens - decoding, 0",
+             "room, chunk = self.runtime.max_tokens, 0", required=False),
     Mutation("engine-pool-of-total", LOAD, "else memory_fraction * capacity - weights",
              "else memory_fraction * (capacity - weights)", required=False),
     # the MoE rows' all-to-all overlap as the workloads that ran them set it (issue 62)
@@ -140,16 +142,20 @@ MUTATIONS = (
     Mutation("lengths-uncapped", "symbolic_cost/inference/lengths.py",
              "return prompts, [min(o, context - p + 1) for p, o in zip(prompts, outputs)]", "return prompts, outputs",
              required=False),
-    Mutation("lengths-end-together", LOAD, "(steps + self.outputs[request] - 1, steps, request)",
+    Mutation("lengths-end-together", BATCHING, "(steps + self.outputs[request] - 1, steps, request)",
              "(steps + max(self.outputs) - 1, steps, request)", required=False),
-    Mutation("lengths-reserve-the-longest", LOAD, "and reserved + needs[nxt + admitted] <= blocks):",
-             "and reserved + max(needs) <= blocks):", required=False),
+    Mutation("lengths-reserve-the-longest", BATCHING, "and self.reserved + self.needs[request] <= self.blocks",
+             "and self.reserved + max(self.needs) <= self.blocks", required=False),
     Mutation("lengths-throughput-of-the-first", LOAD, "output_token_throughput=generated / span,",
              "output_token_throughput=requests * outputs[0] / span,", required=False),
-    Mutation("lengths-context-of-one-prompt", LOAD, "mean_context(self.prompt_sum / len(self.heap), steps,",
+    Mutation("lengths-context-of-one-prompt", BATCHING, "mean_context(self.prompt_sum / len(self.heap), steps,",
              "mean_context(self.prompts[0], steps,", required=False),
-    Mutation("lengths-prefill-of-the-mean-prompt", LOAD, "tokens + prompts[nxt + admitted]", "tokens + size",
-             required=False),
+    Mutation("lengths-prefill-of-the-mean-prompt", BATCHING, "tokens + prompts[nxt + self.admitted]",
+             "tokens + self.size", required=False),
+    Mutation("lockstep-fastest-replica", BATCHING, "duration = timed(max(engine.plan(now) for engine in live)",
+             "duration = timed(min(engine.plan(now) for engine in live)", required=False),
+    Mutation("lockstep-never", LOAD, 'return replicas > 1 and getattr(step, "lockstep", False)',
+             'return False and getattr(step, "lockstep", False)', required=False),
     Mutation("lengths-paged-end-together", PAGED, "(start + self.outputs[request] - 1, start, request)",
              "(start + self.outputs[0] - 1, start, request)", required=False),
     Mutation("paged-recompute-prompt-only", PAGED, "todo = self.prompts[request] + before",

@@ -15,7 +15,8 @@ from symbolic_cost.cli import main
 from symbolic_cost.inference import estimated
 from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
 from symbolic_cost.inference.lengths import Lengths, drawn, requests_of
-from symbolic_cost.inference.load import Runtime, chunked_steps, serve, whole_prompt_steps
+from symbolic_cost.inference.batching import chunked_steps, whole_prompt_steps
+from symbolic_cost.inference.load import Runtime, serve
 
 GEOMETRIC = Lengths(outputs="geometric")
 from symbolic_cost.reproduce.measured import serving_cases

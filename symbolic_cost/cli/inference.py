@@ -242,7 +242,7 @@ def load_test(args, arch, serving) -> dict:
     from dataclasses import asdict
     from functools import partial
     from symbolic_cost.inference.disaggregated import kv_transfer_seconds, serve_disaggregated
-    from symbolic_cost.inference.load import StepModel, serve, sustained_rate
+    from symbolic_cost.inference.load import StepModel, in_lockstep, serve, sustained_rate
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--rate and --slo-* need numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
     drafting = speculation(args, arch)
@@ -254,6 +254,7 @@ def load_test(args, arch, serving) -> dict:
               "max_tokens": runtime.max_tokens, "kv_allocation": runtime.allocation}
     replicas = int(serving.d) if serving.d.is_Integer else 1
     simulate, engine["replicas"] = partial(serve, replicas=replicas), replicas
+    engine["lockstep"] = in_lockstep(step, runtime, replicas)
     engine["prompt_lengths"], engine["output_lengths"] = args.prompt_lengths, args.output_lengths
     lengths = Lengths(args.prompt_lengths, args.output_lengths)
     if drafting is not None:
@@ -651,6 +652,8 @@ def _print_load(args, load: dict) -> None:
         chunked += (f", speculative decoding of {drafting['k']} tokens from {drafting['draft']} "
                     f"({drafting['tokens_per_step']:.4g} a step)")
     over = f" over {load['replicas']} replicas (round robin)" if load["replicas"] > 1 else ""
+    if load.get("lockstep"):
+        over += " stepping in lockstep (their experts shared: each step the slowest replica's)"
     drawn = [(what, mean) for what, mean, key in (("prompt", "l_in", "prompt_lengths"),
                                                    ("output", "l_out", "output_lengths")) if load.get(key) == "geometric"]
     if drawn:

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from symbolic_cost.checks import InputError, instance, timed
 from symbolic_cost.cost import Collective
 from symbolic_cost.digits import whole_number
+from symbolic_cost.inference.batching import chunked_steps, mean_context, whole_prompt_steps
 from symbolic_cost.inference.lengths import FIXED, Lengths
-from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_run, chunked_steps, mean_context,
-                                          measured_load, request_blocks, request_lengths, seconds, whole_prompt_steps)
+from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_run, measured_load, request_blocks,
+                                          request_lengths, seconds)
 from symbolic_cost.timing.hardware import comm_time
 
 

@@ -29,9 +29,7 @@ as an event simulation whose every step is priced by the library's own expressio
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections import deque
 from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 from functools import partial
@@ -41,6 +39,7 @@ from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown, timed
 from symbolic_cost.inference import estimated, paged
+from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, chunked_steps, lockstep, whole_prompt_steps
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.lengths import FIXED, Lengths, requests_of
 from symbolic_cost.inference.per_device import busiest_weights
@@ -143,6 +142,10 @@ class StepModel:
     ``speculative.expected_tokens(k, alpha)`` tokens a step, and ``context`` is then in steps (see
     ``__call__``).  The cache holds both models' keys and values, and ``k`` proposals more a
     request (``extra_tokens``).
+
+    ``lockstep``: whether replicas of this deployment step together, as they do where its routed
+    experts are split among them (``ep x etp > m1``: attention data parallelism, each step's
+    token dispatch an all-to-all across the replicas; ``serve``'s ``in_lockstep``).
     """
 
     def __init__(self, arch, serving: Serving, system, conventions=None, speculation=None):
@@ -165,6 +168,8 @@ class StepModel:
         pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
                                  self._roofline(dec, conventions, with_weights=False))
         self.tokens_per_step, self.extra_tokens = 1, 0
+        # replicas whose experts are split among them (attention data parallelism) step together
+        self.lockstep = arch.moe is not None and bool(serving.ep * serving.expert_tensor > serving.m1)
         self.kernels = _operations(arch, serving, conventions)
         if speculation is not None:
             check_speculation(arch, serving, speculation)
@@ -432,7 +437,9 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     (``chunked_steps``).  ``slo``: ``(seconds to first token,
     seconds between tokens)`` a request must meet to count in the goodput (``Load``).
     ``replicas``: engines that share the arrivals (``rate`` is theirs together), each request sent
-    to the next in turn (round robin), each engine as above (``d`` replicas of a deployment).
+    to the next in turn (round robin), each engine as above (``d`` replicas of a deployment), at
+    its own pace, or in lockstep where they share their experts (``in_lockstep``: every step
+    lasts as long as the slowest replica's).
     A speculative step (``StepModel.tokens_per_step`` = E > 1) runs a request for its first token
     and ``ceil((O - 1) / E)`` decode steps, each a gap of its duration over E tokens (the mean
     gap a streamed token waits; the acceptance's spread from step to step is not simulated), and
@@ -455,13 +462,20 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
                          "the context from the prompt): give lengths' prompts 'fixed' (--prompt-lengths fixed)",
                          "lengths")
     slots = [_steps_for(o, per_step) for o in outputs]
-    run = {"on-demand": paged.steps, "estimate": estimated.steps}.get(runtime.allocation) \
-        or (chunked_steps if runtime.chunked else whole_prompt_steps)
+    groups = [range(replica, requests, replicas) for replica in range(min(replicas, requests))]   # none past them
+    def of(values, mine):
+        return [values[i] for i in mine]
+    if in_lockstep(step, runtime, replicas):
+        engine = ChunkedPrompts if runtime.chunked else WholePrompts
+        runs = lockstep([engine(step, of(slots, mine), of(times, mine), runtime, blocks, of(needs, mine),
+                                of(prompts, mine)) for mine in groups], overhead)
+    else:
+        run = {"on-demand": paged.steps, "estimate": estimated.steps}.get(runtime.allocation) \
+            or (chunked_steps if runtime.chunked else whole_prompt_steps)
+        runs = [run(step, of(slots, mine), of(times, mine), runtime, overhead, blocks, of(needs, mine),
+                    of(prompts, mine)) for mine in groups]
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
-    for replica in range(min(replicas, requests)):      # a replica past the requests gets none
-        mine = range(replica, requests, replicas)
-        yielded, done, gaps, end = run(step, [slots[i] for i in mine], [times[i] for i in mine], runtime, overhead,
-                                       blocks, [needs[i] for i in mine], [prompts[i] for i in mine])
+    for mine, (yielded, done, gaps, end) in zip(groups, runs):
         for request, at, leaves in zip(mine, yielded, done):
             first[request], finished[request] = at, leaves
         steps_run, last = steps_run + gaps, max(last, end)
@@ -469,6 +483,14 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
         steps_run = [(duration / float(per_step), count) for duration, count in steps_run]
     return measured_load(times, first, finished, steps_run, prompts, outputs,
                          float(runtime.request_overhead), last - times[0], slo)
+
+
+def in_lockstep(step, runtime: Runtime, replicas: int) -> bool:
+    """Whether ``serve`` runs its ``replicas`` in lockstep (``inference.batching.lockstep``): the
+    step's replicas share their experts (``StepModel.lockstep``: attention data parallelism) and
+    the engine reserves each request's blocks.  vLLM's blocks on demand and SGLang's admission by
+    estimate run each replica at its own pace (their lockstep is not modelled)."""
+    return replicas > 1 and getattr(step, "lockstep", False) and runtime.allocation == "reserve"
 
 
 def request_lengths(step, output_tokens: int, requests: int, lengths: Lengths, seed: int) -> tuple[list, list]:
@@ -498,136 +520,6 @@ def _steps_for(output_tokens: int, per_step) -> int:
     (11, 5, 6)
     """
     return output_tokens if per_step == 1 else 1 + int(ceiling(Rational(output_tokens - 1) / per_step))
-
-
-def mean_context(prompt, steps: int, admitted_sum, decoding: int) -> float:
-    """The mean cached tokens of ``decoding`` sequences before a step: each holds its ``prompt``
-    and one token for each step run since it was admitted, ``steps`` less its step of admission
-    (``admitted_sum`` sums those); 0 with none decoding.
-
-    >>> mean_context(100, 10, 4 + 8, 2)        # admitted at steps 4 and 8: 106 and 102 tokens
-    104.0
-    """
-    return (prompt + steps - admitted_sum / decoding) if decoding else 0.0
-
-
-class Decoding:
-    """The sequences an engine decodes, by the step their last token comes at (a sequence of ``O``
-    tokens that yielded its first at step ``s`` yields its last at ``s + O - 1``), with the sums of
-    their prompts and of the steps they started at (``mean_context``)."""
-
-    def __init__(self, outputs: list[int], prompts: list[int]):
-        self.outputs, self.prompts, self.heap, self.admitted_sum, self.prompt_sum = outputs, prompts, [], 0, 0
-
-    def __len__(self) -> int:
-        return len(self.heap)
-
-    def start(self, request: int, steps: int) -> None:
-        """``request`` yielded its first token at the end of step ``steps``."""
-        heapq.heappush(self.heap, (steps + self.outputs[request] - 1, steps, request))
-        self.admitted_sum += steps
-        self.prompt_sum += self.prompts[request]
-
-    def context(self, steps: int) -> float:
-        """The mean cached tokens before the next step (``mean_context`` of the mean prompt)."""
-        return mean_context(self.prompt_sum / len(self.heap), steps, self.admitted_sum, len(self.heap)) \
-            if self.heap else 0.0
-
-    def finish(self, steps: int) -> list[int]:
-        """The requests whose last token came at the end of step ``steps``, removed."""
-        done = []
-        while self.heap and self.heap[0][0] <= steps:
-            _, started, request = heapq.heappop(self.heap)
-            self.admitted_sum -= started
-            self.prompt_sum -= self.prompts[request]
-            done.append(request)
-        return done
-
-
-def whole_prompt_steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
-    """The steps of an engine that prefills each prompt whole (``serve``), for requests arriving at
-    ``times`` with ``prompts`` tokens, ``outputs`` tokens (decode steps) and ``needs`` KV blocks
-    each: ``(first token times, last token times, [(step seconds, sequences decoding)], the last
-    token's time)``.  A step prefills whole prompts while they fit its budget; a prompt longer than
-    the budget is prefilled alone, a chunk a step, when it is the next in line."""
-    requests, size = len(times), step.prompt        # size: the prompt a prefill of the step model holds
-    running = Decoding(outputs, prompts)
-    pending = None                      # [request, chunks left, chunks] of a long prompt being prefilled
-    first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
-    now, steps, nxt, last, reserved = 0.0, 0, 0, 0.0, 0
-    while nxt < requests or running or pending:
-        if not running and pending is None and times[nxt] > now:
-            now = times[nxt]
-        decoding, context = len(running), running.context(steps)
-        admitted, tokens = 0, 0
-        if pending is None and nxt < requests and prompts[nxt] > runtime.max_tokens and times[nxt] <= now \
-                and decoding < runtime.max_batch and reserved + needs[nxt] <= blocks:
-            chunks = -(-prompts[nxt] // runtime.max_tokens)
-            pending, nxt, reserved = [nxt, chunks, chunks], nxt + 1, reserved + needs[nxt]
-        if pending is not None:
-            duration = timed(step(prompts[pending[0]] / size, 0, 0.0) / pending[2]
-                             + (step(0, decoding, context) if decoding else 0.0) + overhead)
-        else:
-            room = runtime.max_tokens - decoding
-            while (nxt + admitted < requests and times[nxt + admitted] <= now
-                   and decoding + admitted < runtime.max_batch and room >= prompts[nxt + admitted]
-                   and reserved + needs[nxt + admitted] <= blocks):
-                room, tokens = room - prompts[nxt + admitted], tokens + prompts[nxt + admitted]
-                admitted, reserved = admitted + 1, reserved + needs[nxt + admitted]
-            duration = timed(step(tokens / size, decoding, context) + overhead)
-        now, steps = now + duration, steps + 1
-        steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
-        started = [pending[0]] if pending is not None and pending[1] == 1 else []
-        if pending is not None:
-            pending = None if pending[1] == 1 else [pending[0], pending[1] - 1, pending[2]]
-        for request in started + list(range(nxt, nxt + admitted)):   # their first token
-            first[request] = now
-            running.start(request, steps)
-        nxt += admitted
-        for request in running.finish(steps):
-            finished[request], last, reserved = now, now, reserved - needs[request]
-    return first, finished, steps_run, last
-
-
-def chunked_steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
-    """The steps of an engine with chunked prefill (``serve``), as vLLM's V1 scheduler runs them:
-    each step has a budget of ``max_tokens`` tokens; every running sequence decodes one token
-    first, and what is left goes to prefill, to the prompts already begun (oldest first), then to
-    newly admitted requests (first come first served, while ``max_batch`` sequences and the KV
-    cache's blocks, ``needs`` a request, allow), each taking as many of its remaining prompt tokens as the budget
-    leaves.  A step of ``t`` prompt tokens beside ``B`` decodes costs ``step(t / P, B, c)``: the
-    prefill's price for ``t / P`` prompts (its products and activations in proportion, the weights
-    read once).  A prompt's first token comes at the end of the step that prefills its last
-    chunk; it decodes from the next.  Returns as ``whole_prompt_steps``."""
-    requests, size = len(times), step.prompt
-    running = Decoding(outputs, prompts)
-    prefilling = deque()                       # [request, prompt tokens left], in admission order
-    first, finished, steps_run = [0.0] * requests, [0.0] * requests, []
-    now, steps, nxt, last, reserved = 0.0, 0, 0, 0.0, 0
-    while nxt < requests or running or prefilling:
-        if not running and not prefilling and times[nxt] > now:
-            now = times[nxt]
-        decoding, context = len(running), running.context(steps)
-        room, chunk = runtime.max_tokens - decoding, 0
-        for begun in prefilling:
-            take = min(begun[1], room - chunk)
-            begun[1], chunk = begun[1] - take, chunk + take
-        while (chunk < room and nxt < requests and times[nxt] <= now
-               and decoding + len(prefilling) < runtime.max_batch
-               and reserved + needs[nxt] <= blocks):
-            take = min(prompts[nxt], room - chunk)
-            prefilling.append([nxt, prompts[nxt] - take])
-            chunk, nxt, reserved = chunk + take, nxt + 1, reserved + needs[nxt]
-        duration = timed(step(chunk / size, decoding, context) + overhead)
-        now, steps = now + duration, steps + 1
-        steps_run.append((duration, decoding))          # one inter-token gap for each sequence decoding
-        while prefilling and prefilling[0][1] == 0:      # prompts fill in order: the done ones lead
-            request = prefilling.popleft()[0]
-            first[request] = now
-            running.start(request, steps)
-        for request in running.finish(steps):
-            finished[request], last, reserved = now, now, reserved - needs[request]
-    return first, finished, steps_run, last
 
 
 def measured_load(times, first, finished, steps_run, prompts, outputs, front, span, slo) -> Load:

@@ -1,0 +1,241 @@
+"""In-flight batching step by step, for the engines that reserve a request's KV-cache blocks when
+they admit it (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): prompts prefilled whole
+(``WholePrompts``) or in chunks beside the decodes (``ChunkedPrompts``).
+
+An engine is a state that, at each step, ``plan``\\s what it runs (the prompts it admits, the
+sequences it decodes) and prices it with the step model, then ``apply``\\s the step's end: first
+tokens, inter-token gaps, finished requests.  ``alone`` runs one engine at its own pace
+(``load.serve``'s replicas of a dense model, each its own deployment).  ``lockstep`` runs the
+replicas of an attention-data-parallel deployment of a mixture of experts together: every layer's
+token dispatch and combine is an all-to-all among them (TensorRT-LLM's ``enable_attention_dp``,
+vLLM's and SGLang's DP attention, where a replica with nothing to run joins with an empty batch),
+so each step lasts as long as the slowest replica's, and a prompt one replica prefills holds up
+the decodes of all the others.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+from symbolic_cost.checks import timed
+
+
+def mean_context(prompt, steps: int, admitted_sum, decoding: int) -> float:
+    """The mean cached tokens of ``decoding`` sequences before a step: each holds its ``prompt``
+    and one token for each step run since it was admitted, ``steps`` less its step of admission
+    (``admitted_sum`` sums those); 0 with none decoding.
+
+    >>> mean_context(100, 10, 4 + 8, 2)        # admitted at steps 4 and 8: 106 and 102 tokens
+    104.0
+    """
+    return (prompt + steps - admitted_sum / decoding) if decoding else 0.0
+
+
+class Decoding:
+    """The sequences an engine decodes, by the step their last token comes at (a sequence of ``O``
+    tokens that yielded its first at step ``s`` yields its last at ``s + O - 1``), with the sums of
+    their prompts and of the steps they started at (``mean_context``)."""
+
+    def __init__(self, outputs: list[int], prompts: list[int]):
+        self.outputs, self.prompts, self.heap, self.admitted_sum, self.prompt_sum = outputs, prompts, [], 0, 0
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+    def start(self, request: int, steps: int) -> None:
+        """``request`` yielded its first token at the end of step ``steps``."""
+        heapq.heappush(self.heap, (steps + self.outputs[request] - 1, steps, request))
+        self.admitted_sum += steps
+        self.prompt_sum += self.prompts[request]
+
+    def context(self, steps: int) -> float:
+        """The mean cached tokens before the next step (``mean_context`` of the mean prompt)."""
+        return mean_context(self.prompt_sum / len(self.heap), steps, self.admitted_sum, len(self.heap)) \
+            if self.heap else 0.0
+
+    def finish(self, steps: int) -> list[int]:
+        """The requests whose last token came at the end of step ``steps``, removed."""
+        done = []
+        while self.heap and self.heap[0][0] <= steps:
+            _, started, request = heapq.heappop(self.heap)
+            self.admitted_sum -= started
+            self.prompt_sum -= self.prompts[request]
+            done.append(request)
+        return done
+
+
+class Reserving:
+    """What both engines hold: requests arriving at ``times`` with ``prompts`` tokens, ``outputs``
+    tokens (decode steps) and ``needs`` KV blocks each, from a pool of ``blocks``; the step model
+    ``step`` prices a step of ``t`` prompt tokens as ``t / step.prompt`` prompts.  ``result``:
+    ``(first token times, last token times, [(step seconds, sequences decoding)], the last token's
+    time)``."""
+
+    def __init__(self, step, outputs, times, runtime, blocks, needs, prompts):
+        self.step, self.size, self.runtime, self.blocks = step, step.prompt, runtime, blocks
+        self.times, self.needs, self.prompts = times, needs, prompts
+        self.running = Decoding(outputs, prompts)
+        requests = len(times)
+        self.first, self.finished, self.steps_run = [0.0] * requests, [0.0] * requests, []
+        self.steps, self.nxt, self.last, self.reserved, self.decoding = 0, 0, 0.0, 0, 0
+
+    def waiting(self) -> bool:
+        """Whether the engine holds nothing to run (no sequence decoding or prefilling)."""
+        return not self.running
+
+    def done(self) -> bool:
+        return self.nxt >= len(self.times) and self.waiting()
+
+    def idle(self, now: float) -> bool:
+        """Nothing to run at ``now``: nothing held and the next request not arrived."""
+        return self.waiting() and (self.nxt >= len(self.times) or self.times[self.nxt] > now)
+
+    def next_arrival(self) -> float:
+        return self.times[self.nxt] if self.nxt < len(self.times) else math.inf
+
+    def fits(self, request: int, now: float, held: int) -> bool:
+        """Whether ``request`` has arrived by ``now`` and fits beside ``held`` sequences: the
+        engine's ``max_batch`` and the KV blocks left."""
+        return self.times[request] <= now and held < self.runtime.max_batch \
+            and self.reserved + self.needs[request] <= self.blocks
+
+    def finish(self, now: float) -> None:
+        for request in self.running.finish(self.steps):
+            self.finished[request], self.last, self.reserved = now, now, self.reserved - self.needs[request]
+
+    def result(self) -> tuple:
+        return self.first, self.finished, self.steps_run, self.last
+
+
+class WholePrompts(Reserving):
+    """An engine that prefills each prompt whole (``load.serve``): a step admits waiting prompts,
+    first come first served, while the budget of ``max_tokens`` tokens (one a sequence decoding)
+    holds them whole; a prompt longer than the budget is prefilled alone, a chunk a step, when it
+    is the next in line, beside the decodes."""
+
+    def __init__(self, step, outputs, times, runtime, blocks, needs, prompts):
+        super().__init__(step, outputs, times, runtime, blocks, needs, prompts)
+        self.pending = None              # [request, chunks left, chunks] of a long prompt being prefilled
+        self.admitted = 0
+
+    def waiting(self) -> bool:
+        return not self.running and self.pending is None
+
+    def plan(self, now: float) -> float:
+        """Seconds of the step that starts at ``now``, before the step's fixed overhead (0 for a
+        step with nothing to run: an idle replica of a lockstep group)."""
+        step, prompts, nxt = self.step, self.prompts, self.nxt
+        decoding, context = len(self.running), self.running.context(self.steps)
+        self.decoding, self.admitted, tokens = decoding, 0, 0
+        if self.pending is None and nxt < len(self.times) and prompts[nxt] > self.runtime.max_tokens \
+                and self.fits(nxt, now, decoding):
+            chunks = -(-prompts[nxt] // self.runtime.max_tokens)
+            self.pending, self.nxt, self.reserved = [nxt, chunks, chunks], nxt + 1, self.reserved + self.needs[nxt]
+        if self.pending is not None:
+            return step(prompts[self.pending[0]] / self.size, 0, 0.0) / self.pending[2] \
+                + (step(0, decoding, context) if decoding else 0.0)
+        room = self.runtime.max_tokens - decoding
+        while (nxt + self.admitted < len(self.times) and room >= prompts[nxt + self.admitted]
+               and self.fits(nxt + self.admitted, now, decoding + self.admitted)):
+            room, tokens = room - prompts[nxt + self.admitted], tokens + prompts[nxt + self.admitted]
+            self.admitted, self.reserved = self.admitted + 1, self.reserved + self.needs[nxt + self.admitted]
+        return step(tokens / self.size, decoding, context) if tokens or decoding else 0.0
+
+    def apply(self, now: float, duration: float) -> None:
+        """The step ran and ended at ``now`` after ``duration`` seconds."""
+        self.steps += 1
+        self.steps_run.append((duration, self.decoding))       # one inter-token gap for each sequence decoding
+        pending = self.pending
+        started = [pending[0]] if pending is not None and pending[1] == 1 else []
+        if pending is not None:
+            self.pending = None if pending[1] == 1 else [pending[0], pending[1] - 1, pending[2]]
+        for request in started + list(range(self.nxt, self.nxt + self.admitted)):   # their first token
+            self.first[request] = now
+            self.running.start(request, self.steps)
+        self.nxt += self.admitted
+        self.finish(now)
+
+
+class ChunkedPrompts(Reserving):
+    """An engine with chunked prefill (``load.serve``), as vLLM's V1 scheduler runs it: each step
+    has a budget of ``max_tokens`` tokens; every running sequence decodes one token first, and what
+    is left goes to prefill, to the prompts already begun (oldest first), then to newly admitted
+    requests (first come first served, while ``max_batch`` sequences and the KV cache's blocks
+    allow), each taking as many of its remaining prompt tokens as the budget leaves.  A step of
+    ``t`` prompt tokens beside ``B`` decodes costs ``step(t / P, B, c)``: the prefill's price for
+    ``t / P`` prompts (its products and activations in proportion, the weights read once).  A
+    prompt's first token comes at the end of the step that prefills its last chunk; it decodes
+    from the next."""
+
+    def __init__(self, step, outputs, times, runtime, blocks, needs, prompts):
+        super().__init__(step, outputs, times, runtime, blocks, needs, prompts)
+        self.prefilling = deque()                  # [request, prompt tokens left], in admission order
+
+    def waiting(self) -> bool:
+        return not self.running and not self.prefilling
+
+    def plan(self, now: float) -> float:
+        """Seconds of the step that starts at ``now``, as ``WholePrompts.plan``."""
+        decoding, context = len(self.running), self.running.context(self.steps)
+        self.decoding = decoding
+        room, chunk = self.runtime.max_tokens - decoding, 0
+        for begun in self.prefilling:
+            take = min(begun[1], room - chunk)
+            begun[1], chunk = begun[1] - take, chunk + take
+        while (chunk < room and self.nxt < len(self.times)
+               and self.fits(self.nxt, now, decoding + len(self.prefilling))):
+            take = min(self.prompts[self.nxt], room - chunk)
+            self.prefilling.append([self.nxt, self.prompts[self.nxt] - take])
+            chunk, self.nxt, self.reserved = chunk + take, self.nxt + 1, self.reserved + self.needs[self.nxt]
+        return self.step(chunk / self.size, decoding, context) if chunk or decoding else 0.0
+
+    def apply(self, now: float, duration: float) -> None:
+        """The step ran and ended at ``now`` after ``duration`` seconds."""
+        self.steps += 1
+        self.steps_run.append((duration, self.decoding))       # one inter-token gap for each sequence decoding
+        while self.prefilling and self.prefilling[0][1] == 0:  # prompts fill in order: the done ones lead
+            request = self.prefilling.popleft()[0]
+            self.first[request] = now
+            self.running.start(request, self.steps)
+        self.finish(now)
+
+
+def alone(engine: Reserving, overhead: float) -> tuple:
+    """Run ``engine`` at its own pace, each step ``plan``'s seconds plus ``overhead``; its
+    ``result``."""
+    now = 0.0
+    while not engine.done():
+        if engine.idle(now):
+            now = engine.next_arrival()
+        duration = timed(engine.plan(now) + overhead)
+        now += duration
+        engine.apply(now, duration)
+    return engine.result()
+
+
+def lockstep(engines: list[Reserving], overhead: float) -> list[tuple]:
+    """Run ``engines`` (the replicas of one expert-parallel group) in lockstep: every step starts on
+    all of them at once and lasts the longest of their ``plan``\\s, plus ``overhead``; when none
+    holds anything to run, the clock moves to the next arrival among them.  Their ``result``\\s."""
+    now = 0.0
+    while live := [engine for engine in engines if not engine.done()]:
+        if all(engine.idle(now) for engine in live):
+            now = min(engine.next_arrival() for engine in live)
+        duration = timed(max(engine.plan(now) for engine in live) + overhead)
+        now += duration
+        for engine in live:
+            engine.apply(now, duration)
+    return [engine.result() for engine in engines]
+
+
+def whole_prompt_steps(step, outputs, times, runtime, overhead, blocks, needs, prompts) -> tuple:
+    """``WholePrompts`` run ``alone``: ``(first token times, last token times, [(step seconds,
+    sequences decoding)], the last token's time)``."""
+    return alone(WholePrompts(step, outputs, times, runtime, blocks, needs, prompts), overhead)
+
+
+def chunked_steps(step, outputs, times, runtime, overhead, blocks, needs, prompts) -> tuple:
+    """``ChunkedPrompts`` run ``alone``; returns as ``whole_prompt_steps``."""
+    return alone(ChunkedPrompts(step, outputs, times, runtime, blocks, needs, prompts), overhead)
