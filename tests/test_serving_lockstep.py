@@ -10,7 +10,8 @@ import pytest
 
 from serving_steps import NO_OVERHEAD
 from symbolic_cost.cli import main
-from symbolic_cost.inference.batching import WholePrompts, alone, lockstep
+from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, lockstep
+from symbolic_cost.inference.paged import OnDemand
 from symbolic_cost.inference.load import Runtime, StepModel, in_lockstep
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.config import from_config, preset
@@ -27,20 +28,28 @@ class Priced:
         return 1.0 if prompts else 0.1
 
 
-def _replicas():
+ENGINES = {"reserved": lambda outputs, times: WholePrompts(Priced(), outputs, times, NO_OVERHEAD, math.inf, [0], [10]),
+           "chunked": lambda outputs, times: ChunkedPrompts(Priced(), outputs, times, Runtime(0, 0, chunked=True),
+                                                            math.inf, [0], [10]),
+           "on demand": lambda outputs, times: OnDemand(Priced(), outputs, times,
+                                                        Runtime(0, 0, allocation="on-demand"), 10**6, [10])}
+"""The engines that step in lockstep, each with room for everything (blocks, tokens a step)."""
+
+
+def _replicas(kind="reserved"):
     # replica A: a request at t = 0 of 4 tokens; replica B: a request at t = 0.25 of 1 token
-    return [WholePrompts(Priced(), [4], [0.0], NO_OVERHEAD, math.inf, [0], [10]),
-            WholePrompts(Priced(), [1], [0.25], NO_OVERHEAD, math.inf, [0], [10])]
+    return [ENGINES[kind]([4], [0.0]), ENGINES[kind]([1], [0.25])]
 
 
-def test_a_prompt_on_one_replica_holds_up_the_decodes_of_the_other():
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_prompt_on_one_replica_holds_up_the_decodes_of_the_other(kind):
     """At its own pace, A prefills at [0, 1] and decodes its other three tokens by 1.3 s; B prefills
     at [0.25, 1.25].  In lockstep, B's prefill runs in the second step, beside A's first decode:
     that step lasts B's second, so A's second token comes at 2.0 s (a gap of a second) and its
     last at 2.2 s; B's first token at 2.0 s."""
-    a, b = _replicas()
+    a, b = _replicas(kind)
     assert alone(a, 0.0)[:2] == ([1.0], [pytest.approx(1.3)]) and alone(b, 0.0)[:2] == ([1.25], [1.25])
-    (first_a, last_a, gaps_a, _), (first_b, last_b, _, _) = lockstep(_replicas(), 0.0)
+    (first_a, last_a, gaps_a, _), (first_b, last_b, _, _) = lockstep(_replicas(kind), 0.0)
     assert (first_a, last_a, first_b, last_b) == ([1.0], [pytest.approx(2.2)], [2.0], [2.0])
     assert [gap for gap, decoding in gaps_a if decoding] == [1.0, 0.1, 0.1]
 
@@ -57,7 +66,8 @@ def test_replicas_that_share_their_experts_step_together():
     dense = StepModel(preset("llama-2-7b"), Serving(l_in=128, l_out=8, d=4), "h100")
     assert (shared.lockstep, own.lockstep, dense.lockstep) == (True, False, False)
     assert in_lockstep(shared, Runtime(), 4) and not in_lockstep(shared, Runtime(), 1)
-    assert not in_lockstep(shared, Runtime(allocation="on-demand"), 4)      # vLLM's engine: its own pace
+    assert in_lockstep(shared, Runtime(allocation="on-demand"), 4)
+    assert not in_lockstep(shared, Runtime(allocation="estimate"), 4)        # SGLang's rounds: their own pace
 
 
 def test_the_command_line_says_when_replicas_step_together(capsys):

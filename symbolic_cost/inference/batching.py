@@ -4,7 +4,9 @@ they admit it (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): prompts prefilled whole
 
 An engine is a state that, at each step, ``plan``\\s what it runs (the prompts it admits, the
 sequences it decodes) and prices it with the step model, then ``apply``\\s the step's end: first
-tokens, inter-token gaps, finished requests.  ``alone`` runs one engine at its own pace
+tokens, inter-token gaps, finished requests; it also says whether it is ``done``, ``idle`` at a
+time (nothing to run), and when its ``next_arrival`` comes (``inference.paged.OnDemand``, vLLM's
+engine, is one too).  ``alone`` runs one engine at its own pace
 (``load.serve``'s replicas of a dense model, each its own deployment).  ``lockstep`` runs the
 replicas of an attention-data-parallel deployment of a mixture of experts together: every layer's
 token dispatch and combine is an all-to-all among them (TensorRT-LLM's ``enable_attention_dp``,
@@ -124,11 +126,13 @@ class WholePrompts(Reserving):
         return not self.running and self.pending is None
 
     def plan(self, now: float) -> float:
-        """Seconds of the step that starts at ``now``, before the step's fixed overhead (0 for a
-        step with nothing to run: an idle replica of a lockstep group)."""
+        """Seconds of the step that starts at ``now``, before the step's fixed overhead (0 for an
+        ``idle`` engine: a replica of a lockstep group with nothing to run)."""
         step, prompts, nxt = self.step, self.prompts, self.nxt
         decoding, context = len(self.running), self.running.context(self.steps)
         self.decoding, self.admitted, tokens = decoding, 0, 0
+        if self.idle(now):
+            return 0.0
         if self.pending is None and nxt < len(self.times) and prompts[nxt] > self.runtime.max_tokens \
                 and self.fits(nxt, now, decoding):
             chunks = -(-prompts[nxt] // self.runtime.max_tokens)
@@ -141,7 +145,7 @@ class WholePrompts(Reserving):
                and self.fits(nxt + self.admitted, now, decoding + self.admitted)):
             room, tokens = room - prompts[nxt + self.admitted], tokens + prompts[nxt + self.admitted]
             self.admitted, self.reserved = self.admitted + 1, self.reserved + self.needs[nxt + self.admitted]
-        return step(tokens / self.size, decoding, context) if tokens or decoding else 0.0
+        return step(tokens / self.size, decoding, context)
 
     def apply(self, now: float, duration: float) -> None:
         """The step ran and ended at ``now`` after ``duration`` seconds."""
@@ -180,6 +184,8 @@ class ChunkedPrompts(Reserving):
         """Seconds of the step that starts at ``now``, as ``WholePrompts.plan``."""
         decoding, context = len(self.running), self.running.context(self.steps)
         self.decoding = decoding
+        if self.idle(now):
+            return 0.0
         room, chunk = self.runtime.max_tokens - decoding, 0
         for begun in self.prefilling:
             take = min(begun[1], room - chunk)
@@ -189,7 +195,7 @@ class ChunkedPrompts(Reserving):
             take = min(self.prompts[self.nxt], room - chunk)
             self.prefilling.append([self.nxt, self.prompts[self.nxt] - take])
             chunk, self.nxt, self.reserved = chunk + take, self.nxt + 1, self.reserved + self.needs[self.nxt]
-        return self.step(chunk / self.size, decoding, context) if chunk or decoding else 0.0
+        return self.step(chunk / self.size, decoding, context)
 
     def apply(self, now: float, duration: float) -> None:
         """The step ran and ended at ``now`` after ``duration`` seconds."""
@@ -202,7 +208,7 @@ class ChunkedPrompts(Reserving):
         self.finish(now)
 
 
-def alone(engine: Reserving, overhead: float) -> tuple:
+def alone(engine, overhead: float) -> tuple:
     """Run ``engine`` at its own pace, each step ``plan``'s seconds plus ``overhead``; its
     ``result``."""
     now = 0.0
@@ -215,7 +221,7 @@ def alone(engine: Reserving, overhead: float) -> tuple:
     return engine.result()
 
 
-def lockstep(engines: list[Reserving], overhead: float) -> list[tuple]:
+def lockstep(engines: list, overhead: float) -> list[tuple]:
     """Run ``engines`` (the replicas of one expert-parallel group) in lockstep: every step starts on
     all of them at once and lasts the longest of their ``plan``\\s, plus ``overhead``; when none
     holds anything to run, the clock moves to the next arrival among them.  Their ``result``\\s."""

@@ -466,9 +466,14 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     def of(values, mine):
         return [values[i] for i in mine]
     if in_lockstep(step, runtime, replicas):
-        engine = ChunkedPrompts if runtime.chunked else WholePrompts
-        runs = lockstep([engine(step, of(slots, mine), of(times, mine), runtime, blocks, of(needs, mine),
-                                of(prompts, mine)) for mine in groups], overhead)
+        if runtime.allocation == "on-demand":
+            engines = [paged.OnDemand(step, of(slots, mine), of(times, mine), runtime, blocks, of(prompts, mine))
+                       for mine in groups]
+        else:
+            engine = ChunkedPrompts if runtime.chunked else WholePrompts
+            engines = [engine(step, of(slots, mine), of(times, mine), runtime, blocks, of(needs, mine),
+                              of(prompts, mine)) for mine in groups]
+        runs = lockstep(engines, overhead)
     else:
         run = {"on-demand": paged.steps, "estimate": estimated.steps}.get(runtime.allocation) \
             or (chunked_steps if runtime.chunked else whole_prompt_steps)
@@ -488,9 +493,10 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
 def in_lockstep(step, runtime: Runtime, replicas: int) -> bool:
     """Whether ``serve`` runs its ``replicas`` in lockstep (``inference.batching.lockstep``): the
     step's replicas share their experts (``StepModel.lockstep``: attention data parallelism) and
-    the engine reserves each request's blocks.  vLLM's blocks on demand and SGLang's admission by
-    estimate run each replica at its own pace (their lockstep is not modelled)."""
-    return replicas > 1 and getattr(step, "lockstep", False) and runtime.allocation == "reserve"
+    the engine reserves each request's blocks, or takes them on demand (vLLM's).  SGLang's
+    admission by estimate, whose prefill and decode rounds alternate, runs each replica at its own
+    pace (its lockstep is not modelled)."""
+    return replicas > 1 and getattr(step, "lockstep", False) and runtime.allocation in ("reserve", "on-demand")
 
 
 def request_lengths(step, output_tokens: int, requests: int, lengths: Lengths, seed: int) -> tuple[list, list]:

@@ -38,9 +38,10 @@ priced apart).
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter, deque
 
-from symbolic_cost.checks import timed
+from symbolic_cost.inference.batching import alone
 
 
 class Running:
@@ -203,26 +204,59 @@ class Engine:
         return started
 
 
+class OnDemand:
+    """The engine of the module docstring as ``inference.batching`` drives engines: ``plan`` a step
+    at a time and ``apply`` its end, alone or in lockstep with other replicas."""
+
+    def __init__(self, step, outputs, times, runtime, blocks, prompts):
+        self.step, self.outputs, self.prompts = step, outputs, prompts
+        self.engine = Engine(times, runtime, blocks, outputs, prompts)
+        requests = len(times)
+        self.first, self.finished, self.gaps, self.last, self.decoding = [0.0] * requests, [0.0] * requests, [], 0.0, 0
+
+    def done(self) -> bool:
+        engine = self.engine
+        return engine.arrived >= len(engine.times) and not engine.waiting and not engine.held()
+
+    def idle(self, now: float) -> bool:
+        """Nothing held or waiting, and the next request not arrived by ``now``."""
+        engine = self.engine
+        return not engine.held() and not engine.waiting and self.next_arrival() > now
+
+    def next_arrival(self) -> float:
+        engine = self.engine
+        return engine.times[engine.arrived] if engine.arrived < len(engine.times) else math.inf
+
+    def plan(self, now: float) -> float:
+        """Seconds of the step that starts at ``now``: the decodes' blocks (preempting where they
+        are short), the prompts' chunks and the admissions (0 for an ``idle`` engine)."""
+        engine, self.decoding = self.engine, 0
+        if self.idle(now):
+            return 0.0
+        engine.now, engine.preempted = now, False
+        engine.decode()
+        self.decoding, context = len(engine.running), engine.running.context(engine.steps)
+        room = engine.runtime.max_tokens - self.decoding
+        chunk = engine.admit(room, engine.prefill(room), engine.runtime.chunked)
+        return self.step(chunk / self.step.prompt, self.decoding, context)
+
+    def apply(self, now: float, duration: float) -> None:
+        """The step ran and ended at ``now`` after ``duration`` seconds."""
+        engine = self.engine
+        engine.now, engine.steps = now, engine.steps + 1
+        self.gaps.append((duration, self.decoding))       # one inter-token gap for each sequence decoding
+        engine.yielded(self.first, self.gaps)
+        for request in engine.running.finish(engine.steps):
+            self.finished[request] = self.last = now
+            engine.free += blocks_of(self.prompts[request] + self.outputs[request] - 1, engine.block)
+
+    def result(self) -> tuple:
+        return self.first, self.finished, self.gaps, self.last
+
+
 def steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
     """The steps of an engine that allocates KV blocks on demand and preempts by recomputation (see
-    the module docstring), for requests of ``prompts`` and ``outputs`` tokens each; ``needs`` (the
-    blocks of each whole request) is not reserved.  Returns as ``load.whole_prompt_steps``."""
-    engine = Engine(times, runtime, blocks, outputs, prompts)
-    requests = len(times)
-    first, finished, gaps, last = [0.0] * requests, [0.0] * requests, [], 0.0
-    while engine.arrived < requests or engine.waiting or engine.held():
-        if not engine.held() and not engine.waiting and times[engine.arrived] > engine.now:
-            engine.now = times[engine.arrived]
-        engine.preempted = False
-        engine.decode()
-        decoding, context = len(engine.running), engine.running.context(engine.steps)
-        room = runtime.max_tokens - decoding
-        chunk = engine.admit(room, engine.prefill(room), runtime.chunked)
-        duration = timed(step(chunk / step.prompt, decoding, context) + overhead)
-        engine.now, engine.steps = engine.now + duration, engine.steps + 1
-        gaps.append((duration, decoding))           # one inter-token gap for each sequence decoding
-        engine.yielded(first, gaps)
-        for request in engine.running.finish(engine.steps):
-            finished[request] = last = engine.now
-            engine.free += blocks_of(prompts[request] + outputs[request] - 1, engine.block)
-    return first, finished, gaps, last
+    the module docstring), for requests of ``prompts`` and ``outputs`` tokens each, run alone
+    (``inference.batching.alone``); ``needs`` (the blocks of each whole request) is not reserved.
+    Returns as ``load.whole_prompt_steps``."""
+    return alone(OnDemand(step, outputs, times, runtime, blocks, prompts), overhead)
