@@ -2,12 +2,12 @@
 they admit it (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): prompts prefilled whole
 (``WholePrompts``) or in chunks beside the decodes (``ChunkedPrompts``).
 
-An engine is a state that, at each step, ``plan``\\s what it runs (the prompts it admits, the
-sequences it decodes) and prices it with the step model, then ``apply``\\s the step's end: first
-tokens, inter-token gaps, finished requests; it also says whether it is ``done``, ``idle`` at a
-time (nothing to run), and when its ``next_arrival`` comes (``inference.paged.OnDemand``, vLLM's
-engine, is one too).  ``alone`` runs one engine at its own pace
-(``load.serve``'s replicas of a dense model, each its own deployment).  ``lockstep`` runs the
+An engine is a state that, at each step, plans what it runs (``plan``: the prompts it admits,
+the sequences it decodes) and prices it with the step model, then applies the step's end
+(``apply``: first tokens, inter-token gaps, finished requests); it also says whether it is
+``done``, ``idle`` at a time (nothing to run), and when its ``next_arrival`` comes
+(``inference.paged.OnDemand``, vLLM's engine, is one too).  ``alone`` runs one engine at its own
+pace (``load.serve``'s replicas of a dense model, each its own deployment).  ``lockstep`` runs the
 replicas of an attention-data-parallel deployment of a mixture of experts together: every layer's
 token dispatch and combine is an all-to-all among them (TensorRT-LLM's ``enable_attention_dp``,
 vLLM's and SGLang's DP attention, where a replica with nothing to run joins with an empty batch),
@@ -223,8 +223,8 @@ def alone(engine, overhead: float) -> tuple:
 
 def lockstep(engines: list, overhead: float) -> list[tuple]:
     """Run ``engines`` (the replicas of one expert-parallel group) in lockstep: every step starts on
-    all of them at once and lasts the longest of their ``plan``\\s, plus ``overhead``; when none
-    holds anything to run, the clock moves to the next arrival among them.  Their ``result``\\s."""
+    all of them at once and lasts the longest their ``plan`` gives, plus ``overhead``; when none
+    holds anything to run, the clock moves to the next arrival among them.  The ``result`` of each."""
     now = 0.0
     while live := [engine for engine in engines if not engine.done()]:
         if all(engine.idle(now) for engine in live):
