@@ -145,3 +145,10 @@ def test_the_command_line_draws_lengths_under_load(capsys):
     assert (load["prompt_lengths"], load["output_lengths"]) == ("geometric", "geometric")
     assert main(["inference", "--preset", "llama-2-7b", "--output-lengths", "geometric"]) == 2
     assert "--output-lengths sets the --rate simulation" in capsys.readouterr().err
+
+
+def test_a_drawn_output_stops_at_the_simulators_bound():
+    # a mean of 2^19 tokens drawn geometric reaches past 2^20; each token is a step simulated
+    from symbolic_cost.inference.load import MAX_OUTPUT, request_lengths
+    _, outputs = request_lengths(Constant(0.01), 2**19, 40, GEOMETRIC, 0)
+    assert max(outputs) == MAX_OUTPUT == 2**20

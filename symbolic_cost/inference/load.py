@@ -501,9 +501,11 @@ def in_lockstep(step, runtime: Runtime, replicas: int) -> bool:
 
 def request_lengths(step, output_tokens: int, requests: int, lengths: Lengths, seed: int) -> tuple[list, list]:
     """``(prompts, outputs)``: each request's tokens (``inference.lengths.requests_of``), a drawn
-    length cut where the model's context ends (``StepModel.context_tokens``)."""
+    length cut where the model's context ends (``StepModel.context_tokens``), an output at
+    ``MAX_OUTPUT`` tokens in any case (each is a step simulated)."""
     context = step.context_tokens() if isinstance(step, StepModel) else None
-    return requests_of(step.prompt, output_tokens, requests, lengths, seed, context)
+    prompts, outputs = requests_of(step.prompt, output_tokens, requests, lengths, seed, context)
+    return prompts, [min(o, MAX_OUTPUT) for o in outputs]
 
 
 def request_blocks(step, runtime: Runtime, lengths: list[int]) -> tuple[float, list[int]]:
