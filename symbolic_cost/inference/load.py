@@ -37,7 +37,7 @@ from functools import partial
 from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown, timed
+from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown
 from symbolic_cost.inference import estimated, paged
 from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, chunked_steps, lockstep, whole_prompt_steps
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
