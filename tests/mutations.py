@@ -603,7 +603,8 @@ MUTATIONS = (
              "request = max(self.running.start, key=lambda r: (self.running.start[r], r))",
              "request = min(self.running.start, key=lambda r: (self.running.start[r], r))", required=False),
     Mutation("sglang-decodes-never-wait", "symbolic_cost/inference/estimated.py",
-             "gaps += waited(stalls, decoding, duration)", "gaps.append((duration, decoding))", required=False),
+             "self.gaps += waited(self.stalls, self.decoding, duration)",
+             "self.gaps.append((duration, self.decoding))", required=False),
     # GPT-OSS in Megatron-LM's arguments (tests/test_megatron_scripts.py, the published count and by hand)
     Mutation("megatron-window-without-the-token", "symbolic_cost/models/megatron_args.py",
              "return dict(window=int(left) + 1,", "return dict(window=int(left),", required=False),

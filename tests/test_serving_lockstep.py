@@ -11,6 +11,7 @@ import pytest
 from serving_steps import NO_OVERHEAD
 from symbolic_cost.cli import main
 from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, lockstep
+from symbolic_cost.inference.estimated import Estimated
 from symbolic_cost.inference.paged import OnDemand
 from symbolic_cost.inference.load import Runtime, StepModel, in_lockstep
 from symbolic_cost.inference.serving import Serving
@@ -32,7 +33,9 @@ ENGINES = {"reserved": lambda outputs, times: WholePrompts(Priced(), outputs, ti
            "chunked": lambda outputs, times: ChunkedPrompts(Priced(), outputs, times, Runtime(0, 0, chunked=True),
                                                             math.inf, [0], [10]),
            "on demand": lambda outputs, times: OnDemand(Priced(), outputs, times,
-                                                        Runtime(0, 0, allocation="on-demand"), 10**6, [10])}
+                                                        Runtime(0, 0, allocation="on-demand"), 10**6, [10]),
+           "estimate": lambda outputs, times: Estimated(Priced(), outputs, times,
+                                                        Runtime(0, 0, allocation="estimate"), 10**6, [10])}
 """The engines that step in lockstep, each with room for everything (blocks, tokens a step)."""
 
 
@@ -65,9 +68,7 @@ def test_replicas_that_share_their_experts_step_together():
     own = StepModel(olmoe, Serving(l_in=128, l_out=8, flash=True, d=4), "h100")       # every replica every expert
     dense = StepModel(preset("llama-2-7b"), Serving(l_in=128, l_out=8, d=4), "h100")
     assert (shared.lockstep, own.lockstep, dense.lockstep) == (True, False, False)
-    assert in_lockstep(shared, Runtime(), 4) and not in_lockstep(shared, Runtime(), 1)
-    assert in_lockstep(shared, Runtime(allocation="on-demand"), 4)
-    assert not in_lockstep(shared, Runtime(allocation="estimate"), 4)        # SGLang's rounds: their own pace
+    assert in_lockstep(shared, 4) and not in_lockstep(shared, 1) and not in_lockstep(own, 4)
 
 
 def test_the_command_line_says_when_replicas_step_together(capsys):

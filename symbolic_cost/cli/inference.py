@@ -254,7 +254,7 @@ def load_test(args, arch, serving) -> dict:
               "max_tokens": runtime.max_tokens, "kv_allocation": runtime.allocation}
     replicas = int(serving.d) if serving.d.is_Integer else 1
     simulate, engine["replicas"] = partial(serve, replicas=replicas), replicas
-    engine["lockstep"] = in_lockstep(step, runtime, replicas)
+    engine["lockstep"] = in_lockstep(step, replicas)
     engine["prompt_lengths"], engine["output_lengths"] = args.prompt_lengths, args.output_lengths
     lengths = Lengths(args.prompt_lengths, args.output_lengths)
     if drafting is not None:

@@ -40,9 +40,11 @@ own).  The radix (prefix) cache is not modelled: the load tests' prompts share n
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
-from symbolic_cost.checks import InputError, timed
+from symbolic_cost.checks import InputError
+from symbolic_cost.inference.batching import alone
 from symbolic_cost.inference.paged import Running
 
 INIT_RATIO = 0.7
@@ -167,46 +169,86 @@ def waited(stalls: list, decoding: int, duration: float) -> list:
     return out + [(duration, decoding - min(before, decoding))]
 
 
-def steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
-    """The steps of an SGLang scheduler (see the module docstring), for requests of ``prompts`` and
-    ``outputs`` tokens each; ``needs`` (the blocks of each whole request) is only the admission's
-    bound through the estimate.  Returns as ``load.whole_prompt_steps``."""
-    engine = Scheduler(times, runtime, blocks * runtime.block_tokens, outputs, prompts)
-    requests, size = len(times), step.prompt
-    prompt, output_tokens = max(zip(prompts, outputs), key=lambda pair: pair[0] + min(pair[1], CLIP))
-    if prompt + min(output_tokens, CLIP) >= engine.free:
-        raise InputError(f"a request of {prompt:,} prompt and {output_tokens:,} output tokens never fits SGLang's "
-                         f"admission, which needs them below the {engine.free:,} slots of the KV cache: a larger "
-                         f"tensor or pipeline degree, a smaller KV format (--kv-dtype) or a shorter request",
-                         "memory_fraction")
-    first, finished, gaps, last = [0.0] * requests, [0.0] * requests, [], 0.0
-    stalls = []                                # (requests decoding, seconds) of each prefill since a decode
-    while engine.arrived < requests or engine.waiting or len(engine.running) or engine.chunked:
-        if not len(engine.running) and not engine.waiting and engine.chunked is None \
-                and times[engine.arrived] > engine.now:
-            engine.now = times[engine.arrived]
+class Estimated:
+    """The scheduler of the module docstring as ``inference.batching`` drives engines: each step a
+    prefill round or a decode round, ``plan``'d and ``apply``'d, alone or in lockstep with other
+    replicas (a decode round beside another replica's prefill lasts as long as that prefill)."""
+
+    def __init__(self, step, outputs, times, runtime, blocks, prompts):
+        self.step, self.outputs, self.prompts = step, outputs, prompts
+        self.engine = Scheduler(times, runtime, blocks * runtime.block_tokens, outputs, prompts)
+        prompt, output_tokens = max(zip(prompts, outputs), key=lambda pair: pair[0] + min(pair[1], CLIP))
+        if prompt + min(output_tokens, CLIP) >= self.engine.free:
+            raise InputError(f"a request of {prompt:,} prompt and {output_tokens:,} output tokens never fits SGLang's "
+                             f"admission, which needs them below the {self.engine.free:,} slots of the KV cache: a "
+                             f"larger tensor or pipeline degree, a smaller KV format (--kv-dtype) or a shorter "
+                             f"request", "memory_fraction")
+        requests = len(times)
+        self.first, self.finished, self.gaps, self.last = [0.0] * requests, [0.0] * requests, [], 0.0
+        self.stalls = []                       # (requests decoding, seconds) of each prefill since a decode
+        self.round, self.decoding = None, 0
+
+    def held(self) -> bool:
+        engine = self.engine
+        return bool(len(engine.running) or engine.waiting or engine.chunked is not None)
+
+    def done(self) -> bool:
+        return self.engine.arrived >= len(self.engine.times) and not self.held()
+
+    def idle(self, now: float) -> bool:
+        """Nothing running, waiting or being prefilled, and the next request not arrived by ``now``."""
+        return not self.held() and self.next_arrival() > now
+
+    def next_arrival(self) -> float:
+        engine = self.engine
+        return engine.times[engine.arrived] if engine.arrived < len(engine.times) else math.inf
+
+    def plan(self, now: float) -> float:
+        """Seconds of the round that starts at ``now``: a prefill if any waiting request (or the
+        chunked one) can run, else a decode of every decoding request (0 for an ``idle`` engine)."""
+        engine, step, self.round = self.engine, self.step, None
+        if self.idle(now):
+            return 0.0
+        engine.now = now
         tokens = engine.prefill()
         if tokens:                             # the decoding requests wait: they write nothing
-            duration = timed(step(tokens / size, 0, engine.running.context(engine.decodes)) + overhead)
-            stalls.append((len(engine.running), duration))
-            engine.now += duration
-            if engine.yielded(first, gaps, finished):
-                last = engine.now
-            continue
+            self.round = "prefill"
+            return step(tokens / step.prompt, 0, engine.running.context(engine.decodes))
         if not len(engine.running):             # an empty engine that admits nothing never will
             stuck = engine.waiting[0][0] if engine.waiting else 0
-            raise InputError(f"a retracted request of {prompts[stuck]:,} prompt and {outputs[stuck]:,} output tokens "
-                             f"no longer fits SGLang's admission in the {engine.free:,} slots of the KV cache (its "
-                             f"clipped estimate grew with the tokens it had written): a larger KV cache or a "
-                             f"shorter request", "memory_fraction")
+            raise InputError(f"a retracted request of {self.prompts[stuck]:,} prompt and {self.outputs[stuck]:,} "
+                             f"output tokens no longer fits SGLang's admission in the {engine.free:,} slots of the "
+                             f"KV cache (its clipped estimate grew with the tokens it had written): a larger KV "
+                             f"cache or a shorter request", "memory_fraction")
         engine.retract()
-        decoding, context = len(engine.running), engine.running.context(engine.decodes)
-        engine.free -= decoding
-        duration = timed(step(0, decoding, context) + overhead)
-        engine.now, engine.decodes = engine.now + duration, engine.decodes + 1
-        gaps += waited(stalls, decoding, duration)
-        stalls = []
-        for request in engine.running.finish(engine.decodes):
-            finished[request] = last = engine.now
-            engine.free += prompts[request] + outputs[request] - 1
-    return first, finished, gaps, last
+        self.round, self.decoding = "decode", len(engine.running)
+        context = engine.running.context(engine.decodes)
+        engine.free -= self.decoding
+        return step(0, self.decoding, context)
+
+    def apply(self, now: float, duration: float) -> None:
+        """The round ran and ended at ``now`` after ``duration`` seconds."""
+        engine = self.engine
+        engine.now = now
+        if self.round == "prefill":
+            self.stalls.append((len(engine.running), duration))
+            if engine.yielded(self.first, self.gaps, self.finished):
+                self.last = now
+        elif self.round == "decode":
+            engine.decodes += 1
+            self.gaps += waited(self.stalls, self.decoding, duration)
+            self.stalls = []
+            for request in engine.running.finish(engine.decodes):
+                self.finished[request] = self.last = now
+                engine.free += self.prompts[request] + self.outputs[request] - 1
+
+    def result(self) -> tuple:
+        return self.first, self.finished, self.gaps, self.last
+
+
+def steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
+    """The steps of an SGLang scheduler (see the module docstring), for requests of ``prompts`` and
+    ``outputs`` tokens each, run alone (``inference.batching.alone``); ``needs`` (the blocks of
+    each whole request) is only the admission's bound through the estimate.  Returns as
+    ``load.whole_prompt_steps``."""
+    return alone(Estimated(step, outputs, times, runtime, blocks, prompts), overhead)

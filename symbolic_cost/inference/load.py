@@ -465,14 +465,15 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     groups = [range(replica, requests, replicas) for replica in range(min(replicas, requests))]   # none past them
     def of(values, mine):
         return [values[i] for i in mine]
-    if in_lockstep(step, runtime, replicas):
-        if runtime.allocation == "on-demand":
-            engines = [paged.OnDemand(step, of(slots, mine), of(times, mine), runtime, blocks, of(prompts, mine))
-                       for mine in groups]
-        else:
+    if in_lockstep(step, replicas):
+        if runtime.allocation == "reserve":
             engine = ChunkedPrompts if runtime.chunked else WholePrompts
             engines = [engine(step, of(slots, mine), of(times, mine), runtime, blocks, of(needs, mine),
                               of(prompts, mine)) for mine in groups]
+        else:
+            engine = {"on-demand": paged.OnDemand, "estimate": estimated.Estimated}[runtime.allocation]
+            engines = [engine(step, of(slots, mine), of(times, mine), runtime, blocks, of(prompts, mine))
+                       for mine in groups]
         runs = lockstep(engines, overhead)
     else:
         run = {"on-demand": paged.steps, "estimate": estimated.steps}.get(runtime.allocation) \
@@ -490,13 +491,11 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
                          float(runtime.request_overhead), last - times[0], slo)
 
 
-def in_lockstep(step, runtime: Runtime, replicas: int) -> bool:
-    """Whether ``serve`` runs its ``replicas`` in lockstep (``inference.batching.lockstep``): the
-    step's replicas share their experts (``StepModel.lockstep``: attention data parallelism) and
-    the engine reserves each request's blocks, or takes them on demand (vLLM's).  SGLang's
-    admission by estimate, whose prefill and decode rounds alternate, runs each replica at its own
-    pace (its lockstep is not modelled)."""
-    return replicas > 1 and getattr(step, "lockstep", False) and runtime.allocation in ("reserve", "on-demand")
+def in_lockstep(step, replicas: int) -> bool:
+    """Whether ``serve`` runs its ``replicas`` in lockstep (``inference.batching.lockstep``): more
+    than one, sharing their experts (``StepModel.lockstep``: attention data parallelism), whatever
+    the engine (reserved blocks, vLLM's on demand, SGLang's rounds)."""
+    return replicas > 1 and getattr(step, "lockstep", False)
 
 
 def request_lengths(step, output_tokens: int, requests: int, lengths: Lengths, seed: int) -> tuple[list, list]:
