@@ -33,9 +33,9 @@ ENGINES = {"reserved": lambda outputs, times: WholePrompts(Priced(), outputs, ti
            "chunked": lambda outputs, times: ChunkedPrompts(Priced(), outputs, times, Runtime(0, 0, chunked=True),
                                                             math.inf, [0], [10]),
            "on demand": lambda outputs, times: OnDemand(Priced(), outputs, times,
-                                                        Runtime(0, 0, allocation="on-demand"), 10**6, [10]),
+                                                        Runtime(0, 0, allocation="on-demand"), 10**6, [0], [10]),
            "estimate": lambda outputs, times: Estimated(Priced(), outputs, times,
-                                                        Runtime(0, 0, allocation="estimate"), 10**6, [10])}
+                                                        Runtime(0, 0, allocation="estimate"), 10**6, [0], [10])}
 """The engines that step in lockstep, each with room for everything (blocks, tokens a step)."""
 
 

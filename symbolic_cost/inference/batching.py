@@ -35,6 +35,15 @@ def mean_context(prompt, steps: int, admitted_sum, decoding: int) -> float:
     return (prompt + steps - admitted_sum / decoding) if decoding else 0.0
 
 
+def next_time(times: list[float], arrived: int) -> float:
+    """When the next request arrives: ``times[arrived]``, or never (``inf``) once all have.
+
+    >>> next_time([0.5, 2.0], 1), next_time([0.5, 2.0], 2)
+    (2.0, inf)
+    """
+    return times[arrived] if arrived < len(times) else math.inf
+
+
 class Decoding:
     """The sequences an engine decodes, by the step their last token comes at (a sequence of ``O``
     tokens that yielded its first at step ``s`` yields its last at ``s + O - 1``), with the sums of
@@ -92,10 +101,10 @@ class Reserving:
 
     def idle(self, now: float) -> bool:
         """Nothing to run at ``now``: nothing held and the next request not arrived."""
-        return self.waiting() and (self.nxt >= len(self.times) or self.times[self.nxt] > now)
+        return self.waiting() and self.next_arrival() > now
 
     def next_arrival(self) -> float:
-        return self.times[self.nxt] if self.nxt < len(self.times) else math.inf
+        return next_time(self.times, self.nxt)
 
     def fits(self, request: int, now: float, held: int) -> bool:
         """Whether ``request`` has arrived by ``now`` and fits beside ``held`` sequences: the

@@ -40,11 +40,10 @@ own).  The radix (prefix) cache is not modelled: the load tests' prompts share n
 
 from __future__ import annotations
 
-import math
 from collections import deque
 
 from symbolic_cost.checks import InputError
-from symbolic_cost.inference.batching import alone
+from symbolic_cost.inference.batching import alone, next_time
 from symbolic_cost.inference.paged import Running
 
 INIT_RATIO = 0.7
@@ -172,9 +171,11 @@ def waited(stalls: list, decoding: int, duration: float) -> list:
 class Estimated:
     """The scheduler of the module docstring as ``inference.batching`` drives engines: each step a
     prefill round or a decode round, ``plan``'d and ``apply``'d, alone or in lockstep with other
-    replicas (a decode round beside another replica's prefill lasts as long as that prefill)."""
+    replicas (a decode round beside another replica's prefill lasts as long as that prefill);
+    ``needs`` (the blocks of each whole request) is only the admission's bound through the
+    estimate."""
 
-    def __init__(self, step, outputs, times, runtime, blocks, prompts):
+    def __init__(self, step, outputs, times, runtime, blocks, needs, prompts):
         self.step, self.outputs, self.prompts = step, outputs, prompts
         self.engine = Scheduler(times, runtime, blocks * runtime.block_tokens, outputs, prompts)
         prompt, output_tokens = max(zip(prompts, outputs), key=lambda pair: pair[0] + min(pair[1], CLIP))
@@ -200,8 +201,7 @@ class Estimated:
         return not self.held() and self.next_arrival() > now
 
     def next_arrival(self) -> float:
-        engine = self.engine
-        return engine.times[engine.arrived] if engine.arrived < len(engine.times) else math.inf
+        return next_time(self.engine.times, self.engine.arrived)
 
     def plan(self, now: float) -> float:
         """Seconds of the round that starts at ``now``: a prefill if any waiting request (or the
@@ -251,4 +251,4 @@ def steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
     ``outputs`` tokens each, run alone (``inference.batching.alone``); ``needs`` (the blocks of
     each whole request) is only the admission's bound through the estimate.  Returns as
     ``load.whole_prompt_steps``."""
-    return alone(Estimated(step, outputs, times, runtime, blocks, prompts), overhead)
+    return alone(Estimated(step, outputs, times, runtime, blocks, needs, prompts), overhead)

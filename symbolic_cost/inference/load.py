@@ -39,7 +39,7 @@ from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown
 from symbolic_cost.inference import estimated, paged
-from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, chunked_steps, lockstep, whole_prompt_steps
+from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, lockstep
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.lengths import FIXED, Lengths, requests_of
 from symbolic_cost.inference.per_device import busiest_weights
@@ -434,7 +434,7 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     blocks of its own length).  The mean context is the sequences' mean prompt plus the mean steps
     run since their admission, kept as running sums.  With ``runtime.chunked`` the prompts are
     prefilled instead in chunks beside the decodes, within the step's token budget
-    (``chunked_steps``).  ``slo``: ``(seconds to first token,
+    (``batching.ChunkedPrompts``).  ``slo``: ``(seconds to first token,
     seconds between tokens)`` a request must meet to count in the goodput (``Load``).
     ``replicas``: engines that share the arrivals (``rate`` is theirs together), each request sent
     to the next in turn (round robin), each engine as above (``d`` replicas of a deployment), at
@@ -465,21 +465,10 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     groups = [range(replica, requests, replicas) for replica in range(min(replicas, requests))]   # none past them
     def of(values, mine):
         return [values[i] for i in mine]
-    if in_lockstep(step, replicas):
-        if runtime.allocation == "reserve":
-            engine = ChunkedPrompts if runtime.chunked else WholePrompts
-            engines = [engine(step, of(slots, mine), of(times, mine), runtime, blocks, of(needs, mine),
-                              of(prompts, mine)) for mine in groups]
-        else:
-            engine = {"on-demand": paged.OnDemand, "estimate": estimated.Estimated}[runtime.allocation]
-            engines = [engine(step, of(slots, mine), of(times, mine), runtime, blocks, of(prompts, mine))
-                       for mine in groups]
-        runs = lockstep(engines, overhead)
-    else:
-        run = {"on-demand": paged.steps, "estimate": estimated.steps}.get(runtime.allocation) \
-            or (chunked_steps if runtime.chunked else whole_prompt_steps)
-        runs = [run(step, of(slots, mine), of(times, mine), runtime, overhead, blocks, of(needs, mine),
-                    of(prompts, mine)) for mine in groups]
+    kind = engine_kind(runtime)
+    engines = [kind(step, of(slots, mine), of(times, mine), runtime, blocks, of(needs, mine), of(prompts, mine))
+               for mine in groups]
+    runs = lockstep(engines, overhead) if in_lockstep(step, replicas) else [alone(e, overhead) for e in engines]
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
     for mine, (yielded, done, gaps, end) in zip(groups, runs):
         for request, at, leaves in zip(mine, yielded, done):
@@ -489,6 +478,15 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
         steps_run = [(duration / float(per_step), count) for duration, count in steps_run]
     return measured_load(times, first, finished, steps_run, prompts, outputs,
                          float(runtime.request_overhead), last - times[0], slo)
+
+
+def engine_kind(runtime: Runtime):
+    """The engine ``runtime`` describes, as a state ``inference.batching`` drives: vLLM's blocks on
+    demand (``paged.OnDemand``), SGLang's admission by estimate (``estimated.Estimated``), or blocks
+    reserved with prompts prefilled whole or in chunks (``batching.WholePrompts``,
+    ``batching.ChunkedPrompts``)."""
+    return {"on-demand": paged.OnDemand, "estimate": estimated.Estimated}.get(runtime.allocation) \
+        or (ChunkedPrompts if runtime.chunked else WholePrompts)
 
 
 def in_lockstep(step, replicas: int) -> bool:

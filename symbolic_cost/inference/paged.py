@@ -38,10 +38,9 @@ priced apart).
 from __future__ import annotations
 
 import heapq
-import math
 from collections import Counter, deque
 
-from symbolic_cost.inference.batching import alone
+from symbolic_cost.inference.batching import alone, next_time
 
 
 class Running:
@@ -206,9 +205,10 @@ class Engine:
 
 class OnDemand:
     """The engine of the module docstring as ``inference.batching`` drives engines: ``plan`` a step
-    at a time and ``apply`` its end, alone or in lockstep with other replicas."""
+    at a time and ``apply`` its end, alone or in lockstep with other replicas; ``needs`` (the
+    blocks of each whole request) is not reserved."""
 
-    def __init__(self, step, outputs, times, runtime, blocks, prompts):
+    def __init__(self, step, outputs, times, runtime, blocks, needs, prompts):
         self.step, self.outputs, self.prompts = step, outputs, prompts
         self.engine = Engine(times, runtime, blocks, outputs, prompts)
         requests = len(times)
@@ -224,8 +224,7 @@ class OnDemand:
         return not engine.held() and not engine.waiting and self.next_arrival() > now
 
     def next_arrival(self) -> float:
-        engine = self.engine
-        return engine.times[engine.arrived] if engine.arrived < len(engine.times) else math.inf
+        return next_time(self.engine.times, self.engine.arrived)
 
     def plan(self, now: float) -> float:
         """Seconds of the step that starts at ``now``: the decodes' blocks (preempting where they
@@ -259,4 +258,4 @@ def steps(step, outputs, times, runtime, overhead, blocks, needs, prompts):
     the module docstring), for requests of ``prompts`` and ``outputs`` tokens each, run alone
     (``inference.batching.alone``); ``needs`` (the blocks of each whole request) is not reserved.
     Returns as ``load.whole_prompt_steps``."""
-    return alone(OnDemand(step, outputs, times, runtime, blocks, prompts), overhead)
+    return alone(OnDemand(step, outputs, times, runtime, blocks, needs, prompts), overhead)
