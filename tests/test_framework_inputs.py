@@ -1326,9 +1326,53 @@ def test_parallelism_config_tensor_parallel_is_refused_with_the_reason(capsys):
     is not Megatron-LM's tensor parallelism the library counts."""
     err = _error(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_tp_hsdp.yaml"))
     assert "parallelism_config_tp_size 2: tensor parallelism through transformers' tp_plan" in err
-    # TRL's ALST config: DeepSpeed's Ulysses sequence parallelism under distributed_type DEEPSPEED (it was ignored)
-    err = _error(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "trl_alst_ulysses_4gpu.yaml"))
-    assert "parallelism_config_sp_size 2: DeepSpeed's sequence parallelism (ALST" in err
+
+
+def test_alst_sequence_parallelism_as_typed(capsys):
+    """TRL's alst_ulysses_4gpu.yaml: DeepSpeed ZeRO-3 on 4 processes, sp_size 2 (DeepSpeed's Ulysses
+    sequence parallelism, ALST): each sequence split over 2 ranks with q, k, v and the output exchanged
+    all-to-all around FlashAttention-2's core (sp_attn_implementation), 4 / 2 = 2 data-parallel ranks,
+    ZeRO over all 4: the layout typed by hand; the key accelerate does not pass on (the sequence-parallel
+    data type) and DeepSpeed's fp32 gradient reductions noted."""
+    model = ["--preset", "llama-3-8b", "--set", "l=8192"]
+    got = _json(capsys, *model, "--accelerate", str(INPUTS / "trl_alst_ulysses_4gpu.yaml"))
+    layout = got["layout"]
+    assert (layout["d"], layout["cp"], layout["cp_variant"], layout["zero"], layout["attention_kernel"]) == \
+        (2, 2, "ulysses", 3, "flash-attention-2")
+    typed = _json(capsys, *model, "d=2", "cp=2", "--zero", "3", "--precision", "bf16", "--flash", "--cp-variant",
+                  "ulysses", "--attention-kernel", "flash-attention-2", "--overlap", "grad,param")
+    assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
+    assert any(n.startswith("deepspeed_config.seq_parallel_communication_data_type: accelerate launch passes")
+               for n in got["notes"])
+    assert any(n.startswith("DeepSpeed reduces the gradients in fp32") for n in got["notes"])
+
+
+@pytest.mark.parametrize("change, said", [
+    (("distributed_type: DEEPSPEED", "distributed_type: FSDP"), "runs under distributed_type DEEPSPEED, not FSDP"),
+    (("parallelism_config_tp_size: 1", "parallelism_config_tp_size: 2"), "tensor parallelism is not modelled"),
+    (("parallelism_config_sp_size: 2", "parallelism_config_sp_size: 3"), "sp_size 3 does not divide the 4"),
+    (("flash_attention_2", "eager"), "sp_attn_implementation 'eager'"),
+])
+def test_alst_layouts_deepspeed_does_not_run_are_refused(tmp_path, capsys, change, said):
+    """ALST outside DeepSpeed, beside tensor parallelism, over a group that does not divide the processes, or
+    around an attention core accelerate's DeepSpeedSequenceParallelConfig does not take: refused by name."""
+    (tmp_path / "alst.yaml").write_text((INPUTS / "trl_alst_ulysses_4gpu.yaml").read_text().replace(*change))
+    assert said in _error(capsys, "--preset", "llama-3-8b", "--set", "l=8192", "--accelerate",
+                          str(tmp_path / "alst.yaml"))
+
+
+def test_alst_keeps_its_attention_beside_a_recipe(tmp_path, capsys):
+    """ALST with a handbook recipe turned to eager attention (``attn_implementation: eager``):
+    DeepSpeed's UlyssesSPAttentionHF replaces the model's attention and runs sp_attn_implementation's
+    core, so the launch config's FlashAttention-2 stays, noted."""
+    recipe = (INPUTS / "handbook_sft_config_full.yaml").read_text()
+    (tmp_path / "eager.yaml").write_text(recipe.replace("attn_implementation: flash_attention_2",
+                                                        "attn_implementation: eager"))
+    got = _json(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "trl_alst_ulysses_4gpu.yaml"),
+                "--hf-training-args", str(tmp_path / "eager.yaml"))
+    assert (got["layout"]["cp_variant"], got["layout"]["flash"], got["layout"]["attention_kernel"]) == \
+        ("ulysses", True, "flash-attention-2")
+    assert any(n.startswith("the recipe's attn_implementation gives way") for n in got["notes"])
 
 
 def test_a_trl_recipe_names_its_processes_and_its_launch(capsys, tmp_path):

@@ -31,6 +31,8 @@ accelerate key (default)                        library field
 (false)
 ``parallelism_config`` (FSDP2)                  ``parallelism``: ``d`` = replicate x shard, ``cp``
                                                 (PyTorch's context parallelism), HSDP's ``shard``
+``parallelism_config_sp_size`` (DEEPSPEED)      ``sequence_parallel``: ``cp`` = sp, Ulysses (ALST),
+                                                ``d`` = processes / sp
 ``deepspeed_config`` (under DEEPSPEED)          ``deepspeed_plugin``: ``zero`` and ``offload`` of
                                                 ``zero_stage`` (2) and the offload devices,
                                                 accumulation steps as ``n_micro``
@@ -242,14 +244,14 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
             notes.append(FP32_MASTER)
     values = {S.d: world, S.m1: 1, S.s1: 1, S.p: 1}
     mesh = parallelism(config, kind, world, notes)
+    if mesh:
+        values.update(mesh.pop("values"))
+        policy.update(mesh)
     if kind == "DEEPSPEED":
         plugin, steps = deepspeed_plugin(config.get("deepspeed_config") or {}, notes)
         policy.update(plugin)
         values.update({} if steps is None else {S.n_micro: steps})
         return Setup(arch, values, policy, notes, launcher=kind)
-    if mesh:
-        values.update(mesh.pop("values"))
-        policy.update(mesh)
     sharded = policy["zero"] == 3
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=sharded and world > 1)
     return Setup(arch, values, policy, notes, launcher=kind)
@@ -269,8 +271,8 @@ def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
     replicated over ``dp_replicate`` (HSDP: ``shard`` = ``dp_shard``).  The sizes must multiply to
     the processes (accelerate's ``_validate_accelerator``; all 1: every process a replica).
     Tensor parallelism (transformers' ``tp_plan``: the embedding whole, the LM head column-split
-    with its logits gathered) and DeepSpeed's sequence parallelism (ALST) are refused; ``{}``
-    without the section."""
+    with its logits gathered) is refused; DeepSpeed's sequence parallelism (``sp_size``) is
+    ``sequence_parallel``'s; ``{}`` without the section."""
     section = config.get("parallelism_config") or {}
     if not section:
         return {}
@@ -281,9 +283,8 @@ def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
             raise InputError(f"parallelism_config.{key}: an accelerate key this reader does not read",
                              f"parallelism_config.{key}")
     size = {name: _count(section, f"parallelism_config_{name}_size") for name in MESH}
-    if size["sp"] > 1:                      # ALST runs under DeepSpeed, which accelerate lets it
-        raise InputError(f"parallelism_config_sp_size {size['sp']}: DeepSpeed's sequence parallelism (ALST, "
-                         f"Ulysses' head exchange in its own groups) is not read here", "parallelism_config_sp_size")
+    if size["sp"] > 1:
+        return sequence_parallel(section, size, kind, world, notes)
     if kind != "FSDP" or (config.get("fsdp_config") or {}).get("fsdp_version", 1) != 2:
         raise InputError("parallelism_config needs distributed_type FSDP with fsdp_version 2 (accelerate launch "
                          "refuses it otherwise)", "parallelism_config")
@@ -313,6 +314,66 @@ def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
     return out
 
 
+SP_KERNELS = {"sdpa": "flash-attention-2", "flash_attention_2": "flash-attention-2",
+              "flash_attention_3": "flash-attention-3"}
+"""The core attention ``sp_attn_implementation`` names (accelerate's ``DeepSpeedSequenceParallelConfig``
+takes these three, ``sdpa`` unless given) and the fused kernel it runs (``Training.attention_kernel``;
+SDPA takes its FlashAttention-2 backend first, as ``models.trl_recipe.KERNEL``)."""
+
+SP_REDUCE = ("DeepSpeed reduces the gradients in fp32 under sequence parallelism (its "
+             "seq_parallel_communication_data_type, fp32 unless its config says otherwise; accelerate's plugin "
+             "passes no such key): the gradients' bytes follow --conventions")
+"""The note of ALST's gradient reductions: ``DeepSpeedEngine`` takes the sequence-parallel data type
+(``SEQ_PARALLEL_COMMUNICATION_DATA_TYPE_DEFAULT``, ``"fp32"``) as its ``communication_data_type`` once
+``sequence_parallel_size > 1``."""
+
+
+def sequence_parallel(section: dict, size: dict, kind: str, world: int, notes: list) -> dict:
+    """The layout of DeepSpeed's sequence parallelism (ALST, Arctic Long Sequence Training:
+    ``sp_backend`` deepspeed, the only one): ``cp`` = ``sp_size`` ranks, each holding ``1/sp`` of
+    every sequence (``UlyssesSPDataLoaderAdapter`` shards each rank's micro-batch over the group in
+    turn), with Ulysses' all-to-alls around the attention core (``UlyssesSPAttentionHF``: the
+    sequence gathered, the heads scattered; ``cp_variant`` ulysses), and ``d`` = world / ``sp``
+    data-parallel ranks, DeepSpeed's own groups (accelerate leaves its mesh sizes unchecked under
+    it; ZeRO shards over every rank, as over ``d cp``).  The core attention is
+    ``sp_attn_implementation``'s (``SP_KERNELS``).  accelerate refuses ``cp_size`` beside it, and
+    runs it under DeepSpeed only.
+
+    >>> sequence_parallel({"parallelism_config_sp_size": 2}, dict(dp_replicate=1, dp_shard=1, tp=1, cp=1, sp=2),
+    ...                   "DEEPSPEED", 8, [])["cp_variant"]
+    'ulysses'
+    """
+    sp = size["sp"]
+    if kind != "DEEPSPEED":
+        raise InputError(f"parallelism_config_sp_size {sp}: DeepSpeed's sequence parallelism (ALST) runs under "
+                         f"distributed_type DEEPSPEED, not {kind}", "parallelism_config_sp_size")
+    backend = section.get("parallelism_config_sp_backend", "deepspeed")
+    if backend != "deepspeed":
+        raise InputError(f"parallelism_config_sp_backend {backend!r}: accelerate's only sequence-parallel backend "
+                         f"is deepspeed", "parallelism_config_sp_backend")
+    for other in ("cp", "tp"):
+        if size[other] > 1:
+            raise InputError(f"parallelism_config_{other}_size {size[other]} beside sp_size {sp}: "
+                             + ("accelerate refuses context and sequence parallelism together" if other == "cp" else
+                                "tensor parallelism is not modelled"), f"parallelism_config_{other}_size")
+    if world % sp:
+        raise InputError(f"parallelism_config_sp_size {sp} does not divide the {world} processes (DeepSpeed's "
+                         f"sequence-parallel groups)", "parallelism_config_sp_size")
+    kernel = _scalar(section.get("parallelism_config_sp_attn_implementation") or "sdpa")
+    if kernel not in SP_KERNELS:
+        raise InputError(f"parallelism_config_sp_attn_implementation {kernel!r}: the reader reads "
+                         f"{', '.join(SP_KERNELS)}", "parallelism_config_sp_attn_implementation")
+    mesh = size["dp_replicate"] * size["dp_shard"] * sp
+    if mesh != world:
+        notes.append(f"parallelism_config: dp_replicate x dp_shard x sp = {mesh}, not the {world} processes; "
+                     f"DeepSpeed's groups take {world // sp} data-parallel ranks (accelerate leaves the sizes "
+                     f"unchecked under it)")
+    notes += [f"parallelism_config: DeepSpeed's sequence parallelism (ALST) over {sp} ranks, Ulysses' all-to-alls "
+              f"around {kernel}'s attention core", SP_REDUCE]
+    return {"values": {S.d: world // sp, S.cp: sp}, "cp_variant": "ulysses", "flash": True,
+            "attention_kernel": SP_KERNELS[kernel]}
+
+
 PLUGIN_NO_COST = {"gradient_clipping", "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher",
                   "deepspeed_hostfile", "deepspeed_exclusion_filter", "deepspeed_inclusion_filter",
                   "offload_optimizer_nvme_path", "offload_param_nvme_path", "deepspeed_moe_layer_cls_names",
@@ -320,6 +381,13 @@ PLUGIN_NO_COST = {"gradient_clipping", "zero3_init_flag", "zero3_save_16bit_mode
 """``deepspeed_config`` keys of accelerate's ``DeepSpeedPlugin`` that change no count: clipping,
 how the model is built and saved, how the launcher reaches the hosts, which modules are MoE
 layers to ZeRO-3's leaf hooks."""
+
+
+LAUNCH_DROPS = {"seq_parallel_communication_data_type": "accelerate launch passes DeepSpeed only the keys its "
+                "plugin knows (utils/launch.py: zero_stage, the offloads, ...), not this one; DeepSpeed's default "
+                "applies"}
+"""``deepspeed_config`` keys of an accelerate config that accelerate sets aside without passing them to
+DeepSpeed (TRL's ALST example writes one): noted, as they change nothing."""
 
 
 def deepspeed_plugin(section: dict, notes: list) -> tuple[dict, int | None]:
@@ -340,7 +408,9 @@ def deepspeed_plugin(section: dict, notes: list) -> tuple[dict, int | None]:
                          "settings, not the plugin's, are DeepSpeed's then)", "deepspeed_config.deepspeed_config_file")
     read = {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_accumulation_steps"}
     for key in section:
-        if key not in read | PLUGIN_NO_COST:
+        if key in LAUNCH_DROPS:
+            notes.append(f"deepspeed_config.{key}: {LAUNCH_DROPS[key]}")
+        elif key not in read | PLUGIN_NO_COST:
             raise InputError(f"deepspeed_config.{key}: an accelerate DeepSpeed key this reader does not read (it may "
                              f"change the cost)", f"deepspeed_config.{key}")
     stage = section.get("zero_stage", 2)

@@ -387,6 +387,13 @@ def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
     for key in RECIPE_POLICY:                 # what a TRL recipe's model and LoRA fields set
         if key in trainer.policy:
             policy[key] = trainer.policy[key]
+    if launch.policy.get("cp_variant") == "ulysses":     # ALST swaps in its own attention, around its core
+        core = ("flash", "attention_kernel")
+        if any(policy.get(key) != launch.policy[key] for key in core):
+            notes.append("the recipe's attn_implementation gives way to the launch config's "
+                         "sp_attn_implementation: DeepSpeed's UlyssesSPAttentionHF replaces the model's attention "
+                         "and runs that core")
+        policy.update({key: launch.policy[key] for key in core})
     if sixteen:
         policy["precision"] = trainer.policy["precision"]
     else:
