@@ -67,7 +67,7 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py",
          "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py",
          "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py",
-         "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py")
+         "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -911,6 +911,17 @@ MUTATIONS = (
              '"use_bnb_nested_quant": _flag(own, "double_quantization", False)', required=False),
     Mutation("trainer-deepspeed-optimizer-section-ignored", "symbolic_cost/models/trainer_deepspeed.py",
              '    if "optimizer" in launch.policy:', "    if False:", required=False),
+    # Liger's fused linear cross-entropy (tests/test_fused_loss.py)
+    Mutation("fused-loss-keeps-no-weight-gradient", "symbolic_cost/ops/embedding.py",
+             "act_buffer=(tokens + v) * e * es", "act_buffer=tokens * e * es", required=False),
+    Mutation("fused-loss-chunk-not-a-power-of-two", "symbolic_cost/ops/embedding.py",
+             "return minimum(2 ** ceiling(log(share, 2)), tokens)", "return minimum(share, tokens)", required=False),
+    Mutation("fused-loss-two-products", "symbolic_cost/ops/embedding.py",
+             'Gemm("fwd", v, tokens, e, element_bytes=es, grad="weight"))',
+             'Gemm("fwd", v, tokens, e, element_bytes=es, grad="weight"))[:2]', required=False),
+    # DeepSpeed's sequence parallelism through accelerate (tests/test_framework_inputs.py)
+    Mutation("alst-data-ranks-not-divided", "symbolic_cost/models/accelerate.py",
+             '"values": {S.d: world // sp, S.cp: sp}', '"values": {S.d: world, S.cp: sp}', required=False),
 )
 
 

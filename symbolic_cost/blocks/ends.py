@@ -68,7 +68,8 @@ class Head:
     * ``projection``: OPT's ``project_out`` (``e -> projection``, no bias; ``None``: none);
     * ``loss``: the LM head and its loss, ``tied`` to the word table (no weights of its own),
       with a ``bias`` (GPT-J, Phi) and a ``softcap`` of the logits (Gemma 2), run in
-      ``loss_chunks`` pieces of the sequence (``heads.lm_rows``);
+      ``loss_chunks`` pieces of the sequence, or as one ``fused_loss`` row (Liger-Kernel's fused
+      linear cross-entropy) (``heads.lm_rows``);
     * ``pooler``: BERT's pooler.
     """
 
@@ -81,10 +82,11 @@ class Head:
     softcap: bool = False
     pooler: bool = False
     loss_chunks: int = 1
+    fused_loss: bool = False
 
     def __post_init__(self):
         one_of(self.final_norm, "final_norm", (None, *NORMS))
-        flags(self, "final_dropout", "loss", "tied", "bias", "softcap", "pooler")
+        flags(self, "final_dropout", "loss", "tied", "bias", "softcap", "pooler", "fused_loss")
 
 
 def embedding_block(b, l, e, vocab, m1=1, s1=1, *, embeddings: Embeddings | None = None, run: Run | None = None,
@@ -166,7 +168,7 @@ def head_block(b, l, e, vocab, m1=1, s1=1, *, head: Head | None = None, task: Ta
         rows.append(linear(b, l, e, width, bias=False, name="project_out", **at.kw))
     if head.loss:
         rows += lm_rows(at, width, vocab, tied=head.tied, bias=head.bias, softcap=head.softcap,
-                        chunks=head.loss_chunks)
+                        chunks=head.loss_chunks, fused=head.fused_loss)
     if head.pooler:
         rows += pooler_rows(at)
     rows += task_rows(at, task, vocab, norm=residual.norm, dropouts=residual.dropouts, tied=head.tied)

@@ -15,7 +15,9 @@ from sympy import Expr
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.specs import one_of
 from symbolic_cost.cost import Cost, exact
+from symbolic_cost.checks import InputError
 from symbolic_cost.ops import cross_entropy, dropout, gelu, linear
+from symbolic_cost.ops.embedding import fused_linear_cross_entropy
 from symbolic_cost.ops.scores import softcap as softcap_row
 
 TASKS = ("", "masked_lm", "pretraining", "classification")
@@ -26,7 +28,7 @@ out_proj`` on the first token (``dense``), a decoder's ``score`` projection of e
 
 
 def lm_rows(at: Layout, width, vocab, *, tied=True, bias=False, softcap=False, name="lm_head",
-            chunks: int = 1) -> list[Cost]:
+            chunks: int = 1, fused: bool = False) -> list[Cost]:
     """``width -> vocab`` logits split by vocabulary over ``m1`` (no weight matrix of its own
     when tied to the word embedding; a bias stays its own), an optional ``tanh`` soft cap, and
     the cross-entropy loss, whose vocabulary-parallel form allreduces a max, a sum and the
@@ -36,13 +38,17 @@ def lm_rows(at: Layout, width, vocab, *, tied=True, bias=False, softcap=False, n
     other, each piece's backward before the next piece (torchtitan's ``ChunkedLossWrapper``:
     "reduces peak memory from O(T*V) to O(T/N*V)"): the same FLOPs and bytes moved, but only one
     piece's logits, their loss's tensors and their gradients alive at once, ``1/chunks`` of
-    each (``chunked``); the head's input, the hidden states, stays whole."""
+    each (``chunked``); the head's input, the hidden states, stays whole.
+
+    ``fused``: the head and the loss as one row, Liger-Kernel's fused linear cross-entropy
+    (``ops.fused_linear_cross_entropy``: both gradients formed in the forward, the logits a chunk
+    at a time), on the whole vocabulary (no split over ``m1``, no bias: refused)."""
     b, l, m1 = at.b, at.l, at.m1
-    head = at.entering(linear(b, l, width, vocab / m1, bias=bias, name=name, **at.kw))
-    if tied:
-        table = width * vocab / m1 * at.es
-        head = replace(head, weights=head.weights - table, weight_grads=head.weight_grads - table,
-                       mem_fwd=head.mem_fwd - table, mem_bwd=head.mem_bwd - table)
+    if fused:       # a tied table is the embedding's; the row still reads it (its bytes moved stay)
+        row, table = fused_rows(at, width, vocab, bias, softcap, name), width * vocab * at.es
+        return [replace(row, weights=row.weights - table, weight_grads=row.weight_grads - table) if tied else row]
+    head = _untied(at.entering(linear(b, l, width, vocab / m1, bias=bias, name=name, **at.kw)),
+                   width * vocab / m1 * at.es, tied)
     caps = [softcap_row(b, l, vocab / m1, es=at.es, name="logit_softcap")] if softcap else []
     stats = at.collective("allreduce", 3 * b * l, m1, "fwd")
     loss_es = 4 if at.conventions.loss_precision == "fp32" else at.es     # the loss's own logits
@@ -55,6 +61,31 @@ def lm_rows(at: Layout, width, vocab, *, tied=True, bias=False, softcap=False, n
 LOGIT_TENSORS = ("act_in", "act_out", "act_buffer", "act_grads")
 """The live tensors of a row over the logits (``Cost``'s activation fields; the bytes moved,
 ``mem_fwd`` and ``mem_bwd``, are the whole sequence's either way)."""
+
+
+def _untied(head: Cost, table, tied: bool) -> Cost:
+    """``head`` without the word table it shares when ``tied`` (its weights are the embedding's;
+    a bias stays its own)."""
+    if not tied:
+        return head
+    return replace(head, weights=head.weights - table, weight_grads=head.weight_grads - table,
+                   mem_fwd=head.mem_fwd - table, mem_bwd=head.mem_bwd - table)
+
+
+def fused_rows(at: Layout, width, vocab, bias, softcap, name) -> Cost:
+    """The fused linear cross-entropy row of ``lm_rows``, a soft cap of the logits applied in its
+    loss kernel (the cap's forward and backward arithmetic in its forward, as Liger-Kernel's
+    ``HAS_SOFTCAPPING``); refusing a vocabulary split over ``m1`` ranks and a bias."""
+    for on, what in ((exact(at.m1, "m1") != 1, "a vocabulary split over m1 tensor ranks (it runs the whole "
+                      "vocabulary on one device)"), (bias, "a bias on the LM head")):
+        if on:
+            raise InputError(f"the fused linear cross-entropy (fused_loss, Liger-Kernel's) with {what} is not "
+                             f"modelled", "fused_loss")
+    row = fused_linear_cross_entropy(at.b, at.l, width, vocab, name=name, **at.kw)
+    if not softcap:
+        return row
+    cap = softcap_row(at.b, at.l, vocab, es=at.es)
+    return row.plus(flops_fwd=cap.flops_fwd + cap.flops_bwd)
 
 
 def chunked(row: Cost, chunks: int, fields=LOGIT_TENSORS) -> Cost:

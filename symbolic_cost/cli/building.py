@@ -41,6 +41,17 @@ def architecture(args):
     return hf.preset(args.preset) if getattr(args, "preset", None) else None
 
 
+def model_type(args) -> str | None:
+    """The ``model_type`` of the ``config.json`` the model came from (``--hf-config``, ``--hf-model``,
+    ``--preset``): what Liger decides on (``models.liger``); ``None`` without one."""
+    if getattr(args, "hf_config", None) is not None:
+        return hf.config_type(hf.read_json(hf.input_file(args.hf_config, "--hf-config"), str(args.hf_config),
+                                           "--hf-config"))
+    if getattr(args, "hf_model", None):
+        return hf.config_type(hub.fetch_config(args.hf_model, revision=args.revision))
+    return hf.config_type(hf.preset_config(args.preset)) if getattr(args, "preset", None) else None
+
+
 def sequence_length(arch) -> int:
     """The default ``l``: the model's context length (``DEFAULT_SEQUENCE`` if it states none)."""
     return arch.context or DEFAULT_SEQUENCE

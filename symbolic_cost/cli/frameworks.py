@@ -31,7 +31,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.files import input_file
 from symbolic_cost.cli import options
-from symbolic_cost.cli.values import architecture, assignments
+from symbolic_cost.cli.values import architecture, assignments, model_type
 
 FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-modules", "--recompute-method",
                 "--recompute-layers", "--schedule", "--virtual-stages", "--first-stage-layers", "--last-stage-layers", "--embedding-in-split",
@@ -102,7 +102,7 @@ def _given(args, flags: tuple) -> str | None:
                     virtual_stages=plain.virtual_stages, first_stage_layers=None, last_stage_layers=None,
                     embedding_in_split=False, loss_in_split=False, pipeline_layout=None,
                     overlap=[], fp8=None, fp8_amax_history=None, fp8_16bit_layers=[0, 0], fp8_gather=False,
-                    flash=plain.flash, loss_chunks=plain.loss_chunks,
+                    flash=plain.flash, loss_chunks=plain.loss_chunks, fused_loss=plain.fused_loss,
                     capacity_factor=None, cp_variant=None, attention_kernel=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
                     reshard_after_forward=plain.reshard_after_forward, reference=None)
@@ -173,10 +173,11 @@ def _trainer(path: str, args):
         from symbolic_cost.models.trainer_deepspeed import trainer_with_deepspeed
         found = trainer_with_deepspeed(input_file(path, "--hf-training-args"), Path(path).stem,
                                        input_file(args.deepspeed, "--deepspeed"), Path(args.deepspeed).stem,
-                                       architecture(args), args.devices, per_node, trainer=args.trl_trainer)
+                                       architecture(args), args.devices, per_node, trainer=args.trl_trainer,
+                                       model_type=model_type(args))
     else:
         found = trainer_setup(input_file(path, "--hf-training-args"), Path(path).stem, architecture(args),
-                              args.devices, per_node, trainer=args.trl_trainer)
+                              args.devices, per_node, trainer=args.trl_trainer, model_type=model_type(args))
     decided = tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy) + recipe_options(found)
     flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
     if flag:
@@ -228,7 +229,8 @@ def _launched_trainer(args, recipe_launch: tuple):
     per_node = args.shard if isinstance(getattr(args, "shard", None), int) else None
     world = int(launch.values[S.d] * launch.values[S.m1] * launch.values[S.p])
     found = trainer_setup(input_file(args.hf_training_args, "--hf-training-args"), Path(args.hf_training_args).stem,
-                          architecture(args), world, per_node, launch=launch, trainer=args.trl_trainer)
+                          architecture(args), world, per_node, launch=launch, trainer=args.trl_trainer,
+                          model_type=model_type(args))
     flag = _given(args, tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy)
                   + recipe_options(found))
     if flag:

@@ -236,6 +236,10 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
            help="the LM head and its loss run a piece of the sequence at a time, each piece's backward before "
                 "the next, so one piece's logits are alive at once (torchtitan's chunked loss) (default: 1, the "
                 "whole logits)")
+    option(group, "--fused-loss", action="store_true", default=PLAIN.fused_loss,
+           help="the LM head and its loss as one function that forms both gradients in the forward, a chunk of "
+                "tokens' logits at a time, keeping the gradients of the head's input and weights instead of the "
+                "logits (Liger-Kernel's fused linear cross-entropy, transformers' use_liger_kernel)")
 
 
 def experts(parser):
@@ -345,7 +349,7 @@ def training_policy(args) -> dict:
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
              "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
              "expert_imbalance", "dispatcher", "mtp", "allow_long", "shard", "reshard_after_forward",
-             "attention_kernel", "loss_chunks")
+             "attention_kernel", "loss_chunks", "fused_loss")
     if getattr(args, "cp_variant", None) is not None:
         policy["cp_variant"] = args.cp_variant
     return policy | {name: getattr(args, name) for name in names if hasattr(args, name)}

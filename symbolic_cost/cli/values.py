@@ -14,7 +14,7 @@ from __future__ import annotations
 from symbolic_cost.cli.bookkeeping import (block_symbols, honour, honour_blocks, honour_mtp, honour_system,
                                            numbers_needed, present, symbols_of)
 from symbolic_cost.cli.building import (DEFAULT_SEQUENCE, TRAINING_SYMBOLS, architecture, block_values, build_block,
-                                        conventions, conventions_text, model_block, sequence_length,
+                                        conventions, conventions_text, model_block, model_type, sequence_length,
                                         tensor_grid, tensor_grid_builders, training_values)
 from symbolic_cost.cli.parse import (MAX_GRID, assignments, grid_option, grid_values, parse_condition, parse_set,
                                      resolve, substituted, symbol_names)

@@ -121,7 +121,22 @@ def preset(name: str) -> Architecture:
     >>> preset("llama-3-8b").kv_heads
     8
     """
+    return from_config(preset_config(name), name)
+
+
+def preset_config(name: str) -> dict:
+    """The bundled ``config.json`` of the preset ``name``."""
     if name not in PRESETS:
         raise InputError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}", "preset")
-    text = resources.files("symbolic_cost.models").joinpath("configs", f"{name}.json").read_text()
-    return from_config(json.loads(text), name)
+    return json.loads(resources.files("symbolic_cost.models").joinpath("configs", f"{name}.json").read_text())
+
+
+def config_type(config) -> str | None:
+    """A ``config.json``'s ``model_type`` (the model's ``config.model_type``), ``None`` where it
+    names none.
+
+    >>> config_type({"model_type": "llama"}), config_type({"hidden_size": 8})
+    ('llama', None)
+    """
+    family = config.get("model_type") if isinstance(config, dict) else None
+    return family if isinstance(family, str) else None

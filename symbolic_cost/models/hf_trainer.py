@@ -59,19 +59,20 @@ from symbolic_cost.models.trl_recipe import FLASH, FP32_BASE, KERNEL, SIXTEEN_BI
 from symbolic_cost.models.preference import COPY_NOTE, reward_model
 from symbolic_cost.models.llamafactory import is_llamafactory, recipe as llamafactory_recipe
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
+from symbolic_cost.models.liger import FACTORY_PATCHED, liger_policy
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
 
 DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "bf16": False, "fp16": False,
             "activation_checkpointing": None, "gradient_checkpointing": None, "activation_checkpointing_kwargs": None,
             "gradient_checkpointing_kwargs": None, "optim": "adamw_torch_fused", "fsdp": None, "fsdp_config": None,
-            "deepspeed": None, "tf32": None}
+            "deepspeed": None, "tf32": None, "use_liger_kernel": False, "liger_kernel_config": None}
 """The fields read, at ``TrainingArguments``' defaults."""
 
-MUST_BE = {"use_cpu": False, "parallelism_config": None, "use_liger_kernel": False, "liger_kernel_config": None,
-           "auto_find_batch_size": False, "optim_args": None, "optim_target_modules": None}
+MUST_BE = {"use_cpu": False, "parallelism_config": None, "auto_find_batch_size": False, "optim_args": None,
+           "optim_target_modules": None}
 """Fields that change the cost away from their default (training on the host, tensor or context
-parallelism, Liger's fused kernels, a batch found at run time, optimizer arguments): refused there."""
+parallelism, a batch found at run time, optimizer arguments): refused there."""
 
 NO_COST = {
     "output_dir", "num_train_epochs", "max_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs",
@@ -154,6 +155,24 @@ def _check_keys(args: dict) -> None:
                          "give per_device_train_batch_size", "accelerator_config.split_batches")
 
 
+def _liger(args: dict, model_type: str | None, trainer: str, notes: list, factory: bool) -> dict:
+    """Liger's kernels where ``use_liger_kernel`` turns them on (``models.liger``), or LLaMA-Factory's
+    ``enable_liger_kernel`` (``factory``: its list of models, its stage's settings in
+    ``liger_kernel_config``); the config alone is noted."""
+    if factory:
+        return liger_policy(model_type, args.get("liger_kernel_config"), None, notes, "enable_liger_kernel",
+                            FACTORY_PATCHED)
+    on = args.get("use_liger_kernel", False)
+    if not isinstance(on, bool):
+        raise InputError(f"use_liger_kernel must be true or false, got {on!r}", "use_liger_kernel")
+    if not on:
+        if args.get("liger_kernel_config") is not None:
+            notes.append("liger_kernel_config without use_liger_kernel: transformers applies no Liger kernel")
+        return {}
+    return liger_policy(model_type, args.get("liger_kernel_config"), None if trainer == "sft" else trainer, notes,
+                        "use_liger_kernel")
+
+
 def _checkpointing(args: dict) -> bool:
     """``activation_checkpointing``, else its deprecated alias (transformers' ``__post_init__``)."""
     for key in ("activation_checkpointing_kwargs", "gradient_checkpointing_kwargs"):
@@ -234,13 +253,16 @@ def fsdp_options(fsdp, config: dict) -> dict:
 
 
 def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int | None = None,
-                  launch: Setup | None = None, trainer: str | None = None, deepspeed: str | None = None) -> Setup:
+                  launch: Setup | None = None, trainer: str | None = None, deepspeed: str | None = None,
+                  model_type: str | None = None) -> Setup:
     """The values and policy of a TrainingArguments JSON for ``arch`` on ``world`` devices
     (``--devices``; 1 without), ``per_node`` the devices of a machine (``--shard``, for
     ``hybrid_shard``); ``launch``: the ``Setup`` of the accelerate config the script is launched
     with (``launched``); ``trainer``: the TRL trainer that runs a recipe (``models.preference``:
     DPO and ORPO run two sequences an example; ``None``: ``sft``, or a LLaMA-Factory stage's); ``deepspeed``: the name of the DeepSpeed config that
-    ``launch`` reads, which replaces the arguments' own ``deepspeed`` (``models.trainer_deepspeed``)."""
+    ``launch`` reads, which replaces the arguments' own ``deepspeed`` (``models.trainer_deepspeed``);
+    ``model_type``: the model's ``config.json`` type, which decides what ``use_liger_kernel`` patches
+    (``models.liger``)."""
     world, per_node = given_counts(world=world, per_node=per_node)
     arch = model_for(arch)
     args, defaults = read_arguments(text, name)
@@ -260,6 +282,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     if recipe_policy.pop("reward_model", False) and arch is not None:
         arch = reward_model(arch)
     recipe_notes = defaults + recipe_notes
+    factory = args.pop("enable_liger_kernel", False)       # LLaMA-Factory's switch (models.llamafactory)
     _check_keys(args)
     if args.get("deepspeed") and deepspeed is None:
         raise InputError(f"deepspeed {args['deepspeed']!r}: give that DeepSpeed config with --deepspeed beside "
@@ -298,6 +321,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
         dtype = recipe_policy.pop("precision")
         policy["precision"] = dtype if policy["precision"] == "fp32" else policy["precision"]
     policy.update(recipe_policy)
+    policy.update(_liger(args, model_type, trainer, notes, factory))
     notes = kept_in_fp32(policy, notes, "FSDP" if fsdp not in (None, False, "", []) else "")
     if policy["precision"] != "fp32" and policy.get("master_weights", True):
         notes.append("16-bit mixed precision keeps fp32 parameters: counted as the 16-bit recipe with an fp32 master "
@@ -326,8 +350,8 @@ def default_attention(setup: Setup, eager: bool = False, library: str | None = N
 
 
 RECIPE_POLICY = ("flash", "attention_kernel", "master_weights", "lora_rank", "lora_targets", "lora_base", "double_quant",
-                 "reference")
-"""The policy keys of a TRL recipe's own fields (``trl_recipe``)."""
+                 "reference", "fused_loss")
+"""The policy keys of a TRL recipe's own fields (``trl_recipe``) and of Liger's kernels (``models.liger``)."""
 
 DISTRIBUTION = ("zero", "overlap", "offload", "shard", "reshard_after_forward")
 """The policy keys of how the data-parallel ranks share the model (FSDP or DDP)."""

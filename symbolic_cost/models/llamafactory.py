@@ -70,6 +70,7 @@ NO_COST = {
     "swanlab_run_name", "swanlab_mode", "swanlab_api_key", "swanlab_logdir", "finetuning_type", "stage",
     "lora_rank", "lora_target", "quantization_bit", "quantization_method", "quantization_type",
     "double_quantization", "cutoff_len", "flash_attn", "disable_gradient_checkpointing", "pure_bf16",
+    "enable_liger_kernel",
 }
 """LLaMA-Factory fields that change no count, and those this module reads into the recipe's own
 (all taken out before the ``TrainingArguments`` are read)."""
@@ -85,7 +86,6 @@ REFUSED = {
     "pissa_init": "PiSSA's initialisation is not modelled",
     "use_unsloth": "Unsloth's kernels are not modelled",
     "use_unsloth_gc": "Unsloth's offloaded checkpoints are not modelled",
-    "enable_liger_kernel": "Liger's fused kernels are not modelled",
     "shift_attn": "LongLoRA's shifted sparse attention is not modelled",
     "mixture_of_depths": "a mixture of depths is not modelled",
     "additional_target": "modules trained whole beside the adapters are not modelled",
@@ -190,6 +190,10 @@ def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
     if ATTENTION[attention] is not None:
         out["attn_implementation"] = ATTENTION[attention]
     out.update(_tuning(own, args))
+    if _flag(own, "enable_liger_kernel", False):     # models.liger, with LLaMA-Factory's own list of models
+        out["enable_liger_kernel"] = True
+        if stage not in ("pt", "sft"):              # its trainer needs the logits: Liger's cross-entropy instead
+            out["liger_kernel_config"] = {"fused_linear_cross_entropy": False, "cross_entropy": True}
     notes = [f"LLaMA-Factory's stage {stage}, {own.get('finetuning_type', 'lora')} fine-tuning"]
     loss = _word(own, "pref_loss", "sigmoid")
     if loss not in PREFERENCE_LOSSES:

@@ -27,7 +27,7 @@ from symbolic_cost.ops.matmul import Chunk
 
 
 READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "dispatcher", "mtp", "cp",
-         "cp_variant", "loss_chunks")
+         "cp_variant", "loss_chunks", "fused_loss")
 """The ``Training`` fields the blocks depend on: stacks that agree on these (and on the
 degrees) are the same, whatever the memory policy, ZeRO stage, schedule or offload."""
 _STACKS: dict = {}
@@ -97,7 +97,8 @@ def _ends(arch: Architecture, t, m1, s1, vocab, run: Run) -> tuple[Block, Block]
     head = Head(final_norm=arch.norm if arch.final_norm else None,
                 final_dropout=bool(arch.encoder_decoder and arch.dropouts), projection=arch.embedding_projection,
                 loss=bool(arch.lm_head), tied=bool(arch.tied), bias=bool(arch.head_bias),
-                softcap=bool(arch.logit_softcap), pooler=bool(arch.pooler), loss_chunks=getattr(t, "loss_chunks", 1))
+                softcap=bool(arch.logit_softcap), pooler=bool(arch.pooler), loss_chunks=getattr(t, "loss_chunks", 1),
+                fused_loss=getattr(t, "fused_loss", False))
     return (embedding_block(t.b, t.l, arch.e, vocab, m1, s1, embeddings=tables, run=run),
             head_block(t.b, _decoder_tokens(arch, t), arch.e, vocab, m1, s1, head=head,
                        task=Task(arch.task, arch.num_labels, arch.classifier),

@@ -350,18 +350,24 @@ class Execution:
     attention library the framework runs (``ATTENTION_KERNELS``; ``None``: the system's, cuDNN's
     on Hopper and later, FlashAttention-2 on Ampere; only the time depends on it), ``mask_bytes``,
     the dropout-mask element (CUDA keeps bytes; PyTorch's CPU path, floats), ``overlap``
-    (``Overlap``), and ``loss_chunks``, the pieces of the sequence the LM head and its loss run
+    (``Overlap``), ``loss_chunks``, the pieces of the sequence the LM head and its loss run
     in, one after the other, each with its backward (``blocks.heads.lm_rows``; torchtitan's
-    ``ChunkedLossWrapper``; 1: the whole logits at once)."""
+    ``ChunkedLossWrapper``; 1: the whole logits at once), and ``fused_loss``, the head and its
+    loss as one function that forms their gradients in the forward, the logits a chunk at a time
+    (Liger-Kernel's fused linear cross-entropy: ``ops.fused_linear_cross_entropy``)."""
 
     flash: bool = False
     mask_bytes: Expr = 1
     overlap: Overlap = Overlap()
     attention_kernel: str | None = None
     loss_chunks: int = 1
+    fused_loss: bool = False
 
     def __post_init__(self):
-        _flags(self, "flash")
+        _flags(self, "flash", "fused_loss")
+        if self.fused_loss and self.loss_chunks != 1:
+            raise InputError(f"fused_loss chunks the logits its own way; loss_chunks={self.loss_chunks} beside it "
+                             f"is a second way: give one", "loss_chunks")
         positive(self.mask_bytes, "mask_bytes")
         if isinstance(self.loss_chunks, bool) or not isinstance(self.loss_chunks, int) or self.loss_chunks < 1:
             raise InputError(f"loss_chunks must be a positive integer, got {self.loss_chunks!r}", "loss_chunks")
