@@ -181,3 +181,14 @@ def test_llamafactory_s_switch_follows_its_stage(capsys, tmp_path):
         (tmp_path / "lf.yaml").write_text(text.replace("stage: sft", f"stage: {stage}"))
         got = _json(capsys, *model, "--hf-training-args", str(tmp_path / "lf.yaml"))
         assert got["layout"]["fused_loss"] is fused
+
+
+def test_a_search_over_tensor_degrees_refuses_the_fused_loss(capsys):
+    """The search varies m1; the fused loss runs the whole vocabulary on one device: refused by name,
+    from the command line and from Python."""
+    from symbolic_cost.numeric.search import search
+    with pytest.raises(InputError, match="policy fused_loss"):
+        search(preset("llama-3-8b"), 8, global_batch=64, seq=4096, policy={"fused_loss": True})
+    assert main(["search", "--preset", "llama-3-8b", "--devices", "8", "--global-batch", "64", "--seq", "4096",
+                 "--fused-loss"]) == 2
+    assert "--fused-loss" in capsys.readouterr().err

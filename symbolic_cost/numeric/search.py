@@ -297,6 +297,10 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
     if varied:
         raise InputError(f"policy fixes {', '.join(sorted(varied))}, which the search varies or takes as arguments",
                          "policy")
+    if (space.policy or {}).get("fused_loss"):      # its row is built for one tensor degree, 1 (blocks.heads)
+        raise InputError("policy fused_loss: Liger's fused loss runs the whole vocabulary on one device (m1 = 1), "
+                         "and the search varies the tensor degree; cost its layouts with summary or sweep",
+                         "fused_loss")
     fixed = dict(precision=space.precision, flash=flash, **(space.policy or {}))
     offload, schedules = space.offload, space.schedules
     kinds = variants(zeros, offload, schedules, recompute, space.cp_variant, shard) if not base.empty else []
