@@ -162,7 +162,7 @@ def _liger(args: dict, model_type: str | None, trainer: str, notes: list, factor
     if factory:
         return liger_policy(model_type, args.get("liger_kernel_config"), None, notes, "enable_liger_kernel",
                             FACTORY_PATCHED)
-    on = args.get("use_liger_kernel", False)
+    on = args.get("use_liger_kernel") or False        # null reads as off, as the Trainer's test of it does
     if not isinstance(on, bool):
         raise InputError(f"use_liger_kernel must be true or false, got {on!r}", "use_liger_kernel")
     if not on:
