@@ -3,6 +3,7 @@ the layouts enumerated by hand, the ranking against each layout's own load test,
 out and refused."""
 
 import json
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pytest
 
 from symbolic_cost.cli import main
 from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
-from symbolic_cost.inference.load import StepModel, serve, sustained_rate
+from symbolic_cost.checks import InputError
+from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.inference.serving_search import Layout, layouts, rank
 from symbolic_cost.models.config import preset
@@ -42,6 +44,30 @@ def test_each_rank_is_its_layouts_own_load_test():
         assert next(row["rate_per_device"] for row in ranked if row["layout"] == name) == rate / 2
 
 
+def test_each_batch_cap_is_its_own_load_test():
+    """``batches``: every layout tried under the engine's own cap (``None``: the same rows as a search
+    without caps) and under each cap given, each its own load test with the engine's ``max_batch`` at the
+    cap; a cap of 1 runs one sequence at a time, so the rate can only fall."""
+    arch, serving, slo = preset("gpt2"), Serving(l_in=256, l_out=32), (0.05, 0.01)
+    plain, _ = rank(arch, serving, "h100", 2, slo, requests=100, tensor=(1, 2))
+    capped, _ = rank(arch, serving, "h100", 2, slo, requests=100, tensor=(1, 2), batches=(None, 1))
+    own = [row for row in capped if row["max_batch"] == Runtime().max_batch]
+    assert [(r["layout"], r["rate"]) for r in own] == [(r["layout"], r["rate"]) for r in plain]
+    step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100")
+    rate, _ = sustained_rate(step, 32, slo, 90, 100, replace(Runtime(), max_batch=1), simulate=partial(serve, replicas=2))
+    one = {row["layout"]: row["rate"] for row in capped if row["max_batch"] == 1}
+    assert one["TP1 x 2, 2 replicas"] == rate
+    assert all(one[r["layout"]] <= r["rate"] for r in plain)
+
+
+@pytest.mark.parametrize("batches, said", [((), "1 to 8 caps"), (tuple(range(1, 10)), "1 to 8 caps"),
+                                           ((0,), "positive integers"), ((True,), "positive integers"),
+                                           ("64", "a tuple of the engine's batch caps")])
+def test_batch_caps_are_checked(batches, said):
+    with pytest.raises(InputError, match=said):
+        rank(preset("gpt2"), Serving(l_in=256, l_out=32), "h100", 2, (0.05, 0.01), requests=10, batches=batches)
+
+
 def test_a_degree_that_does_not_fit_is_left_out_with_its_reason(capsys):
     assert main(["inference", "--preset", "llama-3-70b", "--system", "h100", "--set", "l_in=512", "l_out=64",
                  "--slo-ttft", "1", "--devices", "2", "--requests", "50", "--json"]) == 0
@@ -55,6 +81,9 @@ def test_a_degree_that_does_not_fit_is_left_out_with_its_reason(capsys):
     (["--devices", "8"], "give --slo-ttft or --slo-itl"),
     (["--devices", "8", "--slo-ttft", "1", "--set", "m1=2"], "--devices chooses the tensor degree"),
     (["--devices", "8", "--slo-ttft", "1", "--rate", "2"], "--rate: --devices tries every layout"),
+    (["--slo-ttft", "1", "--batch-limits", "32"], "--batch-limits sets the layout search's caps; give --devices"),
+    (["--devices", "8", "--slo-ttft", "1", "--max-batch", "8", "--batch-limits", "32"], "give one"),
+    (["--devices", "8", "--slo-ttft", "1", "--batch-limits", *map(str, range(1, 10))], "at most 8 caps"),
 ])
 def test_refusals(capsys, words, refused):
     assert main(["inference", "--preset", "gpt2", *words]) == 2

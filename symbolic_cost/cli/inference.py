@@ -157,6 +157,11 @@ def add_arguments(parser) -> None:
                    help="rank the serving layouts of N devices (tensor degree 1, 2, 4 or 8; replicas, or prefill:decode "
                         "splits) by the request rate the SLO allows (inference.serving_search); needs --slo-ttft or "
                         "--slo-itl")
+    options.option(load, "--batch-limits", type=options.integer(1, 10**6), nargs="+", metavar="N",
+                   action=options.Given,
+                   help="with --devices: try every layout under each of these caps on the sequences an engine runs "
+                        "at once (its --max-batch; at most 8 caps), besides the engine's own: a lower cap queues "
+                        "requests to keep each step short, where the ITL objective binds")
     options.option(load, "--slo-ttft", type=_seconds("--slo-ttft"), metavar="S",
                    help="a service-level objective on the time to first token, seconds: with --rate, the goodput "
                         "(requests/s meeting every --slo-*); without it, the highest rate whose --slo-percentile "
@@ -392,6 +397,9 @@ def run(args) -> int:
         numbers_needed(given, set(given), "inference (its report; --field prints formulas)")
     if args.devices is not None:
         return layout_search(args)
+    if args.batch_limits is not None:
+        raise InputError("--batch-limits sets the layout search's caps; give --devices (or one cap with "
+                         "--max-batch)", "--batch-limits")
     if args.grid:
         grid = {str(k): v for k, v in grid_values(args.grid, assignments(args.set)).items()}
         plain = ["ttft_s", "tpot_s", "tokens_per_s", "memory_bytes"]
@@ -461,6 +469,12 @@ def layout_search(args) -> int:
         if getattr(args, name) is not None:
             raise InputError(f"{flag}: --devices tries every layout and finds each one's rate; it would be ignored",
                              name)
+    if args.batch_limits is not None and len(set(args.batch_limits)) > serving_search.BATCH_LIMITS:
+        raise InputError(f"--batch-limits takes at most {serving_search.BATCH_LIMITS} caps (each a load test of every "
+                         f"layout), got {len(set(args.batch_limits))}", "--batch-limits")
+    if args.batch_limits is not None and args.max_batch is not None:
+        raise InputError("--max-batch fixes the engine's cap and --batch-limits tries several: give one",
+                         "--batch-limits")
     typed = {str(k) for k in assignments(args.set)}
     if typed & {"m1", "d", "p", "ep", "cp"}:
         raise InputError("--devices chooses the tensor degree and the replicas; --set gives the request (b, l_in, "
@@ -472,7 +486,8 @@ def layout_search(args) -> int:
     ranked, left = serving_search.rank(arch, serving, args.system, args.devices, slo, args.slo_percentile,
                                        args.requests, engine_runtime(args, arch, serving), conventions(args),
                                        speculation=speculation(args, arch),
-                                       lengths=Lengths(args.prompt_lengths, args.output_lengths))
+                                       lengths=Lengths(args.prompt_lengths, args.output_lengths),
+                                       batches=(None, *(args.batch_limits or ())))
     if args.json:
         print(json.dumps({"model": arch.name, "devices": args.devices, "system": args.system, "engine": args.engine,
                           "prompt_lengths": args.prompt_lengths, "output_lengths": args.output_lengths,
@@ -485,13 +500,17 @@ def layout_search(args) -> int:
     if ranked and all(row["rate"] == 0 for row in ranked):
         print(f"no layout meets the SLO: a lone request misses its p{q} TTFT or ITL on every one; the layouts "
               f"below are ranked by nothing")
-    width = max([34] + [len(row["layout"]) for row in ranked])       # the aggregated layouts fit 34
+    capped = args.batch_limits is not None
+    for row in ranked:
+        row["shown"] = row["layout"] + (f", max batch {row['max_batch']:,}" if capped else "")
+    width = max([34] + [len(row["shown"]) for row in ranked])       # the aggregated layouts fit 34
     for i, row in enumerate(ranked, 1):
         ttft, itl = row[f"p{q}_ttft"], row[f"p{q}_itl"]
-        print(f"{i:3}. {row['layout']:{width}} {row['rate']:10.4g} requests/s ({row['rate_per_device']:.4g} a device); "
+        print(f"{i:3}. {row['shown']:{width}} {row['rate']:10.4g} requests/s ({row['rate_per_device']:.4g} a device); "
               f"p{q} TTFT {'-' if ttft is None else f'{ttft:.4g} s'}, ITL {'-' if itl is None else f'{itl:.4g} s'}")
     for row in left:
-        print(f"left out: {row.get('layout') or 'TP' + str(row['m1'])}: {row['reason']}")
+        cap = f", max batch {row['max_batch']:,}" if capped and "max_batch" in row else ""
+        print(f"left out: {row.get('layout') or 'TP' + str(row['m1'])}{cap}: {row['reason']}")
     return 0
 
 

@@ -11,8 +11,10 @@ attention with its own requests, the routed experts split over all of them (``d`
 devices, expert TP 1), each step's token dispatch and combine an all-to-all among them.
 For each, ``load.sustained_rate`` finds the highest Poisson rate whose percentile TTFT and ITL
 meet the SLO; the layouts are ranked by that rate (per device, since every layout uses all of
-them).  A tensor degree whose weights do not fit, or that the model cannot split, is reported
-with its reason, not ranked.
+them).  With ``batches``, each layout is tried again under each cap on the sequences an engine
+runs at once (its ``max_batch``): a lower cap trades a queue, a longer time to first token, for a
+shorter step, where the inter-token objective is the one that binds.  A tensor degree whose
+weights do not fit, or that the model cannot split, is reported with its reason, not ranked.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import partial
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, InputTypeError
 from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
 from symbolic_cost.inference.lengths import FIXED, Lengths
 from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
@@ -84,9 +86,34 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = F
     return found
 
 
+BATCH_LIMITS = 8
+"""Most caps on the batch a search tries besides the engine's own (each is a load test of every
+layout)."""
+
+
+def batch_limits(batches) -> tuple:
+    """``batches`` checked: a non-empty tuple of at most ``BATCH_LIMITS`` positive integers, and
+    ``None`` (the engine's own), each once.
+
+    >>> batch_limits([64, 32, 64]), batch_limits((None,))
+    ((64, 32), (None,))
+    """
+    if isinstance(batches, (str, bytes)) or not hasattr(batches, "__iter__"):
+        raise InputTypeError(f"batches must be a tuple of the engine's batch caps to try, got {batches!r}", "batches")
+    found = tuple(dict.fromkeys(batches))
+    if not found or len(set(found) - {None}) > BATCH_LIMITS:
+        raise InputError(f"batches must hold 1 to {BATCH_LIMITS} caps (and None, the engine's own), got "
+                         f"{len(found)}", "batches")
+    for limit in found:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InputError(f"batches must be positive integers (or None: the engine's own), got {limit!r}",
+                             "batches")
+    return found
+
+
 def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, requests: int = 500,
          runtime_of=None, conventions=None, tensor=TENSOR, speculation=None,
-         lengths: Lengths = FIXED) -> tuple[list[dict], list[dict]]:
+         lengths: Lengths = FIXED, batches: tuple = (None,)) -> tuple[list[dict], list[dict]]:
     """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
     first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
     degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``) and
@@ -95,7 +122,10 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     ``load.Runtime`` for a deployment (default: ``load.Runtime()``).  ``speculation``
     (``speculative.Speculation``): every deployment decodes speculatively, its draft on the same
     ``m1`` devices; disaggregated pools, which do not, are left out with that reason.  ``lengths``:
-    the requests' prompt and output lengths (``load.serve``'s)."""
+    the requests' prompt and output lengths (``load.serve``'s).  ``batches``: the engine's caps on
+    the sequences in flight (``Runtime.max_batch``) each layout is tried under (``None``: the
+    engine's own); each row says its ``max_batch``."""
+    batches = batch_limits(batches)
     ranked, left = [], []
     steps = {}
     for layout in layouts(devices, tensor, experts=arch.moe is not None):
@@ -114,21 +144,24 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
                 left.append({"m1": layout.m1, **({"layout": str(layout)} if layout.attention_dp else {}),
                              "reason": str(step)})
             continue
-        runtime = runtime_of(step, layout.m1) if runtime_of else Runtime()
+        engine = runtime_of(step, layout.m1) if runtime_of else Runtime()
         simulate = partial(serve_disaggregated, pools=layout.pools) if layout.pools else \
             partial(serve, replicas=layout.copies)
-        try:
-            rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests, runtime, simulate=simulate,
-                                      lengths=lengths)
-        except InputError as error:              # the cache cannot hold one request
-            left.append({"m1": layout.m1, "layout": str(layout), "reason": str(error)})
-            continue
-        ranked.append({"layout": str(layout), "m1": layout.m1, "copies": layout.copies,
-                       "attention_dp": layout.attention_dp,
-                       "prefill": layout.pools.prefill if layout.pools else None,
-                       "decode": layout.pools.decode if layout.pools else None,
-                       "rate": rate, "rate_per_device": rate / devices,
-                       f"p{level}_ttft": getattr(at, f"p{level}_ttft") if at else None,
-                       f"p{level}_itl": getattr(at, f"p{level}_itl") if at else None})
+        for limit in batches:
+            runtime = engine if limit is None else replace(engine, max_batch=limit)
+            try:
+                rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests, runtime, simulate=simulate,
+                                          lengths=lengths)
+            except InputError as error:              # the cache cannot hold one request
+                left.append({"m1": layout.m1, "layout": str(layout), "max_batch": runtime.max_batch,
+                             "reason": str(error)})
+                continue
+            ranked.append({"layout": str(layout), "m1": layout.m1, "copies": layout.copies,
+                           "attention_dp": layout.attention_dp,
+                           "prefill": layout.pools.prefill if layout.pools else None,
+                           "decode": layout.pools.decode if layout.pools else None, "max_batch": runtime.max_batch,
+                           "rate": rate, "rate_per_device": rate / devices,
+                           f"p{level}_ttft": getattr(at, f"p{level}_ttft") if at else None,
+                           f"p{level}_itl": getattr(at, f"p{level}_itl") if at else None})
     ranked.sort(key=lambda row: -row["rate"])
     return ranked, left
