@@ -189,9 +189,9 @@ def test_refusals_of_the_file_and_options(tmp_path, capsys):
     registry = str(SECOND / LLAMA3)
     assert "llama3_8b" in _error(capsys, "--torchtitan", registry, "--devices", "8")      # no function named
     assert "no function 'llama3_9b'" in _error(capsys, "--torchtitan", registry, "--torchtitan-config", "llama3_9b")
-    other = _write(tmp_path, "from torchtitan.models.gpt_oss import model_registry\n\n"
-                   "def f():\n    config = llama3_8b()\n    config.model_spec = model_registry('20b')\n    return config\n")
-    assert "[model] name 'gpt_oss'" in _error(capsys, "--torchtitan", other, "--torchtitan-config", "f",
+    other = _write(tmp_path, "from torchtitan.models.qwen3_5 import model_registry\n\n"
+                   "def f():\n    config = llama3_8b()\n    config.model_spec = model_registry('27B')\n    return config\n")
+    assert "[model] name 'qwen3_5'" in _error(capsys, "--torchtitan", other, "--torchtitan-config", "f",
                                               "--devices", "8")
     toml = str(pathlib.Path(__file__).resolve().parent / "framework_inputs" / "llama3_8b.toml")
     assert "is a job TOML" in _error(capsys, "--torchtitan", toml, "--torchtitan-config", "llama3_8b")
@@ -213,7 +213,8 @@ def test_every_published_function_is_read_or_refused_by_name():
     """Each public function of the stored files either reads or is refused with a one-line message; none raises
     anything but ``InputError``."""
     files = [SECOND / LLAMA3, FIRST / LLAMA3, OP_ONLY / LLAMA3, pathlib.Path(H100), SECOND / "torchtitan_recipes/tests/models.py",
-             SECOND / "torchtitan/models/deepseek_v3/config_registry.py", SECOND / "torchtitan/models/qwen3/config_registry.py"]
+             SECOND / "torchtitan/models/deepseek_v3/config_registry.py", SECOND / "torchtitan/models/qwen3/config_registry.py",
+             GPT_OSS]
     read = 0
     for path in files:
         text = path.read_text()
@@ -233,6 +234,30 @@ def python_functions(text: str) -> list[str]:
 
 QWEN3 = SECOND / "torchtitan/models/qwen3/config_registry.py"
 DEEPSEEK = SECOND / "torchtitan/models/deepseek_v3/config_registry.py"
+GPT_OSS = SECOND / "torchtitan/models/gpt_oss/config_registry.py"
+
+
+def _gpt_oss_layer(experts: int) -> int:
+    """One GPT-OSS layer's parameters, by hand from torchtitan's flavour (``gpt_oss/__init__.py``): fused QKV
+    2880 -> (64 + 2 x 8) x 64 with its bias, the output 4096 -> 2880 with its bias, 64 sinks, two norms, the
+    router 2880 -> experts with a bias, and each expert's 2880 -> 2 x 2880 and 2880 -> 2880 with their biases."""
+    attention = 2880 * 5120 + 5120 + 4096 * 2880 + 2880 + 64
+    expert = 2880 * 5760 + 5760 + 2880 * 2880 + 2880
+    return attention + 2 * 2880 + 2880 * experts + experts + experts * expert
+
+
+@pytest.mark.parametrize("function, layers, experts, published", [("gpt_oss_20b", 24, 32, 20.91e9),
+                                                                   ("gpt_oss_120b", 36, 128, 116.83e9)])
+def test_gpt_oss_as_published(capsys, function, layers, experts, published):
+    """gpt_oss_20b() and gpt_oss_120b(): one sequence of 8,192 tokens (b 1), FullAC, the varlen attention noted;
+    the parameters by hand (``_gpt_oss_layer``, an untied 201,088-token vocabulary and the final norm), which are
+    OpenAI's model card's totals to its two decimals (20.91B, 116.83B)."""
+    got = _config(capsys, GPT_OSS, function, "--devices", "8")
+    assert got["parameters"] == layers * _gpt_oss_layer(experts) + 2 * 201088 * 2880 + 2880
+    assert round(got["parameters"] / 1e7) * 1e7 == published
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["d"], layout["recompute"]) == (1, 8192, 8, "full")
+    assert any(n.startswith("attention within each packed document (varlen") for n in got["notes"])
 
 
 def test_qwen3_30b_a3b_as_published(capsys):

@@ -2,7 +2,8 @@
 Hugging Face family with the same modules, read by that family's reader (``models.families``).
 
 The sizes are torchtitan's flavours at b5bcd76 (``torchtitan/models/deepseek_v3/__init__.py``,
-``torchtitan/models/qwen3/__init__.py``), written here as facts:
+``torchtitan/models/qwen3/__init__.py``, ``torchtitan/models/gpt_oss/__init__.py``), written here
+as facts:
 
 * ``deepseek_v3``: latent attention (``kv_lora_rank`` 512, 128 + 64 query/key head dimensions, 128
   for values), ``n_dense_layers`` dense SwiGLU layers then MoE layers with shared experts.  The
@@ -14,6 +15,12 @@ The sizes are torchtitan's flavours at b5bcd76 (``torchtitan/models/deepseek_v3/
   flavours' FFN widths as stated; the 0.6B, 1.7B, 4B and the dense debug model tie the head to the
   word table; the MoE flavours route with a softmax renormalised over the chosen experts, no shared
   experts, every layer MoE (``qwen3_moe``).
+* ``gpt_oss``: 64 query and 8 key/value heads of 64 with biases and learned sinks, a sliding
+  window of 128 on the even layers (``layer_id % 2 == 0``), YaRN positions (factor 32 over 4,096),
+  every layer MoE of 2,880-wide experts with biases, top 4 of 8 (debug), 32 (20b) or 128 (120b),
+  the router a biased softmax renormalised over the chosen; the head untied.  As OpenAI's
+  ``config.json`` for the 20b and 120b (``gpt_oss``), the debug model 4 layers of width 256 over
+  2,048 words.
 
 How experts are chosen (groups, limited groups) and the balancing bias are comparisons and adds
 the families' readers do not count either.
@@ -53,6 +60,16 @@ def _qwen3_moe(layers, dim, vocab, heads, kv, moe_ffn, experts) -> dict:
                 hidden_act="silu")
 
 
+def _gpt_oss(layers, dim, vocab, experts) -> dict:
+    return dict(model_type="gpt_oss", num_hidden_layers=layers, hidden_size=dim, vocab_size=vocab,
+                num_attention_heads=64, num_key_value_heads=8, head_dim=64, intermediate_size=2880,
+                num_local_experts=experts, num_experts_per_tok=4, experts_per_token=4, sliding_window=128,
+                layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)],
+                attention_bias=True, tie_word_embeddings=False, hidden_act="silu", swiglu_limit=7.0,
+                rope_theta=150000, rope_scaling=dict(rope_type="yarn", factor=32.0, beta_fast=32.0, beta_slow=1.0,
+                                                      original_max_position_embeddings=4096, truncate=False))
+
+
 QWEN3_VOCAB = 151936
 
 CONFIGS = {
@@ -74,6 +91,11 @@ CONFIGS = {
         "debugmodel_moe": _qwen3_moe(8, 256, 2048, 16, 8, 768, 64),
         "30B-A3B": _qwen3_moe(48, 2048, QWEN3_VOCAB, 32, 4, 768, 128),
         "235B-A22B": _qwen3_moe(94, 4096, QWEN3_VOCAB, 64, 4, 1536, 128),
+    },
+    "gpt_oss": {
+        "debugmodel": _gpt_oss(4, 256, 2048, 8),
+        "20b": _gpt_oss(24, 2880, 201088, 32),
+        "120b": _gpt_oss(36, 2880, 201088, 128),
     },
 }
 """torchtitan's flavours by model and name, as ``config.json`` dicts (see the module docstring)."""

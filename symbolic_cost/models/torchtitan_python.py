@@ -478,9 +478,13 @@ def sections(trainer: Built, name: str, notes: list, frequency: bool | None = No
 
 REGISTRY = {"llama3": ("attn_backend", "tp_gemm_backend"),
             "deepseek_v3": ("attn_backend", "moe_comm_backend", "non_blocking_capacity_factor", "num_mtp_layers"),
-            "qwen3": ("attn_backend", "moe_comm_backend")}
+            "qwen3": ("attn_backend", "moe_comm_backend"),
+            "gpt_oss": ("attn_backend", "moe_comm_backend")}
 """The arguments of each model's ``model_registry`` the reader reads (their defaults: flex attention,
-the standard all-to-all, no MTP modules)."""
+GPT-OSS's varlen, ``ATTENTION_DEFAULT``; the standard all-to-all, no MTP modules)."""
+
+ATTENTION_DEFAULT = {"gpt_oss": "varlen"}
+"""``model_registry``'s ``attn_backend`` where a model's is not flex (``gpt_oss/__init__.py``: varlen)."""
 
 CONVERTERS = {"Float8LinearConverter.Config": "float8", "MXFP8LinearConverter.Config": "mx",
               "NVFP4LinearConverter.Config": "nvfp4"}
@@ -512,7 +516,8 @@ def _model(spec, converters_container, data: dict, name: str, notes: list) -> di
                          "non_blocking_capacity_factor")
     if fields.get("moe_comm_backend", "standard") != "standard":    # read with [parallelism]'s backend
         model["moe_comm_backend"] = fields["moe_comm_backend"]
-    if fields.get("attn_backend") == "varlen" or str(fields["flavor"]).endswith("_attn"):
+    backend = fields.get("attn_backend", ATTENTION_DEFAULT.get(fields["name"], "flex"))
+    if backend == "varlen" or str(fields["flavor"]).endswith("_attn"):
         notes.append("attention within each packed document (varlen, or a block-causal mask): counted as causal "
                      "attention over the whole sequence (an upper bound)")
     if fields.get("tp_gemm_backend", "default") != "default":
