@@ -919,6 +919,11 @@ MUTATIONS = (
     Mutation("fused-loss-two-products", "symbolic_cost/ops/embedding.py",
              'Gemm("fwd", v, tokens, e, element_bytes=es, grad="weight"))',
              'Gemm("fwd", v, tokens, e, element_bytes=es, grad="weight"))[:2]', required=False),
+    # torchtitan's GPT-OSS flavours (tests/test_torchtitan_python.py)
+    Mutation("torchtitan-gpt-oss-120b-experts", "symbolic_cost/models/torchtitan_models.py",
+             '"120b": _gpt_oss(36, 2880, 201088, 128)', '"120b": _gpt_oss(36, 2880, 201088, 64)', required=False),
+    Mutation("torchtitan-gpt-oss-no-varlen-note", "symbolic_cost/models/torchtitan_python.py",
+             'ATTENTION_DEFAULT = {"gpt_oss": "varlen"}', 'ATTENTION_DEFAULT = {}', required=False),
     # DeepSpeed's sequence parallelism through accelerate (tests/test_framework_inputs.py)
     Mutation("alst-data-ranks-not-divided", "symbolic_cost/models/accelerate.py",
              '"values": {S.d: world // sp, S.cp: sp}', '"values": {S.d: world, S.cp: sp}', required=False),
