@@ -434,3 +434,36 @@ def test_a_python_configuration_s_attention_takes_the_kernel_you_name(capsys):
     named = _config(capsys, *words, "--attention-kernel", "flash-attention-2")
     assert (own["layout"]["attention_kernel"], named["layout"]["attention_kernel"]) == (None, "flash-attention-2")
     assert named["step_time_s"]["total"] > own["step_time_s"]["total"]
+
+
+TOML_MOE = pathlib.Path(__file__).resolve().parent / "framework_inputs" / "torchtitan_toml_477784a"
+
+
+def test_the_last_toml_generation_of_the_other_bundled_models(capsys):
+    """Job TOMLs of torchtitan's last TOML generation (477784a^, 2026-02) for qwen3, gpt_oss and deepseek_v3, as
+    published: each read with its model's flavour, the parameters by hand.  Qwen3 0.6B: 28 layers of 1024 x (2048
+    + 1024 + 1024) + 2048 x 1024 (attention) + 2 x 128 (q/k norms) + 3 x 1024 x 3072 (SwiGLU) + 2 x 1024 =
+    15,730,944, and a tied 151,936-word table + the final norm: 596,049,920 (Qwen's 0.6B, 0.44B without the
+    table).  GPT-OSS's debug model: 4 of ``_gpt_oss_layer``'s layers at width 256 (heads of 64: 4,096 query and
+    512 + 512 key/value features), 8 experts, and its default 201,088 words (no vocabulary of its own then), by
+    hand 183,397,920; its FlexAttention noted.  DeepSeek 16B: expert parallelism 8 over the 8 FSDP ranks, the
+    op-level selective checkpointing, DeepSeek-V2-Lite's 15.7B."""
+    qwen = _json(capsys, "--torchtitan", str(TOML_MOE / "qwen3_0.6b.toml"), "--devices", "8")
+    layer = 1024 * 4096 + 2048 * 1024 + 2 * 128 + 3 * 1024 * 3072 + 2 * 1024
+    assert qwen["parameters"] == 28 * layer + 151936 * 1024 + 1024 == 596_049_920
+    assert (qwen["layout"]["b"], qwen["layout"]["l"], qwen["layout"]["recompute"]) == (4, 4096, "op")
+    oss = _json(capsys, "--torchtitan", str(TOML_MOE / "gpt_oss_debug_model.toml"), "--devices", "8")
+    attention = 256 * 5120 + 5120 + 4096 * 256 + 256 + 64
+    expert = 256 * 5760 + 5760 + 2880 * 256 + 256
+    layer = attention + 2 * 256 + 256 * 8 + 8 + 8 * expert
+    assert oss["parameters"] == 4 * layer + 2 * 201088 * 256 + 256 == 183_397_920
+    assert oss["layout"]["attention_kernel"] is None and any("FlexAttention" in n for n in oss["notes"])
+    deepseek = _json(capsys, "--torchtitan", str(TOML_MOE / "deepseek_v3_16b.toml"), "--devices", "8")
+    assert (deepseek["layout"]["ep"], deepseek["layout"]["d"], deepseek["layout"]["recompute"]) == (8, 8, "op")
+    assert round(deepseek["parameters"] / 1e8) == 157
+
+
+def test_a_toml_of_a_model_the_reader_does_not_bundle_names_what_it_reads(tmp_path, capsys):
+    (tmp_path / "llama4.toml").write_text('[model]\nname = "llama4"\nflavor = "17bx16e"\n')
+    err = _error(capsys, "--torchtitan", str(tmp_path / "llama4.toml"), "--devices", "8")
+    assert "[model] name 'llama4': the reader bundles torchtitan's llama3, deepseek_v3, qwen3, gpt_oss flavours" in err

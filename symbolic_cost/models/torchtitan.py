@@ -71,6 +71,7 @@ split points).  ``[model] converters = ["float8"]`` is ``fp8="tensorwise"`` (``f
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import partial
 from math import ceil
 
 from symbolic_cost import symbols as S
@@ -130,11 +131,13 @@ def hidden_dim(dim: int, multiplier, multiple_of: int) -> int:
 
 
 def check_model(job: Job) -> None:
-    """Refuse a model other than llama3 first, by its name, before any key that only it would explain."""
+    """Refuse a model other than llama3 first, by its name, before any key that only it would explain
+    (``torchtitan_setup`` reads the other bundled models before this)."""
     model = job.get("model", "name", "llama3", str)
     if model != "llama3":
-        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 flavours only; give that "
-                         f"model's config.json with --hf-config and its layout with --set", "[model] name")
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3, deepseek_v3, qwen3 and "
+                         f"gpt_oss flavours; give that model's config.json with --hf-config and its layout with --set",
+                         "[model] name")
 
 
 def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list, flavors=FLAVORS) -> Architecture:
@@ -181,11 +184,18 @@ its ``ScaledDotProductAttention`` puts PyTorch's cuDNN backend first from comput
 (``torchtitan/models/attention.py``, ``_init_backend``)."""
 
 
+FLEX_ONLY = ("gpt_oss",)
+"""Models whose attention the last TOML generation runs by FlexAttention alone (``GptOssModelArgs``:
+``attn_type = "flex"``, "gpt-oss only support FlexAttention"), not SDPA."""
+
+
 def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
     """``setup`` (a job TOML's: SDPA attention) with the library torchtitan runs on ``arch``
-    (``SDPA_LIBRARY``), noted; as it is on a generation the table leaves out."""
+    (``SDPA_LIBRARY``), noted; as it is on a generation the table leaves out, or for a model of
+    ``FLEX_ONLY`` (its architecture named after it: ``models.torchtitan_models``), whose FlexAttention
+    is timed as the system's own fused kernel (noted by ``torchtitan_setup``)."""
     library = SDPA_LIBRARY.get(arch)
-    if library is None or not setup.policy.get("flash"):
+    if library is None or not setup.policy.get("flash") or setup.arch.name.split()[0] in FLEX_ONLY:
         return setup
     setup.policy["attention_kernel"] = library
     setup.notes.append(f"attention timed as {library}: torchtitan's scaled_dot_product_attention runs it first on "
@@ -195,8 +205,21 @@ def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
 
 def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
     """The model, values and policy of a torchtitan job TOML; ``world`` is the number of
-    processes (``--devices``), ``vocab`` a tokenizer's vocabulary."""
-    return job_setup(Job(text, name), name, world, vocab)
+    processes (``--devices``), ``vocab`` a tokenizer's vocabulary.  A ``[model] name`` other than
+    llama3 that ``models.torchtitan_models`` bundles (deepseek_v3, qwen3, gpt_oss) is that model's
+    flavour as the last TOML generation defined it (``TOML_FLAVORS``)."""
+    job = Job(text, name)
+    model = job.get("model", "name", "llama3", str)
+    if model == "llama3":
+        return job_setup(job, name, world, vocab)
+    from symbolic_cost.models.torchtitan_models import toml_architecture
+    flavor = job.get("model", "flavor", "debugmodel", str)
+    notes = [f"{model} attends by FlexAttention only (this generation's {model} model): timed as the system's "
+             f"fused attention kernel"] if model in FLEX_ONLY else []
+    if vocab is not None:
+        notes.append(f"--vocab-size {vocab}: {model}'s flavours state their vocabulary (ModelArgs.vocab_size), which "
+                     f"torchtitan uses; the option changes nothing")
+    return job_setup(job, name, world, None, notes=notes, model=partial(toml_architecture, model, flavor))
 
 
 def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors=FLAVORS,

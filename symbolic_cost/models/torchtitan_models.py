@@ -101,16 +101,27 @@ CONFIGS = {
 """torchtitan's flavours by model and name, as ``config.json`` dicts (see the module docstring)."""
 
 
-def architecture(model: str, flavor: str, context: int, mtp_layers: int = 0) -> Architecture:
+TOML_FLAVORS = {**CONFIGS, "gpt_oss": dict(CONFIGS["gpt_oss"], debugmodel=_gpt_oss(4, 256, 201088, 8))}
+"""The flavours of the last TOML generation (torchtitan at 477784a^, 2026-02, before its configurations
+became Python): as the Python ones but for GPT-OSS's debug model, whose ``GptOssModelArgs`` kept the
+default vocabulary, 201,088 words (its 2,048 came with the Python registry)."""
+
+
+def toml_architecture(model: str, flavor: str, context: int) -> Architecture:
+    """``architecture`` of a job TOML's ``[model] name`` and ``flavor`` (``TOML_FLAVORS``)."""
+    return architecture(model, flavor, context, flavors=TOML_FLAVORS)
+
+
+def architecture(model: str, flavor: str, context: int, mtp_layers: int = 0, flavors=CONFIGS) -> Architecture:
     """The ``Architecture`` of torchtitan's ``model`` flavour ``flavor`` at ``context`` positions,
     with ``mtp_layers`` multi-token-prediction modules (DeepSeek's ``num_mtp_layers``)."""
     from symbolic_cost.models.config import from_config
-    if model not in CONFIGS:
+    if model not in flavors:
         raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3, "
-                         f"{', '.join(CONFIGS)} flavours; give that model's config.json with --hf-config and its "
+                         f"{', '.join(flavors)} flavours; give that model's config.json with --hf-config and its "
                          f"layout with --set", "[model] name")
-    if flavor not in CONFIGS[model]:
-        raise InputError(f"[model] flavor {flavor!r} of {model}: the reader bundles {', '.join(CONFIGS[model])}",
+    if flavor not in flavors[model]:
+        raise InputError(f"[model] flavor {flavor!r} of {model}: the reader bundles {', '.join(flavors[model])}",
                          "[model] flavor")
-    arch = from_config(dict(CONFIGS[model][flavor], max_position_embeddings=context), f"{model} {flavor}")
+    arch = from_config(dict(flavors[model][flavor], max_position_embeddings=context), f"{model} {flavor}")
     return replace(arch, mtp_layers=mtp_layers) if mtp_layers else arch
