@@ -924,6 +924,8 @@ MUTATIONS = (
              '"120b": _gpt_oss(36, 2880, 201088, 128)', '"120b": _gpt_oss(36, 2880, 201088, 64)', required=False),
     Mutation("torchtitan-gpt-oss-no-varlen-note", "symbolic_cost/models/torchtitan_python.py",
              'ATTENTION_DEFAULT = {"gpt_oss": "varlen"}', 'ATTENTION_DEFAULT = {}', required=False),
+    Mutation("torchtitan-toml-gpt-oss-debug-vocabulary", "symbolic_cost/models/torchtitan_models.py",
+             "debugmodel=_gpt_oss(4, 256, 201088, 8)", "debugmodel=_gpt_oss(4, 256, 2048, 8)", required=False),
     # DeepSpeed's sequence parallelism through accelerate (tests/test_framework_inputs.py)
     Mutation("alst-data-ranks-not-divided", "symbolic_cost/models/accelerate.py",
              '"values": {S.d: world // sp, S.cp: sp}', '"values": {S.d: world, S.cp: sp}', required=False),
