@@ -15,6 +15,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.inference.serving_search import Layout, layouts, rank
+from symbolic_cost.inference.serving_search import capped as capped_runtimes
 from symbolic_cost.models.config import preset
 
 HF_CONFIGS = Path(__file__).parent / "hf_configs"
@@ -45,12 +46,12 @@ def test_each_rank_is_its_layouts_own_load_test():
 
 
 def test_each_batch_cap_is_its_own_load_test():
-    """``batches``: every layout tried under the engine's own cap (``None``: the same rows as a search
-    without caps) and under each cap given, each its own load test with the engine's ``max_batch`` at the
-    cap; a cap of 1 runs one sequence at a time, so the rate can only fall."""
+    """``capped``: every layout tried under the engine's own cap (the same rows as a search without
+    caps) and under each cap given, each its own load test with the engine's ``max_batch`` at the cap; a
+    cap of 1 runs one sequence at a time, so the rate can only fall."""
     arch, serving, slo = preset("gpt2"), Serving(l_in=256, l_out=32), (0.05, 0.01)
     plain, _ = rank(arch, serving, "h100", 2, slo, requests=100, tensor=(1, 2))
-    capped, _ = rank(arch, serving, "h100", 2, slo, requests=100, tensor=(1, 2), batches=(None, 1))
+    capped, _ = rank(arch, serving, "h100", 2, slo, requests=100, tensor=(1, 2), runtime_of=capped_runtimes(None, [1]))
     own = [row for row in capped if row["max_batch"] == Runtime().max_batch]
     assert [(r["layout"], r["rate"]) for r in own] == [(r["layout"], r["rate"]) for r in plain]
     step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100")
@@ -60,12 +61,12 @@ def test_each_batch_cap_is_its_own_load_test():
     assert all(one[r["layout"]] <= r["rate"] for r in plain)
 
 
-@pytest.mark.parametrize("batches, said", [((), "1 to 8 caps"), (tuple(range(1, 10)), "1 to 8 caps"),
-                                           ((0,), "positive integers"), ((True,), "positive integers"),
+@pytest.mark.parametrize("batches, said", [(tuple(range(1, 10)), "at most 8 caps"), ((0,), "positive integers"),
+                                           ((True,), "positive integers"), ((None,), "positive integers"),
                                            ("64", "a tuple of the engine's batch caps")])
 def test_batch_caps_are_checked(batches, said):
     with pytest.raises(InputError, match=said):
-        rank(preset("gpt2"), Serving(l_in=256, l_out=32), "h100", 2, (0.05, 0.01), requests=10, batches=batches)
+        capped_runtimes(None, batches)
 
 
 def test_a_degree_that_does_not_fit_is_left_out_with_its_reason(capsys):

@@ -483,11 +483,11 @@ def layout_search(args) -> int:
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--devices needs numeric l_in and l_out (--set l_in=... l_out=...)", "devices")
     slo = (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
+    runtime_of = serving_search.capped(engine_runtime(args, arch, serving), args.batch_limits or ())
     ranked, left = serving_search.rank(arch, serving, args.system, args.devices, slo, args.slo_percentile,
-                                       args.requests, engine_runtime(args, arch, serving), conventions(args),
+                                       args.requests, runtime_of, conventions(args),
                                        speculation=speculation(args, arch),
-                                       lengths=Lengths(args.prompt_lengths, args.output_lengths),
-                                       batches=(None, *(args.batch_limits or ())))
+                                       lengths=Lengths(args.prompt_lengths, args.output_lengths))
     if args.json:
         print(json.dumps({"model": arch.name, "devices": args.devices, "system": args.system, "engine": args.engine,
                           "prompt_lengths": args.prompt_lengths, "output_lengths": args.output_lengths,

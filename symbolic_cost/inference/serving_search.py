@@ -11,9 +11,9 @@ attention with its own requests, the routed experts split over all of them (``d`
 devices, expert TP 1), each step's token dispatch and combine an all-to-all among them.
 For each, ``load.sustained_rate`` finds the highest Poisson rate whose percentile TTFT and ITL
 meet the SLO; the layouts are ranked by that rate (per device, since every layout uses all of
-them).  With ``batches``, each layout is tried again under each cap on the sequences an engine
-runs at once (its ``max_batch``): a lower cap trades a queue, a longer time to first token, for a
-shorter step, where the inter-token objective is the one that binds.  A tensor degree whose
+them).  Under ``capped`` engines, each layout is tried again under each cap on the sequences an
+engine runs at once (its ``max_batch``): a lower cap trades a queue, a longer time to first token,
+for a shorter step, where the inter-token objective is the one that binds.  A tensor degree whose
 weights do not fit, or that the model cannot split, is reported with its reason, not ranked.
 """
 
@@ -91,41 +91,53 @@ BATCH_LIMITS = 8
 layout)."""
 
 
-def batch_limits(batches) -> tuple:
-    """``batches`` checked: a non-empty tuple of at most ``BATCH_LIMITS`` positive integers, and
-    ``None`` (the engine's own), each once.
+def capped(runtime_of, batches):
+    """``runtime_of`` for ``rank`` whose every deployment is tried under the engine's own runtime and
+    under each cap of ``batches`` on its batch (``Runtime.max_batch``): ``runtime_of(step, m1)`` (a
+    ``load.Runtime``; ``None``: ``load.Runtime()`` for each) made a tuple of runtimes.
 
-    >>> batch_limits([64, 32, 64]), batch_limits((None,))
-    ((64, 32), (None,))
+    >>> [r.max_batch for r in capped(None, [64, 32, 64])(None, 1)]
+    [2048, 64, 32]
+    """
+    caps = batch_limits(batches)
+
+    def runtimes(step, m1):
+        engine = runtime_of(step, m1) if runtime_of else Runtime()
+        return (engine, *(replace(engine, max_batch=cap) for cap in caps))
+    return runtimes
+
+
+def batch_limits(batches) -> tuple:
+    """``batches`` checked: at most ``BATCH_LIMITS`` positive integers, each once (none: the
+    engine's own cap alone).
+
+    >>> batch_limits([64, 32, 64]), batch_limits(())
+    ((64, 32), ())
     """
     if isinstance(batches, (str, bytes)) or not hasattr(batches, "__iter__"):
         raise InputTypeError(f"batches must be a tuple of the engine's batch caps to try, got {batches!r}", "batches")
     found = tuple(dict.fromkeys(batches))
-    if not found or len(set(found) - {None}) > BATCH_LIMITS:
-        raise InputError(f"batches must hold 1 to {BATCH_LIMITS} caps (and None, the engine's own), got "
-                         f"{len(found)}", "batches")
+    if len(found) > BATCH_LIMITS:
+        raise InputError(f"batches must hold at most {BATCH_LIMITS} caps, got {len(found)}", "batches")
     for limit in found:
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise InputError(f"batches must be positive integers (or None: the engine's own), got {limit!r}",
-                             "batches")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InputError(f"batches must be positive integers, got {limit!r}", "batches")
     return found
 
 
 def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, requests: int = 500,
          runtime_of=None, conventions=None, tensor=TENSOR, speculation=None,
-         lengths: Lengths = FIXED, batches: tuple = (None,)) -> tuple[list[dict], list[dict]]:
+         lengths: Lengths = FIXED) -> tuple[list[dict], list[dict]]:
     """``(ranked, left out)``: each layout of ``layouts(devices)`` with its sustained rate, best
     first (``rate``, ``rate_per_device``, the percentile TTFT and ITL there), and the tensor
     degrees left out with the reason.  ``serving`` gives the request (``l_in``, ``l_out``) and
     the formats; its ``m1`` and ``d`` (and under attention data parallelism ``ep`` and ``etp``) are
     the layout's.  ``runtime_of(step, m1)``: the engine's
-    ``load.Runtime`` for a deployment (default: ``load.Runtime()``).  ``speculation``
+    ``load.Runtime`` for a deployment (default: ``load.Runtime()``), or a tuple of them, each tried
+    (``capped``: the engine's own and caps on its batch); each row says its ``max_batch``.  ``speculation``
     (``speculative.Speculation``): every deployment decodes speculatively, its draft on the same
     ``m1`` devices; disaggregated pools, which do not, are left out with that reason.  ``lengths``:
-    the requests' prompt and output lengths (``load.serve``'s).  ``batches``: the engine's caps on
-    the sequences in flight (``Runtime.max_batch``) each layout is tried under (``None``: the
-    engine's own); each row says its ``max_batch``."""
-    batches = batch_limits(batches)
+    the requests' prompt and output lengths (``load.serve``'s)."""
     ranked, left = [], []
     steps = {}
     for layout in layouts(devices, tensor, experts=arch.moe is not None):
@@ -144,11 +156,10 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
                 left.append({"m1": layout.m1, **({"layout": str(layout)} if layout.attention_dp else {}),
                              "reason": str(step)})
             continue
-        engine = runtime_of(step, layout.m1) if runtime_of else Runtime()
+        engines = runtime_of(step, layout.m1) if runtime_of else Runtime()
         simulate = partial(serve_disaggregated, pools=layout.pools) if layout.pools else \
             partial(serve, replicas=layout.copies)
-        for limit in batches:
-            runtime = engine if limit is None else replace(engine, max_batch=limit)
+        for runtime in engines if isinstance(engines, tuple) else (engines,):
             try:
                 rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests, runtime, simulate=simulate,
                                           lengths=lengths)
