@@ -568,14 +568,14 @@ def test_a_nemo_1_yaml_is_named_for_what_it_is(capsys, tmp_path):
 def test_a_torchtitan_model_other_than_llama3_is_named_before_its_experts(capsys, tmp_path):
     """Issue 65: torchtitan's DeepSeek-V3 file was told "llama3 has no experts", blaming the wrong model.  It is
     read now (its flavour, ``models.torchtitan_models``), with its experts; a model the reader does not bundle
-    (Llama 4) is still named before its experts."""
+    (Mixtral) is still named before its experts."""
     path = tmp_path / "deepseek_v3_671b.toml"
     path.write_text('[model]\nname = "deepseek_v3"\nflavor = "671B"\n[training]\nlocal_batch_size = 8\n'
                     'seq_len = 4096\n[parallelism]\nexpert_parallel_degree = 8\n')
     assert main(["summary", "--torchtitan", str(path), "--devices", "64", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["layout"]["ep"] == 8
-    path.write_text(path.read_text().replace('"deepseek_v3"', '"llama4"').replace('"671B"', '"17bx128e"'))
-    err = refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "64"], "[model] name 'llama4'")
+    path.write_text(path.read_text().replace('"deepseek_v3"', '"mixtral"').replace('"671B"', '"8x7b"'))
+    err = refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "64"], "[model] name 'mixtral'")
     assert "experts" not in err
 
 

@@ -464,6 +464,31 @@ def test_the_last_toml_generation_of_the_other_bundled_models(capsys):
 
 
 def test_a_toml_of_a_model_the_reader_does_not_bundle_names_what_it_reads(tmp_path, capsys):
-    (tmp_path / "llama4.toml").write_text('[model]\nname = "llama4"\nflavor = "17bx16e"\n')
-    err = _error(capsys, "--torchtitan", str(tmp_path / "llama4.toml"), "--devices", "8")
-    assert "[model] name 'llama4': the reader bundles torchtitan's llama3, deepseek_v3, qwen3, gpt_oss flavours" in err
+    (tmp_path / "mixtral.toml").write_text('[model]\nname = "mixtral"\nflavor = "8x7b"\n')
+    err = _error(capsys, "--torchtitan", str(tmp_path / "mixtral.toml"), "--devices", "8")
+    assert "[model] name 'mixtral': the reader bundles torchtitan" in err
+
+
+@pytest.mark.parametrize("toml, published", [("llama4_17bx16e.toml", "Llama-4-Scout-17B-16E-text.json"),
+                                             ("llama4_17bx128e.toml", "Llama-4-Maverick-17B-128E-text.json")])
+def test_the_last_toml_generation_s_llama4_is_meta_s(capsys, toml, published):
+    """torchtitan's Llama 4 TOMLs (477784a^, as published): their flavours hold the parameters of Meta's
+    published text configs (Scout 107,769,861,120; Maverick 400,711,848,960, counted from those files), the
+    experts split over the 8 tensor ranks (expert_tensor_parallel_degree 8 with no expert parallelism, which
+    torchtitan says has no effect then)."""
+    got = _json(capsys, "--torchtitan", str(TOML_MOE / toml), "--devices", "64")
+    meta = _json(capsys, "--hf-config", str(pathlib.Path(__file__).resolve().parent / "hf_configs" / published),
+                 "--set", "l=8192")
+    assert got["parameters"] == meta["parameters"]
+    assert (got["layout"]["m1"], got["layout"]["ep"], got["layout"]["etp"]) == (8, 1, 8)
+
+
+def test_the_last_toml_generation_s_llama4_debug_model_by_hand(capsys):
+    """The debug model: 6 layers of width 256, 16 heads of 16; MoE on layers 1, 3, 5 (every second) with 8
+    experts and one shared of 512 (``int(2·1024/3) / 2`` rounded up to 256) and a router 256 -> 8; dense SwiGLU
+    of 768 on 0, 2, 4; an untied 2,048-word head: 3 x (4 x 256² + 512 + 256 x 8 + 9 x 3 x 256 x 512) +
+    3 x (4 x 256² + 512 + 3 x 256 x 768) + 2 x 2048 x 256 + 256 = 15,017,216."""
+    got = _json(capsys, "--torchtitan", str(TOML_MOE / "llama4_debug_model.toml"), "--devices", "8")
+    moe = 4 * 256**2 + 512 + 256 * 8 + 9 * 3 * 256 * 512
+    dense = 4 * 256**2 + 512 + 3 * 256 * 768
+    assert got["parameters"] == 3 * moe + 3 * dense + 2 * 2048 * 256 + 256 == 15_017_216

@@ -135,9 +135,8 @@ def check_model(job: Job) -> None:
     (``torchtitan_setup`` reads the other bundled models before this)."""
     model = job.get("model", "name", "llama3", str)
     if model != "llama3":
-        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3, deepseek_v3, qwen3 and "
-                         f"gpt_oss flavours; give that model's config.json with --hf-config and its layout with --set",
-                         "[model] name")
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 flavours here; give that "
+                         f"model's config.json with --hf-config and its layout with --set", "[model] name")
 
 
 def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list, flavors=FLAVORS) -> Architecture:
@@ -206,8 +205,8 @@ def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
 def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
     """The model, values and policy of a torchtitan job TOML; ``world`` is the number of
     processes (``--devices``), ``vocab`` a tokenizer's vocabulary.  A ``[model] name`` other than
-    llama3 that ``models.torchtitan_models`` bundles (deepseek_v3, qwen3, gpt_oss) is that model's
-    flavour as the last TOML generation defined it (``TOML_FLAVORS``)."""
+    llama3 that ``models.torchtitan_models`` bundles (deepseek_v3, qwen3, gpt_oss, llama4) is that
+    model's flavour as the last TOML generation defined it (``TOML_FLAVORS``)."""
     job = Job(text, name)
     model = job.get("model", "name", "llama3", str)
     if model == "llama3":
@@ -438,12 +437,16 @@ def experts(job: Job, arch: Architecture, shard: int, tp: int, cp: int = 1) -> d
     """``ep`` and ``etp``: with expert parallelism the experts whole on ``ep`` ranks borrowed from the
     shard and tensor ranks (torchtitan's mesh rule ``dp_shard x cp x tp = efsdp x ep``; the tokens
     stay split over the tensor ranks), without it each expert split over the tensor ranks (its
-    ``MOE_SHARDING.md``).  The first generation's ``expert_tensor_parallel_degree`` is refused."""
+    ``MOE_SHARDING.md``).  The TOML generation's ``expert_tensor_parallel_degree`` (ETP) has "no
+    effect ... when ep = 1" (its ``job_config.py``), and 1 beside expert parallelism is the rule read
+    ("partial dp + all tp -> ep"); ETP = TP beside it (experts split over the tensor ranks, EP from the
+    data ranks alone) is refused."""
     ep = job.degree("expert_parallel_degree")
     if arch.moe is None:
         return {S.ep: 1, S.etp: S.m1}           # no expert layer: the degree follows m1, a --set m1 too
-    job.refuse("parallelism", "expert_tensor_parallel_degree", 1, "experts split over tensor ranks beside expert "
-               "parallelism are not read")
+    if ep > 1:
+        job.refuse("parallelism", "expert_tensor_parallel_degree", 1, "experts split over the tensor ranks beside "
+                   "expert parallelism taken from the data ranks alone (etp = tp) are not read")
     if cp > 1 and ep > 1:
         raise InputError("[parallelism] expert_parallel_degree with context_parallel_degree: experts borrowing "
                          "context ranks (dp_shard x cp x tp = efsdp x ep) are not read", "[parallelism] "

@@ -101,10 +101,36 @@ CONFIGS = {
 """torchtitan's flavours by model and name, as ``config.json`` dicts (see the module docstring)."""
 
 
-TOML_FLAVORS = {**CONFIGS, "gpt_oss": dict(CONFIGS["gpt_oss"], debugmodel=_gpt_oss(4, 256, 201088, 8))}
+def _llama4(layers, dim, heads, kv, vocab, experts, step, moe_ffn, ffn, block=None) -> dict:
+    """torchtitan's Llama 4 (TOML generation) as Llama 4's ``config.json``: no q/k norms, untied; with
+    ``block`` (the ``_irope`` flavours) no rotation on the layers ``i % 4 == 0`` and attention within
+    blocks of ``block`` tokens on the others."""
+    rotating = [0 if block and i % 4 == 0 else 1 for i in range(layers)]
+    return dict(model_type="llama4_text", num_hidden_layers=layers, hidden_size=dim, vocab_size=vocab,
+                num_attention_heads=heads, num_key_value_heads=kv, head_dim=dim // heads, num_local_experts=experts,
+                num_experts_per_tok=1, interleave_moe_layer_step=step, intermediate_size=moe_ffn,
+                intermediate_size_mlp=ffn, use_qk_norm=False, no_rope_layers=rotating, attention_chunk_size=block,
+                attention_bias=False, tie_word_embeddings=False, hidden_act="silu")
+
+
+LLAMA4_VOCAB = 202048
+
+TOML_FLAVORS = {**CONFIGS, "gpt_oss": dict(CONFIGS["gpt_oss"], debugmodel=_gpt_oss(4, 256, 201088, 8)),
+                "llama4": {
+                    "debugmodel": _llama4(6, 256, 16, 16, 2048, 8, 2, 512, 768),
+                    "17bx16e": _llama4(48, 5120, 40, 8, LLAMA4_VOCAB, 16, 1, 8192, 16384),
+                    "17bx128e": _llama4(48, 5120, 40, 8, LLAMA4_VOCAB, 128, 2, 8192, 16384),
+                    "debugmodel_irope": _llama4(6, 256, 16, 16, 2048, 8, 2, 512, 768, block=256),
+                    "17bx16e_irope": _llama4(48, 5120, 40, 8, LLAMA4_VOCAB, 16, 1, 8192, 16384, block=8192),
+                    "17bx128e_irope": _llama4(48, 5120, 40, 8, LLAMA4_VOCAB, 128, 2, 8192, 16384, block=8192)}}
 """The flavours of the last TOML generation (torchtitan at 477784a^, 2026-02, before its configurations
-became Python): as the Python ones but for GPT-OSS's debug model, whose ``GptOssModelArgs`` kept the
-default vocabulary, 201,088 words (its 2,048 came with the Python registry)."""
+became Python): the Python ones, but GPT-OSS's debug model with its ``GptOssModelArgs``' default
+vocabulary, 201,088 words (its 2,048 came with the Python registry), and Llama 4
+(``torchtitan/models/llama4/__init__.py`` and ``model/model.py`` there): top-1 sigmoid routing with one
+shared expert, the experts' width ``int(int(2·4·dim/3)·ffn_dim_multiplier / 2)`` rounded up to
+``multiple_of`` (8,192; 512 for the debug model), the dense layers' by ``FeedForward`` (16,384; 768),
+MoE on every ``interleave_moe_layer_step``-th layer (``(layer_id + 1) % step == 0``: 1 for 16 experts,
+2 for 128 and the debug model's 8), Llama 4's 202,048 words (2,048 for the debug models)."""
 
 
 def toml_architecture(model: str, flavor: str, context: int) -> Architecture:
