@@ -926,6 +926,9 @@ MUTATIONS = (
              'ATTENTION_DEFAULT = {"gpt_oss": "varlen"}', 'ATTENTION_DEFAULT = {}', required=False),
     Mutation("torchtitan-toml-gpt-oss-debug-vocabulary", "symbolic_cost/models/torchtitan_models.py",
              "debugmodel=_gpt_oss(4, 256, 201088, 8)", "debugmodel=_gpt_oss(4, 256, 2048, 8)", required=False),
+    Mutation("torchtitan-llama4-128e-every-layer-moe", "symbolic_cost/models/torchtitan_models.py",
+             '"17bx128e": _llama4(48, 5120, 40, 8, LLAMA4_VOCAB, 128, 2, 8192, 16384)',
+             '"17bx128e": _llama4(48, 5120, 40, 8, LLAMA4_VOCAB, 128, 1, 8192, 16384)', required=False),
     # DeepSpeed's sequence parallelism through accelerate (tests/test_framework_inputs.py)
     Mutation("alst-data-ranks-not-divided", "symbolic_cost/models/accelerate.py",
              '"values": {S.d: world // sp, S.cp: sp}', '"values": {S.d: world, S.cp: sp}', required=False),
