@@ -929,6 +929,12 @@ MUTATIONS = (
     Mutation("torchtitan-llama4-128e-every-layer-moe", "symbolic_cost/models/torchtitan_models.py",
              '"17bx128e": _llama4(48, 5120, 40, 8, LLAMA4_VOCAB, 128, 2, 8192, 16384)',
              '"17bx128e": _llama4(48, 5120, 40, 8, LLAMA4_VOCAB, 128, 1, 8192, 16384)', required=False),
+    Mutation("accelerate-fp8-history-default-1", "symbolic_cost/models/accelerate.py",
+             'history = section.get("amax_history_len", 1024)', 'history = section.get("amax_history_len", 1)',
+             required=False),
+    Mutation("accelerate-fp8-ao-no-gather", "symbolic_cost/models/accelerate.py",
+             'gather = section.get("enable_fsdp_float8_all_gather", True)',
+             'gather = section.get("enable_fsdp_float8_all_gather", False)', required=False),
     # DeepSpeed's sequence parallelism through accelerate (tests/test_framework_inputs.py)
     Mutation("alst-data-ranks-not-divided", "symbolic_cost/models/accelerate.py",
              '"values": {S.d: world // sp, S.cp: sp}', '"values": {S.d: world, S.cp: sp}', required=False),

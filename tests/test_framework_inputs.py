@@ -915,7 +915,7 @@ def test_accelerate_ddp_template(capsys):
 
 @pytest.mark.parametrize("old,new,refused", [
     ("distributed_type: FSDP", "distributed_type: MULTI_XPU", "distributed_type"),
-    ("mixed_precision: 'bf16'", "mixed_precision: 'fp8'", "mixed_precision"),
+    ("mixed_precision: 'bf16'", "mixed_precision: 'fp8'", "fp8_config.backend None: give TE or AO"),
     ("fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP", "fsdp_auto_wrap_policy: SIZE_BASED_WRAP",
      "fsdp_config.fsdp_auto_wrap_policy"),
     ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: HYBRID_SHARD_ZERO2",
@@ -1329,6 +1329,56 @@ def test_parallelism_config_tensor_parallel_is_refused_with_the_reason(capsys):
     is not Megatron-LM's tensor parallelism the library counts."""
     err = _error(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_tp_hsdp.yaml"))
     assert "parallelism_config_tp_size 2: tensor parallelism through transformers' tp_plan" in err
+
+
+@pytest.mark.parametrize("name, devices", [("accelerate_fp8.yaml", 1), ("accelerate_0_34_0_fp8.yaml", 2)])
+def test_accelerate_fp8_with_transformer_engine_as_typed(capsys, name, devices):
+    """accelerate's fp8 template and its 0.34 test config: mixed_precision fp8 with backend TE is Transformer
+    Engine's DelayedScaling (an amax history of 1,024, the file's) under bf16 autocast, as typed by hand; the LM
+    head, which accelerate's convert_model swaps too, noted as counted in 16 bits."""
+    model = ["--preset", "llama-3-8b", "--set", "l=2048"]
+    got = _json(capsys, *model, "--accelerate", str(INPUTS / name))
+    assert (got["layout"]["precision"], got["layout"]["fp8"], got["layout"]["d"]) == ("bf16", "delayed", devices)
+    typed = _json(capsys, *model, f"d={devices}", "--precision", "bf16", "--fp8", "delayed", "--fp8-amax-history",
+                  "1024", *(["--overlap", "grad"] if devices > 1 else []))
+    assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
+    assert any(n.startswith("fp8_config backend TE") and "the LM head too" in n for n in got["notes"])
+
+
+def test_accelerate_fp8_te_history_defaults_to_its_recipe_s(tmp_path, capsys):
+    """An fp8_config naming only its backend takes TERecipeKwargs' amax history, 1,024; the history under the
+    name ``accelerate config`` writes (amax_history_length) does not reach the recipe (noted), so 1,024 again."""
+    model = ["--preset", "llama-3-8b", "--set", "l=2048"]
+    typed = _json(capsys, *model, "--precision", "bf16", "--fp8", "delayed", "--fp8-amax-history", "1024")
+    for extra in ("", "  amax_history_length: 16\n"):
+        (tmp_path / "te.yaml").write_text('distributed_type: "NO"\nmixed_precision: fp8\nfp8_config:\n  backend: TE\n'
+                                          + extra)
+        got = _json(capsys, *model, "--accelerate", str(tmp_path / "te.yaml"))
+        assert got["memory_bytes"] == typed["memory_bytes"]
+    assert any(n.startswith("fp8_config.amax_history_length: accelerate passes it as") for n in got["notes"])
+
+
+def test_accelerate_fp8_with_torchao_and_what_it_refuses(tmp_path, capsys):
+    """backend AO under FSDP2: torchao's tensor-wise float8 with FSDP2's FP8 all-gather (AORecipeKwargs'
+    default), as typed; MS-AMP, a config naming no backend and products kept in 16 bits are refused by name;
+    a Trainer's bf16 replaces the launch config's fp8 (ACCELERATE_MIXED_PRECISION)."""
+    (tmp_path / "ao.yaml").write_text("distributed_type: FSDP\nmixed_precision: fp8\nnum_processes: 8\nfsdp_config:\n"
+                                      "  fsdp_version: 2\nfp8_config:\n  backend: AO\n")
+    model = ["--preset", "llama-3-8b", "--set", "l=2048"]
+    got = _json(capsys, *model, "--accelerate", str(tmp_path / "ao.yaml"))
+    assert (got["layout"]["fp8"], got["layout"]["fp8_gather"], got["layout"]["zero"]) == ("torchao-tensorwise", True, 3)
+    typed = _json(capsys, *model, "d=8", "--zero", "3", "--precision", "bf16", "--fp8", "torchao-tensorwise",
+                  "--fp8-gather", "--overlap", "grad,param")
+    assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
+    for section, said in (("  backend: MSAMP\n", "MS-AMP's FP8 weights"), ("  margin: 0\n", "give TE or AO"),
+                          ("  backend: TE\n  override_linear_precision: [true, false, false]\n", "kept in 16 bits")):
+        (tmp_path / "bad.yaml").write_text("distributed_type: MULTI_GPU\nmixed_precision: fp8\nnum_processes: 8\n"
+                                           "fp8_config:\n" + section)
+        assert said in _error(capsys, *model, "--accelerate", str(tmp_path / "bad.yaml"))
+    both = _json(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_0_34_0_fp8.yaml"),
+                 "--hf-training-args", str(INPUTS / "handbook_sft_config_full.yaml"))
+    assert both["layout"]["fp8"] is None and any("replaces the launch config's mixed_precision fp8" in n
+                                                  for n in both["notes"])
 
 
 def test_alst_sequence_parallelism_as_typed(capsys):

@@ -17,7 +17,9 @@ accelerate key (default)                        library field
                                                 absent: ``--devices`` (``accelerate launch``
                                                 asks for ``--num_processes``), one process for
                                                 distributed_type NO
-``mixed_precision`` (no)                        ``precision``: fp32, fp16, bf16 (fp8 refused)
+``mixed_precision`` (no)                        ``precision``: fp32, fp16, bf16; fp8 with
+                                                ``fp8_config`` (``fp8_policy``): bf16 with FP8
+                                                products
 ``fsdp_config.fsdp_sharding_strategy``          FULL_SHARD (1): ``zero`` 3; SHARD_GRAD_OP (2):
 (FULL_SHARD)                                    ``zero`` 3 keeping the gathered weights until
                                                 backward (``reshard_after_forward`` off, FSDP's
@@ -65,7 +67,7 @@ NO_COST = {
          "main_process_port", "main_training_function", "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster",
          "tpu_use_sudo", "tpu_name", "tpu_zone", "commands", "command_file", "gpu_ids", "dynamo_config",
          "distributed_type", "num_processes", "num_machines", "mixed_precision", "fsdp_config", "deepspeed_config",
-         "use_cpu", "parallelism_config"},
+         "use_cpu", "parallelism_config", "fp8_config"},
     "parallelism_config": {"parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size",
                            "parallelism_config_tp_size", "parallelism_config_cp_size", "parallelism_config_cp_backend",
                            "parallelism_config_cp_comm_strategy", "parallelism_config_sp_size",
@@ -235,9 +237,15 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     if kind == "NO" and world != 1:
         raise InputError(f"distributed_type NO runs one process, not {world}", "--devices")
     precision = config.get("mixed_precision", "no")
-    if _scalar(precision) not in PRECISIONS:
-        raise InputError(f"mixed_precision {precision!r}: the reader reads no, fp16 and bf16", "mixed_precision")
-    policy = dict(precision=PRECISIONS[precision], zero=0)
+    if _scalar(precision) == "fp8":
+        policy = dict(fp8_policy(config.get("fp8_config"), notes), zero=0)
+    elif _scalar(precision) not in PRECISIONS:
+        raise InputError(f"mixed_precision {precision!r}: the reader reads no, fp16, bf16 and fp8",
+                         "mixed_precision")
+    else:
+        policy = dict(precision=PRECISIONS[precision], zero=0)
+        if config.get("fp8_config"):
+            notes.append("fp8_config: accelerate reads it with mixed_precision fp8 only; it changes nothing here")
     if kind == "FSDP":
         policy.update(fsdp_policy(config.get("fsdp_config") or {}, stated // machines, world, notes))
         if policy["precision"] != "fp32":
@@ -253,6 +261,12 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
         values.update({} if steps is None else {S.n_micro: steps})
         return Setup(arch, values, policy, notes, launcher=kind)
     sharded = policy["zero"] == 3
+    if policy.pop("gather_in_fp8", False):
+        if sharded:
+            policy["fp8_gather"] = True
+        else:
+            notes.append("fp8_config.enable_fsdp_float8_all_gather: FSDP2 gathers nothing here (no sharded weights); "
+                         "it changes nothing")
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=sharded and world > 1)
     return Setup(arch, values, policy, notes, launcher=kind)
 
@@ -372,6 +386,87 @@ def sequence_parallel(section: dict, size: dict, kind: str, world: int, notes: l
               f"around {kernel}'s attention core", SP_REDUCE]
     return {"values": {S.d: world // sp, S.cp: sp}, "cp_variant": "ulysses", "flash": True,
             "attention_kernel": SP_KERNELS[kernel]}
+
+
+FP8_TE_KEYS = {"use_autocast_during_eval", "margin", "interval", "fp8_format", "amax_history_len", "amax_compute_algo",
+               "override_linear_precision", "use_mxfp8_block_scaling"}
+"""``fp8_config`` keys of Transformer Engine's recipe (accelerate's ``TERecipeKwargs``): the evaluation
+autocast, the scaling's margin, interval, format and amax algorithm change no count;
+``amax_history_len`` is the history's length (1,024 unless given), ``use_mxfp8_block_scaling`` MXFP8
+instead of delayed scaling, ``override_linear_precision`` must keep every product in FP8."""
+
+FP8_UNPASSED = {"amax_history_length": "amax_history_len", "amax_compute_algorithm": "amax_compute_algo",
+                "optimization_level": "opt_level"}
+"""``fp8_config`` keys ``accelerate config`` writes under names its recipes do not read (``accelerate
+launch`` passes them as ``ACCELERATE_FP8_<KEY>``, and ``TERecipeKwargs`` reads the names here): noted,
+the recipe's default applying."""
+
+FP8_AO_KEYS = {"enable_fsdp_float8_all_gather", "pad_inner_dim"}
+"""``fp8_config`` keys of torchao's recipe (accelerate's ``AORecipeKwargs``): FSDP2's FP8 all-gather
+(on unless false) and the inner dimension padded to 16 (no count)."""
+
+
+def fp8_policy(section, notes: list) -> dict:
+    """``mixed_precision: fp8`` as accelerate runs it, by ``fp8_config.backend``: bf16 autocast for
+    what stays in 16 bits and
+
+    * ``TE``: ``convert_model`` swaps every ``nn.Linear`` whose sizes are multiples of 16 for
+      Transformer Engine's under ``fp8_autocast`` with ``DelayedScaling`` (``fp8`` delayed, its amax
+      history ``amax_history_len``, 1,024 unless given), or ``MXFP8BlockScaling`` with
+      ``use_mxfp8_block_scaling``; the LM head, which it swaps too, is counted in 16 bits (noted);
+    * ``AO``: torchao's ``Float8Linear`` with tensor-wise dynamic scales (``fp8``
+      torchao-tensorwise) on every linear layer but the first and the last (the head), the first
+      counted in FP8 (noted), FSDP2's FP8 all-gather unless ``enable_fsdp_float8_all_gather`` is
+      false (``gather_in_fp8``, kept where the weights are sharded).
+
+    MS-AMP, and a config that names no backend (accelerate then picks one by what is installed),
+    are refused.
+
+    >>> sorted(fp8_policy({"backend": "TE", "amax_history_len": 16}, []).items())
+    [('fp8', 'delayed'), ('fp8_amax_history', 16), ('precision', 'bf16')]
+    """
+    section = section or {}
+    if not isinstance(section, dict):
+        raise InputError(f"fp8_config must be a mapping, got {section!r}", "fp8_config")
+    backend = _scalar(section.get("backend"))
+    if backend not in ("TE", "AO"):
+        why = "MS-AMP's FP8 weights and optimizer states are not modelled" if backend in ("MSAMP", "MS-AMP") else \
+            "give TE or AO (without one accelerate picks by what is installed)"
+        raise InputError(f"fp8_config.backend {section.get('backend')!r}: {why}", "fp8_config.backend")
+    keys = FP8_TE_KEYS if backend == "TE" else FP8_AO_KEYS
+    for key in section:
+        if key in FP8_UNPASSED:
+            notes.append(f"fp8_config.{key}: accelerate passes it as ACCELERATE_FP8_{key.upper()}, which its recipe "
+                         f"does not read ({FP8_UNPASSED[key]} it reads); the recipe's default applies")
+        elif key != "backend" and key not in keys:
+            raise InputError(f"fp8_config.{key}: not a key of accelerate's {backend} recipe this reader reads",
+                             f"fp8_config.{key}")
+    if backend == "AO":
+        notes.append("fp8_config backend AO: torchao's Float8Linear on every linear layer but the first and the last; "
+                     "the first (the first layer's first projection) counted in FP8")
+        gather = section.get("enable_fsdp_float8_all_gather", True)
+        return dict(precision="bf16", fp8="torchao-tensorwise", gather_in_fp8=gather not in (False, "false", "False"))
+    override = section.get("override_linear_precision", (False, False, False))
+    if any(part in (True, "true", "True") for part in _flags_of(override)):
+        raise InputError(f"fp8_config.override_linear_precision {override!r}: products kept in 16 bits for some "
+                         f"passes are not modelled", "fp8_config.override_linear_precision")
+    notes.append("fp8_config backend TE: accelerate's convert_model swaps every linear layer (sizes multiples of 16) "
+                 "for Transformer Engine's, the LM head too; the head counted in 16 bits")
+    if section.get("use_mxfp8_block_scaling") in (True, "true", "True"):
+        return dict(precision="bf16", fp8="mxfp8")
+    history = section.get("amax_history_len", 1024)
+    if isinstance(history, bool) or not isinstance(history, int) or history < 1:
+        raise InputError(f"fp8_config.amax_history_len must be a positive integer, got {history!r}",
+                         "fp8_config.amax_history_len")
+    return dict(precision="bf16", fp8="delayed", fp8_amax_history=history)
+
+
+def _flags_of(value) -> list:
+    """``override_linear_precision`` as its three flags: a list, or the text ``(false, false, false)`` a
+    YAML template writes."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.strip("()[] ").split(",")]
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 PLUGIN_NO_COST = {"gradient_clipping", "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher",

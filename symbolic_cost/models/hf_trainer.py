@@ -395,7 +395,13 @@ def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
     kept = [note for note in launch.notes if not (sixteen and note == FP32_MASTER)]
     policy, notes = dict(launch.policy), list(dict.fromkeys(kept + trainer.notes))
     if args.get("bf16") or args.get("fp16"):
-        if policy["precision"] != trainer.policy["precision"]:
+        if policy.get("fp8") is not None:          # the launch config's mixed_precision fp8, replaced
+            for key in ("fp8", "fp8_amax_history", "fp8_gather"):
+                policy.pop(key, None)
+            notes = [n for n in notes if not n.startswith("fp8_config")]
+            notes.append(f"the TrainingArguments' {trainer.policy['precision']} replaces the launch config's "
+                         f"mixed_precision fp8 (TrainingArguments sets ACCELERATE_MIXED_PRECISION): no FP8 products")
+        elif policy["precision"] != trainer.policy["precision"]:
             notes.append(f"the TrainingArguments' {trainer.policy['precision']} replaces the launch config's "
                          f"mixed_precision {policy['precision']} (TrainingArguments sets ACCELERATE_MIXED_PRECISION)")
         policy["precision"] = trainer.policy["precision"]
