@@ -499,8 +499,9 @@ def deepspeed_plugin(section: dict, notes: list) -> tuple[dict, int | None]:
     if not isinstance(section, dict):
         raise InputError(f"deepspeed_config must be a mapping, got {section!r}", "deepspeed_config")
     if "deepspeed_config_file" in section:
-        raise InputError("deepspeed_config.deepspeed_config_file: give that DeepSpeed JSON with --deepspeed (its "
-                         "settings, not the plugin's, are DeepSpeed's then)", "deepspeed_config.deepspeed_config_file")
+        raise InputError("deepspeed_config.deepspeed_config_file: give that DeepSpeed JSON with --deepspeed in place "
+                         "of this file (its settings, not the plugin's, are DeepSpeed's then), the processes with "
+                         "--devices", "deepspeed_config.deepspeed_config_file")
     read = {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_accumulation_steps"}
     for key in section:
         if key in LAUNCH_DROPS:
