@@ -161,6 +161,8 @@ def test_use_liger_kernel_by_model_type_and_trainer(tmp_path, capsys):
     assert "LigerFusedLinearDPOLoss" in capsys.readouterr().err
     off = _recipe(tmp_path, use_liger_kernel=True, liger_kernel_config={"fused_linear_cross_entropy": False})
     assert not _json(capsys, "--preset", "llama-3-8b", "--hf-training-args", off)["layout"]["fused_loss"]
+    older = _recipe(tmp_path, use_liger=True)                 # TRL's SFTConfig name before use_liger_kernel
+    assert _json(capsys, "--preset", "llama-3-8b", "--hf-training-args", older)["layout"]["fused_loss"]
 
 
 def test_the_handbook_s_smollm3_recipe_runs_the_fused_loss(capsys):

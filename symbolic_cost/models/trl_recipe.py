@@ -33,6 +33,8 @@ default ``q_proj, v_proj``),       ``all-linear`` as every projection of a Llama
                                    16-bit (TRL's ``ModelConfig.dtype``: ``float32``);
                                    ``double_quant`` as
                                    ``use_bnb_nested_quant``)
+``use_liger`` (SFTConfig's name    ``use_liger_kernel`` (``models.liger``)
+before ``use_liger_kernel``)
 =================================  =======================================================
 
 The model's name, the data, the chat template and LoRA's scalars change no count (``NO_COST``);
@@ -99,11 +101,10 @@ REFUSED = {
     "use_dora": "DoRA's magnitude vectors and their products are not modelled",
     "lora_modules_to_save": "modules trained whole beside the adapters are not modelled",
     "activation_offloading": "activations offloaded to the host are not modelled",
-    "use_liger": "Liger's fused kernels are not modelled",
 }
 """Recipe fields that change the cost in ways not modelled, refused where set (true or non-empty)."""
 
-READ = {"max_length", "max_seq_length", "attn_implementation", "use_flash_attention_2", "torch_dtype", "dtype",
+READ = {"use_liger", "max_length", "max_seq_length", "attn_implementation", "use_flash_attention_2", "torch_dtype", "dtype",
         "use_peft", "lora_r", "lora_target_modules", "load_in_4bit", "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_quant_type",
         "model_init_kwargs"}
 """Recipe fields read (the module's table)."""
@@ -169,6 +170,10 @@ def recipe_fields(args: dict, trainer: str = "sft", sixteen_bit: bool | None = N
     for key, why in REFUSED.items():
         if recipe.get(key) not in (None, False, [], {}, ""):
             raise InputError(f"{key}: {why}", key)
+    if recipe.get("use_liger") not in (None, False):      # SFTConfig's name before use_liger_kernel
+        if "use_liger_kernel" in args and args["use_liger_kernel"] != recipe["use_liger"]:
+            raise InputError("use_liger and use_liger_kernel disagree: give one", "use_liger")
+        args["use_liger_kernel"] = recipe["use_liger"]
     if recipe.get("model_init_kwargs"):
         raise InputError("model_init_kwargs: give the model's loading options as the recipe's own fields "
                          "(torch_dtype, attn_implementation)", "model_init_kwargs")
