@@ -94,7 +94,6 @@ def fused_linear_cross_entropy(b, l, e, v, *, es=2, conventions=conv.DEFAULT, na
     written, and per chunk ``W`` read twice and ``dW`` read and written (``4 n v e``, ``n =
     ceil(T/c)`` chunks).
 
-    >>> from symbolic_cost.symbols import b, l, e
     >>> row = fused_linear_cross_entropy(2, 8, 16, 100)
     >>> row.flops_bwd, row.act_buffer, row.act_out, row.flops_fwd - 3 * 2 * 16 * 16 * 100
     (0, 3712, 800, 7776)
