@@ -55,9 +55,10 @@ NO_FUSED_LOSS = frozenset({"granite"})
 KEYS = frozenset({"fused_linear_cross_entropy", "cross_entropy", "rms_norm", "swiglu", "geglu", "rope", "layer_norm"})
 """``liger_kernel_config`` keys of a causal LM's patch."""
 
-PAIRED = ("orpo",)
-"""Trainers that read the logits to score their pairs (``models.preference``): no labels reach the
-model, so ``lce_forward`` computes the logits and the fused loss does not run."""
+PAIRED = ("orpo", "reward")
+"""Trainers that read the logits to score their pairs (``models.preference``; a reward model's score
+head, which has no LM head at all): no labels reach a causal LM's forward, so ``lce_forward``
+computes the logits and the fused loss does not run."""
 
 OWN_LOSS = {"dpo": "TRL's DPO trainer then runs Liger's fused linear DPO loss (LigerFusedLinearDPOLoss: the policy's "
                    "and the reference's LM heads a chunk of pairs at a time), which is not modelled"}
