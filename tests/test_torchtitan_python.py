@@ -457,7 +457,7 @@ def test_the_last_toml_generation_of_the_other_bundled_models(capsys):
     expert = 256 * 5760 + 5760 + 2880 * 256 + 256
     layer = attention + 2 * 256 + 256 * 8 + 8 + 8 * expert
     assert oss["parameters"] == 4 * layer + 2 * 201088 * 256 + 256 == 183_397_920
-    assert oss["layout"]["attention_kernel"] is None and any("FlexAttention" in n for n in oss["notes"])
+    assert oss["layout"]["attention_kernel"] is None and any("attends by FlexAttention" in n for n in oss["notes"])
     deepseek = _json(capsys, "--torchtitan", str(TOML_MOE / "deepseek_v3_16b.toml"), "--devices", "8")
     assert (deepseek["layout"]["ep"], deepseek["layout"]["d"], deepseek["layout"]["recompute"]) == (8, 8, "op")
     assert round(deepseek["parameters"] / 1e8) == 157
@@ -492,3 +492,18 @@ def test_the_last_toml_generation_s_llama4_debug_model_by_hand(capsys):
     moe = 4 * 256**2 + 512 + 256 * 8 + 9 * 3 * 256 * 512
     dense = 4 * 256**2 + 512 + 3 * 256 * 768
     assert got["parameters"] == 3 * moe + 3 * dense + 2 * 2048 * 256 + 256 == 15_017_216
+
+
+def test_llama4_irope_flavours_chunk_and_drop_rotation(tmp_path, capsys):
+    """An ``_irope`` flavour (torchtitan's every_n_layers_nope 4, fixed_attn_block_size 8,192, FlexAttention):
+    the same parameters as the plain flavour; at 32,768 tokens three layers in four attend within blocks of
+    8,192 keys, so fewer FLOPs; the FlexAttention noted, not timed as SDPA's library."""
+    def run(flavor):
+        (tmp_path / "l4.toml").write_text(f'[model]\nname = "llama4"\nflavor = "{flavor}"\n[training]\n'
+                                          'local_batch_size = 1\nseq_len = 32768\n[parallelism]\n'
+                                          'tensor_parallel_degree = 8\n')
+        return _json(capsys, "--torchtitan", str(tmp_path / "l4.toml"), "--devices", "64")
+    plain, irope = run("17bx16e"), run("17bx16e_irope")
+    assert irope["parameters"] == plain["parameters"]
+    assert irope["model_flops_fwd"] < plain["model_flops_fwd"]
+    assert irope["layout"]["attention_kernel"] is None and any("attends by FlexAttention" in n for n in irope["notes"])

@@ -185,7 +185,13 @@ its ``ScaledDotProductAttention`` puts PyTorch's cuDNN backend first from comput
 
 FLEX_ONLY = ("gpt_oss",)
 """Models whose attention the last TOML generation runs by FlexAttention alone (``GptOssModelArgs``:
-``attn_type = "flex"``, "gpt-oss only support FlexAttention"), not SDPA."""
+``attn_type = "flex"``, "gpt-oss only support FlexAttention"), not SDPA; so do Llama 4's ``_irope``
+flavours (``attn_type="flex"``: ``flex_attention``)."""
+
+
+def flex_attention(model: str, flavor: str) -> bool:
+    """Whether the last TOML generation runs ``model``'s ``flavor`` by FlexAttention (``FLEX_ONLY``)."""
+    return model in FLEX_ONLY or flavor.endswith("_irope")
 
 
 def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
@@ -194,7 +200,7 @@ def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
     ``FLEX_ONLY`` (its architecture named after it: ``models.torchtitan_models``), whose FlexAttention
     is timed as the system's own fused kernel (noted by ``torchtitan_setup``)."""
     library = SDPA_LIBRARY.get(arch)
-    if library is None or not setup.policy.get("flash") or setup.arch.name.split()[0] in FLEX_ONLY:
+    if library is None or not setup.policy.get("flash") or flex_attention(*(setup.arch.name.split() + [""])[:2]):
         return setup
     setup.policy["attention_kernel"] = library
     setup.notes.append(f"attention timed as {library}: torchtitan's scaled_dot_product_attention runs it first on "
@@ -213,8 +219,8 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
         return job_setup(job, name, world, vocab)
     from symbolic_cost.models.torchtitan_models import toml_architecture
     flavor = job.get("model", "flavor", "debugmodel", str)
-    notes = [f"{model} attends by FlexAttention only (this generation's {model} model): timed as the system's "
-             f"fused attention kernel"] if model in FLEX_ONLY else []
+    notes = [f"{model} {flavor} attends by FlexAttention (this generation's): timed as the system's fused "
+             f"attention kernel"] if flex_attention(model, flavor) else []
     if vocab is not None:
         notes.append(f"--vocab-size {vocab}: {model}'s flavours state their vocabulary (ModelArgs.vocab_size), which "
                      f"torchtitan uses; the option changes nothing")
