@@ -473,7 +473,8 @@ def test_a_toml_of_a_model_the_reader_does_not_bundle_names_what_it_reads(tmp_pa
                                              ("llama4_17bx128e.toml", "Llama-4-Maverick-17B-128E-text.json")])
 def test_the_last_toml_generation_s_llama4_is_meta_s(capsys, toml, published):
     """torchtitan's Llama 4 TOMLs (477784a^, as published): their flavours hold the parameters of Meta's
-    published text configs (Scout 107,769,861,120; Maverick 400,711,848,960, counted from those files), the
+    published text configs (Scout 107,769,861,120; Maverick 400,711,848,960, counted from those files, a reading
+    tests/test_hf_families.py checks against transformers' own Llama 4 built on the meta device), the
     experts split over the 8 tensor ranks (expert_tensor_parallel_degree 8 with no expert parallelism, which
     torchtitan says has no effect then)."""
     got = _json(capsys, "--torchtitan", str(TOML_MOE / toml), "--devices", "64")

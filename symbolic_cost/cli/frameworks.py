@@ -309,10 +309,10 @@ def _torchtitan(path: str, flag: str, args):
     if function is not None:
         raise InputError(f"--torchtitan-config {function}: names a function of a Python file of torchtitan "
                          f"configurations; {Path(path).name} is a job TOML", "--torchtitan-config")
-    from symbolic_cost.models.torchtitan import sdpa_attention, torchtitan_setup
+    from symbolic_cost.models.torchtitan import torchtitan_setup
     from symbolic_cost.timing.systems import CALIBRATED
-    found = torchtitan_setup(text, Path(path).stem, world=args.devices, vocab=args.vocab_size)
-    return sdpa_attention(found, CALIBRATED.get(getattr(args, "system", None), {}).get("arch"))
+    return torchtitan_setup(text, Path(path).stem, world=args.devices, vocab=args.vocab_size,
+                            gpu=CALIBRATED.get(getattr(args, "system", None), {}).get("arch"))
 
 
 def _bridge_recipe(args):

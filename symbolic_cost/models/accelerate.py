@@ -55,6 +55,7 @@ from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.deepspeed import zero_policy
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.torchtitan import CP_ROTATIONS
+from symbolic_cost.models.trl_recipe import KERNEL
 from symbolic_cost.models.training import Overlap
 
 FP32_MASTER = ("FSDP's mixed precision keeps fp32 sharded parameters: counted as the 16-bit recipe with an "
@@ -237,8 +238,9 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     if kind == "NO" and world != 1:
         raise InputError(f"distributed_type NO runs one process, not {world}", "--devices")
     precision = config.get("mixed_precision", "no")
+    fsdp = fsdp_policy(config.get("fsdp_config") or {}, stated // machines, world, notes) if kind == "FSDP" else {}
     if _scalar(precision) == "fp8":
-        policy = dict(fp8_policy(config.get("fp8_config"), notes), zero=0)
+        policy = dict(fp8_policy(config.get("fp8_config"), notes, fsdp.get("zero") == 3), zero=0)
     elif _scalar(precision) not in PRECISIONS:
         raise InputError(f"mixed_precision {precision!r}: the reader reads no, fp16, bf16 and fp8",
                          "mixed_precision")
@@ -247,7 +249,7 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
         if config.get("fp8_config"):
             notes.append("fp8_config: accelerate reads it with mixed_precision fp8 only; it changes nothing here")
     if kind == "FSDP":
-        policy.update(fsdp_policy(config.get("fsdp_config") or {}, stated // machines, world, notes))
+        policy.update(fsdp)
         if policy["precision"] != "fp32":
             notes.append(FP32_MASTER)
     values = {S.d: world, S.m1: 1, S.s1: 1, S.p: 1}
@@ -261,12 +263,6 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
         values.update({} if steps is None else {S.n_micro: steps})
         return Setup(arch, values, policy, notes, launcher=kind)
     sharded = policy["zero"] == 3
-    if policy.pop("gather_in_fp8", False):
-        if sharded:
-            policy["fp8_gather"] = True
-        else:
-            notes.append("fp8_config.enable_fsdp_float8_all_gather: FSDP2 gathers nothing here (no sharded weights); "
-                         "it changes nothing")
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=sharded and world > 1)
     return Setup(arch, values, policy, notes, launcher=kind)
 
@@ -328,11 +324,10 @@ def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
     return out
 
 
-SP_KERNELS = {"sdpa": "flash-attention-2", "flash_attention_2": "flash-attention-2",
-              "flash_attention_3": "flash-attention-3"}
+SP_KERNELS = ("sdpa", "flash_attention_2", "flash_attention_3")
 """The core attention ``sp_attn_implementation`` names (accelerate's ``DeepSpeedSequenceParallelConfig``
-takes these three, ``sdpa`` unless given) and the fused kernel it runs (``Training.attention_kernel``;
-SDPA takes its FlashAttention-2 backend first, as ``models.trl_recipe.KERNEL``)."""
+takes these three, ``sdpa`` unless given); each runs the fused kernel ``models.trl_recipe.KERNEL``
+names for it."""
 
 SP_REDUCE = ("DeepSpeed reduces the gradients in fp32 under sequence parallelism (its "
              "seq_parallel_communication_data_type, fp32 unless its config says otherwise; accelerate's plugin "
@@ -385,7 +380,7 @@ def sequence_parallel(section: dict, size: dict, kind: str, world: int, notes: l
     notes += [f"parallelism_config: DeepSpeed's sequence parallelism (ALST) over {sp} ranks, Ulysses' all-to-alls "
               f"around {kernel}'s attention core", SP_REDUCE]
     return {"values": {S.d: world // sp, S.cp: sp}, "cp_variant": "ulysses", "flash": True,
-            "attention_kernel": SP_KERNELS[kernel]}
+            "attention_kernel": KERNEL[kernel]}
 
 
 FP8_TE_KEYS = {"use_autocast_during_eval", "margin", "interval", "fp8_format", "amax_history_len", "amax_compute_algo",
@@ -406,7 +401,7 @@ FP8_AO_KEYS = {"enable_fsdp_float8_all_gather", "pad_inner_dim"}
 (on unless false) and the inner dimension padded to 16 (no count)."""
 
 
-def fp8_policy(section, notes: list) -> dict:
+def fp8_policy(section, notes: list, fsdp_sharded: bool = False) -> dict:
     """``mixed_precision: fp8`` as accelerate runs it, by ``fp8_config.backend``: bf16 autocast for
     what stays in 16 bits and
 
@@ -416,8 +411,9 @@ def fp8_policy(section, notes: list) -> dict:
       ``use_mxfp8_block_scaling``; the LM head, which it swaps too, is counted in 16 bits (noted);
     * ``AO``: torchao's ``Float8Linear`` with tensor-wise dynamic scales (``fp8``
       torchao-tensorwise) on every linear layer but the first and the last (the head), the first
-      counted in FP8 (noted), FSDP2's FP8 all-gather unless ``enable_fsdp_float8_all_gather`` is
-      false (``gather_in_fp8``, kept where the weights are sharded).
+      counted in FP8 (noted), and where FSDP shards the weights (``fsdp_sharded``) its FP8
+      all-gather (``fp8_gather``) unless ``enable_fsdp_float8_all_gather`` is false (elsewhere it
+      gathers nothing: noted).
 
     MS-AMP, and a config that names no backend (accelerate then picks one by what is installed),
     are refused.
@@ -444,8 +440,11 @@ def fp8_policy(section, notes: list) -> dict:
     if backend == "AO":
         notes.append("fp8_config backend AO: torchao's Float8Linear on every linear layer but the first and the last; "
                      "the first (the first layer's first projection) counted in FP8")
-        gather = section.get("enable_fsdp_float8_all_gather", True)
-        return dict(precision="bf16", fp8="torchao-tensorwise", gather_in_fp8=gather not in (False, "false", "False"))
+        gather = section.get("enable_fsdp_float8_all_gather", True) not in (False, "false", "False")
+        if gather and not fsdp_sharded:
+            notes.append("fp8_config.enable_fsdp_float8_all_gather: FSDP2 gathers no sharded weights here; it "
+                         "changes nothing")
+        return dict(precision="bf16", fp8="torchao-tensorwise", fp8_gather=gather and fsdp_sharded)
     override = section.get("override_linear_precision", (False, False, False))
     if any(part in (True, "true", "True") for part in _flags_of(override)):
         raise InputError(f"fp8_config.override_linear_precision {override!r}: products kept in 16 bits for some "

@@ -160,7 +160,7 @@ def _liger(args: dict, model_type: str | None, trainer: str, notes: list, factor
     ``enable_liger_kernel`` (``factory``: its list of models, its stage's settings in
     ``liger_kernel_config``); the config alone is noted."""
     if factory:
-        return liger_policy(model_type, args.get("liger_kernel_config"), None, notes, "enable_liger_kernel",
+        return liger_policy(model_type, args.get("liger_kernel_config"), "sft", notes, "enable_liger_kernel",
                             FACTORY_PATCHED)
     on = args.get("use_liger_kernel") or False        # null reads as off, as the Trainer's test of it does
     if not isinstance(on, bool):
@@ -169,8 +169,7 @@ def _liger(args: dict, model_type: str | None, trainer: str, notes: list, factor
         if args.get("liger_kernel_config") is not None:
             notes.append("liger_kernel_config without use_liger_kernel: transformers applies no Liger kernel")
         return {}
-    return liger_policy(model_type, args.get("liger_kernel_config"), None if trainer == "sft" else trainer, notes,
-                        "use_liger_kernel")
+    return liger_policy(model_type, args.get("liger_kernel_config"), trainer, notes, "use_liger_kernel")
 
 
 def _checkpointing(args: dict) -> bool:

@@ -65,17 +65,17 @@ OWN_LOSS = {"dpo": "TRL's DPO trainer then runs Liger's fused linear DPO loss (L
 """Trainers that swap in a fused loss of their own under ``use_liger_kernel`` (trl at f2cd577)."""
 
 
-def liger_policy(model_type: str | None, config, trainer: str | None, notes: list, field: str,
+def liger_policy(model_type: str | None, config, trainer: str, notes: list, field: str,
                  patched=PATCHED) -> dict:
     """The policy of Liger's kernels, switched on by the recipe's ``field``, for a model of
-    ``model_type`` (``patched``: the types the framework patches) trained by ``trainer`` (``None``:
-    SFT): ``{"fused_loss": True}`` where the fused linear cross-entropy runs, else ``{}``; what
-    changes nothing is noted.
+    ``model_type`` (``patched``: the types the framework patches) trained by ``trainer`` (``sft``,
+    or ``models.preference``'s): ``{"fused_loss": True}`` where the fused linear cross-entropy
+    runs, else ``{}``; what changes nothing is noted.
 
     >>> notes = []
-    >>> liger_policy("llama", None, None, notes, "use_liger_kernel"), len(notes)
+    >>> liger_policy("llama", None, "sft", notes, "use_liger_kernel"), len(notes)
     ({'fused_loss': True}, 1)
-    >>> liger_policy("gpt2", None, None, [], "use_liger_kernel")
+    >>> liger_policy("gpt2", None, "sft", [], "use_liger_kernel")
     {}
     """
     config = _config(config)

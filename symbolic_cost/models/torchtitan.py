@@ -196,11 +196,9 @@ def flex_attention(model: str, flavor: str) -> bool:
 
 def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
     """``setup`` (a job TOML's: SDPA attention) with the library torchtitan runs on ``arch``
-    (``SDPA_LIBRARY``), noted; as it is on a generation the table leaves out, or for a model of
-    ``FLEX_ONLY`` (its architecture named after it: ``models.torchtitan_models``), whose FlexAttention
-    is timed as the system's own fused kernel (noted by ``torchtitan_setup``)."""
+    (``SDPA_LIBRARY``), noted; as it is on a generation the table leaves out."""
     library = SDPA_LIBRARY.get(arch)
-    if library is None or not setup.policy.get("flash") or flex_attention(*(setup.arch.name.split() + [""])[:2]):
+    if library is None or not setup.policy.get("flash"):
         return setup
     setup.policy["attention_kernel"] = library
     setup.notes.append(f"attention timed as {library}: torchtitan's scaled_dot_product_attention runs it first on "
@@ -208,23 +206,30 @@ def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
     return setup
 
 
-def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int | None = None) -> Setup:
+def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int | None = None,
+                     gpu: str | None = None) -> Setup:
     """The model, values and policy of a torchtitan job TOML; ``world`` is the number of
-    processes (``--devices``), ``vocab`` a tokenizer's vocabulary.  A ``[model] name`` other than
-    llama3 that ``models.torchtitan_models`` bundles (deepseek_v3, qwen3, gpt_oss, llama4) is that
-    model's flavour as the last TOML generation defined it (``TOML_FLAVORS``)."""
+    processes (``--devices``), ``vocab`` a tokenizer's vocabulary, ``gpu`` the GPU generation the
+    attention is timed on (``sdpa_attention``; a FlexAttention model's, ``flex_attention``, is
+    timed as the system's own fused kernel, noted).  A ``[model] name`` other than llama3 that
+    ``models.torchtitan_models`` bundles (deepseek_v3, qwen3, gpt_oss, llama4) is that model's
+    flavour as the last TOML generation defined it (``TOML_FLAVORS``)."""
     job = Job(text, name)
     model = job.get("model", "name", "llama3", str)
     if model == "llama3":
-        return job_setup(job, name, world, vocab)
+        return sdpa_attention(job_setup(job, name, world, vocab), gpu)
     from symbolic_cost.models.torchtitan_models import toml_architecture
     flavor = job.get("model", "flavor", "debugmodel", str)
-    notes = [f"{model} {flavor} attends by FlexAttention (this generation's): timed as the system's fused "
-             f"attention kernel"] if flex_attention(model, flavor) else []
+    notes = []
     if vocab is not None:
         notes.append(f"--vocab-size {vocab}: {model}'s flavours state their vocabulary (ModelArgs.vocab_size), which "
                      f"torchtitan uses; the option changes nothing")
-    return job_setup(job, name, world, None, notes=notes, model=partial(toml_architecture, model, flavor))
+    setup = job_setup(job, name, world, None, notes=notes, model=partial(toml_architecture, model, flavor))
+    if not flex_attention(model, flavor):
+        return sdpa_attention(setup, gpu)
+    setup.notes.insert(0, f"{model} {flavor} attends by FlexAttention (this generation's): timed as the system's "
+                          f"fused attention kernel")
+    return setup
 
 
 def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors=FLAVORS,
