@@ -1586,3 +1586,17 @@ def test_an_fsdp_section_beside_another_distributed_type_is_noted(tmp_path, caps
     got = _json(capsys, "--preset", "gpt2", "--accelerate", str(path))
     assert got["layout"]["zero"] == 0 and any(n.startswith("fsdp_config: accelerate reads it under") for n in
                                               got["notes"])
+
+
+def test_a_reader_setting_that_no_option_reads_is_an_error_not_silence(capsys, monkeypatch):
+    # a misspelt policy key ("recompte") would otherwise be set on the arguments and never read
+    import symbolic_cost.models.megatron_args as megatron_args
+    real = megatron_args.megatron_setup
+
+    def misspelt(*args, **kwargs):
+        found = real(*args, **kwargs)
+        return replace(found, policy={**found.policy, "recompte": "full"})
+    monkeypatch.setattr(megatron_args, "megatron_setup", misspelt)
+    assert main(["summary", "--megatron-args", LLAMA, "--devices", "8"]) != 0
+    assert "internal error: RuntimeError: --megatron-args's reader gave recompte, which no option reads" in \
+        capsys.readouterr().err

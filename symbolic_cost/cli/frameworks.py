@@ -419,6 +419,9 @@ def setup(args, only_with: tuple = ONLY_WITH):
     overlap = policy.pop("overlap")
     args.overlap = overlap.words()
     args.fp8_16bit_layers = [policy.pop("first_layers_16bit", 0), policy.pop("last_layers_16bit", 0)]
+    unread = sorted(set(policy) - options.READ_AS_TYPED)
+    if unread:      # a reader's slip: a setting no command reads would vanish without a word
+        raise RuntimeError(f"{name}'s reader gave {', '.join(unread)}, which no option reads")
     for name, value in policy.items():     # read by options.training_policy and recipe_policy as if typed
         setattr(args, name, value)
     args.framework = found

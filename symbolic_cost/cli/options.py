@@ -345,14 +345,18 @@ def training_policy(args) -> dict:
         policy["overlap"] = Overlap.of_words(set(args.overlap))
     if getattr(args, "recompute_modules", None):
         policy["recompute_modules"] = tuple(args.recompute_modules)
-    names = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
-             "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
-             "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
-             "expert_imbalance", "dispatcher", "mtp", "allow_long", "shard", "reshard_after_forward",
-             "attention_kernel", "loss_chunks", "fused_loss")
     if getattr(args, "cp_variant", None) is not None:
         policy["cp_variant"] = args.cp_variant
-    return policy | {name: getattr(args, name) for name in names if hasattr(args, name)}
+    return policy | {name: getattr(args, name) for name in TRAINING_POLICY if hasattr(args, name)}
+
+
+TRAINING_POLICY = ("precision", "zero", "distributed_optimizer", "recompute", "recompute_method", "recompute_layers",
+                   "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
+                   "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
+                   "expert_imbalance", "dispatcher", "mtp", "allow_long", "shard", "reshard_after_forward",
+                   "attention_kernel", "loss_chunks", "fused_loss")
+"""The options ``training_policy`` passes on to ``Training`` as typed (besides ``overlap``,
+``recompute_modules`` and ``cp_variant``, which it reads apart)."""
 
 
 def counting(parser, conventions: str = CONVENTIONS, kernel_time: bool = True):
@@ -538,6 +542,15 @@ def recipe_policy(args) -> dict:
                 fp8_amax_history=args.fp8_amax_history, first_layers_16bit=args.fp8_16bit_layers[0],
                 last_layers_16bit=args.fp8_16bit_layers[1], offload=args.offload, lora=lora,
                 fp8_gather=getattr(args, "fp8_gather", False), reference=getattr(args, "reference", None))
+
+
+RECIPE_POLICY = ("optimizer", "master_weights", "fp8", "fp8_amax_history", "offload", "lora_rank", "lora_targets",
+                 "lora_base", "double_quant", "fp8_gather", "reference")
+"""The options ``recipe_policy`` reads."""
+
+READ_AS_TYPED = frozenset(TRAINING_POLICY + RECIPE_POLICY + ("overlap", "recompute_modules", "cp_variant"))
+"""Every option a framework reader may set as if typed (``cli.frameworks.setup``): what
+``training_policy`` and ``recipe_policy`` read."""
 
 
 def field_list(known):
