@@ -1371,7 +1371,13 @@ def test_accelerate_fp8_with_torchao_and_what_it_refuses(tmp_path, capsys):
                   "--fp8-gather", "--overlap", "grad,param")
     assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
     for section, said in (("  backend: MSAMP\n", "MS-AMP's FP8 weights"), ("  margin: 0\n", "give TE or AO"),
-                          ("  backend: TE\n  override_linear_precision: [true, false, false]\n", "kept in 16 bits")):
+                          ("  backend: TE\n  override_linear_precision: [true, false, false]\n", "kept in 16 bits"),
+                          # accelerate's TERecipeKwargs: a format of its three, three override flags, switches
+                          # str_to_bool reads (it raises on anything else)
+                          ("  backend: TE\n  fp8_format: E3M4\n", "fp8_format must be one of HYBRID, E4M3, E5M2"),
+                          ("  backend: TE\n  override_linear_precision: [false]\n", "must be three flags"),
+                          ("  backend: TE\n  use_mxfp8_block_scaling: maybe\n", "must be true or false, got 'maybe'"),
+                          ("  backend: AO\n  enable_fsdp_float8_all_gather: 2\n", "must be true or false, got 2")):
         (tmp_path / "bad.yaml").write_text("distributed_type: MULTI_GPU\nmixed_precision: fp8\nnum_processes: 8\n"
                                            "fp8_config:\n" + section)
         assert said in _error(capsys, *model, "--accelerate", str(tmp_path / "bad.yaml"))

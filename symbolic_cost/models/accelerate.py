@@ -440,24 +440,56 @@ def fp8_policy(section, notes: list, fsdp_sharded: bool = False) -> dict:
     if backend == "AO":
         notes.append("fp8_config backend AO: torchao's Float8Linear on every linear layer but the first and the last; "
                      "the first (the first layer's first projection) counted in FP8")
-        gather = section.get("enable_fsdp_float8_all_gather", True) not in (False, "false", "False")
+        gather = _switch(section.get("enable_fsdp_float8_all_gather", True), "enable_fsdp_float8_all_gather")
         if gather and not fsdp_sharded:
             notes.append("fp8_config.enable_fsdp_float8_all_gather: FSDP2 gathers no sharded weights here; it "
                          "changes nothing")
         return dict(precision="bf16", fp8="torchao-tensorwise", fp8_gather=gather and fsdp_sharded)
     override = section.get("override_linear_precision", (False, False, False))
-    if any(part in (True, "true", "True") for part in _flags_of(override)):
+    flags = _flags_of(override)
+    if len(flags) != 3:
+        raise InputError(f"fp8_config.override_linear_precision must be three flags (forward, data gradient, weight "
+                         f"gradient), got {override!r}", "fp8_config.override_linear_precision")
+    if any(_switch(part, "override_linear_precision") for part in flags):
         raise InputError(f"fp8_config.override_linear_precision {override!r}: products kept in 16 bits for some "
                          f"passes are not modelled", "fp8_config.override_linear_precision")
+    form = section.get("fp8_format", "HYBRID")
+    if not isinstance(form, str) or form.upper() not in FP8_FORMATS:
+        raise InputError(f"fp8_config.fp8_format must be one of {', '.join(FP8_FORMATS)} (accelerate's "
+                         f"TERecipeKwargs), got {form!r}", "fp8_config.fp8_format")
     notes.append("fp8_config backend TE: accelerate's convert_model swaps every linear layer (sizes multiples of 16) "
                  "for Transformer Engine's, the LM head too; the head counted in 16 bits")
-    if section.get("use_mxfp8_block_scaling") in (True, "true", "True"):
+    if _switch(section.get("use_mxfp8_block_scaling", False), "use_mxfp8_block_scaling"):
         return dict(precision="bf16", fp8="mxfp8")
     history = section.get("amax_history_len", 1024)
     if isinstance(history, bool) or not isinstance(history, int) or history < 1:
         raise InputError(f"fp8_config.amax_history_len must be a positive integer, got {history!r}",
                          "fp8_config.amax_history_len")
     return dict(precision="bf16", fp8="delayed", fp8_amax_history=history)
+
+
+FP8_FORMATS = ("HYBRID", "E4M3", "E5M2")
+"""``fp8_config.fp8_format`` as accelerate's ``TERecipeKwargs`` takes it (any case): E4M3 in the
+forward and E5M2 in the backward (HYBRID), or one of them throughout; each is one byte an
+element, so the counts are the same."""
+
+SWITCH_WORDS = {"true": True, "yes": True, "y": True, "t": True, "on": True, "1": True,
+                "false": False, "no": False, "n": False, "f": False, "off": False, "0": False}
+"""Text accelerate reads as a switch (``utils.environment.str_to_bool``, which refuses anything else)."""
+
+
+def _switch(value, key: str) -> bool:
+    """``value`` of ``fp8_config.key`` as accelerate reads a switch: a YAML boolean, or text
+    ``str_to_bool`` takes; anything else is refused, naming the key.
+
+    >>> _switch("True", "use_mxfp8_block_scaling")
+    True
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in SWITCH_WORDS:
+        return SWITCH_WORDS[value.strip().lower()]
+    raise InputError(f"fp8_config.{key} must be true or false, got {value!r}", f"fp8_config.{key}")
 
 
 def _flags_of(value) -> list:
