@@ -22,15 +22,18 @@ HF_CONFIGS = Path(__file__).parent / "hf_configs"
 
 
 def test_eight_devices_by_hand():
-    """TP1: 8 copies, aggregated and 6 of the 7 splits (round(8 k / 7), k = 1..6: 1, 2, 3, 5, 6, 7);
-    TP2: 4 copies, aggregated and 1:3, 2:2, 3:1; TP4: 2 copies, aggregated and 1:1; TP8: one."""
+    """TP1: 8 copies, aggregated and 6 of the 7 splits (round(8 k / 7), k = 1..6: 1, 2, 3, 5, 6, 7),
+    then PP2 x 4, PP4 x 2, PP8 x 1; TP2: 4 copies, aggregated and 1:3, 2:2, 3:1, then PP2 x 2, PP4 x 1;
+    TP4: 2 copies, aggregated and 1:1, then PP2 x 1; TP8: one.  7 + 3, 4 + 2, 2 + 1, 1: 20."""
     found = layouts(8)
-    assert len(found) == 14
+    assert len(found) == 20
     assert [x.pools.prefill for x in found if x.m1 == 1 and x.pools] == [1, 2, 3, 5, 6, 7]
-    assert [x for x in found if x.m1 == 4] == [Layout(4, 2), Layout(4, 2, Pools(1, 1))]
+    assert [(x.copies, x.p) for x in found if x.m1 == 1 and x.p > 1] == [(4, 2), (2, 4), (1, 8)]
+    assert [x for x in found if x.m1 == 4] == [Layout(4, 2), Layout(4, 2, Pools(1, 1)), Layout(4, 1, p=2)]
     assert found[-1] == Layout(8, 1)
     assert layouts(6) == [Layout(1, 6)] + [Layout(1, 6, Pools(p, 6 - p)) for p in range(1, 6)] + \
-        [Layout(2, 3), Layout(2, 3, Pools(1, 2)), Layout(2, 3, Pools(2, 1))]     # 4 and 8 do not divide 6
+        [Layout(1, 3, p=2), Layout(2, 3), Layout(2, 3, Pools(1, 2)), Layout(2, 3, Pools(2, 1))]   # 4, 8 ∤ 6
+    assert layouts(8, pipeline=(1,)) == [x for x in found if x.p == 1]
 
 
 def test_each_rank_is_its_layouts_own_load_test():
@@ -73,9 +76,10 @@ def test_a_degree_that_does_not_fit_is_left_out_with_its_reason(capsys):
     assert main(["inference", "--preset", "llama-3-70b", "--system", "h100", "--set", "l_in=512", "l_out=64",
                  "--slo-ttft", "1", "--devices", "2", "--requests", "50", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["left_out"] == [{"m1": 1, "reason": "the weights fill each device's memory, leaving none for the KV "
-                                                   "cache"}]
-    assert {row["m1"] for row in out["layouts"]} == {2}        # 141 GB of bf16 weights over 2 devices leave room
+    full = "the weights fill each device's memory, leaving none for the KV cache"
+    assert out["left_out"] == [{"m1": 1, "p": 1, "reason": full}]
+    # 141 GB of bf16 weights over 2 devices leave room, split by tensor or by pipeline
+    assert {(row["m1"], row["p"]) for row in out["layouts"]} == {(2, 1), (1, 2)}
 
 
 @pytest.mark.parametrize("words, refused", [
@@ -101,7 +105,8 @@ def test_a_speculative_search_ranks_each_layout_s_own_speculative_load_test():
     draft = Speculation(preset("llama-2-7b"), 2, Rational(0))
     ranked, left = rank(arch, serving, "h100", 2, (0.5, 0.02), requests=60, tensor=(1,), speculation=draft)
     assert [row["layout"] for row in ranked] == ["TP1 x 2, 2 replicas"]
-    assert [row["layout"] for row in left] == ["TP1 x 2, 1:1 disaggregated"] and "speculative" in left[0]["reason"]
+    assert [row["layout"] for row in left] == ["TP1 x 2, 1:1 disaggregated", "TP1 PP2 x 1, 1 replica"]
+    assert "speculative" in left[0]["reason"] and "pipeline" in left[1]["reason"]
     step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100", speculation=draft)
     rate, _ = sustained_rate(step, 32, (0.5, 0.02), 90, 60, simulate=partial(serve, replicas=2))
     assert ranked[0]["rate"] == rate

@@ -247,7 +247,7 @@ def load_test(args, arch, serving) -> dict:
     from dataclasses import asdict
     from functools import partial
     from symbolic_cost.inference.disaggregated import kv_transfer_seconds, serve_disaggregated
-    from symbolic_cost.inference.load import StepModel, in_lockstep, serve, sustained_rate
+    from symbolic_cost.inference.load import StepModel, in_flight, in_lockstep, serve, sustained_rate
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--rate and --slo-* need numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
     drafting = speculation(args, arch)
@@ -260,6 +260,7 @@ def load_test(args, arch, serving) -> dict:
     replicas = int(serving.d) if serving.d.is_Integer else 1
     simulate, engine["replicas"] = partial(serve, replicas=replicas), replicas
     engine["lockstep"] = in_lockstep(step, replicas)
+    engine["in_flight"] = in_flight(step)        # batches a replica runs at once: one a pipeline stage
     engine["prompt_lengths"], engine["output_lengths"] = args.prompt_lengths, args.output_lengths
     lengths = Lengths(args.prompt_lengths, args.output_lengths)
     if drafting is not None:
@@ -673,6 +674,8 @@ def _print_load(args, load: dict) -> None:
     over = f" over {load['replicas']} replicas (round robin)" if load["replicas"] > 1 else ""
     if load.get("lockstep"):
         over += " stepping in lockstep (their experts shared: each step the slowest replica's)"
+    if load.get("in_flight", 1) > 1:
+        over += f", {load['in_flight']} batches in flight a replica (one a pipeline stage)"
     drawn = [(what, mean) for what, mean, key in (("prompt", "l_in", "prompt_lengths"),
                                                    ("output", "l_out", "output_lengths")) if load.get(key) == "geometric"]
     if drawn:

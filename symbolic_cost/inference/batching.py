@@ -12,7 +12,8 @@ replicas of an attention-data-parallel deployment of a mixture of experts togeth
 token dispatch and combine is an all-to-all among them (TensorRT-LLM's ``enable_attention_dp``,
 vLLM's and SGLang's DP attention, where a replica with nothing to run joins with an empty batch),
 so each step lasts as long as the slowest replica's, and a prompt one replica prefills holds up
-the decodes of all the others.
+the decodes of all the others.  ``pipelined`` runs the batches in flight of a pipeline, one engine
+each, through its stages.
 """
 
 from __future__ import annotations
@@ -242,6 +243,48 @@ def lockstep(engines: list, overhead: float) -> list[tuple]:
         now += duration
         for engine in live:
             engine.apply(now, duration)
+    return [engine.result() for engine in engines]
+
+
+def pipelined(engines: list, overhead: float) -> list[tuple]:
+    """Run ``engines`` as the batches in flight of one pipeline of ``len(engines)`` stages
+    (vLLM's virtual engines, TensorRT-LLM's micro-batches): each engine's step is a batch that
+    passes through every stage in turn, holding each for an even share of its ``plan``'s seconds
+    plus ``overhead``, a stage holding one batch at a time.  The engine ready first (its last
+    batch out of the last stage, or, idle, its next arrival) starts the next batch when the first
+    stage is free; a batch behind a slower one waits at each stage for it, so a step's gap runs from
+    entering the first stage to leaving the last.  The ``result`` of each.
+
+    Two batches of 4 s over 2 stages: the second enters at 2 s, when the first leaves the first
+    stage, and leaves at 6 s; a lone engine's batches would take 4 s each, one after another:
+
+    >>> from symbolic_cost.inference.batching import Reserving
+    >>> class Batch:                       # one step of 4 s, then done
+    ...     def __init__(self): self.ends = []
+    ...     def done(self): return len(self.ends) == 1
+    ...     def idle(self, now): return False
+    ...     def plan(self, now): return 4.0
+    ...     def apply(self, now, duration): self.ends.append((now, duration))
+    ...     def result(self): return self.ends
+    >>> pipelined([Batch(), Batch()], 0.0)
+    [[(4.0, 4.0)], [(6.0, 4.0)]]
+    """
+    stages = len(engines)
+    free, ready = [0.0] * stages, [0.0] * stages       # when each stage is free; when each engine is
+
+    def start(i: int) -> float:
+        at = ready[i] if not engines[i].idle(ready[i]) else engines[i].next_arrival()
+        return max(at, free[0])
+    while live := [i for i, engine in enumerate(engines) if not engine.done()]:
+        i = min(live, key=start)
+        now = start(i)
+        share = timed(engines[i].plan(now) + overhead) / stages
+        end = now
+        for stage in range(stages):
+            end = max(end, free[stage]) + share
+            free[stage] = end
+        ready[i] = end
+        engines[i].apply(end, end - now)
     return [engine.result() for engine in engines]
 
 

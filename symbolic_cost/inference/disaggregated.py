@@ -28,8 +28,8 @@ from symbolic_cost.cost import Collective
 from symbolic_cost.digits import whole_number
 from symbolic_cost.inference.batching import chunked_steps, mean_context, whole_prompt_steps
 from symbolic_cost.inference.lengths import FIXED, Lengths
-from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_run, measured_load, request_blocks,
-                                          request_lengths, seconds)
+from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_run, in_flight, measured_load,
+                                          request_blocks, request_lengths, seconds)
 from symbolic_cost.timing.hardware import comm_time
 
 
@@ -131,6 +131,9 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
     if getattr(step, "extra_tokens", 0) or getattr(step, "tokens_per_step", 1) != 1:   # a draft runs (at alpha = 0 too)
         raise InputError("speculative decoding in disaggregated pools is not modelled (the decode instances' "
                          "steps would run the draft); serve it aggregated", "speculation")
+    if in_flight(step) > 1:
+        raise InputError("pipeline stages in disaggregated pools are not modelled (an instance's batches in flight, "
+                         "one a stage, as load.serve runs them aggregated): give the pools p=1", "p")
     if runtime.allocation != "reserve":
         raise InputError("disaggregated pools are modelled with the KV blocks of a request's whole length reserved "
                          "at admission (allocation 'reserve', --kv-allocation reserve), not on demand",

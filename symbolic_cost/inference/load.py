@@ -39,7 +39,7 @@ from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown
 from symbolic_cost.inference import estimated, paged
-from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, lockstep
+from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, lockstep, pipelined
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.lengths import FIXED, Lengths, requests_of
 from symbolic_cost.inference.per_device import busiest_weights
@@ -146,6 +146,8 @@ class StepModel:
     ``lockstep``: whether replicas of this deployment step together, as they do where its routed
     experts are split among them (``ep x etp > m1``: attention data parallelism, each step's
     token dispatch an all-to-all across the replicas; ``serve``'s ``in_lockstep``).
+    ``in_flight``: the batches the deployment runs at once, one a pipeline stage (``p``; ``serve``
+    runs each as an engine of its own).
     """
 
     def __init__(self, arch, serving: Serving, system, conventions=None, speculation=None):
@@ -170,6 +172,7 @@ class StepModel:
         self.tokens_per_step, self.extra_tokens = 1, 0
         # replicas whose experts are split among them (attention data parallelism) step together
         self.lockstep = arch.moe is not None and bool(serving.ep * serving.expert_tensor > serving.m1)
+        self.in_flight = int(serving.p)     # one batch a pipeline stage (see ``serve``)
         self.kernels = _operations(arch, serving, conventions)
         if speculation is not None:
             check_speculation(arch, serving, speculation)
@@ -440,6 +443,14 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     to the next in turn (round robin), each engine as above (``d`` replicas of a deployment), at
     its own pace, or in lockstep where they share their experts (``in_lockstep``: every step
     lasts as long as the slowest replica's).
+    A deployment over ``p`` pipeline stages (``in_flight``) runs ``p`` batches at once, one in each
+    stage, as vLLM's virtual engines and TensorRT-LLM's micro-batches do: each batch passes through
+    every stage (a step lasts the whole pipeline's ``step``, its stages one after another) while
+    the other stages run the other batches, so a replica is ``p`` engines, each with its share of
+    the requests (in turn) and ``1/p`` of the KV-cache blocks (vLLM's rule, ``num_gpu_blocks //=
+    pipeline_parallel_size``; a pool shared by alike batches, as TensorRT-LLM keeps it, gives each
+    the same), run through the stages by ``batching.pipelined``: the stages are taken as even
+    (each holds a batch ``1/p`` of its step), one batch a stage at a time.
     A speculative step (``StepModel.tokens_per_step`` = E > 1) runs a request for its first token
     and ``ceil((O - 1) / E)`` decode steps, each a gap of its duration over E tokens (the mean
     gap a streamed token waits; the acceptance's spread from step to step is not simulated), and
@@ -447,11 +458,15 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     slo = check_run(step, output_tokens, requests, runtime, seed, slo, lengths)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
+    flight = in_flight(step)
+    if flight > 1 and in_lockstep(step, replicas):
+        raise InputError("pipeline stages beside attention data parallelism are not modelled (how the replicas' "
+                         "batches in flight would meet at each all-to-all): serve it with p=1", "p")
     times = arrivals(requests, rate, seed)
     prompts, outputs = request_lengths(step, output_tokens, requests, lengths, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     extra = getattr(step, "extra_tokens", 0)
-    blocks, needs = request_blocks(step, runtime, [p + o + extra for p, o in zip(prompts, outputs)])
+    blocks, needs = request_blocks(step, runtime, [p + o + extra for p, o in zip(prompts, outputs)], flight)
     per_step = getattr(step, "tokens_per_step", 1)
     if per_step != 1 and runtime.allocation != "reserve":
         raise InputError("speculative decoding under load is modelled with the KV blocks of a request's whole "
@@ -462,13 +477,21 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
                          "the context from the prompt): give lengths' prompts 'fixed' (--prompt-lengths fixed)",
                          "lengths")
     slots = [_steps_for(o, per_step) for o in outputs]
-    groups = [range(replica, requests, replicas) for replica in range(min(replicas, requests))]   # none past them
+    # engine e: replica e mod replicas, batch in flight e // replicas (requests in turn: to the replicas as before)
+    n_engines = replicas * flight
+    groups = [range(engine, requests, n_engines) for engine in range(n_engines)]
     def of(values, mine):
         return [values[i] for i in mine]
     kind = engine_kind(runtime)
     engines = [kind(step, of(slots, mine), of(times, mine), runtime, blocks, of(needs, mine), of(prompts, mine))
                for mine in groups]
-    runs = lockstep(engines, overhead) if in_lockstep(step, replicas) else [alone(e, overhead) for e in engines]
+    if in_lockstep(step, replicas):
+        runs = lockstep(engines, overhead)
+    elif flight > 1:
+        pipelines = [pipelined(engines[replica::replicas], overhead) for replica in range(replicas)]
+        runs = [pipelines[e % replicas][e // replicas] for e in range(n_engines)]
+    else:
+        runs = [alone(e, overhead) for e in engines]
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
     for mine, (yielded, done, gaps, end) in zip(groups, runs):
         for request, at, leaves in zip(mine, yielded, done):
@@ -489,6 +512,12 @@ def engine_kind(runtime: Runtime):
         or (ChunkedPrompts if runtime.chunked else WholePrompts)
 
 
+def in_flight(step) -> int:
+    """Batches a deployment runs at once (``StepModel.in_flight``: one a pipeline stage; 1 for a
+    step that states none)."""
+    return getattr(step, "in_flight", 1)
+
+
 def in_lockstep(step, replicas: int) -> bool:
     """Whether ``serve`` runs its ``replicas`` in lockstep (``inference.batching.lockstep``): more
     than one, sharing their experts (``StepModel.lockstep``: attention data parallelism), whatever
@@ -505,10 +534,11 @@ def request_lengths(step, output_tokens: int, requests: int, lengths: Lengths, s
     return prompts, [min(o, MAX_OUTPUT) for o in outputs]
 
 
-def request_blocks(step, runtime: Runtime, lengths: list[int]) -> tuple[float, list[int]]:
-    """``(blocks in the pool, the blocks each request of ``lengths`` tokens reserves)``
-    (``cache_limit``, which refuses the longest where the pool cannot hold it)."""
-    blocks, _ = cache_limit(step, runtime, max(lengths))
+def request_blocks(step, runtime: Runtime, lengths: list[int], share: int = 1) -> tuple[float, list[int]]:
+    """``(blocks in an engine's pool, the blocks each request of ``lengths`` tokens reserves)``
+    (``cache_limit``, which refuses the longest where the pool cannot hold it); ``share``: the
+    engines the pool is split among (``serve``'s batches in flight)."""
+    blocks, _ = cache_limit(step, runtime, max(lengths), share)
     return blocks, [0 if blocks == math.inf else -(-n // runtime.block_tokens) for n in lengths]
 
 
@@ -604,16 +634,18 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     return low, best
 
 
-def cache_limit(step, runtime: Runtime, length: int) -> tuple[float, int]:
+def cache_limit(step, runtime: Runtime, length: int, share: int = 1) -> tuple[float, int]:
     """``(blocks in the pool, blocks a request reserves)``; ``(inf, 0)`` for a step that states no
-    cache (``cache_blocks``).  A request longer than the whole pool is refused: it would wait forever."""
+    cache (``cache_blocks``); the pool split evenly among ``share`` engines (``floor``).  A request
+    longer than the pool is refused: it would wait forever."""
     if not hasattr(step, "cache_blocks"):
         return math.inf, 0
-    blocks = step.cache_blocks(runtime.block_tokens, runtime.memory_fraction, runtime.memory_of)
+    blocks = step.cache_blocks(runtime.block_tokens, runtime.memory_fraction, runtime.memory_of) // share
     need = -(-length // runtime.block_tokens)
     if need > blocks:
+        shared = f" (its share of a pool split among {share} batches in flight)" if share > 1 else ""
         raise InputError(f"a request of {length:,} tokens needs {need:,} KV-cache blocks of {runtime.block_tokens} "
-                         f"tokens, and the memory left by the weights holds {blocks:,} at memory_fraction="
+                         f"tokens, and the memory left by the weights holds {blocks:,}{shared} at memory_fraction="
                          f"{float(runtime.memory_fraction):g}: a larger tensor or pipeline degree, a smaller KV "
                          f"format (--kv-dtype) or a shorter request", "memory_fraction")
     return blocks, need

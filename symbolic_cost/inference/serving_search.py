@@ -1,10 +1,12 @@
 """The serving layouts of a model on a number of devices, ranked by the request rate each holds
 under a service-level objective: the question aiconfigurator answers.
 
-A layout puts the ``devices`` into copies of one tensor-parallel deployment (``m1`` devices
-each), and serves either **aggregated** (every copy a replica running prefill and decode, the
-requests taken in turn: ``load.serve(..., replicas=)``) or **disaggregated** (``P`` copies
-prefill, ``D`` decode, the KV cache sent between them: ``disaggregated.serve_disaggregated``).
+A layout puts the ``devices`` into copies of one deployment of ``m1`` tensor-parallel devices
+times ``p`` pipeline stages, and serves either **aggregated** (every copy a replica running
+prefill and decode, the requests taken in turn: ``load.serve(..., replicas=)``; over ``p``
+stages a copy runs ``p`` batches at once, one a stage) or **disaggregated** (``P`` copies
+prefill, ``D`` decode, the KV cache sent between them: ``disaggregated.serve_disaggregated``;
+single-stage copies only).
 A mixture of experts may also serve with **attention data parallelism** (TensorRT-LLM's
 ``enable_attention_dp``, vLLM's and SGLang's DP attention): every device a replica of the
 attention with its own requests, the routed experts split over all of them (``d`` = ``ep`` = the
@@ -15,6 +17,9 @@ them).  Under ``capped`` engines, each layout is tried again under each cap on t
 engine runs at once (its ``max_batch``): a lower cap trades a queue, a longer time to first token,
 for a shorter step, where the inter-token objective is the one that binds.  A tensor degree whose
 weights do not fit, or that the model cannot split, is reported with its reason, not ranked.
+Pipeline stages are how a copy spans more devices than a node's tensor degrees: they split the
+weights and the cache as tensor parallelism does, with no collective in each layer, and a request
+waits for each stage in turn.
 """
 
 from __future__ import annotations
@@ -30,44 +35,52 @@ from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_ra
 TENSOR = (1, 2, 4, 8)
 """Tensor-parallel degrees tried: within one NVLink node of eight."""
 
+PIPELINE = (1, 2, 4, 8)
+"""Pipeline degrees tried (aggregated copies only: ``serve_disaggregated`` refuses stages)."""
+
 SPLITS = 6
 """Most prefill:decode splits tried for one tensor degree (evenly spread when there are more)."""
 
 
 @dataclass(frozen=True)
 class Layout:
-    """``copies`` deployments of ``m1`` devices, aggregated, or split into ``pools``; with
-    ``attention_dp``, replicas of the attention sharing their experts, split over every device."""
+    """``copies`` deployments of ``m1`` devices times ``p`` stages, aggregated, or split into
+    ``pools``; with ``attention_dp``, replicas of the attention sharing their experts, split over
+    every device."""
 
     m1: int
     copies: int
     pools: Pools | None = None
     attention_dp: bool = False
+    p: int = 1
 
     def __str__(self) -> str:
         if self.attention_dp:
             return f"TP{self.m1} x {self.copies}, attention data-parallel, experts over {self.m1 * self.copies}"
         kind = f"{self.pools.prefill}:{self.pools.decode} disaggregated" if self.pools else \
             f"{self.copies} replica{'s' if self.copies > 1 else ''}"
-        return f"TP{self.m1} x {self.copies}, {kind}"
+        stages = f" PP{self.p}" if self.p > 1 else ""
+        return f"TP{self.m1}{stages} x {self.copies}, {kind}"
 
     def serving(self, serving):
-        """The ``Serving`` of one copy: its tensor degree, alone (``d`` 1), or under attention data
-        parallelism the ``copies`` replicas with the experts over every device (``ep`` the
-        devices, ``etp`` 1)."""
+        """The ``Serving`` of one copy: its tensor and pipeline degrees, alone (``d`` 1), or under
+        attention data parallelism the ``copies`` replicas with the experts over every device
+        (``ep`` the devices, ``etp`` 1)."""
         if self.attention_dp:
             return replace(serving, m1=self.m1, d=self.copies, ep=self.m1 * self.copies, etp=1)
-        return replace(serving, m1=self.m1, d=1)
+        return replace(serving, m1=self.m1, p=self.p, d=1)
 
 
-def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = False) -> list[Layout]:
+def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = False,
+            pipeline=PIPELINE) -> list[Layout]:
     """Every layout of ``devices`` devices: for each tensor degree of ``tensor`` that divides
     them, the aggregated one and up to ``splits`` prefill:decode splits of the copies (all of
-    them when there are that few, else evenly spread over ``1 .. copies - 1``); for a model with
-    routed ``experts``, also attention data parallelism over every device (tensor degree 1).
+    them when there are that few, else evenly spread over ``1 .. copies - 1``), then aggregated
+    copies over each pipeline degree of ``pipeline`` past 1 that divides what is left; for a model
+    with routed ``experts``, also attention data parallelism over every device (tensor degree 1).
 
     >>> [str(x) for x in layouts(4)]
-    ['TP1 x 4, 4 replicas', 'TP1 x 4, 1:3 disaggregated', 'TP1 x 4, 2:2 disaggregated', 'TP1 x 4, 3:1 disaggregated', 'TP2 x 2, 2 replicas', 'TP2 x 2, 1:1 disaggregated', 'TP4 x 1, 1 replica']
+    ['TP1 x 4, 4 replicas', 'TP1 x 4, 1:3 disaggregated', 'TP1 x 4, 2:2 disaggregated', 'TP1 x 4, 3:1 disaggregated', 'TP1 PP2 x 2, 2 replicas', 'TP1 PP4 x 1, 1 replica', 'TP2 x 2, 2 replicas', 'TP2 x 2, 1:1 disaggregated', 'TP2 PP2 x 1, 1 replica', 'TP4 x 1, 1 replica']
     >>> str(layouts(4, experts=True)[-1])
     'TP1 x 4, attention data-parallel, experts over 4'
     """
@@ -81,6 +94,7 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = F
         if len(prefill) > splits:
             prefill = sorted({max(1, min(copies - 1, round(copies * (k + 1) / (splits + 1)))) for k in range(splits)})
         found += [Layout(m1, copies, Pools(p, copies - p)) for p in prefill]
+        found += [Layout(m1, copies // p, p=p) for p in pipeline if p > 1 and copies % p == 0]
     if experts and devices > 1 and 1 in tensor:
         found.append(Layout(1, devices, attention_dp=True))
     return found
@@ -141,7 +155,7 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     ranked, left = [], []
     steps = {}
     for layout in layouts(devices, tensor, experts=arch.moe is not None):
-        key = (layout.m1, layout.attention_dp)
+        key = (layout.m1, layout.p, layout.attention_dp)
         if key not in steps:
             try:
                 step = StepModel(arch, layout.serving(serving), system, conventions, speculation)
@@ -153,7 +167,8 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
         step = steps[key]
         if isinstance(step, InputError):
             if layout.pools is None:
-                left.append({"m1": layout.m1, **({"layout": str(layout)} if layout.attention_dp else {}),
+                named = layout.attention_dp or layout.p > 1
+                left.append({"m1": layout.m1, "p": layout.p, **({"layout": str(layout)} if named else {}),
                              "reason": str(step)})
             continue
         engines = runtime_of(step, layout.m1) if runtime_of else Runtime()
@@ -164,10 +179,10 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
                 rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests, runtime, simulate=simulate,
                                           lengths=lengths)
             except InputError as error:              # the cache cannot hold one request
-                left.append({"m1": layout.m1, "layout": str(layout), "max_batch": runtime.max_batch,
+                left.append({"m1": layout.m1, "p": layout.p, "layout": str(layout), "max_batch": runtime.max_batch,
                              "reason": str(error)})
                 continue
-            ranked.append({"layout": str(layout), "m1": layout.m1, "copies": layout.copies,
+            ranked.append({"layout": str(layout), "m1": layout.m1, "p": layout.p, "copies": layout.copies,
                            "attention_dp": layout.attention_dp,
                            "prefill": layout.pools.prefill if layout.pools else None,
                            "decode": layout.pools.decode if layout.pools else None, "max_batch": runtime.max_batch,

@@ -1,0 +1,111 @@
+"""Serving over pipeline stages (``inference.load.serve`` with ``StepModel.in_flight`` = p,
+``inference.batching.pipelined``): one batch in each stage at a time, as vLLM's virtual engines
+and TensorRT-LLM's micro-batches run them.  Every expected value is worked by hand from that
+schedule (a stage holds one batch at a time; a batch holds each of the p even stages 1/p of its
+step), never read from the simulator."""
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from serving_steps import NO_OVERHEAD, Constant
+from symbolic_cost.checks import InputError
+from symbolic_cost.cli import main
+from symbolic_cost.inference.batching import pipelined
+from symbolic_cost.inference.load import Runtime, serve
+
+
+class Staged(Constant):
+    """A constant step over ``stages`` pipeline stages, its engine paging ``blocks`` KV blocks."""
+
+    def __init__(self, seconds, stages, blocks=10**9, prompt=100):
+        super().__init__(seconds, prompt)
+        self.in_flight, self.blocks = stages, blocks
+
+    def cache_blocks(self, block_tokens, memory_fraction, memory_of="free"):
+        return self.blocks
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_full_batches_enter_a_stage_apart_and_step_at_the_pipeline_s_pace(stages):
+    """p B requests at once, B to a batch, O tokens each, a step of T seconds: batch k enters the
+    first stage at k T / p, yields token j (j = 1 .. O) at j T + k T / p, and re-enters as it leaves
+    (the first stage is free by then), so every gap is T and the last token comes at
+    O T + (p - 1) T / p."""
+    T, B, O = Fraction(1, 10), 3, 5
+    load = serve(Staged(float(T), stages), O, None, requests=stages * B,
+                 runtime=Runtime(step_overhead=0, request_overhead=0, max_batch=B))
+    ttft = [T + k * T / stages for k in range(stages)]
+    assert load.mean_ttft == pytest.approx(float(sum(ttft) / stages))
+    assert load.mean_itl == pytest.approx(float(T))
+    span = O * T + (stages - 1) * T / stages
+    assert load.request_throughput == pytest.approx(stages * B / float(span))
+    # one batch at a time would take p O T for the same requests
+    alone = serve(Staged(float(T), 1), O, None, requests=stages * B,
+                  runtime=Runtime(step_overhead=0, request_overhead=0, max_batch=B))
+    assert alone.request_throughput == pytest.approx(stages * B / float(stages * O * T))
+
+
+class Batch:
+    """An engine of ``seconds`` steps, ``steps`` of them, recording when each ended and its gap."""
+
+    def __init__(self, *seconds):
+        self.seconds, self.ends = list(seconds), []
+
+    def done(self):
+        return len(self.ends) == len(self.seconds)
+
+    def idle(self, now):
+        return False
+
+    def plan(self, now):
+        return self.seconds[len(self.ends)]
+
+    def apply(self, now, duration):
+        self.ends.append((now, duration))
+
+    def result(self):
+        return self.ends
+
+
+def test_a_short_batch_behind_a_long_one_waits_at_each_stage():
+    """Two stages; A steps 4 s then 4 s, B 2 s then 2 s.  A: stage 1 [0, 2], stage 2 [2, 4].
+    B enters at 2, stage 1 [2, 3], then waits for A to leave stage 2: [4, 5], a gap of 3.
+    A is ready at 4 and the first stage free since 3: [4, 6], [6, 8].  B, ready at 5, waits for
+    the first stage until 6: [6, 7], then [8, 9] behind A: ends at 9, a gap of 3."""
+    a, b = Batch(4.0, 4.0), Batch(2.0, 2.0)
+    assert pipelined([a, b], 0.0) == [[(4.0, 4.0), (8.0, 4.0)], [(5.0, 3.0), (9.0, 3.0)]]
+
+
+def test_overhead_is_part_of_what_each_stage_holds():
+    # 3 s of plan and 1 s of overhead over 2 stages: 2 s a stage; the second batch leaves at 6
+    assert pipelined([Batch(3.0), Batch(3.0)], 1.0) == [[(4.0, 4.0)], [(6.0, 4.0)]]
+
+
+def test_each_batch_in_flight_holds_its_share_of_the_kv_blocks():
+    # 100 + 28 tokens: 4 blocks of 32 a request; 10 blocks over 2 batches in flight leave 5 each
+    serve(Staged(0.01, 2, blocks=10), 28, None, requests=4, runtime=NO_OVERHEAD)
+    with pytest.raises(InputError, match="needs 6 KV-cache blocks of 32 tokens, and the memory left by the weights "
+                                         "holds 5 \\(its share of a pool split among 2 batches in flight\\)"):
+        serve(Staged(0.01, 2, blocks=10), 92, None, requests=2, runtime=NO_OVERHEAD)
+
+
+def test_replicas_keep_their_requests_and_each_runs_its_own_pipeline():
+    """Two replicas of two stages, 4 requests at once, one token each: requests 0 and 2 go to
+    replica 0 (its two batches in flight, entering at 0 and T/2), 1 and 3 to replica 1 (the same):
+    first tokens at T, T, 3T/2, 3T/2."""
+    T = 0.2
+    load = serve(Staged(T, 2), 1, None, requests=4, runtime=NO_OVERHEAD, replicas=2)
+    assert load.mean_ttft == pytest.approx((T + T + 1.5 * T + 1.5 * T) / 4)
+
+
+def test_the_command_line_refuses_stages_it_does_not_model(capsys):
+    base = ["inference", "--preset", "llama-2-7b", "--set", "l_in=256", "l_out=16", "p=2", "--rate", "4",
+            "--requests", "20"]
+    assert main([*base, "--disaggregate", "1:1"]) == 2
+    assert "pipeline stages in disaggregated pools are not modelled" in capsys.readouterr().err
+    olmoe = str(Path(__file__).parent / "hf_configs" / "OLMoE-1B-7B-0924.json")
+    assert main(["inference", "--hf-config", olmoe, "--set", "l_in=128", "l_out=8", "d=4", "ep=4", "etp=1", "p=2",
+                 "--flash", "--rate", "20", "--requests", "20"]) == 2
+    assert "pipeline stages beside attention data parallelism are not modelled" in capsys.readouterr().err
