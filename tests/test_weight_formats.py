@@ -3,6 +3,7 @@ published shape: 8,030,261,248 parameters, of which the word table and the LM he
 128,256 x 4,096 each and the 65 RMS norms 4,096 each; the rest are the layers' matrices."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ from symbolic_cost.cli import main
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.inference.throughput import inference_cost
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.config import from_config
+from symbolic_cost.inference.phases import decode
+from symbolic_cost.models.config import from_config, stored_weights
 from symbolic_cost.timing.hardware import get_system
 
+HF = Path(__file__).parent / "hf_configs"
 LLAMA3_8B = Architecture("llama-3-8b", 32, 4096, 32, 14336, 128256, kv_heads=8, positions=0, mlp="swiglu",
                          norm="rms", rotary=True, tied=False, qkv_bias=False, bias=False, dropouts=False)
 TOTAL = 8_030_261_248
@@ -82,3 +85,49 @@ def test_the_command_line_takes_a_weight_format(capsys):
     assert report["weight_bytes"] == (6738415616 - ends - norms) + 2 * (ends + norms)
     assert main(["inference", "--preset", "llama-2-7b", "--weights", "nvfp4"]) == 2
     assert "FP4" in capsys.readouterr().err
+
+
+def _gpt_oss_20b_bytes(expert_bytes):
+    """gpt-oss-20b's weights by hand from OpenAI's config.json: 24 layers of hidden 2,880; 64 query
+    and 8 key/value heads of 64 (biases on all four projections), a sink logit a head, a router of
+    32 experts (bias), 32 experts with a gated 2 x 2,880 up projection and a 2,880 down one (biases),
+    two norms; a word table and an untied head of 201,088 words and a final norm.  The experts'
+    matrices take ``expert_bytes`` an element, everything else 2 (bf16)."""
+    e, f, experts, layers, vocab = 2880, 2880, 32, 24, 201088
+    q, kv = 64 * 64, 8 * 64
+    attention = e * q + q + 2 * (e * kv + kv) + q * e + e + 64
+    router = e * experts + experts
+    expert_matrices = experts * (e * 2 * f + f * e)
+    expert_biases = experts * (2 * f + e)
+    rest = layers * (attention + router + expert_biases + 2 * e) + 2 * vocab * e + e
+    assert rest + layers * expert_matrices == 20_914_757_184       # OpenAI's model card: 20.91B parameters
+    return 2 * rest + expert_bytes * layers * expert_matrices
+
+
+def test_a_checkpoint_s_own_format_is_the_serving_default(capsys):
+    """gpt-oss-20b ships its routed experts in MXFP4 (E2M1 with an E8M0 scale per 32: 17/32 bytes), the
+    rest in bf16, and an engine serves them so: the default without --weights, said in a note;
+    --weights replaces it."""
+    base = ["inference", "--hf-config", str(HF / "gpt-oss-20b.json"), "--set", "b=1", "l_in=64", "l_out=2", "--json"]
+    assert main(base) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["weight_bytes"] == _gpt_oss_20b_bytes(Rational(17, 32))
+    assert any("quantization_config): mxfp4-experts" in note for note in report["notes"])
+    assert main([*base, "--weights", "fp8"]) == 0
+    assert not any("quantization_config" in note for note in json.loads(capsys.readouterr().out).get("notes", []))
+
+
+def test_deepseek_v3_block_scaled_fp8_keeps_its_router():
+    """DeepSeek-V3's checkpoint (its config.json's weight_block_size [128, 128]): E4M3 with one fp32
+    scale per 128 x 128 block, 1 + 4/16384 bytes an element for every matrix of a layer (no biases)
+    but the router (the gate), which stays in bf16; per-tensor fp8 takes the router too."""
+    config = json.loads((HF / "DeepSeek-V3.json").read_text())
+    assert stored_weights(config) == ("fp8-block", None)
+    arch = from_config(config, "DeepSeek-V3")
+    served = Serving(b=1, l_in=16, l_out=2, m1=8, ep=8)
+    plain, block, tensor = (decode(arch, replace(served, weights=w), 16).stack[-2][0] for w in (None, "fp8-block", "fp8"))
+    rows = [(p, b, t) for p, b, t in zip(plain.rows, block.rows, tensor.rows) if p.engine == "matrix" and p.weights]
+    assert {p.name for p, _, _ in rows} >= {"router", "expert_fc1", "expert_fc2"}
+    for p, b, t in rows:
+        assert b.weights == (p.weights if p.name == "router" else p.weights / 2 * (1 + Rational(4, 128 * 128)))
+        assert t.weights == p.weights / 2

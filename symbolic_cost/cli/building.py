@@ -41,15 +41,20 @@ def architecture(args):
     return hf.preset(args.preset) if getattr(args, "preset", None) else None
 
 
-def model_type(args) -> str | None:
-    """The ``model_type`` of the ``config.json`` the model came from (``--hf-config``, ``--hf-model``,
-    ``--preset``): what Liger decides on (``models.liger``); ``None`` without one."""
+def model_config(args) -> dict | None:
+    """The ``config.json`` the model came from (``--hf-config``, ``--hf-model``, ``--preset``);
+    ``None`` without one."""
     if getattr(args, "hf_config", None) is not None:
-        return hf.config_type(hf.read_json(hf.input_file(args.hf_config, "--hf-config"), str(args.hf_config),
-                                           "--hf-config"))
+        return hf.read_json(hf.input_file(args.hf_config, "--hf-config"), str(args.hf_config), "--hf-config")
     if getattr(args, "hf_model", None):
-        return hf.config_type(hub.fetch_config(args.hf_model, revision=args.revision))
-    return hf.config_type(hf.preset_config(args.preset)) if getattr(args, "preset", None) else None
+        return hub.fetch_config(args.hf_model, revision=args.revision)
+    return hf.preset_config(args.preset) if getattr(args, "preset", None) else None
+
+
+def model_type(args) -> str | None:
+    """The ``model_type`` of the model's ``config.json`` (``model_config``): what Liger decides on
+    (``models.liger``); ``None`` without one."""
+    return hf.config_type(model_config(args))
 
 
 def sequence_length(arch) -> int:

@@ -23,6 +23,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
 from symbolic_cost.cli.parser import ascii_only
 from symbolic_cost.cli.bookkeeping import numbers_needed
+from symbolic_cost.cli.building import model_config
 from symbolic_cost.cli.values import (amount, architecture, assignments, conventions, grid_option, grid_values, number,
                                       resolve)
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
@@ -33,6 +34,7 @@ from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS, MIN_RATE
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
 from symbolic_cost.inference.serving import check_context, check_decode_context
 from symbolic_cost.inference.speculative import MAX_DRAFT, speculative_fields
+from symbolic_cost.models import config as hf
 from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
@@ -79,8 +81,9 @@ def add_arguments(parser) -> None:
     options.option(group, "--kv-dtype", choices=list(KV_FORMATS),
                    help="format of the KV cache (default: --precision's)")
     options.option(group, "--weights", choices=list(WEIGHT_FORMATS),
-                   help="format of the layers' matrix weights: fp8 and mxfp8 multiply on FP8 tensor cores, nvfp4 on "
-                        "FP4 ones (b200, b300, gb200, gb300), int4 is weight-only (default: --precision's)")
+                   help="format of the layers' matrix weights: fp8, fp8-block and mxfp8 multiply on FP8 tensor "
+                        "cores, nvfp4 on FP4 ones (b200, b300, gb200, gb300), int4 and mxfp4-experts are weight-only "
+                        "(default: the format the config.json's quantization_config stores, else --precision's)")
     options.flash(group)
     options.option(group, "--mla", choices=MLA_FORMS, default=MLA_FORMS[0], action=options.Given,
                    help="multi-head latent attention: the latent cache decoded absorbed, or up-projected again "
@@ -284,6 +287,19 @@ def load_test(args, arch, serving) -> dict:
                               lengths=lengths)), **engine}
 
 
+def stored_weights(args, arch):
+    """``(arch, weights)``: ``--weights``, or where it is not given the format the model's
+    checkpoint stores (``models.config.stored_weights``: DeepSeek-V3's block-scaled FP8,
+    GPT-OSS's MXFP4 experts), which an engine loads as it is; said in a note on ``arch`` either way
+    the config states one."""
+    if args.weights is not None:
+        return arch, args.weights
+    weights, unmodelled = hf.stored_weights(model_config(args))
+    said = unmodelled or (weights and f"weights as the checkpoint stores them (config.json's quantization_config): "
+                                      f"{weights}; --weights chooses another format")
+    return (replace(arch, notes=(*arch.notes, said)) if said else arch), weights
+
+
 def configuration(args, keep=()):
     """The model, the ``Serving`` value and the decode step's ``l_ctx`` (``None``: the mean
     step) from the options; the symbols in ``keep`` stay symbols unless set."""
@@ -295,10 +311,11 @@ def configuration(args, keep=()):
     values = resolve(base, args.set, allowed=SERVING_SYMBOLS)
     value = lambda symbol: values.get(symbol, symbol)  # noqa: E731
     page = values.get(S.B, S.B if S.B in keep else None)
+    arch, weights = stored_weights(args, arch)
     serving = Serving(b=value(S.b), l_in=value(S.l_in), l_out=value(S.l_out), m1=value(S.m1), p=value(S.p),
                       d=value(S.d), ep=value(S.ep), etp=values.get(S.etp, S.etp if S.etp in keep else None), precision=args.precision,
                       kv_dtype=args.kv_dtype, page=page, flash=args.flash, allow_long=args.allow_long, mla=args.mla,
-                      weights=args.weights, cp=value(S.cp), cp_variant=args.cp_variant)
+                      weights=weights, cp=value(S.cp), cp_variant=args.cp_variant)
     if options.given(args, "cp_variant") and serving.cp == 1:
         raise InputError("--cp-variant chooses how context parallelism splits the prefill; set cp=N too (--set "
                          "cp=N), or it would be ignored", "--cp-variant")

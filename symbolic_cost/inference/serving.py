@@ -45,9 +45,10 @@ class Serving:
     ``mla``: how multi-head latent attention caches and decodes (``kv_cache.MLA_FORMS``:
     ``"absorbed"``, ``"recompute"`` as transformers does, ``"decompressed"``; ``latent``);
     ``weights``: the number format of the layers' matrix weights (``weight_formats.WEIGHT_FORMATS``:
-    ``"fp8"``, ``"mxfp8"``, ``"nvfp4"``, ``"int4"``; ``None``: the precision); ``cp``: context
-    parallelism of the prefill over ``cp`` ranks of each replica, ``cp_variant`` one of
-    ``blocks.context.VARIANTS`` (``check_context_parallel``; decode under CP is refused)."""
+    ``"fp8"``, ``"mxfp8"``, ``"nvfp4"``, ``"int4"``, ``"fp8-block"``, ``"mxfp4-experts"``; ``None``: the
+    precision; ``models.config.stored_weights`` reads a checkpoint's own); ``cp``: context parallelism
+    of the prefill over ``cp`` ranks of each replica, ``cp_variant`` one of ``blocks.context.VARIANTS``
+    (``check_context_parallel``; decode under CP is refused)."""
 
     b: Expr = S.b
     l_in: Expr = S.l_in

@@ -7,7 +7,24 @@ default recipes keep in the model's precision).  A format states
 * ``element_bytes``: bytes a weight element takes with its share of the scales,
 * ``products``: the tensor-core format the products run in: ``"fp8"`` (activations quantised
   too, ``System.fp8_flops``), ``"fp4"`` (``System.fp4_flops``) or ``None`` (weight-only: the
-  weights are widened in the kernel and the product runs at the 16-bit rate).
+  weights are widened in the kernel and the product runs at the 16-bit rate),
+* ``rows``: the rows it applies to (``None``: every matrix row holding weights), and ``kept``:
+  rows left in the model's precision.
+
+Two more are the formats checkpoints ship in, which a serving engine loads as they are
+(``models.config.stored_weights`` reads them from ``config.json``'s ``quantization_config``):
+
+========================= ================================================ ============ ========
+format                    layout (source)                                  bytes/elem.  products
+========================= ================================================ ============ ========
+``fp8-block``             E4M3, one fp32 scale per 128 x 128 block; the     1 + 1/4096   fp8
+                          router kept (DeepSeek-V3's checkpoint,
+                          ``weight_block_size [128, 128]``; DeepGEMM)
+``mxfp4-experts``         E2M1, one E8M0 scale per 32 elements, the routed  1/2 + 1/32   none
+                          experts only (GPT-OSS's checkpoint: attention,
+                          router, word table and head not converted);
+                          widened to 16 bits in the kernel
+========================= ================================================ ============ ========
 
 ========== ====================================================== ============ ========
 format     layout (source)                                        bytes/elem.  products
@@ -29,10 +46,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Rational
+from sympy import Expr, Integer, Rational
 
 from symbolic_cost.checks import InputError
-from symbolic_cost.models.number_formats import MXFP8, NVFP4
+from symbolic_cost.blocks.moe import EXPERT_ROWS
+from symbolic_cost.models.number_formats import FP8_128, MXFP4, MXFP8, NVFP4
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,13 @@ class WeightFormat:
     name: str
     element_bytes: Expr
     products: str | None
+    rows: tuple[str, ...] | None = None
+    kept: tuple[str, ...] = ()
+
+    def applies(self, row) -> bool:
+        """Whether ``row`` (a ``cost.Row``) holds weights this format stores."""
+        return row.engine == "matrix" and row.weights != 0 and row.name not in self.kept \
+            and (self.rows is None or row.name in self.rows)
 
 
 WEIGHT_FORMATS = {
@@ -49,6 +74,8 @@ WEIGHT_FORMATS = {
     "mxfp8": WeightFormat("mxfp8", MXFP8, "fp8"),
     "nvfp4": WeightFormat("nvfp4", NVFP4, "fp4"),
     "int4": WeightFormat("int4", Rational(1, 2) + Rational(5, 256), None),
+    "fp8-block": WeightFormat("fp8-block", FP8_128, "fp8", kept=("router",)),
+    "mxfp4-experts": WeightFormat("mxfp4-experts", MXFP4, None, rows=EXPERT_ROWS),
 }
 
 
@@ -67,17 +94,28 @@ def weight_format(name: str | None) -> WeightFormat | None:
 
 
 def quantized(block, fmt: WeightFormat, es) -> object:
-    """``block`` with its matrix rows' weights in ``fmt``: each row that holds weights (a
-    projection, an expert) keeps ``weights x element_bytes / es`` bytes and moves that much less
-    in the forward pass, and its products take ``fmt.products``'s rate.  Rows without weights
-    (attention's score products, norms, pointwise work) are as they were."""
-    share = fmt.element_bytes / es
-
+    """``block`` with its matrix rows' weights in ``fmt``: each row the format applies to (a
+    projection, an expert) keeps its weight matrices in ``element_bytes`` an element instead of
+    ``es`` (``matrix_elements``; a bias stays in ``es``, as engines keep it) and moves that much
+    less in the forward pass, and its products take ``fmt.products``'s rate.  Rows without
+    weights (attention's score products, norms, pointwise work) are as they were."""
     def at_format(row):
-        if row.engine != "matrix" or row.weights == 0:
+        if not fmt.applies(row):
             return row
-        saved = row.weights * (1 - share)
-        return replace(row, weights=row.weights * share, mem_fwd=row.mem_fwd - saved,
+        saved = matrix_elements(row) * (es - fmt.element_bytes)
+        return replace(row, weights=row.weights - saved, mem_fwd=row.mem_fwd - saved,
                        fp8=fmt.products == "fp8", fp4=fmt.products == "fp4")
 
     return replace(block, rows=tuple(at_format(r) for r in block.rows))
+
+
+def matrix_elements(row) -> Expr:
+    """Elements of the weight matrices of ``row``: a ``k x n`` matrix for each of the ``groups`` of
+    each forward product (``cost.Gemm``), what a weight format stores; the rest of the row's
+    ``weights`` is its bias.
+
+    >>> from symbolic_cost.ops.routing import grouped_linear
+    >>> matrix_elements(grouped_linear(10, 4, 3, 5, bias=True))      # 5 experts of 4 x 3, their biases apart
+    60
+    """
+    return sum((g.k * g.n * g.groups for g in row.gemms if g.pass_ == "fwd"), Integer(0))

@@ -140,3 +140,43 @@ def config_type(config) -> str | None:
     """
     family = config.get("model_type") if isinstance(config, dict) else None
     return family if isinstance(family, str) else None
+
+
+UNCONVERTED = ("self_attn", "router", "embed_tokens", "lm_head")
+"""What GPT-OSS's MXFP4 checkpoint leaves unconverted (``modules_to_not_convert``): with nothing
+else left out, only the routed experts are MXFP4."""
+
+
+def stored_weights(config) -> tuple[str | None, str | None]:
+    """``(format, note)``: the ``inference.weight_formats`` format a ``config.json``'s
+    ``quantization_config`` stores its weights in, as a serving engine loads them (``None``:
+    unquantised, or a format not modelled, which ``note`` then says):
+
+    * ``quant_method: fp8`` (E4M3): ``fp8-block`` with DeepSeek-V3's ``weight_block_size [128, 128]``
+      (one fp32 scale a block), ``fp8`` with one scale a tensor;
+    * ``quant_method: mxfp4`` converting all but attention, router, word table and head
+      (GPT-OSS): ``mxfp4-experts``.
+
+    >>> stored_weights({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}})
+    ('fp8-block', None)
+    >>> stored_weights({"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}})
+    ('mxfp4-experts', None)
+    >>> stored_weights({"hidden_size": 8})
+    (None, None)
+    """
+    section = config.get("quantization_config") if isinstance(config, dict) else None
+    if section is None:
+        return None, None
+    method = section.get("quant_method") if isinstance(section, dict) else None
+    if method == "fp8" and section.get("fmt", "e4m3") == "e4m3":
+        blocks = section.get("weight_block_size")
+        if blocks is None:
+            return "fp8", None
+        if blocks == [128, 128]:
+            return "fp8-block", None
+    if method == "mxfp4":
+        left = section.get("modules_to_not_convert") or []
+        if isinstance(left, list) and all(isinstance(m, str) and any(u in m for u in UNCONVERTED) for m in left):
+            return "mxfp4-experts", None
+    return None, (f"config.json's quantization_config ({method!r}) is not a modelled weight format: the weights are "
+                  f"counted in --precision (--weights chooses one)")

@@ -14,6 +14,10 @@ NVFP4     E2M1, one E4M3 scale per 16 elements (NVIDIA, "Pretraining     1/2 + 1
           LLMs with NVFP4", 2025; Transformer Engine's
           ``NVFP4BlockScaling``); the fp32 per-tensor scale is not
           part of an element
+MXFP4     E2M1, one E8M0 scale per 32 elements (OCP Microscaling         1/2 + 1/32
+          Formats v1.0; GPT-OSS's experts as OpenAI ships them)
+FP8_128   E4M3, one fp32 scale per 128 x 128 block of a weight           1 + 1/4096
+          matrix (DeepSeek-V3's checkpoint, ``weight_block_size``)
 ========= ============================================================= ============
 """
 
@@ -34,3 +38,5 @@ def block_scaled(element_bits: int, block: int, scale_bits: int = 8) -> Expr:
 
 MXFP8 = block_scaled(8, 32)
 NVFP4 = block_scaled(4, 16)
+MXFP4 = block_scaled(4, 32)
+FP8_128 = block_scaled(8, 128 * 128, scale_bits=32)
