@@ -60,7 +60,7 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py",
          "tests/test_exact_backends.py", "tests/test_attention_kernels.py", "tests/test_serving_engines.py",
          "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py",
-         "tests/test_serving_pipeline.py",
+         "tests/test_serving_pipeline.py", "tests/test_weight_formats.py",
          "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
          "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py",
          "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
@@ -108,6 +108,7 @@ NCCL, NVLS = "symbolic_cost/timing/nccl.py", "symbolic_cost/timing/nccl_nvls.py"
 PEAK, SERVING_PEAK = "symbolic_cost/models/peak.py", "symbolic_cost/inference/peak.py"
 LOAD, PAGED = "symbolic_cost/inference/load.py", "symbolic_cost/inference/paged.py"
 BATCHING = "symbolic_cost/inference/batching.py"
+FORMATS = "symbolic_cost/inference/weight_formats.py"
 MATMUL, NORM = "symbolic_cost/ops/matmul.py", "symbolic_cost/ops/norm.py"
 MUTATIONS = (
     Mutation("wave-quantisation", EFFICIENCY, "Mul(round_up(round_up(m / t_m) * round_up(n / t_n) * count / sms), sms,",
@@ -155,6 +156,12 @@ MUTATIONS = (
              "tokens + self.size", required=False),
     Mutation("lockstep-fastest-replica", BATCHING, "duration = timed(max(engine.plan(now) for engine in live)",
              "duration = timed(min(engine.plan(now) for engine in live)", required=False),
+    Mutation("mxfp4-every-row", FORMATS, "MXFP4, None, rows=EXPERT_ROWS)", "MXFP4, None, rows=None)",
+             required=False),
+    Mutation("fp8-block-router-converted", FORMATS, 'FP8_128, "fp8", kept=("router",))', 'FP8_128, "fp8", kept=())',
+             required=False),
+    Mutation("formats-quantise-biases", FORMATS, "saved = matrix_elements(row) * (es - fmt.element_bytes)",
+             "saved = row.weights / es * (es - fmt.element_bytes)", required=False),
     Mutation("pipeline-no-stage-wait", BATCHING, "end = max(end, free[stage]) + share", "end = end + share",
              required=False),
     Mutation("pipeline-whole-step-a-stage", BATCHING, "share = timed(engines[i].plan(now) + overhead) / stages",
