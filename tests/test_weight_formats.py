@@ -131,3 +131,51 @@ def test_deepseek_v3_block_scaled_fp8_keeps_its_router():
     for p, b, t in rows:
         assert b.weights == (p.weights if p.name == "router" else p.weights / 2 * (1 + Rational(4, 128 * 128)))
         assert t.weights == p.weights / 2
+
+
+CT_FP8 = {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+          "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": {"num_bits": 8, "type": "float",
+                                                                                     "strategy": "token", "dynamic": True},
+                                        "weights": {"num_bits": 8, "type": "float", "strategy": "tensor",
+                                                    "symmetric": True, "dynamic": False}}}}
+"""An llm-compressor FP8 checkpoint's quantization_config, as its "FP8" and "FP8-dynamic" model cards
+publish it (one group over every Linear but the head)."""
+
+
+@pytest.mark.parametrize("section, expected", [
+    (CT_FP8, "fp8"),
+    ({**CT_FP8, "config_groups": {"group_0": {**CT_FP8["config_groups"]["group_0"], "weights": {
+        "num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": False}}}}, "int4"),
+    ({**CT_FP8, "config_groups": {"group_0": {**CT_FP8["config_groups"]["group_0"], "weights": {
+        "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}}, "nvfp4"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}, "int4"),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}, "int4"),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}, "nvfp4"),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
+    ({"quant_method": "fp8", "activation_scheme": "dynamic"}, "fp8"),
+])
+def test_published_quantization_configs_name_their_format(section, expected):
+    assert stored_weights({"quantization_config": section})[0] == expected
+
+
+@pytest.mark.parametrize("section", [
+    {"quant_method": "gptq", "bits": 8, "group_size": 128},                    # 8-bit integers: not a format here
+    {"quant_method": "awq", "bits": 4, "group_size": 64},                      # groups of 64
+    {"quant_method": "fp8", "weight_block_size": [64, 64]},
+    {"quant_method": "bitsandbytes", "load_in_4bit": True},
+    {**CT_FP8, "ignore": ["lm_head", "re:.*self_attn.*"]},                     # attention left out: not one format
+    {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.mlp.experts"]},
+])
+def test_a_format_not_modelled_is_noted_and_counted_in_the_precision(section):
+    found, note = stored_weights({"quantization_config": section})
+    assert found is None and "is not a modelled weight format" in note
+
+
+def test_notes_of_a_format_counted_nearly():
+    channel = {**CT_FP8, "config_groups": {"group_0": {**CT_FP8["config_groups"]["group_0"], "weights": {
+        "num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}}}}
+    assert stored_weights({"quantization_config": channel}) == (
+        "fp8", "its fp32 scale per output channel (4 bytes a row) is not counted")
+    symmetric = {**CT_FP8, "config_groups": {"group_0": {**CT_FP8["config_groups"]["group_0"], "weights": {
+        "num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}}}}
+    assert "1/256 byte an element more" in stored_weights({"quantization_config": symmetric})[1]

@@ -294,9 +294,10 @@ def stored_weights(args, arch):
     the config states one."""
     if args.weights is not None:
         return arch, args.weights
-    weights, unmodelled = hf.stored_weights(model_config(args))
-    said = unmodelled or (weights and f"weights as the checkpoint stores them (config.json's quantization_config): "
-                                      f"{weights}; --weights chooses another format")
+    weights, remark = hf.stored_weights(model_config(args))
+    said = remark if weights is None else (f"weights as the checkpoint stores them (config.json's "
+                                           f"quantization_config): {weights}{f' ({remark})' if remark else ''}; "
+                                           f"--weights chooses another format")
     return (replace(arch, notes=(*arch.notes, said)) if said else arch), weights
 
 

@@ -146,6 +146,10 @@ UNCONVERTED = ("self_attn", "router", "embed_tokens", "lm_head")
 """What GPT-OSS's MXFP4 checkpoint leaves unconverted (``modules_to_not_convert``): with nothing
 else left out, only the routed experts are MXFP4."""
 
+HEADS = ("lm_head", "output")
+"""Modules a quantised checkpoint may leave unconverted that ``inference.weight_formats`` keeps
+in the precision anyway (the LM head)."""
+
 
 def stored_weights(config) -> tuple[str | None, str | None]:
     """``(format, note)``: the ``inference.weight_formats`` format a ``config.json``'s
@@ -155,12 +159,21 @@ def stored_weights(config) -> tuple[str | None, str | None]:
     * ``quant_method: fp8`` (E4M3): ``fp8-block`` with DeepSeek-V3's ``weight_block_size [128, 128]``
       (one fp32 scale a block), ``fp8`` with one scale a tensor;
     * ``quant_method: mxfp4`` converting all but attention, router, word table and head
-      (GPT-OSS): ``mxfp4-experts``.
+      (GPT-OSS): ``mxfp4-experts``;
+    * ``awq`` and ``gptq`` of 4 bits in groups of 128 (a scale and a packed zero point a group):
+      ``int4``;
+    * ``compressed-tensors`` (llm-compressor) of one group over every linear layer but the head:
+      8-bit floats ``fp8`` (one scale a tensor; one a channel noted as not counted), 4-bit
+      integers in groups of 128 ``int4`` (a symmetric group stores no zero point: noted), NVFP4
+      (4-bit floats in groups of 16) ``nvfp4``;
+    * ``modelopt`` (NVIDIA Model Optimizer) ``quant_algo`` FP8 or NVFP4: ``fp8``, ``nvfp4``.
 
     >>> stored_weights({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}})
     ('fp8-block', None)
     >>> stored_weights({"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}})
     ('mxfp4-experts', None)
+    >>> stored_weights({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}})
+    ('int4', None)
     >>> stored_weights({"hidden_size": 8})
     (None, None)
     """
@@ -168,15 +181,47 @@ def stored_weights(config) -> tuple[str | None, str | None]:
     if section is None:
         return None, None
     method = section.get("quant_method") if isinstance(section, dict) else None
+    method = method.lower() if isinstance(method, str) else method
+    found = None
     if method == "fp8" and section.get("fmt", "e4m3") == "e4m3":
         blocks = section.get("weight_block_size")
-        if blocks is None:
-            return "fp8", None
-        if blocks == [128, 128]:
-            return "fp8-block", None
-    if method == "mxfp4":
+        found = ("fp8", None) if blocks is None else ("fp8-block", None) if blocks == [128, 128] else None
+    elif method == "mxfp4":
         left = section.get("modules_to_not_convert") or []
         if isinstance(left, list) and all(isinstance(m, str) and any(u in m for u in UNCONVERTED) for m in left):
-            return "mxfp4-experts", None
-    return None, (f"config.json's quantization_config ({method!r}) is not a modelled weight format: the weights are "
-                  f"counted in --precision (--weights chooses one)")
+            found = "mxfp4-experts", None
+    elif method in ("awq", "gptq") and section.get("bits", section.get("w_bit")) == 4 \
+            and section.get("group_size", section.get("q_group_size")) == 128:
+        found = "int4", None
+    elif method == "compressed-tensors":
+        found = _compressed_tensors(section)
+    elif method == "modelopt":
+        found = {"FP8": ("fp8", None), "NVFP4": ("nvfp4", None)}.get(section.get("quant_algo"))
+    return found or (None, f"config.json's quantization_config ({method!r}) is not a modelled weight format: the "
+                           f"weights are counted in --precision (--weights chooses one)")
+
+
+def _compressed_tensors(section: dict) -> tuple[str, str | None] | None:
+    """``stored_weights`` of an llm-compressor checkpoint: one group of every ``Linear``, the head
+    left out at most."""
+    groups = section.get("config_groups")
+    ignored = section.get("ignore") or []
+    if not isinstance(groups, dict) or len(groups) != 1 or not isinstance(ignored, list) \
+            or not all(isinstance(m, str) and m.rsplit(".", 1)[-1] in HEADS for m in ignored):
+        return None
+    group = next(iter(groups.values()))
+    weights = group.get("weights") if isinstance(group, dict) else None
+    if not isinstance(weights, dict) or group.get("targets") != ["Linear"]:
+        return None
+    kind = (weights.get("num_bits"), weights.get("type"), weights.get("strategy"), weights.get("group_size"))
+    if kind[:3] == (8, "float", "tensor"):
+        return "fp8", None
+    if kind[:3] == (8, "float", "channel"):
+        return "fp8", "its fp32 scale per output channel (4 bytes a row) is not counted"
+    if kind == (4, "int", "group", 128):
+        return "int4", None if not weights.get("symmetric") else \
+            "counted with a zero point per group of 128 (AWQ's packing): 1/256 byte an element more than its " \
+            "symmetric groups store"
+    if kind[:2] == (4, "float") and kind[3] == 16:
+        return "nvfp4", None
+    return None
