@@ -109,3 +109,17 @@ def test_the_command_line_refuses_stages_it_does_not_model(capsys):
     assert main(["inference", "--hf-config", olmoe, "--set", "l_in=128", "l_out=8", "d=4", "ep=4", "etp=1", "p=2",
                  "--flash", "--rate", "20", "--requests", "20"]) == 2
     assert "pipeline stages beside attention data parallelism are not modelled" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flight", [0, -2, 1.5, "2", True])
+def test_a_step_s_batches_in_flight_are_checked(flight):
+    with pytest.raises(InputError, match="step.in_flight .* must be a positive integer"):
+        serve(Staged(0.01, flight), 2, None, requests=2, runtime=NO_OVERHEAD)
+
+
+@pytest.mark.parametrize("words, said", [((), "positive integer degrees"), ((0, 2), "positive integer degrees"),
+                                         ("24", "a tuple of degrees")])
+def test_the_search_s_pipeline_degrees_are_checked(words, said):
+    from symbolic_cost.inference.serving_search import layouts
+    with pytest.raises(InputError, match=said):
+        layouts(8, pipeline=words)

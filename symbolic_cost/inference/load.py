@@ -515,7 +515,11 @@ def engine_kind(runtime: Runtime):
 def in_flight(step) -> int:
     """Batches a deployment runs at once (``StepModel.in_flight``: one a pipeline stage; 1 for a
     step that states none)."""
-    return getattr(step, "in_flight", 1)
+    flight = getattr(step, "in_flight", 1)
+    if isinstance(flight, bool) or not isinstance(flight, int) or flight < 1:
+        raise InputError(f"step.in_flight (the batches a deployment runs at once, one a pipeline stage) must be a "
+                         f"positive integer, got {flight!r}", "in_flight")
+    return flight
 
 
 def in_lockstep(step, replicas: int) -> bool:

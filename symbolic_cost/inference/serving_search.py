@@ -86,6 +86,9 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = F
     """
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise InputError(f"devices must be a positive integer, got {devices!r}", "devices")
+    tensor, pipeline = degrees(tensor, "tensor"), degrees(pipeline, "pipeline")
+    if isinstance(splits, bool) or not isinstance(splits, int) or splits < 0:
+        raise InputError(f"splits must be an integer at least 0, got {splits!r}", "splits")
     found = []
     for m1 in (t for t in tensor if devices % t == 0):
         copies = devices // m1
@@ -97,6 +100,20 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = F
         found += [Layout(m1, copies // p, p=p) for p in pipeline if p > 1 and copies % p == 0]
     if experts and devices > 1 and 1 in tensor:
         found.append(Layout(1, devices, attention_dp=True))
+    return found
+
+
+def degrees(values, name: str) -> tuple:
+    """``values`` checked as the degrees a search tries: positive integers, each once, in order.
+
+    >>> degrees([2, 1, 2], "tensor")
+    (2, 1)
+    """
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise InputTypeError(f"{name} must be a tuple of degrees, got {values!r}", name)
+    found = tuple(dict.fromkeys(values))
+    if not found or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in found):
+        raise InputError(f"{name} must hold positive integer degrees, got {values!r}", name)
     return found
 
 
