@@ -111,9 +111,9 @@ def test_the_command_line_refuses_stages_it_does_not_model(capsys):
     assert "pipeline stages beside attention data parallelism are not modelled" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flight", [0, -2, 1.5, "2", True])
+@pytest.mark.parametrize("flight", [0, -2, 1.5, "2", True, 10**9])
 def test_a_step_s_batches_in_flight_are_checked(flight):
-    with pytest.raises(InputError, match="step.in_flight .* must be a positive integer"):
+    with pytest.raises(InputError, match="step.in_flight .* must be an integer from 1 to 1,024"):
         serve(Staged(0.01, flight), 2, None, requests=2, runtime=NO_OVERHEAD)
 
 
@@ -123,3 +123,12 @@ def test_the_search_s_pipeline_degrees_are_checked(words, said):
     from symbolic_cost.inference.serving_search import layouts
     with pytest.raises(InputError, match=said):
         layouts(8, pipeline=words)
+
+
+def test_batches_in_flight_past_the_requests_get_none():
+    # a billion replicas of 4 stages for 3 requests: three engines, each its own request, one a replica
+    T = 0.1
+    load = serve(Staged(T, 4), 1, None, requests=3, runtime=NO_OVERHEAD, replicas=10**9)
+    assert load.mean_ttft == pytest.approx(T)
+    two = serve(Staged(T, 4), 1, None, requests=2, runtime=NO_OVERHEAD)       # one replica: entering T/4 apart
+    assert two.mean_ttft == pytest.approx((T + 1.25 * T) / 2)

@@ -246,9 +246,10 @@ def lockstep(engines: list, overhead: float) -> list[tuple]:
     return [engine.result() for engine in engines]
 
 
-def pipelined(engines: list, overhead: float) -> list[tuple]:
-    """Run ``engines`` as the batches in flight of one pipeline of ``len(engines)`` stages
-    (vLLM's virtual engines, TensorRT-LLM's micro-batches): each engine's step is a batch that
+def pipelined(engines: list, overhead: float, stages: int | None = None) -> list[tuple]:
+    """Run ``engines`` as the batches in flight of one pipeline of ``stages`` stages (default: one
+    an engine; fewer engines where fewer requests came) (vLLM's virtual engines, TensorRT-LLM's
+    micro-batches): each engine's step is a batch that
     passes through every stage in turn, holding each for an even share of its ``plan``'s seconds
     plus ``overhead``, a stage holding one batch at a time.  The engine ready first (its last
     batch out of the last stage, or, idle, its next arrival) starts the next batch when the first
@@ -269,8 +270,8 @@ def pipelined(engines: list, overhead: float) -> list[tuple]:
     >>> pipelined([Batch(), Batch()], 0.0)
     [[(4.0, 4.0)], [(6.0, 4.0)]]
     """
-    stages = len(engines)
-    free, ready = [0.0] * stages, [0.0] * stages       # when each stage is free; when each engine is
+    stages = stages or len(engines)
+    free, ready = [0.0] * stages, [0.0] * len(engines)      # when each stage is free; when each engine is
 
     def start(i: int) -> float:
         at = ready[i] if not engines[i].idle(ready[i]) else engines[i].next_arrival()

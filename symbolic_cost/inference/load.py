@@ -478,8 +478,8 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
                          "lengths")
     slots = [_steps_for(o, per_step) for o in outputs]
     # engine e: replica e mod replicas, batch in flight e // replicas (requests in turn: to the replicas as before)
-    n_engines = replicas * flight
-    groups = [range(engine, requests, n_engines) for engine in range(n_engines)]
+    stride = replicas * flight
+    groups = [range(engine, requests, stride) for engine in range(min(stride, requests))]   # none past them
     def of(values, mine):
         return [values[i] for i in mine]
     kind = engine_kind(runtime)
@@ -488,8 +488,11 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     if in_lockstep(step, replicas):
         runs = lockstep(engines, overhead)
     elif flight > 1:
-        pipelines = [pipelined(engines[replica::replicas], overhead) for replica in range(replicas)]
-        runs = [pipelines[e % replicas][e // replicas] for e in range(n_engines)]
+        runs = [None] * len(engines)
+        for replica in range(min(replicas, len(engines))):
+            mine = range(replica, len(engines), replicas)
+            for engine, run in zip(mine, pipelined([engines[e] for e in mine], overhead, flight)):
+                runs[engine] = run
     else:
         runs = [alone(e, overhead) for e in engines]
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
@@ -516,10 +519,14 @@ def in_flight(step) -> int:
     """Batches a deployment runs at once (``StepModel.in_flight``: one a pipeline stage; 1 for a
     step that states none)."""
     flight = getattr(step, "in_flight", 1)
-    if isinstance(flight, bool) or not isinstance(flight, int) or flight < 1:
-        raise InputError(f"step.in_flight (the batches a deployment runs at once, one a pipeline stage) must be a "
-                         f"positive integer, got {flight!r}", "in_flight")
+    if isinstance(flight, bool) or not isinstance(flight, int) or not 1 <= flight <= MAX_STAGES:
+        raise InputError(f"step.in_flight (the batches a deployment runs at once, one a pipeline stage) must be an "
+                         f"integer from 1 to {MAX_STAGES:,}, got {flight!r}", "in_flight")
     return flight
+
+
+MAX_STAGES = 1024
+"""Most pipeline stages a load test runs (each a batch in flight): past any model's layers."""
 
 
 def in_lockstep(step, replicas: int) -> bool:
