@@ -247,19 +247,18 @@ def lockstep(engines: list, overhead: float) -> list[tuple]:
 
 
 def pipelined(engines: list, overhead: float, stages: int | None = None) -> list[tuple]:
-    """Run ``engines`` as the batches in flight of one pipeline of ``stages`` stages (default: one
-    an engine; fewer engines where fewer requests came) (vLLM's virtual engines, TensorRT-LLM's
-    micro-batches): each engine's step is a batch that
-    passes through every stage in turn, holding each for an even share of its ``plan``'s seconds
-    plus ``overhead``, a stage holding one batch at a time.  The engine ready first (its last
-    batch out of the last stage, or, idle, its next arrival) starts the next batch when the first
-    stage is free; a batch behind a slower one waits at each stage for it, so a step's gap runs from
-    entering the first stage to leaving the last.  The ``result`` of each.
+    """Run ``engines`` as the batches in flight of one pipeline of ``stages`` stages (vLLM's virtual
+    engines, TensorRT-LLM's micro-batches; default one stage an engine, and fewer engines than
+    stages where fewer requests came): each engine's step is a batch that passes through every
+    stage in turn, holding each for an even share of its ``plan``'s seconds plus ``overhead``, a
+    stage holding one batch at a time.  The engine ready first (its last batch out of the last
+    stage, or, idle, its next arrival) starts the next batch when the first stage is free; a batch
+    behind a slower one waits at each stage for it, so a step's gap runs from entering the first
+    stage to leaving the last.  The ``result`` of each.
 
     Two batches of 4 s over 2 stages: the second enters at 2 s, when the first leaves the first
     stage, and leaves at 6 s; a lone engine's batches would take 4 s each, one after another:
 
-    >>> from symbolic_cost.inference.batching import Reserving
     >>> class Batch:                       # one step of 4 s, then done
     ...     def __init__(self): self.ends = []
     ...     def done(self): return len(self.ends) == 1

@@ -485,16 +485,7 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     kind = engine_kind(runtime)
     engines = [kind(step, of(slots, mine), of(times, mine), runtime, blocks, of(needs, mine), of(prompts, mine))
                for mine in groups]
-    if in_lockstep(step, replicas):
-        runs = lockstep(engines, overhead)
-    elif flight > 1:
-        runs = [None] * len(engines)
-        for replica in range(min(replicas, len(engines))):
-            mine = range(replica, len(engines), replicas)
-            for engine, run in zip(mine, pipelined([engines[e] for e in mine], overhead, flight)):
-                runs[engine] = run
-    else:
-        runs = [alone(e, overhead) for e in engines]
+    runs = _run(engines, overhead, replicas, flight, in_lockstep(step, replicas))
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
     for mine, (yielded, done, gaps, end) in zip(groups, runs):
         for request, at, leaves in zip(mine, yielded, done):
@@ -513,6 +504,22 @@ def engine_kind(runtime: Runtime):
     ``batching.ChunkedPrompts``)."""
     return {"on-demand": paged.OnDemand, "estimate": estimated.Estimated}.get(runtime.allocation) \
         or (ChunkedPrompts if runtime.chunked else WholePrompts)
+
+
+def _run(engines: list, overhead: float, replicas: int, flight: int, together: bool) -> list[tuple]:
+    """The ``result`` of each of ``serve``'s engines (engine ``e`` of replica ``e mod replicas``):
+    ``together`` in lockstep, else each replica's ``flight`` batches through its pipeline, or each
+    engine alone."""
+    if together:
+        return lockstep(engines, overhead)
+    if flight == 1:
+        return [alone(engine, overhead) for engine in engines]
+    runs = [None] * len(engines)
+    for replica in range(min(replicas, len(engines))):
+        mine = range(replica, len(engines), replicas)
+        for engine, run in zip(mine, pipelined([engines[e] for e in mine], overhead, flight)):
+            runs[engine] = run
+    return runs
 
 
 def in_flight(step) -> int:
