@@ -11,21 +11,6 @@ default recipes keep in the model's precision).  A format states
 * ``rows``: the rows it applies to (``None``: every matrix row holding weights), and ``kept``:
   rows left in the model's precision.
 
-Two more are the formats checkpoints ship in, which a serving engine loads as they are
-(``models.config.stored_weights`` reads them from ``config.json``'s ``quantization_config``):
-
-========================= ================================================ ============ ========
-format                    layout (source)                                  bytes/elem.  products
-========================= ================================================ ============ ========
-``fp8-block``             E4M3, one fp32 scale per 128 x 128 block; the     1 + 1/4096   fp8
-                          router kept (DeepSeek-V3's checkpoint,
-                          ``weight_block_size [128, 128]``; DeepGEMM)
-``mxfp4-experts``         E2M1, one E8M0 scale per 32 elements, the routed  1/2 + 1/32   none
-                          experts only (GPT-OSS's checkpoint: attention,
-                          router, word table and head not converted);
-                          widened to 16 bits in the kernel
-========================= ================================================ ============ ========
-
 ========== ====================================================== ============ ========
 format     layout (source)                                        bytes/elem.  products
 ========== ====================================================== ============ ========
@@ -40,6 +25,23 @@ format     layout (source)                                        bytes/elem.  p
            point per 128 elements (AWQ/GPTQ W4A16 packing,
            group size 128)
 ========== ====================================================== ============ ========
+
+Two more are the formats checkpoints ship in, which a serving engine loads as they are
+(``models.config.stored_weights`` reads them from ``config.json``'s ``quantization_config``):
+
+================= ============================================== ============ ========
+format            layout (source)                                bytes/elem.  products
+================= ============================================== ============ ========
+``fp8-block``     E4M3, one fp32 scale per 128 x 128 block; the   1 + 1/4096   fp8
+                  router kept (DeepSeek-V3's checkpoint,
+                  ``weight_block_size [128, 128]``; DeepGEMM)
+``mxfp4-experts`` E2M1, one E8M0 scale per 32 elements, the       1/2 + 1/32   none
+                  routed experts only (GPT-OSS's checkpoint:
+                  attention, router, word table and head not
+                  converted); widened to 16 bits in the kernel
+================= ============================================== ============ ========
+
+A format stores a row's weight matrices (``matrix_elements``); its biases keep the precision.
 """
 
 from __future__ import annotations
