@@ -1606,3 +1606,16 @@ def test_a_reader_setting_that_no_option_reads_is_an_error_not_silence(capsys, m
     assert main(["summary", "--megatron-args", LLAMA, "--devices", "8"]) != 0
     assert "internal error: RuntimeError: --megatron-args's reader gave recompte, which no option reads" in \
         capsys.readouterr().err
+
+
+def test_flash_options_typed_as_transformers_default_are_refused(capsys):
+    """Beside a TrainingArguments file that names no attention, transformers runs sdpa (fused, its
+    FlashAttention-2 backend first): --flash and --attention-kernel flash-attention-2 would change
+    nothing, so they are refused by name; --no-flash (eager) and another library act."""
+    base = ["--preset", "gpt2", "--hf-training-args", str(INPUTS / "alpaca_training_args.json"), "--set", "l=512"]
+    assert "--flash: transformers' default attention, sdpa, is fused already" in _error(capsys, *base, "--flash")
+    assert "--attention-kernel flash-attention-2: transformers' default attention, sdpa, runs it already" in \
+        _error(capsys, *base, "--attention-kernel", "flash-attention-2")
+    plain = _json(capsys, *base)
+    assert _json(capsys, *base, "--no-flash")["layout"]["flash"] is False and plain["layout"]["flash"] is True
+    assert _json(capsys, *base, "--attention-kernel", "cudnn")["layout"]["attention_kernel"] == "cudnn"

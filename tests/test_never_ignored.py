@@ -15,6 +15,7 @@ import pytest
 from symbolic_cost.cli import build_parser, main
 
 HF = Path(__file__).parent / "hf_configs"
+INPUTS = Path(__file__).parent / "framework_inputs"
 MIXTRAL, T5, DEEPSEEK = (str(HF / f"{name}.json") for name in ("Mixtral-8x7B-v0.1", "t5-small", "DeepSeek-V2-Lite"))
 LAYOUT = ["d=4", "p=2", "n_micro=4", "m1=2", "s1=2"]
 BASES = {
@@ -33,12 +34,27 @@ BASES = {
     ("profile", "dense"): ["--preset", "gpt2", "--set", "b=2", "l=512", "m1=2", "s1=2"],   # d, p, n_micro: refused
     ("lstm", "numbers"): ["--batch", "4", "--steps", "3", "--hidden", "64", "--vocab", "100", "--layers", "3"],
     ("search", "dense"): ["--preset", "gpt2", "--devices", "4", "--global-batch", "8", "--seq", "256", "--top", "1"],
+    # beside each framework file (issue 66): an option the file decides is refused, any other acts
+    ("summary", "megatron-args"): ["--megatron-args", str(INPUTS / "train_gpt3_175b_distributed.sh"),
+                                   "--devices", "1024", "--vocab-size", "50257"],
+    ("summary", "torchtitan"): ["--torchtitan", str(INPUTS / "debug_model.toml"), "--devices", "8",
+                                "--vocab-size", "2000"],
+    ("summary", "nemo-recipe"): ["--nemo-recipe", str(INPUTS / "megatron_bridge_llama32_1b.yaml"), "--devices", "8"],
+    ("summary", "deepspeed"): ["--preset", "gpt2", "--deepspeed", str(INPUTS / "ds_config_fp16_z3.json"),
+                               "--devices", "8", "--set", "b=2", "l=512"],
+    ("summary", "accelerate"): ["--preset", "gpt2", "--accelerate", str(INPUTS / "accelerate_fsdp.yaml"),
+                                "--set", "b=2", "l=512"],
+    ("summary", "hf-training-args"): ["--preset", "gpt2", "--hf-training-args", str(INPUTS / "alpaca_training_args.json"),
+                                      "--set", "l=512"],
+    ("sweep", "megatron-args"): ["--megatron-args", str(INPUTS / "train_gpt3_175b_distributed.sh"), "--devices",
+                                 "1024", "--vocab-size", "50257", "--grid", "b=1,2"],
 }
 """``search`` builds and compiles its kernels anew for most options (about 20 CPU-s a run for gpt2
 on four devices), so its base is small; ``--everything`` is left to ``tests/test_search_space.py``.
 ``reproduce`` takes only where to write (``--reports``) and which tables; ``report`` only where
 to write (``--out``) and ``--small``, which ``tests/test_reports.py`` covers: neither is here."""
 VALUES = {("search", "--tensor"): ["--tensor", "1d", "2d"],
+          ("summary", "accelerate", "--devices"): ["--devices", "4"],       # the file launches 2 processes
           **{(command, "--attention-kernel"): ["--attention-kernel", "flash-attention-2"]
              for command in ("summary", "sweep", "search", "profile")}}
 """Where the first choice away from the default is the default itself (search's ``--tensor``
@@ -57,6 +73,7 @@ HARMLESS = {
     "--cp-variant ring": "the default variant typed out (the ring is what cp > 1 runs without it)",
     "--no-bias": "formula's act_buffer: a bias keeps nothing for backward",
     "--no-qkv-bias": "formula's act_buffer: a bias keeps nothing for backward",
+    "--trl-trainer sft": "the default trainer typed out (a recipe runs under TRL's SFTTrainer unless one is named)",
 }
 
 
@@ -89,7 +106,7 @@ def cases():
         for action in commands[command]._actions:
             flags = [f for f in action.option_strings if f.startswith("--")]
             if flags and flags[0] not in NOT_VALUES:
-                words = VALUES.get((command, flags[0])) or other_value(action)
+                words = VALUES.get((command, kind, flags[0])) or VALUES.get((command, flags[0])) or other_value(action)
                 if words:
                     yield pytest.param(command, base, words, id=f"{command}-{kind}-{' '.join(words)}")
 

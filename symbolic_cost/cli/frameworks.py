@@ -244,8 +244,16 @@ def transformers_attention(found, args):
     (``models.hf_trainer.default_attention``); ``--no-flash`` counts ``eager``, and
     ``--attention-kernel`` names another library."""
     from symbolic_cost.models.hf_trainer import default_attention
-    return default_attention(found, eager=options.given(args, "flash") and not args.flash,
-                             library=getattr(args, "attention_kernel", None))
+    from symbolic_cost.models.trl_recipe import KERNEL
+    library = getattr(args, "attention_kernel", None)
+    if "flash" not in found.policy:         # transformers' default, sdpa: typed as it is, a flag changes nothing
+        if options.given(args, "flash") and args.flash:
+            raise InputError("--flash: transformers' default attention, sdpa, is fused already (it would change "
+                             "nothing); --no-flash counts eager", "--flash")
+        if library == KERNEL["sdpa"]:
+            raise InputError(f"--attention-kernel {library}: transformers' default attention, sdpa, runs it already "
+                             f"(it would change nothing); name another library, or leave it", "--attention-kernel")
+    return default_attention(found, eager=options.given(args, "flash") and not args.flash, library=library)
 
 
 def _same_devices(values: dict, typed: dict, args, name: str) -> None:
