@@ -133,13 +133,16 @@ def test_the_recipe_decides_flash_attention(capsys):
                                                     ("flash_attention_3", "flash-attention-3")])
 def test_the_recipe_s_attention_is_timed_by_the_library_it_runs(tmp_path, capsys, implementation, kernel):
     """PyTorch's scaled_dot_product_attention tries its FlashAttention-2 backend first; the
-    recipe's run is timed as the same run typed with that library."""
+    recipe's run is timed as the same run typed with that library (FlashAttention-2 is what a recipe
+    naming none runs already, where typing it is refused)."""
     recipe, plain = tmp_path / "recipe.yaml", tmp_path / "plain.yaml"
     plain.write_text("per_device_train_batch_size: 2\nmax_length: 4096\n")
     recipe.write_text(plain.read_text() + f"attn_implementation: {implementation}\n")
     words = ("--devices", "1", "--system", "h100")
     got = _json(capsys, "--hf-training-args", str(recipe), *words)
-    typed = _json(capsys, "--hf-training-args", str(plain), *words, "--flash", "--attention-kernel", kernel)
+    library = () if kernel == "flash-attention-2" else ("--attention-kernel", kernel)
+    typed = _json(capsys, "--hf-training-args", str(plain), *words, *library)
+    assert typed["layout"]["attention_kernel"] == kernel and typed["layout"]["flash"] is True
     cudnn = _json(capsys, "--hf-training-args", str(plain), *words, "--attention-kernel", "cudnn")
     _same(got, typed)
     assert got["step_time_s"] != cudnn["step_time_s"]
