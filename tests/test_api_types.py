@@ -504,3 +504,15 @@ def test_architecture_values_that_would_be_ignored_or_cannot_be():
     table = Architecture("t", 2, 64, 4, 256, 100, positions=8)
     _refuses(lambda: model_cost(table, Training(b=1, l=16)), "l", "16 tokens exceed the context of t (8 tokens)")
     assert model_cost(table, Training(b=1, l=8)).parameters > 0
+
+
+@pytest.mark.parametrize("wrong", [[], {}, 3])
+def test_torchtitan_s_model_names_and_gpu_are_names(wrong):
+    """A list, a mapping or a number where torchtitan's readers take a name ended in "unhashable type"."""
+    from pathlib import Path
+    from symbolic_cost.models.torchtitan import torchtitan_setup
+    from symbolic_cost.models.torchtitan_models import toml_architecture
+    toml = (Path(__file__).parent / "framework_inputs" / "torchtitan_toml_477784a" / "qwen3_0.6b.toml").read_text()
+    refused(lambda: torchtitan_setup(toml, "qwen3", world=8, gpu=wrong), "gpu")
+    refused(lambda: toml_architecture("qwen3", wrong, 4096), "[model] flavor")
+    refused(lambda: toml_architecture(wrong, "0.6B", 4096), "[model] name")

@@ -75,7 +75,7 @@ from functools import partial
 from math import ceil
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, given_counts
+from symbolic_cost.checks import InputError, InputTypeError, given_counts
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import Setup
 from symbolic_cost.models.torchtitan_keys import Job
@@ -197,6 +197,9 @@ def flex_attention(model: str, flavor: str) -> bool:
 def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
     """``setup`` (a job TOML's: SDPA attention) with the library torchtitan runs on ``arch``
     (``SDPA_LIBRARY``), noted; as it is on a generation the table leaves out."""
+    if arch is not None and not isinstance(arch, str):
+        raise InputTypeError(f"gpu must be a GPU generation's name ({', '.join(SDPA_LIBRARY)}, ...) or None, got "
+                             f"{arch!r}", "gpu")
     library = SDPA_LIBRARY.get(arch)
     if library is None or not setup.policy.get("flash"):
         return setup

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, InputTypeError
 from symbolic_cost.models.architecture import Architecture
 
 
@@ -142,6 +142,9 @@ def architecture(model: str, flavor: str, context: int, mtp_layers: int = 0, fla
     """The ``Architecture`` of torchtitan's ``model`` flavour ``flavor`` at ``context`` positions,
     with ``mtp_layers`` multi-token-prediction modules (DeepSeek's ``num_mtp_layers``)."""
     from symbolic_cost.models.config import from_config
+    for value, what in ((model, "[model] name"), (flavor, "[model] flavor")):
+        if not isinstance(value, str):
+            raise InputTypeError(f"{what} must be a str, got {value!r}", what)
     if model not in flavors:
         raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3, "
                          f"{', '.join(flavors)} flavours; give that model's config.json with --hf-config and its "
