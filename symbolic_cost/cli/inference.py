@@ -568,6 +568,10 @@ def report(args) -> int:
     capacity = get_system(args.system).hbm_capacity
     if speculative is not None:
         _draft_fits(spec, speculative["draft_bytes"], out["peak_bytes"], capacity, args.system)
+    if s.p != 1 and load is None:        # the report prices one batch; an engine keeps one in each stage
+        arch = replace(arch, notes=(*arch.notes, f"the b={s.b} sequences pass the p={s.p} stages as one batch, one "
+                                                 f"stage at work at a time; an engine keeps a batch in each stage "
+                                                 f"(--rate simulates that)"))
     if args.json:
         notes = {"notes": list(arch.notes)} if arch.notes else {}   # config.json keys accepted without effect
         extra = {"device_bytes": number(overheads.device_bytes(out["peak_bytes"]))} if overheads.counted else {}
