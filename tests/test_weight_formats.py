@@ -114,7 +114,9 @@ def test_a_checkpoint_s_own_format_is_the_serving_default(capsys):
     assert report["weight_bytes"] == _gpt_oss_20b_bytes(Rational(17, 32))
     assert any("quantization_config): mxfp4-experts" in note for note in report["notes"])
     assert main([*base, "--weights", "fp8"]) == 0
-    assert not any("quantization_config" in note for note in json.loads(capsys.readouterr().out).get("notes", []))
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert not any("as the checkpoint stores them" in note for note in notes)
+    assert any(note.startswith("quantization_config: how the checkpoint stores its weights") for note in notes)
 
 
 def test_deepseek_v3_block_scaled_fp8_keeps_its_router():
@@ -179,3 +181,20 @@ def test_notes_of_a_format_counted_nearly():
     symmetric = {**CT_FP8, "config_groups": {"group_0": {**CT_FP8["config_groups"]["group_0"], "weights": {
         "num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}}}}
     assert "1/256 byte an element more" in stored_weights({"quantization_config": symmetric})[1]
+
+
+def test_a_quantised_checkpoint_of_any_family_is_read(tmp_path, capsys):
+    """A Llama checkpoint that ships quantised (an AWQ 4-bit one) was refused as an unknown key; its
+    quantization_config is noted, serving takes its format (int4: 1/2 + 5/256 bytes a layer weight)
+    and training counts its own precision."""
+    config = json.loads((HF / "Llama-3.1-8B.json").read_text())
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm",
+                                     "zero_point": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["inference", "--hf-config", str(path), "--set", "b=1", "l_in=64", "l_out=2", "--json"]) == 0
+    served = json.loads(capsys.readouterr().out)
+    assert served["weight_bytes"] == MATRICES * (Rational(1, 2) + Rational(5, 256)) + 2 * (ENDS + NORMS)
+    assert main(["summary", "--hf-config", str(path), "--set", "l=2048", "--json"]) == 0
+    trained = json.loads(capsys.readouterr().out)
+    assert any(note.startswith("quantization_config: how the checkpoint stores") for note in trained["notes"])

@@ -11,8 +11,8 @@
 
 Not counted (declared): the auxiliary balance loss, how experts are chosen (``topk_method``,
 ``n_group``, ``topk_group``: comparisons), the published expert-parallel size (``ep_size``: the
-degree is the user's ``ep``) and the published checkpoint's FP8 storage
-(``quantization_config``: the training precision is chosen apart).  DeepSeek-V3's
+degree is the user's ``ep``); the published checkpoint's FP8 storage (``quantization_config``) is
+noted as every family's is (``keys.STORED``).  DeepSeek-V3's
 multi-token-prediction modules (``num_nextn_predict_layers``) are read into
 ``Architecture.mtp_layers``: training runs them (``blocks.mtp``), ``transformers`` builds none,
 so its parameter count is the model's without them (``Training(mtp=False)``).
@@ -78,7 +78,7 @@ def deepseek_v2(k: Keys, name: str) -> Architecture:
 def deepseek_v3(k: Keys, name: str) -> Architecture:
     """DeepSeek-V3: latent attention, a sigmoid router with group-limited selection, the chosen
     weights renormalised (``norm_topk_prob``) and scaled, the first 3 layers dense by default."""
-    k.known("num_mtp_layers", "quantization_config")
+    k.known("num_mtp_layers")
     mtp = k.int("num_nextn_predict_layers", 0, zero=True)
     return replace(_deepseek(k, name, dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, num_hidden_layers=61,
                                    num_attention_heads=128, num_key_value_heads=128, max_position_embeddings=4096,

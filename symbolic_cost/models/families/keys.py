@@ -37,6 +37,11 @@ COMMON = frozenset("""
 """Keys no family's cost depends on (identifiers, initialisation, output and generation
 switches, label names: the number of labels is read from ``id2label`` where a task needs it)."""
 
+STORED = ("quantization_config: how the checkpoint stores its weights, which the model's shapes do not change; "
+          "inference serves them so unless --weights says otherwise (models.config.stored_weights), training "
+          "counts its --precision")
+"""The note of a ``config.json`` of any family that states a ``quantization_config``."""
+
 ROPE_KEYS = frozenset("""
     rope_type type rope_theta factor original_max_position_embeddings low_freq_factor
     high_freq_factor short_factor long_factor beta_fast beta_slow mscale mscale_all_dim
@@ -212,8 +217,12 @@ class Keys:
         return self.text(key, default, PLAIN_ACTIVATIONS)
 
     def done(self):
-        """Note the keys the family's ``transformers`` classes never read (``families.ignored``), and
-        refuse every other key that was neither read nor declared, naming them."""
+        """Note the keys the family's ``transformers`` classes never read (``families.ignored``) and a
+        quantised checkpoint's ``quantization_config`` (``STORED``), and refuse every other key that
+        was neither read nor declared, naming them."""
+        if "quantization_config" in self.config and "quantization_config" not in self.used:
+            self.used.add("quantization_config")
+            self.notes.append(STORED)
         for key in sorted(set(self.config) - self.used):
             why = ignored(self.family, key)
             if why is not None:

@@ -135,7 +135,7 @@ def gpt_oss(k: Keys, name: str) -> Architecture:
     a SwiGLU (the clamps compare; the scale and the add are two more FLOPs an element, not
     counted).  ``experts_per_token`` and ``initial_context_length`` (written by OpenAI's own
     code) are not read by ``transformers``."""
-    k.known(*AUX_LOSS, "swiglu_alpha", "swiglu_limit", "quantization_config", "experts_per_token",
+    k.known(*AUX_LOSS, "swiglu_alpha", "swiglu_limit", "experts_per_token",
             "initial_context_length")
     depth = k.int("num_hidden_layers", 36)
     window = k.int("sliding_window", 128, nullable=True)
