@@ -198,3 +198,8 @@ def test_a_quantised_checkpoint_of_any_family_is_read(tmp_path, capsys):
     assert main(["summary", "--hf-config", str(path), "--set", "l=2048", "--json"]) == 0
     trained = json.loads(capsys.readouterr().out)
     assert any(note.startswith("quantization_config: how the checkpoint stores") for note in trained["notes"])
+
+
+def test_a_format_of_experts_on_a_model_without_them_is_refused(capsys):
+    assert main(["inference", "--preset", "llama-2-7b", "--weights", "mxfp4-experts"]) == 2
+    assert "stores only the rows expert_fc1, expert_fc2, which this model has none of" in capsys.readouterr().err

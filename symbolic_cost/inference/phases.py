@@ -174,6 +174,9 @@ def _formatted(stack, s: Serving) -> tuple:
     fmt = weight_format(s.weights)
     if fmt is None:
         return tuple(stack)
+    if fmt.rows is not None and not any(fmt.applies(row) for blk, _ in stack[1:-1] for row in blk.rows):
+        raise InputError(f"weights {fmt.name!r} stores only the rows {', '.join(fmt.rows)}, which this model has "
+                         f"none of: it would change nothing", "weights")
     return (stack[0], *((quantized(blk, fmt, s.es), n) for blk, n in stack[1:-1]), stack[-1])
 
 
