@@ -134,7 +134,7 @@ IGNORED = [
     ("summary --preset bert-base-uncased --set l=1024", "l"),
     ("summary --preset llama-2-7b --set l=1048576", "l"),
     ("inference --preset llama-2-7b --set l_in=1048576", "l_in"),
-    ("inference --preset llama-2-7b --set p=64", "p must divide n_layers"),
+    ("inference --preset llama-2-7b --set p=64", "p must be at most n_layers"),
     ("summary --preset llama-2-7b --set p=64", "p must divide n_layers"),
     ("inference --preset bert-base-uncased", "bert"),
     ("inference --preset llama-2-7b --rate 10 --requests 100001", "--requests"),    # load.MAX_REQUESTS

@@ -132,3 +132,72 @@ def test_batches_in_flight_past_the_requests_get_none():
     assert load.mean_ttft == pytest.approx(T)
     two = serve(Staged(T, 4), 1, None, requests=2, runtime=NO_OVERHEAD)       # one replica: entering T/4 apart
     assert two.mean_ttft == pytest.approx((T + 1.25 * T) / 2)
+
+
+# --- stages of unequal layers, as vLLM splits them (vllm/distributed/utils.py, get_pp_indices) ---
+
+@pytest.mark.parametrize("depth, p, sizes", [
+    (61, 4, [15, 15, 16, 15]),      # DeepSeek-V3: the one left over to the last but one stage
+    (27, 2, [14, 13]),              # DeepSeek-V2-Lite: to the first (the last but one of two)
+    (26, 4, [6, 7, 7, 6]),          # Gemma 2 2B: two left over, the middle stages
+    (126, 4, [31, 32, 32, 31]),     # Llama 3.1 405B
+    (94, 8, [11, 12, 12, 12, 12, 12, 12, 11]),
+    (80, 4, [20, 20, 20, 20]),
+])
+def test_an_engine_s_stages_by_vllm_s_rule(depth, p, sizes):
+    """depth // p layers a stage, and the depth % p left over one a stage from the last but one
+    backwards (range(2, remainder + 2) of partitions[-i] in vLLM's get_pp_indices)."""
+    from symbolic_cost.parallel.splits import engine_stages
+    assert engine_stages(depth, p) == sizes and sum(sizes) == depth
+
+
+def test_the_busiest_uneven_stage_s_weights_are_transformers_own():
+    """DeepSeek-V2-Lite's 27 layers over 2 and 4 stages: the bytes of the busiest stage are those of
+    the transformers model's parameters on it (built on the meta device), its layers of vLLM's split,
+    the word table on the first stage, the final norm and the head on the last."""
+    import json
+    import torch
+    import transformers
+    from symbolic_cost.inference.throughput import inference_cost
+    from symbolic_cost.models.config import from_config
+    from symbolic_cost.parallel.splits import engine_stages
+    from symbolic_cost.inference.serving import Serving
+    config = json.loads((Path(__file__).parent / "hf_configs" / "DeepSeek-V2-Lite.json").read_text())
+    values = {k: v for k, v in config.items() if k not in ("architectures", "auto_map", "transformers_version")}
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**values))
+    count = lambda module: sum(x.numel() for x in module.parameters())  # noqa: E731
+    layers = [count(layer) for layer in model.model.layers]
+    arch = from_config(config, "DeepSeek-V2-Lite")
+    for p in (2, 4):
+        sizes = engine_stages(len(layers), p)
+        starts = [sum(sizes[:i]) for i in range(p)]
+        stages = [sum(layers[a:a + n]) for a, n in zip(starts, sizes)]
+        stages[0] += count(model.model.embed_tokens)
+        stages[-1] += count(model.model.norm) + count(model.lm_head)
+        served = inference_cost(arch, Serving(b=1, l_in=64, l_out=2, p=p), "h100")
+        assert served.weight_bytes == 2 * max(stages)
+
+
+def test_the_busiest_uneven_stage_s_cache():
+    """DeepSeek-V2-Lite caches 512 + 64 latent elements a layer a token: over 2 stages the first holds
+    14 of its 27 layers.  Gemma 2 2B's 26 layers alternate a 4,096-token window (even layers) and the
+    whole context, 2 x 4 x 256 elements a layer a token: over 4 stages (6, 7, 7, 6 layers) the
+    third (layers 13 to 19) holds 4 whole-context layers and 3 windowed, the most."""
+    import json
+    from symbolic_cost.inference.kv_cache import kv_cache_bytes
+    from symbolic_cost.models.config import from_config
+    hf = Path(__file__).parent / "hf_configs"
+    lite = from_config(json.loads((hf / "DeepSeek-V2-Lite.json").read_text()), "lite")
+    assert kv_cache_bytes(lite, 2, 1000, p=2) == 14 * (512 + 64) * 2 * 2 * 1000
+    gemma = from_config(json.loads((hf / "gemma-2-2b.json").read_text()), "gemma")
+    per_token = 2 * 4 * 256 * 2
+    window = 4095            # transformers' sliding cache: the window less the token it adds
+    assert kv_cache_bytes(gemma, 1, 10000, p=4) == per_token * (4 * 10000 + 3 * window)
+
+
+def test_unequal_stages_hold_a_batch_for_their_share():
+    """Two stages holding 3/4 and 1/4 of a step of 4 s: A holds them [0, 3] and [3, 4]; B enters at 3,
+    when the first stage frees, and leaves at 7 (a gap of 4)."""
+    assert pipelined([Batch(4.0), Batch(4.0)], 0.0, 2, (Fraction(3, 4), Fraction(1, 4))) == \
+        [[(4.0, 4.0)], [(7.0, 4.0)]]

@@ -246,12 +246,13 @@ def lockstep(engines: list, overhead: float) -> list[tuple]:
     return [engine.result() for engine in engines]
 
 
-def pipelined(engines: list, overhead: float, stages: int | None = None) -> list[tuple]:
+def pipelined(engines: list, overhead: float, stages: int | None = None, shares=None) -> list[tuple]:
     """Run ``engines`` as the batches in flight of one pipeline of ``stages`` stages (vLLM's virtual
     engines, TensorRT-LLM's micro-batches; default one stage an engine, and fewer engines than
     stages where fewer requests came): each engine's step is a batch that passes through every
-    stage in turn, holding each for an even share of its ``plan``'s seconds plus ``overhead``, a
-    stage holding one batch at a time.  The engine ready first (its last batch out of the last
+    stage in turn, holding each for its share of its ``plan``'s seconds plus ``overhead``
+    (``shares``: each stage's, its share of the layers; default even), a stage holding one batch
+    at a time.  The engine ready first (its last batch out of the last
     stage, or, idle, its next arrival) starts the next batch when the first stage is free; a batch
     behind a slower one waits at each stage for it, so a step's gap runs from entering the first
     stage to leaving the last.  The ``result`` of each.
@@ -270,6 +271,7 @@ def pipelined(engines: list, overhead: float, stages: int | None = None) -> list
     [[(4.0, 4.0)], [(6.0, 4.0)]]
     """
     stages = stages or len(engines)
+    shares = [float(x) for x in shares] if shares is not None else [1 / stages] * stages
     free, ready = [0.0] * stages, [0.0] * len(engines)      # when each stage is free; when each engine is
 
     def start(i: int) -> float:
@@ -278,10 +280,10 @@ def pipelined(engines: list, overhead: float, stages: int | None = None) -> list
     while live := [i for i, engine in enumerate(engines) if not engine.done()]:
         i = min(live, key=start)
         now = start(i)
-        share = timed(engines[i].plan(now) + overhead) / stages
+        seconds = timed(engines[i].plan(now) + overhead)
         end = now
         for stage in range(stages):
-            end = max(end, free[stage]) + share
+            end = max(end, free[stage]) + seconds * shares[stage]
             free[stage] = end
         ready[i] = end
         engines[i].apply(end, end - now)

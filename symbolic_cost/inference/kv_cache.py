@@ -35,13 +35,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, ceiling
+from sympy import Expr, Integer, ceiling, sympify
 
 from symbolic_cost.blocks.latent_attention import latent_cache_elements
 from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, counts, instance, positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.architecture import MADE_BY, Architecture
+from symbolic_cost.parallel.splits import engine_stages
 
 
 @dataclass(frozen=True)
@@ -240,24 +241,47 @@ def _check_cache(arch: Architecture, b, tokens, encoder, m1, p, page) -> None:
     instance(arch, Architecture, "arch", MADE_BY)
     positive_dims(b=b, m1=m1, p=p, **({} if page is None else {"page": page}))
     counts(tokens=tokens, encoder=encoder)
-    check_rules(dict(p=p, n_layers=exact(arch.n_layers, "n_layers") + arch.decoder_layers), PIPELINE_RULES)
+    stages_rule(arch, p)
     if not arch.encoder_decoder and exact(encoder, "encoder") != 0:
         raise InputError(f"encoder={encoder}: {arch.name} has no encoder, whose output a cross-attention would cache; "
                          f"it would be ignored", "encoder")
 
 
+def stages_rule(arch: Architecture, p) -> None:
+    """Pipeline stages of a served model hold whole layers: ``p`` divides them, or, with both
+    numbers, at most as many stages as layers, split as an engine splits them
+    (``parallel.splits.engine_stages``: vLLM's rule); a symbolic ``p`` must divide them."""
+    depth = sympify(arch.n_layers) + arch.decoder_layers
+    if not (sympify(p).is_Integer and depth.is_Integer) or (depth % p == 0):
+        check_rules(dict(p=p, n_layers=depth), PIPELINE_RULES)
+    elif arch.decoder_layers:
+        raise InputError(f"p={p} must divide the {depth} layers of an encoder-decoder", "p")
+    else:
+        engine_stages(int(depth), int(p))           # refuses a stage without a layer
+
+
 def on_busiest_stage(arch: Architecture, groups, p, value) -> Expr:
     """``value(groups, p)``: one pipeline stage's ``1/p`` of every cache group; where the stages
-    hold different numbers of windowed and global layers (``Architecture.window_pattern``,
-    ``p`` a number dividing the layers) the largest ``value(stage_groups, 1)`` over the stages."""
+    hold different numbers of windowed and global layers (``Architecture.window_pattern``, ``p`` a
+    number) the largest ``value(stage_groups, 1)`` over the stages; where ``p`` does not divide the
+    layers, the stages an engine makes (``parallel.splits.engine_stages``) and the largest of them."""
     p = exact(p, "p")
     pattern, kinds = arch.window_pattern, {g.kind for g in groups}
-    if pattern is None or not p.is_number or p == 1 or len(pattern) % int(p) or kinds != {"sliding", "full"}:
+    depth = exact(arch.n_layers, "n_layers") + arch.decoder_layers
+    uneven = p.is_number and depth.is_number and depth % p != 0
+    if not uneven and (pattern is None or not p.is_number or p == 1 or len(pattern) % int(p)
+                       or kinds != {"sliding", "full"}):
         return value(groups, p)
-    size = len(pattern) // int(p)
-    stages = {sum(pattern[r * size:(r + 1) * size]) for r in range(int(p))}
-    return maximum(*(value(tuple(replace(g, layers=Integer(w if g.kind == "sliding" else size - w)) for g in groups),
-                           Integer(1)) for w in sorted(stages)))
+    sizes = engine_stages(int(depth), int(p)) if uneven else [int(depth) // int(p)] * int(p)
+    if pattern is not None and kinds == {"sliding", "full"}:
+        starts = [sum(sizes[:r]) for r in range(len(sizes))]
+        stages = {(sum(pattern[a:a + n]), n) for a, n in zip(starts, sizes)}
+        return maximum(*(value(tuple(replace(g, layers=Integer(w if g.kind == "sliding" else n - w)) for g in groups),
+                               Integer(1)) for w, n in sorted(stages)))
+    if any(g.layers != depth for g in groups):
+        raise InputError(f"p={p} stages of unequal layers, over a cache of layers of several kinds without a "
+                         f"per-layer pattern, are not modelled: a p dividing the {depth} layers", "p")
+    return value(tuple(replace(g, layers=Integer(max(sizes))) for g in groups), Integer(1))
 
 
 def kv_bytes_per_token(arch: Architecture, *, m1=1, kv_dtype="bf16", mla="absorbed") -> Expr:

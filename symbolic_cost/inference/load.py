@@ -49,6 +49,7 @@ from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving, encoder_tokens
 from symbolic_cost.inference.speculative import check_speculation, expected_tokens
 from symbolic_cost.models.training import check_context, context_limit
+from symbolic_cost.parallel.splits import engine_stages
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import calibrated, comm_time
 
@@ -147,7 +148,8 @@ class StepModel:
     experts are split among them (``ep x etp > m1``: attention data parallelism, each step's
     token dispatch an all-to-all across the replicas; ``serve``'s ``in_lockstep``).
     ``in_flight``: the batches the deployment runs at once, one a pipeline stage (``p``; ``serve``
-    runs each as an engine of its own).
+    runs each as an engine of its own); ``stage_shares``: each stage's share of a step where the
+    stages hold unequal layers (``stage_shares``; ``None``: even).
     """
 
     def __init__(self, arch, serving: Serving, system, conventions=None, speculation=None):
@@ -173,6 +175,7 @@ class StepModel:
         # replicas whose experts are split among them (attention data parallelism) step together
         self.lockstep = arch.moe is not None and bool(serving.ep * serving.expert_tensor > serving.m1)
         self.in_flight = int(serving.p)     # one batch a pipeline stage (see ``serve``)
+        self.stage_shares = stage_shares(arch, self.in_flight)
         self.kernels = _operations(arch, serving, conventions)
         if speculation is not None:
             check_speculation(arch, serving, speculation)
@@ -485,7 +488,8 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     kind = engine_kind(runtime)
     engines = [kind(step, of(slots, mine), of(times, mine), runtime, blocks, of(needs, mine), of(prompts, mine))
                for mine in groups]
-    runs = _run(engines, overhead, replicas, flight, in_lockstep(step, replicas))
+    runs = _run(engines, overhead, replicas, flight, in_lockstep(step, replicas),
+                getattr(step, "stage_shares", None))
     first, finished, steps_run, last = [0.0] * requests, [0.0] * requests, [], 0.0
     for mine, (yielded, done, gaps, end) in zip(groups, runs):
         for request, at, leaves in zip(mine, yielded, done):
@@ -506,10 +510,10 @@ def engine_kind(runtime: Runtime):
         or (ChunkedPrompts if runtime.chunked else WholePrompts)
 
 
-def _run(engines: list, overhead: float, replicas: int, flight: int, together: bool) -> list[tuple]:
+def _run(engines: list, overhead: float, replicas: int, flight: int, together: bool, shares=None) -> list[tuple]:
     """The ``result`` of each of ``serve``'s engines (engine ``e`` of replica ``e mod replicas``):
-    ``together`` in lockstep, else each replica's ``flight`` batches through its pipeline, or each
-    engine alone."""
+    ``together`` in lockstep, else each replica's ``flight`` batches through its pipeline (its
+    stages' ``shares`` of a step), or each engine alone."""
     if together:
         return lockstep(engines, overhead)
     if flight == 1:
@@ -517,9 +521,24 @@ def _run(engines: list, overhead: float, replicas: int, flight: int, together: b
     runs = [None] * len(engines)
     for replica in range(min(replicas, len(engines))):
         mine = range(replica, len(engines), replicas)
-        for engine, run in zip(mine, pipelined([engines[e] for e in mine], overhead, flight)):
+        for engine, run in zip(mine, pipelined([engines[e] for e in mine], overhead, flight, shares)):
             runs[engine] = run
     return runs
+
+
+def stage_shares(arch, p: int) -> tuple | None:
+    """Each of ``p`` stages' share of a step where they hold unequal layers, as an engine splits them
+    (``parallel.splits.engine_stages``): its layers over the model's (the ends not counted apart);
+    ``None`` where ``p`` divides the layers.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> stage_shares(preset("gpt2"), 5), stage_shares(preset("gpt2"), 4)
+    ((Fraction(1, 6), Fraction(1, 6), Fraction(1, 4), Fraction(1, 4), Fraction(1, 6)), None)
+    """
+    depth = int(arch.n_layers + arch.decoder_layers)
+    if depth % p == 0:
+        return None
+    return tuple(Fraction(n, depth) for n in engine_stages(depth, p))
 
 
 def in_flight(step) -> int:

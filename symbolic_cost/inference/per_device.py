@@ -13,14 +13,19 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.placement import placement
 from symbolic_cost.models.ranks import tied_copy
 from symbolic_cost.models.training import Training
+from symbolic_cost.parallel.splits import engine_layout
 
 
 def busiest_weights(arch: Architecture, phase: Phase) -> Expr:
     """Weight bytes on the busiest device (``models.placement.Placement``): a stage's layers and its
-    end, the last stage with its own copy of a tied word table."""
+    end, the last stage with its own copy of a tied word table; stages of unequal layers where ``p``
+    does not divide them, as an engine splits them (``parallel.splits.engine_layout``)."""
     stack, p = phase.stack, phase.serving.p
     copy = tied_copy(arch, stack[0][0]) if p != 1 else 0
-    return placement(arch, Training(p=p), stack, p).busiest(
+    depth = arch.n_layers + arch.decoder_layers
+    uneven = getattr(p, "is_number", True) and getattr(depth, "is_number", True) and int(depth) % int(p) != 0
+    split = Training(p=p, pipeline_layout=engine_layout(int(depth), int(p))) if uneven else Training(p=p)
+    return placement(arch, split, stack, p).busiest(
         stack[0][0].total("weights"), stack[-1][0].total("weights"), [blk.total("weights") for blk, _ in stack[1:-1]],
         copy)
 

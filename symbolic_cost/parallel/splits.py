@@ -1,6 +1,7 @@
 """Pipeline splits as Megatron-Core makes them: which transformer layers each model chunk of each
 pipeline rank builds (``chunk_layers``: even, first/last stage sizes, the embedding and the loss
-counted as layers, virtual stages; ``layout_layers``: ``--pipeline-model-parallel-layout``).
+counted as layers, virtual stages; ``layout_layers``: ``--pipeline-model-parallel-layout``); and
+as a serving engine splits layers that do not divide evenly (``engine_stages``).
 ``models.placement.placement`` counts each rank's layers of each kind from them.
 """
 
@@ -60,6 +61,35 @@ def chunk_layers(depth: int, p: int, v: int = 1, first=None, last=None, embeddin
         starts = [c * rounds + sum(chunk[:r]) for c in range(v)]
         out.append([range(max(s - skip, 0), min(s + chunk[r], depth + skip) - skip) for s in starts])
     return out
+
+
+def engine_stages(depth: int, p: int) -> list[int]:
+    """The layers each of ``p`` pipeline stages of a serving engine holds, as vLLM splits them
+    (``vllm/distributed/utils.py``, ``get_pp_indices``): ``depth // p`` each, and the remainder one
+    a stage from the last but one backwards (the last stage keeps the head, the first the word
+    table, which the middle stages take a remaining layer before).
+
+    >>> engine_stages(61, 4), engine_stages(27, 2), engine_stages(26, 4), engine_stages(80, 4)
+    ([15, 15, 16, 15], [14, 13], [6, 7, 7, 6], [20, 20, 20, 20])
+    """
+    depth, p = count(depth, "depth"), count(p, "p")
+    if p > depth:
+        raise InputError(f"p must be at most n_layers (got p={p}, n_layers={depth}): a stage would hold no layer", "p")
+    sizes = [depth // p] * p
+    for i in range(2, depth % p + 2):
+        sizes[-i] += 1
+    return sizes
+
+
+def engine_layout(depth: int, p: int) -> str:
+    """``engine_stages`` as a ``--pipeline-model-parallel-layout`` (``layout_layers``): the word
+    table on the first stage, the head on the last.
+
+    >>> engine_layout(5, 2)
+    'Ettt|ttL'
+    """
+    return "|".join(("E" if i == 0 else "") + "t" * n + ("L" if i == p - 1 else "")
+                    for i, n in enumerate(engine_stages(depth, p)))
 
 
 def layout_stages(layout: str) -> list[str]:
