@@ -355,6 +355,18 @@ class Cost:
         """FLOPs of the backward pass that form activation gradients: ``flops_bwd - flops_wgrad``."""
         return self.flops_bwd - self.flops_wgrad
 
+    @property
+    def matrix_elements(self) -> Expr:
+        """Elements of the operation's weight matrices: a ``k x n`` matrix for each of the
+        ``groups`` of each forward product (a grouped GEMM's experts); the rest of ``weights`` is
+        its bias (what low-precision recipes and served weight formats leave in the precision).
+
+        >>> from symbolic_cost.ops import linear
+        >>> linear(2, 3, 4, 5, bias=True).matrix_elements        # 4 x 5, the bias of 5 apart
+        20
+        """
+        return sum((g.groups * g.k * g.n for g in self.gemms if g.pass_ == "fwd"), Integer(0))
+
     def fields(self) -> dict[str, Expr]:
         """The expression fields as a name -> expression dict."""
         return {name: getattr(self, name) for name in EXPRESSION_FIELDS}

@@ -287,7 +287,7 @@ def load_test(args, arch, serving) -> dict:
                               lengths=lengths)), **engine}
 
 
-def stored_weights(args, arch):
+def served_weights(args, arch):
     """``(arch, weights)``: ``--weights``, or where it is not given the format the model's
     checkpoint stores (``models.config.stored_weights``: DeepSeek-V3's block-scaled FP8,
     GPT-OSS's MXFP4 experts), which an engine loads as it is; said in a note on ``arch`` either way
@@ -312,7 +312,7 @@ def configuration(args, keep=()):
     values = resolve(base, args.set, allowed=SERVING_SYMBOLS)
     value = lambda symbol: values.get(symbol, symbol)  # noqa: E731
     page = values.get(S.B, S.B if S.B in keep else None)
-    arch, weights = stored_weights(args, arch)
+    arch, weights = served_weights(args, arch)
     serving = Serving(b=value(S.b), l_in=value(S.l_in), l_out=value(S.l_out), m1=value(S.m1), p=value(S.p),
                       d=value(S.d), ep=value(S.ep), etp=values.get(S.etp, S.etp if S.etp in keep else None), precision=args.precision,
                       kv_dtype=args.kv_dtype, page=page, flash=args.flash, allow_long=args.allow_long, mla=args.mla,

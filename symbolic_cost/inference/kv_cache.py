@@ -42,7 +42,7 @@ from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, counts
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.architecture import MADE_BY, Architecture
-from symbolic_cost.parallel.splits import engine_stages
+from symbolic_cost.parallel.splits import engine_stages, uneven_stages
 
 
 @dataclass(frozen=True)
@@ -252,12 +252,10 @@ def stages_rule(arch: Architecture, p) -> None:
     numbers, at most as many stages as layers, split as an engine splits them
     (``parallel.splits.engine_stages``: vLLM's rule); a symbolic ``p`` must divide them."""
     depth = sympify(arch.n_layers) + arch.decoder_layers
-    if not (sympify(p).is_Integer and depth.is_Integer) or (depth % p == 0):
+    if arch.decoder_layers or not (sympify(p).is_number and depth.is_number):
         check_rules(dict(p=p, n_layers=depth), PIPELINE_RULES)
-    elif arch.decoder_layers:
-        raise InputError(f"p={p} must divide the {depth} layers of an encoder-decoder", "p")
     else:
-        engine_stages(int(depth), int(p))           # refuses a stage without a layer
+        engine_stages(int(depth), int(p))           # any p up to the layers: a stage without one refused
 
 
 def on_busiest_stage(arch: Architecture, groups, p, value) -> Expr:
@@ -268,11 +266,11 @@ def on_busiest_stage(arch: Architecture, groups, p, value) -> Expr:
     p = exact(p, "p")
     pattern, kinds = arch.window_pattern, {g.kind for g in groups}
     depth = exact(arch.n_layers, "n_layers") + arch.decoder_layers
-    uneven = p.is_number and depth.is_number and depth % p != 0
-    if not uneven and (pattern is None or not p.is_number or p == 1 or len(pattern) % int(p)
-                       or kinds != {"sliding", "full"}):
+    uneven = uneven_stages(depth, p)
+    if uneven is None and (pattern is None or not p.is_number or p == 1 or len(pattern) % int(p)
+                           or kinds != {"sliding", "full"}):
         return value(groups, p)
-    sizes = engine_stages(int(depth), int(p)) if uneven else [int(depth) // int(p)] * int(p)
+    sizes = uneven or [int(depth) // int(p)] * int(p)
     if pattern is not None and kinds == {"sliding", "full"}:
         starts = [sum(sizes[:r]) for r in range(len(sizes))]
         stages = {(sum(pattern[a:a + n]), n) for a, n in zip(starts, sizes)}

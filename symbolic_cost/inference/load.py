@@ -49,7 +49,7 @@ from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving, encoder_tokens
 from symbolic_cost.inference.speculative import check_speculation, expected_tokens
 from symbolic_cost.models.training import check_context, context_limit
-from symbolic_cost.parallel.splits import engine_stages
+from symbolic_cost.parallel.splits import uneven_stages
 from symbolic_cost.timing import efficiency
 from symbolic_cost.timing.hardware import calibrated, comm_time
 
@@ -535,10 +535,8 @@ def stage_shares(arch, p: int) -> tuple | None:
     >>> stage_shares(preset("gpt2"), 5), stage_shares(preset("gpt2"), 4)
     ((Fraction(1, 6), Fraction(1, 6), Fraction(1, 4), Fraction(1, 4), Fraction(1, 6)), None)
     """
-    depth = int(arch.n_layers + arch.decoder_layers)
-    if depth % p == 0:
-        return None
-    return tuple(Fraction(n, depth) for n in engine_stages(depth, p))
+    sizes = uneven_stages(arch.n_layers + arch.decoder_layers, p)
+    return None if sizes is None else tuple(Fraction(n, sum(sizes)) for n in sizes)
 
 
 def in_flight(step) -> int:

@@ -13,7 +13,7 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.placement import placement
 from symbolic_cost.models.ranks import tied_copy
 from symbolic_cost.models.training import Training
-from symbolic_cost.parallel.splits import engine_layout
+from symbolic_cost.parallel.splits import engine_layout, uneven_stages
 
 
 def busiest_weights(arch: Architecture, phase: Phase) -> Expr:
@@ -23,7 +23,7 @@ def busiest_weights(arch: Architecture, phase: Phase) -> Expr:
     stack, p = phase.stack, phase.serving.p
     copy = tied_copy(arch, stack[0][0]) if p != 1 else 0
     depth = arch.n_layers + arch.decoder_layers
-    uneven = getattr(p, "is_number", True) and getattr(depth, "is_number", True) and int(depth) % int(p) != 0
+    uneven = uneven_stages(depth, p) is not None
     split = Training(p=p, pipeline_layout=engine_layout(int(depth), int(p))) if uneven else Training(p=p)
     return placement(arch, split, stack, p).busiest(
         stack[0][0].total("weights"), stack[-1][0].total("weights"), [blk.total("weights") for blk, _ in stack[1:-1]],

@@ -41,14 +41,14 @@ format            layout (source)                                bytes/elem.  pr
                   converted); widened to 16 bits in the kernel
 ================= ============================================== ============ ========
 
-A format stores a row's weight matrices (``matrix_elements``); its biases keep the precision.
+A format stores a row's weight matrices (``cost.Cost.matrix_elements``); its biases keep the precision.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, Rational
+from sympy import Expr, Rational
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.blocks.moe import EXPERT_ROWS
@@ -98,26 +98,14 @@ def weight_format(name: str | None) -> WeightFormat | None:
 def quantized(block, fmt: WeightFormat, es) -> object:
     """``block`` with its matrix rows' weights in ``fmt``: each row the format applies to (a
     projection, an expert) keeps its weight matrices in ``element_bytes`` an element instead of
-    ``es`` (``matrix_elements``; a bias stays in ``es``, as engines keep it) and moves that much
+    ``es`` (``Cost.matrix_elements``; a bias stays in ``es``, as engines keep it) and moves that much
     less in the forward pass, and its products take ``fmt.products``'s rate.  Rows without
     weights (attention's score products, norms, pointwise work) are as they were."""
     def at_format(row):
         if not fmt.applies(row):
             return row
-        saved = matrix_elements(row) * (es - fmt.element_bytes)
+        saved = row.matrix_elements * (es - fmt.element_bytes)
         return replace(row, weights=row.weights - saved, mem_fwd=row.mem_fwd - saved,
                        fp8=fmt.products == "fp8", fp4=fmt.products == "fp4")
 
     return replace(block, rows=tuple(at_format(r) for r in block.rows))
-
-
-def matrix_elements(row) -> Expr:
-    """Elements of the weight matrices of ``row``: a ``k x n`` matrix for each of the ``groups`` of
-    each forward product (``cost.Gemm``), what a weight format stores; the rest of the row's
-    ``weights`` is its bias.
-
-    >>> from symbolic_cost.ops.routing import grouped_linear
-    >>> matrix_elements(grouped_linear(10, 4, 3, 5, bias=True))      # 5 experts of 4 x 3, their biases apart
-    60
-    """
-    return sum((g.k * g.n * g.groups for g in row.gemms if g.pass_ == "fwd"), Integer(0))

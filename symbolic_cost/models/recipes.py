@@ -197,7 +197,8 @@ def _low_precision_layer(blk, es, recipe, t):
             return (r,)          # torchao's Float8Linear converts linear layers: grouped experts stay 16-bit
         outputs = sum((g.count * g.m * g.n for g in forward), Integer(0))
         if recipe.dynamic:
-            kept, cast = r.act_buffer, _dynamic_casts(forward, outputs, es, recipe, t, f"{r.name}_cast")
+            kept, cast = r.act_buffer, _dynamic_casts(forward, outputs, r.matrix_elements, es, recipe, t,
+                                                      f"{r.name}_cast")
         else:
             kept = r.act_buffer * recipe.kept_bytes / es
             inputs = 0 if r.name in NORM_FUSED else sum((g.count * g.m * g.k for g in forward), Integer(0))
@@ -209,13 +210,12 @@ def _low_precision_layer(blk, es, recipe, t):
     return replace(blk, rows=tuple(row for r in blk for row in rows(r)))
 
 
-def _dynamic_casts(forward, outputs, es, recipe, t, name):
+def _dynamic_casts(forward, outputs, weights, es, recipe, t, name):
     """torchao's casts of one product (``ops.quantise.dynamic_casts``): forward the input ``X`` and
     the weight ``W``, backward the output gradient twice, ``W`` and ``X``.  Under ``fp8_gather``
     the weight arrives in FP8 (torchao's float8 all-gather): each rank casts only its shard,
     ``W / shard``, once a gather (backward's only where FSDP gathers again, ``reshard_after_forward``)."""
     inputs = sum((g.count * g.m * g.k for g in forward), Integer(0))
-    weights = sum((g.groups * g.k * g.n for g in forward), Integer(0))
     weight_fwd = weight_bwd = weights
     if t.fp8_gather:
         weight_fwd = weights / shard_degree("weights", t.zero, t.d, t.distributed_optimizer, t.shard)
@@ -227,7 +227,7 @@ def _dynamic_casts(forward, outputs, es, recipe, t, name):
 def matrix_elements(blk) -> Expr:
     """Elements of the weight matrices of a layer's low-precision products (biases excluded;
     every group's of a grouped product): the tensors a recipe caches quantised copies of."""
-    return sum((g.groups * g.k * g.n for r in blk if r.fp8 or r.fp4 for g in _forward(r)), Integer(0))
+    return sum((r.matrix_elements for r in blk if r.fp8 or r.fp4), Integer(0))
 
 
 def fp8_products(blk) -> Expr:

@@ -104,9 +104,9 @@ REFUSED = {
 }
 """Recipe fields that change the cost in ways not modelled, refused where set (true or non-empty)."""
 
-READ = {"use_liger", "max_length", "max_seq_length", "attn_implementation", "use_flash_attention_2", "torch_dtype", "dtype",
-        "use_peft", "lora_r", "lora_target_modules", "load_in_4bit", "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_quant_type",
-        "model_init_kwargs"}
+READ = {"use_liger", "max_length", "max_seq_length", "attn_implementation", "use_flash_attention_2", "torch_dtype",
+        "dtype", "use_peft", "lora_r", "lora_target_modules", "load_in_4bit", "load_in_8bit", "use_bnb_nested_quant",
+        "bnb_4bit_quant_type", "model_init_kwargs"}
 """Recipe fields read (the module's table)."""
 
 FIELDS = NO_COST | set(REFUSED) | READ | set(LAUNCH) | PREFERENCE_FIELDS

@@ -81,6 +81,17 @@ def engine_stages(depth: int, p: int) -> list[int]:
     return sizes
 
 
+def uneven_stages(depth, p) -> list[int] | None:
+    """``engine_stages`` where ``p`` and ``depth`` are numbers and ``p`` does not divide ``depth``;
+    ``None`` where the stages are even, or a symbol leaves it open (the even split's ``1/p``).
+
+    >>> uneven_stages(27, 2), uneven_stages(28, 2)
+    ([14, 13], None)
+    """
+    known = all(getattr(x, "is_number", isinstance(x, int)) for x in (depth, p))
+    return engine_stages(int(depth), int(p)) if known and int(depth) % int(p) else None
+
+
 def engine_layout(depth: int, p: int) -> str:
     """``engine_stages`` as a ``--pipeline-model-parallel-layout`` (``layout_layers``): the word
     table on the first stage, the head on the last.
