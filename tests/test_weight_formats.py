@@ -32,7 +32,11 @@ def published(name):
 
 
 @pytest.mark.parametrize("fmt, per_element", [
-    (None, 2), ("fp8", 1), ("mxfp8", 1 + Rational(1, 32)), ("nvfp4", Rational(9, 16)), ("int4", Rational(133, 256))])
+    (None, 2), ("fp8", 1), ("mxfp8", 1 + Rational(1, 32)), ("nvfp4", Rational(9, 16)), ("int4", Rational(133, 256)),
+    # QLoRA (Dettmers et al. 2023) Sec. 3: 4 bits and an fp32 absmax a block of 64; double-quantised,
+    # an 8-bit absmax a block and an fp32 scale a 256 blocks (0.127 bits of scales a parameter)
+    ("nf4", Rational(4, 8) + Rational(32, 8 * 64)), ("nf4-double", Rational(4, 8) + Rational(8, 8 * 64)
+                                                     + Rational(32, 8 * 64 * 256))])
 def test_weight_bytes_by_hand(fmt, per_element):
     cost = inference_cost(LLAMA3_8B, Serving(b=1, l_in=16, l_out=2, weights=fmt), get_system("b200"))
     assert MATRICES == 6_979_321_856
@@ -144,6 +148,15 @@ CT_FP8 = {"quant_method": "compressed-tensors", "format": "float-quantized", "ig
 publish it (one group over every Linear but the head)."""
 
 
+BNB_4BIT = {"_load_in_4bit": True, "_load_in_8bit": False, "bnb_4bit_compute_dtype": "bfloat16",
+            "bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
+            "llm_int8_enable_fp32_cpu_offload": False, "llm_int8_has_fp16_weight": False,
+            "llm_int8_skip_modules": None, "llm_int8_threshold": 6.0, "load_in_4bit": True, "load_in_8bit": False,
+            "quant_method": "bitsandbytes"}
+"""A bitsandbytes 4-bit checkpoint's quantization_config as transformers' ``BitsAndBytesConfig.to_dict``
+writes it (QLoRA's NF4 with double quantisation, as the "-bnb-4bit" checkpoints ship)."""
+
+
 @pytest.mark.parametrize("section, expected", [
     (CT_FP8, "fp8"),
     ({**CT_FP8, "config_groups": {"group_0": {**CT_FP8["config_groups"]["group_0"], "weights": {
@@ -155,6 +168,8 @@ publish it (one group over every Linear but the head)."""
     ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}, "nvfp4"),
     ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
     ({"quant_method": "fp8", "activation_scheme": "dynamic"}, "fp8"),
+    (BNB_4BIT, "nf4-double"),
+    ({**BNB_4BIT, "bnb_4bit_use_double_quant": False, "llm_int8_skip_modules": ["lm_head"]}, "nf4"),
 ])
 def test_published_quantization_configs_name_their_format(section, expected):
     assert stored_weights({"quantization_config": section})[0] == expected
@@ -164,7 +179,8 @@ def test_published_quantization_configs_name_their_format(section, expected):
     {"quant_method": "gptq", "bits": 8, "group_size": 128},                    # 8-bit integers: not a format here
     {"quant_method": "awq", "bits": 4, "group_size": 64},                      # groups of 64
     {"quant_method": "fp8", "weight_block_size": [64, 64]},
-    {"quant_method": "bitsandbytes", "load_in_4bit": True},
+    {**BNB_4BIT, "load_in_4bit": False, "load_in_8bit": True},                  # LLM.int8: int8 products, not here
+    {**BNB_4BIT, "llm_int8_skip_modules": ["lm_head", "model.layers.1.mlp"]},  # a layer left in 16 bits
     {**CT_FP8, "ignore": ["lm_head", "re:.*self_attn.*"]},                     # attention left out: not one format
     {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.mlp.experts"]},
 ])
@@ -203,3 +219,20 @@ def test_a_quantised_checkpoint_of_any_family_is_read(tmp_path, capsys):
 def test_a_format_of_experts_on_a_model_without_them_is_refused(capsys):
     assert main(["inference", "--preset", "llama-2-7b", "--weights", "mxfp4-experts"]) == 2
     assert "stores only the rows expert_fc1, expert_fc2, which this model has none of" in capsys.readouterr().err
+
+
+def test_bitsandbytes_4_bit_float_is_stored_as_nf4_is():
+    found, note = stored_weights({"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True}})
+    assert found == "nf4" and "4 bits and an absmax a block of 64" in note
+
+
+def test_fp8_weights_without_fp8_tensor_cores_are_noted_and_timed_at_the_16_bit_rate(capsys):
+    """A100 has no FP8 tensor cores: the products take bf16's 312 TFLOP/s, the weights still 1 byte."""
+    a100 = get_system("a100")
+    bf16, fp8 = (inference_cost(LLAMA3_8B, Serving(b=1, l_in=1024, l_out=2, weights=w), a100) for w in (None, "fp8"))
+    assert fp8.prefill_time["compute"] == bf16.prefill_time["compute"]
+    assert fp8.weight_bytes == MATRICES + 2 * (ENDS + NORMS)
+    assert main(["inference", "--preset", "llama-3-8b", "--weights", "fp8", "--system", "a100", "--json"]) == 0
+    assert any("no FP8 tensor cores" in n for n in json.loads(capsys.readouterr().out)["notes"])
+    assert main(["inference", "--preset", "llama-3-8b", "--weights", "fp8", "--system", "h100", "--json"]) == 0
+    assert not any("no FP8 tensor cores" in n for n in json.loads(capsys.readouterr().out).get("notes", []))

@@ -36,7 +36,7 @@ from symbolic_cost.inference.serving import check_context, check_decode_context
 from symbolic_cost.inference.speculative import MAX_DRAFT, speculative_fields
 from symbolic_cost.models import config as hf
 from symbolic_cost.models.overheads import get_overheads
-from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS
+from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS, weight_format, widened_on
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
 from symbolic_cost.inference.throughput import (FIELDS, PREFILL_FIELDS, ROOFLINES, crossover_batch, fields,
                                                 inference_cost, max_batch, prefill_fields)
@@ -82,7 +82,8 @@ def add_arguments(parser) -> None:
                    help="format of the KV cache (default: --precision's)")
     options.option(group, "--weights", choices=list(WEIGHT_FORMATS),
                    help="format of the layers' matrix weights: fp8, fp8-block and mxfp8 multiply on FP8 tensor "
-                        "cores, nvfp4 on FP4 ones (b200, b300, gb200, gb300), int4 and mxfp4-experts are weight-only "
+                        "cores (weight-only where there are none: a100), nvfp4 on FP4 ones (b200, b300, gb200, gb300), "
+                        "int4, mxfp4-experts and bitsandbytes' nf4 and nf4-double are weight-only "
                         "(default: the format the config.json's quantization_config stores, else --precision's)")
     options.flash(group)
     options.option(group, "--mla", choices=MLA_FORMS, default=MLA_FORMS[0], action=options.Given,
@@ -293,12 +294,14 @@ def served_weights(args, arch):
     GPT-OSS's MXFP4 experts), which an engine loads as it is; said in a note on ``arch`` either way
     the config states one."""
     if args.weights is not None:
-        return arch, args.weights
-    weights, remark = hf.stored_weights(model_config(args))
-    said = remark if weights is None else (f"weights as the checkpoint stores them (config.json's "
-                                           f"quantization_config): {weights}{f' ({remark})' if remark else ''}; "
-                                           f"--weights chooses another format")
-    return (replace(arch, notes=(*arch.notes, said)) if said else arch), weights
+        weights, said = args.weights, None
+    else:
+        weights, remark = hf.stored_weights(model_config(args))
+        said = remark if weights is None else (f"weights as the checkpoint stores them (config.json's "
+                                               f"quantization_config): {weights}{f' ({remark})' if remark else ''}; "
+                                               f"--weights chooses another format")
+    said = [n for n in (said, widened_on(weight_format(weights), get_system(args.system))) if n]
+    return replace(arch, notes=(*arch.notes, *said)), weights
 
 
 def configuration(args, keep=()):

@@ -1,4 +1,4 @@
-"""Number formats of a served model's weights: FP8, MXFP8, NVFP4 and weight-only INT4.
+"""Number formats of a served model's weights: FP8, MXFP8, NVFP4 and weight-only INT4 and NF4.
 
 A serving engine quantises the matrix weights of the transformer layers (the projections and the
 experts; not the word table, the LM head or the norms, which TensorRT-LLM's and ModelOpt's
@@ -39,6 +39,13 @@ format            layout (source)                                bytes/elem.  pr
                   routed experts only (GPT-OSS's checkpoint:
                   attention, router, word table and head not
                   converted); widened to 16 bits in the kernel
+``nf4``           bitsandbytes' 4-bit checkpoints (NF4, or its    1/2 + 1/16   none
+                  4-bit float of the same layout): one fp32
+                  absmax per block of 64 (``NF4``); widened to
+                  16 bits in the kernel (vLLM's and transformers'
+                  bitsandbytes loading; the head kept)
+``nf4-double``    the same with double quantisation               1/2 + 1/64   none
+                  (``bnb_4bit_use_double_quant``: ``NF4_DOUBLE``)  + 1/4096
 ================= ============================================== ============ ========
 
 A format stores a row's weight matrices (``cost.Cost.matrix_elements``); its biases keep the precision.
@@ -52,7 +59,7 @@ from sympy import Expr, Rational
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.blocks.moe import EXPERT_ROWS
-from symbolic_cost.models.number_formats import FP8_128, MXFP4, MXFP8, NVFP4
+from symbolic_cost.models.number_formats import FP8_128, MXFP4, MXFP8, NF4, NF4_DOUBLE, NVFP4
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ WEIGHT_FORMATS = {
     "int4": WeightFormat("int4", Rational(1, 2) + Rational(5, 256), None),
     "fp8-block": WeightFormat("fp8-block", FP8_128, "fp8", kept=("router",)),
     "mxfp4-experts": WeightFormat("mxfp4-experts", MXFP4, None, rows=EXPERT_ROWS),
+    "nf4": WeightFormat("nf4", NF4, None),
+    "nf4-double": WeightFormat("nf4-double", NF4_DOUBLE, None),
 }
 
 
@@ -93,6 +102,22 @@ def weight_format(name: str | None) -> WeightFormat | None:
         raise InputError(f"weights must be one of {', '.join(WEIGHT_FORMATS)} or None (the precision), "
                          f"got {name!r}", "weights")
     return WEIGHT_FORMATS[name]
+
+
+def widened_on(fmt: WeightFormat | None, system) -> str | None:
+    """A note where ``fmt`` multiplies in FP8 and ``system`` has no FP8 tensor cores (A100): its
+    products are timed at the 16-bit rate (``timing.systems.product_rate``), the weights widened in
+    the kernel, as vLLM's FP8 Marlin kernel serves an FP8 checkpoint there; ``None`` otherwise.
+
+    >>> from symbolic_cost.timing.systems import get_system
+    >>> widened_on(weight_format("fp8"), get_system("h100")) is None
+    True
+    """
+    if fmt is None or fmt.products != "fp8" or system.fp8_flops:
+        return None
+    return (f"weights {fmt.name} on {system.name}, which has no FP8 tensor cores: the products run at the 16-bit "
+            f"rate, the weights widened in the kernel (vLLM's FP8 Marlin kernel; TensorRT-LLM runs FP8 from Ada "
+            f"and Hopper on)")
 
 
 def quantized(block, fmt: WeightFormat, es) -> object:

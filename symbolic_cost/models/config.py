@@ -166,7 +166,9 @@ def stored_weights(config) -> tuple[str | None, str | None]:
       8-bit floats ``fp8`` (one scale a tensor; one a channel noted as not counted), 4-bit
       integers in groups of 128 ``int4`` (a symmetric group stores no zero point: noted), NVFP4
       (4-bit floats in groups of 16) ``nvfp4``;
-    * ``modelopt`` (NVIDIA Model Optimizer) ``quant_algo`` FP8 or NVFP4: ``fp8``, ``nvfp4``.
+    * ``modelopt`` (NVIDIA Model Optimizer) ``quant_algo`` FP8 or NVFP4: ``fp8``, ``nvfp4``;
+    * ``bitsandbytes`` 4-bit (``load_in_4bit``, NF4 or its 4-bit float): ``nf4``, or ``nf4-double``
+      with ``bnb_4bit_use_double_quant``.
 
     >>> stored_weights({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}})
     ('fp8-block', None)
@@ -197,8 +199,27 @@ def stored_weights(config) -> tuple[str | None, str | None]:
         found = _compressed_tensors(section)
     elif method == "modelopt":
         found = {"FP8": ("fp8", None), "NVFP4": ("nvfp4", None)}.get(section.get("quant_algo"))
+    elif method == "bitsandbytes":
+        found = _bitsandbytes(section)
     return found or (None, f"config.json's quantization_config ({method!r}) is not a modelled weight format: the "
                            f"weights are counted in --precision (--weights chooses one)")
+
+
+def _bitsandbytes(section: dict) -> tuple[str, str | None] | None:
+    """``stored_weights`` of a bitsandbytes checkpoint: 4-bit (``load_in_4bit``) NF4 or 4-bit float
+    in blocks of 64, its absmax double-quantised or not, the head at most left out
+    (``llm_int8_skip_modules``); 8-bit (LLM.int8, whose products run in int8 beside 16-bit
+    outlier columns) is not modelled."""
+    left = section.get("llm_int8_skip_modules") or []
+    if section.get("load_in_4bit") is not True or section.get("load_in_8bit") is True or not isinstance(left, list) \
+            or not all(isinstance(m, str) and m.rsplit(".", 1)[-1] in HEADS for m in left):
+        return None
+    kind = section.get("bnb_4bit_quant_type", "fp4")      # BitsAndBytesConfig's default
+    double = section.get("bnb_4bit_use_double_quant", False)
+    if kind not in ("nf4", "fp4") or not isinstance(double, bool):
+        return None
+    return ("nf4-double" if double else "nf4"), None if kind == "nf4" else \
+        "bitsandbytes' 4-bit float, stored as NF4 is: 4 bits and an absmax a block of 64"
 
 
 def _compressed_tensors(section: dict) -> tuple[str, str | None] | None:

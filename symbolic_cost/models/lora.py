@@ -58,8 +58,8 @@ transformer layers' products; embeddings, norms, biases and the head stay 16-bit
             ``1 + 4/in``
 ``nf4``     QLoRA's 4-bit NormalFloat with an fp32 absmax per block of 64: ``1/2 + 4/64``;
             with double quantisation the absmax is 8-bit per block and has an fp32 scale
-            per 256 blocks: ``1/2 + 1/64 + 4/(64 x 256)`` (QLoRA Sec. 3: 0.5 + 0.127 bits
-            of scales per parameter); blocks assumed full
+            per 256 blocks: ``1/2 + 1/64 + 4/(64 x 256)`` (``models.number_formats.NF4``,
+            ``NF4_DOUBLE``)
 =========== =============================================================================
 """
 
@@ -67,12 +67,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, Rational, sympify
+from sympy import Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.layout import Layout, attach
 from symbolic_cost.cost import Cost, Gemm, exact, make_cost
+from symbolic_cost.models.number_formats import NF4, NF4_DOUBLE
 from symbolic_cost.ops.matmul import product_flops
 from symbolic_cost.checks import InputError
 
@@ -128,8 +129,7 @@ class LoRA:
             return Integer(4)
         if self.base == "int8":
             return 1 + 4 / exact(fan_in, "fan_in")
-        scales = Rational(1, 64) + Rational(4, 64 * 256) if self.double_quant else Rational(4, 64)
-        return Rational(1, 2) + scales
+        return NF4_DOUBLE if self.double_quant else NF4
 
 
 def _overlap(targets) -> bool:

@@ -18,6 +18,11 @@ MXFP4     E2M1, one E8M0 scale per 32 elements (OCP Microscaling         1/2 + 1
           Formats v1.0; GPT-OSS's experts as OpenAI ships them)
 FP8_128   E4M3, one fp32 scale per 128 x 128 block of a weight           1 + 1/4096
           matrix (DeepSeek-V3's checkpoint, ``weight_block_size``)
+NF4       bitsandbytes' 4-bit NormalFloat (or its 4-bit float), one fp32    1/2 + 1/16
+          absmax per block of 64 (Dettmers et al. 2023, QLoRA)
+NF4_      the same with double quantisation: the absmax 8-bit per block     1/2 + 1/64
+DOUBLE    of 64, with one fp32 scale per 256 blocks (QLoRA Sec. 3: 0.127      + 1/4096
+          bits of scales a parameter; blocks assumed full)
 ========= ============================================================= ============
 """
 
@@ -40,3 +45,5 @@ MXFP8 = block_scaled(8, 32)
 NVFP4 = block_scaled(4, 16)
 MXFP4 = block_scaled(4, 32)
 FP8_128 = block_scaled(8, 128 * 128, scale_bits=32)
+NF4 = block_scaled(4, 64, scale_bits=32)
+NF4_DOUBLE = block_scaled(4, 64) + Rational(32, 8 * 64 * 256)
