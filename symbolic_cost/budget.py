@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 from symbolic_cost.checks import InputError
@@ -33,7 +34,9 @@ def time_limit(seconds, what: str, argument: str | None = None):
 
     A ``SIGPROF`` timer (``ITIMER_PROF``), so it limits only the main thread of a process on a
     system that has one (elsewhere, or with ``seconds`` None, the body runs unlimited); a body
-    that waits without computing spends none of it.
+    that waits without computing spends none of it.  Limits nest: inside another, the body gets
+    at most what is left of the outer one, and on the way out the outer one goes on with what the
+    body left of it (spent: it expires at once).
 
     >>> with time_limit(0.05, "counting"):
     ...     while True:
@@ -60,10 +63,12 @@ def time_limit(seconds, what: str, argument: str | None = None):
         if not isinstance(unraisable.exc_value, _Expired):
             hook(unraisable)
 
+    outer, _ = signal.getitimer(signal.ITIMER_PROF)        # 0: no limit around this one
+    started = time.process_time()
     previous = signal.signal(signal.SIGPROF, expire)
     sys.unraisablehook = quiet
     try:
-        signal.setitimer(signal.ITIMER_PROF, seconds, AGAIN)
+        signal.setitimer(signal.ITIMER_PROF, min(seconds, outer) if outer else seconds, AGAIN)
         try:
             yield
         finally:        # expiring on the way out (before ``running`` is cleared) is caught below
@@ -75,3 +80,6 @@ def time_limit(seconds, what: str, argument: str | None = None):
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous)
         sys.unraisablehook = hook
+        if outer:
+            left = outer - (time.process_time() - started)
+            signal.setitimer(signal.ITIMER_PROF, max(left, 1e-6), AGAIN)

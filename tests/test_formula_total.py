@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from sympy import Rational
 
 from symbolic_cost.cli import main
 
@@ -58,3 +59,16 @@ def test_the_leading_term_in_l_is_the_attention_scores(capsys):
 def test_refusals_name_the_option(capsys, words, flag):
     code, _, err = run(capsys, *words)
     assert code == 2 and flag in err and len(err.splitlines()) == 1
+
+
+def test_a_step_time_with_every_degree_a_symbol_answers_and_holds_at_a_point(capsys):
+    """The whole step time of Llama 2 7B with b, l and every degree symbols, which SymPy's simplify
+    would take minutes over: printed as built (a note says so), and at a layout it is the step time
+    ``summary --ideal`` prints for that layout (formulas time at peak: said in a note too)."""
+    layout = ["b=1", "l=2048", "m1=2", "s1=2", "d=4", "p=2", "n_micro=8"]
+    code, out, err = run(capsys, "--preset", "llama-2-7b", "--total", "total", "--at", *layout)
+    assert code == 0 and "printed as built" in err and "datasheet's peak rates" in err
+    assert main(["summary", "--preset", "llama-2-7b", "--set", *layout, "--ideal", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    exact = Rational(out.splitlines()[-2])          # the exact value, then its decimal
+    assert float(exact) == pytest.approx(summary["step_time_s"]["total"], rel=1e-12)

@@ -63,10 +63,15 @@ def honour_mtp(args, arch) -> None:
                          "--no-mtp")
 
 
+def is_timed(*fields: str) -> bool:
+    """Whether one of ``fields`` is a time (or a ratio of times): ``"time"``, or a row's time field."""
+    return any(f == "time" or COST_COLUMNS.get(f, f) in TIME_FIELDS for f in fields)
+
+
 def honour_system(args, *fields: str) -> None:
     """Refuse ``--system`` and ``--kernel-time`` when none of ``fields`` is a time (or a ratio
     of times): counts of FLOPs and bytes do not depend on the hardware, so they would be ignored."""
-    timed = any(f == "time" or COST_COLUMNS.get(f, f) in TIME_FIELDS for f in fields)
+    timed = is_timed(*fields)
     for flag, used in (("--system", on_command_line(args, "system")), ("--kernel-time", getattr(args, "kernel_time", None))):
         if used and not timed:
             raise InputError(f"{flag} applies to time fields only (FLOPs and bytes do not depend on the "

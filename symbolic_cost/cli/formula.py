@@ -11,9 +11,10 @@ parts) of the model given, with the training degrees (``b``, ``l``, ``m1``, ``s1
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
-from sympy import Basic, simplify, sympify
+from sympy import Basic, factor_terms, simplify, sympify
 
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
@@ -21,9 +22,11 @@ from symbolic_cost.latex import latex, paper_form
 from symbolic_cost.blocks.block import check_dims
 from symbolic_cost.cli import options
 from symbolic_cost.cli.sweep import SWEEP_FIELDS, TIMES, model_fields
+from symbolic_cost.cli.bookkeeping import is_timed
 from symbolic_cost.cli.values import (FIELDS, TRAINING_SYMBOLS, architecture, assignments, block_values, build_block,
                                       conventions, field_expr, field_type, honour_blocks, honour_system, present,
                                       resolve, symbol_names)
+from symbolic_cost.budget import time_limit
 from symbolic_cost.checks import InputError
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.numeric.exact import check_numbers
@@ -79,6 +82,24 @@ def refuse_combinations(args) -> None:
         raise InputError(f"--leading cannot be combined with {', '.join(others)}; it would ignore them", "--leading")
 
 
+SIMPLIFY_SECONDS = 5
+"""CPU seconds SymPy's ``simplify`` gets on a formula (``simplified``): a whole model's step time
+with every degree a symbol is a chain of maxima and piecewise terms on which it runs for minutes
+and gains little."""
+
+
+def simplified(expr):
+    """``simplify(expr)`` within ``SIMPLIFY_SECONDS`` of CPU; past them ``expr`` with its common
+    factors taken out (``factor_terms``: the same value, as built), and a note on stderr saying so."""
+    try:
+        with time_limit(SIMPLIFY_SECONDS, "simplify"):
+            return simplify(expr)
+    except InputError:
+        print(f"note: SymPy's simplify ran past {SIMPLIFY_SECONDS} s of CPU on this formula: printed as built, "
+              f"common factors taken out (fix symbols with --set or --at for a smaller one)", file=sys.stderr)
+        return factor_terms(expr)
+
+
 def run(args) -> int:
     refuse_combinations(args)
     for flag, dest in (("--block", "block"), ("--layer-group", "layer_group")):
@@ -86,6 +107,9 @@ def run(args) -> int:
             raise InputError(f"{flag} chooses a block's formula, and --total asks for the whole model's; it would be "
                              f"ignored", flag)
     expr, check_point = whole_model(args) if args.total else block_field(args)
+    if is_timed("time" if args.total in TIMES else "", args.field or ""):
+        print("note: times at the datasheet's peak rates (the roofline, a lower bound); summary, sweep and search "
+              "time on the calibrated model unless --ideal", file=sys.stderr)
     at = assignments(args.at, "--at")
     asked = asked_symbols(args)
     for option, symbols in asked.items():
@@ -109,7 +133,7 @@ def run(args) -> int:
     if args.elasticity:
         expr = analysis.elasticity(expr, args.elasticity)
     if at:
-        expr = simplify(expr.subs(at))
+        expr = simplified(expr.subs(at))
     if args.by:
         by = read(args.by, argument="--by")
         if by == 0:
@@ -143,7 +167,7 @@ def block_field(args):
     block = build_block(args, block_values(args, arch, free=free), arch)
     if args.row:
         block[args.row]  # a clear KeyError message for an unknown row
-    expr = simplify(field_expr(block, args.field, args.row, get_system(args.system), conventions(args)))
+    expr = simplified(field_expr(block, args.field, args.row, get_system(args.system), conventions(args)))
     return expr, lambda at: check_dims({name: sympify(value).subs(at) for name, value in block.dims.items()},
                                        block.conventions)
 
@@ -170,7 +194,7 @@ def whole_model(args):
     training = whole_training(arch, fixed, args.precision, args.flash, args.allow_long)
     chosen = conventions(args)
     cost = model_cost(arch, training, chosen)
-    expr = simplify(model_fields(cost, (args.total,), get_system(args.system), chosen)[args.total])
+    expr = simplified(model_fields(cost, (args.total,), get_system(args.system), chosen)[args.total])
     return expr, lambda at: check_numbers(arch, replace(training, **{
         k: sympify(v).subs(at) for k, v in training.flat().items() if isinstance(v, Basic)}))
 
