@@ -35,8 +35,8 @@ def time_limit(seconds, what: str, argument: str | None = None):
     A ``SIGPROF`` timer (``ITIMER_PROF``), so it limits only the main thread of a process on a
     system that has one (elsewhere, or with ``seconds`` None, the body runs unlimited); a body
     that waits without computing spends none of it.  Limits nest: inside another, the body gets
-    at most what is left of the outer one, and on the way out the outer one goes on with what the
-    body left of it (spent: it expires at once).
+    at most what is left of the outer one (and where that ends first, the refusal is the outer
+    one's), and on the way out the outer one goes on with what the body left of it.
 
     >>> with time_limit(0.05, "counting"):
     ...     while True:
@@ -64,22 +64,27 @@ def time_limit(seconds, what: str, argument: str | None = None):
             hook(unraisable)
 
     outer, _ = signal.getitimer(signal.ITIMER_PROF)        # 0: no limit around this one
+    capped = bool(outer) and outer <= seconds              # the outer limit ends first
     started = time.process_time()
     previous = signal.signal(signal.SIGPROF, expire)
     sys.unraisablehook = quiet
+    expired = False
     try:
-        signal.setitimer(signal.ITIMER_PROF, min(seconds, outer) if outer else seconds, AGAIN)
+        signal.setitimer(signal.ITIMER_PROF, outer if capped else seconds, AGAIN)
         try:
             yield
         finally:        # expiring on the way out (before ``running`` is cleared) is caught below
             running = False
             signal.setitimer(signal.ITIMER_PROF, 0)
     except _Expired:
+        expired = True
+        if capped:      # the outer limit's time ran out: its refusal, not this one's
+            raise
         raise InputError(f"gave up after {seconds} s of CPU time: {what}", argument) from None
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous)
         sys.unraisablehook = hook
-        if outer:
+        if outer and not (expired and capped):
             left = outer - (time.process_time() - started)
             signal.setitimer(signal.ITIMER_PROF, max(left, 1e-6), AGAIN)

@@ -405,6 +405,14 @@ def test_a_limit_inside_another_leaves_the_outer_one_running():
         with time_limit(0.2, "inner"):
             compute(0.01)
         compute(0.05)
+    with pytest.raises(InputError, match="gave up after 0.1 s of CPU time: outer"):
+        with time_limit(0.1, "outer"):          # an inner limit longer than what is left: the outer refuses
+            try:
+                with time_limit(5, "inner"):
+                    compute(3)
+            except InputError:
+                reached.append("the inner limit's refusal")
+    assert reached == ["after the inner limit"]
 
 
 # ---------------------------------------------------------------------------------------------
