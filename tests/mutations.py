@@ -68,7 +68,8 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_recompute_modules.py", "tests/test_shared_expert_overlap.py", "tests/test_serving_sglang.py",
          "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py",
          "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py",
-         "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py")
+         "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py",
+         "tests/test_budget.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -960,6 +961,19 @@ MUTATIONS = (
     # DeepSpeed's sequence parallelism through accelerate (tests/test_framework_inputs.py)
     Mutation("alst-data-ranks-not-divided", "symbolic_cost/models/accelerate.py",
              '"values": {S.d: world // sp, S.cp: sp}', '"values": {S.d: world, S.cp: sp}', required=False),
+    # bitsandbytes' 4-bit checkpoints served, FP8 weights without FP8 tensor cores (tests/test_weight_formats.py)
+    Mutation("nf4-double-second-scale-dropped", "symbolic_cost/models/number_formats.py",
+             "NF4_DOUBLE = block_scaled(4, 64) + Rational(32, 8 * 64 * 256)", "NF4_DOUBLE = block_scaled(4, 64)",
+             required=False),
+    Mutation("bnb-double-quant-ignored", "symbolic_cost/models/config.py",
+             'return ("nf4-double" if double else "nf4")', 'return ("nf4")', required=False),
+    Mutation("fp8-widened-everywhere", FORMATS, 'if fmt is None or fmt.products != "fp8" or system.fp8_flops:',
+             'if fmt is None or fmt.products != "fp8":', required=False),
+    # a limit inside another (tests/test_budget.py)
+    Mutation("nested-limit-outer-lost", "symbolic_cost/budget.py", "        if outer and not (expired and capped):",
+             "        if False:", required=False),
+    Mutation("nested-limit-not-capped", "symbolic_cost/budget.py",
+             "capped = bool(outer) and outer <= seconds", "capped = False", required=False),
 )
 
 
