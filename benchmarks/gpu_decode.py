@@ -18,12 +18,13 @@ graph.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+from gpu_kernels import seconds       # this folder's kernel timer: CUDA events, warm-up, median of three
 
 REPS = 20
 SHAPE = dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336, vocab=128256)
@@ -65,28 +66,6 @@ def step(model, shape, tokens, caches, position):
     return F.rms_norm(x, (h,), model["norm"]) @ model["head"]
 
 
-def seconds(run, device, reps=REPS) -> float:
-    """Median of three means of ``reps`` calls of ``run`` (after warm-up)."""
-    for _ in range(3):
-        run()
-    means = []
-    for _ in range(3):
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                run()
-            end.record()
-            torch.cuda.synchronize()
-            means.append(start.elapsed_time(end) / 1e3 / reps)
-        else:
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                run()
-            means.append((time.perf_counter() - t0) / reps)
-    return statistics.median(means)
-
-
 def measure(shape, points, device) -> list[dict]:
     """Seconds of one decode step at each ``(batch, context)`` point."""
     model = weights(shape, device)
@@ -108,7 +87,7 @@ def measure(shape, points, device) -> list[dict]:
                     graph = torch.cuda.CUDAGraph()
                     with torch.cuda.graph(graph):
                         step(model, shape, tokens, caches, context)
-                    row["seconds"] = seconds(graph.replay, device)
+                    row["seconds"] = seconds(graph.replay, device, reps=REPS)
                 else:
                     row["seconds"] = seconds(lambda: step(model, shape, tokens, caches, context), device, reps=2)
             del caches
