@@ -162,6 +162,13 @@ def test_the_page_shows_what_summary_json_prints(tmp_path):
         printed = cli("formula", "--preset", "gpt2", "--total", "memory_bytes", "--set", "l=512", "m1=1",
                       "s1=1", "p=2", "d=4", "cp=1", "n_micro=4", "--precision", "bf16", "--flash", "--latex")[1]
         assert page.inner_text("#latex") == printed.strip() and "b" in printed     # b kept as a symbol
+        assert page.inner_text("#formula-error") == ""                             # bytes: no note
+        page.select_option("#field", "total")
+        page.click("#formula-run")
+        page.wait_for_function("document.getElementById('formula-error').textContent.includes('peak rates')")
+        noted = cli("formula", "--preset", "gpt2", "--total", "total", "--set", "l=512", "m1=1", "s1=1", "p=2",
+                    "d=4", "cp=1", "n_micro=4", "--precision", "bf16", "--flash", "--latex")[2]
+        assert page.inner_text("#formula-error") == noted.strip() and "datasheet's peak rates" in noted
         settle(page)
         screenshot(page, tmp_path, "app")
         if os.environ.get("SYMBOLIC_COST_SCREENSHOT"):       # the docs' picture, renewed on request
