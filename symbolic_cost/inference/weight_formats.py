@@ -42,10 +42,11 @@ format            layout (source)                                bytes/elem.  pr
 ``nf4``           bitsandbytes' 4-bit checkpoints (NF4, or its    1/2 + 1/16   none
                   4-bit float of the same layout): one fp32
                   absmax per block of 64 (``NF4``); widened to
-                  16 bits in the kernel (vLLM's and transformers'
-                  bitsandbytes loading; the head kept)
+                  16 bits in the kernel (vLLM's and
+                  transformers' loading; the head kept)
 ``nf4-double``    the same with double quantisation               1/2 + 1/64   none
-                  (``bnb_4bit_use_double_quant``: ``NF4_DOUBLE``)  + 1/4096
+                  (``bnb_4bit_use_double_quant``:                 + 1/4096
+                  ``NF4_DOUBLE``)
 ================= ============================================== ============ ========
 
 A format stores a row's weight matrices (``cost.Cost.matrix_elements``); its biases keep the precision.

@@ -5,25 +5,25 @@ served weights (``inference.weight_formats``) both read them.  A block-scaled fo
 ``element_bits`` per element and one ``scale_bits`` scale per ``block`` elements:
 ``element_bits/8 + scale_bits/(8 block)`` bytes per element.
 
-========= ============================================================= ============
-format    layout (source)                                               bytes/elem.
-========= ============================================================= ============
-MXFP8     E4M3, one E8M0 scale per 32 elements (OCP Microscaling         1 + 1/32
-          Formats v1.0; Transformer Engine's ``MXFP8BlockScaling``)
-NVFP4     E2M1, one E4M3 scale per 16 elements (NVIDIA, "Pretraining     1/2 + 1/16
-          LLMs with NVFP4", 2025; Transformer Engine's
-          ``NVFP4BlockScaling``); the fp32 per-tensor scale is not
-          part of an element
-MXFP4     E2M1, one E8M0 scale per 32 elements (OCP Microscaling         1/2 + 1/32
-          Formats v1.0; GPT-OSS's experts as OpenAI ships them)
-FP8_128   E4M3, one fp32 scale per 128 x 128 block of a weight           1 + 1/4096
-          matrix (DeepSeek-V3's checkpoint, ``weight_block_size``)
-NF4       bitsandbytes' 4-bit NormalFloat (or its 4-bit float), one fp32    1/2 + 1/16
-          absmax per block of 64 (Dettmers et al. 2023, QLoRA)
-NF4_      the same with double quantisation: the absmax 8-bit per block     1/2 + 1/64
-DOUBLE    of 64, with one fp32 scale per 256 blocks (QLoRA Sec. 3: 0.127      + 1/4096
-          bits of scales a parameter; blocks assumed full)
-========= ============================================================= ============
+========== =========================================================== ===================
+format     layout (source)                                             bytes/elem.
+========== =========================================================== ===================
+MXFP8      E4M3, one E8M0 scale per 32 elements (OCP Microscaling      1 + 1/32
+           Formats v1.0; Transformer Engine's ``MXFP8BlockScaling``)
+NVFP4      E2M1, one E4M3 scale per 16 elements (NVIDIA, "Pretraining  1/2 + 1/16
+           LLMs with NVFP4", 2025; Transformer Engine's
+           ``NVFP4BlockScaling``); the fp32 per-tensor scale is not
+           part of an element
+MXFP4      E2M1, one E8M0 scale per 32 elements (OCP Microscaling      1/2 + 1/32
+           Formats v1.0; GPT-OSS's experts as OpenAI ships them)
+FP8_128    E4M3, one fp32 scale per 128 x 128 block of a weight        1 + 1/4096
+           matrix (DeepSeek-V3's checkpoint, ``weight_block_size``)
+NF4        bitsandbytes' 4-bit NormalFloat (or its 4-bit float), one   1/2 + 1/16
+           fp32 absmax per block of 64 (Dettmers et al. 2023, QLoRA)
+NF4_DOUBLE the same with double quantisation: the absmax 8-bit per     1/2 + 1/64 + 1/4096
+           block of 64, one fp32 scale per 256 blocks (QLoRA Sec. 3:
+           0.127 bits of scales a parameter; blocks assumed full)
+========== =========================================================== ===================
 """
 
 from __future__ import annotations
