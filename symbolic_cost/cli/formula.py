@@ -88,15 +88,16 @@ with every degree a symbol is a chain of maxima and piecewise terms on which it 
 and gains little."""
 
 
-def simplified(expr):
+def simplified(expr, notes: list):
     """``simplify(expr)`` within ``SIMPLIFY_SECONDS`` of CPU; past them ``expr`` with its common
-    factors taken out (``factor_terms``: the same value, as built), and a note on stderr saying so."""
+    factors taken out (``factor_terms``: the same value, as built), and a note in ``notes`` saying
+    so (printed once the formula is, so that a refusal stays one line)."""
     try:
         with time_limit(SIMPLIFY_SECONDS, "simplify"):
             return simplify(expr)
     except InputError:
-        print(f"note: SymPy's simplify ran past {SIMPLIFY_SECONDS} s of CPU on this formula: printed as built, "
-              f"common factors taken out (fix symbols with --set or --at for a smaller one)", file=sys.stderr)
+        notes.append(f"SymPy's simplify ran past {SIMPLIFY_SECONDS} s of CPU on this formula: printed as built, "
+                     f"common factors taken out (fix symbols with --set or --at for a smaller one)")
         return factor_terms(expr)
 
 
@@ -106,10 +107,11 @@ def run(args) -> int:
         if args.total and (options.given(args, dest) if dest == "block" else getattr(args, dest) is not None):
             raise InputError(f"{flag} chooses a block's formula, and --total asks for the whole model's; it would be "
                              f"ignored", flag)
-    expr, check_point = whole_model(args) if args.total else block_field(args)
+    notes = []
+    expr, check_point = whole_model(args, notes) if args.total else block_field(args, notes)
     if is_timed("time" if args.total in TIMES else "", args.field or ""):
-        print("note: times at the datasheet's peak rates (the roofline, a lower bound); summary, sweep and search "
-              "time on the calibrated model unless --ideal", file=sys.stderr)
+        notes.append("times at the datasheet's peak rates (the roofline, a lower bound); summary, sweep and search "
+                     "time on the calibrated model unless --ideal")
     at = assignments(args.at, "--at")
     asked = asked_symbols(args)
     for option, symbols in asked.items():
@@ -124,7 +126,7 @@ def run(args) -> int:
         show(lead, args)
         if args.remainder:
             show(rest, args)
-        return 0
+        return noted(notes)
     if args.diff and args.elasticity:       # one transform: chained, the second would act on the first's result
         raise InputError("--diff and --elasticity together: give one (the elasticity is d log C / d log x "
                          "of the formula itself)", "--elasticity")
@@ -133,7 +135,7 @@ def run(args) -> int:
     if args.elasticity:
         expr = analysis.elasticity(expr, args.elasticity)
     if at:
-        expr = simplified(expr.subs(at))
+        expr = simplified(expr.subs(at), notes)
     if args.by:
         by = read(args.by, argument="--by")
         if by == 0:
@@ -147,6 +149,14 @@ def run(args) -> int:
     show(expr, args)
     if expr.is_number and not expr.is_Integer:
         print(f"= {float(expr):.6g}")
+    return noted(notes)
+
+
+def noted(notes: list) -> int:
+    """Print ``notes`` on stderr, once the formula is printed (a refusal before it stays one line),
+    and answer the exit status 0."""
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 
@@ -157,7 +167,7 @@ def asked_symbols(args) -> dict:
     return {option: symbol_names(names, option) for option, names in asked if names}
 
 
-def block_field(args):
+def block_field(args, notes: list):
     """``--field`` of ``--block`` (or of its ``--row``), simplified, and the check of a point:
     the block's dimension rules."""
     honour_system(args, args.field)
@@ -167,7 +177,7 @@ def block_field(args):
     block = build_block(args, block_values(args, arch, free=free), arch)
     if args.row:
         block[args.row]  # a clear KeyError message for an unknown row
-    expr = simplified(field_expr(block, args.field, args.row, get_system(args.system), conventions(args)))
+    expr = simplified(field_expr(block, args.field, args.row, get_system(args.system), conventions(args)), notes)
     return expr, lambda at: check_dims({name: sympify(value).subs(at) for name, value in block.dims.items()},
                                        block.conventions)
 
@@ -177,7 +187,7 @@ BLOCK_ONLY = (("--row", "row", None), ("--layer-group", "layer_group", None), ("
 """Options of a block that a whole-model ``--total`` has no use for (refused beside it)."""
 
 
-def whole_model(args):
+def whole_model(args, notes: list):
     """``--total`` of the model given (``sweep.model_fields``), simplified, with the training's
     degrees symbols unless ``--set`` fixes them, and the check of a point: the rules ``model_cost``
     applies to numbers (``numeric.exact.check_numbers``)."""
@@ -194,7 +204,7 @@ def whole_model(args):
     training = whole_training(arch, fixed, args.precision, args.flash, args.allow_long)
     chosen = conventions(args)
     cost = model_cost(arch, training, chosen)
-    expr = simplified(model_fields(cost, (args.total,), get_system(args.system), chosen)[args.total])
+    expr = simplified(model_fields(cost, (args.total,), get_system(args.system), chosen)[args.total], notes)
     return expr, lambda at: check_numbers(arch, replace(training, **{
         k: sympify(v).subs(at) for k, v in training.flat().items() if isinstance(v, Basic)}))
 
