@@ -108,7 +108,7 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
     (``--set s1=m1/2``) stay positive integers."""
     get = lambda sym: fixed.get(sym, sym)  # noqa: E731
     dims = dict(e=arch.e, h=arch.h, f=arch.f, kv_heads=arch.kv,
-                n_layers=arch.n_layers + arch.decoder_layers,
+                n_layers=arch.depth,
                 **{str(s): get(s) for s in TRAINING_SYMBOLS})
     rules = layer_rules(chosen, arch.head_dim is not None) + PIPELINE_RULES
     if policy.get("schedule") == "interleaved":    # rounds of p micro-batches, whole layers a chunk

@@ -251,7 +251,7 @@ def stages_rule(arch: Architecture, p) -> None:
     """Pipeline stages of a served model hold whole layers: ``p`` divides them, or, with both
     numbers, at most as many stages as layers, split as an engine splits them
     (``parallel.splits.engine_stages``: vLLM's rule); a symbolic ``p`` must divide them."""
-    depth = sympify(arch.n_layers) + arch.decoder_layers
+    depth = arch.depth
     if arch.decoder_layers or not (sympify(p).is_number and depth.is_number):
         check_rules(dict(p=p, n_layers=depth), PIPELINE_RULES)
     else:
@@ -265,7 +265,7 @@ def on_busiest_stage(arch: Architecture, groups, p, value) -> Expr:
     layers, the stages an engine makes (``parallel.splits.engine_stages``) and the largest of them."""
     p = exact(p, "p")
     pattern, kinds = arch.window_pattern, {g.kind for g in groups}
-    depth = exact(arch.n_layers, "n_layers") + arch.decoder_layers
+    depth = arch.depth
     uneven = uneven_stages(depth, p)
     if uneven is None and (pattern is None or not p.is_number or p == 1 or len(pattern) % int(p)
                            or kinds != {"sliding", "full"}):

@@ -535,7 +535,7 @@ def stage_shares(arch, p: int) -> tuple | None:
     >>> stage_shares(preset("gpt2"), 5), stage_shares(preset("gpt2"), 4)
     ((Fraction(1, 6), Fraction(1, 6), Fraction(1, 4), Fraction(1, 4), Fraction(1, 6)), None)
     """
-    sizes = uneven_stages(arch.n_layers + arch.decoder_layers, p)
+    sizes = uneven_stages(arch.depth, p)
     return None if sizes is None else tuple(Fraction(n, sum(sizes)) for n in sizes)
 
 

@@ -22,7 +22,7 @@ def busiest_weights(arch: Architecture, phase: Phase) -> Expr:
     does not divide them, as an engine splits them (``parallel.splits.engine_layout``)."""
     stack, p = phase.stack, phase.serving.p
     copy = tied_copy(arch, stack[0][0]) if p != 1 else 0
-    depth = arch.n_layers + arch.decoder_layers
+    depth = arch.depth
     uneven = uneven_stages(depth, p) is not None
     split = Training(p=p, pipeline_layout=engine_layout(int(depth), int(p))) if uneven else Training(p=p)
     return placement(arch, split, stack, p).busiest(

@@ -17,7 +17,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import check_tensor_group_grid
-from symbolic_cost.checks import PIPELINE_RULES, InputError, check_rules, choice, flag, instance, positive_dims
+from symbolic_cost.checks import InputError, choice, flag, instance, positive_dims
 from symbolic_cost.inference.kv_cache import MLA_FORMS, KVFormat, check_decoder, kv_format, stages_rule
 from symbolic_cost.inference.weight_formats import weight_format
 from symbolic_cost.models.architecture import MADE_BY, Architecture
@@ -157,7 +157,7 @@ def mean_context(arch: Architecture, s: Serving) -> Expr:
 
 
 def check_context(arch: Architecture, s: Serving) -> None:
-    """Refuse what training refuses too (``models.training.check_context``, ``checks.PIPELINE_RULES``):
+    """Refuse what training refuses too (``models.training.check_context``, ``kv_cache.stages_rule``):
     more tokens than the model's context (unless ``allow_long``): ``l_in + l_out - 1`` through a
     decoder (and ``l_in`` alone, which a symbolic ``l_out`` leaves to be checked), ``l_in`` through
     an encoder and ``l_out`` through its decoder; pipeline stages that do not hold whole layers
@@ -170,7 +170,6 @@ def check_context(arch: Architecture, s: Serving) -> None:
         spans = (("l_in + l_out - 1", s.l_in + s.l_out - 1), ("l_in", s.l_in))
     shared_context_rule(arch, spans, s.allow_long)
     stages_rule(arch, s.p)
-
 
 
 def check_decode_context(arch: Architecture, s: Serving, l_ctx) -> None:

@@ -60,7 +60,7 @@ from sympy import Expr, Rational
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.blocks.moe import EXPERT_ROWS
-from symbolic_cost.models.number_formats import FP8_128, MXFP4, MXFP8, NF4, NF4_DOUBLE, NVFP4
+from symbolic_cost.models.number_formats import FP8_128, INT4_128, MXFP4, MXFP8, NF4, NF4_DOUBLE, NVFP4
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ WEIGHT_FORMATS = {
     "fp8": WeightFormat("fp8", Rational(1), "fp8"),
     "mxfp8": WeightFormat("mxfp8", MXFP8, "fp8"),
     "nvfp4": WeightFormat("nvfp4", NVFP4, "fp4"),
-    "int4": WeightFormat("int4", Rational(1, 2) + Rational(5, 256), None),
+    "int4": WeightFormat("int4", INT4_128, None),
     "fp8-block": WeightFormat("fp8-block", FP8_128, "fp8", kept=("router",)),
     "mxfp4-experts": WeightFormat("mxfp4-experts", MXFP4, None, rows=EXPERT_ROWS),
     "nf4": WeightFormat("nf4", NF4, None),

@@ -263,6 +263,16 @@ class Architecture(FlatNames):
     def encoder_decoder(self) -> bool:
         return sympify(self.decoder_layers) != 0
 
+    @property
+    def depth(self) -> Expr:
+        """Transformer layers a pipeline splits: ``n_layers``, and an encoder-decoder's
+        ``decoder_layers`` after them.
+
+        >>> Architecture("t5-like", 6, 512, 8, 2048, 32128, decoder_layers=6).depth
+        12
+        """
+        return sympify(self.n_layers) + sympify(self.decoder_layers)
+
     def padded_vocab(self, m1=1) -> Expr:
         """Vocabulary rounded up to a multiple of ``vocab_multiple * m1`` (Megatron-LM pads it so
         that each of the ``m1`` devices holds whole rows).  A given vocabulary is padded even for a

@@ -426,7 +426,7 @@ def _number_checks(arch, t: Training, heads=None) -> list:
     checks = [("layer", (l, m1, s1), lambda: check_rules(dict(**heads, l=l, m1=m1, s1=s1), MODEL_RULES)),
               ("model", (l, *grid), lambda: check_model(arch, t)),
               ("schedule", (t.pipeline.p, batch.micro_batches),
-               lambda: check_schedule(t, exact(arch.n_layers + arch.decoder_layers), exact(t.p), exact(t.micro_batches)))]
+               lambda: check_schedule(t, exact(arch.depth), exact(t.p), exact(t.micro_batches)))]
     if arch.moe is not None:
         def expert_grid():
             ep, etp = expert_degrees(t, t.m1)

@@ -54,7 +54,7 @@ def grid_frames(arch: Architecture, grids: pd.DataFrame, seq, system, convention
     results = []
     interleaved = schedule == "interleaved"
     symbols = ["b", "mq", "md", "d", "p", "n_micro"] + (["vp"] if interleaved else [])
-    depth = arch.n_layers + arch.decoder_layers
+    depth = arch.depth
     for (kind, policy), group in grids.groupby(["tensor", "recompute"], sort=False):
         if interleaved:
             group = by_stage(group[(group["p"] > 1) & (group["n_micro"] % group["p"] == 0)], "vp",

@@ -78,7 +78,7 @@ def run_family(task) -> list[tuple[int, int, pd.DataFrame]]:
     (``Variant.shard``: ``layouts.shard_groups``).  For each variant: (layouts, fitting
     layouts, its ``top`` fastest fitting layouts)."""
     arch, family, base, seq, system, conventions, fixed, recompute_layers, top = task
-    columns = variant_rows(base, family[0], arch.n_layers + arch.decoder_layers, recompute_layers)
+    columns = variant_rows(base, family[0], arch.depth, recompute_layers)
     if family[0].shard is not None:
         columns = shard_rows(arch, columns, family[0].shard)
     if not row_count(columns):
