@@ -34,7 +34,7 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.bounds import lowest, upper_bound
 from symbolic_cost.checks import InputError
-from symbolic_cost.sampled import changes_sign
+from symbolic_cost.sampled import changes_sign, changes_sign_alone
 from symbolic_cost.trees import argument_order, remembered, remembered_call
 
 
@@ -227,7 +227,7 @@ tiles for row after row (171 differences asked 468 times for GPT-3's)."""
 def _sign(expr) -> int | None:
     for form in (expr, None):
         if form is None:
-            if not _distributes(expr) or changes_sign(expr):
+            if not _distributes(expr) or changes_sign(expr) or changes_sign_alone(expr):
                 return None                   # no bound can hold: skip the expansion
             form = expanded(expr)
         low = lowest(form)

@@ -5,7 +5,10 @@ most differences of a calibrated step time (one NCCL protocol against another, o
 against another) have no sign: each wins for some sizes.  ``changes_sign`` finds that out
 first, from the expression's value at ``POINTS``: every symbol 1, every symbol ``2**20``, and a
 few mixed points where each symbol takes one of ``SCALES``, picked by a hash of its name (the
-same in every process, so a formula is built the same way everywhere).
+same in every process, so a formula is built the same way everywhere).  A difference that
+survives them is looked at once more before it is expanded (``changes_sign_alone``): with one of
+its symbols far from the others, where a term that one degree alone drives (``-floor(ep/2048)``)
+changes its sign.
 
 The values are exact rationals (GMP's ``mpq`` or ``Fraction``: ``rationals.RATIONAL``), never
 floats, and they only ever say "undecided".
@@ -68,54 +71,108 @@ def values(expr) -> tuple:
     >>> int(values(ceiling(b / 3) + l)[1]), values(2 * b / 3 + Rational(10, 3) - 4 * m1)[0] == 0
     (1398102, True)
     """
-    found = _VALUES.get(expr)
-    if found is None:
-        if len(_VALUES) >= _KEPT:
-            _VALUES.clear()
-        found = _VALUES[expr] = _values(expr)
-    return found
+    if len(_STANDARD.known) >= _KEPT:
+        _STANDARD.known.clear()
+    return _STANDARD.values(expr)
 
 
-_VALUES: dict = {}
-"""Values already taken: the differences a build compares share most of their parts."""
-_KEPT = 2**18
-"""Values ``_VALUES`` holds before it starts again."""
+def changes_sign_alone(expr) -> bool:
+    """``changes_sign`` at the points where one of ``expr``'s symbols is ``2**20`` and the
+    others 1, or one is 1 and the others ``2**20``: a cost that one degree alone drives down
+    (a term ``-floor(ep/2048)`` beside terms without ``ep``) changes sign only there.  Asked
+    just before a proof's expansion, which it spares where no proof can hold.  The values are
+    remembered by the expression's symbols: the differences a build compares share their parts.
+
+    >>> from sympy import floor
+    >>> from symbolic_cost.symbols import b, ep, l
+    >>> changes_sign(b * l + 1 - floor(ep / 2048)), changes_sign_alone(b * l + 1 - floor(ep / 2048))
+    (False, True)
+    """
+    symbols = tuple(sorted(expr.free_symbols, key=str))
+    walk = _ALONE.get(symbols)
+    if walk is None or len(walk.known) >= _KEPT:
+        walk = _ALONE[symbols] = _Walk(tuple(_alone(s, big) for s in symbols for big in (True, False)))
+    return len({v > 0 for v in walk.values(expr) if v}) == 2
+
+
+def _alone(chosen, big: bool):
+    large = 2**20
+    return lambda symbol: (large if big else 1) if symbol == chosen else (1 if big else large)
+
 
 _EXACT = {Add: sum, Mul: math.prod, Max: max, Min: min}
 _POWER = 64
 """The largest power taken exactly; a larger one, ``(31/32)**(32768*b)``, is left unknown."""
-_UNKNOWN = (None,) * len(POINTS)
 
 
-def _values(expr) -> tuple:
-    if expr.is_Rational:
-        return (RATIONAL(int(expr.p), int(expr.q)),) * len(POINTS)
-    if expr.is_Symbol:
-        return tuple(RATIONAL(point(expr)) for point in POINTS)
-    if type(expr) in _EXACT:
-        combine, columns = _EXACT[type(expr)], list(zip(*map(values, expr.args)))
-        try:
-            return tuple(map(combine, columns))
-        except TypeError:              # a part unknown at some point: that point is unknown
-            return tuple(None if None in column else combine(column) for column in columns)
-    if isinstance(expr, Pow):
-        return tuple(map(_power, values(expr.base), values(expr.exp)))
-    if isinstance(expr, (ceiling, floor)):
-        rounded = math.ceil if isinstance(expr, ceiling) else math.floor
-        return tuple(None if v is None else RATIONAL(rounded(v)) for v in values(expr.args[0]))
-    if isinstance(expr, Piecewise):
-        return tuple(_arm(expr, point) for point in range(len(POINTS)))
-    if isinstance(expr, Function) and not isinstance(expr, AppliedUndef):
-        return _applied(expr)
-    return _UNKNOWN
+class _Walk:
+    """Exact values of expressions at ``points`` (functions from a symbol to its value), each
+    expression's remembered in ``known``."""
+
+    def __init__(self, points: tuple):
+        self.points, self.known, self.unknown = points, {}, (None,) * len(points)
+
+    def values(self, expr) -> tuple:
+        found = self.known.get(expr)
+        if found is None:
+            found = self.known[expr] = self._values(expr)
+        return found
+
+    def _values(self, expr) -> tuple:
+        if expr.is_Rational:
+            return (RATIONAL(int(expr.p), int(expr.q)),) * len(self.points)
+        if expr.is_Symbol:
+            return tuple(RATIONAL(point(expr)) for point in self.points)
+        if type(expr) in _EXACT:
+            combine, columns = _EXACT[type(expr)], list(zip(*map(self.values, expr.args)))
+            try:
+                return tuple(map(combine, columns))
+            except TypeError:              # a part unknown at some point: that point is unknown
+                return tuple(None if None in column else combine(column) for column in columns)
+        if isinstance(expr, Pow):
+            return tuple(map(_power, self.values(expr.base), self.values(expr.exp)))
+        if isinstance(expr, (ceiling, floor)):
+            rounded = math.ceil if isinstance(expr, ceiling) else math.floor
+            return tuple(None if v is None else RATIONAL(rounded(v)) for v in self.values(expr.args[0]))
+        if isinstance(expr, Piecewise):
+            return tuple(self._arm(expr, point) for point in range(len(self.points)))
+        if isinstance(expr, Function) and not isinstance(expr, AppliedUndef):
+            return self._applied(expr)
+        return self.unknown
+
+    def _applied(self, expr) -> tuple:
+        """A function of numbers (``Log2``, NCCL's ``TreeCorrection``) at each point: SymPy's own
+        value of it at its arguments' values, where that is a rational number (arguments without
+        symbols, such as a table, passed as they are)."""
+        columns = [self.values(a) if a.free_symbols else (a,) * len(self.points) for a in expr.args]
+        return tuple(_rational(expr.func, args) for args in zip(*columns))
+
+    def _arm(self, expr, point: int):
+        """A ``Piecewise``'s value at ``points[point]``: its first arm whose condition holds."""
+        for arm, condition in expr.args:
+            holds = self._holds(condition, point)
+            if holds is None or holds:
+                return None if holds is None else self.values(arm)[point]
+        return None
+
+    def _holds(self, condition, point: int):
+        """Whether ``condition`` (``True``, ``False`` or a comparison) holds at ``points[point]``;
+        ``None`` where a side's value is not known."""
+        if condition in (True, False):
+            return bool(condition)
+        if isinstance(condition, Relational) and condition.rel_op in _COMPARE:
+            sides = [self.values(side)[point] for side in condition.args]
+            return None if None in sides else _COMPARE[condition.rel_op](sides[0], sides[1])
+        return None
 
 
-def _applied(expr) -> tuple:
-    """A function of numbers (``Log2``, NCCL's ``TreeCorrection``) at each point: SymPy's own
-    value of it at its arguments' values, where that is a rational number (arguments without
-    symbols, such as a table, passed as they are)."""
-    columns = [values(a) if a.free_symbols else (a,) * len(POINTS) for a in expr.args]
-    return tuple(_rational(expr.func, args) for args in zip(*columns))
+_STANDARD = _Walk(POINTS)
+"""The walk at ``POINTS``, its values kept across calls: the differences a build compares share
+most of their parts."""
+_ALONE: dict = {}
+"""``changes_sign_alone``'s walks, by the symbols their points set apart."""
+_KEPT = 2**18
+"""Values a walk holds before it starts again."""
 
 
 def _rational(func, args):
@@ -137,25 +194,5 @@ def _power(base, power):
         return None
 
 
-def _arm(expr, point: int):
-    """A ``Piecewise``'s value at ``POINTS[point]``: its first arm whose condition holds."""
-    for arm, condition in expr.args:
-        holds = _holds(condition, point)
-        if holds is None or holds:
-            return None if holds is None else values(arm)[point]
-    return None
-
-
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
             "!=": operator.ne}
-
-
-def _holds(condition, point: int):
-    """Whether ``condition`` (``True``, ``False`` or a comparison) holds at ``POINTS[point]``;
-    ``None`` where a side's value is not known."""
-    if condition in (True, False):
-        return bool(condition)
-    if isinstance(condition, Relational) and condition.rel_op in _COMPARE:
-        sides = [values(side)[point] for side in condition.args]
-        return None if None in sides else _COMPARE[condition.rel_op](sides[0], sides[1])
-    return None

@@ -14,9 +14,9 @@ from symbolic_cost.bounds import lower_bound
 from symbolic_cost.extrema import at_least, at_most, choice, maximum, minimum, sign, unevaluated
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost import sampled
-from symbolic_cost.sampled import POINTS, changes_sign
+from symbolic_cost.sampled import POINTS, changes_sign, changes_sign_alone
 from symbolic_cost.parallel.collectives import Log2
-from symbolic_cost.symbols import b, l, m1
+from symbolic_cost.symbols import b, ep, l, m1
 from symbolic_cost.timing.nccl import tree_correction
 
 SYMBOLS = (b, l, m1)
@@ -183,6 +183,28 @@ def test_functions_of_numbers_are_valued_at_the_points_as_sympy_values_them():
     for point, value in zip(POINTS, sampled.values(Mod(l + 3, b - 1))):       # modulo 0 where b = 1: unknown
         assert value == (None if point(b) == 1 else (point(l) + 3) % (point(b) - 1))
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(terms)
+def test_a_sign_change_seen_with_one_symbol_apart_is_there(expr):
+    """Where ``changes_sign_alone`` answers yes, SymPy's values take both signs at the points
+    written out here: each symbol 2**20 with the others 1, and 1 with the others 2**20."""
+    if changes_sign_alone(expr):
+        names = sorted(expr.free_symbols, key=str)
+        points = [{t: Integer(2**20 if (t == s) == big else 1) for t in names} for s in names for big in (True, False)]
+        assert {expr.xreplace(at) > 0 for at in points if expr.xreplace(at) != 0} == {True, False}
+
+
+def test_a_degree_that_alone_drives_a_cost_down_is_seen_apart():
+    """A term that only ``ep`` makes large (``-floor(ep/2048)``, beside terms without it) is
+    negative only where ``ep`` is large and the rest small: no point of ``POINTS`` is such (the
+    largest ``ep`` with ``b = l = 1`` there is 1,024, where the floor is 0), and ``sign`` finds
+    no sign without expanding (at ``ep = 2**20, b = l = 1`` the value is ``2 - 512 < 0``, at
+    ``b = l = ep = 1`` it is ``2``)."""
+    expr = b * (l + 1) - floor(ep / 2048)
+    assert not changes_sign(expr) and changes_sign_alone(expr) and sign(expr) is None
+    assert not changes_sign_alone(b * (l + 1) - l) and sign(b * (l + 1) - b * l) == 1
 
 def _exact_at(expr, point):
     return expr.xreplace({s: Integer(point(s)) for s in expr.free_symbols})
