@@ -1,8 +1,9 @@
 """Bounds of a cost expression read off its structure, for every positive value of its
 symbols (integer ones at least 1): ``lower_bound`` and ``upper_bound``, the facts
 ``extrema.sign`` decides a ``Max``/``Min`` with.  Only what the tree shows is used (a number, a
-sum of bounded terms, a product of non-negative ones, ``ceiling``/``floor`` of a bound), never
-SymPy's assumption queries, and the answer is ``None`` where that is not enough.
+sum of bounded terms, a product by interval arithmetic over its factors' bounds, the arguments
+of an extremum, ``ceiling``/``floor`` of a bound, ``1/x`` of an ``x`` at least ``L > 0``),
+never SymPy's assumption queries, and the answer is ``None`` where that is not enough.
 
 >>> from symbolic_cost.symbols import b, m1
 >>> lower_bound(b * (m1 - 1) + 1), upper_bound(2 - b * m1)
@@ -48,23 +49,43 @@ def _lower_bound(expr):
     if expr.is_Symbol:
         return (RATIONAL(1) if expr.is_integer else RATIONAL(0)) if expr.is_positive else None
     if isinstance(expr, (Add, Min, Piecewise)):
-        parts = [lowest(a) for a in _operands(expr)]
-        return None if None in parts else (sum(parts) if expr.is_Add else min(parts))
+        parts = _all(lowest, _operands(expr))
+        return None if parts is None else (sum(parts) if expr.is_Add else min(parts))
     if isinstance(expr, Max):
         parts = [x for x in map(lowest, expr.args) if x is not None]
         return max(parts) if parts else None
     if isinstance(expr, Mul):
-        parts = [lowest(a) for a in expr.args]
-        return None if None in parts or any(x < 0 for x in parts) else math.prod(parts)
+        return _product(expr, lower=True)
     if isinstance(expr, Pow) and expr.exp.is_Number:
         base = lowest(expr.base)
         if base is None or base < 0:
             return None
+        if expr.exp.is_Integer and expr.exp < 0:        # 1/x**k is at least 1/U**k where x <= U
+            high = highest(expr.base)
+            return RATIONAL(0) if high is None or high == 0 else high ** int(expr.exp)
         return base ** int(expr.exp) if expr.exp.is_Integer and expr.exp > 0 else RATIONAL(0)
     if isinstance(expr, (ceiling, floor)):
         inner = lowest(expr.args[0])
-        return None if inner is None else RATIONAL((math.ceil if isinstance(expr, ceiling) else math.floor)(inner))
+        if inner is None:
+            return None
+        if isinstance(expr, floor):
+            return RATIONAL(math.floor(inner))
+        rounded = math.ceil(inner)
+        return RATIONAL(1 if rounded < 1 and _positive(expr.args[0]) else rounded)
     return None
+
+
+def _positive(expr) -> bool:
+    """Whether ``expr`` is above 0 (not only at least 0) for every positive value of its
+    symbols, as its tree shows: a positive number or symbol, and sums, products and powers of
+    such (``ceiling(129280/m1)`` is then at least 1)."""
+    if expr.is_Number or expr.is_Symbol:
+        return bool(expr.is_positive)
+    if isinstance(expr, (Add, Mul)):
+        return all(_positive(a) for a in expr.args)
+    if isinstance(expr, Pow):
+        return _positive(expr.base) and expr.exp.is_real is True
+    return isinstance(expr, ceiling) and _positive(expr.args[0])
 
 
 def _exact_number(number):
@@ -77,24 +98,106 @@ def _exact_number(number):
 
 def upper_bound(expr):
     """A number ``U`` with ``expr <= U`` for every positive value of its symbols, where the
-    structure shows one: a number, a sum of such, a negative number times factors whose
-    ``lower_bound`` is not negative; ``None`` otherwise.
+    structure shows one (``highest``); ``None`` otherwise.
 
+    >>> from sympy import Min
     >>> from symbolic_cost.symbols import b, m1
-    >>> upper_bound(1 - 3 * b * m1), upper_bound(b - m1)
-    (-2, None)
+    >>> upper_bound(1 - 3 * b * m1), upper_bound(b - m1), upper_bound(4 * Min(1, b) / m1 - 7)
+    (-2, None, -3)
     """
+    high = highest(expr)
+    return None if high is None else to_sympy(high)
+
+
+def highest(expr):
+    """``upper_bound`` as an exact ``rationals.RATIONAL`` (``None`` where there is none), read as
+    ``lowest`` reads its bound: a number; a sum of bounded terms; the least bounded argument of a
+    ``Min``, the greatest of a ``Max`` or ``Piecewise`` whose arguments all are; a product by
+    interval arithmetic (``_product``); ``x**k`` of a bounded ``x >= 0``, and ``1/x**k`` of an
+    ``x`` at least ``L > 0`` (an integer degree's ``1/m1 <= 1``); ``ceiling``/``floor`` of a
+    bound.  A symbol is unbounded."""
+    return remembered(_UPPER, expr, _upper_bound)
+
+
+_UPPER: dict = {}
+"""Upper bounds remembered, as ``_LOWER``."""
+
+
+def _upper_bound(expr):
     if expr.is_Number:
-        return expr
-    if isinstance(expr, Add):
-        parts = [upper_bound(a) for a in expr.args]
-        return None if None in parts else sum(parts)
+        return _exact_number(expr)
+    if isinstance(expr, Min):
+        parts = [x for x in map(highest, expr.args) if x is not None]
+        return min(parts) if parts else None
+    if isinstance(expr, (Add, Max, Piecewise)):
+        parts = _all(highest, _operands(expr))
+        return None if parts is None else (sum(parts) if expr.is_Add else max(parts))
     if isinstance(expr, Mul):
-        coefficient, rest = expr.as_coeff_Mul()
-        if coefficient < 0:
-            low = lower_bound(rest)
-            return None if low is None or low < 0 else coefficient * low
+        return _product(expr, lower=False)
+    if isinstance(expr, Pow) and expr.exp.is_Integer:
+        base = lowest(expr.base)
+        if base is None or base < 0 or (expr.exp < 0 and base == 0):
+            return None
+        return base ** int(expr.exp) if expr.exp < 0 else _power(highest(expr.base), int(expr.exp))
+    if isinstance(expr, (ceiling, floor)):
+        inner = highest(expr.args[0])
+        return None if inner is None else RATIONAL((math.ceil if isinstance(expr, ceiling) else math.floor)(inner))
     return None
+
+
+def _power(base, exponent: int):
+    return None if base is None else base ** exponent
+
+
+def _product(expr, lower: bool):
+    """A bound of the product ``expr`` (its lower one, or its upper one), by interval arithmetic
+    over its factors' bounds: ``[lowest, highest]`` of each, an unknown side unbounded.  A factor
+    that may be negative (``16 b l m1/s1 - 1``, at least -1) still bounds the product where the
+    other factors are bounded on the side it needs."""
+    coefficient, factors = expr.as_coeff_mul()
+    number = _exact_number(coefficient)
+    if number is None:
+        return None
+    lows = [lowest(f) for f in factors]
+    if (number >= 0) == lower and None not in lows and min(lows, default=0) >= 0:
+        return number * math.prod(lows)     # the usual product: factors at least 0, their lower bounds do
+    low = high = number
+    for factor in factors:
+        ends = (_end(lowest(factor), -1), _end(highest(factor), 1))
+        products = [_times(x, y) for x in (low, high) for y in ends]
+        low, high = min(products), max(products)
+    found = low if lower else high
+    return None if found in (_INFINITE, -_INFINITE) else found
+
+
+_INFINITE = math.inf
+"""An unbounded side of an interval (compared with, never multiplied into, an exact bound)."""
+
+
+def _end(bound, side: int):
+    return side * _INFINITE if bound is None else bound
+
+
+def _times(x, y):
+    """``x * y`` of two interval ends, exact unless one is infinite (then the signed infinity;
+    0 times an infinity is 0, the bound of a factor that is 0)."""
+    if x == 0 or y == 0:
+        return RATIONAL(0)
+    if x in (_INFINITE, -_INFINITE) or y in (_INFINITE, -_INFINITE):
+        return _INFINITE if (x > 0) == (y > 0) else -_INFINITE
+    return x * y
+
+
+def _all(bound, args) -> list | None:
+    """``bound`` of every one of ``args``, or ``None`` from the first that has none (the rest
+    not walked: a sum of a step time's terms stops at its first unbounded one)."""
+    found = []
+    for arg in args:
+        value = bound(arg)
+        if value is None:
+            return None
+        found.append(value)
+    return found
 
 
 def _operands(expr):

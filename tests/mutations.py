@@ -69,7 +69,7 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py",
          "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py",
          "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py",
-         "tests/test_budget.py")
+         "tests/test_budget.py", "tests/test_extrema.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -974,6 +974,20 @@ MUTATIONS = (
              "        if False:", required=False),
     Mutation("nested-limit-not-capped", "symbolic_cost/budget.py",
              "capped = bool(outer) and outer <= seconds", "capped = False", required=False),
+    Mutation("interval-infinity-sign", "symbolic_cost/bounds.py",
+             "return _INFINITE if (x > 0) == (y > 0) else -_INFINITE",
+             "return _INFINITE if (x > 0) != (y > 0) else -_INFINITE", required=False),
+    Mutation("ceiling-of-anything-at-least-one", "symbolic_cost/bounds.py",
+             "return RATIONAL(1 if rounded < 1 and _positive(expr.args[0]) else rounded)",
+             "return RATIONAL(1 if rounded < 1 else rounded)", required=False),
+    Mutation("upper-bound-of-min-is-largest", "symbolic_cost/bounds.py",
+             "        return min(parts) if parts else None\n    if isinstance(expr, (Add, Max, Piecewise)):",
+             "        return max(parts) if parts else None\n    if isinstance(expr, (Add, Max, Piecewise)):",
+             required=False),
+    Mutation("reciprocal-bound-of-the-wrong-end", "symbolic_cost/bounds.py",
+             "return base ** int(expr.exp) if expr.exp < 0 else _power(highest(expr.base), int(expr.exp))",
+             "return base ** int(-expr.exp) if expr.exp < 0 else _power(highest(expr.base), int(expr.exp))",
+             required=False),
 )
 
 

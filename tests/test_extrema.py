@@ -10,13 +10,13 @@ from fractions import Fraction
 from hypothesis import given, settings, strategies as st
 from sympy import Float, Function, Integer, Max, Min, Mod, Piecewise, Rational, ceiling, floor, nan, oo, srepr
 
-from symbolic_cost.bounds import lower_bound
+from symbolic_cost.bounds import lower_bound, upper_bound
 from symbolic_cost.extrema import at_least, at_most, choice, maximum, minimum, sign, unevaluated
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost import sampled
 from symbolic_cost.sampled import POINTS, changes_sign, changes_sign_alone
 from symbolic_cost.parallel.collectives import Log2
-from symbolic_cost.symbols import b, ep, l, m1
+from symbolic_cost.symbols import b, ep, l, m1, s1
 from symbolic_cost.timing.nccl import tree_correction
 
 SYMBOLS = (b, l, m1)
@@ -36,14 +36,25 @@ def test_extrema_equal_the_numbers_of_their_arguments(args, at):
     assert minimum(*args).subs(at) == min(numbers)
 
 
-@settings(max_examples=300, deadline=None)
-@given(terms, values)
+shapes = st.one_of(terms, st.tuples(terms, terms).map(lambda pair: pair[0] * pair[1]),
+                   st.tuples(terms, terms).map(lambda pair: Min(*pair)),
+                   st.tuples(terms, terms).map(lambda pair: ceiling(pair[0]) - pair[1]),
+                   st.tuples(terms, st.sampled_from([b, l, b * l, m1])).map(lambda pair: pair[0] / pair[1]))
+"""Sums of terms, and products, minima, ceilings and quotients of them: factors that may be
+negative, for the bounds' interval arithmetic."""
+
+
+@settings(max_examples=500, deadline=None)
+@given(shapes, values)
 def test_a_decided_sign_holds_at_every_point(expr, at):
-    value, decided, bound = expr.subs(at), sign(expr), lower_bound(expr)
+    value, decided = expr.subs(at), sign(expr)
+    low, high = lower_bound(expr), upper_bound(expr)
     if decided is not None:
         assert decided * value >= 0
-    if bound is not None:
-        assert value >= bound
+    if low is not None:
+        assert value >= low
+    if high is not None:
+        assert value <= high
 
 
 @settings(max_examples=200, deadline=None)
@@ -104,7 +115,13 @@ def test_what_is_decided_and_what_is_left():
     assert maximum(b * l, 2 * b * l) == 2 * b * l              # b l >= 0
     assert minimum(m1 - 1, 0) == 0                            # an integer degree is at least 1
     assert maximum(b, l) == Max(b, l) and maximum(7, 3, Rational(15, 2)) == Rational(15, 2)
-    assert sign(b - l) is None and sign(l * (2 * l - 1) - l**2) is None
+    assert sign(b - l) is None and sign(l * (2 * l - 1) - 3 * l**2 / 2) is None    # l**2/2 - l: -1/2 at l = 1
+    assert sign(l * (2 * l - 1) - l**2) == 1            # l (l - 1), once the common l is out of the sum
+    assert sign(3 * ceiling(8 / m1) - 1) == 1           # a ceiling of a positive quotient is at least 1
+    assert sign(4 * Min(1, b) / m1 - 7) == -1           # Min(1, b) <= 1 and 1/m1 <= 1
+    assert sign(Min(1, 5 - b) - 1) == -1                # the least of the arguments' upper bounds: 1, not 4
+    assert sign(1 / (m1 + 1) - Rational(1, 2)) == -1    # m1 + 1 >= 2, so its reciprocal is at most 1/2
+    assert sign((16 * b * l * m1 / s1 - 1) / m1 + 2) == 1    # a factor at least -1, over m1 >= 1
 
 
 @settings(max_examples=300, deadline=None)
@@ -205,6 +222,12 @@ def test_a_degree_that_alone_drives_a_cost_down_is_seen_apart():
     expr = b * (l + 1) - floor(ep / 2048)
     assert not changes_sign(expr) and changes_sign_alone(expr) and sign(expr) is None
     assert not changes_sign_alone(b * (l + 1) - l) and sign(b * (l + 1) - b * l) == 1
+
+
+def test_a_ceiling_is_at_least_one_only_of_what_is_above_zero():
+    """``ceiling(b/m1) >= 1`` (a positive quotient), but ``ceiling(m1 - 1)`` is 0 at ``m1 = 1``."""
+    assert lower_bound(ceiling(b / m1)) == 1 and lower_bound(ceiling(m1 - 1)) == 0
+    assert lower_bound(ceiling(b / m1 - Rational(1, 2))) == 0
 
 def _exact_at(expr, point):
     return expr.xreplace({s: Integer(point(s)) for s in expr.free_symbols})
