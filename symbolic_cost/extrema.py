@@ -209,8 +209,9 @@ def _compared(big, small, relation) -> Boolean:
 
 def sign(expr) -> int | None:
     """``1`` where ``expr >= 0`` and ``-1`` where ``expr <= 0`` for every positive value of its
-    symbols, as far as ``lower_bound`` sees it on ``expr`` or on its expansion; ``None`` when
-    undecided.
+    symbols, as far as ``lower_bound`` and ``upper_bound`` see it on ``expr`` or on its
+    expansion, each also with the monomial its terms share taken out; ``None`` when undecided
+    (at once where ``sampled`` finds both signs).
 
     >>> from symbolic_cost.symbols import b, l
     >>> sign(2 * b * l - b * l), sign(b - l), sign(-3 / b), sign(b * (2 * l + 1) - 2 * b * l)
