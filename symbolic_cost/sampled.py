@@ -96,8 +96,10 @@ def changes_sign_alone(expr) -> bool:
 
 
 def _alone(chosen, big: bool):
-    large = 2**20
-    return lambda symbol: (large if big else 1) if symbol == chosen else (1 if big else large)
+    """The point where ``chosen`` is ``SCALES``' largest and every other symbol 1 (``big``), or
+    the reverse."""
+    small, large = SCALES[0], SCALES[-1]
+    return lambda symbol: (large if big else small) if symbol == chosen else (small if big else large)
 
 
 _EXACT = {Add: sum, Mul: math.prod, Max: max, Min: min}
