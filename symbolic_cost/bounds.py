@@ -55,7 +55,9 @@ def _lower_bound(expr):
         parts = [x for x in map(lowest, expr.args) if x is not None]
         return max(parts) if parts else None
     if isinstance(expr, Mul):
-        return _product(expr, lower=True)
+        low = _product(expr, lower=True)
+        own = _over_own_ceiling(expr)
+        return own if low is None or (own is not None and own > low) else low
     if isinstance(expr, Pow) and expr.exp.is_Number:
         base = lowest(expr.base)
         if base is None or base < 0:
@@ -73,6 +75,28 @@ def _lower_bound(expr):
         rounded = math.ceil(inner)
         return RATIONAL(1 if rounded < 1 and _positive(expr.args[0]) else rounded)
     return None
+
+
+def _over_own_ceiling(expr):
+    """A lower bound of ``c x / ceiling(x / k)`` (``c >= 0``, ``x`` a product of integer symbols,
+    ``k >= 1``): ``c``, since ``ceiling(x/k) <= ceiling(x) = x``; ``None`` for any other product.
+    The channels NCCL splits ``m1`` devices into, ``floor(m1 / ceiling(m1/8))``, are then at
+    least 1.
+
+    >>> from sympy import ceiling
+    >>> from symbolic_cost.symbols import m1, s1
+    >>> _over_own_ceiling(m1 / ceiling(m1 / 8)) == 1, _over_own_ceiling(m1 / (s1 * ceiling(m1 / (8 * s1))))
+    (True, None)
+    """
+    coefficient, factors = expr.as_coeff_mul()
+    ceilings = [f for f in factors if isinstance(f, Pow) and f.exp == -1 and isinstance(f.base, ceiling)]
+    if len(ceilings) != 1 or not coefficient.is_Rational or coefficient < 0:
+        return None
+    x = Mul(*(f for f in factors if f is not ceilings[0]))
+    share = ceilings[0].base.args[0] / x
+    integer = all(base.is_Symbol and base.is_integer and base.is_positive and k.is_Integer and k > 0
+                  for base, k in x.as_powers_dict().items())
+    return _exact_number(coefficient) if integer and share.is_Rational and 0 < share <= 1 else None
 
 
 def _positive(expr) -> bool:

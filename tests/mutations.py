@@ -988,6 +988,9 @@ MUTATIONS = (
              "return base ** int(expr.exp) if expr.exp < 0 else _power(highest(expr.base), int(expr.exp))",
              "return base ** int(-expr.exp) if expr.exp < 0 else _power(highest(expr.base), int(expr.exp))",
              required=False),
+    Mutation("own-ceiling-share-any-size", "symbolic_cost/bounds.py",
+             "if integer and share.is_Rational and 0 < share <= 1 else None",
+             "if integer and share.is_Rational and 0 < share else None", required=False),
 )
 
 

@@ -229,6 +229,17 @@ def test_a_ceiling_is_at_least_one_only_of_what_is_above_zero():
     assert lower_bound(ceiling(b / m1)) == 1 and lower_bound(ceiling(m1 - 1)) == 0
     assert lower_bound(ceiling(b / m1 - Rational(1, 2))) == 0
 
+
+def test_a_degree_over_its_own_rounded_share_is_at_least_one():
+    """``m1 / ceiling(m1/8) >= 1`` for every integer ``m1 >= 1`` (checked to 4,096 by hand below),
+    so NCCL's ``Max(0, floor(m1/ceiling(m1/8)) - 1)`` is the floor less 1; with ``s1`` beside ``m1``
+    the share can be below 1 (``m1 = 1, s1 = 2``: 1/2) and the ``Max`` stays."""
+    assert all(m // -(-m // 8) >= 1 for m in range(1, 4097))
+    assert maximum(0, floor(m1 / ceiling(m1 / 8)) - 1) == floor(m1 / ceiling(m1 / 8)) - 1
+    assert lower_bound(3 * b * l / ceiling(b * l / 2)) == 3 and lower_bound(m1 / ceiling(3 * m1 / 2)) == 0   # 1/2 at m1 = 1
+    kept = maximum(0, floor(m1 / (s1 * ceiling(m1 / (8 * s1)))) - 1)
+    assert isinstance(kept, Max) and kept.subs({m1: 1, s1: 2}) == 0
+
 def _exact_at(expr, point):
     return expr.xreplace({s: Integer(point(s)) for s in expr.free_symbols})
 
