@@ -162,15 +162,14 @@ def _upper_bound(expr):
         base = lowest(expr.base)
         if base is None or base < 0 or (expr.exp < 0 and base == 0):
             return None
-        return base ** int(expr.exp) if expr.exp < 0 else _power(highest(expr.base), int(expr.exp))
+        if expr.exp < 0:
+            return base ** int(expr.exp)        # 1/x**k is at most 1/L**k where x >= L > 0
+        high = highest(expr.base)
+        return None if high is None else high ** int(expr.exp)
     if isinstance(expr, (ceiling, floor)):
         inner = highest(expr.args[0])
         return None if inner is None else RATIONAL((math.ceil if isinstance(expr, ceiling) else math.floor)(inner))
     return None
-
-
-def _power(base, exponent: int):
-    return None if base is None else base ** exponent
 
 
 def _product(expr, lower: bool):
