@@ -14,10 +14,9 @@ SYMPY_CACHE_SIZE = "32768"
 """Entries of each of SymPy's caches (its ``SYMPY_CACHE_SIZE``, 1,000 by default) where the
 environment sets none and SymPy is not yet imported.  A search builds the same sums and
 products again for every variant and layout kind; at 1,000 the constructors' cache forgets
-them, and equal trees built apart are compared node by node wherever they meet.  The cold
-search of 21 million layouts (``benchmarks/bench.py``) kept 16,174 entries in ``Add`` and
-``Mul``'s cache and took 10.2-10.3 CPU-s in a fresh process with no limit, against 11.5-11.6
-at 1,000; its memory at the peak was the same (772-780 MB; ``docs/fast.md``)."""
+them, and equal trees built apart are compared node by node wherever they meet.  A large
+search keeps some 16,000 entries in ``Add`` and ``Mul``'s cache, so the larger cache spares that
+work at no cost in peak memory (``benchmarks/bench.py`` measures the search)."""
 if "sympy" not in sys.modules:
     os.environ.setdefault("SYMPY_CACHE_SIZE", SYMPY_CACHE_SIZE)
 

@@ -301,7 +301,7 @@ def divides(dims: dict, divisor: str, dividend: str, why: str = "") -> None:
 def _whole(top: Expr, bottom: Expr) -> bool:
     """Whether ``top / bottom`` may be an integer (an assumption query, asked once per pair: every
     layer of a model asks the same).  A positive integer symbol may divide any integer or integer
-    symbol: no query (the first one a process asks costs 20 ms)."""
+    symbol: no query (the first one a process asks is slow)."""
     if bottom.is_Symbol and (top.is_Integer or top.is_Symbol):
         return True
     return (top / bottom).is_integer is not False

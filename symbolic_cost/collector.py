@@ -1,10 +1,10 @@
 """``paused``: the interpreter's cycle collector held off while the library builds formulas.
 
 A build allocates tens of thousands of objects that stay alive (SymPy's nodes, the keys of its
-caches) and almost no garbage in cycles: a cold ``search`` ran 1,182 collections, six of them
-full passes over some 200,000 objects, and freed 3,600 objects in all (0.53-0.56 of 7.5-7.7 CPU-s).
-The collector is triggered by allocations, not by garbage, so it kept walking objects that
-were still in use; one full pass of 35-41 ms fell in DeepSeek-V3's compilation.
+caches) and almost no garbage in cycles: a cold ``search`` runs over a thousand collections,
+some of them full passes over hundreds of thousands of objects, and frees a few thousand
+objects in all.  The collector is triggered by allocations, not by garbage, so it keeps walking
+objects that are still in use.
 
 Inside ``paused`` the collector is off; on leaving it is on again if it was on when the
 outermost ``paused`` began (a process that turned it off keeps it off).  Reference counting

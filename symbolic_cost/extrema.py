@@ -287,7 +287,7 @@ def _distributes(expr) -> bool:
 def expanded(expr, memo=None) -> Expr:
     """``expand_mul(expr)``, with every ``Max``/``Min``/``Piecewise`` and relation rebuilt
     unevaluated (as ``swap``) and each shared part expanded once: SymPy's own expansion rebuilds
-    every extremum with evaluation, whose pairwise comparisons took a quarter of a search's
+    every extremum with evaluation, and its pairwise comparisons are a large share of a search's
     builds (a DualPipe bubble compares two whole step times).
 
     >>> from symbolic_cost.symbols import b, l

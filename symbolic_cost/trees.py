@@ -104,9 +104,8 @@ def argument_order(args) -> list:
 DIGESTED = 16
 """The fewest nodes of tied arguments ordered by ``digest``: smaller ones take SymPy's own
 order, so a ``Max`` of a few symbols is SymPy's ``Max``.  SymPy's sort key of a tree of 20 to
-30 nodes (an NCCL protocol's time against another's) costs a quarter of a millisecond: from 32
-nodes, DeepSeek-V3's calibrated build + compile asked 40 of them and took 0.318 and 0.326 s,
-from 16 0.297 and 0.313 (medians of eight alternated fresh processes, twice)."""
+30 nodes (an NCCL protocol's time against another's) is costly, and a calibrated step time asks
+for dozens of them, so from this size the cheaper ``digest`` orders them."""
 
 
 def _tied(args: list, count) -> list:

@@ -6,6 +6,7 @@ concerns part."""
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -90,6 +91,31 @@ def test_no_import_cycles():
 @pytest.mark.parametrize("module,path", [(m, p) for m, p in _modules()])
 def test_module_opens_with_a_docstring(module, path):
     assert ast.get_docstring(ast.parse(path.read_text())), f"{module} has no docstring saying what it owns"
+
+
+MEASUREMENT = re.compile(r"\bCPU-s\b|AVX-512 EPYC|\d-core AMD|Measured on|\(profiled\)|"
+                         r"\b20\d\d-\d\d-\d\d\b[^\n]*\b(CPU|ms|M/s)\b|\b(CPU|ms|M/s)\b[^\n]*\b20\d\d-\d\d-\d\d\b")
+"""A timing with the machine or the day it was taken on: the history of a change, which belongs
+in its commit, not in the code that the change left."""
+
+
+def test_no_comment_records_a_timing():
+    """Docstrings and comments say what and why, not how long it took where (issue 61); the
+    figures live in ``reports/benchmark.md`` and the commits."""
+    found = [f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}" for _, path in _modules()
+             for n, line in enumerate(path.read_text().splitlines(), 1) if MEASUREMENT.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_a_timing_is_recognised():
+    """The rule above finds the shapes the package's history wrote."""
+    assert MEASUREMENT.search("Measured on GPT-3 175B's calibrated totals (2,000,000 rows")
+    assert MEASUREMENT.search("thread (AVX-512 EPYC, 2026-11-26): best_of 0.111")
+    assert MEASUREMENT.search("took 10.2-10.3 CPU-s in a fresh process")
+    assert MEASUREMENT.search("optimised code took 14 ms (2026-11-28)")
+    assert MEASUREMENT.search("Measured on a 2-core AMD EPYC, 10^8 rows")
+    assert not MEASUREMENT.search("torchtitan 114151a, 2026-03-23, removed the field")
+    assert not MEASUREMENT.search("8 of DDR4-3200 per EPYC 7742, two per DGX A100")
 
 
 def test_the_torch_reference_is_not_shipped():

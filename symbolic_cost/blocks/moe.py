@@ -219,8 +219,8 @@ def _sorts(at: Layout, rows, local) -> list:
     to by-expert, and sorts the experts' outputs back before the reverse exchange
     (``ops.routing.sort_chunks``), where the rank holds more than one expert (``local = E/ep``, a
     whole number: ``1 - floor(1/local)`` is 0 for one, 1 for more, a symbol's too; written so, not
-    as ``Min(1, local - 1)``, whose sign every maximum over the rows then asks: DeepSeek-V3's
-    symbolic build 0.08 CPU-s slower).  The flex dispatchers (DeepEP, HybridEP) take the routing
+    as ``Min(1, local - 1)``, whose sign every maximum over the rows would then ask, slowing every
+    symbolic build).  The flex dispatchers (DeepEP, HybridEP) take the routing
     itself and permute once, in ``dispatch``."""
     runs = 1 - floor(1 / local)
     return [sort_chunks(rows, at.e, es=at.es, runs=runs, name="dispatch_sort"),

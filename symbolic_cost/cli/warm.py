@@ -1,7 +1,6 @@
 """A warm process: command lines answered by a process that has the formulas loaded already.
 
-A fresh ``symbolic-cost summary`` spends most of its time importing (SymPy alone is about
-0.2 s of CPU), and the answers on disk (``answers``) serve only a command line seen before.  With
+A fresh ``symbolic-cost summary`` spends most of its time importing (SymPy above all), and the answers on disk (``answers``) serve only a command line seen before.  With
 ``SYMBOLIC_COST_WARM=on`` (Linux), the first command line of ``commands()`` runs as usual and
 starts a process in the background that imports the package once; every later one is sent to
 that process, which forks a child for it.  The child runs ``cli.main`` on the same words, in the

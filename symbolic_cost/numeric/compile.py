@@ -63,16 +63,16 @@ from symbolic_cost.symbols import resolve_names
 BACKENDS = ("llvm", "numba", "numpy")
 BLOCK = 8192
 """Configurations the numpy backend evaluates at a time: small enough that the temporaries
-of thousands of operations stay in cache (measured on a whole GPT-3 model: 2.9e6/s at 8192
-rows a block, 2.3e6/s at 16384, 0.5e6/s in one pass over a million rows)."""
+of thousands of operations stay in cache (one pass over a million rows, whose temporaries do
+not, runs several times slower)."""
 LLVM_BLOCK = 16384
 """Configurations the LLVM kernel reads at a time through one reused input buffer (a fresh
 input matrix for millions of rows costs more in page faults than the kernel itself; 16384
-rows keep the buffer and the block of outputs within a megabyte each, measured 3 % faster
-than 32768 on GPT-3's totals)."""
+rows keep the buffer and the block of outputs within a megabyte each)."""
 NUMBA_CACHED_ROWS = 2 * 10**8
 """Configurations from which a sweep considers numba's kernel, when it is in the disk cache: loading
-it costs about 0.6 CPU-s, repaid from about 2 x 10^8 where it runs faster (``sweep_backend``)."""
+it costs more than half a CPU-second, repaid from about 2 x 10^8 where it runs faster
+(``sweep_backend``)."""
 SAMPLE_ROWS = 2**17
 """Configurations each backend's kernel runs when ``sweep_backend`` measures which is faster."""
 _MEMORY: dict = {}
@@ -213,7 +213,7 @@ class Compiled:
         columns ``inputs`` (one per symbol) into ``out``'s, on this thread, again and again (a
         Dask task's blocks, ``numeric.grid_tasks``).  The vector kernel is called with the
         columns' addresses, taken once (each call otherwise takes 16 of them and checks each
-        column: some 40 µs of a block of 8,192 rows); any other kernel through ``into``."""
+        column, a cost that a block of a few thousand rows notices); any other kernel through ``into``."""
         function = self.function
         if isinstance(function, VectorKernel):
             addresses = function.addresses(inputs, out)

@@ -28,8 +28,8 @@ QUIET = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.in
 """Dask settings of the clusters ``cluster`` starts: no statistical profiler of the workers' tasks
 (a sample of every thread's stack every 10 ms, for a dashboard these clusters do not serve), and
 the event loops' blocked-loop check (every 20 ms) and the memory monitors of every worker and
-nanny (every 100 ms) once a second.  An idle two-worker cluster took 97 ms of CPU a second with
-Dask's defaults, 22 ms with these; a sweep on it took 4-8 % longer (``docs/fast.md``)."""
+nanny (every 100 ms) once a second.  With Dask's defaults an idle two-worker cluster spends a
+tenth of a core on this bookkeeping, which a sweep's tasks then lack."""
 
 
 def local_cores() -> int:

@@ -71,10 +71,9 @@ def task_rows(rows: int, threads: int = 4) -> int:
 
 TASKS_A_THREAD = 4
 """Tasks ``best`` gives each thread of its scheduler by default.  Each task costs its worker a
-round trip to the scheduler (1-3 ms between tasks on two cores), and the last tasks of the two
-workers end apart by up to a task: on a ``LocalCluster`` of 2 worker processes, 10^8 rows of
-GPT-3's totals took 0.643, 0.638, 0.636, 0.639 and 0.667 s as 6, 8, 10, 12 and 16 tasks
-(medians of ten runs alternated on one cluster, ``docs/fast.md``).  Two tasks a thread or fewer
+round trip to the scheduler, and the last tasks of the two workers end apart by up to a task:
+more tasks balance the workers better and pay more round trips, and from 6 to 12 tasks on two
+workers neither wins (``docs/fast.md``).  Two tasks a thread or fewer
 are not spread: Dask's scheduler sends most of them to the worker that holds the plan (2 of 2,
 3 of 4 tasks on two workers)."""
 

@@ -95,10 +95,8 @@ def plan(exprs: Mapping, grid: Mapping, constraints=(), top: int | None = None, 
 BLOCK = 2**16
 """Rows a task evaluates at a time: the grid's columns and the outputs in one buffer every
 block and task of the thread reuses (``_buffer``: 8 MB for GPT-3's 7 inputs and 9 outputs), so
-that a task's memory stays bounded however large its chunk and its rows stay in the caches.
-Measured on GPT-3's totals with the step-time breakdown, a task of 6.25 x 10^6 rows in one
-thread (AVX-512 EPYC, 2026-11-26): ``best_of`` 0.111 CPU-s at 2^16 rows a block, 0.133 at 2^20,
-0.140 at 2^15; ``rows`` 0.25 against 1.11 (the LLVM backend), 0.33 against 1.22 (numba)."""
+that a task's memory stays bounded however large its chunk and its rows stay in the caches:
+a larger block leaves the caches, a smaller one pays the call more often."""
 def rows(plan: Plan, start: int, stop: int) -> pd.DataFrame:
     """The kept rows of grid rows ``start`` to ``stop``: inputs then fields, as ``sweep``'s."""
     parts = [{name: columns[name][kept] for name in plan.columns} for _, columns, kept in _blocks(plan, start, stop)]
@@ -134,9 +132,8 @@ def _blocks(plan: Plan, start: int, stop: int, read=None):
 def _spare(outputs: np.ndarray, names, read) -> list[np.ndarray]:
     """The columns of ``outputs`` the kernel writes ``names`` into: its own for each name in
     ``read`` (all of them for ``None``), one shared column for the rest.  Their stores then stay in
-    the caches: on two cores a task of GPT-3's totals, ranked by ``total`` where memory fits, ran
-    4-6 % faster alone and two side by side no slower than one (0.150-0.156 s against
-    0.161-0.165 for 12.5 x 10^6 rows, AVX-512 EPYC, 2026-11-26).
+    the caches, so that two tasks side by side on two cores do not compete for memory bandwidth
+    over outputs nobody reads.
 
     >>> columns = np.zeros((3, 4))
     >>> [np.shares_memory(c, columns[0]) for c in _spare(columns, ["a", "b", "c"], {"b"})]
@@ -163,9 +160,8 @@ STAGGER = 8
 """Doubles between a column's end and the next one's start past a whole number of 4 KiB pages.
 Columns of ``BLOCK`` rows (512 KiB) one after another all start at one offset in their pages:
 the kernel's 16 streams then fall in one set of the first-level cache and each load after a
-store to another column looks to the CPU as if it might read it (4K aliasing).  Staggered, the
-kernel ran 124 million rows of GPT-3's totals a second against 119 (2^16 rows, one core,
-medians of seven runs in three rounds, AVX-512 EPYC, 2026-11-26)."""
+store to another column looks to the CPU as if it might read it (4K aliasing), which stalls
+it; staggered, the columns fall in different sets."""
 
 
 class Best(NamedTuple):

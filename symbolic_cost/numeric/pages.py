@@ -5,8 +5,8 @@ glibc's ``malloc`` serves a block over its mmap threshold (128 KiB to start) wit
 ``mmap`` and unmaps it when freed, so every chunk touches new pages: one page fault per 4 KiB.
 glibc raises the threshold when such blocks are freed, but not once ``M_TRIM_THRESHOLD`` or
 ``M_MMAP_THRESHOLD`` has been set, and Dask's nanny sets ``MALLOC_TRIM_THRESHOLD_`` in every
-worker.  Measured on a 2-core AMD EPYC, 10^8 rows of GPT-3's totals in chunks of 10^6: 490,000
-page faults and 2.9 s of system time in one process, about 850,000 faults in a Dask worker.
+worker.  A sweep of 10^8 rows in chunks of 10^6 then spends seconds of system time in
+hundreds of thousands of page faults.
 
 ``keep_freed_pages`` serves blocks up to 32 MiB (glibc's largest mmap threshold on 64 bits)
 from the heap and returns freed heap memory to the system only beyond 1 GiB, so the next

@@ -69,7 +69,7 @@ def rewritten(call):
 def parts(exprs) -> set:
     """Every distinct node of ``exprs``, each shared part visited once (``atoms`` and
     ``free_symbols`` walk a part once per path to it: a step time's collectives share parts so
-    widely that this took half of a search's conversion).
+    widely that walking each path would dominate a search's conversion).
 
     >>> from symbolic_cost.symbols import b, l
     >>> sorted(map(str, parts([b * l + b, b * l])))

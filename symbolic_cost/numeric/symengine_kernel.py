@@ -20,27 +20,26 @@ from symbolic_cost.numeric.llvm_form import machine_form, symengine_form
 OPTIMIZED_ROWS = 2**19
 """Configurations from which the machine code is compiled with LLVM's optimisations
 (``opt_level`` 3; the ``vector_kernel``'s code generation at level 1) rather than without (0).
-Measured on the calibrated step time with the memory and FLOPs (2026-11-25, AVX-512 EPYC): the
-vector kernel of DeepSeek-V3's compiles in 0.103 CPU-s against 0.039 and runs 10.6 M
-configurations per CPU-s against 4.0 M (repaid from about 400,000); GPT-3 175B's 0.051 against
-0.022 s and 24.5 M against 18.9 M (from about 2.4 M).  A kernel compiled for fewer, or for a
+On a calibrated step time the optimised code takes two to three times as long to compile and
+runs from a third to two and a half times as fast, so it repays its compile from some hundreds
+of thousands to a few million configurations (``benchmarks/bench.py`` measures both).  A kernel compiled for fewer, or for a
 number ``compile_exprs`` is not told, recompiles itself optimised when a call passes this many
 (``QuickKernel``)."""
 PROGRAM_ROWS = 2**15
 """Configurations below which a kernel compiled for a number of rows it is told is not compiled
 but run by numpy, an operation at a time over every row (``vector_program``; not filed on disk
-by itself: a search files it with the rest of its kernel, ``kernel_cache.built``).  Measured on GPT-3 175B's calibrated step time (1,227 operations,
-2026-11-26, AVX-512 EPYC): LLVM compiles it without its optimisations in about 25 ms and runs
-0.13 µs a configuration; numpy runs it in 1.3 ms for 512 configurations, 6.3 ms for 8,192 and
-27 ms for 32,768.  A search tells its kernels four runs of each group of layouts
+by itself: a search files it with the rest of its kernel, ``kernel_cache.built``).  On a
+calibrated step time of some 1,200 operations, LLVM's compile without its optimisations costs
+about what numpy takes for 30,000 configurations, and its code then runs some ten times as
+fast as numpy.  A search tells its kernels four runs of each group of layouts
 (``ranking.RERUNS``): four numpy runs of 8,192 cost what one compile and four runs do."""
 CLOSURE_ROWS = 2**11
 """Configurations a kernel compiled for a number ``compile_exprs`` is not told evaluates in all
 through symengine's closure evaluator (``Lambdify(backend="lambda")``: each common subexpression
-a C++ closure) before it compiles machine code.  DeepSeek-V3's calibrated step time takes
-0.008 CPU-s to make the closures (most of it symengine's CSE, which the machine code needs too)
-against 0.039 to compile the vector kernel at level 0, and runs 37,000 configurations per CPU-s
-against 4 million: machine code repays its compile from about 1,200 (GPT-3 175B's: 1,500)."""
+a C++ closure) before it compiles machine code.  The closures cost a fifth of
+the vector kernel's compile at level 0 to make (most of it symengine's CSE, which the machine
+code needs too) and run a hundred times slower, so machine code repays its compile from one
+to two thousand configurations."""
 
 
 def symengine():

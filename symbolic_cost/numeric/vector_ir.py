@@ -50,8 +50,7 @@ def program(converted, arguments) -> Program:
     recognised form read is never written); ``NotImplementedError`` for a node it does not write.
 
     The last set's program is remembered (``_LAST``): a kernel that tiers up from LLVM's quick
-    machine code to its optimised code writes the same program twice, 14 of the 105 ms DeepSeek-V3's
-    optimised code took (2026-11-28)."""
+    machine code to its optimised code would otherwise write the same program twice."""
     last = _LAST[0] if _LAST else None
     if last is not None and last[0] is converted and last[1] == tuple(arguments):
         return last[2]
@@ -156,7 +155,7 @@ def log2_up_ir(name: str, x: str, lanes: int) -> str:
     ``x`` (no ``log``): with ``x = 2**(E - 1023) * (1 + m / 2**52)``, ``floor(log2 x)`` is
     ``E - 1023``, one more where the mantissa ``m`` is not 0.  Exact for every such ``x``,
     where ``ceil(log(x) / log(2))`` rounds one too high at some powers of two past 2**28; and
-    no ``log`` call, which took a quarter of GPT-3's calibrated kernel.  The whole number
+    no ``log`` call, the costliest operation a kernel would otherwise run.  The whole number
     ``E + [m != 0]`` becomes a double by or-ing it into the bits of 2**52 (exact below 2**52,
     and any instruction set has it, where converting 64-bit integers needs AVX-512)."""
     words, bits, vector = f"<{lanes} x i64>", f"<{lanes} x i1>", f"<{lanes} x double>"
@@ -192,10 +191,9 @@ def _pooled(splat: str, pool: dict, lines: list, lanes: int) -> str:
     into every lane: the load folds into that operation as a broadcast operand (``{1to8}``).
     Written in as constants, LLVM hoists the program's two hundred numbers out of the loop into
     vector registers it does not have, and reads them back from the stack, 64 bytes each time;
-    the table's address goes through an empty ``asm`` in each round so that it cannot.
-    Measured on GPT-3 175B's calibrated totals (AVX-512 EPYC, 2026-11-28, 16,384 rows in cache,
-    the same process): 63.6 M configurations per CPU-s against 48.2 M; stack accesses 318
-    against 785 a round.  LLVM's quick code generation (level 0) gains nothing from it."""
+    the table's address goes through an empty ``asm`` in each round so that it cannot.  The
+    loaded numbers leave the registers to the program's values, and the stack is read less than
+    half as often.  LLVM's quick code generation (level 0) gains nothing from it."""
     k = pool.setdefault(splat, len(pool))
     name = f"%n{len(lines)}"
     lines.append(f"  {name}p = getelementptr double, ptr %numbers, i64 {k}\n"
@@ -208,7 +206,7 @@ def _pooled(splat: str, pool: dict, lines: list, lanes: int) -> str:
 
 def _splat(value) -> str:
     """A constant in every lane, as LLVM 19's ``splat``: half the text of writing each lane
-    out, which LLVM parses a fifth faster (a search's 324 kernels: 0.53 against 0.67 CPU-s)."""
+    out, which LLVM parses faster (a search parses hundreds of kernels)."""
     if isinstance(value, bool):
         return f"splat (i1 {'true' if value else 'false'})"
     return f"splat (double 0x{struct.unpack('<Q', struct.pack('<d', value))[0]:016X})"

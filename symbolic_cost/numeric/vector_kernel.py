@@ -37,10 +37,8 @@ from symbolic_cost.numeric.vector_ir import ir_text, program
 STREAM_ROWS = 1 << 18
 """Rows from which a call writes its outputs past the caches (``vector_ir.ir_text``'s non-temporal
 stores), where every output column starts on a 64-byte boundary (``aligned_empty``).  Ten
-columns of 2**18 rows are 20 MiB, more than this machine's caches hold: written the usual way,
-each line is first read from memory.  Measured on GPT-3 175B's calibrated totals (2,000,000
-random configurations, one core, 2026-11-28, AVX-512 EPYC): 43.3 M configurations per CPU-s
-against 37.2 M."""
+columns of 2**18 rows are 20 MiB, more than a CPU's caches hold: written the usual way, each
+line is first read from memory, which costs about as much as writing it."""
 ALIGNMENT = 64
 """Bytes the start of a streamed output column is a multiple of (a cache line; ``vmovntpd`` on a
 512-bit vector faults elsewhere)."""
@@ -122,8 +120,8 @@ def _machine(level: int):
 
 def _address(name: str, code: bytes) -> int:
     """Where the function ``name`` of the object ``code`` sits, loaded once into the process's one
-    execution engine (an engine of its own cost each kernel 0.6 ms more, a third of a search
-    from disk)."""
+    execution engine (an engine of its own for each kernel would cost more than loading the
+    kernel, and a search from disk loads hundreds)."""
     with _LOCK:                         # one engine, however many threads load kernels
         loaded = _STATE.setdefault("loaded", {})
         if name not in loaded:

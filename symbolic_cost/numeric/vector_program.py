@@ -1,8 +1,9 @@
 """A ``vector_ir.Program`` run by numpy over whole columns (``ProgramKernel``): each operation one
 numpy call on every row at once, nothing compiled.  For an expression set evaluated on few rows,
 where LLVM's compile would cost more than the rows: the calibrated step time of a search's group
-of layouts is some 1,250 operations, which LLVM compiles (without its optimisations) in about
-24 ms, where numpy runs them in about 2 ms plus 1 µs a row (``compile.PROGRAM_ROWS``).  The
+of layouts is some 1,250 operations, which LLVM compiles (without its optimisations) in tens of
+milliseconds, where numpy runs them in a few milliseconds plus about a microsecond a row
+(``compile.PROGRAM_ROWS``).  The
 operations and their order are the vector kernel's, so are the doubles (``log`` and ``pow``
 aside, whose last bit may differ).
 

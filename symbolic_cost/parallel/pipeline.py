@@ -196,7 +196,7 @@ def dualpipe_bubble(p, t_f, t_b, t_w) -> Expr:
     """
     p = positive_dims(p=p)["p"]
     for name, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)):
-        high = upper_bound(exact(value, name))      # structural: a whole step time's is_negative took 50 ms
+        high = upper_bound(exact(value, name))      # structural: SymPy's is_negative on a whole step time is slow
         if high is not None and high < 0:
             raise InputError(f"{name} must be non-negative seconds, got {value}", name)
     q = p / 2 - 1

@@ -103,8 +103,8 @@ def ll128_inverse_share(kind: str, link: str, arch: str, n, nodes=1) -> Expr:
     """``1 / ll128_share(...)``: across the network the share is one of two values (``_by_nic``),
     so its reciprocal is the same choice between their reciprocals, exactly.  Written so, no
     power of a sum is built: SymPy asks of such a power whether each term may be infinite, a
-    cascade of assumption queries through the floor and extrema of the choice that took a
-    twentieth of building a calibrated step time.
+    cascade of assumption queries through the floor and extrema of the choice, a sizeable share
+    of building a calibrated step time.
 
     >>> from symbolic_cost.symbols import m1
     >>> ll128_inverse_share("allreduce", "ib", "hopper", 16, 16), ll128_inverse_share("allreduce", "ib", "hopper", 16, 2)
@@ -275,7 +275,7 @@ class TreeCorrection(Function):
         factors, volume = list(self.args[0]) + [Integer(1)], self.args[1]
         # built as written: each piece's bound is a number, so nothing folds, and SymPy's checks
         # of every pair of conditions (and its folding of a volume that holds a Piecewise into
-        # each condition) took half of compiling a calibrated step time
+        # each condition) would dominate compiling a calibrated step time
         pieces = [Basic.__new__(ExprCondPair, factor, StrictLessThan(volume, 64 * 2 ** (i + 1), evaluate=False))
                   for i, factor in enumerate(factors[:-1]) if factor != factors[i + 1]]
         return Basic.__new__(Piecewise, *pieces, Basic.__new__(ExprCondPair, Integer(1), S.true))
