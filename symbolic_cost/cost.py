@@ -12,56 +12,11 @@ from typing import Mapping
 from sympy import Expr, Integer, Piecewise, sympify
 
 from symbolic_cost.checks import InputError, exact  # noqa: F401  (the exactness rule, here where Costs use it)
+from symbolic_cost.collective_kinds import kind_of, ring_share
 
-KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "p2p", "broadcast", "reduce")
 PASSES = ("fwd", "bwd")
 ENGINES = ("matrix", "vector")
 GRADS = ("input", "weight")
-
-
-def ring_share(kind: str, group) -> Expr:
-    """Fraction of the full tensor each device sends in a ring collective.
-
-    For a tensor of ``V`` bytes spread over ``n`` devices a ring allgather,
-    reduce-scatter or all-to-all moves ``(n-1)/n * V`` out of every device; a
-    ring allreduce is a reduce-scatter followed by an allgather, ``2(n-1)/n * V``;
-    a point-to-point send moves the whole tensor.  A broadcast or reduce of ``V``
-    runs as a chain through the group (pipelined): every member but one forwards
-    ``V``, so ``(n-1)/n * V`` per device on average, and exactly that on every
-    device when the root takes turns over the group (SUMMA's panel broadcasts).
-
-    >>> from sympy import Symbol
-    >>> n = Symbol("n", positive=True, integer=True)
-    >>> ring_share("allreduce", n).factor()
-    2*(n - 1)/n
-    >>> ring_share("allgather", 1)
-    0
-    """
-    n = sympify(group)
-    if kind in ("allgather", "reducescatter", "alltoall", "broadcast", "reduce"):
-        return (n - 1) / n
-    if kind == "allreduce":
-        return 2 * (n - 1) / n
-    if kind == "p2p":
-        return Integer(1)
-    raise InputError(f"collective kind must be one of {', '.join(KINDS)}, got {kind!r}", "kind")
-
-
-def ring_passes(kind: str) -> int:
-    """Times a ring runs around its group for one collective: 2 for an allreduce (a reduce-scatter,
-    then an allgather), 1 for every other kind."""
-    return 2 if kind == "allreduce" else 1
-
-
-def ring_steps(kind: str, group) -> Expr:
-    """Steps of the ring algorithm, each one message a device: ``ring_passes x (n - 1)``, and one
-    for a point-to-point send.  The one home of the count that ``parallel.collectives.traffic``
-    and NCCL's latency (``timing.nccl``) both take.
-
-    >>> ring_steps("allreduce", 8), ring_steps("allgather", 8), ring_steps("p2p", 8)
-    (14, 7, 1)
-    """
-    return Integer(1) if kind == "p2p" else ring_passes(kind) * (sympify(group) - 1)
 
 
 def _exact_sizes(record, what: str) -> None:
@@ -114,8 +69,7 @@ class Collective:
     _SIZES = ("elements", "element_bytes", "group", "volume", "repeats", "stride")
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise InputError(f"collective kind must be one of {', '.join(KINDS)}, got {self.kind!r}", "kind")
+        kind_of(self.kind)
         _exact_sizes(self, "collective")
 
     @property
@@ -137,7 +91,7 @@ class Collective:
         """Adds each device performs: a reduce-scatter, allreduce or reduce of ``N``
         elements over ``n`` devices sums ``(n-1)/n * N`` of them on every device
         (a reduce: on average, exactly when the root takes turns)."""
-        if self.kind in ("reducescatter", "allreduce", "reduce"):
+        if kind_of(self.kind).reduces:
             return self.repeats * (self.group - 1) / self.group * self.elements
         return Integer(0)
 

@@ -69,7 +69,7 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py",
          "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py",
          "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py",
-         "tests/test_budget.py", "tests/test_extrema.py")
+         "tests/test_budget.py", "tests/test_extrema.py", "tests/test_collective_kinds.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -106,6 +106,7 @@ RANKS, STACK = "symbolic_cost/models/ranks.py", "symbolic_cost/models/stack.py"
 PLACEMENT = "symbolic_cost/models/placement.py"
 EFFICIENCY, STEP = "symbolic_cost/timing/efficiency.py", "symbolic_cost/timing/step.py"
 NCCL, NVLS = "symbolic_cost/timing/nccl.py", "symbolic_cost/timing/nccl_nvls.py"
+KINDS = "symbolic_cost/collective_kinds.py"
 PEAK, SERVING_PEAK = "symbolic_cost/models/peak.py", "symbolic_cost/inference/peak.py"
 LOAD, PAGED = "symbolic_cost/inference/load.py", "symbolic_cost/inference/paged.py"
 BATCHING = "symbolic_cost/inference/batching.py"
@@ -274,11 +275,10 @@ MUTATIONS = (
              required=False),
     Mutation("serving-cp-rank-stack", "symbolic_cost/inference/phases.py", "s.l_in, conventions, context=True)",
              "s.l_in, conventions, context=False)", required=False),
-    Mutation("nccl-ll-share", NCCL, 'Rational(1, 4) if kind == "allreduce" else Rational(1, 3)',
-             "Rational(1, 3)", required=False),
+    Mutation("nccl-ll-share", KINDS, 'tree=True, ll_share=Rational(1, 4),', "tree=True,", required=False),
     Mutation("nccl-tree-levels", NCCL, "+ levels * TREE_HOP[", "+ TREE_HOP[", required=False),
     Mutation("nccl-tree-correction", NCCL, "/ 2 * tree_correction(protocol, volume)", "/ 2", required=False),
-    Mutation("nccl-ll128-channel-cap", NCCL, "minimum(Rational(92, 100), LL128_PER_CHANNEL[kind] / NVLINK_CHANNEL[arch])",
+    Mutation("nccl-ll128-channel-cap", NCCL, "minimum(Rational(92, 100), kind_of(kind).ll128_channel / NVLINK_CHANNEL[arch])",
              "Rational(92, 100)", required=False),
     Mutation("nccl-ll128-one-per-node", NCCL, "LL128_NET = (Rational(7, 10), Rational(92, 100))",
              "LL128_NET = (Rational(92, 100), Rational(92, 100))", required=False),
@@ -405,7 +405,8 @@ MUTATIONS = (
              'ranks = exact(m1, "m1") * exact(cp, "cp") * exact(shard, "shard")',
              'ranks = exact(cp, "cp") * exact(shard, "shard")', required=False),
     # issue 32 item 3: mutations that survived, and their oracles (tests/test_mutation_oracles.py)
-    Mutation("tensor-overlap-hides-all-to-alls", STEP, 'UNHIDDEN = ("alltoall",)', "UNHIDDEN = ()", required=False),
+    Mutation("tensor-overlap-hides-all-to-alls", KINDS, 'Kind("alltoall", "pairwise", tensor_overlap=False)',
+             'Kind("alltoall", "pairwise")', required=False),
     Mutation("fsdp-regather-in-forward", STEP, 'group = "regather"      #', 'group = "param"      #', required=False),
     Mutation("step-time-recompute", STEP, "[r[i] for r in redo]) for i in (0, 1, 2))",
              "[0 for r in redo]) for i in (0, 1, 2))",
@@ -991,6 +992,12 @@ MUTATIONS = (
     Mutation("own-ceiling-share-any-size", "symbolic_cost/bounds.py",
              "if integer and share.is_Rational and 0 < share <= 1 else None",
              "if integer and share.is_Rational and 0 < share else None", required=False),
+    Mutation("allreduce-one-ring-pass", KINDS, 'Kind("allreduce", "ring", passes=2,', 'Kind("allreduce", "ring", passes=1,',
+             required=False),
+    Mutation("reduce-adds-nothing", KINDS, 'Kind("reduce", "rooted", reduces=True,', 'Kind("reduce", "rooted",',
+             required=False),
+    Mutation("allgather-behind-the-backward", KINDS, 'nvls=True, window="param"', 'nvls=True, window="grad"',
+             required=False),
 )
 
 

@@ -15,7 +15,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "symbolic_cost"
 # Each module may import only from its own layer or a layer above it (earlier in this list).
 LAYERS = [
     {"symbols", "conventions", "named_conventions", "extrema", "bounds", "sampled", "trees", "rounding",
-     "rationals", "cost", "checks", "digits", "files", "reader", "budget", "collector", "latex", "flat"},
+     "rationals", "cost", "collective_kinds", "checks", "digits", "files", "reader", "budget", "collector", "latex", "flat"},
     {"ops"}, {"blocks"}, {"parallel"}, {"models"}, {"analysis"}, {"timing"}, {"numeric"}, {"inference"},
     {"tools"}, {"reproduce"}, {"report"}, {"app"}, {"cli"},
 ]

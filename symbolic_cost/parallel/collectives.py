@@ -2,22 +2,20 @@
 
 For ``n`` devices and a tensor of ``V`` bytes (the gathered result of an
 allgather, the input of a reduce-scatter or allreduce, the buffer each
-device holds for an all-to-all, the message of a p2p send, a broadcast or a reduce):
+device holds for an all-to-all, the message of a p2p send, a broadcast or a reduce), by the
+shape of the kind (``collective_kinds``):
 
 ============== ============ ================== ================== =====================
-kind           algorithm    sent per device    received           latency steps
+shape          algorithm    sent per device    received           latency steps
 ============== ============ ================== ================== =====================
-allgather      ring         (n-1)/n V          (n-1)/n V          n - 1
-reducescatter  ring         (n-1)/n V          (n-1)/n V          n - 1
-allreduce      ring         2(n-1)/n V         2(n-1)/n V         2(n - 1)
-allreduce      tree         2(n-1)/n V         2(n-1)/n V         2 log2 n
-alltoall       pairwise     (n-1)/n V          (n-1)/n V          n - 1
-p2p            -            V                  V                  1
-broadcast      tree         V                  V                  log2 n
-reduce         tree         V                  V                  log2 n
+ring           ring         passes (n-1)/n V   passes (n-1)/n V   passes (n - 1)
+ring (tree)    tree         2(n-1)/n V         2(n-1)/n V         2 log2 n
+pairwise       pairwise     (n-1)/n V          (n-1)/n V          n - 1
+send           -            V                  V                  1
+rooted         tree         V                  V                  log2 n
 ============== ============ ================== ================== =====================
 
-The tree allreduce is the bandwidth-optimal logarithmic one (recursive
+The tree allreduce (a kind with ``tree``) is the bandwidth-optimal logarithmic one (recursive
 halving then doubling, Rabenseifner 2004; NCCL's double binary tree has the
 same bandwidth term): the ring's bytes in ``2 log2 n`` steps.  Time is
 ``steps * alpha + sent / B`` (links are full duplex, so sending and
@@ -31,7 +29,7 @@ from dataclasses import dataclass
 
 from sympy import Expr, Function, Integer, ff, log, sympify
 
-from symbolic_cost.cost import KINDS, ring_share, ring_steps
+from symbolic_cost.collective_kinds import kind_of
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.checks import InputError, exact, positive_dims
 
@@ -57,16 +55,14 @@ def traffic(kind: str, n, tensor_bytes, algorithm: str = "ring") -> Traffic:
     >>> traffic("allreduce", 8, 1, "tree").steps
     6
     """
-    if kind not in KINDS:
-        raise InputError(f"collective kind must be one of {', '.join(KINDS)}, "
-                         f"got {kind!r}", "kind")
+    form = kind_of(kind)
     if algorithm not in ALGORITHMS:
         raise InputError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}", "algorithm")
     n, volume = _sizes(n=n, tensor_bytes=tensor_bytes)
-    if kind in ("broadcast", "reduce"):       # the root sends (receives) V; nothing with one device
+    if form.shape == "rooted":       # the root sends (receives) V; nothing with one device
         return Traffic(minimum(n - 1, 1) * volume, minimum(n - 1, 1) * volume, _log2(n))
-    moved = ring_share(kind, n) * volume
-    steps = 2 * _log2(n) if kind == "allreduce" and algorithm == "tree" else ring_steps(kind, n)
+    moved = form.share(n) * volume
+    steps = 2 * _log2(n) if form.tree and algorithm == "tree" else form.steps(n)
     return Traffic(moved, moved, steps)
 
 
@@ -162,14 +158,14 @@ def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple, r
     """Seconds for a group of ``n`` devices spread over NVLink domains of ``k``
     (``nvlink`` and ``ib`` are ``(bandwidth, latency)`` pairs; ``k`` divides ``n``).
 
-    * reduce-scatter: within each domain over ``V``, then across the ``n/k``
-      domains over the ``V/k`` each device now holds; allgather is the mirror
-      image; allreduce is both.
-    * all-to-all: the ``(k-1)/n`` of the buffer bound for the same domain goes
-      over NVLink while the ``(n-k)/n`` bound elsewhere goes over InfiniBand,
-      at the same time (with ``routing``, a dispatcher that sends a token once a
-      domain: ``network_share`` of it).
-    * p2p, broadcast and reduce cross InfiniBand.
+    * a ring kind, each pass (``Kind.passes``): within each domain over ``V``, then across
+      the ``n/k`` domains over the ``V/k`` each device now holds (a reduce-scatter; an
+      allgather is the mirror image, an allreduce both);
+    * a pairwise kind (all-to-all): the ``(k-1)/n`` of the buffer bound for the same domain
+      goes over NVLink while the ``(n-k)/n`` bound elsewhere goes over InfiniBand, at the
+      same time (with ``routing``, a dispatcher that sends a token once a domain:
+      ``network_share`` of it);
+    * a send or a rooted kind (p2p, broadcast, reduce) crosses InfiniBand.
 
     >>> # 2 x (7/8 of 16 GB at 100 GB/s) + 2 x (1/2 of 2 GB at 10 GB/s) = 0.28 + 0.2 s
     >>> hierarchical_time("allreduce", 16, 8, 16 * 10**9, (10**11, 0), (10**10, 0))
@@ -177,14 +173,13 @@ def hierarchical_time(kind: str, n, k, tensor_bytes, nvlink: tuple, ib: tuple, r
     """
     n, k, volume = _sizes(n=n, k=k, tensor_bytes=tensor_bytes)
     _sizes(nvlink_bandwidth=nvlink[0], nvlink_latency=nvlink[1], ib_bandwidth=ib[0], ib_latency=ib[1])
-    if kind in ("p2p", "broadcast", "reduce"):
+    form = kind_of(kind)
+    if form.shape in ("send", "rooted"):
         return time(kind, n, volume, *ib)
-    if kind == "alltoall":
+    if form.shape == "pairwise":
         near = (k - 1) / n * volume / nvlink[0] + (k - 1) * nvlink[1]
         far = network_share(n, n / k, routing) * volume / ib[0] + (n / k - 1) * ib[1]
         return maximum(near, far)
     inside = time("reducescatter", k, volume, *nvlink)
     across = time("reducescatter", n / k, volume / k, *ib)
-    if kind == "allreduce":
-        return 2 * inside + 2 * across
-    return inside + across
+    return form.passes * (inside + across)

@@ -114,7 +114,7 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
     if model == "bandwidth":
         return c.volume / bandwidth
     flat = collectives.time(c.kind, c.group, c.tensor_bytes, bandwidth, latency)
-    if model == "hierarchical" and link is None:
+    if model == "hierarchical" and link is None and _fits(c.span, system) is not True:   # else flat on NVLink
         nvlink = (system.nvlink_bandwidth, system.nvlink_latency)
         ib = (system.ib_bandwidth, system.ib_latency)
         # members of the group in one NVLink domain: a group of stride s holds nvlink_size / s of its

@@ -37,6 +37,7 @@ from sympy import Basic, Expr, Function, Integer, Piecewise, Rational, S, Strict
 from sympy.functions.elementary.piecewise import ExprCondPair
 
 from symbolic_cost.checks import InputTypeError, choice as one_of, instance, shown
+from symbolic_cost.collective_kinds import kind_of
 from symbolic_cost.cost import COLLECTIVE_MADE_BY, Collective
 from symbolic_cost.extrema import choice, maximum, minimum
 from symbolic_cost.parallel.collectives import Log2, network_share
@@ -58,9 +59,6 @@ HOP = {("nvlink", "LL"): Rational(47, 100) * MICRO, ("nvlink", "LL128"): Rationa
 LL128_ARCHS = ("volta", "ampere", "hopper")
 """Where NCCL enables LL128 by default (``pEnable``: compute capability 7.0 or 8.0 in 2.8, 9.0 too
 from the later file; any other, Blackwell included in that version, off)."""
-LL128_PER_CHANNEL = {kind: Rational(cap) * GIGA for kind, cap in (
-    ("broadcast", "18.8"), ("reduce", "12.0"), ("allgather", "18.3"), ("reducescatter", "15.2"), ("allreduce", "16.7"))}
-"""``ll128MaxBwPerCh``: LL128's bus bandwidth per channel at most, bytes/s, by collective."""
 NVLINK_CHANNEL = {"volta": 20 * GIGA, "ampere": 20 * GIGA, "hopper": Rational("20.6") * GIGA,
                   "blackwell": Rational("40.1") * GIGA, "other": 20 * GIGA}
 """The bus bandwidth of one NCCL channel over NVLink (one link), bytes/s (``topo.h``)."""
@@ -72,15 +70,16 @@ def protocols(arch: str, kind: str = "allreduce") -> tuple[str, ...]:
     >>> protocols("ampere"), protocols("blackwell"), protocols("hopper", "alltoall")
     (('LL', 'LL128', 'Simple'), ('LL', 'Simple'), ('LL', 'Simple'))
     """
-    return ("LL", "LL128", "Simple") if arch in LL128_ARCHS and kind in LL128_PER_CHANNEL else ("LL", "Simple")
+    runs_ll128 = arch in LL128_ARCHS and kind_of(kind).ll128_channel is not None
+    return ("LL", "LL128", "Simple") if runs_ll128 else ("LL", "Simple")
 
 
 def ll128_share(kind: str, link: str, arch: str, n, nodes=1) -> Expr:
     """LL128's bus bandwidth as a share of the ring's: its 120 of every 128 bytes carry data,
     ``0.92`` in NCCL's model (``0.7`` when a domain holds one device of the group, ``ppn < 2``,
     whose NIC then both sends and receives), and over NVLink at most ``ll128MaxBwPerCh`` per
-    channel of ``NVLINK_CHANNEL`` (the channel count is ``bus / NVLINK_CHANNEL``, so the cap is a
-    share).  Across the network NCCL's channel count is not modelled and its cap is left out.
+    channel (``Kind.ll128_channel``) of ``NVLINK_CHANNEL`` (the channel count is
+    ``bus / NVLINK_CHANNEL``, so the cap is a share).  Across the network NCCL's channel count is not modelled and its cap is left out.
 
     >>> # A100 on NVLink: 16.7 (allreduce) and 18.3 (allgather) of a 20 GB/s channel, below 0.92
     >>> ll128_share("allreduce", "nvlink", "ampere", 8), ll128_share("allgather", "nvlink", "ampere", 8)
@@ -90,7 +89,7 @@ def ll128_share(kind: str, link: str, arch: str, n, nodes=1) -> Expr:
     (167/206, 7/10)
     """
     if link == "nvlink":
-        return minimum(Rational(92, 100), LL128_PER_CHANNEL[kind] / NVLINK_CHANNEL[arch])
+        return minimum(Rational(92, 100), kind_of(kind).ll128_channel / NVLINK_CHANNEL[arch])
     return _by_nic(LL128_NET, n, nodes)
 
 
@@ -155,26 +154,26 @@ def nccl_time(kind: str, n, tensor_bytes, bus, link: str, nodes=1, intra: str | 
     >>> t == Rational(100 + 14 * 19, 10**7) + Rational(7, 4) * 10**7 / (Rational(167, 200) * 235 * 10**9)
     True
     """
-    from symbolic_cost.cost import ring_passes, ring_share, ring_steps
+    form = kind_of(kind)
     n, nodes, volume = sympify(n), sympify(nodes), sympify(tensor_bytes)
-    steps = ring_steps(kind, n)
-    inter = Integer(1 if link == "ib" else 0) if kind == "p2p" else ring_passes(kind) * (nodes - 1)
-    sent = ring_share(kind, n) * volume
-    if kind == "alltoall" and link == "ib" and nodes != 1:
+    steps, send = form.steps(n), form.shape == "send"
+    inter = Integer(1 if link == "ib" else 0) if send else form.passes * (nodes - 1)
+    sent = form.share(n) * volume
+    if form.shape == "pairwise" and link == "ib" and nodes != 1:
         # an all-to-all is point-to-point sends: only the pairs in other NVLink domains cross the
         # network, (n - n/nodes)/n of V a device, while a domain's own pairs move over NVLink at the
         # same time (seven or more times faster on every system here)
         sent = network_share(n, nodes, routing) * volume
     # a group of one device runs no collective (a symbolic group keeps the factor: 0 at n = 1)
-    active = Integer(1) if kind == "p2p" else minimum(1, n - 1)
-    share = {"LL": Rational(1, 4) if kind == "allreduce" else Rational(1, 3), "Simple": Integer(1)}
+    active = Integer(1) if send else minimum(1, n - 1)
+    share = {"LL": form.ll_share, "Simple": Integer(1)}
     times = []
     near, near_steps, per_byte = _hop_link(intra or link), steps - inter, sent / bus   # every protocol's
     for protocol in protocols(arch, kind):
         inverse = 1 / share[protocol] if protocol != "LL128" else ll128_inverse_share(kind, link, arch, n, nodes)
         latency = BASE[protocol] + near_steps * HOP[(near, protocol)] + inter * HOP[("ib", protocol)]
         times.append(active * latency + per_byte * inverse)
-    if kind == "allreduce" and link == "ib" and nodes != 1:
+    if form.tree and link == "ib" and nodes != 1:
         times.extend(tree_time(n, volume, bus, nodes, near, arch))
     return minimum(*times)
 

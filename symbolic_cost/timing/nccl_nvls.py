@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from sympy import Expr, Rational, S, sympify
 
+from symbolic_cost.collective_kinds import kind_of
 from symbolic_cost.extrema import at_least, maximum, minimum
 from symbolic_cost.parallel.collectives import Log2
 
@@ -30,7 +31,6 @@ MICRO = Rational(1, 10**6)
 NVLS_HOP = 23 * MICRO            # hwLat[NVLINK][NVLS][SIMPLE], also NVLS tree's intra-domain latency
 NVLS_TREE_NET = 14 * MICRO       # hwLat[NET][NVLS_TREE][SIMPLE], per tree level, up and down
 NVLS_RATIO = Rational(5, 6)      # algorithm bandwidth per bus bandwidth of NVLS and NVLS tree
-NVLS_KINDS = ("allreduce", "allgather", "reducescatter")
 
 
 def nvls_enabled(n, nodes=1):
@@ -83,11 +83,12 @@ def nvls_candidate(kind: str, n, tensor_bytes, eff, link: str, nodes):
     >>> nvls_candidate("allreduce", m1, 10**9, SimpleNamespace(nvlink_bus=5 * 10**11), "nvlink", 1)
     (m1 >= 3, 2423/1000000)
     """
-    if kind not in NVLS_KINDS:
+    form = kind_of(kind)
+    if not form.nvls:
         return None
     if link == "nvlink":
         on, time = nvls_enabled(n), nvls_time(n, tensor_bytes, eff.nvlink_bus)
-    elif kind == "allreduce" and nodes != 1:
+    elif form.tree and nodes != 1:
         on, time = nvls_enabled(n, nodes), nvls_tree_time(tensor_bytes, eff.nvlink_bus, eff.ib_bus, nodes)
     else:
         return None

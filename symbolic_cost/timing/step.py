@@ -7,6 +7,7 @@ from sympy import Add, Expr, Integer
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.moe import SHARED_ROWS
 from symbolic_cost.checks import InputError
+from symbolic_cost.collective_kinds import kind_of
 from symbolic_cost.collector import paused
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
@@ -46,7 +47,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       repeated every micro-batch (ZeRO-2/3, FSDP) behind each micro-batch's own (``_data_time``),
       and a compressed optimizer's momentum exchange (dimension ``"optimizer"``:
       ``parallel.zero.compressed_exchange``), in the optimizer step, whole; the all-to-alls of MoE layers are block
-      collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``UNHIDDEN``) and
+      collectives, in ``tensor_comm``, which ``overlap.tensor`` does not hide (``hidden_by_tensor_overlap``) and
       ``overlap.expert`` does;
     * ``reference`` (only with ``Trainable.reference``): micro-batches x the stage's forward
       of a frozen reference model (``models.recipes.reference_rows``: the layers' rows but LoRA's
@@ -74,7 +75,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     compute_all, tensor_all = compute["fwd"] + compute["bwd"], tensor["fwd"] + tensor["bwd"]
     alltoall = unhidden["fwd"] + unhidden["bwd"]
     # what an overlap hides shows only where it outlasts the compute: Overlap.tensor the layers'
-    # collectives but the all-to-alls (UNHIDDEN), Overlap.expert those all-to-alls
+    # collectives but the all-to-alls (hidden_by_tensor_overlap), Overlap.expert those all-to-alls
     hidden = (tensor_all - alltoall if t.overlap.tensor else 0) + (alltoall if t.overlap.expert else 0)
     if hidden != 0:
         tensor_all = tensor_all - hidden + maximum(0, hidden - compute_all)
@@ -106,16 +107,18 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
     return out
 
 
-UNHIDDEN = ("alltoall",)
-"""Collective kinds of the layers that ``Overlap.tensor`` does not hide: Megatron-LM's
-``--tp-comm-overlap`` overlaps Transformer Engine's tensor-parallel all-gathers and reduce-scatters
-with their products; the MoE token dispatch and combine (and Ulysses' head exchange) are
-all-to-alls outside it, with a switch of their own, the 1F1B all-to-all overlap (``Overlap.expert``;
-``models.training`` refuses it beside Ulysses, whose exchange it would hide too)."""
+def hidden_by_tensor_overlap(c) -> bool:
+    """Whether ``Overlap.tensor`` may hide a layer's collective ``c``
+    (``Kind.tensor_overlap``): Megatron-LM's ``--tp-comm-overlap`` overlaps Transformer Engine's
+    tensor-parallel all-gathers and reduce-scatters with their products; the MoE token dispatch and
+    combine (and Ulysses' head exchange) are all-to-alls outside it, with a switch of their own, the
+    1F1B all-to-all overlap (``Overlap.expert``; ``models.training`` refuses it beside Ulysses,
+    whose exchange it would hide too)."""
+    return kind_of(c.kind).tensor_overlap
 
 
 def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr]:
-    """(compute, tensor-communication, its ``UNHIDDEN`` part) seconds of one micro-batch's ``pass_``
+    """(compute, tensor-communication, its part ``hidden_by_tensor_overlap`` leaves) seconds of one micro-batch's ``pass_``
     on the busiest stage; the backward includes the forward its recomputed layers redo.  Remembered by stack
     (``trees.remembered_on``): a search's ZeRO stages, offloads and schedules share it."""
     return remembered_on(_PASSES, cost.stack, (place, cost.training.recomputation, system, conventions, pass_),
@@ -132,7 +135,7 @@ def _stage_seconds(cost: ModelCost, place, system, conventions, pass_: str) -> t
     def parts(rows, passes):
         seconds = [row_seconds(r, system, conventions) for r in rows]
         unhidden = Add(*(comm_time(c, system, conventions) for r in rows for c in r.collectives
-                         if c.kind in UNHIDDEN and c.pass_ in passes))
+                         if not hidden_by_tensor_overlap(c) and c.pass_ in passes))
         return tuple(Add(*(s[f"{kind}{p_}"] for s in seconds for p_ in passes))    # one flatten, not one a row
                      for kind in ("t_", "t_comm_")) + (unhidden,)
 
@@ -209,11 +212,11 @@ def _data_time(cost: ModelCost, system, conventions, compute: dict) -> Expr:
     the single window ``max(0, P + O - W)``)."""
     t = cost.training
     n = exact(t.micro_batches, "micro_batches")
-    groups = {"allreduce": "grad", "reducescatter": "grad", "allgather": "param"}
     each, once = ({group: Integer(0) for group in ("grad", "param", "regather")} for _ in range(2))
     for dim, c in cost.collectives:
-        if dim in ("data", "expert_data") and c.kind in groups:
-            seconds, group = comm_time(c, system, conventions), groups[c.kind]
+        group = kind_of(c.kind).window
+        if dim in ("data", "expert_data") and group is not None:
+            seconds = comm_time(c, system, conventions)
             if group == "param" and c.pass_ == "bwd" and t.zero == 3:
                 group = "regather"      # FSDP's backward re-gather: behind the backward, not the forward
             if n != 1 and c.repeats == n:
