@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import numbers
 from fractions import Fraction
 
 from sympy import Expr, Float, I, Integer, Symbol, nan, oo, sympify, zoo
@@ -143,6 +144,32 @@ def _integer(value, name: str, nonnegative: bool = False) -> Expr:
         raise InputError(f"{name} must be a {'non-negative' if nonnegative else 'positive'} integer, "
                          f"got {expr}", name)
     return expr
+
+
+def whole(value):
+    """``value`` where it is an integral float or a numpy integer as the Python ``int`` it is
+    (``4096.0`` and ``numpy.int64(4096)`` are 4096); anything else as given, for the rules to
+    check.  A float kept in a value would turn every result built from it into an approximation,
+    and SymPy's cache would hand that approximation to equal inputs built later.
+
+    >>> whole(4096.0), whole(2.5), whole(True), whole("b")
+    (4096, 2.5, True, 'b')
+    """
+    if isinstance(value, float):                 # numpy's float64 too
+        return int(value) if value.is_integer() else value
+    if isinstance(value, numbers.Integral) and not isinstance(value, int):
+        return int(value)                        # numpy's integers (a bool is an int already)
+    return value
+
+
+def settle(record, *names: str) -> None:
+    """``whole`` of each field ``names`` of the frozen dataclass ``record``, stored in place: what a
+    value's ``__post_init__`` does first, so that its rules and every reader see exact numbers."""
+    for name in names:
+        value = getattr(record, name)
+        settled = whole(value)
+        if settled is not value:
+            object.__setattr__(record, name, settled)
 
 
 def positive_dims(**dims) -> dict[str, Expr]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from fractions import Fraction
 
 from math import comb, prod
@@ -87,6 +88,9 @@ def read(text: str, *, argument: str = "expression", names: dict | None = None,
             raise _Refused(f"text longer than {MAX_LENGTH} characters", offset=MAX_LENGTH)
         if not text.strip():
             raise _Refused("nothing to read", offset=0)
+        foreign = next((i for i, c in enumerate(text) if not c.isascii()), None)
+        if foreign is not None:       # Python folds "ℯ" and "ｂ" into the names e and b (NFKC): not here
+            raise _Refused(f"the non-ASCII character {text[foreign]!r} (U+{ord(text[foreign]):04X})", offset=foreign)
         tree = _parse(text)
         placeholders = {name: Dummy(name, positive=True) for name in names or ()}  # the caller's: one symbol each
         result = _Reader({**known, **placeholders}, condition).top(tree.body)
@@ -267,6 +271,12 @@ class _Reader:
         base, exponent = self.value(node.left), self.value(node.right)
         if not exponent.is_number:
             raise _Refused(f"the exponent {exponent} must be a number", node.right)
+        if base.is_number and exponent.is_integer and exponent > 0 and abs(base) > 1:
+            # a number's power is bounded by its size, as the same number written out is (2**70 is
+            # 1180591620717411303424): refused before it is computed where it would pass 10**MAX_DIGITS
+            if float(exponent) * math.log10(float(abs(base))) > MAX_DIGITS + 1:
+                raise _Refused(f"a number larger than 10**{MAX_DIGITS}", node)
+            return base ** exponent
         if abs(exponent) > MAX_EXPONENT:
             raise _Refused(f"the exponent {exponent} is larger than {MAX_EXPONENT}", node.right)
         return base ** exponent

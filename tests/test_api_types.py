@@ -516,3 +516,23 @@ def test_torchtitan_s_model_names_and_gpu_are_names(wrong):
     refused(lambda: torchtitan_setup(toml, "qwen3", world=8, gpu=wrong), "gpu")
     refused(lambda: toml_architecture("qwen3", wrong, 4096), "[model] flavor")
     refused(lambda: toml_architecture(wrong, "0.6B", 4096), "[model] name")
+
+
+def test_whole_floats_and_numpy_integers_are_the_integers_they_are():
+    """``12.0`` layers or ``numpy.int64(2)`` data-parallel ranks are 12 and 2: the totals are the
+    exact ones of the int-built model, with no Float in them, and the float-built model does not
+    leave a Float in SymPy's cache for the int-built one built after it (it used to)."""
+    import numpy as np
+    from sympy import Float
+    from symbolic_cost.models import Architecture
+    floats = Architecture("whole", 12.0, 768.0, np.int64(12), 3072.0, 50257)
+    given = model_cost(floats, Training(b=2.0, l=512.0, cp=2.0, d=np.int64(2), zero=np.int64(1), m1=2.0,
+                                        loss_chunks=np.int64(2), micro_batches=4.0, flash=True))
+    ints = model_cost(Architecture("whole", 12, 768, 12, 3072, 50257),
+                      Training(b=2, l=512, cp=2, d=2, zero=1, m1=2, loss_chunks=2, micro_batches=4, flash=True))
+    for total in ("memory_bytes", "model_flops_fwd", "weight_bytes"):
+        assert not getattr(given, total).has(Float) and not getattr(ints, total).has(Float)
+        assert getattr(given, total) == getattr(ints, total)
+    assert type(floats.n_layers) is int and type(floats.h) is int
+    with pytest.raises(InputError, match="cp must be exact .* got the float 1.5"):
+        Training(cp=1.5, flash=True)

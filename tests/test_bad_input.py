@@ -42,6 +42,22 @@ GPT2 = json.loads((CONFIGS / "gpt2.json").read_text())
 
 CODE = "__import__('os').system('echo pwned')"
 CLI = [
+    # a chunked loss of 1,024 tokens in 3 equal chunks (it used to answer 9418584064/3 bytes)
+    ("summary --preset gpt2 --loss-chunks 3 --json", "loss_chunks=3 must divide the 1024 tokens"),
+    # Megatron-Core's TransformerConfig: at most num_layers // p layers in bf16 at either end
+    ("summary --preset gpt2 --fp8 tensorwise --fp8-16bit-layers 100 100", "first_layers_16bit=100 exceeds the 12"),
+    ("summary --preset gpt2 --fp8 tensorwise --fp8-16bit-layers 1 7 --set p=2 d=1 n_micro=2",
+     "last_layers_16bit=7 exceeds the 6"),
+    # a day of 8 GPUs holds a fifth of one step of 10^9 sequences (it used to train 188 B tokens)
+    ("plan --preset gpt2 --devices 8 --days 1 --global-batch 1000000000", "less than one step of the global batch"),
+    # one output token has no inter-token gap for an ITL target to bound
+    ("inference --preset llama-2-7b --set l_out=1 --slo-itl 0.01", "requests of l_out=1 have none"),
+    # an address of no interface here (TEST-NET-1, RFC 5737) is the host's fault, not the port's
+    ("serve --host 192.0.2.1 --port 8123", "192.0.2.1:8123: Cannot assign requested address (--host)"),
+    # DeepFlow's seed system is one device with no links: data parallelism needs a system that has them
+    ("lstm --from deepflow-lstm --dp 2", "--dp 2: deepflow-seed-002 (the system of --from deepflow-lstm) has no link"),
+    # 10^10 FLOPs buy a model shallower than two layers: the optimum lies below the depths tried
+    ("plan --budget-flops 1e10", "so the optimum is below them: choose a larger budget"),
     # issue 17: user text that reached a Python-evaluating parser
     (f'summary --preset gpt2 --set "b={CODE}"', "--set b"),
     (f'formula --at "l={CODE}"', "--at l"),

@@ -185,6 +185,20 @@ def test_the_older_names_of_parameter_offload_offload_the_parameters(key):
     assert _setup({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}).policy["offload"] == "weights"
 
 
+@pytest.mark.parametrize("stage", [0, 1, 2])
+def test_parameter_offload_below_stage_3_is_what_deepspeed_does_with_it(stage):
+    """DeepSpeed's engine hands ``offload_param`` to the ZeRO-3 optimizer alone (its config docs:
+    "Available only with ZeRO stage 3"): below stage 3 the parameters stay on the device, and the
+    reader says so instead of refusing a value the file never wrote (``offload='weights'``)."""
+    setup = _setup({"zero_optimization": {"stage": stage, "offload_param": {"device": "cpu"}}})
+    assert setup.policy["offload"] == "none"
+    assert any("offloads parameters under ZeRO stage 3 only" in n and f"stage {stage}" in n for n in setup.notes)
+    if stage:                   # the optimizer's offload beside it is ZeRO-Offload's, as without it
+        both = _setup({"zero_optimization": {"stage": stage, "offload_optimizer": {"device": "cpu"},
+                                             "offload_param": {"device": "cpu"}}})
+        assert both.policy["offload"] == "optimizer"
+
+
 def test_zero_3_fields_by_their_own_names_change_no_count():
     """DeepSpeed's ``DeepSpeedZeroConfig`` reads ``stage3_max_live_parameters`` also as
     ``max_live_parameters`` (its pydantic model populates fields by name as well as by alias);

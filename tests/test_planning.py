@@ -107,6 +107,20 @@ def test_plan_on_the_command_line(capsys):
     assert run["tokens"] == pytest.approx(out["tokens"], rel=1e-12)
 
 
+def test_the_planned_layout_is_the_one_summary_times(capsys):
+    """The plan's layout runs fused attention (it says so), and ``summary`` of that layout with
+    ``--flash`` gives the plan's step time: the same model timed, not a look-alike."""
+    assert main(["plan", "--preset", "llama-2-7b", "--seq", "4096", "--devices", "64", "--days", "3", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)["run"]
+    lay = run["layout"]
+    assert lay["flash"] is True
+    words = [f"{k}={lay[k]}" for k in ("m1", "s1", "d", "p", "b", "n_micro")] + ["l=4096"]
+    assert main(["summary", "--preset", "llama-2-7b", "--set", *words, "--zero", str(lay["zero"]), "--flash",
+                 "--recompute", lay["recompute"], "--json"]) == 0
+    timed = json.loads(capsys.readouterr().out)
+    assert timed["step_time_s"]["total"] == pytest.approx(run["step_time_s"], rel=1e-9)
+
+
 @pytest.mark.parametrize("words, named", [
     (["plan"], "--budget-flops"),
     (["plan", "--budget-flops", "1e24", "--days", "3"], "--days"),

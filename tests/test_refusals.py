@@ -44,6 +44,27 @@ def test_a_small_formula_is_still_read():
         read("memory**70 <= 8", argument="--where", names={"memory": read("2*b")}, condition=True)
 
 
+def test_a_power_of_a_number_is_bounded_as_the_number_written_out():
+    """``2**70`` is the 22-digit number it is, as ``1180591620717411303424`` typed is; a power past
+    10**30 is refused as that number typed is (it used to be refused for its exponent alone)."""
+    from symbolic_cost.reader import read
+    assert read("2**70") == read("1180591620717411303424") == 2**70
+    for text in ("2**100", "10**31", "1180591620717411303424**2"):
+        with pytest.raises(InputError, match="larger than 10\\*\\*30"):
+            read(text, argument="--set b")
+    with pytest.raises(InputError, match="exponent 70 is larger than 64"):
+        read("b**70", argument="--set b", names={"b": read("2")})
+
+
+@pytest.mark.parametrize("text", ["\u212f", "\uff42", "2*\u212f"])
+def test_a_name_is_ascii(text):
+    """Python's parser folds the script e (U+212F) and the full-width b (U+FF42) into the names e
+    and b (NFKC); the reader refuses them instead of reading another symbol than the one shown."""
+    from symbolic_cost.reader import read
+    with pytest.raises(InputError, match="--set f: the non-ASCII character .* at position"):
+        read(text, argument="--set f")
+
+
 def test_hf_config_on_a_fifo_is_refused(capsys, tmp_path):
     fifo = tmp_path / "config.json"
     os.mkfifo(fifo)

@@ -94,6 +94,8 @@ def test_a_system_added_by_a_file_alone_answers_as_the_preset_it_restates(tmp_pa
     ({"matrix_flops": "fast"}, "matrix_flops must be a number, got 'fast'"),
     ({"calibrated": {"family": "h100", "clock": 2}}, "calibrated holds family"),
     ({"name": "h100", "matrix_flops": "1e15"}, "a system named 'h100' is a preset already"),
+    ({"name": "h100\u200b"}, "name must be ASCII letters, digits and . _ + - (as --system names are), got 'h100\\u200b'"),
+    ({"name": "my gpu"}, "name must be ASCII letters"),
     ({"calibrated": {"sms": 132}}, "calibrated needs family, tile_m"),
     ({"calibrated": {**H100_BY_HAND["calibrated"], "family": "v100"}}, "calibrated.family must be one of a100, h100, b200, b300"),
 ])

@@ -271,9 +271,10 @@ def _expert_plan(law, family: ExpertShape, total, seq: int, recompute: bool, dep
 def _inside(best: int, depths, family, total) -> None:
     """Refuse an optimum at either end of the depths tried: the true one lies beyond them."""
     if best in (depths[0], depths[-1]) and len(depths) > 1:
+        side, budget = ("below", "a larger") if best == depths[0] else ("above", "a smaller")
         raise InputError(f"the compute-optimal {family.name} shape for {float(total):.3g} FLOPs lies at the edge of "
-                         f"the depths tried ({depths[0]} to {depths[-1]} layers), so the optimum is beyond them: "
-                         f"choose another budget", "budget")
+                         f"the depths tried ({depths[0]} to {depths[-1]} layers), so the optimum is {side} them: "
+                         f"choose {budget} budget", "budget")
 
 
 def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> Plan:

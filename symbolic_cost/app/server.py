@@ -23,6 +23,7 @@ Built for a network that may be hostile:
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import json
 import os
@@ -293,14 +294,20 @@ def serve(host: str, port: int, main, build_parser) -> int:
     ``main`` and ``build_parser``; the address goes to stdout as the first line (with ``port`` 0,
     the free port taken).  Hub ids are read from the local cache only."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")        # the page works offline: no download behind a field
-    if not loopback(host):
-        print(f"symbolic-cost: warning: --host {host} is not a loopback address: anyone who can reach this "
-              f"machine can use the page (it runs no code typed into it, but it has no password)", file=sys.stderr)
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as error:
+        raise InputError(f"--host {host!r} is not an address or a name this machine resolves "
+                         f"({getattr(error, 'strerror', None) or error})", "host") from None
     jobs = Jobs()
     try:
         server = (IPv6Server if ":" in host else Server)((host, port), Handler)
-    except OSError as error:
-        raise InputError(f"cannot listen on {host}:{port}: {error.strerror or error}", "port") from None
+    except OSError as error:        # the port taken or refused; an address not of this machine: the host
+        blamed = "host" if error.errno == errno.EADDRNOTAVAIL else "port"
+        raise InputError(f"cannot listen on {host}:{port}: {error.strerror or error}", blamed) from None
+    if not loopback(host):
+        print(f"symbolic-cost: warning: --host {host} is not a loopback address: anyone who can reach this "
+              f"machine can use the page (it runs no code typed into it, but it has no password)", file=sys.stderr)
     bound = server.server_address[1]
     server.RequestHandlerClass = type("CommandHandler", (Handler,), {
         "main": staticmethod(main), "build_parser": staticmethod(build_parser), "jobs": jobs,

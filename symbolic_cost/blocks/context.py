@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from sympy import Expr
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import InputError, choice
+from symbolic_cost.checks import InputError, choice, settle
 from symbolic_cost.cost import Collective, Cost, collective, exact, make_cost
 from symbolic_cost.blocks.layout import attach
 from symbolic_cost.ops import Keys, attention_core, flash_attention
@@ -48,6 +48,7 @@ class Context:
     variant: str = "ring"
 
     def __post_init__(self):
+        settle(self, "cp")
         exact(self.cp, "cp")
         choice(self.variant, "cp_variant", VARIANTS)
 

@@ -22,7 +22,7 @@ from sympy import Expr
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.context import Context
 from symbolic_cost.blocks.specs import flags, one_of
-from symbolic_cost.checks import InputError, check_rules, positive
+from symbolic_cost.checks import InputError, check_rules, positive, settle
 from symbolic_cost.cost import exact
 from symbolic_cost.ops.norm import NORMS
 
@@ -163,6 +163,7 @@ class Experts:
     dispatcher: str = "alltoall"
 
     def __post_init__(self):
+        settle(self, "ep", "etp", "capacity_factor", "imbalance")
         check_expert_training(self.ep, self.etp, self.capacity_factor, self.imbalance, imbalance_name="imbalance")
         flags(self, "replicated")
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)

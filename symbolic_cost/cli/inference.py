@@ -254,6 +254,9 @@ def load_test(args, arch, serving) -> dict:
     from symbolic_cost.inference.load import StepModel, in_flight, in_lockstep, serve, sustained_rate
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--rate and --slo-* need numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
+    if args.slo_itl is not None and serving.l_out == 1:
+        raise InputError("--slo-itl bounds the gaps between a request's output tokens, and requests of l_out=1 "
+                         "have none (a prefill-only test): give --slo-ttft alone", "--slo-itl")
     drafting = speculation(args, arch)
     step = StepModel(arch, serving, args.system, conventions(args), speculation=drafting)
     runtime = engine_runtime(args, arch, serving)(step, serving.m1)

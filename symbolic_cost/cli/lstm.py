@@ -74,6 +74,10 @@ def setup(args):
     if missing:
         raise InputError(f"lstm: {', '.join(missing)} required (or --from NAME)", missing[0])
     system = source.SYSTEM if source and not options.given(args, "system") else get_system(args.system)
+    if model.dp != 1 and system.nvlink_bandwidth == 0 and system.ib_bandwidth == 0:
+        whose = f" (the system of --from {args.source})" if source else ""
+        raise InputError(f"--dp {model.dp}: {system.name}{whose} has no link between devices to reduce the "
+                         "gradients over; give --system too (e.g. --system h100)", "--dp")
     chosen = source.CONVENTIONS if source and not options.given(args, "conventions") else conv.get(args.conventions)
     return model, system, chosen
 

@@ -255,7 +255,8 @@ def _run_text(run: dict) -> list[str]:
     lay = run["layout"]
     shown = " ".join(f"{k}={lay[k]}" for k in ("m1", "s1", "d", "p", "ep", "b", "n_micro", "recompute", "zero",
                                                  "schedule") if k in lay)
-    lines = [f"run on {run['devices']:,} {run['system']}: {shown}",
+    attention = " (flash attention)" if lay.get("flash") else ""
+    lines = [f"run on {run['devices']:,} {run['system']}{attention}: {shown}",
              f"  step {run['step_time_s']:.3f} s for {run['global_batch']:,} sequences; MFU {100 * run['mfu']:.1f} %; "
              f"{_si(run['tokens_per_s'])} tokens/s",
              f"  {run['days']:,.1f} days; {_si(run['gpu_hours'])} GPU-hours"

@@ -58,13 +58,13 @@ setting                meaning (default)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from sympy import Expr, ceiling, sympify
 
 from symbolic_cost.blocks.heads import CLASSIFIERS, TASKS
 from symbolic_cost.blocks.specs import Heads
-from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown
+from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown, whole
 from symbolic_cost.blocks.layer import NORMS_PER_LAYER
 from symbolic_cost.ops.norm import NORMS
 from symbolic_cost.flat import FlatNames, with_flat
@@ -166,6 +166,7 @@ class Architecture(FlatNames):
 
 
     def __post_init__(self):
+        self._settle_sizes()
         check_sizes(self)            # the same message as every other entrance of the same rule
         for name, allowed in (("mlp", PLAIN_MLPS + GATED_MLPS), ("norm", tuple(NORMS)), ("task", TASKS),
                               ("classifier", CLASSIFIERS), ("qk_norm", (None, "head", "projection", "l2", "head_each")),
@@ -207,6 +208,20 @@ class Architecture(FlatNames):
         if self.chunked and self.window is None:
             raise InputError(f"architecture {self.name}: chunked attention splits the sequence in chunks of the "
                              f"window, and there is none; it would be ignored", "chunked")
+
+    def _settle_sizes(self) -> None:
+        """Integral floats and numpy integers among the sizes stored as the ints they are
+        (``checks.whole``), in the value that holds each."""
+        for name in SIZES + OPTIONAL_SIZES + COUNTS:
+            value = getattr(self, name)
+            settled = whole(value)
+            if settled is value:
+                continue
+            if name in FLAT:
+                part, attribute = FLAT[name]
+                object.__setattr__(self, part, replace(getattr(self, part), **{attribute: settled}))
+            else:
+                object.__setattr__(self, name, settled)
 
     def _check_heads_used(self) -> None:
         """Refuse a head's setting where that head is absent (it would be ignored): ``num_labels``

@@ -304,6 +304,12 @@ def zero_policy(zero: dict, stage: int, notes: list) -> dict:
         if device not in ("none", "cpu"):
             raise InputError(f"zero_optimization.{key}.device {device!r}: the library models the host (cpu), "
                              f"not {device}", f"zero_optimization.{key}.device")
+    if devices["offload_param"] != "none" and stage != 3:
+        # DeepSpeed's engine passes offload_param to the ZeRO-3 optimizer only (its docs: "available
+        # only with ZeRO stage 3"); stages 0-2 keep every parameter on the device
+        notes.append(f"zero_optimization.offload_param: DeepSpeed offloads parameters under ZeRO stage 3 only; "
+                     f"at stage {stage} it keeps them on the device (no cost)")
+        devices["offload_param"] = "none"
     offload = {("none", "none"): "none", ("cpu", "none"): "optimizer", ("cpu", "cpu"): "parameters",
                ("none", "cpu"): "weights"}[(devices["offload_optimizer"], devices["offload_param"])]
     overlap = _boolean(zero.get("overlap_comm", stage == 3), "zero_optimization.overlap_comm")

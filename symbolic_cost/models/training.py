@@ -123,9 +123,11 @@ class Training(FlatNames):
         if self.cp_variant != "ring" and sympify(self.cp) == 1:
             raise InputError(f"cp_variant applies to context parallelism (cp > 1), got cp=1 and "
                              f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")
-        if self.loss_chunks > 1 and sympify(self.decoder_tokens).is_number and self.loss_chunks > self.decoder_tokens:
-            raise InputError(f"loss_chunks={self.loss_chunks} splits the sequence of {self.decoder_tokens} tokens into "
-                             f"more chunks than it has tokens", "loss_chunks")
+        tokens = sympify(self.b) * sympify(self.decoder_tokens) / sympify(self.cp)   # a rank's chunked loss splits them
+        if self.loss_chunks > 1 and tokens.is_number and not (tokens.is_integer and tokens % self.loss_chunks == 0):
+            raise InputError(f"loss_chunks={self.loss_chunks} must divide the {tokens} tokens of a micro-batch on a "
+                             f"rank (b x sequence / cp): the chunked loss (torchtitan's ChunkedLossWrapper) runs equal "
+                             f"chunks and refuses a length they do not divide", "loss_chunks")
         if self.recompute == "op":
             check_training(self)
         check_sharding(self)
@@ -231,6 +233,18 @@ def check_context(arch, spans, allow_long: bool, flag: str = "allow_long=True (-
                              argument or (text if text.isidentifier() else None))
 
 
+def _check_sixteen_bit_layers(arch, t: Training) -> None:
+    """Refuse more 16-bit layers at either end than a pipeline stage holds, as Megatron-Core's
+    ``TransformerConfig`` does (``num_layers_at_start_in_bf16`` and ``..._at_end_...`` at most
+    ``num_layers // pipeline_model_parallel_size``)."""
+    most = sympify(arch.n_layers) // sympify(t.p) if sympify(t.p).is_number and sympify(arch.n_layers).is_number \
+        else None
+    for name in ("first_layers_16bit", "last_layers_16bit"):
+        if most is not None and getattr(t, name) > most:
+            raise InputError(f"{name}={getattr(t, name)} exceeds the {most} layers of a pipeline stage of {arch.name} "
+                             f"({arch.n_layers} layers over p={t.p}); Megatron-Core refuses more", name)
+
+
 def check_model(arch, t: Training) -> None:
     """Refuse a training the model cannot honour: sequences beyond its context (unless
     ``allow_long``), what context parallelism cannot split (``check_context_parallel``), HSDP
@@ -244,6 +258,8 @@ def check_model(arch, t: Training) -> None:
     if sixteen_bit(t) and arch.encoder_decoder:
         raise InputError(f"first_layers_16bit, last_layers_16bit: {arch.name} is an encoder-decoder, whose layers are "
                          "not numbered as one stack (Megatron-Core's global layer number)", "first_layers_16bit")
+    if sixteen_bit(t):
+        _check_sixteen_bit_layers(arch, t)
     check_shared_expert_overlap(arch, t)
     if arch.moe is not None and get_optimizer(t.optimizer).compressed:
         raise InputError(f"optimizer={t.optimizer!r} with {arch.name}'s routed experts: their momentum exchanged "

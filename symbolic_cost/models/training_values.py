@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, choice, flag, positive, positive_dims
+from symbolic_cost.checks import InputError, choice, flag, positive, positive_dims, settle
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import check_recipe
 from symbolic_cost.models.recipes import check_16bit_layers, check_offload
@@ -81,6 +81,7 @@ class Pipeline:
     layout: str | None = None
 
     def __post_init__(self):
+        settle(self, "p", "virtual_stages", "first_stage_layers", "last_stage_layers")
         sizes = {k: getattr(self, k) for k in ("first_stage_layers", "last_stage_layers")
                  if getattr(self, k) is not None}
         positive_dims(p=self.p, **sizes)
@@ -147,6 +148,7 @@ class Recompute:
     modules: tuple = ()
 
     def __post_init__(self):
+        settle(self, "layers")
         positive_dims(recompute_layers=self.layers)
         if self.mode not in RECOMPUTE:
             raise InputError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {self.mode!r}", "recompute")
@@ -205,6 +207,7 @@ class Sharding:
     offload: str = "none"
 
     def __post_init__(self):
+        settle(self, "zero", "shard")
         choice(self.zero, "zero", (0, 1, 2, 3))
         _flags(self, "distributed_optimizer", "reshard_after_forward")
         if self.shard is not None:
@@ -237,6 +240,7 @@ class Precision:
     fp8_gather: bool = False
 
     def __post_init__(self):
+        settle(self, "fp8_amax_history", "first_layers_16bit", "last_layers_16bit")
         if self.dtype not in PRECISIONS:
             raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.dtype!r}", "precision")
         _flags(self, "master_weights", "fp8_gather")
@@ -266,6 +270,7 @@ class Batch:
     allow_long: bool = False
 
     def __post_init__(self):
+        settle(self, "b", "l", "l_dec", "micro_batches")
         decoder = {} if self.l_dec is None else {"l_dec": self.l_dec}
         positive_dims(b=self.b, l=self.l, micro_batches=self.micro_batches, **decoder)
         _flags(self, "allow_long")
@@ -283,6 +288,7 @@ class Degrees:
     tensor: object = None
 
     def __post_init__(self):
+        settle(self, "m1", "s1", "d")
         positive_dims(m1=self.m1, s1=self.s1, d=self.d)
 
 
@@ -364,6 +370,7 @@ class Execution:
     fused_loss: bool = False
 
     def __post_init__(self):
+        settle(self, "mask_bytes", "loss_chunks")
         _flags(self, "flash", "fused_loss")
         if self.fused_loss and self.loss_chunks != 1:
             raise InputError(f"fused_loss chunks the logits its own way; loss_chunks={self.loss_chunks} beside it "

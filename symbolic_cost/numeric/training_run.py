@@ -50,6 +50,11 @@ def default_global_batch(seq: int) -> int:
     return max(1, 2**22 // seq)
 
 
+FLASH = True
+"""Whether a plan's layouts run fused (flash) attention: what every framework it plans for runs
+by default on the GPUs it knows; the plan says so beside its layout."""
+
+
 def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", seq: int = 8192,
              tokens=None, days=None, global_batch: int | None = None, price=None, workers: int | None = 1) -> RunPlan:
     """Train ``arch`` (``flops_per_token`` its exact model FLOPs a token, ``analysis.planning.per_token``) on
@@ -59,16 +64,20 @@ def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", s
         raise InputError("give the tokens to train or the days the cluster has, one of them", "days")
     timed = calibrated(system)
     batch = global_batch or default_global_batch(seq)
-    found = search(arch, devices, timed, global_batch=batch, seq=seq, top=1, workers=workers)
+    found = search(arch, devices, timed, global_batch=batch, seq=seq, top=1, workers=workers, flash=FLASH)
     if found.best.empty:
         raise InputError(f"no layout of {arch.name} fits {devices} {timed.name} devices ({found.evaluated:,} tried)",
                          "devices")
-    row = found.best.iloc[0].to_dict()
+    row = {**found.best.iloc[0].to_dict(), "flash": FLASH}
     step = float(row["total"])
     rate = batch * seq / step
     trained = _double(tokens) if tokens is not None else rate * _double(days) * SECONDS_A_DAY
     if not math.isfinite(trained * float(flops_per_token) * devices):     # printed as inf, not as a number
         _too_large(*(("tokens", tokens) if tokens is not None else ("days", days)))
+    if trained < batch * seq:
+        given = ("tokens", f"tokens={tokens}") if tokens is not None else ("days", f"days={days} allow {trained:.4g} tokens")
+        raise InputError(f"{given[1]}, less than one step of the global batch ({batch:,} sequences of {seq:,} tokens, "
+                         f"{step:.4g} s a step): give more {given[0]} or a smaller --global-batch", given[0])
     seconds = trained / rate
     hours = devices * seconds / 3600
     power = float(timed.board_power)

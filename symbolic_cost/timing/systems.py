@@ -9,6 +9,7 @@ what no source states is marked as an assumption.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -117,6 +118,9 @@ def read_system(data: dict, where: str) -> tuple[System, dict | None]:
     ``"1/3"``); a JSON fraction is read as the decimal it prints (``0.5`` is 1/2)."""
     if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"].strip():
         raise InputError(f"{where}: a system file is a JSON object with a \"name\"", "system_file")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", data["name"]):     # shown in every table, and a --system name
+        raise InputError(f"{where}: name must be ASCII letters, digits and . _ + - (as --system names are), got "
+                         f"{data['name']!r}", "system_file")
     known = {item.name for item in fields(System)} - {"efficiency"}
     unknown = sorted(set(data) - known - set(_TEXT) - {"calibrated"})
     if unknown:
