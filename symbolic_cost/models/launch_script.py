@@ -83,14 +83,18 @@ class Launch:
 def known(text: str, option: str) -> str:
     """``text``, refused when it holds a value the script does not set."""
     if UNKNOWN in text:
-        name = text.split(UNKNOWN, 1)[1].split()[0] if text.split(UNKNOWN, 1)[1].strip() else "?"
-        name = name.replace(UNKNOWN, "")     # a value built from several undecided ones
+        found = _UNKNOWN_NAME.match(text.split(UNKNOWN, 1)[1])
+        name = found.group(0) if found and found.group(0) else "?"
         name = name if name.startswith("$") else f"${name}"
         raise InputError(f"{option} is {name}, whose value the script does not decide (an argument of the script, "
                          f"a command's output, or a value set under a test the reader cannot decide); write the "
                          f"value into the file", option)
     return text
 
+
+_UNKNOWN_NAME = re.compile(r"\$\(\(.*?\)\)|\$\([^)]*\)|\w+")
+"""What follows an unknown value's marker: the variable's name, or the command or arithmetic it
+stands for (``$(date)``, ``$((A*B))``)."""
 
 _QUOTED_ARRAY = re.compile(r'"\$\{(\w+)\[@\]\}"')
 """``"${NAME[@]}"``, quoted whole: a word for each element, none for an empty array."""
@@ -120,7 +124,9 @@ class _Shell:
     def expand(self, text: str, split_arrays: bool = True) -> str:
         """Variables put into ``text`` (arrays as their quoted elements, or words when unquoted),
         refused past ``EXPANSION`` characters: each value is counted before it is put in, so a
-        variable doubled on every line (``A=$A$A``) stops at the line that passes it."""
+        variable doubled on every line (``A=$A$A``) stops at the line that passes it.  An unknown
+        value is its marker and name, inside the word it stands in (``$DIR/logs``: one word, as the
+        shell gives it; ``known`` finds the name)."""
         produced = [len(text)]
         # "${A[@]}" of an empty array is no word at all
         text = _QUOTED_ARRAY.sub(lambda m: "" if self.arrays.get(m.group(1)) == [] else m.group(0), text)
@@ -155,7 +161,7 @@ class _Shell:
             if value is None or (value == "" and default is not None and ":-" in match.group(0)):
                 if default is not None:
                     return self.expand(default.strip('"').strip("'"))
-                return f"{UNKNOWN}{name} "
+                return f"{UNKNOWN}{name}"
             return value
         return _VARIABLE.sub(put, _ARGUMENTS.sub("", text))
 

@@ -485,7 +485,7 @@ def _windows(o: Options, n: int) -> dict:
     elif freq.strip().isdigit() and int(freq) >= 1:
         pattern = tuple((i + 1) % int(freq) != 0 for i in range(n))
     else:
-        pattern = tuple(bool(v) for v in _layer_flags(freq, n, "--window-attn-skip-freq"))
+        pattern = tuple(bool(v) for v in layer_flags(freq, n, "--window-attn-skip-freq"))
     windowed = sum(pattern)
     if not windowed:
         return {}
@@ -564,12 +564,12 @@ def _moe_layers(text: str, n: int) -> dict:
     """
     if text.strip().isdigit() and int(text) >= 1:
         return {"every": int(text)}
-    pattern = _layer_flags(text, n, "--moe-layer-freq")
+    pattern = layer_flags(text, n, "--moe-layer-freq")
     first = next((i for i, v in enumerate(pattern) if v), n)
     return {"first_dense": first, "dense_layers": tuple(i for i, v in enumerate(pattern) if not v and i >= first)}
 
 
-def _layer_flags(text: str, n: int, option: str) -> list:
+def layer_flags(text: str, n: int, option: str) -> list:
     """The list of 0 and 1 a layer that ``option`` gives as a Python list expression
     (``moe_freq_type``'s form: list literals added and repeated by an integer, nothing else
     evaluated), one a layer, or ``option`` refused by name."""
@@ -586,7 +586,7 @@ def _layer_flags(text: str, n: int, option: str) -> list:
 
 
 def _layer_list(node, refused: InputError) -> list:
-    """A list expression of ``_layer_flags``: list literals of integers, ``+`` and ``* N``
+    """A list expression of ``layer_flags``: list literals of integers, ``+`` and ``* N``
     (``refused`` raised for anything else)."""
     if isinstance(node, ast.List) and all(isinstance(v, ast.Constant) and type(v.value) is int for v in node.elts):
         return [v.value for v in node.elts]

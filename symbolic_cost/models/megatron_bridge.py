@@ -59,6 +59,10 @@ name: bf16_mixed, fp16_mixed), its ``bf16``, ``fp8``: the ``fp8_recipe`` (delaye
 ``fp8_param_gather``, ``fp4``, ``fp4_recipe`` ``fp4_recipe: nvfp4``); ``first_layers_16bit``,
 (nvfp4), ``first_last_layers_bf16`` with     ``last_layers_16bit`` (not under delayed scaling;
 ``num_layers_at_start/end_in_bf16`` (0)      ``models.megatron_precision``)
+``model.moe_token_dispatcher_type``          with experts: ``dispatcher`` flex (deepep, hybridep;
+(alltoall), ``moe_flex_dispatcher_backend``  no backend: alltoall), alltoall; ``capacity_factor``;
+(deepep), ``moe_expert_capacity_factor``     the keys restating the model compared with it
+                                             (``megatron_bridge_keys.MOE_MODEL``)
 world size (``--devices``)                   ``d = world / (m1 p cp)``, Megatron-LM's rules
 ============================================ =====================================================
 
@@ -75,8 +79,8 @@ from fractions import Fraction
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, file_text, given_counts, instance
 from symbolic_cost.models.architecture import Architecture
-from symbolic_cost.models.megatron_args import CP_COMM_TYPES, SHARDING, Setup
-from symbolic_cost.models.megatron_bridge_keys import Container
+from symbolic_cost.models.megatron_args import CP_COMM_TYPES, DISPATCHER_TYPES, SHARDING, Setup, layer_flags
+from symbolic_cost.models.megatron_bridge_keys import MOE_MODEL, Container
 from symbolic_cost.models.megatron_precision import precision
 from symbolic_cost.models.training import Overlap
 from symbolic_cost.parallel.splits import layout_stages
@@ -204,7 +208,8 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
     sequence = c.get("model", "sequence_parallel", False, bool) and tp > 1
     values = {S.b: micro, S.l: seq, S.m1: tp, S.s1: tp if sequence else 1, S.d: d, S.p: pp,
               S.n_micro: batch // (micro * d), S.cp: cp, **experts(c, arch, etp_default)}
-    policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c, notes), **sharding(c))
+    policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c, notes), **sharding(c),
+                  **expert_policy(c, arch, notes))
     policy["overlap"] = overlap(c, policy["distributed_optimizer"] or policy.get("zero", 0) > 0, sequence, notes,
                                 arch.moe is not None and arch.moe.shared_f != 0)
     if cp > 1:
@@ -232,6 +237,132 @@ def experts(c: Container, arch: Architecture, etp_default: int | None = None) ->
         return {S.ep: 1, S.etp: S.m1}           # no expert layer: the degree follows m1, a --set m1 too
     return {S.ep: c.get("model", "expert_model_parallel_size", 1),
             S.etp: c.get("model", "expert_tensor_parallel_size", etp_default or tp)}
+
+
+def expert_policy(c: Container, arch: Architecture, notes: list) -> dict:
+    """The ``model.moe_*`` keys of a model with experts (``megatron_bridge_keys``): those that restate
+    the model checked against it (``check_experts``), the dispatcher (``dispatcher``), the capacity
+    factor (``capacity_factor``, as ``--moe-expert-capacity-factor``), and the notes of the others
+    (``expert_notes``).  Without experts none acts, as in Megatron-Core."""
+    if arch.moe is None:
+        return {}
+    check_experts(c, arch)
+    policy = dispatcher(c, notes)
+    factor = c.section("model").get("moe_expert_capacity_factor")
+    if factor is not None:
+        policy["capacity_factor"] = c.fraction("model", "moe_expert_capacity_factor", "1")
+    expert_notes(c, notes)
+    return policy
+
+
+def check_experts(c: Container, arch: Architecture) -> None:
+    """Refuse a ``model.moe_*`` key (``megatron_bridge_keys.MOE_MODEL``) that disagrees with the model
+    the recipe builds: Megatron-Bridge would build the model the key says, not the one counted.  A
+    null value leaves the model's."""
+    moe, model = arch.moe, c.section("model")
+    shown = {"experts": moe.experts, "top_k": moe.top_k, "expert_f": moe.expert_f, "shared_f": moe.shared_f}
+    for key, field in MOE_MODEL.items():
+        value = model.get(key)
+        if value is None or field == "layers":
+            continue
+        given = c.get("model", key, None, minimum=0 if field == "shared_f" else 1)
+        if given != shown[field]:
+            raise InputError(f"model.{key} = {given}, but the model {arch.name} has {shown[field]} ({field}); the "
+                             f"reader counts the model as its configuration builds it: give that configuration "
+                             f"(--hf-config) or drop the key", f"model.{key}")
+    freq = model.get("moe_layer_freq")
+    if freq is not None:
+        text = str(freq) if isinstance(freq, (int, list)) and not isinstance(freq, bool) else repr(freq)
+        flags = _moe_layers_flags(text, arch.n_layers)
+        if flags != [int(moe.is_moe(i)) for i in range(arch.n_layers)]:
+            raise InputError(f"model.moe_layer_freq {text}: not the expert layers of the model {arch.name}; the "
+                             f"reader counts the model as its configuration builds it", "model.moe_layer_freq")
+
+
+def _moe_layers_flags(text: str, n: int) -> list:
+    """One 0 or 1 a layer of ``model.moe_layer_freq``: an integer ``N`` (every ``N``-th layer from
+    layer 0, Megatron-Core's ``moe_freq_type``) or a list, one a layer."""
+    if text.isdigit() and int(text) >= 1:
+        return [int(i % int(text) == 0) for i in range(n)]
+    return layer_flags(text, n, "model.moe_layer_freq")
+
+
+FLEX_BACKENDS = ("deepep", "hybridep")
+"""``model.moe_flex_dispatcher_backend`` values that run the flex dispatcher (a token sent once to each
+node holding one of its experts, ``blocks.wiring.Experts``)."""
+
+
+def dispatcher(c: Container, notes: list) -> dict:
+    """``dispatcher`` of ``model.moe_token_dispatcher_type`` (unset: ``alltoall``, as Megatron-Bridge's
+    MoE model bridges set it) and ``moe_flex_dispatcher_backend`` (Megatron-Core's default: deepep):
+    ``flex`` with DeepEP or HybridEP; ``flex`` with no backend falls back to ``alltoall``
+    (Megatron-Bridge's ``validate_flex_dispatcher_backend``); NCCL-EP's exchange is refused; allgather
+    is timed as alltoall (noted), as from Megatron-LM's arguments; a backend beside a dispatcher other
+    than flex is ignored, as Megatron-Core ignores it (noted)."""
+    kind = c.get("model", "moe_token_dispatcher_type", "alltoall", str)
+    if kind not in DISPATCHER_TYPES:
+        raise InputError(f"model.moe_token_dispatcher_type {kind!r}: Megatron-Core's are "
+                         f"{', '.join(DISPATCHER_TYPES)}", "model.moe_token_dispatcher_type")
+    model = c.section("model")
+    backend = model.get("moe_flex_dispatcher_backend", "deepep")
+    if backend is not None and backend not in FLEX_BACKENDS + ("ncclep",):
+        raise InputError(f"model.moe_flex_dispatcher_backend {backend!r}: Megatron-Core's are deepep, hybridep, "
+                         f"ncclep", "model.moe_flex_dispatcher_backend")
+    if kind != "flex":
+        if model.get("moe_flex_dispatcher_backend") is not None:
+            notes.append(f"model.moe_flex_dispatcher_backend {backend} beside moe_token_dispatcher_type {kind}: "
+                         f"the backend acts with the flex dispatcher only; ignored, as Megatron-Core ignores it")
+        if kind in ("allgather", "alltoall_seq"):
+            notes.append(f"model.moe_token_dispatcher_type {kind}: the tokens' exchange is timed as the alltoall "
+                         f"dispatcher's (its all-gather of the tokens over the expert ranks is not modelled)")
+        return {}
+    if backend is None:
+        notes.append("model.moe_token_dispatcher_type flex with no moe_flex_dispatcher_backend: Megatron-Bridge "
+                     "falls back to alltoall (validate_flex_dispatcher_backend); counted as alltoall")
+        return {}
+    if backend == "ncclep":
+        raise InputError("model.moe_flex_dispatcher_backend 'ncclep': NCCL-EP's exchange is not modelled (the flex "
+                         "dispatcher is counted for DeepEP and HybridEP)", "model.moe_flex_dispatcher_backend")
+    notes.append(f"model.moe_token_dispatcher_type flex, moe_flex_dispatcher_backend {backend}: a token crosses the "
+                 f"network once for each other node holding one of its experts; the kernels' own speed is not "
+                 f"modelled")
+    return {"dispatcher": "flex"}
+
+
+def expert_notes(c: Container, notes: list) -> None:
+    """Notes, or refusals, for ``megatron_bridge_keys.MOE_NOTED``: settings the count follows only
+    so far."""
+    model = c.section("model")
+    if c.get("model", "moe_router_force_load_balancing", False, bool):
+        notes.append("model.moe_router_force_load_balancing: tokens go to the experts evenly (a benchmark's "
+                     "routing), as the library counts them unless expert_imbalance is set")
+    padded = [k for k in ("moe_router_padding_for_fp8", "moe_router_padding_for_quantization")
+              if c.get("model", k, False, bool)]
+    if padded:
+        notes.append(f"model.{', '.join(padded)}: each expert's rows padded to a multiple of 16 (32 for MXFP8); "
+                     f"those few rows more an expert are not counted")
+    rank = model.get("moe_expert_rank_capacity_factor")
+    if rank is not None:
+        if c.fraction("model", "moe_expert_rank_capacity_factor", "1") < 1:
+            raise InputError(f"model.moe_expert_rank_capacity_factor {rank}: a budget below an expert rank's even "
+                             f"share drops tokens, which is not modelled", "model.moe_expert_rank_capacity_factor")
+        notes.append(f"model.moe_expert_rank_capacity_factor {rank}: a token budget an expert rank of at least its "
+                     f"even share; the library's even routing stays within it (no token dropped)")
+    if c.get("model", "moe_pad_expert_input_to_capacity", False, bool):
+        if model.get("moe_expert_capacity_factor") is None:
+            raise InputError("model.moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor "
+                             "(Megatron-Core's rule)", "model.moe_pad_expert_input_to_capacity")
+        notes.append("model.moe_pad_expert_input_to_capacity: each expert's rows padded to its capacity, as the "
+                     "capacity factor is counted (the busiest rank at capacity)")
+    if c.get("model", "moe_paged_stash", False, bool):
+        if c.fraction("model", "moe_paged_stash_buffer_size_factor_cpu", "0") != 0:
+            raise InputError(f"model.moe_paged_stash_buffer_size_factor_cpu "
+                             f"{model['moe_paged_stash_buffer_size_factor_cpu']}: the paged stash's host buffer "
+                             f"(routed experts' activations offloaded to the host) is not modelled",
+                             "model.moe_paged_stash_buffer_size_factor_cpu")
+        notes.append("model.moe_paged_stash: the routed experts' saved activations kept in pages of one buffer; "
+                     "counted as the activations themselves (the buffer's headroom, "
+                     "moe_paged_stash_buffer_size_factor_cuda, not counted)")
 
 
 def sharding(c: Container) -> dict:

@@ -161,16 +161,51 @@ NO_COST = {
 """Keys that change no count (``"*"``: every key of the section but those ``READ`` and ``INERT``):
 logging, checkpoints, data loading, initialisation, learning rate and loss scaling, kernels'
 fusions, rotary scaling, CUDA-graph and user-buffer settings, the model's own precision flags
-(``mixed_precision`` writes them), and the ``moe_*``/``mamba_*`` settings while no expert or
-Mamba layer exists (``num_moe_experts``, ``is_hybrid_model`` are ``INERT``)."""
+(``mixed_precision`` writes them), and the ``mamba_*`` settings while no Mamba layer exists
+(``is_hybrid_model`` is ``INERT``).  The ``moe_*`` settings are accepted while no expert layer
+exists (``num_moe_experts`` is ``INERT``); with experts each is read (``MOE_READ``), compared with
+the model (``MOE_MODEL``), noted (``MOE_NOTED``) or of no cost (``MOE_NO_COST``) (``_known``)."""
+
+MOE_READ = {"moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "moe_expert_capacity_factor"}
+"""``model.moe_*`` keys ``models.megatron_bridge`` reads for a model with experts: the dispatcher
+(``dispatcher``) and the capacity factor (``Training.capacity_factor``)."""
+
+MOE_MODEL = {"num_moe_experts": "experts", "moe_router_topk": "top_k", "moe_ffn_hidden_size": "expert_f",
+             "moe_shared_expert_intermediate_size": "shared_f", "moe_layer_freq": "layers"}
+"""``model.moe_*`` keys that restate the model (its ``MoE``): compared with the model the recipe
+builds, refused by name where they disagree (``models.megatron_bridge.check_experts``)."""
+
+MOE_NOTED = {"moe_router_force_load_balancing", "moe_router_padding_for_fp8", "moe_router_padding_for_quantization",
+             "moe_expert_rank_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_paged_stash",
+             "moe_paged_stash_buffer_size_factor_cpu"}
+"""``model.moe_*`` keys accepted with a note saying how they are counted, or refused at a value not
+counted (``models.megatron_bridge.expert_notes``)."""
+
+MOE_NO_COST = {
+    "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_permute_fusion_into_hybridep",
+    "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_load_balancing_type", "moe_router_dtype",
+    "moe_router_bias_update_rate", "moe_router_enable_expert_bias", "moe_per_layer_logging", "moe_token_drop_policy",
+    "moe_hybridep_num_sms", "moe_hybridep_num_sms_preprocessing", "moe_hybridep_num_blocks_permute",
+    "moe_hybridep_num_blocks_unpermute", "moe_deepep_num_sms", "moe_flex_dispatcher_num_sms",
+    "moe_hybridep_pad_uneven_dispatch_inputs", "moe_mlp_glu_interleave_size", "moe_pad_experts_for_cuda_graph_inference",
+    "moe_paged_stash_page_size", "moe_paged_stash_buffer_size_factor_cuda", "moe_a2a_overlap"}
+"""``model.moe_*`` keys that change no count of a model with experts: kernels' fusions and SM
+counts, the auxiliary losses and their coefficients (a reduction over the router's scores), the
+router's dtype, logging, the weights' interleaved layout, inference-only padding, the stash's page
+size and device headroom, and ``moe_a2a_overlap``, which no Megatron-Bridge or Megatron-Core class
+reads (the performance recipes set it beside ``comm_overlap.overlap_moe_expert_parallel_comm``, the
+switch ``overlap`` reads).  Any other ``moe_*`` key of a model with experts is refused."""
 
 SECTIONS_OF_DICTS = ("model", "train", "dataset", "ddp", "dist", "optimizer", "mixed_precision", "comm_overlap")
 
 
-def _known(section: str, key: str) -> bool:
+def _known(section: str, key: str, experts: bool = False) -> bool:
+    """Whether ``section.key`` is read, inert or of no cost; ``model.moe_*`` keys act only with
+    experts: any is accepted without them, only those classified above with them."""
     allowed = NO_COST.get(section, "*")
-    return (allowed == "*" or key in allowed or key in READ.get(section, ()) or key in INERT.get(section, {})
-            or key.startswith("moe_") and section == "model")
+    if section == "model" and key.startswith("moe_") and key not in READ["model"]:
+        return not experts or key in MOE_READ | set(MOE_MODEL) | MOE_NOTED | MOE_NO_COST
+    return allowed == "*" or key in allowed or key in READ.get(section, ()) or key in INERT.get(section, {})
 
 
 class Container:
@@ -204,7 +239,7 @@ class Container:
             if not isinstance(table, dict):
                 raise InputError(f"{section} must be a mapping, got {table!r}", section)
             for key in table:
-                if not _known(section, key):
+                if not _known(section, key, experts):
                     raise InputError(f"{section}.{key}: a Megatron-Bridge key this reader does not read (it may "
                                      f"change the cost); remove it or give the layout with --set", f"{section}.{key}")
         for section, keys in INERT.items():

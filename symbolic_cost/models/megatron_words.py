@@ -31,11 +31,12 @@ override-lr-scheduler use-checkpoint-lr-scheduler fsdp-double-buffer fsdp-manual
 use-nccl-ub sgd-momentum logging-level rotary-scaling-factor mscale mscale-all-dim moe-token-drop-policy
 rope-type enable-experimental fp8-margin fp8-interval disable-gloo-process-groups export-force-local-attention
 disable-bf16-reduced-precision-matmul moe-per-layer-logging exit-on-missing-checkpoint use-dist-ckpt warmup
+exit-signal-handler num-dataset-builder-threads
 mtp-loss-scaling-factor trust-remote-code relative-attention-max-distance mask-prob short-seq-prob max-preds-per-seq presplit-sentences lazy-loader
 """.split())
 """Options that change no count of the library (read, not used)."""
 
-IGNORED_PREFIXES = ("--log-", "--save", "--load", "--eval-", "--tensorboard-", "--wandb-", "--profile",
+IGNORED_PREFIXES = ("--log-", "--no-log-", "--save", "--load", "--eval-", "--tensorboard-", "--wandb-", "--profile",
                     "--lr-", "--data-", "--tokenizer-", "--ckpt-", "--timing-", "--no-load-", "--no-save-",
                     "--inprocess-", "--one-logger", "--straggler", "--use-checkpoint-", "--dist-ckpt-",
                     "--async-save", "--finetune", "--pretrained-checkpoint", "--auto-detect-ckpt-format",
@@ -74,6 +75,13 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
                                         "the flex dispatcher's exchanges where --moe-token-dispatcher-type is flex (a "
                                         "token crosses the network once for each other node holding one of its "
                                         "experts); their own speed is not modelled"}
+
+REFUSED = {"use-precision-aware-optimizer": "Transformer Engine's FusedAdam then holds the optimizer state: the fp32 "
+                                            "master weights as 16-bit remainders beside bf16 weights (Megatron-Core's "
+                                            "store_param_remainders default), the moments and main gradients in the "
+                                            "dtypes of --exp-avg-dtype, --exp-avg-sq-dtype and --main-grads-dtype; "
+                                            "a state the library's optimizer recipes do not count"}
+"""Options that change the count in a way the library does not model, refused with the reason."""
 
 READ = {
     "model-parallel-size", "batch-size", "null-tokenizer-vocab-includes-eod",
@@ -130,6 +138,8 @@ def parse(words: list, notes: list | None = None) -> dict:
                          f"--{' '.join([name, *options[name]])}")
     for name in options:
         known(name, "an option's name")         # built from a value the script leaves open
+        if name in REFUSED:
+            raise InputError(f"--{name}: {REFUSED[name]}", f"--{name}")
         if name not in READ and name not in NOTED and not _no_cost(name):
             raise InputError(f"--{name}: a Megatron-LM option this reader does not read (it may change the cost); "
                              f"remove it or give the layout with --preset/--hf-config and --set", f"--{name}")

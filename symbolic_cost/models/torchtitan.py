@@ -22,11 +22,13 @@ torchtitan key (default)                     library field
 (``local x d``)                              accumulation steps (x ``local / b`` with pipelining)
 ``[training] mixed_precision_param``         ``precision``: bf16 or fp32
 (bfloat16)
-``[parallelism] data_parallel_shard_degree`` ``d`` = replicate x shard; shard > 1: ``zero`` 3
-(-1: the rest of the world),                 (FSDP2), gradients reduce-scattered and weights
-``data_parallel_replicate_degree`` (1)       gathered behind compute (``overlap`` grad, param);
-                                             replicate > 1 alone: DDP, ``zero`` 0, gradient
-                                             all-reduce behind compute; both > 1: HSDP, ``shard``
+``[parallelism] data_parallel_shard_degree`` ``d`` = replicate x shard; shard x cp > 1: ``zero``
+(-1: the rest of the world),                 3 (FSDP2 over torchtitan's ``dp_shard_cp`` mesh),
+``data_parallel_replicate_degree`` (1)       gradients reduce-scattered and weights gathered
+                                             behind compute (``overlap`` grad, param); replicate
+                                             > 1 alone: DDP, ``zero`` 0, gradient all-reduce
+                                             behind compute; replicate > 1 beside FSDP: HSDP,
+                                             ``shard`` (shard 1 with cp > 1: the cp ranks shard)
 ``[parallelism] fsdp_reshard_after_forward`` ``reshard_after_forward``: always; never (False);
 (default)                                    default: False with pipelining, else True (torchtitan
                                              keeps the last block gathered: noted)
@@ -53,6 +55,8 @@ layers``, ``..._last_stage_less_layers``     embedding and the output each weigh
                                              outputs of every other matrix product and of the
                                              attention kernel saved, the rest recomputed)
 ``[optimizer] name`` (AdamW)                 ``optimizer``: adamw, adam
+``[optimizer] implementation`` (fused)       fused, foreach, for-loop: noted (no count changes);
+                                             ``fused_opt_states_bf16`` (bf16 moments) refused
 world size (``--devices``)                   the product of the degrees (torchtitan's
                                              ``ParallelDims`` rule); needed when the shard degree
                                              is -1
@@ -260,7 +264,7 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
     seq = job.get("training", "seq_len", 2048)
     arch = architecture(job, name, seq, vocab, notes, flavors) if model is None else model(seq)
     values, policy = layout(job, arch, world, notes)
-    policy.update(precision=_precision(job), flash=True, optimizer=_optimizer(job), **float8(job, notes))
+    policy.update(precision=_precision(job), flash=True, optimizer=_optimizer(job, notes), **float8(job, notes))
     policy.update(recompute(job, arch.n_layers, values[S.p], policy, notes))
     values[S.l] = seq
     if policy["precision"] == "bf16":
@@ -358,10 +362,29 @@ def _precision(job: Job) -> str:
     return {"bfloat16": "bf16", "float32": "fp32"}[value]
 
 
-def _optimizer(job: Job) -> str:
+IMPLEMENTATIONS = ("fused", "foreach", "for-loop")
+"""``[optimizer] implementation`` values that only choose how the update's kernels run (fused, grouped or
+one tensor at a time): the same state and the same count.  torchtitan's fourth,
+``fused_opt_states_bf16`` (its ``docs/bf16_optimizer_states.md``), keeps Adam's two moments in bf16
+beside fp32 parameters: a state the library's recipes do not express, refused."""
+
+
+def _optimizer(job: Job, notes: list) -> str:
+    """``[optimizer] name`` (AdamW or Adam), and its ``implementation`` (``IMPLEMENTATIONS``) checked."""
     chosen = job.get("optimizer", "name", "AdamW", str)
     if chosen not in ("AdamW", "Adam"):
         raise InputError(f"[optimizer] name {chosen!r}: the reader reads AdamW and Adam", "[optimizer] name")
+    implementation = job.get("optimizer", "implementation", "fused", str)
+    if implementation == "fused_opt_states_bf16":
+        raise InputError("[optimizer] implementation 'fused_opt_states_bf16': Adam's moments kept in bf16 beside "
+                         "fp32 parameters (4 bytes a parameter instead of 8) are not a recipe the library counts",
+                         "[optimizer] implementation")
+    if implementation not in IMPLEMENTATIONS:
+        raise InputError(f"[optimizer] implementation {implementation!r}: torchtitan's are "
+                         f"{', '.join(IMPLEMENTATIONS)}, fused_opt_states_bf16", "[optimizer] implementation")
+    if "implementation" in job.data.get("optimizer", {}):
+        notes.append(f"[optimizer] implementation {implementation!r}: how the update's kernels run; the same "
+                     f"optimizer state, no count changes")
     return chosen.lower()
 
 
@@ -414,8 +437,8 @@ def layout(job: Job, arch: Architecture, world: int | None, notes: list) -> tupl
               S.cp: cp, **experts(job, arch, shard, tp, cp)}
     policy = dict(zero=3 if shard * cp > 1 else 0, overlap=overlap(job, d * cp, shard * cp, tp, notes),
                   **context(job, cp))     # FSDP shards (and gradients reduce) over the shard x context ranks
-    if replicate > 1 and shard > 1:         # HSDP: FSDP2 on the mesh (replicate, shard)
-        policy["shard"] = shard
+    if replicate > 1 and shard * cp > 1:    # HSDP: FSDP2 on the mesh (dp_replicate, dp_shard x cp)
+        policy["shard"] = shard             # the data ranks of a shard group; Training multiplies in cp
     policy.update(pipeline(job, arch.n_layers, pp, arch.mtp_layers or 0))
     policy.update(dispatcher(job, arch, notes))
     if shard * cp > 1:

@@ -12,7 +12,7 @@ NO_COST = {
     "job": "*", "profiling": "*", "metrics": "*", "lr_scheduler": "*", "checkpoint": "*", "comm": "*",
     "memory_estimation": "*", "validation": "*", "compile": "*", "float8": "*", "quantize": "*", "mx": "*",
     "model": {"tokenizer_path", "hf_assets_path", "print_after_conversion"},
-    "optimizer": {"lr", "beta1", "beta2", "eps", "weight_decay", "implementation"},
+    "optimizer": {"lr", "beta1", "beta2", "eps", "weight_decay"},
     "training": {"max_norm", "steps", "dataset", "dataset_path", "compile", "gc_freq", "gc_debug", "seed",
                  "deterministic", "warmup_steps", "mixed_precision_reduce"},
     "parallelism": {"enable_compiled_autograd"},
@@ -24,7 +24,7 @@ sections only configure a converter; ``models.torchtitan.float8`` reads float8's
 
 READ = {
     "model": {"name", "flavor", "converters", "moe_comm_backend"},
-    "optimizer": {"name", "early_step_in_backward"},
+    "optimizer": {"name", "early_step_in_backward", "implementation"},
     "training": {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
                  "enable_cpu_offload"},
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",

@@ -130,6 +130,18 @@ class Module:
     def checkout(self) -> Path | None:
         return checkout(self.path)
 
+    def experiment(self, module: str) -> str | None:
+        """The torchtitan experiment (``torchtitan/experiments/<name>/``) whose ``model_registry`` an import
+        names: ``torchtitan.experiments.<name>...``, or ``.`` from a file inside that folder."""
+        parts = module.split(".")
+        if module.startswith("torchtitan.experiments.") and len(parts) >= 3:
+            return parts[2]
+        folders = self.path.resolve().parent.parts if self.path is not None and module.startswith(".") else ()
+        for at in range(len(folders) - 2):
+            if folders[at:at + 2] == ("torchtitan", "experiments"):
+                return folders[at + 2]
+        return None
+
 
 class Reader:
     """Evaluates config functions of ``Module`` s (see the module docstring)."""
@@ -324,6 +336,10 @@ class Reader:
     def model_spec(self, module: Module, node, keywords: dict, scope: dict, depth: int) -> Built:
         source = module.imports.get("model_registry", (None, None))[0]
         model = module.model(source) if source is not None else None
+        experiment = module.experiment(source) if model is None and source is not None else None
+        if experiment is not None:
+            raise refusal("model_registry(...)", node.lineno, f"the model_registry of torchtitan/experiments/"
+                          f"{experiment}: {EXPERIMENTS.get(experiment, OTHER_EXPERIMENT)}", module.name)
         if model is None and source == ".":
             raise refusal("model_registry(...)", node.lineno, "model_registry comes from '.', the package the file "
                           "sits in, but the file is not in a torchtitan checkout's torchtitan/models/<model>/ "
@@ -375,6 +391,15 @@ class Reader:
     def unread(module: Module, node) -> Unread:
         return Unread(ast.get_source_segment(module.source, node) or type(node).__name__, getattr(node, "lineno", 0),
                       module.name)
+
+
+EXPERIMENTS = {
+    "torchft": "fault tolerance (torchft: replica groups that join and leave the job, DiLoCo's semi-synchronous "
+               "steps and fragments, its FaultTolerantTrainer) is not modelled",
+}
+"""torchtitan's experiments (``torchtitan/experiments/<name>/``) whose model registries build a trainer the
+library does not model, with what each adds; the others are refused as ``OTHER_EXPERIMENT``."""
+OTHER_EXPERIMENT = "an experiment's own model registry and trainer (its parallelisation and steps) are not read"
 
 
 def evaluate(text: str, path: Path | None, name: str, function: str) -> Built:
@@ -626,11 +651,11 @@ def layer_frequency(checkout: Path | None) -> bool | None:
 
 def _optimizer(value, name: str) -> dict:
     """``[optimizer] name``: ``default_adamw(...)`` or ``OptimizersContainer.Config(name=...)``
-    (AdamW by default)."""
+    (AdamW by default), with its ``implementation`` (``models.torchtitan.IMPLEMENTATIONS``)."""
     if value is None:
         return {}
     if isinstance(value, Built) and value.kind == "OptimizersContainer.Config":
-        return {k: v for k, v in value.fields.items() if k in ("name", "early_step_in_backward")}
+        return {k: v for k, v in value.fields.items() if k in ("name", "early_step_in_backward", "implementation")}
     shown = value.text if isinstance(value, Unread) else getattr(value, "kind", value)
     raise InputError(f"{name}: optimizer = {shown}: the reader reads default_adamw(...) and "
                      f"OptimizersContainer.Config(name=...)", "optimizer")
