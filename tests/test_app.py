@@ -96,6 +96,22 @@ def test_search_and_formula_refuse_as_the_command_line_does():
     assert answer["status"] == 2 and "--total" in answer["error"] and "invalid choice: 'flops'" in answer["error"]
 
 
+def test_the_formula_is_timed_on_the_chosen_system():
+    """The page's formula of the step time is the command line's on the system chosen (it used to be
+    H100's whatever the choice), and a choice formula --total does not take is refused by name."""
+    request = {"model": "preset", "preset": "gpt2", "field": "total", "system": "b200",
+               "set": {"b": "2", "l": "512", "d": "1", "p": ""}}
+    answer = commands.answer("formula", request, main)
+    status, out, _ = cli("formula", "--preset", "gpt2", "--total", "total", "--set", "b=2", "l=512", "d=1",
+                         "--system", "b200", "--latex")
+    assert answer["status"] == status == 0 and answer["output"] == out
+    h100 = commands.answer("formula", {**request, "system": "h100"}, main)
+    assert h100["output"] != answer["output"]
+    refused = commands.answer("formula", {**request, "zero": "1"}, main)
+    assert refused["status"] == 2 and "zero: formula --total builds the totals under the training defaults" in \
+        refused["error"]
+
+
 def test_the_host_is_loopback_unless_told_and_a_busy_port_is_refused():
     assert loopback("127.0.0.1") and loopback("::1") and not loopback("0.0.0.0") and not loopback("example.org")
     server = subprocess.Popen([sys.executable, "-m", "symbolic_cost", "serve", "--port", "0"], cwd=ROOT,
@@ -198,10 +214,10 @@ def test_the_page_shows_what_summary_json_prints(tmp_path):
         settle(page)
         assert page.inner_text("#summary-error") == ""
 
-        page.fill("#set-b", "2**99")
+        page.fill("#set-b", "2**120")
         settle(page)
-        refused = cli("summary", "--hf-config", str(config), "--set", "b=2**99", "--json")[2]
-        assert page.inner_text("#summary-error") == refused and "exponent 99" in refused
+        refused = cli("summary", "--hf-config", str(config), "--set", "b=2**120", "--json")[2]
+        assert page.inner_text("#summary-error") == refused and "larger than 10**30" in refused
         assert page.inner_text("#memory-table") == "" and page.inner_text("#verdict") == ""
 
 

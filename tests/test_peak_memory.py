@@ -253,3 +253,17 @@ def test_a_peak_not_affine_in_the_micro_batch_is_bisected(monkeypatch):
     fits = lambda n: peak.peak_bytes(model_cost(preset("gpt2"), Training(b=n, l=1024))) <= 80 * 10**9  # noqa: E731
     n = peak.largest_micro_batch(preset("gpt2"), Training(l=1024), 80 * 10**9)
     assert n > 1 and fits(n) and not fits(n + 1)
+
+
+def test_the_largest_micro_batch_is_not_capped():
+    """One-token sequences of GPT-2 fit H100's 74.5 GiB by the hundred thousand: the answer is the
+    micro-batch whose peak fits while one more does not (it used to stop at 65,536 and print that
+    as the largest)."""
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.peak import largest_micro_batch, peak_bytes
+    capacity = 80_000_000_000
+    n = largest_micro_batch(preset("gpt2"), Training(l=1), capacity)
+    peak = lambda b: peak_bytes(model_cost(preset("gpt2"), Training(b=b, l=1)))     # noqa: E731
+    assert n > 1 << 16 and peak(n) <= capacity < peak(n + 1)
+    assert largest_micro_batch(preset("gpt2"), Training(l=1), capacity, limit=1000) == 1000

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.numeric.ranking import PARTS
 
 LAYOUT = ("b", "l", "m1", "s1", "p", "d", "cp", "n_micro")
 """The page's layout fields: ``summary --set`` values (the micro-batch, the sequence, the degrees)."""
@@ -164,14 +165,21 @@ def summary_words(request: dict, folder: Path) -> list[str]:
 
 def formula_words(request: dict, folder: Path) -> list[str]:
     """``formula --total FIELD --latex`` of the request's model with its layout, less the names in
-    ``keep`` (comma-separated), which stay symbols; ``formula --total`` takes the precision and
-    flash attention of the choices (its totals are under the training defaults otherwise)."""
+    ``keep`` (comma-separated), which stay symbols; ``formula --total`` takes the precision, the
+    system (of a time: ``numeric.ranking.PARTS``) and flash attention of the choices (its totals are under the training defaults
+    otherwise: the other choices are refused)."""
     keep = [name.strip() for name in text(request, "keep").split(",") if name.strip()] if request.get("keep") else []
     unknown = sorted(set(keep) - set(LAYOUT))
     if unknown:
         raise InputError(f"keep: unknown layout field(s) {', '.join(unknown)}; known: {', '.join(LAYOUT)}", "keep")
+    for name in ("zero", "recompute", "attention_kernel"):
+        if request.get(name) not in (None, ""):
+            raise InputError(f"{name}: formula --total builds the totals under the training defaults and has no "
+                             f"--{name.replace('_', '-')}; it would be ignored", name)
+    timed = request.get("field") in PARTS           # a time depends on the system; FLOPs and bytes do not
     return ["formula", *model_words(request, folder), f"--total={text(request, 'field')}",
-            *layout_words(request, leave=keep), *choice_words(request, ("precision",)), "--latex"]
+            *layout_words(request, leave=keep), *choice_words(request, ("precision", "system") if timed else
+                                                               ("precision",)), "--latex"]
 
 
 def search_words(request: dict, folder: Path) -> list[str]:

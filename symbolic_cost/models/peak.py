@@ -254,7 +254,7 @@ def peak_moment(cost, conventions=conv.DEFAULT) -> Moment:
     return moments[max(range(len(values)), key=lambda i: (values[i], -i))]
 
 
-def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limit: int = 1 << 16,
+def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limit: int | None = None,
                         overheads=OVERHEADS["none"]) -> int:
     """The largest micro-batch ``b`` (sequences) whose step peak fits ``capacity`` bytes with
     everything else in ``training`` unchanged, less the device's ``overheads``
@@ -263,7 +263,9 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
 
     The peak is nearly always affine in ``b``: the peaks at ``b = 1, 2`` give a guess ``n``, kept
     where builds show ``n`` fits and ``n + 1`` does not (four builds with numbers cost a tenth
-    of one with ``b`` a symbol); else a bisection over ``1 .. limit`` on the formula in ``b``.
+    of one with ``b`` a symbol); else a bisection on the formula in ``b``, between 1 and the first
+    power of two that does not fit.  ``limit``: the largest answer wanted (``None``: none; a peak
+    that does not grow with ``b`` fits every ``b``, and then ``MAX_MICRO_BATCH`` is the answer).
 
     >>> from symbolic_cost.models import Training
     >>> from symbolic_cost.models.config import preset
@@ -283,6 +285,10 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
     return guess if guess is not None else _bisection(arch, training, capacity, conventions, limit)
 
 
+MAX_MICRO_BATCH = 2**53
+"""The largest micro-batch ``largest_micro_batch`` tells (a double counts every sequence up to it)."""
+
+
 def _peak_at(arch, training, conventions, n):
     from symbolic_cost.models.totals import model_cost   # totals builds on this module's callers
     return sympify(peak_bytes(model_cost(arch, replace(training, b=n), conventions), conventions))
@@ -300,10 +306,10 @@ def _affine_guess(arch, training, capacity, conventions, limit):
             return 0
         if two <= one:
             return None
-        n = min(limit, 1 + int((capacity - one) // (two - one)))
+        n = min(limit or MAX_MICRO_BATCH, 1 + int((capacity - one) // (two - one)))
         if n == 1:
             return 1 if two > capacity else None
-        return n if fits(n) and (n == limit or not fits(n + 1)) else None
+        return n if fits(n) and (n == (limit or MAX_MICRO_BATCH) or not fits(n + 1)) else None
     except InputError:          # a rule that refuses one of these sizes: the bisection decides
         return None
 
@@ -315,9 +321,11 @@ def _bisection(arch, training, capacity, conventions, limit) -> int:
     fits = lambda n: bool(formula.subs(batch, n) <= capacity)  # noqa: E731
     if not fits(1):
         return 0
-    low, high = 1, limit
-    if fits(high):
-        return high
+    low, high = 1, 2
+    while fits(high):                           # the first power of two past the answer
+        if high >= (limit or MAX_MICRO_BATCH):
+            return limit or MAX_MICRO_BATCH
+        low, high = high, 2 * high
     while high - low > 1:                       # fits(low), not fits(high)
         middle = (low + high) // 2
         low, high = (middle, high) if fits(middle) else (low, middle)

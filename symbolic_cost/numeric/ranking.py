@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host_comm", "host_step", "total")
-"""The step-time parts a search reports (``host_comm`` and ``host_step`` are 0 without offload)."""
+PARTS = ("compute", "tensor_comm", "bubble", "pipeline_comm", "data_comm", "host_comm", "host_step", "optimizer",
+         "framework", "total")
+"""The step-time parts a search reports, which add up to its ``total`` (``host_comm`` and ``host_step``
+are 0 without offload; ``optimizer`` and ``framework`` 0 on the peak-only time model)."""
 
 RERUNS = 4
 """A search's kernels are filed on disk for the searches after it, so it asks for an optimised

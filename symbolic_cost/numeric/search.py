@@ -321,8 +321,19 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
     every = pd.concat([f for _, _, f in results], ignore_index=True)
     every = every.assign(cp=every["cp"].fillna(1).astype(int)) if "cp" in every else every   # grids: cp = 1
     every = every.assign(shard=every["shard"].fillna(every["d"]).astype(int)) if "shard" in every else every  # below ZeRO-3: d
+    every = _one_schedule_without_a_pipeline(every)
     best = every.sort_values("total", kind="stable").head(top).reset_index(drop=True)
     return SearchResult(sum(n for n, _, _ in results), sum(k for _, k, _ in results), stages(best, int(arch.n_layers)))
+
+
+def _one_schedule_without_a_pipeline(every: pd.DataFrame) -> pd.DataFrame:
+    """``every`` with one row for each layout without a pipeline (``p = 1``): every schedule runs it
+    alike, and the same layout under each schedule's name would fill the ranking with copies.  The
+    first schedule searched keeps it."""
+    if "schedule" not in every or "p" not in every:
+        return every
+    same = every.duplicated(subset=[c for c in every.columns if c != "schedule"])
+    return every[~((every["p"] == 1) & same)].reset_index(drop=True)
 
 
 def stages(best: pd.DataFrame, depth: int) -> pd.DataFrame:
