@@ -259,8 +259,8 @@ class _Reader:
         return Rational(Fraction(text)) if "inf" not in text and "nan" not in text else _fail(node)
 
     def name(self, node: ast.Name):
-        if node.id in self.names:
-            return self.names[node.id]
+        if node.id in self.names:            # a caller's value may be a plain int (a model's width)
+            return sympify(self.names[node.id])
         if node.id.lower() in ("nan", "inf", "infinity", "oo", "zoo"):
             raise _Refused(f"{node.id} is not a finite number", node)
         if node.id in FUNCTIONS or node.id in CONDITIONS:

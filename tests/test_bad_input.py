@@ -58,6 +58,15 @@ CLI = [
     ("lstm --from deepflow-lstm --dp 2", "--dp 2: deepflow-seed-002 (the system of --from deepflow-lstm) has no link"),
     # 10^10 FLOPs buy a model shallower than two layers: the optimum lies below the depths tried
     ("plan --budget-flops 1e10", "so the optimum is below them: choose a larger budget"),
+    # a search that finds no layout says which rule left none (it used to blame --devices alone)
+    ("search --hf-config {hf}/Mistral-7B-v0.1.json --devices 16 --global-batch 32 --seq 32768 --flash --cp 2,4",
+     "context parallelism: ring context parallelism with a sliding window"),
+    ("search --preset gpt2 --devices 13 --global-batch 64", "no micro-batch size of 1, 2, 4, 8 times a data-parallel"),
+    # expert degrees of a model without experts: refused for what they are, as summary does
+    ("inference --hf-config {hf}/Llama-3.1-8B.json --set ep=2", "ep applies to a mixture of experts, and Llama-3.1-8B"),
+    ("inference --hf-config {hf}/Llama-3.1-8B.json --set etp=1 m1=2", "etp applies to a mixture of experts"),
+    ("crossover --a mlp --b mlp", "--b mlp is the block --a names"),
+    ("summary --preset gpt2 --schedule zb-h1", "--schedule zb-h1 schedules a pipeline, and p=1 has none"),
     # issue 17: user text that reached a Python-evaluating parser
     (f'summary --preset gpt2 --set "b={CODE}"', "--set b"),
     (f'formula --at "l={CODE}"', "--at l"),

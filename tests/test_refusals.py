@@ -65,6 +65,15 @@ def test_a_name_is_ascii(text):
         read(text, argument="--set f")
 
 
+def test_a_name_given_as_a_plain_int_is_read_as_its_number():
+    """``sweep --where 'e > 5'`` names the model's width, an ``int``: the condition is true, not
+    refused as "a comparison outside a condition" (it was)."""
+    from sympy import S as sympy_S
+    from symbolic_cost.reader import read
+    assert read("e > 5", argument="--where", names={"e": 768}, condition=True) is sympy_S.true
+    assert read("2*e", argument="--set f", names={"e": 768}) == 1536
+
+
 def test_hf_config_on_a_fifo_is_refused(capsys, tmp_path):
     fifo = tmp_path / "config.json"
     os.mkfifo(fifo)

@@ -77,6 +77,14 @@ def refuse_expert_tensor_degree(arch, given) -> None:
                          "etp")
 
 
+def refuse_expert_degrees(arch, given) -> None:
+    """``refuse_expert_tensor_degree``, and ``ep`` other than 1 for a model without experts, before
+    any rule that the degree would otherwise break names another reason."""
+    refuse_expert_tensor_degree(arch, given)
+    if arch.moe is None and given.get(S.ep, 1) != 1:
+        raise InputError(f"ep applies to a mixture of experts, and {arch.name} has none; it would be ignored", "ep")
+
+
 MODEL_FIXED = (S.e, S.f, S.h, S.n_layers)
 """The symbols a model (``--preset``, ``--hf-config``) gives a block command's values."""
 

@@ -57,6 +57,9 @@ def refuse_negative(root, args) -> None:
 
 
 def run(args) -> int:
+    if args.a == args.b:
+        raise InputError(f"--b {args.b} is the block --a names: a block equals itself at every size; compare two "
+                         f"blocks", "--b")
     honour_system(args, args.field)
     arch = architecture(args)
     (solve_for,) = symbol_names(args.solve_for, "--for")

@@ -23,7 +23,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.cli import options
 from symbolic_cost.cli.parser import ascii_only
 from symbolic_cost.cli.bookkeeping import numbers_needed
-from symbolic_cost.cli.building import model_config
+from symbolic_cost.cli.building import model_config, refuse_expert_degrees
 from symbolic_cost.cli.values import (amount, architecture, assignments, conventions, grid_option, grid_values, number,
                                       resolve)
 from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
@@ -316,6 +316,7 @@ def configuration(args, keep=()):
                          f"it would be ignored", "--mla")
     base = {k: v for k, v in DEFAULTS.items() if k not in keep}
     values = resolve(base, args.set, allowed=SERVING_SYMBOLS)
+    refuse_expert_degrees(arch, resolve({}, args.set, allowed=SERVING_SYMBOLS))
     value = lambda symbol: values.get(symbol, symbol)  # noqa: E731
     page = values.get(S.B, S.B if S.B in keep else None)
     arch, weights = served_weights(args, arch)

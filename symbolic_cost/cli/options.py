@@ -553,10 +553,11 @@ READ_AS_TYPED = frozenset(TRAINING_POLICY + RECIPE_POLICY + ("overlap", "recompu
 ``training_policy`` and ``recipe_policy`` read."""
 
 
-def field_list(known):
-    """An option type reading comma-separated names, each one of ``known``."""
+def field_list(known, aliases=None):
+    """An option type reading comma-separated names, each one of ``known`` or of ``aliases`` (another
+    spelling of a known name: a column as the output heads it, ``total_s`` for ``total``)."""
     def names(text: str) -> list[str]:
-        chosen = [name.strip() for name in text.split(",")]
+        chosen = [(aliases or {}).get(name.strip(), name.strip()) for name in text.split(",")]
         unknown = [name for name in chosen if name not in known]
         if unknown:
             raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; known: {', '.join(known)}")

@@ -68,9 +68,11 @@ def add_arguments(parser) -> None:
                    "values, listed or as ranges (b=1:64:x2 doubles, p=1:8:+1 adds 1); several after one --grid "
                    "or repeated")
     options.settings(parser, help=SETTABLE)
-    options.option(parser, "--field", type=options.field_list(SWEEP_FIELDS), default=list(DEFAULT_FIELDS), metavar="F1,F2,...",
+    columns = {column(f): f for f in SWEEP_FIELDS if column(f) != f}       # the CSV's heading: total_s
+    options.option(parser, "--field", type=options.field_list(SWEEP_FIELDS, columns), default=list(DEFAULT_FIELDS),
+                   metavar="F1,F2,...",
                    help="comma-separated outputs, any of: " + ", ".join(SWEEP_FIELDS) + " (default: all but "
-                   + ", ".join(EXPERTS) + ")")
+                   + ", ".join(tuple(f for f in SWEEP_FIELDS if f not in DEFAULT_FIELDS)) + ")")
     options.option(parser, "--where", action="append", default=[], metavar="EXPR",
                    help="keep rows where EXPR holds, e.g. 'memory_bytes <= 80e9' or 'Eq(Mod(96, m1), 0)'")
     options.option(parser, "--out", help="write to a new .csv or .parquet file instead of stdout")

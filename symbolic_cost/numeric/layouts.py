@@ -159,6 +159,41 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
     return table.drop(columns=([] if arch.moe is not None else ["ep", "etp"]) + (["cp"] if cps == (1,) else []))
 
 
+def why_no_layout(arch: Architecture, devices: int, global_batch: int, seq: int, micro_batch_sizes=(1, 2, 4, 8),
+                  cp=(1,), cp_variant="ring") -> str:
+    """The rule that left ``layouts`` empty, in words: the context-parallel degrees' refusal by the
+    model (``accepts``' message), no expert grid, or no data-parallel degree and micro-batch size
+    whose product divides the global batch.
+
+    >>> from symbolic_cost.models.config import preset
+    >>> why_no_layout(preset("gpt2"), 13, 64, 1024)
+    'global batch 64: no micro-batch size of 1, 2, 4, 8 times a data-parallel degree (13) divides it'
+    """
+    split, sizes = _split_by_tensor(arch), "every size" if micro_batch_sizes == "all" else \
+        ", ".join(map(str, micro_batch_sizes))
+    tensors = [m1 for m1 in _divisors(devices) if allowed(dict(split, m1=m1))]
+    degrees = [(m1, c, p) for m1 in tensors for c in cp if (devices // m1) % c == 0
+               for p in pipeline_degrees(arch, _divisors(devices // (m1 * c)))]
+    refusals = []
+    for m1, c, _ in degrees:
+        if c > 1:
+            try:
+                check_model(arch, Training(allow_long=True, l=seq, m1=m1, s1=m1 if arch.moe is not None else 1,
+                                           cp=c, cp_variant=cp_variant))
+            except InputError as refused:
+                refusals.append(str(refused))
+    if degrees and len(refusals) == sum(c > 1 for _, c, _ in degrees) == len(degrees):
+        return f"context parallelism: {refusals[0]}"
+    if not degrees:
+        return (f"no tensor, context and pipeline degrees multiply to {devices} devices (m1 must divide the heads, "
+                f"key/value heads and MLP width; cp the devices left; p the layers)")
+    data = sorted({devices // (m1 * c * p) for m1, c, p in degrees})
+    if not any(micro_batches(micro_batch_sizes, global_batch, d) for d in data):
+        return (f"global batch {global_batch}: no micro-batch size of {sizes} times a data-parallel degree "
+                f"({', '.join(map(str, data))}) divides it")
+    return f"no expert-parallel degree ep (with etp 1 or m1) divides {arch.name}'s experts on these devices"
+
+
 def shard_groups(arch: Architecture, d: int, shard) -> list[int]:
     """The shard groups ZeRO-3 (FSDP) may take on ``d`` data-parallel ranks: ``shard="all"``
     every divisor of ``d`` (HSDP, ``--hsdp``), else ``d`` itself (plain FSDP) and each size of

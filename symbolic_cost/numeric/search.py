@@ -42,7 +42,7 @@ from symbolic_cost.numeric.compile import compile_exprs, default_backend
 from symbolic_cost.numeric.kernel_cache import built
 from symbolic_cost.numeric.ranking import PARTS, RERUNS, fastest
 from symbolic_cost.numeric.layouts import (context_choices, grid_layouts, groups, layouts, row_count, shard_rows,
-                                           uneven_split)
+                                           uneven_split, why_no_layout)
 from symbolic_cost.numeric.variants import families, labelled, offload_allowed, variant_rows, variants
 from symbolic_cost.numeric.vector_kernel import CORES
 from symbolic_cost.timing.hardware import get_system
@@ -288,8 +288,9 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
         if "1d" not in tensor and refused:
             raise InputError(f"no valid layout of {arch.name}: a tensor grid does not model "
                              f"{', '.join(refused)}; add 1d to tensor", "tensor")
-        raise InputError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}",
-                         "devices")
+        why = why_no_layout(arch, devices, global_batch, seq, space.micro_batch_sizes, cp, space.cp_variant)
+        raise InputError(f"no valid layout of {arch.name} on {devices} devices with global batch {global_batch}: "
+                         f"{why}", "devices")
     varied = set(space.policy or {}) & {"b", "m1", "s1", "d", "p", "micro_batches", "recompute", "recompute_method",
                                         "recompute_layers", "zero", "offload", "schedule", "virtual_stages",
                                         "precision", "flash", "l", "ep", "etp", "cp", "cp_variant",
