@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from sympy import Mul, Poly, PolynomialError, expand, factor_terms, fraction, together
+from sympy import Mul, Piecewise, Poly, PolynomialError, expand, factor_terms, fraction, together
 from sympy import latex as _sympy_latex, sympify
 
 from symbolic_cost import symbols as S
@@ -86,6 +86,8 @@ def paper_form(expr, by=None):
     b e l \left(34 + \frac{5 h l}{e}\right)
     """
     expr = sympify(expr)
+    if isinstance(expr, Piecewise):      # each piece in the paper's form, under its own condition
+        return Piecewise(*((paper_form(piece, by), condition) for piece, condition in expr.args), evaluate=False)
     by = common_monomial(expr) if by is None else sympify(by)
     if by == 1:
         return expand(expr) if expr.is_polynomial() else factor_terms(expr)

@@ -72,3 +72,27 @@ def test_a_step_time_with_every_degree_a_symbol_answers_and_holds_at_a_point(cap
     summary = json.loads(capsys.readouterr().out)
     exact = Rational(out.splitlines()[-2])          # the exact value, then its decimal
     assert float(exact) == pytest.approx(summary["step_time_s"]["total"], rel=1e-12)
+
+
+def test_a_derivative_at_a_point_given_whole_by_at_is_the_one_given_by_set(capsys):
+    """``--diff b --at`` every symbol answers as ``--set`` the others and ``--at b`` does (it ran
+    out of its CPU budget: the derivative was simplified with every symbol in it), and the
+    derivative is the slope of the forward FLOPs between b = 3 and 5 (they are linear in b)."""
+    layout = ["l=1024", "m1=2", "s1=2", "p=1", "n_micro=1"]
+    code, whole, _ = run(capsys, "--preset", "gpt2", "--total", "flops_fwd", "--diff", "b", "--at", "b=4", *layout)
+    assert code == 0
+    code, by_set, _ = run(capsys, "--preset", "gpt2", "--total", "flops_fwd", "--set", *layout, "--diff", "b",
+                          "--at", "b=4")
+    assert code == 0 and whole.splitlines()[0] == by_set.splitlines()[0]
+    slope = [run(capsys, "--preset", "gpt2", "--total", "flops_fwd", "--set", *layout, f"b={b}")[1] for b in (3, 5)]
+    assert Rational(int(slope[1]) - int(slope[0]), 2) == Rational(whole.splitlines()[0])
+
+
+def test_by_factors_each_piece_and_refuses_a_number(capsys):
+    """``--by b*n_micro`` takes the monomial out of each piece of a whole-model total (it left the
+    Piecewise as it was), and is refused on a number, where it would change nothing."""
+    code, out, _ = run(capsys, "--preset", "gpt2", "--total", "flops_fwd", "--set", "l=1024", "m1=2", "s1=2",
+                       "--by", "b*n_micro")
+    assert code == 0 and "(b*n_micro)*(" in out
+    code, _, err = run(capsys, "--preset", "gpt2", "--total", "parameters", "--by", "b")
+    assert code == 2 and "--by factors a formula, and this one is the number 124439808" in err

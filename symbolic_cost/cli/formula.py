@@ -130,6 +130,12 @@ def run(args) -> int:
     if args.diff and args.elasticity:       # one transform: chained, the second would act on the first's result
         raise InputError("--diff and --elasticity together: give one (the elasticity is d log C / d log x "
                          "of the formula itself)", "--elasticity")
+    if args.diff or args.elasticity:
+        # the other symbols' values go in first: d/dx commutes with fixing y, and a derivative of
+        # the formula with every symbol in it is far costlier to simplify than one in x alone
+        varied = set(asked.get("--diff", ())) | set(asked.get("--elasticity", ()))
+        expr = expr.subs({k: v for k, v in at.items() if k not in varied})
+        at = {k: v for k, v in at.items() if k in varied}
     if args.diff:
         expr = analysis.derivative(expr, args.diff)
     if args.elasticity:
@@ -145,6 +151,8 @@ def run(args) -> int:
                    for f in factors):
             raise InputError(f"--by factors out a monomial (a product of symbols and numbers, e.g. b*l*e), "
                              f"got {args.by!r}", "--by")
+        if expr.is_number:
+            raise InputError(f"--by factors a formula, and this one is the number {expr}; it would be ignored", "--by")
         expr = paper_form(expr, by)
     show(expr, args)
     if expr.is_number and not expr.is_Integer:
