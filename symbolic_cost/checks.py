@@ -84,6 +84,8 @@ def exact(value, name: str = "value") -> Expr:
         if value.is_integer():
             return Integer(int(value))
         fraction = Fraction(value).limit_denominator(10**6)
+        if fraction == 0 or abs(fraction - Fraction(value)) > abs(Fraction(value)) / 10**6:
+            fraction = Fraction(repr(value))        # the decimal as typed: 1e-09 is 1/1000000000
         raise InputError(
             f"{name} must be exact (an int, a fractions.Fraction, a SymPy Rational "
             f"or a symbol), got the float {value!r}; write Rational({fraction.numerator}, "
@@ -234,12 +236,21 @@ def count(value, name: str, minimum: int = 1, maximum: int | None = None) -> int
     ...
     symbolic_cost.checks.InputError: devices must be an integer >= 1, got 0
     """
+    value = value if isinstance(value, (bool, float)) else whole(value)      # numpy's integers are integers
     if isinstance(value, bool) or not isinstance(value, int):
         raise _type_error(name, value, "an integer")
     if value < minimum or (maximum is not None and value > maximum):
         bound = f"between {minimum} and {maximum:,}" if maximum is not None else f">= {minimum}"
         raise InputError(f"{name} must be an integer {bound}, got {value}", name)
+    if value > LARGEST_COUNT:
+        raise InputError(f"{name} must be an integer of at most {LARGEST_COUNT:,} (2**53), got one of "
+                         f"{value.bit_length():,} bits", name)
     return value
+
+
+LARGEST_COUNT = 2**53
+"""The largest count ``count`` takes where no smaller maximum applies: a double holds every
+integer up to it, and the numeric paths (sweeps, compiled kernels) compute in doubles."""
 
 
 def given_counts(**values) -> tuple:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING
 
 from sympy import Mul, Piecewise, Poly, PolynomialError, expand, factor_terms, fraction, together
@@ -85,6 +86,11 @@ def paper_form(expr, by=None):
     >>> print(latex(paper_form(34*b*l*e + 5*b*h*l**2, by=b*l*e)))
     b e l \left(34 + \frac{5 h l}{e}\right)
     """
+    from symbolic_cost.checks import InputError, InputTypeError
+    if isinstance(by, str) or isinstance(expr, str):
+        raise InputTypeError("paper_form takes SymPy expressions, not text (reader.read it)", "by")
+    if by is not None and sympify(by) == 0:
+        raise InputError("by must not be 0: it divides the expression", "by")
     expr = sympify(expr)
     if isinstance(expr, Piecewise):      # each piece in the paper's form, under its own condition
         return Piecewise(*((paper_form(piece, by), condition) for piece, condition in expr.args), evaluate=False)
@@ -98,7 +104,16 @@ def paper_form(expr, by=None):
 
 
 def formula_frame(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None):
-    """A DataFrame of formulas: one row per operation, one column per field."""
+    """A DataFrame of formulas: one row per operation, one column per field (each a field of the
+    block's rows, ``cost.Cost``)."""
+    from symbolic_cost.checks import InputError, InputTypeError
+    if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
+        raise InputTypeError(f"fields must be a list of field names, got {fields!r}", "fields")
+    known = {f.name for row in block for f in dataclass_fields(row)}
+    unknown = [f for f in fields if f not in known]
+    if unknown:
+        raise InputError(f"fields: unknown {', '.join(unknown)}; a row's fields are {', '.join(sorted(known))}",
+                         "fields")
     rows = [{"operation": row.name, **{f: paper_form(getattr(row, f), by) for f in fields}}
             for row in block]
     rows.append({"operation": "total", **{f: paper_form(block.total(f), by) for f in fields}})

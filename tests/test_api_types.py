@@ -9,6 +9,8 @@ name, before it builds anything.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sympy import Rational
 
@@ -536,3 +538,56 @@ def test_whole_floats_and_numpy_integers_are_the_integers_they_are():
     assert type(floats.n_layers) is int and type(floats.h) is int
     with pytest.raises(InputError, match="cp must be exact .* got the float 1.5"):
         Training(cp=1.5, flash=True)
+
+
+def test_a_python_callers_wrong_values_are_refused_by_name():
+    """The third probe's Python calls (issue 66): each ended in a TypeError, an OverflowError, a
+    SymPy or YAML error, a hang, or a silent answer; each is now an ``InputError`` naming the
+    argument and the rule."""
+    import numpy as np
+    from sympy import Symbol
+    from symbolic_cost import mlp
+    from symbolic_cost.analysis.planning import plan
+    from symbolic_cost.checks import count, exact
+    from symbolic_cost.inference.load import StepModel, arrivals
+    from symbolic_cost.inference.serving import Serving
+    from symbolic_cost.latex import formula_table, paper_form
+    from symbolic_cost.models import Architecture
+    from symbolic_cost.models.megatron_bridge import load_yaml
+    from symbolic_cost.models.peak import largest_micro_batch
+    from symbolic_cost.numeric.compile import compile_exprs
+    from symbolic_cost.numeric.search import search
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.symbols import b, e, l
+    from symbolic_cost.timing.step import optimizer_time
+    gpt2 = preset("gpt2")
+    cases = [
+        (lambda: Architecture("t", 2, 256, 8, 1024, 1000, decoder_layers=10**400), "decoder_layers must be at most 100,000"),
+        (lambda: Architecture("t", 2, 256, 8, 1024, 1000, mtp_layers=Symbol("q")), "mtp_layers must be a number"),
+        (lambda: count(10**400, "global_batch"), "global_batch must be an integer of at most"),
+        (lambda: largest_micro_batch(gpt2, Training(b=1, l=l), 80 * 10**9), "needs every size but b as a number"),
+        (lambda: largest_micro_batch(gpt2, Training(l=1024), 80 * 10**9, limit=-1), "limit must be an integer >= 1"),
+        (lambda: load_yaml("\x00", "x.yaml", "--accelerate"), "x.yaml: not a YAML file"),
+        (lambda: load_yaml("a: " + "9" * 5001, "x.yaml", "--accelerate"), "more than 4,300 digits"),
+        (lambda: optimizer_time(None, "h100"), "cost must be a ModelCost"),
+        (lambda: optimizer_time(model_cost(gpt2, Training(b=1, l=128)), "h100"), "times on the calibrated model"),
+        (lambda: StepModel(gpt2, Serving(l_in=128, l_out=16), "h100", speculation="x"), "speculation must be"),
+        (lambda: search(gpt2, 8, space="x"), "space must be a Space"),
+        (lambda: formula_table(mlp(b, l, e, 4 * e), ["bogus"]), "fields: unknown bogus"),
+        (lambda: formula_table(mlp(b, l, e, 4 * e), "flops_fwd"), "fields must be a list of field names"),
+        (lambda: compile_exprs({"t": 2 * b})({"b": "1"}), "b must be numbers"),
+        (lambda: compile_exprs({"t": b * l})({"b": [1, 2], "l": [1, 2, 3]}), "do not broadcast together"),
+        (lambda: sweep({"t": 2 * b}, grid={"b": ["1"]}), "grid b must be a list of numbers"),
+        (lambda: exact(1e-9, "memory_fraction"), "write Rational(1, 1000000000) instead"),
+        (lambda: plan(10**400), "the budget must be at most 1e40 FLOPs"),
+        (lambda: plan(1e24, seq=10**9), "seq must be an integer between 1 and 10,000,000"),
+        (lambda: plan(1e24, recompute="yes"), "recompute must be True or False"),
+        (lambda: arrivals(-1, 1.0), "requests must be an integer between 1 and 100,000"),
+        (lambda: paper_form(2 * b, by=0), "by must not be 0"),
+        (lambda: paper_form(2 * b, by="b"), "not text"),
+        (lambda: Training(tensor="8"), "tensor must be a Grid"),
+    ]
+    for call, message in cases:
+        with pytest.raises(InputError, match=re.escape(message)):
+            call()
+    assert count(np.int64(16), "devices") == 16          # numpy's integers are integers, as Training takes them

@@ -28,7 +28,7 @@ from sympy import Expr, Rational, lambdify, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.analysis.scaling_laws import LAWS, LossLaw, get_law
-from symbolic_cost.checks import InputError, InputTypeError, count, instance, shown
+from symbolic_cost.checks import InputError, InputTypeError, count, flag, instance, shown
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config
@@ -213,13 +213,18 @@ class Plan:
     active_parameters: int | None = None
 
 
+MAX_SEQ = 10**7
+"""The longest sequence a plan takes, tokens (the longest trained contexts are a few million)."""
+
+
 def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 8192, recompute: bool = False,
          depths: range | None = None) -> Plan:
     """The compute-optimal model for ``budget`` FLOPs among ``shape``'s depths (default: from its
     least to 512 layers) under ``law``, with exact FLOPs per token at ``seq`` tokens a sequence."""
     chosen_law, family = get_law(law), get_shape(shape)
     total = _budget(budget)
-    count(seq, "seq")
+    count(seq, "seq", maximum=MAX_SEQ)
+    flag(recompute, "recompute")
     depths = _depths(depths, family)
     if getattr(family, "experts", False):
         return _expert_plan(chosen_law, family, total, seq, recompute, depths)
@@ -348,5 +353,7 @@ def _budget(budget, name: str = "budget", unit: str = "FLOPs") -> Expr:
     value = sympify(budget)
     if not value.is_number or not value.is_positive or not value.is_finite:
         raise InputError(rule, name)
+    if value > 10**40:          # past any cluster's budget, and near where the laws' powers leave a double
+        raise InputError(f"the {name} must be at most 1e40 {unit} (no run spends more), got {value.evalf(3)}", name)
     return value
 

@@ -37,7 +37,7 @@ from functools import partial
 from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, instance, positive, shown
+from symbolic_cost.checks import InputError, InputTypeError, count, instance, positive, shown
 from symbolic_cost.inference import estimated, paged
 from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, lockstep, pipelined
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
@@ -47,7 +47,7 @@ from symbolic_cost.inference.phases import decode, mean_step, prefill
 from symbolic_cost.inference.drafts import draft_cache_bytes, draft_decode, draft_prefill, draft_weights
 from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving, encoder_tokens
-from symbolic_cost.inference.speculative import check_speculation, expected_tokens
+from symbolic_cost.inference.speculative import Speculation, check_speculation, expected_tokens
 from symbolic_cost.models.training import check_context, context_limit
 from symbolic_cost.parallel.splits import uneven_stages
 from symbolic_cost.timing import efficiency
@@ -156,6 +156,8 @@ class StepModel:
         from symbolic_cost import conventions as conv
         conventions = conv.get(conventions or conv.DEFAULT)
         instance(serving, Serving, "serving", SERVING_MADE_BY)
+        if speculation is not None:
+            instance(speculation, Speculation, "speculation", " (inference.speculative.Speculation(draft, k, acceptance))")
         symbolic = sorted({f.name for f in fields(serving)
                            if isinstance(getattr(serving, f.name), Basic) and getattr(serving, f.name).free_symbols}
                           - {"b", "l_out"})
@@ -336,6 +338,7 @@ def arrivals(requests: int, rate, seed: int = 0) -> list[float]:
     """Arrival times of ``requests`` requests: a Poisson process of ``rate`` per second (``None``:
     all at 0), from a seeded generator so that a run is reproducible."""
     import random
+    requests = count(requests, "requests", maximum=MAX_REQUESTS)
     if rate is None:
         return [0.0] * requests
     if isinstance(rate, (bool, str, bytes, complex)) or not isinstance(rate, (int, float, Fraction, Rational)):

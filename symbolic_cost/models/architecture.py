@@ -94,6 +94,20 @@ def check_sizes(arch) -> None:
         flag(getattr(arch, name), name)
     dims = {k: sizes[k] for k in ("e", "h", "kv_heads") if k in sizes}
     check_rules(dims, rules=(("kv_heads", "h"),) + ((("h", "e"),) if arch.head_dim is None else ()))
+    for name in ("decoder_layers", "mtp_layers"):       # the decoder's and MTP's layers are built one by one
+        layers = sympify(getattr(arch, name))
+        if layers.is_number and layers > MAX_LAYERS:
+            raise InputError(f"{name} must be at most {MAX_LAYERS:,} (no model stacks more), got "
+                             f"{layers if layers < 10**30 else 'a number of more than 30 digits'}", name)
+    if not sympify(arch.mtp_layers).is_number:
+        raise InputError(f"mtp_layers must be a number: each multi-token-prediction module is built as a layer of "
+                         f"its own, got {arch.mtp_layers}", "mtp_layers")
+
+
+MAX_LAYERS = 10**5
+"""The most decoder layers and multi-token-prediction modules ``Architecture`` takes (the deepest
+published stacks have a few hundred): each is built as a layer of its own, where a decoder-only
+stack of one kind of layer is counted in closed form, however deep."""
 
 
 _UNSET = object()

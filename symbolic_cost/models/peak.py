@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from sympy import Expr, Integer, sympify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import InputError, exact, instance
+from symbolic_cost.checks import InputError, count, exact, instance
 from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.extrema import maximum
 from symbolic_cost.models.overheads import OVERHEADS, Overheads, get_overheads  # noqa: F401 (Overheads: its old home)
@@ -281,6 +281,12 @@ def largest_micro_batch(arch, training, capacity, conventions=conv.DEFAULT, limi
     if not (capacity.is_number and capacity > 0):
         raise InputError(f"capacity must be a positive number of bytes, got {capacity}", "capacity")
     capacity = get_overheads(overheads).room(capacity)
+    if limit is not None:
+        limit = count(limit, "limit")
+    left = sorted(str(s) for s in _peak_at(arch, training, conventions, 1).free_symbols)
+    if left:
+        raise InputError(f"largest_micro_batch needs every size but b as a number: the peak still holds "
+                         f"{', '.join(left)}", "training")
     guess = _affine_guess(arch, training, capacity, conventions, limit)
     return guess if guess is not None else _bisection(arch, training, capacity, conventions, limit)
 

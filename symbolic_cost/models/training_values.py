@@ -37,10 +37,11 @@ from dataclasses import dataclass
 from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, choice, flag, positive, positive_dims, settle
+from symbolic_cost.checks import InputError, choice, flag, instance, positive, positive_dims, settle
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import check_recipe
 from symbolic_cost.models.recipes import check_16bit_layers, check_offload
+from symbolic_cost.parallel.grid import Grid
 from symbolic_cost.parallel.pipeline import Schedule
 from symbolic_cost.parallel.splits import layout_stages
 
@@ -290,6 +291,8 @@ class Degrees:
     def __post_init__(self):
         settle(self, "m1", "s1", "d")
         positive_dims(m1=self.m1, s1=self.s1, d=self.d)
+        if self.tensor is not None:
+            instance(self.tensor, Grid, "tensor", " (parallel.grid.make_grid(...), set with models.grid_stack.on_grid)")
 
 
 @dataclass(frozen=True)

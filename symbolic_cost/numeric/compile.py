@@ -51,7 +51,7 @@ import numpy as np
 from sympy import S, Symbol, lambdify, sympify
 from sympy.printing.numpy import NumPyPrinter
 
-from symbolic_cost.checks import InputError, InputTypeError, instance
+from symbolic_cost.checks import InputError, InputTypeError, instance, shown
 from symbolic_cost.collector import paused
 from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
@@ -134,6 +134,19 @@ def default_backend() -> str:
     return "llvm" if symengine() is not None else "numpy"
 
 
+def _numbers(value, name: str) -> None:
+    """Refuse a value that is not numbers (an int, a float, a numpy array of them): text is never
+    parsed here (``reader.read`` it), and ``None`` or a boolean is no size."""
+    try:
+        numbers = not isinstance(value, (str, bytes, bool)) and value is not None and \
+            np.asarray(value).dtype.kind != "U" and np.asarray(value, dtype=np.float64) is not None
+    except (TypeError, ValueError, OverflowError):      # text in a list, a structure, past a double
+        numbers = False
+    if not numbers:
+        raise InputTypeError(f"{name} must be numbers (an int, a float or a numpy array of them, within a "
+                             f"double's range), got {type(value).__name__} {shown(value)}", name)
+
+
 @dataclass(frozen=True)
 class Compiled:
     """A compiled expression set: call it with values for ``symbols``."""
@@ -154,13 +167,19 @@ class Compiled:
         missing = [str(s) for s in self.symbols if s not in values]
         if missing:
             raise InputError(f"compiled expressions need values for {', '.join(missing)}", missing[0])
+        for s in self.symbols:
+            _numbers(values[s], str(s))
         if at is not None:
             columns = [np.asarray(values[s]) for s in self.symbols]
             if self.backend == "llvm" and columns and all(c.ndim == 1 for c in columns):
                 return dict(zip(self.names, self._llvm(columns, np.asarray(at), threads=threads)))
             values = {s: np.asarray(values[s])[at] for s in self.symbols}
-        arrays = np.broadcast_arrays(*(np.asarray(values[s], dtype=np.float64) for s in self.symbols)) \
-            if self.symbols else [np.zeros(())]
+        try:
+            arrays = np.broadcast_arrays(*(np.asarray(values[s], dtype=np.float64) for s in self.symbols)) \
+                if self.symbols else [np.zeros(())]
+        except ValueError:
+            shapes = ", ".join(f"{s} {np.shape(values[s])}" for s in self.symbols)
+            raise InputError(f"the values do not broadcast together: {shapes}", "values") from None
         shape = arrays[0].shape
         flat = [a.ravel() for a in arrays]
         out = self._llvm(flat, threads=threads) if self.backend == "llvm" else \

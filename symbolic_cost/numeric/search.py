@@ -264,6 +264,8 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
         raise InputTypeError(f"search() got an unexpected keyword argument {unknown[0]!r} (a Space field or one "
                              "of search's own)", unknown[0])
     instance(arch, Architecture, "arch", MADE_BY)
+    if space is not None:
+        instance(space, Space, "space", " (numeric.search.Space(...), or its fields as keywords)")
     space = replace(space or Space(), **ranges)
     count(devices, "devices", maximum=MAX_DEVICES)
     count(top, "top")

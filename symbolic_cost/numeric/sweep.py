@@ -137,8 +137,10 @@ def check_grid(grid: Mapping) -> None:
 def _check_axis(symbol, values, what: str) -> np.ndarray:
     """One axis of a grid, or one column of a table (``what``), as float64 values its symbol admits."""
     try:
+        if isinstance(values, (str, bytes)) or np.asarray(values).dtype.kind in "USb":   # text is never parsed here
+            raise TypeError
         axis = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         values = list(values) if isinstance(values, pd.Series) else values       # a column, shown as its values
         raise InputTypeError(f"{what} {symbol} must be a list of numbers, got {shown(values)}", str(symbol)) from None
     if axis.ndim != 1 or axis.size == 0:

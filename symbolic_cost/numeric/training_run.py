@@ -101,7 +101,7 @@ def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022",
     first guess at ``ASSUMED_MFU``, the budget becomes what each plan's predicted speed delivers in
     those days, until it moves by less than 1 % (at most 6 rounds)."""
     budget = devices * calibrated(system).matrix_flops * ASSUMED_MFU * sympify(days) * SECONDS_A_DAY
-    if not math.isfinite(_double(budget)):
+    if not math.isfinite(_double(budget)) or budget > 10**40:       # planning's largest budget
         _too_large("days", days)
     for _ in range(6):
         chosen = plan(budget, law, shape, seq, recompute)
@@ -125,5 +125,5 @@ def _double(value) -> float:
 def _too_large(name: str, value) -> None:
     """Refuse ``name``'s ``value``: the FLOPs of the run it asks for pass a double's range, so every
     figure printed from them would read ``inf``."""
-    raise InputError(f"{name}={sympify(value).evalf(4)} is too large: the run's FLOPs pass a double's range "
-                     f"(about 1.8e308)", name)
+    raise InputError(f"{name}={sympify(value).evalf(4)} is too large: the run's FLOPs pass 1e40, the most a plan "
+                     f"takes (a double ends near 1.8e308)", name)

@@ -240,6 +240,10 @@ def optimizer_time(cost: ModelCost, system) -> Expr:
     working weights back, ``2 x optimizer + gradient + weight`` bytes at the calibrated HBM
     bandwidth (``Efficiency.memory``; a reference model's copy is not written).  Only the
     calibrated model times it."""
+    cost, system = model_cost_of(cost), get_system(system)
+    if system.efficiency is None:
+        raise InputError(f"optimizer_time times on the calibrated model, and {system.name} is the datasheet's "
+                         f"alone: give timing.hardware.calibrated({system.name!r})", "system")
     moved = 2 * cost.optimizer_bytes + cost.gradient_bytes + cost.weight_bytes - cost.reference_bytes
     return moved / (system.hbm_bandwidth * system.efficiency.memory)
 
