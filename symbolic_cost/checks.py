@@ -159,8 +159,8 @@ def whole(value):
     """
     if isinstance(value, float):                 # numpy's float64 too
         return int(value) if value.is_integer() else value
-    if isinstance(value, numbers.Integral) and not isinstance(value, int):
-        return int(value)                        # numpy's integers (a bool is an int already)
+    if isinstance(value, numbers.Integral) and hasattr(value, "dtype"):
+        return int(value)                        # numpy's integers (a SymPy Integer stays exact as it is)
     return value
 
 

@@ -548,6 +548,7 @@ def test_a_python_callers_wrong_values_are_refused_by_name():
     from sympy import Symbol
     from symbolic_cost import mlp
     from symbolic_cost.analysis.planning import plan
+    from symbolic_cost.analysis.scaling import elasticity
     from symbolic_cost.checks import count, exact
     from symbolic_cost.inference.load import StepModel, arrivals
     from symbolic_cost.inference.serving import Serving
@@ -586,6 +587,8 @@ def test_a_python_callers_wrong_values_are_refused_by_name():
         (lambda: paper_form(2 * b, by=0), "by must not be 0"),
         (lambda: paper_form(2 * b, by="b"), "not text"),
         (lambda: Training(tensor="8"), "tensor must be a Grid"),
+        (lambda: elasticity(l - 5, l, {"l": 5}), "the elasticity is not finite at"),
+        (lambda: elasticity(l - 5, l, {"l": -4096}), "at[l] must be positive (l is a size)"),
     ]
     for call, message in cases:
         with pytest.raises(InputError, match=re.escape(message)):

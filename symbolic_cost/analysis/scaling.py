@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Pow, Symbol, diff,
-                   expand, false, fraction, limit as _limit, log, nsolve, oo, simplify, solve, sympify, together,
-                   true)
+                   expand, false, fraction, limit as _limit, log, nan, nsolve, oo, simplify, solve, sympify, together,
+                   true, zoo)
 
 from symbolic_cost.symbols import resolve_names
 from symbolic_cost.checks import InputError, InputTypeError, count, exact, fits, shown
@@ -116,7 +116,12 @@ def elasticity(expr, x, at: dict | None = None) -> Expr:
     x = _symbol(x)
     expr = _nonzero(expr, "expr", "an elasticity of nothing")
     value = simplify(x * diff(expr, x) / expr)
-    return simplify(value.subs(_point(at, "at"))) if at else value
+    if not at:
+        return value
+    found = simplify(value.subs(_point(at, "at")))
+    if found.has(zoo, oo, -oo, nan):
+        raise InputError(f"the elasticity is not finite at {at}: the cost is 0 there", "at")
+    return found
 
 
 def crossover(a, b, x) -> Expr:
@@ -154,7 +159,11 @@ def _point(point, name: str) -> dict:
     """``point``: a dict of symbols (or their names) to exact values."""
     if not isinstance(point, dict):
         raise InputTypeError(f"{name} must be a dict of symbols to numbers, got {shown(point)}", name)
-    return {k: exact(v, f"{name}[{k}]") for k, v in resolve_names(point).items()}
+    values = {k: exact(v, f"{name}[{k}]") for k, v in resolve_names(point).items()}
+    for k, v in values.items():         # the library's sizes are positive symbols: a point outside is no size
+        if getattr(k, "is_positive", False) and v.is_number and not v.is_positive:
+            raise InputError(f"{name}[{k}] must be positive ({k} is a size), got {v}", f"{name}[{k}]")
+    return values
 
 
 def limit(expr, x, to=oo) -> Expr:

@@ -37,7 +37,8 @@ accelerate key (default)                        library field
                                                 ``d`` = processes / sp
 ``deepspeed_config`` (under DEEPSPEED)          ``deepspeed_plugin``: ``zero`` and ``offload`` of
                                                 ``zero_stage`` (2) and the offload devices,
-                                                accumulation steps as ``n_micro``
+                                                accumulation steps as ``n_micro`` (the values a
+                                                Trainer checks: ``plugin_config``)
 =============================================== ===================================================
 
 FSDP prefetches its gathers and reduce-scatters behind compute (``overlap`` grad, param).  FSDP's
@@ -261,7 +262,8 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
         plugin, steps = deepspeed_plugin(config.get("deepspeed_config") or {}, notes)
         policy.update(plugin)
         values.update({} if steps is None else {S.n_micro: steps})
-        return Setup(arch, values, policy, notes, launcher=kind)
+        return Setup(arch, values, policy, notes, launcher=kind,
+                     plugin=plugin_config(config.get("deepspeed_config") or {}, steps, _scalar(precision), name))
     sharded = policy["zero"] == 3
     policy["overlap"] = Overlap(grad_reduce=world > 1, param_gather=sharded and world > 1)
     return Setup(arch, values, policy, notes, launcher=kind)
@@ -514,6 +516,25 @@ LAUNCH_DROPS = {"seq_parallel_communication_data_type": "accelerate launch passe
                 "applies"}
 """``deepspeed_config`` keys of an accelerate config that accelerate sets aside without passing them to
 DeepSpeed (TRL's ALST example writes one): noted, as they change nothing."""
+
+
+def plugin_config(section: dict, steps: int | None, mixed: str, name: str) -> dict:
+    """The values of the DeepSpeed config accelerate's ``DeepSpeedPlugin`` builds without a file
+    (``utils/dataclasses.py``, from the variables ``accelerate launch`` exports: ``utils/launch.py``)
+    that transformers' Trainer compares with its TrainingArguments (``HfTrainerDeepSpeedConfig.
+    trainer_config_process``'s ``fill_match``; ``models.hf_trainer.launched``): the micro-batch and
+    the global batch ``"auto"``, ``gradient_accumulation_steps`` (``"auto"`` unless given),
+    ``gradient_clipping`` (only where given and nonzero), and the mixed precision
+    (``set_mixed_precision``: a ``bf16`` or ``fp16`` section); ``file``: the config's name.
+
+    >>> plugin_config({"gradient_accumulation_steps": 1}, 1, "bf16", "zero1")["gradient_accumulation_steps"]
+    1
+    """
+    clipping = section.get("gradient_clipping")
+    return {"file": name, "train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto",
+            "gradient_accumulation_steps": "auto" if steps is None else steps,
+            **({"gradient_clipping": clipping} if clipping not in (None, "auto") and clipping else {}),
+            "mixed_precision": mixed}
 
 
 def deepspeed_plugin(section: dict, notes: list) -> tuple[dict, int | None]:

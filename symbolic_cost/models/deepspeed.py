@@ -42,13 +42,14 @@ refused by name when the command line does not give it.  Booleans are read as De
 pydantic config reads them (``"false"`` is false; ``_boolean``).  Keys that change no count are accepted
 (``NO_COST``); a top-level key DeepSpeed itself does not read is ignored, as DeepSpeed ignores it,
 and noted (``DEEPSPEED_KEYS``); any other key is refused, naming it.  At stage 3 DeepSpeed keeps parameters under
-``stage3_param_persistence_threshold`` (100,000 elements) whole on every rank; the library shards
-them (noted).
+``stage3_param_persistence_threshold`` (100,000 elements unless the file sets it) whole on every rank;
+the library shards them (noted with the file's value; at 0 none is kept whole).
 """
 
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, given_counts, instance
@@ -293,6 +294,33 @@ def batch(config: dict, world: int | None, given: dict) -> tuple[int, int, int]:
     return micro, accum or 1, world
 
 
+def persistence_note(zero: dict) -> str:
+    """The ZeRO-3 note of ``zero_optimization.stage3_param_persistence_threshold`` (its alias
+    ``param_persistence_threshold``; DeepSpeed's default 100,000 elements): the parameters under it
+    stay whole on every rank, the library shards them; at 0 none stays whole.
+
+    >>> "keeps no parameter whole" in persistence_note({"stage3_param_persistence_threshold": 0})
+    True
+    """
+    value = zero.get("stage3_param_persistence_threshold", zero.get("param_persistence_threshold"))
+    if value is None:
+        said = "100,000 elements by default: norms, biases"
+    elif value == "auto":
+        said = "auto: transformers' Trainer fills 10 x the hidden size"
+    else:
+        try:
+            number = Fraction(str(value))
+        except (ValueError, ZeroDivisionError):
+            raise InputError(f"zero_optimization.stage3_param_persistence_threshold must be a number or \"auto\", "
+                             f"got {value!r}", "zero_optimization.stage3_param_persistence_threshold") from None
+        if number == 0:
+            return ("ZeRO-3: stage3_param_persistence_threshold 0: DeepSpeed keeps no parameter whole on every rank; "
+                    "every parameter sharded, as counted")
+        said = f"{int(number):,} elements, the file's" if number.denominator == 1 else f"{value}, the file's"
+    return (f"ZeRO-3: DeepSpeed keeps parameters under stage3_param_persistence_threshold ({said}) whole on every "
+            f"rank; counted sharded")
+
+
 def zero_policy(zero: dict, stage: int, notes: list) -> dict:
     """Offload and overlap of ``zero_optimization``."""
     devices = {key: (zero.get(key) or {}).get("device", "none") for key in ("offload_optimizer", "offload_param")}
@@ -314,8 +342,7 @@ def zero_policy(zero: dict, stage: int, notes: list) -> dict:
                ("none", "cpu"): "weights"}[(devices["offload_optimizer"], devices["offload_param"])]
     overlap = _boolean(zero.get("overlap_comm", stage == 3), "zero_optimization.overlap_comm")
     if stage == 3:
-        notes.append("ZeRO-3: DeepSpeed keeps parameters under stage3_param_persistence_threshold (100,000 elements "
-                     "by default: norms, biases) whole on every rank; counted sharded")
+        notes.append(persistence_note(zero))
     return dict(offload=offload, overlap=Overlap(grad_reduce=bool(overlap) and stage > 0,
                                                  param_gather=bool(overlap) and stage == 3))
 

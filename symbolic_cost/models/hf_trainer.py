@@ -50,6 +50,7 @@ refused there, and any other key is refused by name.
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, count, file_text, given_counts, text_flag
@@ -271,6 +272,7 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
                          f"n_micro= l=, --lora-rank, --lora-base), its DeepSpeed file with --deepspeed",
                          "--hf-training-args")
     sixteen_bit = None
+    pissa = is_llamafactory(args) and text_flag(args.get("pissa_init", False), "pissa_init")
     if is_llamafactory(args):           # its own fields as the TRL recipe they amount to (models.llamafactory)
         own, trainer, sixteen_bit, factory_notes = llamafactory_recipe(args, trainer)
         args.update(own)
@@ -330,7 +332,10 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
               S.n_micro: count_field(args, "gradient_accumulation_steps"),
               S.d: world, S.m1: 1, S.s1: 1, S.p: 1, **recipe_values}
     found = Setup(arch, values, policy, notes)
-    return found if launch is None else launched(args, found, launch)
+    if pissa and launch is not None and launch.launcher == "DEEPSPEED" and launch.policy.get("zero") == 3:
+        raise InputError("pissa_init under DeepSpeed ZeRO-3: LLaMA-Factory refuses it (\"Please use "
+                         "scripts/pissa_init.py to initialize PiSSA in DeepSpeed ZeRO-3\")", "pissa_init")
+    return found if launch is None else launched(args, found, launch, name)
 
 
 def default_attention(setup: Setup, eager: bool = False, library: str | None = None) -> Setup:
@@ -380,14 +385,64 @@ def kept_in_fp32(policy: dict, notes: list, launcher: str) -> list:
         f"{launcher}: {FP32_COPY[launcher]}, whatever dtype the model loads in: an fp32 master"])
 
 
-def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
+def plugin_mismatches(args: dict, plugin: dict, name: str) -> list:
+    """The notes of a Trainer run under an accelerate launch whose DeepSpeed config the plugin builds
+    (``plugin``: ``models.accelerate.plugin_config``), as transformers joins them
+    (``integrations/deepspeed.py``: ``propagate_args_to_deepspeed``, ``trainer_config_process``'s
+    ``fill_match``, 5.23): each value ``"auto"`` there takes the TrainingArguments' (``name``); a value
+    set in both that differs is refused by ``trainer_config_finalize`` ("Please correct the following
+    DeepSpeed config values that mismatch TrainingArguments values").  A mismatch that changes the
+    cost (the accumulation, the micro-batch, the mixed precision: ``set_mixed_precision`` writes the
+    launch's ``bf16`` or ``fp16`` section where the arguments set neither) is refused here, naming
+    the key, both values and both files; ``gradient_clipping`` against ``max_grad_norm`` changes no
+    count: noted."""
+    where = f"the accelerate config {plugin['file']}'s deepspeed_config"
+    for key, field in (("train_micro_batch_size_per_gpu", "per_device_train_batch_size"),
+                       ("gradient_accumulation_steps", "gradient_accumulation_steps")):
+        theirs, ours = plugin[key], count_field(args, field)
+        if theirs != "auto" and theirs != ours:
+            raise InputError(f"{key} {theirs} of {where} and {field} {ours} of the TrainingArguments {name} differ: "
+                             f"transformers refuses the mismatch (\"Please correct the following DeepSpeed config "
+                             f"values that mismatch TrainingArguments values\"); leave it out of the accelerate "
+                             f"config (\"auto\": the TrainingArguments' value) or make the two equal", key)
+    mixed = plugin["mixed_precision"]
+    section = "fp16" if mixed == "fp16" else "bf16" if mixed in ("bf16", "fp8") else None
+    given = [k for k in ("bf16", "fp16") if text_flag(args.get(k, False), k)]
+    if section is not None and not given and not text_flag(args.get(f"{section}_full_eval", False),
+                                                           f"{section}_full_eval"):
+        raise InputError(f"{section}.enabled true of {where} (mixed_precision {mixed}: accelerate's "
+                         f"set_mixed_precision writes it) and {section}|{section}_full_eval false of the "
+                         f"TrainingArguments {name}: transformers refuses the mismatch; set {section}: true in "
+                         f"the TrainingArguments", f"{section}.enabled")
+    notes = []
+    clipping, norm = plugin.get("gradient_clipping"), args.get("max_grad_norm", 1.0)
+    if clipping is not None and _number(clipping) != _number(norm):
+        notes.append(f"gradient_clipping {clipping} of {where} and max_grad_norm {norm} of the TrainingArguments "
+                     f"{name} differ: transformers refuses the mismatch at start-up (no count changes; make them "
+                     f"equal)")
+    return notes
+
+
+def _number(value):
+    """A clipping norm as a number (a YAML may quote it); the text itself where it is none."""
+    try:
+        return Fraction(str(value))
+    except (ValueError, ZeroDivisionError):
+        return value
+
+
+def launched(args: dict, trainer: Setup, launch: Setup, name: str = "given") -> Setup:
     """TrainingArguments (``args``, read as ``trainer``) run under ``accelerate launch
     --config_file`` (``launch``, ``models.accelerate``), as TRL's and the alignment handbook's
     recipes are: ``TrainingArguments.__post_init__`` writes its own mixed precision (``bf16``,
     ``fp16``) and, with ``fsdp`` set, its FSDP plugin into the environment accelerate reads, so
     those fields, where set, replace the launch config's; the processes, FSDP or DDP and offload
     are otherwise the launch config's.  The batch, the accumulation and the optimizer are the
-    TrainingArguments'; activation checkpointing is on when either file turns it on."""
+    TrainingArguments'; activation checkpointing is on when either file turns it on.  Under a
+    DeepSpeed config accelerate's plugin builds, the values transformers compares must agree
+    (``plugin_mismatches``)."""
+    plugin = launch.plugin                              # models.accelerate.plugin_config
+    plugin_notes = [] if plugin is None else plugin_mismatches(args, plugin, name)
     mixed = trainer.policy["precision"] if args.get("bf16") or args.get("fp16") else launch.policy["precision"]
     copied = _fp32_copy(launch.launcher) and mixed != "fp32"     # the launcher's fp32 copy, in mixed precision
     sixteen = trainer.policy.get("master_weights") is False and not copied
@@ -437,4 +492,4 @@ def launched(args: dict, trainer: Setup, launch: Setup) -> Setup:
         notes = [n for n in notes if not n.startswith(COPY_NOTE)] + [
             "DeepSpeed casts the reference model's parameters to the 16-bit type, as the trained model's"]
     values = {**launch.values, **{k: v for k, v in trainer.values.items() if k in (S.b, S.n_micro, S.l)}}
-    return Setup(trainer.arch, values, policy, notes)
+    return Setup(trainer.arch, values, policy, notes + plugin_notes)

@@ -24,6 +24,9 @@ LLaMA-Factory field (default)           read as
 ``disable_gradient_checkpointing``      gradient checkpointing on unless true (``prepare_model_for_
 (false)                                 training``)
 ``pure_bf16`` (false)                   bf16 parameters without an fp32 copy
+``pissa_init`` (false), ``pissa_iter``  LoRA's step (PiSSA changes the adapters' initialisation only:
+(16), ``pissa_convert`` (false)         an SVD at load, a conversion when saving), noted; refused
+                                        where LLaMA-Factory refuses it
 ======================================= ==============================================================
 
 The weights load in the checkpoint's dtype (``torch_dtype="auto"``), taken as 16-bit (noted); the
@@ -70,7 +73,7 @@ NO_COST = {
     "swanlab_run_name", "swanlab_mode", "swanlab_api_key", "swanlab_logdir", "finetuning_type", "stage",
     "lora_rank", "lora_target", "quantization_bit", "quantization_method", "quantization_type",
     "double_quantization", "cutoff_len", "flash_attn", "disable_gradient_checkpointing", "pure_bf16",
-    "enable_liger_kernel",
+    "enable_liger_kernel", "pissa_init", "pissa_iter", "pissa_convert",
 }
 """LLaMA-Factory fields that change no count, and those this module reads into the recipe's own
 (all taken out before the ``TrainingArguments`` are read)."""
@@ -83,7 +86,6 @@ REFUSED = {
     "use_muon": "Muon's optimizer state is not modelled",
     "use_llama_pro": "LLaMA Pro's expanded blocks are not modelled",
     "use_dora": "DoRA's magnitude vectors and their products are not modelled",
-    "pissa_init": "PiSSA's initialisation is not modelled",
     "use_unsloth": "Unsloth's kernels are not modelled",
     "use_unsloth_gc": "Unsloth's offloaded checkpoints are not modelled",
     "shift_attn": "LongLoRA's shifted sparse attention is not modelled",
@@ -202,7 +204,10 @@ def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
     reference_free = pairs and loss in ("orpo", "simpo")
     if reference_free:
         notes.append(f"pref_loss {loss}: no reference model (use_ref_model false)")
-    if out.get("use_peft") or pairs and not reference_free:
+    notes += _pissa(own, out, pairs and not reference_free)
+    if out.get("load_in_4bit") or out.get("load_in_8bit"):
+        notes.append(_quantised_note(out))
+    elif out.get("use_peft") or pairs and not reference_free:
         notes.append(f"LLaMA-Factory loads the model in its checkpoint's dtype (torch_dtype auto): the "
                      f"{'frozen base' if out.get('use_peft') else 'reference'} taken as 16-bit")
     return out, "orpo" if reference_free else "dpo" if pairs else "sft", True, notes
@@ -235,6 +240,47 @@ def _tuning(own: dict, args: dict) -> dict:
     if not out.get("load_in_4bit") and not out.get("load_in_8bit"):
         out["torch_dtype"] = "float16" if args.get("fp16") else "bfloat16"
     return out
+
+
+def _pissa(own: dict, out: dict, reference: bool) -> list:
+    """The note of ``pissa_init`` (PiSSA: the adapters start from the base's principal singular
+    vectors, the base keeping the residual; ``model/adapter.py``: PEFT's ``init_lora_weights``
+    ``pissa_niter_<pissa_iter>``, or ``pissa`` at ``pissa_iter`` -1): an SVD once at load and, with
+    ``pissa_convert``, a conversion of the adapter when saving (``train/callbacks.py``'s
+    ``PissaConvertCallback``); each step is LoRA's, the same shapes.  Refused where LLaMA-Factory
+    refuses it: without LoRA, on a quantised base (``hparams/parser.py``), with a reference model
+    (``FinetuningArguments``: "Cannot use PiSSA for current training stage"); under DeepSpeed ZeRO-3
+    too (``models.hf_trainer``)."""
+    if not _flag(own, "pissa_init", False):
+        given = [k for k in ("pissa_iter", "pissa_convert") if k in own]
+        return [f"{', '.join(given)} without pissa_init: LLaMA-Factory uses them only with PiSSA (no count "
+                f"changes)"] if given else []
+    if not out.get("use_peft"):
+        raise InputError("pissa_init without finetuning_type lora: LLaMA-Factory refuses it (\"`pissa_init` is only "
+                         "valid for LoRA training\")", "pissa_init")
+    if out.get("load_in_4bit") or out.get("load_in_8bit"):
+        raise InputError("pissa_init with quantization_bit: LLaMA-Factory refuses it (\"Please use "
+                         "scripts/pissa_init.py to initialize PiSSA for a quantized model\")", "pissa_init")
+    if reference:
+        raise InputError("pissa_init with a reference model (stage dpo): LLaMA-Factory refuses it (\"Cannot use "
+                         "PiSSA for current training stage\")", "pissa_init")
+    steps = own.get("pissa_iter", 16)
+    how = "a full SVD" if steps == -1 else f"{count(steps, 'pissa_iter')} fast-SVD iterations (pissa_iter)"
+    convert = "; pissa_convert: the adapter converted to plain LoRA when saved" if _flag(own, "pissa_convert", False) \
+        else ""
+    return [f"pissa_init: PiSSA initialises the adapters from the base's principal singular vectors by {how}, once "
+            f"at load{convert}: not counted; each step is LoRA's (the same adapters and base)"]
+
+
+def _quantised_note(out: dict) -> str:
+    """The note of the base bitsandbytes quantises on load (``quantization_bit``, ``_quantised``)."""
+    if out.get("load_in_8bit"):
+        return ("quantization_bit 8 (bitsandbytes' LLM.int8): the frozen base's linear layers counted in int8 with "
+                "an fp32 scale per output row; the word table, norms and head 16-bit")
+    scales = ("double quantisation: an 8-bit absmax per 64 weights and an fp32 scale per 256 blocks"
+              if out["use_bnb_nested_quant"] else "an fp32 absmax per 64 weights (double_quantization false)")
+    return (f"quantization_bit 4 (bitsandbytes, {out['bnb_4bit_quant_type']}): the frozen base's linear layers "
+            f"counted in 4 bits with {scales}; the word table, norms and head 16-bit")
 
 
 def _quantised(own: dict, bits) -> dict:

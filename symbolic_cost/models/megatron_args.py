@@ -171,6 +171,7 @@ class Setup:
     policy: dict
     notes: list = field(default_factory=list)
     launcher: str = ""          # accelerate's distributed_type of an accelerate config (hf_trainer.launched)
+    plugin: dict | None = None  # the DeepSpeed values accelerate's plugin writes (models.accelerate.plugin_config)
 
 
 def model_for(arch) -> Architecture | None:

@@ -68,7 +68,8 @@ world size (``--devices``)                   ``d = world / (m1 p cp)``, Megatron
 
 The file does not say how many processes run it (torchrun's); ``--devices`` gives it.  Keys that
 change no count are accepted (``megatron_bridge_keys.NO_COST``); those that act only away from one
-value (CPU offload, experts, multi-token prediction, latent attention, FP4 primary weights,
+value (CPU offload, experts, multi-token prediction, latent attention, FP4 primary weights:
+``fp4_param``, or ``fp4_param_gather``, which sets it, ``megatron_precision.fp4_primary_weights``,
 Megatron FSDP, a batch ramp, PEFT, ...) are refused at any other (``INERT``), and any other key is refused, naming it.
 """
 
@@ -81,7 +82,7 @@ from symbolic_cost.checks import InputError, file_text, given_counts, instance
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import CP_COMM_TYPES, DISPATCHER_TYPES, SHARDING, Setup, layer_flags
 from symbolic_cost.models.megatron_bridge_keys import MOE_MODEL, Container
-from symbolic_cost.models.megatron_precision import precision
+from symbolic_cost.models.megatron_precision import fp4_primary_weights, precision
 from symbolic_cost.models.training import Overlap
 from symbolic_cost.parallel.splits import layout_stages
 
@@ -113,8 +114,9 @@ def load_yaml(text: str, name: str, flag: str):
         import yaml
     except ImportError:
         raise InputError(f"{flag} needs PyYAML: pip install 'symbolic_cost[yaml]'", flag) from None
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)      # refuses characters YAML does not take (a NUL) already
         node = loader.get_single_node()
         if node is None:
             return None
@@ -127,8 +129,12 @@ def load_yaml(text: str, name: str, flag: str):
         raise InputError(f"{flag}: {name} is nested too deeply to be a configuration", flag) from None
     except yaml.YAMLError as error:
         raise InputError(f"{name}: not a YAML file ({error})", flag) from None
+    except ValueError:                  # Python reads no integer of more than 4,300 digits
+        raise InputError(f"{flag}: {name} holds a number of more than 4,300 digits, which no configuration "
+                         f"needs", flag) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def expanded_nodes(node) -> int:
@@ -184,6 +190,7 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
     processes (``megatron_bridge_setup``'s, and a recipe's of ``models.bridge_recipes``, whose model
     providers give ``etp_default``)."""
     notes = list(notes or []) + fp32_gradients_note(c)
+    fp4_primary_weights(c)
     tp, pp, cp = (c.get("model", k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
                                                  "context_parallel_size"))
     if world % (tp * pp * cp):

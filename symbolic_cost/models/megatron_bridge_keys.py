@@ -52,6 +52,8 @@ INERT = {
         "use_custom_fsdp": (False, "the custom FSDP of older Megatron-Core is not read (use_megatron_fsdp is)"),
         "use_torch_fsdp2": (False, "PyTorch FSDP2 is not read from a Megatron-Bridge file"),
         "num_distributed_optimizer_instances": (1, "several distributed-optimizer instances are not modelled"),
+        "fp4_param_gather": (False, "the parameters' all-gather in FP4 goes with FP4 primary weights (mixed_precision."
+                             "fp4_param_gather sets it): " + FP4_PARAMS),
     },
     "dist": {"use_torch_fsdp2": (False, "PyTorch FSDP2 is not read from a Megatron-Bridge file")},
     "optimizer": {"optimizer_cpu_offload": (False, "the optimizer's host offload is not read from a Megatron-Bridge "

@@ -8,7 +8,7 @@ table of ``models.megatron_args``) and from Megatron-Bridge's ``mixed_precision`
 from __future__ import annotations
 
 from symbolic_cost.checks import InputError
-from symbolic_cost.models.megatron_bridge_keys import Container
+from symbolic_cost.models.megatron_bridge_keys import FP4_PARAMS, Container
 from symbolic_cost.models.megatron_words import Options
 
 PRECISION_RECIPES = {"bf16_mixed": "bf16", "fp16_mixed": "fp16"}
@@ -41,6 +41,29 @@ def precision(c: Container) -> dict:
     policy.update(optimizer=kind, distributed_optimizer=c.get("ddp", "use_distributed_optimizer", False, bool))
     return policy
 
+
+
+def fp4_primary_weights(c: Container) -> None:
+    """Refuse FP4 primary weights (``FP4_PARAMS``): ``mixed_precision.fp4_param``, or where it is unset
+    ``fp4_param_gather``, as Megatron-Bridge's ``MixedPrecisionConfig`` resolves them
+    (``training/mixed_precision.py``: ``__setattr__`` sets each of the two from the other, ``finalize``
+    sets an unset ``fp4_param`` from ``fp4_param_gather``), and Megatron-Core's ``fp4_param`` keeps the
+    weights in FP4.  The recipes of ``bf16_with_nvfp4_mixed`` set ``fp4_param_gather`` alone.  Given
+    both and different (a YAML's override over a recipe), the one set last wins, which the merged
+    file does not say: refused, naming both.  A recipe's name (``bf16_mixed``) keeps neither."""
+    if not isinstance(c.data.get("mixed_precision"), dict):
+        return
+    param = c.get("mixed_precision", "fp4_param", None, bool)
+    gather = c.get("mixed_precision", "fp4_param_gather", None, bool)
+    if None not in (param, gather) and param != gather:
+        raise InputError(f"mixed_precision.fp4_param {param} and fp4_param_gather {gather}: Megatron-Bridge keeps "
+                         f"the two equal (MixedPrecisionConfig.__setattr__ sets each from the other; the one set "
+                         f"last wins); give one value", "mixed_precision.fp4_param_gather")
+    if param or gather:
+        key = "fp4_param" if param else "fp4_param_gather"
+        raise InputError(f"mixed_precision.{key} = True: Megatron-Bridge sets fp4_param from fp4_param_gather "
+                         f"(MixedPrecisionConfig), and Megatron-Core's fp4_param keeps the weights in FP4; "
+                         f"{FP4_PARAMS}", f"mixed_precision.{key}")
 
 
 def low_precision(c: Container) -> dict:

@@ -190,12 +190,33 @@ its ``ScaledDotProductAttention`` puts PyTorch's cuDNN backend first from comput
 FLEX_ONLY = ("gpt_oss",)
 """Models whose attention the last TOML generation runs by FlexAttention alone (``GptOssModelArgs``:
 ``attn_type = "flex"``, "gpt-oss only support FlexAttention"), not SDPA; so do Llama 4's ``_irope``
-flavours (``attn_type="flex"``: ``flex_attention``)."""
+flavours (``attn_type="flex"``: ``flex_attention``) and the flavours of ``FLEX_FLAVORS``."""
+
+FLEX_FLAVORS = {"deepseek_v3": {"16B": "f738a03, 2025-08-22", "236B": "f738a03, 2025-08-22",
+                                "671B": "f738a03, 2025-08-22"}}
+"""Flavours the last TOML generation (9810191^, 2026-02) runs by FlexAttention with a block-causal mask
+beside models that run SDPA (``torchtitan/models/deepseek_v3/__init__.py``: ``attn_type="flex"``,
+``attn_mask_type="block_causal"``; ``use_flex_attn=True`` from the commit named, "Switch DeepSeekV3 to Use
+FlexAttention by Default"; a TOML of before it ran them by SDPA, causal).  Their debug model and Qwen3's
+flavours keep ``ModelArgs``' ``attn_type="sdpa"``, ``attn_mask_type="causal"``."""
+
+DOCUMENT_MASK = ("attention within each packed document (varlen, or a block-causal mask): counted as causal "
+                 "attention over the whole sequence (an upper bound)")
+"""The note of a model whose attention stops at each document's end (torchtitan's ``block_causal`` mask,
+or varlen attention): the library counts causal attention over the whole sequence."""
 
 
 def flex_attention(model: str, flavor: str) -> bool:
-    """Whether the last TOML generation runs ``model``'s ``flavor`` by FlexAttention (``FLEX_ONLY``)."""
-    return model in FLEX_ONLY or flavor.endswith("_irope")
+    """Whether the last TOML generation runs ``model``'s ``flavor`` by FlexAttention (``FLEX_ONLY``,
+    ``FLEX_FLAVORS``, Llama 4's ``_irope``)."""
+    return model in FLEX_ONLY or flavor.endswith("_irope") or flavor in FLEX_FLAVORS.get(model, {})
+
+
+def block_causal(model: str, flavor: str) -> bool:
+    """Whether the last TOML generation masks ``model``'s ``flavor`` block-causally (each packed
+    document apart: ``attn_mask_type="block_causal"``): ``FLEX_FLAVORS`` and Llama 4's ``_irope``;
+    GPT-OSS's flavours are ``causal`` (``GptOssModelArgs``)."""
+    return flavor.endswith("_irope") or flavor in FLEX_FLAVORS.get(model, {})
 
 
 def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
@@ -234,8 +255,12 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
     setup = job_setup(job, name, world, None, notes=notes, model=partial(toml_architecture, model, flavor))
     if not flex_attention(model, flavor):
         return sdpa_attention(setup, gpu)
-    setup.notes.insert(0, f"{model} {flavor} attends by FlexAttention (this generation's): timed as the system's "
-                          f"fused attention kernel")
+    since = FLEX_FLAVORS.get(model, {}).get(flavor)
+    setup.notes.insert(0, f"{model} {flavor} attends by FlexAttention (this generation's"
+                          + (f"; torchtitan's flavour since {since}, SDPA before" if since else "")
+                          + "): timed as the system's fused attention kernel")
+    if block_causal(model, flavor):
+        setup.notes.insert(1, DOCUMENT_MASK)
     return setup
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from symbolic_cost.checks import InputError, file_text
 from symbolic_cost.files import input_file
+from symbolic_cost.models.torchtitan import DOCUMENT_MASK
 
 GENERATIONS = ("torchtitan's Python configurations: the first generation (from 9810191, 2026-02-23: TrainingConfig's "
                "local_batch_size and seq_len, ActivationCheckpointConfig, model_converters; its selective mode a "
@@ -543,8 +544,7 @@ def _model(spec, converters_container, data: dict, name: str, notes: list) -> di
         model["moe_comm_backend"] = fields["moe_comm_backend"]
     backend = fields.get("attn_backend", ATTENTION_DEFAULT.get(fields["name"], "flex"))
     if backend == "varlen" or str(fields["flavor"]).endswith("_attn"):
-        notes.append("attention within each packed document (varlen, or a block-causal mask): counted as causal "
-                     "attention over the whole sequence (an upper bound)")
+        notes.append(DOCUMENT_MASK)
     if fields.get("tp_gemm_backend", "default") != "default":
         notes.append(f"tp_gemm_backend {fields['tp_gemm_backend']!r} folds the attention's TP collectives into its "
                      f"products; not counted (the collectives are counted exposed or behind compute as --overlap says)")
