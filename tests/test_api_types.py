@@ -594,3 +594,13 @@ def test_a_python_callers_wrong_values_are_refused_by_name():
         with pytest.raises(InputError, match=re.escape(message)):
             call()
     assert count(np.int64(16), "devices") == 16          # numpy's integers are integers, as Training takes them
+
+
+def test_a_span_past_the_context_names_the_length_to_cut():
+    """A prompt past the context names ``l_in``; a prompt that fits but whose answer runs past
+    names ``l_out`` (the refusal named no argument)."""
+    from symbolic_cost.inference.serving import Serving, check_context
+    for serving, argument in ((Serving(b=1, l_in=1020, l_out=16), "l_out"), (Serving(b=1, l_in=2000, l_out=16), "l_in")):
+        with pytest.raises(InputError) as refused:
+            check_context(preset("gpt2"), serving)
+        assert refused.value.argument == argument

@@ -209,3 +209,11 @@ def test_zero_3_fields_by_their_own_names_change_no_count():
     plain = _setup({"zero_optimization": {"stage": 3, **long}})
     named = _setup({"zero_optimization": {"stage": 3, **short}})
     assert named.policy == plain.policy and named.values == plain.values
+
+
+def test_a_key_named_twice_is_refused_as_deepspeed_refuses_it():
+    """DeepSpeed reads its config with ``dict_raise_error_on_duplicate_keys``: a key named twice in
+    one object is an error there, not the last value (which plain JSON keeps)."""
+    text = '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1, "stage": 3}}'
+    with pytest.raises(InputError, match="names 'stage' twice in one object; DeepSpeed refuses duplicate keys"):
+        deepspeed_setup(text, "ds.json", preset("gpt2"), 8, {}, dict(COMMAND))

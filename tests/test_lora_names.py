@@ -33,3 +33,9 @@ def test_peft_names_beside_short_names_and_refusals(capsys):
         LoRA(8, ("query",))
     assert main(["summary", "--preset", "llama-2-7b", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj"]) == 0
     assert "lora rank 8 on q,v" in capsys.readouterr().out
+
+
+def test_one_target_named_as_text_is_that_target():
+    """``LoRA(8, "qkv")``: the fused projection, as ``("qkv",)`` names it, not its three letters."""
+    from symbolic_cost.models.lora import LoRA
+    assert LoRA(8, "qkv").targets == LoRA(8, ("qkv",)).targets == ("qkv",)

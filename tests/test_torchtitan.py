@@ -3,6 +3,11 @@ code (``FeedForward.__init__`` and ``generate_llm_fqn_per_model_part``) and Llam
 widths (14,336, 28,672 and 53,248: the ``intermediate_size`` of meta-llama's 8B, 70B and 405B
 config.json).  Fast: ``tests/mutations.py`` runs it."""
 
+import pathlib
+import re
+
+import pytest
+
 from symbolic_cost.models.torchtitan import FLAVORS, hidden_dim, stage_layers
 
 
@@ -38,7 +43,6 @@ def torchtitan_checkpointed(layers: int, frequency: int) -> int:
 def test_activation_checkpoint_frequency_counts_the_layers_torchtitan_wraps():
     """Issue 66's blind spot: the selective layer frequency ``N`` of ``[activation_checkpoint]`` (Llama 3
     8B's 32 layers, one stage) recomputes the blocks torchtitan's counter wraps, every ``N``-th."""
-    import pathlib
     from symbolic_cost.models.torchtitan import torchtitan_setup
     text = (pathlib.Path(__file__).parent / "framework_inputs" / "llama3_8b.toml").read_text()
     for frequency in (1, 2, 3, 5, 7, 32, 33):
@@ -50,3 +54,19 @@ def test_activation_checkpoint_frequency_counts_the_layers_torchtitan_wraps():
                 ("full", "block", wrapped), frequency
         else:
             assert policy["recompute"] == "none", frequency
+
+
+@pytest.mark.parametrize("line, message", [("seq_len = 0", "[training] seq_len must be at least 1, got 0"),
+                                           ("batch_size = 100000000000000000000000",
+                                            "[training] batch_size must be at most 2**53")])
+def test_a_sequence_of_nothing_or_a_batch_past_a_double_is_refused_by_its_key(line, message):
+    """The reader names the TOML's key (``l=0`` used to be refused later, naming ``l``; a batch of
+    10^23 sequences was accepted), as ``from_config`` caps a config.json's fields at 2**53."""
+    from symbolic_cost.checks import InputError
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.torchtitan import torchtitan_setup
+    text = (pathlib.Path(__file__).parent / "framework_inputs" / "debug_model.toml").read_text()
+    key = line.split(" = ")[0]
+    text = "\n".join(line if row.startswith(f"{key} = ") else row for row in text.splitlines())
+    with pytest.raises(InputError, match=re.escape(message)):
+        torchtitan_setup(text, "debug_model.toml", 8, vocab=2000)

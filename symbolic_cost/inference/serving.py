@@ -166,9 +166,10 @@ def check_context(arch: Architecture, s: Serving) -> None:
     instance(s, Serving, "serving", SERVING_MADE_BY)
     if arch.encoder_decoder:
         spans = (("l_in", s.l_in), ("l_out", s.l_out))
-    else:       # l_in alone where l_out is a symbol: the prompt is already past the context
-        spans = (("l_in + l_out - 1", s.l_in + s.l_out - 1), ("l_in", s.l_in))
-    shared_context_rule(arch, spans, s.allow_long)
+    else:       # l_in alone first: the prompt may be past the context whatever l_out is
+        spans = (("l_in", s.l_in), ("l_in + l_out - 1", s.l_in + s.l_out - 1))
+    for span in spans:      # each span names the length it grows with: l_in + l_out - 1 is l_out's to cut
+        shared_context_rule(arch, (span,), s.allow_long, argument="l_out" if "l_out" in span[0] else "l_in")
     stages_rule(arch, s.p)
 
 

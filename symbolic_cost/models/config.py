@@ -82,10 +82,23 @@ def from_config(config: dict, name: str = "model") -> Architecture:
     return replace(arch, notes=tuple(keys.notes)) if keys.notes else arch
 
 
-def read_json(text: str, name: str, option: str, what: str | None = None):
+def _unique_keys(option: str, name: str):
+    """A ``json.loads`` hook that builds each object, refusing a key named twice in it."""
+    def build(pairs):
+        keys = [key for key, _ in pairs]
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        if twice:
+            raise InputError(f"{option}: {name} names {', '.join(map(repr, twice))} twice in one object; "
+                             f"DeepSpeed refuses duplicate keys", option)
+        return dict(pairs)
+    return build
+
+
+def read_json(text: str, name: str, option: str, what: str | None = None, unique: bool = False):
     """``text`` (the file ``name``, given with ``option``) read as JSON, refused by name when it
     is not JSON, is nested too deeply to read, or (given ``what``, the kind of file) is not an
-    object.
+    object; with ``unique``, when an object names a key twice (DeepSpeed refuses that:
+    ``dict_raise_error_on_duplicate_keys``; plain JSON keeps the last).
 
     >>> read_json('{"zero_optimization": {"stage": 3}}', "ds.json", "--deepspeed", "a DeepSpeed config")
     {'zero_optimization': {'stage': 3}}
@@ -96,7 +109,9 @@ def read_json(text: str, name: str, option: str, what: str | None = None):
     """
     text = file_text(text, option, name)
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys(option, name) if unique else None)
+    except InputError:          # a key named twice (an InputError is a ValueError too)
+        raise
     except RecursionError:
         raise InputError(f"{option}: {name} is nested too deeply to be {what or 'a config.json'}", option) from None
     except json.JSONDecodeError as error:

@@ -353,7 +353,7 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     world, arch = given_counts(world=world)[0], model_for(arch)
     instance(given, dict, "given", " of --set values")
     instance(command, dict, "command", " of the command line's precision and zero")
-    config = read_json(text, name, "--deepspeed", "a DeepSpeed config")
+    config = read_json(text, name, "--deepspeed", "a DeepSpeed config", unique=True)
     notes = []
     config = _boolean_zero(config, notes)
     zero = config.get("zero_optimization", {})

@@ -108,7 +108,8 @@ class LoRA:
         if rank.is_number and not (rank.is_integer and rank > 0):
             raise InputError(f"lora rank must be a positive integer, got {self.rank!r}", "lora_rank")
         object.__setattr__(self, "rank", rank)
-        targets = tuple(x for t in self.targets for x in (PEFT_NAMES.get(t, (t,)) if isinstance(t, str) else (t,)))
+        given = (self.targets,) if isinstance(self.targets, str) else self.targets     # one name, not its letters
+        targets = tuple(x for t in given for x in (PEFT_NAMES.get(t, (t,)) if isinstance(t, str) else (t,)))
         unknown = [t for t in targets if t not in TARGETS]
         if unknown or not targets:
             raise InputError(f"lora targets must be a non-empty list of {', '.join(TARGETS)} or peft's module "

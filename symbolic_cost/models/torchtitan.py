@@ -225,7 +225,7 @@ def sdpa_attention(setup: Setup, arch: str | None) -> Setup:
     if arch is not None and not isinstance(arch, str):
         raise InputTypeError(f"gpu must be a GPU generation's name ({', '.join(SDPA_LIBRARY)}, ...) or None, got "
                              f"{arch!r}", "gpu")
-    library = SDPA_LIBRARY.get(arch)
+    library = SDPA_LIBRARY.get(arch.lower() if arch else arch)       # "Hopper" is hopper
     if library is None or not setup.policy.get("flash"):
         return setup
     setup.policy["attention_kernel"] = library
@@ -286,7 +286,7 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
             ("parallelism", "module_fqns_per_model_part", None, "the reader cuts stages as torchtitan's default"),
             ("parallelism", "pipeline_parallel_schedule_csv", None, "a schedule from a file is not modelled")):
         job.refuse(section, key, inert, why)
-    seq = job.get("training", "seq_len", 2048)
+    seq = job.get("training", "seq_len", 2048, minimum=1)
     arch = architecture(job, name, seq, vocab, notes, flavors) if model is None else model(seq)
     values, policy = layout(job, arch, world, notes)
     policy.update(precision=_precision(job), flash=True, optimizer=_optimizer(job, notes), **float8(job, notes))

@@ -111,6 +111,9 @@ class Job:
             raise InputError(f"[{section}] {key} must be a {kind.__name__}, got {value!r}", f"[{section}] {key}")
         if minimum is not None and value < minimum:
             raise InputError(f"[{section}] {key} must be at least {minimum}, got {value}", f"[{section}] {key}")
+        if kind is int and abs(value) > 2**53:      # as config.json's fields: past a double, no size or count
+            raise InputError(f"[{section}] {key} must be at most 2**53, got one of {value.bit_length()} bits",
+                             f"[{section}] {key}")
         return value
 
     def degree(self, key: str, default: int = 1, minimum: int = 1) -> int:
