@@ -405,3 +405,15 @@ def test_profile_tree_holds_every_layer_group(name):
     layers = tree.children[1].children
     assert len(layers) == sum(int(count) for _, count in cost.stack[1:-1])
     assert tree.total("params") == cost.parameters
+
+
+def test_a_roberta_sequence_stops_two_rows_short_of_its_position_table():
+    """RoBERTa numbers its positions from ``padding_idx + 1`` (transformers'
+    ``create_position_ids_from_input_ids``): 514 rows hold 512 tokens, and 514 tokens are refused."""
+    import json
+    from pathlib import Path
+    from symbolic_cost.models.config import from_config
+    config = json.loads((Path(__file__).parent / "hf_configs" / "roberta-base.json").read_text())
+    assert config["max_position_embeddings"] == 514 and config["pad_token_id"] == 1
+    arch = from_config(config)
+    assert arch.context == 512 and arch.positions == 514

@@ -409,6 +409,9 @@ def run(args) -> int:
         raise InputError("--overheads changes the largest batch that fits; with --field or --grid name max_batch "
                          "(the other fields count the tensors only)", "--overheads")
     simulated = args.rate is not None or args.slo_ttft is not None or args.slo_itl is not None
+    if options.given(args, "slo_percentile") and args.slo_ttft is None and args.slo_itl is None:
+        raise InputError("--slo-percentile sets the percentile --slo-ttft and --slo-itl hold to; give one of them "
+                         "(the load test reports p50, p90 and p99 anyway): it would be ignored", "--slo-percentile")
     for name in ("requests", "output_lengths", "prompt_lengths", "engine", "max_batch", "max_tokens", "memory_fraction", "block_tokens",
                  "slo_percentile", "chunked_prefill", "disaggregate", "kv_allocation"):
         if (options.given(args, name) or (name == "chunked_prefill" and args.chunked_prefill is not None)) \
@@ -469,6 +472,9 @@ def _check_speculation(args) -> None:
     if beside:
         raise InputError(f"--speculative is reported for one configuration; {beside} does not model it (it would "
                          f"be ignored)", "--speculative")
+    if resolve(dict(DEFAULTS), args.set, allowed=SERVING_SYMBOLS).get(S.l_out) == 1:
+        raise InputError("--speculative drafts the tokens after the first, and l_out=1 has none (a prefill-only "
+                         "request); it would be ignored", "--speculative")
 
 
 def speculation(args, arch):

@@ -47,7 +47,7 @@ EXAMPLES = [
     "symbolic-cost sweep --hf-config Mixtral-8x7B/config.json --set l=4096 m1=2 s1=2 d=32 etp=1 --grid ep=1,2,4,8 "
     "--field memory_bytes,alltoall_bytes,total",
     "symbolic-cost sweep --megatron-args train_llama3_8b_h100_fp8.sh --grid b=1,2,4 --field memory_bytes,total",
-    "symbolic-cost sweep --preset gpt3-175b --grid b=1:64 l=512:8192:x2 m1=1:8:x2 --where 'memory_bytes <= 80e9' "
+    "symbolic-cost sweep --preset gpt3-175b --grid b=1:64 l=256:2048:x2 m1=1:8:x2 --where 'memory_bytes <= 80e9' "
     "--field total --dask 2 --out sweep.parquet",
     "symbolic-cost sweep --preset gpt3-175b --set b=1 l=2048 d=8 n_micro=64 --zero 1 --grid m1=1:8:x2 p=1:32:x2 "
     "--where 'memory_bytes <= 80e9' --field memory_bytes,total --top 5 --by total",

@@ -129,6 +129,8 @@ def load_yaml(text: str, name: str, flag: str):
         raise InputError(f"{flag}: {name} is nested too deeply to be a configuration", flag) from None
     except yaml.YAMLError as error:
         raise InputError(f"{name}: not a YAML file ({error})", flag) from None
+    except InputError:                  # the expansion's own refusal (an InputError is a ValueError too)
+        raise
     except ValueError:                  # Python reads no integer of more than 4,300 digits
         raise InputError(f"{flag}: {name} holds a number of more than 4,300 digits, which no configuration "
                          f"needs", flag) from None

@@ -10,10 +10,11 @@ from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families.keys import Keys, check_heads, gated_mlp, head_fields, plain_mlp
 
 
-def _bert_like(k: Keys, name: str, defaults: dict, classifier: str) -> Architecture:
+def _bert_like(k: Keys, name: str, defaults: dict, classifier: str, offset=lambda keys: 0) -> Architecture:
     """BERT and RoBERTa: learned positions and token types, a LayerNorm on the embeddings,
     biased projections, post-norm layers; the base model with its pooler, or the head the
-    ``architectures`` names (masked LM, pre-training, sequence classification)."""
+    ``architectures`` names (masked LM, pre-training, sequence classification).  ``offset``: the
+    position rows a sequence cannot reach (RoBERTa's, past its padding index)."""
     e, h = k.int("hidden_size", 768), k.int("num_attention_heads", 12)
     check_heads(k, e, h, None, None)
     k.refuse_if("position_embedding_type", lambda x: x not in (None, "absolute"), "absolute positions only", None)
@@ -28,7 +29,8 @@ def _bert_like(k: Keys, name: str, defaults: dict, classifier: str) -> Architect
                         token_types=k.int("type_vocab_size", 2, zero=True),
                         mlp=plain_mlp(k.activation("hidden_act", "gelu")), causal=False, embedding_norm=True,
                         final_norm=False, tied=k.flag("tie_word_embeddings", True), **dropouts,
-                        context=positions, **{"lm_head": False, **head_fields(k, encoder=True, classifier=classifier)})
+                        context=positions - offset(k), **{"lm_head": False, **head_fields(k, encoder=True,
+                                                                                          classifier=classifier)})
 
 
 def bert(k: Keys, name: str) -> Architecture:
@@ -37,8 +39,10 @@ def bert(k: Keys, name: str) -> Architecture:
 
 
 def roberta(k: Keys, name: str) -> Architecture:
-    """RoBERTa (BERT's shapes; its classifier is ``dense -> tanh -> out_proj`` on the first token)."""
-    return _bert_like(k, name, dict(vocab_size=50265), "dense")
+    """RoBERTa (BERT's shapes; its classifier is ``dense -> tanh -> out_proj`` on the first token;
+    its positions start past the padding index, ``create_position_ids_from_input_ids``, so a
+    sequence holds ``max_position_embeddings - pad_token_id - 1`` tokens: 512 of 514)."""
+    return _bert_like(k, name, dict(vocab_size=50265), "dense", offset=lambda keys: keys.int("pad_token_id", 1) + 1)
 
 
 def t5(k: Keys, name: str) -> Architecture:
