@@ -443,7 +443,7 @@ def read_launch(text: str, what: str, entries=ENTRIES, inert=None) -> Launch:
                          f"first word is not an option)", what)
     where, words = launches[0]
     at = next(i for i, w in enumerate(words) if w.endswith(".py") and not any(c.isspace() for c in w))
-    entry = words[at].rsplit("/", 1)[-1]
+    entry = known(words[at].rsplit("/", 1)[-1], "the script it runs")   # its folder may be the caller's; not its name
     if entry not in entries:
         raise InputError(f"{where}: runs {entry}; read are {', '.join(entries)}", what)
     launcher = words[:at][1:] if words[:at][:1] == ["eval"] else words[:at]   # eval ${run_cmd}: the command's words
