@@ -10,6 +10,7 @@ from sympy import Mul, Piecewise, Poly, PolynomialError, expand, factor_terms, f
 from sympy import latex as _sympy_latex, sympify
 
 from symbolic_cost import symbols as S
+from symbolic_cost.checks import InputError, InputTypeError
 
 if TYPE_CHECKING:                     # pandas is imported where a table is made, not with the module
     import pandas as pd
@@ -86,7 +87,6 @@ def paper_form(expr, by=None):
     >>> print(latex(paper_form(34*b*l*e + 5*b*h*l**2, by=b*l*e)))
     b e l \left(34 + \frac{5 h l}{e}\right)
     """
-    from symbolic_cost.checks import InputError, InputTypeError
     if isinstance(by, str) or isinstance(expr, str):
         raise InputTypeError("paper_form takes SymPy expressions, not text (reader.read it)", "by")
     if by is not None and sympify(by) == 0:
@@ -106,7 +106,6 @@ def paper_form(expr, by=None):
 def formula_frame(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None):
     """A DataFrame of formulas: one row per operation, one column per field (each a field of the
     block's rows, ``cost.Cost``)."""
-    from symbolic_cost.checks import InputError, InputTypeError
     if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
         raise InputTypeError(f"fields must be a list of field names, got {fields!r}", "fields")
     known = {f.name for row in block for f in dataclass_fields(row)}

@@ -1,4 +1,4 @@
-"""Framework readers against published files a second audit found misread (``/tmp/frames2``): Megatron-Bridge's
+"""Framework readers against published files a second audit found misread: Megatron-Bridge's
 NVFP4 recipes (``fp4_param_gather``: FP4 primary weights), an accelerate DeepSpeed launch whose
 ``gradient_accumulation_steps`` disagrees with the TrainingArguments', torchtitan's DeepSeek-V3 TOMLs
 (FlexAttention with a block-causal mask), a DeepSpeed config's ``stage3_param_persistence_threshold`` 0,

@@ -200,13 +200,17 @@ def run(args) -> int:
     return 0
 
 
+def model_sizes(arch) -> dict:
+    """The sizes the model fixes, by their symbols: what a ``--where`` may name beside the swept ones."""
+    return {S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers, S.v: arch.vocab}
+
+
 def _axes_where(where, arch, fixed: dict, grid: dict) -> dict:
     """``grid`` with each axis cut to the values that meet the ``--where`` conditions of that swept
     symbol alone (``Eq(Mod(96, m1), 0)``), before the grid's points are checked: a point such a
     condition drops is never built, so a rule it would break (5 tensor ranks of 96 heads) refuses
     nothing.  The other conditions (of the fields, of two swept symbols) filter the rows after."""
-    model = {S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers, S.v: arch.vocab}
-    names = {str(k): v for k, v in {**model, **fixed}.items()}
+    names = {str(k): v for k, v in {**model_sizes(arch), **fixed}.items()}
     cut = dict(grid)
     for text in where:
         try:
@@ -254,8 +258,7 @@ def _sweep(args, arch, fixed: dict, grid: dict, chosen, out):
                         **frameworks.recipe_fields(args), **options.training_policy(args))
     cost = model_cost(arch, training, chosen)
     exprs = model_fields(cost, SWEEP_FIELDS, options.timed_system(args), chosen)
-    model = {S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers, S.v: arch.vocab}
-    names = {**{str(k): v for k, v in {**model, **fixed}.items()}, **exprs}
+    names = {**{str(k): v for k, v in {**model_sizes(arch), **fixed}.items()}, **exprs}
     constraints = [parse_condition(text, names) for text in args.where]
     chosen_exprs = {column(f): exprs[f] for f in args.field}
     used = set().union(*(x.free_symbols for x in [*chosen_exprs.values(), *constraints]))
