@@ -998,6 +998,10 @@ MUTATIONS = (
              required=False),
     Mutation("allgather-behind-the-backward", KINDS, 'nvls=True, window="param"', 'nvls=True, window="grad"',
              required=False),
+    Mutation("recomputed-layer-saves-its-input-again", "symbolic_cost/models/memory.py",
+             "return group * whole - tokens_bytes", "return group * whole", required=False),
+    Mutation("recomputed-backward-without-its-gradient", "symbolic_cost/models/peak.py",
+             "return rebuilt + tokens_bytes - freed + also", "return rebuilt - freed + also", required=False),
 )
 
 

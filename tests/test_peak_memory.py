@@ -27,6 +27,8 @@ the optimizer's temporaries      ``torch.optim``'s single-tensor AdamW: ``sqrt``
 ================================ ============================================================
 """
 
+from dataclasses import replace
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -152,6 +154,79 @@ def test_a_tied_table_is_summed_out_of_place_at_the_end_of_backward():
     last_lookup = max(i for i, s in enumerate(backward) if s.op == "aten.embedding_dense_backward.default")
     add = next(s for s in backward[last_lookup:] if s.op == "aten.add.Tensor")
     assert add.live == moments["embedding backward"] + 8 * b * l + FP32 * _tensors(model) + 4 + 4
+
+
+def _recomputed_step(config, b, l):
+    """The measured second step of ``config`` with Hugging Face's gradient checkpointing (one
+    checkpoint a decoder layer, ``torch.utils.checkpoint`` without re-entry or early stop, so
+    that the whole layer runs again), and the sample index just after the last layer's
+    recomputation: the backward-phase run of that layer's forward operators (detaches aside,
+    they come with saving) as the forward ran them, plus one."""
+    import torch.utils.checkpoint as checkpoint
+    conf = transformers.AutoConfig.for_model(**config)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(conf, attn_implementation="eager")
+    model.train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    marks = []
+    last = model.model.layers[-1]
+    last.register_forward_pre_hook(lambda *_: marks.append(len(tracker[-1].samples)))
+    last.register_forward_hook(lambda *_: marks.append(len(tracker[-1].samples)))
+    tracker = []
+    ids = torch.randint(0, config["vocab_size"], (b, l), generator=torch.Generator().manual_seed(0))
+    with checkpoint.set_checkpoint_early_stop(False), _tracked(tracker):
+        measured = steady_step(model, dict(input_ids=ids, labels=ids))
+    skip = "aten.detach.default"
+    layer = [s.op for s in measured.samples[marks[-2]:marks[-1]] if s.op != skip]
+    ops = [(i, s.op) for i, s in enumerate(measured.samples) if s.phase == "backward" and s.op != skip]
+    start = next(k for k in range(len(ops)) if [op for _, op in ops[k:k + len(layer)]] == layer)
+    return measured, ops[start + len(layer) - 1][0] + 1, model
+
+
+class _tracked:
+    """Puts every ``LiveBytes`` made inside the block into ``found`` (the forward hooks read the
+    one running)."""
+
+    def __init__(self, found):
+        self.found = found
+
+    def __enter__(self):
+        import peak_memory
+        self.made = peak_memory.LiveBytes.__post_init__
+        found, made = self.found, self.made
+
+        def post_init(mode):
+            made(mode)
+            found.append(mode)
+        peak_memory.LiveBytes.__post_init__ = post_init
+
+    def __exit__(self, *exc):
+        import peak_memory
+        peak_memory.LiveBytes.__post_init__ = self.made
+
+
+@pytest.mark.parametrize("b, l", [(2, 256), (1, 128)])
+def test_a_recomputed_layer_holds_what_it_saves_before_its_backward(b, l):
+    """Full recomputation (``recompute="full"``, one layer a checkpoint): once the last layer's
+    forward has run again in backward, the live bytes are the library's ``recomputed backward``
+    moment (state, the checkpoints, what the layer saves, the gradient of its output, the head's
+    weight gradients and the logits the output holds) plus, from the Hugging Face and PyTorch
+    code: what autograd saves of a Llama layer beyond the library's rows (``_hand_terms``, one
+    layer's share); what the checkpoint holds besides the hidden states, the layer's keyword
+    arguments (the 4-D fp32 causal mask ``b l^2``, the rotary ``cos`` and ``sin`` ``l q`` each,
+    the int64 position ids ``l``); and the bookkeeping of the table above (the batch's ids,
+    Adam's counters, ``inv_freq``, the loss and its seed).  With the attention scores rebuilt,
+    this moment is above the forward's."""
+    config = dict(LLAMA, max_position_embeddings=l)
+    measured, after, model = _recomputed_step(config, b, l)
+    cost = model_cost(from_config(config), replace(eager.training(b, l), recompute="full"), "pytorch-eager")
+    moments = {m.name: m.bytes for m in step_timeline(cost, "pytorch-eager")}
+    q = config["hidden_size"] // config["num_attention_heads"]
+    layer_share = _hand_terms(config, b, l) - _hand_terms(dict(config, num_hidden_layers=1), b, l)
+    arguments = b * l * l * FP32 + 2 * l * q * FP32 + 8 * l
+    bookkeeping = 8 * b * l + FP32 * _tensors(model) + _rotary(config) + 4 + 4
+    assert measured.samples[after].live == moments["recomputed backward"] + layer_share + arguments + bookkeeping
+    assert moments["recomputed backward"] > moments["forward"]
 
 
 def test_peak_is_the_largest_moment_as_a_formula():

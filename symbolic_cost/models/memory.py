@@ -96,6 +96,32 @@ def stage_kept_bytes(layer: Block, training, layers, tokens_bytes, redone) -> Ex
     return redone * tokens_bytes + (layers - redone) * kept_bytes(layer, "none", tokens_bytes)
 
 
+def rebuilt_bytes(layer: Block, training, tokens_bytes) -> Expr:
+    """Bytes a recomputation rebuilds at once in backward, beyond what the layers keep: the
+    forward redone before a checkpointed unit's backward saves, for one micro-batch, what the
+    unit would have kept without recomputation, alive until that backward frees it.
+
+    * ``full``, ``uniform``: a group of ``N`` layers is one checkpoint
+      (Megatron-LM's ``_checkpointed_forward`` runs ``N`` layers under one
+      ``tensor_parallel.checkpoint``), so ``N x`` every row's ``act_buffer``, less the group's
+      input (``tokens_bytes``), which the checkpoint holds already and the first row saves again
+      as the same storage;
+    * ``full``, ``block``: one layer at a time, ``act_buffer - tokens_bytes``;
+    * the others redo part of one layer: what it keeps without recomputation less what it keeps
+      under the policy (``kept_bytes``), e.g. the attention core's scores and probabilities less
+      the Q, K and V the checkpoint kept (they are the same storage as the core's inputs).
+
+    0 without recomputation."""
+    recompute = training.recomputation
+    if recompute.mode == "none":
+        return Integer(0)
+    whole = layer.total("act_buffer")
+    if recompute.mode != "full":
+        return whole - kept_bytes(layer, recompute, tokens_bytes)
+    group = exact(training.recompute_layers, "recompute_layers") if training.recompute_method == "uniform" else 1
+    return group * whole - tokens_bytes
+
+
 def recomputed_costs(layer: Block, recompute) -> list[Cost]:
     """The forward work a recomputed layer redoes in backward, as Costs: its recomputed rows,
     or under ``op`` the element-wise rows and the unsaved products (``op_recompute.redone``)."""

@@ -15,6 +15,9 @@ moment             live bytes
 ``head backward``  state + kept activations except the loss's + the gradient of the logits +
                    the head's weight gradients (a tied word table's included) + the gradient of
                    the head's input
+``recomputed       state + kept activations except the head's + what the recomputation of the
+backward``         last checkpointed unit rebuilds (``recompute_transient``); without
+                   recomputation it is below the forward's
 ``embedding         state + all gradients (activations freed) + the word table's gradient being
 backward``         accumulated (``embedding_transient``)
 ``optimizer step`` state + all gradients + the optimizer's temporaries (``optimizer_temporaries``)
@@ -47,14 +50,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sympy import Expr, Integer, sympify
+from sympy import Eq, Expr, Integer, Piecewise, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, count, exact, instance
 from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.extrema import maximum
 from symbolic_cost.models.overheads import OVERHEADS, Overheads, get_overheads  # noqa: F401 (Overheads: its old home)
-from symbolic_cost.models.ranks import cost_placement
+from symbolic_cost.models.memory import rebuilt_bytes
+from symbolic_cost.models.ranks import cost_placement, layer_input_bytes, layer_tokens_bytes
 from symbolic_cost.models.training import TRAINING_MADE_BY, Training, element_bytes
 from symbolic_cost.models.whole_model import model_cost_of
 
@@ -66,7 +70,8 @@ prefetch bucket holds at least the next layer)."""
 OPTIMIZER_FP32 = 4
 """Bytes per element of the tensors an optimizer step works on (fp32 master weights/states)."""
 
-MOMENTS = ("forward", "loss backward", "head backward", "embedding backward", "optimizer step")
+MOMENTS = ("forward", "loss backward", "head backward", "recomputed backward", "embedding backward",
+           "optimizer step")
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,36 @@ def head_transient(cost, conventions=conv.DEFAULT) -> Expr:
     held = head.act_out if conventions.loss_backward == "eager" else Integer(0)
     made = head.weight_grads + _tied_table(cost) if conventions.gradient_lifetime == "step" else Integer(0)
     return held + head.act_out - loss.act_buffer + head.act_in + made
+
+
+def recompute_transient(cost, conventions=conv.DEFAULT) -> Expr:
+    """Bytes the backward of the last checkpointed unit adds to what is kept, once its forward
+    has run again: what the recomputation rebuilds (``models.memory.rebuilt_bytes``, the largest
+    of the layer groups) and the gradient of the unit's output (``b l/s1 e`` elements, as the
+    head's backward left it), less the head's kept activations where the head is on this device
+    (one stage: its backward ran first and freed them; with a pipeline the busiest rank is taken
+    as keeping them, an upper bound).  Under ``gradient_lifetime="step"`` the head's weight
+    gradients made before count too, and under ``loss_backward="eager"`` the logits the model's
+    output holds.  0 without recomputation.
+
+    This is the peak of a long sequence under full recomputation: the checkpoints are a layer's
+    input each, but the layer recomputed before its backward holds everything it saves, the
+    attention scores of ``b h l^2`` elements included when attention is not fused."""
+    cost, conventions = model_cost_of(cost), conv.get(conventions)
+    t = cost.training
+    if t.recomputation.mode == "none":
+        return Integer(0)
+    tokens_bytes = layer_tokens_bytes(cost)
+    rebuilt = maximum(*(rebuilt_bytes(blk, t, layer_input_bytes(blk, tokens_bytes, t.l)) for blk, _ in cost.stack[1:-1]))
+    p = exact(t.p, "p")
+    head = cost.head.total("act_buffer")
+    freed = head if p == 1 else (Integer(0) if p.is_number else Piecewise((head, Eq(p, 1)), (0, True)))
+    lm_head, also = _row(cost.head, "lm_head"), Integer(0)
+    if lm_head is not None and conventions.loss_backward == "eager":
+        also += lm_head.act_out
+    if conventions.gradient_lifetime == "step":
+        also += cost.head.total("weight_grads") + _tied_table(cost)
+    return rebuilt + tokens_bytes - freed + also
 
 
 def embedding_transient(cost, conventions=conv.DEFAULT) -> Expr:
@@ -210,7 +245,8 @@ def step_terms(cost, conventions=conv.DEFAULT) -> tuple:
     head = _row(cost.head, "lm_head")
     logits = head.act_out if head is not None else Integer(0)
     held = gather_bytes(cost, kept=True) - gather_bytes(cost)   # layers gathered from forward to backward
-    during = tuple(held + x for x in (logits, loss_transient(cost, c), head_transient(cost, c)))
+    during = tuple(held + x for x in (logits, loss_transient(cost, c), head_transient(cost, c),
+                                      recompute_transient(cost, c)))
     after = (embedding_transient(cost, c), optimizer_temporaries(cost, c))
     return state, cost.activation_bytes, made, during, after
 
@@ -222,7 +258,7 @@ def step_timeline(cost, conventions=conv.DEFAULT) -> tuple[Moment, ...]:
     >>> from symbolic_cost.models.config import preset
     >>> cost = model_cost(preset("gpt2"), Training(b=8, l=1024))
     >>> [m.name for m in step_timeline(cost)]
-    ['forward', 'loss backward', 'head backward', 'embedding backward', 'optimizer step']
+    ['forward', 'loss backward', 'head backward', 'recomputed backward', 'embedding backward', 'optimizer step']
     """
     state, kept, made, during, after = step_terms(cost, conventions)
     values = [state + kept + t for t in during] + [state + made + t for t in after]

@@ -33,6 +33,13 @@ def layer_input_bytes(block, tokens_bytes, l) -> Expr:
     return tokens_bytes * block.dims["l"] / l if "l" in block.dims else tokens_bytes
 
 
+def layer_tokens_bytes(cost) -> Expr:
+    """Bytes of one layer's input on one device for one micro-batch: ``b l/s1 e`` elements of
+    the activations' size (what a full recomputation keeps of each checkpoint)."""
+    t = cost.training
+    return t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * element_bytes(t.precision)
+
+
 def boundary_elements(cost) -> Expr:
     """Elements one micro-batch sends across a pipeline stage boundary on one device: the hidden
     states ``b l/s1 e``; an encoder-decoder's decoder stages send the encoder's output with the
@@ -50,7 +57,7 @@ def _rank_activations(cost, held, first, last, counts, redone, chunks=None) -> E
     t, layer = cost.training, cost.layer
     p = exact(t.p, "p")
     es = element_bytes(t.precision)
-    tokens_bytes = t.b * t.l / exact(t.s1, "s1") * cost.architecture.e * es
+    tokens_bytes = layer_tokens_bytes(cost)
     layers = held * stage_kept(cost.stack, t, counts, redone, tokens_bytes) if chunks is None else sum(
         (k * stage_kept(cost.stack, t, c, r, tokens_bytes) for k, c, r in chunks), exact(0))
     sent = boundary_elements(cost) * es

@@ -22,10 +22,13 @@ RUNS = (
 def parts(cost, conventions) -> list[tuple[str, float, float, float]]:
     """``(moment, state, kept, transient)`` in bytes for every moment of ``step_timeline``, from
     ``models.peak.step_terms``: the gradients backward makes count as state once made, the kept
-    activations until backward has freed them."""
+    activations until backward has freed them.  A moment that frees some of the kept activations
+    (the head's, before a recomputed layer's backward) and adds less than it frees shows the
+    difference as fewer kept bytes and no transient, so that every bar stacks upwards."""
     state, kept, made, during, after = step_terms(cost, conventions)
     rows = [(state, kept, t) for t in during] + [(state + made, 0, t) for t in after]
-    return [(name, float(a), float(k), float(t)) for name, (a, k, t) in zip(MOMENTS, rows)]
+    return [(name, float(a), float(k) + min(float(t), 0.0), max(float(t), 0.0))
+            for name, (a, k, t) in zip(MOMENTS, rows)]
 
 
 def plot_peak(path: Path, system="h100") -> Path:
