@@ -1,5 +1,5 @@
 """Planning from a budget (issue 68) against what nobody here wrote: the Lagrangian optimum solved
-by hand and by a numeric minimiser, Llama 3's published compute-optimal tokens, DeepSeek LLM's
+by hand and by a numeric minimiser, Chinchilla's Table 3, Llama 3's published compute-optimal tokens, DeepSeek LLM's
 published FLOPs-per-token formula, Llama 3 8B's published parameter count, and the command line."""
 
 import json
@@ -61,6 +61,31 @@ def test_llama_3_compute_optimal_tokens_within_the_printed_precision():
     tokens = float(LAWS["llama-3"].optimum().at(budget)["tokens"])
     slack = 0.0005 * math.log(budget) + 0.0005 / 0.299
     assert abs(math.log(tokens / 16.55e12)) <= slack
+
+
+CHINCHILLA_TABLE_3 = [                 # Hoffmann et al. 2022, Table 3: parameters, FLOPs, tokens
+    (400e6, 1.92e19, 8.0e9), (1e9, 1.21e20, 20.2e9), (10e9, 1.23e22, 205.1e9), (67e9, 5.76e23, 1.5e12),
+    (175e9, 3.85e24, 3.7e12), (280e9, 9.90e24, 5.9e12), (520e9, 3.43e25, 11.0e12), (1e12, 1.27e26, 21.2e12),
+    (10e12, 1.30e28, 216.2e12),
+]
+
+
+@pytest.mark.parametrize("parameters, budget, tokens", CHINCHILLA_TABLE_3)
+def test_chinchillas_table_3_within_the_printed_precision(parameters, budget, tokens):
+    """Table 3 projects Approach 1 (N* and D* as C^0.50, Table 2) from the optimum at Gopher's
+    budget (67B at 5.76e23 FLOPs) to model sizes from 400M to 10T, with C = 6ND.  At each printed
+    budget the library's optimum must give the row's size and tokens within what the printed digits
+    allow: half a unit of the exponent's last digit over ``ln(C / 5.76e23)``, of the budget's (its
+    square root moves N), of the anchor's 67, and of the printed tokens.  The Gopher row's 1.5T is
+    not compared: 5.76e23 / (6 x 67e9) is 1.43T, the one row whose printed tokens do not give its
+    FLOPs."""
+    found = LAWS["hoffmann-2022-approach-1"].optimum().at(budget)
+    mantissa = budget / 10 ** math.floor(math.log10(budget))
+    slack = 0.005 * abs(math.log(budget / 5.76e23)) + 0.5 * 0.005 / mantissa + math.log(67.5 / 67)
+    assert abs(math.log(float(found["parameters"]) / parameters)) <= slack
+    if parameters != 67e9:
+        digit = 0.05e9 if tokens < 1e12 else 0.05e12
+        assert abs(math.log(float(found["tokens"]) / tokens)) <= slack + digit / tokens
 
 
 def test_deepseek_llms_flops_per_token_are_the_librarys_products():

@@ -174,6 +174,10 @@ class PowerLaws:
         return Optimum(n, d, None, (exponent, self.tokens[1]), self.size_is)
 
 
+GOPHER_TOKENS_PER_FLOP_ROOT = (Rational("5.76e23") ** Rational(1, 2) / (6 * 67 * 10**9))
+"""``D*(C) / C^(1/2)`` of Hoffmann et al.'s Approach 1 (exponent 0.50, Table 2) through its optimum at
+Gopher's budget (Table 3: 5.76e23 FLOPs, 67B parameters, ``D = C / (6 N)``)."""
+
 LAWS = {
     "hoffmann-2022": LossLaw(
         "hoffmann-2022", Rational("1.69"), Rational("406.4"), Rational("410.7"), Rational("0.34"), Rational("0.28"),
@@ -184,6 +188,11 @@ LAWS = {
         "Besiroglu et al. 2024, Chinchilla Scaling: A replication attempt, Table 1 (the refit of Approach 3 on "
         "the data read off Hoffmann et al.'s Figure 4): E = 1.8172, A = 482.01, B = 2085.43, alpha = 0.3478, "
         "beta = 0.3658"),
+    "hoffmann-2022-approach-1": PowerLaws(
+        "hoffmann-2022-approach-1", (GOPHER_TOKENS_PER_FLOP_ROOT, Rational(1, 2)), None, "parameters",
+        "Hoffmann et al. 2022, Table 2 (Approach 1: N* and D* grow as C^0.50), through Table 3's row at "
+        "Gopher's budget (5.76e23 FLOPs: 67B parameters), with C = 6ND: N*(C) = 67e9 (C / 5.76e23)^(1/2), "
+        "the projections of Table 3"),
     "llama-3": PowerLaws(
         "llama-3", (Rational("0.299"), Rational("0.537")), None, "parameters",
         "Dubey et al. 2024, The Llama 3 Herd of Models, section 3.2.1: N*(C) = A C^alpha tokens with "
