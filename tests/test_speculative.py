@@ -178,3 +178,32 @@ def test_a_draft_that_does_not_fit_beside_the_model_is_refused(capsys):
                  "--draft-preset", "llama-3-70b"]) == 2
     err = capsys.readouterr().err
     assert "the draft llama-3-70b holds 131.6 GiB a device" in err and "a smaller draft" in err
+
+
+def _inference_json(capsys, *words):
+    import json
+    from symbolic_cost.cli import main
+    assert main(["inference", "--preset", "llama-3-70b", "--system", "h100", "--json", *words]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_largest_batch_holds_the_drafts_weights_and_cache_beside_the_model(capsys):
+    """Llama-3-70B on 4 tensor ranks with Llama-3-8B drafting 4 tokens: the largest batch is the
+    last whose served peak (the report's own ``peak_bytes`` at that batch) plus the draft's bytes
+    fits, where the draft's bytes are counted by hand from its published shape (Llama 3 8B:
+    32 layers, e 4096, 8 of 32 heads of 128 for K and V, MLP 14,336, vocabulary 128,256; bf16): its
+    tensor-parallel quarter of every matrix and both tables, whole norms, and a cache of
+    ``2 x 32 x 2 x 128`` values a token on a rank for ``l_in + l_out - 1 + k`` tokens a sequence."""
+    e, f, v, layers, q, kv, m1, k = 4096, 14336, 128256, 32, 128, 8, 4, 4
+    layer = (2 * e * e + 2 * e * kv * q + 3 * e * f) // m1 + 2 * e
+    weights = 2 * (2 * v * e // m1 + layers * layer + e)
+    per_sequence = 2 * (2 * layers * (kv // m1) * q) * (2000 + 500 - 1 + k)
+    shape = ["--set", "m1=4", "l_in=2000", "l_out=500"]
+    spec = ["--speculative", str(k), "--acceptance", "0.7", "--draft-preset", "llama-3-8b"]
+    got = _inference_json(capsys, *shape, "b=8", *spec)
+    assert got["speculative"]["draft_bytes"] == weights + 8 * per_sequence
+    n, capacity = got["max_batch"], got["capacity_bytes"]
+    alone = _inference_json(capsys, *shape, "b=8")["max_batch"]
+    peak = lambda b: _inference_json(capsys, *shape, f"b={b}")["peak_bytes"]  # noqa: E731
+    assert peak(n) + weights + n * per_sequence <= capacity < peak(n + 1) + weights + (n + 1) * per_sequence
+    assert n < alone

@@ -137,11 +137,20 @@ def speculative_fields(arch: Architecture, s: Serving, spec: Speculation, system
     reading = draft_prefill(spec.draft, s, conventions)
     step = spec.k * draft_s + verify_s
     tokens = expected_tokens(spec.k, spec.acceptance)
-    cache = draft_cache_bytes(spec.draft, s, s.b, final_tokens(arch_of(spec.draft), s) + spec.k, s.page)
     return {"tokens_per_step": tokens, "draft_step_s": draft_s, "verify_s": verify_s, "step_s": step,
             "tpot_s": step / tokens, "tokens_per_s": s.b * tokens / step,
             "draft_prefill_s": phase_time(reading, system, conventions, roofline)["total"],
-            "draft_bytes": draft_weights(spec.draft, s, conventions) + cache}
+            "draft_bytes": draft_bytes(spec, s, conventions)}
+
+
+def draft_bytes(spec: Speculation, s: Serving, conventions=conv.DEFAULT) -> Expr:
+    """Bytes the draft holds on a device beside the served model, all generation long: its
+    weights (``drafts.draft_weights``) and the cache of ``s.b`` sequences at their last step, the
+    final tokens and the ``k`` proposals (``drafts.draft_cache_bytes``, in pages where ``s.page``
+    is given).  Affine in ``s.b``: with the symbol ``b`` it is what ``throughput.max_batch``
+    holds beside the served model's peak."""
+    cache = draft_cache_bytes(spec.draft, s, s.b, final_tokens(arch_of(spec.draft), s) + spec.k, s.page)
+    return draft_weights(spec.draft, s, conventions) + cache
 
 
 def arch_of(draft) -> Architecture:

@@ -233,11 +233,12 @@ def prefill_cache_bytes(arch: Architecture, s: Serving) -> Expr:
 
 
 def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
-              overheads="none") -> Expr:
+              overheads="none", beside=Integer(0)) -> Expr:
     """The most sequences whose serving peak (``inference.peak``: the worst moment of the
     prefill, the last decode step and their sampling) fits one device's memory
     (``System.hbm_capacity``) less the device's ``overheads`` (``models.overheads``; none by
-    default): ``peak.fitting_batch``.
+    default), with ``beside`` bytes held too (in the symbol ``b``: a speculative draft's weights
+    and cache, ``speculative.draft_bytes``): ``peak.fitting_batch``.
 
     >>> from symbolic_cost.models.config import preset
     >>> llama = preset("llama-2-7b")          # 13.5 GB of weights; 2 GiB of bf16 cache a sequence
@@ -247,7 +248,7 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
     """
     system = get_system(system)
     system.require("the largest batch", "hbm_capacity")
-    return fitting_batch(arch, serving, get_overheads(overheads).room(system.hbm_capacity), conventions)
+    return fitting_batch(arch, serving, get_overheads(overheads).room(system.hbm_capacity), conventions, beside)
 
 
 def crossover_batch(arch: Architecture, serving: Serving = Serving(), system="h100", conventions=conv.DEFAULT,
