@@ -40,7 +40,8 @@ def add_arguments(parser) -> None:
                    help="the published scaling law (analysis.scaling_laws.LAWS, each with its source)")
     options.option(parser, "--shape", choices=list(SHAPES), default="llama-3", action=options.Given,
                    help="the family whose depths are tried (analysis.planning.SHAPES; deepseek-v3, a mixture of "
-                        "experts, under a compute law: llama-3 or deepseek-llm)")
+                        "experts, under a compute law: "
+                        + ", ".join(name for name, law in LAWS.items() if not isinstance(law, LossLaw)) + ")")
     options.option(parser, "--seq", type=int, help=f"tokens a sequence (default {SEQ:,}; a given model's "
                    "context where it is shorter)")
     options.option(parser, "--served-tokens", type=exact_number, metavar="T",
