@@ -43,9 +43,21 @@ def test_each_rank_is_its_layouts_own_load_test():
     step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100")
     for simulate, name in ((partial(serve, replicas=2), "TP1 x 2, 2 replicas"),
                            (partial(serve_disaggregated, pools=Pools(1, 1)), "TP1 x 2, 1:1 disaggregated")):
-        rate, _ = sustained_rate(step, 32, (0.05, 0.01), 90, 100, simulate=simulate)
+        rate, _ = sustained_rate(step, 32, (0.05, 0.01), 90, 2 * 100, simulate=simulate)   # 100 for each copy
         assert next(row["rate"] for row in ranked if row["layout"] == name) == rate
         assert next(row["rate_per_device"] for row in ranked if row["layout"] == name) == rate / 2
+
+
+def test_copies_of_an_engine_serve_copies_times_its_rate():
+    """Each copy takes ``requests``: ``c`` copies of an engine, the requests sent in turn, are ``c``
+    engines each running the one-engine test, so where the rate is the engine's capacity (every
+    request at once, the SLO loose) the layout of ``c`` copies sustains exactly ``c`` times one
+    engine's rate.  Split over the copies instead, each ran a shorter test, and the copies' rate
+    differed from ``c`` times the single engine's."""
+    arch, serving, slo = preset("llama-3-8b"), Serving(l_in=512, l_out=128, flash=True), (10.0, 1.0)
+    one = {row["layout"]: row["rate"] for row in rank(arch, serving, "h100", 1, slo, requests=200)[0]}
+    four = {row["layout"]: row["rate"] for row in rank(arch, serving, "h100", 4, slo, requests=200, tensor=(1,))[0]}
+    assert four["TP1 x 4, 4 replicas"] == pytest.approx(4 * one["TP1 x 1, 1 replica"], rel=1e-12)
 
 
 def test_each_batch_cap_is_its_own_load_test():
@@ -58,7 +70,8 @@ def test_each_batch_cap_is_its_own_load_test():
     own = [row for row in capped if row["max_batch"] == Runtime().max_batch]
     assert [(r["layout"], r["rate"]) for r in own] == [(r["layout"], r["rate"]) for r in plain]
     step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100")
-    rate, _ = sustained_rate(step, 32, slo, 90, 100, replace(Runtime(), max_batch=1), simulate=partial(serve, replicas=2))
+    rate, _ = sustained_rate(step, 32, slo, 90, 2 * 100, replace(Runtime(), max_batch=1),
+                             simulate=partial(serve, replicas=2))
     one = {row["layout"]: row["rate"] for row in capped if row["max_batch"] == 1}
     assert one["TP1 x 2, 2 replicas"] == rate
     assert all(one[r["layout"]] <= r["rate"] for r in plain)
@@ -108,7 +121,7 @@ def test_a_speculative_search_ranks_each_layout_s_own_speculative_load_test():
     assert [row["layout"] for row in left] == ["TP1 x 2, 1:1 disaggregated", "TP1 PP2 x 1, 1 replica"]
     assert "speculative" in left[0]["reason"] and "pipeline" in left[1]["reason"]
     step = StepModel(arch, Serving(l_in=256, l_out=32, m1=1), "h100", speculation=draft)
-    rate, _ = sustained_rate(step, 32, (0.5, 0.02), 90, 60, simulate=partial(serve, replicas=2))
+    rate, _ = sustained_rate(step, 32, (0.5, 0.02), 90, 2 * 60, simulate=partial(serve, replicas=2))
     assert ranked[0]["rate"] == rate
     plain, _ = rank(arch, serving, "h100", 2, (0.5, 0.02), requests=60, tensor=(1,))
     assert rate < next(row["rate"] for row in plain if row["layout"] == "TP1 x 2, 2 replicas")
@@ -126,7 +139,7 @@ def test_a_mixture_of_experts_also_serves_with_attention_data_parallelism(capsys
     ranked, _ = rank(arch, serving, "h100", 4, (0.5, 0.02), requests=60, tensor=(1,))
     row = next(row for row in ranked if row["attention_dp"])
     step = StepModel(arch, Serving(l_in=256, l_out=32, flash=True, m1=1, d=4, ep=4, etp=1), "h100")
-    rate, _ = sustained_rate(step, 32, (0.5, 0.02), 90, 60, simulate=partial(serve, replicas=4))
+    rate, _ = sustained_rate(step, 32, (0.5, 0.02), 90, 4 * 60, simulate=partial(serve, replicas=4))
     assert row["rate"] == rate and row["layout"] == "TP1 x 4, attention data-parallel, experts over 4"
     assert all(not row["attention_dp"] for row in rank(preset("gpt2"), serving, "h100", 4, (0.5, 0.02),
                                                          requests=30, tensor=(1,))[0])

@@ -30,7 +30,7 @@ from functools import partial
 from symbolic_cost.checks import InputError, InputTypeError
 from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
 from symbolic_cost.inference.lengths import FIXED, Lengths
-from symbolic_cost.inference.load import Runtime, StepModel, serve, sustained_rate
+from symbolic_cost.inference.load import MAX_REQUESTS, Runtime, StepModel, serve, sustained_rate
 
 TENSOR = (1, 2, 4, 8)
 """Tensor-parallel degrees tried: within one NVLink node of eight."""
@@ -168,7 +168,12 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     (``capped``: the engine's own and caps on its batch); each row says its ``max_batch``.  ``speculation``
     (``speculative.Speculation``): every deployment decodes speculatively, its draft on the same
     ``m1`` devices; disaggregated pools, which do not, are left out with that reason.  ``lengths``:
-    the requests' prompt and output lengths (``load.serve``'s)."""
+    the requests' prompt and output lengths (``load.serve``'s).
+
+    ``requests`` is what each copy of the deployment takes: a layout of ``c`` copies is tested
+    with ``c x requests`` (at most ``load.MAX_REQUESTS``), so that every engine runs as long a
+    test whatever the layout.  Split over the copies, a short test per engine keeps the queues
+    shorter at the same rate per device, and the layouts of many copies looked faster."""
     ranked, left = [], []
     steps = {}
     for layout in layouts(devices, tensor, experts=arch.moe is not None):
@@ -193,7 +198,8 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
             partial(serve, replicas=layout.copies)
         for runtime in engines if isinstance(engines, tuple) else (engines,):
             try:
-                rate, at = sustained_rate(step, int(serving.l_out), slo, level, requests, runtime, simulate=simulate,
+                sent = min(requests * layout.copies, MAX_REQUESTS)
+                rate, at = sustained_rate(step, int(serving.l_out), slo, level, sent, runtime, simulate=simulate,
                                           lengths=lengths)
             except InputError as error:              # the cache cannot hold one request
                 left.append({"m1": layout.m1, "p": layout.p, "layout": str(layout), "max_batch": runtime.max_batch,
