@@ -449,3 +449,17 @@ def test_served_weights_per_device_follow_the_pipeline_placement():
     served = inference_cost(lite, Serving(b=1, l_in=128, l_out=8, p=3), "h100").weight_bytes
     assert served == model_cost(lite, Training(b=1, l=128, p=3)).weight_bytes
     assert served > inference_cost(lite, Serving(b=1, l_in=128, l_out=8), "h100").weight_bytes / 3
+
+
+def test_a_step_priced_past_the_request_says_what_memory_describes(capsys):
+    """``--set l_ctx=`` past the request's last decode step (default ``l_in=512 l_out=128``: the
+    step over ``512 + 128 - 2 = 638`` cached tokens is its last) prices that step, while memory
+    describes the request's cache of 639 tokens: a note says so; within the request, none."""
+    from symbolic_cost.cli import main
+
+    def notes(at):
+        assert main(["inference", "--preset", "llama-2-7b", "--set", f"l_ctx={at}", "--json"]) == 0
+        return json.loads(capsys.readouterr().out).get("notes", [])
+    assert notes(638) == []
+    (note,) = notes(639)
+    assert "l_ctx=639" in note and "last step (638)" in note and "cache of 639 tokens" in note

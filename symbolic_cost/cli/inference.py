@@ -16,7 +16,7 @@ import json
 from dataclasses import replace
 from fractions import Fraction
 
-from sympy import Rational, oo, simplify
+from sympy import Rational, oo, simplify, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
@@ -32,7 +32,7 @@ from symbolic_cost.inference.engines import ENGINES
 from symbolic_cost.inference.lengths import SHAPES, Lengths
 from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS, MIN_RATE
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
-from symbolic_cost.inference.serving import check_context, check_decode_context
+from symbolic_cost.inference.serving import check_context, check_decode_context, final_tokens
 from symbolic_cost.inference.speculative import MAX_DRAFT, draft_bytes, speculative_fields
 from symbolic_cost.models import config as hf
 from symbolic_cost.models.overheads import get_overheads
@@ -584,6 +584,8 @@ def report(args) -> int:
     capacity = get_system(args.system).hbm_capacity
     if speculative is not None:
         _draft_fits(spec, speculative["draft_bytes"], out["peak_bytes"], capacity, args.system)
+    if l_ctx is not None:
+        arch = _past_the_request(arch, s, l_ctx)
     if s.p != 1 and load is None:        # the report prices one batch; an engine keeps one in each stage
         arch = replace(arch, notes=(*arch.notes, f"the b={s.b} sequences pass the p={s.p} stages as one batch, one "
                                                  f"stage at work at a time; an engine keeps a batch in each stage "
@@ -640,6 +642,19 @@ def report(args) -> int:
         print(f"note: {note}")
     return 0
 
+
+
+def _past_the_request(arch, s, l_ctx):
+    """``arch`` with a note where the decode step is priced over more cached tokens than the
+    request's last step reads (``l_in + l_out - 2``): memory, the peak and the largest batch still
+    describe the request's own cache."""
+    last = final_tokens(arch, s) - 1
+    if not (sympify(l_ctx) - last).is_positive:
+        return arch
+    return replace(arch, notes=(*arch.notes, f"the decode step is priced over l_ctx={l_ctx} cached tokens, past "
+                                             f"this request's last step ({last}); memory, the peak and the largest "
+                                             f"batch describe the request's cache of {last + 1} tokens (raise l_out "
+                                             f"to size them at l_ctx)"))
 
 
 def _draft_fits(spec, draft_bytes, peak_bytes, capacity, system: str) -> None:
