@@ -1002,6 +1002,11 @@ MUTATIONS = (
              "return group * whole - tokens_bytes", "return group * whole", required=False),
     Mutation("recomputed-backward-without-its-gradient", "symbolic_cost/models/peak.py",
              "return rebuilt + tokens_bytes - freed + also", "return rebuilt - freed + also", required=False),
+    Mutation("block-recompute-frees-nothing", "symbolic_cost/models/peak.py",
+             "    rebuilt -= _kept_whole_and_freed(cost, conventions)\n", "", required=False),
+    Mutation("block-recompute-makes-no-gradients", "symbolic_cost/models/peak.py",
+             'blk.total("act_buffer") - (blk.total("weight_grads") if step else 0)', 'blk.total("act_buffer")',
+             required=False),
 )
 
 

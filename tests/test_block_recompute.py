@@ -10,9 +10,12 @@ indices each rank holds; one layer's forward FLOPs and kept bytes are the librar
 (checked against PyTorch elsewhere), and only which layers are redone is under test.
 """
 
+import pytest
 from sympy import Integer
 
 from symbolic_cost.blocks.moe import MoE
+from symbolic_cost.checks import InputError
+from symbolic_cost.models.config import preset
 from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.memory import kept_bytes
 from symbolic_cost.models.ranks import rank_activation_bytes
@@ -127,3 +130,18 @@ def test_the_collectives_a_redone_forward_repeats():
         plain = forward_repeats()
         block, every = forward_repeats(**BLOCK, recompute_layers=1) - plain, forward_repeats(recompute="full") - plain
         assert every != 0 and 2 * block == every, arch.name
+
+
+def test_uniform_groups_stay_inside_a_model_chunk():
+    """The uniform method checkpoints groups of ``N`` of one ``TransformerBlock``'s layers
+    (``_checkpointed_forward``: ``custom(l, l + N)`` over the block's own layers), and a block is
+    a model chunk: 80 layers on p=4 ranks of v=5 chunks are chunks of 4 layers, so N=2 and N=4
+    are taken, while N=5 and N=10, which divide a rank's 20 layers, are refused by the chunk's."""
+    arch = preset("llama-3-70b")
+    layout = dict(b=1, l=8192, m1=8, s1=8, p=4, micro_batches=16, schedule="interleaved", virtual_stages=5,
+                  recompute="full")
+    for n in (2, 4):
+        model_cost(arch, Training(**layout, recompute_layers=n))
+    for n in (5, 10):
+        with pytest.raises(InputError, match=f"must divide a model chunk's layers \\(got {n} and 4\\)"):
+            model_cost(arch, Training(**layout, recompute_layers=n))

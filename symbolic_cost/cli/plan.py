@@ -157,7 +157,7 @@ def _given_model(args) -> dict:
 
 def _run(args, arch, flops_per_token, tokens, days=None):
     return run_plan(arch, flops_per_token, args.devices, args.system, args.seq, tokens=tokens, days=days,
-                    global_batch=args.global_batch, price=args.price)
+                    global_batch=args.global_batch, price=args.price, recompute=args.recompute == "full")
 
 
 def _plan_fields(chosen) -> dict:

@@ -55,7 +55,7 @@ from sympy import Eq, Expr, Integer, Piecewise, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, count, exact, instance
 from symbolic_cost.models.architecture import MADE_BY, Architecture
-from symbolic_cost.extrema import maximum
+from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.overheads import OVERHEADS, Overheads, get_overheads  # noqa: F401 (Overheads: its old home)
 from symbolic_cost.models.memory import rebuilt_bytes
 from symbolic_cost.models.ranks import cost_placement, layer_input_bytes, layer_tokens_bytes
@@ -133,13 +133,16 @@ def recompute_transient(cost, conventions=conv.DEFAULT) -> Expr:
 
     This is the peak of a long sequence under full recomputation: the checkpoints are a layer's
     input each, but the layer recomputed before its backward holds everything it saves, the
-    attention scores of ``b h l^2`` elements included when attention is not fused."""
+    attention scores of ``b h l^2`` elements included when attention is not fused.  Under the block
+    method the layers of a chunk past its first ``recompute_layers`` keep everything and run their
+    backward first: they are freed by then, their weight gradients made (``_kept_whole_and_freed``)."""
     cost, conventions = model_cost_of(cost), conv.get(conventions)
     t = cost.training
     if t.recomputation.mode == "none":
         return Integer(0)
     tokens_bytes = layer_tokens_bytes(cost)
     rebuilt = maximum(*(rebuilt_bytes(blk, t, layer_input_bytes(blk, tokens_bytes, t.l)) for blk, _ in cost.stack[1:-1]))
+    rebuilt -= _kept_whole_and_freed(cost, conventions)
     p = exact(t.p, "p")
     head = cost.head.total("act_buffer")
     freed = head if p == 1 else (Integer(0) if p.is_number else Piecewise((head, Eq(p, 1)), (0, True)))
@@ -149,6 +152,26 @@ def recompute_transient(cost, conventions=conv.DEFAULT) -> Expr:
     if conventions.gradient_lifetime == "step":
         also += cost.head.total("weight_grads") + _tied_table(cost)
     return rebuilt + tokens_bytes - freed + also
+
+
+def _kept_whole_and_freed(cost, conventions) -> Expr:
+    """Under full recomputation's block method, the bytes one micro-batch keeps in the layers of a
+    model chunk that are not recomputed (those past its first ``recompute_layers``, every row's
+    ``act_buffer``): their backward runs before the chunk's checkpointed layers are redone, so
+    they are freed at that moment, less the weight gradients that backward made where they are
+    made in backward (``gradient_lifetime="step"``).  The least over the chunks of the ranks
+    that can be the busiest (an even split: a rank's share over its ``v`` chunks); 0 otherwise."""
+    t = cost.training
+    if t.recompute != "full" or t.recompute_method != "block":
+        return Integer(0)
+    step = conventions.gradient_lifetime == "step"
+    whole = [blk.total("act_buffer") - (blk.total("weight_grads") if step else 0) for blk, _ in cost.stack[1:-1]]
+    place = cost_placement(cost)
+    kept = lambda counts, redone: sum((w * (c - r) for w, c, r in zip(whole, counts, redone)), Integer(0))  # noqa: E731
+    if place.rows is None:
+        return kept(place.counts(0), place.redone(0)) / exact(t.virtual_stages, "virtual_stages")
+    return minimum(*(kept(counts, redone) for rank, *_ in place.rows
+                     for counts, redone in zip(place.chunks[rank], place.chunk_redone(rank))))
 
 
 def embedding_transient(cost, conventions=conv.DEFAULT) -> Expr:

@@ -197,7 +197,12 @@ def check_schedule(t: Training, depth, p, n):
         stage_layers(depth, p, t.first_stage_layers, t.last_stage_layers)    # refuses symbolic stage sizes by name
     stages = sorted({Integer(sum(map(len, rank))) for rank in rank_layers(t, int(depth), int(p))}) if uneven \
         else [depth / p]
-    rules = [("recompute_layers", t.recompute_layers, layers, "a stage's layers") for layers in stages]
+    # uniform groups are checkpointed inside one model chunk (Megatron-Core's TransformerBlock is a chunk)
+    v = schedule.v if schedule.name == "interleaved" else 1
+    chunks = sorted({Integer(len(chunk)) for rank in rank_layers(t, int(depth), int(p)) for chunk in rank}) \
+        if uneven else [depth / (p * v)]
+    unit = "a model chunk's layers" if v != 1 else "a stage's layers"
+    rules = [("recompute_layers", t.recompute_layers, layers, unit) for layers in chunks]
     if t.recompute == "full" and t.recompute_method == "block":     # the first N layers of a stage
         for layers in stages:
             ratio = layers / t.recompute_layers

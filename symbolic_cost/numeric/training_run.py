@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sympy import Rational, sympify
 
-from symbolic_cost.analysis.planning import plan
+from symbolic_cost.analysis.planning import per_token, plan
 from symbolic_cost.checks import InputError
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.utilisation import utilisation
@@ -56,15 +56,19 @@ by default on the GPUs it knows; the plan says so beside its layout."""
 
 
 def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", seq: int = 8192,
-             tokens=None, days=None, global_batch: int | None = None, price=None, workers: int | None = 1) -> RunPlan:
-    """Train ``arch`` (``flops_per_token`` its exact model FLOPs a token, ``analysis.planning.per_token``) on
+             tokens=None, days=None, global_batch: int | None = None, price=None, workers: int | None = 1,
+             recompute: bool = False) -> RunPlan:
+    """Train ``arch`` (``flops_per_token`` its exact FLOPs a token, ``analysis.planning.per_token``) on
     ``devices`` devices of ``system`` (calibrated time model) for ``tokens`` tokens, or for ``days``
-    days (the tokens they allow): the fastest layout that fits, and what the run costs."""
+    days (the tokens they allow): the fastest layout that fits, and what the run costs.  With
+    ``recompute`` (the FLOPs a token count full recomputation's forward), only layouts that
+    recompute every layer are searched, and the MFU still counts the model's FLOPs alone."""
     if (tokens is None) == (days is None):
         raise InputError("give the tokens to train or the days the cluster has, one of them", "days")
     timed = calibrated(system)
     batch = global_batch or default_global_batch(seq)
-    found = search(arch, devices, timed, global_batch=batch, seq=seq, top=1, workers=workers, flash=FLASH)
+    found = search(arch, devices, timed, global_batch=batch, seq=seq, top=1, workers=workers, flash=FLASH,
+                   **({"recompute": ("full",)} if recompute else {}))
     if found.best.empty:
         raise InputError(f"no layout of {arch.name} fits {devices} {timed.name} devices ({found.evaluated:,} tried)",
                          "devices")
@@ -85,7 +89,8 @@ def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", s
         raise InputError(f"price={sympify(price).evalf(4)} is too large: the run's cost ({hours:.4g} GPU-hours at "
                          f"it) passes a double's range (about 1.8e308)", "price")
     # the model's FLOPs of one step over the devices' peak; the step time read exactly as printed
-    mfu = float(utilisation(sympify(flops_per_token) * batch * seq, Rational(repr(step)), devices, timed))
+    model = per_token(arch, seq).train if recompute else sympify(flops_per_token)
+    mfu = float(utilisation(model * batch * seq, Rational(repr(step)), devices, timed))
     return RunPlan(devices, timed.name, batch, row, step, mfu, rate, trained, seconds / SECONDS_A_DAY, hours,
                    hours * power / 1000 if power else None, None if price is None else hours * float(price))
 
@@ -106,7 +111,7 @@ def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022",
     for _ in range(6):
         chosen = plan(budget, law, shape, seq, recompute)
         ran = run_plan(chosen.architecture, chosen.flops_per_token, devices, system, seq, days=days,
-                       global_batch=global_batch, price=price)
+                       global_batch=global_batch, price=price, recompute=recompute)
         delivered = chosen.flops_per_token * Rational(repr(ran.tokens))
         if abs(float(delivered / budget) - 1) < 0.01:
             break
