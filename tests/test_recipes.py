@@ -231,6 +231,19 @@ def test_lora_flops_and_activations_by_hand():
     assert cost.embedding["word_embeddings"].flops_bwd == 0
 
 
+def test_an_adapter_reading_what_fused_attention_keeps_keeps_only_its_z():
+    """A fused attention kernel keeps its output ``O`` for backward (FlashAttention's
+    ``(b, l, h, q)`` output, which the output projection reads as ``(b, l, e)``: a view of the
+    same storage), so an adapter on ``o`` adds only its ``Z = X A`` to what is kept: ``t r``
+    values of 2 bytes a layer (Llama-2-7B, b = 1, l = 512, r = 8: 32 layers); without fused
+    attention it keeps ``X`` too, ``t e`` more."""
+    arch, t, r = preset("llama-2-7b"), 512, 8
+    kept = lambda targets, flash: model_cost(arch, Training(b=1, l=t, flash=flash,  # noqa: E731
+                                                            lora=LoRA(r, targets))).activation_bytes
+    assert kept(("q", "v", "o"), True) - kept(("q", "v"), True) == 32 * t * r * 2
+    assert kept(("q", "v", "o"), False) - kept(("q", "v"), False) == 32 * (t * r + t * 4096) * 2
+
+
 def test_lora_under_tensor_parallelism_by_hand():
     """Llama-2-7B on 2 tensor ranks, r = 8 on q, v, o, down, as peft's Megatron-LM layer splits
     them: q and v (column-parallel) keep A (4096, 8) whole and B (8, 2048) split, and sum the

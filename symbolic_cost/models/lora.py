@@ -16,7 +16,8 @@ backward        ``dB = Z^T (s dY)``: ``(r, t) x (t, out)``; ``dZ = (s dY) B^T``:
 split           weight gradient (``flops_wgrad``): the ``dB`` and ``dA`` products; activation
                 gradient: ``dZ``, ``dX`` and its adds, the multiplies by ``s`` (``dZ`` needs them)
 kept            ``X`` (once per base layer, however many of its slices are adapted: the same
-                tensor) and each adapter's ``Z = X A`` (``t r``)
+                tensor; none where the row before keeps it, as a fused attention kernel keeps
+                its output ``O``) and each adapter's ``Z = X A`` (``t r``)
 =============== ================================================================================
 
 Under tensor parallelism (``m1``, without sequence parallelism) the adapters follow ``peft``'s
@@ -190,9 +191,11 @@ def slices(layer: Block, row: str, targets) -> list[tuple[Expr, Expr]]:
     return out
 
 
-def adapter(name: str, b, l, pairs, r, es, conventions, m1=1, s1=1) -> Cost:
+def adapter(name: str, b, l, pairs, r, es, conventions, m1=1, s1=1, input_kept=False) -> Cost:
     """The adapters ``pairs`` (``(in, out)`` of the base product on one rank) of one base row,
-    reading one input ``X`` (module docstring).  Under ``m1`` the ``t r`` values of each ``Z``
+    reading one input ``X`` (module docstring); ``input_kept``: ``X`` is already kept by the
+    row before (a fused attention kernel keeps its output ``O``, the output projection's input),
+    so the adapters keep only their ``Z``: autograd saves one tensor once.  Under ``m1`` the ``t r`` values of each ``Z``
     cross the tensor region as the layer's activations do (``blocks.layout``): a
     column-parallel ``A`` reads the ``t/s1`` tokens of the sequence shard and its ``Z`` is
     allgathered for ``B`` (backward: its gradient reduced back to the shards); a row-parallel
@@ -221,7 +224,7 @@ def adapter(name: str, b, l, pairs, r, es, conventions, m1=1, s1=1) -> Cost:
         flops_bwd=product_flops(gemms, "bwd", conventions) + rows_b * outs + len(pairs) * rows_a * fan_in,
         flops_wgrad=product_flops(gemms, "bwd", conventions, grad="weight"),
         act_in=rows_a * fan_in * es, act_out=rows_b * outs * es,
-        act_buffer=(rows_a * fan_in + len(pairs) * rows_b * r) * es,
+        act_buffer=((0 if input_kept else rows_a * fan_in) + len(pairs) * rows_b * r) * es,
         act_grads=(rows_b * outs + len(pairs) * rows_a * fan_in) * es,
         weights=weights, gemms=gemms), reduced, conventions)
 
@@ -235,13 +238,14 @@ def adapt_layer(layer: Block, lora: LoRA, es, conventions) -> tuple[Block, bool]
     """A transformer layer with every row frozen and each adapted row followed by its
     adapters; and whether any target was found in it."""
     rows, found = [], False
-    for row in layer:
+    for before, row in zip((None, *layer), layer):
         rows.append(frozen(row, conventions))
         pairs = slices(layer, row.name, lora.targets) if row.name in LINEAR_ROWS else []
         if pairs:
             found = True
             rows.append(adapter(row.name, layer.dims["b"], layer.dims["l"], pairs, lora.rank, es, conventions,
-                                layer.dims.get("m1", 1), layer.dims.get("s1", 1)))
+                                layer.dims.get("m1", 1), layer.dims.get("s1", 1),
+                                input_kept=before is not None and before.fused))
     return replace(layer, rows=tuple(rows)), found
 
 
