@@ -207,3 +207,26 @@ def test_the_largest_batch_holds_the_drafts_weights_and_cache_beside_the_model(c
     peak = lambda b: _inference_json(capsys, *shape, f"b={b}")["peak_bytes"]  # noqa: E731
     assert peak(n) + weights + n * per_sequence <= capacity < peak(n + 1) + weights + (n + 1) * per_sequence
     assert n < alone
+
+
+def test_a_prefill_runs_no_draft_decodes():
+    """On 2 tensor ranks, a step that only prefills is the served model's prefill (its products
+    and its tensor collectives, for the prompt's tokens) plus the draft's prefill, whatever ``k``:
+    the ``k`` draft decodes and the ``k + 1`` tokens a sequence verifies belong to the steps that
+    decode.  Under load the draft's kernel launches follow the same rule, so a lone request's
+    time to first token does not grow with ``k``."""
+    from symbolic_cost import conventions as conv
+    from symbolic_cost.inference import prefill
+    from symbolic_cost.inference.load import StepModel, serve
+    from symbolic_cost.inference.throughput import calibrated_run
+    from symbolic_cost.timing.hardware import calibrated
+    target, draft = from_config(LLAMA, "t"), from_config(DRAFT, "d")
+    serving = Serving(b=1, l_in=8, l_out=6, m1=2)
+    plain = StepModel(target, serving, "h100")
+    reading = float(calibrated_run(prefill(draft, serving), calibrated("h100"), conv.DEFAULT)[2])
+    firsts = set()
+    for k in (1, 8):
+        step = StepModel(target, serving, "h100", speculation=Speculation(draft, k, Rational(1, 2)))
+        assert step(1, 0, 0.0) == pytest.approx(plain(1, 0, 0.0) + reading, rel=1e-12)
+        firsts.add(serve(step, 6, 0.01, requests=3).mean_ttft)
+    assert len(firsts) == 1

@@ -173,7 +173,7 @@ class StepModel:
         args = (S.b, S.l_ctx)
         pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
                                  self._roofline(dec, conventions, with_weights=False))
-        self.tokens_per_step, self.extra_tokens = 1, 0
+        self.tokens_per_step, self.extra_tokens, self.draft_launches = 1, 0, None
         # replicas whose experts are split among them (attention data parallelism) step together
         self.lockstep = arch.moe is not None and bool(serving.ep * serving.expert_tensor > serving.m1)
         self.in_flight = int(serving.p)     # one batch a pipeline stage (see ``serve``)
@@ -185,13 +185,18 @@ class StepModel:
             pre_s, dec_s, fused_s = pre_s + prefills, dec_s + drafts, fused_s + drafts
             self.tokens_per_step = expected_tokens(speculation.k, speculation.acceptance)
             self.extra_tokens = speculation.k
-            self.kernels += speculation.k * _operations(speculation.draft, serving, conventions)
+            draft = _operations(speculation.draft, serving, conventions)
+            self.draft_launches = (speculation.k * draft, draft)
         self._per_step = float(self.tokens_per_step)
         self._prefill = lambdify([k], pre_s, "math")
         self._decode = lambdify(args, dec_s, "math")
         self._decode_fused = lambdify(args, fused_s, "math")
-        comm = sum((n * comm_time(c, self.system, conventions) for c, n in dec.collectives), Integer(0))
+        # the tensor collectives of a step, by the tokens it runs (a decode of one token a sequence:
+        # a speculative step's sequences each carry k + 1)
+        single = dec if speculation is None else decode(arch, one, S.l_ctx, conventions)
+        comm = sum((n * comm_time(c, self.system, conventions) for c, n in single.collectives), Integer(0))
         self._comm = lambdify([tokens], comm.subs(S.b, tokens), "math")
+        self._tokens_a_sequence = 1 if speculation is None else speculation.k + 1
 
     def check_context(self, output_tokens: int) -> None:
         """Refuse a generation of ``output_tokens`` past the model's context after the prompt, as
@@ -264,7 +269,7 @@ class StepModel:
             seconds = self._prefill(prompts)
         else:
             seconds = self._decode(decoding, context)
-        return seconds + self._comm(prompts * self.prompt + decoding)
+        return seconds + self._comm(prompts * self.prompt + decoding * self._tokens_a_sequence)
 
 
 def _operations(arch, serving: Serving, conventions) -> int:
@@ -471,6 +476,8 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     times = arrivals(requests, rate, seed)
     prompts, outputs = request_lengths(step, output_tokens, requests, lengths, seed)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
+    if getattr(step, "draft_launches", None):
+        step = WithDraftLaunches(step, float(runtime.kernel_overhead))
     extra = getattr(step, "extra_tokens", 0)
     blocks, needs = request_blocks(step, runtime, [p + o + extra for p, o in zip(prompts, outputs)], flight)
     per_step = getattr(step, "tokens_per_step", 1)
@@ -502,6 +509,25 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
         steps_run = [(duration / float(per_step), count) for duration, count in steps_run]
     return measured_load(times, first, finished, steps_run, prompts, outputs,
                          float(runtime.request_overhead), last - times[0], slo)
+
+
+class WithDraftLaunches:
+    """``step`` (a speculative ``StepModel``) with its draft's kernel launches priced where they
+    run, ``kernel_overhead`` seconds each (``Runtime.kernel_overhead``): a step that decodes runs
+    the draft's ``k`` decode steps (``k`` times its operations), a step that prefills runs its
+    prefill once (its operations once), so a prefill alone no longer pays for ``k`` decodes.
+    Every other attribute is the step's."""
+
+    def __init__(self, step, kernel_overhead: float):
+        self.step, self.kernel_overhead = step, kernel_overhead
+
+    def __call__(self, prompts, decoding, context) -> float:
+        decodes, prefill = self.step.draft_launches
+        launches = (decodes if decoding else 0) + (prefill if prompts else 0)
+        return self.step(prompts, decoding, context) + launches * self.kernel_overhead
+
+    def __getattr__(self, name):
+        return getattr(self.step, name)
 
 
 def engine_kind(runtime: Runtime):
