@@ -189,23 +189,29 @@ def _inference_json(capsys, *words):
 
 def test_the_largest_batch_holds_the_drafts_weights_and_cache_beside_the_model(capsys):
     """Llama-3-70B on 4 tensor ranks with Llama-3-8B drafting 4 tokens: the largest batch is the
-    last whose served peak (the report's own ``peak_bytes`` at that batch) plus the draft's bytes
-    fits, where the draft's bytes are counted by hand from its published shape (Llama 3 8B:
-    32 layers, e 4096, 8 of 32 heads of 128 for K and V, MLP 14,336, vocabulary 128,256; bf16): its
-    tensor-parallel quarter of every matrix and both tables, whole norms, and a cache of
-    ``2 x 32 x 2 x 128`` values a token on a rank for ``l_in + l_out - 1 + k`` tokens a sequence."""
+    last for which every moment of the served model (the report's own ``peak_moments`` at that
+    batch) plus the draft's bytes then fits, where the draft's bytes are counted by hand from its
+    published shape (Llama 3 8B: 32 layers, e 4096, 8 of 32 heads of 128 for K and V, MLP 14,336,
+    vocabulary 128,256; bf16): its tensor-parallel quarter of every matrix and both tables, whole
+    norms, and a cache of ``2 x 32 x 2 x 128`` values a token on a rank, for the prompt's 2,000
+    tokens while the prompt is read, ``l_in + l_out - 1 + k`` a sequence while decoding."""
     e, f, v, layers, q, kv, m1, k = 4096, 14336, 128256, 32, 128, 8, 4, 4
     layer = (2 * e * e + 2 * e * kv * q + 3 * e * f) // m1 + 2 * e
     weights = 2 * (2 * v * e // m1 + layers * layer + e)
-    per_sequence = 2 * (2 * layers * (kv // m1) * q) * (2000 + 500 - 1 + k)
+    a_token = 2 * (2 * layers * (kv // m1) * q)
+    reading, decoding = 2000, 2000 + 500 - 1 + k
+    tokens = {"prefill": reading, "prefill sampling": reading, "decode": decoding, "decode sampling": decoding}
     shape = ["--set", "m1=4", "l_in=2000", "l_out=500"]
     spec = ["--speculative", str(k), "--acceptance", "0.7", "--draft-preset", "llama-3-8b"]
     got = _inference_json(capsys, *shape, "b=8", *spec)
-    assert got["speculative"]["draft_bytes"] == weights + 8 * per_sequence
+    assert got["speculative"]["draft_bytes"] == weights + 8 * a_token * tokens["decode"]
     n, capacity = got["max_batch"], got["capacity_bytes"]
     alone = _inference_json(capsys, *shape, "b=8")["max_batch"]
-    peak = lambda b: _inference_json(capsys, *shape, f"b={b}")["peak_bytes"]  # noqa: E731
-    assert peak(n) + weights + n * per_sequence <= capacity < peak(n + 1) + weights + (n + 1) * per_sequence
+
+    def held(b):
+        moments = _inference_json(capsys, *shape, f"b={b}")["peak_moments"]
+        return max(bytes_ + weights + b * a_token * tokens[name] for name, bytes_ in moments.items())
+    assert held(n) <= capacity < held(n + 1)
     assert n < alone
 
 

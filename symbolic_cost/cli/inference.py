@@ -33,7 +33,7 @@ from symbolic_cost.inference.lengths import SHAPES, Lengths
 from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS, MIN_RATE
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
 from symbolic_cost.inference.serving import check_context, check_decode_context, final_tokens
-from symbolic_cost.inference.speculative import MAX_DRAFT, draft_bytes, speculative_fields
+from symbolic_cost.inference.speculative import MAX_DRAFT, draft_beside, speculative_fields
 from symbolic_cost.models import config as hf
 from symbolic_cost.models.overheads import get_overheads
 from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS, weight_format, widened_on
@@ -368,7 +368,7 @@ def expressions(args, names, keep=()) -> dict:
         out["peak_bytes"] = serving_peak(arch, serving, chosen)
     if "max_batch" in names:
         spec = speculation(args, arch)
-        beside = 0 if spec is None else draft_bytes(spec, replace(serving, b=S.b), chosen)
+        beside = 0 if spec is None else draft_beside(spec, replace(serving, b=S.b), chosen)
         out["max_batch"] = max_batch(arch, serving, system, chosen, args.overheads, beside)
     if "crossover_batch" in names:
         out["crossover_batch"] = crossover_batch(arch, serving, system, chosen, l_ctx)

@@ -128,12 +128,14 @@ def fitting_batch(arch, s: Serving, capacity, conventions=conv.DEFAULT, beside=I
     ``b`` (``fixed + b per_sequence``), so the batch is the smallest of
     ``floor((capacity - fixed) / per_sequence)`` over the moments, and 0 when not even one fits.
     The batch is the answer: ``s.b`` is replaced by the symbol ``b``.  ``capacity``: exact, finite
-    and positive bytes.  ``beside``: bytes held at every moment besides the served model's, affine
-    in the symbol ``b`` (a speculative draft's weights and cache, ``speculative.draft_bytes``).
+    and positive bytes.  ``beside``: bytes held besides the served model's, affine in the symbol
+    ``b``, at every moment, or by moment name (``{name: bytes}``: a speculative draft's weights
+    and cache, ``speculative.draft_beside``).
     A mixture of experts (the experts read grow with ``b``) is refused by ``per_device.affine_in_batch``."""
     capacity = positive(capacity, "capacity")
     bounds = []
     for moment in serving_timeline(arch, replace(s, b=S.b), conventions):
-        fixed, per_sequence = affine_in_batch(moment.bytes + beside, S.b, f"the memory at {moment.name}")
+        extra = beside.get(moment.name, Integer(0)) if isinstance(beside, dict) else beside
+        fixed, per_sequence = affine_in_batch(moment.bytes + extra, S.b, f"the memory at {moment.name}")
         bounds.append(floor((capacity - fixed) / per_sequence))
     return Max(Integer(0), Min(*bounds))

@@ -143,14 +143,23 @@ def speculative_fields(arch: Architecture, s: Serving, spec: Speculation, system
             "draft_bytes": draft_bytes(spec, s, conventions)}
 
 
-def draft_bytes(spec: Speculation, s: Serving, conventions=conv.DEFAULT) -> Expr:
-    """Bytes the draft holds on a device beside the served model, all generation long: its
-    weights (``drafts.draft_weights``) and the cache of ``s.b`` sequences at their last step, the
-    final tokens and the ``k`` proposals (``drafts.draft_cache_bytes``, in pages where ``s.page``
-    is given).  Affine in ``s.b``: with the symbol ``b`` it is what ``throughput.max_batch``
-    holds beside the served model's peak."""
-    cache = draft_cache_bytes(spec.draft, s, s.b, final_tokens(arch_of(spec.draft), s) + spec.k, s.page)
-    return draft_weights(spec.draft, s, conventions) + cache
+def draft_bytes(spec: Speculation, s: Serving, conventions=conv.DEFAULT, tokens=None) -> Expr:
+    """Bytes the draft holds on a device beside the served model: its weights
+    (``drafts.draft_weights``) and the cache of ``s.b`` sequences of ``tokens`` tokens (default:
+    at their last step, the final tokens and the ``k`` proposals; ``drafts.draft_cache_bytes``,
+    in pages where ``s.page`` is given).  Affine in ``s.b``."""
+    tokens = final_tokens(arch_of(spec.draft), s) + spec.k if tokens is None else tokens
+    return draft_weights(spec.draft, s, conventions) + draft_cache_bytes(spec.draft, s, s.b, tokens, s.page)
+
+
+def draft_beside(spec: Speculation, s: Serving, conventions=conv.DEFAULT) -> dict:
+    """The draft's bytes at each moment of the served model's generation (``inference.peak``'s
+    ``MOMENTS``), what ``throughput.max_batch`` holds beside its peak: its weights and, while the
+    prompt is read, the cache of the prompt it reads too; while decoding, that of the last step
+    (``draft_bytes``)."""
+    prompt = draft_bytes(spec, s, conventions, prompt_tokens(arch_of(spec.draft), s))
+    last = draft_bytes(spec, s, conventions)
+    return {"prefill": prompt, "prefill sampling": prompt, "decode": last, "decode sampling": last}
 
 
 def arch_of(draft) -> Architecture:

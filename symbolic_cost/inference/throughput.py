@@ -238,7 +238,7 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
     prefill, the last decode step and their sampling) fits one device's memory
     (``System.hbm_capacity``) less the device's ``overheads`` (``models.overheads``; none by
     default), with ``beside`` bytes held too (in the symbol ``b``: a speculative draft's weights
-    and cache, ``speculative.draft_bytes``): ``peak.fitting_batch``.
+    and cache, ``speculative.draft_beside``, by moment): ``peak.fitting_batch``.
 
     >>> from symbolic_cost.models.config import preset
     >>> llama = preset("llama-2-7b")          # 13.5 GB of weights; 2 GiB of bf16 cache a sequence

@@ -141,7 +141,8 @@ def recompute_transient(cost, conventions=conv.DEFAULT) -> Expr:
     if t.recomputation.mode == "none":
         return Integer(0)
     tokens_bytes = layer_tokens_bytes(cost)
-    rebuilt = maximum(*(rebuilt_bytes(blk, t, layer_input_bytes(blk, tokens_bytes, t.l)) for blk, _ in cost.stack[1:-1]))
+    rebuilt = maximum(*(rebuilt_bytes(blk, t, layer_input_bytes(blk, tokens_bytes, t.l))
+                        for blk, _ in cost.stack[1:-1]))
     rebuilt -= _kept_whole_and_freed(cost, conventions)
     p = exact(t.p, "p")
     head = cost.head.total("act_buffer")
