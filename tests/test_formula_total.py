@@ -96,3 +96,24 @@ def test_by_factors_each_piece_and_refuses_a_number(capsys):
     assert code == 0 and "(b*n_micro)*(" in out
     code, _, err = run(capsys, "--preset", "gpt2", "--total", "parameters", "--by", "b")
     assert code == 2 and "--by factors a formula, and this one is the number 124439808" in err
+
+
+def test_a_rounded_size_is_flat_between_its_steps(capsys):
+    """The memory of Llama-3-8B holds ``ceiling(vocabulary / m1)`` rows of its tables; its
+    derivative and elasticity in ``m1`` are those between the rounding's steps (SymPy alone
+    printed ``Subs(Derivative(ceiling(...)))``): the derivative at ``m1 = 8``, with the rounding
+    held at its value there (16,032 rows), is the slope of the formula, evaluated exactly, between
+    ``m1 = 8 + 1/100000`` and ``8 + 2/100000``, where ``ceiling(128256/m1)`` is still 16,032 (it
+    steps at 8 itself, where 128,256/8 is whole, and again past 8.0005)."""
+    from sympy import sympify
+    from symbolic_cost.symbols import m1
+    layout = ["b=1", "s1=m1", "d=1", "p=1", "n_micro=1", "l=4096"]
+    code, formula, _ = run(capsys, "--preset", "llama-3-8b", "--total", "memory_bytes", "--set", *layout)
+    assert code == 0
+    memory = sympify(formula.splitlines()[0], locals={"m1": m1})
+    h = Rational(1, 100000)
+    slope = (memory.subs(m1, 8 + 2 * h) - memory.subs(m1, 8 + h)) / h
+    code, derivative, _ = run(capsys, "--preset", "llama-3-8b", "--total", "memory_bytes", "--set", *layout,
+                              "--diff", "m1", "--at", "m1=8")
+    assert code == 0 and "Derivative" not in derivative
+    assert float(Rational(derivative.splitlines()[0])) == pytest.approx(float(slope), rel=1e-5)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Pow, Symbol, diff,
+from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Pow, Symbol, ceiling, diff, floor,
                    expand, false, fraction, limit as _limit, log, nan, nsolve, oo, simplify, solve, sympify, together,
                    true, zoo)
 
@@ -100,10 +100,24 @@ def leading_terms(expr, grow, *, with_remainder: bool = False):
     return (top, tidy(expr - top)) if with_remainder else top
 
 
+def between_steps(expr, x) -> Expr:
+    """``d expr/dx`` with every ``floor`` and ``ceiling`` of ``x`` held at its value: a rounding
+    is a step, flat between its jumps, so this is the derivative wherever it exists (SymPy would
+    leave ``Derivative(ceiling(x/8), x)`` unevaluated).
+
+    >>> from sympy import ceiling
+    >>> from symbolic_cost.symbols import m1
+    >>> between_steps(m1 * ceiling(1024 / m1), m1)
+    ceiling(1024/m1)
+    """
+    held = {step: Dummy("step") for step in expr.atoms(floor, ceiling) if step.has(x)}
+    return diff(expr.xreplace(held), x).xreplace({d: step for step, d in held.items()})
+
+
 def derivative(expr, x) -> Expr:
-    """``dC/dx``, simplified."""
+    """``dC/dx``, simplified; roundings of ``x`` are flat between their steps (``between_steps``)."""
     x = _symbol(x)
-    return simplify(diff(exact(expr, "expr"), x))
+    return simplify(between_steps(exact(expr, "expr"), x))
 
 
 def elasticity(expr, x, at: dict | None = None) -> Expr:
@@ -115,7 +129,7 @@ def elasticity(expr, x, at: dict | None = None) -> Expr:
     """
     x = _symbol(x)
     expr = _nonzero(expr, "expr", "an elasticity of nothing")
-    value = simplify(x * diff(expr, x) / expr)
+    value = simplify(x * between_steps(expr, x) / expr)
     if not at:
         return value
     found = simplify(value.subs(_point(at, "at")))
