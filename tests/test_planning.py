@@ -244,3 +244,33 @@ def test_a_mixture_of_experts_is_planned_under_a_compute_law_only(capsys):
     assert out["experts"] == 256 and out["active_parameters"] < out["parameters"]
     assert out["six_n_ratio"] == pytest.approx(out["flops_per_token"] / (6 * out["active_parameters"]), rel=1e-12)
     assert out["run"]["layout"]["ep"] > 1
+
+
+def test_a_plan_that_counts_recomputation_runs_it_and_reports_the_model_flops(capsys):
+    """``--recompute full`` sizes the model with full recomputation's forward counted (hardware
+    FLOPs), so its layout recomputes every layer, and its MFU counts the model's own FLOPs a token
+    (forward and backward, ``per_token`` without recomputation) over the devices' 989.4 TFLOP/s
+    (H100 SXM, dense bf16) for the step it prints: ``F b l / (step x devices x peak)``."""
+    assert main(["plan", "--budget-flops", "1e23", "--devices", "64", "--recompute", "full", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    run = out["run"]
+    assert run["layout"]["recompute"] == "full"
+    _, model, _ = per_token(SHAPES["llama-3"].architecture(out["layers"]), 8192)
+    assert out["flops_per_token"] > float(model)
+    mfu = float(model) * run["global_batch"] * 8192 / (run["step_time_s"] * 64 * 989.4e12)
+    assert run["mfu"] == pytest.approx(mfu, rel=1e-9)
+
+
+def test_a_given_mixture_of_experts_gets_no_dense_loss(capsys):
+    """A given DeepSeek-V3 (its config.json) under Chinchilla's loss law: no predicted loss (the
+    law's N is a dense model's) and the ratio to 6N taken over the parameters a token runs through,
+    as the budget mode takes it; tokens past 1e40 FLOPs are refused as a budget is."""
+    config = str(Path(__file__).parent / "hf_configs" / "DeepSeek-V3.json")
+    assert main(["plan", "--hf-config", config, "--seq", "4096", "--devices", "2048", "--tokens", "1e12",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["loss"] is None and "mixture of experts" in out["note"]
+    assert out["active_parameters"] < out["parameters"] / 10
+    assert out["six_n_ratio"] == pytest.approx(out["flops_per_token"] / (6 * out["active_parameters"]), rel=1e-12)
+    assert main(["plan", "--preset", "llama-3-8b", "--devices", "8", "--tokens", "1e40"]) == 2
+    assert "pass 1e40" in capsys.readouterr().err

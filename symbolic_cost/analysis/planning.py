@@ -213,6 +213,9 @@ class Plan:
     active_parameters: int | None = None
 
 
+MAX_BUDGET = 10**40
+"""The most FLOPs a plan spends: past any cluster's budget, and near where the laws' powers leave a double."""
+
 MAX_SEQ = 10**7
 """The longest sequence a plan takes, tokens (the longest trained contexts are a few million)."""
 
@@ -353,7 +356,7 @@ def _budget(budget, name: str = "budget", unit: str = "FLOPs") -> Expr:
     value = sympify(budget)
     if not value.is_number or not value.is_positive or not value.is_finite:
         raise InputError(rule, name)
-    if value > 10**40:          # past any cluster's budget, and near where the laws' powers leave a double
-        raise InputError(f"the {name} must be at most 1e40 {unit} (no run spends more), got {value.evalf(3)}", name)
+    if value > MAX_BUDGET:
+        raise InputError(f"the {name} must be at most 1e40 {unit} (no run spends more), got {float(value):.3g}", name)
     return value
 

@@ -195,8 +195,9 @@ LAWS = {
         "the projections of Table 3"),
     "llama-3": PowerLaws(
         "llama-3", (Rational("0.299"), Rational("0.537")), None, "parameters",
-        "Dubey et al. 2024, The Llama 3 Herd of Models, section 3.2.1: N*(C) = A C^alpha tokens with "
-        "(alpha, A) = (0.537, 0.299); at 3.8e25 FLOPs it gives 16.55T tokens and a 402B model"),
+        "Dubey et al. 2024, The Llama 3 Herd of Models, section 3.2.1: D*(C) = A C^alpha tokens with "
+        "(alpha, A) = (0.537, 0.299); the paper reads 16.55T tokens and a 402B model at 3.8e25 FLOPs from its fit, "
+        "and these printed constants give 16.29T there"),
     "deepseek-llm": PowerLaws(
         "deepseek-llm", (Rational("5.8316"), Rational("0.4757")), (Rational("0.1715"), Rational("0.5243")), "flops_per_token",
         "DeepSeek-AI 2024, DeepSeek LLM, section 3.1, eq. (4): M_opt = 0.1715 C^0.5243, D_opt = 5.8316 C^0.4757, "

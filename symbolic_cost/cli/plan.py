@@ -16,6 +16,7 @@ from symbolic_cost.analysis.planning import SHAPES, per_token, plan, serving_awa
 from symbolic_cost.numeric.training_run import plan_for_days, run_plan
 from symbolic_cost.analysis.scaling_laws import LAWS, LossLaw, get_law
 from symbolic_cost.checks import InputError
+from symbolic_cost.models import Training, model_cost
 from symbolic_cost.cli import options
 from symbolic_cost.timing.systems import SYSTEMS
 
@@ -149,9 +150,17 @@ def _given_model(args) -> dict:
     ran = _run(args, arch, f, args.tokens, days=args.days)
     law = get_law(args.law)
     flops = float(f) * ran.tokens
-    loss = law.at(n, ran.tokens) if isinstance(law, LossLaw) else None
+    # a loss law's N is a dense model's: a mixture of experts runs fewer parameters a token than it
+    # holds, and the law does not say which it means (the budget mode refuses it so)
+    experts = arch.moe is not None
+    loss = law.at(n, ran.tokens) if isinstance(law, LossLaw) and not experts else None
+    runs = int(model_cost(arch, Training(b=1, l=args.seq)).active_parameters) if experts else int(n)
     return {"question": "model", "law": law.name, "model": arch.name, "seq": args.seq, "parameters": int(n),
-            "flops_per_token": float(f), "six_n_ratio": float(f) / (6 * int(n)), "tokens": ran.tokens,
+            **({"active_parameters": runs} if experts else {}),
+            **({"note": f"no predicted loss: {law.name} is a loss in the parameters of dense models, and a mixture "
+                        f"of experts holds more than a token runs through"} if experts and isinstance(law, LossLaw)
+               else {}),
+            "flops_per_token": float(f), "six_n_ratio": float(f) / (6 * runs), "tokens": ran.tokens,
             "budget_flops": flops, "loss": loss, "run": _run_fields(ran)}
 
 
@@ -211,24 +220,27 @@ def _energy(kwh: float) -> str:
 def _text(r: dict) -> list[str]:
     lines = []
     if r["question"] == "model":
-        lines.append(f"{r['model']}: {_si(r['parameters'])} parameters, {r['flops_per_token']:.4g} FLOPs a token at "
-                     f"{r['seq']:,} tokens ({r['six_n_ratio']:.3f} x 6N)")
+        active = f" ({_si(r['active_parameters'])} a token)" if r.get("active_parameters") else ""
+        lines.append(f"{r['model']}: {_si(r['parameters'])} parameters{active}, {r['flops_per_token']:.4g} FLOPs a "
+                     f"token at {r['seq']:,} tokens ({r['six_n_ratio']:.3f} x 6N{' of those' if active else ''})")
         lines.append(f"trains on {_si(r['tokens'])} tokens ({r['budget_flops']:.3g} FLOPs)" +
-                     (f"; predicted loss {r['loss']:.4f} ({r['law']})" if r["loss"] is not None else ""))
+                     (f"; predicted loss {r['loss']:.4f} ({r['law']})" if r["loss"] is not None else "") +
+                     (f"; {r['note']}" if "note" in r else ""))
     else:
         six = r["six_nd_optimum"]
         size_key = "parameters" if "parameters" in six else "flops_per_token"
         lines.append(f"plan for {r['budget_flops']:.3g} FLOPs under {r['law']}, {r['shape']} shapes, "
                      f"{r['seq']:,}-token sequences")
         built = "serving-aware, buildable" if "serving" in r else "exact FLOPs, buildable"
-        lines.append(f"  {'':22}{'the law (C = 6ND)':>20}{built:>26}")
-        six_size = _si(six[size_key]) + ("" if size_key == "parameters" else " FLOPs/token")
-        lines.append(f"  {'parameters':22}{six_size:>20}{_si(r['parameters']):>26}")
+        by_size = size_key == "parameters"          # else the law's size is M, FLOPs a token (C = M D)
+        lines.append(f"  {'':22}{'the law (C = 6ND)' if by_size else 'the law (C = M D)':>20}{built:>26}")
+        lines.append(f"  {'parameters':22}{_si(six[size_key]) if by_size else '':>20}{_si(r['parameters']):>26}")
         if r.get("active_parameters"):
             lines.append(f"  {'parameters a token':22}{'':>20}{_si(r['active_parameters']):>26}")
         lines.append(f"  {'tokens':22}{_si(six['tokens']):>20}{_si(r['tokens']):>26}")
         ratio = f"{r['six_n_ratio']:.3f} x 6N" + (" (N a token's)" if r.get("active_parameters") else "")
-        lines.append(f"  {'FLOPs per token':22}{'6 N':>20}{ratio:>26}")
+        law_flops = "6 N" if by_size else f"M = {six[size_key]:.4g}"
+        lines.append(f"  {'FLOPs per token':22}{law_flops:>20}{ratio:>26}")
         if r["loss"] is not None:
             lines.append(f"  {'predicted loss':22}{six['loss']:>20.4f}{r['loss']:>26.4f}")
         if r.get("active_parameters"):

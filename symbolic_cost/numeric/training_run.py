@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sympy import Rational, sympify
 
-from symbolic_cost.analysis.planning import per_token, plan
+from symbolic_cost.analysis.planning import MAX_BUDGET, per_token, plan
 from symbolic_cost.checks import InputError
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.utilisation import utilisation
@@ -76,7 +76,8 @@ def run_plan(arch: Architecture, flops_per_token, devices: int, system="h100", s
     step = float(row["total"])
     rate = batch * seq / step
     trained = _double(tokens) if tokens is not None else rate * _double(days) * SECONDS_A_DAY
-    if not math.isfinite(trained * float(flops_per_token) * devices):     # printed as inf, not as a number
+    spent = trained * float(flops_per_token)
+    if not math.isfinite(spent * devices) or spent > MAX_BUDGET:      # printed as inf, or past any run
         _too_large(*(("tokens", tokens) if tokens is not None else ("days", days)))
     if trained < batch * seq:
         given = ("tokens", f"tokens={tokens}") if tokens is not None else ("days", f"days={days} allow {trained:.4g} tokens")
@@ -106,7 +107,7 @@ def plan_for_days(devices: int, days, system="h100", law: str = "hoffmann-2022",
     first guess at ``ASSUMED_MFU``, the budget becomes what each plan's predicted speed delivers in
     those days, until it moves by less than 1 % (at most 6 rounds)."""
     budget = devices * calibrated(system).matrix_flops * ASSUMED_MFU * sympify(days) * SECONDS_A_DAY
-    if not math.isfinite(_double(budget)) or budget > 10**40:       # planning's largest budget
+    if not math.isfinite(_double(budget)) or budget > MAX_BUDGET:
         _too_large("days", days)
     for _ in range(6):
         chosen = plan(budget, law, shape, seq, recompute)
@@ -130,5 +131,5 @@ def _double(value) -> float:
 def _too_large(name: str, value) -> None:
     """Refuse ``name``'s ``value``: the FLOPs of the run it asks for pass a double's range, so every
     figure printed from them would read ``inf``."""
-    raise InputError(f"{name}={sympify(value).evalf(4)} is too large: the run's FLOPs pass 1e40, the most a plan "
+    raise InputError(f"{name}={_double(sympify(value)):.4g} is too large: the run's FLOPs pass 1e40, the most a plan "
                      f"takes (a double ends near 1.8e308)", name)
