@@ -346,6 +346,9 @@ def _whole(top: Expr, bottom: Expr) -> bool:
 
 
 WHY = {
+    ("h", "e"): "h, the attention heads, split e, the hidden size, into whole head dimensions",
+    ("m1", "h"): "each tensor-parallel rank (m1 of them) runs whole attention heads (h)",
+    ("m1", "f"): "each tensor-parallel rank (m1 of them) holds whole columns of the MLP's hidden size (f)",
     ("s1", "m1"): "sequence shards live inside the tensor-parallel group",
     ("m1", "s1"): "a mixture-of-experts layer under tensor parallelism runs with s1 = m1",
     ("kv_heads", "h"): "each key/value head serves a whole group of query heads",
@@ -374,7 +377,7 @@ def check_rules(dims: dict[str, Expr], rules=MODEL_RULES) -> dict[str, Expr]:
     >>> check_rules(dict(e=64, h=8, m1=3))
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: m1 must divide h (got m1=3, h=8)
+    symbolic_cost.checks.InputError: m1 must divide h (got m1=3, h=8); each tensor-parallel rank (m1 of them) runs whole attention heads (h)
     """
     dims = positive_dims(**dims)
     for divisor, dividend in rules:
@@ -393,7 +396,7 @@ def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") 
     >>> grid_rules({"h": 12, "m1": m1}, {m1: [1, 2, 5]}, rules=[("m1", "h")])
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: --grid at m1=5: m1 must divide h (got m1=5, h=12)
+    symbolic_cost.checks.InputError: --grid at m1=5: m1 must divide h (got m1=5, h=12); each tensor-parallel rank (m1 of them) runs whole attention heads (h)
     """
     tests = [((name,), None) for name in dims] + [((a, b), (a, b)) for a, b in rules if a in dims and b in dims]
     for names, rule in tests:
