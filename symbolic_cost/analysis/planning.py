@@ -279,10 +279,11 @@ def _expert_plan(law, family: ExpertShape, total, seq: int, recompute: bool, dep
 def _inside(best: int, depths, family, total) -> None:
     """Refuse an optimum at either end of the depths tried: the true one lies beyond them."""
     if best in (depths[0], depths[-1]) and len(depths) > 1:
-        side, budget = ("below", "a larger") if best == depths[0] else ("above", "a smaller")
+        side, more = ("below", "larger") if best == depths[0] else ("above", "smaller")
         raise InputError(f"the compute-optimal {family.name} shape for {float(total):.3g} FLOPs lies at the edge of "
                          f"the depths tried ({depths[0]} to {depths[-1]} layers), so the optimum is {side} them: "
-                         f"choose {budget} budget", "budget")
+                         f"choose a {more} budget (from a cluster: {'more' if more == 'larger' else 'fewer'} "
+                         f"devices or days)", "budget")
 
 
 def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> Plan:

@@ -105,6 +105,8 @@ def _check(args, given_model) -> None:
         if args.budget_flops is not None:
             raise InputError("--budget-flops chooses a model; a given model (--preset, --hf-config) is trained for "
                              "--days or --tokens instead", "--budget-flops")
+        if args.days is not None and args.tokens is not None:
+            raise InputError("--days and --tokens each say how long a given model trains: give one of them", "--days")
         if args.devices is None or (args.days is None) == (args.tokens is None):
             raise InputError("a given model needs --devices and one of --days or --tokens", "--devices")
         return
@@ -144,7 +146,8 @@ def _given_model(args) -> dict:
     check_context(arch, [("--seq", args.seq)], False,
                   remedy="give a --seq within it (plan keeps to the model's context)")
     if args.tokens is not None and args.tokens < args.seq:
-        raise InputError(f"--tokens {float(args.tokens):g} is fewer than one sequence of {args.seq:,} tokens (--seq)",
+        raise InputError(f"--tokens {float(args.tokens):g} is fewer than one sequence of {args.seq:,} tokens "
+                         f"(--seq {args.seq:,})",
                          "--tokens")
     n, f, _ = per_token(arch, args.seq, args.recompute == "full")
     ran = _run(args, arch, f, args.tokens, days=args.days)
