@@ -4,6 +4,9 @@ device against a hand count, and each engine's defaults against its source (the 
 release are in ``inference.engines``' docstrings; the numbers here are typed from those sources,
 not read from the module)."""
 
+import json
+from pathlib import Path
+
 import pytest
 from sympy import Rational
 
@@ -11,7 +14,9 @@ from serving_steps import Constant
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.inference import engines
-from symbolic_cost.inference.load import Runtime, serve
+from symbolic_cost.inference.load import Runtime, StepModel, request_blocks, serve
+from symbolic_cost.inference.serving import Serving
+from symbolic_cost.models.config import from_config, preset
 
 
 CHUNKED = Runtime(step_overhead=0, request_overhead=0, max_tokens=8, chunked=True)
@@ -61,9 +66,6 @@ def test_decodes_take_the_budget_first():
 def test_an_engine_fraction_of_the_whole_device_by_hand():
     """vLLM's 0.9 of an 80 GB device holding 16 GB of weights leaves 72 - 16 = 56 GB; TensorRT-LLM's
     0.9 of the 64 GB left free leaves 57.6 GB."""
-    from symbolic_cost.inference.load import StepModel
-    from symbolic_cost.inference.serving import Serving
-    from symbolic_cost.models.config import preset
     step = StepModel(preset("llama-3-8b"), Serving(b=1, l_in=512, l_out=128), "h100")
     weights = 2 * 8_030_261_248                          # bf16, every parameter on the one device
     per_token = 2 * 32 * 8 * 128 * 2                     # K and V, 32 layers, 8 heads of 128, bf16
@@ -123,3 +125,20 @@ def test_the_engine_options_need_a_load_test(capsys):
     assert "--engine sets the --rate simulation" in capsys.readouterr().err
     assert main(["inference", "--preset", "llama-3-8b", "--chunked-prefill"]) == 2
     assert "--chunked-prefill sets the --rate simulation" in capsys.readouterr().err
+
+
+def test_sliding_window_layers_reserve_their_window_only():
+    """gpt-oss-20b (its config.json): 24 layers of 8 key/value heads of 64, bf16, every other one
+    a 128-token sliding window, which keeps at most 127 earlier tokens.  A request of 9,216 tokens
+    holds ``12 x 9,216 + 12 x 127`` layer-tokens of ``2 x 8 x 64 x 2`` bytes, 229,613,568; a block
+    of 32 tokens is every layer's, ``32 x 24 x 2,048`` = 1,572,864; so the request reserves
+    ``ceil(229,613,568 / 1,572,864)`` = 146 blocks, not the 288 its tokens fill in full layers.
+    Llama 3 8B (no window) fills ``ceil(9,216 / 32)`` = 288."""
+    configs = Path(__file__).parent / "hf_configs"
+    oss = from_config(json.loads((configs / "gpt-oss-20b.json").read_text()))
+    runtime = Runtime(block_tokens=32)
+    windowed = StepModel(oss, Serving(l_in=8192, l_out=1024, flash=True), "h100")
+    assert windowed.kv_bytes(9216) == 12 * (9216 + 127) * 2 * 8 * 64 * 2
+    assert request_blocks(windowed, runtime, [9216])[1] == [146]
+    full = StepModel(preset("llama-3-8b"), Serving(l_in=7168, l_out=1024, flash=True), "h100")
+    assert request_blocks(full, runtime, [9216, 9217])[1] == [288, 289]

@@ -173,7 +173,7 @@ class StepModel:
         args = (S.b, S.l_ctx)
         pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
                                  self._roofline(dec, conventions, with_weights=False))
-        self.tokens_per_step, self.extra_tokens, self.draft_launches = 1, 0, None
+        self.tokens_per_step, self.extra_tokens, self.draft_launches, self._per_token = 1, 0, None, None
         # replicas whose experts are split among them (attention data parallelism) step together
         self.lockstep = arch.moe is not None and bool(serving.ep * serving.expert_tensor > serving.m1)
         self.in_flight = int(serving.p)     # one batch a pipeline stage (see ``serve``)
@@ -240,6 +240,16 @@ class StepModel:
         capacity = self.system.hbm_capacity
         free = memory_fraction * (capacity - weights) if memory_of == "free" else memory_fraction * capacity - weights
         return max(int(floor(free / block)), 0)
+
+    def blocks_for(self, tokens: int, block_tokens: int) -> int:
+        """KV-cache blocks of ``block_tokens`` tokens (each every layer's, ``kv_bytes(block_tokens)``)
+        a sequence of ``tokens`` tokens fills: its cache's bytes over a block's, whole blocks;
+        ``ceil(tokens / block_tokens)`` where every layer caches every token, fewer where
+        sliding-window layers hold at most their window (the pool's bytes are what it holds)."""
+        if self._per_token is None:
+            n = Symbol("n", positive=True, integer=True)
+            self._per_token = lambdify([n], self.kv_bytes(n), "math")
+        return math.ceil(self._per_token(tokens) / self._per_token(block_tokens))
 
     def kv_bytes(self, tokens: int):
         """Bytes of the KV cache one sequence of ``tokens`` tokens holds on the busiest device
@@ -598,12 +608,19 @@ def request_lengths(step, output_tokens: int, requests: int, lengths: Lengths, s
     return prompts, [min(o, MAX_OUTPUT) for o in outputs]
 
 
+def blocks_for(step, tokens: int, block_tokens: int) -> int:
+    """Blocks a sequence of ``tokens`` tokens fills in ``step``'s pool (``StepModel.blocks_for``),
+    ``ceil(tokens / block_tokens)`` for a step that does not say."""
+    own = getattr(step, "blocks_for", None)
+    return own(tokens, block_tokens) if own else -(-tokens // block_tokens)
+
+
 def request_blocks(step, runtime: Runtime, lengths: list[int], share: int = 1) -> tuple[float, list[int]]:
     """``(blocks in an engine's pool, the blocks each request of ``lengths`` tokens reserves)``
     (``cache_limit``, which refuses the longest where the pool cannot hold it); ``share``: the
     engines the pool is split among (``serve``'s batches in flight)."""
     blocks, _ = cache_limit(step, runtime, max(lengths), share)
-    return blocks, [0 if blocks == math.inf else -(-n // runtime.block_tokens) for n in lengths]
+    return blocks, [0 if blocks == math.inf else blocks_for(step, n, runtime.block_tokens) for n in lengths]
 
 
 MAX_OUTPUT = 2**20
@@ -705,7 +722,7 @@ def cache_limit(step, runtime: Runtime, length: int, share: int = 1) -> tuple[fl
     if not hasattr(step, "cache_blocks"):
         return math.inf, 0
     blocks = step.cache_blocks(runtime.block_tokens, runtime.memory_fraction, runtime.memory_of) // share
-    need = -(-length // runtime.block_tokens)
+    need = blocks_for(step, length, runtime.block_tokens)
     if need > blocks:
         shared = f" (its share of a pool split among {share} batches in flight)" if share > 1 else ""
         raise InputError(f"a request of {length:,} tokens needs {need:,} KV-cache blocks of {runtime.block_tokens} "
