@@ -356,6 +356,8 @@ WHY = {
     ("p", "n_layers"): "each pipeline stage holds whole layers",
     ("p", "micro_batches"): "Megatron-LM's interleaved schedule runs the micro-batches in rounds of p",
     ("p x virtual_stages", "n_layers"): "each of a rank's virtual_stages chunks holds whole layers",
+    ("p x virtual_stages x recompute_layers", "n_layers"): "full recomputation's uniform groups of recompute_layers "
+                                                            "divide a model chunk's layers",
 }
 """The reason printed with a broken divisibility rule (none needed for the obvious ones)."""
 

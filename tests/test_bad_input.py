@@ -103,6 +103,12 @@ CLI = [
     ("sweep --preset gpt2 --grid b=inf", "--grid"),
     ("sweep --preset gpt2 --grid d=0", "--grid"),
     ("sweep --preset gpt2 --grid m1=5", "m1 must divide h"),
+    # what summary refuses at a point, sweep refuses at that point of its grid
+    ("sweep --preset llama-3-70b --recompute full --recompute-layers 4 --flash --grid p=4,8 --set l=8192 m1=8 "
+     "n_micro=8", "--grid at p=8: p x virtual_stages x recompute_layers must divide n_layers (got p x "
+     "virtual_stages x recompute_layers=32, n_layers=80); full recomputation's uniform groups"),
+    ("sweep --preset gpt2 --grid b=1,2 --set p=1 --schedule gpipe", "--schedule gpipe schedules a pipeline, and "
+     "p=1 has none"),
     ("sweep --preset gpt2 --grid m1=2 s1=4", "s1 must divide m1"),
     ("sweep --preset gpt2 --grid p=5", "p must divide n_layers"),
     ("sweep --preset gpt2 --schedule interleaved --virtual-stages 3 --grid p=2,4 n_micro=4,6",

@@ -23,7 +23,7 @@ from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
 from symbolic_cost.parallel.pipeline import dualpipe_rules
 from symbolic_cost.models import Training, model_cost
-from symbolic_cost.models.placement import placed_by_p
+from symbolic_cost.models.placement import SPLIT, placed_by_p
 from symbolic_cost.models.training import check_context, check_context_parallel, check_reference_pipeline
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.models.peak import peak_bytes
@@ -113,9 +113,16 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
                 n_layers=arch.depth,
                 **{str(s): get(s) for s in TRAINING_SYMBOLS})
     rules = layer_rules(chosen, arch.head_dim is not None) + PIPELINE_RULES
-    if policy.get("schedule") == "interleaved":    # rounds of p micro-batches, whole layers a chunk
-        dims.update({"micro_batches": get(S.n_micro), "p x virtual_stages": get(S.p) * policy["virtual_stages"]})
+    v = policy["virtual_stages"] if policy.get("schedule") == "interleaved" else 1
+    if v != 1:                                      # rounds of p micro-batches, whole layers a chunk
+        dims.update({"micro_batches": get(S.n_micro), "p x virtual_stages": get(S.p) * v})
         rules += INTERLEAVED_RULES
+    uneven = any(policy.get(k) not in (None, False) for k in SPLIT)
+    if policy.get("recompute") == "full" and policy.get("recompute_method", "uniform") == "uniform" and not uneven:
+        # groups of recompute_layers inside a model chunk (models.totals.check_schedule)
+        dims.update({"recompute_layers": policy.get("recompute_layers", 1),
+                     "p x virtual_stages x recompute_layers": get(S.p) * v * policy.get("recompute_layers", 1)})
+        rules += (("p x virtual_stages x recompute_layers", "n_layers"),)
     if arch.moe is not None:      # whole experts and slices, an expert grid that folds, s1 = m1 (blocks.moe)
         dims.update({"experts": arch.moe.experts, "expert_f": arch.moe.expert_f, "ep x etp": get(S.ep) * get(S.etp),
                      "m1 x cp x d": get(S.m1) * get(S.cp) * get(S.d)}, **({"shared_f": arch.moe.shared_f} if arch.moe.shared_f else {}))
@@ -184,6 +191,9 @@ def run(args) -> int:
     chosen = conventions(args)
     grid = _axes_where(args.where, arch, fixed, grid)
     check_grid(arch, fixed, grid, chosen, {**frameworks.recipe_fields(args), **options.training_policy(args)})
+    if not framework and args.schedule != options.PLAIN.schedule and 1 in grid.get(S.p, [fixed.get(S.p)]):
+        raise InputError(f"--schedule {args.schedule} schedules a pipeline, and p=1 has none; it would be ignored "
+                         f"there (sweep p from 2, or leave --schedule)", "--schedule")
     with _scheduler(args):
         if S.p in grid and placed_by_p(arch, {**frameworks.recipe_fields(args), **options.training_policy(args)}):
             # which layers a rank holds depends on p (models.placement.Placement): one build per p
