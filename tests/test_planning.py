@@ -274,3 +274,17 @@ def test_a_given_mixture_of_experts_gets_no_dense_loss(capsys):
     assert out["six_n_ratio"] == pytest.approx(out["flops_per_token"] / (6 * out["active_parameters"]), rel=1e-12)
     assert main(["plan", "--preset", "llama-3-8b", "--devices", "8", "--tokens", "1e40"]) == 2
     assert "pass 1e40" in capsys.readouterr().err
+
+
+def test_the_latex_table_carries_the_run_and_its_cost(capsys):
+    """``--latex`` holds what the text holds: the chosen shape, the run's devices, energy and
+    cost (2 USD an H100-hour: twice the GPU-hours) beside the model's numbers."""
+    words = ["plan", "--budget-flops", "1e23", "--devices", "64", "--price", "2"]
+    assert main([*words, "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)["run"]
+    assert main([*words, "--latex"]) == 0
+    rows = dict(line.rstrip(" \\").split(" & ") for line in capsys.readouterr().out.splitlines() if " & " in line)
+    mantissa, power = rows["cost (USD)"].strip("$").split(" \\times 10^")
+    assert float(mantissa) * 10 ** int(power.strip("{}")) == pytest.approx(2 * run["gpu_hours"], rel=1e-3)
+    assert rows["energy (MWh)"] == f"{0.7 * run['gpu_hours'] / 1000:,.1f}"
+    assert rows["devices"] == "64 h100" and rows["shape"].endswith("heads")

@@ -282,16 +282,45 @@ def _run_text(run: dict) -> list[str]:
 
 
 def _latex(r: dict) -> str:
-    rows = [("parameters", f"{r['parameters']:.4g}"), ("tokens", f"{r['tokens']:.4g}"),
-            ("FLOPs per token", f"{r['flops_per_token']:.4g}"), ("budget (FLOPs)", f"{r['budget_flops']:.4g}")]
+    """The plan as a LaTeX table: the model (its shape when chosen), what it trains on (with
+    serving, what its life costs), and the run with its energy and cost where known."""
+    rows = [("model", r["model"])]
+    if "layers" in r:
+        rows.append(("shape", f"{r['layers']} layers, hidden {r['hidden_size']:,}, {r['heads']} heads"))
+    rows += [("parameters", _tex(r["parameters"]))]
+    if r.get("active_parameters"):
+        rows.append(("parameters a token", _tex(r["active_parameters"])))
+    rows += [("tokens", _tex(r["tokens"])), ("FLOPs per token", _tex(r["flops_per_token"]))]
+    serving = r.get("serving")
+    if serving:     # the serving-aware model trains past the budget, which its compute-optimal one spends
+        rows += [("training FLOPs", _tex(serving["training_flops"])), ("budget (FLOPs)", _tex(r["budget_flops"])),
+                 ("tokens served", _tex(serving["served_tokens"])), ("lifetime FLOPs", _tex(serving["lifetime_flops"])),
+                 ("compute-optimal lifetime FLOPs", _tex(serving["compute_optimal_lifetime_flops"]))]
+    else:
+        rows.append(("budget (FLOPs)", _tex(r["budget_flops"])))
     if r.get("loss") is not None:
         rows.append(("predicted loss", f"{r['loss']:.4f}"))
     if "run" in r:
         run = r["run"]
-        rows += [("step time (s)", f"{run['step_time_s']:.3f}"), ("MFU", f"{100 * run['mfu']:.1f}\\%"),
-                 ("days", f"{run['days']:.1f}"), ("GPU-hours", f"{run['gpu_hours']:.4g}")]
+        rows += [("devices", f"{run['devices']:,} {run['system']}"), ("step time (s)", f"{run['step_time_s']:.3f}"),
+                 ("MFU", f"{100 * run['mfu']:.1f}\\%"), ("days", f"{run['days']:.1f}"),
+                 ("GPU-hours", _tex(run["gpu_hours"]))]
+        if run.get("energy_kwh") is not None:
+            rows.append(("energy (MWh)", f"{run['energy_kwh'] / 1000:,.1f}"))
+        if run.get("cost_usd") is not None:
+            rows.append(("cost (USD)", _tex(run["cost_usd"])))
     body = "\n".join(f"{name} & {value} \\\\" for name, value in rows)
     return f"\\begin{{tabular}}{{lr}}\n\\hline\n{body}\n\\hline\n\\end{{tabular}}"
+
+
+def _tex(value) -> str:
+    """A number for a LaTeX cell, four significant digits, in powers of ten past 10^4.
+
+    >>> print(_tex(1.6766e24), _tex(37240419328), _tex(512))
+    $1.677 \\times 10^{24}$ $3.724 \\times 10^{10}$ 512
+    """
+    mantissa, _, exponent = f"{float(value):.4g}".partition("e")
+    return f"${mantissa} \\times 10^{{{int(exponent)}}}$" if exponent else mantissa
 
 
 __all__ = ["add_arguments", "run"]
