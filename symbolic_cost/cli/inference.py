@@ -621,13 +621,15 @@ def report(args) -> int:
     print(f"prefill: {flops('prefill_flops')}, {size('prefill_bytes')} moved; compute {seconds('prefill_compute_s')}, "
           f"memory {seconds('prefill_memory_s')}, comm {seconds('prefill_comm_s')}: TTFT {seconds('ttft_s')}")
     context = "mean decode step" if l_ctx is None else f"decode step over l_ctx={l_ctx}"
-    print(f"{context}: {flops('decode_flops')}, {size('decode_bytes')} moved (weights "
-          f"{size('decode_weight_bytes')}, KV cache {size('decode_cache_bytes')}); compute "
-          f"{seconds('decode_compute_s')}, memory {seconds('decode_memory_s')}, comm {seconds('decode_comm_s')}: "
-          f"TPOT {seconds('tpot_s')}")
-    print(f"generation: {seconds('generation_s')}; tokens/s while decoding: {out['tokens_per_s']:.6g} per replica, "
-          f"{out['tokens_per_s_per_device']:.6g} per device, {out['tokens_per_s_per_job']:.6g} per job; end to "
-          f"end {out['end_to_end_tokens_per_s']:.6g} per replica")
+    decodes = l_ctx is not None or sympify(s.l_out) != 1      # one token out is the prefill's alone
+    if decodes:
+        print(f"{context}: {flops('decode_flops')}, {size('decode_bytes')} moved (weights "
+              f"{size('decode_weight_bytes')}, KV cache {size('decode_cache_bytes')}); compute "
+              f"{seconds('decode_compute_s')}, memory {seconds('decode_memory_s')}, comm {seconds('decode_comm_s')}: "
+              f"TPOT {seconds('tpot_s')}")
+    rates = (f"; tokens/s while decoding: {out['tokens_per_s']:.6g} per replica, {out['tokens_per_s_per_device']:.6g} "
+             f"per device, {out['tokens_per_s_per_job']:.6g} per job") if decodes else " (l_out=1: no decode step)"
+    print(f"generation: {seconds('generation_s')}{rates}; end to end {out['end_to_end_tokens_per_s']:.6g} per replica")
     crossover = out.get("crossover_batch")
     turns = "decode never turns compute-bound (the cache's bytes grow with b as fast as its FLOPs)" if never \
         else f"decode turns compute-bound at b = {crossover}" if crossover is not None \
