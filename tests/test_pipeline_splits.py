@@ -296,3 +296,20 @@ def test_megatron_arguments_read_a_layout():
             "--tokenizer-type NullTokenizer --pipeline-model-parallel-size 2 ")
     setup = megatron_setup(read_launch(base + "--pipeline-model-parallel-layout 'Et|tt|tt|t,L'", "x"), "x", world=2)
     assert setup.policy["pipeline_layout"] == "Et|tt|tt|t,L" and setup.policy["virtual_stages"] == 2
+
+
+def test_the_peak_is_one_ranks_not_each_categorys_busiest():
+    """Llama-3-8B on 4 stages of 2, 8, 8 and 14 layers, 8 micro-batches of one 4,096-token
+    sequence: rank 1 keeps the most activations (three micro-batches of 8 layers) and rank 3
+    holds the most weights (14 layers and the head); no device holds both.  The peak is rank 3's
+    forward: its 16 bytes a parameter (bf16 weights and gradients, fp32 master weights and Adam's
+    two moments: Megatron-LM's mixed precision), its kept activations, and the logits the loss
+    reads, ``4,096 x 128,256`` bf16 values; and 2 sequences fit an 80 GB H100 (74.5 GiB), 3 not."""
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.peak import largest_micro_batch, peak_bytes, peak_rank
+    layout = dict(l=4096, p=4, micro_batches=8, flash=True, first_stage_layers=2, last_stage_layers=14)
+    cost = model_cost(preset("llama-3-8b"), Training(b=1, **layout))
+    rank3 = 16 * rank_parameters(cost, 3) + rank_activation_bytes(cost, 3) + 4096 * 128256 * 2
+    assert peak_rank(cost) == 3 and peak_bytes(cost) == rank3
+    assert rank_activation_bytes(cost, 1) == cost.activation_bytes > rank_activation_bytes(cost, 3)
+    assert largest_micro_batch(preset("llama-3-8b"), Training(**layout), 80 * 10**9) == 2

@@ -19,7 +19,7 @@ from symbolic_cost.models import Training, cluster_volume, model_cost, world_siz
 from symbolic_cost.models.experts import alltoall_bytes, expert_degrees
 from symbolic_cost.models.grid_stack import on_grid
 from symbolic_cost.models.overheads import get_overheads
-from symbolic_cost.models.peak import largest_micro_batch, peak_bytes, peak_moment, step_timeline
+from symbolic_cost.models.peak import largest_micro_batch, peak_bytes, peak_moment, peak_rank, step_timeline
 from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.parallel.grid import DEGREES
@@ -196,6 +196,9 @@ def peak_report(arch, training, cost, chosen, system, overheads="none") -> dict:
         out["device_bytes"] = number(extra.device_bytes(peak_bytes(cost, chosen)))
     if all(sympify(m.bytes).is_number for m in moments):
         out["at"] = peak_moment(cost, chosen).name
+        rank = peak_rank(cost, chosen)
+        if rank is not None:
+            out["rank"] = rank
         if system.hbm_capacity and training.tensor is None:     # a tensor grid has its own builder
             out["capacity_bytes"] = number(system.hbm_capacity)
             try:
@@ -313,12 +316,14 @@ def run(args) -> int:
         print("parameters per device of each pipeline rank: " + ", ".join(
             f"{rank}: {value:,}" for rank, value in enumerate(out["parameters_per_rank"])))
     peak = out["peak"]
-    where = f" at the {peak['at']}" if "at" in peak else ""
+    where = (f" at the {peak['at']}" if "at" in peak else "") + (f" of pipeline rank {peak['rank']}" if "rank" in peak
+                                                                  else "")
+    kept = "each category's busiest rank" if "rank" in peak else "kept total"
     fit = (f"; the largest micro-batch that fits {args.system}'s {size(peak['capacity_bytes'])}: "
            f"{peak['largest_micro_batch']}" if "largest_micro_batch" in peak else "")
     device = (f"; with the {peak['overheads']} GPU overheads {size(peak['device_bytes'])}" if "device_bytes" in peak
               else "; GPU overheads not counted (--overheads hopper)")
-    print(f"peak memory per device: {size(peak['bytes'])}{where} (kept total {size(out['memory_bytes'])}){device}{fit}")
+    print(f"peak memory per device: {size(peak['bytes'])}{where} ({kept} {size(out['memory_bytes'])}){device}{fit}")
     if "capacity_bytes" in peak and peak.get("device_bytes", peak["bytes"]) > peak["capacity_bytes"]:
         print(f"does not fit: the peak of {size(peak.get('device_bytes', peak['bytes']))} is past {args.system}'s "
               f"{size(peak['capacity_bytes'])}; the times below are what the step would take with the memory")

@@ -34,9 +34,12 @@ is gathered in the first three moments instead, and none in the last two.
 
 ``peak_bytes`` is the largest; with numbers ``peak_moment`` names where it falls.
 
-The moments follow one micro-batch through the busiest rank. With ``p > 1`` the kept activations
-are the busiest rank's (the first stage) while the loss is on the last stage, so the loss and
-head moments are an upper bound there. Left out by default, because they are not tensors of the
+The moments follow one micro-batch through the busiest rank. Where the pipeline's ranks are
+enumerated (uneven stages, a pipeline layout; numbers), each rank's moments are its own (its
+state, its kept activations, the head's transients on the last rank, the embedding's on the
+first) and the peak is the largest rank's (``peak_rank``). Otherwise (an even split, closed form
+in ``p``) each category is its busiest rank's: the kept activations the first stage's while the
+loss is on the last, so the loss and head moments are an upper bound there. Left out by default, because they are not tensors of the
 model: the CUDA context, NCCL's buffers, cuBLAS's workspace and the caching allocator's
 fragmentation (``models.overheads``: named, with their sources; ``largest_micro_batch`` takes
 them).
@@ -58,7 +61,7 @@ from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.extrema import maximum, minimum
 from symbolic_cost.models.overheads import OVERHEADS, Overheads, get_overheads  # noqa: F401 (Overheads: its old home)
 from symbolic_cost.models.memory import rebuilt_bytes
-from symbolic_cost.models.ranks import cost_placement, layer_input_bytes, layer_tokens_bytes
+from symbolic_cost.models.ranks import cost_placement, layer_input_bytes, layer_tokens_bytes, rank_activation_bytes
 from symbolic_cost.models.training import TRAINING_MADE_BY, Training, element_bytes
 from symbolic_cost.models.whole_model import model_cost_of
 
@@ -121,13 +124,14 @@ def head_transient(cost, conventions=conv.DEFAULT) -> Expr:
     return held + head.act_out - loss.act_buffer + head.act_in + made
 
 
-def recompute_transient(cost, conventions=conv.DEFAULT) -> Expr:
+def recompute_transient(cost, conventions=conv.DEFAULT, holds_head=None) -> Expr:
     """Bytes the backward of the last checkpointed unit adds to what is kept, once its forward
     has run again: what the recomputation rebuilds (``models.memory.rebuilt_bytes``, the largest
     of the layer groups) and the gradient of the unit's output (``b l/s1 e`` elements, as the
     head's backward left it), less the head's kept activations where the head is on this device
     (one stage: its backward ran first and freed them; with a pipeline the busiest rank is taken
-    as keeping them, an upper bound).  Under ``gradient_lifetime="step"`` the head's weight
+    as keeping them, an upper bound; ``holds_head``: whether this rank holds the head, where the
+    ranks are told apart).  Under ``gradient_lifetime="step"`` the head's weight
     gradients made before count too, and under ``loss_backward="eager"`` the logits the model's
     output holds.  0 without recomputation.
 
@@ -146,11 +150,14 @@ def recompute_transient(cost, conventions=conv.DEFAULT) -> Expr:
     rebuilt -= _kept_whole_and_freed(cost, conventions)
     p = exact(t.p, "p")
     head = cost.head.total("act_buffer")
-    freed = head if p == 1 else (Integer(0) if p.is_number else Piecewise((head, Eq(p, 1)), (0, True)))
+    if holds_head is None:      # one stage holds the head; with a pipeline the busiest rank is taken to keep it
+        freed = head if p == 1 else (Integer(0) if p.is_number else Piecewise((head, Eq(p, 1)), (0, True)))
+    else:
+        freed = head if holds_head else Integer(0)
     lm_head, also = _row(cost.head, "lm_head"), Integer(0)
-    if lm_head is not None and conventions.loss_backward == "eager":
+    if lm_head is not None and conventions.loss_backward == "eager" and holds_head is not False:
         also += lm_head.act_out
-    if conventions.gradient_lifetime == "step":
+    if conventions.gradient_lifetime == "step" and holds_head is not False:
         also += cost.head.total("weight_grads") + _tied_table(cost)
     return rebuilt + tokens_bytes - freed + also
 
@@ -260,19 +267,70 @@ def bucket_bytes(cost, conventions=conv.DEFAULT) -> Expr:
 def step_terms(cost, conventions=conv.DEFAULT) -> tuple:
     """``(state, kept, made, during, after)``: the state all step long, the kept activations, the
     gradients backward makes, and the transients of the moments while activations are kept
-    (forward, loss, head) and after they are freed (embedding, optimizer), in ``MOMENTS`` order."""
+    (forward, loss, head, a recomputed layer's backward) and after they are freed (embedding,
+    optimizer), in ``MOMENTS`` order, on the busiest device.  Where the pipeline's ranks are
+    enumerated (uneven stages, a layout; numbers only), that is the rank whose peak is the
+    largest, each rank with its own state, activations and ends (``_rank_terms``); otherwise
+    each category is its busiest rank's, the ends' transients included: a bound."""
     cost, c = model_cost_of(cost), conv.get(conventions)
+    rank = peak_rank(cost, c)
+    if rank is not None:
+        return next(_rank_terms(cost, c, *row) for row in _enumerated_ranks(cost) if row[0] == rank)
+    return _terms(cost, c, cost.activation_bytes, True, True, None)
+
+
+def _terms(cost, c, kept, first, last, holds_head) -> tuple:
+    """``step_terms`` of a device holding ``cost``'s state and ``kept`` activations, the
+    embedding's transients if it is the ``first`` rank and the head's if the ``last``."""
     buffer = c.gradient_lifetime == "buffer"
     state = (cost.weight_bytes + cost.optimizer_bytes + gather_bytes(cost) + bucket_bytes(cost, c)
              + (cost.gradient_bytes if buffer else 0))
     made = Integer(0) if buffer else cost.gradient_bytes        # the gradients backward made
     head = _row(cost.head, "lm_head")
-    logits = head.act_out if head is not None else Integer(0)
+    logits = head.act_out if head is not None and last else Integer(0)
+    ends = (loss_transient(cost, c), head_transient(cost, c)) if last else (Integer(0), Integer(0))
     held = gather_bytes(cost, kept=True) - gather_bytes(cost)   # layers gathered from forward to backward
-    during = tuple(held + x for x in (logits, loss_transient(cost, c), head_transient(cost, c),
-                                      recompute_transient(cost, c)))
-    after = (embedding_transient(cost, c), optimizer_temporaries(cost, c))
-    return state, cost.activation_bytes, made, during, after
+    during = tuple(held + x for x in (logits, *ends, recompute_transient(cost, c, holds_head)))
+    after = (embedding_transient(cost, c) if first else Integer(0), optimizer_temporaries(cost, c))
+    return state, kept, made, during, after
+
+
+def peak_rank(cost, conventions=conv.DEFAULT) -> int | None:
+    """The pipeline rank whose peak ``step_terms`` takes where the ranks are enumerated and every
+    size is a number (the lowest of equals), else ``None``: each category is then its busiest
+    rank's (a formula over the ranks' maximum would be a larger expression than a search builds)."""
+    cost, c = model_cost_of(cost), conv.get(conventions)
+    ranks = _enumerated_ranks(cost)
+    if not ranks or any(sympify(x).free_symbols for x in (cost.activation_bytes, cost.weight_bytes)):
+        return None
+    peaks = [sympify(_peak_of(*_rank_terms(cost, c, *row))) for row in ranks]
+    if not all(peak.is_number for peak in peaks):
+        return None
+    return ranks[max(range(len(ranks)), key=lambda i: (peaks[i], -i))][0]
+
+
+def _enumerated_ranks(cost) -> tuple:
+    """``(rank, first, last)`` of the ranks that can be the busiest where the placement
+    enumerates them (``Placement.rows``, numbers only; not DualPipe's paired stages), else ()."""
+    p, place = exact(cost.training.p, "p"), cost_placement(cost)
+    if not p.is_number or p == 1 or place.rows is None or cost.training.schedule == "dualpipe":
+        return ()
+    return tuple((rank, first, last) for rank, first, last, _ in place.rows)
+
+
+def _rank_terms(cost, c, rank, first, last) -> tuple:
+    """``step_terms`` of pipeline rank ``rank``: its own weights, gradients and optimizer state
+    (``totals.rank_state_bytes``) and kept activations (``ranks.rank_activation_bytes``), the
+    head's transients on the last rank only, the embedding's on the first."""
+    from symbolic_cost.models.totals import rank_state_bytes    # totals builds on this module's callers
+    states = rank_state_bytes(cost, rank)
+    own = replace(cost, **{k: states[k] for k in ("weight_bytes", "gradient_bytes", "optimizer_bytes")})
+    return _terms(own, c, rank_activation_bytes(cost, rank), first, last, last)
+
+
+def _peak_of(state, kept, made, during, after) -> Expr:
+    """The largest moment of ``step_terms``: ``state + Max(kept + Max(during), made + Max(after))``."""
+    return state + maximum(kept + maximum(*during), made + maximum(*after))
 
 
 def step_timeline(cost, conventions=conv.DEFAULT) -> tuple[Moment, ...]:
@@ -301,8 +359,7 @@ def peak_bytes(cost, conventions=conv.DEFAULT) -> Expr:
     ``state + Max(kept + Max(during), made + Max(after))`` so that the large terms appear once,
     with ``extrema.maximum`` (SymPy's ``Max`` would try to order the moments by their
     assumptions, seconds per model in a search)."""
-    state, kept, made, during, after = step_terms(cost, conventions)
-    return state + maximum(kept + maximum(*during), made + maximum(*after))
+    return _peak_of(*step_terms(cost, conventions))
 
 
 def peak_moment(cost, conventions=conv.DEFAULT) -> Moment:

@@ -249,6 +249,23 @@ def world_size(training: Training) -> Expr:
     return exact(training.m1, "m1") * exact(training.cp, "cp") * exact(training.d, "d") * exact(training.p, "p")
 
 
+def rank_state_bytes(cost: ModelCost, rank: int) -> dict:
+    """``split_state_bytes`` of what one device of pipeline rank ``rank`` holds (its layers, the
+    embedding on the first rank, the head and a tied table's copy on the last:
+    ``Placement.holds``): its ``weight_bytes``, ``gradient_bytes`` and ``optimizer_bytes``, which
+    ``model_cost`` takes each of its busiest rank (numbers only; not under DualPipe, whose ranks
+    hold two stages)."""
+    t, arch = cost.training, cost.architecture
+    es = element_bytes(t.precision)
+    start, end, layers = cost.embedding, cost.head, cost.stack[1:-1]
+    place, copy = cost_placement(cost), tied_copy(arch, start)
+    on_rank = lambda of, last_copy=0: place.holds(rank, of(start), of(end), [of(b) for b, _ in layers],  # noqa: E731
+                                                  last_copy)
+    per_device = on_rank(lambda blk: blk.total("weights") / es, copy / es)
+    return split_state_bytes(data_group(t), exact(t.m1, "m1"), es, per_device, on_rank, copy / es, arch.e,
+                             cost.layer.conventions)
+
+
 def data_group(t: Training) -> Training:
     """The training as its gradient reduction and ZeRO / distributed-optimizer sharding see it:
     over ``d cp`` ranks, the context-parallel ranks holding the same weights as data replicas
