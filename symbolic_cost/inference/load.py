@@ -173,7 +173,7 @@ class StepModel:
         args = (S.b, S.l_ctx)
         pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
                                  self._roofline(dec, conventions, with_weights=False))
-        self.tokens_per_step, self.extra_tokens, self.draft_launches, self._per_token = 1, 0, None, None
+        self.tokens_per_step, self.extra_tokens, self.draft_launches, self._cache_of = 1, 0, None, None
         # replicas whose experts are split among them (attention data parallelism) step together
         self.lockstep = arch.moe is not None and bool(serving.ep * serving.expert_tensor > serving.m1)
         self.in_flight = int(serving.p)     # one batch a pipeline stage (see ``serve``)
@@ -246,10 +246,10 @@ class StepModel:
         a sequence of ``tokens`` tokens fills: its cache's bytes over a block's, whole blocks;
         ``ceil(tokens / block_tokens)`` where every layer caches every token, fewer where
         sliding-window layers hold at most their window (the pool's bytes are what it holds)."""
-        if self._per_token is None:
+        if self._cache_of is None:
             n = Symbol("n", positive=True, integer=True)
-            self._per_token = lambdify([n], self.kv_bytes(n), "math")
-        return math.ceil(self._per_token(tokens) / self._per_token(block_tokens))
+            self._cache_of = lambdify([n], self.kv_bytes(n), "math")
+        return math.ceil(self._cache_of(tokens) / self._cache_of(block_tokens))
 
     def kv_bytes(self, tokens: int):
         """Bytes of the KV cache one sequence of ``tokens`` tokens holds on the busiest device

@@ -39,10 +39,11 @@ enumerated (uneven stages, a pipeline layout; numbers), each rank's moments are 
 state, its kept activations, the head's transients on the last rank, the embedding's on the
 first) and the peak is the largest rank's (``peak_rank``). Otherwise (an even split, closed form
 in ``p``) each category is its busiest rank's: the kept activations the first stage's while the
-loss is on the last, so the loss and head moments are an upper bound there. Left out by default, because they are not tensors of the
-model: the CUDA context, NCCL's buffers, cuBLAS's workspace and the caching allocator's
-fragmentation (``models.overheads``: named, with their sources; ``largest_micro_batch`` takes
-them).
+loss is on the last, so the loss and head moments are an upper bound there.
+
+Left out by default, because they are not tensors of the model: the CUDA context, NCCL's
+buffers, cuBLAS's workspace and the caching allocator's fragmentation (``models.overheads``:
+named, with their sources; ``largest_micro_batch`` takes them).
 
 Checked against a step of PyTorch eager (``tests/test_peak_memory.py``): live storage bytes
 measured over forward, backward and ``AdamW.step`` of small ``transformers`` models on the CPU
