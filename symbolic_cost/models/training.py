@@ -155,8 +155,12 @@ class Training(FlatNames):
         context parallelism, which does not change them, and with every routed token computed
         once, dropless: the slots a capacity factor pads are work of the hardware, not of the model
         (Megatron-LM's ``num_floating_point_operations`` counts ``moe_router_topk`` tokens an expert
-        layer, whatever the capacity)."""
+        layer, whatever the capacity); and with attention unfused: a fused kernel's backward
+        recomputes the scores, work of the kernel, as recomputation is (PaLM's and Megatron-LM's
+        model FLOPs count attention's backward at twice its forward, whatever the kernel)."""
         own = self if sympify(self.cp) == 1 else replace(self, context=Context(1))
+        if own.flash:
+            own = replace(own, flash=False, attention_kernel=None)
         return own if self.capacity_factor is None else replace(own, experts=replace(self.experts,
                                                                                     capacity_factor=None))
 

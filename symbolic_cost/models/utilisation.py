@@ -19,6 +19,8 @@ MFU, HFU                    ``FLOPs / (step time x devices x peak FLOP/s)`` (Cho
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sympy import Expr, Integer
 
 from symbolic_cost.cost import exact
@@ -49,10 +51,14 @@ def _row_flops(row, pass_, only, conventions) -> Expr:
     return getattr(row, f"flops_{pass_}")
 
 
-def one_device_stack(cost: ModelCost):
+def one_device_stack(cost: ModelCost, as_run: bool = False):
     """The model's blocks unsharded (``m1 = s1 = 1``; ``Training.own_counts``: no context
-    parallelism, dropless experts), under the cost's recipe and conventions."""
+    parallelism, dropless experts, attention unfused), under the cost's recipe and conventions;
+    ``as_run``: attention fused where the training fuses it (its kernel's backward recomputes
+    the scores: hardware FLOPs)."""
     t, conventions = model_cost_of(cost).training.own_counts(), cost.layer.conventions
+    if as_run and cost.training.flash:
+        t = replace(t, flash=True, attention_kernel=cost.training.attention_kernel)
     es = element_bytes(t.precision)
     return recipe_stack(model_stack(cost.architecture, t, 1, 1, es, conventions), t, es, conventions,
                         cost.architecture)
@@ -62,8 +68,9 @@ def _replicas(cost: ModelCost) -> Expr:
     return exact(cost.training.micro_batches, "micro_batches") * exact(cost.training.d, "d")
 
 
-def model_flops(cost: ModelCost, only: str = "all") -> Expr:
-    """FLOPs of one iteration over the job, forward and backward, without recomputation.
+def model_flops(cost: ModelCost, only: str = "all", as_run: bool = False) -> Expr:
+    """FLOPs of one iteration over the job, forward and backward, without recomputation (with
+    ``as_run``, a fused attention kernel's recomputed scores counted: ``one_device_stack``).
 
     >>> from symbolic_cost.models import Training, model_cost
     >>> from symbolic_cost.models.config import preset
@@ -73,7 +80,7 @@ def model_flops(cost: ModelCost, only: str = "all") -> Expr:
     """
     _choice(only, "only", ONLY)
     conventions = model_cost_of(cost).layer.conventions
-    total = sum((count * _row_flops(row, p, only, conventions) for blk, count in one_device_stack(cost)
+    total = sum((count * _row_flops(row, p, only, conventions) for blk, count in one_device_stack(cost, as_run)
                  for row in blk for p in ("fwd", "bwd")), Integer(0))
     return _replicas(cost) * total
 
@@ -94,8 +101,9 @@ def recompute_flops(cost: ModelCost, only: str = "all", accounting: str = "libra
 
 
 def hardware_flops(cost: ModelCost, only: str = "all", accounting: str = "library") -> Expr:
-    """Model FLOPs plus recomputation (``recompute_flops``)."""
-    return model_flops(cost, only) + recompute_flops(cost, only, accounting)
+    """Model FLOPs plus recomputation (``recompute_flops``) and a fused attention kernel's
+    recomputed scores (``model_flops(as_run=True)``)."""
+    return model_flops(cost, only, as_run=True) + recompute_flops(cost, only, accounting)
 
 
 def seconds(step_time) -> Expr:
