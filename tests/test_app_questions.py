@@ -132,3 +132,23 @@ def test_four_questions_answered_on_the_page(tmp_path):
         assert status == 0, error
         best = json.loads(out)["layouts"][0]
         assert page.locator("#serve-layout-0 td").all_inner_texts()[1:3] == [best["layout"], g4(best["rate"])]
+
+
+def test_a_slo_no_rate_meets_is_said_so():
+    """Serving Llama-3-8B on one H100 at p90 TTFT <= 0.01 s: a lone request's first token takes
+    longer (the command line's ``sustained_rate`` is 0), so the verdict says no rate meets the SLO,
+    the load table is empty, and no curve is drawn (the page used to print "undefined" and ask for
+    load tests at a rate of 0)."""
+    status, out, error = cli("inference", "--preset", "llama-3-8b", "--system", "h100", "--slo-ttft", "0.01", "--json")
+    assert status == 0, error
+    assert json.loads(out)["load"]["sustained_rate"] == 0
+    with served_page() as (page, url):
+        opened(page, url)
+        page.click("#view-serving")
+        page.select_option("#preset", "llama-3-8b")
+        page.fill("#slo_ttft", "0.01")
+        page.fill("#slo_itl", "")
+        settle(page)
+        assert page.inner_text("#sustained-rate") == "no rate"
+        assert "undefined" not in page.inner_text("body")
+        assert page.locator("#load-table tr").count() == 0 and page.locator("#plot-rate-ttft polyline").count() == 0
