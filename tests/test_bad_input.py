@@ -103,6 +103,7 @@ CLI = [
     ("sweep --preset gpt2 --grid b=inf", "--grid"),
     ("sweep --preset gpt2 --grid d=0", "--grid"),
     ("sweep --preset gpt2 --grid m1=5", "m1 must divide h"),
+    ("sweep --preset gpt2 --grid b=1:60000,1:60000", "b: 120,000 values, more than 100,000 an axis"),
     # what summary refuses at a point, sweep refuses at that point of its grid
     ("sweep --preset llama-3-70b --recompute full --recompute-layers 4 --flash --grid p=4,8 --set l=8192 m1=8 "
      "n_micro=8", "--grid at p=8: p x virtual_stages x recompute_layers must divide n_layers (got p x "

@@ -114,7 +114,8 @@ larger grid, or use ``numeric.dask_sweep.sweep_dask`` on a cluster."""
 
 
 MAX_RANGE = 10**5
-"""Most values one ``--grid`` range (``grid_range``) may hold: each is checked before the sweep."""
+"""Most values one ``--grid`` range (``grid_range``), or one axis in all, may hold: each is checked
+before the sweep."""
 
 
 def grid_range(text: str, name: str) -> list:
@@ -160,11 +161,17 @@ def grid_option(allowed, option: str = "--grid"):
         name = name.strip()
         if not sep or name not in map(str, allowed):
             raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {known}; got {text!r}")
+        items = values.split(",")
+        if len(items) > MAX_RANGE:      # each value is read and checked before the sweep, as a range's
+            raise argparse.ArgumentTypeError(f"{name}: {len(items):,} values listed, more than {MAX_RANGE:,}; use "
+                                             f"a range (START:STOP:+STEP) with a larger step")
         try:
-            read = [fits(S.BY_NAME[name], v, name) for item in values.split(",")
+            read = [fits(S.BY_NAME[name], v, name) for item in items
                     for v in (grid_range(item, name) if ":" in item else [read_number(item, argument=name)])]
         except InputError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
+        if len(read) > MAX_RANGE:
+            raise argparse.ArgumentTypeError(f"{name}: {len(read):,} values, more than {MAX_RANGE:,} an axis")
         return name, [int(v) if v.is_Integer else v for v in read]
     return grid_type
 
