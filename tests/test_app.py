@@ -82,7 +82,11 @@ def test_requests_the_page_never_sends_are_refused():
     assert "unknown layout field(s) e" in commands.answer("summary", {"set": {"e": "64"}}, main)["error"]
     assert "keep: unknown layout field(s) x" in commands.answer("formula", {"field": "parameters",
                                                                             "keep": "x"}, main)["error"]
-    assert "b must be text or an integer" in commands.answer("summary", {"set": {"b": [1]}}, main)["error"]
+    assert "set.b must be text or an integer (a whole number), got a list" in commands.answer(
+        "summary", {"set": {"b": [1]}}, main)["error"]
+    assert "serve.l_in must be text or an integer (a whole number), got null" in commands.answer(
+        "inference", {"serve": {"l_in": None}}, main)["error"]
+    assert "grid is missing" in commands.answer("sweep", {"preset": "gpt2"}, main)["error"]
     assert "model must be one of" in commands.answer("summary", {"model": "file"}, main)["error"]
     assert "set must be an object" in commands.answer("search", {"set": 5, "devices": 4}, main)["error"]
     assert "flash must be true or false" in commands.answer("summary", {"flash": "yes"}, main)["error"]

@@ -69,11 +69,20 @@ KNOWN = {"model", "preset", "config", "hub", "set", "serve", "flash", "keep", "f
 """Every key a request may hold; any other is refused rather than ignored."""
 
 
-def text(request: dict, key: str) -> str:
-    """The value of ``key`` as a command-line word: text or an integer, never a structure."""
-    value = request.get(key)
+JSON_KINDS = {type(None): "null", bool: "a boolean", float: "a number with a fraction", list: "a list",
+              dict: "an object"}
+"""How a refusal names a JSON value's kind (Python's type names are not the request's)."""
+
+
+def text(request: dict, key: str, within: str = "") -> str:
+    """The value of ``key`` (under ``within``, ``set`` or ``serve``, where it is a layout value) as
+    a command-line word: text or an integer, never a structure; a missing one is named so."""
+    value, name = request.get(key), f"{within}.{key}" if within else key
+    if key not in request:
+        raise InputError(f"{name} is missing: give it as text or an integer", name)
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InputError(f"{key} must be text or an integer, got {type(value).__name__}", key)
+        kind = JSON_KINDS.get(type(value), type(value).__name__)
+        raise InputError(f"{name} must be text or an integer (a whole number), got {kind}", name)
     return str(value).strip()
 
 
@@ -128,8 +137,8 @@ def layout_words(request: dict, leave=(), key: str = "set", names=None) -> list[
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise InputError(f"unknown layout field(s) {', '.join(unknown)}; known: {', '.join(known)}", key)
-    pairs = [f"{name}={text(values, name)}" for name in (names or known)
-             if name in values and name not in leave and text(values, name)]
+    pairs = [f"{name}={text(values, name, key)}" for name in (names or known)
+             if name in values and name not in leave and text(values, name, key)]
     return ["--set", *pairs] if pairs else []
 
 
