@@ -140,7 +140,8 @@ SHAPES = {
     "deepseek-v3": ExpertShape(
         "deepseek-v3", _DEEPSEEK_V3,
         "DeepSeek-V3's shape (DeepSeek-AI 2024, the technical report's section 4.2; deepseek-ai/DeepSeek-V3's "
-        "config.json): 61 layers of 7,168 (671B parameters, 37B a token), grown with the width 7,168/61 a layer "
+        "config.json): 61 layers of 7,168 (671B parameters, 37B a token, 682.6B and 38.2B with its MTP module), "
+        "grown with the width 7,168/61 a layer "
         "rounded to a multiple of 896, the attention heads (128 of 128 + 64 query/key and 128 value dimensions), "
         "the expert width (2/7 of the width) and the first three dense layers' MLP (18/7) with it; 256 routed "
         "experts and one shared, 8 a token, latent ranks 1,536 (queries) and 512 (keys and values), one "
