@@ -8,12 +8,18 @@ The oracle (``megatron_build``, ``megatron_offset``) follows the branches of Meg
 stages; ``account_for_embedding/loss_in_pipeline_split``; virtual pipeline size ``vp``, ``None``
 without interleaving), written here from that algorithm, not from the library's round-robin."""
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.cli import main
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.config import from_config, preset
+from symbolic_cost.models.peak import largest_micro_batch, peak_bytes, peak_rank
 from symbolic_cost.models.ranks import rank_activation_bytes, rank_parameters
 from symbolic_cost.parallel.pipeline import chunk_in_flight
 from symbolic_cost.parallel.splits import chunk_layers
@@ -305,11 +311,26 @@ def test_the_peak_is_one_ranks_not_each_categorys_busiest():
     forward: its 16 bytes a parameter (bf16 weights and gradients, fp32 master weights and Adam's
     two moments: Megatron-LM's mixed precision), its kept activations, and the logits the loss
     reads, ``4,096 x 128,256`` bf16 values; and 2 sequences fit an 80 GB H100 (74.5 GiB), 3 not."""
-    from symbolic_cost.models.config import preset
-    from symbolic_cost.models.peak import largest_micro_batch, peak_bytes, peak_rank
     layout = dict(l=4096, p=4, micro_batches=8, flash=True, first_stage_layers=2, last_stage_layers=14)
     cost = model_cost(preset("llama-3-8b"), Training(b=1, **layout))
     rank3 = 16 * rank_parameters(cost, 3) + rank_activation_bytes(cost, 3) + 4096 * 128256 * 2
     assert peak_rank(cost) == 3 and peak_bytes(cost) == rank3
     assert rank_activation_bytes(cost, 1) == cost.activation_bytes > rank_activation_bytes(cost, 3)
     assert largest_micro_batch(preset("llama-3-8b"), Training(**layout), 80 * 10**9) == 2
+
+
+def test_a_search_of_uneven_stages_holds_each_rank_to_its_own_peak(capsys):
+    """``search`` builds uneven stages with the micro-batch a symbol: its memory column is the
+    largest of the ranks' own peaks, the number ``summary`` gives that layout (DeepSeek-V2-Lite's
+    27 layers on 32 H100s: stages of 1 and 2 layers at the ends), not each category's busiest."""
+    config = Path(__file__).parent / "hf_configs" / "DeepSeek-V2-Lite.json"
+    assert main(["search", "--hf-config", str(config), "--devices", "32", "--global-batch", "256", "--seq", "4096",
+                 "--flash", "--top", "3", "--json"]) == 0
+    rows = [row for row in json.loads(capsys.readouterr().out)["best"] if row["first_stage_layers"]]
+    assert rows
+    arch = from_config(json.loads(config.read_text()))
+    for row in rows:
+        t = Training(b=row["b"], l=4096, d=row["d"], p=row["p"], micro_batches=row["n_micro"], ep=row["ep"],
+                     flash=True, zero=row["zero"], first_stage_layers=row["first_stage_layers"],
+                     last_stage_layers=row["last_stage_layers"])
+        assert row["memory"] == pytest.approx(float(peak_bytes(model_cost(arch, t))), rel=1e-12)

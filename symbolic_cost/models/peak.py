@@ -359,8 +359,13 @@ def peak_bytes(cost, conventions=conv.DEFAULT) -> Expr:
     """The largest moment of ``step_timeline``: the step's peak on the busiest device, written
     ``state + Max(kept + Max(during), made + Max(after))`` so that the large terms appear once,
     with ``extrema.maximum`` (SymPy's ``Max`` would try to order the moments by their
-    assumptions, seconds per model in a search)."""
-    return _peak_of(*step_terms(cost, conventions))
+    assumptions, seconds per model in a search).  Where the pipeline's ranks are enumerated and a
+    size is a symbol (a search's layouts of uneven stages), the largest of the ranks' own peaks."""
+    cost, c = model_cost_of(cost), conv.get(conventions)
+    ranks = _enumerated_ranks(cost)
+    if ranks and peak_rank(cost, c) is None:
+        return maximum(*(_peak_of(*_rank_terms(cost, c, *row)) for row in ranks))
+    return _peak_of(*step_terms(cost, c))
 
 
 def peak_moment(cost, conventions=conv.DEFAULT) -> Moment:
