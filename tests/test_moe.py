@@ -320,7 +320,8 @@ def test_cli_summary_sweep_and_search_handle_experts(capsys):
     # per layer and pass: 2048 tokens x 2 copies x 4096 x 2 bytes, 7/8 of it leaving the rank, twice
     assert experts["alltoall_bytes"] == 32 * 2 * 2 * (2048 * 2 * 4096 * 2 * 7 // 8)
     assert main(["summary", "--hf-config", path, *layout]) == 0
-    assert "all-to-all per iteration, busiest device: 3.5 GiB sent in 128 all-to-alls" in capsys.readouterr().out
+    assert "all-to-all per iteration, busiest device: 3.5 GiB moved (received in dispatch, sent in combine) in 128 " \
+        "all-to-alls" in capsys.readouterr().out
     assert main(["sweep", "--hf-config", path, "--set", "l=4096", "m1=2", "s1=2", "d=32", "etp=1",
                  "--grid", "ep=1,8", "--field", "alltoall_bytes"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == ["1.0,0.0", f"8.0,{float(experts['alltoall_bytes'])}"]
@@ -454,3 +455,21 @@ def test_an_expert_tensor_degree_on_a_dense_model_is_refused():
         model_cost(preset("gpt2"), Training(b=1, l=128, m1=4, etp=2))
     assert model_cost(preset("gpt2"), Training(b=1, l=128, m1=4, etp=4)).parameters == \
         model_cost(preset("gpt2"), Training(b=1, l=128, m1=4)).parameters
+
+
+def test_an_imbalance_moves_tokens_between_ranks_not_more_of_them():
+    """Qwen3-30B-A3B on 8 expert ranks: under an imbalance of ``X`` the most loaded rank receives
+    ``X`` times a rank's mean in dispatch (and sends as much back in combine), while the job's
+    all-to-alls move what the balanced ones do: the 8 ranks' 4,096 tokens x 8 experts x 2,048 x 2
+    bytes, 7/8 of it off their rank, per layer and pass."""
+    import json
+    from pathlib import Path
+    from symbolic_cost.models import cluster_volume
+    from symbolic_cost.models.config import from_config
+    arch = from_config(json.loads((Path(__file__).parent / "hf_configs" / "Qwen3-30B-A3B.json").read_text()))
+    mean = 4096 * 8 * 2048 * 2 * 7 // 8
+    for imbalance in (1, 2, 8):
+        cost = model_cost(arch, Training(b=1, l=4096, d=8, ep=8, flash=True, expert_imbalance=imbalance))
+        exchanges = [c for dim, c in cost.collectives if dim == "expert" and c.kind == "alltoall"]
+        assert exchanges and all(c.volume == imbalance * mean * c.repeats for c in exchanges)
+        assert all(cluster_volume(cost, "expert", c) == 8 * mean * c.repeats for c in exchanges)

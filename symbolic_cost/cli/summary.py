@@ -261,7 +261,8 @@ def print_experts(x: dict, args, size, seconds) -> None:
           f"active parameters per token {whole(x['active_parameters'])}; "
           f"routed-expert parameters per device {whole(x['expert_parameters_per_device'])}")
     print(f"model FLOPs per token (forward + backward): {amount(x['flops_per_token'], 'flops', args.units)}")
-    print(f"all-to-all per iteration, busiest device: {size(x['alltoall_bytes'])} sent in {x['alltoall_count']} "
+    print(f"all-to-all per iteration, busiest device: {size(x['alltoall_bytes'])} moved (received in dispatch, "
+          f"sent in combine) in {x['alltoall_count']} "
           f"all-to-alls, {seconds(x['alltoall_time_s'])} on {args.system}")
 
 

@@ -282,9 +282,13 @@ def cluster_volume(cost: ModelCost, dimension: str, collective: Collective) -> E
     """Bytes a collective of the busiest device moves summed over the whole job: tensor
     and data collectives run on every device alike; pipeline sends cross ``p - 1`` of
     every ``p`` stage boundaries (the busiest device is an interior stage); DualPipe's gradient
-    sum runs on every device."""
+    sum runs on every device; the experts' exchanges are the most loaded rank's under an
+    ``expert_imbalance`` of ``X`` (``X`` times a rank's mean), so the job moves ``1/X`` of them on
+    every device (an imbalance moves tokens between ranks, not more of them)."""
     world = world_size(cost.training)
     if dimension == "pipeline" and collective.kind == "p2p":    # not DualPipe's gradient sum: every device
         p = exact(cost.training.p, "p")
         return collective.volume * world * (p - 1) / p
+    if dimension == "expert" and collective.kind == "alltoall":
+        return collective.volume * world / exact(getattr(cost.training, "expert_imbalance", 1), "expert_imbalance")
     return collective.volume * world
