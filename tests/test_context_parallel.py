@@ -277,7 +277,7 @@ def test_refusals(kw, needle):
 
 def test_refuses_an_encoder_decoder():
     t5 = Architecture("t5", 2, 64, 4, 256, 100, decoder_layers=2, causal=False)
-    with pytest.raises(InputError, match="encoder_decoder"):
+    with pytest.raises(InputError, match="with an encoder-decoder"):
         model_cost(t5, Training(l=64, cp=2, flash=True))
 
 

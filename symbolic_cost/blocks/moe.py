@@ -147,8 +147,8 @@ def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> 
     if ep == 1 or load == 1:
         return tokens * k
     if load.is_number and ep.is_number and not 1 <= load <= ep:
-        raise InputError(f"imbalance must be between 1 and ep (the busiest rank receives at most every "
-                         f"routed token of its group), got imbalance={load}, ep={ep}", "imbalance")
+        raise InputError(f"expert_imbalance must be between 1 and ep (the busiest rank receives at most every "
+                         f"routed token of its group), got expert_imbalance={load}, ep={ep}", "expert_imbalance")
     return tokens * k * (load if ep.is_number else Piecewise((1, Eq(ep, 1)), (load, True)))
 
 

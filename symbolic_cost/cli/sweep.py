@@ -64,7 +64,7 @@ grid_type = grid_option(TRAINING_SYMBOLS)
 def add_arguments(parser) -> None:
     options.model(parser, megatron=True)
     options.option(parser, "--grid", type=grid_type, action="extend", nargs="+", required=True,
-                   metavar="NAME=V1,V2,...", help="swept symbols (b, l, m1, s1, d, p, n_micro, ep, etp) and their "
+                   metavar="NAME=V1,V2,...", help="swept symbols (b, l, m1, s1, d, p, n_micro, ep, etp, cp) and their "
                    "values, listed or as ranges (b=1:64:x2 doubles, p=1:8:+1 adds 1); several after one --grid "
                    "or repeated")
     options.settings(parser, help=SETTABLE)

@@ -310,11 +310,13 @@ def check_context_parallel(arch, t: Training) -> None:
     cp = sympify(t.cp)
     if cp == 1:
         return
-    unmodelled = dict(encoder_decoder=arch.encoder_decoder, tensor=t.tensor is not None,
-                      chunked=arch.window is not None and arch.windowed_layers != 0 and arch.chunked)
-    for name, on in unmodelled.items():
+    unmodelled = {"an encoder-decoder": ("encoder_decoder", arch.encoder_decoder),
+                  "a tensor grid": ("tensor", t.tensor is not None),
+                  "chunked attention": ("chunked", arch.window is not None and arch.windowed_layers != 0
+                                        and arch.chunked)}
+    for what, (name, on) in unmodelled.items():
         if on:
-            raise InputError(f"cp={cp} ({t.cp_variant} context parallelism) with {name} ({arch.name}) is not "
+            raise InputError(f"cp={cp} ({t.cp_variant} context parallelism) with {what} ({arch.name}) is not "
                              f"modelled; use cp=1", name)
     check_context_attention(arch, t.cp_variant)
     if arch.moe is not None:    # the expert layers see the m1 cp d ranks of a stage (parallel.expert)
