@@ -473,3 +473,22 @@ def test_an_imbalance_moves_tokens_between_ranks_not_more_of_them():
         exchanges = [c for dim, c in cost.collectives if dim == "expert" and c.kind == "alltoall"]
         assert exchanges and all(c.volume == imbalance * mean * c.repeats for c in exchanges)
         assert all(cluster_volume(cost, "expert", c) == 8 * mean * c.repeats for c in exchanges)
+
+
+def test_a_layer_table_takes_the_expert_tensor_degree(capsys):
+    """``table --set etp=`` on a mixture of experts: the expert products' weights follow it
+    (Mixtral's expert gate and up, 2 x 14,336 x 4,096 bf16 values, one expert a rank at ep=8:
+    0.21875 GiB whole at etp=1, half of it at etp=m1=2, the default), so it is taken, not refused
+    as a degree nothing depends on; a dense model still refuses it."""
+    import json
+    from pathlib import Path
+    from symbolic_cost.cli import main
+    path = str(Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
+    layout = ["--set", "b=1", "l=4096", "m1=2", "s1=2", "ep=8"]
+    gib = {}
+    for etp in ("etp=1", "etp=2"):
+        assert main(["table", "--hf-config", path, "--block", "layer", *layout, etp, "--flash", "--format", "json"]) == 0
+        gib[etp] = next(r["weights_mem"] for r in json.loads(capsys.readouterr().out) if r["layer"] == "expert_fc1")
+    assert gib == {"etp=1": 2 * 14336 * 4096 * 2 / 2**30, "etp=2": 14336 * 4096 * 2 / 2**30}
+    assert main(["table", "--preset", "gpt2", "--block", "layer", "--set", "etp=1"]) == 2
+    assert "nothing in the layer block depends on etp" in capsys.readouterr().err

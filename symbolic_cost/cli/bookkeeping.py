@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sympy import sympify
 
+from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli.building import build_block
 from symbolic_cost.cli.options import given as on_command_line
@@ -43,8 +44,10 @@ def honour(args, used: set, what: str, attention: bool = True) -> None:
 
 
 def block_symbols(args, arch, *names) -> set:
-    """The symbols the blocks ``names`` depend on, built with every dimension a symbol."""
-    return symbols_of(*(build_block(args, {}, arch, name) for name in names))
+    """The symbols the blocks ``names`` depend on, built with every dimension a symbol (a mixture
+    of experts' ``etp`` its own, where it would otherwise follow ``m1``)."""
+    free = {S.etp: S.etp} if arch is not None and arch.moe is not None else {}
+    return symbols_of(*(build_block(args, free, arch, name) for name in names))
 
 
 def honour_blocks(args, arch, *names, also=()) -> set:
