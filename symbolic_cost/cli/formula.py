@@ -56,7 +56,9 @@ def add_arguments(parser) -> None:
     options.counting(parser)
     field(parser, "flops_fwd")
     options.option(parser, "--total", choices=SWEEP_FIELDS, metavar="FIELD",
-                   help="a whole-model total of the model given instead of a block's field, one of: %(choices)s")
+                   help="a whole-model total of the model given instead of a block's field, its degrees symbols "
+                        "but context parallelism, left out unless --set cp= (cp=cp keeps it a symbol), one of: "
+                        "%(choices)s")
     options.option(parser, "--row", help="one row instead of the block total")
     options.option(parser, "--leading", metavar="SYMBOLS", help="leading terms as these (comma-separated) grow")
     options.option(parser, "--remainder", action="store_true", help="with --leading: also the exact rest")
