@@ -355,3 +355,23 @@ def test_summary_command_prints_the_recipe(capsys):
     assert main(["summary", "--preset", "gpt2", "--lora-rank", "4", "--lora-targets", "query"]) == 2
     assert "unknown: 'query'" in capsys.readouterr().err
     assert main(["summary", "--preset", "gpt2", "--lora-rank", "0"]) == 2
+
+
+def test_the_optimizer_step_updates_its_own_shard():
+    """Adam under mixed precision reads and writes its state (fp32 master weights and two moments,
+    12 bytes a parameter, read and written: 24), reads the gradients (bf16, 2) and writes the
+    working weights (bf16, 2): 28 bytes a trained parameter.  A rank updates only its shard under
+    ZeRO-1 and 2 (Llama-3-8B, 8,030,261,248 parameters, d = 8: an eighth), LoRA trains its adapters
+    alone (rank 16 on q, 4,096 -> 4,096, and v, 4,096 -> 1,024 under GQA, in 32 layers), and
+    offloading the optimizer leaves the step to the host."""
+    from symbolic_cost.timing.hardware import calibrated
+    from symbolic_cost.timing.step import optimizer_time
+    arch, n = preset("llama-3-8b"), 8_030_261_248
+    step = lambda **kw: model_cost(arch, Training(b=1, l=1024, **kw)).optimizer_step_bytes  # noqa: E731
+    assert step() == 28 * n
+    assert step(d=8, zero=1) == step(d=8, zero=2) == Rational(28 * n, 8)
+    assert step(lora=LoRA(16, ("q", "v"))) == 28 * 32 * 16 * ((4096 + 4096) + (4096 + 1024))
+    assert step(d=8, zero=1, offload="optimizer") == 0
+    h100 = calibrated("h100")
+    assert optimizer_time(model_cost(arch, Training(b=1, l=1024, d=8, zero=1)), h100) == \
+        Rational(28 * n, 8) / (h100.hbm_bandwidth * h100.efficiency.memory)

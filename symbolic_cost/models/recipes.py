@@ -290,8 +290,11 @@ def state_bytes(t, es, per_device, on_stage, tied, e, conventions) -> dict:
         optimizer += factored * factored_state_bytes(t.optimizer)
     shard = {s: shard_degree(s, t.zero, d, t.distributed_optimizer, t.shard) for s in ("weights", "gradients", "optimizer")}
     reference = reference_bytes(t, per_device, train)
+    # the optimizer step of a rank updates its shard of the state: it reads that shard's gradients
+    # and writes that shard's working weights (ZeRO-1 and 2 all-gather them after; frozen ones stay)
+    step = (2 * optimizer + train * (g + w)) / shard["optimizer"]
     out = dict(weight_bytes=(weights + reference) / shard["weights"], gradient_bytes=train * g / shard["gradients"],
-               optimizer_bytes=optimizer / shard["optimizer"], trainable_per_device=train,
+               optimizer_bytes=optimizer / shard["optimizer"], optimizer_step_bytes=step, trainable_per_device=train,
                frozen_bytes=weights - train * w, fp8_matrix_elements=matrices, reference_bytes=reference,
                reference_device_bytes=reference / shard["weights"],
                host_bytes=Integer(0), host_to_device=Integer(0), device_to_host=Integer(0))
@@ -335,7 +338,7 @@ def _offloaded(out: dict, t, weight_shard, grad_shard, n) -> dict:
                    device_to_host=weight_shard, weight_bytes=Integer(0))
         return out
     out["host_bytes"] = out["optimizer_bytes"]
-    out["optimizer_bytes"] = Integer(0)
+    out["optimizer_bytes"] = out["optimizer_step_bytes"] = Integer(0)     # the host runs the step
     out["device_to_host"] = grad_shard * (n if t.zero >= 2 else 1)
     if t.zero >= 2:
         out["host_bytes"] += out["gradient_bytes"]

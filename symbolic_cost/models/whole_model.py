@@ -56,6 +56,7 @@ class ModelCost:
     stack: tuple = field(default=())         # (Block, count) for every block in model order
     trainable_parameters: Expr = None        # the whole model's (LoRA: the adapters'); None: parameters
     host_bytes: Expr = Integer(0)            # offloaded state in host memory, per device
+    optimizer_step_bytes: Expr = Integer(0)  # what the busiest device's optimizer step reads and writes
     host_to_device: Expr = Integer(0)        # offload traffic per step, bytes per device
     device_to_host: Expr = Integer(0)
     active_parameters: Expr = None           # parameters a token goes through (MoE: k of E experts)

@@ -237,15 +237,16 @@ def _data_time(cost: ModelCost, system, conventions, compute: dict) -> Expr:
 def optimizer_time(cost: ModelCost, system) -> Expr:
     """Seconds of the optimizer step on the busiest device, memory bound: it reads the
     gradients and the optimizer state (master weights, moments) and writes the state and the
-    working weights back, ``2 x optimizer + gradient + weight`` bytes at the calibrated HBM
-    bandwidth (``Efficiency.memory``; a reference model's copy is not written).  Only the
-    calibrated model times it."""
+    working weights back, ``2 x optimizer + gradient + weight`` bytes of the trained parameters
+    it updates (``ModelCost.optimizer_step_bytes``: under ZeRO-1 and 2, and Megatron-LM's
+    distributed optimizer, its shard of them; none of a frozen base or a reference model; none
+    where the host runs the step) at the calibrated HBM bandwidth (``Efficiency.memory``).  Only
+    the calibrated model times it."""
     cost, system = model_cost_of(cost), get_system(system)
     if system.efficiency is None:
         raise InputError(f"optimizer_time times on the calibrated model, and {system.name} is the datasheet's "
                          f"alone: give timing.hardware.calibrated({system.name!r})", "system")
-    moved = 2 * cost.optimizer_bytes + cost.gradient_bytes + cost.weight_bytes - cost.reference_bytes
-    return moved / (system.hbm_bandwidth * system.efficiency.memory)
+    return cost.optimizer_step_bytes / (system.hbm_bandwidth * system.efficiency.memory)
 
 
 def layer_time(cost: ModelCost, system, conventions=conv.DEFAULT, group: int = 0) -> dict[str, Expr]:
