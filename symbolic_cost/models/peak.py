@@ -3,7 +3,7 @@ where one step's memory is highest, as the allocator sees them.
 
 ``model_cost`` gives what a device *keeps*: weights, gradients, optimizer state and the
 activations autograd saves. The peak is higher, because of short-lived tensors (transients)
-that exist only at one point of the step. ``step_timeline`` lists five moments, each the state
+that exist only at one point of the step. ``step_timeline`` lists six moments, each the state
 that exists then plus that moment's transients:
 
 ================== =============================================================================
