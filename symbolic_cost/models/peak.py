@@ -274,9 +274,13 @@ def step_terms(cost, conventions=conv.DEFAULT) -> tuple:
     largest, each rank with its own state, activations and ends (``_rank_terms``); otherwise
     each category is its busiest rank's, the ends' transients included: a bound."""
     cost, c = model_cost_of(cost), conv.get(conventions)
-    rank = peak_rank(cost, c)
-    if rank is not None:
-        return next(_rank_terms(cost, c, *row) for row in _enumerated_ranks(cost) if row[0] == rank)
+    ranked = _ranked_terms(cost, c)
+    rank = _largest(ranked)
+    return ranked[rank] if rank is not None else _busiest_terms(cost, c)
+
+
+def _busiest_terms(cost, c) -> tuple:
+    """``step_terms`` with each category its busiest rank's, both ends' transients on it."""
     return _terms(cost, c, cost.activation_bytes, True, True, None)
 
 
@@ -299,24 +303,27 @@ def _terms(cost, c, kept, first, last, holds_head) -> tuple:
 def peak_rank(cost, conventions=conv.DEFAULT) -> int | None:
     """The pipeline rank whose peak ``step_terms`` takes where the ranks are enumerated and every
     size is a number (the lowest of equals), else ``None``: each category is then its busiest
-    rank's (a formula over the ranks' maximum would be a larger expression than a search builds)."""
+    rank's."""
     cost, c = model_cost_of(cost), conv.get(conventions)
-    ranks = _enumerated_ranks(cost)
-    if not ranks or any(sympify(x).free_symbols for x in (cost.activation_bytes, cost.weight_bytes)):
-        return None
-    peaks = [sympify(_peak_of(*_rank_terms(cost, c, *row))) for row in ranks]
-    if not all(peak.is_number for peak in peaks):
-        return None
-    return ranks[max(range(len(ranks)), key=lambda i: (peaks[i], -i))][0]
+    return _largest(_ranked_terms(cost, c))
 
 
-def _enumerated_ranks(cost) -> tuple:
-    """``(rank, first, last)`` of the ranks that can be the busiest where the placement
-    enumerates them (``Placement.rows``, numbers only; not DualPipe's paired stages), else ()."""
+def _ranked_terms(cost, c) -> dict:
+    """``{rank: its step_terms}`` of the ranks that can be the busiest where the placement
+    enumerates them (``Placement.rows``, a number ``p``; not DualPipe's paired stages), else ``{}``."""
     p, place = exact(cost.training.p, "p"), cost_placement(cost)
     if not p.is_number or p == 1 or place.rows is None or cost.training.schedule == "dualpipe":
-        return ()
-    return tuple((rank, first, last) for rank, first, last, _ in place.rows)
+        return {}
+    return {rank: _rank_terms(cost, c, rank, first, last) for rank, first, last, _ in place.rows}
+
+
+def _largest(ranked: dict) -> int | None:
+    """The rank of ``ranked`` whose peak is the largest (the lowest of equals) where every peak is
+    a number, else ``None``."""
+    peaks = {rank: sympify(_peak_of(*terms)) for rank, terms in ranked.items()}
+    if not peaks or not all(peak.is_number for peak in peaks.values()):
+        return None
+    return max(peaks, key=lambda rank: (peaks[rank], -rank))
 
 
 def _rank_terms(cost, c, rank, first, last) -> tuple:
@@ -362,10 +369,10 @@ def peak_bytes(cost, conventions=conv.DEFAULT) -> Expr:
     assumptions, seconds per model in a search).  Where the pipeline's ranks are enumerated and a
     size is a symbol (a search's layouts of uneven stages), the largest of the ranks' own peaks."""
     cost, c = model_cost_of(cost), conv.get(conventions)
-    ranks = _enumerated_ranks(cost)
-    if ranks and peak_rank(cost, c) is None:
-        return maximum(*(_peak_of(*_rank_terms(cost, c, *row)) for row in ranks))
-    return _peak_of(*step_terms(cost, c))
+    ranked = _ranked_terms(cost, c)
+    if ranked:          # with numbers, the largest rank's, step_timeline's; with symbols, a Max of them
+        return maximum(*(_peak_of(*terms) for terms in ranked.values()))
+    return _peak_of(*_busiest_terms(cost, c))
 
 
 def peak_moment(cost, conventions=conv.DEFAULT) -> Moment:
