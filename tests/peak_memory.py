@@ -62,10 +62,13 @@ class LiveBytes(TorchDispatchMode):
         return max(self.samples, key=lambda s: s.live)
 
 
-def training_step(model, batch: dict, optimizer) -> LiveBytes:
+def training_step(model, batch: dict, optimizer, watch=None) -> LiveBytes:
     """One forward, ``loss.backward()``, ``optimizer.step()`` and ``zero_grad()`` under the tracker,
-    which knows the parameters, the optimizer's state and the batch beforehand."""
+    which knows the parameters, the optimizer's state and the batch beforehand; ``watch`` is
+    handed the tracker before the step runs (module hooks read its samples)."""
     mode = LiveBytes()
+    if watch is not None:
+        watch(mode)
     mode.register(*model.parameters(), *batch.values())
     mode.register(*(v for state in optimizer.state.values() for v in state.values()))
     with mode:
@@ -79,9 +82,10 @@ def training_step(model, batch: dict, optimizer) -> LiveBytes:
     return mode
 
 
-def steady_step(model, batch: dict) -> LiveBytes:
-    """The second of two steps of ``AdamW(foreach=False)`` (the first makes the optimizer's state)."""
+def steady_step(model, batch: dict, watch=None) -> LiveBytes:
+    """The second of two steps of ``AdamW(foreach=False)`` (the first makes the optimizer's state);
+    ``watch``: as ``training_step``'s, for both steps."""
     torch.manual_seed(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
-    training_step(model, batch, optimizer)
-    return training_step(model, batch, optimizer)
+    training_step(model, batch, optimizer, watch)
+    return training_step(model, batch, optimizer, watch)

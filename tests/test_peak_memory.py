@@ -172,41 +172,18 @@ def _recomputed_step(config, b, l, redone=None):
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     for layer in model.model.layers[redone:] if redone is not None else ():
         layer.gradient_checkpointing = False
-    marks = []
+    marks, tracker = [], []
     last = model.model.layers[(redone or len(model.model.layers)) - 1]
     last.register_forward_pre_hook(lambda *_: marks.append(len(tracker[-1].samples)))
     last.register_forward_hook(lambda *_: marks.append(len(tracker[-1].samples)))
-    tracker = []
     ids = torch.randint(0, config["vocab_size"], (b, l), generator=torch.Generator().manual_seed(0))
-    with checkpoint.set_checkpoint_early_stop(False), _tracked(tracker):
-        measured = steady_step(model, dict(input_ids=ids, labels=ids))
+    with checkpoint.set_checkpoint_early_stop(False):
+        measured = steady_step(model, dict(input_ids=ids, labels=ids), watch=tracker.append)
     skip = "aten.detach.default"
     layer = [s.op for s in measured.samples[marks[-2]:marks[-1]] if s.op != skip]
     ops = [(i, s.op) for i, s in enumerate(measured.samples) if s.phase == "backward" and s.op != skip]
     start = next(k for k in range(len(ops)) if [op for _, op in ops[k:k + len(layer)]] == layer)
     return measured, ops[start + len(layer) - 1][0] + 1, model
-
-
-class _tracked:
-    """Puts every ``LiveBytes`` made inside the block into ``found`` (the forward hooks read the
-    one running)."""
-
-    def __init__(self, found):
-        self.found = found
-
-    def __enter__(self):
-        import peak_memory
-        self.made = peak_memory.LiveBytes.__post_init__
-        found, made = self.found, self.made
-
-        def post_init(mode):
-            made(mode)
-            found.append(mode)
-        peak_memory.LiveBytes.__post_init__ = post_init
-
-    def __exit__(self, *exc):
-        import peak_memory
-        peak_memory.LiveBytes.__post_init__ = self.made
 
 
 @pytest.mark.parametrize("b, l, layers, redone", [(2, 256, 2, None), (1, 128, 2, None), (2, 256, 3, 2)])
