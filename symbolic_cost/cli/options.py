@@ -54,6 +54,16 @@ class GivenSwitch(argparse.BooleanOptionalAction):
         setattr(namespace, f"given_{self.dest}", True)
 
 
+def refuse_idle_schedule(args, p_values, framework, remedy: str = "") -> None:
+    """Refuse ``--schedule`` set on the command line away from its default where a ``p`` of
+    ``p_values`` is 1 (no pipeline): it would change nothing there, as ``--virtual-stages`` with
+    ``p = 1`` (refused by ``Pipeline``).  A framework file's own settings are its own."""
+    from symbolic_cost.checks import InputError
+    if not framework and args.schedule != PLAIN.schedule and 1 in p_values:
+        raise InputError(f"--schedule {args.schedule} schedules a pipeline, and p=1 has none; it would be "
+                         f"ignored{remedy}", "--schedule")
+
+
 def given(args, dest: str) -> bool:
     """Whether option ``dest`` (declared with ``action=Given`` or ``GivenSwitch``) was on the
     command line."""

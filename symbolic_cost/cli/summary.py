@@ -90,7 +90,7 @@ def whole_model(args):
                         p=values[S.p], micro_batches=values[S.n_micro], ep=values[S.ep], etp=values[S.etp],
                         l_dec=values.get(S.l_dec), cp=values[S.cp], **options.training_policy(args),
                         **options.recipe_policy(args))
-    _refuse_idle_options(args, values, framework)
+    options.refuse_idle_schedule(args, [values.get(S.p)], framework)
     if layout != "1d":
         if values[S.s1] != 1:
             raise InputError(f"--tensor {layout}: s1 is the grid's devices (a grid splits every activation "
@@ -354,12 +354,3 @@ def run(args) -> int:
         print(f"  {c['dimension']:8} {c['kind']:13} group {c['group']} {c['pass']} x{c['count']}: "
               f"{size(c['volume_bytes'])}, {seconds(c['time_s'])}; job {size(c['cluster_volume_bytes'])}")
     return 0
-
-
-def _refuse_idle_options(args, values: dict, framework) -> None:
-    """Refuse ``--schedule`` set on the command line away from its default without a pipeline
-    (``p = 1``): it would change nothing, as ``--virtual-stages`` with ``p = 1`` (refused by
-    ``Pipeline``).  A framework file's own settings are its own."""
-    if not framework and args.schedule != options.PLAIN.schedule and values.get(S.p) == 1:
-        raise InputError(f"--schedule {args.schedule} schedules a pipeline, and p=1 has none; it would be ignored",
-                         "--schedule")

@@ -191,9 +191,8 @@ def run(args) -> int:
     chosen = conventions(args)
     grid = _axes_where(args.where, arch, fixed, grid)
     check_grid(arch, fixed, grid, chosen, {**frameworks.recipe_fields(args), **options.training_policy(args)})
-    if not framework and args.schedule != options.PLAIN.schedule and 1 in grid.get(S.p, [fixed.get(S.p)]):
-        raise InputError(f"--schedule {args.schedule} schedules a pipeline, and p=1 has none; it would be ignored "
-                         f"there (sweep p from 2, or leave --schedule)", "--schedule")
+    options.refuse_idle_schedule(args, grid.get(S.p, [fixed.get(S.p)]), framework,
+                                 " there (sweep p from 2, or leave --schedule)")
     with _scheduler(args):
         if S.p in grid and placed_by_p(arch, {**frameworks.recipe_fields(args), **options.training_policy(args)}):
             # which layers a rank holds depends on p (models.placement.Placement): one build per p
