@@ -487,7 +487,8 @@ def test_a_layer_table_takes_the_expert_tensor_degree(capsys):
     layout = ["--set", "b=1", "l=4096", "m1=2", "s1=2", "ep=8"]
     gib = {}
     for etp in ("etp=1", "etp=2"):
-        assert main(["table", "--hf-config", path, "--block", "layer", *layout, etp, "--flash", "--format", "json"]) == 0
+        assert main(["table", "--hf-config", path, "--block", "layer", *layout, etp, "--flash", "--format",
+                     "json"]) == 0
         gib[etp] = next(r["weights_mem"] for r in json.loads(capsys.readouterr().out) if r["layer"] == "expert_fc1")
     assert gib == {"etp=1": 2 * 14336 * 4096 * 2 / 2**30, "etp=2": 14336 * 4096 * 2 / 2**30}
     assert main(["table", "--preset", "gpt2", "--block", "layer", "--set", "etp=1"]) == 2

@@ -195,12 +195,12 @@ def adapter(name: str, b, l, pairs, r, es, conventions, m1=1, s1=1, input_kept=F
     """The adapters ``pairs`` (``(in, out)`` of the base product on one rank) of one base row,
     reading one input ``X`` (module docstring); ``input_kept``: ``X`` is already kept by the
     row before (a fused attention kernel keeps its output ``O``, the output projection's input),
-    so the adapters keep only their ``Z``: autograd saves one tensor once.  Under ``m1`` the ``t r`` values of each ``Z``
-    cross the tensor region as the layer's activations do (``blocks.layout``): a
-    column-parallel ``A`` reads the ``t/s1`` tokens of the sequence shard and its ``Z`` is
-    allgathered for ``B`` (backward: its gradient reduced back to the shards); a row-parallel
-    ``A``'s partial ``Z`` is reduced to the shards for ``B`` (backward: allgathered).  With
-    ``s1 = 1`` both are one allreduce, in backward and in forward."""
+    so the adapters keep only their ``Z``: autograd saves one tensor once.  Under ``m1`` the
+    ``t r`` values of each ``Z`` cross the tensor region as the layer's activations do
+    (``blocks.layout``): a column-parallel ``A`` reads the ``t/s1`` tokens of the sequence shard
+    and its ``Z`` is allgathered for ``B`` (backward: its gradient reduced back to the shards); a
+    row-parallel ``A``'s partial ``Z`` is reduced to the shards for ``B`` (backward:
+    allgathered).  With ``s1 = 1`` both are one allreduce, in backward and in forward."""
     tokens, r = exact(b, "b") * exact(l, "l"), exact(r, "r")
     at = Layout(exact(b, "b"), exact(l, "l"), len(pairs) * r, exact(m1, "m1"), _shards(m1, s1, conventions),
                 exact(es, "es"), 1, conventions)
