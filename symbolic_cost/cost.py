@@ -28,7 +28,7 @@ def _exact_sizes(record, what: str) -> None:
 
 
 def _subs_sizes(record, values: Mapping):
-    named = [name for name in (*record._SIZES, "reshard") if getattr(record, name, None) is not None]
+    named = [name for name in (*record._SIZES, "reshard", "reach") if getattr(record, name, None) is not None]
     return replace(record, **{name: getattr(record, name).subs(values) for name in named})
 
 
@@ -53,6 +53,10 @@ class Collective:
     NVLink domain holding one of its experts (``blocks.wiring.Experts.dispatcher`` ``"flex"``),
     the routed experts and the experts a token picks ``(E, k)``; the bytes that cross the network
     follow (``parallel.collectives.network_share``), the volume does not change.
+    ``reach``: where the same collective runs at once in side-by-side groups that wait for the
+    slowest, the consecutive devices all of them span, which then decides the link in place of
+    ``group x stride`` (a pipeline's sends: every stage boundary at once, ``p x stride`` devices,
+    so that one boundary between two nodes paces them all), else ``None``.
     """
 
     kind: str
@@ -65,17 +69,20 @@ class Collective:
     stride: Expr = Integer(1)
     reshard: Expr | None = None
     routing: tuple | None = None
+    reach: Expr | None = None
 
     _SIZES = ("elements", "element_bytes", "group", "volume", "repeats", "stride")
 
     def __post_init__(self):
         kind_of(self.kind)
         _exact_sizes(self, "collective")
+        if self.reach is not None:
+            object.__setattr__(self, "reach", exact(self.reach, "reach"))
 
     @property
     def span(self) -> Expr:
-        """Consecutive devices the group spans."""
-        return self.group * self.stride
+        """Consecutive devices the group spans (``reach`` where it is given), which decide its link."""
+        return self.group * self.stride if self.reach is None else self.reach
 
     @property
     def tensor_bytes(self) -> Expr:
@@ -103,7 +110,8 @@ class Collective:
         return replace(self, repeats=self.repeats * times, volume=self.volume * times)
 
 
-def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=1, routing=None) -> list[Collective]:
+def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=1, routing=None,
+               reach=None) -> list[Collective]:
     """One collective with the volume the conventions report; none when the group is one device.
 
     This is the one volume rule of the package: ``collective_volume="ring"`` reports
@@ -111,7 +119,8 @@ def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=
     ``"tensor"`` reports the whole tensor ``repeats x elements x es`` (zero when a
     symbolic group turns out to be one device).
 
-    ``routing``: ``Collective.routing`` (an all-to-all of routed tokens deduplicated by domain).
+    ``routing``: ``Collective.routing`` (an all-to-all of routed tokens deduplicated by domain);
+    ``reach``: ``Collective.reach`` (side-by-side groups paced by the slowest).
 
     >>> from symbolic_cost.conventions import DEFAULT
     >>> [c.volume for c in collective("allreduce", 100, 2, 4, "fwd", DEFAULT)]
@@ -128,7 +137,7 @@ def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=
     else:  # the whole tensor moves only if there is someone to move it to
         volume = Piecewise((tensor_bytes, group > 1), (0, True))
     return [Collective(kind=kind, elements=elements, element_bytes=es, group=group, pass_=pass_,
-                       volume=volume, repeats=repeats, stride=stride, routing=routing)]
+                       volume=volume, repeats=repeats, stride=stride, routing=routing, reach=reach)]
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,8 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_op_recompute_moe.py", "tests/test_expert_dispatch.py", "tests/test_planning.py",
          "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py",
          "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py",
-         "tests/test_budget.py", "tests/test_extrema.py", "tests/test_collective_kinds.py")
+         "tests/test_budget.py", "tests/test_extrema.py", "tests/test_collective_kinds.py",
+         "tests/test_pipeline_sends.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -1018,6 +1019,14 @@ MUTATIONS = (
              'step = 2 * optimizer / shard["optimizer"] + train * (g + w)', required=False),
     Mutation("block-recompute-makes-no-gradients", "symbolic_cost/models/peak.py",
              'blk.total("act_buffer") - (blk.total("weight_grads") if step else 0)', 'blk.total("act_buffer")',
+             required=False),
+    Mutation("pipeline-sends-linked-by-one-pair", PIPELINE, "reach=sympify(p) * stride)]", "reach=None)]",
+             required=False),
+    Mutation("interleaved-sends-never-hidden", "symbolic_cost/timing/step.py",
+             "return maximum(0, sends - compute) if overlaps_sends(cost.training) else sends", "return sends",
+             required=False),
+    Mutation("sends-hidden-in-every-schedule", "symbolic_cost/models/training.py",
+             'return t.overlap.pipeline and t.schedule == "interleaved"', "return t.overlap.pipeline",
              required=False),
 )
 

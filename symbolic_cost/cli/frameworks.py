@@ -105,7 +105,8 @@ def _given(args, flags: tuple) -> str | None:
                     flash=plain.flash, loss_chunks=plain.loss_chunks, fused_loss=plain.fused_loss,
                     capacity_factor=None, cp_variant=None, attention_kernel=None, zero=plain.zero,
                     optimizer=plain.optimizer, offload=plain.offload, shard=plain.shard,
-                    reshard_after_forward=plain.reshard_after_forward, reference=None)
+                    reshard_after_forward=plain.reshard_after_forward, reference=None, lora_rank=None,
+                    lora_targets="q,v", lora_base="16-bit")
     for name, default in defaults.items():
         flag = "--" + name.replace("_", "-")
         if flag in flags and hasattr(args, name) and (getattr(args, name) != default or options.given(args, name)):
@@ -153,13 +154,17 @@ def _accelerate(path: str, args, text: str | None = None, world: int | None = No
     return found
 
 
+LORA_OPTIONS = ("--lora-rank", "--lora-targets", "--lora-base")
+"""The LoRA options, which a file with adapters decides (a TRL recipe's ``use_peft``, a Bridge ``peft``)."""
+
+
 def recipe_options(found) -> tuple:
     """The options a TRL recipe's own fields decide (``models.trl_recipe``): ``--flash`` and
     ``--attention-kernel`` by its ``attn_implementation``, the LoRA options by ``use_peft``, and
     ``--reference`` always (the trainer that runs it, ``--trl-trainer``, decides whether it has one)."""
     return (("--flash",) if "flash" in found.policy else ()) + \
         (("--attention-kernel",) if "attention_kernel" in found.policy else ()) + \
-        (("--lora-rank", "--lora-targets", "--lora-base") if "lora_rank" in found.policy else ()) + \
+        (LORA_OPTIONS if "lora_rank" in found.policy else ()) + \
         ("--reference",)
 
 
@@ -413,6 +418,10 @@ def setup(args, only_with: tuple = ONLY_WITH):
     found = _launched_trainer(args, recipe_launch) if path is not None else _read(dest, getattr(args, dest), args)
     if path is None:
         found.notes[:0] = launch_notes
+    adapted = _given(args, LORA_OPTIONS) if "lora_rank" in found.policy else None
+    if adapted:
+        raise InputError(f"{adapted}: the LoRA of {name} decides it (its peft or use_peft settings); change the file "
+                         f"(it would be overridden otherwise)", adapted)
     if dest == "megatron_args" and "zero" in found.policy and _given(args, ("--zero",)):
         raise InputError(f"--zero: the script's FSDP decides it (ZeRO-{found.policy['zero']}); change the file",
                          "--zero")

@@ -10,6 +10,7 @@ conventions, an H100 system, and the training defaults of ``models.Training``.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from fractions import Fraction
 
 from symbolic_cost import conventions as conv
@@ -17,7 +18,7 @@ from symbolic_cost.cli.parser import MAX_INTEGER, Parser, UsageError, exact, int
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.models.config import PRESETS as MODELS
 from symbolic_cost.models.training import (PRECISIONS, RECOMPUTE, RECOMPUTE_METHODS, RECOMPUTE_MODULES, Overlap,
-                                           Training)
+                                           Training, overlaps_sends)
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
 from symbolic_cost.models.training_values import ATTENTION_KERNELS
 from symbolic_cost.blocks.wiring import DISPATCHERS
@@ -234,8 +235,9 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                help="communication run behind compute: grad (--overlap-grad-reduce), param "
                     "(--overlap-param-gather), tensor (--tp-comm-overlap), expert (the MoE all-to-alls behind "
                     "another micro-batch's compute: --overlap-moe-expert-parallel-comm), shared (the same "
-                    "all-to-alls behind the layer's shared experts: --moe-shared-expert-overlap), comma-separated "
-                    "(default: none, as Megatron-LM)")
+                    "all-to-alls behind the layer's shared experts: --moe-shared-expert-overlap), no-p2p (the "
+                    "interleaved schedule's stage sends not behind the next chunk: --no-overlap-p2p-communication), "
+                    "comma-separated (default: only the interleaved schedule's sends, as Megatron-LM)")
     flash(group)
     option(group, "--attention-kernel", choices=ATTENTION_KERNELS, action=Given,
            help="the fused attention library your framework runs, for the time model: cudnn (Transformer "
@@ -268,7 +270,7 @@ def experts(parser):
            help="leave out the model's multi-token-prediction modules (DeepSeek-V3's; trained by default)")
 
 
-OVERLAPS = tuple(word for word, _ in Overlap.WORDS)
+OVERLAPS = tuple(word for word, _ in Overlap.WORDS + Overlap.NEGATED)
 
 
 def refuse_unread(args) -> None:
@@ -328,6 +330,9 @@ def refuse_idle_overlap(args, cost) -> None:
             if not any(hidden(dim, c) for dim, c in cost.collectives):
                 raise InputError(f"--overlap {word}: this step has no {what} to hide; it would be ignored",
                                  "--overlap")
+    if "no-p2p" in typed and not overlaps_sends(replace(cost.training, overlap=Overlap())):
+        raise InputError("--overlap no-p2p: only the interleaved schedule runs its stage sends behind compute "
+                         "(Megatron-LM turns overlap_p2p_comm off outside it); it would be ignored", "--overlap")
 
 
 def refuse_idle_allow_long(args, arch, training) -> None:

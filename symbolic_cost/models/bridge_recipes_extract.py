@@ -30,7 +30,8 @@ import re
 import sys
 from pathlib import Path
 
-SECTIONS = ("model", "train", "dataset", "ddp", "optimizer", "mixed_precision", "comm_overlap", "dist", "tokenizer")
+SECTIONS = ("model", "train", "dataset", "ddp", "optimizer", "mixed_precision", "comm_overlap", "dist", "tokenizer",
+            "peft")
 """The ``ConfigContainer`` sections that hold a cost (``models.megatron_bridge`` reads them); logging,
 checkpoints, tokenizer paths, schedulers and the like are left out."""
 
@@ -46,7 +47,11 @@ HF = "__hf_model__"
 
 
 COMPARISONS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Gt: operator.gt, ast.GtE: operator.ge,
-               ast.Lt: operator.lt, ast.LtE: operator.le, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+               ast.Lt: operator.lt, ast.LtE: operator.le, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+               ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+
+PEFT_CLASSES = {"lora": "megatron.bridge.peft.lora.LoRA", "dora": "megatron.bridge.peft.dora.DoRA"}
+"""The adapters ``default_peft_config(scheme, **fields)`` builds by scheme, written as a dump's ``_target_``."""
 
 
 class Unknown(Exception):
@@ -116,6 +121,7 @@ class Walk:
             try:
                 done, value = self.statement(statement, names)
             except (Unknown, TypeError, ValueError, SyntaxError, AttributeError) as why:   # not made here
+                why = re.sub(r" at 0x[0-9a-f]+", "", str(why))      # an object's address: not the same twice
                 self.skipped.append(f"{self.module}: {ast.unparse(statement).splitlines()[0][:120]} ({why})")
                 continue
             if done:
@@ -193,6 +199,9 @@ class Walk:
             if isinstance(owner, dict) and node.attr in owner:
                 return owner[node.attr]
             raise Unknown(ast.unparse(node))
+        if isinstance(node, ast.BoolOp):
+            values = [self.value(v, names) for v in node.values]
+            return all(values) if isinstance(node.op, ast.And) else any(values)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in COMPARISONS:
             left, right = self.value(node.left, names), self.value(node.comparators[0], names)
             return COMPARISONS[type(node.ops[0])](left, right)
@@ -222,8 +231,21 @@ class Walk:
             return model
         if text.endswith((".get_model_config", ".to_megatron_provider")):
             raise Unknown("a model built by a provider, not from a Hugging Face id")
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "lower" and not node.args:
+            owner = self.value(node.func.value, names)
+            if isinstance(owner, str):
+                return owner.lower()
         if not isinstance(node.func, ast.Name):
             raise Unknown(text)
+        if node.func.id == "default_peft_config":              # recipes/utils: the adapter a scheme names
+            scheme = self.value(node.args[0], names)
+            if isinstance(scheme, dict) or scheme is None or str(scheme).lower() == "none":
+                return scheme
+            if str(scheme).lower() not in PEFT_CLASSES:
+                raise Unknown(f"PEFT scheme {scheme!r}")
+            return {"_target_": PEFT_CLASSES[str(scheme).lower()], **self.keywords(node, names)}
+        if node.func.id in ("LoRA", "DoRA") and not node.args:
+            return {"_target_": PEFT_CLASSES[node.func.id.lower()], **self.keywords(node, names)}
         if node.func.id == "isinstance" and isinstance(node.args[1], ast.Name):
             value, kind = self.value(node.args[0], names), node.args[1].id
             return isinstance(value, str) if kind == "str" else isinstance(value, dict)   # a dict: a dataclass

@@ -116,6 +116,8 @@ launched by ``python`` alone                one process (world size 1, noted)
 ``--tp-comm-overlap``,                      experts: elsewhere noted as ignored, as Megatron-Core
 ``--overlap-moe-expert-parallel-comm``,     ignores it)
 ``--moe-shared-expert-overlap``
+``--no-overlap-p2p-communication``          ``overlap``: ``pipeline`` off (on by default: the
+                                            interleaved schedule's sends behind compute)
 ``--attention-backend`` (auto),             ``flash``: auto, flash and fused keep no ``l^2`` scores
 ``--use-flash-attn``                        (Transformer Engine's fused kernels); unfused, local do
 ``--context-parallel-size`` (1),            ``cp``; ``cp_variant`` from ``CP_COMM_TYPES``: p2p is
@@ -782,6 +784,7 @@ def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: boo
         raise InputError("--tp-comm-overlap needs --sequence-parallel with a tensor-parallel size above 1 "
                          "(Megatron-LM's rule)", "--tp-comm-overlap")
     policy["overlap"] = Overlap(grad_reduce=grad, param_gather=param, tensor=tensor,
+                                pipeline=policy.get("schedule") != "interleaved" or not o.flag("no-overlap-p2p-communication"),
                                 **_expert_overlap(o, arch, notes))
     policy.update(_dispatcher(o, arch, notes))
     if "moe-expert-capacity-factor" in o.options:

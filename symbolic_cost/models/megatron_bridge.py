@@ -44,6 +44,9 @@ Megatron-Bridge field (default)              library field
                                              ``AttnBackend`` 5, 1, 2); unfused, local keep scores
 ``model.tp_comm_overlap``,                   ``overlap`` tensor
 ``comm_overlap.tp_comm_overlap`` (false)
+``comm_overlap.overlap_p2p_comm`` (with      ``overlap`` pipeline (counts only under the
+the section: on under virtual stages),       interleaved schedule)
+``model.overlap_p2p_comm`` (false)
 ``train.micro_batch_size``,                  ``b``; ``micro_batches = global / (b d)``
 ``global_batch_size`` (required)
 ``dataset.sequence_length`` (or              ``l`` (the model's ``seq_length`` without a dataset)
@@ -81,6 +84,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, file_text, given_counts, instance
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.megatron_args import CP_COMM_TYPES, DISPATCHER_TYPES, SHARDING, Setup, layer_flags
+from symbolic_cost.models.megatron_bridge_peft import peft_policy
 from symbolic_cost.models.megatron_bridge_keys import MOE_MODEL, Container
 from symbolic_cost.models.megatron_precision import fp4_primary_weights, precision
 from symbolic_cost.models.training import Overlap
@@ -220,7 +224,7 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
     policy = dict(precision(c), **pipeline(c, arch.n_layers, pp), **recompute(c, notes), **sharding(c),
                   **expert_policy(c, arch, notes))
     policy["overlap"] = overlap(c, policy["distributed_optimizer"] or policy.get("zero", 0) > 0, sequence, notes,
-                                arch.moe is not None and arch.moe.shared_f != 0)
+                                arch.moe is not None and arch.moe.shared_f != 0, policy.get("schedule") == "interleaved")
     if cp > 1:
         kind = c.get("model", "cp_comm_type", "p2p", str)
         if kind not in CP_COMM_TYPES:
@@ -233,6 +237,7 @@ def container_setup(c: Container, arch: Architecture, world: int, notes: list | 
         raise InputError(f"model.attention_backend {number!r}: the reader reads Megatron-Core's AttnBackend (1 to 5, "
                          f"or its name: {', '.join(ATTENTION_BACKENDS.values())})", "model.attention_backend")
     policy["flash"] = backend in ("flash", "fused", "auto")
+    policy.update(peft_policy(c.data.get("peft"), arch, notes))
     return Setup(arch, values, policy, notes)
 
 
@@ -507,7 +512,8 @@ def recompute(c: Container, notes: list | None = None) -> dict:
     return dict(recompute="full", recompute_method=method, recompute_layers=c.get("model", "recompute_num_layers", 1))
 
 
-def overlap(c: Container, distributed: bool, sequence: bool, notes: list, shared_experts: bool = False) -> Overlap:
+def overlap(c: Container, distributed: bool, sequence: bool, notes: list, shared_experts: bool = False,
+            interleaved: bool = False) -> Overlap:
     """``ddp``'s overlap flags (``comm_overlap``'s when it sets them) and tensor-parallel overlap
     (which Megatron-Bridge turns off, warning, without sequence parallelism over 2 or more ranks)."""
     flags = {}
@@ -529,4 +535,16 @@ def overlap(c: Container, distributed: bool, sequence: bool, notes: list, shared
         notes.append("tp_comm_overlap: Megatron-Bridge turns it off without sequence parallelism over 2 or more "
                      "tensor ranks; counted off")
     return Overlap(grad_reduce=flags["overlap_grad_reduce"], param_gather=flags["overlap_param_gather"],
-                   tensor=tensor and sequence, expert=expert, shared_expert=shared)
+                   tensor=tensor and sequence, expert=expert, shared_expert=shared,
+                   pipeline=overlaps_sends(c) if interleaved else Overlap.pipeline)
+
+
+def overlaps_sends(c: Container) -> bool:
+    """``overlap_p2p_comm`` of an interleaved schedule (elsewhere it counts for nothing:
+    ``models.training.overlaps_sends``): with a ``comm_overlap`` section, its value, or where it
+    leaves it unset Megatron-Bridge's own choice, on under virtual stages (``CommOverlapConfig.setup``,
+    which writes it into the model's config); without one, the model's (Megatron-Core's
+    ``ModelParallelConfig``: off)."""
+    if c.section("comm_overlap"):
+        return c.get("comm_overlap", "overlap_p2p_comm", True, bool)
+    return c.get("model", "overlap_p2p_comm", False, bool)

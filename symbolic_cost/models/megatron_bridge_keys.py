@@ -62,7 +62,6 @@ INERT = {
                                                     "Bridge file")},
     "train": {"rampup_batch_size": (None, "a batch-size ramp changes the batch during the run")},
     "mixed_precision": {"fp4_param": (False, FP4_PARAMS)},
-    "": {"peft": (None, "PEFT (LoRA) is not read from a Megatron-Bridge file (give --lora-rank)")},
 }
 """Keys with no effect at one value (the dump's default), and why another value is refused."""
 
@@ -79,7 +78,7 @@ READ = {
         "recompute_method", "recompute_num_layers", "recompute_modules", "moe_layer_recompute", "attention_backend",
         "tp_comm_overlap",
         "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-        "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
+        "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap", "overlap_p2p_comm",
         "fp4", "fp4_recipe"},
     "train": {"micro_batch_size", "global_batch_size"},
     "dataset": {"sequence_length", "seq_length"},
@@ -90,7 +89,7 @@ READ = {
                         "fp8_amax_history_len", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
                         "num_layers_at_end_in_bf16"},
     "comm_overlap": {"tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather",
-                     "overlap_moe_expert_parallel_comm"},
+                     "overlap_moe_expert_parallel_comm", "overlap_p2p_comm"},
 }
 """Keys ``megatron_bridge_setup`` reads (the table of ``models.megatron_bridge``)."""
 
@@ -114,7 +113,7 @@ NO_COST = {
                   "params_dtype", "pin_cpu_grads", "pin_cpu_params", "reuse_grad_buf_for_mxfp8_param_ag",
                   "sgd_momentum", "store_param_remainders", "timers", "use_torch_optimizer_for_cpu_offload",
                   "weight_decay", "apply_wd_to_qk_layernorm"},
-    "comm_overlap": {"_target_", "tp_comm_overlap_cfg", "tp_comm_bootstrap_backend", "overlap_p2p_comm",
+    "comm_overlap": {"_target_", "tp_comm_overlap_cfg", "tp_comm_bootstrap_backend",
                      "batch_p2p_comm", "overlap_param_gather_with_optimizer_step", "align_param_gather",
                      "bucket_size", "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "data_parallel_size",
                      "delay_wgrad_compute"},
@@ -141,7 +140,7 @@ NO_COST = {
         "mamba_num_groups", "mamba_num_heads", "mamba_state_dim", "use_mamba_mem_eff_path", "masked_softmax_fusion",
         "memory_efficient_layer_norm", "microbatch_group_size_per_vp_stage", "mlp_chunks_for_prefill",
         "mrope_section", "mtp_loss_scaling_factor", "no_rope_freq", "no_sync_func", "output_layer_init_method",
-        "overlap_p2p_comm", "overlap_p2p_comm_warmup_flush", "parallel_output",
+        "overlap_p2p_comm_warmup_flush", "parallel_output",
         "param_sync_func", "params_dtype", "perform_initialization", "persist_layer_norm", "pipeline_dtype",
         "pipeline_model_parallel_comm_backend", "restore_modelopt_state", "rotary_base", "rotary_interleaved",
         "scatter_embedding_sequence_parallel", "seq_len_interpolation_factor", "softmax_scale", "symmetric_ar_type",
@@ -231,7 +230,7 @@ class Container:
                              f"(NeMo 2) ConfigContainer as a run dumps it; give the layout with --preset or "
                              f"--hf-config and --set", "--nemo-recipe")
         for key in data:
-            if not _known("", key) and key not in INERT[""]:
+            if not _known("", key):
                 raise InputError(f"{key}: a Megatron-Bridge section this reader does not read (it may change the "
                                  f"cost); remove it", key)
         for section in SECTIONS_OF_DICTS:

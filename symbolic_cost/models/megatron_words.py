@@ -100,7 +100,7 @@ READ = {
     "expert-tensor-parallel-size", "moe-expert-capacity-factor", "moe-token-dispatcher-type", "bf16", "fp16", "fp8-format", "fp8-recipe",
     "fp8-param-gather", "fp4-format", "fp4-recipe", "use-distributed-optimizer", "recompute-granularity", "recompute-method",
     "recompute-num-layers", "recompute-activations", "recompute-modules", "moe-layer-recompute", "overlap-moe-expert-parallel-comm",
-    "moe-shared-expert-overlap", "overlap-grad-reduce",
+    "moe-shared-expert-overlap", "overlap-grad-reduce", "no-overlap-p2p-communication",
     "overlap-param-gather", "tp-comm-overlap", "attention-backend", "use-flash-attn", "tokenizer-type",
     "make-vocab-size-divisible-by", "fp8-amax-history-len", "cp-comm-type",
     "first-last-layers-bf16", "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16",

@@ -27,7 +27,7 @@ from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "Overlap", "check_context", "check_context_parallel", "check_shared_expert_overlap", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT", "TRAINING_MADE_BY"]
+__all__ = ["Training", "Overlap", "overlaps_sends", "check_context", "check_context_parallel", "check_shared_expert_overlap", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT", "TRAINING_MADE_BY"]
 
 FLAT = {
     "b": ("batch", "b"), "l": ("batch", "l"), "l_dec": ("batch", "l_dec"),
@@ -282,6 +282,13 @@ def check_model(arch, t: Training) -> None:
             if value != plain:
                 raise InputError(f"{name} applies to a mixture of experts, and {arch.name} has none "
                                  f"(got {name}={value}); it would be ignored", name)
+
+
+def overlaps_sends(t: Training) -> bool:
+    """Whether the stage sends run behind compute: ``Overlap.pipeline`` under the interleaved
+    schedule, the only one Megatron-LM overlaps them in (it turns ``overlap_p2p_comm`` off
+    elsewhere: ``megatron/training/arguments.py``)."""
+    return t.overlap.pipeline and t.schedule == "interleaved"
 
 
 def check_shared_expert_overlap(arch, t: Training) -> None:

@@ -308,20 +308,28 @@ class Overlap:
     overlap, ``--overlap-moe-expert-parallel-comm``, Megatron-Bridge's ``moe_a2a_overlap``), which
     ``tensor`` does not hide; ``shared_expert``, those all-to-alls behind the same layer's shared
     experts, run on a stream of their own (``--moe-shared-expert-overlap``; Megatron-Core asserts it
-    off beside ``expert``).  All off, as Megatron-LM's defaults."""
+    off beside ``expert``); ``pipeline``, the interleaved schedule's stage sends and receives behind
+    the next chunk's compute (Megatron-LM's ``overlap_p2p_comm``, which it turns off outside the
+    interleaved schedule; PyTorch's pipelining posts its sends the same way).  As Megatron-LM's
+    defaults: all off but ``pipeline``, on since Megatron-LM 4eeff55d1f (2023-10-12,
+    ``--no-overlap-p2p-communication`` turns it off)."""
 
     grad_reduce: bool = False
     param_gather: bool = False
     tensor: bool = False
     expert: bool = False
     shared_expert: bool = False
+    pipeline: bool = True
 
     WORDS = (("grad", "grad_reduce"), ("param", "param_gather"), ("tensor", "tensor"), ("expert", "expert"),
              ("shared", "shared_expert"))
-    """The command line's word for each switch (``--overlap grad,param``)."""
+    """The command line's word for each switch that is off by default (``--overlap grad,param``)."""
+
+    NEGATED = (("no-p2p", "pipeline"),)
+    """The command line's word for each switch that is on by default, to turn it off."""
 
     def __post_init__(self):
-        _flags(self, "grad_reduce", "param_gather", "tensor", "expert", "shared_expert")
+        _flags(self, "grad_reduce", "param_gather", "tensor", "expert", "shared_expert", "pipeline")
         if self.expert and self.shared_expert:
             raise InputError("overlap shared_expert (--moe-shared-expert-overlap) with expert (the 1F1B all-to-all "
                              "overlap): Megatron-Core asserts the first off under the second", "overlap")
@@ -330,14 +338,16 @@ class Overlap:
     def of_words(cls, words) -> "Overlap":
         """The switches ``words`` name (``WORDS``).
 
-        >>> Overlap.of_words(["grad", "shared"]).words()
-        ['grad', 'shared']
+        >>> Overlap.of_words(["grad", "shared"]).words(), Overlap.of_words(["no-p2p"]).pipeline
+        (['grad', 'shared'], False)
         """
-        return cls(**{field: word in words for word, field in cls.WORDS})
+        return cls(**{field: word in words for word, field in cls.WORDS},
+                   **{field: word not in words for word, field in cls.NEGATED})
 
     def words(self) -> list:
-        """The words of the switches that are on."""
-        return [word for word, field in self.WORDS if getattr(self, field)]
+        """The words that give these switches (``of_words``): those on, and ``NEGATED``'s for those off."""
+        return ([word for word, field in self.WORDS if getattr(self, field)]
+                + [word for word, field in self.NEGATED if not getattr(self, field)])
 
 
 MEGATRON_OVERLAP = Overlap(grad_reduce=True, param_gather=True, tensor=True)

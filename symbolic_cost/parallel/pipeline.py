@@ -244,7 +244,11 @@ def bubble(p, micro_batches) -> Expr:
 def stage_sends(boundary_elements, es, p, micro_batches, stride, conventions) -> list[Collective]:
     """The activation (forward) and gradient (backward) sends of one stage per step:
     one p2p of the ``boundary_elements`` per micro-batch, none when there is one stage;
-    neighbouring stages are ``stride`` ranks apart."""
+    neighbouring stages are ``stride`` ranks apart.  Every boundary sends at once and the stages
+    wait for the slowest, so the sends reach over all ``p x stride`` ranks of the pipeline
+    (``Collective.reach``): with ``stride`` under a node's size, the boundaries inside a node run
+    on NVLink, but one between two nodes sets the pace on the network."""
     sends = micro_batches * minimum(sympify(p) - 1, 1)
     return [c for pass_ in ("fwd", "bwd")
-            for c in collective("p2p", boundary_elements, es, 2, pass_, conventions, repeats=sends, stride=stride)]
+            for c in collective("p2p", boundary_elements, es, 2, pass_, conventions, repeats=sends, stride=stride,
+                                reach=sympify(p) * stride)]

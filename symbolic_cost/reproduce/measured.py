@@ -170,6 +170,10 @@ def _training(row, assume: list) -> Training:
     if group == "llama3_table4":
         dp, vp, extra = _llama3(row, assume)
         sequence_parallel = True
+    if _legacy(row) and vp > 1:
+        extra["overlap"] = Overlap(pipeline=False)
+        assume.append("the interleaved schedule's stage sends exposed (Megatron-LM of 2021-22; overlap_p2p_comm "
+                      "came in 2023, f9283c5a8a)")
     global_batch = layout.get("global_batch") or micro * dp * layout.get("batch_per_dp", 1)
     return Training(b=micro, l=layout["seq_len"], m1=layout["tp"], s1=layout["tp"] if sequence_parallel else 1,
                     d=dp, p=layout["pp"], micro_batches=global_batch // (micro * dp),
@@ -263,8 +267,12 @@ def _case(row) -> Case:
 def _conventions(row) -> conv.Conventions:
     """Megatron-LM of 2021-2022 (Narayanan, Korthikanti, the A100 example) scatters the pipeline's
     sends over the tensor group and gathers them on arrival; Megatron-Core sends what it holds."""
-    legacy = row["group"].startswith(("narayanan", "korthikanti")) or row["group"] == "megatron_lm_readme_a100"
-    return conv.DEFAULT.but(pipeline_sends="scatter-gather") if legacy else conv.DEFAULT
+    return conv.DEFAULT.but(pipeline_sends="scatter-gather") if _legacy(row) else conv.DEFAULT
+
+
+def _legacy(row) -> bool:
+    """Whether the row ran Megatron-LM of 2021-2022 (Narayanan, Korthikanti, the A100 example)."""
+    return row["group"].startswith(("narayanan", "korthikanti")) or row["group"] == "megatron_lm_readme_a100"
 
 
 # Megatron-Bridge's performance summary (``BRIDGE``) ---------------------------------------------

@@ -143,7 +143,7 @@ def _nccl_time(c: Collective, system: System, link: str | None) -> Expr:
     the group fits one domain (or ``link`` pins it), else across ``ceiling(span / domain)``
     domains with the network's bus bandwidth.  Remembered by the fields it reads: a step sends
     the same collectives in both passes and in every kind of layer (22 distinct of DeepSeek-V3's 50)."""
-    key = (c.kind, c.elements, c.element_bytes, c.group, c.repeats, c.stride, c.routing, system, link)
+    key = (c.kind, c.elements, c.element_bytes, c.group, c.repeats, c.span, c.routing, system, link)
     return remembered(_NCCL_TIMES, key, lambda _: _priced(c, system, link), kept=_ROWS_KEPT)
 
 

@@ -16,6 +16,7 @@ from symbolic_cost.models.whole_model import model_cost_of
 from symbolic_cost.models.ranks import cost_placement
 from symbolic_cost.models.memory import recomputed_costs
 from symbolic_cost.models.recipes import reference_rows
+from symbolic_cost.models.training import overlaps_sends
 from symbolic_cost.parallel.pipeline import dualpipe_bubble
 from symbolic_cost.timing import attention_kernels
 from symbolic_cost.timing.hardware import comm_time, get_system, row_seconds
@@ -92,7 +93,7 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
         bubble = (p - 1) * (per_micro - w - minimum(w, f, per_micro - f - w)) if t.schedule == "zb-h1" \
             else dualpipe_bubble(p, f, per_micro - f - w, w)
     out = {"compute": n * compute_all, "tensor_comm": n * tensor_all, "bubble": bubble,
-           "pipeline_comm": _dimension_time(cost, "pipeline", system, conventions),
+           "pipeline_comm": _pipeline_time(cost, system, conventions, n * compute_all),
            "data_comm": _data_time(cost, system, conventions, compute)
            + _dimension_time(cost, "optimizer", system, conventions)}     # a compressed exchange, never hidden
     if t.reference is not None:     # its forward after the trained model's, before the backward (TRL's DPOTrainer)
@@ -115,6 +116,13 @@ def hidden_by_tensor_overlap(c) -> bool:
     1F1B all-to-all overlap (``Overlap.expert``; ``models.training`` refuses it beside Ulysses,
     whose exchange it would hide too)."""
     return kind_of(c.kind).tensor_overlap
+
+
+def _pipeline_time(cost: ModelCost, system, conventions, compute) -> Expr:
+    """Seconds the stage's sends add: all of them, or under an interleaved schedule that posts them
+    behind the next chunk (``models.training.overlaps_sends``) what outlasts the stage's ``compute``."""
+    sends = _dimension_time(cost, "pipeline", system, conventions)
+    return maximum(0, sends - compute) if overlaps_sends(cost.training) else sends
 
 
 def _stage_pass(cost: ModelCost, place, system, conventions, pass_: str) -> tuple[Expr, Expr, Expr]:
