@@ -70,7 +70,7 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py",
          "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py",
          "tests/test_budget.py", "tests/test_extrema.py", "tests/test_collective_kinds.py",
-         "tests/test_pipeline_sends.py")
+         "tests/test_pipeline_sends.py", "tests/test_bridge_peft.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -1025,6 +1025,10 @@ MUTATIONS = (
     Mutation("interleaved-sends-never-hidden", "symbolic_cost/timing/step.py",
              "return maximum(0, sends - compute) if overlaps_sends(cost.training) else sends", "return sends",
              required=False),
+    Mutation("bridge-lora-fc1-half-of-a-gated-mlp", "symbolic_cost/models/megatron_bridge_peft.py",
+             'return "gate_up" if arch.gated else "up"', 'return "up"', required=False),
+    Mutation("bridge-peft-ignored", "symbolic_cost/models/megatron_bridge.py",
+             '    policy.update(peft_policy(c.data.get("peft"), arch, notes))\n', "", required=False),
     Mutation("sends-hidden-in-every-schedule", "symbolic_cost/models/training.py",
              'return t.overlap.pipeline and t.schedule == "interleaved"', "return t.overlap.pipeline",
              required=False),
