@@ -1029,6 +1029,8 @@ MUTATIONS = (
              'return "gate_up" if arch.gated else "up"', 'return "up"', required=False),
     Mutation("bridge-peft-ignored", "symbolic_cost/models/megatron_bridge.py",
              '    policy.update(peft_policy(c.data.get("peft"), arch, notes))\n', "", required=False),
+    Mutation("capacity-of-the-first-burst", "symbolic_cost/inference/load.py",
+             "    while 2 * requests <= MAX_BURST:", "    while False:", required=False),
     Mutation("sends-hidden-in-every-schedule", "symbolic_cost/models/training.py",
              'return t.overlap.pipeline and t.schedule == "interleaved"', "return t.overlap.pipeline",
              required=False),

@@ -319,13 +319,33 @@ def test_an_slo_on_the_inter_token_latency_alone_is_held_at_the_capacity():
     the queue grows, so no rate above the engine's capacity (its throughput with every request waiting)
     is sustained: the search stops there, where it once doubled to thousands of times that rate."""
     import math
-    from symbolic_cost.inference.load import StepModel, serve, sustained_rate
+    from symbolic_cost.inference.load import StepModel, capacity, serve, sustained_rate
     from symbolic_cost.inference.serving import Serving
     from symbolic_cost.models.config import preset
     step = StepModel(preset("gpt2"), Serving(l_in=128, l_out=16), "h100")
-    capacity = serve(step, 16, None, 40).request_throughput
     rate, at = sustained_rate(step, 16, (math.inf, 1.0), 90, 40)
-    assert rate == capacity and at.p90_itl <= 1.0
+    assert rate == capacity(lambda n: serve(step, 16, None, n).request_throughput, 40) and at.p90_itl <= 1.0
+
+
+class Batched:
+    """A step of 10 ms, 0.1 ms more for each sequence it decodes and 1 ms for each prompt it prefills."""
+    prompt = 100
+
+    def __call__(self, prompts, decoding, context):
+        return 0.010 + 0.0001 * decoding + 0.001 * prompts
+
+
+def test_the_capacity_is_the_full_engines_not_a_small_bursts():
+    """Eight requests at once run as a batch of eight, 50 steps of 10.8 ms (15 requests/s); the engine
+    holds 64: full, each step decodes 64 sequences and prefills 64/50 prompts on average, so it serves
+    64 / (50 x (16.4 + 1.28) ms) = 72 requests/s, at most 64 / (50 x 16.4 ms) = 78.  A test of eight
+    requests may not cap the rate at the eight's throughput."""
+    from symbolic_cost.inference.load import sustained_rate
+    runtime = Runtime(0, 0, max_batch=64)
+    alone = serve(Batched(), 50, None, requests=8, runtime=runtime).request_throughput
+    assert alone == pytest.approx(8 / (50 * 0.0108), rel=0.05)
+    rate, at = sustained_rate(Batched(), 50, (100.0, 1.0), 90, requests=8, runtime=runtime)
+    assert 0.9 * 64 / (50 * 0.01768) <= rate <= 64 / (50 * 0.0164) and at is not None
 
 
 @pytest.mark.parametrize("seconds", [float("nan"), -0.5, float("inf")])
