@@ -64,15 +64,16 @@ def test_decodes_take_the_budget_first():
 
 
 def test_an_engine_fraction_of_the_whole_device_by_hand():
-    """vLLM's 0.9 of an 80 GB device holding 16 GB of weights leaves 72 - 16 = 56 GB; TensorRT-LLM's
-    0.9 of the 64 GB left free leaves 57.6 GB."""
+    """vLLM's 0.9 of an H100 (81,559 MiB as nvidia-smi reports it, 85.5 GB) holding 16 GB of weights
+    leaves 77.0 - 16.1 = 60.9 GB; TensorRT-LLM's 0.9 of the 69.5 GB left free leaves 62.5 GB."""
     step = StepModel(preset("llama-3-8b"), Serving(b=1, l_in=512, l_out=128), "h100")
+    device = 81_559 * 2**20
     weights = 2 * 8_030_261_248                          # bf16, every parameter on the one device
     per_token = 2 * 32 * 8 * 128 * 2                     # K and V, 32 layers, 8 heads of 128, bf16
     total = step.cache_blocks(16, Rational(9, 10), "total")
     free = step.cache_blocks(16, Rational(9, 10), "free")
-    assert total == (72 * 10**9 - weights) // (16 * per_token)
-    assert free == (Rational(9, 10) * (80 * 10**9 - weights)) // (16 * per_token)
+    assert total == (Rational(9, 10) * device - weights) // (16 * per_token)
+    assert free == (Rational(9, 10) * (device - weights)) // (16 * per_token)
 
 
 @pytest.mark.parametrize("engine, system, tensor, expected", [
