@@ -762,6 +762,7 @@ def test_nemo_printed_configuration_of_a_run(tmp_path, capsys):
     ("  rampup_batch_size: null", "  rampup_batch_size: [32, 32, 1000]", "train.rampup_batch_size"),
     ("peft: null", "peft:\n  dim: 8", "peft"),
     ("  window_size: null", "  window_size: null\n  mystery_knob: 3", "model.mystery_knob"),
+    ("  window_size: null", "  window_size: null\n  teacher:\n    num_layers: 28", "knowledge distillation"),
     ("  global_batch_size: 512", "  global_batch_size: 500", "train.global_batch_size"),
     ("  recompute_granularity: null", "  recompute_granularity: selective\n  recompute_modules_x: 1",
      "model.recompute_modules_x"),
@@ -928,6 +929,9 @@ def test_accelerate_ddp_template(capsys):
     ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: [1, 2]", "fsdp_config.fsdp_sharding_strategy"),
     ("fsdp_sharding_strategy: FULL_SHARD", "fsdp_version: 2\n  fsdp_reshard_after_forward: [1]",
      "fsdp_config.fsdp_reshard_after_forward must be true or false"),
+    # accelerate's own MPI test config (tests/test_configs/0_28_0_mpi.yaml): the host is what is not modelled
+    ("distributed_type: FSDP", "distributed_type: MULTI_CPU\nmpirun_config:\n  mpirun_ccl: '1'",
+     "distributed_type MULTI_CPU: training on the host"),
 ])
 def test_accelerate_refusals(tmp_path, capsys, old, new, refused):
     err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path, old, new))

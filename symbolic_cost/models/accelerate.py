@@ -209,9 +209,11 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     config, notes = load_yaml(text, name, "--accelerate"), list(notes or [])
     if not isinstance(config, dict):
         raise InputError(f"{name}: an accelerate config is a YAML mapping", "--accelerate")
-    _check_keys(config, name, notes)
-    if config.get("use_cpu", False) is not False:
+    if config.get("use_cpu", False) is not False:   # before the sections a CPU launch writes (mpirun_config)
         raise InputError("use_cpu: training on the host is not modelled", "use_cpu")
+    if config.get("distributed_type") == "MULTI_CPU":
+        raise InputError("distributed_type MULTI_CPU: training on the host is not modelled", "distributed_type")
+    _check_keys(config, name, notes)
     kind = config.get("distributed_type", "NO")
     for key in ("distributed_type", "mixed_precision"):
         if isinstance(config.get(key), bool):       # accelerate refuses it too (DistributedType(False))

@@ -17,6 +17,7 @@ MOE = "mixture of experts is not read from a Megatron-Bridge file (give it with 
 INERT = {
     "model": {
         "cpu_offloading": (False, "activation and weight offload to the host is not modelled"),
+        "teacher": (None, "knowledge distillation (a teacher model's forward beside the student's) is not modelled"),
         "distribute_saved_activations": (None, "checkpoints split over the tensor ranks are not modelled"),
         "fp32_residual_connection": (False, "an fp32 residual stream is not modelled"),
         "fp4_param": (False, FP4_PARAMS),
