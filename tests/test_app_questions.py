@@ -88,7 +88,7 @@ def test_four_questions_answered_on_the_page(tmp_path):
 
         # 2. the largest micro-batch that fits, in words and on the curve against b
         largest = oracle["peak"]["largest_micro_batch"]
-        assert page.inner_text("#largest-b").endswith(f"74.51 GiB: {largest}")
+        assert page.inner_text("#largest-b").endswith(f"79.65 GiB: {largest}")
         assert int(page.get_attribute("#plot-b-memory", "data-fitting")) == largest
 
         # 4. the most expensive operation of a layer, and its bound

@@ -470,15 +470,19 @@ def test_sympys_caches_hold_what_a_search_builds_again_unless_the_environment_sa
 def test_search_splits_a_prime_depth_unevenly_as_a_model_built_with_numbers_does():
     """Seven layers over 2 or 4 stages: Megatron-LM's uneven split, middle stages of
     ``ceil(7/p)`` and the rest to the ends (3 | 4, and 1 | 2 | 2 | 2); over 8 stages none (one
-    layer a middle stage leaves the first none).  Every layout the search returns equals a model
-    built with the numbers and the split written out."""
+    layer a middle stage leaves the first none); without a pipeline no stages are named.  Every
+    layout the search returns equals a model built with the numbers and the split written out."""
     from dataclasses import replace
+    import pandas as pd
     arch = replace(preset("gpt2"), n_layers=7)
     found = search(arch, 8, "h100", global_batch=16, seq=1024, top=10_000, micro_batch_sizes=(1, 2))
     assert set(found.best["p"]) == {1, 2, 4}
-    ends = {1: (7, 7), 2: (3, 4), 4: (1, 2)}
+    ends = {2: (3, 4), 4: (1, 2)}
     for row in found.best.itertuples():
-        assert (row.first_stage_layers, row.last_stage_layers) == ends[row.p]
+        if row.p == 1:
+            assert pd.isna(row.first_stage_layers) and pd.isna(row.last_stage_layers)
+        else:
+            assert (row.first_stage_layers, row.last_stage_layers) == ends[row.p]
         split = dict(first_stage_layers=row.first_stage_layers, last_stage_layers=row.last_stage_layers) \
             if row.p > 1 else {}
         training = Training(b=row.b, l=1024, m1=row.m1, s1=row.s1, d=row.d, p=row.p, micro_batches=row.n_micro,

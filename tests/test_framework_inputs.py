@@ -63,8 +63,9 @@ def test_gpt3_script_equals_the_same_layout_given_with_set(capsys, monkeypatch):
     assert got["world_size"] == 1024
     e, layers = 12288, 96
     layer = 12 * e * e + 13 * e       # QKV 3e^2+3e, output e^2+e, MLP 8e^2+5e (f = 4e), two LayerNorms 4e
-    # the model's parameters: the vocabulary padded to 128 (50257 -> 50304); learned positions 2048 x e; tied head
-    assert got["parameters"] == layers * layer + 50304 * e + 2048 * e + 2 * e == 174_604_836_864
+    # the model's parameters: the vocabulary padded to 128 x tp (50257 -> 51200: Megatron-LM's
+    # _vocab_size_with_padding, one padded vocabulary for the model); learned positions 2048 x e; tied head
+    assert got["parameters"] == layers * layer + 51200 * e + 2048 * e + 2 * e == 174_615_846_912
     # first pipeline rank of tp 8: 96/16 = 6 layers, each (12e^2 + 3e + 4e)/8 split + 6e replicated (the output
     # projection's and fc2's biases, two LayerNorms); the word table padded to 1024 (51200 rows) split in 8,
     # the position table whole

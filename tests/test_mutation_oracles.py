@@ -288,9 +288,9 @@ def test_llama_3_2_1b_layouts_on_64_devices_by_hand():
 # ------------------------------------------------------------------ the largest batch (max_batch's doctest)
 
 def test_llama_2_7b_largest_batch_by_hand():
-    """``max_batch``'s doctest, ``(27, 49)``, counted by hand: Llama-2-7B (32 layers, e = 4,096,
+    """``max_batch``'s doctest, ``(30, 53)``, counted by hand: Llama-2-7B (32 layers, e = 4,096,
     f = 11,008, vocabulary 32,000, untied head) serving prompts of 4,000 and 96 new tokens on an
-    H100 of 80 GB, with flash attention; the batch is the tightest moment's (``inference.peak``).
+    H100 of 81,559 MiB (85,520,809,984 bytes, as nvidia-smi reports it), with flash attention; the batch is the tightest moment's (``inference.peak``).
       weights: 2 x 32,000 x 4,096 (table and head) + 32 x (4 x 4,096^2 + 3 x 4,096 x 11,008
       + 2 x 4,096 norms) + 4,096 = 6,738,415,616 parameters, 13,476,831,232 bytes in bf16;
       cache per token: 32 layers x 2 (K, V) x 4,096 x 2 bytes = 524,288 (fp8: half, and
@@ -301,12 +301,12 @@ def test_llama_2_7b_largest_batch_by_hand():
       the last decode step's sampling: the cache of 4,000 + 96 - 1 = 4,095 tokens, the logits
       (32,000 x 2) and two fp32 copies (2 x 32,000 x 4), 320,000 a sequence (the decode step's
       own working set, one token's, is below that).
-      bf16: prefill (80e9 - 13,476,831,232) / (2,097,152,000 + 296,960,000) = 27.8 -> 27,
-            decode sampling / (2,146,959,360 + 320,000) = 30.98 -> 30; the least: 27;
-      fp8:  prefill (80e9 - 13,476,831,232 - 256) / (1,048,576,000 + 296,960,000) = 49.4 -> 49,
-            decode sampling / (1,073,479,680 + 320,000) = 61.9 -> 61; the least: 49.
+      bf16: prefill (85,520,809,984 - 13,476,831,232) / (2,097,152,000 + 296,960,000) = 30.09 -> 30,
+            decode sampling / (2,146,959,360 + 320,000) = 33.55 -> 33; the least: 30;
+      fp8:  prefill (85,520,809,984 - 13,476,831,232 - 256) / (1,048,576,000 + 296,960,000) = 53.5 -> 53,
+            decode sampling / (1,073,479,680 + 320,000) = 67.1 -> 67; the least: 53.
     Before the peak, the memory added the end's cache to the prefill's working set, two moments
-    that never meet: (27, 48)."""
+    that never meet (on an H100 of 80e9 bytes: (27, 48) where it is (27, 49))."""
     from symbolic_cost.inference import Serving
     from symbolic_cost.inference.throughput import max_batch
     from symbolic_cost.models.config import preset
@@ -315,10 +315,10 @@ def test_llama_2_7b_largest_batch_by_hand():
     token, activations = 32 * 2 * 4_096 * 2, 4_000 * 4_096 * 2 + 4_000 * 11_008 * 2 * (2 + 1)
     sampling = 32_000 * (2 + 2 * 4)
     assert (token, activations) == (524_288, 296_960_000)
-    room = 80 * 10**9 - weights
+    room = 81_559 * 2**20 - weights
     bf16 = min(room // (4_000 * token + activations), room // (4_095 * token + sampling))
     fp8 = min((room - 256) // (4_000 * token // 2 + activations), (room - 256) // (4_095 * token // 2 + sampling))
-    assert (bf16, fp8) == (27, 49)
+    assert (bf16, fp8) == (30, 53)
     llama = preset("llama-2-7b")
     assert max_batch(llama, Serving(l_in=4000, l_out=96, flash=True)) == bf16
     assert max_batch(llama, Serving(l_in=4000, l_out=96, flash=True, kv_dtype="fp8")) == fp8

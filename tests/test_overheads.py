@@ -9,6 +9,8 @@ from symbolic_cost.models.overheads import OVERHEADS, Overheads, nccl_buffers
 
 MIB = 2**20
 HOPPER = (723 + 32 + 2 * 2 * 4) * MIB
+H100 = 81_559 * MIB
+"""An H100's memory as nvidia-smi reports it."""
 
 
 def _json(capsys, argv):
@@ -34,13 +36,13 @@ def test_summary_counts_none_by_default_and_hopper_when_asked(capsys):
 
 
 def test_the_largest_micro_batch_leaves_room_for_the_overheads():
-    """With the overheads the batch is the one whose peak fits 80 GB less 771 MiB."""
+    """With the overheads the batch is the one whose peak fits an H100 (81,559 MiB) less 771 MiB."""
     from symbolic_cost.models import Training, model_cost
     from symbolic_cost.models.config import preset
     from symbolic_cost.models.peak import largest_micro_batch, peak_bytes
-    n = largest_micro_batch(preset("gpt2"), Training(l=1024), 80 * 10**9, overheads="hopper")
+    n = largest_micro_batch(preset("gpt2"), Training(l=1024), H100, overheads="hopper")
     peak = lambda b: peak_bytes(model_cost(preset("gpt2"), Training(b=b, l=1024)))  # noqa: E731
-    assert peak(n) + HOPPER <= 80 * 10**9 < peak(n + 1) + HOPPER
+    assert peak(n) + HOPPER <= H100 < peak(n + 1) + HOPPER
 
 
 def test_inference_counts_the_overheads_in_the_largest_batch(capsys):
@@ -53,7 +55,7 @@ def test_inference_counts_the_overheads_in_the_largest_batch(capsys):
     from symbolic_cost.models.config import preset
     peak = lambda b: serving_peak(preset("llama-2-7b"), Serving(b=b, l_in=2048, l_out=256))  # noqa: E731
     n = hopper["max_batch"]
-    assert peak(n) + HOPPER <= 80 * 10**9 < peak(n + 1) + HOPPER
+    assert peak(n) + HOPPER <= H100 < peak(n + 1) + HOPPER
 
 
 def test_overheads_beside_fields_that_do_not_use_them_are_refused(capsys):

@@ -11,10 +11,11 @@ from symbolic_cost.timing import efficiency as eff
 from symbolic_cost.timing.hardware import SYSTEMS, calibrated, get_system
 
 T, G = 10**12, 10**9
-DATASHEETS = {   # dense bf16, FP8 FLOP/s; HBM bytes/s and bytes; devices per NVLink domain
-    "h100": (Rational("989.4") * T, Rational("1978.9") * T, 3350 * G, 80 * G, 8),
+DATASHEETS = {   # dense bf16, FP8 FLOP/s; HBM bytes/s and bytes (as nvidia-smi reports them where known); devices
+    # per NVLink domain
+    "h100": (Rational("989.4") * T, Rational("1978.9") * T, 3350 * G, 81559 * 2**20, 8),
     "h100-pcie": (756 * T, 1513 * T, 2000 * G, 80 * G, 2),
-    "b200": (2250 * T, 4500 * T, 7700 * G, 180 * G, 8),
+    "b200": (2250 * T, 4500 * T, 7700 * G, 183359 * 2**20, 8),
     "gb200": (2450 * T, 4900 * T, 8000 * G, 189471 * 2**20, 72),
     "mi300x": (Rational("1307.4") * T, Rational("2614.9") * T, 5300 * G, 192 * G, 8),
 }
@@ -49,10 +50,11 @@ def test_an_unknown_system_lists_the_new_ones():
 
 
 H100_BY_HAND = {
-    # NVIDIA's H100 SXM datasheet (dense bf16 989.4 TFLOP/s, FP8 1,978.9; 3.35 TB/s; 80 GB; NVLink 900 GB/s
-    # in a domain of 8), a 400 Gb/s NIC a GPU, PCIe Gen5 to the host; Hopper's chip as the preset assumes
+    # NVIDIA's H100 SXM datasheet (dense bf16 989.4 TFLOP/s, FP8 1,978.9; 3.35 TB/s; NVLink 900 GB/s in a
+    # domain of 8; its 80 GB as nvidia-smi's 81,559 MiB), a 400 Gb/s NIC a GPU, PCIe Gen5 to the host; Hopper's
+    # chip as the preset assumes
     "name": "h100-typed", "matrix_flops": "989.4e12", "vector_flops": "133.8e12", "hbm_bandwidth": "3.35e12",
-    "nvlink_bandwidth": "900e9", "ib_bandwidth": "50e9", "nvlink_size": 8, "hbm_capacity": "80e9",
+    "nvlink_bandwidth": "900e9", "ib_bandwidth": "50e9", "nvlink_size": 8, "hbm_capacity": 81559 * 2**20,
     "host_bandwidth": "64e9", "fp8_flops": "1978.9e12", "host_memory_bandwidth": 2 * 8 * 4800 * 10**6 * 8,
     "l2_capacity": 50 * 2**20, "shared_memory_capacity": 132 * 228 * 2**10, "l2_bandwidth": "10137.6e9",
     "memory_latency": 0.5e-6, "launch_overhead": "4e-6",

@@ -244,7 +244,7 @@ def max_batch(arch: Architecture, serving: Serving = Serving(), system="h100", c
     >>> llama = preset("llama-2-7b")          # 13.5 GB of weights; 2 GiB of bf16 cache a sequence
     >>> max_batch(llama, Serving(l_in=4000, l_out=96, flash=True)), max_batch(llama, Serving(
     ...     l_in=4000, l_out=96, flash=True, kv_dtype="fp8"))
-    (27, 49)
+    (30, 53)
     """
     system = get_system(system)
     system.require("the largest batch", "hbm_capacity")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sympy import Expr, Integer, Rational
+from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
@@ -97,7 +97,8 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
                          conventions, arch)
     (start, _), (layer, _), (end, _) = stack[0], stack[1], stack[-1]
     depth = exact(arch.n_layers, "n_layers") + exact(arch.decoder_layers, "decoder_layers")
-    whole = recipe_stack(model_stack(arch, plain, 1, 1, 1, conventions), t, 1, conventions, arch)   # 1-byte: weights = parameters
+    laid_out = padded_whole(arch, m1)
+    whole = recipe_stack(model_stack(laid_out, plain, 1, 1, 1, conventions), t, 1, conventions, laid_out)   # 1-byte: weights = parameters
     parameters = _whole(whole, "weights")
     place = placement(arch, t, stack, p)
     layers = stack[1:-1]
@@ -225,6 +226,17 @@ def check_schedule(t: Training, depth, p, n):
         if ratio.is_integer is False or (ratio.is_number and ratio < 1):
             raise InputError(f"{name} must divide {what} (got {divisor} and {dividend})", name)
     return schedule
+
+
+def padded_whole(arch: Architecture, m1) -> Architecture:
+    """``arch`` with the vocabulary the layout pads it to (``Architecture.padded_vocab(m1)``), for
+    the whole model's count: Megatron-LM builds every rank's embedding from one vocabulary padded
+    to ``vocab_multiple x m1`` rows (``_vocab_size_with_padding``), so its model has those rows
+    whichever rank holds them.  Without a multiple (Hugging Face's models) the count is the
+    vocabulary's own."""
+    if sympify(arch.vocab_multiple) == 1 or sympify(m1) == 1:
+        return arch
+    return replace(arch, vocab=arch.padded_vocab(m1), vocab_multiple=1)
 
 
 def stage_parameters(arch: Architecture, p: int, stage: int, m1=1, conventions=conv.DEFAULT) -> Expr:

@@ -341,14 +341,15 @@ def _one_schedule_without_a_pipeline(every: pd.DataFrame) -> pd.DataFrame:
 
 def stages(best: pd.DataFrame, depth: int) -> pd.DataFrame:
     """``best`` with the first and last stages' layers after ``p`` where a layout splits the
-    layers unevenly (``layouts.uneven_split``; an even one's ends hold ``depth / p``), else as it is."""
+    layers unevenly (``layouts.uneven_split``; an even one's ends hold ``depth / p``; a layout
+    without a pipeline has no stages: none), else as it is."""
     if best.empty or "p" not in best or not (depth % best["p"] != 0).any():
         return best
-    ends = [uneven_split(depth, int(p)) or (depth // int(p),) * 2 for p in best["p"]]
+    ends = [(uneven_split(depth, int(p)) or (depth // int(p),) * 2) if p > 1 else (None, None) for p in best["p"]]
     at = list(best.columns).index("p") + 1
     best = best.copy()
-    best.insert(at, "last_stage_layers", [last for _, last in ends])
-    best.insert(at, "first_stage_layers", [first for first, _ in ends])
+    best.insert(at, "last_stage_layers", pd.array([last for _, last in ends], dtype="Int64"))
+    best.insert(at, "first_stage_layers", pd.array([first for first, _ in ends], dtype="Int64"))
     return best
 
 
