@@ -70,7 +70,8 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_compressed_exchange.py", "tests/test_recipes.py", "tests/test_preference.py",
          "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py",
          "tests/test_budget.py", "tests/test_extrema.py", "tests/test_collective_kinds.py",
-         "tests/test_pipeline_sends.py", "tests/test_bridge_peft.py")
+         "tests/test_pipeline_sends.py", "tests/test_bridge_peft.py",
+         "tests/test_serving_kv_copies.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -1031,6 +1032,9 @@ MUTATIONS = (
              '    policy.update(peft_policy(c.data.get("peft"), arch, notes))\n', "", required=False),
     Mutation("capacity-of-the-first-burst", "symbolic_cost/inference/load.py",
              "    while 2 * requests <= MAX_BURST:", "    while False:", required=False),
+    Mutation("serving-ranks-never-copy-kv-heads", "symbolic_cost/inference/kv_cache.py",
+             "    return bool(kv.is_Integer and m1.is_Integer and m1 > kv and m1 % kv == 0)", "    return False",
+             required=False),
     Mutation("sends-hidden-in-every-schedule", "symbolic_cost/models/training.py",
              'return t.overlap.pipeline and t.schedule == "interleaved"', "return t.overlap.pipeline",
              required=False),

@@ -172,8 +172,7 @@ def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, 
         raise InputError(f"mla must be one of {', '.join(MLA_FORMS)}, got {mla!r}", "mla")
     if arch.latent is not None:
         return (_latent_group(arch, m1, mla),)
-    check_rules(dict(m1=m1, kv_heads=exact(arch.kv, "kv_heads")), (("m1", "kv_heads"),))   # as Serving refuses
-    heads = exact(arch.kv, "kv_heads") / exact(m1, "m1")
+    heads = kv_heads_per_device(arch.kv, m1)
     k_dim, v_dim = exact(arch.head_size, "head_dim"), exact(arch.value_size, "v_head_dim")
     shape = dict(heads=heads, k_dim=k_dim, v_dim=v_dim)
     if arch.encoder_decoder:
@@ -187,6 +186,37 @@ def cache_groups(arch: Architecture, m1=1, mla="absorbed") -> tuple[CacheGroup, 
     sliding = depth if arch.windowed_layers is None else exact(arch.windowed_layers, "windowed_layers")
     groups = (CacheGroup("sliding", sliding, window=exact(arch.window, "window"), **shape),)
     return groups + ((CacheGroup("full", depth - sliding, **shape),) if depth != sliding else ())
+
+
+def kv_heads_per_device(kv, m1) -> Expr:
+    """Key/value heads one of ``m1`` tensor ranks serves: ``kv/m1``, or where ``m1`` is a multiple
+    of ``kv`` one head, each copied on ``m1/kv`` ranks, as the serving engines split the key/value
+    projection (vLLM's ``QKVParallelLinear``: ``num_kv_head_replicas``; TensorRT-LLM and SGLang
+    alike).  Anything else is refused (``m1`` must divide ``kv_heads``).
+
+    >>> kv_heads_per_device(8, 4), kv_heads_per_device(8, 16), kv_heads_per_device(1, 8)
+    (2, 1, 1)
+    """
+    kv, m1 = exact(kv, "kv_heads"), exact(m1, "m1")
+    if replicates_kv(kv, m1):
+        return Integer(1)
+    check_rules(dict(m1=m1, kv_heads=kv), (("m1", "kv_heads"),))
+    return kv / m1
+
+
+def replicates_kv(kv, m1) -> bool:
+    """Whether ``m1`` tensor ranks copy the ``kv`` key/value heads (``kv_heads_per_device``)."""
+    kv, m1 = sympify(kv), sympify(m1)
+    return bool(kv.is_Integer and m1.is_Integer and m1 > kv and m1 % kv == 0)
+
+
+def replicated_kv(arch: Architecture, m1) -> Architecture:
+    """``arch`` as one of ``m1`` serving ranks sees it where they copy its key/value heads
+    (``replicates_kv``): ``m1`` heads, one a rank (the copies' weights, cache and products are each
+    rank's own); else ``arch``."""
+    if arch.latent is not None or not replicates_kv(arch.kv, m1):
+        return arch
+    return replace(arch, kv_heads=sympify(m1))
 
 
 def _latent_group(arch: Architecture, m1, mla) -> CacheGroup:

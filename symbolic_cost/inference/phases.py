@@ -43,6 +43,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.blocks import Block, Experts
 from symbolic_cost.cost import Collective, collective, exact
 from symbolic_cost.extrema import maximum
+from symbolic_cost.inference.kv_cache import replicated_kv
 from symbolic_cost.inference.latent import decode_layers
 from symbolic_cost.inference.experts import routed_reads, touched_share
 from symbolic_cost.inference.weight_formats import quantized, weight_format
@@ -197,7 +198,9 @@ def _sends(arch: Architecture, s: Serving, tokens, conventions) -> tuple[Collect
 
 
 def _check(arch: Architecture, s: Serving) -> Architecture:
-    inference = evaluation(arch)
+    """``arch`` as the phases build it: in evaluation (no dropout), its key/value heads copied
+    where the tensor ranks outnumber them (``kv_cache.replicated_kv``), after the serving checks."""
+    inference = replicated_kv(evaluation(arch), s.m1)
     check_context(arch, s)
     check_experts(arch, s)
     check_context_parallel(arch, s)
