@@ -97,6 +97,14 @@ def test_a_request_from_the_page_itself_is_answered(page):
     assert status == 200 and answer["status"] == 0 and answer["output"]["model"] == "gpt2"
 
 
+def test_a_refused_value_comes_back_as_unprocessable(page):
+    """A request read but refused by the command (exit status 2) is HTTP 422 with its one line, not a 200 a
+    client reads as an answer."""
+    body = json.dumps({"model": "preset", "preset": "gpt2", "set": {"b": 0}})
+    status, answer = ask(page, post(body, **{"Content-Length": str(len(body))}))
+    assert status == 422 and answer["status"] == 2 and "b" in answer["error"] and answer["output"] is None
+
+
 def test_connections_past_the_limit_are_turned_away_at_once(page):
     idle = [socket.create_connection(("127.0.0.1", page), timeout=WAIT) for _ in range(3)]
     try:

@@ -74,6 +74,12 @@ def choices(build_parser) -> dict:
             "field": formula["total"], **{name: inference[name] for name in SERVING_CHOICES}}
 
 
+HTTP_STATUS = {0: 200, 2: 422}
+"""The HTTP status of an answer by its command's exit status: 200 for an answer, 422 (Unprocessable
+Content: the request was read, a value in it was refused) for a refusal, whose one line is its
+``error``; anything else (3, an internal error) 500.  The body is the answer's JSON whatever the status."""
+
+
 class Jobs:
     """The answers the connections' threads hand to the main thread, which runs them one at a
     time (``run_forever``): a command redirects the process's standard output and sets its
@@ -168,7 +174,7 @@ class Handler(BaseHTTPRequestHandler):
                                                  f"{REPORT}"})
         if answered is None:
             return self.send_json(503, {"error": f"{WAITING} answers are waiting already: try again"})
-        self.send_json(200, answered)
+        self.send_json(HTTP_STATUS.get(answered["status"], 500), answered)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """``http.server``'s own refusals (a malformed request line, a method without a ``do_``
