@@ -166,3 +166,19 @@ def test_flash_attention_counts_its_products_among_the_matrix_flops():
     assert model_flops(flash, "matrix") == model_flops(plain, "matrix")
     assert model_flops(flash) == model_flops(plain) == flash.model_flops_fwd + flash.model_flops_bwd
     assert hardware_flops(flash, "matrix") - hardware_flops(plain, "matrix") == 12 * 12 * 128 * 128 * 127
+
+
+def test_an_ideal_mfu_past_100_percent_says_why(capsys):
+    """Under the ideal model a long causal sequence is timed by the tiles the fused kernel runs, about
+    half the square, while the model FLOPs count the whole square (as reported MFU does): the MFU
+    passes 100 %, and the line says why; a short sequence stays below and says nothing."""
+    import re
+    from symbolic_cost.cli import main
+    shown = {}
+    for l, long in ((1024, []), (32768, ["--allow-long"])):      # past Llama 2's 4,096 positions
+        assert main(["summary", "--preset", "llama-2-7b", "--set", "b=1", f"l={l}", "--flash", "--system", "h100",
+                     "--ideal", *long]) == 0
+        line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("predicted"))
+        shown[l] = (float(re.search(r"MFU ([\d.]+)%", line).group(1)), "causal l x l square" in line)
+    assert shown[32768][0] > 100 and shown[32768][1]
+    assert shown[1024][0] < 100 and not shown[1024][1]

@@ -338,7 +338,13 @@ def run(args) -> int:
     # MFU divides by the 16-bit matrix peak, as it is reported for low-precision runs too: say so,
     # since an FP8 or FP4 run may then pass 100 %
     basis = f" (of the 16-bit peak; {out['layout']['fp8']} products run faster)" if out["layout"].get("fp8") else ""
-    print(f"predicted ({out['time_model']} time model): MFU {predicted['mfu']}{basis}, "
+    mfu = out["predicted"]["mfu"]
+    past = isinstance(mfu, float) and mfu > 1 and not basis
+    # the model FLOPs count the whole causal square, as reported MFU does, while the time runs the
+    # kernel's unmasked tiles: an ideal long-sequence step passes 100 %
+    past = " (model FLOPs count every score of the causal l x l square, as reported MFU does; the fused " \
+           "kernel runs only the unmasked tiles)" if past else ""
+    print(f"predicted ({out['time_model']} time model): MFU {predicted['mfu']}{basis}{past}, "
           f"{predicted['tokens_per_s_per_device']} tokens/s per device{band}")
     print(f"pipeline bubble (fraction of the schedule, its passes taken as equally long; the seconds above time "
           f"each pass): {out['bubble']}")
