@@ -56,7 +56,10 @@ class Collective:
     ``reach``: where the same collective runs at once in side-by-side groups that wait for the
     slowest, the consecutive devices all of them span, which then decides the link in place of
     ``group x stride`` (a pipeline's sends: every stage boundary at once, ``p x stride`` devices,
-    so that one boundary between two nodes paces them all), else ``None``.
+    so that one boundary between two nodes paces them all), else ``None``.  ``chain``: the repeats
+    are sends along a chain, one after another, the ``k``-th between ranks ``k x stride`` and
+    ``(k + 1) x stride`` (a served request's hidden states through the pipeline's stages), each
+    on the link its own pair crosses (``timing.hardware.comm_time``).
     """
 
     kind: str
@@ -70,6 +73,7 @@ class Collective:
     reshard: Expr | None = None
     routing: tuple | None = None
     reach: Expr | None = None
+    chain: bool = False
 
     _SIZES = ("elements", "element_bytes", "group", "volume", "repeats", "stride")
 
@@ -111,7 +115,7 @@ class Collective:
 
 
 def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=1, routing=None,
-               reach=None) -> list[Collective]:
+               reach=None, chain=False) -> list[Collective]:
     """One collective with the volume the conventions report; none when the group is one device.
 
     This is the one volume rule of the package: ``collective_volume="ring"`` reports
@@ -120,7 +124,8 @@ def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=
     symbolic group turns out to be one device).
 
     ``routing``: ``Collective.routing`` (an all-to-all of routed tokens deduplicated by domain);
-    ``reach``: ``Collective.reach`` (side-by-side groups paced by the slowest).
+    ``reach``: ``Collective.reach`` (side-by-side groups paced by the slowest); ``chain``:
+    ``Collective.chain`` (sends one after another along a pipeline).
 
     >>> from symbolic_cost.conventions import DEFAULT
     >>> [c.volume for c in collective("allreduce", 100, 2, 4, "fwd", DEFAULT)]
@@ -137,7 +142,8 @@ def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=
     else:  # the whole tensor moves only if there is someone to move it to
         volume = Piecewise((tensor_bytes, group > 1), (0, True))
     return [Collective(kind=kind, elements=elements, element_bytes=es, group=group, pass_=pass_,
-                       volume=volume, repeats=repeats, stride=stride, routing=routing, reach=reach)]
+                       volume=volume, repeats=repeats, stride=stride, routing=routing, reach=reach,
+                       chain=chain)]
 
 
 @dataclass(frozen=True)

@@ -86,14 +86,15 @@ def test_megatron_scripts_turn_the_overlap_off_by_its_option(chunks, off):
 
 
 def test_bridge_overlaps_by_its_comm_overlap_section():
-    from symbolic_cost.models.megatron_bridge import overlaps_sends
+    from symbolic_cost.models.megatron_bridge import overlap_p2p_comm
     from symbolic_cost.models.megatron_bridge_keys import Container
     # CommOverlapConfig.setup turns it on under virtual stages unless the section says otherwise;
     # without the section the model's config keeps Megatron-Core's default, off
-    assert overlaps_sends(Container({"comm_overlap": {"tp_comm_overlap": False}, "model": {}}, "x"))
-    assert not overlaps_sends(Container({"comm_overlap": {"overlap_p2p_comm": False}, "model": {}}, "x"))
-    assert not overlaps_sends(Container({"model": {}}, "x"))
-    assert overlaps_sends(Container({"model": {"overlap_p2p_comm": True}}, "x"))
+    assert overlap_p2p_comm(Container({"comm_overlap": {"tp_comm_overlap": False}, "model": {}}, "x"))
+    assert overlap_p2p_comm(Container({"comm_overlap": {}, "model": {}}, "x"))
+    assert not overlap_p2p_comm(Container({"comm_overlap": {"overlap_p2p_comm": False}, "model": {}}, "x"))
+    assert not overlap_p2p_comm(Container({"model": {}}, "x"))
+    assert overlap_p2p_comm(Container({"model": {"overlap_p2p_comm": True}}, "x"))
 
 
 def test_a_no_p2p_word_round_trips():
@@ -101,3 +102,19 @@ def test_a_no_p2p_word_round_trips():
         Overlap(pipeline=False, grad_reduce=True)
     with pytest.raises(InputError, match="pipeline"):
         Overlap(pipeline="yes")
+
+
+@pytest.mark.parametrize("m1, p", [(4, 4), (2, 8), (8, 2), (1, 8), (8, 4), (16, 2)])
+def test_a_served_requests_sends_each_take_the_link_of_their_boundary(m1, p):
+    """Serving sends the hidden states through the stages one after another, so each boundary
+    pays its own link: TP 4 over 4 stages on 8-GPU hosts sends twice on NVLink and once over the
+    network (the placement above, one stage of m1 ranks after another)."""
+    from dataclasses import replace as replaced
+    from symbolic_cost.inference import Serving
+    from symbolic_cost.inference.phases import decode
+    system = calibrated("h100")
+    sends = decode(preset("llama-3-70b"), Serving(b=1, l_in=100, l_out=10, m1=m1, p=p)).sends
+    crossing = len(crossing_boundaries(m1, 1, 1, p, system.nvlink_size))
+    one = replaced(sends[0], repeats=1, volume=sends[0].volume / (p - 1), chain=False)
+    expected = crossing * comm_time(one, system, link="ib") + (p - 1 - crossing) * comm_time(one, system, link="nvlink")
+    assert len(sends) == 1 and comm_time(sends[0], system) == expected

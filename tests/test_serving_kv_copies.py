@@ -39,8 +39,10 @@ def test_a_rank_holds_its_share_where_the_heads_divide():
     assert [kv_heads_per_device(8, m1) for m1 in (1, 2, 4, 8, 16, 32)] == [8, 4, 2, 1, 1, 1]
     assert kv_cache_bytes(llama, 1, 100, m1=4) == L * 2 * D * 2 * 100 * 2
     assert kv_cache_bytes(llama, 1, 100, m1=16) == kv_cache_bytes(llama, 1, 100, m1=8) == L * 2 * D * 2 * 100
-    with pytest.raises(InputError, match="m1 must divide kv_heads"):
+    with pytest.raises(InputError, match="past kv_heads=8 key/value heads must be a multiple of them"):
         kv_heads_per_device(8, 12)
+    with pytest.raises(InputError, match="m1 must divide kv_heads"):
+        kv_heads_per_device(8, 3)
 
 
 def test_a_moe_model_of_four_heads_serves_on_eight_ranks(capsys):

@@ -319,12 +319,15 @@ def test_an_slo_on_the_inter_token_latency_alone_is_held_at_the_capacity():
     the queue grows, so no rate above the engine's capacity (its throughput with every request waiting)
     is sustained: the search stops there, where it once doubled to thousands of times that rate."""
     import math
-    from symbolic_cost.inference.load import StepModel, capacity, serve, sustained_rate
+    from symbolic_cost.inference.load import StepModel, serve, sustained_rate
     from symbolic_cost.inference.serving import Serving
     from symbolic_cost.models.config import preset
     step = StepModel(preset("gpt2"), Serving(l_in=128, l_out=16), "h100")
     rate, at = sustained_rate(step, 16, (math.inf, 1.0), 90, 40)
-    assert rate == capacity(lambda n: serve(step, 16, None, n).request_throughput, 40) and at.p90_itl <= 1.0
+    # a long run of requests all at once, the engine full from start to end, serves within a few per
+    # cent of what it can: the rate is held there, not at 2^16 times it
+    full = serve(step, 16, None, 40 * 2**10).request_throughput
+    assert 0.9 * full <= rate <= 1.05 * full and at.p90_itl <= 1.0
 
 
 class Batched:

@@ -200,6 +200,9 @@ def kv_heads_per_device(kv, m1) -> Expr:
     kv, m1 = exact(kv, "kv_heads"), exact(m1, "m1")
     if replicates_kv(kv, m1):
         return Integer(1)
+    if kv.is_Integer and m1.is_Integer and m1 > kv:
+        raise InputError(f"m1={m1} tensor ranks past kv_heads={kv} key/value heads must be a multiple of them (the "
+                         f"engines copy each head on m1/kv_heads ranks); below them m1 must divide kv_heads", "m1")
     check_rules(dict(m1=m1, kv_heads=kv), (("m1", "kv_heads"),))
     return kv / m1
 

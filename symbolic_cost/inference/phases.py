@@ -192,9 +192,10 @@ def _head(prompt: Block, last: Block, s: Serving, vocab, conventions, tokens=1) 
 
 
 def _sends(arch: Architecture, s: Serving, tokens, conventions) -> tuple[Collective, ...]:
-    """The hidden states ``b T e`` cross ``p - 1`` stage boundaries, ``m1`` ranks apart, in turn."""
+    """The hidden states ``b T e`` cross ``p - 1`` stage boundaries, ``m1`` ranks apart, in turn
+    (``Collective.chain``: each on the link its boundary crosses)."""
     return tuple(collective("p2p", s.b * tokens * arch.e, s.es, 2, "fwd", conventions, repeats=s.p - 1,
-                            stride=s.m1)) if s.p != 1 else ()
+                            stride=s.m1, chain=True)) if s.p != 1 else ()
 
 
 def _check(arch: Architecture, s: Serving) -> Architecture:
@@ -203,7 +204,7 @@ def _check(arch: Architecture, s: Serving) -> Architecture:
     inference = replicated_kv(evaluation(arch), s.m1)
     check_context(arch, s)
     check_experts(arch, s)
-    check_context_parallel(arch, s)
+    check_context_parallel(inference, s)        # the heads a rank holds, copies included
     if arch.encoder_decoder and s.p != 1:
         raise InputError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)", "p")
     if arch.encoder_decoder and s.weights is not None:

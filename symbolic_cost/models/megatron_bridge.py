@@ -536,15 +536,15 @@ def overlap(c: Container, distributed: bool, sequence: bool, notes: list, shared
                      "tensor ranks; counted off")
     return Overlap(grad_reduce=flags["overlap_grad_reduce"], param_gather=flags["overlap_param_gather"],
                    tensor=tensor and sequence, expert=expert, shared_expert=shared,
-                   pipeline=overlaps_sends(c) if interleaved else Overlap.pipeline)
+                   pipeline=overlap_p2p_comm(c) if interleaved else True)    # elsewhere it counts for nothing
 
 
-def overlaps_sends(c: Container) -> bool:
+def overlap_p2p_comm(c: Container) -> bool:
     """``overlap_p2p_comm`` of an interleaved schedule (elsewhere it counts for nothing:
     ``models.training.overlaps_sends``): with a ``comm_overlap`` section, its value, or where it
     leaves it unset Megatron-Bridge's own choice, on under virtual stages (``CommOverlapConfig.setup``,
     which writes it into the model's config); without one, the model's (Megatron-Core's
     ``ModelParallelConfig``: off)."""
-    if c.section("comm_overlap"):
+    if c.data.get("comm_overlap") is not None:      # a section, even an empty one, runs CommOverlapConfig.setup
         return c.get("comm_overlap", "overlap_p2p_comm", True, bool)
     return c.get("model", "overlap_p2p_comm", False, bool)

@@ -102,6 +102,10 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
     system = get_system(system)
     if c.reshard is not None:
         return _resharded_time(c, system, conventions, link)
+    links = chain_links(c, system) if link is None else None
+    if links is not None:           # a chain of sends, each on its own pair's link
+        one = replace(c, repeats=Integer(1), volume=c.volume / c.repeats, chain=False)
+        return Add(*(count * comm_time(one, system, conventions, name) for name, count in links.items() if count))
     model = conv.get(conventions).comm_time
     if system.efficiency is not None and model != "bandwidth":
         return _nccl_time(c, system, link)
@@ -123,6 +127,28 @@ def comm_time(c: Collective, system: System, conventions=conv.DEFAULT, link: str
         spread = collectives.hierarchical_time(c.kind, c.group, members, c.tensor_bytes, nvlink, ib, c.routing)
         flat = _on_link(c.span, system, flat, spread)
     return c.repeats * flat
+
+
+def chain_links(c: Collective, system: System) -> dict | None:
+    """``{"nvlink": sends, "ib": sends}`` of a chain of sends (``Collective.chain``): the ``k``-th,
+    from ranks ``k stride .. k stride + stride - 1`` to the next ``stride``, crosses to another
+    NVLink domain of ``nvlink_size`` consecutive ranks where any of its pairs does; ``None`` for
+    anything else, or where the sizes are symbols (the group's span then chooses, as for a pair).
+
+    >>> from symbolic_cost.cost import Collective
+    >>> sends = Collective("p2p", 10, 2, 2, "fwd", volume=60, repeats=3, stride=4, chain=True)
+    >>> chain_links(sends, SYSTEMS["h100"])        # stages 0-1 on one host, 2-3 on the next
+    {'nvlink': 2, 'ib': 1}
+    """
+    repeats, stride, size = sympify(c.repeats), sympify(c.stride), sympify(system.nvlink_size)
+    if not (c.chain and repeats.is_Integer and stride.is_Integer and size.is_Integer):
+        return None
+    repeats, stride, size = int(repeats), int(stride), int(size)
+    if stride >= size:              # every pair a domain or more apart
+        return {"nvlink": 0, "ib": repeats}
+    crossing = sum(any((k * stride + r) // size != ((k + 1) * stride + r) // size for r in range(stride))
+                   for k in range(repeats))
+    return {"nvlink": repeats - crossing, "ib": crossing}
 
 
 def _resharded_time(c: Collective, system: System, conventions, link: str | None) -> Expr:

@@ -41,7 +41,8 @@ def step_time_breakdown(cost: ModelCost, system, conventions=conv.DEFAULT) -> di
       ``parallel.pipeline.dualpipe_bubble`` of the same ``T_F``, ``T_B``, ``T_W`` (a stage chunk
       of the busiest stage; an overlapped forward and backward chunk takes their sum: the
       communication it hides is ``Training.overlap``'s);
-    * ``pipeline_comm``: the stage's p2p sends; ``data_comm``: the gradient and
+    * ``pipeline_comm``: the stage's p2p sends (under the interleaved schedule with
+      ``Overlap.pipeline`` what outlasts the stage's compute: ``_pipeline_time``); ``data_comm``: the gradient and
       parameter collectives of data parallelism, and of expert data parallelism for
       the routed experts, less what ``Training.overlap`` hides behind the backward
       (gradients) or forward (parameters): a once-a-step collective behind one micro-batch's, one
