@@ -43,10 +43,11 @@ def test_chunked_prefill_by_hand():
 
 def test_without_chunking_the_same_budget_prefills_whole_prompts():
     """The same two requests prefilled whole: a 12-token prompt is over an 8-token budget, so
-    each is prefilled alone in 2 chunks of half its prefill each (``step(1, 0, 0) / 2``)."""
+    each is prefilled alone, in a chunk of the budget's 8 tokens and one of the 4 left, each a step
+    of its own tokens (``step(8/12, 0, 0)``, then ``step(4/12, 0, 0)``)."""
     step = Constant(0.01, prompt=12)
     serve(step, 3, None, requests=2, runtime=Runtime(0, 0, max_tokens=8))
-    assert step.calls[:2] == [(1, 0, 0.0), (1, 0, 0.0)]
+    assert step.calls[:2] == [(8 / 12, 0, 0.0), (4 / 12, 0, 0.0)]
 
 
 def test_decodes_take_the_budget_first():

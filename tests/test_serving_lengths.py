@@ -86,13 +86,13 @@ def test_prompts_of_their_own_lengths_fill_the_budget_and_the_context_by_their_t
 def test_a_prompt_longer_than_the_budget_is_prefilled_alone_in_its_own_chunks():
     """A budget of 100 tokens; prompts of 50 and 250 (three chunks), then 50, one output token each,
     all at once: the first step prefills the first prompt (250 does not fit beside it), the next
-    three the long one alone, each a third of its price (the step model's 1 s over 3 chunks: its
-    first token at 2 s), the last the third."""
+    three the long one alone, a chunk of the budget's 100 tokens, 100 and the last 50, each a step
+    of its own tokens (the step model's 1 s each: its first token at 4 s), the last the third."""
     step = Constant(1.0, prompt=50)
     first, _, _, _ = whole_prompt_steps(step, [1, 1, 1], [0.0] * 3, Runtime(0, 0, max_tokens=100), 0.0, math.inf,
                                         [0, 0, 0], [50, 250, 50])
-    assert first == pytest.approx([1.0, 2.0, 3.0])
-    assert step.calls == [(1.0, 0, 0.0), (5.0, 0, 0.0), (5.0, 0, 0.0), (5.0, 0, 0.0), (1.0, 0, 0.0)]
+    assert first == pytest.approx([1.0, 4.0, 5.0])
+    assert step.calls == [(1.0, 0, 0.0), (2.0, 0, 0.0), (2.0, 0, 0.0), (1.0, 0, 0.0), (1.0, 0, 0.0)]
 
 
 def test_the_throughput_counts_every_drawn_token():
@@ -152,3 +152,46 @@ def test_a_drawn_output_stops_at_the_simulators_bound():
     from symbolic_cost.inference.load import MAX_OUTPUT, request_lengths
     _, outputs = request_lengths(Constant(0.01), 2**19, 40, GEOMETRIC, 0)
     assert max(outputs) == MAX_OUTPUT == 2**20
+
+
+def test_a_chunk_pays_the_attention_of_its_place_in_the_prompt():
+    """A 32K-token prompt in chunks of 2,048: the chunk after ``a`` cached tokens attends ``a + 1`` to
+    ``a + 2048`` keys, so its attention core is ``core(a + 2048) - core(a)``; the mean share
+    ``step(t / P)`` gives each chunk the same.  The shifts telescope to nothing over the prompt, grow
+    with the offset, and the first chunk's attention is a 2,048-token prompt's own (built with the
+    length a number)."""
+    from symbolic_cost.inference.latent import CORE
+    from symbolic_cost.inference.load import StepModel
+    from symbolic_cost.inference.phases import prefill
+    from symbolic_cost.inference.serving import Serving
+    from symbolic_cost.inference.throughput import calibrated_run
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.timing.hardware import calibrated
+    P, t = 32768, 2048
+    step = StepModel(preset("llama-3-8b"), Serving(l_in=P, l_out=16, flash=True, allow_long=True), "h100")
+    shifts = [step.attention_shift([(a, t)]) for a in range(0, P, t)]
+    assert abs(sum(shifts)) <= 1e-12 * step(1, 0, 0.0)
+    assert all(x < y for x, y in zip(shifts, shifts[1:])) and shifts[0] < 0 < shifts[-1]
+    short = prefill(preset("llama-3-8b"), Serving(b=1, l_in=t, l_out=2, flash=True))
+    core = float(calibrated_run(short, calibrated("h100"), None, keep=CORE)[2])
+    whole = float(calibrated_run(prefill(preset("llama-3-8b"), Serving(b=1, l_in=P, l_out=2, flash=True,
+                                                                        allow_long=True)),
+                                 calibrated("h100"), None, keep=CORE)[2])
+    assert shifts[0] == pytest.approx(core - whole * t / P, rel=1e-9)
+
+
+class Placed(Constant):
+    """A constant step that states a chunk's attention by its place: ``offset`` microseconds."""
+
+    def attention_shift(self, chunks):
+        return sum(offset for offset, _ in chunks) * 1e-6
+
+
+@pytest.mark.parametrize("steps, runtime", [(chunked_steps, Runtime(0, 0, max_tokens=10, chunked=True)),
+                                            (whole_prompt_steps, Runtime(0, 0, max_tokens=10))])
+def test_each_chunk_is_priced_at_its_place(steps, runtime):
+    """A 30-token prompt over a budget of 10, alone: three steps, after 0, 10 and 20 tokens cached,
+    each the step's 10 ms plus what the step model says its place adds (here 0, 10 and 20 us)."""
+    step = Placed(0.01, prompt=30)
+    _, _, run, _ = steps(step, [1], [0.0], runtime, 0.0, math.inf, [0], [30])
+    assert [duration for duration, _ in run] == pytest.approx([0.01, 0.01001, 0.01002], rel=1e-12)

@@ -102,16 +102,17 @@ def test_light_load_serves_at_the_arrival_rate(requests, tokens, rate):
 
 
 def test_a_prompt_longer_than_the_token_budget_is_prefilled_in_chunks():
-    # 9,000 tokens against 8,192 a step: two chunks of 5 ms (half the 10 ms prefill) each, then two
-    # decode steps of 10 ms; the second long prompt starts when the first has its first token,
-    # and its two chunks each run beside the first's decode (5 + 10 ms)
+    # 9,000 tokens against 8,192 a step: a chunk of 8,192 tokens, then one of 808, each a step of its
+    # own tokens (10 ms here, whatever it runs), then two decode steps of 10 ms; the second long prompt
+    # starts when the first has its first token (20 ms), and its two chunks each run beside the first's
+    # decode (10 + 10 ms), so its first token comes at 60 ms
     step = Constant(0.01, prompt=9000)
     one = serve(step, 3, None, requests=1, runtime=NO_OVERHEAD)
-    assert step.calls == [(1, 0, 0.0), (1, 0, 0.0), (0, 1, 9000), (0, 1, 9001)]
-    assert one.mean_ttft == pytest.approx(0.01) and one.mean_itl == pytest.approx(0.01)
+    assert step.calls == [(8192 / 9000, 0, 0.0), (808 / 9000, 0, 0.0), (0, 1, 9000), (0, 1, 9001)]
+    assert one.mean_ttft == pytest.approx(0.02) and one.mean_itl == pytest.approx(0.01)
     two = serve(Constant(0.01, prompt=9000), 3, None, requests=2, runtime=NO_OVERHEAD)
-    assert two.mean_ttft == pytest.approx((0.01 + 0.04) / 2)
-    assert two.mean_itl == pytest.approx((0.015 + 0.015 + 0.01 + 0.01) / 4)
+    assert two.mean_ttft == pytest.approx((0.02 + 0.06) / 2)
+    assert two.mean_itl == pytest.approx((0.02 + 0.02 + 0.01 + 0.01) / 4)
 
 
 class Cached(Constant):

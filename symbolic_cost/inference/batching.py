@@ -78,6 +78,16 @@ class Decoding:
         return done
 
 
+def priced(step, chunks, decoding: int, context: float) -> float:
+    """Seconds of a step that prefills ``chunks`` (``(offset, take)``: ``take`` prompt tokens after
+    ``offset`` already cached) beside ``decoding`` sequences: ``step(t / P, decoding, context)`` for
+    the ``t`` tokens, plus each chunk's attention at its place in its prompt where the step model
+    states it (``load.StepModel.attention_shift``; a stand-in without it prices tokens alike)."""
+    shift = getattr(step, "attention_shift", None)
+    tokens = sum(take for _, take in chunks)
+    return step(tokens / step.prompt, decoding, context) + (shift(chunks) if shift is not None and chunks else 0.0)
+
+
 class Reserving:
     """What both engines hold: requests arriving at ``times`` with ``prompts`` tokens, ``outputs``
     tokens (decode steps) and ``needs`` KV blocks each, from a pool of ``blocks``; the step model
@@ -147,15 +157,17 @@ class WholePrompts(Reserving):
                 and self.fits(nxt, now, decoding):
             chunks = -(-prompts[nxt] // self.runtime.max_tokens)
             self.pending, self.nxt, self.reserved = [nxt, chunks, chunks], nxt + 1, self.reserved + self.needs[nxt]
-        if self.pending is not None:
-            return step(prompts[self.pending[0]] / self.size, 0, 0.0) / self.pending[2] \
-                + (step(0, decoding, context) if decoding else 0.0)
-        room = self.runtime.max_tokens - decoding
+        if self.pending is not None:       # its next chunk of the budget's tokens, beside the decodes
+            request, left, chunks = self.pending
+            offset = (chunks - left) * self.runtime.max_tokens
+            chunk = (offset, min(self.runtime.max_tokens, prompts[request] - offset))
+            return priced(step, [chunk], 0, 0.0) + (step(0, decoding, context) if decoding else 0.0)
+        room, whole = self.runtime.max_tokens - decoding, []
         while (nxt + self.admitted < len(self.times) and room >= prompts[nxt + self.admitted]
                and self.fits(nxt + self.admitted, now, decoding + self.admitted)):
-            room, tokens = room - prompts[nxt + self.admitted], tokens + prompts[nxt + self.admitted]
+            room, whole = room - prompts[nxt + self.admitted], whole + [(0, prompts[nxt + self.admitted])]
             self.admitted, self.reserved = self.admitted + 1, self.reserved + self.needs[nxt + self.admitted]
-        return step(tokens / self.size, decoding, context)
+        return priced(step, whole, decoding, context)
 
     def apply(self, now: float, duration: float) -> None:
         """The step ran and ended at ``now`` after ``duration`` seconds."""
@@ -196,16 +208,18 @@ class ChunkedPrompts(Reserving):
         self.decoding = decoding
         if self.idle(now):
             return 0.0
-        room, chunk = self.runtime.max_tokens - decoding, 0
+        room, chunk, chunks = self.runtime.max_tokens - decoding, 0, []
         for begun in self.prefilling:
             take = min(begun[1], room - chunk)
+            chunks.append((self.prompts[begun[0]] - begun[1], take))
             begun[1], chunk = begun[1] - take, chunk + take
         while (chunk < room and self.nxt < len(self.times)
                and self.fits(self.nxt, now, decoding + len(self.prefilling))):
             take = min(self.prompts[self.nxt], room - chunk)
+            chunks.append((0, take))
             self.prefilling.append([self.nxt, self.prompts[self.nxt] - take])
             chunk, self.nxt, self.reserved = chunk + take, self.nxt + 1, self.reserved + self.needs[self.nxt]
-        return self.step(chunk / self.size, decoding, context)
+        return priced(self.step, chunks, decoding, context)
 
     def apply(self, now: float, duration: float) -> None:
         """The step ran and ended at ``now`` after ``duration`` seconds."""

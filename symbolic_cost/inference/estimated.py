@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections import deque
 
 from symbolic_cost.checks import InputError
-from symbolic_cost.inference.batching import alone, next_time
+from symbolic_cost.inference.batching import alone, next_time, priced
 from symbolic_cost.inference.paged import Running
 
 INIT_RATIO = 0.7
@@ -213,7 +213,8 @@ class Estimated:
         tokens = engine.prefill()
         if tokens:                             # the decoding requests wait: they write nothing
             self.round = "prefill"
-            return step(tokens / step.prompt, 0, engine.running.context(engine.decodes))
+            chunks = [(entry[2] - take, take) for entry, take in engine.batch]
+            return priced(step, chunks, 0, engine.running.context(engine.decodes))
         if not len(engine.running):             # an empty engine that admits nothing never will
             stuck = engine.waiting[0][0] if engine.waiting else 0
             raise InputError(f"a retracted request of {self.prompts[stuck]:,} prompt and {self.outputs[stuck]:,} "

@@ -43,6 +43,7 @@ from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.lengths import FIXED, Lengths, requests_of
 from symbolic_cost.inference.per_device import busiest_weights
+from symbolic_cost.inference.latent import CORE
 from symbolic_cost.inference.phases import decode, mean_step, prefill
 from symbolic_cost.inference.drafts import draft_cache_bytes, draft_decode, draft_prefill, draft_weights
 from symbolic_cost.inference.throughput import calibrated_run
@@ -174,6 +175,7 @@ class StepModel:
         pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
                                  self._roofline(dec, conventions, with_weights=False))
         self.tokens_per_step, self.extra_tokens, self.draft_launches, self._cache_of = 1, 0, None, None
+        self._core, self._conventions = None, conventions
         # replicas whose experts are split among them (attention data parallelism) step together
         self.lockstep = arch.moe is not None and bool(serving.ep * serving.expert_tensor > serving.m1)
         self.in_flight = int(serving.p)     # one batch a pipeline stage (see ``serve``)
@@ -262,9 +264,39 @@ class StepModel:
             return served
         return served + draft_cache_bytes(speculation.draft, serving, 1, tokens)
 
-    def _roofline(self, phase, conventions, with_weights=True):
+    def _roofline(self, phase, conventions, with_weights=True, keep=None):
         """Seconds of a phase: ``sum max(compute, memory)`` over its rows (``calibrated_run``)."""
-        return calibrated_run(phase, self.system, conventions, with_weights)[2]
+        return calibrated_run(phase, self.system, conventions, with_weights, keep)[2]
+
+    def attention_shift(self, chunks) -> float:
+        """Seconds to add to ``step(t / P, ...)`` for the prompt tokens a step prefills, ``chunks``
+        of ``(offset, take)``: that price gives every token a whole ``P``-token prompt's mean share of
+        its attention, where a chunk of ``t`` tokens after ``a`` cached ones attends ``a + 1`` to
+        ``a + t`` keys (fewer in a sliding window): its attention core takes ``core(a + t) -
+        core(a)``, ``core(L)`` being the core rows (``latent.CORE``) of one ``L``-token prompt's
+        prefill on the roofline, against ``core(P) t / P``.  A whole prompt of ``P`` tokens adds
+        nothing; a first chunk of a long prompt less, a late one more.  0 for a model whose prefill
+        is not built at a symbolic length."""
+        core = self._core_time()
+        if core is None:
+            return 0.0
+        mean = core(self.prompt) / self.prompt
+        return sum(core(a + t) - (core(a) if a else 0.0) - mean * t
+                   for a, t in chunks if t and (a, t) != (0, self.prompt))
+
+    def _core_time(self):
+        """``core(L)`` of ``attention_shift``, built on first use; ``None`` where the prefill at a
+        symbolic length cannot be built."""
+        if self._core is None:
+            arch, serving, _ = self._memory
+            length = Symbol("L", positive=True, integer=True)
+            try:
+                phase = prefill(arch, replace(serving, b=1, l_in=length, l_out=2), self._conventions)
+                core = self._roofline(phase, self._conventions, keep=CORE)
+                self._core = lambdify([length], core, "math")
+            except (InputError, TypeError, ValueError):
+                self._core = False
+        return self._core or None
 
     def __call__(self, prompts: int, decoding: int, context: float) -> float:
         """Seconds of a step with ``prompts`` prefills and ``decoding`` sequences over ``context``
@@ -450,12 +482,13 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     yield their first token at its end (their time to first token, plus ``request_overhead``)
     and every sequence already running yields its next (one inter-token gap of the step's
     duration).  A prompt longer than ``max_tokens`` is admitted alone and prefilled in
-    ``n = ceil(P / max_tokens)`` chunks, one a step, each priced ``step(1, 0, 0) / n`` beside the
-    step's decodes: its first token comes at the end of the last.  A sequence leaves after
+    ``n = ceil(P / max_tokens)`` chunks, one a step, each priced by its tokens, ``step(t / P, 0, 0)``,
+    beside the step's decodes: its first token comes at the end of the last.  A sequence leaves after
     ``output_tokens`` tokens.  ``lengths`` (``inference.lengths.Lengths``) may draw each request's
     prompt and output around ``P`` and ``output_tokens`` instead, as a dataset's (its prompts
     admitted and priced by their tokens, ``step(tokens / P, B, c)``; each request reserving the
-    blocks of its own length).  The mean context is the sequences' mean prompt plus the mean steps
+    blocks of its own length).  A chunk, or a prompt of another length than ``P``, adds the
+    attention of its place in its prompt (``batching.priced``, ``StepModel.attention_shift``).  The mean context is the sequences' mean prompt plus the mean steps
     run since their admission, kept as running sums.  With ``runtime.chunked`` the prompts are
     prefilled instead in chunks beside the decodes, within the step's token budget
     (``batching.ChunkedPrompts``).  ``slo``: ``(seconds to first token,

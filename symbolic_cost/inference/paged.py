@@ -40,7 +40,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter, deque
 
-from symbolic_cost.inference.batching import alone, next_time
+from symbolic_cost.inference.batching import alone, next_time, priced
 
 
 class Running:
@@ -118,6 +118,7 @@ class Engine:
         self.waiting = deque()                 # (request, tokens generated before), preempted first
         self.last_token = {}                   # a preempted request's last token time
         self.arrived, self.steps, self.now, self.preempted = 0, 0, 0.0, False
+        self.chunks = []                       # (offset, take) of the step's prompt tokens
 
     def held(self) -> int:
         return len(self.running) + len(self.prefilling)
@@ -161,6 +162,7 @@ class Engine:
             if entry not in self.prefilling:
                 break
             self.free -= more
+            self.chunks.append((entry[2], take))
             entry[1], entry[2], chunk, index = entry[1] - take, entry[2] + take, chunk + take, index + 1
         return chunk
 
@@ -185,6 +187,7 @@ class Engine:
             self.waiting.popleft()
             self.free -= blocks_of(take, self.block)
             self.prefilling.append([request, todo - take, take, before])
+            self.chunks.append((0, take))
             chunk += take
         return chunk
 
@@ -235,9 +238,9 @@ class OnDemand:
         engine.now, engine.preempted = now, False
         engine.decode()
         self.decoding, context = len(engine.running), engine.running.context(engine.steps)
-        room = engine.runtime.max_tokens - self.decoding
-        chunk = engine.admit(room, engine.prefill(room), engine.runtime.chunked)
-        return self.step(chunk / self.step.prompt, self.decoding, context)
+        room, engine.chunks = engine.runtime.max_tokens - self.decoding, []
+        engine.admit(room, engine.prefill(room), engine.runtime.chunked)
+        return priced(self.step, engine.chunks, self.decoding, context)
 
     def apply(self, now: float, duration: float) -> None:
         """The step ran and ended at ``now`` after ``duration`` seconds."""

@@ -77,14 +77,17 @@ def phase_time(phase: Phase, system, conventions=conv.DEFAULT, roofline: str = "
     return {"compute": compute, "memory": memory, "comm": comm, "total": total}
 
 
-def calibrated_run(phase: Phase, system, conventions, with_weights: bool = True) -> tuple[Expr, Expr, Expr]:
+def calibrated_run(phase: Phase, system, conventions, with_weights: bool = True, keep=None) -> tuple[Expr, Expr, Expr]:
     """``(compute, memory, run)`` seconds of a phase on a calibrated system: each row's
     ``timing.efficiency.pass_times``, summed, and ``run = sum max(compute, memory)`` over the rows.
     ``with_weights=False`` leaves the weight bytes each row reads (``phases.weights_read``) out of
-    its memory time (a step whose weights another phase of the same pass already streams)."""
+    its memory time (a step whose weights another phase of the same pass already streams);
+    ``keep``: the row names to price (``None``: every row)."""
     bandwidth = system.hbm_bandwidth * system.efficiency.memory
     compute = memory = run = Integer(0)
     for row, n in phase.rows():
+        if keep is not None and row.name not in keep:
+            continue
         c, m = efficiency.pass_times(row, "fwd", system, conventions)
         if not with_weights:
             m -= weights_read(row) / bandwidth
