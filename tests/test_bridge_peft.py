@@ -10,13 +10,12 @@ published sizes: an adapter of rank ``r`` on a product ``in -> out`` trains ``r 
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from symbolic_cost.cli import main
-from symbolic_cost.models.bridge_recipes_extract import Package, extract
+from test_bridge_recipes import extracted
 
 HF = Path(__file__).parent / "hf_configs"
 LLAMA_32_1B = 1_235_814_400
@@ -129,12 +128,7 @@ PACKAGE = {
 
 
 def test_the_extractor_records_the_adapter_a_recipe_sets(tmp_path):
-    root = tmp_path / "src" / "megatron" / "bridge"
-    for name, text in PACKAGE.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(textwrap.dedent(text))
-    (root / "__init__.py").write_text("")
-    recipes = extract(Package(root))
+    recipes = extracted(tmp_path, PACKAGE)
     assert recipes["fam_1b_peft_1gpu_h100_bf16_config"]["config"]["peft"] == {
         "_target_": "megatron.bridge.peft.lora.LoRA", "dim": 8}
     assert "peft" not in recipes["fam_1b_sft_1gpu_h100_bf16_config"]["config"]

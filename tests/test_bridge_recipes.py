@@ -257,17 +257,22 @@ WALKED = {
 }
 
 
+def extracted(tmp_path, files: dict) -> dict:
+    """The recipes ``extract`` finds in a package of ``files`` (path under ``megatron/bridge``: text)."""
+    root = tmp_path / "src" / "megatron" / "bridge"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+    (root / "__init__.py").write_text("")
+    return extract(Package(root))
+
+
 def test_the_walk_follows_the_recipes_forms(tmp_path):
     """A package written in the recipes' forms: a base that builds dataclasses with keywords, a model
     from a Hugging Face id, a module constant, an alias re-exported, a helper applied to ``cfg`` with a
     condition on a field it knows, a precision chosen by an ``if`` on its argument and a registered
     recipe; what it cannot evaluate is listed, not guessed."""
-    root = tmp_path / "src" / "megatron" / "bridge"
-    for name, text in WALKED.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(textwrap.dedent(text))
-    (root / "__init__.py").write_text("")
-    recipes = extract(Package(root))
+    recipes = extracted(tmp_path, WALKED)
     assert set(recipes) == {"fam_7b_pretrain_8gpu_h100_bf16_config", "fam_7b_pretrain_config",
                             "fam_7b_pretrain_16gpu_gb200_fp8_config"}
     base = recipes["fam_7b_pretrain_config"]
