@@ -73,6 +73,12 @@ def test_a_moe_recipe_adapts_its_attention(capsys):
     ("_target_: megatron.bridge.peft.lora.LoRA\n  exclude_modules: [linear_fc2]", "peft.exclude_modules"),
     ("_target_: megatron.bridge.peft.lora.LoRA\n  mystery: 1", "peft.mystery"),
     ("dim: 8", "peft._target_ missing"),
+    # a fuzz of the reader: these ended in a TypeError or named no key
+    ("_target_: megatron.bridge.peft.lora.LoRA\n  target_modules: 5", "peft.target_modules must be a list"),
+    ("_target_: megatron.bridge.peft.lora.LoRA\n  target_modules: [[linear_qkv]]", "peft.target_modules must be a list"),
+    ("_target_: megatron.bridge.peft.lora.LoRA\n  target_modules: linear_qkv", "peft.target_modules must be a list"),
+    ("_target_: megatron.bridge.peft.lora.LoRA\n  dropout: abc", "peft.dropout must be a number"),
+    ("_target_: megatron.bridge.peft.lora.LoRA\n  dropout: {}", "peft.dropout must be a number"),
 ])
 def test_what_is_not_modelled_is_refused_by_name(tmp_path, capsys, peft, refused):
     override = tmp_path / "o.yaml"

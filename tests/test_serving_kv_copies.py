@@ -43,6 +43,14 @@ def test_a_rank_holds_its_share_where_the_heads_divide():
         kv_heads_per_device(8, 12)
     with pytest.raises(InputError, match="m1 must divide kv_heads"):
         kv_heads_per_device(8, 3)
+    with pytest.raises(InputError, match="kv_heads must be a positive integer, got 0"):
+        kv_heads_per_device(0, 8)
+
+
+def test_ranks_past_the_query_heads_are_refused_by_them(capsys):
+    # 128 ranks copy the 8 key/value heads, but cannot split 64 query heads: the rule named is theirs
+    assert main(["inference", "--preset", "llama-3-70b", "--set", "m1=128"]) == 2
+    assert "m1 must divide h (got m1=128, h=64)" in capsys.readouterr().err
 
 
 def test_a_moe_model_of_four_heads_serves_on_eight_ranks(capsys):

@@ -384,3 +384,15 @@ def test_the_sustained_rate_stays_at_the_capacity_whatever_the_time_to_first_tok
     for level, rounds in ((90.0, 16), (90, 0), (90, True)):
         with pytest.raises(InputError):
             sustained_rate(Constant(0.01), 1, (1.0, 1.0), level, rounds=rounds, runtime=runtime)
+
+
+def test_a_rate_credited_to_a_run_too_short_for_a_queue_says_so(capsys):
+    """Twenty requests sent at GPT-2's capacity (thousands a second) are done before a queue could
+    build: the run serves a tenth of the rate it is credited with, and the answer says to run
+    longer; four thousand are long enough, and say nothing."""
+    from symbolic_cost.cli import main
+    words = ["inference", "--preset", "gpt2", "--set", "l_in=128", "l_out=16", "--system", "h100"]
+    assert main(words + ["--slo-ttft", "1", "--slo-itl", "0.01", "--requests", "20"]) == 0
+    assert "too short for a queue to build" in capsys.readouterr().out
+    assert main(words + ["--slo-ttft", "0.05", "--slo-itl", "0.01", "--requests", "4000"]) == 0
+    assert "too short" not in capsys.readouterr().out

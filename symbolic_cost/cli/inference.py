@@ -292,6 +292,11 @@ def load_test(args, arch, serving) -> dict:
                               lengths=lengths)), **engine}
 
 
+SHORT_RUN = 0.9
+"""A load test whose throughput is under this share of the rate it was sent ended before a
+queue could build (the engine never held what a long run at that rate would hand it)."""
+
+
 def served_weights(args, arch):
     """``(arch, weights)``: ``--weights``, or where it is not given the format the model's
     checkpoint stores (``models.config.stored_weights``: DeepSeek-V3's block-scaled FP8,
@@ -750,3 +755,7 @@ def _print_load(args, load: dict) -> None:
     if load.get("goodput") is not None:
         print(f"goodput: {load['goodput']:.4g} requests/s meet {objectives} "
               f"({100 * load['slo_attained']:.1f} % of requests)")
+    if load.get("sustained_rate") and load["request_throughput"] < SHORT_RUN * load["sustained_rate"]:
+        print(f"note: the run of {args.requests} requests served {load['request_throughput']:.4g} of the "
+              f"{load['sustained_rate']:.4g} requests/s it was sent: too short for a queue to build, so a longer "
+              f"run at that rate may miss the SLO; raise --requests")

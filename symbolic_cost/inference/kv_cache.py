@@ -197,7 +197,7 @@ def kv_heads_per_device(kv, m1) -> Expr:
     >>> kv_heads_per_device(8, 4), kv_heads_per_device(8, 16), kv_heads_per_device(1, 8)
     (2, 1, 1)
     """
-    kv, m1 = exact(kv, "kv_heads"), exact(m1, "m1")
+    kv, m1 = positive_dims(kv_heads=exact(kv, "kv_heads"), m1=exact(m1, "m1")).values()
     if replicates_kv(kv, m1):
         return Integer(1)
     if kv.is_Integer and m1.is_Integer and m1 > kv:
@@ -217,8 +217,9 @@ def replicated_kv(arch: Architecture, m1) -> Architecture:
     """``arch`` as one of ``m1`` serving ranks sees it where they copy its key/value heads
     (``replicates_kv``): ``m1`` heads, one a rank (the copies' weights, cache and products are each
     rank's own); else ``arch``."""
-    if arch.latent is not None or not replicates_kv(arch.kv, m1):
-        return arch
+    h = sympify(arch.h)
+    if arch.latent is not None or not replicates_kv(arch.kv, m1) or not (h.is_Integer and h % sympify(m1) == 0):
+        return arch     # with m1 not dividing the query heads, their own rule refuses it, naming m1 and h
     return replace(arch, kv_heads=sympify(m1))
 
 

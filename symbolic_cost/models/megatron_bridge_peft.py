@@ -62,15 +62,23 @@ def peft_policy(peft, arch, notes: list) -> dict:
         if key not in NO_COST and key not in OFF and key not in ("dim", "target_modules", "dropout"):
             raise InputError(f"peft.{key}: a LoRA key this reader does not read (it may change the cost)",
                              f"peft.{key}")
-    if Fraction(str(peft.get("dropout") or 0)) != 0:
-        raise InputError(f"peft.dropout = {peft['dropout']!r}: an adapter dropout keeps its mask and a copy of the "
+    dropout = peft.get("dropout", 0.0)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or dropout != dropout:
+        raise InputError(f"peft.dropout must be a number, got {dropout!r}", "peft.dropout")
+    if Fraction(str(dropout)) != 0:
+        raise InputError(f"peft.dropout = {dropout!r}: an adapter dropout keeps its mask and a copy of the "
                          f"input, not modelled (0, LoRA's default, is)", "peft.dropout")
     rank = peft.get("dim") if peft.get("dim") is not None else LORA_DEFAULTS["dim"]
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise InputError(f"peft.dim must be a positive integer, got {rank!r}", "peft.dim")
     modules = peft.get("target_modules") or LORA_DEFAULTS["target_modules"]
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise InputError(f"peft.target_modules must be a list of module names, got {modules!r}", "peft.target_modules")
     targets = [_target(module, arch) for module in modules]
-    notes.append(f"peft: LoRA of rank {rank} on {', '.join(modules)} (as {', '.join(targets)}), the base frozen")
+    latent = " (latent attention has no linear_qkv: it adapts nothing there)" \
+        if arch.latent is not None and "linear_qkv" in modules else ""
+    notes.append(f"peft: LoRA of rank {rank} on {', '.join(modules)} (as {', '.join(targets)}), the base "
+                 f"frozen{latent}")
     return {"lora_rank": rank, "lora_targets": ",".join(targets), "lora_base": "16-bit"}
 
 
