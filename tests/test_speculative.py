@@ -236,3 +236,20 @@ def test_a_prefill_runs_no_draft_decodes():
         assert step(1, 0, 0.0) == pytest.approx(plain(1, 0, 0.0) + reading, rel=1e-12)
         firsts.add(serve(step, 6, 0.01, requests=3).mean_ttft)
     assert len(firsts) == 1
+
+
+def test_a_dense_draft_runs_beside_an_expert_parallel_target(capsys):
+    """Engines run a dense draft beside a target whose experts are split over ``ep`` ranks: the
+    draft takes the tensor ranks only (it was refused, "Qwen3-0.6B has none"), so its weights on a
+    device are those of the same draft beside a target without expert parallelism."""
+    import json
+    from pathlib import Path
+    from symbolic_cost.cli import main
+    from symbolic_cost.inference.drafts import draft_weights
+    configs = Path(__file__).parent / "hf_configs"
+    draft = from_config(json.loads((configs / "Qwen3-0.6B.json").read_text()))
+    assert draft_weights(draft, Serving(m1=4, ep=4)) == draft_weights(draft, Serving(m1=4))
+    assert main(["inference", "--hf-config", str(configs / "Qwen3-30B-A3B.json"), "--set", "m1=4", "ep=4",
+                 "--speculative", "2", "--acceptance", "0.8", "--draft-hf-config", str(configs / "Qwen3-0.6B.json"),
+                 "--system", "h100"]) == 0
+    assert "speculative decoding: 2 tokens a step from Qwen3-0.6B" in capsys.readouterr().out

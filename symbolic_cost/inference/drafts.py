@@ -73,18 +73,27 @@ class MtpDraft:
         return replace(model, name=self.name, n_layers=1, mtp_layers=0, moe=moe)
 
 
+def draft_serving(draft, s: Serving) -> Serving:
+    """How the draft runs beside the served model: on the same ranks, but a draft model without
+    experts takes none of the served model's expert split (``ep``, ``etp``), as the engines run a
+    dense draft beside an expert-parallel target; an MTP module is a layer of the served model."""
+    if isinstance(draft, MtpDraft) or draft.moe is not None or (s.ep == 1 and s.etp is None):
+        return s
+    return replace(s, ep=1, etp=None)
+
+
 def draft_decode(draft, s: Serving, l_ctx, conventions=conv.DEFAULT) -> Phase:
     """One decode step of the draft (one token a sequence over ``l_ctx`` cached tokens)."""
     if isinstance(draft, MtpDraft):
         return _with_module(draft, decode(draft.layer_model, s, l_ctx, conventions), conventions)
-    return decode(draft, s, l_ctx, conventions)
+    return decode(draft, draft_serving(draft, s), l_ctx, conventions)
 
 
 def draft_prefill(draft, s: Serving, conventions=conv.DEFAULT) -> Phase:
     """The draft's reading of the prompts (an MTP module reads them as the served model does)."""
     if isinstance(draft, MtpDraft):
         return _with_module(draft, prefill(draft.layer_model, s, conventions), conventions)
-    return prefill(draft, s, conventions)
+    return prefill(draft, draft_serving(draft, s), conventions)
 
 
 def draft_weights(draft, s: Serving, conventions=conv.DEFAULT) -> Expr:
