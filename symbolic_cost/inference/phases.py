@@ -201,9 +201,10 @@ def _sends(arch: Architecture, s: Serving, tokens, conventions) -> tuple[Collect
 def _check(arch: Architecture, s: Serving) -> Architecture:
     """``arch`` as the phases build it: in evaluation (no dropout), its key/value heads copied
     where the tensor ranks outnumber them (``kv_cache.replicated_kv``), after the serving checks."""
-    check_context(arch, s)                      # checks the types of both first
+    inference = evaluation(arch)
+    check_context(arch, s)
     check_experts(arch, s)
-    inference = replicated_kv(evaluation(arch), s.m1)
+    inference = replicated_kv(inference, s.m1)  # after the checks of the serving's type
     check_context_parallel(inference, s)        # the heads a rank holds, copies included
     if arch.encoder_decoder and s.p != 1:
         raise InputError("p: pipeline stages of an encoder-decoder are not modelled (use p=1)", "p")
