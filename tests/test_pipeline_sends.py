@@ -118,3 +118,17 @@ def test_a_served_requests_sends_each_take_the_link_of_their_boundary(m1, p):
     one = replaced(sends[0], repeats=1, volume=sends[0].volume / (p - 1), chain=False)
     expected = crossing * comm_time(one, system, link="ib") + (p - 1 - crossing) * comm_time(one, system, link="nvlink")
     assert len(sends) == 1 and comm_time(sends[0], system) == expected
+
+
+@pytest.mark.parametrize("schedule, v, sends", [("1f1b", 1, 3 * 8), ("interleaved", 2, 7 * 8)])
+def test_the_jobs_stage_sends_by_hand(capsys, schedule, v, sends):
+    """Llama-3-70B, 8,192 tokens, TP 8 without sequence parallelism over 4 stages, 2 replicas, 8
+    micro-batches: each send is 8,192 x 8,192 bf16 values (128 MiB) from each of the 16 devices of
+    a stage; the chain of 4 stages (8 chunks interleaved) crosses 3 (7) boundaries a micro-batch."""
+    import json
+    from symbolic_cost.cli import main
+    words = ["summary", "--preset", "llama-3-70b", "--set", "m1=8", "p=4", "d=2", "n_micro=8", "--system", "h100",
+             "--json"] + (["--schedule", "interleaved", "--virtual-stages", "2"] if v > 1 else [])
+    assert main(words) == 0
+    sent = [c for c in json.loads(capsys.readouterr().out)["collectives"] if c["dimension"] == "pipeline"]
+    assert [c["cluster_volume_bytes"] for c in sent] == [16 * sends * 8192 * 8192 * 2] * 2

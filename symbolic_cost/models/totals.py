@@ -293,15 +293,16 @@ def data_group(t: Training) -> Training:
 
 def cluster_volume(cost: ModelCost, dimension: str, collective: Collective) -> Expr:
     """Bytes a collective of the busiest device moves summed over the whole job: tensor
-    and data collectives run on every device alike; pipeline sends cross ``p - 1`` of
-    every ``p`` stage boundaries (the busiest device is an interior stage); DualPipe's gradient
+    and data collectives run on every device alike; pipeline sends cross ``k - 1`` of every ``k``
+    chunk boundaries, ``k = p v`` chunks in a chain (``v`` of each rank under the interleaved
+    schedule: the busiest device is an interior one, which sends from each of its chunks); DualPipe's gradient
     sum runs on every device; the experts' exchanges are the most loaded rank's under an
     ``expert_imbalance`` of ``X`` (``X`` times a rank's mean), so the job moves ``1/X`` of them on
     every device (an imbalance moves tokens between ranks, not more of them)."""
     world = world_size(cost.training)
     if dimension == "pipeline" and collective.kind == "p2p":    # not DualPipe's gradient sum: every device
-        p = exact(cost.training.p, "p")
-        return collective.volume * world * (p - 1) / p
+        chain = exact(cost.training.p, "p") * exact(cost.training.virtual_stages, "virtual_stages")
+        return collective.volume * world * (chain - 1) / chain
     if dimension == "expert" and collective.kind == "alltoall":
         return collective.volume * world / exact(getattr(cost.training, "expert_imbalance", 1), "expert_imbalance")
     return collective.volume * world
