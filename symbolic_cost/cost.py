@@ -28,7 +28,7 @@ def _exact_sizes(record, what: str) -> None:
 
 
 def _subs_sizes(record, values: Mapping):
-    named = [name for name in (*record._SIZES, "reshard", "reach") if getattr(record, name, None) is not None]
+    named = [name for name in (*record._SIZES, "reshard", "reach", "ranks") if getattr(record, name, None) is not None]
     return replace(record, **{name: getattr(record, name).subs(values) for name in named})
 
 
@@ -59,7 +59,9 @@ class Collective:
     so that one boundary between two nodes paces them all), else ``None``.  ``chain``: the repeats
     are sends along a chain, one after another, the ``k``-th between ranks ``k x stride`` and
     ``(k + 1) x stride`` (a served request's hidden states through the pipeline's stages), each
-    on the link its own pair crosses (``timing.hardware.comm_time``).
+    on the link its own pair crosses (``timing.hardware.comm_time``).  ``ranks``: the share of the
+    job's devices that run it (the embedding's and the head's collectives: the first or the last
+    pipeline stage's, ``1/p``), for its job total (``models.totals.cluster_volume``).
     """
 
     kind: str
@@ -74,6 +76,7 @@ class Collective:
     routing: tuple | None = None
     reach: Expr | None = None
     chain: bool = False
+    ranks: Expr = Integer(1)
 
     _SIZES = ("elements", "element_bytes", "group", "volume", "repeats", "stride")
 

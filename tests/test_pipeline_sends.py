@@ -132,3 +132,16 @@ def test_the_jobs_stage_sends_by_hand(capsys, schedule, v, sends):
     assert main(words) == 0
     sent = [c for c in json.loads(capsys.readouterr().out)["collectives"] if c["dimension"] == "pipeline"]
     assert [c["cluster_volume_bytes"] for c in sent] == [16 * sends * 8192 * 8192 * 2] * 2
+
+
+def test_the_ends_collectives_run_on_their_stage_alone(capsys):
+    """Llama-3-8B, 4,096 tokens, TP 2 with sequence parallelism, 2 replicas, 4 stages, 8 micro-batches:
+    the embedding's reduce-scatter of 4,096 x 4,096 bf16 values (a rank sends half: 16 MiB) runs on
+    the first stage's 4 devices only, 8 times: 512 MiB in the job, not 16 devices' 2 GiB."""
+    import json
+    from symbolic_cost.cli import main
+    assert main(["summary", "--preset", "llama-3-8b", "--set", "b=1", "l=4096", "m1=2", "s1=2", "d=2", "p=4",
+                 "n_micro=8", "--system", "h100", "--flash", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)["collectives"][0]
+    assert (first["dimension"], first["kind"], first["volume_bytes"]) == ("tensor", "reducescatter", 8 * 2**24)
+    assert first["cluster_volume_bytes"] == 4 * 8 * 2**24

@@ -178,6 +178,8 @@ def _block_collectives(stack, place, t: Training, n) -> tuple:
     """``(dimension, collective)`` of every row of ``stack``, each as often as the busiest rank
     runs it in ``n`` micro-batches, its forward again where ``t`` recomputes it."""
     out, last = [], len(stack) - 1
+    # the ends run on the first or the last stage (DualPipe: a rank holds both of each direction)
+    ends = (2 if t.schedule == "dualpipe" else 1) / exact(t.p, "p")
     for i, (blk, count) in enumerate(stack):
         end = i in (0, last)                  # the embedding and the head run once per micro-batch
         times = count if end else place.most(i - 1)
@@ -187,7 +189,8 @@ def _block_collectives(stack, place, t: Training, n) -> tuple:
             for c in row.collectives:
                 again = redone if c.pass_ == "fwd" and row.name in again_rows else 0   # its forward runs again
                 dimension = "context" if row.name in CONTEXT_ROWS else block_dimension(row)
-                out.append((dimension, c.repeated(n * (times + again))))
+                c = c.repeated(n * (times + again))
+                out.append((dimension, replace(c, ranks=ends) if end and ends != 1 else c))
     return tuple(out)
 
 
@@ -293,13 +296,14 @@ def data_group(t: Training) -> Training:
 
 def cluster_volume(cost: ModelCost, dimension: str, collective: Collective) -> Expr:
     """Bytes a collective of the busiest device moves summed over the whole job: tensor
-    and data collectives run on every device alike; pipeline sends cross ``k - 1`` of every ``k``
+    and data collectives run on the devices that hold their rows (``Collective.ranks``: every one
+    for a layer's, a stage's for the ends'); pipeline sends cross ``k - 1`` of every ``k``
     chunk boundaries, ``k = p v`` chunks in a chain (``v`` of each rank under the interleaved
     schedule: the busiest device is an interior one, which sends from each of its chunks); DualPipe's gradient
     sum runs on every device; the experts' exchanges are the most loaded rank's under an
     ``expert_imbalance`` of ``X`` (``X`` times a rank's mean), so the job moves ``1/X`` of them on
     every device (an imbalance moves tokens between ranks, not more of them)."""
-    world = world_size(cost.training)
+    world = world_size(cost.training) * collective.ranks
     if dimension == "pipeline" and collective.kind == "p2p":    # not DualPipe's gradient sum: every device
         chain = exact(cost.training.p, "p") * exact(cost.training.virtual_stages, "virtual_stages")
         return collective.volume * world * (chain - 1) / chain
