@@ -334,3 +334,17 @@ def test_a_search_of_uneven_stages_holds_each_rank_to_its_own_peak(capsys):
                      flash=True, zero=row["zero"], first_stage_layers=row["first_stage_layers"],
                      last_stage_layers=row["last_stage_layers"])
         assert row["memory"] == pytest.approx(float(peak_bytes(model_cost(arch, t))), rel=1e-12)
+
+
+def test_a_moe_models_state_is_one_ranks_own(capsys):
+    """DeepSeek-V3 over stages of 16, 15, 15 and 15 layers (ZeRO 0, bf16): each rank's gradients are
+    2 bytes and its optimizer state 12 bytes (fp32 master, two moments) of its own parameters, so the
+    busiest rank's are those of the rank holding the most.  Added by category (the busiest rank's
+    dense parameters to another rank's routed ones), the gradients were those of 8.5 billion
+    parameters, more than any rank holds."""
+    config = Path(__file__).parent / "hf_configs" / "DeepSeek-V3.json"
+    assert main(["summary", "--hf-config", str(config), "--flash", "--set", "b=1", "l=4096", "m1=1", "d=64", "ep=64",
+                 "n_micro=32", "p=4", "--first-stage-layers", "16", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    most = max(got["parameters_per_rank"])
+    assert (got["weight_bytes"], got["gradient_bytes"], got["optimizer_bytes"]) == (2 * most, 2 * most, 12 * most)

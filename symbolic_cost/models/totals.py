@@ -28,6 +28,7 @@ from symbolic_cost.blocks.context import CONTEXT_ROWS
 from symbolic_cost.checks import InputError, INTERLEAVED_RULES, PIPELINE_RULES, check_rules, instance
 from symbolic_cost.collector import paused
 from symbolic_cost.cost import Collective, collective, exact
+from symbolic_cost.extrema import maximum
 from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.models.experts import (active_parameters, block_dimension, dense_state, expert_data_collectives,
                                           expert_degrees, split_state_bytes)
@@ -135,8 +136,25 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
         reference_bytes=states.get("reference_device_bytes", Integer(0)),
         activation_bytes=Integer(0),          # the busiest rank's, set below
         bubble=schedule.bubble(p, n))
-    cost = replace(cost, activation_bytes=busiest_activation_bytes(cost))
+    cost = ranked_states(replace(cost, activation_bytes=busiest_activation_bytes(cost)), place)
     return replace(cost, collectives=tuple(_collectives(cost, es, es_w, es_g, conventions, states)))
+
+
+STATES = ("weight_bytes", "gradient_bytes", "optimizer_bytes")
+"""The state a rank holds, each category its busiest rank's."""
+
+
+def ranked_states(cost: ModelCost, place) -> ModelCost:
+    """``cost`` with each of ``STATES`` the largest of the ranks' own (``rank_state_bytes``) where
+    the ranks are enumerated (uneven stages, a layout; not DualPipe's paired stages).  Built by
+    category, a model with experts adds the busiest rank's dense parameters to another rank's
+    routed ones: DeepSeek-V3 over stages of 16, 15, 15 and 15 layers held 8.5 billion parameters'
+    gradients, more than any rank's 8.0 billion."""
+    t = cost.training
+    if place.rows is None or t.schedule == "dualpipe" or not sympify(t.p).is_Integer or cost.architecture.moe is None:
+        return cost
+    ranks = [rank_state_bytes(cost, rank) for rank in range(int(t.p))]
+    return replace(cost, **{k: maximum(*(r[k] for r in ranks)) for k in STATES})
 
 
 def _collectives(cost: ModelCost, es, es_w, es_g, conventions, states):
