@@ -488,8 +488,9 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     prompt and output around ``P`` and ``output_tokens`` instead, as a dataset's (its prompts
     admitted and priced by their tokens, ``step(tokens / P, B, c)``; each request reserving the
     blocks of its own length).  A chunk, or a prompt of another length than ``P``, adds the
-    attention of its place in its prompt (``batching.priced``, ``StepModel.attention_shift``).  The mean context is the sequences' mean prompt plus the mean steps
-    run since their admission, kept as running sums.  With ``runtime.chunked`` the prompts are
+    attention of its place in its prompt (``batching.priced``, ``StepModel.attention_shift``).
+    The mean context is the sequences' mean prompt plus the mean steps run since their admission,
+    kept as running sums.  With ``runtime.chunked`` the prompts are
     prefilled instead in chunks beside the decodes, within the step's token budget
     (``batching.ChunkedPrompts``).  ``slo``: ``(seconds to first token,
     seconds between tokens)`` a request must meet to count in the goodput (``Load``).

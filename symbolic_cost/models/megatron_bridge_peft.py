@@ -22,8 +22,6 @@ adapters on a mixture of experts' MLPs (the experts' adapters are not modelled).
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from symbolic_cost.checks import InputError
 
 LORA_DEFAULTS = {"target_modules": ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"], "dim": 32}
@@ -65,7 +63,7 @@ def peft_policy(peft, arch, notes: list) -> dict:
     dropout = peft.get("dropout", 0.0)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or dropout != dropout:
         raise InputError(f"peft.dropout must be a number, got {dropout!r}", "peft.dropout")
-    if Fraction(str(dropout)) != 0:
+    if dropout != 0:
         raise InputError(f"peft.dropout = {dropout!r}: an adapter dropout keeps its mask and a copy of the "
                          f"input, not modelled (0, LoRA's default, is)", "peft.dropout")
     rank = peft.get("dim") if peft.get("dim") is not None else LORA_DEFAULTS["dim"]

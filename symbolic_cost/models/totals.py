@@ -140,7 +140,8 @@ def model_cost(arch: Architecture, training: Training = Training(), conventions=
     return replace(cost, collectives=tuple(_collectives(cost, es, es_w, es_g, conventions, states)))
 
 
-STATES = ("weight_bytes", "gradient_bytes", "optimizer_bytes")
+STATES = ("weight_bytes", "gradient_bytes", "optimizer_bytes", "optimizer_step_bytes", "host_bytes", "host_to_device",
+          "device_to_host")
 """The state a rank holds, each category its busiest rank's."""
 
 
