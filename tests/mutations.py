@@ -1051,6 +1051,12 @@ MUTATIONS = (
     Mutation("sends-hidden-in-every-schedule", "symbolic_cost/models/training.py",
              'return t.overlap.pipeline and t.schedule == "interleaved"', "return t.overlap.pipeline",
              required=False),
+    # torchtitan's first TOML generation (tests/test_framework_inputs.py)
+    Mutation("torchtitan-first-generation-float8-ignored", "symbolic_cost/models/torchtitan_keys.py",
+             'if value is True and "converters" not in data.setdefault("model", {}):', "if False:", required=False),
+    Mutation("torchtitan-first-generation-fsdp-degree-replicated", "symbolic_cost/models/torchtitan_keys.py",
+             '("training", "data_parallel_degree"): "data_parallel_shard_degree",',
+             '("training", "data_parallel_degree"): "data_parallel_replicate_degree",', required=False),
 )
 
 

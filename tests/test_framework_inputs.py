@@ -1624,3 +1624,57 @@ def test_flash_options_typed_as_transformers_default_are_refused(capsys):
     plain = _json(capsys, *base)
     assert _json(capsys, *base, "--no-flash")["layout"]["flash"] is False and plain["layout"]["flash"] is True
     assert _json(capsys, *base, "--attention-kernel", "cudnn")["layout"]["attention_kernel"] == "cudnn"
+
+
+def _refused(capsys, argv, *named):
+    """Run the command line: exit status 2, one line on stderr naming each of ``named``."""
+    status, err = main(argv), capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert all(name in err for name in named), err
+
+
+def test_torchtitans_first_toml_generation_is_read_as_published(capsys, tmp_path):
+    """Issue 65: torchtitan's TOMLs before its [parallelism] section (2024 to 2025-03-18) kept the
+    layout under [training] and [experimental], and float8 as ``[float8] enable_float8_linear``; the
+    same keys moved, so a file of that generation reads as its later spelling.  The 8B file of
+    2024-08 (a preset for 64 GPUs) is Llama 3 8B (8,030,261,248 parameters, Meta's count) sharded
+    over all 64 with one 8,192-token sequence a device and op-level recomputation; its float8 switch
+    turned on is torchao's tensor-wise float8.  The 405B file of 2025-02 (``converters = "float8"``,
+    a comma list) runs 8-way tensor parallel over 128 GPUs, leaving 16 shards, two sequences a
+    device, full recomputation, FP8 weights gathered."""
+    inputs = INPUTS
+
+    def layout(path, devices):
+        assert main(["summary", "--torchtitan", str(path), "--devices", str(devices), "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        assert any("first generation" in note for note in got["notes"])
+        return got["parameters"], got["layout"]
+
+    eight = inputs / "llama3_8b_2024-08.toml"
+    parameters, got = layout(eight, 64)
+    assert parameters == 8_030_261_248
+    assert (got["b"], got["l"], got["m1"], got["d"], got["p"], got["zero"], got["recompute"], got["fp8"]) == \
+        (1, 8192, 1, 64, 1, 3, "op", None)
+    float8 = tmp_path / "float8.toml"
+    float8.write_text(eight.read_text().replace("enable_float8_linear = false", "enable_float8_linear = true"))
+    assert layout(float8, 64)[1]["fp8"] == "torchao-tensorwise"
+    parameters, got = layout(inputs / "llama3_405b_2025-02.toml", 128)
+    assert (got["b"], got["m1"], got["d"], got["recompute"], got["fp8"], got["fp8_gather"]) == \
+        (2, 8, 16, "full", "torchao-tensorwise", True)
+
+
+@pytest.mark.parametrize("change,named,why", [
+    ("pipeline_parallel_degree = 1", "[experimental] pipeline_parallel_degree", "cut the layers evenly"),
+    ("\n[training]\n", "[training] enable_loss_parallel", "loss parallel"),
+    ("[checkpoint]", "[training] tensor_parallel_degree", "give one")])
+def test_what_torchtitans_first_generation_meant_otherwise_is_refused(capsys, tmp_path, change, named, why):
+    """A first-generation pipeline (its even cut and its stage-count micro-batches are not read),
+    loss parallelism turned off, and one key in both generations' places are refused by name."""
+    text = (INPUTS / "llama3_8b_2024-08.toml").read_text()
+    edits = {"pipeline_parallel_degree = 1": "pipeline_parallel_degree = 2",
+             "\n[training]\n": "\n[training]\nenable_loss_parallel = false\n",
+             "[checkpoint]": "[parallelism]\ntensor_parallel_degree = 2\n\n[checkpoint]"}
+    assert change in text
+    path = tmp_path / "edited.toml"
+    path.write_text(text.replace(change, edits[change], 1))
+    _refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "64"], named, why)

@@ -271,6 +271,7 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
     giving another model than llama3's flavours, ``models.torchtitan_models``)."""
     world, vocab = given_counts(world=world, vocab=vocab)
     notes = [] if notes is None else notes
+    notes.extend(job.notes)
     if model is None:
         check_model(job)
         for key in ("expert_parallel_degree", "expert_tensor_parallel_degree"):

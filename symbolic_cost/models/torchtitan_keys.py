@@ -41,30 +41,83 @@ READ = {
 }
 """Keys ``torchtitan_setup`` reads (see the module docstring's table)."""
 
-OLDER = {("training", "data_parallel_replicate_degree"): "[parallelism] data_parallel_replicate_degree",
-         ("training", "data_parallel_shard_degree"): "[parallelism] data_parallel_shard_degree",
-         ("training", "data_parallel_degree"): "[parallelism] data_parallel_shard_degree",
-         ("training", "tensor_parallel_degree"): "[parallelism] tensor_parallel_degree",
-         ("training", "enable_loss_parallel"): "[parallelism] disable_loss_parallel",
-         ("training", "enable_async_tensor_parallel"): "[parallelism] enable_async_tensor_parallel",
-         ("experimental", "pipeline_parallel_degree"): "[parallelism] pipeline_parallel_degree",
-         ("experimental", "pipeline_parallel_split_points"): "[parallelism] pipeline_parallel_split_points",
-         ("experimental", "pipeline_parallel_schedule"): "[parallelism] pipeline_parallel_schedule",
-         ("experimental", "pipeline_parallel_microbatches"): "[parallelism] pipeline_parallel_microbatch_size",
-         ("experimental", "context_parallel_degree"): "[parallelism] context_parallel_degree",
-         ("experimental", "enable_async_tensor_parallel"): "[parallelism] enable_async_tensor_parallel",
-         ("model", "norm_type"): None}
-"""Keys of torchtitan's TOMLs from before its ``[parallelism]`` section (2024 to early 2025), with
-where the reader's generation keeps them (None: dropped, the flavour decides)."""
+FIRST_GENERATION = {("training", "data_parallel_degree"): "data_parallel_shard_degree",
+                    ("training", "data_parallel_replicate_degree"): "data_parallel_replicate_degree",
+                    ("training", "data_parallel_shard_degree"): "data_parallel_shard_degree",
+                    ("training", "tensor_parallel_degree"): "tensor_parallel_degree",
+                    ("training", "enable_async_tensor_parallel"): "enable_async_tensor_parallel",
+                    ("training", "disable_loss_parallel"): "disable_loss_parallel",
+                    ("experimental", "pipeline_parallel_degree"): "pipeline_parallel_degree",
+                    ("experimental", "context_parallel_degree"): "context_parallel_degree",
+                    ("experimental", "enable_async_tensor_parallel"): "enable_async_tensor_parallel"}
+"""Layout keys of torchtitan's first TOML generation (2024 to 2025-03-18, before its ``[parallelism]``
+section; ``torchtitan/config_manager.py`` at 34fa017b8 and 57387af0e) and their names under
+``[parallelism]``, where the same key means the same (``data_parallel_degree``, the FSDP degree of
+mid-2024, is the later shard degree, -1 the rest of the world): read as the later keys, noted."""
+
+PIPELINE_KEYS = ("pipeline_parallel_microbatches", "pipeline_parallel_split_points", "pipeline_parallel_schedule")
+"""First-generation ``[experimental]`` keys of a pipeline: without one (degree 1) they do nothing."""
+
+
+def first_generation(data: dict) -> tuple[dict, list]:
+    """``data``, the sections of a TOML, with the keys of torchtitan's first generation written as the
+    reader's generation writes them (``FIRST_GENERATION``; ``[float8] enable_float8_linear`` as the
+    float8 converter; ``enable_loss_parallel``, true by default, refused where false), a
+    comma-separated ``converters`` string (any generation's) as its list, and a note naming what moved.  A pipeline of
+    that generation is refused: it cut the layers evenly and ran as many micro-batches as stages
+    unless told otherwise, which the reader does not read."""
+    moved = [(section, key) for (section, key) in [*FIRST_GENERATION, ("training", "enable_loss_parallel"),
+                                                   ("float8", "enable_float8_linear")]
+             if key in data.get(section, {})]
+    data = {section: dict(table) for section, table in data.items()}
+    converters = data.get("model", {}).get("converters")
+    if isinstance(converters, str):         # torchtitan's config manager split "float8,..." into a list
+        data["model"]["converters"] = [c for c in converters.split(",") if c]
+    if not moved:
+        return data, []
+    later = data.setdefault("parallelism", {})
+    for section, key in moved:
+        value = data[section].pop(key)
+        if key == "enable_float8_linear":
+            if value is True and "converters" not in data.setdefault("model", {}):
+                data["model"]["converters"] = ["float8"]
+            continue
+        if key == "enable_loss_parallel" and value is not True:
+            raise InputError(f"[training] enable_loss_parallel = {value!r}: the library keeps the logits split over "
+                             f"the tensor ranks (loss parallel, that generation's default)", "[training] enable_loss_parallel")
+        if key == "enable_loss_parallel":
+            continue
+        name = FIRST_GENERATION[section, key]
+        if name in later:
+            raise InputError(f"[{section}] {key} (torchtitan's first TOML generation) beside [parallelism] {name} "
+                             f"(the later one's): give one", f"[{section}] {key}")
+        later[name] = value
+    if later.get("pipeline_parallel_degree", 1) != 1:
+        raise InputError(f"[experimental] pipeline_parallel_degree {later['pipeline_parallel_degree']!r}: a "
+                         f"pipeline of torchtitan's first TOML generation (before 2025-03-18) cut the layers "
+                         f"evenly and ran pipeline_parallel_microbatches micro-batches (by default one a stage), "
+                         f"which the reader does not read; give the layout with --preset/--hf-config and --set",
+                         "[experimental] pipeline_parallel_degree")
+    for key in PIPELINE_KEYS:
+        data.get("experimental", {}).pop(key, None)
+    return data, [f"a TOML of torchtitan's first generation (before 2025-03-18): "
+                  f"{', '.join(f'[{s}] {k}' for s, k in moved)} read as the later generation's keys"]
+
 
 RMS_NORMS = ("rmsnorm", "fused_rmsnorm", "compiled_rmsnorm")
 """``[model] norm_type`` values that run the RMSNorm torchtitan's Llama flavours are built with (its
 TOMLs wrote ``rmsnorm`` until 2025-04-17, after the ``[parallelism]`` section came on 2025-03-18):
 implementations of the same norm, accepted; ``layernorm`` and ``np_layernorm`` change the model and
-are refused as the older key."""
+are refused."""
 
-GENERATIONS = ("the reader reads torchtitan's TOMLs with a [parallelism] section (from early 2025 until "
-               "upstream replaced its TOMLs by Python configs on 2026-02-23)")
+
+def _check_norm(norm) -> None:
+    """``[model] norm_type`` (torchtitan's TOMLs until 2025-04-17): an implementation of the RMSNorm
+    the Llama flavours are built with (``RMS_NORMS``) is read as the flavour; another norm is refused."""
+    if norm not in RMS_NORMS:
+        raise InputError(f"[model] norm_type {norm!r}: torchtitan's Llama flavours are built with RMSNorm "
+                         f"({', '.join(RMS_NORMS)}); another norm changes the model, which the reader does not "
+                         f"read; remove it", "[model] norm_type")
 
 
 class Job:
@@ -87,16 +140,13 @@ class Job:
             if not isinstance(table, dict):
                 raise InputError(f"{name}: {section} = ... outside a [section]; torchtitan reads sections",
                                  "--torchtitan")
+        self.data, self.notes = first_generation(self.data) if data is None else (self.data, [])
+        for section, table in self.data.items():
             allowed = NO_COST.get(section)
             for key in table:
-                if (section, key) == ("model", "norm_type") and table[key] in RMS_NORMS:
-                    continue        # the flavour's own norm, written out (spring 2025 TOMLs)
-                if (section, key) in OLDER and key not in READ.get(section, set()):
-                    now = OLDER[section, key]
-                    raise InputError(f"[{section}] {key}: a key of torchtitan's TOMLs before early 2025; "
-                                     f"{GENERATIONS}" + (f": write it as {now}" if now else ": remove it"),
-                                     f"[{section}] {key}")
-                if allowed != "*" and key not in (allowed or set()) and key not in READ.get(section, set()):
+                if (section, key) == ("model", "norm_type"):
+                    _check_norm(table[key])
+                elif allowed != "*" and key not in (allowed or set()) and key not in READ.get(section, set()):
                     raise InputError(f"[{section}] {key}: a torchtitan key this reader does not read (it may change "
                                      f"the cost); remove it or give the layout with --preset/--hf-config and --set",
                                      f"[{section}] {key}")
