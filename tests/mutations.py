@@ -1057,6 +1057,9 @@ MUTATIONS = (
     Mutation("torchtitan-first-generation-fsdp-degree-replicated", "symbolic_cost/models/torchtitan_keys.py",
              '("training", "data_parallel_degree"): "data_parallel_shard_degree",',
              '("training", "data_parallel_degree"): "data_parallel_replicate_degree",', required=False),
+    Mutation("deepspeed-launcher-nodes-left-out", "symbolic_cost/models/megatron_words.py",
+             '    return values["per_node"] * values.get("nodes", 1)\n\n\ndef _counts',
+             '    return values["per_node"]\n\n\ndef _counts', required=False),
 )
 
 

@@ -1678,3 +1678,31 @@ def test_what_torchtitans_first_generation_meant_otherwise_is_refused(capsys, tm
     path = tmp_path / "edited.toml"
     path.write_text(text.replace(change, edits[change], 1))
     _refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "64"], named, why)
+
+
+def test_a_deepspeed_launch_of_megatron_is_read_with_its_process_count(capsys):
+    """DeepSpeedExamples' Megatron-LM v1.1.5 script: ``deepspeed --num_nodes 1 --num_gpus 16`` starts
+    16 processes, and ``${@:2}`` (the script's arguments from the second) is nothing, as ``"$@"``.
+    GPT-2 of 40 layers, width 1,600, 1,024 positions, the GPT-2 vocabulary of 50,257 padded to 50,304
+    (a multiple of 128): 40 (12 x 1600^2 + 13 x 1600) + 50,304 x 1600 + 1024 x 1600 + 2 x 1600
+    = 1,311,760,000 parameters, by hand; eight sequences a process, fp16, full recomputation
+    (``--checkpoint-activations``)."""
+    path = INPUTS / "deepspeed_megatron_run_gpt.sh"
+    assert main(["summary", "--megatron-args", str(path), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["parameters"] == 40 * (12 * 1600**2 + 13 * 1600) + 50_304 * 1600 + 1024 * 1600 + 2 * 1600 \
+        == 1_311_760_000
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["d"], layout["m1"], layout["precision"], layout["recompute"]) == \
+        (8, 1024, 16, 1, "fp16", "full")
+
+
+@pytest.mark.parametrize("launch,processes", [("deepspeed --num_gpus 4 --num_nodes 2", 8),
+                                              ("deepspeed --num-gpus=8", 8),
+                                              ("deepspeed --hostfile hosts --num_gpus 4", None),
+                                              ("deepspeed", None)])
+def test_deepspeeds_launcher_counts_gpus_a_node_times_nodes(launch, processes):
+    """DeepSpeed's runner: ``--num_gpus`` a node on ``--num_nodes`` nodes, the local node alone
+    without a hostfile; every GPU of a host, or a hostfile's hosts, are not known from the line."""
+    from symbolic_cost.models.megatron_words import world_size
+    assert world_size(launch.split() + ["pretrain_gpt.py"]) == processes

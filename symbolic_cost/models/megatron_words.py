@@ -204,14 +204,16 @@ class Options:
 
 def world_size(launcher: list) -> int | None:
     """Processes the launcher starts (torchrun's ``--nproc_per_node x --nnodes``; ``srun``'s
-    tasks without torchrun, ``_srun_tasks``; one for a plain ``python``, ``single_process``), or
-    None."""
+    tasks without torchrun, ``_srun_tasks``; DeepSpeed's, ``_deepspeed_processes``; one for a plain
+    ``python``, ``single_process``), or None."""
     if single_process(launcher):
         return 1
     if not launcher:
         return None
     if launcher[0] == "srun" and not any(w.rsplit("/", 1)[-1] == "torchrun" for w in launcher):
         return _srun_tasks(launcher)
+    if launcher[0].rsplit("/", 1)[-1] == "deepspeed":
+        return _deepspeed_processes(launcher)
     values = _counts(launcher, "torchrun", {"--nproc_per_node": "per_node", "--nproc-per-node": "per_node",
                                             "--nnodes": "nodes"})
     per_node, nodes = values.get("per_node", 1 if torchrun_default(launcher) else None), values.get("nodes", 1)
@@ -226,6 +228,18 @@ def _srun_tasks(launcher: list) -> int | None:
     if "ntasks" in values:
         return values["ntasks"]
     return values["per_node"] * values.get("nodes", 1) if "per_node" in values else None
+
+
+def _deepspeed_processes(launcher: list) -> int | None:
+    """The processes DeepSpeed's launcher starts: ``--num_gpus`` a node times ``--num_nodes`` (one
+    node without a hostfile: its local run); None where it takes every GPU a host has (no
+    ``--num_gpus``) or the hosts of a hostfile (``deepspeed/launcher/runner.py``)."""
+    values = _counts(launcher, "deepspeed", {"--num_gpus": "per_node", "--num-gpus": "per_node",
+                                             "--num_nodes": "nodes", "--num-nodes": "nodes"})
+    hostfile = any(w.partition("=")[0] in ("--hostfile", "-H") for w in launcher)
+    if "per_node" not in values or ("nodes" not in values and hostfile):
+        return None
+    return values["per_node"] * values.get("nodes", 1)
 
 
 def _counts(launcher: list, program: str, names: dict) -> dict:
