@@ -62,10 +62,10 @@ PIPELINE_KEYS = ("pipeline_parallel_microbatches", "pipeline_parallel_split_poin
 def first_generation(data: dict) -> tuple[dict, list]:
     """``data``, the sections of a TOML, with the keys of torchtitan's first generation written as the
     reader's generation writes them (``FIRST_GENERATION``; ``[float8] enable_float8_linear`` as the
-    float8 converter; ``enable_loss_parallel``, true by default, refused where false), a
-    comma-separated ``converters`` string (any generation's) as its list, and a note naming what moved.  A pipeline of
-    that generation is refused: it cut the layers evenly and ran as many micro-batches as stages
-    unless told otherwise, which the reader does not read."""
+    float8 converter; ``enable_loss_parallel``, true by default, refused where false: ``_switch``),
+    a comma-separated ``converters`` string (any generation's) as its list, and a note naming what
+    moved.  A pipeline of that generation is refused: it cut the layers evenly and ran as many
+    micro-batches as stages unless told otherwise, which the reader does not read."""
     moved = [(section, key) for (section, key) in [*FIRST_GENERATION, ("training", "enable_loss_parallel"),
                                                    ("float8", "enable_float8_linear")]
              if key in data.get(section, {})]
@@ -78,30 +78,35 @@ def first_generation(data: dict) -> tuple[dict, list]:
     later = data.setdefault("parallelism", {})
     for section, key in moved:
         value = data[section].pop(key)
-        if key == "enable_float8_linear":
-            if value is True and "converters" not in data.setdefault("model", {}):
-                data["model"]["converters"] = ["float8"]
-            continue
-        if key == "enable_loss_parallel" and value is not True:
-            raise InputError(f"[training] enable_loss_parallel = {value!r}: the library keeps the logits split over "
-                             f"the tensor ranks (loss parallel, that generation's default)", "[training] enable_loss_parallel")
-        if key == "enable_loss_parallel":
+        if key in ("enable_float8_linear", "enable_loss_parallel"):
+            _switch(data, section, key, value)
             continue
         name = FIRST_GENERATION[section, key]
         if name in later:
             raise InputError(f"[{section}] {key} (torchtitan's first TOML generation) beside [parallelism] {name} "
                              f"(the later one's): give one", f"[{section}] {key}")
+        if name == "pipeline_parallel_degree" and value != 1:
+            raise InputError(f"[{section}] {key} {value!r}: a pipeline of torchtitan's first TOML generation (before "
+                             f"2025-03-18) cut the layers evenly and ran pipeline_parallel_microbatches micro-batches "
+                             f"(by default one a stage), which the reader does not read; give the layout with "
+                             f"--preset/--hf-config and --set", f"[{section}] {key}")
         later[name] = value
-    if later.get("pipeline_parallel_degree", 1) != 1:
-        raise InputError(f"[experimental] pipeline_parallel_degree {later['pipeline_parallel_degree']!r}: a "
-                         f"pipeline of torchtitan's first TOML generation (before 2025-03-18) cut the layers "
-                         f"evenly and ran pipeline_parallel_microbatches micro-batches (by default one a stage), "
-                         f"which the reader does not read; give the layout with --preset/--hf-config and --set",
-                         "[experimental] pipeline_parallel_degree")
     for key in PIPELINE_KEYS:
         data.get("experimental", {}).pop(key, None)
     return data, [f"a TOML of torchtitan's first generation (before 2025-03-18): "
                   f"{', '.join(f'[{s}] {k}' for s, k in moved)} read as the later generation's keys"]
+
+
+def _switch(data: dict, section: str, key: str, value) -> None:
+    """A first-generation switch: ``[float8] enable_float8_linear`` true is the float8 converter
+    (unless ``converters`` names its own); ``[training] enable_loss_parallel`` false is refused."""
+    if not isinstance(value, bool):
+        raise InputError(f"[{section}] {key} must be true or false, got {value!r}", f"[{section}] {key}")
+    if key == "enable_loss_parallel" and not value:
+        raise InputError(f"[{section}] {key} = false: the library keeps the logits split over the tensor ranks "
+                         f"(loss parallel, that generation's default)", f"[{section}] {key}")
+    if key == "enable_float8_linear" and value and "converters" not in data.setdefault("model", {}):
+        data["model"]["converters"] = ["float8"]
 
 
 RMS_NORMS = ("rmsnorm", "fused_rmsnorm", "compiled_rmsnorm")
