@@ -129,6 +129,8 @@ def test_qlora_on_the_fly_is_nf4_with_double_quantization(capsys):
     ("qwen3_lora_sft", {"tensor_model_parallel_size": 2}, "Megatron backends"),
     ("qwen3_lora_sft", {"image_max_pixels": 262144}, "vision or audio"),
     ("qwen3_lora_sft", {"use_galore": True}, "GaLore"),
+    ("qwen3_lora_sft", {"use_eaft_loss": True}, "EAFT"),
+    ("qwen3_lora_sft", {"use_dft_loss": True, "enable_liger_kernel": True}, "use_dft_loss with enable_liger_kernel"),
     ("qwen3_lora_sft", {"quantization_bit": 4, "quantization_method": "hqq"}, "only bitsandbytes"),
 ])
 def test_refusals_name_the_field(tmp_path, capsys, name, changes, refused):
@@ -162,3 +164,17 @@ def test_the_v1_format_is_named_as_such(tmp_path, capsys):
                     "dist_config:\n  name: fsdp2\ntrain_dataset: data/v1_sft_demo.yaml\noutput_dir: ./outputs\n"
                     "micro_batch_size: 1\ncutoff_len: 2048\nlearning_rate: 1.0e-4\nmax_steps: 10\n")
     assert "LLaMA-Factory's v1 configuration" in _error(capsys, "--hf-training-args", str(path), "--devices", "8")
+
+
+def test_dfts_loss_is_transformers_loss_weighed_a_token(tmp_path, capsys):
+    """``use_dft_loss`` (LLaMA-Factory's ``dft_loss_func`` at ff6d4d1: ``logits.float()`` and a
+    token-wise ``cross_entropy``, as transformers' loss, then each token's loss times its
+    probability without gradient): the same tensors as the default loss, so the same counts, noted;
+    stage dpo's trainer does not run it (noted)."""
+    plain = _json(capsys, "--hf-training-args", _file("qwen3_lora_sft"), "--devices", "8")
+    dft = _json(capsys, "--hf-training-args", _changed(tmp_path, "qwen3_lora_sft", use_dft_loss=True), "--devices", "8")
+    assert any(note.startswith("use_dft_loss: each token's loss") for note in dft["notes"])
+    dft.pop("notes"), plain.pop("notes")
+    assert dft == plain
+    dpo = _json(capsys, "--hf-training-args", _changed(tmp_path, "qwen3_lora_dpo", use_dft_loss=True), "--devices", "8")
+    assert any("stage dpo ignores it" in note for note in dpo["notes"])

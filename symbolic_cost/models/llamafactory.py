@@ -96,8 +96,9 @@ REFUSED = {
     "add_tokens": "added tokens change the vocabulary, which is the model's",
     "add_special_tokens": "added tokens change the vocabulary, which is the model's",
     "ref_model": "a reference model other than the trained one is not modelled",
-    "use_dft_loss": "DFT's loss is not modelled", "use_asft_loss": "ASFT's reference model is not modelled",
-    "use_eaft_loss": "EAFT's loss is not modelled",
+    "use_asft_loss": "ASFT's reference model is not modelled",
+    "use_eaft_loss": "EAFT's loss is not modelled (it copies the fp32 logits of every labelled token to weigh its "
+                     "loss by their top-20 entropy)",
     "use_mca": "the Megatron-Core backend (mcore_adapter) is not read here: give its layout with --set",
     "use_megatron_bridge": "the Megatron-Bridge backend is not read here: give its recipe with "
                            "--megatron-bridge-recipe",
@@ -123,6 +124,22 @@ PREFERENCE_LOSSES = ("sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo")
 
 ATTENTION = {"auto": None, "disabled": "eager", "sdpa": "sdpa", "fa2": "flash_attention_2", "fa3": "flash_attention_3"}
 """``flash_attn`` as transformers' ``attn_implementation`` (``None``: transformers' default)."""
+
+
+def _dft(stage: str, out: dict) -> str:
+    """The note on ``use_dft_loss``: Dynamic Fine-Tuning weighs each labelled token's loss by its own
+    probability, taken without gradient (LLaMA-Factory's ``dft_loss_func``: the fp32 logits and the
+    token-wise cross-entropy of transformers' own loss, then a product a token), so it is counted as
+    that loss.  Only the SFT trainer runs it; beside Liger's fused loss, which never forms the
+    logits it reads, it is refused."""
+    if stage != "sft":
+        return f"use_dft_loss: only stage sft's trainer runs it; stage {stage} ignores it"
+    if out.get("enable_liger_kernel"):
+        raise InputError("use_dft_loss with enable_liger_kernel: DFT's loss reads the logits, which Liger's fused "
+                         "linear cross-entropy never forms; LLaMA-Factory's pairing of the two is not modelled",
+                         "use_dft_loss")
+    return ("use_dft_loss: each token's loss weighed by its probability (LLaMA-Factory's dft_loss_func): the same "
+            "fp32 logits and cross-entropy as transformers' loss, counted as it")
 
 
 def is_llamafactory(args: dict) -> bool:
@@ -175,7 +192,7 @@ def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
         raise InputError(f"--trl-trainer {trainer}: a LLaMA-Factory configuration's stage decides the trainer",
                          "--trl-trainer")
     check_training(args)
-    own = {key: args.pop(key) for key in list(args) if key in NO_COST or key in REFUSED}
+    own = {key: args.pop(key) for key in list(args) if key in NO_COST or key in REFUSED or key == "use_dft_loss"}
     for key, why in REFUSED.items():
         if own.get(key) not in (None, False, "", [], {}):
             raise InputError(f"{key}: {why}", key)
@@ -197,6 +214,8 @@ def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
         if stage not in ("pt", "sft"):              # its trainer needs the logits: Liger's cross-entropy instead
             out["liger_kernel_config"] = {"fused_linear_cross_entropy": False, "cross_entropy": True}
     notes = [f"LLaMA-Factory's stage {stage}, {own.get('finetuning_type', 'lora')} fine-tuning"]
+    if _flag(own, "use_dft_loss", False):
+        notes.append(_dft(stage, out))
     loss = _word(own, "pref_loss", "sigmoid")
     if loss not in PREFERENCE_LOSSES:
         raise InputError(f"pref_loss {loss!r}: one of {', '.join(PREFERENCE_LOSSES)}", "pref_loss")
