@@ -54,16 +54,16 @@ def test_ring_shares():
 
 
 def test_alpha_beta_times_by_hand():
-    system = SYSTEMS["a100"]  # NVLink 600 GB/s, 2 us; IB 25 GB/s, 5 us; 8 per domain
+    system = SYSTEMS["a100"]  # NVLink 300 GB/s a direction (600 both ways), 2 us; IB 25 GB/s, 5 us; 8 a domain
     gb = 10**9
     allreduce_8 = Collective("allreduce", gb, 1, 8, "fwd", volume=0)
-    # 2(n-1) = 14 steps of 2 us, and 2*7/8 GB over 600 GB/s
-    assert comm_time(allreduce_8, system) == 14 * Rational(2, 10**6) + Rational(7, 4) / 600
+    # 2(n-1) = 14 steps of 2 us, and 2*7/8 GB sent one way at 300 GB/s
+    assert comm_time(allreduce_8, system) == 14 * Rational(2, 10**6) + Rational(7, 4) / 300
     allgather_16 = Collective("allgather", gb, 1, 16, "bwd", volume=0)
     assert comm_time(allgather_16, system) == 15 * Rational(5, 10**6) + Rational(15, 16) / 25
     # the LBNL model ignores the kind and the group: reported volume over bandwidth
     assert comm_time(Collective("allreduce", gb, 1, 8, "fwd", volume=gb), system,
-                     conv.get("lbnl-2024")) == Rational(1, 600)
+                     conv.get("lbnl-2024")) == Rational(1, 300)
 
 
 def test_overlap_takes_the_longer_of_compute_and_comm():

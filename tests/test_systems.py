@@ -50,11 +50,11 @@ def test_an_unknown_system_lists_the_new_ones():
 
 
 H100_BY_HAND = {
-    # NVIDIA's H100 SXM datasheet (dense bf16 989.4 TFLOP/s, FP8 1,978.9; 3.35 TB/s; NVLink 900 GB/s in a
-    # domain of 8; its 80 GB as nvidia-smi's 81,559 MiB), a 400 Gb/s NIC a GPU, PCIe Gen5 to the host; Hopper's
-    # chip as the preset assumes
+    # NVIDIA's H100 SXM datasheet (dense bf16 989.4 TFLOP/s, FP8 1,978.9; 3.35 TB/s; NVLink 900 GB/s both ways
+    # in a domain of 8, so 450 a direction; its 80 GB as nvidia-smi's 81,559 MiB), a 400 Gb/s NIC a GPU, PCIe
+    # Gen5 to the host; Hopper's chip as the preset assumes
     "name": "h100-typed", "matrix_flops": "989.4e12", "vector_flops": "133.8e12", "hbm_bandwidth": "3.35e12",
-    "nvlink_bandwidth": "900e9", "ib_bandwidth": "50e9", "nvlink_size": 8, "hbm_capacity": 81559 * 2**20,
+    "nvlink_bandwidth": "450e9", "ib_bandwidth": "50e9", "nvlink_size": 8, "hbm_capacity": 81559 * 2**20,
     "host_bandwidth": "64e9", "fp8_flops": "1978.9e12", "host_memory_bandwidth": 2 * 8 * 4800 * 10**6 * 8,
     "l2_capacity": 50 * 2**20, "shared_memory_capacity": 132 * 228 * 2**10, "l2_bandwidth": "10137.6e9",
     "memory_latency": 0.5e-6, "launch_overhead": "4e-6",
@@ -77,17 +77,20 @@ def forgets_added_systems():
 
 def test_a_system_added_by_a_file_alone_answers_as_the_preset_it_restates(tmp_path, capsys, forgets_added_systems):
     """The recipe of docs/contributing.md on a scratch file: H100's datasheet typed by hand as a
-    system file gives, through --system-file, every number the h100 preset gives."""
+    system file gives, through --system-file, every number the h100 preset gives, on the calibrated
+    model and on the peak-only one (``--ideal``, which prices NVLink at the file's bandwidth)."""
     import json
     from symbolic_cost.cli import main
     path = tmp_path / "h100-typed.json"
     path.write_text(json.dumps(H100_BY_HAND))
-    answers = []
-    for words in (["--system-file", str(path)], ["--system", "h100"]):
-        assert main(["summary", "--preset", "gpt2", "--set", "b=4", "d=8", "--zero", "1", *words, "--json"]) == 0
-        answers.append(json.loads(capsys.readouterr().out))
-    typed, preset = answers
-    assert typed == preset and typed["parameters"] > 0
+    for ideal in ([], ["--ideal"]):
+        answers = []
+        for words in (["--system-file", str(path)], ["--system", "h100"]):
+            assert main(["summary", "--preset", "gpt2", "--set", "b=4", "d=4", "m1=2", "--zero", "1", *words,
+                         *ideal, "--json"]) == 0
+            answers.append(json.loads(capsys.readouterr().out))
+        typed, preset = answers
+        assert typed == preset and typed["parameters"] > 0
 
 
 @pytest.mark.parametrize("change, message", [

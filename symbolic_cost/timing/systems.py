@@ -28,7 +28,9 @@ class System:
     """One accelerator and its links.
 
     ``nvlink_size`` is the number of devices that share an NVLink domain;
-    bandwidths are per device and direction as the vendors quote them.  The
+    bandwidths are per device and direction (a ring step sends one way while it receives the
+    other), so NVLink's is half the two-way total the datasheets quote (H100's 900 GB/s is 450
+    each way; ``nvlink_bandwidth``); the seeds' own systems keep their tools' figures.  The
     memory-hierarchy fields (``l2_*``, ``shared_memory_capacity`` summed over
     the chip, ``memory_latency``, ``launch_overhead``) feed only the kernel-level
     model (``kernel_time="tiled"``, see ``kernels``).  A field that may be 0
