@@ -1054,11 +1054,13 @@ MUTATIONS = (
              required=False),
     # torchtitan's first TOML generation (tests/test_framework_inputs.py)
     Mutation("torchtitan-first-generation-float8-ignored", "symbolic_cost/models/torchtitan_keys.py",
-             'if key == "enable_float8_linear" and value and "converters" not in data.setdefault("model", {}):',
-             "if False:", required=False),
+             '        if value:\n            data.setdefault("model", {})["converters"] = ["float8"]',
+             '        if False:\n            data.setdefault("model", {})["converters"] = ["float8"]', required=False),
     Mutation("torchtitan-first-generation-fsdp-degree-replicated", "symbolic_cost/models/torchtitan_keys.py",
              '("training", "data_parallel_degree"): "data_parallel_shard_degree",',
              '("training", "data_parallel_degree"): "data_parallel_replicate_degree",', required=False),
+    Mutation("torchtitan-first-generation-bf16-without-fsdp", "symbolic_cost/models/torchtitan.py",
+             'if job.first and zero == 0 and value == "bfloat16":', "if False:", required=False),
     Mutation("dft-beside-liger-counted", "symbolic_cost/models/llamafactory.py",
              '    if out.get("enable_liger_kernel"):\n        raise InputError("use_dft_loss', '    if False:\n        raise InputError("use_dft_loss',
              required=False),
@@ -1305,11 +1307,15 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown mutation(s): {', '.join(sorted(unknown))}")
     chosen = [m for m in MUTATIONS if not args.names or m.name in args.names]
-    try:
-        results = run(chosen, args.jobs)
-    except (ValueError, RuntimeError) as error:
-        print(error, file=sys.stderr)
-        return 1
+    with tempfile.TemporaryDirectory(prefix="symbolic_cost_kernels_") as cache:
+        # one kernel cache for every run, removed at the end: a run leaves by os._exit, skipping the
+        # clean-up tests/conftest.py registers for a cache of its own
+        os.environ.setdefault("SYMBOLIC_COST_CACHE", cache)
+        try:
+            results = run(chosen, args.jobs)
+        except (ValueError, RuntimeError) as error:
+            print(error, file=sys.stderr)
+            return 1
     for name, (killed, failure) in results.items():
         print(f"{'killed  ' if killed else 'SURVIVED'} {name:28} {failure if killed else ''}")
     if args.record:

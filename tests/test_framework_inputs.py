@@ -1663,21 +1663,51 @@ def test_torchtitans_first_toml_generation_is_read_as_published(capsys, tmp_path
         (2, 8, 16, "full", "torchao-tensorwise", True)
 
 
-@pytest.mark.parametrize("change,named,why", [
-    ("pipeline_parallel_degree = 1", "[experimental] pipeline_parallel_degree", "cut the layers evenly"),
-    ("\n[training]\n", "[training] enable_loss_parallel", "loss parallel"),
-    ("[checkpoint]", "[training] tensor_parallel_degree", "give one")])
-def test_what_torchtitans_first_generation_meant_otherwise_is_refused(capsys, tmp_path, change, named, why):
+@pytest.mark.parametrize("change,edit,named,why", [
+    ("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 2", "[experimental] pipeline_parallel_degree",
+     "cut the layers evenly"),
+    ("pipeline_parallel_degree = 1", 'pipeline_parallel_degree = "1"', "[experimental] pipeline_parallel_degree",
+     "must be an integer"),
+    ("\n[training]\n", "\n[training]\nenable_loss_parallel = false\n", "[training] enable_loss_parallel",
+     "loss parallel"),
+    ("\n[training]\n", "\n[training]\ndisable_loss_parallel = true\n", "[training] disable_loss_parallel",
+     "loss parallel"),
+    ("[checkpoint]", "[parallelism]\ntensor_parallel_degree = 2\n\n[checkpoint]", "[training] tensor_parallel_degree",
+     "give one"),
+    ("\n[training]\n", "\n[training]\ndata_parallel_shard_degree = 8\n", "[training] data_parallel_shard_degree",
+     "beside [training] data_parallel_degree"),
+    ("enable_float8_linear = false", 'enable_float8_linear = "true"', "[float8] enable_float8_linear",
+     "true or false"),
+    ("[float8]", '[float8]\nscaling_type_weight = "delayed"', "[float8] scaling_type_weight", "delayed scaling"),
+    ("\n[model]\n", '\n[model]\nconverters = ["float8"]\n', "[float8] enable_float8_linear", "give one")])
+def test_what_torchtitans_first_generation_meant_otherwise_is_refused(capsys, tmp_path, change, edit, named, why):
     """A first-generation pipeline (its even cut and its stage-count micro-batches are not read),
-    loss parallelism turned off, and one key in both generations' places are refused by name."""
+    loss parallelism turned off either way, one setting written twice, a key of the wrong kind
+    (named as the file writes it), 2024's delayed float8 scaling, and the float8 switch beside the
+    next generation's converters are refused by name."""
     text = (INPUTS / "llama3_8b_2024-08.toml").read_text()
-    edits = {"pipeline_parallel_degree = 1": "pipeline_parallel_degree = 2",
-             "\n[training]\n": "\n[training]\nenable_loss_parallel = false\n",
-             "[checkpoint]": "[parallelism]\ntensor_parallel_degree = 2\n\n[checkpoint]"}
+    if "scaling_type" in edit:              # delayed scaling matters where float8 runs
+        text = text.replace("enable_float8_linear = false", "enable_float8_linear = true")
     assert change in text
     path = tmp_path / "edited.toml"
-    path.write_text(text.replace(change, edits[change], 1))
+    path.write_text(text.replace(change, edit, 1))
     _refused(capsys, ["summary", "--torchtitan", str(path), "--devices", "64"], named, why)
+
+
+def test_torchtitans_first_generation_trains_in_fp32_without_fsdp(capsys, tmp_path):
+    """torchtitan cast to bfloat16 through FSDP's MixedPrecisionPolicy alone until 0b44d4c43
+    (2025-06-16): the 2024-08 8B file on 8 devices with 8-way tensor parallelism (one shard, no FSDP)
+    trains in fp32, noted; over 64 devices, FSDP's 64 shards cast to bf16."""
+    path = tmp_path / "tp8.toml"
+    path.write_text((INPUTS / "llama3_8b_2024-08.toml").read_text()     # full recomputation: op-level SAC has no TP
+                    .replace("tensor_parallel_degree = 1", "tensor_parallel_degree = 8")
+                    .replace("mode = 'selective'", "mode = 'full'"))
+    assert main(["summary", "--torchtitan", str(path), "--devices", "8", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["layout"]["precision"], got["layout"]["zero"], got["layout"]["m1"]) == ("fp32", 0, 8)
+    assert any("trains in fp32" in note for note in got["notes"])
+    assert main(["summary", "--torchtitan", str(INPUTS / "llama3_8b_2024-08.toml"), "--devices", "64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layout"]["precision"] == "bf16"
 
 
 def test_a_deepspeed_launch_of_megatron_is_read_with_its_process_count(capsys):
@@ -1698,11 +1728,17 @@ def test_a_deepspeed_launch_of_megatron_is_read_with_its_process_count(capsys):
 
 
 @pytest.mark.parametrize("launch,processes", [("deepspeed --num_gpus 4 --num_nodes 2", 8),
-                                              ("deepspeed --num-gpus=8", 8),
+                                              ("deepspeed --num_accelerators=8", 8),
                                               ("deepspeed --hostfile hosts --num_gpus 4", None),
+                                              ("deepspeed --include localhost:0,1", None),
                                               ("deepspeed", None)])
 def test_deepspeeds_launcher_counts_gpus_a_node_times_nodes(launch, processes):
-    """DeepSpeed's runner: ``--num_gpus`` a node on ``--num_nodes`` nodes, the local node alone
-    without a hostfile; every GPU of a host, or a hostfile's hosts, are not known from the line."""
+    """DeepSpeed's runner (``deepspeed/launcher/runner.py``): ``--num_gpus`` (or ``--num_accelerators``)
+    a node on ``--num_nodes`` nodes, the local node alone without a hostfile; every GPU of a host, a
+    hostfile's hosts, or the GPUs ``--include`` names are not known from the line; ``--include``
+    beside a count is refused, as DeepSpeed refuses it."""
+    from symbolic_cost.checks import InputError
     from symbolic_cost.models.megatron_words import world_size
     assert world_size(launch.split() + ["pretrain_gpt.py"]) == processes
+    with pytest.raises(InputError, match="--include beside --num_gpus"):
+        world_size("deepspeed --include localhost:0,1 --num_gpus 16 pretrain_gpt.py".split())

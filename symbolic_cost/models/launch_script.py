@@ -61,9 +61,9 @@ command's environment, not the script's variables."""
 _OPENERS, _CLOSERS = {"for", "while", "until", "select"}, {"done", "esac"}
 _ARGUMENT_FOR = re.compile(r'^for\s+\w+(?:\s+in\s+("\$[@*]"|\$[@*]))?\s*$')
 """``for A in "$@"`` (or ``$*``, or ``for A`` alone, which is the same loop)."""
-_ARGUMENTS = re.compile(r'"\$[@*]"|"\$\{[@*](?::\d+){0,2}\}"|\$\{[@*](?::\d+){0,2}\}|\$[@*]')
-"""The script's arguments all at once (``"$@"``, ``$*``), or a slice of them (``${@:2}``): nothing,
-the script read as run without them."""
+_ARGUMENTS = re.compile(r'"\$[@*]"|"\$\{[@*](?::[1-9]\d*(?::\d+)?)?\}"|\$\{[@*](?::[1-9]\d*(?::\d+)?)?\}|\$[@*]')
+"""The script's arguments all at once (``"$@"``, ``$*``), or a slice of them from the first on
+(``${@:2}``; ``${@:0}`` holds the script's own name too): nothing, the script read as run without them."""
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 """A here-document's start (``<<EOF``, ``<<-'EOF'``): the lines up to its delimiter are its data."""
 _PATTERN = re.compile(r"^\(?\s*([^()]*?)\s*\)\s*(.*)$")

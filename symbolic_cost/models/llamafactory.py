@@ -130,14 +130,14 @@ def _dft(stage: str, out: dict) -> str:
     """The note on ``use_dft_loss``: Dynamic Fine-Tuning weighs each labelled token's loss by its own
     probability, taken without gradient (LLaMA-Factory's ``dft_loss_func``: the fp32 logits and the
     token-wise cross-entropy of transformers' own loss, then a product a token), so it is counted as
-    that loss.  Only the SFT trainer runs it; beside Liger's fused loss, which never forms the
-    logits it reads, it is refused."""
+    that loss.  Only the SFT trainer runs it; beside Liger's kernels (whose fused loss it turns off:
+    the model is called without labels) it is refused."""
     if stage != "sft":
         return f"use_dft_loss: only stage sft's trainer runs it; stage {stage} ignores it"
     if out.get("enable_liger_kernel"):
-        raise InputError("use_dft_loss with enable_liger_kernel: DFT's loss reads the logits, which Liger's fused "
-                         "linear cross-entropy never forms; LLaMA-Factory's pairing of the two is not modelled",
-                         "use_dft_loss")
+        raise InputError("use_dft_loss with enable_liger_kernel: the trainer then calls the model without labels, "
+                         "so Liger's fused linear cross-entropy does not run and the logits are formed beside Liger's "
+                         "other kernels; that pairing is not modelled", "use_dft_loss")
     return ("use_dft_loss: each token's loss weighed by its probability (LLaMA-Factory's dft_loss_func): the same "
             "fp32 logits and cross-entropy as transformers' loss, counted as it")
 

@@ -231,12 +231,20 @@ def _srun_tasks(launcher: list) -> int | None:
 
 
 def _deepspeed_processes(launcher: list) -> int | None:
-    """The processes DeepSpeed's launcher starts: ``--num_gpus`` a node times ``--num_nodes`` (one
-    node without a hostfile: its local run); None where it takes every GPU a host has (no
-    ``--num_gpus``) or the hosts of a hostfile (``deepspeed/launcher/runner.py``)."""
-    values = _counts(launcher, "deepspeed", {"--num_gpus": "per_node", "--num-gpus": "per_node",
-                                             "--num_nodes": "nodes", "--num-nodes": "nodes"})
-    hostfile = any(w.partition("=")[0] in ("--hostfile", "-H") for w in launcher)
+    """The processes DeepSpeed's launcher starts: ``--num_gpus`` (``--num_accelerators``) a node times
+    ``--num_nodes`` (one node without a hostfile: its local run); None where it takes every GPU a
+    host has (no ``--num_gpus``), the hosts of a hostfile, or the GPUs ``--include``/``--exclude``
+    name; those beside a count are refused, as DeepSpeed refuses them (``deepspeed/launcher/runner.py``)."""
+    values = _counts(launcher, "deepspeed", {"--num_gpus": "per_node", "--num_accelerators": "per_node",
+                                             "--num_nodes": "nodes"})
+    words = {w.partition("=")[0] for w in launcher}
+    chosen = words & {"--include", "-i", "--exclude", "-e"}
+    if chosen and values:
+        raise InputError(f"deepspeed {sorted(chosen)[0]} beside --num_gpus/--num_nodes: DeepSpeed's runner refuses "
+                         f"the pair (it cannot specify num_nodes/gpus with include/exclude)", "--devices")
+    if chosen:
+        return None
+    hostfile = bool(words & {"--hostfile", "-H"})
     if "per_node" not in values or ("nodes" not in values and hostfile):
         return None
     return values["per_node"] * values.get("nodes", 1)

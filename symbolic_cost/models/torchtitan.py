@@ -290,7 +290,8 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
     seq = job.get("training", "seq_len", 2048, minimum=1)
     arch = architecture(job, name, seq, vocab, notes, flavors) if model is None else model(seq)
     values, policy = layout(job, arch, world, notes)
-    policy.update(precision=_precision(job), flash=True, optimizer=_optimizer(job, notes), **float8(job, notes))
+    policy.update(precision=_precision(job, policy["zero"], notes), flash=True, optimizer=_optimizer(job, notes),
+                  **float8(job, notes))
     policy.update(recompute(job, arch.n_layers, values[S.p], policy, notes))
     values[S.l] = seq
     if policy["precision"] == "bf16":
@@ -306,8 +307,8 @@ def float8(job: Job, notes: list) -> dict:
     head out, as the library's recipes do) with dynamic scaling (``TORCHAO_RECIPES``: ``recipe_name``
     unset or ``"tensorwise"``, ``fp8="torchao-tensorwise"``; ``"rowwise"``, ``"torchao-rowwise"``);
     ``enable_fsdp_float8_all_gather`` gathers those weights in FP8 (``fp8_gather``, tensor-wise
-    only).  Other converters (MX, quantisation), ``rowwise_with_gw_hp``, other filters and emulation
-    are refused by name."""
+    only).  Other converters (MX, quantisation), ``rowwise_with_gw_hp``, delayed scaling (the
+    ``scaling_type_*`` of 2024), other filters and emulation are refused by name."""
     converters = job.data.get("model", {}).get("converters", [])
     if isinstance(converters, str):     # torchtitan's string_list: a TOML string split on commas (to e0d2de6)
         converters = [word.strip() for word in converters.split(",") if word.strip()]
@@ -338,6 +339,11 @@ def float8(job: Job, notes: list) -> dict:
                          f"modelled", "[float8] filter_fqns")
     if "output" not in filtered:
         notes.append(f"[float8] filter_fqns {filtered} converts the output head too; the library keeps it in 16-bit")
+    for kind in ("input", "weight", "grad_output"):      # torchtitan 91f075ae2 (2024-07) to 2271b6386 (2025-01)
+        if job.get("float8", f"scaling_type_{kind}", "dynamic", str) != "dynamic":
+            raise InputError(f"[float8] scaling_type_{kind} {job.data['float8'][f'scaling_type_{kind}']!r}: delayed "
+                             f"scaling (a history of maxima, synchronised every step) is not modelled; the reader "
+                             f"reads dynamic scaling", f"[float8] scaling_type_{kind}")
     if job.get("float8", "emulate", False, bool):
         raise InputError("[float8] emulate = true runs float8 in 16-bit arithmetic (for testing): its time is "
                          "not FP8's; remove it", "[float8] emulate")
@@ -380,11 +386,18 @@ TORCHAO_RECIPES = {"tensorwise": "torchao-tensorwise", "rowwise": "torchao-rowwi
 """torchao's float8 recipe names (``Float8LinearRecipeName``) and the library's FP8 recipe of each."""
 
 
-def _precision(job: Job) -> str:
+def _precision(job: Job, zero: int, notes: list) -> str:
+    """``[training] mixed_precision_param`` (bfloat16 or float32).  The first TOML generation cast to
+    it only through FSDP's ``MixedPrecisionPolicy`` (torchtitan's mixed precision without FSDP came on
+    2025-06-16, 0b44d4c43): without FSDP such a file trains in fp32, noted."""
     value = job.get("training", "mixed_precision_param", "bfloat16", str)
     if value not in ("bfloat16", "float32"):
         raise InputError(f"[training] mixed_precision_param {value!r}: torchtitan takes bfloat16 or float32",
                          "[training] mixed_precision_param")
+    if job.first and zero == 0 and value == "bfloat16":
+        notes.append("torchtitan's first TOML generation cast to bfloat16 only through FSDP's mixed precision: "
+                     "without FSDP (one shard) this file trains in fp32")
+        return "fp32"
     return {"bfloat16": "bf16", "float32": "fp32"}[value]
 
 

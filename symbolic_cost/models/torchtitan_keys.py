@@ -46,7 +46,6 @@ FIRST_GENERATION = {("training", "data_parallel_degree"): "data_parallel_shard_d
                     ("training", "data_parallel_shard_degree"): "data_parallel_shard_degree",
                     ("training", "tensor_parallel_degree"): "tensor_parallel_degree",
                     ("training", "enable_async_tensor_parallel"): "enable_async_tensor_parallel",
-                    ("training", "disable_loss_parallel"): "disable_loss_parallel",
                     ("experimental", "pipeline_parallel_degree"): "pipeline_parallel_degree",
                     ("experimental", "context_parallel_degree"): "context_parallel_degree",
                     ("experimental", "enable_async_tensor_parallel"): "enable_async_tensor_parallel"}
@@ -59,38 +58,41 @@ PIPELINE_KEYS = ("pipeline_parallel_microbatches", "pipeline_parallel_split_poin
 """First-generation ``[experimental]`` keys of a pipeline: without one (degree 1) they do nothing."""
 
 
+SWITCHES = (("training", "enable_loss_parallel"), ("training", "disable_loss_parallel"),
+            ("float8", "enable_float8_linear"))
+"""First-generation switches ``_switch`` reads."""
+
+
 def first_generation(data: dict) -> tuple[dict, list]:
     """``data``, the sections of a TOML, with the keys of torchtitan's first generation written as the
-    reader's generation writes them (``FIRST_GENERATION``; ``[float8] enable_float8_linear`` as the
-    float8 converter; ``enable_loss_parallel``, true by default, refused where false: ``_switch``),
-    a comma-separated ``converters`` string (any generation's) as its list, and a note naming what
-    moved.  A pipeline of that generation is refused: it cut the layers evenly and ran as many
-    micro-batches as stages unless told otherwise, which the reader does not read."""
-    moved = [(section, key) for (section, key) in [*FIRST_GENERATION, ("training", "enable_loss_parallel"),
-                                                   ("float8", "enable_float8_linear")]
-             if key in data.get(section, {})]
+    reader's generation writes them (``FIRST_GENERATION``, each checked for its kind first, so that a
+    refusal names the key the file holds; ``SWITCHES``: ``_switch``), and a note naming what moved.
+    A pipeline of that generation is refused: it cut the layers evenly and ran as many micro-batches
+    as stages unless told otherwise, which the reader does not read."""
+    moved = [(section, key) for (section, key) in [*FIRST_GENERATION, *SWITCHES] if key in data.get(section, {})]
     data = {section: dict(table) for section, table in data.items()}
-    converters = data.get("model", {}).get("converters")
-    if isinstance(converters, str):         # torchtitan's config manager split "float8,..." into a list
-        data["model"]["converters"] = [c for c in converters.split(",") if c]
     if not moved:
         return data, []
-    later = data.setdefault("parallelism", {})
+    later, origin = data.setdefault("parallelism", {}), {}
     for section, key in moved:
         value = data[section].pop(key)
-        if key in ("enable_float8_linear", "enable_loss_parallel"):
+        if (section, key) in SWITCHES:
             _switch(data, section, key, value)
             continue
         name = FIRST_GENERATION[section, key]
+        switch = name == "enable_async_tensor_parallel"
+        if isinstance(value, bool) != switch or not isinstance(value, int):
+            raise InputError(f"[{section}] {key} must be {'true or false' if switch else 'an integer'}, got {value!r}",
+                             f"[{section}] {key}")
         if name in later:
-            raise InputError(f"[{section}] {key} (torchtitan's first TOML generation) beside [parallelism] {name} "
-                             f"(the later one's): give one", f"[{section}] {key}")
+            raise InputError(f"[{section}] {key} beside {origin.get(name, '[parallelism] ' + name)}: one setting "
+                             f"written twice; give one", f"[{section}] {key}")
         if name == "pipeline_parallel_degree" and value != 1:
             raise InputError(f"[{section}] {key} {value!r}: a pipeline of torchtitan's first TOML generation (before "
                              f"2025-03-18) cut the layers evenly and ran pipeline_parallel_microbatches micro-batches "
                              f"(by default one a stage), which the reader does not read; give the layout with "
                              f"--preset/--hf-config and --set", f"[{section}] {key}")
-        later[name] = value
+        later[name], origin[name] = value, f"[{section}] {key}"
     for key in PIPELINE_KEYS:
         data.get("experimental", {}).pop(key, None)
     return data, [f"a TOML of torchtitan's first generation (before 2025-03-18): "
@@ -98,15 +100,20 @@ def first_generation(data: dict) -> tuple[dict, list]:
 
 
 def _switch(data: dict, section: str, key: str, value) -> None:
-    """A first-generation switch: ``[float8] enable_float8_linear`` true is the float8 converter
-    (unless ``converters`` names its own); ``[training] enable_loss_parallel`` false is refused."""
+    """A first-generation switch: ``[float8] enable_float8_linear`` true is the float8 converter (refused
+    beside a ``converters`` of the next generation); loss parallelism turned off
+    (``enable_loss_parallel`` false, or ``disable_loss_parallel`` true) is refused."""
     if not isinstance(value, bool):
         raise InputError(f"[{section}] {key} must be true or false, got {value!r}", f"[{section}] {key}")
-    if key == "enable_loss_parallel" and not value:
-        raise InputError(f"[{section}] {key} = false: the library keeps the logits split over the tensor ranks "
-                         f"(loss parallel, that generation's default)", f"[{section}] {key}")
-    if key == "enable_float8_linear" and value and "converters" not in data.setdefault("model", {}):
-        data["model"]["converters"] = ["float8"]
+    if key.endswith("loss_parallel") and (key == "enable_loss_parallel") != value:
+        raise InputError(f"[{section}] {key} = {str(value).lower()}: the library keeps the logits split over the "
+                         f"tensor ranks (loss parallel, that generation's default)", f"[{section}] {key}")
+    if key == "enable_float8_linear":
+        if "converters" in data.get("model", {}):
+            raise InputError(f"[{section}] {key} beside [model] converters: the first generation's float8 switch "
+                             f"and the next one's converters together; give one", f"[{section}] {key}")
+        if value:
+            data.setdefault("model", {})["converters"] = ["float8"]
 
 
 RMS_NORMS = ("rmsnorm", "fused_rmsnorm", "compiled_rmsnorm")
@@ -146,6 +153,7 @@ class Job:
                 raise InputError(f"{name}: {section} = ... outside a [section]; torchtitan reads sections",
                                  "--torchtitan")
         self.data, self.notes = first_generation(self.data) if data is None else (self.data, [])
+        self.first = bool(self.notes)           # a file of torchtitan's first TOML generation
         for section, table in self.data.items():
             allowed = NO_COST.get(section)
             for key in table:
