@@ -20,6 +20,8 @@ aggregated engine's, so the two can be compared per GPU: a deployment of ``P`` p
 
 from __future__ import annotations
 
+import heapq
+
 import math
 from dataclasses import dataclass
 
@@ -84,36 +86,40 @@ def kv_transfer_seconds(step) -> float:
 def _decode_steps(step, tokens: list[int], ready: list[float], runtime: Runtime, overhead: float, blocks, needs,
                   prompts: list[int]):
     """A decode-only instance serving requests of ``prompts`` tokens whose caches arrive at
-    ``ready`` (sorted), each decoding its ``tokens`` tokens and reserving its ``needs`` blocks:
-    ``(time of each request's first decoded token, of its last, [(step seconds, sequences past their
-    first decoded token)])``."""
+    ``ready`` (sorted), each decoding its ``tokens`` tokens (at least one) and reserving its
+    ``needs`` blocks: ``(time of each request's first decoded token, of its last, [(step seconds,
+    sequences past their first decoded token)])``.  A request admitted before step ``a`` decodes in
+    steps ``a`` to ``a + tokens - 1``: the running ones are kept by that last step (a heap), so a
+    step costs its admissions and departures, not a pass over the batch."""
     count = len(ready)
     second, last = [0.0] * count, [0.0] * count
-    running, admitted_sum, prompt_sum, steps_run = [], 0, 0, []   # running: [request, tokens decoded, step admitted]
+    running, admitted_sum, prompt_sum, steps_run = [], 0, 0, []   # running: heap of (last step, step admitted, request)
     now, steps, nxt, reserved = 0.0, 0, 0, 0
     while nxt < count or running:
         if not running and ready[nxt] > now:
             now = ready[nxt]
-        while nxt < count and ready[nxt] <= now and len(running) < runtime.max_batch \
+        admitted = []
+        while nxt < count and ready[nxt] <= now and len(running) + len(admitted) < runtime.max_batch \
                 and reserved + needs[nxt] <= blocks:
-            running.append([nxt, 0, steps])
+            admitted.append(nxt)
             admitted_sum, prompt_sum, reserved = admitted_sum + steps, prompt_sum + prompts[nxt], reserved + needs[nxt]
             nxt += 1
+        for request in admitted:
+            heapq.heappush(running, (steps + tokens[request] - 1, steps, request))
         decoding = len(running)
         # the mean prompt and its first token
         context = mean_context(prompt_sum / decoding + 1, steps, admitted_sum, decoding) if decoding else 0.0
         duration = timed(step(0, decoding, context) + overhead)
-        now, steps = now + duration, steps + 1
-        steps_run.append((duration, sum(1 for _, done, _ in running if done)))
-        for entry in running:
-            entry[1] += 1
-            if entry[1] == 1:
-                second[entry[0]] = now
-            if entry[1] == tokens[entry[0]]:
-                last[entry[0]] = now
-                admitted_sum, reserved = admitted_sum - entry[2], reserved - needs[entry[0]]
-                prompt_sum -= prompts[entry[0]]
-        running = [entry for entry in running if entry[1] < tokens[entry[0]]]
+        now = now + duration
+        steps_run.append((duration, decoding - len(admitted)))
+        for request in admitted:
+            second[request] = now
+        while running and running[0][0] == steps:
+            _, started, request = heapq.heappop(running)
+            last[request] = now
+            admitted_sum, reserved = admitted_sum - started, reserved - needs[request]
+            prompt_sum -= prompts[request]
+        steps += 1
     return second, last, steps_run
 
 
