@@ -1639,7 +1639,7 @@ def test_torchtitans_first_toml_generation_is_read_as_published(capsys, tmp_path
     same keys moved, so a file of that generation reads as its later spelling.  The 8B file of
     2024-08 (a preset for 64 GPUs) is Llama 3 8B (8,030,261,248 parameters, Meta's count) sharded
     over all 64 with one 8,192-token sequence a device and op-level recomputation; its float8 switch
-    turned on is torchao's tensor-wise float8.  The 405B file of 2025-02 (``converters = "float8"``,
+    turned on (with full recomputation) is torchao's tensor-wise float8.  The 405B file of 2025-02 (``converters = "float8"``,
     a comma list) runs 8-way tensor parallel over 128 GPUs, leaving 16 shards, two sequences a
     device, full recomputation, FP8 weights gathered."""
     inputs = INPUTS
@@ -1656,7 +1656,8 @@ def test_torchtitans_first_toml_generation_is_read_as_published(capsys, tmp_path
     assert (got["b"], got["l"], got["m1"], got["d"], got["p"], got["zero"], got["recompute"], got["fp8"]) == \
         (1, 8192, 1, 64, 1, 3, "op", None)
     float8 = tmp_path / "float8.toml"
-    float8.write_text(eight.read_text().replace("enable_float8_linear = false", "enable_float8_linear = true"))
+    float8.write_text(eight.read_text().replace("enable_float8_linear = false", "enable_float8_linear = true")
+                      .replace("mode = 'selective'", "mode = 'full'"))    # that generation's op-level SAC: refused
     assert layout(float8, 64)[1]["fp8"] == "torchao-tensorwise"
     parameters, got = layout(inputs / "llama3_405b_2025-02.toml", 128)
     assert (got["b"], got["m1"], got["d"], got["recompute"], got["fp8"], got["fp8_gather"]) == \
@@ -1679,12 +1680,15 @@ def test_torchtitans_first_toml_generation_is_read_as_published(capsys, tmp_path
     ("enable_float8_linear = false", 'enable_float8_linear = "true"', "[float8] enable_float8_linear",
      "true or false"),
     ("[float8]", '[float8]\nscaling_type_weight = "delayed"', "[float8] scaling_type_weight", "delayed scaling"),
-    ("\n[model]\n", '\n[model]\nconverters = ["float8"]\n', "[float8] enable_float8_linear", "give one")])
+    ("\n[model]\n", '\n[model]\nconverters = ["float8"]\n', "[float8] enable_float8_linear", "give one"),
+    ("enable_float8_linear = false", "enable_float8_linear = true", "[activation_checkpoint] selective_ac_option",
+     "did not hold aten._scaled_mm")])
 def test_what_torchtitans_first_generation_meant_otherwise_is_refused(capsys, tmp_path, change, edit, named, why):
     """A first-generation pipeline (its even cut and its stage-count micro-batches are not read),
     loss parallelism turned off either way, one setting written twice, a key of the wrong kind
-    (named as the file writes it), 2024's delayed float8 scaling, and the float8 switch beside the
-    next generation's converters are refused by name."""
+    (named as the file writes it), 2024's delayed float8 scaling, the float8 switch beside the next
+    generation's converters, and float8 under the op-level policy (whose save list of 2024 to 2025-02,
+    at 34fa017b8 and 57387af0e, lacks ``aten._scaled_mm``) are refused by name."""
     text = (INPUTS / "llama3_8b_2024-08.toml").read_text()
     if "scaling_type" in edit:              # delayed scaling matters where float8 runs
         text = text.replace("enable_float8_linear = false", "enable_float8_linear = true")

@@ -293,6 +293,11 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
     policy.update(precision=_precision(job, policy["zero"], notes), flash=True, optimizer=_optimizer(job, notes),
                   **float8(job, notes))
     policy.update(recompute(job, arch.n_layers, values[S.p], policy, notes))
+    if job.first and policy.get("fp8") and policy.get("recompute") == "op":
+        raise InputError("[activation_checkpoint] selective_ac_option 'op' beside float8 in torchtitan's first TOML "
+                         "generation: its save list did not hold aten._scaled_mm, so float8's products ran again in "
+                         "backward, where the library's op-level policy (the later list) saves them",
+                         "[activation_checkpoint] selective_ac_option")
     values[S.l] = seq
     if policy["precision"] == "bf16":
         notes.append("FSDP2 keeps fp32 sharded parameters and reduces gradients in fp32 (torchtitan's "
