@@ -18,6 +18,7 @@ INERT = {
     "model": {
         "cpu_offloading": (False, "activation and weight offload to the host is not modelled"),
         "teacher": (None, "knowledge distillation (a teacher model's forward beside the student's) is not modelled"),
+        "kd_config": (None, "knowledge distillation (a teacher model's forward beside the student's) is not modelled"),
         "distribute_saved_activations": (None, "checkpoints split over the tensor ranks are not modelled"),
         "fp32_residual_connection": (False, "an fp32 residual stream is not modelled"),
         "fp4_param": (False, FP4_PARAMS),
@@ -59,8 +60,11 @@ INERT = {
     "dist": {"use_torch_fsdp2": (False, "PyTorch FSDP2 is not read from a Megatron-Bridge file")},
     "optimizer": {"optimizer_cpu_offload": (False, "the optimizer's host offload is not read from a Megatron-Bridge "
                                              "file"),
-                  "use_precision_aware_optimizer": (False, "16-bit optimizer state is not read from a Megatron-"
-                                                    "Bridge file")},
+                  "use_precision_aware_optimizer": (False, "Transformer Engine's FusedAdam then keeps the master "
+                                                    "weights and the moments in main_params_dtype and exp_avg(_sq)"
+                                                    "_dtype (bf16 weights' fp32 masters as 16-bit remainders, "
+                                                    "store_param_remainders), which the library's optimizer "
+                                                    "state does not express")},
     "train": {"rampup_batch_size": (None, "a batch-size ramp changes the batch during the run")},
     "mixed_precision": {"fp4_param": (False, FP4_PARAMS)},
 }
