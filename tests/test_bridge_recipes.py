@@ -322,3 +322,29 @@ def test_a_recipe_model_missing_from_an_offline_cache_is_named(tmp_path):
     env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "empty"), HF_HUB_OFFLINE="1")
     code, out, err = run("summary", "--megatron-bridge-recipe", "llama2_7b_pretrain_config", env=env)
     assert code == 2 and "meta-llama/Llama-2-7b-hf" in err and "--hf-config" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("override, state_bytes", [
+    ("", 2 + 4 + 4),
+    ("optimizer:\n  exp_avg_dtype: torch.bfloat16\n  exp_avg_sq_dtype: torch.bfloat16\n", 2 + 2 + 2),
+    ("optimizer:\n  use_precision_aware_optimizer: false\n", 4 + 4 + 4)])
+def test_a_precision_aware_recipe_keeps_its_optimizer_states_in_their_dtypes(tmp_path, override, state_bytes):
+    """qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config (src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py at
+    067f987) sets use_precision_aware_optimizer with fp32 masters and moments: Transformer Engine's FusedAdam
+    keeps each bf16 weight's fp32 master as its low 16 bits (store_param_remainders), 2 + 4 + 4 bytes; bf16
+    moments make it 2 + 2 + 2, and the plain distributed optimizer 4 + 4 + 4.  Over 16 GPUs, experts 16 ways
+    (EP 16) and everything else sharded 16 ways by the distributed optimizer: a sixteenth of the model's."""
+    yaml = tmp_path / "override.yaml"
+    yaml.write_text(override or "# the recipe as published\n")
+    out = summary("--megatron-bridge-recipe", "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config", "--hf-config",
+                  str(ROOT / "tests" / "hf_configs" / "Qwen3-30B-A3B.json"), "--nemo-recipe", str(yaml))
+    assert (out["layout"]["d"], out["layout"]["ep"], out["layout"]["m1"], out["layout"]["p"]) == (16, 16, 1, 1)
+    assert out["optimizer_bytes"] * 16 == state_bytes * out["parameters"]
+
+
+def test_a_recipe_that_builds_its_pipeline_at_run_time_is_refused():
+    """DeepSeek-V3's recipes set _pipeline_model_parallel_layout_builder, a function the extraction does not
+    run: their 61 layers over 16 stages are not the even split the extracted fields would say."""
+    code, out, err = run("summary", "--megatron-bridge-recipe", "deepseek_v3_pretrain_256gpu_b200_bf16_config",
+                         "--hf-config", str(ROOT / "tests" / "hf_configs" / "DeepSeek-V3.json"))
+    assert code == 2 and "builds its pipeline layout at run time" in err and "_get_deepseek_v3_pipeline_layout" in err

@@ -1639,9 +1639,9 @@ def test_torchtitans_first_toml_generation_is_read_as_published(capsys, tmp_path
     same keys moved, so a file of that generation reads as its later spelling.  The 8B file of
     2024-08 (a preset for 64 GPUs) is Llama 3 8B (8,030,261,248 parameters, Meta's count) sharded
     over all 64 with one 8,192-token sequence a device and op-level recomputation; its float8 switch
-    turned on (with full recomputation) is torchao's tensor-wise float8.  The 405B file of 2025-02 (``converters = "float8"``,
-    a comma list) runs 8-way tensor parallel over 128 GPUs, leaving 16 shards, two sequences a
-    device, full recomputation, FP8 weights gathered."""
+    turned on (with full recomputation) is torchao's tensor-wise float8.  The 405B file of 2025-02
+    (``converters = "float8"``, a comma list) runs 8-way tensor parallel over 128 GPUs, leaving 16
+    shards, two sequences a device, full recomputation, FP8 weights gathered."""
     inputs = INPUTS
 
     def layout(path, devices):
@@ -1746,3 +1746,43 @@ def test_deepspeeds_launcher_counts_gpus_a_node_times_nodes(launch, processes):
     assert world_size(launch.split() + ["pretrain_gpt.py"]) == processes
     with pytest.raises(InputError, match="--include beside --num_gpus"):
         world_size("deepspeed --include localhost:0,1 --num_gpus 16 pretrain_gpt.py".split())
+
+
+PRECISION_AWARE = ("python3 pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 512 "
+                   "--max-position-embeddings 512 --micro-batch-size 1 --global-batch-size 8 --vocab-size 1024 --bf16 "
+                   "--use-precision-aware-optimizer")
+
+
+@pytest.mark.parametrize("options, state_bytes", [
+    ("", 2 + 4 + 4),                                        # fp32 masters as 16-bit remainders, fp32 moments
+    ("--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16", 2 + 2 + 2),
+    ("--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --fp8-format hybrid --fp8-recipe tensorwise", 4 + 2 + 2),
+    ("--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --fp8-format hybrid --fp8-recipe delayed", 2 + 2 + 2),
+    ("--main-params-dtype fp16 --fp8-format hybrid --fp8-recipe tensorwise", 2 + 4 + 4),
+])
+def test_megatrons_precision_aware_optimizer_keeps_its_states_in_their_dtypes(tmp_path, capsys, options, state_bytes):
+    """Megatron-Core's precision-aware optimizer (Transformer Engine's FusedAdam; megatron/core/optimizer at
+    d98e8a6): the moments in --exp-avg-dtype and --exp-avg-sq-dtype; the master weights held by FusedAdam
+    where --main-params-dtype is 16-bit or the run has no FP8 recipe but delayed scaling
+    (``use_precision_aware_optimizer_no_fp8_or_ds_fp8``), an fp32 master of a bf16 weight as its low 16 bits
+    (``store_param_remainders``, on by default: int16 shards in distrib_optimizer.py), else Megatron-Core's
+    fp32 masters.  One process, so the optimizer's bytes are the state bytes a parameter times all of them."""
+    script = tmp_path / "run.sh"
+    script.write_text(f"#!/bin/bash\n{PRECISION_AWARE} {options}\n")
+    assert main(["summary", "--megatron-args", str(script), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["optimizer_bytes"] == state_bytes * got["parameters"]
+
+
+@pytest.mark.parametrize("options, refused", [
+    ("--exp-avg-dtype fp8", "fp8 moments"),
+    ("--exp-avg-dtype bf16", "one size a moment"),
+    ("--optimizer sgd", "adam only")])
+def test_precision_aware_states_the_library_does_not_count_are_refused(tmp_path, capsys, options, refused):
+    script = tmp_path / "run.sh"
+    script.write_text(f"#!/bin/bash\n{PRECISION_AWARE} {options}\n")
+    _refused(capsys, ["summary", "--megatron-args", str(script)], refused)
+    plain = tmp_path / "plain.sh"
+    plain.write_text(f"#!/bin/bash\n{PRECISION_AWARE.replace(' --use-precision-aware-optimizer', '')} "
+                     f"--exp-avg-dtype bf16\n")
+    _refused(capsys, ["summary", "--megatron-args", str(plain)], "--exp-avg-dtype bf16 without")

@@ -169,10 +169,11 @@ def test_logging_appended_to_a_command_string_under_an_undecided_test_is_taken(c
     """The EPFL script's line 238 (234 upstream) appends --wandb-save-dir $LOGGING_DIR (a path holding $USER and
     $SLURM_NNODES), --wandb-project and --wandb-exp-name $EXP_NAME-$SLURM_JOB_ID to TRAINING_CMD under
     ``if [ -n "$WANDB_API_KEY" ]``: logging only, taken with a note, each unknown value one word after its
-    option.  The script's blocker is then --use-precision-aware-optimizer, refused with its reason."""
+    option.  The script's precision-aware optimizer is read; its blocker is then --trigger-path, an option of
+    the EPFL fork that Megatron-LM does not have."""
     err = _error(capsys, "--megatron-args", EPFL, "--devices", "8")
     assert "sits under a test" not in err
-    assert "--use-precision-aware-optimizer" in err and "store_param_remainders" in err
+    assert "--trigger-path" in err
 
 
 def test_the_string_append_reads_as_the_plain_script(tmp_path, capsys):

@@ -102,6 +102,7 @@ def recipe_setup(name: str, arch: Architecture, world: int | None = None, overri
                      f"(conditions on other fields): see bridge_recipes.json")
     config = merged(r["config"], overrides or {})
     model = dict(config.get("model") or {})
+    _layout_built_at_run_time(r, model, name)
     arch = vocabulary(arch, config.get("tokenizer") or {}, model, notes)
     mtp = model.pop("mtp_num_layers", None)
     trains_mtp = _multi_token_prediction(mtp, arch, name)
@@ -139,6 +140,19 @@ def vocabulary(arch: Architecture, tokenizer: dict, model: dict, notes: list) ->
                  f"{tokenizer['vocab_size']}{' + the NullTokenizer end-of-document id' if size > tokenizer['vocab_size'] else ''}), "
                  f"padded to a multiple of {multiple} x TP, in place of the model's {arch.vocab}")
     return replace(arch, vocab=size, vocab_multiple=multiple)
+
+
+def _layout_built_at_run_time(r: dict, model: dict, name: str) -> None:
+    """Refuse a recipe whose pipeline layout a function builds at run time (a ``skipped`` statement
+    setting ``_pipeline_model_parallel_layout_builder``, DeepSeek-V3's
+    ``_get_deepseek_v3_pipeline_layout``) where no layout is given: its stages are not the even
+    split the extracted fields say."""
+    built = [line for line in r["skipped"] if "pipeline_model_parallel_layout" in line.split("=")[0]]
+    staged = model.get("pipeline_model_parallel_size", 1) > 1
+    if built and staged and model.get("pipeline_model_parallel_layout") is None:
+        raise InputError(f"{FLAG} {name} builds its pipeline layout at run time ({built[0].split(': ', 1)[-1]}), "
+                         f"which the extracted recipe does not hold; give model.pipeline_model_parallel_layout in a "
+                         f"--nemo-recipe YAML beside it", FLAG)
 
 
 def _multi_token_prediction(layers, arch: Architecture, name: str) -> bool:

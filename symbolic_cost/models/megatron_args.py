@@ -99,6 +99,10 @@ fsdp``), ``--data-parallel-sharding-        optim_grads, optim_grads_params), in
 strategy`` (no_shard); ``--use-torch-fsdp2`` distributed optimizer; FSDP2: ``zero`` 3
 ``--optimizer`` (adam)                      ``optimizer``: adam (Megatron's decoupled weight decay),
                                             sgd (with momentum)
+``--use-precision-aware-optimizer`` with    ``optimizer`` by the state's dtypes
+``--main-params-dtype``, ``--exp-avg-dtype``, (``megatron_precision.precision_aware_adam``); without
+``--exp-avg-sq-dtype`` (fp32)               it each dtype fp32 (else refused); ``--main-grads-dtype``
+                                            the gradients' (their bytes follow ``--conventions``)
 ``--no-position-embedding`` (2023)          no learned position table (``positions`` 0)
 ``--tokenizer-type GPT2BPETokenizer`` with  ``vocab`` 50,257 (GPT-2's ``gpt2-vocab.json``, noted);
 ``--vocab-file .../gpt2-vocab.json``        any other tokenizer file needs ``--vocab-size``; a file
@@ -155,7 +159,7 @@ from symbolic_cost.checks import InputError, given_counts, instance
 from symbolic_cost.parallel.splits import layout_stages
 from symbolic_cost.models.architecture import MADE_BY, Architecture
 from symbolic_cost.models.launch_script import UNKNOWN, Launch
-from symbolic_cost.models.megatron_precision import megatron_low_precision
+from symbolic_cost.models.megatron_precision import megatron_low_precision, precision_aware_adam
 from symbolic_cost.models.megatron_words import (NOTED, Options, parse, single_process, torchrun_default,
                                                  world_size)
 from symbolic_cost.models.training import Overlap
@@ -623,6 +627,29 @@ def _split(o: Options, policy: dict) -> None:
             policy[key] = True
 
 
+STATE_DTYPES = {"main-params-dtype": ("fp32", "fp16"), "exp-avg-dtype": ("fp32", "fp16", "bf16", "fp8"),
+                "exp-avg-sq-dtype": ("fp32", "fp16", "bf16", "fp8"), "main-grads-dtype": ("fp32", "bf16")}
+"""The state dtypes of Megatron-LM's precision-aware optimizer and the choices its parser takes."""
+
+
+def _optimizer_state(o: Options, policy: dict) -> dict:
+    """``--use-precision-aware-optimizer`` with its state dtypes as the library's Adam
+    (``megatron_precision.precision_aware_adam``); without it Megatron-LM asserts each dtype is fp32.
+    ``--main-grads-dtype`` decides the gradients' accumulation, whose bytes follow ``--conventions``."""
+    dtypes = {name: o.choice(name, "fp32", choices) for name, choices in STATE_DTYPES.items()}
+    if not o.flag("use-precision-aware-optimizer"):
+        for name, dtype in dtypes.items():
+            if dtype != "fp32":
+                raise InputError(f"--{name} {dtype} without --use-precision-aware-optimizer (Megatron-LM asserts it "
+                                 f"fp32 then)", f"--{name}")
+        return {}
+    if policy["optimizer"] != "adam":
+        raise InputError(f"--use-precision-aware-optimizer with --optimizer {policy['optimizer']}: Megatron-LM runs it "
+                         f"with adam only", "--use-precision-aware-optimizer")
+    return {"optimizer": precision_aware_adam(policy["precision"], policy.get("fp8"), dtypes["main-params-dtype"],
+                                              dtypes["exp-avg-dtype"], dtypes["exp-avg-sq-dtype"])}
+
+
 def _policy(o: Options, arch: Architecture, pp: int, sequence: bool, notes: list) -> dict:
     policy = dict(precision="bf16" if o.flag("bf16") else "fp16" if o.flag("fp16") else "fp32",
                   distributed_optimizer=o.flag("use-distributed-optimizer"),
@@ -630,6 +657,7 @@ def _policy(o: Options, arch: Architecture, pp: int, sequence: bool, notes: list
     if o.flag("bf16") and o.flag("fp16"):
         raise InputError("--bf16 and --fp16 together (Megatron-LM refuses them)", "--fp16")
     policy.update(megatron_low_precision(o, notes))
+    policy.update(_optimizer_state(o, policy))
     policy.update(_fsdp(o))
     if o.flag("checkpoint-activations") or "activations-checkpoint-method" in o.options:
         return _checkpointed(o, policy, arch, pp, sequence, notes)

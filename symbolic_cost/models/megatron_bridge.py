@@ -55,6 +55,10 @@ the section: on under virtual stages),       interleaved schedule)
 ``overlap_grad_reduce``, ``overlap_param_    (``comm_overlap``'s, when set, win, as Megatron-Bridge
 gather`` (false)                             applies them)
 ``optimizer.optimizer`` (adam)               ``optimizer``: adam, sgd
+``optimizer.use_precision_aware_optimizer``  ``optimizer`` by the state's dtypes
+(false), ``main_params_dtype``,              (``megatron_precision.precision_aware_adam``:
+``exp_avg_dtype``, ``exp_avg_sq_dtype``      ``adam-16bit-master``, ``adam-bf16-moments``, ...);
+(fp32), ``store_param_remainders`` (true)    without it each dtype fp32 (else refused)
 ``mixed_precision`` (a config or a recipe    ``precision`` bf16, fp16 (fp32 without either);
 name: bf16_mixed, fp16_mixed), its ``bf16``, ``fp8``: the ``fp8_recipe`` (delayed, tensorwise,
 ``fp16``, ``fp8`` (hybrid, e4m3),            mxfp8; with ``fp8_param_gather``: ``fp8-params``,

@@ -59,12 +59,7 @@ INERT = {
     },
     "dist": {"use_torch_fsdp2": (False, "PyTorch FSDP2 is not read from a Megatron-Bridge file")},
     "optimizer": {"optimizer_cpu_offload": (False, "the optimizer's host offload is not read from a Megatron-Bridge "
-                                             "file"),
-                  "use_precision_aware_optimizer": (False, "Transformer Engine's FusedAdam then keeps the master "
-                                                    "weights and the moments in main_params_dtype and exp_avg(_sq)"
-                                                    "_dtype (bf16 weights' fp32 masters as 16-bit remainders, "
-                                                    "store_param_remainders), which the library's optimizer "
-                                                    "state does not express")},
+                                             "file")},
     "train": {"rampup_batch_size": (None, "a batch-size ramp changes the batch during the run")},
     "mixed_precision": {"fp4_param": (False, FP4_PARAMS)},
 }
@@ -89,7 +84,8 @@ READ = {
     "dataset": {"sequence_length", "seq_length"},
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "grad_reduce_in_fp32",
             "use_megatron_fsdp", "data_parallel_sharding_strategy"},
-    "optimizer": {"optimizer", "use_distributed_optimizer"},
+    "optimizer": {"optimizer", "use_distributed_optimizer", "use_precision_aware_optimizer", "main_params_dtype",
+                  "exp_avg_dtype", "exp_avg_sq_dtype", "store_param_remainders", "main_grads_dtype"},
     "mixed_precision": {"bf16", "fp16", "fp8", "fp8_recipe", "fp8_param", "fp8_param_gather", "fp4", "fp4_recipe",
                         "fp8_amax_history_len", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
                         "num_layers_at_end_in_bf16"},
@@ -111,12 +107,12 @@ NO_COST = {
             "megatron_fsdp_max_pool_double_buffer"},
     "optimizer": {"_target_", "adam_beta1", "adam_beta2", "adam_eps", "barrier_with_L1_time", "bf16", "fp16",
                   "clip_grad", "config_logger_dir", "decoupled_lr", "decoupled_min_lr", "decoupled_weight_decay",
-                  "exp_avg_dtype", "exp_avg_sq_dtype", "fp8_recipe", "hysteresis", "initial_loss_scale",
-                  "log_num_zeros_in_grad", "loss_scale", "loss_scale_window", "lr", "main_grads_dtype",
-                  "main_params_dtype", "min_loss_scale", "min_lr", "optimizer_offload_fraction",
+                  "fp8_recipe", "hysteresis", "initial_loss_scale",
+                  "log_num_zeros_in_grad", "loss_scale", "loss_scale_window", "lr",
+                  "min_loss_scale", "min_lr", "optimizer_offload_fraction",
                   "overlap_cpu_optimizer_d2h_h2d", "overlap_param_gather", "overlap_param_gather_with_optimizer_step",
                   "params_dtype", "pin_cpu_grads", "pin_cpu_params", "reuse_grad_buf_for_mxfp8_param_ag",
-                  "sgd_momentum", "store_param_remainders", "timers", "use_torch_optimizer_for_cpu_offload",
+                  "sgd_momentum", "timers", "use_torch_optimizer_for_cpu_offload",
                   "weight_decay", "apply_wd_to_qk_layernorm"},
     "comm_overlap": {"_target_", "tp_comm_overlap_cfg", "tp_comm_bootstrap_backend",
                      "batch_p2p_comm", "overlap_param_gather_with_optimizer_step", "align_param_gather",

@@ -39,8 +39,70 @@ def precision(c: Container) -> dict:
         raise InputError(f"optimizer.optimizer {kind!r}: Megatron-Core's optimizers are adam and sgd",
                          "optimizer.optimizer")
     policy.update(optimizer=kind, distributed_optimizer=c.get("ddp", "use_distributed_optimizer", False, bool))
+    if c.get("optimizer", "use_precision_aware_optimizer", False, bool):
+        if kind != "adam":
+            raise InputError(f"optimizer.use_precision_aware_optimizer with optimizer {kind!r}: Megatron-Core runs it "
+                             f"with adam only", "optimizer.use_precision_aware_optimizer")
+        dtypes = [_dtype(c, key) for key in ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")]
+        policy["optimizer"] = precision_aware_adam(policy["precision"], policy.get("fp8"), *dtypes,
+                                                   c.get("optimizer", "store_param_remainders", True, bool),
+                                                   "optimizer.use_precision_aware_optimizer")
+    else:
+        for key in ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype", "main_grads_dtype"):
+            if _dtype(c, key) != "fp32":
+                raise InputError(f"optimizer.{key} {_dtype(c, key)} without use_precision_aware_optimizer: "
+                                 f"Megatron-Core keeps it fp32 then (it asserts so)", f"optimizer.{key}")
     return policy
 
+
+BRIDGE_DTYPES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}
+"""Megatron-Bridge's dtypes (``torch.float32``, as its dumps write them) by Megatron-LM's names."""
+
+
+def _dtype(c: Container, key: str) -> str:
+    """``optimizer.key``, a dtype written as a name or as a run log's serialised object
+    (``{_target_: torch.float32, _call_: false}``), by Megatron-LM's name (fp32 when absent or null)."""
+    value = c.target("optimizer", key) or "torch.float32"
+    return BRIDGE_DTYPES.get(value, value)
+
+
+
+STATE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+"""Bytes of a state kept in each dtype Megatron-Core's precision-aware optimizer takes for it
+(``--main-params-dtype``, ``--exp-avg-dtype``, ``--exp-avg-sq-dtype``); fp8 moments (scaled bytes)
+are refused."""
+
+ADAM_STATES = {(4, 4): "adam", (4, 2): "adam-bf16-moments", (2, 4): "adam-16bit-master",
+               (2, 2): "adam-16bit-master-bf16-moments"}
+"""``(master bytes, bytes a moment)`` to the library's Adam (``models.optimizers.OPTIMIZERS``)."""
+
+DELAYED = ("delayed", "fp8-params")
+"""The library's delayed-scaling recipes: Transformer Engine's FusedAdam casts their FP8 weights in its
+kernel, so it holds the masters as without FP8."""
+
+
+def precision_aware_adam(precision: str, fp8: str | None, main_params: str, exp_avg: str, exp_avg_sq: str,
+                         remainders: bool = True, where: str = "--use-precision-aware-optimizer") -> str:
+    """The library's optimizer for Megatron-Core's precision-aware optimizer (Transformer Engine's
+    ``FusedAdam``, ``megatron/core/optimizer``): the two moments in ``exp_avg`` and ``exp_avg_sq``
+    (equal: the library keeps one size a moment); the master weights held by ``FusedAdam`` where
+    ``main_params`` is 16-bit or the run has no FP8 recipe but delayed scaling
+    (``use_precision_aware_optimizer_no_fp8_or_ds_fp8``) -- an fp32 master of a bf16 weight as its
+    low 16 bits (``store_param_remainders``, on by default: ``torch.int16`` shards in
+    ``distrib_optimizer.py``), else in ``main_params`` -- and otherwise Megatron-Core's own fp32
+    masters.  bf16 training only (the remainders are bf16's)."""
+    if precision != "bf16":
+        raise InputError(f"{where} with {precision} training: the reader reads it beside bf16", where)
+    for name, dtype in (("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq), ("main_params", main_params)):
+        if dtype not in STATE_BYTES:
+            raise InputError(f"{where}: {name} in {dtype}: the reader reads {', '.join(STATE_BYTES)} states (fp8 "
+                             f"moments keep scaled bytes it does not count)", where)
+    if STATE_BYTES[exp_avg] != STATE_BYTES[exp_avg_sq]:
+        raise InputError(f"{where}: exp_avg in {exp_avg} and exp_avg_sq in {exp_avg_sq}: the library keeps one "
+                         f"size a moment", where)
+    held = main_params != "fp32" or fp8 is None or fp8 in DELAYED
+    master = 2 if main_params != "fp32" or (held and remainders) else 4
+    return ADAM_STATES[master, STATE_BYTES[exp_avg]]
 
 
 def fp4_primary_weights(c: Container) -> None:

@@ -76,13 +76,6 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
                                         "token crosses the network once for each other node holding one of its "
                                         "experts); their own speed is not modelled"}
 
-REFUSED = {"use-precision-aware-optimizer": "Transformer Engine's FusedAdam then holds the optimizer state: the fp32 "
-                                            "master weights as 16-bit remainders beside bf16 weights (Megatron-Core's "
-                                            "store_param_remainders default), the moments and main gradients in the "
-                                            "dtypes of --exp-avg-dtype, --exp-avg-sq-dtype and --main-grads-dtype; "
-                                            "a state the library's optimizer recipes do not count"}
-"""Options that change the count in a way the library does not model, refused with the reason."""
-
 READ = {
     "model-parallel-size", "batch-size", "null-tokenizer-vocab-includes-eod",
     "num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "group-query-attention",
@@ -111,7 +104,8 @@ READ = {
     "step-batch-size-schedule", "quick-geglu", "softmax-type", "window-size", "window-attn-skip-freq",
     "padded-vocab-size", "enable-gpt-oss", "mtp-num-layers", "squared-relu", "bert-no-binary-head",
     "vocab-extra-ids", "encoder-num-layers", "decoder-num-layers", "encoder-seq-length", "decoder-seq-length",
-    "relative-attention-num-buckets"}
+    "relative-attention-num-buckets", "use-precision-aware-optimizer", "main-params-dtype", "exp-avg-dtype",
+    "exp-avg-sq-dtype", "main-grads-dtype"}
 """Options ``megatron_setup`` reads (see the module docstring's table)."""
 
 def parse(words: list, notes: list | None = None) -> dict:
@@ -138,8 +132,6 @@ def parse(words: list, notes: list | None = None) -> dict:
                          f"--{' '.join([name, *options[name]])}")
     for name in options:
         known(name, "an option's name")         # built from a value the script leaves open
-        if name in REFUSED:
-            raise InputError(f"--{name}: {REFUSED[name]}", f"--{name}")
         if name not in READ and name not in NOTED and not _no_cost(name):
             raise InputError(f"--{name}: a Megatron-LM option this reader does not read (it may change the cost); "
                              f"remove it or give the layout with --preset/--hf-config and --set", f"--{name}")

@@ -35,7 +35,19 @@ Optimizers (``OPTIMIZERS``), their state per parameter:
 ``onebit-lamb`` LAMB's two moments and a third, ``exp_avg_sq_fresh`` (the second moment kept
                fresh after the freeze), exchanged compressed: 1-bit LAMB (Li et al. 2022),
                DeepSpeed's ``OnebitLamb``
+``adam-bf16-   Adam with its two moments in bf16 (2 bytes each) beside an fp32 master: Megatron-
+moments``      Core's precision-aware optimizer (Transformer Engine's ``FusedAdam``) under an FP8
+               recipe other than delayed scaling, where Megatron-Core keeps the fp32 masters
+``adam-16bit-  Adam with a 2-byte master (``master_bytes``): Transformer Engine's ``FusedAdam``
+master``       holding the fp32 master of a bf16 weight as its low 16 bits
+               (``store_param_remainders``: the weight is the high half), or an fp16 master
+``adam-16bit-  both: a 2-byte master and bf16 moments (Megatron-Bridge's large pre-training
+master-bf16-   recipes)
+moments``
 ============== =================================================================================
+
+The last three are what ``models.megatron_precision.precision_aware_adam`` reads Megatron-Core's
+``use_precision_aware_optimizer`` and its state dtypes as; they need bf16 training with a master.
 
 A ``compressed`` optimizer (DeepSpeed's ``deepspeed/runtime/fp16/onebit``) stops the gradient
 all-reduce once its warm-up (``freeze_step`` steps of plain Adam or LAMB) is over: each rank
@@ -136,14 +148,16 @@ from symbolic_cost.models.number_formats import MXFP8, NVFP4
 @dataclass(frozen=True)
 class Optimizer:
     """An optimizer's state: ``moments`` tensors the size of the parameters, of
-    ``moment_bytes`` each (``None``: the state precision, fp32 with a master copy), and
-    whether it keeps a factored second moment (Adafactor)."""
+    ``moment_bytes`` each (``None``: the state precision, fp32 with a master copy), a master copy
+    of ``master_bytes`` (``None``: fp32) where it keeps one, and whether it keeps a factored second
+    moment (Adafactor)."""
 
     name: str
     moments: int
     moment_bytes: Expr | None = None
     factored: bool = False
     compressed: bool = False      # the momentum exchanged in signs after the warm-up (module docstring)
+    master_bytes: Expr | None = None    # the master copy's bytes (None: fp32, 4)
 
 
 OPTIMIZERS = {
@@ -155,6 +169,9 @@ OPTIMIZERS = {
     "adam-8bit": Optimizer("adam-8bit", 2, moment_bytes=1 + Rational(4, 2048)),
     "onebit-adam": Optimizer("onebit-adam", 2, compressed=True),
     "onebit-lamb": Optimizer("onebit-lamb", 3, compressed=True),
+    "adam-bf16-moments": Optimizer("adam-bf16-moments", 2, moment_bytes=2),
+    "adam-16bit-master": Optimizer("adam-16bit-master", 2, master_bytes=2),
+    "adam-16bit-master-bf16-moments": Optimizer("adam-16bit-master-bf16-moments", 2, moment_bytes=2, master_bytes=2),
 }
 
 
@@ -237,6 +254,10 @@ def check_recipe(precision: str, optimizer: str, master_weights: bool, fp8: str 
     if recipe and recipe.primary_weights and not master_weights:
         raise InputError(f"fp8={fp8!r} needs master_weights: the fp32 master is the only high-"
                          "precision copy of the weights", "fp8")
+    if get_optimizer(optimizer).master_bytes is not None and (precision != "bf16" or not master_weights):
+        raise InputError(f"optimizer {optimizer!r} keeps a 16-bit master (Transformer Engine's remainders of an "
+                         f"fp32 master beside bf16 weights): it needs precision bf16 with master_weights, got "
+                         f"precision {precision!r}, master_weights {master_weights}", "optimizer")
     if not master_weights and conv.get(conventions).mixed_precision == "megatron":
         raise InputError("master_weights=False is not a Megatron-LM optimizer (it always keeps fp32 "
                          "main parameters); use the 'zero' mixed_precision convention", "master_weights")
@@ -251,19 +272,22 @@ def bytes_per_parameter(precision: str, conventions=conv.DEFAULT, optimizer: str
     ((2, 2, 12), (4, 4, 4))
     >>> bytes_per_parameter("bf16", optimizer="adam", master_weights=False)
     (2, 2, 4)
+    >>> bytes_per_parameter("bf16", optimizer="adam-16bit-master-bf16-moments")
+    (2, 2, 6)
     """
     opt = get_optimizer(optimizer)
     full = precision == "fp32"
     state = 4 if (full or master_weights) else 2
     moments = sympify(opt.moments * (state if opt.moment_bytes is None else opt.moment_bytes))
+    master = Integer(4) if opt.master_bytes is None else sympify(opt.master_bytes)
     if full:
         return Integer(4), Integer(4), moments
     if not master_weights:
         return Integer(2), Integer(2), moments
     if conv.get(conventions).mixed_precision == "megatron":
-        return (Integer(2), Integer(2), 4 + 4 + moments) if precision == "fp16" else \
-            (Integer(2), Integer(4), 4 + moments)
-    return Integer(2), Integer(2), 4 + moments
+        return (Integer(2), Integer(2), master + 4 + moments) if precision == "fp16" else \
+            (Integer(2), Integer(4), master + moments)
+    return Integer(2), Integer(2), master + moments
 
 
 def error_feedback_bytes(optimizer: str, d) -> Expr:
