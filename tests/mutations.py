@@ -1069,6 +1069,8 @@ MUTATIONS = (
     Mutation("16bit-master-counted-fp32", "symbolic_cost/models/optimizers.py",
              "master = Integer(4) if opt.master_bytes is None else sympify(opt.master_bytes)", "master = Integer(4)",
              required=False),
+    Mutation("bridge-run-time-layout-unread", "symbolic_cost/models/bridge_recipes.py",
+             '    model["pipeline_model_parallel_layout"] = layout\n', "", required=False),
     Mutation("dft-beside-liger-counted", "symbolic_cost/models/llamafactory.py",
              '    if out.get("enable_liger_kernel"):\n        raise InputError("use_dft_loss',
              '    if False:\n        raise InputError("use_dft_loss', required=False),

@@ -342,9 +342,18 @@ def test_a_precision_aware_recipe_keeps_its_optimizer_states_in_their_dtypes(tmp
     assert out["optimizer_bytes"] * 16 == state_bytes * out["parameters"]
 
 
-def test_a_recipe_that_builds_its_pipeline_at_run_time_is_refused():
-    """DeepSeek-V3's recipes set _pipeline_model_parallel_layout_builder, a function the extraction does not
-    run: their 61 layers over 16 stages are not the even split the extracted fields would say."""
-    code, out, err = run("summary", "--megatron-bridge-recipe", "deepseek_v3_pretrain_256gpu_b200_bf16_config",
-                         "--hf-config", str(ROOT / "tests" / "hf_configs" / "DeepSeek-V3.json"))
-    assert code == 2 and "builds its pipeline layout at run time" in err and "_get_deepseek_v3_pipeline_layout" in err
+def test_a_recipe_that_builds_its_pipeline_at_run_time_takes_that_functions_layout(tmp_path):
+    """DeepSeek-V3's recipes set _pipeline_model_parallel_layout_builder to _get_deepseek_v3_pipeline_layout,
+    which the extraction does not run (src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py at 067f987):
+    at PP 16 its layout_map puts the embedding and 4 layers on the first stage, 4 layers on each of the next 14,
+    and the last layer, the MTP module and the loss on the last: 4 + 14 x 4 + 1 = 61.  A PP of 2 is not in the
+    map (Megatron-Bridge leaves the layout unset): refused."""
+    args = ("--megatron-bridge-recipe", "deepseek_v3_pretrain_256gpu_b200_bf16_config", "--hf-config",
+            str(ROOT / "tests" / "hf_configs" / "DeepSeek-V3.json"))
+    out = summary(*args)
+    assert (out["layout"]["p"], out["layout"]["pipeline_layout"]) == (16, "Et*4|(t*4|)*14tmL")
+    assert 4 + 14 * 4 + 1 == 61
+    yaml = tmp_path / "pp2.yaml"
+    yaml.write_text("model:\n  pipeline_model_parallel_size: 2\n")
+    code, _, err = run("summary", *args, "--nemo-recipe", str(yaml))
+    assert code == 2 and "_get_deepseek_v3_pipeline_layout" in err and "PP 2 x VP 1" in err

@@ -102,7 +102,7 @@ def recipe_setup(name: str, arch: Architecture, world: int | None = None, overri
                      f"(conditions on other fields): see bridge_recipes.json")
     config = merged(r["config"], overrides or {})
     model = dict(config.get("model") or {})
-    _layout_built_at_run_time(r, model, name)
+    _layout_built_at_run_time(r, model, name, notes)
     arch = vocabulary(arch, config.get("tokenizer") or {}, model, notes)
     mtp = model.pop("mtp_num_layers", None)
     trains_mtp = _multi_token_prediction(mtp, arch, name)
@@ -142,17 +142,37 @@ def vocabulary(arch: Architecture, tokenizer: dict, model: dict, notes: list) ->
     return replace(arch, vocab=size, vocab_multiple=multiple)
 
 
-def _layout_built_at_run_time(r: dict, model: dict, name: str) -> None:
-    """Refuse a recipe whose pipeline layout a function builds at run time (a ``skipped`` statement
-    setting ``_pipeline_model_parallel_layout_builder``, DeepSeek-V3's
-    ``_get_deepseek_v3_pipeline_layout``) where no layout is given: its stages are not the even
-    split the extracted fields say."""
+DEEPSEEK_V3_LAYOUTS = {(4, 1): "Et*16|t*16|t*16|t*13mL", (8, 1): "Et*8|(t*8|)*6t*5mL", (4, 2): "Et*8|(t*8|)*6t*5mL",
+                       (16, 1): "Et*4|(t*4|)*14tmL", (8, 2): "Et*4|(t*4|)*14tmL", (4, 4): "Et*4|(t*4|)*14tmL",
+                       (2, 8): "Et*4|(t*4|)*14tmL"}
+"""DeepSeek-V3's pipeline layouts by ``(pp, vp)`` (Megatron-LM's layout strings), as Megatron-Bridge
+places its 61 layers and one MTP module: ``layout_map`` of ``_get_deepseek_v3_pipeline_layout``
+(``src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py`` at 067f987), and the GB300 preset's
+``pp_layout`` of ``scripts/performance/configs/deepseek/deepseek_workload_base_configs.py`` for
+(2, 8)."""
+
+LAYOUT_BUILDERS = {"_get_deepseek_v3_pipeline_layout": DEEPSEEK_V3_LAYOUTS}
+"""Functions a recipe names to build its pipeline layout at run time, by their layouts."""
+
+
+def _layout_built_at_run_time(r: dict, model: dict, name: str, notes: list) -> None:
+    """A recipe whose pipeline layout a function builds at run time (a ``skipped`` statement setting
+    ``_pipeline_model_parallel_layout_builder``, DeepSeek-V3's ``_get_deepseek_v3_pipeline_layout``)
+    where no layout is given: the function's layout for the recipe's ``(pp, vp)`` (``LAYOUT_BUILDERS``,
+    noted); refused for another function, or a ``(pp, vp)`` it has none for (Megatron-Bridge then
+    leaves the layout unset, and Megatron-Core's even split of 61 layers fails)."""
     built = [line for line in r["skipped"] if "pipeline_model_parallel_layout" in line.split("=")[0]]
-    staged = model.get("pipeline_model_parallel_size", 1) > 1
-    if built and staged and model.get("pipeline_model_parallel_layout") is None:
-        raise InputError(f"{FLAG} {name} builds its pipeline layout at run time ({built[0].split(': ', 1)[-1]}), "
-                         f"which the extracted recipe does not hold; give model.pipeline_model_parallel_layout in a "
+    pp, vp = model.get("pipeline_model_parallel_size") or 1, model.get("virtual_pipeline_model_parallel_size") or 1
+    if not built or pp == 1 or model.get("pipeline_model_parallel_layout") is not None:
+        return
+    builder = built[0].split("=", 1)[1].split("(")[0].strip()
+    layout = LAYOUT_BUILDERS.get(builder, {}).get((pp, vp))
+    if layout is None:
+        raise InputError(f"{FLAG} {name} builds its pipeline layout at run time ({builder}), and the reader holds "
+                         f"none of it for PP {pp} x VP {vp}; give model.pipeline_model_parallel_layout in a "
                          f"--nemo-recipe YAML beside it", FLAG)
+    model["pipeline_model_parallel_layout"] = layout
+    notes.append(f"pipeline layout {layout}: {builder}'s for PP {pp} x VP {vp} (the recipe builds it at run time)")
 
 
 def _multi_token_prediction(layers, arch: Architecture, name: str) -> bool:

@@ -43,6 +43,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.inference.lengths import FIXED, Lengths
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.bridge_recipes import DEEPSEEK_V3_LAYOUTS
 from symbolic_cost.models.closed_forms import palm_flops
 from symbolic_cost.models.config import from_config
 from symbolic_cost.models.totals import model_cost
@@ -298,12 +299,6 @@ first and the last stage (``account_for_embedding_in_pipeline_split``,
 ``src/megatron/bridge/recipes/llama/llama3.py``, ``qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config``
 in ``src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py``): 126 + 2 and 94 + 2 slots."""
 
-DEEPSEEK_V3_LAYOUTS = {(2, 8): "Et*4|(t*4|)*14tmL", (4, 4): "Et*4|(t*4|)*14tmL", (8, 2): "Et*4|(t*4|)*14tmL",
-                       (8, 1): "Et*8|(t*8|)*6t*5mL"}
-"""DeepSeek-V3's pipeline layouts by ``(pp, vp)``, as Megatron-Bridge places its 61 layers and the
-MTP module: ``layout_map`` of ``src/megatron/bridge/recipes/deepseek/deepseek_v3.py`` for (4, 4),
-(8, 2) and (8, 1), the GB300 preset's ``pp_layout`` of
-``scripts/performance/configs/deepseek/deepseek_workload_base_configs.py`` for (2, 8)."""
 
 
 def _deepseek_v3(a: dict) -> dict:
