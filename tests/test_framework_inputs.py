@@ -1786,3 +1786,7 @@ def test_precision_aware_states_the_library_does_not_count_are_refused(tmp_path,
     plain.write_text(f"#!/bin/bash\n{PRECISION_AWARE.replace(' --use-precision-aware-optimizer', '')} "
                      f"--exp-avg-dtype bf16\n")
     _refused(capsys, ["summary", "--megatron-args", str(plain)], "--exp-avg-dtype bf16 without")
+    from symbolic_cost.models.training import Training
+    for precision, master in (("fp32", True), ("fp16", True), ("bf16", False)):   # from Python too
+        with pytest.raises(InputError, match="precision-aware Adam .* needs precision bf16 with master_weights"):
+            Training(optimizer="adam-bf16-moments", precision=precision, master_weights=master)

@@ -220,6 +220,10 @@ FP8_RECIPES = {
 }
 
 
+PRECISION_AWARE = ("adam-bf16-moments", "adam-16bit-master", "adam-16bit-master-bf16-moments")
+"""The optimizers of Megatron-Core's precision-aware Adam (module docstring): bf16 training with a master."""
+
+
 def get_optimizer(name: str) -> Optimizer:
     """The optimizer named ``name``."""
     if not isinstance(name, str) or name not in OPTIMIZERS:     # a list is no key: refused, not a TypeError
@@ -254,9 +258,9 @@ def check_recipe(precision: str, optimizer: str, master_weights: bool, fp8: str 
     if recipe and recipe.primary_weights and not master_weights:
         raise InputError(f"fp8={fp8!r} needs master_weights: the fp32 master is the only high-"
                          "precision copy of the weights", "fp8")
-    if get_optimizer(optimizer).master_bytes is not None and (precision != "bf16" or not master_weights):
-        raise InputError(f"optimizer {optimizer!r} keeps a 16-bit master (Transformer Engine's remainders of an "
-                         f"fp32 master beside bf16 weights): it needs precision bf16 with master_weights, got "
+    if optimizer in PRECISION_AWARE and (precision != "bf16" or not master_weights):
+        raise InputError(f"optimizer {optimizer!r} is Megatron-Core's precision-aware Adam (Transformer Engine's "
+                         f"FusedAdam beside bf16 weights): it needs precision bf16 with master_weights, got "
                          f"precision {precision!r}, master_weights {master_weights}", "optimizer")
     if not master_weights and conv.get(conventions).mixed_precision == "megatron":
         raise InputError("master_weights=False is not a Megatron-LM optimizer (it always keeps fp32 "
