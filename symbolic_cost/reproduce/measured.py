@@ -47,7 +47,7 @@ from symbolic_cost.models.bridge_recipes import DEEPSEEK_V3_LAYOUTS
 from symbolic_cost.models.closed_forms import palm_flops
 from symbolic_cost.models.config import from_config
 from symbolic_cost.models.totals import model_cost
-from symbolic_cost.models.megatron_precision import PARAM_RECIPES
+from symbolic_cost.models.megatron_precision import PARAM_RECIPES, precision_aware_adam
 from symbolic_cost.models.training import MEGATRON_OVERLAP, Overlap, Training
 from symbolic_cost.timing.systems import check_block_scaling, get_system
 
@@ -447,7 +447,9 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
     The MoE all-to-all overlap is that of the workload that ran the row (``bridge_workload``), else
     the later recipe's where it is read (``bridge_recipe``), else off (Megatron-Core's default); the
     token dispatcher is the workload's (``flex`` where it names a DeepEP or HybridEP backend, as
-    Megatron-Bridge's ``apply_flex_dispatcher_backend`` sets it), else the all-to-all one."""
+    Megatron-Bridge's ``apply_flex_dispatcher_backend`` sets it), else the all-to-all one.  A bf16
+    run without FSDP runs the precision-aware optimizer at its default dtypes (v0.4.2's
+    ``set_post_overrides``: ``adam-16bit-master``)."""
     layout = row["layout"]
     fields = dict(_bridge_degrees(row), recompute="none", flash=True, distributed_optimizer=True,
                   overlap=MEGATRON_OVERLAP, **_bridge_precision(row, assume), **_bridge_split(row, assume))
@@ -486,6 +488,10 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
                              "data-parallel ranks is not read", "fsdp")
         fields.update(zero=3, distributed_optimizer=False)
         assume.append("Megatron-FSDP as ZeRO-3 over the data-parallel ranks, gathers and reductions overlapped")
+    elif fields["fp8"] is None:
+        fields.update(optimizer=precision_aware_adam("bf16", None, "fp32", "fp32", "fp32"))
+        assume.append("the precision-aware optimizer, fp32 masters as 16-bit remainders (Megatron-Bridge v0.4.2's "
+                      "set_post_overrides for bf16 with adam, off under FSDP; not printed)")
     return Training(**fields)
 
 
