@@ -352,7 +352,6 @@ def test_a_recipe_that_builds_its_pipeline_at_run_time_takes_that_functions_layo
             str(ROOT / "tests" / "hf_configs" / "DeepSeek-V3.json"))
     out = summary(*args)
     assert (out["layout"]["p"], out["layout"]["pipeline_layout"]) == (16, "Et*4|(t*4|)*14tmL")
-    assert 4 + 14 * 4 + 1 == 61
     yaml = tmp_path / "pp2.yaml"
     yaml.write_text("model:\n  pipeline_model_parallel_size: 2\n")
     code, _, err = run("summary", *args, "--nemo-recipe", str(yaml))

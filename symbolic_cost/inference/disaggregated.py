@@ -21,7 +21,6 @@ aggregated engine's, so the two can be compared per GPU: a deployment of ``P`` p
 from __future__ import annotations
 
 import heapq
-
 import math
 from dataclasses import dataclass
 

@@ -643,11 +643,9 @@ def _optimizer_state(o: Options, policy: dict) -> dict:
                 raise InputError(f"--{name} {dtype} without --use-precision-aware-optimizer (Megatron-LM asserts it "
                                  f"fp32 then)", f"--{name}")
         return {}
-    if policy["optimizer"] != "adam":
-        raise InputError(f"--use-precision-aware-optimizer with --optimizer {policy['optimizer']}: Megatron-LM runs it "
-                         f"with adam only", "--use-precision-aware-optimizer")
-    return {"optimizer": precision_aware_adam(policy["precision"], policy.get("fp8"), dtypes["main-params-dtype"],
-                                              dtypes["exp-avg-dtype"], dtypes["exp-avg-sq-dtype"])}
+    return {"optimizer": precision_aware_adam(policy["optimizer"], policy["precision"], policy.get("fp8"),
+                                              dtypes["main-params-dtype"], dtypes["exp-avg-dtype"],
+                                              dtypes["exp-avg-sq-dtype"])}
 
 
 def _policy(o: Options, arch: Architecture, pp: int, sequence: bool, notes: list) -> dict:

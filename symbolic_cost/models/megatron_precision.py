@@ -40,11 +40,8 @@ def precision(c: Container) -> dict:
                          "optimizer.optimizer")
     policy.update(optimizer=kind, distributed_optimizer=c.get("ddp", "use_distributed_optimizer", False, bool))
     if c.get("optimizer", "use_precision_aware_optimizer", False, bool):
-        if kind != "adam":
-            raise InputError(f"optimizer.use_precision_aware_optimizer with optimizer {kind!r}: Megatron-Core runs it "
-                             f"with adam only", "optimizer.use_precision_aware_optimizer")
         dtypes = [_dtype(c, key) for key in ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")]
-        policy["optimizer"] = precision_aware_adam(policy["precision"], policy.get("fp8"), *dtypes,
+        policy["optimizer"] = precision_aware_adam(kind, policy["precision"], policy.get("fp8"), *dtypes,
                                                    c.get("optimizer", "store_param_remainders", True, bool),
                                                    "optimizer.use_precision_aware_optimizer")
     else:
@@ -81,8 +78,9 @@ DELAYED = ("delayed", "fp8-params")
 kernel, so it holds the masters as without FP8."""
 
 
-def precision_aware_adam(precision: str, fp8: str | None, main_params: str, exp_avg: str, exp_avg_sq: str,
-                         remainders: bool = True, where: str = "--use-precision-aware-optimizer") -> str:
+def precision_aware_adam(optimizer: str, precision: str, fp8: str | None, main_params: str, exp_avg: str,
+                         exp_avg_sq: str, remainders: bool = True,
+                         where: str = "--use-precision-aware-optimizer") -> str:
     """The library's optimizer for Megatron-Core's precision-aware optimizer (Transformer Engine's
     ``FusedAdam``, ``megatron/core/optimizer``): the two moments in ``exp_avg`` and ``exp_avg_sq``
     (equal: the library keeps one size a moment); the master weights held by ``FusedAdam`` where
@@ -90,7 +88,10 @@ def precision_aware_adam(precision: str, fp8: str | None, main_params: str, exp_
     (``use_precision_aware_optimizer_no_fp8_or_ds_fp8``) -- an fp32 master of a bf16 weight as its
     low 16 bits (``store_param_remainders``, on by default: ``torch.int16`` shards in
     ``distrib_optimizer.py``), else in ``main_params`` -- and otherwise Megatron-Core's own fp32
-    masters.  bf16 training only (the remainders are bf16's)."""
+    masters.  Adam (``optimizer``, Megatron-Core's name) and bf16 training only (the remainders are
+    bf16's)."""
+    if optimizer != "adam":
+        raise InputError(f"{where} with optimizer {optimizer!r}: Megatron-Core runs it with adam only", where)
     if precision != "bf16":
         raise InputError(f"{where} with {precision} training: the reader reads it beside bf16", where)
     for name, dtype in (("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq), ("main_params", main_params)):

@@ -489,7 +489,7 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
         fields.update(zero=3, distributed_optimizer=False)
         assume.append("Megatron-FSDP as ZeRO-3 over the data-parallel ranks, gathers and reductions overlapped")
     elif fields["fp8"] is None:
-        fields.update(optimizer=precision_aware_adam("bf16", None, "fp32", "fp32", "fp32"))
+        fields.update(optimizer=precision_aware_adam("adam", "bf16", None, "fp32", "fp32", "fp32"))
         assume.append("the precision-aware optimizer, fp32 masters as 16-bit remainders (Megatron-Bridge v0.4.2's "
                       "set_post_overrides for bf16 with adam, off under FSDP; not printed)")
     return Training(**fields)
