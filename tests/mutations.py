@@ -98,6 +98,8 @@ class Mutation:
             raise ValueError(f"mutation {self.name}: anchor found {count} times in {self.path} "
                              f"(expected once): {self.anchor!r}")
         file.write_text(text.replace(self.anchor, self.replacement))
+        for compiled in (file.parent / "__pycache__").glob(f"{file.stem}.*.pyc"):
+            compiled.unlink()       # its bytecode, copied with it: never run the unmutated module
 
 
 PIPELINE, ZERO = "symbolic_cost/parallel/pipeline.py", "symbolic_cost/parallel/zero.py"
@@ -1082,8 +1084,10 @@ MUTATIONS = (
 
 def _copy(tmp: Path) -> Path:
     """The package, the tests and pyproject.toml copied under ``tmp``, with a hypothesis profile
-    that reports the first failing example without shrinking it."""
-    ignore = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
+    that reports the first failing example without shrinking it.  The bytecode comes along (with the
+    sources' times, which it is checked against): a run that compiled every module of the copy again
+    spent most of a cheap kill doing so; ``Mutation.apply`` drops the mutated module's."""
+    ignore = shutil.ignore_patterns(".hypothesis")
     for name in ("symbolic_cost", "tests"):
         shutil.copytree(ROOT / name, tmp / name, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", tmp / "pyproject.toml")
