@@ -41,13 +41,17 @@ def test_chunked_prefill_by_hand():
     assert [context for _, _, context in step.calls[2:4]] == [12, 13]
 
 
-def test_without_chunking_the_same_budget_prefills_whole_prompts():
-    """The same two requests prefilled whole: a 12-token prompt is over an 8-token budget, so
-    each is prefilled alone, in a chunk of the budget's 8 tokens and one of the 4 left, each a step
-    of its own tokens (``step(8/12, 0, 0)``, then ``step(4/12, 0, 0)``)."""
-    step = Constant(0.01, prompt=12)
-    serve(step, 3, None, requests=2, runtime=Runtime(0, 0, max_tokens=8))
-    assert step.calls[:2] == [(8 / 12, 0, 0.0), (4 / 12, 0, 0.0)]
+def test_without_chunking_a_prompt_over_the_budget_is_refused():
+    """The same two requests without chunked prefill: a 12-token prompt over an 8-token budget is
+    what neither engine runs (TensorRT-LLM's max_num_tokens >= max_input_len without chunked
+    context, vLLM's max_num_batched_tokens >= max_model_len without chunked prefill); 12 fits."""
+    for allocation in ("reserve", "on-demand"):
+        with pytest.raises(InputError, match="a prompt of 12 tokens is longer than max_tokens=8 .*--chunked-prefill"):
+            serve(Constant(0.01, prompt=12), 3, None, requests=2, runtime=Runtime(0, 0, max_tokens=8,
+                                                                                  allocation=allocation))
+        step = Constant(0.01, prompt=12)
+        serve(step, 3, None, requests=2, runtime=Runtime(0, 0, max_tokens=12, allocation=allocation))
+        assert step.calls[0] == (1, 0, 0.0)          # the first prompt whole; the second waits for room
 
 
 def test_decodes_take_the_budget_first():

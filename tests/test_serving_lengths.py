@@ -83,16 +83,17 @@ def test_prompts_of_their_own_lengths_fill_the_budget_and_the_context_by_their_t
     assert step.calls == [(9 / 4, 0, 0.0), (3 / 4, 2, 4.5), (0, 1, 3.0)]
 
 
-def test_a_prompt_longer_than_the_budget_is_prefilled_alone_in_its_own_chunks():
-    """A budget of 100 tokens; prompts of 50 and 250 (three chunks), then 50, one output token each,
-    all at once: the first step prefills the first prompt (250 does not fit beside it), the next
-    three the long one alone, a chunk of the budget's 100 tokens, 100 and the last 50, each a step
-    of its own tokens (the step model's 1 s each: its first token at 4 s), the last the third."""
-    step = Constant(1.0, prompt=50)
-    first, _, _, _ = whole_prompt_steps(step, [1, 1, 1], [0.0] * 3, Runtime(0, 0, max_tokens=100), 0.0, math.inf,
-                                        [0, 0, 0], [50, 250, 50])
-    assert first == pytest.approx([1.0, 4.0, 5.0])
-    assert step.calls == [(1.0, 0, 0.0), (2.0, 0, 0.0), (2.0, 0, 0.0), (1.0, 0, 0.0), (1.0, 0, 0.0)]
+def test_a_prompt_that_does_not_fit_beside_the_decodes_holds_the_line():
+    """A budget of 100 tokens; prompts of 60, 60 and 10, three output tokens each, all at once: the
+    first step prefills the first (the second does not fit beside it, and the third, behind it,
+    waits too: first come first served, as TensorRT-LLM's scheduler stops at the first that does
+    not fit); the second step decodes the first and takes the second (60 + 1 <= 100) and the third
+    (71 + 10 <= 100); the first's last token comes at the third step."""
+    step = Constant(1.0, prompt=60)
+    first, finished, _, _ = whole_prompt_steps(step, [3, 3, 3], [0.0] * 3, Runtime(0, 0, max_tokens=100), 0.0,
+                                               math.inf, [0, 0, 0], [60, 60, 10])
+    assert (first, finished) == ([1.0, 2.0, 2.0], [3.0, 4.0, 4.0])
+    assert step.calls[:2] == [(1.0, 0, 0.0), (70 / 60, 1, 60.0)]
 
 
 def test_the_throughput_counts_every_drawn_token():
@@ -187,11 +188,10 @@ class Placed(Constant):
         return sum(offset for offset, _ in chunks) * 1e-6
 
 
-@pytest.mark.parametrize("steps, runtime", [(chunked_steps, Runtime(0, 0, max_tokens=10, chunked=True)),
-                                            (whole_prompt_steps, Runtime(0, 0, max_tokens=10))])
-def test_each_chunk_is_priced_at_its_place(steps, runtime):
-    """A 30-token prompt over a budget of 10, alone: three steps, after 0, 10 and 20 tokens cached,
+def test_each_chunk_is_priced_at_its_place():
+    """A 30-token prompt over a budget of 10, chunked: three steps, after 0, 10 and 20 tokens cached,
     each the step's 10 ms plus what the step model says its place adds (here 0, 10 and 20 us)."""
     step = Placed(0.01, prompt=30)
-    _, _, run, _ = steps(step, [1], [0.0], runtime, 0.0, math.inf, [0], [30])
+    _, _, run, _ = chunked_steps(step, [1], [0.0], Runtime(0, 0, max_tokens=10, chunked=True), 0.0, math.inf,
+                                 [0], [30])
     assert [duration for duration, _ in run] == pytest.approx([0.01, 0.01001, 0.01002], rel=1e-12)

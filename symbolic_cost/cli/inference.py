@@ -137,7 +137,7 @@ def add_arguments(parser) -> None:
     options.option(load, "--max-tokens", type=options.integer(1, 10**7), metavar="N", action=options.Given,
                    help="the engine's most tokens a step (max_num_tokens, vLLM's max_num_batched_tokens, SGLang's "
                         "chunked_prefill_size; default: the --engine's); without chunked prefill a longer prompt is "
-                        "prefilled alone in chunks of at most N")
+                        "refused, as the engines refuse it")
     options.option(load, "--chunked-prefill", action=argparse.BooleanOptionalAction, default=None,
                    help="prefill prompts in chunks beside the decodes, within --max-tokens a step (TensorRT-LLM's "
                         "enable_chunked_context; default: the --engine's: off for trtllm, on for vllm and sglang)")

@@ -134,16 +134,13 @@ class Reserving:
 class WholePrompts(Reserving):
     """An engine that prefills each prompt whole (``load.serve``): a step admits waiting prompts,
     first come first served, while the budget of ``max_tokens`` tokens (one a sequence decoding)
-    holds them whole; a prompt longer than the budget is prefilled alone, a chunk a step, when it
-    is the next in line, beside the decodes."""
+    holds them whole; the first that does not fit waits, and every prompt behind it, as
+    TensorRT-LLM's micro-batch scheduler stops at it (a prompt longer than the budget is refused
+    before: ``load.check_budget``)."""
 
     def __init__(self, step, outputs, times, runtime, blocks, needs, prompts):
         super().__init__(step, outputs, times, runtime, blocks, needs, prompts)
-        self.pending = None              # [request, chunks left, chunks] of a long prompt being prefilled
         self.admitted = 0
-
-    def waiting(self) -> bool:
-        return not self.running and self.pending is None
 
     def plan(self, now: float) -> float:
         """Seconds of the step that starts at ``now``, before the step's fixed overhead (0 for an
@@ -153,15 +150,6 @@ class WholePrompts(Reserving):
         self.decoding, self.admitted, tokens = decoding, 0, 0
         if self.idle(now):
             return 0.0
-        if self.pending is None and nxt < len(self.times) and prompts[nxt] > self.runtime.max_tokens \
-                and self.fits(nxt, now, decoding):
-            chunks = -(-prompts[nxt] // self.runtime.max_tokens)
-            self.pending, self.nxt, self.reserved = [nxt, chunks, chunks], nxt + 1, self.reserved + self.needs[nxt]
-        if self.pending is not None:       # its next chunk of the budget's tokens, beside the decodes
-            request, left, chunks = self.pending
-            offset = (chunks - left) * self.runtime.max_tokens
-            chunk = (offset, min(self.runtime.max_tokens, prompts[request] - offset))
-            return priced(step, [chunk], 0, 0.0) + (step(0, decoding, context) if decoding else 0.0)
         room, whole = self.runtime.max_tokens - decoding, []
         while (nxt + self.admitted < len(self.times) and room >= prompts[nxt + self.admitted]
                and self.fits(nxt + self.admitted, now, decoding + self.admitted)):
@@ -173,11 +161,7 @@ class WholePrompts(Reserving):
         """The step ran and ended at ``now`` after ``duration`` seconds."""
         self.steps += 1
         self.steps_run.append((duration, self.decoding))       # one inter-token gap for each sequence decoding
-        pending = self.pending
-        started = [pending[0]] if pending is not None and pending[1] == 1 else []
-        if pending is not None:
-            self.pending = None if pending[1] == 1 else [pending[0], pending[1] - 1, pending[2]]
-        for request in started + list(range(self.nxt, self.nxt + self.admitted)):   # their first token
+        for request in range(self.nxt, self.nxt + self.admitted):   # their first token
             self.first[request] = now
             self.running.start(request, self.steps)
         self.nxt += self.admitted

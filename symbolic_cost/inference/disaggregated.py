@@ -29,7 +29,7 @@ from symbolic_cost.cost import Collective
 from symbolic_cost.digits import whole_number
 from symbolic_cost.inference.batching import chunked_steps, mean_context, whole_prompt_steps
 from symbolic_cost.inference.lengths import FIXED, Lengths
-from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_run, in_flight, measured_load,
+from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_budget, check_run, in_flight, measured_load,
                                           request_blocks, request_lengths, seconds)
 from symbolic_cost.timing.hardware import comm_time
 
@@ -145,6 +145,7 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
                          "allocation")
     times = arrivals(requests, rate, seed)
     prompts, outputs = request_lengths(step, output_tokens, requests, lengths, seed)
+    check_budget(prompts, runtime)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     transfer = kv_transfer_seconds(step) if transfer is None else seconds(transfer, "transfer")
     if not 0 <= transfer < math.inf:
@@ -172,5 +173,5 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
             gaps += steps_run + [(second[j] - first[i], 1) for j, i in enumerate(mine)]
             for j, i in enumerate(mine):
                 finished[i] = last[j]
-    span = max(finished) - times[0]
-    return measured_load(times, first, finished, gaps, prompts, outputs, float(runtime.request_overhead), span, slo)
+    return measured_load(times, first, finished, gaps, prompts, outputs, float(runtime.request_overhead),
+                         max(finished), slo)

@@ -10,8 +10,8 @@ as an event simulation whose every step is priced by the library's own expressio
   phases on the calibrated roofline, the weights read once when both run in one step, and the
   step's tensor-parallel collectives at NCCL's price (see the class);
 * ``Runtime``: the engine's limits (``max_batch`` sequences in flight, ``max_tokens`` per step:
-  a prompt is admitted whole, first come first served, while both allow; a prompt longer than
-  ``max_tokens`` is prefilled alone in chunks of at most ``max_tokens``; and the KV cache: a
+  a prompt is admitted whole, first come first served, while both allow (a prompt longer than
+  ``max_tokens`` is refused without chunked prefill, as the engines refuse it: ``check_budget``); and the KV cache: a
   pool of ``memory_fraction`` of the memory the weights leave, in blocks of ``block_tokens``,
   from which each request reserves the blocks of its whole length when it is admitted, as
   TensorRT-LLM's ``GUARANTEED_NO_EVICT`` scheduler does, ``StepModel.cache_blocks``) and its fixed costs,
@@ -449,6 +449,27 @@ def check_run(step, output_tokens: int, requests: int, runtime, seed: int, slo,
     return None if slo is None else check_slo(slo)
 
 
+def check_budget(prompts: list[int], runtime: Runtime) -> None:
+    """Refuse a prompt longer than ``runtime.max_tokens`` without chunked prefill, as the engines
+    refuse it: TensorRT-LLM needs ``max_num_tokens`` at least ``max_input_len`` unless
+    ``enable_chunked_context`` is on, and vLLM without chunked prefill needs
+    ``max_num_batched_tokens`` at least ``max_model_len``; a prompt is never split otherwise.
+
+    >>> check_budget([100, 200], Runtime(max_tokens=100, chunked=True))
+    >>> check_budget([100, 200], Runtime(max_tokens=100))
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: a prompt of 200 tokens is longer than max_tokens=100 ...
+    """
+    longest = max(prompts, default=0)
+    if not runtime.chunked and longest > runtime.max_tokens:
+        raise InputError(f"a prompt of {longest:,} tokens is longer than max_tokens={runtime.max_tokens:,} "
+                         f"(--max-tokens) without chunked prefill, which no engine runs: TensorRT-LLM needs "
+                         f"max_num_tokens >= max_input_len unless enable_chunked_context, vLLM needs "
+                         f"max_num_batched_tokens >= max_model_len without chunked prefill; give --chunked-prefill "
+                         f"or --max-tokens of at least {longest:,}", "max_tokens")
+
+
 def seconds(value, name: str, argument: str | None = None) -> float:
     """``value`` as a float of seconds: an int, a float, a ``Fraction`` or a SymPy ``Rational`` (the
     simulator keeps its clock in floats); anything else is an ``InputTypeError`` naming ``argument``
@@ -492,9 +513,9 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     (``kernels``: ``step.kernels``, 0 for a step that does not state it): the admitted prompts
     yield their first token at its end (their time to first token, plus ``request_overhead``)
     and every sequence already running yields its next (one inter-token gap of the step's
-    duration).  A prompt longer than ``max_tokens`` is admitted alone and prefilled in
-    ``n = ceil(P / max_tokens)`` chunks, one a step, each priced by its tokens, ``step(t / P, 0, 0)``,
-    beside the step's decodes: its first token comes at the end of the last.  A sequence leaves after
+    duration).  A prompt that does not fit beside the decodes waits, and the prompts behind it,
+    until it does (first come first served); one longer than ``max_tokens`` is refused without
+    chunked prefill (``check_budget``).  A sequence leaves after
     ``output_tokens`` tokens.  ``lengths`` (``inference.lengths.Lengths``) may draw each request's
     prompt and output around ``P`` and ``output_tokens`` instead, as a dataset's (its prompts
     admitted and priced by their tokens, ``step(tokens / P, B, c)``; each request reserving the
@@ -530,6 +551,7 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
                          "batches in flight would meet at each all-to-all): serve it with p=1", "p")
     times = arrivals(requests, rate, seed)
     prompts, outputs = request_lengths(step, output_tokens, requests, lengths, seed)
+    check_budget(prompts, runtime)
     overhead = float(runtime.step_overhead + getattr(step, "kernels", 0) * runtime.kernel_overhead)
     if getattr(step, "draft_launches", None):
         step = WithDraftLaunches(step, float(runtime.kernel_overhead))
@@ -563,7 +585,7 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     if per_step != 1:                              # each step's gap holds that many tokens of a sequence
         steps_run = [(duration / float(per_step), count) for duration, count in steps_run]
     return measured_load(times, first, finished, steps_run, prompts, outputs,
-                         float(runtime.request_overhead), last - times[0], slo)
+                         float(runtime.request_overhead), last, slo)
 
 
 class WithDraftLaunches:
@@ -683,12 +705,16 @@ def _steps_for(output_tokens: int, per_step) -> int:
     return output_tokens if per_step == 1 else 1 + int(ceiling(Rational(output_tokens - 1) / per_step))
 
 
-def measured_load(times, first, finished, steps_run, prompts, outputs, front, span, slo) -> Load:
+def measured_load(times, first, finished, steps_run, prompts, outputs, front, last, slo) -> Load:
     """The ``Load`` of a simulated run of requests of ``prompts`` and ``outputs`` tokens each: each
     request's time to first token (plus the front end's ``front``) and end-to-end latency, the
     steps' inter-token gaps, and, with ``slo`` (seconds of time to first token and of mean
-    inter-token latency), the requests that meet it."""
+    inter-token latency), the requests that meet it.  The throughputs are over the benchmark's
+    clock, from the first request's arrival to the last token's delivery, ``last + front``
+    (``last``: the engine's last token; vLLM's ``benchmark_serving`` and TensorRT-LLM's benchmark
+    stop their clock when the last response is in), so no request's latency outlasts the run."""
     requests, generated = len(times), sum(outputs)
+    span = last + front - times[0]
     ttft = [f - t + front for f, t in zip(first, times)]
     e2e = [f - t + front for f, t in zip(finished, times)]
     gaps = [(duration, count) for duration, count in steps_run if count]
@@ -719,8 +745,9 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     request misses it.  The rate is at most the engine's capacity (the rate it serves when every
     request arrives at once, ``capacity``): above it the queue, and the time to first token, grow without end,
     although a finite run of ``requests`` requests may still meet a loose bound on the time to
-    first token (a search that doubled past the capacity answered 2^16 times it).  The capacity is
-    tried first, then ``rounds`` halvings of the interval below it; the seeded arrivals of a rate
+    first token (a search that doubled past the capacity answered 2^16 times it).  The interval
+    below the capacity is halved ``rounds`` times (the capacity itself is never the answer: a
+    finite run at it may meet the bound only because it ends before its queue has grown); the seeded arrivals of a rate
     ``r`` are those of rate 1 scaled by ``1/r`` (``arrivals``), so the tests along the way differ
     by the rate alone, as are their output lengths (``lengths``, ``serve``'s).  ``simulate``: the load test,
     called as ``serve`` is (``None``: ``serve``; a disaggregated deployment passes
@@ -744,12 +771,8 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     low, best = 0.0, None
     # the engine's capacity bounds the rate: above it the queue grows without end, however loose
     # the bound on the time to first token that a finite run of requests still meets
-    high = capacity(lambda burst: simulate(step, output_tokens, None, burst, runtime, seed, slo).request_throughput,
-                    requests)
-    load = simulate(step, output_tokens, high, requests, runtime, seed, slo)
-    if meets(load):
-        return high, load
-    for _ in range(rounds):
+    high = capacity(lambda burst: simulate(step, output_tokens, None, burst, runtime, seed, slo).request_throughput)
+    for _ in range(rounds):     # below the capacity only: at it the queue of a long run grows without end
         middle = (low + high) / 2
         if middle < MIN_RATE:               # slower than arrivals' clock resolves: alone, as the lone request
             break
@@ -762,28 +785,40 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
 
 
 CONVERGED = Rational(1, 20)
-"""How little a burst twice as large may add to the throughput of all-at-once requests before it is
-taken as the engine's capacity (``capacity``)."""
+"""How little a burst four times as large may add to the throughput of all-at-once requests before
+it is taken as the engine's capacity (``capacity``)."""
+FIRST_BURST = 128
+"""The burst ``capacity`` starts from, whatever the load test's own count of requests (from that
+count, a run of 50 requests and one of 1,000 found capacities 10 % apart)."""
 MAX_BURST = 2**16
 """The largest burst ``capacity`` simulates (each of its requests' tokens a step of some batch)."""
 
 
-def capacity(burst_throughput, requests: int) -> float:
-    """The engine's capacity, requests/s: the throughput of ``requests`` arriving at once
-    (``burst_throughput(n)``, a load test of ``n`` such requests), doubled while a burst twice as
-    large adds more than ``CONVERGED`` of it, up to ``MAX_BURST``.  A burst no larger than the
-    sequences an engine holds at once runs them as one batch, and its throughput is that batch's,
-    not the engine's: Qwen3-30B-A3B on 8 H100 (TP4, PP2) serves 35 requests/s of 100 at once and
-    155 of 8,000.  A burst of ``B`` requests on an engine of capacity ``c`` whose last requests take
-    ``T`` to drain serves about ``B / (B / c + T)``, so the doubling stops within a few per cent of ``c``."""
-    rate = burst_throughput(requests)
-    while 2 * requests <= MAX_BURST:
-        requests *= 2
-        more = burst_throughput(requests)
-        if more <= rate * (1 + float(CONVERGED)):
-            return max(rate, more)
-        rate = more
-    return rate
+def capacity(burst_throughput) -> float:
+    """The engine's capacity, requests/s: the throughput of ``FIRST_BURST`` requests arriving at
+    once (``burst_throughput(n)``, a load test of ``n`` such requests), doubled while a burst four
+    times as large adds more than ``CONVERGED`` of it, up to ``MAX_BURST``.  A burst no larger than
+    the sequences an engine holds at once runs them as one batch, and its throughput is that
+    batch's, not the engine's: Qwen3-30B-A3B on 8 H100 (TP4, PP2) serves 35 requests/s of 100 at
+    once and 155 of 8,000.  A burst of ``B`` requests on an engine of capacity ``c`` whose last
+    requests take ``T`` to drain serves about ``B / (B / c + T)``, so the doubling stops within a
+    few per cent of ``c``.  Four times, not two: the throughput of a burst grows in steps as its
+    batches fill (Llama 2 7B on one H100, 512 + 128 tokens: 26.2, 26.5, 28.2 and 29.1 requests/s for
+    100 to 800 requests), so one small gain does not show the top.
+
+    >>> capacity(lambda n: 40 * n / (n + 8))        # c = 40, T = 0.2 s: 128, 256, 512 (+4.6 % over 128)
+    39.38461538461539
+    >>> capacity(lambda n: 10 if n < 512 else 12)   # a plateau, then a step: 12, not 10
+    12
+    """
+    rates = {FIRST_BURST: burst_throughput(FIRST_BURST)}
+    burst = FIRST_BURST
+    while 2 * burst <= MAX_BURST:
+        burst *= 2
+        rates[burst] = burst_throughput(burst)
+        if burst >= 4 * FIRST_BURST and rates[burst] <= rates[burst // 4] * (1 + float(CONVERGED)):
+            break
+    return max(rates.values())
 
 
 def cache_limit(step, runtime: Runtime, length: int, share: int = 1) -> tuple[float, int]:

@@ -20,7 +20,8 @@ A step, as V1 schedules it, within a budget of ``max_tokens`` tokens:
 * unless the step preempted, waiting requests are admitted in order, preempted ones first, while
   ``max_batch``, the budget and the free blocks allow (none is preempted to admit another); a
   waiting request prefills its prompt and the tokens it had generated (``P + g``), in chunks, or
-  whole without chunked prefill (a prompt longer than ``max_tokens`` then alone, chunk by chunk).
+  whole without chunked prefill (a recomputed prompt and its tokens longer than ``max_tokens`` then
+  alone, chunk by chunk; a fresh prompt longer than it is refused, ``load.check_budget``).
 
 The running requests are always the decoding ones, in the order they were scheduled, then the
 prompts being prefilled (a prompt admitted later finishes its prefill later), so the decodes are
