@@ -72,6 +72,9 @@ def test_a_half_sent_request_holds_only_its_own_connection(page):
     ("PUT /api/summary HTTP/1.1\nHost: 127.0.0.1:{port}\nContent-Length: 0\n\n", 405, "answers GET and POST, not PUT"),
     ("DELETE / HTTP/1.1\nHost: 127.0.0.1:{port}\n\n", 405, "not DELETE"),
     ("GET /" + "a" * 70000 + " HTTP/1.1\n\n", 414, "URI Too Long"),
+    # two lengths: which one a proxy in front read, nobody knows (the first was taken)
+    ("POST /api/summary HTTP/1.1\nHost: 127.0.0.1:{port}\nContent-Length: 2\nContent-Length: 3\n\n{} ", 400,
+     "states its Content-Length once"),
 ])
 def test_malformed_and_foreign_requests_are_refused_naming_the_rule(page, request_, status, message):
     got, body = ask(page, request_)
@@ -103,6 +106,49 @@ def test_a_refused_value_comes_back_as_unprocessable(page):
     body = json.dumps({"model": "preset", "preset": "gpt2", "set": {"b": 0}})
     status, answer = ask(page, post(body, **{"Content-Length": str(len(body))}))
     assert status == 422 and answer["status"] == 2 and "b" in answer["error"] and answer["output"] is None
+
+
+def test_a_request_trickled_a_byte_at_a_time_is_cut_off(page, monkeypatch):
+    """A byte every 0.2 s never lets the socket's read timeout pass, and 32 such clients held every
+    connection of the server for as long as they went on; the whole request must arrive within
+    ``REQUEST_SECONDS`` (1 s here), or the server closes it.  The client goes on for up to ``WAIT``
+    seconds: the server, not the client, ends the exchange."""
+    import time
+    monkeypatch.setattr(server, "REQUEST_SECONDS", 1)
+    with socket.create_connection(("127.0.0.1", page), timeout=WAIT) as slow:
+        slow.sendall(b"POST /api/summary HTTP/1.1\r\n")
+        start, closed = time.monotonic(), False
+        while not closed and time.monotonic() - start < WAIT:
+            try:
+                slow.sendall(b"X")
+                time.sleep(0.2)
+            except OSError:            # reset: the server closed it
+                closed = True
+                break
+            slow.setblocking(False)
+            try:
+                closed = slow.recv(65536) is not None
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed = True
+            slow.setblocking(True)
+    assert closed
+    status, choices = ask(page, "GET /api/choices HTTP/1.1\nHost: 127.0.0.1:{port}\n\n")
+    assert status == 200
+
+
+@pytest.mark.parametrize("kind, request_, unused", [
+    ("summary", {"devices": "8"}, "devices"), ("summary", {"rate": "8", "grid": "b=1,2"}, "grid, rate"),
+    ("inference", {"zero": "1"}, "zero"), ("inference", {"global_batch": "8"}, "global_batch"),
+    ("layers", {"top": "3"}, "top"), ("formula", {"field": "total", "devices": "8"}, "devices"),
+])
+def test_a_field_its_command_does_not_read_is_refused(kind, request_, unused):
+    """The page's fields are one set for every kind of request: a field one kind reads was dropped
+    without a word by another (a summary of 'devices': 8 ran on the preset's own devices)."""
+    from symbolic_cost.app.commands import answer
+    got = answer(kind, {"model": "preset", "preset": "gpt2", **request_}, main)
+    assert got["status"] == 2 and f"{unused}: a {kind} request has no" in got["error"], got
 
 
 def test_connections_past_the_limit_are_turned_away_at_once(page):

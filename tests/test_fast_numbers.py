@@ -366,6 +366,33 @@ def test_sweep_dask_refuses_what_is_neither_a_worker_count_nor_an_address(value,
     assert "--dask must be a number of local worker processes" in err and err.count("\n") == 1
 
 
+def test_sweep_dask_refuses_an_address_where_no_scheduler_answers(capsys):
+    """A server of another protocol at the address (here one that answers every connection with an
+    HTTP reply, on 127.0.0.1): Dask's framing read its bytes as a message of exbibytes and ended in
+    an internal MemoryError; now the address is refused by name."""
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+    from symbolic_cost.cli import main
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(60)
+
+    def answer():
+        with server:
+            for _ in range(4):
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" * 20)
+    threading.Thread(target=answer, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    assert main(["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--field", "total", f"--dask={address}"]) == 2
+    err = capsys.readouterr().err
+    assert f"--dask {address}: no Dask scheduler answered there" in err and err.count("\n") == 1
+
+
 def test_symbolic_tensor_degree_pads_the_vocabulary_as_numbers_do():
     """GPT-2's 50,257 rows are padded to a multiple of m1 (whole rows per device): a model built
     with a symbolic m1 and then given numbers equals the model built with those numbers."""

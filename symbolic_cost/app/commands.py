@@ -67,6 +67,15 @@ MODELS = ("preset", "config", "hub")
 KNOWN = {"model", "preset", "config", "hub", "set", "serve", "flash", "keep", "field", "devices", "global_batch",
          "top", "grid", *CHOICES, *SERVING_OPTIONS}
 """Every key a request may hold; any other is refused rather than ignored."""
+MODEL_KEYS = {"model", "preset", "config", "hub", "system", "precision", "flash"}
+"""What every request of the page holds: the model and where it runs."""
+TRAINING_KEYS = MODEL_KEYS | {"set", "zero", "recompute", "attention_kernel"}
+"""What the page's training requests hold (``layers`` takes only the layout's ``ROOFLINE`` values and
+the precision and system of them, but the page sends it the whole form)."""
+USED = {"summary": TRAINING_KEYS, "formula": TRAINING_KEYS | {"field", "keep"},
+        "search": TRAINING_KEYS | {"devices", "global_batch", "top"}, "sweep": TRAINING_KEYS | {"grid"},
+        "layers": TRAINING_KEYS, "inference": MODEL_KEYS | {"serve", *SERVING_OPTIONS}}
+"""The keys each kind of request reads; another one given a value is refused, not ignored."""
 
 
 JSON_KINDS = {type(None): "null", bool: "a boolean", float: "a number with a fraction", list: "a list",
@@ -157,13 +166,26 @@ def choice_words(request: dict, names=CHOICES) -> list[str]:
     return words
 
 
-def checked(request) -> dict:
-    """The request itself, refused when it is not an object or holds a key the page never sends."""
+def checked(request, kind: str) -> dict:
+    """The request itself, refused when it is not an object, holds a key the page never sends, or
+    gives a value to one its ``kind`` does not read (``USED``).
+
+    >>> checked({"preset": "gpt2", "devices": ""}, "summary")
+    {'preset': 'gpt2', 'devices': ''}
+    >>> checked({"preset": "gpt2", "devices": "8"}, "summary")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: devices: a summary request has no devices; it would be ignored
+    """
     if not isinstance(request, dict):
         raise InputError("a request is a JSON object", "request")
     unknown = sorted(set(request) - KNOWN)
     if unknown:
         raise InputError(f"unknown request field(s) {', '.join(unknown)}", "request")
+    unused = sorted(key for key in set(request) - USED[kind] if request[key] not in (None, "", {}))
+    if unused:
+        raise InputError(f"{', '.join(unused)}: a {kind} request has no {' or '.join(unused)}; it would be ignored",
+                         unused[0])
     return request
 
 
@@ -272,7 +294,7 @@ def answer(kind: str, request, main) -> dict:
     status, what it printed (parsed: ``parsed``) and its one-line refusal (empty when it ran)."""
     with tempfile.TemporaryDirectory(prefix="symbolic-cost-") as folder:
         try:
-            words = WORDS[kind](checked(request), Path(folder))
+            words = WORDS[kind](checked(request, kind), Path(folder))
         except InputError as error:
             return {"command": "", "status": 2, "output": None, "error": f"symbolic-cost: error: {error}"}
         out, err = io.StringIO(), io.StringIO()

@@ -8,10 +8,12 @@ page sits below it and imports none of it.
 Built for a network that may be hostile:
 
 * each connection is read by a thread of its own with a socket timeout (``READ_SECONDS``), so a
-  client that sends half a request, or nothing, holds only its own thread; at most
-  ``CONNECTIONS`` are open at once, and the next is answered ``503`` at once;
-* a body must state its ``Content-Length`` (an integer up to ``LARGEST_REQUEST``, else ``400``
-  or ``413``; none: ``411``), and a chunked body is refused (``411``), not misread;
+  client that sends half a request, or nothing, holds only its own thread, and a whole request
+  (its line, headers and body) must arrive within ``REQUEST_SECONDS``, so one that trickles a byte
+  at a time is cut off too; at most ``CONNECTIONS`` are open at once, and the next is answered
+  ``503`` at once;
+* a body must state its ``Content-Length`` once (an integer up to ``LARGEST_REQUEST``, else
+  ``400`` or ``413``; none: ``411``), and a chunked body is refused (``411``), not misread;
 * the ``Host`` header must name the address and port the page is served on, and an ``Origin``,
   when sent, must be that page (``403``): another site's script in the user's browser, or a DNS
   name rebound to this machine, gets no answer;
@@ -44,6 +46,9 @@ LARGEST_REQUEST = 1_000_000
 """Bytes a request body may hold (a config.json is a few kilobytes)."""
 READ_SECONDS = 10
 """Seconds a connection may wait between the parts of its request before it is closed."""
+REQUEST_SECONDS = 30
+"""Seconds a whole request may take to arrive, from the wait for its first line to its body's last
+byte (a client trickling a byte every few seconds never waits ``READ_SECONDS`` at once)."""
 CONNECTIONS = 32
 """Connections read at once; the next is answered ``503``."""
 WAITING = 8
@@ -123,6 +128,28 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
+    def handle_one_request(self) -> None:
+        """One request, whose arrival is cut off after ``REQUEST_SECONDS`` (its socket's reading
+        side shut: the wait for more ends as the end of the stream); ``arrived`` stops the clock."""
+        self.deadline = threading.Timer(REQUEST_SECONDS, self.cut_off)
+        self.deadline.daemon = True
+        self.deadline.start()
+        try:
+            super().handle_one_request()
+        finally:
+            self.deadline.cancel()
+
+    def cut_off(self) -> None:
+        try:
+            self.connection.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def arrived(self) -> None:
+        """The request has arrived whole: its answer is not raced by ``REQUEST_SECONDS``."""
+        self.deadline.cancel()
+
     def send(self, status: int, body: bytes, kind: str) -> None:
         self.send_response(status)
         self.send_header("Content-Type", kind)
@@ -145,6 +172,7 @@ class Handler(BaseHTTPRequestHandler):
         return False
 
     def do_GET(self) -> None:
+        self.arrived()
         if self.refused():
             return
         if self.path in ("/", "/index.html"):
@@ -163,8 +191,13 @@ class Handler(BaseHTTPRequestHandler):
         size = self.body_size()
         if size is None:
             return
+        body = self.rfile.read(size)
+        self.arrived()
+        if len(body) < size:                 # cut off (``REQUEST_SECONDS``) or the client left
+            self.close_connection = True
+            return self.send_json(408, {"error": f"the request's body did not arrive within {REQUEST_SECONDS} s"})
         try:
-            request = json.loads(self.rfile.read(size) or b"{}")
+            request = json.loads(body or b"{}")
         except (ValueError, RecursionError) as error:     # not JSON, or nested past the parser's depth
             return self.send_json(400, {"error": unreadable(error)})
         try:
@@ -199,6 +232,9 @@ class Handler(BaseHTTPRequestHandler):
         a length (411), a length that is not a whole number (400) or too large (413)."""
         if self.headers.get("Transfer-Encoding"):
             self.send_json(411, {"error": "a request states its Content-Length; a chunked body is not read"})
+            return None
+        if len(self.headers.get_all("Content-Length", [])) > 1:     # which one a proxy read, nobody knows
+            self.send_json(400, {"error": "a request states its Content-Length once"})
             return None
         stated = self.headers.get("Content-Length")
         if stated is None:

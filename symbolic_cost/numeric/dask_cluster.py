@@ -65,8 +65,24 @@ def cluster(where: str, argument: str = "where"):
         with local, Client(local) as client:
             yield client
     elif "://" in where:
-        with Client(where, timeout=30) as client:
+        with _connected(Client, where, argument) as client:
             yield client
     else:
         raise InputError(f"{argument} must be a number of local worker processes (at least 1) or a scheduler's "
                          f"address such as tcp://host:8786, got {where!r}", argument)
+
+
+SCHEDULER_SECONDS = 30
+"""How long ``cluster`` waits for a scheduler at an address to answer."""
+
+
+def _connected(client_class, where: str, argument: str):
+    """A client of the scheduler at ``where``; ``InputError`` where nothing there answers as one
+    (a closed port, or a server of another protocol, whose reply Dask's framing once read as a
+    message of 3 EiB and tried to allocate)."""
+    try:
+        return client_class(where, timeout=SCHEDULER_SECONDS)
+    except (OSError, TimeoutError, MemoryError, ValueError, TypeError) as error:
+        raise InputError(f"{argument} {where}: no Dask scheduler answered there ({type(error).__name__}); "
+                         f"give the address of a running scheduler (dask scheduler prints it) or a count of local "
+                         f"worker processes", argument) from None
