@@ -192,6 +192,8 @@ def test_an_inference_grid_keeps_to_the_context_as_set_does(capsys):
 @pytest.mark.parametrize("line, named", [
     # a survey of 450 command lines (issue 66): each was accepted and changed nothing, or sped the step up
     ("lstm --batch 64 --steps 20 --hidden 4096 --vocab 50000 --layers 2 --hlp 100", "hlp must be at most layers"),
+    ("lstm --batch 64 --steps 20 --hidden 1024 --vocab 10000 --layers 2 --dp 128 --system h100",
+     "dp must be at most batch (got dp=128, batch=64)"),
     ("summary --preset gpt2 --set b=8 --overlap expert", "overlap expert hides the MoE all-to-alls"),
     ("search --preset gpt2 --devices 8 --global-batch 64 --everything --zero 3", "--everything tries every ZeRO"),
     ("inference --preset llama-2-7b --speculative 4 --acceptance 0.7 --draft-preset llama-2-7b --set cp=2 --flash",

@@ -103,6 +103,9 @@ def test_a_system_added_by_a_file_alone_answers_as_the_preset_it_restates(tmp_pa
     ({"name": "my gpu"}, "name must be ASCII letters"),
     ({"calibrated": {"sms": 132}}, "calibrated needs family, tile_m"),
     ({"calibrated": {**H100_BY_HAND["calibrated"], "family": "v100"}}, "calibrated.family must be one of a100, h100, b200, b300"),
+    # a stated 0 read as "not stated" skipped the memory check; 1.5 bytes printed a verdict of 1.4e-09 GiB
+    ({"hbm_capacity": 0}, "hbm_capacity must be a positive whole number of bytes, got 0"),
+    ({"hbm_capacity": 1.5}, "hbm_capacity must be a positive whole number of bytes, got 3/2"),
 ])
 def test_a_system_file_is_refused_naming_the_field(tmp_path, capsys, change, message, forgets_added_systems):
     import json

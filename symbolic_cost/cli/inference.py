@@ -36,7 +36,7 @@ from symbolic_cost.inference.serving import check_context, check_decode_context,
 from symbolic_cost.inference.speculative import MAX_DRAFT, draft_beside, speculative_fields
 from symbolic_cost.models import config as hf
 from symbolic_cost.models.overheads import get_overheads
-from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS, weight_format, widened_on
+from symbolic_cost.inference.weight_formats import WEIGHT_FORMATS, check_weights, weight_format, widened_on
 from symbolic_cost.blocks.context import VARIANTS as CP_VARIANTS
 from symbolic_cost.inference.throughput import (FIELDS, PREFILL_FIELDS, ROOFLINES, crossover_batch, fields,
                                                 inference_cost, max_batch, prefill_fields)
@@ -309,6 +309,7 @@ def served_weights(args, arch):
         said = remark if weights is None else (f"weights as the checkpoint stores them (config.json's "
                                                f"quantization_config): {weights}{f' ({remark})' if remark else ''}; "
                                                f"--weights chooses another format")
+    check_weights(weight_format(weights), get_system(args.system))
     said = [n for n in (said, widened_on(weight_format(weights), get_system(args.system))) if n]
     return replace(arch, notes=(*arch.notes, *said)), weights
 

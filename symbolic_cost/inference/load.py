@@ -51,6 +51,7 @@ from symbolic_cost.inference.drafts import draft_cache_bytes, draft_decode, draf
 from symbolic_cost.inference.throughput import calibrated_run
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving, encoder_tokens
 from symbolic_cost.inference.speculative import Speculation, check_speculation, expected_tokens
+from symbolic_cost.inference.weight_formats import check_weights, weight_format
 from symbolic_cost.models.training import check_context, context_limit
 from symbolic_cost.parallel.splits import uneven_stages
 from symbolic_cost.timing import efficiency
@@ -168,6 +169,7 @@ class StepModel:
             raise InputError(f"the load simulator needs a number for {', '.join(symbolic)} of the serving (its steps "
                              f"set only the batch b and the tokens out, l_out)", symbolic[0])
         self.system, self.prompt = calibrated(system), int(serving.l_in)
+        check_weights(weight_format(serving.weights), self.system)
         self._memory = (arch, serving, speculation)
         one = replace(serving, b=S.b, l_out=2)
         k, tokens = Symbol("k", positive=True), Symbol("tokens", positive=True)

@@ -45,6 +45,7 @@ from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.peak import fitting_batch
 from symbolic_cost.inference.per_device import affine_in_batch, busiest_weights
 from symbolic_cost.inference.phases import Phase, decode, mean_decode, prefill, weights_read
+from symbolic_cost.inference.weight_formats import check_weights, weight_format
 from symbolic_cost.inference.serving import (Serving, check_decode_context, encoder_tokens, final_tokens,
                                              prompt_tokens)
 from symbolic_cost.models.architecture import Architecture
@@ -183,6 +184,7 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
     True
     """
     conventions = conv.get(conventions)
+    check_weights(weight_format(serving.weights), get_system(system))
     first = prefill(arch, serving, conventions)
     if l_ctx is not None:
         l_ctx = exact(l_ctx, "l_ctx")          # never a boolean, a list or NaN into the comparisons

@@ -72,6 +72,7 @@ class WeightFormat:
     products: str | None
     rows: tuple[str, ...] | None = None
     kept: tuple[str, ...] = ()
+    block_scaled: bool = False        # its products apply a scale per 32 elements (MX): Blackwell's tensor cores
 
     def applies(self, row) -> bool:
         """Whether ``row`` (a ``cost.Row``) holds weights this format stores."""
@@ -81,7 +82,7 @@ class WeightFormat:
 
 WEIGHT_FORMATS = {
     "fp8": WeightFormat("fp8", Rational(1), "fp8"),
-    "mxfp8": WeightFormat("mxfp8", MXFP8, "fp8"),
+    "mxfp8": WeightFormat("mxfp8", MXFP8, "fp8", block_scaled=True),
     "nvfp4": WeightFormat("nvfp4", NVFP4, "fp4"),
     "int4": WeightFormat("int4", INT4_128, None),
     "fp8-block": WeightFormat("fp8-block", FP8_128, "fp8", kept=("router",)),
@@ -119,6 +120,25 @@ def widened_on(fmt: WeightFormat | None, system) -> str | None:
     return (f"weights {fmt.name} on {system.name}, which has no FP8 tensor cores: the products run at the 16-bit "
             f"rate, the weights widened in the kernel (vLLM's FP8 Marlin kernel; TensorRT-LLM runs FP8 from Ada "
             f"and Hopper on)")
+
+
+def check_weights(fmt: WeightFormat | None, system) -> None:
+    """Refuse block-scaled FP8 weights (``mxfp8``) on a system whose tensor cores do not apply block
+    scales: TensorRT-LLM's and vLLM's MXFP8 products run on Blackwell (SM 10.0) only, the parts with
+    ``fp4_flops`` (the rule ``timing.systems.check_block_scaling`` applies to training); priced at
+    the FP8 rate elsewhere they were a product no Hopper runs.
+
+    >>> from symbolic_cost.timing.systems import get_system
+    >>> check_weights(weight_format("mxfp8"), get_system("b200"))
+    >>> check_weights(weight_format("mxfp8"), get_system("h100"))
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: weights mxfp8 need block-scaled (MX) tensor cores, and system h100 has none: ...
+    """
+    if fmt is not None and fmt.block_scaled and not system.fp4_flops:
+        raise InputError(f"weights {fmt.name} need block-scaled (MX) tensor cores, and system {system.name} has none: "
+                         f"Blackwell parts (b200, b300, gb200, gb300) have them; give --weights fp8 (one scale a "
+                         f"tensor) or fp4_flops in a --system-file", "weights")
 
 
 def quantized(block, fmt: WeightFormat, es) -> object:

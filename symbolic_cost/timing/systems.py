@@ -110,6 +110,9 @@ SYSTEM_FILES = Path(__file__).with_name("system_files")
 file here; ``load_system_file`` (``--system-file``) reads one from anywhere."""
 
 _TEXT = ("name", "source", "chip_source", "listed")
+CAPACITIES = ("hbm_capacity", "l2_capacity", "shared_memory_capacity")
+"""Fields of a system file that count bytes: given, each is a positive whole number (0 is what a
+file that leaves one out means, and a memory check skipped silently; 1.5 bytes is no memory)."""
 _CALIBRATED = ("family", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus", "arch", "nvls", "attention_kernel", "source")
 _CALIBRATED_REQUIRED = ("family", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus")
 
@@ -132,6 +135,10 @@ def read_system(data: dict, where: str) -> tuple[System, dict | None]:
     missing = [k for k in System._REQUIRED if k not in values]
     if missing:
         raise InputError(f"{where}: {', '.join(missing)} must be given", "system_file")
+    for name in CAPACITIES:
+        if name in values and (values[name] <= 0 or not values[name].is_integer):
+            raise InputError(f"{where}: {name} must be a positive whole number of bytes, got {values[name]} (leave it "
+                             f"out where the device's datasheet does not state it)", "system_file")
     calibrated = data.get("calibrated")
     if calibrated is not None:
         if not isinstance(calibrated, dict) or sorted(set(calibrated) - set(_CALIBRATED)):

@@ -83,6 +83,10 @@ class LSTM:
             if more.is_number and more > 0:
                 raise InputError(f"{name} must be at most layers (got {name}={getattr(self, name)}, "
                                  f"layers={self.layers}): each holds at least one layer", name)
+        more = self.dp - self.batch              # a replica of no sequence: ceil(batch / dp) would give it one
+        if more.is_number and more > 0:
+            raise InputError(f"dp must be at most batch (got dp={self.dp}, batch={self.batch}): each replica "
+                             f"holds at least one sequence", "dp")
 
     @property
     def mini_batch(self) -> Expr:
