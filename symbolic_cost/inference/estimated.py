@@ -44,7 +44,7 @@ from collections import deque
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference.batching import alone, next_time, priced
-from symbolic_cost.inference.paged import Running
+from symbolic_cost.inference.paged import Pages, Running
 
 INIT_RATIO = 0.7
 MIN_RATIO = INIT_RATIO * 0.14
@@ -60,7 +60,7 @@ class Scheduler:
         self.prompts, self.times, self.runtime, self.outputs = prompts, times, runtime, outputs
         self.free, self.ratio = tokens, INIT_RATIO
         self.clipped = max(outputs) > CLIP     # some request's estimate is clipped
-        self.running = Running(prompts, 1, outputs)
+        self.running = Running(prompts, Pages(1), outputs)
         self.waiting = deque()                 # (request, tokens generated before), retracted first
         self.chunked = None                    # [request, tokens left, tokens cached, generated before]
         self.batch = []                        # this prefill's requests, as ``chunked``
@@ -147,7 +147,7 @@ class Scheduler:
                 finished[request], left_now = self.now, True
                 self.free += cached
             else:
-                self.running.add(request, self.decodes - before)
+                self.running.add(request, self.decodes - before, self.decodes)
         return left_now
 
 

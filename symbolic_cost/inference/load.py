@@ -36,7 +36,7 @@ from fractions import Fraction
 from functools import partial
 from itertools import accumulate
 
-from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify
+from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, InputTypeError, count, instance, positive, shown
@@ -256,6 +256,23 @@ class StepModel:
             n = Symbol("n", positive=True, integer=True)
             self._cache_of = lambdify([n], self.kv_bytes(n), "math")
         return math.ceil(self._cache_of(tokens) / self._cache_of(block_tokens))
+
+    def pages(self, block_tokens: int) -> paged.Pages:
+        """How a sequence fills the pool of an engine that pages its sliding-window layers apart
+        (vLLM's hybrid KV-cache manager, ``paged.Pages``): the busiest device's full layers' share of
+        its cache, read from ``kv_bytes`` itself (a token past the window adds only the full layers'
+        bytes; one within it, every layer's), so pipeline stages and layer patterns count as they
+        hold.  ``Pages(block_tokens)`` without a window, with a draft's cache beside it, or with a
+        window shorter than a block (each layer then pages a block of its own)."""
+        arch, _, speculation = self._memory
+        window = None if arch.window is None else sympify(arch.window)
+        if window is None or speculation is not None or not window.is_number or block_tokens > window - 1:
+            return paged.Pages(block_tokens)
+        window = int(window)
+        every_layer = Rational(self.kv_bytes(block_tokens)) / block_tokens
+        full_share = Rational(self.kv_bytes(window) - self.kv_bytes(window - 1)) / every_layer
+        return paged.Pages(block_tokens, full=int(full_share.p), sliding=int(full_share.q - full_share.p),
+                           cap=-(-(window - 1) // block_tokens) + 1)
 
     def kv_bytes(self, tokens: int):
         """Bytes of the KV cache one sequence of ``tokens`` tokens holds on the busiest device

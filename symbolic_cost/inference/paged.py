@@ -40,8 +40,38 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, deque
+from dataclasses import dataclass
 
 from symbolic_cost.inference.batching import alone, next_time, priced
+
+
+@dataclass(frozen=True)
+class Pages:
+    """How a sequence fills the pool, as vLLM's hybrid KV-cache manager pages it, in blocks of one
+    layer's ``block`` tokens: ``full`` layers (in the least whole numbers of their share) take a block
+    for every ``block`` tokens cached; ``sliding`` layers hold at most ``cap`` blocks, those of their
+    window, ``cdiv(w - 1, block) + 1`` (its ``SlidingWindowManager`` frees the blocks wholly before
+    the window; a window of ``w - 1`` tokens spans at most that many).  A block of the pool (every
+    layer's ``block`` tokens, ``load.StepModel.cache_blocks``) is ``full + sliding`` of these.  Without
+    sliding layers, ``Pages(block)``: one a block of the pool, ``ceil(tokens / block)`` a sequence.
+
+    >>> Pages(16).of(33), Pages(16, full=1, sliding=1, cap=9).of(4000)     # GPT-OSS: half its layers slide
+    (3, 259)
+    """
+
+    block: int
+    full: int = 1
+    sliding: int = 0
+    cap: int = 0
+
+    @property
+    def per_pool_block(self) -> int:
+        return self.full + self.sliding
+
+    def of(self, tokens: int) -> int:
+        """Blocks a sequence of ``tokens`` cached tokens holds."""
+        opened = -(-tokens // self.block)
+        return self.full * opened + self.sliding * min(opened, self.cap)
 
 
 class Running:
@@ -52,22 +82,33 @@ class Running:
     preemption order), per block phase how many start a new block at a step, and the sums of their
     prompts (``prompt_sum``) and output lengths (``length_sum``)."""
 
-    def __init__(self, prompts: list[int], block_tokens: int, outputs: list[int]):
-        self.prompts, self.block, self.outputs = prompts, block_tokens, outputs
+    def __init__(self, prompts: list[int], pages: Pages, outputs: list[int]):
+        self.prompts, self.block, self.outputs, self.pages = prompts, pages.block, outputs, pages
         self.start, self.order, self.heap = {}, deque(), []
         self.start_sum, self.prompt_sum, self.length_sum, self.phases = 0, 0, 0, Counter()
+        # the sequences whose sliding layers still open blocks (fewer than ``pages.cap`` each), by
+        # phase, and when each stops: ``cap x block`` tokens cached
+        self.young, self.young_phases, self.ageing = {}, Counter(), []
 
     def __len__(self) -> int:
         return len(self.start)
 
-    def add(self, request: int, start: int) -> None:
+    def add(self, request: int, start: int, steps: int = 0) -> None:
+        """``request`` decodes from step ``steps + 1`` (what its sliding layers hold is counted from
+        there), ``start`` as the class says."""
         self.start[request] = start
         self.order.append(request)
         heapq.heappush(self.heap, (start + self.outputs[request] - 1, start, request))
         self.start_sum += start
         self.length_sum += self.outputs[request]
         self.prompt_sum += self.prompts[request]
-        self.phases[(self.prompts[request] - start) % self.block] += 1
+        phase = (self.prompts[request] - start) % self.block
+        self.phases[phase] += 1
+        old_at = self.pages.cap * self.block - self.prompts[request] + start     # the step its cache reaches cap blocks
+        if self.pages.sliding and old_at > steps:
+            self.young[request] = phase
+            self.young_phases[phase] += 1
+            heapq.heappush(self.ageing, (old_at, start, request))
 
     def remove(self, request: int) -> None:
         start = self.start.pop(request)
@@ -75,14 +116,22 @@ class Running:
         self.length_sum -= self.outputs[request]
         self.prompt_sum -= self.prompts[request]
         self.phases[(self.prompts[request] - start) % self.block] -= 1      # its heap entry is dropped when met
+        if request in self.young:
+            self.young_phases[self.young.pop(request)] -= 1
 
     def cached(self, request: int, steps: int) -> int:
         """Tokens in the cache of ``request`` before step ``steps + 1``."""
         return self.prompts[request] + steps - self.start[request]
 
     def new_blocks(self, steps: int) -> int:
-        """Blocks step ``steps + 1`` opens: one for each sequence whose next token starts a block."""
-        return self.phases[(-steps) % self.block]
+        """Blocks step ``steps + 1`` opens: for each sequence whose next token starts a block, one in
+        each full layer, and one in each sliding layer while its window's blocks are not all open."""
+        while self.ageing and self.ageing[0][0] <= steps:
+            _, start, request = heapq.heappop(self.ageing)
+            if request in self.young and self.start.get(request) == start:
+                self.young_phases[self.young.pop(request)] -= 1
+        phase = (-steps) % self.block
+        return self.pages.full * self.phases[phase] + self.pages.sliding * self.young_phases[phase]
 
     def context(self, steps: int) -> float:
         """Mean cached tokens before step ``steps + 1`` (0 with none)."""
@@ -99,22 +148,16 @@ class Running:
         return done
 
 
-def blocks_of(tokens: int, block_tokens: int) -> int:
-    """Blocks ``tokens`` tokens fill: ``ceil(tokens / block_tokens)``.
-
-    >>> blocks_of(33, 16), blocks_of(32, 16), blocks_of(0, 16)
-    (3, 2, 0)
-    """
-    return -(-tokens // block_tokens)
-
-
 class Engine:
-    """One engine's scheduler state (see the module docstring): ``steps`` drives it."""
+    """One engine's scheduler state (see the module docstring): ``steps`` drives it; its pool of
+    ``blocks`` whole blocks counted in the ``pages`` (``Pages``) a sequence fills."""
 
-    def __init__(self, times, runtime, blocks, outputs, prompts):
+    def __init__(self, times, runtime, blocks, outputs, prompts, pages: Pages | None = None):
         self.prompts, self.times, self.runtime = prompts, times, runtime
-        self.block, self.free = runtime.block_tokens, blocks
-        self.running = Running(prompts, runtime.block_tokens, outputs)
+        self.pages = pages or Pages(runtime.block_tokens)
+        self.blocks_of = self.pages.of
+        self.free = blocks * self.pages.per_pool_block
+        self.running = Running(prompts, self.pages, outputs)
         self.prefilling = []                   # [request, tokens left, tokens cached, tokens generated before]
         self.waiting = deque()                 # (request, tokens generated before), preempted first
         self.last_token = {}                   # a preempted request's last token time
@@ -130,7 +173,7 @@ class Engine:
         self.preempted = True
         if self.prefilling:
             request, _, cached, before = self.prefilling.pop()
-            self.free += blocks_of(cached, self.block)
+            self.free += self.blocks_of(cached)
             self.waiting.appendleft((request, before))
             return request
         while self.running.order[-1] not in self.running.start:      # dropped entries of finished requests
@@ -139,7 +182,7 @@ class Engine:
         cached = self.running.cached(request, self.steps)
         generated = self.steps - self.running.start[request] + 1
         self.running.remove(request)
-        self.free += blocks_of(cached, self.block)
+        self.free += self.blocks_of(cached)
         self.waiting.appendleft((request, generated))
         self.last_token[request] = self.now           # its last token came at the end of the last step
         return request
@@ -157,7 +200,7 @@ class Engine:
         while index < len(self.prefilling) and chunk < room:
             entry = self.prefilling[index]
             take = min(entry[1], room - chunk)
-            more = blocks_of(entry[2] + take, self.block) - blocks_of(entry[2], self.block)
+            more = self.blocks_of(entry[2] + take) - self.blocks_of(entry[2])
             while more > self.free and entry in self.prefilling:
                 self.victim()
             if entry not in self.prefilling:
@@ -183,10 +226,10 @@ class Engine:
             if not chunked and not alone and todo > room - chunk:
                 break
             take = min(todo, room - chunk)
-            if blocks_of(take, self.block) > self.free:
+            if self.blocks_of(take) > self.free:
                 break
             self.waiting.popleft()
-            self.free -= blocks_of(take, self.block)
+            self.free -= self.blocks_of(take)
             self.prefilling.append([request, todo - take, take, before])
             self.chunks.append((0, take))
             chunk += take
@@ -202,7 +245,7 @@ class Engine:
                 first[request] = self.now
             else:
                 gaps.append((self.now - self.last_token.pop(request), 1))
-            self.running.add(request, self.steps - before)
+            self.running.add(request, self.steps - before, self.steps)
             started.append(request)
         return started
 
@@ -214,7 +257,8 @@ class OnDemand:
 
     def __init__(self, step, outputs, times, runtime, blocks, needs, prompts):
         self.step, self.outputs, self.prompts = step, outputs, prompts
-        self.engine = Engine(times, runtime, blocks, outputs, prompts)
+        pages = getattr(step, "pages", None)
+        self.engine = Engine(times, runtime, blocks, outputs, prompts, pages(runtime.block_tokens) if pages else None)
         requests = len(times)
         self.first, self.finished, self.gaps, self.last, self.decoding = [0.0] * requests, [0.0] * requests, [], 0.0, 0
 
@@ -251,7 +295,7 @@ class OnDemand:
         engine.yielded(self.first, self.gaps)
         for request in engine.running.finish(engine.steps):
             self.finished[request] = self.last = now
-            engine.free += blocks_of(self.prompts[request] + self.outputs[request] - 1, engine.block)
+            engine.free += engine.blocks_of(self.prompts[request] + self.outputs[request] - 1)
 
     def result(self) -> tuple:
         return self.first, self.finished, self.gaps, self.last
