@@ -86,6 +86,22 @@ def test_hf_config_on_a_link_to_dev_zero_is_refused(capsys, tmp_path):
     refused(capsys, ["summary", "--hf-config", str(link)], "--hf-config", "not a regular file")
 
 
+def test_hf_config_naming_a_key_twice_is_refused(capsys, tmp_path):
+    """Two hidden sizes in one config.json: JSON keeps the last without a word (found by a fuzz)."""
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2, "hidden_size": 8192}')
+    for command in ("summary", "inference"):
+        refused(capsys, [command, "--hf-config", str(config)], "--hf-config", "names 'hidden_size' twice in one object")
+
+
+def test_a_yaml_naming_a_key_twice_is_refused(capsys, tmp_path):
+    """accelerate's num_processes twice: its own loader keeps the last, without a word."""
+    config = tmp_path / "accelerate.yaml"
+    config.write_text("distributed_type: MULTI_GPU\nnum_processes: 8\nnum_processes: 16\nmixed_precision: bf16\n")
+    refused(capsys, ["summary", "--preset", "llama-3-8b", "--accelerate", str(config)], "--accelerate",
+            "names 'num_processes' twice in one mapping")
+
+
 def test_hf_config_larger_than_the_cap_is_refused(tmp_path):
     from symbolic_cost.files import input_file
     big = tmp_path / "config.json"

@@ -45,7 +45,8 @@ def model_config(args) -> dict | None:
     """The ``config.json`` the model came from (``--hf-config``, ``--hf-model``, ``--preset``);
     ``None`` without one."""
     if getattr(args, "hf_config", None) is not None:
-        return hf.read_json(hf.input_file(args.hf_config, "--hf-config"), str(args.hf_config), "--hf-config")
+        return hf.read_json(hf.input_file(args.hf_config, "--hf-config"), str(args.hf_config), "--hf-config",
+                            unique=hf.CONFIG_DUPLICATES)
     if getattr(args, "hf_model", None):
         return hub.fetch_config(args.hf_model, revision=args.revision)
     return hf.preset_config(args.preset) if getattr(args, "preset", None) else None

@@ -184,8 +184,8 @@ def inference_cost(arch: Architecture, serving: Serving = Serving(), system="h10
     True
     """
     conventions = conv.get(conventions)
+    first = prefill(arch, serving, conventions)          # checks the model and the serving first
     check_weights(weight_format(serving.weights), get_system(system))
-    first = prefill(arch, serving, conventions)
     if l_ctx is not None:
         l_ctx = exact(l_ctx, "l_ctx")          # never a boolean, a list or NaN into the comparisons
         check_decode_context(arch, serving, l_ctx)

@@ -82,23 +82,28 @@ def from_config(config: dict, name: str = "model") -> Architecture:
     return replace(arch, notes=tuple(keys.notes)) if keys.notes else arch
 
 
-def _unique_keys(option: str, name: str):
-    """A ``json.loads`` hook that builds each object, refusing a key named twice in it."""
+def _unique_keys(option: str, name: str, why: str):
+    """A ``json.loads`` hook that builds each object, refusing a key named twice in it (``why``)."""
     def build(pairs):
         keys = [key for key, _ in pairs]
         twice = sorted({key for key in keys if keys.count(key) > 1})
         if twice:
-            raise InputError(f"{option}: {name} names {', '.join(map(repr, twice))} twice in one object; "
-                             f"DeepSpeed refuses duplicate keys", option)
+            raise InputError(f"{option}: {name} names {', '.join(map(repr, twice))} twice in one object; {why}",
+                             option)
         return dict(pairs)
     return build
 
 
-def read_json(text: str, name: str, option: str, what: str | None = None, unique: bool = False):
+DEEPSPEED_DUPLICATES = "DeepSpeed refuses duplicate keys"
+"""Why a DeepSpeed config may not name a key twice (``dict_raise_error_on_duplicate_keys``)."""
+CONFIG_DUPLICATES = "transformers would read the last, and which one the file meant is not known"
+"""Why a ``config.json`` may not: plain JSON keeps the last value, silently."""
+
+
+def read_json(text: str, name: str, option: str, what: str | None = None, unique: str = ""):
     """``text`` (the file ``name``, given with ``option``) read as JSON, refused by name when it
     is not JSON, is nested too deeply to read, or (given ``what``, the kind of file) is not an
-    object; with ``unique``, when an object names a key twice (DeepSpeed refuses that:
-    ``dict_raise_error_on_duplicate_keys``; plain JSON keeps the last).
+    object; given ``unique`` (why), when an object names a key twice (plain JSON keeps the last).
 
     >>> read_json('{"zero_optimization": {"stage": 3}}', "ds.json", "--deepspeed", "a DeepSpeed config")
     {'zero_optimization': {'stage': 3}}
@@ -109,7 +114,7 @@ def read_json(text: str, name: str, option: str, what: str | None = None, unique
     """
     text = file_text(text, option, name)
     try:
-        value = json.loads(text, object_pairs_hook=_unique_keys(option, name) if unique else None)
+        value = json.loads(text, object_pairs_hook=_unique_keys(option, name, unique) if unique else None)
     except InputError:          # a key named twice (an InputError is a ValueError too)
         raise
     except RecursionError:
@@ -126,7 +131,7 @@ def read_json(text: str, name: str, option: str, what: str | None = None, unique
 
 def load(path) -> Architecture:
     """An ``Architecture`` from a ``config.json`` file (a regular file: ``files.input_file``)."""
-    config = read_json(input_file(path, "--hf-config"), Path(path).name, "--hf-config")
+    config = read_json(input_file(path, "--hf-config"), Path(path).name, "--hf-config", unique=CONFIG_DUPLICATES)
     return from_config(config, Path(path).stem)
 
 

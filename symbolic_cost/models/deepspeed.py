@@ -53,7 +53,7 @@ from fractions import Fraction
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, given_counts, instance
-from symbolic_cost.models.config import read_json
+from symbolic_cost.models.config import DEEPSPEED_DUPLICATES, read_json
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
 
@@ -353,7 +353,7 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     world, arch = given_counts(world=world)[0], model_for(arch)
     instance(given, dict, "given", " of --set values")
     instance(command, dict, "command", " of the command line's precision and zero")
-    config = read_json(text, name, "--deepspeed", "a DeepSpeed config", unique=True)
+    config = read_json(text, name, "--deepspeed", "a DeepSpeed config", unique=DEEPSPEED_DUPLICATES)
     notes = []
     config = _boolean_zero(config, notes)
     zero = config.get("zero_optimization", {})

@@ -132,6 +132,10 @@ def load_yaml(text: str, name: str, flag: str):
         if size > YAML_NODES:
             raise InputError(f"{flag}: {name} expands to {size:,} nodes through its aliases (at most "
                              f"{YAML_NODES:,}): not a configuration", flag)
+        twice = repeated_key(node)
+        if twice is not None:
+            raise InputError(f"{flag}: {name} names {twice!r} twice in one mapping; YAML's loaders keep the last, "
+                             f"and which one the file meant is not known", flag)
         return loader.construct_document(node)
     except RecursionError:
         raise InputError(f"{flag}: {name} is nested too deeply to be a configuration", flag) from None
@@ -163,6 +167,32 @@ def expanded_nodes(node) -> int:
             counted[id(item)] = 1 + sum(count(child) for child in children)
         return counted[id(item)]
     return count(node)
+
+
+def repeated_key(node):
+    """The first scalar key a mapping of the composed YAML graph names twice (``None``: none), each
+    node visited once (aliases share theirs).
+
+    >>> import yaml
+    >>> repeated_key(yaml.compose("a: 1\\nb: {c: 2, c: 3}")), repeated_key(yaml.compose("a: 1\\nb: 2"))
+    ('c', None)
+    """
+    import yaml
+    seen, todo = set(), [node]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, yaml.MappingNode):
+            keys = [key.value for key, _ in item.value if isinstance(key, yaml.ScalarNode) and key.value != "<<"]
+            twice = next((key for i, key in enumerate(keys) if key in keys[:i]), None)
+            if twice is not None:
+                return twice
+            todo.extend(part for pair in item.value for part in pair)
+        elif isinstance(item, yaml.SequenceNode):
+            todo.extend(item.value)
+    return None
 
 
 def load(text: str, name: str) -> dict:
