@@ -32,8 +32,12 @@ def input_file(path, name: str, limit: int = 2**24) -> str:
 
 def output_file(path, name: str, overwrite: bool = False, suffixes=None) -> Path:
     """A file to write: in a folder that exists and may be written, not a folder, ending in one of
-    ``suffixes``, and new unless ``overwrite``."""
+    ``suffixes``, and new unless ``overwrite``; never a symbolic link (one whose target is missing
+    counted as no file, and the write went to wherever it points)."""
     path = _path(path, name)
+    if path.is_symlink():
+        raise InputError(f"{name} {str(path)!r} is a symbolic link: writing would go where it points; give the "
+                         f"file itself", name)
     if suffixes and path.suffix not in suffixes:
         raise InputError(f"{name} must end in {' or '.join(suffixes)}, got {path.name!r}", name)
     if path.is_dir():

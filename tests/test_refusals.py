@@ -102,6 +102,16 @@ def test_a_yaml_naming_a_key_twice_is_refused(capsys, tmp_path):
             "names 'num_processes' twice in one mapping")
 
 
+def test_an_output_through_a_symbolic_link_is_refused(capsys, tmp_path):
+    """A link to a file that does not exist yet passed as "no file", and the sweep was written where it
+    pointed, without --overwrite."""
+    link = tmp_path / "rows.csv"
+    link.symlink_to(tmp_path / "elsewhere.csv")
+    refused(capsys, ["sweep", "--preset", "gpt2", "--grid", "b=1,2", "--field", "total", "--out", str(link)],
+            "--out", "is a symbolic link")
+    assert not (tmp_path / "elsewhere.csv").exists()
+
+
 def test_hf_config_larger_than_the_cap_is_refused(tmp_path):
     from symbolic_cost.files import input_file
     big = tmp_path / "config.json"
