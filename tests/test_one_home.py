@@ -185,7 +185,7 @@ TOY = System("toy", 10**12, 10**12, 10**12, 10**11, 10**10, 8, nvlink_latency=Ra
 def test_lstm_allreduce_is_comm_time_on_infiniband():
     """dp = 4 fits TOY's NVLink domain of 8, but DeepFlow sends over InfiniBand: the LSTM's
     transfer is ``comm_time`` of the allreduce pinned to ``ib``."""
-    model, n = lstm.LSTM(1, 1, 1, 1, 1, dp=4), 10**9
+    model, n = lstm.LSTM(4, 1, 1, 1, 1, dp=4), 10**9
     reduce = Kernel("reduce", Fraction(n, 4), 3 * 4 * Fraction(n, 4), engine="vector")
     transfer = lstm.allreduce_time(n, model, TOY) - 3 * kernel_time(reduce, TOY)
     c = Collective("allreduce", n, 4, 4, "bwd", volume=6 * 10**9)
