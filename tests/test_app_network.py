@@ -138,6 +138,20 @@ def test_a_request_trickled_a_byte_at_a_time_is_cut_off(page, monkeypatch):
     assert status == 200
 
 
+def test_a_body_shorter_than_its_length_is_refused(page):
+    """Ten bytes stated, two sent, then the client stops writing: the read ends short, and the server
+    says so (408) rather than parsing a cut body."""
+    with socket.create_connection(("127.0.0.1", page), timeout=WAIT) as client:
+        client.sendall(post("{}", **{"Content-Length": "10"}).replace("{port}", str(page)).replace("\n", "\r\n")
+                       .encode())
+        client.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := client.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert int(head.split()[1]) == 408 and "ended before its Content-Length of 10 bytes" in json.loads(body)["error"]
+
+
 @pytest.mark.parametrize("kind, request_, unused", [
     ("summary", {"devices": "8"}, "devices"), ("summary", {"rate": "8", "grid": "b=1,2"}, "grid, rate"),
     ("inference", {"zero": "1"}, "zero"), ("inference", {"global_batch": "8"}, "global_batch"),

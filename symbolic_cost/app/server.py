@@ -195,7 +195,8 @@ class Handler(BaseHTTPRequestHandler):
         self.arrived()
         if len(body) < size:                 # cut off (``REQUEST_SECONDS``) or the client left
             self.close_connection = True
-            return self.send_json(408, {"error": f"the request's body did not arrive within {REQUEST_SECONDS} s"})
+            return self.send_json(408, {"error": f"the request's body ended before its Content-Length of {size:,} "
+                                                 f"bytes, or did not arrive within {REQUEST_SECONDS} s"})
         try:
             request = json.loads(body or b"{}")
         except (ValueError, RecursionError) as error:     # not JSON, or nested past the parser's depth
