@@ -68,7 +68,7 @@ def test_fp8_products_run_at_the_fp8_rate():
 def test_mxfp8_needs_block_scaled_tensor_cores():
     """MXFP8 weights were priced at H100's FP8 rate without a word (training's MXFP8 recipe is refused
     there): no Hopper kernel applies a scale per 32 elements."""
-    with pytest.raises(InputError, match="weights mxfp8 need block-scaled .MX. tensor cores, and system h100 has none"):
+    with pytest.raises(InputError, match="weights mxfp8 .--weights. needs block-scaled .MX. tensor cores, and system h100 has none"):
         inference_cost(LLAMA3_8B, Serving(b=1, l_in=16, l_out=2, weights="mxfp8"), get_system("h100"))
     assert inference_cost(LLAMA3_8B, Serving(b=1, l_in=16, l_out=2, weights="fp8"), get_system("h100")).weight_bytes
 

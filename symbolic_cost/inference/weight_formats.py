@@ -59,6 +59,7 @@ from dataclasses import dataclass, replace
 from sympy import Expr, Rational
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.timing.systems import require_block_scaling
 from symbolic_cost.blocks.moe import EXPERT_ROWS
 from symbolic_cost.models.number_formats import FP8_128, INT4_128, MXFP4, MXFP8, NF4, NF4_DOUBLE, NVFP4
 
@@ -124,21 +125,19 @@ def widened_on(fmt: WeightFormat | None, system) -> str | None:
 
 def check_weights(fmt: WeightFormat | None, system) -> None:
     """Refuse block-scaled FP8 weights (``mxfp8``) on a system whose tensor cores do not apply block
-    scales: TensorRT-LLM's and vLLM's MXFP8 products run on Blackwell (SM 10.0) only, the parts with
-    ``fp4_flops`` (the rule ``timing.systems.check_block_scaling`` applies to training); priced at
-    the FP8 rate elsewhere they were a product no Hopper runs.
+    scales (``timing.systems.require_block_scaling``, training's rule too): TensorRT-LLM's and vLLM's
+    MXFP8 products run on Blackwell (SM 10.0) only; priced at the FP8 rate elsewhere they were a
+    product no Hopper runs.
 
     >>> from symbolic_cost.timing.systems import get_system
     >>> check_weights(weight_format("mxfp8"), get_system("b200"))
     >>> check_weights(weight_format("mxfp8"), get_system("h100"))
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: weights mxfp8 need block-scaled (MX) tensor cores, and system h100 has none: ...
+    symbolic_cost.checks.InputError: weights mxfp8 (--weights) needs block-scaled (MX) tensor cores, and system h100 has none: ...
     """
-    if fmt is not None and fmt.block_scaled and not system.fp4_flops:
-        raise InputError(f"weights {fmt.name} need block-scaled (MX) tensor cores, and system {system.name} has none: "
-                         f"Blackwell parts (b200, b300, gb200, gb300) have them; give --weights fp8 (one scale a "
-                         f"tensor) or fp4_flops in a --system-file", "weights")
+    if fmt is not None and fmt.block_scaled:
+        require_block_scaling(system, f"weights {fmt.name} (--weights)", "weights")
 
 
 def quantized(block, fmt: WeightFormat, es) -> object:

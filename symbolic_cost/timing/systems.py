@@ -245,7 +245,14 @@ def check_block_scaling(recipe: str | None, system: System) -> None:
                          f"(fp8_flops is 0; Transformer Engine's FP8 needs compute capability 8.9 or later: Ada, "
                          f"Hopper, Blackwell; or fp8_flops in a --system-file, System.but(fp8_flops=...) in "
                          f"Python)", "fp8")
-    if fp8 is not None and fp8.block_scaled and fp8.products == "fp8" and not system.fp4_flops:
-        raise InputError(f"fp8={recipe!r} needs block-scaled (MX) tensor cores, and system {system.name} has none: "
+    if fp8 is not None and fp8.block_scaled and fp8.products == "fp8":
+        require_block_scaling(system, f"fp8={recipe!r}", "fp8")
+
+
+def require_block_scaling(system: System, what: str, argument: str) -> None:
+    """Refuse ``what`` (products with a scale per 32 elements, MX) on a system whose tensor cores do
+    not apply block scales: Blackwell's, the systems with ``fp4_flops`` (``check_block_scaling``)."""
+    if not system.fp4_flops:
+        raise InputError(f"{what} needs block-scaled (MX) tensor cores, and system {system.name} has none: "
                          f"Blackwell parts (b200, b300, gb200, gb300) have them (or fp4_flops in a --system-file, "
-                         f"System.but(fp4_flops=...) in Python)", "fp8")
+                         f"System.but(fp4_flops=...) in Python)", argument)
