@@ -185,10 +185,12 @@ def repeated_key(node):
             continue
         seen.add(id(item))
         if isinstance(item, yaml.MappingNode):
-            keys = [key.value for key, _ in item.value if isinstance(key, yaml.ScalarNode) and key.value != "<<"]
-            twice = next((key for i, key in enumerate(keys) if key in keys[:i]), None)
-            if twice is not None:
-                return twice
+            named = set()             # a set: a hostile mapping may hold tens of thousands of keys
+            for key, _ in item.value:
+                if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                    if key.value in named:
+                        return key.value
+                    named.add(key.value)
             todo.extend(part for pair in item.value for part in pair)
         elif isinstance(item, yaml.SequenceNode):
             todo.extend(item.value)

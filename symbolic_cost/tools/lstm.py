@@ -78,15 +78,15 @@ class LSTM:
         if self.projected and projection.is_number and not projection > 0:
             raise InputError(f"projection must be a positive width when projected, got {projection}", "projection")
         object.__setattr__(self, "projection", projection)
-        for name in ("lp", "hlp"):            # a group or a device of no whole layer would speed the step up
-            more = getattr(self, name) - self.layers
+        # a group or a device of no whole layer would speed the step up; a replica of no sequence
+        # would be given one by ceil(batch / dp)
+        for name, whole, each in (("lp", "layers", "each holds at least one layer"),
+                                  ("hlp", "layers", "each holds at least one layer"),
+                                  ("dp", "batch", "each replica holds at least one sequence")):
+            more = getattr(self, name) - getattr(self, whole)
             if more.is_number and more > 0:
-                raise InputError(f"{name} must be at most layers (got {name}={getattr(self, name)}, "
-                                 f"layers={self.layers}): each holds at least one layer", name)
-        more = self.dp - self.batch              # a replica of no sequence: ceil(batch / dp) would give it one
-        if more.is_number and more > 0:
-            raise InputError(f"dp must be at most batch (got dp={self.dp}, batch={self.batch}): each replica "
-                             f"holds at least one sequence", "dp")
+                raise InputError(f"{name} must be at most {whole} (got {name}={getattr(self, name)}, "
+                                 f"{whole}={getattr(self, whole)}): {each}", name)
 
     @property
     def mini_batch(self) -> Expr:
