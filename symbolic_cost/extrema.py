@@ -27,7 +27,7 @@ Max(3, 2*b*l)
 
 from __future__ import annotations
 
-from sympy import Add, Basic, Expr, Max, Min, Mul, Piecewise, Pow, S, expand_mul, sympify
+from sympy import Add, Basic, Expr, Function, Max, Min, Mul, Piecewise, Pow, S, cse, expand_mul, sympify
 from sympy.core.relational import GreaterThan, LessThan, Relational
 from sympy.logic.boolalg import Boolean
 from sympy.functions.elementary.piecewise import ExprCondPair
@@ -127,6 +127,48 @@ def swap(expr, swaps: dict, done: dict | None = None) -> Expr:
             return node
         if node not in done:
             done[node] = _rebuilt(node, tuple(walk(a) for a in node.args))
+        return done[node]
+
+    return walk(sympify(expr))
+
+
+def kept_cse(exprs, **options):
+    """``sympy.cse(exprs, **options)`` with every ``Max`` and ``Min`` left as written: SymPy's
+    elimination rebuilds each node it passes, and a rebuilt ``Max`` compares its arguments pair by
+    pair (``Max._find_localzeros``), two thirds of making a serving step model's functions.  The
+    extrema go through it as functions without such rules (``Max_``, ``Min_``), and come back
+    unevaluated.  A single expression gives a single reduced one, as ``lambdify``'s ``cse`` takes.
+
+    >>> from symbolic_cost.symbols import b, l
+    >>> kept_cse([maximum(b, l) + 1, maximum(b, l) * 2])
+    ([(x0, Max(b, l))], [x0 + 1, 2*x0])
+    """
+    single = isinstance(exprs, Basic)
+    hidden = [swap_extrema(e, _HIDDEN) for e in ([exprs] if single else exprs)]
+    replacements, reduced = cse(hidden, **options)
+    shown = {}
+    replacements = [(name, swap_extrema(value, _SHOWN, shown)) for name, value in replacements]
+    reduced = [swap_extrema(e, _SHOWN, shown) for e in reduced]
+    return replacements, reduced[0] if single else reduced
+
+
+_HIDDEN = {Max: Function("Max_"), Min: Function("Min_")}
+_SHOWN = {hidden: kind for kind, hidden in _HIDDEN.items()}
+
+
+def swap_extrema(expr, kinds: dict, done: dict | None = None) -> Expr:
+    """``expr`` with each node whose function is a key of ``kinds`` rebuilt as that key's value
+    (a ``Max`` or ``Min`` unevaluated, ``unevaluated``), the rest as ``swap`` rebuilds them."""
+    done = {} if done is None else done
+
+    def walk(node):
+        if not node.args:
+            return node
+        if node not in done:
+            args = tuple(walk(a) for a in node.args)
+            kind = kinds.get(node.func)
+            done[node] = (unevaluated(kind, args) if kind in (Max, Min) else kind(*args)) if kind is not None \
+                else _rebuilt(node, args)
         return done[node]
 
     return walk(sympify(expr))

@@ -36,10 +36,11 @@ from fractions import Fraction
 from functools import partial
 from itertools import accumulate
 
-from sympy import Basic, Integer, Rational, Symbol, ceiling, floor, lambdify, sympify
+from sympy import Add, Basic, Integer, Rational, Symbol, ceiling, floor, lambdify, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, InputTypeError, count, instance, positive, shown
+from symbolic_cost.extrema import kept_cse
 from symbolic_cost.inference import estimated, paged
 from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, lockstep, pipelined
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
@@ -194,14 +195,13 @@ class StepModel:
             draft = _operations(speculation.draft, serving, conventions)
             self.draft_launches = (speculation.k * draft, draft)
         self._per_step = float(self.tokens_per_step)
-        self._prefill = lambdify([k], pre_s, "math", cse=True)
-        self._decode = lambdify(args, dec_s, "math", cse=True)
-        self._decode_fused = lambdify(args, fused_s, "math", cse=True)
+        self._prefill = Remembered(lambdify([k], pre_s, "math", cse=kept_cse))
+        self._decode, self._decode_fused = BatchFirst(dec_s, *args), BatchFirst(fused_s, *args)
         # the tensor collectives of a step, by the tokens it runs (a decode of one token a sequence:
         # a speculative step's sequences each carry k + 1)
         single = dec if speculation is None else decode(arch, one, S.l_ctx, conventions)
         comm = sum((n * comm_time(c, self.system, conventions) for c, n in single.collectives), Integer(0))
-        self._comm = lambdify([tokens], comm.subs(S.b, tokens), "math")
+        self._comm = Remembered(lambdify([tokens], comm.subs(S.b, tokens), "math"))
         self._tokens_a_sequence = 1 if speculation is None else speculation.k + 1
 
     def check_context(self, output_tokens: int) -> None:
@@ -333,6 +333,41 @@ class StepModel:
         else:
             seconds = self._decode(decoding, context)
         return seconds + self._comm(prompts * self.prompt + decoding * self._tokens_a_sequence)
+
+
+class Remembered:
+    """A function of one number, each value computed once: a simulation asks a step's price for the
+    same few batch sizes and token counts again and again (a million steps a serving search)."""
+
+    def __init__(self, function):
+        self.function, self.known = function, {}
+
+    def __call__(self, x):
+        value = self.known.get(x)
+        if value is None:
+            value = self.known[x] = self.function(x)
+        return value
+
+
+class BatchFirst:
+    """A step's seconds ``f(b, c)`` over ``b`` sequences of ``c`` cached tokens on average, split
+    into the terms that read ``b`` alone, computed once for each ``b`` (``Remembered``: a decode
+    step's products, norms and weights, whose tile and wave counts are most of its arithmetic), and
+    the terms that also read ``c`` (the attention over the cache), computed every step.
+
+    >>> from symbolic_cost.symbols import b, l_ctx
+    >>> BatchFirst(3 * b + b * l_ctx, b, l_ctx)(2, 10.0)
+    26.0
+    """
+
+    def __init__(self, expr, b, c):
+        terms = Add.make_args(expr)
+        self.fixed = Remembered(lambdify([b], Add(*(t for t in terms if c not in t.free_symbols)), "math",
+                                         cse=kept_cse))
+        self.moving = lambdify([b, c], Add(*(t for t in terms if c in t.free_symbols)), "math", cse=kept_cse)
+
+    def __call__(self, batch, context):
+        return self.fixed(batch) + self.moving(batch, context)
 
 
 def _operations(arch, serving: Serving, conventions) -> int:
