@@ -1091,6 +1091,13 @@ MUTATIONS = (
     Mutation("deepspeed-launcher-nodes-left-out", "symbolic_cost/models/megatron_words.py",
              '    return values["per_node"] * values.get("nodes", 1)\n\n\ndef _counts',
              '    return values["per_node"]\n\n\ndef _counts', required=False),
+    Mutation("batch-first-drops-the-cache", "symbolic_cost/inference/load.py",
+             "return self.fixed(batch) + self.moving(batch, context)", "return self.fixed(batch)", required=False),
+    Mutation("kept-cse-shows-every-extremum-a-max", "symbolic_cost/extrema.py",
+             "(unevaluated(kind, args) if kind in (Max, Min) else kind(*args))",
+             "(unevaluated(Max, args) if kind in (Max, Min) else kind(*args))", required=False),
+    Mutation("length-context-unchecked", "symbolic_cost/inference/lengths.py",
+             'None if context is None else _count(context, "context")', "context", required=False),
 )
 
 

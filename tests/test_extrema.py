@@ -262,3 +262,32 @@ def test_unevaluated_extrema_are_sympys_own(args):
         ours, sympys = unevaluated(kind, args), kind(*args, evaluate=False)
         assert str(ours) == str(sympys) and set(ours.args) == set(sympys.args)
         assert srepr(ours) == srepr(sympys) or not sympys_order
+
+
+# a serving step's shape: per row the larger of a compute and a memory time, tiles by ceilings of
+# the batch, extrema shared between rows, one row reading the cache's length
+STEP = (80 * maximum(3 * ceiling(b / 128) * 128 / 7 + 2, b * 5 + 11) + 80 * maximum(b * 5 + 11, minimum(b, 64) * 9)
+        + maximum(ceiling(b / 16) * 16, 40) * (1 + 3 / (l + 1)) + 80 * maximum(b * l / 1000, b / 3 + 2))
+
+
+@given(st.integers(1, 4096), st.integers(1, 200_000))
+@settings(max_examples=60, deadline=None)
+def test_step_functions_built_with_kept_extrema_equal_sympy_s_substitution(batch, context):
+    """``kept_cse`` (common subexpressions with Max/Min left as written) and ``load.BatchFirst``
+    (the batch-only terms remembered by batch) give what SymPy's exact substitution gives."""
+    from sympy import lambdify
+    from symbolic_cost.extrema import kept_cse
+    from symbolic_cost.inference.load import BatchFirst
+    exact = float(STEP.subs({b: batch, l: context}))
+    assert math.isclose(lambdify([b, l], STEP, "math", cse=kept_cse)(batch, context), exact, rel_tol=1e-12)
+    split = BatchFirst(STEP, b, l)
+    assert math.isclose(split(batch, float(context)), exact, rel_tol=1e-12)
+    assert math.isclose(split(batch, float(context)), exact, rel_tol=1e-12)      # the remembered batch terms
+
+
+def test_kept_cse_leaves_the_extrema_unevaluated():
+    from symbolic_cost.extrema import kept_cse
+    replacements, reduced = kept_cse([STEP, 2 * STEP])
+    shown = [value for _, value in replacements] + reduced
+    assert any(isinstance(node, Max) for value in shown for node in value.atoms(Max))
+    assert not any(str(node.func) in ("Max_", "Min_") for value in shown for node in value.atoms(Function))

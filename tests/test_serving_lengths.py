@@ -57,6 +57,27 @@ def test_an_unknown_shape_is_refused_by_name():
     assert error.value.argument == "lengths"
 
 
+@pytest.mark.parametrize("call, message", [
+    # a mean of 0 divided by zero; one of -1 drew ones, one of True drew booleans, -1 requests none
+    (lambda: drawn(0, 3, "geometric"), "mean must be an integer >= 1, got 0"),
+    (lambda: drawn(-1, 10, "geometric"), "mean must be an integer >= 1, got -1"),
+    (lambda: drawn(True, 10, "geometric"), "mean must be an integer, got the boolean True"),
+    (lambda: drawn(float("inf"), 3, "geometric"), "mean must be an integer, got the float inf"),
+    (lambda: drawn("8", 3, "geometric"), "mean must be an integer, got the string '8'"),
+    (lambda: drawn(100, -1, "geometric"), "requests must be an integer >= 0, got -1"),
+    (lambda: drawn(100, 3, "geometric", stream="answers"), "stream must be one of prompt, output"),
+    # zero-token prompts, a negative context that made every prompt -10 tokens
+    (lambda: requests_of(0, 20, 3), "prompt must be an integer >= 1, got 0"),
+    (lambda: requests_of(100, "x", 2), "output must be an integer, got the string 'x'"),
+    (lambda: requests_of(100, 50, 3, context=-10), "context must be an integer >= 1, got -10"),
+    (lambda: requests_of(100, 50, 3, "geometric"), "lengths must be an inference.lengths.Lengths"),
+])
+def test_a_length_argument_is_refused_by_name(call, message):
+    with pytest.raises(InputError) as refused:
+        call()
+    assert message in str(refused.value)
+
+
 @pytest.mark.parametrize("run", [whole_prompt_steps, chunked_steps])
 def test_each_request_leaves_after_its_own_tokens_and_frees_its_own_blocks(run):
     """One-second steps; three requests at once of 5, 2 and 5 tokens, each reserving its prompt

@@ -106,6 +106,19 @@ def test_a_system_added_by_a_file_alone_answers_as_the_preset_it_restates(tmp_pa
     # a stated 0 read as "not stated" skipped the memory check; 1.5 bytes printed a verdict of 1.4e-09 GiB
     ({"hbm_capacity": 0}, "hbm_capacity must be a positive whole number of bytes, got 0"),
     ({"hbm_capacity": 1.5}, "hbm_capacity must be a positive whole number of bytes, got 3/2"),
+    # the string "no" turned NVLink SHARP on; a list met a dict lookup (an internal error)
+    ({"calibrated": {**H100_BY_HAND["calibrated"], "nvls": "no"}}, "calibrated.nvls must be true or false, got 'no'"),
+    ({"calibrated": {**H100_BY_HAND["calibrated"], "nvls": 0}}, "calibrated.nvls must be true or false, got 0"),
+    ({"calibrated": {**H100_BY_HAND["calibrated"], "family": ["h100"]}}, "calibrated.family must be text"),
+    ({"calibrated": {**H100_BY_HAND["calibrated"], "attention_kernel": ["a"]}}, "calibrated.attention_kernel must be text"),
+    # Fraction(1, 0) was an internal error
+    ({"matrix_flops": "1/0"}, "matrix_flops must be a number, got '1/0'"),
+    ({"calibrated": {**H100_BY_HAND["calibrated"], "nvlink_bus": "0/0"}}, "calibrated.nvlink_bus must be a number"),
+    # a figure below a double's smallest: every time read from it printed as a 400-digit number
+    ({"hbm_bandwidth": "1e-400"}, "hbm_bandwidth must be within a double's range"),
+    # a third of a streaming multiprocessor, a tile of 10^30 rows: each moved the answer
+    ({"calibrated": {**H100_BY_HAND["calibrated"], "sms": "1/3"}}, "sms counts streaming multiprocessors: a whole number"),
+    ({"calibrated": {**H100_BY_HAND["calibrated"], "tile_m": "1e30"}}, "tile_m counts a tile's rows: a whole number up to 1,024"),
 ])
 def test_a_system_file_is_refused_naming_the_field(tmp_path, capsys, change, message, forgets_added_systems):
     import json
@@ -114,3 +127,15 @@ def test_a_system_file_is_refused_naming_the_field(tmp_path, capsys, change, mes
     path.write_text(json.dumps({**H100_BY_HAND, **change}))
     assert main(["summary", "--preset", "gpt2", "--system-file", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_result_past_a_double_is_refused_in_json_as_in_text(capsys):
+    """An exact integer beyond a double's range (a step time from an absurdly small figure, here
+    10^400 TFLOP/s-seconds by hand) was printed in --json as its 400 digits, exit 0, where the text
+    output refused it: a JSON reader's doubles take it as inf."""
+    from sympy import Integer
+    from symbolic_cost.checks import InputError
+    from symbolic_cost.cli.units import number
+    assert number(Integer(2) ** 1000) == 2 ** 1000          # within a double: printed exactly
+    with pytest.raises(InputError, match="in floating point"):
+        number(Integer(10) ** 400)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from sympy import Integer, simplify, sympify
 
@@ -65,6 +66,8 @@ def number(expr):
     """JSON value of an expression: an int, a float, or the formula as a string."""
     expr = simplify(sympify(expr))
     if expr.is_Integer:
+        if abs(expr) > sys.float_info.max:     # the reader's doubles would take it as inf, as the text does
+            finite(math.inf)
         return int(expr)
     return finite(float(expr)) if expr.is_number else str(expr)
 

@@ -27,7 +27,9 @@ import math
 import random
 from dataclasses import dataclass
 
-from symbolic_cost.checks import InputError, shown
+from sympy import Integer
+
+from symbolic_cost.checks import InputError, count, shown
 
 SHAPES = ("fixed", "geometric")
 """How a request's length spreads around the printed one (``Lengths``; ``--prompt-lengths``,
@@ -60,6 +62,9 @@ class Lengths:
 FIXED = Lengths()
 """Every request of the printed lengths."""
 
+STREAMS = ("prompt", "output")
+"""The draws ``drawn`` seeds apart: the prompts' and the outputs' lengths."""
+
 
 def drawn(mean: int, requests: int, shape: str = "fixed", seed: int = 0, stream: str = "output") -> list[int]:
     """Lengths of ``requests`` requests whose mean is ``mean`` (see the module docstring), in
@@ -72,8 +77,11 @@ def drawn(mean: int, requests: int, shape: str = "fixed", seed: int = 0, stream:
     >>> min(lengths), round(sum(lengths) / len(lengths) / 200, 2)
     (1, 1.0)
     """
-    if shape not in SHAPES:
+    if not isinstance(shape, str) or shape not in SHAPES:
         raise InputError(f"a length's shape must be one of {', '.join(SHAPES)}, got {shown(shape)}", "shape")
+    mean, requests, seed = _count(mean, "mean"), _count(requests, "requests", 0), _count(seed, "seed", 0)
+    if stream not in STREAMS:
+        raise InputError(f"stream must be one of {', '.join(STREAMS)}, got {shown(stream)}", "stream")
     if shape == "fixed" or mean == 1:
         return [mean] * requests
     log_stay = math.log1p(-1 / mean)
@@ -81,6 +89,11 @@ def drawn(mean: int, requests: int, shape: str = "fixed", seed: int = 0, stream:
     lengths = [max(1, math.ceil(math.log1p(-(i + 0.5) / requests) / log_stay)) for i in range(requests)]
     random.Random(f"{stream} lengths {seed}").shuffle(lengths)
     return lengths
+
+
+def _count(value, name: str, minimum: int = 1) -> int:
+    """``checks.count`` of a token or request count, a SymPy integer taken as the ``int`` it is."""
+    return count(int(value) if isinstance(value, Integer) else value, name, minimum)
 
 
 def requests_of(prompt: int, output: int, requests: int, lengths: Lengths = FIXED, seed: int = 0,
@@ -95,6 +108,10 @@ def requests_of(prompt: int, output: int, requests: int, lengths: Lengths = FIXE
     >>> max(prompts), max(p + o - 1 for p, o in zip(prompts, outputs))
     (300, 300)
     """
+    if not isinstance(lengths, Lengths):
+        raise InputError(f"lengths must be an inference.lengths.Lengths, got {shown(lengths)}", "lengths")
+    prompt, output, context = _count(prompt, "prompt"), _count(output, "output"), \
+        None if context is None else _count(context, "context")
     prompts = drawn(prompt, requests, lengths.prompts, seed, "prompt")
     outputs = drawn(output, requests, lengths.outputs, seed, "output")
     if context is None:

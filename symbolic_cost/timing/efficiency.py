@@ -101,8 +101,13 @@ class Efficiency:
     attention_kernel: str = "flash-attention-2"
 
     def __post_init__(self):
-        if self.arch not in ARCHS:
+        if not isinstance(self.arch, str) or self.arch not in ARCHS:
             raise InputError(f"efficiency arch must be one of {', '.join(ARCHS)}, got {self.arch!r}", "arch")
+        if not isinstance(self.nvls, bool):
+            raise InputError(f"efficiency nvls must be True or False, got {self.nvls!r}", "nvls")
+        if not isinstance(self.attention_kernel, str):
+            raise InputError(f"efficiency attention_kernel must be a kernel's name, got {self.attention_kernel!r}",
+                             "attention_kernel")
         attention_kernels.kernel(self.attention_kernel)          # refuses an unknown kernel
         for item in fields(self):
             if item.name in ("arch", "nvls", "attention_kernel"):
@@ -111,6 +116,9 @@ class Efficiency:
             if value.is_number and (value < 0 or value == 0 and item.name not in FIXED_COSTS):
                 rule = "at least 0" if item.name in FIXED_COSTS else "positive"
                 raise InputError(f"efficiency {item.name} must be {rule}, got {value}", item.name)
+            if item.name in COUNTED and value.is_number and not (value.is_integer and value <= COUNTED[item.name]):
+                raise InputError(f"efficiency {item.name} counts {COUNTED_WHAT[item.name]}: a whole number up to "
+                                 f"{COUNTED[item.name]:,}, got {value}", item.name)
             object.__setattr__(self, item.name, value)
 
     def but(self, **changes) -> "Efficiency":
@@ -127,6 +135,14 @@ ARCHS = ("volta", "ampere", "hopper", "blackwell", "other")
 
 FITTED = ("matrix", "memory", "kernel", "step")
 """The factors ``report.calibrate`` fits; the others are datasheet or NCCL constants."""
+
+COUNTED = {"sms": 2**16, "tile_m": 1024, "tile_n": 1024}
+"""The factors that count something, each a whole number up to its bound: a device's streaming
+multiprocessors (132 on H100, 148 on B200; the bound is far past any device), and a product
+kernel's output tile sides (128 or 256 on the tensor-core kernels of every generation; a side
+of more than 1,024 outputs is no kernel's)."""
+
+COUNTED_WHAT = {"sms": "streaming multiprocessors", "tile_m": "a tile's rows", "tile_n": "a tile's columns"}
 
 FIXED_COSTS = ("kernel", "step")
 """The fitted factors that are seconds, not fractions: 0 is a value they may take."""
@@ -302,7 +318,7 @@ def _calibrated(name: str) -> dict:
         raise InputError(f"no calibrated efficiency for system {name!r}; calibrated: {', '.join(CALIBRATED)} "
                          f"(or a --system-file with a calibrated block; System.but(efficiency=Efficiency(...)) "
                          f"in Python)", "system")
-    if calibrated["family"] not in CALIBRATION["fitted"]:
+    if not isinstance(calibrated["family"], str) or calibrated["family"] not in CALIBRATION["fitted"]:
         raise InputError(f"system {name}: calibrated.family must be one of {', '.join(CALIBRATION['fitted'])} "
                          f"(the families with fitted factors), got {calibrated['family']!r}", "system")
     return calibrated

@@ -80,9 +80,10 @@ class System:
             # decided as far as SymPy can: -F of a positive F is negative, a number is either
             if value.is_negative or (item.name in self._REQUIRED and value.is_nonpositive):
                 raise InputError(f"system {self.name}: {item.name} must be positive, got {value}", item.name)
-            if value.is_number and value > sys.float_info.max:     # every result from it would print as inf
-                raise InputError(f"system {self.name}: {item.name} must be within a double's range (about 1.8e308), "
-                                 f"got {value.evalf(4)}", item.name)
+            # every result divided or multiplied by a figure out of a double's range prints as inf
+            if value.is_number and (value > sys.float_info.max or 0 < value < sys.float_info.min):
+                raise InputError(f"system {self.name}: {item.name} must be within a double's range (about 2.2e-308 "
+                                 f"to 1.8e308), got {value.evalf(4)}", item.name)
             if item.name in self._COUNTS and value.is_number and not value.is_integer:
                 raise InputError(f"system {self.name}: {item.name} counts devices, a whole number, got {value}",
                                  item.name)
@@ -146,9 +147,25 @@ def read_system(data: dict, where: str) -> tuple[System, dict | None]:
         missing = [k for k in _CALIBRATED_REQUIRED if k not in calibrated]
         if missing:
             raise InputError(f"{where}: calibrated needs {', '.join(missing)}", "system_file")
-        calibrated = {k: v if k in ("family", "arch", "nvls", "attention_kernel", "source") else _exact(v, f"{where}: calibrated.{k}")
-                      for k, v in calibrated.items()}
+        calibrated = {k: _calibrated_value(k, v, f"{where}: calibrated.{k}") for k, v in calibrated.items()}
     return System(data["name"], **values), calibrated
+
+
+def _calibrated_value(name: str, value, where: str):
+    """A value of a system file's ``calibrated`` section: text for its names, ``true`` or
+    ``false`` for ``nvls`` (a JSON string ``"no"`` is no boolean), else a number (``_exact``)."""
+    if name == "nvls":
+        if not isinstance(value, bool):
+            raise InputError(f"{where} must be true or false, got {value!r}", "system_file")
+        return value
+    if name in _CALIBRATED_TEXT:
+        if not isinstance(value, str):
+            raise InputError(f"{where} must be text, got {value!r}", "system_file")
+        return value
+    return _exact(value, where)
+
+
+_CALIBRATED_TEXT = ("family", "arch", "attention_kernel", "source")
 
 
 def _exact(value, where: str):
@@ -157,7 +174,7 @@ def _exact(value, where: str):
         raise InputError(f"{where} must be a number, got {value!r}", "system_file")
     try:
         return Rational(repr(value) if isinstance(value, float) else value)
-    except (TypeError, ValueError, SyntaxError):
+    except (TypeError, ValueError, SyntaxError, ZeroDivisionError):
         raise InputError(f"{where} must be a number, got {value!r}", "system_file") from None
 
 
