@@ -1096,6 +1096,9 @@ MUTATIONS = (
     Mutation("kept-cse-shows-every-extremum-a-max", "symbolic_cost/extrema.py",
              "(unevaluated(kind, args) if kind in (Max, Min) else kind(*args))",
              "(unevaluated(Max, args) if kind in (Max, Min) else kind(*args))", required=False),
+    Mutation("deepspeed-bf16-states-unread", "symbolic_cost/models/deepspeed.py",
+             'chosen = "adam-16bit-master-bf16-moments" if states else "adam-16bit-master"',
+             'chosen = "adam-16bit-master"', required=False),
     Mutation("length-context-unchecked", "symbolic_cost/inference/lengths.py",
              'None if context is None else _count(context, "context")', "context", required=False),
 )

@@ -217,3 +217,55 @@ def test_a_key_named_twice_is_refused_as_deepspeed_refuses_it():
     text = '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1, "stage": 3}}'
     with pytest.raises(InputError, match="names 'stage' twice in one object; DeepSpeed refuses duplicate keys"):
         deepspeed_setup(text, "ds.json", preset("gpt2"), 8, {}, dict(COMMAND))
+
+
+LLAMA_3_2_1B = 1_235_814_400
+"""meta-llama/Llama-3.2-1B's parameters as transformers counts them (tests/test_hf_families.py builds it on the
+meta device), its embedding tied to the head."""
+
+
+def test_bf16_masters_and_states_are_two_bytes_each(tmp_path, capsys):
+    """DeepSpeedExamples' ``training/bf16_master_weight/configs/bf16_full.json`` (at a43031e5c, without its
+    torch_autocast section): ZeRO-3 over 8 ranks with bf16 master weights and bf16 Adam states
+    (DeepSpeed's ``_configure_master_weights``): per parameter a 2-byte master and two 2-byte moments, an
+    eighth of them on each rank, where fp32 would be 12 bytes."""
+    from symbolic_cost.cli import main
+    config = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+              "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
+              "bf16": {"enabled": True, "bf16_master_weights_and_grads": True, "bf16_optimizer_states": True},
+              "zero_optimization": {"stage": 3, "overlap_comm": True, "stage3_param_persistence_threshold": 0}}
+    path = tmp_path / "bf16_full.json"
+    path.write_text(json.dumps(config))
+    hf = pathlib.Path(__file__).parent / "hf_configs" / "Llama-3.2-1B.json"
+    assert main(["summary", "--hf-config", str(hf), "--deepspeed", str(path), "--devices", "8", "--set", "l=2048",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["parameters"] == LLAMA_3_2_1B
+    assert got["optimizer_bytes"] == LLAMA_3_2_1B * (2 + 2 + 2) // 8
+
+
+def test_bf16_masters_with_fp32_states_live_on_the_host():
+    """Without ``bf16_optimizer_states`` DeepSpeed keeps fp32 moments in DeepSpeedCPUAdam and asserts the
+    optimizer is offloaded (``_enforce_cpu_offload``): 2 + 4 + 4 bytes a parameter, on the host."""
+    masters = {"bf16": {"enabled": True, "bf16_master_weights_and_grads": True}}
+    offloaded = _setup({**masters, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})
+    assert offloaded.policy["optimizer"] == "adam-16bit-master" and offloaded.policy["offload"] == "optimizer"
+    with pytest.raises(InputError, match="requires zero_optimization.offload_optimizer"):
+        _setup({**masters, "zero_optimization": {"stage": 2}})
+
+
+@pytest.mark.parametrize("config, refusal", [
+    # config.py: "Bf16_master_weights_and_grads is only supported with ZeRO Stage 1, 2, or 3"
+    ({"bf16": {"enabled": True, "bf16_master_weights_and_grads": True, "bf16_optimizer_states": True}},
+     "ZeRO stage 1, 2 or 3 only"),
+    # config.py: "bf16_optimizer_states requires bf16_master_weights_and_grads to be enabled"
+    ({"bf16": {"enabled": True, "bf16_optimizer_states": True}, "zero_optimization": {"stage": 1}},
+     "require bf16 master weights"),
+    ({"bf16": {"enabled": True, "bf16_master_weights_and_grads": True, "bf16_optimizer_states": True},
+      "zero_optimization": {"stage": 1}, "optimizer": {"type": "OneBitAdam"}}, "OneBitAdam"),
+    ({"fp16": {"enabled": True}, "bf16": {"bf16_master_weights_and_grads": True, "bf16_optimizer_states": True},
+      "zero_optimization": {"stage": 1}}, "with fp16 training"),
+])
+def test_bf16_masters_where_deepspeed_refuses_them_are_refused(config, refusal):
+    with pytest.raises(InputError, match=refusal):
+        _setup(config)

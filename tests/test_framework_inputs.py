@@ -600,7 +600,7 @@ def test_deepspeed_batch_rule_and_unknown_keys(tmp_path, capsys):
     ({"compile": {"disable": False, "backend": "inductor"}}, "fuses and moves kernels"),       # axolotl
     ({"tensor_parallel": {"autotp_size": 2}}, "automatic tensor parallelism (AutoTP)"),        # LLaMA-Factory
     ({"quantize_training": {"enabled": True}}, "quantisation-aware training (MoQ)"),
-    ({"bf16": {"enabled": True, "bf16_master_weights_and_grads": True}}, "without an fp32 copy"),
+    ({"fp16": {"enabled": True, "fp16_master_weights_and_grads": True}}, "fp16 master weights"),
     ({"zero_optimization": {"stage": 2, "zenflow": {"topk_ratio": 0.1}}}, "ZenFlow's optimizer steps"),
 ])
 def test_deepspeed_sections_the_library_does_not_model_say_why(tmp_path, capsys, extra, said):

@@ -26,6 +26,9 @@ DeepSpeed key (default)                       library field
 ``zero_optimization.overlap_comm`` (true at   ``overlap``: gradient reduction (and, stage 3, the
 stage 3, false otherwise)                     parameter gathers) behind compute
 ``fp16.enabled``, ``bf16.enabled`` (false)    ``precision`` fp16, bf16 (fp32 without either)
+``bf16.bf16_master_weights_and_grads``,       ``optimizer``: ``adam-16bit-master-bf16-moments``
+``bf16.bf16_optimizer_states`` (false)        (bf16 states), or ``adam-16bit-master`` (fp32 states,
+                                              offloaded as DeepSpeed requires): ``bf16_masters``
 ``torch_autocast.enabled`` (false)            false accepted; true refused (not modelled)
 ``optimizer.type``                            ``optimizer``: Adam, AdamW, any case as DeepSpeed
                                               reads them (absent: the command line's, as the
@@ -66,8 +69,8 @@ NO_COST = {
          "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print",
          "allgather_size"},
     "fp16": {"enabled", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
-             "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads", "auto_cast"},
-    "bf16": {"enabled", "immediate_grad_update"},
+             "consecutive_hysteresis", "min_loss_scale", "auto_cast"},
+    "bf16": {"enabled", "immediate_grad_update", "bf16_master_weights_and_grads", "bf16_optimizer_states"},
     "torch_autocast": {"enabled", "dtype", "lower_precision_safe_modules"},
     "optimizer": {"type", "params"},
     "activation_checkpointing": {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
@@ -149,8 +152,8 @@ UNMODELLED = {
     "tensor_parallel": "DeepSpeed's automatic tensor parallelism (AutoTP) splits the layers over tensor ranks; the "
                        "reader does not take that layout from the file",
     "quantize_training": "quantisation-aware training (MoQ) changes the products' precision while it trains",
-    "bf16.bf16_master_weights_and_grads": "master weights and gradients kept in bf16, without an fp32 copy, are "
-                                          "not modelled",
+    "fp16.fp16_master_weights_and_grads": "fp16 master weights (with fp16 training, the optimizer on the host) "
+                                          "are not modelled",
     "zero_optimization.zenflow": "ZenFlow's optimizer steps on the host, overlapped with the next steps, are not "
                                  "modelled",
 }
@@ -378,8 +381,47 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     kind = config.get("optimizer", {}).get("type")
     if kind is not None:
         policy["optimizer"] = _optimizer(kind, config["optimizer"].get("params", {}), stage, notes)
+    sixteen = bf16_masters(config.get("bf16", {}), stage, policy, notes)
+    if sixteen is not None:
+        policy["optimizer"] = sixteen
     values = {S.b: micro, S.n_micro: accum, S.d: dp, S.m1: 1, S.s1: 1, S.p: 1}
     return Setup(arch, values, policy, notes)
+
+
+def bf16_masters(section: dict, stage: int, policy: dict, notes: list) -> str | None:
+    """The optimizer of ``bf16.bf16_master_weights_and_grads`` (and ``bf16_optimizer_states``), as
+    DeepSpeed's ZeRO optimizers keep it (``runtime/base_optimizer.py``,
+    ``_configure_master_weights``, at edaa72212): the master weights, and the partitioned
+    gradients the step reads, in bf16 (2 bytes, no fp32 copy); the Adam moments in bf16 too with
+    ``bf16_optimizer_states`` (on the device), else fp32 in ``DeepSpeedCPUAdam`` on the host, which
+    DeepSpeed then requires (ZeRO-Offload of the optimizer).  ``adam-16bit-master-bf16-moments``
+    (2 + 2 + 2 bytes a parameter) or ``adam-16bit-master`` (2 + 4 + 4); ``None`` without the flag.
+    Refused where DeepSpeed refuses: without ZeRO 1-3, bf16 states without bf16 masters, bf16
+    masters with fp32 states on the device; and beside any optimizer but Adam."""
+    masters = _boolean(section.get("bf16_master_weights_and_grads", False), "bf16.bf16_master_weights_and_grads")
+    states = _boolean(section.get("bf16_optimizer_states", False), "bf16.bf16_optimizer_states")
+    if states and not masters:
+        raise InputError("bf16.bf16_optimizer_states without bf16_master_weights_and_grads: DeepSpeed asserts that "
+                         "bf16 optimizer states require bf16 master weights and gradients", "bf16.bf16_optimizer_states")
+    if not masters:
+        return None
+    where = "bf16.bf16_master_weights_and_grads"
+    if policy["precision"] != "bf16":
+        raise InputError(f"{where} with {policy['precision']} training: bf16 masters of weights that are not bf16 are "
+                         f"not modelled", where)
+    if stage == 0:
+        raise InputError(f"{where}: DeepSpeed supports it with ZeRO stage 1, 2 or 3 only, got stage 0", where)
+    if not states and policy["offload"] == "none":
+        raise InputError(f"{where} without bf16_optimizer_states: DeepSpeed then keeps the fp32 Adam moments on the "
+                         f"host and requires zero_optimization.offload_optimizer (device cpu, DeepSpeedCPUAdam)", where)
+    if policy.get("optimizer", "adam") not in ("adam", "adamw"):
+        raise InputError(f"{where} beside optimizer {policy['optimizer']!r}: DeepSpeed keeps 16-bit masters for Adam "
+                         f"(DeepSpeedCPUAdam where offloaded); the reader reads it with Adam or AdamW", where)
+    chosen = "adam-16bit-master-bf16-moments" if states else "adam-16bit-master"
+    notes.append(f"{where}: bf16 master weights and gradients (2 bytes, no fp32 copy), the Adam moments in "
+                 + ("bf16 (bf16_optimizer_states)" if states else "fp32 on the host (DeepSpeedCPUAdam)")
+                 + f": optimizer {chosen}" + ("" if "optimizer" in policy else " (the client's optimizer taken as Adam)"))
+    return chosen
 
 
 def _optimizer(kind, params, stage: int, notes: list) -> str:
