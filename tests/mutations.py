@@ -1099,6 +1099,8 @@ MUTATIONS = (
     Mutation("deepspeed-bf16-states-unread", "symbolic_cost/models/deepspeed.py",
              'chosen = "adam-16bit-master-bf16-moments" if states else "adam-16bit-master"',
              'chosen = "adam-16bit-master"', required=False),
+    Mutation("torchao-mxfp8-casts-one-byte", "symbolic_cost/models/recipes.py",
+             "es=es, quantised=recipe.cast_bytes,", "es=es, quantised=1,", required=False),
     Mutation("length-context-unchecked", "symbolic_cost/inference/lengths.py",
              'None if context is None else _count(context, "context")', "context", required=False),
 )

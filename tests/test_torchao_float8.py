@@ -148,3 +148,59 @@ def test_grouped_experts_stay_16_bit():
         assert grouped and all(r.fp8 == experts for r in grouped), fp8
         assert layer["qkv_proj"].fp8 and not any(name.startswith(r.name) and name.endswith("_cast") and not experts
                                                 for r in grouped for name in layer), fp8
+
+
+def _mxfp8(k: int, n: int):
+    """torchao's ``MXFP8Linear(k, n)`` (torchtitan's ``MXFP8LinearConverter``) in bf16, its MX casts emulated on
+    the CPU, forward and backward over ``TOKENS`` rows: (elements cast to float8 in forward, in backward; the
+    products reading MX operands, forward and backward; bytes kept for backward other than the weight)."""
+    from torchao.prototype.moe_training.mxfp8_linear import MXFP8Linear
+    from torchao.quantization.quantize_.common import KernelPreference
+
+    class Casts(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.cast, self.products = 0, []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten._to_copy.default and out.dtype == torch.float8_e4m3fn:
+                self.cast += out.numel()
+            if func is torch.ops.aten.mm.default:
+                self.products.append(all(type(a).__name__ == "MXTensor" for a in args[:2]))
+            return out
+
+    layer = MXFP8Linear(k, n, bias=False, kernel_preference=KernelPreference.EMULATED).to(torch.bfloat16)
+    x = torch.randn(TOKENS, k, dtype=torch.bfloat16, requires_grad=True)
+    kept = []
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() != layer.weight.untyped_storage().data_ptr():
+            kept.append(t.numel() * t.element_size())
+        return t
+
+    forward, backward = Casts(), Casts()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), forward:
+        y = layer(x)
+    with backward:
+        y.backward(torch.randn_like(y))
+    return forward, backward, sum(kept)
+
+
+def test_mxfp8_casts_kept_inputs_and_products_as_torchao_runs_them():
+    """``mx_mm`` keeps the bf16 input and the weight, and casts to MXFP8 where each product reads: forward the
+    input and the weight, backward the output gradient along each axis, the weight and the input again; every
+    product reads MX operands.  A cast of ``n`` elements is timed as reading its 2-byte tensor once (each
+    32-block's scale found in the same kernel) and writing ``1 + 1/32`` bytes (an E8M0 scale a block of 32):
+    the bytes are the library's stated assumption, the casts and their sizes torchao's."""
+    from sympy import Rational
+    pytest.importorskip("torchao.prototype.moe_training.mxfp8_linear")
+    rows, plain = _layer("torchao-mxfp8"), _layer(None)
+    for name, (k, n) in PRODUCTS.items():
+        forward, backward, kept = _mxfp8(k, n)
+        assert rows[name].act_buffer == kept == TOKENS * k * 2 == plain[name].act_buffer, name   # the bf16 input
+        assert forward.products == [True] and backward.products == [True, True], name
+        assert forward.cast == TOKENS * k + k * n and backward.cast == 2 * TOKENS * n + k * n + TOKENS * k, name
+        cast, per_element = rows[f"{name}_cast"], 2 + 1 + Rational(1, 32)
+        assert (cast.mem_fwd, cast.mem_bwd) == (forward.cast * per_element, backward.cast * per_element), name
+        assert rows[name].fp8 and cast.flops_fwd == cast.flops_bwd == 0, name

@@ -508,3 +508,21 @@ def test_llama4_irope_flavours_chunk_and_drop_rotation(tmp_path, capsys):
     assert irope["parameters"] == plain["parameters"]
     assert irope["model_flops_fwd"] < plain["model_flops_fwd"]
     assert irope["layout"]["attention_kernel"] is None and any("attends by FlexAttention" in n for n in irope["notes"])
+
+
+def test_the_mxfp8_converter_reads_as_torchao_mxfp8_on_blackwell(tmp_path, capsys):
+    """``llama3_8b_mxfp8`` (at b5bcd76): ``llama3_8b`` with ``MXFP8LinearConverter.Config(model_compile_enabled=True)``,
+    torchao's ``MXFP8Linear`` on every Linear (its ``fqns`` empty): the same layout as ``llama3_8b`` with
+    ``fp8 torchao-mxfp8``, on Blackwell only (torchtitan asserts ``has_cuda_capability(10, 0)``)."""
+    mx = _config(capsys, SECOND / LLAMA3, "llama3_8b_mxfp8", "--devices", "8", "--system", "b200")
+    plain = _config(capsys, SECOND / LLAMA3, "llama3_8b", "--devices", "8", "--system", "b200")
+    assert mx["layout"] == {**plain["layout"], "fp8": "torchao-mxfp8"}
+    assert any("converts every Linear, the output head too" in note for note in mx["notes"])
+    assert "block-scaled (MX) tensor cores" in _error(capsys, "--torchtitan", str(SECOND / LLAMA3), "--torchtitan-config",
+                                                      "llama3_8b_mxfp8", "--devices", "8", "--system", "h100")
+    some = _write(tmp_path, "from torchtitan.components.quantization.mx import MXFP8LinearConverter\n"
+                  "from torchtitan.models.llama3 import model_registry\n\n"
+                  "def f():\n    config = llama3_8b()\n    config.model_spec = model_registry('8B', converters=["
+                  "MXFP8LinearConverter.Config(fqns=['feed_forward'])])\n    return config\n")
+    assert "a selection of them is not modelled" in _error(capsys, "--torchtitan", some, "--torchtitan-config", "f",
+                                                           "--devices", "8", "--system", "b200")

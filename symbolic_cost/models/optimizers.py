@@ -108,6 +108,10 @@ tensorwise``   16-bit                            where used)    recipe ``tensorw
                input)                                           ``[float8]``): one scale a tensor
 ``torchao-     2          none                   0              FP8; torchao's ``rowwise``: one
 rowwise``                                                       scale a row of each operand
+``torchao-     2          none                   0 (E8M0 block  FP8 on block-scaled tensor cores
+mxfp8``                                          scales in each (Blackwell); torchao's
+                                                 cast's 1 +     ``MXFP8Linear`` (torchtitan's
+                                                 1/32 bytes)    ``MXFP8LinearConverter``)
 ============== ========== ====================== ============== ==================================
 
 Sources.  The kept input of a product is what its weight gradient reads, quantised once in
@@ -130,7 +134,9 @@ maximum, found in a pass before the cast (``tensorwise``; ``nvfp4``'s fp32 per-t
 saves the 16-bit input and weight for backward and casts every operand where a product reads it
 (forward: the input and the weight; backward: the output gradient twice, once along each axis, the
 weight and the saved input), so the cast rows are ``ops.quantise.dynamic_casts``, not TE's
-cast-transposes.  Not modelled: the ``blockwise`` (128x128) FP8 recipe, and torchao's
+cast-transposes.  ``MXFP8Linear``'s ``mx_mm`` (torchao ``prototype/moe_training/mxfp8_linear.py``) does
+the same with MX casts along dim 0 and dim 1 (``cast_bytes``: an element and its share of a 32-block's
+E8M0 scale), each block's scale found in the kernel that casts it (no ``amax_pass``).  Not modelled: the ``blockwise`` (128x128) FP8 recipe, and torchao's
 ``rowwise_with_gw_hp`` (its weight gradient is a 16-bit product).
 """
 
@@ -190,6 +196,7 @@ class Fp8Recipe:
     block_scaled: bool = False     # needs tensor cores that apply block scales (MX: Blackwell)
     amax_pass: bool = False        # the scale comes from the tensor's own amax: a pass before the cast
     dynamic: bool = False          # torchao: 16-bit operands kept, each cast where a product reads it
+    cast_bytes: Expr = Integer(1)  # bytes per element of a dynamic cast's low-precision copy (its block scales too)
 
     def scale_bytes(self, history: int | None = None) -> Expr:
         """fp32 bytes of one product's scaling state: ``tensors x (scales + history) x 4``;
@@ -217,6 +224,8 @@ FP8_RECIPES = {
                                     amax_pass=True, dynamic=True),
     "torchao-rowwise": Fp8Recipe("torchao-rowwise", Integer(2), Integer(0), scales=0, amax_history=0,
                                  amax_pass=True, dynamic=True),
+    "torchao-mxfp8": Fp8Recipe("torchao-mxfp8", Integer(2), Integer(0), scales=0, amax_history=0, block_scaled=True,
+                               dynamic=True, cast_bytes=MXFP8),
 }
 
 

@@ -220,7 +220,7 @@ def _dynamic_casts(forward, outputs, weights, es, recipe, t, name):
     if t.fp8_gather:
         weight_fwd = weights / shard_degree("weights", t.zero, t.d, t.distributed_optimizer, t.shard)
         weight_bwd = weight_fwd if t.reshard_after_forward else Integer(0)
-    return dynamic_casts(inputs + weight_fwd, 2 * outputs + weight_bwd + inputs, es=es, quantised=1,
+    return dynamic_casts(inputs + weight_fwd, 2 * outputs + weight_bwd + inputs, es=es, quantised=recipe.cast_bytes,
                          amax_pass=recipe.amax_pass, name=name)
 
 

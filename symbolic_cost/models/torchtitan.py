@@ -320,6 +320,8 @@ def float8(job: Job, notes: list) -> dict:
     converters = Job("", "", data={"model": {"converters": converters}}).get("model", "converters", [], list)
     if not converters:
         return {}
+    if converters == ["mx"]:
+        return mxfp8(job, notes)
     if len(converters) != 1 or not isinstance(converters[0], str) or converters[0] not in FLOAT8_SECTIONS:
         raise InputError(f"[model] converters {converters}: the reader reads [\"float8\"] (torchao's float8 "
                          f"training; \"quantize.linear.float8\" from 2025-09-26 to 2026-02-23); MX and other "
@@ -360,6 +362,28 @@ def float8(job: Job, notes: list) -> dict:
         notes.append("float8 without compile: its casts are timed as torch.compile fuses them (one kernel finds "
                      "the scale, one casts); eager runs several kernels a cast")
     return dict(fp8=TORCHAO_RECIPES[recipe], fp8_gather=gather)
+
+
+def mxfp8(job: Job, notes: list) -> dict:
+    """The MX converter of torchtitan's Python configs, ``MXFP8LinearConverter`` (``components/quantization/
+    mx.py``): torchao's ``MXFP8Linear`` on every ``Linear`` whose name holds one of ``fqns`` (every one
+    when empty, the output head too), ``fp8="torchao-mxfp8"`` (Blackwell only, as torchtitan asserts
+    ``has_cuda_capability(10, 0)``).  The library converts the linear layers of the blocks and keeps the
+    head in 16-bit (noted); other ``fqns`` are refused, and so is the TOML generation's ``[mx]`` (its
+    ``MXLinear`` of ``mx_formats``, another class)."""
+    section = job.data.get("mx", {})
+    if not isinstance(section, dict) or section.get("converter") != "MXFP8LinearConverter":
+        raise InputError("[model] converters [\"mx\"] of a TOML: its [mx] section (torchao's mx_formats MXLinear) is "
+                         "not modelled; the reader reads MXFP8LinearConverter of torchtitan's Python configs",
+                         "[model] converters")
+    if "fqns" not in section or section["fqns"]:
+        raise InputError(f"MXFP8LinearConverter fqns {section.get('fqns', '(not read)')!r}: the library converts every "
+                         f"linear layer of the blocks; a selection of them is not modelled", "MXFP8LinearConverter fqns")
+    notes.append("MXFP8LinearConverter with fqns [] converts every Linear, the output head too; the library keeps the "
+                 "head in 16-bit")
+    if not compiled(job):
+        notes.append("MXFP8 without compile: its casts are timed as torch.compile fuses them (one kernel a cast)")
+    return dict(fp8="torchao-mxfp8", fp8_gather=False)
 
 
 FLOAT8_SECTIONS = {"float8": ("float8",), "quantize.linear.float8": ("quantize", "linear", "float8"),

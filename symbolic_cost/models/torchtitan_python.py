@@ -559,6 +559,10 @@ def _model(spec, converters_container, data: dict, name: str, notes: list) -> di
     float8 = next((c for c in given if c.kind == "Float8LinearConverter.Config"), None)
     if float8 is not None:
         data["float8"] = _float8(float8, fields.get("converters_given"))
+    mx = next((c for c in given if c.kind == "MXFP8LinearConverter.Config"), None)
+    if mx is not None:      # its fqns (every Linear when empty); model_compile_enabled changes no count
+        fqns = mx.fields.get("fqns", [])
+        data["mx"] = {"converter": "MXFP8LinearConverter", **({} if isinstance(fqns, (Unread, Built)) else {"fqns": fqns})}
     return model
 
 
