@@ -240,7 +240,8 @@ def count(value, name: str, minimum: int = 1, maximum: int | None = None) -> int
     if isinstance(value, bool) or not isinstance(value, int):
         raise _type_error(name, value, "an integer")
     if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum:,}" if maximum is not None else f">= {minimum}"
+        largest = "2**53" if maximum == 2**53 else f"{maximum:,}" if maximum is not None else None
+        bound = f"between {minimum} and {largest}" if largest is not None else f">= {minimum}"
         raise InputError(f"{name} must be an integer {bound}, got {value}", name)
     if value > LARGEST_COUNT:
         raise InputError(f"{name} must be an integer of at most {LARGEST_COUNT:,} (2**53), got one of "
@@ -263,9 +264,9 @@ def given_counts(**values) -> tuple:
     >>> given_counts(world=0)
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: world must be an integer >= 1, got 0
+    symbolic_cost.checks.InputError: world must be an integer between 1 and 2**53, got 0
     """
-    return tuple(None if value is None else count(value, name) for name, value in values.items())
+    return tuple(None if value is None else count(value, name, maximum=2**53) for name, value in values.items())
 
 
 def flag(value, name: str) -> bool:
@@ -419,6 +420,19 @@ def grid_rules(dims: dict, grid: dict, rules=MODEL_RULES, what: str = "--grid") 
                 raise InputError(f"{what} at {shown_at}: {error}", what) from None
 
 
+def repeated_keys(pairs) -> set:
+    """The keys named more than once among ``pairs`` (a JSON object's, as ``object_pairs_hook`` gets
+    them), found with a set: counting each key in the list made an object of many keys quadratic.
+
+    >>> sorted(repeated_keys([("a", 1), ("b", 2), ("a", 3)]))
+    ['a']
+    """
+    seen, twice = set(), set()
+    for key, _ in pairs:
+        (twice if key in seen else seen).add(key)
+    return twice
+
+
 def timed(duration: float) -> float:
     """A simulated step's ``duration`` (seconds), refused unless finite and positive: a step model
     may be any callable (``inference.load.serve``, ``docs/inference.md``), and a NaN step never let
@@ -431,6 +445,6 @@ def timed(duration: float) -> float:
     ...
     symbolic_cost.checks.InputError: step: a step must take a finite positive time, got nan s
     """
-    if not 0 < duration < math.inf:
+    if isinstance(duration, bool) or not isinstance(duration, numbers.Real) or not 0 < duration < math.inf:
         raise InputError(f"step: a step must take a finite positive time, got {duration!r} s", "step")
     return duration

@@ -1101,6 +1101,9 @@ MUTATIONS = (
              'chosen = "adam-16bit-master"', required=False),
     Mutation("torchao-mxfp8-casts-one-byte", "symbolic_cost/models/recipes.py",
              "es=es, quantised=recipe.cast_bytes,", "es=es, quantised=1,", required=False),
+    Mutation("step-prices-negative-work", "symbolic_cost/inference/load.py",
+             "valid = 0 <= prompts < math.inf and 0 <= decoding < math.inf and 0 <= context < math.inf",
+             "valid = True", required=False),
     Mutation("length-context-unchecked", "symbolic_cost/inference/lengths.py",
              'None if context is None else _count(context, "context")', "context", required=False),
 )

@@ -95,3 +95,11 @@ def test_best_degree_equals_brute_force(heads, width, tokens, batch, system):
     assert all(found.values[d] == brute[d] for d in candidates)
     if found.relaxed is not None and found.same_region:
         assert found.derivative.subs(m1, found.relaxed).evalf(30) == pytest.approx(0, abs=1e-18)
+
+
+def test_between_steps_takes_a_symbol_by_its_name():
+    """The name resolves to the package's symbol, as ``derivative`` resolves it: ``between_steps(m1**2, "m1")``
+    was 0 (a plain ``Symbol("m1")``, another symbol), where d(m1^2)/dm1 is 2 m1."""
+    from symbolic_cost.analysis.scaling import between_steps
+    from symbolic_cost.symbols import m1
+    assert between_steps(m1**2, "m1") == 2 * m1 == between_steps(m1**2, m1)

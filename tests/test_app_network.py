@@ -75,6 +75,9 @@ def test_a_half_sent_request_holds_only_its_own_connection(page):
     # two lengths: which one a proxy in front read, nobody knows (the first was taken)
     ("POST /api/summary HTTP/1.1\nHost: 127.0.0.1:{port}\nContent-Length: 2\nContent-Length: 3\n\n{} ", 400,
      "states its Content-Length once"),
+    # a key named twice was answered for its last value, silently, where every file reader refuses it
+    (post('{"preset": "gpt2", "preset": "bert-base-uncased"}', **{"Content-Length": "49"}), 400,
+     "names 'preset' twice in one object"),
 ])
 def test_malformed_and_foreign_requests_are_refused_naming_the_rule(page, request_, status, message):
     got, body = ask(page, request_)

@@ -672,7 +672,78 @@ API = [
     (lambda: analysis.leading_terms(b * l**(10**9) + l, [l]), InputError, "expands powers up to 100"),
     (lambda: conv.get("nope"), ValueError, "unknown conventions 'nope'"),
     (lambda: conv.DEFAULT.but(matmul_flops="3mnk"), ValueError, "matmul_flops must be one of"),
+    # a probe of the serving and analysis API (2026-11-30): each was a raw exception, a hang or a silent answer
+    (lambda: _between_steps()("m1**2", m1), InputTypeError, "expr must be a number or a SymPy expression"),
+    (lambda: _plan()(10**24, depths=range(1, 10**9)), InputError, "depths must hold at most 4,096"),      # hung
+    (lambda: _serving().layouts(2**40), InputError, "devices must be an integer from 1 to 4,096"),      # MemoryError
+    (lambda: _rank(level=91), InputError, "the SLO's percentile must be one of 50, 90, 99, got 91"),    # was "left out"
+    (lambda: _rank(slo=(0, 0)), InputError, "slo's time to first token must be a positive number"),
+    (lambda: _rank(requests=0), InputError, "requests must be an integer between 1 and 100,000"),
+    (lambda: _rank(system="zz"), InputError, "unknown system 'zz'"),
+    (lambda: _rank(runtime_of="x"), InputTypeError, "runtime_of must be a function"),
+    (lambda: _rank(runtime_of=lambda step, m1: 5), InputTypeError, "runtime_of must give a load.Runtime"),
+    (lambda: _rank(serving=None), InputTypeError, "serving must be a Serving"),
+    (lambda: _rank(arch=None), InputTypeError, "arch must be an Architecture"),
+    (lambda: _load().capacity(lambda n: 0), InputError, "burst_throughput(128) must be a positive, finite number"),
+    (lambda: _load().capacity(lambda n: float("nan")), InputError, "burst_throughput(128) must be a positive"),
+    (lambda: _load().capacity(5), InputTypeError, "burst_throughput must be a function"),
+    (lambda: _load().percentile([(1, 1)], "50"), InputError, "q must be a percentile from 0 to 100"),
+    (lambda: _load().percentile(None, 50), InputTypeError, "pairs must be (value, count) pairs"),
+    (lambda: _load().Runtime(step_overhead=10**400), InputError, "step_overhead must be within a double's range"),
+    (lambda: _load().serve(_TextStep(), 5, None, requests=2), InputError, "a step's price must be a number"),
+    (lambda: sweep({"w": b * float("nan")}, grid={"b": [1]}), InputError, "exprs['w'] must be finite"),
+    (lambda: _serving().kv_transfer(None), InputTypeError, "step must be a StepModel"),
+    (lambda: _plan_table()(None, 10**24), InputTypeError, "chosen must be a Plan"),
+    (lambda: analysis.valid_values(None, m1, 10), InputTypeError, "block must be a block's or a layer's cost"),
 ]
+
+
+def _plan():
+    from symbolic_cost.analysis.planning import plan
+    return plan
+
+
+def _between_steps():
+    from symbolic_cost.analysis.scaling import between_steps
+    return between_steps
+
+
+def _plan_table():
+    from symbolic_cost.analysis.planning import per_depth_table
+    return per_depth_table
+
+
+def _load():
+    from symbolic_cost.inference import load
+    return load
+
+
+class _TextStep:
+    """A caller's step model whose price is text."""
+    prompt = 100
+
+    def __call__(self, prompts, decoding, context):
+        return "x"
+
+
+class _serving:                     # noqa: N801 - a namespace of the serving search's entrances
+    @staticmethod
+    def layouts(devices):
+        from symbolic_cost.inference.serving_search import layouts
+        return layouts(devices)
+
+    @staticmethod
+    def kv_transfer(step):
+        from symbolic_cost.inference.disaggregated import kv_transfer_seconds
+        return kv_transfer_seconds(step)
+
+
+def _rank(**changes):
+    from symbolic_cost.inference.serving import Serving
+    from symbolic_cost.inference.serving_search import rank
+    given = dict(arch=GPT2_ARCH, serving=Serving(l_in=512, l_out=64, flash=True), system="h100", devices=2,
+                 slo=(1.0, 0.05), requests=10)
+    return rank(**{**given, **changes})
 
 
 @pytest.mark.parametrize("call, kind, named", API, ids=[f"api-{i}-{named[:40]}" for i, (_, _, named) in enumerate(API)])

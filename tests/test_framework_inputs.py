@@ -933,6 +933,8 @@ def test_accelerate_ddp_template(capsys):
     # accelerate's own MPI test config (tests/test_configs/0_28_0_mpi.yaml): the host is what is not modelled
     ("distributed_type: FSDP", "distributed_type: MULTI_CPU\nmpirun_config:\n  mpirun_ccl: '1'",
      "distributed_type MULTI_CPU: training on the host"),
+    # 10^20 processes printed a job of 10^21 GiB, where --devices refuses past 2**53
+    ("num_processes: 2", "num_processes: 100000000000000000000", "num_processes must be an integer from 1 to 2**53"),
 ])
 def test_accelerate_refusals(tmp_path, capsys, old, new, refused):
     err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path, old, new))
@@ -1790,3 +1792,13 @@ def test_precision_aware_states_the_library_does_not_count_are_refused(tmp_path,
     for precision, master in (("fp32", True), ("fp16", True), ("bf16", False)):   # from Python too
         with pytest.raises(InputError, match="precision-aware Adam .* needs precision bf16 with master_weights"):
             Training(optimizer="adam-bf16-moments", precision=precision, master_weights=master)
+
+
+def test_a_size_past_a_double_is_refused_whatever_file_gives_it(tmp_path, capsys):
+    """A NeMo/Megatron-Bridge YAML's hidden_size of 10^21 printed collectives of 10^17 GiB: every reader's
+    sizes meet the bound of config.json's (``Architecture``: at most 2**53)."""
+    path = tmp_path / "huge.yaml"
+    text = (pathlib.Path(__file__).parent / "framework_inputs" / "megatron_bridge_llama32_1b.yaml").read_text()
+    assert "\n  hidden_size: 2048\n" in text
+    path.write_text(text.replace("\n  hidden_size: 2048\n", "\n  hidden_size: 1000000000000000000000\n"))
+    assert "must be at most 2**53" in _error(capsys, "--nemo-recipe", str(path), "--devices", "8")

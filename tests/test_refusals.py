@@ -510,13 +510,13 @@ def test_a_reader_called_from_python_refuses_what_the_command_line_refuses():
     from symbolic_cost.models.torchtitan import torchtitan_setup
     inputs = Path(__file__).parent / "framework_inputs"
     launch = read_launch((inputs / "train_gpt3_175b_distributed.sh").read_text(), "gpt3.sh")
-    for world, vocab, message in ((-2, 50257, "world must be an integer >= 1, got -2"),
-                                  (0, 50257, "world must be an integer >= 1, got 0"),
-                                  (1024, 0, "vocab must be an integer >= 1, got 0"),
+    for world, vocab, message in ((-2, 50257, "world must be an integer between 1 and 2\\*\\*53, got -2"),
+                                  (0, 50257, "world must be an integer between 1 and 2\\*\\*53, got 0"),
+                                  (1024, 0, "vocab must be an integer between 1 and 2\\*\\*53, got 0"),
                                   (True, 50257, "world")):
         with pytest.raises(InputError, match=message):
             megatron_setup(launch, "gpt3.sh", world, vocab)
-    with pytest.raises(InputError, match="world must be an integer >= 1, got -2"):
+    with pytest.raises(InputError, match="world must be an integer between 1 and 2\\*\\*53, got -2"):
         torchtitan_setup((inputs / "llama3_8b.toml").read_text(), "llama3_8b.toml", -2)
 
 

@@ -3,6 +3,7 @@ step model against hand counts of Llama 3 8B (its published parameter count), an
 overheads against the load tests they were fitted on."""
 
 import json
+import math
 import statistics
 
 import pytest
@@ -412,3 +413,13 @@ def test_a_rate_credited_to_a_run_too_short_for_a_queue_says_so(capsys):
     assert "too short for a queue to build" in capsys.readouterr().out
     assert main(words + ["--slo-ttft", "0.05", "--slo-itl", "0.01", "--requests", "4000"]) == 0
     assert "too short" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args", [(1, -4, 600), (-1, 4, 600), (0, 4, -600), (0, 1, math.inf), (math.nan, 1, 1),
+                                  ("1", 1, 1), (None, 1, 1)])
+def test_a_step_of_negative_or_unknown_work_is_refused(args):
+    """A step model called directly priced -4 sequences at a positive time (0.0132 s against 0.0141 for +4)."""
+    from symbolic_cost.models.config import preset
+    step = StepModel(preset("llama-3-8b"), Serving(l_in=512, l_out=64, flash=True), "h100")
+    with pytest.raises(InputError, match="finite numbers at least 0"):
+        step(*args)

@@ -322,6 +322,7 @@ def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> P
 def per_depth_table(chosen: Plan, budget, depths: range | None = None) -> list[tuple[int, float]]:
     """``(parameters, loss)`` of each depth of ``chosen``'s shape trained on ``budget`` FLOPs with
     its exact FLOPs per token: an isoFLOP curve (``report.planning.isoflop_plot``)."""
+    instance(chosen, Plan, "chosen", " (analysis.planning.plan's answer)")
     budget = _budget(budget)
     made = _per_depth(chosen.shape, False)
     rows = []
@@ -337,6 +338,10 @@ def _n_d(n_f, total):
     return n, float(total) / f
 
 
+MAX_DEPTHS = 4096
+"""Most depths ``plan`` weighs (its default, a family's least to 512 layers, is under 512)."""
+
+
 def _depths(depths, family: Shape):
     """The depths to try: ``family``'s least to 512 layers, or those given (a range or a sequence of
     layer counts, none of them 0)."""
@@ -345,6 +350,8 @@ def _depths(depths, family: Shape):
     if isinstance(depths, (str, bytes)) or not hasattr(depths, "__getitem__") or len(depths) == 0:
         raise InputTypeError(f"depths must be a range or a non-empty sequence of layer counts, got {shown(depths)}",
                              "depths")
+    if len(depths) > MAX_DEPTHS:        # each is a model built and weighed: a billion ran for hours
+        raise InputError(f"depths must hold at most {MAX_DEPTHS:,} layer counts, got {len(depths):,}", "depths")
     for depth in depths:
         count(depth, "each of depths")
     return depths

@@ -107,9 +107,14 @@ def between_steps(expr, x) -> Expr:
 
     >>> from sympy import ceiling
     >>> from symbolic_cost.symbols import m1
-    >>> between_steps(m1 * ceiling(1024 / m1), m1)
+    >>> between_steps(m1 * ceiling(1024 / m1), "m1")
     ceiling(1024/m1)
     """
+    return _between_steps(exact(expr, "expr"), _symbol(x))
+
+
+def _between_steps(expr, x) -> Expr:
+    """``between_steps`` of a checked expression and symbol."""
     held = {step: Dummy("step") for step in expr.atoms(floor, ceiling) if step.has(x)}
     return diff(expr.xreplace(held), x).xreplace({d: step for step, d in held.items()})
 
@@ -117,7 +122,7 @@ def between_steps(expr, x) -> Expr:
 def derivative(expr, x) -> Expr:
     """``dC/dx``, simplified; roundings of ``x`` are flat between their steps (``between_steps``)."""
     x = _symbol(x)
-    return simplify(between_steps(exact(expr, "expr"), x))
+    return simplify(_between_steps(exact(expr, "expr"), x))
 
 
 def elasticity(expr, x, at: dict | None = None) -> Expr:
@@ -129,7 +134,7 @@ def elasticity(expr, x, at: dict | None = None) -> Expr:
     """
     x = _symbol(x)
     expr = _nonzero(expr, "expr", "an elasticity of nothing")
-    value = simplify(x * between_steps(expr, x) / expr)
+    value = simplify(x * _between_steps(expr, x) / expr)
     if not at:
         return value
     found = simplify(value.subs(_point(at, "at")))
@@ -310,6 +315,9 @@ def valid_values(block, x, upto: int) -> list[int]:
     >>> valid_values(attention(1, 2048, 768, 12, m1, m1), m1, 16)   # s1 = m1 must divide l too
     [1, 2, 4]
     """
+    if not callable(getattr(block, "subs", None)):
+        raise InputTypeError(f"block must be a block's or a layer's cost (symbolic_cost.attention, mlp, "
+                             f"transformer_layer, ...), got {shown(block)}", "block")
     x = _symbol(x)
     good = []
     for value in range(1, count(upto, "upto", maximum=MAX_CANDIDATES) + 1):

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from symbolic_cost.app.commands import CHOICES, SERVING_CHOICES, WORDS, answer
 from symbolic_cost import REPORT
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, repeated_keys
 from symbolic_cost.digits import whole_number
 
 PAGE = Path(__file__).with_name("page.html")
@@ -198,7 +198,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(408, {"error": f"the request's body ended before its Content-Length of {size:,} "
                                                  f"bytes, or did not arrive within {REQUEST_SECONDS} s"})
         try:
-            request = json.loads(body or b"{}")
+            request = json.loads(body or b"{}", object_pairs_hook=unique_object)
+        except RepeatedKey as error:
+            return self.send_json(400, {"error": str(error)})
         except (ValueError, RecursionError) as error:     # not JSON, or nested past the parser's depth
             return self.send_json(400, {"error": unreadable(error)})
         try:
@@ -249,6 +251,27 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(413, {"error": f"a request holds at most {LARGEST_REQUEST:,} bytes, got {size:,}"})
             return None
         return size
+
+
+class RepeatedKey(ValueError):
+    """A request's object names a key twice."""
+
+
+def unique_object(pairs) -> dict:
+    """A request's JSON object, refused where it names a key twice (plain JSON keeps the last: a
+    request naming ``preset`` twice was answered for the second, silently), as every file reader
+    refuses it.
+
+    >>> unique_object([("preset", "gpt2"), ("preset", "bert-base-uncased")])
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.app.server.RepeatedKey: the request names 'preset' twice in one object; which one it meant is not known
+    """
+    twice = repeated_keys(pairs)
+    if twice:
+        raise RepeatedKey(f"the request names {', '.join(map(repr, sorted(twice)))} twice in one object; which one "
+                          f"it meant is not known")
+    return dict(pairs)
 
 
 def unreadable(error: Exception) -> str:

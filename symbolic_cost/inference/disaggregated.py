@@ -24,7 +24,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from symbolic_cost.checks import InputError, instance, timed
+from symbolic_cost.checks import InputError, InputTypeError, instance, shown, timed
 from symbolic_cost.cost import Collective
 from symbolic_cost.digits import whole_number
 from symbolic_cost.inference.batching import chunked_steps, mean_context, whole_prompt_steps
@@ -76,6 +76,9 @@ def kv_transfer_seconds(step) -> float:
     a decode instance: the busiest device's share (``step.kv_bytes(P)``) as one point-to-point
     send over InfiniBand, priced as the system prices any p2p (``timing.hardware.comm_time``;
     every device of the instance sends its shard at once, over its own link)."""
+    if not callable(getattr(step, "kv_bytes", None)) or not hasattr(getattr(step, "system", None), "require"):
+        raise InputTypeError(f"step must be a StepModel (inference.load: its system and the bytes of its KV cache), "
+                             f"got {shown(step)}", "step")
     step.system.require("the KV-cache transfer of disaggregated serving", "ib_bandwidth")
     shard = step.kv_bytes(step.prompt)
     send = Collective("p2p", shard, 1, 2, "fwd", volume=shard)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 from functools import partial
@@ -324,6 +325,13 @@ class StepModel:
         cached tokens on average (before the step's fixed overhead).  Under speculation ``context``
         is ``P`` and the mean steps run since the first token, each of ``tokens_per_step`` tokens
         (``serve`` runs the engines in steps)."""
+        try:                # a step of no work is priced (its fixed costs); a negative or NaN one is refused
+            valid = 0 <= prompts < math.inf and 0 <= decoding < math.inf and 0 <= context < math.inf
+        except TypeError:
+            valid = False
+        if not valid:
+            raise InputError(f"a step's prompts, decoding and context must be finite numbers at least 0, got "
+                             f"{shown(prompts)}, {shown(decoding)}, {shown(context)}", "step")
         if decoding and self.tokens_per_step != 1:
             context = self.prompt + self._per_step * (context - self.prompt)
         if prompts and decoding:
@@ -427,10 +435,15 @@ def percentiles(pairs, qs) -> dict:
     >>> percentiles([(3.0, 1), (1.0, 1), (2.0, 2)], (0, 50, 100))
     {0: 1.0, 50: 2.0, 100: 3.0}
     """
+    if isinstance(qs, (str, bytes)) or not isinstance(qs, Iterable):
+        raise InputTypeError(f"qs must be percentiles from 0 to 100, got {shown(qs)}", "qs")
     for q in qs:
-        if not 0 <= q <= 100:
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 100:
             raise InputError(f"q must be a percentile from 0 to 100, got {q!r}", "q")
-    ordered = sorted((value, count) for value, count in pairs if count > 0)
+    try:
+        ordered = sorted((float(value), count) for value, count in pairs if count > 0)
+    except (TypeError, ValueError):
+        raise InputTypeError(f"pairs must be (value, count) pairs of numbers, got {shown(pairs)}", "pairs") from None
     seen = list(accumulate(count for _, count in ordered))     # values up to and with each
     if not seen:
         raise InputError("a percentile needs at least one value (pairs holds none with a positive count)", "pairs")
@@ -530,7 +543,11 @@ def seconds(value, name: str, argument: str | None = None) -> float:
     (default ``name``).  The range is the caller's rule."""
     if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, Rational)):
         raise InputTypeError(f"{name} must be a number of seconds, got {shown(value)}", argument or name)
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise InputError(f"{name} must be within a double's range (about 1.8e308 seconds), got a number of "
+                         f"{len(str(int(value))):,} digits", argument or name) from None
 
 
 def check_slo(slo) -> tuple[float, float]:
@@ -599,6 +616,7 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     slo = check_run(step, output_tokens, requests, runtime, seed, slo, lengths)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
+    step = step if isinstance(step, StepModel) else CheckedStep(step)
     flight = in_flight(step)
     if flight > 1 and in_lockstep(step, replicas):
         raise InputError("pipeline stages beside attention data parallelism are not modelled (how the replicas' "
@@ -640,6 +658,25 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
         steps_run = [(duration / float(per_step), count) for duration, count in steps_run]
     return measured_load(times, first, finished, steps_run, prompts, outputs,
                          float(runtime.request_overhead), last, slo)
+
+
+class CheckedStep:
+    """A step model of the caller's own (any callable with a ``prompt``) whose every price is
+    checked to be a number before the simulation adds to it (a text or ``None`` met the step's
+    overhead as a ``TypeError``); its range is ``checks.timed``'s.  Every other attribute is the
+    step's."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def __call__(self, prompts, decoding, context) -> float:
+        price = self.step(prompts, decoding, context)
+        if isinstance(price, bool) or not isinstance(price, (int, float, Fraction, Rational)):
+            raise InputError(f"step: a step's price must be a number of seconds, got {shown(price)}", "step")
+        return float(price)
+
+    def __getattr__(self, name):
+        return getattr(self.step, name)
 
 
 class WithDraftLaunches:
@@ -767,6 +804,8 @@ def measured_load(times, first, finished, steps_run, prompts, outputs, front, la
     clock, from the first request's arrival to the last token's delivery, ``last + front``
     (``last``: the engine's last token; vLLM's ``benchmark_serving`` and TensorRT-LLM's benchmark
     stop their clock when the last response is in), so no request's latency outlasts the run."""
+    if not times:
+        raise InputError("a load test measures at least one request, got none", "times")
     requests, generated = len(times), sum(outputs)
     span = last + front - times[0]
     ttft = [f - t + front for f, t in zip(first, times)]
@@ -790,6 +829,14 @@ def measured_load(times, first, finished, steps_run, prompts, outputs, front, la
     return Load(**out)
 
 
+def check_level(level) -> int:
+    """The SLO's percentile, one of ``PERCENTILES``, or ``InputError``."""
+    if isinstance(level, bool) or not isinstance(level, int) or level not in PERCENTILES:
+        raise InputError(f"the SLO's percentile must be one of {', '.join(map(str, PERCENTILES))}, got {level!r}",
+                         "level")
+    return level
+
+
 def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int = 90, requests: int = 500,
                    runtime: Runtime = Runtime(), seed: int = 0, rounds: int = 16,
                    simulate=None, lengths: Lengths = FIXED) -> tuple[float, Load | None]:
@@ -806,9 +853,7 @@ def sustained_rate(step: StepModel, output_tokens: int, slo: tuple, level: int =
     by the rate alone, as are their output lengths (``lengths``, ``serve``'s).  ``simulate``: the load test,
     called as ``serve`` is (``None``: ``serve``; a disaggregated deployment passes
     ``disaggregated.serve_disaggregated`` with its pools)."""
-    if isinstance(level, bool) or not isinstance(level, int) or level not in PERCENTILES:
-        raise InputError(f"the SLO's percentile must be one of {', '.join(map(str, PERCENTILES))}, got {level!r}",
-                         "level")
+    check_level(level)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 64:
         raise InputError(f"rounds (halvings of the rate's interval) must be an integer from 1 to 64, got {rounds!r}",
                          "rounds")
@@ -866,14 +911,26 @@ def capacity(burst_throughput) -> float:
     >>> capacity(lambda n: 10 if n < 512 else 12)   # a plateau, then a step: 12, not 10
     12
     """
-    rates = {FIRST_BURST: burst_throughput(FIRST_BURST)}
+    if not callable(burst_throughput):
+        raise InputTypeError(f"burst_throughput must be a function of a burst's requests giving its requests/s, "
+                             f"got {shown(burst_throughput)}", "burst_throughput")
+    rates = {FIRST_BURST: _rate(burst_throughput, FIRST_BURST)}
     burst = FIRST_BURST
     while 2 * burst <= MAX_BURST:
         burst *= 2
-        rates[burst] = burst_throughput(burst)
+        rates[burst] = _rate(burst_throughput, burst)
         if burst >= 4 * FIRST_BURST and rates[burst] <= rates[burst // 4] * (1 + float(CONVERGED)):
             break
     return max(rates.values())
+
+
+def _rate(burst_throughput, burst: int) -> float:
+    """``burst_throughput(burst)``, refused unless a positive, finite number of requests/s."""
+    rate = burst_throughput(burst)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float, Fraction, Rational)) or not 0 < rate < math.inf:
+        raise InputError(f"burst_throughput({burst}) must be a positive, finite number of requests/s, got "
+                         f"{shown(rate)}", "burst_throughput")
+    return rate
 
 
 def cache_limit(step, runtime: Runtime, length: int, share: int = 1) -> tuple[float, int]:

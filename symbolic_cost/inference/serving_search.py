@@ -27,10 +27,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import partial
 
-from symbolic_cost.checks import InputError, InputTypeError
-from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
+from symbolic_cost.checks import InputError, InputTypeError, count, instance, shown
+from symbolic_cost.inference.disaggregated import MAX_INSTANCES, Pools, serve_disaggregated
 from symbolic_cost.inference.lengths import FIXED, Lengths
-from symbolic_cost.inference.load import MAX_REQUESTS, Runtime, StepModel, serve, sustained_rate
+from symbolic_cost.inference.load import MAX_REQUESTS, Runtime, StepModel, check_level, check_slo, serve, sustained_rate
+from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving
+from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.timing.hardware import calibrated
 
 TENSOR = (1, 2, 4, 8)
 """Tensor-parallel degrees tried: within one NVLink node of eight."""
@@ -84,8 +87,9 @@ def layouts(devices: int, tensor=TENSOR, splits: int = SPLITS, experts: bool = F
     >>> str(layouts(4, experts=True)[-1])
     'TP1 x 4, attention data-parallel, experts over 4'
     """
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
-        raise InputError(f"devices must be a positive integer, got {devices!r}", "devices")
+    if isinstance(devices, bool) or not isinstance(devices, int) or not 1 <= devices <= MAX_INSTANCES:
+        raise InputError(f"devices must be an integer from 1 to {MAX_INSTANCES:,} (each layout's copies are "
+                         f"simulated one by one), got {devices!r}", "devices")
     tensor, pipeline = degrees(tensor, "tensor"), degrees(pipeline, "pipeline")
     if isinstance(splits, bool) or not isinstance(splits, int) or splits < 0:
         raise InputError(f"splits must be an integer at least 0, got {splits!r}", "splits")
@@ -173,7 +177,18 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
     ``requests`` is what each copy of the deployment takes: a layout of ``c`` copies is tested
     with ``c x requests`` (at most ``load.MAX_REQUESTS``), so that every engine runs as long a
     test whatever the layout.  Split over the copies, a short test per engine keeps the queues
-    shorter at the same rate per device, and the layouts of many copies looked faster."""
+    shorter at the same rate per device, and the layouts of many copies looked faster.
+
+    The caller's own arguments are checked before any layout is tried: a layout is left out for
+    what it cannot hold, never for a wrong percentile, SLO, request count or system."""
+    instance(arch, Architecture, "arch", " (models.config.preset or load)")
+    instance(serving, Serving, "serving", SERVING_MADE_BY)
+    instance(lengths, Lengths, "lengths", " (inference.lengths.Lengths)")
+    calibrated(system)
+    check_level(level), check_slo(slo), count(requests, "requests", 1, MAX_REQUESTS)
+    if runtime_of is not None and not callable(runtime_of):
+        raise InputTypeError(f"runtime_of must be a function of (step, m1) giving a load.Runtime, or None, got "
+                             f"{shown(runtime_of)}", "runtime_of")
     ranked, left = [], []
     steps = {}
     for layout in layouts(devices, tensor, experts=arch.moe is not None):
@@ -194,6 +209,9 @@ def rank(arch, serving, system: str, devices: int, slo: tuple, level: int = 90, 
                              "reason": str(step)})
             continue
         engines = runtime_of(step, layout.m1) if runtime_of else Runtime()
+        if not all(isinstance(e, Runtime) for e in (engines if isinstance(engines, tuple) else (engines,))):
+            raise InputTypeError(f"runtime_of must give a load.Runtime or a tuple of them, gave {shown(engines)}",
+                                 "runtime_of")
         simulate = partial(serve_disaggregated, pools=layout.pools) if layout.pools else \
             partial(serve, replicas=layout.copies)
         for runtime in engines if isinstance(engines, tuple) else (engines,):

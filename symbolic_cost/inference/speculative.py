@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import InputError, InputTypeError, exact
+from symbolic_cost.checks import InputError, InputTypeError, exact, instance
 from symbolic_cost.inference.drafts import MtpDraft, draft_cache_bytes, draft_decode, draft_prefill, draft_weights
 from symbolic_cost.inference.phases import Phase, mean_decode, mean_step
-from symbolic_cost.inference.serving import Serving, final_tokens, prompt_tokens
+from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving, final_tokens, prompt_tokens
 from symbolic_cost.inference.throughput import phase_time
 from symbolic_cost.models.architecture import Architecture
 
@@ -102,6 +102,9 @@ def expected_tokens(k, alpha) -> Expr:
 def check_speculation(arch: Architecture, s: Serving, spec: Speculation) -> None:
     """Refuse what speculative decoding is not modelled with: pipeline stages, context parallelism,
     and a draft of another vocabulary."""
+    instance(arch, Architecture, "arch", " (models.config.preset or load)")
+    instance(s, Serving, "s", SERVING_MADE_BY)
+    instance(spec, Speculation, "spec", " (inference.speculative.Speculation(draft, k, acceptance))")
     if s.p != 1 or s.cp != 1:
         raise InputError(f"speculative decoding is modelled on one pipeline stage without context parallelism "
                          f"(got p={s.p}, cp={s.cp})", "p" if s.p != 1 else "cp")

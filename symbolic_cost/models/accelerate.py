@@ -141,8 +141,8 @@ def _check_keys(config: dict, name: str, notes: list) -> None:
 
 def _count(config: dict, key: str) -> int:
     value = config.get(key, 1)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{key} must be a positive integer, got {value!r}", key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**53:
+        raise InputError(f"{key} must be an integer from 1 to 2**53, as --devices, got {value!r}", key)
     return value
 
 

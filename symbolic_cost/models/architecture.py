@@ -90,6 +90,11 @@ def check_sizes(arch) -> None:
     sizes.update({k: getattr(arch, k) for k in OPTIONAL_SIZES if getattr(arch, k) is not None})
     positive_dims(**sizes)
     counts(**{k: getattr(arch, k) for k in COUNTS})
+    for name, value in sizes.items():       # as config.json's reader bounds them, whatever file gave them
+        value = sympify(value)
+        if value.is_number and value > MAX_SIZE:
+            raise InputError(f"{name} must be at most 2**53 (a size a double holds exactly), got one of "
+                             f"{int(value).bit_length()} bits", name)
     for name in ("bias", "causal") + _BOOLS + tuple(n for n in _OPTIONAL_BOOLS if getattr(arch, n) is not None):
         flag(getattr(arch, name), name)
     dims = {k: sizes[k] for k in ("e", "h", "kv_heads") if k in sizes}
@@ -103,6 +108,11 @@ def check_sizes(arch) -> None:
         raise InputError(f"mtp_layers must be a number: each multi-token-prediction module is built as a layer of "
                          f"its own, got {arch.mtp_layers}", "mtp_layers")
 
+
+MAX_SIZE = 2**53
+"""The largest size (width, heads, vocabulary, ...) ``Architecture`` takes: past it a double no
+longer holds every integer, and no model comes near (a NeMo YAML's hidden_size of 10^21 printed
+10^17 GiB collectives)."""
 
 MAX_LAYERS = 10**5
 """The most decoder layers and multi-token-prediction modules ``Architecture`` takes (the deepest

@@ -27,7 +27,7 @@ from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
-from symbolic_cost.checks import InputError, InputTypeError, file_text, shown
+from symbolic_cost.checks import InputError, InputTypeError, file_text, repeated_keys, shown
 from symbolic_cost.files import input_file
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families import FAMILIES, Keys
@@ -85,8 +85,7 @@ def from_config(config: dict, name: str = "model") -> Architecture:
 def _unique_keys(option: str, name: str, why: str):
     """A ``json.loads`` hook that builds each object, refusing a key named twice in it (``why``)."""
     def build(pairs):
-        keys = [key for key, _ in pairs]
-        twice = sorted({key for key in keys if keys.count(key) > 1})
+        twice = sorted(repeated_keys(pairs))
         if twice:
             raise InputError(f"{option}: {name} names {', '.join(map(repr, twice))} twice in one object; {why}",
                              option)
