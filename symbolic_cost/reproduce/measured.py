@@ -462,6 +462,7 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
         assume.append("context parallelism as ring exchange (Megatron-Core's cp_comm_type p2p default; not printed)")
     recipe = bridge_recipe(row, assume)
     read = _recipe_settings(recipe) if recipe is not None else {}
+    fields.update(overlap=_recipe_overlap(recipe, fields["overlap"], layout["tp"] > 1, assume))
     if fields["fp8"] is not None and read.get("fp8") == PARAM_RECIPES.get(fields["fp8"]):
         fields.update(fp8=read["fp8"])
         assume.append(f"weights stored and gathered in FP8, {fields['fp8']} ({recipe['function']}: fp8_param_gather)")
@@ -471,7 +472,7 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
         fields.update(ep=layout["ep"] or 1, etp=1)
         if workload is not None:
             name, settings = workload
-            fields.update(overlap=replace(MEGATRON_OVERLAP, expert=settings["moe_a2a_overlap"]))
+            fields.update(overlap=replace(fields["overlap"], expert=settings["moe_a2a_overlap"]))
             assume.append(f"MoE all-to-alls {'behind compute' if settings['moe_a2a_overlap'] else 'exposed'} "
                           f"(Megatron-Bridge v0.4.2's {name}: moe_a2a_overlap)")
             if settings.get("moe_flex_dispatcher_backend"):      # apply_flex_dispatcher_backend: type "flex"
@@ -479,7 +480,7 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
                 assume.append(f"the flex token dispatcher, {settings['moe_flex_dispatcher_backend']}: a token sent "
                               f"once a node (Megatron-Bridge v0.4.2's {name}: moe_flex_dispatcher_backend)")
         elif read.get("overlap") is not None and read["overlap"].expert:
-            fields.update(overlap=replace(MEGATRON_OVERLAP, expert=True))
+            fields.update(overlap=replace(fields["overlap"], expert=True))
             assume.append(f"MoE all-to-alls behind compute ({recipe['function']}: overlap_moe_expert_parallel_comm)")
         assume.append("expert TP 1 (Megatron-Bridge's MoE presets); tokens evenly over the experts (forced, as noted)")
     if layout["fsdp"]:
@@ -493,6 +494,24 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
         assume.append("the precision-aware optimizer, fp32 masters as 16-bit remainders (Megatron-Bridge v0.4.2's "
                       "set_post_overrides for bf16 with adam, off under FSDP; not printed)")
     return Training(**fields)
+
+
+def _recipe_overlap(recipe, overlap, tensor_ranks: bool, assume: list):
+    """``overlap`` with what the row's recipe turns off in its ``comm_overlap``: the TP overlap
+    (``tp_comm_overlap`` false: the NVFP4 recipes, Qwen3-235B's on H100) where the row has tensor
+    ranks, and the parameter gathers' (``overlap_param_gather`` false); ``overlap`` as it is where no
+    recipe of the row's layout is read (``bridge_recipe``) or it says nothing."""
+    given = (recipe or {}).get("config", {}).get("comm_overlap") or {}
+    off = {}
+    if tensor_ranks and given.get("tp_comm_overlap") is False:
+        off["tensor"] = False
+    if given.get("overlap_param_gather") is False:
+        off["param_gather"] = False
+    if off:
+        names = {"tensor": "tp_comm_overlap", "param_gather": "overlap_param_gather"}
+        assume.append(f"{' and '.join(names[k] for k in off)} off ({recipe['function']}: comm_overlap), not the "
+                      f"other recipes' overlap")
+    return replace(overlap, **off)
 
 
 def _bridge_recompute(workload, recipe, assume: list) -> dict:
