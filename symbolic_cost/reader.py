@@ -139,11 +139,13 @@ def bounded(expr, argument: str = "expression"):
     coefficient past 10**MAX_DIGITS."""
     degree, terms = size(expr)
     limit = Integer(10) ** MAX_DIGITS      # the value, and every coefficient of a formula (10**60*b)
-    big = (sympify(expr).is_number and abs(expr) > limit) or \
-        any(abs(n.p) > limit or n.q > limit for n in sympify(expr).atoms(Rational))
-    if degree > MAX_DEGREE or terms > MAX_TERMS or big:
-        what = f"is (or holds a number) larger than 10**{MAX_DIGITS} once the values it refers to are put in" if big else \
-            f"expands to up to {terms:,} terms of degree up to {degree:,} in the symbols (at most {MAX_TERMS} " \
+    numbers = sympify(expr).atoms(Rational)
+    big = (sympify(expr).is_number and abs(expr) > limit) or any(abs(n.p) > limit for n in numbers)
+    fine = any(n.q > limit for n in numbers)        # a denominator past the limit: a number finer than 10**-30
+    if degree > MAX_DEGREE or terms > MAX_TERMS or big or fine:
+        what = f"is (or holds a number) larger than 10**{MAX_DIGITS} once the values it refers to are put in" if big \
+            else f"holds a number written finer than 10**-{MAX_DIGITS} (a denominator past 10**{MAX_DIGITS})" if fine \
+            else f"expands to up to {terms:,} terms of degree up to {degree:,} in the symbols (at most {MAX_TERMS} " \
             f"terms of degree {MAX_DEGREE}); write a smaller one"
         raise InputError(f"{argument}: the formula {what}", argument)
     return expr

@@ -44,6 +44,17 @@ CODE = "__import__('os').system('echo pwned')"
 CLI = [
     # a chunked loss of 1,024 tokens in 3 equal chunks (it used to answer 9418584064/3 bytes)
     ("summary --preset gpt2 --loss-chunks 3 --json", "loss_chunks=3 must divide the 1024 tokens"),
+    # a third probe (2026-11-30): search priced b x 1,024 tokens in 3 chunks (a fraction of a token a chunk)
+    ("search --preset gpt2 --devices 8 --global-batch 64 --loss-chunks 3 --top 3",
+     "loss_chunks=3 divides the tokens of no layout's micro-batch"),
+    ("summary --preset bert-base-uncased --set b=8 l=512 --loss-chunks 2", "has no LM head"),     # was ignored
+    ("summary --preset bert-base-uncased --set b=8 l=512 --fused-loss", "has no LM head"),
+    ("calibrate --attention --serving --bands", "--attention runs alone"),      # the others were dropped
+    ("calibrate --bands --serving", "--bands runs alone"),
+    ("sweep --preset gpt2 --grid b=1,2,4 --field total --where 'total <= 1e-31'",
+     "a number written finer than 10**-30"),                                   # was told "larger than 10**30"
+    ("formula --preset gpt2 --total flops_fwd --set b=1 m1=1 s1=1 d=1 p=1 n_micro=1 --by b*l*e",
+     "--by names b, e, which the formula does not hold"),                      # put the fixed b and e back
     # Megatron-Core's TransformerConfig: at most num_layers // p layers in bf16 at either end
     ("summary --preset gpt2 --fp8 tensorwise --fp8-16bit-layers 100 100", "first_layers_16bit=100 exceeds the 12"),
     ("summary --preset gpt2 --fp8 tensorwise --fp8-16bit-layers 1 7 --set p=2 d=1 n_micro=2",
@@ -695,7 +706,15 @@ API = [
     (lambda: _serving().kv_transfer(None), InputTypeError, "step must be a StepModel"),
     (lambda: _plan_table()(None, 10**24), InputTypeError, "chosen must be a Plan"),
     (lambda: analysis.valid_values(None, m1, 10), InputTypeError, "block must be a block's or a layer's cost"),
+    (lambda: _h100().but(efficiency="fast"), InputTypeError, "efficiency must be an Efficiency"),     # failed later
+    (lambda: _h100().but(name=5), InputTypeError, "a system's name must be text"),
+    (lambda: Training(b=10**30, l=1024), InputError, "b must be at most 2**53"),    # a step of 10^27 s
 ]
+
+
+def _h100():
+    from symbolic_cost.timing.systems import get_system
+    return get_system("h100")
 
 
 def _plan():

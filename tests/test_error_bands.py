@@ -86,3 +86,18 @@ def test_summary_prints_the_band_of_its_family(capsys):
     assert error_bands.describe(found) in capsys.readouterr().out
     assert main(["summary", *settings, "--json", "--ideal"]) == 0
     assert "expected_error" not in json.loads(capsys.readouterr().out)["predicted"]
+
+
+def test_bands_are_stored_only_with_write(monkeypatch, capsys):
+    """``calibrate --bands`` measured and stored in one go, into the installed package; it stores only
+    with ``--write`` now, as every other fit of the command."""
+    from symbolic_cost.cli import main
+    from symbolic_cost.reproduce import measured
+    from symbolic_cost.timing import calibrate, error_bands
+    stored = []
+    monkeypatch.setattr(measured, "cases", lambda: [])
+    monkeypatch.setattr(error_bands, "measure", lambda *args: {"all": {"runs": 0, "median": 0.0, "p90": 0.0}})
+    monkeypatch.setattr(calibrate, "write_bands", lambda *args: stored.append(args) or "calibration.json")
+    assert main(["calibrate", "--bands"]) == 0 and not stored
+    assert main(["calibrate", "--bands", "--write"]) == 0 and len(stored) == 1
+    assert "wrote calibration.json" in capsys.readouterr().out

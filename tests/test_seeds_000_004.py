@@ -58,6 +58,14 @@ def test_profile_command(capsys):
     out = capsys.readouterr().out
     assert out.startswith("gpt2 (gpt2): 124.44 M, 100.00% params")
     assert "(1..11): layer as above" in out and "depth 1: params {ModuleList: 85.05 M" in out
+    assert "depth 2: params" in out and "depth 3:" not in out        # DeepSpeed stops at module_depth
+
+
+def test_profile_depth_0_shows_the_model_alone(capsys):
+    """``--depth 0`` printed the top modules of depths 1 to 3 below the one-line tree."""
+    assert main(["profile", "--preset", "gpt2", "--depth", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "depth 0: params {gpt2: 124.44 M}" in out and "depth 1:" not in out
 
 
 def test_reproduce_command_for_seeds_000_and_004(tmp_path, capsys):

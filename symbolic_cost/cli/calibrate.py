@@ -16,7 +16,7 @@ EXAMPLES = [
     "symbolic-cost calibrate --write",
     "symbolic-cost calibrate --serving --write",
     "symbolic-cost calibrate --attention",
-    "symbolic-cost calibrate --bands",
+    "symbolic-cost calibrate --bands --write",
 ]
 
 
@@ -30,8 +30,8 @@ def add_arguments(parser) -> None:
                    help="fit only the fused attention kernels' constants on their published benchmarks "
                         "(timing/attention_kernels.json); refit the training factors after writing them")
     options.option(parser, "--bands", action="store_true",
-                   help="measure the committed model's error on every measured run, by family, and store the "
-                        "bands summary and search print (run after --write)")
+                   help="measure the committed model's error on every measured run, by family (with --write, "
+                        "store the bands summary and search print; run after a --write of the factors)")
 
 
 SOURCE = ("symbolic_cost/reproduce/measured/calibration-{}.json (the project's calibration rows; "
@@ -67,8 +67,9 @@ def _fit_attention(write: bool) -> int:
     return 0
 
 
-def _store_bands() -> int:
-    """Time every measured case on the committed model and store its error bands by family."""
+def _store_bands(write: bool) -> int:
+    """Time every measured case on the committed model, print its error bands by family, and with
+    ``write`` store them."""
     from symbolic_cost.report.validation import timed
     from symbolic_cost.reproduce import measured
     from symbolic_cost.timing import calibrate, error_bands
@@ -77,17 +78,24 @@ def _store_bands() -> int:
     bands = error_bands.measure(timed(cases), lambda case: calibrated(case.system), error_bands.case_parameters)
     for key, found in bands.items():
         print(f"{key}: {found['runs']} runs, median {100 * found['median']:.1f} %, p90 {100 * found['p90']:.1f} %")
-    print(f"wrote {calibrate.write_bands(bands, [c.id for c in cases])}")
+    if write:
+        print(f"wrote {calibrate.write_bands(bands, [c.id for c in cases])}")
     return 0
 
 
 def run(args) -> int:
     if importlib.util.find_spec("scipy") is None:      # checked here so the message is ours
         raise InputError("the fit needs scipy: python -m pip install 'symbolic_cost[fit]'")
+    alone = [flag for flag, on in (("--attention", args.attention), ("--bands", args.bands)) if on]
+    others = [flag for flag, on in (("--attention", args.attention), ("--bands", args.bands),
+                                    ("--serving", args.serving)) if on]
+    if alone and len(others) > 1:       # each is a run of its own: the others would be dropped
+        raise InputError(f"{alone[0]} runs alone (with --write only); give {' and '.join(f for f in others if f != alone[0])} "
+                         f"in a run of its own", alone[0])
     if args.attention:
         return _fit_attention(args.write)
     if args.bands:
-        return _store_bands()
+        return _store_bands(args.write)
     from symbolic_cost.report.validation import summary_lines, timed
     from symbolic_cost.reproduce import measured
     from symbolic_cost.timing import calibrate, efficiency

@@ -155,6 +155,11 @@ def run(args) -> int:
                              f"got {args.by!r}", "--by")
         if expr.is_number:
             raise InputError(f"--by factors a formula, and this one is the number {expr}; it would be ignored", "--by")
+        absent = sorted(map(str, by.free_symbols - expr.free_symbols))
+        if absent:      # factoring them out would put back symbols --set (or the model) fixed
+            raise InputError(f"--by names {', '.join(absent)}, which the formula does not hold (fixed by --set or "
+                             f"absent from it): factor out a monomial of its own symbols, "
+                             f"{', '.join(sorted(map(str, expr.free_symbols)))}", "--by")
         expr = paper_form(expr, by)
     show(expr, args)
     if expr.is_number and not expr.is_Integer:

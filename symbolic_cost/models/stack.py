@@ -58,6 +58,12 @@ def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1, gri
 
 
 def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, replicated=False):
+    chunked = [name for name, on in (("loss_chunks", getattr(t, "loss_chunks", 1) != 1),
+                                     ("fused_loss", getattr(t, "fused_loss", False))) if on]
+    if chunked and not arch.lm_head:
+        raise InputError(f"{chunked[0]} runs the LM head and its loss a piece at a time, and {arch.name} has no LM "
+                         f"head ({'its ' + arch.task + ' head' if arch.task else 'an encoder alone'}); it would be "
+                         f"ignored", chunked[0])
     t = context_shard(t)
     kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
     experts = None if arch.moe is None else Experts(ep, etp, getattr(t, "capacity_factor", None),

@@ -250,6 +250,16 @@ class Space:
 
 
 @paused()
+def chunked(frame: pd.DataFrame, seq: int, chunks: int) -> pd.DataFrame:
+    """The layouts of ``frame`` whose micro-batch on a rank, ``b x seq / cp`` tokens, ``chunks``
+    equal pieces of the loss divide (``models.training.Training``'s rule, which a search's
+    symbolic ``b`` does not meet until its rows are numbers)."""
+    if frame.empty:
+        return frame
+    cp = frame["cp"] if "cp" in frame else 1
+    return frame[(frame["b"] * seq) % (cp * chunks) == 0]
+
+
 def search(arch: Architecture, devices: int, system="h100", space: Space | None = None, *, top: int = 10,
            conventions=conv.DEFAULT, progress=False, workers: int | None = 1, dask: bool = False,
            **ranges) -> SearchResult:
@@ -285,6 +295,12 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
     grids = grid_layouts(arch, devices, global_batch, seq, tensor, space.micro_batch_sizes, recompute)
     if (space.policy or {}).get("reference") is not None:    # a reference model: unpipelined layouts only
         base, grids = (frame[frame["p"] == 1] if not frame.empty else frame for frame in (base, grids))
+    chunks = (space.policy or {}).get("loss_chunks", 1)
+    if chunks != 1 and not (base.empty and grids.empty):
+        base, grids = (chunked(frame, seq, chunks) for frame in (base, grids))
+        if base.empty and grids.empty:
+            raise InputError(f"loss_chunks={chunks} divides the tokens of no layout's micro-batch (b x {seq:,} / cp): "
+                             f"the chunked loss runs equal chunks", "loss_chunks")
     if base.empty and grids.empty:
         refused = unsupported(arch)
         if "1d" not in tensor and refused:

@@ -167,7 +167,7 @@ def write_bands(bands: dict, case_ids: list[str], path: Path | None = None) -> P
     path = path or Path(efficiency.__file__).with_name("calibration.json")
     record = json.loads(path.read_text())
     record["bands"] = bands
-    record["bands_provenance"] = {"command": "symbolic-cost calibrate --bands",
+    record["bands_provenance"] = {"command": "symbolic-cost calibrate --bands --write",
                                   "method": "|predicted / measured - 1| of every measured case (fitted or not) on the "
                                             "committed model, by kind (moe, context-parallel, fsdp, dense) and GPU "
                                             "generation: median and 90th percentile",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sympy import Expr, Integer, Rational
 
-from symbolic_cost.checks import InputError, InputTypeError, shown
+from symbolic_cost.checks import InputError, InputTypeError, instance, shown
 from symbolic_cost.cost import exact
 from symbolic_cost.models.optimizers import get_fp8
 
@@ -73,6 +73,11 @@ class System:
     _COUNTS = ("nvlink_size",)
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InputTypeError(f"a system's name must be text, got {shown(self.name)}", "name")
+        if self.efficiency is not None:
+            from symbolic_cost.timing.efficiency import Efficiency      # it reads this module's presets
+            instance(self.efficiency, Efficiency, "efficiency", " (timing.efficiency.Efficiency; None: peak only)")
         for item in fields(self)[1:]:
             if item.name == "efficiency":
                 continue

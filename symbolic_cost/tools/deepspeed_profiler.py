@@ -262,6 +262,8 @@ def render(root: Module, max_depth: int = -1, top: int = 3) -> str:
                 lines.append(f"{'  ' * (depth + 1)}({run[1].name}..{run[-1].name}): {run[0].kind} as above")
     show(root, 0)
     depths = max(d for d, _ in root.walk())
+    if max_depth >= 0:          # DeepSpeed's aggregated profile stops at module_depth, as the tree does
+        depths = min(depths, max_depth)
     lines.append("")
     for depth in range(depths + 1):
         best = lambda what, fmt: ", ".join(f"{k}: {fmt(v)}" for k, v in aggregate(root, depth, what)[:top])  # noqa: E731
