@@ -445,6 +445,7 @@ def timed(duration: float) -> float:
     ...
     symbolic_cost.checks.InputError: step: a step must take a finite positive time, got nan s
     """
-    if isinstance(duration, bool) or not isinstance(duration, numbers.Real) or not 0 < duration < math.inf:
+    if type(duration) is not float and (isinstance(duration, bool) or not isinstance(duration, numbers.Real)) \
+            or not 0 < duration < math.inf:       # a float, the simulation's every step, skips the ABC's check
         raise InputError(f"step: a step must take a finite positive time, got {duration!r} s", "step")
     return duration

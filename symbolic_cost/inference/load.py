@@ -181,6 +181,7 @@ class StepModel:
         pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
                                  self._roofline(dec, conventions, with_weights=False))
         self.tokens_per_step, self.extra_tokens, self.draft_launches, self._cache_of = 1, 0, None, None
+        self._blocks = {}
         self._core, self._conventions = None, conventions
         # replicas whose experts are split among them (attention data parallelism) step together
         self.lockstep = arch.moe is not None and bool(serving.ep * serving.expert_tensor > serving.m1)
@@ -253,10 +254,13 @@ class StepModel:
         a sequence of ``tokens`` tokens fills: its cache's bytes over a block's, whole blocks;
         ``ceil(tokens / block_tokens)`` where every layer caches every token, fewer where
         sliding-window layers hold at most their window (the pool's bytes are what it holds)."""
-        if self._cache_of is None:
-            n = Symbol("n", positive=True, integer=True)
-            self._cache_of = lambdify([n], self.kv_bytes(n), "math")
-        return math.ceil(self._cache_of(tokens) / self._cache_of(block_tokens))
+        key = (tokens, block_tokens)        # a load test asks the same few lengths for every request
+        if key not in self._blocks:
+            if self._cache_of is None:
+                n = Symbol("n", positive=True, integer=True)
+                self._cache_of = lambdify([n], self.kv_bytes(n), "math")
+            self._blocks[key] = math.ceil(self._cache_of(tokens) / self._cache_of(block_tokens))
+        return self._blocks[key]
 
     def pages(self, block_tokens: int) -> paged.Pages:
         """How a sequence fills the pool of an engine that pages its sliding-window layers apart
@@ -441,7 +445,7 @@ def percentiles(pairs, qs) -> dict:
         if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 100:
             raise InputError(f"q must be a percentile from 0 to 100, got {q!r}", "q")
     try:
-        ordered = sorted((float(value), count) for value, count in pairs if count > 0)
+        ordered = sorted((value, count) for value, count in pairs if count > 0)
     except (TypeError, ValueError):
         raise InputTypeError(f"pairs must be (value, count) pairs of numbers, got {shown(pairs)}", "pairs") from None
     seen = list(accumulate(count for _, count in ordered))     # values up to and with each
