@@ -49,6 +49,20 @@ def output_file(path, name: str, overwrite: bool = False, suffixes=None) -> Path
     return path
 
 
+def report_file(path) -> Path:
+    """A report's file (``symbolic-cost report`` and ``reproduce`` write theirs over the last
+    ones), never a symbolic link: the write would go where it points, outside the folder asked for.
+
+    >>> report_file("reports/validation.md").name
+    'validation.md'
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise InputError(f"{str(path)!r} is a symbolic link: writing the report would go where it points; remove it",
+                         "reports")
+    return path
+
+
 def output_folder(path, name: str) -> Path:
     """A folder to write into: an existing folder, or a new one inside an existing folder."""
     path = _path(path, name)

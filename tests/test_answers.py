@@ -151,3 +151,36 @@ def test_a_file_option_that_is_no_small_regular_file_is_left_to_the_full_path(tm
     monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path / "cache"))
     with pytest.raises(OSError):
         answers.key(["summary", f"--hf-config={fifo}"])
+
+
+def test_an_answer_is_filed_under_the_file_the_run_read(tmp_path, monkeypatch, capsys):
+    """A config edited while the command ran: the answer is filed under the bytes the run read, not the new
+    ones (keyed after the run, the 12-layer answer was filed under the 48-layer file and served from then on)."""
+    import json
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path / "cache"))
+    config = tmp_path / "r.json"
+    config.write_text((ROOT / "symbolic_cost" / "models" / "configs" / "gpt2.json").read_text())
+    words = ["summary", "--hf-config", str(config), "--set", "b=8", "--json"]
+    with answers.recording(words) as keep:
+        assert main(words) == 0
+        twelve = capsys.readouterr().out
+        data = json.loads(config.read_text())
+        config.write_text(json.dumps({**data, "n_layer": 48}))       # edited before the answer is filed
+        keep(0)
+    assert not answers.answer(words)                 # the 48-layer file has no answer yet
+    assert main(words) == 0 and capsys.readouterr().out != twelve
+
+
+@pytest.mark.parametrize("kept", ['{"stdout": 5, "stderr": ""}', '{"stdout": "x\\n", "stderr": null}'])
+def test_an_answer_file_of_the_wrong_types_runs_the_full_path_and_is_replaced(kept, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(tmp_path / "cache"))
+    words = LINES[0]
+    place = answers.answer_path(words)
+    place.parent.mkdir(parents=True, exist_ok=True)
+    place.write_text(kept)
+    assert not answers.answer(words) and capsys.readouterr() == ("", "")     # printed nothing, raised nothing
+    with answers.recording(words) as keep:
+        assert main(words) == 0
+        keep(0)
+    full = capsys.readouterr().out
+    assert answers.answer(words) and capsys.readouterr().out == full          # the damaged file replaced

@@ -702,14 +702,39 @@ API = [
     (lambda: _load().percentile(None, 50), InputTypeError, "pairs must be (value, count) pairs"),
     (lambda: _load().Runtime(step_overhead=10**400), InputError, "step_overhead must be within a double's range"),
     (lambda: _load().serve(_TextStep(), 5, None, requests=2), InputError, "a step's price must be a number"),
-    (lambda: sweep({"w": b * float("nan")}, grid={"b": [1]}), InputError, "exprs['w'] must be finite"),
+    (lambda: sweep({"w": b * float("nan")}, grid={"b": [1]}), InputError, "exprs['w'] must be a real number"),
     (lambda: _serving().kv_transfer(None), InputTypeError, "step must be a StepModel"),
     (lambda: _plan_table()(None, 10**24), InputTypeError, "chosen must be a Plan"),
     (lambda: analysis.valid_values(None, m1, 10), InputTypeError, "block must be a block's or a layer's cost"),
     (lambda: _h100().but(efficiency="fast"), InputTypeError, "efficiency must be an Efficiency"),     # failed later
     (lambda: _h100().but(name=5), InputTypeError, "a system's name must be text"),
     (lambda: Training(b=10**30, l=1024), InputError, "b must be at most 2**53"),    # a step of 10^27 s
+    # a fourth probe: the blocks' and the kernels' own arguments
+    (lambda: attention(8, 128, 64, _heads(8, rotary=True, rotary_dim=1000)), InputError,
+     "rotary_dim=1000 exceeds the head size q=8"),                         # 125 times the rotation, silently
+    (lambda: mlp(8, 128, 64, 256, gated_act="no"), InputTypeError, "gated_act must be True or False"),  # read as True
+    (lambda: mlp(8, 128, 64, 256, activation_dropout=2), InputTypeError, "activation_dropout must be True or False"),
+    (lambda: mlp(8, 128, 64, 256, run="flash"), InputTypeError, "run must be a Run"),        # AttributeError
+    (lambda: attention(8, 128, 64, 8, scores=5), InputTypeError, "scores must be a Scores"),
+    (lambda: transformer_layer(8, 128, 64, 256, 8, wiring=Run()), InputTypeError, "wiring must be a Wiring"),
+    (lambda: compile_exprs({"a": None}), InputTypeError, "exprs['a'] must be a number or a SymPy expression"),
+    (lambda: compile_exprs({"a": "b*l"}), InputTypeError, "read text with symbolic_cost.reader.read"),
+    (lambda: compile_exprs({"a": b / 0}), InputError, "exprs['a'] must be a real number"),   # KeyError 'ComplexInfinity'
+    (lambda: compile_exprs({"a": b * l}, rows=10**6)({"b": [1, 2, 3], "l": [1, 2, 3]}, at=[-1]), InputError,
+     "at must be row numbers from 0 to 2"),                                # the last row, silently
+    (lambda: compile_exprs({"a": b * l})([1, 2]), InputTypeError, "values must be a Mapping"),
+    (lambda: _exact_function()({"a": l / b})({"b": 0, "l": 1}), InputError, "no exact value at b=0"),
 ]
+
+
+def _heads(*args, **kwargs):
+    from symbolic_cost.blocks.specs import Heads
+    return Heads(*args, **kwargs)
+
+
+def _exact_function():
+    from symbolic_cost.numeric.exact import exact_function
+    return exact_function
 
 
 def _h100():

@@ -112,6 +112,15 @@ def test_an_output_through_a_symbolic_link_is_refused(capsys, tmp_path):
     assert not (tmp_path / "elsewhere.csv").exists()
 
 
+def test_a_report_through_a_symbolic_link_is_refused(capsys, tmp_path):
+    """``reproduce --reports`` wrote a report through a link in the folder, to wherever it pointed."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "lbnl-2024.md").symlink_to(tmp_path / "elsewhere.md")
+    refused(capsys, ["reproduce", "lbnl-2024", "--reports", str(folder)], "reports", "is a symbolic link")
+    assert not (tmp_path / "elsewhere.md").exists()
+
+
 def test_hf_config_larger_than_the_cap_is_refused(tmp_path):
     from symbolic_cost.files import input_file
     big = tmp_path / "config.json"

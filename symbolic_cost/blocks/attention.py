@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from symbolic_cost.checks import positive_dims
+from sympy import Expr, sympify
+
+from symbolic_cost.checks import InputError, positive, positive_dims
 from symbolic_cost.extrema import minimum
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.context import check_attention, check_variant, context_core
 from symbolic_cost.blocks.latent_attention import latent_attention
 from symbolic_cost.blocks.layout import NORMS, Layout
-from symbolic_cost.blocks.specs import Heads, Projections, Scores, as_heads
+from symbolic_cost.blocks.specs import Heads, Projections, Scores, as_heads, objects
 from symbolic_cost.blocks.wiring import Residual, Run
 from symbolic_cost.ops import Keys, attention_core, flash_attention, gelu, linear, rotary
 from symbolic_cost.ops.attention import reads_flash_output
@@ -56,6 +58,8 @@ def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, proje
     >>> attention(b, l, e, Heads(h, kv_heads=1), scores=Scores(causal=True)).names[1:3]
     ['qkv_proj', 'logits']
     """
+    objects(scores=(scores, Scores), projections=(projections, Projections), residual=(residual, Residual),
+            run=(run, Run))
     heads, scores, projections = as_heads(heads), scores or Scores(), projections or Projections()
     residual, run = residual or Residual(), run or Run()
     if heads.latent is not None:
@@ -88,8 +92,19 @@ def _inputs(at: Layout, heads: Heads, projections: Projections, norm, keys) -> l
         rows.append(gelu(at.b, at.l, local * q + kv * (q + v), name="qkv_clip", **at.kw))
     rows += _qk_norms(at, heads.qk_norm, norm, q, local, kv)
     if heads.rotary:
-        rows.append(rotary(at.b, at.l, local + kv, q if heads.rotary_dim is None else heads.rotary_dim, es=at.es))
+        rows.append(rotary(at.b, at.l, local + kv, q if heads.rotary_dim is None else _rotated(heads.rotary_dim, q),
+                           es=at.es))
     return rows
+
+
+def _rotated(dim, q) -> Expr:
+    """``rotary_dim``, a positive share of each head's ``q`` dims, refused past them (1,000 rotated
+    dims of an 8-dim head were counted 125 times the rotation)."""
+    dim = positive(dim, "rotary_dim")
+    if (sympify(dim) - sympify(q)).is_positive:
+        raise InputError(f"rotary_dim={dim} exceeds the head size q={q}: rotary positions turn a share of each "
+                         f"head's dims", "rotary_dim")
+    return dim
 
 
 def _core(at: Layout, heads: Heads, scores: Scores, keys, flash, context, dropout) -> list:

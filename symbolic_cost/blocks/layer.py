@@ -9,7 +9,7 @@ from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import Layout
 from symbolic_cost.blocks.mlp import mlp
 from symbolic_cost.blocks.moe import moe as moe_block
-from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores, as_heads
+from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores, as_heads, objects
 from symbolic_cost.blocks.wiring import NORMS_PER_LAYER, PARTS, Run, Wiring
 from symbolic_cost.checks import InputError
 from symbolic_cost.ops import add
@@ -50,6 +50,8 @@ def transformer_layer(b, l, e, f, heads, m1=1, s1=1, *, scores: Scores | None = 
     >>> transformer_layer(b, l, e, 4 * e, h, wiring=Wiring(parallel=True, norms=1, dropouts=False)).names[-3:]
     ['fc2', 'branch_sum', 'residual']
     """
+    objects(scores=(scores, Scores), projections=(projections, Projections), ffn=(ffn, Feedforward),
+            wiring=(wiring, Wiring), run=(run, Run))
     heads, projections, ffn = as_heads(heads), projections or Projections(), ffn or Feedforward()
     wiring, run = wiring or Wiring(), run or Run()
     _check(heads, ffn, wiring)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from symbolic_cost.checks import flag
 from symbolic_cost.blocks.block import Block
+from symbolic_cost.blocks.specs import objects
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.wiring import Residual, Run
 from symbolic_cost.ops import dropout, gated, gelu, linear
@@ -30,6 +32,11 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, activation_dropou
     >>> mlp(b, l, e, f).names
     ['layer_norm_2', 'fc1', 'act', 'fc2', 'dpr2']
     """
+    objects(residual=(residual, Residual), run=(run, Run))
+    for name, value in (("bias", bias), ("gated_act", gated_act)):      # the string "no" read as true
+        flag(value, name)
+    if activation_dropout is not None:
+        flag(activation_dropout, "activation_dropout")
     residual, run = residual or Residual(), run or Run()
     norm, dropouts, shared_input, branch = residual.norm, residual.dropouts, residual.shared_input, residual.branch
     dims = dict(b=b, l=l, e=e, f=f, m1=m1, s1=s1)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields, replace
 
 from sympy import Expr, sympify
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, instance
 from symbolic_cost.cost import exact
 from symbolic_cost.ops.matmul import Chunk
 
@@ -43,6 +43,15 @@ def one_of(value, name: str, allowed: tuple) -> None:
     """Refuse ``value`` outside ``allowed``."""
     if value not in allowed:
         raise InputError(f"{name} must be one of {allowed}, got {value!r}", name)
+
+
+def objects(**given) -> None:
+    """Refuse each of ``given`` (``name=(value, kind)``) that is neither ``None`` nor a ``kind``: a
+    block's specs passed in each other's places (``run=Wiring()``) or as text (``run="flash"``)
+    ended in an ``AttributeError`` deep inside."""
+    for name, (value, kind) in given.items():
+        if value is not None:
+            instance(value, kind, name, f" (symbolic_cost.blocks: {kind.__name__}(...))")
 
 
 def flags(value, *names: str, none: bool = False) -> None:
@@ -233,4 +242,7 @@ class Feedforward:
         flags(self, "bias", "activation_dropout", none=True)
         if self.experts is not None and self.moe is None:
             raise InputError("experts are the keywords of a mixture of experts: they need moe", "experts")
+        if self.moe is not None:
+            from symbolic_cost.blocks.moe import MoE      # it builds on these specs
+            objects(moe=(self.moe, MoE))
 

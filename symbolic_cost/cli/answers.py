@@ -204,6 +204,8 @@ def answer(words) -> bool:
         out, err = kept["stdout"], kept["stderr"]
     except (OSError, ValueError, KeyError, TypeError):     # a damaged or unreadable file: run again
         return False
+    if not (isinstance(out, str) and isinstance(err, str)):    # valid JSON, not an answer: run again
+        return False
     sys.stdout.write(out)
     sys.stderr.write(err)
     sys.stdout.flush()
@@ -249,28 +251,42 @@ def recording(words):
     if not cacheable(words):
         yield lambda status: None
         return
+    place = answer_path(words)          # the files it reads as they are now, before the run reads them
     out, err = _Tee(sys.stdout), _Tee(sys.stderr)
     real = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
     try:
-        yield lambda status: _keep(words, out.copy, err.copy) if status == 0 else None
+        yield lambda status: _keep(place, out.copy, err.copy) if status == 0 else None
     finally:
         sys.stdout, sys.stderr = real
 
 
-def file_answer(words, out: str, err: str) -> None:
-    """File ``out`` and ``err`` as the answer of ``words`` (a command that succeeded elsewhere: a warm
-    process, ``cli.warm``)."""
-    _keep(words, io.StringIO(out), io.StringIO(err))
-
-
-def _keep(words, out: io.StringIO | None, err: io.StringIO | None) -> None:
-    """File the answer of ``words`` (its output and error as copied, ``None`` when too long); a
-    cache that cannot be written is skipped."""
-    from symbolic_cost.numeric.kernel_cache import write_text
+def answer_path(words) -> Path | None:
+    """Where the answer of ``words`` is filed, keyed by the files it reads as they are when this is
+    called: before the run, so that a file edited while the command ran files the answer it gave
+    under the file it read (keyed after the run, the old file's answer was filed under the new
+    file's contents, and served from then on); ``None`` where the cache is off or cannot be read."""
     try:
-        path = _path(words)
+        return _path(words)
     except OSError:
-        return
-    if path is not None and out is not None and err is not None and out.tell() + err.tell() <= ANSWER_BYTES:
-        write_text(path, json.dumps({"stdout": out.getvalue(), "stderr": err.getvalue()}))
+        return None
+
+
+def file_answer(place: Path | None, out: str, err: str) -> None:
+    """File ``out`` and ``err`` at ``place`` (``answer_path``, taken before the command ran): the
+    answer of a command that succeeded elsewhere (a warm process, ``cli.warm``)."""
+    _keep(place, io.StringIO(out), io.StringIO(err))
+
+
+def _keep(place: Path | None, out: io.StringIO | None, err: io.StringIO | None) -> None:
+    """File an answer at ``place`` (its output and error as copied, ``None`` when too long); a cache
+    that cannot be written is skipped, and a damaged answer there is replaced."""
+    from symbolic_cost.numeric.kernel_cache import write_text
+    if place is not None and out is not None and err is not None and out.tell() + err.tell() <= ANSWER_BYTES:
+        text = json.dumps({"stdout": out.getvalue(), "stderr": err.getvalue()})
+        try:
+            if place.exists() and place.read_text(encoding="utf-8") != text:
+                place.unlink()          # a damaged file (write_text keeps what is there)
+        except OSError:
+            return
+        write_text(place, text)

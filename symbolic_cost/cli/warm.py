@@ -95,6 +95,7 @@ def answer(words) -> int | None:
     size = shutil.get_terminal_size()       # what argparse's help wraps to here, not at the child's /dev/null
     env.setdefault("COLUMNS", str(size.columns))
     env.setdefault("LINES", str(size.lines))
+    place = answers.answer_path(words) if answers.cacheable(words) else None    # keyed before the run
     try:
         reply = _ask(path, {"words": list(words), "cwd": os.getcwd(), "env": env})
         status, out, err = int(reply["status"]), str(reply["stdout"]), str(reply["stderr"])
@@ -104,8 +105,8 @@ def answer(words) -> int | None:
     sys.stdout.write(out)
     sys.stderr.write(err)
     sys.stdout.flush()
-    if status == 0 and answers.cacheable(words):        # as the full path would file it
-        answers.file_answer(words, out, err)
+    if status == 0 and place is not None:        # as the full path would file it
+        answers.file_answer(place, out, err)
     _report(reply.get("cpu"))
     return status
 

@@ -42,13 +42,14 @@ or as a pandas DataFrame with one row per configuration.
 
 from __future__ import annotations
 
+import numbers
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-from sympy import S, Symbol, lambdify, sympify
+from sympy import Basic, Expr, S, Symbol, lambdify, nan, sympify, zoo
 from sympy.printing.numpy import NumPyPrinter
 
 from symbolic_cost.checks import InputError, InputTypeError, instance, shown
@@ -163,6 +164,7 @@ class Compiled:
         between ``threads`` cores (1 or 2; numba's loop between ``numba.get_num_threads()``)."""
         if type(threads) is not int or threads not in (1, 2):
             raise InputError(f"threads must be 1 or 2, got {threads!r}", "threads")
+        instance(values, Mapping, "values", " of symbols (or their names) to numbers or arrays")
         values = resolve_names(values)
         missing = [str(s) for s in self.symbols if s not in values]
         if missing:
@@ -171,6 +173,7 @@ class Compiled:
             _numbers(values[s], str(s))
         if at is not None:
             columns = [np.asarray(values[s]) for s in self.symbols]
+            at = _rows(at, min((c.shape[0] for c in columns if c.ndim), default=1))
             if self.backend == "llvm" and columns and all(c.ndim == 1 for c in columns):
                 return dict(zip(self.names, self._llvm(columns, np.asarray(at), threads=threads)))
             values = {s: np.asarray(values[s])[at] for s in self.symbols}
@@ -294,7 +297,7 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
     """
     instance(exprs, Mapping, "exprs", " of names to expressions ({'flops': cost.flops_fwd, ...})")
     names = tuple(exprs)
-    values = tuple(sympify(exprs[n]) for n in names)
+    values = tuple(expression(exprs[n], f"exprs[{n!r}]") for n in names)
     if symbols is None:
         symbols = free_symbols_of(values)
     symbols = tuple(resolve_names({s: None for s in symbols}))
@@ -310,6 +313,33 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
         _refuse_uncomputable(names, values, symbols)
         _MEMORY[key] = _build(names, values, symbols, backend, level)
     return _MEMORY[key]
+
+
+def _rows(at, count: int) -> np.ndarray:
+    """``at`` as the row numbers of columns of ``count`` rows: whole numbers from 0 to ``count - 1``
+    (a negative one read from the end, a fraction or one past the end raised ``IndexError``)."""
+    rows = np.asarray(at)
+    if rows.dtype.kind not in "iu" or (rows.size and (rows.min() < 0 or rows.max() >= count)):
+        raise InputError(f"at must be row numbers from 0 to {count - 1:,}, got {shown(at)}", "at")
+    return rows
+
+
+def expression(value, name: str) -> Expr:
+    """``value`` as a SymPy expression a kernel can compute: a number or an expression, finite;
+    text is refused (read it with ``symbolic_cost.reader.read``: ``sympify`` would make symbols of
+    its own, not the package's ``b`` and ``l``), as are ``None`` and undefined values (``b/0``).
+
+    >>> expression(3, "x")
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, Basic)):
+        hint = "; read text with symbolic_cost.reader.read" if isinstance(value, str) else ""
+        raise InputTypeError(f"{name} must be a number or a SymPy expression, got {shown(value)}{hint}", name)
+    value = sympify(value)
+    if value.has(nan, zoo):         # an infinite arm of a choice is a value (an impossible layout's time)
+        raise InputError(f"{name} must be a real number or formula, got {value} (undefined: a division by zero?)",
+                         name)
+    return value
 
 
 def _refuse_uncomputable(names, values, symbols) -> None:

@@ -36,6 +36,7 @@ from symbolic_cost.models.architecture import MADE_BY
 from symbolic_cost.models.experts import expert_degrees
 from symbolic_cost.models.totals import check_schedule
 from symbolic_cost.models.training import check_model
+from symbolic_cost.numeric.compile import expression
 from symbolic_cost.parallel.expert import expert_data_degree
 from symbolic_cost.rationals import RATIONAL, is_whole, to_sympy
 from symbolic_cost.symbols import resolve_names
@@ -124,8 +125,14 @@ class Exact:
         return self.at([_exact_number(values[s], s.name) for s in self.symbols])
 
     def at(self, numbers) -> dict[str, Expr]:
-        """The results at exact ``numbers``, one for each of ``symbols`` in order."""
-        return dict(zip(self.names, map(to_sympy, self.function(*numbers))))
+        """The results at exact ``numbers``, one for each of ``symbols`` in order; refused where an
+        expression has no value there (a division by zero, a logarithm of 0) or an integer past the
+        digits Python converts."""
+        try:
+            return dict(zip(self.names, map(to_sympy, self.function(*numbers))))
+        except (ZeroDivisionError, ValueError, OverflowError) as error:
+            given = ", ".join(f"{s}={n}" for s, n in zip(self.symbols, numbers))
+            raise InputError(f"the expressions have no exact value at {given}: {error}", "values") from None
 
 
 def _exact_number(value, name: str):
@@ -149,8 +156,9 @@ def exact_function(exprs: Mapping[str, object], symbols=None) -> Exact:
     >>> f({"b": 2, "l": 5})
     {'share': 5/3, 'tokens': 10}
     """
+    instance(exprs, Mapping, "exprs", " of names to expressions ({'flops': cost.flops_fwd, ...})")
     names = tuple(exprs)
-    values = tuple(sympify(exprs[n]) for n in names)
+    values = tuple(expression(exprs[n], f"exprs[{n!r}]") for n in names)
     if symbols is None:
         symbols = sorted(set().union(*(v.free_symbols for v in values)), key=str)
     symbols = tuple(resolve_names({s: None for s in symbols}))

@@ -40,6 +40,7 @@ from symbolic_cost.report.plots import plot, plot_name
 from symbolic_cost.report.scaling import SHAPES, analysis_markdown
 from symbolic_cost.report.sequence import sequence_markdown
 from symbolic_cost.report import validation
+from symbolic_cost.files import report_file
 
 __all__ = ["generate", "seed_002_lstm", "LSTMCase", "SHAPES"]
 
@@ -54,7 +55,7 @@ def seed_002_lstm() -> LSTMCase:
 
 
 def _write(path: Path, text: str, written: list[Path]) -> None:
-    path.write_text(text)
+    report_file(path).write_text(text)
     written.append(path)
 
 

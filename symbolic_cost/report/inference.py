@@ -20,6 +20,7 @@ from symbolic_cost.inference.throughput import crossover_batch, inference_cost, 
 from symbolic_cost.models.config import from_config, preset
 from symbolic_cost.numeric.compile import compile_exprs
 from symbolic_cost.timing.hardware import SYSTEMS
+from symbolic_cost.files import report_file
 
 LLAMA_3_70B = dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=8192, num_attention_heads=64,
                    num_key_value_heads=8, num_hidden_layers=80, intermediate_size=28672, vocab_size=128256,
@@ -141,7 +142,7 @@ def plot_inference(out: Path, chosen: dict | None = None, points: int = 40, syst
     ax[0].legend()
     fig.tight_layout()
     written = [out / "kv-cache.png"]
-    fig.savefig(written[0], dpi=90)
+    fig.savefig(report_file(written[0]), dpi=90)
     plt.close(fig)
 
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -163,6 +164,6 @@ def plot_inference(out: Path, chosen: dict | None = None, points: int = 40, syst
         axis.legend()
     fig.tight_layout()
     written.append(out / "decode-throughput.png")
-    fig.savefig(written[1], dpi=90)
+    fig.savefig(report_file(written[1]), dpi=90)
     plt.close(fig)
     return written

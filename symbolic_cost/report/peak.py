@@ -10,6 +10,7 @@ from symbolic_cost.models.config import preset
 from symbolic_cost.models.peak import MOMENTS, step_terms
 from symbolic_cost.timing.systems import get_system
 from symbolic_cost.tools import pytorch_eager as eager
+from symbolic_cost.files import report_file
 
 RUNS = (
     ("Llama-2-7B, b=2, l=4096, flash, ZeRO-1 over 64 devices (Megatron-LM)", "llama-2-7b",
@@ -52,6 +53,6 @@ def plot_peak(path: Path, system="h100") -> Path:
         ax.title.set_fontsize(9)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(report_file(path), dpi=90)
     plt.close(fig)
     return path

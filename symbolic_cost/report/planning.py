@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from symbolic_cost.analysis.planning import Plan, per_depth_table
 from symbolic_cost.checks import InputError
+from symbolic_cost.files import report_file
 
 
 def isoflop_plot(chosen: Plan, path) -> None:
@@ -31,6 +32,6 @@ def isoflop_plot(chosen: Plan, path) -> None:
            title=f"isoFLOP curves, {chosen.shape.name} shapes, exact FLOPs at {chosen.seq:,} tokens")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(report_file(path))
     plt.close(fig)
 

@@ -14,6 +14,7 @@ from symbolic_cost import symbols as S
 from symbolic_cost.blocks import transformer_layer
 from symbolic_cost.report.scaling import LayerShape, answers
 from symbolic_cost.timing.hardware import step_time
+from symbolic_cost.files import report_file
 
 
 def plot_name(shape: LayerShape) -> str:
@@ -56,5 +57,5 @@ def plot(shape: LayerShape, path: Path, points: int = 60, system="h100") -> None
     fig.suptitle(f"{shape.name}: e={shape.e}, h={shape.h}, f={shape.f}, b={shape.b}, "
                  f"l={shape.l} for the m1 panel")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(report_file(path), dpi=90)
     plt.close(fig)

@@ -16,6 +16,7 @@ from symbolic_cost.timing import efficiency as eff_module
 from symbolic_cost.timing import error_bands
 from symbolic_cost.timing.calibrate import FAMILIES, MATRIX_ONLY, predict
 from symbolic_cost.timing.hardware import calibrated, get_system
+from symbolic_cost.files import report_file
 
 
 def timed(cases) -> list[tuple]:
@@ -182,7 +183,7 @@ def write(folder: Path, cases, excluded, plot: bool = True, serving_cases=()) ->
         _plot(rows, folder / "validation.png")
         lines += ["", "![predicted against measured](validation.png)"]
     path = folder / "validation.md"
-    path.write_text("\n".join(lines) + "\n")
+    report_file(path).write_text("\n".join(lines) + "\n")
     return path
 
 
@@ -200,6 +201,6 @@ def _plot(rows, path: Path) -> None:
     ax.set_ylabel("predicted (s)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(report_file(path), dpi=120)
     plt.close(fig)
 

@@ -19,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from symbolic_cost.checks import InputError
+from symbolic_cost.files import report_file
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def write_report(path: Path, title: str, preamble: str, cells: list[Cell]) -> No
                   for c in cells if c.table == table]
         lines.append("")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
+    report_file(path).write_text("\n".join(lines))
 
 
 def names() -> list[str]:
