@@ -59,7 +59,12 @@ def _torchao(recipe: str, k: int, n: int):
     (forward's record, backward's record, bytes kept for backward other than the weight)."""
     layer = torch.nn.Sequential(torch.nn.Linear(k, n, bias=False).to(torch.bfloat16))
     torchao_float8.convert_to_float8_training(layer, config=torchao_float8.Float8LinearConfig.from_recipe_name(recipe))
-    weight = layer[0].weight
+    return _traced(layer, layer[0].weight, k, _Record)
+
+
+def _traced(layer, weight, k: int, record):
+    """``layer`` forward and backward over ``TOKENS`` rows of ``k`` bf16 features, each pass under a
+    ``record()`` dispatch mode: (forward's record, backward's, bytes kept for backward but the weight)."""
     x = torch.randn(TOKENS, k, dtype=torch.bfloat16, requires_grad=True)
     kept = []
 
@@ -68,7 +73,7 @@ def _torchao(recipe: str, k: int, n: int):
             kept.append(t.numel() * t.element_size())
         return t
 
-    forward, backward = _Record(), _Record()
+    forward, backward = record(), record()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), forward:
         y = layer(x)
     with backward:
@@ -171,20 +176,7 @@ def _mxfp8(k: int, n: int):
             return out
 
     layer = MXFP8Linear(k, n, bias=False, kernel_preference=KernelPreference.EMULATED).to(torch.bfloat16)
-    x = torch.randn(TOKENS, k, dtype=torch.bfloat16, requires_grad=True)
-    kept = []
-
-    def pack(t):
-        if t.untyped_storage().data_ptr() != layer.weight.untyped_storage().data_ptr():
-            kept.append(t.numel() * t.element_size())
-        return t
-
-    forward, backward = Casts(), Casts()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), forward:
-        y = layer(x)
-    with backward:
-        y.backward(torch.randn_like(y))
-    return forward, backward, sum(kept)
+    return _traced(layer, layer.weight, k, Casts)
 
 
 def test_mxfp8_casts_kept_inputs_and_products_as_torchao_runs_them():
