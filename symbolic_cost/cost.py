@@ -20,11 +20,21 @@ GRADS = ("input", "weight")
 
 
 def _exact_sizes(record, what: str) -> None:
-    """Check a record's pass and make its ``_SIZES`` fields exact expressions."""
+    """Check a record's pass and make its ``_SIZES`` fields exact expressions: none negative, and
+    its group (a collective's devices, a grouped product's weights) at least 1 and its element
+    size positive where they are numbers (a collective of -2**28 elements took -5 ms; a group of 0
+    devices, complex infinity)."""
     if record.pass_ not in PASSES:
         raise InputError(f"{what} pass must be 'fwd' or 'bwd', got {record.pass_!r}", "pass_")
     for name in record._SIZES:
-        object.__setattr__(record, name, exact(getattr(record, name), name))
+        value = exact(getattr(record, name), name)
+        least = 1 if name in ("group", "groups") else 0
+        if value.is_negative or (value.is_number and (value < least or name == "element_bytes" and value == 0
+                                                      or least and not value.is_integer)):
+            rule = "positive" if name == "element_bytes" else f"a whole number at least {least}" if least \
+                else f"at least {least}"
+            raise InputError(f"{what} {name} must be {rule}, got {value}", name)
+        object.__setattr__(record, name, value)
 
 
 def _subs_sizes(record, values: Mapping):

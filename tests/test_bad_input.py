@@ -55,6 +55,13 @@ CLI = [
      "a number written finer than 10**-30"),                                   # was told "larger than 10**30"
     ("formula --preset gpt2 --total flops_fwd --set b=1 m1=1 s1=1 d=1 p=1 n_micro=1 --by b*l*e",
      "--by names b, e, which the formula does not hold"),                      # put the fixed b and e back
+    # a fifth probe: options the command dropped
+    ("inference --preset llama-3-8b --devices 2 --slo-ttft 1 --requests 20 --set b=7",
+     "--set gives the request (l_in, l_out) only, got b"),
+    ("inference --preset llama-3-8b --ideal --kernel-time tiled", "add --roofline operation"),
+    ("table --preset llama-3-8b --block layer --format json --no-bias", "--no-bias: llama-3-8b has no biases"),
+    ("table --preset llama-3-8b --block layer --format json --no-qkv-bias", "projections have no biases"),
+    ("crossover --preset mistral-7b --set m1=1 s1=1 --allow-long", "--allow-long: the crossover is no sequence past"),
     # Megatron-Core's TransformerConfig: at most num_layers // p layers in bf16 at either end
     ("summary --preset gpt2 --fp8 tensorwise --fp8-16bit-layers 100 100", "first_layers_16bit=100 exceeds the 12"),
     ("summary --preset gpt2 --fp8 tensorwise --fp8-16bit-layers 1 7 --set p=2 d=1 n_micro=2",
@@ -706,7 +713,7 @@ API = [
     (lambda: _serving().kv_transfer(None), InputTypeError, "step must be a StepModel"),
     (lambda: _plan_table()(None, 10**24), InputTypeError, "chosen must be a Plan"),
     (lambda: analysis.valid_values(None, m1, 10), InputTypeError, "block must be a block's or a layer's cost"),
-    (lambda: _h100().but(efficiency="fast"), InputTypeError, "efficiency must be an Efficiency"),     # failed later
+    (lambda: _h100().but(efficiency="fast"), InputTypeError, "efficiency must be a timing.efficiency.Efficiency"),
     (lambda: _h100().but(name=5), InputTypeError, "a system's name must be text"),
     (lambda: Training(b=10**30, l=1024), InputError, "b must be at most 2**53"),    # a step of 10^27 s
     # a fourth probe: the blocks' and the kernels' own arguments
@@ -724,7 +731,44 @@ API = [
      "at must be row numbers from 0 to 2"),                                # the last row, silently
     (lambda: compile_exprs({"a": b * l})([1, 2]), InputTypeError, "values must be a Mapping"),
     (lambda: _exact_function()({"a": l / b})({"b": 0, "l": 1}), InputError, "no exact value at b=0"),
+    # a fifth probe: records, kernels' shapes, laws, and the page's requests
+    (lambda: _collective(elements=-2**28), InputError, "collective elements must be at least 0"),   # -5 ms
+    (lambda: _collective(group=0), InputError, "collective group must be a whole number at least 1"),   # zoo
+    (lambda: _collective(element_bytes=0), InputError, "collective element_bytes must be positive"),
+    (lambda: _wave(sms=0), InputError, "wave_slots' sms must be at least 1"),                            # NaN
+    (lambda: _wave(m=-2048), InputError, "wave_slots' m must be at least 1"),                            # -1/15
+    (lambda: _law()(1e-300), InputError, "under one token"),                                # 2e-136 parameters
+    (lambda: _page().search_words({"preset": "gpt2", "devices": "8", "set": {"b": "4", "l": "512"}}, pathlib.Path(".")),
+     InputError, "set.b: a search chooses the layout and takes only its l"),                             # dropped
+    (lambda: _page().layers_words({"preset": "gpt2", "set": {"p": "4"}}, pathlib.Path(".")), InputError,
+     "set.p: a layers request is one layer on one tensor-parallel device"),
+    (lambda: _page().checked({"preset": "gpt2", "recompute": "full"}, "layers"), InputError,
+     "recompute: a layers request has no recompute"),
+    (lambda: _page().layout({"set": 0}), InputError, "set must be an object of layout values"),          # read as {}
+    (lambda: _page().formula_words({"preset": "gpt2", "field": "memory_bytes", "keep": 0}, pathlib.Path(".")),
+     InputError, "keep: unknown layout field(s) 0"),
 ]
+
+
+def _collective(**changes):
+    from symbolic_cost.cost import Collective
+    return Collective(**{**dict(kind="allreduce", elements=2**28, element_bytes=1, group=8, pass_="fwd", volume=0),
+                         **changes})
+
+
+def _wave(**changes):
+    from symbolic_cost.timing.efficiency import wave_efficiency
+    return wave_efficiency(**{**dict(m=2048, n=4608, count=1, sms=108, tile_m=128, tile_n=128), **changes})
+
+
+def _law():
+    from symbolic_cost.analysis.scaling_laws import LAWS
+    return LAWS["hoffmann-2022"].optimum().at
+
+
+def _page():
+    from symbolic_cost.app import commands
+    return commands
 
 
 def _heads(*args, **kwargs):

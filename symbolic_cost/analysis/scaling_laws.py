@@ -79,8 +79,12 @@ class Optimum:
         """
         at = {C: exact_positive(budget, "budget"), k: exact_positive(per_token, "per_token")}
         value = lambda x: x.evalf(15, subs=at)  # noqa: E731
-        return {self.size_is: value(self.n), "tokens": value(self.d),
-                "loss": None if self.loss is None else value(self.loss)}
+        found = {self.size_is: value(self.n), "tokens": value(self.d),
+                 "loss": None if self.loss is None else value(self.loss)}
+        if found[self.size_is] < 1 or found["tokens"] < 1:     # 1e-300 FLOPs bought 2e-136 parameters
+            raise InputError(f"a budget of {float(at[C]):.3g} FLOPs buys an optimum of under one token or a size "
+                             f"({self.size_is}) under 1: no model trains on it", "budget")
+        return found
 
 
 def positive(value, name: str, infinite: bool = False) -> float:

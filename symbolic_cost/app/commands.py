@@ -71,10 +71,11 @@ MODEL_KEYS = {"model", "preset", "config", "hub", "system", "precision", "flash"
 """What every request of the page holds: the model and where it runs."""
 TRAINING_KEYS = MODEL_KEYS | {"set", "zero", "recompute", "attention_kernel"}
 """What the page's training requests hold (``layers`` takes only the layout's ``ROOFLINE`` values and
-the precision and system of them, but the page sends it the whole form)."""
+the precision and system of them, ``search`` only the layout's ``l``: the page sends each no more)."""
 USED = {"summary": TRAINING_KEYS, "formula": TRAINING_KEYS | {"field", "keep"},
-        "search": TRAINING_KEYS | {"devices", "global_batch", "top"}, "sweep": TRAINING_KEYS | {"grid"},
-        "layers": TRAINING_KEYS, "inference": MODEL_KEYS | {"serve", *SERVING_OPTIONS}}
+        "search": MODEL_KEYS | {"set", "zero", "attention_kernel", "devices", "global_batch", "top"},
+        "sweep": TRAINING_KEYS | {"grid"}, "layers": MODEL_KEYS | {"set"},
+        "inference": MODEL_KEYS | {"serve", *SERVING_OPTIONS}}
 """The keys each kind of request reads; another one given a value is refused, not ignored."""
 
 
@@ -125,9 +126,11 @@ def model_words(request: dict, folder: Path) -> list[str]:
 def layout(request: dict, key: str = "set") -> dict:
     """The request's values under ``key`` (``set``: the training layout; ``serve``: the serving
     one), an object."""
-    values = request.get(key) or {}
-    if not isinstance(values, dict):
-        raise InputError(f"{key} must be an object of layout values", key)
+    values = request.get(key)
+    if values is None:
+        return {}
+    if not isinstance(values, dict):        # 0, false or [] were read as no values
+        raise InputError(f"{key} must be an object of layout values, got {JSON_KINDS.get(type(values), 'text' if isinstance(values, str) else 'a number')}", key)
     return values
 
 
@@ -161,7 +164,8 @@ def choice_words(request: dict, names=CHOICES) -> list[str]:
              if request.get(name) not in (None, "")]
     if "flash" in request:
         if not isinstance(request["flash"], bool):
-            raise InputError(f"flash must be true or false, got {type(request['flash']).__name__}", "flash")
+            kind = JSON_KINDS.get(type(request["flash"]), "text" if isinstance(request["flash"], str) else "a number")
+            raise InputError(f"flash must be true or false, got {kind}", "flash")
         words.append("--flash" if request["flash"] else "--no-flash")
     return words
 
@@ -199,7 +203,7 @@ def formula_words(request: dict, folder: Path) -> list[str]:
     ``keep`` (comma-separated), which stay symbols; ``formula --total`` takes the precision, the
     system (of a time: ``numeric.ranking.PARTS``) and flash attention of the choices (its totals are under the training defaults
     otherwise: the other choices are refused)."""
-    keep = [name.strip() for name in text(request, "keep").split(",") if name.strip()] if request.get("keep") else []
+    keep = [name.strip() for name in text(request, "keep").split(",") if name.strip()] if "keep" in request else []
     unknown = sorted(set(keep) - set(LAYOUT))
     if unknown:
         raise InputError(f"keep: unknown layout field(s) {', '.join(unknown)}; known: {', '.join(LAYOUT)}", "keep")
@@ -217,6 +221,10 @@ def search_words(request: dict, folder: Path) -> list[str]:
     """``search --json`` of the request's model on ``devices`` with ``global_batch`` sequences of
     the layout's ``l`` (when given) per step, at its ZeRO stage, precision, system and attention
     kernel."""
+    others = sorted(k for k, v in layout(request).items() if k != "l" and v not in (None, ""))
+    if others:          # the search chooses the layout: only the sequence is the request's
+        raise InputError(f"set.{others[0]}: a search chooses the layout and takes only its l; it would be ignored",
+                         f"set.{others[0]}")
     sequence = text(layout(request), "l") if layout(request).get("l") not in (None, "") else ""
     given = [(flag, key) for flag, key in (("--devices", "devices"), ("--global-batch", "global_batch"),
                                            ("--top", "top")) if request.get(key) not in (None, "")]
@@ -246,6 +254,10 @@ def layers_words(request: dict, folder: Path) -> list[str]:
     """``table --block layer --format json --units si``: each operation of one layer on one
     tensor-parallel device (the layout's ``b``, ``l``, ``m1``, ``s1``), its FLOPs, bytes and its
     time at the system's peak FLOP/s and bandwidth (the roofline), forward and backward."""
+    others = sorted(k for k, v in layout(request).items() if k not in ROOFLINE and v not in (None, ""))
+    if others:          # one layer on one tensor-parallel device: the rest of the layout is not its
+        raise InputError(f"set.{others[0]}: a layers request is one layer on one tensor-parallel device and takes "
+                         f"{', '.join(ROOFLINE)}; it would be ignored", f"set.{others[0]}")
     return ["table", *model_words(request, folder), "--block=layer", *layout_words(request, names=ROOFLINE),
             *choice_words(request, ("precision", "system")), "--format=json", "--units=si"]
 

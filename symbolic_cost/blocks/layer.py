@@ -8,7 +8,7 @@ from symbolic_cost.blocks.attention import attention
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import Layout
 from symbolic_cost.blocks.mlp import mlp
-from symbolic_cost.blocks.moe import moe as moe_block
+from symbolic_cost.blocks.moe import MoE, moe as moe_block
 from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores, as_heads, objects
 from symbolic_cost.blocks.wiring import NORMS_PER_LAYER, PARTS, Run, Wiring
 from symbolic_cost.checks import InputError
@@ -52,6 +52,7 @@ def transformer_layer(b, l, e, f, heads, m1=1, s1=1, *, scores: Scores | None = 
     """
     objects(scores=(scores, Scores), projections=(projections, Projections), ffn=(ffn, Feedforward),
             wiring=(wiring, Wiring), run=(run, Run))
+    objects(moe=(getattr(ffn, "moe", None), MoE))
     heads, projections, ffn = as_heads(heads), projections or Projections(), ffn or Feedforward()
     wiring, run = wiring or Wiring(), run or Run()
     _check(heads, ffn, wiring)

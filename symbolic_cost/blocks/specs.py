@@ -242,7 +242,4 @@ class Feedforward:
         flags(self, "bias", "activation_dropout", none=True)
         if self.experts is not None and self.moe is None:
             raise InputError("experts are the keywords of a mixture of experts: they need moe", "experts")
-        if self.moe is not None:
-            from symbolic_cost.blocks.moe import MoE      # it builds on these specs
-            objects(moe=(self.moe, MoE))
 

@@ -30,6 +30,16 @@ TRAINING_SYMBOLS = (S.b, S.l, S.m1, S.s1, S.d, S.p, S.n_micro, S.ep, S.etp, S.l_
 encoder-decoder's decoder length, ``l`` unless set)."""
 
 
+
+def check_bias_flags(args, arch) -> None:
+    """Refuse ``--no-bias`` on a model without biases and ``--no-qkv-bias`` on one without the
+    projections' (Llama's): each would drop nothing (it would be ignored)."""
+    if getattr(args, "no_bias", False) and not (arch.bias or arch.mlp_bias or arch.qkv_bias):
+        raise InputError(f"--no-bias: {arch.name} has no biases; it would be ignored", "--no-bias")
+    if getattr(args, "no_qkv_bias", False) and not arch.qkv_bias:
+        raise InputError(f"--no-qkv-bias: {arch.name}'s q, k and v projections have no biases; it would be ignored",
+                         "--no-qkv-bias")
+
 def architecture(args):
     """The model of ``--hf-config``, ``--hf-model`` or ``--preset`` (``None`` when none is given)."""
     if getattr(args, "revision", None) and not getattr(args, "hf_model", None):
@@ -156,6 +166,7 @@ def build_block(args, values: dict, arch, name: str | None = None):
         structure = dict(kv_heads=arch.kv_heads, rotary_pos=arch.rotary, causal=arch.causal,
                          gated_act=arch.mlp != "gelu", dropouts=arch.dropouts, norm=arch.norm)
         bias, qkv_bias = arch.bias, arch.qkv_bias
+        check_bias_flags(args, arch)
     bias, qkv_bias = bias and not args.no_bias, qkv_bias and not args.no_qkv_bias
     common = dict(b=get(S.b), l=get(S.l), e=get(S.e), m1=get(S.m1), s1=get(S.s1), es=get(S.es),
                   es_mask=get(S.es_mask), conventions=conventions(args), dropouts=structure.get("dropouts", True),
@@ -202,6 +213,7 @@ def model_block(args, values: dict, arch, name: str):
     the model's biases; a mixture of experts takes ``ep`` and ``etp`` (default ``m1``)."""
     from symbolic_cost.models.stack import layer_groups     # the model layer, on demand
     get = lambda s: values.get(s, s)  # noqa: E731
+    check_bias_flags(args, arch)
     no_bias = getattr(args, "no_bias", False)
     # the MLP does not read the heads: keep their size, so that h need not divide a new e
     heads = dict(head_dim=arch.head_size) if name == "mlp" and arch.head_dim is None else {}

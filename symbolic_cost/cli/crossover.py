@@ -10,6 +10,7 @@ from symbolic_cost.cli import options
 from symbolic_cost.cli.formula import field, show
 from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, field_expr,
                                       honour_blocks, honour_system, present, symbol_names)
+from symbolic_cost.models.training import context_limit
 from symbolic_cost.timing.hardware import get_system
 
 EXAMPLES = [
@@ -76,8 +77,23 @@ def run(args) -> int:
     present(sides[0] - sides[1], [solve_for], "--for")
     root = analysis.crossover(*sides, solve_for)
     refuse_negative(root, args)
+    past = _past_context(root, solve_for, arch)
+    if getattr(args, "allow_long", False) and not past:
+        raise InputError(f"--allow-long: the crossover is no sequence past {arch.name + chr(39) + 's' if arch else 'a model'}"
+                         f" context; it would be ignored", "--allow-long")
     print(f"{args.a} {args.field} = {args.b} {args.field} at {args.solve_for} =")
     show(root, args)
     if root.is_number:
         print(f"= {float(root):.6g}")
+    if past and not getattr(args, "allow_long", False):
+        print(f"note: l = {float(root):.6g} is past {arch.name}'s context of {context_limit(arch)} tokens: the "
+              f"formulas cross there, but the model runs no such sequence (--allow-long: no note)")
     return 0
+
+
+def _past_context(root, solve_for, arch) -> bool:
+    """Whether the crossover is a sequence length past ``arch``'s stated context."""
+    if arch is None or str(solve_for) != "l" or not root.is_number:
+        return False
+    limit = context_limit(arch)
+    return bool(limit.is_number and limit != 0 and root > limit)

@@ -409,6 +409,9 @@ def run(args) -> int:
     if args.roofline != ROOFLINES[0] and not args.ideal:
         raise InputError("--roofline chooses between peak-only rooflines; add --ideal (the calibrated model "
                          "prices every operation on its own roofline)", "roofline")
+    if getattr(args, "kernel_time", None) == "tiled" and args.roofline == ROOFLINES[0]:
+        raise InputError(f"--kernel-time tiled prices each operation's kernel: add --roofline {ROOFLINES[1]} (one "
+                         f"roofline for the whole {ROOFLINES[0]} would ignore it)", "kernel-time")
     if args.rate is not None and (args.grid or args.field):
         raise InputError("--rate prints a load test; it does not combine with --field or --grid", "rate")
     if args.json and (args.grid or args.field):
@@ -517,9 +520,10 @@ def layout_search(args) -> int:
         raise InputError("--max-batch fixes the engine's cap and --batch-limits tries several: give one",
                          "--batch-limits")
     typed = {str(k) for k in assignments(args.set)}
-    if typed & {"m1", "d", "p", "ep", "cp"}:
-        raise InputError("--devices chooses the tensor degree and the replicas; --set gives the request (b, l_in, "
-                         "l_out) only", "--set")
+    if typed - {"l_in", "l_out"}:       # b, the page B, l_ctx: a load test's requests and engine set them
+        raise InputError(f"--devices chooses the tensor degree and the replicas, and its load tests the batches; "
+                         f"--set gives the request (l_in, l_out) only, got {', '.join(sorted(typed - {'l_in', 'l_out'}))}",
+                         "--set")
     arch, serving, _ = configuration(args)
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--devices needs numeric l_in and l_out (--set l_in=... l_out=...)", "devices")

@@ -95,6 +95,8 @@ def run(args) -> int:
           f"parameters, step time {amount(step_time(model, system, chosen), 'seconds', args.units, 6)}")
     print(f"stage times ({label}):")
     for name, value in stage_times(model, system, chosen).items():
+        if name.startswith(("projection", "update_projection")) and not model.projected:
+            continue        # no projection layer: the step does not run these stages (step_time adds none)
         print(f"  {name:<16} {float(value / seconds):.6g}")
     print(f"memory per data shard ({size_label}): weights, activations, pointwise")
     for part, kinds in memory(model, chosen).items():

@@ -202,8 +202,12 @@ def wave_slots(m, n, count, sms, tile_m, tile_n) -> Expr:
     >>> wave_slots(2048, 4608, 1, 108, 128, 128)       # 11 waves of 108 128 x 64 tiles
     9732096
     """
-    sides = tuple(exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms")))
-    return remembered(_WAVES, (*sides, exact(tile_m, "tile_m"), exact(tile_n, "tile_n")), _slots)
+    sides = tuple(exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms"),
+                                                 (tile_m, "tile_m"), (tile_n, "tile_n")))
+    for value, name in zip(sides, ("m", "n", "count", "sms", "tile_m", "tile_n")):
+        if value.is_number and not value >= 1:      # a product of no rows, no SMs: NaN or a share past 1
+            raise InputError(f"wave_slots' {name} must be at least 1, got {value}", name)
+    return remembered(_WAVES, sides, _slots)
 
 
 _WAVES: dict = {}

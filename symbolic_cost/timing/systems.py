@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sympy import Expr, Integer, Rational
 
-from symbolic_cost.checks import InputError, InputTypeError, instance, shown
+from symbolic_cost.checks import InputError, InputTypeError, shown
 from symbolic_cost.cost import exact
 from symbolic_cost.models.optimizers import get_fp8
 
@@ -75,9 +75,10 @@ class System:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
             raise InputTypeError(f"a system's name must be text, got {shown(self.name)}", "name")
-        if self.efficiency is not None:
-            from symbolic_cost.timing.efficiency import Efficiency      # it reads this module's presets
-            instance(self.efficiency, Efficiency, "efficiency", " (timing.efficiency.Efficiency; None: peak only)")
+        # timing.efficiency reads this module's presets: its class is known here by the fields it has
+        if self.efficiency is not None and not all(hasattr(self.efficiency, name) for name in EFFICIENCY_FIELDS):
+            raise InputTypeError(f"efficiency must be a timing.efficiency.Efficiency (None: peak only), got "
+                                 f"{shown(self.efficiency)}", "efficiency")
         for item in fields(self)[1:]:
             if item.name == "efficiency":
                 continue
@@ -109,6 +110,9 @@ class System:
                 raise InputError(f"system {self.name}: {purpose} needs {name}, which is 0 (not stated); "
                                  f"state it in a --system-file (System.but({name}=...) in Python)", "system")
 
+
+EFFICIENCY_FIELDS = ("matrix", "memory", "kernel", "step", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus")
+"""What the calibrated model reads of ``System.efficiency`` (``timing.efficiency.Efficiency``)."""
 
 SYSTEM_FILES = Path(__file__).with_name("system_files")
 """One JSON file a system preset: its ``System`` fields with their sources, and under
