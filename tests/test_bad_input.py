@@ -736,7 +736,7 @@ API = [
     (lambda: _collective(group=0), InputError, "collective group must be a whole number at least 1"),   # zoo
     (lambda: _collective(element_bytes=0), InputError, "collective element_bytes must be positive"),
     (lambda: _wave(sms=0), InputError, "wave_slots' sms must be at least 1"),                            # NaN
-    (lambda: _wave(m=-2048), InputError, "wave_slots' m must be at least 1"),                            # -1/15
+    (lambda: _wave(m=-2048), InputError, "wave_slots' m must be positive"),                              # -1/15
     (lambda: _law()(1e-300), InputError, "under one token"),                                # 2e-136 parameters
     (lambda: _page().search_words({"preset": "gpt2", "devices": "8", "set": {"b": "4", "l": "512"}}, pathlib.Path(".")),
      InputError, "set.b: a search chooses the layout and takes only its l"),                             # dropped

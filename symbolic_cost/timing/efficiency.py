@@ -205,8 +205,10 @@ def wave_slots(m, n, count, sms, tile_m, tile_n) -> Expr:
     sides = tuple(exact(v, name) for v, name in ((m, "m"), (n, "n"), (count, "count"), (sms, "sms"),
                                                  (tile_m, "tile_m"), (tile_n, "tile_n")))
     for value, name in zip(sides, ("m", "n", "count", "sms", "tile_m", "tile_n")):
-        if value.is_number and not value >= 1:      # a product of no rows, no SMs: NaN or a share past 1
-            raise InputError(f"wave_slots' {name} must be at least 1, got {value}", name)
+        # a product of no rows, no SMs: NaN or a share past 1 (a routed expert's mean rows may be a fraction)
+        least, rule = (0, "positive") if name in ("m", "n", "count") else (1, "at least 1")
+        if value.is_number and not (value > least if least == 0 else value >= least):
+            raise InputError(f"wave_slots' {name} must be {rule}, got {value}", name)
     return remembered(_WAVES, sides, _slots)
 
 
