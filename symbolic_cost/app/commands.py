@@ -84,6 +84,15 @@ JSON_KINDS = {type(None): "null", bool: "a boolean", float: "a number with a fra
 """How a refusal names a JSON value's kind (Python's type names are not the request's)."""
 
 
+def json_kind(value) -> str:
+    """The JSON kind of a request's ``value``, as a refusal names it.
+
+    >>> json_kind(None), json_kind("b=2"), json_kind(3)
+    ('null', 'text', 'a number')
+    """
+    return JSON_KINDS.get(type(value), "text" if isinstance(value, str) else "a number")
+
+
 def text(request: dict, key: str, within: str = "") -> str:
     """The value of ``key`` (under ``within``, ``set`` or ``serve``, where it is a layout value) as
     a command-line word: text or an integer, never a structure; a missing one is named so."""
@@ -130,7 +139,7 @@ def layout(request: dict, key: str = "set") -> dict:
     if values is None:
         return {}
     if not isinstance(values, dict):        # 0, false or [] were read as no values
-        raise InputError(f"{key} must be an object of layout values, got {JSON_KINDS.get(type(values), 'text' if isinstance(values, str) else 'a number')}", key)
+        raise InputError(f"{key} must be an object of layout values, got {json_kind(values)}", key)
     return values
 
 
@@ -164,8 +173,7 @@ def choice_words(request: dict, names=CHOICES) -> list[str]:
              if request.get(name) not in (None, "")]
     if "flash" in request:
         if not isinstance(request["flash"], bool):
-            kind = JSON_KINDS.get(type(request["flash"]), "text" if isinstance(request["flash"], str) else "a number")
-            raise InputError(f"flash must be true or false, got {kind}", "flash")
+            raise InputError(f"flash must be true or false, got {json_kind(request['flash'])}", "flash")
         words.append("--flash" if request["flash"] else "--no-flash")
     return words
 
