@@ -36,6 +36,13 @@ A prefill step of ``t`` tokens costs ``step(t / P, 0, c)``, a decode step ``step
 (``load.chunked_steps``' pricing; a re-prefilled request longer than ``P`` at the per-token price of
 ``P``).  A prompt's last chunk yields its first token (a re-prefilled one its next, a gap of its
 own).  The radix (prefix) cache is not modelled: the load tests' prompts share no prefix.
+
+Sliding-window layers are counted whole, a slot of every layer a token: SGLang's own pool where
+it turns its hybrid SWA memory off (Gemma 2 and 3 always, GPT-OSS under the ``trtllm_mha``
+backend, Blackwell's default).  Where it keeps it on, its window layers have a pool of their own,
+``swa_full_tokens_ratio`` (0.8) of the full layers' tokens, freed as the window passes
+(``model_runner``'s ``full_max_total_num_tokens = memory / (full bytes + 0.8 window bytes)``):
+more tokens than counted here, which this engine does not model.
 """
 
 from __future__ import annotations
