@@ -66,6 +66,17 @@ NO_EXPERTS = Experts(etp=None)
 """A training's experts when unset: no expert parallelism, the expert tensor degree ``m1``."""
 
 
+def chunks_divide(tokens, cp, chunks):
+    """Whether ``chunks`` equal pieces of the chunked loss (torchtitan's ``ChunkedLossWrapper``)
+    divide a rank's ``tokens / cp`` tokens of a micro-batch: ``tokens`` a multiple of ``cp x chunks``
+    (numbers, or a search's columns of them).
+
+    >>> chunks_divide(1024, 1, 3), chunks_divide(8 * 1024, 2, 8)
+    (False, True)
+    """
+    return tokens % (cp * chunks) == 0
+
+
 MAX_COUNT = 2**53
 """The largest batch, sequence or degree ``Training`` takes: past it a double no longer holds every
 integer (``b = 10**30`` printed a step of 10^27 s and 10^30 GiB)."""
@@ -133,8 +144,10 @@ class Training(FlatNames):
         if self.cp_variant != "ring" and sympify(self.cp) == 1:
             raise InputError(f"cp_variant applies to context parallelism (cp > 1), got cp=1 and "
                              f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")
-        tokens = sympify(self.b) * sympify(self.decoder_tokens) / sympify(self.cp)   # a rank's chunked loss splits them
-        if self.loss_chunks > 1 and tokens.is_number and not (tokens.is_integer and tokens % self.loss_chunks == 0):
+        tokens = sympify(self.b) * sympify(self.decoder_tokens)
+        if self.loss_chunks > 1 and tokens.is_number and sympify(self.cp).is_number \
+                and not chunks_divide(tokens, self.cp, self.loss_chunks):
+            tokens = tokens / sympify(self.cp)          # a rank's, as the refusal names them
             raise InputError(f"loss_chunks={self.loss_chunks} must divide the {tokens} tokens of a micro-batch on a "
                              f"rank (b x sequence / cp): the chunked loss (torchtitan's ChunkedLossWrapper) runs equal "
                              f"chunks and refuses a length they do not divide", "loss_chunks")

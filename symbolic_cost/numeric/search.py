@@ -35,6 +35,7 @@ from symbolic_cost.checks import InputError, InputTypeError, count, instance, sh
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.architecture import MADE_BY
+from symbolic_cost.models.training import chunks_divide
 from symbolic_cost.models.placement import placed_by_p
 from symbolic_cost.models.peak import peak_bytes
 from symbolic_cost.models.grid_stack import unsupported
@@ -256,8 +257,7 @@ def chunked(frame: pd.DataFrame, seq: int, chunks: int) -> pd.DataFrame:
     symbolic ``b`` does not meet until its rows are numbers)."""
     if frame.empty:
         return frame
-    cp = frame["cp"] if "cp" in frame else 1
-    return frame[(frame["b"] * seq) % (cp * chunks) == 0]
+    return frame[chunks_divide(frame["b"] * seq, frame["cp"] if "cp" in frame else 1, chunks)]
 
 
 def search(arch: Architecture, devices: int, system="h100", space: Space | None = None, *, top: int = 10,

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
-from sympy import Basic, Integer, Piecewise, S, Symbol, nan, sympify, zoo
+from sympy import Basic, Integer, Piecewise, S, Symbol, sympify
 from sympy.logic.boolalg import Boolean
 from sympy.functions.elementary.piecewise import ExprCondPair
 
@@ -184,9 +184,6 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
         raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}", "chunk_size")
     if grid is not None:
         check_grid(grid)
-    for name, value in exprs.items():       # every row would be NaN: refused as exact() refuses it
-        if isinstance(value, (int, float, Basic)) and sympify(value).has(nan, zoo):
-            raise InputError(f"exprs[{name!r}] must be a real number or formula, got {sympify(value)}", "exprs")
     keep = keep_exprs(exprs, constraints)
     inputs = [str(k) for k in resolve_names(grid)] if grid is not None else None
     given = inputs if inputs is not None else list(table.columns) if isinstance(table, pd.DataFrame) else []
