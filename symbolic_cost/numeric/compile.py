@@ -336,7 +336,7 @@ def expression(value, name: str) -> Expr:
         hint = "; read text with symbolic_cost.reader.read" if isinstance(value, str) else ""
         raise InputTypeError(f"{name} must be a number or a SymPy expression, got {shown(value)}{hint}", name)
     value = sympify(value)
-    if value.has(nan, zoo):         # an infinite arm of a choice is a value (an impossible layout's time)
+    if {nan, zoo} & parts([value]):     # an infinite arm of a choice is a value (an impossible layout's time)
         raise InputError(f"{name} must be a real number or formula, got {value} (undefined: a division by zero?)",
                          name)
     return value
