@@ -709,6 +709,8 @@ API = [
     (lambda: _load().percentile(None, 50), InputTypeError, "pairs must be (value, count) pairs"),
     (lambda: _load().Runtime(step_overhead=10**400), InputError, "step_overhead must be within a double's range"),
     (lambda: _load().serve(_TextStep(), 5, None, requests=2), InputError, "a step's price must be a number"),
+    (lambda: _disaggregated(_TextStep()), InputError, "a step's price must be a number"),    # was a TypeError
+    (lambda: _disaggregated(_TextStep(), transfer=None), InputTypeError, "step must be a StepModel (inference.load"),
     (lambda: sweep({"w": b * float("nan")}, grid={"b": [1]}), InputError, "exprs['w'] must be a real number"),
     (lambda: _serving().kv_transfer(None), InputTypeError, "step must be a StepModel"),
     (lambda: _plan_table()(None, 10**24), InputTypeError, "chosen must be a Plan"),
@@ -804,6 +806,12 @@ def _plan_table():
 def _load():
     from symbolic_cost.inference import load
     return load
+
+
+def _disaggregated(step, transfer=0):
+    """``serve_disaggregated`` of ``step`` on one prefill and one decode instance, five requests."""
+    from symbolic_cost.inference.disaggregated import Pools, serve_disaggregated
+    return serve_disaggregated(step, 5, 1.0, requests=5, pools=Pools(1, 1), transfer=transfer)
 
 
 class _TextStep:

@@ -29,8 +29,8 @@ from symbolic_cost.cost import Collective
 from symbolic_cost.digits import whole_number
 from symbolic_cost.inference.batching import chunked_steps, mean_context, whole_prompt_steps
 from symbolic_cost.inference.lengths import FIXED, Lengths
-from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_budget, check_run, in_flight, measured_load,
-                                          request_blocks, request_lengths, seconds)
+from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_budget, check_run, checked_step, in_flight,
+                                          measured_load, request_blocks, request_lengths, seconds)
 from symbolic_cost.timing.hardware import comm_time
 
 
@@ -136,6 +136,7 @@ def serve_disaggregated(step, output_tokens: int, rate, requests: int = 500, run
     (``inference.paged``) are not modelled in the pools and are refused."""
     slo = check_run(step, output_tokens, requests, runtime, seed, slo, lengths)
     instance(pools, Pools, "pools", " (inference.disaggregated.Pools: Pools(prefill, decode))")
+    step = checked_step(step)
     if getattr(step, "extra_tokens", 0) or getattr(step, "tokens_per_step", 1) != 1:   # a draft runs (at alpha = 0 too)
         raise InputError("speculative decoding in disaggregated pools is not modelled (the decode instances' "
                          "steps would run the draft); serve it aggregated", "speculation")

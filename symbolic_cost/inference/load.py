@@ -620,7 +620,7 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
     slo = check_run(step, output_tokens, requests, runtime, seed, slo, lengths)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InputError(f"replicas must be a positive integer, got {replicas!r}", "replicas")
-    step = step if isinstance(step, StepModel) else CheckedStep(step)
+    step = checked_step(step)
     flight = in_flight(step)
     if flight > 1 and in_lockstep(step, replicas):
         raise InputError("pipeline stages beside attention data parallelism are not modelled (how the replicas' "
@@ -664,6 +664,12 @@ def serve(step: StepModel, output_tokens: int, rate, requests: int = 500, runtim
                          float(runtime.request_overhead), last, slo)
 
 
+def checked_step(step):
+    """``step`` as a simulation runs it: a ``StepModel`` as it is, the caller's own callable
+    wrapped in ``CheckedStep`` (``serve`` and ``inference.disaggregated.serve_disaggregated``)."""
+    return step if isinstance(step, StepModel) else CheckedStep(step)
+
+
 class CheckedStep:
     """A step model of the caller's own (any callable with a ``prompt``) whose every price is
     checked to be a number before the simulation adds to it (a text or ``None`` met the step's
@@ -681,6 +687,9 @@ class CheckedStep:
 
     def __getattr__(self, name):
         return getattr(self.step, name)
+
+    def __repr__(self):                 # a refusal that shows the step shows the caller's
+        return repr(self.step)
 
 
 class WithDraftLaunches:
