@@ -118,15 +118,23 @@ def swap(expr, swaps: dict, done: dict | None = None) -> Expr:
     >>> swap(minimum(b + 1, l), {b: l})
     Min(l, l + 1)
     """
+    return _walked(expr, swaps.get, _rebuilt, done)
+
+
+def _walked(expr, swapped, rebuilt, done: dict | None = None) -> Expr:
+    """``expr`` rebuilt from its leaves up: a node ``swapped`` gives a value for (not ``None``)
+    becomes it, every other node with arguments ``rebuilt(node, its walked arguments)``, each
+    shared part once (``done``: the parts already walked)."""
     done = {} if done is None else done
 
     def walk(node):
-        if node in swaps:
-            return swaps[node]
+        found = swapped(node)
+        if found is not None:
+            return found
         if not node.args:
             return node
         if node not in done:
-            done[node] = _rebuilt(node, tuple(walk(a) for a in node.args))
+            done[node] = rebuilt(node, tuple(walk(a) for a in node.args))
         return done[node]
 
     return walk(sympify(expr))
@@ -159,19 +167,13 @@ _SHOWN = {hidden: kind for kind, hidden in _HIDDEN.items()}
 def swap_extrema(expr, kinds: dict, done: dict | None = None) -> Expr:
     """``expr`` with each node whose function is a key of ``kinds`` rebuilt as that key's value
     (a ``Max`` or ``Min`` unevaluated, ``unevaluated``), the rest as ``swap`` rebuilds them."""
-    done = {} if done is None else done
+    def rebuilt(node, args):
+        kind = kinds.get(node.func)
+        if kind is None:
+            return _rebuilt(node, args)
+        return unevaluated(kind, args) if kind in (Max, Min) else kind(*args)
 
-    def walk(node):
-        if not node.args:
-            return node
-        if node not in done:
-            args = tuple(walk(a) for a in node.args)
-            kind = kinds.get(node.func)
-            done[node] = (unevaluated(kind, args) if kind in (Max, Min) else kind(*args)) if kind is not None \
-                else _rebuilt(node, args)
-        return done[node]
-
-    return walk(sympify(expr))
+    return _walked(expr, lambda node: None, rebuilt, done)
 
 
 def _rebuilt(node, args) -> Expr:
