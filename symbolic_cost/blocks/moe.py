@@ -58,15 +58,15 @@ from symbolic_cost.blocks.wiring import Experts, Residual, Run
 from symbolic_cost.checks import InputError, check_rules
 from symbolic_cost.cost import collective, exact
 from symbolic_cost.ops import add, gated, gelu, linear
-from symbolic_cost.ops.routing import (ROUTERS, combine, grouped_linear, permute, router_probabilities, sort_chunks,
-                                       topk_weights)
+from symbolic_cost.ops.routing import (ROUTERS, clamped_halves, combine, grouped_linear, permute, router_probabilities,
+                                       sort_chunks, topk_weights, weighted_bias)
 
 EXPERT_ROWS = ("expert_fc1", "expert_fc2")
 """Rows whose weights are routed experts (sharded over expert data parallelism)."""
 EXPERT_COMM_ROWS = ("dispatch", "combine")
 """Rows that carry the expert-parallel collectives."""
-ROUTED_ROWS = ("router", "router_probs", "router_topk", "dispatch", "dispatch_sort", "expert_fc1", "expert_act",
-               "expert_fc2", "combine_sort", "combine")
+ROUTED_ROWS = ("router", "router_probs", "router_topk", "dispatch", "dispatch_sort", "expert_fc1", "expert_clamp",
+               "expert_act", "expert_fc2", "expert_bias", "combine_sort", "combine")
 """Rows of the router and the routed experts, from the router's product to the combine."""
 SHARED_ROWS = ("shared_fc1", "shared_act", "shared_fc2", "shared_gate", "shared_gate_act", "shared_gate_scale")
 """Rows of the shared experts and their gate (Megatron-Core's ``SharedExpertMLP``)."""
@@ -80,7 +80,9 @@ class MoE:
     token, shared experts of total width ``shared_f`` (0: none) with an optional sigmoid gate
     (Qwen-MoE), the router's scores (``ROUTERS``) and whether the chosen weights are
     renormalised (``normalise``) or scaled by a constant (``scale``); ``router_bias`` and
-    ``expert_bias`` put biases on the router and on both products of every expert (GPT-OSS).
+    ``expert_bias`` put biases on the router and on both products of every expert (GPT-OSS);
+    ``clamp``: the experts' gated unit clamps its gate and value (GPT-OSS's ``swiglu_limit``,
+    Megatron-Core's ``activation_func_clamp_value``).
 
     Which layers are MoE: layer ``i`` (0-based) is when ``i >= first_dense``,
     ``i % every == phase`` and ``i`` is not in ``dense_layers``; the others are dense MLPs.
@@ -100,6 +102,7 @@ class MoE:
     dense_layers: tuple = ()
     router_bias: bool = False
     expert_bias: bool = False
+    clamp: bool = False
 
     def __post_init__(self):
         if self.router not in ROUTERS:
@@ -159,9 +162,12 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
     ``Experts``: ``ep``, ``etp``, capacity, imbalance, replicated tokens).
 
     Rows: ``{norm}_norm_2``, ``router (e -> E)``, ``router_probs``, ``router_topk``,
-    ``dispatch``, ``dispatch_sort``, ``expert_fc1``, ``expert_act``, ``expert_fc2`` (``E/ep``
-    experts of width ``f_x/etp`` on ``etp`` x the rows received), ``combine_sort``, ``combine``
-    (the two sorts only under the all-to-all dispatcher, ``_sorts``); with shared experts
+    ``dispatch``, ``dispatch_sort``, ``expert_fc1``, ``expert_clamp``, ``expert_act``,
+    ``expert_fc2``, ``expert_bias`` (``E/ep`` experts of width ``f_x/etp`` on ``etp`` x the rows
+    received), ``combine_sort``, ``combine`` (the two sorts only under the all-to-all dispatcher,
+    ``_sorts``; the clamp, for a ``clamp``-ed gated unit, and the bias, for ``expert_bias``, only
+    where Megatron-Core's ``TEGroupedMLP`` runs them outside its kernels, ``Experts.kernels``:
+    ``ops.routing.clamped_halves``, ``ops.routing.weighted_bias``); with shared experts
     ``shared_fc1``, ``shared_act``, ``shared_fc2`` (``bias`` on these three), then (Qwen-MoE)
     ``shared_gate``, ``shared_gate_act``, ``shared_gate_scale``, and ``moe_sum``; then the
     closing dropout (or residual add).  ``residual`` (a ``blocks.wiring.Residual``, default
@@ -199,12 +205,17 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
              topk_weights(tokens, k, normalise=spec.normalise, scale=spec.scale, es=at.es)]
     rows.append(at.attach(permute(tokens, k, at.e, sent, es=at.es), exchange["dispatch"]))
     rows += sorts[:1]
-    rows += [grouped_linear(through, at.e, (2 if gated_act else 1) * width, experts / ep, bias=spec.expert_bias,
-                            name="expert_fc1", **at.kw),
-             replace((gated if gated_act else gelu)(1, through, width, name="expert_act", **at.kw),
+    megatron = placed.kernels == "megatron-core"
+    rows.append(grouped_linear(through, at.e, (2 if gated_act else 1) * width, experts / ep, bias=spec.expert_bias,
+                               name="expert_fc1", **at.kw))
+    if megatron and spec.clamp and gated_act:     # redone with the activation, inside its recomputation
+        rows.append(replace(clamped_halves(through, width, es=at.es), recompute="activation"))
+    rows += [replace((gated if gated_act else gelu)(1, through, width, name="expert_act", **at.kw),
                      recompute="activation"),     # activation recomputation redoes it, rebuilding fc2's input
              replace(grouped_linear(through, width, at.e, experts / ep, bias=spec.expert_bias, name="expert_fc2",
                                     **at.kw), rebuilt="activation")]
+    if megatron and spec.expert_bias:
+        rows.append(weighted_bias(through, at.e, es=at.es))
     rows += sorts[1:]
     rows.append(at.attach(combine(tokens, k, at.e, es=at.es), exchange["combine"]))
     if "shared_f" in dims:

@@ -147,7 +147,12 @@ class Experts:
       (Megatron-Core's all-to-all token dispatcher: every routed copy is sent to its expert's
       rank) or ``"flex"`` (``--moe-token-dispatcher-type flex`` with DeepEP or HybridEP: a token
       crosses the network once for each other NVLink domain holding one of its experts, and is
-      forwarded inside that domain over NVLink; ``parallel.collectives.network_share``).
+      forwarded inside that domain over NVLink; ``parallel.collectives.network_share``);
+    * ``kernels``: what runs around the experts' products (``EXPERT_KERNELS``):
+      ``"megatron-core"`` (training: Megatron-Core's ``TEGroupedMLP`` clamps a clamped gated
+      unit's halves and adds the second product's bias outside its kernels, ``blocks.moe``'s
+      ``expert_clamp`` and ``expert_bias``) or ``"fused"`` (a serving engine's fused MoE
+      kernel, which does both inside its products).
 
     >>> Experts(ep=8, capacity_factor=0)
     Traceback (most recent call last):
@@ -161,13 +166,19 @@ class Experts:
     imbalance: Expr = 1
     replicated: bool = False
     dispatcher: str = "alltoall"
+    kernels: str = "megatron-core"
 
     def __post_init__(self):
         settle(self, "ep", "etp", "capacity_factor", "imbalance")
         check_expert_training(self.ep, self.etp, self.capacity_factor, self.imbalance, imbalance_name="imbalance")
         flags(self, "replicated")
         one_of(self.dispatcher, "dispatcher", DISPATCHERS)
+        one_of(self.kernels, "kernels", EXPERT_KERNELS)
 
+
+EXPERT_KERNELS = ("megatron-core", "fused")
+"""What runs around the routed experts' products (``Experts.kernels``): Megatron-Core's
+``TEGroupedMLP`` (training) or a serving engine's fused MoE kernel."""
 
 DISPATCHERS = ("alltoall", "flex")
 """The token dispatchers ``Experts`` models: Megatron-Core's ``--moe-token-dispatcher-type``

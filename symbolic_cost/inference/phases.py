@@ -154,7 +154,7 @@ def _stack(arch: Architecture, s: Serving, l, conventions, context=False) -> tup
     (``Serving.training``: ``l_in/cp`` tokens, the attention core of ``blocks.context``)."""
     t = s.training if context else Training(b=s.b, l=l, flash=s.flash, mtp=False)
     return model_stack(arch, t, s.m1, 1, s.es, conventions, ep=s.ep, etp=s.expert_tensor,
-                       replicated=s.replicated_experts)
+                       replicated=s.replicated_experts, kernels="fused")
 
 
 def _routed(stack, arch: Architecture, s: Serving, tokens) -> dict:
@@ -272,7 +272,8 @@ def decode(arch: Architecture, s: Serving = Serving(), l_ctx=S.l_ctx, convention
     kw = dict(es=s.es, es_mask=1, conventions=step)
     t = Training(b=s.b, l=tokens, flash=s.flash)
     if not arch.encoder_decoder:
-        experts = Experts(s.ep, s.expert_tensor, replicated=s.replicated_experts) if arch.moe is not None else None
+        experts = (Experts(s.ep, s.expert_tensor, replicated=s.replicated_experts, kernels="fused")
+                   if arch.moe is not None else None)
         layers, reads = layer_groups(inference, t, s.m1, 1, kw, experts, attended=l_ctx + tokens), None
         if arch.latent is not None:
             layers, reads = decode_layers(layers, arch.latent, s.mla, l_ctx + tokens, flash=s.flash, es=s.es,

@@ -557,6 +557,7 @@ def _moe(o: Options, f: int, n: int, bias: bool, notes: list) -> MoE | None:
                shared_f=o.integer("moe-shared-expert-intermediate-size", 0, minimum=0), router=router,
                normalise=score == "sigmoid" and top_k > 1, scale="moe-router-topk-scaling-factor" in o.options,
                router_bias=bias, expert_bias=bias,      # Megatron-Core's router and experts take add_bias_linear
+               clamp="activation-func-clamp-value" in o.options,
                **_moe_layers(o.text("moe-layer-freq", "1"), n))
 
 

@@ -63,7 +63,8 @@ NOTED = {"grad-reduce-in-bf16": "--grad-reduce-in-bf16: gradients are reduced in
          "moe-router-group-topk": None,
          "glu-linear-offset": "--glu-linear-offset, --activation-func-clamp-value (GPT-OSS's gated unit): counted "
                               "as a SwiGLU; the clamps, the gate's scale and the value's offset are a few element-wise "
-                              "operations more, not counted",
+                              "operations more, not counted as FLOPs (the experts' clamps are timed as the passes "
+                              "Megatron-Core runs them in: blocks.moe's expert_clamp)",
          "activation-func-clamp-value": None,
          "moe-router-force-load-balancing": "--moe-router-force-load-balancing: tokens go to the experts evenly "
                                             "(a benchmark's routing), as the library counts them unless "

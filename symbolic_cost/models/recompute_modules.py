@@ -17,7 +17,8 @@ core_attn      whole-module       the attention core's rows      the core's (Q, 
                                   (``Cost.recompute``             ``blocks.latent_attention.
                                   ``"selective"``), or the fused ``core_input_bytes``); a fused
                                   kernel                         kernel's log-sum-exp
-moe_act        output-discarding  ``expert_act``                 ``expert_fc2``'s input
+moe_act        output-discarding  ``expert_act`` (and the clamps ``expert_fc2``'s input
+                                  before it, ``expert_clamp``)
 layernorm      output-discarding  the norms Transformer Engine   what their consumers keep:
                                   does not fuse into the next    the router, the shared
                                   product: an MoE layer's norm,  experts' products (MoE), the
@@ -129,8 +130,9 @@ def _core_attn(layer: Block, units) -> Selection:
 
 
 def _moe_act(layer: Block, units) -> Selection:
-    """The routed experts' activation (``experts.py``: ``moe_act``), rebuilding ``expert_fc2``'s input."""
-    return Selection(_at(layer, ("expert_act",)), _at(layer, ("expert_fc2",)))
+    """The routed experts' activation (``experts.py``: ``moe_act``, whose checkpoint wraps
+    ``bias_act_func``, the clamps of a clamped unit included), rebuilding ``expert_fc2``'s input."""
+    return Selection(_at(layer, ("expert_clamp", "expert_act")), _at(layer, ("expert_fc2",)))
 
 
 def _norm(layer: Block, suffix: str) -> frozenset:

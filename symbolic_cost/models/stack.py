@@ -35,29 +35,32 @@ _KEPT = 64
 
 
 def model_stack(arch: Architecture, t, m1, s1, es, conventions, ep=1, etp=1, grid=None,
-                replicated=False) -> tuple[tuple[Block, Expr], ...]:
+                replicated=False, kernels="megatron-core") -> tuple[tuple[Block, Expr], ...]:
     """``(block, count)`` for every block of ``arch`` on one device, in model order; the first
     is the embedding, the last the head, every other one is a layer group (or, for T5, the
     encoder's end and the decoder's start).  ``ep`` and ``etp`` are the expert-parallel and
     expert tensor-parallel degrees of the MoE layers (``blocks.moe``; ``replicated``: the tensor
-    ranks share their tokens, as in serving without sequence parallelism); with a tensor ``grid`` the
+    ranks share their tokens, as in serving without sequence parallelism; ``kernels``: what runs
+    around the experts' products, ``blocks.wiring.Experts.kernels``, ``"fused"`` in serving); with a tensor ``grid`` the
     layers run on it and ``m1 = s1`` are its devices (``models.grid_stack``).  The last
     ``_KEPT`` stacks are remembered (a layout search builds the same stack for every ZeRO
     stage, schedule and offload it compares)."""
-    key = (arch, *(getattr(t, name, None) for name in READS), m1, s1, es, conventions, ep, etp, grid, replicated)
+    key = (arch, *(getattr(t, name, None) for name in READS), m1, s1, es, conventions, ep, etp, grid, replicated,
+           kernels)
     try:
         return _STACKS[key]
     except TypeError:                        # an unhashable part: build without remembering
-        return _build_stack(arch, t, m1, s1, es, conventions, ep, etp, grid, replicated)
+        return _build_stack(arch, t, m1, s1, es, conventions, ep, etp, grid, replicated, kernels)
     except KeyError:
         pass
     if len(_STACKS) >= _KEPT:
         _STACKS.pop(next(iter(_STACKS)))
-    stack = _STACKS[key] = _build_stack(arch, t, m1, s1, es, conventions, ep, etp, grid, replicated)
+    stack = _STACKS[key] = _build_stack(arch, t, m1, s1, es, conventions, ep, etp, grid, replicated, kernels)
     return stack
 
 
-def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, replicated=False):
+def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, replicated=False,
+                 kernels="megatron-core"):
     chunked = [name for name, on in (("loss_chunks", getattr(t, "loss_chunks", 1) != 1),
                                      ("fused_loss", getattr(t, "fused_loss", False))) if on]
     if chunked and not arch.lm_head:
@@ -68,7 +71,7 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
     kw = dict(es=es, es_mask=t.mask_bytes, conventions=conventions)
     experts = None if arch.moe is None else Experts(ep, etp, getattr(t, "capacity_factor", None),
                                                     getattr(t, "expert_imbalance", 1), replicated,
-                                                    getattr(t, "dispatcher", "alltoall"))
+                                                    getattr(t, "dispatcher", "alltoall"), kernels)
     vocab = arch.padded_vocab(m1)
     relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
     run = Run(es=es, es_mask=t.mask_bytes, conventions=conventions)

@@ -1,7 +1,8 @@
 """Routing primitives of a mixture-of-experts layer: the router's probabilities and top-k
 weights, the copy of each token to its experts (``permute``) and back (``combine``), the regrouping
-of the rows a rank receives by local expert (``sort_chunks``), and the
-experts' products grouped over several weight matrices (``grouped_linear``).
+of the rows a rank receives by local expert (``sort_chunks``), the
+experts' products grouped over several weight matrices (``grouped_linear``), and the passes
+Megatron-Core runs around them outside its kernels (``clamped_halves``, ``weighted_bias``).
 
 ``t`` is the number of tokens a device routes, ``E`` the routed experts, ``k`` the experts
 each token goes to.  Choosing the top ``k`` of ``E`` scores compares and moves values; it
@@ -105,6 +106,67 @@ def sort_chunks(rows, width, *, es=2, runs=1, name="dispatch_sort") -> Cost:
     moved = runs * rows * width * es
     return replace(make_cost(name, "vector", flops_fwd=0, flops_bwd=0, act_in=moved, act_out=moved, act_buffer=0,
                              act_grads=2 * moved), runs=runs)
+
+
+MEGATRON_LM = "2edffadb528ea07e261b0c02cdc42a7bb9c3197a"
+"""The Megatron-LM commit of Megatron-Bridge v0.4.2 (``3rdparty/Megatron-LM``), the release whose
+performance summary prints the 26.04.01 container's runs: where ``clamped_halves`` and
+``weighted_bias`` read Megatron-Core's expert code."""
+
+
+def clamped_halves(rows, width, *, es=2, name="expert_clamp") -> Cost:
+    """The clamps of a clamped gated unit (GPT-OSS's: the gate at most ``v``, the value within
+    ``[-v, v]``) as Megatron-Core runs them, outside its fused activation: the first product's
+    output ``(rows, 2 width)`` is cut into ``G, U (rows, width)``, each is clamped by a kernel of
+    its own, and the two results are joined again by ``torch.cat`` before the fused, weighted
+    quick-GeGLU reads them (``weighted_bias_quick_geglu_impl`` in
+    ``megatron/core/fusions/fused_bias_geglu.py`` at ``MEGATRON_LM``; ``TEGroupedMLP.bias_act_func``
+    calls it under ``bias_activation_fusion``, which Megatron-Bridge's GPT-OSS provider sets).
+
+    ``n = rows width``.  Forward: each clamp reads and writes its ``n`` (``4n``), the join reads
+    and writes ``2n`` (``4n``): ``8n`` elements.  Backward (autograd): each clamp's gradient reads
+    its half of ``dY`` and its kept input and writes its ``dX`` (``6n``), and the halves'
+    gradients are joined into the product's output gradient (``4n``): ``10n``.  It keeps its
+    input, the product's output (``2n``: the clamps' backward reads it; the join's output is the
+    activation's input, kept there).  Comparisons only: no FLOPs counted.
+
+    >>> c = clamped_halves(3, 4)
+    >>> c.mem_fwd, c.mem_bwd, c.act_buffer, c.flops_fwd
+    (192, 240, 48, 0)
+    """
+    rows, width, es = exact(rows, "rows"), exact(width, "width"), exact(es, "es")
+    n = rows * width
+    return make_cost(name, "vector", flops_fwd=0, flops_bwd=0, act_in=2 * n * es, act_out=2 * n * es,
+                     act_buffer=2 * n * es, act_grads=8 * n * es).plus(mem_fwd=4 * n * es)  # the clamps' outputs, joined
+
+
+def weighted_bias(rows, width, *, es=2, name="expert_bias") -> Cost:
+    """The routed experts' second bias as Megatron-Core adds it: ``expert_fc2`` is built with
+    ``skip_bias_add`` and hands its biases back (one a local expert), and ``TEGroupedMLP._apply_bias``
+    (``megatron/core/transformer/moe/experts.py`` at ``MEGATRON_LM``) adds each expert's bias,
+    weighted by each row's routing probability, to that expert's rows, ``t_i + b_i p_i``, one
+    expert at a time, joining the pieces with ``torch.cat``.  The probabilities are in the
+    activations' type (the router's logits'; Transformer Engine's fused top-k writes them so), so
+    nothing is widened.  The bias's parameters and its add's FLOPs are ``expert_fc2``'s
+    (``grouped_linear``'s ``bias``); this row counts the passes over the ``(rows, width)``
+    output that running it outside the product costs: bytes only.
+
+    ``N = rows width``.  Forward: ``b_i p_i`` is written (``N``), the add reads ``t_i`` and it
+    and writes the sum (``3N``), the join reads and writes (``2N``): ``6N`` elements.  Backward
+    (autograd): the bias's gradient ``sum_rows(dY p)`` writes and reads the product and reads
+    ``dY`` (``3N``), the probabilities' ``sum_width(dY b)`` likewise (``3N``), and the pieces'
+    gradients are joined into the product's output gradient (``2N``): ``8N``.  Keeps the
+    probabilities (``rows``).  It runs a few kernels an expert; the time model charges a row one
+    launch a pass (``timing.efficiency.launches``), so these launches are under-counted.
+
+    >>> c = weighted_bias(3, 4)
+    >>> c.mem_fwd, c.mem_bwd, c.act_buffer, c.weights
+    (144, 198, 6, 0)
+    """
+    rows, width, es = exact(rows, "rows"), exact(width, "width"), exact(es, "es")
+    n = rows * width
+    return make_cost(name, "vector", flops_fwd=0, flops_bwd=0, act_in=3 * n * es, act_out=3 * n * es,
+                     act_buffer=rows * es, act_grads=8 * n * es)
 
 
 def combine(tokens, k, width, *, es=2, name="combine") -> Cost:

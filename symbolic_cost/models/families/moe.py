@@ -131,16 +131,15 @@ def gpt_oss(k: Keys, name: str) -> Architecture:
     ``num_local_experts`` (128) experts of ``intermediate_size`` on every layer, 4 a token, with
     biases on the router and on both products of every expert; the router takes a softmax of
     the 4 largest logits.  The experts' activation is a SwiGLU with its gate and value clamped
-    (``swiglu_limit``), the gate scaled (``swiglu_alpha``) and 1 added to the value: counted as
-    a SwiGLU (the clamps compare; the scale and the add are two more FLOPs an element, not
-    counted).  ``experts_per_token`` and ``initial_context_length`` (written by OpenAI's own
-    code) are not read by ``transformers``."""
-    k.known(*AUX_LOSS, "swiglu_alpha", "swiglu_limit", "experts_per_token",
-            "initial_context_length")
+    (``swiglu_limit``; ``MoE.clamp``, whose passes a training counts, ``blocks.moe``), the gate
+    scaled (``swiglu_alpha``) and 1 added to the value: counted as a SwiGLU (the clamps compare;
+    the scale and the add are two more FLOPs an element, not counted).  ``experts_per_token`` and
+    ``initial_context_length`` (written by OpenAI's own code) are not read by ``transformers``."""
+    k.known(*AUX_LOSS, "swiglu_alpha", "experts_per_token", "initial_context_length")
     depth = k.int("num_hidden_layers", 36)
     window = k.int("sliding_window", 128, nullable=True)
     moe = MoE(k.int("num_local_experts", 128), experts_per_token(k, 4), k.int("intermediate_size", 2880), router="topk_softmax",
-              router_bias=True, expert_bias=True)
+              router_bias=True, expert_bias=True, clamp=k.number("swiglu_limit", 7.0, nullable=True) is not None)
     attention = k.flag("attention_bias", True)
     return llama_style(k, name, dict(vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
                                      num_attention_heads=64, num_key_value_heads=8, head_dim=64,
