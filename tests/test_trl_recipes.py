@@ -266,3 +266,13 @@ def test_the_2023_lora_recipe_with_torch_dtype_auto(capsys):
     assert got["trainable_parameters"] == 32 * 64 * ((4096 + 4096) * 2 + (4096 + 1024) * 2) == 54_525_952
     assert any(note.startswith("torch_dtype auto loads the checkpoint's dtype") for note in got["notes"])
     assert not any("TRL's ModelConfig.dtype" in note for note in got["notes"])
+
+
+def test_the_2023_lora_recipe_under_deepspeed_drops_the_auto_note(capsys):
+    """Under the handbook's ZeRO-3 launch (recipes/accelerate_configs/zero3.yaml) DeepSpeed casts every floating
+    parameter to bf16 (_cast_module_mixed_precision): the frozen base is 16-bit whatever auto loaded, and the
+    note that counted it in fp32 goes."""
+    got = _json(capsys, "--accelerate", str(INPUTS / "handbook_zero3.yaml"), "--hf-training-args",
+                str(INPUTS / "handbook_sft_config_lora_2023.yaml"))
+    assert not any(note.startswith("torch_dtype auto") for note in got["notes"])
+    assert any("the frozen LoRA base in 16 bits" in note for note in got["notes"])
