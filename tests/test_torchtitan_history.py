@@ -90,3 +90,21 @@ def test_another_model_name_is_refused_by_name(capsys, tmp_path):
     other = tmp_path / "flux.toml"
     other.write_text((INPUTS / "llama2_7b_2024-12.toml").read_text().replace('name = "llama2"', 'name = "flux"'))
     assert "[model] name 'flux'" in _error(capsys, "--torchtitan", str(other), "--devices", "8")
+
+
+def test_a_llama4_toml_naming_its_tokenizer_takes_the_vocabulary_given(capsys):
+    """llama4_17bx16e.toml at e0d2de682 (2025-04-18) names tokenizer_path; torchtitan then sized Llama 4's
+    vocabulary by that tokenizer (torchtitan/experiments/llama4/model/args.py there: vocab_size = -1, "defined
+    later by tokenizer", update_from_config sets tokenizer.n_words), stated as 202,048 only from 177b295d2
+    (2025-07-22).  Without --vocab-size: the stated one, as the last TOML (hf_assets_path) counts, noted; with it:
+    the word table and the untied head, 2 x 5120 x (words), follow."""
+    path = str(INPUTS / "llama4_17bx16e_2025-04.toml")
+    stated = _json(capsys, "--torchtitan", path, "--devices", "64")
+    later = _json(capsys, "--torchtitan", str(INPUTS / "torchtitan_toml_477784a" / "llama4_17bx16e.toml"),
+                  "--devices", "64")
+    assert stated["parameters"] == later["parameters"]
+    assert any(note.startswith("[model] tokenizer_path: until 177b295d2") for note in stated["notes"])
+    assert not any("tokenizer_path" in note for note in later["notes"])
+    given = _json(capsys, "--torchtitan", path, "--devices", "64", "--vocab-size", "200256")
+    assert stated["parameters"] - given["parameters"] == 2 * 5120 * (202048 - 200256)
+    assert any(note.startswith("--vocab-size 200256: the vocabulary of the tokenizer") for note in given["notes"])

@@ -297,10 +297,11 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
     from symbolic_cost.models.torchtitan_models import toml_architecture
     flavor = job.get("model", "flavor", "debugmodel", str)
     notes = []
-    if vocab is not None:
+    sized = tokenizer_vocab(job, model, vocab, notes)
+    if vocab is not None and sized is None:
         notes.append(f"--vocab-size {vocab}: {model}'s flavours state their vocabulary (ModelArgs.vocab_size), which "
                      f"torchtitan uses; the option changes nothing")
-    setup = job_setup(job, name, world, None, notes=notes, model=partial(toml_architecture, model, flavor))
+    setup = job_setup(job, name, world, None, notes=notes, model=partial(toml_architecture, model, flavor, vocab=sized))
     if not flex_attention(model, flavor):
         return sdpa_attention(setup, gpu)
     since = FLEX_FLAVORS.get(model, {}).get(flavor)
@@ -310,6 +311,26 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
     if block_causal(model, flavor):
         setup.notes.insert(1, DOCUMENT_MASK)
     return setup
+
+
+def tokenizer_vocab(job: Job, model: str, vocab: int | None, notes: list) -> int | None:
+    """The vocabulary of a llama4 TOML that names its tokenizer (``[model] tokenizer_path``, from e4e48349c,
+    2025-04-07, until b5b7ffbd6, 2025-08-19, which put ``hf_assets_path`` in its place): until 177b295d2
+    (2025-07-22) torchtitan sized Llama 4's vocabulary by that tokenizer (``ModelArgs.vocab_size = -1``,
+    "defined later by tokenizer": a TikTokenizer's ranks and its 256 reserved tokens,
+    ``torchtitan/datasets/tokenizer/tiktoken.py`` at e0d2de682; from 681df506a, 2025-07-10, the Hugging
+    Face tokenizer's ``get_vocab_size()``), which the reader does not open.  ``vocab`` (``--vocab-size``)
+    when given; else ``None``, the stated vocabulary, noted.  ``None`` for other files and models."""
+    if model != "llama4" or "tokenizer_path" not in job.data.get("model", {}):
+        return None
+    if vocab is not None:
+        notes.append(f"--vocab-size {vocab}: the vocabulary of the tokenizer [model] tokenizer_path names, as "
+                     f"torchtitan sized llama4 until 177b295d2 (2025-07-22)")
+        return vocab
+    notes.append("[model] tokenizer_path: until 177b295d2 (2025-07-22) torchtitan sized llama4's vocabulary by that "
+                 "tokenizer, which the reader does not open; counted with the flavour's stated vocabulary (the "
+                 "later files'): give --vocab-size for a file of before")
+    return None
 
 
 def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors=FLAVORS,
