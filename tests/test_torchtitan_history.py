@@ -86,10 +86,11 @@ def test_llama2_7b_of_2024_is_torchtitans_llama2_flavour(capsys):
 
 
 def test_another_model_name_is_refused_by_name(capsys, tmp_path):
-    """A [model] name the reader does not bundle is refused naming it (flux, say)."""
+    """A [model] name the reader does not bundle is refused naming it (flux, say), and the TOMLs' llama2 is listed."""
     other = tmp_path / "flux.toml"
     other.write_text((INPUTS / "llama2_7b_2024-12.toml").read_text().replace('name = "llama2"', 'name = "flux"'))
-    assert "[model] name 'flux'" in _error(capsys, "--torchtitan", str(other), "--devices", "8")
+    err = _error(capsys, "--torchtitan", str(other), "--devices", "8")
+    assert "[model] name 'flux'" in err and "llama3, llama2, deepseek_v3" in err
 
 
 def test_a_llama4_toml_naming_its_tokenizer_takes_the_vocabulary_given(capsys):

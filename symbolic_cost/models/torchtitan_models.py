@@ -150,7 +150,8 @@ def architecture(model: str, flavor: str, context: int, mtp_layers: int = 0, fla
         if not isinstance(value, str):
             raise InputTypeError(f"{what} must be a str, got {value!r}", what)
     if model not in flavors:
-        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3, "
+        llamas = "llama3, llama2" if flavors is TOML_FLAVORS else "llama3"
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's {llamas}, "
                          f"{', '.join(flavors)} flavours; give that model's config.json with --hf-config and its "
                          f"layout with --set", "[model] name")
     if flavor not in flavors[model]:
