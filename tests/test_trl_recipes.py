@@ -251,3 +251,28 @@ def test_deepspeed_casts_an_fp32_lora_base_to_16_bits(capsys, tmp_path):
     got = _json_model(capsys, model, "--hf-training-args", recipe, "--accelerate", str(launch))
     assert got["weight_bytes"] == 2 * got["parameters"]
     assert any("DeepSpeed casts the model's parameters" in n for n in got["notes"])
+
+
+def test_the_2023_lora_recipe_with_torch_dtype_auto(capsys):
+    """recipes/zephyr-7b-beta/sft/config_lora.yaml of 2023 (e2e8ab945): torch_dtype auto, use_flash_attention_2,
+    rank 64 on q, k, v, o; 4 sequences of 2048 tokens, 128 accumulated, on 8 devices.  auto loads the checkpoint's
+    dtype, which the recipe does not say: the note says so and the base is counted in fp32 (not "TRL's
+    ModelConfig.dtype unless the recipe gives one": the recipe gives auto)."""
+    got = _json(capsys, "--hf-training-args", str(INPUTS / "handbook_sft_config_lora_2023.yaml"), "--devices", "8")
+    layout = got["layout"]
+    assert (layout["b"], layout["l"], layout["d"], layout["micro_batches"]) == (4, 2048, 8, 128)
+    assert layout["flash"] is True and layout["recompute"] == "full"
+    # 32 layers x rank 64 x (q 4096+4096, k 4096+1024, v 4096+1024, o 4096+4096)
+    assert got["trainable_parameters"] == 32 * 64 * ((4096 + 4096) * 2 + (4096 + 1024) * 2) == 54_525_952
+    assert any(note.startswith("torch_dtype auto loads the checkpoint's dtype") for note in got["notes"])
+    assert not any("TRL's ModelConfig.dtype" in note for note in got["notes"])
+
+
+def test_the_2023_lora_recipe_under_deepspeed_drops_the_auto_note(capsys):
+    """Under the handbook's ZeRO-3 launch (recipes/accelerate_configs/zero3.yaml) DeepSpeed casts every floating
+    parameter to bf16 (_cast_module_mixed_precision): the frozen base is 16-bit whatever auto loaded, and the
+    note that counted it in fp32 goes."""
+    got = _json(capsys, "--accelerate", str(INPUTS / "handbook_zero3.yaml"), "--hf-training-args",
+                str(INPUTS / "handbook_sft_config_lora_2023.yaml"))
+    assert not any(note.startswith("torch_dtype auto") for note in got["notes"])
+    assert any("the frozen LoRA base in 16 bits" in note for note in got["notes"])

@@ -56,7 +56,8 @@ from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, count, file_text, given_counts, text_flag
 from symbolic_cost.models.config import read_json
 from symbolic_cost.models.megatron_bridge import load_yaml
-from symbolic_cost.models.trl_recipe import FLASH, FP32_BASE, KERNEL, SIXTEEN_BIT, recipe_fields, trl_defaults
+from symbolic_cost.models.trl_recipe import (AUTO_DTYPE, FLASH, FP32_BASE, KERNEL, SIXTEEN_BIT, recipe_fields,
+                                            trl_defaults)
 from symbolic_cost.models.preference import COPY_NOTE, reward_model
 from symbolic_cost.models.llamafactory import is_llamafactory, recipe as llamafactory_recipe
 from symbolic_cost.models.accelerate import FP32_MASTER, fsdp_policy
@@ -484,7 +485,7 @@ def launched(args: dict, trainer: Setup, launch: Setup, name: str = "given") -> 
         notes = kept_in_fp32(policy, notes, launch.launcher)
     if launch.launcher == "DEEPSPEED" and policy.get("lora_base") == "fp32" and policy["precision"] != "fp32":
         policy["lora_base"] = "16-bit"      # its engine casts every floating parameter to the 16-bit type
-        notes = [n for n in notes if FP32_BASE not in n] + [
+        notes = [n for n in notes if FP32_BASE not in n and AUTO_DTYPE not in n] + [
             "DeepSpeed casts the model's parameters to the 16-bit type (_cast_module_mixed_precision): the frozen "
             "LoRA base in 16 bits"]
     if launch.launcher == "DEEPSPEED" and policy.get("reference") == "fp32" and policy["precision"] != "fp32":

@@ -11,10 +11,12 @@ torchtitan key (default)                     library field
                                              by torchtitan's ``FeedForward``: ``int(2 (4 dim)/3)``,
                                              times ``ffn_dim_multiplier`` (``int``), rounded up to
                                              ``multiple_of``; SwiGLU, RMSNorm, rotary, no biases,
-                                             no dropout, untied output
+                                             no dropout, untied output; ``llama2``
+                                             (until 2024-12): ``LLAMA2_FLAVORS``
 ``[model] tokenizer_path``                   ``vocab``: Llama 3's tokenizer (128,256) for 8B, 70B
-                                             and 405B; the debug model's test tokenizer needs
-                                             ``vocab`` given (``--vocab-size``)
+                                             and 405B (Llama 2's, 32,000, for llama2's); the debug
+                                             model's test tokenizer needs ``vocab`` given
+                                             (``--vocab-size``)
 ``[training] local_batch_size`` or           ``b`` (without pipeline parallelism)
 ``batch_size`` (8)
 ``[training] seq_len`` (2048)                ``l`` and the model's ``context`` (``max_seq_len``)
@@ -116,6 +118,35 @@ and b5bcd76): the debug model states its 2,048 tokens (the first generation also
 and varlen attention under its own names), and the 1B and 3B (Llama 3.2's sizes, the second
 generation) tie the head to the word table (``enable_weight_tying``)."""
 
+LLAMA2_VOCAB = 32000
+"""Llama 2's SentencePiece tokenizer (``tokenizer.model``): 32,000 tokens."""
+
+LLAMA2_FLAVORS = {
+    "debugmodel": dict(FLAVORS["debugmodel"], n_layers=8),
+    "271M": dict(dim=1024, n_layers=16, n_heads=8, n_kv_heads=None, ffn_dim_multiplier=None, multiple_of=256,
+                 vocab=LLAMA2_VOCAB),
+    "1B": dict(dim=2048, n_layers=18, n_heads=16, n_kv_heads=None, ffn_dim_multiplier=None, multiple_of=256,
+               vocab=LLAMA2_VOCAB),
+    "7B": dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=None, ffn_dim_multiplier=None, multiple_of=256,
+               vocab=LLAMA2_VOCAB),
+    "13B": dict(dim=5120, n_layers=40, n_heads=40, n_kv_heads=None, ffn_dim_multiplier=None, multiple_of=256,
+                vocab=LLAMA2_VOCAB),
+    "26B": dict(dim=5120, n_layers=80, n_heads=40, n_kv_heads=None, ffn_dim_multiplier=None, multiple_of=256,
+                vocab=LLAMA2_VOCAB),
+    "70B": dict(FLAVORS["70B"], vocab=LLAMA2_VOCAB),
+}
+"""torchtitan's ``llama2_configs`` (``torchtitan/models/llama/__init__.py`` at 6a6f755d2, the parent of
+4d88a8a44, 2024-12-03, which removed them; ``[model] name = "llama2"``): the same ``Transformer`` as
+llama3's flavours (``ModelArgs``: ``multiple_of`` 256, ``n_kv_heads`` None, as many as the heads),
+the vocabulary Llama 2's tokenizer's (the debug model's its test tokenizer's, given on the command
+line)."""
+
+EARLY_DEBUG_LAYERS = 8
+"""The debug model's layers until torchtitan f64cf3c18 (2025-04-15) made them 6 (``llama3_configs``
+of ``torchtitan/models/llama3/__init__.py`` at its parent; 8 since the first flavours, and in
+``llama2_configs``).  A TOML holds no date: one of the first generation, or one with ``[model]
+norm_type`` (removed in 5078e92e4, 2025-04-17), is taken as older than f64cf3c18 (``debug_layers``)."""
+
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe"}
 """torchtitan's single-stage pipeline schedules as ``Training.schedule``."""
 
@@ -134,34 +165,51 @@ def hidden_dim(dim: int, multiplier, multiple_of: int) -> int:
     return multiple_of * ceil(Fraction(hidden, multiple_of))
 
 
-def check_model(job: Job) -> None:
-    """Refuse a model other than llama3 first, by its name, before any key that only it would explain
-    (``torchtitan_setup`` reads the other bundled models before this)."""
+def check_model(job: Job) -> str:
+    """The model's name, llama3 or llama2 (``LLAMA2_FLAVORS``); another is refused first, by its name,
+    before any key that only it would explain (``torchtitan_setup`` reads the other bundled models
+    before this)."""
     model = job.get("model", "name", "llama3", str)
-    if model != "llama3":
-        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 flavours here; give that "
-                         f"model's config.json with --hf-config and its layout with --set", "[model] name")
+    if model not in ("llama3", "llama2"):
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3 and llama2 flavours here; "
+                         f"give that model's config.json with --hf-config and its layout with --set", "[model] name")
+    return model
 
 
 def architecture(job: Job, name: str, seq: int, vocab: int | None, notes: list, flavors=FLAVORS) -> Architecture:
-    """The Llama 3 of ``[model] flavor`` (of ``flavors``), its vocabulary and context."""
-    check_model(job)
+    """The Llama 3 of ``[model] flavor`` (of ``flavors``; a llama2 model's of ``LLAMA2_FLAVORS``), its
+    vocabulary and context."""
+    model = check_model(job)
+    flavors = LLAMA2_FLAVORS if model == "llama2" else flavors
     flavor = job.get("model", "flavor", "debugmodel", str)
     if flavor not in flavors:
         raise InputError(f"[model] flavor {flavor!r}: the reader bundles {', '.join(flavors)}", "[model] flavor")
     a = flavors[flavor]
     stated = a["vocab"]
     if vocab is not None and stated is not None and vocab != stated:
-        notes.append(f"--vocab-size {vocab} (command line) replaces Llama 3's tokenizer's {stated}")
+        notes.append(f"--vocab-size {vocab} (command line) replaces the tokenizer's {stated} ({model} {flavor})")
     vocab = vocab or stated
     if vocab is None:
         raise InputError("the debug model's vocabulary comes from its tokenizer files, which the reader does not "
                          "open; give --vocab-size", "--vocab-size")
     heads = a["n_heads"]
+    layers = debug_layers(job, notes) if flavors is FLAVORS and flavor == "debugmodel" else a["n_layers"]
     return Architecture(
-        f"{name} (llama3 {flavor})", a["n_layers"], a["dim"], heads,
+        f"{name} ({model} {flavor})", layers, a["dim"], heads,
         hidden_dim(a["dim"], a["ffn_dim_multiplier"], a["multiple_of"]), vocab, kv_heads=a["n_kv_heads"],
         mlp="swiglu", norm="rms", rotary=True, tied=a.get("tied", False), qkv_bias=False, bias=False, dropouts=False, context=seq)
+
+
+def debug_layers(job: Job, notes: list) -> int:
+    """The TOML debug model's layers: ``EARLY_DEBUG_LAYERS`` in a file of the first generation or
+    with ``[model] norm_type`` (noted: the same text served two days of the 6-layer model, until
+    5078e92e4), else the 6 of ``FLAVORS``."""
+    if not (job.first or "norm_type" in job.data.get("model", {})):
+        return FLAVORS["debugmodel"]["n_layers"]
+    notes.append(f"debugmodel: {EARLY_DEBUG_LAYERS} layers, as torchtitan built it until f64cf3c18 (2025-04-15; 6 "
+                 f"after), the file being "
+                 + ("of the first generation" if job.first else "one with [model] norm_type (removed 2025-04-17)"))
+    return EARLY_DEBUG_LAYERS
 
 
 def stage_layers(layers: int, stages: int, first_less: int, last_less: int) -> list[int]:
@@ -244,15 +292,16 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
     flavour as the last TOML generation defined it (``TOML_FLAVORS``)."""
     job = Job(text, name)
     model = job.get("model", "name", "llama3", str)
-    if model == "llama3":
+    if model in ("llama3", "llama2"):
         return sdpa_attention(job_setup(job, name, world, vocab), gpu)
     from symbolic_cost.models.torchtitan_models import toml_architecture
     flavor = job.get("model", "flavor", "debugmodel", str)
     notes = []
-    if vocab is not None:
+    sized = tokenizer_vocab(job, model, vocab, notes)
+    if vocab is not None and sized is None:
         notes.append(f"--vocab-size {vocab}: {model}'s flavours state their vocabulary (ModelArgs.vocab_size), which "
                      f"torchtitan uses; the option changes nothing")
-    setup = job_setup(job, name, world, None, notes=notes, model=partial(toml_architecture, model, flavor))
+    setup = job_setup(job, name, world, None, notes=notes, model=partial(toml_architecture, model, flavor, vocab=sized))
     if not flex_attention(model, flavor):
         return sdpa_attention(setup, gpu)
     since = FLEX_FLAVORS.get(model, {}).get(flavor)
@@ -262,6 +311,26 @@ def torchtitan_setup(text: str, name: str, world: int | None = None, vocab: int 
     if block_causal(model, flavor):
         setup.notes.insert(1, DOCUMENT_MASK)
     return setup
+
+
+def tokenizer_vocab(job: Job, model: str, vocab: int | None, notes: list) -> int | None:
+    """The vocabulary of a llama4 TOML that names its tokenizer (``[model] tokenizer_path``, from e4e48349c,
+    2025-04-07, until b5b7ffbd6, 2025-08-19, which put ``hf_assets_path`` in its place): until 177b295d2
+    (2025-07-22) torchtitan sized Llama 4's vocabulary by that tokenizer (``ModelArgs.vocab_size = -1``,
+    "defined later by tokenizer": a TikTokenizer's ranks and its 256 reserved tokens,
+    ``torchtitan/datasets/tokenizer/tiktoken.py`` at e0d2de682; from 681df506a, 2025-07-10, the Hugging
+    Face tokenizer's ``get_vocab_size()``), which the reader does not open.  ``vocab`` (``--vocab-size``)
+    when given; else ``None``, the stated vocabulary, noted.  ``None`` for other files and models."""
+    if model != "llama4" or "tokenizer_path" not in job.data.get("model", {}):
+        return None
+    if vocab is not None:
+        notes.append(f"--vocab-size {vocab}: the vocabulary of the tokenizer [model] tokenizer_path names, as "
+                     f"torchtitan sized llama4 until 177b295d2 (2025-07-22)")
+        return vocab
+    notes.append("[model] tokenizer_path: until 177b295d2 (2025-07-22) torchtitan sized llama4's vocabulary by that "
+                 "tokenizer, which the reader does not open; counted with the flavour's stated vocabulary (the "
+                 "later files'): give --vocab-size for a file of before")
+    return None
 
 
 def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors=FLAVORS,
@@ -275,7 +344,7 @@ def job_setup(job: Job, name: str, world: int | None, vocab: int | None, flavors
     if model is None:
         check_model(job)
         for key in ("expert_parallel_degree", "expert_tensor_parallel_degree"):
-            job.refuse("parallelism", key, 1, "llama3 has no experts")
+            job.refuse("parallelism", key, 1, f"{job.get('model', 'name', 'llama3', str)} has no experts")
     for section, key, inert, why in (
             ("training", "enable_cpu_offload", False, "FSDP's CPU offload of parameters, gradients and optimizer "
              "state is not modelled"),

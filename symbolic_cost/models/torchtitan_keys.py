@@ -46,21 +46,40 @@ FIRST_GENERATION = {("training", "data_parallel_degree"): "data_parallel_shard_d
                     ("training", "data_parallel_shard_degree"): "data_parallel_shard_degree",
                     ("training", "tensor_parallel_degree"): "tensor_parallel_degree",
                     ("training", "enable_async_tensor_parallel"): "enable_async_tensor_parallel",
+                    ("training", "pipeline_parallel_degree"): "pipeline_parallel_degree",
                     ("experimental", "pipeline_parallel_degree"): "pipeline_parallel_degree",
                     ("experimental", "context_parallel_degree"): "context_parallel_degree",
-                    ("experimental", "enable_async_tensor_parallel"): "enable_async_tensor_parallel"}
+                    ("experimental", "enable_async_tensor_parallel"): "enable_async_tensor_parallel",
+                    ("training", "fsdp_reshard_after_forward"): "fsdp_reshard_after_forward"}
 """Layout keys of torchtitan's first TOML generation (2024 to 2025-03-18, before its ``[parallelism]``
 section; ``torchtitan/config_manager.py`` at 34fa017b8 and 57387af0e) and their names under
 ``[parallelism]``, where the same key means the same (``data_parallel_degree``, the FSDP degree of
-mid-2024, is the later shard degree, -1 the rest of the world): read as the later keys, noted."""
+mid-2024, is the later shard degree, -1 the rest of the world): read as the later keys, noted.  The
+pipeline degree sat under ``[training]`` from c22d1a8d1 (2024-04-11) until the pipeline came in
+aafe0e870 (2024-05-21), 1 meaning none (above 1, ``parallelize_llama`` raised "PP not implemented
+yet" at 5e84866e3)."""
+
+KINDS = {"enable_async_tensor_parallel": bool, "fsdp_reshard_after_forward": str}
+"""The first-generation layout keys that are not integers.  ``[training] fsdp_reshard_after_forward``
+(5940ddeb5, 2025-02-06, until the ``[parallelism]`` section) took the later key's ``default``,
+``always`` and ``never``, applied as later (``apply_fsdp`` of ``torchtitan/models/llama/
+parallelize_llama.py`` at 82afc842e)."""
+
+
+def _check_kind(section: str, key: str, value, kind) -> None:
+    """A first-generation layout key's value is of ``kind`` (``bool`` is not an ``int`` here)."""
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+        words = {bool: "true or false", int: "an integer", str: "a string"}[kind]
+        raise InputError(f"[{section}] {key} must be {words}, got {value!r}", f"[{section}] {key}")
+
 
 PIPELINE_KEYS = ("pipeline_parallel_microbatches", "pipeline_parallel_split_points", "pipeline_parallel_schedule")
 """First-generation ``[experimental]`` keys of a pipeline: without one (degree 1) they do nothing."""
 
 
 SWITCHES = (("training", "enable_loss_parallel"), ("training", "disable_loss_parallel"),
-            ("float8", "enable_float8_linear"))
-"""First-generation switches ``_switch`` reads."""
+            ("float8", "enable_float8_linear"), ("training", "fp8_linear"))
+"""First-generation switches ``_switch`` reads (``fp8_linear``: a string, ``_fp8_linear``)."""
 
 
 def first_generation(data: dict) -> tuple[dict, list]:
@@ -80,10 +99,7 @@ def first_generation(data: dict) -> tuple[dict, list]:
             _switch(data, section, key, value)
             continue
         name = FIRST_GENERATION[section, key]
-        switch = name == "enable_async_tensor_parallel"
-        if isinstance(value, bool) != switch or not isinstance(value, int):
-            raise InputError(f"[{section}] {key} must be {'true or false' if switch else 'an integer'}, got {value!r}",
-                             f"[{section}] {key}")
+        _check_kind(section, key, value, KINDS.get(name, int))
         if name in later:
             raise InputError(f"[{section}] {key} beside {origin.get(name, '[parallelism] ' + name)}: one setting "
                              f"written twice; give one", f"[{section}] {key}")
@@ -102,7 +118,10 @@ def first_generation(data: dict) -> tuple[dict, list]:
 def _switch(data: dict, section: str, key: str, value) -> None:
     """A first-generation switch: ``[float8] enable_float8_linear`` true is the float8 converter (refused
     beside a ``converters`` of the next generation); loss parallelism turned off
-    (``enable_loss_parallel`` false, or ``disable_loss_parallel`` true) is refused."""
+    (``enable_loss_parallel`` false, or ``disable_loss_parallel`` true) is refused; ``[training]
+    fp8_linear``: ``_fp8_linear``."""
+    if key == "fp8_linear":
+        return _fp8_linear(value)
     if not isinstance(value, bool):
         raise InputError(f"[{section}] {key} must be true or false, got {value!r}", f"[{section}] {key}")
     if key.endswith("loss_parallel") and (key == "enable_loss_parallel") != value:
@@ -114,6 +133,21 @@ def _switch(data: dict, section: str, key: str, value) -> None:
                              f"and the next one's converters together; give one", f"[{section}] {key}")
         if value:
             data.setdefault("model", {})["converters"] = ["float8"]
+
+
+def _fp8_linear(value) -> None:
+    """``[training] fp8_linear`` (torchtitan's float8 switch from c22d1a8d1, 2024-04-11, until
+    a4b2ee3c0, 2024-07-16): ``""``, its default, is none; ``"dynamic"`` swapped every ``nn.Linear``
+    of the model, the output head too, for float8_experimental's ``Float8DynamicLinear``
+    (``torchtitan/float8_linear.py`` at 5e84866e3 calls ``swap_linear_with_float8_linear(model, ...)``
+    with no module skipped), where the later float8 converter keeps the head in 16-bit: refused."""
+    if not isinstance(value, str):
+        raise InputError(f"[training] fp8_linear must be a string, got {value!r}", "[training] fp8_linear")
+    if value:
+        raise InputError(f"[training] fp8_linear {value!r}: torchtitan of 2024-04 to 2024-07 swapped every linear "
+                         f"layer, the output head too, for float8_experimental's Float8DynamicLinear, which the "
+                         f"reader does not model (its float8 keeps the head in 16-bit); remove it or give the layout "
+                         f"with --preset/--hf-config and --set", "[training] fp8_linear")
 
 
 RMS_NORMS = ("rmsnorm", "fused_rmsnorm", "compiled_rmsnorm")

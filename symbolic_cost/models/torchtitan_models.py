@@ -133,9 +133,13 @@ MoE on every ``interleave_moe_layer_step``-th layer (``(layer_id + 1) % step == 
 2 for 128 and the debug model's 8), Llama 4's 202,048 words (2,048 for the debug models)."""
 
 
-def toml_architecture(model: str, flavor: str, context: int) -> Architecture:
-    """``architecture`` of a job TOML's ``[model] name`` and ``flavor`` (``TOML_FLAVORS``)."""
-    return architecture(model, flavor, context, flavors=TOML_FLAVORS)
+def toml_architecture(model: str, flavor: str, context: int, vocab: int | None = None) -> Architecture:
+    """``architecture`` of a job TOML's ``[model] name`` and ``flavor`` (``TOML_FLAVORS``), with
+    ``vocab`` words in place of the stated ones when given (``models.torchtitan.tokenizer_vocab``)."""
+    if vocab is None or model not in TOML_FLAVORS or flavor not in TOML_FLAVORS[model]:
+        return architecture(model, flavor, context, flavors=TOML_FLAVORS)
+    flavors = {model: {flavor: dict(TOML_FLAVORS[model][flavor], vocab_size=vocab)}}
+    return architecture(model, flavor, context, flavors=flavors)
 
 
 def architecture(model: str, flavor: str, context: int, mtp_layers: int = 0, flavors=CONFIGS) -> Architecture:
@@ -146,7 +150,8 @@ def architecture(model: str, flavor: str, context: int, mtp_layers: int = 0, fla
         if not isinstance(value, str):
             raise InputTypeError(f"{what} must be a str, got {value!r}", what)
     if model not in flavors:
-        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's llama3, "
+        llamas = "llama3, llama2" if flavors is TOML_FLAVORS else "llama3"
+        raise InputError(f"[model] name {model!r}: the reader bundles torchtitan's {llamas}, "
                          f"{', '.join(flavors)} flavours; give that model's config.json with --hf-config and its "
                          f"layout with --set", "[model] name")
     if flavor not in flavors[model]:

@@ -200,7 +200,7 @@ def recipe_fields(args: dict, trainer: str = "sft", sixteen_bit: bool | None = N
             notes.append("the LoRA adapters are trained in fp32 (PEFT's autocast_adapter_dtype), the base frozen "
                          f"as {lora['lora_base']}")
         elif lora["lora_base"] == "fp32":
-            notes.append(FP32_BASE)
+            notes.append(AUTO_DTYPE if recipe.get("torch_dtype", recipe.get("dtype")) == "auto" else FP32_BASE)
     else:
         policy.update(_dtype(recipe, notes))
     loaded = _loaded_16bit(recipe) if sixteen_bit is None else sixteen_bit
@@ -230,6 +230,11 @@ FP32_BASE = ("the model loaded in float32 (TRL's ModelConfig.dtype unless the re
              "kept in fp32, its products run in 16 bits under autocast")
 """The note of a LoRA base left in fp32 (``_lora``), which a DeepSpeed launch casts to 16 bits."""
 
+AUTO_DTYPE = ("torch_dtype auto loads the checkpoint's dtype, which the recipe does not state: counted with fp32 "
+              "parameters (give torch_dtype)")
+"""The note of ``torch_dtype: auto`` (the alignment handbook's 2023 recipes): transformers then loads the
+dtype of the checkpoint's ``config.json``, which the library does not take from the recipe."""
+
 SIXTEEN_BIT = "the parameters are 16-bit, so AdamW keeps 16-bit moments and no fp32 master"
 """The note of a model loaded in 16 bits (``_dtype``), which a launcher keeping an fp32 copy drops
 (``models.hf_trainer.FP32_COPY``)."""
@@ -241,8 +246,7 @@ def _dtype(recipe: dict, notes: list) -> dict:
     if dtype in (None, "float32"):
         return {}
     if dtype == "auto":
-        notes.append("torch_dtype auto loads the checkpoint's dtype, which the recipe does not state: counted with "
-                     "fp32 parameters (give torch_dtype)")
+        notes.append(AUTO_DTYPE)
         return {}
     if dtype not in ("bfloat16", "float16"):
         raise InputError(f"torch_dtype {dtype!r}: one of bfloat16, float16, float32, auto", "torch_dtype")
