@@ -118,7 +118,7 @@ def add_arguments(parser) -> None:
                         "fitted runtime overheads: mean TTFT, mean inter-token latency, request and token throughput")
     options.option(load, "--requests", type=options.integer(1, MAX_REQUESTS), default=500, metavar="N", action=options.Given,
                    help="requests in the --rate simulation, as many as TensorRT-LLM's published load tests send; "
-                        "at most 100,000 (about 20-30 s of the 60 s budget); --devices sends this many to each copy "
+                        "at most 100,000 (about 20-30 s of the 120 s budget); --devices sends this many to each copy "
                         "of a layout")
     options.option(load, "--output-lengths", choices=list(SHAPES), default="fixed", action=options.Given,
                    help="fixed: every request generates l_out tokens (a synthetic benchmark's max_tokens); "

@@ -492,7 +492,7 @@ a TTFT came out below the lone request's)."""
 
 MAX_REQUESTS = 100_000
 """Most requests one simulation takes: 100,000 (Llama 2 7B, 128 tokens out each) run in 20-30
-CPU-seconds, within the command line's 60 s budget with room for slower machines; the load
+CPU-seconds, within the command line's 120 s budget with room for slower machines; the load
 tests published (TensorRT-LLM's) send 500 to a few thousand."""
 
 
