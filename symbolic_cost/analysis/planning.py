@@ -31,6 +31,7 @@ from symbolic_cost.analysis.scaling_laws import LAWS, LossLaw, get_law
 from symbolic_cost.checks import InputError, InputTypeError, count, flag, instance, shown
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.training import check_context
 from symbolic_cost.models.config import from_config
 
 __all__ = ["Shape", "ExpertShape", "SHAPES", "get_shape", "PerToken", "per_token", "Plan", "plan", "serving_aware", "per_depth_table"]
@@ -228,6 +229,8 @@ def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 
     chosen_law, family = get_law(law), get_shape(shape)
     total = _budget(budget)
     count(seq, "seq", maximum=MAX_SEQ)
+    check_context(family.architecture(family.min_depth), [("seq", seq)], False, argument="seq",
+                  remedy=f"a plan keeps to the {family.name} shape's context: give a shorter seq")
     flag(recompute, "recompute")
     depths = _depths(depths, family)
     if getattr(family, "experts", False):

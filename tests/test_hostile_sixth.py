@@ -1,0 +1,72 @@
+"""Issue 66, a sixth probe: inputs answered silently or refused without naming the rule, one
+test each.  A refusal is exit status 2 with one line naming the option (or an ``InputError``
+naming the argument); a value is counted by hand or read from ``transformers``' own classes."""
+
+import json
+
+import pytest
+
+from symbolic_cost.checks import InputError
+from symbolic_cost.cli import main
+from symbolic_cost.models.config import from_config
+
+
+def refused(capsys, argv, *named):
+    """Run the command line: exit status 2, one line on stderr naming each of ``named``."""
+    status = main(argv)
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for name in named:
+        assert name in err, err
+    return err
+
+
+MIXTRAL = {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "num_local_experts": 4,
+           "num_experts_per_tok": 2}
+
+
+@pytest.mark.parametrize("key, default", [("num_local_experts", 8), ("num_experts_per_tok", 2),
+                                          ("intermediate_size", 14336)])
+def test_a_mixture_of_experts_file_that_leaves_out_an_expert_size_says_which_default_it_took(key, default):
+    """A Mixtral file without ``num_local_experts`` was read as 8 experts with no word (as
+    ``MixtralConfig()`` reads it: the oracle, by hand here); each size left out is noted."""
+    config = {k: v for k, v in MIXTRAL.items() if k != key}
+    arch = from_config(config)
+    assert arch.notes == (f"config.json leaves out {key}: taken at the defaults of transformers' config class "
+                          f"for model_type 'mixtral' ({key}={default})",)
+    assert from_config(MIXTRAL).notes == ()
+
+
+def test_an_expert_count_stated_under_another_spelling_is_not_noted():
+    """Mixtral reads ``num_local_experts``, else ``num_experts``: a file that states either is
+    not told that it left the other out; one that states neither is told once."""
+    config = {k: v for k, v in MIXTRAL.items() if k != "num_local_experts"}
+    arch = from_config({**config, "num_experts": 4})
+    assert arch.notes == () and arch.moe.experts == 4
+    qwen = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "num_experts": 4,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 32}
+    assert from_config(qwen).notes == ()
+    del qwen["moe_intermediate_size"]
+    assert from_config(qwen).notes == ("config.json leaves out moe_intermediate_size: taken at the defaults of "
+                                       "transformers' config class for model_type 'qwen3_moe' "
+                                       "(moe_intermediate_size=768)",)
+
+
+@pytest.mark.parametrize("argv", [["plan", "--budget-flops", "1e25", "--seq", "200000"],
+                                  ["plan", "--devices", "64", "--days", "1", "--seq", "200000"]])
+def test_a_plan_past_its_shapes_context_names_seq_and_no_option_plan_lacks(capsys, argv):
+    """``plan --seq`` past llama-3's 131,072 tokens was refused after the depth search as
+    "allow_long=True (--allow-long) goes beyond it": plan has no such option."""
+    err = refused(capsys, argv, "seq = 200000 tokens exceed the context", "131072 tokens", "(--seq)")
+    assert "allow" not in err
+
+
+def test_a_plan_past_its_shapes_context_is_refused_from_python_by_name():
+    from symbolic_cost.analysis.planning import plan
+    with pytest.raises(InputError, match="a plan keeps to the llama-3 shape's context") as refusal:
+        plan(10**25, seq=131073)
+    assert refusal.value.argument == "seq"
+
