@@ -3,6 +3,7 @@ test each.  A refusal is exit status 2 with one line naming the option (or an ``
 naming the argument); a value is counted by hand or read from ``transformers``' own classes."""
 
 import json
+import re
 
 import pytest
 
@@ -69,4 +70,27 @@ def test_a_plan_past_its_shapes_context_is_refused_from_python_by_name():
     with pytest.raises(InputError, match="a plan keeps to the llama-3 shape's context") as refusal:
         plan(10**25, seq=131073)
     assert refusal.value.argument == "seq"
+
+
+@pytest.mark.parametrize("argv, option", [(["optimize", "--preset", "gpt2", "--over", "m1,s1"], "--over"),
+                                          (["crossover", "--for", "l,b"], "--for"),
+                                          (["formula", "--preset", "gpt2", "--diff", "b,l"], "--diff"),
+                                          (["formula", "--preset", "gpt2", "--elasticity", "b,l"], "--elasticity")])
+def test_an_option_of_one_symbol_refuses_a_list_by_name(capsys, argv, option):
+    """``--over m1,s1`` and ``--for l,b`` ended in "too many values to unpack (expected 1)", and
+    ``--diff b,l`` in "unknown symbol name 'b,l'" without the option: each names its option now."""
+    refused(capsys, argv, f"{option} takes one symbol, got '{argv[-1]}'")
+
+
+def test_leading_refuses_a_symbol_named_twice(capsys):
+    """``--leading b,b`` was answered as ``--leading b``, as ``--field`` and ``--at`` refuse theirs."""
+    refused(capsys, ["formula", "--preset", "gpt2", "--leading", "b,l,b"], "--leading: b named twice: name each once")
+
+
+@pytest.mark.parametrize("argv", [["sweep", "--preset", "gpt2", "--grid", "b=1,1"],
+                                  ["sweep", "--preset", "gpt2", "--grid", "b=1:4,2"],
+                                  ["inference", "--preset", "gpt2", "--grid", "b=2,4/2", "--field", "ttft_s"]])
+def test_a_grid_value_listed_twice_is_refused(capsys, argv):
+    """``sweep --grid b=1,1`` printed the same row twice, as if two configurations were asked."""
+    refused(capsys, argv, "--grid", "listed twice: list each value once")
 
