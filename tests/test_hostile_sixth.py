@@ -94,3 +94,57 @@ def test_a_grid_value_listed_twice_is_refused(capsys, argv):
     """``sweep --grid b=1,1`` printed the same row twice, as if two configurations were asked."""
     refused(capsys, argv, "--grid", "listed twice: list each value once")
 
+
+def test_an_expert_imbalance_on_one_expert_parallel_rank_is_refused(capsys):
+    """``--expert-imbalance 100`` at ep=1 was answered as no imbalance at all (the same step time
+    to the digit): one rank holding every expert receives every routed token.  A sweep over ep
+    keeps its ep=1 point (the imbalance names the busiest of several ranks there only)."""
+    mixtral = "tests/hf_configs/Mixtral-8x7B-v0.1.json"
+    refused(capsys, ["summary", "--hf-config", mixtral, "--set", "l=1024", "--expert-imbalance", "100"],
+            "expert_imbalance=100", "ep=1 keeps every expert on one rank", "it would be ignored", "(--expert-imbalance)")
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import from_config
+    arch = from_config(json.loads(open(mixtral).read()))
+    with pytest.raises(InputError, match="it would be ignored") as refusal:
+        model_cost(arch, Training(b=1, l=1024, expert_imbalance=2))
+    assert refusal.value.argument == "expert_imbalance"
+
+
+QWEN3_MOE = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "num_experts": 4,
+             "num_experts_per_tok": 2, "moe_intermediate_size": 32}
+
+
+@pytest.mark.parametrize("key, base, listed, said", [
+    ("mlp_only_layers", QWEN3_MOE, [0, 1, 999], "names layer 999, and the model has 4 layers (0 to 3); it would be ignored"),
+    ("mlp_only_layers", QWEN3_MOE, [2, 2], "names layer 2 twice: name each once"),
+    ("moe_layers", {**QWEN3_MOE, "model_type": "llama4_text", "intermediate_size_mlp": 96}, [1, 4],
+     "names layer 4, and the model has 4 layers (0 to 3); it would be ignored")])
+def test_a_layer_list_naming_a_layer_past_the_model_or_twice_is_refused(key, base, listed, said):
+    """Qwen3-MoE's ``mlp_only_layers`` of ``[0, 1, 999]`` was read without a word (layer 999 does
+    not exist), and a symbolic depth's count of MoE layers subtracted every listed index."""
+    config = {k: v for k, v in base.items() if k not in ("num_experts",)} if key == "moe_layers" else base
+    with pytest.raises(InputError, match=re.escape(said)) as refusal:
+        from_config({**config, key: listed})
+    assert refusal.value.argument == key
+
+
+def test_dense_layers_listed_within_the_model_are_counted_by_hand():
+    """4 layers, layers 0 and 3 dense: 2 MoE layers' 4 experts (3 x 64 x 32 each) and router (64 x 4)
+    become 2 dense MLPs (3 x 64 x 96), by hand against the model with no dense layer."""
+    from symbolic_cost.models import Training, model_cost
+    plain = model_cost(from_config(QWEN3_MOE), Training(b=1, l=8)).parameters
+    mixed = model_cost(from_config({**QWEN3_MOE, "mlp_only_layers": [3, 0]}), Training(b=1, l=8)).parameters
+    assert plain - mixed == 2 * (4 * 3 * 64 * 32 + 64 * 4 - 3 * 64 * 96)
+
+
+@pytest.mark.parametrize("depths", [[3, 2], [2, 2, 3]])
+def test_plan_refuses_depths_out_of_order(depths):
+    """``plan(1e25, depths=[3, 2])`` said the optimum lay below the depths tried and asked for a
+    larger budget: the first was taken for the least (Llama 3's optimum at 1e25 is near 80)."""
+    from symbolic_cost.analysis.planning import plan
+    with pytest.raises(InputError, match="depths must be layer counts in increasing order, each once") as refusal:
+        plan(10**25, depths=depths)
+    assert refusal.value.argument == "depths"
+    with pytest.raises(InputError, match="so the optimum is above them: choose a smaller budget"):
+        plan(10**25, depths=[2, 3])

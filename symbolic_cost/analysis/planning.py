@@ -347,7 +347,7 @@ MAX_DEPTHS = 4096
 
 def _depths(depths, family: Shape):
     """The depths to try: ``family``'s least to 512 layers, or those given (a range or a sequence of
-    layer counts, none of them 0)."""
+    layer counts, none of them 0, in increasing order)."""
     if depths is None:
         return range(family.min_depth, 513)
     if isinstance(depths, (str, bytes)) or not hasattr(depths, "__getitem__") or len(depths) == 0:
@@ -357,6 +357,9 @@ def _depths(depths, family: Shape):
         raise InputError(f"depths must hold at most {MAX_DEPTHS:,} layer counts, got {len(depths):,}", "depths")
     for depth in depths:
         count(depth, "each of depths")
+    if any(later <= earlier for earlier, later in zip(depths, depths[1:])):
+        raise InputError(f"depths must be layer counts in increasing order, each once (an optimum at the first or "
+                         f"the last is said to lie below or above them), got {shown(list(depths))}", "depths")
     return depths
 
 

@@ -276,7 +276,8 @@ def check_model(arch, t: Training) -> None:
     """Refuse a training the model cannot honour: sequences beyond its context (unless
     ``allow_long``), what context parallelism cannot split (``check_context_parallel``), HSDP
     shard groups the expert grid does not fold into (``parallel.expert.expert_shard_degree``),
-    and expert parallelism, a capacity factor or an imbalance without experts."""
+    and expert parallelism, a capacity factor or an imbalance without experts (an imbalance on one
+    expert-parallel rank too)."""
     spans = (("l", t.l), ("l_dec", t.decoder_tokens)) if arch.encoder_decoder else (("l", t.l),)
     check_context(arch, spans, t.allow_long)
     check_context_parallel(arch, t)
@@ -297,6 +298,10 @@ def check_model(arch, t: Training) -> None:
     if arch.moe is None and t.overlap.expert:
         raise InputError(f"overlap expert hides the MoE all-to-alls behind compute, and {arch.name} has none; it "
                          f"would be ignored", "overlap")
+    if arch.moe is not None and sympify(t.ep) == 1 and sympify(t.expert_imbalance) != 1:
+        raise InputError(f"expert_imbalance={t.expert_imbalance} names how many times the mean the busiest of the ep "
+                         f"expert-parallel ranks receives, and ep=1 keeps every expert on one rank, which receives "
+                         f"every routed token; it would be ignored", "expert_imbalance")
     if arch.moe is None:
         etp = t.m1 if t.etp is None or t.tensor is not None else t.etp    # equal to m1 (a grid's: none) is no setting
         for name, value, plain in (("ep", t.ep, 1), ("etp", sympify(etp), sympify(t.m1)),
