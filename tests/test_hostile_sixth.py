@@ -148,3 +148,36 @@ def test_plan_refuses_depths_out_of_order(depths):
     assert refusal.value.argument == "depths"
     with pytest.raises(InputError, match="so the optimum is above them: choose a smaller budget"):
         plan(10**25, depths=[2, 3])
+
+
+def test_a_sweep_refuses_a_shard_group_that_does_not_divide_a_swept_d(capsys):
+    """``sweep --grid d=1,2,4 --zero 3 --shard 2`` priced d=1 with a data-parallel time of -1.7 ms
+    (and d=3 without a word): summary refuses the point, ``shard must divide d``."""
+    refused(capsys, ["sweep", "--preset", "gpt2", "--grid", "d=1,2,4", "--zero", "3", "--shard", "2"],
+            "--grid at d=1: shard must divide d (got shard=2, d=1)")
+    refused(capsys, ["sweep", "--preset", "gpt2", "--grid", "d=2,3", "--zero", "3", "--shard", "2"],
+            "--grid at d=3: shard must divide d")
+    assert main(["sweep", "--preset", "gpt2", "--grid", "d=2,4", "--zero", "3", "--shard", "2",
+                 "--field", "data_comm"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 3 and all(float(row.split(",")[1]) > 0 for row in rows[1:])
+
+
+def test_a_sweep_refuses_an_imbalance_past_a_swept_ep(capsys):
+    """``--expert-imbalance 3`` over ``--grid ep=2,4`` priced ep=2 with 1.5 times every routed token
+    on one rank; summary refuses it at ep=2.  The ep=1 point stays (the imbalance is moot there)."""
+    mixtral = ["sweep", "--hf-config", "tests/hf_configs/Mixtral-8x7B-v0.1.json", "--set", "l=1024", "d=4"]
+    refused(capsys, [*mixtral, "--grid", "ep=2,4", "--expert-imbalance", "3"],
+            "--grid at ep=2: expert_imbalance must be between 1 and ep", "(--expert-imbalance)")
+    assert main([*mixtral, "--grid", "ep=1,2,4", "--expert-imbalance", "2", "--field", "compute"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4
+
+
+def test_a_sweep_refuses_loss_chunks_that_do_not_divide_a_swept_points_tokens(capsys):
+    """``sweep --grid b=1,3 --set l=512 --loss-chunks 3`` priced b=1 (512 tokens in 3 equal chunks),
+    which summary refuses; b=3 (1,536 tokens, 512 a chunk) and b=6 stay."""
+    base = ["sweep", "--preset", "gpt2", "--set", "l=512", "--loss-chunks", "3", "--field", "total"]
+    refused(capsys, [*base, "--grid", "b=1,3"],
+            "--grid at b=1: loss_chunks=3 must divide the 512 tokens of a micro-batch", "(--loss-chunks)")
+    assert main([*base, "--grid", "b=3,6"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
