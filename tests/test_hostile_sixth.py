@@ -173,6 +173,22 @@ def test_a_sweep_refuses_an_imbalance_past_a_swept_ep(capsys):
     assert len(capsys.readouterr().out.splitlines()) == 4
 
 
+def test_optimize_over_the_expert_degree_answers_without_a_relaxed_root(capsys):
+    """``optimize --over ep`` of Mixtral ended in an internal error (the slope holds the derivative
+    of ``floor(ep/8)``, which nsolve cannot print): the step function has no root to relax to."""
+    assert main(["optimize", "--hf-config", "tests/hf_configs/Mixtral-8x7B-v0.1.json", "--over", "ep",
+                 "--max", "8"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split("=")[1].split(":")[0].strip() for line in out.splitlines() if line.startswith("  ep =")] == \
+        ["1", "2", "4", "8"]
+    assert "relaxed: no interior minimum on that branch" in out
+    from symbolic_cost.analysis.scaling import optimum
+    from symbolic_cost.symbols import ep
+    from sympy import floor
+    found = optimum(ep + 16 * floor(8 / ep), ep, [1, 2, 4, 8])         # 129, 66, 36, 24 by hand
+    assert found.best == 8 and found.relaxed is None
+
+
 def test_a_sweep_refuses_loss_chunks_that_do_not_divide_a_swept_points_tokens(capsys):
     """``sweep --grid b=1,3 --set l=512 --loss-chunks 3`` priced b=1 (512 tokens in 3 equal chunks),
     which summary refuses; b=3 (1,536 tokens, 512 a chunk) and b=6 stay."""
