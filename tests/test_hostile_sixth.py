@@ -197,3 +197,15 @@ def test_a_sweep_refuses_loss_chunks_that_do_not_divide_a_swept_points_tokens(ca
             "--grid at b=1: loss_chunks=3 must divide the 512 tokens of a micro-batch", "(--loss-chunks)")
     assert main([*base, "--grid", "b=3,6"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3
+
+
+def test_a_sweep_refuses_an_expert_grid_that_does_not_fold_into_a_shard_group(capsys):
+    """Mixtral on d=4 under ``--zero 3 --shard 2``: at ep=4 the 4 expert ranks do not fold into a
+    replica group's 2 (summary refuses it); the sweep priced it with a data-parallel time of -0.43 s."""
+    base = ["sweep", "--hf-config", "tests/hf_configs/Mixtral-8x7B-v0.1.json", "--set", "l=1024", "d=4", "--zero", "3",
+            "--shard", "2", "--field", "data_comm"]
+    refused(capsys, [*base, "--grid", "ep=1,2,4"],
+            "--grid at ep=4: ep x etp must divide m1 x cp x shard (got ep x etp=4, m1 x cp x shard=2)")
+    assert main([*base, "--grid", "ep=1,2"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 3 and all(float(row.split(",")[1]) > 0 for row in rows[1:])

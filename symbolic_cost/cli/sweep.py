@@ -22,7 +22,7 @@ from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignment
                                       grid_values, numbers_needed, parse_condition, resolve, training_values)
 from symbolic_cost.cli.building import refuse_expert_tensor_degree
 from symbolic_cost.blocks.moe import MOE_RULES, routed_rows
-from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
+from symbolic_cost.parallel.expert import EXPERT_GRID_RULES, expert_shard_degree
 from symbolic_cost.parallel.pipeline import dualpipe_rules
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.placement import SPLIT, placed_by_p
@@ -142,6 +142,7 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
     _check_context_parallel(arch, get, grid, policy)
     _check_imbalance(arch, grid, policy)
     _check_loss_chunks(arch, get, grid, policy)
+    _check_expert_shard(arch, get, grid, policy)
     for p in grid.get(S.p, []):                     # a reference model's forward is modelled at p = 1 only
         try:
             check_reference_pipeline(policy.get("reference"), p)
@@ -184,6 +185,23 @@ def _check_loss_chunks(arch, get, grid: dict, policy: dict) -> None:
         except InputError as error:
             shown_at = ", ".join(f"{s}={v}" for s, v in at.items())
             raise InputError(f"--grid at {shown_at}: {error}", error.argument) from None
+
+
+def _check_expert_shard(arch, get, grid: dict, policy: dict) -> None:
+    """Under ``--shard`` (HSDP), the expert grid folding into each replica group at every swept point
+    of ``m1``, ``cp``, ``ep`` and ``etp`` (``etp`` unset: ``m1``), as ``summary`` checks it at one
+    (``parallel.expert.expert_shard_degree``, its home)."""
+    axes = [s for s in (S.m1, S.cp, S.ep, S.etp) if s in grid]
+    if arch.moe is None or policy.get("shard") is None or not axes:
+        return
+    for point in itertools.product(*(grid[s] for s in axes)):
+        at = dict(zip(axes, point))
+        m1, cp, ep, etp = (at.get(s, get(s)) for s in (S.m1, S.cp, S.ep, S.etp))
+        try:
+            expert_shard_degree(m1, policy["shard"], ep, m1 if etp == S.etp else etp, cp)
+        except InputError as error:
+            shown_at = ", ".join(f"{s}={v}" for s, v in at.items())
+            raise InputError(f"--grid at {shown_at}: {error}", "--shard") from None
 
 
 CP_READS = (S.cp, S.l, S.s1, S.m1, S.d, S.ep, S.etp)
