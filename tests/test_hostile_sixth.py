@@ -209,3 +209,12 @@ def test_a_sweep_refuses_an_expert_grid_that_does_not_fold_into_a_shard_group(ca
     assert main([*base, "--grid", "ep=1,2"]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert len(rows) == 3 and all(float(row.split(",")[1]) > 0 for row in rows[1:])
+
+
+def test_an_inference_grid_of_prompts_under_context_parallelism_cuts_each_into_its_chunks(capsys):
+    """``--set cp=2 --grid l_in=512,514`` priced a prompt of 514 tokens in 4 ring chunks, which
+    ``--set l_in=514`` refuses; 512 and 516 (4 x 129) are both cut whole."""
+    base = ["inference", "--preset", "llama-2-7b", "--flash", "--set", "cp=2", "--field", "ttft_s"]
+    refused(capsys, [*base, "--grid", "l_in=512,514"], "--grid at l_in=514: 4 chunks (cp=2, ring) must divide l")
+    assert main([*base, "--grid", "l_in=512,516"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
