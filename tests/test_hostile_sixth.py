@@ -218,3 +218,14 @@ def test_an_inference_grid_of_prompts_under_context_parallelism_cuts_each_into_i
     refused(capsys, [*base, "--grid", "l_in=512,514"], "--grid at l_in=514: 4 chunks (cp=2, ring) must divide l")
     assert main([*base, "--grid", "l_in=512,516"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3
+
+
+def test_a_sweep_refuses_block_recomputation_of_more_layers_than_a_swept_stage_holds(capsys):
+    """GPT-2's 12 layers over p=4 hold 3 a stage: ``--recompute-method block --recompute-layers 4``
+    is refused there by summary, and the sweep priced it (as 3 recomputed layers)."""
+    base = ["sweep", "--preset", "gpt2", "--set", "l=512", "n_micro=4", "--recompute", "full",
+            "--recompute-method", "block", "--field", "total"]
+    refused(capsys, [*base, "--recompute-layers", "4", "--grid", "p=1,2,4"],
+            "--grid at p=4: recompute_layers must be at most a stage's layers (got 4 and 3)", "(--recompute-layers)")
+    assert main([*base, "--recompute-layers", "3", "--grid", "p=1,2,4"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4

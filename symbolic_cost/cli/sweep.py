@@ -30,6 +30,7 @@ from symbolic_cost.models.training import (check_context, check_context_parallel
                                             check_reference_pipeline)
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.models.peak import peak_bytes
+from symbolic_cost.models.totals import check_block_recompute
 from symbolic_cost.numeric.sweep import grid_size, sweep
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -143,6 +144,12 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
     _check_imbalance(arch, grid, policy)
     _check_loss_chunks(arch, get, grid, policy)
     _check_expert_shard(arch, get, grid, policy)
+    if policy.get("recompute") == "full" and policy.get("recompute_method") == "block" and not uneven:
+        for p in grid.get(S.p, []):                 # the first recompute_layers of each stage
+            try:
+                check_block_recompute(arch.depth / p, policy.get("recompute_layers", 1))
+            except InputError as error:
+                raise InputError(f"--grid at p={p}: {error}", error.argument) from None
     for p in grid.get(S.p, []):                     # a reference model's forward is modelled at p = 1 only
         try:
             check_reference_pipeline(policy.get("reference"), p)
