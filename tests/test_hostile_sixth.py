@@ -4,12 +4,16 @@ naming the argument); a value is counted by hand or read from ``transformers``' 
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.models.config import from_config
+
+
+MIXTRAL_FILE = str(Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
 
 
 def refused(capsys, argv, *named):
@@ -99,7 +103,7 @@ def test_an_expert_imbalance_on_one_expert_parallel_rank_is_refused(capsys):
     """``--expert-imbalance 100`` at ep=1 was answered as no imbalance at all (the same step time
     to the digit): one rank holding every expert receives every routed token.  A sweep over ep
     keeps its ep=1 point (the imbalance names the busiest of several ranks there only)."""
-    mixtral = "tests/hf_configs/Mixtral-8x7B-v0.1.json"
+    mixtral = MIXTRAL_FILE
     refused(capsys, ["summary", "--hf-config", mixtral, "--set", "l=1024", "--expert-imbalance", "100"],
             "expert_imbalance=100", "ep=1 keeps every expert on one rank", "it would be ignored", "(--expert-imbalance)")
     from symbolic_cost.models import Training, model_cost
@@ -166,7 +170,7 @@ def test_a_sweep_refuses_a_shard_group_that_does_not_divide_a_swept_d(capsys):
 def test_a_sweep_refuses_an_imbalance_past_a_swept_ep(capsys):
     """``--expert-imbalance 3`` over ``--grid ep=2,4`` priced ep=2 with 1.5 times every routed token
     on one rank; summary refuses it at ep=2.  The ep=1 point stays (the imbalance is moot there)."""
-    mixtral = ["sweep", "--hf-config", "tests/hf_configs/Mixtral-8x7B-v0.1.json", "--set", "l=1024", "d=4"]
+    mixtral = ["sweep", "--hf-config", MIXTRAL_FILE, "--set", "l=1024", "d=4"]
     refused(capsys, [*mixtral, "--grid", "ep=2,4", "--expert-imbalance", "3"],
             "--grid at ep=2: expert_imbalance must be between 1 and ep", "(--expert-imbalance)")
     assert main([*mixtral, "--grid", "ep=1,2,4", "--expert-imbalance", "2", "--field", "compute"]) == 0
@@ -176,7 +180,7 @@ def test_a_sweep_refuses_an_imbalance_past_a_swept_ep(capsys):
 def test_optimize_over_the_expert_degree_answers_without_a_relaxed_root(capsys):
     """``optimize --over ep`` of Mixtral ended in an internal error (the slope holds the derivative
     of ``floor(ep/8)``, which nsolve cannot print): the step function has no root to relax to."""
-    assert main(["optimize", "--hf-config", "tests/hf_configs/Mixtral-8x7B-v0.1.json", "--over", "ep",
+    assert main(["optimize", "--hf-config", MIXTRAL_FILE, "--over", "ep",
                  "--max", "8"]) == 0
     out = capsys.readouterr().out
     assert [line.split("=")[1].split(":")[0].strip() for line in out.splitlines() if line.startswith("  ep =")] == \
@@ -202,7 +206,7 @@ def test_a_sweep_refuses_loss_chunks_that_do_not_divide_a_swept_points_tokens(ca
 def test_a_sweep_refuses_an_expert_grid_that_does_not_fold_into_a_shard_group(capsys):
     """Mixtral on d=4 under ``--zero 3 --shard 2``: at ep=4 the 4 expert ranks do not fold into a
     replica group's 2 (summary refuses it); the sweep priced it with a data-parallel time of -0.43 s."""
-    base = ["sweep", "--hf-config", "tests/hf_configs/Mixtral-8x7B-v0.1.json", "--set", "l=1024", "d=4", "--zero", "3",
+    base = ["sweep", "--hf-config", MIXTRAL_FILE, "--set", "l=1024", "d=4", "--zero", "3",
             "--shard", "2", "--field", "data_comm"]
     refused(capsys, [*base, "--grid", "ep=1,2,4"],
             "--grid at ep=4: ep x etp must divide m1 x cp x shard (got ep x etp=4, m1 x cp x shard=2)")
