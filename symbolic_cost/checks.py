@@ -355,6 +355,7 @@ WHY = {
     ("kv_heads", "h"): "each key/value head serves a whole group of query heads",
     ("m1", "kv_heads"): "each device needs whole key/value heads",
     ("p", "n_layers"): "each pipeline stage holds whole layers",
+    ("shard", "d"): "each of the d/shard replica groups of ZeRO-3/FSDP (HSDP) holds shard whole ranks",
     ("p", "micro_batches"): "Megatron-LM's interleaved schedule runs the micro-batches in rounds of p",
     ("p x virtual_stages", "n_layers"): "each of a rank's virtual_stages chunks holds whole layers",
     ("p x virtual_stages x recompute_layers", "n_layers"): "full recomputation's uniform groups of recompute_layers "

@@ -496,9 +496,11 @@ def test_a_config_that_leaves_out_its_sizes_says_which_defaults_it_took(capsys, 
     plain = transformers.LlamaConfig()
     assert (arch.e, arch.h, arch.n_layers, arch.vocab) == (plain.hidden_size, plain.num_attention_heads,
                                                            plain.num_hidden_layers, plain.vocab_size)
-    assert arch.notes == ("config.json leaves out hidden_size, num_attention_heads, num_hidden_layers, vocab_size: "
-                          "taken at the defaults of transformers' config class for model_type 'llama' "
-                          "(hidden_size=4096, num_attention_heads=32, num_hidden_layers=32, vocab_size=32000)",)
+    assert arch.f == plain.intermediate_size
+    assert arch.notes == ("config.json leaves out hidden_size, num_attention_heads, num_hidden_layers, intermediate_size, "
+                          "vocab_size: taken at the defaults of transformers' config class for model_type 'llama' "
+                          "(hidden_size=4096, num_attention_heads=32, num_hidden_layers=32, intermediate_size=11008, "
+                          "vocab_size=32000)",)
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2}))
     assert main(["summary", "--hf-config", str(config)]) == 0

@@ -31,6 +31,7 @@ from symbolic_cost.analysis.scaling_laws import LAWS, LossLaw, get_law
 from symbolic_cost.checks import InputError, InputTypeError, count, flag, instance, shown
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.training import check_context
 from symbolic_cost.models.config import from_config
 
 __all__ = ["Shape", "ExpertShape", "SHAPES", "get_shape", "PerToken", "per_token", "Plan", "plan", "serving_aware", "per_depth_table"]
@@ -228,6 +229,8 @@ def plan(budget, law: str = "hoffmann-2022", shape: str = "llama-3", seq: int = 
     chosen_law, family = get_law(law), get_shape(shape)
     total = _budget(budget)
     count(seq, "seq", maximum=MAX_SEQ)
+    check_context(family.architecture(family.min_depth), [("seq", seq)], False, argument="seq",
+                  remedy=f"a plan keeps to the {family.name} shape's context: give a shorter seq")
     flag(recompute, "recompute")
     depths = _depths(depths, family)
     if getattr(family, "experts", False):
@@ -344,7 +347,7 @@ MAX_DEPTHS = 4096
 
 def _depths(depths, family: Shape):
     """The depths to try: ``family``'s least to 512 layers, or those given (a range or a sequence of
-    layer counts, none of them 0)."""
+    layer counts, none of them 0, in increasing order)."""
     if depths is None:
         return range(family.min_depth, 513)
     if isinstance(depths, (str, bytes)) or not hasattr(depths, "__getitem__") or len(depths) == 0:
@@ -354,6 +357,9 @@ def _depths(depths, family: Shape):
         raise InputError(f"depths must hold at most {MAX_DEPTHS:,} layer counts, got {len(depths):,}", "depths")
     for depth in depths:
         count(depth, "each of depths")
+    if any(later <= earlier for earlier, later in zip(depths, depths[1:])):
+        raise InputError(f"depths must be layer counts in increasing order, each once (an optimum at the first or "
+                         f"the last is said to lie below or above them), got {shown(list(depths))}", "depths")
     return depths
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sympy import (Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Pow, Symbol, ceiling, diff, floor,
-                   expand, false, fraction, limit as _limit, log, nan, nsolve, oo, simplify, solve, sympify, together,
-                   true, zoo)
+from sympy import (Derivative, Dummy, Expr, Max, Min, Piecewise, Poly, PolynomialError, Pow, Symbol, ceiling, diff,
+                   floor, expand, false, fraction, limit as _limit, log, nan, nsolve, oo, simplify, solve, sympify,
+                   together, true, zoo)
 
 from symbolic_cost.symbols import resolve_names
 from symbolic_cost.checks import InputError, InputTypeError, count, exact, fits, shown
@@ -285,7 +285,11 @@ def optimum(expr, x, candidates) -> Optimum:
 
 
 def _positive_root(slope, x, start):
-    """The positive root of ``slope`` nearest ``start``: exact if SymPy solves it."""
+    """The positive root of ``slope`` nearest ``start``: exact if SymPy solves it; none where the
+    slope keeps a derivative SymPy cannot take (of a ``floor`` or ``ceiling`` of ``x``: a step
+    function, such as the experts a rank holds, has no root to relax to, and no numeric form)."""
+    if slope.has(Derivative):
+        return None
     try:   # an equation with log(x) (a tree collective's steps) is left to nsolve: solve may not end
         roots = [] if slope.has(log) else [r for r in _solve_positive(slope, x) if r.is_number]
     except NotImplementedError:

@@ -9,7 +9,7 @@ from symbolic_cost.models.config import preset
 from symbolic_cost.cli import options
 from symbolic_cost.cli.formula import field, show
 from symbolic_cost.cli.values import (architecture, block_values, build_block, conventions, field_expr,
-                                      honour_blocks, honour_system, present, symbol_names)
+                                      honour_blocks, honour_system, present, symbol_name)
 from symbolic_cost.models.training import context_limit
 from symbolic_cost.timing.hardware import get_system
 
@@ -63,7 +63,7 @@ def run(args) -> int:
                          f"blocks", "--b")
     honour_system(args, args.field)
     arch = architecture(args)
-    (solve_for,) = symbol_names(args.solve_for, "--for")
+    solve_for = symbol_name(args.solve_for, "--for")
     honour_blocks(args, arch, args.a, args.b)
     values = block_values(args, arch, free=(solve_for,))
     system, chosen = get_system(args.system), conventions(args)

@@ -25,7 +25,7 @@ from symbolic_cost.cli.sweep import SWEEP_FIELDS, TIMES, model_fields
 from symbolic_cost.cli.bookkeeping import is_timed
 from symbolic_cost.cli.values import (FIELDS, TRAINING_SYMBOLS, architecture, assignments, block_values, build_block,
                                       conventions, field_expr, field_type, honour_blocks, honour_system, present,
-                                      resolve, symbol_names)
+                                      resolve, symbol_name, symbol_names)
 from symbolic_cost.budget import time_limit
 from symbolic_cost.checks import InputError
 from symbolic_cost.models import Training, model_cost
@@ -179,7 +179,8 @@ def asked_symbols(args) -> dict:
     """``{option: symbols}`` of the given ``--leading``, ``--diff`` and ``--elasticity``: what the
     formula is asked about, so it must keep them (a model's defaults fix ``l`` otherwise)."""
     asked = (("--leading", args.leading), ("--diff", args.diff), ("--elasticity", args.elasticity))
-    return {option: symbol_names(names, option) for option, names in asked if names}
+    return {option: symbol_names(names, option) if option == "--leading" else [symbol_name(names, option)]
+            for option, names in asked if names}
 
 
 def block_field(args, notes: list):

@@ -32,7 +32,7 @@ from symbolic_cost.inference.engines import ENGINES
 from symbolic_cost.inference.lengths import SHAPES, Lengths
 from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS, MIN_RATE
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
-from symbolic_cost.inference.serving import check_context, check_decode_context, final_tokens
+from symbolic_cost.inference.serving import check_context, check_context_parallel, check_decode_context, final_tokens
 from symbolic_cost.inference.speculative import MAX_DRAFT, draft_beside, speculative_fields
 from symbolic_cost.models import config as hf
 from symbolic_cost.models.overheads import get_overheads
@@ -342,9 +342,10 @@ def configuration(args, keep=()):
 
 def _check_grid_context(args, grid: dict, keep) -> None:
     """Refuse a grid whose longest generation (the largest ``l_in`` and ``l_out``), or largest
-    ``l_ctx``, passes the model's context, or whose least ``l_ctx`` is fewer tokens than its largest
-    prompt: the rules ``--set`` applies (``serving.check_context``, ``check_decode_context``),
-    named at the grid's point that breaks them."""
+    ``l_ctx``, passes the model's context, whose least ``l_ctx`` is fewer tokens than its largest
+    prompt, or (under ``cp``) a prompt the context-parallel chunks do not divide: the rules ``--set``
+    applies (``serving.check_context``, ``check_decode_context``, ``check_context_parallel``), named
+    at the grid's point that breaks them."""
     arch, serving, _ = configuration(args, keep)
     most = {name: int(max(grid[name])) for name in ("l_in", "l_out") if name in grid}
     at = replace(serving, **most)
@@ -353,6 +354,9 @@ def _check_grid_context(args, grid: dict, keep) -> None:
         high, low = int(max(grid["l_ctx"])), int(min(grid["l_ctx"]))
         checks += [(f"l_ctx={high}", lambda: check_decode_context(arch, at, high)),
                    (f"l_in={at.l_in}, l_ctx={low}", lambda: check_decode_context(arch, at, low))]
+    if serving.cp != 1:         # each prompt cut into the context-parallel chunks, as --set cuts one
+        checks += [(f"l_in={int(v)}", lambda v=v: check_context_parallel(arch, replace(serving, l_in=int(v))))
+                   for v in grid.get("l_in", [])]
     for point, check in checks:
         try:
             check()

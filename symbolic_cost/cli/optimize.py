@@ -10,7 +10,7 @@ from symbolic_cost.cli.building import model_label, named_model
 from symbolic_cost.cli.formula import field, show
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli.values import (architecture, assignments, block_values, build_block, conventions, field_expr,
-                                      field_kind, honour_blocks, honour_system, symbol_names)
+                                      field_kind, honour_blocks, honour_system, symbol_name)
 from symbolic_cost.models.training import check_context
 from symbolic_cost.numeric.tables import UNITS
 from symbolic_cost.timing.hardware import get_system
@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     honour_system(args, args.field)
-    (over,) = symbol_names(args.over, "--over")
+    over = symbol_name(args.over, "--over")
     if over in assignments(args.set):
         raise InputError(f"--set {over}: --over {over} chooses it; give it one way", "--set")
     arch = architecture(args)

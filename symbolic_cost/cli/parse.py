@@ -14,7 +14,7 @@ import math
 from sympy import sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, fits
+from symbolic_cost.checks import InputError, fits, repeated_keys
 from symbolic_cost.reader import bounded, read, read_number
 
 
@@ -172,6 +172,9 @@ def grid_option(allowed, option: str = "--grid"):
             raise argparse.ArgumentTypeError(str(error)) from None
         if len(read) > MAX_RANGE:
             raise argparse.ArgumentTypeError(f"{name}: {len(read):,} values, more than {MAX_RANGE:,} an axis")
+        twice = sorted(repeated_keys((v, None) for v in read))
+        if twice:       # each would be a row again, the same configuration answered twice
+            raise argparse.ArgumentTypeError(f"{name}: {', '.join(map(str, twice))} listed twice: list each value once")
         return name, [int(v) if v.is_Integer else v for v in read]
     return grid_type
 
@@ -201,4 +204,16 @@ def symbol_names(text: str, option: str) -> list:
     if unknown or not names:
         raise InputError(f"{option}: unknown name(s) {', '.join(map(repr, unknown))}; known: "
                          f"{', '.join(S.BY_NAME)}", option)
+    twice = sorted(repeated_keys((name, None) for name in names))
+    if twice:
+        raise InputError(f"{option}: {', '.join(twice)} named twice: name each once", option)
     return [S.BY_NAME[name] for name in names]
+
+
+def symbol_name(text: str, option: str):
+    """The one symbol an option names (``--over m1``, ``--for l``, ``--diff l``): a list is refused
+    by name (it was unpacked into one, a Python error, or read as one unknown name)."""
+    names = symbol_names(text, option)
+    if len(names) != 1:
+        raise InputError(f"{option} takes one symbol, got {text!r}", option)
+    return names[0]

@@ -10,6 +10,8 @@ import contextlib
 import itertools
 import sys
 
+from sympy import sympify
+
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.block import layer_rules
 from symbolic_cost.checks import INTERLEAVED_RULES, PIPELINE_RULES, InputError, grid_rules
@@ -19,14 +21,16 @@ from symbolic_cost.cli.summary import SETTABLE
 from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignments, conventions, grid_option, honour_mtp,
                                       grid_values, numbers_needed, parse_condition, resolve, training_values)
 from symbolic_cost.cli.building import refuse_expert_tensor_degree
-from symbolic_cost.blocks.moe import MOE_RULES
-from symbolic_cost.parallel.expert import EXPERT_GRID_RULES
+from symbolic_cost.blocks.moe import MOE_RULES, routed_rows
+from symbolic_cost.parallel.expert import EXPERT_GRID_RULES, expert_shard_degree
 from symbolic_cost.parallel.pipeline import dualpipe_rules
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.placement import SPLIT, placed_by_p
-from symbolic_cost.models.training import check_context, check_context_parallel, check_reference_pipeline
+from symbolic_cost.models.training import (check_context, check_context_parallel, check_loss_chunks,
+                                            check_reference_pipeline)
 from symbolic_cost.models.experts import alltoall_bytes
 from symbolic_cost.models.peak import peak_bytes
+from symbolic_cost.models.totals import check_block_recompute
 from symbolic_cost.numeric.sweep import grid_size, sweep
 from symbolic_cost.timing.step import step_time_breakdown
 
@@ -104,8 +108,8 @@ def column(field: str) -> str:
 def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
     """Every grid point fits the model's context (``models.training.check_context``) and obeys
     the layer rules (``blocks.block.layer_rules``), the pipeline's (``checks.PIPELINE_RULES``),
-    the interleaved schedule's (``checks.INTERLEAVED_RULES``) and DualPipe's
-    (``parallel.pipeline.dualpipe_rules``):
+    the interleaved schedule's (``checks.INTERLEAVED_RULES``), DualPipe's
+    (``parallel.pipeline.dualpipe_rules``) and a ``--shard`` group's (``shard | d``):
     ``m1 | h``, ``s1 | m1``, ``p | n_layers``, ...; sizes that follow a swept symbol
     (``--set s1=m1/2``) stay positive integers."""
     get = lambda sym: fixed.get(sym, sym)  # noqa: E731
@@ -127,6 +131,9 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
         dims.update({"experts": arch.moe.experts, "expert_f": arch.moe.expert_f, "ep x etp": get(S.ep) * get(S.etp),
                      "m1 x cp x d": get(S.m1) * get(S.cp) * get(S.d)}, **({"shared_f": arch.moe.shared_f} if arch.moe.shared_f else {}))
         rules += MOE_RULES + EXPERT_GRID_RULES + (("m1", "s1"),)
+    if policy.get("shard") is not None:            # HSDP's replica groups of shard whole ranks (Training's rule)
+        dims["shard"] = policy["shard"]
+        rules += (("shard", "d"),)
     grid_rules(dims, grid, rules)
     for tokens in grid.get(S.l, []):                # the model's context, which summary holds it to
         try:
@@ -134,6 +141,15 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
         except InputError as error:
             raise InputError(f"--grid at l={tokens}: {error}", error.argument) from None
     _check_context_parallel(arch, get, grid, policy)
+    _check_imbalance(arch, grid, policy)
+    _check_loss_chunks(arch, get, grid, policy)
+    _check_expert_shard(arch, get, grid, policy)
+    if policy.get("recompute") == "full" and policy.get("recompute_method") == "block" and not uneven:
+        for p in grid.get(S.p, []):                 # the first recompute_layers of each stage
+            try:
+                check_block_recompute(arch.depth / p, policy.get("recompute_layers", 1))
+            except InputError as error:
+                raise InputError(f"--grid at p={p}: {error}", error.argument) from None
     for p in grid.get(S.p, []):                     # a reference model's forward is modelled at p = 1 only
         try:
             check_reference_pipeline(policy.get("reference"), p)
@@ -145,6 +161,54 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
                 dualpipe_rules(p, n)
             except InputError as error:
                 raise InputError(f"--grid at p={p}, n_micro={n}: {error}", error.argument) from None
+
+
+def _check_imbalance(arch, grid: dict, policy: dict) -> None:
+    """An ``--expert-imbalance`` at every swept ``ep`` as ``summary`` checks it at one (between 1 and
+    ``ep``: ``blocks.moe.routed_rows``, its home; moot at ep = 1, where one rank holds every expert)."""
+    imbalance = policy.get("expert_imbalance")
+    if arch.moe is None or imbalance in (None, 1):
+        return
+    for ep in grid.get(S.ep, []):
+        try:
+            routed_rows(1, 1, 1, ep=ep, imbalance=imbalance)
+        except InputError as error:
+            raise InputError(f"--grid at ep={ep}: {error}", error.argument) from None
+
+
+def _check_loss_chunks(arch, get, grid: dict, policy: dict) -> None:
+    """A ``--loss-chunks`` at every swept point of the tokens a rank holds (``b``, the sequence, ``cp``)
+    as ``summary`` checks it at one (``models.training.check_loss_chunks``, its home)."""
+    chunks = policy.get("loss_chunks") or 1
+    sequence = S.l_dec if arch.encoder_decoder and get(S.l_dec) != S.l_dec else S.l
+    axes = [s for s in (S.b, sequence, S.cp) if s in grid]
+    if chunks == 1 or not axes:
+        return
+    for point in itertools.product(*(grid[s] for s in axes)):
+        at = dict(zip(axes, point))
+        b, tokens, cp = (at.get(s, get(s)) for s in (S.b, sequence, S.cp))
+        try:
+            check_loss_chunks(sympify(b) * sympify(tokens), cp, chunks)
+        except InputError as error:
+            shown_at = ", ".join(f"{s}={v}" for s, v in at.items())
+            raise InputError(f"--grid at {shown_at}: {error}", error.argument) from None
+
+
+def _check_expert_shard(arch, get, grid: dict, policy: dict) -> None:
+    """Under ``--shard`` (HSDP), the expert grid folding into each replica group at every swept point
+    of ``m1``, ``cp``, ``ep`` and ``etp`` (``etp`` unset: ``m1``), as ``summary`` checks it at one
+    (``parallel.expert.expert_shard_degree``, its home)."""
+    axes = [s for s in (S.m1, S.cp, S.ep, S.etp) if s in grid]
+    if arch.moe is None or policy.get("shard") is None or not axes:
+        return
+    for point in itertools.product(*(grid[s] for s in axes)):
+        at = dict(zip(axes, point))
+        m1, cp, ep, etp = (at.get(s, get(s)) for s in (S.m1, S.cp, S.ep, S.etp))
+        try:
+            expert_shard_degree(m1, policy["shard"], ep, m1 if etp == S.etp else etp, cp)
+        except InputError as error:
+            shown_at = ", ".join(f"{s}={v}" for s, v in at.items())
+            raise InputError(f"--grid at {shown_at}: {error}", "--shard") from None
 
 
 CP_READS = (S.cp, S.l, S.s1, S.m1, S.d, S.ep, S.etp)

@@ -17,11 +17,11 @@ from symbolic_cost.cli.building import (DEFAULT_SEQUENCE, TRAINING_SYMBOLS, arch
                                         conventions, conventions_text, model_block, model_type, sequence_length,
                                         tensor_grid, tensor_grid_builders, training_values)
 from symbolic_cost.cli.parse import (MAX_GRID, assignments, grid_option, grid_values, parse_condition, parse_set,
-                                     resolve, substituted, symbol_names)
+                                     resolve, substituted, symbol_name, symbol_names)
 from symbolic_cost.cli.units import FIELDS, amount, field_expr, field_kind, field_type, finite, header, number
 
 __all__ = ["parse_set", "assignments", "parse_condition", "substituted", "resolve", "MAX_GRID", "grid_option",
-           "grid_values", "symbol_names", "DEFAULT_SEQUENCE", "TRAINING_SYMBOLS", "architecture", "sequence_length",
+           "grid_values", "symbol_name", "symbol_names", "DEFAULT_SEQUENCE", "TRAINING_SYMBOLS", "architecture", "sequence_length",
            "training_values", "block_values", "conventions", "conventions_text", "build_block", "model_block",
            "tensor_grid_builders", "tensor_grid", "symbols_of", "honour", "block_symbols", "honour_blocks",
            "honour_mtp", "honour_system", "present", "numbers_needed", "FIELDS", "field_type", "field_expr",

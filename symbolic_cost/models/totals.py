@@ -213,6 +213,15 @@ def _block_collectives(stack, place, t: Training, n) -> tuple:
     return tuple(out)
 
 
+def check_block_recompute(layers, recompute_layers) -> None:
+    """Refuse block recomputation (the first ``recompute_layers`` of a stage) of more layers than the
+    stage's ``layers`` (numbers only): ``check_schedule``'s rule, and a sweep's at each ``p``."""
+    ratio = sympify(layers) / recompute_layers
+    if ratio.is_number and ratio < 1:
+        raise InputError(f"recompute_layers must be at most a stage's layers (got {recompute_layers} and {layers})",
+                         "recompute_layers")
+
+
 def check_schedule(t: Training, depth, p, n):
     """The schedule, refusing layouts it cannot run (when the numbers are known)."""
     schedule = t.pipeline_schedule()
@@ -229,10 +238,7 @@ def check_schedule(t: Training, depth, p, n):
     rules = [("recompute_layers", t.recompute_layers, layers, unit) for layers in chunks]
     if t.recompute == "full" and t.recompute_method == "block":     # the first N layers of a stage
         for layers in stages:
-            ratio = layers / t.recompute_layers
-            if ratio.is_number and ratio < 1:
-                raise InputError(f"recompute_layers must be at most a stage's layers "
-                                 f"(got {t.recompute_layers} and {layers})", "recompute_layers")
+            check_block_recompute(layers, t.recompute_layers)
         rules = []
     if not uneven:     # an even split: whole layers (else rank_layers has refused what Megatron refuses)
         check_rules(dict(p=p, n_layers=depth), PIPELINE_RULES)

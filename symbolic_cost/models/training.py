@@ -27,7 +27,7 @@ from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
 
-__all__ = ["Training", "Overlap", "overlaps_sends", "check_context", "check_context_parallel", "check_shared_expert_overlap", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT", "TRAINING_MADE_BY"]
+__all__ = ["Training", "Overlap", "overlaps_sends", "check_context", "check_loss_chunks", "check_context_parallel", "check_shared_expert_overlap", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT", "TRAINING_MADE_BY"]
 
 FLAT = {
     "b": ("batch", "b"), "l": ("batch", "l"), "l_dec": ("batch", "l_dec"),
@@ -75,6 +75,17 @@ def chunks_divide(tokens, cp, chunks):
     (False, True)
     """
     return tokens % (cp * chunks) == 0
+
+
+def check_loss_chunks(tokens, cp, chunks) -> None:
+    """Refuse ``chunks`` pieces of the chunked loss that do not divide a rank's ``tokens / cp``
+    tokens of a micro-batch (``chunks_divide``; numbers only): ``Training``'s rule, and a sweep's at
+    each point."""
+    tokens, cp = sympify(tokens), sympify(cp)
+    if chunks > 1 and tokens.is_number and cp.is_number and not chunks_divide(tokens, cp, chunks):
+        raise InputError(f"loss_chunks={chunks} must divide the {tokens / cp} tokens of a micro-batch on a rank "
+                         f"(b x sequence / cp): the chunked loss (torchtitan's ChunkedLossWrapper) runs equal chunks "
+                         f"and refuses a length they do not divide", "loss_chunks")
 
 
 MAX_COUNT = 2**53
@@ -144,13 +155,7 @@ class Training(FlatNames):
         if self.cp_variant != "ring" and sympify(self.cp) == 1:
             raise InputError(f"cp_variant applies to context parallelism (cp > 1), got cp=1 and "
                              f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")
-        tokens = sympify(self.b) * sympify(self.decoder_tokens)
-        if self.loss_chunks > 1 and tokens.is_number and sympify(self.cp).is_number \
-                and not chunks_divide(tokens, self.cp, self.loss_chunks):
-            tokens = tokens / sympify(self.cp)          # a rank's, as the refusal names them
-            raise InputError(f"loss_chunks={self.loss_chunks} must divide the {tokens} tokens of a micro-batch on a "
-                             f"rank (b x sequence / cp): the chunked loss (torchtitan's ChunkedLossWrapper) runs equal "
-                             f"chunks and refuses a length they do not divide", "loss_chunks")
+        check_loss_chunks(sympify(self.b) * sympify(self.decoder_tokens), self.cp, self.loss_chunks)
         if self.recompute == "op":
             check_training(self)
         check_sharding(self)
@@ -276,7 +281,8 @@ def check_model(arch, t: Training) -> None:
     """Refuse a training the model cannot honour: sequences beyond its context (unless
     ``allow_long``), what context parallelism cannot split (``check_context_parallel``), HSDP
     shard groups the expert grid does not fold into (``parallel.expert.expert_shard_degree``),
-    and expert parallelism, a capacity factor or an imbalance without experts."""
+    and expert parallelism, a capacity factor or an imbalance without experts (an imbalance on one
+    expert-parallel rank too)."""
     spans = (("l", t.l), ("l_dec", t.decoder_tokens)) if arch.encoder_decoder else (("l", t.l),)
     check_context(arch, spans, t.allow_long)
     check_context_parallel(arch, t)
@@ -297,6 +303,10 @@ def check_model(arch, t: Training) -> None:
     if arch.moe is None and t.overlap.expert:
         raise InputError(f"overlap expert hides the MoE all-to-alls behind compute, and {arch.name} has none; it "
                          f"would be ignored", "overlap")
+    if arch.moe is not None and sympify(t.ep) == 1 and sympify(t.expert_imbalance) != 1:
+        raise InputError(f"expert_imbalance={t.expert_imbalance} names how many times the mean the busiest of the ep "
+                         f"expert-parallel ranks receives, and ep=1 keeps every expert on one rank, which receives "
+                         f"every routed token; it would be ignored", "expert_imbalance")
     if arch.moe is None:
         etp = t.m1 if t.etp is None or t.tensor is not None else t.etp    # equal to m1 (a grid's: none) is no setting
         for name, value, plain in (("ep", t.ep, 1), ("etp", sympify(etp), sympify(t.m1)),

@@ -67,12 +67,19 @@ MAX_MTP = 64
 """Multi-token-prediction modules above this are refused: each is a layer with its own model
 cost (DeepSeek-V3 and GLM-4.5 have one; a million ran past the time budget, unnamed)."""
 
+EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts")
+"""The spellings of the routed experts' count: a family reads the one its file states, the others
+in its place (Mixtral's ``num_local_experts``, else ``num_experts``)."""
+
 SIZES = frozenset("""
 hidden_size n_embd d_model num_hidden_layers n_layer num_layers num_attention_heads n_head num_heads vocab_size
-""".split())
+intermediate_size moe_intermediate_size num_experts_per_tok
+""".split()) | frozenset(EXPERT_COUNTS)
 """The keys that make a model's size: every published ``config.json`` states them, so one left out is
 taken at its ``transformers`` default with a note (``Keys.done``); ``{"model_type": "llama"}`` alone is
-the 6.7B model of ``LlamaConfig()``, which nothing in the file asked for."""
+the 6.7B model of ``LlamaConfig()``, which nothing in the file asked for, and a Mixtral file without
+``num_local_experts`` has 8 experts.  The experts' count is noted once, and not where the file
+states it under another of its spellings (``EXPERT_COUNTS``)."""
 
 
 class Keys:
@@ -216,6 +223,15 @@ class Keys:
         """An element-wise activation name (``PLAIN_ACTIVATIONS``)."""
         return self.text(key, default, PLAIN_ACTIVATIONS)
 
+    def _defaulted(self) -> dict:
+        """The sizes left out and taken at their defaults (``SIZES``): the experts' count once (the
+        spelling read last, the one the family's count came from), and not at all where the file
+        states it under another spelling."""
+        counts = [key for key in self.defaulted if key in EXPERT_COUNTS]
+        stated = any(key in self.config for key in EXPERT_COUNTS)
+        return {key: value for key, value in self.defaulted.items()
+                if key not in EXPERT_COUNTS or (not stated and key == counts[-1])}
+
     def done(self):
         """Note the keys the family's ``transformers`` classes never read (``families.ignored``) and a
         quantised checkpoint's ``quantization_config`` (``STORED``), and refuse every other key that
@@ -228,9 +244,10 @@ class Keys:
             if why is not None:
                 self.notes.append(note(key, self.config[key], why))
                 self.used.add(key)
-        if self.defaulted:
-            taken = ", ".join(f"{key}={shown(value)}" for key, value in self.defaulted.items())
-            self.notes.append(f"config.json leaves out {', '.join(self.defaulted)}: taken at the defaults of "
+        defaulted = self._defaulted()
+        if defaulted:
+            taken = ", ".join(f"{key}={shown(value)}" for key, value in defaulted.items())
+            self.notes.append(f"config.json leaves out {', '.join(defaulted)}: taken at the defaults of "
                               f"transformers' config class for model_type {self.family!r} ({taken})")
         unknown = sorted(set(self.config) - self.used)
         if unknown:

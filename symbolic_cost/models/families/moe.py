@@ -24,6 +24,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from symbolic_cost.blocks.moe import MoE
+from symbolic_cost.checks import repeated_keys
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.families.keys import Keys, lm_head_of, window_fields
 from symbolic_cost.models.families.common import GRANITE_SCALES, attention_biases, llama_style, rotating_layers
@@ -31,14 +32,28 @@ from symbolic_cost.models.families.common import GRANITE_SCALES, attention_biase
 AUX_LOSS = ("router_aux_loss_coef", "output_router_logits", "aux_loss_alpha", "seq_aux")
 
 
-def _experts_list(k: Keys, key: str) -> tuple:
-    """``mlp_only_layers``: layer indices, as a list of non-negative integers (null: none)."""
+def _experts_list(k: Keys, key: str, depth: int) -> tuple:
+    """``mlp_only_layers``: layer indices, as a list of non-negative integers (null: none), each
+    once and below ``depth`` (a layer past the model, or one named twice, would be ignored, and a
+    count of the MoE layers in a symbolic depth subtracted it)."""
     value = k.raw(key, None, True)
     if value is None:
         return ()
     if not (isinstance(value, list) and all(type(i) is int and i >= 0 for i in value)):
         raise k.error(f"{key} must be a list of layer indices, got {value!r}")
-    return tuple(value)
+    return _layer_indices(k, key, value, depth)
+
+
+def _layer_indices(k: Keys, key: str, indices: list, depth: int) -> tuple:
+    """``indices`` (of the list ``key``), each a layer of the ``depth`` the model has, named once."""
+    past = sorted({i for i in indices if i >= depth})
+    if past:
+        raise k.error(f"{key} names layer {', '.join(map(str, past))}, and the model has {depth} layers "
+                      f"(0 to {depth - 1}); it would be ignored")
+    twice = sorted(repeated_keys((i, None) for i in indices))
+    if twice:
+        raise k.error(f"{key} names layer {', '.join(map(str, twice))} twice: name each once")
+    return tuple(indices)
 
 
 def experts_per_token(k: Keys, default) -> int:
@@ -64,11 +79,12 @@ def mixtral(k: Keys, name: str) -> Architecture:
                        qkv_bias=False, bias=False, mlp_bias=False, moe=moe, **fields)
 
 
-def _qwen_moe(k: Keys, experts: int, width: int, top_k: int, shared: int, gate: bool) -> MoE | None:
+def _qwen_moe(k: Keys, experts: int, width: int, top_k: int, shared: int, gate: bool, depth: int) -> MoE | None:
     """The Qwen MoE layers (none with 0 experts): every ``decoder_sparse_step``-th layer but
-    those of ``mlp_only_layers``; ``width``, ``top_k`` are the class's defaults."""
+    those of ``mlp_only_layers`` (each a layer of the ``depth``); ``width``, ``top_k`` are the
+    class's defaults."""
     step = k.int("decoder_sparse_step", 1)
-    dense = _experts_list(k, "mlp_only_layers")
+    dense = _experts_list(k, "mlp_only_layers", depth)
     k.known(*AUX_LOSS)
     width, top_k, normalise = k.int("moe_intermediate_size", width), experts_per_token(k, top_k), k.flag("norm_topk_prob", False)
     if experts == 0:
@@ -87,7 +103,7 @@ def qwen2_moe(k: Keys, name: str) -> Architecture:
     start = k.int("max_window_layers", 28, zero=True)
     windows = window_fields(k, depth, window if use and window else None, lambda i: i < start and i % 2 == 0)
     moe = _qwen_moe(k, k.int("num_experts", 60, zero=True), 1408, 4,
-                    k.int("shared_expert_intermediate_size", 5632), True)
+                    k.int("shared_expert_intermediate_size", 5632), True, depth)
     return llama_style(k, name, dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
                                      num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=32768),
                        qkv_bias=k.flag("qkv_bias", True), bias=False, mlp_bias=False, moe=moe, **windows)
@@ -107,7 +123,7 @@ def qwen3_moe(k: Keys, name: str) -> Architecture:
     return llama_style(k, name, dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
                                      num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=32768),
                        qkv_bias=attention, bias=attention, mlp_bias=False, qk_norm="head",
-                       moe=_qwen_moe(k, experts, 768, 8, 0, False),
+                       moe=_qwen_moe(k, experts, 768, 8, 0, False, depth),
                        **fields)
 
 
@@ -216,6 +232,8 @@ def llama4_text(k: Keys, name: str) -> Architecture:
     routed = range(step - 1, depth, step) if listed is None else listed
     if not (isinstance(routed, (list, range)) and all(type(i) is int and i >= 0 for i in routed)):
         raise k.error(f"moe_layers must list layer indices, got {listed!r}")
+    if listed is not None:
+        _layer_indices(k, "moe_layers", listed, depth)
     width = k.int("intermediate_size", 8192)
     moe = MoE(k.int("num_local_experts", 16), experts_per_token(k, 1), width, shared_f=width, router="topk_sigmoid",
               dense_layers=tuple(i for i in range(depth) if i not in set(routed)))
