@@ -119,18 +119,29 @@ QWEN3_MOE = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 
              "num_experts_per_tok": 2, "moe_intermediate_size": 32}
 
 
-@pytest.mark.parametrize("key, base, listed, said", [
-    ("mlp_only_layers", QWEN3_MOE, [0, 1, 999], "names layer 999, and the model has 4 layers (0 to 3); it would be ignored"),
-    ("mlp_only_layers", QWEN3_MOE, [2, 2], "names layer 2 twice: name each once"),
-    ("moe_layers", {**QWEN3_MOE, "model_type": "llama4_text", "intermediate_size_mlp": 96}, [1, 4],
-     "names layer 4, and the model has 4 layers (0 to 3); it would be ignored")])
-def test_a_layer_list_naming_a_layer_past_the_model_or_twice_is_refused(key, base, listed, said):
-    """Qwen3-MoE's ``mlp_only_layers`` of ``[0, 1, 999]`` was read without a word (layer 999 does
-    not exist), and a symbolic depth's count of MoE layers subtracted every listed index."""
-    config = {k: v for k, v in base.items() if k not in ("num_experts",)} if key == "moe_layers" else base
-    with pytest.raises(InputError, match=re.escape(said)) as refusal:
-        from_config({**config, key: listed})
+LLAMA4_TEXT = {**{k: v for k, v in QWEN3_MOE.items() if k not in ("num_experts", "moe_intermediate_size")},
+               "model_type": "llama4_text", "num_local_experts": 4, "intermediate_size_mlp": 96}
+
+
+@pytest.mark.parametrize("key, base", [("mlp_only_layers", QWEN3_MOE), ("moe_layers", LLAMA4_TEXT)])
+def test_a_layer_list_naming_a_layer_twice_is_refused(key, base):
+    """A layer named twice in ``mlp_only_layers`` (or Llama 4's ``moe_layers``) was read without a
+    word, and a symbolic depth's count of MoE layers subtracted it twice."""
+    with pytest.raises(InputError, match=re.escape(f"{key} names layer 2 twice: name each once")) as refusal:
+        from_config({**base, key: [1, 2, 2]})
     assert refusal.value.argument == key
+
+
+@pytest.mark.parametrize("key, base", [("mlp_only_layers", QWEN3_MOE), ("moe_layers", LLAMA4_TEXT)])
+def test_a_layer_past_the_model_is_left_out_with_a_note(key, base):
+    """A layer past the model (999 of 4) is left out, as ``transformers`` leaves it (its decoder asks
+    each of its layers whether it is listed: a config cut to fewer layers keeps the full list), and
+    noted; the model is the one of the list without it (counted, it took a layer off a symbolic
+    depth's count of MoE layers)."""
+    past, within = from_config({**base, key: [0, 1, 999]}), from_config({**base, key: [0, 1]})
+    assert past.notes == (f"config.json: {key} names layer 999, past the model's 4 layers (0 to 3): left out, as "
+                          "transformers builds only the layers the model has",)
+    assert within.notes == () and past.moe == within.moe
 
 
 def test_dense_layers_listed_within_the_model_are_counted_by_hand():

@@ -34,8 +34,7 @@ AUX_LOSS = ("router_aux_loss_coef", "output_router_logits", "aux_loss_alpha", "s
 
 def _experts_list(k: Keys, key: str, depth: int) -> tuple:
     """``mlp_only_layers``: layer indices, as a list of non-negative integers (null: none), each
-    once and below ``depth`` (a layer past the model, or one named twice, would be ignored, and a
-    count of the MoE layers in a symbolic depth subtracted it)."""
+    named once, those of the ``depth`` the model has (``_layer_indices``)."""
     value = k.raw(key, None, True)
     if value is None:
         return ()
@@ -45,15 +44,19 @@ def _experts_list(k: Keys, key: str, depth: int) -> tuple:
 
 
 def _layer_indices(k: Keys, key: str, indices: list, depth: int) -> tuple:
-    """``indices`` (of the list ``key``), each a layer of the ``depth`` the model has, named once."""
-    past = sorted({i for i in indices if i >= depth})
-    if past:
-        raise k.error(f"{key} names layer {', '.join(map(str, past))}, and the model has {depth} layers "
-                      f"(0 to {depth - 1}); it would be ignored")
+    """The layers of ``indices`` (the list ``key``) that the model's ``depth`` has, each named once
+    (one named twice is refused: a slip).  One past the model is left out with a note, as
+    ``transformers`` leaves it (its decoder asks each of its ``num_hidden_layers`` whether it is
+    listed: a config cut to fewer layers keeps the full model's list); counted, it would take a
+    layer off a symbolic depth's count."""
     twice = sorted(repeated_keys((i, None) for i in indices))
     if twice:
         raise k.error(f"{key} names layer {', '.join(map(str, twice))} twice: name each once")
-    return tuple(indices)
+    past = sorted(i for i in indices if i >= depth)
+    if past:
+        k.notes.append(f"config.json: {key} names layer {', '.join(map(str, past))}, past the model's {depth} "
+                       f"layers (0 to {depth - 1}): left out, as transformers builds only the layers the model has")
+    return tuple(i for i in indices if i < depth)
 
 
 def experts_per_token(k: Keys, default) -> int:
@@ -233,7 +236,7 @@ def llama4_text(k: Keys, name: str) -> Architecture:
     if not (isinstance(routed, (list, range)) and all(type(i) is int and i >= 0 for i in routed)):
         raise k.error(f"moe_layers must list layer indices, got {listed!r}")
     if listed is not None:
-        _layer_indices(k, "moe_layers", listed, depth)
+        routed = _layer_indices(k, "moe_layers", listed, depth)
     width = k.int("intermediate_size", 8192)
     moe = MoE(k.int("num_local_experts", 16), experts_per_token(k, 1), width, shared_f=width, router="topk_sigmoid",
               dense_layers=tuple(i for i in range(depth) if i not in set(routed)))
