@@ -84,9 +84,9 @@ their own bounds limit."""
 TIME_LIMIT = 120
 """CPU seconds a command of ``LIMITED`` may run: a formula SymPy cannot simplify in that time (the
 reader's size bound keeps each value small, but values multiply in a block) is refused.  CPU time
-is not load-proof: a core shared with other jobs runs slower, and the docs' slowest example (a
-serving layout search, ``inference --preset llama-3-70b ... --devices 8 --requests 200``) took
-68 CPU-s on a shared 2-core machine on 2026-12-01, past the 60 the budget was."""
+is not load-proof: a core shared with other jobs runs slower, and the budget leaves room for the
+docs' slowest example (a serving layout search, ``inference --preset llama-3-70b ... --devices 8
+--requests 200``) on such a core (``docs/errors.md``)."""
 
 SLOW = ("the command ran past its time budget: a formula too large to simplify (fix more symbols with --set "
         "or --at, or ask for a simpler --field) or a load test too long (fewer --requests)")
