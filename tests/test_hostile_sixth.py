@@ -11,20 +11,10 @@ import pytest
 from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.models.config import from_config
+from test_refusals import refused
 
 
 MIXTRAL_FILE = str(Path(__file__).parent / "hf_configs" / "Mixtral-8x7B-v0.1.json")
-
-
-def refused(capsys, argv, *named):
-    """Run the command line: exit status 2, one line on stderr naming each of ``named``."""
-    status = main(argv)
-    err = capsys.readouterr().err
-    assert status == 2, err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for name in named:
-        assert name in err, err
-    return err
 
 
 MIXTRAL = {"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
