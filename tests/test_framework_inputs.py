@@ -1285,6 +1285,56 @@ def test_an_inline_deepspeed_config_is_the_json_accelerate_builds(tmp_path, caps
                                                                  str(with_file))
 
 
+ACCELERATE_WITH_FILE = """distributed_type: DEEPSPEED
+deepspeed_config:
+  deepspeed_config_file: ds.json
+  zero3_init_flag: false
+num_processes: 4
+"""
+"""The layout of accelerate's examples/config_yaml_templates/deepspeed.yaml, written by hand: a DeepSpeed launch
+whose settings are a DeepSpeed JSON, the processes the YAML's."""
+
+
+def test_accelerate_with_the_deepspeed_json_its_config_file_names(tmp_path, capsys):
+    """accelerate 1.15's DeepSpeedPlugin.__post_init__ with a deepspeed_config_file passes DeepSpeed the JSON as
+    written; the YAML gives the processes (4 here).  So the pair reads as the JSON alone on 4 devices.  Its "auto"
+    precision is filled from accelerate's mixed precision, "no" when the YAML gives none (set_mixed_precision:
+    fp16.enabled and bf16.enabled false): fp32.  accelerate refuses the plugin's own keys and mixed_precision
+    beside the file (_deepspeed_config_checks), and so does the reader."""
+    yaml_path = tmp_path / "accelerate.yaml"
+    yaml_path.write_text(ACCELERATE_WITH_FILE)
+    pair = ("--preset", "gpt2", "--accelerate", str(yaml_path), "--deepspeed", DS["ds_config_fp16_z3"])
+    got = _json(capsys, *pair, "--set", "b=4")
+    alone = _json(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_config_fp16_z3"], "--devices", "4",
+                  "--set", "b=4")
+    typed = _json(capsys, "--preset", "gpt2", "--set", "b=4", "d=4", "n_micro=1", "--zero", "3", "--precision", "fp16",
+                  "--overlap", "grad,param")
+    _same(got, {k: v for k, v in typed.items() if k != "notes"})
+    _same(got, {k: v for k, v in alone.items() if k != "notes"})
+    assert got["world_size"] == 4 and any("deepspeed_config_file ds.json" in n for n in got["notes"])
+    assert _json(capsys, *pair, "--set", "b=4", "--devices", "8")["world_size"] == 8
+    auto = tmp_path / "auto.json"
+    auto.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2},
+                                "bf16": {"enabled": "auto"}}))
+    layout = _json(capsys, "--preset", "gpt2", "--accelerate", str(yaml_path), "--deepspeed", str(auto))["layout"]
+    assert (layout["precision"], layout["zero"], layout["b"], layout["d"]) == ("fp32", 2, 2, 4)
+    assert "--precision" in _error(capsys, *pair, "--set", "b=4", "--precision", "bf16")
+    for old, new, refused in [("zero3_init_flag: false", "zero_stage: 2", "deepspeed_config.zero_stage beside"),
+                              ("num_processes: 4", "num_processes: 4\nmixed_precision: bf16", "mixed_precision beside"),
+                              ("zero3_init_flag: false", "mystery: 1", "deepspeed_config.mystery")]:
+        changed = tmp_path / "changed.yaml"
+        changed.write_text(ACCELERATE_WITH_FILE.replace(old, new))
+        assert refused in _error(capsys, "--preset", "gpt2", "--accelerate", str(changed), "--deepspeed",
+                                 DS["ds_config_fp16_z3"], "--set", "b=4")
+    stage_auto = tmp_path / "stage_auto.json"
+    stage_auto.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": "auto"}}))
+    assert "nothing fills it" in _error(capsys, "--preset", "gpt2", "--accelerate", str(yaml_path), "--deepspeed",
+                                        str(stage_auto))
+    assert "must be distributed_type DEEPSPEED with a deepspeed_config.deepspeed_config_file" in _error(
+        capsys, "--preset", "gpt2", "--accelerate", str(INPUTS / "trl_zero3.yaml"), "--deepspeed",
+        DS["ds_config_fp16_z3"], "--set", "b=4")
+
+
 def test_distributed_type_no_runs_one_process_whatever_the_count(capsys):
     """TRL's packaged trl/accelerate_configs/single_gpu.yaml says distributed_type "NO" beside num_processes 8:
     accelerate launch then takes its simple launcher, one process (launch.py: multi_gpu stays false for NO), so

@@ -114,21 +114,58 @@ def _given(args, flags: tuple) -> str | None:
     return None
 
 
-def _deepspeed(path: str, args):
+def _deepspeed(path: str, args, launched: dict | None = None):
     """The ``Setup`` of ``--deepspeed`` with the model of ``--hf-config``/``--preset``; refuses what the
-    config decides when the command line sets it too."""
+    config decides when the command line sets it too.  ``launched``: the ``world`` and ``precision``
+    of the accelerate config that names the JSON (``_accelerate_deepspeed``), which then fill its
+    "auto" precision in place of the command line."""
     given = {k: int(v) for k, v in assignments(getattr(args, "set", [])).items() if getattr(v, "is_Integer", False)}
     command = dict(zero=args.zero, precision=args.precision, precision_given=options.given(args, "precision"),
                    zero_given=options.given(args, "zero"))
+    if launched is not None:
+        command.update(precision=launched["precision"], precision_given=True)
     from symbolic_cost.models.deepspeed import command_line_fills, deepspeed_setup    # _read's note
     text = input_file(path, "--deepspeed")
-    found = deepspeed_setup(text, Path(path).stem, architecture(args), args.devices, given, command)
-    decided = tuple(f for f in DEEPSPEED_OPTIONS if f not in command_line_fills(text))
+    if launched is not None and '"auto"' in text:
+        import json
+        zero = json.loads(text).get("zero_optimization")
+        if isinstance(zero, dict) and zero.get("stage") == "auto":
+            raise InputError("zero_optimization.stage is \"auto\": under accelerate without a Trainer nothing fills "
+                             "it, and DeepSpeed refuses it; write the stage in the file", "zero_optimization.stage")
+    world = args.devices if launched is None else launched["world"]
+    found = deepspeed_setup(text, Path(path).stem, architecture(args), world, given, command)
+    decided = tuple(f for f in DEEPSPEED_OPTIONS if f not in command_line_fills(text)
+                    or launched is not None and f == "--precision")
     flag = _given(args, decided) or ("--precision" if "--precision" in decided and options.given(args, "precision")
                                      else None)
     if flag:
         raise InputError(f"{flag}: the DeepSpeed config of --deepspeed decides it; change the file (it would be "
                          f"overridden otherwise)", flag)
+    return found
+
+
+def _accelerate_deepspeed(args):
+    """The ``Setup`` of ``--accelerate`` beside ``--deepspeed``: an accelerate config whose
+    ``deepspeed_config.deepspeed_config_file`` is the DeepSpeed JSON of ``--deepspeed``
+    (``models.accelerate.config_file_launch``): DeepSpeed's settings from the JSON, the processes
+    from the accelerate config (``--devices`` replaces them)."""
+    from symbolic_cost.models.accelerate import accelerate_setup     # _read's note
+    if options.given(args, "precision"):
+        raise InputError("--precision: the DeepSpeed config of --deepspeed decides it, and accelerate fills its "
+                         "\"auto\" precision with fp32 (no mixed_precision beside a deepspeed_config_file); change "
+                         "the file", "--precision")
+
+    def deepspeed(world: int, precision: str, notes: list):
+        found = _deepspeed(args.deepspeed, args, dict(world=world, precision=precision))
+        found.notes[:0] = notes
+        return found
+    path = args.accelerate
+    found = accelerate_setup(input_file(path, "--accelerate"), Path(path).stem, architecture(args), args.devices,
+                             deepspeed=deepspeed)
+    flag = _given(args, ACCELERATE_OPTIONS)
+    if flag:
+        raise InputError(f"{flag}: the accelerate config and the DeepSpeed config decide it; change the files (it "
+                         f"would be overridden otherwise)", flag)
     return found
 
 
@@ -293,7 +330,8 @@ def _read(dest: str, path: str, args):
     if dest == "deepspeed":
         return _deepspeed(path, args)
     if dest == "accelerate":
-        return _accelerate(path, args)
+        return _accelerate_deepspeed(args) if getattr(args, "deepspeed", None) is not None else \
+            _accelerate(path, args)
     if dest == "megatron_bridge_recipe":
         return _bridge_recipe(args)
     if dest == "nemo_recipe":
@@ -369,7 +407,8 @@ def setup(args, only_with: tuple = ONLY_WITH):
     ``--vocab-size``; ``search`` takes ``--devices`` without one)."""
     chosen = [d for d in FILES if getattr(args, d, None) is not None]
     pair = chosen in (["accelerate", "hf_training_args"],       # a Trainer script under accelerate launch
-                      ["deepspeed", "hf_training_args"])         # or with a DeepSpeed config
+                      ["deepspeed", "hf_training_args"],         # or with a DeepSpeed config
+                      ["deepspeed", "accelerate"])               # an accelerate config naming a DeepSpeed JSON
     if chosen == ["nemo_recipe", "megatron_bridge_recipe"]:    # a recipe and the YAML that overrides it
         chosen = ["megatron_bridge_recipe"]
     elif "nemo_recipe" in chosen and (getattr(args, "hf_config", None) or getattr(args, "hf_model", None)
@@ -378,7 +417,8 @@ def setup(args, only_with: tuple = ONLY_WITH):
                          "go with --megatron-bridge-recipe, whose YAML overrides it", "--nemo-recipe")
     if len(chosen) > 1 and not pair:
         raise InputError(f"{' and '.join(FILES[d] for d in chosen)}: give one framework file (or --accelerate "
-                         f"or --deepspeed with --hf-training-args, or --megatron-bridge-recipe with --nemo-recipe)",
+                         f"or --deepspeed with --hf-training-args, --accelerate with the --deepspeed JSON its "
+                         f"deepspeed_config_file names, or --megatron-bridge-recipe with --nemo-recipe)",
                          FILES[chosen[-1]])
     dest = chosen[-1] if chosen else None
     if getattr(args, "torchtitan_config", None) is not None and dest != "torchtitan":
@@ -426,7 +466,7 @@ def setup(args, only_with: tuple = ONLY_WITH):
         raise InputError(f"--zero: the script's FSDP decides it (ZeRO-{found.policy['zero']}); change the file",
                          "--zero")
     if pair:
-        name = f"{FILES[chosen[0]]} with --hf-training-args"
+        name = f"{FILES[chosen[0]]} with {FILES[chosen[1]]}"
     typed = assignments(getattr(args, "set", []))
     for symbol, value in typed.items():
         if symbol in found.values and value != found.values[symbol]:

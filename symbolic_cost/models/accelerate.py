@@ -202,9 +202,12 @@ def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
     return policy
 
 
-def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list | None = None) -> Setup:
+def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list | None = None,
+                     deepspeed=None) -> Setup:
     """The values and policy of an accelerate config for ``arch``; ``world`` (``--devices``)
-    replaces ``num_processes``."""
+    replaces ``num_processes``.  ``deepspeed``: the reader of the DeepSpeed JSON a
+    ``deepspeed_config.deepspeed_config_file`` names (``--deepspeed`` beside ``--accelerate``), called
+    with the processes and the precision accelerate launches (``config_file_launch``)."""
     world, arch = given_counts(world=world)[0], model_for(arch)
     config, notes = load_yaml(text, name, "--accelerate"), list(notes or [])
     if not isinstance(config, dict):
@@ -240,6 +243,9 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
     world = world or stated
     if kind == "NO" and world != 1:
         raise InputError(f"distributed_type NO runs one process, not {world}", "--devices")
+    if deepspeed is not None or (config.get("deepspeed_config") or {}).get("deepspeed_config_file") is not None \
+            and kind == "DEEPSPEED":
+        return config_file_launch(config, world, notes, deepspeed)
     precision = config.get("mixed_precision", "no")
     fsdp = fsdp_policy(config.get("fsdp_config") or {}, stated // machines, world, notes) if kind == "FSDP" else {}
     if _scalar(precision) == "fp8":
@@ -539,23 +545,67 @@ def plugin_config(section: dict, steps: int | None, mixed: str, name: str) -> di
             "mixed_precision": mixed}
 
 
+FILE_IGNORES = ("gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
+                "offload_param_device", "offload_param_nvme_path", "offload_optimizer_nvme_path",
+                "zero3_save_16bit_model", "mixed_precision")
+"""The accelerate settings that ``DeepSpeedPlugin._deepspeed_config_checks`` refuses beside a
+``deepspeed_config_file`` (accelerate 1.15, ``utils/dataclasses.py``: "When using
+`deepspeed_config_file`, the following accelerate config variables will be ignored"): the
+DeepSpeed JSON says them."""
+
+
+def config_file_launch(config: dict, world: int, notes: list, deepspeed) -> Setup:
+    """An accelerate config whose ``deepspeed_config`` names a ``deepspeed_config_file``, with that
+    JSON read by ``deepspeed(world, precision, notes)`` (``--deepspeed``; ``None``: refused, naming
+    it).  accelerate then passes DeepSpeed the JSON as written (``DeepSpeedPlugin.__post_init__``):
+    the YAML gives the processes only, and ``FILE_IGNORES`` in it are refused as accelerate refuses
+    them.  The launch's mixed precision is ``"no"`` (the YAML may not set it), which fills a
+    ``"auto"`` ``fp16.enabled``/``bf16.enabled`` with false (``set_mixed_precision``): fp32.
+    ``gradient_accumulation_steps`` absent is 1 (accelerate writes it)."""
+    section = config.get("deepspeed_config") or {}
+    if not isinstance(section, dict):
+        raise InputError(f"deepspeed_config must be a mapping, got {section!r}", "deepspeed_config")
+    if config.get("distributed_type", "NO") != "DEEPSPEED" or section.get("deepspeed_config_file") is None:
+        raise InputError("--deepspeed beside --accelerate: the accelerate config must be distributed_type DEEPSPEED "
+                         "with a deepspeed_config.deepspeed_config_file (then accelerate reads that DeepSpeed JSON); "
+                         "give this DeepSpeed config alone with --devices, or the accelerate config alone",
+                         "--deepspeed")
+    if deepspeed is None:
+        raise InputError("deepspeed_config.deepspeed_config_file: give that DeepSpeed JSON with --deepspeed beside "
+                         "this file (its settings, not the plugin's, are DeepSpeed's then)",
+                         "deepspeed_config.deepspeed_config_file")
+    for key in [*section, *(["mixed_precision"] if config.get("mixed_precision") is not None else [])]:
+        where = key if key == "mixed_precision" else f"deepspeed_config.{key}"
+        if key in FILE_IGNORES:
+            raise InputError(f"{where} beside deepspeed_config.deepspeed_config_file: accelerate refuses it (the "
+                             f"DeepSpeed JSON decides it; DeepSpeedPlugin's _deepspeed_config_checks)", where)
+        if key not in PLUGIN_NO_COST | {"deepspeed_config_file"}:
+            raise InputError(f"{where}: an accelerate DeepSpeed key this reader does not read (it may change the "
+                             f"cost)", where)
+    for key in ("parallelism_config", "fp8_config"):
+        if config.get(key):
+            raise InputError(f"{key} beside deepspeed_config.deepspeed_config_file is not read; give the layout in "
+                             f"the DeepSpeed JSON", key)
+    notes.append(f"deepspeed_config.deepspeed_config_file {section['deepspeed_config_file']}: read from --deepspeed "
+                 f"(accelerate passes DeepSpeed that JSON as written); {world} processes")
+    found = deepspeed(world, "fp32", notes)
+    found.launcher = "DEEPSPEED"
+    return found
+
+
 def deepspeed_plugin(section: dict, notes: list) -> tuple[dict, int | None]:
     """The policy of an inline ``deepspeed_config`` as accelerate's ``DeepSpeedPlugin`` builds its
     DeepSpeed config without a file (``utils/dataclasses.py``): ``zero_stage`` (2 unless given),
     ``offload_optimizer_device`` and ``offload_param_device`` (none unless given) as
     ``zero_optimization``, whose overlap DeepSpeed defaults (``deepspeed.zero_policy``); and
     ``gradient_accumulation_steps`` (``None``: "auto", the script's, ``--set n_micro=``).  A
-    ``deepspeed_config_file`` is DeepSpeed's own JSON: refused, to be given with ``--deepspeed``.
+    ``deepspeed_config_file`` is DeepSpeed's own JSON, read with ``--deepspeed`` (``config_file_launch``).
 
     >>> deepspeed_plugin({"zero_stage": 3, "offload_optimizer_device": "cpu"}, [])[0]["offload"]
     'optimizer'
     """
     if not isinstance(section, dict):
         raise InputError(f"deepspeed_config must be a mapping, got {section!r}", "deepspeed_config")
-    if "deepspeed_config_file" in section:
-        raise InputError("deepspeed_config.deepspeed_config_file: give that DeepSpeed JSON with --deepspeed in place "
-                         "of this file (its settings, not the plugin's, are DeepSpeed's then), the processes with "
-                         "--devices", "deepspeed_config.deepspeed_config_file")
     read = {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_accumulation_steps"}
     for key in section:
         if key in LAUNCH_DROPS:
