@@ -335,11 +335,16 @@ def _read(dest: str, path: str, args):
     if dest == "megatron_bridge_recipe":
         return _bridge_recipe(args)
     if dest == "nemo_recipe":
+        from symbolic_cost.models.megatron_bridge import load_yaml, megatron_bridge_setup
+        from symbolic_cost.models.nemo1 import is_nemo1, nemo1_setup
+        text = input_file(path, flag)
+        data = load_yaml(text, Path(path).name, flag)
+        if is_nemo1(data):          # NeMo 1.x: Megatron-LM's options under NeMo's names (models.nemo1)
+            return nemo1_setup(data, Path(path).stem, world=args.devices, vocab=args.vocab_size)
         if args.vocab_size is not None:
             raise InputError("--vocab-size: a Megatron-Bridge configuration states model.vocab_size; change the file",
                              "--vocab-size")
-        from symbolic_cost.models.megatron_bridge import megatron_bridge_setup
-        return megatron_bridge_setup(input_file(path, flag), Path(path).stem, world=args.devices)
+        return megatron_bridge_setup(text, Path(path).stem, world=args.devices)
     if dest == "torchtitan":
         return _torchtitan(path, flag, args)
     from symbolic_cost.models.launch_script import read_launch

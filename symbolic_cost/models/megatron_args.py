@@ -123,7 +123,8 @@ launched by ``python`` alone                one process (world size 1, noted)
 ``--no-overlap-p2p-communication``          ``overlap``: ``pipeline`` off (on by default: the
                                             interleaved schedule's sends behind compute)
 ``--attention-backend`` (auto),             ``flash``: auto, flash and fused keep no ``l^2`` scores
-``--use-flash-attn``                        (Transformer Engine's fused kernels); unfused, local do
+``--use-flash-attn``                        (Transformer Engine's fused kernels; auto in fp32: its
+                                            unfused attention); unfused, local do
 ``--context-parallel-size`` (1),            ``cp``; ``cp_variant`` from ``CP_COMM_TYPES``: p2p is
 ``--cp-comm-type`` (p2p)                    ``ring``, all_gather ``all-gather``, a2a ``ulysses``
 ``--mtp-num-layers`` (0)                    ``mtp_layers``, on the last stage
@@ -801,7 +802,12 @@ def _stages(o: Options, policy: dict, arch: Architecture, pp: int, sequence: boo
     if chunks is not None and chunks > 1:
         policy.update(schedule="interleaved", virtual_stages=int(chunks))
     backend = o.choice("attention-backend", "auto", ("auto", "flash", "fused", "unfused", "local"))
-    policy["flash"] = backend in ("auto", "flash", "fused") or o.flag("use-flash-attn")
+    policy["flash"] = backend in ("flash", "fused") or o.flag("use-flash-attn") or \
+        backend == "auto" and policy["precision"] != "fp32"
+    if backend == "auto" and policy["precision"] == "fp32" and not o.flag("use-flash-attn"):
+        notes.append("fp32 training: Transformer Engine's flash and fused attention take fp16 and bf16 only "
+                     "(get_attention_backend's data-type filter), so auto runs its unfused attention, which keeps the "
+                     "scores")
     grad, param, tensor = (o.flag(x) for x in ("overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap"))
     fsdp = any(o.flag(x) for x in ("use-megatron-fsdp", "use-custom-fsdp", "use-torch-fsdp2"))
     if param and not (grad and (policy["distributed_optimizer"] or fsdp)):

@@ -227,9 +227,8 @@ class Container:
         self.data, self.name = data, name
         if "trainer" in data and ("exp_manager" in data or "model" in data and "train" not in data):
             raise InputError(f"{name}: a NeMo 1.x configuration (its trainer and exp_manager sections, NeMo's "
-                             f"megatron_gpt_config.yaml of 2023-2024); --nemo-recipe reads Megatron-Bridge's "
-                             f"(NeMo 2) ConfigContainer as a run dumps it; give the layout with --preset or "
-                             f"--hf-config and --set", "--nemo-recipe")
+                             f"megatron_gpt_config.yaml of 2023-2024), not an override of a Megatron-Bridge (NeMo 2) "
+                             f"recipe; give it alone with --nemo-recipe", "--nemo-recipe")
         for key in data:
             if not _known("", key):
                 raise InputError(f"{key}: a Megatron-Bridge section this reader does not read (it may change the "
