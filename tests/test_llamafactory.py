@@ -178,3 +178,35 @@ def test_dfts_loss_is_transformers_loss_weighed_a_token(tmp_path, capsys):
     assert dft == plain
     dpo = _json(capsys, "--hf-training-args", _changed(tmp_path, "qwen3_lora_dpo", use_dft_loss=True), "--devices", "8")
     assert any("stage dpo ignores it" in note for note in dpo["notes"])
+
+
+@pytest.mark.parametrize("dtype, base_bytes", [("bfloat16", 2), ("float32", 4), (None, 2)])
+def test_the_lora_base_loads_in_the_checkpoints_dtype(tmp_path, capsys, dtype, base_bytes):
+    """LLaMA-Factory loads the model with torch_dtype "auto" (model/loader.py at ff6d4d1), so the frozen base is
+    the checkpoint's dtype as the model's config.json states it, whatever bf16 says (that is the autocast's): 2 or
+    4 bytes a parameter of Qwen3-0.6B, the adapters' weights in 2 (their fp32 copy is the optimizer's); a
+    config.json stating none: bfloat16, noted.  TRL's reader counts torch_dtype auto the same way
+    (tests/test_trl_recipes.py)."""
+    config = json.loads(pathlib.Path(QWEN3[1]).read_text())
+    config.pop("torch_dtype", None)
+    if dtype is not None:
+        config["torch_dtype"] = dtype
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert main(["summary", "--hf-config", str(tmp_path / "config.json"), "--hf-training-args",
+                 _file("qwen3_lora_sft"), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    adapters = got["trainable_parameters"]
+    assert got["parameters"] - adapters == P
+    assert got["weight_bytes"] == base_bytes * P + 2 * adapters
+    said = f"dtype, {dtype} (the model's config.json)" if dtype else "which the model given does not state"
+    assert any(said in note for note in got["notes"])
+
+
+def test_a_full_dpo_reference_of_an_fp32_checkpoint_is_fp32(tmp_path, capsys):
+    """The reference copy loads with torch_dtype "auto" as well: an fp32 checkpoint gives an fp32 reference."""
+    config = json.loads(pathlib.Path(QWEN3[1]).read_text())
+    config["torch_dtype"] = "float32"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    path = _changed(tmp_path, "qwen3_lora_dpo", finetuning_type="full")
+    assert main(["summary", "--hf-config", str(tmp_path / "config.json"), "--hf-training-args", path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layout"]["reference"] == "fp32"

@@ -14,6 +14,7 @@ import pytest
 from symbolic_cost.cli import main
 
 INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
+HF = pathlib.Path(__file__).resolve().parent / "hf_configs"
 FULL = str(INPUTS / "handbook_sft_config_full.yaml")
 QLORA = str(INPUTS / "handbook_sft_config_qlora.yaml")
 FSDP = str(INPUTS / "handbook_fsdp.yaml")
@@ -256,23 +257,48 @@ def test_deepspeed_casts_an_fp32_lora_base_to_16_bits(capsys, tmp_path):
 def test_the_2023_lora_recipe_with_torch_dtype_auto(capsys):
     """recipes/zephyr-7b-beta/sft/config_lora.yaml of 2023 (e2e8ab945): torch_dtype auto, use_flash_attention_2,
     rank 64 on q, k, v, o; 4 sequences of 2048 tokens, 128 accumulated, on 8 devices.  auto loads the checkpoint's
-    dtype, which the recipe does not say: the note says so and the base is counted in fp32 (not "TRL's
-    ModelConfig.dtype unless the recipe gives one": the recipe gives auto)."""
+    dtype (transformers' _get_dtype: the config.json's; TRL's ModelConfig: "derive the dtype from the model's
+    weights"), which the preset does not state: the note says so and the base is counted in bfloat16, as
+    LLaMA-Factory's reader counts it (tests/test_llamafactory.py), not in TRL's default float32."""
     got = _json(capsys, "--hf-training-args", str(INPUTS / "handbook_sft_config_lora_2023.yaml"), "--devices", "8")
     layout = got["layout"]
     assert (layout["b"], layout["l"], layout["d"], layout["micro_batches"]) == (4, 2048, 8, 128)
     assert layout["flash"] is True and layout["recompute"] == "full"
     # 32 layers x rank 64 x (q 4096+4096, k 4096+1024, v 4096+1024, o 4096+4096)
     assert got["trainable_parameters"] == 32 * 64 * ((4096 + 4096) * 2 + (4096 + 1024) * 2) == 54_525_952
-    assert any(note.startswith("torch_dtype auto loads the checkpoint's dtype") for note in got["notes"])
+    assert any(note.startswith("torch_dtype auto loads the checkpoint's dtype, which the model given does not state")
+               for note in got["notes"])
     assert not any("TRL's ModelConfig.dtype" in note for note in got["notes"])
+    assert got["weight_bytes"] == 2 * got["parameters"]      # the base in 16 bits (the adapters' weights too)
 
 
-def test_the_2023_lora_recipe_under_deepspeed_drops_the_auto_note(capsys):
+@pytest.mark.parametrize("dtype, base_bytes", [("bfloat16", 2), ("float16", 2), ("float32", 4), (None, 2)])
+def test_torch_dtype_auto_loads_the_checkpoints_dtype(tmp_path, capsys, dtype, base_bytes):
+    """torch_dtype auto beside a config.json that states the checkpoint's dtype loads that dtype (transformers
+    5.23's _get_dtype reads the config's dtype): the frozen LoRA base of Llama-3.2-1B (1,235,814,400 parameters) in
+    2 or 4 bytes, the adapters' weights counted in 2 (their fp32 copy is the optimizer's); a config.json stating
+    none is counted in bfloat16, noted."""
+    config = json.loads((HF / "Llama-3.2-1B.json").read_text())
+    config.pop("torch_dtype", None)
+    if dtype is not None:
+        config["torch_dtype"] = dtype
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("torch_dtype: auto\nuse_peft: true\nlora_r: 8\nper_device_train_batch_size: 1\n"
+                      "max_length: 512\nbf16: true\n")
+    got = _json_model(capsys, ["--hf-config", str(tmp_path / "config.json")], "--hf-training-args", str(recipe))
+    adapters = got["trainable_parameters"]
+    assert got["parameters"] - adapters == 1_235_814_400
+    assert got["weight_bytes"] == base_bytes * 1_235_814_400 + 2 * adapters
+    said = f"dtype, {dtype} (the model's config.json)" if dtype else "which the model given does not state"
+    assert any(said in note for note in got["notes"])
+
+
+def test_the_2023_lora_recipe_under_deepspeed_stays_16_bit(capsys):
     """Under the handbook's ZeRO-3 launch (recipes/accelerate_configs/zero3.yaml) DeepSpeed casts every floating
-    parameter to bf16 (_cast_module_mixed_precision): the frozen base is 16-bit whatever auto loaded, and the
-    note that counted it in fp32 goes."""
+    parameter to bf16 (_cast_module_mixed_precision): the frozen base auto counted in bfloat16 stays so."""
+    plain = _json(capsys, "--hf-training-args", str(INPUTS / "handbook_sft_config_lora_2023.yaml"), "--devices", "8")
     got = _json(capsys, "--accelerate", str(INPUTS / "handbook_zero3.yaml"), "--hf-training-args",
                 str(INPUTS / "handbook_sft_config_lora_2023.yaml"))
-    assert not any(note.startswith("torch_dtype auto") for note in got["notes"])
-    assert any("the frozen LoRA base in 16 bits" in note for note in got["notes"])
+    assert any(note.startswith("torch_dtype auto") for note in got["notes"])
+    assert got["parameters"] == plain["parameters"]

@@ -32,6 +32,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.files import input_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import architecture, assignments, model_type
+from symbolic_cost.cli.building import model_config
 
 FILE_OPTIONS = ("--precision", "--distributed-optimizer", "--recompute", "--recompute-modules", "--recompute-method",
                 "--recompute-layers", "--schedule", "--virtual-stages", "--first-stage-layers", "--last-stage-layers", "--embedding-in-split",
@@ -216,10 +217,11 @@ def _trainer(path: str, args):
         found = trainer_with_deepspeed(input_file(path, "--hf-training-args"), Path(path).stem,
                                        input_file(args.deepspeed, "--deepspeed"), Path(args.deepspeed).stem,
                                        architecture(args), args.devices, per_node, trainer=args.trl_trainer,
-                                       model_type=model_type(args))
+                                       model_type=model_type(args), checkpoint=checkpoint_dtype(args))
     else:
         found = trainer_setup(input_file(path, "--hf-training-args"), Path(path).stem, architecture(args),
-                              args.devices, per_node, trainer=args.trl_trainer, model_type=model_type(args))
+                              args.devices, per_node, trainer=args.trl_trainer, model_type=model_type(args),
+                              checkpoint=checkpoint_dtype(args))
     decided = tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy) + recipe_options(found)
     flag = _given(args, decided) or ("--precision" if options.given(args, "precision") else None)
     if flag:
@@ -272,13 +274,20 @@ def _launched_trainer(args, recipe_launch: tuple):
     world = int(launch.values[S.d] * launch.values[S.m1] * launch.values[S.p])
     found = trainer_setup(input_file(args.hf_training_args, "--hf-training-args"), Path(args.hf_training_args).stem,
                           architecture(args), world, per_node, launch=launch, trainer=args.trl_trainer,
-                          model_type=model_type(args))
+                          model_type=model_type(args), checkpoint=checkpoint_dtype(args))
     flag = _given(args, tuple(f for f in TRAINER_OPTIONS if f != "--shard" or "shard" not in found.policy)
                   + recipe_options(found))
     if flag:
         raise InputError(f"{flag}: the TrainingArguments of --hf-training-args and the accelerate config decide it; "
                          f"change the files (it would be overridden otherwise)", flag)
     return transformers_attention(found, args)
+
+
+def checkpoint_dtype(args) -> str | None:
+    """The dtype the model's ``config.json`` states for its checkpoint (``--hf-config``,
+    ``--hf-model``; ``None`` for a preset), which a recipe's ``torch_dtype: auto`` loads."""
+    from symbolic_cost.models.trl_recipe import checkpoint_dtype as stated
+    return stated(model_config(args))
 
 
 def transformers_attention(found, args):

@@ -255,7 +255,7 @@ def fsdp_options(fsdp, config: dict) -> dict:
 
 def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int | None = None,
                   launch: Setup | None = None, trainer: str | None = None, deepspeed: str | None = None,
-                  model_type: str | None = None) -> Setup:
+                  model_type: str | None = None, checkpoint: str | None = None) -> Setup:
     """The values and policy of a TrainingArguments JSON for ``arch`` on ``world`` devices
     (``--devices``; 1 without), ``per_node`` the devices of a machine (``--shard``, for
     ``hybrid_shard``); ``launch``: the ``Setup`` of the accelerate config the script is launched
@@ -263,7 +263,8 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     DPO and ORPO run two sequences an example; ``None``: ``sft``, or a LLaMA-Factory stage's); ``deepspeed``: the name of the DeepSpeed config that
     ``launch`` reads, which replaces the arguments' own ``deepspeed`` (``models.trainer_deepspeed``);
     ``model_type``: the model's ``config.json`` type, which decides what ``use_liger_kernel`` patches
-    (``models.liger``)."""
+    (``models.liger``); ``checkpoint``: the dtype that ``config.json`` states, which ``torch_dtype: auto``
+    loads (``models.trl_recipe.auto_dtype``)."""
     world, per_node = given_counts(world=world, per_node=per_node)
     arch = model_for(arch)
     args, defaults = read_arguments(text, name)
@@ -275,11 +276,11 @@ def trainer_setup(text: str, name: str, arch, world: int | None, per_node: int |
     sixteen_bit = None
     pissa = is_llamafactory(args) and text_flag(args.get("pissa_init", False), "pissa_init")
     if is_llamafactory(args):           # its own fields as the TRL recipe they amount to (models.llamafactory)
-        own, trainer, sixteen_bit, factory_notes = llamafactory_recipe(args, trainer)
+        own, trainer, sixteen_bit, factory_notes = llamafactory_recipe(args, trainer, checkpoint)
         args.update(own)
         defaults = factory_notes
     trainer = trainer or "sft"
-    recipe_values, recipe_policy, recipe_notes = recipe_fields(args, trainer, sixteen_bit)
+    recipe_values, recipe_policy, recipe_notes = recipe_fields(args, trainer, sixteen_bit, checkpoint)
     pairs = recipe_policy.pop("pairs", False)
     if recipe_policy.pop("reward_model", False) and arch is not None:
         arch = reward_model(arch)

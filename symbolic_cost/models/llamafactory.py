@@ -29,7 +29,9 @@ LLaMA-Factory field (default)           read as
                                         where LLaMA-Factory refuses it
 ======================================= ==============================================================
 
-The weights load in the checkpoint's dtype (``torch_dtype="auto"``), taken as 16-bit (noted); the
+The weights load in the checkpoint's dtype (``model/loader.py`` passes ``torch_dtype="auto"``): the one
+the model's ``config.json`` states, bfloat16 where the model given states none (noted,
+``trl_recipe.auto_dtype``); the
 trainable parameters are cast to fp32 unless ``pure_bf16`` (``adapter.init_adapter``: an fp32 master
 for a full fine-tune, fp32 adapters under LoRA, as PEFT's); DPO's reference is loaded as the model
 (``trainer_utils.create_ref_model``: a 16-bit copy for a full fine-tune, the base with the adapters
@@ -42,6 +44,7 @@ from __future__ import annotations
 import re
 
 from symbolic_cost.checks import InputError, count, text_flag
+from symbolic_cost.models.trl_recipe import auto_dtype
 
 MARKS = ("stage", "finetuning_type", "template", "cutoff_len", "infer_backend", "export_dir", "model_class",
          "dist_config")
@@ -178,15 +181,16 @@ def check_training(args: dict) -> None:
                          "model_name_or_path")
 
 
-def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
+def recipe(args: dict, trainer: str | None, checkpoint: str | None = None) -> tuple[dict, str, bool | None, list]:
     """``(recipe, trainer, sixteen_bit, notes)``: ``args`` (a LLaMA-Factory YAML as read; its own fields
     taken out in place) as the TRL recipe fields it amounts to, the trainer its stage runs, whether
-    the model loads in 16 bits (a reference's copy: the checkpoint's dtype, taken as 16-bit), and
-    the notes.  ``trainer``: the ``--trl-trainer`` given, refused (the stage decides it).
+    a reference's copy loads in 16 bits (the checkpoint's dtype: ``checkpoint``, the one the model's
+    ``config.json`` states, ``trl_recipe.auto_dtype``; ``None`` where the recipe's ``torch_dtype``
+    says it), and the notes.  ``trainer``: the ``--trl-trainer`` given, refused (the stage decides it).
 
     >>> args = {"stage": "sft", "do_train": True, "finetuning_type": "lora", "output_dir": "x", "bf16": True}
     >>> recipe(args, None)[:3], args
-    (({'max_length': 2048, 'gradient_checkpointing': True, 'use_peft': True, 'lora_r': 8, 'lora_target_modules': ['all-linear'], 'torch_dtype': 'bfloat16'}, 'sft', True), {'output_dir': 'x', 'bf16': True})
+    (({'max_length': 2048, 'gradient_checkpointing': True, 'use_peft': True, 'lora_r': 8, 'lora_target_modules': ['all-linear'], 'torch_dtype': 'auto'}, 'sft', None), {'output_dir': 'x', 'bf16': True})
     """
     if trainer is not None:
         raise InputError(f"--trl-trainer {trainer}: a LLaMA-Factory configuration's stage decides the trainer",
@@ -224,12 +228,12 @@ def recipe(args: dict, trainer: str | None) -> tuple[dict, str, bool, list]:
     if reference_free:
         notes.append(f"pref_loss {loss}: no reference model (use_ref_model false)")
     notes += _pissa(own, out, pairs and not reference_free)
+    sixteen_bit = None if out.get("use_peft") else True
     if out.get("load_in_4bit") or out.get("load_in_8bit"):
         notes.append(_quantised_note(out))
-    elif out.get("use_peft") or pairs and not reference_free:
-        notes.append(f"LLaMA-Factory loads the model in its checkpoint's dtype (torch_dtype auto): the "
-                     f"{'frozen base' if out.get('use_peft') else 'reference'} taken as 16-bit")
-    return out, "orpo" if reference_free else "dpo" if pairs else "sft", True, notes
+    elif pairs and not reference_free and not out.get("use_peft"):     # the reference, loaded with auto
+        sixteen_bit = auto_dtype(checkpoint, notes, "the reference") in ("bfloat16", "float16")
+    return out, "orpo" if reference_free else "dpo" if pairs else "sft", sixteen_bit, notes
 
 
 def _tuning(own: dict, args: dict) -> dict:
@@ -257,7 +261,7 @@ def _tuning(own: dict, args: dict) -> dict:
     out = {"use_peft": True, "lora_r": _count(own, "lora_rank", 8), "lora_target_modules": modules}
     out.update(_quantised(own, bits))
     if not out.get("load_in_4bit") and not out.get("load_in_8bit"):
-        out["torch_dtype"] = "float16" if args.get("fp16") else "bfloat16"
+        out["torch_dtype"] = "auto"     # the frozen base in the checkpoint's dtype (models.trl_recipe.auto_dtype)
     return out
 
 

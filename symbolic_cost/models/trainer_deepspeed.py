@@ -39,11 +39,12 @@ FILLED = (("train_micro_batch_size_per_gpu", S.b, "per_device_train_batch_size")
 
 def trainer_with_deepspeed(text: str, name: str, ds_text: str, ds_name: str, arch, world: int | None,
                            per_node: int | None = None, trainer: str | None = None,
-                           model_type: str | None = None) -> Setup:
+                           model_type: str | None = None, checkpoint: str | None = None) -> Setup:
     """The ``Setup`` of TrainingArguments (``text``) run with the DeepSpeed config ``ds_text`` on
     ``world`` devices (``None``: the config's ``train_batch_size`` decides), for ``arch`` (its
     ``config.json`` type ``model_type``, for Liger: ``models.liger``); ``trainer``: the TRL trainer
-    of a recipe (``models.preference``)."""
+    of a recipe (``models.preference``); ``checkpoint``: the dtype of the model's ``config.json``
+    (``models.trl_recipe.auto_dtype``)."""
     args, _ = read_arguments(text, name)
     if args.get("fsdp") not in (None, False, "", []):
         raise InputError(f"fsdp {args['fsdp']!r} with a DeepSpeed config: transformers' Trainer refuses both "
@@ -65,7 +66,7 @@ def trainer_with_deepspeed(text: str, name: str, ds_text: str, ds_name: str, arc
                          "bf16.enabled")
     launch = replace(launch, launcher="DEEPSPEED")
     found = trainer_setup(text, name, arch, int(launch.values[S.d]), per_node, launch=launch, trainer=trainer,
-                          deepspeed=ds_name, model_type=model_type)
+                          deepspeed=ds_name, model_type=model_type, checkpoint=checkpoint)
     if "optimizer" in launch.policy:        # DeepSpeed builds the optimizer of its own section
         found.policy["optimizer"] = launch.policy["optimizer"]
         if "optim" in args:

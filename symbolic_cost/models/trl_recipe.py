@@ -24,7 +24,9 @@ handbook's older
                                    fp32 master counts them); under FSDP in mixed precision
                                    and DeepSpeed the master stays (their fp32 copy:
                                    ``hf_trainer.FP32_COPY``); ``float32`` as is;
-                                   ``auto``: the checkpoint's, noted and counted as float32
+                                   ``auto``: the checkpoint's, as the model's config.json
+                                   states it (``auto_dtype``; bfloat16 where it states
+                                   none, noted)
 ``use_peft`` with ``lora_r`` (16),  LoRA (``lora_rank``, ``lora_targets``: PEFT's module names,
 ``lora_target_modules`` (PEFT's    read as ``models.lora.PEFT_NAMES`` reads them,
 default ``q_proj, v_proj``),       ``all-linear`` as every projection of a Llama layer;
@@ -155,12 +157,14 @@ def trl_defaults(args: dict) -> list:
     return [f"TRL's defaults where the recipe leaves them out: {', '.join(filled)}"] if filled else []
 
 
-def recipe_fields(args: dict, trainer: str = "sft", sixteen_bit: bool | None = None) -> tuple[dict, dict, list]:
+def recipe_fields(args: dict, trainer: str = "sft", sixteen_bit: bool | None = None,
+                  checkpoint: str | None = None) -> tuple[dict, dict, list]:
     """Take the recipe's own fields out of ``args`` (a recipe as read; changed in place) and read
     them: ``(values, policy, notes)`` over what the TrainingArguments say, for the TRL ``trainer``
     that runs the recipe (``models.preference``: ``pairs`` and ``reference`` in the policy for DPO
     and ORPO); ``sixteen_bit``: whether the model loads in 16 bits, where the recipe's dtype does not
-    say it (LLaMA-Factory's checkpoint dtype).
+    say it (LLaMA-Factory's checkpoint dtype); ``checkpoint``: the dtype the model's ``config.json``
+    states (``checkpoint_dtype``), which ``torch_dtype: auto`` loads (``auto_dtype``).
 
     >>> args = {"max_length": 2048, "attn_implementation": "flash_attention_2", "per_device_train_batch_size": 4}
     >>> recipe_fields(args)[:2], args
@@ -178,6 +182,10 @@ def recipe_fields(args: dict, trainer: str = "sft", sixteen_bit: bool | None = N
         raise InputError("model_init_kwargs: give the model's loading options as the recipe's own fields "
                          "(torch_dtype, attn_implementation)", "model_init_kwargs")
     values, policy, notes = {}, {}, []
+    auto = recipe.get("torch_dtype", recipe.get("dtype")) == "auto"
+    if auto:
+        recipe["torch_dtype"] = auto_dtype(checkpoint, notes, "the base" if recipe.get("use_peft") else "the model")
+        recipe.pop("dtype", None)
     length = recipe.get("max_length", recipe.get("max_seq_length"))
     if length is not None:
         if isinstance(length, bool) or not isinstance(length, int) or length < 1:
@@ -196,11 +204,11 @@ def recipe_fields(args: dict, trainer: str = "sft", sixteen_bit: bool | None = N
     lora = _lora(recipe)
     if lora:        # PEFT keeps the adapters in fp32 whatever the base's dtype: 16 bytes a parameter with AdamW
         policy.update(lora)
-        if recipe.get("torch_dtype", recipe.get("dtype")) not in (None, "float32", "auto"):
+        if recipe.get("torch_dtype", recipe.get("dtype")) not in (None, "float32"):
             notes.append("the LoRA adapters are trained in fp32 (PEFT's autocast_adapter_dtype), the base frozen "
                          f"as {lora['lora_base']}")
-        elif lora["lora_base"] == "fp32":
-            notes.append(AUTO_DTYPE if recipe.get("torch_dtype", recipe.get("dtype")) == "auto" else FP32_BASE)
+        elif lora["lora_base"] == "fp32" and not auto:     # auto's own note says what it loaded
+            notes.append(FP32_BASE)
     else:
         policy.update(_dtype(recipe, notes))
     loaded = _loaded_16bit(recipe) if sixteen_bit is None else sixteen_bit
@@ -230,10 +238,39 @@ FP32_BASE = ("the model loaded in float32 (TRL's ModelConfig.dtype unless the re
              "kept in fp32, its products run in 16 bits under autocast")
 """The note of a LoRA base left in fp32 (``_lora``), which a DeepSpeed launch casts to 16 bits."""
 
-AUTO_DTYPE = ("torch_dtype auto loads the checkpoint's dtype, which the recipe does not state: counted with fp32 "
-              "parameters (give torch_dtype)")
-"""The note of ``torch_dtype: auto`` (the alignment handbook's 2023 recipes): transformers then loads the
-dtype of the checkpoint's ``config.json``, which the library does not take from the recipe."""
+AUTO_DTYPE = "torch_dtype auto loads the checkpoint's dtype"
+"""The start of the note of ``torch_dtype: auto`` (``auto_dtype``)."""
+
+CHECKPOINT_DTYPES = ("bfloat16", "float16", "float32")
+AUTO_GUESS = "bfloat16"
+"""The dtype ``torch_dtype: auto`` is counted in where the model given does not state its checkpoint's
+(a preset, a ``config.json`` without ``torch_dtype``): noted."""
+
+
+def checkpoint_dtype(config) -> str | None:
+    """The dtype a model's ``config.json`` states for its checkpoint (``torch_dtype``; ``dtype``, its
+    name since transformers v5), ``None`` where it states none or the model came without one.
+
+    >>> checkpoint_dtype({"torch_dtype": "bfloat16"}), checkpoint_dtype({"dtype": "float32"}), checkpoint_dtype(None)
+    ('bfloat16', 'float32', None)
+    """
+    if not isinstance(config, dict):
+        return None
+    value = config.get("dtype", config.get("torch_dtype"))
+    return value if value in CHECKPOINT_DTYPES else None
+
+
+def auto_dtype(checkpoint: str | None, notes: list, loaded: str = "the model") -> str:
+    """The dtype ``from_pretrained(torch_dtype="auto")`` loads ``loaded`` in: the checkpoint's, as its
+    ``config.json`` states it (transformers' ``_get_dtype``: the config's dtype; TRL's ``ModelConfig``
+    documents auto as "derive the dtype from the model's weights"; LLaMA-Factory passes auto itself,
+    ``model/loader.py``); ``AUTO_GUESS`` where the model given states none, noted."""
+    if checkpoint in CHECKPOINT_DTYPES:
+        notes.append(f"{AUTO_DTYPE}, {checkpoint} (the model's config.json): {loaded} loaded in {checkpoint}")
+        return checkpoint
+    notes.append(f"{AUTO_DTYPE}, which the model given does not state (a preset, or a config.json without "
+                 f"torch_dtype): {loaded} counted in {AUTO_GUESS} (give the model's config.json, or torch_dtype)")
+    return AUTO_GUESS
 
 SIXTEEN_BIT = "the parameters are 16-bit, so AdamW keeps 16-bit moments and no fp32 master"
 """The note of a model loaded in 16 bits (``_dtype``), which a launcher keeping an fp32 copy drops
@@ -244,9 +281,6 @@ def _dtype(recipe: dict, notes: list) -> dict:
     """``master_weights`` false for a model loaded in 16 bits (see the module docstring)."""
     dtype = recipe.get("torch_dtype", recipe.get("dtype"))
     if dtype in (None, "float32"):
-        return {}
-    if dtype == "auto":
-        notes.append(AUTO_DTYPE)
         return {}
     if dtype not in ("bfloat16", "float16"):
         raise InputError(f"torch_dtype {dtype!r}: one of bfloat16, float16, float32, auto", "torch_dtype")
