@@ -143,8 +143,13 @@ def test_context_parallelism_from_the_arguments(tmp_path, capsys):
     (Megatron-LM's rules), the same run as the file without it given cp=2 d=4 by hand; --cp-comm-type
     picks the variant (p2p: ring, the default; a2a: Ulysses' all-to-alls; all_gather), a2a+p2p and mixed
     kinds are refused by name."""
-    base = ("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 "
+    fp32 = ("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 "
             "--micro-batch-size 2 --global-batch-size 16 --tokenizer-type NullTokenizer --vocab-size 999 --swiglu ")
+    # in fp32 Transformer Engine has no attention for context parallelism (flash and fused take 16-bit inputs,
+    # its unfused one no context parallelism: get_attention_backend's filters)
+    assert "in fp32" in _error(capsys, "--megatron-args", _program(tmp_path, fp32 + "--context-parallel-size 2"),
+                               "--devices", "8")
+    base = fp32 + "--bf16 "
     plain = _json(capsys, "--megatron-args", _program(tmp_path, base), "--devices", "8", "--set", "cp=2", "d=4",
                   "n_micro=2")
     ring = _json(capsys, "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"), "--devices", "8")

@@ -347,7 +347,7 @@ def _read(dest: str, path: str, args):
         from symbolic_cost.models.megatron_bridge import load_yaml, megatron_bridge_setup
         from symbolic_cost.models.nemo1 import is_nemo1, nemo1_setup
         text = input_file(path, flag)
-        data = load_yaml(text, Path(path).name, flag)
+        data = load_yaml(text, Path(path).stem, flag)
         if is_nemo1(data):          # NeMo 1.x: Megatron-LM's options under NeMo's names (models.nemo1)
             return nemo1_setup(data, Path(path).stem, world=args.devices, vocab=args.vocab_size)
         if args.vocab_size is not None:

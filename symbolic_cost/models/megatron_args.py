@@ -243,6 +243,11 @@ def megatron_setup(launch: Launch, name: str, world: int | None = None, vocab: i
     policy = _policy(o, arch, pp, sequence, notes)
     if cp > 1:
         policy["cp_variant"] = _cp_variant(o)
+        if policy["precision"] == "fp32" and not policy["flash"]:
+            raise InputError(f"--context-parallel-size {cp} in fp32: Transformer Engine's context-parallel attention "
+                             f"runs only its flash and fused kernels (its unfused one takes no context parallelism), "
+                             f"which take fp16 and bf16 (get_attention_backend's filters): add --bf16 or --fp16",
+                             "--context-parallel-size")
     return Setup(arch, values, policy, notes)
 
 
