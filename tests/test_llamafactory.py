@@ -210,3 +210,11 @@ def test_a_full_dpo_reference_of_an_fp32_checkpoint_is_fp32(tmp_path, capsys):
     path = _changed(tmp_path, "qwen3_lora_dpo", finetuning_type="full")
     assert main(["summary", "--hf-config", str(tmp_path / "config.json"), "--hf-training-args", path, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["layout"]["reference"] == "fp32"
+
+
+def test_a_reward_stage_is_refused_for_its_lm_head_without_backward(tmp_path, capsys):
+    """stage rm loads TRL's AutoModelForCausalLMWithValueHead (LLaMA-Factory's model/loader.py at ff6d4d1): the
+    causal LM's forward with its logits, which the pairwise loss of rm/trainer.py does not use, beside a value
+    head; the refusal says so."""
+    err = _error(capsys, "--hf-training-args", _changed(tmp_path, "qwen3_lora_sft", stage="rm"))
+    assert "stage rm" in err and "AutoModelForCausalLMWithValueHead" in err and len(err.strip().splitlines()) == 1

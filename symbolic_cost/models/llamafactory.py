@@ -113,7 +113,10 @@ REFUSED = {
 }
 """Fields that change the cost in ways not modelled, refused where set (true or non-empty)."""
 
-STAGES = {"rm": "the reward model's value head and its pairwise loss are not modelled",
+STAGES = {"rm": "the reward model is TRL's AutoModelForCausalLMWithValueHead (model/loader.py): the whole LM head "
+                "runs its forward (logits the pairwise loss does not use, so no backward) beside a value head of one "
+                "output; an LM head without its backward is not modelled (TRL's RewardTrainer, --trl-trainer "
+                "reward, replaces the head instead)",
           "ppo": "PPO's generation, reward and value models are not modelled",
           "kto": "KTO's unpaired examples and their KL batch are not modelled"}
 """Stages refused, and why."""
