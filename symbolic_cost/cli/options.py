@@ -146,7 +146,8 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
         option(group, "--nemo-recipe", metavar="FILE",
                help="a NeMo Framework / Megatron-Bridge ConfigContainer YAML (to_yaml(), a run's printed task "
                     "configuration): the model and the training as Megatron-Bridge builds them; beside "
-                    "--megatron-bridge-recipe, the YAML that overrides it (docs/frameworks.md)")
+                    "--megatron-bridge-recipe, the YAML that overrides it; or a NeMo 1.x megatron_*_config.yaml "
+                    "(trainer:, model:), read as the Megatron-LM options it stands for (docs/frameworks.md)")
         option(group, "--megatron-bridge-recipe", metavar="NAME",
                help="a Megatron-Bridge recipe by its function's name (llama31_405b_pretrain_config, "
                     "llama3_70b_pretrain_64gpu_gb200_fp8cs_config, ...): its layout as published, on the Hugging "
@@ -154,7 +155,8 @@ def model(parser, default: str | None = MODEL, megatron: bool = False):
                     "(docs/frameworks.md)")
         option(group, "--accelerate", metavar="FILE",
                help="a Hugging Face accelerate config YAML beside --hf-config/--preset: its processes, FSDP or DDP, "
-                    "precision, offload and checkpointing (docs/frameworks.md)")
+                    "precision, offload and checkpointing; with --deepspeed, the DeepSpeed JSON its "
+                    "deepspeed_config_file names (docs/frameworks.md)")
         option(group, "--hf-training-args", metavar="FILE",
                help="a Hugging Face TrainingArguments JSON (to_json_string()) or a TRL / alignment-handbook recipe "
                     "YAML beside --hf-config/--preset: its batch, accumulation, precision, FSDP, checkpointing and "
