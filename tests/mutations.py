@@ -1150,8 +1150,10 @@ plugin from its entry point (anyio's, platformdirs') took half of a run of one t
 
 
 def pytest_args(tests) -> list[str]:
-    """The arguments of one run of ``tests``: stop at the first failure, hypothesis's plugin alone."""
-    return ["-x", "-q", "-p", "no:cacheprovider", "--no-header", "-p", HYPOTHESIS_PLUGIN,
+    """The arguments of one run of ``tests``: stop at the first failure, hypothesis's plugin alone,
+    and none of the suite's ``addopts`` (its ``-n`` needs pytest-xdist's plugin, which these runs do
+    not load: one process a run, the runs themselves spread over ``jobs``)."""
+    return ["-x", "-q", "-p", "no:cacheprovider", "--no-header", "-o", "addopts=", "-p", HYPOTHESIS_PLUGIN,
             "--hypothesis-profile=mutations", *tests]
 
 
