@@ -11,8 +11,10 @@ from typing import Mapping
 
 from sympy import Expr, Integer, Piecewise, sympify
 
+from symbolic_cost.bounds import lowest
 from symbolic_cost.checks import InputError, exact  # noqa: F401  (the exactness rule, here where Costs use it)
 from symbolic_cost.collective_kinds import kind_of, ring_share
+from symbolic_cost import sampled
 
 PASSES = ("fwd", "bwd")
 ENGINES = ("matrix", "vector")
@@ -29,12 +31,35 @@ def _exact_sizes(record, what: str) -> None:
     for name in record._SIZES:
         value = exact(getattr(record, name), name)
         least = 1 if name in ("group", "groups") else 0
-        if value.is_negative or (value.is_number and (value < least or name == "element_bytes" and value == 0
-                                                      or least and not value.is_integer)):
+        if _negative(value) or (value.is_number and (value < least or name == "element_bytes" and value == 0
+                                      or least and not value.is_integer)):
             rule = "positive" if name == "element_bytes" else f"a whole number at least {least}" if least \
                 else f"at least {least}"
             raise InputError(f"{what} {name} must be {rule}, got {value}", name)
         object.__setattr__(record, name, value)
+
+
+def _negative(value) -> bool:
+    """Whether SymPy proves ``value`` negative (``is_negative``), asked only where neither its
+    lower bound (``bounds.lowest``, read off the tree) nor its exact value at a sample point
+    (``sampled.values``: every symbol a positive whole number, as each symbol here may be) shows
+    it at least 0 somewhere, either of which rules out a proof: SymPy's assumption query deduces
+    every fact of every node of the size, the costliest part of making a record."""
+    low = lowest(value)
+    if low is not None and low >= 0:
+        return False
+    if all(_sampled(s) for s in value.free_symbols) and any(v is not None and v >= 0 for v in sampled.values(value)):
+        return False
+    return bool(value.is_negative)
+
+
+_RESTRICTED = ("even", "odd", "prime", "composite", "noninteger", "irrational", "transcendental")
+"""Assumptions a positive whole number, as ``sampled.POINTS`` give each symbol, may break."""
+
+
+def _sampled(symbol) -> bool:
+    """Whether every positive whole number is a value ``symbol`` may take (its assumptions)."""
+    return symbol.is_positive is True and not any(getattr(symbol, f"is_{k}") for k in _RESTRICTED)
 
 
 def _subs_sizes(record, values: Mapping):

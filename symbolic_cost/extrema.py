@@ -343,5 +343,14 @@ def expanded(expr, memo=None) -> Expr:
         return expr
     if expr not in memo:
         node = _rebuilt(expr, tuple(expanded(a, memo) for a in expr.args))
-        memo[expr] = expand_mul(node, deep=False) if isinstance(node, Mul) else node
+        memo[expr] = expand_mul(node, deep=False) if isinstance(node, Mul) and _multiplies_out(node) else node
     return memo[expr]
+
+
+def _multiplies_out(product) -> bool:
+    """Whether ``expand_mul`` can change the product ``product``: a factor that is a sum, a power
+    of one, or a ``Piecewise`` (``_rebuilt`` leaves a product of one unevaluated).  Any other
+    product SymPy built comes back the same, from a rebuild of its numerator over its denominator
+    that asks for both and divides them: most of an expansion's time."""
+    return any(isinstance(f, (Add, Piecewise)) or isinstance(f, Pow) and isinstance(f.base, (Add, Piecewise))
+               for f in product.args)

@@ -867,7 +867,7 @@ MUTATIONS = (
     Mutation("grouped-gemm-weights-read-once", "symbolic_cost/timing/kernels.py",
              "    each = [product_times(g.launched(), system, conventions, cost.name, engine) for g in products]",
              "    each = [product_times(g, system, conventions, cost.name, engine) for g in products]", required=False),
-    Mutation("dispatcher-sorts-one-expert", "symbolic_cost/blocks/moe.py", "    runs = 1 - floor(1 / local)",
+    Mutation("dispatcher-sorts-one-expert", "symbolic_cost/blocks/moe.py", "    runs = 1 - round_down(1 / local)",
              "    runs = 1", required=False),
     Mutation("dispatcher-sorts-unpriced", "symbolic_cost/blocks/moe.py",
              '    sorts = [] if placed.replicated or placed.dispatcher != "alltoall" else _sorts(at, through, experts / ep)',

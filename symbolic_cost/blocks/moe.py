@@ -57,6 +57,7 @@ from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.wiring import Experts, Residual, Run
 from symbolic_cost.checks import InputError, check_rules
 from symbolic_cost.cost import collective, exact
+from symbolic_cost.rounding import round_down
 from symbolic_cost.ops import add, gated, gelu, linear
 from symbolic_cost.ops.routing import (ROUTERS, clamped_halves, combine, grouped_linear, permute, router_probabilities,
                                        sort_chunks, topk_weights, weighted_bias)
@@ -233,7 +234,7 @@ def _sorts(at: Layout, rows, local) -> list:
     as ``Min(1, local - 1)``, whose sign every maximum over the rows would then ask, slowing every
     symbolic build).  The flex dispatchers (DeepEP, HybridEP) take the routing
     itself and permute once, in ``dispatch``."""
-    runs = 1 - floor(1 / local)
+    runs = 1 - round_down(1 / local)      # SymPy's ``floor`` would ask whether ``ep/E`` is whole
     return [sort_chunks(rows, at.e, es=at.es, runs=runs, name="dispatch_sort"),
             sort_chunks(rows, at.e, es=at.es, runs=runs, name="combine_sort")]
 

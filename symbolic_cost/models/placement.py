@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import groupby
 
-from sympy import Eq, Expr, Integer, Piecewise
+from sympy import Add, Eq, Expr, Integer, Piecewise
 
 from symbolic_cost.cost import exact
 from symbolic_cost.extrema import maximum, minimum
@@ -75,7 +75,7 @@ class Placement:
         if self.rows is None:
             return per_stage(self.p, first, last, _dot(self.groups, per_layer), last_copy)
         return self.worst(lambda rank, *_: self.holds(rank, first, last, per_layer, last_copy),
-                          first + last + _dot(self.groups, per_layer))
+                          Add(first, last, _dot(self.groups, per_layer)))
 
     def paired(self, first, last, per_layer, last_copy=0) -> Expr:
         """``holds`` of the two stages a DualPipe rank holds, ``r`` and ``p - 1 - r``
@@ -131,7 +131,7 @@ class Placement:
 
 def _dot(counts, per_layer) -> Expr:
     """A field over layer groups: ``counts[g]`` layers of ``per_layer[g]`` each."""
-    return sum((c * v for c, v in zip(counts, per_layer)), Integer(0))
+    return Add(*(c * v for c, v in zip(counts, per_layer)))      # one flatten, not one a group
 
 
 def placed_by_p(arch, policy: dict) -> bool:

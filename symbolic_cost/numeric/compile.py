@@ -297,9 +297,9 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
     """
     instance(exprs, Mapping, "exprs", " of names to expressions ({'flops': cost.flops_fwd, ...})")
     names = tuple(exprs)
-    values = tuple(expression(exprs[n], f"exprs[{n!r}]") for n in names)
+    values, nodes = expressions(exprs, names)
     if symbols is None:
-        symbols = free_symbols_of(values)
+        symbols = sorted((s for s in nodes if s.is_Symbol), key=str)      # ``free_symbols_of``, walked once
     symbols = tuple(resolve_names({s: None for s in symbols}))
     if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 0):
         raise InputTypeError(f"rows must be a whole number of configurations (or None), got {rows!r}", "rows")
@@ -310,7 +310,7 @@ def compile_exprs(exprs: Mapping[str, object], symbols=None, backend: str | None
         else "program"
     key = (names, values, symbols, backend, level)
     if key not in _MEMORY:
-        _refuse_uncomputable(names, values, symbols)
+        _refuse_uncomputable(names, values, symbols, nodes)
         _MEMORY[key] = _build(names, values, symbols, backend, level)
     return _MEMORY[key]
 
@@ -324,30 +324,43 @@ def _rows(at, count: int) -> np.ndarray:
     return rows
 
 
-def expression(value, name: str) -> Expr:
+def expressions(exprs: Mapping, names) -> tuple[tuple[Expr, ...], set]:
+    """``expression`` of each of ``exprs``' entries ``names``, and every node of them
+    (``portable.parts``): their shared parts walked once, not once per expression, and the
+    first undefined one refused as ``expression`` refuses it."""
+    values = tuple(expression(exprs[n], f"exprs[{n!r}]", walk=False) for n in names)
+    nodes = parts(values)
+    if {nan, zoo} & nodes:
+        for n, value in zip(names, values):
+            expression(value, f"exprs[{n!r}]")
+    return values, nodes
+
+
+def expression(value, name: str, walk: bool = True) -> Expr:
     """``value`` as a SymPy expression a kernel can compute: a number or an expression, finite;
     text is refused (read it with ``symbolic_cost.reader.read``: ``sympify`` would make symbols of
     its own, not the package's ``b`` and ``l``), as are ``None`` and undefined values (``b/0``).
 
     >>> expression(3, "x")
     3
+
+    ``walk=False`` leaves out the look for undefined parts (``expressions`` looks once for a set).
     """
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, Basic)):
         hint = "; read text with symbolic_cost.reader.read" if isinstance(value, str) else ""
         raise InputTypeError(f"{name} must be a number or a SymPy expression, got {shown(value)}{hint}", name)
     value = sympify(value)
-    if {nan, zoo} & parts([value]):     # an infinite arm of a choice is a value (an impossible layout's time)
+    if walk and {nan, zoo} & parts([value]):     # an infinite arm of a choice is a value (an impossible layout's time)
         raise InputError(f"{name} must be a real number or formula, got {value} (undefined: a division by zero?)",
                          name)
     return value
 
 
-def _refuse_uncomputable(names, values, symbols) -> None:
+def _refuse_uncomputable(names, values, symbols, nodes) -> None:
     """Refuse an expression the kernels cannot compute: one holding a symbol ``symbols`` does not
     give (generated code would meet an undefined name), or the imaginary unit (a real kernel would
-    drop the imaginary part and print 0)."""
+    drop the imaginary part and print 0).  ``nodes``: every node of ``values`` (``portable.parts``)."""
     given = {str(s) for s in symbols}
-    nodes = parts(values)
     if S.ImaginaryUnit not in nodes and all(str(n) in given for n in nodes if n.is_Symbol):
         return                          # one walk of the shared parts; the name is looked for below
     for name, value in zip(names, values):

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Eq, Expr, Piecewise, Symbol, sympify
+from sympy import Add, Eq, Expr, Piecewise, Symbol, sympify
 
 from symbolic_cost.cost import Collective, collective
 from symbolic_cost.bounds import upper_bound
@@ -122,7 +122,7 @@ _STAGES: dict = {}
 
 def _per_stage(p, first, last, layers, last_copy) -> Expr:
     p = sympify(p)
-    one = first + last + layers
+    one = Add(first, last, layers)      # one flatten of the stage's sums, not two
     if p == 1:
         return one
     many = maximum(first, last + last_copy) + layers / p
