@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from symbolic_cost.checks import InputError, count
+from symbolic_cost.checks import InputError, count, positive_dims
 from symbolic_cost.parallel.pipeline import stage_layers
 
 
@@ -88,7 +88,8 @@ def uneven_stages(depth, p) -> list[int] | None:
     >>> uneven_stages(27, 2), uneven_stages(28, 2)
     ([14, 13], None)
     """
-    known = all(getattr(x, "is_number", isinstance(x, int)) for x in (depth, p))
+    depth, p = positive_dims(depth=depth, p=p).values()
+    known = depth.is_number and p.is_number
     return engine_stages(int(depth), int(p)) if known and int(depth) % int(p) else None
 
 
