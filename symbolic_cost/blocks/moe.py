@@ -55,7 +55,7 @@ from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.wiring import Experts, Residual, Run
-from symbolic_cost.checks import InputError, check_rules
+from symbolic_cost.checks import InputError, check_rules, count, counts, positive_dims
 from symbolic_cost.cost import collective, exact
 from symbolic_cost.ops import add, gated, gelu, linear
 from symbolic_cost.ops.routing import (ROUTERS, clamped_halves, combine, grouped_linear, permute, router_probabilities,
@@ -107,10 +107,10 @@ class MoE:
     def __post_init__(self):
         if self.router not in ROUTERS:
             raise InputError(f"moe router must be one of {', '.join(ROUTERS)}, got {self.router!r}", "router")
-        if not (isinstance(self.every, int) and self.every >= 1 and 0 <= self.phase < self.every):
-            raise InputError(f"moe every must be a positive integer and 0 <= phase < every, "
-                             f"got every={self.every!r}, phase={self.phase!r}", "every")
-        k, experts = exact(self.top_k, "top_k"), exact(self.experts, "experts")
+        count(self.phase, "phase", minimum=0, maximum=count(self.every, "every") - 1)
+        sizes = positive_dims(experts=self.experts, top_k=self.top_k, expert_f=self.expert_f)
+        counts(shared_f=self.shared_f, first_dense=self.first_dense)
+        k, experts = sizes["top_k"], sizes["experts"]
         if (experts - k).is_negative:
             raise InputError(f"moe top_k must be at most experts, got top_k={k}, experts={experts}", "top_k")
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields, replace
 
 from sympy import Expr, sympify
 
-from symbolic_cost.checks import InputError, instance
+from symbolic_cost.checks import InputError, counts, instance, positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.ops.matmul import Chunk
 
@@ -79,6 +79,10 @@ class Latent:
     v_dim: Expr
     q_rank: Expr | None = None
 
+    def __post_init__(self):
+        positive_dims(**_given(self, ("kv_rank", "v_dim", "q_rank")))
+        counts(rope_dim=self.rope_dim, nope_dim=self.nope_dim)
+
     @property
     def qk_dim(self) -> Expr:
         """The query/key head size ``d_n + d_r``."""
@@ -111,6 +115,7 @@ class Heads:
     latent: Latent | None = None
 
     def __post_init__(self):
+        positive_dims(h=self.h, **_given(self, ("kv_heads", "head_dim", "v_head_dim", "rotary_dim")))
         one_of(self.qk_norm, "qk_norm", QK_NORMS)
         flags(self, "rotary")
         if self.latent is not None and not isinstance(self.latent, Latent):
