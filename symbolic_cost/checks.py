@@ -245,7 +245,8 @@ def count(value, name: str, minimum: int = 1, maximum: int | None = None) -> int
     ...
     symbolic_cost.checks.InputError: devices must be an integer >= 1, got 0
     """
-    value = value if isinstance(value, (bool, float)) else whole(value)      # numpy's integers are integers
+    value = int(value) if isinstance(value, Integer) else value if isinstance(value, (bool, float)) \
+        else whole(value)                    # numpy's integers and SymPy's are integers
     if isinstance(value, bool) or not isinstance(value, int):
         raise _type_error(name, value, "an integer")
     if value < minimum or (maximum is not None and value > maximum):

@@ -120,9 +120,11 @@ class MoE:
         >>> MoE(64, 6, 1408, first_dense=1).layers(27), MoE(8, 2, 64, every=2, phase=1).layers(5)
         (26, 2)
         """
-        depth, first = exact(depth, "n_layers"), exact(self.first_dense, "first_dense")
-        if depth.is_number and first.is_number:
-            return sympify(sum(1 for i in range(int(depth)) if self.is_moe(i)))
+        depth, first = positive_dims(n_layers=depth)["n_layers"], exact(self.first_dense, "first_dense")
+        if depth.is_number and first.is_number:     # counted, not walked (a walk takes as long as depth)
+            first = min(first, depth)
+            count = floor((depth - 1 - self.phase) / self.every) - floor((first - 1 - self.phase) / self.every)
+            return count - sum(1 for i in set(self.dense_layers) if first <= i < depth and i % self.every == self.phase)
         count = floor((depth - 1 - self.phase) / self.every) - floor((first - 1 - self.phase) / self.every)
         return count - sum(1 for i in self.dense_layers if i >= first and i % self.every == self.phase)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from sympy import Expr, sympify
+from sympy import Expr
 
 from symbolic_cost.checks import InputError, counts, instance, positive_dims
 from symbolic_cost.cost import exact
@@ -128,7 +128,7 @@ class Heads:
 
     def size(self, e) -> Expr:
         """The query/key head size: ``head_dim``, default ``e/h``."""
-        return sympify(e) / self.h if self.head_dim is None else self.head_dim
+        return positive_dims(e=e)["e"] / self.h if self.head_dim is None else self.head_dim
 
     def value_size(self, e) -> Expr:
         """The value head size: ``v_head_dim``, default the query/key head size."""

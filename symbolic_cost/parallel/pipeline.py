@@ -75,7 +75,8 @@ def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
     depth, p = positive_dims(n_layers=depth, p=p).values()
     if first is None and last is None:
         return depth / p, depth / p, depth / p
-    given = [x for x in (first, last) if x is not None]
+    given = list(counts(**{name: x for name, x in (("first_stage_layers", first), ("last_stage_layers", last))
+                           if x is not None}).values())
     if not (p.is_number and depth.is_number and p >= len(given) and all(sympify(x).is_number for x in given)):
         raise InputError(f"uneven pipeline stages need numbers: p={p}, n_layers={depth}, first={first}, last={last}",
                          "first_stage_layers" if first is not None else "last_stage_layers")

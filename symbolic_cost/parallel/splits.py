@@ -155,7 +155,7 @@ def layout_layers(layout: str, depth: int, p: int) -> list:
     >>> layout_layers("Et|tt|tmL", 4, 3) == layout_layers("Et|tt|tL", 4, 3)
     True
     """
-    stages = layout_stages(layout)
+    stages, depth, p = layout_stages(layout), count(depth, "n_layers"), count(p, "p")
     if len(stages) % p:
         raise InputError(f"pipeline_layout has {len(stages)} stages, not a multiple of p={p}", "pipeline_layout")
     if sum(stage.count("t") for stage in stages) != depth:
