@@ -266,3 +266,12 @@ def test_a_head_size_and_a_stage_split_name_their_argument():
     refusal(lambda: Heads(32).value_size(None), "e")
     refusal(lambda: stage_layers(30, 4, first="9" * 100000), "first_stage_layers")
     refusal(lambda: stage_layers(30, 4, last=-1), "last_stage_layers")
+
+
+def test_shard_groups_names_the_data_parallel_degree():
+    """``shard_groups(arch, 10**400, "all")`` listed the divisors of 10**400 (it hung)."""
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.numeric.layouts import shard_groups
+    refusal(lambda: shard_groups(preset("gpt2"), 10**400, "all"), "d")
+    refusal(lambda: shard_groups(preset("gpt2"), 0, "all"), "d")
+    assert shard_groups(preset("gpt2"), 8, "all") == [1, 2, 4, 8]

@@ -207,6 +207,7 @@ def shard_groups(arch: Architecture, d: int, shard) -> list[int]:
     >>> shard_groups(preset("gpt2"), 8, "all"), shard_groups(preset("gpt2"), 8, (2, 3, 16))
     ([1, 2, 4, 8], [2, 8])
     """
+    d = count(d, "d")
     sizes = _divisors(d) if shard == "all" else sorted({d, *(s for s in shard if d % s == 0)})
     return [s for s in sizes if s == d or _accepts_shard(arch, d, s)]
 
