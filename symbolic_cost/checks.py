@@ -137,15 +137,24 @@ def _inside(expr) -> frozenset:
 
 
 def _integer(value, name: str, nonnegative: bool = False) -> Expr:
-    """One size: exact, and a positive (or non-negative) integer as far as SymPy can tell."""
-    if type(value) is int and (value >= 0 if nonnegative else value > 0):
+    """One size: exact, and a positive (or non-negative) integer as far as SymPy can tell, of at
+    most ``LARGEST_COUNT`` where it is a number."""
+    if type(value) is int and (value >= 0 if nonnegative else value > 0) and value <= LARGEST_COUNT:
         return Integer(value)                # the common case, decided without SymPy's assumptions
     expr = exact(value, name)
     sign = expr.is_nonnegative if nonnegative else expr.is_positive
     if (expr.is_number and not (expr.is_integer and sign)) or sign is False or expr.is_integer is False:
         raise InputError(f"{name} must be a {'non-negative' if nonnegative else 'positive'} integer, "
-                         f"got {expr}", name)
+                         f"got {shown(expr)}", name)
+    if expr.is_Integer and expr > LARGEST_COUNT:
+        raise _too_large(name, int(expr))
     return expr
+
+
+def _too_large(name: str, value: int) -> InputError:
+    """The refusal of a count past ``LARGEST_COUNT``, its size in bits (printing it may take long)."""
+    return InputError(f"{name} must be at most 2**53 (a count a double holds exactly), got one of "
+                      f"{value.bit_length():,} bits", name)
 
 
 def whole(value):
@@ -236,7 +245,8 @@ def count(value, name: str, minimum: int = 1, maximum: int | None = None) -> int
     ...
     symbolic_cost.checks.InputError: devices must be an integer >= 1, got 0
     """
-    value = value if isinstance(value, (bool, float)) else whole(value)      # numpy's integers are integers
+    value = int(value) if isinstance(value, Integer) else value if isinstance(value, (bool, float)) \
+        else whole(value)                    # numpy's integers and SymPy's are integers
     if isinstance(value, bool) or not isinstance(value, int):
         raise _type_error(name, value, "an integer")
     if value < minimum or (maximum is not None and value > maximum):
@@ -250,8 +260,10 @@ def count(value, name: str, minimum: int = 1, maximum: int | None = None) -> int
 
 
 LARGEST_COUNT = 2**53
-"""The largest count ``count`` takes where no smaller maximum applies: a double holds every
-integer up to it, and the numeric paths (sweeps, compiled kernels) compute in doubles."""
+"""The largest count ``count`` takes where no smaller maximum applies, and the largest number
+``positive_dims`` and ``counts`` take: a double holds every integer up to it, and the numeric
+paths (sweeps, compiled kernels) compute in doubles.  No model or step comes near it (a NeMo
+YAML's hidden_size of 10^21 printed 10^17 GiB collectives, ``b = 10**30`` a step of 10^27 s)."""
 
 
 def given_counts(**values) -> tuple:

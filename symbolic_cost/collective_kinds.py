@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sympy import Expr, Integer, Rational, sympify
+from sympy import Expr, Integer, Rational
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, positive_dims
 
 SHAPES = ("ring", "pairwise", "rooted", "send")
 """How the devices of a group exchange a kind's bytes: around a ring; each pair directly (an
@@ -73,14 +73,15 @@ class Kind:
     def share(self, group) -> Expr:
         """Fraction of the full tensor each device sends in the ring algorithm:
         ``passes x (n - 1)/n``, the whole tensor for a send."""
-        n = sympify(group)
+        n = positive_dims(group=group)["group"]
         return Integer(1) if self.shape == "send" else self.passes * (n - 1) / n
 
     def steps(self, group) -> Expr:
         """Steps of the ring algorithm, each one message a device: ``passes x (n - 1)``, one for a
         send.  The one count that ``parallel.collectives.traffic`` and NCCL's latency
         (``timing.nccl``) both take."""
-        return Integer(1) if self.shape == "send" else self.passes * (sympify(group) - 1)
+        n = positive_dims(group=group)["group"]
+        return Integer(1) if self.shape == "send" else self.passes * (n - 1)
 
 
 GIGA = Integer(10) ** 9

@@ -12,7 +12,7 @@ from typing import Mapping
 from sympy import Expr, Integer, Piecewise, sympify
 
 from symbolic_cost.bounds import lowest
-from symbolic_cost.checks import InputError, exact  # noqa: F401  (the exactness rule, here where Costs use it)
+from symbolic_cost.checks import InputError, exact, positive_dims  # noqa: F401  (the exactness rule, here where Costs use it)
 from symbolic_cost.collective_kinds import kind_of, ring_share
 from symbolic_cost import sampled
 
@@ -169,7 +169,8 @@ def collective(kind, elements, es, group, pass_, conventions, repeats=1, stride=
     >>> [c.volume for c in collective("allreduce", 100, 2, 4, "fwd", DEFAULT)]
     [300]
     """
-    group, elements, repeats = sympify(group), sympify(elements), sympify(repeats)
+    group = positive_dims(group=group)["group"]
+    elements, es, repeats = exact(elements, "elements"), exact(es, "es"), exact(repeats, "repeats")
     if group == 1:
         return []
     tensor_bytes = repeats * elements * es

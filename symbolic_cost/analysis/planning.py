@@ -303,6 +303,11 @@ def serving_aware(chosen: Plan, served_tokens, depths: range | None = None) -> P
         raise InputError(f"serving-aware planning holds the loss fixed: {law.name} gives no loss (use a loss law: "
                          f"{', '.join(n for n, v in LAWS.items() if isinstance(v, LossLaw))})", "law")
     served = float(_budget(served_tokens, "served_tokens", "tokens"))
+    serving = float(per_token(chosen.architecture, chosen.seq)[2]) * served
+    if serving > MAX_BUDGET:       # the lifetime's FLOPs are bounded as a budget is
+        raise InputError(f"the served_tokens must cost at most 1e40 FLOPs to serve (as a budget: no plan spends "
+                         f"more), got {served:.3g} tokens, {serving:.3g} FLOPs on the compute-optimal "
+                         f"{chosen.parameters / 1e9:.4g} B model", "served_tokens")
     made = _per_depth(family, False)
 
     def life(depth):

@@ -23,7 +23,7 @@ from symbolic_cost.blocks.heads import Task, lm_rows, pooler_rows, task_rows
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.specs import flags, one_of
 from symbolic_cost.blocks.wiring import Residual, Run
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, counts, positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.ops import add, dropout, embedding, linear
 
@@ -53,6 +53,9 @@ class Embeddings:
     relative: tuple | None = None
 
     def __post_init__(self):
+        counts(positions=self.positions, token_types=self.token_types)
+        if self.projection is not None:
+            positive_dims(projection=self.projection)
         one_of(self.norm, "norm", (None, *NORMS))
         flags(self, "dropout", "shared")
         if self.relative is not None and not (isinstance(self.relative, tuple) and len(self.relative) == 2):

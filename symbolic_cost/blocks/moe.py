@@ -55,7 +55,7 @@ from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.wiring import Experts, Residual, Run
-from symbolic_cost.checks import InputError, check_rules
+from symbolic_cost.checks import InputError, check_rules, count, counts, positive_dims
 from symbolic_cost.cost import collective, exact
 from symbolic_cost.rounding import round_down
 from symbolic_cost.ops import add, gated, gelu, linear
@@ -108,10 +108,10 @@ class MoE:
     def __post_init__(self):
         if self.router not in ROUTERS:
             raise InputError(f"moe router must be one of {', '.join(ROUTERS)}, got {self.router!r}", "router")
-        if not (isinstance(self.every, int) and self.every >= 1 and 0 <= self.phase < self.every):
-            raise InputError(f"moe every must be a positive integer and 0 <= phase < every, "
-                             f"got every={self.every!r}, phase={self.phase!r}", "every")
-        k, experts = exact(self.top_k, "top_k"), exact(self.experts, "experts")
+        count(self.phase, "phase", minimum=0, maximum=count(self.every, "every") - 1)
+        sizes = positive_dims(experts=self.experts, top_k=self.top_k, expert_f=self.expert_f)
+        counts(shared_f=self.shared_f, first_dense=self.first_dense)
+        k, experts = sizes["top_k"], sizes["experts"]
         if (experts - k).is_negative:
             raise InputError(f"moe top_k must be at most experts, got top_k={k}, experts={experts}", "top_k")
 
@@ -121,9 +121,11 @@ class MoE:
         >>> MoE(64, 6, 1408, first_dense=1).layers(27), MoE(8, 2, 64, every=2, phase=1).layers(5)
         (26, 2)
         """
-        depth, first = exact(depth, "n_layers"), exact(self.first_dense, "first_dense")
-        if depth.is_number and first.is_number:
-            return sympify(sum(1 for i in range(int(depth)) if self.is_moe(i)))
+        depth, first = positive_dims(n_layers=depth)["n_layers"], exact(self.first_dense, "first_dense")
+        if depth.is_number and first.is_number:     # counted, not walked (a walk takes as long as depth)
+            first = min(first, depth)
+            count = floor((depth - 1 - self.phase) / self.every) - floor((first - 1 - self.phase) / self.every)
+            return count - sum(1 for i in set(self.dense_layers) if first <= i < depth and i % self.every == self.phase)
         count = floor((depth - 1 - self.phase) / self.every) - floor((first - 1 - self.phase) / self.every)
         return count - sum(1 for i in self.dense_layers if i >= first and i % self.every == self.phase)
 

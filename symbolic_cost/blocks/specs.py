@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from sympy import Expr, sympify
+from sympy import Expr
 
-from symbolic_cost.checks import InputError, instance
+from symbolic_cost.checks import InputError, counts, instance, positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.ops.matmul import Chunk
 
@@ -79,6 +79,10 @@ class Latent:
     v_dim: Expr
     q_rank: Expr | None = None
 
+    def __post_init__(self):
+        positive_dims(**_given(self, ("kv_rank", "v_dim", "q_rank")))
+        counts(rope_dim=self.rope_dim, nope_dim=self.nope_dim)
+
     @property
     def qk_dim(self) -> Expr:
         """The query/key head size ``d_n + d_r``."""
@@ -111,6 +115,7 @@ class Heads:
     latent: Latent | None = None
 
     def __post_init__(self):
+        positive_dims(h=self.h, **_given(self, ("kv_heads", "head_dim", "v_head_dim", "rotary_dim")))
         one_of(self.qk_norm, "qk_norm", QK_NORMS)
         flags(self, "rotary")
         if self.latent is not None and not isinstance(self.latent, Latent):
@@ -123,7 +128,7 @@ class Heads:
 
     def size(self, e) -> Expr:
         """The query/key head size: ``head_dim``, default ``e/h``."""
-        return sympify(e) / self.h if self.head_dim is None else self.head_dim
+        return positive_dims(e=e)["e"] / self.h if self.head_dim is None else self.head_dim
 
     def value_size(self, e) -> Expr:
         """The value head size: ``v_head_dim``, default the query/key head size."""

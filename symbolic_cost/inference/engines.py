@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from sympy import Rational
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, count
 from symbolic_cost.inference.load import Runtime
 
 GIB = 2**30
@@ -76,6 +76,7 @@ def sglang(step, system: str, tensor: int, context: int) -> dict:
     >>> sglang(None, "h100", 8, 8192)["memory_fraction"]
     81/100
     """
+    tensor, context = count(tensor, "tensor"), count(context, "context")
     memory = _capacity(step, system)
     budget = 2048 if memory < 35 * GIB else 8192 if memory < 160 * GIB else 16384
     fraction = next(f for least, f in ((16, "0.79"), (8, "0.81"), (4, "0.85"), (2, "0.87"), (1, "0.88"))
@@ -111,6 +112,6 @@ def runtime(engine: str, step, system: str, tensor: int, context: int, **given) 
     """
     if engine not in ENGINES:
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}", "engine")
-    fields = ENGINES[engine](step, system, int(tensor), int(context))
+    fields = ENGINES[engine](step, system, count(tensor, "tensor"), count(context, "context"))
     fields.update({name: value for name, value in given.items() if value is not None})
     return Runtime(**fields)

@@ -19,6 +19,7 @@ from sympy import Expr, Float, Function, Rational
 from symbolic_cost.blocks import Block
 from symbolic_cost.blocks.moe import EXPERT_ROWS, MoE
 from symbolic_cost.cost import exact
+from symbolic_cost.checks import counts
 
 
 def touched_share(spec: MoE, tokens) -> Expr:
@@ -28,7 +29,7 @@ def touched_share(spec: MoE, tokens) -> Expr:
     (1/4, 7/16)
     """
     k, experts = exact(spec.top_k, "top_k"), exact(spec.experts, "experts")
-    return 1 - Missed(1 - k / experts, exact(tokens, "tokens"))
+    return 1 - Missed(1 - k / experts, counts(tokens=tokens)["tokens"])
 
 
 class Missed(Function):

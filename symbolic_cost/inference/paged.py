@@ -42,6 +42,7 @@ import heapq
 from collections import Counter, deque
 from dataclasses import dataclass
 
+from symbolic_cost.checks import count
 from symbolic_cost.inference.batching import alone, next_time, priced
 
 
@@ -64,12 +65,19 @@ class Pages:
     sliding: int = 0
     cap: int = 0
 
+    def __post_init__(self):
+        count(self.block, "block")
+        for name in ("full", "sliding", "cap"):
+            count(getattr(self, name), name, minimum=0)
+
     @property
     def per_pool_block(self) -> int:
         return self.full + self.sliding
 
     def of(self, tokens: int) -> int:
         """Blocks a sequence of ``tokens`` cached tokens holds."""
+        if type(tokens) is not int or tokens < 0:       # the simulation's every step passes a plain int
+            tokens = count(tokens, "tokens", minimum=0)
         opened = -(-tokens // self.block)
         return self.full * opened + self.sliding * min(opened, self.cap)
 

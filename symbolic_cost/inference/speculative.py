@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from sympy import Expr, Integer
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import InputError, InputTypeError, exact, instance
+from symbolic_cost.checks import InputError, InputTypeError, exact, instance, shown
 from symbolic_cost.inference.drafts import MtpDraft, draft_cache_bytes, draft_decode, draft_prefill, draft_weights
 from symbolic_cost.inference.phases import Phase, mean_decode, mean_step
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving, final_tokens, prompt_tokens
@@ -90,8 +90,8 @@ def expected_tokens(k, alpha) -> Expr:
     (4, 1)
     """
     k, alpha = exact(k, "k"), exact(alpha, "alpha")      # never text: SymPy would evaluate it
-    if k.is_number and not (k.is_Integer and k >= 1):
-        raise InputError(f"k (draft tokens a step) must be a whole number of at least 1, got {k}", "k")
+    if k.is_number and not (k.is_Integer and 1 <= k <= MAX_DRAFT):     # as Speculation's k
+        raise InputError(f"k (draft tokens a step) must be a whole number from 1 to {MAX_DRAFT}, got {shown(k)}", "k")
     if alpha.is_number and not 0 <= alpha <= 1:
         raise InputError(f"alpha (the acceptance rate) must be from 0 to 1, got {alpha}", "alpha")
     if alpha == 1:

@@ -51,7 +51,7 @@ naming it.
 from __future__ import annotations
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, given_counts
+from symbolic_cost.checks import InputError, count, given_counts
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.deepspeed import zero_policy
 from symbolic_cost.models.megatron_bridge import load_yaml
@@ -362,7 +362,7 @@ def sequence_parallel(section: dict, size: dict, kind: str, world: int, notes: l
     ...                   "DEEPSPEED", 8, [])["cp_variant"]
     'ulysses'
     """
-    sp = size["sp"]
+    sp, world = size["sp"], count(world, "world")
     if kind != "DEEPSPEED":
         raise InputError(f"parallelism_config_sp_size {sp}: DeepSpeed's sequence parallelism (ALST) runs under "
                          f"distributed_type DEEPSPEED, not {kind}", "parallelism_config_sp_size")

@@ -64,7 +64,8 @@ from sympy import Expr, ceiling, sympify
 
 from symbolic_cost.blocks.heads import CLASSIFIERS, TASKS
 from symbolic_cost.blocks.specs import Heads
-from symbolic_cost.checks import InputError, InputTypeError, check_rules, counts, flag, positive_dims, shown, whole
+from symbolic_cost.checks import (InputError, InputTypeError, check_rules, counts, exact, flag, positive_dims, shown,
+                                  whole)
 from symbolic_cost.blocks.layer import NORMS_PER_LAYER
 from symbolic_cost.ops.norm import NORMS
 from symbolic_cost.flat import FlatNames, with_flat
@@ -88,31 +89,21 @@ def check_sizes(arch) -> None:
         raise InputTypeError(f"name must be text, got {shown(arch.name)}", "name")
     sizes = {k: getattr(arch, k) for k in SIZES}
     sizes.update({k: getattr(arch, k) for k in OPTIONAL_SIZES if getattr(arch, k) is not None})
-    positive_dims(**sizes)
+    for name in ("decoder_layers", "mtp_layers"):       # the decoder's and MTP's layers are built one by one
+        layers = exact(getattr(arch, name), name)       # the tighter bound first, before the sizes' 2**53
+        if layers.is_number and layers > MAX_LAYERS:
+            raise InputError(f"{name} must be at most {MAX_LAYERS:,} (no model stacks more), got "
+                             f"{layers if layers < 10**30 else 'a number of more than 30 digits'}", name)
+    positive_dims(**sizes)                  # each at most 2**53, as config.json's reader bounds them
     counts(**{k: getattr(arch, k) for k in COUNTS})
-    for name, value in sizes.items():       # as config.json's reader bounds them, whatever file gave them
-        value = sympify(value)
-        if value.is_number and value > MAX_SIZE:
-            raise InputError(f"{name} must be at most 2**53 (a size a double holds exactly), got one of "
-                             f"{int(value).bit_length()} bits", name)
     for name in ("bias", "causal") + _BOOLS + tuple(n for n in _OPTIONAL_BOOLS if getattr(arch, n) is not None):
         flag(getattr(arch, name), name)
     dims = {k: sizes[k] for k in ("e", "h", "kv_heads") if k in sizes}
     check_rules(dims, rules=(("kv_heads", "h"),) + ((("h", "e"),) if arch.head_dim is None else ()))
-    for name in ("decoder_layers", "mtp_layers"):       # the decoder's and MTP's layers are built one by one
-        layers = sympify(getattr(arch, name))
-        if layers.is_number and layers > MAX_LAYERS:
-            raise InputError(f"{name} must be at most {MAX_LAYERS:,} (no model stacks more), got "
-                             f"{layers if layers < 10**30 else 'a number of more than 30 digits'}", name)
     if not sympify(arch.mtp_layers).is_number:
         raise InputError(f"mtp_layers must be a number: each multi-token-prediction module is built as a layer of "
                          f"its own, got {arch.mtp_layers}", "mtp_layers")
 
-
-MAX_SIZE = 2**53
-"""The largest size (width, heads, vocabulary, ...) ``Architecture`` takes: past it a double no
-longer holds every integer, and no model comes near (a NeMo YAML's hidden_size of 10^21 printed
-10^17 GiB collectives)."""
 
 MAX_LAYERS = 10**5
 """The most decoder layers and multi-token-prediction modules ``Architecture`` takes (the deepest

@@ -147,7 +147,7 @@ from dataclasses import dataclass
 from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, count, positive_dims
 from symbolic_cost.models.number_formats import MXFP8, NVFP4
 
 
@@ -206,7 +206,8 @@ class Fp8Recipe:
         >>> FP8_RECIPES["delayed"].scale_bytes(), FP8_RECIPES["delayed"].scale_bytes(1)
         (12312, 36)
         """
-        return Integer(self.scaled_tensors * (self.scales + (self.amax_history if history is None else history)) * 4)
+        history = self.amax_history if history is None else count(history, "fp8_amax_history")
+        return Integer(self.scaled_tensors * (self.scales + history) * 4)
 
 
 FP8_RECIPES = {
@@ -312,7 +313,8 @@ def error_feedback_bytes(optimizer: str, d) -> Expr:
     >>> error_feedback_bytes("onebit-adam", 8), error_feedback_bytes("adam", 8)
     (9/2, 0)
     """
-    return 4 + Integer(4) / sympify(d) if get_optimizer(optimizer).compressed else Integer(0)
+    d = positive_dims(d=d)["d"]
+    return 4 + Integer(4) / d if get_optimizer(optimizer).compressed else Integer(0)
 
 
 def factored_state_bytes(optimizer: str) -> Expr:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from sympy import Expr, Integer, sympify
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, counts
 
 MIB = 2**20
 
@@ -54,7 +54,8 @@ def nccl_buffers(communicators, channels, peers=2) -> Expr:
     >>> nccl_buffers(1, 2) == 16 * 2**20
     True
     """
-    return sympify(communicators) * sympify(channels) * sympify(peers) * NCCL_BUFFSIZE
+    sizes = counts(communicators=communicators, channels=channels, peers=peers)
+    return sizes["communicators"] * sizes["channels"] * sizes["peers"] * NCCL_BUFFSIZE
 
 
 @dataclass(frozen=True)

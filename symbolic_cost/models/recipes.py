@@ -55,7 +55,7 @@ from symbolic_cost.models.stack import units
 from symbolic_cost.models.optimizers import bytes_per_parameter, error_feedback_bytes, factored_state_bytes, get_fp8
 from symbolic_cost.ops.quantise import dynamic_casts, quantise
 from symbolic_cost.parallel.zero import data_parallel_collectives, shard_degree
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, exact
 
 OFFLOAD = ("none", "optimizer", "parameters", "weights")
 
@@ -319,6 +319,7 @@ def reference_bytes(t, per_device, train) -> Expr:
     """
     if t.reference not in REFERENCE_BYTES:
         return Integer(0)
+    per_device, train = exact(per_device, "per_device"), exact(train, "train")
     return (per_device - (train if t.lora is not None else 0)) * REFERENCE_BYTES[t.reference]
 
 
@@ -371,6 +372,7 @@ def gathered_bytes(t, parameters, states: dict, es_w) -> Expr:
     recipe = get_fp8(t.fp8)
     if not (t.fp8_gather or recipe is not None and recipe.primary_weights):
         return es_w
+    parameters, es_w = exact(parameters, "parameters"), exact(es_w, "es_w")
     return es_w - sympify(states["fp8_matrix_elements"]) / parameters * (es_w - 1)
 
 

@@ -88,11 +88,6 @@ def check_loss_chunks(tokens, cp, chunks) -> None:
                          f"and refuses a length they do not divide", "loss_chunks")
 
 
-MAX_COUNT = 2**53
-"""The largest batch, sequence or degree ``Training`` takes: past it a double no longer holds every
-integer (``b = 10**30`` printed a step of 10^27 s and 10^30 GiB)."""
-
-
 @dataclass(frozen=True, init=False)
 class Training(FlatNames):
     """How the model is trained, one value per concern (``models.training_values``):
@@ -146,12 +141,7 @@ class Training(FlatNames):
 
     def _check(self) -> None:
         """The rules that span more than one value."""
-        positive_dims(cp=self.cp)
-        for name in ("b", "l", "l_dec", "micro_batches", "m1", "s1", "d", "p", "cp"):
-            value = sympify(getattr(self, name, None))
-            if value is not None and value.is_number and value > MAX_COUNT:   # as --set and Architecture bound them
-                raise InputError(f"{name} must be at most 2**53 (a count a double holds exactly), got one of "
-                                 f"{int(value).bit_length()} bits", name)
+        positive_dims(cp=self.cp)           # every count at most 2**53 (checks.positive_dims), as --set bounds them
         if self.cp_variant != "ring" and sympify(self.cp) == 1:
             raise InputError(f"cp_variant applies to context parallelism (cp > 1), got cp=1 and "
                              f"cp_variant={self.cp_variant!r}; it would be ignored", "cp_variant")

@@ -16,6 +16,7 @@ import functools
 
 import numpy as np
 import pandas as pd
+from sympy import divisors
 
 from symbolic_cost.blocks.moe import MOE_RULES
 from symbolic_cost.checks import MODEL_RULES, PIPELINE_RULES, InputError, check_rules, count
@@ -72,6 +73,7 @@ def uneven_split(depth: int, p: int) -> tuple[int, int] | None:
     >>> uneven_split(61, 16), uneven_split(61, 2), uneven_split(61, 32), uneven_split(96, 8)
     ((2, 3), (30, 31), None, None)
     """
+    depth, p = count(depth, "depth"), count(p, "p")
     if p < 2 or depth % p == 0:
         return None
     middle = -(-depth // p)
@@ -90,9 +92,9 @@ def pipeline_degrees(arch: Architecture, candidates) -> list[int]:
 
 
 def _divisors(n: int) -> list[int]:
-    """The divisors of ``n``, in increasing order."""
-    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
-    return sorted(set(small + [n // k for k in small]))
+    """The divisors of ``n``, in increasing order (from its factors: trying every number up to
+    ``sqrt(n)`` took as long as ``sqrt(n)``)."""
+    return [int(k) for k in divisors(n)]
 
 
 def _split_by_tensor(arch: Architecture) -> dict:
@@ -142,6 +144,7 @@ def layouts(arch: Architecture, devices: int, global_batch: int, seq: int,
         raise InputError(f"sequence must be 'ends' (s1 = 1 or m1) or 'all' (every divisor of m1), got {sequence!r}",
                          "sequence")
     cps = tuple(dict.fromkeys(count(c, "cp") for c in cp))
+    devices, global_batch, seq = count(devices, "devices"), count(global_batch, "global_batch"), count(seq, "seq")
     split, rows = _split_by_tensor(arch), []
     for m1 in (m1 for m1 in _divisors(devices) if allowed(dict(split, m1=m1))):
         for c in (c for c in cps if (devices // m1) % c == 0):
@@ -169,6 +172,7 @@ def why_no_layout(arch: Architecture, devices: int, global_batch: int, seq: int,
     >>> why_no_layout(preset("gpt2"), 13, 64, 1024)
     'global batch 64: no micro-batch size of 1, 2, 4, 8 times a data-parallel degree (13) divides it'
     """
+    devices, global_batch, seq = count(devices, "devices"), count(global_batch, "global_batch"), count(seq, "seq")
     split, sizes = _split_by_tensor(arch), "every size" if micro_batch_sizes == "all" else \
         ", ".join(map(str, micro_batch_sizes))
     tensors = [m1 for m1 in _divisors(devices) if allowed(dict(split, m1=m1))]
@@ -203,6 +207,7 @@ def shard_groups(arch: Architecture, d: int, shard) -> list[int]:
     >>> shard_groups(preset("gpt2"), 8, "all"), shard_groups(preset("gpt2"), 8, (2, 3, 16))
     ([1, 2, 4, 8], [2, 8])
     """
+    d = count(d, "d")
     sizes = _divisors(d) if shard == "all" else sorted({d, *(s for s in shard if d % s == 0)})
     return [s for s in sizes if s == d or _accepts_shard(arch, d, s)]
 

@@ -8,6 +8,7 @@ from sympy import ceiling, log
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact, make_cost
+from symbolic_cost.checks import positive_dims
 from symbolic_cost.extrema import minimum
 from symbolic_cost.ops.matmul import matmul_flops
 
@@ -71,7 +72,7 @@ def flce_chunk(tokens, width, v):
     >>> flce_chunk(16384, 4096, 128256), flce_chunk(16384, 4096, 32000), flce_chunk(100, 4096, 32000)
     (512, 2048, 16)
     """
-    tokens, width, v = (exact(x, n) for x, n in ((tokens, "tokens"), (width, "width"), (v, "v")))
+    tokens, width, v = positive_dims(tokens=tokens, width=width, v=v).values()
     share = ceiling(tokens / ceiling(v / width))
     return minimum(2 ** ceiling(log(share, 2)), tokens)
 

@@ -18,7 +18,7 @@ from sympy import Expr, Integer, floor
 from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact, make_cost
 from symbolic_cost.extrema import minimum
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, positive, positive_dims
 
 
 def matmul_flops(m, k, n, conventions=conv.DEFAULT) -> Expr:
@@ -112,6 +112,9 @@ class Chunk:
 
     size: object
 
+    def __post_init__(self):
+        positive_dims(size=self.size)
+
 
 def stored_keys(keys, window, conventions):
     """Keys per query whose scores a kernel computes and stores: all ``keys``; with a sliding
@@ -136,6 +139,7 @@ def scored_keys(l, keys, causal, conventions, window=None):
     >>> scored_keys(10, 10, True, exact_count, Chunk(4)), scored_keys(10, 10, True, exact_count, 4)
     (23/10, 17/5)
     """
+    l, keys = positive(l, "l"), positive(keys, "keys")        # keys may be a mean (a ring's causal share)
     counted = stored_keys(keys, window, conventions)
     if causal and conv.get(conventions).causal_flops == "exact":
         if keys != l:

@@ -146,7 +146,7 @@ def network_share(n, domains, routing=None) -> Expr:
     >>> network_share(16, 2, (128, 8))  # Qwen3-30B-A3B: about once a token, not four times
     31404823/252018800
     """
-    n, domains = sympify(n), sympify(domains)
+    n, domains = positive_dims(n=n, domains=domains).values()
     if routing is None:
         return (n - n / domains) / n
     experts, k = map(sympify, routing)

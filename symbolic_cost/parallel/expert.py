@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from sympy import Expr
 
-from symbolic_cost.checks import divides
+from symbolic_cost.checks import divides, positive_dims
 from symbolic_cost.cost import exact
 
 EXPERT_GRID_RULES = (("ep x etp", "m1 x cp x d"),)
@@ -60,6 +60,7 @@ def expert_data_degree(m1, d, ep, etp, cp=1) -> Expr:
     ...
     symbolic_cost.checks.InputError: ep x etp must divide m1 x cp x d (got ep x etp=8, m1 x cp x d=4); the expert grid folds onto the tensor-, context- and data-parallel ranks of a stage
     """
+    positive_dims(m1=m1, cp=cp, d=d, ep=ep, etp=etp)       # a 0 ended in a ZeroDivisionError
     cp = exact(cp, "cp")
     ranks, grid = exact(m1, "m1") * cp * exact(d, "d"), exact(ep, "ep") * exact(etp, "etp")
     for divisor, dividend in EXPERT_GRID_RULES:
@@ -82,6 +83,7 @@ def expert_shard_degree(m1, shard, ep, etp, cp=1) -> Expr:
     ...
     symbolic_cost.checks.InputError: ep x etp must divide m1 x cp x shard (got ep x etp=8, m1 x cp x shard=4); under HSDP the expert grid folds into each replica group (its shard group of data ranks)
     """
+    positive_dims(m1=m1, cp=cp, shard=shard, ep=ep, etp=etp)
     ranks = exact(m1, "m1") * exact(cp, "cp") * exact(shard, "shard")
     grid = exact(ep, "ep") * exact(etp, "etp")
     divides({"ep x etp": grid, "m1 x cp x shard": ranks}, "ep x etp", "m1 x cp x shard",

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from sympy import Expr, Function, Integer, ilcm, integer_nthroot, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, divides, positive_dims
+from symbolic_cost.checks import InputError, count, divides, positive_dims
 from symbolic_cost.cost import Collective, collective, exact
 
 KINDS = ("1d", "2d", "2.5d", "3d")
@@ -157,7 +157,7 @@ def grid_for(kind: str, devices: int, depth: int = 1) -> Grid:
     """
     if not isinstance(kind, str) or kind not in AXES:
         raise InputError(f"tensor grid must be one of {', '.join(AXES)}, got {kind!r}", "kind")
-    power = 3 if kind == "3d" else 2
+    power, devices, depth = 3 if kind == "3d" else 2, count(devices, "devices"), count(depth, "md")
     if kind == "2.5d":
         if depth < 1 or devices % depth:
             raise InputError(f"the 2.5d depth md={depth} must divide the {devices} devices", "md")

@@ -91,8 +91,9 @@ def _closing(grid: Grid, b, l, e, keep, es, es_mask, conventions, name) -> Cost:
 
 
 def _dims(grid: Grid, **dims) -> dict:
-    """The block's dimensions with the grid's degrees, checked (``check_grid``)."""
-    dims = check_grid({k: v for k, v in dims.items() if v is not None}, grid)
+    """The block's dimensions with the grid's degrees, checked (``check_grid``); ``kv_heads`` may
+    be ``None`` (as many as the query heads), any other size is refused by name."""
+    dims = check_grid({k: v for k, v in dims.items() if v is not None or k != "kv_heads"}, grid)
     return {**dims, **grid.degrees}
 
 

@@ -60,7 +60,7 @@ from sympy import Add, Eq, Expr, Piecewise, Symbol, sympify
 from symbolic_cost.cost import Collective, collective
 from symbolic_cost.bounds import upper_bound
 from symbolic_cost.extrema import maximum, minimum
-from symbolic_cost.checks import InputError, counts, exact, positive_dims
+from symbolic_cost.checks import InputError, count, counts, exact, positive_dims
 from symbolic_cost.trees import remembered_call
 
 
@@ -75,7 +75,8 @@ def stage_layers(depth, p, first=None, last=None) -> tuple[Expr, Expr, Expr]:
     depth, p = positive_dims(n_layers=depth, p=p).values()
     if first is None and last is None:
         return depth / p, depth / p, depth / p
-    given = [x for x in (first, last) if x is not None]
+    given = list(counts(**{name: x for name, x in (("first_stage_layers", first), ("last_stage_layers", last))
+                           if x is not None}).values())
     if not (p.is_number and depth.is_number and p >= len(given) and all(sympify(x).is_number for x in given)):
         raise InputError(f"uneven pipeline stages need numbers: p={p}, n_layers={depth}, first={first}, last={last}",
                          "first_stage_layers" if first is not None else "last_stage_layers")
@@ -101,9 +102,22 @@ def chunk_in_flight(p: int, n, v: int, rank: int) -> list:
 
     >>> chunk_in_flight(4, 8, 2, 0), chunk_in_flight(4, 8, 2, 3)
     ([7, 4], [4, 1])
+
+    Of the first ``W`` forwards, each whole round of ``p v`` runs every chunk ``p`` times and the
+    rest ``W mod p v`` runs chunk ``c`` ``min(max(W mod p v - c p, 0), p)`` times: counted, not
+    walked (a walk takes as long as ``W``).  ``p``, ``v`` and ``rank`` are counts (``v`` at most
+    ``MAX_CHUNKS``), ``rank`` below ``p``.
     """
-    warm = 2 * (p - rank - 1) + (v - 1) * p + 1
-    return [minimum(sum(1 for j in range(warm) if (j % (p * v)) // p == c), n) for c in range(v)]
+    p, v = count(p, "p"), count(v, "virtual_stages", maximum=MAX_CHUNKS)
+    rank = count(rank, "rank", minimum=0, maximum=p - 1)
+    n = positive_dims(micro_batches=n)["micro_batches"]
+    rounds, rest = divmod(2 * (p - rank - 1) + (v - 1) * p + 1, p * v)
+    return [minimum(rounds * p + min(max(rest - c * p, 0), p), n) for c in range(v)]
+
+
+MAX_CHUNKS = 10**5
+"""The most model chunks a rank may hold (``virtual_stages``): each holds at least one layer, and
+a model holds at most ``models.architecture.MAX_LAYERS`` of them."""
 
 
 def per_stage(p, first, last, layers, last_copy=0) -> Expr:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from symbolic_cost.checks import InputError, count
+from symbolic_cost.checks import InputError, count, positive_dims
 from symbolic_cost.parallel.pipeline import stage_layers
 
 
@@ -88,7 +88,8 @@ def uneven_stages(depth, p) -> list[int] | None:
     >>> uneven_stages(27, 2), uneven_stages(28, 2)
     ([14, 13], None)
     """
-    known = all(getattr(x, "is_number", isinstance(x, int)) for x in (depth, p))
+    depth, p = positive_dims(depth=depth, p=p).values()
+    known = depth.is_number and p.is_number
     return engine_stages(int(depth), int(p)) if known and int(depth) % int(p) else None
 
 
@@ -154,7 +155,7 @@ def layout_layers(layout: str, depth: int, p: int) -> list:
     >>> layout_layers("Et|tt|tmL", 4, 3) == layout_layers("Et|tt|tL", 4, 3)
     True
     """
-    stages = layout_stages(layout)
+    stages, depth, p = layout_stages(layout), count(depth, "n_layers"), count(p, "p")
     if len(stages) % p:
         raise InputError(f"pipeline_layout has {len(stages)} stages, not a multiple of p={p}", "pipeline_layout")
     if sum(stage.count("t") for stage in stages) != depth:

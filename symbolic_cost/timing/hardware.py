@@ -38,7 +38,7 @@ from symbolic_cost.parallel import collectives
 from symbolic_cost.rounding import round_down, round_up
 from symbolic_cost.timing import attention_kernels, efficiency, kernels, nccl
 from symbolic_cost.cost import COLLECTIVE_MADE_BY, Collective, Cost, collective
-from symbolic_cost.checks import InputError, InputTypeError, instance, shown
+from symbolic_cost.checks import InputError, InputTypeError, instance, positive_dims, shown
 from symbolic_cost.timing.systems import SYSTEMS, System, get_system, product_rate  # noqa: F401 (re-exported)
 
 
@@ -60,7 +60,7 @@ def topology(group, system: System) -> str:
     >>> topology(4, SYSTEMS["a100-perlmutter"]), topology(8, SYSTEMS["a100-perlmutter"])
     ('nvlink', 'ib')
     """
-    fits = _fits(group, system)
+    fits = _fits(positive_dims(group=group)["group"], system)
     if isinstance(fits, bool):
         return "nvlink" if fits else "ib"
     return f"nvlink if {fits} else ib"
