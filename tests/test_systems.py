@@ -167,7 +167,12 @@ NEW_DATASHEETS = {
     # (quad GH200 nodes, assumed); the module's power covers the CPU: not stated (0)
     "gh200": (Rational("989.4") * T, Rational("1978.9") * T, 0, Rational("133.8") * T, 4000 * G, 96 * G, 4,
               450 * G, 450 * G, 0),
+    # NVIDIA L40S datasheet: 362.05 TFLOP/s dense bf16 (733 with sparsity), 733 FP8 (1,466), 91.6 FP32 (16-bit
+    # vector 1:1), 48 GB GDDR6 at 864 GB/s, no NVLink (a domain of one, no such link: 0), PCIe Gen4 x16 at
+    # 64 GB/s both ways, 350 W
+    "l40s": (Rational("362.05") * T, 733 * T, 0, Rational("91.6") * T, 864 * G, 48 * G, 1, 0, 32 * G, 350),
 }
+FAMILIES = {"l40s": "a100"}     # whose fitted factors each borrows (the others H100's)
 
 
 @pytest.mark.parametrize("name", list(NEW_DATASHEETS))
@@ -179,11 +184,12 @@ def test_a_new_preset_states_its_datasheet(name):
 
 @pytest.mark.parametrize("name", list(NEW_DATASHEETS))
 def test_a_new_preset_borrows_a_fitted_family_saying_so(name):
-    """No run on these parts is in the calibration set: each takes H100's fitted factors, and its
-    file says that it assumes so."""
+    """No run on these parts is in the calibration set: each takes H100's fitted factors (L40S,
+    Ampere-style kernels, A100's), and its file says that it assumes so."""
     from symbolic_cost.timing.systems import CALIBRATED
-    assert eff.family(name) == "h100"
-    assert "family h100" in CALIBRATED[name]["source"] and "assumed" in CALIBRATED[name]["source"]
+    family = FAMILIES.get(name, "h100")
+    assert eff.family(name) == family
+    assert f"family {family}" in CALIBRATED[name]["source"] and "assumed" in CALIBRATED[name]["source"]
 
 
 @pytest.mark.parametrize("name", list(NEW_DATASHEETS))
@@ -198,7 +204,7 @@ def test_a_new_preset_answers_a_summary_and_an_inference(name, capsys):
 
 @pytest.mark.parametrize("name", list(NEW_DATASHEETS))
 def test_a_new_preset_refuses_4_bit_and_block_scaled_products(name):
-    """None of them states FP4 tensor cores (CDNA 3 and Hopper have none; CDNA 4's MXFP4 is not the
+    """None of them states FP4 tensor cores (CDNA 3, Hopper and Ada have none; CDNA 4's MXFP4 is not the
     NVFP4 the library's 4-bit products are): NVFP4 training and MXFP8 are refused, not timed."""
     from symbolic_cost.models.optimizers import get_fp8
     from symbolic_cost.timing.systems import check_block_scaling, product_rate
@@ -223,5 +229,25 @@ def test_fp8_runs_at_each_new_presets_fp8_rate():
 
 
 def test_an_unknown_system_lists_the_parts_of_issues_62_and_63():
-    with pytest.raises(InputError, match="h20.*gh200.*mi300x.*mi325x.*mi350x.*mi355x"):
+    with pytest.raises(InputError, match="h20.*gh200.*l40s.*mi300x.*mi325x.*mi350x.*mi355x"):
         get_system("mi400")
+
+
+@pytest.mark.parametrize("link", ["nvlink_bandwidth", "ib_bandwidth"])
+def test_a_system_file_without_a_links_bandwidth_is_refused_naming_it(tmp_path, capsys, link, forgets_added_systems):
+    """A file leaving out a link's bandwidth (which has no default: 0 states that there is no such
+    link, as l40s.json's NVLink) was an internal error, System's constructor missing an argument."""
+    import json
+    from symbolic_cost.cli import main
+    path = tmp_path / "no_link.json"
+    path.write_text(json.dumps({k: v for k, v in H100_BY_HAND.items() if k != link}))
+    assert main(["summary", "--preset", "gpt2", "--system-file", str(path)]) == 2
+    assert f"{link} must be given" in capsys.readouterr().err
+
+
+def test_a_system_without_nvlink_prices_its_collectives_on_the_network(capsys):
+    """L40S has no NVLink: a domain of one, so two GPUs' gradient all-reduce crosses the 25 GB/s
+    link (PCIe and the NIC alike, assumed) and answers."""
+    from symbolic_cost.cli import main
+    assert main(["summary", "--preset", "gpt2", "--system", "l40s", "--set", "d=2"]) == 0
+    assert "data     allreduce     group 2" in capsys.readouterr().out

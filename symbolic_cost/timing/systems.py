@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 
 from sympy import Expr, Integer, Rational
@@ -142,7 +142,9 @@ def read_system(data: dict, where: str) -> tuple[System, dict | None]:
         raise InputError(f"{where}: unknown field(s) {', '.join(unknown)}; fields: {', '.join(sorted(known))}, "
                          f"calibrated", "system_file")
     values = {k: _exact(v, f"{where}: {k}") for k, v in data.items() if k in known and k != "name"}
-    missing = [k for k in System._REQUIRED if k not in values]
+    # the required figures, and the links' bandwidths, which have no default (0 given: no such link)
+    missing = [item.name for item in fields(System) if item.name not in values and item.name != "name"
+               and item.default is MISSING]
     if missing:
         raise InputError(f"{where}: {', '.join(missing)} must be given", "system_file")
     for name in CAPACITIES:
