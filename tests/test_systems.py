@@ -139,3 +139,115 @@ def test_a_result_past_a_double_is_refused_in_json_as_in_text(capsys):
     assert number(Integer(2) ** 1000) == 2 ** 1000          # within a double: printed exactly
     with pytest.raises(InputError, match="in floating point"):
         number(Integer(10) ** 400)
+
+
+# The systems of issues 62 and 63, each figure restated from its vendor's page (not read from the JSON):
+# dense bf16, FP8 and FP4 FLOP/s (0: no such tensor cores), 16-bit vector FLOP/s, HBM bytes/s and bytes,
+# devices per scale-up domain, a link's bytes/s a direction, the host link's bytes/s a direction, board watts
+NEW_DATASHEETS = {
+    # AMD Instinct MI325X datasheet: MI300X's CDNA 3 compute (1,307.4 TFLOP/s dense bf16, 2,614.9 FP8, 163.4
+    # FP32 vector), 256 GB HBM3E at 6 TB/s, 7 Infinity Fabric links of 128 GB/s (896 GB/s), PCIe Gen5 x16,
+    # 1,000 W; CDNA 3 has no FP4
+    "mi325x": (Rational("1307.4") * T, Rational("2614.9") * T, 0, Rational("163.4") * T, 6000 * G, 256 * G, 8,
+               448 * G, 64 * G, 1000),
+    # AMD Instinct MI355X spec page: 256 CUs at 2.4 GHz, 2.5 PFLOP/s dense bf16 (2,516.6), 5.0 FP8 (5,033.2),
+    # MXFP4 10.1 (not stated as fp4_flops: NVFP4 is the library's only 4-bit product), 157.3 TFLOP/s FP32
+    # vector, 288 GB HBM3E at 8 TB/s, 7 Infinity Fabric links of 153.6 GB/s (1,075.2 GB/s), 1,400 W
+    "mi355x": (Rational("2516.6") * T, Rational("5033.2") * T, 0, Rational("157.3") * T, 8000 * G, 288 * G, 8,
+               Rational("537.6") * G, 64 * G, 1400),
+    # AMD Instinct MI350X spec page: MI355X's chip at 2.2 GHz: 2,306.9 TFLOP/s dense bf16, 4,613.7 FP8,
+    # 144.2 FP32 vector, 288 GB HBM3E at 8 TB/s, 1,000 W
+    "mi350x": (Rational("2306.9") * T, Rational("4613.7") * T, 0, Rational("144.2") * T, 8000 * G, 288 * G, 8,
+               Rational("537.6") * G, 64 * G, 1000),
+    # NVIDIA H20 product brief: 148 TFLOP/s dense bf16, 296 FP8, 44 FP32 (16-bit vector twice it, assumed),
+    # 96 GB HBM3 at 4.0 TB/s, NVLink 900 GB/s both ways (8 on NVSwitch), PCIe Gen5 x16 (128 GB/s), 400 W
+    "h20": (148 * T, 296 * T, 0, 88 * T, 4000 * G, 96 * G, 8, 450 * G, 64 * G, 400),
+    # NVIDIA GH200 datasheet, the 96 GB part: H100's 989.4 TFLOP/s dense bf16 and 1,978.9 FP8 (sparse halved),
+    # 96 GB HBM3 at 4 TB/s, NVLink-C2C to Grace 900 GB/s both ways, NVLink 900 GB/s both ways; four a node
+    # (quad GH200 nodes, assumed); the module's power covers the CPU: not stated (0)
+    "gh200": (Rational("989.4") * T, Rational("1978.9") * T, 0, Rational("133.8") * T, 4000 * G, 96 * G, 4,
+              450 * G, 450 * G, 0),
+    # NVIDIA L40S datasheet: 362.05 TFLOP/s dense bf16 (733 with sparsity), 733 FP8 (1,466), 91.6 FP32 (16-bit
+    # vector 1:1), 48 GB GDDR6 at 864 GB/s, no NVLink (a domain of one, no such link: 0), PCIe Gen4 x16 at
+    # 64 GB/s both ways, 350 W
+    "l40s": (Rational("362.05") * T, 733 * T, 0, Rational("91.6") * T, 864 * G, 48 * G, 1, 0, 32 * G, 350),
+}
+FAMILIES = {"l40s": "a100"}     # whose fitted factors each borrows (the others H100's)
+
+
+@pytest.mark.parametrize("name", list(NEW_DATASHEETS))
+def test_a_new_preset_states_its_datasheet(name):
+    s = get_system(name)
+    assert (s.matrix_flops, s.fp8_flops, s.fp4_flops, s.vector_flops, s.hbm_bandwidth, s.hbm_capacity,
+            s.nvlink_size, s.nvlink_bandwidth, s.host_bandwidth, s.board_power) == NEW_DATASHEETS[name]
+
+
+@pytest.mark.parametrize("name", list(NEW_DATASHEETS))
+def test_a_new_preset_borrows_a_fitted_family_saying_so(name):
+    """No run on these parts is in the calibration set: each takes H100's fitted factors (L40S,
+    Ampere-style kernels, A100's), and its file says that it assumes so."""
+    from symbolic_cost.timing.systems import CALIBRATED
+    family = FAMILIES.get(name, "h100")
+    assert eff.family(name) == family
+    assert f"family {family}" in CALIBRATED[name]["source"] and "assumed" in CALIBRATED[name]["source"]
+
+
+@pytest.mark.parametrize("name", list(NEW_DATASHEETS))
+def test_a_new_preset_answers_a_summary_and_an_inference(name, capsys):
+    from symbolic_cost.cli import main
+    assert main(["summary", "--preset", "gpt2", "--system", name]) == 0
+    assert f"step time per iteration on {name}" in capsys.readouterr().out
+    assert main(["inference", "--preset", "llama-2-7b", "--system", name, "--set", "b=1", "l_in=512",
+                 "l_out=128"]) == 0
+    assert capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(NEW_DATASHEETS))
+def test_a_new_preset_refuses_4_bit_and_block_scaled_products(name):
+    """None of them states FP4 tensor cores (CDNA 3, Hopper and Ada have none; CDNA 4's MXFP4 is not the
+    NVFP4 the library's 4-bit products are): NVFP4 training and MXFP8 are refused, not timed."""
+    from symbolic_cost.models.optimizers import get_fp8
+    from symbolic_cost.timing.systems import check_block_scaling, product_rate
+
+    class Fp4Row:
+        fp4, fp8 = True, True
+    with pytest.raises(InputError, match=f"system {name} has no FP4 tensor cores"):
+        product_rate(Fp4Row(), get_system(name))
+    with pytest.raises(InputError, match="fp8='mxfp8' needs block-scaled"):
+        check_block_scaling("mxfp8", get_system(name))
+    assert get_fp8("tensorwise") is not None
+    check_block_scaling("tensorwise", get_system(name))          # FP8 with a scale per tensor: each runs it
+
+
+def test_fp8_runs_at_each_new_presets_fp8_rate():
+    from symbolic_cost.timing.systems import product_rate
+
+    class Fp8Row:
+        fp4, fp8 = False, True
+    assert product_rate(Fp8Row(), get_system("h20")) == 296 * T
+    assert product_rate(Fp8Row(), get_system("mi355x")) == Rational("5033.2") * T
+
+
+def test_an_unknown_system_lists_the_parts_of_issues_62_and_63():
+    with pytest.raises(InputError, match="h20.*gh200.*l40s.*mi300x.*mi325x.*mi350x.*mi355x"):
+        get_system("mi400")
+
+
+@pytest.mark.parametrize("link", ["nvlink_bandwidth", "ib_bandwidth"])
+def test_a_system_file_without_a_links_bandwidth_is_refused_naming_it(tmp_path, capsys, link, forgets_added_systems):
+    """A file leaving out a link's bandwidth (which has no default: 0 states that there is no such
+    link, as l40s.json's NVLink) was an internal error, System's constructor missing an argument."""
+    import json
+    from symbolic_cost.cli import main
+    path = tmp_path / "no_link.json"
+    path.write_text(json.dumps({k: v for k, v in H100_BY_HAND.items() if k != link}))
+    assert main(["summary", "--preset", "gpt2", "--system-file", str(path)]) == 2
+    assert f"{link} must be given" in capsys.readouterr().err
+
+
+def test_a_system_without_nvlink_prices_its_collectives_on_the_network(capsys):
+    """L40S has no NVLink: a domain of one, so two GPUs' gradient all-reduce crosses the 25 GB/s
+    link (PCIe and the NIC alike, assumed) and answers."""
+    from symbolic_cost.cli import main
+    assert main(["summary", "--preset", "gpt2", "--system", "l40s", "--set", "d=2"]) == 0
+    assert "data     allreduce     group 2" in capsys.readouterr().out

@@ -226,7 +226,7 @@ def test_collectives_follow_nccls_cost_model(kind, n, nbytes, link, nodes):
     assert float(ours) * 1e6 == pytest.approx(nccl_reference(kind, n, nbytes, bus, link, nodes), rel=1e-9)
 
 
-NCCL_SYSTEMS = ["a100", "h100", "h200", "h100-pcie", "b200", "gb200", "mi300x"]
+NCCL_SYSTEMS = ["a100", "h100", "h200", "h20", "h100-pcie", "b200", "gb200", "mi300x", "mi355x"]
 
 
 @settings(max_examples=60, deadline=None)

@@ -313,8 +313,9 @@ def family(name: str) -> str:
     """Whose fitted factors a system takes (its file's ``calibrated.family``): A100's or H100's, or
     one of Blackwell's two chips, B200's (B200, GB200) or B300's (B300, GB300), whose matrix fraction
     is fitted on their own runs and the rest is H100's (``timing.calibrate.MATRIX_ONLY``).  H200 is
-    H100's chip; H100 PCIe and MI300X have no run in the calibration set and borrow H100's factors (an
-    assumption, to be replaced by a fit when runs on them are added)."""
+    H100's chip; H100 PCIe, H20, GH200 and the AMD parts (MI300X, MI325X, MI350X, MI355X) have no run
+    in the calibration set and borrow H100's factors (an assumption, stated in each file, to be
+    replaced by a fit when runs on them are added)."""
     return _calibrated(name)["family"]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 
 from sympy import Expr, Integer, Rational
@@ -39,7 +39,7 @@ class System:
     offloaded state crosses (``timing.host``): PCIe Gen4 x16 on A100 boards, 32 GB/s per
     direction (half the datasheet's 64 GB/s both ways), PCIe Gen5 x16 on H100/H200 SXM,
     64 GB/s (128 GB/s both ways); a Grace Hopper's NVLink-C2C is 450 GB/s per direction
-    (900 GB/s both ways): ``.but(host_bandwidth=450 * GIGA)``.  ``host_memory_bandwidth`` is a
+    (900 GB/s both ways: the ``gh200`` preset).  ``host_memory_bandwidth`` is a
     node's host memory (all its sockets), which an offloaded optimizer step streams
     (``timing.host.host_step_time``): 8 channels of DDR5-4800 per Xeon 8480C, two per DGX
     H100 / HGX H200 node (614.4 GB/s); 8 of DDR4-3200 per EPYC 7742, two per DGX A100
@@ -142,7 +142,9 @@ def read_system(data: dict, where: str) -> tuple[System, dict | None]:
         raise InputError(f"{where}: unknown field(s) {', '.join(unknown)}; fields: {', '.join(sorted(known))}, "
                          f"calibrated", "system_file")
     values = {k: _exact(v, f"{where}: {k}") for k, v in data.items() if k in known and k != "name"}
-    missing = [k for k in System._REQUIRED if k not in values]
+    # the required figures, and the links' bandwidths, which have no default (0 given: no such link)
+    missing = [item.name for item in fields(System) if item.name not in values and item.name != "name"
+               and item.default is MISSING]
     if missing:
         raise InputError(f"{where}: {', '.join(missing)} must be given", "system_file")
     for name in CAPACITIES:
