@@ -89,18 +89,25 @@ def test_nvfp4_products_run_at_the_fp4_rate_on_b200_and_are_refused_on_h100():
             assert t["t_comp_bwd"] == after.flops_bwd / (9000 * 10**12)
         else:
             assert t == times(before, b200)
-    with pytest.raises(InputError, match="system h100 has no FP4 tensor cores"):
+    with pytest.raises(InputError, match="fp8='nvfp4' needs block-scaled .NVFP4. tensor cores, and system h100 has none"):
         step_time_breakdown(got, "h100")
+    # CDNA 4 (AMD's MI355X datasheet): MXFP4 in its matrix cores, not NVFP4; refused naming the rule
+    with pytest.raises(InputError, match="fp8='nvfp4' needs block-scaled .NVFP4. tensor cores, and system mi355x "
+                                         "runs mxfp8, mxfp4 only"):
+        step_time_breakdown(got, "mi355x")
 
 
 def test_mxfp8_runs_at_the_fp8_rate_on_blackwell_only():
-    """B200: 4,500 TFLOP/s dense FP8; Hopper has no MX block-scaled tensor cores: refused by name."""
+    """B200: 4,500 TFLOP/s dense FP8; Hopper and CDNA 3 have no MX block-scaled tensor cores: refused by name."""
     got = _cost(fp8="mxfp8")
     assert times(got.layer["fc1"], SYSTEMS["b200"])["t_comp_fwd"] == got.layer["fc1"].flops_fwd / (4500 * 10**12)
     assert step_time_breakdown(got, "b200")["total"] > 0
     for system in ("h100", "mi300x"):
         with pytest.raises(InputError, match="fp8='mxfp8' needs block-scaled"):
             step_time_breakdown(got, system)
+    # CDNA 4 runs MXFP8 (AMD's CDNA 4 ISA, MI355X datasheet): at its FP8 rate, 5,033.2 TFLOP/s dense
+    assert times(got.layer["fc1"], SYSTEMS["mi355x"])["t_comp_fwd"] == got.layer["fc1"].flops_fwd / Rational("5033.2e12")
+    assert step_time_breakdown(got, "mi355x")["total"] > 0
     for recipe in ("mxfp8", "delayed", "tensorwise"):     # Ampere: no FP8 tensor cores at all
         with pytest.raises(InputError, match=f"fp8='{recipe}' runs FP8 products, and system a100 has no FP8"):
             step_time_breakdown(_cost(fp8=recipe), "a100")

@@ -151,13 +151,13 @@ NEW_DATASHEETS = {
     "mi325x": (Rational("1307.4") * T, Rational("2614.9") * T, 0, Rational("163.4") * T, 6000 * G, 256 * G, 8,
                448 * G, 64 * G, 1000),
     # AMD Instinct MI355X spec page: 256 CUs at 2.4 GHz, 2.5 PFLOP/s dense bf16 (2,516.6), 5.0 FP8 (5,033.2),
-    # MXFP4 10.1 (not stated as fp4_flops: NVFP4 is the library's only 4-bit product), 157.3 TFLOP/s FP32
+    # MXFP4 10.1 (10,066.3: 16,384 FLOPs a CU a clock; CDNA 4's FP4 is MXFP4, not NVFP4), 157.3 TFLOP/s FP32
     # vector, 288 GB HBM3E at 8 TB/s, 7 Infinity Fabric links of 153.6 GB/s (1,075.2 GB/s), 1,400 W
-    "mi355x": (Rational("2516.6") * T, Rational("5033.2") * T, 0, Rational("157.3") * T, 8000 * G, 288 * G, 8,
+    "mi355x": (Rational("2516.6") * T, Rational("5033.2") * T, Rational("10066.3") * T, Rational("157.3") * T, 8000 * G, 288 * G, 8,
                Rational("537.6") * G, 64 * G, 1400),
     # AMD Instinct MI350X spec page: MI355X's chip at 2.2 GHz: 2,306.9 TFLOP/s dense bf16, 4,613.7 FP8,
-    # 144.2 FP32 vector, 288 GB HBM3E at 8 TB/s, 1,000 W
-    "mi350x": (Rational("2306.9") * T, Rational("4613.7") * T, 0, Rational("144.2") * T, 8000 * G, 288 * G, 8,
+    # MXFP4 9.2 PFLOP/s (9,227.5), 144.2 FP32 vector, 288 GB HBM3E at 8 TB/s, 1,000 W
+    "mi350x": (Rational("2306.9") * T, Rational("4613.7") * T, Rational("9227.5") * T, Rational("144.2") * T, 8000 * G, 288 * G, 8,
                Rational("537.6") * G, 64 * G, 1000),
     # NVIDIA H20 product brief: 148 TFLOP/s dense bf16, 296 FP8, 44 FP32 (16-bit vector twice it, assumed),
     # 96 GB HBM3 at 4.0 TB/s, NVLink 900 GB/s both ways (8 on NVSwitch), PCIe Gen5 x16 (128 GB/s), 400 W
@@ -202,10 +202,10 @@ def test_a_new_preset_answers_a_summary_and_an_inference(name, capsys):
     assert capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", list(NEW_DATASHEETS))
+@pytest.mark.parametrize("name", ["mi325x", "h20", "gh200", "l40s"])
 def test_a_new_preset_refuses_4_bit_and_block_scaled_products(name):
-    """None of them states FP4 tensor cores (CDNA 3, Hopper and Ada have none; CDNA 4's MXFP4 is not the
-    NVFP4 the library's 4-bit products are): NVFP4 training and MXFP8 are refused, not timed."""
+    """CDNA 3, Hopper and Ada have neither FP4 nor block-scaled tensor cores: NVFP4 training and MXFP8
+    are refused, not timed."""
     from symbolic_cost.models.optimizers import get_fp8
     from symbolic_cost.timing.systems import check_block_scaling, product_rate
 
@@ -217,6 +217,73 @@ def test_a_new_preset_refuses_4_bit_and_block_scaled_products(name):
         check_block_scaling("mxfp8", get_system(name))
     assert get_fp8("tensorwise") is not None
     check_block_scaling("tensorwise", get_system(name))          # FP8 with a scale per tensor: each runs it
+
+
+# AMD's CDNA 4 ISA and its MI355X datasheet: the matrix cores run the OCP microscaling formats MXFP8, MXFP6
+# and MXFP4 (E8M0 scales per 32 elements), not NVIDIA's NVFP4 (E4M3 scales per 16, an fp32 one per tensor);
+# FP8 at 5,033.2 TFLOP/s dense on MI355X, 4,613.7 on MI350X
+CDNA4_FP8 = {"mi355x": Rational("5033.2") * T, "mi350x": Rational("4613.7") * T}
+
+
+@pytest.mark.parametrize("name", list(CDNA4_FP8))
+def test_cdna4_runs_mxfp8_at_its_fp8_rate_and_refuses_nvfp4(name):
+    """MXFP8 was refused on CDNA 4 (the block-scaling rule read fp4_flops); it runs there, at the FP8
+    rate, in training and in served weights.  NVFP4 is refused naming the system and the rule."""
+    from symbolic_cost.inference.weight_formats import check_weights, weight_format
+    from symbolic_cost.timing.systems import check_block_scaling, product_rate
+    system = get_system(name)
+    assert set(system.block_formats) == {"mxfp8", "mxfp4"}
+    for recipe in ("mxfp8", "mxfp8-params", "torchao-mxfp8", "tensorwise"):
+        check_block_scaling(recipe, system)
+    check_weights(weight_format("mxfp8"), system)
+
+    class Fp8Row:
+        fp4, fp8 = False, True
+
+    class Fp4Row:
+        fp4, fp8 = True, True
+    assert product_rate(Fp8Row(), system) == CDNA4_FP8[name]
+    rule = rf"needs block-scaled \(NVFP4\) tensor cores, and system {name} runs mxfp8, mxfp4 only \(System.block_formats\)"
+    with pytest.raises(InputError, match="fp8='nvfp4' " + rule) as refused:
+        check_block_scaling("nvfp4", system)
+    assert refused.value.argument == "fp8"
+    with pytest.raises(InputError, match=r"weights nvfp4 \(--weights\) " + rule) as refused:
+        check_weights(weight_format("nvfp4"), system)
+    assert refused.value.argument == "weights"
+    with pytest.raises(InputError, match=rule):
+        product_rate(Fp4Row(), system)
+
+
+@pytest.mark.parametrize("name", ["b200", "b300", "gb200", "gb300"])
+def test_blackwell_runs_every_block_scaled_format(name):
+    """Blackwell's fifth-generation tensor cores run MXFP8, MXFP4 and NVFP4 (Transformer Engine: MXFP8 and
+    NVFP4 from SM 10.0 on)."""
+    from symbolic_cost.timing.systems import check_block_scaling
+    assert set(get_system(name).block_formats) == {"mxfp8", "mxfp4", "nvfp4"}
+    for recipe in ("mxfp8", "nvfp4"):
+        check_block_scaling(recipe, get_system(name))
+
+
+def test_block_formats_are_known_names(tmp_path, forgets_added_systems):
+    """A system states its block-scaled formats by name; a misspelt one is refused naming the field,
+    and a file without the field runs none (as Hopper)."""
+    import json
+    from symbolic_cost.timing.systems import load_system_file
+    with pytest.raises(InputError, match="block_formats must be a list of distinct names among mxfp8, mxfp4, nvfp4"):
+        get_system("h100").but(block_formats=("mxfp6",))
+    with pytest.raises(InputError, match="block_formats must be a list"):
+        get_system("h100").but(block_formats="mxfp8")
+    assert get_system("h100").block_formats == ()
+    assert get_system("h100").but(block_formats=["nvfp4", "mxfp8"]).block_formats == ("mxfp8", "nvfp4")
+    data = {"name": "cdna4-like", "matrix_flops": "2e15", "vector_flops": "1e14", "hbm_bandwidth": "8e12",
+            "nvlink_bandwidth": "5e11", "ib_bandwidth": "5e10", "nvlink_size": 8, "fp8_flops": "4e15",
+            "block_formats": ["mxfp8", "mxfp4"]}
+    path = tmp_path / "cdna4-like.json"
+    path.write_text(json.dumps(data))
+    assert get_system(load_system_file(path)).block_formats == ("mxfp8", "mxfp4")
+    path.write_text(json.dumps({**data, "block_formats": ["fp4"]}))
+    with pytest.raises(InputError, match="block_formats must be a list of distinct names"):
+        load_system_file(path)
 
 
 def test_fp8_runs_at_each_new_presets_fp8_rate():

@@ -74,11 +74,26 @@ def test_mxfp8_needs_block_scaled_tensor_cores():
 
 
 def test_nvfp4_needs_fp4_tensor_cores():
-    with pytest.raises(InputError, match="no FP4 tensor cores"):
+    with pytest.raises(InputError, match="weights nvfp4 .--weights. needs block-scaled .NVFP4. tensor cores, and "
+                                         "system h100 has none"):
         inference_cost(LLAMA3_8B, Serving(b=1, l_in=16, l_out=2, weights="nvfp4"), get_system("h100")).ttft
     b200 = inference_cost(LLAMA3_8B, Serving(b=1, l_in=1024, l_out=2, weights="nvfp4"), get_system("b200"))
     fp8 = inference_cost(LLAMA3_8B, Serving(b=1, l_in=1024, l_out=2, weights="fp8"), get_system("b200"))
     assert b200.prefill_time["compute"] < fp8.prefill_time["compute"]
+
+
+def test_cdna4_serves_mxfp8_at_its_fp8_rate_and_refuses_nvfp4():
+    """AMD's MI355X datasheet and CDNA 4 ISA: MXFP8, MXFP6 and MXFP4 in the matrix cores, not NVFP4; FP8 at
+    5,033.2 TFLOP/s dense.  MXFP8 weights were refused there; their products run at that rate."""
+    mi355x = get_system("mi355x")
+    mx = inference_cost(LLAMA3_8B, Serving(b=1, l_in=1024, l_out=2, weights="mxfp8"), mi355x)
+    fp8 = inference_cost(LLAMA3_8B, Serving(b=1, l_in=1024, l_out=2, weights="fp8"), mi355x)
+    assert mx.prefill_time["compute"] == fp8.prefill_time["compute"]      # the same products, the same rate
+    bf16 = inference_cost(LLAMA3_8B, Serving(b=1, l_in=1024, l_out=2), mi355x)
+    assert mx.prefill_time["compute"] < bf16.prefill_time["compute"]
+    with pytest.raises(InputError, match="weights nvfp4 .--weights. needs block-scaled .NVFP4. tensor cores, and "
+                                         "system mi355x runs mxfp8, mxfp4 only"):
+        inference_cost(LLAMA3_8B, Serving(b=1, l_in=16, l_out=2, weights="nvfp4"), mi355x).ttft
 
 
 def test_refusals():

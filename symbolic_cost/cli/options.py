@@ -514,7 +514,7 @@ def recipe(parser):
     option(group, "--no-master-weights", dest="master_weights", action="store_false",
            help="16-bit training without an fp32 master copy (states in the parameters' precision)")
     option(group, "--fp8", choices=list(FP8_RECIPES), help="low-precision recipe of the layers' products: Transformer "
-           "Engine's FP8 delayed, tensorwise, mxfp8 (Blackwell), fp8-params, or FP4 nvfp4 (Blackwell); torchao's "
+           "Engine's FP8 delayed, tensorwise, mxfp8 (Blackwell, CDNA 4), fp8-params, or FP4 nvfp4 (Blackwell); torchao's "
            "float8 (torchtitan's) torchao-tensorwise, torchao-rowwise, and its MXFP8Linear torchao-mxfp8 (Blackwell) "
            "(default: none)")
     option(group, "--fp8-amax-history", type=int, metavar="N",

@@ -59,7 +59,7 @@ from dataclasses import dataclass, replace
 from sympy import Expr, Rational
 
 from symbolic_cost.checks import InputError
-from symbolic_cost.timing.systems import require_block_scaling
+from symbolic_cost.timing.systems import require_block_format
 from symbolic_cost.blocks.moe import EXPERT_ROWS
 from symbolic_cost.models.number_formats import FP8_128, INT4_128, MXFP4, MXFP8, NF4, NF4_DOUBLE, NVFP4
 
@@ -73,7 +73,7 @@ class WeightFormat:
     products: str | None
     rows: tuple[str, ...] | None = None
     kept: tuple[str, ...] = ()
-    block_scaled: bool = False        # its products apply a scale per 32 elements (MX): Blackwell's tensor cores
+    block_format: str | None = None   # the block-scaled format its products need (timing.systems.BLOCK_FORMATS)
 
     def applies(self, row) -> bool:
         """Whether ``row`` (a ``cost.Row``) holds weights this format stores."""
@@ -83,8 +83,8 @@ class WeightFormat:
 
 WEIGHT_FORMATS = {
     "fp8": WeightFormat("fp8", Rational(1), "fp8"),
-    "mxfp8": WeightFormat("mxfp8", MXFP8, "fp8", block_scaled=True),
-    "nvfp4": WeightFormat("nvfp4", NVFP4, "fp4"),
+    "mxfp8": WeightFormat("mxfp8", MXFP8, "fp8", block_format="mxfp8"),
+    "nvfp4": WeightFormat("nvfp4", NVFP4, "fp4", block_format="nvfp4"),
     "int4": WeightFormat("int4", INT4_128, None),
     "fp8-block": WeightFormat("fp8-block", FP8_128, "fp8", kept=("router",)),
     "mxfp4-experts": WeightFormat("mxfp4-experts", MXFP4, None, rows=EXPERT_ROWS),
@@ -124,20 +124,20 @@ def widened_on(fmt: WeightFormat | None, system) -> str | None:
 
 
 def check_weights(fmt: WeightFormat | None, system) -> None:
-    """Refuse block-scaled FP8 weights (``mxfp8``) on a system whose tensor cores do not apply block
-    scales (``timing.systems.require_block_scaling``, training's rule too): TensorRT-LLM's and vLLM's
-    MXFP8 products run on Blackwell (SM 10.0) only; priced at the FP8 rate elsewhere they were a
-    product no Hopper runs.
+    """Refuse block-scaled weights (``mxfp8``, ``nvfp4``) on a system whose tensor cores do not run
+    their format (``timing.systems.require_block_format``, training's rule too): MXFP8 runs on
+    Blackwell and CDNA 4 (MI350X, MI355X), NVFP4 on Blackwell only; priced at the FP8 rate on a
+    Hopper, MXFP8 were a product no Hopper runs.
 
     >>> from symbolic_cost.timing.systems import get_system
     >>> check_weights(weight_format("mxfp8"), get_system("b200"))
     >>> check_weights(weight_format("mxfp8"), get_system("h100"))
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: weights mxfp8 (--weights) needs block-scaled (MX) tensor cores, and system h100 has none: ...
+    symbolic_cost.checks.InputError: weights mxfp8 (--weights) needs block-scaled (MX) tensor cores, and system h100 has none ...
     """
-    if fmt is not None and fmt.block_scaled:
-        require_block_scaling(system, f"weights {fmt.name} (--weights)", "weights")
+    if fmt is not None and fmt.block_format is not None:
+        require_block_format(system, fmt.block_format, f"weights {fmt.name} (--weights)", "weights")
 
 
 def quantized(block, fmt: WeightFormat, es) -> object:

@@ -92,17 +92,19 @@ recipe         kept input weight copies (bytes   fp32 state per products
 params``                  FP8, as ``fp8-params``                ``--fp8-param-gather``
                                                                 (Megatron-Bridge's FP8-CS recipes)
 ``mxfp8``      1 + 1/32   2 (1 + 1/32): a row-   0 (the E8M0    FP8, on block-scaled (MX) tensor
-                          wise and a column-     scales are in  cores only (Blackwell; refused
-                          wise copy              the elements)  elsewhere by name); TE
+                          wise and a column-     scales are in  cores only (Blackwell, CDNA 4;
+                          wise copy              the elements)  refused elsewhere by name); TE
                                                                 ``MXFP8BlockScaling``
 ``mxfp8-      1 + 1/32   1 + 1/16: the row-wise 0              as ``mxfp8``, with Megatron's
 params``                  copy stored in place                  ``--fp8-param-gather``: per weight
                           of the 16-bit weight,                 element the two copies, 2 (1 +
                           the column-wise one                   1/32), and no 16-bit weight
                           cached
-``nvfp4``      1/2 + 1/16 2 (1/2 + 1/16)         1 (the fp32    FP4 (``System.fp4_flops``; refused
-                                                 per-tensor     without); TE ``NVFP4BlockScaling``,
-                                                 scale)         Megatron ``--fp4-recipe nvfp4``
+``nvfp4``      1/2 + 1/16 2 (1/2 + 1/16)         1 (the fp32    FP4 (``System.fp4_flops``) on
+                                                 per-tensor     NVFP4 tensor cores only
+                                                 scale)         (Blackwell; refused elsewhere);
+                                                                TE ``NVFP4BlockScaling``,
+                                                                Megatron ``--fp4-recipe nvfp4``
 ``torchao-     2 (the     none: cast where used  0 (scales made FP8; torchao's ``Float8Linear``,
 tensorwise``   16-bit                            where used)    recipe ``tensorwise`` (torchtitan's
                input)                                           ``[float8]``): one scale a tensor
@@ -193,7 +195,7 @@ class Fp8Recipe:
     amax_history: int = 1024       # fp32 amax values per scaled tensor (delayed scaling)
     scaled_tensors: int = 3        # input, weight, output gradient of each product
     products: str = "fp8"          # "fp8" (System.fp8_flops) or "fp4" (System.fp4_flops)
-    block_scaled: bool = False     # needs tensor cores that apply block scales (MX: Blackwell)
+    block_format: str | None = None  # the block-scaled format its products need (timing.systems.BLOCK_FORMATS)
     amax_pass: bool = False        # the scale comes from the tensor's own amax: a pass before the cast
     dynamic: bool = False          # torchao: 16-bit operands kept, each cast where a product reads it
     cast_bytes: Expr = Integer(1)  # bytes per element of a dynamic cast's low-precision copy (its block scales too)
@@ -216,16 +218,16 @@ FP8_RECIPES = {
     "tensorwise": Fp8Recipe("tensorwise", Integer(1), Integer(1), amax_history=0, amax_pass=True),
     "tensorwise-params": Fp8Recipe("tensorwise-params", Integer(1), Integer(0), primary_weights=True, amax_history=0,
                                    amax_pass=True),
-    "mxfp8": Fp8Recipe("mxfp8", MXFP8, 2 * MXFP8, scales=0, amax_history=0, block_scaled=True),
+    "mxfp8": Fp8Recipe("mxfp8", MXFP8, 2 * MXFP8, scales=0, amax_history=0, block_format="mxfp8"),
     "mxfp8-params": Fp8Recipe("mxfp8-params", MXFP8, 2 * MXFP8 - 1, primary_weights=True, scales=0, amax_history=0,
-                              block_scaled=True),
-    "nvfp4": Fp8Recipe("nvfp4", NVFP4, 2 * NVFP4, scales=1, amax_history=0, products="fp4", block_scaled=True,
+                              block_format="mxfp8"),
+    "nvfp4": Fp8Recipe("nvfp4", NVFP4, 2 * NVFP4, scales=1, amax_history=0, products="fp4", block_format="nvfp4",
                       amax_pass=True),
     "torchao-tensorwise": Fp8Recipe("torchao-tensorwise", Integer(2), Integer(0), scales=0, amax_history=0,
                                     amax_pass=True, dynamic=True),
     "torchao-rowwise": Fp8Recipe("torchao-rowwise", Integer(2), Integer(0), scales=0, amax_history=0,
                                  amax_pass=True, dynamic=True),
-    "torchao-mxfp8": Fp8Recipe("torchao-mxfp8", Integer(2), Integer(0), scales=0, amax_history=0, block_scaled=True,
+    "torchao-mxfp8": Fp8Recipe("torchao-mxfp8", Integer(2), Integer(0), scales=0, amax_history=0, block_format="mxfp8",
                                dynamic=True, cast_bytes=MXFP8),
 }
 

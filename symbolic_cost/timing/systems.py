@@ -64,7 +64,8 @@ class System:
     launch_overhead: Expr = 0          # s per kernel launch
     host_bandwidth: Expr = 0           # bytes/s per device and direction to host memory (PCIe, NVLink-C2C)
     fp8_flops: Expr = 0                # FLOP/s of dense FP8 products on matrix units; 0: none (matrix_flops)
-    fp4_flops: Expr = 0                # FLOP/s of dense FP4 (NVFP4) products; 0: no FP4 tensor cores
+    fp4_flops: Expr = 0                # FLOP/s of dense FP4 (E2M1) products; 0: no FP4 tensor cores
+    block_formats: tuple = ()          # the block-scaled formats its tensor cores run (BLOCK_FORMATS); (): none
     host_memory_bandwidth: Expr = 0    # bytes/s of a node's host memory (all sockets); 0: not stated
     board_power: Expr = 0              # W a device draws at its limit (the datasheet's TDP); 0: not stated
     efficiency: object = None          # a timing.efficiency.Efficiency: the calibrated model; None: peak only
@@ -79,8 +80,9 @@ class System:
         if self.efficiency is not None and not all(hasattr(self.efficiency, name) for name in EFFICIENCY_FIELDS):
             raise InputTypeError(f"efficiency must be a timing.efficiency.Efficiency (None: peak only), got "
                                  f"{shown(self.efficiency)}", "efficiency")
+        object.__setattr__(self, "block_formats", _block_formats(self.name, self.block_formats))
         for item in fields(self)[1:]:
-            if item.name == "efficiency":
+            if item.name in ("efficiency", "block_formats"):
                 continue
             value = exact(getattr(self, item.name), item.name)
             # decided as far as SymPy can: -F of a positive F is negative, a number is either
@@ -109,6 +111,24 @@ class System:
             if getattr(self, name) == 0:
                 raise InputError(f"system {self.name}: {purpose} needs {name}, which is 0 (not stated); "
                                  f"state it in a --system-file (System.but({name}=...) in Python)", "system")
+
+
+BLOCK_FORMATS = {"mxfp8": "MX", "mxfp4": "MX", "nvfp4": "NVFP4"}
+"""The block-scaled product formats a system's tensor cores may run (``System.block_formats``), and
+the kind each is: ``mxfp8`` (E4M3) and ``mxfp4`` (E2M1) with one E8M0 scale per 32 elements (OCP
+Microscaling v1.0), ``nvfp4`` (E2M1) with one E4M3 scale per 16 elements and an fp32 one per tensor
+(NVIDIA's).  Blackwell's tensor cores run all three; CDNA 4's (MI350X, MI355X) the MX ones, not
+NVFP4; Hopper's, Ampere's, Ada's and CDNA 3's none.  Which formats use which: ``require_block_format``."""
+
+
+def _block_formats(name, formats) -> tuple:
+    """``formats`` as ``System.block_formats`` holds them: known names, each once, in
+    ``BLOCK_FORMATS``'s order."""
+    if isinstance(formats, str) or not isinstance(formats, (tuple, list)) \
+            or not all(isinstance(f, str) and f in BLOCK_FORMATS for f in formats) or len(set(formats)) != len(formats):
+        raise InputError(f"system {name}: block_formats must be a list of distinct names among "
+                         f"{', '.join(BLOCK_FORMATS)} (empty: none), got {formats!r}", "block_formats")
+    return tuple(f for f in BLOCK_FORMATS if f in formats)
 
 
 EFFICIENCY_FIELDS = ("matrix", "memory", "kernel", "step", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus")
@@ -141,7 +161,9 @@ def read_system(data: dict, where: str) -> tuple[System, dict | None]:
     if unknown:
         raise InputError(f"{where}: unknown field(s) {', '.join(unknown)}; fields: {', '.join(sorted(known))}, "
                          f"calibrated", "system_file")
-    values = {k: _exact(v, f"{where}: {k}") for k, v in data.items() if k in known and k != "name"}
+    values = {k: _exact(v, f"{where}: {k}") for k, v in data.items() if k in known and k not in ("name", "block_formats")}
+    if "block_formats" in data:
+        values["block_formats"] = _block_formats(f"{data['name']} ({where})", data["block_formats"])
     # the required figures, and the links' bandwidths, which have no default (0 given: no such link)
     missing = [item.name for item in fields(System) if item.name not in values and item.name != "name"
                and item.default is MISSING]
@@ -245,13 +267,15 @@ def get_system(name: str | System) -> System:
 
 def product_rate(cost, system: System) -> Expr:
     """FLOP/s of a matrix row's products on ``system``: its FP4 rate for a row whose products read
-    4-bit inputs (``Cost.fp4``; refused on a system without FP4 tensor cores), its FP8 rate for an
-    FP8 row where it has one, else the 16-bit matrix rate."""
+    4-bit inputs (``Cost.fp4``: NVFP4, the library's only FP4 products; refused on a system without
+    FP4 tensor cores, or whose tensor cores do not run NVFP4), its FP8 rate for an FP8 row where it
+    has one, else the 16-bit matrix rate."""
     if getattr(cost, "fp4", False):
         if not system.fp4_flops:
             raise InputError(f"system {system.name} has no FP4 tensor cores (fp4_flops is 0): 4-bit products "
                              f"need a Blackwell part (b200, b300, gb200, gb300), or fp4_flops in a --system-file "
                              f"(System.but(fp4_flops=...) in Python)", "system")
+        require_block_format(system, "nvfp4", "4-bit products (NVFP4)", "system")
         return system.fp4_flops
     if cost.fp8 and system.fp8_flops:
         return system.fp8_flops
@@ -259,28 +283,37 @@ def product_rate(cost, system: System) -> Expr:
 
 
 def check_block_scaling(recipe: str | None, system: System) -> None:
-    """Refuse a training recipe whose FP8 products apply block scales (``mxfp8``: one E8M0 scale
-    per 32 elements, ``models.optimizers.FP8_RECIPES``) on a system whose tensor cores cannot.
-    Blackwell's fifth-generation tensor cores brought the block-scaled (MX) products together with
-    FP4 (Transformer Engine: MXFP8 and NVFP4 need SM 10.0 or later); among the systems those are
-    exactly the ones with ``fp4_flops`` (b200, b300, gb200, gb300), so that field stands for the support.  An
-    FP8 recipe of any kind is refused on a system without FP8 tensor cores (``fp8_flops`` 0: A100,
-    whose Ampere cores Transformer Engine does not run FP8 on), rather than timed at the 16-bit
-    rate.  An FP4 recipe (``nvfp4``) meets ``product_rate``'s refusal instead."""
+    """Refuse a training recipe whose products apply block scales (``mxfp8``: one E8M0 scale per 32
+    elements; ``nvfp4``: one E4M3 scale per 16, ``models.optimizers.FP8_RECIPES``) on a system
+    whose tensor cores do not run its format (``require_block_format``).  An FP8 recipe of any kind
+    is refused on a system without FP8 tensor cores (``fp8_flops`` 0: A100, whose Ampere cores
+    Transformer Engine does not run FP8 on), rather than timed at the 16-bit rate."""
     fp8 = get_fp8(recipe)
     if fp8 is not None and fp8.products == "fp8" and not system.fp8_flops:
         raise InputError(f"fp8={recipe!r} runs FP8 products, and system {system.name} has no FP8 tensor cores "
                          f"(fp8_flops is 0; Transformer Engine's FP8 needs compute capability 8.9 or later: Ada, "
                          f"Hopper, Blackwell; or fp8_flops in a --system-file, System.but(fp8_flops=...) in "
                          f"Python)", "fp8")
-    if fp8 is not None and fp8.block_scaled and fp8.products == "fp8":
-        require_block_scaling(system, f"fp8={recipe!r}", "fp8")
+    if fp8 is not None and fp8.block_format is not None:
+        require_block_format(system, fp8.block_format, f"fp8={recipe!r}", "fp8")
 
 
-def require_block_scaling(system: System, what: str, argument: str) -> None:
-    """Refuse ``what`` (products with a scale per 32 elements, MX) on a system whose tensor cores do
-    not apply block scales: Blackwell's, the systems with ``fp4_flops`` (``check_block_scaling``)."""
-    if not system.fp4_flops:
-        raise InputError(f"{what} needs block-scaled (MX) tensor cores, and system {system.name} has none: "
-                         f"Blackwell parts (b200, b300, gb200, gb300) have them (or fp4_flops in a --system-file, "
-                         f"System.but(fp4_flops=...) in Python)", argument)
+def require_block_format(system: System, fmt: str, what: str, argument: str) -> None:
+    """Refuse ``what``, products in the block-scaled format ``fmt`` (``BLOCK_FORMATS``), on a
+    system whose tensor cores do not run it (``System.block_formats``): the one rule training's
+    recipes (``check_block_scaling``), served weights (``inference.weight_formats.check_weights``)
+    and 4-bit rows (``product_rate``) meet.  Transformer Engine runs MXFP8 and NVFP4 from SM 10.0
+    (Blackwell) on; AMD's CDNA 4 ISA and MI355X datasheet list MXFP8, MXFP6 and MXFP4, not NVFP4.
+
+    >>> require_block_format(get_system("mi355x"), "mxfp8", "fp8='mxfp8'", "fp8")
+    >>> require_block_format(get_system("mi355x"), "nvfp4", "fp8='nvfp4'", "fp8")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: fp8='nvfp4' needs block-scaled (NVFP4) tensor cores, and system mi355x runs mxfp8, mxfp4 only ...
+    """
+    if fmt not in system.block_formats:
+        runs = f"runs {', '.join(system.block_formats)} only" if system.block_formats else "has none"
+        raise InputError(f"{what} needs block-scaled ({BLOCK_FORMATS[fmt]}) tensor cores, and system {system.name} "
+                         f"{runs} (System.block_formats): Blackwell parts (b200, b300, gb200, gb300) run mxfp8, "
+                         f"mxfp4 and nvfp4, CDNA 4 (mi350x, mi355x) mxfp8 and mxfp4 (or block_formats in a "
+                         f"--system-file, System.but(block_formats=(...)) in Python)", argument)
