@@ -106,7 +106,8 @@ def test_mxfp8_runs_at_the_fp8_rate_on_blackwell_only():
         with pytest.raises(InputError, match="fp8='mxfp8' needs block-scaled"):
             step_time_breakdown(got, system)
     # CDNA 4 runs MXFP8 (AMD's CDNA 4 ISA, MI355X datasheet): at its FP8 rate, 5,033.2 TFLOP/s dense
-    assert times(got.layer["fc1"], SYSTEMS["mi355x"])["t_comp_fwd"] == got.layer["fc1"].flops_fwd / Rational("5033.2e12")
+    fc1 = got.layer["fc1"]
+    assert times(fc1, SYSTEMS["mi355x"])["t_comp_fwd"] == fc1.flops_fwd / Rational("5033.2e12")
     assert step_time_breakdown(got, "mi355x")["total"] > 0
     for recipe in ("mxfp8", "delayed", "tensorwise"):     # Ampere: no FP8 tensor cores at all
         with pytest.raises(InputError, match=f"fp8='{recipe}' runs FP8 products, and system a100 has no FP8"):

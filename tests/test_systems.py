@@ -153,12 +153,12 @@ NEW_DATASHEETS = {
     # AMD Instinct MI355X spec page: 256 CUs at 2.4 GHz, 2.5 PFLOP/s dense bf16 (2,516.6), 5.0 FP8 (5,033.2),
     # MXFP4 10.1 (10,066.3: 16,384 FLOPs a CU a clock; CDNA 4's FP4 is MXFP4, not NVFP4), 157.3 TFLOP/s FP32
     # vector, 288 GB HBM3E at 8 TB/s, 7 Infinity Fabric links of 153.6 GB/s (1,075.2 GB/s), 1,400 W
-    "mi355x": (Rational("2516.6") * T, Rational("5033.2") * T, Rational("10066.3") * T, Rational("157.3") * T, 8000 * G, 288 * G, 8,
-               Rational("537.6") * G, 64 * G, 1400),
+    "mi355x": (Rational("2516.6") * T, Rational("5033.2") * T, Rational("10066.3") * T, Rational("157.3") * T,
+               8000 * G, 288 * G, 8, Rational("537.6") * G, 64 * G, 1400),
     # AMD Instinct MI350X spec page: MI355X's chip at 2.2 GHz: 2,306.9 TFLOP/s dense bf16, 4,613.7 FP8,
     # MXFP4 9.2 PFLOP/s (9,227.5), 144.2 FP32 vector, 288 GB HBM3E at 8 TB/s, 1,000 W
-    "mi350x": (Rational("2306.9") * T, Rational("4613.7") * T, Rational("9227.5") * T, Rational("144.2") * T, 8000 * G, 288 * G, 8,
-               Rational("537.6") * G, 64 * G, 1000),
+    "mi350x": (Rational("2306.9") * T, Rational("4613.7") * T, Rational("9227.5") * T, Rational("144.2") * T,
+               8000 * G, 288 * G, 8, Rational("537.6") * G, 64 * G, 1000),
     # NVIDIA H20 product brief: 148 TFLOP/s dense bf16, 296 FP8, 44 FP32 (16-bit vector twice it, assumed),
     # 96 GB HBM3 at 4.0 TB/s, NVLink 900 GB/s both ways (8 on NVSwitch), PCIe Gen5 x16 (128 GB/s), 400 W
     "h20": (148 * T, 296 * T, 0, 88 * T, 4000 * G, 96 * G, 8, 450 * G, 64 * G, 400),
@@ -243,7 +243,8 @@ def test_cdna4_runs_mxfp8_at_its_fp8_rate_and_refuses_nvfp4(name):
     class Fp4Row:
         fp4, fp8 = True, True
     assert product_rate(Fp8Row(), system) == CDNA4_FP8[name]
-    rule = rf"needs block-scaled \(NVFP4\) tensor cores, and system {name} runs mxfp8, mxfp4 only \(System.block_formats\)"
+    rule = (rf"needs block-scaled \(NVFP4\) tensor cores, and system {name} runs mxfp8, mxfp4 only "
+            rf"\(System.block_formats\)")
     with pytest.raises(InputError, match="fp8='nvfp4' " + rule) as refused:
         check_block_scaling("nvfp4", system)
     assert refused.value.argument == "fp8"

@@ -125,7 +125,8 @@ def _block_formats(name, formats) -> tuple:
     """``formats`` as ``System.block_formats`` holds them: known names, each once, in
     ``BLOCK_FORMATS``'s order."""
     if isinstance(formats, str) or not isinstance(formats, (tuple, list)) \
-            or not all(isinstance(f, str) and f in BLOCK_FORMATS for f in formats) or len(set(formats)) != len(formats):
+            or not all(isinstance(f, str) and f in BLOCK_FORMATS for f in formats) \
+            or len(set(formats)) != len(formats):
         raise InputError(f"system {name}: block_formats must be a list of distinct names among "
                          f"{', '.join(BLOCK_FORMATS)} (empty: none), got {formats!r}", "block_formats")
     return tuple(f for f in BLOCK_FORMATS if f in formats)
@@ -161,7 +162,8 @@ def read_system(data: dict, where: str) -> tuple[System, dict | None]:
     if unknown:
         raise InputError(f"{where}: unknown field(s) {', '.join(unknown)}; fields: {', '.join(sorted(known))}, "
                          f"calibrated", "system_file")
-    values = {k: _exact(v, f"{where}: {k}") for k, v in data.items() if k in known and k not in ("name", "block_formats")}
+    values = {k: _exact(v, f"{where}: {k}") for k, v in data.items()
+              if k in known and k not in ("name", "block_formats")}
     if "block_formats" in data:
         values["block_formats"] = _block_formats(f"{data['name']} ({where})", data["block_formats"])
     # the required figures, and the links' bandwidths, which have no default (0 given: no such link)
@@ -309,7 +311,7 @@ def require_block_format(system: System, fmt: str, what: str, argument: str) -> 
     >>> require_block_format(get_system("mi355x"), "nvfp4", "fp8='nvfp4'", "fp8")
     Traceback (most recent call last):
     ...
-    symbolic_cost.checks.InputError: fp8='nvfp4' needs block-scaled (NVFP4) tensor cores, and system mi355x runs mxfp8, mxfp4 only ...
+    symbolic_cost.checks.InputError: fp8='nvfp4' needs block-scaled (NVFP4) tensor cores, and system mi355x runs ...
     """
     if fmt not in system.block_formats:
         runs = f"runs {', '.join(system.block_formats)} only" if system.block_formats else "has none"
