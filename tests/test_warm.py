@@ -5,9 +5,12 @@ be indistinguishable from it (output, error, exit status), in the caller's folde
 environment, for refusals as for answers."""
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -43,9 +46,10 @@ def _wait_for(predicate, seconds=120.0):
 @pytest.fixture
 def warm_env(tmp_path, monkeypatch):
     """A cache folder of its own with the setting on, the folder holding ``config.json`` as the
-    working directory; any warm process started in it is stopped at the end."""
-    cache = tmp_path / "cache"
-    cache.mkdir()
+    working directory; any warm process started in it is stopped at the end.  The cache is a short
+    folder of the system's temporary one, not under ``tmp_path``: a socket's path is bounded
+    (``warm.LONGEST_ADDRESS``), and pytest-xdist's workers nest ``tmp_path`` a level deeper."""
+    cache = Path(tempfile.mkdtemp(prefix="warm"))
     monkeypatch.setenv("SYMBOLIC_COST_CACHE", str(cache))
     monkeypatch.setenv(warm.SETTING, "on")
     monkeypatch.delenv(warm.SETTING + "_REPORT", raising=False)
@@ -53,6 +57,7 @@ def warm_env(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text(json.dumps(CONFIG))
     yield cache
     warm.stop()
+    shutil.rmtree(cache, ignore_errors=True)
 
 
 def _started(path):
