@@ -432,7 +432,7 @@ def _api_refused():
         cases += [(f"tile_edge(element_bytes={value!r})", lambda v=value: kernels.tile_edge(2**20, v),
                    "element_bytes"),
                   (f"tile_edge(capacity={value!r})", lambda v=value: kernels.tile_edge(v, 2), "capacity")]
-    for degree, rank in ((0, 0), (-2, 0), (4, 4), (4, -1), (Integer(2), 0), (2, 1.0)):
+    for degree, rank in ((0, 0), (-2, 0), (4, 4), (4, -1), (2, 1.0)):    # SymPy's Integer(2) is a count (below)
         name = "degree" if not isinstance(degree, int) or degree < 1 else "rank"
         cases += [(f"sequence_shard(degree={degree!r}, rank={rank!r})",
                    lambda d=degree, r=rank: sequence.sequence_shard(16, d, r), name),
@@ -505,6 +505,9 @@ API_NUMBERS = [
     ("sequence_shard", lambda: sequence.sequence_shard(12, 3, 2), [(8, 12)]),
     ("sequence_shard zigzag", lambda: sequence.sequence_shard(12, 3, 0, zigzag=True), [(0, 2), (10, 12)]),
     ("head_shard", lambda: sequence.head_shard(8, 4, 3), (6, 8)),
+    # a degree read through positive_dims is SymPy's Integer: a whole number as numpy's are (checks.count)
+    ("sequence_shard, SymPy's degree", lambda: sequence.sequence_shard(16, Integer(2), 0), [(0, 8)]),
+    ("head_shard, SymPy's degree", lambda: sequence.head_shard(8, Integer(2), 1), (4, 8)),
     ("kv_cache_bytes", lambda: kv_cache.kv_cache_bytes(LLAMA, 2, 10), 2 * 10 * LLAMA_KV_PER_TOKEN),
     ("kv_cache_bytes, no tokens", lambda: kv_cache.kv_cache_bytes(LLAMA, 2, 0), 0),
     ("kv_cache_bytes, pages of 16", lambda: kv_cache.kv_cache_bytes(LLAMA, 1, 17, page=16), 32 * LLAMA_KV_PER_TOKEN),
