@@ -27,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if sys.path and os.path.abspath(sys.path[0] or ".") == HERE:
     sys.path.pop(0)         # this folder is the working tree's tests: a child imports the copy's
 
+import gc  # noqa: E402
 import json  # noqa: E402
 import traceback  # noqa: E402
 
@@ -78,6 +79,9 @@ def serve() -> None:
     if _loaded():
         raise RuntimeError(f"{PACKAGE} is imported in the zygote itself")
     answers = sys.stdout
+    # what is imported now lives as long as every child: kept out of the collector's reach, so a
+    # child's collections (pytest forces some at its end) do not walk SymPy's and pandas' objects again
+    gc.freeze()
     for line in sys.stdin:
         request = json.loads(line)
         answers.flush()

@@ -1111,15 +1111,46 @@ MUTATIONS = (
 
 def _copy(tmp: Path) -> Path:
     """The package, the tests and pyproject.toml copied under ``tmp``, with a hypothesis profile
-    that reports the first failing example without shrinking it.  The bytecode comes along (with the
-    sources' times, which it is checked against): a run that compiled every module of the copy again
-    spent most of a cheap kill doing so; ``Mutation.apply`` drops the mutated module's."""
+    that reports the first failing example without shrinking it."""
     ignore = shutil.ignore_patterns(".hypothesis")
     for name in ("symbolic_cost", "tests"):
         shutil.copytree(ROOT / name, tmp / name, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", tmp / "pyproject.toml")
     with open(tmp / "tests" / "conftest.py", "a") as conftest:
         conftest.write(NO_SHRINK)
+    return tmp
+
+
+_TEMPLATE: list = []
+_TEMPLATE_LOCK = threading.Lock()
+
+
+def template() -> Path:
+    """One ``_copy`` for every run of this process, its bytecode written once: each module of the
+    package compiled, and each file of ``TESTS`` as pytest rewrites its asserts (a collection of
+    them).  A run copies it with its bytecode (``_clone``), and the sources' times come along, which
+    the bytecode is checked against; compiling and rewriting anew took most of a cheap kill.  It is
+    removed when the process ends."""
+    with _TEMPLATE_LOCK:
+        if not _TEMPLATE:
+            folder = tempfile.TemporaryDirectory(prefix="mutation-template-")
+            root = _copy(Path(folder.name))
+            env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+            env.update(PYTHONPATH=str(root), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+            # only bytecode comes of these two runs: a failure here shows again in the runs themselves
+            subprocess.run([sys.executable, "-m", "compileall", "-q", "symbolic_cost"], cwd=root, env=env,
+                           capture_output=True)
+            subprocess.run([sys.executable, "-m", "pytest", "--collect-only", *pytest_args(TESTS)], cwd=root,
+                           env=env, capture_output=True)
+            _TEMPLATE.append(folder)
+        return Path(_TEMPLATE[0].name)
+
+
+def _clone(tmp: Path) -> Path:
+    """``template()`` copied under ``tmp``, bytecode and sources' times with it."""
+    for name in ("symbolic_cost", "tests", "pyproject.toml"):
+        source = template() / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp / name)
     return tmp
 
 
@@ -1275,7 +1306,7 @@ def check(mutation: Mutation | None, first: str | None = None, tests=TESTS) -> t
     before the files of ``tests`` (``batches``); for ``None`` (the unmutated copy): (failed, what
     failed)."""
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
-        root = _copy(Path(tmp))
+        root = _clone(Path(tmp))
         if mutation is not None:
             mutation.apply(root)
         for files in filter(None, batches(first, tests)):

@@ -91,7 +91,7 @@ def test_a_killer_no_longer_there_runs_every_file(monkeypatch):
             return subprocess.CompletedProcess([], 4, "ERROR: not found: tests/test_model.py::test_gone\n", "")
         return subprocess.CompletedProcess([], 1, "FAILED tests/test_model.py::test_a - x\n", "")
     monkeypatch.setattr(mutations, "run_tests", run)
-    monkeypatch.setattr(mutations, "_copy", lambda tmp: tmp)
+    monkeypatch.setattr(mutations, "_clone", lambda tmp: tmp)
     tests = ("tests/test_fsdp.py", "tests/test_model.py")
     assert mutations.check(None, "tests/test_model.py::test_gone", tests) == (True, "tests/test_model.py::test_a - x")
     assert ran == [("tests/test_model.py::test_gone",), ("tests/test_model.py", "tests/test_fsdp.py")]
