@@ -27,7 +27,7 @@ from symbolic_cost.ops.matmul import Chunk
 
 
 READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "dispatcher", "mtp", "cp",
-         "cp_variant", "loss_chunks", "fused_loss")
+         "cp_variant", "loss_chunks", "fused_loss", "tp_ends")
 """The ``Training`` fields the blocks depend on: stacks that agree on these (and on the
 degrees) are the same, whatever the memory policy, ZeRO stage, schedule or offload."""
 _STACKS: dict = {}
@@ -77,6 +77,11 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
     run = Run(es=es, es_mask=t.mask_bytes, conventions=conventions)
     start, end = _ends(arch, t, m1, s1, vocab, run)
     mtp = sympify(arch.mtp_layers) if getattr(t, "mtp", False) else sympify(0)
+    ends = getattr(t, "tp_ends", "vocab")
+    if ends != "vocab" and (mtp != 0 or arch.encoder_decoder):
+        raise InputError(f"tp_ends {ends!r} (transformers' tp_plan, DeepSpeed's AutoTP) with "
+                         f"{'multi-token-prediction modules' if mtp != 0 else 'an encoder-decoder'} is not modelled",
+                         "tp_ends")
     if grid is not None:
         if mtp != 0:
             raise InputError(f"{arch.name}'s multi-token-prediction modules on a tensor grid are not modelled "
@@ -99,7 +104,12 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
 
 
 def _ends(arch: Architecture, t, m1, s1, vocab, run: Run) -> tuple[Block, Block]:
-    """The embedding and the head of ``arch`` (``blocks.ends``), as its fields say."""
+    """The embedding and the head of ``arch`` (``blocks.ends``), as its fields say, laid over the
+    tensor ranks as ``t.tp_ends`` says (``blocks.heads.TP_ENDS``): a whole word table has the
+    vocabulary's own rows (``Architecture.padded_vocab(1)``), a head split by vocabulary ``vocab``,
+    padded to ``m1``; a whole head, the vocabulary's own."""
+    ends = getattr(t, "tp_ends", "vocab")
+    whole = vocab if ends == "vocab" else arch.padded_vocab(1)
     relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
     tables = Embeddings(arch.positions, arch.token_types, arch.norm if arch.embedding_norm else None,
                         _embedding_dropout(arch), arch.embedding_projection, relative=relative)
@@ -108,10 +118,10 @@ def _ends(arch: Architecture, t, m1, s1, vocab, run: Run) -> tuple[Block, Block]
                 loss=bool(arch.lm_head), tied=bool(arch.tied), bias=bool(arch.head_bias),
                 softcap=bool(arch.logit_softcap), pooler=bool(arch.pooler), loss_chunks=getattr(t, "loss_chunks", 1),
                 fused_loss=getattr(t, "fused_loss", False))
-    return (embedding_block(t.b, t.l, arch.e, vocab, m1, s1, embeddings=tables, run=run),
-            head_block(t.b, _decoder_tokens(arch, t), arch.e, vocab, m1, s1, head=head,
+    return (embedding_block(t.b, t.l, arch.e, whole, m1, s1, embeddings=tables, run=run, ends=ends),
+            head_block(t.b, _decoder_tokens(arch, t), arch.e, whole if ends == "whole" else vocab, m1, s1, head=head,
                        task=Task(arch.task, arch.num_labels, arch.classifier),
-                       residual=Residual(arch.norm, arch.dropouts), run=run))
+                       residual=Residual(arch.norm, arch.dropouts), run=run, ends=ends))
 
 
 def context_shard(t):
