@@ -204,3 +204,18 @@ def test_search_beside_such_a_file_is_refused(tmp_path, capsys):
                                 "tensor_parallel": {"autotp_size": 2}}))
     assert main(["search", "--hf-config", LLAMA31, "--deepspeed", str(path), "--devices", "8"]) == 2
     assert "tp_ends 'gathered'" in capsys.readouterr().err
+
+
+def test_autotp_through_a_trainer_run(tmp_path, capsys):
+    """LLaMA-Factory names its AutoTP config in the TrainingArguments (``deepspeed``); the Trainer fills its
+    "auto" values (2 sequences a micro-batch, 4 accumulated, bf16), and the tensor layout is the config's:
+    m1 = 2 of the 8 ranks, d = 4."""
+    args = tmp_path / "training_args.json"
+    args.write_text(json.dumps({"per_device_train_batch_size": 2, "gradient_accumulation_steps": 4, "bf16": True,
+                                "deepspeed": "examples/deepspeed/ds_z2_autotp_config.json"}))
+    got = _json(capsys, "--preset", "llama-3-8b", "--set", "l=2048", "--hf-training-args", str(args), "--deepspeed",
+                AUTOTP, "--devices", "8")
+    layout = got["layout"]
+    assert (layout["b"], layout["micro_batches"], layout["m1"], layout["d"], layout["zero"], layout["tp_ends"]) == \
+        (2, 4, 2, 4, 2, "gathered")
+    assert got["parameters_per_device"] == _llama_per_rank(4096, 14336, 32, 8, 128256, 32, 2, "split")

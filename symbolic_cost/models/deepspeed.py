@@ -425,9 +425,11 @@ def autotp(section, arch, world: int, notes: list) -> tuple[int, str]:
     parallelism (``s1 = 1``).  The word table stays whole on every rank (no rule for
     ``embed_tokens``), an untied ``lm_head`` is split with its logits all-gathered
     (``colwise_gather_output``, DeepSpeed 0.19.4 and later; ``tp_ends`` ``"gathered"``), a tied one left
-    whole with the table (``"whole"``).  The ranks are taken from the ``world`` of the batch rule,
-    ``d = world / m1`` of them data-parallel (``groups._init_tp_mesh_device``).  Refused: a size that does
-    not divide the ranks, or the model's heads, key/value heads or MLP width (AutoTP's uneven split, ranks
+    whole with the table (``"whole"``).  The ranks are the ``world`` of the batch rule, which counts
+    every rank (``deepspeed.initialize`` builds ``DeepSpeedConfig`` without an ``mpu``, so its
+    ``world_size`` is ``dist.get_world_size()``), ``d = world / m1`` of them data-parallel
+    (``groups._init_tp_mesh_device``), the tensor ranks sharing their sequences.  Refused: a size that
+    does not divide the ranks, or the model's heads, key/value heads or MLP width (AutoTP's uneven split, ranks
     beyond the key/value heads idle, is not modelled), and the keys ``AUTOTP_KEYS`` does not hold."""
     if section is None:
         return 1, "vocab"

@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
+from symbolic_cost.blocks.heads import TP_ENDS
 from symbolic_cost.checks import InputError, choice, flag, instance, positive, positive_dims, settle
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import check_recipe
 from symbolic_cost.models.recipes import check_16bit_layers, check_offload
 from symbolic_cost.parallel.grid import Grid
-from symbolic_cost.blocks.ends import TP_ENDS
 from symbolic_cost.parallel.pipeline import Schedule
 from symbolic_cost.parallel.splits import layout_stages
 
