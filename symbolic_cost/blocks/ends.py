@@ -19,7 +19,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
-from symbolic_cost.blocks.heads import TP_ENDS, Task, lm_rows, pooler_rows, task_rows, whole_ends
+from symbolic_cost.blocks.heads import TP_ENDS, Task, lm_rows, pooler_rows, task_rows, whole_table
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.specs import flags, one_of
 from symbolic_cost.blocks.wiring import Residual, Run
@@ -100,11 +100,12 @@ def embedding_block(b, l, e, vocab, m1=1, s1=1, *, embeddings: Embeddings | None
     ``token_types`` tables, a norm and a dropout; OPT's ``project_in``; T5's relative
     attention bias table ``(buckets, heads)``, looked up once for the ``l x l`` query/key pairs
     of the stack (heads split over ``m1``).  A ``shared`` word table has no weights here.
-    ``run`` (a ``Run``): the element sizes and conventions.  ``ends`` (``TP_ENDS``) other than
-    ``"vocab"``: the word table ``(vocab, e)`` whole on every tensor rank (transformers' ``tp_plan``
-    has no rule for ``embed_tokens``; DeepSpeed's AutoTP leaves ``nn.Embedding`` outside its layers
-    alone), each rank looking up every token itself: no collective, the output ``(b, l, e)`` the
-    same on every rank.
+    ``run`` (a ``Run``): the element sizes and conventions.  ``ends`` (``TP_ENDS``) ``"whole-table"``
+    or ``"whole"``: the word table ``(vocab, e)`` whole on every tensor rank (DeepSpeed's AutoTP
+    leaves ``nn.Embedding`` outside its plan alone), each rank looking up every token itself: no
+    collective, the output ``(b, l, e)`` the same on every rank; ``"gathered"`` (transformers'
+    ``embedding_rowwise``, ``EmbeddingParallel(shard_dim=0)``) splits it as Megatron-LM does, the
+    partial lookups allreduced (no sequence parallelism).
 
     >>> embedding_block(1, 8, 16, 100, embeddings=Embeddings(positions=8)).names
     ['word_embeddings', 'position_embeddings', 'position_embeddings_add', 'embedding_dropout']
@@ -115,7 +116,7 @@ def embedding_block(b, l, e, vocab, m1=1, s1=1, *, embeddings: Embeddings | None
     b, l, e, m1 = dims["b"], dims["l"], dims["e"], dims["m1"]
     tokens = l / at.s
     width = e if spec.projection is None else exact(spec.projection, "projection")
-    if whole_ends(at, ends):
+    if whole_table(at, ends):
         word = embedding(b, l, exact(vocab, "vocab"), width, name="word_embeddings", **at.kw)
     else:
         word = at.leaving(embedding(b, l, exact(vocab, "vocab") / m1, width, share=1 / m1, name="word_embeddings",

@@ -339,14 +339,15 @@ def tensor_parallel(size: dict, arch, notes: list) -> dict:
     ``from_pretrained(..., tp_plan="auto")`` split it; ``LlamaConfig.base_model_tp_plan`` and
     ``Qwen2Config``'s: ``q/k/v_proj`` and ``gate/up_proj`` ``"colwise"``, ``o_proj`` and ``down_proj``
     ``"rowwise"``, an allreduce of the partial outputs; ``LlamaForCausalLM._tp_plan``: ``lm_head``
-    ``"colwise_gather_output"``, ``colwise_rep`` before transformers 5; transformers 5.23,
-    ``transformers/distributed/tensor_parallel.py``): Megatron-LM's split of the layers without
-    sequence parallelism (``s1 = 1``), the word table whole on every rank, the LM head split by
-    vocabulary with its logits all-gathered (``tp_ends`` ``"gathered"``, ``blocks.heads.gathered_rows``).
-    Refused where accelerate refuses (``ParallelismConfig.__post_init__`` and
-    ``_validate_accelerator``, accelerate 1.15: replicas without shards beside ``tp``; FSDP with
-    nothing to shard over, ``dp_shard`` and ``cp`` both 1), a head tied to the word table (the split
-    of a tied table is not modelled), and a ``tp`` that does not divide the model's heads, key/value
+    ``"colwise_gather_output"``; ``init_parallel_plans`` adds ``embed_tokens``
+    ``"embedding_rowwise"``; transformers 5.23, ``transformers/distributed/``): Megatron-LM's split of
+    the layers without sequence parallelism (``s1 = 1``), each of ``q``, ``k``, ``v``, ``gate``,
+    ``up`` reducing its own input gradient (``blocks.wiring.Run.split_inputs``), the word table split
+    by vocabulary, the LM head split by vocabulary with its logits all-gathered (``tp_ends``
+    ``"gathered"``, ``blocks.heads.gathered_rows``; a tied head shares the table's shard).  Refused
+    where accelerate refuses (``ParallelismConfig.__post_init__`` and ``_validate_accelerator``,
+    accelerate 1.15: replicas without shards beside ``tp``; FSDP with nothing to shard over,
+    ``dp_shard`` and ``cp`` both 1), and a ``tp`` that does not divide the model's heads, key/value
     heads or MLP width (transformers' uneven shards are not modelled)."""
     tp, key = size["tp"], "parallelism_config_tp_size"
     if size["dp_replicate"] > 1 and size["dp_shard"] == 1:
@@ -356,11 +357,9 @@ def tensor_parallel(size: dict, arch, notes: list) -> dict:
         raise InputError(f"{key} {tp} under FSDP with dp_shard_size and cp_size 1: accelerate refuses FSDP with no "
                          f"dimension to shard over (lower tp_size, or launch without FSDP)", key)
     tensor_divides(arch, tp, key, "transformers' uneven tensor-parallel shards")
-    if arch is not None and arch.tied:
-        raise InputError(f"{key} {tp} with {arch.name}'s LM head tied to its word table: transformers' tp_plan "
-                         f"splits lm_head's weight, which is the word table's; that layout is not modelled", key)
-    notes.append(f"{key} {tp}: transformers' tp_plan over {tp} ranks (no sequence parallelism; the word table whole "
-                 f"on every rank, the LM head split with its logits all-gathered: tp_ends gathered)")
+    notes.append(f"{key} {tp}: transformers' tp_plan over {tp} ranks as transformers 5.23 applies it (no sequence "
+                 f"parallelism; the word table split by vocabulary, the LM head split with its logits all-gathered: "
+                 f"tp_ends gathered)")
     return {"tp_ends": "gathered"}
 
 

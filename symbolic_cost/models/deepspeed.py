@@ -422,10 +422,11 @@ def autotp(section, arch, world: int, notes: list) -> tuple[int, str]:
     ``LinearLayer`` splits a product's output over the ``m1`` ranks and allreduces its input's gradient
     in backward, ``LinearAllreduce`` allreduces the partial outputs in forward
     (``deepspeed/module_inject/layers.py``): Megatron-LM's tensor parallelism without its sequence
-    parallelism (``s1 = 1``).  The word table stays whole on every rank (no rule for
-    ``embed_tokens``), an untied ``lm_head`` is split with its logits all-gathered
-    (``colwise_gather_output``, DeepSpeed 0.19.4 and later; ``tp_ends`` ``"gathered"``), a tied one left
-    whole with the table (``"whole"``).  The ranks are the ``world`` of the batch rule, which counts
+    parallelism (``s1 = 1``), each column-split module reducing its own input gradient
+    (``blocks.wiring.Run.split_inputs``).  The word table stays whole on every rank (AutoTP leaves
+    ``nn.Embedding`` alone), an untied ``lm_head`` is split with its logits all-gathered
+    (``colwise_gather_output``, DeepSpeed 0.19.4 and later; ``tp_ends`` ``"whole-table"``), a tied one
+    left whole with the table (``"whole"``).  The ranks are the ``world`` of the batch rule, which counts
     every rank (``deepspeed.initialize`` builds ``DeepSpeedConfig`` without an ``mpu``, so its
     ``world_size`` is ``dist.get_world_size()``), ``d = world / m1`` of them data-parallel
     (``groups._init_tp_mesh_device``), the tensor ranks sharing their sequences.  Refused: a size that
@@ -461,9 +462,9 @@ def autotp(section, arch, world: int, notes: list) -> tuple[int, str]:
     notes.append(f"tensor_parallel.autotp_size {size}: AutoTP over {size} ranks as DeepSpeed 0.19.4 and later lay out "
                  f"a Hugging Face tp_plan: no sequence parallelism, the word table whole on every rank, the LM head "
                  + ("whole too (tied to the word table" + (", taken as tied: no model given)" if arch is None else ")")
-                    if tied else "split with its logits all-gathered (tp_ends gathered; before 0.19.4 DeepSpeed "
+                    if tied else "split with its logits all-gathered (tp_ends whole-table; before 0.19.4 DeepSpeed "
                     "left it whole and refused ZeRO-3 beside AutoTP)"))
-    return size, "whole" if tied else "gathered"
+    return size, "whole" if tied else "whole-table"
 
 
 def bf16_masters(section: dict, stage: int, policy: dict, notes: list) -> str | None:

@@ -78,10 +78,12 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
     start, end = _ends(arch, t, m1, s1, vocab, run)
     mtp = sympify(arch.mtp_layers) if getattr(t, "mtp", False) else sympify(0)
     ends = getattr(t, "tp_ends", "vocab")
-    if ends != "vocab" and (mtp != 0 or arch.encoder_decoder):
-        raise InputError(f"tp_ends {ends!r} (transformers' tp_plan, DeepSpeed's AutoTP) with "
-                         f"{'multi-token-prediction modules' if mtp != 0 else 'an encoder-decoder'} is not modelled",
-                         "tp_ends")
+    unmodelled = [what for what, on in (("multi-token-prediction modules", mtp != 0),
+                                        ("an encoder-decoder", arch.encoder_decoder), ("experts", arch.moe is not None),
+                                        ("latent attention", arch.latent is not None)) if on]
+    if ends != "vocab" and unmodelled:
+        raise InputError(f"tp_ends {ends!r} (transformers' tp_plan, DeepSpeed's AutoTP) with {unmodelled[0]} is not "
+                         f"modelled", "tp_ends")
     if grid is not None:
         if mtp != 0:
             raise InputError(f"{arch.name}'s multi-token-prediction modules on a tensor grid are not modelled "
@@ -109,7 +111,7 @@ def _ends(arch: Architecture, t, m1, s1, vocab, run: Run) -> tuple[Block, Block]
     vocabulary's own rows (``Architecture.padded_vocab(1)``), a head split by vocabulary ``vocab``,
     padded to ``m1``; a whole head, the vocabulary's own."""
     ends = getattr(t, "tp_ends", "vocab")
-    whole = vocab if ends == "vocab" else arch.padded_vocab(1)
+    whole = arch.padded_vocab(1) if ends in ("whole-table", "whole") else vocab
     relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
     tables = Embeddings(arch.positions, arch.token_types, arch.norm if arch.embedding_norm else None,
                         _embedding_dropout(arch), arch.embedding_projection, relative=relative)
@@ -282,7 +284,7 @@ def layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=None, win
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, heads=heads, m1=m1, s1=s1, scores=scores,
                 projections=Projections(arch.qkv_bias, arch.bias, clip=bool(arch.clip_qkv)), ffn=ffn,
                 wiring=Wiring(arch.norm, arch.dropouts, arch.norms, arch.parallel, cross),
-                run=Run(t.flash, _context(t)))
+                run=Run(t.flash, _context(t), split_inputs=getattr(t, "tp_ends", "vocab") != "vocab"))
 
 
 def _embedding_dropout(arch: Architecture) -> bool:
