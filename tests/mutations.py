@@ -71,7 +71,7 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py",
          "tests/test_budget.py", "tests/test_extrema.py", "tests/test_collective_kinds.py",
          "tests/test_pipeline_sends.py", "tests/test_bridge_peft.py",
-         "tests/test_serving_kv_copies.py")
+         "tests/test_serving_kv_copies.py", "tests/test_tensor_parallel_ends.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -1106,6 +1106,17 @@ MUTATIONS = (
              "valid = True", required=False),
     Mutation("length-context-unchecked", "symbolic_cost/inference/lengths.py",
              'None if context is None else _count(context, "context")', "context", required=False),
+    # tensor parallelism with other ends (tp_ends): transformers' tp_plan, DeepSpeed's AutoTP
+    Mutation("gathered-logits-left-split", "symbolic_cost/blocks/heads.py",
+             'head = at.attach(head, at.collective("allgather", b * l * vocab, m1, "fwd"))', 'head = head',
+             required=False),
+    Mutation("split-inputs-reduced-once", "symbolic_cost/blocks/layout.py",
+             'collectives = self.reduce_to_shards("bwd") * products', 'collectives = self.reduce_to_shards("bwd")',
+             required=False),
+    Mutation("whole-table-split-by-vocabulary", "symbolic_cost/blocks/heads.py",
+             'return ends in ("whole-table", "whole")', 'return ends == "whole"', required=False),
+    Mutation("autotp-ranks-as-data", "symbolic_cost/models/deepspeed.py",
+             "S.d: dp // tp,", "S.d: dp,", required=False),
 )
 
 

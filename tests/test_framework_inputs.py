@@ -603,7 +603,6 @@ def test_deepspeed_batch_rule_and_unknown_keys(tmp_path, capsys):
 @pytest.mark.parametrize("extra, said", [
     # the survey of published files: each was refused as "a key this reader does not read", without its reason
     ({"compile": {"disable": False, "backend": "inductor"}}, "fuses and moves kernels"),       # axolotl
-    ({"tensor_parallel": {"autotp_size": 2}}, "automatic tensor parallelism (AutoTP)"),        # LLaMA-Factory
     ({"quantize_training": {"enabled": True}}, "quantisation-aware training (MoQ)"),
     ({"fp16": {"enabled": True, "fp16_master_weights_and_grads": True}}, "fp16 master weights"),
     ({"zero_optimization": {"stage": 2, "zenflow": {"topk_ratio": 0.1}}}, "ZenFlow's optimizer steps"),
@@ -1384,13 +1383,6 @@ def test_parallelism_config_replicas_shard_within_their_group(tmp_path, capsys):
     (tmp_path / "eight.yaml").write_text(text.replace("num_processes: 8", "num_processes: 16"))
     assert "dp_replicate x dp_shard x tp x cp x sp = 8 is not the 16 processes" in _error(
         capsys, *model, "--accelerate", str(tmp_path / "eight.yaml"))
-
-
-def test_parallelism_config_tensor_parallel_is_refused_with_the_reason(capsys):
-    """accelerate's tp_hsdp.yaml: transformers' tp_plan keeps the embedding whole and splits the LM head, which
-    is not Megatron-LM's tensor parallelism the library counts."""
-    err = _error(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_tp_hsdp.yaml"))
-    assert "parallelism_config_tp_size 2: tensor parallelism through transformers' tp_plan" in err
 
 
 @pytest.mark.parametrize("name, devices", [("accelerate_fp8.yaml", 1), ("accelerate_0_34_0_fp8.yaml", 2)])

@@ -31,6 +31,7 @@ SETTINGS = [
     ("micro_batches", 4, "batch", "micro_batches"), ("allow_long", True, "batch", "allow_long"),
     ("l_dec", 128, "batch", "l_dec"), ("m1", 2, "degrees", "m1"), ("s1", 2, "degrees", "s1"), ("d", 8, "degrees", "d"),
     ("lora", LoRA(8), "trainable", "lora"), ("mtp", False, "trainable", "mtp"),
+    ("tp_ends", "gathered", "degrees", "ends"),
 ]
 
 

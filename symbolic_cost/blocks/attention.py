@@ -76,7 +76,7 @@ def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, proje
             check_variant(context.variant, "attention sinks")
         check_attention(context, window=scores.window if isinstance(scores.window, Chunk) else None,
                         score_bias=scores.bias, softcap=scores.softcap, cross=projections.cross, keys=scores.keys)
-    rows = [at.norm(f"{norm}_norm_1", norm), *_inputs(at, heads, projections, norm, keys)]
+    rows = [at.norm(f"{norm}_norm_1", norm), *_inputs(at, heads, projections, norm, keys, run.split_inputs)]
     rows += _core(at, heads, scores, keys, run.flash, context, dropouts if scores.dropout is None else scores.dropout)
     rows += _output(at, heads, projections, run.flash and getattr(context, "variant", None) != "ulysses", residual)
     if projections.cross:        # selective recomputation redoes the self-attention core only
@@ -84,10 +84,12 @@ def attention(b, l, e, heads, m1=1, s1=1, *, scores: Scores | None = None, proje
     return Block("cross_attention" if projections.cross else "attention", tuple(rows), dims, at.conventions)
 
 
-def _inputs(at: Layout, heads: Heads, projections: Projections, norm, keys) -> list:
-    """Q, K and V on this device: the projections, their clip, q/k norms and rotary positions."""
+def _inputs(at: Layout, heads: Heads, projections: Projections, norm, keys, split=False) -> list:
+    """Q, K and V on this device: the projections, their clip, q/k norms and rotary positions;
+    ``split`` (``Run.split_inputs``): ``q``, ``k`` and ``v`` three modules, each reducing its input
+    gradient."""
     q, v, local, kv = heads.size(at.e), heads.value_size(at.e), heads.h / at.m1, heads.kv / at.m1
-    rows = _projections(at, q, v, local, kv, projections.qkv_bias, projections.cross, keys)
+    rows = _projections(at, q, v, local, kv, projections.qkv_bias, projections.cross, keys, 3 if split else 1)
     if projections.clip:
         rows.append(gelu(at.b, at.l, local * q + kv * (q + v), name="qkv_clip", **at.kw))
     rows += _qk_norms(at, heads.qk_norm, norm, q, local, kv)
@@ -161,15 +163,19 @@ def _cached_keys(keys, span):
     return keys if span is None else minimum(span, keys)
 
 
-def _projections(at: Layout, q, v, heads, kv, qkv_bias, cross, keys):
-    """The fused ``qkv_proj``, or for cross-attention ``q_proj`` on this stream and ``kv_proj``
+def _projections(at: Layout, q, v, heads, kv, qkv_bias, cross, keys, products=1):
+    """The fused ``qkv_proj`` (``products``: the modules it stands for, each reducing its input
+    gradient, ``Layout.entering``), or for cross-attention ``q_proj`` on this stream and ``kv_proj``
     on the encoder output of ``keys`` tokens (which enters the tensor region like a norm output)."""
     b, l, e, m1 = at.b, at.l, at.e, at.m1
     quirk = at.conventions.qkv_bias_elements == "e"         # Megatron training-info stores e, not 3e
     if not cross:
         width = (heads + 2 * kv) * q if v == q else heads * q + kv * (q + v)
         return [at.entering(linear(b, l, e, width, name="qkv_proj", **at.kw,
-                                   bias=(e / m1 if qkv_bias and quirk else qkv_bias)))]
+                                   bias=(e / m1 if qkv_bias and quirk else qkv_bias)), products)]
+    if products != 1:
+        raise InputError("cross-attention with its projections reducing their input gradients one by one "
+                         "(split_inputs) is not modelled", "split_inputs")
     gathered = at.collective("allgather", b * keys * e, at.s, "fwd")
     return [at.entering(linear(b, l, e, heads * q, bias=qkv_bias, name="q_proj", **at.kw)),
             at.attach(at.entering(linear(b, keys, e, kv * (q + v), bias=qkv_bias, name="kv_proj", **at.kw)),

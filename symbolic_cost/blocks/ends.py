@@ -19,7 +19,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import Block
-from symbolic_cost.blocks.heads import Task, lm_rows, pooler_rows, task_rows
+from symbolic_cost.blocks.heads import TP_ENDS, Task, lm_rows, pooler_rows, task_rows, whole_table
 from symbolic_cost.blocks.layout import NORMS, Layout
 from symbolic_cost.blocks.specs import flags, one_of
 from symbolic_cost.blocks.wiring import Residual, Run
@@ -27,7 +27,7 @@ from symbolic_cost.checks import InputError, counts, positive_dims
 from symbolic_cost.cost import exact
 from symbolic_cost.ops import add, dropout, embedding, linear
 
-__all__ = ["Embeddings", "Head", "Task", "embedding_block", "stack_end", "head_block"]
+__all__ = ["Embeddings", "Head", "Task", "TP_ENDS", "embedding_block", "stack_end", "head_block"]
 
 
 @dataclass(frozen=True)
@@ -93,14 +93,19 @@ class Head:
 
 
 def embedding_block(b, l, e, vocab, m1=1, s1=1, *, embeddings: Embeddings | None = None, run: Run | None = None,
-                    name="embedding") -> Block:
+                    name="embedding", ends: str = "vocab") -> Block:
     """Token embedding split over ``m1`` by vocabulary (Megatron's VocabParallelEmbedding:
     each device looks up its rows, the partial outputs are summed and sequence-sharded),
     then what ``embeddings`` (an ``Embeddings``) adds: learned ``positions`` and BERT
     ``token_types`` tables, a norm and a dropout; OPT's ``project_in``; T5's relative
     attention bias table ``(buckets, heads)``, looked up once for the ``l x l`` query/key pairs
     of the stack (heads split over ``m1``).  A ``shared`` word table has no weights here.
-    ``run`` (a ``Run``): the element sizes and conventions.
+    ``run`` (a ``Run``): the element sizes and conventions.  ``ends`` (``TP_ENDS``) ``"whole-table"``
+    or ``"whole"``: the word table ``(vocab, e)`` whole on every tensor rank (DeepSpeed's AutoTP
+    leaves ``nn.Embedding`` outside its plan alone), each rank looking up every token itself: no
+    collective, the output ``(b, l, e)`` the same on every rank; ``"gathered"`` (transformers'
+    ``embedding_rowwise``, ``EmbeddingParallel(shard_dim=0)``) splits it as Megatron-LM does, the
+    partial lookups allreduced (no sequence parallelism).
 
     >>> embedding_block(1, 8, 16, 100, embeddings=Embeddings(positions=8)).names
     ['word_embeddings', 'position_embeddings', 'position_embeddings_add', 'embedding_dropout']
@@ -111,8 +116,11 @@ def embedding_block(b, l, e, vocab, m1=1, s1=1, *, embeddings: Embeddings | None
     b, l, e, m1 = dims["b"], dims["l"], dims["e"], dims["m1"]
     tokens = l / at.s
     width = e if spec.projection is None else exact(spec.projection, "projection")
-    word = at.leaving(embedding(b, l, exact(vocab, "vocab") / m1, width, share=1 / m1, name="word_embeddings",
-                                **at.kw))
+    if whole_table(at, ends):
+        word = embedding(b, l, exact(vocab, "vocab"), width, name="word_embeddings", **at.kw)
+    else:
+        word = at.leaving(embedding(b, l, exact(vocab, "vocab") / m1, width, share=1 / m1, name="word_embeddings",
+                                    **at.kw))
     if spec.shared:
         word = replace(word, weights=sympify(0), weight_grads=sympify(0))
     rows = [word]
@@ -146,13 +154,13 @@ def stack_end(b, l, e, m1=1, s1=1, *, norm="rms", dropouts=True, es=2, es_mask=1
 
 
 def head_block(b, l, e, vocab, m1=1, s1=1, *, head: Head | None = None, task: Task | None = None,
-               residual: Residual | None = None, run: Run | None = None) -> Block:
+               residual: Residual | None = None, run: Run | None = None, ends: str = "vocab") -> Block:
     """The end of the model, as ``head`` (a ``Head``) says: final norm (and, for T5, a
     dropout), OPT's ``project_out`` (``e -> projection``, no bias), then the LM head
     (``heads.lm_rows``: a bias as in GPT-J and Phi, a soft cap as in Gemma 2) and its loss when
     ``loss``; or, for BERT, the pooler; or a ``task`` head (a ``heads.Task``: ``heads.task_rows``,
     its norm kind and dropouts ``residual``'s).  ``run`` (a ``Run``): the element sizes and
-    conventions.
+    conventions; ``ends`` (``TP_ENDS``): how the LM head lies over the tensor ranks (``lm_rows``).
 
     >>> head_block(1, 8, 16, 100, head=Head(final_norm="rms", tied=False)).names
     ['final_rms_norm', 'lm_head', 'loss']
@@ -171,7 +179,10 @@ def head_block(b, l, e, vocab, m1=1, s1=1, *, head: Head | None = None, task: Ta
         rows.append(linear(b, l, e, width, bias=False, name="project_out", **at.kw))
     if head.loss:
         rows += lm_rows(at, width, vocab, tied=head.tied, bias=head.bias, softcap=head.softcap,
-                        chunks=head.loss_chunks, fused=head.fused_loss)
+                        chunks=head.loss_chunks, fused=head.fused_loss, ends=ends)
+    if ends != "vocab" and (head.pooler or task.kind or head.projection is not None):
+        raise InputError(f"tp_ends {ends!r} is the layout of a causal LM's head (transformers' tp_plan, DeepSpeed's "
+                         f"AutoTP); a pooler, a task head or OPT's projection beside it is not modelled", "tp_ends")
     if head.pooler:
         rows += pooler_rows(at)
     rows += task_rows(at, task, vocab, norm=residual.norm, dropouts=residual.dropouts, tied=head.tied)

@@ -99,13 +99,23 @@ class Layout:
         """Attach collectives and, if the conventions say so, their reduction FLOPs."""
         return attach(cost, collectives, self.conventions)
 
-    def entering(self, cost: Cost) -> Cost:
+    def entering(self, cost: Cost, products: int = 1) -> Cost:
         """The first matmul of the tensor region: backward reduces its input gradient.
 
         With ``sequence_parallel_inputs="shard"`` (Megatron-LM) the matmul keeps only
         the ``l/s`` sequence shard of its input, ``1/s`` of what it would keep, and
-        allgathers it again in backward to form its weight gradient."""
-        collectives = self.reduce_to_shards("bwd")
+        allgathers it again in backward to form its weight gradient.
+
+        ``products``: the row stands for that many column-split modules reading the same input,
+        each reducing its own ``(b, l, e)`` input gradient over ``m1`` in backward (``Run.split_inputs``:
+        ``q``, ``k``, ``v`` of transformers' ``tp_plan`` and DeepSpeed's AutoTP), ``products - 1``
+        allreduces more than one fused product's; only without sequence shards (``s = 1``), as
+        those frameworks run them."""
+        if products != 1 and self.s != 1:
+            raise InputError(f"{products} products each reducing its input gradient beside a sequence split over "
+                             f"s={self.s} ranks is not modelled (transformers' tp_plan and DeepSpeed's AutoTP keep "
+                             f"the sequence whole)", "s1")
+        collectives = self.reduce_to_shards("bwd") * products
         if self.conventions.sequence_parallel_inputs == "shard" and self.s != 1:
             cost = cost.plus(act_buffer=-cost.act_buffer * (1 - 1 / self.s))
             collectives = self.collective("allgather", self.b * self.l * self.e, self.s, "bwd") + collectives

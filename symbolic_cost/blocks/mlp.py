@@ -47,9 +47,10 @@ def mlp(b, l, e, f, m1=1, s1=1, *, bias=True, gated_act=False, activation_dropou
     width = 2 * f / m1 if gated_act else f / m1
     after_act = at.conventions.mlp_activation_dropout if activation_dropout is None else activation_dropout
     redone = dict(recompute="activation")             # activation recomputation redoes these
+    fc1 = linear(b, l, e, width, bias=bias, name="fc1", **at.kw)      # gate and up: two modules, split_inputs
     fc2 = replace(linear(b, l, f / m1, e, bias=bias, name="fc2", **at.kw), rebuilt="activation")
     rows += [
-        (_same if shared_input else at.entering)(linear(b, l, e, width, bias=bias, name="fc1", **at.kw)),
+        _same(fc1) if shared_input else at.entering(fc1, 2 if run.split_inputs and gated_act else 1),
         replace((gated if gated_act else gelu)(b, l, f / m1, name="act", **at.kw), **redone),
         *([replace(dropout(b, l, f / m1, es_mask=at.es_mask, name="dpr1", **at.kw), **redone, rebuilt="activation")]
           if dropouts and after_act else []),

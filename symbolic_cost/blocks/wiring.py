@@ -106,9 +106,15 @@ class Run:
     * ``flash``: one ``flash_attention`` kernel for the attention core;
     * ``context`` (a ``blocks.context.Context``): context parallelism of the attention;
     * ``es``, ``es_mask``: bytes of an element and of a dropout-mask element;
-    * ``conventions``: a ``conventions.Conventions`` or a preset's name.
+    * ``conventions``: a ``conventions.Conventions`` or a preset's name;
+    * ``split_inputs``: under tensor parallelism each column-split product reduces its own input
+      gradient (``Layout.entering``'s ``products``): ``q``, ``k`` and ``v``, and a gated MLP's
+      ``gate`` and ``up``, are separate modules, each an allreduce in backward, as transformers'
+      ``tp_plan`` (a ``DTensor.from_local`` per ``ColwiseParallel`` module) and DeepSpeed's AutoTP
+      (a ``ColumnParallel`` per ``LinearLayer``) run them; Megatron-LM's fused ``qkv`` and ``fc1``
+      reduce once each (``False``).
 
-    A block without attention reads only the last three.
+    A block without attention reads only ``es``, ``es_mask`` and ``conventions``.
     """
 
     flash: bool = False
@@ -116,9 +122,10 @@ class Run:
     es: Expr = 2
     es_mask: Expr = 1
     conventions: conv.Conventions | str = conv.DEFAULT
+    split_inputs: bool = False
 
     def __post_init__(self):
-        flags(self, "flash")
+        flags(self, "flash", "split_inputs")
         if self.context is not None and not isinstance(self.context, Context):
             raise InputError(f"context must be a blocks.context.Context, got {self.context!r}", "context")
         positive(self.es, "es")

@@ -371,7 +371,7 @@ TRAINING_POLICY = ("precision", "zero", "distributed_optimizer", "recompute", "r
                    "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "embedding_in_split",
                    "loss_in_split", "pipeline_layout", "flash", "capacity_factor",
                    "expert_imbalance", "dispatcher", "mtp", "allow_long", "shard", "reshard_after_forward",
-                   "attention_kernel", "loss_chunks", "fused_loss")
+                   "attention_kernel", "loss_chunks", "fused_loss", "tp_ends")
 """The options ``training_policy`` passes on to ``Training`` as typed (besides ``overlap``,
 ``recompute_modules`` and ``cp_variant``, which it reads apart)."""
 

@@ -147,6 +147,10 @@ def starting_point(args) -> tuple:
                           **kept), []
     found = args.framework
     v, policy = found.values, found.policy
+    if policy.get("tp_ends", "vocab") != "vocab":
+        raise InputError(f"the file's tensor parallelism keeps the word table whole (tp_ends {policy['tp_ends']!r}: "
+                         f"transformers' tp_plan, DeepSpeed's AutoTP), with no sequence parallelism; a search over "
+                         f"Megatron-LM's layouts beside it is not modelled: use summary or sweep", "tp_ends")
     cp = int(v.get(S.cp, 1))
     if cp != 1:
         context.update(cp=tuple(dict.fromkeys(sorted({1, cp, *args.cp}))),

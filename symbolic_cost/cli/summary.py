@@ -108,7 +108,7 @@ LAYOUT = ("b", "l", "m1", "s1", "d", "p", "micro_batches", "cp", "cp_variant", "
           "zero", "shard", "reshard_after_forward", "distributed_optimizer", "offload", "optimizer", "recompute",
           "recompute_modules", "recompute_method", "recompute_layers", "schedule", "virtual_stages", "first_stage_layers",
           "last_stage_layers", "pipeline_layout", "overlap", "flash", "attention_kernel", "loss_chunks",
-          "fused_loss")
+          "fused_loss", "tp_ends")
 """The training fields ``summary --json`` reports as decoded (``layout``): what a framework file or
 the options set, so that a script reading a file sees what the reader made of it."""
 

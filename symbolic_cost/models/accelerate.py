@@ -53,7 +53,7 @@ from __future__ import annotations
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, count, given_counts
 from symbolic_cost.models.megatron_args import Setup, model_for
-from symbolic_cost.models.deepspeed import zero_policy
+from symbolic_cost.models.deepspeed import tensor_divides, zero_policy
 from symbolic_cost.models.megatron_bridge import load_yaml
 from symbolic_cost.models.torchtitan import CP_ROTATIONS
 from symbolic_cost.models.trl_recipe import KERNEL
@@ -262,7 +262,7 @@ def accelerate_setup(text: str, name: str, arch, world: int | None, notes: list 
         if policy["precision"] != "fp32":
             notes.append(FP32_MASTER)
     values = {S.d: world, S.m1: 1, S.s1: 1, S.p: 1}
-    mesh = parallelism(config, kind, world, notes)
+    mesh = parallelism(config, kind, world, notes, arch)
     if mesh:
         values.update(mesh.pop("values"))
         policy.update(mesh)
@@ -282,7 +282,7 @@ MESH = ("dp_replicate", "dp_shard", "tp", "cp", "sp")
 unless given, as ``parallelism_config_<name>_size`` in the YAML."""
 
 
-def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
+def parallelism(config: dict, kind: str, world: int, notes: list, arch=None) -> dict:
     """The layout of accelerate's ``parallelism_config`` (FSDP2's device mesh): ``d`` the replicate x
     shard ranks, ``cp`` the context ranks (PyTorch's ``context_parallel``, which accelerate's
     ``_prepare_cp`` hooks into the attention: each sequence split head-tail, keys and values
@@ -290,9 +290,9 @@ def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
     them; its SDPA kernels are fused, so ``flash``), FSDP over the shard x context ranks and
     replicated over ``dp_replicate`` (HSDP: ``shard`` = ``dp_shard``).  The sizes must multiply to
     the processes (accelerate's ``_validate_accelerator``; all 1: every process a replica).
-    Tensor parallelism (transformers' ``tp_plan``: the embedding whole, the LM head column-split
-    with its logits gathered) is refused; DeepSpeed's sequence parallelism (``sp_size``) is
-    ``sequence_parallel``'s; ``{}`` without the section."""
+    ``tp`` (``tensor_parallel``): ``m1`` tensor ranks as transformers' ``tp_plan`` lays out the model;
+    DeepSpeed's sequence parallelism (``sp_size``) is ``sequence_parallel``'s; ``{}`` without the
+    section."""
     section = config.get("parallelism_config") or {}
     if not section:
         return {}
@@ -308,17 +308,16 @@ def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
     if kind != "FSDP" or (config.get("fsdp_config") or {}).get("fsdp_version", 1) != 2:
         raise InputError("parallelism_config needs distributed_type FSDP with fsdp_version 2 (accelerate launch "
                          "refuses it otherwise)", "parallelism_config")
-    if size["tp"] > 1:
-        raise InputError(f"parallelism_config_tp_size {size['tp']}: tensor parallelism through transformers' tp_plan "
-                         f"(the embedding whole, the LM head split with its logits gathered) is not modelled",
-                         "parallelism_config_tp_size")
-    total = size["dp_replicate"] * size["dp_shard"] * size["cp"]
+    total = size["dp_replicate"] * size["dp_shard"] * size["tp"] * size["cp"]
     if total == 1:
         size["dp_replicate"] = total = world
     if total != world:
         raise InputError(f"parallelism_config: dp_replicate x dp_shard x tp x cp x sp = {total} is not the {world} "
                          f"processes (accelerate's rule)", "parallelism_config")
     out = {"values": {S.d: size["dp_replicate"] * size["dp_shard"], S.cp: size["cp"]}}
+    if size["tp"] > 1:
+        out.update(tensor_parallel(size, arch, notes))
+        out["values"].update({S.m1: size["tp"], S.s1: 1})
     if size["dp_replicate"] > 1:
         out["shard"] = size["dp_shard"]
     if size["cp"] > 1:
@@ -332,6 +331,36 @@ def parallelism(config: dict, kind: str, world: int, notes: list) -> dict:
         notes.append("parallelism_config: PyTorch's context parallelism runs SDPA's fused attention kernels "
                      "(counted as flash attention)")
     return out
+
+
+def tensor_parallel(size: dict, arch, notes: list) -> dict:
+    """The policy of ``parallelism_config_tp_size`` > 1: ``m1`` = tp ranks laid out as transformers'
+    ``tp_plan`` lays out a causal LM (accelerate's ``_prepare_tp`` takes the model as
+    ``from_pretrained(..., tp_plan="auto")`` split it; ``LlamaConfig.base_model_tp_plan`` and
+    ``Qwen2Config``'s: ``q/k/v_proj`` and ``gate/up_proj`` ``"colwise"``, ``o_proj`` and ``down_proj``
+    ``"rowwise"``, an allreduce of the partial outputs; ``LlamaForCausalLM._tp_plan``: ``lm_head``
+    ``"colwise_gather_output"``; ``init_parallel_plans`` adds ``embed_tokens``
+    ``"embedding_rowwise"``; transformers 5.23, ``transformers/distributed/``): Megatron-LM's split of
+    the layers without sequence parallelism (``s1 = 1``), each of ``q``, ``k``, ``v``, ``gate``,
+    ``up`` reducing its own input gradient (``blocks.wiring.Run.split_inputs``), the word table split
+    by vocabulary, the LM head split by vocabulary with its logits all-gathered (``tp_ends``
+    ``"gathered"``, ``blocks.heads.gathered_rows``; a tied head shares the table's shard).  Refused
+    where accelerate refuses (``ParallelismConfig.__post_init__`` and ``_validate_accelerator``,
+    accelerate 1.15: replicas without shards beside ``tp``; FSDP with nothing to shard over,
+    ``dp_shard`` and ``cp`` both 1), and a ``tp`` that does not divide the model's heads, key/value
+    heads or MLP width (transformers' uneven shards are not modelled)."""
+    tp, key = size["tp"], "parallelism_config_tp_size"
+    if size["dp_replicate"] > 1 and size["dp_shard"] == 1:
+        raise InputError(f"{key} {tp} with dp_replicate_size {size['dp_replicate']} and dp_shard_size 1: accelerate "
+                         f"refuses tensor parallelism beside pure replicas (give dp_shard_size > 1)", key)
+    if size["dp_shard"] == 1 and size["cp"] == 1:
+        raise InputError(f"{key} {tp} under FSDP with dp_shard_size and cp_size 1: accelerate refuses FSDP with no "
+                         f"dimension to shard over (lower tp_size, or launch without FSDP)", key)
+    tensor_divides(arch, tp, key, "transformers' uneven tensor-parallel shards")
+    notes.append(f"{key} {tp}: transformers' tp_plan over {tp} ranks as transformers 5.23 applies it (no sequence "
+                 f"parallelism; the word table split by vocabulary, the LM head split with its logits all-gathered: "
+                 f"tp_ends gathered)")
+    return {"tp_ends": "gathered"}
 
 
 SP_KERNELS = ("sdpa", "flash_attention_2", "flash_attention_3")

@@ -54,6 +54,8 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
+from sympy import sympify
+
 from symbolic_cost import symbols as S
 from symbolic_cost.checks import InputError, given_counts, instance
 from symbolic_cost.models.config import DEEPSPEED_DUPLICATES, read_json
@@ -65,7 +67,7 @@ NO_COST = {
          "tensorboard", "wandb", "csv_monitor", "comet", "flops_profiler", "comms_logger", "memory_breakdown",
          "dump_state", "prescale_gradients", "gradient_predivide_factor", "sparse_gradients", "aio", "checkpoint",
          "zero_force_ds_cpu_optimizer", "activation_checkpointing", "fp16", "bf16", "zero_optimization", "optimizer",
-         "torch_autocast",
+         "torch_autocast", "tensor_parallel",
          "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print",
          "allgather_size"},
     "fp16": {"enabled", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
@@ -149,8 +151,6 @@ UNMODELLED = {
     "amp": "NVIDIA Apex's automatic mixed precision is not modelled; give fp16 or bf16",
     "compile": "torch.compile (or DeepSpeed's deepcompile, which reschedules ZeRO's gathers and frees) fuses and "
                "moves kernels, which the time model does not price",
-    "tensor_parallel": "DeepSpeed's automatic tensor parallelism (AutoTP) splits the layers over tensor ranks; the "
-                       "reader does not take that layout from the file",
     "quantize_training": "quantisation-aware training (MoQ) changes the products' precision while it trains",
     "fp16.fp16_master_weights_and_grads": "fp16 master weights (with fp16 training, the optimizer on the host) "
                                           "are not modelled",
@@ -377,6 +377,7 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
         raise InputError("activation_checkpointing.cpu_checkpointing: checkpoints moved to the host are not modelled",
                          "activation_checkpointing.cpu_checkpointing")
     micro, accum, dp = batch(config, world, given)
+    tp, ends = autotp(config.get("tensor_parallel"), arch, dp, notes)
     policy = dict(zero=stage, precision=precision(config, command), **zero_policy(zero, stage, notes))
     kind = config.get("optimizer", {}).get("type")
     if kind is not None:
@@ -384,8 +385,86 @@ def deepspeed_setup(text: str, name: str, arch, world: int | None, given: dict, 
     sixteen = bf16_masters(config.get("bf16", {}), stage, policy, notes)
     if sixteen is not None:
         policy["optimizer"] = sixteen
-    values = {S.b: micro, S.n_micro: accum, S.d: dp, S.m1: 1, S.s1: 1, S.p: 1}
+    if tp > 1:
+        policy["tp_ends"] = ends
+    values = {S.b: micro, S.n_micro: accum, S.d: dp // tp, S.m1: tp, S.s1: 1, S.p: 1}
     return Setup(arch, values, policy, notes)
+
+
+def tensor_divides(arch, size: int, key: str, uneven: str) -> None:
+    """Refuse ``size`` tensor ranks that do not divide ``arch``'s attention heads, key/value heads
+    or MLP width (each rank holds ``1/size`` of each in the library; ``uneven``: what the framework
+    does instead, named in the refusal).  Nothing to check without a model."""
+    if arch is None:
+        return
+    for what, count in (("attention heads", arch.h), ("key/value heads", arch.kv), ("MLP width", arch.f)):
+        if sympify(count).is_number and sympify(count) % size:
+            raise InputError(f"{key} {size} does not divide {arch.name}'s {count} {what}: {uneven} is not modelled",
+                             key)
+
+
+AUTOTP_KEYS = {"autotp_size", "tp", "tp_grain_size", "keep_module_on_host"}
+"""The keys of ``tensor_parallel`` (DeepSpeed's ``TPTrainingConfig``,
+``deepspeed/runtime/tensor_parallel/config.py`` at edaa722) the reader takes: the size; ``tp``'s
+``tp_size``, which DeepSpeed requires to be 1 or the size (``_apply_autotp_partitioning``);
+``tp_grain_size`` ("not activated in training yet", its docstring) and ``keep_module_on_host`` (where
+a checkpoint is loaded) change no count.  ``partition_config`` and ``preset_model`` choose other
+layers to split, ``tp_overlap_comm`` runs the allreduces behind the products, ``dtype`` converts the
+model: each refused by name."""
+
+
+def autotp(section, arch, world: int, notes: list) -> tuple[int, str]:
+    """``(m1, tp_ends)`` of DeepSpeed's AutoTP training (``"tensor_parallel": {"autotp_size": N}``,
+    DeepSpeed >= 0.16.4; ``(1, "vocab")`` without it, or at a size of 0 or 1, which DeepSpeed reads as
+    off).  With a Hugging Face model whose config carries a ``tp_plan`` (Llama, Qwen: ``q/k/v``,
+    ``gate``/``up`` split by columns, ``o``/``down`` by rows) DeepSpeed follows that plan
+    (``DeepSpeedEngine._apply_autotp_partitioning``, ``deepspeed/runtime/engine.py`` at edaa722):
+    ``LinearLayer`` splits a product's output over the ``m1`` ranks and allreduces its input's gradient
+    in backward, ``LinearAllreduce`` allreduces the partial outputs in forward
+    (``deepspeed/module_inject/layers.py``): Megatron-LM's tensor parallelism without its sequence
+    parallelism (``s1 = 1``), each column-split module reducing its own input gradient
+    (``blocks.wiring.Run.split_inputs``).  The word table stays whole on every rank (AutoTP leaves
+    ``nn.Embedding`` alone), an untied ``lm_head`` is split with its logits all-gathered
+    (``colwise_gather_output``, DeepSpeed 0.19.4 and later; ``tp_ends`` ``"whole-table"``), a tied one
+    left whole with the table (``"whole"``).  The ranks are the ``world`` of the batch rule, which counts
+    every rank (``deepspeed.initialize`` builds ``DeepSpeedConfig`` without an ``mpu``, so its
+    ``world_size`` is ``dist.get_world_size()``), ``d = world / m1`` of them data-parallel
+    (``groups._init_tp_mesh_device``), the tensor ranks sharing their sequences.  Refused: a size that
+    does not divide the ranks, or the model's heads, key/value heads or MLP width (AutoTP's uneven split, ranks
+    beyond the key/value heads idle, is not modelled), and the keys ``AUTOTP_KEYS`` does not hold."""
+    if section is None:
+        return 1, "vocab"
+    if not isinstance(section, dict):
+        raise InputError(f"tensor_parallel must be an object, got {section!r}", "tensor_parallel")
+    for key in section:
+        if key not in AUTOTP_KEYS:
+            raise InputError(f"tensor_parallel.{key}: the reader reads AutoTP as DeepSpeed lays out a Hugging Face "
+                             f"model's tp_plan (autotp_size); {key} changes that layout or its timing and is not "
+                             f"modelled", f"tensor_parallel.{key}")
+    size = section.get("autotp_size", 0)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise InputError(f"tensor_parallel.autotp_size must be a whole number (0: off), got {size!r}",
+                         "tensor_parallel.autotp_size")
+    inner = section.get("tp") or {}
+    if not isinstance(inner, dict) or set(inner) - {"tp_size"}:
+        raise InputError(f"tensor_parallel.tp: the reader reads its tp_size only, got {inner!r}", "tensor_parallel.tp")
+    if inner.get("tp_size", 1) not in (1, size):
+        raise InputError(f"tensor_parallel.tp.tp_size {inner['tp_size']} is not autotp_size {size} (DeepSpeed "
+                         f"refuses it)", "tensor_parallel.tp.tp_size")
+    if size <= 1:
+        notes.append(f"tensor_parallel.autotp_size {size}: AutoTP off, as DeepSpeed reads it")
+        return 1, "vocab"
+    if world % size:
+        raise InputError(f"tensor_parallel.autotp_size {size} does not divide the {world} ranks",
+                         "tensor_parallel.autotp_size")
+    tensor_divides(arch, size, "tensor_parallel.autotp_size", "AutoTP's uneven split")
+    tied = arch is None or bool(arch.tied)
+    notes.append(f"tensor_parallel.autotp_size {size}: AutoTP over {size} ranks as DeepSpeed 0.19.4 and later lay out "
+                 f"a Hugging Face tp_plan: no sequence parallelism, the word table whole on every rank, the LM head "
+                 + ("whole too (tied to the word table" + (", taken as tied: no model given)" if arch is None else ")")
+                    if tied else "split with its logits all-gathered (tp_ends whole-table; before 0.19.4 DeepSpeed "
+                    "left it whole and refused ZeRO-3 beside AutoTP)"))
+    return size, "whole" if tied else "whole-table"
 
 
 def bf16_masters(section: dict, stage: int, policy: dict, notes: list) -> str | None:

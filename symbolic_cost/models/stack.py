@@ -27,7 +27,7 @@ from symbolic_cost.ops.matmul import Chunk
 
 
 READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "dispatcher", "mtp", "cp",
-         "cp_variant", "loss_chunks", "fused_loss")
+         "cp_variant", "loss_chunks", "fused_loss", "tp_ends")
 """The ``Training`` fields the blocks depend on: stacks that agree on these (and on the
 degrees) are the same, whatever the memory policy, ZeRO stage, schedule or offload."""
 _STACKS: dict = {}
@@ -77,6 +77,13 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
     run = Run(es=es, es_mask=t.mask_bytes, conventions=conventions)
     start, end = _ends(arch, t, m1, s1, vocab, run)
     mtp = sympify(arch.mtp_layers) if getattr(t, "mtp", False) else sympify(0)
+    ends = getattr(t, "tp_ends", "vocab")
+    unmodelled = [what for what, on in (("multi-token-prediction modules", mtp != 0),
+                                        ("an encoder-decoder", arch.encoder_decoder), ("experts", arch.moe is not None),
+                                        ("latent attention", arch.latent is not None)) if on]
+    if ends != "vocab" and unmodelled:
+        raise InputError(f"tp_ends {ends!r} (transformers' tp_plan, DeepSpeed's AutoTP) with {unmodelled[0]} is not "
+                         f"modelled", "tp_ends")
     if grid is not None:
         if mtp != 0:
             raise InputError(f"{arch.name}'s multi-token-prediction modules on a tensor grid are not modelled "
@@ -99,7 +106,12 @@ def _build_stack(arch: Architecture, t, m1, s1, es, conventions, ep, etp, grid, 
 
 
 def _ends(arch: Architecture, t, m1, s1, vocab, run: Run) -> tuple[Block, Block]:
-    """The embedding and the head of ``arch`` (``blocks.ends``), as its fields say."""
+    """The embedding and the head of ``arch`` (``blocks.ends``), as its fields say, laid over the
+    tensor ranks as ``t.tp_ends`` says (``blocks.heads.TP_ENDS``): a whole word table has the
+    vocabulary's own rows (``Architecture.padded_vocab(1)``), a head split by vocabulary ``vocab``,
+    padded to ``m1``; a whole head, the vocabulary's own."""
+    ends = getattr(t, "tp_ends", "vocab")
+    whole = arch.padded_vocab(1) if ends in ("whole-table", "whole") else vocab
     relative = (arch.relative_buckets, arch.h) if arch.score_bias == "relative" else None
     tables = Embeddings(arch.positions, arch.token_types, arch.norm if arch.embedding_norm else None,
                         _embedding_dropout(arch), arch.embedding_projection, relative=relative)
@@ -108,10 +120,10 @@ def _ends(arch: Architecture, t, m1, s1, vocab, run: Run) -> tuple[Block, Block]
                 loss=bool(arch.lm_head), tied=bool(arch.tied), bias=bool(arch.head_bias),
                 softcap=bool(arch.logit_softcap), pooler=bool(arch.pooler), loss_chunks=getattr(t, "loss_chunks", 1),
                 fused_loss=getattr(t, "fused_loss", False))
-    return (embedding_block(t.b, t.l, arch.e, vocab, m1, s1, embeddings=tables, run=run),
-            head_block(t.b, _decoder_tokens(arch, t), arch.e, vocab, m1, s1, head=head,
+    return (embedding_block(t.b, t.l, arch.e, whole, m1, s1, embeddings=tables, run=run, ends=ends),
+            head_block(t.b, _decoder_tokens(arch, t), arch.e, whole if ends == "whole" else vocab, m1, s1, head=head,
                        task=Task(arch.task, arch.num_labels, arch.classifier),
-                       residual=Residual(arch.norm, arch.dropouts), run=run))
+                       residual=Residual(arch.norm, arch.dropouts), run=run, ends=ends))
 
 
 def context_shard(t):
@@ -272,7 +284,7 @@ def layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=None, win
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, heads=heads, m1=m1, s1=s1, scores=scores,
                 projections=Projections(arch.qkv_bias, arch.bias, clip=bool(arch.clip_qkv)), ffn=ffn,
                 wiring=Wiring(arch.norm, arch.dropouts, arch.norms, arch.parallel, cross),
-                run=Run(t.flash, _context(t)))
+                run=Run(t.flash, _context(t), split_inputs=getattr(t, "tp_ends", "vocab") != "vocab"))
 
 
 def _embedding_dropout(arch: Architecture) -> bool:

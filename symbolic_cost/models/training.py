@@ -33,6 +33,7 @@ FLAT = {
     "b": ("batch", "b"), "l": ("batch", "l"), "l_dec": ("batch", "l_dec"),
     "micro_batches": ("batch", "micro_batches"), "allow_long": ("batch", "allow_long"),
     "m1": ("degrees", "m1"), "s1": ("degrees", "s1"), "d": ("degrees", "d"), "tensor": ("degrees", "tensor"),
+    "tp_ends": ("degrees", "ends"),
     "p": ("pipeline", "p"), "schedule": ("pipeline", "schedule"),
     "virtual_stages": ("pipeline", "virtual_stages"), "first_stage_layers": ("pipeline", "first_stage_layers"),
     "last_stage_layers": ("pipeline", "last_stage_layers"), "embedding_in_split": ("pipeline", "embedding_in_split"),

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
+from symbolic_cost.blocks.heads import TP_ENDS
 from symbolic_cost.checks import InputError, choice, flag, instance, positive, positive_dims, settle
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import check_recipe
@@ -46,7 +47,7 @@ from symbolic_cost.parallel.pipeline import Schedule
 from symbolic_cost.parallel.splits import layout_stages
 
 __all__ = ["Batch", "Degrees", "Pipeline", "Recompute", "Sharding", "Precision", "Execution", "Overlap", "Trainable",
-           "MEGATRON_OVERLAP", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES"]
+           "MEGATRON_OVERLAP", "PRECISIONS", "TP_ENDS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 RECOMPUTE = ("none", "selective", "activation", "full", "op")
@@ -281,18 +282,29 @@ class Batch:
 class Degrees:
     """The tensor ``m1``, sequence ``s1`` and data ``d`` degrees, or ``tensor``, a 2-D/2.5-D/3-D
     tensor grid (``parallel.grid``; set with ``models.grid_stack.on_grid``).  The pipeline,
-    context and expert degrees are their values' (``Pipeline``, ``Context``, ``Experts``)."""
+    context and expert degrees are their values' (``Pipeline``, ``Context``, ``Experts``).
+    ``ends``: how the word table and the LM head are laid over the ``m1`` tensor ranks
+    (``TP_ENDS``; ``blocks.ends.embedding_block``, ``blocks.heads.lm_rows``)."""
 
     m1: Expr = 1
     s1: Expr = 1
     d: Expr = 1
     tensor: object = None
+    ends: str = "vocab"
 
     def __post_init__(self):
         settle(self, "m1", "s1", "d")
         positive_dims(m1=self.m1, s1=self.s1, d=self.d)
         if self.tensor is not None:
             instance(self.tensor, Grid, "tensor", " (parallel.grid.make_grid(...), set with models.grid_stack.on_grid)")
+        choice(self.ends, "tp_ends", TP_ENDS)
+        if self.ends != "vocab" and sympify(self.s1) != 1:
+            raise InputError(f"tp_ends {self.ends!r} keeps the embedding's output whole on every tensor rank (no "
+                             f"sequence parallelism: transformers' tp_plan, DeepSpeed's AutoTP); got s1={self.s1}",
+                             "tp_ends")
+        if self.ends != "vocab" and self.tensor is not None:
+            raise InputError(f"tp_ends {self.ends!r} on a tensor grid is not modelled (a grid's ends are "
+                             f"vocabulary-parallel)", "tp_ends")
 
 
 @dataclass(frozen=True)
