@@ -4,7 +4,7 @@ makes ``tests/test_simulations.py``, ``tests/test_model.py`` or ``tests/test_fra
 Each mutation runs the files against a mutated copy of the package in a subprocess, its recorded
 killer first (``tests/mutation_killers.json``); the mutations are split between ``SHARDS`` tests, each
 under the suite's limit for one test, and the unmutated copy runs once after them.  Deselect with
-``-k "not mutation"``, or run the script alone: ``python tests/mutations.py``.
+``-m "not slow"``, or run the script alone: ``python tests/mutations.py``.
 """
 
 import os
@@ -34,6 +34,7 @@ JUDGED: dict = {}
 """The verdicts of the shards run in this session, for ``test_the_unmutated_copy_passes_what_killed``."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_every_mutation_is_killed_and_the_working_tree_is_untouched(shard):
     chosen = mutations.MUTATIONS[shard::SHARDS]
@@ -50,6 +51,7 @@ def test_every_mutation_is_killed_and_the_working_tree_is_untouched(shard):
     assert not survivors, f"mutations the tests do not catch: {', '.join(survivors)}"
 
 
+@pytest.mark.slow
 def test_the_unmutated_copy_passes_what_killed():
     """A kill stands only where the unmutated copy passes the test that failed (``check_baseline``):
     run once, after the shards, for every verdict they gave."""
@@ -134,3 +136,16 @@ def test_a_zygote_child_that_cannot_import_the_copy_is_a_crash(tmp_path):
     finally:
         mutations.Zygote.close_all()
     assert mutations.crashed(result) and "symbolic_cost" in result.stderr
+
+
+def test_a_mutation_leaves_the_template_its_copy_links_to_untouched(tmp_path, monkeypatch):
+    """A run's copy links to the template's files (``_clone``): the mutated file is a new one, so the
+    template, and every later run's copy, keeps the source as it was."""
+    template = mutations._copy(tmp_path / "template")
+    monkeypatch.setattr(mutations, "template", lambda: template)
+    mutation = next(m for m in mutations.MUTATIONS if m.name == "bubble")
+    before = (template / mutation.path).read_text()
+    root = mutations._clone(tmp_path / "run")
+    mutation.apply(root)
+    assert (root / mutation.path).read_text() == before.replace(mutation.anchor, mutation.replacement) != before
+    assert (template / mutation.path).read_text() == before
