@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from sympy import Symbol, cse, numbered_symbols, srepr, sympify
+from sympy.core.parameters import evaluate
 from sympy.printing.pycode import PythonCodePrinter
 
 from symbolic_cost.numeric import kernel_cache
@@ -265,8 +266,12 @@ def kernel(values, symbols):
 
 def module_text(values, symbols) -> str:
     """``source`` of ``values`` with ``symbols`` renamed to its inputs; ``CACHE`` left to set."""
-    names = [Symbol(f"x{i}") for i in range(len(symbols))]
-    return source([sympify(v).xreplace(dict(zip(symbols, names))) for v in values], len(symbols))
+    names = dict(zip(symbols, (Symbol(f"x{i}") for i in range(len(symbols)))))
+    # a renaming only: evaluated again, each Min and Max searched its arguments anew for ones it
+    # could drop (with the names' fewer assumptions, to the same values), most of a kernel's build
+    with evaluate(False):
+        renamed = [sympify(v).xreplace(names) for v in values]
+    return source(renamed, len(symbols))
 
 
 _COUNTER = itertools.count()
