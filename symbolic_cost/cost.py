@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from sympy import Expr, Integer, Piecewise, sympify
+from sympy import Expr, Integer, Piecewise, Symbol, sympify
 
 from symbolic_cost.bounds import lowest
 from symbolic_cost.checks import InputError, exact, positive_dims  # noqa: F401  (the exactness rule, here where Costs use it)
@@ -62,9 +62,30 @@ def _sampled(symbol) -> bool:
     return symbol.is_positive is True and not any(getattr(symbol, f"is_{k}") for k in _RESTRICTED)
 
 
+def substituted(expr, values: Mapping) -> Expr:
+    """``expr`` with ``values`` (symbol -> number or expression) put in, as SymPy's ``subs`` puts
+    them.  Where every key is a symbol and every value a number, ``xreplace``: the same expression
+    (a number holds no symbol that a later key could replace, so the order ``subs`` takes the keys
+    in cannot matter, and a symbol matches only itself), without ``subs`` comparing each key with
+    every subexpression, which took most of a substitution of a model's costs.
+
+    >>> from sympy import Max
+    >>> from symbolic_cost.symbols import b, l
+    >>> substituted(b * l + Max(b, 3), {b: 2, l: 5})
+    13
+    >>> substituted(b * l, {b: l, l: 3})
+    9
+    """
+    expr = sympify(expr)
+    numbers = {key: sympify(value) for key, value in values.items()}
+    if all(isinstance(key, Symbol) and value.is_Number for key, value in numbers.items()):
+        return expr.xreplace(numbers)
+    return expr.subs(values)
+
+
 def _subs_sizes(record, values: Mapping):
     named = [name for name in (*record._SIZES, "reshard", "reach", "ranks") if getattr(record, name, None) is not None]
-    return replace(record, **{name: getattr(record, name).subs(values) for name in named})
+    return replace(record, **{name: substituted(getattr(record, name), values) for name in named})
 
 
 COLLECTIVE_MADE_BY = " (cost.collective(...), or a ModelCost's collectives)"
@@ -266,7 +287,7 @@ class ScoreShape:
 
     def subs(self, values: Mapping) -> "ScoreShape":
         def put(x):
-            return None if x is None else sympify(x).subs(values)
+            return None if x is None else substituted(x, values)
         window = self.window
         window = replace(window, size=put(window.size)) if hasattr(window, "size") else put(window)    # a Chunk
         return replace(self, queries=put(self.queries), counted=put(self.counted),
@@ -383,7 +404,7 @@ class Cost:
         """Substitute ``values`` (symbol or name -> number or expression) everywhere."""
         from symbolic_cost.symbols import resolve_names
         values = resolve_names(values)
-        changed = {name: getattr(self, name).subs(values) for name in EXPRESSION_FIELDS + SPLIT_FIELDS}
+        changed = {name: substituted(getattr(self, name), values) for name in EXPRESSION_FIELDS + SPLIT_FIELDS}
         scores = None if self.scores is None else self.scores.subs(values)
         runs = None if self.runs is None else self.runs.subs(values)
         return replace(self, collectives=tuple(c.subs(values) for c in self.collectives),

@@ -9,7 +9,7 @@ from sympy import Add, Expr, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.checks import InputError, MODEL_RULES, check_rules
-from symbolic_cost.cost import EXPRESSION_FIELDS, TOTAL_FIELDS, Collective, Cost, exact
+from symbolic_cost.cost import EXPRESSION_FIELDS, TOTAL_FIELDS, Collective, Cost, exact, substituted
 from symbolic_cost.symbols import resolve_names
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Block:
     def subs(self, values: Mapping) -> "Block":
         """Substitute numbers or expressions, re-checking the dimension rules."""
         values = {k: exact(v, str(k)) for k, v in resolve_names(values).items()}
-        dims = {name: sympify(value).subs(values) for name, value in self.dims.items()}
+        dims = {name: substituted(value, values) for name, value in self.dims.items()}
         check_dims(dims, self.conventions)
         return replace(self, rows=tuple(row.subs(values) for row in self.rows), dims=dims)
 

@@ -15,7 +15,7 @@ from sympy import Expr, Integer, Rational, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks import Block
-from symbolic_cost.cost import Cost
+from symbolic_cost.cost import Cost, substituted
 from symbolic_cost.symbols import resolve_names
 from symbolic_cost.timing.hardware import TIME_FIELDS, System, get_system, times, topology
 
@@ -165,4 +165,4 @@ def totals_table(block: Block, system: System | str = "a100", conventions=conv.D
 
 def substitute(expr, values: Mapping):
     """Substitute ``values`` (symbol or name -> number) into an expression."""
-    return sympify(expr).subs(resolve_names(values))
+    return substituted(expr, resolve_names(values))
