@@ -20,7 +20,9 @@ from symbolic_cost.symbols import b, ep, l, m1, s1
 from symbolic_cost.timing.nccl import tree_correction
 
 SYMBOLS = (b, l, m1)
-values = st.fixed_dictionaries({s: st.integers(1, 64) for s in SYMBOLS})
+values = st.fixed_dictionaries({s: st.integers(1, 64).map(Integer) for s in SYMBOLS})
+"""A point: an integer for each symbol, put in with ``xreplace`` (every symbol at once, so each
+``Max`` and ``Min`` compares numbers; ``subs``, one symbol after another, compared expressions)."""
 coefficients = st.fractions(-5, 5, max_denominator=7).map(Rational)
 monomials = st.sampled_from([1, b, l, m1, b * l, l**2, 1 / m1, b * l / m1, m1 - 1, ceiling(l / m1),
                              Max(b, l), l * (2 * l - 1)])
@@ -31,9 +33,9 @@ terms = st.lists(st.tuples(coefficients, monomials), min_size=1, max_size=4).map
 @settings(max_examples=300, deadline=None)
 @given(st.lists(terms, min_size=1, max_size=4), values)
 def test_extrema_equal_the_numbers_of_their_arguments(args, at):
-    numbers = [a.subs(at) for a in args]
-    assert maximum(*args).subs(at) == max(numbers)
-    assert minimum(*args).subs(at) == min(numbers)
+    numbers = [a.xreplace(at) for a in args]
+    assert maximum(*args).xreplace(at) == max(numbers)
+    assert minimum(*args).xreplace(at) == min(numbers)
 
 
 shapes = st.one_of(terms, st.tuples(terms, terms).map(lambda pair: pair[0] * pair[1]),
@@ -47,7 +49,7 @@ negative, for the bounds' interval arithmetic."""
 @settings(max_examples=500, deadline=None)
 @given(shapes, values)
 def test_a_decided_sign_holds_at_every_point(expr, at):
-    value, decided = expr.subs(at), sign(expr)
+    value, decided = expr.xreplace(at), sign(expr)
     low, high = lower_bound(expr), upper_bound(expr)
     if decided is not None:
         assert decided * value >= 0
@@ -64,7 +66,7 @@ def test_a_choice_is_sympys_piecewise(small, big, then, otherwise, at):
     ``Piecewise`` of the same arms: where SymPy's canonical relation is the one given, the same tree."""
     condition = at_most(small, big)
     ours = choice(condition, then, otherwise)
-    assert _chosen(ours, at) == (then if bool(condition.subs(at)) else otherwise).subs(at)
+    assert _chosen(ours, at) == (then if bool(condition.xreplace(at)) else otherwise).xreplace(at)
     try:
         sympys = Piecewise((then, condition), (otherwise, True))
     except RecursionError:        # SymPy's own constructor never ends on some conditions
@@ -78,8 +80,8 @@ def _chosen(expr, at):
     rebuilds it, and its constructor recurses without end on some conditions (``7 ceiling(l/m1)/4
     - 24 Max(b, l)/5 <= ...`` at ``l = 4, m1 = 7``)."""
     if not isinstance(expr, Piecewise):
-        return expr.subs(at)
-    return next(arm.subs(at) for arm, cond in expr.args if bool(cond.subs(at)))
+        return expr.xreplace(at)
+    return next(arm.xreplace(at) for arm, cond in expr.args if bool(cond.xreplace(at)))
 
 
 def test_a_choice_tested_again_inside_is_folded_as_sympy_folds_it():
@@ -103,12 +105,12 @@ def test_bounds_of_floats_and_infinities():
 def test_a_comparison_holds_as_decided_and_is_the_relation_otherwise(first, second, at):
     """``at_least``/``at_most`` against the substituted numbers: ``true`` only where the numbers
     compare so, ``false`` only where they do not, and an undecided relation the same relation."""
-    for got, holds in ((at_least(first, second), first.subs(at) >= second.subs(at)),
-                       (at_most(first, second), first.subs(at) <= second.subs(at))):
+    for got, holds in ((at_least(first, second), first.xreplace(at) >= second.xreplace(at)),
+                       (at_most(first, second), first.xreplace(at) <= second.xreplace(at))):
         if got in (True, False):
             assert bool(got) == bool(holds)
         else:
-            assert bool(got.subs(at)) == bool(holds)
+            assert bool(got.xreplace(at)) == bool(holds)
 
 
 def test_what_is_decided_and_what_is_left():
@@ -128,9 +130,9 @@ def test_what_is_decided_and_what_is_left():
 @given(terms, values)
 def test_rounding_equals_the_rounded_number(expr, at):
     """``round_up``/``round_down`` against ``math.ceil``/``math.floor`` of the exact value."""
-    value = Fraction(str(expr.subs(at)))
-    assert round_up(expr).subs(at) == math.ceil(value)
-    assert round_down(expr).subs(at) == math.floor(value)
+    value = Fraction(str(expr.xreplace(at)))
+    assert round_up(expr).xreplace(at) == math.ceil(value)
+    assert round_down(expr).xreplace(at) == math.floor(value)
 
 
 def test_rounding_takes_whole_terms_out_and_leaves_the_rest():
