@@ -19,31 +19,22 @@ from symbolic_cost.cli import main
 from symbolic_cost.models import config
 from symbolic_cost.models.launch_script import read_launch
 from symbolic_cost.models.megatron_args import megatron_setup
+from summary_calls import summary_error, summary_json
 
 INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
 GPT3 = str(INPUTS / "train_gpt3_175b_distributed.sh")
 LLAMA = str(INPUTS / "train_llama3_8b_h100_fp8.sh")
 
 
-def _json(capsys, *words):
-    assert main(["summary", *words, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def _error(capsys, *words):
-    assert main(["summary", *words]) == 2
-    return capsys.readouterr().err
-
-
 def test_gpt3_script_needs_what_it_does_not_say(capsys):
     # torchrun starts 8 processes, and tp x pp = 8 x 16 = 128
-    err = _error(capsys, "--megatron-args", GPT3, "--vocab-size", "50257")
+    err = summary_error(capsys, "--megatron-args", GPT3, "--vocab-size", "50257")
     assert "world size 8 is not a multiple of" in err and "128" in err and len(err.strip().splitlines()) == 1
     # GPT2BPETokenizer's file is the script's third argument: GPT-2's own 50,257 tokens, said in a note
-    got = _json(capsys, "--megatron-args", GPT3, "--devices", "1024")
+    got = summary_json(capsys, "--megatron-args", GPT3, "--devices", "1024")
     assert any("GPT2BPETokenizer: --vocab-file is not decided by the script; read as 50,257 tokens (GPT-2's" in note
                for note in got["notes"])
-    assert got["parameters"] == _json(capsys, "--megatron-args", GPT3, "--devices", "1024",
+    assert got["parameters"] == summary_json(capsys, "--megatron-args", GPT3, "--devices", "1024",
                                       "--vocab-size", "50257")["parameters"]
 
 
@@ -51,10 +42,10 @@ def test_gpt3_script_equals_the_same_layout_given_with_set(capsys, monkeypatch):
     """1024 devices: d = 1024 / (8 x 16) = 8, micro-batches = 1536 / (1 x 8) = 192; --fp16, 1F1B, no
     sequence parallelism, --attention-backend auto (flash).  The preset's GPT-3 is the same network but
     pads no vocabulary; Megatron pads to 128 x tp (vocab_multiple=128)."""
-    got = _json(capsys, "--megatron-args", GPT3, "--vocab-size", "50257", "--devices", "1024")
+    got = summary_json(capsys, "--megatron-args", GPT3, "--vocab-size", "50257", "--devices", "1024")
     original = config.preset
     monkeypatch.setattr(config, "preset", lambda name: replace(original(name), vocab_multiple=128))
-    typed = _json(capsys, "--preset", "gpt3-175b", "--set", "b=1", "l=2048", "m1=8", "s1=1", "d=8", "p=16",
+    typed = summary_json(capsys, "--preset", "gpt3-175b", "--set", "b=1", "l=2048", "m1=8", "s1=1", "d=8", "p=16",
                   "n_micro=192", "--precision", "fp16", "--flash")
     assert got["notes"][1:] == ["--devices 1024 replaces the 8 processes the launch starts"]
     assert got["notes"][0].startswith("--rampup-batch-size")          # the script ramps its batch (line 43)
@@ -74,14 +65,14 @@ def test_gpt3_script_equals_the_same_layout_given_with_set(capsys, monkeypatch):
 
 
 def test_gpt3_script_with_set_replaces_a_value_and_says_so(capsys):
-    got = _json(capsys, "--megatron-args", GPT3, "--vocab-size", "50257", "--devices", "1024", "--set", "n_micro=96")
+    got = summary_json(capsys, "--megatron-args", GPT3, "--vocab-size", "50257", "--devices", "1024", "--set", "n_micro=96")
     assert "--set n_micro=96 replaces the file's n_micro=192" in got["notes"]
 
 
 def test_llama3_script_as_published(capsys):
     """Mock data: NullTokenizer with --vocab-size 128256 (+1 end-of-document id = 128257, padded to 128
     x tp 1: 128384); 8 processes, tp = pp = cp = 1: d = 8, micro-batches = 128 / (1 x 8) = 16."""
-    got = _json(capsys, "--megatron-args", LLAMA)
+    got = summary_json(capsys, "--megatron-args", LLAMA)
     assert got["world_size"] == 8
     e, f, layers, vocab = 4096, 14336, 32, 128384
     attention = 2 * e * e + 2 * e * 8 * 128        # Q and output e x e; K, V of 8 groups of 128 channels
@@ -109,11 +100,11 @@ def test_llama3_script_policy(capsys):
     (["--recompute", "full"], "--recompute"), (["--precision", "fp32"], "--precision"), (["--flash"], "--flash"),
     (["--preset", "gpt2"], "not allowed"), (["--overlap", "grad"], "--overlap")])
 def test_options_the_file_decides_are_refused(capsys, extra, refused):
-    assert refused in _error(capsys, "--megatron-args", LLAMA, *extra)
+    assert refused in summary_error(capsys, "--megatron-args", LLAMA, *extra)
 
 
 def test_devices_and_vocab_size_need_the_file(capsys):
-    assert "--devices applies to a framework file (--megatron-args" in _error(capsys, "--preset", "gpt2", "--devices", "8")
+    assert "--devices applies to a framework file (--megatron-args" in summary_error(capsys, "--preset", "gpt2", "--devices", "8")
 
 
 def _program(tmp_path, text):
@@ -125,7 +116,7 @@ def _program(tmp_path, text):
 def test_an_arguments_file_and_megatron_rules(tmp_path, capsys):
     base = ("--num-layers 4 --hidden-size 240 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 "
             "--micro-batch-size 2 --tokenizer-type NullTokenizer --vocab-size 999 --swiglu ")
-    got = _json(capsys, "--megatron-args", _program(tmp_path, base), "--devices", "2")
+    got = summary_json(capsys, "--megatron-args", _program(tmp_path, base), "--devices", "2")
     # ffn = int(4 x 240 x 2/3 / 64) x 64 = 10 x 64 = 640; vocab 999 + 1 = 1000 padded to 1024; biases on
     e, f = 240, 640
     layer = (3 * e * e + 3 * e) + (e * e + e) + (e * 2 * f + 2 * f) + (f * e + e) + 2 * 2 * e
@@ -135,7 +126,7 @@ def test_an_arguments_file_and_megatron_rules(tmp_path, capsys):
                            ("--is-hybrid-model", "--is-hybrid-model"),
                            ("--global-batch-size 6", "--global-batch-size"), ("--seq-length 128", "--seq-length")):
         text = base.replace("--seq-length 64 ", "") + words if "seq-length" in words else base + words
-        assert refused in _error(capsys, "--megatron-args", _program(tmp_path, text), "--devices", "2")
+        assert refused in summary_error(capsys, "--megatron-args", _program(tmp_path, text), "--devices", "2")
 
 
 def test_context_parallelism_from_the_arguments(tmp_path, capsys):
@@ -147,12 +138,12 @@ def test_context_parallelism_from_the_arguments(tmp_path, capsys):
             "--micro-batch-size 2 --global-batch-size 16 --tokenizer-type NullTokenizer --vocab-size 999 --swiglu ")
     # in fp32 Transformer Engine has no attention for context parallelism (flash and fused take 16-bit inputs,
     # its unfused one no context parallelism: get_attention_backend's filters)
-    assert "in fp32" in _error(capsys, "--megatron-args", _program(tmp_path, fp32 + "--context-parallel-size 2"),
+    assert "in fp32" in summary_error(capsys, "--megatron-args", _program(tmp_path, fp32 + "--context-parallel-size 2"),
                                "--devices", "8")
     base = fp32 + "--bf16 "
-    plain = _json(capsys, "--megatron-args", _program(tmp_path, base), "--devices", "8", "--set", "cp=2", "d=4",
+    plain = summary_json(capsys, "--megatron-args", _program(tmp_path, base), "--devices", "8", "--set", "cp=2", "d=4",
                   "n_micro=2")
-    ring = _json(capsys, "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"), "--devices", "8")
+    ring = summary_json(capsys, "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"), "--devices", "8")
     assert ring["world_size"] == 8
     assert {k: v for k, v in ring.items() if k != "notes"} == {k: v for k, v in plain.items() if k != "notes"}
     assert main(["summary", "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"),
@@ -164,8 +155,8 @@ def test_context_parallelism_from_the_arguments(tmp_path, capsys):
         assert f"cp=2 ({variant}) d=4" in capsys.readouterr().out
     for kind, refused in (("a2a+p2p", "--cp-comm-type a2a+p2p"), ("p2p a2a", "one kind for every layer")):
         text = base + "--context-parallel-size 2 --cp-comm-type " + kind
-        assert refused in _error(capsys, "--megatron-args", _program(tmp_path, text), "--devices", "8")
-    err = _error(capsys, "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"), "--devices", "8",
+        assert refused in summary_error(capsys, "--megatron-args", _program(tmp_path, text), "--devices", "8")
+    err = summary_error(capsys, "--megatron-args", _program(tmp_path, base + "--context-parallel-size 2"), "--devices", "8",
                  "--cp-variant", "ulysses")
     assert "--cp-variant" in err
 
@@ -201,8 +192,8 @@ def _out(capsys, *words):
 
 def test_small_arguments_equal_gpt2_of_the_same_shape(tmp_path, capsys):
     """4 devices: d = 4, micro-batches = 16 / (2 x 4) = 2; --bf16, attention backend auto (flash)."""
-    got = _json(capsys, "--megatron-args", _program(tmp_path, SMALL), "--devices", "4")
-    typed = _json(capsys, "--hf-config", _gpt2(tmp_path), "--set", "b=2", "l=64", "d=4", "n_micro=2",
+    got = summary_json(capsys, "--megatron-args", _program(tmp_path, SMALL), "--devices", "4")
+    typed = summary_json(capsys, "--hf-config", _gpt2(tmp_path), "--set", "b=2", "l=64", "d=4", "n_micro=2",
                   "--precision", "bf16", "--flash")
     assert {k: v for k, v in got.items() if k not in ("model", "notes")} == \
         {k: v for k, v in typed.items() if k != "model"}
@@ -270,9 +261,9 @@ def test_sweep_row_of_the_files_layout_equals_summary(tmp_path, capsys):
     path = _program(tmp_path, text)
     row = _out(capsys, "sweep", "--megatron-args", path, "--devices", "4", "--grid", "b=2",
                "--field", "memory_bytes,weight_bytes").splitlines()[1].split(",")
-    whole = _json(capsys, "--megatron-args", path, "--devices", "4")
+    whole = summary_json(capsys, "--megatron-args", path, "--devices", "4")
     assert [float(x) for x in row] == [2, whole["memory_bytes"], whole["weight_bytes"]]
-    plain = _json(capsys, "--megatron-args", _program(tmp_path, SMALL), "--devices", "4")
+    plain = summary_json(capsys, "--megatron-args", _program(tmp_path, SMALL), "--devices", "4")
     assert plain["weight_bytes"] != whole["weight_bytes"]
 
 
@@ -317,11 +308,11 @@ def _same(got, typed):
 def test_torchtitan_70b_as_published(tmp_path, capsys):
     """64 processes (the file's "preset for 64 A100 GPUs"): tp 8, shard -1 = 64 / 8 = 8 (FSDP: ZeRO-3 over d = 8);
     local batch 8, global 8 x 8 = 64: one micro-batch of 8; full recomputation; bf16 parameters."""
-    got = _json(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64")
+    got = summary_json(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64")
     f = 28672       # 4 x 8192 = 32768; int(2/3 x) = 21845; int(1.3 x) = 28398; up to a multiple of 4096
     assert got["world_size"] == 64
     assert got["parameters"] == _llama3_parameters(8192, f, 80) == 70_553_706_496
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 8192, f, 80, 64), "--set", "b=8", "l=8192", "m1=8",
+    typed = summary_json(capsys, "--hf-config", _llama3(tmp_path, 8192, f, 80, 64), "--set", "b=8", "l=8192", "m1=8",
                   "s1=8", "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", "--precision", "bf16", *TITAN_FLASH,
                   "--overlap", "grad,param", "--optimizer", "adamw")
     _same(got, typed)
@@ -336,21 +327,21 @@ def test_torchtitan_8b(tmp_path, capsys):
     f = 14336       # 16384 -> 10922 -> int(1.3 x) = 14198 -> up to a multiple of 1024
     plain = ["--set", "b=1", "l=8192", "d=64", "n_micro=1", "--zero", "3", "--precision", "bf16", *TITAN_FLASH,
              "--overlap", "grad,param", "--optimizer", "adamw"]
-    got = _json(capsys, "--torchtitan", TITAN["llama3_8b"], "--devices", "64")
+    got = summary_json(capsys, "--torchtitan", TITAN["llama3_8b"], "--devices", "64")
     assert got["parameters"] == _llama3_parameters(4096, f, 32) == 8_030_261_248
-    _same(got, _json(capsys, "--hf-config", _llama3(tmp_path, 4096, f, 32, 32), *plain, "--recompute", "op"))
+    _same(got, summary_json(capsys, "--hf-config", _llama3(tmp_path, 4096, f, 32, 32), *plain, "--recompute", "op"))
     assert any("selective_ac_option op" in note for note in got["notes"])
     assert main(["summary", "--torchtitan", TITAN["llama3_8b"], "--devices", "64"]) == 0
     assert "recompute=op" in capsys.readouterr().out
     text = pathlib.Path(TITAN["llama3_8b"]).read_text().replace('mode = "selective"', 'mode = "full"')
     path = tmp_path / "llama3_8b_full.toml"
     path.write_text(text)
-    got = _json(capsys, "--torchtitan", str(path), "--devices", "64")
-    _same(got, _json(capsys, "--hf-config", _llama3(tmp_path, 4096, f, 32, 32), *plain, "--recompute", "full"))
+    got = summary_json(capsys, "--torchtitan", str(path), "--devices", "64")
+    _same(got, summary_json(capsys, "--hf-config", _llama3(tmp_path, 4096, f, 32, 32), *plain, "--recompute", "full"))
     # under tensor parallelism torchtitan's policy also keeps the reduce-scatter outputs: refused by name
     path.write_text(pathlib.Path(TITAN["llama3_8b"]).read_text().replace("tensor_parallel_degree = 1",
                                                                           "tensor_parallel_degree = 8"))
-    assert "recompute='op'" in _error(capsys, "--torchtitan", str(path), "--devices", "64")
+    assert "recompute='op'" in summary_error(capsys, "--torchtitan", str(path), "--devices", "64")
     # search varies m1, where the policy is counted on one rank only: refused, saying what to do instead
     assert main(["search", "--torchtitan", TITAN["llama3_8b"], "--devices", "64", "--top", "1"]) == 2
     assert "search with recompute 'full' or 'selective'" in capsys.readouterr().err
@@ -363,21 +354,21 @@ def test_torchtitan_times_the_attention_its_sdpa_runs_on_the_gpu(tmp_path, capsy
     compute capability 10.0 and puts cuDNN first from it (torchtitan/models/attention.py, _init_backend)."""
     plain = ["--set", "b=1", "l=8192", "d=64", "n_micro=1", "--zero", "3", "--precision", "bf16", "--flash",
              "--overlap", "grad,param", "--optimizer", "adamw", "--recompute", "op", "--system", system]
-    got = _json(capsys, "--torchtitan", TITAN["llama3_8b"], "--devices", "64", "--system", system)
+    got = summary_json(capsys, "--torchtitan", TITAN["llama3_8b"], "--devices", "64", "--system", system)
     model = _llama3(tmp_path, 4096, 14336, 32, 32)
-    _same(got, _json(capsys, "--hf-config", model, *plain, "--attention-kernel", library))
+    _same(got, summary_json(capsys, "--hf-config", model, *plain, "--attention-kernel", library))
     assert any(f"attention timed as {library}" in note for note in got["notes"])
     if system == "h100":          # H100's own kernel is cuDNN's: the torchtitan run is slower than that
-        assert got["step_time_s"]["total"] > _json(capsys, "--hf-config", model, *plain)["step_time_s"]["total"]
+        assert got["step_time_s"]["total"] > summary_json(capsys, "--hf-config", model, *plain)["step_time_s"]["total"]
 
 
 def test_torchtitan_debug_model(tmp_path, capsys):
     """dim 256, 6 layers, 16 heads (no GQA), f = int(2 x 1024 / 3) = 682 up to 768; selective_ac_option '2':
     every second layer recomputed whole, 3 of 6; local batch 8 on 8 processes."""
-    got = _json(capsys, "--torchtitan", TITAN["debug_model"], "--devices", "8", "--vocab-size", "2000")
+    got = summary_json(capsys, "--torchtitan", TITAN["debug_model"], "--devices", "8", "--vocab-size", "2000")
     e, f = 256, 768
     assert got["parameters"] == 6 * (4 * e * e + 3 * e * f + 2 * e) + 2 * 2000 * e + e
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, e, f, 6, 16, kv=16, vocab=2000, context=2048), "--set",
+    typed = summary_json(capsys, "--hf-config", _llama3(tmp_path, e, f, 6, 16, kv=16, vocab=2000, context=2048), "--set",
                   "b=8", "l=2048", "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", "--recompute-method",
                   "block", "--recompute-layers", "3", "--precision", "bf16", *TITAN_FLASH, "--overlap", "grad,param",
                   "--optimizer", "adamw")
@@ -391,7 +382,7 @@ def test_torchtitan_debug_model(tmp_path, capsys):
     _, training, _, _ = whole_model(build_parser().parse_args(
         ["summary", "--torchtitan", TITAN["debug_model"], "--devices", "8", "--vocab-size", "2000"]))
     assert (training.recompute, training.recompute_method, training.recompute_layers) == ("full", "block", 3)
-    assert "--vocab-size" in _error(capsys, "--torchtitan", TITAN["debug_model"], "--devices", "8")
+    assert "--vocab-size" in summary_error(capsys, "--torchtitan", TITAN["debug_model"], "--devices", "8")
 
 
 def test_torchtitan_pipeline_stages(tmp_path, capsys):
@@ -408,8 +399,8 @@ def test_torchtitan_pipeline_stages(tmp_path, capsys):
                                                    'fsdp_reshard_after_forward = "always"')
     path = tmp_path / "pp.toml"
     path.write_text(text)
-    got = _json(capsys, "--torchtitan", str(path), "--devices", "24")
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=2", "l=8192", "d=8",
+    got = summary_json(capsys, "--torchtitan", str(path), "--devices", "24")
+    typed = summary_json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=2", "l=8192", "d=8",
                   "p=3", "n_micro=4", "--zero", "3", "--precision", "bf16", *TITAN_FLASH, "--overlap", "grad,param",
                   "--optimizer", "adamw", "--first-stage-layers", "11", "--last-stage-layers", "10")
     _same(got, typed)
@@ -417,8 +408,8 @@ def test_torchtitan_pipeline_stages(tmp_path, capsys):
     path.write_text(text.replace("pipeline_parallel_degree = 3", "pipeline_parallel_degree = 4"))
     typed4 = ["--set", "b=2", "l=8192", "d=8", "p=4", "n_micro=4", "--zero", "3", "--precision", "bf16", *TITAN_FLASH,
               "--overlap", "grad,param", "--optimizer", "adamw"]
-    _same(_json(capsys, "--torchtitan", str(path), "--devices", "32"),
-          _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), *typed4,
+    _same(summary_json(capsys, "--torchtitan", str(path), "--devices", "32"),
+          summary_json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), *typed4,
                 "--pipeline-layout", "E" + "t" * 8 + "|" + "t" * 9 + "|" + "t" * 8 + "|" + "t" * 7 + "L"))
     # Interleaved1F1B: two stages a rank by default, 34 weighted layers over 8 stages = [5, 5, 4, 4, 4, 4, 4, 4]
     # less the embedding's and the output's weight, stage s on rank s mod 4
@@ -426,13 +417,13 @@ def test_torchtitan_pipeline_stages(tmp_path, capsys):
                                  'pipeline_parallel_schedule = "Interleaved1F1B"'))
     stages = [4, 5, 4, 4, 4, 4, 4, 3]
     layout = "|".join(("E" if i == 0 else "") + "t" * c + ("L" if i == 7 else "") for i, c in enumerate(stages))
-    _same(_json(capsys, "--torchtitan", str(path), "--devices", "32"),
-          _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), *typed4, "--schedule", "interleaved",
+    _same(summary_json(capsys, "--torchtitan", str(path), "--devices", "32"),
+          summary_json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), *typed4, "--schedule", "interleaved",
                 "--virtual-stages", "2", "--pipeline-layout", layout))
     # torchtitan's default with pipelining keeps the gathered weights from forward to backward
     path.write_text(text.replace('fsdp_reshard_after_forward = "always"', ""))
-    kept = _json(capsys, "--torchtitan", str(path), "--devices", "24")
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=2", "l=8192", "d=8",
+    kept = summary_json(capsys, "--torchtitan", str(path), "--devices", "24")
+    typed = summary_json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=2", "l=8192", "d=8",
                   "p=3", "n_micro=4", "--zero", "3", "--precision", "bf16", *TITAN_FLASH, "--overlap", "grad,param",
                   "--optimizer", "adamw", "--first-stage-layers", "11", "--last-stage-layers", "10",
                   "--no-reshard-after-forward")
@@ -447,12 +438,12 @@ def test_torchtitan_hsdp(tmp_path, capsys):
         "data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 2")
     path = tmp_path / "hsdp.toml"
     path.write_text(text)
-    got = _json(capsys, "--torchtitan", str(path), "--devices", "64")
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
+    got = summary_json(capsys, "--torchtitan", str(path), "--devices", "64")
+    typed = summary_json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
                   "n_micro=1", "--zero", "3", "--shard", "32", "--precision", "bf16", *TITAN_FLASH, "--overlap",
                   "grad,param", "--optimizer", "adamw")
     _same(got, typed)
-    assert "--shard" in _error(capsys, "--torchtitan", str(path), "--devices", "64", "--shard", "8")
+    assert "--shard" in summary_error(capsys, "--torchtitan", str(path), "--devices", "64", "--shard", "8")
 
 
 @pytest.mark.parametrize("change,refused", [
@@ -469,7 +460,7 @@ def test_torchtitan_refusals(tmp_path, capsys, change, refused):
     text = pathlib.Path(TITAN["llama3_8b"]).read_text().replace('mode = "selective"', 'mode = "none"')
     path = tmp_path / "job.toml"
     path.write_text(text.replace(*change))
-    assert refused in _error(capsys, "--torchtitan", str(path), "--devices", "64")
+    assert refused in summary_error(capsys, "--torchtitan", str(path), "--devices", "64")
 
 
 def test_torchtitan_405b_reads_float8_with_fp8_gathers(capsys, tmp_path):
@@ -510,11 +501,11 @@ def test_torchtitan_file_refusals(capsys, tmp_path):
                             (('filter_fqns = ["output"]', "filter_fqns = [[]]"), "[float8] filter_fqns [[]]"),
                             (('converters = ["float8"]', "converters = [[]]"), "[model] converters [[]]")):
         (tmp_path / "job.toml").write_text(text.replace(*change))
-        assert refused in _error(capsys, "--torchtitan", str(tmp_path / "job.toml"), "--devices", "128")
-    assert "give the number of processes with --devices" in _error(capsys, "--torchtitan", TITAN["llama3_70b"])
-    assert "--zero" in _error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64", "--zero", "1")
-    assert "--optimizer" in _error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64", "--optimizer", "sgd")
-    assert "world size 60 is not a multiple" in _error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "60")
+        assert refused in summary_error(capsys, "--torchtitan", str(tmp_path / "job.toml"), "--devices", "128")
+    assert "give the number of processes with --devices" in summary_error(capsys, "--torchtitan", TITAN["llama3_70b"])
+    assert "--zero" in summary_error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64", "--zero", "1")
+    assert "--optimizer" in summary_error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "64", "--optimizer", "sgd")
+    assert "world size 60 is not a multiple" in summary_error(capsys, "--torchtitan", TITAN["llama3_70b"], "--devices", "60")
 
 
 def test_torchtitan_search_and_sweep(capsys):
@@ -525,7 +516,7 @@ def test_torchtitan_search_and_sweep(capsys):
     assert (found["devices"], found["global_batch"], found["seq"]) == (8, 64, 2048)
     assert found["best"] and {row["zero"] for row in found["best"]} == {3}
     row = _out(capsys, "sweep", *words, "--grid", "b=8", "--field", "memory_bytes,weight_bytes").splitlines()[1]
-    whole = _json(capsys, *words)
+    whole = summary_json(capsys, *words)
     assert [float(x) for x in row.split(",")] == [8, whole["memory_bytes"], whole["weight_bytes"]]
 
 
@@ -540,9 +531,9 @@ def test_deepspeed_zero3_equals_the_typed_layout(tmp_path, capsys):
     """micro 8, accumulation 1, 8 devices given: train batch 64; ZeRO-3 with overlap_comm (DeepSpeed's default
     at stage 3: gathers and reduce-scatters behind compute), fp16."""
     model = _llama3(tmp_path, 4096, 14336, 32, 32)
-    got = _json(capsys, "--hf-config", model, "--deepspeed", DS["ds_zero_stage_3_config"], "--devices", "8",
+    got = summary_json(capsys, "--hf-config", model, "--deepspeed", DS["ds_zero_stage_3_config"], "--devices", "8",
                 "--set", "l=2048")
-    typed = _json(capsys, "--hf-config", model, "--set", "b=8", "l=2048", "d=8", "n_micro=1", "--zero", "3",
+    typed = summary_json(capsys, "--hf-config", model, "--set", "b=8", "l=2048", "d=8", "n_micro=1", "--zero", "3",
                   "--precision", "fp16", "--overlap", "grad,param")
     _same(got, typed)
     assert got["world_size"] == 8 and any("stage3_param_persistence_threshold" in n for n in got["notes"])
@@ -553,21 +544,21 @@ def test_deepspeed_zero3_equals_the_typed_layout(tmp_path, capsys):
 def test_deepspeed_offload_and_derived_micro_batch(capsys):
     """train_batch_size 16, accumulation 1 on 8 devices: micro = 16 / (1 x 8) = 2; stage 2 with the older
     cpu_offload (the optimizer on the host), Adam, fp16; on 3 devices 16 is not a multiple of 3."""
-    got = _json(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_zero2_cpu_offload_config"], "--devices", "8")
-    typed = _json(capsys, "--preset", "gpt2", "--set", "b=2", "d=8", "n_micro=1", "--zero", "2", "--offload",
+    got = summary_json(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_zero2_cpu_offload_config"], "--devices", "8")
+    typed = summary_json(capsys, "--preset", "gpt2", "--set", "b=2", "d=8", "n_micro=1", "--zero", "2", "--offload",
                   "optimizer", "--optimizer", "adam", "--precision", "fp16")     # overlap_comm: false below stage 3
     _same(got, typed)
     assert "host" in got
-    assert "not a multiple of 3" in _error(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_zero2_cpu_offload_config"],
+    assert "not a multiple of 3" in summary_error(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_zero2_cpu_offload_config"],
                                            "--devices", "3")
 
 
 def test_deepspeed_auto_values_come_from_the_command_line(capsys):
     """The Trainer's "auto" micro-batch is --set b=; without it the key is refused by name."""
-    assert "train_micro_batch_size_per_gpu is \"auto\"" in _error(capsys, "--preset", "gpt2", "--deepspeed",
+    assert "train_micro_batch_size_per_gpu is \"auto\"" in summary_error(capsys, "--preset", "gpt2", "--deepspeed",
                                                                    DS["ds_config_fp16_z3"], "--devices", "8")
-    got = _json(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_config_fp16_z3"], "--devices", "8", "--set", "b=4")
-    typed = _json(capsys, "--preset", "gpt2", "--set", "b=4", "d=8", "n_micro=1", "--zero", "3", "--precision", "fp16",
+    got = summary_json(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_config_fp16_z3"], "--devices", "8", "--set", "b=4")
+    typed = summary_json(capsys, "--preset", "gpt2", "--set", "b=4", "d=8", "n_micro=1", "--zero", "3", "--precision", "fp16",
                   "--overlap", "grad,param")
     _same(got, typed)
     assert not any("replaces" in n for n in got["notes"])
@@ -581,21 +572,21 @@ def test_deepspeed_auto_values_come_from_the_command_line(capsys):
     (["--deepspeed", DS["ds_zero_stage_3_config"], "--megatron-args", LLAMA], "give one framework file"),
 ])
 def test_deepspeed_refusals(capsys, words, refused):
-    assert refused in _error(capsys, "--preset", "gpt2", *words) if "--megatron-args" not in words else \
-        refused in _error(capsys, *words)
+    assert refused in summary_error(capsys, "--preset", "gpt2", *words) if "--megatron-args" not in words else \
+        refused in summary_error(capsys, *words)
 
 
 def test_deepspeed_batch_rule_and_unknown_keys(tmp_path, capsys):
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({"train_batch_size": 100, "train_micro_batch_size_per_gpu": 8,
                                 "gradient_accumulation_steps": 1}))
-    assert "DeepSpeed's rule" in _error(capsys, "--preset", "gpt2", "--deepspeed", str(path))
+    assert "DeepSpeed's rule" in summary_error(capsys, "--preset", "gpt2", "--deepspeed", str(path))
     path.write_text(json.dumps({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 8,
                                 "gradient_accumulation_steps": 2}))
-    assert _json(capsys, "--preset", "gpt2", "--deepspeed", str(path))["world_size"] == 4    # 64 / (8 x 2)
+    assert summary_json(capsys, "--preset", "gpt2", "--deepspeed", str(path))["world_size"] == 4    # 64 / (8 x 2)
     path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 8, "zero_optimization": {"stage": 1,
                                                                                             "zero_hpz_partition_size": 8}}))
-    assert "zero_optimization.zero_hpz_partition_size" in _error(capsys, "--preset", "gpt2", "--deepspeed", str(path),
+    assert "zero_optimization.zero_hpz_partition_size" in summary_error(capsys, "--preset", "gpt2", "--deepspeed", str(path),
                                                                  "--devices", "8")
 
 
@@ -610,7 +601,7 @@ def test_deepspeed_batch_rule_and_unknown_keys(tmp_path, capsys):
 def test_deepspeed_sections_the_library_does_not_model_say_why(tmp_path, capsys, extra, said):
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, **extra}))
-    assert said in _error(capsys, "--preset", "gpt2", "--deepspeed", str(path), "--devices", "8")
+    assert said in summary_error(capsys, "--preset", "gpt2", "--deepspeed", str(path), "--devices", "8")
 
 
 def test_deepspeed_keys_that_act_on_nothing_the_file_runs_are_noted(tmp_path, capsys):
@@ -618,10 +609,10 @@ def test_deepspeed_keys_that_act_on_nothing_the_file_runs_are_noted(tmp_path, ca
     parallelism, and compile with disable true runs no compiler: each reads as the file without it."""
     base = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
     (tmp_path / "base.json").write_text(json.dumps(base))
-    plain = _json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "base.json"), "--devices", "8")
+    plain = summary_json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "base.json"), "--devices", "8")
     for extra in ({"seq_parallel_communication_data_type": "bf16"}, {"compile": {"disable": True}}):
         (tmp_path / "ds.json").write_text(json.dumps({**base, **extra}))
-        got = _json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "ds.json"), "--devices", "8")
+        got = summary_json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "ds.json"), "--devices", "8")
         assert got["layout"] == plain["layout"] and got["step_time_s"] == plain["step_time_s"]
         assert any(note.startswith(next(iter(extra))) for note in got["notes"])
 
@@ -634,7 +625,7 @@ def test_one_bit_optimizers_of_bing_bert(capsys, name, optimizer, micro, freeze)
     """DeepSpeedExamples' BERT pre-training with 1-bit Adam and 1-bit LAMB on 32 GPUs: no gradient
     all-reduce; BERT-base's 109,482,240 parameters' signs, 1/8 byte each, 31/32 of them leave a rank
     in the all-to-all and again in the all-gather."""
-    got = _json(capsys, "--preset", "bert-base-uncased", "--deepspeed", str(INPUTS / name), "--devices", "32",
+    got = summary_json(capsys, "--preset", "bert-base-uncased", "--deepspeed", str(INPUTS / name), "--devices", "32",
                 "--set", "l=128")
     layout = got["layout"]
     assert (layout["optimizer"], layout["b"], layout["zero"], layout["precision"]) == (optimizer, micro, 0, "fp16")
@@ -653,11 +644,11 @@ def test_a_section_with_everything_off_changes_nothing(tmp_path, capsys):
     refused, and so is progressive_layer_drop on, while it is accepted off."""
     published = INPUTS / "ds_compression_bert_off.json"
     config = json.loads(published.read_text())
-    got = _json(capsys, "--preset", "gpt2", "--deepspeed", str(published), "--devices", "1")
+    got = summary_json(capsys, "--preset", "gpt2", "--deepspeed", str(published), "--devices", "1")
     assert any(note.startswith("compression_training: every part of it off") for note in got["notes"])
     without = tmp_path / "without.json"
     without.write_text(json.dumps({k: v for k, v in config.items() if k != "compression_training"}))
-    plain = _json(capsys, "--preset", "gpt2", "--deepspeed", str(without), "--devices", "1")
+    plain = summary_json(capsys, "--preset", "gpt2", "--deepspeed", str(without), "--devices", "1")
     assert (got["layout"], got["step_time_s"], got["memory_bytes"]) == (plain["layout"], plain["step_time_s"],
                                                                         plain["memory_bytes"])
     on = json.loads(published.read_text())
@@ -665,9 +656,9 @@ def test_a_section_with_everything_off_changes_nothing(tmp_path, capsys):
     for name, changed, why in (("on.json", on, "changes the model's work"),
                                ("pld_on.json", {**config, "progressive_layer_drop": {"enabled": True}}, "skipped")):
         (tmp_path / name).write_text(json.dumps(changed))
-        assert why in _error(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / name), "--devices", "1")
+        assert why in summary_error(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / name), "--devices", "1")
     (tmp_path / "pld_off.json").write_text(json.dumps({**config, "progressive_layer_drop": {"enabled": False}}))
-    assert _json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "pld_off.json"), "--devices", "1")
+    assert summary_json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "pld_off.json"), "--devices", "1")
 
 
 @pytest.mark.parametrize("text, refused", [("{", "is not valid JSON (Expecting property name"), ("[1]", "is a JSON object"),
@@ -676,7 +667,7 @@ def test_a_file_that_is_not_a_json_object_is_refused(tmp_path, capsys, text, ref
     path = tmp_path / "args.json"
     path.write_text(text)
     for option, words in (("--deepspeed", ["--preset", "gpt2"]), ("--hf-training-args", ["--hf-config", LLAMA32])):
-        err = _error(capsys, *words, option, str(path))
+        err = summary_error(capsys, *words, option, str(path))
         assert option in err and refused in err
 
 
@@ -687,7 +678,7 @@ def test_a_file_nested_too_deeply_is_refused(tmp_path, capsys):
         (tmp_path / name).write_text(text)
     for option, file, words in (("--accelerate", "job.yaml", ["--hf-config", LLAMA32]), ("--nemo-recipe", "job.yaml", []),
                                 ("--torchtitan", "job.toml", [])):
-        err = _error(capsys, *words, option, str(tmp_path / file))
+        err = summary_error(capsys, *words, option, str(tmp_path / file))
         assert f"{option}: job is nested too deeply" in err, err
 
 
@@ -699,7 +690,7 @@ def test_deepspeed_search_and_sweep(capsys):
     assert (found["devices"], found["global_batch"], found["seq"]) == (8, 16, 1024)
     assert {(row["zero"], row["offload"]) for row in found["best"]} == {(2, "optimizer")}
     row = _out(capsys, "sweep", *words, "--grid", "b=2", "--field", "memory_bytes,optimizer_bytes").splitlines()[1]
-    whole = _json(capsys, *words)
+    whole = summary_json(capsys, *words)
     assert [float(x) for x in row.split(",")] == [2, whole["memory_bytes"], whole["optimizer_bytes"]]
 
 
@@ -727,10 +718,10 @@ def test_nemo_llama3_70b_recipe_equals_the_typed_layout(tmp_path, capsys):
     interleaved with 5 chunks of 80 / (4 x 5) = 4 layers; distributed optimizer with gradient reduction and
     parameter gathers behind compute; tensor-parallel overlap (tp_comm_overlap, sequence parallel on); bf16;
     AttnBackend auto (flash); no recomputation."""
-    got = _json(capsys, "--nemo-recipe", BRIDGE_70B, "--devices", "32")
+    got = summary_json(capsys, "--nemo-recipe", BRIDGE_70B, "--devices", "32")
     assert got["world_size"] == 32
     assert got["parameters"] == _llama3_parameters(8192, 28672, 80) == 70_553_706_496
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 8192, 28672, 80, 64), "--set", "b=1", "l=8192", "m1=4",
+    typed = summary_json(capsys, "--hf-config", _llama3(tmp_path, 8192, 28672, 80, 64), "--set", "b=1", "l=8192", "m1=4",
                   "s1=4", "d=1", "p=4", "cp=2", "n_micro=512", "--precision", "bf16", "--schedule", "interleaved",
                   "--virtual-stages", "5", "--distributed-optimizer", "--overlap", "grad,param,tensor", "--flash",
                   "--optimizer", "adam")
@@ -742,7 +733,7 @@ def test_nemo_printed_configuration_of_a_run(tmp_path, capsys):
     """The 1B run's own dump on its 8 processes: tp = pp = cp = 1, d = 8, micro-batches 512 / (1 x 8) = 64, the
     dataset's sequence 1024; tied embeddings, vocabulary not padded (should_pad_vocab false).  The run's log
     prints 0.26 billion embedding parameters (128,256 x 2,048) and 1.24 billion in all."""
-    got = _json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+    got = summary_json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
     e, f = 2048, 8192
     layer = 2 * e * e + 2 * e * 512 + 3 * e * f + 2 * e      # wq, wo; wk, wv of 8 x 64; SwiGLU; two RMSNorms
     assert got["parameters"] == 16 * layer + 128256 * e + e == 1_235_814_400
@@ -753,7 +744,7 @@ def test_nemo_printed_configuration_of_a_run(tmp_path, capsys):
         "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 128256,
         "max_position_embeddings": 131072, "tie_word_embeddings": True, "hidden_act": "silu",
         "attention_bias": False, "mlp_bias": False, "rms_norm_eps": 1e-05, "rope_theta": 500000.0}))
-    typed = _json(capsys, "--hf-config", str(config), "--set", "b=1", "l=1024", "d=8", "n_micro=64", "--precision",
+    typed = summary_json(capsys, "--hf-config", str(config), "--set", "b=1", "l=1024", "d=8", "n_micro=64", "--precision",
                   "bf16", "--distributed-optimizer", "--overlap", "grad,param", "--flash", "--optimizer", "adam")
     _same(got, typed)
     assert any("sequence length 1024" in note for note in got["notes"])
@@ -781,7 +772,7 @@ def test_nemo_refusals_name_the_key(tmp_path, capsys, old, new, refused):
     assert old in text
     path = tmp_path / "changed.yaml"
     path.write_text(text.replace(old, new, 1))
-    err = _error(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    err = summary_error(capsys, "--nemo-recipe", str(path), "--devices", "8")
     assert refused in err and len(err.strip().splitlines()) == 1
 
 
@@ -799,7 +790,7 @@ def test_nemo_megatron_fsdp_shards_as_its_strategy_says(tmp_path, capsys, strate
     path.write_text(text.replace(flag, flag.replace("false", "true"), 1)
                     .replace("  data_parallel_sharding_strategy: no_shard", f"  data_parallel_sharding_strategy: "
                              f"{strategy}", 1))
-    got = _json(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    got = summary_json(capsys, "--nemo-recipe", str(path), "--devices", "8")
     assert (got["layout"]["zero"], got["layout"]["distributed_optimizer"]) == (zero, False)
     assert (got["weight_bytes"] * 8 == 2 * got["parameters"]) == (zero == 3)
 
@@ -809,8 +800,8 @@ def test_nemo_attention_backend_unfused_keeps_scores(tmp_path, capsys):
     path = tmp_path / "unfused.yaml"
     text = pathlib.Path(BRIDGE_1B).read_text()
     path.write_text(text.replace("    - 5\n    _call_: true", "    - 3\n    _call_: true"))
-    got = _json(capsys, "--nemo-recipe", str(path), "--devices", "8")
-    flash = _json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+    got = summary_json(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    flash = summary_json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
     assert got["activation_bytes"] > flash["activation_bytes"]
 
 
@@ -824,12 +815,12 @@ def test_nemo_recipe_reads_recomputation_and_fp8(tmp_path, capsys):
                                  "  fp8_recipe: delayed\n  fp8_wgrad: true\n  grad_reduce_in_fp32", 1))
     assert main(["summary", "--nemo-recipe", str(path), "--devices", "8"]) == 0
     assert "recompute=full" in capsys.readouterr().out
-    got = _json(capsys, "--nemo-recipe", str(path), "--devices", "8")
-    plain = _json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+    got = summary_json(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    plain = summary_json(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
     assert got["flops_recompute"] > 0 == plain["flops_recompute"]
     path.write_text(text.replace("  fp8_recipe: tensorwise\n  fp8_wgrad: true\n  grad_reduce_in_fp32",
                                  "  fp8_recipe: blockwise\n  fp8_wgrad: true\n  grad_reduce_in_fp32", 1))
-    assert "mixed_precision.fp8_recipe" in _error(capsys, "--nemo-recipe", str(path), "--devices", "8")   # 128x128
+    assert "mixed_precision.fp8_recipe" in summary_error(capsys, "--nemo-recipe", str(path), "--devices", "8")   # 128x128
 
 
 @pytest.mark.parametrize("words,refused", [
@@ -841,15 +832,15 @@ def test_nemo_recipe_reads_recomputation_and_fp8(tmp_path, capsys):
                           "= 1 x 12"),
 ])
 def test_nemo_command_line_refusals(capsys, words, refused):
-    assert refused in _error(capsys, "--nemo-recipe", BRIDGE_1B, *words)
+    assert refused in summary_error(capsys, "--nemo-recipe", BRIDGE_1B, *words)
     # 48 processes are not a multiple of tp 4 x pp 4 x cp 2 = 32
-    assert "world size 48" in _error(capsys, "--nemo-recipe", BRIDGE_70B, "--devices", "48")
+    assert "world size 48" in summary_error(capsys, "--nemo-recipe", BRIDGE_70B, "--devices", "48")
 
 
 def test_nemo_without_pyyaml_says_what_to_install(capsys, monkeypatch):
     import sys
     monkeypatch.setitem(sys.modules, "yaml", None)
-    assert "symbolic_cost[yaml]" in _error(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
+    assert "symbolic_cost[yaml]" in summary_error(capsys, "--nemo-recipe", BRIDGE_1B, "--devices", "8")
 
 
 def test_nemo_search_and_sweep(capsys):
@@ -905,15 +896,15 @@ def test_accelerate_fsdp_equals_the_typed_training(tmp_path, capsys, old, new, t
         config, typed = str(path), ["--set", "d=16", "--zero", "3", "--shard", "8", "--overlap", "grad,param"]
     else:
         config = _accelerate(tmp_path, old, new)
-    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
-    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "--precision", "bf16", *typed)
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
+    plain = summary_json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "--precision", "bf16", *typed)
     _same(got, plain)
     assert any("fp32 sharded parameters" in note for note in got["notes"])
 
 
 def test_accelerate_ddp_template(capsys):
-    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", ACCEL_DDP, "--set", "b=4", "l=2048")
-    typed = _json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "d=2", "--precision", "bf16",
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", ACCEL_DDP, "--set", "b=4", "l=2048")
+    typed = summary_json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "d=2", "--precision", "bf16",
                   "--overlap", "grad")
     _same(got, typed)
     assert got["world_size"] == 2
@@ -941,7 +932,7 @@ def test_accelerate_ddp_template(capsys):
     ("num_processes: 2", "num_processes: 100000000000000000000", "num_processes must be an integer from 1 to 2**53"),
 ])
 def test_accelerate_refusals(tmp_path, capsys, old, new, refused):
-    err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path, old, new))
+    err = summary_error(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path, old, new))
     assert refused in err and len(err.strip().splitlines()) == 1
 
 
@@ -958,7 +949,7 @@ def test_trainer_bitsandbytes_optimizers(tmp_path, capsys, optim, state_bytes):
     memory stays on the device until it runs out (noted).  Llama-3.2-1B: 1,235,814,400 parameters."""
     transformers = pytest.importorskip("transformers")
     assert optim in {name.value for name in transformers.training_args.OptimizerNames}
-    got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, optim=optim))
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, optim=optim))
     assert Fraction(got["optimizer_bytes"]) == 1_235_814_400 * state_bytes
     assert any("paged" in note for note in got["notes"]) == optim.startswith("paged")
 
@@ -967,11 +958,11 @@ def test_trainer_bitsandbytes_optimizers(tmp_path, capsys, optim, state_bytes):
     (("--zero", "2"), "--zero"), (("--precision", "fp16"), "--precision"), (("--offload", "optimizer"), "--offload"),
 ])
 def test_accelerate_decides_its_options(capsys, words, refused):
-    assert refused in _error(capsys, "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), *words)
+    assert refused in summary_error(capsys, "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), *words)
 
 
 def test_accelerate_devices_replace_and_search_sweep(capsys):
-    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--devices", "8", "--set", "b=1")
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--devices", "8", "--set", "b=1")
     assert got["world_size"] == 8 and "--devices 8 replaces the 2 processes of num_processes" in got["notes"]
     assert main(["sweep", "--hf-config", LLAMA32, "--accelerate", str(ACCEL_FSDP), "--grid", "b=1,2", "--field",
                  "memory_bytes"]) == 0
@@ -1023,8 +1014,8 @@ SDPA = ("--flash", "--attention-kernel", "flash-attention-2")
 def test_trainer_alpaca_equals_the_typed_training(capsys):
     """Stanford Alpaca's LLaMA-7B fine-tuning on 4 GPUs: 4 x 8 accumulation x 4 devices = its README's batch 128;
     FSDP full_shard (ZeRO-3, gathers and reduce-scatters overlapped), bf16, torch's AdamW (the default optim)."""
-    got = _json(capsys, "--hf-config", LLAMA2, "--hf-training-args", ALPACA, "--devices", "4", "--set", "l=512")
-    typed = _json(capsys, "--hf-config", LLAMA2, "--set", "b=4", "n_micro=8", "d=4", "l=512", "--zero", "3",
+    got = summary_json(capsys, "--hf-config", LLAMA2, "--hf-training-args", ALPACA, "--devices", "4", "--set", "l=512")
+    typed = summary_json(capsys, "--hf-config", LLAMA2, "--set", "b=4", "n_micro=8", "d=4", "l=512", "--zero", "3",
                   "--optimizer", "adamw", "--overlap", "grad,param", *SDPA)
     _same(got, typed)
     assert got["world_size"] == 4 and 4 * 8 * 4 == 128
@@ -1051,10 +1042,10 @@ def test_trainer_alpaca_equals_the_typed_training(capsys):
 def test_trainer_dump_equals_the_typed_training(tmp_path, capsys, changes, typed):
     """transformers' own to_json_string() (2 x 4 accumulation, bf16, checkpointing, FSDP2 full_shard) and its
     variants on 8 devices."""
-    got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, **changes),
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, **changes),
                 "--devices", "8", "--set", "l=2048")
     optimizer = [] if "--optimizer" in typed else ["--optimizer", "adamw"]      # an option is given once
-    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=8", "l=2048", *optimizer, *typed,
+    plain = summary_json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=8", "l=2048", *optimizer, *typed,
                   *SDPA)
     _same(got, plain)
     regathers = "--zero" in typed and "--no-reshard-after-forward" not in typed and "fsdp_config" not in changes
@@ -1063,9 +1054,9 @@ def test_trainer_dump_equals_the_typed_training(tmp_path, capsys, changes, typed
 
 def test_trainer_hybrid_shard_takes_a_machine_from_shard(tmp_path, capsys):
     path = _trainer_args(tmp_path, fsdp="hybrid_shard", fsdp_config={"version": 1})
-    assert "--shard" in _error(capsys, "--hf-config", LLAMA32, "--hf-training-args", path, "--devices", "16")
-    got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", path, "--devices", "16", "--shard", "8")
-    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=16", "--optimizer", "adamw", *SDPA,
+    assert "--shard" in summary_error(capsys, "--hf-config", LLAMA32, "--hf-training-args", path, "--devices", "16")
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--hf-training-args", path, "--devices", "16", "--shard", "8")
+    plain = summary_json(capsys, "--hf-config", LLAMA32, "--set", "b=2", "n_micro=4", "d=16", "--optimizer", "adamw", *SDPA,
                   "--zero", "3", "--shard", "8", "--recompute", "full", "--overlap", "grad,param")
     _same(got, plain)
 
@@ -1085,7 +1076,7 @@ def test_trainer_hybrid_shard_takes_a_machine_from_shard(tmp_path, capsys):
     ({"fsdp_config": "fsdp_config.json"}, "fsdp_config"), ({"gradient_accumulation_steps": 0}, "gradient_accumulation"),
 ])
 def test_trainer_refusals(tmp_path, capsys, changes, refused):
-    err = _error(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, **changes))
+    err = summary_error(capsys, "--hf-config", LLAMA32, "--hf-training-args", _trainer_args(tmp_path, **changes))
     assert refused in err and len(err.strip().splitlines()) == 1
 
 
@@ -1094,11 +1085,11 @@ def test_trainer_refusals(tmp_path, capsys, changes, refused):
     (("--recompute", "selective"), "--recompute"), (("--shard", "2"), "--shard"),
 ])
 def test_trainer_decides_its_options(capsys, words, refused):
-    assert refused in _error(capsys, "--hf-config", LLAMA32, "--hf-training-args", str(DUMP), *words)
+    assert refused in summary_error(capsys, "--hf-config", LLAMA32, "--hf-training-args", str(DUMP), *words)
 
 
 def test_trainer_devices_set_search_sweep(capsys):
-    got = _json(capsys, "--hf-config", LLAMA32, "--hf-training-args", str(DUMP), "--set", "b=1")
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--hf-training-args", str(DUMP), "--set", "b=1")
     assert got["world_size"] == 1 and any("give --devices" in n for n in got["notes"])
     assert "--set b=1 replaces the file's b=2" in got["notes"]
     assert main(["sweep", "--hf-config", LLAMA32, "--hf-training-args", str(DUMP), "--devices", "8", "--grid",
@@ -1118,7 +1109,7 @@ def test_a_script_whose_options_sit_in_multi_line_quoted_variables(capsys):
     The "345M" model by hand: 24 layers of ``12 h^2 + 13 h`` at h = 1024, GPT-2's 50,257 tokens
     padded to 50,304 (128 x tp), 1,024 learned positions, the final LayerNorm, the output layer
     tied to the embedding (Megatron's default)."""
-    got = _json(capsys, "--megatron-args", QUOTED, "--devices", "1", "--vocab-size", "50257")
+    got = summary_json(capsys, "--megatron-args", QUOTED, "--devices", "1", "--vocab-size", "50257")
     h = 1024
     assert got["parameters"] == 24 * (12 * h * h + 13 * h) + 50304 * h + 1024 * h + 2 * h == 354_871_296
 
@@ -1134,7 +1125,7 @@ def test_a_2021_script_with_checkpoint_activations_and_the_nccl_backend(capsys):
     recomputation of one-layer chunks (``--checkpoint-num-layers`` 1), ``--distributed-backend
     nccl`` changes no count.  The recomputed forward is at least the 24 layers' products, twice
     (two micro-batches of 4): ``24 b l h^2 + 4 b l^2 h`` a layer; the rest is element-wise work."""
-    got = _json(capsys, "--megatron-args", str(INPUTS / "pretrain_gpt_345m_2021.sh"), "--devices", "1",
+    got = summary_json(capsys, "--megatron-args", str(INPUTS / "pretrain_gpt_345m_2021.sh"), "--devices", "1",
                 "--vocab-size", "50257")
     assert got["parameters"] == 354_871_296
     b, l, h = 4, 1024, 1024
@@ -1148,7 +1139,7 @@ def test_checkpoint_activations_beside_its_successor_is_refused(tmp_path, capsys
                       "--num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 1 "
                       "--checkpoint-activations --recompute-granularity full\n")
     assert "--checkpoint-activations (Megatron-LM before 2022) and --recompute-granularity" in \
-        _error(capsys, "--megatron-args", str(script), "--vocab-size", "100")
+        summary_error(capsys, "--megatron-args", str(script), "--vocab-size", "100")
 
 
 CASE_SCRIPT = """#!/bin/bash
@@ -1226,8 +1217,8 @@ def test_an_fsdp1_file_with_reshard_after_forward_is_read_as_accelerates_plugin_
     strategy from fsdp_sharding_strategy (FULL_SHARD by default), which wins over it."""
     config = _accelerate(tmp_path, "fsdp_sharding_strategy: FULL_SHARD",
                          f"fsdp_sharding_strategy: FULL_SHARD\n  fsdp_reshard_after_forward: {reshard}")
-    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
-    plain = _json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "--precision", "bf16", "--set", "d=2",
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
+    plain = summary_json(capsys, "--hf-config", LLAMA32, "--set", "b=4", "l=2048", "--precision", "bf16", "--set", "d=2",
                   "--zero", "3", "--overlap", "grad,param")
     _same(got, plain)
     assert any(note.startswith("fsdp_config.fsdp_reshard_after_forward") for note in got["notes"])
@@ -1243,8 +1234,8 @@ def test_the_empty_sections_accelerate_config_writes_are_accepted(tmp_path, caps
     and ``megatron_lm_config: {}`` beside an FSDP setup; empty, they change nothing."""
     config = _accelerate(tmp_path, "distributed_type: FSDP", "deepspeed_config: {}\nmegatron_lm_config: {}\n"
                                                              "distributed_type: FSDP")
-    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
-    plain = _json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path), "--set", "b=4", "l=2048")
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--set", "b=4", "l=2048")
+    plain = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path), "--set", "b=4", "l=2048")
     assert got == plain
 
 
@@ -1254,7 +1245,7 @@ def test_accelerate_megatron_plugin_is_refused_with_what_to_give_instead(tmp_pat
     layout (it was told to give a Megatron-LM launch, which such a user does not have)."""
     for extra in ("megatron_lm_config: {}", "megatron_lm_config:\n  megatron_lm_tp_degree: 2"):
         config = _accelerate(tmp_path, "distributed_type: FSDP", f"distributed_type: MEGATRON_LM\n{extra}")
-        err = _error(capsys, "--preset", "gpt2", "--accelerate", config)
+        err = summary_error(capsys, "--preset", "gpt2", "--accelerate", config)
         assert "accelerate's Megatron-LM plugin is not read" in err and "--set m1=TP p=PP" in err
 
 
@@ -1266,26 +1257,26 @@ def test_an_inline_deepspeed_config_is_the_json_accelerate_builds(tmp_path, caps
     hand, with the Trainer's "auto" values the script's (--set b=2 n_micro=4), it reads the same.  An offload
     and an accumulation stated in the YAML are read; a deepspeed_config_file is sent to --deepspeed."""
     yaml_path = str(INPUTS / "trl_zero3.yaml")
-    got = _json(capsys, "--preset", "gpt2", "--accelerate", yaml_path, "--set", "b=2", "n_micro=4")
+    got = summary_json(capsys, "--preset", "gpt2", "--accelerate", yaml_path, "--set", "b=2", "n_micro=4")
     plugin = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
               "gradient_accumulation_steps": "auto", "bf16": {"enabled": True},
               "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "none"},
                                     "offload_param": {"device": "none"}}}
     (tmp_path / "plugin.json").write_text(json.dumps(plugin))
-    typed = _json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "plugin.json"), "--devices", "8",
+    typed = summary_json(capsys, "--preset", "gpt2", "--deepspeed", str(tmp_path / "plugin.json"), "--devices", "8",
                   "--set", "b=2", "n_micro=4")
     _same(got, {k: v for k, v in typed.items() if k != "notes"})
     text = (INPUTS / "trl_zero3.yaml").read_text()
     offload = tmp_path / "offload.yaml"
     offload.write_text(text.replace("offload_optimizer_device: none", "offload_optimizer_device: cpu").replace(
         "zero3_init_flag: true", "zero3_init_flag: true\n  gradient_accumulation_steps: 4"))
-    read = _json(capsys, "--preset", "gpt2", "--accelerate", str(offload))["layout"]
+    read = summary_json(capsys, "--preset", "gpt2", "--accelerate", str(offload))["layout"]
     assert (read["zero"], read["offload"], read["micro_batches"]) == (3, "optimizer", 4)
-    assert "accelerate refuses two values" in _error(capsys, "--preset", "gpt2", "--accelerate", str(offload),
+    assert "accelerate refuses two values" in summary_error(capsys, "--preset", "gpt2", "--accelerate", str(offload),
                                                       "--set", "n_micro=2")
     with_file = tmp_path / "file.yaml"
     with_file.write_text(text.replace("zero_stage: 3", "zero_stage: 3\n  deepspeed_config_file: ds.json"))
-    assert "give that DeepSpeed JSON with --deepspeed" in _error(capsys, "--preset", "gpt2", "--accelerate",
+    assert "give that DeepSpeed JSON with --deepspeed" in summary_error(capsys, "--preset", "gpt2", "--accelerate",
                                                                  str(with_file))
 
 
@@ -1308,33 +1299,33 @@ def test_accelerate_with_the_deepspeed_json_its_config_file_names(tmp_path, caps
     yaml_path = tmp_path / "accelerate.yaml"
     yaml_path.write_text(ACCELERATE_WITH_FILE)
     pair = ("--preset", "gpt2", "--accelerate", str(yaml_path), "--deepspeed", DS["ds_config_fp16_z3"])
-    got = _json(capsys, *pair, "--set", "b=4")
-    alone = _json(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_config_fp16_z3"], "--devices", "4",
+    got = summary_json(capsys, *pair, "--set", "b=4")
+    alone = summary_json(capsys, "--preset", "gpt2", "--deepspeed", DS["ds_config_fp16_z3"], "--devices", "4",
                   "--set", "b=4")
-    typed = _json(capsys, "--preset", "gpt2", "--set", "b=4", "d=4", "n_micro=1", "--zero", "3", "--precision", "fp16",
+    typed = summary_json(capsys, "--preset", "gpt2", "--set", "b=4", "d=4", "n_micro=1", "--zero", "3", "--precision", "fp16",
                   "--overlap", "grad,param")
     _same(got, {k: v for k, v in typed.items() if k != "notes"})
     _same(got, {k: v for k, v in alone.items() if k != "notes"})
     assert got["world_size"] == 4 and any("deepspeed_config_file ds.json" in n for n in got["notes"])
-    assert _json(capsys, *pair, "--set", "b=4", "--devices", "8")["world_size"] == 8
+    assert summary_json(capsys, *pair, "--set", "b=4", "--devices", "8")["world_size"] == 8
     auto = tmp_path / "auto.json"
     auto.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2},
                                 "bf16": {"enabled": "auto"}}))
-    layout = _json(capsys, "--preset", "gpt2", "--accelerate", str(yaml_path), "--deepspeed", str(auto))["layout"]
+    layout = summary_json(capsys, "--preset", "gpt2", "--accelerate", str(yaml_path), "--deepspeed", str(auto))["layout"]
     assert (layout["precision"], layout["zero"], layout["b"], layout["d"]) == ("fp32", 2, 2, 4)
-    assert "--precision" in _error(capsys, *pair, "--set", "b=4", "--precision", "bf16")
+    assert "--precision" in summary_error(capsys, *pair, "--set", "b=4", "--precision", "bf16")
     for old, new, refused in [("zero3_init_flag: false", "zero_stage: 2", "deepspeed_config.zero_stage beside"),
                               ("num_processes: 4", "num_processes: 4\nmixed_precision: bf16", "mixed_precision beside"),
                               ("zero3_init_flag: false", "mystery: 1", "deepspeed_config.mystery")]:
         changed = tmp_path / "changed.yaml"
         changed.write_text(ACCELERATE_WITH_FILE.replace(old, new))
-        assert refused in _error(capsys, "--preset", "gpt2", "--accelerate", str(changed), "--deepspeed",
+        assert refused in summary_error(capsys, "--preset", "gpt2", "--accelerate", str(changed), "--deepspeed",
                                  DS["ds_config_fp16_z3"], "--set", "b=4")
     stage_auto = tmp_path / "stage_auto.json"
     stage_auto.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": "auto"}}))
-    assert "nothing fills it" in _error(capsys, "--preset", "gpt2", "--accelerate", str(yaml_path), "--deepspeed",
+    assert "nothing fills it" in summary_error(capsys, "--preset", "gpt2", "--accelerate", str(yaml_path), "--deepspeed",
                                         str(stage_auto))
-    assert "must be distributed_type DEEPSPEED with a deepspeed_config.deepspeed_config_file" in _error(
+    assert "must be distributed_type DEEPSPEED with a deepspeed_config.deepspeed_config_file" in summary_error(
         capsys, "--preset", "gpt2", "--accelerate", str(INPUTS / "trl_zero3.yaml"), "--deepspeed",
         DS["ds_config_fp16_z3"], "--set", "b=4")
 
@@ -1344,9 +1335,9 @@ def test_distributed_type_no_runs_one_process_whatever_the_count(capsys):
     accelerate launch then takes its simple launcher, one process (launch.py: multi_gpu stays false for NO), so
     the file reads as one device with a note; --devices 8 beside it is refused."""
     path = str(INPUTS / "trl_single_gpu.yaml")
-    got = _json(capsys, "--preset", "gpt2", "--accelerate", path)
+    got = summary_json(capsys, "--preset", "gpt2", "--accelerate", path)
     assert got["layout"]["d"] == 1 and any("distributed_type NO runs one process" in n for n in got["notes"])
-    assert "distributed_type NO runs one process, not 8" in _error(capsys, "--preset", "gpt2", "--accelerate", path,
+    assert "distributed_type NO runs one process, not 8" in summary_error(capsys, "--preset", "gpt2", "--accelerate", path,
                                                                     "--devices", "8")
 
 
@@ -1357,11 +1348,11 @@ def test_parallelism_config_context_parallel_as_typed(capsys, name, cp):
     the cp ranks, FSDP over the shard x cp ranks (accelerate's dp_shard_cp mesh), keys and values
     all-gathered (cp_comm_strategy's default), SDPA's fused kernels: the layout typed by hand."""
     model = ["--preset", "llama-3-8b", "--set", "l=8192"]
-    got = _json(capsys, *model, "--accelerate", str(INPUTS / name))
+    got = summary_json(capsys, *model, "--accelerate", str(INPUTS / name))
     layout = got["layout"]
     assert (layout["d"], layout["cp"], layout["cp_variant"], layout["zero"], layout["flash"]) == \
         (1, cp, "all-gather", 3, True)
-    typed = _json(capsys, *model, "d=1", f"cp={cp}", "--zero", "3", "--precision", "bf16", "--flash", "--cp-variant",
+    typed = summary_json(capsys, *model, "d=1", f"cp={cp}", "--zero", "3", "--precision", "bf16", "--flash", "--cp-variant",
                   "all-gather", "--recompute", "full", "--overlap", "grad,param")
     assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
 
@@ -1375,13 +1366,13 @@ def test_parallelism_config_replicas_shard_within_their_group(tmp_path, capsys):
         "parallelism_config_dp_shard_size: 1", "parallelism_config_dp_shard_size: 2")
     (tmp_path / "hsdp.yaml").write_text(text)
     model = ["--preset", "llama-3-8b", "--set", "l=8192"]
-    got = _json(capsys, *model, "--accelerate", str(tmp_path / "hsdp.yaml"))
+    got = summary_json(capsys, *model, "--accelerate", str(tmp_path / "hsdp.yaml"))
     assert (got["layout"]["d"], got["layout"]["cp"], got["layout"]["shard"]) == (4, 2, 2)
-    typed = _json(capsys, *model, "d=4", "cp=2", "--zero", "3", "--shard", "2", "--precision", "bf16", "--flash",
+    typed = summary_json(capsys, *model, "d=4", "cp=2", "--zero", "3", "--shard", "2", "--precision", "bf16", "--flash",
                   "--cp-variant", "all-gather", "--recompute", "full", "--overlap", "grad,param")
     assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
     (tmp_path / "eight.yaml").write_text(text.replace("num_processes: 8", "num_processes: 16"))
-    assert "dp_replicate x dp_shard x tp x cp x sp = 8 is not the 16 processes" in _error(
+    assert "dp_replicate x dp_shard x tp x cp x sp = 8 is not the 16 processes" in summary_error(
         capsys, *model, "--accelerate", str(tmp_path / "eight.yaml"))
 
 
@@ -1391,9 +1382,9 @@ def test_accelerate_fp8_with_transformer_engine_as_typed(capsys, name, devices):
     Engine's DelayedScaling (an amax history of 1,024, the file's) under bf16 autocast, as typed by hand; the LM
     head, which accelerate's convert_model swaps too, noted as counted in 16 bits."""
     model = ["--preset", "llama-3-8b", "--set", "l=2048"]
-    got = _json(capsys, *model, "--accelerate", str(INPUTS / name))
+    got = summary_json(capsys, *model, "--accelerate", str(INPUTS / name))
     assert (got["layout"]["precision"], got["layout"]["fp8"], got["layout"]["d"]) == ("bf16", "delayed", devices)
-    typed = _json(capsys, *model, f"d={devices}", "--precision", "bf16", "--fp8", "delayed", "--fp8-amax-history",
+    typed = summary_json(capsys, *model, f"d={devices}", "--precision", "bf16", "--fp8", "delayed", "--fp8-amax-history",
                   "1024", *(["--overlap", "grad"] if devices > 1 else []))
     assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
     assert any(n.startswith("fp8_config backend TE") and "the LM head too" in n for n in got["notes"])
@@ -1403,11 +1394,11 @@ def test_accelerate_fp8_te_history_defaults_to_its_recipe_s(tmp_path, capsys):
     """An fp8_config naming only its backend takes TERecipeKwargs' amax history, 1,024; the history under the
     name ``accelerate config`` writes (amax_history_length) does not reach the recipe (noted), so 1,024 again."""
     model = ["--preset", "llama-3-8b", "--set", "l=2048"]
-    typed = _json(capsys, *model, "--precision", "bf16", "--fp8", "delayed", "--fp8-amax-history", "1024")
+    typed = summary_json(capsys, *model, "--precision", "bf16", "--fp8", "delayed", "--fp8-amax-history", "1024")
     for extra in ("", "  amax_history_length: 16\n"):
         (tmp_path / "te.yaml").write_text('distributed_type: "NO"\nmixed_precision: fp8\nfp8_config:\n  backend: TE\n'
                                           + extra)
-        got = _json(capsys, *model, "--accelerate", str(tmp_path / "te.yaml"))
+        got = summary_json(capsys, *model, "--accelerate", str(tmp_path / "te.yaml"))
         assert got["memory_bytes"] == typed["memory_bytes"]
     assert any(n.startswith("fp8_config.amax_history_length: accelerate passes it as") for n in got["notes"])
 
@@ -1419,9 +1410,9 @@ def test_accelerate_fp8_with_torchao_and_what_it_refuses(tmp_path, capsys):
     (tmp_path / "ao.yaml").write_text("distributed_type: FSDP\nmixed_precision: fp8\nnum_processes: 8\nfsdp_config:\n"
                                       "  fsdp_version: 2\nfp8_config:\n  backend: AO\n")
     model = ["--preset", "llama-3-8b", "--set", "l=2048"]
-    got = _json(capsys, *model, "--accelerate", str(tmp_path / "ao.yaml"))
+    got = summary_json(capsys, *model, "--accelerate", str(tmp_path / "ao.yaml"))
     assert (got["layout"]["fp8"], got["layout"]["fp8_gather"], got["layout"]["zero"]) == ("torchao-tensorwise", True, 3)
-    typed = _json(capsys, *model, "d=8", "--zero", "3", "--precision", "bf16", "--fp8", "torchao-tensorwise",
+    typed = summary_json(capsys, *model, "d=8", "--zero", "3", "--precision", "bf16", "--fp8", "torchao-tensorwise",
                   "--fp8-gather", "--overlap", "grad,param")
     assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
     for section, said in (("  backend: MSAMP\n", "MS-AMP's FP8 weights"), ("  margin: 0\n", "give TE or AO"),
@@ -1434,8 +1425,8 @@ def test_accelerate_fp8_with_torchao_and_what_it_refuses(tmp_path, capsys):
                           ("  backend: AO\n  enable_fsdp_float8_all_gather: 2\n", "must be true or false, got 2")):
         (tmp_path / "bad.yaml").write_text("distributed_type: MULTI_GPU\nmixed_precision: fp8\nnum_processes: 8\n"
                                            "fp8_config:\n" + section)
-        assert said in _error(capsys, *model, "--accelerate", str(tmp_path / "bad.yaml"))
-    both = _json(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_0_34_0_fp8.yaml"),
+        assert said in summary_error(capsys, *model, "--accelerate", str(tmp_path / "bad.yaml"))
+    both = summary_json(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_0_34_0_fp8.yaml"),
                  "--hf-training-args", str(INPUTS / "handbook_sft_config_full.yaml"))
     assert both["layout"]["fp8"] is None and any("replaces the launch config's mixed_precision fp8" in n
                                                   for n in both["notes"])
@@ -1448,11 +1439,11 @@ def test_alst_sequence_parallelism_as_typed(capsys):
     ZeRO over all 4: the layout typed by hand; the key accelerate does not pass on (the sequence-parallel
     data type) and DeepSpeed's fp32 gradient reductions noted."""
     model = ["--preset", "llama-3-8b", "--set", "l=8192"]
-    got = _json(capsys, *model, "--accelerate", str(INPUTS / "trl_alst_ulysses_4gpu.yaml"))
+    got = summary_json(capsys, *model, "--accelerate", str(INPUTS / "trl_alst_ulysses_4gpu.yaml"))
     layout = got["layout"]
     assert (layout["d"], layout["cp"], layout["cp_variant"], layout["zero"], layout["attention_kernel"]) == \
         (2, 2, "ulysses", 3, "flash-attention-2")
-    typed = _json(capsys, *model, "d=2", "cp=2", "--zero", "3", "--precision", "bf16", "--flash", "--cp-variant",
+    typed = summary_json(capsys, *model, "d=2", "cp=2", "--zero", "3", "--precision", "bf16", "--flash", "--cp-variant",
                   "ulysses", "--attention-kernel", "flash-attention-2", "--overlap", "grad,param")
     assert (got["step_time_s"], got["memory_bytes"]) == (typed["step_time_s"], typed["memory_bytes"])
     assert any(n.startswith("deepspeed_config.seq_parallel_communication_data_type: accelerate launch passes")
@@ -1470,7 +1461,7 @@ def test_alst_layouts_deepspeed_does_not_run_are_refused(tmp_path, capsys, chang
     """ALST outside DeepSpeed, beside tensor parallelism, over a group that does not divide the processes, or
     around an attention core accelerate's DeepSpeedSequenceParallelConfig does not take: refused by name."""
     (tmp_path / "alst.yaml").write_text((INPUTS / "trl_alst_ulysses_4gpu.yaml").read_text().replace(*change))
-    assert said in _error(capsys, "--preset", "llama-3-8b", "--set", "l=8192", "--accelerate",
+    assert said in summary_error(capsys, "--preset", "llama-3-8b", "--set", "l=8192", "--accelerate",
                           str(tmp_path / "alst.yaml"))
 
 
@@ -1481,7 +1472,7 @@ def test_alst_keeps_its_attention_beside_a_recipe(tmp_path, capsys):
     recipe = (INPUTS / "handbook_sft_config_full.yaml").read_text()
     (tmp_path / "eager.yaml").write_text(recipe.replace("attn_implementation: flash_attention_2",
                                                         "attn_implementation: eager"))
-    got = _json(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "trl_alst_ulysses_4gpu.yaml"),
+    got = summary_json(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "trl_alst_ulysses_4gpu.yaml"),
                 "--hf-training-args", str(tmp_path / "eager.yaml"))
     assert (got["layout"]["cp_variant"], got["layout"]["flash"], got["layout"]["attention_kernel"]) == \
         ("ulysses", True, "flash-attention-2")
@@ -1493,34 +1484,34 @@ def test_a_trl_recipe_names_its_processes_and_its_launch(capsys, tmp_path):
     zero2`` to its packaged ``trl/accelerate_configs/zero2.yaml`` (DeepSpeed ZeRO-2 on 8 processes, bf16), a
     dataset mixture changes nothing; the typed layout of each."""
     model = ["--preset", "llama-3-8b"]
-    four = _json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_num_processes.yaml"))
+    four = summary_json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_num_processes.yaml"))
     assert four["layout"]["d"] == 4 and any(n.startswith("num_processes 4") for n in four["notes"])
-    zero2 = _json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_accelerate_config.yaml"))
+    zero2 = summary_json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_accelerate_config.yaml"))
     assert (zero2["layout"]["d"], zero2["layout"]["zero"], zero2["layout"]["precision"]) == (8, 2, "bf16")
     (tmp_path / "zero2.yaml").write_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n"
                                         "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 8\n")
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text((INPUTS / "trl_clis_sft_accelerate_config.yaml").read_text().replace(
         "accelerate_config: zero2", "accelerate_config: " + str(tmp_path / "zero2.yaml")))
-    by_file = _json(capsys, *model, "--hf-training-args", str(recipe))
-    given = _json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_accelerate_config.yaml"),
+    by_file = summary_json(capsys, *model, "--hf-training-args", str(recipe))
+    given = summary_json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_accelerate_config.yaml"),
                   "--accelerate", str(tmp_path / "zero2.yaml"))
     for other in (by_file, given):
         assert (other["layout"], other["step_time_s"], other["memory_bytes"]) == \
             (zero2["layout"], zero2["step_time_s"], zero2["memory_bytes"])
-    mixture = _json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_datasets.yaml"))
+    mixture = summary_json(capsys, *model, "--hf-training-args", str(INPUTS / "trl_clis_sft_datasets.yaml"))
     assert mixture["layout"]["d"] == 1
     recipe.write_text("accelerate_config: zero4\n")
-    assert "accelerate_config 'zero4': neither a file nor one of TRL's packaged configs" in _error(
+    assert "accelerate_config 'zero4': neither a file nor one of TRL's packaged configs" in summary_error(
         capsys, *model, "--hf-training-args", str(recipe))
 
 
 def test_tpu_pod_commands_change_no_count(tmp_path, capsys):
     """accelerate's tests/test_configs/latest.yaml holds commands and command_file, what `accelerate tpu-config`
     runs on a TPU pod's hosts: read as the file without them (they were refused as unread keys)."""
-    plain = _json(capsys, "--preset", "gpt2", "--accelerate", _accelerate(tmp_path))
+    plain = summary_json(capsys, "--preset", "gpt2", "--accelerate", _accelerate(tmp_path))
     pod = _accelerate(tmp_path, "distributed_type: FSDP", "commands: null\ncommand_file: run.sh\ndistributed_type: FSDP")
-    assert _json(capsys, "--preset", "gpt2", "--accelerate", pod)["layout"] == plain["layout"]
+    assert summary_json(capsys, "--preset", "gpt2", "--accelerate", pod)["layout"] == plain["layout"]
 
 
 def test_an_unquoted_no_is_told_apart_from_the_word(tmp_path, capsys):
@@ -1528,7 +1519,7 @@ def test_an_unquoted_no_is_told_apart_from_the_word(tmp_path, capsys):
     ``DistributedType`` refuses; the refusal said "distributed_type False" without the cause."""
     for old, new, key in (("distributed_type: FSDP", "distributed_type: NO", "distributed_type"),
                           ("mixed_precision: 'bf16'", "mixed_precision: no", "mixed_precision")):
-        err = _error(capsys, "--preset", "gpt2", "--accelerate", _accelerate(tmp_path, old, new))
+        err = summary_error(capsys, "--preset", "gpt2", "--accelerate", _accelerate(tmp_path, old, new))
         assert f"{key} False: YAML reads an unquoted NO or no as false; quote it" in err
 
 
@@ -1539,11 +1530,11 @@ def test_unset_ignored_modules_are_accepted_and_set_ones_refused(tmp_path, capsy
     unsharded are refused by name."""
     unset = _accelerate(tmp_path, "fsdp_use_orig_params: true",
                         "fsdp_use_orig_params: true\n  fsdp_ignored_modules: null")
-    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", unset, "--set", "b=4", "l=2048")
-    assert got == _json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path), "--set", "b=4", "l=2048")
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", unset, "--set", "b=4", "l=2048")
+    assert got == summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path), "--set", "b=4", "l=2048")
     given = _accelerate(tmp_path, "fsdp_use_orig_params: true",
                         "fsdp_use_orig_params: true\n  fsdp_ignored_modules: lm_head")
-    err = _error(capsys, "--hf-config", LLAMA32, "--accelerate", given)
+    err = summary_error(capsys, "--hf-config", LLAMA32, "--accelerate", given)
     assert "fsdp_config.fsdp_ignored_modules 'lm_head'" in err and len(err.strip().splitlines()) == 1
 
 
@@ -1552,8 +1543,8 @@ def test_a_file_without_num_processes_needs_the_devices(tmp_path, capsys):
     defaults it to -1 and ``accelerate launch`` raises "You need to manually pass in --num_processes"
     (``commands/launch.py``), so the reader asks for ``--devices`` instead of reading one process."""
     config = _accelerate(tmp_path, "num_processes: 2\n", "")
-    assert "give --devices" in _error(capsys, "--hf-config", LLAMA32, "--accelerate", config)
-    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--devices", "16", "--set", "b=4", "l=2048")
+    assert "give --devices" in summary_error(capsys, "--hf-config", LLAMA32, "--accelerate", config)
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", config, "--devices", "16", "--set", "b=4", "l=2048")
     assert got["world_size"] == 16 and not any("replaces" in note for note in got["notes"])
     accelerate = pytest.importorskip("accelerate")
     assert accelerate.commands.config.config_args.ClusterConfig.num_processes == -1
@@ -1564,8 +1555,8 @@ def test_an_inline_deepspeed_config_beside_fsdp_is_ignored_as_accelerate_ignores
     DeepSpeedPlugin there alone): beside FSDP it changes nothing, and is noted (it was refused)."""
     config = _accelerate(tmp_path, "distributed_type: FSDP", "deepspeed_config:\n  zero_stage: 2\n"
                                                              "distributed_type: FSDP")
-    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", config)
-    plain = _json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path))
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", config)
+    plain = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate(tmp_path))
     assert got["layout"] == plain["layout"] and got["step_time_s"] == plain["step_time_s"]
     assert any(note.startswith("deepspeed_config: accelerate reads it under distributed_type DEEPSPEED only")
                for note in got["notes"])
@@ -1607,8 +1598,8 @@ def test_torchtitan_context_parallelism(capsys, tmp_path):
                             (('[parallelism]', '[parallelism]\ncontext_parallel_rotate_method = "ring"'),
                              "allgather and alltoall")):
         (tmp_path / "bad.toml").write_text(text.replace(*change))
-        assert refused in _error(capsys, "--torchtitan", str(tmp_path / "bad.toml"), "--devices", "8")
-    assert "replicate x context x tensor x pipeline = 2" in _error(capsys, "--torchtitan", str(path), "--devices", "7")
+        assert refused in summary_error(capsys, "--torchtitan", str(tmp_path / "bad.toml"), "--devices", "8")
+    assert "replicate x context x tensor x pipeline = 2" in summary_error(capsys, "--torchtitan", str(path), "--devices", "7")
 
 
 def test_a_llama_factory_configuration_is_read_as_such(tmp_path, capsys):
@@ -1620,7 +1611,7 @@ def test_a_llama_factory_configuration_is_read_as_such(tmp_path, capsys):
                     "lora_rank: 8\nlora_target: all\ndataset: identity\ntemplate: qwen3\ncutoff_len: 2048\n"
                     "output_dir: saves/qwen3\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 8\n"
                     "bf16: true\n")
-    got = _json(capsys, "--preset", "llama-3-8b", "--hf-training-args", str(path))
+    got = summary_json(capsys, "--preset", "llama-3-8b", "--hf-training-args", str(path))
     assert (got["layout"]["b"], got["layout"]["micro_batches"], got["layout"]["l"]) == (1, 8, 2048)
     assert any("LLaMA-Factory's stage sft, lora fine-tuning" in note for note in got["notes"])
 
@@ -1632,7 +1623,7 @@ def test_an_axolotl_configuration_is_named_as_such(tmp_path, capsys):
     path = tmp_path / "lora-1b.yml"
     path.write_text("base_model: NousResearch/Llama-3.2-1B\nadapter: lora\nsequence_len: 2048\nlora_r: 16\n"
                     "gradient_accumulation_steps: 2\nmicro_batch_size: 2\noptimizer: adamw_8bit\nbf16: auto\n")
-    err = _error(capsys, "--preset", "llama-3-8b", "--hf-training-args", str(path))
+    err = summary_error(capsys, "--preset", "llama-3-8b", "--hf-training-args", str(path))
     assert "an axolotl configuration" in err and "lora_r" not in err.split("(")[0]
 
 
@@ -1643,7 +1634,7 @@ def test_an_fsdp_section_beside_another_distributed_type_is_noted(tmp_path, caps
     path = tmp_path / "mg.yaml"
     path.write_text("distributed_type: MULTI_GPU\nfsdp_config:\n  fsdp_version: 2\nmixed_precision: bf16\n"
                     "num_processes: 8\n")
-    got = _json(capsys, "--preset", "gpt2", "--accelerate", str(path))
+    got = summary_json(capsys, "--preset", "gpt2", "--accelerate", str(path))
     assert got["layout"]["zero"] == 0 and any(n.startswith("fsdp_config: accelerate reads it under") for n in
                                               got["notes"])
 
@@ -1667,12 +1658,12 @@ def test_flash_options_typed_as_transformers_default_are_refused(capsys):
     FlashAttention-2 backend first): --flash and --attention-kernel flash-attention-2 would change
     nothing, so they are refused by name; --no-flash (eager) and another library act."""
     base = ["--preset", "gpt2", "--hf-training-args", str(INPUTS / "alpaca_training_args.json"), "--set", "l=512"]
-    assert "--flash: transformers' default attention, sdpa, is fused already" in _error(capsys, *base, "--flash")
+    assert "--flash: transformers' default attention, sdpa, is fused already" in summary_error(capsys, *base, "--flash")
     assert "--attention-kernel flash-attention-2: transformers' default attention, sdpa, runs it already" in \
-        _error(capsys, *base, "--attention-kernel", "flash-attention-2")
-    plain = _json(capsys, *base)
-    assert _json(capsys, *base, "--no-flash")["layout"]["flash"] is False and plain["layout"]["flash"] is True
-    assert _json(capsys, *base, "--attention-kernel", "cudnn")["layout"]["attention_kernel"] == "cudnn"
+        summary_error(capsys, *base, "--attention-kernel", "flash-attention-2")
+    plain = summary_json(capsys, *base)
+    assert summary_json(capsys, *base, "--no-flash")["layout"]["flash"] is False and plain["layout"]["flash"] is True
+    assert summary_json(capsys, *base, "--attention-kernel", "cudnn")["layout"]["attention_kernel"] == "cudnn"
 
 
 def _refused(capsys, argv, *named):
@@ -1848,4 +1839,4 @@ def test_a_size_past_a_double_is_refused_whatever_file_gives_it(tmp_path, capsys
     text = (pathlib.Path(__file__).parent / "framework_inputs" / "megatron_bridge_llama32_1b.yaml").read_text()
     assert "\n  hidden_size: 2048\n" in text
     path.write_text(text.replace("\n  hidden_size: 2048\n", "\n  hidden_size: 1000000000000000000000\n"))
-    assert "must be at most 2**53" in _error(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    assert "must be at most 2**53" in summary_error(capsys, "--nemo-recipe", str(path), "--devices", "8")

@@ -6,28 +6,17 @@ Oracles: parameter counts worked out by hand below from the files' numbers and M
 ``_vocab_size_with_padding``); micro-batches by NeMo's rule ``global / (micro x data-parallel)``; and
 NeMo's own refusals (``MegatronGPTModel.__init__``, ``build_transformer_config`` at NeMo fec8221)."""
 
-import json
 import pathlib
 
 import pytest
 
-from symbolic_cost.cli import main
+from summary_calls import summary_error, summary_json
 
 INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
 BAICHUAN = INPUTS / "nemo1_megatron_baichuan2_config.yaml"
 GPT = INPUTS / "nemo1_megatron_gpt_config.yaml"
 BAICHUAN_VOCAB = 125_696
 """Baichuan2's tokenizer (125,696 pieces: a multiple of 128, so NeMo pads nothing on one tensor rank)."""
-
-
-def _json(capsys, *words):
-    assert main(["summary", *words, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def _error(capsys, *words):
-    assert main(["summary", *words]) == 2
-    return capsys.readouterr().err
 
 
 def _edited(tmp_path, source, *changes):
@@ -54,7 +43,7 @@ def _baichuan_parameters(vocab):
 def test_baichuan2_as_published_refuses_the_bf16_gradient_exchange(capsys):
     """Its distributed Adam reduces the gradients in bf16 (optim.grad_sync_dtype) under fp32 training,
     which no layout the library reads expresses: refused by name."""
-    err = _error(capsys, "--nemo-recipe", str(BAICHUAN), "--vocab-size", str(BAICHUAN_VOCAB))
+    err = summary_error(capsys, "--nemo-recipe", str(BAICHUAN), "--vocab-size", str(BAICHUAN_VOCAB))
     assert "model.optim.grad_sync_dtype" in err and len(err.strip().splitlines()) == 1
 
 
@@ -64,7 +53,7 @@ def test_baichuan2_config_read_as_megatron_core_gpt(tmp_path, capsys):
     true) and the parameter gather overlapped (overlap_param_sync true); fp32: Transformer Engine runs
     its unfused attention (no flash)."""
     path = _edited(tmp_path, BAICHUAN, NO_GRAD_SYNC_DTYPE)
-    got = _json(capsys, "--nemo-recipe", path, "--vocab-size", str(BAICHUAN_VOCAB))
+    got = summary_json(capsys, "--nemo-recipe", path, "--vocab-size", str(BAICHUAN_VOCAB))
     assert got["parameters"] == _baichuan_parameters(BAICHUAN_VOCAB) == 7_505_973_248
     layout = got["layout"]
     assert (layout["b"], layout["l"], layout["d"], layout["m1"], layout["p"], layout["micro_batches"]) == \
@@ -74,7 +63,7 @@ def test_baichuan2_config_read_as_megatron_core_gpt(tmp_path, capsys):
     assert set(layout["overlap"]) == {"grad", "param"}
     assert any("NeMo 1.x" in note for note in got["notes"])
     # --devices replaces trainer.devices x num_nodes, with a note: 2 devices, 8 / (4 x 2) = 1 micro-batch
-    two = _json(capsys, "--nemo-recipe", path, "--vocab-size", str(BAICHUAN_VOCAB), "--devices", "2")
+    two = summary_json(capsys, "--nemo-recipe", path, "--vocab-size", str(BAICHUAN_VOCAB), "--devices", "2")
     assert (two["layout"]["d"], two["layout"]["micro_batches"]) == (2, 1)
     assert any("--devices 2 replaces trainer.devices" in note for note in two["notes"])
 
@@ -92,7 +81,7 @@ def test_baichuan2_layout_keys_are_read(tmp_path, capsys):
                    ("  activations_checkpoint_method: null", "  activations_checkpoint_method: uniform"),
                    ("  activations_checkpoint_num_layers: null", "  activations_checkpoint_num_layers: 1"),
                    ("    seq_length: ${model.encoder_seq_length}", "    seq_length: 2048"))
-    got = _json(capsys, "--nemo-recipe", path, "--vocab-size", str(BAICHUAN_VOCAB), "--devices", "2")
+    got = summary_json(capsys, "--nemo-recipe", path, "--vocab-size", str(BAICHUAN_VOCAB), "--devices", "2")
     layout = got["layout"]
     assert got["parameters"] == _baichuan_parameters(BAICHUAN_VOCAB)
     assert (layout["m1"], layout["s1"], layout["d"], layout["l"], layout["micro_batches"]) == (2, 2, 1, 2048, 2)
@@ -111,13 +100,13 @@ def test_baichuan2_layout_keys_are_read(tmp_path, capsys):
 ])
 def test_nemo1_refusals_name_the_key(tmp_path, capsys, changes, refused):
     path = _edited(tmp_path, BAICHUAN, NO_GRAD_SYNC_DTYPE, *changes)
-    err = _error(capsys, "--nemo-recipe", path, "--vocab-size", str(BAICHUAN_VOCAB))
+    err = summary_error(capsys, "--nemo-recipe", path, "--vocab-size", str(BAICHUAN_VOCAB))
     assert refused in err and len(err.strip().splitlines()) == 1
 
 
 def test_the_tokenizer_file_needs_vocab_size(tmp_path, capsys):
     path = _edited(tmp_path, BAICHUAN, NO_GRAD_SYNC_DTYPE)
-    assert "give --vocab-size" in _error(capsys, "--nemo-recipe", path)
+    assert "give --vocab-size" in summary_error(capsys, "--nemo-recipe", path)
 
 
 def test_gpt_config_legacy_model_refused_and_megatron_core_read(tmp_path, capsys):
@@ -126,10 +115,10 @@ def test_gpt_config_legacy_model_refused_and_megatron_core_read(tmp_path, capsys
     GELU, 512 learned positions, tied embedding), GPT-2's BPE of 50,257 tokens padded to 50,304 (128):
     each layer 12 e^2 + 13 e (QKV and output with biases, the MLP with biases, two LayerNorms of weight
     and bias), the embedding 50,304 e, the positions 512 e, the final LayerNorm 2 e."""
-    assert "model.mcore_gpt False" in _error(capsys, "--nemo-recipe", str(GPT))
+    assert "model.mcore_gpt False" in summary_error(capsys, "--nemo-recipe", str(GPT))
     path = _edited(tmp_path, GPT, ("  mcore_gpt: False", "  mcore_gpt: True"),
                    ("  megatron_amp_O2: False", "  megatron_amp_O2: True"))
-    got = _json(capsys, "--nemo-recipe", path)
+    got = summary_json(capsys, "--nemo-recipe", path)
     e = 768
     assert got["parameters"] == 12 * (12 * e * e + 13 * e) + 50_304 * e + 512 * e + 2 * e == 124_082_688
     layout = got["layout"]

@@ -19,6 +19,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.cli import main
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.models.config import from_config
+from summary_calls import summary_error, summary_json
 
 HERE = pathlib.Path(__file__).resolve().parent
 INPUTS = HERE / "framework_inputs"
@@ -29,16 +30,6 @@ AUTOTP = str(INPUTS / "llamafactory_ds_z2_autotp_config.json")
 TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
         "tie_word_embeddings": False, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "hidden_act": "silu"}
-
-
-def _json(capsys, *words):
-    assert main(["summary", *words, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def _error(capsys, *words):
-    assert main(["summary", *words]) == 2
-    return capsys.readouterr().err
 
 
 def _layer_parameters(e, f, h, kv, m1):
@@ -141,7 +132,7 @@ def test_accelerate_tp_hsdp_as_published(capsys):
     outputs and the lookup's partial sums allreduced (65), the logits of a micro-batch (1 x 8,192 x 128,256
     bf16) all-gathered once, a rank sending half of them; backward, five input gradients a layer (q, k, v,
     gate, up) and the head's (161)."""
-    got = _json(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_tp_hsdp.yaml"))
+    got = summary_json(capsys, "--preset", "llama-3-8b", "--accelerate", str(INPUTS / "accelerate_tp_hsdp.yaml"))
     layout = got["layout"]
     assert (layout["m1"], layout["s1"], layout["d"], layout["shard"], layout["zero"], layout["tp_ends"]) == \
         (2, 1, 4, 2, 3, "gathered")
@@ -157,7 +148,7 @@ def test_accelerate_tp_hsdp_as_published(capsys):
 def test_accelerate_tensor_parallelism_of_a_tied_model(tmp_path, capsys):
     """Llama 3.2 1B ties its head to its word table: under transformers' plan the shared table is split once,
     so a rank holds 16 layers split 2 ways, half the table and the final norm."""
-    got = _json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate_tp(tmp_path, 1, 2, 2), "--set",
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--accelerate", _accelerate_tp(tmp_path, 1, 2, 2), "--set",
                 "l=1024")
     assert (got["layout"]["m1"], got["layout"]["d"], got["layout"]["tp_ends"]) == (2, 2, "gathered")
     assert got["parameters_per_device"] == _llama_per_rank(2048, 8192, 32, 8, 128256, 16, 2, "split", "tied") == \
@@ -180,7 +171,7 @@ def _accelerate_tp(tmp_path, replicate, shard, tp):
     (("--hf-config", LLAMA31), (1, 1, 2), "accelerate refuses FSDP with no dimension to shard over"),
 ])
 def test_accelerate_tensor_parallelism_refusals_name_the_key(tmp_path, capsys, model, sizes, said):
-    err = _error(capsys, *model, "--accelerate", _accelerate_tp(tmp_path, *sizes))
+    err = summary_error(capsys, *model, "--accelerate", _accelerate_tp(tmp_path, *sizes))
     assert "parallelism_config_tp_size" in err and said in err
 
 
@@ -189,7 +180,7 @@ def test_deepspeed_autotp_as_published(capsys):
     devices with Llama 3.1 8B: m1 = 2, d = 4; the word table whole (AutoTP leaves nn.Embedding alone), the
     head split; the logits of 1 x 2,048 tokens all-gathered, the head's input gradient (1 x 2,048 x 4,096)
     allreduced, and no collective at the lookup."""
-    got = _json(capsys, "--hf-config", LLAMA31, "--deepspeed", AUTOTP, "--devices", "8", "--set", "b=1", "n_micro=1",
+    got = summary_json(capsys, "--hf-config", LLAMA31, "--deepspeed", AUTOTP, "--devices", "8", "--set", "b=1", "n_micro=1",
                 "l=2048", "--precision", "bf16")
     layout = got["layout"]
     assert (layout["m1"], layout["s1"], layout["d"], layout["zero"], layout["tp_ends"]) == \
@@ -211,7 +202,7 @@ def test_deepspeed_autotp_leaves_a_tied_head_whole(tmp_path, capsys):
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
                                 "zero_optimization": {"stage": 1}, "tensor_parallel": {"autotp_size": 4}}))
-    got = _json(capsys, "--hf-config", LLAMA32, "--deepspeed", str(path), "--devices", "8", "--set", "l=1024")
+    got = summary_json(capsys, "--hf-config", LLAMA32, "--deepspeed", str(path), "--devices", "8", "--set", "l=1024")
     assert (got["layout"]["m1"], got["layout"]["d"], got["layout"]["tp_ends"]) == (4, 2, "whole")
     assert got["parameters_per_device"] == \
         _llama_per_rank(2048, 8192, 32, 8, 128256, 16, 4, "whole", "tied") == 506005504
@@ -229,7 +220,7 @@ def test_deepspeed_autotp_refusals_name_the_key(tmp_path, capsys, section, devic
     path = tmp_path / "ds.json"
     path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
                                 "tensor_parallel": section}))
-    err = _error(capsys, "--hf-config", LLAMA31, "--deepspeed", str(path), "--devices", devices)
+    err = summary_error(capsys, "--hf-config", LLAMA31, "--deepspeed", str(path), "--devices", devices)
     assert key in err and said in err
 
 
@@ -238,9 +229,9 @@ def test_deepspeed_autotp_off_is_the_file_without_it(tmp_path, capsys):
     section, noted."""
     base = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}}
     (tmp_path / "base.json").write_text(json.dumps(base))
-    plain = _json(capsys, "--hf-config", LLAMA31, "--deepspeed", str(tmp_path / "base.json"), "--devices", "8")
+    plain = summary_json(capsys, "--hf-config", LLAMA31, "--deepspeed", str(tmp_path / "base.json"), "--devices", "8")
     (tmp_path / "off.json").write_text(json.dumps({**base, "tensor_parallel": {"autotp_size": 1}}))
-    off = _json(capsys, "--hf-config", LLAMA31, "--deepspeed", str(tmp_path / "off.json"), "--devices", "8")
+    off = summary_json(capsys, "--hf-config", LLAMA31, "--deepspeed", str(tmp_path / "off.json"), "--devices", "8")
     assert off["layout"] == plain["layout"] and off["memory_bytes"] == plain["memory_bytes"]
     assert any(n.startswith("tensor_parallel.autotp_size 1: AutoTP off") for n in off["notes"])
 
@@ -261,7 +252,7 @@ def test_autotp_through_a_trainer_run(tmp_path, capsys):
     args = tmp_path / "training_args.json"
     args.write_text(json.dumps({"per_device_train_batch_size": 2, "gradient_accumulation_steps": 4, "bf16": True,
                                 "deepspeed": "examples/deepspeed/ds_z2_autotp_config.json"}))
-    got = _json(capsys, "--preset", "llama-3-8b", "--set", "l=2048", "--hf-training-args", str(args), "--deepspeed",
+    got = summary_json(capsys, "--preset", "llama-3-8b", "--set", "l=2048", "--hf-training-args", str(args), "--deepspeed",
                 AUTOTP, "--devices", "8")
     layout = got["layout"]
     assert (layout["b"], layout["micro_batches"], layout["m1"], layout["d"], layout["zero"], layout["tp_ends"]) == \
