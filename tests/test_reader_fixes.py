@@ -12,7 +12,8 @@ import pathlib
 
 import pytest
 
-from tests.test_framework_inputs import _error, _json, _llama3_parameters
+from summary_calls import summary_error, summary_json
+from tests.test_framework_inputs import _llama3_parameters
 
 INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
 CHECKOUT = INPUTS / "torchtitan_python" / "b5bcd76"
@@ -23,7 +24,7 @@ DEBUG = 6 * (4 * 256 ** 2 + 3 * 256 * 768 + 2 * 256) + 2 * 2048 * 256 + 256
 
 
 def _features(capsys, config: str, *words):
-    return _json(capsys, "--torchtitan", FEATURES, "--torchtitan-config", config, *words)
+    return summary_json(capsys, "--torchtitan", FEATURES, "--torchtitan-config", config, *words)
 
 
 def _data(got) -> list:
@@ -67,10 +68,10 @@ def test_a_toml_with_replicate_shard_1_and_context_parallelism_is_hsdp(tmp_path,
     shard x CP = 2 ranks (P bytes of bf16 weights, 6 P of optimizer state a rank), as HSDP; shard 2, CP 2 without
     replicate over 4 (P / 2, 3 P)."""
     p = _llama3_parameters(4096, 14336, 32)
-    hsdp = _json(capsys, "--torchtitan", _toml(tmp_path, 2, 1, 2), "--devices", "4")
+    hsdp = summary_json(capsys, "--torchtitan", _toml(tmp_path, 2, 1, 2), "--devices", "4")
     assert (hsdp["weight_bytes"], hsdp["optimizer_bytes"]) == (p, 6 * p) == (8_030_261_248, 48_181_567_488)
     assert ("allreduce", 2, "bwd") in _data(hsdp)
-    fsdp = _json(capsys, "--torchtitan", _toml(tmp_path, 1, 2, 2), "--devices", "4")
+    fsdp = summary_json(capsys, "--torchtitan", _toml(tmp_path, 1, 2, 2), "--devices", "4")
     assert (fsdp["weight_bytes"], fsdp["optimizer_bytes"]) == (p // 2, 3 * p)
     assert not any(kind == "allreduce" for kind, _, _ in _data(fsdp))
 
@@ -81,7 +82,7 @@ def test_bf16_optimizer_states_are_refused_by_name(tmp_path, capsys):
     docs/bf16_optimizer_states.md), 4 bytes of moments a parameter, not a recipe the library counts: refused,
     in a TOML too.  The other implementations (fused, foreach, for-loop) only choose kernels: the same 12 bytes a
     parameter (12 P / 8 on the debug model's 8 FSDP ranks), noted."""
-    err = _error(capsys, "--torchtitan", FEATURES, "--torchtitan-config", "llama3_debugmodel_optimizer_bf16_states",
+    err = summary_error(capsys, "--torchtitan", FEATURES, "--torchtitan-config", "llama3_debugmodel_optimizer_bf16_states",
                  "--devices", "8")
     assert "[optimizer] implementation 'fused_opt_states_bf16'" in err and "bf16" in err
     text = (INPUTS / "llama3_8b.toml").read_text()
@@ -90,9 +91,9 @@ def test_bf16_optimizer_states_are_refused_by_name(tmp_path, capsys):
         path = tmp_path / f"{implementation}.toml"
         path.write_text(text.replace('name = "AdamW"\n', f'name = "AdamW"\nimplementation = "{implementation}"\n', 1))
         if refused:
-            assert "fused_opt_states_bf16" in _error(capsys, "--torchtitan", str(path), "--devices", "8")
+            assert "fused_opt_states_bf16" in summary_error(capsys, "--torchtitan", str(path), "--devices", "8")
         else:
-            got = _json(capsys, "--torchtitan", str(path), "--devices", "8")
+            got = summary_json(capsys, "--torchtitan", str(path), "--devices", "8")
             assert got["optimizer_bytes"] == 12 * _llama3_parameters(4096, 14336, 32) // 8
             assert any("implementation 'foreach'" in note for note in got["notes"])
     plain = _features(capsys, "llama3_debugmodel_fsdp_reshard_always", "--devices", "8")
@@ -103,7 +104,7 @@ def test_torchft_is_refused_as_fault_tolerance(capsys):
     """torchtitan/experiments/torchft/llama3/config_registry.py builds its model with the experiment's own
     model_registry (``from . import model_registry``, line 21) for a FaultTolerantTrainer: the refusal names
     fault tolerance (torchft), not where the file sits."""
-    err = _error(capsys, "--torchtitan", TORCHFT, "--torchtitan-config", "llama3_torchft_debugmodel", "--devices", "8")
+    err = summary_error(capsys, "--torchtitan", TORCHFT, "--torchtitan-config", "llama3_torchft_debugmodel", "--devices", "8")
     assert "torchft" in err and "fault tolerance" in err and "(line 26)" in err
     assert "not in a torchtitan checkout" not in err
 
@@ -120,7 +121,7 @@ def _bridge(tmp_path, capsys, yaml: str | None = None, refused: bool = False):
         path = tmp_path / "override.yaml"
         path.write_text(yaml)
         words += ["--nemo-recipe", str(path)]
-    return _error(capsys, *words) if refused else _json(capsys, *words)
+    return summary_error(capsys, *words) if refused else summary_json(capsys, *words)
 
 
 def test_a_bridge_recipe_s_flex_dispatcher_is_read(tmp_path, capsys):
@@ -171,7 +172,7 @@ def test_logging_appended_to_a_command_string_under_an_undecided_test_is_taken(c
     ``if [ -n "$WANDB_API_KEY" ]``: logging only, taken with a note, each unknown value one word after its
     option.  The script's precision-aware optimizer is read; its blocker is then --trigger-path, an option of
     the EPFL fork that Megatron-LM does not have."""
-    err = _error(capsys, "--megatron-args", EPFL, "--devices", "8")
+    err = summary_error(capsys, "--megatron-args", EPFL, "--devices", "8")
     assert "sits under a test" not in err
     assert "--trigger-path" in err
 
@@ -189,8 +190,8 @@ def test_the_string_append_reads_as_the_plain_script(tmp_path, capsys):
     plain, appended = tmp_path / "plain.sh", tmp_path / "appended.sh"
     plain.write_text(head + launch)
     appended.write_text(head + logging + launch)
-    want = _json(capsys, "--megatron-args", str(plain), "--devices", "8")
-    got = _json(capsys, "--megatron-args", str(appended), "--devices", "8")
+    want = summary_json(capsys, "--megatron-args", str(plain), "--devices", "8")
+    got = summary_json(capsys, "--megatron-args", str(appended), "--devices", "8")
     assert {k: v for k, v in got.items() if k not in ("notes", "model")} == \
         {k: v for k, v in want.items() if k not in ("notes", "model")}
     assert any(note.startswith("line 5: TRAINING_CMD is set under a test") for note in got["notes"])

@@ -18,7 +18,7 @@ from symbolic_cost.models import bridge_recipes
 from symbolic_cost.models.megatron_bridge_keys import Container
 from symbolic_cost.models.megatron_precision import fp4_primary_weights, precision
 from symbolic_cost.checks import InputError
-from tests.test_framework_inputs import _error, _json
+from summary_calls import summary_error, summary_json
 
 pytest.importorskip("yaml", reason="the configurations are YAML (pip install 'symbolic_cost[yaml]')")
 
@@ -44,7 +44,7 @@ def test_a_bridge_nvfp4_recipe_keeping_fp4_weights_is_refused(capsys, name, mode
     """Both recipes build bf16_with_nvfp4_mixed() (perf_recipes/llama/b200/llama3.py, qwen/b200/qwen3_moe.py): FP4
     primary weights, which the library does not model; it counted bf16 weights and FP4 copies before."""
     assert _gathered(name)
-    err = _error(capsys, "--megatron-bridge-recipe", name, "--hf-config", str(HF / model), "--system", "b200")
+    err = summary_error(capsys, "--megatron-bridge-recipe", name, "--hf-config", str(HF / model), "--system", "b200")
     assert "mixed_precision.fp4_param_gather = True" in err and "FP4 primary weights are not modelled" in err
 
 
@@ -75,12 +75,12 @@ def test_an_fp4_gather_in_a_dumped_configuration_is_refused(tmp_path, capsys):
     path = tmp_path / "run.yaml"
     for inserted, where in (("  fp4_param_gather: true\n", mixed), ("  fp4_param_gather: true\n", "\nddp:\n")):
         path.write_text(text.replace(where, where + inserted, 1))
-        err = _error(capsys, "--nemo-recipe", str(path), "--devices", "8", "--system", "b200")
+        err = summary_error(capsys, "--nemo-recipe", str(path), "--devices", "8", "--system", "b200")
         assert "fp4_param_gather" in err and "FP4 primary weights" in err
     path.write_text(text.replace(mixed, mixed + "  fp4_param: false\n  fp4_param_gather: true\n", 1))
-    assert "fp4_param False and fp4_param_gather True" in _error(capsys, "--nemo-recipe", str(path), "--devices", "8")
+    assert "fp4_param False and fp4_param_gather True" in summary_error(capsys, "--nemo-recipe", str(path), "--devices", "8")
     path.write_text(text.replace(mixed, mixed + "  fp4_param_gather: false\n", 1))
-    assert _json(capsys, "--nemo-recipe", str(path), "--devices", "8", "--system", "b200")["layout"]["fp8"] == "nvfp4"
+    assert summary_json(capsys, "--nemo-recipe", str(path), "--devices", "8", "--system", "b200")["layout"]["fp8"] == "nvfp4"
 
 
 # 2. An accelerate DeepSpeed launch and TrainingArguments: accelerate launch exports deepspeed_config's
@@ -105,7 +105,7 @@ def _launch(tmp_path, old: str, new: str) -> str:
 def test_the_launch_configs_accumulation_against_the_recipes_is_refused(capsys):
     """TRL's zero1.yaml (gradient_accumulation_steps 1) with the handbook's SmolLM2 DPO recipe (8): transformers
     refuses the pair, so 8 never runs; the refusal names the key, both values and both files."""
-    err = _error(capsys, *LLAMA_1B, "--hf-training-args", SMOLLM, "--trl-trainer", "dpo", "--accelerate", str(ZERO1))
+    err = summary_error(capsys, *LLAMA_1B, "--hf-training-args", SMOLLM, "--trl-trainer", "dpo", "--accelerate", str(ZERO1))
     assert "gradient_accumulation_steps 1 of the accelerate config trl_zero1" in err
     assert "gradient_accumulation_steps 8 of the TrainingArguments handbook_smollm2_dpo_config" in err
 
@@ -115,7 +115,7 @@ def test_an_auto_or_equal_accumulation_takes_the_recipes(tmp_path, capsys):
     recipe's per_device_train_batch_size 2, two sequences an example under DPO: b = 4."""
     for launch in (_launch(tmp_path, "  gradient_accumulation_steps: 1\n", ""),
                    _launch(tmp_path, "gradient_accumulation_steps: 1", "gradient_accumulation_steps: 8")):
-        got = _json(capsys, *LLAMA_1B, "--hf-training-args", SMOLLM, "--trl-trainer", "dpo", "--accelerate", launch)
+        got = summary_json(capsys, *LLAMA_1B, "--hf-training-args", SMOLLM, "--trl-trainer", "dpo", "--accelerate", launch)
         assert (got["layout"]["micro_batches"], got["layout"]["b"], got["layout"]["zero"]) == (8, 4, 1)
 
 
@@ -125,10 +125,10 @@ def test_a_bf16_launch_under_arguments_without_bf16_is_refused(tmp_path, capsys)
     compares it with bf16|bf16_full_eval false: refused.  bf16_full_eval true matches it (the run trains in bf16)."""
     args = tmp_path / "args.json"
     args.write_text(json.dumps({"per_device_train_batch_size": 2}))
-    err = _error(capsys, *LLAMA_1B, "--hf-training-args", str(args), "--accelerate", str(ZERO1))
+    err = summary_error(capsys, *LLAMA_1B, "--hf-training-args", str(args), "--accelerate", str(ZERO1))
     assert "bf16.enabled true of the accelerate config trl_zero1" in err and "bf16_full_eval false" in err
     args.write_text(json.dumps({"per_device_train_batch_size": 2, "bf16_full_eval": True}))
-    got = _json(capsys, *LLAMA_1B, "--hf-training-args", str(args), "--accelerate", str(ZERO1))
+    got = summary_json(capsys, *LLAMA_1B, "--hf-training-args", str(args), "--accelerate", str(ZERO1))
     assert (got["layout"]["precision"], got["layout"]["micro_batches"]) == ("bf16", 1)
 
 
@@ -137,7 +137,7 @@ def test_a_clipping_mismatch_is_noted(tmp_path, capsys):
     but no count changes: a note."""
     launch = _launch(tmp_path, "  gradient_accumulation_steps: 1\n", "  gradient_accumulation_steps: 8\n"
                      "  gradient_clipping: 0.5\n")
-    got = _json(capsys, *LLAMA_1B, "--hf-training-args", SMOLLM, "--trl-trainer", "dpo", "--accelerate", launch)
+    got = summary_json(capsys, *LLAMA_1B, "--hf-training-args", SMOLLM, "--trl-trainer", "dpo", "--accelerate", launch)
     assert any(n.startswith("gradient_clipping 0.5 of the accelerate config zero1") and "max_grad_norm 1.0" in n
                for n in got["notes"])
 
@@ -159,13 +159,13 @@ def _flavour(tmp_path, model: str, flavor: str) -> str:
 
 
 def test_deepseek_v3_tomls_attend_by_flex_attention_block_causally(tmp_path, capsys):
-    got = _json(capsys, "--torchtitan", str(TOML / "deepseek_v3_16b.toml"), "--devices", "8")
+    got = summary_json(capsys, "--torchtitan", str(TOML / "deepseek_v3_16b.toml"), "--devices", "8")
     assert got["layout"]["attention_kernel"] is None
     assert any("deepseek_v3 16B attends by FlexAttention" in n and "f738a03" in n for n in got["notes"])
     assert any(n.startswith(MASK) for n in got["notes"])
     assert not any("timed as flash-attention-2" in n for n in got["notes"])
     for flavor in ("236B", "671B"):
-        notes = _json(capsys, "--torchtitan", _flavour(tmp_path, "deepseek_v3", flavor), "--devices", "512")["notes"]
+        notes = summary_json(capsys, "--torchtitan", _flavour(tmp_path, "deepseek_v3", flavor), "--devices", "512")["notes"]
         assert any(f"{flavor} attends by FlexAttention" in n for n in notes) and any(n.startswith(MASK) for n in notes)
 
 
@@ -173,12 +173,12 @@ def test_the_sdpa_and_causal_flavours_stay_so(tmp_path, capsys):
     """deepseek_v3's debug model and Qwen3 0.6B run SDPA (FlashAttention-2 first on Hopper, the default h100);
     GPT-OSS's debug model FlexAttention with a causal mask; Llama 4's debug _irope flex block-causally."""
     for path in (_flavour(tmp_path, "deepseek_v3", "debugmodel"), str(TOML / "qwen3_0.6b.toml")):
-        got = _json(capsys, "--torchtitan", path, "--devices", "8")
+        got = summary_json(capsys, "--torchtitan", path, "--devices", "8")
         assert got["layout"]["attention_kernel"] == "flash-attention-2"
         assert not any(n.startswith(MASK) for n in got["notes"])
-    oss = _json(capsys, "--torchtitan", str(TOML / "gpt_oss_debug_model.toml"), "--devices", "8")["notes"]
+    oss = summary_json(capsys, "--torchtitan", str(TOML / "gpt_oss_debug_model.toml"), "--devices", "8")["notes"]
     assert any("attends by FlexAttention" in n for n in oss) and not any(n.startswith(MASK) for n in oss)
-    irope = _json(capsys, "--torchtitan", _flavour(tmp_path, "llama4", "debugmodel_irope"), "--devices", "8")["notes"]
+    irope = summary_json(capsys, "--torchtitan", _flavour(tmp_path, "llama4", "debugmodel_irope"), "--devices", "8")["notes"]
     assert any("attends by FlexAttention" in n for n in irope) and any(n.startswith(MASK) for n in irope)
 
 
@@ -192,7 +192,7 @@ BASELINE = INPUTS / "ds_bf16_master_weight_baseline.json"
 
 def test_the_persistence_threshold_note_follows_the_file(tmp_path, capsys):
     words = (*LLAMA_1B, "--devices", "8", "--set", "l=2048")
-    notes = _json(capsys, *words, "--deepspeed", str(BASELINE))["notes"]
+    notes = summary_json(capsys, *words, "--deepspeed", str(BASELINE))["notes"]
     assert any("stage3_param_persistence_threshold 0: DeepSpeed keeps no parameter whole" in n for n in notes)
     assert not any("100,000" in n for n in notes)
     config = json.loads(BASELINE.read_text())
@@ -203,7 +203,7 @@ def test_the_persistence_threshold_note_follows_the_file(tmp_path, capsys):
         else:
             config["zero_optimization"]["stage3_param_persistence_threshold"] = value
         path.write_text(json.dumps(config))
-        assert any(said in n for n in _json(capsys, *words, "--deepspeed", str(path))["notes"])
+        assert any(said in n for n in summary_json(capsys, *words, "--deepspeed", str(path))["notes"])
 
 
 QWEN3 = ["--hf-config", str(HF / "Qwen3-0.6B.json")]
@@ -216,7 +216,7 @@ def test_llamafactory_qlora_names_the_quantisation_it_counts(tmp_path, capsys):
     absmax per 64 (9/16 byte), the tied 151,936 x 1,024 table and the norms (28 x (2 x 1,024 + 2 x 128) + 1,024) in
     bf16, the rank-8 adapters (5,046,272) at 2 bytes: 569,114,624 bytes.  The note names the 4-bit base; without
     double_quantization (LLaMA-Factory's default true) it names the double quantisation."""
-    got = _json(capsys, *QWEN3, "--hf-training-args", str(BNB), "--devices", "1")
+    got = summary_json(capsys, *QWEN3, "--hf-training-args", str(BNB), "--devices", "1")
     linear, norms = 28 * 15_728_640, 28 * (2 * 1024 + 2 * 128) + 1024
     assert got["trainable_parameters"] == 5_046_272
     assert got["weight_bytes"] == linear * 9 // 16 + 2 * (151936 * 1024 + norms) + 2 * 5_046_272 == 569_114_624
@@ -225,7 +225,7 @@ def test_llamafactory_qlora_names_the_quantisation_it_counts(tmp_path, capsys):
     assert not any("frozen base taken as 16-bit" in n for n in got["notes"])
     path = tmp_path / "nested.yaml"
     path.write_text(BNB.read_text().replace("double_quantization: false\n", ""))
-    notes = _json(capsys, *QWEN3, "--hf-training-args", str(path), "--devices", "1")["notes"]
+    notes = summary_json(capsys, *QWEN3, "--hf-training-args", str(path), "--devices", "1")["notes"]
     assert any("with double quantisation" in n for n in notes)
 
 
@@ -241,11 +241,11 @@ def test_pissa_is_lora_with_its_initialisation_noted(tmp_path, capsys):
     """examples/extras/pissa/llama3_lora_sft.yaml: rank 8 on every linear layer of Llama 3.1 8B's 32 blocks,
     8 x (q 4096+4096, k 4096+1024, v 4096+1024, o 4096+4096, gate/up/down 3 x (4096+14336)) = 655,360 each:
     20,971,520 trainable, as the same file without the PiSSA keys."""
-    got = _json(capsys, *LLAMA_8B, "--hf-training-args", str(PISSA), "--devices", "1")
+    got = summary_json(capsys, *LLAMA_8B, "--hf-training-args", str(PISSA), "--devices", "1")
     assert got["trainable_parameters"] == 32 * 8 * (8192 + 5120 + 5120 + 8192 + 3 * 18432) == 20_971_520
     plain = tmp_path / "plain.yaml"
     plain.write_text(PISSA.read_text().replace("pissa_init: true\npissa_iter: 16\npissa_convert: true\n", ""))
-    other = _json(capsys, *LLAMA_8B, "--hf-training-args", str(plain), "--devices", "1")
+    other = summary_json(capsys, *LLAMA_8B, "--hf-training-args", str(plain), "--devices", "1")
     for key in ("weight_bytes", "gradient_bytes", "optimizer_bytes", "activation_bytes", "model_flops_fwd"):
         assert got[key] == other[key]
     assert any(n.startswith("pissa_init: PiSSA initialises the adapters") and "16 fast-SVD iterations" in n
@@ -259,7 +259,7 @@ def test_pissa_where_llamafactory_refuses_it(tmp_path, capsys):
         path = tmp_path / "case.yaml"
         changed = text + extra if "quant" in extra else text.replace("stage: sft", "stage: dpo") + extra
         path.write_text(changed)
-        assert said in _error(capsys, *LLAMA_8B, "--hf-training-args", str(path), "--devices", "1")
+        assert said in summary_error(capsys, *LLAMA_8B, "--hf-training-args", str(path), "--devices", "1")
     zero3 = str(INPUTS / "llamafactory_ds_z3_config.json")
-    assert "PiSSA in DeepSpeed ZeRO-3" in _error(capsys, *LLAMA_8B, "--hf-training-args", str(PISSA), "--deepspeed",
+    assert "PiSSA in DeepSpeed ZeRO-3" in summary_error(capsys, *LLAMA_8B, "--hf-training-args", str(PISSA), "--deepspeed",
                                                  zero3, "--devices", "8")

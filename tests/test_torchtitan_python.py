@@ -15,7 +15,8 @@ import pytest
 
 from symbolic_cost.checks import InputError
 from symbolic_cost.models.torchtitan_python import python_setup
-from tests.test_framework_inputs import _error, _json, _llama3, _llama3_parameters, _same
+from summary_calls import summary_error, summary_json
+from tests.test_framework_inputs import _llama3, _llama3_parameters, _same
 
 ROOT = pathlib.Path(__file__).resolve().parent / "framework_inputs" / "torchtitan_python"
 SECOND, FIRST, OP_ONLY = ROOT / "b5bcd76", ROOT / "9810191", ROOT / "114151a"
@@ -25,7 +26,7 @@ PLAIN = ["--precision", "bf16", "--flash", "--overlap", "grad,param", "--optimiz
 
 
 def _config(capsys, path, function, *words):
-    return _json(capsys, "--torchtitan", str(path), "--torchtitan-config", function, *words)
+    return summary_json(capsys, "--torchtitan", str(path), "--torchtitan-config", function, *words)
 
 
 def test_second_generation_70b_as_published(tmp_path, capsys):
@@ -34,7 +35,7 @@ def test_second_generation_70b_as_published(tmp_path, capsys):
     got = _config(capsys, SECOND / LLAMA3, "llama3_70b", "--devices", "64")
     f = 28672
     assert got["parameters"] == _llama3_parameters(8192, f, 80) == 70_553_706_496
-    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", _llama3(tmp_path, 8192, f, 80, 64), "--set", "b=8", "l=8192", "m1=8", "s1=8",
+    typed = summary_json(capsys, "--loss-chunks", "8", "--hf-config", _llama3(tmp_path, 8192, f, 80, 64), "--set", "b=8", "l=8192", "m1=8", "s1=8",
                   "d=8", "n_micro=1", "--zero", "3", "--recompute", "full", *PLAIN)
     _same(got, typed)
 
@@ -43,7 +44,7 @@ def test_second_generation_8b_selective_ac_is_op_level(tmp_path, capsys):
     """llama3_8b(): 1 x 8192 tokens (b 1), SelectiveAC (torchtitan's per-op policy: recompute op), 64 processes."""
     got = _config(capsys, SECOND / LLAMA3, "llama3_8b", "--devices", "64")
     assert got["parameters"] == _llama3_parameters(4096, 14336, 32) == 8_030_261_248
-    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
+    typed = summary_json(capsys, "--loss-chunks", "8", "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
                   "n_micro=1", "--zero", "3", "--recompute", "op", *PLAIN)
     _same(got, typed)
     assert any("fuse_qkv" in note for note in got["notes"])
@@ -82,7 +83,7 @@ def test_first_generation_selective_after_the_layer_frequency_went_is_op_level(t
     debug = python_setup(text, OP_ONLY / LLAMA3, LLAMA3, "llama3_debugmodel", world=8).policy
     assert debug["recompute"] == "op"
     now, before = (_config(capsys, root / LLAMA3, "llama3_8b", "--devices", "64") for root in (OP_ONLY, FIRST))
-    typed = _json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
+    typed = summary_json(capsys, "--hf-config", _llama3(tmp_path, 4096, 14336, 32, 32), "--set", "b=1", "l=8192", "d=64",
                   "n_micro=1", "--zero", "3", "--recompute", "op", *PLAIN)
     _same(now, typed)
     _same(before, typed)
@@ -91,7 +92,7 @@ def test_first_generation_selective_after_the_layer_frequency_went_is_op_level(t
     (tmp_path / "torchtitan" / "config").mkdir()
     (tmp_path / "torchtitan" / "config" / "configs.py").write_text((OP_ONLY / "torchtitan/config/configs.py").read_text())
     stated.write_text(text.replace('mode="selective",', 'mode="selective", selective_ac_option="2",', 1))
-    err = _error(capsys, "--torchtitan", str(stated), "--torchtitan-config", "llama3_debugmodel", "--devices", "8")
+    err = summary_error(capsys, "--torchtitan", str(stated), "--torchtitan-config", "llama3_debugmodel", "--devices", "8")
     assert "selective_ac_option" in err and "114151a" in err
 
 
@@ -102,11 +103,11 @@ def test_recipes_follow_imports_into_the_checkout(capsys):
     of the second generation is row-wise (torchao's rowwise recipe)."""
     got = _config(capsys, H100, "llama3_debugmodel_fsdp_symm_mem", "--devices", "8")["layout"]
     assert (got["m1"], got["d"], got["b"], got["l"], got["recompute"], got["zero"]) == (1, 8, 8, 2048, "op", 3)
-    assert "recompute='op'" in _error(capsys, "--torchtitan", H100, "--torchtitan-config",
+    assert "recompute='op'" in summary_error(capsys, "--torchtitan", H100, "--torchtitan-config",
                                       "llama3_debugmodel_tp2_asynctp_compile", "--devices", "8")
     float8 = _config(capsys, SECOND / LLAMA3, "llama3_debugmodel_float8", "--devices", "8")["layout"]
     assert (float8["fp8"], float8["fp8_gather"]) == ("torchao-rowwise", False)
-    assert "recompute='op'" in _error(capsys, "--torchtitan", H100, "--torchtitan-config",
+    assert "recompute='op'" in summary_error(capsys, "--torchtitan", H100, "--torchtitan-config",
                                       "llama3_debugmodel_float8_fsdp2_tp2_pp2_asynctp_compile", "--devices", "8")
 
 
@@ -181,31 +182,31 @@ def no_sp():
     ("def f():\n    return " + " + ".join(["1"] * 20000) + "\n", "nested too deeply"),
 ])
 def test_refusals_name_the_construct(tmp_path, capsys, body, refused):
-    err = _error(capsys, "--torchtitan", _write(tmp_path, body), "--torchtitan-config", "f", "--devices", "8")
+    err = summary_error(capsys, "--torchtitan", _write(tmp_path, body), "--torchtitan-config", "f", "--devices", "8")
     assert refused in err and len(err.strip().splitlines()) == 1
 
 
 def test_refusals_of_the_file_and_options(tmp_path, capsys):
     registry = str(SECOND / LLAMA3)
-    assert "llama3_8b" in _error(capsys, "--torchtitan", registry, "--devices", "8")      # no function named
-    assert "no function 'llama3_9b'" in _error(capsys, "--torchtitan", registry, "--torchtitan-config", "llama3_9b")
+    assert "llama3_8b" in summary_error(capsys, "--torchtitan", registry, "--devices", "8")      # no function named
+    assert "no function 'llama3_9b'" in summary_error(capsys, "--torchtitan", registry, "--torchtitan-config", "llama3_9b")
     other = _write(tmp_path, "from torchtitan.models.qwen3_5 import model_registry\n\n"
                    "def f():\n    config = llama3_8b()\n    config.model_spec = model_registry('27B')\n    return config\n")
-    assert "[model] name 'qwen3_5'" in _error(capsys, "--torchtitan", other, "--torchtitan-config", "f",
+    assert "[model] name 'qwen3_5'" in summary_error(capsys, "--torchtitan", other, "--torchtitan-config", "f",
                                               "--devices", "8")
     toml = str(pathlib.Path(__file__).resolve().parent / "framework_inputs" / "llama3_8b.toml")
-    assert "is a job TOML" in _error(capsys, "--torchtitan", toml, "--torchtitan-config", "llama3_8b")
-    assert "give the file" in _error(capsys, "--preset", "gpt2", "--torchtitan-config", "llama3_8b")
+    assert "is a job TOML" in summary_error(capsys, "--torchtitan", toml, "--torchtitan-config", "llama3_8b")
+    assert "give the file" in summary_error(capsys, "--preset", "gpt2", "--torchtitan-config", "llama3_8b")
     lone = tmp_path / "lone.py"           # outside a checkout: its import cannot be followed
     lone.write_text("from torchtitan.models.llama3.config_registry import llama3_8b\n\n"
                     "def f():\n    return llama3_8b()\n")
-    assert "not in one" in _error(capsys, "--torchtitan", str(lone), "--torchtitan-config", "f", "--devices", "8")
+    assert "not in one" in summary_error(capsys, "--torchtitan", str(lone), "--torchtitan-config", "f", "--devices", "8")
     # the first generation's llama3 registry copied out of its checkout: `from . import model_registry`
     # names the package the file sits in, here tmp_path's folder, which no model is named after
     moved = tmp_path / "files" / "config_registry.py"
     moved.parent.mkdir()
     moved.write_text((FIRST / LLAMA3).read_text())
-    err = _error(capsys, "--torchtitan", str(moved), "--torchtitan-config", "llama3_8b", "--devices", "8")
+    err = summary_error(capsys, "--torchtitan", str(moved), "--torchtitan-config", "llama3_8b", "--devices", "8")
     assert "not in a torchtitan checkout's torchtitan/models/<model>/ folder" in err and "'files'" not in err
 
 
@@ -304,16 +305,16 @@ def test_deepseek_16b_with_experts_over_fsdp_ranks(tmp_path, capsys):
     config.json typed with the same layout: 4 x 4096 tokens (b 4), expert parallelism 8 borrowed from the 64
     shard ranks (experts whole, etp 1), ZeRO-3."""
     published = _config(capsys, str(DEEPSEEK), "deepseek_v3_16b", "--devices", "64")
-    _same(published, _json(capsys, "--loss-chunks", "8", "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
+    _same(published, summary_json(capsys, "--loss-chunks", "8", "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
                            "n_micro=1", "ep=8", "etp=1", "--zero", "3", "--recompute", "op", *PLAIN))
     path = _beside_deepseek(tmp_path, "def full():\n    config = deepseek_v3_16b()\n"
                                       "    config.activation_checkpoint = FullAC.Config()\n    return config\n")
     got = _config(capsys, path, "full", "--devices", "64")
-    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64", "n_micro=1",
+    typed = summary_json(capsys, "--loss-chunks", "8", "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64", "n_micro=1",
                   "ep=8", "etp=1", "--zero", "3", "--recompute", "full", *PLAIN)
     _same(got, typed)
     assert got["parameters"] == 15_706_484_224        # DeepSeek-V2-Lite's 15.7B
-    assert "does not divide" in _error(capsys, "--torchtitan", path, "--torchtitan-config", "full", "--devices", "12")
+    assert "does not divide" in summary_error(capsys, "--torchtitan", path, "--torchtitan-config", "full", "--devices", "12")
 
 
 def test_deepseek_16b_over_hybridep_is_the_flex_dispatcher(tmp_path, capsys):
@@ -326,7 +327,7 @@ def test_deepseek_16b_over_hybridep_is_the_flex_dispatcher(tmp_path, capsys):
                                       "model_registry(\"16B\", moe_comm_backend=\"hybridep\")\n    return config\n")
     got = _config(capsys, path, "hybrid", "--devices", "64")
     assert got["layout"]["dispatcher"] == "flex"
-    _same(got, _json(capsys, "--loss-chunks", "8", "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
+    _same(got, summary_json(capsys, "--loss-chunks", "8", "--hf-config", _deepseek_v2_lite(tmp_path), "--set", "b=4", "l=4096", "d=64",
                      "n_micro=1", "ep=8", "etp=1", "--zero", "3", "--recompute", "op", "--dispatcher", "flex", *PLAIN))
     plain = _config(capsys, str(DEEPSEEK), "deepseek_v3_16b_minimal_async_ep", "--devices", "1")
     assert plain["layout"]["dispatcher"] == "alltoall" and any("minimal_async_ep" in n for n in plain["notes"])
@@ -348,7 +349,7 @@ def test_qwen3_flavours_are_the_published_models(tmp_path, capsys):
         "hidden_act": "silu", "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
         "tie_word_embeddings": False, "attention_bias": False, "attention_dropout": 0.0, "vocab_size": 151936,
         "use_sliding_window": False, "bos_token_id": 151643, "eos_token_id": 151645}))
-    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", str(config), "--set", "b=1", "l=8192", "d=8", "n_micro=1", "--zero", "3",
+    typed = summary_json(capsys, "--loss-chunks", "8", "--hf-config", str(config), "--set", "b=1", "l=8192", "d=8", "n_micro=1", "--zero", "3",
                   "--recompute", "full", *PLAIN)
     assert got["parameters"] == typed["parameters"] == (36 * (4096 * 6144 + 4096 * 4096 + 256 + 3 * 4096 * 12288
                                                               + 8192) + 2 * 151936 * 4096 + 4096) == 8_190_735_360
@@ -368,7 +369,7 @@ def test_expert_parallelism_beside_tensor_parallelism(tmp_path, capsys):
     architecture = str(tmp_path / "qwen3-30b-a3b.json")
     from symbolic_cost.models.torchtitan_models import CONFIGS
     pathlib.Path(architecture).write_text(json.dumps(dict(CONFIGS["qwen3"]["30B-A3B"], max_position_embeddings=8192)))
-    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", architecture, "--set", "b=1", "l=8192", "m1=2", "s1=2", "d=4", "n_micro=1",
+    typed = summary_json(capsys, "--loss-chunks", "8", "--hf-config", architecture, "--set", "b=1", "l=8192", "m1=2", "s1=2", "d=4", "n_micro=1",
                   "ep=4", "etp=1", "--zero", "3", "--recompute", "full", *PLAIN)
     _same(got, typed)
 
@@ -391,7 +392,7 @@ def looped():
         "model_type": "llama", "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 6,
         "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 2048, "max_position_embeddings": 2048,
         "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False, "rms_norm_eps": 1e-05}))
-    typed = _json(capsys, "--loss-chunks", "8", "--hf-config", str(architecture), "--set", "b=8", "l=2048", "d=4",
+    typed = summary_json(capsys, "--loss-chunks", "8", "--hf-config", str(architecture), "--set", "b=8", "l=2048", "d=4",
                   "p=2", "n_micro=4", "--zero", "3", "--recompute", "full", "--schedule", "interleaved",
                   "--virtual-stages", "2",
                   "--pipeline-layout", "Et|tt|tt|tL", "--no-reshard-after-forward", *PLAIN)
@@ -448,24 +449,24 @@ def test_the_last_toml_generation_of_the_other_bundled_models(capsys):
     512 + 512 key/value features), 8 experts, and its default 201,088 words (no vocabulary of its own then), by
     hand 183,397,920; its FlexAttention noted.  DeepSeek 16B: expert parallelism 8 over the 8 FSDP ranks, the
     op-level selective checkpointing, DeepSeek-V2-Lite's 15.7B."""
-    qwen = _json(capsys, "--torchtitan", str(TOML_MOE / "qwen3_0.6b.toml"), "--devices", "8")
+    qwen = summary_json(capsys, "--torchtitan", str(TOML_MOE / "qwen3_0.6b.toml"), "--devices", "8")
     layer = 1024 * 4096 + 2048 * 1024 + 2 * 128 + 3 * 1024 * 3072 + 2 * 1024
     assert qwen["parameters"] == 28 * layer + 151936 * 1024 + 1024 == 596_049_920
     assert (qwen["layout"]["b"], qwen["layout"]["l"], qwen["layout"]["recompute"]) == (4, 4096, "op")
-    oss = _json(capsys, "--torchtitan", str(TOML_MOE / "gpt_oss_debug_model.toml"), "--devices", "8")
+    oss = summary_json(capsys, "--torchtitan", str(TOML_MOE / "gpt_oss_debug_model.toml"), "--devices", "8")
     attention = 256 * 5120 + 5120 + 4096 * 256 + 256 + 64
     expert = 256 * 5760 + 5760 + 2880 * 256 + 256
     layer = attention + 2 * 256 + 256 * 8 + 8 + 8 * expert
     assert oss["parameters"] == 4 * layer + 2 * 201088 * 256 + 256 == 183_397_920
     assert oss["layout"]["attention_kernel"] is None and any("attends by FlexAttention" in n for n in oss["notes"])
-    deepseek = _json(capsys, "--torchtitan", str(TOML_MOE / "deepseek_v3_16b.toml"), "--devices", "8")
+    deepseek = summary_json(capsys, "--torchtitan", str(TOML_MOE / "deepseek_v3_16b.toml"), "--devices", "8")
     assert (deepseek["layout"]["ep"], deepseek["layout"]["d"], deepseek["layout"]["recompute"]) == (8, 8, "op")
     assert round(deepseek["parameters"] / 1e8) == 157
 
 
 def test_a_toml_of_a_model_the_reader_does_not_bundle_names_what_it_reads(tmp_path, capsys):
     (tmp_path / "mixtral.toml").write_text('[model]\nname = "mixtral"\nflavor = "8x7b"\n')
-    err = _error(capsys, "--torchtitan", str(tmp_path / "mixtral.toml"), "--devices", "8")
+    err = summary_error(capsys, "--torchtitan", str(tmp_path / "mixtral.toml"), "--devices", "8")
     assert "[model] name 'mixtral': the reader bundles torchtitan" in err
 
 
@@ -477,8 +478,8 @@ def test_the_last_toml_generation_s_llama4_is_meta_s(capsys, toml, published):
     tests/test_hf_families.py checks against transformers' own Llama 4 built on the meta device), the
     experts split over the 8 tensor ranks (expert_tensor_parallel_degree 8 with no expert parallelism, which
     torchtitan says has no effect then)."""
-    got = _json(capsys, "--torchtitan", str(TOML_MOE / toml), "--devices", "64")
-    meta = _json(capsys, "--hf-config", str(pathlib.Path(__file__).resolve().parent / "hf_configs" / published),
+    got = summary_json(capsys, "--torchtitan", str(TOML_MOE / toml), "--devices", "64")
+    meta = summary_json(capsys, "--hf-config", str(pathlib.Path(__file__).resolve().parent / "hf_configs" / published),
                  "--set", "l=8192")
     assert got["parameters"] == meta["parameters"]
     assert (got["layout"]["m1"], got["layout"]["ep"], got["layout"]["etp"]) == (8, 1, 8)
@@ -489,7 +490,7 @@ def test_the_last_toml_generation_s_llama4_debug_model_by_hand(capsys):
     experts and one shared of 512 (``int(2·1024/3) / 2`` rounded up to 256) and a router 256 -> 8; dense SwiGLU
     of 768 on 0, 2, 4; an untied 2,048-word head: 3 x (4 x 256² + 512 + 256 x 8 + 9 x 3 x 256 x 512) +
     3 x (4 x 256² + 512 + 3 x 256 x 768) + 2 x 2048 x 256 + 256 = 15,017,216."""
-    got = _json(capsys, "--torchtitan", str(TOML_MOE / "llama4_debug_model.toml"), "--devices", "8")
+    got = summary_json(capsys, "--torchtitan", str(TOML_MOE / "llama4_debug_model.toml"), "--devices", "8")
     moe = 4 * 256**2 + 512 + 256 * 8 + 9 * 3 * 256 * 512
     dense = 4 * 256**2 + 512 + 3 * 256 * 768
     assert got["parameters"] == 3 * moe + 3 * dense + 2 * 2048 * 256 + 256 == 15_017_216
@@ -503,7 +504,7 @@ def test_llama4_irope_flavours_chunk_and_drop_rotation(tmp_path, capsys):
         (tmp_path / "l4.toml").write_text(f'[model]\nname = "llama4"\nflavor = "{flavor}"\n[training]\n'
                                           'local_batch_size = 1\nseq_len = 32768\n[parallelism]\n'
                                           'tensor_parallel_degree = 8\n')
-        return _json(capsys, "--torchtitan", str(tmp_path / "l4.toml"), "--devices", "64")
+        return summary_json(capsys, "--torchtitan", str(tmp_path / "l4.toml"), "--devices", "64")
     plain, irope = run("17bx16e"), run("17bx16e_irope")
     assert irope["parameters"] == plain["parameters"]
     assert irope["model_flops_fwd"] < plain["model_flops_fwd"]
@@ -518,11 +519,11 @@ def test_the_mxfp8_converter_reads_as_torchao_mxfp8_on_blackwell(tmp_path, capsy
     plain = _config(capsys, SECOND / LLAMA3, "llama3_8b", "--devices", "8", "--system", "b200")
     assert mx["layout"] == {**plain["layout"], "fp8": "torchao-mxfp8"}
     assert any("converts every Linear, the output head too" in note for note in mx["notes"])
-    assert "block-scaled (MX) tensor cores" in _error(capsys, "--torchtitan", str(SECOND / LLAMA3), "--torchtitan-config",
+    assert "block-scaled (MX) tensor cores" in summary_error(capsys, "--torchtitan", str(SECOND / LLAMA3), "--torchtitan-config",
                                                       "llama3_8b_mxfp8", "--devices", "8", "--system", "h100")
     some = _write(tmp_path, "from torchtitan.components.quantization.mx import MXFP8LinearConverter\n"
                   "from torchtitan.models.llama3 import model_registry\n\n"
                   "def f():\n    config = llama3_8b()\n    config.model_spec = model_registry('8B', converters=["
                   "MXFP8LinearConverter.Config(fqns=['feed_forward'])])\n    return config\n")
-    assert "a selection of them is not modelled" in _error(capsys, "--torchtitan", some, "--torchtitan-config", "f",
+    assert "a selection of them is not modelled" in summary_error(capsys, "--torchtitan", some, "--torchtitan-config", "f",
                                                            "--devices", "8", "--system", "b200")
