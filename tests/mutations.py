@@ -60,7 +60,7 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_serving_load.py", "tests/test_moe.py", "tests/test_fast_numbers.py",
          "tests/test_exact_backends.py", "tests/test_attention_kernels.py", "tests/test_serving_engines.py",
          "tests/test_serving_disaggregated.py", "tests/test_trl_recipes.py", "tests/test_serving_search.py",
-         "tests/test_serving_pipeline.py", "tests/test_weight_formats.py",
+         "tests/test_serving_pipeline.py", "tests/test_weight_formats.py", "tests/test_serving_jump.py",
          "tests/test_fp8_gather.py", "tests/test_bridge_recipes.py", "tests/test_torchtitan_python.py",
          "tests/test_speculative.py", "tests/test_megatron_examples.py", "tests/test_serving_paged.py",
          "tests/test_bridge_workloads.py", "tests/test_torchao_float8.py",
@@ -1118,6 +1118,15 @@ MUTATIONS = (
              'return ends in ("whole-table", "whole")', 'return ends == "whole"', required=False),
     Mutation("autotp-ranks-as-data", "symbolic_cost/models/deepspeed.py",
              "S.d: dp // tp,", "S.d: dp,", required=False),
+    # the serving simulator's fast paths (tests/test_serving_jump.py)
+    Mutation("decode-run-past-an-arrival", BATCHING, "if steps >= last or arrival <= now:", "if steps >= last:",
+             required=False),
+    Mutation("decode-run-at-a-later-arrival", BATCHING, "if steps >= last or arrival <= now:",
+             "if steps >= last or arrival < now:", required=False),
+    Mutation("pipeline-waits-for-the-last-stage", BATCHING, "            at = max(at, free[0])",
+             "            at = max(at, free[-1])", required=False),
+    Mutation("decoder-context-in-tokens", LOAD, "            if per_step is not None:\n",
+             "            if False:\n", required=False),
 )
 
 

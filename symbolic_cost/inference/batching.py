@@ -88,6 +88,26 @@ def priced(step, chunks, decoding: int, context: float) -> float:
     return step(tokens / step.prompt, decoding, context) + (shift(chunks) if shift is not None and chunks else 0.0)
 
 
+def decoder(step, decoding: int, none=None):
+    """The price of a step of ``step`` that only decodes ``decoding`` sequences, as a function of
+    their mean ``context``: ``step(none, decoding, context)``, to the bit (``none``, the zero of
+    prompts passed; default ``0 / step.prompt``, what ``priced`` passes for a step with no chunk).  A step model that has its own (``load.StepModel.decoder``, the terms that
+    read the batch alone computed once) gives it; it is looked up on the class, so that a wrapper
+    that forwards its attributes (``load.WithDraftLaunches``, ``load.CheckedStep``) is called as
+    it is.
+
+    >>> class Step:
+    ...     prompt = 100
+    ...     def __call__(self, prompts, decoding, context): return prompts + decoding * context
+    >>> decoder(Step(), 3)(10.0)
+    30.0
+    """
+    if none is None:
+        none = 0 / step.prompt           # ``priced``'s tokens over ``P``, of no tokens
+    own = getattr(type(step), "decoder", None)
+    return own(step, decoding, none) if own is not None else lambda context: step(none, decoding, context)
+
+
 class Reserving:
     """What both engines hold: requests arriving at ``times`` with ``prompts`` tokens, ``outputs``
     tokens (decode steps) and ``needs`` KV blocks each, from a pool of ``blocks``; the step model
@@ -102,6 +122,7 @@ class Reserving:
         requests = len(times)
         self.first, self.finished, self.steps_run = [0.0] * requests, [0.0] * requests, []
         self.steps, self.nxt, self.last, self.reserved, self.decoding = 0, 0, 0.0, 0, 0
+        self.decoders = {}
 
     def waiting(self) -> bool:
         """Whether the engine holds nothing to run (no sequence decoding or prefilling)."""
@@ -130,6 +151,39 @@ class Reserving:
     def result(self) -> tuple:
         return self.first, self.finished, self.steps_run, self.last
 
+    def decoding_price(self, decoding: int):
+        """``decoder(self.step, decoding)``, kept for every later step at that batch: ``priced``
+        of a step with no chunk, to the bit."""
+        price = self.decoders.get(decoding)
+        if price is None:
+            price = self.decoders[decoding] = decoder(self.step, decoding)
+        return price
+
+    def decode_run(self, now: float, overhead: float) -> float | None:
+        """The clock after the steps from ``now`` that only decode, run in one call: the steps
+        ``plan`` and ``apply`` would run one by one (each ``decoder``'s price plus ``overhead``,
+        the clock advanced by the same additions, so every time is the same to the bit), up to the
+        first in which a sequence finishes, or up to the first that starts once the next request
+        has arrived, where it could be admitted then; ``None`` where the step at ``now`` prefills
+        or nothing runs.  Between those events only the steps and the clock move: the batch, the
+        blocks reserved and the running sums stay as they are."""
+        running = self.running
+        if not running or self.prefills(now):
+            return None
+        decoding, steps, steps_run = len(running), self.steps, self.steps_run
+        price, last = self.decoding_price(decoding), running.heap[0][0]
+        arrival = self.next_arrival() if self.prefills(math.inf) else math.inf
+        while True:
+            duration = timed(price(running.context(steps)) + overhead)
+            now += duration
+            steps += 1
+            steps_run.append((duration, decoding))
+            if steps >= last or arrival <= now:
+                break
+        self.steps, self.decoding = steps, decoding
+        self.finish(now)
+        return now
+
 
 class WholePrompts(Reserving):
     """An engine that prefills each prompt whole (``load.serve``): a step admits waiting prompts,
@@ -142,6 +196,13 @@ class WholePrompts(Reserving):
         super().__init__(step, outputs, times, runtime, blocks, needs, prompts)
         self.admitted = 0
 
+    def prefills(self, now: float) -> bool:
+        """Whether the step that starts at ``now`` admits a prompt: the next has arrived and fits
+        whole beside the sequences decoding (``plan``'s first admission)."""
+        decoding = len(self.running)
+        return self.nxt < len(self.times) and self.runtime.max_tokens - decoding >= self.prompts[self.nxt] \
+            and self.fits(self.nxt, now, decoding)
+
     def plan(self, now: float) -> float:
         """Seconds of the step that starts at ``now``, before the step's fixed overhead (0 for an
         ``idle`` engine: a replica of a lockstep group with nothing to run)."""
@@ -150,6 +211,8 @@ class WholePrompts(Reserving):
         self.decoding, self.admitted, tokens = decoding, 0, 0
         if self.idle(now):
             return 0.0
+        if not self.prefills(now):
+            return self.decoding_price(decoding)(context)
         room, whole = self.runtime.max_tokens - decoding, []
         while (nxt + self.admitted < len(self.times) and room >= prompts[nxt + self.admitted]
                and self.fits(nxt + self.admitted, now, decoding + self.admitted)):
@@ -186,6 +249,13 @@ class ChunkedPrompts(Reserving):
     def waiting(self) -> bool:
         return not self.running and not self.prefilling
 
+    def prefills(self, now: float) -> bool:
+        """Whether the step that starts at ``now`` prefills: a prompt begun, or the next request
+        arrived with budget and room left beside the sequences decoding (``plan``'s admission)."""
+        decoding = len(self.running)
+        return bool(self.prefilling) or (decoding < self.runtime.max_tokens and self.nxt < len(self.times)
+                                         and self.fits(self.nxt, now, decoding))
+
     def plan(self, now: float) -> float:
         """Seconds of the step that starts at ``now``, as ``WholePrompts.plan``."""
         decoding, context = len(self.running), self.running.context(self.steps)
@@ -203,7 +273,7 @@ class ChunkedPrompts(Reserving):
             chunks.append((0, take))
             self.prefilling.append([self.nxt, self.prompts[self.nxt] - take])
             chunk, self.nxt, self.reserved = chunk + take, self.nxt + 1, self.reserved + self.needs[self.nxt]
-        return priced(self.step, chunks, decoding, context)
+        return priced(self.step, chunks, decoding, context) if chunks else self.decoding_price(decoding)(context)
 
     def apply(self, now: float, duration: float) -> None:
         """The step ran and ended at ``now`` after ``duration`` seconds."""
@@ -219,10 +289,14 @@ class ChunkedPrompts(Reserving):
 def alone(engine, overhead: float) -> tuple:
     """Run ``engine`` at its own pace, each step ``plan``'s seconds plus ``overhead``; its
     ``result``."""
-    now = 0.0
+    now, run = 0.0, getattr(engine, "decode_run", None)
     while not engine.done():
         if engine.idle(now):
             now = engine.next_arrival()
+        after = run(now, overhead) if run is not None else None
+        if after is not None:           # a run of steps that only decode (``Reserving.decode_run``)
+            now = after
+            continue
         duration = timed(engine.plan(now) + overhead)
         now += duration
         engine.apply(now, duration)
@@ -272,12 +346,20 @@ def pipelined(engines: list, overhead: float, stages: int | None = None, shares=
     shares = [float(x) for x in shares] if shares is not None else [1 / stages] * stages
     free, ready = [0.0] * stages, [0.0] * len(engines)      # when each stage is free; when each engine is
 
-    def start(i: int) -> float:
-        at = ready[i] if not engines[i].idle(ready[i]) else engines[i].next_arrival()
-        return max(at, free[0])
-    while live := [i for i, engine in enumerate(engines) if not engine.done()]:
-        i = min(live, key=start)
-        now = start(i)
+    def ready_at(j: int) -> float:      # when engine j can start, the first stage aside (inf: done)
+        engine = engines[j]
+        if engine.done():
+            return math.inf
+        return ready[j] if not engine.idle(ready[j]) else engine.next_arrival()
+    starts = [ready_at(j) for j in range(len(engines))]     # an engine's changes only when it steps
+    while True:
+        i, now = None, math.inf         # the first live engine of the earliest start
+        for j, at in enumerate(starts):
+            at = max(at, free[0])
+            if at < now:
+                i, now = j, at
+        if i is None:
+            break
         seconds = timed(engines[i].plan(now) + overhead)
         end = now
         for stage in range(stages):
@@ -285,6 +367,7 @@ def pipelined(engines: list, overhead: float, stages: int | None = None, shares=
             free[stage] = end
         ready[i] = end
         engines[i].apply(end, end - now)
+        starts[i] = ready_at(i)
     return [engine.result() for engine in engines]
 
 

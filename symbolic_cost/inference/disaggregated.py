@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from symbolic_cost.checks import InputError, InputTypeError, instance, shown, timed
 from symbolic_cost.cost import Collective
 from symbolic_cost.digits import whole_number
-from symbolic_cost.inference.batching import chunked_steps, mean_context, whole_prompt_steps
+from symbolic_cost.inference.batching import chunked_steps, decoder, mean_context, whole_prompt_steps
 from symbolic_cost.inference.lengths import FIXED, Lengths
 from symbolic_cost.inference.load import (Load, Runtime, arrivals, check_budget, check_run, checked_step, in_flight,
                                           measured_load, request_blocks, request_lengths, seconds)
@@ -96,7 +96,7 @@ def _decode_steps(step, tokens: list[int], ready: list[float], runtime: Runtime,
     count = len(ready)
     second, last = [0.0] * count, [0.0] * count
     running, admitted_sum, prompt_sum, steps_run = [], 0, 0, []   # running: heap of (last step, step admitted, request)
-    now, steps, nxt, reserved = 0.0, 0, 0, 0
+    now, steps, nxt, reserved, prices = 0.0, 0, 0, 0, {}     # prices: batching.decoder of each batch
     while nxt < count or running:
         if not running and ready[nxt] > now:
             now = ready[nxt]
@@ -111,7 +111,8 @@ def _decode_steps(step, tokens: list[int], ready: list[float], runtime: Runtime,
         decoding = len(running)
         # the mean prompt and its first token
         context = mean_context(prompt_sum / decoding + 1, steps, admitted_sum, decoding) if decoding else 0.0
-        duration = timed(step(0, decoding, context) + overhead)
+        price = prices.get(decoding) or prices.setdefault(decoding, decoder(step, decoding, 0))
+        duration = timed(price(context) + overhead)
         now = now + duration
         steps_run.append((duration, decoding - len(admitted)))
         for request in admitted:

@@ -181,7 +181,7 @@ class StepModel:
         pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
                                  self._roofline(dec, conventions, with_weights=False))
         self.tokens_per_step, self.extra_tokens, self.draft_launches, self._cache_of = 1, 0, None, None
-        self._blocks = {}
+        self._blocks, self._decoders = {}, {}
         self._core, self._conventions = None, conventions
         # replicas whose experts are split among them (attention data parallelism) step together
         self.lockstep = arch.moe is not None and bool(serving.ep * serving.expert_tensor > serving.m1)
@@ -323,6 +323,32 @@ class StepModel:
             except (InputError, TypeError, ValueError):
                 self._core = False
         return self._core or None
+
+    def decoder(self, decoding: int, prompts=0.0):
+        """``lambda context: self(prompts, decoding, context)`` for a step of no prompts
+        (``prompts``: the zero the caller passes, ``0.0`` or ``0``) and ``decoding`` sequences,
+        the same to the bit, for the steps that only decode (``batching.decoder``): the terms that
+        read the batch alone (``BatchFirst``'s ``fixed``) and the collectives computed once, and
+        the function kept for the next run of steps at that batch."""
+        key = (decoding, prompts, type(prompts))
+        price = self._decoders.get(key)
+        if price is None:
+            price = self._decoders[key] = self._decoding_price(decoding, prompts)
+        return price
+
+    def _decoding_price(self, decoding: int, prompts):
+        fixed, moving = self._decode.fixed(decoding), self._decode.moving
+        comm = self._comm(prompts * self.prompt + decoding * self._tokens_a_sequence)
+        prompt = self.prompt
+        per_step = self._per_step if decoding and self.tokens_per_step != 1 else None
+
+        def price(context: float) -> float:
+            if not 0 <= context < math.inf:
+                self(prompts, decoding, context)        # refused as a step of any kind is
+            if per_step is not None:
+                context = prompt + per_step * (context - prompt)
+            return fixed + moving(decoding, context) + comm
+        return price
 
     def __call__(self, prompts: int, decoding: int, context: float) -> float:
         """Seconds of a step with ``prompts`` prefills and ``decoding`` sequences over ``context``
