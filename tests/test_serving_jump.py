@@ -127,3 +127,12 @@ def test_the_pipeline_keeps_the_schedule_of_its_docstring(drawn, stages, max_bat
         return [WholePrompts(Curved(), [outputs[i] for i in m], [times[i] for i in m], runtime, 30,
                              [needs[i] for i in m], [prompts[i] for i in m]) for m in mine]
     assert pipelined(engines(), 1e-4 / 3, stages) == pipelined_as_stated(engines(), 1e-4 / 3, stages)
+
+
+@pytest.mark.parametrize("decoding, prompts, said", [(-1, 0.0, "finite numbers at least 0"),
+                                                     (float("nan"), 0.0, "finite numbers at least 0"),
+                                                     (2, 3, "prompts must be 0")])
+def test_a_decoder_of_a_step_it_cannot_price_is_refused(decoding, prompts, said):
+    step = StepModel(preset("gpt2"), Serving(b=1, l_in=512, l_out=64, flash=True), "h100")
+    with pytest.raises(InputError, match=said):
+        step.decoder(decoding, prompts)

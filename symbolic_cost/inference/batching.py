@@ -90,11 +90,11 @@ def priced(step, chunks, decoding: int, context: float) -> float:
 
 def decoder(step, decoding: int, none=None):
     """The price of a step of ``step`` that only decodes ``decoding`` sequences, as a function of
-    their mean ``context``: ``step(none, decoding, context)``, to the bit (``none``, the zero of
-    prompts passed; default ``0 / step.prompt``, what ``priced`` passes for a step with no chunk).  A step model that has its own (``load.StepModel.decoder``, the terms that
-    read the batch alone computed once) gives it; it is looked up on the class, so that a wrapper
-    that forwards its attributes (``load.WithDraftLaunches``, ``load.CheckedStep``) is called as
-    it is.
+    their mean ``context``: ``step(none, decoding, context)``, to the bit (``none``: the zero of
+    prompts passed; default ``0 / step.prompt``, what ``priced`` passes for a step with no chunk).
+    A step model that has its own (``load.StepModel.decoder``, the terms that read the batch alone
+    computed once) gives it; it is looked up on the class, so that a wrapper that forwards its
+    attributes (``load.WithDraftLaunches``, ``load.CheckedStep``) is called as it is.
 
     >>> class Step:
     ...     prompt = 100

@@ -333,6 +333,10 @@ class StepModel:
         key = (decoding, prompts, type(prompts))
         price = self._decoders.get(key)
         if price is None:
+            if prompts != 0:
+                raise InputError(f"a decoder prices steps of no prompts: prompts must be 0, got {shown(prompts)}",
+                                 "prompts")
+            self(prompts, decoding, 0.0)        # refused as a step of any kind is
             price = self._decoders[key] = self._decoding_price(decoding, prompts)
         return price
 
