@@ -20,9 +20,10 @@ if "SYMBOLIC_COST_CACHE" not in os.environ:
     atexit.register(lambda: os.getpid() == _MAKER and shutil.rmtree(_CACHE, ignore_errors=True))
 
 
-LONGEST_FIRST = ("tests/test_mutations.py", "tests/test_loop_kernel.py", "tests/test_docs_commands.py",
-                 "tests/test_extrema.py", "tests/test_hf_families.py", "tests/test_reference_properties.py",
-                 "tests/test_never_ignored.py", "tests/test_fsdp_gloo.py", "tests/test_serving_search.py")
+LONGEST_FIRST = ("tests/test_mutations.py", "tests/test_docs_commands.py", "tests/test_loop_kernel.py",
+                 "tests/test_fsdp_gloo.py", "tests/test_extrema.py", "tests/test_bad_input.py",
+                 "tests/test_docs_site.py", "tests/test_tensor_parallel_ends.py", "tests/test_app.py",
+                 "tests/test_notebooks.py", "tests/test_serving_search.py", "tests/test_hf_families.py")
 """The files that take longest, in the order the workers take them first: pytest-xdist hands out whole
 files in collection order (``--no-loadscope-reorder``), and a long file started last would keep one
 worker busy while the others stand idle."""
