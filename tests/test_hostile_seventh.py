@@ -275,3 +275,20 @@ def test_shard_groups_names_the_data_parallel_degree():
     refusal(lambda: shard_groups(preset("gpt2"), 10**400, "all"), "d")
     refusal(lambda: shard_groups(preset("gpt2"), 0, "all"), "d")
     assert shard_groups(preset("gpt2"), 8, "all") == [1, 2, 4, 8]
+
+
+def test_a_sweep_s_tasks_and_rows_are_bounded_before_they_are_made():
+    """``row_ranges(10**12, 1)`` built a list of a trillion tasks (a hang); ``grid_rows`` made a
+    column of any length asked, past its grid or negative; ``grid_size`` took numpy's product of
+    64-bit integers, which wraps: four axes of a million values gave 2,003,764,205,206,896,640
+    rows, not 10**24."""
+    from symbolic_cost.numeric.grid_tasks import row_ranges
+    from symbolic_cost.numeric.sweep import grid_rows, grid_size
+    assert "1,000,000,000,000 tasks" in str(refusal(lambda: row_ranges(10**12, 1), "chunk_size"))
+    refusal(lambda: row_ranges(10, 0), "chunk_size")
+    refusal(lambda: row_ranges(-1, 4), "rows")
+    assert row_ranges(0, 4) == [] and row_ranges(5, 5) == [(0, 5)]
+    grid = {"b": [1, 2], "m1": [1, 2, 4]}
+    for start, stop in ((0, 7), (3, 2), (-1, 2), (0, 10**18), (0.5, 2)):
+        refusal(lambda: grid_rows(grid, start, stop), "start")
+    assert grid_size({f"x{i}": range(10**6) for i in range(4)}) == 10**24

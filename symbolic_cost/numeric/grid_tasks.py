@@ -27,7 +27,7 @@ from typing import Callable, Mapping, NamedTuple
 import numpy as np
 import pandas as pd
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, count
 from symbolic_cost.numeric import loop_kernel, shipped
 from symbolic_cost.numeric.compile import Compiled, compile_exprs, sweep_backend
 from symbolic_cost.numeric.pages import keep_freed_pages
@@ -260,12 +260,27 @@ def ranked(frame: pd.DataFrame, by: str, top: int) -> pd.DataFrame:
     return frame.sort_values(by, kind="stable").head(top)
 
 
+MAX_TASKS = 10**6
+"""Most tasks a sweep is split into (``row_ranges``): each is a Python object, and a Dask task
+graph, kept at once; a million of the default ``chunk_size`` (2**22 rows) is past any grid."""
+
+
 def row_ranges(rows: int, chunk_size: int) -> list[tuple[int, int]]:
-    """The tasks of a sweep of ``rows`` rows, ``chunk_size`` rows each (the last one fewer).
+    """The tasks of a sweep of ``rows`` rows, ``chunk_size`` rows each (the last one fewer); more
+    than ``MAX_TASKS`` of them are refused before any is made.
 
     >>> row_ranges(10, 4)
     [(0, 4), (4, 8), (8, 10)]
+    >>> row_ranges(10**12, 1)        # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: chunk_size: ... is 1,000,000,000,000 tasks, more than 1,000,000: give a ...
     """
+    rows, chunk_size = count(rows, "rows", minimum=0), count(chunk_size, "chunk_size")
+    tasks = -(-rows // chunk_size)
+    if tasks > MAX_TASKS:
+        raise InputError(f"chunk_size: a sweep of {rows:,} rows in chunks of {chunk_size:,} rows is {tasks:,} tasks, "
+                         f"more than {MAX_TASKS:,}: give a larger chunk_size", "chunk_size")
     return [(start, min(start + chunk_size, rows)) for start in range(0, rows, chunk_size)]
 
 

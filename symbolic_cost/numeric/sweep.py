@@ -12,8 +12,10 @@ the compiled kernel by its key.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
+from numbers import Integral
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
@@ -45,6 +47,9 @@ def grid_rows(grid: Mapping, start: int, stop: int, out=None) -> dict:
     >>> grid_rows({"b": [1, 2], "m1": [1, 2, 4]}, 2, 4)
     {'b': array([1., 2.]), 'm1': array([4., 1.])}
     """
+    if not (isinstance(start, Integral) and isinstance(stop, Integral) and 0 <= start <= stop <= grid_size(grid)):
+        raise InputError(f"start and stop must be rows of the grid's {grid_size(grid):,}, 0 <= start <= stop, got "
+                         f"{shown(start)} and {shown(stop)}", "start")
     layout = grid_layout(grid)
     out = {n: np.empty(stop - start) for n, _, _ in layout} if out is None else out
     write_rows(layout, start, out)
@@ -158,7 +163,13 @@ def _check_axis(symbol, values, what: str) -> np.ndarray:
 
 
 def grid_size(grid: Mapping) -> int:
-    return int(np.prod([len(v) for v in grid.values()])) if grid else 1
+    """Rows of the cartesian product of ``grid``'s axes, exactly (numpy's product of 64-bit
+    integers wraps past 2**63).
+
+    >>> grid_size({"b": [1, 2], "m1": [1, 2, 4]}), grid_size({f"x{i}": range(10**6) for i in range(4)})
+    (6, 1000000000000000000000000)
+    """
+    return math.prod(len(v) for v in grid.values())
 
 
 def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(), chunk_size=1_000_000,
