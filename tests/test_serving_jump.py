@@ -1,11 +1,11 @@
 """The serving simulator's fast paths give the times of the step-by-step schedule, to the bit.
 
-``batching.Reserving.decode_run`` runs the steps that only decode in one call, a step model's
-``decoder`` prices them from terms computed once for the batch, and ``batching.pipelined`` keeps
-each engine's start until it steps.  Each is compared here with the schedule it replaces: the same
-engines run one ``plan`` and ``apply`` at a time (``decode_run`` switched off), a step model called
-as ``step(prompts, decoding, context)`` every step, and the pipeline's scheduler as its docstring
-states it (the engine ready first, of every live engine asked anew each step), written out below.
+``batching.decode_together`` runs the steps that only decode in one call (one engine alone, or
+replicas in lockstep), a step model's ``decoder`` prices them from terms computed once for the
+batch, and ``batching.pipelined`` keeps each engine's start until it steps.  Each is compared here
+with the schedule it replaces, written out below from the runners' docstrings: one ``plan`` and
+``apply`` at a time (``alone``, ``lockstep``), the engine ready first of every live engine asked
+anew at each step (``pipelined``), and a step model called as ``step(prompts, decoding, context)``.
 Equality is exact (``==`` on floats): a path that reorders one addition fails.
 """
 
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symbolic_cost.checks import InputError, timed
-from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, decoder, pipelined
+from symbolic_cost.inference.batching import ChunkedPrompts, WholePrompts, alone, decoder, lockstep, pipelined
 from symbolic_cost.inference.load import Runtime, StepModel
 from symbolic_cost.inference.serving import Serving
 from symbolic_cost.inference.speculative import Speculation
@@ -42,10 +42,17 @@ class Second:
         return 1.0
 
 
-def step_by_step(engine):
-    """``engine`` run alone with every step planned and applied on its own."""
-    engine.decode_run = None
-    return alone(engine, 1e-4 / 3)
+def alone_as_stated(engine, overhead):
+    """``batching.alone`` as its docstring states it: each step ``plan``'s seconds plus
+    ``overhead``, one at a time, the clock moved to the next arrival where nothing runs."""
+    now = 0.0
+    while not engine.done():
+        if engine.idle(now):
+            now = engine.next_arrival()
+        duration = timed(engine.plan(now) + overhead)
+        now += duration
+        engine.apply(now, duration)
+    return engine.result()
 
 
 requests = st.integers(1, 30).flatmap(lambda n: st.tuples(
@@ -65,7 +72,7 @@ def test_a_run_of_decodes_gives_the_times_of_one_step_at_a_time(kind, drawn, max
 
     def engine():
         return kind(Curved(), outputs, times, runtime, blocks, needs, prompts)
-    assert alone(engine(), 1e-4 / 3) == step_by_step(engine())
+    assert alone(engine(), 1e-4 / 3) == alone_as_stated(engine(), 1e-4 / 3)
 
 
 @pytest.mark.parametrize("arrival", [2.5, 3.0])
@@ -92,6 +99,36 @@ def test_a_step_model_s_decoder_prices_as_the_step_model_does(speculative):
                 assert price(context) == step(none, decoding, context)
     with pytest.raises(InputError, match="finite numbers"):
         decoder(step, 3)(math.inf)
+
+
+def lockstep_as_stated(engines, overhead):
+    """``batching.lockstep`` as its docstring states it, one step at a time: every live replica
+    plans the step (an idle one at no price), which lasts the longest of them plus ``overhead``;
+    when none holds anything, the clock moves to the next arrival among them."""
+    now = 0.0
+    while live := [engine for engine in engines if not engine.done()]:
+        if all(engine.idle(now) for engine in live):
+            now = min(engine.next_arrival() for engine in live)
+        duration = timed(max(engine.plan(now) for engine in live) + overhead)
+        now += duration
+        for engine in live:
+            engine.apply(now, duration)
+    return [engine.result() for engine in engines]
+
+
+@pytest.mark.parametrize("kind", [WholePrompts, ChunkedPrompts])
+@settings(max_examples=80, deadline=None)
+@given(drawn=requests, replicas=st.integers(2, 4), max_batch=st.integers(1, 8))
+def test_replicas_in_lockstep_keep_the_schedule_of_its_docstring(kind, drawn, replicas, max_batch):
+    gaps, outputs, prompts, needs = drawn
+    times = [sum(gaps[:i + 1]) for i in range(len(gaps))]
+    runtime = Runtime(max_batch=max_batch, max_tokens=200)
+
+    def engines():
+        mine = [range(e, len(times), replicas) for e in range(min(replicas, len(times)))]
+        return [kind(Curved(), [outputs[i] for i in m], [times[i] for i in m], runtime, 30,
+                     [needs[i] for i in m], [prompts[i] for i in m]) for m in mine]
+    assert lockstep(engines(), 1e-4 / 3) == lockstep_as_stated(engines(), 1e-4 / 3)
 
 
 def pipelined_as_stated(engines, overhead, stages):

@@ -160,29 +160,44 @@ class Reserving:
         return price
 
     def decode_run(self, now: float, overhead: float) -> float | None:
-        """The clock after the steps from ``now`` that only decode, run in one call: the steps
-        ``plan`` and ``apply`` would run one by one (each ``decoder``'s price plus ``overhead``,
-        the clock advanced by the same additions, so every time is the same to the bit), up to the
-        first in which a sequence finishes, or up to the first that starts once the next request
-        has arrived, where it could be admitted then; ``None`` where the step at ``now`` prefills
-        or nothing runs.  Between those events only the steps and the clock move: the batch, the
-        blocks reserved and the running sums stay as they are."""
-        running = self.running
-        if not running or self.prefills(now):
-            return None
-        decoding, steps, steps_run = len(running), self.steps, self.steps_run
-        price, last = self.decoding_price(decoding), running.heap[0][0]
-        arrival = self.next_arrival() if self.prefills(math.inf) else math.inf
-        while True:
-            duration = timed(price(running.context(steps)) + overhead)
-            now += duration
-            steps += 1
-            steps_run.append((duration, decoding))
-            if steps >= last or arrival <= now:
-                break
-        self.steps, self.decoding = steps, decoding
-        self.finish(now)
-        return now
+        """``decode_together`` of this engine alone (``alone``'s runs of steps that only decode)."""
+        return decode_together([self], now, overhead)
+
+
+def decode_together(engines: list, now: float, overhead: float) -> float | None:
+    """The clock after the steps from ``now`` that only decode, run in one call, on ``engines``
+    that step together (one alone, or ``lockstep``'s live replicas): the steps ``plan`` and
+    ``apply`` would run one by one, each lasting the most an engine's ``decoder`` prices it at
+    plus ``overhead`` (an engine ``idle`` at ``now`` steps with an empty batch, at no price), the
+    clock advanced by the same additions, so every time is the same to the bit.  The run ends
+    with the first step in which a sequence finishes, or before the first that starts once a
+    request has arrived that an engine could then admit (an idle one's next); ``None`` where an
+    engine prefills at ``now``, runs otherwise than by reserving (``Reserving``), or none runs.
+    Between those events only the steps and the clock move: each engine's batch, blocks
+    reserved and running sums stay as they are."""
+    if not all(isinstance(engine, Reserving) for engine in engines):
+        return None
+    busy = [engine for engine in engines if not engine.idle(now)]
+    if not busy or any(not engine.running or engine.prefills(now) for engine in busy):
+        return None
+    prices = [(engine.decoding_price(len(engine.running)), engine.running, engine.steps) for engine in busy]
+    steps = min(engine.running.heap[0][0] - engine.steps for engine in busy)       # to the first finish
+    arrival = min([engine.next_arrival() for engine in engines if engine not in busy]
+                  + [engine.next_arrival() for engine in busy if engine.prefills(math.inf)], default=math.inf)
+    durations = []
+    while True:
+        ran = len(durations)
+        duration = timed(max(price(running.context(start + ran)) for price, running, start in prices) + overhead)
+        now += duration
+        durations.append(duration)
+        if ran + 1 >= steps or arrival <= now:
+            break
+    for engine in engines:
+        decoding = engine.decoding = len(engine.running)
+        engine.steps_run.extend((duration, decoding) for duration in durations)
+        engine.steps += len(durations)
+        engine.finish(now)
+    return now
 
 
 class WholePrompts(Reserving):
@@ -311,6 +326,10 @@ def lockstep(engines: list, overhead: float) -> list[tuple]:
     while live := [engine for engine in engines if not engine.done()]:
         if all(engine.idle(now) for engine in live):
             now = min(engine.next_arrival() for engine in live)
+        after = decode_together(live, now, overhead)
+        if after is not None:           # a run of steps that only decode on every replica
+            now = after
+            continue
         duration = timed(max(engine.plan(now) for engine in live) + overhead)
         now += duration
         for engine in live:
