@@ -175,19 +175,14 @@ def decode_together(engines: list, now: float, overhead: float) -> float | None:
     engine prefills at ``now``, runs otherwise than by reserving (``Reserving``), or none runs.
     Between those events only the steps and the clock move: each engine's batch, blocks
     reserved and running sums stay as they are."""
-    if not all(isinstance(engine, Reserving) for engine in engines):
+    run = _decode_plan(engines, now)
+    if run is None:
         return None
-    busy = [engine for engine in engines if not engine.idle(now)]
-    if not busy or any(not engine.running or engine.prefills(now) for engine in busy):
-        return None
-    prices = [(engine.decoding_price(len(engine.running)), engine.running, engine.steps) for engine in busy]
-    steps = min(engine.running.heap[0][0] - engine.steps for engine in busy)       # to the first finish
-    arrival = min([engine.next_arrival() for engine in engines if engine not in busy]
-                  + [engine.next_arrival() for engine in busy if engine.prefills(math.inf)], default=math.inf)
+    price, steps, arrival = run
     durations = []
     while True:
         ran = len(durations)
-        duration = timed(max(price(running.context(start + ran)) for price, running, start in prices) + overhead)
+        duration = timed(price(ran) + overhead)
         now += duration
         durations.append(duration)
         if ran + 1 >= steps or arrival <= now:
@@ -198,6 +193,31 @@ def decode_together(engines: list, now: float, overhead: float) -> float | None:
         engine.steps += len(durations)
         engine.finish(now)
     return now
+
+
+def _decode_plan(engines: list, now: float):
+    """``(price, steps, arrival)`` of ``decode_together``'s run from ``now``: the price of its
+    step ``k`` (from 0), the steps to the first in which a sequence finishes, and the first
+    arrival that ends it; ``None`` where the step at ``now`` is not one that only decodes.  One
+    engine, ``alone``'s every run (a few steps each, between events), is set up without the lists."""
+    if len(engines) == 1:
+        engine = engines[0]
+        if not isinstance(engine, Reserving) or not engine.running or engine.prefills(now):
+            return None
+        running = engine.running
+        cost, start = engine.decoding_price(len(running)), engine.steps
+        arrival = engine.next_arrival() if engine.prefills(math.inf) else math.inf
+        return (lambda ran: cost(running.context(start + ran))), running.heap[0][0] - start, arrival
+    if not all(isinstance(engine, Reserving) for engine in engines):
+        return None
+    busy = [engine for engine in engines if not engine.idle(now)]
+    if not busy or any(not engine.running or engine.prefills(now) for engine in busy):
+        return None
+    prices = [(engine.decoding_price(len(engine.running)), engine.running, engine.steps) for engine in busy]
+    steps = min(engine.running.heap[0][0] - engine.steps for engine in busy)       # to the first finish
+    arrival = min([engine.next_arrival() for engine in engines if engine not in busy]
+                  + [engine.next_arrival() for engine in busy if engine.prefills(math.inf)], default=math.inf)
+    return (lambda ran: max(cost(running.context(start + ran)) for cost, running, start in prices)), steps, arrival
 
 
 class WholePrompts(Reserving):
