@@ -101,6 +101,16 @@ def test_a_step_model_s_decoder_prices_as_the_step_model_does(speculative):
         decoder(step, 3)(math.inf)
 
 
+def in_turn(kind, drawn, engines: int, runtime):
+    """``engines`` engines of ``kind`` (a pool of 30 blocks each) sharing the ``drawn`` requests in
+    turn, as ``load.serve`` deals them to replicas and to the batches in flight of a pipeline."""
+    gaps, outputs, prompts, needs = drawn
+    times = [sum(gaps[:i + 1]) for i in range(len(gaps))]
+    mine = [range(e, len(times), engines) for e in range(min(engines, len(times)))]
+    return [kind(Curved(), [outputs[i] for i in m], [times[i] for i in m], runtime, 30,
+                 [needs[i] for i in m], [prompts[i] for i in m]) for m in mine]
+
+
 def lockstep_as_stated(engines, overhead):
     """``batching.lockstep`` as its docstring states it, one step at a time: every live replica
     plans the step (an idle one at no price), which lasts the longest of them plus ``overhead``;
@@ -120,15 +130,9 @@ def lockstep_as_stated(engines, overhead):
 @settings(max_examples=80, deadline=None)
 @given(drawn=requests, replicas=st.integers(2, 4), max_batch=st.integers(1, 8))
 def test_replicas_in_lockstep_keep_the_schedule_of_its_docstring(kind, drawn, replicas, max_batch):
-    gaps, outputs, prompts, needs = drawn
-    times = [sum(gaps[:i + 1]) for i in range(len(gaps))]
     runtime = Runtime(max_batch=max_batch, max_tokens=200)
-
-    def engines():
-        mine = [range(e, len(times), replicas) for e in range(min(replicas, len(times)))]
-        return [kind(Curved(), [outputs[i] for i in m], [times[i] for i in m], runtime, 30,
-                     [needs[i] for i in m], [prompts[i] for i in m]) for m in mine]
-    assert lockstep(engines(), 1e-4 / 3) == lockstep_as_stated(engines(), 1e-4 / 3)
+    assert lockstep(in_turn(kind, drawn, replicas, runtime), 1e-4 / 3) == \
+        lockstep_as_stated(in_turn(kind, drawn, replicas, runtime), 1e-4 / 3)
 
 
 def pipelined_as_stated(engines, overhead, stages):
@@ -155,15 +159,9 @@ def pipelined_as_stated(engines, overhead, stages):
 @settings(max_examples=60, deadline=None)
 @given(drawn=requests, stages=st.integers(2, 5), max_batch=st.integers(1, 8))
 def test_the_pipeline_keeps_the_schedule_of_its_docstring(drawn, stages, max_batch):
-    gaps, outputs, prompts, needs = drawn
-    times = [sum(gaps[:i + 1]) for i in range(len(gaps))]
     runtime = Runtime(max_batch=max_batch, max_tokens=200)
-
-    def engines():
-        mine = [range(e, len(times), stages) for e in range(min(stages, len(times)))]
-        return [WholePrompts(Curved(), [outputs[i] for i in m], [times[i] for i in m], runtime, 30,
-                             [needs[i] for i in m], [prompts[i] for i in m]) for m in mine]
-    assert pipelined(engines(), 1e-4 / 3, stages) == pipelined_as_stated(engines(), 1e-4 / 3, stages)
+    assert pipelined(in_turn(WholePrompts, drawn, stages, runtime), 1e-4 / 3, stages) == \
+        pipelined_as_stated(in_turn(WholePrompts, drawn, stages, runtime), 1e-4 / 3, stages)
 
 
 @pytest.mark.parametrize("decoding, prompts, said", [(-1, 0.0, "finite numbers at least 0"),
