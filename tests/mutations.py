@@ -1128,7 +1128,7 @@ MUTATIONS = (
              "min([math.inf for engine in engines if engine not in busy]", required=False),
     Mutation("pipeline-waits-for-the-last-stage", BATCHING, "            at = max(at, free[0])",
              "            at = max(at, free[-1])", required=False),
-    Mutation("decoder-context-in-tokens", LOAD, "            if per_step is not None:\n",
+    Mutation("decoder-context-in-tokens", LOAD, "            if speculative:\n",
              "            if False:\n", required=False),
 )
 

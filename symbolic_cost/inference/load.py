@@ -343,16 +343,20 @@ class StepModel:
     def _decoding_price(self, decoding: int, prompts):
         fixed, moving = self._decode.fixed(decoding), self._decode.moving
         comm = self._comm(prompts * self.prompt + decoding * self._tokens_a_sequence)
-        prompt = self.prompt
-        per_step = self._per_step if decoding and self.tokens_per_step != 1 else None
+        speculative = bool(decoding) and self.tokens_per_step != 1
 
         def price(context: float) -> float:
             if not 0 <= context < math.inf:
                 self(prompts, decoding, context)        # refused as a step of any kind is
-            if per_step is not None:
-                context = prompt + per_step * (context - prompt)
+            if speculative:
+                context = self._in_steps(context)
             return fixed + moving(decoding, context) + comm
         return price
+
+    def _in_steps(self, context: float) -> float:
+        """A speculative step's ``context``, ``P`` plus the mean steps run since the first token,
+        as the cached tokens its price reads: ``P + E (context - P)`` (``E``: ``tokens_per_step``)."""
+        return self.prompt + self._per_step * (context - self.prompt)
 
     def __call__(self, prompts: int, decoding: int, context: float) -> float:
         """Seconds of a step with ``prompts`` prefills and ``decoding`` sequences over ``context``
@@ -367,7 +371,7 @@ class StepModel:
             raise InputError(f"a step's prompts, decoding and context must be finite numbers at least 0, got "
                              f"{shown(prompts)}, {shown(decoding)}, {shown(context)}", "step")
         if decoding and self.tokens_per_step != 1:
-            context = self.prompt + self._per_step * (context - self.prompt)
+            context = self._in_steps(context)
         if prompts and decoding:
             seconds = self._prefill(prompts) + self._decode_fused(decoding, context)
         elif prompts:

@@ -48,8 +48,8 @@ def grid_rows(grid: Mapping, start: int, stop: int, out=None) -> dict:
     {'b': array([1., 2.]), 'm1': array([4., 1.])}
     """
     if not (isinstance(start, Integral) and isinstance(stop, Integral) and 0 <= start <= stop <= grid_size(grid)):
-        raise InputError(f"start and stop must be rows of the grid's {grid_size(grid):,}, 0 <= start <= stop, got "
-                         f"{shown(start)} and {shown(stop)}", "start")
+        raise InputError(f"start and stop must be integers with 0 <= start <= stop <= {grid_size(grid):,} (the grid's "
+                         f"rows), got {shown(start)} and {shown(stop)}", "start")
     layout = grid_layout(grid)
     out = {n: np.empty(stop - start) for n, _, _ in layout} if out is None else out
     write_rows(layout, start, out)
