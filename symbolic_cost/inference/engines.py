@@ -26,6 +26,8 @@ retracted when it runs short (``inference.estimated``).)
 
 from __future__ import annotations
 
+from dataclasses import fields as fields_of
+
 from sympy import Rational
 
 from symbolic_cost.checks import InputError, count
@@ -58,7 +60,7 @@ def vllm(step, system: str, tensor: int, context: int) -> dict:
     >>> vllm(None, "h100", 1, 8192)["max_batch"], vllm(None, "a100", 1, 8192)["max_tokens"]
     (1024, 2048)
     """
-    large = _capacity(step, system) >= 70 * GIB and "a100" not in system
+    large = _capacity(step, system) >= 70 * GIB and "a100" not in _name(system)
     return dict(max_batch=1024 if large else 256, max_tokens=8192 if large else 2048,
                 memory_fraction=Rational(9, 10), memory_of="total", block_tokens=16, chunked=True,
                 allocation="on-demand")
@@ -93,6 +95,13 @@ ENGINES = {"trtllm": trtllm, "vllm": vllm, "sglang": sglang}
 """The engines with named defaults (``runtime``)."""
 
 
+def _name(system) -> str:
+    """The name of ``system``, a preset's name or a ``System`` (``timing.systems.get_system``
+    refuses anything else)."""
+    from symbolic_cost.timing.hardware import get_system
+    return get_system(system).name
+
+
 def _capacity(step, system: str) -> int:
     """The device's memory in bytes: the step's calibrated system's (or, without a step, the
     named system's)."""
@@ -105,13 +114,25 @@ def _capacity(step, system: str) -> int:
 def runtime(engine: str, step, system: str, tensor: int, context: int, **given) -> Runtime:
     """The ``Runtime`` of ``engine`` (one of ``ENGINES``) serving ``step`` (a ``load.StepModel``)
     on ``system`` at tensor-parallel degree ``tensor`` for a model of ``context`` tokens, with the
-    fields in ``given`` (``None`` values left out) set over the engine's defaults.
+    fields in ``given`` (``None`` values left out) set over the engine's defaults.  ``system`` (a
+    preset's name or a ``System``) is the step's own where a step is given: its name decides
+    vLLM's limits, and another would be silently ignored beside the step's memory; a name in
+    ``given`` that is no field of ``Runtime`` is refused.
 
     >>> runtime("vllm", None, "h100", 1, 8192, max_batch=64).max_batch
     64
     """
     if engine not in ENGINES:
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}", "engine")
+    settings = [field.name for field in fields_of(Runtime)]
+    for name in given:
+        if name not in settings:
+            raise InputError(f"{name} is not a setting of an engine's Runtime (one of {', '.join(settings)})", name)
+    named = _name(system)
+    own = getattr(getattr(step, "system", None), "name", named)       # a step's calibrated system
+    if own != named:
+        raise InputError(f"system {named!r} is not the step's system ({own!r}): the engine's defaults are those of "
+                         f"the device the step runs on", "system")
     fields = ENGINES[engine](step, system, count(tensor, "tensor"), count(context, "context"))
     fields.update({name: value for name, value in given.items() if value is not None})
     return Runtime(**fields)
