@@ -31,12 +31,12 @@ from sympy import Expr, Integer, sympify
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.layout import Layout
 from symbolic_cost.blocks.mtp import module_inputs
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, instance
 from symbolic_cost.inference.kv_cache import kv_cache_bytes
 from symbolic_cost.inference.per_device import busiest_weights
 from symbolic_cost.inference.phases import Phase, decode, prefill
 from symbolic_cost.inference.serving import Serving
-from symbolic_cost.models.architecture import Architecture
+from symbolic_cost.models.architecture import MADE_BY, Architecture
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class MtpDraft:
     model: Architecture
 
     def __post_init__(self):
+        instance(self.model, Architecture, "model", MADE_BY)      # MtpDraft(0) ended in an AttributeError
         if not self.model.mtp_layers:
             raise InputError(f"{self.model.name} has no multi-token-prediction module (mtp_layers is 0): give a draft "
                              f"model instead", "draft")
