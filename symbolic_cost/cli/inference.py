@@ -30,7 +30,7 @@ from symbolic_cost.inference import KV_FORMATS, Serving, kv_bytes_per_token
 from symbolic_cost.inference.kv_cache import MLA_FORMS
 from symbolic_cost.inference.engines import ENGINES
 from symbolic_cost.inference.lengths import SHAPES, Lengths
-from symbolic_cost.inference.load import ALLOCATIONS, MAX_REQUESTS, MIN_RATE
+from symbolic_cost.inference.load import ALLOCATIONS, LIMITS, MAX_REQUESTS, MIN_RATE
 from symbolic_cost.inference.peak import serving_peak, serving_timeline
 from symbolic_cost.inference.serving import check_context, check_context_parallel, check_decode_context, final_tokens
 from symbolic_cost.inference.speculative import MAX_DRAFT, draft_beside, speculative_fields
@@ -131,10 +131,12 @@ def add_arguments(parser) -> None:
                    help="the serving engine whose defaults the simulation starts from (inference.engines: limits, "
                         "KV-cache pool and pages, chunked prefill; the fitted overheads are the same for each): "
                         "trtllm (TensorRT-LLM since 0.14, the default), vllm (V1, vllm serve) or sglang")
-    options.option(load, "--max-batch", type=options.integer(1, 10**6), metavar="N", action=options.Given,
+    options.option(load, "--max-batch", type=options.integer(1, LIMITS["max_batch"]), metavar="N",
+                   action=options.Given,
                    help="the engine's most sequences in flight (TensorRT-LLM's max_batch_size, vLLM's max_num_seqs, "
                         "SGLang's max_running_requests; default: the --engine's)")
-    options.option(load, "--max-tokens", type=options.integer(1, 10**7), metavar="N", action=options.Given,
+    options.option(load, "--max-tokens", type=options.integer(1, LIMITS["max_tokens"]), metavar="N",
+                   action=options.Given,
                    help="the engine's most tokens a step (max_num_tokens, vLLM's max_num_batched_tokens, SGLang's "
                         "chunked_prefill_size; default: the --engine's); without chunked prefill a longer prompt is "
                         "refused, as the engines refuse it")
@@ -151,9 +153,10 @@ def add_arguments(parser) -> None:
                         "last preempted and recomputed when they run out: vLLM) or estimate (as its tokens come, "
                         "admitted by an estimate of what the running requests will still write, prefill before "
                         "decode, retracted when short: SGLang); default: the --engine's")
-    options.option(load, "--block-tokens", type=options.integer(1, 4096), metavar="N", action=options.Given,
+    options.option(load, "--block-tokens", type=options.integer(1, LIMITS["block_tokens"]), metavar="N",
+                   action=options.Given,
                    help="tokens per KV-cache block (TensorRT-LLM's tokens_per_block 32, vLLM's block_size 16, "
-                        "SGLang's page_size 1; default: the --engine's)")
+                        "SGLang's page_size 1; default: --set B's page, else the --engine's)")
     options.option(load, "--disaggregate", type=_pools, metavar="P:D", action=options.Given,
                    help="serve on P prefill and D decode instances of the deployment (each m1 x p devices), the KV "
                         "cache sent between them over the system's InfiniBand (inference.disaggregated); the rate is "
@@ -162,7 +165,7 @@ def add_arguments(parser) -> None:
                    help="rank the serving layouts of N devices (tensor degree 1, 2, 4 or 8; replicas, or prefill:decode "
                         "splits) by the request rate the SLO allows (inference.serving_search); needs --slo-ttft or "
                         "--slo-itl")
-    options.option(load, "--batch-limits", type=options.integer(1, 10**6), nargs="+", metavar="N",
+    options.option(load, "--batch-limits", type=options.integer(1, LIMITS["max_batch"]), nargs="+", metavar="N",
                    action=options.Given,
                    help="with --devices: try every layout under each of these caps on the sequences an engine runs "
                         "at once (its --max-batch; at most 8 caps), besides the engine's own: a lower cap queues "
@@ -241,6 +244,14 @@ def _seconds(flag: str):
     return read
 
 
+def refuse_itl_without_gaps(args, serving) -> None:
+    """Refuse ``--slo-itl`` for requests of one output token: they have no gap between tokens to
+    bound (``load.check_run``'s rule, named by its option)."""
+    if args.slo_itl is not None and serving.l_out == 1:
+        raise InputError("--slo-itl bounds the gaps between a request's output tokens, and requests of l_out=1 "
+                         "have none (a prefill-only test): give --slo-ttft alone", "--slo-itl")
+
+
 def load_test(args, arch, serving) -> dict:
     """``inference.load.serve`` of the configuration at ``--rate`` with the ``--engine``'s limits
     (``inference.engines``; ``--max-batch``, ``--max-tokens``, ``--memory-fraction``,
@@ -255,16 +266,15 @@ def load_test(args, arch, serving) -> dict:
     from symbolic_cost.inference.load import StepModel, in_flight, in_lockstep, serve, sustained_rate
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--rate and --slo-* need numeric l_in and l_out (--set l_in=... l_out=...)", "rate")
-    if args.slo_itl is not None and serving.l_out == 1:
-        raise InputError("--slo-itl bounds the gaps between a request's output tokens, and requests of l_out=1 "
-                         "have none (a prefill-only test): give --slo-ttft alone", "--slo-itl")
+    refuse_itl_without_gaps(args, serving)
     drafting = speculation(args, arch)
     step = StepModel(arch, serving, args.system, conventions(args), speculation=drafting)
     runtime = engine_runtime(args, arch, serving)(step, serving.m1)
     slo = None if args.slo_ttft is None and args.slo_itl is None else \
         (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
     engine = {"engine": args.engine, "chunked_prefill": runtime.chunked, "max_batch": runtime.max_batch,
-              "max_tokens": runtime.max_tokens, "kv_allocation": runtime.allocation}
+              "max_tokens": runtime.max_tokens, "kv_allocation": runtime.allocation,
+              "block_tokens": runtime.block_tokens}
     replicas = int(serving.d) if serving.d.is_Integer else 1
     simulate, engine["replicas"] = partial(serve, replicas=replicas), replicas
     engine["lockstep"] = in_lockstep(step, replicas)
@@ -531,6 +541,7 @@ def layout_search(args) -> int:
     arch, serving, _ = configuration(args)
     if not (serving.l_in.is_Integer and serving.l_out.is_Integer):
         raise InputError("--devices needs numeric l_in and l_out (--set l_in=... l_out=...)", "devices")
+    refuse_itl_without_gaps(args, serving)
     slo = (args.slo_ttft or float("inf"), args.slo_itl or float("inf"))
     runtime_of = serving_search.capped(engine_runtime(args, arch, serving), args.batch_limits or ())
     ranked, left = serving_search.rank(arch, serving, args.system, args.devices, slo, args.slo_percentile,
@@ -571,12 +582,38 @@ def engine_runtime(args, arch, serving):
     fraction = None if args.memory_fraction is None else \
         Rational(args.memory_fraction.numerator, args.memory_fraction.denominator)
     context = arch.context or int(serving.l_in + serving.l_out)     # none stated: the request's length
+    block = load_block(args, serving)
 
     def runtime_of(step, m1):
         return engines.runtime(args.engine, step, args.system, m1, context, max_batch=args.max_batch,
-                               max_tokens=args.max_tokens, block_tokens=args.block_tokens, memory_fraction=fraction,
+                               max_tokens=args.max_tokens, block_tokens=block, memory_fraction=fraction,
                                chunked=args.chunked_prefill, allocation=args.kv_allocation)
     return runtime_of
+
+
+def load_block(args, serving) -> int | None:
+    """The load test's KV-cache block: ``--block-tokens``, else the page ``--set B`` gives (the
+    report's pages and the engine's blocks are one setting; before, the load test kept the
+    engine's block beside a report paged in B), else ``None`` (the engine's).  The two given
+    apart, or a page past a ``Runtime``'s largest block, are refused."""
+    page = serving.page
+    if page is None or not page.is_Integer:
+        return args.block_tokens
+    if args.block_tokens is not None and args.block_tokens != int(page):
+        raise InputError(f"--set B={page} pages the KV cache in {page} tokens and --block-tokens {args.block_tokens} "
+                         f"in {args.block_tokens}: give one", "--block-tokens")
+    if int(page) > LIMITS["block_tokens"]:
+        raise InputError(f"--set B={page}: a load test's KV-cache blocks (B, --block-tokens) are at most "
+                         f"{LIMITS['block_tokens']:,} tokens", "B")
+    return int(page)
+
+
+def _why_none_fits(out: dict, overheads, capacity) -> str:
+    """Why not even one sequence fits a device: the weights alone exceed its memory, or they fit and
+    one sequence's cache and activations beside them do not (a page of a million tokens)."""
+    if float(overheads.device_bytes(out["weight_bytes"])) > float(capacity):
+        return "the weights alone exceed the device's memory"
+    return "the weights fit, but not one sequence's KV cache and activations beside them"
 
 
 def report(args) -> int:
@@ -648,7 +685,7 @@ def report(args) -> int:
     turns = "decode never turns compute-bound (the cache's bytes grow with b as fast as its FLOPs)" if never \
         else f"decode turns compute-bound at b = {crossover}" if crossover is not None \
         else "where decode turns compute-bound is not solved (the experts a step reads grow with b; see --grid)"
-    most = out["max_batch"] if out["max_batch"] > 0 else "none (the weights alone exceed the device's memory)"
+    most = out["max_batch"] if out["max_batch"] > 0 else f"none ({_why_none_fits(out, overheads, capacity)})"
     print(f"largest batch whose peak fits: {most}; {turns}")
     if spec:
         _print_speculation(args, spec, speculative, out)

@@ -70,6 +70,14 @@ ALLOCATIONS = ("reserve", "on-demand", "estimate")
 """How an engine gives KV-cache blocks to a request (``Runtime.allocation``)."""
 
 
+LIMITS = {"max_batch": 10**6, "max_tokens": 10**7, "block_tokens": 4096}
+"""The most each of an engine's limits may be (``Runtime``; the command line's ``--max-batch``,
+``--max-tokens`` and ``--block-tokens`` read them): a million sequences, ten million tokens a step
+and blocks of 4,096 tokens, past any engine's settings (vLLM's block sizes go to 256 and SGLang's
+running requests to 4,096) by orders of magnitude; a block of 2**60 tokens ended in a refusal of
+``tokens``, an argument no caller gave."""
+
+
 @dataclass(frozen=True)
 class Runtime:
     """An in-flight batching engine (see the module docstring).  ``max_batch`` and ``max_tokens``
@@ -109,10 +117,10 @@ class Runtime:
             if not 0 <= seconds(getattr(self, name), name) < math.inf:
                 raise InputError(f"{name} must be a finite number of seconds, at least 0, got "
                                  f"{shown(getattr(self, name))}", name)
-        for name in ("max_batch", "max_tokens", "block_tokens"):
+        for name, most in LIMITS.items():
             if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int) \
-                    or getattr(self, name) < 1:
-                raise InputError(f"{name} must be a positive integer, got {getattr(self, name)!r}", name)
+                    or not 1 <= getattr(self, name) <= most:
+                raise InputError(f"{name} must be an integer from 1 to {most:,}, got {getattr(self, name)!r}", name)
         fraction = positive(self.memory_fraction, "memory_fraction")      # exact: a float is refused
         if not (fraction.is_number and fraction <= 1):
             raise InputError(f"memory_fraction must be a number in (0, 1], got {fraction}", "memory_fraction")
@@ -173,9 +181,10 @@ class StepModel:
         self.system, self.prompt = calibrated(system), int(serving.l_in)
         check_weights(weight_format(serving.weights), self.system)
         self._memory = (arch, serving, speculation)
-        one = replace(serving, b=S.b, l_out=2)
+        check_context(arch, (("l_in", serving.l_in),), serving.allow_long, argument="l_in")
+        one = priced(serving, b=S.b)
         k, tokens = Symbol("k", positive=True), Symbol("tokens", positive=True)
-        pre = prefill(arch, replace(serving, b=k, l_out=2), conventions)
+        pre = prefill(arch, priced(serving, b=k), conventions)
         dec = decode(arch, one, S.l_ctx, conventions, tokens=1 if speculation is None else speculation.k + 1)
         args = (S.b, S.l_ctx)
         pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
@@ -242,7 +251,7 @@ class StepModel:
         vLLM subtracts its profiled peak, which this leaves out)."""
         arch, serving, speculation = self._memory
         self.system.require("the KV-cache pool of a load test", "hbm_capacity")
-        weights = busiest_weights(arch, prefill(arch, replace(serving, b=1, l_out=2))) + \
+        weights = busiest_weights(arch, prefill(arch, priced(serving, b=1))) + \
             (draft_weights(speculation.draft, serving) if speculation else 0)
         block = self.kv_bytes(block_tokens)
         capacity = self.system.hbm_capacity
@@ -381,6 +390,15 @@ class StepModel:
         return seconds + self._comm(prompts * self.prompt + decoding * self._tokens_a_sequence)
 
 
+def priced(serving: Serving, **changes) -> Serving:
+    """``serving`` as a step prices its phases: one decode step after the prompt (``l_out=2``), the
+    context not checked again: the prompt is checked where the ``StepModel`` is made and each
+    request's length where it is served (``StepModel.check_context``).  Before, the copy's
+    ``l_out=2`` refused a prompt of the whole context generating one token (GPT-2's 1,024 + 1),
+    which the report and ``inference_cost`` take."""
+    return replace(serving, l_out=2, allow_long=True, **changes)
+
+
 class Remembered:
     """A function of one number, each value computed once: a simulation asks a step's price for the
     same few batch sizes and token counts again and again (a million steps a serving search)."""
@@ -419,7 +437,7 @@ class BatchFirst:
 def _operations(arch, serving: Serving, conventions) -> int:
     """The operations one decode step of ``arch`` (a model, or a draft: ``drafts.draft_decode``)
     launches (every row of the phase): what ``Runtime.kernel_overhead`` counts."""
-    return int(sum(n for _, n in draft_decode(arch, replace(serving, b=1, l_out=2), 1, conventions).rows()))
+    return int(sum(n for _, n in draft_decode(arch, priced(serving, b=1), 1, conventions).rows()))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from functools import partial
 from symbolic_cost.checks import InputError, InputTypeError, count, instance, shown
 from symbolic_cost.inference.disaggregated import MAX_INSTANCES, Pools, serve_disaggregated
 from symbolic_cost.inference.lengths import FIXED, Lengths
-from symbolic_cost.inference.load import MAX_REQUESTS, Runtime, StepModel, check_level, check_slo, serve, sustained_rate
+from symbolic_cost.inference.load import (LIMITS, MAX_REQUESTS, Runtime, StepModel, check_level, check_slo, serve,
+                                          sustained_rate)
 from symbolic_cost.inference.serving import SERVING_MADE_BY, Serving
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.timing.hardware import calibrated
@@ -143,8 +144,8 @@ def capped(runtime_of, batches):
 
 
 def batch_limits(batches) -> tuple:
-    """``batches`` checked: at most ``BATCH_LIMITS`` positive integers, each once (none: the
-    engine's own cap alone).
+    """``batches`` checked: at most ``BATCH_LIMITS`` integers, each a ``Runtime``'s ``max_batch``
+    (``load.LIMITS``), each once (none: the engine's own cap alone).
 
     >>> batch_limits([64, 32, 64]), batch_limits(())
     ((64, 32), ())
@@ -155,8 +156,9 @@ def batch_limits(batches) -> tuple:
     if len(found) > BATCH_LIMITS:
         raise InputError(f"batches must hold at most {BATCH_LIMITS} caps, got {len(found)}", "batches")
     for limit in found:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InputError(f"batches must be positive integers, got {limit!r}", "batches")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIMITS["max_batch"]:
+            raise InputError(f"batches must be positive integers of at most {LIMITS['max_batch']:,} (a Runtime's "
+                             f"max_batch), got {limit!r}", "batches")
     return found
 
 
