@@ -147,3 +147,11 @@ def test_an_mtp_draft_refuses_what_is_not_a_model(model):
     """``MtpDraft(0)`` ended in "'int' object has no attribute 'mtp_layers'"."""
     from symbolic_cost.inference.drafts import MtpDraft
     refusal(lambda: MtpDraft(model), "model")
+
+
+def test_a_percentile_at_a_given_rate_is_refused_as_ignored(capsys):
+    """``--rate 1 --slo-ttft 1 --slo-percentile 50`` printed the goodput, which counts each request
+    against the SLO, and dropped the percentile, which only the search for the highest sustained
+    rate (no ``--rate``) reads."""
+    refused(capsys, LLAMA + ["--rate", "1", "--requests", "5", "--slo-ttft", "1", "--slo-percentile", "50"],
+            "--slo-percentile", "--rate")

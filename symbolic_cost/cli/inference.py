@@ -438,6 +438,10 @@ def run(args) -> int:
     if options.given(args, "slo_percentile") and args.slo_ttft is None and args.slo_itl is None:
         raise InputError("--slo-percentile sets the percentile --slo-ttft and --slo-itl hold to; give one of them "
                          "(the load test reports p50, p90 and p99 anyway): it would be ignored", "--slo-percentile")
+    if options.given(args, "slo_percentile") and args.rate is not None and args.devices is None:
+        raise InputError("--slo-percentile sets the percentile the highest sustained rate (no --rate) keeps within "
+                         "the SLO; at a given --rate the goodput counts each request against the SLO: it would be "
+                         "ignored", "--slo-percentile")
     for name in ("requests", "output_lengths", "prompt_lengths", "engine", "max_batch", "max_tokens", "memory_fraction", "block_tokens",
                  "slo_percentile", "chunked_prefill", "disaggregate", "kv_allocation"):
         if (options.given(args, name) or (name == "chunked_prefill" and args.chunked_prefill is not None)) \
