@@ -41,3 +41,70 @@ def test_a_capacity_factor_past_experts_over_top_k_is_refused(capsys):
     refusal(lambda: routed_rows(100, 8, 2, capacity_factor=Fraction(9, 2)), "capacity_factor")
     # at the bound every expert holds t rows: E t, each of the t tokens' k copies padded up to it
     assert routed_rows(100, 8, 2, capacity_factor=4) == 8 * 100
+
+
+# pipeline layouts: Megatron-Core's PipelineParallelLayerLayout.validate_layer_layout
+
+
+@pytest.mark.parametrize("layout, says", [
+    ("Et*8|t*8|t*8|t*8", "end with the loss (L)"),          # no loss: accepted, as if it ended L
+    ("Et*8|t*8|t*8|t*8LL", "end with the loss (L)"),        # the loss twice
+    ("Et*8|t*8|t*8|t*7Lt", "end with the loss (L)"),        # a layer after the loss
+    ("EEt*8|t*8|t*8|t*8L", "begin with the embedding (E)"),  # the embedding twice
+    ("tEt*7|t*8|t*8|t*8L", "begin with the embedding (E)"),  # a layer before the embedding
+])
+def test_a_layout_without_one_embedding_first_and_one_loss_last_is_refused(capsys, layout, says):
+    """Each layout was accepted (placed as if it began E and ended L, once each); Megatron-Core
+    asserts the flattened layout's first entry is the embedding and its last the loss, each once."""
+    from symbolic_cost.models import Training
+    refused(capsys, ["summary", "--preset", "llama-2-7b", "--set", "p=4", "n_micro=8", "--pipeline-layout", layout],
+            "--pipeline-layout", says)
+    refusal(lambda: Training(p=4, pipeline_layout=layout), "pipeline_layout")
+
+
+def test_multi_token_prediction_modules_in_a_layout_are_the_models_count(capsys):
+    """``...t*8mL`` on llama-2-7b (no multi-token prediction) was accepted and the ``m`` ignored;
+    two ``m`` on DeepSeek-V3 (one module) were too, and a layer after the ``m``.  Megatron-Core
+    asserts the layout's ``m``s number ``mtp_num_layers`` and come after every layer."""
+    refused(capsys, ["summary", "--preset", "llama-2-7b", "--set", "p=4", "n_micro=8", "--pipeline-layout",
+                     "Et*8|t*8|t*8|t*8mL"], "--pipeline-layout", "has 0", "ignored")
+    v3 = ["summary", "--hf-config", "tests/hf_configs/DeepSeek-V3.json", "--set", "l=4096", "p=4", "n_micro=8",
+          "ep=8", "etp=1", "d=8", "--pipeline-layout"]
+    refused(capsys, v3 + ["Et*16|t*15|t*15|t*15mmL"], "--pipeline-layout", "places 2", "has 1")
+    refused(capsys, v3 + ["Et*16|t*15|t*15|t*14mtL"], "--pipeline-layout", "after a multi-token-prediction")
+
+
+# options whose refusals did not name them, or that were ignored
+
+
+@pytest.mark.parametrize("argv", [
+    ["--fp8-16bit-layers", "1", "1"],                             # no FP8 recipe
+    ["--fp8", "delayed", "--fp8-16bit-layers", "1", "1"],        # delayed scaling keeps none
+    ["--fp8", "tensorwise", "--fp8-16bit-layers", "33", "0"],    # 33 of 32 layers
+    ["--fp8", "tensorwise", "--fp8-16bit-layers", "0", "33"],
+])
+def test_refused_sixteen_bit_layers_name_their_option(capsys, argv):
+    """Each refusal named ``first_layers_16bit`` (or ``last_...``), the ``Training`` field, and not
+    the option typed, ``--fp8-16bit-layers``: the command line added the option only where its
+    name is the field's with dashes."""
+    refused(capsys, ["summary", "--preset", "llama-2-7b", "--set", "d=8", *argv], "--fp8-16bit-layers")
+
+
+def test_refused_no_reshard_after_forward_names_its_option(capsys):
+    """``--no-reshard-after-forward`` with ZeRO-1 was refused naming ``reshard_after_forward=False``
+    only."""
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "d=8", "--zero", "1", "--no-reshard-after-forward"],
+            "(--no-reshard-after-forward)")
+
+
+def test_no_double_quant_beside_a_base_that_is_not_nf4_is_refused(capsys):
+    """``--lora-rank 8 --no-double-quant`` (a 16-bit base, the default) ran as if the option were
+    not there: double quantisation quantises an nf4 base's block scales, and no other base has
+    them.  With ``--lora-base nf4`` it still changes the base's bytes."""
+    from symbolic_cost.cli import main
+    base = ["summary", "--preset", "llama-2-7b", "--set", "d=8", "--lora-rank", "8"]
+    for other in ("16-bit", "fp32", "int8"):
+        refused(capsys, base + ["--lora-base", other, "--no-double-quant"], "--no-double-quant", "nf4")
+    refused(capsys, base + ["--no-double-quant"], "--no-double-quant")
+    assert main(base + ["--lora-base", "nf4", "--no-double-quant", "--json"]) == 0
+    capsys.readouterr()

@@ -55,6 +55,18 @@ class GivenSwitch(argparse.BooleanOptionalAction):
         setattr(namespace, f"given_{self.dest}", True)
 
 
+class GivenOff(argparse.Action):
+    """A ``--no-x`` switch (``store_false``) that notes it was given, as ``Given`` does: a framework
+    file's reader may set the same value without it being typed."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=True, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, False)
+        setattr(namespace, f"given_{self.dest}", True)
+
+
 def refuse_idle_schedule(args, p_values, framework, remedy: str = "") -> None:
     """Refuse ``--schedule`` set on the command line away from its default where a ``p`` of
     ``p_values`` is 1 (no pipeline): it would change nothing there, as ``--virtual-stages`` with
@@ -533,7 +545,7 @@ def recipe(parser):
            help=f"comma-separated LoRA targets of {', '.join(TARGETS)}")
     option(group, "--lora-base", action=Given, choices=BASES, default="16-bit",
            help="storage of the frozen base (nf4: QLoRA)")
-    option(group, "--no-double-quant", dest="double_quant", action="store_false",
+    option(group, "--no-double-quant", dest="double_quant", action=GivenOff,
            help="nf4 without QLoRA's double quantisation of the block scales")
     option(group, "--reference", choices=[r for r in REFERENCES if r is not None],
            help="a frozen reference model's forward each micro-batch, without gradients (DPO): a copy held in "
@@ -554,6 +566,10 @@ def recipe_policy(args) -> dict:
             if used:
                 raise InputError(f"{flag} applies to LoRA adapters; add --lora-rank (it would be ignored)", flag)
     else:
+        if given(args, "double_quant") and args.lora_base != "nf4":
+            raise InputError(f"--no-double-quant drops QLoRA's double quantisation of an nf4 base's block scales, "
+                             f"and the base is {args.lora_base} (--lora-base nf4); it would be ignored",
+                             "--no-double-quant")
         lora = LoRA(args.lora_rank, tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()),
                     args.lora_base, args.double_quant)
     return dict(optimizer=args.optimizer, master_weights=args.master_weights, fp8=args.fp8,
