@@ -8,13 +8,15 @@ before; the expectations follow from the rule (Megatron-Core's, or the option's 
 library's output."""
 
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
 from symbolic_cost.checks import InputError
 from test_refusals import refused
 
-MIXTRAL = "tests/hf_configs/Mixtral-8x7B-v0.1.json"
+HF = Path(__file__).parent / "hf_configs"
+MIXTRAL = str(HF / "Mixtral-8x7B-v0.1.json")
 """8 experts, top-2: a capacity factor may be at most 8 / 2 = 4."""
 
 
@@ -68,7 +70,7 @@ def test_multi_token_prediction_modules_in_a_layout_are_the_models_count(capsys)
     asserts the layout's ``m``s number ``mtp_num_layers`` and come after every layer."""
     refused(capsys, ["summary", "--preset", "llama-2-7b", "--set", "p=4", "n_micro=8", "--pipeline-layout",
                      "Et*8|t*8|t*8|t*8mL"], "--pipeline-layout", "has 0", "ignored")
-    v3 = ["summary", "--hf-config", "tests/hf_configs/DeepSeek-V3.json", "--set", "l=4096", "p=4", "n_micro=8",
+    v3 = ["summary", "--hf-config", str(HF / "DeepSeek-V3.json"), "--set", "l=4096", "p=4", "n_micro=8",
           "ep=8", "etp=1", "d=8", "--pipeline-layout"]
     refused(capsys, v3 + ["Et*16|t*15|t*15|t*15mmL"], "--pipeline-layout", "places 2", "has 1")
     refused(capsys, v3 + ["Et*16|t*15|t*15|t*14mtL"], "--pipeline-layout", "after a multi-token-prediction")
@@ -108,3 +110,23 @@ def test_no_double_quant_beside_a_base_that_is_not_nf4_is_refused(capsys):
     refused(capsys, base + ["--no-double-quant"], "--no-double-quant")
     assert main(base + ["--lora-base", "nf4", "--no-double-quant", "--json"]) == 0
     capsys.readouterr()
+
+
+# systems
+
+
+@pytest.mark.parametrize("field", ["hbm_capacity", "nvlink_size"])
+def test_a_system_file_past_2_53_bytes_or_devices_is_refused(capsys, tmp_path, field):
+    """A system file of ``hbm_capacity`` 2**60 (an exbibyte a device) or ``nvlink_size`` 2**60 (an
+    NVLink domain of 10**18 devices) was accepted and a summary printed: a count is at most 2**53,
+    as every size the command line takes (``checks.LARGEST_COUNT``)."""
+    import json
+    from symbolic_cost.timing.hardware import SYSTEMS
+    import symbolic_cost.timing
+    data = json.loads((Path(symbolic_cost.timing.__file__).parent / "system_files" / "h100.json").read_text())
+    data.update(name="huge", **{field: 2**60})
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(data))
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "d=8", "--system-file", str(path)], field, "2**53")
+    refusal(lambda: SYSTEMS["h100"].but(**{field: 2**53 + 1}), field)
+    assert SYSTEMS["h100"].but(**{field: 2**53}).hbm_capacity > 0
