@@ -130,3 +130,27 @@ def test_a_system_file_past_2_53_bytes_or_devices_is_refused(capsys, tmp_path, f
     refused(capsys, ["summary", "--preset", "gpt2", "--set", "d=8", "--system-file", str(path)], field, "2**53")
     refusal(lambda: SYSTEMS["h100"].but(**{field: 2**53 + 1}), field)
     assert SYSTEMS["h100"].but(**{field: 2**53}).hbm_capacity > 0
+
+
+def test_the_flex_dispatcher_on_one_expert_rank_is_refused(capsys):
+    """``--dispatcher flex`` on Mixtral with ``ep = etp = 1`` (the default) ran as the all-to-all
+    dispatcher would, nothing dispatched; a sweep over ``ep=1,2,4,8`` took it at ``ep = 1`` too.
+    Megatron-Core's flex dispatcher asserts ``TPxEP > 1`` (its expert tensor-parallel group times
+    the expert-parallel one)."""
+    from symbolic_cost.blocks.wiring import Experts, check_dispatcher
+    base = ["--hf-config", MIXTRAL, "--set", "l=4096", "d=8", "--dispatcher", "flex"]
+    refused(capsys, ["summary", *base], "--dispatcher", "TPxEP > 1")
+    refused(capsys, ["sweep", *base, "--set", "etp=1", "--grid", "ep=1,2,4,8"], "--grid at ep=1", "--dispatcher")
+    refusal(lambda: check_dispatcher(Experts(ep=1, etp=1, dispatcher="flex")), "dispatcher")
+    check_dispatcher(Experts(ep=1, etp=2, dispatcher="flex"))
+    check_dispatcher(Experts(ep=2, dispatcher="flex"))
+
+
+def test_the_bubble_prints_as_the_other_figures_do(capsys):
+    """``--set p=2 n_micro=100000`` printed the bubble as Python's float repr,
+    ``9.99990000099999e-06``, beside figures of four significant digits: the 1F1B bubble
+    ``(p - 1) / (n + p - 1)`` = 1/100001, shown as ``1e-05``."""
+    from symbolic_cost.cli import main
+    assert main(["summary", "--preset", "gpt2", "--set", "p=2", "n_micro=100000"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("pipeline bubble"))
+    assert line.endswith(f": {1 / 100001:.4g}") and line.endswith(": 1e-05")

@@ -174,6 +174,8 @@ def test_the_dispatchers_sorts_move_the_rows_the_simulation_regroups(x):
     for row in ("dispatch_sort", "combine_sort"):
         assert layer[row].mem_fwd == layer[row].mem_bwd == 2 * busiest * 2
         assert layer[row].act_buffer == 0 and layer[row].flops_fwd == 0
+    if x["ep"] * x["etp"] == 1:         # the flex dispatcher needs an expert grid of two ranks or more
+        return
     arch, training = toy_parts(x, dispatcher="flex")
     flex = model_cost(arch, training, TORCH).blocks[1][0]
     assert "dispatch_sort" not in flex.names and "combine_sort" not in flex.names

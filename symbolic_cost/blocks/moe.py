@@ -54,7 +54,7 @@ from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
 
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
-from symbolic_cost.blocks.wiring import Experts, Residual, Run
+from symbolic_cost.blocks.wiring import Experts, Residual, Run, check_dispatcher
 from symbolic_cost.checks import InputError, check_rules, count, counts, positive_dims
 from symbolic_cost.cost import collective, exact
 from symbolic_cost.rounding import round_down
@@ -204,6 +204,7 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
     True
     """
     placed, residual, run = _placed(experts), residual or Residual(norm="rms"), run or Run()
+    check_dispatcher(placed)
     _alone(residual)
     dims = dict(b=b, l=l, e=e, m1=m1, s1=s1, ep=placed.ep, etp=placed.etp, experts=spec.experts, top_k=spec.top_k,
                 expert_f=spec.expert_f, **({"shared_f": spec.shared_f} if sympify(spec.shared_f) != 0 else {}))

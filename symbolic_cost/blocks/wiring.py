@@ -192,6 +192,23 @@ DISPATCHERS = ("alltoall", "flex")
 ``alltoall`` and ``flex`` (DeepEP's or HybridEP's kernels: ``--moe-flex-dispatcher-backend``)."""
 
 
+def check_dispatcher(experts: Experts) -> None:
+    """Refuse the flex dispatcher on an expert grid of one rank (``etp = ep = 1``): it exchanges
+    tokens over the grid's ``etp x ep`` ranks, and Megatron-Core's asserts ``TPxEP > 1``; there
+    it would be ignored.  Checked where the experts meet a MoE layer (``blocks.moe.moe``).
+
+    >>> check_dispatcher(Experts(ep=2, dispatcher="flex"))
+    >>> check_dispatcher(Experts(dispatcher="flex"))
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: dispatcher 'flex' exchanges tokens over the expert grid's etp x ep ranks, and etp = ep = 1 holds every expert on one rank (Megatron-Core: 'Flex token dispatcher requires TPxEP > 1'); it would be ignored
+    """
+    if experts.dispatcher == "flex" and experts.etp is not None and experts.ep * experts.etp == 1:
+        raise InputError("dispatcher 'flex' exchanges tokens over the expert grid's etp x ep ranks, and etp = ep = 1 "
+                         "holds every expert on one rank (Megatron-Core: 'Flex token dispatcher requires TPxEP > 1'); "
+                         "it would be ignored", "dispatcher")
+
+
 def check_expert_training(ep, etp, capacity_factor, imbalance, imbalance_name="expert_imbalance") -> None:
     """Refuse expert-parallel settings that cannot be: degrees that are not positive integers,
     a capacity factor that is not positive, an imbalance below 1 (the busiest rank receives at

@@ -177,12 +177,15 @@ class Training(FlatNames):
         (Megatron-LM's ``num_floating_point_operations`` counts ``moe_router_topk`` tokens an expert
         layer, whatever the capacity); and with attention unfused: a fused kernel's backward
         recomputes the scores, work of the kernel, as recomputation is (PaLM's and Megatron-LM's
-        model FLOPs count attention's backward at twice its forward, whatever the kernel)."""
+        model FLOPs count attention's backward at twice its forward, whatever the kernel); and through
+        the all-to-all dispatcher, the one every grid (the counts' one rank too) runs: a dispatcher
+        moves tokens, it computes none."""
         own = self if sympify(self.cp) == 1 else replace(self, context=Context(1))
         if own.flash:
             own = replace(own, flash=False, attention_kernel=None)
-        return own if self.capacity_factor is None else replace(own, experts=replace(self.experts,
-                                                                                    capacity_factor=None))
+        if self.capacity_factor is None and self.dispatcher == "alltoall":
+            return own
+        return replace(own, experts=replace(self.experts, capacity_factor=None, dispatcher="alltoall"))
 
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
