@@ -154,3 +154,33 @@ def test_the_bubble_prints_as_the_other_figures_do(capsys):
     assert main(["summary", "--preset", "gpt2", "--set", "p=2", "n_micro=100000"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("pipeline bubble"))
     assert line.endswith(f": {1 / 100001:.4g}") and line.endswith(": 1e-05")
+
+
+# a framework file beside the options it decides
+
+
+def test_a_deepspeed_stage_auto_takes_the_zero_typed(capsys, tmp_path):
+    """A DeepSpeed JSON of ``"stage": "auto"`` (the Trainer fills it) was refused with "give --zero"
+    whatever ``--zero`` was given: ``--zero`` did not note that it was typed.  Now ``--zero 2``
+    fills it."""
+    import json
+    from symbolic_cost.cli import main
+    path = tmp_path / "auto.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": "auto"}}))
+    base = ["summary", "--hf-config", str(HF / "Llama-3.2-1B.json"), "--deepspeed", str(path), "--devices", "8",
+            "--set", "l=2048"]
+    refused(capsys, base, "give --zero")
+    assert main(base + ["--zero", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layout"]["zero"] == 2
+
+
+@pytest.mark.parametrize("typed", [["--zero", "0"], ["--offload", "none"]])
+def test_an_option_typed_at_its_default_beside_a_file_that_decides_it_is_refused(capsys, typed):
+    """``--zero 0`` (or ``--offload none``) beside a ZeRO-2 DeepSpeed JSON with CPU offload, or
+    beside a torchtitan TOML of FSDP, ran at the file's ZeRO-2 (ZeRO-3) as if it were not typed;
+    away from the default (``--zero 1``) it was refused.  Typed, it is refused either way."""
+    deepspeed = ["--hf-config", str(HF / "Llama-3.2-1B.json"), "--deepspeed",
+                 str(HF.parent / "framework_inputs" / "ds_zero2_cpu_offload_config.json"), "--set", "l=2048"]
+    titan = ["--torchtitan", str(HF.parent / "framework_inputs" / "llama3_8b.toml")]
+    for files in (deepspeed, titan):
+        refused(capsys, ["summary", *files, "--devices", "8", *typed], typed[0], "decide")

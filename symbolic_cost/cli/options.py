@@ -202,7 +202,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
     (a command that chooses some of these itself leaves them out)."""
     group = parser.add_argument_group("training")
     precision(group)
-    option(group, "--zero", type=integer(0), choices=[0, 1, 2, 3], default=PLAIN.zero, help="ZeRO stage")
+    option(group, "--zero", type=integer(0), choices=[0, 1, 2, 3], default=PLAIN.zero, action=Given, help="ZeRO stage")
     if shard:
         option(group, "--shard", type=integer(1), metavar="N", default=PLAIN.shard,
                help="with --zero 3: shard the state over groups of N data-parallel ranks, replicated over d/N "
@@ -538,7 +538,7 @@ def recipe(parser):
     option(group, "--fp8-gather", action="store_true",
            help="under --zero 3 and --fp8 tensorwise or delayed: FSDP all-gathers the FP8 products' weights in FP8, "
                 "one byte an element (torchtitan's enable_fsdp_float8_all_gather)")
-    option(group, "--offload", choices=list(OFFLOAD), default=PLAIN.offload,
+    option(group, "--offload", choices=list(OFFLOAD), default=PLAIN.offload, action=Given,
            help="move the optimizer state (and the parameters, ZeRO-3) to host memory")
     option(group, "--lora-rank", type=int, help="LoRA adapters of this rank over a frozen base (default: none)")
     option(group, "--lora-targets", action=Given, default="q,v",
