@@ -184,3 +184,15 @@ def test_an_option_typed_at_its_default_beside_a_file_that_decides_it_is_refused
     titan = ["--torchtitan", str(HF.parent / "framework_inputs" / "llama3_8b.toml")]
     for files in (deepspeed, titan):
         refused(capsys, ["summary", *files, "--devices", "8", *typed], typed[0], "decide")
+
+
+def test_an_imbalance_beside_a_capacity_factor_is_refused(capsys):
+    """``--capacity-factor 1 --expert-imbalance 2`` on Mixtral (ep 8) printed the busiest device's
+    all-to-all of the capacity alone (0.875 GiB a layer's pass, as without the imbalance) and a job
+    total halved by the imbalance (28 GiB against 56): a capacity pads every expert's rows to
+    ``ceil(C t k / E)``, so every rank receives the busiest rank's rows."""
+    from symbolic_cost.models import Training
+    refused(capsys, ["summary", "--hf-config", MIXTRAL, "--set", "l=4096", "m1=2", "s1=2", "d=32", "ep=8", "etp=1",
+                     "--capacity-factor", "1", "--expert-imbalance", "2"], "--expert-imbalance", "capacity_factor")
+    refusal(lambda: Training(ep=8, capacity_factor=1, expert_imbalance=2), "expert_imbalance")
+    assert Training(ep=8, capacity_factor=1).expert_imbalance == 1

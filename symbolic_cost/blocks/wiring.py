@@ -212,7 +212,7 @@ def check_dispatcher(experts: Experts) -> None:
 def check_expert_training(ep, etp, capacity_factor, imbalance, imbalance_name="expert_imbalance") -> None:
     """Refuse expert-parallel settings that cannot be: degrees that are not positive integers,
     a capacity factor that is not positive, an imbalance below 1 (the busiest rank receives at
-    least the mean).  The one home of these refusals (``Training`` and ``Experts``), the
+    least the mean) or beside a capacity factor (which sets every rank's rows).  The one home of these refusals (``Training`` and ``Experts``), the
     imbalance named ``imbalance_name``."""
     check_rules(dict(ep=ep, **({} if etp is None else {"etp": etp})), ())
     factor = None if capacity_factor is None else exact(capacity_factor, "capacity_factor")
@@ -222,3 +222,7 @@ def check_expert_training(ep, etp, capacity_factor, imbalance, imbalance_name="e
     if load.is_number and load < 1:
         raise InputError(f"{imbalance_name} must be at least 1 (the busiest rank's rows over the mean), got {load}",
                          imbalance_name)
+    if factor is not None and load != 1:
+        raise InputError(f"{imbalance_name}={load} with capacity_factor={factor}: a capacity pads (or drops) every "
+                         f"expert's rows to ceil(C t k / E) whatever the routing, so the busiest rank receives what "
+                         f"every rank does; give one of them", imbalance_name)
