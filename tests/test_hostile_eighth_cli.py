@@ -196,3 +196,13 @@ def test_an_imbalance_beside_a_capacity_factor_is_refused(capsys):
                      "--capacity-factor", "1", "--expert-imbalance", "2"], "--expert-imbalance", "capacity_factor")
     refusal(lambda: Training(ep=8, capacity_factor=1, expert_imbalance=2), "expert_imbalance")
     assert Training(ep=8, capacity_factor=1).expert_imbalance == 1
+
+
+@pytest.mark.parametrize("typed", [["--recompute", "none"], ["--optimizer", "adam"], ["--loss-chunks", "1"],
+                                   ["--schedule", "1f1b"]])
+def test_a_torchtitan_setting_typed_at_its_default_is_refused(capsys, typed):
+    """``--recompute none`` beside llama3_8b.toml (op-level recomputation) ran with the file's
+    ``recompute=op``; ``--optimizer adam``, ``--loss-chunks 1`` and ``--schedule 1f1b`` were dropped
+    the same way where the file says otherwise.  The TOML decides them: typed, they are refused."""
+    refused(capsys, ["summary", "--torchtitan", str(HF.parent / "framework_inputs" / "llama3_8b.toml"), "--devices",
+                     "64", *typed], typed[0], "decide")

@@ -215,7 +215,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
         option(group, "--distributed-optimizer", action="store_true", default=PLAIN.distributed_optimizer,
                help="shard the optimizer state over data parallelism (Megatron)")
     if recompute:
-        option(group, "--recompute", choices=RECOMPUTE, default=PLAIN.recompute,
+        option(group, "--recompute", choices=RECOMPUTE, default=PLAIN.recompute, action=Given,
                help="activation recomputation: selective (the attention core), activation (every activation "
                     "function: the MLP's, the experts' as Megatron-LM's moe_act), full (whole layers)")
         option(group, "--recompute-modules", nargs="+", metavar="MODULE", default=list(PLAIN.recompute_modules),
@@ -225,10 +225,10 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                help="full recomputation: checkpoint every group of N layers, or the first N of each model chunk")
         option(group, "--recompute-layers", type=int, default=PLAIN.recompute_layers, action=Given,
                help="N for --recompute-method")
-        option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule,
+        option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule, action=Given,
                help="pipeline schedule (zb-h1: zero-bubble H1; dualpipe: DeepSeek-V3's bidirectional schedule, "
                     "two stages a rank, p even, n_micro even and at least 2p)")
-        option(group, "--virtual-stages", type=int, default=PLAIN.virtual_stages,
+        option(group, "--virtual-stages", type=int, default=PLAIN.virtual_stages, action=Given,
                help="model chunks per pipeline rank (interleaved schedule)")
         option(group, "--first-stage-layers", type=int, help="layers on the first pipeline rank "
                "(default: an even split; the other layers split evenly)")
@@ -258,7 +258,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                 "Engine: Megatron-LM, NeMo), flash-attention-2 (PyTorch's scaled_dot_product_attention, Hugging "
                 "Face's sdpa and flash_attention_2), flash-attention-3 (Hopper only) (default: the system's, "
                 "cudnn on Hopper and Blackwell, flash-attention-2 on A100); needs --flash")
-    option(group, "--loss-chunks", type=integer(1), metavar="N", default=PLAIN.loss_chunks,
+    option(group, "--loss-chunks", type=integer(1), metavar="N", default=PLAIN.loss_chunks, action=Given,
            help="the LM head and its loss run a piece of the sequence at a time, each piece's backward before "
                 "the next, so one piece's logits are alive at once (torchtitan's chunked loss) (default: 1, the "
                 "whole logits)")
@@ -522,7 +522,8 @@ def recipe(parser):
     from symbolic_cost.models.recipes import OFFLOAD
     from symbolic_cost.models.training_values import REFERENCES
     group = parser.add_argument_group("recipe")
-    option(group, "--optimizer", choices=list(OPTIMIZERS), default=PLAIN.optimizer, help="the optimizer's state")
+    option(group, "--optimizer", choices=list(OPTIMIZERS), default=PLAIN.optimizer, action=Given,
+           help="the optimizer's state")
     option(group, "--no-master-weights", dest="master_weights", action="store_false",
            help="16-bit training without an fp32 master copy (states in the parameters' precision)")
     option(group, "--fp8", choices=list(FP8_RECIPES), help="low-precision recipe of the layers' products: Transformer "
