@@ -2,7 +2,8 @@
 plan, crossover, formula, profile) with hostile values of their newer options: MoE (capacity
 factor, imbalance, dispatcher, ``ep``/``etp``), precision (FP8 recipes and their 16-bit layers),
 the systems and ``--system-file``, pipeline layouts and uneven stages, tensor grids, LoRA,
-offload, ``--loss-chunks``, ``--step-time`` and ``--json``.  What was accepted and should not
+offload, ``--loss-chunks``, ``--step-time`` and ``--json``, and beside framework files the
+options those decide, typed at their defaults.  What was accepted and should not
 have been, or refused without naming the option, is tested here, each test saying what happened
 before; the expectations follow from the rule (Megatron-Core's, or the option's own), not from the
 library's output."""
