@@ -247,10 +247,11 @@ def test_megatron_arguments_read_the_split(tmp_path):
 
 def layout_of(expected, p, emb, loss):
     """The ``--pipeline-model-parallel-layout`` string of a placement (stage ``c p + r`` is chunk ``c``
-    of rank ``r``), the embedding first and the loss last."""
+    of rank ``r``), the embedding first and the loss last (a layout holds both, Megatron-Core asserts;
+    ``emb`` and ``loss`` only move the transformer layers, which the ``t``s follow)."""
     v = len(expected[0])
     stages = ["t" * len(expected[s % p][s // p]) for s in range(p * v)]
-    stages[0], stages[-1] = ("E" if emb else "") + stages[0], stages[-1] + ("L" if loss else "")
+    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
     return "|".join(stages)
 
 

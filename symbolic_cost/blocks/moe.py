@@ -54,7 +54,7 @@ from sympy import Eq, Expr, Piecewise, ceiling, floor, sympify
 
 from symbolic_cost.blocks.block import Block
 from symbolic_cost.blocks.layout import NORMS, Layout
-from symbolic_cost.blocks.wiring import Experts, Residual, Run
+from symbolic_cost.blocks.wiring import Experts, Residual, Run, check_dispatcher
 from symbolic_cost.checks import InputError, check_rules, count, counts, positive_dims
 from symbolic_cost.cost import collective, exact
 from symbolic_cost.rounding import round_down
@@ -148,7 +148,9 @@ def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> 
     """
     tokens, experts, k = exact(tokens, "tokens"), exact(experts, "experts"), exact(k, "top_k")
     if capacity_factor is not None:
-        return experts * ceiling(exact(capacity_factor, "capacity_factor") * tokens * k / experts)
+        factor = exact(capacity_factor, "capacity_factor")
+        _check_capacity(factor, experts, k)
+        return experts * ceiling(factor * tokens * k / experts)
     ep, load = exact(ep, "ep"), exact(imbalance, "imbalance")
     if ep == 1 or load == 1:
         return tokens * k
@@ -156,6 +158,25 @@ def routed_rows(tokens, experts, k, ep=1, capacity_factor=None, imbalance=1) -> 
         raise InputError(f"expert_imbalance must be between 1 and ep (the busiest rank receives at most every "
                          f"routed token of its group), got expert_imbalance={load}, ep={ep}", "expert_imbalance")
     return tokens * k * (load if ep.is_number else Piecewise((1, Eq(ep, 1)), (load, True)))
+
+
+def _check_capacity(factor, experts, k) -> None:
+    """Refuse a capacity factor ``C`` past ``E / k``: an expert's capacity ``ceil(C t k / E)``
+    would pass the ``t`` tokens it routes from, and an expert receives each token at most once
+    (Megatron-Core keeps the top ``capacity`` of the ``t`` tokens, ``torch.topk`` over the tokens,
+    which refuses more); symbols pass.
+
+    >>> _check_capacity(4, 8, 2)
+    >>> _check_capacity(5, 8, 2)
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: capacity_factor must be at most experts / top_k (8 / 2 = 4: a capacity of ceil(C t k / E) past the t tokens routed, where an expert receives each token at most once), got capacity_factor=5
+    """
+    most = sympify(experts) / sympify(k)
+    if (sympify(factor) - most).is_positive:
+        raise InputError(f"capacity_factor must be at most experts / top_k ({experts} / {k} = {most}: a capacity of "
+                         f"ceil(C t k / E) past the t tokens routed, where an expert receives each token at most "
+                         f"once), got capacity_factor={factor}", "capacity_factor")
 
 
 def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated_act=True, bias=False,
@@ -183,6 +204,7 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
     True
     """
     placed, residual, run = _placed(experts), residual or Residual(norm="rms"), run or Run()
+    check_dispatcher(placed)
     _alone(residual)
     dims = dict(b=b, l=l, e=e, m1=m1, s1=s1, ep=placed.ep, etp=placed.etp, experts=spec.experts, top_k=spec.top_k,
                 expert_f=spec.expert_f, **({"shared_f": spec.shared_f} if sympify(spec.shared_f) != 0 else {}))

@@ -192,10 +192,27 @@ DISPATCHERS = ("alltoall", "flex")
 ``alltoall`` and ``flex`` (DeepEP's or HybridEP's kernels: ``--moe-flex-dispatcher-backend``)."""
 
 
+def check_dispatcher(experts: Experts) -> None:
+    """Refuse the flex dispatcher on an expert grid of one rank (``etp = ep = 1``): it exchanges
+    tokens over the grid's ``etp x ep`` ranks, and Megatron-Core's asserts ``TPxEP > 1``; there
+    it would be ignored.  Checked where the experts meet a MoE layer (``blocks.moe.moe``).
+
+    >>> check_dispatcher(Experts(ep=2, dispatcher="flex"))
+    >>> check_dispatcher(Experts(dispatcher="flex"))
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: dispatcher 'flex' exchanges tokens over the expert grid's etp x ep ranks, and etp = ep = 1 holds every expert on one rank (Megatron-Core: 'Flex token dispatcher requires TPxEP > 1'); it would be ignored
+    """
+    if experts.dispatcher == "flex" and experts.etp is not None and experts.ep * experts.etp == 1:
+        raise InputError("dispatcher 'flex' exchanges tokens over the expert grid's etp x ep ranks, and etp = ep = 1 "
+                         "holds every expert on one rank (Megatron-Core: 'Flex token dispatcher requires TPxEP > 1'); "
+                         "it would be ignored", "dispatcher")
+
+
 def check_expert_training(ep, etp, capacity_factor, imbalance, imbalance_name="expert_imbalance") -> None:
     """Refuse expert-parallel settings that cannot be: degrees that are not positive integers,
     a capacity factor that is not positive, an imbalance below 1 (the busiest rank receives at
-    least the mean).  The one home of these refusals (``Training`` and ``Experts``), the
+    least the mean) or beside a capacity factor (which sets every rank's rows).  The one home of these refusals (``Training`` and ``Experts``), the
     imbalance named ``imbalance_name``."""
     check_rules(dict(ep=ep, **({} if etp is None else {"etp": etp})), ())
     factor = None if capacity_factor is None else exact(capacity_factor, "capacity_factor")
@@ -205,3 +222,7 @@ def check_expert_training(ep, etp, capacity_factor, imbalance, imbalance_name="e
     if load.is_number and load < 1:
         raise InputError(f"{imbalance_name} must be at least 1 (the busiest rank's rows over the mean), got {load}",
                          imbalance_name)
+    if factor is not None and load != 1:
+        raise InputError(f"{imbalance_name}={load} with capacity_factor={factor}: a capacity pads (or drops) every "
+                         f"expert's rows to ceil(C t k / E) whatever the routing, so the busiest rank receives what "
+                         f"every rank does; give one of them", imbalance_name)

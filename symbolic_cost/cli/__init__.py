@@ -99,11 +99,19 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+FLAG_OF = {"first_layers_16bit": "--fp8-16bit-layers", "last_layers_16bit": "--fp8-16bit-layers",
+           "reshard_after_forward": "--no-reshard-after-forward", "master_weights": "--no-master-weights",
+           "double_quant": "--no-double-quant"}
+"""The options whose name is not the ``Training`` field's they set, with dashes."""
+
+
 def _flag(error, argv) -> str:
     """`` (--flag-name)`` when the refused argument (``InputError.argument``, a ``Training`` field
-    such as ``first_stage_layers``) came from that option of the command line, else nothing."""
+    such as ``first_stage_layers``) came from that option of the command line (``FLAG_OF`` where
+    the option is named otherwise), else nothing."""
     argument = getattr(error, "argument", None)
-    flag = f"--{argument.replace('_', '-')}" if isinstance(argument, str) and not argument.startswith("-") else None
+    flag = (FLAG_OF.get(argument) or f"--{argument.replace('_', '-')}") \
+        if isinstance(argument, str) and not argument.startswith("-") else None
     words = sys.argv[1:] if argv is None else argv
     return f" ({flag})" if flag and flag in words and flag not in str(error) else ""
 

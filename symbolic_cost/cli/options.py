@@ -55,6 +55,18 @@ class GivenSwitch(argparse.BooleanOptionalAction):
         setattr(namespace, f"given_{self.dest}", True)
 
 
+class GivenOff(argparse.Action):
+    """A ``--no-x`` switch (``store_false``) that notes it was given, as ``Given`` does: a framework
+    file's reader may set the same value without it being typed."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=True, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, False)
+        setattr(namespace, f"given_{self.dest}", True)
+
+
 def refuse_idle_schedule(args, p_values, framework, remedy: str = "") -> None:
     """Refuse ``--schedule`` set on the command line away from its default where a ``p`` of
     ``p_values`` is 1 (no pipeline): it would change nothing there, as ``--virtual-stages`` with
@@ -190,7 +202,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
     (a command that chooses some of these itself leaves them out)."""
     group = parser.add_argument_group("training")
     precision(group)
-    option(group, "--zero", type=integer(0), choices=[0, 1, 2, 3], default=PLAIN.zero, help="ZeRO stage")
+    option(group, "--zero", type=integer(0), choices=[0, 1, 2, 3], default=PLAIN.zero, action=Given, help="ZeRO stage")
     if shard:
         option(group, "--shard", type=integer(1), metavar="N", default=PLAIN.shard,
                help="with --zero 3: shard the state over groups of N data-parallel ranks, replicated over d/N "
@@ -203,7 +215,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
         option(group, "--distributed-optimizer", action="store_true", default=PLAIN.distributed_optimizer,
                help="shard the optimizer state over data parallelism (Megatron)")
     if recompute:
-        option(group, "--recompute", choices=RECOMPUTE, default=PLAIN.recompute,
+        option(group, "--recompute", choices=RECOMPUTE, default=PLAIN.recompute, action=Given,
                help="activation recomputation: selective (the attention core), activation (every activation "
                     "function: the MLP's, the experts' as Megatron-LM's moe_act), full (whole layers)")
         option(group, "--recompute-modules", nargs="+", metavar="MODULE", default=list(PLAIN.recompute_modules),
@@ -213,10 +225,10 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                help="full recomputation: checkpoint every group of N layers, or the first N of each model chunk")
         option(group, "--recompute-layers", type=int, default=PLAIN.recompute_layers, action=Given,
                help="N for --recompute-method")
-        option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule,
+        option(group, "--schedule", choices=SCHEDULES, default=PLAIN.schedule, action=Given,
                help="pipeline schedule (zb-h1: zero-bubble H1; dualpipe: DeepSeek-V3's bidirectional schedule, "
                     "two stages a rank, p even, n_micro even and at least 2p)")
-        option(group, "--virtual-stages", type=int, default=PLAIN.virtual_stages,
+        option(group, "--virtual-stages", type=int, default=PLAIN.virtual_stages, action=Given,
                help="model chunks per pipeline rank (interleaved schedule)")
         option(group, "--first-stage-layers", type=int, help="layers on the first pipeline rank "
                "(default: an even split; the other layers split evenly)")
@@ -246,7 +258,7 @@ def training(parser, distributed_optimizer: bool = True, recompute: bool = True,
                 "Engine: Megatron-LM, NeMo), flash-attention-2 (PyTorch's scaled_dot_product_attention, Hugging "
                 "Face's sdpa and flash_attention_2), flash-attention-3 (Hopper only) (default: the system's, "
                 "cudnn on Hopper and Blackwell, flash-attention-2 on A100); needs --flash")
-    option(group, "--loss-chunks", type=integer(1), metavar="N", default=PLAIN.loss_chunks,
+    option(group, "--loss-chunks", type=integer(1), metavar="N", default=PLAIN.loss_chunks, action=Given,
            help="the LM head and its loss run a piece of the sequence at a time, each piece's backward before "
                 "the next, so one piece's logits are alive at once (torchtitan's chunked loss) (default: 1, the "
                 "whole logits)")
@@ -510,7 +522,8 @@ def recipe(parser):
     from symbolic_cost.models.recipes import OFFLOAD
     from symbolic_cost.models.training_values import REFERENCES
     group = parser.add_argument_group("recipe")
-    option(group, "--optimizer", choices=list(OPTIMIZERS), default=PLAIN.optimizer, help="the optimizer's state")
+    option(group, "--optimizer", choices=list(OPTIMIZERS), default=PLAIN.optimizer, action=Given,
+           help="the optimizer's state")
     option(group, "--no-master-weights", dest="master_weights", action="store_false",
            help="16-bit training without an fp32 master copy (states in the parameters' precision)")
     option(group, "--fp8", choices=list(FP8_RECIPES), help="low-precision recipe of the layers' products: Transformer "
@@ -526,14 +539,14 @@ def recipe(parser):
     option(group, "--fp8-gather", action="store_true",
            help="under --zero 3 and --fp8 tensorwise or delayed: FSDP all-gathers the FP8 products' weights in FP8, "
                 "one byte an element (torchtitan's enable_fsdp_float8_all_gather)")
-    option(group, "--offload", choices=list(OFFLOAD), default=PLAIN.offload,
+    option(group, "--offload", choices=list(OFFLOAD), default=PLAIN.offload, action=Given,
            help="move the optimizer state (and the parameters, ZeRO-3) to host memory")
     option(group, "--lora-rank", type=int, help="LoRA adapters of this rank over a frozen base (default: none)")
     option(group, "--lora-targets", action=Given, default="q,v",
            help=f"comma-separated LoRA targets of {', '.join(TARGETS)}")
     option(group, "--lora-base", action=Given, choices=BASES, default="16-bit",
            help="storage of the frozen base (nf4: QLoRA)")
-    option(group, "--no-double-quant", dest="double_quant", action="store_false",
+    option(group, "--no-double-quant", dest="double_quant", action=GivenOff,
            help="nf4 without QLoRA's double quantisation of the block scales")
     option(group, "--reference", choices=[r for r in REFERENCES if r is not None],
            help="a frozen reference model's forward each micro-batch, without gradients (DPO): a copy held in "
@@ -554,6 +567,10 @@ def recipe_policy(args) -> dict:
             if used:
                 raise InputError(f"{flag} applies to LoRA adapters; add --lora-rank (it would be ignored)", flag)
     else:
+        if given(args, "double_quant") and args.lora_base != "nf4":
+            raise InputError(f"--no-double-quant drops QLoRA's double quantisation of an nf4 base's block scales, "
+                             f"and the base is {args.lora_base} (--lora-base nf4); it would be ignored",
+                             "--no-double-quant")
         lora = LoRA(args.lora_rank, tuple(t.strip() for t in args.lora_targets.split(",") if t.strip()),
                     args.lora_base, args.double_quant)
     return dict(optimizer=args.optimizer, master_weights=args.master_weights, fp8=args.fp8,

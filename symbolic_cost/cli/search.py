@@ -209,7 +209,7 @@ def run(args) -> int:
         if start["devices"] % size:          # every d divides the devices: a group of d's ranks would too
             raise InputError(f"--shard {size} divides no data-parallel degree of {start['devices']} devices; it would "
                              f"be ignored", "--shard")
-    if args.everything and args.zero != options.PLAIN.zero:
+    if args.everything and (args.zero != options.PLAIN.zero or options.given(args, "zero")):
         raise InputError(f"--zero {args.zero}: --everything tries every ZeRO stage; it would be ignored (give one of "
                          f"them)", "--zero")
     space = dict(SPACE) if args.everything else dict(zero=args.zero)

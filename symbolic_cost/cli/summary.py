@@ -347,7 +347,7 @@ def run(args) -> int:
     print(f"predicted ({out['time_model']} time model): MFU {predicted['mfu']}{basis}{past}, "
           f"{predicted['tokens_per_s_per_device']} tokens/s per device{band}")
     print(f"pipeline bubble (fraction of the schedule, its passes taken as equally long; the seconds above time "
-          f"each pass): {out['bubble']}")
+          f"each pass): {out['bubble']:.4g}")
     if "utilisation" in out:
         u = {k: f"{100 * v:.1f}%" if isinstance(v, float) else str(v) for k, v in out["utilisation"].items()}
         print(f"utilisation at {args.step_time} s per step on {args.system}{basis}: MFU {u['mfu']}, HFU {u['hfu']} "

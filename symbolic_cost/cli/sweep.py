@@ -22,6 +22,7 @@ from symbolic_cost.cli.values import (TRAINING_SYMBOLS, architecture, assignment
                                       grid_values, numbers_needed, parse_condition, resolve, training_values)
 from symbolic_cost.cli.building import refuse_expert_tensor_degree
 from symbolic_cost.blocks.moe import MOE_RULES, routed_rows
+from symbolic_cost.blocks.wiring import Experts, check_dispatcher
 from symbolic_cost.parallel.expert import EXPERT_GRID_RULES, expert_shard_degree
 from symbolic_cost.parallel.pipeline import dualpipe_rules
 from symbolic_cost.models import Training, model_cost
@@ -142,6 +143,7 @@ def check_grid(arch, fixed: dict, grid: dict, chosen, policy: dict) -> None:
             raise InputError(f"--grid at l={tokens}: {error}", error.argument) from None
     _check_context_parallel(arch, get, grid, policy)
     _check_imbalance(arch, grid, policy)
+    _check_dispatcher(arch, get, grid, policy)
     _check_loss_chunks(arch, get, grid, policy)
     _check_expert_shard(arch, get, grid, policy)
     if policy.get("recompute") == "full" and policy.get("recompute_method") == "block" and not uneven:
@@ -174,6 +176,23 @@ def _check_imbalance(arch, grid: dict, policy: dict) -> None:
             routed_rows(1, 1, 1, ep=ep, imbalance=imbalance)
         except InputError as error:
             raise InputError(f"--grid at ep={ep}: {error}", error.argument) from None
+
+
+def _check_dispatcher(arch, get, grid: dict, policy: dict) -> None:
+    """The flex dispatcher's expert grid of two ranks or more at every swept point of ``ep``,
+    ``etp`` and ``m1`` (which an unset ``etp`` follows), as ``summary`` checks it at one
+    (``blocks.wiring.check_dispatcher``, its home)."""
+    axes = [s for s in (S.ep, S.etp, S.m1) if s in grid]
+    if arch.moe is None or policy.get("dispatcher", "alltoall") != "flex" or not axes:
+        return
+    for point in itertools.product(*(grid[s] for s in axes)):
+        at = dict(zip(axes, point))
+        ep, etp = (at[s] if s in at else sympify(get(s)).subs(at) for s in (S.ep, S.etp))
+        try:
+            check_dispatcher(Experts(ep, etp, dispatcher="flex"))
+        except InputError as error:
+            raise InputError(f"--grid at {', '.join(f'{s}={v}' for s, v in at.items())}: {error}",
+                             error.argument) from None
 
 
 def _check_loss_chunks(arch, get, grid: dict, policy: dict) -> None:

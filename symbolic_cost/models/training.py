@@ -26,6 +26,7 @@ from symbolic_cost.blocks.context import Context, check_variant
 from symbolic_cost.blocks.wiring import Experts, check_expert_training
 from symbolic_cost.parallel.expert import expert_data_degree, expert_shard_degree
 from symbolic_cost.parallel.pipeline import Schedule
+from symbolic_cost.parallel.splits import layout_stages
 
 __all__ = ["Training", "Overlap", "overlaps_sends", "check_context", "check_loss_chunks", "check_context_parallel", "check_shared_expert_overlap", "check_sharding", "check_model", "MEGATRON_OVERLAP", "element_bytes", "bytes_per_parameter", "PRECISIONS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES", "FLAT", "TRAINING_MADE_BY"]
 
@@ -176,12 +177,15 @@ class Training(FlatNames):
         (Megatron-LM's ``num_floating_point_operations`` counts ``moe_router_topk`` tokens an expert
         layer, whatever the capacity); and with attention unfused: a fused kernel's backward
         recomputes the scores, work of the kernel, as recomputation is (PaLM's and Megatron-LM's
-        model FLOPs count attention's backward at twice its forward, whatever the kernel)."""
+        model FLOPs count attention's backward at twice its forward, whatever the kernel); and through
+        the all-to-all dispatcher, the one every grid (the counts' one rank too) runs: a dispatcher
+        moves tokens, it computes none."""
         own = self if sympify(self.cp) == 1 else replace(self, context=Context(1))
         if own.flash:
             own = replace(own, flash=False, attention_kernel=None)
-        return own if self.capacity_factor is None else replace(own, experts=replace(self.experts,
-                                                                                    capacity_factor=None))
+        if self.capacity_factor is None and self.dispatcher == "alltoall":
+            return own
+        return replace(own, experts=replace(self.experts, capacity_factor=None, dispatcher="alltoall"))
 
     def pipeline_schedule(self) -> Schedule:
         """The pipeline schedule as a value (``parallel.pipeline.Schedule``)."""
@@ -268,6 +272,20 @@ def _check_sixteen_bit_layers(arch, t: Training) -> None:
                              f"({arch.n_layers} layers over p={t.p}); Megatron-Core refuses more", name)
 
 
+def _check_layout_mtp(arch, t: Training) -> None:
+    """Refuse multi-token-prediction modules (``m``) in a pipeline layout other than the model's
+    ``mtp_layers`` (Megatron-Core asserts the layout's ``m``s number ``mtp_num_layers``): on a
+    model without them they would be ignored.  A layout without ``m`` keeps a model's modules with
+    the head, on the last stage (``parallel.splits.layout_layers``)."""
+    if t.pipeline_layout is None:
+        return
+    placed, own = "".join(layout_stages(t.pipeline_layout)).count("m"), sympify(arch.mtp_layers)
+    if placed and own.is_number and placed != own:
+        raise InputError(f"pipeline_layout places {placed} multi-token-prediction module(s) (m), and {arch.name} "
+                         f"has {own} (Megatron-Core asserts the layout's m number mtp_num_layers)"
+                         + ("; they would be ignored" if own == 0 else ""), "pipeline_layout")
+
+
 def check_model(arch, t: Training) -> None:
     """Refuse a training the model cannot honour: sequences beyond its context (unless
     ``allow_long``), what context parallelism cannot split (``check_context_parallel``), HSDP
@@ -284,6 +302,7 @@ def check_model(arch, t: Training) -> None:
                          "not numbered as one stack (Megatron-Core's global layer number)", "first_layers_16bit")
     if sixteen_bit(t):
         _check_sixteen_bit_layers(arch, t)
+    _check_layout_mtp(arch, t)
     check_shared_expert_overlap(arch, t)
     if arch.moe is not None and get_optimizer(t.optimizer).compressed:
         raise InputError(f"optimizer={t.optimizer!r} with {arch.name}'s routed experts: their momentum exchanged "

@@ -44,7 +44,7 @@ from symbolic_cost.models.optimizers import check_recipe
 from symbolic_cost.models.recipes import check_16bit_layers, check_offload
 from symbolic_cost.parallel.grid import Grid
 from symbolic_cost.parallel.pipeline import Schedule
-from symbolic_cost.parallel.splits import layout_stages
+from symbolic_cost.parallel.splits import check_layout_ends, layout_stages
 
 __all__ = ["Batch", "Degrees", "Pipeline", "Recompute", "Sharding", "Precision", "Execution", "Overlap", "Trainable",
            "MEGATRON_OVERLAP", "PRECISIONS", "TP_ENDS", "RECOMPUTE", "RECOMPUTE_METHODS", "RECOMPUTE_MODULES"]
@@ -108,8 +108,9 @@ class Pipeline:
 
     def _check_split(self) -> None:
         """Refuse the embedding or the loss counted as a layer together with first/last stage sizes
-        (Megatron-Core asserts against the two together), and a layout beside any of them or whose
-        stage count is not ``p x virtual_stages``."""
+        (Megatron-Core asserts against the two together), and a layout beside any of them, whose
+        ends Megatron-Core refuses (``parallel.splits.check_layout_ends``) or whose stage count is
+        not ``p x virtual_stages``."""
         for name in ("embedding_in_split", "loss_in_split"):
             if getattr(self, name) and (self.first_stage_layers, self.last_stage_layers) != (None, None):
                 raise InputError(f"{name} cannot go with first_stage_layers or last_stage_layers (Megatron-Core "
@@ -120,6 +121,7 @@ class Pipeline:
         if other:
             raise InputError(f"pipeline_layout places every layer itself; {other} cannot go with it (Megatron-LM "
                              "takes one or the other)", other)
+        check_layout_ends(layout_stages(self.layout))
         stages, p = len(layout_stages(self.layout)), sympify(self.p)
         if not p.is_number or stages % p or stages // p != self.virtual_stages:
             raise InputError(f"pipeline_layout has {stages} stages: p={p} must divide them and virtual_stages "

@@ -124,6 +124,31 @@ def layout_stages(layout: str) -> list[str]:
     return text.split("|")
 
 
+def check_layout_ends(stages: list[str]) -> None:
+    """Refuse the stages of a layout (``layout_stages``) that Megatron-Core's
+    ``PipelineParallelLayerLayout.validate_layer_layout`` refuses: the embedding (``E``) other than
+    once and first of the first stage, the loss (``L``) other than once and last of the last stage
+    (the stages flattened in their order), a transformer layer (``t``) after a
+    multi-token-prediction module (``m``).
+
+    >>> check_layout_ends(["Ett", "ttL"])
+    >>> check_layout_ends(["Ett", "tt"])
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: pipeline_layout must end with the loss (L), once, last of the last stage (Megatron-Core asserts it), got 0 L, the last stage 'tt'
+    """
+    flat = "".join(stages)
+    for what, char, ok, where, stage in (
+            ("begin with the embedding (E)", "E", flat.startswith("E"), "first", stages[0]),
+            ("end with the loss (L)", "L", flat.endswith("L"), "last", stages[-1])):
+        if not ok or flat.count(char) != 1:
+            raise InputError(f"pipeline_layout must {what}, once, {where} of the {where} stage (Megatron-Core asserts "
+                             f"it), got {flat.count(char)} {char}, the {where} stage {stage!r}", "pipeline_layout")
+    if "m" in flat and "t" in flat[flat.index("m"):]:
+        raise InputError("pipeline_layout places a transformer layer (t) after a multi-token-prediction module (m); "
+                         "Megatron-Core asserts the decoder's layers come before them", "pipeline_layout")
+
+
 LAYOUT_LENGTH = 1_000_000
 """Most characters a pipeline layout may expand to: a model's layers and stages are thousands at
 most, and ``(t|)*1000000000`` would take gigabytes before any check could see it."""
@@ -161,10 +186,7 @@ def layout_layers(layout: str, depth: int, p: int) -> list:
     if sum(stage.count("t") for stage in stages) != depth:
         raise InputError(f"pipeline_layout places {sum(s.count('t') for s in stages)} transformer layers, "
                          f"the model has n_layers={depth}", "pipeline_layout")
-    for what, char, allowed in (("the embedding (E)", "E", 0), ("the loss (L)", "L", len(stages) - 1)):
-        if any(char in stage for i, stage in enumerate(stages) if i != allowed):
-            raise InputError(f"pipeline_layout: {what} belongs to the {'first' if allowed == 0 else 'last'} stage",
-                             "pipeline_layout")
+    check_layout_ends(stages)
     if "m" in "".join(stages[:-1]):
         raise InputError("pipeline_layout: multi-token-prediction modules (m) before the last stage are not "
                          "modelled (the library keeps them on the last stage, with the head)", "pipeline_layout")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sympy import Expr, Integer, Rational
 
-from symbolic_cost.checks import InputError, InputTypeError, shown
+from symbolic_cost.checks import LARGEST_COUNT, InputError, InputTypeError, shown
 from symbolic_cost.cost import exact
 from symbolic_cost.models.optimizers import get_fp8
 
@@ -72,6 +72,7 @@ class System:
 
     _REQUIRED = ("matrix_flops", "vector_flops", "hbm_bandwidth", "nvlink_size")
     _COUNTS = ("nvlink_size",)
+    _SIZES = ("hbm_capacity", "l2_capacity", "shared_memory_capacity")
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -95,6 +96,9 @@ class System:
             if item.name in self._COUNTS and value.is_number and not value.is_integer:
                 raise InputError(f"system {self.name}: {item.name} counts devices, a whole number, got {value}",
                                  item.name)
+            if item.name in self._COUNTS + self._SIZES and value.is_number and value > LARGEST_COUNT:
+                raise InputError(f"system {self.name}: {item.name} must be at most 2**53 (a count a double holds "
+                                 f"exactly), got {value.evalf(4)}", item.name)
             object.__setattr__(self, item.name, value)
 
     def but(self, **changes) -> "System":
@@ -141,7 +145,7 @@ SYSTEM_FILES = Path(__file__).with_name("system_files")
 file here; ``load_system_file`` (``--system-file``) reads one from anywhere."""
 
 _TEXT = ("name", "source", "chip_source", "listed")
-CAPACITIES = ("hbm_capacity", "l2_capacity", "shared_memory_capacity")
+CAPACITIES = System._SIZES
 """Fields of a system file that count bytes: given, each is a positive whole number (0 is what a
 file that leaves one out means, and a memory check skipped silently; 1.5 bytes is no memory)."""
 _CALIBRATED = ("family", "sms", "tile_m", "tile_n", "nvlink_bus", "ib_bus", "arch", "nvls", "attention_kernel", "source")
