@@ -132,7 +132,7 @@ def check_grid(grid: Mapping) -> None:
     """Each axis of a grid: a non-empty list of finite numbers that its symbol admits (positive;
     integral for an integer symbol)."""
     axes = resolve_names(grid)
-    if len(axes) != len(grid):          # "b" and the symbol b: one axis would be dropped
+    if len({str(k) for k in axes}) != len(grid):      # "b" and the symbol b (or a plain b): one axis would be dropped
         raise InputError(f"grid names a symbol twice (by its name and as a symbol): {', '.join(map(str, grid))}",
                          "grid")
     for symbol, values in axes.items():
@@ -195,13 +195,14 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
         raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}", "chunk_size")
     if grid is not None:
         check_grid(grid)
+        axes, grid = grid, {str(k): v for k, v in grid.items()}   # keyed by a symbol: its name, as a column's
     keep = keep_exprs(exprs, constraints)
-    inputs = [str(k) for k in resolve_names(grid)] if grid is not None else None
+    inputs = list(grid) if grid is not None else None
     given = inputs if inputs is not None else list(table.columns) if isinstance(table, pd.DataFrame) else []
     clash = sorted(set(map(str, exprs)) & set(map(str, given)))
     if clash:                           # the output's column would replace the input's
         raise InputError(f"exprs names {', '.join(clash)}, an input of the sweep: name the output otherwise", "exprs")
-    symbols = None if grid is None else [s for s in resolve_names(grid)]
+    symbols = None if grid is None else [s for s in resolve_names(axes)]
     rows = grid_size(grid) if grid is not None else len(table) if isinstance(table, pd.DataFrame) else None
     compiled = compile_exprs({**exprs, **keep}, symbols=symbols,
                              backend=sweep_backend(rows, {**exprs, **keep}, symbols), rows=rows)
@@ -212,7 +213,7 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     frames = []
     keep_freed_pages()                  # each chunk's columns reuse the last one's pages
     for chunk in chunks:
-        values = {k: v for k, v in chunk.items() if k in {str(s) for s in compiled.symbols}}
+        values = {s: chunk[str(s)] for s in compiled.symbols if str(s) in chunk}   # by symbol: a user's own too
         results = compiled(values)
         mask = np.ones(len(next(iter(chunk.values()))), dtype=bool)
         for name in keep:
