@@ -290,8 +290,12 @@ def model_function(arch, system="h100", conventions=None, **policy):
     124439808
     """
     instance(arch, Architecture, "arch", MADE_BY)
-    chosen = conv.get(conventions or conv.DEFAULT)
+    chosen = conv.get(conv.DEFAULT if conventions is None else conventions)
     names = DEGREES + (("ep", "etp") if arch.moe is not None else ())
+    fixed = sorted(set(policy) & {*names, "micro_batches"}, key=str)
+    if fixed:                   # Training would take it twice: once from the policy, once from evaluate's numbers
+        raise InputError(f"model_function's policy fixes {fixed[0]}, a number evaluate() takes: pass it there "
+                         f"(evaluate({'n_micro' if fixed[0] == 'micro_batches' else fixed[0]}=...))", fixed[0])
     symbolic = {n: S.BY_NAME[n] for n in names}
     by_stage = placed_by_p(arch, policy)
     functions = {}
