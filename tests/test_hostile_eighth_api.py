@@ -1,0 +1,169 @@
+"""Issue 66, an eighth probe: the Python API as a user calls it (the time model's ``System`` and
+``Efficiency`` built by hand or with ``.but``, the numeric helpers, ``config.json`` dicts, the
+analysis helpers) with hostile values (0, -1, 2**53 + 1, 10**400, NaN, text, ``None``, symbols).
+Each finding is a test: an absurd answer or an error that was not an ``InputError`` is now an
+``InputError`` naming the argument and the rule.  The expectations follow from the rule, not from
+the library's output."""
+
+import pytest
+from sympy import Rational, Symbol
+
+from symbolic_cost.checks import InputError
+
+HUGE = 10**400
+"""Past a double's range (about 1.8e308): a time computed from it prints as inf."""
+
+
+def refusal(call, argument: str) -> InputError:
+    """``call()`` refused with an ``InputError`` whose ``argument`` and message name ``argument``."""
+    with pytest.raises(InputError) as error:
+        call()
+    assert error.value.argument == argument and argument in str(error.value), (error.value.argument, str(error.value))
+    assert "Traceback" not in str(error.value)
+    return error.value
+
+
+# the time model's factors
+
+
+@pytest.mark.parametrize("factor", ["matrix", "memory"])
+def test_an_efficiency_fraction_of_the_peak_is_at_most_one(factor):
+    """``calibrated("h100").efficiency.but(matrix=1000)`` was taken: products ran at 1,000 times the
+    datasheet's peak, and the step time shrank without a word.  A fraction of a peak is in (0, 1]
+    (the fit keeps it there: ``timing.calibrate.RANGES``); 1 and a positive symbol stay."""
+    from symbolic_cost.timing.hardware import calibrated
+    efficiency = calibrated("h100").efficiency
+    assert "at most 1" in str(refusal(lambda: efficiency.but(**{factor: 1000}), factor))
+    refusal(lambda: efficiency.but(**{factor: Rational(1001, 1000)}), factor)
+    assert getattr(efficiency.but(**{factor: 1}), factor) == 1
+    x = Symbol("x", positive=True)
+    assert getattr(efficiency.but(**{factor: x}), factor) == x
+
+
+@pytest.mark.parametrize("factor", ["kernel", "step", "nvlink_bus", "ib_bus"])
+def test_an_efficiency_figure_past_a_doubles_range_is_refused(factor):
+    """``efficiency.but(kernel=10**400)`` was taken and ``step_time_breakdown`` printed a total of
+    inf seconds; ``System`` refuses a figure past a double's range, and ``Efficiency`` now does too."""
+    from symbolic_cost.timing.hardware import calibrated
+    efficiency = calibrated("h100").efficiency
+    assert "double's range" in str(refusal(lambda: efficiency.but(**{factor: HUGE}), factor))
+
+
+# the numeric helpers
+
+
+def test_a_sweep_grid_keyed_by_symbols_is_swept():
+    """``sweep(exprs, grid={b: [1, 2], "l": [3]})`` (a grid keyed by the symbol, which ``check_grid``
+    takes) ended in "compiled expressions need values for b": its chunks were looked up by name.
+    Each row's value is the product written out here."""
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.symbols import b, l
+    frame = sweep({"t": b * l}, grid={b: [1, 2], "l": [3]})
+    assert list(frame.columns) == ["b", "l", "t"] and list(frame["t"]) == [1 * 3, 2 * 3]
+
+
+def test_a_sweep_takes_a_symbol_of_the_users_own():
+    """A symbol of the user's own (as ``compile_exprs`` takes, ``docs/kernels.md``) was refused by a
+    sweep's grid ("need values for x") and table ("unknown symbol name 'x'")."""
+    import pandas as pd
+    from symbolic_cost.numeric.sweep import sweep
+    x = Symbol("x", positive=True)
+    assert list(sweep({"t": 2 * x}, grid={x: [1, 2]})["t"]) == [2, 4]
+    assert list(sweep({"t": 2 * x}, table=pd.DataFrame({"x": [1.0, 5.0]}))["t"]) == [2, 10]
+
+
+def test_a_sweep_grid_naming_one_symbol_twice_is_refused():
+    """A grid keyed by ``"b"`` and by a plain ``Symbol("b")`` names one column twice."""
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.symbols import b
+    assert "twice" in str(refusal(lambda: sweep({"t": b}, grid={"b": [1], Symbol("b"): [2]}), "grid"))
+
+
+@pytest.mark.parametrize("fixed, named", [("b", "b"), ("micro_batches", "n_micro"), ("l", "l")])
+def test_model_function_refuses_a_policy_that_fixes_a_number_evaluate_takes(fixed, named):
+    """``model_function(preset("gpt2"), b=4)`` ended in Python's "Training() got multiple values
+    for keyword argument 'b'" at the first call: the numbers are ``evaluate``'s."""
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.numeric.exact import model_function
+    error = refusal(lambda: model_function(preset("gpt2"), **{fixed: 4}), fixed)
+    assert f"evaluate({named}=...)" in str(error)
+
+
+@pytest.mark.parametrize("conventions", [0, "", False])
+def test_model_function_refuses_conventions_that_name_none(conventions):
+    """``model_function(arch, conventions=0)`` (or ``""``) was read as the default conventions
+    without a word, where ``model_cost`` and ``step_time_breakdown`` refuse them."""
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.numeric.exact import model_function
+    refusal(lambda: model_function(preset("gpt2"), conventions=conventions), "conventions")
+
+
+# element sizes
+
+
+def test_a_training_mask_element_of_more_bytes_than_any_type_is_refused():
+    """``Training(mask_bytes=2**53 + 1)`` was taken: GPT-2's step kept 8.7e22 bytes and took 5e10 s.
+    An element is at most 16 bytes (a complex128); a mask's 1, 2 or 4 and a 4-bit 1/2 stay."""
+    from symbolic_cost.models import Training
+    for wide in (2**53 + 1, 17):
+        assert "at most 16" in str(refusal(lambda: Training(mask_bytes=wide), "mask_bytes"))
+    assert Training(mask_bytes=4).mask_bytes == 4 and Training(mask_bytes=Rational(1, 2)).mask_bytes == Rational(1, 2)
+
+
+@pytest.mark.parametrize("size", ["es", "es_mask"])
+def test_a_blocks_element_size_is_at_most_the_widest_type(capsys, size):
+    """``mlp(..., run=Run(es=1000))`` and ``formula --set es=100`` priced 1,000-byte elements; a symbol
+    stays a symbol (``es`` is the formulas' own)."""
+    from symbolic_cost import mlp
+    from symbolic_cost.blocks.wiring import Run
+    from symbolic_cost.symbols import es
+    from test_refusals import refused
+    refusal(lambda: mlp(1, 8, 64, 256, run=Run(**{size: 1000})), size)
+    refused(capsys, ["formula", "--block", "mlp", "--field", "weights", "--set", f"{size}=100"], size, "at most 16")
+    assert mlp(1, 8, 64, 256, run=Run(es=es)).total("weights").free_symbols == {es}
+
+
+# the LaTeX helpers
+
+
+@pytest.mark.parametrize("helper", ["latex", "common_monomial"])
+def test_latex_never_runs_text(helper):
+    """``latex("__import__('os').getpid()")`` ran the text as Python (``sympify``) and printed the
+    process id; text is never parsed outside ``reader.read``, which the refusal names."""
+    from symbolic_cost import latex as module
+    error = refusal(lambda: getattr(module, helper)("__import__('os').getpid()"), "expr")
+    assert "reader.read" in str(error)
+    refusal(lambda: getattr(module, helper)(None), "expr")
+
+
+@pytest.mark.parametrize("expr, by, argument", [(True, None, "expr"), (None, None, "expr"), ([], None, "expr"),
+                                                (float("nan"), None, "expr"), (Rational(1, 2), None, None),
+                                                ("b", None, "expr"), (None, "b", "by"), (2, float("inf"), "by"),
+                                                (2, True, "by"), (2, [], "by")])
+def test_paper_form_names_what_is_no_formula(expr, by, argument):
+    """``paper_form(True)`` ended in "'BooleanTrue' object has no attribute 'is_polynomial'",
+    ``paper_form(None)`` in an ``AttributeError``, ``paper_form(b, by=[])`` in "unsupported operand
+    type(s) for /", and ``paper_form(b, by=inf)`` answered ``nan``."""
+    from symbolic_cost.latex import paper_form
+    from symbolic_cost.symbols import b
+    expr = b if expr is None and argument == "by" else expr
+    if argument is None:
+        assert paper_form(expr) == expr                     # a number stays itself
+        return
+    refusal(lambda: paper_form(expr, by=by), argument)
+
+
+@pytest.mark.parametrize("call, argument", [
+    (lambda t, mlp, b: t.formula_table(0), "block"),
+    (lambda t, mlp, b: t.formula_table("8"), "block"),
+    (lambda t, mlp, b: t.formula_markdown(None), "block"),
+    (lambda t, mlp, b: t.formula_table(mlp(b, 8, 64, 256), fields=0), "fields"),
+    (lambda t, mlp, b: t.formula_table(mlp(b, 8, 64, 256), fields=None), "fields"),
+    (lambda t, mlp, b: t.formula_table(mlp(b, 8, 64, 256), fields=[]), "fields"),
+])
+def test_a_formula_table_names_a_block_or_fields_that_are_none(call, argument):
+    """``formula_table(0)`` ended in "'int' object is not iterable" and ``formula_table("8")`` in
+    "must be called with a dataclass type or instance"; ``fields=[]`` printed a table of no formula."""
+    from symbolic_cost import latex as module, mlp
+    from symbolic_cost.symbols import b
+    refusal(lambda: call(module, mlp, b), argument)
