@@ -263,8 +263,9 @@ def step_time(costs, system: System | str, conventions=conv.DEFAULT, passes=("fw
     system, conventions = get_system(system), conv.get(conventions)
     if not isinstance(costs, Iterable) or isinstance(costs, (str, Mapping)):
         raise InputTypeError(f"costs must be a Block or other Costs, got {shown(costs)}", "costs")
-    if not isinstance(passes, (tuple, list)) or not all(p in ("fwd", "bwd") for p in passes):
-        raise InputError(f"passes must hold 'fwd' and/or 'bwd', got {passes!r}", "passes")
+    if not isinstance(passes, (tuple, list)) or not passes or not all(p in ("fwd", "bwd") for p in passes) \
+            or len(set(passes)) != len(passes):              # none would time nothing, one twice count it twice
+        raise InputError(f"passes must hold 'fwd' and/or 'bwd', each once, got {passes!r}", "passes")
     return Add(*(row_seconds(instance(cost, Cost, "costs' rows"), system, conventions)[f"t_total_{p}"]
                  for cost in costs for p in passes))
 

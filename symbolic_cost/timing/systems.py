@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sympy import Expr, Integer, Rational
 
-from symbolic_cost.checks import InputError, InputTypeError, shown
+from symbolic_cost.checks import LARGEST_COUNT, InputError, InputTypeError, shown
 from symbolic_cost.cost import exact
 from symbolic_cost.models.optimizers import get_fp8
 
@@ -92,9 +92,9 @@ class System:
             if value.is_number and (value > sys.float_info.max or 0 < value < sys.float_info.min):
                 raise InputError(f"system {self.name}: {item.name} must be within a double's range (about 2.2e-308 "
                                  f"to 1.8e308), got {value.evalf(4)}", item.name)
-            if item.name in self._COUNTS and value.is_number and not value.is_integer:
-                raise InputError(f"system {self.name}: {item.name} counts devices, a whole number, got {value}",
-                                 item.name)
+            if item.name in self._COUNTS and value.is_number and not (value.is_integer and value <= LARGEST_COUNT):
+                raise InputError(f"system {self.name}: {item.name} counts devices, a whole number of at most 2**53, "
+                                 f"got {value}", item.name)
             object.__setattr__(self, item.name, value)
 
     def but(self, **changes) -> "System":
