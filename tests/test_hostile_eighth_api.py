@@ -167,3 +167,36 @@ def test_a_formula_table_names_a_block_or_fields_that_are_none(call, argument):
     from symbolic_cost import latex as module, mlp
     from symbolic_cost.symbols import b
     refusal(lambda: call(module, mlp, b), argument)
+
+
+@pytest.mark.parametrize("values", [None, [1], "b=1"])
+def test_substituting_what_is_no_mapping_names_the_values(values):
+    """``mlp(b, l, e, 4 * e).subs(None)`` ended in "'NoneType' object has no attribute 'items'"
+    (``resolve_names``, which every ``subs`` reads its values through)."""
+    from symbolic_cost import mlp
+    from symbolic_cost.symbols import b, e, l
+    refusal(lambda: mlp(b, l, e, 4 * e).subs(values), "values")
+    assert mlp(b, l, e, 4 * e).subs({"b": 2}).dims["b"] == 2
+
+
+# the time model's systems and helpers
+
+
+def test_a_systems_nvlink_domain_is_a_count_of_at_most_2_53():
+    """``get_system("h100").but(nvlink_size=10**30)`` was taken where every other count stops at
+    2**53 (``checks.LARGEST_COUNT``)."""
+    from symbolic_cost.timing.systems import get_system
+    assert "2**53" in str(refusal(lambda: get_system("h100").but(nvlink_size=10**30), "nvlink_size"))
+    assert get_system("h100").but(nvlink_size=2**53).nvlink_size == 2**53
+
+
+@pytest.mark.parametrize("passes", [(), ("fwd", "fwd"), ["bwd", "fwd", "bwd"]])
+def test_step_time_times_each_pass_once(passes):
+    """``step_time(block, "h100", passes=())`` answered 0 s and ``passes=("fwd", "fwd")`` twice the
+    forward time, without a word."""
+    from symbolic_cost import mlp
+    from symbolic_cost.timing.hardware import step_time
+    block = mlp(1, 128, 1024, 4096)
+    refusal(lambda: step_time(block, "h100", passes=passes), "passes")
+    assert step_time(block, "h100", passes=("fwd", "bwd")) == step_time(block, "h100", passes=("fwd",)) + \
+        step_time(block, "h100", passes=("bwd",))
