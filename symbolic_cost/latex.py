@@ -132,7 +132,7 @@ def formula_frame(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weight
     instance(block, Block, "block", " (mlp(...), attention(...), model_blocks(...)[i] ...)")
     if isinstance(fields, (str, bytes)) or not isinstance(fields, Iterable) or not fields or \
             not all(isinstance(f, str) for f in fields):
-        raise InputTypeError(f"fields must be a non-empty list of field names, got {shown(fields)}", "fields")
+        raise InputTypeError(f"fields must be a list of field names, at least one, got {shown(fields)}", "fields")
     known = {f.name for row in block for f in dataclass_fields(row)}
     unknown = [f for f in fields if f not in known]
     if unknown:
