@@ -200,3 +200,16 @@ def test_step_time_times_each_pass_once(passes):
     refusal(lambda: step_time(block, "h100", passes=passes), "passes")
     assert step_time(block, "h100", passes=("fwd", "bwd")) == step_time(block, "h100", passes=("fwd",)) + \
         step_time(block, "h100", passes=("bwd",))
+
+
+@pytest.mark.parametrize("number", [10**400, Rational(10**400 + 1, 10**400), Rational(1, 10**400)])
+def test_a_compiled_expression_holding_a_number_past_a_double_is_refused(number):
+    """``compile_exprs({"r": Rational(10**400 + 1, 10**400) * b})`` computed nan (inf / inf) on the
+    LLVM kernel where the value is about b, ``b * 10**400`` inf; numpy's kernel ended in
+    ``OverflowError``.  The kernels compute in doubles: a number past their range is refused, by name;
+    a large power of a symbol stays (it is computed, not written)."""
+    from symbolic_cost.numeric.compile import compile_exprs
+    from symbolic_cost.symbols import b
+    for backend in ("llvm", "numpy"):
+        assert "double's range" in str(refusal(lambda: compile_exprs({"r": number * b}, backend=backend), "r"))
+    assert compile_exprs({"r": b**40})({"b": [2]})["r"][0] == 2.0**40
