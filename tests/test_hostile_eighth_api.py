@@ -213,3 +213,25 @@ def test_a_compiled_expression_holding_a_number_past_a_double_is_refused(number)
     for backend in ("llvm", "numpy"):
         assert "double's range" in str(refusal(lambda: compile_exprs({"r": number * b}, backend=backend), "r"))
     assert compile_exprs({"r": b**40})({"b": [2]})["r"][0] == 2.0**40
+
+
+# the layout search
+
+
+@pytest.mark.parametrize("field, values", [("zero", (1, 1)), ("schedules", ("1f1b", "1f1b")),
+                                           ("recompute", ("full", "full")), ("offload", ("none", "none")),
+                                           ("micro_batch_sizes", (1, 2, 1))])
+def test_a_search_space_listing_a_value_twice_is_refused(field, values):
+    """``search(arch, 8, zero=(1, 1))`` tried each layout twice (152 layouts evaluated, not 76) and
+    listed it twice among the fastest, as ``sweep --grid b=1,1`` did before the sixth probe."""
+    from symbolic_cost.numeric.search import Space
+    assert "twice: list each value once" in str(refusal(lambda: Space(**{field: values}), field))
+
+
+@pytest.mark.parametrize("keyword", ["progress", "dask"])
+def test_searchs_flags_are_flags(keyword):
+    """``search(..., dask="yes")`` and ``progress="yes"`` were read as true (any truthy value), and
+    ``"no"`` would have been too."""
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.numeric.search import search
+    refusal(lambda: search(preset("gpt2"), 8, global_batch=8, seq=1024, **{keyword: "no"}), keyword)
