@@ -235,3 +235,26 @@ def test_searchs_flags_are_flags(keyword):
     from symbolic_cost.models.config import preset
     from symbolic_cost.numeric.search import search
     refusal(lambda: search(preset("gpt2"), 8, global_batch=8, seq=1024, **{keyword: "no"}), keyword)
+
+
+# the analysis helpers
+
+
+def test_a_limit_of_a_size_goes_where_the_size_may_go():
+    """``limit(l, l, -oo)`` answered ``-oo`` for a sequence length, which is positive; a symbol of
+    the user's own, without assumptions, may still go to ``-oo`` (``x**2`` grows without bound there)."""
+    from sympy import oo
+    from symbolic_cost.analysis.scaling import limit
+    from symbolic_cost.symbols import l
+    for to in (-oo, -1):
+        refusal(lambda: limit(l, l, to), "to")
+    x = Symbol("x")
+    assert limit(x**2, x, -oo) == oo and limit(1 / l, l, oo) == 0
+
+
+def test_leading_terms_with_remainder_is_a_flag():
+    """``leading_terms(expr, l, with_remainder="no")`` answered the pair, as any truthy value did."""
+    from symbolic_cost.analysis.scaling import leading_terms
+    from symbolic_cost.symbols import b, l
+    refusal(lambda: leading_terms(l * b + l, l, with_remainder="no"), "with_remainder")
+    assert leading_terms(l * b + l, l, with_remainder=True) == (b * l + l, 0)
