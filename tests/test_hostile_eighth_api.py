@@ -258,3 +258,18 @@ def test_leading_terms_with_remainder_is_a_flag():
     from symbolic_cost.symbols import b, l
     refusal(lambda: leading_terms(l * b + l, l, with_remainder="no"), "with_remainder")
     assert leading_terms(l * b + l, l, with_remainder=True) == (b * l + l, 0)
+
+
+def test_the_calibrated_model_refuses_nvlink_collectives_on_a_system_without_nvlink():
+    """``calibrated("h100").but(nvlink_bandwidth=0)`` priced GPT-2's data-parallel allreduce over 2
+    devices on NVLink (0.72 ms, at the efficiency's NVLink bus bandwidth), where the peak model
+    refuses it ("no link ... its bandwidth is 0").  A system without NVLink has domains of one
+    device (``l40s``): its collectives run on the network, as before."""
+    from symbolic_cost.models import Training, model_cost
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.timing.hardware import calibrated
+    from symbolic_cost.timing.step import step_time_breakdown
+    cost = model_cost(preset("gpt2"), Training(b=2, l=256, d=2))
+    refusal(lambda: step_time_breakdown(cost, calibrated("h100").but(nvlink_bandwidth=0)), "nvlink_bandwidth")
+    assert step_time_breakdown(cost, calibrated("h100").but(nvlink_bandwidth=0, nvlink_size=1))["data_comm"] > 0
+    assert step_time_breakdown(cost, calibrated("l40s"))["data_comm"] > 0
