@@ -273,3 +273,17 @@ def test_the_calibrated_model_refuses_nvlink_collectives_on_a_system_without_nvl
     refusal(lambda: step_time_breakdown(cost, calibrated("h100").but(nvlink_bandwidth=0)), "nvlink_bandwidth")
     assert step_time_breakdown(cost, calibrated("h100").but(nvlink_bandwidth=0, nvlink_size=1))["data_comm"] > 0
     assert step_time_breakdown(cost, calibrated("l40s"))["data_comm"] > 0
+
+
+def test_the_tiled_kernel_model_takes_a_systems_name_and_an_element_size():
+    """``gemm(4096, 4096, 4096, "a100")`` (as ``step_time`` takes a name) ended in "'str' object has
+    no attribute 'require'"; ``tiled_traffic(..., element_bytes=-1)`` answered -30,000 bytes.  The
+    preset's name gives the preset's kernel; an element size is positive and at most 16 bytes."""
+    from symbolic_cost.timing.hardware import SYSTEMS
+    from symbolic_cost.timing.kernels import gemm, tiled_traffic
+    assert gemm(4096, 4096, 4096, "a100") == gemm(4096, 4096, 4096, SYSTEMS["a100"])
+    refusal(lambda: gemm(4096, 4096, 4096, None), "system")
+    for size in (-1, 0, 17):
+        refusal(lambda: tiled_traffic(100, 100, 100, 512, size), "element_bytes")
+    # one 512-tile covers each side of 100: every operand read once, 3 x 100 x 100 values of 4 bytes
+    assert tiled_traffic(100, 100, 100, 512, 4) == 4 * 3 * 100 * 100
