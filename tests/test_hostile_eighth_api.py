@@ -287,3 +287,26 @@ def test_the_tiled_kernel_model_takes_a_systems_name_and_an_element_size():
         refusal(lambda: tiled_traffic(100, 100, 100, 512, size), "element_bytes")
     # one 512-tile covers each side of 100: every operand read once, 3 x 100 x 100 values of 4 bytes
     assert tiled_traffic(100, 100, 100, 512, 4) == 4 * 3 * 100 * 100
+
+
+@pytest.mark.parametrize("text", [None, 5, ["1:8"]])
+def test_grid_range_names_a_range_that_is_no_text(text):
+    """``grid_range(None, "b")`` (``docs/fast.md``'s Python call) ended in "'NoneType' object has
+    no attribute 'split'"."""
+    from symbolic_cost.cli.parse import grid_range
+    refusal(lambda: grid_range(text, "b"), "b")
+    assert grid_range("1:8:x2", "b") == [1, 2, 4, 8]
+
+
+@pytest.mark.parametrize("numbers, argument", [([1], "numbers"), (None, "numbers"), ("ab", "numbers"),
+                                               (["1", 2], "b"), ([None, 2], "b"), ([Rational(3, 2), 1.5], "l")])
+def test_an_exact_functions_numbers_are_one_exact_number_a_symbol(numbers, argument):
+    """``exact_function({"t": b * l}).at([1])`` ended in "missing 1 required positional argument",
+    ``at(["1", "2"])`` in "can't multiply sequence by non-int", and ``at([1.5, 2])`` answered the
+    float 3.00000000000000 from the exact evaluation."""
+    from fractions import Fraction
+    from symbolic_cost.numeric.exact import exact_function
+    from symbolic_cost.symbols import b, l
+    f = exact_function({"t": b * l})
+    refusal(lambda: f.at(numbers), argument)
+    assert f.at([3, Fraction(1, 2)]) == {"t": Rational(3, 2)}

@@ -20,7 +20,7 @@ import keyword
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from sympy import Expr, Integer, Rational, Symbol, cse, lambdify, numbered_symbols, sympify
 from sympy.printing.pycode import PythonCodePrinter
@@ -29,7 +29,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import MOE_RULES, check_sequence_parallel
 from symbolic_cost.models.placement import placed_by_p
-from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact, instance
+from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact, instance, shown
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.architecture import MADE_BY
@@ -128,6 +128,12 @@ class Exact:
         """The results at exact ``numbers``, one for each of ``symbols`` in order; refused where an
         expression has no value there (a division by zero, a logarithm of 0) or an integer past the
         digits Python converts."""
+        if isinstance(numbers, (str, bytes)) or not isinstance(numbers, Sequence) or len(numbers) != len(self.symbols):
+            raise InputTypeError(f"numbers must be a list of {len(self.symbols)} exact numbers, one for each of "
+                                 f"{', '.join(map(str, self.symbols)) or 'no symbol'}, got {shown(numbers)}", "numbers")
+        # text would be repeated ("1" * 2), a float rounded: each an exact number, as __call__ makes it
+        numbers = [n if type(n) is int or isinstance(n, RATIONAL) else _exact_number(n, str(s))
+                   for s, n in zip(self.symbols, numbers)]
         try:
             return dict(zip(self.names, map(to_sympy, self.function(*numbers))))
         except (ZeroDivisionError, ValueError, OverflowError) as error:
