@@ -310,3 +310,11 @@ def test_an_exact_functions_numbers_are_one_exact_number_a_symbol(numbers, argum
     f = exact_function({"t": b * l})
     refusal(lambda: f.at(numbers), argument)
     assert f.at([3, Fraction(1, 2)]) == {"t": Rational(3, 2)}
+
+
+def test_loss_chunks_is_a_count_of_at_most_2_53():
+    """``Training(loss_chunks=2**53 + 1)`` was taken where every other count stops at 2**53."""
+    from symbolic_cost.checks import LARGEST_COUNT
+    from symbolic_cost.models import Training
+    assert "2**53" in str(refusal(lambda: Training(loss_chunks=LARGEST_COUNT + 1), "loss_chunks"))
+    assert Training(loss_chunks=LARGEST_COUNT).loss_chunks == LARGEST_COUNT
