@@ -11,7 +11,7 @@ from sympy import Expr, Mul, Piecewise, Poly, PolynomialError, expand, factor_te
 from sympy import latex as _sympy_latex, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, exact, instance, shown
+from symbolic_cost.checks import InputError, InputTypeError, exact, shown
 
 if TYPE_CHECKING:                     # pandas is imported where a table is made, not with the module
     import pandas as pd
@@ -128,8 +128,9 @@ def _formula(expr) -> Expr:
 def formula_frame(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None):
     """A DataFrame of formulas: one row per operation, one column per field (each a field of the
     block's rows, ``cost.Cost``)."""
-    from symbolic_cost.blocks.block import Block      # blocks import this module
-    instance(block, Block, "block", " (mlp(...), attention(...), model_blocks(...)[i] ...)")
+    if not callable(getattr(block, "total", None)) or not isinstance(block, Iterable):     # a Block (blocks sit above)
+        raise InputTypeError(f"block must be a Block (mlp(...), attention(...), model_blocks(...)[i] ...), got "
+                             f"{shown(block)}", "block")
     if isinstance(fields, (str, bytes)) or not isinstance(fields, Iterable) or not fields or \
             not all(isinstance(f, str) for f in fields):
         raise InputTypeError(f"fields must be a list of field names, at least one, got {shown(fields)}", "fields")
