@@ -318,3 +318,25 @@ def test_loss_chunks_is_a_count_of_at_most_2_53():
     from symbolic_cost.models import Training
     assert "2**53" in str(refusal(lambda: Training(loss_chunks=LARGEST_COUNT + 1), "loss_chunks"))
     assert Training(loss_chunks=LARGEST_COUNT).loss_chunks == LARGEST_COUNT
+
+
+@pytest.mark.parametrize("progress", ["no", 5, None])
+def test_a_sweeps_progress_is_a_flag_or_a_callable(progress):
+    """``sweep(..., progress="no")`` reported progress on stderr (any truthy value did)."""
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.symbols import b
+    refusal(lambda: sweep({"t": 2 * b}, grid={"b": [1, 2]}, progress=progress), "progress")
+    lines = []
+    assert list(sweep({"t": 2 * b}, grid={"b": [1, 2]}, progress=lines.append)["t"]) == [2, 4] and len(lines) == 1
+
+
+def test_a_sweep_never_reads_text_among_objects():
+    """A table column of text (``pd.DataFrame({"b": ["1"]})``, dtype object) was read as the number 1,
+    where a grid of text is refused; objects that are numbers (Fractions, SymPy integers) stay."""
+    from fractions import Fraction
+    import pandas as pd
+    from sympy import Integer
+    from symbolic_cost.numeric.sweep import sweep
+    from symbolic_cost.symbols import b
+    refusal(lambda: sweep({"t": 2 * b}, table=pd.DataFrame({"b": ["1"]})), "b")
+    assert list(sweep({"t": 2 * b}, grid={"b": [Fraction(2), Integer(4)]})["t"]) == [4, 8]

@@ -142,8 +142,10 @@ def check_grid(grid: Mapping) -> None:
 def _check_axis(symbol, values, what: str) -> np.ndarray:
     """One axis of a grid, or one column of a table (``what``), as float64 values its symbol admits."""
     try:
-        if isinstance(values, (str, bytes)) or np.asarray(values).dtype.kind in "USb":   # text is never parsed here
-            raise TypeError
+        kind = np.asarray(values).dtype.kind
+        if isinstance(values, (str, bytes)) or kind in "USb" or \
+                (kind == "O" and any(isinstance(v, (str, bytes, bool)) for v in np.asarray(values).ravel())):
+            raise TypeError                 # text is never parsed here, nor among objects (Fractions are numbers)
         axis = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         values = list(values) if isinstance(values, pd.Series) else values       # a column, shown as its values
@@ -265,6 +267,9 @@ class Progress:
     each step; a callable, that line given to it; false, nothing."""
 
     def __init__(self, total: int | None, progress: bool | Callable[[str], None]):
+        if not isinstance(progress, bool) and not callable(progress):      # text is no flag: "no" would say it
+            raise InputTypeError(f"progress must be True, False or a callable taking a line, got {shown(progress)}",
+                                 "progress")
         self.bar = progress_bar(total) if progress is True else None
         self.say = progress if callable(progress) else \
             (lambda line: print(line, file=sys.stderr)) if progress and self.bar is None else None
