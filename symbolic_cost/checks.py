@@ -220,6 +220,26 @@ def positive(value, name: str) -> Expr:
     return expr
 
 
+WIDEST_ELEMENT = 16
+"""The most bytes an element takes: a complex128 (the widest type a PyTorch tensor holds; the
+models' widest is fp32 or fp64)."""
+
+
+def element_size(value, name: str) -> Expr:
+    """A tensor's bytes per element: ``positive``, and at most ``WIDEST_ELEMENT``.
+
+    >>> element_size(2**53 + 1, "mask_bytes")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: mask_bytes is bytes per element: at most 16 (a complex128, the widest type a tensor holds), got 9007199254740993
+    """
+    expr = positive(value, name)
+    if expr.is_number and expr > WIDEST_ELEMENT:
+        raise InputError(f"{name} is bytes per element: at most {WIDEST_ELEMENT} (a complex128, the widest type a "
+                         f"tensor holds), got {expr}", name)
+    return expr
+
+
 def fits(symbol: Symbol, value, name: str | None = None) -> Expr:
     """``value`` checked against what ``symbol`` promises (positive, integer), as far as it is
     decidable; new symbols of ``symbols.py`` are checked by their own assumptions.

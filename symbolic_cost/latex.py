@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING
 
-from sympy import Mul, Piecewise, Poly, PolynomialError, expand, factor_terms, fraction, together
+from sympy import Expr, Mul, Piecewise, Poly, PolynomialError, expand, factor_terms, fraction, nan, together, zoo
 from sympy import latex as _sympy_latex, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError
+from symbolic_cost.checks import InputError, InputTypeError, exact, shown
 
 if TYPE_CHECKING:                     # pandas is imported where a table is made, not with the module
     import pandas as pd
@@ -31,7 +32,16 @@ def latex(expr, mul_symbol=None) -> str:
     >>> latex(2 * b * l * e / m1)
     '\\\\frac{2 b e l}{m_{1}}'
     """
-    return _sympy_latex(sympify(expr), symbol_names=SYMBOL_NAMES, mul_symbol=mul_symbol)
+    return _sympy_latex(sympify(_not_text(expr)), symbol_names=SYMBOL_NAMES, mul_symbol=mul_symbol)
+
+
+def _not_text(expr):
+    """``expr``, refused where it is text (``sympify`` would run it as Python, and make symbols of its
+    own, not the package's) or ``None``."""
+    if isinstance(expr, (str, bytes)) or expr is None:
+        hint = "; read text with symbolic_cost.reader.read" if expr is not None else ""
+        raise InputTypeError(f"expr must be a SymPy expression or a number, got {shown(expr)}{hint}", "expr")
+    return expr
 
 
 def _escape(text: str) -> str:
@@ -65,7 +75,7 @@ def common_monomial(expr):
     >>> common_monomial(34*b*l*e + 5*b*h*l**2)
     b*l
     """
-    numerator, _ = fraction(together(sympify(expr)))
+    numerator, _ = fraction(together(sympify(_not_text(expr))))
     symbols = sorted(numerator.free_symbols & set(S.DIMENSIONS + (S.n_layers,)), key=str)
     if not symbols:
         return sympify(1)
@@ -87,11 +97,13 @@ def paper_form(expr, by=None):
     >>> print(latex(paper_form(34*b*l*e + 5*b*h*l**2, by=b*l*e)))
     b e l \left(34 + \frac{5 h l}{e}\right)
     """
-    if isinstance(by, str) or isinstance(expr, str):
-        raise InputTypeError("paper_form takes SymPy expressions, not text (reader.read it)", "by")
-    if by is not None and sympify(by) == 0:
+    for name, value in (("expr", expr), ("by", by)):
+        if isinstance(value, str):
+            raise InputTypeError(f"paper_form takes SymPy expressions, not text: {name} is {shown(value)} "
+                                 f"(reader.read it)", name)
+    if by is not None and exact(by, "by") == 0:          # by divides: exact, finite and not 0
         raise InputError("by must not be 0: it divides the expression", "by")
-    expr = sympify(expr)
+    expr = _formula(expr)
     if isinstance(expr, Piecewise):      # each piece in the paper's form, under its own condition
         return Piecewise(*((paper_form(piece, by), condition) for piece, condition in expr.args), evaluate=False)
     by = common_monomial(expr) if by is None else sympify(by)
@@ -103,11 +115,25 @@ def paper_form(expr, by=None):
     return Mul(by, rest, evaluate=False)
 
 
+def _formula(expr) -> Expr:
+    """``expr`` as a SymPy expression (``checks.exact`` for anything else: never a boolean, ``None``,
+    a list or a float); an undefined one (NaN, ``zoo``) is refused, an infinite arm of a choice (an
+    impossible layout's time) stays."""
+    expr = expr if isinstance(expr, Expr) else exact(expr, "expr")
+    if expr.has(nan, zoo):
+        raise InputError(f"expr must be a formula or a number, got {expr} (undefined: a division by zero?)", "expr")
+    return expr
+
+
 def formula_frame(block, fields=("flops_fwd", "flops_bwd", "act_buffer", "weights"), by=None):
     """A DataFrame of formulas: one row per operation, one column per field (each a field of the
     block's rows, ``cost.Cost``)."""
-    if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
-        raise InputTypeError(f"fields must be a list of field names, got {fields!r}", "fields")
+    if not callable(getattr(block, "total", None)) or not isinstance(block, Iterable):     # a Block (blocks sit above)
+        raise InputTypeError(f"block must be a Block (mlp(...), attention(...), model_blocks(...)[i] ...), got "
+                             f"{shown(block)}", "block")
+    if isinstance(fields, (str, bytes)) or not isinstance(fields, Iterable) or not fields or \
+            not all(isinstance(f, str) for f in fields):
+        raise InputTypeError(f"fields must be a list of field names, at least one, got {shown(fields)}", "fields")
     known = {f.name for row in block for f in dataclass_fields(row)}
     unknown = [f for f in fields if f not in known]
     if unknown:

@@ -54,9 +54,11 @@ Python       printed as   meaning
 True
 """
 
+from collections.abc import Mapping
+
 from sympy import Symbol
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, InputTypeError, shown
 
 _DIM = dict(positive=True, integer=True)
 
@@ -119,6 +121,9 @@ def resolve_names(values) -> dict:
     >>> resolve_names({"m1": 4, l: 2048})
     {m1: 4, l: 2048}
     """
+    if not isinstance(values, Mapping) and not callable(getattr(values, "items", None)):   # a pandas row has items
+        raise InputTypeError(f"values must be a mapping of symbols (or their names) to values, got {shown(values)}",
+                             "values")
     out = {}
     for key, value in values.items():
         if isinstance(key, str):

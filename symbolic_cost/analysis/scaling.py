@@ -23,7 +23,7 @@ from sympy import (Derivative, Dummy, Expr, Max, Min, Piecewise, Poly, Polynomia
                    together, true, zoo)
 
 from symbolic_cost.symbols import resolve_names
-from symbolic_cost.checks import InputError, InputTypeError, count, exact, fits, shown
+from symbolic_cost.checks import InputError, InputTypeError, count, exact, fits, flag, shown
 
 
 def _real(x: Symbol) -> Symbol:
@@ -86,6 +86,7 @@ def leading_terms(expr, grow, *, with_remainder: bool = False):
     (4*b*e*l**2, 24*b*e**2*l + 10*b*e*l)
     """
     expr = exact(expr, "expr")
+    flag(with_remainder, "with_remainder")
     _check_powers(expr)
     t = Dummy("t", positive=True)
     scaled = together(expr.subs({s: t * s for s in _symbols(grow)}, simultaneous=True))
@@ -190,6 +191,8 @@ def limit(expr, x, to=oo) -> Expr:
     value otherwise)."""
     x = _symbol(x)
     to = to if to in (oo, -oo) else exact(to, "to")
+    if x.is_nonnegative and (to == -oo or to.is_negative):        # a size never goes there
+        raise InputError(f"to must be oo or a value {x} may take (at least 0: {x} is a size), got {to}", "to")
     return simplify(_limit(exact(expr, "expr"), x, to))
 
 

@@ -31,7 +31,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.block import check_dims
-from symbolic_cost.checks import InputError, positive
+from symbolic_cost.checks import InputError, element_size
 from symbolic_cost.cost import Collective, Cost, collective
 from symbolic_cost.ops import add, dropout
 from symbolic_cost.ops.norm import NORMS
@@ -75,8 +75,8 @@ class Layout:
         check_dims(dims, conventions)
         # the LBNL 2024 code ties sequence sharding to the tensor degree
         s = dims["m1"] if conventions.sequence_shard == "m1" else dims["s1"]
-        return cls(dims["b"], dims["l"], dims["e"], dims["m1"], s, positive(es, "es"),
-                   positive(es_mask, "es_mask"), conventions)
+        return cls(dims["b"], dims["l"], dims["e"], dims["m1"], s, element_size(es, "es"),
+                   element_size(es_mask, "es_mask"), conventions)
 
     @property
     def kw(self) -> dict:

@@ -22,7 +22,7 @@ from sympy import Expr
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.context import Context
 from symbolic_cost.blocks.specs import flags, one_of
-from symbolic_cost.checks import InputError, check_rules, positive, settle
+from symbolic_cost.checks import InputError, check_rules, element_size, settle
 from symbolic_cost.cost import exact
 from symbolic_cost.ops.norm import NORMS
 
@@ -128,8 +128,8 @@ class Run:
         flags(self, "flash", "split_inputs")
         if self.context is not None and not isinstance(self.context, Context):
             raise InputError(f"context must be a blocks.context.Context, got {self.context!r}", "context")
-        positive(self.es, "es")
-        positive(self.es_mask, "es_mask")
+        element_size(self.es, "es")
+        element_size(self.es_mask, "es_mask")
         conv.get(self.conventions)
 
     @property

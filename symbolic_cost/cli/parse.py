@@ -14,7 +14,7 @@ import math
 from sympy import sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, fits, repeated_keys
+from symbolic_cost.checks import InputError, InputTypeError, fits, repeated_keys, shown
 from symbolic_cost.reader import bounded, read, read_number
 
 
@@ -127,6 +127,9 @@ def grid_range(text: str, name: str) -> list:
     >>> grid_range("1:64:x2", "b"), grid_range("2:9:+3", "p"), grid_range("3:5", "d")
     ([1, 2, 4, 8, 16, 32, 64], [2, 5, 8], [3, 4, 5])
     """
+    if not isinstance(text, str):
+        raise InputTypeError(f"{name}: a range is text (START:STOP, START:STOP:+STEP or START:STOP:xFACTOR), got "
+                             f"{shown(text)}", name)
     parts = text.split(":")
     if len(parts) not in (2, 3) or not all(part.strip() for part in parts):
         raise InputError(f"{name}: a range is START:STOP, START:STOP:+STEP or START:STOP:xFACTOR, got {text!r}", name)

@@ -38,7 +38,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.heads import TP_ENDS
-from symbolic_cost.checks import InputError, choice, flag, instance, positive, positive_dims, settle
+from symbolic_cost.checks import InputError, choice, count, element_size, flag, instance, positive_dims, settle
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import check_recipe
 from symbolic_cost.models.recipes import check_16bit_layers, check_offload
@@ -402,9 +402,10 @@ class Execution:
         if self.fused_loss and self.loss_chunks != 1:
             raise InputError(f"fused_loss chunks the logits its own way; loss_chunks={self.loss_chunks} beside it "
                              f"is a second way: give one", "loss_chunks")
-        positive(self.mask_bytes, "mask_bytes")
+        element_size(self.mask_bytes, "mask_bytes")
         if isinstance(self.loss_chunks, bool) or not isinstance(self.loss_chunks, int) or self.loss_chunks < 1:
             raise InputError(f"loss_chunks must be a positive integer, got {self.loss_chunks!r}", "loss_chunks")
+        count(self.loss_chunks, "loss_chunks")          # at most 2**53, as every count
         if not isinstance(self.overlap, Overlap):
             raise InputError(f"overlap must be a models.training.Overlap value, got {self.overlap!r}", "overlap")
         if self.attention_kernel is not None:

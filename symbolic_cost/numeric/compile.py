@@ -62,6 +62,7 @@ from symbolic_cost.numeric.portable import exactly_rounded, free_symbols_of, par
 from symbolic_cost.symbols import resolve_names
 
 BACKENDS = ("llvm", "numba", "numpy")
+DOUBLE_MAX = float(np.finfo(np.float64).max)
 BLOCK = 8192
 """Configurations the numpy backend evaluates at a time: small enough that the temporaries
 of thousands of operations stay in cache (one pass over a million rows, whose temporaries do
@@ -361,7 +362,8 @@ def _refuse_uncomputable(names, values, symbols, nodes) -> None:
     give (generated code would meet an undefined name), or the imaginary unit (a real kernel would
     drop the imaginary part and print 0).  ``nodes``: every node of ``values`` (``portable.parts``)."""
     given = {str(s) for s in symbols}
-    if S.ImaginaryUnit not in nodes and all(str(n) in given for n in nodes if n.is_Symbol):
+    huge = [n for n in nodes if n.is_Number and _past_double(n)]
+    if S.ImaginaryUnit not in nodes and not huge and all(str(n) in given for n in nodes if n.is_Symbol):
         return                          # one walk of the shared parts; the name is looked for below
     for name, value in zip(names, values):
         own = parts([value])
@@ -373,6 +375,17 @@ def _refuse_uncomputable(names, values, symbols, nodes) -> None:
         if S.ImaginaryUnit in own:
             raise InputError(f"expression {name!r} is complex (it holds I): the kernels compute real numbers",
                              str(name))
+        past = [n for n in huge if n in own]
+        if past:                        # the kernels compute it as inf, or inf / inf: nan
+            raise InputError(f"expression {name!r} holds the number {shown(past[0])}, past a double's range (about "
+                             f"1.8e308), which the kernels compute in", str(name))
+
+
+def _past_double(number) -> bool:
+    """Whether a SymPy number (or a Rational's numerator or denominator) is past a double's range."""
+    if number.is_Rational:
+        return max(abs(number.p), number.q) > DOUBLE_MAX
+    return number.is_finite is not False and abs(number) > DOUBLE_MAX
 
 
 def _build(names, values, symbols, backend, level: str) -> Compiled:

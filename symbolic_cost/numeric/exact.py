@@ -20,7 +20,7 @@ import keyword
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from sympy import Expr, Integer, Rational, Symbol, cse, lambdify, numbered_symbols, sympify
 from sympy.printing.pycode import PythonCodePrinter
@@ -29,7 +29,7 @@ from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.moe import MOE_RULES, check_sequence_parallel
 from symbolic_cost.models.placement import placed_by_p
-from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact, instance
+from symbolic_cost.checks import MODEL_RULES, InputError, InputTypeError, check_rules, exact, instance, shown
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, Training, model_cost
 from symbolic_cost.models.architecture import MADE_BY
@@ -128,6 +128,12 @@ class Exact:
         """The results at exact ``numbers``, one for each of ``symbols`` in order; refused where an
         expression has no value there (a division by zero, a logarithm of 0) or an integer past the
         digits Python converts."""
+        if isinstance(numbers, (str, bytes)) or not isinstance(numbers, Sequence) or len(numbers) != len(self.symbols):
+            raise InputTypeError(f"numbers must be a list of {len(self.symbols)} exact numbers, one for each of "
+                                 f"{', '.join(map(str, self.symbols)) or 'no symbol'}, got {shown(numbers)}", "numbers")
+        # text would be repeated ("1" * 2), a float rounded: each an exact number, as __call__ makes it
+        numbers = [n if type(n) is int or isinstance(n, RATIONAL) else _exact_number(n, str(s))
+                   for s, n in zip(self.symbols, numbers)]
         try:
             return dict(zip(self.names, map(to_sympy, self.function(*numbers))))
         except (ZeroDivisionError, ValueError, OverflowError) as error:
@@ -290,8 +296,12 @@ def model_function(arch, system="h100", conventions=None, **policy):
     124439808
     """
     instance(arch, Architecture, "arch", MADE_BY)
-    chosen = conv.get(conventions or conv.DEFAULT)
+    chosen = conv.get(conv.DEFAULT if conventions is None else conventions)
     names = DEGREES + (("ep", "etp") if arch.moe is not None else ())
+    fixed = sorted(set(policy) & {*names, "micro_batches"}, key=str)
+    if fixed:                   # Training would take it twice: once from the policy, once from evaluate's numbers
+        raise InputError(f"model_function's policy fixes {fixed[0]}, a number evaluate() takes: pass it there "
+                         f"(evaluate({'n_micro' if fixed[0] == 'micro_batches' else fixed[0]}=...))", fixed[0])
     symbolic = {n: S.BY_NAME[n] for n in names}
     by_stage = placed_by_p(arch, policy)
     functions = {}

@@ -31,7 +31,7 @@ import pandas as pd
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, count, instance, shown
+from symbolic_cost.checks import InputError, InputTypeError, count, flag, instance, shown
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.architecture import MADE_BY
@@ -241,7 +241,11 @@ class Space:
                 words = " or ".join("an integer" if a is int else repr(a) for a in alone)
                 raise InputTypeError(f"{name} must be a non-empty tuple of the values to try"
                                      f"{' (or ' + words + ')' if alone else ''}, got {shown(value)}", name)
-            object.__setattr__(self, name, tuple(value))
+            value = tuple(value)
+            twice = next((v for i, v in enumerate(value) if v in value[:i]), None)
+            if twice is not None:          # each layout would be tried, and listed, twice
+                raise InputError(f"{name} lists {twice!r} twice: list each value once", name)
+            object.__setattr__(self, name, value)
         if self.policy is not None and not isinstance(self.policy, Mapping):
             raise InputTypeError(f"policy must be a dict of Training keywords every layout keeps, got {shown(self.policy)}",
                                  "policy")
@@ -279,6 +283,10 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
     space = replace(space or Space(), **ranges)
     count(devices, "devices", maximum=MAX_DEVICES)
     count(top, "top")
+    flag(dask, "dask")
+    if not isinstance(progress, bool) and not callable(progress):      # text is no flag: "no" would say it
+        raise InputTypeError(f"progress must be True, False or a callable taking a line, got {shown(progress)}",
+                             "progress")
     if workers is not None:
         count(workers, "workers")
     system = get_system(system)

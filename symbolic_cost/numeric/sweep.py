@@ -132,7 +132,7 @@ def check_grid(grid: Mapping) -> None:
     """Each axis of a grid: a non-empty list of finite numbers that its symbol admits (positive;
     integral for an integer symbol)."""
     axes = resolve_names(grid)
-    if len(axes) != len(grid):          # "b" and the symbol b: one axis would be dropped
+    if len({str(k) for k in axes}) != len(grid):      # "b" and the symbol b (or a plain b): one axis would be dropped
         raise InputError(f"grid names a symbol twice (by its name and as a symbol): {', '.join(map(str, grid))}",
                          "grid")
     for symbol, values in axes.items():
@@ -142,8 +142,10 @@ def check_grid(grid: Mapping) -> None:
 def _check_axis(symbol, values, what: str) -> np.ndarray:
     """One axis of a grid, or one column of a table (``what``), as float64 values its symbol admits."""
     try:
-        if isinstance(values, (str, bytes)) or np.asarray(values).dtype.kind in "USb":   # text is never parsed here
-            raise TypeError
+        kind = np.asarray(values).dtype.kind
+        if isinstance(values, (str, bytes)) or kind in "USb" or \
+                (kind == "O" and any(isinstance(v, (str, bytes, bool)) for v in np.asarray(values).ravel())):
+            raise TypeError                 # text is never parsed here, nor among objects (Fractions are numbers)
         axis = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         values = list(values) if isinstance(values, pd.Series) else values       # a column, shown as its values
@@ -195,13 +197,14 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
         raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}", "chunk_size")
     if grid is not None:
         check_grid(grid)
+        axes, grid = grid, {str(k): v for k, v in grid.items()}   # keyed by a symbol: its name, as a column's
     keep = keep_exprs(exprs, constraints)
-    inputs = [str(k) for k in resolve_names(grid)] if grid is not None else None
+    inputs = list(grid) if grid is not None else None
     given = inputs if inputs is not None else list(table.columns) if isinstance(table, pd.DataFrame) else []
     clash = sorted(set(map(str, exprs)) & set(map(str, given)))
     if clash:                           # the output's column would replace the input's
         raise InputError(f"exprs names {', '.join(clash)}, an input of the sweep: name the output otherwise", "exprs")
-    symbols = None if grid is None else [s for s in resolve_names(grid)]
+    symbols = None if grid is None else [s for s in resolve_names(axes)]
     rows = grid_size(grid) if grid is not None else len(table) if isinstance(table, pd.DataFrame) else None
     compiled = compile_exprs({**exprs, **keep}, symbols=symbols,
                              backend=sweep_backend(rows, {**exprs, **keep}, symbols), rows=rows)
@@ -212,7 +215,7 @@ def sweep(exprs: Mapping, grid: Mapping | None = None, table=None, constraints=(
     frames = []
     keep_freed_pages()                  # each chunk's columns reuse the last one's pages
     for chunk in chunks:
-        values = {k: v for k, v in chunk.items() if k in {str(s) for s in compiled.symbols}}
+        values = {s: chunk[str(s)] for s in compiled.symbols if str(s) in chunk}   # by symbol: a user's own too
         results = compiled(values)
         mask = np.ones(len(next(iter(chunk.values()))), dtype=bool)
         for name in keep:
@@ -264,6 +267,9 @@ class Progress:
     each step; a callable, that line given to it; false, nothing."""
 
     def __init__(self, total: int | None, progress: bool | Callable[[str], None]):
+        if not isinstance(progress, bool) and not callable(progress):      # text is no flag: "no" would say it
+            raise InputTypeError(f"progress must be True, False or a callable taking a line, got {shown(progress)}",
+                                 "progress")
         self.bar = progress_bar(total) if progress is True else None
         self.say = progress if callable(progress) else \
             (lambda line: print(line, file=sys.stderr)) if progress and self.bar is None else None

@@ -33,6 +33,7 @@ NCCL constants with their source beside each.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 
@@ -116,6 +117,11 @@ class Efficiency:
             if value.is_number and (value < 0 or value == 0 and item.name not in FIXED_COSTS):
                 rule = "at least 0" if item.name in FIXED_COSTS else "positive"
                 raise InputError(f"efficiency {item.name} must be {rule}, got {value}", item.name)
+            if item.name in FRACTIONS and value.is_number and value > 1:
+                raise InputError(f"efficiency {item.name} is a fraction of the peak: at most 1, got {value}", item.name)
+            if value.is_number and value > DOUBLE_MAX:       # the step time of such a cost prints as inf
+                raise InputError(f"efficiency {item.name} must be within a double's range (at most about 1.8e308), "
+                                 f"got {value.evalf(4)}", item.name)
             if item.name in COUNTED and value.is_number and not (value.is_integer and value <= COUNTED[item.name]):
                 raise InputError(f"efficiency {item.name} counts {COUNTED_WHAT[item.name]}: a whole number up to "
                                  f"{COUNTED[item.name]:,}, got {value}", item.name)
@@ -143,6 +149,13 @@ kernel's output tile sides (128 or 256 on the tensor-core kernels of every gener
 of more than 1,024 outputs is no kernel's)."""
 
 COUNTED_WHAT = {"sms": "streaming multiprocessors", "tile_m": "a tile's rows", "tile_n": "a tile's columns"}
+
+FRACTIONS = ("matrix", "memory")
+"""The factors that are a fraction of a datasheet peak, in (0, 1]: no kernel beats the peak (the fit
+keeps them within ``timing.calibrate.RANGES``)."""
+
+DOUBLE_MAX = sys.float_info.max
+"""The largest figure a factor may be: past it a time computed from it prints as inf."""
 
 FIXED_COSTS = ("kernel", "step")
 """The fitted factors that are seconds, not fractions: 0 is a value they may take."""

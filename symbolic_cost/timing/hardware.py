@@ -183,11 +183,18 @@ def _priced(c: Collective, system: System, link: str | None) -> Expr:
     if c.group == 1:
         return Integer(0)
     if link is not None:
+        if getattr(system, f"{link}_bandwidth") == 0:      # as the peak model refuses it (comm_time)
+            raise InputError(f"system {system.name} has no {link} link ({link}_bandwidth 0) for a {c.kind} over "
+                             f"{c.group} devices", f"{link}_bandwidth")
         return nccl.collective_time(c, system, link)
     nodes = round_up(c.span / system.nvlink_size)
     if system.ib_bandwidth == 0 and (sympify(c.span) - system.nvlink_size).is_positive:
         raise InputError(f"system {system.name} has no network (ib_bandwidth 0) for a {c.kind} over {c.span} devices, "
                          f"past one NVLink domain of {system.nvlink_size}", "ib_bandwidth")
+    if system.nvlink_bandwidth == 0 and system.nvlink_size != 1:     # NCCL's rings run on NVLink within a domain
+        raise InputError(f"system {system.name} has no NVLink (nvlink_bandwidth 0) for a {c.kind} over {c.span} "
+                         f"devices, whose NVLink domains hold {system.nvlink_size} (a system without NVLink has "
+                         f"nvlink_size 1)", "nvlink_bandwidth")
     return _on_link(c.span, system, nccl.collective_time(c, system, "nvlink"),
                     nccl.collective_time(c, system, "ib", nodes, intra="nvlink"))
 
@@ -263,8 +270,9 @@ def step_time(costs, system: System | str, conventions=conv.DEFAULT, passes=("fw
     system, conventions = get_system(system), conv.get(conventions)
     if not isinstance(costs, Iterable) or isinstance(costs, (str, Mapping)):
         raise InputTypeError(f"costs must be a Block or other Costs, got {shown(costs)}", "costs")
-    if not isinstance(passes, (tuple, list)) or not all(p in ("fwd", "bwd") for p in passes):
-        raise InputError(f"passes must hold 'fwd' and/or 'bwd', got {passes!r}", "passes")
+    if not isinstance(passes, (tuple, list)) or not passes or not all(p in ("fwd", "bwd") for p in passes) \
+            or len(set(passes)) != len(passes):              # none would time nothing, one twice count it twice
+        raise InputError(f"passes must hold 'fwd' and/or 'bwd', each once, got {passes!r}", "passes")
     return Add(*(row_seconds(instance(cost, Cost, "costs' rows"), system, conventions)[f"t_total_{p}"]
                  for cost in costs for p in passes))
 

@@ -40,8 +40,9 @@ from symbolic_cost import conventions as conv
 from symbolic_cost.cost import Cost, Gemm, exact
 from symbolic_cost.extrema import minimum
 from symbolic_cost.ops.matmul import matmul_flops, product_flops
-from symbolic_cost.checks import InputError, counts, positive, positive_dims
+from symbolic_cost.checks import InputError, counts, element_size, positive, positive_dims
 from symbolic_cost.timing import attention_kernels
+from symbolic_cost.timing.systems import get_system
 
 
 def tile_edge(capacity, element_bytes, operands=3) -> Expr:
@@ -52,7 +53,7 @@ def tile_edge(capacity, element_bytes, operands=3) -> Expr:
     >>> tile_edge(9 * 2**20, 4), tile_edge(12 * 2**20, 4)
     (512, 1024)
     """
-    capacity, element_bytes = positive(capacity, "capacity"), positive(element_bytes, "element_bytes")
+    capacity, element_bytes = positive(capacity, "capacity"), element_size(element_bytes, "element_bytes")
     tiles = capacity / (positive_dims(operands=operands)["operands"] * element_bytes)
     if not tiles.is_number:
         return 2 ** floor(log(tiles, 2) / 2)
@@ -116,7 +117,7 @@ def tiled_traffic(m, k, n, tile, element_bytes) -> Expr:
     25681723392
     """
     r = reloads(m, k, n, tile)
-    return exact(element_bytes, "element_bytes") * (m * k * r.a + k * n * r.b + m * n * r.c)
+    return element_size(element_bytes, "element_bytes") * (m * k * r.a + k * n * r.b + m * n * r.c)
 
 
 def output_overhead(m, k, n, tile) -> Expr:
@@ -161,12 +162,14 @@ def _peak(system, engine: str) -> Expr:
 
 def memory_time(kernel: Kernel, system) -> Expr:
     """Seconds of the kernel's traffic: ``dram / B_hbm + l2 / B_l2`` (no latency)."""
+    system = get_system(system)
     l2 = kernel.l2_bytes / system.l2_bandwidth if kernel.l2_bytes != 0 else Integer(0)
     return kernel.dram_bytes / system.hbm_bandwidth + l2
 
 
 def _roofline_cases(kernel: Kernel, system) -> tuple:
     """``(memory_bound, memory_time_with_latency, compute_time)`` of one kernel."""
+    system = get_system(system)
     if kernel.l2_bytes != 0:
         system.require("tiled L2 traffic", "l2_bandwidth")
     compute = kernel.flops / _peak(system, kernel.engine)
@@ -184,12 +187,14 @@ def roofline(kernel: Kernel, system) -> Expr:
 
 def kernel_time(kernel: Kernel, system) -> Expr:
     """``roofline + launches * launch_overhead``."""
+    system = get_system(system)
     return roofline(kernel, system) + kernel.launches * system.launch_overhead
 
 
 def tiles(system, element_bytes) -> tuple[Expr, Expr]:
     """``(X1, X2)``: tile edges of DRAM traffic (three fit the L2) and of L2 traffic
     (three fit the shared memory)."""
+    system = get_system(system)
     system.require("the tiled GEMM model", "l2_capacity", "shared_memory_capacity")
     return (tile_edge(system.l2_capacity, element_bytes),
             tile_edge(system.shared_memory_capacity, element_bytes))
@@ -199,7 +204,7 @@ def gemm_orientations(m, k, n, system, conventions=conv.DEFAULT, element_bytes=2
                       name="gemm", engine="matrix") -> tuple[Kernel, Kernel]:
     """The kernels of ``count`` products ``(m, k) x (k, n)`` as written and transposed
     (``(n, k) x (k, m)``): same FLOPs, different tiled traffic."""
-    conventions = conv.get(conventions)
+    conventions, system = conv.get(conventions), get_system(system)
     m, k, n, count = counts(m=m, k=k, n=n, count=count).values()
     x1, x2 = tiles(system, element_bytes)
     flops = matmul_flops(m, k, n, conventions)
