@@ -23,8 +23,10 @@ import contextlib
 import csv
 import io
 import json
+import math
 import shlex
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 
 from symbolic_cost.checks import InputError
@@ -79,30 +81,45 @@ USED = {"summary": TRAINING_KEYS, "formula": TRAINING_KEYS | {"field", "keep"},
 """The keys each kind of request reads; another one given a value is refused, not ignored."""
 
 
-JSON_KINDS = {type(None): "null", bool: "a boolean", float: "a number with a fraction", list: "a list",
-              dict: "an object"}
+JSON_KINDS = {type(None): "null", bool: "a boolean", list: "a list", dict: "an object"}
 """How a refusal names a JSON value's kind (Python's type names are not the request's)."""
 
 
 def json_kind(value) -> str:
-    """The JSON kind of a request's ``value``, as a refusal names it.
+    """The JSON kind of a request's ``value``, as a refusal names it: ``NaN`` and ``Infinity``
+    (which Python's reader takes, and JSON has not) by their names.
 
-    >>> json_kind(None), json_kind("b=2"), json_kind(3)
-    ('null', 'text', 'a number')
+    >>> json_kind(None), json_kind("b=2"), json_kind(3), json_kind(float("nan")), json_kind(float("-inf"))
+    ('null', 'text', 'a number', 'NaN', '-Infinity')
     """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     return JSON_KINDS.get(type(value), "text" if isinstance(value, str) else "a number")
+
+
+def word(value) -> str:
+    """A JSON number as the command line's word: an integer's digits, a number with a fraction or
+    an exponent as the request wrote it (a ``Decimal``, the server's reader keeps its digits) or as
+    Python writes a float (``repr``: the shortest text that reads back as it); the command line
+    then reads it as it reads the typed word (``--rate 2.5``, ``--set b=2.0``).
+
+    >>> word(3), word(Decimal("2.50")), word(Decimal("1e400")), word(0.5)
+    ('3', '2.50', '1E+400', '0.5')
+    """
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def text(request: dict, key: str, within: str = "") -> str:
     """The value of ``key`` (under ``within``, ``set`` or ``serve``, where it is a layout value) as
-    a command-line word: text or an integer, never a structure; a missing one is named so."""
+    a command-line word: text or a number (``word``), never a structure, ``NaN`` or ``Infinity``;
+    a missing one is named so."""
     value, name = request.get(key), f"{within}.{key}" if within else key
     if key not in request:
-        raise InputError(f"{name} is missing: give it as text or an integer", name)
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        kind = JSON_KINDS.get(type(value), type(value).__name__)
-        raise InputError(f"{name} must be text or an integer (a whole number), got {kind}", name)
-    return str(value).strip()
+        raise InputError(f"{name} is missing: give it as text or a number", name)
+    finite = not isinstance(value, float) or math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)) or not finite:
+        raise InputError(f"{name} must be text or a finite number, got {json_kind(value)}", name)
+    return word(value).strip()
 
 
 def model_words(request: dict, folder: Path) -> list[str]:

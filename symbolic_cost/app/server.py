@@ -33,6 +33,7 @@ import queue
 import socket
 import sys
 import threading
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -197,8 +198,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self.send_json(408, {"error": f"the request's body ended before its Content-Length of {size:,} "
                                                  f"bytes, or did not arrive within {REQUEST_SECONDS} s"})
-        try:
-            request = json.loads(body or b"{}", object_pairs_hook=unique_object)
+        try:        # a number with a fraction or an exponent kept as written (1e400 is no float's infinity)
+            request = json.loads(body or b"{}", object_pairs_hook=unique_object, parse_float=Decimal)
         except RepeatedKey as error:
             return self.send_json(400, {"error": str(error)})
         except (ValueError, RecursionError) as error:     # not JSON, or nested past the parser's depth
