@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from math import comb, prod
@@ -93,9 +94,9 @@ def read(text: str, *, argument: str = "expression", names: dict | None = None,
             raise _Refused(f"the non-ASCII character {text[foreign]!r} (U+{ord(text[foreign]):04X})", offset=foreign)
         tree = _parse(text)
         placeholders = {name: Dummy(name, positive=True) for name in names or ()}  # the caller's: one symbol each
-        result = _Reader({**known, **placeholders}, condition).top(tree.body)
+        result = _Reader({**known, **placeholders}, condition, text).top(tree.body)
         bounded(result, argument)
-        result = _Reader(known, condition).top(tree.body) if names else result
+        result = _Reader(known, condition, text).top(tree.body) if names else result
     except _Refused as refused:
         where = _position(text, refused)
         more = f"; known: {', '.join(known)}" if refused.what.startswith("unknown name") else ""
@@ -193,8 +194,8 @@ def _position(text: str, refused: _Refused) -> str:
 class _Reader:
     """Turns an admitted syntax tree into SymPy, one node kind at a time."""
 
-    def __init__(self, names: dict, condition: bool):
-        self.names, self.condition = names, condition
+    def __init__(self, names: dict, condition: bool, source: str = ""):
+        self.names, self.condition, self.source = names, condition, source
 
     def top(self, node):
         if not self.condition:
@@ -257,8 +258,7 @@ class _Reader:
             raise _Refused(f"{value!r} is not a number", node)
         if isinstance(value, int):
             return Integer(value)
-        text = repr(value)                       # the literal as Python read it: 0.1 -> '0.1'
-        return Rational(Fraction(text)) if "inf" not in text and "nan" not in text else _fail(node)
+        return _exact(ast.get_source_segment(self.source, node) if self.source else None, value, node)
 
     def name(self, node: ast.Name):
         if node.id in self.names:            # a caller's value may be a plain int (a model's width)
@@ -299,6 +299,25 @@ class _Reader:
 
 def _fail(node):
     raise _Refused("not a finite number", node)
+
+
+def _exact(written: str | None, value: float, node):
+    """The number a literal with a fraction or an exponent is written as (``written``; the
+    float Python read, ``value``, where the text is not known): a float rounds
+    ``1.0000000000000001`` to 1 and ``1e-400`` to 0, which a size then took as 1 or refused as 0.
+    One past 10**MAX_DIGITS or finer than 10**-MAX_DIGITS is refused before its digits are
+    made (``1e999999999`` would build a billion-digit integer)."""
+    try:
+        number = Decimal(written.replace("_", "")) if written else Decimal(repr(value))
+    except (InvalidOperation, ValueError):
+        number = Decimal(repr(value))
+    if not number.is_finite():
+        _fail(node)
+    if number and number.adjusted() > MAX_DIGITS:
+        raise _Refused(f"a number larger than 10**{MAX_DIGITS}", node)
+    if number and number.adjusted() < -MAX_DIGITS:
+        raise _Refused(f"a number written finer than 10**-{MAX_DIGITS}", node)
+    return Rational(Fraction(number))
 
 
 def _checked(result, node):

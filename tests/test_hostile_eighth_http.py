@@ -14,6 +14,7 @@ import json
 import pytest
 
 from symbolic_cost.cli import main
+from test_refusals import refused
 from test_app_network import ask, page, post  # noqa: F401  (page: the served page's fixture)
 
 
@@ -72,3 +73,30 @@ def test_nan_and_infinity_are_refused_by_their_names(page, body, named):
     number with a fraction"; each is refused naming the field and the token."""
     status, answer = sent(page, body)
     assert status == 422 and all(name in answer["error"] for name in named), answer
+
+
+# the reader behind every value the page forwards: a literal rounded to a float
+
+
+def test_a_number_is_read_as_written_not_as_the_float_nearest_it(capsys):
+    """``--set b=1.0000000000000001`` (and the page's ``{"set": {"b": 1.0000000000000001}}``, now
+    forwarded as written) was read through a float, rounded to 1 and answered as ``b = 1``;
+    ``1e-400`` was read as 0 ("b must be a positive integer, got 0").  A literal is now the exact
+    number its digits write: 10**16 + 1 over 10**16 is no integer, and 10**-400 is finer than the
+    reader's 10**-30."""
+    from sympy import Integer, Rational
+
+    from symbolic_cost.reader import read
+    assert read("1.0000000000000001") == Rational(10**16 + 1, 10**16)
+    assert read("0.30000000000000001") == Rational(30000000000000001, 10**17)
+    assert read("1.5e3") == Integer(1500) and read("1e-30") == Rational(1, 10**30)
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "b=1.0000000000000001"], "--set b", "positive integer",
+            "10000000000000001/10000000000000000")
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "b=1e-400"], "--set b", "finer than 10**-30")
+
+
+def test_a_literal_of_a_huge_exponent_is_refused_before_its_digits_are_made(capsys):
+    """Read exactly, ``1e999999999`` would be an integer of a billion digits: refused by its
+    exponent, as ``1e400`` is (it was "not a finite number", a float's infinity)."""
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "b=1e999999999"], "--set b", "larger than 10**30")
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "b=1e-999999999"], "--set b", "finer than 10**-30")
