@@ -100,3 +100,17 @@ def test_a_literal_of_a_huge_exponent_is_refused_before_its_digits_are_made(caps
     exponent, as ``1e400`` is (it was "not a finite number", a float's infinity)."""
     refused(capsys, ["summary", "--preset", "gpt2", "--set", "b=1e999999999"], "--set b", "larger than 10**30")
     refused(capsys, ["summary", "--preset", "gpt2", "--set", "b=1e-999999999"], "--set b", "finer than 10**-30")
+
+
+# the maintenance commands
+
+
+@pytest.mark.parametrize("names, named", [(["deepflow-lstm", "nosuch"], "'nosuch'"),
+                                          (["deepflow-lstm", "deepflow-lstm"], "named twice")])
+def test_reproduce_checks_every_name_before_it_runs_any(capsys, tmp_path, names, named):
+    """``reproduce deepflow-lstm nosuch --reports DIR`` ran deepflow-lstm and wrote its report into
+    DIR, then refused ``nosuch``; ``deepflow-lstm deepflow-lstm`` ran it twice.  Both are refused
+    before any reproduction runs: nothing is written."""
+    reports = tmp_path / "reports"
+    refused(capsys, ["reproduce", *names, "--reports", str(reports)], named)
+    assert not reports.exists()
