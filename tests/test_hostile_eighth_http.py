@@ -114,3 +114,22 @@ def test_reproduce_checks_every_name_before_it_runs_any(capsys, tmp_path, names,
     reports = tmp_path / "reports"
     refused(capsys, ["reproduce", *names, "--reports", str(reports)], named)
     assert not reports.exists()
+
+
+# refusals that quoted a value of a megabyte whole
+
+
+def test_a_refusal_quotes_a_huge_value_cut(page, capsys):
+    """A preset name of 100,000 characters came back in a refusal of 100,000 characters (a hub id,
+    twice: 200,000), and 20,000 unknown keys were listed one by one; a refusal now quotes a value
+    cut to a few dozen characters and lists at most five names, and still names the field."""
+    status, answer = sent(page, 'summary {"preset": "' + "x" * 100_000 + '"}')
+    assert status == 422 and "--preset" in answer["error"] and "invalid choice" in answer["error"]
+    assert len(answer["error"]) < 1000
+    keys = ", ".join(f'"k{i}": 1' for i in range(20_000))
+    status, answer = sent(page, "summary {" + keys + "}")
+    assert status == 422 and "unknown request field(s) k0, k1, k10, k100, k1000 and 19,995 more" in answer["error"]
+    err = refused(capsys, ["summary", "--hf-model", "x" * 100_000], "--hf-model", "not a valid model id")
+    assert len(err) < 1000
+    err = refused(capsys, ["summary", "--zero", "9" * 5000], "--zero", "expects an integer")
+    assert len(err) < 1000

@@ -29,7 +29,7 @@ import tempfile
 from decimal import Decimal
 from pathlib import Path
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, shown
 from symbolic_cost.numeric.ranking import PARTS
 
 LAYOUT = ("b", "l", "m1", "s1", "p", "d", "cp", "n_micro")
@@ -85,6 +85,18 @@ JSON_KINDS = {type(None): "null", bool: "a boolean", list: "a list", dict: "an o
 """How a refusal names a JSON value's kind (Python's type names are not the request's)."""
 
 
+def listed(names) -> str:
+    """Names a refusal lists: the first five in order, each cut (``checks.shown``), and how many
+    more (a request of 50,000 unknown keys, or one key of a megabyte, was listed whole).
+
+    >>> listed(["b", "a"]), listed(str(i) for i in range(7)), listed(["x" * 99])[:12]
+    ('a, b', '0, 1, 2, 3, 4 and 2 more', "'xxxxxxxxxxx")
+    """
+    names = sorted(names)
+    head = ", ".join(name if len(name) <= 40 else shown(name, 40) for name in names[:5])
+    return head + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+
+
 def json_kind(value) -> str:
     """The JSON kind of a request's ``value``, as a refusal names it: ``NaN`` and ``Infinity``
     (which Python's reader takes, and JSON has not) by their names.
@@ -135,7 +147,7 @@ def model_words(request: dict, folder: Path) -> list[str]:
     """
     kind = request.get("model", "preset")
     if kind not in MODELS:
-        raise InputError(f"model must be one of {', '.join(MODELS)}, got {kind!r}", "model")
+        raise InputError(f"model must be one of {', '.join(MODELS)}, got {shown(kind)}", "model")
     if kind == "config":
         path = folder / "config.json"
         try:
@@ -174,7 +186,7 @@ def layout_words(request: dict, leave=(), key: str = "set", names=None) -> list[
     values, known = layout(request, key), FIELDS[key]
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise InputError(f"unknown layout field(s) {', '.join(unknown)}; known: {', '.join(known)}", key)
+        raise InputError(f"unknown layout field(s) {listed(unknown)}; known: {', '.join(known)}", key)
     pairs = [f"{name}={text(values, name, key)}" for name in (names or known)
              if name in values and name not in leave and text(values, name, key)]
     return ["--set", *pairs] if pairs else []
@@ -210,7 +222,7 @@ def checked(request, kind: str) -> dict:
         raise InputError("a request is a JSON object", "request")
     unknown = sorted(set(request) - KNOWN)
     if unknown:
-        raise InputError(f"unknown request field(s) {', '.join(unknown)}", "request")
+        raise InputError(f"unknown request field(s) {listed(unknown)}", "request")
     unused = sorted(key for key in set(request) - USED[kind] if request[key] not in (None, "", {}))
     if unused:
         raise InputError(f"{', '.join(unused)}: a {kind} request has no {' or '.join(unused)}; it would be ignored",
@@ -231,7 +243,7 @@ def formula_words(request: dict, folder: Path) -> list[str]:
     keep = [name.strip() for name in text(request, "keep").split(",") if name.strip()] if "keep" in request else []
     unknown = sorted(set(keep) - set(LAYOUT))
     if unknown:
-        raise InputError(f"keep: unknown layout field(s) {', '.join(unknown)}; known: {', '.join(LAYOUT)}", "keep")
+        raise InputError(f"keep: unknown layout field(s) {listed(unknown)}; known: {', '.join(LAYOUT)}", "keep")
     for name in ("zero", "recompute", "attention_kernel"):
         if request.get(name) not in (None, ""):
             raise InputError(f"{name}: formula --total builds the totals under the training defaults and has no "
