@@ -133,3 +133,19 @@ def test_a_refusal_quotes_a_huge_value_cut(page, capsys):
     assert len(err) < 1000
     err = refused(capsys, ["summary", "--zero", "9" * 5000], "--zero", "expects an integer")
     assert len(err) < 1000
+
+
+@pytest.mark.parametrize("body, status, said", [
+    ('summary {"model": 1.5}', 422, "model must be one of preset, config, hub, got a number"),
+    ('summary {"model": true}', 422, "got a boolean"),
+    ('summary {"model": NaN}', 422, "got NaN"),
+    ('summary {"model": null, "preset": "gpt2"}', 200, ""),
+])
+def test_the_model_field_is_named_as_json_names_it_and_its_null_is_not_given(page, body, status, said):
+    """``{"model": 1.5}`` was refused as "got Decimal('1.5')" (``True``, ``nan``: Python's names,
+    not the request's), and ``{"model": null}`` as "got None", where a null in every other field
+    is a field not given; a null model is now the default (a preset)."""
+    got, answer = sent(page, body)
+    assert got == status and said in answer["error"] and "Decimal" not in answer["error"], answer
+    if status == 200:
+        assert answer["output"]["model"] == "gpt2"

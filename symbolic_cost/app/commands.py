@@ -136,7 +136,7 @@ def text(request: dict, key: str, within: str = "") -> str:
 
 def model_words(request: dict, folder: Path) -> list[str]:
     """``--preset=NAME``, ``--hf-config=FILE`` (the pasted config.json, written into ``folder``)
-    or ``--hf-model=ID``.
+    or ``--hf-model=ID``; ``model`` not given (or ``null``, or empty) is a preset.
 
     >>> model_words({"model": "preset", "preset": "gpt2"}, Path("."))
     ['--preset=gpt2']
@@ -145,9 +145,11 @@ def model_words(request: dict, folder: Path) -> list[str]:
     ...
     symbolic_cost.checks.InputError: model must be one of preset, config, hub, got 'url'
     """
-    kind = request.get("model", "preset")
-    if kind not in MODELS:
-        raise InputError(f"model must be one of {', '.join(MODELS)}, got {shown(kind)}", "model")
+    kind = request.get("model")
+    kind = "preset" if kind in (None, "") else kind         # not given, as every other field's null or ""
+    if not isinstance(kind, str) or kind not in MODELS:     # named as JSON names it, not Python (Decimal('1.5'))
+        got = shown(kind) if isinstance(kind, str) else json_kind(kind)
+        raise InputError(f"model must be one of {', '.join(MODELS)}, got {got}", "model")
     if kind == "config":
         path = folder / "config.json"
         try:
