@@ -149,3 +149,30 @@ def test_the_model_field_is_named_as_json_names_it_and_its_null_is_not_given(pag
     assert got == status and said in answer["error"] and "Decimal" not in answer["error"], answer
     if status == 200:
         assert answer["output"]["model"] == "gpt2"
+
+
+def test_an_answer_holding_nan_is_an_internal_error_in_json(monkeypatch):
+    """No request of the probe got NaN or Infinity back, but nothing kept one out: ``json.dumps``
+    writes them, and the page's ``JSON.parse`` fails on them (the page showed "no answer").  A
+    command that printed one (a stand-in here) is now answered ``500``, in JSON, saying so."""
+    import threading
+
+    from symbolic_cost.app import server
+    from symbolic_cost.cli import build_parser
+
+    def printing_nan(words):
+        print('{"model": "gpt2", "memory_bytes": NaN}')
+        return 0
+    httpd = server.Server(("127.0.0.1", 0), server.Handler)
+    port, jobs = httpd.server_address[1], server.Jobs()
+    httpd.RequestHandlerClass = type("Handler", (server.Handler,), {
+        "main": staticmethod(printing_nan), "build_parser": staticmethod(build_parser), "jobs": jobs,
+        "origins": server.origins("127.0.0.1", port)})
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=jobs.run_forever, daemon=True).start()
+    try:
+        status, answer = sent(port, 'summary {"preset": "gpt2"}')
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert status == 500 and "NaN or Infinity" in answer["error"]

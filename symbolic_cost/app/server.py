@@ -160,7 +160,14 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def send_json(self, status: int, value) -> None:
-        self.send(status, json.dumps(value).encode(), "application/json")
+        """``value`` as JSON; one holding NaN or Infinity (which Python writes and JSON has not: the
+        page's ``JSON.parse`` would fail on it, and show no answer) is sent as an internal error."""
+        try:
+            body = json.dumps(value, allow_nan=False)
+        except ValueError:
+            status, body = 500, json.dumps({"error": f"symbolic-cost: internal error: the answer holds NaN or "
+                                                     f"Infinity, which JSON has not; {REPORT}"})
+        self.send(status, body.encode(), "application/json")
 
     def refused(self) -> bool:
         """Send ``403`` (and say so) when the ``Host`` is not one of ``origins`` (any, for a
