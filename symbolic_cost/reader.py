@@ -84,6 +84,7 @@ def read(text: str, *, argument: str = "expression", names: dict | None = None,
     if not isinstance(text, str):
         raise InputError(f"{argument} must be text, got {type(text).__name__}", argument)
     known = {**S.BY_NAME, **(names or {})}
+    lead = 0
     try:
         if len(text) > MAX_LENGTH:
             raise _Refused(f"text longer than {MAX_LENGTH} characters", offset=MAX_LENGTH)
@@ -92,13 +93,14 @@ def read(text: str, *, argument: str = "expression", names: dict | None = None,
         foreign = next((i for i, c in enumerate(text) if not c.isascii()), None)
         if foreign is not None:       # Python folds "ℯ" and "ｂ" into the names e and b (NFKC): not here
             raise _Refused(f"the non-ASCII character {text[foreign]!r} (U+{ord(text[foreign]):04X})", offset=foreign)
-        tree = _parse(text)
+        lead = len(text) - len(text.lstrip())      # "b=1, 2": Python's parser takes no leading space
+        tree = _parse(text[lead:], lead)
         placeholders = {name: Dummy(name, positive=True) for name in names or ()}  # the caller's: one symbol each
-        result = _Reader({**known, **placeholders}, condition, text).top(tree.body)
+        result = _Reader({**known, **placeholders}, condition, text[lead:]).top(tree.body)
         bounded(result, argument)
-        result = _Reader(known, condition, text).top(tree.body) if names else result
+        result = _Reader(known, condition, text[lead:]).top(tree.body) if names else result
     except _Refused as refused:
-        where = _position(text, refused)
+        where = _position(text[lead:], refused, lead)
         more = f"; known: {', '.join(known)}" if refused.what.startswith("unknown name") else ""
         raise InputError(f"{argument}: {refused.what}{where} of {_quoted(text)}{more}", argument) from None
     except RecursionError:
@@ -169,25 +171,27 @@ def _quoted(text: str) -> str:
     return json.dumps(text if len(text) <= 80 else text[:77] + "...", ensure_ascii=False)
 
 
-def _parse(text: str) -> ast.Expression:
+def _parse(text: str, lead: int = 0) -> ast.Expression:
+    """``text``'s syntax tree; a refusal's offset counts ``lead`` characters before ``text``."""
     try:
         return ast.parse(text, mode="eval")
     except SyntaxError as error:
-        offset = (error.offset or 1) - 1 if (error.lineno or 1) == 1 else None
+        offset = (error.offset or 1) - 1 + lead if (error.lineno or 1) == 1 else None
         raise _Refused("cannot read it (not a formula)", offset=offset) from None
     except (ValueError, MemoryError) as error:       # a literal with too many digits, a NUL byte
         raise _Refused(f"cannot read it ({error})", offset=0) from None
 
 
-def _position(text: str, refused: _Refused) -> str:
-    """`` at position N`` (1-based, in characters) of the refused node, or nothing."""
+def _position(text: str, refused: _Refused, lead: int = 0) -> str:
+    """`` at position N`` (1-based, in characters, ``lead`` of them before ``text``) of the refused
+    node, or nothing."""
     offset = refused.offset
     node = refused.node
     if node is not None and hasattr(node, "col_offset"):
         lines = text.split("\n")
         before = sum(len(line) + 1 for line in lines[:node.lineno - 1])
         line = lines[node.lineno - 1].encode()
-        offset = before + len(line[:node.col_offset].decode(errors="ignore"))
+        offset = lead + before + len(line[:node.col_offset].decode(errors="ignore"))
     return "" if offset is None else f" at position {offset + 1}"
 
 

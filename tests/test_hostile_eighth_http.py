@@ -176,3 +176,18 @@ def test_an_answer_holding_nan_is_an_internal_error_in_json(monkeypatch):
         httpd.shutdown()
         httpd.server_close()
     assert status == 500 and "NaN or Infinity" in answer["error"]
+
+
+def test_a_value_after_a_space_is_read(capsys):
+    """``--grid "b=1, 2"`` and ``--set "b= 2"`` were refused, "cannot read it (not a formula) at
+    position 1 of \\" 2\\"" (Python's parser takes no leading space), where a list written with a
+    space after its commas is what users type.  The reader skips leading white space, and a refusal
+    still counts positions in the text as typed."""
+    from sympy import Rational
+
+    from symbolic_cost.reader import read
+    assert read(" 2") == 2 and read("\t0.25") == Rational(1, 4)
+    assert main(["sweep", "--preset", "gpt2", "--grid", "b=1, 2", "--field", "peak_bytes"]) == 0
+    rows = capsys.readouterr().out.split()
+    assert rows[0] == "b,peak_bytes" and [row.split(",")[0] for row in rows[1:]] == ["1.0", "2.0"]
+    refused(capsys, ["summary", "--preset", "gpt2", "--set", "b=  b +* 2"], "--set b", "at position 6")
