@@ -1,8 +1,11 @@
 """Issue 66, an eighth probe: the page's HTTP API (``symbolic-cost serve``, ``POST /api/KIND`` for
 each of ``summary``, ``sweep``, ``layers``, ``search``, ``formula`` and ``inference``) sent hostile
 values in every field (0, -1, 2**60, ``1e400`` and ``NaN``/``Infinity`` as JSON numbers, text,
-objects, lists, ``null``, unknown keys, strings of a megabyte, JSON nested 100,000 deep), and the
-maintenance commands (``calibrate``, ``report``, ``reproduce``) given hostile options and paths.
+objects, lists, ``null``, unknown keys, strings of a megabyte, JSON nested 100,000 deep), the
+reader every value the page forwards goes through (a decimal of more digits than a double, a
+number past its range, a space after a comma), and the maintenance commands (``calibrate``,
+``report``, ``reproduce``) given hostile options and paths (a folder that does not exist, a file
+where a folder belongs, an unknown or repeated name).
 
 Most were refused as the rules ask (a 4xx, JSON, the field named).  What was not is tested here,
 one test per finding.  The servers bind 127.0.0.1 on a free port, each test sends a handful of
