@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from math import comb, prod
@@ -83,6 +84,7 @@ def read(text: str, *, argument: str = "expression", names: dict | None = None,
     if not isinstance(text, str):
         raise InputError(f"{argument} must be text, got {type(text).__name__}", argument)
     known = {**S.BY_NAME, **(names or {})}
+    lead = 0
     try:
         if len(text) > MAX_LENGTH:
             raise _Refused(f"text longer than {MAX_LENGTH} characters", offset=MAX_LENGTH)
@@ -91,13 +93,14 @@ def read(text: str, *, argument: str = "expression", names: dict | None = None,
         foreign = next((i for i, c in enumerate(text) if not c.isascii()), None)
         if foreign is not None:       # Python folds "ℯ" and "ｂ" into the names e and b (NFKC): not here
             raise _Refused(f"the non-ASCII character {text[foreign]!r} (U+{ord(text[foreign]):04X})", offset=foreign)
-        tree = _parse(text)
+        lead = len(text) - len(text.lstrip())      # "b=1, 2": Python's parser takes no leading space
+        tree = _parse(text[lead:], lead)
         placeholders = {name: Dummy(name, positive=True) for name in names or ()}  # the caller's: one symbol each
-        result = _Reader({**known, **placeholders}, condition).top(tree.body)
+        result = _Reader({**known, **placeholders}, condition, text[lead:]).top(tree.body)
         bounded(result, argument)
-        result = _Reader(known, condition).top(tree.body) if names else result
+        result = _Reader(known, condition, text[lead:]).top(tree.body) if names else result
     except _Refused as refused:
-        where = _position(text, refused)
+        where = _position(text[lead:], refused, lead)
         more = f"; known: {', '.join(known)}" if refused.what.startswith("unknown name") else ""
         raise InputError(f"{argument}: {refused.what}{where} of {_quoted(text)}{more}", argument) from None
     except RecursionError:
@@ -168,33 +171,35 @@ def _quoted(text: str) -> str:
     return json.dumps(text if len(text) <= 80 else text[:77] + "...", ensure_ascii=False)
 
 
-def _parse(text: str) -> ast.Expression:
+def _parse(text: str, lead: int = 0) -> ast.Expression:
+    """``text``'s syntax tree; a refusal's offset counts ``lead`` characters before ``text``."""
     try:
         return ast.parse(text, mode="eval")
     except SyntaxError as error:
-        offset = (error.offset or 1) - 1 if (error.lineno or 1) == 1 else None
+        offset = (error.offset or 1) - 1 + lead if (error.lineno or 1) == 1 else None
         raise _Refused("cannot read it (not a formula)", offset=offset) from None
     except (ValueError, MemoryError) as error:       # a literal with too many digits, a NUL byte
         raise _Refused(f"cannot read it ({error})", offset=0) from None
 
 
-def _position(text: str, refused: _Refused) -> str:
-    """`` at position N`` (1-based, in characters) of the refused node, or nothing."""
+def _position(text: str, refused: _Refused, lead: int = 0) -> str:
+    """`` at position N`` (1-based, in characters, ``lead`` of them before ``text``) of the refused
+    node, or nothing."""
     offset = refused.offset
     node = refused.node
     if node is not None and hasattr(node, "col_offset"):
         lines = text.split("\n")
         before = sum(len(line) + 1 for line in lines[:node.lineno - 1])
         line = lines[node.lineno - 1].encode()
-        offset = before + len(line[:node.col_offset].decode(errors="ignore"))
+        offset = lead + before + len(line[:node.col_offset].decode(errors="ignore"))
     return "" if offset is None else f" at position {offset + 1}"
 
 
 class _Reader:
     """Turns an admitted syntax tree into SymPy, one node kind at a time."""
 
-    def __init__(self, names: dict, condition: bool):
-        self.names, self.condition = names, condition
+    def __init__(self, names: dict, condition: bool, source: str = ""):
+        self.names, self.condition, self.source = names, condition, source
 
     def top(self, node):
         if not self.condition:
@@ -257,8 +262,7 @@ class _Reader:
             raise _Refused(f"{value!r} is not a number", node)
         if isinstance(value, int):
             return Integer(value)
-        text = repr(value)                       # the literal as Python read it: 0.1 -> '0.1'
-        return Rational(Fraction(text)) if "inf" not in text and "nan" not in text else _fail(node)
+        return _exact(ast.get_source_segment(self.source, node) if self.source else None, value, node)
 
     def name(self, node: ast.Name):
         if node.id in self.names:            # a caller's value may be a plain int (a model's width)
@@ -299,6 +303,25 @@ class _Reader:
 
 def _fail(node):
     raise _Refused("not a finite number", node)
+
+
+def _exact(written: str | None, value: float, node):
+    """The number a literal with a fraction or an exponent is written as (``written``; the
+    float Python read, ``value``, where the text is not known): a float rounds
+    ``1.0000000000000001`` to 1 and ``1e-400`` to 0, which a size then took as 1 or refused as 0.
+    One past 10**MAX_DIGITS or finer than 10**-MAX_DIGITS is refused before its digits are
+    made (``1e999999999`` would build a billion-digit integer)."""
+    try:
+        number = Decimal(written.replace("_", "")) if written else Decimal(repr(value))
+    except (InvalidOperation, ValueError):
+        number = Decimal(repr(value))
+    if not number.is_finite():
+        _fail(node)
+    if number and number.adjusted() > MAX_DIGITS:
+        raise _Refused(f"a number larger than 10**{MAX_DIGITS}", node)
+    if number and number.adjusted() < -MAX_DIGITS:
+        raise _Refused(f"a number written finer than 10**-{MAX_DIGITS}", node)
+    return Rational(Fraction(number))
 
 
 def _checked(result, node):

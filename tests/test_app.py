@@ -82,9 +82,9 @@ def test_requests_the_page_never_sends_are_refused():
     assert "unknown layout field(s) e" in commands.answer("summary", {"set": {"e": "64"}}, main)["error"]
     assert "keep: unknown layout field(s) x" in commands.answer("formula", {"field": "parameters",
                                                                             "keep": "x"}, main)["error"]
-    assert "set.b must be text or an integer (a whole number), got a list" in commands.answer(
+    assert "set.b must be text or a finite number, got a list" in commands.answer(
         "summary", {"set": {"b": [1]}}, main)["error"]
-    assert "serve.l_in must be text or an integer (a whole number), got null" in commands.answer(
+    assert "serve.l_in must be text or a finite number, got null" in commands.answer(
         "inference", {"serve": {"l_in": None}}, main)["error"]
     assert "grid is missing" in commands.answer("sweep", {"preset": "gpt2"}, main)["error"]
     assert "model must be one of" in commands.answer("summary", {"model": "file"}, main)["error"]

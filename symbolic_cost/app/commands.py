@@ -23,11 +23,13 @@ import contextlib
 import csv
 import io
 import json
+import math
 import shlex
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, shown
 from symbolic_cost.numeric.ranking import PARTS
 
 LAYOUT = ("b", "l", "m1", "s1", "p", "d", "cp", "n_micro")
@@ -79,35 +81,62 @@ USED = {"summary": TRAINING_KEYS, "formula": TRAINING_KEYS | {"field", "keep"},
 """The keys each kind of request reads; another one given a value is refused, not ignored."""
 
 
-JSON_KINDS = {type(None): "null", bool: "a boolean", float: "a number with a fraction", list: "a list",
-              dict: "an object"}
+JSON_KINDS = {type(None): "null", bool: "a boolean", list: "a list", dict: "an object"}
 """How a refusal names a JSON value's kind (Python's type names are not the request's)."""
 
 
-def json_kind(value) -> str:
-    """The JSON kind of a request's ``value``, as a refusal names it.
+def listed(names) -> str:
+    """Names a refusal lists: the first five in order, each cut (``checks.shown``), and how many
+    more (a request of 50,000 unknown keys, or one key of a megabyte, was listed whole).
 
-    >>> json_kind(None), json_kind("b=2"), json_kind(3)
-    ('null', 'text', 'a number')
+    >>> listed(["b", "a"]), listed(str(i) for i in range(7)), listed(["x" * 99])[:12]
+    ('a, b', '0, 1, 2, 3, 4 and 2 more', "'xxxxxxxxxxx")
     """
+    names = sorted(names)
+    head = ", ".join(name if len(name) <= 40 else shown(name, 40) for name in names[:5])
+    return head + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+
+
+def json_kind(value) -> str:
+    """The JSON kind of a request's ``value``, as a refusal names it: ``NaN`` and ``Infinity``
+    (which Python's reader takes, and JSON has not) by their names.
+
+    >>> json_kind(None), json_kind("b=2"), json_kind(3), json_kind(float("nan")), json_kind(float("-inf"))
+    ('null', 'text', 'a number', 'NaN', '-Infinity')
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     return JSON_KINDS.get(type(value), "text" if isinstance(value, str) else "a number")
+
+
+def word(value) -> str:
+    """A JSON number as the command line's word: an integer's digits, a number with a fraction or
+    an exponent as the request wrote it (a ``Decimal``, the server's reader keeps its digits) or as
+    Python writes a float (``repr``: the shortest text that reads back as it); the command line
+    then reads it as it reads the typed word (``--rate 2.5``, ``--set b=2.0``).
+
+    >>> word(3), word(Decimal("2.50")), word(Decimal("1e400")), word(0.5)
+    ('3', '2.50', '1E+400', '0.5')
+    """
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def text(request: dict, key: str, within: str = "") -> str:
     """The value of ``key`` (under ``within``, ``set`` or ``serve``, where it is a layout value) as
-    a command-line word: text or an integer, never a structure; a missing one is named so."""
+    a command-line word: text or a number (``word``), never a structure, ``NaN`` or ``Infinity``;
+    a missing one is named so."""
     value, name = request.get(key), f"{within}.{key}" if within else key
     if key not in request:
-        raise InputError(f"{name} is missing: give it as text or an integer", name)
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        kind = JSON_KINDS.get(type(value), type(value).__name__)
-        raise InputError(f"{name} must be text or an integer (a whole number), got {kind}", name)
-    return str(value).strip()
+        raise InputError(f"{name} is missing: give it as text or a number", name)
+    finite = not isinstance(value, float) or math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)) or not finite:
+        raise InputError(f"{name} must be text or a finite number, got {json_kind(value)}", name)
+    return word(value).strip()
 
 
 def model_words(request: dict, folder: Path) -> list[str]:
     """``--preset=NAME``, ``--hf-config=FILE`` (the pasted config.json, written into ``folder``)
-    or ``--hf-model=ID``.
+    or ``--hf-model=ID``; ``model`` not given (or ``null``, or empty) is a preset.
 
     >>> model_words({"model": "preset", "preset": "gpt2"}, Path("."))
     ['--preset=gpt2']
@@ -116,9 +145,11 @@ def model_words(request: dict, folder: Path) -> list[str]:
     ...
     symbolic_cost.checks.InputError: model must be one of preset, config, hub, got 'url'
     """
-    kind = request.get("model", "preset")
-    if kind not in MODELS:
-        raise InputError(f"model must be one of {', '.join(MODELS)}, got {kind!r}", "model")
+    kind = request.get("model")
+    kind = "preset" if kind in (None, "") else kind         # not given, as every other field's null or ""
+    if not isinstance(kind, str) or kind not in MODELS:     # named as JSON names it, not Python (Decimal('1.5'))
+        got = shown(kind) if isinstance(kind, str) else json_kind(kind)
+        raise InputError(f"model must be one of {', '.join(MODELS)}, got {got}", "model")
     if kind == "config":
         path = folder / "config.json"
         try:
@@ -157,7 +188,7 @@ def layout_words(request: dict, leave=(), key: str = "set", names=None) -> list[
     values, known = layout(request, key), FIELDS[key]
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise InputError(f"unknown layout field(s) {', '.join(unknown)}; known: {', '.join(known)}", key)
+        raise InputError(f"unknown layout field(s) {listed(unknown)}; known: {', '.join(known)}", key)
     pairs = [f"{name}={text(values, name, key)}" for name in (names or known)
              if name in values and name not in leave and text(values, name, key)]
     return ["--set", *pairs] if pairs else []
@@ -193,7 +224,7 @@ def checked(request, kind: str) -> dict:
         raise InputError("a request is a JSON object", "request")
     unknown = sorted(set(request) - KNOWN)
     if unknown:
-        raise InputError(f"unknown request field(s) {', '.join(unknown)}", "request")
+        raise InputError(f"unknown request field(s) {listed(unknown)}", "request")
     unused = sorted(key for key in set(request) - USED[kind] if request[key] not in (None, "", {}))
     if unused:
         raise InputError(f"{', '.join(unused)}: a {kind} request has no {' or '.join(unused)}; it would be ignored",
@@ -214,7 +245,7 @@ def formula_words(request: dict, folder: Path) -> list[str]:
     keep = [name.strip() for name in text(request, "keep").split(",") if name.strip()] if "keep" in request else []
     unknown = sorted(set(keep) - set(LAYOUT))
     if unknown:
-        raise InputError(f"keep: unknown layout field(s) {', '.join(unknown)}; known: {', '.join(LAYOUT)}", "keep")
+        raise InputError(f"keep: unknown layout field(s) {listed(unknown)}; known: {', '.join(LAYOUT)}", "keep")
     for name in ("zero", "recompute", "attention_kernel"):
         if request.get(name) not in (None, ""):
             raise InputError(f"{name}: formula --total builds the totals under the training defaults and has no "

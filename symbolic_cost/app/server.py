@@ -33,6 +33,7 @@ import queue
 import socket
 import sys
 import threading
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -159,7 +160,14 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def send_json(self, status: int, value) -> None:
-        self.send(status, json.dumps(value).encode(), "application/json")
+        """``value`` as JSON; one holding NaN or Infinity (which Python writes and JSON has not: the
+        page's ``JSON.parse`` would fail on it, and show no answer) is sent as an internal error."""
+        try:
+            body = json.dumps(value, allow_nan=False)
+        except ValueError:
+            status, body = 500, json.dumps({"error": f"symbolic-cost: internal error: the answer holds NaN or "
+                                                     f"Infinity, which JSON has not; {REPORT}"})
+        self.send(status, body.encode(), "application/json")
 
     def refused(self) -> bool:
         """Send ``403`` (and say so) when the ``Host`` is not one of ``origins`` (any, for a
@@ -197,8 +205,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self.send_json(408, {"error": f"the request's body ended before its Content-Length of {size:,} "
                                                  f"bytes, or did not arrive within {REQUEST_SECONDS} s"})
-        try:
-            request = json.loads(body or b"{}", object_pairs_hook=unique_object)
+        try:        # a number with a fraction or an exponent kept as written (1e400 is no float's infinity)
+            request = json.loads(body or b"{}", object_pairs_hook=unique_object, parse_float=Decimal)
         except RepeatedKey as error:
             return self.send_json(400, {"error": str(error)})
         except (ValueError, RecursionError) as error:     # not JSON, or nested past the parser's depth

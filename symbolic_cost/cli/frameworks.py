@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, shown
 from symbolic_cost.files import input_file
 from symbolic_cost.cli import options
 from symbolic_cost.cli.values import architecture, assignments, model_type
@@ -242,7 +242,7 @@ def _recipe_launch(args) -> tuple:
                                Path(args.hf_training_args).stem)
     named, processes, notes = recipe.get("accelerate_config"), recipe.get("num_processes"), []
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
-        raise InputError(f"num_processes must be a positive integer, got {processes!r}", "num_processes")
+        raise InputError(f"num_processes must be a positive integer, got {shown(processes)}", "num_processes")
     if processes is not None and args.devices is None:
         notes.append(f"num_processes {processes}: the processes trl passes to accelerate launch")
     world = args.devices or processes
@@ -252,7 +252,7 @@ def _recipe_launch(args) -> tuple:
     if named is None:
         return None, None, world, notes
     if not isinstance(named, str):
-        raise InputError(f"accelerate_config must be a file or the name of TRL's packaged config, got {named!r}",
+        raise InputError(f"accelerate_config must be a file or the name of TRL's packaged config, got {shown(named)}",
                          "accelerate_config")
     if Path(named).is_file():           # trl's rule: a path first, then a name of its package
         return named, None, world, notes + [f"accelerate_config {named}: launched with that file"]

@@ -19,7 +19,7 @@ from fractions import Fraction
 from sympy import Rational, oo, simplify, sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, shown
 from symbolic_cost.cli import options
 from symbolic_cost.cli.parser import ascii_only
 from symbolic_cost.cli.bookkeeping import numbers_needed
@@ -208,10 +208,10 @@ def _rate(text: str):
     except ValueError:
         value = float("nan")
     if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"--rate must be a positive number of requests/s or 'inf', got {text!r}")
+        raise argparse.ArgumentTypeError(f"--rate must be a positive number of requests/s or 'inf', got {shown(text)}")
     if value < MIN_RATE:
         raise argparse.ArgumentTypeError(f"--rate must be at least {MIN_RATE} requests/s (a slower clock passes what "
-                                         f"a double resolves), got {text!r}")
+                                         f"a double resolves), got {shown(text)}")
     return value
 
 
@@ -223,7 +223,7 @@ def _share(flag: str, zero: bool = False):
         except (ValueError, ZeroDivisionError):
             value = None
         if value is None or not (0 <= value if zero else 0 < value) or value > 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be a number in {'[0' if zero else '(0'}, 1], got {text!r}")
+            raise argparse.ArgumentTypeError(f"{flag} must be a number in {'[0' if zero else '(0'}, 1], got {shown(text)}")
         return value
     return read
 
@@ -239,7 +239,7 @@ def _seconds(flag: str):
         except ValueError:
             value = float("nan")
         if not 0 < value < float("inf"):
-            raise argparse.ArgumentTypeError(f"{flag} must be a positive number of seconds, got {text!r}")
+            raise argparse.ArgumentTypeError(f"{flag} must be a positive number of seconds, got {shown(text)}")
         return value
     return read
 

@@ -34,7 +34,7 @@ def parse_set(text: str, option: str = "--set") -> tuple:
     name, sep, value = text.partition("=")
     name = name.strip()
     if not sep or not value.strip():
-        raise InputError(f"{option} expects name=value, got {text!r}", option)
+        raise InputError(f"{option} expects name=value, got {shown(text)}", option)
     if name not in S.BY_NAME:
         raise InputError(f"{option}: unknown name {name!r}; known: {', '.join(S.BY_NAME)}", option)
     symbol = S.BY_NAME[name]
@@ -132,17 +132,17 @@ def grid_range(text: str, name: str) -> list:
                              f"{shown(text)}", name)
     parts = text.split(":")
     if len(parts) not in (2, 3) or not all(part.strip() for part in parts):
-        raise InputError(f"{name}: a range is START:STOP, START:STOP:+STEP or START:STOP:xFACTOR, got {text!r}", name)
+        raise InputError(f"{name}: a range is START:STOP, START:STOP:+STEP or START:STOP:xFACTOR, got {shown(text)}", name)
     step = parts[2].strip() if len(parts) == 3 else "+1"
     geometric = step[0] in "x*"
     start, stop, by = (read_number(part.strip(), argument=f"{name} ({what})") for part, what in
                        ((parts[0], "start"), (parts[1], "stop"), (step.lstrip("x*+"), "step")))
     if not all(v.is_Integer for v in (start, stop, by)):
-        raise InputError(f"{name}: a range's start, stop and step are integers, got {text!r}; list other values "
+        raise InputError(f"{name}: a range's start, stop and step are integers, got {shown(text)}; list other values "
                          f"one by one (V1,V2,...)", name)
     if start > stop or by < (2 if geometric else 1) or (geometric and start < 1):
         rule = "from a START of at least 1 by a factor of at least 2" if geometric else "by a step of at least 1"
-        raise InputError(f"{name}: a range goes up to STOP {rule}, got {text!r}", name)
+        raise InputError(f"{name}: a range goes up to STOP {rule}, got {shown(text)}", name)
     values, value = [], start
     while value <= stop:            # each step grows the value, so MAX_RANGE bounds the work
         if len(values) == MAX_RANGE:
@@ -163,7 +163,7 @@ def grid_option(allowed, option: str = "--grid"):
         name, sep, values = text.partition("=")
         name = name.strip()
         if not sep or name not in map(str, allowed):
-            raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {known}; got {text!r}")
+            raise argparse.ArgumentTypeError(f"expects NAME=V1,V2,... with NAME one of {known}; got {shown(text)}")
         items = values.split(",")
         if len(items) > MAX_RANGE:      # each value is read and checked before the sweep, as a range's
             raise argparse.ArgumentTypeError(f"{name}: {len(items):,} values listed, more than {MAX_RANGE:,}; use "
@@ -218,5 +218,5 @@ def symbol_name(text: str, option: str):
     by name (it was unpacked into one, a Python error, or read as one unknown name)."""
     names = symbol_names(text, option)
     if len(names) != 1:
-        raise InputError(f"{option} takes one symbol, got {text!r}", option)
+        raise InputError(f"{option} takes one symbol, got {shown(text)}", option)
     return names[0]

@@ -26,7 +26,7 @@ def integer(minimum: int = 1, maximum: int = MAX_INTEGER):
         try:
             value = int(ascii_only(text))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expects an integer, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expects an integer, got {quoted(text)}") from None
         if not minimum <= value <= maximum:
             raise argparse.ArgumentTypeError(f"must be an integer from {minimum} to {largest}, got {value}")
         return value
@@ -48,14 +48,28 @@ def exact():
         try:
             value = Fraction(ascii_only(text).strip())
         except (ValueError, ZeroDivisionError):
-            raise argparse.ArgumentTypeError(f"expects a number (e.g. 2, 1.25, 3/2 or 1e25), got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expects a number (e.g. 2, 1.25, 3/2 or 1e25), got {quoted(text)}") from None
         if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be positive, got {quoted(text)}")
         if value > float_info.max:
-            raise argparse.ArgumentTypeError(f"must be at most {float_info.max:.4g} (a double's range), got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be at most {float_info.max:.4g} (a double's range), got {quoted(text)}")
         return value
     read.__name__ = "exact number"
     return read
+
+
+QUOTED = 60
+"""Characters of a refused value a message quotes (a megabyte's value was quoted whole)."""
+
+
+def quoted(value) -> str:
+    """``repr(value)`` for a refusal, cut to ``QUOTED`` characters.
+
+    >>> quoted("x" * 100)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
+    """
+    text = repr(value)
+    return text if len(text) <= QUOTED else text[:QUOTED - 3] + "..."
 
 
 def ascii_only(text: str) -> str:
@@ -67,7 +81,7 @@ def ascii_only(text: str) -> str:
     '8'
     """
     if not text.isascii():
-        raise argparse.ArgumentTypeError(f"expects a number in ASCII digits, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expects a number in ASCII digits, got {quoted(text)}")
     return text
 
 
@@ -76,14 +90,14 @@ def decimal(text: str) -> float:
     try:
         return float(ascii_only(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expects a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expects a number, got {quoted(text)}") from None
 
 
 def text(value: str) -> str:
     """The type of every option that takes text: refused when empty or blank (``--row ''`` or
     ``--hf-model ''`` would read as not given, and the option be ignored)."""
     if not value.strip():
-        raise argparse.ArgumentTypeError(f"expects a value, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expects a value, got {quoted(value)}")
     return value
 
 
@@ -121,6 +135,12 @@ class Parser(argparse.ArgumentParser):
     def add_mutually_exclusive_group(self, **kw):
         """argparse's exclusive group, whose options are noted as the parser's own are."""
         return noting(self, super().add_mutually_exclusive_group(**kw))
+
+    def _check_value(self, action, value):
+        """argparse's refusal of a value not among ``choices``, quoting the value cut (``quoted``)."""
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {quoted(value)} (choose from {choices})")
 
     def error(self, message):
         raise UsageError(f"{self.prog}: error: {message}")

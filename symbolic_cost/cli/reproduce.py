@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     reports = output_folder(args.reports, "--reports")
     failed = False
-    for name in args.names or reproduce.names():
+    for name in reproduce.chosen(args.names):
         outcome = reproduce.run(name, Path(reports))
         print(outcome.line)
         failed |= not outcome.ok

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from symbolic_cost.models.architecture import Architecture
 from symbolic_cost.models.config import from_config, read_json
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import InputError, shown
 from symbolic_cost.files import input_file
 
 INSTALL = "pip install 'symbolic_cost[hub]'"
@@ -61,7 +61,7 @@ def config_file(model_id: str, revision: str | None = None, cache_dir=None, offl
     the cache only.  Every failure is a ``ValueError`` naming the model id and the reason.
     """
     if not isinstance(model_id, str) or not model_id.strip():
-        raise InputError(f"--hf-model must be a model id such as 'meta-llama/Llama-2-7b-hf', got {model_id!r}",
+        raise InputError(f"--hf-model must be a model id such as 'meta-llama/Llama-2-7b-hf', got {shown(model_id)}",
                          "--hf-model")
     download, constants, errors = _client()
     where = model_id + (f" (revision {revision})" if revision else "")
@@ -70,7 +70,8 @@ def config_file(model_id: str, revision: str | None = None, cache_dir=None, offl
             return Path(download(model_id, "config.json", revision=revision, cache_dir=cache_dir,
                                  local_files_only=bool(offline)))
     except errors.HFValidationError as error:
-        raise InputError(f"--hf-model {model_id!r} is not a valid model id: {error}", "--hf-model") from None
+        reason = str(error) if len(str(error)) <= 200 else str(error)[:197] + "..."     # it quotes the id whole
+        raise InputError(f"--hf-model {shown(model_id)} is not a valid model id: {reason}", "--hf-model") from None
     except errors.LocalEntryNotFoundError:
         cache = cache_dir or constants.HF_HUB_CACHE
         mode = "offline mode is on" if offline or constants.HF_HUB_OFFLINE else "the hub could not be reached"

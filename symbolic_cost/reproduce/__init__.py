@@ -95,6 +95,22 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
+def chosen(asked) -> list[str]:
+    """The reproductions ``asked`` (all, in ``names`` order, when none), each known and named once:
+    checked before any runs (an unknown name was refused after the ones before it had written
+    their reports, and one named twice ran twice).
+
+    >>> chosen([]) == names(), chosen(["deepflow-lstm"])
+    (True, ['deepflow-lstm'])
+    """
+    for name in asked:
+        module(name)
+    twice = sorted({name for name in asked if list(asked).count(name) > 1})
+    if twice:
+        raise InputError(f"reproduction {twice[0]!r} is named twice; name each once", "name")
+    return list(asked) or names()
+
+
 def module(name: str):
     """The reproduction module registered as ``name``."""
     if name not in _REGISTRY:
