@@ -324,12 +324,19 @@ def persistence_note(zero: dict) -> str:
             f"rank; counted sharded")
 
 
+def _old_switch(zero: dict, key: str) -> bool:
+    """One of ZeRO's deprecated offload switches (``Optional[bool]`` in DeepSpeed's config): absent
+    or null is off, else a boolean as pydantic reads it (``"true"`` and 1 on, -1 refused)."""
+    value = zero.get(key)
+    return value is not None and _boolean(value, f"zero_optimization.{key}")
+
+
 def zero_policy(zero: dict, stage: int, notes: list) -> dict:
     """Offload and overlap of ``zero_optimization``."""
     devices = {key: (zero.get(key) or {}).get("device", "none") for key in ("offload_optimizer", "offload_param")}
-    if zero.get("cpu_offload") is True:         # DeepSpeed's older name of the optimizer's CPU offload
+    if _old_switch(zero, "cpu_offload"):         # DeepSpeed's older name of the optimizer's CPU offload
         devices["offload_optimizer"] = "cpu"
-    if True in (zero.get("cpu_offload_params"), zero.get("cpu_offload_param")):    # and of the parameters'
+    if _old_switch(zero, "cpu_offload_params") | _old_switch(zero, "cpu_offload_param"):    # and the parameters'
         devices["offload_param"] = "cpu"
     for key, device in devices.items():
         if device not in ("none", "cpu"):
