@@ -173,3 +173,15 @@ def test_trl_recipe_nested_quant_given_as_text_false_is_off(tmp_path, capsys):
     assert weights['"false"'] == weights["false"] > weights["true"]
     (tmp_path / "recipe.yaml").write_text((INPUTS / source).read_text() + "\nuse_bnb_nested_quant: 1\n")
     assert "use_bnb_nested_quant" in summary_error(capsys, *words, str(tmp_path / "recipe.yaml"))
+
+
+@pytest.mark.parametrize("old, new, key", [("  precision: 32", "  precision: [32]", "trainer.precision"),
+                                           ("  activation: 'swiglu'", "  activation: {a: 1}", "model.activation"),
+                                           ("    name: distributed_fused_adam", "    name: [adam]",
+                                            "model.optim.name")])
+def test_nemo1_name_given_as_a_list_or_mapping_is_refused(tmp_path, capsys, old, new, key):
+    """``trainer.precision: [32]`` (and a list or mapping as the activation or the optimizer's name)
+    ended in an internal error (``TypeError: unhashable type``, exit 3) where the reader looks the
+    name up; refused like any other name it does not read."""
+    err = summary_error(capsys, "--nemo-recipe", _nemo1(tmp_path, old, new), "--vocab-size", BAICHUAN_VOCAB)
+    assert key in err and "the reader reads" in err and len(err.strip().splitlines()) == 1, err

@@ -218,6 +218,11 @@ def _integer(value, where: str, minimum: int = 1) -> int:
     return value
 
 
+def _among(value, table: dict) -> bool:
+    """Whether ``value`` names an entry of ``table``: a list or a mapping names none (it is no key)."""
+    return isinstance(value, (str, int, float)) and value in table
+
+
 def _switch(value, where: str) -> bool:
     """A NeMo switch: YAML's true or false.  NeMo tests the value's truth (``cfg.get("bias", True)``),
     so 0 is off where ``is False`` would read it as on; anything not a boolean is refused, naming it."""
@@ -270,7 +275,7 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
     if trainer.get("accelerator", "gpu") not in ("gpu", "auto"):
         raise InputError(f"trainer.accelerator {trainer['accelerator']!r}: the reader reads gpu", "trainer.accelerator")
     precision = trainer.get("precision", 16)
-    if precision not in PRECISIONS:
+    if not _among(precision, PRECISIONS):
         raise InputError(f"trainer.precision {precision!r}: the reader reads 32, 16, bf16 (and their -mixed, -true "
                          f"names)", "trainer.precision")
     switch, o2 = PRECISIONS[precision], _switch(get("megatron_amp_O2", False), "model.megatron_amp_O2")
@@ -325,7 +330,7 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
     if not _switch(get("bias", True), "model.bias"):
         words.append("--disable-bias-linear")
     activation = get("activation", "gelu")
-    if activation not in ACTIVATIONS:
+    if not _among(activation, ACTIVATIONS):
         raise InputError(f"model.activation {activation!r}: the reader reads {', '.join(ACTIVATIONS)}",
                          "model.activation")
     words += ACTIVATIONS[activation]
@@ -349,7 +354,7 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
             words += ["--recompute-num-layers", str(get("activations_checkpoint_num_layers"))]
     optim = _check(model.get("optim"), OPTIM_NO_COST, "model.optim")
     kind = optim.get("name", "fused_adam")
-    if kind not in OPTIMIZERS:
+    if not _among(kind, OPTIMIZERS):
         raise InputError(f"model.optim.name {kind!r}: the reader reads {', '.join(OPTIMIZERS)}", "model.optim.name")
     words += OPTIMIZERS[kind]
     if kind == "distributed_fused_adam":
