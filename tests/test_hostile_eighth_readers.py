@@ -185,3 +185,24 @@ def test_nemo1_name_given_as_a_list_or_mapping_is_refused(tmp_path, capsys, old,
     name up; refused like any other name it does not read."""
     err = summary_error(capsys, "--nemo-recipe", _nemo1(tmp_path, old, new), "--vocab-size", BAICHUAN_VOCAB)
     assert key in err and "the reader reads" in err and len(err.strip().splitlines()) == 1, err
+
+
+# --nemo-recipe (Megatron-Bridge): probabilities
+
+
+@pytest.mark.parametrize("old, new, key", [("  hidden_dropout: 0.0", "  hidden_dropout: -1", "model.hidden_dropout"),
+                                           ("  attention_dropout: 0.0", "  attention_dropout: 8.5",
+                                            "model.attention_dropout"),
+                                           ("  rotary_percent: 1.0", "  rotary_percent: 2", "model.rotary_percent")])
+def test_bridge_probability_past_0_to_1_is_refused_as_megatron_args_refuses_it(tmp_path, capsys, old, new, key):
+    """``model.attention_dropout: 8.5`` (or a hidden dropout of -1) was counted as a dropout that runs
+    (its masks kept), where PyTorch's ``Dropout`` refuses a probability outside 0 to 1, and
+    ``--megatron-args`` refuses ``--attention-dropout 8.5``; a ``rotary_percent`` of 2 was refused as
+    ``rotary_dim``, a name the file does not hold.  Each is refused naming the key, as the launch
+    script reader does (``from 0 to 1``)."""
+    path = _edited(tmp_path, "megatron_bridge_llama32_1b.yaml", old, new)
+    err = summary_error(capsys, "--nemo-recipe", path, "--devices", "8")
+    assert key in err and "from 0 to 1" in err, err
+    script = ["--megatron-args", _edited(tmp_path, "pretrain_gpt_345m_2021.sh", "--num-layers 24",
+                                         "--num-layers 24 --attention-dropout 8.5")]
+    assert "--attention-dropout must be from 0 to 1" in summary_error(capsys, *script)

@@ -277,6 +277,16 @@ class Container:
         except (ValueError, ZeroDivisionError):
             raise InputError(f"{section}.{key} must be a number, got {value!r}", f"{section}.{key}") from None
 
+    def probability(self, section: str, key: str, default: str) -> Fraction:
+        """``section.key`` as ``fraction`` reads it, from 0 to 1 (a dropout's probability, which
+        PyTorch refuses outside them; a share of the head's channels), as ``--megatron-args`` reads
+        the same option."""
+        value = self.fraction(section, key, default)
+        if not 0 <= value <= 1:
+            raise InputError(f"{section}.{key} must be from 0 to 1, got {self.section(section).get(key)!r}",
+                             f"{section}.{key}")
+        return value
+
     def target(self, section: str, key: str) -> str | None:
         """The ``_target_`` of a serialised object (``activation_func``), or its name written alone;
         ``None`` when absent."""
