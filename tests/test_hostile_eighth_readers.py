@@ -206,3 +206,33 @@ def test_bridge_probability_past_0_to_1_is_refused_as_megatron_args_refuses_it(t
     script = ["--megatron-args", _edited(tmp_path, "pretrain_gpt_345m_2021.sh", "--num-layers 24",
                                          "--num-layers 24 --attention-dropout 8.5")]
     assert "--attention-dropout must be from 0 to 1" in summary_error(capsys, *script)
+
+
+# --torchtitan FILE.py: a section the reader cannot evaluate
+
+TITAN_PYTHON = pathlib.Path(__file__).resolve().parent / "framework_inputs" / "torchtitan_python" / "b5bcd76"
+TITAN_LLAMA3 = "torchtitan/models/llama3/config_registry.py"
+TRAINING = "        training=TrainingConfig(\n            num_tokens_per_microbatch_per_dp_rank=1 * 8192,"
+
+
+@pytest.mark.parametrize("new", [TRAINING.replace("TrainingConfig(", "make_training("),          # outside the file
+                                 TRAINING.replace("TrainingConfig(\n", "TrainingConfig(\n            8192, "),
+                                 TRAINING.replace("=1 * 8192,", "=1 * 8192, max_context_length=4096,")])
+def test_torchtitan_python_training_section_it_cannot_read_is_refused(tmp_path, capsys, new):
+    """``llama3_8b()`` with ``training=make_training(...)`` (a function the reader does not follow),
+    ``TrainingConfig`` with an argument by position, or ``max_context_length`` given twice (Python's
+    compiler refuses it: "keyword argument repeated") was read with the section left out: the
+    defaults' 16,384 tokens in rows of 2,048 (b 8, l 2048) where the file says 8,192 tokens of 8,192
+    (b 1, l 8192), silently.  Refused, naming the section."""
+    import shutil
+    shutil.copytree(TITAN_PYTHON, tmp_path / "checkout")
+    path = tmp_path / "checkout" / TITAN_LLAMA3
+    text = path.read_text()
+    start = text.index("def llama3_8b()")
+    assert text[start:].count(TRAINING) == 1
+    path.write_text(text[:start] + text[start:].replace(TRAINING, new))
+    err = summary_error(capsys, "--torchtitan", str(path), "--torchtitan-config", "llama3_8b", "--devices", "64")
+    assert "training = " in err and "does not evaluate it" in err and len(err.strip().splitlines()) == 1, err
+    plain = summary_json(capsys, "--torchtitan", str(TITAN_PYTHON / TITAN_LLAMA3), "--torchtitan-config", "llama3_8b",
+                         "--devices", "64")
+    assert (plain["layout"]["b"], plain["layout"]["l"]) == (1, 8192)
