@@ -236,3 +236,12 @@ def test_torchtitan_python_training_section_it_cannot_read_is_refused(tmp_path, 
     plain = summary_json(capsys, "--torchtitan", str(TITAN_PYTHON / TITAN_LLAMA3), "--torchtitan-config", "llama3_8b",
                          "--devices", "64")
     assert (plain["layout"]["b"], plain["layout"]["l"]) == (1, 8192)
+
+
+def test_empty_nemo_recipe_is_refused_for_its_emptiness_not_for_vocab_size(tmp_path, capsys):
+    """An empty ``--nemo-recipe`` file with ``--vocab-size`` (as a NeMo 1.x file takes it) was refused
+    for ``--vocab-size`` ("a Megatron-Bridge configuration states model.vocab_size"), a file that
+    states nothing; now the file is named, as without ``--vocab-size``."""
+    (tmp_path / "job.yaml").write_text("# nothing yet\n")
+    err = summary_error(capsys, "--nemo-recipe", str(tmp_path / "job.yaml"), "--vocab-size", "32000")
+    assert "job: a Megatron-Bridge ConfigContainer YAML is a mapping" in err and "--vocab-size" not in err, err
