@@ -245,3 +245,31 @@ def test_empty_nemo_recipe_is_refused_for_its_emptiness_not_for_vocab_size(tmp_p
     (tmp_path / "job.yaml").write_text("# nothing yet\n")
     err = summary_error(capsys, "--nemo-recipe", str(tmp_path / "job.yaml"), "--vocab-size", "32000")
     assert "job: a Megatron-Bridge ConfigContainer YAML is a mapping" in err and "--vocab-size" not in err, err
+
+
+# sizes past 2**53 (or not numbers at all), named by the file's key
+
+
+@pytest.mark.parametrize("key", ["train_micro_batch_size_per_gpu", "train_batch_size", "gradient_accumulation_steps"])
+def test_deepspeed_batch_past_2_53_is_refused_by_its_key(key):
+    """``train_micro_batch_size_per_gpu: 2**70`` was refused as ``b must be at most 2**53``, a name
+    the file does not hold (and, with ``--set b=``, the file's 2**70 passed behind the replacement);
+    now the key is named, as the library's bound on a size (2**53) says."""
+    from symbolic_cost.models.config import preset
+    from symbolic_cost.models.deepspeed import deepspeed_setup
+    config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, key: 2**70}
+    error = refusal(lambda: deepspeed_setup(json.dumps(config), "ds.json", preset("gpt2"), 8, {}, {}), key)
+    assert "2**53" in str(error)
+
+
+@pytest.mark.parametrize("value, rule", [(str(2**70), "at most 2**53"), ("1" * 5000, "at most 2**53"),
+                                         ("\u00b2", "an integer of at least 1")])
+def test_megatron_option_past_2_53_or_not_ascii_digits_is_refused_by_its_name(tmp_path, capsys, value, rule):
+    """``--hidden-size 2**70`` was refused as ``e must be at most 2**53`` (``--num-layers`` as
+    ``n_layers``, ``--global-batch-size`` as ``micro_batches``: the symbols, not the options); 5,000
+    digits, or a superscript two (a digit to ``str.isdigit``), were refused with Python's own words
+    ("Exceeds the limit (4300 digits) for integer string conversion", "invalid literal for int()"),
+    naming no option.  Each now names ``--hidden-size`` and the rule."""
+    path = _edited(tmp_path, "pretrain_gpt_345m_2021.sh", "--hidden-size 1024", f"--hidden-size {value}")
+    err = summary_error(capsys, "--megatron-args", path)
+    assert f"--hidden-size must be {rule}" in err and len(err.strip().splitlines()) == 1, err

@@ -57,7 +57,7 @@ from fractions import Fraction
 from sympy import sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, given_counts, instance
+from symbolic_cost.checks import LARGEST_COUNT, InputError, given_counts, instance
 from symbolic_cost.models.config import DEEPSPEED_DUPLICATES, read_json
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
@@ -251,11 +251,15 @@ def _boolean_zero(config: dict, notes: list) -> dict:
 
 
 def _integer(value, where: str):
-    """A positive integer, ``None`` (absent) or ``"auto"``."""
+    """A positive integer of at most 2**53 (``LARGEST_COUNT``, the library's bound on a size),
+    ``None`` (absent) or ``"auto"``; a larger one is refused here, by the key's name, not later as
+    the ``b`` or ``n_micro`` it becomes."""
     if value is None or value == "auto":
         return value
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{where} must be a positive integer or \"auto\", got {value!r}", where)
+    if value > LARGEST_COUNT:
+        raise InputError(f"{where} must be at most 2**53, got one of {value.bit_length()} bits", where)
     return value
 
 
