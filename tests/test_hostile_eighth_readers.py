@@ -273,3 +273,21 @@ def test_megatron_option_past_2_53_or_not_ascii_digits_is_refused_by_its_name(tm
     path = _edited(tmp_path, "pretrain_gpt_345m_2021.sh", "--hidden-size 1024", f"--hidden-size {value}")
     err = summary_error(capsys, "--megatron-args", path)
     assert f"--hidden-size must be {rule}" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_bridge_size_past_2_53_is_refused_by_its_key(tmp_path, capsys):
+    """``model.ffn_hidden_size: 2**70`` was refused as ``f must be at most 2**53``; now as the key."""
+    path = _edited(tmp_path, "megatron_bridge_llama32_1b.yaml", "  ffn_hidden_size: 8192",
+                   f"  ffn_hidden_size: {2**70}")
+    assert "model.ffn_hidden_size must be at most 2**53" in summary_error(capsys, "--nemo-recipe", path, "--devices", "8")
+
+
+@pytest.mark.parametrize("old, key", [("  hidden_size: 4096", "model.hidden_size"),
+                                      ("  num_layers: 32", "model.num_layers"),
+                                      ("  global_batch_size: 8", "model.global_batch_size")])
+def test_nemo1_size_past_2_53_is_refused_by_its_key(tmp_path, capsys, old, key):
+    """NeMo 1.x ``hidden_size: 2**70`` was refused as ``e must be at most 2**53`` (``num_layers`` as
+    ``n_layers``, ``global_batch_size`` as ``micro_batches``); now as the file's key."""
+    err = summary_error(capsys, "--nemo-recipe", _nemo1(tmp_path, old, old.split(":")[0] + f": {2**70}"),
+                        "--vocab-size", BAICHUAN_VOCAB)
+    assert f"{key} must be at most 2**53" in err, err
