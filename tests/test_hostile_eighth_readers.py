@@ -291,3 +291,10 @@ def test_nemo1_size_past_2_53_is_refused_by_its_key(tmp_path, capsys, old, key):
     err = summary_error(capsys, "--nemo-recipe", _nemo1(tmp_path, old, old.split(":")[0] + f": {2**70}"),
                         "--vocab-size", BAICHUAN_VOCAB)
     assert f"{key} must be at most 2**53" in err, err
+
+
+def test_trl_max_length_past_2_53_is_refused_by_its_key(tmp_path, capsys):
+    """A TRL recipe's ``max_length: 2**70`` was refused as ``l must be at most 2**53``; now as the key."""
+    path = _edited(tmp_path, "handbook_sft_config_qlora.yaml", "max_length: 2048", f"max_length: {2**70}")
+    err = summary_error(capsys, "--hf-config", LLAMA32, "--devices", "1", "--hf-training-args", path)
+    assert "max_length must be a positive integer of at most 2**53" in err, err

@@ -49,7 +49,7 @@ other than NF4 are refused by name (``REFUSED``).
 from __future__ import annotations
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, text_flag
+from symbolic_cost.checks import LARGEST_COUNT, InputError, text_flag
 from symbolic_cost.models.lora import PEFT_NAMES
 from symbolic_cost.models.preference import FIELDS as PREFERENCE_FIELDS, preference_fields
 
@@ -188,8 +188,8 @@ def recipe_fields(args: dict, trainer: str = "sft", sixteen_bit: bool | None = N
         recipe.pop("dtype", None)
     length = recipe.get("max_length", recipe.get("max_seq_length"))
     if length is not None:
-        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-            raise InputError(f"max_length must be a positive integer, got {length!r}", "max_length")
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= LARGEST_COUNT:
+            raise InputError(f"max_length must be a positive integer of at most 2**53, got {length!r}", "max_length")
         values[S.l] = length
         notes.append(f"every sequence counted at max_length {length} (packed, or padded to the longest of a batch)")
     attention = recipe.get("attn_implementation")
