@@ -279,7 +279,8 @@ def test_bridge_size_past_2_53_is_refused_by_its_key(tmp_path, capsys):
     """``model.ffn_hidden_size: 2**70`` was refused as ``f must be at most 2**53``; now as the key."""
     path = _edited(tmp_path, "megatron_bridge_llama32_1b.yaml", "  ffn_hidden_size: 8192",
                    f"  ffn_hidden_size: {2**70}")
-    assert "model.ffn_hidden_size must be at most 2**53" in summary_error(capsys, "--nemo-recipe", path, "--devices", "8")
+    err = summary_error(capsys, "--nemo-recipe", path, "--devices", "8")
+    assert "model.ffn_hidden_size must be at most 2**53" in err, err
 
 
 @pytest.mark.parametrize("old, key", [("  hidden_size: 4096", "model.hidden_size"),
