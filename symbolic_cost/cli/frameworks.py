@@ -350,7 +350,7 @@ def _read(dest: str, path: str, args):
         data = load_yaml(text, Path(path).stem, flag)
         if is_nemo1(data):          # NeMo 1.x: Megatron-LM's options under NeMo's names (models.nemo1)
             return nemo1_setup(data, Path(path).stem, world=args.devices, vocab=args.vocab_size)
-        if args.vocab_size is not None:
+        if args.vocab_size is not None and isinstance(data, dict):    # an empty file: the reader names it
             raise InputError("--vocab-size: a Megatron-Bridge configuration states model.vocab_size; change the file",
                              "--vocab-size")
         return megatron_bridge_setup(text, Path(path).stem, world=args.devices)

@@ -57,7 +57,7 @@ from fractions import Fraction
 from sympy import sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, given_counts, instance
+from symbolic_cost.checks import LARGEST_COUNT, InputError, given_counts, instance
 from symbolic_cost.models.config import DEEPSPEED_DUPLICATES, read_json
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
@@ -251,11 +251,15 @@ def _boolean_zero(config: dict, notes: list) -> dict:
 
 
 def _integer(value, where: str):
-    """A positive integer, ``None`` (absent) or ``"auto"``."""
+    """A positive integer of at most 2**53 (``LARGEST_COUNT``, the library's bound on a size),
+    ``None`` (absent) or ``"auto"``; a larger one is refused here, by the key's name, not later as
+    the ``b`` or ``n_micro`` it becomes."""
     if value is None or value == "auto":
         return value
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{where} must be a positive integer or \"auto\", got {value!r}", where)
+    if value > LARGEST_COUNT:
+        raise InputError(f"{where} must be at most 2**53, got one of {value.bit_length()} bits", where)
     return value
 
 
@@ -324,12 +328,19 @@ def persistence_note(zero: dict) -> str:
             f"rank; counted sharded")
 
 
+def _old_switch(zero: dict, key: str) -> bool:
+    """One of ZeRO's deprecated offload switches (``Optional[bool]`` in DeepSpeed's config): absent
+    or null is off, else a boolean as pydantic reads it (``"true"`` and 1 on, -1 refused)."""
+    value = zero.get(key)
+    return value is not None and _boolean(value, f"zero_optimization.{key}")
+
+
 def zero_policy(zero: dict, stage: int, notes: list) -> dict:
     """Offload and overlap of ``zero_optimization``."""
     devices = {key: (zero.get(key) or {}).get("device", "none") for key in ("offload_optimizer", "offload_param")}
-    if zero.get("cpu_offload") is True:         # DeepSpeed's older name of the optimizer's CPU offload
+    if _old_switch(zero, "cpu_offload"):         # DeepSpeed's older name of the optimizer's CPU offload
         devices["offload_optimizer"] = "cpu"
-    if True in (zero.get("cpu_offload_params"), zero.get("cpu_offload_param")):    # and of the parameters'
+    if _old_switch(zero, "cpu_offload_params") | _old_switch(zero, "cpu_offload_param"):    # and the parameters'
         devices["offload_param"] = "cpu"
     for key, device in devices.items():
         if device not in ("none", "cpu"):

@@ -449,14 +449,14 @@ def architecture(c: Container, name: str) -> Architecture:
     if norm not in ("LayerNorm", "RMSNorm"):
         raise InputError(f"model.normalization {norm!r}: the reader reads LayerNorm and RMSNorm", "model.normalization")
     head = c.get("model", "kv_channels", e // h if e % h == 0 else 1)
-    percent = c.fraction("model", "rotary_percent", "1")
+    percent = c.probability("model", "rotary_percent", "1")
     rotary_dim = None if percent == 1 or positions != "rope" else percent * head
     if rotary_dim is not None and rotary_dim.denominator != 1:
         raise InputError(f"model.rotary_percent {percent} of {head} channels is not a whole number",
                          "model.rotary_percent")
     bias = c.get("model", "add_bias_linear", True, bool)
     context = c.get("model", "seq_length", 1024)
-    dropout = [c.fraction("model", k, "0.1") for k in ("hidden_dropout", "attention_dropout")]
+    dropout = [c.probability("model", k, "0.1") for k in ("hidden_dropout", "attention_dropout")]
     pad = c.get("model", "should_pad_vocab", False, bool)
     return Architecture(
         name, n, e, h, c.get("model", "ffn_hidden_size", 4 * e), vocab, kv_heads=c.get("model", "num_query_groups", h),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import LARGEST_COUNT, InputError
 
 FP4_PARAMS = "FP4 primary weights are not modelled (nvfp4 keeps the 16-bit weights and caches FP4 copies)"
 MOE = "mixture of experts is not read from a Megatron-Bridge file (give it with --megatron-args or --hf-config)"
@@ -267,6 +267,9 @@ class Container:
             raise InputError(f"{section}.{key} must be {kind.__name__}, got {value!r}", f"{section}.{key}")
         if kind is int and value < minimum:
             raise InputError(f"{section}.{key} must be at least {minimum}, got {value}", f"{section}.{key}")
+        if kind is int and value > LARGEST_COUNT:      # named here, not as the symbol it becomes (e, f, l)
+            raise InputError(f"{section}.{key} must be at most 2**53, got one of {value.bit_length()} bits",
+                             f"{section}.{key}")
         return value
 
     def fraction(self, section: str, key: str, default: str) -> Fraction:
@@ -276,6 +279,16 @@ class Container:
             return Fraction(str(default if value is None else value))
         except (ValueError, ZeroDivisionError):
             raise InputError(f"{section}.{key} must be a number, got {value!r}", f"{section}.{key}") from None
+
+    def probability(self, section: str, key: str, default: str) -> Fraction:
+        """``section.key`` as ``fraction`` reads it, from 0 to 1 (a dropout's probability, which
+        PyTorch refuses outside them; a share of the head's channels), as ``--megatron-args`` reads
+        the same option."""
+        value = self.fraction(section, key, default)
+        if not 0 <= value <= 1:
+            raise InputError(f"{section}.{key} must be from 0 to 1, got {self.section(section).get(key)!r}",
+                             f"{section}.{key}")
+        return value
 
     def target(self, section: str, key: str) -> str | None:
         """The ``_target_`` of a serialised object (``activation_func``), or its name written alone;

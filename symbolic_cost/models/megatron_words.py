@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import LARGEST_COUNT, InputError
 from symbolic_cost.models.launch_script import known
 
 IGNORED = frozenset("""
@@ -174,9 +174,12 @@ class Options:
             if default is None:
                 raise InputError(f"--{name} is required by Megatron-LM and is not given", f"--{name}")
             return default
-        if not text.strip().isdigit() or int(text) < minimum:
+        digits = text.strip()
+        if not (digits.isascii() and digits.isdigit()) or (len(digits) < 17 and int(digits) < minimum):
             raise InputError(f"--{name} must be an integer of at least {minimum}, got {text!r}", f"--{name}")
-        return int(text)
+        if len(digits) > 16 or int(digits) > LARGEST_COUNT:     # a size the option names, not the symbol it feeds
+            raise InputError(f"--{name} must be at most 2**53, got one of {len(digits)} digits", f"--{name}")
+        return int(digits)
 
     def fraction(self, name: str, default: str) -> Fraction:
         text = self.text(name, default)

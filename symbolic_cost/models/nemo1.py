@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import re
 
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import LARGEST_COUNT, InputError, instance
 from symbolic_cost.models.launch_script import Launch
 from symbolic_cost.models.megatron_args import Setup, megatron_setup
 
@@ -213,8 +213,24 @@ def _check(table, allowed: set, where: str) -> dict:
 
 
 def _integer(value, where: str, minimum: int = 1) -> int:
+    """A count of at least ``minimum`` and at most 2**53 (the library's bound on a size), named by its key."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(f"{where} must be an integer of at least {minimum}, got {value!r}", where)
+    if value > LARGEST_COUNT:
+        raise InputError(f"{where} must be at most 2**53, got one of {value.bit_length()} bits", where)
+    return value
+
+
+def _among(value, table: dict) -> bool:
+    """Whether ``value`` names an entry of ``table``: a list or a mapping names none (it is no key)."""
+    return isinstance(value, (str, int, float)) and value in table
+
+
+def _switch(value, where: str) -> bool:
+    """A NeMo switch: YAML's true or false.  NeMo tests the value's truth (``cfg.get("bias", True)``),
+    so 0 is off where ``is False`` would read it as on; anything not a boolean is refused, naming it."""
+    if not isinstance(value, bool):
+        raise InputError(f"{where} must be true or false, got {value!r}", where)
     return value
 
 
@@ -246,7 +262,7 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
 
     def get(key, default=None):
         return _resolve(model.get(key, default), f"model.{key}", model, data)
-    if get("mcore_gpt", False) is not True:
+    if not _switch(get("mcore_gpt", False), "model.mcore_gpt"):
         raise InputError(f"model.mcore_gpt {get('mcore_gpt', False)!r}: {name} is {GENERATION} of NeMo's legacy (Apex) "
                          f"GPT model, which is not read; the reader reads Megatron-Core's (mcore_gpt: true)",
                          "model.mcore_gpt")
@@ -262,10 +278,10 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
     if trainer.get("accelerator", "gpu") not in ("gpu", "auto"):
         raise InputError(f"trainer.accelerator {trainer['accelerator']!r}: the reader reads gpu", "trainer.accelerator")
     precision = trainer.get("precision", 16)
-    if precision not in PRECISIONS:
+    if not _among(precision, PRECISIONS):
         raise InputError(f"trainer.precision {precision!r}: the reader reads 32, 16, bf16 (and their -mixed, -true "
                          f"names)", "trainer.precision")
-    switch, o2 = PRECISIONS[precision], get("megatron_amp_O2", False)
+    switch, o2 = PRECISIONS[precision], _switch(get("megatron_amp_O2", False), "model.megatron_amp_O2")
     if switch is not None and o2 is not True:
         raise InputError(f"trainer.precision {precision!r} without model.megatron_amp_O2: NeMo keeps fp32 weights and "
                          f"runs the forward under autocast (O1), which the reader does not model; set "
@@ -314,10 +330,10 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
         raise InputError(f"model.normalization {norm!r}: the reader reads layernorm and rmsnorm",
                          "model.normalization")
     words += ["--normalization", "RMSNorm" if norm.lower() == "rmsnorm" else "LayerNorm"]
-    if get("bias", True) is False:
+    if not _switch(get("bias", True), "model.bias"):
         words.append("--disable-bias-linear")
     activation = get("activation", "gelu")
-    if activation not in ACTIVATIONS:
+    if not _among(activation, ACTIVATIONS):
         raise InputError(f"model.activation {activation!r}: the reader reads {', '.join(ACTIVATIONS)}",
                          "model.activation")
     words += ACTIVATIONS[activation]
@@ -328,9 +344,9 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
     words += ["--position-embedding-type", positions]
     if positions == "rope":
         words += ["--rotary-percent", str(get("rotary_percentage", 1.0))]
-    if get("share_embeddings_and_output_weights", True) is False:
+    if not _switch(get("share_embeddings_and_output_weights", True), "model.share_embeddings_and_output_weights"):
         words.append("--untie-embeddings-and-output-weights")
-    if get("sequence_parallel", False) is True:
+    if _switch(get("sequence_parallel", False), "model.sequence_parallel"):
         words.append("--sequence-parallel")
     granularity = get("activations_checkpoint_granularity")
     if granularity is not None:
@@ -341,7 +357,7 @@ def nemo1_options(data: dict, name: str, vocab: int | None, notes: list) -> list
             words += ["--recompute-num-layers", str(get("activations_checkpoint_num_layers"))]
     optim = _check(model.get("optim"), OPTIM_NO_COST, "model.optim")
     kind = optim.get("name", "fused_adam")
-    if kind not in OPTIMIZERS:
+    if not _among(kind, OPTIMIZERS):
         raise InputError(f"model.optim.name {kind!r}: the reader reads {', '.join(OPTIMIZERS)}", "model.optim.name")
     words += OPTIMIZERS[kind]
     if kind == "distributed_fused_adam":
@@ -376,6 +392,7 @@ def nemo1_setup(data: dict, name: str, world: int | None = None, vocab: int | No
     """The model, values and policy of a NeMo 1.x configuration (``data``: the loaded YAML), read as
     the Megatron-LM options it stands for; ``world`` (``--devices``) replaces the trainer's devices x
     nodes, ``vocab`` (``--vocab-size``) gives the tokenizer file's vocabulary."""
+    instance(data, dict, "data", " (the configuration's YAML, loaded: a mapping)")
     notes = [f"{name}: {GENERATION}, read as the Megatron-LM options of Megatron-Core's GPT that NeMo builds"]
     words = nemo1_options(data, name, vocab, notes)
     world = _world(_check(data.get("trainer"), TRAINER_NO_COST, "trainer"), world, notes)

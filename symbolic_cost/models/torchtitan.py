@@ -471,8 +471,9 @@ def _table(job: Job, path: tuple) -> dict:
 
 
 def compiled(job: Job) -> bool:
-    """Whether the job runs under torch.compile (``[compile] enable``; ``[training] compile`` before it)."""
-    return job.data.get("training", {}).get("compile") is True or job.data.get("compile", {}).get("enable") is True
+    """Whether the job runs under torch.compile (``[compile] enable``; ``[training] compile`` before it):
+    a boolean, as torchtitan's field is (``"false"``, truthy to torchtitan, is refused, not read as off)."""
+    return job.get("training", "compile", False, bool) or job.get("compile", "enable", False, bool)
 
 
 KEPT_BY_THE_LIBRARY = {"output", "router.gate"}
@@ -679,11 +680,11 @@ def resharding(job: Job, pp: int, notes: list) -> dict:
 def overlap(job: Job, d: int, shard: int, tp: int, notes: list) -> Overlap:
     """FSDP2 and DDP run their collectives behind compute (prefetched gathers, reduce-scatters and
     bucketed all-reduces on their own streams); async tensor parallelism needs ``compile``."""
-    asked = job.get("parallelism", "enable_async_tensor_parallel", False, bool)
-    if asked and not (compiled(job) and tp > 1):
+    asked, on = job.get("parallelism", "enable_async_tensor_parallel", False, bool), compiled(job)
+    if asked and not (on and tp > 1):
         notes.append("enable_async_tensor_parallel takes effect with compile and tensor parallelism only "
                      "(torchtitan); not counted")
-    return Overlap(grad_reduce=d > 1, param_gather=shard > 1, tensor=asked and compiled(job) and tp > 1)
+    return Overlap(grad_reduce=d > 1, param_gather=shard > 1, tensor=asked and on and tp > 1)
 
 
 def pipeline(job: Job, layers: int, pp: int, mtp: int = 0) -> dict:

@@ -493,6 +493,11 @@ def sections(trainer: Built, name: str, notes: list, frequency: bool | None = No
         value = f.get(section)
         if isinstance(value, Built):
             data[section] = _fields(value, section, name)
+        elif section in f:          # unread, it would leave the section at its defaults, silently
+            shown = (value.text.splitlines() or [""])[0][:80] + " ..." if isinstance(value, Unread) else repr(value)
+            raise InputError(f"{name}: {section} = {shown}: the reader does not evaluate it (a call it does not "
+                             f"follow, arguments by position or **, a keyword given twice); write the "
+                             f"section's Config(...) with its values as keywords", section)
     data["activation_checkpoint"] = _checkpointing(f.get("activation_checkpoint", DEFAULT_AC[generation(f)]), name,
                                                    frequency)
     data["optimizer"] = _optimizer(f.get("optimizer"), name)

@@ -49,7 +49,7 @@ other than NF4 are refused by name (``REFUSED``).
 from __future__ import annotations
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError
+from symbolic_cost.checks import LARGEST_COUNT, InputError, text_flag
 from symbolic_cost.models.lora import PEFT_NAMES
 from symbolic_cost.models.preference import FIELDS as PREFERENCE_FIELDS, preference_fields
 
@@ -188,8 +188,8 @@ def recipe_fields(args: dict, trainer: str = "sft", sixteen_bit: bool | None = N
         recipe.pop("dtype", None)
     length = recipe.get("max_length", recipe.get("max_seq_length"))
     if length is not None:
-        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-            raise InputError(f"max_length must be a positive integer, got {length!r}", "max_length")
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= LARGEST_COUNT:
+            raise InputError(f"max_length must be a positive integer of at most 2**53, got {length!r}", "max_length")
         values[S.l] = length
         notes.append(f"every sequence counted at max_length {length} (packed, or padded to the longest of a batch)")
     attention = recipe.get("attn_implementation")
@@ -291,10 +291,10 @@ def _dtype(recipe: dict, notes: list) -> dict:
 def _lora(recipe: dict) -> dict:
     """LoRA's policy (``lora_rank``, ``lora_targets``, ``lora_base``, ``double_quant``) of
     ``use_peft``; the LoRA fields without it are refused (TRL ignores them: they would be)."""
-    peft = recipe.get("use_peft", False)
-    if not isinstance(peft, bool):
-        raise InputError(f"use_peft must be true or false, got {peft!r}", "use_peft")
-    given = [k for k in ("lora_r", "lora_target_modules", "load_in_4bit", "load_in_8bit") if recipe.get(k)]
+    peft, four, eight, nested = (_switch(recipe, k) for k in
+                                 ("use_peft", "load_in_4bit", "load_in_8bit", "use_bnb_nested_quant"))
+    given = [k for k in ("lora_r", "lora_target_modules") if recipe.get(k)] + \
+        [k for k, on in (("load_in_4bit", four), ("load_in_8bit", eight)) if on]
     if not peft:
         if given:
             raise InputError(f"{given[0]} without use_peft: TRL trains the whole model and ignores it", given[0])
@@ -313,14 +313,21 @@ def _lora(recipe: dict) -> dict:
     if unknown:
         raise InputError(f"lora_target_modules {unknown[0]!r}: one of {', '.join(PEFT_NAMES)} or all-linear",
                          "lora_target_modules")
-    if recipe.get("load_in_4bit") and recipe.get("load_in_8bit"):
+    if four and eight:
         raise InputError("load_in_4bit and load_in_8bit together: at most one", "load_in_8bit")
-    if recipe.get("load_in_4bit") and recipe.get("bnb_4bit_quant_type", "nf4") != "nf4":
+    if four and recipe.get("bnb_4bit_quant_type", "nf4") != "nf4":
         raise InputError(f"bnb_4bit_quant_type {recipe['bnb_4bit_quant_type']!r}: NF4 only", "bnb_4bit_quant_type")
     loaded = "16-bit" if _loaded_16bit(recipe) else "fp32"
-    base = "nf4" if recipe.get("load_in_4bit") else "int8" if recipe.get("load_in_8bit") else loaded
+    base = "nf4" if four else "int8" if eight else loaded
     return {"lora_rank": rank, "lora_targets": ",".join(modules), "lora_base": base,      # models.lora maps them
-            "double_quant": bool(recipe.get("use_bnb_nested_quant", False))}
+            "double_quant": nested}
+
+
+def _switch(recipe: dict, key: str) -> bool:
+    """A switch of TRL's ``ModelConfig`` as its parser reads a recipe's YAML (``string_to_bool``):
+    true or false, or their text (``"false"`` is off, not a non-empty string's truth); null is off."""
+    value = recipe.get(key)
+    return False if value is None else text_flag(value, key)
 
 
 def _loaded_16bit(recipe: dict) -> bool:
