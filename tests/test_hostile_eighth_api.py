@@ -9,18 +9,10 @@ import pytest
 from sympy import Rational, Symbol
 
 from symbolic_cost.checks import InputError
+from test_hostile_seventh import refusal
 
 HUGE = 10**400
 """Past a double's range (about 1.8e308): a time computed from it prints as inf."""
-
-
-def refusal(call, argument: str) -> InputError:
-    """``call()`` refused with an ``InputError`` whose ``argument`` and message name ``argument``."""
-    with pytest.raises(InputError) as error:
-        call()
-    assert error.value.argument == argument and argument in str(error.value), (error.value.argument, str(error.value))
-    assert "Traceback" not in str(error.value)
-    return error.value
 
 
 # the time model's factors

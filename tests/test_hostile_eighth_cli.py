@@ -13,20 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from symbolic_cost.checks import InputError
 from test_refusals import refused
+from test_hostile_seventh import refusal
 
 HF = Path(__file__).parent / "hf_configs"
 MIXTRAL = str(HF / "Mixtral-8x7B-v0.1.json")
 """8 experts, top-2: a capacity factor may be at most 8 / 2 = 4."""
-
-
-def refusal(call, argument: str) -> InputError:
-    """``call()`` refused with an ``InputError`` whose ``argument`` and message name ``argument``."""
-    with pytest.raises(InputError) as error:
-        call()
-    assert error.value.argument == argument and argument in str(error.value), (error.value.argument, str(error.value))
-    return error.value
 
 
 # MoE

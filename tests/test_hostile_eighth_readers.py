@@ -16,19 +16,11 @@ import pathlib
 
 import pytest
 
-from symbolic_cost.checks import InputError
 from summary_calls import summary_error, summary_json
+from test_hostile_seventh import refusal
 
 INPUTS = pathlib.Path(__file__).resolve().parent / "framework_inputs"
 LLAMA32 = str(pathlib.Path(__file__).resolve().parent / "hf_configs" / "Llama-3.2-1B.json")
-
-
-def refusal(call, argument: str) -> InputError:
-    """``call()`` refused with an ``InputError`` whose ``argument`` and message name ``argument``."""
-    with pytest.raises(InputError) as error:
-        call()
-    assert error.value.argument == argument and argument in str(error.value), (error.value.argument, str(error.value))
-    return error.value
 
 
 def _edited(tmp_path, source: str, old: str, new: str, name: str | None = None) -> str:

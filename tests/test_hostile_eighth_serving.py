@@ -11,19 +11,11 @@ import json
 
 import pytest
 
-from symbolic_cost.checks import InputError
 from test_refusals import refused
+from test_hostile_seventh import refusal
 
 LLAMA = ["inference", "--preset", "llama-2-7b", "--system", "h100"]
 """Llama 2 7B (13.5 GB of bf16 weights, 512 KiB of cache a token) on an H100 (80 GiB)."""
-
-
-def refusal(call, argument: str) -> InputError:
-    """``call()`` refused with an ``InputError`` whose ``argument`` and message name ``argument``."""
-    with pytest.raises(InputError) as error:
-        call()
-    assert error.value.argument == argument and argument in str(error.value), (error.value.argument, str(error.value))
-    return error.value
 
 
 @pytest.fixture(scope="module")
