@@ -212,8 +212,8 @@ def check_dispatcher(experts: Experts) -> None:
 def check_expert_training(ep, etp, capacity_factor, imbalance, imbalance_name="expert_imbalance") -> None:
     """Refuse expert-parallel settings that cannot be: degrees that are not positive integers,
     a capacity factor that is not positive, an imbalance below 1 (the busiest rank receives at
-    least the mean) or beside a capacity factor (which sets every rank's rows).  The one home of these refusals (``Training`` and ``Experts``), the
-    imbalance named ``imbalance_name``."""
+    least the mean) or beside a capacity factor (which sets every rank's rows).  The one home of
+    these refusals (``Training`` and ``Experts``), the imbalance named ``imbalance_name``."""
     check_rules(dict(ep=ep, **({} if etp is None else {"etp": etp})), ())
     factor = None if capacity_factor is None else exact(capacity_factor, "capacity_factor")
     if factor is not None and factor.is_positive is False:
