@@ -307,9 +307,10 @@ def transformers_attention(found, args):
     return default_attention(found, eager=options.given(args, "flash") and not args.flash, library=library)
 
 
-def _same_devices(values: dict, typed: dict, args, name: str) -> None:
-    """Refuse ``--set`` degrees that change the devices the layout runs on (``m1 cp p d``) from
-    those of the file or of ``--devices``: the answer would be for another job than the one asked."""
+def same_devices(values: dict, typed: dict, args, name: str, said: str = "--set") -> None:
+    """Refuse ``--set`` degrees (or, ``said`` naming it, a ``sweep`` grid point) that change the
+    devices the layout runs on (``m1 cp p d``) from those of the file or of ``--devices``: the
+    answer would be for another job than the one asked."""
     degrees = (S.m1, S.cp, S.p, S.d)
     if not any(s in typed for s in degrees) or not all(s in values or s in typed for s in (S.m1, S.p, S.d)):
         return
@@ -321,10 +322,10 @@ def _same_devices(values: dict, typed: dict, args, name: str) -> None:
     before, after = product(values), product({**values, **typed})
     if not (getattr(after, "is_number", True) and getattr(before, "is_number", True)) or after == before:
         return
-    said = f"--devices {args.devices}" if getattr(args, "devices", None) else f"{name}"
     changed = " ".join(f"{s}={typed[s]}" for s in degrees if s in typed)
-    raise InputError(f"--set {changed} makes the layout m1 x cp x p x d = {after} devices, and {said} runs "
-                     f"{before}: set d (or the other degrees) so that they multiply to {before}", "--set")
+    runs = f"--devices {args.devices}" if getattr(args, "devices", None) else f"{name}"
+    raise InputError(f"{said} {changed} makes the layout m1 x cp x p x d = {after} devices, and {runs} runs "
+                     f"{before}: set d (or the other degrees) so that they multiply to {before}", said.split()[0])
 
 
 def _read(dest: str, path: str, args):
@@ -485,7 +486,8 @@ def setup(args, only_with: tuple = ONLY_WITH):
     for symbol, value in typed.items():
         if symbol in found.values and value != found.values[symbol]:
             found.notes.append(f"--set {symbol}={value} replaces the file's {symbol}={found.values[symbol]}")
-    _same_devices(found.values, typed, args, name)
+    same_devices(found.values, typed, args, name)
+    args.framework_name = name
     policy = dict(found.policy)
     overlap = policy.pop("overlap")
     args.overlap = overlap.words()

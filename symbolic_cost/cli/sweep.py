@@ -273,6 +273,8 @@ def run(args) -> int:
     fixed = resolve(base, args.set, allowed=TRAINING_SYMBOLS)
     chosen = conventions(args)
     grid = _axes_where(args.where, arch, fixed, grid)
+    if framework:
+        _same_devices(args, framework, arch, fixed, grid)
     check_grid(arch, fixed, grid, chosen, {**frameworks.recipe_fields(args), **options.training_policy(args)})
     options.refuse_idle_schedule(args, grid.get(S.p, [fixed.get(S.p)]), framework,
                                  " there (sweep p from 2, or leave --schedule)")
@@ -315,6 +317,29 @@ def _axes_where(where, arch, fixed: dict, grid: dict) -> dict:
             kept = [v for v in cut[symbol] if bool(condition.subs(symbol, v))]
             cut[symbol] = kept or cut[symbol]          # none left: the rows say so after
     return cut
+
+
+def _same_devices(args, framework, arch, fixed: dict, grid: dict) -> None:
+    """Each point of a framework file's grid of degrees (``m1 cp p d``) runs on the file's devices
+    (or ``--devices``), as ``summary --set`` must (``frameworks.same_devices``): a row for another
+    world size answers another job.  A point that a ``--where`` of the swept symbols drops
+    (``Eq(m1*d, 8)``) is never built, so it refuses nothing."""
+    axes = [s for s in (S.m1, S.cp, S.p, S.d) if s in grid]
+    if not axes:
+        return
+    names = {str(k): v for k, v in {**model_sizes(arch), **fixed}.items()}
+    conditions = []
+    for text in args.where:
+        try:
+            conditions.append(parse_condition(text, names))
+        except InputError:              # names a field: it filters the rows after
+            continue
+    typed = assignments(args.set, allowed=TRAINING_SYMBOLS)
+    for values in itertools.product(*(grid[s] for s in axes)):
+        point = dict(zip(axes, values))
+        kept = [c.subs(point) for c in conditions if c.free_symbols <= set(axes)]
+        if all(bool(c) for c in kept):
+            frameworks.same_devices(framework.values, {**typed, **point}, args, args.framework_name, "--grid at")
 
 
 def _no_rows(path) -> bool:
