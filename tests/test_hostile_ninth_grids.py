@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 
 from symbolic_cost.cli import main
-from test_refusals import refused
 
 INPUTS = Path(__file__).parent / "framework_inputs"
 MEGATRON = str(INPUTS / "pretrain_gpt_345m_2021.sh")
@@ -77,3 +76,13 @@ def test_a_where_of_the_degrees_keeps_only_the_points_on_the_devices(capsys):
         point = [f"m1={int(float(row['m1']))}", f"d={int(float(row['d']))}"]
         total = _summary_total(capsys, ["summary", *base, "--set", *point])
         assert abs(float(row["total_s"]) - total) <= 1e-12 * total
+
+
+def test_a_grid_of_degrees_too_large_to_hold_to_the_devices_is_refused_not_walked(capsys):
+    """Holding each point of a framework file's degrees to its devices walks the grid's points of
+    ``m1 cp p d``: 1,000 x 1,001 of them (a grid of layouts no file runs) are refused at once,
+    naming ``--grid``, instead of checked one by one under a ``--where``."""
+    last = _refused_after_notes(capsys, ["sweep", "--megatron-args", MEGATRON, "--devices", "2", "--grid",
+                                         "d=1:1000:+1", "m1=1:1001:+1", "--where", "Eq(m1*d, 2)", "--field", "total"],
+                                "--grid", "1,001,000 points")
+    assert "narrow" in last

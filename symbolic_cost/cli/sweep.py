@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import sys
 
-from sympy import sympify
+from sympy import And, lambdify, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.block import layer_rules
@@ -319,6 +320,11 @@ def _axes_where(where, arch, fixed: dict, grid: dict) -> dict:
     return cut
 
 
+DEVICE_POINTS = 1_000_000
+"""The most points of a framework file's grid of degrees that ``_same_devices`` checks: past it
+(a grid of layouts no file runs) the sweep asks for a narrower grid instead of walking it."""
+
+
 def _same_devices(args, framework, arch, fixed: dict, grid: dict) -> None:
     """Each point of a framework file's grid of degrees (``m1 cp p d``) runs on the file's devices
     (or ``--devices``), as ``summary --set`` must (``frameworks.same_devices``): a row for another
@@ -327,19 +333,34 @@ def _same_devices(args, framework, arch, fixed: dict, grid: dict) -> None:
     axes = [s for s in (S.m1, S.cp, S.p, S.d) if s in grid]
     if not axes:
         return
+    points = math.prod(len(grid[s]) for s in axes)
+    if points > DEVICE_POINTS:
+        raise InputError(f"--grid: {points:,} points of {', '.join(map(str, axes))}, more than {DEVICE_POINTS:,} "
+                         f"layouts to hold to the devices of {args.framework_name}; narrow the grid of degrees",
+                         "--grid")
+    keeps = _where_of(args, arch, fixed, axes)
+    typed = assignments(args.set, allowed=TRAINING_SYMBOLS)
+    for values in itertools.product(*(grid[s] for s in axes)):
+        if keeps(*values):
+            point = dict(zip(axes, values))
+            frameworks.same_devices(framework.values, {**typed, **point}, args, args.framework_name, "--grid at")
+
+
+def _where_of(args, arch, fixed: dict, axes: list):
+    """Whether the ``--where`` conditions of the swept degrees ``axes`` alone keep a point, as
+    one compiled function of their values (the conditions that name a field filter the rows after)."""
     names = {str(k): v for k, v in {**model_sizes(arch), **fixed}.items()}
     conditions = []
     for text in args.where:
         try:
-            conditions.append(parse_condition(text, names))
+            condition = parse_condition(text, names)
         except InputError:              # names a field: it filters the rows after
             continue
-    typed = assignments(args.set, allowed=TRAINING_SYMBOLS)
-    for values in itertools.product(*(grid[s] for s in axes)):
-        point = dict(zip(axes, values))
-        kept = [c.subs(point) for c in conditions if c.free_symbols <= set(axes)]
-        if all(bool(c) for c in kept):
-            frameworks.same_devices(framework.values, {**typed, **point}, args, args.framework_name, "--grid at")
+        if condition.free_symbols <= set(axes):
+            conditions.append(condition)
+    if not conditions:
+        return lambda *values: True
+    return lambdify(axes, And(*conditions), modules="math")
 
 
 def _no_rows(path) -> bool:
