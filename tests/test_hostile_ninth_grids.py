@@ -86,3 +86,12 @@ def test_a_grid_of_degrees_too_large_to_hold_to_the_devices_is_refused_not_walke
                                          "d=1:1000:+1", "m1=1:1001:+1", "--where", "Eq(m1*d, 2)", "--field", "total"],
                                 "--grid", "1,001,000 points")
     assert "narrow" in last
+
+
+def test_a_sweep_of_tensor_degrees_under_op_recompute_is_refused_naming_the_sweep(capsys):
+    """``sweep --torchtitan FILE --grid m1=1,2 d=4,8 --where 'Eq(m1*d, 8)'`` on torchtitan's
+    op-level recomputation was refused with advice for ``search`` only ("search tries every
+    degree"), a command the user did not run.  The refusal now names the sweep's ``--grid`` too."""
+    last = _refused_after_notes(capsys, ["sweep", "--torchtitan", TORCHTITAN, "--devices", "8", "--grid", "m1=1,2",
+                                         "d=4,8", "--where", "Eq(m1*d, 8)", "--field", "total"], "recompute='op'", "m1")
+    assert "sweep its --grid" in last and "sweep m1 at 1 only" in last

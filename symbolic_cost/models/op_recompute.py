@@ -202,8 +202,9 @@ def check_training(training) -> None:
     name, value = given[0], getattr(training, given[0])
     if isinstance(value, Symbol):            # search varies the degree: say so, not "got m1=m1"
         raise InputError(f"recompute='op' (torchtitan's op-level policy) is counted on one tensor-parallel rank, "
-                         f"and {name} is varied here (search tries every degree): search with recompute "
-                         f"'full' or 'selective', or give the layout to summary", "recompute")
+                         f"and {name} is varied here (search tries every degree, sweep its --grid): search "
+                         f"with recompute 'full' or 'selective', sweep {name} at 1 only, or give the layout to "
+                         f"summary", "recompute")
     raise InputError(f"recompute='op' (torchtitan's op-level policy) is counted without {name} (got "
                      f"{name}={value!r}): it changes which products the policy counts or saves (see "
                      f"models.op_recompute)", "recompute")
