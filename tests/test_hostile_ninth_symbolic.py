@@ -1,0 +1,55 @@
+"""Issue 66, a ninth probe: the symbolic commands (formula, crossover, optimize, scheme, table,
+profile) with symbolic input: ``--set`` values that are formulas in other symbols (``b=2*l``,
+``l=e/h``, ``m1=h``), a symbol set to itself (``b=b``), cycles (``b=l l=b``), values that refer
+to what the model or ``--precision`` fixes (``l=es``, ``l=e`` with a model named), names the
+block does not hold, ``--over``/``--for``/``--by``/``--field`` choices that do not apply, a
+crossover of a block with itself, ``--latex`` and ``--format json/csv``.  Most of it was already
+refused by name or answered right; what was not is tested here, each test saying what happened
+before; the expectations follow from the rule, not from the library's output."""
+
+import pytest
+
+from test_refusals import refused
+
+
+# a --set value that refers to what the command fixes
+
+
+@pytest.mark.parametrize("command", [["table"], ["formula"], ["scheme"], ["optimize"], ["summary"], ["profile"]])
+def test_a_set_value_naming_the_element_size_is_refused_alike(capsys, command):
+    """``table --set l=es`` printed a table at ``l=2`` (``es``, the 2 bytes of bf16, put in) and
+    ``formula --set l=es`` a formula in ``2*b`` where ``l`` was asked to follow ``es``, while
+    ``summary`` and ``profile`` refused the same value ("refers to es, which the model fixes
+    here").  The rule (docs/errors.md) is that of the whole-model commands: a value refers only to
+    what the command lets you set, so that the value shown is the value used; every command now
+    refuses it, naming ``--set l`` and ``es``."""
+    refused(capsys, command + ["--set", "l=es"], "--set l=es", "refers to es")
+
+
+def test_a_set_value_naming_the_element_size_it_also_sets_is_kept(capsys):
+    """Setting ``es`` too makes the reference the user's own: ``l=es es=4`` is ``l=4``, the
+    same formula as ``--set l=4 es=4``."""
+    from symbolic_cost.cli import main
+    assert main(["formula", "--field", "mem_fwd", "--set", "l=es", "es=4"]) == 0
+    referred = capsys.readouterr().out
+    assert main(["formula", "--field", "mem_fwd", "--set", "l=4", "es=4"]) == 0
+    assert referred == capsys.readouterr().out
+
+
+def test_a_set_value_naming_a_named_models_width_is_refused_as_summary_does(capsys):
+    """``formula --preset gpt2 --set l=e`` answered at ``l = 768`` (gpt2's ``e`` put in) where
+    ``summary --preset gpt2 --set l=2*h`` refuses (tests/test_corpus.py): with a model named, ``e``
+    is not settable in either, and a value may refer only to what is."""
+    refused(capsys, ["formula", "--preset", "gpt2", "--set", "l=e"], "--set l=e", "refers to e")
+    refused(capsys, ["table", "--preset", "gpt2", "--set", "b=2*h"], "--set b=2*h", "refers to h")
+
+
+def test_a_set_value_naming_a_settable_dimension_is_still_answered(capsys):
+    """The documented ``--set f=4*e`` (docs/scaling.md) stays: ``e`` is a symbol there, or the
+    default model's width which ``--set`` may change.  The MLP's weights are ``2 e f`` elements
+    and the layer norm's gain and bias ``2 e``, at 2 bytes (bf16): at ``e = 8``, ``f = 32``, that
+    is ``2 (2 * 8 * 32 + 2 * 8) = 1056`` bytes."""
+    from symbolic_cost.cli import main
+    assert main(["formula", "--field", "weights", "--no-bias", "--set", "f=4*e", "--at", "e=8", "m1=1"]) == 0
+    assert capsys.readouterr().out.strip() == "1056"
+
