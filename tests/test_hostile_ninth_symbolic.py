@@ -10,6 +10,7 @@ before; the expectations follow from the rule, not from the library's output."""
 import pytest
 
 from test_refusals import refused
+from test_hostile_seventh import refusal
 
 
 # a --set value that refers to what the command fixes
@@ -53,3 +54,16 @@ def test_a_set_value_naming_a_settable_dimension_is_still_answered(capsys):
     assert main(["formula", "--field", "weights", "--no-bias", "--set", "f=4*e", "--at", "e=8", "m1=1"]) == 0
     assert capsys.readouterr().out.strip() == "1056"
 
+
+# the Python API's paper_form and the command line's --by
+
+
+def test_paper_form_refuses_a_by_that_is_not_a_monomial():
+    """``paper_form(b*l*e + l, by=l + e)`` answered ``(e + l)*(b*e*l/(e + l) + l/(e + l))`` where
+    ``formula --by l+e`` refuses ("--by factors out a monomial"): the rule now lives in
+    ``latex.monomial``, which both call, so the API refuses it naming ``by``."""
+    from symbolic_cost.latex import paper_form
+    from symbolic_cost.symbols import b, e, l
+    assert "monomial" in str(refusal(lambda: paper_form(b * l * e + l, by=l + e), "by"))
+    # a monomial, numbers and powers included, is still factored out: b e l (1 + 1/(b e))
+    assert paper_form(b * l * e + l, by=b * l * e).expand() == b * l * e + l

@@ -18,7 +18,7 @@ from sympy import Basic, factor_terms, simplify, sympify
 
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
-from symbolic_cost.latex import latex, paper_form
+from symbolic_cost.latex import latex, monomial, paper_form
 from symbolic_cost.blocks.block import check_dims
 from symbolic_cost.cli import options
 from symbolic_cost.cli.sweep import SWEEP_FIELDS, TIMES, model_fields
@@ -145,14 +145,7 @@ def run(args) -> int:
     if at:
         expr = simplified(expr.subs(at), notes)
     if args.by:
-        by = read(args.by, argument="--by")
-        if by == 0:
-            raise InputError("--by must not be 0", "--by")
-        factors = by.args if by.is_Mul else (by,)
-        if not all(f.is_Symbol or f.is_Number or (f.is_Pow and f.base.is_Symbol and f.exp.is_Number)
-                   for f in factors):
-            raise InputError(f"--by factors out a monomial (a product of symbols and numbers, e.g. b*l*e), "
-                             f"got {args.by!r}", "--by")
+        by = monomial(read(args.by, argument="--by"), "--by", repr(args.by))
         if expr.is_number:
             raise InputError(f"--by factors a formula, and this one is the number {expr}; it would be ignored", "--by")
         absent = sorted(map(str, by.free_symbols - expr.free_symbols))
