@@ -67,3 +67,19 @@ def test_paper_form_refuses_a_by_that_is_not_a_monomial():
     assert "monomial" in str(refusal(lambda: paper_form(b * l * e + l, by=l + e), "by"))
     # a monomial, numbers and powers included, is still factored out: b e l (1 + 1/(b e))
     assert paper_form(b * l * e + l, by=b * l * e).expand() == b * l * e + l
+
+
+# crossover
+
+
+def test_a_crossover_in_a_size_below_one_is_refused(capsys):
+    """``crossover --preset gpt2 --field flops_bwd --for b`` printed ``b = 64/86123 = 0.000743``:
+    a batch of less than one sequence, so the two blocks cost the same at no batch size at all
+    (every size is a positive integer, ``symbols.b`` says so).  The same formula left symbolic was
+    printed too, although it is below 1 at every real width tried.  Both are refused naming
+    ``--for``; a crossover between two sizes, or past 1, is still printed."""
+    refused(capsys, ["crossover", "--preset", "gpt2", "--field", "flops_bwd", "--for", "b"], "--for", "b of 1 or more")
+    refused(capsys, ["crossover", "--field", "flops_bwd", "--for", "b"], "--for", "below 1")
+    from symbolic_cost.cli import main
+    assert main(["crossover", "--preset", "gpt2", "--field", "act_out", "--for", "l"]) == 0
+    assert "at l =" in capsys.readouterr().out
