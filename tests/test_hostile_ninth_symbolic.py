@@ -83,3 +83,18 @@ def test_a_crossover_in_a_size_below_one_is_refused(capsys):
     from symbolic_cost.cli import main
     assert main(["crossover", "--preset", "gpt2", "--field", "act_out", "--for", "l"]) == 0
     assert "at l =" in capsys.readouterr().out
+
+
+# optimize --latex
+
+
+def test_optimize_latex_prints_the_relaxed_optimum_as_latex(capsys):
+    """``optimize --over m1 --latex`` printed the derivative as LaTeX but the relaxed optimum as
+    SymPy text (``128*sqrt(168145269259155)/41431125``): --latex was honoured for one formula of
+    two.  Now no formula it prints holds SymPy's ``sqrt(`` or ``*``, and the root is a ``\\sqrt``."""
+    from symbolic_cost.cli import main
+    assert main(["optimize", "--over", "m1", "--latex"]) == 0
+    relaxed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("relaxed optimum")]
+    assert relaxed, "no relaxed optimum printed"
+    formula = relaxed[0].split(" = ")[1]
+    assert "sqrt(" not in formula and "*" not in formula and "\\sqrt" in formula, relaxed[0]
