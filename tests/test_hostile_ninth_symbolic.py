@@ -98,3 +98,34 @@ def test_optimize_latex_prints_the_relaxed_optimum_as_latex(capsys):
     assert relaxed, "no relaxed optimum printed"
     formula = relaxed[0].split(" = ")[1]
     assert "sqrt(" not in formula and "*" not in formula and "\\sqrt" in formula, relaxed[0]
+
+
+# formula --at with values that refer to others
+
+
+def test_an_at_value_referring_to_another_is_the_same_point(capsys):
+    """``formula --at l=2*b b=3`` printed ``6*b*(...)``: SymPy put ``b = 3`` in first and then
+    ``l = 2*b``, bringing ``b`` back, so the point ``l = 6, b = 3`` was lost.  Now the values are
+    resolved as ``--set`` resolves them: the same formula as ``--at l=6 b=3``."""
+    from symbolic_cost.cli import main
+    assert main(["formula", "--at", "l=2*b", "b=3"]) == 0
+    referred = capsys.readouterr().out
+    assert main(["formula", "--at", "l=6", "b=3"]) == 0
+    assert referred == capsys.readouterr().out
+    assert "b" not in referred and "l" not in referred, referred
+
+
+def test_an_at_cycle_is_refused_as_set_refuses_it(capsys):
+    """``formula --at b=l l=b`` printed ``b**2*(...)`` (one after the other, where the formula is
+    ``b*l*(...)``); ``--set b=l l=b`` refuses the cycle.  Now ``--at`` refuses it too."""
+    refused(capsys, ["formula", "--at", "b=l", "l=b"], "--at", "refer to each other")
+
+
+def test_an_at_value_naming_a_symbol_the_formula_does_not_hold_is_refused(capsys):
+    """``formula --at l=es`` printed a formula in ``es`` although ``--precision`` had put ``es = 2``
+    in it (``--field mem_fwd`` then held both ``es`` and the 2 it stands for).  Now refused naming
+    ``--at`` and ``es``; ``--at b=l`` (the formula's own ``l``) is still answered."""
+    refused(capsys, ["formula", "--at", "l=es"], "--at l=es", "refers to es")
+    from symbolic_cost.cli import main
+    assert main(["formula", "--at", "b=l"]) == 0
+    assert "b" not in capsys.readouterr().out
