@@ -129,3 +129,13 @@ def test_an_at_value_naming_a_symbol_the_formula_does_not_hold_is_refused(capsys
     from symbolic_cost.cli import main
     assert main(["formula", "--at", "b=l"]) == 0
     assert "b" not in capsys.readouterr().out
+
+
+def test_crossover_of_an_expression_with_itself_says_they_are_equal_everywhere():
+    """``analysis.crossover(l*e, l*e, l)`` said "expected one positive crossover in l; found
+    none", where the two are equal at every ``l`` (the command line refuses ``--a mlp --b mlp``
+    for that reason).  Now the API says so, naming ``b``."""
+    from symbolic_cost.analysis.scaling import crossover
+    from symbolic_cost.symbols import e, l
+    assert "every l" in str(refusal(lambda: crossover(l * e, e * l, l), "b"))
+    assert crossover(4 * l**2 * e, 24 * l * e**2, l) == 6 * e      # 4 l e = 24 e**2 at l = 6 e
