@@ -87,6 +87,24 @@ def common_monomial(expr):
     return Mul(*(s**p for s, p in zip(symbols, powers)))
 
 
+def monomial(by, argument: str = "by", text=None) -> Expr:
+    """``by`` checked to be a monomial: a product of symbols (to number powers) and numbers, not
+    0 (it divides), as ``paper_form`` factors out; ``text`` is how the caller was given it.
+
+    >>> from symbolic_cost.symbols import b, l, e
+    >>> monomial(b*l**2*e / 2)
+    b*e*l**2/2
+    """
+    by = sympify(by)
+    if by == 0:
+        raise InputError(f"{argument} must not be 0: it divides the expression", argument)
+    factors = by.args if by.is_Mul else (by,)
+    if not all(f.is_Symbol or f.is_Number or (f.is_Pow and f.base.is_Symbol and f.exp.is_Number) for f in factors):
+        raise InputError(f"{argument} factors out a monomial (a product of symbols and numbers, e.g. b*l*e), "
+                         f"got {text if text is not None else shown(by)}", argument)
+    return by
+
+
 def paper_form(expr, by=None):
     r"""``expr`` as ``by * (rest)``, the way papers write costs.
 
@@ -101,8 +119,8 @@ def paper_form(expr, by=None):
         if isinstance(value, str):
             raise InputTypeError(f"paper_form takes SymPy expressions, not text: {name} is {shown(value)} "
                                  f"(reader.read it)", name)
-    if by is not None and exact(by, "by") == 0:          # by divides: exact, finite and not 0
-        raise InputError("by must not be 0: it divides the expression", "by")
+    if by is not None:          # by divides: exact, finite, not 0, and a monomial
+        monomial(exact(by, "by"))
     expr = _formula(expr)
     if isinstance(expr, Piecewise):      # each piece in the paper's form, under its own condition
         return Piecewise(*((paper_form(piece, by), condition) for piece, condition in expr.args), evaluate=False)

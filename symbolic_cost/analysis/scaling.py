@@ -155,7 +155,10 @@ def crossover(a, b, x) -> Expr:
     6*e
     """
     x = _symbol(x)
-    roots = _solve_positive(exact(a, "a") - exact(b, "b"), x)
+    difference = exact(a, "a") - exact(b, "b")
+    if simplify(difference) == 0:       # solve answers [] for an identity: "none" would be untrue
+        raise InputError(f"b is a again: the two are equal at every {x}, so there is no crossover to give", "b")
+    roots = _solve_positive(difference, x)
     if len(roots) != 1:
         found = ", ".join(map(str, roots)) or "none"
         raise InputError(f"expected one positive crossover in {x}; found {found}", str(x))

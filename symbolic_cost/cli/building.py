@@ -120,17 +120,18 @@ def block_values(args, arch, base: dict | None = None, free=()) -> dict:
     ``--diff l``) among ``b``, ``l``, ``m1``, ``s1``, which a model's defaults would fix.  A model
     named on the command line keeps its dimensions (``MODEL_FIXED``) and its context."""
     values = {S.es: element_bytes(args.precision), S.es_mask: PLAIN.mask_bytes, **(base or {})}
+    precision = (S.es, S.es_mask)     # --precision's: a value may name them only when --set sets them
     if arch is None:
-        return resolve(values, args.set)
+        return resolve(values, args.set, fixed=precision)
     values.update({S.e: arch.e, S.f: arch.f, S.h: arch.h, S.n_layers: arch.n_layers})
     values.update({k: v for k, v in training_values(arch).items() if k in (S.b, S.l, S.m1, S.s1) and k not in free})
     if arch.moe is not None:
         values[S.ep] = PLAIN.ep
     if not named_model(args):
-        return resolve(values, args.set)    # the command's default model: a shape --set may change
+        return resolve(values, args.set, fixed=precision)   # the default model: a shape --set may change
     # a model named is kept to: its dimensions are its own (another width is another model), and
     # so is its context, as summary keeps to it
-    values = resolve(values, args.set, [s for s in S.BY_NAME.values() if s not in MODEL_FIXED])
+    values = resolve(values, args.set, [s for s in S.BY_NAME.values() if s not in MODEL_FIXED], fixed=precision)
     check_context(arch, (("l", values.get(S.l, S.l)),), args.allow_long, "--allow-long")
     return values
 

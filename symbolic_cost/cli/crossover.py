@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from symbolic_cost import analysis
+from symbolic_cost import symbols as S
 from symbolic_cost.blocks import BUILDERS
 from symbolic_cost.checks import InputError
 from symbolic_cost.models.config import preset
@@ -41,20 +42,43 @@ tokens."""
 
 def refuse_negative(root, args) -> None:
     """Refuse a crossover that is negative at every real width of ``WIDTHS`` (the two blocks never
-    cost the same at a positive size there): SymPy keeps such a root, since it cannot tell that
+    cost the same at a positive size there), or in a size below 1 at each of them: SymPy keeps such a root, since it cannot tell that
     ``h s1 - 8 e^2 s1`` is negative without knowing that ``h <= e``."""
     free = {str(s): s for s in root.free_symbols}
     if not free:
+        refuse_below_one(root, args)
         return
     widths = [preset(name) for name in WIDTHS]
     points = [{"e": a.e, "h": a.h, "f": a.f, "m1": m, "s1": m, "b": b, "l": l} for a in widths for m in (1, 8)
               for b in (1, 8) for l in (1024, 8192)]
     values = [root.subs({free[k]: v for k, v in point.items() if k in free}).subs({s: 1 for s in root.free_symbols})
               for point in points]
-    if all(v.is_number and v < 0 for v in values):
-        raise InputError(f"{args.a} and {args.b} never have equal {args.field} at a positive {args.solve_for}: the "
+    if all(_below(v, 0) for v in values):
+        raise InputError(f"--for {args.solve_for}: {args.a} and {args.b} never have equal {args.field} at a positive {args.solve_for}: the "
                          f"crossover {root} is negative at every real width tried ({', '.join(WIDTHS)}, with "
                          f"degrees 1 and 8)", "--for")
+    solve_for = S.BY_NAME.get(args.solve_for)
+    if solve_for is not None and solve_for.is_integer and all(_below(v, 1) for v in values):
+        raise InputError(f"--for {args.solve_for}: {args.a} and {args.b} never have equal {args.field} at a {args.solve_for} of 1 or more: "
+                         f"the crossover {root} is below 1 at every real width tried ({', '.join(WIDTHS)}, with "
+                         f"degrees 1 and 8)", "--for")
+
+
+def _below(value, bound) -> bool:
+    """Whether ``value`` is a real number below ``bound`` (a complex one, a root of a negative
+    number, is no size either way: not below)."""
+    return bool(value.is_number and value.is_extended_real and value < bound)
+
+
+def refuse_below_one(root, args) -> None:
+    """Refuse a crossover in a size (a positive integer: ``b``, ``l``, ``e``, a degree) below 1:
+    the two blocks cost the same at no size there (``flops_bwd`` of gpt2 crosses at
+    ``b = 64/86123``).  A crossover between two sizes (``l = 256/3``) is kept."""
+    solve_for = S.BY_NAME.get(args.solve_for)
+    if solve_for is not None and solve_for.is_integer and _below(root, 1):
+        raise InputError(f"--for {args.solve_for}: {args.a} and {args.b} never have equal {args.field} at a {args.solve_for} of 1 or "
+                         f"more: they cross at {args.solve_for} = {root} = {float(root):.6g}, below the smallest "
+                         f"{args.solve_for}, 1", "--for")
 
 
 def run(args) -> int:

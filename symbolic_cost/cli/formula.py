@@ -18,7 +18,7 @@ from sympy import Basic, factor_terms, simplify, sympify
 
 from symbolic_cost import analysis
 from symbolic_cost import symbols as S
-from symbolic_cost.latex import latex, paper_form
+from symbolic_cost.latex import latex, monomial, paper_form
 from symbolic_cost.blocks.block import check_dims
 from symbolic_cost.cli import options
 from symbolic_cost.cli.sweep import SWEEP_FIELDS, TIMES, model_fields
@@ -31,6 +31,7 @@ from symbolic_cost.checks import InputError
 from symbolic_cost.models import Training, model_cost
 from symbolic_cost.numeric.exact import check_numbers
 from symbolic_cost.reader import read
+from symbolic_cost.cli.parse import substituted
 from symbolic_cost.timing.hardware import get_system
 
 EXAMPLES = [
@@ -103,6 +104,21 @@ def simplified(expr, notes: list):
         return factor_terms(expr)
 
 
+def point(at: dict, expr) -> dict:
+    """``--at``'s values with those they refer to put in (``l=2*b b=3`` is ``l = 6``, ``b = 3``;
+    ``b=l l=b`` is refused, as ``--set`` refuses it), each naming only the formula's own symbols:
+    ``l=es`` where ``--precision`` fixed ``es`` would bring back a symbol the formula has as a
+    number."""
+    at = substituted(at, "--at")
+    for symbol, value in at.items():
+        absent = sorted(map(str, sympify(value).free_symbols - expr.free_symbols))
+        if absent:
+            raise InputError(f"--at {symbol}={value} refers to {', '.join(absent)}, which the formula does not hold "
+                             f"(fixed by the model, --precision or --set, or absent from it); give a number or the "
+                             f"formula's own symbols, {', '.join(sorted(map(str, expr.free_symbols)))}", "--at")
+    return at
+
+
 def run(args) -> int:
     refuse_combinations(args)
     for flag, dest in (("--block", "block"), ("--layer-group", "layer_group")):
@@ -114,7 +130,7 @@ def run(args) -> int:
     if is_timed("time" if args.total in TIMES else "", args.field or ""):
         notes.append("times at the datasheet's peak rates (the roofline, a lower bound); summary, sweep and search "
                      "time on the calibrated model unless --ideal")
-    at = assignments(args.at, "--at")
+    at = point(assignments(args.at, "--at"), expr)
     asked = asked_symbols(args)
     for option, symbols in asked.items():
         present(expr, symbols, option)
@@ -136,23 +152,16 @@ def run(args) -> int:
         # the other symbols' values go in first: d/dx commutes with fixing y, and a derivative of
         # the formula with every symbol in it is far costlier to simplify than one in x alone
         varied = set(asked.get("--diff", ())) | set(asked.get("--elasticity", ()))
-        expr = expr.subs({k: v for k, v in at.items() if k not in varied})
+        expr = expr.subs({k: v for k, v in at.items() if k not in varied}, simultaneous=True)
         at = {k: v for k, v in at.items() if k in varied}
     if args.diff:
         expr = analysis.derivative(expr, args.diff)
     if args.elasticity:
         expr = analysis.elasticity(expr, args.elasticity)
     if at:
-        expr = simplified(expr.subs(at), notes)
+        expr = simplified(expr.subs(at, simultaneous=True), notes)
     if args.by:
-        by = read(args.by, argument="--by")
-        if by == 0:
-            raise InputError("--by must not be 0", "--by")
-        factors = by.args if by.is_Mul else (by,)
-        if not all(f.is_Symbol or f.is_Number or (f.is_Pow and f.base.is_Symbol and f.exp.is_Number)
-                   for f in factors):
-            raise InputError(f"--by factors out a monomial (a product of symbols and numbers, e.g. b*l*e), "
-                             f"got {args.by!r}", "--by")
+        by = monomial(read(args.by, argument="--by"), "--by", repr(args.by))
         if expr.is_number:
             raise InputError(f"--by factors a formula, and this one is the number {expr}; it would be ignored", "--by")
         absent = sorted(map(str, by.free_symbols - expr.free_symbols))

@@ -9,6 +9,7 @@ from symbolic_cost.cli import options
 from symbolic_cost.cli.building import model_label, named_model
 from symbolic_cost.cli.formula import field, show
 from symbolic_cost.checks import InputError
+from symbolic_cost.latex import latex
 from symbolic_cost.cli.values import (architecture, assignments, block_values, build_block, conventions, field_expr,
                                       field_kind, honour_blocks, honour_system, symbol_name)
 from symbolic_cost.models.training import check_context
@@ -64,5 +65,6 @@ def run(args) -> int:
         print("relaxed: no interior minimum on that branch")
     else:
         region = "same branch" if found.same_region else "outside that branch (e.g. past the NVLink domain)"
-        print(f"relaxed optimum {over} = {found.relaxed} = {float(found.relaxed):.6g} ({region})")
+        relaxed = latex(found.relaxed) if args.latex else found.relaxed       # --latex: every formula
+        print(f"relaxed optimum {over} = {relaxed} = {float(found.relaxed):.6g} ({region})")
     return 0

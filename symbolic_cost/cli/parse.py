@@ -93,19 +93,33 @@ def substituted(values: dict, option: str = "--set") -> dict:
     return {key: visit(key) for key in values}
 
 
-def resolve(base: dict, sets: list[str], allowed=None, option: str = "--set") -> dict:
+def resolve(base: dict, sets: list[str], allowed=None, option: str = "--set", fixed=()) -> dict:
     """Apply ``--set`` overrides to ``base`` and resolve values that refer to others
-    (``substituted``); ``allowed`` limits which symbols may be set and referred to.  A set value
-    is checked again once resolved (``f=e/3`` with ``e=4096`` is not an integer)."""
+    (``substituted``); ``allowed`` limits which symbols may be set and referred to, and a value
+    may not refer to one of ``fixed`` (what the command fixes: the element sizes of
+    ``--precision``) unless that is set too.  A set value is checked again once resolved
+    (``f=e/3`` with ``e=4096`` is not an integer)."""
     given = assignments(sets, option, allowed)
     values = substituted({**base, **given}, option)
     for symbol in given:
         fits(symbol, values[symbol], f"{option} {symbol}")
-        foreign = [] if allowed is None else sorted(map(str, sympify(values[symbol]).free_symbols - set(allowed)))
-        if foreign:         # the model fixes them: left as symbols they would not be the model's
-            raise InputError(f"{option} {symbol}={given[symbol]} refers to {', '.join(foreign)}, which the model "
-                             f"fixes here; settable: {', '.join(map(str, allowed))}", option)
+        refused_reference(symbol, given, allowed, fixed, option)
     return values
+
+
+def refused_reference(symbol, given: dict, allowed, fixed, option: str) -> None:
+    """Refuse a ``--set`` value that refers to a symbol the model or the command fixes: left a
+    symbol it would not be the model's (a whole-model command), put in it would be a number the
+    value does not show (``l=es`` turning into ``l=2``).  Checked on the value as typed, so a
+    block command and a whole-model command answer ``l=es`` alike."""
+    refs = sympify(given[symbol]).free_symbols
+    foreign = sorted(str(s) for s in refs if (allowed is not None and s not in allowed)
+                     or (s in fixed and s not in given))
+    if not foreign:
+        return
+    settable = "give a number, or --set it too" if allowed is None else f"settable: {', '.join(map(str, allowed))}"
+    raise InputError(f"{option} {symbol}={given[symbol]} refers to {', '.join(foreign)}, which the model "
+                     f"fixes here; {settable}", option)
 
 
 MAX_GRID = 10**8
