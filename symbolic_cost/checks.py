@@ -19,6 +19,7 @@ import functools
 import itertools
 import math
 import numbers
+import sys
 from fractions import Fraction
 
 from sympy import Expr, Float, I, Integer, Symbol, nan, oo, sympify, zoo
@@ -149,6 +150,40 @@ def _integer(value, name: str, nonnegative: bool = False) -> Expr:
     if expr.is_Integer and expr > LARGEST_COUNT:
         raise _too_large(name, int(expr))
     return expr
+
+
+def within_count(value: int, name: str) -> int:
+    """``value`` (an ``int`` already checked positive) where it is at most ``LARGEST_COUNT``: a
+    reader names a file's key here, not the symbol the value becomes later.
+
+    >>> within_count(2**70, "model.hidden_size")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: model.hidden_size must be at most 2**53 (a count a double holds exactly), got one of 71 bits
+    """
+    if value > LARGEST_COUNT:
+        raise _too_large(name, value)
+    return value
+
+
+LARGEST_DOUBLE = sys.float_info.max
+"""The largest finite double: a figure past it (or a non-zero one below ``sys.float_info.min``)
+turns every time or size computed from it into inf (or 0)."""
+
+
+def within_double(value: Expr, name: str, owner: str = "") -> Expr:
+    """``value`` where, if a number, it lies within a double's range; ``owner`` opens the message
+    (``"system h100: "``).
+
+    >>> within_double(Integer(10)**400, "kernel", "efficiency ")
+    Traceback (most recent call last):
+    ...
+    symbolic_cost.checks.InputError: efficiency kernel must be within a double's range (about 2.2e-308 to 1.8e308), got 1.000E+400
+    """
+    if value.is_number and (value > LARGEST_DOUBLE or 0 < value < sys.float_info.min):
+        raise InputError(f"{owner}{name} must be within a double's range (about 2.2e-308 to 1.8e308), got "
+                         f"{value.evalf(4)}", name)
+    return value
 
 
 def _too_large(name: str, value: int) -> InputError:
@@ -305,6 +340,14 @@ def flag(value, name: str) -> bool:
     """A boolean that is a boolean (``1`` or ``"false"`` is refused)."""
     if not isinstance(value, bool):
         raise _type_error(name, value, "True or False")
+    return value
+
+
+def progress_flag(value, name: str = "progress"):
+    """What a long run says of its progress: ``True`` (a bar or lines on stderr), ``False``
+    (nothing) or a callable given each line; text is no flag (``"no"`` would turn it on)."""
+    if not isinstance(value, bool) and not callable(value):
+        raise InputTypeError(f"{name} must be True, False or a callable taking a line, got {shown(value)}", name)
     return value
 
 

@@ -41,44 +41,38 @@ tokens."""
 
 
 def refuse_negative(root, args) -> None:
-    """Refuse a crossover that is negative at every real width of ``WIDTHS`` (the two blocks never
-    cost the same at a positive size there), or in a size below 1 at each of them: SymPy keeps such a root, since it cannot tell that
-    ``h s1 - 8 e^2 s1`` is negative without knowing that ``h <= e``."""
+    """Refuse a crossover at no size: one negative at every real width of ``WIDTHS`` (the two
+    blocks never cost the same at a positive size there), or, solved for a size that counts (a
+    positive integer: ``b``, ``l``, ``e``, a degree), one below 1 at each of them (``flops_bwd`` of
+    gpt2 crosses at ``b = 64/86123``).  SymPy keeps such a root, since it cannot tell that
+    ``h s1 - 8 e^2 s1`` is negative without knowing that ``h <= e``.  A crossover between two
+    sizes (``l = 256/3``) is kept."""
+    x = args.solve_for
+    counted = getattr(S.BY_NAME.get(x), "is_integer", False)
+    if root.free_symbols:
+        values, where = _at_widths(root), f" at every real width tried ({', '.join(WIDTHS)}, with degrees 1 and 8)"
+    else:
+        values, where = [root], f" ({float(root):.6g})" if root.is_extended_real else ""
+    for bound, at_least in ((0, f"a positive {x}"), (1, f"a {x} of 1 or more")):
+        if (bound == 0 or counted) and all(_below(v, bound) for v in values):
+            raise InputError(f"--for {x}: {args.a} and {args.b} never have equal {args.field} at {at_least}: the "
+                             f"crossover {x} = {root} is below {bound}{where}", "--for")
+
+
+def _at_widths(root) -> list:
+    """``root`` at each width of ``WIDTHS`` (tensor and sequence degrees 1 and 8, micro-batches 1
+    and 8, sequences of 1,024 and 8,192 tokens), any other symbol at 1."""
     free = {str(s): s for s in root.free_symbols}
-    if not free:
-        refuse_below_one(root, args)
-        return
-    widths = [preset(name) for name in WIDTHS]
-    points = [{"e": a.e, "h": a.h, "f": a.f, "m1": m, "s1": m, "b": b, "l": l} for a in widths for m in (1, 8)
-              for b in (1, 8) for l in (1024, 8192)]
-    values = [root.subs({free[k]: v for k, v in point.items() if k in free}).subs({s: 1 for s in root.free_symbols})
-              for point in points]
-    if all(_below(v, 0) for v in values):
-        raise InputError(f"--for {args.solve_for}: {args.a} and {args.b} never have equal {args.field} at a positive {args.solve_for}: the "
-                         f"crossover {root} is negative at every real width tried ({', '.join(WIDTHS)}, with "
-                         f"degrees 1 and 8)", "--for")
-    solve_for = S.BY_NAME.get(args.solve_for)
-    if solve_for is not None and solve_for.is_integer and all(_below(v, 1) for v in values):
-        raise InputError(f"--for {args.solve_for}: {args.a} and {args.b} never have equal {args.field} at a {args.solve_for} of 1 or more: "
-                         f"the crossover {root} is below 1 at every real width tried ({', '.join(WIDTHS)}, with "
-                         f"degrees 1 and 8)", "--for")
+    points = [{"e": a.e, "h": a.h, "f": a.f, "m1": m, "s1": m, "b": b, "l": l} for a in map(preset, WIDTHS)
+              for m in (1, 8) for b in (1, 8) for l in (1024, 8192)]
+    return [root.subs({free[k]: v for k, v in point.items() if k in free}).subs({s: 1 for s in root.free_symbols})
+            for point in points]
 
 
 def _below(value, bound) -> bool:
     """Whether ``value`` is a real number below ``bound`` (a complex one, a root of a negative
     number, is no size either way: not below)."""
     return bool(value.is_number and value.is_extended_real and value < bound)
-
-
-def refuse_below_one(root, args) -> None:
-    """Refuse a crossover in a size (a positive integer: ``b``, ``l``, ``e``, a degree) below 1:
-    the two blocks cost the same at no size there (``flops_bwd`` of gpt2 crosses at
-    ``b = 64/86123``).  A crossover between two sizes (``l = 256/3``) is kept."""
-    solve_for = S.BY_NAME.get(args.solve_for)
-    if solve_for is not None and solve_for.is_integer and _below(root, 1):
-        raise InputError(f"--for {args.solve_for}: {args.a} and {args.b} never have equal {args.field} at a {args.solve_for} of 1 or "
-                         f"more: they cross at {args.solve_for} = {root} = {float(root):.6g}, below the smallest "
-                         f"{args.solve_for}, 1", "--for")
 
 
 def run(args) -> int:

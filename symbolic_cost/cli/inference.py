@@ -223,7 +223,8 @@ def _share(flag: str, zero: bool = False):
         except (ValueError, ZeroDivisionError):
             value = None
         if value is None or not (0 <= value if zero else 0 < value) or value > 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be a number in {'[0' if zero else '(0'}, 1], got {shown(text)}")
+            raise argparse.ArgumentTypeError(f"{flag} must be a number in {'[0' if zero else '(0'}, 1], got "
+                                             f"{shown(text)}")
         return value
     return read
 

@@ -146,7 +146,8 @@ def grid_range(text: str, name: str) -> list:
                              f"{shown(text)}", name)
     parts = text.split(":")
     if len(parts) not in (2, 3) or not all(part.strip() for part in parts):
-        raise InputError(f"{name}: a range is START:STOP, START:STOP:+STEP or START:STOP:xFACTOR, got {shown(text)}", name)
+        raise InputError(f"{name}: a range is START:STOP, START:STOP:+STEP or START:STOP:xFACTOR, got {shown(text)}",
+                         name)
     step = parts[2].strip() if len(parts) == 3 else "+1"
     geometric = step[0] in "x*"
     start, stop, by = (read_number(part.strip(), argument=f"{name} ({what})") for part, what in

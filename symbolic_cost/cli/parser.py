@@ -48,11 +48,13 @@ def exact():
         try:
             value = Fraction(ascii_only(text).strip())
         except (ValueError, ZeroDivisionError):
-            raise argparse.ArgumentTypeError(f"expects a number (e.g. 2, 1.25, 3/2 or 1e25), got {quoted(text)}") from None
+            raise argparse.ArgumentTypeError(f"expects a number (e.g. 2, 1.25, 3/2 or 1e25), got "
+                                             f"{quoted(text)}") from None
         if not value > 0:
             raise argparse.ArgumentTypeError(f"must be positive, got {quoted(text)}")
         if value > float_info.max:
-            raise argparse.ArgumentTypeError(f"must be at most {float_info.max:.4g} (a double's range), got {quoted(text)}")
+            raise argparse.ArgumentTypeError(f"must be at most {float_info.max:.4g} (a double's range), got "
+                                             f"{quoted(text)}")
         return value
     read.__name__ = "exact number"
     return read
@@ -63,7 +65,8 @@ QUOTED = 60
 
 
 def quoted(value) -> str:
-    """``repr(value)`` for a refusal, cut to ``QUOTED`` characters.
+    """``repr(value)`` for a refusal, cut to ``QUOTED`` characters: ``checks.shown``'s rule, written
+    here because this module is imported without SymPy (``--help``), which ``checks`` imports.
 
     >>> quoted("x" * 100)
     "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."

@@ -182,9 +182,9 @@ class StepModel:
         check_weights(weight_format(serving.weights), self.system)
         self._memory = (arch, serving, speculation)
         check_context(arch, (("l_in", serving.l_in),), serving.allow_long, argument="l_in")
-        one = priced(serving, b=S.b)
+        one = as_stepped(serving, b=S.b)
         k, tokens = Symbol("k", positive=True), Symbol("tokens", positive=True)
-        pre = prefill(arch, priced(serving, b=k), conventions)
+        pre = prefill(arch, as_stepped(serving, b=k), conventions)
         dec = decode(arch, one, S.l_ctx, conventions, tokens=1 if speculation is None else speculation.k + 1)
         args = (S.b, S.l_ctx)
         pre_s, dec_s, fused_s = (self._roofline(pre, conventions), self._roofline(dec, conventions),
@@ -251,7 +251,7 @@ class StepModel:
         vLLM subtracts its profiled peak, which this leaves out)."""
         arch, serving, speculation = self._memory
         self.system.require("the KV-cache pool of a load test", "hbm_capacity")
-        weights = busiest_weights(arch, prefill(arch, priced(serving, b=1))) + \
+        weights = busiest_weights(arch, prefill(arch, as_stepped(serving, b=1))) + \
             (draft_weights(speculation.draft, serving) if speculation else 0)
         block = self.kv_bytes(block_tokens)
         capacity = self.system.hbm_capacity
@@ -390,7 +390,7 @@ class StepModel:
         return seconds + self._comm(prompts * self.prompt + decoding * self._tokens_a_sequence)
 
 
-def priced(serving: Serving, **changes) -> Serving:
+def as_stepped(serving: Serving, **changes) -> Serving:
     """``serving`` as a step prices its phases: one decode step after the prompt (``l_out=2``), the
     context not checked again: the prompt is checked where the ``StepModel`` is made and each
     request's length where it is served (``StepModel.check_context``).  Before, the copy's
@@ -437,7 +437,7 @@ class BatchFirst:
 def _operations(arch, serving: Serving, conventions) -> int:
     """The operations one decode step of ``arch`` (a model, or a draft: ``drafts.draft_decode``)
     launches (every row of the phase): what ``Runtime.kernel_overhead`` counts."""
-    return int(sum(n for _, n in draft_decode(arch, priced(serving, b=1), 1, conventions).rows()))
+    return int(sum(n for _, n in draft_decode(arch, as_stepped(serving, b=1), 1, conventions).rows()))
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from fractions import Fraction
 from sympy import sympify
 
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import LARGEST_COUNT, InputError, given_counts, instance
+from symbolic_cost.checks import InputError, given_counts, instance, within_count
 from symbolic_cost.models.config import DEEPSPEED_DUPLICATES, read_json
 from symbolic_cost.models.megatron_args import Setup, model_for
 from symbolic_cost.models.training import Overlap
@@ -258,9 +258,7 @@ def _integer(value, where: str):
         return value
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{where} must be a positive integer or \"auto\", got {value!r}", where)
-    if value > LARGEST_COUNT:
-        raise InputError(f"{where} must be at most 2**53, got one of {value.bit_length()} bits", where)
-    return value
+    return within_count(value, where)
 
 
 def batch(config: dict, world: int | None, given: dict) -> tuple[int, int, int]:

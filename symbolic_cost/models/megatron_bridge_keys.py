@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from symbolic_cost.checks import LARGEST_COUNT, InputError
+from symbolic_cost.checks import InputError, within_count
 
 FP4_PARAMS = "FP4 primary weights are not modelled (nvfp4 keeps the 16-bit weights and caches FP4 copies)"
 MOE = "mixture of experts is not read from a Megatron-Bridge file (give it with --megatron-args or --hf-config)"
@@ -267,9 +267,8 @@ class Container:
             raise InputError(f"{section}.{key} must be {kind.__name__}, got {value!r}", f"{section}.{key}")
         if kind is int and value < minimum:
             raise InputError(f"{section}.{key} must be at least {minimum}, got {value}", f"{section}.{key}")
-        if kind is int and value > LARGEST_COUNT:      # named here, not as the symbol it becomes (e, f, l)
-            raise InputError(f"{section}.{key} must be at most 2**53, got one of {value.bit_length()} bits",
-                             f"{section}.{key}")
+        if kind is int:                 # named here, not as the symbol it becomes (e, f, l)
+            within_count(value, f"{section}.{key}")
         return value
 
     def fraction(self, section: str, key: str, default: str) -> Fraction:

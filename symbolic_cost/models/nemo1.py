@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import re
 
-from symbolic_cost.checks import LARGEST_COUNT, InputError, instance
+from symbolic_cost.checks import InputError, instance, within_count
 from symbolic_cost.models.launch_script import Launch
 from symbolic_cost.models.megatron_args import Setup, megatron_setup
 
@@ -216,9 +216,7 @@ def _integer(value, where: str, minimum: int = 1) -> int:
     """A count of at least ``minimum`` and at most 2**53 (the library's bound on a size), named by its key."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(f"{where} must be an integer of at least {minimum}, got {value!r}", where)
-    if value > LARGEST_COUNT:
-        raise InputError(f"{where} must be at most 2**53, got one of {value.bit_length()} bits", where)
-    return value
+    return within_count(value, where)
 
 
 def _among(value, table: dict) -> bool:

@@ -52,7 +52,7 @@ import numpy as np
 from sympy import Basic, Expr, S, Symbol, lambdify, nan, sympify, zoo
 from sympy.printing.numpy import NumPyPrinter
 
-from symbolic_cost.checks import InputError, InputTypeError, instance, shown
+from symbolic_cost.checks import LARGEST_DOUBLE, InputError, InputTypeError, instance, shown
 from symbolic_cost.collector import paused
 from symbolic_cost.numeric import kernel_cache, loop_kernel, symengine_kernel
 from symbolic_cost.numeric.pages import keep_freed_pages
@@ -62,7 +62,6 @@ from symbolic_cost.numeric.portable import exactly_rounded, free_symbols_of, par
 from symbolic_cost.symbols import resolve_names
 
 BACKENDS = ("llvm", "numba", "numpy")
-DOUBLE_MAX = float(np.finfo(np.float64).max)
 BLOCK = 8192
 """Configurations the numpy backend evaluates at a time: small enough that the temporaries
 of thousands of operations stay in cache (one pass over a million rows, whose temporaries do
@@ -384,8 +383,8 @@ def _refuse_uncomputable(names, values, symbols, nodes) -> None:
 def _past_double(number) -> bool:
     """Whether a SymPy number (or a Rational's numerator or denominator) is past a double's range."""
     if number.is_Rational:
-        return max(abs(number.p), number.q) > DOUBLE_MAX
-    return number.is_finite is not False and abs(number) > DOUBLE_MAX
+        return max(abs(number.p), number.q) > LARGEST_DOUBLE
+    return number.is_finite is not False and abs(number) > LARGEST_DOUBLE
 
 
 def _build(names, values, symbols, backend, level: str) -> Compiled:

@@ -31,7 +31,7 @@ import pandas as pd
 
 from symbolic_cost import conventions as conv
 from symbolic_cost import symbols as S
-from symbolic_cost.checks import InputError, InputTypeError, count, flag, instance, shown
+from symbolic_cost.checks import InputError, InputTypeError, count, flag, instance, progress_flag, shown
 from symbolic_cost.collector import paused
 from symbolic_cost.models import Architecture, model_cost
 from symbolic_cost.models.architecture import MADE_BY
@@ -284,9 +284,7 @@ def search(arch: Architecture, devices: int, system="h100", space: Space | None 
     count(devices, "devices", maximum=MAX_DEVICES)
     count(top, "top")
     flag(dask, "dask")
-    if not isinstance(progress, bool) and not callable(progress):      # text is no flag: "no" would say it
-        raise InputTypeError(f"progress must be True, False or a callable taking a line, got {shown(progress)}",
-                             "progress")
+    progress_flag(progress)
     if workers is not None:
         count(workers, "workers")
     system = get_system(system)

@@ -25,7 +25,7 @@ from sympy import Basic, Integer, Piecewise, S, Symbol, sympify
 from sympy.logic.boolalg import Boolean
 from sympy.functions.elementary.piecewise import ExprCondPair
 
-from symbolic_cost.checks import InputError, InputTypeError, instance, shown
+from symbolic_cost.checks import InputError, InputTypeError, instance, progress_flag, shown
 from symbolic_cost.files import output_file
 from symbolic_cost.numeric.compile import compile_exprs, sweep_backend
 from symbolic_cost.numeric.pages import keep_freed_pages
@@ -267,9 +267,7 @@ class Progress:
     each step; a callable, that line given to it; false, nothing."""
 
     def __init__(self, total: int | None, progress: bool | Callable[[str], None]):
-        if not isinstance(progress, bool) and not callable(progress):      # text is no flag: "no" would say it
-            raise InputTypeError(f"progress must be True, False or a callable taking a line, got {shown(progress)}",
-                                 "progress")
+        progress_flag(progress)
         self.bar = progress_bar(total) if progress is True else None
         self.say = progress if callable(progress) else \
             (lambda line: print(line, file=sys.stderr)) if progress and self.bar is None else None

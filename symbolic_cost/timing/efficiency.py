@@ -33,13 +33,12 @@ NCCL constants with their source beside each.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, fields, replace
 from importlib import resources
 
 from sympy import Add, Expr, Min, Mul, Pow, Rational
 
-from symbolic_cost.checks import InputError, exact
+from symbolic_cost.checks import InputError, exact, within_double
 from symbolic_cost.extrema import minimum, sign, unevaluated
 from symbolic_cost.sampled import changes_sign
 from symbolic_cost.trees import remembered
@@ -119,9 +118,7 @@ class Efficiency:
                 raise InputError(f"efficiency {item.name} must be {rule}, got {value}", item.name)
             if item.name in FRACTIONS and value.is_number and value > 1:
                 raise InputError(f"efficiency {item.name} is a fraction of the peak: at most 1, got {value}", item.name)
-            if value.is_number and value > DOUBLE_MAX:       # the step time of such a cost prints as inf
-                raise InputError(f"efficiency {item.name} must be within a double's range (at most about 1.8e308), "
-                                 f"got {value.evalf(4)}", item.name)
+            within_double(value, item.name, "efficiency ")     # past it a step time prints as inf
             if item.name in COUNTED and value.is_number and not (value.is_integer and value <= COUNTED[item.name]):
                 raise InputError(f"efficiency {item.name} counts {COUNTED_WHAT[item.name]}: a whole number up to "
                                  f"{COUNTED[item.name]:,}, got {value}", item.name)
@@ -153,9 +150,6 @@ COUNTED_WHAT = {"sms": "streaming multiprocessors", "tile_m": "a tile's rows", "
 FRACTIONS = ("matrix", "memory")
 """The factors that are a fraction of a datasheet peak, in (0, 1]: no kernel beats the peak (the fit
 keeps them within ``timing.calibrate.RANGES``)."""
-
-DOUBLE_MAX = sys.float_info.max
-"""The largest figure a factor may be: past it a time computed from it prints as inf."""
 
 FIXED_COSTS = ("kernel", "step")
 """The fitted factors that are seconds, not fractions: 0 is a value they may take."""

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 
 from sympy import Expr, Integer, Rational
 
-from symbolic_cost.checks import LARGEST_COUNT, InputError, InputTypeError, shown
+from symbolic_cost.checks import LARGEST_COUNT, InputError, InputTypeError, shown, within_double
 from symbolic_cost.cost import exact
 from symbolic_cost.models.optimizers import get_fp8
 
@@ -90,9 +89,7 @@ class System:
             if value.is_negative or (item.name in self._REQUIRED and value.is_nonpositive):
                 raise InputError(f"system {self.name}: {item.name} must be positive, got {value}", item.name)
             # every result divided or multiplied by a figure out of a double's range prints as inf
-            if value.is_number and (value > sys.float_info.max or 0 < value < sys.float_info.min):
-                raise InputError(f"system {self.name}: {item.name} must be within a double's range (about 2.2e-308 "
-                                 f"to 1.8e308), got {value.evalf(4)}", item.name)
+            within_double(value, item.name, f"system {self.name}: ")
             if item.name in self._COUNTS and value.is_number and not value.is_integer:
                 raise InputError(f"system {self.name}: {item.name} counts devices, a whole number, got {value}",
                                  item.name)
