@@ -19,6 +19,10 @@ from symbolic_cost import sampled
 PASSES = ("fwd", "bwd")
 ENGINES = ("matrix", "vector")
 GRADS = ("input", "weight")
+GRAPHED = (None, "captured", "replay")
+"""How a row's kernels reach the GPU (``Cost.graph``): launched one by one from the host (``None``), or
+captured in a CUDA graph (``"captured"``), the row that starts the graph paying its one replay
+(``"replay"``)."""
 
 
 def _exact_sizes(record, what: str) -> None:
@@ -335,6 +339,12 @@ class Cost:
                    where that turns on a symbol (the dispatcher's sorts: not for one expert a
                    rank); ``None``: it runs.  Its fields already hold it; the time models scale
                    what a row pays beyond them by it (its kernels' launches and latency)
+    graph          ``None``: its kernels are launched from the host one by one; ``"captured"``:
+                   they replay inside a CUDA graph (``GRAPHED``), no launch of their own;
+                   ``"replay"``: captured, and the first row of its graph, which pays the
+                   graph's one launch (``blocks.graphs``)
+    kernel_per_group its grouped products launch one kernel per group (Transformer Engine's
+                   ``GroupedLinear``: a cuBLAS GEMM per local expert); ``False``: one kernel each
     flops_wgrad    the part of ``flops_bwd`` that forms parameter gradients
                    (``dW``, a bias's, a norm's ``gamma``/``beta``, a table's)
     ============== ==========================================================
@@ -368,10 +378,17 @@ class Cost:
     rebuilt: str | None = None      # the recomputation that rebuilds what it keeps for backward, not keeping it
     scores: ScoreShape | None = None
     runs: Expr | None = None
+    graph: str | None = None
+    kernel_per_group: bool = False
 
     def __post_init__(self):
         if self.engine not in ENGINES:
             raise InputError(f"engine must be 'matrix' or 'vector', got {self.engine!r}", "engine")
+        if self.graph not in GRAPHED:
+            raise InputError(f"graph must be one of {GRAPHED}, got {self.graph!r}", "graph")
+        if not isinstance(self.kernel_per_group, bool):
+            raise InputError(f"kernel_per_group must be True or False, got {self.kernel_per_group!r}",
+                             "kernel_per_group")
         for name in EXPRESSION_FIELDS + SPLIT_FIELDS:
             object.__setattr__(self, name, exact(getattr(self, name), name))
         object.__setattr__(self, "collectives", tuple(self.collectives))

@@ -6,9 +6,10 @@ from dataclasses import replace
 
 from symbolic_cost.blocks.attention import attention
 from symbolic_cost.blocks.block import Block
+from symbolic_cost.blocks.graphs import captured
 from symbolic_cost.blocks.layout import Layout
 from symbolic_cost.blocks.mlp import mlp
-from symbolic_cost.blocks.moe import MoE, moe as moe_block
+from symbolic_cost.blocks.moe import MoE, graphed_rows, moe as moe_block
 from symbolic_cost.blocks.specs import Feedforward, Heads, Projections, Scores, as_heads, objects
 from symbolic_cost.blocks.wiring import NORMS_PER_LAYER, PARTS, Run, Wiring
 from symbolic_cost.checks import InputError
@@ -61,16 +62,35 @@ def transformer_layer(b, l, e, f, heads, m1=1, s1=1, *, scores: Scores | None = 
     if wiring.part != "mlp":
         blocks.append(_built(attention, b, l, e, heads, m1, s1, scores=scores, projections=projections, run=run,
                              residual=wiring.residual(post_norm=wiring.norms == 4, branch=joined)))
-    if wiring.part == "attention":
-        return blocks[0]
-    if wiring.cross is not None:
-        blocks.append(attention(b, l, e, heads.plain, m1, s1, run=replace(run, context=None),
-                                scores=Scores(dropout=(scores or Scores()).dropout, keys=wiring.cross),
-                                projections=replace(projections, clip=False, cross=True), residual=wiring.residual()))
-    blocks.append(_built(_feedforward, b, l, e, f, m1, s1, ffn, projections.out_bias, wiring, run))
-    if wiring.part == "mlp":
-        return blocks[-1]
-    return _joined(blocks, joined, run)
+    if wiring.part != "attention":
+        if wiring.cross is not None:
+            blocks.append(attention(b, l, e, heads.plain, m1, s1, run=replace(run, context=None),
+                                    scores=Scores(dropout=(scores or Scores()).dropout, keys=wiring.cross),
+                                    projections=replace(projections, clip=False, cross=True),
+                                    residual=wiring.residual()))
+        blocks.append(_built(_feedforward, b, l, e, f, m1, s1, ffn, projections.out_bias, wiring, run))
+    layer = blocks[0] if len(blocks) == 1 else _joined(blocks, joined, run)
+    return _graphed(layer, blocks, ffn, run) if run.graphs else layer
+
+
+def _graphed(layer: Block, blocks: list, ffn: Feedforward, run: Run) -> Block:
+    """``layer`` (built from ``blocks``) with the rows ``run.graphs`` captures replayed from CUDA
+    graphs (``blocks.graphs``): a self-attention block's rows (its norm, core, projections and
+    residual) under ``attn``, a dense MLP's under ``mlp``, an MoE block's as
+    ``blocks.moe.graphed_rows`` says, every row under ``full_iteration``; a cross-attention's
+    never (Megatron-Core's scopes are a GPT layer's); a parallel layer's closing sum and
+    residual with both its branches."""
+    flags = []
+    for i, block in enumerate(blocks):
+        if "full_iteration" in run.graphs:
+            flags += [True] * len(block.rows)
+        elif block.name == "moe":
+            flags += graphed_rows(block, run.graphs, ffn.experts.dispatcher if ffn.experts else "alltoall")
+        else:
+            scope = "mlp" if block.name == "mlp" else "attn" if i == 0 else None
+            flags += [scope in run.graphs] * len(block.rows)
+    flags += [all(flags)] * (len(layer.rows) - len(flags))
+    return replace(layer, rows=captured(layer.rows, flags))
 
 
 def _built(builder, *args, **keywords) -> Block:

@@ -205,6 +205,10 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
     """
     placed, residual, run = _placed(experts), residual or Residual(norm="rms"), run or Run()
     check_dispatcher(placed)
+    if "moe" in run.graphs and placed.capacity_factor is None:
+        raise InputError("cuda_graphs 'moe' replays the whole MoE module from a graph, which holds fixed shapes: "
+                         "dropless routing sends each expert a different number of rows every step; give a "
+                         "capacity_factor, or capture 'moe_router'", "cuda_graphs")
     _alone(residual)
     dims = dict(b=b, l=l, e=e, m1=m1, s1=s1, ep=placed.ep, etp=placed.etp, experts=spec.experts, top_k=spec.top_k,
                 expert_f=spec.expert_f, **({"shared_f": spec.shared_f} if sympify(spec.shared_f) != 0 else {}))
@@ -230,15 +234,15 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
              topk_weights(tokens, k, normalise=spec.normalise, scale=spec.scale, es=at.es)]
     rows.append(at.attach(permute(tokens, k, at.e, sent, es=at.es), exchange["dispatch"]))
     rows += sorts[:1]
-    megatron = placed.kernels == "megatron-core"
-    rows.append(grouped_linear(through, at.e, (2 if gated_act else 1) * width, experts / ep, bias=spec.expert_bias,
-                               name="expert_fc1", **at.kw))
+    megatron = placed.kernels == "megatron-core"      # TEGroupedMLP: a cuBLAS GEMM a local expert
+    rows.append(replace(grouped_linear(through, at.e, (2 if gated_act else 1) * width, experts / ep,
+                                       bias=spec.expert_bias, name="expert_fc1", **at.kw), kernel_per_group=megatron))
     if megatron and spec.clamp and gated_act:     # redone with the activation, inside its recomputation
         rows.append(replace(clamped_halves(through, width, es=at.es), recompute="activation"))
     rows += [replace((gated if gated_act else gelu)(1, through, width, name="expert_act", **at.kw),
                      recompute="activation"),     # activation recomputation redoes it, rebuilding fc2's input
              replace(grouped_linear(through, width, at.e, experts / ep, bias=spec.expert_bias, name="expert_fc2",
-                                    **at.kw), rebuilt="activation")]
+                                    **at.kw), rebuilt="activation", kernel_per_group=megatron)]
     if megatron and spec.expert_bias:
         rows.append(weighted_bias(through, at.e, es=at.es))
     rows += sorts[1:]
@@ -247,6 +251,23 @@ def moe(b, l, e, spec: MoE, m1=1, s1=1, *, experts: Experts | None = None, gated
         rows += _shared(at, dims["shared_f"], spec.shared_gate, gated_act, bias, placed.replicated)
     rows.append(at.closing_dropout("dpr2", residual.dropouts))
     return Block("moe", tuple(rows), dims, at.conventions)
+
+
+def graphed_rows(block: Block, scopes, dispatcher: str) -> list[bool]:
+    """Which rows of an MoE ``block`` a CUDA graph of ``scopes`` captures (``blocks.graphs``):
+    every row under ``moe``; under ``moe_router`` the rows before ``dispatch`` (the norm, the
+    router and its top-k), and with ``moe_preprocess`` also ``dispatch``, whose permute the
+    all-to-all dispatcher runs in its preprocessing (the flex dispatchers permute inside their
+    dispatch kernel, not captured).  Shared experts stay outside (the router's graph holds them
+    only without their overlap, which this leaves eager: an assumption)."""
+    if "moe" in scopes or "full_iteration" in scopes:
+        return [True] * len(block.rows)
+    if "moe_router" not in scopes:
+        return [False] * len(block.rows)
+    last = block.names.index("dispatch")
+    if "moe_preprocess" in scopes and dispatcher == "alltoall":
+        last += 1
+    return [i < last for i in range(len(block.rows))]
 
 
 def _sorts(at: Layout, rows, local) -> list:

@@ -21,6 +21,7 @@ from sympy import Expr
 
 from symbolic_cost import conventions as conv
 from symbolic_cost.blocks.context import Context
+from symbolic_cost.blocks.graphs import check_scopes
 from symbolic_cost.blocks.specs import flags, one_of
 from symbolic_cost.checks import InputError, check_rules, element_size, settle
 from symbolic_cost.cost import exact
@@ -112,9 +113,11 @@ class Run:
       ``gate`` and ``up``, are separate modules, each an allreduce in backward, as transformers'
       ``tp_plan`` (a ``DTensor.from_local`` per ``ColwiseParallel`` module) and DeepSpeed's AutoTP
       (a ``ColumnParallel`` per ``LinearLayer``) run them; Megatron-LM's fused ``qkv`` and ``fc1``
-      reduce once each (``False``).
+      reduce once each (``False``);
+    * ``graphs``: the parts of the layer replayed from CUDA graphs (``blocks.graphs.SCOPES``):
+      what they capture launches no kernel of its own.
 
-    A block without attention reads only ``es``, ``es_mask`` and ``conventions``.
+    A block without attention reads only ``es``, ``es_mask``, ``conventions`` and ``graphs``.
     """
 
     flash: bool = False
@@ -123,9 +126,11 @@ class Run:
     es_mask: Expr = 1
     conventions: conv.Conventions | str = conv.DEFAULT
     split_inputs: bool = False
+    graphs: tuple = ()
 
     def __post_init__(self):
         flags(self, "flash", "split_inputs")
+        object.__setattr__(self, "graphs", check_scopes(self.graphs))
         if self.context is not None and not isinstance(self.context, Context):
             raise InputError(f"context must be a blocks.context.Context, got {self.context!r}", "context")
         element_size(self.es, "es")

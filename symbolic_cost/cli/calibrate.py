@@ -100,14 +100,16 @@ def run(args) -> int:
     from symbolic_cost.reproduce import measured
     from symbolic_cost.timing import calibrate, efficiency
     cases = measured.fit_cases()          # NOT_FITTED's rows are timed in the report, not fitted
-    values = calibrate.fit(cases)
+    grouped = measured.grouped_cases()    # and the grouped GEMMs' launch cost on the mixtures of experts
+    values = calibrate.fit(cases, grouped)
     for family, fitted in values.items():
         committed = efficiency.CALIBRATION["fitted"][family]
-        print(f"{family}: " + ", ".join(f"{k} {calibrate.rounded(v)} (committed {committed[k]})"
+        print(f"{family}: " + ", ".join(f"{k} {calibrate.rounded(v)} (committed {committed.get(k, 'none')})"
                                         for k, v in fitted.items()))
     serving = _fit_serving(calibrate, measured) if args.serving else None
     if args.write:
-        path = calibrate.write(values, [c.id for c in cases], SOURCE.format("training"), serving=serving)
+        ids = [c.id for c in cases] + [c.id for c in grouped if c not in cases]
+        path = calibrate.write(values, ids, SOURCE.format("training"), serving=serving)
         print(f"wrote {path}")
     print(f"{len(cases)} cases, {len(measured.excluded())} rows not expressible; the committed model's errors:")
     print("\n".join(summary_lines(timed(cases))))

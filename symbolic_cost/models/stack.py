@@ -27,7 +27,7 @@ from symbolic_cost.ops.matmul import Chunk
 
 
 READS = ("b", "l", "l_dec", "mask_bytes", "flash", "capacity_factor", "expert_imbalance", "dispatcher", "mtp", "cp",
-         "cp_variant", "loss_chunks", "fused_loss", "tp_ends")
+         "cp_variant", "loss_chunks", "fused_loss", "tp_ends", "cuda_graphs")
 """The ``Training`` fields the blocks depend on: stacks that agree on these (and on the
 degrees) are the same, whatever the memory policy, ZeRO stage, schedule or offload."""
 _STACKS: dict = {}
@@ -284,7 +284,8 @@ def layer_options(arch: Architecture, t, m1, s1, *, causal=None, cross=None, win
     return dict(b=t.b, l=t.l if l is None else l, e=arch.e, f=arch.f, heads=heads, m1=m1, s1=s1, scores=scores,
                 projections=Projections(arch.qkv_bias, arch.bias, clip=bool(arch.clip_qkv)), ffn=ffn,
                 wiring=Wiring(arch.norm, arch.dropouts, arch.norms, arch.parallel, cross),
-                run=Run(t.flash, _context(t), split_inputs=getattr(t, "tp_ends", "vocab") != "vocab"))
+                run=Run(t.flash, _context(t), split_inputs=getattr(t, "tp_ends", "vocab") != "vocab",
+                        graphs=getattr(t, "cuda_graphs", ())))
 
 
 def _embedding_dropout(arch: Architecture) -> bool:

@@ -53,7 +53,7 @@ FLAT = {
     "cp": ("context", "cp"), "cp_variant": ("context", "variant"),
     "flash": ("execution", "flash"), "mask_bytes": ("execution", "mask_bytes"), "overlap": ("execution", "overlap"),
     "attention_kernel": ("execution", "attention_kernel"), "loss_chunks": ("execution", "loss_chunks"),
-    "fused_loss": ("execution", "fused_loss"),
+    "fused_loss": ("execution", "fused_loss"), "cuda_graphs": ("execution", "cuda_graphs"),
     "lora": ("trainable", "lora"), "mtp": ("trainable", "mtp"), "reference": ("trainable", "reference"),
 }
 """``Training``'s flat keywords (its fields before the tree): each names one attribute of one of

@@ -38,6 +38,7 @@ from sympy import Expr, sympify
 
 from symbolic_cost import symbols as S
 from symbolic_cost.blocks.heads import TP_ENDS
+from symbolic_cost.blocks.graphs import check_scopes
 from symbolic_cost.checks import InputError, choice, count, element_size, flag, instance, positive_dims, settle
 from symbolic_cost.models.lora import LoRA
 from symbolic_cost.models.optimizers import check_recipe
@@ -387,7 +388,9 @@ class Execution:
     in, one after the other, each with its backward (``blocks.heads.lm_rows``; torchtitan's
     ``ChunkedLossWrapper``; 1: the whole logits at once), and ``fused_loss``, the head and its
     loss as one function that forms their gradients in the forward, the logits a chunk at a time
-    (Liger-Kernel's fused linear cross-entropy: ``ops.fused_linear_cross_entropy``)."""
+    (Liger-Kernel's fused linear cross-entropy: ``ops.fused_linear_cross_entropy``), and
+    ``cuda_graphs``, the parts of each layer replayed from CUDA graphs (``blocks.graphs.SCOPES``,
+    Megatron-Core's ``--cuda-graph-scope``; only the kernels' launches change)."""
 
     flash: bool = False
     mask_bytes: Expr = 1
@@ -395,10 +398,12 @@ class Execution:
     attention_kernel: str | None = None
     loss_chunks: int = 1
     fused_loss: bool = False
+    cuda_graphs: tuple = ()
 
     def __post_init__(self):
         settle(self, "mask_bytes", "loss_chunks")
         _flags(self, "flash", "fused_loss")
+        object.__setattr__(self, "cuda_graphs", check_scopes(self.cuda_graphs))
         if self.fused_loss and self.loss_chunks != 1:
             raise InputError(f"fused_loss chunks the logits its own way; loss_chunks={self.loss_chunks} beside it "
                              f"is a second way: give one", "loss_chunks")

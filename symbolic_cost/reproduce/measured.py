@@ -39,6 +39,7 @@ from functools import lru_cache
 from importlib import resources
 
 from symbolic_cost import conventions as conv
+from symbolic_cost.blocks.graphs import graph_scopes
 from symbolic_cost.checks import InputError
 from symbolic_cost.inference.lengths import FIXED, Lengths
 from symbolic_cost.inference.serving import Serving
@@ -128,6 +129,13 @@ def fit_cases() -> list[Case]:
     from symbolic_cost.timing.efficiency import family
     return [c for c in cases() if c.group not in NOT_FITTED
             or c.group == BRIDGE and family(c.system) in MATRIX_ONLY and c.architecture.moe is None]
+
+
+def grouped_cases() -> list[Case]:
+    """The cases whose layers run grouped GEMMs (the mixtures of experts, every one of them
+    Megatron-Bridge's): ``timing.calibrate.fit_group_kernel`` fits on them the cost of a grouped
+    product's further launches, and nothing else."""
+    return [c for c in cases() if c.architecture.moe is not None]
 
 
 def _architecture(row) -> Architecture:
@@ -449,7 +457,11 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
     token dispatcher is the workload's (``flex`` where it names a DeepEP or HybridEP backend, as
     Megatron-Bridge's ``apply_flex_dispatcher_backend`` sets it), else the all-to-all one.  A bf16
     run without FSDP runs the precision-aware optimizer at its default dtypes (v0.4.2's
-    ``set_post_overrides``: ``adam-16bit-master``)."""
+    ``set_post_overrides``: ``adam-16bit-master``).  CUDA graphs are the workload's
+    (``cuda_graph_impl``, ``cuda_graph_scope``), never the later recipe's, which changed them (its
+    Llama 3 70B GB200 NVFP4 recipe graphs each layer, where v0.4.2's
+    ``LLAMA3_70B_PRETRAIN_CONFIG_GB200_NVFP4_V2`` sets ``cuda_graph_impl="none"``): none for the dense
+    rows, whose v0.4.2 workloads set none or keep the recipes' none."""
     layout = row["layout"]
     fields = dict(_bridge_degrees(row), recompute="none", flash=True, distributed_optimizer=True,
                   overlap=MEGATRON_OVERLAP, **_bridge_precision(row, assume), **_bridge_split(row, assume))
@@ -475,6 +487,11 @@ def _bridge_training(row, moe: bool, assume: list) -> Training:
             fields.update(overlap=replace(fields["overlap"], expert=settings["moe_a2a_overlap"]))
             assume.append(f"MoE all-to-alls {'behind compute' if settings['moe_a2a_overlap'] else 'exposed'} "
                           f"(Megatron-Bridge v0.4.2's {name}: moe_a2a_overlap)")
+            graphs = graph_scopes(settings.get("cuda_graph_impl"), settings.get("cuda_graph_scope"))
+            fields.update(cuda_graphs=graphs)
+            assume.append(f"CUDA graphs: {', '.join(graphs) or 'none'} (Megatron-Bridge v0.4.2's {name}: "
+                          f"cuda_graph_impl {settings.get('cuda_graph_impl') or 'the recipe default, none'}"
+                          + (f", cuda_graph_scope {', '.join(settings['cuda_graph_scope'])})" if graphs else ")"))
             if settings.get("moe_flex_dispatcher_backend"):      # apply_flex_dispatcher_backend: type "flex"
                 fields.update(dispatcher="flex")
                 assume.append(f"the flex token dispatcher, {settings['moe_flex_dispatcher_backend']}: a token sent "

@@ -58,35 +58,55 @@ def symbolic_time(case):
     return predict(case, system.but(efficiency=system.efficiency.but(**names)))
 
 
-def fit(cases) -> dict:
+def fit(cases, grouped=()) -> dict:
     """``{family: {factor: value}}``: the factors of ``FAMILIES`` minimising the squared log errors
     over their ``cases`` (a factor no case constrains takes the other family's value), then the
-    matrix fraction of each of ``MATRIX_ONLY`` over its cases (``fit_matrix``)."""
+    matrix fraction of each of ``MATRIX_ONLY`` over its cases (``fit_matrix``), then, where
+    ``grouped`` cases are given (runs with grouped GEMMs: the mixtures of experts), the cost of a
+    grouped product's further launches, one value for every family (``fit_group_kernel``)."""
     values = _fit_families([c for c in cases if efficiency.family(c.system) in FAMILIES])
     for family, source in MATRIX_ONLY.items():
         mine = [c for c in cases if efficiency.family(c.system) == family]
         values[family] = dict(values[source], **({"matrix": fit_matrix(mine, values[source])} if mine else {}))
+    if grouped:
+        group_kernel = fit_group_kernel(grouped, values)
+        values = {family: dict(factors, group_kernel=group_kernel) for family, factors in values.items()}
     return values
 
 
 def fit_matrix(cases, others: dict) -> float:
     """The matrix fraction that minimises the soft-L1 loss (scale 0.1) of the log errors over
     ``cases``, the other factors at ``others``."""
+    return _fit_one("matrix", cases, lambda case: others)
+
+
+def fit_group_kernel(cases, values: dict) -> float:
+    """The seconds a grouped GEMM's further launches cost (``Efficiency.group_kernel``) that
+    minimise the soft-L1 loss (scale 0.1) of the log errors over ``cases``, each on its family's
+    ``values``."""
+    return _fit_one("group_kernel", cases, lambda case: values[efficiency.family(case.system)])
+
+
+def _fit_one(name: str, cases, others) -> float:
+    """The value of the factor ``name`` that minimises the soft-L1 loss (scale 0.1, in log error: a
+    run the model misses for a reason of its own pulls no harder than a few) over ``cases``, each
+    case's other factors at ``others(case)``."""
     import numpy as np
     from scipy.optimize import least_squares
-    matrix = Symbol("matrix", positive=True)
-    fixed = {k: Rational(str(v)) for k, v in others.items() if k != "matrix"}
+    factor = Symbol(name, positive=True)
     functions = []
     for case in cases:
+        fixed = {k: Rational(str(v)) for k, v in others(case).items() if k != name}
         system = calibrated(case.system)
-        expr = predict(case, system.but(efficiency=system.efficiency.but(matrix=matrix, **fixed)))
-        functions.append((lambdify([matrix], expr, "math"), float(case.seconds)))
-    start, low, high, _ = RANGES["matrix"]
+        expr = predict(case, system.but(efficiency=system.efficiency.but(**{name: factor}, **fixed)))
+        functions.append((lambdify([factor], expr, "math"), float(case.seconds)))
+    start, low, high, unit = RANGES[name]
 
     def residuals(x):
-        return [np.log(fn(x[0]) / seconds) for fn, seconds in functions]
+        return [np.log(fn(x[0] * unit) / seconds) for fn, seconds in functions]
 
-    return float(least_squares(residuals, [start], bounds=([low], [high]), loss="soft_l1", f_scale=0.1).x[0])
+    fitted = least_squares(residuals, [start], bounds=([low], [high]), loss="soft_l1", f_scale=0.1).x[0]
+    return float(fitted * unit)
 
 
 def _fit_families(cases) -> dict:
@@ -115,12 +135,13 @@ def _fit_families(cases) -> dict:
 
 
 RANGES = {"matrix": (0.7, 0.05, 1.0, 1.0), "memory": (0.9, 0.8, 1.0, 1.0),
-          "kernel": (5.0, 0.0, 100.0, 1e-6), "step": (0.05, 0.0, 5.0, 1.0)}
+          "kernel": (5.0, 0.0, 100.0, 1e-6), "step": (0.05, 0.0, 5.0, 1.0),
+          "group_kernel": (5.0, 0.0, 100.0, 1e-6)}
 """Each fitted factor's ``(start, lower bound, upper bound, unit)``, the bounds in its unit: the
 matrix fraction of peak within ``[0.05, 1]``; HBM's within ``[0.8, 1]`` (streaming kernels reach 80 to
 93 % of the datasheet bandwidth on these parts: below that the fit would use memory as a stand-in for
-fixed costs); the per-kernel cost in microseconds within ``[0, 100]``; the step's framework seconds
-within ``[0, 5]``."""
+fixed costs); the per-kernel cost in microseconds within ``[0, 100]``, a grouped GEMM's further launches' too; the
+step's framework seconds within ``[0, 5]``."""
 
 
 def rounded(value: float) -> str:
@@ -137,7 +158,11 @@ PROVENANCE = {
     "note": "fused attention is not fitted: timing.attention_kernels takes it from published kernel benchmarks",
     "matrix_only": "b200 and b300 (Blackwell's two chips): only the matrix fraction is fitted, on the "
                    "Megatron-Bridge dense rows run on them, after a100 and h100 (soft L1 loss, scale 0.1, on the "
-                   "log errors; timing.calibrate.fit_matrix); their other factors are h100's"}
+                   "log errors; timing.calibrate.fit_matrix); their other factors are h100's",
+    "group_kernel": "one value for every family, fitted last on the mixtures of experts' rows (every family's "
+                    "other factors as fitted; soft L1 loss, scale 0.1, on the log errors; "
+                    "timing.calibrate.fit_group_kernel): the cost of each further cuBLAS GEMM a grouped GEMM "
+                    "launches, a local expert's; those rows fit nothing else"}
 SERVING_PROVENANCE = {
     "command": "symbolic-cost calibrate --serving",
     "method": "scipy.optimize.least_squares, soft-L1 loss with f_scale 0.1, on log(predicted / measured) of "

@@ -81,6 +81,11 @@ class Efficiency:
     nvls           whether the NVLink domain reduces in its switches (NVLink SHARP:
                    NVSwitch gen 3 or later with multicast, one host), so that NCCL offers
                    its NVLS algorithms (``timing.nccl_nvls``)
+    group_kernel   seconds each further product of a grouped GEMM adds where the kernel library
+                   launches one a group (``Cost.kernel_per_group``: Transformer Engine's
+                   ``GroupedLinear`` issues a cuBLAS GEMM a local expert from one C++ loop, so only
+                   the first pays the framework's dispatch, ``kernel``; fitted on the mixtures of
+                   experts' runs, ``timing.calibrate.fit_group_kernel``); ``None``: ``kernel``
     ============== =====================================================================
 
     NCCL's latency constants (``src/graph/tuning.cc``, µs) are module constants of
@@ -99,8 +104,11 @@ class Efficiency:
     arch: str = "other"
     nvls: bool = False
     attention_kernel: str = "flash-attention-2"
+    group_kernel: Expr | None = None
 
     def __post_init__(self):
+        if self.group_kernel is None:
+            object.__setattr__(self, "group_kernel", self.kernel)
         if not isinstance(self.arch, str) or self.arch not in ARCHS:
             raise InputError(f"efficiency arch must be one of {', '.join(ARCHS)}, got {self.arch!r}", "arch")
         if not isinstance(self.nvls, bool):
@@ -137,7 +145,11 @@ ARCHS = ("volta", "ampere", "hopper", "blackwell", "other")
 """The GPU generations NCCL's tuning model tells apart (``Efficiency.arch``)."""
 
 FITTED = ("matrix", "memory", "kernel", "step")
-"""The factors ``report.calibrate`` fits; the others are datasheet or NCCL constants."""
+"""The factors ``report.calibrate`` fits per GPU family; the others are datasheet or NCCL constants."""
+
+GROUP_FITTED = ("group_kernel",)
+"""The factor ``timing.calibrate.fit_group_kernel`` fits once, on the mixtures of experts' runs, for
+every family (the host's cost of one more cuBLAS call, the same framework code on every GPU)."""
 
 COUNTED = {"sms": 2**16, "tile_m": 1024, "tile_n": 1024}
 """The factors that count something, each a whole number up to its bound: a device's streaming
@@ -151,7 +163,7 @@ FRACTIONS = ("matrix", "memory")
 """The factors that are a fraction of a datasheet peak, in (0, 1]: no kernel beats the peak (the fit
 keeps them within ``timing.calibrate.RANGES``)."""
 
-FIXED_COSTS = ("kernel", "step")
+FIXED_COSTS = ("kernel", "step", "group_kernel")
 """The fitted factors that are seconds, not fractions: 0 is a value they may take."""
 
 
@@ -285,21 +297,46 @@ def pass_times(cost, pass_: str, system, conventions) -> tuple[Expr, Expr]:
 
 
 def launches(cost, pass_: str) -> Expr | int:
-    """Kernels one row launches in ``pass_``: one a matrix product (a fused kernel: one), one for
-    a row that computes or moves anything else, none for a row with nothing to do in the pass
-    (a cast fused into the norm before it, an exchange that only communicates); times
-    ``Cost.runs`` for a row that runs or not by a symbol.
+    """Kernels one row launches in ``pass_`` through the framework, each paying ``kernel``: one a
+    matrix product (a fused kernel: one), one for a row that computes or moves anything else, none
+    for a row with nothing to do in the pass (a cast fused into the norm before it, an exchange
+    that only communicates); none for a row captured in a CUDA graph, one for the row that replays
+    the graph (``Cost.graph``); times ``Cost.runs`` for a row that runs or not by a symbol.
 
+    >>> from dataclasses import replace
     >>> from symbolic_cost.ops import linear, gelu
     >>> launches(linear(2, 3, 4, 5), "bwd"), launches(gelu(2, 3, 4), "fwd")
     (2, 1)
+    >>> launches(replace(gelu(2, 3, 4), graph="captured"), "fwd"), launches(replace(gelu(2, 3, 4), graph="replay"), "fwd")
+    (0, 1)
     """
     count = _launched(cost, pass_)
     return count if cost.runs is None else cost.runs * count
 
 
+def group_launches(cost, pass_: str) -> Expr | int:
+    """The further kernels a row of grouped products launches in ``pass_``, each paying
+    ``group_kernel``: ``groups - 1`` a product where the library runs one a group
+    (``Cost.kernel_per_group``: Transformer Engine's ``GroupedLinear``, a cuBLAS GEMM a local expert,
+    the first of them counted in ``launches``); none where one kernel runs them all, or the row
+    replays from a CUDA graph.
+
+    >>> from dataclasses import replace
+    >>> from symbolic_cost.ops.routing import grouped_linear
+    >>> experts = replace(grouped_linear(4096, 2048, 1536, 8), kernel_per_group=True)   # dX and dW
+    >>> launches(experts, "bwd"), group_launches(experts, "bwd")
+    (2, 14)
+    """
+    if not cost.kernel_per_group or cost.graph is not None:
+        return 0
+    count = Add(*(g.groups - 1 for g in cost.gemms if g.pass_ == pass_))
+    return count if cost.runs is None else cost.runs * count
+
+
 def _launched(cost, pass_: str) -> int:
     """``launches`` of a row that runs."""
+    if cost.graph is not None:
+        return int(cost.graph == "replay")
     if cost.fused:
         return 1
     products = sum(1 for g in cost.gemms if g.pass_ == pass_)
@@ -347,5 +384,6 @@ def efficiency(name: str) -> Efficiency:
     (108, 256, True)
     """
     calibrated = _calibrated(name)
-    fitted = {k: Rational(CALIBRATION["fitted"][calibrated["family"]][k]) for k in FITTED}
+    mine = CALIBRATION["fitted"][calibrated["family"]]
+    fitted = {k: Rational(mine[k]) for k in FITTED + GROUP_FITTED if k in mine}
     return Efficiency(**fitted, **{k: v for k, v in calibrated.items() if k not in ("family", "source")})

@@ -249,7 +249,9 @@ def _pass_seconds(cost: Cost, pass_: str, system: System, conventions) -> tuple[
     rates (``efficiency.pass_times``), the tiled kernel model, or the datasheet roofline."""
     if system.efficiency is not None:       # and each kernel's launch (Efficiency.kernel)
         compute, memory = efficiency.pass_times(cost, pass_, system, conventions)
-        floor = efficiency.launches(cost, pass_) * system.efficiency.kernel
+        eff = system.efficiency
+        floor = (efficiency.launches(cost, pass_) * eff.kernel
+                 + efficiency.group_launches(cost, pass_) * eff.group_kernel)
         return compute, memory, maximum(compute, memory) + floor
     flops_rate = product_rate(cost, system) if cost.engine == "matrix" else system.vector_flops
     compute = attention_kernels.executed_flops(cost, pass_) / flops_rate     # a flash kernel: its tiles
