@@ -108,8 +108,8 @@ def run(args) -> int:
                                         for k, v in fitted.items()))
     serving = _fit_serving(calibrate, measured) if args.serving else None
     if args.write:
-        ids = [c.id for c in cases] + [c.id for c in grouped if c not in cases]
-        path = calibrate.write(values, ids, SOURCE.format("training"), serving=serving)
+        path = calibrate.write(values, [c.id for c in cases], SOURCE.format("training"), serving=serving,
+                               grouped_ids=[c.id for c in grouped])
         print(f"wrote {path}")
     print(f"{len(cases)} cases, {len(measured.excluded())} rows not expressible; the committed model's errors:")
     print("\n".join(summary_lines(timed(cases))))

@@ -104,10 +104,14 @@ def serving_lines(rows) -> list[str]:
     return lines
 
 
+FACTORS = eff_module.FITTED + eff_module.GROUP_FITTED
+"""The fitted factors the report shows, per family's and the one all share."""
+
+
 def _factor(name: str, value) -> str:
-    """A fitted factor as the table shows it: a fraction as is, the per-kernel cost in microseconds,
+    """A fitted factor as the table shows it: a fraction as is, the per-kernel costs in microseconds,
     the step's framework time in milliseconds."""
-    if name == "kernel":
+    if name in ("kernel", "group_kernel"):
         return f"{float(value) * 1e6:.3g} us"
     if name == "step":
         return f"{float(value) * 1e3:.3g} ms"
@@ -155,14 +159,16 @@ def write(folder: Path, cases, excluded, plot: bool = True, serving_cases=()) ->
              "`symbolic_cost/reproduce/measured/` (published runs; the fit of `timing/calibration.json` used these "
              "and nothing else: A100's and H100's factors on all but the groups of `measured.NOT_FITTED`, "
              "expressible only since that fit; the matrix fraction of Blackwell's two chips, B200 and B300, on "
-             "Megatron-Bridge's runs on them, `timing.calibrate.MATRIX_ONLY`), "
+             "Megatron-Bridge's runs on them, `timing.calibrate.MATRIX_ONLY`; a grouped GEMM's further "
+             "launches, `group_kernel`, one value for every system, on the mixtures of experts' runs, "
+             "`timing.calibrate.fit_group_kernel`), "
              "timed by the calibrated model (`timing.hardware.calibrated`) and by the peak-only "
              "bound (`--ideal`). Errors are predicted / measured - 1.", "",
-             "## Fitted factors", "", "| system | " + " | ".join(eff_module.FITTED) + " |",
-             "|---|" + "---|" * len(eff_module.FITTED)]
+             "## Fitted factors", "", "| system | " + " | ".join(FACTORS) + " |",
+             "|---|" + "---|" * len(FACTORS)]
     for fam in (*FAMILIES, *MATRIX_ONLY):
         e = eff_module.efficiency(fam)
-        lines.append(f"| {fam} | " + " | ".join(_factor(k, getattr(e, k)) for k in eff_module.FITTED) + " |")
+        lines.append(f"| {fam} | " + " | ".join(_factor(k, getattr(e, k)) for k in FACTORS) + " |")
     lines += [""] + kernel_lines()
     lines += ["", "## Error by source", ""] + summary_lines(rows)
     lines += ["", "## Error by sequence length and by GPU", ""] + summary_lines(rows, _length, "tokens a sequence")

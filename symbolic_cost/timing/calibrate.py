@@ -170,14 +170,16 @@ SERVING_PROVENANCE = {
 
 
 def write(values: dict | None, case_ids: list[str], source: str, path: Path | None = None,
-          serving: tuple | None = None) -> Path:
-    """Store fitted factors (``values``) and/or serving overheads (``serving``: ``(values,
-    case ids, source)``) with their provenance, keeping what is not refitted."""
+          serving: tuple | None = None, grouped_ids: list[str] = ()) -> Path:
+    """Store fitted factors (``values``; ``case_ids`` the cases of the families' fits, ``grouped_ids``
+    those of ``fit_group_kernel``) and/or serving overheads (``serving``: ``(values, case ids,
+    source)``) with their provenance, keeping what is not refitted."""
     path = path or Path(efficiency.__file__).with_name("calibration.json")
     record = json.loads(path.read_text()) if path.exists() else {}
     if values is not None:
         record["fitted"] = {fam: {k: rounded(v) for k, v in values[fam].items()} for fam in (*FAMILIES, *MATRIX_ONLY)}
-        record["provenance"] = dict(PROVENANCE, data=source, cases=case_ids)
+        record["provenance"] = dict(PROVENANCE, data=source, cases=case_ids,
+                                    **({"group_kernel_cases": list(grouped_ids)} if grouped_ids else {}))
     if serving is not None:
         fitted, ids, data = serving
         record["serving"] = {k: rounded(v) for k, v in fitted.items()}
