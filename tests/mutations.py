@@ -71,7 +71,7 @@ TESTS = ("tests/test_serving_lengths.py", "tests/test_serving_lockstep.py", "tes
          "tests/test_trainer_deepspeed.py", "tests/test_llamafactory.py", "tests/test_fused_loss.py",
          "tests/test_budget.py", "tests/test_extrema.py", "tests/test_collective_kinds.py",
          "tests/test_pipeline_sends.py", "tests/test_bridge_peft.py",
-         "tests/test_serving_kv_copies.py", "tests/test_tensor_parallel_ends.py")
+         "tests/test_serving_kv_copies.py", "tests/test_tensor_parallel_ends.py", "tests/test_cuda_graphs.py")
 NO_SHRINK = """
 from hypothesis import Phase, settings as _settings
 _settings.register_profile("mutations", max_examples=20, deadline=None, database=None,
@@ -374,8 +374,8 @@ MUTATIONS = (
              "minimum(rounds * p + min(max(rest - c, 0), p), n)", required=False),
     Mutation("placed-ends", PLACEMENT, "(first if is_first else 0)", "(first if is_last else 0)", required=False),
     Mutation("activation-recompute-drops-expert-fc2-input", "symbolic_cost/blocks/moe.py",
-             '                                    **at.kw), rebuilt="activation")]',
-             '                                    **at.kw))]', required=False),
+             '                                    **at.kw), rebuilt="activation", kernel_per_group=megatron)]',
+             '                                    **at.kw), kernel_per_group=megatron)]', required=False),
     Mutation("chunk-pairs", "symbolic_cost/ops/matmul.py", "rest * (rest + 1) / 2) / l", "rest * rest / 2) / l",
              required=False),
     Mutation("layer-kinds-order", STACK, "key=lambda key: (not key[0], key[1], not key[2])",
@@ -1130,6 +1130,15 @@ MUTATIONS = (
              "            at = max(at, free[-1])", required=False),
     Mutation("decoder-context-in-tokens", LOAD, "            if speculative:\n",
              "            if False:\n", required=False),
+    Mutation("graph-replay-free", EFFICIENCY, 'return int(cost.graph == "replay")', "return 0", required=False),
+    Mutation("graphed-rows-launch", EFFICIENCY, "    if cost.graph is not None:\n        return int(",
+             "    if False:\n        return int(", required=False),
+    Mutation("one-kernel-a-grouped-gemm", EFFICIENCY, "    if not cost.kernel_per_group or cost.graph is not None:",
+             "    if True:", required=False),
+    Mutation("graphs-ignored", "symbolic_cost/blocks/layer.py",
+             "return _graphed(layer, blocks, ffn, run) if run.graphs else layer", "return layer", required=False),
+    Mutation("preprocess-captures-no-permute", "symbolic_cost/blocks/moe.py", "        last += 1\n",
+             "        last += 0\n", required=False),
 )
 
 
