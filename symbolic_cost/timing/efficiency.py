@@ -310,8 +310,7 @@ def launches(cost, pass_: str) -> Expr | int:
     >>> launches(replace(gelu(2, 3, 4), graph="captured"), "fwd"), launches(replace(gelu(2, 3, 4), graph="replay"), "fwd")
     (0, 1)
     """
-    count = _launched(cost, pass_)
-    return count if cost.runs is None else cost.runs * count
+    return _as_run(cost, _launched(cost, pass_))
 
 
 def group_launches(cost, pass_: str) -> Expr | int:
@@ -329,7 +328,11 @@ def group_launches(cost, pass_: str) -> Expr | int:
     """
     if not cost.kernel_per_group or cost.graph is not None:
         return 0
-    count = Add(*(g.groups - 1 for g in cost.gemms if g.pass_ == pass_))
+    return _as_run(cost, Add(*(g.groups - 1 for g in cost.gemms if g.pass_ == pass_)))
+
+
+def _as_run(cost, count):
+    """``count`` kernels of a row, times ``Cost.runs`` where the row runs or not by a symbol."""
     return count if cost.runs is None else cost.runs * count
 
 
