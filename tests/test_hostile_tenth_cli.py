@@ -105,3 +105,127 @@ def test_crossover_names_for_when_the_roots_are_not_one(capsys):
     """``crossover --for e`` (the MLP's FLOPs are quadratic in e) ended in "expected one positive
     crossover in e" without naming ``--for``."""
     refused(capsys, ["crossover", "--for", "e"], "--for e", "one positive crossover")
+
+
+# the --accelerate reader's switches, read as accelerate launch hands them to its plugins
+
+
+SWITCHES = [True, False, "true", "false", "True", "FALSE", "yes", "No", "on", "off", "y", "n", "t", "f", "1", "0",
+            1, 0, 2, -1, 1.0, None, "", " true", "true ", "maybe", [True], {"a": 1}]
+"""YAML values of a switch: booleans, the text ``accelerate config`` users type, numbers, ``null``,
+padded text and containers; which of them accelerate takes is its own launcher's and plugin's say
+(``launched``)."""
+
+
+def _launch_env(tmp_path, config: dict) -> tuple:
+    """``accelerate launch --config_file`` of ``config`` up to the training script's environment:
+    accelerate's own parser and its copy of the file's values onto the launch arguments."""
+    yaml = pytest.importorskip("yaml")
+    launch = pytest.importorskip("accelerate.commands.launch")
+    path = tmp_path / "launch.yaml"
+    path.write_text(yaml.safe_dump({"compute_environment": "LOCAL_MACHINE", "num_processes": 2, **config}))
+    args, *_ = launch._validate_launch_command(launch.launch_command_parser().parse_args(
+        ["--config_file", str(path), "train.py"]))
+    return args, path
+
+
+def launched_fsdp(tmp_path, monkeypatch, key: str, value):
+    """What accelerate makes of ``fsdp_config.key: value`` (FSDP2): the environment
+    ``prepare_multi_gpu_env`` exports, read by ``FullyShardedDataParallelPlugin()`` in the script;
+    ``(offload, checkpointing, reshard)``, or ``None`` where the plugin raises."""
+    args, _ = _launch_env(tmp_path, {"distributed_type": "FSDP", "mixed_precision": "bf16",
+                                     "fsdp_config": {"fsdp_version": 2, key: value}})
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from accelerate.utils.launch import prepare_multi_gpu_env
+    for name, text in prepare_multi_gpu_env(args).items():
+        if name.startswith("FSDP_"):
+            monkeypatch.setenv(name, text)
+    try:
+        plugin = FullyShardedDataParallelPlugin()
+    except ValueError:          # str_to_bool's "invalid truth value"
+        return None
+    offload = type(plugin.cpu_offload).__name__ == "CPUOffloadPolicy"        # FSDP2's policy, or the empty one
+    return offload, plugin.activation_checkpointing, plugin.reshard_after_forward
+
+
+@pytest.mark.parametrize("key", ["fsdp_offload_params", "fsdp_activation_checkpointing", "fsdp_reshard_after_forward"])
+@pytest.mark.parametrize("value", SWITCHES, ids=repr)
+def test_fsdp_switches_are_read_as_accelerate_reads_them(tmp_path, monkeypatch, key, value):
+    """``fsdp_offload_params: "true"`` (and ``"false"``) were refused ("must be true or false"),
+    and so were 1 and 0; accelerate launch exports ``str(value).lower()`` and its plugin reads it
+    with ``str_to_bool``, so it takes them, and refuses ``" true"``, 2, 1.0 and ``null``."""
+    from symbolic_cost.models.accelerate import fsdp_policy
+    theirs = launched_fsdp(tmp_path, monkeypatch, key, value)
+    section = {"fsdp_version": 2, key: value}
+    if theirs is None:
+        refusal(lambda: fsdp_policy(section, 2, 2, []), f"fsdp_config.{key}")
+        return
+    ours = fsdp_policy(section, 2, 2, [])
+    assert (ours.get("offload") == "parameters", ours.get("recompute") == "full",
+            ours.get("reshard_after_forward", True)) == theirs
+
+
+def test_a_text_switch_in_an_accelerate_file_is_read_on_the_command_line(tmp_path, capsys):
+    """The file as a user writes it, through ``summary --accelerate``: ``"true"`` offloads the
+    parameters as ``true`` does, ``"True "`` (a space accelerate's str_to_bool keeps) is refused."""
+    import json
+    from symbolic_cost.cli import main
+    head = "distributed_type: FSDP\nnum_processes: 8\nmixed_precision: bf16\nfsdp_config:\n  fsdp_version: 2\n"
+    answers = []
+    for written in ("true", '"true"', "'on'"):
+        (tmp_path / "a.yaml").write_text(head + f"  fsdp_offload_params: {written}\n")
+        assert main(["summary", "--preset", "llama-2-7b", "--set", "l=2048", "--accelerate", str(tmp_path / "a.yaml"),
+                     "--json"]) == 0
+        answers.append(json.loads(capsys.readouterr().out))
+    assert answers[0] == answers[1] == answers[2] and answers[0]["layout"]["offload"] == "parameters"
+    (tmp_path / "a.yaml").write_text(head + "  fsdp_offload_params: 'True '\n")
+    refused(capsys, ["summary", "--preset", "llama-2-7b", "--set", "l=2048", "--accelerate", str(tmp_path / "a.yaml")],
+            "fsdp_config.fsdp_offload_params", "'True '")
+
+
+def launched_fp8(tmp_path, monkeypatch, key: str, value, default: bool):
+    """What accelerate makes of ``fp8_config.key: value``: ``setup_fp8_env``'s variable (none for
+    ``null``) read by the recipe's ``parse_flag_from_env(name, default)``; ``None`` where it raises."""
+    args, _ = _launch_env(tmp_path, {"distributed_type": "MULTI_GPU", "mixed_precision": "fp8",
+                                     "fp8_config": {"backend": "AO", key: value}})
+    from accelerate.utils.environment import parse_flag_from_env
+    from accelerate.utils.launch import setup_fp8_env
+    name = f"ACCELERATE_FP8_{key.upper()}"
+    monkeypatch.delenv(name, raising=False)
+    for variable, text in setup_fp8_env(args, {}).items():
+        monkeypatch.setenv(variable, text)
+    try:
+        return parse_flag_from_env(name, default)
+    except ValueError:
+        return None
+
+
+@pytest.mark.parametrize("key, default", [("use_mxfp8_block_scaling", False), ("enable_fsdp_float8_all_gather", True)])
+@pytest.mark.parametrize("value", SWITCHES, ids=repr)
+def test_fp8_switches_are_read_as_accelerate_reads_them(tmp_path, monkeypatch, key, default, value):
+    """The FP8 recipes' switches: ``null`` was refused, where accelerate exports nothing and the
+    recipe's default holds; ``" true"`` was read as true (stripped), where str_to_bool refuses it;
+    1 and 0 were refused, where accelerate takes them."""
+    from symbolic_cost.models.accelerate import fp8_policy
+    theirs = launched_fp8(tmp_path, monkeypatch, key, value, default)
+    backend = "TE" if key == "use_mxfp8_block_scaling" else "AO"
+    section = {"backend": backend, key: value}
+    if theirs is None:
+        refusal(lambda: fp8_policy(section, [], fsdp_sharded=True), f"fp8_config.{key}")
+        return
+    policy = fp8_policy(section, [], fsdp_sharded=True)
+    assert (policy["fp8"] == "mxfp8" if backend == "TE" else policy["fp8_gather"]) == theirs
+
+
+def test_switch_is_str_to_bool_of_the_text_accelerate_exports():
+    """The rule itself against accelerate's ``str_to_bool`` on ``str(value)``, the text its
+    launcher writes into the environment."""
+    str_to_bool = pytest.importorskip("accelerate.utils.environment").str_to_bool
+    from symbolic_cost.models.accelerate import switch
+    for value in SWITCHES:
+        try:
+            theirs = bool(str_to_bool(str(value)))
+        except ValueError:
+            refusal(lambda: switch(value, "fsdp_config.fsdp_offload_params"), "fsdp_config.fsdp_offload_params")
+            continue
+        assert switch(value, "fsdp_config.fsdp_offload_params") is theirs
