@@ -229,3 +229,28 @@ def test_switch_is_str_to_bool_of_the_text_accelerate_exports():
             refusal(lambda: switch(value, "fsdp_config.fsdp_offload_params"), "fsdp_config.fsdp_offload_params")
             continue
         assert switch(value, "fsdp_config.fsdp_offload_params") is theirs
+
+
+@pytest.mark.parametrize("value", [1, 2, "1", "2", " 2", "+2", True, False, 1.0, 2.0, None, 0, 3, "two", [2]], ids=repr)
+def test_fsdp_version_is_read_as_accelerate_reads_it(tmp_path, monkeypatch, value):
+    """``fsdp_version: "2"`` was refused and ``true`` read as FSDP1, ``2.0`` as FSDP2; accelerate
+    launch exports ``FSDP_VERSION=str(value)`` and the plugin takes ``int()`` of it (its first line),
+    so "2" is FSDP2 and ``true``, ``2.0`` are refused.  FSDP2's plugin is built on this machine;
+    FSDP1's looks for a GPU first, so its version is taken as the plugin takes it, from the text."""
+    from symbolic_cost.models.accelerate import fsdp_version
+    args, _ = _launch_env(tmp_path, {"distributed_type": "FSDP", "mixed_precision": "bf16",
+                                     "fsdp_config": {"fsdp_version": value}})
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from accelerate.utils.launch import prepare_multi_gpu_env
+    exported = prepare_multi_gpu_env(args)["FSDP_VERSION"]
+    try:
+        theirs = int(exported)
+    except ValueError:
+        theirs = None
+    if theirs == 2:
+        monkeypatch.setenv("FSDP_VERSION", exported)
+        assert FullyShardedDataParallelPlugin().fsdp_version == 2
+    if theirs not in (1, 2):
+        refusal(lambda: fsdp_version({"fsdp_version": value}), "fsdp_config.fsdp_version")
+    else:
+        assert fsdp_version({"fsdp_version": value}) == theirs

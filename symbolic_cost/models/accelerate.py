@@ -152,6 +152,25 @@ def _scalar(value):
     return value if isinstance(value, (str, int, float, bool, type(None))) else ()
 
 
+def fsdp_version(fsdp: dict) -> int:
+    """``fsdp_config.fsdp_version`` (1 unless given) as accelerate reads it: ``accelerate launch``
+    exports ``str(value)`` as ``FSDP_VERSION`` and the plugin takes ``int()`` of it, so ``"2"`` is
+    FSDP2, and ``true`` (``"True"``), ``2.0`` and ``null`` are refused, naming the key.
+
+    >>> fsdp_version({"fsdp_version": "2"}), fsdp_version({})
+    (2, 1)
+    """
+    value = fsdp.get("fsdp_version", 1)
+    try:
+        version = int(str(value))
+    except ValueError:
+        version = None
+    if version not in (1, 2):
+        raise InputError(f"fsdp_config.fsdp_version must be 1 or 2, got {value!r} (accelerate reads int() of its "
+                         f"text)", "fsdp_config.fsdp_version")
+    return version
+
+
 def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
     """``zero``, ``shard``, ``reshard_after_forward``, offload and recomputation of ``fsdp_config``
     (``per_node`` devices a machine of ``world``).
@@ -165,9 +184,7 @@ def fsdp_policy(fsdp: dict, per_node: int, world: int, notes: list) -> dict:
     if wrap != "TRANSFORMER_BASED_WRAP":
         raise InputError(f"fsdp_config.fsdp_auto_wrap_policy {wrap!r}: the library gathers one transformer layer at "
                          f"a time (TRANSFORMER_BASED_WRAP)", "fsdp_config.fsdp_auto_wrap_policy")
-    version = fsdp.get("fsdp_version", 1)
-    if version not in (1, 2):
-        raise InputError(f"fsdp_config.fsdp_version must be 1 or 2, got {version!r}", "fsdp_config.fsdp_version")
+    version = fsdp_version(fsdp)
     if version == 2:
         if "fsdp_sharding_strategy" in fsdp:
             raise InputError("fsdp_config.fsdp_sharding_strategy is FSDP1's; FSDP2 takes fsdp_reshard_after_forward "
@@ -299,7 +316,7 @@ def parallelism(config: dict, kind: str, world: int, notes: list, arch=None) -> 
     size = {name: _count(section, f"parallelism_config_{name}_size") for name in MESH}
     if size["sp"] > 1:
         return sequence_parallel(section, size, kind, world, notes)
-    if kind != "FSDP" or (config.get("fsdp_config") or {}).get("fsdp_version", 1) != 2:
+    if kind != "FSDP" or fsdp_version(config.get("fsdp_config") or {}) != 2:
         raise InputError("parallelism_config needs distributed_type FSDP with fsdp_version 2 (accelerate launch "
                          "refuses it otherwise)", "parallelism_config")
     total = size["dp_replicate"] * size["dp_shard"] * size["tp"] * size["cp"]
