@@ -254,3 +254,9 @@ def test_fsdp_version_is_read_as_accelerate_reads_it(tmp_path, monkeypatch, valu
         refusal(lambda: fsdp_version({"fsdp_version": value}), "fsdp_config.fsdp_version")
     else:
         assert fsdp_version({"fsdp_version": value}) == theirs
+
+
+def test_inference_refuses_a_batch_cap_listed_twice(capsys):
+    """``inference --devices 8 --batch-limits 8 16 8`` tried the cap 8 once and said nothing."""
+    refused(capsys, ["inference", "--preset", "llama-2-7b", "--devices", "8", "--slo-ttft", "1",
+                     "--batch-limits", "8", "16", "8"], "--batch-limits: 8 listed twice")
